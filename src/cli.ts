@@ -1,0 +1,99 @@
+#!/usr/bin/env node
+// Entry point: checks the Node version before anything that needs node:sqlite is loaded, then dispatches.
+import { readFileSync } from 'node:fs';
+
+const MIN = [22, 13] as const;
+const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
+if (major < MIN[0] || (major === MIN[0] && minor < MIN[1])) {
+  process.stderr.write(`svc needs Node.js >= ${MIN.join('.')} (found ${process.versions.node})\n`);
+  process.exit(1);
+}
+
+// node:sqlite prints an ExperimentalWarning on every start; it is noise for CLI users, not news.
+const emitWarning = process.emitWarning.bind(process);
+process.emitWarning = ((warning: string | Error, ...rest: unknown[]) => {
+  if (String(warning instanceof Error ? warning.message : warning).includes('SQLite')) return;
+  (emitWarning as (...a: unknown[]) => void)(warning, ...rest);
+}) as typeof process.emitWarning;
+
+type Loader = () => Promise<{ default: (io: import('./cli/io.ts').CliIo) => Promise<number> }>;
+
+// Lazy imports keep `svc --version` fast and keep node:sqlite out of commands that don't need it.
+const commands: Record<string, { summary: string; load: Loader }> = {
+  control: { summary: 'Run or query the Control Plane (serve, status)', load: () => import('./cli/control.ts') },
+  dashboard: { summary: 'Open the Control Plane UI, starting it if needed (start, open)', load: () => import('./cli/dashboard.ts') },
+  start: { summary: 'Start a run from a brief, spec file, issue export or issue URL', load: () => import('./cli/start.ts') },
+  answer: { summary: 'Answer a blocked run', load: () => import('./cli/answer.ts') },
+  runs: { summary: 'List and steer runs on the Control Plane', load: () => import('./cli/runs.ts') },
+  ship: { summary: 'Re-send local runs to the Control Plane', load: () => import('./cli/ship.ts') },
+  receipt: { summary: 'Check an Evidence Receipt (verify)', load: () => import('./cli/receipt.ts') },
+  deploy: { summary: 'Write a deploy record (record)', load: () => import('./cli/deploy.ts') },
+  trigger: { summary: 'Run the webhook trigger server (serve)', load: () => import('./cli/trigger.ts') },
+};
+
+function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
+
+function help(): string {
+  const lines = Object.entries(commands).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`);
+  return [
+    'Usage: svc <command> [options]',
+    '',
+    'Commands:',
+    ...lines,
+    '',
+    'Global options:',
+    '  --version   print the version',
+    '  --help      help for svc or for a command (svc <command> --help)',
+    '  --verbose   show stack traces on errors',
+    '',
+  ].join('\n');
+}
+
+async function main(argv: string[]): Promise<number> {
+  const verbose = argv.includes('--verbose');
+  const rest = argv.filter((a) => a !== '--verbose');
+  const [name, ...tail] = rest;
+  if (name === '--version' || name === '-v' || name === 'version') {
+    process.stdout.write(`${version()}\n`);
+    return 0;
+  }
+  if (name === undefined || name === 'help' || name === '--help' || name === '-h') {
+    if (name === 'help' && tail[0] && commands[tail[0]]) return main([tail[0], '--help']);
+    process.stdout.write(help());
+    return name === undefined ? 2 : 0;
+  }
+  const command = commands[name];
+  if (!command) {
+    process.stderr.write(`svc: unknown command "${name}"\n\n${help()}`);
+    return 2;
+  }
+  try {
+    const mod = await command.load();
+    return await mod.default({
+      argv: tail,
+      env: process.env,
+      stdout: (t) => process.stdout.write(t),
+      stderr: (t) => process.stderr.write(t),
+      verbose,
+    });
+  } catch (err) {
+    const exitCode = typeof (err as { exitCode?: unknown }).exitCode === 'number' ? (err as { exitCode: number }).exitCode : 1;
+    const message = err instanceof Error ? err.message : String(err);
+    process.stderr.write(`svc ${name}: ${message}\n`);
+    if (verbose && err instanceof Error && err.stack) process.stderr.write(`${err.stack}\n`);
+    return exitCode;
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    process.stderr.write(`svc: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,48 @@
+// `svc control serve|status`: run the Control Plane, or ask a running one whether it is up and how many runs it holds.
+import type { CliIo } from './io.ts';
+import { parseFlags, wantsHelp } from './io.ts';
+import { UsageError } from './usage-error.ts';
+
+const HELP = `Usage:
+  svc control serve [--host HOST] [--port PORT] [--db PATH]
+  svc control status [--json]
+
+serve   Start the Control Plane (default 127.0.0.1:${47821}, DB ~/.svc/control/control.db).
+        --port 0 binds a free port; the URL printed on stdout is the real one.
+status  Report whether the Control Plane is reachable and how many runs it holds (exit 1 when unreachable).
+
+Environment: SVC_CONTROL_HOST, SVC_CONTROL_PORT, SVC_CONTROL_DB, SVC_CONTROL_TOKEN,
+SVC_CONTROL_ALLOW_INSECURE_BIND, SVC_CONTROL_ANSWER_DIR, SVC_CONTROL_URL (status)
+`;
+
+export default async function control(io: CliIo): Promise<number> {
+  const [sub, ...rest] = io.argv;
+  if (sub === undefined || sub === '--help' || sub === '-h' || sub === 'help') {
+    io.stdout(HELP);
+    return sub === undefined ? 2 : 0;
+  }
+  if (wantsHelp(rest)) {
+    io.stdout(HELP);
+    return 0;
+  }
+  if (sub === 'serve') {
+    const { values, positionals } = parseFlags(rest, { host: { type: 'string' }, port: { type: 'string' }, db: { type: 'string' } });
+    if (positionals.length) throw new UsageError(`Unexpected argument "${positionals[0]}"`);
+    const { resolveControlSettings } = await import('../control/settings.ts');
+    const { serveControlForever, STATIC_DIR } = await import('../control/main.ts');
+    let settings;
+    try {
+      settings = resolveControlSettings(io.env, values, STATIC_DIR);
+    } catch (err) {
+      throw new UsageError(err instanceof Error ? err.message : String(err));
+    }
+    return serveControlForever(settings, io.env, io.stdout);
+  }
+  if (sub === 'status') {
+    const { values, positionals } = parseFlags(rest, { json: { type: 'boolean' } });
+    if (positionals.length) throw new UsageError(`Unexpected argument "${positionals[0]}"`);
+    const { controlStatus } = await import('./control-status.ts');
+    return controlStatus(io, Boolean(values.json));
+  }
+  throw new UsageError(`Unknown subcommand "control ${sub}" (expected serve or status)`);
+}

@@ -1,0 +1,7 @@
+// Placeholder until its issue lands: says so plainly instead of pretending.
+import type { CliIo } from './io.ts';
+import { CliError } from './usage-error.ts';
+
+export default async function dashboard(_io: CliIo): Promise<number> {
+  throw new CliError('"svc dashboard" is not implemented yet');
+}

@@ -1,0 +1,7 @@
+// Placeholder until its issue lands: says so plainly instead of pretending.
+import type { CliIo } from './io.ts';
+import { CliError } from './usage-error.ts';
+
+export default async function start(_io: CliIo): Promise<number> {
+  throw new CliError('"svc start" is not implemented yet');
+}

@@ -1,0 +1,77 @@
+// The Control Plane as a pure factory: one ordered route table compiled at boot (STYLE habit 1).
+import { createPipeline, type Route, type RequestListener } from '../http/pipeline.ts';
+import { MiB } from '../http/body.ts';
+import { createStaticFiles } from '../http/static-files.ts';
+import type { ControlDeps } from './deps.ts';
+import { getHealth, getReady } from './handlers/health.ts';
+import { listRuns, getRun, deleteRun } from './handlers/runs.ts';
+import { listEvents, streamRun, streamAll } from './handlers/events.ts';
+import { getArtifact } from './handlers/artifacts.ts';
+import { getStats, getCostStats } from './handlers/stats.ts';
+import { listAudit } from './handlers/audit.ts';
+import { getConfig, putConfig } from './handlers/config.ts';
+import { listProviders, listIntegrations, listNotifications, getKeys, listRepos } from './handlers/catalog.ts';
+import { ingestRuns, importRuns } from './handlers/ingest.ts';
+import { startRun, stopRun, resumeRun, retryRun, verifyRun, answerRun } from './handlers/actions.ts';
+import { listMergeQueue, addToMergeQueue, runMergeQueue } from './handlers/merge.ts';
+import { getReviewRisk } from './handlers/risk.ts';
+import { getOpenapi } from './handlers/openapi.ts';
+import { audited } from './audited.ts';
+
+type R = Route<ControlDeps>;
+const RUN = '/v1/runs/:source/:run';
+const INGEST_LIMIT = 16 * MiB;
+
+export const controlRoutes: readonly R[] = [
+  { method: 'GET', pattern: '/health', handler: getHealth, auth: false },
+  { method: 'GET', pattern: '/ready', handler: getReady, auth: false },
+  { method: 'GET', pattern: '/v1/openapi.json', handler: getOpenapi },
+  { method: 'GET', pattern: '/v1/runs', handler: listRuns },
+  { method: 'POST', pattern: '/v1/runs', handler: audited('run.start', startRun), loopbackOnly: true, body: 'json' },
+  { method: 'POST', pattern: '/v1/start', handler: audited('run.start', startRun), loopbackOnly: true, body: 'json' },
+  { method: 'GET', pattern: RUN, handler: getRun },
+  { method: 'DELETE', pattern: RUN, handler: audited('run.delete', deleteRun), loopbackOnly: true, body: 'optional-json' },
+  { method: 'POST', pattern: `${RUN}/stop`, handler: audited('run.stop', stopRun), loopbackOnly: true, body: 'optional-json' },
+  { method: 'POST', pattern: `${RUN}/resume`, handler: audited('run.resume', resumeRun), body: 'optional-json' },
+  { method: 'POST', pattern: `${RUN}/retry`, handler: audited('run.retry', retryRun), body: 'optional-json' },
+  { method: 'POST', pattern: `${RUN}/verify`, handler: audited('run.verify', verifyRun), body: 'optional-json' },
+  { method: 'POST', pattern: `${RUN}/answer`, handler: audited('run.answer', answerRun), body: 'json' },
+  { method: 'GET', pattern: `${RUN}/events`, handler: listEvents },
+  { method: 'GET', pattern: `${RUN}/stream`, handler: streamRun },
+  { method: 'GET', pattern: `${RUN}/artifact/*path`, handler: getArtifact },
+  { method: 'GET', pattern: '/v1/stream', handler: streamAll },
+  { method: 'GET', pattern: '/v1/stats', handler: getStats },
+  { method: 'GET', pattern: '/v1/stats/cost', handler: getCostStats },
+  { method: 'GET', pattern: '/v1/audit', handler: listAudit },
+  { method: 'GET', pattern: '/v1/config', handler: getConfig },
+  { method: 'PUT', pattern: '/v1/config', handler: audited('config.write', putConfig), loopbackOnly: true, body: 'json' },
+  { method: 'GET', pattern: '/v1/providers', handler: listProviders },
+  { method: 'GET', pattern: '/v1/integrations', handler: listIntegrations },
+  { method: 'GET', pattern: '/v1/notifications', handler: listNotifications },
+  { method: 'GET', pattern: '/v1/merge/queue', handler: listMergeQueue },
+  { method: 'POST', pattern: '/v1/merge/queue', handler: audited('merge.enqueue', addToMergeQueue), body: 'json' },
+  { method: 'POST', pattern: '/v1/merge/run', handler: audited('merge.run', runMergeQueue), body: 'optional-json' },
+  { method: 'GET', pattern: '/v1/review/risk', handler: getReviewRisk },
+  { method: 'GET', pattern: '/v1/keys', handler: getKeys, loopbackOnly: true },
+  { method: 'GET', pattern: '/v1/repos', handler: listRepos, loopbackOnly: true },
+  { method: 'POST', pattern: '/v1/ingest', handler: audited('runs.ingest', ingestRuns), body: 'json', limit: INGEST_LIMIT },
+  { method: 'POST', pattern: '/v1/import', handler: audited('runs.import', importRuns), loopbackOnly: true, body: 'json', limit: INGEST_LIMIT },
+];
+
+export interface ControlApp {
+  listener: RequestListener;
+  routes: readonly R[];
+}
+
+export function createControlApp(deps: ControlDeps, opts: { boundToLoopback: () => boolean; ownOrigins?: () => ReadonlySet<string> }): ControlApp {
+  const listener = createPipeline<ControlDeps>({
+    routes: controlRoutes,
+    deps,
+    boundToLoopback: opts.boundToLoopback,
+    token: deps.settings.token,
+    ...(opts.ownOrigins ? { ownOrigins: opts.ownOrigins } : {}),
+    staticFiles: createStaticFiles(deps.settings.staticDir),
+    log: deps.log,
+  });
+  return { listener, routes: controlRoutes };
+}

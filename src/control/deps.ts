@@ -1,0 +1,21 @@
+// Everything a Control Plane handler may touch, passed in (STYLE habit 2): tests build this with temp paths.
+import type { Db } from '../db/open.ts';
+import type { ControlStores } from '../db/control-stores.ts';
+import type { RunEventBus } from './event-bus.ts';
+import type { RunController } from './run-controller.ts';
+import type { ControlSettings } from './settings.ts';
+import type { Logger } from '../log.ts';
+
+export interface ControlDeps {
+  db: Db;
+  stores: ControlStores;
+  bus: RunEventBus;
+  engine: RunController;
+  settings: ControlSettings;
+  /** Snapshot of the environment for read-only detection (providers, integrations); never echoed. */
+  env: NodeJS.ProcessEnv;
+  clock: () => number;
+  log: Logger;
+  /** The URL the server listens on once bound (for links and the engine's SVC_CONTROL_URL). */
+  url: () => string;
+}

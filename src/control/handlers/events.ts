@@ -1,0 +1,8 @@
+// Placeholder handlers: replaced by the issue that owns them.
+import { HttpError } from '../../http/http-error.ts';
+import type { Handler } from '../../http/pipeline.ts';
+import type { ControlDeps } from '../deps.ts';
+
+export const listEvents: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
+export const streamRun: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
+export const streamAll: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };

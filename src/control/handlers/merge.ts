@@ -1,0 +1,8 @@
+// Placeholder handlers: replaced by the issue that owns them.
+import { HttpError } from '../../http/http-error.ts';
+import type { Handler } from '../../http/pipeline.ts';
+import type { ControlDeps } from '../deps.ts';
+
+export const listMergeQueue: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
+export const addToMergeQueue: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
+export const runMergeQueue: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };

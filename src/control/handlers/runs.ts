@@ -1,0 +1,8 @@
+// Placeholder handlers: replaced by the issue that owns them.
+import { HttpError } from '../../http/http-error.ts';
+import type { Handler } from '../../http/pipeline.ts';
+import type { ControlDeps } from '../deps.ts';
+
+export const listRuns: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
+export const getRun: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
+export const deleteRun: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };

@@ -1,0 +1,164 @@
+// Boots the Control Plane: the only place that listens, writes server.json and installs signal handlers.
+import { createServer, type Server } from 'node:http';
+import { mkdirSync, writeFileSync, rmSync, readFileSync, renameSync } from 'node:fs';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { openDatabase } from '../db/open.ts';
+import { controlMigrations } from '../db/control-migrations.ts';
+import { createControlStores } from '../db/control-stores.ts';
+import { createRunEventBus } from './event-bus.ts';
+import { createRunController } from './run-controller.ts';
+import { createControlApp } from './app.ts';
+import { isLoopbackHost } from '../http/guards.ts';
+import type { ControlSettings } from './settings.ts';
+import type { ControlDeps } from './deps.ts';
+import { createLogger, type Logger } from '../log.ts';
+import { CliError } from '../cli/usage-error.ts';
+
+export const STATIC_DIR = fileURLToPath(new URL('../../static', import.meta.url));
+
+export interface RunningControl {
+  url: string;
+  server: Server;
+  deps: ControlDeps;
+  close(): Promise<void>;
+}
+
+/** Refuses a tokenless non-loopback bind (spec: exit code 2) unless explicitly overridden. */
+export function checkBindPolicy(settings: ControlSettings, log: Logger): void {
+  if (isLoopbackHost(settings.host) || settings.token) return;
+  if (!settings.allowInsecureBind) {
+    throw new CliError(
+      `Refusing to bind ${settings.host} without SVC_CONTROL_TOKEN: anyone who can reach it could read and steer runs. ` +
+        'Set SVC_CONTROL_TOKEN, bind 127.0.0.1, or set SVC_CONTROL_ALLOW_INSECURE_BIND=1',
+      2,
+    );
+  }
+  log.warn('INSECURE: serving the Control Plane on a non-loopback address with no token (SVC_CONTROL_ALLOW_INSECURE_BIND=1)', {
+    host: settings.host,
+  });
+}
+
+function urlHost(host: string): string {
+  return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+}
+
+export async function startControl(settings: ControlSettings, env: NodeJS.ProcessEnv, log: Logger = createLogger('control')): Promise<RunningControl> {
+  checkBindPolicy(settings, log);
+  const db = openDatabase(settings.dbPath, controlMigrations);
+  let url = '';
+  const boundToLoopback = isLoopbackHost(settings.host);
+  const stores = createControlStores(db);
+  const bus = createRunEventBus(stores);
+  const deps: ControlDeps = {
+    db,
+    stores,
+    bus,
+    engine: undefined as unknown as ControlDeps['engine'],
+    settings,
+    env,
+    clock: Date.now,
+    log,
+    url: () => url,
+  };
+  deps.engine = createRunController(deps);
+  const origins = new Set<string>();
+  const app = createControlApp(deps, { boundToLoopback: () => boundToLoopback, ownOrigins: () => origins });
+  const server = createServer({ keepAliveTimeout: 5_000, requestTimeout: 60_000 }, app.listener);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(settings.port, settings.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : settings.port;
+  url = `http://${urlHost(settings.host)}:${port}`;
+  origins.add(url);
+  if (boundToLoopback) for (const h of ['localhost', '127.0.0.1', '[::1]']) origins.add(`http://${h}:${port}`);
+
+  let closing: Promise<void> | undefined;
+  function close(): Promise<void> {
+    closing ??= (async () => {
+      server.close();
+      bus.close();
+      server.closeIdleConnections();
+      await deps.engine.close();
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          server.closeAllConnections();
+          resolve();
+        }, 2_000);
+        timer.unref();
+        server.once('close', () => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      stores.close();
+      db.close();
+    })();
+    return closing;
+  }
+  return { url, server, deps, close };
+}
+
+export interface ServerRecord {
+  url: string;
+  pid: number;
+}
+
+export function serverRecordPath(svcHome: string): string {
+  return join(svcHome, 'control', 'server.json');
+}
+
+export function writeServerRecord(svcHome: string, record: ServerRecord): void {
+  const path = serverRecordPath(svcHome);
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, JSON.stringify(record) + '\n', { mode: 0o600 });
+  renameSync(tmp, path);
+}
+
+export function readServerRecord(svcHome: string): ServerRecord | null {
+  try {
+    const value = JSON.parse(readFileSync(serverRecordPath(svcHome), 'utf8')) as Partial<ServerRecord>;
+    return typeof value.url === 'string' && typeof value.pid === 'number' ? { url: value.url, pid: value.pid } : null;
+  } catch {
+    return null;
+  }
+}
+
+export function removeServerRecord(svcHome: string, pid: number): void {
+  if (readServerRecord(svcHome)?.pid === pid) rmSync(serverRecordPath(svcHome), { force: true });
+}
+
+/** Serves until SIGINT/SIGTERM, then shuts down once: stop accepting, end streams, close the DB, exit 0. */
+export async function serveControlForever(settings: ControlSettings, env: NodeJS.ProcessEnv, print: (line: string) => void): Promise<number> {
+  const log = createLogger('control');
+  const running = await startControl(settings, env, log);
+  writeServerRecord(settings.svcHome, { url: running.url, pid: process.pid });
+  print(`${running.url}\n`);
+  log.info('listening', { url: running.url, db: settings.dbPath });
+  return new Promise<number>((resolve) => {
+    let stopping = false;
+    const onSignal = (signal: string): void => {
+      if (stopping) return;
+      stopping = true;
+      log.info('shutting down', { signal });
+      running.close().then(
+        () => {
+          removeServerRecord(settings.svcHome, process.pid);
+          resolve(0);
+        },
+        (err: unknown) => {
+          log.error('shutdown failed', { error: err instanceof Error ? err.message : String(err) });
+          resolve(1);
+        },
+      );
+    };
+    process.once('SIGINT', () => onSignal('SIGINT'));
+    process.once('SIGTERM', () => onSignal('SIGTERM'));
+  });
+}

@@ -1,0 +1,44 @@
+// Control Plane settings resolved from flags and environment in one place; only main.ts and the CLI call this.
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+
+export interface ControlSettings {
+  host: string;
+  port: number;
+  dbPath: string;
+  token: string | undefined;
+  allowInsecureBind: boolean;
+  answerDir: string;
+  /** ~/.svc: keys/, control/server.json. */
+  svcHome: string;
+  source: string;
+  staticDir: string;
+}
+
+export const DEFAULT_PORT = 47821;
+
+export function svcHome(env: NodeJS.ProcessEnv): string {
+  return join(env.HOME || homedir(), '.svc');
+}
+
+export function resolveControlSettings(
+  env: NodeJS.ProcessEnv,
+  flags: { host?: string | undefined; port?: string | undefined; db?: string | undefined },
+  staticDir: string,
+): ControlSettings {
+  const home = svcHome(env);
+  const portText = flags.port ?? env.SVC_CONTROL_PORT ?? String(DEFAULT_PORT);
+  const port = Number(portText);
+  if (!/^\d+$/.test(portText) || port > 65535) throw new RangeError(`Port must be an integer from 0 to 65535 (got "${portText}")`);
+  return {
+    host: flags.host ?? env.SVC_CONTROL_HOST ?? '127.0.0.1',
+    port,
+    dbPath: flags.db ?? env.SVC_CONTROL_DB ?? join(home, 'control', 'control.db'),
+    token: env.SVC_CONTROL_TOKEN || undefined,
+    allowInsecureBind: env.SVC_CONTROL_ALLOW_INSECURE_BIND === '1',
+    answerDir: env.SVC_CONTROL_ANSWER_DIR ?? join(home, 'control', 'answers'),
+    svcHome: home,
+    source: env.SVC_SOURCE || 'local',
+    staticDir,
+  };
+}

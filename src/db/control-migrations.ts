@@ -1,0 +1,129 @@
+// Control Plane schema, append-only: add a new entry, never edit a shipped one. Times are unix ms.
+import type { Migration } from './migrate.ts';
+
+export const controlMigrations: readonly Migration[] = [
+  `
+  CREATE TABLE runs (
+    source TEXT NOT NULL,
+    run TEXT NOT NULL,
+    repo TEXT,
+    repo_path TEXT,
+    group_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    verdict TEXT,
+    brief TEXT,
+    origin TEXT,
+    provider TEXT,
+    branch TEXT,
+    pr_url TEXT,
+    question TEXT,
+    started_at INTEGER NOT NULL,
+    ended_at INTEGER,
+    updated_at INTEGER NOT NULL,
+    cost_usd REAL,
+    tokens_in INTEGER,
+    tokens_out INTEGER,
+    exit_code INTEGER,
+    error TEXT,
+    pid INTEGER,
+    extra TEXT,
+    PRIMARY KEY (source, run)
+  ) STRICT;
+  CREATE INDEX runs_by_start ON runs (started_at DESC, source DESC, run DESC);
+  CREATE INDEX runs_by_verdict ON runs (verdict, started_at DESC, source DESC, run DESC);
+  CREATE INDEX runs_by_repo ON runs (repo, started_at DESC, source DESC, run DESC);
+  CREATE INDEX runs_by_group ON runs (group_id, started_at DESC, source DESC, run DESC);
+  CREATE INDEX runs_by_status ON runs (status, started_at DESC);
+
+  CREATE TABLE events (
+    id INTEGER PRIMARY KEY,
+    source TEXT NOT NULL,
+    run TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    ts INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    data TEXT NOT NULL,
+    UNIQUE (source, run, seq)
+  ) STRICT;
+  CREATE INDEX events_by_run ON events (source, run, id);
+
+  CREATE TABLE artifacts (
+    source TEXT NOT NULL,
+    run TEXT NOT NULL,
+    path TEXT NOT NULL,
+    content_type TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    content BLOB NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (source, run, path)
+  ) STRICT;
+
+  CREATE TABLE audit (
+    id INTEGER PRIMARY KEY,
+    at INTEGER NOT NULL,
+    actor TEXT NOT NULL,
+    peer TEXT NOT NULL,
+    action TEXT NOT NULL,
+    target TEXT,
+    outcome TEXT NOT NULL,
+    detail TEXT,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL
+  ) STRICT;
+
+  CREATE TABLE config (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    version INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    updated_at INTEGER NOT NULL
+  ) STRICT;
+
+  CREATE TABLE control_requests (
+    id INTEGER PRIMARY KEY,
+    source TEXT NOT NULL,
+    run TEXT NOT NULL,
+    action TEXT NOT NULL,
+    payload TEXT,
+    created_at INTEGER NOT NULL,
+    delivered_at INTEGER
+  ) STRICT;
+  CREATE INDEX control_requests_pending ON control_requests (source, delivered_at, id);
+
+  CREATE TABLE start_requests (
+    request_id TEXT PRIMARY KEY,
+    body_sha256 TEXT NOT NULL,
+    source TEXT NOT NULL,
+    run TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+  ) STRICT;
+
+  CREATE TABLE notifications (
+    id INTEGER PRIMARY KEY,
+    source TEXT,
+    run TEXT,
+    job_id TEXT,
+    origin TEXT NOT NULL,
+    channel TEXT NOT NULL,
+    target TEXT,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    message TEXT,
+    error TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+  ) STRICT;
+  CREATE INDEX notifications_by_time ON notifications (created_at DESC, id DESC);
+
+  CREATE TABLE merge_queue (
+    id INTEGER PRIMARY KEY,
+    source TEXT NOT NULL,
+    run TEXT NOT NULL,
+    status TEXT NOT NULL,
+    detail TEXT,
+    added_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    UNIQUE (source, run)
+  ) STRICT;
+  `,
+];

@@ -1,0 +1,75 @@
+// Reads a request body once, as bytes, counting as they arrive (chunked bodies have no length).
+import type { IncomingMessage } from 'node:http';
+import { HttpError } from './http-error.ts';
+
+export const MiB = 1024 * 1024;
+
+export interface ReadBodyOptions {
+  limit: number;
+  /** Abort a body that trickles in slower than this (slowloris); ms of total time allowed. */
+  timeoutMs?: number;
+}
+
+export function readBody(req: IncomingMessage, { limit, timeoutMs = 30_000 }: ReadBodyOptions): Promise<Buffer> {
+  const declared = Number(req.headers['content-length']);
+  if (Number.isFinite(declared) && declared > limit) {
+    req.resume();
+    return Promise.reject(new HttpError('payload_too_large', `Request body is larger than ${limit} bytes`));
+  }
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let settled = false;
+    const timer = setTimeout(() => finish(new HttpError('bad_request', 'Request body took too long to arrive')), timeoutMs);
+    timer.unref();
+    function finish(error: Error | null): void {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+      if (error) {
+        req.resume();
+        reject(error);
+      } else {
+        resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+      }
+    }
+    function onData(chunk: Buffer): void {
+      size += chunk.length;
+      if (size > limit) {
+        finish(new HttpError('payload_too_large', `Request body is larger than ${limit} bytes`));
+        return;
+      }
+      chunks.push(chunk);
+    }
+    function onEnd(): void {
+      finish(null);
+    }
+    function onError(err: Error): void {
+      finish(new HttpError('bad_request', `Request body could not be read: ${err.message}`));
+    }
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+  });
+}
+
+export function parseJson(bytes: Buffer): unknown {
+  if (bytes.length === 0) throw new HttpError('invalid_json', 'Request body is empty; expected JSON');
+  try {
+    return JSON.parse(bytes.toString('utf8'));
+  } catch {
+    throw new HttpError('invalid_json', 'Request body is not valid JSON');
+  }
+}
+
+/** Parses JSON and insists on an object at the top level, the shape every route takes. */
+export function parseJsonObject(bytes: Buffer): Record<string, unknown> {
+  const value = parseJson(bytes);
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new HttpError('bad_request', 'Request body must be a JSON object');
+  }
+  return value as Record<string, unknown>;
+}

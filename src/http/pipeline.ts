@@ -1,0 +1,120 @@
+// The request pipeline shared by both servers: Host → route → token → loopback → Origin → type → body (DESIGN §4).
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { createRouter, type Method } from './router.ts';
+import { HttpError, errorBody, isHttpError } from './http-error.ts';
+import { sendReply, TAKEN_OVER, type HandlerResult } from './respond.ts';
+import { readBody, parseJson, MiB } from './body.ts';
+import { checkBearer, checkHost, checkJsonContentType, checkLoopbackOnly, checkOrigin } from './guards.ts';
+import type { StaticFiles } from './static-files.ts';
+import type { Logger } from '../log.ts';
+
+export interface Ctx<D> {
+  req: IncomingMessage;
+  res: ServerResponse;
+  method: string;
+  url: URL;
+  params: Record<string, string>;
+  query: URLSearchParams;
+  /** Parsed JSON body for `body: 'json'` routes. */
+  body: unknown;
+  /** Raw bytes for `body: 'raw'` and `body: 'json'` routes. */
+  raw: Buffer | undefined;
+  peer: string;
+  requestId: string;
+  deps: D;
+}
+
+export type Handler<D> = (ctx: Ctx<D>) => HandlerResult | Promise<HandlerResult>;
+
+export interface Route<D> {
+  method: Method;
+  pattern: string;
+  handler: Handler<D>;
+  /** Bearer token required when the server has one (default: true for /v1/*). */
+  auth?: boolean;
+  loopbackOnly?: boolean;
+  /** 'json' enforces content type and parses; 'raw' hands over bytes; default none (body ignored). */
+  body?: 'json' | 'raw' | 'optional-json';
+  limit?: number;
+}
+
+export interface PipelineOptions<D> {
+  routes: ReadonlyArray<Route<D>>;
+  deps: D;
+  boundToLoopback: () => boolean;
+  token?: string | undefined;
+  ownOrigins?: () => ReadonlySet<string>;
+  staticFiles?: StaticFiles;
+  log: Logger;
+}
+
+export type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
+
+export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
+  const router = createRouter(opts.routes.map((r) => ({ method: r.method, pattern: r.pattern, handler: r })));
+  const noOrigins = new Set<string>();
+
+  async function handle(req: IncomingMessage, res: ServerResponse, requestId: string): Promise<void> {
+    const method = req.method ?? 'GET';
+    const loopback = opts.boundToLoopback();
+    checkHost(req, loopback);
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    if (opts.staticFiles && (method === 'GET' || method === 'HEAD') && !url.pathname.startsWith('/v1/')) {
+      const file = opts.staticFiles.lookup(url.pathname, req.headers['if-none-match']);
+      if (file) {
+        sendReply(res, file, method === 'HEAD');
+        return;
+      }
+    }
+    const match = router.match(method, url.pathname);
+    const route = match.handler;
+    if (route.auth ?? url.pathname.startsWith('/v1/')) checkBearer(req, opts.token);
+    if (route.loopbackOnly) checkLoopbackOnly(req, loopback);
+    checkOrigin(req, opts.ownOrigins?.() ?? noOrigins);
+    let body: unknown;
+    let raw: Buffer | undefined;
+    if (route.body === 'json' || route.body === 'optional-json') {
+      const hasBody = Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
+      if (route.body === 'json' || hasBody) {
+        checkJsonContentType(req);
+        raw = await readBody(req, { limit: route.limit ?? MiB });
+        body = route.body === 'optional-json' && raw.length === 0 ? {} : parseJson(raw);
+      } else {
+        body = {};
+      }
+    } else if (route.body === 'raw') {
+      raw = await readBody(req, { limit: route.limit ?? MiB });
+    }
+    const ctx: Ctx<D> = {
+      req,
+      res,
+      method,
+      url,
+      params: match.params,
+      query: url.searchParams,
+      body,
+      raw,
+      peer: req.socket.remoteAddress ?? '',
+      requestId,
+      deps: opts.deps,
+    };
+    const result = await route.handler(ctx);
+    if (result === TAKEN_OVER) return;
+    sendReply(res, result, method === 'HEAD');
+  }
+
+  return (req, res) => {
+    const requestId = randomUUID();
+    handle(req, res, requestId).catch((err: unknown) => {
+      if (isHttpError(err)) {
+        sendReply(res, { status: err.status, headers: err.headers, body: errorBody(err.code, err.message) });
+        return;
+      }
+      opts.log.error('unhandled error', { request_id: requestId, error: err instanceof Error ? err.message : String(err) });
+      sendReply(res, { status: 500, body: errorBody('internal_error', `Internal error (request ${requestId})`) });
+    });
+  };
+}
+
+export { HttpError };

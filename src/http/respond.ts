@@ -1,0 +1,50 @@
+// Replies as plain data, written to the socket in one place with the security headers every response carries.
+import type { ServerResponse } from 'node:http';
+import { errorBody, type ErrorCode } from './http-error.ts';
+
+export interface Reply {
+  status: number;
+  headers?: Record<string, string>;
+  /** Objects are sent as JSON; strings and Buffers as-is (set content-type yourself). */
+  body?: unknown;
+}
+
+/** Returned by a handler that has written the response itself (SSE streams). */
+export const TAKEN_OVER = Symbol('taken-over');
+export type HandlerResult = Reply | typeof TAKEN_OVER;
+
+export const JSON_TYPE = 'application/json; charset=utf-8';
+
+export function json(status: number, body: unknown, headers: Record<string, string> = {}): Reply {
+  return { status, body, headers };
+}
+
+export function errorReply(status: number, code: ErrorCode, message: string, headers: Record<string, string> = {}): Reply {
+  return { status, body: errorBody(code, message), headers };
+}
+
+const BASE_HEADERS: Record<string, string> = {
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+};
+
+export function sendReply(res: ServerResponse, reply: Reply, headOnly = false): void {
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  const headers: Record<string, string> = { ...BASE_HEADERS, ...reply.headers };
+  let payload: Buffer | string | undefined;
+  if (reply.body === undefined || reply.body === null) {
+    payload = undefined;
+  } else if (typeof reply.body === 'string' || Buffer.isBuffer(reply.body)) {
+    payload = reply.body;
+  } else {
+    payload = JSON.stringify(reply.body);
+    headers['content-type'] ??= JSON_TYPE;
+    headers['cache-control'] ??= 'no-store';
+  }
+  if (payload !== undefined) headers['content-length'] = String(Buffer.byteLength(payload));
+  res.writeHead(reply.status, headers);
+  res.end(headOnly ? undefined : payload);
+}

@@ -1,0 +1,134 @@
+// Flat route table compiled once at boot: literal segments, `:name` and one trailing `*name`; no regex input.
+import { HttpError } from './http-error.ts';
+
+export type Method = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+export interface RouteDef<H> {
+  method: Method;
+  pattern: string;
+  handler: H;
+}
+
+export interface Match<H> {
+  handler: H;
+  params: Record<string, string>;
+  pattern: string;
+}
+
+type Segment = { kind: 'literal'; value: string } | { kind: 'param'; name: string } | { kind: 'tail'; name: string };
+
+interface Compiled<H> {
+  pattern: string;
+  segments: Segment[];
+  methods: Map<string, H>;
+}
+
+const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+function compilePattern(pattern: string): Segment[] {
+  if (!pattern.startsWith('/')) throw new Error(`Route pattern must start with "/": "${pattern}"`);
+  if (pattern === '/') return [];
+  const parts = pattern.slice(1).split('/');
+  return parts.map((part, index) => {
+    if (part.startsWith(':')) {
+      const name = part.slice(1);
+      if (!NAME.test(name)) throw new Error(`Malformed parameter "${part}" in "${pattern}"`);
+      return { kind: 'param', name };
+    }
+    if (part.startsWith('*')) {
+      const name = part.slice(1);
+      if (!NAME.test(name) || index !== parts.length - 1) throw new Error(`Tail "${part}" must be last in "${pattern}"`);
+      return { kind: 'tail', name };
+    }
+    if (part === '' || /[:*?#%]/.test(part)) throw new Error(`Malformed segment "${part}" in "${pattern}"`);
+    return { kind: 'literal', value: part };
+  });
+}
+
+function shapeOf(segments: Segment[]): string {
+  return segments.map((s) => (s.kind === 'literal' ? s.value : s.kind === 'param' ? ':' : '*')).join('/');
+}
+
+function decodeSegment(raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw new HttpError('bad_request', `Malformed percent escape in path segment "${raw}"`);
+  }
+}
+
+export interface Router<H> {
+  match(method: string, pathname: string): Match<H>;
+  routes(): ReadonlyArray<{ method: string; pattern: string }>;
+}
+
+export function createRouter<H>(defs: ReadonlyArray<RouteDef<H>>): Router<H> {
+  const table: Compiled<H>[] = [];
+  const byShape = new Map<string, Compiled<H>>();
+  for (const def of defs) {
+    const segments = compilePattern(def.pattern);
+    const shape = shapeOf(segments);
+    let entry = byShape.get(shape);
+    if (entry && entry.pattern !== def.pattern) {
+      throw new Error(`Route "${def.pattern}" is ambiguous with "${entry.pattern}"`);
+    }
+    if (!entry) {
+      entry = { pattern: def.pattern, segments, methods: new Map() };
+      byShape.set(shape, entry);
+      table.push(entry);
+    }
+    if (entry.methods.has(def.method)) throw new Error(`Duplicate route ${def.method} ${def.pattern}`);
+    entry.methods.set(def.method, def.handler);
+  }
+  // Literal routes win over parameter routes that would also match the same path.
+  table.sort((a, b) => specificity(b.segments) - specificity(a.segments));
+
+  function tryMatch(entry: Compiled<H>, parts: string[]): Record<string, string> | null {
+    const params: Record<string, string> = {};
+    const segs = entry.segments;
+    for (let i = 0; i < segs.length; i++) {
+      const seg = segs[i]!;
+      if (seg.kind === 'tail') {
+        if (i >= parts.length) return null;
+        params[seg.name] = parts.slice(i).map(decodeSegment).join('/');
+        return params;
+      }
+      const part = parts[i];
+      if (part === undefined) return null;
+      if (seg.kind === 'literal') {
+        if (part !== seg.value) return null;
+      } else {
+        if (part === '') return null;
+        params[seg.name] = decodeSegment(part);
+      }
+    }
+    return parts.length === segs.length ? params : null;
+  }
+
+  return {
+    match(method, pathname) {
+      const parts = pathname === '/' ? [] : pathname.slice(1).split('/');
+      for (const entry of table) {
+        const params = tryMatch(entry, parts);
+        if (!params) continue;
+        const handler = entry.methods.get(method) ?? (method === 'HEAD' ? entry.methods.get('GET') : undefined);
+        if (handler === undefined) {
+          const allow = [...entry.methods.keys()];
+          if (allow.includes('GET')) allow.push('HEAD');
+          throw new HttpError('method_not_allowed', `Method ${method} is not allowed on this path`, { allow: allow.join(', ') });
+        }
+        return { handler, params, pattern: entry.pattern };
+      }
+      throw new HttpError('not_found', `No route for "${pathname}"`);
+    },
+    routes() {
+      return defs.map((d) => ({ method: d.method, pattern: d.pattern }));
+    },
+  };
+}
+
+function specificity(segments: Segment[]): number {
+  let score = 0;
+  for (const s of segments) score = score * 3 + (s.kind === 'literal' ? 2 : s.kind === 'param' ? 1 : 0);
+  return score * 100 + segments.length;
+}

@@ -1,0 +1,77 @@
+// Serves only the files found under the static root at boot: no path from a request ever reaches the filesystem.
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join, extname, relative, sep } from 'node:path';
+import { createHash } from 'node:crypto';
+import type { Reply } from './respond.ts';
+
+const TYPES: Record<string, string> = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.mjs': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+  '.ico': 'image/x-icon',
+  '.json': 'application/json; charset=utf-8',
+  '.txt': 'text/plain; charset=utf-8',
+  '.webmanifest': 'application/manifest+json',
+};
+
+export const UI_CSP =
+  "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+  "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'";
+
+interface StaticFile {
+  body: Buffer;
+  type: string;
+  etag: string;
+}
+
+export interface StaticFiles {
+  /** Reply for a URL path, or null when no such file was found at boot. */
+  lookup(pathname: string, ifNoneMatch?: string): Reply | null;
+  paths(): string[];
+}
+
+function walk(root: string, dir: string, out: Map<string, StaticFile>): void {
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    if (entry.name.startsWith('.')) continue;
+    const full = join(dir, entry.name);
+    if (entry.isDirectory()) walk(root, full, out);
+    else if (entry.isFile()) {
+      const type = TYPES[extname(entry.name).toLowerCase()];
+      if (!type) continue;
+      const body = readFileSync(full);
+      const urlPath = '/' + relative(root, full).split(sep).join('/');
+      out.set(urlPath, { body, type, etag: `"${createHash('sha256').update(body).digest('hex').slice(0, 32)}"` });
+    }
+  }
+}
+
+export function createStaticFiles(root: string): StaticFiles {
+  const files = new Map<string, StaticFile>();
+  try {
+    if (statSync(root).isDirectory()) walk(root, root, files);
+  } catch {
+    // No static folder: the API still works; the UI answers 404.
+  }
+  return {
+    lookup(pathname, ifNoneMatch) {
+      const key = pathname === '/' ? '/index.html' : pathname;
+      const file = files.get(key);
+      if (!file) return null;
+      const headers: Record<string, string> = {
+        'content-type': file.type,
+        etag: file.etag,
+        'cache-control': 'no-cache',
+        'content-security-policy': UI_CSP,
+        'x-frame-options': 'DENY',
+      };
+      if (ifNoneMatch === file.etag) return { status: 304, headers };
+      return { status: 200, headers, body: file.body };
+    },
+    paths() {
+      return [...files.keys()];
+    },
+  };
+}
