@@ -1,0 +1,80 @@
+// The Ed25519 key pair that signs Evidence Receipts: made on first use under ~/.svc/keys/ (0600), public part shareable.
+import { generateKeyPairSync, createPrivateKey, createPublicKey, createHash, sign, verify, type KeyObject } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync, renameSync, chmodSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+
+export interface SigningKey {
+  kid: string;
+  privateKey: KeyObject;
+  publicKey: KeyObject;
+}
+
+export interface PublicKeyInfo {
+  kid: string;
+  alg: 'EdDSA';
+  pem: string;
+  jwk: { kty: string; crv: string; x: string; kid: string; alg: 'EdDSA'; use: 'sig' };
+}
+
+const PRIVATE_FILE = 'receipt-ed25519.pem';
+const PUBLIC_FILE = 'receipt-ed25519.pub.pem';
+
+/** kid = first 16 hex chars of sha256 over the SPKI DER, so it names the key, not the file. */
+export function keyIdOf(publicKey: KeyObject): string {
+  const der = publicKey.export({ type: 'spki', format: 'der' });
+  return createHash('sha256').update(der).digest('hex').slice(0, 16);
+}
+
+function writeAtomic(path: string, data: string, mode: number): void {
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, data, { mode, flag: 'wx' });
+  renameSync(tmp, path);
+  chmodSync(path, mode);
+}
+
+export function keysDir(svcHome: string): string {
+  return join(svcHome, 'keys');
+}
+
+/** Loads the key pair, generating it on first use; the private key file is mode 0600 in a 0700 folder. */
+export function loadOrCreateSigningKey(svcHome: string): SigningKey {
+  const dir = keysDir(svcHome);
+  const privatePath = join(dir, PRIVATE_FILE);
+  if (!existsSync(privatePath)) {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const pair = generateKeyPairSync('ed25519');
+    try {
+      writeAtomic(privatePath, pair.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(), 0o600);
+      writeAtomic(join(dir, PUBLIC_FILE), pair.publicKey.export({ type: 'spki', format: 'pem' }).toString(), 0o644);
+    } catch (err) {
+      // Another process made the key first; use theirs.
+      if (!existsSync(privatePath)) throw err;
+    }
+  }
+  const privateKey = createPrivateKey(readFileSync(privatePath));
+  const publicKey = createPublicKey(privateKey);
+  return { kid: keyIdOf(publicKey), privateKey, publicKey };
+}
+
+export function publicKeyInfo(key: { publicKey: KeyObject }): PublicKeyInfo {
+  const kid = keyIdOf(key.publicKey);
+  const jwk = key.publicKey.export({ format: 'jwk' }) as { kty: string; crv: string; x: string };
+  return {
+    kid,
+    alg: 'EdDSA',
+    pem: key.publicKey.export({ type: 'spki', format: 'pem' }).toString(),
+    jwk: { kty: jwk.kty, crv: jwk.crv, x: jwk.x, kid, alg: 'EdDSA', use: 'sig' },
+  };
+}
+
+export function signBytes(key: SigningKey, data: Buffer): string {
+  return sign(null, data, key.privateKey).toString('base64');
+}
+
+export function verifyBytes(publicKey: KeyObject, data: Buffer, signatureBase64: string): boolean {
+  try {
+    return verify(null, data, publicKey, Buffer.from(signatureBase64, 'base64'));
+  } catch {
+    return false;
+  }
+}
