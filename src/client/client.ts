@@ -1,0 +1,152 @@
+// Typed client for the Control Plane /v1 API (DESIGN §4) over global fetch; published as `svc/client`.
+// Must not import node:sqlite or anything server-side: Node programs use it with no other part of svc.
+import { ControlApiError, errorFromResponse } from './api-error.ts';
+import { readSse } from './sse-reader.ts';
+import type {
+  Artifact, ConfigDocument, IngestBatch, IngestResult, JsonObject, Page, PageQuery, Provider, ReviewRisk,
+  Run, RunEvent, RunFilter, RunRef, StartRequest, StatsFilter, StreamMessage,
+} from './types.ts';
+
+export { ControlApiError } from './api-error.ts';
+export type * from './types.ts';
+
+export interface ControlClientOptions {
+  /** Base URL, e.g. http://127.0.0.1:47821 (no /v1). */
+  url: string;
+  /** Sent as `Authorization: Bearer <token>`; never put in URLs or errors. */
+  token?: string;
+  fetch?: typeof fetch;
+  /** Per-request timeout for non-streaming calls (default 30 s). */
+  timeoutMs?: number;
+}
+
+export interface StreamOptions {
+  /** Resume after this event id (sent as Last-Event-ID and ?after=). */
+  after?: number | string;
+  signal?: AbortSignal;
+}
+
+type Query = Record<string, string | number | boolean | undefined | null>;
+
+interface Call {
+  method?: string;
+  query?: Query;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+function q(value: object | undefined): Query {
+  return (value ?? {}) as Query;
+}
+
+export function createControlClient(options: ControlClientOptions) {
+  const base = options.url.replace(/\/+$/, '');
+  const doFetch = options.fetch ?? globalThis.fetch;
+  const timeoutMs = options.timeoutMs ?? 30_000;
+
+  function url(path: string, query: Query = {}): string {
+    const params = new URLSearchParams();
+    for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== null && v !== '') params.set(k, String(v));
+    const qs = params.toString();
+    return `${base}${path}${qs ? `?${qs}` : ''}`;
+  }
+
+  function headers(extra: Record<string, string> = {}): Record<string, string> {
+    const h: Record<string, string> = { accept: 'application/json', ...extra };
+    if (options.token) h.authorization = `Bearer ${options.token}`;
+    return h;
+  }
+
+  async function send(path: string, call: Call, signal?: AbortSignal): Promise<Response> {
+    const init: RequestInit = { method: call.method ?? 'GET', headers: headers(call.headers) };
+    if (call.body !== undefined) {
+      init.body = JSON.stringify(call.body);
+      (init.headers as Record<string, string>)['content-type'] = 'application/json';
+    }
+    init.signal = signal ?? AbortSignal.timeout(timeoutMs);
+    let res: Response;
+    try {
+      res = await doFetch(url(path, call.query), init);
+    } catch (err) {
+      if (signal?.aborted) throw err;
+      const cause = err instanceof Error ? ((err.cause as Error | undefined)?.message ?? err.message) : String(err);
+      throw new ControlApiError(0, 'unreachable', `Cannot reach the Control Plane at ${base} (${cause})`);
+    }
+    if (!res.ok) throw await errorFromResponse(res);
+    return res;
+  }
+
+  async function call<T>(path: string, c: Call = {}): Promise<T> {
+    const res = await send(path, c);
+    const text = await res.text();
+    return (text ? JSON.parse(text) : null) as T;
+  }
+
+  function runPath(ref: RunRef, tail = ''): string {
+    return `/v1/runs/${encodeURIComponent(ref.source)}/${encodeURIComponent(ref.run)}${tail}`;
+  }
+
+  function action(name: string) {
+    return (ref: RunRef): Promise<Run> => call<Run>(runPath(ref, `/${name}`), { method: 'POST', body: {} });
+  }
+
+  async function* stream(path: string, opts: StreamOptions = {}): AsyncGenerator<StreamMessage> {
+    const extra: Record<string, string> = { accept: 'text/event-stream' };
+    if (opts.after !== undefined) extra['last-event-id'] = String(opts.after);
+    const res = await send(path, { headers: extra, query: { after: opts.after } }, opts.signal ?? new AbortController().signal);
+    if (!res.body) return;
+    try {
+      yield* readSse(res.body as unknown as AsyncIterable<Uint8Array>);
+    } catch (err) {
+      // The caller aborting is how a stream ends on purpose: finish quietly.
+      if (opts.signal?.aborted) return;
+      throw err;
+    } finally {
+      await res.body.cancel().catch(() => {});
+    }
+  }
+
+  return {
+    url: base,
+    health: () => call<JsonObject>('/health'),
+    ready: () => call<JsonObject>('/ready'),
+    openapi: () => call<JsonObject>('/v1/openapi.json'),
+    listRuns: (filter: RunFilter = {}) => call<Page<Run>>('/v1/runs', { query: q(filter) }),
+    getRun: (ref: RunRef) => call<Run>(runPath(ref)),
+    deleteRun: (ref: RunRef) => call<{ deleted: boolean }>(runPath(ref), { method: 'DELETE' }),
+    start: (request: StartRequest) => call<Run>('/v1/start', { method: 'POST', body: request }),
+    stop: action('stop'),
+    resume: action('resume'),
+    retry: action('retry'),
+    verify: action('verify'),
+    answer: (ref: RunRef, answer: string) => call<Run>(runPath(ref, '/answer'), { method: 'POST', body: { answer } }),
+    events: (ref: RunRef, query: { after?: number; limit?: number } = {}) => call<Page<RunEvent>>(runPath(ref, '/events'), { query: q(query) }),
+    async artifact(ref: RunRef, path: string): Promise<Artifact> {
+      const encoded = path.split('/').map(encodeURIComponent).join('/');
+      const res = await send(runPath(ref, `/artifact/${encoded}`), { headers: { accept: '*/*' } });
+      return { contentType: res.headers.get('content-type') ?? 'application/octet-stream', etag: res.headers.get('etag'), body: new Uint8Array(await res.arrayBuffer()) };
+    },
+    stats: (filter: StatsFilter = {}) => call<JsonObject>('/v1/stats', { query: q(filter) }),
+    costStats: (filter: StatsFilter = {}) => call<JsonObject>('/v1/stats/cost', { query: q(filter) }),
+    audit: (query: PageQuery = {}) => call<Page<JsonObject>>('/v1/audit', { query: q(query) }),
+    getConfig: () => call<ConfigDocument>('/v1/config'),
+    putConfig: (config: Record<string, unknown>, opts: { ifMatch?: number } = {}) =>
+      call<ConfigDocument>('/v1/config', { method: 'PUT', body: { config }, ...(opts.ifMatch !== undefined ? { headers: { 'if-match': String(opts.ifMatch) } } : {}) }),
+    providers: () => call<Provider[] | { items: Provider[] }>('/v1/providers'),
+    integrations: () => call<JsonObject>('/v1/integrations'),
+    notifications: (query: PageQuery = {}) => call<Page<JsonObject>>('/v1/notifications', { query: q(query) }),
+    mergeQueue: () => call<JsonObject>('/v1/merge/queue'),
+    addToMergeQueue: (ref: RunRef) => call<JsonObject>('/v1/merge/queue', { method: 'POST', body: { source: ref.source, run: ref.run } }),
+    runMergeQueue: () => call<JsonObject>('/v1/merge/run', { method: 'POST', body: {} }),
+    reviewRisk: (ref: RunRef) => call<ReviewRisk>('/v1/review/risk', { query: { source: ref.source, run: ref.run } }),
+    keys: () => call<JsonObject>('/v1/keys'),
+    repos: () => call<JsonObject>('/v1/repos'),
+    ingest: (batch: IngestBatch) => call<IngestResult>('/v1/ingest', { method: 'POST', body: batch }),
+    import: (path: string) => call<JsonObject>('/v1/import', { method: 'POST', body: { path } }),
+    stream,
+    streamRun: (ref: RunRef, opts: StreamOptions = {}) => stream(runPath(ref, '/stream'), opts),
+    streamAll: (opts: StreamOptions = {}) => stream('/v1/stream', opts),
+  };
+}
+
+export type ControlClient = ReturnType<typeof createControlClient>;

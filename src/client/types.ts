@@ -1,0 +1,128 @@
+// Wire types of the Control Plane /v1 API (DESIGN §3–4), shared by the client and its callers.
+
+export type RunStatus = 'queued' | 'running' | 'blocked' | 'stopping' | 'succeeded' | 'failed' | 'stopped';
+export type Verdict = 'verified' | 'verified_with_gaps' | 'not_verified';
+
+export interface RunRef {
+  source: string;
+  run: string;
+}
+
+export interface Run extends RunRef {
+  repo: string | null;
+  group_id: string;
+  status: RunStatus;
+  verdict: Verdict | null;
+  brief: string | null;
+  origin: string | null;
+  provider: string | null;
+  branch: string | null;
+  pr_url: string | null;
+  question: string | null;
+  started_at: string | null;
+  ended_at: string | null;
+  updated_at: string | null;
+  cost_usd: number | null;
+  tokens_in: number | null;
+  tokens_out: number | null;
+  exit_code: number | null;
+  error: string | null;
+  [extra: string]: unknown;
+}
+
+export interface RunEvent extends RunRef {
+  id: number;
+  seq: number;
+  ts: string;
+  kind: string;
+  data: unknown;
+}
+
+export interface Page<T> {
+  items: T[];
+  next_cursor: string | null;
+}
+
+export interface PageQuery {
+  limit?: number;
+  cursor?: string;
+}
+
+export interface RunFilter extends PageQuery {
+  verdict?: Verdict;
+  status?: RunStatus;
+  repo?: string;
+  group_id?: string;
+  /** ISO-8601 or unix ms. */
+  since?: string | number;
+  until?: string | number;
+}
+
+export interface StatsFilter {
+  since?: string | number;
+  until?: string | number;
+  repo?: string;
+}
+
+export interface StartRequest {
+  brief?: string;
+  spec_path?: string;
+  issue_url?: string;
+  repo: string;
+  provider?: string;
+  pr?: boolean;
+  request_id?: string;
+}
+
+export interface ConfigDocument {
+  config: Record<string, unknown>;
+  version: number;
+}
+
+export interface Provider {
+  name: string;
+  available: boolean;
+  path: string | null;
+  version: string | null;
+}
+
+export interface ReviewRisk {
+  score: number;
+  level: string;
+  reasons: string[];
+  files: string[];
+  [extra: string]: unknown;
+}
+
+export interface IngestBatch {
+  source: string;
+  runs?: Array<Omit<Run, 'source'> | Record<string, unknown>>;
+  events?: Array<{ run: string; seq: number; ts: string; kind: string; data: unknown }>;
+  artifacts?: Array<{ run: string; path: string; content_type: string; content_base64: string }>;
+}
+
+export interface IngestResult {
+  runs: number;
+  events: number;
+  duplicates: number;
+  artifacts: number;
+  control: Array<{ run: string; action: string; [extra: string]: unknown }>;
+}
+
+export interface Artifact {
+  contentType: string;
+  etag: string | null;
+  body: Uint8Array;
+}
+
+export interface StreamMessage {
+  /** The SSE `id:` (the Control Plane event id), or null when the server sent none. */
+  id: string | null;
+  /** The SSE `event:` (the event kind), default "message". */
+  event: string;
+  /** `data:` parsed as JSON when it is JSON, else the raw text. */
+  data: unknown;
+}
+
+/** Bodies the API defines loosely (stats, audit entries, catalog rows): typed as open objects. */
+export type JsonObject = Record<string, unknown>;

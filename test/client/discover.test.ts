@@ -1,0 +1,64 @@
+import { describe, it, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { discoverControlUrl } from '../../src/client/discover.ts';
+import { readServerRecordFile, serverRecordFile } from '../../src/client/server-record.ts';
+
+const homes: string[] = [];
+function home(record?: unknown): string {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-'));
+  homes.push(dir);
+  if (record !== undefined) {
+    mkdirSync(join(dir, '.svc', 'control'), { recursive: true });
+    writeFileSync(join(dir, '.svc', 'control', 'server.json'), typeof record === 'string' ? record : JSON.stringify(record));
+  }
+  return dir;
+}
+
+function deadPid(): number {
+  const child = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))']);
+  return Number(child.stdout.toString());
+}
+
+after(() => {
+  for (const dir of homes) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('discoverControlUrl', () => {
+  it('prefers SVC_CONTROL_URL over a live server.json and strips a trailing slash', () => {
+    const env = { HOME: home({ url: 'http://127.0.0.1:5000', pid: process.pid }), SVC_CONTROL_URL: 'https://cp.example:8443/' };
+    assert.deepEqual(discoverControlUrl(env), { url: 'https://cp.example:8443', via: 'SVC_CONTROL_URL' });
+  });
+
+  it('uses server.json when its pid is alive', () => {
+    const env = { HOME: home({ url: 'http://127.0.0.1:5000', pid: process.pid }) };
+    assert.deepEqual(discoverControlUrl(env), { url: 'http://127.0.0.1:5000', via: 'server.json' });
+  });
+
+  it('ignores server.json whose pid is gone and falls back to the default port', () => {
+    const env = { HOME: home({ url: 'http://127.0.0.1:5000', pid: deadPid() }) };
+    assert.deepEqual(discoverControlUrl(env), { url: 'http://127.0.0.1:47821', via: 'default' });
+  });
+
+  it('honours SVC_CONTROL_PORT for the default and ignores a malformed one', () => {
+    assert.equal(discoverControlUrl({ HOME: home(), SVC_CONTROL_PORT: '5123' }).url, 'http://127.0.0.1:5123');
+    assert.equal(discoverControlUrl({ HOME: home(), SVC_CONTROL_PORT: 'abc' }).url, 'http://127.0.0.1:47821');
+  });
+});
+
+describe('readServerRecordFile', () => {
+  it('returns null for a missing, malformed or mistyped record', () => {
+    assert.equal(readServerRecordFile(serverRecordFile({ HOME: home() })), null);
+    assert.equal(readServerRecordFile(serverRecordFile({ HOME: home('{not json') })), null);
+    assert.equal(readServerRecordFile(serverRecordFile({ HOME: home({ url: 1, pid: 2 }) })), null);
+    assert.equal(readServerRecordFile(serverRecordFile({ HOME: home({ url: 'x', pid: -1 }) })), null);
+  });
+
+  it('reads the {url,pid} record main.ts writes', () => {
+    const env = { HOME: home({ url: 'http://127.0.0.1:1', pid: 42 }) };
+    assert.deepEqual(readServerRecordFile(serverRecordFile(env)), { url: 'http://127.0.0.1:1', pid: 42 });
+  });
+});
