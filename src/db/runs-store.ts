@@ -1,9 +1,193 @@
-// Placeholder store: filled in by the helper that owns it (A1).
+// Runs table: upsert, keyset-paged list, patch and delete. Times are unix ms; the wire format lives in src/control/params.ts.
+//
+// Methods other code relies on:
+//   get(source, run)            → RunRow | undefined
+//   upsert(source, input)       → insert or replace the public fields; an older `updated_at` never overwrites a newer row
+//   patch(source, run, fields)  → update only the given columns (e.g. {status, question, updated_at}); returns whether a row changed
+//   setStatus(source, run, status, at, extra?) → patch sugar that also stamps updated_at
+//   list(filter)                → newest first by (started_at, source, run), keyset after `filter.after`, at most `filter.limit` rows
+//   count()                     → number of runs
+//   delete(source, run)         → 'deleted' | 'not_found' | 'active' (active runs are kept); removes its events, artifacts, requests
+import type { SQLInputValue, StatementSync } from 'node:sqlite';
 import type { Db } from './open.ts';
+import { inTransaction } from './tx.ts';
 
-// eslint-disable-next-line @typescript-eslint/no-empty-object-type
-export interface RunsStore {}
+export const RUN_STATUSES = ['queued', 'running', 'blocked', 'stopping', 'succeeded', 'failed', 'stopped'] as const;
+export type RunStatus = (typeof RUN_STATUSES)[number];
+/** Statuses during which a run still owns a process or worktree: it cannot be deleted. */
+export const ACTIVE_STATUSES: ReadonlySet<string> = new Set(['queued', 'running', 'blocked', 'stopping']);
+export const VERDICTS = ['verified', 'verified_with_gaps', 'not_verified'] as const;
+export type Verdict = (typeof VERDICTS)[number];
 
-export function createRunsStore(_db: Db): RunsStore {
-  return {};
+export interface RunRow {
+  source: string;
+  run: string;
+  repo: string | null;
+  repo_path: string | null;
+  group_id: string;
+  status: RunStatus;
+  verdict: Verdict | null;
+  brief: string | null;
+  origin: string | null;
+  provider: string | null;
+  branch: string | null;
+  pr_url: string | null;
+  question: string | null;
+  started_at: number;
+  ended_at: number | null;
+  updated_at: number;
+  cost_usd: number | null;
+  tokens_in: number | null;
+  tokens_out: number | null;
+  exit_code: number | null;
+  error: string | null;
+  pid: number | null;
+  extra: string | null;
+}
+
+/** What upsert takes: identity, status and start time are required; group_id defaults to the run id. */
+export type RunInput = Partial<Omit<RunRow, 'source' | 'run' | 'status' | 'started_at'>> & Pick<RunRow, 'run' | 'status' | 'started_at'>;
+export type RunPatch = Partial<Omit<RunRow, 'source' | 'run'>>;
+
+export interface RunKey {
+  started_at: number;
+  source: string;
+  run: string;
+}
+
+export interface RunFilter {
+  /** A verdict, or null for runs that have none yet. */
+  verdict?: Verdict | null;
+  repo?: string;
+  group_id?: string;
+  status?: RunStatus;
+  /** started_at >= since (inclusive). */
+  since?: number;
+  /** started_at < until (exclusive), so adjacent windows never count a run twice. */
+  until?: number;
+  /** Keyset cursor: rows strictly after this key in newest-first order. */
+  after?: RunKey;
+  limit: number;
+}
+
+export type DeleteOutcome = 'deleted' | 'not_found' | 'active';
+
+export interface RunsStore {
+  get(source: string, run: string): RunRow | undefined;
+  upsert(source: string, input: RunInput): boolean;
+  patch(source: string, run: string, fields: RunPatch): boolean;
+  setStatus(source: string, run: string, status: RunStatus, at: number, fields?: RunPatch): boolean;
+  list(filter: RunFilter): RunRow[];
+  count(): number;
+  delete(source: string, run: string): DeleteOutcome;
+}
+
+const COLUMNS = [
+  'repo', 'repo_path', 'group_id', 'status', 'verdict', 'brief', 'origin', 'provider', 'branch', 'pr_url', 'question',
+  'started_at', 'ended_at', 'updated_at', 'cost_usd', 'tokens_in', 'tokens_out', 'exit_code', 'error', 'pid', 'extra',
+] as const;
+type Column = (typeof COLUMNS)[number];
+const COLUMN_SET: ReadonlySet<string> = new Set(COLUMNS);
+// Internal fields a runner may omit on a later upsert without erasing what we already know.
+const STICKY: ReadonlySet<Column> = new Set(['repo_path', 'pid', 'extra']);
+
+export function createRunsStore(db: Db): RunsStore {
+  const getStmt = db.prepare('SELECT * FROM runs WHERE source = ? AND run = ?');
+  const upsertStmt = db.prepare(
+    `INSERT INTO runs (source, run, ${COLUMNS.join(', ')}) VALUES (?, ?, ${COLUMNS.map(() => '?').join(', ')})
+     ON CONFLICT (source, run) DO UPDATE SET
+     ${COLUMNS.map((c) => (STICKY.has(c) ? `${c} = coalesce(excluded.${c}, runs.${c})` : `${c} = excluded.${c}`)).join(', ')}
+     WHERE excluded.updated_at >= runs.updated_at`,
+  );
+  const countStmt = db.prepare('SELECT count(*) AS n FROM runs');
+  const deleteEvents = db.prepare('DELETE FROM events WHERE source = ? AND run = ?');
+  const deleteArtifacts = db.prepare('DELETE FROM artifacts WHERE source = ? AND run = ?');
+  const deleteRequests = db.prepare('DELETE FROM control_requests WHERE source = ? AND run = ?');
+  const deleteRun = db.prepare('DELETE FROM runs WHERE source = ? AND run = ?');
+  const patchCache = new Map<string, StatementSync>();
+  const listCache = new Map<string, StatementSync>();
+
+  function patch(source: string, run: string, fields: RunPatch): boolean {
+    const keys = Object.keys(fields).filter((k) => COLUMN_SET.has(k) && (fields as Record<string, unknown>)[k] !== undefined).sort();
+    if (keys.length === 0) return getStmt.get(source, run) !== undefined;
+    const sig = keys.join(',');
+    let stmt = patchCache.get(sig);
+    if (!stmt) {
+      stmt = db.prepare(`UPDATE runs SET ${keys.map((k) => `${k} = ?`).join(', ')} WHERE source = ? AND run = ?`);
+      patchCache.set(sig, stmt);
+    }
+    const values = keys.map((k) => (fields as Record<string, SQLInputValue>)[k]!);
+    return Number(stmt.run(...values, source, run).changes) > 0;
+  }
+
+  return {
+    get(source, run) {
+      return getStmt.get(source, run) as RunRow | undefined;
+    },
+    upsert(source, input) {
+      const row: Record<string, unknown> = { group_id: input.run, updated_at: input.started_at, ...input };
+      const values = COLUMNS.map((c) => (row[c] ?? null) as SQLInputValue);
+      return Number(upsertStmt.run(source, input.run, ...values).changes) > 0;
+    },
+    patch,
+    setStatus(source, run, status, at, fields = {}) {
+      return patch(source, run, { ...fields, status, updated_at: at });
+    },
+    list(filter) {
+      const { sql, args } = buildListQuery(filter);
+      let stmt = listCache.get(sql);
+      if (!stmt) {
+        stmt = db.prepare(sql);
+        listCache.set(sql, stmt);
+      }
+      return stmt.all(...args) as unknown as RunRow[];
+    },
+    count() {
+      return Number((countStmt.get() as { n: number }).n);
+    },
+    delete(source, run) {
+      return inTransaction(db, () => {
+        const row = getStmt.get(source, run) as RunRow | undefined;
+        if (!row) return 'not_found';
+        if (ACTIVE_STATUSES.has(row.status)) return 'active';
+        deleteEvents.run(source, run);
+        deleteArtifacts.run(source, run);
+        deleteRequests.run(source, run);
+        deleteRun.run(source, run);
+        return 'deleted';
+      });
+    },
+  };
+}
+
+/** The list query for a filter: pure, so tests can EXPLAIN it; one prepared statement per filter shape. */
+export function buildListQuery(filter: RunFilter): { sql: string; args: SQLInputValue[] } {
+  const where: string[] = [];
+  const args: SQLInputValue[] = [];
+  if (filter.verdict === null) where.push('verdict IS NULL');
+  else if (filter.verdict !== undefined) {
+    where.push('verdict = ?');
+    args.push(filter.verdict);
+  }
+  for (const col of ['repo', 'group_id', 'status'] as const) {
+    if (filter[col] === undefined) continue;
+    where.push(`${col} = ?`);
+    args.push(filter[col]);
+  }
+  if (filter.since !== undefined) {
+    where.push('started_at >= ?');
+    args.push(filter.since);
+  }
+  if (filter.until !== undefined) {
+    where.push('started_at < ?');
+    args.push(filter.until);
+  }
+  if (filter.after) {
+    // Row-value comparison keeps the keyset walk on the (started_at, source, run) index suffix.
+    where.push('(started_at, source, run) < (?, ?, ?)');
+    args.push(filter.after.started_at, filter.after.source, filter.after.run);
+  }
+  args.push(filter.limit);
+  const clause = where.length ? `WHERE ${where.join(' AND ')} ` : '';
+  return { sql: `SELECT * FROM runs ${clause}ORDER BY started_at DESC, source DESC, run DESC LIMIT ?`, args };
 }

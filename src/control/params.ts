@@ -1,0 +1,134 @@
+// Shared request-parameter parsing for Control Plane handlers: path segments, limit, times, strict query keys, Run JSON.
+// Every bad value is 400 invalid_param naming the parameter (DESIGN §3, §4); nothing here touches the DB.
+import { HttpError } from '../http/http-error.ts';
+import type { RunRow } from '../db/runs-store.ts';
+
+/** DESIGN §3: both `<source>` and `<run>` path segments. */
+export const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+export const DEFAULT_LIMIT = 50;
+export const MAX_LIMIT = 500;
+
+export function checkSegment(name: string, value: unknown): string {
+  if (typeof value !== 'string' || !SEGMENT.test(value)) {
+    throw new HttpError('invalid_param', `Parameter "${name}" must match ${SEGMENT.source}`);
+  }
+  return value;
+}
+
+export function runParams(ctx: { params: Record<string, string> }): { source: string; run: string } {
+  return { source: checkSegment('source', ctx.params.source), run: checkSegment('run', ctx.params.run) };
+}
+
+/** Strict query policy: an unknown parameter is a typo the caller wants to hear about, not a silent no-op. */
+export function checkQueryKeys(query: URLSearchParams, allowed: readonly string[]): void {
+  for (const key of query.keys()) {
+    if (!allowed.includes(key)) throw new HttpError('invalid_param', `Unknown query parameter "${key}"`);
+  }
+  for (const key of allowed) {
+    if (query.getAll(key).length > 1) throw new HttpError('invalid_param', `Query parameter "${key}" is given more than once`);
+  }
+}
+
+/** `limit`: default 50, above 500 clamped to 500, anything but a positive integer → 400. */
+export function parseLimit(value: string | null | undefined, fallback = DEFAULT_LIMIT, max = MAX_LIMIT): number {
+  if (value === null || value === undefined) return fallback;
+  if (!/^[0-9]{1,15}$/.test(value) || Number(value) < 1) {
+    throw new HttpError('invalid_param', 'Parameter "limit" must be a positive integer');
+  }
+  return Math.min(Number(value), max);
+}
+
+const ISO = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?$/;
+
+/** ISO-8601 (date or date-time) or unix milliseconds → unix ms; anything else is 400 naming `name`. */
+export function parseTime(name: string, value: string): number {
+  let ms = Number.NaN;
+  if (/^-?[0-9]{1,16}$/.test(value)) ms = Number(value);
+  else if (ISO.test(value)) ms = Date.parse(value);
+  if (!Number.isSafeInteger(ms)) {
+    throw new HttpError('invalid_param', `Parameter "${name}" must be an ISO-8601 time or unix milliseconds`);
+  }
+  return ms;
+}
+
+/** parseTime for an optional query parameter. */
+export function optionalTime(query: URLSearchParams, name: string): number | undefined {
+  const value = query.get(name);
+  return value === null ? undefined : parseTime(name, value);
+}
+
+/** A non-negative integer id (event cursors, Last-Event-ID). */
+export function parseId(name: string, value: string): number {
+  if (!/^[0-9]{1,15}$/.test(value)) throw new HttpError('invalid_param', `Parameter "${name}" must be a non-negative integer`);
+  return Number(value);
+}
+
+export function iso(ms: number | null): string | null {
+  return ms === null ? null : new Date(ms).toISOString();
+}
+
+/** DESIGN §3 Run JSON. `repo_path`, `pid` and `extra` are internal and never leave the server. */
+export interface RunJson {
+  source: string;
+  run: string;
+  repo: string | null;
+  group_id: string;
+  status: string;
+  verdict: string | null;
+  brief: string | null;
+  origin: string | null;
+  provider: string | null;
+  branch: string | null;
+  pr_url: string | null;
+  question: string | null;
+  started_at: string;
+  ended_at: string | null;
+  updated_at: string;
+  cost_usd: number | null;
+  tokens_in: number | null;
+  tokens_out: number | null;
+  exit_code: number | null;
+  error: string | null;
+}
+
+export function runToJson(row: RunRow): RunJson {
+  return {
+    source: row.source,
+    run: row.run,
+    repo: row.repo,
+    group_id: row.group_id,
+    status: row.status,
+    verdict: row.verdict,
+    brief: row.brief,
+    origin: row.origin,
+    provider: row.provider,
+    branch: row.branch,
+    pr_url: row.pr_url,
+    question: row.question,
+    started_at: iso(row.started_at)!,
+    ended_at: iso(row.ended_at),
+    updated_at: iso(row.updated_at)!,
+    cost_usd: row.cost_usd,
+    tokens_in: row.tokens_in,
+    tokens_out: row.tokens_out,
+    exit_code: row.exit_code,
+    error: row.error,
+  };
+}
+
+/**
+ * An artifact path as recorded for a run: relative, `/`-separated, no empty, `.` or `..` segments,
+ * no NUL or backslash (which some filesystems treat as a separator).
+ */
+export function checkArtifactPath(path: string): string {
+  const bad =
+    path.length === 0 ||
+    path.length > 1024 ||
+    path.startsWith('/') ||
+    path.includes('\\') ||
+    path.includes('\0') ||
+    /^[A-Za-z]:/.test(path) ||
+    path.split('/').some((s) => s === '' || s === '.' || s === '..');
+  if (bad) throw new HttpError('invalid_param', 'Artifact path must be relative with no "..", NUL or backslash');
+  return path;
+}

@@ -1,0 +1,131 @@
+// Starts the real Control Plane in-process on 127.0.0.1:0 with a fresh temp DB and HOME, for black-box HTTP tests.
+import { mkdtempSync, rmSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startControl, STATIC_DIR, type RunningControl } from '../../src/control/main.ts';
+import type { ControlSettings } from '../../src/control/settings.ts';
+import type { ControlDeps } from '../../src/control/deps.ts';
+import type { RunInput } from '../../src/db/runs-store.ts';
+import { silentLogger } from '../../src/log.ts';
+
+export interface TestResponse {
+  status: number;
+  headers: Headers;
+  /** Parsed body when it is JSON, else undefined. */
+  json: any;
+  text: string;
+}
+
+export interface RequestOptions {
+  body?: unknown;
+  headers?: Record<string, string>;
+  /** Sent as `Authorization: Bearer <token>`; defaults to the server's own token when it has one. Pass null to omit. */
+  token?: string | null;
+}
+
+export interface TestControl {
+  url: string;
+  deps: ControlDeps;
+  running: RunningControl;
+  /** Temp directory holding db, home (svcHome's parent) and answers. */
+  dir: string;
+  home: string;
+  request(method: string, path: string, opts?: RequestOptions): Promise<TestResponse>;
+  close(): Promise<void>;
+}
+
+export interface TestControlOptions {
+  token?: string;
+  host?: string;
+  env?: Record<string, string>;
+  settings?: Partial<ControlSettings>;
+}
+
+export async function startTestControl(opts: TestControlOptions = {}): Promise<TestControl> {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-'));
+  const home = join(dir, 'home');
+  mkdirSync(home, { recursive: true });
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: home, ...opts.env };
+  const settings: ControlSettings = {
+    host: opts.host ?? '127.0.0.1',
+    port: 0,
+    dbPath: join(dir, 'control.db'),
+    token: opts.token,
+    allowInsecureBind: true,
+    answerDir: join(dir, 'answers'),
+    svcHome: join(home, '.svc'),
+    source: 'local',
+    staticDir: STATIC_DIR,
+    ...opts.settings,
+  };
+  const running = await startControl(settings, env, silentLogger);
+  const url = running.url;
+
+  async function request(method: string, path: string, ro: RequestOptions = {}): Promise<TestResponse> {
+    const headers: Record<string, string> = { ...ro.headers };
+    const token = ro.token === undefined ? opts.token : ro.token;
+    if (token) headers.authorization ??= `Bearer ${token}`;
+    let body: string | undefined;
+    if (ro.body !== undefined) {
+      body = typeof ro.body === 'string' ? ro.body : JSON.stringify(ro.body);
+      headers['content-type'] ??= 'application/json';
+    }
+    const res = await fetch(url + path, { method, headers, ...(body !== undefined ? { body } : {}) });
+    const text = await res.text();
+    let json: unknown;
+    if ((res.headers.get('content-type') ?? '').includes('json') && text) {
+      try {
+        json = JSON.parse(text);
+      } catch {
+        json = undefined;
+      }
+    }
+    return { status: res.status, headers: res.headers, json, text };
+  }
+
+  return {
+    url,
+    deps: running.deps,
+    running,
+    dir,
+    home,
+    request,
+    async close() {
+      await running.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A run as the stores take it; `i` spreads start times one second apart from a fixed epoch. */
+export function makeRun(i: number, fields: Partial<RunInput> = {}): RunInput {
+  const started = Date.UTC(2026, 0, 1) + i * 1000;
+  return {
+    run: `r${String(i).padStart(6, '0')}`,
+    status: 'succeeded',
+    started_at: started,
+    updated_at: started,
+    repo: 'acme/api',
+    verdict: 'verified',
+    brief: `brief ${i}`,
+    ...fields,
+  };
+}
+
+/** Inserts n runs straight through the stores (no HTTP); returns their ids, newest last. */
+export function seedRuns(deps: ControlDeps, n: number, fields: Partial<RunInput> = {}, source = 'local'): string[] {
+  const ids: string[] = [];
+  deps.db.exec('BEGIN');
+  try {
+    for (let i = 0; i < n; i++) {
+      const input = makeRun(i, fields);
+      deps.stores.runs.upsert(source, input);
+      ids.push(input.run);
+    }
+    deps.db.exec('COMMIT');
+  } catch (err) {
+    deps.db.exec('ROLLBACK');
+    throw err;
+  }
+  return ids;
+}
