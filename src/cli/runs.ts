@@ -1,7 +1,139 @@
-// Placeholder until its issue lands: says so plainly instead of pretending.
+// `svc runs [list|show|stop|resume|retry|verify|answer]`: lists and steers runs through the typed client.
 import type { CliIo } from './io.ts';
-import { CliError } from './usage-error.ts';
+import { parseFlags, wantsHelp } from './io.ts';
+import { CliError, UsageError } from './usage-error.ts';
+import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
+import { discoverControlUrl } from '../client/discover.ts';
+import type { RunFilter, RunRef, Verdict, RunStatus } from '../client/types.ts';
+import { formatRunDetails, formatRunTable } from './runs-format.ts';
 
-export default async function runs(_io: CliIo): Promise<number> {
-  throw new CliError('"svc runs" is not implemented yet');
+const HELP = `Usage:
+  svc runs [list] [--verdict V] [--status S] [--repo R] [--group ID] [--since T] [--until T]
+                  [--limit N] [--cursor C] [--json]
+  svc runs show <source>/<run> [--json]
+  svc runs stop|resume|retry|verify <source>/<run> [--json]
+  svc runs answer <source>/<run> <answer text…> [--json]
+
+A run may be given as <run> alone; its source is then SVC_SOURCE (default "local").
+--verdict   verified | verified_with_gaps | not_verified
+--status    queued | running | blocked | stopping | succeeded | failed | stopped
+--since, --until   ISO-8601 time or unix ms
+--json      print the API's JSON instead of a table
+--url URL   Control Plane address (default: SVC_CONTROL_URL, ~/.svc/control/server.json, then
+            http://127.0.0.1:\${SVC_CONTROL_PORT:-47821}); SVC_CONTROL_TOKEN is sent when set.
+`;
+
+const VERDICTS = ['verified', 'verified_with_gaps', 'not_verified'];
+const STATUSES = ['queued', 'running', 'blocked', 'stopping', 'succeeded', 'failed', 'stopped'];
+const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
+const FLAGS = {
+  json: { type: 'boolean' },
+  url: { type: 'string' },
+  verdict: { type: 'string' },
+  status: { type: 'string' },
+  repo: { type: 'string' },
+  group: { type: 'string' },
+  since: { type: 'string' },
+  until: { type: 'string' },
+  limit: { type: 'string' },
+  cursor: { type: 'string' },
+} as const;
+
+const ACTIONS = ['stop', 'resume', 'retry', 'verify'] as const;
+
+export function parseRunRef(text: string | undefined, env: NodeJS.ProcessEnv): RunRef {
+  if (!text) throw new UsageError('Missing run: give <source>/<run>');
+  const parts = text.split('/');
+  const [source, run] = parts.length === 1 ? [env.SVC_SOURCE || 'local', parts[0]] : parts;
+  if (parts.length > 2 || !source || !run || !SEGMENT.test(source) || !SEGMENT.test(run)) {
+    throw new UsageError(`Invalid run "${text}": expected <source>/<run>`);
+  }
+  return { source, run };
+}
+
+function listFilter(values: Record<string, string | boolean | undefined>): RunFilter {
+  const filter: RunFilter = {};
+  const pick = (key: string) => (typeof values[key] === 'string' ? (values[key] as string) : undefined);
+  const verdict = pick('verdict');
+  if (verdict !== undefined) {
+    if (!VERDICTS.includes(verdict)) throw new UsageError(`Invalid --verdict "${verdict}" (expected ${VERDICTS.join(', ')})`);
+    filter.verdict = verdict as Verdict;
+  }
+  const status = pick('status');
+  if (status !== undefined) {
+    if (!STATUSES.includes(status)) throw new UsageError(`Invalid --status "${status}" (expected ${STATUSES.join(', ')})`);
+    filter.status = status as RunStatus;
+  }
+  const limit = pick('limit');
+  if (limit !== undefined) {
+    if (!/^[1-9]\d*$/.test(limit)) throw new UsageError(`Invalid --limit "${limit}" (expected a positive integer)`);
+    filter.limit = Number(limit);
+  }
+  for (const [flag, key] of [['repo', 'repo'], ['group', 'group_id'], ['since', 'since'], ['until', 'until'], ['cursor', 'cursor']] as const) {
+    const v = pick(flag);
+    if (v !== undefined) filter[key] = v;
+  }
+  return filter;
+}
+
+async function dispatch(io: CliIo, client: ControlClient, sub: string, positionals: string[], values: Record<string, string | boolean | undefined>): Promise<number> {
+  const json = values.json === true;
+  const print = (value: unknown) => io.stdout(`${JSON.stringify(value, null, 2)}\n`);
+  if (sub === 'list') {
+    if (positionals.length) throw new UsageError(`Unexpected argument "${positionals[0]}"`);
+    const page = await client.listRuns(listFilter(values));
+    if (json) print(page);
+    else {
+      io.stdout(formatRunTable(page.items));
+      if (page.next_cursor) io.stderr(`More runs: svc runs list --cursor ${page.next_cursor}\n`);
+    }
+    return 0;
+  }
+  const listOnly = ['verdict', 'status', 'repo', 'group', 'since', 'until', 'limit', 'cursor'].find((k) => values[k] !== undefined);
+  if (listOnly) throw new UsageError(`--${listOnly} only applies to "svc runs list"`);
+  const ref = parseRunRef(positionals[0], io.env);
+  if (sub === 'show') {
+    if (positionals.length > 1) throw new UsageError(`Unexpected argument "${positionals[1]}"`);
+    const run = await client.getRun(ref);
+    io.stdout(json ? `${JSON.stringify(run, null, 2)}\n` : formatRunDetails(run));
+    return 0;
+  }
+  if (sub === 'answer') {
+    const text = positionals.slice(1).join(' ').trim();
+    if (!text) throw new UsageError('Missing answer text: svc runs answer <source>/<run> <answer text…>');
+    const run = await client.answer(ref, text);
+    if (json) print(run);
+    else io.stdout(`Answered ${ref.source}/${ref.run}\n`);
+    return 0;
+  }
+  if ((ACTIONS as readonly string[]).includes(sub)) {
+    if (positionals.length > 1) throw new UsageError(`Unexpected argument "${positionals[1]}"`);
+    const run = await client[sub as (typeof ACTIONS)[number]](ref);
+    if (json) print(run);
+    else if (sub === 'retry' && run?.run) io.stdout(`Retrying ${ref.source}/${ref.run} as ${run.source}/${run.run}\n`);
+    else io.stdout(`${sub[0]!.toUpperCase()}${sub.slice(1)} requested for ${ref.source}/${ref.run}\n`);
+    return 0;
+  }
+  throw new UsageError(`Unknown subcommand "runs ${sub}" (expected list, show, stop, resume, retry, verify or answer)`);
+}
+
+export default async function runs(io: CliIo): Promise<number> {
+  if (wantsHelp(io.argv)) {
+    io.stdout(HELP);
+    return 0;
+  }
+  const { values, positionals } = parseFlags(io.argv, FLAGS);
+  const [first, ...rest] = positionals;
+  const sub = first === undefined || first === 'list' ? 'list' : first;
+  const args = first === undefined ? [] : rest;
+  const url = typeof values.url === 'string' ? values.url : discoverControlUrl(io.env).url;
+  const token = io.env.SVC_CONTROL_TOKEN || undefined;
+  const client = createControlClient({ url, ...(token ? { token } : {}) });
+  try {
+    return await dispatch(io, client, sub, args, values);
+  } catch (err) {
+    if (err instanceof ControlApiError) throw new CliError(err.status === 0 ? err.message : `${err.message} (${err.status} ${err.code})`);
+    throw err;
+  }
 }

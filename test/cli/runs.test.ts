@@ -1,0 +1,139 @@
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startStandIn, sendJson, type StandIn } from '../client/stand-in.ts';
+
+const CLI = join(import.meta.dirname, '../../dist/cli.js');
+const home = mkdtempSync(join(tmpdir(), 'svc-'));
+let api: StandIn;
+
+const RUN = {
+  source: 'local', run: 'r01abc', repo: 'acme/api', group_id: 'r01abc', status: 'blocked', verdict: null,
+  brief: 'Fix the \u001b[31mcrash\u001b[0m', origin: 'cli', provider: 'claude', branch: 'svc/r01abc', pr_url: null,
+  question: 'Which database?', started_at: '2026-11-20T10:00:00.000Z', ended_at: null, updated_at: '2026-11-20T10:01:00.000Z',
+  cost_usd: null, tokens_in: null, tokens_out: null, exit_code: null, error: null,
+};
+
+function svc(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, 'runs', ...args], {
+      env: { PATH: process.env.PATH ?? '', HOME: home, SVC_CONTROL_URL: api.url, ...env },
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c));
+    child.stderr.on('data', (c: Buffer) => (stderr += c));
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+before(async () => {
+  api = await startStandIn();
+});
+after(async () => {
+  await api.close();
+  rmSync(home, { recursive: true, force: true });
+});
+
+describe('svc runs list', () => {
+  it('prints a table and passes filters as query parameters with the token from the environment', async () => {
+    api.seen.length = 0;
+    api.answer = (_req, res) => sendJson(res, 200, { items: [RUN], next_cursor: 'c2' });
+    const r = await svc(['list', '--verdict', 'verified', '--repo', 'acme/api', '--group', 'g1', '--since', '2026-11-01', '--limit', '10'], { SVC_CONTROL_TOKEN: 'tok' });
+    assert.equal(r.code, 0, r.stderr);
+    const [head, row] = r.stdout.trimEnd().split('\n');
+    assert.match(head!, /^RUN\s+STATUS\s+VERDICT\s+REPO\s+STARTED\s+BRIEF$/);
+    assert.match(row!, /^local\/r01abc\s+blocked\s+-\s+acme\/api\s+2026-11-20 10:00\s+Fix the\s+\[31mcrash \[0m$/);
+    assert.ok(!r.stdout.includes('\u001b'), 'terminal escapes from data reach the terminal');
+    assert.equal(r.stderr, 'More runs: svc runs list --cursor c2\n');
+    const u = new URL(api.seen[0]!.url, api.url);
+    assert.deepEqual(Object.fromEntries(u.searchParams), { verdict: 'verified', repo: 'acme/api', group_id: 'g1', since: '2026-11-01', limit: '10' });
+    assert.equal(api.seen[0]!.headers.authorization, 'Bearer tok');
+  });
+
+  it('prints the page as JSON with --json, defaulting to list with no subcommand', async () => {
+    api.answer = (_req, res) => sendJson(res, 200, { items: [RUN], next_cursor: null });
+    const r = await svc(['--json']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.deepEqual(JSON.parse(r.stdout), { items: [RUN], next_cursor: null });
+  });
+
+  it('rejects a bad verdict or limit with exit 2 before calling the server', async () => {
+    api.seen.length = 0;
+    assert.equal((await svc(['list', '--verdict', 'great'])).code, 2);
+    assert.equal((await svc(['list', '--limit', '0'])).code, 2);
+    assert.equal(api.seen.length, 0);
+  });
+});
+
+describe('svc runs show and actions', () => {
+  it('shows one run with its pending question', async () => {
+    api.seen.length = 0;
+    api.answer = (_req, res) => sendJson(res, 200, RUN);
+    const r = await svc(['show', 'local/r01abc']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(api.seen[0]!.url, '/v1/runs/local/r01abc');
+    assert.match(r.stdout, /^run {7}local\/r01abc$/m);
+    assert.match(r.stdout, /^question {2}Which database\?$/m);
+    assert.match(r.stdout, /^cost_usd {2}unknown$/m);
+  });
+
+  it('answers a blocked run with the joined text, resolving a bare run id to SVC_SOURCE', async () => {
+    api.seen.length = 0;
+    api.answer = (_req, res) => sendJson(res, 202, { ...RUN, status: 'running' });
+    const r = await svc(['answer', 'r01abc', 'use', 'postgres'], { SVC_SOURCE: 'ci' });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(api.seen[0]!.url, '/v1/runs/ci/r01abc/answer');
+    assert.deepEqual(JSON.parse(api.seen[0]!.body), { answer: 'use postgres' });
+    assert.equal(r.stdout, 'Answered ci/r01abc\n');
+  });
+
+  for (const action of ['stop', 'resume', 'verify']) {
+    it(`posts ${action} and confirms it`, async () => {
+      api.seen.length = 0;
+      api.answer = (_req, res) => sendJson(res, 202, RUN);
+      const r = await svc([action, 'local/r01abc']);
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(api.seen[0]!.method, 'POST');
+      assert.equal(api.seen[0]!.url, `/v1/runs/local/r01abc/${action}`);
+    });
+  }
+
+  it('reports the new run id on retry', async () => {
+    api.answer = (_req, res) => sendJson(res, 202, { ...RUN, run: 'r02new' });
+    const r = await svc(['retry', 'local/r01abc']);
+    assert.equal(r.stdout, 'Retrying local/r01abc as local/r02new\n');
+  });
+
+  it('exits 1 with the server message when the API refuses', async () => {
+    api.answer = (_req, res) => sendJson(res, 409, { error: { code: 'invalid_transition', message: 'Run local/r01abc is not blocked' } });
+    const r = await svc(['answer', 'local/r01abc', 'x']);
+    assert.equal(r.code, 1);
+    assert.equal(r.stderr, 'svc runs: Run local/r01abc is not blocked (409 invalid_transition)\n');
+  });
+
+  it('exits 1 naming the URL when the Control Plane is unreachable', async () => {
+    const gone = await startStandIn();
+    await gone.close();
+    const r = await svc(['list'], { SVC_CONTROL_URL: gone.url });
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, new RegExp(`Cannot reach the Control Plane at ${gone.url.replace(/\./g, '\\.')}`));
+  });
+
+  it('rejects malformed run ids, unknown subcommands and list flags on actions with exit 2', async () => {
+    assert.equal((await svc(['show', '../etc'])).code, 2);
+    assert.equal((await svc(['show', 'a/b/c'])).code, 2);
+    assert.equal((await svc(['explode', 'local/r1'])).code, 2);
+    assert.equal((await svc(['stop', 'local/r1', '--verdict', 'verified'])).code, 2);
+    assert.equal((await svc(['answer', 'local/r1'])).code, 2);
+  });
+
+  it('prints help with exit 0', async () => {
+    const r = await svc(['--help']);
+    assert.equal(r.code, 0);
+    assert.match(r.stdout, /^Usage:\n {2}svc runs \[list\]/);
+  });
+});
