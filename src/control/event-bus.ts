@@ -1,8 +1,123 @@
-// Placeholder: in-process fan-out of stored events to SSE subscribers (foundation issue).
+// In-process fan-out of newly stored events to live subscribers (SSE streams). It never reads or writes the DB:
+// callers publish rows right after their transaction commits, and each event is serialized once for every subscriber.
+import type { ControlStores } from '../db/control-stores.ts';
+import type { EventRow } from '../db/events-store.ts';
+import { iso } from './params.ts';
+
+/** One event, encoded once: `json` is the DESIGN §3 event JSON, `frame` the complete SSE frame. */
+export interface EncodedEvent {
+  id: number;
+  source: string;
+  run: string;
+  kind: string;
+  json: string;
+  frame: string;
+}
+
+export interface Subscriber {
+  /** Only events of this source (and run, when given) reach the subscriber. */
+  source?: string;
+  run?: string;
+  deliver(ev: EncodedEvent): void;
+  /** Called once when the bus closes (server shutdown). */
+  end(): void;
+}
+
 export interface RunEventBus {
+  publish(rows: readonly EventRow[]): void;
+  subscribe(sub: Subscriber): () => void;
+  /** Number of live subscribers. */
+  size(): number;
+  /** Ends every subscriber; later subscribe calls end at once. */
   close(): void;
 }
-import type { ControlStores } from '../db/control-stores.ts';
-export function createRunEventBus(_stores: ControlStores): RunEventBus {
-  return { close() {} };
+
+/** Event JSON built by concatenation: `data` is already JSON text, so it is embedded, never re-parsed. */
+export function eventJson(row: EventRow): string {
+  return (
+    `{"id":${row.id},"source":${JSON.stringify(row.source)},"run":${JSON.stringify(row.run)},"seq":${row.seq},` +
+    `"ts":"${iso(row.ts)}","kind":${JSON.stringify(row.kind)},"data":${row.data}}`
+  );
+}
+
+export function encodeEvent(row: EventRow): EncodedEvent {
+  const json = eventJson(row);
+  // Kinds are validated on ingest; stripping CR/LF keeps a frame a frame even if one slipped through.
+  const kind = row.kind.replace(/[\r\n]/g, '');
+  return { id: row.id, source: row.source, run: row.run, kind, json, frame: `id: ${row.id}\nevent: ${kind}\ndata: ${json}\n\n` };
+}
+
+export function createRunEventBus(_stores?: ControlStores): RunEventBus {
+  const all = new Set<Subscriber>();
+  const bySource = new Map<string, Set<Subscriber>>();
+  const byRun = new Map<string, Set<Subscriber>>();
+  let closed = false;
+
+  function bucket(sub: Subscriber): { map: Map<string, Set<Subscriber>> | null; key: string } {
+    if (sub.source !== undefined && sub.run !== undefined) return { map: byRun, key: `${sub.source}/${sub.run}` };
+    if (sub.source !== undefined) return { map: bySource, key: sub.source };
+    return { map: null, key: '' };
+  }
+
+  function deliverAll(set: Set<Subscriber> | undefined, ev: EncodedEvent): void {
+    if (!set) return;
+    for (const sub of set) {
+      try {
+        sub.deliver(ev);
+      } catch {
+        // One broken subscriber must not starve the others; its own close handler removes it.
+      }
+    }
+  }
+
+  return {
+    publish(rows) {
+      if (closed || (all.size === 0 && bySource.size === 0 && byRun.size === 0)) return;
+      for (const row of rows) {
+        const ev = encodeEvent(row);
+        deliverAll(all, ev);
+        deliverAll(bySource.get(row.source), ev);
+        deliverAll(byRun.get(`${row.source}/${row.run}`), ev);
+      }
+    },
+    subscribe(sub) {
+      if (closed) {
+        sub.end();
+        return () => {};
+      }
+      const { map, key } = bucket(sub);
+      let set = map ? map.get(key) : all;
+      if (!set) {
+        set = new Set();
+        map!.set(key, set);
+      }
+      set.add(sub);
+      const owner = set;
+      return () => {
+        owner.delete(sub);
+        if (map && owner.size === 0 && map.get(key) === owner) map.delete(key);
+      };
+    },
+    size() {
+      let n = all.size;
+      for (const s of bySource.values()) n += s.size;
+      for (const s of byRun.values()) n += s.size;
+      return n;
+    },
+    close() {
+      if (closed) return;
+      closed = true;
+      const subs = [...all, ...[...bySource.values()].flatMap((s) => [...s]), ...[...byRun.values()].flatMap((s) => [...s])];
+      all.clear();
+      bySource.clear();
+      byRun.clear();
+      for (const sub of subs) {
+        try {
+          sub.end();
+        } catch {
+          // Shutting down: keep ending the rest.
+        }
+      }
+    },
+  };
 }

@@ -1,9 +1,68 @@
-// Placeholder store: filled in by the helper that owns it (A1).
+// Artifacts table: files recorded for a run, content kept in the DB with its sha256 so reads need no filesystem path.
+//
+// Methods other code relies on:
+//   put(source, run, {path, content_type, content, created_at?}) → ArtifactMeta (replaces a file at the same path)
+//   get(source, run, path)      → ArtifactRow (with content) | undefined
+//   list(source, run)           → ArtifactMeta[] sorted by path (no content)
+//   deleteRun(source, run)      → number removed
+// Paths are validated by the caller (src/control/params.ts checkArtifactPath) before they reach this store.
+import { createHash } from 'node:crypto';
 import type { Db } from './open.ts';
 
-// eslint-disable-next-line @typescript-eslint/no-empty-object-type
-export interface ArtifactsStore {}
+export interface ArtifactMeta {
+  source: string;
+  run: string;
+  path: string;
+  content_type: string;
+  sha256: string;
+  size: number;
+  created_at: number;
+}
 
-export function createArtifactsStore(_db: Db): ArtifactsStore {
-  return {};
+export interface ArtifactRow extends ArtifactMeta {
+  content: Uint8Array;
+}
+
+export interface ArtifactInput {
+  path: string;
+  content_type: string;
+  content: Uint8Array;
+  created_at?: number;
+}
+
+export interface ArtifactsStore {
+  put(source: string, run: string, input: ArtifactInput): ArtifactMeta;
+  get(source: string, run: string, path: string): ArtifactRow | undefined;
+  list(source: string, run: string): ArtifactMeta[];
+  deleteRun(source: string, run: string): number;
+}
+
+export function createArtifactsStore(db: Db): ArtifactsStore {
+  const putStmt = db.prepare(
+    `INSERT INTO artifacts (source, run, path, content_type, sha256, size, content, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+     ON CONFLICT (source, run, path) DO UPDATE SET content_type = excluded.content_type, sha256 = excluded.sha256,
+     size = excluded.size, content = excluded.content, created_at = excluded.created_at`,
+  );
+  const getStmt = db.prepare('SELECT * FROM artifacts WHERE source = ? AND run = ? AND path = ?');
+  const listStmt = db.prepare(
+    'SELECT source, run, path, content_type, sha256, size, created_at FROM artifacts WHERE source = ? AND run = ? ORDER BY path',
+  );
+  const deleteStmt = db.prepare('DELETE FROM artifacts WHERE source = ? AND run = ?');
+
+  return {
+    put(source, run, { path, content_type, content, created_at = Date.now() }) {
+      const sha256 = createHash('sha256').update(content).digest('hex');
+      putStmt.run(source, run, path, content_type, sha256, content.length, content, created_at);
+      return { source, run, path, content_type, sha256, size: content.length, created_at };
+    },
+    get(source, run, path) {
+      return getStmt.get(source, run, path) as ArtifactRow | undefined;
+    },
+    list(source, run) {
+      return listStmt.all(source, run) as unknown as ArtifactMeta[];
+    },
+    deleteRun(source, run) {
+      return Number(deleteStmt.run(source, run).changes);
+    },
+  };
 }

@@ -1,9 +1,67 @@
-// Placeholder store: filled in by the helper that owns it (A1).
+// Control requests for runs owned by another source: recorded here, handed to that source's runner in its next ingest response.
+//
+// Methods other code relies on:
+//   add(source, run, action, payload?, at?) → id
+//   takePending(source, at?)    → the undelivered requests for that source, oldest first, now marked delivered
+//   pending(source)             → the undelivered requests, without marking them
+//   deleteRun(source, run)      → number removed
 import type { Db } from './open.ts';
 
-// eslint-disable-next-line @typescript-eslint/no-empty-object-type
-export interface ControlRequestsStore {}
+export interface ControlRequest {
+  id: number;
+  source: string;
+  run: string;
+  action: string;
+  /** Parsed payload object, or null. */
+  payload: Record<string, unknown> | null;
+  created_at: number;
+}
 
-export function createControlRequestsStore(_db: Db): ControlRequestsStore {
-  return {};
+export interface ControlRequestsStore {
+  add(source: string, run: string, action: string, payload?: Record<string, unknown> | null, at?: number): number;
+  takePending(source: string, at?: number): ControlRequest[];
+  pending(source: string): ControlRequest[];
+  deleteRun(source: string, run: string): number;
+}
+
+interface Row {
+  id: number;
+  source: string;
+  run: string;
+  action: string;
+  payload: string | null;
+  created_at: number;
+}
+
+function toRequest(row: Row): ControlRequest {
+  return { ...row, payload: row.payload === null ? null : (JSON.parse(row.payload) as Record<string, unknown>) };
+}
+
+export function createControlRequestsStore(db: Db): ControlRequestsStore {
+  const addStmt = db.prepare('INSERT INTO control_requests (source, run, action, payload, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id');
+  const pendingStmt = db.prepare(
+    'SELECT id, source, run, action, payload, created_at FROM control_requests WHERE source = ? AND delivered_at IS NULL ORDER BY id',
+  );
+  const markStmt = db.prepare(
+    'UPDATE control_requests SET delivered_at = ? WHERE source = ? AND delivered_at IS NULL RETURNING id, source, run, action, payload, created_at',
+  );
+  const deleteStmt = db.prepare('DELETE FROM control_requests WHERE source = ? AND run = ?');
+
+  return {
+    add(source, run, action, payload = null, at = Date.now()) {
+      const row = addStmt.get(source, run, action, payload === null ? null : JSON.stringify(payload), at) as { id: number };
+      return row.id;
+    },
+    takePending(source, at = Date.now()) {
+      // RETURNING gives no order guarantee; runners apply requests oldest first.
+      const rows = markStmt.all(at, source) as unknown as Row[];
+      return rows.sort((a, b) => a.id - b.id).map(toRequest);
+    },
+    pending(source) {
+      return (pendingStmt.all(source) as unknown as Row[]).map(toRequest);
+    },
+    deleteRun(source, run) {
+      return Number(deleteStmt.run(source, run).changes);
+    },
+  };
 }

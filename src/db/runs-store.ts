@@ -7,6 +7,7 @@
 //   setStatus(source, run, status, at, extra?) → patch sugar that also stamps updated_at
 //   list(filter)                → newest first by (started_at, source, run), keyset after `filter.after`, at most `filter.limit` rows
 //   count()                     → number of runs
+//   ping()                      → runs a trivial query; throws when the DB is unusable (/ready)
 //   delete(source, run)         → 'deleted' | 'not_found' | 'active' (active runs are kept); removes its events, artifacts, requests
 import type { SQLInputValue, StatementSync } from 'node:sqlite';
 import type { Db } from './open.ts';
@@ -79,6 +80,7 @@ export interface RunsStore {
   setStatus(source: string, run: string, status: RunStatus, at: number, fields?: RunPatch): boolean;
   list(filter: RunFilter): RunRow[];
   count(): number;
+  ping(): void;
   delete(source: string, run: string): DeleteOutcome;
 }
 
@@ -100,6 +102,7 @@ export function createRunsStore(db: Db): RunsStore {
      WHERE excluded.updated_at >= runs.updated_at`,
   );
   const countStmt = db.prepare('SELECT count(*) AS n FROM runs');
+  const pingStmt = db.prepare('SELECT 1 FROM runs LIMIT 1');
   const deleteEvents = db.prepare('DELETE FROM events WHERE source = ? AND run = ?');
   const deleteArtifacts = db.prepare('DELETE FROM artifacts WHERE source = ? AND run = ?');
   const deleteRequests = db.prepare('DELETE FROM control_requests WHERE source = ? AND run = ?');
@@ -144,6 +147,9 @@ export function createRunsStore(db: Db): RunsStore {
     },
     count() {
       return Number((countStmt.get() as { n: number }).n);
+    },
+    ping() {
+      pingStmt.get();
     },
     delete(source, run) {
       return inTransaction(db, () => {

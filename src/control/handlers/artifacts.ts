@@ -1,6 +1,49 @@
-// Placeholder handlers: replaced by the issue that owns them.
+// Serves a file recorded for a run. The path only ever selects a DB row (never the filesystem), and the response is
+// locked down so an HTML or SVG artifact can never run script in the Control Plane's origin.
 import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
+import { checkArtifactPath, checkQueryKeys, runParams } from '../params.ts';
+import { safeContentType } from '../content-type.ts';
 
-export const getArtifact: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
+// `sandbox` without allow-scripts/allow-same-origin gives the document an opaque origin and no script at all.
+const ARTIFACT_CSP = "default-src 'none'; sandbox";
+
+function isInline(type: string): boolean {
+  const base = type.split(';')[0]!.trim().toLowerCase();
+  return base.startsWith('text/') || base === 'application/json' || base.endsWith('+json');
+}
+
+/** RFC 9110 §13.1.2: a list of entity tags or `*`; weak tags compare weakly (same opaque value). */
+function matchesEtag(header: string | undefined, etag: string): boolean {
+  if (!header) return false;
+  if (header.trim() === '*') return true;
+  return header.split(',').some((t) => t.trim().replace(/^W\//, '') === etag);
+}
+
+function attachmentDisposition(path: string): string {
+  const name = path.slice(path.lastIndexOf('/') + 1);
+  const ascii = name.replace(/[^A-Za-z0-9._-]/g, '_');
+  return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(name)}`;
+}
+
+export const getArtifact: Handler<ControlDeps> = (ctx) => {
+  const { source, run } = runParams(ctx);
+  checkQueryKeys(ctx.query, []);
+  const path = checkArtifactPath(ctx.params.path ?? '');
+  const row = ctx.deps.stores.artifacts.get(source, run, path);
+  if (!row) throw new HttpError('not_found', `Artifact "${path}" of run ${source}/${run} not found`);
+  const etag = `"${row.sha256}"`;
+  const type = safeContentType(row.content_type);
+  const headers: Record<string, string> = {
+    etag,
+    'cache-control': 'private, no-cache',
+    'content-security-policy': ARTIFACT_CSP,
+    'x-content-type-options': 'nosniff',
+    'content-type': type,
+    'content-disposition': isInline(type) ? 'inline' : attachmentDisposition(path),
+  };
+  if (matchesEtag(ctx.req.headers['if-none-match'], etag)) return { status: 304, headers };
+  const body = Buffer.from(row.content.buffer, row.content.byteOffset, row.content.byteLength);
+  return { status: 200, headers, body };
+};

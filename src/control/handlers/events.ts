@@ -1,8 +1,61 @@
-// Placeholder handlers: replaced by the issue that owns them.
+// Run events as a paged list and as SSE streams (per run and across runs); the stream mechanics live in ../event-stream.ts.
 import { HttpError } from '../../http/http-error.ts';
-import type { Handler } from '../../http/pipeline.ts';
+import type { Ctx, Handler } from '../../http/pipeline.ts';
+import { TAKEN_OVER, JSON_TYPE, type HandlerResult } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
+import { eventJson } from '../event-bus.ts';
+import { streamEvents } from '../event-stream.ts';
+import { checkQueryKeys, checkSegment, parseId, parseLimit, runParams } from '../params.ts';
 
-export const listEvents: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
-export const streamRun: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
-export const streamAll: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
+function requireRun(ctx: Ctx<ControlDeps>): { source: string; run: string } {
+  const { source, run } = runParams(ctx);
+  if (!ctx.deps.stores.runs.get(source, run)) throw new HttpError('not_found', `Run ${source}/${run} not found`);
+  return { source, run };
+}
+
+/** Where a stream resumes: the Last-Event-ID header (set by EventSource on reconnect) wins over ?after=. */
+function resumeAfter(ctx: Ctx<ControlDeps>, fallback: () => number): number {
+  const header = ctx.req.headers['last-event-id'];
+  if (typeof header === 'string' && header.trim() !== '') return parseId('Last-Event-ID', header.trim());
+  const after = ctx.query.get('after');
+  return after === null ? fallback() : parseId('after', after);
+}
+
+export const listEvents: Handler<ControlDeps> = (ctx) => {
+  checkQueryKeys(ctx.query, ['after', 'cursor', 'limit']);
+  const { source, run } = requireRun(ctx);
+  const after = ctx.query.get('after');
+  const cursor = ctx.query.get('cursor');
+  if (after !== null && cursor !== null) throw new HttpError('invalid_param', 'Give "after" or "cursor", not both');
+  const from = cursor !== null ? parseId('cursor', cursor) : after !== null ? parseId('after', after) : 0;
+  const limit = parseLimit(ctx.query.get('limit'));
+  const rows = ctx.deps.stores.events.list(source, run, { after: from, limit: limit + 1 });
+  const page = rows.length > limit ? rows.slice(0, limit) : rows;
+  const next = rows.length > limit ? JSON.stringify(String(page[page.length - 1]!.id)) : 'null';
+  // `data` is stored as JSON text: the body is assembled without parsing it back.
+  const body = `{"items":[${page.map(eventJson).join(',')}],"next_cursor":${next}}`;
+  return { status: 200, headers: { 'content-type': JSON_TYPE, 'cache-control': 'no-store' }, body };
+};
+
+export const streamRun: Handler<ControlDeps> = async (ctx): Promise<HandlerResult> => {
+  checkQueryKeys(ctx.query, ['after']);
+  const scope = requireRun(ctx);
+  const after = resumeAfter(ctx, () => 0);
+  await streamEvents(ctx.deps, ctx.res, scope, after);
+  return TAKEN_OVER;
+};
+
+export const streamAll: Handler<ControlDeps> = async (ctx): Promise<HandlerResult> => {
+  checkQueryKeys(ctx.query, ['after', 'source', 'run']);
+  const source = ctx.query.get('source');
+  const run = ctx.query.get('run');
+  if (run !== null && source === null) throw new HttpError('invalid_param', 'Parameter "run" needs "source"');
+  const scope = {
+    ...(source !== null ? { source: checkSegment('source', source) } : {}),
+    ...(run !== null ? { run: checkSegment('run', run) } : {}),
+  };
+  // Without a resume point the cross-run stream starts live: replaying every stored event is never what a watcher wants.
+  const after = resumeAfter(ctx, () => ctx.deps.stores.events.maxId());
+  await streamEvents(ctx.deps, ctx.res, scope, after);
+  return TAKEN_OVER;
+};

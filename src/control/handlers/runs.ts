@@ -1,8 +1,77 @@
-// Placeholder handlers: replaced by the issue that owns them.
+// Run list (keyset paged, filtered), run detail and delete. Parsing lives in ../params.ts, SQL in src/db/runs-store.ts.
 import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
+import { json } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
+import { VERDICTS, RUN_STATUSES, type RunFilter, type Verdict, type RunStatus } from '../../db/runs-store.ts';
+import { checkQueryKeys, checkSegment, optionalTime, parseLimit, runParams, runToJson } from '../params.ts';
+import { decodeRunCursor, encodeRunCursor } from '../run-cursor.ts';
 
-export const listRuns: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
-export const getRun: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
-export const deleteRun: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
+const LIST_KEYS = ['verdict', 'repo', 'since', 'until', 'group_id', 'status', 'limit', 'cursor'] as const;
+
+function parseVerdict(value: string): Verdict | null {
+  // `none` selects runs that have no receipt yet (verdict null).
+  if (value === 'none') return null;
+  if ((VERDICTS as readonly string[]).includes(value)) return value as Verdict;
+  throw new HttpError('invalid_param', `Parameter "verdict" must be one of ${VERDICTS.join(', ')}, none`);
+}
+
+function parseStatus(value: string): RunStatus {
+  if ((RUN_STATUSES as readonly string[]).includes(value)) return value as RunStatus;
+  throw new HttpError('invalid_param', `Parameter "status" must be one of ${RUN_STATUSES.join(', ')}`);
+}
+
+export function parseRunFilter(query: URLSearchParams): RunFilter {
+  checkQueryKeys(query, LIST_KEYS);
+  const filter: RunFilter = { limit: parseLimit(query.get('limit')) };
+  const verdict = query.get('verdict');
+  if (verdict !== null) filter.verdict = parseVerdict(verdict);
+  const repo = query.get('repo');
+  if (repo !== null) {
+    if (repo.length === 0 || repo.length > 512) throw new HttpError('invalid_param', 'Parameter "repo" must be 1 to 512 characters');
+    filter.repo = repo;
+  }
+  const group = query.get('group_id');
+  if (group !== null) filter.group_id = checkSegment('group_id', group);
+  const status = query.get('status');
+  if (status !== null) filter.status = parseStatus(status);
+  const since = optionalTime(query, 'since');
+  if (since !== undefined) filter.since = since;
+  const until = optionalTime(query, 'until');
+  if (until !== undefined) filter.until = until;
+  const cursor = query.get('cursor');
+  if (cursor !== null) filter.after = decodeRunCursor(cursor);
+  return filter;
+}
+
+export const listRuns: Handler<ControlDeps> = (ctx) => {
+  const filter = parseRunFilter(ctx.query);
+  // One extra row tells whether another page exists without a count query.
+  const rows = ctx.deps.stores.runs.list({ ...filter, limit: filter.limit + 1 });
+  const page = rows.length > filter.limit ? rows.slice(0, filter.limit) : rows;
+  const last = page[page.length - 1];
+  const next = rows.length > filter.limit && last ? encodeRunCursor(last) : null;
+  return json(200, { items: page.map(runToJson), next_cursor: next });
+};
+
+export const getRun: Handler<ControlDeps> = (ctx) => {
+  const { source, run } = runParams(ctx);
+  checkQueryKeys(ctx.query, []);
+  const row = ctx.deps.stores.runs.get(source, run);
+  if (!row) throw new HttpError('not_found', `Run ${source}/${run} not found`);
+  // Detail adds the artifact index (paths only, no content) so a client can find `artifact/<path>` links.
+  const artifacts = ctx.deps.stores.artifacts
+    .list(source, run)
+    .map((a) => ({ path: a.path, content_type: a.content_type, size: a.size, sha256: a.sha256 }));
+  return json(200, { ...runToJson(row), artifacts });
+};
+
+export const deleteRun: Handler<ControlDeps> = (ctx) => {
+  const { source, run } = runParams(ctx);
+  const outcome = ctx.deps.stores.runs.delete(source, run);
+  if (outcome === 'not_found') throw new HttpError('not_found', `Run ${source}/${run} not found`);
+  if (outcome === 'active') {
+    throw new HttpError('invalid_transition', `Run ${source}/${run} is still active; stop it before deleting`);
+  }
+  return json(200, { deleted: true });
+};

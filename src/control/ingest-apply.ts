@@ -1,0 +1,65 @@
+// Writes a validated ingest batch in ONE transaction (all or nothing), then publishes the new events to live streams.
+import { HttpError } from '../http/http-error.ts';
+import { transaction } from '../db/open.ts';
+import type { EventRow } from '../db/events-store.ts';
+import type { ControlDeps } from './deps.ts';
+import type { IngestBatch } from './ingest-validate.ts';
+
+export interface ControlItem {
+  run: string;
+  action: string;
+  [key: string]: unknown;
+}
+
+export interface IngestResult {
+  runs: number;
+  events: number;
+  duplicates: number;
+  artifacts: number;
+  notifications?: number;
+  control: ControlItem[];
+}
+
+export function applyBatch(deps: ControlDeps, batch: IngestBatch, opts: { deliverControl?: boolean } = {}): IngestResult {
+  const { stores } = deps;
+  const { source } = batch;
+  const inserted: EventRow[] = [];
+  let duplicates = 0;
+  let notifications: number | undefined;
+
+  const control = transaction(deps.db, () => {
+    // Every referenced run must exist after this batch: checked before the first write, inside the lock.
+    const known = new Set(batch.runs.map((r) => r.run));
+    for (const item of [...batch.events, ...batch.artifacts]) {
+      if (known.has(item.run)) continue;
+      if (!stores.runs.get(source, item.run)) {
+        throw new HttpError('invalid_param', `Run ${source}/${item.run} is unknown; send it in "runs" first`);
+      }
+      known.add(item.run);
+    }
+    for (const run of batch.runs) stores.runs.upsert(source, run);
+    for (const ev of batch.events) {
+      const id = stores.events.insert(ev);
+      if (id === null) duplicates++;
+      else inserted.push({ id, ...ev });
+    }
+    const now = deps.clock();
+    for (const a of batch.artifacts) {
+      stores.artifacts.put(source, a.run, { path: a.path, content_type: a.content_type, content: a.content, created_at: now });
+    }
+    if (batch.notifications.length > 0) notifications = stores.notifications.ingest(batch.notifications);
+    if (opts.deliverControl === false) return [];
+    return stores.controlRequests.takePending(source, now).map((r) => ({ ...r.payload, id: r.id, run: r.run, action: r.action }));
+  });
+
+  deps.bus.publish(inserted);
+  const result: IngestResult = {
+    runs: batch.runs.length,
+    events: inserted.length,
+    duplicates,
+    artifacts: batch.artifacts.length,
+    control,
+  };
+  if (notifications !== undefined) result.notifications = notifications;
+  return result;
+}

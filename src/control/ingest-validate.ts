@@ -1,0 +1,152 @@
+// Turns an untrusted ingest body into typed rows, or throws 400 naming the first bad field; nothing is written here.
+import { HttpError } from '../http/http-error.ts';
+import { RUN_STATUSES, VERDICTS, type RunInput, type RunStatus, type Verdict } from '../db/runs-store.ts';
+import type { EventInput } from '../db/events-store.ts';
+import { SEGMENT, checkArtifactPath, parseTime } from './params.ts';
+import { safeContentType, OCTET_STREAM } from './content-type.ts';
+import type { NotificationInput } from '../db/notifications-store.ts';
+import { validateNotification } from './ingest-notifications.ts';
+
+export interface ArtifactUpload {
+  run: string;
+  path: string;
+  content_type: string;
+  content: Buffer;
+}
+
+export interface IngestBatch {
+  source: string;
+  runs: RunInput[];
+  events: EventInput[];
+  artifacts: ArtifactUpload[];
+  /** Delivery records of outbound messages, from the trigger server. */
+  notifications: NotificationInput[];
+}
+
+type Obj = Record<string, unknown>;
+const BATCH_KEYS = new Set(['source', 'runs', 'events', 'artifacts', 'notifications']);
+const KIND = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+const MAX_TEXT = 64 * 1024;
+const TEXT_FIELDS = ['repo', 'brief', 'origin', 'provider', 'branch', 'pr_url', 'question', 'error'] as const;
+const INT_FIELDS = ['tokens_in', 'tokens_out', 'exit_code', 'pid'] as const;
+
+function bad(where: string, what: string): never {
+  throw new HttpError('invalid_param', `${where} ${what}`);
+}
+
+function isObj(v: unknown): v is Obj {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+function segment(where: string, v: unknown): string {
+  return typeof v === 'string' && SEGMENT.test(v) ? v : bad(where, `must match ${SEGMENT.source}`);
+}
+
+/** Body times: unix ms as a number, or an ISO-8601 / unix-ms string. */
+function time(where: string, v: unknown): number {
+  if (typeof v === 'number' && Number.isSafeInteger(v)) return v;
+  if (typeof v === 'string') {
+    try {
+      return parseTime(where, v);
+    } catch {
+      // fall through to the field-named message
+    }
+  }
+  return bad(where, 'must be an ISO-8601 time or unix milliseconds');
+}
+
+function optionalTime(where: string, v: unknown): number | null {
+  return v === undefined || v === null ? null : time(where, v);
+}
+
+export function validateRun(v: unknown, where: string, source: string, now: number): RunInput {
+  if (!isObj(v)) return bad(where, 'must be an object');
+  const run = segment(`${where}.run`, v.run);
+  if (v.source !== undefined && v.source !== source) bad(`${where}.source`, 'must match the batch source');
+  if (!(RUN_STATUSES as readonly unknown[]).includes(v.status)) bad(`${where}.status`, `must be one of ${RUN_STATUSES.join(', ')}`);
+  const input: RunInput = {
+    run,
+    status: v.status as RunStatus,
+    started_at: time(`${where}.started_at`, v.started_at),
+    ended_at: optionalTime(`${where}.ended_at`, v.ended_at),
+    updated_at: optionalTime(`${where}.updated_at`, v.updated_at) ?? now,
+    group_id: v.group_id === undefined || v.group_id === null ? run : segment(`${where}.group_id`, v.group_id),
+  };
+  if (v.verdict !== undefined && v.verdict !== null && !(VERDICTS as readonly unknown[]).includes(v.verdict)) {
+    bad(`${where}.verdict`, `must be one of ${VERDICTS.join(', ')} or null`);
+  }
+  input.verdict = (v.verdict ?? null) as Verdict | null;
+  for (const f of TEXT_FIELDS) {
+    const x = v[f];
+    if (x !== undefined && x !== null && (typeof x !== 'string' || x.length > MAX_TEXT)) bad(`${where}.${f}`, 'must be a string or null');
+    input[f] = (x ?? null) as string | null;
+  }
+  for (const f of INT_FIELDS) {
+    const x = v[f];
+    if (x !== undefined && x !== null && !Number.isSafeInteger(x)) bad(`${where}.${f}`, 'must be an integer or null');
+    input[f] = (x ?? null) as number | null;
+  }
+  // Unknown cost stays null; a measured cost is a finite, non-negative number.
+  const cost = v.cost_usd;
+  if (cost !== undefined && cost !== null && (typeof cost !== 'number' || !Number.isFinite(cost) || cost < 0)) {
+    bad(`${where}.cost_usd`, 'must be a non-negative number or null');
+  }
+  input.cost_usd = (cost ?? null) as number | null;
+  const repoPath = v.repo_path;
+  if (repoPath !== undefined && repoPath !== null && (typeof repoPath !== 'string' || !repoPath.startsWith('/') || repoPath.includes('\0'))) {
+    bad(`${where}.repo_path`, 'must be an absolute path or null');
+  }
+  input.repo_path = (repoPath ?? null) as string | null;
+  return input;
+}
+
+export function validateEvent(v: unknown, where: string, source: string, now: number): EventInput {
+  if (!isObj(v)) return bad(where, 'must be an object');
+  if (v.source !== undefined && v.source !== source) bad(`${where}.source`, 'must match the batch source');
+  const seq = v.seq;
+  if (!Number.isSafeInteger(seq) || (seq as number) < 0) bad(`${where}.seq`, 'must be a non-negative integer');
+  if (typeof v.kind !== 'string' || !KIND.test(v.kind)) bad(`${where}.kind`, `must match ${KIND.source}`);
+  const data = v.data === undefined ? '{}' : JSON.stringify(v.data);
+  return {
+    source,
+    run: segment(`${where}.run`, v.run),
+    seq: seq as number,
+    ts: v.ts === undefined || v.ts === null ? now : time(`${where}.ts`, v.ts),
+    kind: v.kind as string,
+    data,
+  };
+}
+
+export function validateArtifact(v: unknown, where: string): ArtifactUpload {
+  if (!isObj(v)) return bad(where, 'must be an object');
+  const run = segment(`${where}.run`, v.run);
+  if (typeof v.path !== 'string') bad(`${where}.path`, 'must be a string');
+  try {
+    checkArtifactPath(v.path as string);
+  } catch {
+    bad(`${where}.path`, 'must be relative with no "..", NUL or backslash');
+  }
+  if (typeof v.content_base64 !== 'string' || !BASE64.test(v.content_base64)) bad(`${where}.content_base64`, 'must be base64');
+  const type = v.content_type === undefined ? OCTET_STREAM : safeContentType(v.content_type);
+  return { run, path: v.path as string, content_type: type, content: Buffer.from(v.content_base64 as string, 'base64') };
+}
+
+function list(body: Obj, key: string): unknown[] {
+  const v = body[key];
+  if (v === undefined) return [];
+  return Array.isArray(v) ? v : bad(`"${key}"`, 'must be an array');
+}
+
+export function validateBatch(body: unknown, now: number): IngestBatch {
+  if (!isObj(body)) return bad('Body', 'must be a JSON object');
+  for (const key of Object.keys(body)) if (!BATCH_KEYS.has(key)) bad(`Unknown field "${key}"`, 'in ingest body');
+  const source = segment('"source"', body.source);
+  return {
+    source,
+    runs: list(body, 'runs').map((r, i) => validateRun(r, `runs[${i}]`, source, now)),
+    events: list(body, 'events').map((e, i) => validateEvent(e, `events[${i}]`, source, now)),
+    artifacts: list(body, 'artifacts').map((a, i) => validateArtifact(a, `artifacts[${i}]`)),
+    notifications: list(body, 'notifications').map((n, i) => validateNotification(n, `notifications[${i}]`, source, now)),
+  };
+}
