@@ -1,9 +1,86 @@
-// Wraps a mutating handler so every call, refused or not, lands in the audit hash chain with actor and peer.
-import type { Handler } from '../http/pipeline.ts';
+// Wraps a mutating handler so every call that reaches it — done, refused or crashed — lands in the audit hash chain.
+// Requests the pipeline turns away before the handler (Host 403, bad token 401, loopback 403, Origin 403, 415, 413,
+// invalid JSON) are not audited: nothing was attempted, and logging them would let anyone flood the chain.
+import type { Ctx, Handler } from '../http/pipeline.ts';
+import type { HandlerResult } from '../http/respond.ts';
+import { TAKEN_OVER } from '../http/respond.ts';
+import { isHttpError } from '../http/http-error.ts';
+import { isLoopbackAddress } from '../http/guards.ts';
 import type { ControlDeps } from './deps.ts';
 
+const notes = new WeakMap<object, Record<string, unknown>>();
+
+/** Lets a handler add facts to its audit entry (e.g. which settings changed) — never secrets or bodies. */
+export function noteAudit(ctx: object, detail: Record<string, unknown>): void {
+  notes.set(ctx, { ...notes.get(ctx), ...detail });
+}
+
+/**
+ * Who acted, never with what: `token` when the server has a token (the pipeline already checked it, so reaching a
+ * handler proves it was valid), else `local` for a loopback peer and `anonymous` for anyone else.
+ */
+export function actorOf(ctx: Ctx<ControlDeps>): string {
+  if (ctx.deps.settings.token) return 'token';
+  return isLoopbackAddress(ctx.peer) ? 'local' : 'anonymous';
+}
+
+const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
+function field(value: unknown, key: string): string | undefined {
+  if (value === null || typeof value !== 'object') return undefined;
+  const v = (value as Record<string, unknown>)[key];
+  return typeof v === 'string' && NAME.test(v) ? v : undefined;
+}
+
+/** `source/run` from the path, else from the body (merge queue), else from the reply (a started run), else the source. */
+export function targetOf(ctx: Ctx<ControlDeps>, action: string, reply: unknown): string | null {
+  if (action.startsWith('config.')) return 'config';
+  for (const holder of [ctx.params, ctx.body, reply]) {
+    const source = field(holder, 'source');
+    const run = field(holder, 'run');
+    if (source && run) return `${source}/${run}`;
+  }
+  return field(ctx.body, 'source') ?? null;
+}
+
+function outcomeOf(result: HandlerResult): { outcome: string; status: number } {
+  if (result === TAKEN_OVER) return { outcome: 'ok', status: 200 };
+  const code = field((result.body as { error?: unknown } | undefined)?.error, 'code');
+  if (result.status < 400) return { outcome: 'ok', status: result.status };
+  return { outcome: code ?? String(result.status), status: result.status };
+}
+
 export function audited(action: string, handler: Handler<ControlDeps>): Handler<ControlDeps> {
-  // Placeholder: the audit store lands with the foundation issue; until then the handler runs unaudited.
-  void action;
-  return handler;
+  return async function auditedHandler(ctx) {
+    let result: HandlerResult | undefined;
+    let failure: unknown;
+    let failed = false;
+    try {
+      result = await handler(ctx);
+    } catch (err) {
+      failure = err;
+      failed = true;
+    }
+    const { outcome, status } = failed
+      ? isHttpError(failure)
+        ? { outcome: failure.code, status: failure.status }
+        : { outcome: 'internal_error', status: 500 }
+      : outcomeOf(result!);
+    const replyBody = !failed && result !== TAKEN_OVER ? result?.body : undefined;
+    try {
+      ctx.deps.stores.audit.append({
+        actor: actorOf(ctx),
+        peer: ctx.peer,
+        action,
+        target: targetOf(ctx, action, replyBody),
+        outcome,
+        detail: { status, request_id: ctx.requestId, ...notes.get(ctx) },
+      });
+    } catch (err) {
+      // The action already happened; losing its audit row is logged loudly rather than turning success into a 500.
+      ctx.deps.log.error('audit append failed', { request_id: ctx.requestId, action, error: err instanceof Error ? err.message : String(err) });
+    }
+    if (failed) throw failure;
+    return result!;
+  };
 }

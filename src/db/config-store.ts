@@ -1,9 +1,60 @@
-// Placeholder store: filled in by the helper that owns it (A2).
+// The one-row config table: a JSON body and a version that rises by one on every write (for If-Match).
 import type { Db } from './open.ts';
 
-// eslint-disable-next-line @typescript-eslint/no-empty-object-type
-export interface ConfigStore {}
+export interface StoredConfig {
+  /** Stored values only; merge with the schema's defaults before use. */
+  values: Record<string, unknown>;
+  /** 0 until the first write. */
+  version: number;
+  updated_at: number | null;
+}
 
-export function createConfigStore(_db: Db): ConfigStore {
-  return {};
+export class ConfigVersionConflict extends Error {
+  readonly current: number;
+  constructor(current: number) {
+    super(`Config is at version ${current}`);
+    this.current = current;
+  }
+}
+
+export interface ConfigStore {
+  read(): StoredConfig;
+  /**
+   * Computes the new body from the current one and writes it in one transaction, so two writers cannot both win.
+   * Throws ConfigVersionConflict when `expectedVersion` is given and is not the stored version.
+   */
+  update(fn: (current: Record<string, unknown>) => Record<string, unknown>, expectedVersion?: number): StoredConfig;
+}
+
+export function createConfigStore(db: Db, clock: () => number = Date.now): ConfigStore {
+  const select = db.prepare('SELECT version, body, updated_at FROM config WHERE id = 1');
+  const upsert = db.prepare(
+    'INSERT INTO config (id, version, body, updated_at) VALUES (1, ?, ?, ?) ' +
+      'ON CONFLICT (id) DO UPDATE SET version = excluded.version, body = excluded.body, updated_at = excluded.updated_at',
+  );
+
+  function read(): StoredConfig {
+    const row = select.get() as { version: number; body: string; updated_at: number } | undefined;
+    if (!row) return { values: {}, version: 0, updated_at: null };
+    return { values: JSON.parse(row.body) as Record<string, unknown>, version: row.version, updated_at: row.updated_at };
+  }
+
+  return {
+    read,
+    update(fn, expectedVersion) {
+      db.exec('BEGIN IMMEDIATE');
+      try {
+        const current = read();
+        if (expectedVersion !== undefined && expectedVersion !== current.version) throw new ConfigVersionConflict(current.version);
+        const values = fn(current.values);
+        const next = { values, version: current.version + 1, updated_at: clock() };
+        upsert.run(next.version, JSON.stringify(values), next.updated_at);
+        db.exec('COMMIT');
+        return next;
+      } catch (err) {
+        if (db.isTransaction) db.exec('ROLLBACK');
+        throw err;
+      }
+    },
+  };
 }

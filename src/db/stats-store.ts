@@ -1,9 +1,159 @@
-// Placeholder store: filled in by the helper that owns it (A2).
+// Aggregates over runs for /v1/stats and /v1/stats/cost: grouping and percentiles happen in SQL, one scan per figure.
+// Unknown cost stays NULL: SQL's SUM of only NULLs is NULL, which is exactly "not measured", never 0.
+import type { SQLInputValue, StatementSync } from 'node:sqlite';
 import type { Db } from './open.ts';
+import { RUN_STATUSES, VERDICTS } from './runs-store.ts';
 
-// eslint-disable-next-line @typescript-eslint/no-empty-object-type
-export interface StatsStore {}
+export interface StatsFilter {
+  /** started_at >= since */
+  since?: number;
+  /** started_at < until */
+  until?: number;
+  repo?: string;
+}
 
-export function createStatsStore(_db: Db): StatsStore {
-  return {};
+export const DAY_MS = 86_400_000;
+
+export interface RunCounts {
+  runs: number;
+  /** Every status of the closed set, zeros included. */
+  byStatus: Record<string, number>;
+  /** Every verdict plus `none` (no receipt yet). */
+  byVerdict: Record<string, number>;
+}
+
+export interface DayCount {
+  day: number;
+  runs: number;
+  succeeded: number;
+  failed: number;
+}
+
+export interface CostGroup {
+  key: string | number | null;
+  runs: number;
+  runs_with_cost: number;
+  cost_usd: number | null;
+  tokens_in: number | null;
+  tokens_out: number | null;
+}
+
+export interface StatsStore {
+  counts(f: StatsFilter): RunCounts;
+  /** Nearest-rank percentiles of ended_at - started_at over ended runs, in ms; null when no run has ended. */
+  durationPercentiles(f: StatsFilter, ps: readonly number[]): { ended: number; values: (number | null)[] };
+  runsPerDay(f: StatsFilter): DayCount[];
+  costTotal(f: StatsFilter): CostGroup;
+  costBy(f: StatsFilter, by: 'provider' | 'repo' | 'day'): CostGroup[];
+  /** Every distinct non-null `repo` of runs, sorted. */
+  distinctRepos(): string[];
+}
+
+// Conditional sums over the closed sets in one scan: no temp B-tree, unlike GROUP BY status, verdict.
+const COUNT_COLUMNS = [
+  'count(*) AS runs',
+  ...RUN_STATUSES.map((st) => `sum(status = '${st}') AS "s:${st}"`),
+  ...VERDICTS.map((v) => `sum(verdict = '${v}') AS "v:${v}"`),
+  'sum(verdict IS NULL) AS "v:none"',
+].join(', ');
+
+const COST_COLUMNS =
+  'count(*) AS runs, count(cost_usd) AS runs_with_cost, sum(cost_usd) AS cost_usd, sum(tokens_in) AS tokens_in, sum(tokens_out) AS tokens_out';
+
+function whereOf(f: StatsFilter, extra: string[] = []): { clause: string; args: SQLInputValue[]; sig: string } {
+  const where: string[] = [];
+  const args: SQLInputValue[] = [];
+  if (f.repo !== undefined) {
+    where.push('repo = ?');
+    args.push(f.repo);
+  }
+  if (f.since !== undefined) {
+    where.push('started_at >= ?');
+    args.push(f.since);
+  }
+  if (f.until !== undefined) {
+    where.push('started_at < ?');
+    args.push(f.until);
+  }
+  where.push(...extra);
+  return { clause: where.length ? `WHERE ${where.join(' AND ')}` : '', args, sig: where.join('&') };
+}
+
+export function createStatsStore(db: Db): StatsStore {
+  const cache = new Map<string, StatementSync>();
+  // A loose index scan: one index seek per distinct repo instead of reading all 1,000,000 index entries.
+  const repos = db.prepare(
+    'WITH RECURSIVE r(repo) AS (SELECT min(repo) FROM runs UNION ALL ' +
+      'SELECT (SELECT min(repo) FROM runs WHERE repo > r.repo) FROM r WHERE r.repo IS NOT NULL) ' +
+      'SELECT repo FROM r WHERE repo IS NOT NULL',
+  );
+
+  // One prepared statement per (query, filter shape): at most 8 shapes each, prepared on first use.
+  function prepared(name: string, f: StatsFilter, build: (clause: string) => string, extra: string[] = []) {
+    const { clause, args, sig } = whereOf(f, extra);
+    const key = `${name}|${sig}`;
+    let stmt = cache.get(key);
+    if (!stmt) {
+      stmt = db.prepare(build(clause));
+      cache.set(key, stmt);
+    }
+    return { stmt, args };
+  }
+
+  return {
+    counts(f) {
+      const { stmt, args } = prepared('n', f, (w) => `SELECT ${COUNT_COLUMNS} FROM runs ${w}`);
+      const row = stmt.get(...args) as Record<string, number | null>;
+      const byStatus: Record<string, number> = {};
+      const byVerdict: Record<string, number> = {};
+      for (const [key, value] of Object.entries(row)) {
+        if (key.startsWith('s:')) byStatus[key.slice(2)] = Number(value ?? 0);
+        if (key.startsWith('v:')) byVerdict[key.slice(2)] = Number(value ?? 0);
+      }
+      return { runs: Number(row.runs ?? 0), byStatus, byVerdict };
+    },
+    durationPercentiles(f, ps) {
+      const ended = ['ended_at IS NOT NULL'];
+      const count = prepared('dn', f, (w) => `SELECT count(*) AS n FROM runs ${w}`, ended);
+      const n = Number((count.stmt.get(...count.args) as { n: number }).n);
+      if (n === 0) return { ended: 0, values: ps.map(() => null) };
+      // One sort serves every percentile: number the durations once, keep the wanted ranks.
+      const ranks = ps.map((p) => Math.min(n, Math.max(1, Math.ceil(p * n))));
+      const pick = prepared(
+        `dp${ps.length}`,
+        f,
+        (w) =>
+          'SELECT rn, d FROM (SELECT ended_at - started_at AS d, row_number() OVER (ORDER BY ended_at - started_at) AS rn ' +
+          `FROM runs ${w}) WHERE rn IN (${ps.map(() => '?').join(', ')})`,
+        ended,
+      );
+      const byRank = new Map<number, number>();
+      for (const r of pick.stmt.all(...pick.args, ...ranks) as Array<{ rn: number; d: number }>) byRank.set(Number(r.rn), Number(r.d));
+      return { ended: n, values: ranks.map((r) => byRank.get(r) ?? null) };
+    },
+    runsPerDay(f) {
+      const { stmt, args } = prepared(
+        'day',
+        f,
+        (w) =>
+          `SELECT started_at / ${DAY_MS} AS day, count(*) AS runs, sum(status = 'succeeded') AS succeeded, sum(status = 'failed') AS failed ` +
+          `FROM runs ${w} GROUP BY day ORDER BY day`,
+      );
+      return stmt.all(...args) as unknown as DayCount[];
+    },
+    costTotal(f) {
+      const { stmt, args } = prepared('ct', f, (w) => `SELECT NULL AS key, ${COST_COLUMNS} FROM runs ${w}`);
+      return stmt.get(...args) as unknown as CostGroup;
+    },
+    costBy(f, by) {
+      // `+repo` keeps the planner on the covering index (runs_by_repo would avoid a sort but look up every row).
+      const expr = by === 'day' ? `started_at / ${DAY_MS}` : `+${by}`;
+      const order = by === 'day' ? 'key' : 'runs DESC, key';
+      const { stmt, args } = prepared(`c-${by}`, f, (w) => `SELECT ${expr} AS key, ${COST_COLUMNS} FROM runs ${w} GROUP BY key ORDER BY ${order}`);
+      return stmt.all(...args) as unknown as CostGroup[];
+    },
+    distinctRepos() {
+      return (repos.all() as Array<{ repo: string }>).map((r) => r.repo);
+    },
+  };
 }

@@ -1,10 +1,87 @@
-// Placeholder handlers: replaced by the issue that owns them.
-import { HttpError } from '../../http/http-error.ts';
+// Read-only catalogue routes: providers on PATH, integrations (booleans), notifications, the receipt key, repo names.
+import { basename } from 'node:path';
+import { json } from '../../http/respond.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
+import { checkQueryKeys, parseLimit, iso } from '../params.ts';
+import { BUILTIN_PROVIDERS } from '../config-schema.ts';
+import { readEffectiveConfig } from './config.ts';
+import { findOnPath, createVersionProbe, type VersionProbe } from '../provider-detect.ts';
+import { integrationStatus } from '../integrations.ts';
+import { encodeCursor, decodeCursor } from '../id-cursor.ts';
+import { loadOrCreateSigningKey, publicKeyInfo } from '../../keys.ts';
 
-export const listProviders: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
-export const listIntegrations: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
-export const listNotifications: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
-export const getKeys: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
-export const listRepos: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
+// One probe cache per running app, so tests with different PATHs never share answers.
+const probes = new WeakMap<ControlDeps, VersionProbe>();
+
+function probeFor(deps: ControlDeps): VersionProbe {
+  let probe = probes.get(deps);
+  if (!probe) {
+    probe = createVersionProbe(deps.env);
+    probes.set(deps, probe);
+  }
+  return probe;
+}
+
+export const listProviders: Handler<ControlDeps> = async (ctx) => {
+  checkQueryKeys(ctx.query, []);
+  const { config } = readEffectiveConfig(ctx.deps.stores.config);
+  const pathEnv = ctx.deps.env.PATH;
+  const probe = probeFor(ctx.deps);
+  const commands = Object.entries((config.providers ?? {}) as Record<string, { command: string[] }>);
+  const entries = [
+    ...BUILTIN_PROVIDERS.map((name) => ({ name, kind: 'builtin' as const, binary: name })),
+    ...commands.map(([name, spec]) => ({ name, kind: 'command' as const, binary: spec.command[0]! })),
+  ];
+  const items = await Promise.all(
+    entries.map(async (e) => {
+      const path = findOnPath(e.binary, pathEnv);
+      // Command providers are arbitrary programs: they may not know --version, so only built-ins are asked.
+      const version = path && e.kind === 'builtin' ? await probe(path) : null;
+      return { name: e.name, kind: e.kind, available: path !== null, path, version, default: config.default_provider === e.name };
+    }),
+  );
+  return json(200, { items });
+};
+
+export const listIntegrations: Handler<ControlDeps> = (ctx) => {
+  checkQueryKeys(ctx.query, []);
+  const { config } = readEffectiveConfig(ctx.deps.stores.config);
+  const githubPrs = config.github_token !== null || findOnPath('gh', ctx.deps.env.PATH) !== null;
+  return json(200, { items: integrationStatus(ctx.deps.env, { githubPrs }) });
+};
+
+export const listNotifications: Handler<ControlDeps> = (ctx) => {
+  checkQueryKeys(ctx.query, ['limit', 'cursor']);
+  const limit = parseLimit(ctx.query.get('limit'));
+  const after = decodeCursor('n', 2, ctx.query.get('cursor'));
+  const rows = ctx.deps.stores.notifications.list({ limit: limit + 1, after: after ? { created_at: after[0]!, id: after[1]! } : null });
+  const page = rows.slice(0, limit);
+  const last = page[page.length - 1];
+  return json(200, {
+    items: page.map((n) => ({ ...n, created_at: iso(n.created_at), updated_at: iso(n.updated_at) })),
+    next_cursor: rows.length > limit && last ? encodeCursor('n', [last.created_at, last.id]) : null,
+  });
+};
+
+export const getKeys: Handler<ControlDeps> = (ctx) => {
+  checkQueryKeys(ctx.query, []);
+  // Made on first use (0600 under ~/.svc/keys); only the public half is ever serialised.
+  const key = loadOrCreateSigningKey(ctx.deps.settings.svcHome);
+  return json(200, { keys: [publicKeyInfo(key)] });
+};
+
+/** A name as users know it: a path (`/home/me/api`) shows only its last segment, never the folders above it. */
+function repoName(value: string): string {
+  return /^([A-Za-z]:)?[\\/]/.test(value) ? basename(value.replace(/\\/g, '/').replace(/\/+$/, '')) : value;
+}
+
+export const listRepos: Handler<ControlDeps> = (ctx) => {
+  checkQueryKeys(ctx.query, []);
+  const { config } = readEffectiveConfig(ctx.deps.stores.config);
+  const names = new Set<string>();
+  for (const repo of ctx.deps.stores.stats.distinctRepos()) names.add(repoName(repo));
+  for (const path of config.repos as string[]) names.add(repoName(path));
+  names.delete('');
+  return json(200, { items: [...names].sort().map((name) => ({ name })) });
+};

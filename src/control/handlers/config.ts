@@ -1,7 +1,79 @@
-// Placeholder handlers: replaced by the issue that owns them.
+// GET/PUT /v1/config: validated, versioned settings; secrets are always redacted on the way out.
 import { HttpError } from '../../http/http-error.ts';
+import { json } from '../../http/respond.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
+import type { ConfigStore } from '../../db/config-store.ts';
+import { ConfigVersionConflict } from '../../db/config-store.ts';
+import { SETTINGS, mergeConfig, redactConfig, withDefaults, type ConfigValues } from '../config-schema.ts';
+import { canonicalJson } from '../../db/audit-hash.ts';
+import { noteAudit } from '../audited.ts';
 
-export const getConfig: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
-export const putConfig: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
+/** The settings in force: stored values over schema defaults. Other handlers read config through this. */
+export function readEffectiveConfig(store: ConfigStore): { config: ConfigValues; version: number } {
+  const stored = store.read();
+  return { config: withDefaults(stored.values), version: stored.version };
+}
+
+function reply(config: ConfigValues, version: number) {
+  return json(200, { config: redactConfig(config), version }, { etag: `"${version}"` });
+}
+
+export const getConfig: Handler<ControlDeps> = (ctx) => {
+  const { config, version } = readEffectiveConfig(ctx.deps.stores.config);
+  return reply(config, version);
+};
+
+/** If-Match carries the version from GET, bare (`3`) or as the ETag GET sent (`"3"`). */
+function parseIfMatch(header: string | undefined): number | undefined {
+  if (header === undefined) return undefined;
+  const m = /^\s*(?:W\/)?"?(\d{1,15})"?\s*$/.exec(header);
+  if (!m) throw new HttpError('invalid_param', 'If-Match must be the config version from GET /v1/config, e.g. "3"');
+  return Number(m[1]);
+}
+
+/** Accepts what GET returns (`{"config":{…},"version"?:n}`) or a bare object of settings, the curl-friendly form. */
+function updateOf(body: unknown): { update: Record<string, unknown>; version: number | undefined } {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new HttpError('bad_request', 'Request body must be a JSON object of settings');
+  const record = body as Record<string, unknown>;
+  if (!Object.hasOwn(record, 'config')) return { update: record, version: undefined };
+  for (const key of Object.keys(record)) {
+    if (key !== 'config' && key !== 'version') throw new HttpError('invalid_param', `Unknown field "${key.slice(0, 128)}" next to "config"`);
+  }
+  const { config, version } = record;
+  if (config === null || typeof config !== 'object' || Array.isArray(config)) throw new HttpError('invalid_param', 'Field "config" must be an object of settings');
+  if (version !== undefined && (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 0)) {
+    throw new HttpError('invalid_param', 'Field "version" must be a non-negative integer');
+  }
+  return { update: config as Record<string, unknown>, version };
+}
+
+/** Keeps only settings that differ from their default, so a later release's better default reaches untouched keys. */
+function storedForm(effective: ConfigValues): ConfigValues {
+  const out: ConfigValues = {};
+  for (const s of SETTINGS) if (canonicalJson(effective[s.key]) !== canonicalJson(s.default)) out[s.key] = effective[s.key];
+  return out;
+}
+
+export const putConfig: Handler<ControlDeps> = (ctx) => {
+  const { update, version: bodyVersion } = updateOf(ctx.body);
+  const headerVersion = parseIfMatch(ctx.req.headers['if-match']);
+  if (headerVersion !== undefined && bodyVersion !== undefined && headerVersion !== bodyVersion) {
+    throw new HttpError('invalid_param', 'If-Match and "version" disagree');
+  }
+  const expected = headerVersion ?? bodyVersion;
+  noteAudit(ctx, { keys: Object.keys(update).slice(0, 32) });
+  let effective: ConfigValues = {};
+  try {
+    const saved = ctx.deps.stores.config.update((stored) => {
+      effective = mergeConfig(withDefaults(stored), update);
+      return storedForm(effective);
+    }, expected);
+    return reply(effective, saved.version);
+  } catch (err) {
+    if (err instanceof ConfigVersionConflict) {
+      throw new HttpError('conflict', `Config changed since version ${expected} (now ${err.current}); read it again and retry`);
+    }
+    throw err;
+  }
+};

@@ -1,0 +1,124 @@
+// Control Plane settings as data (name, type, default, description, secret) and their validation; no storage here.
+import { isAbsolute } from 'node:path';
+import { HttpError } from '../http/http-error.ts';
+
+export type SettingType = 'string' | 'integer' | 'boolean' | 'path[]' | 'providers';
+
+export interface Setting {
+  key: string;
+  type: SettingType;
+  /** `null` means "unset"; every setting accepts null to go back to its default. */
+  default: unknown;
+  description: string;
+  secret: boolean;
+  min?: number;
+}
+
+/** The agent CLIs svc knows how to drive; a configured command provider may not reuse these names. */
+export const BUILTIN_PROVIDERS = ['claude', 'codex', 'gemini', 'aider', 'opencode'] as const;
+
+export const SETTINGS: readonly Setting[] = [
+  { key: 'default_provider', type: 'string', default: 'claude', secret: false, description: 'Provider used when a start request names none: a built-in name or a key of `providers`' },
+  { key: 'providers', type: 'providers', default: {}, secret: false, description: 'Command providers: name → {"command": [argv…]}; the prompt arrives on stdin and in SVC_TASK_FILE' },
+  { key: 'repos', type: 'path[]', default: [], secret: false, description: 'Absolute paths of repositories runs may be started in; their folder names are listed by /v1/repos' },
+  { key: 'max_concurrent_runs', type: 'integer', default: 2, min: 1, secret: false, description: 'How many runs the Control Plane starts at once' },
+  { key: 'retention_days', type: 'integer', default: 0, min: 0, secret: false, description: 'Days to keep ended runs; 0 keeps them forever' },
+  { key: 'pr.draft', type: 'boolean', default: true, secret: false, description: 'Open pull requests as drafts when the project policy does not say' },
+  { key: 'notifications.enabled', type: 'boolean', default: true, secret: false, description: 'Send completion summaries to the origin of a job' },
+  { key: 'github_token', type: 'string', default: null, secret: true, description: 'Token for the GitHub REST API when opening pull requests; always shown as "***"' },
+];
+
+export const REDACTED = '***';
+
+const BY_KEY = new Map(SETTINGS.map((s) => [s.key, s]));
+const PROVIDER_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+
+export type ConfigValues = Record<string, unknown>;
+
+export function defaultConfig(): ConfigValues {
+  return Object.fromEntries(SETTINGS.map((s) => [s.key, structuredClone(s.default)]));
+}
+
+function invalid(message: string): HttpError {
+  return new HttpError('invalid_param', message);
+}
+
+function kindOf(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'array';
+  if (typeof value === 'number' && !Number.isInteger(value)) return 'number';
+  return typeof value === 'number' ? 'integer' : typeof value;
+}
+
+function checkProviders(value: unknown): void {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw invalid(`Setting "providers" must be an object of name → {"command": [strings]} (got ${kindOf(value)})`);
+  }
+  for (const [name, spec] of Object.entries(value)) {
+    if (!PROVIDER_NAME.test(name)) throw invalid(`Setting "providers" has a bad name "${name.slice(0, 64)}" (lowercase letters, digits, - and _)`);
+    if ((BUILTIN_PROVIDERS as readonly string[]).includes(name)) throw invalid(`Setting "providers.${name}" would hide the built-in provider of that name`);
+    if (spec === null || typeof spec !== 'object' || Array.isArray(spec)) throw invalid(`Setting "providers.${name}" must be an object {"command": [strings]}`);
+    for (const k of Object.keys(spec)) if (k !== 'command') throw invalid(`Unknown setting "providers.${name}.${k.slice(0, 64)}"`);
+    const command = (spec as { command?: unknown }).command;
+    if (!Array.isArray(command) || command.length === 0 || !command.every((a) => typeof a === 'string' && a.length > 0 && !a.includes('\0'))) {
+      throw invalid(`Setting "providers.${name}.command" must be a non-empty array of non-empty strings`);
+    }
+  }
+}
+
+function checkValue(setting: Setting, value: unknown): void {
+  const { key, type } = setting;
+  if (type === 'string') {
+    if (typeof value !== 'string' || value.length === 0 || value.length > 4096) throw invalid(`Setting "${key}" must be a non-empty string (got ${kindOf(value)})`);
+  } else if (type === 'integer') {
+    if (typeof value !== 'number' || !Number.isSafeInteger(value)) throw invalid(`Setting "${key}" must be an integer (got ${kindOf(value)})`);
+    if (setting.min !== undefined && value < setting.min) throw invalid(`Setting "${key}" must be at least ${setting.min} (got ${value})`);
+  } else if (type === 'boolean') {
+    if (typeof value !== 'boolean') throw invalid(`Setting "${key}" must be a boolean (got ${kindOf(value)})`);
+  } else if (type === 'path[]') {
+    if (!Array.isArray(value)) throw invalid(`Setting "${key}" must be an array of absolute paths (got ${kindOf(value)})`);
+    for (const p of value) {
+      if (typeof p !== 'string' || !isAbsolute(p) || p.includes('\0')) throw invalid(`Setting "${key}" must hold absolute paths only`);
+    }
+  } else {
+    checkProviders(value);
+  }
+}
+
+/**
+ * Validates a partial update against the schema and merges it over `current`; nothing is applied unless every key passes.
+ * A secret sent back as "***" (what GET shows) keeps the stored value; null puts a setting back to its default.
+ */
+export function mergeConfig(current: ConfigValues, update: Record<string, unknown>): ConfigValues {
+  const next = { ...current };
+  for (const [key, value] of Object.entries(update)) {
+    const setting = BY_KEY.get(key);
+    if (!setting) throw invalid(`Unknown setting "${key.slice(0, 128)}"`);
+    if (setting.secret && value === REDACTED) continue;
+    if (value === null) {
+      next[key] = structuredClone(setting.default);
+      continue;
+    }
+    checkValue(setting, value);
+    next[key] = structuredClone(value);
+  }
+  const provider = next.default_provider;
+  const configured = Object.keys((next.providers ?? {}) as object);
+  if (typeof provider === 'string' && !(BUILTIN_PROVIDERS as readonly string[]).includes(provider) && !configured.includes(provider)) {
+    throw invalid(`Setting "default_provider" names unknown provider "${provider.slice(0, 64)}"`);
+  }
+  return next;
+}
+
+/** Stored values over defaults, dropping keys the schema no longer has (a downgrade or removed setting). */
+export function withDefaults(stored: ConfigValues): ConfigValues {
+  const out = defaultConfig();
+  for (const s of SETTINGS) if (Object.hasOwn(stored, s.key)) out[s.key] = stored[s.key];
+  return out;
+}
+
+export function redactConfig(values: ConfigValues): ConfigValues {
+  const out = { ...values };
+  for (const s of SETTINGS) if (s.secret && out[s.key] !== null && out[s.key] !== undefined) out[s.key] = REDACTED;
+  return out;
+}
