@@ -1,0 +1,114 @@
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, mkdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { once } from 'node:events';
+
+const ROOT = join(import.meta.dirname, '../..');
+const version = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+const name = `svc-${version}`;
+const dir = mkdtempSync(join(tmpdir(), 'svc-'));
+const out = join(dir, 'out');
+const elsewhere = join(dir, 'elsewhere');
+const home = join(dir, 'home');
+// The pinned Node first on PATH, then only system directories: no node_modules anywhere near the copy.
+const PINNED_PATH = `${dirname(process.execPath)}:/usr/bin:/bin`;
+const children: ChildProcess[] = [];
+
+before(() => {
+  mkdirSync(elsewhere, { recursive: true });
+  mkdirSync(home, { recursive: true });
+  const built = spawnSync(process.execPath, [join(ROOT, 'scripts/bundle.js'), '--out', out], { cwd: dir, encoding: 'utf8' });
+  assert.equal(built.status, 0, built.stderr);
+  // "Copy it to another machine": unpack the tarball somewhere unrelated to the source tree.
+  const untar = spawnSync('tar', ['-xzf', join(out, `${name}.tar.gz`), '-C', elsewhere], { encoding: 'utf8' });
+  assert.equal(untar.status, 0, untar.stderr);
+});
+
+after(() => {
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function svc(args: string[], path = PINNED_PATH) {
+  return spawnSync(join(elsewhere, name, 'bin', 'svc'), args, { cwd: dir, env: { PATH: path, HOME: home }, encoding: 'utf8' });
+}
+
+describe('npm run bundle', () => {
+  it('writes the folder, a tarball and a sha256 file that matches it', () => {
+    for (const rel of ['dist/cli.js', 'dist/client/client.js', 'static/index.html', 'package.json', 'LICENSE', 'README.md', 'bin/svc']) {
+      assert.ok(existsSync(join(out, name, rel)), `${rel} missing from the bundle`);
+    }
+    const archive = readFileSync(join(out, `${name}.tar.gz`));
+    const line = readFileSync(join(out, `${name}.tar.gz.sha256`), 'utf8');
+    assert.equal(line, `${createHash('sha256').update(archive).digest('hex')}  ${name}.tar.gz\n`);
+    assert.ok(statSync(join(elsewhere, name, 'bin', 'svc')).mode & 0o100, 'bin/svc lost its executable bit in the tarball');
+  });
+
+  it('ships a package.json without devDependencies, scripts or dependencies', () => {
+    const pkg = JSON.parse(readFileSync(join(elsewhere, name, 'package.json'), 'utf8')) as Record<string, unknown>;
+    assert.equal(pkg.version, version);
+    assert.equal(pkg.devDependencies, undefined);
+    assert.equal(pkg.scripts, undefined);
+    assert.equal(pkg.dependencies, undefined);
+    assert.equal(existsSync(join(elsewhere, name, 'node_modules')), false);
+  });
+
+  it('is reproducible: bundling twice gives the same tarball bytes', () => {
+    const again = join(dir, 'again');
+    const built = spawnSync(process.execPath, [join(ROOT, 'scripts/bundle.js'), '--out', again], { encoding: 'utf8' });
+    assert.equal(built.status, 0, built.stderr);
+    assert.deepEqual(readFileSync(join(again, `${name}.tar.gz`)), readFileSync(join(out, `${name}.tar.gz`)));
+  });
+});
+
+describe('the copied folder', () => {
+  it('prints the version through bin/svc with no node_modules', () => {
+    const r = svc(['--version']);
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout, `${version}\n`);
+  });
+
+  it('refuses a Node older than 22.13 with a clear message', (t) => {
+    const system = spawnSync('/usr/bin/node', ['--version'], { encoding: 'utf8' });
+    const [major = 0, minor = 0] = (system.stdout ?? '').replace('v', '').split('.').map(Number);
+    if (system.status !== 0 || major > 22 || (major === 22 && minor >= 13)) return t.skip('no Node older than 22.13 at /usr/bin/node');
+    const r = svc(['--version'], '/usr/bin:/bin');
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, /^svc needs Node\.js >= 22\.13 \(found /);
+  });
+
+  it('says so when no node can be found', () => {
+    const r = svc(['--version'], join(dir, 'empty-path'));
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, /node not found/);
+  });
+
+  it('serves the Control Plane from bin/svc control serve --port 0 with /health OK', async () => {
+    const child = spawn(join(elsewhere, name, 'bin', 'svc'), ['control', 'serve', '--port', '0'], { cwd: dir, env: { PATH: PINNED_PATH, HOME: home } });
+    children.push(child);
+    let stdout = '';
+    let stderr = '';
+    child.stderr.on('data', (c: Buffer) => (stderr += c));
+    const url = await new Promise<string>((resolve, reject) => {
+      child.stdout.on('data', (c: Buffer) => {
+        stdout += c;
+        const line = stdout.split('\n')[0];
+        if (stdout.includes('\n') && line) resolve(line);
+      });
+      child.once('exit', (code) => reject(new Error(`serve exited ${code}: ${stderr}`)));
+    });
+    assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/);
+    const res = await fetch(`${url}/health`);
+    assert.equal(res.status, 200);
+    assert.deepEqual(await res.json(), { status: 'ok' });
+    const ui = await fetch(`${url}/`);
+    assert.equal(ui.status, 200, 'the UI files travel with the bundle');
+    child.kill('SIGTERM');
+    const [code] = await once(child, 'exit');
+    assert.equal(code, 0);
+  });
+});
