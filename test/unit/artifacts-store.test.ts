@@ -1,0 +1,63 @@
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { openDatabase, type Db } from '../../src/db/open.ts';
+import { controlMigrations } from '../../src/db/control-migrations.ts';
+import { createControlStores, type ControlStores } from '../../src/db/control-stores.ts';
+
+describe('artifacts store', () => {
+  let db: Db;
+  let stores: ControlStores;
+  before(() => {
+    db = openDatabase(':memory:', controlMigrations);
+    stores = createControlStores(db);
+  });
+  after(() => db.close());
+
+  it('stores content with its sha256 and size and returns the bytes', () => {
+    const content = Buffer.from('{"ok":true}');
+    const meta = stores.artifacts.put('s', 'r', { path: 'receipt.json', content_type: 'application/json', content, created_at: 5 });
+    assert.equal(meta.sha256, createHash('sha256').update(content).digest('hex'));
+    assert.equal(meta.size, content.length);
+    const row = stores.artifacts.get('s', 'r', 'receipt.json');
+    assert.deepEqual(Buffer.from(row!.content), content);
+  });
+
+  it('replaces a file at the same path', () => {
+    stores.artifacts.put('s', 'r', { path: 'receipt.json', content_type: 'application/json', content: Buffer.from('{}') });
+    assert.equal(stores.artifacts.get('s', 'r', 'receipt.json')?.size, 2);
+  });
+
+  it('lists metadata sorted by path without content', () => {
+    stores.artifacts.put('s', 'r', { path: 'checks/test.log', content_type: 'text/plain', content: Buffer.from('ok') });
+    const list = stores.artifacts.list('s', 'r');
+    assert.deepEqual(list.map((a) => a.path), ['checks/test.log', 'receipt.json']);
+    assert.equal('content' in list[0]!, false);
+  });
+
+  it('answers undefined for a missing file and deletes a run\'s files', () => {
+    assert.equal(stores.artifacts.get('s', 'r', 'nope'), undefined);
+    assert.equal(stores.artifacts.deleteRun('s', 'r'), 2);
+  });
+});
+
+describe('control requests store', () => {
+  let db: Db;
+  let stores: ControlStores;
+  before(() => {
+    db = openDatabase(':memory:', controlMigrations);
+    stores = createControlStores(db);
+  });
+  after(() => db.close());
+
+  it('hands pending requests over once, oldest first, only to their source', () => {
+    stores.controlRequests.add('remote', 'r1', 'stop');
+    stores.controlRequests.add('remote', 'r2', 'answer', { answer: 'yes' });
+    stores.controlRequests.add('elsewhere', 'r3', 'stop');
+    assert.equal(stores.controlRequests.pending('remote').length, 2);
+    const taken = stores.controlRequests.takePending('remote', 100);
+    assert.deepEqual(taken.map((r) => [r.run, r.action, r.payload]), [['r1', 'stop', null], ['r2', 'answer', { answer: 'yes' }]]);
+    assert.equal(stores.controlRequests.takePending('remote').length, 0);
+    assert.equal(stores.controlRequests.pending('elsewhere').length, 1);
+  });
+});

@@ -1,0 +1,49 @@
+import { describe, it, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import { openDatabase } from '../../src/db/open.ts';
+import { controlMigrations } from '../../src/db/control-migrations.ts';
+import { userVersion, DatabaseTooNewError } from '../../src/db/migrate.ts';
+
+describe('control migrations', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-'));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('applies every migration to a fresh file and records user_version', () => {
+    const db = openDatabase(join(dir, 'a.db'), controlMigrations);
+    assert.equal(userVersion(db), controlMigrations.length);
+    const tables = (db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table'").all() as Array<{ name: string }>).map((t) => t.name);
+    for (const t of ['runs', 'events', 'artifacts', 'audit', 'config', 'control_requests', 'notifications']) assert.ok(tables.includes(t), t);
+    db.close();
+  });
+
+  it('opens an up-to-date file again without changing it', () => {
+    const path = join(dir, 'a.db');
+    const db = openDatabase(path, controlMigrations);
+    db.prepare("INSERT INTO runs (source, run, group_id, status, started_at, updated_at) VALUES ('s', 'r', 'r', 'queued', 1, 1)").run();
+    db.close();
+    const again = openDatabase(path, controlMigrations);
+    assert.equal(userVersion(again), controlMigrations.length);
+    assert.equal((again.prepare('SELECT count(*) AS n FROM runs').get() as { n: number }).n, 1);
+    again.close();
+  });
+
+  it('applies only the missing migrations to an older file', () => {
+    const path = join(dir, 'b.db');
+    openDatabase(path, controlMigrations.slice(0, 1)).close();
+    const db = openDatabase(path, controlMigrations);
+    assert.equal(userVersion(db), controlMigrations.length);
+    db.close();
+  });
+
+  it('refuses a database written by a newer svc', () => {
+    const path = join(dir, 'c.db');
+    const raw = new DatabaseSync(path);
+    raw.exec(`PRAGMA user_version = ${controlMigrations.length + 1}`);
+    raw.close();
+    assert.throws(() => openDatabase(path, controlMigrations), (err: unknown) => err instanceof DatabaseTooNewError && err.code === 'database_too_new');
+  });
+});
