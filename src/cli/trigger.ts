@@ -1,7 +1,47 @@
-// Placeholder until its issue lands: says so plainly instead of pretending.
+// `svc trigger serve`: the webhook trigger server (DESIGN §5). Flags win over SVC_TRIGGER_* variables.
 import type { CliIo } from './io.ts';
-import { CliError } from './usage-error.ts';
+import { parseFlags, wantsHelp } from './io.ts';
+import { UsageError } from './usage-error.ts';
 
-export default async function trigger(_io: CliIo): Promise<number> {
-  throw new CliError('"svc trigger" is not implemented yet');
+const HELP = `Usage: svc trigger serve [options]
+
+Accepts signed webhooks (errtrack, chata, trackera, trackerb, chatb, source host) and POST /jobs,
+queues them durably and runs each as \`svc start … --detach\` in the project, then reports back.
+
+Options:
+  --host HOST         bind address (SVC_TRIGGER_HOST, default 127.0.0.1)
+  --port PORT         port, 0 for any free one (SVC_TRIGGER_PORT, default 7373)
+  --repo DIR          project the jobs run in (SVC_TRIGGER_REPO, default the current directory)
+  --concurrency N     jobs running at once (SVC_TRIGGER_CONCURRENCY, default 2)
+  --db PATH           job database (SVC_TRIGGER_DB, default ~/.svc/trigger/trigger.db)
+  --help              this help
+
+Secrets come from the environment only; see docs/trigger.md for every route and variable.
+`;
+
+export default async function trigger(io: CliIo): Promise<number> {
+  const [sub, ...rest] = io.argv;
+  if (sub === undefined || sub === '--help' || sub === '-h' || sub === 'help') {
+    io.stdout(HELP);
+    return sub === undefined ? 2 : 0;
+  }
+  if (sub !== 'serve') throw new UsageError(`Unknown subcommand "${sub}" (expected "serve")`);
+  if (wantsHelp(rest)) {
+    io.stdout(HELP);
+    return 0;
+  }
+  const { values } = parseFlags(
+    rest,
+    { host: { type: 'string' }, port: { type: 'string' }, repo: { type: 'string' }, concurrency: { type: 'string' }, db: { type: 'string' } },
+    false,
+  );
+  const { resolveTriggerSettings } = await import('../trigger/settings.ts');
+  let settings;
+  try {
+    settings = resolveTriggerSettings(io.env, values, process.cwd());
+  } catch (err) {
+    throw new UsageError(err instanceof Error ? err.message : String(err));
+  }
+  const { serveTriggerForever } = await import('../trigger/main.ts');
+  return serveTriggerForever(settings, io.env, io.stdout);
 }

@@ -47,6 +47,8 @@ export interface PipelineOptions<D> {
   ownOrigins?: () => ReadonlySet<string>;
   staticFiles?: StaticFiles;
   log: Logger;
+  /** Refuse a body still arriving after this many ms (slow-body guard); readBody's default otherwise. */
+  bodyTimeoutMs?: number;
 }
 
 export type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
@@ -54,6 +56,7 @@ export type RequestListener = (req: IncomingMessage, res: ServerResponse) => voi
 export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
   const router = createRouter(opts.routes.map((r) => ({ method: r.method, pattern: r.pattern, handler: r })));
   const noOrigins = new Set<string>();
+  const bodyTimeout = opts.bodyTimeoutMs === undefined ? {} : { timeoutMs: opts.bodyTimeoutMs };
 
   async function handle(req: IncomingMessage, res: ServerResponse, requestId: string): Promise<void> {
     const method = req.method ?? 'GET';
@@ -78,13 +81,13 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
       const hasBody = Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
       if (route.body === 'json' || hasBody) {
         checkJsonContentType(req);
-        raw = await readBody(req, { limit: route.limit ?? MiB });
+        raw = await readBody(req, { limit: route.limit ?? MiB, ...bodyTimeout });
         body = route.body === 'optional-json' && raw.length === 0 ? {} : parseJson(raw);
       } else {
         body = {};
       }
     } else if (route.body === 'raw') {
-      raw = await readBody(req, { limit: route.limit ?? MiB });
+      raw = await readBody(req, { limit: route.limit ?? MiB, ...bodyTimeout });
     }
     const ctx: Ctx<D> = {
       req,

@@ -1,0 +1,95 @@
+// The trigger server's jobs table: typed rows in, typed rows out; statements prepared once.
+import type { Db } from './open.ts';
+
+export type JobStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'interrupted';
+
+export interface JobRow {
+  id: string;
+  origin: string;
+  status: JobStatus;
+  brief: string;
+  args: string[];
+  created_at: number;
+  started_at: number | null;
+  finished_at: number | null;
+  run_source: string | null;
+  run_id: string | null;
+  exit_code: number | null;
+  summary: string | null;
+  error: string | null;
+}
+
+export interface NewJob {
+  id: string;
+  origin: string;
+  brief: string;
+  args: string[];
+  created_at: number;
+}
+
+export interface JobEnd {
+  status: 'succeeded' | 'failed' | 'interrupted';
+  finished_at: number;
+  exit_code: number | null;
+  summary: string | null;
+  error: string | null;
+}
+
+export interface TriggerJobsStore {
+  insert(job: NewJob): void;
+  get(id: string): JobRow | undefined;
+  countByStatus(status: JobStatus): number;
+  /** Oldest queued jobs first (FIFO). */
+  listQueued(limit: number): JobRow[];
+  listRunning(): JobRow[];
+  /** queued → running; false when another dispatcher got there first. */
+  claim(id: string, startedAt: number): boolean;
+  setRun(id: string, source: string, run: string, exitCode: number | null): void;
+  finish(id: string, end: JobEnd): boolean;
+}
+
+type Row = Omit<JobRow, 'args'> & { args: string };
+
+function toJob(row: Row | undefined): JobRow | undefined {
+  if (!row) return undefined;
+  return { ...row, args: JSON.parse(row.args) as string[] };
+}
+
+export function createTriggerJobsStore(db: Db): TriggerJobsStore {
+  const insert = db.prepare('INSERT INTO jobs (id, origin, status, brief, args, created_at) VALUES (?, ?, \'queued\', ?, ?, ?)');
+  const get = db.prepare('SELECT * FROM jobs WHERE id = ?');
+  const count = db.prepare('SELECT count(*) AS n FROM jobs WHERE status = ?');
+  const queued = db.prepare("SELECT * FROM jobs WHERE status = 'queued' ORDER BY created_at, id LIMIT ?");
+  const running = db.prepare("SELECT * FROM jobs WHERE status = 'running' ORDER BY created_at, id");
+  const claim = db.prepare("UPDATE jobs SET status = 'running', started_at = ? WHERE id = ? AND status = 'queued'");
+  const setRun = db.prepare('UPDATE jobs SET run_source = ?, run_id = ?, exit_code = ? WHERE id = ?');
+  const finish = db.prepare(
+    "UPDATE jobs SET status = ?, finished_at = ?, exit_code = coalesce(?, exit_code), summary = ?, error = ? WHERE id = ? AND status IN ('queued', 'running')",
+  );
+  return {
+    insert(job) {
+      insert.run(job.id, job.origin, job.brief, JSON.stringify(job.args), job.created_at);
+    },
+    get(id) {
+      return toJob(get.get(id) as Row | undefined);
+    },
+    countByStatus(status) {
+      return (count.get(status) as { n: number }).n;
+    },
+    listQueued(limit) {
+      return (queued.all(limit) as Row[]).map((r) => toJob(r)!);
+    },
+    listRunning() {
+      return (running.all() as Row[]).map((r) => toJob(r)!);
+    },
+    claim(id, startedAt) {
+      return claim.run(startedAt, id).changes === 1;
+    },
+    setRun(id, source, run, exitCode) {
+      setRun.run(source, run, exitCode, id);
+    },
+    finish(id, end) {
+      return finish.run(end.status, end.finished_at, end.exit_code, end.summary, end.error, id).changes === 1;
+    },
+  };
+}

@@ -1,0 +1,16 @@
+// All trigger-server stores over one connection.
+import type { Db } from './open.ts';
+import { createTriggerJobsStore, type TriggerJobsStore } from './trigger-jobs-store.ts';
+import { createTriggerDedupeStore, type TriggerDedupeStore } from './trigger-dedupe-store.ts';
+import { createTriggerRepliesStore, type TriggerRepliesStore } from './trigger-replies-store.ts';
+
+export interface TriggerStores {
+  db: Db;
+  jobs: TriggerJobsStore;
+  dedupe: TriggerDedupeStore;
+  replies: TriggerRepliesStore;
+}
+
+export function createTriggerStores(db: Db): TriggerStores {
+  return { db, jobs: createTriggerJobsStore(db), dedupe: createTriggerDedupeStore(db), replies: createTriggerRepliesStore(db) };
+}

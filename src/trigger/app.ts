@@ -1,0 +1,48 @@
+// The trigger server as a pure factory: one ordered route table compiled at boot (STYLE habit 1).
+// Webhook routes take the raw body (1 MiB) and verify it in the handler before anything parses it (DESIGN §5).
+import { createPipeline, type Route, type RequestListener } from '../http/pipeline.ts';
+import { MiB } from '../http/body.ts';
+import type { TriggerDeps } from './deps.ts';
+import { getHealth, getStatus } from './routes/health.ts';
+import { receiveErrtrack } from './routes/errtrack.ts';
+import { receiveChata } from './routes/chata.ts';
+import { receiveTrackera } from './routes/trackera.ts';
+import { receiveTrackerb } from './routes/trackerb.ts';
+import { receiveChatb } from './routes/chatb.ts';
+import { receiveSourceHost } from './routes/source-host.ts';
+import { createJob, getJob } from './routes/jobs.ts';
+
+type R = Route<TriggerDeps>;
+const raw = { body: 'raw', limit: MiB, auth: false } as const;
+
+export const triggerRoutes: readonly R[] = [
+  { method: 'GET', pattern: '/health', handler: getHealth, auth: false },
+  { method: 'GET', pattern: '/status', handler: getStatus, auth: false },
+  { method: 'POST', pattern: '/errtrack', handler: receiveErrtrack, ...raw },
+  { method: 'POST', pattern: '/chata', handler: receiveChata, ...raw },
+  { method: 'POST', pattern: '/trackera', handler: receiveTrackera, ...raw },
+  { method: 'POST', pattern: '/trackerb', handler: receiveTrackerb, ...raw },
+  { method: 'POST', pattern: '/chatb', handler: receiveChatb, ...raw },
+  { method: 'POST', pattern: '/webhook', handler: receiveSourceHost, ...raw },
+  { method: 'POST', pattern: '/jobs', handler: createJob, ...raw },
+  { method: 'GET', pattern: '/jobs/:id', handler: getJob, auth: false },
+];
+
+export interface TriggerAppOptions {
+  /** A body that has not fully arrived after this long is refused (slow-body guard); default 10 s. */
+  bodyTimeoutMs?: number;
+}
+
+export function createTriggerApp(deps: TriggerDeps, opts: TriggerAppOptions = {}): { listener: RequestListener; routes: readonly R[] } {
+  const listener = createPipeline<TriggerDeps>({
+    routes: triggerRoutes,
+    deps,
+    // Every route is signed or bearer-protected, so the DNS-rebinding Host guard buys nothing here and would
+    // refuse deliveries a reverse proxy forwards with the public Host name.
+    boundToLoopback: () => false,
+    token: undefined,
+    log: deps.log,
+    bodyTimeoutMs: opts.bodyTimeoutMs ?? 10_000,
+  });
+  return { listener, routes: triggerRoutes };
+}

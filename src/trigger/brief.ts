@@ -1,0 +1,46 @@
+// Turns untrusted text into a one-line brief for `svc start`: no control characters, capped on a UTF-8 boundary, never an option.
+
+/** Default cap for briefs whose origin has no cap of its own (spec fixes only trackerb's 1500 bytes). */
+export const DEFAULT_BRIEF_BYTES = 1500;
+/** `/jobs` accepts briefs up to this many bytes and refuses longer ones instead of cutting them. */
+export const JOBS_BRIEF_BYTES = 4096;
+
+// C0, DEL, C1, and the Unicode line/paragraph separators and bidi controls that can disguise text in a terminal.
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+/** True when text holds a character that `oneLine` would remove. */
+export function hasControlChars(text: string): boolean {
+  CONTROL.lastIndex = 0;
+  const found = CONTROL.test(text);
+  CONTROL.lastIndex = 0;
+  return found;
+}
+
+/** Collapses every run of whitespace and control characters into one space and trims. */
+export function oneLine(text: string): string {
+  return text.replace(CONTROL, ' ').replace(/\s+/g, ' ').trim();
+}
+
+/** Cuts to at most maxBytes of UTF-8 without splitting a character (or a surrogate pair). */
+export function capUtf8(text: string, maxBytes: number): string {
+  if (Buffer.byteLength(text, 'utf8') <= maxBytes) return text;
+  let bytes = 0;
+  let end = 0;
+  for (const ch of text) {
+    const size = Buffer.byteLength(ch, 'utf8');
+    if (bytes + size > maxBytes) break;
+    bytes += size;
+    end += ch.length;
+  }
+  return text.slice(0, end).trimEnd();
+}
+
+/** A brief must never be read as a flag by `svc start`: leading hyphens (and dash look-alikes) go. */
+export function stripLeadingHyphens(text: string): string {
+  return text.replace(/^[\s\-\u2010-\u2015\u2212]+/u, '');
+}
+
+/** The one sanitizer every origin goes through: one line, no leading hyphen, capped. */
+export function sanitizeBrief(text: string, maxBytes = DEFAULT_BRIEF_BYTES): string {
+  return capUtf8(stripLeadingHyphens(oneLine(text)), maxBytes);
+}

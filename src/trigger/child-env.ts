@@ -1,0 +1,15 @@
+// The environment a `svc start` child gets: an allowlist, so no webhook secret, API key or token can reach it (DESIGN §5).
+
+const ALLOWED = new Set(['PATH', 'HOME', 'USER', 'LANG', 'TZ', 'TERM', 'TMPDIR', 'SVC_SOURCE', 'SVC_CONTROL_URL']);
+
+export function isAllowedChildVar(name: string): boolean {
+  return ALLOWED.has(name) || name.startsWith('LC_');
+}
+
+export function buildChildEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const out: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(env)) {
+    if (value !== undefined && isAllowedChildVar(name)) out[name] = value;
+  }
+  return out;
+}

@@ -1,0 +1,11 @@
+// Everything a trigger handler may touch, passed in (STYLE habit 2): tests build this with temp paths.
+import type { TriggerSettings } from './settings.ts';
+import type { JobQueue } from './queue.ts';
+import type { Logger } from '../log.ts';
+
+export interface TriggerDeps {
+  settings: TriggerSettings;
+  queue: JobQueue;
+  clock: () => number;
+  log: Logger;
+}

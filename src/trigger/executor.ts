@@ -1,0 +1,91 @@
+// How a job's `svc start` is launched and its run followed. The local child process is the default executor;
+// others (e.g. a Kubernetes one) implement the same two calls and are picked by SVC_TRIGGER_EXECUTOR.
+
+/** Address of a run as `svc start --detach` prints it: one JSON line `{"source","run"}`. */
+export interface RunRef {
+  source: string;
+  run: string;
+}
+
+export type RunEndStatus = 'succeeded' | 'failed' | 'stopped';
+
+/** The parts of a run's final state.json a completion summary needs. */
+export interface RunOutcome {
+  status: RunEndStatus;
+  verdict: string | null;
+  pr_url: string | null;
+  cost_usd: number | null;
+  started_at: string | null;
+  ended_at: string | null;
+  error: string | null;
+}
+
+export interface LaunchResult {
+  /** Launcher exit code (null when killed by a signal). */
+  exitCode: number | null;
+  /** The run the launcher reported, or null when it printed none. */
+  run: RunRef | null;
+  /** Why the launch failed, one line, never containing secrets (the child has none). */
+  error: string | null;
+}
+
+export interface ExecJob {
+  id: string;
+  /** The exact argv after `svc`, e.g. ['start', '--brief', '…', '--pr', '--detach']. */
+  args: readonly string[];
+}
+
+/**
+ * The contract every executor keeps:
+ * - `launch` runs `svc <args>` to completion of the *launcher* (with `--detach` that is quick) and never throws
+ *   for a failed launch; it reports it in the result. It must not pass any secret to the launched process.
+ * - `follow` resolves with the run's final state once its status is terminal (succeeded, failed, stopped);
+ *   with null when the run cannot be found (the job is then failed, or `interrupted` on re-attach);
+ *   with 'aborted' when `signal` fires (server shutdown: the job stays `running` and is re-attached later).
+ */
+export interface JobExecutor {
+  readonly name: string;
+  launch(job: ExecJob): Promise<LaunchResult>;
+  follow(run: RunRef, signal: AbortSignal, opts: { reattach: boolean }): Promise<RunOutcome | null | 'aborted'>;
+}
+
+/** Run and source ids are path segments under .svc/runs: anything else is refused (DESIGN §3). */
+export const RUN_SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
+export function isTerminal(status: unknown): status is RunEndStatus {
+  return status === 'succeeded' || status === 'failed' || status === 'stopped';
+}
+
+/** Finds the `{"source","run"}` line in launcher output (the last valid one wins). */
+export function parseLaunchOutput(stdout: string): RunRef | null {
+  const lines = stdout.split('\n').map((l) => l.trim()).filter((l) => l.startsWith('{'));
+  for (let i = lines.length - 1; i >= 0; i--) {
+    try {
+      const value = JSON.parse(lines[i]!) as Record<string, unknown>;
+      if (typeof value.source === 'string' && typeof value.run === 'string' && RUN_SEGMENT.test(value.source) && RUN_SEGMENT.test(value.run)) {
+        return { source: value.source, run: value.run };
+      }
+    } catch {
+      // not the line we want
+    }
+  }
+  return null;
+}
+
+function str(value: unknown): string | null {
+  return typeof value === 'string' ? value : null;
+}
+
+/** Reads the summary fields out of a terminal state.json object. */
+export function outcomeFromState(state: Record<string, unknown>): RunOutcome | null {
+  if (!isTerminal(state.status)) return null;
+  return {
+    status: state.status,
+    verdict: str(state.verdict),
+    pr_url: str(state.pr_url),
+    cost_usd: typeof state.cost_usd === 'number' ? state.cost_usd : null,
+    started_at: str(state.started_at),
+    ended_at: str(state.ended_at),
+    error: str(state.error),
+  };
+}

@@ -1,0 +1,123 @@
+// Default executor: `node <cli> start …` as a child process with an allowlisted env, then polls <repo>/.svc/runs/<run>/state.json.
+import { spawn } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { buildChildEnv } from './child-env.ts';
+import { oneLine } from './brief.ts';
+import { outcomeFromState, parseLaunchOutput, RUN_SEGMENT, type ExecJob, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef } from './executor.ts';
+import type { Logger } from '../log.ts';
+
+export interface LocalExecutorOptions {
+  /** Path of the svc CLI script (dist/cli.js); run with `execPath`. */
+  cliPath: string;
+  execPath?: string;
+  repoDir: string;
+  /** The server's environment; only allowlisted names are passed on. */
+  env: NodeJS.ProcessEnv;
+  log: Logger;
+  pollMs?: number;
+  /** A launcher still running after this long is killed (SIGTERM, then SIGKILL). */
+  launchTimeoutMs?: number;
+  /** How long a freshly launched run may take to write its first state.json. */
+  missingGraceMs?: number;
+}
+
+const OUTPUT_CAP = 64 * 1024;
+
+export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
+  const pollMs = opts.pollMs ?? 1000;
+  const launchTimeoutMs = opts.launchTimeoutMs ?? 120_000;
+  const missingGraceMs = opts.missingGraceMs ?? 60_000;
+  const childEnv = buildChildEnv(opts.env);
+
+  function launch(job: ExecJob): Promise<LaunchResult> {
+    return new Promise((resolve) => {
+      let stdout = '';
+      let stderr = '';
+      let timedOut = false;
+      const child = spawn(opts.execPath ?? process.execPath, [opts.cliPath, ...job.args], {
+        cwd: opts.repoDir,
+        env: childEnv,
+        shell: false,
+        // Own process group, so a timeout can signal the launcher and everything it started, and a
+        // Ctrl-C on the server's terminal does not reach runs the launcher detached.
+        detached: true,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      child.stdout.setEncoding('utf8').on('data', (d: string) => {
+        if (stdout.length < OUTPUT_CAP) stdout += d;
+      });
+      child.stderr.setEncoding('utf8').on('data', (d: string) => {
+        if (stderr.length < OUTPUT_CAP) stderr += d;
+      });
+      const timer = setTimeout(() => {
+        timedOut = true;
+        signalGroup(child.pid, 'SIGTERM');
+        setTimeout(() => signalGroup(child.pid, 'SIGKILL'), 5_000).unref();
+      }, launchTimeoutMs);
+      timer.unref();
+      child.on('error', (err) => {
+        clearTimeout(timer);
+        resolve({ exitCode: null, run: null, error: `could not start svc: ${err.message}` });
+      });
+      child.on('close', (code) => {
+        clearTimeout(timer);
+        const run = code === 0 ? parseLaunchOutput(stdout) : null;
+        let error: string | null = null;
+        if (timedOut) error = `svc start did not finish within ${launchTimeoutMs} ms`;
+        else if (code !== 0) error = `svc start exited with ${code ?? 'a signal'}: ${lastLine(stderr) || 'no output'}`;
+        else if (!run) error = 'svc start printed no {"source","run"} line';
+        resolve({ exitCode: code, run, error });
+      });
+    });
+  }
+
+  async function follow(run: RunRef, signal: AbortSignal, { reattach }: { reattach: boolean }): Promise<RunOutcome | null | 'aborted'> {
+    if (!RUN_SEGMENT.test(run.run)) return null;
+    const path = join(opts.repoDir, '.svc', 'runs', run.run, 'state.json');
+    const started = Date.now();
+    for (;;) {
+      if (signal.aborted) return 'aborted';
+      const state = await readState(path);
+      if (state === 'missing') {
+        // On re-attach there is no launch in flight: a missing state means the run is gone.
+        if (reattach || Date.now() - started > missingGraceMs) return null;
+      } else if (state) {
+        const outcome = outcomeFromState(state);
+        if (outcome) return outcome;
+      }
+      try {
+        await sleep(pollMs, undefined, { signal });
+      } catch {
+        return 'aborted';
+      }
+    }
+  }
+
+  return { name: 'local', launch, follow };
+}
+
+async function readState(path: string): Promise<Record<string, unknown> | 'missing' | null> {
+  try {
+    const value = JSON.parse(await readFile(path, 'utf8')) as unknown;
+    return value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
+  } catch (err) {
+    // A half-written file (the engine renames atomically, but be tolerant) reads as "not yet".
+    return (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'missing' : null;
+  }
+}
+
+function signalGroup(pid: number | undefined, signal: NodeJS.Signals): void {
+  if (!pid) return;
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // already gone
+  }
+}
+
+function lastLine(text: string): string {
+  const lines = text.split('\n').map((l) => l.trim()).filter(Boolean);
+  return oneLine(lines[lines.length - 1] ?? '').slice(0, 300);
+}

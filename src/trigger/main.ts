@@ -1,0 +1,141 @@
+// Boots the trigger server: the only place that listens and installs signal handlers. Shutdown leaves queued
+// jobs queued and running jobs re-attachable; restart re-runs the queue (DESIGN §5).
+import { createServer, type Server } from 'node:http';
+import { openDatabase } from '../db/open.ts';
+import { triggerMigrations } from '../db/trigger-migrations.ts';
+import { createTriggerStores, type TriggerStores } from '../db/trigger-stores.ts';
+import { createJobQueue, type JobQueue } from './queue.ts';
+import { createRunner, type Runner } from './runner.ts';
+import { createLocalExecutor } from './local-executor.ts';
+import { createNotifier } from './notify.ts';
+import { createHttpsPoster, type Poster } from './https-post.ts';
+import { createControlReporter } from './control-report.ts';
+import { createTriggerApp } from './app.ts';
+import type { JobExecutor } from './executor.ts';
+import type { TriggerSettings } from './settings.ts';
+import { createLogger, type Logger } from '../log.ts';
+import { CliError } from '../cli/usage-error.ts';
+
+export interface RunningTrigger {
+  url: string;
+  server: Server;
+  stores: TriggerStores;
+  queue: JobQueue;
+  runner: Runner;
+  close(): Promise<void>;
+}
+
+/** Seams for tests; production uses the defaults. */
+export interface TriggerOverrides {
+  log?: Logger;
+  executor?: JobExecutor;
+  post?: Poster;
+  fetch?: typeof fetch;
+  clock?: () => number;
+  pollMs?: number;
+  bodyTimeoutMs?: number;
+  notifyBackoffMs?: number;
+}
+
+function urlHost(host: string): string {
+  return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+}
+
+/** Executors by SVC_TRIGGER_EXECUTOR; others (kubernetes) register here when they land. */
+function pickExecutor(settings: TriggerSettings, env: NodeJS.ProcessEnv, log: Logger, pollMs: number | undefined): JobExecutor {
+  if (settings.executor === 'local') {
+    return createLocalExecutor({ cliPath: settings.cliPath, repoDir: settings.repoDir, env, log, ...(pollMs ? { pollMs } : {}) });
+  }
+  throw new CliError(`Unknown SVC_TRIGGER_EXECUTOR "${settings.executor}" (known: local)`, 2);
+}
+
+export function logStartupProblems(settings: TriggerSettings, log: Logger): void {
+  for (const warning of settings.problems.warnings) log.warn(warning);
+  for (const error of settings.problems.errors) log.error(error);
+}
+
+export async function startTrigger(settings: TriggerSettings, env: NodeJS.ProcessEnv, o: TriggerOverrides = {}): Promise<RunningTrigger> {
+  const log = o.log ?? createLogger('trigger');
+  const clock = o.clock ?? Date.now;
+  const executor = o.executor ?? pickExecutor(settings, env, log, o.pollMs);
+  logStartupProblems(settings, log);
+  const db = openDatabase(settings.dbPath, triggerMigrations);
+  const stores = createTriggerStores(db);
+  const shutdown = new AbortController();
+  const notify = createNotifier({
+    stores,
+    config: settings.notify,
+    post: o.post ?? createHttpsPoster(),
+    report: createControlReporter({ controlUrl: settings.controlUrl, controlToken: settings.controlToken, source: settings.source, fetch: o.fetch ?? fetch, log }),
+    log,
+    clock,
+    signal: shutdown.signal,
+    ...(o.notifyBackoffMs !== undefined ? { backoffMs: o.notifyBackoffMs } : {}),
+  });
+  let runner: Runner | undefined;
+  const queue = createJobQueue({ stores, clock, maxQueued: settings.queueMax, onEnqueued: () => setImmediate(() => runner?.kick()) });
+  runner = createRunner({ stores, executor, concurrency: settings.concurrency, clock, log, controlUrl: settings.controlUrl, notify });
+  const app = createTriggerApp({ settings, queue, clock, log }, o.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: o.bodyTimeoutMs } : {});
+  const server = createServer({ keepAliveTimeout: 5_000, requestTimeout: 60_000, headersTimeout: 20_000 }, app.listener);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(settings.port, settings.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : settings.port;
+  const url = `http://${urlHost(settings.host)}:${port}`;
+  runner.recover();
+
+  let closing: Promise<void> | undefined;
+  function close(): Promise<void> {
+    closing ??= (async () => {
+      server.close();
+      server.closeIdleConnections();
+      shutdown.abort();
+      await runner!.close();
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          server.closeAllConnections();
+          resolve();
+        }, 2_000);
+        timer.unref();
+        server.once('close', () => {
+          clearTimeout(timer);
+          resolve();
+        });
+        if (!server.listening) resolve();
+      });
+      db.close();
+    })();
+    return closing;
+  }
+  return { url, server, stores, queue, runner, close };
+}
+
+/** Serves until SIGINT/SIGTERM, then shuts down once and resolves with the exit code. */
+export async function serveTriggerForever(settings: TriggerSettings, env: NodeJS.ProcessEnv, print: (line: string) => void): Promise<number> {
+  const log = createLogger('trigger');
+  const running = await startTrigger(settings, env, { log });
+  print(`${running.url}\n`);
+  log.info('listening', { url: running.url, repo: settings.repoDir, db: settings.dbPath, concurrency: settings.concurrency });
+  return new Promise<number>((resolve) => {
+    let stopping = false;
+    const onSignal = (signal: string): void => {
+      if (stopping) return;
+      stopping = true;
+      log.info('shutting down; queued jobs stay queued', { signal });
+      running.close().then(
+        () => resolve(0),
+        (err: unknown) => {
+          log.error('shutdown failed', { error: err instanceof Error ? err.message : String(err) });
+          resolve(1);
+        },
+      );
+    };
+    process.once('SIGINT', () => onSignal('SIGINT'));
+    process.once('SIGTERM', () => onSignal('SIGTERM'));
+  });
+}

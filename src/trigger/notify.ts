@@ -1,0 +1,86 @@
+// Sends a finished job's completion summary to its origin with retries, records the outcome, reports it to the
+// Control Plane. Never throws and never changes the job's status (spec rule 5).
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { TriggerStores } from '../db/trigger-stores.ts';
+import { prepareDelivery, PermanentError, type NotifyConfig } from './notify-channels.ts';
+import type { Poster } from './https-post.ts';
+import type { NotificationReport } from './control-report.ts';
+import type { Logger } from '../log.ts';
+
+export interface NotifierOptions {
+  stores: TriggerStores;
+  config: NotifyConfig;
+  post: Poster;
+  report: (n: NotificationReport) => Promise<void>;
+  log: Logger;
+  clock: () => number;
+  attempts?: number;
+  /** First retry delay; each next one is 4× longer. */
+  backoffMs?: number;
+  /** Aborted at shutdown: retries stop and the summary stays pending for the next start. */
+  signal?: AbortSignal;
+}
+
+export function createNotifier(opts: NotifierOptions): (jobId: string) => Promise<void> {
+  const attempts = opts.attempts ?? 4;
+  const backoffMs = opts.backoffMs ?? 1000;
+  const inFlight = new Set<string>();
+
+  async function deliver(jobId: string): Promise<void> {
+    const job = opts.stores.jobs.get(jobId);
+    const target = opts.stores.replies.get(jobId);
+    if (!job || !target || target.notify_status !== null || !job.summary) return;
+    const delivery = prepareDelivery(target.channel, target.target, job.summary, opts.config);
+    if (typeof delivery === 'string') {
+      opts.log.info('completion summary not sent', { job_id: jobId, channel: target.channel, reason: delivery });
+      opts.stores.replies.markNotified(jobId, 'skipped', opts.clock());
+      return;
+    }
+    let error: string | null = null;
+    let tried = 0;
+    for (; tried < attempts; ) {
+      tried++;
+      try {
+        await delivery.send(opts.post);
+        error = null;
+        break;
+      } catch (err) {
+        error = err instanceof Error ? err.message : String(err);
+        opts.log.warn('completion summary failed', { job_id: jobId, channel: delivery.channel, host: delivery.url.host, attempt: tried, error });
+        if (err instanceof PermanentError || tried >= attempts) break;
+        try {
+          await sleep(backoffMs * 4 ** (tried - 1), undefined, opts.signal ? { signal: opts.signal } : {});
+        } catch {
+          return; // shutting down: left pending, sent on the next start
+        }
+      }
+    }
+    const status = error === null ? 'sent' : 'failed';
+    opts.stores.replies.markNotified(jobId, status, opts.clock());
+    if (status === 'failed') opts.log.error('completion summary gave up', { job_id: jobId, channel: delivery.channel, attempts: tried, error });
+    await opts.report({
+      job_id: jobId,
+      source: job.run_source,
+      run: job.run_id,
+      origin: job.origin,
+      channel: delivery.channel,
+      target: delivery.url.host,
+      status,
+      attempts: tried,
+      error,
+      message: job.summary,
+    });
+  }
+
+  return async function notifyJob(jobId: string): Promise<void> {
+    if (inFlight.has(jobId)) return;
+    inFlight.add(jobId);
+    try {
+      await deliver(jobId);
+    } catch (err) {
+      opts.log.error('notifier error', { job_id: jobId, error: err instanceof Error ? err.message : String(err) });
+    } finally {
+      inFlight.delete(jobId);
+    }
+  };
+}

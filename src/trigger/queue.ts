@@ -1,0 +1,87 @@
+// The durable job queue: dedupe claim, job row and reply target commit in ONE transaction before any 2xx (DESIGN §5).
+import { transaction } from '../db/open.ts';
+import type { TriggerStores } from '../db/trigger-stores.ts';
+import type { JobRow } from '../db/trigger-jobs-store.ts';
+import { newJobId } from './job-id.ts';
+
+export type Origin = 'errtrack' | 'chata' | 'trackera' | 'trackerb' | 'chatb' | 'jobs' | 'webhook';
+
+export interface ReplyTarget {
+  channel: string;
+  target: Record<string, unknown>;
+}
+
+export interface EnqueueRequest {
+  origin: Origin;
+  brief: string;
+  /** The exact argv after `svc`. */
+  args: string[];
+  dedupeKeys: readonly string[];
+  reply?: ReplyTarget | undefined;
+}
+
+export type EnqueueResult = { kind: 'queued'; jobId: string } | { kind: 'duplicate'; jobId: string } | { kind: 'full' };
+
+export interface JobQueue {
+  enqueue(request: EnqueueRequest): EnqueueResult;
+  get(id: string): JobRow | undefined;
+  depth(): { queued: number; running: number };
+}
+
+export interface JobQueueOptions {
+  stores: TriggerStores;
+  clock: () => number;
+  /** Most jobs allowed to wait; beyond it deliveries get 429 and no job id. */
+  maxQueued: number;
+  /** Called after a commit so the dispatcher can pick the job up (never inside the transaction). */
+  onEnqueued: () => void;
+}
+
+export function createJobQueue(opts: JobQueueOptions): JobQueue {
+  const { stores } = opts;
+  return {
+    enqueue(request) {
+      const now = opts.clock();
+      const result = transaction(stores.db, (): EnqueueResult => {
+        const existing = stores.dedupe.findAny(request.dedupeKeys);
+        if (existing) return { kind: 'duplicate', jobId: existing };
+        if (stores.jobs.countByStatus('queued') >= opts.maxQueued) return { kind: 'full' };
+        const jobId = newJobId(now);
+        stores.jobs.insert({ id: jobId, origin: request.origin, brief: request.brief, args: request.args, created_at: now });
+        stores.dedupe.claim(request.dedupeKeys, jobId, now);
+        if (request.reply) stores.replies.insert(jobId, request.reply.channel, request.reply.target, now);
+        return { kind: 'queued', jobId };
+      });
+      if (result.kind === 'queued') opts.onEnqueued();
+      return result;
+    },
+    get(id) {
+      return stores.jobs.get(id);
+    },
+    depth() {
+      return { queued: stores.jobs.countByStatus('queued'), running: stores.jobs.countByStatus('running') };
+    },
+  };
+}
+
+function iso(ms: number | null): string | null {
+  return ms === null ? null : new Date(ms).toISOString();
+}
+
+/** The job JSON of DESIGN §5. */
+export function jobJson(job: JobRow): Record<string, unknown> {
+  return {
+    id: job.id,
+    origin: job.origin,
+    status: job.status,
+    brief: job.brief,
+    args: job.args,
+    created_at: iso(job.created_at),
+    started_at: iso(job.started_at),
+    finished_at: iso(job.finished_at),
+    run: job.run_source !== null && job.run_id !== null ? { source: job.run_source, run: job.run_id } : null,
+    exit_code: job.exit_code,
+    summary: job.summary,
+    error: job.error,
+  };
+}

@@ -1,0 +1,35 @@
+// POST /chata: `v0=` signature over `v0:<ts>:<body>`; slash command → `svc start <text> --detach`; url_verification → challenge.
+import { parseJsonObject } from '../../http/body.ts';
+import { json, type Reply } from '../../http/respond.ts';
+import { verifyChata } from '../verify.ts';
+import { readChata, CHATA_USAGE } from '../sources/chata.ts';
+import { isAllowedChataUrl } from '../notify-channels.ts';
+import { chataArgs } from '../args.ts';
+import { bodyKey, enqueue, mediaType, rawOf, requireValid, secretFor, skipped, type TCtx } from './common.ts';
+
+function ephemeral(text: string, extra: Record<string, unknown> = {}): Reply {
+  return json(200, { response_type: 'ephemeral', text, ...extra });
+}
+
+export function receiveChata(ctx: TCtx): Reply {
+  const secret = secretFor(ctx, 'chata');
+  const raw = rawOf(ctx);
+  const h = ctx.req.headers;
+  requireValid(ctx, 'chata', verifyChata(secret, raw, h['x-chata-request-timestamp'], h['x-chata-signature'], ctx.deps.clock()));
+  const input = readChata(mediaType(ctx), raw, parseJsonObject);
+  if (input.kind === 'challenge') return json(200, { challenge: input.challenge });
+  if (input.kind === 'skip') return skipped(input.reason);
+  if (input.text === '') return ephemeral(CHATA_USAGE);
+  // Reply target captured only after verification, and only for an https URL under the hooks prefix (spec).
+  const prefix = ctx.deps.settings.notify.chataHooksPrefix;
+  const reply = isAllowedChataUrl(input.responseUrl, prefix) ? { channel: 'chata', target: { response_url: input.responseUrl } } : undefined;
+  if (!reply && input.responseUrl) ctx.deps.log.warn('chata response_url ignored: not under CHATA_HOOKS_PREFIX', { request_id: ctx.requestId });
+  return enqueue(
+    ctx,
+    { origin: 'chata', brief: input.text, args: chataArgs(input.text), dedupeKeys: [bodyKey('chata', raw)], reply },
+    {
+      queued: (id) => ephemeral(`Queued job ${id}. You will get a summary here when its run ends.`),
+      duplicate: (id) => json(200, { status: 'duplicate', response_type: 'ephemeral', text: `Already queued as job ${id}.` }),
+    },
+  );
+}

@@ -1,0 +1,30 @@
+// POST /chatb: `Authorization: HMAC <base64>` keyed by the decoded token + Activity timestamp within 300 s;
+// message → `svc start --brief "<brief>" --pr --detach`, answered synchronously (chatb cannot be posted to later).
+import { parseJsonObject } from '../../http/body.ts';
+import { json, type Reply } from '../../http/respond.ts';
+import { verifyChatbSignature, checkChatbTimestamp, decodeChatbKey } from '../verify.ts';
+import { readChatb } from '../sources/chatb.ts';
+import { briefPrArgs } from '../args.ts';
+import { bodyKey, enqueue, rawOf, requireValid, secretFor, type TCtx } from './common.ts';
+
+function message(text: string, extra: Record<string, unknown> = {}): Reply {
+  return json(200, { type: 'message', text, ...extra });
+}
+
+export function receiveChatb(ctx: TCtx): Reply {
+  const key = decodeChatbKey(secretFor(ctx, 'chatb'))!;
+  const raw = rawOf(ctx);
+  requireValid(ctx, 'chatb', verifyChatbSignature(key, raw, ctx.req.headers.authorization));
+  const activity = readChatb(parseJsonObject(raw));
+  requireValid(ctx, 'chatb', checkChatbTimestamp(activity.timestamp, ctx.deps.clock()));
+  if (activity.text === '') return message('Tell me what to do after the mention, e.g. "fix the flaky login test". Nothing was queued.');
+  const keys = [bodyKey('chatb', raw), ...(activity.id ? [`chatb:activity:${activity.id}`] : [])];
+  return enqueue(
+    ctx,
+    { origin: 'chatb', brief: activity.text, args: briefPrArgs(activity.text), dedupeKeys: keys },
+    {
+      queued: (id) => message(`Queued svc job ${id}`),
+      duplicate: (id) => message(`Already queued as svc job ${id}`, { status: 'duplicate' }),
+    },
+  );
+}

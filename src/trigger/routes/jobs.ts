@@ -1,0 +1,54 @@
+// POST /jobs and GET /jobs/<id>: bearer SVC_API_TOKEN (constant time), validated briefs, the job JSON of DESIGN §5.
+import { HttpError } from '../../http/http-error.ts';
+import { parseJsonObject } from '../../http/body.ts';
+import { checkJsonContentType, safeEqual } from '../../http/guards.ts';
+import { json, type Reply } from '../../http/respond.ts';
+import { hasControlChars, JOBS_BRIEF_BYTES } from '../brief.ts';
+import { jobsArgs } from '../args.ts';
+import { jobJson } from '../queue.ts';
+import { JOB_ID } from '../job-id.ts';
+import { bodyKey, enqueue, secretFor, rawOf, type TCtx } from './common.ts';
+
+function requireBearer(ctx: TCtx): void {
+  const token = secretFor(ctx, 'jobs');
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(ctx.req.headers.authorization ?? '');
+  if (!match || !safeEqual(match[1]!, token)) {
+    throw new HttpError('unauthorized', 'Missing or wrong bearer token', { 'www-authenticate': 'Bearer' });
+  }
+}
+
+/** Refuses instead of repairing: a caller with a token gets told exactly what is wrong with its brief. */
+export function validateJobsBrief(value: unknown): string {
+  if (typeof value !== 'string' || value.trim() === '') throw new HttpError('invalid_param', '"brief" must be a non-empty string');
+  if (Buffer.byteLength(value, 'utf8') > JOBS_BRIEF_BYTES) throw new HttpError('invalid_param', `"brief" must be at most ${JOBS_BRIEF_BYTES} bytes`);
+  if (hasControlChars(value)) throw new HttpError('invalid_param', '"brief" must be one line without control characters');
+  const brief = value.trim();
+  if (/^[-\u2010-\u2015\u2212]/u.test(brief)) throw new HttpError('invalid_param', '"brief" must not start with "-"');
+  return brief;
+}
+
+export function createJob(ctx: TCtx): Reply {
+  requireBearer(ctx);
+  checkJsonContentType(ctx.req);
+  const raw = rawOf(ctx);
+  const body = parseJsonObject(raw);
+  for (const key of Object.keys(body)) {
+    if (key !== 'brief' && key !== 'pr' && key !== 'request_id') throw new HttpError('invalid_param', `Unknown field "${key}"`);
+  }
+  const brief = validateJobsBrief(body.brief);
+  if (body.pr !== undefined && typeof body.pr !== 'boolean') throw new HttpError('invalid_param', '"pr" must be a boolean');
+  // The body hash dedupes retries; a caller who means "again" sends a new request_id.
+  if (body.request_id !== undefined && (typeof body.request_id !== 'string' || body.request_id.length > 200)) {
+    throw new HttpError('invalid_param', '"request_id" must be a string of at most 200 characters');
+  }
+  return enqueue(ctx, { origin: 'jobs', brief, args: jobsArgs(brief, body.pr === true), dedupeKeys: [bodyKey('jobs', raw)] });
+}
+
+export function getJob(ctx: TCtx): Reply {
+  requireBearer(ctx);
+  const id = ctx.params.id ?? '';
+  if (!JOB_ID.test(id)) throw new HttpError('invalid_param', 'Job id must look like "j" followed by 26 base32 characters');
+  const job = ctx.deps.queue.get(id);
+  if (!job) throw new HttpError('not_found', `No job "${id}"`);
+  return json(200, jobJson(job));
+}

@@ -1,0 +1,19 @@
+// POST /webhook: source-host `X-Hub-Signature-256: sha256=<hex>` with GITHUB_WEBHOOK_SECRET; see sources/source-host.ts.
+import { parseJsonObject } from '../../http/body.ts';
+import type { Reply } from '../../http/respond.ts';
+import { verifySourceHost } from '../verify.ts';
+import { readSourceHost } from '../sources/source-host.ts';
+import { briefPrArgs } from '../args.ts';
+import { bodyKey, enqueue, header, rawOf, requireValid, secretFor, skipped, type TCtx } from './common.ts';
+
+export function receiveSourceHost(ctx: TCtx): Reply {
+  const secret = secretFor(ctx, 'webhook');
+  const raw = rawOf(ctx);
+  requireValid(ctx, 'webhook', verifySourceHost(secret, raw, ctx.req.headers['x-hub-signature-256']));
+  const event = header(ctx, 'x-github-event') ?? '';
+  const input = readSourceHost(event, parseJsonObject(raw));
+  if (input.kind === 'skip') return skipped(input.reason);
+  const delivery = header(ctx, 'x-github-delivery')?.trim();
+  const keys = [bodyKey('webhook', raw), ...(delivery ? [`webhook:delivery:${delivery.slice(0, 200)}`] : [])];
+  return enqueue(ctx, { origin: 'webhook', brief: input.brief, args: briefPrArgs(input.brief), dedupeKeys: keys });
+}

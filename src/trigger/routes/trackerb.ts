@@ -1,0 +1,25 @@
+// POST /trackerb: `X-Hub-Signature: sha256=<hex>`; filtered issue events → `svc start --brief "<brief>" --pr --detach`.
+// No signed timestamp: the delivery id and the body hash are the replay defence (spec "trackerb replay protection").
+import { parseJsonObject } from '../../http/body.ts';
+import type { Reply } from '../../http/respond.ts';
+import { verifyTrackerb } from '../verify.ts';
+import { readTrackerb } from '../sources/trackerb.ts';
+import { briefPrArgs } from '../args.ts';
+import { bodyKey, enqueue, header, rawOf, requireValid, secretFor, skipped, type TCtx } from './common.ts';
+
+export function receiveTrackerb(ctx: TCtx): Reply {
+  const secret = secretFor(ctx, 'trackerb');
+  const raw = rawOf(ctx);
+  requireValid(ctx, 'trackerb', verifyTrackerb(secret, raw, ctx.req.headers['x-hub-signature']));
+  const input = readTrackerb(parseJsonObject(raw), ctx.deps.settings.trackerbFilter);
+  if (input.kind === 'skip') return skipped(input.reason);
+  const delivery = header(ctx, 'x-vendorb-webhook-identifier')?.trim();
+  const keys = [bodyKey('trackerb', raw), ...(delivery ? [`trackerb:delivery:${delivery.slice(0, 200)}`] : [])];
+  return enqueue(ctx, {
+    origin: 'trackerb',
+    brief: input.brief,
+    args: briefPrArgs(input.brief),
+    dedupeKeys: keys,
+    reply: { channel: 'trackerb', target: { issue_key: input.key } },
+  });
+}

@@ -1,0 +1,100 @@
+// Trigger server settings resolved from flags and environment in one place; only main.ts and the CLI call this.
+import { homedir } from 'node:os';
+import { join, resolve, dirname, extname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { resolveRouteSecrets, type RouteSecrets, type SecretProblems } from './secrets.ts';
+import type { NotifyConfig } from './notify-channels.ts';
+
+export const DEFAULT_TRIGGER_PORT = 7373;
+export const DEFAULT_QUEUE_MAX = 100;
+export const DEFAULT_CHATA_HOOKS_PREFIX = 'https://hooks.slack.com/';
+export const DEFAULT_TRACKERA_API_URL = 'https://api.linear.app/graphql';
+
+export interface TriggerSettings {
+  host: string;
+  port: number;
+  repoDir: string;
+  concurrency: number;
+  dbPath: string;
+  queueMax: number;
+  source: string;
+  controlUrl: string | undefined;
+  controlToken: string | undefined;
+  secrets: RouteSecrets;
+  notify: NotifyConfig;
+  trackerbFilter: { assignees: string[]; labels: string[] };
+  cliPath: string;
+  executor: string;
+  problems: SecretProblems;
+}
+
+export interface TriggerFlags {
+  host?: string | undefined;
+  port?: string | undefined;
+  repo?: string | undefined;
+  concurrency?: string | undefined;
+  db?: string | undefined;
+}
+
+function integer(text: string, name: string, min: number, max: number): number {
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || n < min || n > max) throw new RangeError(`${name} must be an integer from ${min} to ${max} (got "${text}")`);
+  return n;
+}
+
+function list(value: string | undefined): string[] {
+  return (value ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+}
+
+/** An https URL or undefined; `what` is logged (never the value, which may embed credentials). */
+function httpsUrl(value: string, what: string, problems: SecretProblems): string | undefined {
+  try {
+    if (new URL(value).protocol === 'https:') return value;
+  } catch {
+    // fall through
+  }
+  problems.errors.push(`${what} must be an https URL; its summaries are disabled`);
+  return undefined;
+}
+
+/** The CLI next to this module (dist/cli.js when built, src/cli.ts when run from sources). */
+export function defaultCliPath(): string {
+  const here = fileURLToPath(import.meta.url);
+  return join(dirname(here), '..', `cli${extname(here)}`);
+}
+
+export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string): TriggerSettings {
+  const home = env.HOME || homedir();
+  const { secrets, problems } = resolveRouteSecrets(env);
+  const chataPrefix = httpsUrl(env.CHATA_HOOKS_PREFIX || DEFAULT_CHATA_HOOKS_PREFIX, 'CHATA_HOOKS_PREFIX', problems);
+  const trackeraUrl = httpsUrl(env.TRACKERA_API_URL || DEFAULT_TRACKERA_API_URL, 'TRACKERA_API_URL', problems);
+  const tb = env.TRACKERB_BASE_URL && env.TRACKERB_EMAIL && env.TRACKERB_API_TOKEN;
+  const tbUrl = tb ? httpsUrl(env.TRACKERB_BASE_URL!, 'TRACKERB_BASE_URL', problems) : undefined;
+  const filter = { assignees: list(env.TRACKERB_ASSIGNEES), labels: list(env.TRACKERB_LABELS) };
+  if (filter.assignees.length === 0 && filter.labels.length === 0) {
+    problems.warnings.push('Neither TRACKERB_ASSIGNEES nor TRACKERB_LABELS is set: every trackerb event is skipped');
+  }
+  return {
+    host: flags.host ?? env.SVC_TRIGGER_HOST ?? '127.0.0.1',
+    port: integer(flags.port ?? env.SVC_TRIGGER_PORT ?? String(DEFAULT_TRIGGER_PORT), 'Port', 0, 65535),
+    repoDir: resolve(cwd, flags.repo ?? env.SVC_TRIGGER_REPO ?? '.'),
+    concurrency: integer(flags.concurrency ?? env.SVC_TRIGGER_CONCURRENCY ?? '2', 'Concurrency', 1, 64),
+    dbPath: resolve(cwd, flags.db ?? env.SVC_TRIGGER_DB ?? join(home, '.svc', 'trigger', 'trigger.db')),
+    queueMax: integer(env.SVC_TRIGGER_QUEUE_MAX ?? String(DEFAULT_QUEUE_MAX), 'SVC_TRIGGER_QUEUE_MAX', 1, 1_000_000),
+    source: env.SVC_SOURCE || 'local',
+    controlUrl: env.SVC_CONTROL_URL || undefined,
+    controlToken: env.SVC_CONTROL_TOKEN || undefined,
+    secrets,
+    notify: {
+      // A bare origin would also match "https://hooks.example.com.evil.net/": insist on the path's slash.
+      chataHooksPrefix: chataPrefix ? (new URL(chataPrefix).pathname === '/' && !chataPrefix.endsWith('/') ? `${chataPrefix}/` : chataPrefix) : '',
+      trackeraApiUrl: trackeraUrl ?? '',
+      trackeraApiKey: trackeraUrl ? env.TRACKERA_API_KEY || undefined : undefined,
+      trackerb: tb && tbUrl ? { baseUrl: tbUrl, email: env.TRACKERB_EMAIL!, token: env.TRACKERB_API_TOKEN! } : undefined,
+    },
+    trackerbFilter: filter,
+    cliPath: env.SVC_TRIGGER_CLI ? resolve(cwd, env.SVC_TRIGGER_CLI) : defaultCliPath(),
+    executor: env.SVC_TRIGGER_EXECUTOR || 'local',
+    problems,
+  };
+}

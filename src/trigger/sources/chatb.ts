@@ -1,0 +1,26 @@
+// chatb activities: message text with `<at>…</at>` mentions and every other tag removed (spec "Brief content by origin").
+import { sanitizeBrief, DEFAULT_BRIEF_BYTES } from '../brief.ts';
+
+const ENTITIES: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'", nbsp: ' ', '#39': "'" };
+
+export function chatbText(html: string): string {
+  const stripped = html
+    .replace(/<at\b[^>]*>[\s\S]*?<\/at>/gi, ' ')
+    .replace(/<[^>]*>/g, ' ')
+    .replace(/&(amp|lt|gt|quot|apos|nbsp|#39);/g, (_m, name: string) => ENTITIES[name] ?? ' ');
+  return sanitizeBrief(stripped, DEFAULT_BRIEF_BYTES);
+}
+
+export interface ChatbActivity {
+  id: string | null;
+  timestamp: unknown;
+  text: string;
+}
+
+export function readChatb(body: Record<string, unknown>): ChatbActivity {
+  return {
+    id: typeof body.id === 'string' && body.id.length <= 256 ? body.id : null,
+    timestamp: body.timestamp,
+    text: typeof body.text === 'string' ? chatbText(body.text) : '',
+  };
+}

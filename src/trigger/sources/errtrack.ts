@@ -1,0 +1,97 @@
+// errtrack alert → brief: the task text plus release, environment, newest deploy record and the culprit file's
+// last author (spec "Brief content by origin"). Everything is untrusted text: sanitized, capped, adds no authority.
+import { sanitizeBrief } from '../brief.ts';
+import { latestDeployLine } from './deploy-record.ts';
+import { culpritAuthor } from './culprit-author.ts';
+
+export const ERRTRACK_BRIEF_BYTES = 1500;
+
+export interface ErrtrackAlert {
+  /** Vendor identity of the alert, stable across the vendor's retries (which change Request-ID). */
+  identityKey: string;
+  label: string;
+  title: string;
+  culprit: string | null;
+  release: string | null;
+  environment: string | null;
+  fileCandidates: string[];
+}
+
+type Obj = Record<string, unknown>;
+
+function obj(value: unknown): Obj | null {
+  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Obj) : null;
+}
+function text(value: unknown): string | null {
+  return typeof value === 'string' && value.trim() !== '' ? value : typeof value === 'number' ? String(value) : null;
+}
+
+function tag(event: Obj, name: string): string | null {
+  if (!Array.isArray(event.tags)) return null;
+  for (const t of event.tags) if (Array.isArray(t) && t[0] === name) return text(t[1]);
+  return null;
+}
+
+/** In-app frames first, innermost (last) first, then metadata and culprit. */
+function frameFiles(event: Obj): string[] {
+  const inApp: string[] = [];
+  const other: string[] = [];
+  const values = obj(event.exception)?.values;
+  for (const v of Array.isArray(values) ? values : []) {
+    const frames = obj(obj(v)?.stacktrace)?.frames;
+    for (const f of (Array.isArray(frames) ? frames : []).slice().reverse()) {
+      const frame = obj(f);
+      const name = text(frame?.filename) ?? text(frame?.abs_path);
+      if (name) (frame?.in_app === true ? inApp : other).push(name);
+    }
+  }
+  return [...inApp, ...other];
+}
+
+/** Reads an alert the route knows how to turn into a job, or says why it is skipped. */
+export function readErrtrackAlert(resource: string | undefined, payload: Obj): ErrtrackAlert | { skip: string } {
+  const action = text(payload.action);
+  const data = obj(payload.data) ?? {};
+  const event = obj(data.event);
+  const issue = obj(data.issue);
+  if (event && (resource === undefined || resource === 'event_alert')) {
+    const metadata = obj(event.metadata) ?? {};
+    const release = obj(event.release) ? text(obj(event.release)!.version) : text(event.release);
+    const rule = text(data.triggered_rule) ?? '';
+    return {
+      identityKey: `errtrack:event:${text(event.event_id) ?? 'none'}:${rule}`,
+      label: text(event.issue_id) ? `issue ${text(event.issue_id)}` : 'event',
+      title: text(event.title) ?? text(metadata.value) ?? 'unknown error',
+      culprit: text(event.culprit),
+      release,
+      environment: text(event.environment) ?? tag(event, 'environment'),
+      fileCandidates: [...frameFiles(event), ...[text(metadata.filename)].filter((x): x is string => x !== null)],
+    };
+  }
+  if (issue && (resource === undefined || resource === 'issue')) {
+    if (action !== 'created') return { skip: `issue action "${action ?? ''}" does not start a job` };
+    const metadata = obj(issue.metadata) ?? {};
+    return {
+      identityKey: `errtrack:issue:${text(issue.id) ?? 'none'}:created`,
+      label: text(issue.shortId) ?? `issue ${text(issue.id) ?? ''}`,
+      title: text(issue.title) ?? 'unknown error',
+      culprit: text(issue.culprit),
+      release: null,
+      environment: null,
+      fileCandidates: [text(metadata.filename)].filter((x): x is string => x !== null),
+    };
+  }
+  return { skip: `resource "${resource ?? 'unknown'}" does not start a job` };
+}
+
+export async function buildErrtrackBrief(alert: ErrtrackAlert, repoDir: string): Promise<string> {
+  const parts = [`Fix errtrack ${alert.label}: ${alert.title}`];
+  if (alert.culprit) parts.push(`culprit ${alert.culprit}`);
+  if (alert.release) parts.push(`release ${alert.release}`);
+  if (alert.environment) parts.push(`environment ${alert.environment}`);
+  const deploy = await latestDeployLine(repoDir);
+  if (deploy) parts.push(deploy);
+  const author = await culpritAuthor(repoDir, alert.fileCandidates);
+  if (author) parts.push(`last commit to ${author.file} by ${author.author}`);
+  return sanitizeBrief(parts.join('; '), ERRTRACK_BRIEF_BYTES);
+}

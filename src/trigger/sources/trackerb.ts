@@ -1,0 +1,74 @@
+// trackerb: issue_created, or issue_updated touching assignee or labels, for configured assignees or labels only;
+// brief = key + summary + description (ADF flattened), one line, 1500 bytes (spec "Per-route behaviour", rule 7).
+import { sanitizeBrief } from '../brief.ts';
+import { flattenAdf } from '../adf.ts';
+
+export const TRACKERB_BRIEF_BYTES = 1500;
+const ISSUE_KEY = /^[A-Za-z][A-Za-z0-9_]*-\d+$/;
+
+export interface TrackerbFilter {
+  assignees: readonly string[];
+  labels: readonly string[];
+}
+
+export type TrackerbInput = { kind: 'job'; key: string; brief: string } | { kind: 'skip'; reason: string };
+
+type Obj = Record<string, unknown>;
+function obj(value: unknown): Obj {
+  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Obj) : {};
+}
+function str(value: unknown): string | null {
+  return typeof value === 'string' && value !== '' ? value : null;
+}
+
+/** `trackerb:issue_created` in the spec; the real service says `jira:issue_created`: the part after the colon decides. */
+function eventName(body: Obj): string | null {
+  const name = str(body.webhookEvent);
+  return name ? (name.split(':').pop() ?? null) : null;
+}
+
+function changelogItems(body: Obj): Obj[] {
+  const items = obj(body.changelog).items;
+  return Array.isArray(items) ? items.map(obj) : [];
+}
+
+function touches(items: Obj[], field: string): boolean {
+  return items.some((i) => String(i.field ?? '').toLowerCase() === field || String(i.fieldId ?? '').toLowerCase() === field);
+}
+
+/** Current labels, plus the changelog's space-separated `toString` form in case the fields lag behind. */
+function labelsOf(fields: Obj, items: Obj[]): string[] {
+  const labels = Array.isArray(fields.labels) ? fields.labels.filter((l): l is string => typeof l === 'string') : [];
+  for (const item of items) {
+    const to: unknown = item['toString' as keyof Obj];
+    if (String(item.field ?? '').toLowerCase() === 'labels' && typeof to === 'string') labels.push(...to.split(/\s+/).filter(Boolean));
+  }
+  return labels;
+}
+
+function assigneeMatches(fields: Obj, wanted: readonly string[]): boolean {
+  const a = obj(fields.assignee);
+  const ids = [str(a.accountId), str(a.emailAddress)?.toLowerCase(), str(a.displayName)?.toLowerCase(), str(a.name)?.toLowerCase()];
+  return wanted.some((w) => ids.includes(w) || ids.includes(w.toLowerCase()));
+}
+
+export function readTrackerb(body: Obj, filter: TrackerbFilter): TrackerbInput {
+  const event = eventName(body);
+  const items = changelogItems(body);
+  if (event !== 'issue_created' && event !== 'issue_updated') return { kind: 'skip', reason: `event "${str(body.webhookEvent) ?? ''}" does not start a job` };
+  if (event === 'issue_updated' && !touches(items, 'assignee') && !touches(items, 'labels')) {
+    return { kind: 'skip', reason: 'the change touches neither assignee nor labels' };
+  }
+  if (filter.assignees.length === 0 && filter.labels.length === 0) {
+    return { kind: 'skip', reason: 'neither TRACKERB_ASSIGNEES nor TRACKERB_LABELS is configured' };
+  }
+  const issue = obj(body.issue);
+  const fields = obj(issue.fields);
+  const key = str(issue.key);
+  if (!key || !ISSUE_KEY.test(key)) return { kind: 'skip', reason: 'issue without a key' };
+  const labelled = labelsOf(fields, items).some((l) => filter.labels.includes(l));
+  if (!labelled && !assigneeMatches(fields, filter.assignees)) return { kind: 'skip', reason: 'issue is not assigned to a configured user and has no configured label' };
+  const summary = str(fields.summary) ?? '';
+  const description = flattenAdf(fields.description);
+  return { kind: 'job', key, brief: sanitizeBrief(`${key}: ${summary}${description ? ` — ${description}` : ''}`, TRACKERB_BRIEF_BYTES) };
+}
