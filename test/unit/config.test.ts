@@ -1,0 +1,125 @@
+import { describe, it, beforeEach, afterEach } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, readFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openDatabase, type Db } from '../../src/db/open.ts';
+import { controlMigrations } from '../../src/db/control-migrations.ts';
+import { createConfigStore, ConfigVersionConflict, type ConfigStore } from '../../src/db/config-store.ts';
+import { SETTINGS, REDACTED, defaultConfig, mergeConfig, redactConfig, withDefaults } from '../../src/control/config-schema.ts';
+import { HttpError } from '../../src/http/http-error.ts';
+
+function rejection(fn: () => unknown): HttpError {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof HttpError) return err;
+    throw err;
+  }
+  assert.fail('expected an HttpError');
+}
+
+describe('config schema', () => {
+  it('rejects an unknown key and names it', () => {
+    const err = rejection(() => mergeConfig(defaultConfig(), { colour: 'blue' }));
+    assert.equal(err.code, 'invalid_param');
+    assert.match(err.message, /"colour"/);
+  });
+
+  it('rejects a wrong type naming the key and the expected type', () => {
+    const err = rejection(() => mergeConfig(defaultConfig(), { max_concurrent_runs: '4' }));
+    assert.equal(err.code, 'invalid_param');
+    assert.match(err.message, /"max_concurrent_runs" must be an integer/);
+    assert.match(rejection(() => mergeConfig(defaultConfig(), { 'pr.draft': 'yes' })).message, /"pr\.draft" must be a boolean/);
+    assert.match(rejection(() => mergeConfig(defaultConfig(), { max_concurrent_runs: 0 })).message, /at least 1/);
+    assert.match(rejection(() => mergeConfig(defaultConfig(), { repos: ['relative/path'] })).message, /"repos"/);
+  });
+
+  it('applies nothing when any key is bad', () => {
+    const current = defaultConfig();
+    assert.throws(() => mergeConfig(current, { max_concurrent_runs: 5, nope: 1 }));
+    assert.equal(current.max_concurrent_runs, 2);
+  });
+
+  it('validates command providers and refuses to shadow built-in names', () => {
+    const ok = mergeConfig(defaultConfig(), { providers: { mine: { command: ['/usr/bin/env', 'my-agent'] } }, default_provider: 'mine' });
+    assert.deepEqual(ok.providers, { mine: { command: ['/usr/bin/env', 'my-agent'] } });
+    assert.match(rejection(() => mergeConfig(defaultConfig(), { providers: { claude: { command: ['x'] } } })).message, /built-in/);
+    assert.match(rejection(() => mergeConfig(defaultConfig(), { providers: { mine: { command: [] } } })).message, /providers\.mine\.command/);
+    assert.match(rejection(() => mergeConfig(defaultConfig(), { providers: { mine: { command: ['x'], env: {} } } })).message, /providers\.mine\.env/);
+  });
+
+  it('refuses a default provider that is neither built in nor configured', () => {
+    assert.match(rejection(() => mergeConfig(defaultConfig(), { default_provider: 'ghost' })).message, /unknown provider "ghost"/);
+  });
+
+  it('redacts secrets and keeps the stored secret when "***" is sent back', () => {
+    const withToken = mergeConfig(defaultConfig(), { github_token: 'ghp_secret' });
+    assert.equal(redactConfig(withToken).github_token, REDACTED);
+    assert.equal(redactConfig(defaultConfig()).github_token, null);
+    assert.equal(mergeConfig(withToken, { github_token: REDACTED }).github_token, 'ghp_secret');
+  });
+
+  it('puts a setting back to its default when sent null', () => {
+    const changed = mergeConfig(defaultConfig(), { max_concurrent_runs: 9 });
+    assert.equal(mergeConfig(changed, { max_concurrent_runs: null }).max_concurrent_runs, 2);
+  });
+
+  it('fills missing keys from defaults and drops keys the schema no longer knows', () => {
+    const effective = withDefaults({ retention_days: 30, removed_setting: true });
+    assert.equal(effective.retention_days, 30);
+    assert.equal(effective.max_concurrent_runs, 2);
+    assert.equal(Object.hasOwn(effective, 'removed_setting'), false);
+  });
+
+  it('documents every setting with its type and default in docs/control-config.md', () => {
+    const doc = readFileSync(new URL('../../docs/control-config.md', import.meta.url), 'utf8');
+    for (const s of SETTINGS) {
+      const row = doc.split('\n').find((line) => line.startsWith(`| \`${s.key}\``));
+      assert.ok(row, `setting ${s.key} is missing from the settings table`);
+      assert.ok(row.includes(s.type), `setting ${s.key} row does not state its type ${s.type}`);
+    }
+    assert.ok(existsSync(new URL('../../docs/control-config.md', import.meta.url)));
+  });
+});
+
+describe('config store', () => {
+  let dir: string;
+  let db: Db;
+  let store: ConfigStore;
+
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'svc-'));
+    db = openDatabase(join(dir, 'control.db'), controlMigrations);
+    store = createConfigStore(db);
+  });
+  afterEach(() => {
+    db.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('reads version 0 and no values before the first write', () => {
+    assert.deepEqual(store.read(), { values: {}, version: 0, updated_at: null });
+  });
+
+  it('raises the version by one on every write', () => {
+    assert.equal(store.update(() => ({ a: 1 })).version, 1);
+    assert.equal(store.update((cur) => ({ ...cur, b: 2 })).version, 2);
+    assert.deepEqual(store.read().values, { a: 1, b: 2 });
+  });
+
+  it('refuses a write whose expected version is stale and leaves the row alone', () => {
+    store.update(() => ({ a: 1 }));
+    assert.throws(() => store.update(() => ({ a: 2 }), 0), (err: unknown) => err instanceof ConfigVersionConflict && err.current === 1);
+    assert.deepEqual(store.read(), { ...store.read(), values: { a: 1 }, version: 1 });
+    assert.equal(store.update(() => ({ a: 3 }), 1).version, 2);
+  });
+
+  it('rolls back when the update function throws', () => {
+    assert.throws(() => store.update(() => {
+      throw new Error('bad');
+    }));
+    assert.equal(store.read().version, 0);
+    assert.equal(db.isTransaction, false);
+  });
+});

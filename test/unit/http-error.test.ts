@@ -1,0 +1,48 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { HttpError, errorBody, errorStatus, isHttpError } from '../../src/http/http-error.ts';
+
+// DESIGN §4's status table, written out again so a change to either side is noticed.
+const DESIGN_TABLE: Record<number, string[]> = {
+  400: ['bad_request', 'invalid_json', 'invalid_param'],
+  401: ['unauthorized', 'invalid_signature'],
+  403: ['loopback_only', 'forbidden_host', 'forbidden_origin'],
+  404: ['not_found'],
+  405: ['method_not_allowed'],
+  409: ['invalid_transition', 'conflict'],
+  413: ['payload_too_large'],
+  415: ['unsupported_media_type'],
+  429: ['too_many_requests'],
+  500: ['internal_error'],
+  503: ['not_configured', 'unavailable'],
+};
+
+describe('http-error', () => {
+  it('maps every code of the design table to its status and knows no other code', () => {
+    const expected = Object.entries(DESIGN_TABLE).flatMap(([status, codes]) => codes.map((c) => [c, Number(status)] as const));
+    assert.deepEqual(Object.entries(errorStatus).sort(), expected.map(([c, s]) => [c, s]).sort());
+  });
+
+  it('takes its status from the code so the two cannot disagree', () => {
+    const err = new HttpError('conflict', 'Config changed');
+    assert.equal(err.status, 409);
+    assert.equal(err.code, 'conflict');
+    assert.equal(err.message, 'Config changed');
+    assert.deepEqual(err.headers, {});
+    assert.ok(err instanceof Error);
+  });
+
+  it('carries extra headers such as Allow and WWW-Authenticate', () => {
+    assert.deepEqual(new HttpError('method_not_allowed', 'no', { allow: 'GET, HEAD' }).headers, { allow: 'GET, HEAD' });
+  });
+
+  it('renders exactly {"error":{"code","message"}}', () => {
+    assert.equal(JSON.stringify(errorBody('not_found', 'No run "local/r1"')), '{"error":{"code":"not_found","message":"No run \\"local/r1\\""}}');
+  });
+
+  it('recognises its own errors and nothing else', () => {
+    assert.equal(isHttpError(new HttpError('not_found', 'x')), true);
+    assert.equal(isHttpError(new Error('x')), false);
+    assert.equal(isHttpError({ code: 'not_found', status: 404 }), false);
+  });
+});
