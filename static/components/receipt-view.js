@@ -1,0 +1,89 @@
+// @ts-check
+// <svc-receipt-view>: the run's Evidence Receipt (artifact receipt.json) rendered for people: verdict, checks,
+// diff, cost, integrity and signature, with the raw JSON one click away.
+import { html, render } from '../lib/html.js';
+import { api } from '../lib/api.js';
+import { verdictBadge, failure } from '../lib/ui.js';
+import { money, duration, dateTime, count } from '../lib/format.js';
+import { artifactUrl, artifactsOf } from './artifact-list.js';
+
+/** @param {unknown} v */
+const text = (v) => (v === null || v === undefined || v === '' ? '—' : typeof v === 'object' ? JSON.stringify(v) : String(v));
+/** @param {unknown} v */
+const short = (v) => (typeof v === 'string' && /^[0-9a-f]{16,}$/i.test(v) ? v.slice(0, 12) : text(v));
+
+class ReceiptView extends HTMLElement {
+  constructor() {
+    super();
+    /** @type {{source: string, run: string} | null} */
+    this.runId = null;
+    this.loadedKey = '';
+  }
+
+  connectedCallback() {
+    render(this, html`<p class="muted">No receipt yet: it is written when the run finishes its checks.</p>`);
+  }
+
+  /** @param {{verdict?: string|null, updated_at?: string|null}} run @param {any} body */
+  update(run, body) {
+    if (!this.runId) return;
+    const found = artifactsOf(body).find((a) => /(^|\/)receipt\.json$/.test(a.path));
+    if (!found && !run.verdict) return;
+    const path = found?.path ?? 'receipt.json';
+    const key = `${path}:${run.verdict ?? ''}:${found?.sha256 ?? ''}`;
+    if (key === this.loadedKey) return;
+    this.loadedKey = key;
+    void this.load(path);
+  }
+
+  /** @param {string} path */
+  async load(path) {
+    const url = artifactUrl(/** @type {{source: string, run: string}} */ (this.runId), path);
+    try {
+      this.show(await api(url), url, path);
+    } catch (err) {
+      if (/** @type {{code?: string}} */ (err).code === 'not_found') render(this, html`<p class="muted">No receipt recorded for this run.</p>`);
+      else render(this, failure(err, false));
+    }
+  }
+
+  /** @param {any} r @param {string} url @param {string} path */
+  show(r, url, path) {
+    /** @type {any[]} */
+    const checks = Array.isArray(r?.checks) ? r.checks : [];
+    const diff = r?.diff ?? r?.diff_stats ?? {};
+    const sig = r?.signature;
+    render(this, html`<div class="receipt">
+      <div class="receipt-head">${verdictBadge(r?.verdict)}
+        <span>${sig ? html`Signed${typeof sig === 'object' && sig.kid ? html` by key <code>${sig.kid}</code>` : ''}` : html`<strong class="warn">Unsigned</strong>`}</span>
+        <span class="muted">Check it offline: <code>svc receipt verify receipt.json</code></span>
+      </div>
+      <dl class="facts">
+        <div><dt>Run</dt><dd class="mono">${text(r?.run?.source ?? r?.source)}/${text(r?.run?.run ?? r?.run_id ?? r?.run)}</dd></div>
+        <div><dt>Repo</dt><dd class="mono">${text(r?.repo?.name ?? r?.repo)}</dd></div>
+        <div><dt>Base → head</dt><dd class="mono">${short(r?.base_sha ?? r?.git?.base)} → ${short(r?.head_sha ?? r?.git?.head)}</dd></div>
+        <div><dt>Provider</dt><dd>${text(r?.provider?.name ?? r?.provider)}</dd></div>
+        <div><dt>Spec sha256</dt><dd class="mono">${short(r?.spec_sha256)}</dd></div>
+        <div><dt>Diff</dt><dd>${count(diff.files ?? diff.files_changed)} files, +${count(diff.insertions ?? diff.additions)} −${count(diff.deletions)}</dd></div>
+        <div><dt>Patch sha256</dt><dd class="mono">${short(diff.patch_sha256 ?? r?.patch_sha256)}</dd></div>
+        <div><dt>Cost</dt><dd>${money(r?.cost?.usd ?? r?.cost_usd ?? null)}</dd></div>
+        <div><dt>Started / ended</dt><dd>${dateTime(r?.started_at ?? r?.times?.started_at)} – ${dateTime(r?.ended_at ?? r?.times?.ended_at)}</dd></div>
+        <div><dt>Integrity</dt><dd class="mono">${short(r?.integrity)}</dd></div>
+      </dl>
+      ${checks.length === 0 ? html`<p class="muted">No checks were configured.</p>` : html`<table class="compact">
+        <caption>Checks</caption>
+        <thead><tr><th scope="col">Check</th><th scope="col">Command</th><th scope="col">Result</th><th scope="col" class="num">Time</th></tr></thead>
+        <tbody>${checks.map((c) => html`<tr>
+          <td>${text(c.name)}${c.required === false ? html` <span class="muted">(optional)</span>` : ''}</td>
+          <td class="mono">${Array.isArray(c.argv ?? c.run) ? (c.argv ?? c.run).join(' ') : text(c.argv ?? c.run)}</td>
+          <td>${c.exit_code === 0 ? html`<span class="badge verdict-verified">passed</span>` : html`<span class="badge verdict-not_verified">exit ${text(c.exit_code)}</span>`}</td>
+          <td class="num">${duration(c.duration_ms)}</td></tr>`)}</tbody></table>`}
+      <details><summary>Raw receipt JSON</summary><pre class="code">${JSON.stringify(r, null, 2)}</pre></details>
+      <p><a href="${url}" data-api-file="${path.split('/').pop() ?? 'receipt.json'}" target="_blank" rel="noopener">Download receipt.json</a></p>
+    </div>`);
+  }
+}
+
+export function registerReceiptView() {
+  if (!customElements.get('svc-receipt-view')) customElements.define('svc-receipt-view', ReceiptView);
+}

@@ -1,0 +1,54 @@
+// @ts-check
+// <svc-risk-report>: GET /v1/review/risk for the run — score, level, the reasons and the files behind it.
+import { html, render } from '../lib/html.js';
+import { api, query } from '../lib/api.js';
+import { failure } from '../lib/ui.js';
+
+class RiskReport extends HTMLElement {
+  constructor() {
+    super();
+    /** @type {{source: string, run: string} | null} */
+    this.runId = null;
+    this.loadedFor = '';
+  }
+
+  connectedCallback() {
+    render(this, html`<p class="muted">Loading…</p>`);
+  }
+
+  /** @param {{status: string, verdict?: string | null, updated_at?: string | null}} run */
+  update(run) {
+    const key = `${run.status}:${run.verdict ?? ''}`;
+    if (!this.runId || key === this.loadedFor) return;
+    this.loadedFor = key;
+    void this.load();
+  }
+
+  async load() {
+    const id = /** @type {{source: string, run: string}} */ (this.runId);
+    try {
+      const r = await api(`/v1/review/risk${query({ source: id.source, run: id.run })}`);
+      const score = Number(r?.score);
+      const level = String(r?.level ?? 'unknown');
+      /** @type {any[]} */
+      const reasons = Array.isArray(r?.reasons) ? r.reasons : [];
+      /** @type {any[]} */
+      const files = Array.isArray(r?.files) ? r.files : [];
+      render(this, html`<div class="risk risk-${level.replace(/[^a-z]/g, '')}">
+        <p class="risk-score"><span class="risk-number">${Number.isFinite(score) ? score : '—'}</span><span class="muted">/100</span>
+          <span class="badge risk-badge">${level} risk</span></p>
+        <meter min="0" max="100" low="34" high="67" optimum="0" value="${Number.isFinite(score) ? score : 0}" aria-label="Risk score">${score}</meter>
+        ${reasons.length ? html`<ul class="reasons">${reasons.map((x) => html`<li>${typeof x === 'string' ? x : x.text ?? x.reason ?? JSON.stringify(x)}</li>`)}</ul>` : html`<p class="muted">No risk factors found.</p>`}
+        ${files.length ? html`<details><summary>${files.length} file${files.length === 1 ? '' : 's'}</summary><ul class="mono files">${files.map((f) => html`<li>${typeof f === 'string' ? f : html`${f.path ?? ''} ${f.reason || f.category ? html`<span class="muted">${f.reason ?? f.category}</span>` : ''}`}</li>`)}</ul></details>` : ''}
+      </div>`);
+    } catch (err) {
+      const code = /** @type {{code?: string}} */ (err).code;
+      if (code === 'not_found') render(this, html`<p class="muted">No diff recorded for this run yet, so there is nothing to score.</p>`);
+      else render(this, failure(err, false));
+    }
+  }
+}
+
+export function registerRiskReport() {
+  if (!customElements.get('svc-risk-report')) customElements.define('svc-risk-report', RiskReport);
+}

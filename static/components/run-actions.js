@@ -1,0 +1,87 @@
+// @ts-check
+// <svc-run-actions>: stop, resume, retry, verify and delete, each confirmed first; a refusal from the server
+// (loopback_only, invalid_transition, …) is shown next to the buttons with its code.
+import { html, render } from '../lib/html.js';
+import { api, runPath } from '../lib/api.js';
+import { runLink } from '../lib/route.js';
+import { explain } from '../lib/ui.js';
+import { confirmAction } from './confirm-dialog.js';
+
+const TERMINAL = new Set(['succeeded', 'failed', 'stopped']);
+
+/**
+ * @typedef {{name: string, label: string, method: string, suffix: string, when: (s: string) => boolean, title: string, body: string, danger?: boolean}} Action
+ * @type {Action[]}
+ */
+const ACTIONS = [
+  { name: 'stop', label: 'Stop', method: 'POST', suffix: '/stop', when: (s) => !TERMINAL.has(s) && s !== 'stopping', title: 'Stop this run?', body: 'The agent is signalled to stop; the worktree is kept so the run can be resumed.', danger: true },
+  { name: 'resume', label: 'Resume', method: 'POST', suffix: '/resume', when: (s) => s === 'stopped' || s === 'failed', title: 'Resume this run?', body: 'The same run continues in the same worktree.' },
+  { name: 'retry', label: 'Retry', method: 'POST', suffix: '/retry', when: (s) => TERMINAL.has(s), title: 'Retry as a new run?', body: 'A new run starts in the same group; this one is left as it is.' },
+  { name: 'verify', label: 'Verify', method: 'POST', suffix: '/verify', when: (s) => TERMINAL.has(s), title: 'Verify again?', body: 'The checks run again and a new Evidence Receipt is issued.' },
+  { name: 'delete', label: 'Delete', method: 'DELETE', suffix: '', when: (s) => TERMINAL.has(s), title: 'Delete this run?', body: 'The run, its events and its artifacts are removed from the Control Plane. This cannot be undone.', danger: true },
+];
+
+class RunActions extends HTMLElement {
+  constructor() {
+    super();
+    /** @type {{source: string, run: string} | null} */
+    this.runId = null;
+    this.status = '';
+    this.busy = false;
+  }
+
+  connectedCallback() {
+    render(this, html`<div class="actions" role="group" aria-label="Run actions" data-role="buttons"></div><div data-role="message" aria-live="polite"></div>`);
+    this.addEventListener('click', (event) => {
+      const button = event.target instanceof Element ? event.target.closest('button[data-run-action]') : null;
+      const action = ACTIONS.find((a) => a.name === button?.getAttribute('data-run-action'));
+      if (action) void this.perform(action);
+    });
+  }
+
+  /** @param {{status: string}} run */
+  update(run) {
+    this.status = run.status;
+    this.renderButtons();
+  }
+
+  renderButtons() {
+    const box = /** @type {HTMLElement} */ (this.querySelector('[data-role=buttons]'));
+    render(box, html`${ACTIONS.map((a) => {
+      const allowed = a.when(this.status);
+      return html`<button type="button" data-run-action="${a.name}" class="${a.danger ? 'danger-outline' : ''}" ${allowed && !this.busy ? '' : html`disabled`} title="${allowed ? a.body : `Not available while the run is ${this.status}`}">${a.label}</button>`;
+    })}`);
+  }
+
+  /** @param {Action} action */
+  async perform(action) {
+    if (!this.runId) return;
+    const ok = await confirmAction({ title: action.title, body: action.body, confirm: action.label, danger: action.danger ?? false });
+    if (!ok) return;
+    const message = /** @type {HTMLElement} */ (this.querySelector('[data-role=message]'));
+    this.busy = true;
+    this.renderButtons();
+    render(message, html`<p class="muted" role="status">${action.label}: sending…</p>`);
+    try {
+      const result = await api(`${runPath(this.runId)}${action.suffix}`, { method: action.method, body: {} });
+      if (action.name === 'delete') {
+        location.hash = '#/runs';
+        return;
+      }
+      const fresh = result?.run && typeof result.run === 'object' ? result.run : result;
+      const isNew = fresh && typeof fresh.run === 'string' && fresh.run !== this.runId.run;
+      render(message, html`<p class="notice ok" role="status">${action.label} accepted.${isNew ? html` New run: <a href="${runLink(fresh)}">${fresh.run}</a>` : ''}</p>`);
+      this.dispatchEvent(new CustomEvent('svc:run-changed', { bubbles: true }));
+    } catch (err) {
+      const e = /** @type {{code?: string, message?: string}} */ (err);
+      render(message, html`<div class="notice error" role="alert" data-error-code="${e.code ?? ''}"><strong>${action.label} refused.</strong> ${explain(e.code)} <span class="muted">${e.message ?? ''}</span> <code>${e.code ?? ''}</code></div>`);
+    } finally {
+      this.busy = false;
+      this.renderButtons();
+    }
+  }
+}
+
+export function registerRunActions() {
+  if (!customElements.get('svc-run-actions')) customElements.define('svc-run-actions', RunActions);
+}

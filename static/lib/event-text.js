@@ -1,0 +1,37 @@
+// @ts-check
+// One readable line per run event kind (DESIGN §3 Events). Unknown kinds fall back to their JSON.
+import { money, duration } from './format.js';
+
+/** @param {string} kind @param {any} data @returns {string} */
+export function eventText(kind, data) {
+  const d = data && typeof data === 'object' ? data : {};
+  switch (kind) {
+    case 'log':
+      return String(d.text ?? '');
+    case 'run.status':
+      return `status ${d.from ?? '?'} → ${d.to ?? '?'}`;
+    case 'question':
+      return `asks: ${d.question ?? d.text ?? ''}`;
+    case 'answer':
+      return `answered: ${d.answer ?? d.text ?? ''}`;
+    case 'check':
+      return `check ${d.name ?? ''} ${d.exit_code === 0 ? 'passed' : `failed (exit ${d.exit_code ?? '?'})`}${d.duration_ms != null ? ` in ${duration(d.duration_ms)}` : ''}`;
+    case 'receipt':
+      return `Evidence Receipt written${d.verdict ? `: ${String(d.verdict).replace(/_/g, ' ')}` : ''}`;
+    case 'pr':
+      return `pull request ${d.url ?? d.pr_url ?? ''}`;
+    case 'cost':
+      return `cost ${money(typeof d.usd === 'number' ? d.usd : d.cost_usd)}${d.tokens_in != null ? `, ${d.tokens_in} tokens in / ${d.tokens_out ?? '?'} out` : ''}`;
+    case 'artifact':
+      return `artifact ${d.path ?? ''}`;
+    case 'error':
+      return String(d.message ?? d.error ?? JSON.stringify(d));
+    default:
+      return typeof data === 'string' ? data : JSON.stringify(data);
+  }
+}
+
+/** Unwraps an event delivered either as the whole event row or as its data. @param {any} payload */
+export function eventData(payload) {
+  return payload && typeof payload === 'object' && 'kind' in payload && 'data' in payload ? payload.data : payload;
+}

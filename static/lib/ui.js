@@ -1,0 +1,57 @@
+// @ts-check
+// Small shared pieces of markup: status and verdict badges, and the loading, empty and error states every page shows.
+import { html } from './html.js';
+
+const STATUS_TEXT = /** @type {Record<string, string>} */ ({ blocked: 'needs answer' });
+
+/** @param {string | null | undefined} status */
+export function statusBadge(status) {
+  const s = status ?? 'unknown';
+  return html`<span class="badge status-${s.replace(/[^a-z_]/g, '')}">${STATUS_TEXT[s] ?? s}</span>`;
+}
+
+/** @param {string | null | undefined} verdict */
+export function verdictBadge(verdict) {
+  if (!verdict) return html`<span class="badge verdict-none" title="No receipt yet">no verdict</span>`;
+  return html`<span class="badge verdict-${verdict.replace(/[^a-z_]/g, '')}">${verdict.replace(/_/g, ' ')}</span>`;
+}
+
+/** @param {string} [what] */
+export function loading(what = 'Loading') {
+  return html`<p class="state state-loading" role="status"><span class="spinner" aria-hidden="true"></span>${what}…</p>`;
+}
+
+/** @param {string} message @param {import('./html.js').SafeHtml | null} [extra] */
+export function empty(message, extra = null) {
+  return html`<div class="state state-empty"><p>${message}</p>${extra}</div>`;
+}
+
+/** Error state with the server's code and message and a retry button (data-action="retry"). @param {unknown} err */
+export function failure(err, retry = true) {
+  const e = /** @type {{code?: string, message?: string}} */ (err ?? {});
+  return html`<div class="state state-error" role="alert">
+    <p><strong>${explain(e.code)}</strong></p>
+    <p class="muted">${e.message ?? String(err)}${e.code ? html` <code>${e.code}</code>` : ''}</p>
+    ${retry ? html`<button type="button" data-action="retry">Try again</button>` : ''}
+  </div>`;
+}
+
+const EXPLANATIONS = /** @type {Record<string, string>} */ ({
+  loopback_only: 'Refused: this action only works on a Control Plane bound to this machine (127.0.0.1), from this machine.',
+  invalid_transition: 'Refused: the run is not in a state that allows this.',
+  unauthorized: 'The Control Plane did not accept the token.',
+  forbidden_origin: 'Refused: the request did not come from the Control Plane’s own address.',
+  not_found: 'Not found.',
+  conflict: 'Conflict: someone else changed this first.',
+  network_error: 'The Control Plane cannot be reached.',
+  unavailable: 'This part of the Control Plane is not available yet.',
+  not_configured: 'Not configured on this server.',
+  invalid_param: 'The server rejected a value.',
+  bad_request: 'The server rejected the request.',
+  too_many_requests: 'Too many requests: wait a moment and try again.',
+});
+
+/** A one-line human explanation of an error code. @param {string | undefined} code */
+export function explain(code) {
+  return (code && EXPLANATIONS[code]) || 'Something went wrong.';
+}
