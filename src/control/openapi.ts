@@ -43,7 +43,7 @@ function webhook(origin: string, summary: string): Op {
 
 export const operations: readonly Op[] = [
   { server: 'both', method: 'get', path: '/health', id: 'getHealth', summary: 'Liveness: the process answers', tag: 'health', auth: 'none', ok: { status: 200, schema: 'Open' } },
-  { server: 'both', method: 'get', path: '/ready', id: 'getReady', summary: 'Readiness: the database is open and usable', tag: 'health', auth: 'none', ok: { status: 200, schema: 'Open' }, errors: ['Unavailable'] },
+  { server: 'control', method: 'get', path: '/ready', id: 'getReady', summary: 'Readiness: the database is open and usable', tag: 'health', auth: 'none', ok: { status: 200, schema: 'Open' }, errors: ['Unavailable'] },
   { server: 'control', method: 'get', path: '/v1/openapi.json', id: 'getOpenapi', summary: 'This document', tag: 'meta', ok: { status: 200, schema: 'Open' } },
   { server: 'control', method: 'get', path: '/v1/runs', id: 'listRuns', summary: 'List runs, newest first, keyset-paged', tag: 'runs', query: RUN_FILTERS, ok: { status: 200, schema: 'RunPage' }, errors: ['BadRequest'] },
   { server: 'control', method: 'post', path: '/v1/runs', id: 'createRun', summary: 'Start a run (same as POST /v1/start)', tag: 'runs', loopbackOnly: true, body: 'StartRequest', ok: ACCEPTED_RUN, errors: ['BadRequest', 'Conflict', 'UnsupportedType'] },
@@ -80,6 +80,8 @@ export const operations: readonly Op[] = [
   webhook('trackera', 'Tracker-A issue event (TRACKERA-Signature, signed webhookTimestamp within 300 s)'),
   webhook('trackerb', 'Tracker-B issue created/updated (X-Hub-Signature sha256=…; dedupe on delivery id and body)'),
   webhook('chatb', 'Chat-B activity (Authorization: HMAC <base64>; timestamp within 300 s)'),
+  webhook('webhook', 'Source-host webhook (GITHUB_WEBHOOK_SECRET; X-Hub-Signature-256)'),
+  { server: 'trigger', method: 'get', path: '/status', id: 'getTriggerStatus', summary: 'Which routes and notifiers are configured (booleans and counts, never values) and the queue depth', tag: 'health', auth: 'none', ok: { status: 200, schema: 'Open' } },
   { server: 'trigger', method: 'post', path: '/jobs', id: 'createJob', summary: 'Queue a job directly (bearer SVC_API_TOKEN)', tag: 'jobs', auth: 'api-token', body: 'JobRequest', ok: { status: 202, schema: 'Queued' }, errors: ['BadRequest', 'Unauthorized', 'TooLarge', 'TooMany', 'UnsupportedType', 'Unavailable'] },
   { server: 'trigger', method: 'get', path: '/jobs/{id}', id: 'getJob', summary: 'One job and the run it follows', tag: 'jobs', auth: 'api-token', ok: { status: 200, schema: 'Job' }, errors: ['Unauthorized', 'NotFound', 'Unavailable'] },
 ];
@@ -130,7 +132,7 @@ export function buildOpenapi(version: string): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const op of operations) {
     const item = (paths[op.path] ??= {});
-    // Trigger-only paths name their server on the path item; shared ones (/health, /ready) on the operation.
+    // Trigger-only paths name their server on the path item; the shared one (/health) on the operation.
     if (op.server === 'trigger') item.servers = [TRIGGER_SERVER];
     item[op.method] = operation(op);
   }

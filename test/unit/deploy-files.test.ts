@@ -128,7 +128,7 @@ describe('kubernetes manifests', () => {
     assert.match(dep, /- name: SVC_TRIGGER_EXECUTOR\n\s+value: kubernetes/);
     assert.match(dep, /serviceAccountName: svc-trigger/);
     assert.match(dep, /livenessProbe:\n\s+httpGet:\n\s+path: \/health/);
-    assert.match(dep, /readinessProbe:\n\s+httpGet:\n\s+path: \/ready/);
+    assert.match(dep, /readinessProbe:\n\s+httpGet:\n\s+path: \/status/);
     const role = docs.get('Role')![0]!;
     assert.match(role, /resources: \["jobs"\]\n\s+verbs: \["create", "get", "list", "watch", "delete"\]/);
     assert.doesNotMatch(role, /secrets|"\*"/);
