@@ -1,0 +1,79 @@
+// Control Plane over the big runs DB: /health, the runs list (newest page, filtered, deep cursor) and RSS.
+import { copyFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { startControl, rssMb } from './processes.ts';
+import { compareWithCeiling, describe, loadJob } from './compare.ts';
+import { ensureRunsDb } from './runs-db.ts';
+import { meetsBar } from './stats.ts';
+import type { BenchContext } from './context.ts';
+import type { Row } from './report.ts';
+
+const GET_CONNECTIONS = 32;
+
+/** Follows next_cursor with limit=500 to reach a page `depth` runs down the list. */
+async function deepCursor(url: string, depth: number): Promise<string | null> {
+  let cursor: string | null = null;
+  for (let seen = 0; seen < depth; seen += 500) {
+    const page = await fetch(`${url}/v1/runs?limit=500${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+    if (!page.ok) throw new Error(`paging /v1/runs answered ${page.status}: ${(await page.text()).slice(0, 200)}`);
+    cursor = ((await page.json()) as { next_cursor: string | null }).next_cursor;
+    if (!cursor) return null;
+  }
+  return cursor;
+}
+
+export async function measureRunsFigures(ctx: BenchContext): Promise<Row[]> {
+  const rows: Row[] = [];
+  const cached = ensureRunsDb(ctx.outDir, ctx.options.runs, ctx.log);
+  // Serve a copy: the cache stays pristine whatever the server writes.
+  const dbPath = join(ctx.tmp, 'runs.db');
+  copyFileSync(cached, dbPath);
+  const control = await startControl(dbPath, ctx.env);
+  const size = ctx.options.runs.toLocaleString('en-US');
+  try {
+    const health = await compareWithCeiling(ctx, loadJob(ctx, control.url, { kind: 'get', path: '/health' }, GET_CONNECTIONS));
+    ctx.log(describe('GET /health', health));
+    rows.push({
+      figure: 'GET /health', value: health.rps, unit: 'req/s', p50Ms: health.p50Ms, p99Ms: health.p99Ms,
+      ceiling: health.ceilingRps, ratio: health.ratio, bar: '≥ 0.85× ceiling',
+      pass: health.target.unexpected === 0 && meetsBar(health.ratio, { kind: 'min', value: 0.85 }),
+    });
+
+    const list = await compareWithCeiling(ctx, loadJob(ctx, control.url, { kind: 'get', path: '/v1/runs?limit=50' }, GET_CONNECTIONS));
+    ctx.log(describe('GET /v1/runs?limit=50', list));
+    rows.push({
+      figure: `GET /v1/runs?limit=50 (${size} runs)`, value: list.rps, unit: 'req/s', p50Ms: list.p50Ms, p99Ms: list.p99Ms,
+      ceiling: list.ceilingRps, ratio: list.ratio, bar: '≥ 0.30× ceiling, p99 < 20 ms',
+      pass: list.target.unexpected === 0 && meetsBar(list.ratio, { kind: 'min', value: 0.3 }) && meetsBar(list.p99Ms, { kind: 'max', value: 20 }),
+    });
+
+    const filtered = await compareWithCeiling(
+      ctx, loadJob(ctx, control.url, { kind: 'get', path: '/v1/runs?repo=acme%2Fapi&verdict=verified&limit=50' }, GET_CONNECTIONS));
+    ctx.log(describe('GET /v1/runs?repo&verdict', filtered));
+    rows.push({
+      figure: 'GET /v1/runs?repo=…&verdict=verified&limit=50', value: filtered.rps, unit: 'req/s', p50Ms: filtered.p50Ms,
+      p99Ms: filtered.p99Ms, ceiling: filtered.ceilingRps, ratio: filtered.ratio, bar: '(same bar as the list)',
+      pass: filtered.target.unexpected === 0 && meetsBar(filtered.ratio, { kind: 'min', value: 0.3 }) && meetsBar(filtered.p99Ms, { kind: 'max', value: 20 }),
+    });
+
+    const depth = Math.min(50_000, Math.floor(ctx.options.runs / 2));
+    const cursor = await deepCursor(control.url, depth);
+    if (cursor) {
+      const deep = await compareWithCeiling(
+        ctx, loadJob(ctx, control.url, { kind: 'get', path: `/v1/runs?limit=50&cursor=${encodeURIComponent(cursor)}` }, GET_CONNECTIONS));
+      ctx.log(describe(`GET /v1/runs cursor at ${depth}`, deep));
+      rows.push({
+        figure: `GET /v1/runs?limit=50&cursor=… (${depth.toLocaleString('en-US')} deep)`, value: deep.rps, unit: 'req/s',
+        p50Ms: deep.p50Ms, p99Ms: deep.p99Ms, ceiling: deep.ceilingRps, ratio: deep.ratio, bar: '(same bar as the list)',
+        pass: deep.target.unexpected === 0 && meetsBar(deep.ratio, { kind: 'min', value: 0.3 }) && meetsBar(deep.p99Ms, { kind: 'max', value: 20 }),
+      });
+    }
+
+    const rss = rssMb(control.pid);
+    ctx.log(`Control Plane RSS after the runs load: ${rss.toFixed(1)} MB`);
+    rows.push({ figure: `RSS serving ${size} runs (after the load)`, value: rss, unit: 'MB', bar: '< 150 MB', pass: meetsBar(rss, { kind: 'max', value: 150 }) });
+  } finally {
+    await control.stop();
+  }
+  return rows;
+}

@@ -1,0 +1,72 @@
+// Trigger server: signed trackerb webhooks accepted and durably queued per second, and their p99, while
+// two jobs are running (a stand-in `svc` keeps them running), against the plain node:http ceiling.
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { CLI, startServer } from './processes.ts';
+import { compareWithCeiling, describe, loadJob } from './compare.ts';
+import { BENCH_ASSIGNEE, trackerbTemplate } from './trackerb-payload.ts';
+import { meetsBar } from './stats.ts';
+import type { BenchContext } from './context.ts';
+import type { Row } from './report.ts';
+
+const STANDIN = fileURLToPath(new URL('./standin-svc.js', import.meta.url));
+const CONNECTIONS = 16;
+const RUNNING = 2;
+
+/** Queues RUNNING jobs through POST /jobs and waits until the server reports them running. */
+async function seedRunningJobs(url: string, token: string): Promise<void> {
+  const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
+  const ids: string[] = [];
+  for (let i = 0; i < RUNNING; i++) {
+    const res = await fetch(`${url}/jobs`, { method: 'POST', headers, body: JSON.stringify({ brief: `Long-running bench job ${i}` }) });
+    const body = (await res.json()) as { job_id?: string };
+    if (res.status !== 202 || !body.job_id) throw new Error(`POST /jobs answered ${res.status}: ${JSON.stringify(body)}`);
+    ids.push(body.job_id);
+  }
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const statuses = await Promise.all(
+      ids.map(async (id) => ((await (await fetch(`${url}/jobs/${id}`, { headers })).json()) as { status?: string }).status),
+    );
+    if (statuses.every((s) => s === 'running')) return;
+    if (Date.now() > deadline) throw new Error(`seed jobs never reached "running" (${statuses.join(', ')})`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export async function measureTrigger(ctx: BenchContext): Promise<Row[]> {
+  const repo = join(ctx.tmp, 'trigger-repo');
+  mkdirSync(repo, { recursive: true });
+  const secret = randomBytes(24).toString('hex');
+  const token = randomBytes(24).toString('hex');
+  const env: NodeJS.ProcessEnv = {
+    ...ctx.env,
+    TRACKERB_WEBHOOK_SECRET: secret,
+    TRACKERB_ASSIGNEES: BENCH_ASSIGNEE,
+    SVC_API_TOKEN: token,
+    SVC_TRIGGER_CLI: STANDIN,
+    // Every accepted webhook stays queued behind the two running jobs: lift the depth cap so the
+    // bench measures acceptance, not 429s.
+    SVC_TRIGGER_QUEUE_MAX: '1000000',
+  };
+  const server = await startServer(
+    [CLI, 'trigger', 'serve', '--port', '0', '--repo', repo, '--db', join(ctx.tmp, 'trigger.db'), '--concurrency', String(RUNNING)],
+    env,
+  );
+  try {
+    await seedRunningJobs(server.url, token);
+    const job = loadJob(ctx, server.url, { kind: 'trackerb', secret, template: trackerbTemplate() }, CONNECTIONS, [202]);
+    const result = await compareWithCeiling(ctx, job);
+    ctx.log(describe('POST /trackerb (signed, queued)', result));
+    return [{
+      figure: `signed webhook (POST /trackerb) accepted + queued, ${RUNNING} jobs running`, value: result.rps, unit: 'req/s',
+      p50Ms: result.p50Ms, p99Ms: result.p99Ms, ceiling: result.ceilingRps, ratio: result.ratio, bar: '≥ 0.30× ceiling, p99 < 25 ms',
+      pass: result.target.unexpected === 0 && meetsBar(result.ratio, { kind: 'min', value: 0.3 }) && meetsBar(result.p99Ms, { kind: 'max', value: 25 }),
+      note: `${CONNECTIONS} connections, ~9 KB Jira-style bodies, each unique (new issue key and delivery id)`,
+    }];
+  } finally {
+    await server.stop();
+  }
+}

@@ -1,0 +1,98 @@
+// Closed-loop load: N keep-alive connections, each sends its next request as soon as the previous answer
+// arrives, for a bounded time (and optionally a bounded count). Runs inside the load-worker process only.
+import { performance } from 'node:perf_hooks';
+import { openConnection, encodeRequest } from './raw-client.ts';
+import { createRequestMaker, type RequestKind } from './request-makers.ts';
+import { summarize, type LatencySummary } from './stats.ts';
+
+export interface LoadJob {
+  url: string;
+  connections: number;
+  warmupMs: number;
+  durationMs: number;
+  /** Stop early once this many measured requests completed (0 = no cap). */
+  maxRequests?: number;
+  request: RequestKind;
+  /** Statuses that count as success; anything else is reported under `unexpected`. */
+  expect: number[];
+}
+
+export interface LoadResult {
+  requests: number;
+  seconds: number;
+  rps: number;
+  /** Units of work per second (events for ingest, requests otherwise). */
+  unitsPerSecond: number;
+  latencyMs: LatencySummary;
+  statuses: Record<string, number>;
+  unexpected: number;
+  /** First unexpected body, cut short, so a failing figure explains itself. */
+  sample?: string;
+}
+
+export async function runLoad(job: LoadJob): Promise<LoadResult> {
+  const target = new URL(job.url);
+  const host = target.host;
+  const port = Number(target.port);
+  const make = createRequestMaker(job.request);
+  // Fixed requests (GETs) come back as the same object: encode them once.
+  const encoded = new WeakMap<object, Buffer>();
+  function bytesOf(spec: Parameters<typeof encodeRequest>[1]): Buffer {
+    let bytes = encoded.get(spec);
+    if (!bytes) {
+      bytes = encodeRequest(host, spec);
+      encoded.set(spec, bytes);
+    }
+    return bytes;
+  }
+  const connections = await Promise.all(Array.from({ length: job.connections }, () => openConnection(target.hostname, port)));
+  const latencies: number[] = [];
+  const statuses: Record<string, number> = {};
+  let unexpected = 0;
+  let units = 0;
+  let sample: string | undefined;
+  const startedAt = performance.now();
+  const measureFrom = startedAt + job.warmupMs;
+  const stopAt = measureFrom + job.durationMs;
+  const cap = job.maxRequests ?? 0;
+  let done = false;
+
+  async function loop(index: number): Promise<void> {
+    const conn = connections[index];
+    if (!conn) return;
+    while (!done) {
+      const next = make(index);
+      const bytes = bytesOf(next.spec);
+      const t0 = performance.now();
+      const response = await conn.request(bytes);
+      const t1 = performance.now();
+      if (t1 >= stopAt) done = true;
+      if (t0 < measureFrom || t1 > stopAt) continue;
+      latencies.push(t1 - t0);
+      const key = String(response.status);
+      statuses[key] = (statuses[key] ?? 0) + 1;
+      if (job.expect.includes(response.status)) units += next.units;
+      else {
+        unexpected += 1;
+        sample ??= response.body.toString('utf8', 0, Math.min(response.body.length, 300));
+      }
+      if (cap > 0 && latencies.length >= cap) done = true;
+    }
+  }
+
+  await Promise.all(connections.map((_, i) => loop(i)));
+  const endedAt = Math.min(performance.now(), stopAt);
+  for (const c of connections) c.close();
+  const seconds = Math.max(0.001, (endedAt - measureFrom) / 1000);
+  const ok = latencies.length - unexpected;
+  return {
+    requests: latencies.length,
+    seconds,
+    rps: ok / seconds,
+    unitsPerSecond: units / seconds,
+    latencyMs: summarize(latencies),
+    statuses,
+    unexpected,
+    ...(sample !== undefined ? { sample } : {}),
+  };
+}

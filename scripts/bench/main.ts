@@ -1,0 +1,73 @@
+// `npm run bench`: measures every figure of DESIGN §7 against the plain node:http ceiling, prints the
+// Markdown table on stdout and writes test-output/bench/results.{md,json}. Progress goes to stderr.
+import { cpus } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { resolve } from 'node:path';
+import { parseOptions, benchEnv, makeTmp, type BenchContext } from './context.ts';
+import { startCeiling, setProfileDir } from './processes.ts';
+import { writeResults, type Row } from './report.ts';
+import { measureRunsFigures } from './figure-runs.ts';
+import { measureIngest } from './figure-ingest.ts';
+import { measureSse } from './figure-sse.ts';
+import { measureStartup } from './figure-startup.ts';
+import { measureTrigger } from './figure-trigger.ts';
+
+const OUT_DIR = fileURLToPath(new URL('../../test-output/bench', import.meta.url));
+
+const FIGURES: Array<{ name: string; run: (ctx: BenchContext) => Promise<Row[]> }> = [
+  { name: 'runs', run: measureRunsFigures },
+  { name: 'ingest', run: measureIngest },
+  { name: 'sse', run: measureSse },
+  { name: 'startup', run: measureStartup },
+  { name: 'trigger', run: measureTrigger },
+];
+
+export async function main(argv: readonly string[]): Promise<number> {
+  const options = parseOptions(argv);
+  setProfileDir(options.profile ? resolve(options.profile) : undefined);
+  const log = (line: string): void => void process.stderr.write(`bench: ${line}\n`);
+  const tmp = makeTmp();
+  const ceiling = await startCeiling();
+  const ctx: BenchContext = {
+    options,
+    outDir: OUT_DIR,
+    tmp: tmp.path,
+    env: benchEnv(tmp.path),
+    ceiling,
+    warmupMs: options.quick ? 300 : 500,
+    durationMs: options.quick ? 1500 : 2000,
+    rounds: options.quick ? 1 : 5,
+    log,
+  };
+  const rows: Row[] = [];
+  const began = Date.now();
+  let failures = 0;
+  try {
+    for (const figure of FIGURES) {
+      if (options.only.length && !options.only.includes(figure.name)) continue;
+      log(`— ${figure.name}`);
+      try {
+        rows.push(...(await figure.run(ctx)));
+      } catch (err) {
+        failures += 1;
+        const message = err instanceof Error ? err.message : String(err);
+        log(`${figure.name} could not be measured: ${message}`);
+        rows.push({ figure: figure.name, value: Number.NaN, unit: '', bar: 'measured', pass: false, note: `not measured: ${message.slice(0, 300)}` });
+      }
+    }
+  } finally {
+    await ceiling.stop();
+    tmp.remove();
+  }
+  const meta = {
+    mode: options.quick ? 'quick' : 'full',
+    node: process.version,
+    cpus: `${cpus().length} × ${cpus()[0]?.model.trim() ?? 'unknown'}`,
+    date: new Date().toISOString(),
+    seconds: ((Date.now() - began) / 1000).toFixed(0),
+  };
+  const { markdown, files } = writeResults(OUT_DIR, rows, meta);
+  process.stdout.write(markdown);
+  log(`wrote ${files.join(', ')}`);
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,98 @@
+// Builds each request the load generator sends, from a plain JSON description (it crosses a process
+// boundary). Bodies that must not be deduplicated (ingest seqs, webhooks, jobs) are unique per request.
+import { createHmac } from 'node:crypto';
+import type { RequestSpec } from './raw-client.ts';
+
+export type RequestKind =
+  | { kind: 'get'; path: string; headers?: Record<string, string> }
+  | { kind: 'ingest'; batch: number; source: string; token?: string }
+  | { kind: 'jobs'; token: string }
+  | { kind: 'trackerb'; secret: string; template: unknown };
+
+export interface MadeRequest {
+  spec: RequestSpec;
+  /** How many units of work the request carries (events for ingest). */
+  units: number;
+}
+
+export type RequestMaker = (connection: number) => MadeRequest;
+
+const JSON_HEADERS = { 'content-type': 'application/json' };
+
+function bearer(token: string | undefined): Record<string, string> {
+  return token ? { authorization: `Bearer ${token}` } : {};
+}
+
+/** One run per connection; seqs keep rising so every event is new (ingest is idempotent on source,run,seq). */
+function ingestMaker(batch: number, source: string, token: string | undefined): RequestMaker {
+  const stamp = Date.now().toString(36);
+  const seqs = new Map<number, number>();
+  const text = 'bench output line: compiling module, running checks, writing artifacts';
+  return (connection) => {
+    const run = `rbench${stamp}c${connection}`;
+    const first = seqs.get(connection) ?? 0;
+    seqs.set(connection, first + batch);
+    const now = Date.now();
+    const ts = new Date(now).toISOString();
+    const events = [];
+    for (let i = 0; i < batch; i++) {
+      events.push({ run, seq: first + i + 1, ts, kind: 'log', data: { stream: 'stdout', text: `${text} #${first + i + 1}` } });
+    }
+    const runJson = {
+      run, repo: 'bench/ingest', group_id: run, status: 'running', verdict: null, brief: 'ingest bench', origin: 'bench',
+      provider: 'command', branch: `svc/${run}`, pr_url: null, question: null, started_at: ts, ended_at: null, updated_at: ts,
+      cost_usd: null, tokens_in: null, tokens_out: null, exit_code: null, error: null,
+    };
+    const body = JSON.stringify({ source, runs: [runJson], events, artifacts: [] });
+    return { spec: { method: 'POST', path: '/v1/ingest', headers: { ...JSON_HEADERS, ...bearer(token) }, body }, units: batch };
+  };
+}
+
+function jobsMaker(token: string): RequestMaker {
+  let n = 0;
+  const stamp = Date.now().toString(36);
+  return () => {
+    n += 1;
+    const body = JSON.stringify({ brief: `Bench job ${stamp}-${n}: fix the flaky retry in the upload client` });
+    return { spec: { method: 'POST', path: '/jobs', headers: { ...JSON_HEADERS, authorization: `Bearer ${token}` }, body }, units: 1 };
+  };
+}
+
+/** A real trackerb (Jira-style) delivery with a fresh issue key and delivery id, signed as X-Hub-Signature. */
+function trackerbMaker(secret: string, template: unknown): RequestMaker {
+  let n = 0;
+  const stamp = Date.now().toString(36);
+  const base = JSON.stringify(template);
+  return () => {
+    n += 1;
+    const payload = JSON.parse(base) as { timestamp?: number; issue?: { id?: string; key?: string } };
+    payload.timestamp = Date.now();
+    if (payload.issue) {
+      payload.issue.key = `BENCH-${n}`;
+      payload.issue.id = `${stamp}${n}`;
+    }
+    const body = JSON.stringify(payload);
+    const signature = createHmac('sha256', secret).update(body).digest('hex');
+    const headers = {
+      ...JSON_HEADERS,
+      'x-hub-signature': `sha256=${signature}`,
+      'x-vendorb-webhook-identifier': `bench-${stamp}-${n}`,
+    };
+    return { spec: { method: 'POST', path: '/trackerb', headers, body }, units: 1 };
+  };
+}
+
+export function createRequestMaker(kind: RequestKind): RequestMaker {
+  switch (kind.kind) {
+    case 'get': {
+      const made: MadeRequest = { spec: { method: 'GET', path: kind.path, headers: kind.headers ?? {} }, units: 1 };
+      return () => made;
+    }
+    case 'ingest':
+      return ingestMaker(kind.batch, kind.source, kind.token);
+    case 'jobs':
+      return jobsMaker(kind.token);
+    case 'trackerb':
+      return trackerbMaker(kind.secret, kind.template);
+  }
+}

@@ -1,0 +1,122 @@
+// Many SSE subscribers on raw sockets, measuring delivery latency from the publish time embedded in each
+// event's data (`"bench_t":<epoch ms>`). Runs inside the load-worker process only.
+import { connect, type Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { createHistogram } from './stats.ts';
+
+export interface SseJob {
+  url: string;
+  path: string;
+  subscribers: number;
+  headers?: Record<string, string>;
+}
+
+export interface SseResult {
+  connected: number;
+  failed: number;
+  delivered: number;
+  p50: number;
+  p99: number;
+  max: number;
+}
+
+export interface Subscribers {
+  connected: number;
+  failed: number;
+  delivered(): number;
+  /** Waits until `total` deliveries arrived or `graceMs` passed, then closes every socket. */
+  finish(total: number, graceMs: number): Promise<SseResult>;
+}
+
+/** High-resolution wall clock shared by publisher and subscribers (both on this machine). */
+export function epochMs(): number {
+  return performance.timeOrigin + performance.now();
+}
+
+const MARK = Buffer.from('"bench_t":');
+
+export async function openSubscribers(job: SseJob): Promise<Subscribers> {
+  const target = new URL(job.url);
+  const histogram = createHistogram(0.1, 30_000);
+  const sockets: Socket[] = [];
+  let extra = '';
+  for (const [k, v] of Object.entries(job.headers ?? {})) extra += `${k}: ${v}\r\n`;
+  const request = Buffer.from(`GET ${job.path} HTTP/1.1\r\nhost: ${target.host}\r\naccept: text/event-stream\r\n${extra}\r\n`);
+
+  function scan(chunk: Buffer, now: number): void {
+    let at = chunk.indexOf(MARK);
+    while (at >= 0) {
+      let end = at + MARK.length;
+      while (end < chunk.length && ((chunk[end]! >= 48 && chunk[end]! <= 57) || chunk[end] === 46)) end++;
+      histogram.add(now - Number(chunk.toString('latin1', at + MARK.length, end)));
+      at = chunk.indexOf(MARK, end);
+    }
+  }
+
+  function subscribe(): Promise<boolean> {
+    return new Promise((resolve) => {
+      const socket = connect(Number(target.port), target.hostname);
+      socket.setNoDelay(true);
+      sockets.push(socket);
+      let headerDone = false;
+      let carry: Buffer | undefined;
+      socket.on('error', () => resolve(false));
+      socket.on('close', () => resolve(false));
+      socket.on('connect', () => socket.write(request));
+      socket.on('data', (data: Buffer) => {
+        const now = epochMs();
+        let buf = carry ? Buffer.concat([carry, data]) : data;
+        if (!headerDone) {
+          const end = buf.indexOf('\r\n\r\n');
+          if (end < 0) {
+            carry = buf;
+            return;
+          }
+          if (!buf.toString('latin1', 0, 12).endsWith('200')) {
+            socket.destroy();
+            resolve(false);
+            return;
+          }
+          headerDone = true;
+          resolve(true);
+          buf = buf.subarray(end + 4);
+        }
+        // Only scan whole events; a TCP segment may end in the middle of a number.
+        const last = buf.lastIndexOf('\n\n');
+        if (last < 0) {
+          carry = buf;
+          return;
+        }
+        scan(buf.subarray(0, last), now);
+        carry = last + 2 < buf.length ? Buffer.from(buf.subarray(last + 2)) : undefined;
+      });
+    });
+  }
+
+  const results: boolean[] = [];
+  // Connect in waves so the listen backlog is never the thing being measured.
+  for (let i = 0; i < job.subscribers; i += 100) {
+    const wave = Array.from({ length: Math.min(100, job.subscribers - i) }, () => subscribe());
+    results.push(...(await Promise.all(wave)));
+  }
+  const connected = results.filter(Boolean).length;
+
+  return {
+    connected,
+    failed: results.length - connected,
+    delivered: () => histogram.count,
+    async finish(total, graceMs) {
+      const deadline = Date.now() + graceMs;
+      while (histogram.count < total && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      for (const s of sockets) s.destroy();
+      return {
+        connected,
+        failed: results.length - connected,
+        delivered: histogram.count,
+        p50: histogram.percentile(50),
+        p99: histogram.percentile(99),
+        max: histogram.max(),
+      };
+    },
+  };
+}
