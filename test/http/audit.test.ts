@@ -1,0 +1,147 @@
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+import { audited } from '../../src/control/audited.ts';
+import type { Ctx } from '../../src/http/pipeline.ts';
+import type { ControlDeps } from '../../src/control/deps.ts';
+import { HttpError } from '../../src/http/http-error.ts';
+
+describe('GET /v1/audit', () => {
+  let control: TestControl;
+  before(async () => {
+    control = await startTestControl();
+  });
+  after(() => control.close());
+
+  it('records a successful mutation with actor, peer, action, target and outcome', async () => {
+    await control.request('PUT', '/v1/config', { body: { retention_days: 7 } });
+    const res = await control.request('GET', '/v1/audit?limit=1');
+    assert.equal(res.status, 200);
+    const [entry] = res.json.items;
+    assert.equal(entry.actor, 'local');
+    assert.match(entry.peer, /127\.0\.0\.1/);
+    assert.equal(entry.action, 'config.write');
+    assert.equal(entry.target, 'config');
+    assert.equal(entry.outcome, 'ok');
+    assert.deepEqual(entry.detail.keys, ['retention_days']);
+    assert.equal(entry.detail.status, 200);
+    assert.match(entry.at, /^\d{4}-\d\d-\d\dT/);
+    assert.match(entry.hash, /^[0-9a-f]{64}$/);
+  });
+
+  it('records a call the handler refused with its error code', async () => {
+    await control.request('PUT', '/v1/config', { body: { nope: 1 } });
+    const [entry] = (await control.request('GET', '/v1/audit?limit=1')).json.items;
+    assert.equal(entry.action, 'config.write');
+    assert.equal(entry.outcome, 'invalid_param');
+    assert.equal(entry.detail.status, 400);
+  });
+
+  it('records the run a path names as the target', async () => {
+    await control.request('POST', '/v1/runs/local/r-missing/stop', { body: {} });
+    const [entry] = (await control.request('GET', '/v1/audit?limit=1')).json.items;
+    assert.equal(entry.action, 'run.stop');
+    assert.equal(entry.target, 'local/r-missing');
+    assert.notEqual(entry.outcome, 'ok');
+  });
+
+  it('does not record requests the pipeline turned away before any handler ran', async () => {
+    const before = (await control.request('GET', '/v1/audit?limit=1')).json.items[0].id;
+    await control.request('PUT', '/v1/config', { body: 'x=1', headers: { 'content-type': 'text/plain' } });
+    await control.request('PUT', '/v1/config', { body: '{', headers: { 'content-type': 'application/json' } });
+    const after = (await control.request('GET', '/v1/audit?limit=1')).json.items[0].id;
+    assert.equal(after, before);
+  });
+
+  it('pages newest first with next_cursor and rejects a cursor it did not issue', async () => {
+    for (let i = 0; i < 4; i++) await control.request('PUT', '/v1/config', { body: { retention_days: i } });
+    const all = (await control.request('GET', '/v1/audit?limit=500')).json.items.map((e: { id: number }) => e.id);
+    const p1 = await control.request('GET', '/v1/audit?limit=2');
+    const p2 = await control.request('GET', `/v1/audit?limit=2&cursor=${p1.json.next_cursor}`);
+    assert.deepEqual([...p1.json.items, ...p2.json.items].map((e: { id: number }) => e.id), all.slice(0, 4));
+    for (const cursor of ['abc', '%00', 'YTp4', 'bjoxOjI', 'YToxOjI']) {
+      const bad = await control.request('GET', `/v1/audit?cursor=${cursor}`);
+      assert.equal(bad.status, 400, cursor);
+      assert.equal(bad.json.error.code, 'invalid_param');
+    }
+  });
+
+  it('reports the chain intact with ?verify=true, and the first broken id after tampering', async () => {
+    const ok = await control.request('GET', '/v1/audit?verify=true&limit=1');
+    assert.deepEqual(ok.json.chain, { intact: true, first_broken_id: null });
+    control.deps.db.prepare("UPDATE audit SET actor = 'mallory' WHERE id = 2").run();
+    const broken = await control.request('GET', '/v1/audit?verify=1&limit=1');
+    assert.deepEqual(broken.json.chain, { intact: false, first_broken_id: 2 });
+    assert.equal((await control.request('GET', '/v1/audit?verify=maybe')).status, 400);
+  });
+});
+
+describe('audit actor with a token', () => {
+  let control: TestControl;
+  before(async () => {
+    control = await startTestControl({ token: 'tok-for-audit-test' });
+  });
+  after(() => control.close());
+
+  it('records the actor as "token" and never the token itself', async () => {
+    await control.request('PUT', '/v1/config', { body: { retention_days: 1 } });
+    const res = await control.request('GET', '/v1/audit');
+    assert.equal(res.json.items[0].actor, 'token');
+    assert.equal(res.text.includes('tok-for-audit-test'), false);
+    const rows = JSON.stringify(control.deps.db.prepare('SELECT * FROM audit').all());
+    assert.equal(rows.includes('tok-for-audit-test'), false);
+  });
+
+  it('does not record a request with a wrong token', async () => {
+    const count = () => (control.deps.db.prepare('SELECT count(*) AS n FROM audit').get() as { n: number }).n;
+    const before = count();
+    const res = await control.request('PUT', '/v1/config', { body: { retention_days: 2 }, token: 'wrong' });
+    assert.equal(res.status, 401);
+    assert.equal(count(), before);
+  });
+});
+
+describe('audited wrapper', () => {
+  let control: TestControl;
+  before(async () => {
+    control = await startTestControl();
+  });
+  after(() => control.close());
+
+  function ctx(peer: string, extra: Partial<Ctx<ControlDeps>> = {}): Ctx<ControlDeps> {
+    return { params: {}, body: undefined, peer, requestId: 'req-1', deps: control.deps, ...extra } as unknown as Ctx<ControlDeps>;
+  }
+
+  it('records a crash as internal_error and rethrows the original error', async () => {
+    const boom = new Error('disk on fire');
+    const handler = audited('test.crash', () => {
+      throw boom;
+    });
+    await assert.rejects(Promise.resolve().then(() => handler(ctx('10.0.0.9'))), (err) => err === boom);
+    const [entry] = control.deps.stores.audit.list({ limit: 1 }).items;
+    assert.equal(entry!.action, 'test.crash');
+    assert.equal(entry!.outcome, 'internal_error');
+    assert.equal(entry!.actor, 'anonymous', 'a non-loopback peer without a server token is anonymous');
+    assert.equal(JSON.stringify(entry).includes('disk on fire'), false);
+  });
+
+  it('takes the target from the body, then from the reply of a started run', async () => {
+    const fromBody = audited('merge.enqueue', () => ({ status: 202, body: {} }));
+    await fromBody(ctx('127.0.0.1', { body: { source: 'edge', run: 'r9' } }));
+    assert.equal(control.deps.stores.audit.list({ limit: 1 }).items[0]!.target, 'edge/r9');
+    const fromReply = audited('run.start', () => ({ status: 202, body: { source: 'local', run: 'rNEW' } }));
+    await fromReply(ctx('127.0.0.1', { body: { brief: 'x' } }));
+    assert.equal(control.deps.stores.audit.list({ limit: 1 }).items[0]!.target, 'local/rNEW');
+  });
+
+  it('records an error reply returned (not thrown) by its code', async () => {
+    const handler = audited('test.refuse', () => {
+      throw new HttpError('invalid_transition', 'Run is running');
+    });
+    await assert.rejects(Promise.resolve().then(() => handler(ctx('127.0.0.1'))));
+    assert.equal(control.deps.stores.audit.list({ limit: 1 }).items[0]!.outcome, 'invalid_transition');
+    const replying = audited('test.reply', () => ({ status: 409, body: { error: { code: 'conflict', message: 'x' } } }));
+    await replying(ctx('127.0.0.1'));
+    assert.equal(control.deps.stores.audit.list({ limit: 1 }).items[0]!.outcome, 'conflict');
+  });
+});

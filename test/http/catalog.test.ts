@@ -1,0 +1,198 @@
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync, mkdirSync, statSync, rmSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createPublicKey } from 'node:crypto';
+import { startTestControl, makeRun, type TestControl } from '../helpers/control-server.ts';
+
+function script(dir: string, name: string, body: string): string {
+  const path = join(dir, name);
+  writeFileSync(path, `#!/bin/sh\n${body}\n`, { mode: 0o755 });
+  return path;
+}
+
+describe('GET /v1/providers', () => {
+  let control: TestControl;
+  let bin: string;
+  before(async () => {
+    bin = mkdtempSync(join(tmpdir(), 'svc-bin-'));
+    script(bin, 'claude', 'echo "2.0.14 (Claude Code)"');
+    script(bin, 'codex', 'exit 3');
+    writeFileSync(join(bin, 'gemini'), 'not executable', { mode: 0o644 });
+    mkdirSync(join(bin, 'aider'));
+    script(bin, 'my-agent', 'echo should-not-be-asked');
+    control = await startTestControl({ env: { PATH: `${bin}:/usr/bin:/bin` } });
+    const put = await control.request('PUT', '/v1/config', { body: { providers: { mine: { command: ['my-agent', '--yes'] }, gone: { command: ['/nonexistent/agent'] } } } });
+    assert.equal(put.status, 200);
+  });
+  after(async () => {
+    await control.close();
+    rmSync(bin, { recursive: true, force: true });
+  });
+
+  it('lists the five built-in providers with availability, path and version from PATH', async () => {
+    const res = await control.request('GET', '/v1/providers');
+    assert.equal(res.status, 200);
+    const by = Object.fromEntries(res.json.items.map((p: { name: string }) => [p.name, p]));
+    assert.deepEqual(by.claude, { name: 'claude', kind: 'builtin', available: true, path: join(bin, 'claude'), version: '2.0.14', default: true });
+    assert.equal(by.codex.available, true);
+    assert.equal(by.codex.version, null, 'a --version that fails with no output is unknown');
+    assert.equal(by.gemini.available, false, 'a file without the execute bit is not a provider');
+    assert.equal(by.aider.available, false, 'a directory is not a provider');
+    assert.deepEqual(by.opencode, { name: 'opencode', kind: 'builtin', available: false, path: null, version: null, default: false });
+  });
+
+  it('adds configured command providers, resolved on PATH but never run for a version', async () => {
+    const { json } = await control.request('GET', '/v1/providers');
+    const by = Object.fromEntries(json.items.map((p: { name: string }) => [p.name, p]));
+    assert.deepEqual(by.mine, { name: 'mine', kind: 'command', available: true, path: join(bin, 'my-agent'), version: null, default: false });
+    assert.equal(by.gone.available, false);
+  });
+});
+
+describe('GET /v1/integrations', () => {
+  let control: TestControl;
+  before(async () => {
+    control = await startTestControl({
+      env: {
+        PATH: '/nonexistent',
+        CHATA_SIGNING_SECRET: 'chata-secret-value',
+        TRACKERA_WEBHOOK_SECRET: 'shared-secret-value',
+        CHATB_SECURITY_TOKEN: 'shared-secret-value',
+        TRACKERB_WEBHOOK_SECRET: 'trackerb-secret',
+        TRACKERB_BASE_URL: 'http://insecure.example',
+        TRACKERB_EMAIL: 'me@example.com',
+        TRACKERB_API_TOKEN: 'trackerb-api-token',
+        ERRTRACK_AUTH_TOKEN: 'errtrack-token-value',
+      },
+    });
+  });
+  after(() => control.close());
+
+  it('says which routes and outbound integrations are configured, as booleans only', async () => {
+    const res = await control.request('GET', '/v1/integrations');
+    assert.equal(res.status, 200);
+    const by = Object.fromEntries(res.json.items.map((i: { name: string; configured: boolean }) => [i.name, i.configured]));
+    assert.deepEqual(by, {
+      errtrack: false,
+      chata: true,
+      trackera: false,
+      trackerb: false,
+      chatb: false,
+      jobs: false,
+      webhook: false,
+      trackera_comments: false,
+      trackerb_comments: false,
+      github_prs: false,
+      errtrack_fetch: true,
+    });
+  });
+
+  it('never echoes a secret value', async () => {
+    const res = await control.request('GET', '/v1/integrations');
+    for (const secret of ['chata-secret-value', 'shared-secret-value', 'trackerb-api-token', 'errtrack-token-value', 'insecure.example', 'me@example.com']) {
+      assert.equal(res.text.includes(secret), false, secret);
+    }
+    const chata = res.json.items.find((i: { name: string }) => i.name === 'chata');
+    assert.deepEqual(chata.variables, ['CHATA_SIGNING_SECRET']);
+  });
+
+  it('counts GitHub pull requests as configured once a github_token is set', async () => {
+    await control.request('PUT', '/v1/config', { body: { github_token: 'ghp_x' } });
+    const { json } = await control.request('GET', '/v1/integrations');
+    assert.equal(json.items.find((i: { name: string }) => i.name === 'github_prs').configured, true);
+  });
+});
+
+describe('GET /v1/notifications', () => {
+  let control: TestControl;
+  before(async () => {
+    control = await startTestControl();
+    const base = Date.UTC(2026, 0, 1);
+    const list = [];
+    for (let i = 0; i < 5; i++) {
+      list.push({
+        job_id: `j${i}`, source: 'local', run: `r${i}`, origin: 'chata', channel: 'chata_reply',
+        target: `https://hooks.chata.example/services/T0/B0/tok${i}?x=1`, status: 'pending' as const, attempts: 0,
+        error: null, created_at: base + i, updated_at: base + i,
+      });
+    }
+    control.deps.stores.notifications.ingest(list);
+  });
+  after(() => control.close());
+
+  it('lists newest first with host-only targets and ISO times', async () => {
+    const res = await control.request('GET', '/v1/notifications');
+    assert.equal(res.status, 200);
+    assert.deepEqual(res.json.items.map((n: { job_id: string }) => n.job_id), ['j4', 'j3', 'j2', 'j1', 'j0']);
+    const first = res.json.items[0];
+    assert.equal(first.target, 'hooks.chata.example');
+    assert.equal(first.created_at, '2026-01-01T00:00:00.004Z');
+    assert.deepEqual(Object.keys(first).sort(), ['attempts', 'channel', 'created_at', 'error', 'id', 'job_id', 'origin', 'run', 'source', 'status', 'target', 'updated_at']);
+    assert.equal(res.text.includes('tok4'), false);
+    assert.equal(res.json.next_cursor, null);
+  });
+
+  it('pages with an opaque cursor and rejects a forged one', async () => {
+    const page1 = await control.request('GET', '/v1/notifications?limit=2');
+    assert.equal(page1.json.items.length, 2);
+    const page2 = await control.request('GET', `/v1/notifications?limit=2&cursor=${page1.json.next_cursor}`);
+    assert.deepEqual(page2.json.items.map((n: { job_id: string }) => n.job_id), ['j2', 'j1']);
+    const bad = await control.request('GET', '/v1/notifications?cursor=bm90LWEtY3Vyc29y');
+    assert.equal(bad.status, 400);
+    assert.equal(bad.json.error.code, 'invalid_param');
+  });
+
+  it('updates a notification in place as its delivery progresses, and keeps URLs out of errors', async () => {
+    const at = Date.UTC(2026, 0, 2);
+    control.deps.stores.notifications.ingest([{
+      job_id: 'j1', source: 'local', run: 'r1', origin: 'chata', channel: 'chata_reply', target: 'hooks.chata.example',
+      status: 'failed', attempts: 3, error: 'POST https://hooks.chata.example/services/T0/B0/secret-path failed: 500',
+      created_at: Date.UTC(2026, 0, 1) + 1, updated_at: at,
+    }]);
+    const { json } = await control.request('GET', '/v1/notifications');
+    assert.equal(json.items.length, 5);
+    const j1 = json.items.find((n: { job_id: string }) => n.job_id === 'j1');
+    assert.equal(j1.status, 'failed');
+    assert.equal(j1.attempts, 3);
+    assert.equal(j1.error, 'POST https://hooks.chata.example/… failed: 500');
+  });
+});
+
+describe('GET /v1/keys and /v1/repos', () => {
+  let control: TestControl;
+  before(async () => {
+    control = await startTestControl();
+  });
+  after(() => control.close());
+
+  it('creates the receipt key on first use and serves only its public half', async () => {
+    const keyFile = join(control.deps.settings.svcHome, 'keys', 'receipt-ed25519.pem');
+    assert.equal(existsSync(keyFile), false);
+    const res = await control.request('GET', '/v1/keys');
+    assert.equal(res.status, 200);
+    assert.equal(statSync(keyFile).mode & 0o777, 0o600);
+    const [key] = res.json.keys;
+    assert.match(key.kid, /^[0-9a-f]{16}$/);
+    assert.equal(key.alg, 'EdDSA');
+    assert.equal(createPublicKey(key.pem).asymmetricKeyType, 'ed25519');
+    assert.equal(key.jwk.crv, 'Ed25519');
+    assert.equal(Object.hasOwn(key.jwk, 'd'), false);
+    assert.doesNotMatch(res.text, /PRIVATE/);
+    const again = await control.request('GET', '/v1/keys');
+    assert.equal(again.json.keys[0].kid, key.kid, 'the same key is served on later calls');
+  });
+
+  it('lists repository names from runs and configured repos, never their paths', async () => {
+    control.deps.stores.runs.upsert('local', makeRun(1, { repo: 'acme/api', repo_path: '/home/me/src/api' }));
+    control.deps.stores.runs.upsert('local', makeRun(2, { repo: 'acme/api' }));
+    control.deps.stores.runs.upsert('local', makeRun(3, { repo: '/srv/checkouts/legacy' }));
+    await control.request('PUT', '/v1/config', { body: { repos: ['/home/me/src/web', '/opt/tools/'] } });
+    const res = await control.request('GET', '/v1/repos');
+    assert.equal(res.status, 200);
+    assert.deepEqual(res.json.items, [{ name: 'acme/api' }, { name: 'legacy' }, { name: 'tools' }, { name: 'web' }]);
+    assert.equal(res.text.includes('/home/me'), false);
+    assert.equal(res.text.includes('/srv'), false);
+  });
+});
