@@ -2,9 +2,9 @@
 //
 // Why no gap: the bus only ever carries rows that are already committed, and a commit plus its publish happen in one
 // synchronous turn of this thread. So the stream subscribes first, replays the DB in pages (yielding to the socket
-// between pages), then makes one last synchronous pass up to the current end of the table and flips to live in the
-// same turn: everything published before the flip was committed before it and is in that pass; everything after
-// arrives live. Ids only grow, so `id <= lastSent` filters any overlap (no duplicate).
+// between full pages), and flips to live in the same turn as the last, short page: everything published before the
+// flip was committed before that read and is in it; everything after arrives live. Events delivered while replaying
+// are dropped on purpose because the next page re-reads them. Ids only grow, so `id <= lastSent` rules out duplicates.
 import type { ServerResponse } from 'node:http';
 import { openSse } from '../http/sse.ts';
 import type { ControlDeps } from './deps.ts';
@@ -60,12 +60,10 @@ export async function streamEvents(deps: ControlDeps, res: ServerResponse, scope
     return rows.length;
   }
 
-  // Paged replay that lets the socket drain: a long history never sits in memory at once.
+  // Paged replay that lets the socket drain: a long history never sits in memory at once. The await only follows a
+  // full page, so the short page that ends the loop and `live = true` run in one turn (see the header comment).
   while (!sse.closed && replayPage() === PAGE) {
     if (res.writableNeedDrain) await waitForDrain(res);
   }
-  if (sse.closed) return;
-  // Final catch-up and the switch to live in one synchronous turn (see the header comment).
-  while (replayPage() === PAGE && !sse.closed);
   live = true;
 }

@@ -1,0 +1,59 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { createRunEventBus, encodeEvent, type EncodedEvent } from '../../src/control/event-bus.ts';
+import type { EventRow } from '../../src/db/events-store.ts';
+
+function row(id: number, run = 'r1', source = 's'): EventRow {
+  return { id, source, run, seq: id, ts: Date.UTC(2026, 0, 1), kind: 'log', data: '{"text":"hi"}' };
+}
+
+describe('run event bus', () => {
+  it('encodes an event once and hands the same frame to 1,000 subscribers', () => {
+    const bus = createRunEventBus();
+    const got: EncodedEvent[] = [];
+    for (let i = 0; i < 1000; i++) bus.subscribe({ deliver: (ev) => got.push(ev), end() {} });
+    bus.publish([row(1)]);
+    assert.equal(got.length, 1000);
+    assert.ok(got.every((ev) => ev === got[0]));
+    assert.equal(got[0]!.frame, `id: 1\nevent: log\ndata: ${got[0]!.json}\n\n`);
+  });
+
+  it('routes by source and by run', () => {
+    const bus = createRunEventBus();
+    const seen: Record<string, number[]> = { all: [], src: [], run: [] };
+    bus.subscribe({ deliver: (ev) => seen.all!.push(ev.id), end() {} });
+    bus.subscribe({ source: 's', deliver: (ev) => seen.src!.push(ev.id), end() {} });
+    bus.subscribe({ source: 's', run: 'r2', deliver: (ev) => seen.run!.push(ev.id), end() {} });
+    bus.publish([row(1), row(2, 'r2'), row(3, 'r2', 'other')]);
+    assert.deepEqual(seen, { all: [1, 2, 3], src: [1, 2], run: [2] });
+  });
+
+  it('stops delivering after unsubscribe and keeps going past a throwing subscriber', () => {
+    const bus = createRunEventBus();
+    const got: number[] = [];
+    bus.subscribe({ deliver: () => { throw new Error('broken'); }, end() {} });
+    const off = bus.subscribe({ deliver: (ev) => got.push(ev.id), end() {} });
+    bus.publish([row(1)]);
+    off();
+    bus.publish([row(2)]);
+    assert.deepEqual(got, [1]);
+    assert.equal(bus.size(), 1);
+  });
+
+  it('ends every subscriber on close and ends late subscribers at once', () => {
+    const bus = createRunEventBus();
+    let ended = 0;
+    bus.subscribe({ deliver() {}, end: () => ended++ });
+    bus.subscribe({ source: 's', run: 'r', deliver() {}, end: () => ended++ });
+    bus.close();
+    assert.equal(ended, 2);
+    bus.subscribe({ deliver() {}, end: () => ended++ });
+    assert.equal(ended, 3);
+    assert.equal(bus.size(), 0);
+  });
+
+  it('builds event JSON with data embedded as stored and an ISO timestamp', () => {
+    const ev = encodeEvent(row(7));
+    assert.deepEqual(JSON.parse(ev.json), { id: 7, source: 's', run: 'r1', seq: 7, ts: '2026-01-01T00:00:00.000Z', kind: 'log', data: { text: 'hi' } });
+  });
+});
