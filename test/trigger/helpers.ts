@@ -1,0 +1,146 @@
+// Shared setup for trigger tests: a real git repo, a real server on port 0 with a temp DB, the fake svc, signing.
+import { mkdtempSync, mkdirSync, writeFileSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { resolveTriggerSettings, type TriggerSettings } from '../../src/trigger/settings.ts';
+import { startTrigger, type RunningTrigger, type TriggerOverrides } from '../../src/trigger/main.ts';
+import { createLogger, type Logger } from '../../src/log.ts';
+
+export const FIXTURES = '/work/shared/fixtures/webhooks';
+export const FAKE_SVC = fileURLToPath(new URL('./fake-svc.mjs', import.meta.url));
+
+export function fixture(name: string): Buffer {
+  return readFileSync(join(FIXTURES, name));
+}
+
+export const SECRETS = {
+  SVC_ERRTRACK_WEBHOOK_SECRET: 'errtrack-secret-1',
+  CHATA_SIGNING_SECRET: 'chata-secret-2',
+  TRACKERA_WEBHOOK_SECRET: 'trackera-secret-3',
+  TRACKERB_WEBHOOK_SECRET: 'trackerb-secret-4',
+  CHATB_SECURITY_TOKEN: Buffer.from('chatb-key-5-chatb-key-5').toString('base64'),
+  GITHUB_WEBHOOK_SECRET: 'github-secret-6',
+  SVC_API_TOKEN: 'api-token-7',
+} as const;
+
+export function tempDir(prefix = 'svc-'): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+/** A git repo with one committed file (src/app.js by "Ada Lovelace") and one deploy record. */
+export function makeRepo(): string {
+  const repo = tempDir('svc-repo-');
+  const git = (...args: string[]): void => {
+    execFileSync('git', args, { cwd: repo, stdio: 'ignore', env: { ...process.env, GIT_CONFIG_NOSYSTEM: '1', HOME: repo } });
+  };
+  git('init', '-q', '-b', 'main');
+  mkdirSync(join(repo, 'src'));
+  writeFileSync(join(repo, 'src', 'app.js'), 'export const x = 1;\n');
+  git('add', '.');
+  git('-c', 'user.name=Ada Lovelace', '-c', 'user.email=ada@example.test', 'commit', '-q', '-m', 'first');
+  mkdirSync(join(repo, '.svc', 'deploys'), { recursive: true });
+  writeFileSync(join(repo, '.svc', 'deploys', 'a.json'), JSON.stringify({ sha: 'abcdef1234567', finished_at: '2026-01-02T03:04:05.000Z', health: 'ok' }));
+  writeFileSync(join(repo, '.svc', 'deploys', 'b.json'), JSON.stringify({ sha: '0123456aaaaaa', finished_at: '2025-01-02T03:04:05.000Z', health: 'bad' }));
+  return repo;
+}
+
+export interface LogLine {
+  level: string;
+  msg: string;
+  [k: string]: unknown;
+}
+
+export interface TestTrigger extends RunningTrigger {
+  repo: string;
+  home: string;
+  env: NodeJS.ProcessEnv;
+  settings: TriggerSettings;
+  logs: LogLine[];
+  /** Everything the fake svc recorded, oldest first. */
+  calls(): Array<{ args: string[]; env: Record<string, string>; cwd: string }>;
+  cleanup(): Promise<void>;
+}
+
+export async function startTestTrigger(extraEnv: Record<string, string | undefined> = {}, o: TriggerOverrides & { repo?: string; db?: string; home?: string } = {}): Promise<TestTrigger> {
+  const repo = o.repo ?? makeRepo();
+  const home = o.home ?? tempDir('svc-home-');
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    HOME: home,
+    LANG: 'C.UTF-8',
+    TRACKERB_LABELS: 'svc',
+    ...SECRETS,
+    ...extraEnv,
+  };
+  for (const [k, v] of Object.entries(env)) if (v === undefined) delete env[k];
+  const settings = resolveTriggerSettings(env, { host: '127.0.0.1', port: '0', repo, db: o.db ?? join(home, 'trigger.db') }, repo);
+  settings.cliPath = FAKE_SVC;
+  const logs: LogLine[] = [];
+  const log: Logger = o.log ?? createLogger('trigger-test', (line) => logs.push(JSON.parse(line) as LogLine));
+  const running = await startTrigger(settings, env, { pollMs: 20, bodyTimeoutMs: 500, notifyBackoffMs: 5, ...o, log });
+  return {
+    ...running,
+    repo,
+    home,
+    env,
+    settings,
+    logs,
+    calls() {
+      const dir = join(home, 'fake-svc');
+      let names: string[] = [];
+      try {
+        names = readdirSync(dir).filter((n) => n.startsWith('call-')).sort();
+      } catch {
+        return [];
+      }
+      return names.map((n) => JSON.parse(readFileSync(join(dir, n), 'utf8')) as { args: string[]; env: Record<string, string>; cwd: string });
+    },
+    async cleanup() {
+      await running.close();
+      rmSync(home, { recursive: true, force: true });
+      if (!o.repo) rmSync(repo, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface Res {
+  status: number;
+  headers: Headers;
+  body: Record<string, unknown>;
+}
+
+export async function post(url: string, body: Buffer | string, headers: Record<string, string> = {}): Promise<Res> {
+  const res = await fetch(url, { method: 'POST', body, headers: { 'content-type': 'application/json', ...headers } });
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
+}
+
+export async function get(url: string, headers: Record<string, string> = {}): Promise<Res> {
+  const res = await fetch(url, { headers });
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
+}
+
+/** Polls until fn returns a truthy value or the deadline passes (no fixed sleeps). */
+export async function waitFor<T>(fn: () => T | Promise<T>, what: string, timeoutMs = 15_000): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await fn();
+    if (value) return value as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+export function nowSeconds(): number {
+  return Math.floor(Date.now() / 1000);
+}
+
+/** Re-serialises a JSON fixture with fields replaced (timestamps set to now, etc.). */
+export function withJson(name: string, edit: (value: Record<string, unknown>) => void): Buffer {
+  const value = JSON.parse(fixture(name).toString('utf8')) as Record<string, unknown>;
+  edit(value);
+  return Buffer.from(JSON.stringify(value));
+}

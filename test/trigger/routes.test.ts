@@ -1,0 +1,285 @@
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { sign } from '../../src/trigger/verify.ts';
+import { SECRETS, fixture, withJson, post, get, waitFor, nowSeconds, startTestTrigger, type TestTrigger } from './helpers.ts';
+
+const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
+const posted: Array<{ url: string; body: string }> = [];
+
+async function jobOf(t: TestTrigger, id: string): Promise<Record<string, unknown>> {
+  return (await get(`${t.url}/jobs/${id}`, bearer)).body;
+}
+
+async function finished(t: TestTrigger, id: string): Promise<Record<string, unknown>> {
+  return waitFor(async () => {
+    const job = await jobOf(t, id);
+    return job.status !== 'queued' && job.status !== 'running' ? job : null;
+  }, `job ${id} to finish`);
+}
+
+describe('trigger routes with real payloads', () => {
+  let t: TestTrigger;
+  before(async () => {
+    t = await startTestTrigger(
+      { TRACKERB_ASSIGNEES: '712020:f1ad7cfd-7f82-4dc0-85e4-8bc47bcc08e4', CHATA_HOOKS_PREFIX: 'https://hooks.chata.test/' },
+      { post: async (url, _h, body) => (posted.push({ url: url.href, body }), { status: 200, text: '{}' }) },
+    );
+  });
+  after(() => t.cleanup());
+
+  describe('POST /errtrack', () => {
+    it('queues the alert fixture as `start "<brief>" --pr --detach` and the job ends with its run', async () => {
+      const raw = fixture('sentry-event-alert-triggered.json');
+      const res = await post(`${t.url}/errtrack`, raw, { 'errtrack-hook-signature': sign.hex(SECRETS.SVC_ERRTRACK_WEBHOOK_SECRET, raw), 'errtrack-hook-resource': 'event_alert' });
+      assert.equal(res.status, 202);
+      assert.equal(res.body.status, 'queued');
+      const job = await finished(t, res.body.job_id as string);
+      assert.equal(job.status, 'succeeded');
+      assert.equal(job.origin, 'errtrack');
+      const brief = job.brief as string;
+      assert.match(brief, /ReferenceError: heck is not defined/);
+      assert.ok(brief.includes('last deploy abcdef1'));
+      assert.deepEqual(job.args, ['start', brief, '--pr', '--detach']);
+      const call = t.calls().find((c) => c.args.includes(brief))!;
+      assert.deepEqual(call.args, ['start', brief, '--pr', '--detach']);
+      assert.equal(call.cwd, t.repo);
+      assert.match(job.summary as string, /succeeded · run local\/r\w+ · verdict verified · PR https:\/\/git\.example\.test\/acme\/api\/pull\/7 · cost \$0\.42/);
+    });
+    it('skips resources that do not start work', async () => {
+      const raw = Buffer.from('{"action":"created","data":{"installation":{}}}');
+      const res = await post(`${t.url}/errtrack`, raw, { 'errtrack-hook-signature': sign.hex(SECRETS.SVC_ERRTRACK_WEBHOOK_SECRET, raw), 'errtrack-hook-resource': 'installation' });
+      assert.equal(res.status, 200);
+      assert.equal(res.body.status, 'skipped');
+    });
+  });
+
+  describe('POST /chata', () => {
+    function signed(raw: Buffer, type = 'application/x-www-form-urlencoded'): Record<string, string> {
+      const ts = String(nowSeconds());
+      return { 'content-type': type, 'x-chata-request-timestamp': ts, 'x-chata-signature': sign.chata(SECRETS.CHATA_SIGNING_SECRET, raw, ts) };
+    }
+    const slash = fixture('slack-slash-command.txt').toString();
+
+    it('answers the real slash command with empty text with a usage reply and queues nothing', async () => {
+      const before = t.queue.depth();
+      const res = await post(`${t.url}/chata`, Buffer.from(slash), signed(Buffer.from(slash)));
+      assert.equal(res.status, 200);
+      assert.equal(res.body.response_type, 'ephemeral');
+      assert.match(res.body.text as string, /^Usage/);
+      assert.deepEqual(t.queue.depth(), before);
+    });
+    it('queues slash text as one argv element with leading hyphens stripped and replies ephemerally with the job id', async () => {
+      const raw = Buffer.from(slash.replace('text=', 'text=--pr+--deploy+fix+the+login+bug'));
+      const res = await post(`${t.url}/chata`, raw, signed(raw));
+      assert.equal(res.status, 200);
+      assert.equal(res.body.response_type, 'ephemeral');
+      const id = /Queued job (j\w{26})/.exec(res.body.text as string)![1]!;
+      const job = await finished(t, id);
+      assert.deepEqual(job.args, ['start', 'pr --deploy fix the login bug', '--detach']);
+      // hooks.slack.com is not under the configured prefix: no reply target, never contacted.
+      assert.ok(!posted.some((p) => p.url.includes('hooks.slack.com')));
+    });
+    it('answers url_verification with the challenge', async () => {
+      const raw = fixture('slack-events-url-verification.json');
+      const res = await post(`${t.url}/chata`, raw, signed(raw, 'application/json'));
+      assert.deepEqual(res.body, { challenge: '3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P' });
+    });
+  });
+
+  describe('POST /trackera', () => {
+    it('queues the issue fixture as `start trackera:LIN-34 --detach` and saves the verified payload', async () => {
+      const raw = withJson('linear-issue-update.json', (v) => (v.webhookTimestamp = Date.now()));
+      const res = await post(`${t.url}/trackera`, raw, { 'trackera-signature': sign.hex(SECRETS.TRACKERA_WEBHOOK_SECRET, raw) });
+      assert.equal(res.status, 202);
+      const job = await finished(t, res.body.job_id as string);
+      assert.deepEqual(job.args, ['start', 'trackera:LIN-34', '--detach']);
+      assert.deepEqual(readFileSync(join(t.repo, '.svc', 'inbox', 'trackera', 'LIN-34.json')), raw);
+    });
+    it('skips comment events', async () => {
+      const raw = withJson('linear-comment-create.json', (v) => (v.webhookTimestamp = Date.now()));
+      const res = await post(`${t.url}/trackera`, raw, { 'trackera-signature': sign.hex(SECRETS.TRACKERA_WEBHOOK_SECRET, raw) });
+      assert.equal(res.status, 200);
+      assert.equal(res.body.status, 'skipped');
+    });
+  });
+
+  describe('POST /trackerb', () => {
+    it('queues the real issue_created payload for the configured assignee', async () => {
+      const raw = fixture('jira-issue-created.json');
+      const res = await post(`${t.url}/trackerb`, raw, { 'x-hub-signature': `sha256=${sign.hex(SECRETS.TRACKERB_WEBHOOK_SECRET, raw)}`, 'x-vendorb-webhook-identifier': 'd-1' });
+      assert.equal(res.status, 202);
+      const job = await finished(t, res.body.job_id as string);
+      const brief = job.brief as string;
+      assert.match(brief, /^KAN-22: Add back button to pages — /);
+      assert.deepEqual(job.args, ['start', '--brief', brief, '--pr', '--detach']);
+    });
+    it('skips an update that touches only the description', async () => {
+      const raw = fixture('jira-issue-updated-description.json');
+      const res = await post(`${t.url}/trackerb`, raw, { 'x-hub-signature': `sha256=${sign.hex(SECRETS.TRACKERB_WEBHOOK_SECRET, raw)}` });
+      assert.equal(res.status, 200);
+      assert.equal(res.body.status, 'skipped');
+    });
+  });
+
+  describe('POST /chatb', () => {
+    it('queues the mention fixture with mentions removed and replies "Queued … <job id>"', async () => {
+      const raw = withJson('teams-outgoing-webhook-message-mention.json', (v) => (v.timestamp = new Date().toISOString()));
+      const res = await post(`${t.url}/chatb`, raw, { authorization: sign.chatb(SECRETS.CHATB_SECURITY_TOKEN, raw) });
+      assert.equal(res.status, 200);
+      assert.equal(res.body.type, 'message');
+      const text = res.body.text as string;
+      assert.match(text, /^Queued/);
+      const id = /(j\w{26})$/.exec(text)![1]!;
+      const job = await finished(t, id);
+      assert.deepEqual(job.args, ['start', '--brief', 'Hello', '--pr', '--detach']);
+    });
+  });
+
+  describe('POST /webhook', () => {
+    it('queues an issue labelled svc', async () => {
+      const raw = Buffer.from(JSON.stringify({ action: 'labeled', label: { name: 'svc' }, issue: { number: 3, title: 'Crash', body: 'on save' }, repository: { full_name: 'acme/api' } }));
+      const res = await post(`${t.url}/webhook`, raw, { 'x-hub-signature-256': `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, raw)}`, 'x-github-event': 'issues', 'x-github-delivery': 'g-1' });
+      assert.equal(res.status, 202);
+      const job = await finished(t, res.body.job_id as string);
+      assert.deepEqual(job.args, ['start', '--brief', 'acme/api#3 Crash — on save', '--pr', '--detach']);
+    });
+    it('skips a ping', async () => {
+      const raw = Buffer.from('{"zen":"hi"}');
+      const res = await post(`${t.url}/webhook`, raw, { 'x-hub-signature-256': `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, raw)}`, 'x-github-event': 'ping' });
+      assert.equal(res.body.status, 'skipped');
+    });
+  });
+
+  describe('POST /jobs and GET /jobs/<id>', () => {
+    it('queues a brief, with and without --pr, and returns the job JSON of DESIGN §5', async () => {
+      const res = await post(`${t.url}/jobs`, JSON.stringify({ brief: 'tidy the README', pr: true }), bearer);
+      assert.equal(res.status, 202);
+      assert.deepEqual(Object.keys(res.body).sort(), ['job_id', 'status']);
+      const job = await finished(t, res.body.job_id as string);
+      assert.deepEqual(Object.keys(job).sort(), ['args', 'brief', 'created_at', 'error', 'exit_code', 'finished_at', 'id', 'origin', 'run', 'started_at', 'status', 'summary'].sort());
+      assert.deepEqual(job.args, ['start', '--brief', 'tidy the README', '--pr', '--detach']);
+      assert.equal(job.exit_code, 0);
+      assert.equal((job.run as { source: string }).source, 'local');
+      const plain = await post(`${t.url}/jobs`, JSON.stringify({ brief: 'tidy the README' }), bearer);
+      assert.deepEqual((await finished(t, plain.body.job_id as string)).args, ['start', '--brief', 'tidy the README', '--detach']);
+    });
+    it('keeps the job running until its run ends, not when the launcher exits', async () => {
+      const res = await post(`${t.url}/jobs`, JSON.stringify({ brief: 'stay-running please' }), bearer);
+      const id = res.body.job_id as string;
+      const running = await waitFor(async () => {
+        const job = await jobOf(t, id);
+        return job.run ? job : null;
+      }, 'the run to be recorded');
+      assert.equal(running.status, 'running');
+      const run = (running.run as { run: string }).run;
+      const statePath = join(t.repo, '.svc', 'runs', run, 'state.json');
+      const state = JSON.parse(readFileSync(statePath, 'utf8')) as Record<string, unknown>;
+      assert.equal((await jobOf(t, id)).status, 'running');
+      writeFileSync(statePath, JSON.stringify({ ...state, status: 'failed', verdict: 'not_verified', error: 'checks failed', ended_at: new Date().toISOString() }));
+      const job = await finished(t, id);
+      assert.equal(job.status, 'failed');
+      assert.equal(job.error, 'checks failed');
+    });
+    it('fails the job when the launcher fails, with its last stderr line', async () => {
+      const res = await post(`${t.url}/jobs`, JSON.stringify({ brief: 'launch-fail now' }), bearer);
+      const job = await finished(t, res.body.job_id as string);
+      assert.equal(job.status, 'failed');
+      assert.equal(job.exit_code, 3);
+      assert.match(job.error as string, /exited with 3: provider not found/);
+    });
+    it('refuses briefs that are empty, too long, multi-line or an option', async () => {
+      for (const brief of ['', ' ', 'x'.repeat(4097), 'a\nb', '--deploy', 42]) {
+        const res = await post(`${t.url}/jobs`, JSON.stringify({ brief }), bearer);
+        assert.equal(res.status, 400, String(brief).slice(0, 20));
+        assert.equal((res.body.error as { code: string }).code, 'invalid_param');
+      }
+      assert.equal((await post(`${t.url}/jobs`, JSON.stringify({ brief: 'x', deploy: true }), bearer)).status, 400);
+      assert.equal((await post(`${t.url}/jobs`, 'brief=x', { ...bearer, 'content-type': 'text/plain' })).status, 415);
+    });
+    it('answers 404 for an unknown job and 400 for a malformed id', async () => {
+      assert.equal((await get(`${t.url}/jobs/j${'0'.repeat(26)}`, bearer)).status, 404);
+      assert.equal((await get(`${t.url}/jobs/..%2Fetc`, bearer)).status, 400);
+    });
+  });
+
+  describe('GET /health and GET /status', () => {
+    it('reports liveness and which routes are configured, as booleans only', async () => {
+      assert.deepEqual((await get(`${t.url}/health`)).body, { status: 'ok' });
+      const status = await get(`${t.url}/status`);
+      const routes = status.body.routes as Record<string, { configured: boolean; enabled: boolean }>;
+      assert.deepEqual(routes['/chatb'], { configured: true, enabled: true });
+      const text = JSON.stringify(status.body);
+      for (const secret of Object.values(SECRETS)) assert.ok(!text.includes(secret));
+    });
+  });
+});
+
+describe('trigger configuration', () => {
+  it('answers 503 not_configured naming the variable when a route secret is missing', async () => {
+    const t = await startTestTrigger({ TRACKERA_WEBHOOK_SECRET: undefined });
+    try {
+      const res = await post(`${t.url}/trackera`, '{}', { 'trackera-signature': 'x' });
+      assert.equal(res.status, 503);
+      assert.equal((res.body.error as { code: string }).code, 'not_configured');
+      assert.match((res.body.error as { message: string }).message, /TRACKERA_WEBHOOK_SECRET/);
+      assert.ok(t.logs.some((l) => l.level === 'warn' && l.msg.includes('TRACKERA_WEBHOOK_SECRET')));
+      assert.equal((await get(`${t.url}/status`)).body.routes && ((await get(`${t.url}/status`)).body.routes as Record<string, { configured: boolean }>)['/trackera']!.configured, false);
+    } finally {
+      await t.cleanup();
+    }
+  });
+  it('disables both routes at startup when two secrets are equal, and logs an error', async () => {
+    const t = await startTestTrigger({ TRACKERB_WEBHOOK_SECRET: SECRETS.GITHUB_WEBHOOK_SECRET });
+    try {
+      const raw = fixture('jira-issue-created.json');
+      const res = await post(`${t.url}/trackerb`, raw, { 'x-hub-signature': `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, raw)}` });
+      assert.equal(res.status, 503);
+      assert.match((res.body.error as { message: string }).message, /TRACKERB_WEBHOOK_SECRET and GITHUB_WEBHOOK_SECRET are equal/);
+      const gh = await post(`${t.url}/webhook`, raw, { 'x-hub-signature-256': `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, raw)}` });
+      assert.equal(gh.status, 503);
+      assert.ok(t.logs.some((l) => l.level === 'error' && l.msg.includes('Disabled /trackerb and /webhook')));
+      assert.deepEqual(t.queue.depth(), { queued: 0, running: 0 });
+    } finally {
+      await t.cleanup();
+    }
+  });
+  it('answers 429 with Retry-After and no job id when the queue is full', async () => {
+    let release: () => void = () => {};
+    const gate = new Promise<void>((r) => (release = r));
+    const t = await startTestTrigger(
+      { SVC_TRIGGER_QUEUE_MAX: '1', SVC_TRIGGER_CONCURRENCY: '1' },
+      {
+        executor: {
+          name: 'gated',
+          launch: async () => (await gate, { exitCode: 1, run: null, error: 'gated' }),
+          follow: async () => null,
+        },
+      },
+    );
+    try {
+      assert.equal((await post(`${t.url}/jobs`, JSON.stringify({ brief: 'one' }), bearer)).status, 202);
+      await waitFor(() => t.queue.depth().running === 1, 'the first job to run');
+      assert.equal((await post(`${t.url}/jobs`, JSON.stringify({ brief: 'two' }), bearer)).status, 202);
+      const full = await post(`${t.url}/jobs`, JSON.stringify({ brief: 'three' }), bearer);
+      assert.equal(full.status, 429);
+      assert.equal(full.headers.get('retry-after'), '30');
+      assert.equal((full.body.error as { code: string }).code, 'too_many_requests');
+      assert.ok(!('job_id' in full.body));
+    } finally {
+      release();
+      await t.cleanup();
+    }
+  });
+  it('does not create the inbox file for skipped trackera events', async () => {
+    const t = await startTestTrigger();
+    try {
+      const raw = withJson('linear-comment-create.json', (v) => (v.webhookTimestamp = Date.now()));
+      await post(`${t.url}/trackera`, raw, { 'trackera-signature': sign.hex(SECRETS.TRACKERA_WEBHOOK_SECRET, raw) });
+      assert.equal(existsSync(join(t.repo, '.svc', 'inbox')), false);
+    } finally {
+      await t.cleanup();
+    }
+  });
+});

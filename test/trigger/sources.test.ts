@@ -1,0 +1,182 @@
+import { describe, it, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { symlinkSync, writeFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { sanitizeBrief, capUtf8 } from '../../src/trigger/brief.ts';
+import { flattenAdf, adfDocument } from '../../src/trigger/adf.ts';
+import { readTrackerb } from '../../src/trigger/sources/trackerb.ts';
+import { chatbText } from '../../src/trigger/sources/chatb.ts';
+import { chataText } from '../../src/trigger/sources/chata.ts';
+import { readTrackera } from '../../src/trigger/sources/trackera.ts';
+import { readErrtrackAlert, buildErrtrackBrief } from '../../src/trigger/sources/errtrack.ts';
+import { resolveInsideRepo } from '../../src/trigger/sources/culprit-author.ts';
+import { readSourceHost } from '../../src/trigger/sources/source-host.ts';
+import { resolveRouteSecrets } from '../../src/trigger/secrets.ts';
+import { fixture, makeRepo, tempDir } from './helpers.ts';
+
+function json(name: string): Record<string, unknown> {
+  return JSON.parse(fixture(name).toString('utf8')) as Record<string, unknown>;
+}
+
+describe('sanitizeBrief', () => {
+  it('folds to one line, removes control and bidi characters and never starts with a hyphen', () => {
+    assert.equal(sanitizeBrief('--rm -rf\n\tnow\u0000 \u202eevil'), 'rm -rf now evil');
+    assert.equal(sanitizeBrief(' \u2014 em dash lead'), 'em dash lead');
+  });
+  it('caps on a UTF-8 character boundary', () => {
+    const capped = capUtf8('ab€€', 6);
+    assert.equal(capped, 'ab€');
+    assert.ok(Buffer.byteLength(capUtf8('😀'.repeat(600), 1500)) <= 1500);
+    assert.equal(capUtf8('😀😀', 5), '😀');
+  });
+});
+
+describe('flattenAdf', () => {
+  it('flattens the rich ADF fixture to text that keeps every text node', () => {
+    const text = flattenAdf(json('jira-adf-rich-document.json'));
+    for (const piece of ['H1', 'H2', '1. Some text', 'Blockquote text', 'Implement epic browser']) assert.ok(text.includes(piece), piece);
+    assert.ok(!text.includes('"type"'));
+  });
+  it('passes plain strings through and builds a valid comment document', () => {
+    assert.equal(flattenAdf('plain'), 'plain');
+    assert.deepEqual(adfDocument('a\nb').content.length, 2);
+  });
+});
+
+describe('readTrackerb', () => {
+  const byLabel = { assignees: [], labels: ['svc'] };
+  const byAssignee = { assignees: ['Sirajudheen MK'], labels: [] };
+
+  it('queues issue_created for a configured assignee display name, with key, summary and description', () => {
+    const input = readTrackerb(json('jira-issue-created.json'), byAssignee);
+    assert.equal(input.kind, 'job');
+    assert.ok(input.kind === 'job' && input.brief.startsWith('KAN-22: Add back button to pages — Add back button navigation'));
+  });
+  it('matches an assignee by account id too', () => {
+    assert.equal(readTrackerb(json('jira-issue-updated-assignee.json'), { assignees: ['5b912e21fa38ae2c896099ae'], labels: [] }).kind, 'job');
+  });
+  it('skips an update that touches only the description', () => {
+    assert.equal(readTrackerb(json('jira-issue-updated-description.json'), byAssignee).kind, 'skip');
+  });
+  it('skips everything when neither assignees nor labels are configured', () => {
+    const input = readTrackerb(json('jira-issue-created.json'), { assignees: [], labels: [] });
+    assert.deepEqual(input, { kind: 'skip', reason: 'neither TRACKERB_ASSIGNEES nor TRACKERB_LABELS is configured' });
+  });
+  it('skips comment events', () => {
+    assert.equal(readTrackerb(json('jira-comment-created.json'), byLabel).kind, 'skip');
+  });
+  it('queues a labels change in both changelog forms (space-separated toString, empty fromString)', () => {
+    for (const fromString of ['', 'old']) {
+      const body = json('jira-issue-updated-description.json');
+      (body.changelog as { items: unknown[] }).items = [{ field: 'labels', fieldtype: 'jira', from: null, fromString, to: null, toString: `${fromString} svc`.trim() }];
+      assert.equal(readTrackerb(body, byLabel).kind, 'job', fromString);
+    }
+  });
+  it('flattens an ADF description and caps the brief at 1500 bytes', () => {
+    const body = json('jira-issue-created.json');
+    const issue = body.issue as { fields: Record<string, unknown> };
+    issue.fields.labels = ['svc'];
+    issue.fields.description = { type: 'doc', version: 1, content: [{ type: 'paragraph', content: [{ type: 'text', text: 'ü'.repeat(2000) }] }] };
+    const input = readTrackerb(body, byLabel);
+    assert.ok(input.kind === 'job');
+    assert.ok(Buffer.byteLength(input.brief) <= 1500);
+    assert.ok(input.brief.includes('üü') && !input.brief.includes('"doc"'));
+  });
+});
+
+describe('chat text', () => {
+  it('chatb removes <at> mentions and every tag', () => {
+    assert.equal(chatbText('<at>MyCustomBot</at> Hello <at>Larry Brown</at>'), 'Hello');
+    assert.equal(chatbText('<at>Bot</at> fix <b>the</b> login&nbsp;bug &amp; test'), 'fix the login bug & test');
+  });
+  it('chata strips leading hyphens so text is never an option', () => {
+    assert.equal(chataText('--provider=evil fix it'), 'provider=evil fix it');
+    assert.equal(chataText(' - -- '), '');
+  });
+});
+
+describe('readTrackera', () => {
+  it('turns the issue update fixture into its identifier', () => {
+    assert.deepEqual(readTrackera(json('linear-issue-update.json')), { kind: 'issue', identifier: 'LIN-34', issueId: '7f2cba4d-6244-415c-ac09-63eb071755a8' });
+  });
+  it('skips comment events', () => {
+    assert.equal(readTrackera(json('linear-comment-create.json')).kind, 'skip');
+  });
+});
+
+describe('errtrack brief', () => {
+  const repo = makeRepo();
+  const outside = tempDir('svc-outside-');
+  after(() => {
+    rmSync(repo, { recursive: true, force: true });
+    rmSync(outside, { recursive: true, force: true });
+  });
+
+  it('has the title, release, environment, newest deploy record and the culprit file author', async () => {
+    const payload = json('sentry-event-alert-triggered.json');
+    const event = (payload.data as { event: Record<string, unknown> }).event;
+    event.release = 'api@1.2.3';
+    event.environment = 'production';
+    const frames = ((event.exception as { values: Array<{ stacktrace: { frames: Array<Record<string, unknown>> } }> }).values[0]!.stacktrace.frames);
+    frames.push({ filename: 'src/app.js', in_app: true });
+    const alert = readErrtrackAlert('event_alert', payload);
+    assert.ok(!('skip' in alert));
+    const brief = await buildErrtrackBrief(alert, repo);
+    assert.match(brief, /^Fix errtrack issue 1117540176: ReferenceError: heck is not defined/);
+    assert.ok(brief.includes('release api@1.2.3'));
+    assert.ok(brief.includes('environment production'));
+    assert.ok(brief.includes('last deploy abcdef1 2026-01-02T03:04:05.000Z health=ok'));
+    assert.ok(brief.includes('last commit to src/app.js by Ada Lovelace'));
+    assert.ok(!brief.includes('\n'));
+  });
+  it('never resolves a culprit outside the project, through .. or a symlink', async () => {
+    writeFileSync(join(outside, 'secret.txt'), 'x');
+    symlinkSync(join(outside, 'secret.txt'), join(repo, 'link.txt'));
+    assert.equal(await resolveInsideRepo(repo, '../' + outside.split('/').pop() + '/secret.txt'), null);
+    assert.equal(await resolveInsideRepo(repo, join(outside, 'secret.txt')), null);
+    assert.equal(await resolveInsideRepo(repo, 'link.txt'), null);
+    assert.equal(await resolveInsideRepo(repo, '/src/app.js'), 'src/app.js');
+    assert.equal(await resolveInsideRepo(repo, '.git/config'), null);
+  });
+  it('skips resources that are not alerts or new issues', () => {
+    assert.ok('skip' in readErrtrackAlert('installation', { action: 'created', data: {} }));
+    assert.ok('skip' in readErrtrackAlert('issue', { action: 'resolved', data: { issue: {} } }));
+    assert.ok(!('skip' in readErrtrackAlert('issue', json('sentry-issue-created.json'))));
+  });
+});
+
+describe('readSourceHost', () => {
+  const issue = { number: 5, title: 'Crash on save', body: 'stack', labels: [{ name: 'svc' }], author_association: 'OWNER' };
+  it('queues an issue labelled svc and a trusted /svc comment', () => {
+    assert.equal(readSourceHost('issues', { action: 'labeled', label: { name: 'svc' }, issue, repository: { full_name: 'a/b' } }).kind, 'job');
+    assert.equal(readSourceHost('issues', { action: 'opened', issue, repository: { full_name: 'a/b' } }).kind, 'job');
+    const comment = { id: 1, body: '/svc please fix', author_association: 'MEMBER' };
+    assert.equal(readSourceHost('issue_comment', { action: 'created', comment, issue }).kind, 'job');
+  });
+  it('skips comments from outsiders, other labels and other events', () => {
+    assert.equal(readSourceHost('issue_comment', { action: 'created', comment: { body: '/svc x', author_association: 'NONE' }, issue }).kind, 'skip');
+    assert.equal(readSourceHost('issue_comment', { action: 'created', comment: { body: '/svcx', author_association: 'OWNER' }, issue }).kind, 'skip');
+    assert.equal(readSourceHost('issues', { action: 'labeled', label: { name: 'bug' }, issue }).kind, 'skip');
+    assert.equal(readSourceHost('push', {}).kind, 'skip');
+  });
+});
+
+describe('resolveRouteSecrets', () => {
+  it('names the missing variable of each unconfigured route', () => {
+    const { secrets, problems } = resolveRouteSecrets({});
+    assert.match(secrets.errtrack.unavailable ?? '', /SVC_ERRTRACK_WEBHOOK_SECRET/);
+    assert.ok(problems.warnings.some((w) => w.includes('CHATA_SIGNING_SECRET')));
+  });
+  it('uses ERRTRACK_CLIENT_SECRET when the primary variable is absent', () => {
+    assert.equal(resolveRouteSecrets({ ERRTRACK_CLIENT_SECRET: 'x' }).secrets.errtrack.variable, 'ERRTRACK_CLIENT_SECRET');
+  });
+  it('disables every member of an equal pair, including the API token and source-host secret', () => {
+    const { secrets, problems } = resolveRouteSecrets({ CHATA_SIGNING_SECRET: 'same', SVC_API_TOKEN: 'same', GITHUB_WEBHOOK_SECRET: 'g', TRACKERA_WEBHOOK_SECRET: 't' });
+    assert.match(secrets.chata.unavailable ?? '', /CHATA_SIGNING_SECRET and SVC_API_TOKEN are equal/);
+    assert.match(secrets.jobs.unavailable ?? '', /equal/);
+    assert.equal(secrets.webhook.unavailable, null);
+    assert.equal(secrets.trackera.unavailable, null);
+    assert.equal(problems.errors.length, 1);
+    assert.ok(!JSON.stringify(problems).includes('same'));
+  });
+});

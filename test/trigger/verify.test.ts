@@ -1,0 +1,112 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  verifyErrtrack,
+  verifyChata,
+  verifyTrackeraSignature,
+  checkTrackeraTimestamp,
+  verifyTrackerb,
+  verifySourceHost,
+  verifyChatbSignature,
+  checkChatbTimestamp,
+  decodeChatbKey,
+  sign,
+} from '../../src/trigger/verify.ts';
+import { fixture } from './helpers.ts';
+
+const SLACK_SECRET = '8f742231b10e8888abcd99yyyzzz85a5';
+const SLACK_TS = '1531420618';
+const SLACK_SIG = 'v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503';
+
+describe('verifyChata (published chat-A vector)', () => {
+  const body = fixture('slack-slash-command.txt');
+  const near = Number(SLACK_TS) * 1000 + 10_000;
+
+  it('accepts the published example with the clock near its timestamp', () => {
+    assert.deepEqual(verifyChata(SLACK_SECRET, body, SLACK_TS, SLACK_SIG, near), { ok: true });
+  });
+  it('rejects the same signed request once it is more than 300 s old', () => {
+    assert.deepEqual(verifyChata(SLACK_SECRET, body, SLACK_TS, SLACK_SIG, near + 300_000), { ok: false, reason: 'stale_timestamp' });
+  });
+  it('rejects a timestamp from more than 300 s in the future', () => {
+    assert.equal(verifyChata(SLACK_SECRET, body, SLACK_TS, SLACK_SIG, Number(SLACK_TS) * 1000 - 301_000).ok, false);
+  });
+  it('rejects a tampered body, a wrong secret and a missing header', () => {
+    const tampered = Buffer.from(body.toString().replace('text=', 'text=rm'));
+    assert.deepEqual(verifyChata(SLACK_SECRET, tampered, SLACK_TS, SLACK_SIG, near), { ok: false, reason: 'bad_signature' });
+    assert.deepEqual(verifyChata('other', body, SLACK_TS, SLACK_SIG, near), { ok: false, reason: 'bad_signature' });
+    assert.deepEqual(verifyChata(SLACK_SECRET, body, SLACK_TS, undefined, near), { ok: false, reason: 'missing_signature' });
+    assert.deepEqual(verifyChata(SLACK_SECRET, body, undefined, SLACK_SIG, near), { ok: false, reason: 'missing_timestamp' });
+  });
+  it('rejects a signature of the wrong length or without the v0= prefix before comparing', () => {
+    assert.deepEqual(verifyChata(SLACK_SECRET, body, SLACK_TS, SLACK_SIG.slice(0, -2), near), { ok: false, reason: 'malformed_signature' });
+    assert.deepEqual(verifyChata(SLACK_SECRET, body, SLACK_TS, SLACK_SIG.slice(3), near), { ok: false, reason: 'malformed_signature' });
+  });
+});
+
+describe('verifyTrackerb (published X-Hub-Signature vector)', () => {
+  it('accepts the third-party vector secret "wrong-secret", body "smth"', () => {
+    const sig = 'sha256=beb656dd03b5a81bee94aab4966943bf694929fcd359c45a1947277df2541a5d';
+    assert.deepEqual(verifyTrackerb('wrong-secret', Buffer.from('smth'), sig), { ok: true });
+    assert.equal(verifyTrackerb('wrong-secret', Buffer.from('smth!'), sig).ok, false);
+    assert.deepEqual(verifyTrackerb('wrong-secret', Buffer.from('smth'), sig.slice(7)), { ok: false, reason: 'malformed_signature' });
+  });
+  it('uses the same scheme for the source host under X-Hub-Signature-256', () => {
+    const raw = Buffer.from('{"a":1}');
+    assert.deepEqual(verifySourceHost('s', raw, `sha256=${sign.hex('s', raw)}`), { ok: true });
+  });
+});
+
+describe('verifyTrackeraSignature and checkTrackeraTimestamp (trackera SDK body)', () => {
+  const body = fixture('linear-comment-create-sdk-test.json');
+  const sig = '8790fcbbea809950be9198408593c2a13f7591bba6c61adb589f709b5e1b186a';
+
+  it('accepts the SDK test body signed with "SECRET"', () => {
+    assert.equal(body.length, 550);
+    assert.deepEqual(verifyTrackeraSignature('SECRET', body, sig), { ok: true });
+  });
+  it('rejects the same body for its stale webhookTimestamp (milliseconds)', () => {
+    const ts = (JSON.parse(body.toString()) as { webhookTimestamp: number }).webhookTimestamp;
+    assert.equal(ts, 1677611643000);
+    assert.deepEqual(checkTrackeraTimestamp(ts, Date.now()), { ok: false, reason: 'stale_timestamp' });
+    assert.deepEqual(checkTrackeraTimestamp(ts, ts + 299_000), { ok: true });
+    assert.deepEqual(checkTrackeraTimestamp(String(ts), ts), { ok: false, reason: 'missing_timestamp' });
+  });
+});
+
+describe('verifyChatbSignature (chat-B)', () => {
+  const token = 'vqF0En+Z0ucuRTM/01o2GuhMH3hKKk/N2bOmlM31zaA=';
+  const body = fixture('teams-outgoing-webhook-message-mention.json');
+
+  it('matches the reference cross-check value over the fixture bytes with the base64-decoded key', () => {
+    const key = decodeChatbKey(token)!;
+    assert.deepEqual(verifyChatbSignature(key, body, 'HMAC Xq0DLRXD9JoOt0XBN82+8cvmCn4xrc2+BQ2dezg0KBU='), { ok: true });
+    assert.equal(sign.chatb(token, body), 'HMAC Xq0DLRXD9JoOt0XBN82+8cvmCn4xrc2+BQ2dezg0KBU=');
+  });
+  it('does not accept a MAC keyed by the token text instead of its decoded bytes', () => {
+    const wrong = `HMAC ${sign.hex(token, body) && Buffer.from(sign.hex(token, body), 'hex').toString('base64')}`;
+    assert.deepEqual(verifyChatbSignature(decodeChatbKey(token)!, body, wrong), { ok: false, reason: 'bad_signature' });
+  });
+  it('refuses non-base64 tokens and malformed headers', () => {
+    assert.equal(decodeChatbKey('not base64!'), null);
+    assert.equal(decodeChatbKey(''), null);
+    assert.deepEqual(verifyChatbSignature(decodeChatbKey(token)!, body, 'Bearer abc'), { ok: false, reason: 'malformed_signature' });
+    assert.deepEqual(verifyChatbSignature(decodeChatbKey(token)!, body, undefined), { ok: false, reason: 'missing_signature' });
+  });
+  it('checks the Activity ISO timestamp within 300 s', () => {
+    const t = Date.parse('2017-02-01T21:10:07.437Z');
+    assert.deepEqual(checkChatbTimestamp('2017-02-01T21:10:07.437Z', t + 200_000), { ok: true });
+    assert.deepEqual(checkChatbTimestamp('2017-02-01T21:10:07.437Z', t + 301_000), { ok: false, reason: 'stale_timestamp' });
+    assert.deepEqual(checkChatbTimestamp(undefined, t), { ok: false, reason: 'missing_timestamp' });
+  });
+});
+
+describe('verifyErrtrack', () => {
+  it('matches the reference cross-check vector over the compact fixture', () => {
+    const compact = Buffer.from(JSON.stringify(JSON.parse(fixture('sentry-issue-created.json').toString())));
+    const sig = 'eccba0d93d6cd71bcf17d134dc52df643fd30414626a969c57788e58f3d26454';
+    assert.deepEqual(verifyErrtrack('example-client-secret', compact, sig), { ok: true });
+    assert.equal(verifyErrtrack('example-client-secret', fixture('sentry-issue-created.json'), sig).ok, false);
+    assert.deepEqual(verifyErrtrack('example-client-secret', compact, 'zz'), { ok: false, reason: 'malformed_signature' });
+  });
+});
