@@ -1,7 +1,133 @@
-// Placeholder until its issue lands: says so plainly instead of pretending.
+// `svc start`: make a run from a brief, spec, issue export, issue URL or tracker reference, and run it (DESIGN §6).
+import { fileURLToPath } from 'node:url';
 import type { CliIo } from './io.ts';
-import { CliError } from './usage-error.ts';
+import { parseFlags, wantsHelp } from './io.ts';
+import { UsageError, CliError } from './usage-error.ts';
+import { prepareRun, prepareRetry, spawnWorker, resolveRepo } from '../engine/launch.ts';
+import { executeRun, type WorkerMode } from '../engine/runner.ts';
+import { stopLocalRun } from '../engine/stop.ts';
+import { runDir } from '../engine/paths.ts';
+import { readState, tryReadState, TERMINAL, type RunState } from '../engine/run-state.ts';
+import { isValidSegment } from '../engine/ids.ts';
 
-export default async function start(_io: CliIo): Promise<number> {
-  throw new CliError('"svc start" is not implemented yet');
+const HELP = `Usage: svc start <input> [options]
+
+Turns the input into a task spec and runs a coding-agent provider on it.
+<input> is one of:
+  file.json              an exported error-tracker issue, event, or {"issue","event"} (offline)
+  https://…/issues/<id>  an error-tracker issue, fetched with ERRTRACK_AUTH_TOKEN (curl, token on stdin)
+  spec.md                a Markdown task spec
+  trackera:<id>          a tracker issue (.svc/inbox/trackera/<id>.json, else TRACKERA_API_KEY, else the reference)
+  anything else          a one-line brief
+
+Options:
+  --brief            treat the input as a brief, whatever it looks like
+  --pr               work in a worktree on svc/<run> and open a pull request when .svc/policy.json allows
+  --worktree         work in an isolated worktree (.svc/worktrees/<run>) on branch svc/<run>
+  --detach           print {"source","run"} and return at once; the run goes on in the background
+  --provider NAME    claude, codex, gemini, aider, opencode, or a command provider from .svc/config.json
+  --repo DIR         the git repository (default: the current directory)
+
+Steering an existing run (local, no Control Plane needed):
+  --stop RUN         stop a run (SIGTERM to its process group, SIGKILL after 5 s)
+  --resume RUN       continue a stopped or failed run in the same worktree
+  --retry RUN        start a new run in the same group with the same spec
+  --verify RUN       re-run the checks and re-issue the receipt
+`;
+
+export const CLI_PATH = fileURLToPath(new URL(`../cli${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
+
+function summary(state: RunState): string {
+  return JSON.stringify({ source: state.source, run: state.run, status: state.status, verdict: state.verdict, pr_url: state.pr_url, error: state.error }) + '\n';
+}
+
+function runArg(value: string | undefined, flag: string): string {
+  if (!isValidSegment(value)) throw new UsageError(`${flag} needs a run id`);
+  return value;
+}
+
+/** Foreground: the worker still gets its own process group; Ctrl-C here becomes a clean stop. */
+async function follow(io: CliIo, state: RunState, mode: WorkerMode): Promise<number> {
+  const child = spawnWorker(CLI_PATH, state, mode, io.env, true);
+  const onSignal = () => void stopLocalRun(state.repo_path, state.run);
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  await new Promise<void>((resolve) => child.on('close', () => resolve()));
+  process.off('SIGINT', onSignal);
+  process.off('SIGTERM', onSignal);
+  const final = readState(runDir(state.repo_path, state.run));
+  io.stdout(summary(final));
+  return final.status === 'succeeded' || (mode === 'verify' && final.verdict !== 'not_verified') ? 0 : 1;
+}
+
+function launch(io: CliIo, state: RunState, mode: WorkerMode, detach: boolean): Promise<number> | number {
+  if (!detach) return follow(io, state, mode);
+  const child = spawnWorker(CLI_PATH, state, mode, io.env, false);
+  child.unref();
+  io.stdout(JSON.stringify({ source: state.source, run: state.run }) + '\n');
+  return 0;
+}
+
+export default async function start(io: CliIo): Promise<number> {
+  if (wantsHelp(io.argv)) {
+    io.stdout(HELP);
+    return 0;
+  }
+  const { values, positionals } = parseFlags(io.argv, {
+    brief: { type: 'boolean' },
+    pr: { type: 'boolean' },
+    worktree: { type: 'boolean' },
+    detach: { type: 'boolean' },
+    provider: { type: 'string' },
+    repo: { type: 'string' },
+    stop: { type: 'string' },
+    resume: { type: 'string' },
+    retry: { type: 'string' },
+    verify: { type: 'string' },
+    'run-id': { type: 'string' },
+    worker: { type: 'string' },
+  });
+  const repoDir = values.repo ?? process.cwd();
+  const detach = values.detach === true;
+
+  if (values.worker !== undefined) {
+    // Internal: the detached worker process started by launch() above.
+    const mode = values.worker as WorkerMode;
+    if (!['start', 'resume', 'verify'].includes(mode)) throw new UsageError(`Unknown worker mode "${mode}"`);
+    const run = runArg(values['run-id'], '--run-id');
+    return executeRun(runDir(resolveRepo(repoDir), run), io.env, mode, io.stderr);
+  }
+  if (values.stop !== undefined) {
+    const state = await stopLocalRun(resolveRepo(repoDir), runArg(values.stop, '--stop'));
+    if (!state) throw new CliError(`No run ${values.stop} in this repository`);
+    io.stdout(summary(state));
+    return 0;
+  }
+  for (const flag of ['resume', 'verify'] as const) {
+    const run = values[flag];
+    if (run === undefined) continue;
+    const state = tryReadState(runDir(resolveRepo(repoDir), runArg(run, `--${flag}`)));
+    if (!state) throw new CliError(`No run ${run} in this repository`);
+    if (flag === 'resume' && state.status !== 'stopped' && state.status !== 'failed') {
+      throw new CliError(`Run ${run} is ${state.status}; only stopped or failed runs can be resumed`);
+    }
+    if (flag === 'verify' && !TERMINAL.has(state.status)) throw new CliError(`Run ${run} is ${state.status}; verify it once it has ended`);
+    return launch(io, state, flag, detach);
+  }
+  if (values.retry !== undefined) {
+    const { state } = prepareRetry(repoDir, runArg(values.retry, '--retry'), values['run-id'] ?? null, io.env);
+    return launch(io, state, 'start', detach);
+  }
+  if (positionals.length === 0) throw new UsageError('svc start needs an input (see svc start --help)');
+  const { state } = await prepareRun({
+    input: positionals.join(' '),
+    forceBrief: values.brief === true,
+    pr: values.pr === true,
+    worktree: values.worktree === true,
+    provider: values.provider ?? null,
+    repo: repoDir,
+    runId: values['run-id'] ?? null,
+    env: io.env,
+  });
+  return launch(io, state, 'start', detach);
 }

@@ -1,0 +1,15 @@
+// Atomic file writes (temp file + rename) so a reader never sees half a state.json or answer file.
+import { writeFileSync, renameSync, mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { randomBytes } from 'node:crypto';
+
+export function writeFileAtomic(path: string, data: string | Buffer, mode = 0o644): void {
+  mkdirSync(dirname(path), { recursive: true });
+  const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  writeFileSync(tmp, data, { mode });
+  renameSync(tmp, path);
+}
+
+export function writeJsonAtomic(path: string, value: unknown, mode = 0o644): void {
+  writeFileAtomic(path, JSON.stringify(value, null, 2) + '\n', mode);
+}

@@ -1,0 +1,57 @@
+// Runs the policy's checks (argv arrays, never a shell) with capped output, one `check` event and artifact each.
+import { createHash } from 'node:crypto';
+import { spawnGroup } from './spawn-group.ts';
+import type { CheckSpec } from './policy.ts';
+
+export const CHECK_OUTPUT_CAP = 256 * 1024;
+export const CHECK_TIMEOUT_MS = 15 * 60 * 1000;
+
+export interface CheckResult {
+  name: string;
+  argv: string[];
+  required: boolean;
+  exit_code: number | null;
+  duration_ms: number;
+  output_sha256: string;
+  artifact: string;
+}
+
+export function artifactName(name: string): string {
+  return `checks/${name.replace(/[^A-Za-z0-9._-]/g, '_')}.log`;
+}
+
+export interface CheckHooks {
+  env: NodeJS.ProcessEnv;
+  cwd: string;
+  /** Called with the running check's group so a stop can reach it. */
+  onSpawn?: (identity: { pid: number; pgid: number; proc_start: string | null }) => void;
+  saveArtifact: (path: string, content: Buffer) => void;
+  event: (kind: string, data: Record<string, unknown>) => void;
+  stopped: () => boolean;
+}
+
+export async function runChecks(checks: CheckSpec[], hooks: CheckHooks): Promise<CheckResult[]> {
+  const results: CheckResult[] = [];
+  for (const check of checks) {
+    if (hooks.stopped()) break;
+    const started = Date.now();
+    const run = spawnGroup(check.run, { cwd: hooks.cwd, env: hooks.env, maxBytes: CHECK_OUTPUT_CAP, timeoutMs: CHECK_TIMEOUT_MS });
+    hooks.onSpawn?.(run.identity);
+    const done = await run.done;
+    const output = done.truncated ? Buffer.concat([done.output, Buffer.from('\n[output truncated]\n')]) : done.output;
+    const artifact = artifactName(check.name);
+    hooks.saveArtifact(artifact, output);
+    const result: CheckResult = {
+      name: check.name,
+      argv: check.run,
+      required: check.required,
+      exit_code: done.code,
+      duration_ms: Date.now() - started,
+      output_sha256: createHash('sha256').update(output).digest('hex'),
+      artifact,
+    };
+    hooks.event('check', { name: result.name, exit_code: result.exit_code, duration_ms: result.duration_ms, required: result.required, artifact });
+    results.push(result);
+  }
+  return results;
+}

@@ -1,0 +1,51 @@
+// Deploy records under .svc/deploys/*.json ({sha, finished_at, health}); the engine reads and records them, never deploys.
+import { readdirSync, readFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { writeJsonAtomic } from './atomic.ts';
+import { oneLine } from './text.ts';
+
+export interface DeployRecord {
+  sha: string;
+  finished_at: string;
+  health: string;
+}
+
+function parseRecord(raw: unknown): DeployRecord | null {
+  const o = raw as Partial<DeployRecord> | null;
+  if (!o || typeof o.sha !== 'string' || !/^[0-9a-f]{7,64}$/i.test(o.sha)) return null;
+  if (typeof o.finished_at !== 'string' || Number.isNaN(Date.parse(o.finished_at))) return null;
+  return { sha: o.sha.toLowerCase(), finished_at: o.finished_at, health: typeof o.health === 'string' ? o.health : 'unknown' };
+}
+
+export function readDeploys(repoDir: string): DeployRecord[] {
+  const dir = join(repoDir, '.svc', 'deploys');
+  if (!existsSync(dir)) return [];
+  const out: DeployRecord[] = [];
+  for (const name of readdirSync(dir)) {
+    if (!name.endsWith('.json')) continue;
+    try {
+      const record = parseRecord(JSON.parse(readFileSync(join(dir, name), 'utf8')));
+      if (record) out.push(record);
+    } catch {
+      // A broken record is skipped; the others still tell the story.
+    }
+  }
+  return out.sort((a, b) => Date.parse(b.finished_at) - Date.parse(a.finished_at));
+}
+
+/** `last deploy <sha7> <finished_at> health=<status>` for the newest record, or null when there is none. */
+export function latestDeployLine(repoDir: string): string | null {
+  const latest = readDeploys(repoDir)[0];
+  if (!latest) return null;
+  const health = oneLine(latest.health, 40).replace(/\s+/g, '_') || 'unknown';
+  return `last deploy ${latest.sha.slice(0, 7)} ${new Date(latest.finished_at).toISOString()} health=${health}`;
+}
+
+export function recordDeploy(repoDir: string, input: { sha: string; health: string; finished_at?: string }): string {
+  const record = parseRecord({ sha: input.sha, health: input.health, finished_at: input.finished_at ?? new Date().toISOString() });
+  if (!record) throw new Error('A deploy record needs a hex commit sha (7-64 chars) and an ISO-8601 finished_at');
+  const name = `${record.finished_at.replace(/[^0-9A-Za-z]/g, '')}-${record.sha.slice(0, 12)}.json`;
+  const path = join(repoDir, '.svc', 'deploys', name);
+  writeJsonAtomic(path, record);
+  return path;
+}

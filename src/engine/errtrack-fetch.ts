@@ -1,0 +1,96 @@
+// Fetches an error-tracker issue and its latest event with curl; the token travels only in a config on curl's stdin.
+import { spawn } from 'node:child_process';
+import { isLoopbackAddress } from '../http/guards.ts';
+import { CliError } from '../cli/usage-error.ts';
+import type { ErrtrackExport } from './errtrack-spec.ts';
+
+export interface IssueApi {
+  host: string;
+  issueUrl: string;
+  eventUrl: string;
+}
+
+/** Maps an issue page URL to its REST URLs; `ERRTRACK_URL` replaces the API base (`/api/0` added when it has no path). */
+export function issueApiUrls(pageUrl: string, env: NodeJS.ProcessEnv): IssueApi {
+  const page = new URL(pageUrl);
+  const id = /\/issues\/(\d+)/.exec(page.pathname)?.[1];
+  if (!id) throw new CliError(`Not an issue URL: "${pageUrl}"`, 2);
+  const org = /\/organizations\/([^/]+)\//.exec(page.pathname)?.[1] ?? /^([a-z0-9-]+)\.sentry\.io$/i.exec(page.hostname)?.[1] ?? null;
+  let base = `${page.protocol}//${page.host}/api/0`;
+  if (env.ERRTRACK_URL) {
+    const override = new URL(env.ERRTRACK_URL);
+    const path = override.pathname.replace(/\/+$/, '');
+    base = `${override.protocol}//${override.host}${path === '' ? '/api/0' : path}`;
+  }
+  const api = new URL(base);
+  const local = isLoopbackAddress(api.hostname.replace(/^\[|\]$/g, '')) || api.hostname === 'localhost';
+  if (api.protocol !== 'https:' && !(api.protocol === 'http:' && local)) {
+    throw new CliError(`Refusing to send ERRTRACK_AUTH_TOKEN over ${api.protocol} to ${api.host}: use https`, 2);
+  }
+  const issuePath = org ? `/organizations/${encodeURIComponent(org)}/issues/${id}/` : `/issues/${id}/`;
+  return { host: api.host, issueUrl: `${base}${issuePath}`, eventUrl: `${base}${issuePath}events/latest/` };
+}
+
+function quote(value: string): string {
+  return `"${value.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
+}
+
+/** One GET through `curl --config -`: argv carries no URL and no secret, only the config switch. */
+export function curlJson(url: string, token: string, curlPath = 'curl'): Promise<unknown> {
+  const config = [
+    `url = ${quote(url)}`,
+    `header = ${quote(`Authorization: Bearer ${token}`)}`,
+    'header = "Accept: application/json"',
+    'proto = "=https,http"',
+    'silent',
+    'show-error',
+    'fail',
+    'max-time = 30',
+    'max-filesize = 20000000',
+    '',
+  ].join('\n');
+  const env: NodeJS.ProcessEnv = {};
+  for (const key of ['PATH', 'HOME', 'https_proxy', 'HTTPS_PROXY', 'http_proxy', 'HTTP_PROXY', 'no_proxy', 'NO_PROXY', 'SSL_CERT_FILE', 'CURL_CA_BUNDLE']) {
+    if (process.env[key] !== undefined) env[key] = process.env[key];
+  }
+  return new Promise((resolve, reject) => {
+    const child = spawn(curlPath, ['--config', '-'], { stdio: ['pipe', 'pipe', 'pipe'], env, shell: false });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout.on('data', (c: Buffer) => out.push(c));
+    child.stderr.on('data', (c: Buffer) => err.push(c));
+    child.on('error', (e) => reject(new CliError(`Could not run curl to fetch the issue: ${e.message}`)));
+    child.on('close', (code) => {
+      if (code !== 0) {
+        const detail = Buffer.concat(err).toString('utf8').split(token).join('***').trim().split('\n')[0] ?? '';
+        reject(new CliError(`Fetching ${url} failed (curl exit ${code}${detail ? `: ${detail}` : ''})`));
+        return;
+      }
+      try {
+        resolve(JSON.parse(Buffer.concat(out).toString('utf8')));
+      } catch {
+        reject(new CliError(`The error tracker answered ${url} with something that is not JSON`));
+      }
+    });
+    child.stdin.end(config);
+  });
+}
+
+export async function fetchIssueExport(pageUrl: string, env: NodeJS.ProcessEnv): Promise<ErrtrackExport> {
+  const token = env.ERRTRACK_AUTH_TOKEN;
+  if (!token) {
+    throw new CliError('ERRTRACK_AUTH_TOKEN is not set, so nothing was fetched. Set it, or save the issue as JSON and run: svc start <file.json>', 2);
+  }
+  if (!/^[\x21-\x7e]+$/.test(token) || token.includes('"') || token.includes('\\')) {
+    throw new CliError('ERRTRACK_AUTH_TOKEN contains characters a token cannot have', 2);
+  }
+  const api = issueApiUrls(pageUrl, env);
+  const issue = (await curlJson(api.issueUrl, token)) as Record<string, unknown>;
+  let event: Record<string, unknown> | null = null;
+  try {
+    event = (await curlJson(api.eventUrl, token)) as Record<string, unknown>;
+  } catch {
+    // The issue alone still makes a spec; the stack trace section then says none was found.
+  }
+  return { issue, event };
+}

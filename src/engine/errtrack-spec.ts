@@ -1,0 +1,171 @@
+// Error-tracker export → Markdown task spec (DESIGN §6): Error, Stack trace (in-app first), Breadcrumbs, Context, Acceptance criteria.
+import { oneLine, str } from './text.ts';
+
+type Obj = Record<string, unknown>;
+
+export interface ErrtrackExport {
+  issue: Obj | null;
+  event: Obj | null;
+}
+
+export interface Frame {
+  file: string;
+  line: number | null;
+  fn: string;
+  inApp: boolean;
+}
+
+export interface ErrtrackSummary {
+  title: string;
+  errorType: string | null;
+  errorValue: string | null;
+  frames: Frame[];
+  breadcrumbs: string[];
+  release: string | null;
+  environment: string | null;
+  culprit: string | null;
+  link: string | null;
+  shortId: string | null;
+}
+
+function obj(value: unknown): Obj | null {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Obj) : null;
+}
+
+function arr(value: unknown): unknown[] {
+  return Array.isArray(value) ? value : [];
+}
+
+function looksLikeEvent(o: Obj): boolean {
+  return 'entries' in o || 'exception' in o || 'eventID' in o || 'event_id' in o;
+}
+
+/** Accepts an issue export, an event, `{issue, event}`, or an alert/issue webhook body holding either. */
+export function normalizeExport(input: unknown): ErrtrackExport {
+  const o = obj(input);
+  if (!o) throw new Error('The error-tracker export must be a JSON object');
+  if (obj(o.issue) || obj(o.event)) return { issue: obj(o.issue), event: obj(o.event) };
+  const data = obj(o.data);
+  if (data && (obj(data.event) || obj(data.issue))) return { issue: obj(data.issue), event: obj(data.event) };
+  if (looksLikeEvent(o)) return { issue: null, event: o };
+  if ('title' in o || 'shortId' in o || 'culprit' in o) return { issue: o, event: null };
+  throw new Error('Not an error-tracker export: expected an issue, an event, or an object with "issue" and "event"');
+}
+
+function exceptionValues(event: Obj | null): Obj[] {
+  if (!event) return [];
+  for (const entry of arr(event.entries)) {
+    const e = obj(entry);
+    if (e?.type === 'exception') return arr(obj(e.data)?.values).map(obj).filter((v): v is Obj => v !== null);
+  }
+  return arr(obj(event.exception)?.values).map(obj).filter((v): v is Obj => v !== null);
+}
+
+function breadcrumbValues(event: Obj | null): Obj[] {
+  if (!event) return [];
+  let values: unknown[] = arr(obj(event.breadcrumbs)?.values);
+  for (const entry of arr(event.entries)) {
+    const e = obj(entry);
+    if (e?.type === 'breadcrumbs') values = arr(obj(e.data)?.values);
+  }
+  return values.map(obj).filter((v): v is Obj => v !== null);
+}
+
+function toFrame(raw: Obj): Frame {
+  const file = str(raw.filename) ?? str(raw.absPath) ?? str(raw.abs_path) ?? str(raw.module) ?? '<unknown>';
+  const lineValue = raw.lineNo ?? raw.lineno;
+  const line = typeof lineValue === 'number' ? lineValue : null;
+  const fn = str(raw.function) ?? str(raw.rawFunction) ?? '<anonymous>';
+  return { file: oneLine(file, 300), line, fn: oneLine(fn, 200), inApp: raw.inApp === true || raw.in_app === true };
+}
+
+/** Frames newest call first, in-app frames before library frames (stable within each group). */
+function framesOf(values: Obj[]): Frame[] {
+  const frames: Frame[] = [];
+  for (const value of [...values].reverse()) {
+    const raw = arr(obj(value.stacktrace)?.frames).map(obj).filter((f): f is Obj => f !== null);
+    for (const f of raw.reverse()) frames.push(toFrame(f));
+  }
+  return [...frames.filter((f) => f.inApp), ...frames.filter((f) => !f.inApp)];
+}
+
+function crumbLine(c: Obj): string {
+  const when = str(c.timestamp) ?? '';
+  const tag = [str(c.category), str(c.level)].filter(Boolean).join('/');
+  const message = str(c.message) ?? (obj(c.data) ? JSON.stringify(c.data) : '');
+  return oneLine(`${when} [${tag || str(c.type) || 'event'}] ${message}`, 400);
+}
+
+function tagValue(event: Obj | null, key: string): string | null {
+  for (const t of arr(event?.tags)) {
+    const tag = obj(t);
+    if (tag && tag.key === key) return str(tag.value);
+    if (Array.isArray(t) && t[0] === key) return str(t[1]);
+  }
+  return null;
+}
+
+function releaseOf(issue: Obj | null, event: Obj | null): string | null {
+  const r = event?.release;
+  return str(obj(r)?.version) ?? str(r) ?? tagValue(event, 'release') ?? str(obj(issue?.lastRelease)?.version) ?? null;
+}
+
+export function summarize(exp: ErrtrackExport): ErrtrackSummary {
+  const { issue, event } = exp;
+  const values = exceptionValues(event);
+  const top = values[values.length - 1] ?? null;
+  const meta = obj(issue?.metadata) ?? obj(event?.metadata);
+  const errorType = str(top?.type) ?? str(meta?.type);
+  const errorValue = str(top?.value) ?? str(meta?.value);
+  const title = str(issue?.title) ?? str(event?.title) ?? [errorType, errorValue].filter(Boolean).join(': ') ?? 'Unknown error';
+  return {
+    title: oneLine(title || 'Unknown error', 300),
+    errorType: errorType && oneLine(errorType, 200),
+    errorValue: errorValue && oneLine(errorValue, 1000),
+    frames: framesOf(values),
+    breadcrumbs: breadcrumbValues(event).slice(-30).map(crumbLine),
+    release: releaseOf(issue, event),
+    environment: str(event?.environment) ?? tagValue(event, 'environment'),
+    culprit: str(event?.culprit) ?? str(issue?.culprit),
+    link: str(issue?.permalink) ?? str(event?.web_url) ?? null,
+    shortId: str(issue?.shortId),
+  };
+}
+
+export function renderErrtrackSpec(s: ErrtrackSummary): string {
+  const error = [s.errorType, s.errorValue].filter(Boolean).join(': ') || s.title;
+  const frames = s.frames.slice(0, 40).map((f) => `- ${f.file}:${f.line ?? '?'} in ${f.fn}${f.inApp ? '' : ' (library)'}`);
+  const context = [
+    `- Release: ${s.release ?? 'unknown'}`,
+    `- Environment: ${s.environment ?? 'unknown'}`,
+    `- Culprit: ${s.culprit ?? 'unknown'}`,
+    ...(s.shortId ? [`- Issue: ${s.shortId}`] : []),
+    ...(s.link ? [`- Link: ${s.link}`] : []),
+  ];
+  return [
+    `# Fix: ${s.title}`,
+    '',
+    '## Error',
+    '',
+    error,
+    '',
+    '## Stack trace',
+    '',
+    ...(frames.length ? frames : ['(no stack trace in the export)']),
+    '',
+    '## Breadcrumbs',
+    '',
+    ...(s.breadcrumbs.length ? s.breadcrumbs.map((b) => `- ${b}`) : ['(none recorded)']),
+    '',
+    '## Context',
+    '',
+    ...context,
+    '',
+    '## Acceptance criteria',
+    '',
+    `- The error "${oneLine(error, 300)}" no longer occurs.`,
+    '- A regression test covers it.',
+    '- Existing tests pass.',
+    '',
+  ].join('\n');
+}

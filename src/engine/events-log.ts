@@ -1,0 +1,45 @@
+// events.jsonl: one event per line with a per-run seq (DESIGN §3), appended with O_APPEND so lines never interleave.
+import { appendFileSync, readFileSync, existsSync } from 'node:fs';
+import { eventsPath } from './paths.ts';
+
+export interface RunEvent {
+  seq: number;
+  ts: string;
+  kind: string;
+  data: Record<string, unknown>;
+}
+
+export interface EventLog {
+  append(kind: string, data?: Record<string, unknown>): RunEvent;
+  lastSeq(): number;
+}
+
+export function readEvents(dir: string): RunEvent[] {
+  const path = eventsPath(dir);
+  if (!existsSync(path)) return [];
+  const out: RunEvent[] = [];
+  for (const line of readFileSync(path, 'utf8').split('\n')) {
+    if (!line.trim()) continue;
+    try {
+      out.push(JSON.parse(line) as RunEvent);
+    } catch {
+      // A torn last line from a killed writer is skipped, not fatal.
+    }
+  }
+  return out;
+}
+
+/** Opens the log; seq continues from the last line on disk so resumes and verifies never reuse a seq. */
+export function openEventLog(dir: string, onAppend?: (event: RunEvent) => void): EventLog {
+  let seq = readEvents(dir).reduce((max, e) => Math.max(max, e.seq), 0);
+  return {
+    append(kind, data = {}) {
+      seq += 1;
+      const event: RunEvent = { seq, ts: new Date().toISOString(), kind, data };
+      appendFileSync(eventsPath(dir), JSON.stringify(event) + '\n');
+      onAppend?.(event);
+      return event;
+    },
+    lastSeq: () => seq,
+  };
+}

@@ -1,0 +1,136 @@
+// Makes a run (id, folder, spec, queued state) and starts its worker as a detached process group of its own.
+import { existsSync, mkdirSync, openSync, closeSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { CliError } from '../cli/usage-error.ts';
+import { classifyInput } from './classify.ts';
+import { buildTask } from './spec.ts';
+import { loadEngineConfig } from './config.ts';
+import { resolveProvider, ProviderMissingError } from './providers.ts';
+import { loadPolicy, PolicyError } from './policy.ts';
+import { newRunId, isValidSegment } from './ids.ts';
+import { repoRoot, repoName, headSha, currentBranch, excludeEngineFolders } from './git.ts';
+import { runDir, artifactsDir } from './paths.ts';
+import { writeState, readState, isoNow, type RunState, type InputKind } from './run-state.ts';
+import { openEventLog } from './events-log.ts';
+import { identityOf } from './proc-group.ts';
+import type { WorkerMode } from './runner.ts';
+
+export interface StartOptions {
+  input: string;
+  forceBrief: boolean;
+  pr: boolean;
+  worktree: boolean;
+  provider: string | null;
+  repo: string;
+  runId: string | null;
+  env: NodeJS.ProcessEnv;
+}
+
+export function resolveRepo(dir: string): string {
+  try {
+    return repoRoot(dir);
+  } catch {
+    throw new CliError(`Not a git repository: "${dir}"`, 2);
+  }
+}
+
+/** Checks provider and policy up front so a bad setup fails the command, not a detached worker nobody watches. */
+function preflight(repo: string, provider: string | null, env: NodeJS.ProcessEnv): string {
+  try {
+    loadPolicy(repo);
+    return resolveProvider(provider, loadEngineConfig(repo), env).name;
+  } catch (err) {
+    if (err instanceof PolicyError) throw new CliError(`Refusing to start: ${err.message}`);
+    if (err instanceof ProviderMissingError) throw new CliError(err.message);
+    throw new CliError((err as Error).message);
+  }
+}
+
+interface NewRun {
+  repo: string;
+  run: string;
+  groupId: string | null;
+  spec: string;
+  brief: string;
+  origin: string;
+  provider: string;
+  pr: boolean;
+  worktree: boolean;
+  input: { kind: InputKind; value: string };
+  env: NodeJS.ProcessEnv;
+}
+
+function createRun(n: NewRun): { dir: string; state: RunState } {
+  if (!isValidSegment(n.run)) throw new CliError(`Run id "${n.run}" is not a valid path segment`, 2);
+  const dir = runDir(n.repo, n.run);
+  if (existsSync(dir)) throw new CliError(`Run ${n.run} already exists in ${n.repo}`, 2);
+  excludeEngineFolders(n.repo);
+  let base: string;
+  try {
+    base = headSha(n.repo);
+  } catch {
+    throw new CliError(`The repository at "${n.repo}" has no commits yet; commit something first`, 2);
+  }
+  mkdirSync(artifactsDir(dir), { recursive: true });
+  writeFileSync(join(dir, 'spec.md'), n.spec);
+  const isolated = n.worktree || n.pr;
+  const now = isoNow();
+  const source = n.env.SVC_SOURCE && isValidSegment(n.env.SVC_SOURCE) ? n.env.SVC_SOURCE : 'local';
+  const state: RunState = {
+    source, run: n.run, repo: repoName(n.repo), group_id: n.groupId ?? n.run, status: 'queued', verdict: null,
+    brief: n.brief, origin: n.origin, provider: n.provider, branch: isolated ? `svc/${n.run}` : currentBranch(n.repo),
+    pr_url: null, question: null, started_at: now, ended_at: null, updated_at: now, cost_usd: null, tokens_in: null,
+    tokens_out: null, exit_code: null, error: null, repo_path: n.repo, input: n.input, workdir: n.repo, worktree: isolated,
+    pr: n.pr, base_sha: base, head_sha: null, spec_sha256: createHash('sha256').update(n.spec).digest('hex'), pid: null,
+    pgid: null, proc_start: null, budget_usd: null, child: null, answers: [], base_branch: currentBranch(n.repo),
+  };
+  writeState(dir, state);
+  openEventLog(dir).append('run.status', { from: null, to: 'queued' });
+  return { dir, state };
+}
+
+export async function prepareRun(opts: StartOptions): Promise<{ dir: string; state: RunState }> {
+  const repo = resolveRepo(opts.repo);
+  const input = classifyInput(opts.input, { forceBrief: opts.forceBrief, cwd: process.cwd() });
+  const task = await buildTask(input, repo, opts.env);
+  const provider = preflight(repo, opts.provider, opts.env);
+  return createRun({
+    repo, run: opts.runId ?? newRunId(), groupId: null, ...task, provider, pr: opts.pr, worktree: opts.worktree,
+    input: { kind: input.kind, value: input.kind === 'brief' ? task.brief : input.value }, env: opts.env,
+  });
+}
+
+/** A new run in the same group with the same spec, provider and flags (DESIGN §3: retry never changes the old run). */
+export function prepareRetry(repoDir: string, oldRun: string, newRun: string | null, env: NodeJS.ProcessEnv): { dir: string; state: RunState } {
+  const repo = resolveRepo(repoDir);
+  const oldDir = runDir(repo, oldRun);
+  if (!existsSync(oldDir)) throw new CliError(`No run ${oldRun} in ${repo}`, 2);
+  const old = readState(oldDir);
+  const provider = preflight(repo, old.provider, env);
+  return createRun({
+    repo, run: newRun ?? newRunId(), groupId: old.group_id, spec: readFileSync(join(oldDir, 'spec.md'), 'utf8'), brief: old.brief,
+    origin: old.origin, provider, pr: old.pr, worktree: old.worktree, input: old.input, env: { ...env, SVC_SOURCE: old.source },
+  });
+}
+
+/** Spawns `svc start --worker MODE --run-id RUN --repo REPO` detached; output goes to runner.log unless inherited. */
+export function spawnWorker(cli: string, state: RunState, mode: WorkerMode, env: NodeJS.ProcessEnv, inherit: boolean): ReturnType<typeof spawn> {
+  const dir = runDir(state.repo_path, state.run);
+  const log = inherit ? null : openSync(join(dir, 'runner.log'), 'a');
+  const child = spawn(process.execPath, [cli, 'start', '--worker', mode, '--run-id', state.run, '--repo', state.repo_path], {
+    cwd: state.repo_path,
+    env: { ...env, SVC_SOURCE: state.source },
+    detached: true,
+    shell: false,
+    stdio: inherit ? ['ignore', 'inherit', 'inherit'] : ['ignore', log!, log!],
+  });
+  if (log !== null) closeSync(log);
+  if (child.pid && mode !== 'verify') {
+    // Recorded before the worker runs, so a stop that comes right away can still find it.
+    const fresh = readState(dir);
+    writeState(dir, { ...fresh, ...identityOf(child.pid) });
+  }
+  return child;
+}

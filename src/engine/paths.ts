@@ -1,0 +1,33 @@
+// Where a run lives on disk (DESIGN §3 "On disk"): one function per path so no caller builds them by hand.
+import { join } from 'node:path';
+import { homedir } from 'node:os';
+
+export function svcDir(repo: string): string {
+  return join(repo, '.svc');
+}
+export function runsDir(repo: string): string {
+  return join(repo, '.svc', 'runs');
+}
+export function runDir(repo: string, run: string): string {
+  return join(repo, '.svc', 'runs', run);
+}
+export function worktreeDir(repo: string, run: string): string {
+  return join(repo, '.svc', 'worktrees', run);
+}
+export function statePath(dir: string): string {
+  return join(dir, 'state.json');
+}
+export function eventsPath(dir: string): string {
+  return join(dir, 'events.jsonl');
+}
+export function artifactsDir(dir: string): string {
+  return join(dir, 'artifacts');
+}
+export function svcHomeOf(env: NodeJS.ProcessEnv): string {
+  return join(env.HOME || homedir(), '.svc');
+}
+/** `$SVC_CONTROL_ANSWER_DIR/<source>/<run>.json`, default ~/.svc/control/answers (DESIGN §4). */
+export function answerFilePath(env: NodeJS.ProcessEnv, source: string, run: string): string {
+  const base = env.SVC_CONTROL_ANSWER_DIR || join(svcHomeOf(env), 'control', 'answers');
+  return join(base, source, `${run}.json`);
+}

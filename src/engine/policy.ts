@@ -1,0 +1,114 @@
+// The project policy file .svc/policy.json (DESIGN §6). Unknown keys are an error: a typo must not silently loosen the gate.
+import { readFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Verdict } from './run-state.ts';
+
+export interface CheckSpec {
+  name: string;
+  run: string[];
+  required: boolean;
+}
+
+export interface Policy {
+  checks: CheckSpec[];
+  pr: { open: 'verified' | 'verified_with_gaps' | 'never'; draft: boolean; base: string | null };
+  max_usd: number | null;
+  /** Whether a file was found; with none, the defaults apply (PR only on verified, as draft). */
+  fromFile: boolean;
+}
+
+export class PolicyError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'PolicyError';
+  }
+}
+
+export const DEFAULT_POLICY: Policy = { checks: [], pr: { open: 'verified', draft: true, base: null }, max_usd: null, fromFile: false };
+
+function onlyKeys(value: Record<string, unknown>, allowed: string[], where: string): void {
+  for (const key of Object.keys(value)) {
+    if (!allowed.includes(key)) throw new PolicyError(`Unknown key "${key}" in ${where} (allowed: ${allowed.join(', ')})`);
+  }
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function parseCheck(raw: unknown, i: number): CheckSpec {
+  const where = `policy.json checks[${i}]`;
+  if (!isObject(raw)) throw new PolicyError(`${where} must be an object`);
+  onlyKeys(raw, ['name', 'run', 'required'], where);
+  if (typeof raw.name !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9 ._-]{0,63}$/.test(raw.name)) {
+    throw new PolicyError(`${where}.name must be a short name of letters, digits, space, ".", "_" or "-"`);
+  }
+  if (!Array.isArray(raw.run) || raw.run.length === 0 || !raw.run.every((a) => typeof a === 'string' && a !== '')) {
+    throw new PolicyError(`${where}.run must be a non-empty argv array of strings (no shell)`);
+  }
+  if (raw.required !== undefined && typeof raw.required !== 'boolean') throw new PolicyError(`${where}.required must be true or false`);
+  return { name: raw.name, run: raw.run as string[], required: raw.required !== false };
+}
+
+export function parsePolicy(raw: unknown): Policy {
+  if (!isObject(raw)) throw new PolicyError('policy.json must hold a JSON object');
+  onlyKeys(raw, ['checks', 'pr', 'max_usd'], 'policy.json');
+  const checksRaw = raw.checks ?? [];
+  if (!Array.isArray(checksRaw)) throw new PolicyError('policy.json checks must be an array');
+  const checks = checksRaw.map(parseCheck);
+  const names = new Set<string>();
+  for (const c of checks) {
+    if (names.has(c.name)) throw new PolicyError(`policy.json has two checks named "${c.name}"`);
+    names.add(c.name);
+  }
+  const pr = { ...DEFAULT_POLICY.pr };
+  if (raw.pr !== undefined) {
+    if (!isObject(raw.pr)) throw new PolicyError('policy.json pr must be an object');
+    onlyKeys(raw.pr, ['open', 'draft', 'base'], 'policy.json pr');
+    if (raw.pr.open !== undefined) {
+      if (raw.pr.open !== 'verified' && raw.pr.open !== 'verified_with_gaps' && raw.pr.open !== 'never') {
+        throw new PolicyError('policy.json pr.open must be "verified", "verified_with_gaps" or "never"');
+      }
+      pr.open = raw.pr.open;
+    }
+    if (raw.pr.draft !== undefined) {
+      if (typeof raw.pr.draft !== 'boolean') throw new PolicyError('policy.json pr.draft must be true or false');
+      pr.draft = raw.pr.draft;
+    }
+    if (raw.pr.base !== undefined && raw.pr.base !== null) {
+      if (typeof raw.pr.base !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$/.test(raw.pr.base)) {
+        throw new PolicyError('policy.json pr.base must be a branch name');
+      }
+      pr.base = raw.pr.base;
+    }
+  }
+  let maxUsd: number | null = null;
+  if (raw.max_usd !== undefined && raw.max_usd !== null) {
+    if (typeof raw.max_usd !== 'number' || !Number.isFinite(raw.max_usd) || raw.max_usd <= 0) {
+      throw new PolicyError('policy.json max_usd must be a positive number or null');
+    }
+    maxUsd = raw.max_usd;
+  }
+  return { checks, pr, max_usd: maxUsd, fromFile: true };
+}
+
+/** Reads `<repo>/.svc/policy.json`; a missing file gives the defaults, a broken one throws (fail closed). */
+export function loadPolicy(repo: string): Policy {
+  const path = join(repo, '.svc', 'policy.json');
+  if (!existsSync(path)) return DEFAULT_POLICY;
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(path, 'utf8'));
+  } catch {
+    throw new PolicyError('policy.json is not valid JSON');
+  }
+  return parsePolicy(raw);
+}
+
+const RANK: Record<Verdict, number> = { verified: 2, verified_with_gaps: 1, not_verified: 0 };
+
+/** Whether a verdict clears the policy's PR bar. */
+export function verdictAccepted(policy: Policy, verdict: Verdict | null): boolean {
+  if (verdict === null || policy.pr.open === 'never') return false;
+  return RANK[verdict] >= RANK[policy.pr.open];
+}

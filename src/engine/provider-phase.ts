@@ -1,0 +1,161 @@
+// Runs the provider until it is done: questions (SVC_QUESTION_FILE) block the run until an answer file arrives,
+// and reaching the policy's max_usd blocks it asking whether to continue (DESIGN §6).
+import { readFileSync, existsSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { RunContext } from './run-context.ts';
+import type { ResolvedProvider } from './providers.ts';
+import { buildPrompt } from './prompt.ts';
+import { spawnGroup } from './spawn-group.ts';
+import { providerEnv } from './provider-env.ts';
+import { createUsageParser, addUsage, type Usage } from './usage-parsers.ts';
+import { takeAnswer, takeStopRequest } from './answers.ts';
+import { oneLine } from './text.ts';
+
+const LOG_LINE_CAP = 4000;
+const LOG_EVENTS_CAP = 5000;
+const PROVIDER_LOG_CAP = 4 * 1024 * 1024;
+const POLL_MS = 150;
+
+export type ProviderOutcome = { kind: 'done' } | { kind: 'stopped' } | { kind: 'failed'; exitCode: number | null; error: string };
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+function readQuestion(path: string): string | null {
+  if (!existsSync(path)) return null;
+  let text = '';
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch {
+    return null;
+  }
+  rmSync(path, { force: true });
+  return oneLine(text, 2000) || 'The provider asked for input without saying what';
+}
+
+/** Polls for the answer (or a stop); returns null when the run is being stopped. */
+async function waitForAnswer(ctx: RunContext): Promise<string | null> {
+  for (;;) {
+    if (takeStopRequest(ctx.env, ctx.state.source, ctx.state.run)) ctx.requestStop('stop requested');
+    if (ctx.stopRequested()) return null;
+    const answer = takeAnswer(ctx.env, ctx.state.source, ctx.state.run, ctx.dir);
+    if (answer !== null) return answer;
+    await sleep(POLL_MS);
+  }
+}
+
+function block(ctx: RunContext, question: string): void {
+  ctx.event('question', { question });
+  ctx.setStatus('blocked', { question });
+}
+
+function unblock(ctx: RunContext, answer: string, answerFile: string): void {
+  writeFileSync(answerFile, answer);
+  ctx.event('answer', { answer });
+  ctx.setStatus('running', { question: null, answers: [...ctx.state.answers, answer] });
+}
+
+export async function runProvider(ctx: RunContext, provider: ResolvedProvider, spec: string, opts: { maxUsd: number | null; notes: string[] }): Promise<ProviderOutcome> {
+  const questionFile = join(ctx.dir, 'question.txt');
+  const answerFile = join(ctx.dir, 'answer.txt');
+  const taskFile = join(ctx.dir, 'prompt.md');
+  let logEvents = 0;
+  const output: Buffer[] = [];
+  let outputSize = 0;
+  if (ctx.state.budget_usd === null && opts.maxUsd !== null) ctx.update({ budget_usd: opts.maxUsd });
+
+  for (let attempt = 1; ; attempt++) {
+    if (ctx.stopRequested()) return { kind: 'stopped' };
+    const prompt = buildPrompt(spec, { answers: ctx.state.answers, notes: opts.notes });
+    writeFileSync(taskFile, prompt);
+    rmSync(questionFile, { force: true });
+    const parse = createUsageParser(provider.kind);
+    let usage: Usage = { cost_usd: null, tokens_in: null, tokens_out: null };
+    const env = providerEnv(ctx.env, {
+      SVC_TASK_FILE: taskFile,
+      SVC_QUESTION_FILE: questionFile,
+      SVC_ANSWER_FILE: answerFile,
+      SVC_RUN_ID: ctx.state.run,
+      SVC_SOURCE: ctx.state.source,
+    });
+    const argv = provider.argv.map((a) => (a === '{task_file}' ? taskFile : a));
+    ctx.event('log', { stream: 'svc', text: `provider ${provider.name} started (attempt ${attempt})` });
+    ctx.say(`provider ${provider.name} started (attempt ${attempt})`);
+    const proc = spawnGroup(argv, {
+      cwd: ctx.state.workdir,
+      env,
+      ...(provider.stdinPrompt ? { stdin: prompt } : {}),
+      maxBytes: 1,
+      onLine(stream, line) {
+        const inc = parse(line);
+        if (inc) usage = addUsage(usage, inc);
+        if (outputSize < PROVIDER_LOG_CAP) {
+          const b = Buffer.from(`${line}\n`);
+          output.push(b);
+          outputSize += b.length;
+        }
+        if (logEvents < LOG_EVENTS_CAP) {
+          logEvents++;
+          ctx.event('log', { stream, text: line.length > LOG_LINE_CAP ? `${line.slice(0, LOG_LINE_CAP)}…` : line });
+          if (logEvents === LOG_EVENTS_CAP) ctx.event('log', { stream: 'svc', text: 'further provider output is only in provider.log' });
+        }
+      },
+    });
+    ctx.setChild(proc.identity);
+    let exited = false;
+    const done = proc.done.then((r) => {
+      exited = true;
+      return r;
+    });
+    while (!exited) {
+      if (takeStopRequest(ctx.env, ctx.state.source, ctx.state.run)) ctx.requestStop('stop requested');
+      const question = ctx.state.status === 'blocked' ? null : readQuestion(questionFile);
+      if (question) block(ctx, question);
+      if (ctx.state.status === 'blocked' && !ctx.stopRequested()) {
+        const answer = takeAnswer(ctx.env, ctx.state.source, ctx.state.run, ctx.dir);
+        if (answer !== null) {
+          unblock(ctx, answer, answerFile);
+        }
+      }
+      await Promise.race([done, sleep(POLL_MS)]);
+    }
+    const result = await done;
+    ctx.setChild(null);
+    ctx.saveArtifact('provider.log', Buffer.concat(output));
+    const total = addUsage({ cost_usd: ctx.state.cost_usd, tokens_in: ctx.state.tokens_in, tokens_out: ctx.state.tokens_out }, usage);
+    ctx.update({ ...total, exit_code: result.code });
+    if (usage.cost_usd !== null || usage.tokens_in !== null || usage.tokens_out !== null) {
+      ctx.event('cost', { usd: usage.cost_usd, tokens_in: usage.tokens_in, tokens_out: usage.tokens_out, total_usd: total.cost_usd });
+    }
+    if (ctx.stopRequested()) return { kind: 'stopped' };
+
+    // A question written just before exit, or still unanswered when the provider exited: wait, then re-invoke.
+    const late = ctx.state.status === 'blocked' ? null : readQuestion(questionFile);
+    if (late) block(ctx, late);
+    if (ctx.state.status === 'blocked') {
+      const answer = await waitForAnswer(ctx);
+      if (answer === null) return { kind: 'stopped' };
+      unblock(ctx, answer, answerFile);
+      continue;
+    }
+
+    const budget = ctx.state.budget_usd;
+    if (budget !== null && total.cost_usd !== null && total.cost_usd >= budget) {
+      block(ctx, `The run has spent $${total.cost_usd.toFixed(2)}, reaching its budget of $${budget.toFixed(2)} (max_usd). Continue? Answer "yes" to allow another $${(opts.maxUsd ?? budget).toFixed(2)}, anything else to stop.`);
+      const answer = await waitForAnswer(ctx);
+      if (answer === null) return { kind: 'stopped' };
+      ctx.event('answer', { answer });
+      if (!/^\s*(y|yes|continue|ok)\b/i.test(answer)) {
+        ctx.requestStop('budget not extended');
+        return { kind: 'stopped' };
+      }
+      ctx.setStatus('running', { question: null, budget_usd: budget + (opts.maxUsd ?? budget) });
+    }
+    if (result.code !== 0) {
+      const how = result.signal ? `was killed by ${result.signal}` : `exited with code ${result.code}`;
+      return { kind: 'failed', exitCode: result.code, error: `Provider ${provider.name} ${how}` };
+    }
+    return { kind: 'done' };
+  }
+}

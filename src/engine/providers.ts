@@ -1,0 +1,89 @@
+// Provider adapters: each tool's documented non-interactive invocation, plus `command` providers from .svc/config.json.
+import { which } from './which.ts';
+import type { EngineConfig } from './config.ts';
+
+export const BUILTIN_PROVIDERS = ['claude', 'codex', 'gemini', 'aider', 'opencode'] as const;
+
+export interface ResolvedProvider {
+  name: string;
+  /** Parser family: a builtin name, or "command". */
+  kind: string;
+  /** argv[0] is an absolute path; `{task_file}` is replaced when the run starts. */
+  argv: string[];
+  /** Whether the prompt is written to stdin (it is always in SVC_TASK_FILE too). */
+  stdinPrompt: boolean;
+}
+
+const BUILTIN_ARGS: Record<(typeof BUILTIN_PROVIDERS)[number], { args: string[]; stdin: boolean }> = {
+  // claude -p reads the prompt from stdin; JSON output ends with a result object holding total_cost_usd and usage.
+  claude: { args: ['-p', '--output-format', 'json', '--permission-mode', 'acceptEdits'], stdin: true },
+  // codex exec reads the prompt from stdin with "-"; --json prints JSONL events, --full-auto allows workspace edits.
+  codex: { args: ['exec', '--json', '--full-auto', '-'], stdin: true },
+  // gemini runs headless when stdin is not a TTY; --yolo approves tool calls.
+  gemini: { args: ['--output-format', 'json', '--yolo'], stdin: true },
+  // aider takes the task from a file; svc commits, so aider's own auto-commits are off.
+  aider: { args: ['--yes-always', '--no-auto-commits', '--no-pretty', '--no-stream', '--message-file', '{task_file}'], stdin: false },
+  // opencode run takes a message and attached files.
+  opencode: { args: ['run', '--format', 'json', '--file', '{task_file}', 'Do the task described in the attached file.'], stdin: false },
+};
+
+export class ProviderMissingError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ProviderMissingError';
+  }
+}
+
+function isBuiltin(name: string): name is (typeof BUILTIN_PROVIDERS)[number] {
+  return (BUILTIN_PROVIDERS as readonly string[]).includes(name);
+}
+
+function resolveNamed(name: string, config: EngineConfig, pathVar: string | undefined): ResolvedProvider | null {
+  const configured = config.providers[name];
+  if (configured) {
+    const [bin, ...rest] = configured.command;
+    const path = which(bin!, pathVar);
+    if (!path) throw new ProviderMissingError(`Provider "${name}" runs "${bin}", which was not found on PATH (${pathVar ?? ''})`);
+    return { name, kind: 'command', argv: [path, ...rest], stdinPrompt: true };
+  }
+  if (!isBuiltin(name)) return null;
+  const path = which(name, pathVar);
+  if (!path) return null;
+  const spec = BUILTIN_ARGS[name];
+  return { name, kind: name, argv: [path, ...spec.args], stdinPrompt: spec.stdin };
+}
+
+/** Picks --provider, else config "provider", else the first builtin found on PATH; says what it looked for when none is. */
+export function resolveProvider(requested: string | null, config: EngineConfig, env: NodeJS.ProcessEnv): ResolvedProvider {
+  const name = requested ?? config.provider;
+  if (name) {
+    const found = resolveNamed(name, config, env.PATH);
+    if (found) return found;
+    if (isBuiltin(name)) throw new ProviderMissingError(`Provider "${name}" not found: looked for the "${name}" executable on PATH`);
+    const configured = Object.keys(config.providers);
+    throw new ProviderMissingError(
+      `Unknown provider "${name}": builtins are ${BUILTIN_PROVIDERS.join(', ')}; .svc/config.json providers are ${configured.length ? configured.join(', ') : '(none)'}`,
+    );
+  }
+  for (const builtin of BUILTIN_PROVIDERS) {
+    const found = resolveNamed(builtin, config, env.PATH);
+    if (found) return found;
+  }
+  throw new ProviderMissingError(
+    `No provider found: looked for ${BUILTIN_PROVIDERS.join(', ')} on PATH and a "provider" in .svc/config.json. Install one or pass --provider NAME`,
+  );
+}
+
+/** For GET /v1/providers: every builtin and configured provider with where it was found. */
+export function listProviders(config: EngineConfig, env: NodeJS.ProcessEnv): Array<{ name: string; available: boolean; path: string | null }> {
+  const out: Array<{ name: string; available: boolean; path: string | null }> = [];
+  for (const name of BUILTIN_PROVIDERS) {
+    const path = which(name, env.PATH);
+    out.push({ name, available: path !== null, path });
+  }
+  for (const [name, p] of Object.entries(config.providers)) {
+    const path = which(p.command[0]!, env.PATH);
+    out.push({ name, available: path !== null, path });
+  }
+  return out;
+}

@@ -1,0 +1,95 @@
+// Evidence Receipt (DESIGN §6): canonical JSON, integrity = sha256 over it, Ed25519 signature over that digest.
+import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
+import { canonicalJson } from './canonical-json.ts';
+import { signBytes, verifyBytes, keyIdOf, type SigningKey } from '../keys.ts';
+
+export const RECEIPT_TYPE = 'svc.evidence_receipt';
+
+export interface ReceiptBody {
+  type: typeof RECEIPT_TYPE;
+  version: 1;
+  source: string;
+  run: string;
+  group_id: string;
+  repo: string;
+  branch: string | null;
+  base_sha: string | null;
+  head_sha: string | null;
+  spec_sha256: string;
+  provider: string;
+  checks: Array<{ name: string; argv: string[]; required: boolean; exit_code: number | null; duration_ms: number; output_sha256: string }>;
+  diff: { files: number; insertions: number; deletions: number; patch_sha256: string; paths: string[] };
+  cost: { usd: number | null; tokens_in: number | null; tokens_out: number | null };
+  verdict: 'verified' | 'verified_with_gaps' | 'not_verified';
+  gaps: string[];
+  started_at: string;
+  ended_at: string | null;
+  issued_at: string;
+}
+
+export interface Receipt extends ReceiptBody {
+  kid: string;
+  integrity: string;
+  signature: string;
+}
+
+/** sha256 hex over the canonical JSON of the receipt without `integrity` and `signature`. */
+export function receiptDigest(receipt: Record<string, unknown>): Buffer {
+  const { integrity: _i, signature: _s, ...rest } = receipt;
+  return createHash('sha256').update(canonicalJson(rest)).digest();
+}
+
+export function issueReceipt(body: ReceiptBody, key: SigningKey): Receipt {
+  const withKid = { ...body, kid: key.kid };
+  const digest = receiptDigest(withKid);
+  return { ...withKid, integrity: digest.toString('hex'), signature: signBytes(key, digest) };
+}
+
+export type ReceiptProblem = 'malformed' | 'integrity_mismatch' | 'unknown_key' | 'bad_signature';
+
+export interface ReceiptCheck {
+  ok: boolean;
+  problem: ReceiptProblem | null;
+  message: string;
+  receipt: Receipt | null;
+}
+
+/** Known public keys by kid (the local key, a --key file, or GET /v1/keys). */
+export type KeyRing = Map<string, KeyObject>;
+
+export function keyRingOf(pems: string[]): KeyRing {
+  const ring: KeyRing = new Map();
+  for (const pem of pems) {
+    const key = createPublicKey(pem);
+    ring.set(keyIdOf(key), key);
+  }
+  return ring;
+}
+
+export function verifyReceipt(value: unknown, ring: KeyRing): ReceiptCheck {
+  const r = value as Partial<Receipt> | null;
+  if (typeof r !== 'object' || r === null || r.type !== RECEIPT_TYPE || typeof r.integrity !== 'string' || typeof r.signature !== 'string' || typeof r.kid !== 'string') {
+    return { ok: false, problem: 'malformed', message: 'Not an Evidence Receipt: type, kid, integrity or signature is missing', receipt: null };
+  }
+  const digest = receiptDigest(r as Record<string, unknown>);
+  if (digest.toString('hex') !== r.integrity) {
+    return { ok: false, problem: 'integrity_mismatch', message: 'Integrity mismatch: the receipt was changed after it was issued', receipt: null };
+  }
+  const key = ring.get(r.kid);
+  if (!key) return { ok: false, problem: 'unknown_key', message: `Unknown key: no public key with kid "${r.kid}" is known here`, receipt: null };
+  if (!verifyBytes(key, digest, r.signature)) {
+    return { ok: false, problem: 'bad_signature', message: `Bad signature: key "${r.kid}" did not sign this receipt`, receipt: null };
+  }
+  return { ok: true, problem: null, message: `Receipt OK: run ${r.source}/${r.run}, verdict ${r.verdict}, signed by ${r.kid}`, receipt: r as Receipt };
+}
+
+/** Pulls the receipt JSON out of a PR body (the fenced block after the "svc-receipt" marker). */
+export function receiptFromMarkdown(text: string): unknown {
+  const m = /<!-- svc-receipt -->\s*```+json\n([\s\S]*?)\n```+/.exec(text);
+  if (!m) return null;
+  try {
+    return JSON.parse(m[1]!);
+  } catch {
+    return null;
+  }
+}

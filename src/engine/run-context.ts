@@ -1,0 +1,129 @@
+// The worker's handle on one run: state rewrites, events, artifacts, stop requests and shipping, in one place.
+import { writeFileSync, mkdirSync } from 'node:fs';
+import { join, dirname } from 'node:path';
+import { createHash } from 'node:crypto';
+import { openEventLog, type EventLog } from './events-log.ts';
+import { readState, writeState, isoNow, type RunState, type RunStatus } from './run-state.ts';
+import { artifactsDir } from './paths.ts';
+import { terminateGroup, type ProcIdentity } from './proc-group.ts';
+import { createShipper, type Shipper, type ControlItem } from './shipper.ts';
+import { writeAnswer } from './answers.ts';
+
+export const STOP_GRACE_MS = 5_000;
+
+export interface RunContext {
+  dir: string;
+  state: RunState;
+  env: NodeJS.ProcessEnv;
+  log: EventLog;
+  update(fields: Partial<RunState>): void;
+  setStatus(to: RunStatus, fields?: Partial<RunState>): void;
+  event(kind: string, data?: Record<string, unknown>): void;
+  saveArtifact(path: string, content: string | Buffer): void;
+  /** The provider or check now running (its own process group), so a stop can reach it. */
+  setChild(identity: ProcIdentity | null): void;
+  requestStop(reason: string): void;
+  stopRequested(): boolean;
+  /** Progress lines for whoever watches the worker (terminal or runner.log). */
+  say(text: string): void;
+  shipSoon(): void;
+  close(): Promise<void>;
+}
+
+export function openRunContext(dir: string, env: NodeJS.ProcessEnv, opts: { ship: boolean; say?: (t: string) => void }): RunContext {
+  const state = readState(dir);
+  let stopping = false;
+  let child: ProcIdentity | null = null;
+  let dirty = true;
+  let timer: NodeJS.Timeout | undefined;
+  let backoff = 250;
+  let nextShipAt = 0;
+  let shipping: Promise<unknown> = Promise.resolve();
+  let closed = false;
+
+  function onControl(item: ControlItem): void {
+    if (item.action === 'stop') ctx.requestStop('stop requested through the Control Plane');
+    if (item.action === 'answer' && typeof item.answer === 'string') writeAnswer(env, state.source, item.run, item.answer);
+  }
+
+  const shipper: Shipper | null = opts.ship ? createShipper(dir, env, onControl) : null;
+
+  function tick(): void {
+    if (!shipper || closed) return;
+    const now = Date.now();
+    // Ship when something changed, and at least every 2 s so control requests (stop, answer) reach a blocked run.
+    if ((dirty || now - nextShipAt > 2_000) && now >= nextShipAt) {
+      dirty = false;
+      shipping = shipper.flush().then((ok) => {
+        backoff = ok ? 250 : Math.min(backoff * 2, 30_000);
+        nextShipAt = Date.now() + (ok ? 200 : backoff);
+        if (!ok) dirty = true;
+      });
+    }
+  }
+  if (shipper) {
+    timer = setInterval(() => void shipping.then(tick), 200);
+    timer.unref();
+  }
+
+  const ctx: RunContext = {
+    dir,
+    state,
+    env,
+    log: openEventLog(dir, () => {
+      dirty = true;
+    }),
+    update(fields) {
+      Object.assign(state, fields, { updated_at: isoNow() });
+      writeState(dir, state);
+      dirty = true;
+    },
+    setStatus(to, fields = {}) {
+      const from = state.status;
+      ctx.update({ ...fields, status: to });
+      if (from !== to) {
+        ctx.event('run.status', { from, to });
+        ctx.say(`status ${to}${fields.error ? `: ${fields.error}` : ''}`);
+      }
+    },
+    event(kind, data = {}) {
+      ctx.log.append(kind, data);
+    },
+    saveArtifact(path, content) {
+      const full = join(artifactsDir(dir), path);
+      mkdirSync(dirname(full), { recursive: true });
+      writeFileSync(full, content);
+      const bytes = Buffer.isBuffer(content) ? content : Buffer.from(content);
+      ctx.event('artifact', { path, size: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') });
+    },
+    setChild(identity) {
+      child = identity;
+      ctx.update({ child: identity });
+    },
+    requestStop(reason) {
+      if (stopping) return;
+      stopping = true;
+      ctx.say(`stopping: ${reason}`);
+      if (child) void terminateGroup(child, STOP_GRACE_MS);
+    },
+    stopRequested: () => stopping,
+    say(text) {
+      opts.say?.(`[svc ${state.run}] ${text}\n`);
+    },
+    shipSoon() {
+      dirty = true;
+    },
+    async close() {
+      closed = true;
+      if (timer) clearInterval(timer);
+      await shipping;
+      if (!shipper) return;
+      // Final flush: a few quick tries, then give up; `svc ship` can re-send later.
+      for (const wait of [0, 250, 1_000]) {
+        if (wait) await new Promise((r) => setTimeout(r, wait));
+        if (await shipper.flush()) return;
+      }
+    },
+  };
+  return ctx;
+}

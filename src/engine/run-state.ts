@@ -1,0 +1,90 @@
+// The run as the engine keeps it in state.json: the run JSON of DESIGN §3 plus what the engine needs to steer it.
+import { readFileSync } from 'node:fs';
+import { writeJsonAtomic } from './atomic.ts';
+import { statePath } from './paths.ts';
+
+export const RUN_STATUSES = ['queued', 'running', 'blocked', 'stopping', 'stopped', 'succeeded', 'failed'] as const;
+export type RunStatus = (typeof RUN_STATUSES)[number];
+export type Verdict = 'verified' | 'verified_with_gaps' | 'not_verified';
+export const TERMINAL: ReadonlySet<RunStatus> = new Set(['succeeded', 'failed', 'stopped']);
+
+export interface RunJson {
+  source: string;
+  run: string;
+  repo: string;
+  group_id: string;
+  status: RunStatus;
+  verdict: Verdict | null;
+  brief: string;
+  origin: string;
+  provider: string;
+  branch: string | null;
+  pr_url: string | null;
+  question: string | null;
+  started_at: string;
+  ended_at: string | null;
+  updated_at: string;
+  cost_usd: number | null;
+  tokens_in: number | null;
+  tokens_out: number | null;
+  exit_code: number | null;
+  error: string | null;
+}
+
+export type InputKind = 'errtrack-file' | 'issue-url' | 'spec-file' | 'trackera' | 'brief';
+
+export interface RunState extends RunJson {
+  repo_path: string;
+  input: { kind: InputKind; value: string };
+  /** Where the provider works: the worktree for --worktree/--pr, else the repo itself. */
+  workdir: string;
+  worktree: boolean;
+  pr: boolean;
+  base_sha: string | null;
+  head_sha: string | null;
+  spec_sha256: string;
+  /** Runner process identity, checked before any signal (STYLE: Processes). */
+  pid: number | null;
+  pgid: number | null;
+  proc_start: string | null;
+  /** Spending the user has approved so far; starts at the policy's max_usd. */
+  budget_usd: number | null;
+  /** The provider or check running now, in its own process group (null between steps). */
+  child: { pid: number; pgid: number; proc_start: string | null } | null;
+  /** Every answer given so far; a re-invoked provider gets them all appended to its prompt. */
+  answers: string[];
+  /** Branch the repo had checked out when the run was made (the PR base unless the policy names one). */
+  base_branch: string | null;
+}
+
+const RUN_FIELDS: ReadonlyArray<keyof RunJson> = [
+  'source', 'run', 'repo', 'group_id', 'status', 'verdict', 'brief', 'origin', 'provider', 'branch', 'pr_url',
+  'question', 'started_at', 'ended_at', 'updated_at', 'cost_usd', 'tokens_in', 'tokens_out', 'exit_code', 'error',
+];
+
+/** The wire form (DESIGN §3): exactly the run JSON fields, nothing engine-internal. */
+export function toRunJson(state: RunState): RunJson {
+  const out: Record<string, unknown> = {};
+  for (const key of RUN_FIELDS) out[key] = state[key];
+  return out as unknown as RunJson;
+}
+
+export function readState(dir: string): RunState {
+  return JSON.parse(readFileSync(statePath(dir), 'utf8')) as RunState;
+}
+
+export function tryReadState(dir: string): RunState | null {
+  try {
+    return readState(dir);
+  } catch {
+    return null;
+  }
+}
+
+export function writeState(dir: string, state: RunState): void {
+  writeJsonAtomic(statePath(dir), state);
+}
+
+export function isoNow(now: number = Date.now()): string {
+  return new Date(now).toISOString();
+}

@@ -1,0 +1,98 @@
+// The worker: drives one run through provider → checks → receipt → PR (mode "start"/"resume"), or re-verifies it ("verify").
+import { readFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { openRunContext, type RunContext } from './run-context.ts';
+import { loadPolicy, type Policy } from './policy.ts';
+import { loadEngineConfig } from './config.ts';
+import { resolveProvider } from './providers.ts';
+import { createWorktree } from './git.ts';
+import { identityOf, signalGroup } from './proc-group.ts';
+import { runProvider } from './provider-phase.ts';
+import { collectDiff, saveDiff, verifyWork, writeReceipt, maybeOpenPr } from './finish-phase.ts';
+import { isoNow, TERMINAL } from './run-state.ts';
+import { worktreeDir } from './paths.ts';
+
+export type WorkerMode = 'start' | 'resume' | 'verify';
+
+function prepareWorkdir(ctx: RunContext): void {
+  const { state } = ctx;
+  if (!state.worktree) return;
+  const path = worktreeDir(state.repo_path, state.run);
+  if (!existsSync(path)) createWorktree(state.repo_path, path, state.branch!, state.base_sha ?? 'HEAD');
+  if (state.workdir !== path) ctx.update({ workdir: path });
+}
+
+async function finish(ctx: RunContext, policy: Policy, failure: string | null, exitCode: number | null): Promise<void> {
+  const diff = collectDiff(ctx);
+  saveDiff(ctx, diff);
+  const checks = failure ? [] : await verifyWork(ctx, policy, diff);
+  if (ctx.stopRequested()) return;
+  const ended = isoNow();
+  ctx.update({ ended_at: ended });
+  const receipt = writeReceipt(ctx, checks, diff, failure !== null);
+  const requiredFailed = checks.find((c) => c.required && c.exit_code !== 0);
+  let error = failure ?? (requiredFailed ? `Required check "${requiredFailed.name}" failed (exit ${requiredFailed.exit_code})` : null);
+  if (!error) error = await maybeOpenPr(ctx, policy, receipt);
+  else if (ctx.state.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
+  ctx.setStatus(error ? 'failed' : 'succeeded', { error, ended_at: ended, exit_code: exitCode, question: null });
+}
+
+async function startOrResume(ctx: RunContext, mode: WorkerMode): Promise<void> {
+  const policy = loadPolicy(ctx.state.repo_path);
+  const provider = resolveProvider(ctx.state.provider || null, loadEngineConfig(ctx.state.repo_path), ctx.env);
+  prepareWorkdir(ctx);
+  const spec = readFileSync(join(ctx.dir, 'spec.md'), 'utf8');
+  const notes = mode === 'resume' ? ['This run was resumed: your earlier changes are already in the working tree. Continue the task from there.'] : [];
+  const outcome = await runProvider(ctx, provider, spec, { maxUsd: policy.max_usd, notes });
+  if (outcome.kind === 'stopped' || ctx.stopRequested()) return;
+  if (outcome.kind === 'failed') await finish(ctx, policy, outcome.error, outcome.exitCode);
+  else await finish(ctx, policy, null, 0);
+}
+
+async function reverify(ctx: RunContext): Promise<void> {
+  const policy = loadPolicy(ctx.state.repo_path);
+  ctx.event('log', { stream: 'svc', text: 'verify: re-running checks' });
+  const diff = collectDiff(ctx);
+  saveDiff(ctx, diff);
+  const checks = await verifyWork(ctx, policy, diff);
+  if (ctx.stopRequested()) return;
+  writeReceipt(ctx, checks, diff, ctx.state.status === 'failed' && ctx.state.error !== null && !ctx.state.error.startsWith('Required check'));
+}
+
+/** Runs in the detached worker process; the exit code is 0 when the run succeeded. */
+export async function executeRun(dir: string, env: NodeJS.ProcessEnv, mode: WorkerMode, say: (t: string) => void): Promise<number> {
+  const ctx = openRunContext(dir, env, { ship: env.SVC_SHIP !== '0', say });
+  const onSignal = () => ctx.requestStop('signal');
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  process.on('SIGHUP', onSignal);
+  // Whatever happens to this process, the provider's group must not outlive it.
+  process.on('exit', () => {
+    if (ctx.state.child) signalGroup(ctx.state.child, 'SIGKILL');
+  });
+  try {
+    if (mode !== 'verify') {
+      if (ctx.state.status === 'stopping' || (mode === 'start' && ctx.state.status === 'stopped')) {
+        ctx.setStatus('stopped', { ended_at: ctx.state.ended_at ?? isoNow() });
+        return 1;
+      }
+      ctx.update({ ...identityOf(process.pid), ended_at: null, error: null });
+      ctx.setStatus('running');
+      await startOrResume(ctx, mode);
+    } else {
+      await reverify(ctx);
+    }
+    if (ctx.stopRequested() && !TERMINAL.has(ctx.state.status)) {
+      ctx.setStatus('stopped', { ended_at: isoNow(), question: null, child: null });
+    }
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    if (mode === 'verify') ctx.event('error', { message });
+    else ctx.setStatus('failed', { error: message, ended_at: isoNow(), question: null });
+  } finally {
+    if (ctx.state.child) signalGroup(ctx.state.child, 'SIGKILL');
+    ctx.update({ child: null, pid: mode === 'verify' ? ctx.state.pid : null });
+    await ctx.close();
+  }
+  return ctx.state.status === 'succeeded' ? 0 : 1;
+}

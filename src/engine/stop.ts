@@ -1,0 +1,44 @@
+// Stops a run from outside its worker (CLI, Control Plane): identity-checked SIGTERM to its group, SIGKILL after the grace.
+import { existsSync } from 'node:fs';
+import { runDir } from './paths.ts';
+import { tryReadState, writeState, isoNow, TERMINAL, type RunState } from './run-state.ts';
+import { openEventLog } from './events-log.ts';
+import { signalGroup, waitGroupGone, terminateGroup } from './proc-group.ts';
+import { STOP_GRACE_MS } from './run-context.ts';
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+export async function stopLocalRun(repo: string, run: string, graceMs = STOP_GRACE_MS): Promise<RunState | null> {
+  const dir = runDir(repo, run);
+  if (!existsSync(dir)) return null;
+  let state = tryReadState(dir);
+  if (!state || TERMINAL.has(state.status)) return state;
+  // A worker that has not recorded itself yet sees "stopping" when it starts and stops at once.
+  if (!state.pid) {
+    writeState(dir, { ...state, status: 'stopping', updated_at: isoNow() });
+    for (let i = 0; i < 20 && !state?.pid && !TERMINAL.has(state?.status ?? 'queued'); i++) {
+      await sleep(100);
+      state = tryReadState(dir);
+    }
+    if (!state) return null;
+  }
+  if (state.pid) {
+    const worker = { pid: state.pid, pgid: state.pgid ?? state.pid, proc_start: state.proc_start };
+    // The worker stops its provider (SIGTERM, then SIGKILL after the grace) and records "stopped" itself.
+    if (signalGroup(worker, 'SIGTERM') && !(await waitGroupGone(worker.pgid, graceMs * 2 + 2_000))) {
+      signalGroup(worker, 'SIGKILL');
+      await waitGroupGone(worker.pgid, 5_000);
+    }
+  }
+  state = tryReadState(dir) ?? state;
+  if (state.child) await terminateGroup(state.child, graceMs);
+  if (!TERMINAL.has(state.status)) {
+    const from = state.status;
+    state = { ...state, status: 'stopped', ended_at: state.ended_at ?? isoNow(), updated_at: isoNow(), question: null, child: null, pid: null };
+    writeState(dir, state);
+    openEventLog(dir).append('run.status', { from, to: 'stopped' });
+  }
+  return state;
+}

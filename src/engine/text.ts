@@ -1,0 +1,25 @@
+// Small text helpers for untrusted input: one-line sanitising with a byte cap, and fences that content cannot close.
+
+/** Collapses whitespace and control characters to single spaces and caps the UTF-8 length (DESIGN: brief is one line, capped). */
+export function oneLine(text: string, maxBytes = 1500): string {
+  // eslint-disable-next-line no-control-regex
+  const flat = text.replace(/[\u0000-\u001f\u007f\u2028\u2029]+/g, ' ').replace(/\s+/g, ' ').trim();
+  if (Buffer.byteLength(flat) <= maxBytes) return flat;
+  let out = Buffer.from(flat).subarray(0, maxBytes - 3).toString('utf8');
+  // A cut through a multi-byte character leaves U+FFFD; drop it.
+  out = out.replace(/\uFFFD+$/, '');
+  return `${out}...`;
+}
+
+/** A backtick fence longer than any backtick run inside the content, so the data cannot end the block early. */
+export function fence(content: string, info = ''): string {
+  const longest = Math.max(0, ...Array.from(content.matchAll(/`+/g), (m) => m[0].length));
+  const ticks = '`'.repeat(Math.max(3, longest + 1));
+  return `${ticks}${info}\n${content.replace(/\n?$/, '\n')}${ticks}`;
+}
+
+export function str(value: unknown): string | null {
+  if (typeof value === 'string' && value.trim() !== '') return value;
+  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
+  return null;
+}

@@ -1,0 +1,71 @@
+// `trackera:<id>`: the saved webhook snapshot under .svc/inbox/trackera/, else the tracker API with a key, else the reference alone.
+import { readFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { oneLine, str, fence } from './text.ts';
+
+interface TrackerIssue {
+  identifier: string;
+  title: string | null;
+  description: string | null;
+  url: string | null;
+}
+
+function fromSnapshot(repo: string, id: string): TrackerIssue | null {
+  const path = join(repo, '.svc', 'inbox', 'trackera', `${id}.json`);
+  if (!existsSync(path)) return null;
+  const raw = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
+  const data = (typeof raw.data === 'object' && raw.data ? raw.data : raw) as Record<string, unknown>;
+  return { identifier: str(data.identifier) ?? id, title: str(data.title), description: str(data.description), url: str(data.url) };
+}
+
+async function fromApi(id: string, env: NodeJS.ProcessEnv): Promise<TrackerIssue | null> {
+  const key = env.TRACKERA_API_KEY;
+  if (!key) return null;
+  const url = env.TRACKERA_API_URL || 'https://api.linear.app/graphql';
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: key },
+    body: JSON.stringify({ query: 'query($id:String!){issue(id:$id){identifier title description url}}', variables: { id } }),
+    signal: AbortSignal.timeout(30_000),
+  });
+  if (!res.ok) return null;
+  const body = (await res.json()) as { data?: { issue?: Record<string, unknown> } };
+  const issue = body.data?.issue;
+  if (!issue) return null;
+  return { identifier: str(issue.identifier) ?? id, title: str(issue.title), description: str(issue.description), url: str(issue.url) };
+}
+
+export async function trackeraSpec(repo: string, id: string, env: NodeJS.ProcessEnv): Promise<{ spec: string; brief: string }> {
+  let issue = fromSnapshot(repo, id);
+  if (!issue) {
+    try {
+      issue = await fromApi(id, env);
+    } catch {
+      issue = null;
+    }
+  }
+  if (!issue || (!issue.title && !issue.description)) {
+    return {
+      brief: `trackera:${id}`,
+      spec: `# Tracker issue trackera:${id}\n\nNo details were available offline; work from the reference.\n\n## Acceptance criteria\n\n- The issue is resolved.\n- Existing tests pass.\n`,
+    };
+  }
+  const title = oneLine(issue.title ?? `trackera:${id}`, 300);
+  return {
+    brief: oneLine(`trackera:${issue.identifier} ${title}`, 1500),
+    spec: [
+      `# ${issue.identifier}: ${title}`,
+      '',
+      ...(issue.url ? [`Link: ${issue.url}`, ''] : []),
+      '## Description',
+      '',
+      fence(issue.description ?? '(none)', 'text'),
+      '',
+      '## Acceptance criteria',
+      '',
+      '- The issue is resolved as described.',
+      '- Existing tests pass.',
+      '',
+    ].join('\n'),
+  };
+}

@@ -1,0 +1,116 @@
+// Cost and token figures from each provider's own output, as increments; a provider that reports nothing leaves them null.
+
+export interface Usage {
+  cost_usd: number | null;
+  tokens_in: number | null;
+  tokens_out: number | null;
+}
+
+export type UsageParser = (line: string) => Usage | null;
+
+function num(value: unknown): number | null {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : null;
+}
+
+function json(line: string): Record<string, unknown> | null {
+  const t = line.trim();
+  if (!t.startsWith('{')) return null;
+  try {
+    const v = JSON.parse(t) as unknown;
+    return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
+}
+
+function obj(value: unknown): Record<string, unknown> {
+  return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : {};
+}
+
+/** `claude -p --output-format json`: the result object carries total_cost_usd and usage. */
+function claude(line: string): Usage | null {
+  const o = json(line);
+  if (!o || o.type !== 'result') return null;
+  const u = obj(o.usage);
+  const cacheIn = (num(u.cache_creation_input_tokens) ?? 0) + (num(u.cache_read_input_tokens) ?? 0);
+  const input = num(u.input_tokens);
+  return { cost_usd: num(o.total_cost_usd) ?? num(o.cost_usd), tokens_in: input === null ? null : input + cacheIn, tokens_out: num(u.output_tokens) };
+}
+
+/** `codex exec --json`: turn.completed events carry usage; codex reports no price. */
+function codex(line: string): Usage | null {
+  const o = json(line);
+  if (!o || o.type !== 'turn.completed') return null;
+  const u = obj(o.usage);
+  return { cost_usd: null, tokens_in: num(u.input_tokens), tokens_out: num(u.output_tokens) };
+}
+
+/** `gemini --output-format json`: stats per model (tokens.prompt / tokens.candidates) or flat inputTokens/outputTokens. */
+function gemini(line: string): Usage | null {
+  const o = json(line);
+  if (!o || !o.stats) return null;
+  const stats = obj(o.stats);
+  let tin = num(stats.inputTokens);
+  let tout = num(stats.outputTokens);
+  for (const model of Object.values(obj(stats.models))) {
+    const t = obj(obj(model).tokens);
+    tin = (tin ?? 0) + (num(t.prompt) ?? 0);
+    tout = (tout ?? 0) + (num(t.candidates) ?? 0);
+  }
+  return { cost_usd: null, tokens_in: tin, tokens_out: tout };
+}
+
+/** `opencode run --format json`: step_finish parts carry cost and tokens. */
+function opencode(line: string): Usage | null {
+  const o = json(line);
+  if (!o) return null;
+  const part = obj(o.part);
+  const cost = num(part.cost) ?? num(o.cost);
+  const tokens = obj(part.tokens ?? o.tokens);
+  if (cost === null && tokens.input === undefined) return null;
+  return { cost_usd: cost, tokens_in: num(tokens.input), tokens_out: num(tokens.output) };
+}
+
+function kilo(text: string): number {
+  return text.endsWith('k') ? Math.round(Number(text.slice(0, -1)) * 1000) : Number(text);
+}
+
+/** aider prints "Tokens: 1.2k sent, 300 received. Cost: $0.01 message, $0.05 session." after each message. */
+function createAider(): UsageParser {
+  return (line) => {
+    const m = /Tokens:\s*([\d.]+k?)\s*sent,\s*([\d.]+k?)\s*received\.\s*Cost:\s*\$([\d.]+)\s*message/i.exec(line);
+    if (!m) return null;
+    return { cost_usd: Number(m[3]), tokens_in: kilo(m[1]!), tokens_out: kilo(m[2]!) };
+  };
+}
+
+/** `command` providers report with a JSON line {"type":"svc.cost","usd":…,"tokens_in":…,"tokens_out":…} (an increment). */
+function command(line: string): Usage | null {
+  const o = json(line);
+  if (!o) return null;
+  if (o.type === 'svc.cost') return { cost_usd: num(o.usd), tokens_in: num(o.tokens_in), tokens_out: num(o.tokens_out) };
+  return claude(line);
+}
+
+export function createUsageParser(kind: string): UsageParser {
+  switch (kind) {
+    case 'claude':
+      return claude;
+    case 'codex':
+      return codex;
+    case 'gemini':
+      return gemini;
+    case 'opencode':
+      return opencode;
+    case 'aider':
+      return createAider();
+    default:
+      return command;
+  }
+}
+
+/** Adds an increment; a figure stays null until something reports it (unknown is never 0). */
+export function addUsage(total: Usage, inc: Usage): Usage {
+  const add = (a: number | null, b: number | null) => (b === null ? a : (a ?? 0) + b);
+  return { cost_usd: add(total.cost_usd, inc.cost_usd), tokens_in: add(total.tokens_in, inc.tokens_in), tokens_out: add(total.tokens_out, inc.tokens_out) };
+}
