@@ -1,7 +1,42 @@
-// Placeholder for `svc control status` until the typed client lands (foundation issue).
+// `svc control status`: finds the Control Plane (SVC_CONTROL_URL, live server.json, default port) and reports whether it
+// answers and how many runs it holds. Exit 0 when reachable, 1 when not (or when the token is missing or wrong).
 import type { CliIo } from './io.ts';
 import { CliError } from './usage-error.ts';
+import { discoverControlUrl } from '../client/discover.ts';
+import { createControlClient, ControlApiError } from '../client/client.ts';
 
-export async function controlStatus(_io: CliIo, _json: boolean): Promise<number> {
-  throw new CliError('"svc control status" is not implemented yet');
+function reason(err: unknown, url: string, hasToken: boolean): string {
+  if (err instanceof ControlApiError) {
+    if (err.status === 401) {
+      return hasToken
+        ? `The Control Plane at ${url} refused SVC_CONTROL_TOKEN: the token is wrong`
+        : `The Control Plane at ${url} needs a token: set SVC_CONTROL_TOKEN`;
+    }
+    if (err.status === 0) return `The Control Plane is not reachable at ${url}`;
+    return `The Control Plane at ${url} answered ${err.status} ${err.code}: ${err.message}`;
+  }
+  return `The Control Plane at ${url} gave an unexpected answer (${err instanceof Error ? err.message : String(err)})`;
+}
+
+export async function controlStatus(io: CliIo, json: boolean): Promise<number> {
+  const { url, via } = discoverControlUrl(io.env);
+  const token = io.env.SVC_CONTROL_TOKEN || undefined;
+  const client = createControlClient({ url, ...(token ? { token } : {}), timeoutMs: 10_000 });
+  let runs: number;
+  try {
+    await client.health();
+    const stats = await client.stats();
+    runs = Number(stats.runs);
+    if (!Number.isSafeInteger(runs)) throw new Error('/v1/stats has no run count');
+  } catch (err) {
+    const message = reason(err, url, token !== undefined);
+    if (json) {
+      io.stdout(`${JSON.stringify({ reachable: false, url, via, error: message })}\n`);
+      return 1;
+    }
+    throw new CliError(message, 1);
+  }
+  if (json) io.stdout(`${JSON.stringify({ reachable: true, url, via, runs })}\n`);
+  else io.stdout(`reachable ${url} — ${runs} run${runs === 1 ? '' : 's'}\n`);
+  return 0;
 }

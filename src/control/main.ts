@@ -81,6 +81,9 @@ export async function startControl(settings: ControlSettings, env: NodeJS.Proces
   let closing: Promise<void> | undefined;
   function close(): Promise<void> {
     closing ??= (async () => {
+      // Listen for 'close' before anything can await: with no open connections it fires on the next tick, and a
+      // listener attached later would never run (the unref'd timer then lets the process exit mid-shutdown).
+      const closed = new Promise<void>((resolve) => server.once('close', () => resolve()));
       server.close();
       bus.close();
       server.closeIdleConnections();
@@ -91,7 +94,7 @@ export async function startControl(settings: ControlSettings, env: NodeJS.Proces
           resolve();
         }, 2_000);
         timer.unref();
-        server.once('close', () => {
+        closed.then(() => {
           clearTimeout(timer);
           resolve();
         });

@@ -1,0 +1,200 @@
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, readFileSync, existsSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const CLI = join(import.meta.dirname, '../../dist/cli.js');
+const PKG = JSON.parse(readFileSync(join(import.meta.dirname, '../../package.json'), 'utf8')) as { version: string };
+const dir = mkdtempSync(join(tmpdir(), 'svc-'));
+const home = join(dir, 'home');
+const children = new Set<ChildProcess>();
+
+interface Result {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+function baseEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  return { PATH: process.env.PATH ?? '', HOME: home, ...extra };
+}
+
+function svc(args: string[], env: Record<string, string> = {}): Promise<Result> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, ...args], { env: baseEnv(env) });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c));
+    child.stderr.on('data', (c: Buffer) => (stderr += c));
+    child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr }));
+  });
+}
+
+interface Served {
+  child: ChildProcess;
+  url: string;
+  stderr: () => string;
+  exit: Promise<Result>;
+}
+
+/** Starts `svc control serve` and resolves once it has printed its URL (the first stdout line). */
+function serve(args: string[], env: Record<string, string> = {}): Promise<Served> {
+  const child = spawn(process.execPath, [CLI, 'control', 'serve', '--port', '0', '--db', join(dir, `c-${children.size}.db`), ...args], { env: baseEnv(env) });
+  children.add(child);
+  let stdout = '';
+  let stderr = '';
+  child.stderr!.on('data', (c: Buffer) => (stderr += c));
+  const exit = new Promise<Result>((resolve) => {
+    child.on('close', (code, signal) => {
+      children.delete(child);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+  return new Promise((resolve, reject) => {
+    child.stdout!.on('data', (c: Buffer) => {
+      stdout += c;
+      const line = stdout.split('\n')[0];
+      if (stdout.includes('\n') && line) resolve({ child, url: line, stderr: () => stderr, exit });
+    });
+    exit.then((r) => reject(new Error(`serve exited ${r.code} before printing its URL: ${r.stderr}`)));
+  });
+}
+
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+const NO_STACK = /\n\s+at /;
+
+after(() => {
+  for (const child of children) child.kill('SIGKILL');
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('svc entry point', () => {
+  it('prints the package version with --version', async () => {
+    const r = await svc(['--version']);
+    assert.deepEqual([r.code, r.stdout, r.stderr], [0, `${PKG.version}\n`, '']);
+  });
+
+  it('prints usage listing the commands with help', async () => {
+    const r = await svc(['help']);
+    assert.equal(r.code, 0);
+    assert.match(r.stdout, /^Usage: svc <command>/);
+    assert.match(r.stdout, /\n {2}control /);
+  });
+
+  it('prints control usage with control --help', async () => {
+    const r = await svc(['control', '--help']);
+    assert.equal(r.code, 0);
+    assert.match(r.stdout, /svc control serve \[--host HOST\] \[--port PORT\] \[--db PATH\]/);
+    assert.match(r.stdout, /svc control status \[--json\]/);
+  });
+
+  it('exits 2 on an unknown command', async () => {
+    const r = await svc(['frobnicate']);
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /unknown command "frobnicate"/);
+  });
+
+  it('exits 2 with a one-line message and no stack trace on usage errors', async () => {
+    for (const args of [['control', 'serve', '--port', 'abc'], ['control', 'serve', '--bogus'], ['control', 'status', 'extra'], ['control', 'frobnicate']]) {
+      const r = await svc(args);
+      assert.equal(r.code, 2, args.join(' '));
+      assert.match(r.stderr, /^svc control: /, args.join(' '));
+      assert.doesNotMatch(r.stderr, NO_STACK, args.join(' '));
+    }
+  });
+});
+
+describe('svc control serve', () => {
+  it('binds a free port with --port 0, prints the real URL, serves /health and exits 0 on SIGTERM', async () => {
+    const s = await serve([]);
+    assert.match(s.url, /^http:\/\/127\.0\.0\.1:\d+$/);
+    assert.notEqual(s.url.endsWith(':0'), true);
+    const health = await fetch(`${s.url}/health`);
+    assert.equal(health.status, 200);
+    const record = JSON.parse(readFileSync(join(home, '.svc', 'control', 'server.json'), 'utf8'));
+    assert.deepEqual(record, { url: s.url, pid: s.child.pid });
+    s.child.kill('SIGTERM');
+    const r = await s.exit;
+    assert.equal(r.code, 0);
+    assert.equal(existsSync(join(home, '.svc', 'control', 'server.json')), false, 'server.json is removed on shutdown');
+  });
+
+  it('refuses a non-loopback bind without a token: exit 2 and a reason', async () => {
+    const r = await svc(['control', 'serve', '--host', '0.0.0.0', '--port', '0', '--db', join(dir, 'refused.db')]);
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /Refusing to bind 0\.0\.0\.0 without SVC_CONTROL_TOKEN/);
+    assert.doesNotMatch(r.stderr, NO_STACK);
+    assert.equal(r.stdout, '');
+  });
+
+  it('starts on a non-loopback bind with SVC_CONTROL_ALLOW_INSECURE_BIND=1, warning loudly', async () => {
+    const s = await serve(['--host', '0.0.0.0'], { SVC_CONTROL_ALLOW_INSECURE_BIND: '1' });
+    assert.match(s.url, /^http:\/\/0\.0\.0\.0:\d+$/);
+    assert.match(s.stderr(), /INSECURE/);
+    const port = new URL(s.url).port;
+    assert.equal((await fetch(`http://127.0.0.1:${port}/health`)).status, 200);
+    s.child.kill('SIGTERM');
+    assert.equal((await s.exit).code, 0);
+  });
+});
+
+describe('svc control status', () => {
+  let server: Served;
+  before(async () => {
+    server = await serve([], { SVC_CONTROL_TOKEN: 'status-token' });
+  });
+  after(async () => {
+    server.child.kill('SIGTERM');
+    await server.exit;
+  });
+
+  it('reports the server found through server.json and its run count', async () => {
+    const r = await svc(['control', 'status'], { SVC_CONTROL_TOKEN: 'status-token' });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout, `reachable ${server.url} — 0 runs\n`);
+  });
+
+  it('prints one JSON object with --json', async () => {
+    const r = await svc(['control', 'status', '--json'], { SVC_CONTROL_URL: server.url, SVC_CONTROL_TOKEN: 'status-token' });
+    assert.equal(r.code, 0, r.stderr);
+    assert.deepEqual(JSON.parse(r.stdout), { reachable: true, url: server.url, via: 'SVC_CONTROL_URL', runs: 0 });
+  });
+
+  it('exits 1 and says the token is wrong on a 401, without printing the token', async () => {
+    const r = await svc(['control', 'status'], { SVC_CONTROL_URL: server.url, SVC_CONTROL_TOKEN: 'not-the-token' });
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /token is wrong/);
+    assert.equal(r.stderr.includes('not-the-token'), false);
+    const missing = await svc(['control', 'status'], { SVC_CONTROL_URL: server.url });
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /set SVC_CONTROL_TOKEN/);
+  });
+
+  it('exits 1 with a clear message when nothing answers', async () => {
+    const url = `http://127.0.0.1:${await closedPort()}`;
+    const r = await svc(['control', 'status'], { SVC_CONTROL_URL: url });
+    assert.equal(r.code, 1);
+    assert.equal(r.stderr, `svc control: The Control Plane is not reachable at ${url}\n`);
+    const j = await svc(['control', 'status', '--json'], { SVC_CONTROL_URL: url });
+    assert.equal(j.code, 1);
+    assert.equal(JSON.parse(j.stdout).reachable, false);
+  });
+
+  it('falls back to SVC_CONTROL_PORT on 127.0.0.1 when there is no URL and no live server.json', async () => {
+    const port = await closedPort();
+    const r = await svc(['control', 'status'], { HOME: join(dir, 'empty-home'), SVC_CONTROL_PORT: String(port) });
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, new RegExp(`http://127\\.0\\.0\\.1:${port}`));
+  });
+});
