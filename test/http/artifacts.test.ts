@@ -1,0 +1,98 @@
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
+import { startTestControl, makeRun, type TestControl } from '../helpers/control-server.ts';
+
+const RECEIPT = Buffer.from('{"verdict":"verified"}');
+
+/** Sends a raw request path untouched (fetch would normalise `..` and backslashes before they reach the server). */
+function rawGet(url: string, path: string): Promise<{ status: number; body: string }> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: hostname, port, path, method: 'GET' }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('GET /v1/runs/:source/:run/artifact/*path', () => {
+  let cp: TestControl;
+  const base = '/v1/runs/local/r000001/artifact';
+  before(async () => {
+    cp = await startTestControl();
+    const { runs, artifacts } = cp.deps.stores;
+    runs.upsert('local', makeRun(1));
+    artifacts.put('local', 'r000001', { path: 'receipt.json', content_type: 'application/json', content: RECEIPT });
+    artifacts.put('local', 'r000001', { path: 'checks/test output.log', content_type: 'text/plain; charset=utf-8', content: Buffer.from('ok\n') });
+    artifacts.put('local', 'r000001', { path: 'report.html', content_type: 'text/html', content: Buffer.from('<script>alert(1)</script>') });
+    artifacts.put('local', 'r000001', { path: 'bundle.tar', content_type: 'application/x-tar', content: Buffer.from([0, 1, 2]) });
+  });
+  after(() => cp.close());
+
+  it('serves a JSON artifact inline with a sha256 ETag', async () => {
+    const res = await cp.request('GET', `${base}/receipt.json`);
+    assert.equal(res.status, 200);
+    assert.equal(res.text, RECEIPT.toString());
+    assert.equal(res.headers.get('etag'), `"${createHash('sha256').update(RECEIPT).digest('hex')}"`);
+    assert.equal(res.headers.get('content-disposition'), 'inline');
+    assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
+  });
+
+  it('answers 304 to a matching If-None-Match', async () => {
+    const etag = (await cp.request('GET', `${base}/receipt.json`)).headers.get('etag')!;
+    const res = await cp.request('GET', `${base}/receipt.json`, { headers: { 'if-none-match': `"other", ${etag}` } });
+    assert.equal(res.status, 304);
+    assert.equal(res.text, '');
+  });
+
+  it('serves nested paths with escaped characters', async () => {
+    const res = await cp.request('GET', `${base}/checks/test%20output.log`);
+    assert.equal(res.status, 200);
+    assert.equal(res.text, 'ok\n');
+  });
+
+  it('sends binary types as an attachment', async () => {
+    const res = await cp.request('GET', `${base}/bundle.tar`);
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-disposition') ?? '', /^attachment; filename="bundle.tar"/);
+  });
+
+  it('answers 404 for a missing artifact and for an unknown run', async () => {
+    assert.equal((await cp.request('GET', `${base}/nope.txt`)).status, 404);
+    assert.equal((await cp.request('GET', '/v1/runs/local/zzz/artifact/receipt.json')).status, 404);
+  });
+
+  describe('security', () => {
+    it('sandboxes an HTML artifact so it can never run script in our origin', async () => {
+      const res = await cp.request('GET', `${base}/report.html`);
+      assert.equal(res.status, 200);
+      assert.equal(res.headers.get('content-security-policy'), "default-src 'none'; sandbox");
+      assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
+    });
+
+    for (const path of ['..%2F..%2Fcontrol.db', 'a/..%2F..%2Fb', '%2Fetc%2Fpasswd', 'a%5Cb', 'a%00b', 'a//b', '..%5Cx', 'C:%5Cx']) {
+      it(`rejects the artifact path ${path} with 400 invalid_param`, async () => {
+        const res = await rawGet(cp.url, `${base}/${path}`);
+        assert.equal(res.status, 400, res.body);
+        assert.equal(JSON.parse(res.body).error.code, 'invalid_param');
+      });
+    }
+
+    it('resolves plain dot segments before routing, so they can only leave the artifact route', async () => {
+      const res = await rawGet(cp.url, `${base}/%2E%2E/%2E%2E/%2E%2E/x`);
+      assert.equal(res.status, 404);
+      assert.equal(JSON.parse(res.body).error.code, 'not_found');
+    });
+
+    it('never reaches the filesystem for a path that looks like one', async () => {
+      const res = await rawGet(cp.url, `${base}/..%2F..%2F..%2F..%2Fetc%2Fhostname`);
+      assert.equal(res.status, 400);
+    });
+  });
+});

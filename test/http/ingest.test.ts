@@ -1,0 +1,188 @@
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+
+const T0 = '2026-02-01T10:00:00.000Z';
+
+function batch(over: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    source: 'laptop',
+    runs: [{ run: 'r1', status: 'running', started_at: T0, updated_at: T0, repo: 'acme/api', brief: 'fix login', repo_path: '/home/me/api', pid: 99 }],
+    events: [
+      { run: 'r1', seq: 1, ts: T0, kind: 'run.status', data: { from: 'queued', to: 'running' } },
+      { run: 'r1', seq: 2, ts: Date.parse(T0) + 5, kind: 'log', data: { stream: 'stdout', text: 'hello' } },
+    ],
+    artifacts: [{ run: 'r1', path: 'checks/unit.log', content_type: 'text/plain', content_base64: Buffer.from('all good').toString('base64') }],
+    ...over,
+  };
+}
+
+describe('POST /v1/ingest', () => {
+  let cp: TestControl;
+  before(async () => {
+    cp = await startTestControl();
+  });
+  after(() => cp.close());
+
+  it('stores runs, events and artifacts and reports the counts', async () => {
+    const res = await cp.request('POST', '/v1/ingest', { body: batch() });
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(res.json, { runs: 1, events: 2, duplicates: 0, artifacts: 1, control: [] });
+    const run = await cp.request('GET', '/v1/runs/laptop/r1');
+    assert.equal(run.json.brief, 'fix login');
+    assert.equal(run.json.cost_usd, null);
+    assert.equal(run.json.repo_path, undefined);
+    assert.equal(cp.deps.stores.runs.get('laptop', 'r1')?.repo_path, '/home/me/api');
+    const art = await cp.request('GET', '/v1/runs/laptop/r1/artifact/checks/unit.log');
+    assert.equal(art.text, 'all good');
+  });
+
+  it('is idempotent on (source, run, seq): a resent batch only counts duplicates', async () => {
+    const res = await cp.request('POST', '/v1/ingest', { body: batch() });
+    assert.equal(res.json.events, 0);
+    assert.equal(res.json.duplicates, 2);
+    assert.equal((await cp.request('GET', '/v1/runs/laptop/r1/events')).json.items.length, 2);
+  });
+
+  it('accepts events for a run stored by an earlier batch', async () => {
+    const res = await cp.request('POST', '/v1/ingest', { body: { source: 'laptop', events: [{ run: 'r1', seq: 3, ts: T0, kind: 'log', data: {} }] } });
+    assert.equal(res.json.events, 1);
+  });
+
+  it('hands pending control requests for the source over once', async () => {
+    cp.deps.stores.controlRequests.add('laptop', 'r1', 'stop');
+    cp.deps.stores.controlRequests.add('laptop', 'r1', 'answer', { answer: 'Postgres' });
+    const first = await cp.request('POST', '/v1/ingest', { body: { source: 'laptop' } });
+    assert.deepEqual(first.json.control.map((c: Record<string, unknown>) => [c.run, c.action, c.answer]), [['r1', 'stop', undefined], ['r1', 'answer', 'Postgres']]);
+    const second = await cp.request('POST', '/v1/ingest', { body: { source: 'laptop' } });
+    assert.deepEqual(second.json.control, []);
+  });
+
+  it('stores notifications from the trigger server', async () => {
+    const res = await cp.request('POST', '/v1/ingest', {
+      body: { source: 'laptop', notifications: [{ job_id: 'j1', run: 'r1', origin: 'chata', channel: 'chata', target: 'hooks.example', status: 'sent', attempts: 1 }] },
+    });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.json.notifications, 1);
+  });
+
+  const invalid: Array<[string, Record<string, unknown>]> = [
+    ['an event for an unknown run', batch({ events: [{ run: 'ghost', seq: 1, ts: T0, kind: 'log', data: {} }] })],
+    ['an unknown status', batch({ runs: [{ run: 'r9', status: 'dancing', started_at: T0 }] })],
+    ['a negative seq', batch({ events: [{ run: 'r1', seq: -1, ts: T0, kind: 'log' }] })],
+    ['a kind with a newline', batch({ events: [{ run: 'r1', seq: 9, ts: T0, kind: 'log\nevent: x' }] })],
+    ['bad base64', batch({ artifacts: [{ run: 'r1', path: 'a.txt', content_base64: '!!!' }] })],
+    ['a traversal artifact path', batch({ artifacts: [{ run: 'r1', path: '../../etc/passwd', content_base64: '' }] })],
+    ['a bad source', batch({ source: '../x' })],
+    ['an unknown top-level field', batch({ extra: 1 })],
+    ['a negative cost', batch({ runs: [{ run: 'r9', status: 'failed', started_at: T0, cost_usd: -1 }] })],
+    ['a bad time', batch({ runs: [{ run: 'r9', status: 'failed', started_at: 'yesterday' }] })],
+    ['a bad notification', batch({ notifications: [{ status: 'maybe' }] })],
+  ];
+  for (const [what, body] of invalid) {
+    it(`rejects ${what} with 400 invalid_param and writes nothing`, async () => {
+      const before = cp.deps.stores.events.maxId();
+      const res = await cp.request('POST', '/v1/ingest', { body: { ...body, runs: [...((body.runs as unknown[]) ?? []), { run: 'fresh', status: 'queued', started_at: T0 }] } });
+      assert.equal(res.status, 400, res.text);
+      assert.equal(res.json.error.code, 'invalid_param');
+      assert.equal(cp.deps.stores.events.maxId(), before);
+      assert.equal(cp.deps.stores.runs.get('laptop', 'fresh'), undefined);
+    });
+  }
+
+  it('names the unknown run in the error', async () => {
+    const res = await cp.request('POST', '/v1/ingest', { body: { source: 'laptop', events: [{ run: 'ghost', seq: 1, ts: T0, kind: 'log' }] } });
+    assert.match(res.json.error.message, /ghost/);
+  });
+});
+
+describe('POST /v1/import', () => {
+  let cp: TestControl;
+  let project: string;
+  before(async () => {
+    cp = await startTestControl();
+    project = mkdtempSync(join(tmpdir(), 'svc-'));
+    const runDir = join(project, '.svc', 'runs', 'r01');
+    mkdirSync(join(runDir, 'artifacts', 'checks'), { recursive: true });
+    writeFileSync(join(runDir, 'state.json'), JSON.stringify({ source: 'local', run: 'r01', status: 'succeeded', verdict: 'verified', started_at: T0, ended_at: T0, updated_at: T0, repo: 'acme/api' }));
+    writeFileSync(
+      join(runDir, 'events.jsonl'),
+      [{ seq: 1, ts: T0, kind: 'log', data: { text: 'a' } }, { seq: 2, ts: T0, kind: 'receipt', data: {} }].map((e) => JSON.stringify(e)).join('\n') + '\n{"seq":3,"ts"',
+    );
+    writeFileSync(join(runDir, 'artifacts', 'receipt.json'), '{"ok":true}');
+    writeFileSync(join(runDir, 'artifacts', 'checks', 'unit.log'), 'passed');
+    symlinkSync('/etc/hostname', join(runDir, 'artifacts', 'escape.txt'));
+    mkdirSync(join(project, '.svc', 'runs', 'broken'));
+    writeFileSync(join(project, '.svc', 'runs', 'broken', 'state.json'), 'not json');
+  });
+  after(async () => {
+    await cp.close();
+    rmSync(project, { recursive: true, force: true });
+  });
+
+  it('reads state, events and artifacts of every run and reports what it skipped', async () => {
+    const res = await cp.request('POST', '/v1/import', { body: { path: project } });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.json.runs, 1);
+    assert.equal(res.json.events, 2);
+    assert.equal(res.json.artifacts, 2);
+    const skipped = res.json.skipped.map((s: { entry: string }) => s.entry);
+    assert.ok(skipped.includes('broken'));
+    assert.ok(skipped.includes('r01/events.jsonl:3'));
+    assert.ok(skipped.includes('r01/artifacts/escape.txt'));
+    assert.equal((await cp.request('GET', '/v1/runs/local/r01/artifact/checks/unit.log')).text, 'passed');
+    assert.equal(cp.deps.stores.runs.get('local', 'r01')?.repo_path, project);
+  });
+
+  it('counts a second import as duplicates', async () => {
+    const res = await cp.request('POST', '/v1/import', { body: { path: project } });
+    assert.equal(res.json.events, 0);
+    assert.equal(res.json.duplicates, 2);
+  });
+
+  for (const [what, path] of [['a relative path', 'some/dir'], ['a missing directory', '/nonexistent/svc-x'], ['a folder without .svc/runs', tmpdir()]] as const) {
+    it(`rejects ${what} with 400 invalid_param`, async () => {
+      const res = await cp.request('POST', '/v1/import', { body: { path } });
+      assert.equal(res.status, 400);
+      assert.equal(res.json.error.code, 'invalid_param');
+    });
+  }
+});
+
+describe('security', () => {
+  let cp: TestControl;
+  let open: TestControl;
+  before(async () => {
+    cp = await startTestControl({ token: 'ingest-token' });
+    open = await startTestControl({ host: '0.0.0.0' });
+  });
+  after(async () => {
+    await cp.close();
+    await open.close();
+  });
+
+  it('needs the bearer token to ingest', async () => {
+    assert.equal((await cp.request('POST', '/v1/ingest', { body: { source: 'x' }, token: null })).status, 401);
+    assert.equal((await cp.request('POST', '/v1/ingest', { body: { source: 'x' } })).status, 200);
+  });
+
+  it('needs a JSON content type', async () => {
+    const res = await cp.request('POST', '/v1/ingest', { body: '{"source":"x"}', headers: { 'content-type': 'text/plain' } });
+    assert.equal(res.status, 415);
+  });
+
+  it('answers 400 invalid_json to a malformed body and 413 above 16 MiB', async () => {
+    assert.equal((await cp.request('POST', '/v1/ingest', { body: '{"source":' })).json.error.code, 'invalid_json');
+    const big = JSON.stringify({ source: 'x', pad: 'a'.repeat(16 * 1024 * 1024) });
+    assert.equal((await cp.request('POST', '/v1/ingest', { body: big })).status, 413);
+  });
+
+  it('refuses import on a server that is not bound to loopback', async () => {
+    const res = await open.request('POST', '/v1/import', { body: { path: '/tmp' } });
+    assert.equal(res.status, 403);
+    assert.equal(res.json.error.code, 'loopback_only');
+  });
+});
