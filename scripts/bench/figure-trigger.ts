@@ -4,7 +4,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { CLI, startServer } from './processes.ts';
+import { startTrigger } from './processes.ts';
 import { compareWithCeiling, describe, loadJob } from './compare.ts';
 import { BENCH_ASSIGNEE, trackerbTemplate } from './trackerb-payload.ts';
 import { meetsBar } from './stats.ts';
@@ -51,10 +51,7 @@ export async function measureTrigger(ctx: BenchContext): Promise<Row[]> {
     // bench measures acceptance, not 429s.
     SVC_TRIGGER_QUEUE_MAX: '1000000',
   };
-  const server = await startServer(
-    [CLI, 'trigger', 'serve', '--port', '0', '--repo', repo, '--db', join(ctx.tmp, 'trigger.db'), '--concurrency', String(RUNNING)],
-    env,
-  );
+  const server = await startTrigger(['--port', '0', '--repo', repo, '--db', join(ctx.tmp, 'trigger.db'), '--concurrency', String(RUNNING)], env);
   try {
     await seedRunningJobs(server.url, token);
     const job = loadJob(ctx, server.url, { kind: 'trackerb', secret, template: trackerbTemplate() }, CONNECTIONS, [202]);

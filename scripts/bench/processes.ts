@@ -77,6 +77,10 @@ export function startControl(dbPath: string, env: NodeJS.ProcessEnv): Promise<Se
   return startServer([...profileFlags(), CLI, 'control', 'serve', '--port', '0', '--db', dbPath], env);
 }
 
+export function startTrigger(args: string[], env: NodeJS.ProcessEnv): Promise<ServerProcess> {
+  return startServer([...profileFlags(), CLI, 'trigger', 'serve', ...args], env);
+}
+
 /** Resident set size in MB from /proc/<pid>/status (Linux); NaN elsewhere. */
 export function rssMb(pid: number): number {
   try {
