@@ -1,0 +1,249 @@
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { request } from 'node:http';
+import { sign } from '../../src/trigger/verify.ts';
+import type { JobExecutor } from '../../src/trigger/executor.ts';
+import { SECRETS, fixture, withJson, post, nowSeconds, startTestTrigger, type TestTrigger, type Res } from './helpers.ts';
+
+const stubExecutor: JobExecutor = { name: 'stub', launch: async () => ({ exitCode: 1, run: null, error: 'stub' }), follow: async () => null };
+
+interface RouteCase {
+  route: string;
+  /** A body that queues a job; different for every n. */
+  fresh(n: number): Buffer;
+  /** Valid signature headers for raw with the given secret. */
+  signed(raw: Buffer, secret?: string): Record<string, string>;
+  secret: string;
+  /** A validly signed delivery whose timestamp is 10 minutes old. */
+  stale?(n: number): { raw: Buffer; headers: Record<string, string> };
+  /** Same content under a new delivery id: must still be a duplicate. */
+  redeliver(raw: Buffer, first: Record<string, string>): { raw: Buffer; headers: Record<string, string> };
+  okStatus: number;
+}
+
+const ago = (): number => Date.now() - 600_000;
+
+const cases: RouteCase[] = [
+  {
+    route: 'errtrack',
+    secret: SECRETS.SVC_ERRTRACK_WEBHOOK_SECRET,
+    fresh: (n) => withJson('sentry-event-alert-triggered.json', (v) => ((v.data as { event: Record<string, unknown> }).event.event_id = `e${n}`)),
+    signed: (raw, secret = SECRETS.SVC_ERRTRACK_WEBHOOK_SECRET) => ({ 'errtrack-hook-signature': sign.hex(secret, raw), 'errtrack-hook-resource': 'event_alert' }),
+    redeliver: (raw, first) => ({ raw, headers: { ...first, 'request-id': 'another' } }),
+    okStatus: 202,
+  },
+  {
+    route: 'chata',
+    secret: SECRETS.CHATA_SIGNING_SECRET,
+    fresh: (n) => Buffer.from(fixture('slack-slash-command.txt').toString().replace('text=', `text=fix+bug+${n}`)),
+    signed: (raw, secret = SECRETS.CHATA_SIGNING_SECRET) => {
+      const ts = String(nowSeconds());
+      return { 'content-type': 'application/x-www-form-urlencoded', 'x-chata-request-timestamp': ts, 'x-chata-signature': sign.chata(secret, raw, ts) };
+    },
+    stale: (n) => {
+      const raw = Buffer.from(fixture('slack-slash-command.txt').toString().replace('text=', `text=old+${n}`));
+      const ts = String(Math.floor(ago() / 1000));
+      return { raw, headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-chata-request-timestamp': ts, 'x-chata-signature': sign.chata(SECRETS.CHATA_SIGNING_SECRET, raw, ts) } };
+    },
+    // A retry a second later carries a new timestamp and signature over the same body.
+    redeliver: (raw) => {
+      const ts = String(nowSeconds() + 1);
+      return { raw, headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-chata-request-timestamp': ts, 'x-chata-signature': sign.chata(SECRETS.CHATA_SIGNING_SECRET, raw, ts) } };
+    },
+    okStatus: 200,
+  },
+  {
+    route: 'trackera',
+    secret: SECRETS.TRACKERA_WEBHOOK_SECRET,
+    fresh: (n) => withJson('linear-issue-update.json', (v) => ((v.webhookTimestamp = Date.now()), ((v.data as Record<string, unknown>).title = `t${n}`))),
+    signed: (raw, secret = SECRETS.TRACKERA_WEBHOOK_SECRET) => ({ 'trackera-signature': sign.hex(secret, raw) }),
+    stale: () => {
+      const raw = withJson('linear-issue-update.json', (v) => (v.webhookTimestamp = ago()));
+      return { raw, headers: { 'trackera-signature': sign.hex(SECRETS.TRACKERA_WEBHOOK_SECRET, raw) } };
+    },
+    redeliver: (raw, first) => ({ raw, headers: { ...first, 'trackera-delivery': 'new' } }),
+    okStatus: 202,
+  },
+  {
+    route: 'trackerb',
+    secret: SECRETS.TRACKERB_WEBHOOK_SECRET,
+    fresh: (n) => withJson('jira-issue-created.json', (v) => ((v.issue as { fields: Record<string, unknown> }).fields.summary = `s${n}`)),
+    signed: (raw, secret = SECRETS.TRACKERB_WEBHOOK_SECRET) => ({ 'x-hub-signature': `sha256=${sign.hex(secret, raw)}`, 'x-vendorb-webhook-identifier': `id-${raw.length}-${Math.random()}` }),
+    redeliver: (raw, first) => ({ raw, headers: { ...first, 'x-vendorb-webhook-identifier': 'a-brand-new-id' } }),
+    okStatus: 202,
+  },
+  {
+    route: 'chatb',
+    secret: SECRETS.CHATB_SECURITY_TOKEN,
+    fresh: (n) => withJson('teams-outgoing-webhook-message-mention.json', (v) => ((v.id = `a${n}`), (v.timestamp = new Date().toISOString()))),
+    signed: (raw, secret = SECRETS.CHATB_SECURITY_TOKEN) => ({ authorization: sign.chatb(secret, raw) }),
+    stale: (n) => {
+      const raw = withJson('teams-outgoing-webhook-message-mention.json', (v) => ((v.id = `old${n}`), (v.timestamp = new Date(ago()).toISOString())));
+      return { raw, headers: { authorization: sign.chatb(SECRETS.CHATB_SECURITY_TOKEN, raw) } };
+    },
+    // Same activity id, different bytes (e.g. a re-serialised redelivery): the activity id alone dedupes it.
+    redeliver: (raw) => {
+      const again = Buffer.from(JSON.stringify(JSON.parse(raw.toString()), null, 1));
+      return { raw: again, headers: { authorization: sign.chatb(SECRETS.CHATB_SECURITY_TOKEN, again) } };
+    },
+    okStatus: 200,
+  },
+  {
+    route: 'webhook',
+    secret: SECRETS.GITHUB_WEBHOOK_SECRET,
+    fresh: (n) => Buffer.from(JSON.stringify({ action: 'labeled', label: { name: 'svc' }, issue: { number: n, title: 'x' }, repository: { full_name: 'a/b' } })),
+    signed: (raw, secret = SECRETS.GITHUB_WEBHOOK_SECRET) => ({ 'x-hub-signature-256': `sha256=${sign.hex(secret, raw)}`, 'x-github-event': 'issues', 'x-github-delivery': `g-${Math.random()}` }),
+    redeliver: (raw, first) => ({ raw, headers: { ...first, 'x-github-delivery': 'another-delivery' } }),
+    okStatus: 202,
+  },
+];
+
+function jobCount(t: TestTrigger): number {
+  return (t.stores.db.prepare('SELECT count(*) AS n FROM jobs').get() as { n: number }).n;
+}
+
+function assertRefused(res: Res, status: number, code: string): void {
+  assert.equal(res.status, status);
+  assert.deepEqual(Object.keys(res.body), ['error']);
+  assert.equal((res.body.error as { code: string }).code, code);
+}
+
+/** Sends headers and half a body, then stalls: the server must give up and queue nothing. */
+function trickle(url: string, path: string, raw: Buffer, headers: Record<string, string>): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const u = new URL(path, url);
+    const req = request(u, { method: 'POST', headers: { 'content-type': 'application/json', ...headers, 'content-length': String(raw.length) } }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+      req.destroy();
+    });
+    req.on('error', reject);
+    req.write(raw.subarray(0, Math.floor(raw.length / 2)));
+  });
+}
+
+describe('security', () => {
+  let t: TestTrigger;
+  let n = 0;
+  before(async () => {
+    t = await startTestTrigger({ TRACKERB_ASSIGNEES: '712020:f1ad7cfd-7f82-4dc0-85e4-8bc47bcc08e4' }, { executor: stubExecutor });
+  });
+  after(() => t.cleanup());
+
+  for (const c of cases) {
+    describe(`/${c.route}`, () => {
+      it('refuses a missing signature with 401 invalid_signature and queues nothing', async () => {
+        const before = jobCount(t);
+        const raw = c.fresh(++n);
+        const headers = c.signed(raw);
+        for (const name of ['errtrack-hook-signature', 'x-chata-signature', 'trackera-signature', 'x-hub-signature', 'authorization', 'x-hub-signature-256']) delete headers[name];
+        assertRefused(await post(`${t.url}/${c.route}`, raw, headers), 401, 'invalid_signature');
+        assert.equal(jobCount(t), before);
+      });
+      it('refuses a malformed signature and one made with the wrong secret', async () => {
+        const before = jobCount(t);
+        const raw = c.fresh(++n);
+        const good = c.signed(raw);
+        const garbage = Object.fromEntries(Object.entries(good).map(([k, v]) => [k, /signature|authorization/.test(k) ? `${v.slice(0, -4)}zzzz` : v]));
+        assertRefused(await post(`${t.url}/${c.route}`, raw, garbage), 401, 'invalid_signature');
+        const wrong = c.route === 'chatb' ? Buffer.from('some-other-key').toString('base64') : 'not-the-secret';
+        assertRefused(await post(`${t.url}/${c.route}`, raw, c.signed(raw, wrong)), 401, 'invalid_signature');
+        assert.equal(jobCount(t), before);
+      });
+      it('refuses a tampered body', async () => {
+        const before = jobCount(t);
+        const raw = c.fresh(++n);
+        const headers = c.signed(raw);
+        const tampered = Buffer.from(raw.toString().replace(/x|fix|s\d+|t\d+|Hello|heck/, (m) => `${m}!`));
+        assert.notDeepEqual(tampered, raw);
+        assertRefused(await post(`${t.url}/${c.route}`, tampered, headers), 401, 'invalid_signature');
+        assert.equal(jobCount(t), before);
+      });
+      if (c.stale) {
+        it('refuses a validly signed but stale delivery', async () => {
+          const before = jobCount(t);
+          const { raw, headers } = c.stale!(++n);
+          assertRefused(await post(`${t.url}/${c.route}`, raw, headers), 401, 'invalid_signature');
+          assert.equal(jobCount(t), before);
+        });
+      }
+      it('answers a repeated delivery with duplicate and queues one job', async () => {
+        const before = jobCount(t);
+        const raw = c.fresh(++n);
+        const headers = c.signed(raw);
+        assert.equal((await post(`${t.url}/${c.route}`, raw, headers)).status, c.okStatus);
+        const again = await post(`${t.url}/${c.route}`, raw, headers);
+        assert.equal(again.status, 200);
+        assert.equal(again.body.status, 'duplicate');
+        assert.equal(jobCount(t), before + 1);
+      });
+      it('answers the same content under a new delivery id with duplicate', async () => {
+        const before = jobCount(t);
+        const raw = c.fresh(++n);
+        const headers = c.signed(raw);
+        assert.equal((await post(`${t.url}/${c.route}`, raw, headers)).status, c.okStatus);
+        const next = c.redeliver(raw, headers);
+        const again = await post(`${t.url}/${c.route}`, next.raw, next.headers);
+        assert.equal(again.body.status, 'duplicate');
+        assert.equal(jobCount(t), before + 1);
+      });
+      it('refuses a body over 1 MiB with 413 payload_too_large', async () => {
+        const before = jobCount(t);
+        const raw = Buffer.alloc(1024 * 1024 + 1, 0x20);
+        assertRefused(await post(`${t.url}/${c.route}`, raw, c.signed(raw)), 413, 'payload_too_large');
+        assert.equal(jobCount(t), before);
+      });
+      it('gives up on a body that trickles in, and queues nothing', async () => {
+        const before = jobCount(t);
+        const raw = c.fresh(++n);
+        assert.equal(await trickle(t.url, `/${c.route}`, raw, c.signed(raw)), 400);
+        assert.equal(jobCount(t), before);
+      });
+    });
+  }
+
+  describe('/jobs', () => {
+    const body = (b: string): string => JSON.stringify({ brief: b });
+    it('refuses a missing or wrong bearer token with 401 and WWW-Authenticate', async () => {
+      const before = jobCount(t);
+      const none = await post(`${t.url}/jobs`, body('a'));
+      assertRefused(none, 401, 'unauthorized');
+      assert.equal(none.headers.get('www-authenticate'), 'Bearer');
+      assertRefused(await post(`${t.url}/jobs`, body('a'), { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}x` }), 401, 'unauthorized');
+      assertRefused(await post(`${t.url}/jobs`, body('a'), { authorization: `Bearer ${SECRETS.CHATA_SIGNING_SECRET}` }), 401, 'unauthorized');
+      const getNone = await fetch(`${t.url}/jobs/j${'0'.repeat(26)}`);
+      assert.equal(getNone.status, 401);
+      assert.equal(jobCount(t), before);
+    });
+    it('answers a repeated body with duplicate; a new request_id makes a new job', async () => {
+      const before = jobCount(t);
+      const auth = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
+      assert.equal((await post(`${t.url}/jobs`, body('same'), auth)).status, 202);
+      assert.equal((await post(`${t.url}/jobs`, body('same'), auth)).body.status, 'duplicate');
+      assert.equal((await post(`${t.url}/jobs`, JSON.stringify({ brief: 'same', request_id: '2' }), auth)).status, 202);
+      assert.equal(jobCount(t), before + 2);
+    });
+    it('refuses an oversized body and a trickling body', async () => {
+      const before = jobCount(t);
+      const auth = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
+      assertRefused(await post(`${t.url}/jobs`, Buffer.alloc(1024 * 1024 + 1, 0x20), auth), 413, 'payload_too_large');
+      assert.equal(await trickle(t.url, '/jobs', Buffer.from(body('slow')), auth), 400);
+      assert.equal(jobCount(t), before);
+    });
+  });
+
+  describe('every error path', () => {
+    it('uses the one error envelope for 404, 405 and bad JSON after a good signature', async () => {
+      assertRefused(await post(`${t.url}/nope`, '{}'), 404, 'not_found');
+      const wrongMethod = await fetch(`${t.url}/errtrack`);
+      assert.equal(wrongMethod.status, 405);
+      assert.equal(wrongMethod.headers.get('allow'), 'POST');
+      const raw = Buffer.from('{not json');
+      assertRefused(await post(`${t.url}/trackerb`, raw, { 'x-hub-signature': `sha256=${sign.hex(SECRETS.TRACKERB_WEBHOOK_SECRET, raw)}` }), 400, 'invalid_json');
+    });
+    it('never writes a secret into its logs', () => {
+      const text = JSON.stringify(t.logs);
+      for (const secret of Object.values(SECRETS)) assert.ok(!text.includes(secret));
+    });
+  });
+});
