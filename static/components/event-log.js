@@ -73,7 +73,7 @@ class EventLog extends HTMLElement {
     for (let page = 0; page < HISTORY_PAGES; page++) {
       const body = await api(`${runPath(id)}/events${query({ after: this.lastId, limit: HISTORY_PAGE })}`);
       const items = itemsOf(body, 'events').slice().sort((/** @type {any} */ a, /** @type {any} */ b) => a.id - b.id);
-      for (const e of items) this.add(e.id, e.kind, e.data, false);
+      for (const e of items) this.add(e.id, e.kind, e, false);
       if (items.length < HISTORY_PAGE) break;
     }
     this.scrollToEnd();

@@ -3,7 +3,7 @@
 // diff, cost, integrity and signature, with the raw JSON one click away.
 import { html, render } from '../lib/html.js';
 import { api } from '../lib/api.js';
-import { verdictBadge, failure } from '../lib/ui.js';
+import { verdictBadge, inlineFailure } from '../lib/ui.js';
 import { money, duration, dateTime, count } from '../lib/format.js';
 import { artifactUrl, artifactsOf } from './artifact-list.js';
 
@@ -43,7 +43,7 @@ class ReceiptView extends HTMLElement {
       this.show(await api(url), url, path);
     } catch (err) {
       if (/** @type {{code?: string}} */ (err).code === 'not_found') render(this, html`<p class="muted">No receipt recorded for this run.</p>`);
-      else render(this, failure(err, false));
+      else render(this, inlineFailure(err));
     }
   }
 

@@ -2,7 +2,7 @@
 // <svc-risk-report>: GET /v1/review/risk for the run — score, level, the reasons and the files behind it.
 import { html, render } from '../lib/html.js';
 import { api, query } from '../lib/api.js';
-import { failure } from '../lib/ui.js';
+import { inlineFailure } from '../lib/ui.js';
 
 class RiskReport extends HTMLElement {
   constructor() {
@@ -44,7 +44,7 @@ class RiskReport extends HTMLElement {
     } catch (err) {
       const code = /** @type {{code?: string}} */ (err).code;
       if (code === 'not_found') render(this, html`<p class="muted">No diff recorded for this run yet, so there is nothing to score.</p>`);
-      else render(this, failure(err, false));
+      else render(this, inlineFailure(err));
     }
   }
 }

@@ -5,15 +5,15 @@ import { html } from './html.js';
 
 /** @typedef {{label: string, value: number | null, title?: string}} Point */
 
-const W = 640;
-const H = 180;
+const W = 520;
+const H = 190;
 const PAD = { top: 12, right: 8, bottom: 26, left: 44 };
 
 /** @param {number} max */
 function niceMax(max) {
   if (!(max > 0)) return 1;
   const p = 10 ** Math.floor(Math.log10(max));
-  return [1, 2, 2.5, 5, 10].map((m) => m * p).find((v) => v >= max) ?? max;
+  return [1, 2, 4, 6, 8, 10].map((m) => m * p).find((v) => v >= max) ?? max;
 }
 
 /**
@@ -56,9 +56,9 @@ export function barList(points, opts) {
   if (points.length === 0) return html`<p class="muted">No data in this window.</p>`;
   const sorted = points.slice().sort((a, b) => (b.value ?? -1) - (a.value ?? -1));
   const max = Math.max(0, ...sorted.map((p) => p.value ?? 0)) || 1;
-  const rowH = 26;
-  const labelW = 180;
-  const valueW = 110;
+  const rowH = 30;
+  const labelW = 150;
+  const valueW = 90;
   const barMax = W - labelW - valueW;
   return html`<svg class="chart chart-bars" viewBox="0 0 ${W} ${sorted.length * rowH + 4}" role="img" aria-label="${opts.label}">
     <title>${opts.label}</title>
@@ -66,9 +66,9 @@ export function barList(points, opts) {
       const yy = i * rowH + 2;
       const width = p.value === null ? 0 : Math.max(2, (p.value / max) * barMax);
       return html`<g>
-        <text class="axis label" x="${labelW - 8}" y="${yy + 17}" text-anchor="end">${p.label.length > 26 ? `${p.label.slice(0, 25)}…` : p.label}</text>
+        <text class="axis label" x="${labelW - 8}" y="${yy + 20}" text-anchor="end">${p.label.length > 20 ? `${p.label.slice(0, 19)}…` : p.label}</text>
         <rect class="bar${p.value === null ? ' unknown' : ''}" x="${labelW}" y="${yy + 4}" width="${p.value === null ? 24 : width}" height="${rowH - 8}"><title>${p.title ?? p.label}</title></rect>
-        <text class="axis value" x="${labelW + (p.value === null ? 24 : width) + 6}" y="${yy + 17}">${p.value === null ? 'unknown' : opts.format(p.value)}</text>
+        <text class="axis value" x="${labelW + (p.value === null ? 24 : width) + 6}" y="${yy + 20}">${p.value === null ? 'unknown' : opts.format(p.value)}</text>
       </g>`;
     })}
   </svg>`;

@@ -54,7 +54,7 @@ export function ago(t, now = Date.now()) {
   if (s < 60) return `${s}s ago`;
   if (s < 3600) return `${Math.floor(s / 60)}m ago`;
   if (s < 86400) return `${Math.floor(s / 3600)}h ago`;
-  return dateTime(ms);
+  return shortDateTime(ms, now);
 }
 
 /** Local date and time, minute precision. @param {string | number | null | undefined} t */
@@ -62,6 +62,16 @@ export function dateTime(t) {
   const ms = toMs(t);
   if (ms === null) return '—';
   return new Date(ms).toLocaleString(undefined, { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
+}
+
+/** Compact local date and time for tables: "Nov 20, 14:05" (year only when not this year). @param {string | number | null | undefined} t */
+export function shortDateTime(t, now = Date.now()) {
+  const ms = toMs(t);
+  if (ms === null) return '—';
+  const d = new Date(ms);
+  const sameYear = d.getFullYear() === new Date(now).getFullYear();
+  const day = d.toLocaleDateString(undefined, sameYear ? { month: 'short', day: 'numeric' } : { year: 'numeric', month: 'short', day: 'numeric' });
+  return `${day}, ${d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', hour12: false })}`;
 }
 
 /** Local time with seconds, for event logs. @param {string | number | null | undefined} t */

@@ -22,7 +22,7 @@ export function runRow(run, flash = false) {
     <td data-label="Brief" class="brief"><a href="${runLink(run)}">${run.brief || run.run}</a>${run.status === 'blocked' && run.question ? html`<span class="question-hint">Asks: ${run.question}</span>` : ''}</td>
     <td data-label="Origin">${run.origin ?? '—'}</td>
     <td data-label="Provider">${run.provider ?? '—'}</td>
-    <td data-label="Started" title="${dateTime(run.started_at)}"><time datetime="${run.started_at ?? ''}">${ago(run.started_at)}</time></td>
+    <td data-label="Started" class="nowrap" title="${dateTime(run.started_at)}"><time datetime="${run.started_at ?? ''}">${ago(run.started_at)}</time></td>
     <td data-label="Duration" class="num" data-started="${run.ended_at ? '' : run.started_at ?? ''}">${runDuration(run)}</td>
     <td data-label="Cost" class="num${run.cost_usd == null ? ' unknown' : ''}">${money(run.cost_usd)}</td>
   </tr>`;

@@ -36,6 +36,12 @@ export function failure(err, retry = true) {
   </div>`;
 }
 
+/** A one-line error for small side panels. @param {unknown} err */
+export function inlineFailure(err) {
+  const e = /** @type {{code?: string, message?: string}} */ (err ?? {});
+  return html`<p class="inline-error" role="alert">${explain(e.code)} ${e.code ? html`<code>${e.code}</code>` : ''}</p>`;
+}
+
 const EXPLANATIONS = /** @type {Record<string, string>} */ ({
   loopback_only: 'Refused: this action only works on a Control Plane bound to this machine (127.0.0.1), from this machine.',
   invalid_transition: 'Refused: the run is not in a state that allows this.',

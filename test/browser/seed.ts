@@ -1,0 +1,127 @@
+// A realistic Control Plane history for the UI tests, sent through POST /v1/ingest like a shipper would:
+// many finished runs (for paging), a blocked run with a question, a running run with a log, a run with a receipt.
+import type { TestControl } from '../helpers/control-server.ts';
+
+const DAY = 86_400_000;
+const REPOS = ['acme/api', 'acme/web', 'acme/billing'];
+const PROVIDERS = ['claude', 'codex', 'gemini'];
+const ORIGINS = ['chata', 'trackerb', 'errtrack', 'cli'];
+const VERDICTS = ['verified', 'verified_with_gaps', 'not_verified'];
+
+export const BLOCKED = { source: 'local', run: 'rblocked0001' };
+export const RUNNING = { source: 'local', run: 'rrunning0001' };
+export const RECEIPTED = { source: 'local', run: 'rreceipt0001' };
+
+export function iso(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+export function finishedRuns(n: number, now = Date.now()): Record<string, unknown>[] {
+  const runs: Record<string, unknown>[] = [];
+  for (let i = 0; i < n; i++) {
+    const started = now - (i + 3) * (DAY / 4);
+    const failed = i % 7 === 3;
+    runs.push({
+      run: `rdone${String(i).padStart(4, '0')}`,
+      repo: REPOS[i % REPOS.length],
+      group_id: `rdone${String(i).padStart(4, '0')}`,
+      status: failed ? 'failed' : 'succeeded',
+      verdict: failed ? 'not_verified' : VERDICTS[i % 2],
+      brief: `Fix flaky ${['login', 'invoice rounding', 'search paging', 'webhook retry'][i % 4]} test #${i}`,
+      origin: ORIGINS[i % ORIGINS.length],
+      provider: PROVIDERS[i % PROVIDERS.length],
+      branch: `svc/rdone${i}`,
+      started_at: iso(started),
+      ended_at: iso(started + 60_000 * (3 + (i % 20))),
+      updated_at: iso(started + 60_000 * (3 + (i % 20))),
+      cost_usd: i % 5 === 4 ? null : Math.round((0.2 + (i % 9) * 0.37) * 100) / 100,
+      tokens_in: i % 5 === 4 ? null : 12_000 + i * 310,
+      tokens_out: i % 5 === 4 ? null : 2_000 + i * 45,
+      ...(failed ? { error: 'Required check "unit" failed', exit_code: 1 } : { exit_code: 0 }),
+    });
+  }
+  return runs;
+}
+
+export function liveRuns(now = Date.now()): Record<string, unknown>[] {
+  return [
+    {
+      run: BLOCKED.run, repo: 'acme/api', group_id: BLOCKED.run, status: 'blocked', verdict: null,
+      brief: 'Migrate the sessions table to the new schema', origin: 'chata', provider: 'claude', branch: `svc/${BLOCKED.run}`,
+      question: 'Should the migration target PostgreSQL 15 or 16?', started_at: iso(now - 9 * 60_000), updated_at: iso(now - 60_000),
+      cost_usd: null,
+    },
+    {
+      run: RUNNING.run, repo: 'acme/web', group_id: RUNNING.run, status: 'running', verdict: null,
+      brief: 'Add dark mode to the settings page', origin: 'trackerb', provider: 'codex', branch: `svc/${RUNNING.run}`,
+      started_at: iso(now - 4 * 60_000), updated_at: iso(now - 10_000), cost_usd: 0.42, tokens_in: 20_000, tokens_out: 3_100,
+    },
+    {
+      run: RECEIPTED.run, repo: 'acme/billing', group_id: RECEIPTED.run, status: 'succeeded', verdict: 'verified',
+      brief: 'Round invoice totals half-even <b>not</b> half-up', origin: 'errtrack', provider: 'claude', branch: `svc/${RECEIPTED.run}`,
+      pr_url: 'https://github.example/acme/billing/pull/42', started_at: iso(now - 2 * 3600_000), ended_at: iso(now - 2 * 3600_000 + 780_000),
+      updated_at: iso(now - 2 * 3600_000 + 780_000), cost_usd: 1.37, tokens_in: 88_000, tokens_out: 9_400, exit_code: 0,
+    },
+  ];
+}
+
+export function receipt(now = Date.now()): Record<string, unknown> {
+  return {
+    version: 1,
+    run: { source: 'local', run: RECEIPTED.run },
+    repo: 'acme/billing',
+    base_sha: '4f1c2a9e0b7d6c5a4f1c2a9e0b7d6c5a4f1c2a9e',
+    head_sha: '9a8b7c6d5e4f3a2b1c0d9a8b7c6d5e4f3a2b1c0d',
+    spec_sha256: 'aa'.repeat(32),
+    provider: 'claude',
+    checks: [
+      { name: 'unit', argv: ['npm', 'test'], required: true, exit_code: 0, duration_ms: 41_000, output_sha256: 'bb'.repeat(32) },
+      { name: 'lint', argv: ['npm', 'run', 'lint'], required: false, exit_code: 0, duration_ms: 6_000, output_sha256: 'cc'.repeat(32) },
+    ],
+    diff: { files: 3, insertions: 48, deletions: 12, patch_sha256: 'dd'.repeat(32) },
+    cost: { usd: 1.37 },
+    verdict: 'verified',
+    started_at: iso(now - 2 * 3600_000),
+    ended_at: iso(now - 2 * 3600_000 + 780_000),
+    integrity: 'ee'.repeat(32),
+    signature: { alg: 'Ed25519', kid: 'k-2026-01', value: 'c2lnbmF0dXJl' },
+  };
+}
+
+export function events(now = Date.now()): Record<string, unknown>[] {
+  const out: Record<string, unknown>[] = [];
+  const add = (run: string, seq: number, ms: number, kind: string, data: unknown) => out.push({ run, seq, ts: iso(ms), kind, data });
+  const t = now - 4 * 60_000;
+  add(RUNNING.run, 1, t, 'run.status', { from: 'queued', to: 'running' });
+  for (let i = 2; i < 14; i++) add(RUNNING.run, i, t + i * 5000, 'log', { stream: i % 5 === 0 ? 'stderr' : 'stdout', text: `step ${i}: editing src/settings/theme.ts <script>alert(1)</script>` });
+  const b = now - 9 * 60_000;
+  add(BLOCKED.run, 1, b, 'run.status', { from: 'queued', to: 'running' });
+  add(BLOCKED.run, 2, b + 20_000, 'log', { stream: 'stdout', text: 'Reading migrations/0007_sessions.sql' });
+  add(BLOCKED.run, 3, b + 60_000, 'question', { question: 'Should the migration target PostgreSQL 15 or 16?' });
+  add(BLOCKED.run, 4, b + 60_001, 'run.status', { from: 'running', to: 'blocked' });
+  const r = now - 2 * 3600_000;
+  add(RECEIPTED.run, 1, r, 'run.status', { from: 'queued', to: 'running' });
+  add(RECEIPTED.run, 2, r + 600_000, 'check', { name: 'unit', exit_code: 0, duration_ms: 41_000 });
+  add(RECEIPTED.run, 3, r + 700_000, 'receipt', { verdict: 'verified' });
+  add(RECEIPTED.run, 4, r + 760_000, 'pr', { url: 'https://github.example/acme/billing/pull/42' });
+  add(RECEIPTED.run, 5, r + 780_000, 'run.status', { from: 'running', to: 'succeeded' });
+  return out;
+}
+
+export async function ingest(control: TestControl, body: Record<string, unknown>): Promise<void> {
+  const res = await control.request('POST', '/v1/ingest', { body: { source: 'local', runs: [], events: [], artifacts: [], ...body } });
+  if (res.status !== 200) throw new Error(`ingest answered ${res.status}: ${res.text}`);
+}
+
+/** Seeds `finished` finished runs plus the blocked, running and receipted runs with their events and artifacts. */
+export async function seed(control: TestControl, finished = 60): Promise<void> {
+  const now = Date.now();
+  await ingest(control, { runs: [...finishedRuns(finished, now), ...liveRuns(now)], events: events(now) });
+  const receiptJson = Buffer.from(JSON.stringify(receipt(now), null, 2)).toString('base64');
+  await ingest(control, {
+    artifacts: [
+      { run: RECEIPTED.run, path: 'receipt.json', content_type: 'application/json', content_base64: receiptJson },
+      { run: RECEIPTED.run, path: 'checks/unit.txt', content_type: 'text/plain', content_base64: Buffer.from('42 passing\n').toString('base64') },
+    ],
+  });
+}
