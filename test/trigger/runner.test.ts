@@ -1,0 +1,105 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync, writeFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { openDatabase } from '../../src/db/open.ts';
+import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
+import { createTriggerStores } from '../../src/db/trigger-stores.ts';
+import { isAllowedChildVar } from '../../src/trigger/child-env.ts';
+import { SECRETS, post, get, waitFor, startTestTrigger, makeRepo, tempDir, type TestTrigger } from './helpers.ts';
+
+const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
+
+async function job(t: TestTrigger, id: string): Promise<Record<string, unknown>> {
+  return (await get(`${t.url}/jobs/${id}`, bearer)).body;
+}
+
+describe('runner', () => {
+  it('gives `svc start` an allowlisted environment: no secret, key or token reaches it', async () => {
+    const outbound = {
+      TRACKERA_API_KEY: 'k-trackera-1',
+      TRACKERB_API_TOKEN: 'k-trackerb-2',
+      TRACKERB_EMAIL: 'bot@example.test',
+      TRACKERB_BASE_URL: 'https://x.example.test',
+      ERRTRACK_AUTH_TOKEN: 'k-errtrack-3',
+      ERRTRACK_CLIENT_SECRET: 'k-errtrack-4',
+      SVC_CONTROL_TOKEN: 'k-control-5',
+      AWS_SECRET_ACCESS_KEY: 'k-aws-6',
+      NODE_OPTIONS: '--require /tmp/evil.js',
+      LC_ALL: 'C.UTF-8',
+      TZ: 'UTC',
+      SVC_SOURCE: 'box',
+      SVC_CONTROL_URL: 'http://127.0.0.1:1',
+    };
+    const t = await startTestTrigger(outbound);
+    try {
+      const res = await post(`${t.url}/jobs`, JSON.stringify({ brief: 'dump env' }), bearer);
+      await waitFor(async () => ((await job(t, res.body.job_id as string)).status === 'succeeded' ? true : null), 'the job');
+      const call = t.calls()[0]!;
+      for (const name of Object.keys(call.env)) assert.ok(isAllowedChildVar(name), `unexpected ${name} in the child env`);
+      const values = Object.values(call.env).join('\n');
+      for (const secret of [...Object.values(SECRETS), 'k-trackera-1', 'k-trackerb-2', 'k-errtrack-3', 'k-errtrack-4', 'k-control-5', 'k-aws-6', '/tmp/evil.js']) {
+        assert.ok(!values.includes(secret), `secret ${secret.slice(0, 6)}… reached the child`);
+      }
+      assert.equal(call.env.LC_ALL, 'C.UTF-8');
+      assert.equal(call.env.SVC_SOURCE, 'box');
+      assert.equal(call.env.HOME, t.home);
+    } finally {
+      await t.cleanup();
+    }
+  });
+
+  it('leaves queued jobs queued on shutdown and re-attaches running jobs to their runs on restart', async () => {
+    const repo = makeRepo();
+    const home = tempDir('svc-home-');
+    const db = join(home, 'trigger.db');
+    const first = await startTestTrigger({ SVC_TRIGGER_CONCURRENCY: '1' }, { repo, home, db });
+    const a = (await post(`${first.url}/jobs`, JSON.stringify({ brief: 'stay-running A' }), bearer)).body.job_id as string;
+    const b = (await post(`${first.url}/jobs`, JSON.stringify({ brief: 'second B' }), bearer)).body.job_id as string;
+    const runA = await waitFor(async () => (await job(first, a)).run as { run: string } | null, 'job A to record its run');
+    assert.equal((await job(first, b)).status, 'queued');
+    await first.close();
+
+    const second = await startTestTrigger({ SVC_TRIGGER_CONCURRENCY: '1' }, { repo, home, db });
+    try {
+      assert.equal((await job(second, a)).status, 'running');
+      const statePath = join(repo, '.svc', 'runs', runA.run, 'state.json');
+      const state = JSON.parse(readFileSync(statePath, 'utf8')) as Record<string, unknown>;
+      writeFileSync(statePath, JSON.stringify({ ...state, status: 'succeeded', verdict: 'verified', ended_at: new Date().toISOString() }));
+      const doneA = await waitFor(async () => ((await job(second, a)).status === 'succeeded' ? job(second, a) : null), 'job A to end with its run');
+      assert.deepEqual(doneA.run, { source: 'local', run: runA.run });
+      await waitFor(async () => ((await job(second, b)).status === 'succeeded' ? true : null), 'job B to run after restart');
+      assert.equal(second.calls().filter((c) => c.args.includes('second B')).length, 1);
+    } finally {
+      await second.cleanup();
+      rmSync(repo, { recursive: true, force: true });
+    }
+  });
+
+  it('marks running jobs interrupted on restart when their run is unknown or gone', async () => {
+    const repo = makeRepo();
+    const home = tempDir('svc-home-');
+    const dbPath = join(home, 'trigger.db');
+    const db = openDatabase(dbPath, triggerMigrations);
+    const stores = createTriggerStores(db);
+    const now = Date.now();
+    for (const [id, run] of [['j0000000000aaaaaaaaaaaaaaaa', null], ['j0000000000bbbbbbbbbbbbbbbb', 'rgone']] as const) {
+      stores.jobs.insert({ id, origin: 'jobs', brief: 'x', args: ['start', '--brief', 'x', '--detach'], created_at: now });
+      stores.jobs.claim(id, now);
+      if (run) stores.jobs.setRun(id, 'local', run, 0);
+    }
+    db.close();
+    const t = await startTestTrigger({}, { repo, home, db: dbPath });
+    try {
+      for (const id of ['j0000000000aaaaaaaaaaaaaaaa', 'j0000000000bbbbbbbbbbbbbbbb']) {
+        const j = await waitFor(async () => ((await job(t, id)).status === 'interrupted' ? job(t, id) : null), `job ${id} interrupted`);
+        assert.ok(j.error);
+        assert.ok(j.finished_at);
+      }
+      assert.equal(t.calls().length, 0);
+    } finally {
+      await t.cleanup();
+      rmSync(repo, { recursive: true, force: true });
+    }
+  });
+});
