@@ -2,7 +2,7 @@
 // The store itself cuts targets to a host and scrubs URLs from errors; this file only checks shape and types.
 import { HttpError } from '../http/http-error.ts';
 import { NOTIFICATION_STATUSES, type NotificationInput, type NotificationStatus } from '../db/notifications-store.ts';
-import { SEGMENT, parseTime } from './params.ts';
+import { SEGMENT, isValidMs, parseTime } from './params.ts';
 
 type Obj = Record<string, unknown>;
 
@@ -17,7 +17,7 @@ function text(where: string, v: unknown, required: boolean, max = 4096): string 
 
 function time(where: string, v: unknown, fallback: number): number {
   if (v === undefined || v === null) return fallback;
-  if (typeof v === 'number' && Number.isSafeInteger(v)) return v;
+  if (isValidMs(v)) return v;
   if (typeof v === 'string') return parseTime(where, v);
   return bad(where, 'must be an ISO-8601 time or unix milliseconds');
 }

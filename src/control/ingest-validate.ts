@@ -2,7 +2,7 @@
 import { HttpError } from '../http/http-error.ts';
 import { RUN_STATUSES, VERDICTS, type RunInput, type RunStatus, type Verdict } from '../db/runs-store.ts';
 import type { EventInput } from '../db/events-store.ts';
-import { SEGMENT, checkArtifactPath, parseTime } from './params.ts';
+import { SEGMENT, checkArtifactPath, isValidMs, parseTime } from './params.ts';
 import { safeContentType, OCTET_STREAM } from './content-type.ts';
 import type { NotificationInput } from '../db/notifications-store.ts';
 import { validateNotification } from './ingest-notifications.ts';
@@ -45,7 +45,7 @@ function segment(where: string, v: unknown): string {
 
 /** Body times: unix ms as a number, or an ISO-8601 / unix-ms string. */
 function time(where: string, v: unknown): number {
-  if (typeof v === 'number' && Number.isSafeInteger(v)) return v;
+  if (isValidMs(v)) return v;
   if (typeof v === 'string') {
     try {
       return parseTime(where, v);

@@ -45,10 +45,15 @@ export function parseTime(name: string, value: string): number {
   let ms = Number.NaN;
   if (/^-?[0-9]{1,16}$/.test(value)) ms = Number(value);
   else if (ISO.test(value)) ms = Date.parse(value);
-  if (!Number.isSafeInteger(ms)) {
+  if (!isValidMs(ms)) {
     throw new HttpError('invalid_param', `Parameter "${name}" must be an ISO-8601 time or unix milliseconds`);
   }
   return ms;
+}
+
+/** An integer ms inside the range a Date can represent (so toISOString never throws on the way out). */
+export function isValidMs(ms: unknown): ms is number {
+  return Number.isSafeInteger(ms) && Math.abs(ms as number) <= 8.64e15;
 }
 
 /** parseTime for an optional query parameter. */

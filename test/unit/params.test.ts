@@ -1,0 +1,70 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { checkArtifactPath, checkQueryKeys, parseLimit, parseTime, runParams, runToJson } from '../../src/control/params.ts';
+import { decodeRunCursor, encodeRunCursor } from '../../src/control/run-cursor.ts';
+import { HttpError } from '../../src/http/http-error.ts';
+
+function code(fn: () => unknown): string | undefined {
+  try {
+    fn();
+  } catch (err) {
+    return err instanceof HttpError ? err.code : 'other';
+  }
+  return undefined;
+}
+
+describe('params', () => {
+  it('defaults limit to 50, clamps above 500 and rejects non-positive integers', () => {
+    assert.equal(parseLimit(null), 50);
+    assert.equal(parseLimit('7'), 7);
+    assert.equal(parseLimit('9999'), 500);
+    for (const bad of ['0', '-1', '1.5', '', 'ten', '1e3']) assert.equal(code(() => parseLimit(bad)), 'invalid_param', bad);
+  });
+
+  it('parses ISO-8601 and unix milliseconds and rejects anything else', () => {
+    assert.equal(parseTime('since', '2026-01-01T00:00:00Z'), Date.UTC(2026, 0, 1));
+    assert.equal(parseTime('since', '2026-01-01'), Date.UTC(2026, 0, 1));
+    assert.equal(parseTime('since', '1767225600000'), 1767225600000);
+    for (const bad of ['yesterday', '2026-02-30T99:00Z', '99999999999999999', 'Tue, 01 Jan 2026']) {
+      assert.equal(code(() => parseTime('since', bad)), 'invalid_param', bad);
+    }
+  });
+
+  it('checks source and run segments', () => {
+    assert.deepEqual(runParams({ params: { source: 'local', run: 'r01.a_b-c' } }), { source: 'local', run: 'r01.a_b-c' });
+    for (const bad of ['', '.hidden', '-x', 'a/b', 'x'.repeat(129)]) {
+      assert.equal(code(() => runParams({ params: { source: 'local', run: bad } })), 'invalid_param', bad);
+    }
+  });
+
+  it('rejects unknown and repeated query parameters', () => {
+    assert.equal(code(() => checkQueryKeys(new URLSearchParams('limit=1'), ['limit'])), undefined);
+    assert.equal(code(() => checkQueryKeys(new URLSearchParams('limt=1'), ['limit'])), 'invalid_param');
+    assert.equal(code(() => checkQueryKeys(new URLSearchParams('limit=1&limit=2'), ['limit'])), 'invalid_param');
+  });
+
+  it('accepts relative artifact paths and rejects traversal, absolute, NUL and backslash', () => {
+    assert.equal(checkArtifactPath('checks/unit.log'), 'checks/unit.log');
+    for (const bad of ['../x', 'a/../b', '/etc/passwd', 'a\\b', 'a\0b', 'a//b', './a', 'C:x', '']) {
+      assert.equal(code(() => checkArtifactPath(bad)), 'invalid_param', JSON.stringify(bad));
+    }
+  });
+
+  it('round-trips a run cursor and refuses one it did not make', () => {
+    const key = { started_at: 123, source: 'local', run: 'r1' };
+    assert.deepEqual(decodeRunCursor(encodeRunCursor(key)), key);
+    for (const bad of ['x', Buffer.from('{"a":1}').toString('base64url'), Buffer.from('[1.5,"a","b"]').toString('base64url'), 'a+b']) {
+      assert.equal(code(() => decodeRunCursor(bad)), 'invalid_param', bad);
+    }
+  });
+
+  it('renders Run JSON with ISO times and without internal fields', () => {
+    const json = runToJson({
+      source: 's', run: 'r', repo: null, repo_path: '/x', group_id: 'r', status: 'queued', verdict: null, brief: null, origin: null,
+      provider: null, branch: null, pr_url: null, question: null, started_at: 0, ended_at: null, updated_at: 0, cost_usd: null,
+      tokens_in: null, tokens_out: null, exit_code: null, error: null, pid: 1, extra: '{}',
+    });
+    assert.equal(json.started_at, '1970-01-01T00:00:00.000Z');
+    assert.equal('repo_path' in json || 'pid' in json || 'extra' in json, false);
+  });
+});
