@@ -1,0 +1,99 @@
+import { describe, it, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { readFileSync, existsSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { SECRETS, FAKE_SVC, post, get, waitFor, makeRepo, tempDir } from './helpers.ts';
+
+const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
+const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
+const children: ChildProcess[] = [];
+const cleanups: Array<() => void> = [];
+
+after(() => {
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  for (const fn of cleanups) fn();
+});
+
+function serve(env: NodeJS.ProcessEnv, args: string[]): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(process.execPath, [CLI, 'trigger', 'serve', '--port', '0', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  return new Promise((resolve, reject) => {
+    let out = '';
+    let err = '';
+    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const line = /^(http:\/\/\S+)\n/.exec(out);
+      if (line) resolve({ child, url: line[1]! });
+    });
+    child.on('exit', (code) => reject(new Error(`server exited ${code}: ${err}`)));
+  });
+}
+
+function baseEnv(home: string): NodeJS.ProcessEnv {
+  return { PATH: process.env.PATH, HOME: home, ...SECRETS, SVC_TRIGGER_CLI: FAKE_SVC };
+}
+
+describe('svc trigger', () => {
+  it('prints help with exit 0 and refuses a bad concurrency with exit 2', () => {
+    const help = spawnSync(process.execPath, [CLI, 'trigger', 'serve', '--help'], { encoding: 'utf8' });
+    assert.equal(help.status, 0);
+    assert.match(help.stdout, /^Usage: svc trigger serve/);
+    const bad = spawnSync(process.execPath, [CLI, 'trigger', 'serve', '--concurrency', '0'], { encoding: 'utf8', env: { PATH: process.env.PATH, HOME: tempDir() } });
+    assert.equal(bad.status, 2);
+    assert.match(bad.stderr, /Concurrency must be an integer/);
+  });
+
+  it('prints its real URL, serves /health, and exits 0 on SIGTERM', async () => {
+    const home = tempDir('svc-home-');
+    const repo = makeRepo();
+    cleanups.push(() => rmSync(home, { recursive: true, force: true }), () => rmSync(repo, { recursive: true, force: true }));
+    const { child, url } = await serve(baseEnv(home), ['--repo', repo]);
+    assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/);
+    assert.notEqual(url, 'http://127.0.0.1:0');
+    assert.deepEqual((await get(`${url}/health`)).body, { status: 'ok' });
+    assert.ok(existsSync(join(home, '.svc', 'trigger', 'trigger.db')));
+    const code = await new Promise<number | null>((r) => {
+      child.on('exit', (c) => r(c));
+      child.kill('SIGTERM');
+    });
+    assert.equal(code, 0);
+  });
+
+  it('runs a job accepted just before a SIGKILL once the server restarts', async () => {
+    const home = tempDir('svc-home-');
+    const repo = makeRepo();
+    cleanups.push(() => rmSync(home, { recursive: true, force: true }), () => rmSync(repo, { recursive: true, force: true }));
+    const env = baseEnv(home);
+    const args = ['--repo', repo, '--concurrency', '1'];
+    const first = await serve(env, args);
+    // Occupy the only slot with a launcher that never returns, so the next job is certainly still queued.
+    const blocker = await post(`${first.url}/jobs`, JSON.stringify({ brief: 'hang-forever' }), bearer);
+    const pidFile = join(home, 'fake-svc', 'hang.pid');
+    await waitFor(() => existsSync(pidFile), 'the blocking launcher');
+    cleanups.push(() => {
+      try {
+        process.kill(-Number(readFileSync(pidFile, 'utf8')), 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    });
+    const accepted = await post(`${first.url}/jobs`, JSON.stringify({ brief: 'after the crash' }), bearer);
+    assert.equal(accepted.status, 202);
+    first.child.kill('SIGKILL');
+    await new Promise((r) => first.child.once('exit', r));
+
+    const second = await serve(env, args);
+    const id = accepted.body.job_id as string;
+    const done = await waitFor(async () => {
+      const j = (await get(`${second.url}/jobs/${id}`, bearer)).body;
+      return j.status === 'succeeded' ? j : null;
+    }, 'the accepted job to run after restart');
+    assert.deepEqual(done.args, ['start', '--brief', 'after the crash', '--detach']);
+    const interrupted = (await get(`${second.url}/jobs/${blocker.body.job_id as string}`, bearer)).body;
+    assert.equal(interrupted.status, 'interrupted');
+    second.child.kill('SIGTERM');
+  });
+});
