@@ -80,3 +80,23 @@ export function isLoopbackHost(host: string): boolean {
   const h = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
   return h === 'localhost' || isLoopbackAddress(h);
 }
+
+/** `.`/`..` as a path segment, literally or percent-encoded (WHATWG URL treats `%2e` as a dot too). */
+const DOT_SEGMENT = /^(?:\.|%2e){1,2}$/i;
+
+/**
+ * Parses the request target without the WHATWG normalisation that would silently resolve `..` (so
+ * `/v1/runs/a/b/artifact/../../x` must not quietly become another route) or turn `\` into `/`, and keeps a target
+ * starting with `//` as a path rather than a host. Dot segments and raw backslashes are 400 bad_request (DESIGN §4).
+ */
+export function requestUrl(target: string): URL {
+  const path = target.split('?', 1)[0]!;
+  if (path.includes('\\') || path.split('/').some((segment) => DOT_SEGMENT.test(segment))) {
+    throw new HttpError('bad_request', 'Request path must not contain ".", ".." or backslash segments');
+  }
+  try {
+    return target.startsWith('/') ? new URL(`http://localhost${target}`) : new URL(target, 'http://localhost');
+  } catch {
+    throw new HttpError('bad_request', 'Request target is not a valid path');
+  }
+}

@@ -5,7 +5,7 @@ import { createRouter, type Method } from './router.ts';
 import { HttpError, errorBody, isHttpError } from './http-error.ts';
 import { sendReply, TAKEN_OVER, type HandlerResult } from './respond.ts';
 import { readBody, parseJson, MiB } from './body.ts';
-import { checkBearer, checkHost, checkJsonContentType, checkLoopbackOnly, checkOrigin } from './guards.ts';
+import { checkBearer, checkHost, checkJsonContentType, checkLoopbackOnly, checkOrigin, requestUrl } from './guards.ts';
 import type { StaticFiles } from './static-files.ts';
 import type { Logger } from '../log.ts';
 
@@ -62,7 +62,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     const method = req.method ?? 'GET';
     const loopback = opts.boundToLoopback();
     checkHost(req, loopback);
-    const url = new URL(req.url ?? '/', 'http://localhost');
+    const url = requestUrl(req.url ?? '/');
     if (opts.staticFiles && (method === 'GET' || method === 'HEAD') && !url.pathname.startsWith('/v1/')) {
       const file = opts.staticFiles.lookup(url.pathname, req.headers['if-none-match']);
       if (file) {

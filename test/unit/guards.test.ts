@@ -10,6 +10,7 @@ import {
   hostnameOf,
   isLoopbackAddress,
   isLoopbackHost,
+  requestUrl,
   safeEqual,
 } from '../../src/http/guards.ts';
 import { HttpError } from '../../src/http/http-error.ts';
@@ -150,6 +151,24 @@ describe('guards', () => {
         const headers: Record<string, string> = t === undefined ? {} : { 'content-type': t };
         assert.equal(codeOf(() => checkJsonContentType(req(headers, 'POST'))), 'unsupported_media_type', String(t));
       }
+    });
+  });
+
+  describe('requestUrl', () => {
+    it('keeps the path as sent, including a leading double slash', () => {
+      assert.equal(requestUrl('/v1/runs?limit=5').pathname, '/v1/runs');
+      assert.equal(requestUrl('/v1/runs?limit=5').searchParams.get('limit'), '5');
+      assert.equal(requestUrl('//evil.example/v1/runs').pathname, '//evil.example/v1/runs');
+    });
+    it('answers bad_request to dot segments, literal or encoded, and to raw backslashes', () => {
+      for (const t of ['/v1/runs/a/b/artifact/../x', '/a/./b', '/a/%2e%2E/b', '/a/.%2e', '/a/%2e', '/..', '/a\\b', '/a/..?x=1']) {
+        assert.equal(codeOf(() => requestUrl(t)), 'bad_request', t);
+      }
+    });
+    it('leaves dots inside names and in the query alone', () => {
+      assert.equal(requestUrl('/v1/runs/local/r1/artifact/logs/check.v2.txt').pathname, '/v1/runs/local/r1/artifact/logs/check.v2.txt');
+      assert.equal(requestUrl('/a/...').pathname, '/a/...');
+      assert.equal(requestUrl('/v1/stats?repo=../x').searchParams.get('repo'), '../x');
     });
   });
 });

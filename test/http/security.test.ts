@@ -1,0 +1,264 @@
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { startTestControl, makeRun, type TestControl } from '../helpers/control-server.ts';
+import { rawRequest } from '../helpers/raw-http.ts';
+
+const TOKEN = 'security-token-abcdef0123456789';
+const MiB = 1024 * 1024;
+const JSON_TYPE = { 'content-type': 'application/json' };
+
+describe('security', () => {
+  let open: TestControl;
+  let locked: TestControl;
+  let pub: TestControl;
+
+  before(async () => {
+    open = await startTestControl();
+    locked = await startTestControl({ token: TOKEN });
+    pub = await startTestControl({ token: TOKEN, host: '0.0.0.0' });
+    for (const c of [open, locked]) {
+      c.deps.stores.runs.upsert('local', makeRun(1, { status: 'succeeded' }));
+      c.deps.stores.artifacts.put('local', 'r000001', { path: 'logs/check.txt', content_type: 'text/plain', content: Buffer.from('check ok\n'), created_at: Date.now() });
+    }
+  });
+  after(async () => {
+    await Promise.all([open.close(), locked.close(), pub.close()]);
+  });
+
+  describe('bearer token', () => {
+    it('refuses /v1/* without a token, with a wrong one, or with one in the query string', async () => {
+      for (const headers of [{}, { authorization: 'Bearer wrong' }, { authorization: `Basic ${Buffer.from(`x:${TOKEN}`).toString('base64')}` }]) {
+        const res = await rawRequest(locked.url, '/v1/runs', { headers });
+        assert.equal(res.status, 401);
+        assert.equal(res.headers['www-authenticate'], 'Bearer');
+      }
+      assert.equal((await rawRequest(locked.url, `/v1/runs?token=${TOKEN}`)).status, 401);
+      assert.equal((await rawRequest(locked.url, `/v1/runs?access_token=${TOKEN}`)).status, 401);
+    });
+
+    it('refuses near-miss tokens: a prefix, an extension, another case, padding inside', async () => {
+      for (const t of [TOKEN.slice(0, -1), `${TOKEN}x`, TOKEN.toUpperCase(), ` ${TOKEN.slice(1)}`, `${TOKEN.slice(0, 5)} ${TOKEN.slice(5)}`]) {
+        assert.equal((await rawRequest(locked.url, '/v1/stats', { headers: { authorization: `Bearer ${t}` } })).status, 401, t);
+      }
+      assert.equal((await rawRequest(locked.url, '/v1/stats', { headers: { authorization: `Bearer ${TOKEN}` } })).status, 200);
+    });
+
+    it('compares the token in constant time through safeEqual, never with ===', () => {
+      const source = readFileSync(new URL('../../src/http/guards.ts', import.meta.url), 'utf8');
+      const body = source.slice(source.indexOf('export function checkBearer'), source.indexOf('export function checkLoopbackOnly'));
+      assert.match(body, /safeEqual\(/);
+      assert.doesNotMatch(body, /[!=]==?\s*token|token\s*[!=]==?/);
+      assert.match(source, /timingSafeEqual/);
+    });
+
+    it('serves /health and /ready without a token and never echoes the token', async () => {
+      assert.equal((await rawRequest(locked.url, '/health')).status, 200);
+      assert.equal((await rawRequest(locked.url, '/ready')).status, 200);
+      const wrong = await rawRequest(locked.url, '/v1/runs', { headers: { authorization: `Bearer ${TOKEN}-nope` } });
+      assert.equal(wrong.text.includes(TOKEN), false);
+    });
+  });
+
+  describe('Host header (DNS rebinding)', () => {
+    it('answers 403 forbidden_host to a foreign Host on every kind of route of a loopback-bound server', async () => {
+      for (const path of ['/health', '/v1/runs', '/', '/v1/config']) {
+        for (const host of ['evil.example', 'evil.example:47821', '127.0.0.1.evil.example', 'localhost.evil.example:1']) {
+          const res = await rawRequest(open.url, path, { headers: { host } });
+          assert.equal(res.status, 403, `${path} ${host}`);
+          assert.equal(res.json.error.code, 'forbidden_host');
+        }
+      }
+    });
+
+    it('accepts localhost, 127.0.0.1 and [::1] on any port', async () => {
+      for (const host of ['localhost', 'localhost:9', '127.0.0.1:80', '[::1]:47821']) {
+        assert.equal((await rawRequest(open.url, '/health', { headers: { host } })).status, 200, host);
+      }
+    });
+  });
+
+  describe('Origin (CSRF)', () => {
+    it('refuses a mutation from a foreign origin and accepts one from its own', async () => {
+      const body = JSON.stringify({ retention_days: 3 });
+      const foreign = await rawRequest(open.url, '/v1/config', { method: 'PUT', body, headers: { ...JSON_TYPE, origin: 'https://evil.example' } });
+      assert.equal(foreign.status, 403);
+      assert.equal(foreign.json.error.code, 'forbidden_origin');
+      const opaque = await rawRequest(open.url, '/v1/config', { method: 'PUT', body, headers: { ...JSON_TYPE, origin: 'null' } });
+      assert.equal(opaque.status, 403);
+      const own = await rawRequest(open.url, '/v1/config', { method: 'PUT', body, headers: { ...JSON_TYPE, origin: open.url } });
+      assert.equal(own.status, 200, own.text);
+    });
+
+    it('refuses a foreign origin on POST and DELETE as well', async () => {
+      const post = await rawRequest(open.url, '/v1/runs/local/r000001/stop', { method: 'POST', body: '{}', headers: { ...JSON_TYPE, origin: 'http://localhost.evil.example' } });
+      assert.equal(post.json.error.code, 'forbidden_origin');
+      const del = await rawRequest(open.url, '/v1/runs/local/r000001', { method: 'DELETE', headers: { origin: 'http://evil.example' } });
+      assert.equal(del.json.error.code, 'forbidden_origin');
+    });
+
+    it('sends no CORS headers, so a foreign page cannot read answers', async () => {
+      const res = await rawRequest(open.url, '/v1/runs', { headers: { origin: 'https://evil.example' } });
+      assert.equal(res.headers['access-control-allow-origin'], undefined);
+    });
+  });
+
+  describe('content type', () => {
+    it('answers 415 to a JSON route called with another or no content type', async () => {
+      for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', undefined]) {
+        const headers: Record<string, string> = type ? { 'content-type': type } : {};
+        const res = await rawRequest(open.url, '/v1/config', { method: 'PUT', body: '{"retention_days":1}', headers });
+        assert.equal(res.status, 415, String(type));
+        assert.equal(res.json.error.code, 'unsupported_media_type');
+      }
+    });
+  });
+
+  describe('loopback-only routes on a non-loopback bind', () => {
+    const auth = { authorization: `Bearer ${TOKEN}` };
+    const cases: Array<[string, string, string | undefined]> = [
+      ['PUT', '/v1/config', '{}'],
+      ['GET', '/v1/keys', undefined],
+      ['GET', '/v1/repos', undefined],
+      ['POST', '/v1/start', '{"brief":"x","repo":"/tmp"}'],
+      ['POST', '/v1/runs', '{"brief":"x","repo":"/tmp"}'],
+      ['POST', '/v1/runs/local/r000001/stop', '{}'],
+      ['DELETE', '/v1/runs/local/r000001', undefined],
+      ['POST', '/v1/import', '{"path":"/tmp"}'],
+    ];
+    for (const [method, path, body] of cases) {
+      it(`answers 403 loopback_only to ${method} ${path} from a loopback peer when bound to 0.0.0.0`, async () => {
+        const res = await rawRequest(pub.url, path, {
+          method,
+          ...(body === undefined ? {} : { body }),
+          headers: { ...auth, ...(body === undefined ? {} : JSON_TYPE) },
+          connectHost: '127.0.0.1',
+        });
+        assert.equal(res.status, 403, res.text);
+        assert.equal(res.json.error.code, 'loopback_only');
+      });
+    }
+
+    it('still serves read routes there with the token, and never hands out the key', async () => {
+      const res = await rawRequest(pub.url, '/v1/config', { headers: auth, connectHost: '127.0.0.1' });
+      assert.equal(res.status, 200);
+      const keys = await rawRequest(pub.url, '/v1/keys', { headers: auth, connectHost: '127.0.0.1' });
+      assert.doesNotMatch(keys.text, /BEGIN PUBLIC KEY/);
+    });
+  });
+
+  describe('artifact paths', () => {
+    const traversal = [
+      '../../../etc/passwd',
+      'logs/../../../etc/passwd',
+      '%2e%2e/%2e%2e/etc/passwd',
+      '%2E%2E%2F%2E%2E%2Fetc%2Fpasswd',
+      'logs%2f..%2f..%2fetc%2fpasswd',
+      '..%5c..%5cetc%5cpasswd',
+      'logs%5ccheck.txt',
+      'logs/check.txt%00.png',
+      '%00',
+      '/etc/passwd',
+      '%2Fetc%2Fpasswd',
+      'C:%5cWindows%5cwin.ini',
+      'logs/./check.txt',
+    ];
+    for (const p of traversal) {
+      it(`answers 400 to the artifact path ${p}`, async () => {
+        const res = await rawRequest(open.url, `/v1/runs/local/r000001/artifact/${p}`);
+        assert.equal(res.status, 400, res.text);
+        assert.ok(['invalid_param', 'bad_request'].includes(res.json.error.code));
+        assert.doesNotMatch(res.text, /root:|check ok/);
+      });
+    }
+
+    it('still serves a recorded artifact by its plain path', async () => {
+      const res = await rawRequest(open.url, '/v1/runs/local/r000001/artifact/logs/check.txt');
+      assert.equal(res.status, 200);
+      assert.equal(res.text, 'check ok\n');
+    });
+  });
+
+  describe('request bodies', () => {
+    it('answers 413 to a declared Content-Length over the limit without waiting for the bytes', async () => {
+      const res = await rawRequest(open.url, '/v1/config', { method: 'PUT', body: Buffer.alloc(MiB + 10, 0x20), headers: JSON_TYPE });
+      assert.equal(res.status, 413);
+    });
+
+    it('answers 413 to a chunked body that grows past the limit', async () => {
+      const chunk = Buffer.alloc(128 * 1024, 0x20);
+      const res = await rawRequest(open.url, '/v1/runs/local/r000001/answer', { method: 'POST', headers: JSON_TYPE, chunks: Array.from({ length: 12 }, () => chunk) });
+      assert.equal(res.status, 413);
+    });
+
+    it('lets ingest take more than 1 MiB (its limit is 16 MiB)', async () => {
+      const body = JSON.stringify({ source: 'edge', runs: [], events: [], artifacts: [], pad: 'x'.repeat(2 * MiB) });
+      const res = await rawRequest(open.url, '/v1/ingest', { method: 'POST', body, headers: JSON_TYPE });
+      assert.notEqual(res.status, 413);
+    });
+
+    it('answers 400 invalid_json to malformed JSON without echoing it', async () => {
+      for (const body of ['{"retention_days": 1', '{"a":1}}', "{'a':1}", '\u0000{}', '{"secret-marker-77":']) {
+        const res = await rawRequest(open.url, '/v1/config', { method: 'PUT', body, headers: JSON_TYPE });
+        assert.equal(res.status, 400, body);
+        assert.equal(res.json.error.code, 'invalid_json');
+        assert.equal(res.text.includes('secret-marker-77'), false);
+      }
+    });
+
+    it('ignores a __proto__ key instead of polluting prototypes', async () => {
+      const res = await rawRequest(open.url, '/v1/config', { method: 'PUT', body: '{"__proto__":{"polluted":true}}', headers: JSON_TYPE });
+      assert.ok(res.status === 400 || res.status === 200);
+      assert.equal(({} as Record<string, unknown>).polluted, undefined);
+    });
+  });
+
+  describe('cursors and parameters', () => {
+    const bad = [
+      '/v1/runs?cursor=garbage',
+      '/v1/runs?cursor=%00',
+      '/v1/runs?limit=-1',
+      '/v1/runs?limit=abc',
+      '/v1/runs?limit=1.5',
+      '/v1/runs?limit=1e3',
+      '/v1/runs?since=not-a-date',
+      '/v1/runs?verdict=excellent',
+      '/v1/runs?limit=1&limit=2',
+      '/v1/audit?cursor=garbage',
+      '/v1/audit?limit=0',
+      '/v1/notifications?cursor=garbage',
+      '/v1/runs/local/r000001/events?after=-5',
+      '/v1/stats?until=yesterday',
+      '/v1/stats/cost?repo=',
+      '/v1/runs/bad%20source/r1',
+      '/v1/runs/local/r1%2F..',
+    ];
+    for (const path of bad) {
+      it(`answers 400 to ${path}`, async () => {
+        const res = await rawRequest(open.url, path);
+        assert.equal(res.status, 400, res.text);
+        assert.ok(['invalid_param', 'bad_request'].includes(res.json.error.code), res.json.error.code);
+      });
+    }
+
+    it('clamps a huge limit to 500 instead of failing', async () => {
+      const res = await rawRequest(open.url, '/v1/runs?limit=100000');
+      assert.equal(res.status, 200);
+    });
+  });
+
+  describe('internal errors', () => {
+    it('answers a bare 500 with a request id and no input, stack or SQL', async () => {
+      const broken = await startTestControl();
+      try {
+        broken.deps.db.close();
+        const res = await rawRequest(broken.url, '/v1/audit?limit=7');
+        assert.equal(res.status, 500);
+        assert.deepEqual(Object.keys(res.json.error), ['code', 'message']);
+        assert.match(res.json.error.message, /^Internal error \(request [0-9a-f-]{36}\)$/);
+      } finally {
+        await broken.close().catch(() => {});
+      }
+    });
+  });
+});
