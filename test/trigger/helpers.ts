@@ -63,7 +63,7 @@ export interface TestTrigger extends RunningTrigger {
   cleanup(): Promise<void>;
 }
 
-export async function startTestTrigger(extraEnv: Record<string, string | undefined> = {}, o: TriggerOverrides & { repo?: string; db?: string; home?: string } = {}): Promise<TestTrigger> {
+export async function startTestTrigger(extraEnv: Record<string, string | undefined> = {}, o: TriggerOverrides & { repo?: string; db?: string; home?: string; cliPath?: string } = {}): Promise<TestTrigger> {
   const repo = o.repo ?? makeRepo();
   const home = o.home ?? tempDir('svc-home-');
   const env: NodeJS.ProcessEnv = {
@@ -76,7 +76,7 @@ export async function startTestTrigger(extraEnv: Record<string, string | undefin
   };
   for (const [k, v] of Object.entries(env)) if (v === undefined) delete env[k];
   const settings = resolveTriggerSettings(env, { host: '127.0.0.1', port: '0', repo, db: o.db ?? join(home, 'trigger.db') }, repo);
-  settings.cliPath = FAKE_SVC;
+  settings.cliPath = o.cliPath ?? FAKE_SVC;
   const logs: LogLine[] = [];
   const log: Logger = o.log ?? createLogger('trigger-test', (line) => logs.push(JSON.parse(line) as LogLine));
   const running = await startTrigger(settings, env, { pollMs: 20, bodyTimeoutMs: 500, notifyBackoffMs: 5, ...o, log });

@@ -1,7 +1,7 @@
 // errtrack alert → brief: the task text plus release, environment, newest deploy record and the culprit file's
 // last author (spec "Brief content by origin"). Everything is untrusted text: sanitized, capped, adds no authority.
 import { sanitizeBrief } from '../brief.ts';
-import { latestDeployLine } from './deploy-record.ts';
+import { latestDeployLine } from '../../engine/deploys.ts';
 import { culpritAuthor } from './culprit-author.ts';
 
 export const ERRTRACK_BRIEF_BYTES = 1500;
@@ -89,7 +89,7 @@ export async function buildErrtrackBrief(alert: ErrtrackAlert, repoDir: string):
   if (alert.culprit) parts.push(`culprit ${alert.culprit}`);
   if (alert.release) parts.push(`release ${alert.release}`);
   if (alert.environment) parts.push(`environment ${alert.environment}`);
-  const deploy = await latestDeployLine(repoDir);
+  const deploy = latestDeployLine(repoDir);
   if (deploy) parts.push(deploy);
   const author = await culpritAuthor(repoDir, alert.fileCandidates);
   if (author) parts.push(`last commit to ${author.file} by ${author.author}`);
