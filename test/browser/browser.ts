@@ -38,8 +38,15 @@ export async function launchBrowser(): Promise<TestBrowser> {
       await page.emulateMedia({ colorScheme: opts.colorScheme ?? 'light' });
       if (opts.width) await page.setViewportSize({ width: opts.width, height: opts.height ?? 900 });
       // CSP violations are reported as console errors ("Refused to …"); so are failed module loads.
+      // Chromium logs every failed request as "Failed to load resource" without its URL; the response
+      // listener records the same failure with method, status and path, which tests can allow precisely.
       page.on('console', (msg) => {
-        if (msg.type() === 'error') problems.push(`console: ${msg.text()}`);
+        if (msg.type() === 'error' && !/^Failed to load resource: the server responded with a status of/.test(msg.text())) {
+          problems.push(`console: ${msg.text()}`);
+        }
+      });
+      page.on('response', (res) => {
+        if (res.status() >= 400) problems.push(`http ${res.status()} ${res.request().method()} ${new URL(res.url()).pathname}`);
       });
       page.on('pageerror', (err) => problems.push(`pageerror: ${err.message}`));
       return page;

@@ -108,9 +108,18 @@ export function events(now = Date.now()): Record<string, unknown>[] {
   return out;
 }
 
+/** Sends one batch like the shipper; retried on a dropped socket (tests drop connections on purpose), which is safe
+ * because ingest is idempotent on (source, run, seq). */
 export async function ingest(control: TestControl, body: Record<string, unknown>): Promise<void> {
-  const res = await control.request('POST', '/v1/ingest', { body: { source: 'local', runs: [], events: [], artifacts: [], ...body } });
-  if (res.status !== 200) throw new Error(`ingest answered ${res.status}: ${res.text}`);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const res = await control.request('POST', '/v1/ingest', { body: { source: 'local', runs: [], events: [], artifacts: [], ...body } });
+      if (res.status !== 200) throw new Error(`ingest answered ${res.status}: ${res.text}`);
+      return;
+    } catch (err) {
+      if (attempt >= 3 || !/fetch failed|other side closed/.test(String((err as Error).message))) throw err;
+    }
+  }
 }
 
 /** Seeds `finished` finished runs plus the blocked, running and receipted runs with their events and artifacts. */

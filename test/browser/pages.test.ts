@@ -1,0 +1,112 @@
+// Every page of the UI renders against a real Control Plane (light, dark and narrow), with no console errors or CSP
+// violations; config editing shows validation errors next to the key and explains a lost update.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Page } from 'playwright-core';
+import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+import { launchBrowser, browserSkipReason, screenshot, unexpected, type TestBrowser } from './browser.ts';
+import { seed } from './seed.ts';
+
+const skip = browserSkipReason();
+const PAGES = ['runs', 'start', 'stats', 'merge', 'audit', 'config', 'providers', 'integrations', 'notifications'];
+
+/** Waits until the page left its loading state (content, an empty state or an error state is shown). */
+async function settled(page: Page): Promise<void> {
+  await page.waitForFunction(() => {
+    const main = document.querySelector('main');
+    return !!main && main.querySelector('.state-loading') === null && (main.textContent ?? '').trim().length > 0;
+  });
+}
+
+describe('every page', { skip: skip ?? false }, () => {
+  let control: TestControl;
+  let empty: TestControl;
+  let browser: TestBrowser;
+
+  before(async () => {
+    control = await startTestControl();
+    empty = await startTestControl();
+    await seed(control, 40);
+    browser = await launchBrowser();
+  });
+
+  after(async () => {
+    await browser?.close();
+    await control?.close();
+    await empty?.close();
+  });
+
+  for (const scheme of ['light', 'dark'] as const) {
+    it(`renders each page in ${scheme} mode without an error state`, async () => {
+      const page = await browser.newPage({ colorScheme: scheme });
+      for (const name of PAGES) {
+        await page.goto(`${control.url}/#/${name}`);
+        await settled(page);
+        assert.equal(await page.locator('main .state-error').count(), 0, `${name} shows an error state`);
+        assert.equal(await page.locator(`nav [data-nav=${name}][aria-current=page]`).count(), 1);
+        await screenshot(page, `${name}-${scheme}`);
+      }
+      await page.close();
+    });
+  }
+
+  it('renders the runs table and run detail on a narrow screen', async () => {
+    const page = await browser.newPage({ width: 390, height: 844 });
+    await page.goto(`${control.url}/#/runs`);
+    await page.locator('table.runs tbody tr').first().waitFor();
+    await screenshot(page, 'runs-narrow');
+    await page.locator('table.runs tbody tr td.brief a').first().click();
+    await page.locator('.run-head h1').waitFor();
+    await screenshot(page, 'run-detail-narrow');
+    await page.close();
+  });
+
+  it('shows an empty state on a Control Plane with no runs', async () => {
+    const page = await browser.newPage();
+    await page.goto(`${empty.url}/#/runs`);
+    await page.locator('.state-empty').waitFor();
+    assert.match((await page.locator('.state-empty').textContent()) ?? '', /No runs yet/);
+    await screenshot(page, 'runs-empty');
+    await page.close();
+  });
+
+  it('shows a validation error next to the setting the server names', async () => {
+    const page = await browser.newPage();
+    await page.goto(`${control.url}/#/config`);
+    await page.locator('#cfg-max_concurrent_runs').fill('0');
+    await page.click('.config-form button[type=submit]');
+    const error = page.locator('#cfg-max_concurrent_runs-error');
+    await error.waitFor();
+    assert.match((await error.textContent()) ?? '', /max_concurrent_runs/);
+    assert.equal(await page.locator('#cfg-max_concurrent_runs').getAttribute('aria-invalid'), 'true');
+    await screenshot(page, 'config-invalid');
+    await page.close();
+  });
+
+  it('saves a change with If-Match and explains a lost update', async () => {
+    const page = await browser.newPage();
+    await page.goto(`${control.url}/#/config`);
+    await page.locator('#cfg-retention_days').fill('30');
+    await page.click('.config-form button[type=submit]');
+    await page.locator('.config-form .notice.ok').waitFor();
+    assert.equal((await control.request('GET', '/v1/config')).json.config.retention_days, 30);
+
+    // Someone else saves in between: this tab's version is now stale.
+    const other = await control.request('PUT', '/v1/config', { body: { config: { retention_days: 60 } } });
+    assert.equal(other.status, 200);
+    await page.locator('#cfg-retention_days').fill('90');
+    await page.click('.config-form button[type=submit]');
+    const notice = page.locator('.config-form .notice.error');
+    await notice.waitFor();
+    assert.match((await notice.textContent()) ?? '', /changed since you opened it/);
+    assert.equal(await page.inputValue('#cfg-retention_days'), '90', 'the edit is kept');
+    assert.equal((await control.request('GET', '/v1/config')).json.config.retention_days, 60, 'the other save is not overwritten');
+    await screenshot(page, 'config-conflict');
+    await page.close();
+  });
+
+  it('logged no console errors and no CSP violations', () => {
+    // The invalid config save answers 400 and the stale one 409 on purpose.
+    assert.deepEqual(unexpected(browser.problems, [/^http 400 PUT \/v1\/config$/, /^http 409 PUT \/v1\/config$/]), []);
+  });
+});
