@@ -7,6 +7,7 @@ import { createTriggerStores, type TriggerStores } from '../db/trigger-stores.ts
 import { createJobQueue, type JobQueue } from './queue.ts';
 import { createRunner, type Runner } from './runner.ts';
 import { createLocalExecutor } from './local-executor.ts';
+import { createKubernetesExecutor } from './kubernetes-executor.ts';
 import { createNotifier } from './notify.ts';
 import { createHttpsPoster, type Poster } from './https-post.ts';
 import { createControlReporter } from './control-report.ts';
@@ -46,7 +47,14 @@ function pickExecutor(settings: TriggerSettings, env: NodeJS.ProcessEnv, log: Lo
   if (settings.executor === 'local') {
     return createLocalExecutor({ cliPath: settings.cliPath, repoDir: settings.repoDir, env, log, ...(pollMs ? { pollMs } : {}) });
   }
-  throw new CliError(`Unknown SVC_TRIGGER_EXECUTOR "${settings.executor}" (known: local)`, 2);
+  if (settings.executor === 'kubernetes') {
+    try {
+      return createKubernetesExecutor({ env, log, controlUrl: settings.controlUrl, controlToken: settings.controlToken, ...(pollMs ? { pollMs } : {}) });
+    } catch (err) {
+      throw new CliError(err instanceof Error ? err.message : String(err), 2);
+    }
+  }
+  throw new CliError(`Unknown SVC_TRIGGER_EXECUTOR "${settings.executor}" (known: local, kubernetes)`, 2);
 }
 
 export function logStartupProblems(settings: TriggerSettings, log: Logger): void {

@@ -130,7 +130,7 @@ describe('kubernetes manifests', () => {
     assert.match(dep, /livenessProbe:\n\s+httpGet:\n\s+path: \/health/);
     assert.match(dep, /readinessProbe:\n\s+httpGet:\n\s+path: \/status/);
     const role = docs.get('Role')![0]!;
-    assert.match(role, /resources: \["jobs"\]\n\s+verbs: \["create", "get", "list", "watch", "delete"\]/);
+    assert.match(role, /resources: \["jobs"\]\n\s+verbs: \["create", "get", "list", "watch", "patch", "delete"\]/);
     assert.doesNotMatch(role, /secrets|"\*"/);
   });
 });

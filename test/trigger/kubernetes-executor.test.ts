@@ -1,0 +1,207 @@
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, writeFileSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { createKubernetesExecutor } from '../../src/trigger/kubernetes-executor.ts';
+import { buildKubeJob, kubeJobName, kubernetesSettingsFromEnv, podArgs, LABEL_RUN } from '../../src/trigger/kubernetes-job.ts';
+import { silentLogger } from '../../src/log.ts';
+import { startKubeStandIn, podSecrets, type KubeStandIn } from './kube-stand-in.ts';
+import { startTestTrigger, tempDir, post, get, waitFor, SECRETS, type TestTrigger } from './helpers.ts';
+import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+
+const dir = tempDir();
+const saDir = join(dir, 'serviceaccount');
+let kube: KubeStandIn;
+let env: NodeJS.ProcessEnv;
+let seq = 0;
+
+function jobId(): string {
+  seq += 1;
+  return `j0000000000test${String(seq).padStart(12, '0')}`;
+}
+
+function executor(extra: Partial<Parameters<typeof createKubernetesExecutor>[0]> = {}) {
+  return createKubernetesExecutor({ env, log: silentLogger, pollMs: 10, launchTimeoutMs: 10_000, shipGraceMs: 0, ...extra });
+}
+
+before(async () => {
+  mkdirSync(saDir, { recursive: true });
+  writeFileSync(join(saDir, 'token'), 'sa-token-123\n');
+  writeFileSync(join(saDir, 'namespace'), 'build\n');
+  kube = await startKubeStandIn(join(dir, 'pods'));
+  env = {
+    PATH: process.env.PATH, HOME: dir, SVC_SOURCE: 'k8s',
+    SVC_K8S_API_URL: kube.url, SVC_K8S_SA_DIR: saDir, SVC_K8S_IMAGE: 'registry.test/svc:1',
+    SVC_K8S_SERVICE_ACCOUNT: 'svc-runner', SVC_K8S_CPU: '500m', SVC_K8S_MEMORY: '1Gi',
+  };
+});
+after(async () => {
+  await kube.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('buildKubeJob', () => {
+  const settings = () => kubernetesSettingsFromEnv({ ...env, SVC_K8S_REPO_URL: 'https://git.test/acme/api.git', SVC_K8S_CONTROL_TOKEN_SECRET: 'svc-control' });
+
+  it('runs svc start in the foreground: only the trailing --detach is dropped', () => {
+    assert.deepEqual(podArgs(['start', '--brief', '--detach', '--pr', '--detach']), ['start', '--brief', '--detach', '--pr']);
+    assert.deepEqual(podArgs(['start', 'x']), ['start', 'x']);
+  });
+
+  it('sets image, namespace, service account, resources and never retries the pod', () => {
+    const job = buildKubeJob({ id: 'j01ABC', args: ['start', 'x', '--detach'] }, settings(), 'build', env) as any;
+    assert.equal(job.metadata.name, 'svc-j01abc');
+    assert.equal(job.metadata.namespace, 'build');
+    assert.equal(job.spec.backoffLimit, 0);
+    const pod = job.spec.template.spec;
+    assert.equal(pod.restartPolicy, 'Never');
+    assert.equal(pod.serviceAccountName, 'svc-runner');
+    assert.equal(pod.automountServiceAccountToken, false);
+    assert.equal(pod.containers[0].image, 'registry.test/svc:1');
+    assert.deepEqual(pod.containers[0].args, ['start', 'x']);
+    assert.deepEqual(pod.containers[0].resources, { requests: { cpu: '500m', memory: '1Gi' }, limits: { memory: '1Gi' } });
+    assert.deepEqual(pod.initContainers[0].command, ['git', 'clone', '--depth', '50', '--', 'https://git.test/acme/api.git', '/workspace/repo']);
+  });
+
+  it('gives the pod no trigger secret: allowlisted variables plus a mounted Control Plane token file', () => {
+    const serverEnv = { ...env, ...SECRETS, SVC_CONTROL_TOKEN: 'cp-token-secret', SVC_CONTROL_URL: 'http://svc-control:47821' };
+    const job = buildKubeJob({ id: 'j1', args: ['start', 'x'] }, settings(), 'build', serverEnv);
+    const text = JSON.stringify(job);
+    for (const value of [...Object.values(SECRETS), 'cp-token-secret', 'sa-token-123']) assert.ok(!text.includes(value), `secret ${value} reached the Job`);
+    const names = (job as any).spec.template.spec.containers[0].env.map((e: { name: string }) => e.name).sort();
+    assert.deepEqual(names, ['HOME', 'SVC_CONTROL_TOKEN_FILE', 'SVC_CONTROL_URL', 'SVC_SOURCE', 'TMPDIR']);
+  });
+
+  it('makes DNS-1123 job names and refuses a missing image', () => {
+    assert.match(kubeJobName('J_Weird.ID__with stuff'.repeat(5)), /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/);
+    assert.throws(() => kubernetesSettingsFromEnv({}), /SVC_K8S_IMAGE/);
+  });
+});
+
+describe('kubernetes executor', () => {
+  it('creates a Job with the service-account token, learns the run from the pod log and follows it to the end', async () => {
+    const ex = executor();
+    const id = jobId();
+    const launched = await ex.launch({ id, args: ['start', '--brief', 'announce fix it', '--pr', '--detach'] });
+    assert.equal(launched.error, null);
+    assert.equal(launched.run?.source, 'k8s');
+    const create = kube.requests.find((r) => r.method === 'POST')!;
+    assert.equal(create.url, '/apis/batch/v1/namespaces/build/jobs');
+    assert.equal(create.authorization, 'Bearer sa-token-123');
+    assert.equal(kube.jobs.get(kubeJobName(id))!.labels[LABEL_RUN], launched.run!.run);
+    const outcome = await ex.follow(launched.run!, new AbortController().signal, { reattach: false });
+    assert.deepEqual(outcome && outcome !== 'aborted' ? [outcome.status, outcome.verdict, outcome.pr_url] : outcome, ['succeeded', 'verified', 'https://git.example.test/acme/api/pull/9']);
+  });
+
+  it('reports a failed run with the error from its summary line', async () => {
+    const ex = executor();
+    const launched = await ex.launch({ id: jobId(), args: ['start', 'make-it-fail', '--detach'] });
+    const outcome = await ex.follow(launched.run!, new AbortController().signal, { reattach: false });
+    assert.ok(outcome && outcome !== 'aborted');
+    assert.equal(outcome.status, 'failed');
+    assert.equal(outcome.error, 'Required check "test" failed (exit 1)');
+  });
+
+  it('fails the launch when the pod ends without a run line', async () => {
+    const id = jobId();
+    const launched = await executor().launch({ id, args: ['start', 'no-run-line', '--detach'] });
+    assert.equal(launched.run, null);
+    assert.equal(launched.exitCode, 1);
+    assert.match(launched.error!, new RegExp(`^Kubernetes Job ${kubeJobName(id)} ended without a \\{"source","run"\\} line`));
+  });
+
+  it('fails the launch with the API status when Kubernetes refuses the Job', async () => {
+    kube.refuseWith = 403;
+    try {
+      const launched = await executor().launch({ id: jobId(), args: ['start', 'x', '--detach'] });
+      assert.equal(launched.run, null);
+      assert.match(launched.error!, /^Kubernetes API refused Job svc-\S+ \(403: jobs\.batch is forbidden/);
+    } finally {
+      kube.refuseWith = null;
+    }
+  });
+
+  it('re-attaches after a restart by finding the Job through its run label', async () => {
+    const launched = await executor().launch({ id: jobId(), args: ['start', 'announce', '--detach'] });
+    const fresh = executor();
+    const outcome = await fresh.follow(launched.run!, new AbortController().signal, { reattach: true });
+    assert.ok(outcome && outcome !== 'aborted');
+    assert.equal(outcome.status, 'succeeded');
+  });
+
+  it('falls back to the Job status when the pod printed no summary', async () => {
+    kube.runPods = false;
+    try {
+      const name = kubeJobName(jobId());
+      kube.jobs.set(name, { manifest: {}, labels: { [LABEL_RUN]: 'rquiet' }, annotations: {}, status: {}, log: '', pod: null });
+      kube.finish(name, false);
+      const outcome = await executor().follow({ source: 'k8s', run: 'rquiet' }, new AbortController().signal, { reattach: false });
+      assert.ok(outcome && outcome !== 'aborted');
+      assert.equal(outcome.status, 'failed');
+      assert.equal(outcome.error, 'Kubernetes Job failed: Job has reached the specified backoff limit');
+    } finally {
+      kube.runPods = true;
+    }
+  });
+
+  it('answers null for a run with no Job and no Control Plane, and aborted when the server shuts down', async () => {
+    assert.equal(await executor().follow({ source: 'k8s', run: 'rnowhere' }, new AbortController().signal, { reattach: true }), null);
+    const name = kubeJobName(jobId());
+    kube.jobs.set(name, { manifest: {}, labels: { [LABEL_RUN]: 'rlong' }, annotations: {}, status: {}, log: '', pod: null });
+    const ac = new AbortController();
+    const pending = executor().follow({ source: 'k8s', run: 'rlong' }, ac.signal, { reattach: false });
+    await waitFor(() => kube.requests.some((r) => r.url.endsWith(`/jobs/${name}`)), 'a poll of the running Job');
+    ac.abort();
+    assert.equal(await pending, 'aborted');
+  });
+});
+
+describe('svc trigger serve with SVC_TRIGGER_EXECUTOR=kubernetes', () => {
+  it('exits 2 naming SVC_K8S_IMAGE when the image is not configured', () => {
+    const cli = join(import.meta.dirname, '../../dist/cli.js');
+    const r = spawnSync(process.execPath, [cli, 'trigger', 'serve', '--port', '0', '--db', join(dir, 'cli-trigger.db')], {
+      env: { PATH: process.env.PATH, HOME: dir, SVC_TRIGGER_EXECUTOR: 'kubernetes', SVC_K8S_API_URL: kube.url }, encoding: 'utf8', timeout: 20_000,
+    });
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /SVC_K8S_IMAGE/);
+  });
+});
+
+describe('kubernetes executor end to end through the trigger server', () => {
+  let cp: TestControl;
+  let trigger: TestTrigger;
+  const CP_TOKEN = 'cp-token-e2e';
+
+  before(async () => {
+    cp = await startTestControl({ token: CP_TOKEN });
+    podSecrets.set('svc-control', CP_TOKEN);
+    const triggerEnv = { SVC_SOURCE: 'k8s', SVC_CONTROL_URL: cp.url, SVC_CONTROL_TOKEN: CP_TOKEN };
+    const ex = executor({ env: { ...env, ...triggerEnv, SVC_K8S_CONTROL_TOKEN_SECRET: 'svc-control' }, controlUrl: cp.url, controlToken: CP_TOKEN, shipGraceMs: 5_000 });
+    trigger = await startTestTrigger(triggerEnv, { executor: ex });
+  });
+  after(async () => {
+    await trigger.cleanup();
+    await cp.close();
+  });
+
+  it('runs a POST /jobs job as a Kubernetes Job whose run ships to the Control Plane', async () => {
+    const auth = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
+    const queued = await post(`${trigger.url}/jobs`, JSON.stringify({ brief: 'announce fix the crash', pr: true }), auth);
+    assert.equal(queued.status, 202);
+    const id = queued.body.job_id as string;
+    const job = await waitFor(async () => {
+      const res = await get(`${trigger.url}/jobs/${id}`, auth);
+      return res.body.status === 'succeeded' || res.body.status === 'failed' ? res.body : null;
+    }, 'the job to finish');
+    assert.equal(job.status, 'succeeded', JSON.stringify(job));
+    const run = job.run as { source: string; run: string };
+    assert.equal(run.source, 'k8s');
+    const kubeJob = kube.jobs.get(kubeJobName(id))!;
+    assert.deepEqual(kubeJob.manifest.spec.template.spec.containers[0].args, ['start', '--brief', 'announce fix the crash', '--pr']);
+    const shipped = await cp.request('GET', `/v1/runs/k8s/${run.run}`);
+    assert.equal(shipped.status, 200);
+    assert.equal(shipped.json.status, 'succeeded');
+    assert.equal(shipped.json.verdict, 'verified');
+  });
+});
