@@ -1,7 +1,42 @@
-// Placeholder until its issue lands: says so plainly instead of pretending.
+// `svc deploy record`: writes a deploy record under .svc/deploys/ (read into error-tracker briefs); svc itself never deploys.
 import type { CliIo } from './io.ts';
-import { CliError } from './usage-error.ts';
+import { parseFlags, wantsHelp } from './io.ts';
+import { UsageError, CliError } from './usage-error.ts';
+import { recordDeploy, latestDeployLine } from '../engine/deploys.ts';
+import { resolveRepo } from '../engine/launch.ts';
 
-export default async function deploy(_io: CliIo): Promise<number> {
-  throw new CliError('"svc deploy" is not implemented yet');
+const HELP = `Usage: svc deploy record --sha SHA --health STATUS [--finished-at ISO] [--repo DIR]
+       svc deploy last [--repo DIR]
+
+record  writes .svc/deploys/<time>-<sha>.json with {sha, finished_at, health}
+last    prints the newest as "last deploy <sha7> <finished_at> health=<status>"
+`;
+
+export default async function deploy(io: CliIo): Promise<number> {
+  if (wantsHelp(io.argv)) {
+    io.stdout(HELP);
+    return 0;
+  }
+  const { values, positionals } = parseFlags(io.argv, {
+    sha: { type: 'string' },
+    health: { type: 'string' },
+    'finished-at': { type: 'string' },
+    repo: { type: 'string' },
+  });
+  const repo = resolveRepo(values.repo ?? process.cwd());
+  if (positionals[0] === 'last') {
+    const line = latestDeployLine(repo);
+    if (!line) throw new CliError('No deploy records in .svc/deploys');
+    io.stdout(`${line}\n`);
+    return 0;
+  }
+  if (positionals[0] !== 'record' || positionals.length > 1) throw new UsageError('Usage: svc deploy record --sha SHA --health STATUS');
+  if (!values.sha || !values.health) throw new UsageError('svc deploy record needs --sha and --health');
+  try {
+    const path = recordDeploy(repo, { sha: values.sha, health: values.health, ...(values['finished-at'] ? { finished_at: values['finished-at'] } : {}) });
+    io.stdout(`${path}\n`);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  return 0;
 }

@@ -1,7 +1,51 @@
-// Placeholder until its issue lands: says so plainly instead of pretending.
+// `svc receipt verify <file>`: checks an Evidence Receipt's integrity and signature and says exactly what is wrong.
+import { readFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
 import type { CliIo } from './io.ts';
-import { CliError } from './usage-error.ts';
+import { parseFlags, wantsHelp } from './io.ts';
+import { UsageError, CliError } from './usage-error.ts';
+import { verifyReceipt, keyRingOf, receiptFromMarkdown } from '../engine/receipt.ts';
+import { keysDir } from '../keys.ts';
+import { svcHomeOf } from '../engine/paths.ts';
 
-export default async function receipt(_io: CliIo): Promise<number> {
-  throw new CliError('"svc receipt" is not implemented yet');
+const HELP = `Usage: svc receipt verify <file> [--key PUBLIC_KEY.pem]...
+
+Checks an Evidence Receipt (receipt.json, or a PR body holding one): the integrity digest over its
+canonical JSON, then the Ed25519 signature by the key its "kid" names. Known keys: this machine's
+~/.svc/keys/receipt-ed25519.pub.pem and any --key files (e.g. saved from GET /v1/keys).
+Exit 0 when valid; 1 naming the problem: integrity mismatch, unknown key, bad signature.
+`;
+
+export default async function receipt(io: CliIo): Promise<number> {
+  if (wantsHelp(io.argv)) {
+    io.stdout(HELP);
+    return 0;
+  }
+  const { values, positionals } = parseFlags(io.argv, { key: { type: 'string', multiple: true } });
+  const [sub, file, ...rest] = positionals;
+  if (sub !== 'verify' || !file || rest.length) throw new UsageError('Usage: svc receipt verify <file>');
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    throw new CliError(`Cannot read "${file}"`);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    value = receiptFromMarkdown(text);
+    if (value === null) throw new CliError(`"${file}" is neither receipt JSON nor a PR body with a receipt`);
+  }
+  const pems: string[] = [];
+  const local = join(keysDir(svcHomeOf(io.env)), 'receipt-ed25519.pub.pem');
+  if (existsSync(local)) pems.push(readFileSync(local, 'utf8'));
+  for (const keyFile of values.key ?? []) pems.push(readFileSync(keyFile, 'utf8'));
+  const result = verifyReceipt(value, keyRingOf(pems));
+  if (!result.ok) {
+    io.stderr(`${result.message}\n`);
+    return 1;
+  }
+  io.stdout(`${result.message}\n`);
+  return 0;
 }

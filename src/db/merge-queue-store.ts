@@ -1,9 +1,60 @@
-// Placeholder store: filled in by the helper that owns it (B).
+// merge_queue: runs waiting to be merged, in the order they were added; status queued → merged | failed.
+//
+// Methods other code relies on:
+//   add(source, run, at)   → the entry, or undefined when the run is already queued
+//   get(source, run)       → entry | undefined
+//   list()                 → every entry, oldest first
+//   queued()               → entries still waiting, oldest first
+//   setStatus(id, status, detail, at)
 import type { Db } from './open.ts';
 
-// eslint-disable-next-line @typescript-eslint/no-empty-object-type
-export interface MergeQueueStore {}
+export type MergeStatus = 'queued' | 'merged' | 'failed';
 
-export function createMergeQueueStore(_db: Db): MergeQueueStore {
-  return {};
+export interface MergeEntry {
+  id: number;
+  source: string;
+  run: string;
+  status: MergeStatus;
+  detail: string | null;
+  added_at: number;
+  updated_at: number;
+}
+
+export interface MergeQueueStore {
+  add(source: string, run: string, at: number): MergeEntry | undefined;
+  get(source: string, run: string): MergeEntry | undefined;
+  list(): MergeEntry[];
+  queued(): MergeEntry[];
+  setStatus(id: number, status: MergeStatus, detail: string | null, at: number): void;
+}
+
+export function createMergeQueueStore(db: Db): MergeQueueStore {
+  const cols = 'id, source, run, status, detail, added_at, updated_at';
+  const addStmt = db.prepare(
+    `INSERT INTO merge_queue (source, run, status, detail, added_at, updated_at) VALUES (?, ?, 'queued', NULL, ?, ?)
+     ON CONFLICT (source, run) DO UPDATE SET status = 'queued', detail = NULL, added_at = excluded.added_at, updated_at = excluded.updated_at
+     WHERE merge_queue.status = 'failed'
+     RETURNING ${cols}`,
+  );
+  const getStmt = db.prepare(`SELECT ${cols} FROM merge_queue WHERE source = ? AND run = ?`);
+  const listStmt = db.prepare(`SELECT ${cols} FROM merge_queue ORDER BY added_at, id`);
+  const queuedStmt = db.prepare(`SELECT ${cols} FROM merge_queue WHERE status = 'queued' ORDER BY added_at, id`);
+  const setStmt = db.prepare('UPDATE merge_queue SET status = ?, detail = ?, updated_at = ? WHERE id = ?');
+  return {
+    add(source, run, at) {
+      return addStmt.get(source, run, at, at) as MergeEntry | undefined;
+    },
+    get(source, run) {
+      return getStmt.get(source, run) as MergeEntry | undefined;
+    },
+    list() {
+      return listStmt.all() as unknown as MergeEntry[];
+    },
+    queued() {
+      return queuedStmt.all() as unknown as MergeEntry[];
+    },
+    setStatus(id, status, detail, at) {
+      setStmt.run(status, detail, at, id);
+    },
+  };
 }

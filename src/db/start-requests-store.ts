@@ -1,9 +1,34 @@
-// Placeholder store: filled in by the helper that owns it (B).
+// start_requests: makes POST /v1/start idempotent by request_id (same id + same body → same run; different body → conflict).
+//
+// Methods other code relies on:
+//   get(requestId)                       → {request_id, body_sha256, source, run, created_at} | undefined
+//   add({request_id, body_sha256, source, run, created_at}) → false when the id was already taken
 import type { Db } from './open.ts';
 
-// eslint-disable-next-line @typescript-eslint/no-empty-object-type
-export interface StartRequestsStore {}
+export interface StartRequest {
+  request_id: string;
+  body_sha256: string;
+  source: string;
+  run: string;
+  created_at: number;
+}
 
-export function createStartRequestsStore(_db: Db): StartRequestsStore {
-  return {};
+export interface StartRequestsStore {
+  get(requestId: string): StartRequest | undefined;
+  add(row: StartRequest): boolean;
+}
+
+export function createStartRequestsStore(db: Db): StartRequestsStore {
+  const getStmt = db.prepare('SELECT request_id, body_sha256, source, run, created_at FROM start_requests WHERE request_id = ?');
+  const addStmt = db.prepare(
+    'INSERT INTO start_requests (request_id, body_sha256, source, run, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (request_id) DO NOTHING',
+  );
+  return {
+    get(requestId) {
+      return getStmt.get(requestId) as StartRequest | undefined;
+    },
+    add(row) {
+      return Number(addStmt.run(row.request_id, row.body_sha256, row.source, row.run, row.created_at).changes) > 0;
+    },
+  };
 }

@@ -1,11 +1,188 @@
-// Placeholder handlers: replaced by the issue that owns them.
+// Run actions (DESIGN §3, §4): start (idempotent by request_id), stop, resume, retry, verify, answer.
+// Local runs are steered through the run controller; runs of another source get a control request for their next ingest.
+import { createHash } from 'node:crypto';
+import { existsSync, statSync } from 'node:fs';
+import { isAbsolute, basename, resolve } from 'node:path';
 import { HttpError } from '../../http/http-error.ts';
-import type { Handler } from '../../http/pipeline.ts';
+import type { Handler, Ctx } from '../../http/pipeline.ts';
+import { json } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
+import { runParams, runToJson } from '../params.ts';
+import { transaction } from '../../db/open.ts';
+import type { RunRow } from '../../db/runs-store.ts';
+import { canonicalJson } from '../../engine/canonical-json.ts';
+import { newRunId } from '../../engine/ids.ts';
+import { isIssueUrl } from '../../engine/classify.ts';
+import { repoRoot, repoName } from '../../engine/git.ts';
+import { writeAnswer, MAX_ANSWER_BYTES } from '../../engine/answers.ts';
+import { oneLine } from '../../engine/text.ts';
 
-export const startRun: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
-export const stopRun: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
-export const resumeRun: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
-export const retryRun: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
-export const verifyRun: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
-export const answerRun: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
+type C = Ctx<ControlDeps>;
+const START_KEYS = new Set(['brief', 'spec_path', 'issue_url', 'repo', 'provider', 'pr', 'request_id']);
+
+function bad(message: string): never {
+  throw new HttpError('invalid_param', message);
+}
+
+interface StartBody {
+  input: { kind: 'brief' | 'spec_path' | 'issue_url'; value: string };
+  repo: string;
+  provider: string | null;
+  pr: boolean;
+  requestId: string | null;
+}
+
+function parseStart(body: unknown): StartBody {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new HttpError('bad_request', 'Request body must be a JSON object');
+  const b = body as Record<string, unknown>;
+  for (const key of Object.keys(b)) if (!START_KEYS.has(key)) bad(`Unknown field "${key}"`);
+  const given = (['brief', 'spec_path', 'issue_url'] as const).filter((k) => b[k] !== undefined);
+  if (given.length !== 1) bad('Give exactly one of "brief", "spec_path" or "issue_url"');
+  const kind = given[0]!;
+  const value = b[kind];
+  if (typeof value !== 'string' || value.trim() === '' || value.length > 64 * 1024) bad(`"${kind}" must be a non-empty string`);
+  if (typeof b.repo !== 'string' || !isAbsolute(b.repo) || b.repo.includes('\0')) bad('"repo" must be an absolute path');
+  let root: string;
+  try {
+    root = repoRoot(b.repo);
+  } catch {
+    return bad('"repo" is not a git repository');
+  }
+  if (kind === 'spec_path') {
+    const path = resolve(root, value);
+    if (!/\.(md|json)$/i.test(path) || !existsSync(path) || !statSync(path).isFile()) bad('"spec_path" must name an existing .md spec or .json export');
+  }
+  if (kind === 'issue_url' && !isIssueUrl(value)) bad('"issue_url" must be an error-tracker issue URL (…/issues/<id>)');
+  if (b.provider !== undefined && (typeof b.provider !== 'string' || !/^[a-z0-9][a-z0-9_-]{0,31}$/.test(b.provider))) bad('"provider" must be a provider name');
+  if (b.pr !== undefined && typeof b.pr !== 'boolean') bad('"pr" must be true or false');
+  if (b.request_id !== undefined && (typeof b.request_id !== 'string' || !/^[A-Za-z0-9._:-]{1,128}$/.test(b.request_id))) {
+    bad('"request_id" must be 1-128 letters, digits, ".", "_", ":" or "-"');
+  }
+  const input = { kind, value: kind === 'spec_path' ? resolve(root, value) : value.trim() };
+  return { input, repo: root, provider: (b.provider as string | undefined) ?? null, pr: b.pr === true, requestId: (b.request_id as string | undefined) ?? null };
+}
+
+function startArgs(s: StartBody, run: string): string[] {
+  const args = ['start', '--detach', '--repo', s.repo, '--run-id', run];
+  if (s.pr) args.push('--pr');
+  if (s.provider) args.push('--provider', s.provider);
+  if (s.input.kind === 'brief') args.push('--brief');
+  // "--" ends the options, so a brief that starts with "-" is never read as one.
+  args.push('--', s.input.value);
+  return args;
+}
+
+export const startRun: Handler<ControlDeps> = (ctx) => {
+  const { deps } = ctx;
+  const s = parseStart(ctx.body);
+  const source = deps.settings.source;
+  const bodyHash = createHash('sha256').update(canonicalJson(ctx.body)).digest('hex');
+  const now = deps.clock();
+  const run = newRunId(now);
+  const outcome = transaction(deps.db, () => {
+    if (s.requestId) {
+      const seen = deps.stores.startRequests.get(s.requestId);
+      if (seen) {
+        if (seen.body_sha256 !== bodyHash) throw new HttpError('conflict', `request_id "${s.requestId}" was already used with a different body`);
+        return { existing: deps.stores.runs.get(seen.source, seen.run) };
+      }
+      deps.stores.startRequests.add({ request_id: s.requestId, body_sha256: bodyHash, source, run, created_at: now });
+    }
+    const brief = s.input.kind === 'spec_path' ? basename(s.input.value) : oneLine(s.input.value, 1500);
+    deps.stores.runs.upsert(source, {
+      run, status: 'queued', started_at: now, updated_at: now, group_id: run, repo: repoName(s.repo), repo_path: s.repo,
+      brief, origin: 'control', provider: s.provider, branch: s.pr ? `svc/${run}` : null,
+    });
+    return { existing: undefined };
+  });
+  if (outcome.existing) return json(200, runToJson(outcome.existing));
+  deps.engine.launch(source, run, startArgs(s, run), 'fail-run');
+  return json(202, runToJson(deps.stores.runs.get(source, run)!));
+};
+
+function loadRun(ctx: C): RunRow {
+  const { source, run } = runParams(ctx);
+  const row = ctx.deps.stores.runs.get(source, run);
+  if (!row) throw new HttpError('not_found', `No run ${source}/${run}`);
+  return row;
+}
+
+function isLocal(ctx: C, row: RunRow): boolean {
+  return row.source === ctx.deps.settings.source;
+}
+
+function needLocal(ctx: C, row: RunRow, action: string): string {
+  if (!isLocal(ctx, row)) throw new HttpError('invalid_transition', `Run ${row.source}/${row.run} belongs to another source; only stop and answer reach it`);
+  if (!row.repo_path) throw new HttpError('invalid_transition', `Run ${row.source}/${row.run} has no local repository to ${action} in`);
+  return row.repo_path;
+}
+
+function transitionError(row: RunRow, action: string): HttpError {
+  return new HttpError('invalid_transition', `Cannot ${action} run ${row.source}/${row.run}: it is ${row.status}`);
+}
+
+export const stopRun: Handler<ControlDeps> = (ctx) => {
+  const { deps } = ctx;
+  const row = loadRun(ctx);
+  if (row.status === 'stopping') return json(202, runToJson(row));
+  if (!['queued', 'running', 'blocked'].includes(row.status)) throw transitionError(row, 'stop');
+  const now = deps.clock();
+  deps.stores.runs.setStatus(row.source, row.run, 'stopping', now);
+  deps.bus.publish([deps.stores.events.append(row.source, row.run, { kind: 'run.status', data: { from: row.status, to: 'stopping' }, ts: now })]);
+  if (isLocal(ctx, row)) void deps.engine.stop(row);
+  else deps.stores.controlRequests.add(row.source, row.run, 'stop', null, now);
+  return json(202, runToJson(deps.stores.runs.get(row.source, row.run)!));
+};
+
+export const resumeRun: Handler<ControlDeps> = (ctx) => {
+  const { deps } = ctx;
+  const row = loadRun(ctx);
+  const repo = needLocal(ctx, row, 'resume');
+  if (row.status !== 'stopped' && row.status !== 'failed') throw transitionError(row, 'resume');
+  const now = deps.clock();
+  deps.stores.runs.setStatus(row.source, row.run, 'running', now, { ended_at: null, error: null });
+  deps.engine.launch(row.source, row.run, ['start', '--detach', '--resume', row.run, '--repo', repo], 'fail-run');
+  return json(202, runToJson(deps.stores.runs.get(row.source, row.run)!));
+};
+
+export const retryRun: Handler<ControlDeps> = (ctx) => {
+  const { deps } = ctx;
+  const row = loadRun(ctx);
+  const repo = needLocal(ctx, row, 'retry');
+  if (!['succeeded', 'failed', 'stopped'].includes(row.status)) throw transitionError(row, 'retry');
+  const now = deps.clock();
+  const run = newRunId(now);
+  deps.stores.runs.upsert(row.source, {
+    run, status: 'queued', started_at: now, updated_at: now, group_id: row.group_id, repo: row.repo, repo_path: repo,
+    brief: row.brief, origin: row.origin, provider: row.provider, branch: row.branch?.startsWith('svc/') ? `svc/${run}` : null,
+  });
+  deps.engine.launch(row.source, run, ['start', '--detach', '--retry', row.run, '--run-id', run, '--repo', repo], 'fail-run');
+  return json(202, runToJson(deps.stores.runs.get(row.source, run)!));
+};
+
+export const verifyRun: Handler<ControlDeps> = (ctx) => {
+  const { deps } = ctx;
+  const row = loadRun(ctx);
+  const repo = needLocal(ctx, row, 'verify');
+  if (!['succeeded', 'failed', 'stopped'].includes(row.status)) throw transitionError(row, 'verify');
+  deps.engine.launch(row.source, row.run, ['start', '--detach', '--verify', row.run, '--repo', repo], 'event-only');
+  return json(202, runToJson(row));
+};
+
+export const answerRun: Handler<ControlDeps> = (ctx) => {
+  const { deps } = ctx;
+  const body = ctx.body as Record<string, unknown> | null;
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new HttpError('bad_request', 'Request body must be a JSON object');
+  for (const key of Object.keys(body)) if (key !== 'answer') bad(`Unknown field "${key}"`);
+  const answer = body.answer;
+  if (typeof answer !== 'string' || answer.trim() === '' || Buffer.byteLength(answer) > MAX_ANSWER_BYTES) {
+    bad(`"answer" must be a non-empty string of at most ${MAX_ANSWER_BYTES} bytes`);
+  }
+  const row = loadRun(ctx);
+  if (row.status !== 'blocked') throw transitionError(row, 'answer');
+  const now = deps.clock();
+  if (isLocal(ctx, row)) writeAnswer({ SVC_CONTROL_ANSWER_DIR: deps.settings.answerDir }, row.source, row.run, answer);
+  else deps.stores.controlRequests.add(row.source, row.run, 'answer', { answer }, now);
+  deps.bus.publish([deps.stores.events.append(row.source, row.run, { kind: 'answer', data: { answer, via: 'control' }, ts: now })]);
+  return json(202, runToJson(row));
+};

@@ -1,0 +1,150 @@
+// Real things for engine tests: a git repo with a bare origin, command-provider scripts, and a GitHub REST stand-in.
+import { mkdtempSync, mkdirSync, writeFileSync, chmodSync, rmSync, readFileSync, existsSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export interface TestRepo {
+  root: string;
+  repo: string;
+  origin: string;
+  home: string;
+  bin: string;
+  cleanup(): void;
+}
+
+const GIT_ENV = { GIT_AUTHOR_NAME: 'Test', GIT_AUTHOR_EMAIL: 't@example.com', GIT_COMMITTER_NAME: 'Test', GIT_COMMITTER_EMAIL: 't@example.com' };
+
+function git(cwd: string, args: string[]): string {
+  return execFileSync('git', args, { cwd, encoding: 'utf8', env: { ...process.env, ...GIT_ENV } });
+}
+
+/** A repo on branch main with one commit, pushed to a bare origin at <root>/acme/api.git (so owner/name is acme/api). */
+export function makeRepo(opts: { policy?: unknown; providers?: Record<string, string> } = {}): TestRepo {
+  const root = mkdtempSync(join(tmpdir(), 'svc-'));
+  const origin = join(root, 'acme', 'api.git');
+  const repo = join(root, 'work');
+  const home = join(root, 'home');
+  const bin = join(root, 'bin');
+  for (const d of [origin, repo, home, bin]) mkdirSync(d, { recursive: true });
+  git(origin, ['init', '-q', '--bare', '-b', 'main']);
+  git(repo, ['init', '-q', '-b', 'main']);
+  git(repo, ['config', 'user.email', 't@example.com']);
+  git(repo, ['config', 'user.name', 'Test']);
+  writeFileSync(join(repo, 'a.txt'), 'hello\n');
+  git(repo, ['add', '.']);
+  git(repo, ['commit', '-qm', 'init']);
+  git(repo, ['remote', 'add', 'origin', origin]);
+  git(repo, ['push', '-q', 'origin', 'main']);
+  mkdirSync(join(repo, '.svc'), { recursive: true });
+  const providers: Record<string, { command: string[] }> = {};
+  for (const [name, script] of Object.entries(opts.providers ?? { fake: EDIT_SCRIPT })) {
+    const path = join(bin, `${name}.sh`);
+    writeFileSync(path, script);
+    chmodSync(path, 0o755);
+    providers[name] = { command: [path] };
+  }
+  writeFileSync(join(repo, '.svc', 'config.json'), JSON.stringify({ providers }));
+  if (opts.policy !== undefined) writeFileSync(join(repo, '.svc', 'policy.json'), JSON.stringify(opts.policy));
+  return { root, repo, origin, home, bin, cleanup: () => rmSync(root, { recursive: true, force: true }) };
+}
+
+/** Edits a tracked file and reports cost the way a `command` provider does. */
+export const EDIT_SCRIPT = `#!/bin/sh
+cat > /dev/null
+echo "fixed" >> a.txt
+echo '{"type":"svc.cost","usd":0.25,"tokens_in":100,"tokens_out":20}'
+`;
+
+/** Asks a question on the first call; once the answer is in its prompt, writes it into a.txt. */
+export const ASK_SCRIPT = `#!/bin/sh
+cat > /dev/null
+if grep -q "Answer 1 from the operator" "$SVC_TASK_FILE"; then
+  grep -A2 "Answer 1 from the operator" "$SVC_TASK_FILE" | tail -1 >> a.txt
+  exit 0
+fi
+echo "Which database should the migration target?" > "$SVC_QUESTION_FILE"
+`;
+
+/** Runs until stopped, with a grandchild, and records both pids so a test can check nothing is left. */
+export const SLEEP_SCRIPT = `#!/bin/sh
+cat > /dev/null
+sleep 300 &
+echo $! > "$SVC_TASK_FILE.grandchild"
+echo $$ > "$SVC_TASK_FILE.pid"
+wait
+`;
+
+/** Spends over a small budget. */
+export const SPEND_SCRIPT = `#!/bin/sh
+cat > /dev/null
+echo "spent" >> a.txt
+echo '{"type":"svc.cost","usd":2,"tokens_in":10,"tokens_out":10}'
+`;
+
+export interface StandIn {
+  url: string;
+  requests: Array<{ method: string; path: string; headers: Record<string, string | string[] | undefined>; body: any }>;
+  close(): Promise<void>;
+}
+
+/** GitHub REST stand-in: creates pulls and merges them; records every request. */
+export async function startGithubStandIn(): Promise<StandIn> {
+  const requests: StandIn['requests'] = [];
+  let n = 0;
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      const body = text ? JSON.parse(text) : null;
+      requests.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers, body });
+      const pulls = /^\/repos\/([^/]+)\/([^/]+)\/pulls$/.exec(req.url ?? '');
+      const merge = /^\/repos\/([^/]+)\/([^/]+)\/pulls\/(\d+)\/merge$/.exec(req.url ?? '');
+      res.setHeader('content-type', 'application/json');
+      if (req.method === 'POST' && pulls) {
+        n += 1;
+        res.writeHead(201).end(JSON.stringify({ number: n, html_url: `https://github.example/${pulls[1]}/${pulls[2]}/pull/${n}`, draft: body.draft }));
+      } else if (req.method === 'PUT' && merge) {
+        res.writeHead(200).end(JSON.stringify({ merged: true, sha: 'f'.repeat(40), message: 'Pull Request successfully merged' }));
+      } else {
+        res.writeHead(404).end(JSON.stringify({ message: 'Not Found' }));
+      }
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const address = server.address() as { port: number };
+  return {
+    url: `http://127.0.0.1:${address.port}`,
+    requests,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+}
+
+export function readJson(path: string): any {
+  return JSON.parse(readFileSync(path, 'utf8'));
+}
+
+/** Polls until fn returns a truthy value or the deadline passes (no fixed sleeps). */
+export async function waitFor<T>(fn: () => T | Promise<T>, what: string, timeoutMs = 60_000): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await fn();
+    if (value) return value as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return existsSync(`/proc/${pid}`) && !readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z ');
+  } catch {
+    return false;
+  }
+}
+
+export const CLI = new URL('../../dist/cli.js', import.meta.url).pathname;
+export { GIT_ENV };

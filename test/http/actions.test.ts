@@ -1,0 +1,165 @@
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createPublicKey } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+import { makeRepo, startGithubStandIn, waitFor, processAlive, ASK_SCRIPT, EDIT_SCRIPT, SLEEP_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
+import { verifyReceipt, receiptFromMarkdown } from '../../src/engine/receipt.ts';
+import { keyIdOf } from '../../src/keys.ts';
+
+const POLICY = { checks: [{ name: 'fixed', run: ['grep', '-q', 'fixed', 'a.txt'], required: true }] };
+
+describe('run actions on the Control Plane', () => {
+  let github: StandIn;
+  let control: TestControl;
+  let repo: TestRepo;
+
+  before(async () => {
+    github = await startGithubStandIn();
+    repo = makeRepo({ policy: POLICY, providers: { fake: EDIT_SCRIPT, ask: ASK_SCRIPT, sleepy: SLEEP_SCRIPT } });
+    control = await startTestControl({ env: { GITHUB_API_URL: github.url, GITHUB_TOKEN: 'gh-test-token', ...GIT_ENV } });
+  });
+  after(async () => {
+    await control.close();
+    await github.close();
+    repo.cleanup();
+  });
+
+  async function runOf(source: string, run: string) {
+    return (await control.request('GET', `/v1/runs/${source}/${run}`)).json;
+  }
+
+  function settled(source: string, run: string, status: string) {
+    return waitFor(async () => {
+      const r = await runOf(source, run);
+      return r && r.status === status ? r : null;
+    }, `run ${run} to be ${status}`);
+  }
+
+  it('starts a run that streams events, verifies, signs a receipt and opens a draft PR at the stand-in', async () => {
+    const res = await control.request('POST', '/v1/start', { body: { brief: 'append fixed to a.txt', repo: repo.repo, provider: 'fake', pr: true } });
+    assert.equal(res.status, 202);
+    assert.equal(res.json.status, 'queued');
+    const { source, run } = res.json;
+    const stream = await fetch(`${control.url}/v1/runs/${source}/${run}/stream`);
+    const reader = stream.body!.getReader();
+    let text = '';
+    while (!/event: run\.status\n[^\n]*"to":"succeeded"/.test(text)) {
+      const chunk = await reader.read();
+      if (chunk.done) break;
+      text += Buffer.from(chunk.value).toString('utf8');
+    }
+    await reader.cancel();
+    assert.match(text, /event: check\n/);
+    assert.match(text, /event: receipt\n/);
+    const final = await settled(source, run, 'succeeded');
+    assert.equal(final.verdict, 'verified');
+    assert.equal(final.cost_usd, 0.25);
+    assert.equal(final.tokens_in, 100);
+    assert.match(final.pr_url, /\/acme\/api\/pull\/\d+$/);
+
+    const pull = github.requests.find((r) => r.method === 'POST' && r.path === '/repos/acme/api/pulls');
+    assert.ok(pull, 'the stand-in got a pull request');
+    assert.equal(pull.body.draft, true);
+    assert.equal(pull.body.head, `svc/${run}`);
+    assert.equal(pull.headers.authorization, 'Bearer gh-test-token');
+    const keys = (await control.request('GET', '/v1/keys')).json.keys;
+    const ring = new Map(keys.map((k: { kid: string; pem: string }) => [k.kid, createPublicKey(k.pem)]));
+    const fromPr = verifyReceipt(receiptFromMarkdown(pull.body.body), ring as never);
+    assert.equal(fromPr.ok, true, fromPr.message);
+    assert.equal(fromPr.receipt?.verdict, 'verified');
+
+    const receipt = await control.request('GET', `/v1/runs/${source}/${run}/artifact/receipt.json`);
+    assert.equal(receipt.status, 200);
+    assert.equal(receipt.json.run, run);
+    assert.equal(keyIdOf(createPublicKey(keys[0].pem)), receipt.json.kid);
+    const list = (await control.request('GET', '/v1/runs')).json.items;
+    assert.ok(list.some((r: { run: string; status: string }) => r.run === run && r.status === 'succeeded'));
+    const branches = readFileSync(join(repo.origin, 'refs', 'heads', `svc`, run), 'utf8');
+    assert.match(branches, /^[0-9a-f]{40}/);
+  });
+
+  it('blocks on a provider question and finishes after POST …/answer', async () => {
+    const res = await control.request('POST', '/v1/runs', { body: { brief: 'migrate', repo: repo.repo, provider: 'ask' } });
+    const { source, run } = res.json;
+    const early = await control.request('POST', `/v1/runs/${source}/${run}/answer`, { body: { answer: 'too early' } });
+    assert.equal(early.status, 409);
+    assert.equal(early.json.error.code, 'invalid_transition');
+    const blocked = await settled(source, run, 'blocked');
+    assert.equal(blocked.question, 'Which database should the migration target?');
+    const answered = await control.request('POST', `/v1/runs/${source}/${run}/answer`, { body: { answer: 'postgres fixed' } });
+    assert.equal(answered.status, 202);
+    const done = await settled(source, run, 'succeeded');
+    assert.equal(done.question, null);
+    const events = (await control.request('GET', `/v1/runs/${source}/${run}/events?limit=500`)).json.items;
+    assert.ok(events.some((e: { kind: string }) => e.kind === 'question'));
+    assert.ok(events.some((e: { kind: string; data: { answer?: string } }) => e.kind === 'answer' && e.data.answer === 'postgres fixed'));
+  });
+
+  it('stops a running run and leaves no process behind', async () => {
+    const res = await control.request('POST', '/v1/start', { body: { brief: 'sleep', repo: repo.repo, provider: 'sleepy' } });
+    const { source, run } = res.json;
+    const task = join(repo.repo, '.svc', 'runs', run, 'prompt.md');
+    const pid = Number(await waitFor(() => { try { return readFileSync(`${task}.pid`, 'utf8').trim(); } catch { return null; } }, 'provider pid'));
+    const grandchild = Number(await waitFor(() => { try { return readFileSync(`${task}.grandchild`, 'utf8').trim(); } catch { return null; } }, 'grandchild pid'));
+    const stop = await control.request('POST', `/v1/runs/${source}/${run}/stop`, { body: {} });
+    assert.equal(stop.status, 202);
+    assert.equal(stop.json.status, 'stopping');
+    await settled(source, run, 'stopped');
+    await waitFor(() => !processAlive(pid) && !processAlive(grandchild), 'provider processes to exit');
+    const again = await control.request('POST', `/v1/runs/${source}/${run}/stop`, { body: {} });
+    assert.equal(again.status, 409);
+  });
+
+  it('retries a run as a new run in the same group', async () => {
+    const first = (await control.request('POST', '/v1/start', { body: { brief: 'again', repo: repo.repo, provider: 'fake' } })).json;
+    await settled(first.source, first.run, 'succeeded');
+    const retry = await control.request('POST', `/v1/runs/${first.source}/${first.run}/retry`, { body: {} });
+    assert.equal(retry.status, 202);
+    assert.notEqual(retry.json.run, first.run);
+    assert.equal(retry.json.group_id, first.group_id);
+    const second = await settled(retry.json.source, retry.json.run, 'succeeded');
+    assert.equal(second.group_id, first.run);
+  });
+
+  it('answers the same run for a repeated request_id and 409s when the body differs', async () => {
+    const body = { brief: 'idempotent', repo: repo.repo, provider: 'fake', request_id: 'req-1' };
+    const a = await control.request('POST', '/v1/start', { body });
+    const b = await control.request('POST', '/v1/start', { body });
+    assert.equal(a.status, 202);
+    assert.equal(b.status, 200);
+    assert.equal(b.json.run, a.json.run);
+    const c = await control.request('POST', '/v1/start', { body: { ...body, brief: 'other' } });
+    assert.equal(c.status, 409);
+    assert.equal(c.json.error.code, 'conflict');
+    await settled(a.json.source, a.json.run, 'succeeded');
+  });
+
+  it('rejects a start body with unknown fields, two inputs, or a repo that is not a git repository', async () => {
+    const cases = [
+      { brief: 'x', repo: repo.repo, extra: 1 },
+      { brief: 'x', issue_url: 'https://acme.sentry.io/issues/1/', repo: repo.repo },
+      { brief: 'x', repo: repo.home },
+      { brief: 'x', repo: 'relative/path' },
+    ];
+    for (const body of cases) {
+      const res = await control.request('POST', '/v1/start', { body });
+      assert.equal(res.status, 400, JSON.stringify(body));
+      assert.equal(res.json.error.code, 'invalid_param');
+    }
+  });
+
+  it('records a control request for a run of another source instead of signalling it', async () => {
+    control.deps.stores.runs.upsert('far', { run: 'r1', status: 'blocked', started_at: Date.now(), question: 'q?' });
+    const res = await control.request('POST', '/v1/runs/far/r1/answer', { body: { answer: 'yes' } });
+    assert.equal(res.status, 202);
+    const stop = await control.request('POST', '/v1/runs/far/r1/stop', { body: {} });
+    assert.equal(stop.status, 202);
+    const pending = control.deps.stores.controlRequests.pending('far');
+    assert.deepEqual(pending.map((p) => p.action), ['answer', 'stop']);
+    assert.equal(pending[0]!.payload?.answer, 'yes');
+    const resume = await control.request('POST', '/v1/runs/far/r1/resume', { body: {} });
+    assert.equal(resume.status, 409);
+  });
+});
