@@ -28,7 +28,8 @@ describe('security', () => {
 
   describe('bearer token', () => {
     it('refuses /v1/* without a token, with a wrong one, or with one in the query string', async () => {
-      for (const headers of [{}, { authorization: 'Bearer wrong' }, { authorization: `Basic ${Buffer.from(`x:${TOKEN}`).toString('base64')}` }]) {
+      const attempts: Array<Record<string, string>> = [{}, { authorization: 'Bearer wrong' }, { authorization: `Basic ${Buffer.from(`x:${TOKEN}`).toString('base64')}` }];
+      for (const headers of attempts) {
         const res = await rawRequest(locked.url, '/v1/runs', { headers });
         assert.equal(res.status, 401);
         assert.equal(res.headers['www-authenticate'], 'Bearer');
