@@ -62,7 +62,8 @@ export const putConfig: Handler<ControlDeps> = (ctx) => {
     throw new HttpError('invalid_param', 'If-Match and "version" disagree');
   }
   const expected = headerVersion ?? bodyVersion;
-  noteAudit(ctx, { keys: Object.keys(update).slice(0, 32) });
+  // Names only (never values: secrets), capped so a hostile body cannot bloat the audit chain.
+  noteAudit(ctx, { keys: Object.keys(update).slice(0, 32).map((k) => k.slice(0, 64)) });
   let effective: ConfigValues = {};
   try {
     const saved = ctx.deps.stores.config.update((stored) => {
