@@ -1,5 +1,5 @@
 // `npm run bundle`: the one-folder install. Builds svc-<version>/ (dist, static, trimmed package.json, LICENSE,
-// README.md, bin/svc) plus svc-<version>.tar.gz and its .sha256. Needs `npm run build` first (the npm script does it).
+// README.md, docs, deploy scripts, bin/svc) plus svc-<version>.tar.gz and its .sha256. Needs `npm run build` first (the npm script does it).
 // Usage: node scripts/bundle.js [--out DIR]   (default: the repository root)
 import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
 import { createHash } from 'node:crypto';
@@ -50,6 +50,10 @@ export function bundle(outDir) {
   cpSync(join(ROOT, 'dist'), join(folder, 'dist'), { recursive: true });
   cpSync(join(ROOT, 'static'), join(folder, 'static'), { recursive: true });
   for (const file of ['LICENSE', 'README.md']) cpSync(join(ROOT, file), join(folder, file));
+  // Deploy files travel with the folder so an air-gapped host can install the units or build the image.
+  for (const rel of ['docs', 'scripts/run.sh', 'scripts/systemd', 'scripts/container', 'scripts/k8s']) {
+    if (existsSync(join(ROOT, rel))) cpSync(join(ROOT, rel), join(folder, rel), { recursive: true });
+  }
   writeFileSync(join(folder, 'package.json'), `${JSON.stringify(trimmedPackage(pkg), null, 2)}\n`);
   writeFileSync(join(folder, 'bin', 'svc'), LAUNCHER);
   chmodSync(join(folder, 'bin', 'svc'), 0o755);

@@ -39,7 +39,7 @@ function svc(args: string[], path = PINNED_PATH) {
 
 describe('npm run bundle', () => {
   it('writes the folder, a tarball and a sha256 file that matches it', () => {
-    for (const rel of ['dist/cli.js', 'dist/client/client.js', 'static/index.html', 'package.json', 'LICENSE', 'README.md', 'bin/svc']) {
+    for (const rel of ['dist/cli.js', 'dist/client/client.js', 'static/index.html', 'package.json', 'LICENSE', 'README.md', 'bin/svc', 'docs/deploy.md', 'scripts/run.sh', 'scripts/systemd/svc-control.service', 'scripts/container/Containerfile', 'scripts/k8s/control-plane.yaml']) {
       assert.ok(existsSync(join(out, name, rel)), `${rel} missing from the bundle`);
     }
     const archive = readFileSync(join(out, `${name}.tar.gz`));
