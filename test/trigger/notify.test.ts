@@ -46,7 +46,7 @@ describe('completion summaries', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  function chata(responseUrl: string, text: string): Promise<ReturnType<typeof post>> {
+  function chata(responseUrl: string, text: string): ReturnType<typeof post> {
     const raw = Buffer.from(
       fixture('slack-slash-command.txt').toString().replace('text=', `text=${text}`).replace(/response_url=[^&]+/, `response_url=${encodeURIComponent(responseUrl)}`),
     );
