@@ -91,7 +91,9 @@ const DOT_SEGMENT = /^(?:\.|%2e){1,2}$/i;
  */
 export function requestUrl(target: string): URL {
   const path = target.split('?', 1)[0]!;
-  if (path.includes('\\') || path.split('/').some((segment) => DOT_SEGMENT.test(segment))) {
+  // The segment scan only runs when a dot or escape is present: /health stays on the fast path.
+  const suspect = path.includes('.') || path.includes('%');
+  if (path.includes('\\') || (suspect && path.split('/').some((segment) => DOT_SEGMENT.test(segment)))) {
     throw new HttpError('bad_request', 'Request path must not contain ".", ".." or backslash segments');
   }
   try {
