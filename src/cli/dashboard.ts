@@ -1,7 +1,62 @@
-// Placeholder until its issue lands: says so plainly instead of pretending.
+// `svc dashboard [start|open] [--no-open]`: find a running Control Plane (DESIGN §4 discovery) or start one in the
+// background, then open the UI in the browser. It never puts the token in the URL: the UI asks for it.
 import type { CliIo } from './io.ts';
-import { CliError } from './usage-error.ts';
+import { parseFlags, wantsHelp } from './io.ts';
+import { UsageError, CliError } from './usage-error.ts';
+import { discoverControlUrl } from '../client/discover.ts';
+import { isHealthy, startControlInBackground, openBrowser } from './dashboard-launch.ts';
 
-export default async function dashboard(_io: CliIo): Promise<number> {
-  throw new CliError('"svc dashboard" is not implemented yet');
+const HELP = `Usage:
+  svc dashboard [start|open] [--no-open]
+
+Opens the Control Plane UI. A running Control Plane is reused (SVC_CONTROL_URL, then ~/.svc/control/server.json,
+then http://127.0.0.1:$SVC_CONTROL_PORT or 47821); otherwise one is started in the background with
+"svc control serve" (log: ~/.svc/control/server.log). "start" and "open" do the same.
+
+  --no-open   print the URL instead of opening a browser
+
+The browser is $BROWSER when set (run with the URL as its only argument), else xdg-open / open.
+`;
+
+export default async function dashboard(io: CliIo): Promise<number> {
+  if (wantsHelp(io.argv)) {
+    io.stdout(HELP);
+    return 0;
+  }
+  const { values, positionals } = parseFlags(io.argv, { 'no-open': { type: 'boolean' } });
+  const [sub, ...extra] = positionals;
+  if (sub !== undefined && sub !== 'start' && sub !== 'open') throw new UsageError(`Unknown subcommand "dashboard ${sub}" (expected start or open)`);
+  if (extra.length > 0) throw new UsageError(`Unexpected argument "${extra[0]}"`);
+
+  const found = discoverControlUrl(io.env);
+  let url = found.url;
+  if (await isHealthy(url)) {
+    io.stderr(`Using the Control Plane at ${url} (found via ${found.via})\n`);
+  } else if (found.via === 'SVC_CONTROL_URL') {
+    // The person pointed at a specific server: starting a different, local one would be a surprise.
+    throw new CliError(`Nothing answers at SVC_CONTROL_URL (${url}); start that server or unset SVC_CONTROL_URL to run one here`);
+  } else {
+    io.stderr('No Control Plane is running; starting one in the background…\n');
+    let started;
+    try {
+      started = await startControlInBackground(io.env);
+    } catch (err) {
+      throw new CliError(err instanceof Error ? err.message : String(err));
+    }
+    url = started.url;
+    io.stderr(`Started the Control Plane at ${url} (pid ${started.pid}, log ${started.log})\n`);
+  }
+  if (io.env.SVC_CONTROL_TOKEN) io.stderr('This Control Plane has a token: the UI asks for it once per browser tab.\n');
+
+  if (values['no-open']) {
+    io.stdout(`${url}\n`);
+    return 0;
+  }
+  if (await openBrowser(`${url}/`, io.env)) {
+    io.stderr(`Opened ${url}/ in the browser\n`);
+  } else {
+    io.stderr('Could not start a browser (set BROWSER to choose one); open this URL:\n');
+    io.stdout(`${url}\n`);
+  }
+  return 0;
 }

@@ -1,0 +1,97 @@
+// Background start of the Control Plane for `svc dashboard`, and opening a URL in the person's browser.
+// Children are argv arrays (never a shell); the server is detached so it outlives this command.
+import { spawn } from 'node:child_process';
+import { mkdirSync, openSync, closeSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { serverRecordFile, readServerRecordFile } from '../client/server-record.ts';
+
+const START_DEADLINE_MS = 20_000;
+
+/** True when GET <url>/health answers 2xx within the timeout. */
+export async function isHealthy(url: string, timeoutMs = 2_000): Promise<boolean> {
+  try {
+    const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(timeoutMs) });
+    await res.body?.cancel();
+    return res.ok;
+  } catch {
+    return false;
+  }
+}
+
+/** The CLI entry next to this file: dist/cli.js when built, src/cli.ts when run from source. */
+function cliEntry(): string {
+  return fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? '../cli.ts' : '../cli.js', import.meta.url));
+}
+
+export interface Started {
+  url: string;
+  pid: number;
+  log: string;
+}
+
+/**
+ * Starts `svc control serve` detached with its output appended to ~/.svc/control/server.log, then waits until it has
+ * written server.json with its own pid and answers /health. Fails with the log's tail if the server exits first.
+ */
+export async function startControlInBackground(env: NodeJS.ProcessEnv): Promise<Started> {
+  const record = serverRecordFile(env);
+  const dir = join(record, '..');
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const log = join(dir, 'server.log');
+  const fd = openSync(log, 'a', 0o600);
+  const child = spawn(process.execPath, [cliEntry(), 'control', 'serve'], { detached: true, stdio: ['ignore', fd, fd], env, shell: false });
+  closeSync(fd);
+  const pid = child.pid;
+  let exited: number | null = null;
+  child.once('exit', (code) => {
+    exited = code ?? 1;
+  });
+  child.once('error', () => {
+    exited = 1;
+  });
+  child.unref();
+  if (pid === undefined) throw new Error(`Could not start the Control Plane (see ${log})`);
+
+  const deadline = Date.now() + START_DEADLINE_MS;
+  while (Date.now() < deadline) {
+    if (exited !== null) throw new Error(`The Control Plane exited with code ${exited} while starting:\n${tail(log)}`);
+    const found = readServerRecordFile(record);
+    if (found && found.pid === pid && (await isHealthy(found.url, 1_000))) return { url: found.url.replace(/\/+$/, ''), pid, log };
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`The Control Plane did not become ready within ${START_DEADLINE_MS / 1000}s (pid ${pid}, log ${log})`);
+}
+
+function tail(path: string): string {
+  try {
+    return readFileSync(path, 'utf8').trimEnd().split('\n').slice(-8).join('\n');
+  } catch {
+    return '(no log)';
+  }
+}
+
+/**
+ * The command that opens a URL: $BROWSER (its first colon-separated entry, run as a program with the URL as its
+ * one argument, no shell), else the platform opener.
+ */
+export function browserCommand(env: NodeJS.ProcessEnv, platform: NodeJS.Platform = process.platform): { cmd: string; args: string[] } {
+  const fromEnv = env.BROWSER?.split(':').map((s) => s.trim()).find(Boolean);
+  if (fromEnv) return { cmd: fromEnv, args: [] };
+  if (platform === 'darwin') return { cmd: 'open', args: [] };
+  if (platform === 'win32') return { cmd: 'explorer.exe', args: [] };
+  return { cmd: 'xdg-open', args: [] };
+}
+
+/** Opens the URL; resolves false when the opener could not be started (the caller then prints the URL). */
+export function openBrowser(url: string, env: NodeJS.ProcessEnv): Promise<boolean> {
+  const { cmd, args } = browserCommand(env);
+  return new Promise((resolve) => {
+    const child = spawn(cmd, [...args, url], { detached: true, stdio: 'ignore', shell: false, env });
+    child.once('error', () => resolve(false));
+    child.once('spawn', () => {
+      child.unref();
+      resolve(true);
+    });
+  });
+}

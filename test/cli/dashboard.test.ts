@@ -1,0 +1,145 @@
+// `svc dashboard`: reuses a running Control Plane or starts one in the background, prints or opens its URL.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync, chmodSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createServer } from 'node:net';
+import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+
+const CLI = join(process.cwd(), 'dist', 'cli.js');
+
+interface Result {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function run(args: string[], env: NodeJS.ProcessEnv): Promise<Result> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c) => (stdout += c));
+    child.stderr.on('data', (c) => (stderr += c));
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const address = s.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitFor<T>(what: string, fn: () => T | undefined | null | false, deadlineMs = 15_000): Promise<T> {
+  const deadline = Date.now() + deadlineMs;
+  for (;;) {
+    const value = fn();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('svc dashboard', () => {
+  let control: TestControl;
+  let dir: string;
+  let baseEnv: NodeJS.ProcessEnv;
+  const started: number[] = [];
+
+  before(async () => {
+    control = await startTestControl();
+    dir = mkdtempSync(join(tmpdir(), 'svc-'));
+    baseEnv = { PATH: process.env.PATH, HOME: join(dir, 'home') };
+    mkdirSync(join(dir, 'home'), { recursive: true });
+  });
+
+  after(async () => {
+    for (const pid of started) {
+      try {
+        process.kill(pid, 'SIGTERM');
+      } catch {
+        // already gone
+      }
+    }
+    await control?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('prints the URL of the server named by SVC_CONTROL_URL with --no-open', async () => {
+    const r = await run(['dashboard', '--no-open'], { ...baseEnv, SVC_CONTROL_URL: control.url });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout, `${control.url}\n`);
+    assert.match(r.stderr, /found via SVC_CONTROL_URL/);
+  });
+
+  it('reuses the server recorded in ~/.svc/control/server.json when its pid is alive', async () => {
+    const home = join(dir, 'home-record');
+    mkdirSync(join(home, '.svc', 'control'), { recursive: true });
+    writeFileSync(join(home, '.svc', 'control', 'server.json'), JSON.stringify({ url: control.url, pid: process.pid }));
+    const r = await run(['dashboard', 'open', '--no-open'], { ...baseEnv, HOME: home });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout, `${control.url}\n`);
+    assert.match(r.stderr, /found via server\.json/);
+  });
+
+  it('fails with exit 1 and starts nothing when SVC_CONTROL_URL points at a dead address', async () => {
+    const port = await freePort();
+    const r = await run(['dashboard', '--no-open'], { ...baseEnv, SVC_CONTROL_URL: `http://127.0.0.1:${port}` });
+    assert.equal(r.code, 1);
+    assert.equal(r.stdout, '');
+    assert.match(r.stderr, /Nothing answers at SVC_CONTROL_URL/);
+  });
+
+  it('starts a Control Plane in the background when none runs and prints its URL', async () => {
+    const home = join(dir, 'home-start');
+    mkdirSync(home, { recursive: true });
+    const port = await freePort();
+    const env = { ...baseEnv, HOME: home, SVC_CONTROL_PORT: String(port), SVC_CONTROL_DB: join(dir, 'started.db') };
+    const r = await run(['dashboard', 'start', '--no-open'], env);
+    const record = join(home, '.svc', 'control', 'server.json');
+    if (existsSync(record)) started.push(JSON.parse(readFileSync(record, 'utf8')).pid);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout, `http://127.0.0.1:${port}\n`);
+    assert.match(r.stderr, /Started the Control Plane/);
+    const health = await fetch(`http://127.0.0.1:${port}/health`);
+    assert.equal(health.status, 200);
+    // The started server outlives the command, and a second call reuses it.
+    const again = await run(['dashboard', '--no-open'], env);
+    assert.equal(again.stdout, `http://127.0.0.1:${port}\n`);
+    assert.match(again.stderr, /found via server\.json/);
+  });
+
+  it('opens the URL with $BROWSER, passing it as one argument without a shell', async () => {
+    const out = join(dir, 'browser-argv.txt');
+    const script = join(dir, 'fake browser.sh');
+    writeFileSync(script, `#!/bin/sh\nprintf '%s\\n' "$#" "$@" > '${out}'\n`);
+    chmodSync(script, 0o755);
+    const r = await run(['dashboard'], { ...baseEnv, SVC_CONTROL_URL: control.url, BROWSER: script });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout, '');
+    const argv = await waitFor('the browser script to run', () => (existsSync(out) ? readFileSync(out, 'utf8') : null));
+    assert.equal(argv, `1\n${control.url}/\n`);
+  });
+
+  it('prints the URL when no browser can be started', async () => {
+    const r = await run(['dashboard'], { ...baseEnv, SVC_CONTROL_URL: control.url, BROWSER: join(dir, 'no-such-browser') });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout, `${control.url}\n`);
+    assert.match(r.stderr, /Could not start a browser/);
+  });
+
+  it('rejects an unknown subcommand with exit 2', async () => {
+    const r = await run(['dashboard', 'launch'], baseEnv);
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /Unknown subcommand "dashboard launch"/);
+  });
+});
