@@ -1,8 +1,77 @@
-// Placeholder handlers: replaced by the issue that owns them.
+// Merge queue (DESIGN §4): only runs with a PR and a receipt the policy accepts; POST /v1/merge/run merges in order,
+// re-checking every receipt first. Merges go through the GitHub REST merge endpoint; nothing here deploys.
 import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
+import { json } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
+import { checkSegment, checkQueryKeys } from '../params.ts';
+import { checkRunReceipt } from '../run-receipt.ts';
+import type { MergeEntry } from '../../db/merge-queue-store.ts';
 
-export const listMergeQueue: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
-export const addToMergeQueue: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
-export const runMergeQueue: Handler<ControlDeps> = () => { throw new HttpError('unavailable', 'Not implemented yet'); };
+function entryJson(deps: ControlDeps, e: MergeEntry) {
+  const row = deps.stores.runs.get(e.source, e.run);
+  return {
+    id: e.id, source: e.source, run: e.run, status: e.status, detail: e.detail, pr_url: row?.pr_url ?? null,
+    verdict: row?.verdict ?? null, added_at: new Date(e.added_at).toISOString(), updated_at: new Date(e.updated_at).toISOString(),
+  };
+}
+
+export const listMergeQueue: Handler<ControlDeps> = (ctx) => {
+  checkQueryKeys(ctx.query, []);
+  return json(200, { items: ctx.deps.stores.mergeQueue.list().map((e) => entryJson(ctx.deps, e)) });
+};
+
+export const addToMergeQueue: Handler<ControlDeps> = (ctx) => {
+  const { deps } = ctx;
+  const body = ctx.body as Record<string, unknown> | null;
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new HttpError('bad_request', 'Request body must be a JSON object');
+  for (const key of Object.keys(body)) if (key !== 'source' && key !== 'run') throw new HttpError('invalid_param', `Unknown field "${key}"`);
+  const source = checkSegment('source', body.source);
+  const run = checkSegment('run', body.run);
+  const row = deps.stores.runs.get(source, run);
+  if (!row) throw new HttpError('not_found', `No run ${source}/${run}`);
+  const check = checkRunReceipt(deps, row);
+  if (!check.ok) throw new HttpError('conflict', check.reason);
+  const added = deps.stores.mergeQueue.add(source, run, deps.clock());
+  if (!added) return json(200, entryJson(deps, deps.stores.mergeQueue.get(source, run)!));
+  return json(201, entryJson(deps, added));
+};
+
+function pullOf(prUrl: string): { owner: string; repo: string; number: string } | null {
+  const m = /\/([^/]+)\/([^/]+)\/pull\/(\d+)\/?$/.exec(prUrl);
+  return m ? { owner: m[1]!, repo: m[2]!, number: m[3]! } : null;
+}
+
+async function mergePull(deps: ControlDeps, prUrl: string): Promise<string | null> {
+  const pull = pullOf(prUrl);
+  if (!pull) return `Cannot read the pull request number from ${prUrl}`;
+  const token = deps.env.GITHUB_TOKEN || deps.env.GH_TOKEN;
+  if (!token) return 'No GitHub token (GITHUB_TOKEN or GH_TOKEN) is set for the Control Plane';
+  const base = (deps.env.GITHUB_API_URL || 'https://api.github.com').replace(/\/+$/, '');
+  try {
+    const res = await fetch(`${base}/repos/${pull.owner}/${pull.repo}/pulls/${pull.number}/merge`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${token}`, accept: 'application/vnd.github+json', 'content-type': 'application/json', 'user-agent': 'svc' },
+      body: '{}',
+      signal: AbortSignal.timeout(30_000),
+    });
+    if (res.ok) return null;
+    const text = await res.text();
+    return `GitHub answered ${res.status}: ${text.slice(0, 200)}`;
+  } catch (err) {
+    return `GitHub could not be reached: ${(err as Error).message}`;
+  }
+}
+
+export const runMergeQueue: Handler<ControlDeps> = async (ctx) => {
+  const { deps } = ctx;
+  const results = [];
+  for (const entry of deps.stores.mergeQueue.queued()) {
+    const row = deps.stores.runs.get(entry.source, entry.run);
+    const check = row ? checkRunReceipt(deps, row) : ({ ok: false, reason: 'The run no longer exists' } as const);
+    const problem = check.ok ? await mergePull(deps, row!.pr_url!) : check.reason;
+    deps.stores.mergeQueue.setStatus(entry.id, problem ? 'failed' : 'merged', problem, deps.clock());
+    results.push(entryJson(deps, deps.stores.mergeQueue.get(entry.source, entry.run)!));
+  }
+  return json(200, { items: results });
+};

@@ -1,0 +1,52 @@
+// Whether a run's Evidence Receipt is genuine (this Control Plane's key), about that run, and accepted by its repo's policy.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { ControlDeps } from './deps.ts';
+import type { RunRow } from '../db/runs-store.ts';
+import { loadOrCreateSigningKey } from '../keys.ts';
+import { verifyReceipt, type Receipt } from '../engine/receipt.ts';
+import { loadPolicy, verdictAccepted, DEFAULT_POLICY, type Policy } from '../engine/policy.ts';
+
+export type ReceiptVerdict = { ok: true; receipt: Receipt } | { ok: false; reason: string };
+
+/** A run file as stored by ingest, else straight from the run folder when the repo is on this machine. */
+export function readRunFile(deps: ControlDeps, row: RunRow, path: string): Buffer | null {
+  const stored = deps.stores.artifacts.get(row.source, row.run, path);
+  if (stored) return Buffer.from(stored.content);
+  if (!row.repo_path) return null;
+  try {
+    return readFileSync(join(row.repo_path, '.svc', 'runs', row.run, 'artifacts', path));
+  } catch {
+    return null;
+  }
+}
+
+function policyOf(row: RunRow): Policy {
+  return row.repo_path ? loadPolicy(row.repo_path) : DEFAULT_POLICY;
+}
+
+export function checkRunReceipt(deps: ControlDeps, row: RunRow): ReceiptVerdict {
+  if (!row.pr_url) return { ok: false, reason: `Run ${row.source}/${row.run} has no pull request` };
+  const raw = readRunFile(deps, row, 'receipt.json');
+  if (!raw) return { ok: false, reason: `Run ${row.source}/${row.run} has no Evidence Receipt` };
+  let value: unknown;
+  try {
+    value = JSON.parse(raw.toString('utf8'));
+  } catch {
+    return { ok: false, reason: 'The receipt is not valid JSON' };
+  }
+  const key = loadOrCreateSigningKey(deps.settings.svcHome);
+  const check = verifyReceipt(value, new Map([[key.kid, key.publicKey]]));
+  if (!check.ok || !check.receipt) return { ok: false, reason: check.message };
+  if (check.receipt.source !== row.source || check.receipt.run !== row.run) return { ok: false, reason: 'The receipt belongs to another run' };
+  let policy: Policy;
+  try {
+    policy = policyOf(row);
+  } catch (err) {
+    return { ok: false, reason: `Policy: ${(err as Error).message}` };
+  }
+  if (!verdictAccepted(policy, check.receipt.verdict)) {
+    return { ok: false, reason: `Verdict ${check.receipt.verdict} is not accepted by the policy (pr.open = "${policy.pr.open}")` };
+  }
+  return { ok: true, receipt: check.receipt };
+}

@@ -1,0 +1,86 @@
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+import { makeRepo, startGithubStandIn, waitFor, EDIT_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
+
+describe('merge queue and review risk', () => {
+  let github: StandIn;
+  let control: TestControl;
+  let repo: TestRepo;
+
+  before(async () => {
+    github = await startGithubStandIn();
+    // Two checks: "fixed" passes after the edit; "strict" fails unless STRICT_OK exists, so one run can be made unverified.
+    repo = makeRepo({
+      policy: { checks: [{ name: 'fixed', run: ['grep', '-q', 'fixed', 'a.txt'] }], pr: { open: 'verified_with_gaps', draft: true } },
+      providers: { fake: EDIT_SCRIPT, nothing: '#!/bin/sh\ncat > /dev/null\n' },
+    });
+    control = await startTestControl({ env: { GITHUB_API_URL: github.url, GITHUB_TOKEN: 'gh-test-token', ...GIT_ENV } });
+  });
+  after(async () => {
+    await control.close();
+    await github.close();
+    repo.cleanup();
+  });
+
+  async function finished(provider: string) {
+    const started = (await control.request('POST', '/v1/start', { body: { brief: 'work', repo: repo.repo, provider, pr: true } })).json;
+    return waitFor(async () => {
+      const r = (await control.request('GET', `/v1/runs/${started.source}/${started.run}`)).json;
+      return r.status === 'succeeded' || r.status === 'failed' ? r : null;
+    }, 'run to finish');
+  }
+
+  it('queues a verified run with a PR and merges it through the GitHub stand-in, re-checking the receipt', async () => {
+    const run = await finished('fake');
+    assert.equal(run.verdict, 'verified');
+    const add = await control.request('POST', '/v1/merge/queue', { body: { source: run.source, run: run.run } });
+    assert.equal(add.status, 201);
+    assert.equal(add.json.status, 'queued');
+    const list = await control.request('GET', '/v1/merge/queue');
+    assert.equal(list.json.items.length, 1);
+    const merged = await control.request('POST', '/v1/merge/run', { body: {} });
+    assert.equal(merged.status, 200);
+    assert.equal(merged.json.items[0].status, 'merged', merged.json.items[0].detail);
+    assert.ok(github.requests.some((r) => r.method === 'PUT' && /\/repos\/acme\/api\/pulls\/\d+\/merge$/.test(r.path)));
+  });
+
+  it('refuses to queue a run whose required check failed (no PR, not_verified)', async () => {
+    const run = await finished('nothing');
+    assert.equal(run.status, 'failed');
+    assert.equal(run.verdict, 'not_verified');
+    assert.equal(run.pr_url, null);
+    const add = await control.request('POST', '/v1/merge/queue', { body: { source: run.source, run: run.run } });
+    assert.equal(add.status, 409);
+    assert.equal(add.json.error.code, 'conflict');
+  });
+
+  it('fails a queued entry at merge time when its receipt was tampered with', async () => {
+    const run = await finished('fake');
+    const add = await control.request('POST', '/v1/merge/queue', { body: { source: run.source, run: run.run } });
+    assert.equal(add.status, 201);
+    const stored = control.deps.stores.artifacts.get(run.source, run.run, 'receipt.json')!;
+    const receipt = JSON.parse(Buffer.from(stored.content).toString('utf8'));
+    receipt.verdict = 'verified';
+    receipt.diff.files = 99;
+    control.deps.stores.artifacts.put(run.source, run.run, { path: 'receipt.json', content_type: 'application/json', content: Buffer.from(JSON.stringify(receipt)) });
+    const before = github.requests.filter((r) => r.method === 'PUT').length;
+    const result = await control.request('POST', '/v1/merge/run', { body: {} });
+    const entry = result.json.items.find((e: { run: string }) => e.run === run.run);
+    assert.equal(entry.status, 'failed');
+    assert.match(entry.detail, /Integrity mismatch/);
+    assert.equal(github.requests.filter((r) => r.method === 'PUT').length, before);
+  });
+
+  it('scores review risk from the run diff and verdict', async () => {
+    const run = await finished('fake');
+    const res = await control.request('GET', `/v1/review/risk?source=${run.source}&run=${run.run}`);
+    assert.equal(res.status, 200);
+    assert.ok(res.json.score >= 0 && res.json.score <= 100);
+    assert.ok(['low', 'medium', 'high', 'critical'].includes(res.json.level));
+    assert.deepEqual(res.json.files.map((f: { path: string }) => f.path), ['a.txt']);
+    assert.ok(res.json.reasons.includes('no tests changed'));
+    const missing = await control.request('GET', `/v1/review/risk?source=${run.source}`);
+    assert.equal(missing.status, 400);
+  });
+});
