@@ -21,6 +21,9 @@ if (files.length === 0) {
 
 const tsc = spawnSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'tsconfig.test.json'], { stdio: 'inherit' });
 if (tsc.status !== 0) process.exit(tsc.status ?? 1);
+// The UI is plain JS with // @ts-check and JSDoc: checkJs covers it without a build step.
+const tscUi = spawnSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'tsconfig.static.json'], { stdio: 'inherit' });
+if (tscUi.status !== 0) process.exit(tscUi.status ?? 1);
 
 const result = spawnSync(
   process.execPath,
