@@ -5,6 +5,7 @@ import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, rmSync, chmodSync,
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startStandIn, sendJson, type StandIn } from '../client/stand-in.ts';
+import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 
 const SCRIPT = join(import.meta.dirname, '../../scripts/run.sh');
 const TOKEN = 'tok-Zq9-secret-value';
@@ -161,5 +162,54 @@ describe('security', () => {
     api.answer = (_req, res) => sendJson(res, 200, { items: [] });
     assert.equal((await runSh(['list'], { SVC_CONTROL_TOKEN: undefined })).code, 0);
     assert.equal(api.seen[0]!.headers.authorization, undefined);
+  });
+});
+
+describe('run.sh against a live Control Plane', () => {
+  let cp: TestControl;
+  const CP_TOKEN = 'live-token-Qx81';
+  before(async () => {
+    cp = await startTestControl({ token: CP_TOKEN });
+    const now = new Date().toISOString();
+    const seeded = await cp.request('POST', '/v1/ingest', {
+      body: {
+        source: 'local',
+        runs: [{ run: 'rlive1', repo: 'acme/api', status: 'blocked', question: 'Which database?', brief: 'live run', started_at: now }],
+      },
+    });
+    assert.equal(seeded.status, 200, seeded.text);
+    const remote = await cp.request('POST', '/v1/ingest', { body: { source: 'ci', runs: [{ run: 'rremote', status: 'running', started_at: now }] } });
+    assert.equal(remote.status, 200, remote.text);
+  });
+  after(() => cp.close());
+
+  const live = (args: string[], token = CP_TOKEN) => runSh(args, { SVC_CONTROL_URL: cp.url, SVC_CONTROL_TOKEN: token });
+
+  it('reports status, lists and shows runs', async () => {
+    const status = await live(['status']);
+    assert.equal(status.code, 0, status.stderr);
+    assert.match(status.stdout, /is up/);
+    const list = await live(['list', '--repo', 'acme/api']);
+    assert.equal(list.code, 0, list.stderr);
+    assert.deepEqual(JSON.parse(list.stdout).items.map((r: { run: string }) => r.run), ['rlive1']);
+    const show = await live(['show', 'local/rlive1']);
+    assert.equal(show.code, 0, show.stderr);
+    assert.equal(JSON.parse(show.stdout).question, 'Which database?');
+  });
+
+  it('answers a blocked run and stops a remote run through the hand-over', async () => {
+    const answer = await live(['answer', 'local/rlive1', 'PostgreSQL 16']);
+    assert.equal(answer.code, 0, answer.stderr);
+    const stop = await live(['stop', 'ci/rremote']);
+    assert.equal(stop.code, 0, stop.stderr);
+  });
+
+  it('exits 1 with the server message for a wrong token and an unknown run', async () => {
+    const denied = await live(['list'], 'wrong-token');
+    assert.equal(denied.code, 1);
+    assert.match(denied.stderr, /\(401 unauthorized\)\n$/);
+    const missing = await live(['show', 'local/rnope']);
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /\(404 not_found\)\n$/);
   });
 });

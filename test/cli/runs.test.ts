@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startStandIn, sendJson, type StandIn } from '../client/stand-in.ts';
+import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 
 const CLI = join(import.meta.dirname, '../../dist/cli.js');
 const home = mkdtempSync(join(tmpdir(), 'svc-'));
@@ -135,5 +136,30 @@ describe('svc runs show and actions', () => {
     const r = await svc(['--help']);
     assert.equal(r.code, 0);
     assert.match(r.stdout, /^Usage:\n {2}svc runs \[list\]/);
+  });
+});
+
+describe('svc runs against a live Control Plane', () => {
+  let cp: TestControl;
+  before(async () => {
+    cp = await startTestControl({ token: 'live-runs-token' });
+    const res = await cp.request('POST', '/v1/ingest', {
+      body: { source: 'local', runs: [{ run: 'rlive2', repo: 'acme/web', status: 'blocked', question: 'Ship it?', brief: 'live brief', started_at: new Date().toISOString() }] },
+    });
+    assert.equal(res.status, 200, res.text);
+  });
+  after(() => cp.close());
+
+  const live = (args: string[]) => svc(args, { SVC_CONTROL_URL: cp.url, SVC_CONTROL_TOKEN: 'live-runs-token' });
+
+  it('lists, shows and answers a run end to end', async () => {
+    const list = await live(['list', '--status', 'blocked']);
+    assert.equal(list.code, 0, list.stderr);
+    assert.match(list.stdout, /^local\/rlive2\s+blocked\s+-\s+acme\/web/m);
+    const show = await live(['show', 'local/rlive2', '--json']);
+    assert.equal(JSON.parse(show.stdout).question, 'Ship it?');
+    const answer = await live(['answer', 'local/rlive2', 'yes']);
+    assert.equal(answer.code, 0, answer.stderr);
+    assert.equal(answer.stdout, 'Answered local/rlive2\n');
   });
 });
