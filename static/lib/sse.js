@@ -45,7 +45,10 @@ export function openStream(path, options) {
       const response = await fetch(url(), { headers, cache: 'no-store', signal: controller.signal });
       if (response.status === 401) {
         if (await requestToken(hadToken)) return schedule(0);
-        return stop();
+        // The person declined the prompt: stay quiet until a token is entered elsewhere on the page.
+        state('closed');
+        window.addEventListener('svc:token', () => schedule(0), { once: true });
+        return;
       }
       if (!response.ok || !response.body) throw new Error(`stream answered ${response.status}`);
       state('live');
