@@ -14,11 +14,18 @@ export interface EncodedEvent {
   frame: string;
 }
 
+/** The events of one publish that a subscriber should see, ascending by id, with their frames joined once. */
+export interface EncodedBatch {
+  events: EncodedEvent[];
+  /** All frames concatenated: one socket write per subscriber per publish, shared by every subscriber of the scope. */
+  text: string;
+}
+
 export interface Subscriber {
   /** Only events of this source (and run, when given) reach the subscriber. */
   source?: string;
   run?: string;
-  deliver(ev: EncodedEvent): void;
+  deliver(batch: EncodedBatch): void;
   /** Called once when the bus closes (server shutdown). */
   end(): void;
 }
@@ -59,26 +66,39 @@ export function createRunEventBus(_stores?: ControlStores): RunEventBus {
     return { map: null, key: '' };
   }
 
-  function deliverAll(set: Set<Subscriber> | undefined, ev: EncodedEvent): void {
-    if (!set) return;
+  function deliverAll(set: Set<Subscriber> | undefined, events: EncodedEvent[]): void {
+    if (!set || set.size === 0 || events.length === 0) return;
+    const batch: EncodedBatch = { events, text: events.length === 1 ? events[0]!.frame : events.map((e) => e.frame).join('') };
     for (const sub of set) {
       try {
-        sub.deliver(ev);
+        sub.deliver(batch);
       } catch {
         // One broken subscriber must not starve the others; its own close handler removes it.
       }
     }
   }
 
+  /** Groups a publish by scope key, only for keys somebody listens to. */
+  function groupBy(map: Map<string, Set<Subscriber>>, events: EncodedEvent[], keyOf: (e: EncodedEvent) => string): void {
+    if (map.size === 0) return;
+    const groups = new Map<string, EncodedEvent[]>();
+    for (const ev of events) {
+      const key = keyOf(ev);
+      if (!map.has(key)) continue;
+      let list = groups.get(key);
+      if (!list) groups.set(key, (list = []));
+      list.push(ev);
+    }
+    for (const [key, list] of groups) deliverAll(map.get(key), list);
+  }
+
   return {
     publish(rows) {
-      if (closed || (all.size === 0 && bySource.size === 0 && byRun.size === 0)) return;
-      for (const row of rows) {
-        const ev = encodeEvent(row);
-        deliverAll(all, ev);
-        deliverAll(bySource.get(row.source), ev);
-        deliverAll(byRun.get(`${row.source}/${row.run}`), ev);
-      }
+      if (closed || rows.length === 0 || (all.size === 0 && bySource.size === 0 && byRun.size === 0)) return;
+      const events = rows.map(encodeEvent);
+      deliverAll(all, events);
+      groupBy(bySource, events, (e) => e.source);
+      groupBy(byRun, events, (e) => `${e.source}/${e.run}`);
     },
     subscribe(sub) {
       if (closed) {

@@ -36,17 +36,28 @@ export async function streamEvents(deps: ControlDeps, res: ServerResponse, scope
   let lastSent = after;
   let live = false;
 
+  function send(text: string): void {
+    res.write(text);
+    if (res.writableLength > MAX_PENDING_BYTES) sse.close();
+  }
+
   function write(ev: EncodedEvent): void {
     if (sse.closed || ev.id <= lastSent) return;
     lastSent = ev.id;
-    res.write(ev.frame);
-    if (res.writableLength > MAX_PENDING_BYTES) sse.close();
+    send(ev.frame);
   }
 
   const unsubscribe = deps.bus.subscribe({
     ...scope,
-    deliver(ev) {
-      if (live) write(ev);
+    deliver(batch) {
+      if (!live || sse.closed) return;
+      // Ids only grow, so a batch that starts past lastSent goes out as one shared string in one write.
+      if (batch.events[0]!.id > lastSent) {
+        lastSent = batch.events[batch.events.length - 1]!.id;
+        send(batch.text);
+      } else {
+        for (const ev of batch.events) write(ev);
+      }
     },
     end() {
       sse.close();
@@ -56,7 +67,12 @@ export async function streamEvents(deps: ControlDeps, res: ServerResponse, scope
 
   function replayPage(): number {
     const rows = deps.stores.events.listAll({ after: lastSent, limit: PAGE, ...scope });
-    for (const row of rows) write(encodeEvent(row));
+    let text = '';
+    for (const row of rows) text += encodeEvent(row).frame;
+    if (rows.length > 0 && !sse.closed) {
+      lastSent = rows[rows.length - 1]!.id;
+      send(text);
+    }
     return rows.length;
   }
 

@@ -16,9 +16,13 @@ export interface SseClient {
   /** Resolves when the server ends the stream. */
   ended: Promise<void>;
   close(): void;
+  /** Starts reading a client opened with `paused: true` (until then the server meets TCP backpressure). */
+  resume(): void;
 }
 
-export async function openSseClient(url: string, headers: Record<string, string> = {}): Promise<SseClient> {
+export async function openSseClient(url: string, headers: Record<string, string> = {}, opts: { paused?: boolean } = {}): Promise<SseClient> {
+  let resume = (): void => {};
+  const gate = opts.paused ? new Promise<void>((r) => (resume = r)) : Promise.resolve();
   const controller = new AbortController();
   const res = await fetch(url, { headers: { accept: 'text/event-stream', ...headers }, signal: controller.signal });
   const frames: SseFrame[] = [];
@@ -41,6 +45,7 @@ export async function openSseClient(url: string, headers: Record<string, string>
   }
   const ended = (async () => {
     if (!res.body) return;
+    await gate;
     const reader = res.body.getReader();
     try {
       for (;;) {
@@ -90,6 +95,7 @@ export async function openSseClient(url: string, headers: Record<string, string>
     close() {
       controller.abort();
     },
+    resume: () => resume(),
   };
   return client;
 }

@@ -88,28 +88,33 @@ describe('GET /v1/runs/:source/:run/stream', () => {
   });
 
   it('loses and repeats nothing when events arrive while a long history is replayed', async () => {
-    // A history large enough that replay must wait for the socket to drain, so live events land mid-replay.
+    // 20 MB of history: more than loopback socket buffers hold, so with the client not reading yet the replay has to
+    // wait for the socket to drain, and the live events below are committed and published mid-replay.
     await ingest(cp, { runs: [runJson('busy')] });
-    const history = 8_000;
-    for (let from = 1; from <= history; from += 500) await ingest(cp, { events: logs('busy', from, 500) });
-    const clients: SseClient[] = [];
+    const history = 20_000;
+    const pad = 'x'.repeat(1000);
+    for (let from = 1; from <= history; from += 500) {
+      await ingest(cp, { events: logs('busy', from, 500).map((e) => ({ ...e, data: { text: pad } })) });
+    }
+    const subscribers = cp.deps.bus.size();
+    const c = await openSseClient(`${cp.url}/v1/runs/local/busy/stream`, {}, { paused: true });
+    while (cp.deps.bus.size() === subscribers) await new Promise((r) => setImmediate(r));
     let next = history + 1;
-    for (let i = 0; i < 3; i++) {
-      const opening = openSseClient(`${cp.url}/v1/runs/local/busy/stream`);
-      for (let b = 0; b < 5; b++) {
-        await ingest(cp, { events: logs('busy', next, 20) });
-        next += 20;
-      }
-      clients.push(await opening);
+    for (let b = 0; b < 5; b++) {
+      await ingest(cp, { events: logs('busy', next, 20) });
+      next += 20;
     }
+    c.resume();
     const total = next - 1;
-    for (const c of clients) {
-      await c.waitFor((x) => x.events().length >= total, 30_000);
-      const seqs = c.events().map((f) => JSON.parse(f.data!).seq);
-      assert.equal(seqs.length, total);
-      assert.ok(seqs.every((s, i) => s === i + 1), 'every event once, in order');
-      c.close();
-    }
+    // Wait for the newest event rather than a count, so a lost event fails the assertion below instead of timing out.
+    await c.waitFor((x) => {
+      const last = x.frames[x.frames.length - 1];
+      return last?.data !== undefined && JSON.parse(last.data).seq === total;
+    }, 60_000);
+    const seqs = c.events().map((f) => JSON.parse(f.data!).seq);
+    assert.equal(seqs.length, total);
+    assert.ok(seqs.every((s, i) => s === i + 1), 'every event once, in order');
+    c.close();
   });
 
   it('answers 404 for an unknown run and 400 for a bad Last-Event-ID', async () => {

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { createRunEventBus, encodeEvent, type EncodedEvent } from '../../src/control/event-bus.ts';
+import { createRunEventBus, encodeEvent, type EncodedBatch } from '../../src/control/event-bus.ts';
 import type { EventRow } from '../../src/db/events-store.ts';
 
 function row(id: number, run = 'r1', source = 's'): EventRow {
@@ -8,22 +8,24 @@ function row(id: number, run = 'r1', source = 's'): EventRow {
 }
 
 describe('run event bus', () => {
-  it('encodes an event once and hands the same frame to 1,000 subscribers', () => {
+  it('encodes a publish once and hands the same batch to 1,000 subscribers', () => {
     const bus = createRunEventBus();
-    const got: EncodedEvent[] = [];
-    for (let i = 0; i < 1000; i++) bus.subscribe({ deliver: (ev) => got.push(ev), end() {} });
-    bus.publish([row(1)]);
+    const got: EncodedBatch[] = [];
+    for (let i = 0; i < 1000; i++) bus.subscribe({ deliver: (b) => got.push(b), end() {} });
+    bus.publish([row(1), row(2)]);
     assert.equal(got.length, 1000);
-    assert.ok(got.every((ev) => ev === got[0]));
-    assert.equal(got[0]!.frame, `id: 1\nevent: log\ndata: ${got[0]!.json}\n\n`);
+    assert.ok(got.every((b) => b === got[0]));
+    const [a, b] = got[0]!.events;
+    assert.equal(a!.frame, `id: 1\nevent: log\ndata: ${a!.json}\n\n`);
+    assert.equal(got[0]!.text, a!.frame + b!.frame);
   });
 
   it('routes by source and by run', () => {
     const bus = createRunEventBus();
     const seen: Record<string, number[]> = { all: [], src: [], run: [] };
-    bus.subscribe({ deliver: (ev) => seen.all!.push(ev.id), end() {} });
-    bus.subscribe({ source: 's', deliver: (ev) => seen.src!.push(ev.id), end() {} });
-    bus.subscribe({ source: 's', run: 'r2', deliver: (ev) => seen.run!.push(ev.id), end() {} });
+    bus.subscribe({ deliver: (b) => seen.all!.push(...b.events.map((e) => e.id)), end() {} });
+    bus.subscribe({ source: 's', deliver: (b) => seen.src!.push(...b.events.map((e) => e.id)), end() {} });
+    bus.subscribe({ source: 's', run: 'r2', deliver: (b) => seen.run!.push(...b.events.map((e) => e.id)), end() {} });
     bus.publish([row(1), row(2, 'r2'), row(3, 'r2', 'other')]);
     assert.deepEqual(seen, { all: [1, 2, 3], src: [1, 2], run: [2] });
   });
@@ -32,7 +34,7 @@ describe('run event bus', () => {
     const bus = createRunEventBus();
     const got: number[] = [];
     bus.subscribe({ deliver: () => { throw new Error('broken'); }, end() {} });
-    const off = bus.subscribe({ deliver: (ev) => got.push(ev.id), end() {} });
+    const off = bus.subscribe({ deliver: (b) => got.push(...b.events.map((e) => e.id)), end() {} });
     bus.publish([row(1)]);
     off();
     bus.publish([row(2)]);
