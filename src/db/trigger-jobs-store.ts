@@ -58,7 +58,7 @@ function toJob(row: Row | undefined): JobRow | undefined {
 export function createTriggerJobsStore(db: Db): TriggerJobsStore {
   const insert = db.prepare('INSERT INTO jobs (id, origin, status, brief, args, created_at) VALUES (?, ?, \'queued\', ?, ?, ?)');
   const get = db.prepare('SELECT * FROM jobs WHERE id = ?');
-  const count = db.prepare('SELECT count(*) AS n FROM jobs WHERE status = ?');
+  const count = db.prepare('SELECT n FROM job_counts WHERE status = ?');
   const queued = db.prepare("SELECT * FROM jobs WHERE status = 'queued' ORDER BY created_at, id LIMIT ?");
   const running = db.prepare("SELECT * FROM jobs WHERE status = 'running' ORDER BY created_at, id");
   const claim = db.prepare("UPDATE jobs SET status = 'running', started_at = ? WHERE id = ? AND status = 'queued'");
@@ -74,7 +74,7 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
       return toJob(get.get(id) as Row | undefined);
     },
     countByStatus(status) {
-      return (count.get(status) as { n: number }).n;
+      return (count.get(status) as { n: number } | undefined)?.n ?? 0;
     },
     listQueued(limit) {
       return (queued.all(limit) as Row[]).map((r) => toJob(r)!);

@@ -36,4 +36,24 @@ export const triggerMigrations: readonly Migration[] = [
     notified_at INTEGER
   ) STRICT;
   `,
+  // Counting queued rows on every delivery is O(queue depth); triggers keep the counts exact and O(1).
+  `
+  CREATE TABLE job_counts (
+    status TEXT PRIMARY KEY,
+    n INTEGER NOT NULL
+  ) STRICT;
+  INSERT INTO job_counts (status, n)
+    SELECT s.status, (SELECT count(*) FROM jobs WHERE jobs.status = s.status)
+    FROM (SELECT 'queued' AS status UNION ALL SELECT 'running' UNION ALL SELECT 'succeeded' UNION ALL SELECT 'failed' UNION ALL SELECT 'interrupted') AS s;
+  CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs BEGIN
+    UPDATE job_counts SET n = n + 1 WHERE status = NEW.status;
+  END;
+  CREATE TRIGGER jobs_count_update AFTER UPDATE OF status ON jobs WHEN OLD.status <> NEW.status BEGIN
+    UPDATE job_counts SET n = n - 1 WHERE status = OLD.status;
+    UPDATE job_counts SET n = n + 1 WHERE status = NEW.status;
+  END;
+  CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs BEGIN
+    UPDATE job_counts SET n = n - 1 WHERE status = OLD.status;
+  END;
+  `,
 ];

@@ -11,7 +11,7 @@ function ephemeral(text: string, extra: Record<string, unknown> = {}): Reply {
   return json(200, { response_type: 'ephemeral', text, ...extra });
 }
 
-export function receiveChata(ctx: TCtx): Reply {
+export async function receiveChata(ctx: TCtx): Promise<Reply> {
   const secret = secretFor(ctx, 'chata');
   const raw = rawOf(ctx);
   const h = ctx.req.headers;

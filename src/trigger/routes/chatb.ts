@@ -11,7 +11,7 @@ function message(text: string, extra: Record<string, unknown> = {}): Reply {
   return json(200, { type: 'message', text, ...extra });
 }
 
-export function receiveChatb(ctx: TCtx): Reply {
+export async function receiveChatb(ctx: TCtx): Promise<Reply> {
   const key = decodeChatbKey(secretFor(ctx, 'chatb'))!;
   const raw = rawOf(ctx);
   requireValid(ctx, 'chatb', verifyChatbSignature(key, raw, ctx.req.headers.authorization));

@@ -54,8 +54,8 @@ export interface Replies {
 export const accepted: Replies = { queued: (jobId) => json(202, { job_id: jobId, status: 'queued' }) };
 
 /** Commits dedupe keys, job and reply target together, then answers; 429 without a job id when the queue is full. */
-export function enqueue(ctx: TCtx, request: EnqueueRequest, replies: Replies = accepted): Reply {
-  const result = ctx.deps.queue.enqueue(request);
+export async function enqueue(ctx: TCtx, request: EnqueueRequest, replies: Replies = accepted): Promise<Reply> {
+  const result = await ctx.deps.queue.enqueue(request);
   if (result.kind === 'full') {
     ctx.deps.log.warn('queue full', { route: request.origin, request_id: ctx.requestId });
     throw new HttpError('too_many_requests', 'The job queue is full; try again later', { 'retry-after': '30' });

@@ -27,7 +27,7 @@ export function validateJobsBrief(value: unknown): string {
   return brief;
 }
 
-export function createJob(ctx: TCtx): Reply {
+export async function createJob(ctx: TCtx): Promise<Reply> {
   requireBearer(ctx);
   checkJsonContentType(ctx.req);
   const raw = rawOf(ctx);

@@ -6,7 +6,7 @@ import { readSourceHost } from '../sources/source-host.ts';
 import { briefPrArgs } from '../args.ts';
 import { bodyKey, enqueue, header, rawOf, requireValid, secretFor, skipped, type TCtx } from './common.ts';
 
-export function receiveSourceHost(ctx: TCtx): Reply {
+export async function receiveSourceHost(ctx: TCtx): Promise<Reply> {
   const secret = secretFor(ctx, 'webhook');
   const raw = rawOf(ctx);
   requireValid(ctx, 'webhook', verifySourceHost(secret, raw, ctx.req.headers['x-hub-signature-256']));

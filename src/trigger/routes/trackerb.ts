@@ -7,7 +7,7 @@ import { readTrackerb } from '../sources/trackerb.ts';
 import { briefPrArgs } from '../args.ts';
 import { bodyKey, enqueue, header, rawOf, requireValid, secretFor, skipped, type TCtx } from './common.ts';
 
-export function receiveTrackerb(ctx: TCtx): Reply {
+export async function receiveTrackerb(ctx: TCtx): Promise<Reply> {
   const secret = secretFor(ctx, 'trackerb');
   const raw = rawOf(ctx);
   requireValid(ctx, 'trackerb', verifyTrackerb(secret, raw, ctx.req.headers['x-hub-signature']));
