@@ -84,11 +84,12 @@ describe('GET /v1/runs/:source/:run/artifact/*path', () => {
       });
     }
 
-    it('resolves plain dot segments before routing, so they can only leave the artifact route', async () => {
-      const res = await rawGet(cp.url, `${base}/%2E%2E/%2E%2E/%2E%2E/x`);
-      assert.equal(res.status, 404);
-      assert.equal(JSON.parse(res.body).error.code, 'not_found');
-    });
+    for (const path of ['%2E%2E/%2E%2E/%2E%2E/x', '../../x', './receipt.json']) {
+      it(`refuses the dot-segment path ${path} with 400 before it can resolve into another route`, async () => {
+        const res = await rawGet(cp.url, `${base}/${path}`);
+        assert.equal(res.status, 400, res.body);
+      });
+    }
 
     it('never reaches the filesystem for a path that looks like one', async () => {
       const res = await rawGet(cp.url, `${base}/..%2F..%2F..%2F..%2Fetc%2Fhostname`);
