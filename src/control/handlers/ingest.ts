@@ -2,6 +2,7 @@
 import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
+import { isLoopbackAddress } from '../../http/guards.ts';
 import type { ControlDeps } from '../deps.ts';
 import { validateBatch } from '../ingest-validate.ts';
 import { applyBatch } from '../ingest-apply.ts';
@@ -10,6 +11,14 @@ import { importProject } from '../import-project.ts';
 export const ingestRuns: Handler<ControlDeps> = (ctx) => {
   // Everything is validated before the first write: a bad batch changes nothing.
   const batch = validateBatch(ctx.body, ctx.deps.clock());
+  // repo_path and pid steer local actions (verify, resume, stop signal the run's process and run checks in that
+  // folder); only a shipper on this machine may set them, never a remote peer holding the token.
+  if (!isLoopbackAddress(ctx.peer)) {
+    for (const run of batch.runs) {
+      delete run.repo_path;
+      delete run.pid;
+    }
+  }
   return json(200, applyBatch(ctx.deps, batch));
 };
 
