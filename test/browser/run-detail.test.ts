@@ -6,13 +6,13 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
-import { launchBrowser, browserSkipReason, screenshot, unexpected, type TestBrowser } from './browser.ts';
+import { launchBrowser, browserSkipReason, screenshot, unexpected, type TestBrowser, RISK_NOT_YET } from './browser.ts';
 import { seed, ingest, iso, BLOCKED, RUNNING, RECEIPTED } from './seed.ts';
 
 const skip = browserSkipReason();
 
 async function logIds(page: Page): Promise<number[]> {
-  return page.locator('ol.log li[data-id]').evaluateAll((lis) => lis.map((li) => Number((li as HTMLElement).dataset.id)));
+  return page.locator('ol.log li[data-id]').evaluateAll((lis) => lis.map((li) => Number(li.getAttribute('data-id'))));
 }
 
 describe('run detail page', { skip: skip ?? false }, () => {
@@ -53,7 +53,7 @@ describe('run detail page', { skip: skip ?? false }, () => {
 
   it('streams new events live and resumes after a dropped connection without gaps or duplicates', async () => {
     await page.goto(`${control.url}/#/runs/local/${RUNNING.run}`);
-    await page.waitForFunction(() => document.querySelectorAll('ol.log li[data-id]').length === 13);
+    await page.locator('ol.log li[data-id]').nth(12).waitFor();
     await page.locator('svc-event-log[data-state=live]').waitFor();
     // Log text with markup stays text.
     assert.equal(await page.locator('ol.log script').count(), 0);
@@ -104,6 +104,6 @@ describe('run detail page', { skip: skip ?? false }, () => {
 
   it('logged no console errors and no CSP violations', () => {
     // The dropped stream is reported by Chromium as an incomplete chunked body: that one was caused on purpose.
-    assert.deepEqual(unexpected(browser.problems, [/ERR_INCOMPLETE_CHUNKED_ENCODING/]), []);
+    assert.deepEqual(unexpected(browser.problems, [/ERR_INCOMPLETE_CHUNKED_ENCODING/, RISK_NOT_YET]), []);
   });
 });

@@ -54,8 +54,8 @@ describe('runs page', { skip: skip ?? false }, () => {
   it('filters by verdict and keeps the filter in the URL', async () => {
     await page.selectOption('#f-verdict', 'not_verified');
     await page.click('form[data-role=filters] button[type=submit]');
-    await page.waitForFunction(() => location.hash.includes('verdict=not_verified'));
-    await page.waitForFunction(() => [...document.querySelectorAll('table.runs tbody tr')].every((tr) => tr.textContent?.includes('not verified')));
+    await page.waitForFunction(() => (globalThis as any).location.hash.includes('verdict=not_verified'));
+    await page.waitForFunction(() => [...(globalThis as any).document.querySelectorAll('table.runs tbody tr')].every((tr: any) => tr.textContent.includes('not verified')));
     const count = await page.locator('table.runs tbody tr').count();
     assert.ok(count > 0 && count < 50, `expected a filtered subset, got ${count}`);
     await page.reload();
@@ -73,12 +73,12 @@ describe('runs page', { skip: skip ?? false }, () => {
   it('pages to older runs with the cursor and back to the newest', async () => {
     await page.goto(`${control.url}/#/runs`);
     await page.locator('[data-role=older]').click();
-    await page.waitForFunction(() => location.hash.includes('cursor='));
-    await page.waitForFunction(() => document.querySelectorAll('table.runs tbody tr').length === 13);
+    await page.waitForFunction(() => (globalThis as any).location.hash.includes('cursor='));
+    await page.waitForFunction(() => (globalThis as any).document.querySelectorAll('table.runs tbody tr').length === 13);
     const older = await page.locator('table.runs tbody tr').first().getAttribute('data-key');
     assert.match(older ?? '', /^local\/rdone00/);
     await page.click('text=← Newest');
-    await page.waitForFunction(() => document.querySelectorAll('table.runs tbody tr').length === 50);
+    await page.waitForFunction(() => (globalThis as any).document.querySelectorAll('table.runs tbody tr').length === 50);
   });
 
   it('shows a newly ingested run without a reload', async () => {
