@@ -1,0 +1,104 @@
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:http';
+import { readdirSync, readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { fetchIssueExport, issueApiUrls } from '../../src/engine/errtrack-fetch.ts';
+import { normalizeExport, summarize, renderErrtrackSpec } from '../../src/engine/errtrack-spec.ts';
+import { makeRepo, CLI, type TestRepo } from './fixtures.ts';
+
+const FIXTURES = new URL('./fixtures', import.meta.url).pathname;
+const TOKEN = 'errtrack-secret-token-3141592653';
+
+/** Every process's argv on this machine that mentions the token (must stay empty). */
+function argvWithToken(): string[] {
+  const hits: string[] = [];
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ');
+      if (cmdline.includes(TOKEN)) hits.push(`${pid}: ${cmdline}`);
+    } catch {
+      // Process gone or not ours to read.
+    }
+  }
+  return hits;
+}
+
+function curlArgvs(): string[] {
+  const out: string[] = [];
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
+      if (argv[0] && /(^|\/)curl$/.test(argv[0])) out.push(argv.slice(1).join(' '));
+    } catch {
+      // gone
+    }
+  }
+  return out;
+}
+
+describe('fetching an error-tracker issue URL', () => {
+  let server: Server;
+  let url = '';
+  const seen: Array<{ path: string; auth: string | undefined; argvHits: string[]; curl: string[] }> = [];
+  let repo: TestRepo;
+
+  before(async () => {
+    repo = makeRepo();
+    server = createServer((req, res) => {
+      // Scan while curl is still waiting for this answer, so its argv is live in /proc.
+      seen.push({ path: req.url ?? '', auth: req.headers.authorization, argvHits: argvWithToken(), curl: curlArgvs() });
+      const file = req.url?.endsWith('/events/latest/') ? 'sentry-api-latest-event.json' : 'sentry-api-issue.json';
+      res.writeHead(200, { 'content-type': 'application/json' }).end(readFileSync(join(FIXTURES, file)));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  });
+  after(async () => {
+    await new Promise<void>((r) => server.close(() => r()));
+    repo.cleanup();
+  });
+
+  it('maps issue page URLs to the REST API, with ERRTRACK_URL replacing the base', () => {
+    const api = issueApiUrls('https://acme.sentry.io/issues/6507376925/', {});
+    assert.equal(api.issueUrl, 'https://acme.sentry.io/api/0/organizations/acme/issues/6507376925/');
+    assert.equal(api.eventUrl, 'https://acme.sentry.io/api/0/organizations/acme/issues/6507376925/events/latest/');
+    assert.equal(issueApiUrls('https://acme.sentry.io/issues/1/', { ERRTRACK_URL: 'http://127.0.0.1:9' }).issueUrl, 'http://127.0.0.1:9/api/0/organizations/acme/issues/1/');
+    assert.throws(() => issueApiUrls('https://acme.sentry.io/issues/1/', { ERRTRACK_URL: 'http://tracker.example.com' }), /use https/);
+  });
+
+  it('sends the token only in a curl config on stdin: it reaches the host but no process argv', async () => {
+    const exp = await fetchIssueExport('https://acme.sentry.io/issues/6507376925/', { ERRTRACK_AUTH_TOKEN: TOKEN, ERRTRACK_URL: url });
+    assert.deepEqual(seen.map((s) => s.path), ['/api/0/organizations/acme/issues/6507376925/', '/api/0/organizations/acme/issues/6507376925/events/latest/']);
+    for (const s of seen) {
+      assert.equal(s.auth, `Bearer ${TOKEN}`);
+      assert.deepEqual(s.argvHits, []);
+      assert.ok(s.curl.includes('--config -'), `curl ran as "curl --config -" (saw ${JSON.stringify(s.curl)})`);
+    }
+    const spec = renderErrtrackSpec(summarize(normalizeExport(exp)));
+    assert.match(spec, /index\.js:19631 in Object\.fetch/);
+  });
+
+  it('exits 2 through svc start without ERRTRACK_AUTH_TOKEN and fetches nothing', () => {
+    const before = seen.length;
+    const { ERRTRACK_AUTH_TOKEN: _drop, ...env } = process.env;
+    const res = spawnSync(process.execPath, [CLI, 'start', 'https://acme.sentry.io/issues/6507376925/', '--repo', repo.repo], {
+      env: { ...env, HOME: repo.home, ERRTRACK_URL: url, SVC_CONTROL_URL: 'http://127.0.0.1:9' },
+      encoding: 'utf8',
+    });
+    assert.equal(res.status, 2);
+    assert.match(res.stderr, /ERRTRACK_AUTH_TOKEN is not set, so nothing was fetched/);
+    assert.equal(seen.length, before);
+  });
+
+  it('never prints the token when the tracker refuses it', async () => {
+    const res = spawnSync(process.execPath, [CLI, 'start', 'https://acme.sentry.io/issues/1/', '--repo', repo.repo], {
+      env: { ...process.env, HOME: repo.home, ERRTRACK_AUTH_TOKEN: TOKEN, ERRTRACK_URL: 'http://127.0.0.1:9', SVC_CONTROL_URL: 'http://127.0.0.1:9' },
+      encoding: 'utf8',
+    });
+    assert.equal(res.status, 1);
+    assert.match(res.stderr, /Fetching .* failed/);
+    assert.ok(!res.stderr.includes(TOKEN) && !res.stdout.includes(TOKEN));
+  });
+});

@@ -1,0 +1,154 @@
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync, spawn } from 'node:child_process';
+import { readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { generateKeyPairSync } from 'node:crypto';
+import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+import { makeRepo, startGithubStandIn, waitFor, readJson, CLI, EDIT_SCRIPT, SPEND_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from './fixtures.ts';
+import { issueReceipt } from '../../src/engine/receipt.ts';
+import { keyIdOf } from '../../src/keys.ts';
+import { latestDeployLine } from '../../src/engine/deploys.ts';
+
+const FIXTURES = new URL('./fixtures', import.meta.url).pathname;
+
+describe('svc start from the command line', () => {
+  let github: StandIn;
+  let control: TestControl;
+  let repo: TestRepo;
+  let env: NodeJS.ProcessEnv;
+
+  before(async () => {
+    github = await startGithubStandIn();
+    control = await startTestControl();
+    repo = makeRepo({
+      policy: { checks: [{ name: 'fixed', run: ['grep', '-q', 'fixed', 'a.txt'] }], max_usd: 1 },
+      providers: { fake: EDIT_SCRIPT, spender: SPEND_SCRIPT, idle: '#!/bin/sh\ncat > /dev/null\n' },
+    });
+    env = { ...process.env, ...GIT_ENV, HOME: repo.home, GITHUB_API_URL: github.url, GITHUB_TOKEN: 'gh-test-token', SVC_CONTROL_URL: control.url, SVC_CONTROL_ANSWER_DIR: join(repo.root, 'answers') };
+  });
+  after(async () => {
+    await control.close();
+    await github.close();
+    repo.cleanup();
+  });
+
+  // Async on purpose: spawnSync would block this process, and with it the in-process Control Plane the run ships to.
+  function svc(args: string[], extra: NodeJS.ProcessEnv = {}): Promise<{ status: number | null; stdout: string; stderr: string }> {
+    const child = spawn(process.execPath, [CLI, ...args], { cwd: repo.repo, env: { ...env, ...extra }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    return new Promise((resolve) => child.on('close', (status) => resolve({ status, stdout, stderr })));
+  }
+
+  function state(run: string) {
+    return readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
+  }
+
+  it('--pr --detach prints one {"source","run"} line at once, then the run finishes, opens a draft PR and ships to the Control Plane', async () => {
+    const res = await svc(['start', '--brief', 'append fixed', '--pr', '--detach', '--provider', 'fake']);
+    assert.equal(res.status, 0, res.stderr);
+    const lines = res.stdout.trim().split('\n');
+    assert.equal(lines.length, 1);
+    const { source, run } = JSON.parse(lines[0]!);
+    assert.equal(source, 'local');
+    assert.match(run, /^r[0-9a-z]{26}$/);
+    const done = await waitFor(() => (state(run).status === 'succeeded' ? state(run) : null), 'detached run to succeed');
+    assert.equal(done.verdict, 'verified');
+    assert.match(done.pr_url, /pull\/\d+$/);
+    assert.ok(existsSync(join(repo.repo, '.svc', 'worktrees', run)));
+    const shipped = await waitFor(async () => {
+      const r = (await control.request('GET', `/v1/runs/local/${run}`)).json;
+      return r?.status === 'succeeded' ? r : null;
+    }, 'the Control Plane to show the run');
+    assert.equal(shipped.cost_usd, 0.25);
+    const artifacts = await control.request('GET', `/v1/runs/local/${run}/artifact/diff.patch`);
+    assert.match(artifacts.text, /\+fixed/);
+    const receiptFile = join(repo.repo, '.svc', 'runs', run, 'artifacts', 'receipt.json');
+    const ok = await svc(['receipt', 'verify', receiptFile]);
+    assert.equal(ok.status, 0, ok.stderr);
+    assert.match(ok.stdout, /Receipt OK/);
+  });
+
+  it('a failing required check means no PR and verdict not_verified', async () => {
+    const res = await svc(['start', 'do nothing', '--pr', '--provider', 'idle']);
+    assert.equal(res.status, 1);
+    const summary = JSON.parse(res.stdout.trim());
+    assert.equal(summary.status, 'failed');
+    assert.equal(summary.verdict, 'not_verified');
+    assert.equal(summary.pr_url, null);
+    const events = readFileSync(join(repo.repo, '.svc', 'runs', summary.run, 'events.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    const pr = events.find((e) => e.kind === 'pr');
+    assert.equal(pr.data.opened, false);
+    assert.match(pr.data.reason, /not_verified/);
+  });
+
+  it('blocks at the max_usd budget and stops when the answer says no', async () => {
+    const child = spawn(process.execPath, [CLI, 'start', 'spend', '--provider', 'spender', '--detach'], { cwd: repo.repo, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    await new Promise((r) => child.on('close', r));
+    const { run } = JSON.parse(out);
+    const blocked = await waitFor(() => (state(run).status === 'blocked' ? state(run) : null), 'budget block');
+    assert.match(blocked.question, /budget of \$1\.00/);
+    assert.equal(blocked.cost_usd, 2);
+    const answer = await svc(['answer', `local/${run}`, 'no']);
+    assert.equal(answer.status, 0, answer.stderr);
+    const stopped = await waitFor(() => (state(run).status === 'stopped' ? state(run) : null), 'stop after the budget answer');
+    assert.equal(stopped.question, null);
+  });
+
+  it('turns an exported issue file into the spec offline', async () => {
+    const file = join(repo.root, 'issue.json');
+    writeFileSync(file, JSON.stringify({ issue: readJson(join(FIXTURES, 'sentry-api-issue.json')), event: readJson(join(FIXTURES, 'sentry-api-latest-event.json')) }));
+    const res = await svc(['start', file, '--provider', 'fake'], { ERRTRACK_AUTH_TOKEN: '' });
+    assert.equal(res.status, 0, res.stderr);
+    const { run } = JSON.parse(res.stdout.trim());
+    const spec = readFileSync(join(repo.repo, '.svc', 'runs', run, 'spec.md'), 'utf8');
+    assert.match(spec, /## Stack trace\n\n- index\.js:19631 in Object\.fetch/);
+    assert.equal(state(run).origin, 'errtrack');
+  });
+
+  it('fails closed on an unknown policy key and names a missing provider', async () => {
+    const policy = join(repo.repo, '.svc', 'policy.json');
+    const saved = readFileSync(policy, 'utf8');
+    writeFileSync(policy, JSON.stringify({ checks: [], pr: { open: 'verified', auto_merge: true } }));
+    try {
+      const res = await svc(['start', 'anything', '--provider', 'fake']);
+      assert.equal(res.status, 1);
+      assert.match(res.stderr, /Unknown key "auto_merge" in policy\.json pr/);
+    } finally {
+      writeFileSync(policy, saved);
+    }
+    const missing = await svc(['start', 'anything', '--provider', 'codex'], { PATH: '/usr/bin:/bin' });
+    assert.equal(missing.status, 1);
+    assert.match(missing.stderr, /Provider "codex" not found: looked for the "codex" executable on PATH/);
+  });
+
+  it('svc receipt verify names an integrity mismatch, a bad signature and an unknown key', async () => {
+    const runs = spawnSync('ls', [join(repo.repo, '.svc', 'runs')], { encoding: 'utf8' }).stdout.trim().split('\n');
+    const original = readJson(join(repo.repo, '.svc', 'runs', runs[0]!, 'artifacts', 'receipt.json'));
+    const file = join(repo.root, 'tampered.json');
+    writeFileSync(file, JSON.stringify({ ...original, verdict: 'verified', cost: { usd: 0, tokens_in: 0, tokens_out: 0 } }));
+    assert.match((await svc(['receipt', 'verify', file])).stderr, /Integrity mismatch/);
+    const other = generateKeyPairSync('ed25519');
+    const foreign = { kid: keyIdOf(other.publicKey), privateKey: other.privateKey, publicKey: other.publicKey };
+    const { kid: _k, integrity: _i, signature: _s, ...body } = original;
+    writeFileSync(file, JSON.stringify(issueReceipt(body, foreign)));
+    const unknown = await svc(['receipt', 'verify', file]);
+    assert.equal(unknown.status, 1);
+    assert.match(unknown.stderr, /Unknown key/);
+    const reKeyed = issueReceipt(body, { ...foreign, kid: original.kid });
+    writeFileSync(file, JSON.stringify(reKeyed));
+    assert.match((await svc(['receipt', 'verify', file])).stderr, /Bad signature/);
+  });
+
+  it('records deploys and renders the newest as "last deploy <sha7> <finished_at> health=<status>"', async () => {
+    assert.equal((await svc(['deploy', 'record', '--sha', 'abcdef1234567890', '--health', 'ok', '--finished-at', '2026-01-01T00:00:00Z'])).status, 0);
+    assert.equal((await svc(['deploy', 'record', '--sha', '1234567abcdef', '--health', 'degraded', '--finished-at', '2026-02-01T00:00:00Z'])).status, 0);
+    assert.equal(latestDeployLine(repo.repo), 'last deploy 1234567 2026-02-01T00:00:00.000Z health=degraded');
+    assert.equal((await svc(['deploy', 'record', '--sha', 'not-a-sha', '--health', 'ok'])).status, 2);
+  });
+});
