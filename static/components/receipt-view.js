@@ -55,7 +55,7 @@ class ReceiptView extends HTMLElement {
     const sig = r?.signature;
     render(this, html`<div class="receipt">
       <div class="receipt-head">${verdictBadge(r?.verdict)}
-        <span>${sig ? html`Signed${typeof sig === 'object' && sig.kid ? html` by key <code>${sig.kid}</code>` : ''}` : html`<strong class="warn">Unsigned</strong>`}</span>
+        <span>${sig ? html`Signed${r?.kid || sig?.kid ? html` by key <code>${r?.kid ?? sig.kid}</code>` : ''}` : html`<strong class="warn">Unsigned</strong>`}</span>
         <span class="muted">Check it offline: <code>svc receipt verify receipt.json</code></span>
       </div>
       <dl class="facts">
@@ -68,8 +68,11 @@ class ReceiptView extends HTMLElement {
         <div><dt>Patch sha256</dt><dd class="mono">${short(diff.patch_sha256 ?? r?.patch_sha256)}</dd></div>
         <div><dt>Cost</dt><dd>${money(r?.cost?.usd ?? r?.cost_usd ?? null)}</dd></div>
         <div><dt>Started / ended</dt><dd>${dateTime(r?.started_at ?? r?.times?.started_at)} – ${dateTime(r?.ended_at ?? r?.times?.ended_at)}</dd></div>
+        <div><dt>Issued</dt><dd>${dateTime(r?.issued_at)}</dd></div>
         <div><dt>Integrity</dt><dd class="mono">${short(r?.integrity)}</dd></div>
       </dl>
+      ${Array.isArray(r?.gaps) && r.gaps.length ? html`<div class="notice gaps"><strong>Gaps:</strong><ul>${r.gaps.map((/** @type {unknown} */ g) => html`<li>${text(g)}</li>`)}</ul></div>` : ''}
+      ${Array.isArray(diff.paths) && diff.paths.length ? html`<details><summary>${diff.paths.length} changed path${diff.paths.length === 1 ? '' : 's'}</summary><ul class="mono files">${diff.paths.map((/** @type {unknown} */ p) => html`<li>${text(p)}</li>`)}</ul></details>` : ''}
       ${checks.length === 0 ? html`<p class="muted">No checks were configured.</p>` : html`<table class="compact">
         <caption>Checks</caption>
         <thead><tr><th scope="col">Check</th><th scope="col">Command</th><th scope="col">Result</th><th scope="col" class="num">Time</th></tr></thead>

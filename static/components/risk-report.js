@@ -39,7 +39,7 @@ class RiskReport extends HTMLElement {
           <span class="badge risk-badge">${level} risk</span></p>
         <meter min="0" max="100" low="34" high="67" optimum="0" value="${Number.isFinite(score) ? score : 0}" aria-label="Risk score">${score}</meter>
         ${reasons.length ? html`<ul class="reasons">${reasons.map((x) => html`<li>${typeof x === 'string' ? x : x.text ?? x.reason ?? JSON.stringify(x)}</li>`)}</ul>` : html`<p class="muted">No risk factors found.</p>`}
-        ${files.length ? html`<details><summary>${files.length} file${files.length === 1 ? '' : 's'}</summary><ul class="mono files">${files.map((f) => html`<li>${typeof f === 'string' ? f : html`${f.path ?? ''} ${f.reason || f.category ? html`<span class="muted">${f.reason ?? f.category}</span>` : ''}`}</li>`)}</ul></details>` : ''}
+        ${files.length ? html`<details><summary>${files.length} file${files.length === 1 ? '' : 's'}</summary><ul class="mono files">${files.map((f) => html`<li>${typeof f === 'string' ? f : html`${f.path ?? ''} <span class="muted">+${f.insertions ?? 0} −${f.deletions ?? 0}</span>${Array.isArray(f.flags) ? f.flags.map((/** @type {string} */ flag) => html` <span class="badge flag-${flag.replace(/[^a-z]/g, '')}">${flag}</span>`) : ''}`}</li>`)}</ul></details>` : ''}
       </div>`);
     } catch (err) {
       const code = /** @type {{code?: string}} */ (err).code;

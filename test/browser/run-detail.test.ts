@@ -47,8 +47,20 @@ describe('run detail page', { skip: skip ?? false }, () => {
     assert.match(receipt, /npm test/);
     assert.match(receipt, /3 files, \+48 −12/);
     const links = await page.locator('svc-artifact-list a').evaluateAll((as) => as.map((a) => a.getAttribute('href')));
-    assert.deepEqual(links.sort(), [`/v1/runs/local/${RECEIPTED.run}/artifact/checks/unit.txt`, `/v1/runs/local/${RECEIPTED.run}/artifact/receipt.json`]);
+    assert.deepEqual(links.sort(), [
+      `/v1/runs/local/${RECEIPTED.run}/artifact/checks/unit.txt`,
+      `/v1/runs/local/${RECEIPTED.run}/artifact/diffstat.json`,
+      `/v1/runs/local/${RECEIPTED.run}/artifact/receipt.json`,
+    ]);
     await screenshot(page, 'run-detail-receipt');
+  });
+
+  it('shows the review-risk report with its score, reasons and flagged files', async () => {
+    await page.locator('svc-risk-report .risk-number').waitFor();
+    const risk = (await page.locator('svc-risk-report').textContent()) ?? '';
+    assert.match(risk, /changes database migrations/);
+    assert.match(risk, /migrations\/0012_invoice_precision\.sql/);
+    assert.ok(Number(await page.locator('svc-risk-report .risk-number').textContent()) > 0);
   });
 
   it('streams new events live and resumes after a dropped connection without gaps or duplicates', async () => {

@@ -66,27 +66,29 @@ export function liveRuns(now = Date.now()): Record<string, unknown>[] {
 }
 
 export function receipt(now = Date.now()): Record<string, unknown> {
+  // The shape src/engine/receipt.ts issues (the signature here is a stand-in: the UI does not verify it).
   return {
-    version: 1,
-    run: { source: 'local', run: RECEIPTED.run },
-    repo: 'acme/billing',
-    base_sha: '4f1c2a9e0b7d6c5a4f1c2a9e0b7d6c5a4f1c2a9e',
-    head_sha: '9a8b7c6d5e4f3a2b1c0d9a8b7c6d5e4f3a2b1c0d',
-    spec_sha256: 'aa'.repeat(32),
-    provider: 'claude',
+    type: 'svc.evidence-receipt', version: 1, source: 'local', run: RECEIPTED.run, group_id: RECEIPTED.run,
+    repo: 'acme/billing', branch: `svc/${RECEIPTED.run}`,
+    base_sha: '4f1c2a9e0b7d6c5a4f1c2a9e0b7d6c5a4f1c2a9e', head_sha: '9a8b7c6d5e4f3a2b1c0d9a8b7c6d5e4f3a2b1c0d',
+    spec_sha256: 'aa'.repeat(32), provider: 'claude',
     checks: [
       { name: 'unit', argv: ['npm', 'test'], required: true, exit_code: 0, duration_ms: 41_000, output_sha256: 'bb'.repeat(32) },
       { name: 'lint', argv: ['npm', 'run', 'lint'], required: false, exit_code: 0, duration_ms: 6_000, output_sha256: 'cc'.repeat(32) },
     ],
-    diff: { files: 3, insertions: 48, deletions: 12, patch_sha256: 'dd'.repeat(32) },
-    cost: { usd: 1.37 },
-    verdict: 'verified',
-    started_at: iso(now - 2 * 3600_000),
-    ended_at: iso(now - 2 * 3600_000 + 780_000),
-    integrity: 'ee'.repeat(32),
-    signature: { alg: 'Ed25519', kid: 'k-2026-01', value: 'c2lnbmF0dXJl' },
+    diff: { files: 3, insertions: 48, deletions: 12, patch_sha256: 'dd'.repeat(32), paths: DIFF.map((f) => f.path) },
+    cost: { usd: 1.37, tokens_in: 88_000, tokens_out: 9_400 },
+    verdict: 'verified', gaps: [],
+    started_at: iso(now - 2 * 3600_000), ended_at: iso(now - 2 * 3600_000 + 780_000), issued_at: iso(now - 2 * 3600_000 + 770_000),
+    kid: 'k-2026-01', integrity: 'ee'.repeat(32), signature: 'c2lnbmF0dXJl',
   };
 }
+
+export const DIFF = [
+  { path: 'src/invoice/round.ts', insertions: 30, deletions: 10 },
+  { path: 'test/invoice/round.test.ts', insertions: 16, deletions: 0 },
+  { path: 'migrations/0012_invoice_precision.sql', insertions: 2, deletions: 2 },
+];
 
 export function events(now = Date.now()): Record<string, unknown>[] {
   const out: Record<string, unknown>[] = [];
@@ -131,6 +133,7 @@ export async function seed(control: TestControl, finished = 60): Promise<void> {
     artifacts: [
       { run: RECEIPTED.run, path: 'receipt.json', content_type: 'application/json', content_base64: receiptJson },
       { run: RECEIPTED.run, path: 'checks/unit.txt', content_type: 'text/plain', content_base64: Buffer.from('42 passing\n').toString('base64') },
+      { run: RECEIPTED.run, path: 'diffstat.json', content_type: 'application/json', content_base64: Buffer.from(JSON.stringify({ files: DIFF })).toString('base64') },
     ],
   });
 }
