@@ -7,7 +7,8 @@ import { readState, writeState, isoNow, type RunState, type RunStatus } from './
 import { artifactsDir } from './paths.ts';
 import { terminateGroup, type ProcIdentity } from './proc-group.ts';
 import { createShipper, type Shipper, type ControlItem } from './shipper.ts';
-import { writeAnswer } from './answers.ts';
+import { writeAnswer, requestStopFile } from './answers.ts';
+import { isValidSegment } from './ids.ts';
 
 export const STOP_GRACE_MS = 5_000;
 
@@ -41,8 +42,13 @@ export function openRunContext(dir: string, env: NodeJS.ProcessEnv, opts: { ship
   let shipping: Promise<unknown> = Promise.resolve();
   let closed = false;
 
+  // Pending items come for every run of this source; those for other runs are relayed as files their runners watch.
   function onControl(item: ControlItem): void {
-    if (item.action === 'stop') ctx.requestStop('stop requested through the Control Plane');
+    if (typeof item.run !== 'string' || !isValidSegment(item.run)) return;
+    if (item.action === 'stop') {
+      if (item.run === state.run) ctx.requestStop('stop requested through the Control Plane');
+      else requestStopFile(env, state.source, item.run);
+    }
     if (item.action === 'answer' && typeof item.answer === 'string') writeAnswer(env, state.source, item.run, item.answer);
   }
 

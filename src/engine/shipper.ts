@@ -124,7 +124,7 @@ export function createShipper(dir: string, env: NodeJS.ProcessEnv, onControl?: (
       artifacts,
     });
     writeJsonAtomic(offsetsPath(dir), { events_offset: next, artifacts: { ...offsets.artifacts, ...shippedNow } });
-    for (const item of result.control ?? []) if (item.run === state.run) onControl?.(item);
+    for (const item of result.control ?? []) onControl?.(item);
     return { ok: true, more: events.length === EVENTS_PER_BATCH || (artifacts.length > 0 && bytes >= ARTIFACT_BYTES_PER_BATCH) };
   }
 

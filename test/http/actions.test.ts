@@ -8,6 +8,13 @@ import { makeRepo, startGithubStandIn, waitFor, processAlive, ASK_SCRIPT, EDIT_S
 import { verifyReceipt, receiptFromMarkdown } from '../../src/engine/receipt.ts';
 import { keyIdOf } from '../../src/keys.ts';
 
+// Fails its first call, then does the work: a run to resume.
+const FLAKY_SCRIPT = `#!/bin/sh
+cat > /dev/null
+if [ ! -f "$SVC_TASK_FILE.once" ]; then touch "$SVC_TASK_FILE.once"; exit 3; fi
+echo fixed >> a.txt
+`;
+
 const POLICY = { checks: [{ name: 'fixed', run: ['grep', '-q', 'fixed', 'a.txt'], required: true }] };
 
 describe('run actions on the Control Plane', () => {
@@ -17,7 +24,7 @@ describe('run actions on the Control Plane', () => {
 
   before(async () => {
     github = await startGithubStandIn();
-    repo = makeRepo({ policy: POLICY, providers: { fake: EDIT_SCRIPT, ask: ASK_SCRIPT, sleepy: SLEEP_SCRIPT } });
+    repo = makeRepo({ policy: POLICY, providers: { fake: EDIT_SCRIPT, ask: ASK_SCRIPT, sleepy: SLEEP_SCRIPT, flaky: FLAKY_SCRIPT } });
     control = await startTestControl({ env: { GITHUB_API_URL: github.url, GITHUB_TOKEN: 'gh-test-token', ...GIT_ENV } });
   });
   after(async () => {
@@ -121,6 +128,24 @@ describe('run actions on the Control Plane', () => {
     assert.equal(retry.json.group_id, first.group_id);
     const second = await settled(retry.json.source, retry.json.run, 'succeeded');
     assert.equal(second.group_id, first.run);
+  });
+
+  it('resumes a failed run as the same run, then verify re-issues its receipt', async () => {
+    const first = (await control.request('POST', '/v1/start', { body: { brief: 'flaky', repo: repo.repo, provider: 'flaky', pr: false } })).json;
+    const failed = await settled(first.source, first.run, 'failed');
+    assert.match(failed.error, /exited with code 3/);
+    assert.equal(failed.verdict, 'not_verified');
+    const resumed = await control.request('POST', `/v1/runs/${first.source}/${first.run}/resume`, { body: {} });
+    assert.equal(resumed.status, 202);
+    const done = await settled(first.source, first.run, 'succeeded');
+    assert.equal(done.verdict, 'verified');
+    const receipts = async () => (await control.request('GET', `/v1/runs/${first.source}/${first.run}/events?limit=500`)).json.items.filter((e: { kind: string }) => e.kind === 'receipt').length;
+    const before = await receipts();
+    const verify = await control.request('POST', `/v1/runs/${first.source}/${first.run}/verify`, { body: {} });
+    assert.equal(verify.status, 202);
+    await waitFor(async () => (await receipts()) > before, 'a re-issued receipt');
+    const resumeAgain = await control.request('POST', `/v1/runs/${first.source}/${first.run}/resume`, { body: {} });
+    assert.equal(resumeAgain.status, 409);
   });
 
   it('answers the same run for a repeated request_id and 409s when the body differs', async () => {

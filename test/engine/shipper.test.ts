@@ -1,0 +1,69 @@
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+import { createShipper, type ControlItem } from '../../src/engine/shipper.ts';
+import { openEventLog } from '../../src/engine/events-log.ts';
+import { writeState, type RunState } from '../../src/engine/run-state.ts';
+
+function runFolder(root: string, run: string): string {
+  const dir = join(root, run);
+  mkdirSync(join(dir, 'artifacts'), { recursive: true });
+  const now = new Date().toISOString();
+  writeState(dir, {
+    source: 'local', run, repo: 'acme/api', group_id: run, status: 'running', verdict: null, brief: 'b', origin: 'cli', provider: 'fake',
+    branch: null, pr_url: null, question: null, started_at: now, ended_at: null, updated_at: now, cost_usd: null, tokens_in: null,
+    tokens_out: null, exit_code: null, error: null, repo_path: root, input: { kind: 'brief', value: 'b' }, workdir: root, worktree: false,
+    pr: false, base_sha: null, head_sha: null, spec_sha256: '', pid: null, pgid: null, proc_start: null, budget_usd: null, child: null,
+    answers: [], base_branch: 'main',
+  } satisfies RunState);
+  return dir;
+}
+
+describe('shipper', () => {
+  let control: TestControl;
+  let root: string;
+  before(async () => {
+    control = await startTestControl();
+    root = mkdtempSync(join(tmpdir(), 'svc-'));
+  });
+  after(async () => {
+    await control.close();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  it('sends state, events and artifacts once, resuming from its offsets', async () => {
+    const dir = runFolder(root, 'rship1');
+    const log = openEventLog(dir);
+    for (let i = 0; i < 1200; i++) log.append('log', { stream: 'stdout', text: `line ${i}` });
+    writeFileSync(join(dir, 'artifacts', 'provider.log'), 'hello\n');
+    const shipper = createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root });
+    assert.equal(await shipper.flush(), true);
+    const events = (await control.request('GET', '/v1/runs/local/rship1/events?limit=500')).json.items;
+    assert.equal(events.length, 500);
+    assert.equal(control.deps.stores.events.list('local', 'rship1', { after: 0, limit: 5000 }).length, 1200);
+    assert.equal((await control.request('GET', '/v1/runs/local/rship1/artifact/provider.log')).text, 'hello\n');
+    log.append('log', { stream: 'stdout', text: 'one more' });
+    assert.equal(await shipper.flush(), true);
+    assert.equal(control.deps.stores.events.list('local', 'rship1', { after: 0, limit: 5000 }).length, 1201);
+  });
+
+  it('reports false instead of throwing when the Control Plane is down', async () => {
+    const dir = runFolder(root, 'rship2');
+    openEventLog(dir).append('log', { stream: 'stdout', text: 'x' });
+    assert.equal(await createShipper(dir, { SVC_CONTROL_URL: 'http://127.0.0.1:9', HOME: root }).flush(), false);
+  });
+
+  it('hands control requests from the ingest response to the runner', async () => {
+    const dir = runFolder(root, 'rship3');
+    await createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }).flush();
+    control.deps.stores.controlRequests.add('local', 'rship3', 'stop');
+    control.deps.stores.controlRequests.add('local', 'rother', 'answer', { answer: 'yes' });
+    const items: ControlItem[] = [];
+    await createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }, (i) => items.push(i)).flush();
+    assert.deepEqual(items.map((i) => [i.run, i.action]), [['rship3', 'stop'], ['rother', 'answer']]);
+    assert.equal(items[1]!.answer, 'yes');
+  });
+});
