@@ -47,6 +47,13 @@ export async function measureRunsFigures(ctx: BenchContext): Promise<Row[]> {
       pass: list.target.unexpected === 0 && meetsBar(list.ratio, { kind: 'min', value: 0.3 }) && meetsBar(list.p99Ms, { kind: 'max', value: 20 }),
     });
 
+    const plainPage = await compareWithCeiling(ctx, loadJob(ctx, ctx.ceiling.url, { kind: 'get', path: '/page' }, GET_CONNECTIONS));
+    ctx.log(describe('plain node:http, fixed 50-run page', plainPage));
+    rows.push({
+      figure: 'plain node:http, fixed 50-run page body (~28 KB)', value: plainPage.rps, unit: 'req/s', p50Ms: plainPage.p50Ms,
+      p99Ms: plainPage.p99Ms, ceiling: plainPage.ceilingRps, ratio: plainPage.ratio, bar: 'info: what the payload alone costs', pass: null,
+    });
+
     const filtered = await compareWithCeiling(
       ctx, loadJob(ctx, control.url, { kind: 'get', path: '/v1/runs?repo=acme%2Fapi&verdict=verified&limit=50' }, GET_CONNECTIONS));
     ctx.log(describe('GET /v1/runs?repo&verdict', filtered));
