@@ -49,6 +49,8 @@ function runArg(value: string | undefined, flag: string): string {
 /** Foreground: the worker still gets its own process group; Ctrl-C here becomes a clean stop. */
 async function follow(io: CliIo, state: RunState, mode: WorkerMode): Promise<number> {
   const child = spawnWorker(CLI_PATH, state, mode, io.env, true);
+  // The run's address first, as --detach prints it, so a caller (e.g. a Kubernetes pod log) knows it at once.
+  io.stdout(JSON.stringify({ source: state.source, run: state.run }) + '\n');
   const onSignal = () => void stopLocalRun(state.repo_path, state.run);
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);

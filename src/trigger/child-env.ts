@@ -1,6 +1,6 @@
-// The environment a `svc start` child gets: an allowlist, so no webhook secret, API key or token can reach it (DESIGN §5).
+// The environment a `svc start` child gets (SVC_ORIGIN is set per job by the executor): an allowlist, so no webhook secret, API key or token can reach it (DESIGN §5).
 
-const ALLOWED = new Set(['PATH', 'HOME', 'USER', 'LANG', 'TZ', 'TERM', 'TMPDIR', 'SVC_SOURCE', 'SVC_CONTROL_URL']);
+const ALLOWED = new Set(['PATH', 'HOME', 'USER', 'LANG', 'TZ', 'TERM', 'TMPDIR', 'SVC_SOURCE', 'SVC_CONTROL_URL', 'SVC_ORIGIN']);
 
 export function isAllowedChildVar(name: string): boolean {
   return ALLOWED.has(name) || name.startsWith('LC_');

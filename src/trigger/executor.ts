@@ -33,6 +33,8 @@ export interface ExecJob {
   id: string;
   /** The exact argv after `svc`, e.g. ['start', '--brief', '…', '--pr', '--detach']. */
   args: readonly string[];
+  /** Where the job came from (errtrack, chata, …); passed to the run as SVC_ORIGIN so the run records it. */
+  origin?: string;
 }
 
 /**

@@ -71,6 +71,7 @@ export function buildKubeJob(job: ExecJob, s: KubernetesSettings, namespace: str
     .filter(([k]) => k !== 'PATH' && k !== 'HOME' && k !== 'TMPDIR')
     .map(([k, v]) => ({ name: k, value: String(v) }));
   env.push({ name: 'HOME', value: '/home/svc' }, { name: 'TMPDIR', value: '/tmp' });
+  if (job.origin) env.push({ name: 'SVC_ORIGIN', value: job.origin });
   const mounts: Array<Record<string, unknown>> = [
     { name: 'workspace', mountPath: WORKSPACE },
     { name: 'home', mountPath: '/home/svc' },

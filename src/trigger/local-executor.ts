@@ -38,7 +38,7 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
       let timedOut = false;
       const child = spawn(opts.execPath ?? process.execPath, [opts.cliPath, ...job.args], {
         cwd: opts.repoDir,
-        env: childEnv,
+        env: job.origin ? { ...childEnv, SVC_ORIGIN: job.origin } : childEnv,
         shell: false,
         // Own process group, so a timeout can signal the launcher and everything it started, and a
         // Ctrl-C on the server's terminal does not reach runs the launcher detached.

@@ -74,7 +74,7 @@ export function createRunner(opts: RunnerOptions): Runner {
 
   async function runJob(job: JobRow): Promise<void> {
     log.info('job started', { job_id: job.id, origin: job.origin });
-    const launched = await executor.launch({ id: job.id, args: job.args });
+    const launched = await executor.launch({ id: job.id, args: job.args, origin: job.origin });
     if (!launched.run || launched.error) {
       finish(job, 'failed', null, null, launched.exitCode, launched.error ?? 'launch failed');
       await opts.notify(job.id);

@@ -75,7 +75,7 @@ describe('svc start from the command line', () => {
   it('a failing required check means no PR and verdict not_verified', async () => {
     const res = await svc(['start', 'do nothing', '--pr', '--provider', 'idle']);
     assert.equal(res.status, 1);
-    const summary = JSON.parse(res.stdout.trim());
+    const summary = JSON.parse(res.stdout.trim().split('\n').at(-1)!);
     assert.equal(summary.status, 'failed');
     assert.equal(summary.verdict, 'not_verified');
     assert.equal(summary.pr_url, null);
@@ -105,7 +105,10 @@ describe('svc start from the command line', () => {
     writeFileSync(file, JSON.stringify({ issue: readJson(join(FIXTURES, 'sentry-api-issue.json')), event: readJson(join(FIXTURES, 'sentry-api-latest-event.json')) }));
     const res = await svc(['start', file, '--provider', 'fake'], { ERRTRACK_AUTH_TOKEN: '' });
     assert.equal(res.status, 0, res.stderr);
-    const { run } = JSON.parse(res.stdout.trim());
+    const [first, last] = res.stdout.trim().split('\n');
+    // Foreground runs print their address first (as --detach does) and the final summary last.
+    const { run } = JSON.parse(first!);
+    assert.equal(JSON.parse(last!).run, run);
     const spec = readFileSync(join(repo.repo, '.svc', 'runs', run, 'spec.md'), 'utf8');
     assert.match(spec, /## Stack trace\n\n- index\.js:19631 in Object\.fetch/);
     assert.equal(state(run).origin, 'errtrack');

@@ -43,6 +43,7 @@ describe('runner', () => {
       }
       assert.equal(call.env.LC_ALL, 'C.UTF-8');
       assert.equal(call.env.SVC_SOURCE, 'box');
+      assert.equal(call.env.SVC_ORIGIN, 'jobs', 'the run records where the job came from');
       assert.equal(call.env.HOME, t.home);
     } finally {
       await t.cleanup();
