@@ -7,7 +7,6 @@ import { startTestControl, type TestControl } from '../helpers/control-server.ts
 import { makeRepo, startGithubStandIn, waitFor, processAlive, ASK_SCRIPT, EDIT_SCRIPT, SLEEP_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
 import { verifyReceipt, receiptFromMarkdown } from '../../src/engine/receipt.ts';
 import { keyIdOf } from '../../src/keys.ts';
-import { openSseClient } from '../helpers/sse-client.ts';
 
 // Fails its first call, then does the work: a run to resume.
 const FLAKY_SCRIPT = `#!/bin/sh
@@ -44,19 +43,6 @@ describe('run actions on the Control Plane', () => {
       return r && r.status === status ? r : null;
     }, `run ${run} to be ${status}`);
   }
-
-  it('announces a new run on /v1/stream as queued before its runner ships anything', async () => {
-    const live = await openSseClient(`${control.url}/v1/stream`);
-    try {
-      const res = await control.request('POST', '/v1/start', { body: { brief: 'append fixed to a.txt', repo: repo.repo, provider: 'fake' } });
-      assert.equal(res.status, 202);
-      const { run } = res.json;
-      await live.waitFor((c) => c.events().some((f) => f.event === 'run.status' && JSON.parse(f.data!).run === run && JSON.parse(f.data!).data.to === 'queued'));
-      await settled(res.json.source, run, 'succeeded');
-    } finally {
-      live.close();
-    }
-  });
 
   it('starts a run that streams events, verifies, signs a receipt and opens a draft PR at the stand-in', async () => {
     const res = await control.request('POST', '/v1/start', { body: { brief: 'append fixed to a.txt', repo: repo.repo, provider: 'fake', pr: true } });

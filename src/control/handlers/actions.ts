@@ -96,15 +96,9 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
     return { existing: undefined };
   });
   if (outcome.existing) return json(200, runToJson(outcome.existing));
-  announceQueued(deps, source, run, now);
   deps.engine.launch(source, run, startArgs(s, run), 'fail-run');
   return json(202, runToJson(deps.stores.runs.get(source, run)!));
 };
-
-/** A new run is news on /v1/stream before its runner ships anything, so live views show it at once. */
-function announceQueued(deps: ControlDeps, source: string, run: string, now: number): void {
-  deps.bus.publish([deps.stores.events.append(source, run, { kind: 'run.status', data: { from: null, to: 'queued' }, ts: now })]);
-}
 
 function loadRun(ctx: C): RunRow {
   const { source, run } = runParams(ctx);
@@ -162,7 +156,6 @@ export const retryRun: Handler<ControlDeps> = (ctx) => {
     run, status: 'queued', started_at: now, updated_at: now, group_id: row.group_id, repo: row.repo, repo_path: repo,
     brief: row.brief, origin: row.origin, provider: row.provider, branch: row.branch?.startsWith('svc/') ? `svc/${run}` : null,
   });
-  announceQueued(deps, row.source, run, now);
   deps.engine.launch(row.source, run, ['start', '--detach', '--retry', row.run, '--run-id', run, '--repo', repo], 'fail-run');
   return json(202, runToJson(deps.stores.runs.get(row.source, run)!));
 };
