@@ -1,6 +1,7 @@
 // Boots the Control Plane: the only place that listens, writes server.json and installs signal handlers.
 import { createServer, type Server } from 'node:http';
-import { mkdirSync, writeFileSync, rmSync, readFileSync, renameSync } from 'node:fs';
+import { mkdirSync, writeFileSync, rmSync, renameSync } from 'node:fs';
+import { readServerRecordFile, type ServerRecord } from '../client/server-record.ts';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openDatabase } from '../db/open.ts';
@@ -107,16 +108,12 @@ export async function startControl(settings: ControlSettings, env: NodeJS.Proces
   return { url, server, deps, close };
 }
 
-export interface ServerRecord {
-  url: string;
-  pid: number;
-}
-
-export function serverRecordPath(svcHome: string): string {
+function serverRecordPath(svcHome: string): string {
   return join(svcHome, 'control', 'server.json');
 }
 
-export function writeServerRecord(svcHome: string, record: ServerRecord): void {
+/** Written atomically so a client never reads half a record; read back by src/client/server-record.ts. */
+function writeServerRecord(svcHome: string, record: ServerRecord): void {
   const path = serverRecordPath(svcHome);
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   const tmp = `${path}.${process.pid}.tmp`;
@@ -124,17 +121,8 @@ export function writeServerRecord(svcHome: string, record: ServerRecord): void {
   renameSync(tmp, path);
 }
 
-export function readServerRecord(svcHome: string): ServerRecord | null {
-  try {
-    const value = JSON.parse(readFileSync(serverRecordPath(svcHome), 'utf8')) as Partial<ServerRecord>;
-    return typeof value.url === 'string' && typeof value.pid === 'number' ? { url: value.url, pid: value.pid } : null;
-  } catch {
-    return null;
-  }
-}
-
-export function removeServerRecord(svcHome: string, pid: number): void {
-  if (readServerRecord(svcHome)?.pid === pid) rmSync(serverRecordPath(svcHome), { force: true });
+function removeServerRecord(svcHome: string, pid: number): void {
+  if (readServerRecordFile(serverRecordPath(svcHome))?.pid === pid) rmSync(serverRecordPath(svcHome), { force: true });
 }
 
 /** Serves until SIGINT/SIGTERM, then shuts down once: stop accepting, end streams, close the DB, exit 0. */
