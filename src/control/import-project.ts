@@ -53,7 +53,8 @@ async function readRun(deps: ControlDeps, project: string, dir: string, skip: (e
   const now = deps.clock();
   let run;
   try {
-    run = validateRun({ repo_path: project, ...state, source, run: state.run ?? dir }, `${dir}/state.json`, source, now);
+    // The folder the operator named wins over anything state.json claims; a recorded pid is never taken from a file.
+    run = validateRun({ ...state, repo_path: project, pid: null, source, run: state.run ?? dir }, `${dir}/state.json`, source, now);
   } catch (err) {
     skip(dir, err instanceof Error ? err.message : 'invalid state.json');
     return null;

@@ -6,7 +6,8 @@ import { randomBytes } from 'node:crypto';
 export function writeFileAtomic(path: string, data: string | Buffer, mode = 0o644): void {
   mkdirSync(dirname(path), { recursive: true });
   const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-  writeFileSync(tmp, data, { mode });
+  // 'wx' (O_EXCL) refuses an existing name, symbolic links included, so the temp file is always our own new file.
+  writeFileSync(tmp, data, { mode, flag: 'wx' });
   renameSync(tmp, path);
 }
 

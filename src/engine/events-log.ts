@@ -1,6 +1,7 @@
 // events.jsonl: one event per line with a per-run seq (DESIGN §3), appended with O_APPEND so lines never interleave.
-import { appendFileSync, readFileSync, existsSync } from 'node:fs';
+import { readFileSync, existsSync } from 'node:fs';
 import { eventsPath } from './paths.ts';
+import { appendNoFollow, assertPlainDir } from './safe-fs.ts';
 
 export interface RunEvent {
   seq: number;
@@ -36,7 +37,9 @@ export function openEventLog(dir: string, onAppend?: (event: RunEvent) => void):
     append(kind, data = {}) {
       seq += 1;
       const event: RunEvent = { seq, ts: new Date().toISOString(), kind, data };
-      appendFileSync(eventsPath(dir), JSON.stringify(event) + '\n');
+      // Never through a symbolic link: a planted events.jsonl -> ~/.bashrc must not get our lines appended.
+      assertPlainDir(dir);
+      appendNoFollow(eventsPath(dir), JSON.stringify(event) + '\n');
       onAppend?.(event);
       return event;
     },

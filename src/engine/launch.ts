@@ -1,5 +1,5 @@
 // Makes a run (id, folder, spec, queued state) and starts its worker as a detached process group of its own.
-import { existsSync, mkdirSync, openSync, closeSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, closeSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -15,6 +15,7 @@ import { runDir, artifactsDir } from './paths.ts';
 import { writeState, readState, isoNow, type RunState, type InputKind } from './run-state.ts';
 import { openEventLog } from './events-log.ts';
 import { identityOf } from './proc-group.ts';
+import { assertPlainDir, openAppendNoFollow, writeNoFollow } from './safe-fs.ts';
 import type { WorkerMode } from './runner.ts';
 
 export interface StartOptions {
@@ -74,7 +75,8 @@ function createRun(n: NewRun): { dir: string; state: RunState } {
     throw new CliError(`The repository at "${n.repo}" has no commits yet; commit something first`, 2);
   }
   mkdirSync(artifactsDir(dir), { recursive: true });
-  writeFileSync(join(dir, 'spec.md'), n.spec);
+  assertPlainDir(dir);
+  writeNoFollow(join(dir, 'spec.md'), n.spec);
   const isolated = n.worktree || n.pr;
   const now = isoNow();
   const source = n.env.SVC_SOURCE && isValidSegment(n.env.SVC_SOURCE) ? n.env.SVC_SOURCE : 'local';
@@ -118,7 +120,7 @@ export function prepareRetry(repoDir: string, oldRun: string, newRun: string | n
 /** Spawns `svc start --worker MODE --run-id RUN --repo REPO` detached; output goes to runner.log unless inherited. */
 export function spawnWorker(cli: string, state: RunState, mode: WorkerMode, env: NodeJS.ProcessEnv, inherit: boolean): ReturnType<typeof spawn> {
   const dir = runDir(state.repo_path, state.run);
-  const log = inherit ? null : openSync(join(dir, 'runner.log'), 'a');
+  const log = inherit ? null : openAppendNoFollow(join(dir, 'runner.log'));
   const child = spawn(process.execPath, [cli, 'start', '--worker', mode, '--run-id', state.run, '--repo', state.repo_path], {
     cwd: state.repo_path,
     env: { ...env, SVC_SOURCE: state.source },

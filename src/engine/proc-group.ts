@@ -1,5 +1,7 @@
 // Process groups we own: identity recorded at spawn (pid + /proc start time), checked before any signal.
-import { readFileSync } from 'node:fs';
+// An identity read back from a run folder is untrusted (anyone who can write the folder can edit state.json), so
+// callers that got it from disk pass an owner check (worker-identity.ts) that the live process must also pass.
+import { readFileSync, readdirSync } from 'node:fs';
 
 export interface ProcIdentity {
   pid: number;
@@ -8,15 +10,47 @@ export interface ProcIdentity {
   proc_start: string | null;
 }
 
-export function procStart(pid: number): string | null {
+/** Whether the live process `pid` is the one the caller means (e.g. our worker for a given run). */
+export type OwnerCheck = (pid: number) => boolean;
+
+/** Fields of /proc/<pid>/stat after the command name: index 0 is field 3 (state), 2 is the group, 19 the start time. */
+function statFields(pid: number): string[] | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // The command name may hold spaces and parentheses; fields are counted after the last ')'.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return fields[19] ?? null;
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   } catch {
     return null;
   }
+}
+
+export function procStart(pid: number): string | null {
+  return statFields(pid)?.[19] ?? null;
+}
+
+function procGroup(pid: number): number | null {
+  const value = Number(statFields(pid)?.[2]);
+  return Number.isSafeInteger(value) ? value : null;
+}
+
+/** A NUL-separated /proc file (cmdline, environ) as a list; null when it cannot be read. */
+export function procList(pid: number, file: 'cmdline' | 'environ'): string[] | null {
+  try {
+    return readFileSync(`/proc/${pid}/${file}`, 'utf8').split('\0').filter((s) => s !== '');
+  } catch {
+    return null;
+  }
+}
+
+/** Every live pid whose process group is `pgid`. */
+function groupMembers(pgid: number): number[] {
+  let names: string[];
+  try {
+    names = readdirSync('/proc');
+  } catch {
+    return [];
+  }
+  return names.filter((n) => /^\d+$/.test(n)).map(Number).filter((pid) => procGroup(pid) === pgid);
 }
 
 export function identityOf(pid: number): ProcIdentity {
@@ -42,15 +76,22 @@ export function groupAlive(pgid: number): boolean {
 }
 
 /**
- * Signals the group only if it is still ours: a live leader must have the recorded start time (else the pid was
- * reused). With the leader gone, Linux does not hand out a pid that is still some group's id, so members left in
- * group `pgid` are ours.
+ * Signals the group only if it is still ours. Every group we make is led by the recorded pid, so pgid must equal pid,
+ * and with no recorded start time nothing can be proven: refused. A live leader must have the recorded start time
+ * (else the pid was reused), still lead that group, and pass `owner` when given. With the leader gone, Linux does not
+ * hand out a pid that is still some group's id, so an identity we recorded ourselves may signal what is left; an
+ * identity read from disk (`owner` given) only when every remaining member passes `owner`.
  */
-export function signalGroup(id: ProcIdentity, signal: NodeJS.Signals): boolean {
-  if (id.pgid <= 1) return false;
+export function signalGroup(id: ProcIdentity, signal: NodeJS.Signals, owner?: OwnerCheck): boolean {
+  if (!Number.isSafeInteger(id.pid) || id.pid <= 1 || id.pgid !== id.pid || id.proc_start === null) return false;
   if (alive(id.pid)) {
     const now = procStart(id.pid);
-    if (id.proc_start !== null && now !== null && now !== id.proc_start) return false;
+    if (now === null || now !== id.proc_start) return false;
+    if (procGroup(id.pid) !== id.pgid) return false;
+    if (owner && !owner(id.pid)) return false;
+  } else if (owner) {
+    const members = groupMembers(id.pgid);
+    if (members.length === 0 || !members.every(owner)) return false;
   }
   try {
     process.kill(-id.pgid, signal);
@@ -74,9 +115,9 @@ export async function waitGroupGone(pgid: number, timeoutMs: number): Promise<bo
 }
 
 /** SIGTERM, then SIGKILL after the grace period (STYLE: Processes); resolves once the group is empty. */
-export async function terminateGroup(id: ProcIdentity, graceMs: number): Promise<void> {
-  if (!signalGroup(id, 'SIGTERM')) return;
+export async function terminateGroup(id: ProcIdentity, graceMs: number, owner?: OwnerCheck): Promise<void> {
+  if (!signalGroup(id, 'SIGTERM', owner)) return;
   if (await waitGroupGone(id.pgid, graceMs)) return;
-  signalGroup(id, 'SIGKILL');
+  signalGroup(id, 'SIGKILL', owner);
   await waitGroupGone(id.pgid, 5_000);
 }

@@ -1,6 +1,6 @@
 // Runs the provider until it is done: questions (SVC_QUESTION_FILE) block the run until an answer file arrives,
 // and reaching the policy's max_usd blocks it asking whether to continue (DESIGN §6).
-import { readFileSync, existsSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { RunContext } from './run-context.ts';
 import type { ResolvedProvider } from './providers.ts';
@@ -10,6 +10,7 @@ import { providerEnv } from './provider-env.ts';
 import { createUsageParser, addUsage, type Usage } from './usage-parsers.ts';
 import { takeAnswer, takeStopRequest } from './answers.ts';
 import { oneLine } from './text.ts';
+import { writeNoFollow } from './safe-fs.ts';
 
 const LOG_LINE_CAP = 4000;
 const LOG_EVENTS_CAP = 5000;
@@ -51,7 +52,7 @@ function block(ctx: RunContext, question: string): void {
 }
 
 function unblock(ctx: RunContext, answer: string, answerFile: string): void {
-  writeFileSync(answerFile, answer);
+  writeNoFollow(answerFile, answer);
   ctx.event('answer', { answer });
   ctx.setStatus('running', { question: null, answers: [...ctx.state.answers, answer] });
 }
@@ -68,7 +69,7 @@ export async function runProvider(ctx: RunContext, provider: ResolvedProvider, s
   for (let attempt = 1; ; attempt++) {
     if (ctx.stopRequested()) return { kind: 'stopped' };
     const prompt = buildPrompt(spec, { answers: ctx.state.answers, notes: opts.notes });
-    writeFileSync(taskFile, prompt);
+    writeNoFollow(taskFile, prompt);
     rmSync(questionFile, { force: true });
     const parse = createUsageParser(provider.kind);
     let usage: Usage = { cost_usd: null, tokens_in: null, tokens_out: null };

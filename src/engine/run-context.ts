@@ -1,6 +1,5 @@
 // The worker's handle on one run: state rewrites, events, artifacts, stop requests and shipping, in one place.
-import { writeFileSync, mkdirSync } from 'node:fs';
-import { join, dirname } from 'node:path';
+import { join, dirname, basename } from 'node:path';
 import { createHash } from 'node:crypto';
 import { openEventLog, type EventLog } from './events-log.ts';
 import { readState, writeState, isoNow, type RunState, type RunStatus } from './run-state.ts';
@@ -9,6 +8,7 @@ import { terminateGroup, type ProcIdentity } from './proc-group.ts';
 import { createShipper, type Shipper, type ControlItem } from './shipper.ts';
 import { writeAnswer, requestStopFile } from './answers.ts';
 import { isValidSegment } from './ids.ts';
+import { plainSubdir, writeNoFollow } from './safe-fs.ts';
 
 export const STOP_GRACE_MS = 5_000;
 
@@ -96,9 +96,9 @@ export function openRunContext(dir: string, env: NodeJS.ProcessEnv, opts: { ship
       ctx.log.append(kind, data);
     },
     saveArtifact(path, content) {
-      const full = join(artifactsDir(dir), path);
-      mkdirSync(dirname(full), { recursive: true });
-      writeFileSync(full, content);
+      // Every folder level and the file itself are checked: no symbolic link planted under artifacts/ is followed.
+      plainSubdir(dir, 'artifacts');
+      writeNoFollow(join(plainSubdir(artifactsDir(dir), dirname(path)), basename(path)), content);
       const bytes = Buffer.isBuffer(content) ? content : Buffer.from(content);
       ctx.event('artifact', { path, size: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') });
     },

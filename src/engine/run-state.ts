@@ -2,6 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { writeJsonAtomic } from './atomic.ts';
 import { statePath } from './paths.ts';
+import { assertPlainDir } from './safe-fs.ts';
 
 export const RUN_STATUSES = ['queued', 'running', 'blocked', 'stopping', 'stopped', 'succeeded', 'failed'] as const;
 export type RunStatus = (typeof RUN_STATUSES)[number];
@@ -82,6 +83,8 @@ export function tryReadState(dir: string): RunState | null {
 }
 
 export function writeState(dir: string, state: RunState): void {
+  // The rename replaces a link named state.json rather than following it; the folder itself must not be a link.
+  assertPlainDir(dir);
   writeJsonAtomic(statePath(dir), state);
 }
 

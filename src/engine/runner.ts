@@ -7,6 +7,7 @@ import { loadEngineConfig } from './config.ts';
 import { resolveProvider } from './providers.ts';
 import { createWorktree } from './git.ts';
 import { identityOf, signalGroup } from './proc-group.ts';
+import { isChildOf } from './worker-identity.ts';
 import { runProvider } from './provider-phase.ts';
 import { collectDiff, saveDiff, verifyWork, writeReceipt, maybeOpenPr } from './finish-phase.ts';
 import { isoNow, TERMINAL } from './run-state.ts';
@@ -67,8 +68,10 @@ export async function executeRun(dir: string, env: NodeJS.ProcessEnv, mode: Work
   process.on('SIGINT', onSignal);
   process.on('SIGHUP', onSignal);
   // Whatever happens to this process, the provider's group must not outlive it.
+  // ctx.state.child may still be what state.json said at start, so it gets the same owner check as any stopper's.
+  const childOwner = isChildOf(ctx.state.run);
   process.on('exit', () => {
-    if (ctx.state.child) signalGroup(ctx.state.child, 'SIGKILL');
+    if (ctx.state.child) signalGroup(ctx.state.child, 'SIGKILL', childOwner);
   });
   try {
     if (mode !== 'verify') {
@@ -90,7 +93,7 @@ export async function executeRun(dir: string, env: NodeJS.ProcessEnv, mode: Work
     if (mode === 'verify') ctx.event('error', { message });
     else ctx.setStatus('failed', { error: message, ended_at: isoNow(), question: null });
   } finally {
-    if (ctx.state.child) signalGroup(ctx.state.child, 'SIGKILL');
+    if (ctx.state.child) signalGroup(ctx.state.child, 'SIGKILL', childOwner);
     ctx.update({ child: null, pid: mode === 'verify' ? ctx.state.pid : null });
     await ctx.close();
   }

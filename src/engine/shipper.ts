@@ -119,7 +119,8 @@ export function createShipper(dir: string, env: NodeJS.ProcessEnv, onControl?: (
     const { source: _source, ...run } = toRunJson(state);
     const result = await client.ingest({
       source: state.source,
-      runs: [{ ...run, repo_path: state.repo_path, pid: state.pid }],
+      // The run JSON only: the Control Plane never takes a folder or pid from a batch (it steers through control items).
+      runs: [run],
       events: events.map((e) => ({ ...(e as object), run: state.run })) as never,
       artifacts,
     });

@@ -5,6 +5,7 @@ import { tryReadState, writeState, isoNow, TERMINAL, type RunState } from './run
 import { openEventLog } from './events-log.ts';
 import { signalGroup, waitGroupGone, terminateGroup } from './proc-group.ts';
 import { STOP_GRACE_MS } from './run-context.ts';
+import { isWorkerOf, isChildOf } from './worker-identity.ts';
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
@@ -26,14 +27,16 @@ export async function stopLocalRun(repo: string, run: string, graceMs = STOP_GRA
   }
   if (state.pid) {
     const worker = { pid: state.pid, pgid: state.pgid ?? state.pid, proc_start: state.proc_start };
+    // state.json is only a claim: the pid must still be our worker for this very run (its argv says so).
+    const owner = isWorkerOf(run);
     // The worker stops its provider (SIGTERM, then SIGKILL after the grace) and records "stopped" itself.
-    if (signalGroup(worker, 'SIGTERM') && !(await waitGroupGone(worker.pgid, graceMs * 2 + 2_000))) {
-      signalGroup(worker, 'SIGKILL');
+    if (signalGroup(worker, 'SIGTERM', owner) && !(await waitGroupGone(worker.pgid, graceMs * 2 + 2_000))) {
+      signalGroup(worker, 'SIGKILL', owner);
       await waitGroupGone(worker.pgid, 5_000);
     }
   }
   state = tryReadState(dir) ?? state;
-  if (state.child) await terminateGroup(state.child, graceMs);
+  if (state.child) await terminateGroup(state.child, graceMs, isChildOf(run));
   if (!TERMINAL.has(state.status)) {
     const from = state.status;
     state = { ...state, status: 'stopped', ended_at: state.ended_at ?? isoNow(), updated_at: isoNow(), question: null, child: null, pid: null };

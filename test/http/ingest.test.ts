@@ -35,7 +35,7 @@ describe('POST /v1/ingest', () => {
     assert.equal(run.json.brief, 'fix login');
     assert.equal(run.json.cost_usd, null);
     assert.equal(run.json.repo_path, undefined);
-    assert.equal(cp.deps.stores.runs.get('laptop', 'r1')?.repo_path, '/home/me/api');
+    assert.equal(cp.deps.stores.runs.get('laptop', 'r1')?.repo_path, null);
     const art = await cp.request('GET', '/v1/runs/laptop/r1/artifact/checks/unit.log');
     assert.equal(art.text, 'all good');
   });
@@ -107,7 +107,8 @@ describe('POST /v1/import', () => {
     project = mkdtempSync(join(tmpdir(), 'svc-'));
     const runDir = join(project, '.svc', 'runs', 'r01');
     mkdirSync(join(runDir, 'artifacts', 'checks'), { recursive: true });
-    writeFileSync(join(runDir, 'state.json'), JSON.stringify({ source: 'local', run: 'r01', status: 'succeeded', verdict: 'verified', started_at: T0, ended_at: T0, updated_at: T0, repo: 'acme/api' }));
+    // A crafted state.json naming another folder and a pid: the import must keep neither.
+    writeFileSync(join(runDir, 'state.json'), JSON.stringify({ source: 'local', run: 'r01', status: 'succeeded', verdict: 'verified', started_at: T0, ended_at: T0, updated_at: T0, repo: 'acme/api', repo_path: '/etc', pid: 1 }));
     writeFileSync(
       join(runDir, 'events.jsonl'),
       [{ seq: 1, ts: T0, kind: 'log', data: { text: 'a' } }, { seq: 2, ts: T0, kind: 'receipt', data: {} }].map((e) => JSON.stringify(e)).join('\n') + '\n{"seq":3,"ts"',
@@ -135,6 +136,7 @@ describe('POST /v1/import', () => {
     assert.ok(skipped.includes('r01/artifacts/escape.txt'));
     assert.equal((await cp.request('GET', '/v1/runs/local/r01/artifact/checks/unit.log')).text, 'passed');
     assert.equal(cp.deps.stores.runs.get('local', 'r01')?.repo_path, project);
+    assert.equal(cp.deps.stores.runs.get('local', 'r01')?.pid, null);
   });
 
   it('counts a second import as duplicates', async () => {
@@ -178,6 +180,31 @@ describe('security', () => {
     assert.equal((await cp.request('POST', '/v1/ingest', { body: '{"source":' })).json.error.code, 'invalid_json');
     const big = JSON.stringify({ source: 'x', pad: 'a'.repeat(16 * 1024 * 1024) });
     assert.equal((await cp.request('POST', '/v1/ingest', { body: big })).status, 413);
+  });
+
+  it('never takes repo_path or pid from a batch, even from a loopback peer, and keeps the folder start recorded', async () => {
+    const body = { source: 'local', runs: [{ run: 'rlo', status: 'running', started_at: T0, updated_at: T0, repo_path: '/etc', pid: 1 }] };
+    assert.equal((await cp.request('POST', '/v1/ingest', { body })).status, 200);
+    assert.equal(cp.deps.stores.runs.get('local', 'rlo')?.repo_path, null);
+    assert.equal(cp.deps.stores.runs.get('local', 'rlo')?.pid, null);
+    cp.deps.stores.runs.upsert('local', { run: 'rown', status: 'running', started_at: Date.parse(T0), updated_at: Date.parse(T0), repo_path: '/work/own' });
+    const later = { source: 'local', runs: [{ run: 'rown', status: 'running', started_at: T0, updated_at: Date.parse(T0) + 1, repo_path: '/etc' }] };
+    assert.equal((await cp.request('POST', '/v1/ingest', { body: later })).status, 200);
+    assert.equal(cp.deps.stores.runs.get('local', 'rown')?.repo_path, '/work/own');
+  });
+
+  it('records a stop for a local run it did not start as a control request instead of signalling anything', async () => {
+    const body = { source: 'local', runs: [{ run: 'rcli', status: 'running', started_at: T0, updated_at: T0, repo_path: '/etc', pid: 1 }] };
+    await cp.request('POST', '/v1/ingest', { body });
+    const stop = await cp.request('POST', '/v1/runs/local/rcli/stop', { body: {} });
+    assert.equal(stop.status, 202);
+    assert.deepEqual(cp.deps.stores.controlRequests.pending('local').map((p) => [p.run, p.action]), [['rcli', 'stop']]);
+    const stopped = { source: 'local', runs: [{ run: 'rcli', status: 'stopped', started_at: T0, updated_at: Date.parse(T0) + 1, repo_path: '/etc' }] };
+    const handed = await cp.request('POST', '/v1/ingest', { body: stopped });
+    assert.deepEqual(handed.json.control.map((c: { run: string; action: string }) => [c.run, c.action]), [['rcli', 'stop']]);
+    const verify = await cp.request('POST', '/v1/runs/local/rcli/verify', { body: {} });
+    assert.equal(verify.status, 409);
+    assert.equal(verify.json.error.code, 'invalid_transition');
   });
 
   const lan = Object.values(networkInterfaces()).flat().find((i) => i && !i.internal && i.family === 'IPv4')?.address;

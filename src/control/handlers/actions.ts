@@ -113,7 +113,9 @@ function isLocal(ctx: C, row: RunRow): boolean {
 
 function needLocal(ctx: C, row: RunRow, action: string): string {
   if (!isLocal(ctx, row)) throw new HttpError('invalid_transition', `Run ${row.source}/${row.run} belongs to another source; only stop and answer reach it`);
-  if (!row.repo_path) throw new HttpError('invalid_transition', `Run ${row.source}/${row.run} has no local repository to ${action} in`);
+  if (!row.repo_path) {
+    throw new HttpError('invalid_transition', `Run ${row.source}/${row.run} was not started here, so its repository is unknown: import its project (POST /v1/import) to ${action} it`);
+  }
   return row.repo_path;
 }
 
@@ -129,7 +131,9 @@ export const stopRun: Handler<ControlDeps> = (ctx) => {
   const now = deps.clock();
   deps.stores.runs.setStatus(row.source, row.run, 'stopping', now);
   deps.bus.publish([deps.stores.events.append(row.source, row.run, { kind: 'run.status', data: { from: row.status, to: 'stopping' }, ts: now })]);
-  if (isLocal(ctx, row)) void deps.engine.stop(row);
+  // Signalled here only when this server recorded the run's folder itself (start, retry, import); anything else is
+  // asked to stop by its own runner, which picks the request up from its next ingest response.
+  if (isLocal(ctx, row) && row.repo_path) void deps.engine.stop(row);
   else deps.stores.controlRequests.add(row.source, row.run, 'stop', null, now);
   return json(202, runToJson(deps.stores.runs.get(row.source, row.run)!));
 };

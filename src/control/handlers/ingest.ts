@@ -2,7 +2,6 @@
 import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
-import { isLoopbackAddress } from '../../http/guards.ts';
 import type { ControlDeps } from '../deps.ts';
 import { validateBatch } from '../ingest-validate.ts';
 import { applyBatch } from '../ingest-apply.ts';
@@ -11,13 +10,13 @@ import { importProject } from '../import-project.ts';
 export const ingestRuns: Handler<ControlDeps> = (ctx) => {
   // Everything is validated before the first write: a bad batch changes nothing.
   const batch = validateBatch(ctx.body, ctx.deps.clock());
-  // repo_path and pid steer local actions (verify, resume, stop signal the run's process and run checks in that
-  // folder); only a shipper on this machine may set them, never a remote peer holding the token.
-  if (!isLoopbackAddress(ctx.peer)) {
-    for (const run of batch.runs) {
-      delete run.repo_path;
-      delete run.pid;
-    }
+  // repo_path steers local actions (stop signals the process recorded in that folder, resume and verify run there),
+  // so it comes only from this server's own /v1/start, retry or /v1/import, never from a batch: on a loopback-bound
+  // server every peer is loopback, so "from this machine" proves nothing. Runs shipped without one are steered
+  // through control requests in their runner's next ingest response (docs/control-data.md).
+  for (const run of batch.runs) {
+    delete run.repo_path;
+    delete run.pid;
   }
   return json(200, applyBatch(ctx.deps, batch));
 };

@@ -1,0 +1,74 @@
+// Writes into a run folder that never follow a symbolic link: a provider works next to .svc/runs/<run>/ and a
+// crafted project can ship one, so events.jsonl, answer.txt or an artifact must not become a path to another file.
+import { lstatSync, openSync, writeSync, closeSync, mkdirSync, constants } from 'node:fs';
+import { join, relative, sep, isAbsolute } from 'node:path';
+
+const APPEND = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW;
+const TRUNCATE = constants.O_WRONLY | constants.O_TRUNC | constants.O_CREAT | constants.O_NOFOLLOW;
+
+export class UnsafePathError extends Error {}
+
+/** Throws unless `dir` is a real directory (not a symbolic link to one). */
+export function assertPlainDir(dir: string): void {
+  let st;
+  try {
+    st = lstatSync(dir);
+  } catch (err) {
+    throw new UnsafePathError(`Run folder "${dir}" is missing (${(err as NodeJS.ErrnoException).code ?? 'unreadable'})`);
+  }
+  if (st.isSymbolicLink() || !st.isDirectory()) throw new UnsafePathError(`Refusing to write into "${dir}": it is not a plain directory`);
+}
+
+/** Creates `root/<rel dirs>` as needed and checks each level is a plain directory; returns the full directory path. */
+export function plainSubdir(root: string, rel: string): string {
+  const back = relative(root, join(root, rel));
+  if (isAbsolute(rel) || back.startsWith('..')) throw new UnsafePathError(`"${rel}" leaves "${root}"`);
+  assertPlainDir(root);
+  let dir = root;
+  for (const part of back.split(sep).filter(Boolean)) {
+    dir = join(dir, part);
+    try {
+      mkdirSync(dir);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+    assertPlainDir(dir);
+  }
+  return dir;
+}
+
+function writeWith(path: string, flags: number, data: string | Buffer, mode: number): void {
+  let fd: number;
+  try {
+    fd = openSync(path, flags, mode);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ELOOP') throw new UnsafePathError(`Refusing to write "${path}": it is a symbolic link`);
+    throw err;
+  }
+  try {
+    const buf = typeof data === 'string' ? Buffer.from(data) : data;
+    for (let off = 0; off < buf.length; ) off += writeSync(fd, buf, off);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Appends with O_APPEND (whole lines never interleave) and O_NOFOLLOW. */
+export function appendNoFollow(path: string, data: string | Buffer, mode = 0o644): void {
+  writeWith(path, APPEND, data, mode);
+}
+
+/** Replaces the file's content in place, refusing a symbolic link at `path`. */
+export function writeNoFollow(path: string, data: string | Buffer, mode = 0o644): void {
+  writeWith(path, TRUNCATE, data, mode);
+}
+
+/** An fd for appending (e.g. a child's log), refusing a symbolic link at `path`. */
+export function openAppendNoFollow(path: string, mode = 0o644): number {
+  try {
+    return openSync(path, APPEND, mode);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ELOOP') throw new UnsafePathError(`Refusing to open "${path}": it is a symbolic link`);
+    throw err;
+  }
+}

@@ -1,0 +1,157 @@
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, mkdirSync, rmSync, symlinkSync, writeFileSync, readFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { stopLocalRun } from '../../src/engine/stop.ts';
+import { procStart, signalGroup } from '../../src/engine/proc-group.ts';
+import { writeState, readState, type RunState } from '../../src/engine/run-state.ts';
+import { openEventLog } from '../../src/engine/events-log.ts';
+import { openRunContext } from '../../src/engine/run-context.ts';
+import { writeNoFollow } from '../../src/engine/safe-fs.ts';
+import { waitFor, processAlive } from './fixtures.ts';
+
+const CLI_TS = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
+
+function stateFor(repo: string, run: string, over: Partial<RunState> = {}): RunState {
+  const now = new Date().toISOString();
+  return {
+    source: 'local', run, repo: 'acme/api', group_id: run, status: 'running', verdict: null, brief: 'b', origin: 'cli', provider: 'fake',
+    branch: null, pr_url: null, question: null, started_at: now, ended_at: null, updated_at: now, cost_usd: null, tokens_in: null,
+    tokens_out: null, exit_code: null, error: null, repo_path: repo, input: { kind: 'brief', value: 'b' }, workdir: repo, worktree: false,
+    pr: false, base_sha: null, head_sha: null, spec_sha256: '', pid: null, pgid: null, proc_start: null, budget_usd: null, child: null,
+    answers: [], base_branch: 'main', ...over,
+  };
+}
+
+describe('stopping a run from outside its worker', () => {
+  let repo: string;
+  const children: ChildProcess[] = [];
+
+  function sleeper(args: string[] = [], env: NodeJS.ProcessEnv = {}): ChildProcess {
+    const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)', ...args], { detached: true, stdio: 'ignore', env: { PATH: process.env.PATH, ...env } });
+    children.push(child);
+    return child;
+  }
+
+  function runFolder(run: string, over: Partial<RunState>): string {
+    const dir = join(repo, '.svc', 'runs', run);
+    mkdirSync(join(dir, 'artifacts'), { recursive: true });
+    writeState(dir, stateFor(repo, run, over));
+    return dir;
+  }
+
+  before(() => {
+    repo = mkdtempSync(join(tmpdir(), 'svc-'));
+  });
+  after(() => {
+    for (const c of children) if (c.pid && processAlive(c.pid)) process.kill(-c.pid, 'SIGKILL');
+    rmSync(repo, { recursive: true, force: true });
+  });
+
+  it('does not signal a recorded pid whose command line is not our worker for that run', async () => {
+    const victim = sleeper();
+    const pid = victim.pid!;
+    await waitFor(() => procStart(pid), 'victim start time');
+    runFolder('rvictim', { pid, pgid: pid, proc_start: procStart(pid) });
+    const state = await stopLocalRun(repo, 'rvictim', 100);
+    assert.equal(state?.status, 'stopped');
+    assert.equal(processAlive(pid), true, 'a process that is not our worker survives the stop');
+  });
+
+  it('does not signal a worker of another run, nor a provider child that lacks SVC_RUN_ID of the run', async () => {
+    const other = sleeper([CLI_TS, 'start', '--worker', 'start', '--run-id', 'rsomeoneelse']);
+    const child = sleeper();
+    await waitFor(() => procStart(other.pid!) && procStart(child.pid!), 'start times');
+    runFolder('rmismatch', {
+      pid: other.pid!, pgid: other.pid!, proc_start: procStart(other.pid!),
+      child: { pid: child.pid!, pgid: child.pid!, proc_start: procStart(child.pid!) },
+    });
+    await stopLocalRun(repo, 'rmismatch', 100);
+    assert.equal(processAlive(other.pid!), true);
+    assert.equal(processAlive(child.pid!), true);
+  });
+
+  it('stops the worker and the provider child that really belong to the run', async () => {
+    const worker = sleeper([CLI_TS, 'start', '--worker', 'start', '--run-id', 'rmine']);
+    const child = sleeper([], { SVC_RUN_ID: 'rmine' });
+    await waitFor(() => procStart(worker.pid!) && procStart(child.pid!), 'start times');
+    runFolder('rmine', {
+      pid: worker.pid!, pgid: worker.pid!, proc_start: procStart(worker.pid!),
+      child: { pid: child.pid!, pgid: child.pid!, proc_start: procStart(child.pid!) },
+    });
+    await stopLocalRun(repo, 'rmine', 100);
+    await waitFor(() => !processAlive(worker.pid!) && !processAlive(child.pid!), 'worker and child to exit', 15_000);
+  });
+
+  it('refuses to signal a group whose recorded start time is null', async () => {
+    const own = sleeper();
+    await waitFor(() => procStart(own.pid!), 'start time');
+    assert.equal(signalGroup({ pid: own.pid!, pgid: own.pid!, proc_start: null }, 'SIGTERM'), false);
+    assert.equal(signalGroup({ pid: own.pid!, pgid: 1, proc_start: procStart(own.pid!) }, 'SIGTERM'), false);
+    assert.equal(processAlive(own.pid!), true);
+  });
+});
+
+describe('run folder writes', () => {
+  let root: string;
+  let outside: string;
+  before(() => {
+    root = mkdtempSync(join(tmpdir(), 'svc-'));
+    outside = join(root, 'outside.txt');
+  });
+  after(() => rmSync(root, { recursive: true, force: true }));
+
+  function folder(run: string): string {
+    const dir = join(root, 'repo', '.svc', 'runs', run);
+    mkdirSync(join(dir, 'artifacts'), { recursive: true });
+    writeState(dir, stateFor(join(root, 'repo'), run));
+    return dir;
+  }
+
+  it('refuses to append events through a symbolic link named events.jsonl', () => {
+    writeFileSync(outside, 'keep\n');
+    const dir = folder('rlink');
+    symlinkSync(outside, join(dir, 'events.jsonl'));
+    assert.throws(() => openEventLog(dir).append('log', { text: 'x' }), /symbolic link/);
+    assert.equal(readFileSync(outside, 'utf8'), 'keep\n');
+  });
+
+  it('refuses to write state or events into a run folder that is a symbolic link', () => {
+    const real = join(root, 'elsewhere');
+    mkdirSync(real);
+    const dir = join(root, 'repo', '.svc', 'runs', 'rdirlink');
+    symlinkSync(real, dir);
+    assert.throws(() => writeState(dir, stateFor(join(root, 'repo'), 'rdirlink')), /not a plain directory/);
+    assert.throws(() => openEventLog(dir).append('log', {}), /not a plain directory/);
+    assert.equal(existsSync(join(real, 'state.json')), false);
+    assert.equal(existsSync(join(real, 'events.jsonl')), false);
+  });
+
+  it('replaces a state.json link with a file instead of writing through it', () => {
+    writeFileSync(outside, 'keep\n');
+    const dir = folder('rstate');
+    rmSync(join(dir, 'state.json'));
+    symlinkSync(outside, join(dir, 'state.json'));
+    writeState(dir, stateFor(join(root, 'repo'), 'rstate'));
+    assert.equal(readFileSync(outside, 'utf8'), 'keep\n');
+    assert.equal(readState(dir).run, 'rstate');
+  });
+
+  it('refuses answer, prompt and artifact files that are symbolic links', async () => {
+    writeFileSync(outside, 'keep\n');
+    const dir = folder('rart');
+    symlinkSync(outside, join(dir, 'answer.txt'));
+    assert.throws(() => writeNoFollow(join(dir, 'answer.txt'), 'postgres'), /symbolic link/);
+    symlinkSync(root, join(dir, 'artifacts', 'checks'));
+    const ctx = openRunContext(dir, {}, { ship: false });
+    assert.throws(() => ctx.saveArtifact('checks/unit.log', 'x'), /not a plain directory/);
+    symlinkSync(outside, join(dir, 'artifacts', 'provider.log'));
+    assert.throws(() => ctx.saveArtifact('provider.log', 'x'), /symbolic link/);
+    await ctx.close();
+    assert.equal(readFileSync(outside, 'utf8'), 'keep\n');
+    assert.equal(existsSync(join(root, 'unit.log')), false);
+  });
+});
