@@ -83,16 +83,48 @@ echo "spent" >> a.txt
 echo '{"type":"svc.cost","usd":2,"tokens_in":10,"tokens_out":10}'
 `;
 
+export interface StandInPull {
+  owner: string;
+  repo: string;
+  number: number;
+  head: string;
+  base: string;
+  /** What GET reports as head.sha; merges with another `sha` are refused with 409 as GitHub does. */
+  head_sha: string | null;
+}
+
 export interface StandIn {
   url: string;
   requests: Array<{ method: string; path: string; headers: Record<string, string | string[] | undefined>; body: any }>;
+  /** Pulls created so far, by number; a test may add or edit one (e.g. a PR in another repo, a moved head). */
+  pulls: Map<number, StandInPull>;
   close(): Promise<void>;
 }
 
-/** GitHub REST stand-in: creates pulls and merges them; records every request. */
-export async function startGithubStandIn(): Promise<StandIn> {
+/**
+ * GitHub REST stand-in: creates, reads and merges pulls; records every request. With `originOf`, a new pull's head sha
+ * is read from the bare origin the branch was pushed to.
+ */
+export async function startGithubStandIn(opts: { originOf?: (owner: string, repo: string) => string } = {}): Promise<StandIn> {
   const requests: StandIn['requests'] = [];
+  const pulls = new Map<number, StandInPull>();
   let n = 0;
+  function headSha(owner: string, repo: string, branch: string): string | null {
+    if (!opts.originOf) return null;
+    try {
+      return git(opts.originOf(owner, repo), ['rev-parse', `refs/heads/${branch}`]).trim();
+    } catch {
+      return null;
+    }
+  }
+  function pullJson(p: StandInPull) {
+    const full = `${p.owner}/${p.repo}`;
+    return {
+      number: p.number, state: 'open', html_url: `https://github.example/${full}/pull/${p.number}`,
+      base: { ref: p.base, repo: { full_name: full } },
+      head: { ref: p.head, ...(p.head_sha ? { sha: p.head_sha } : {}), repo: { full_name: full } },
+    };
+  }
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -100,14 +132,24 @@ export async function startGithubStandIn(): Promise<StandIn> {
       const text = Buffer.concat(chunks).toString('utf8');
       const body = text ? JSON.parse(text) : null;
       requests.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers, body });
-      const pulls = /^\/repos\/([^/]+)\/([^/]+)\/pulls$/.exec(req.url ?? '');
-      const merge = /^\/repos\/([^/]+)\/([^/]+)\/pulls\/(\d+)\/merge$/.exec(req.url ?? '');
+      const create = /^\/repos\/([^/]+)\/([^/]+)\/pulls$/.exec(req.url ?? '');
+      const one = /^\/repos\/([^/]+)\/([^/]+)\/pulls\/(\d+)(\/merge)?$/.exec(req.url ?? '');
+      const pull = one ? pulls.get(Number(one[3])) : undefined;
+      const found = pull && one && pull.owner === one[1] && pull.repo === one[2];
       res.setHeader('content-type', 'application/json');
-      if (req.method === 'POST' && pulls) {
+      if (req.method === 'POST' && create) {
         n += 1;
-        res.writeHead(201).end(JSON.stringify({ number: n, html_url: `https://github.example/${pulls[1]}/${pulls[2]}/pull/${n}`, draft: body.draft }));
-      } else if (req.method === 'PUT' && merge) {
-        res.writeHead(200).end(JSON.stringify({ merged: true, sha: 'f'.repeat(40), message: 'Pull Request successfully merged' }));
+        const made = { owner: create[1]!, repo: create[2]!, number: n, head: body.head, base: body.base, head_sha: headSha(create[1]!, create[2]!, body.head) };
+        pulls.set(n, made);
+        res.writeHead(201).end(JSON.stringify({ ...pullJson(made), draft: body.draft }));
+      } else if (req.method === 'GET' && one && !one[4] && found) {
+        res.writeHead(200).end(JSON.stringify(pullJson(pull)));
+      } else if (req.method === 'PUT' && one?.[4] && found) {
+        if (pull.head_sha && body?.sha !== undefined && body.sha !== pull.head_sha) {
+          res.writeHead(409).end(JSON.stringify({ message: 'Head branch was modified. Review and try the merge again.' }));
+        } else {
+          res.writeHead(200).end(JSON.stringify({ merged: true, sha: 'f'.repeat(40), message: 'Pull Request successfully merged' }));
+        }
       } else {
         res.writeHead(404).end(JSON.stringify({ message: 'Not Found' }));
       }
@@ -118,6 +160,7 @@ export async function startGithubStandIn(): Promise<StandIn> {
   return {
     url: `http://127.0.0.1:${address.port}`,
     requests,
+    pulls,
     close: () => new Promise<void>((r) => server.close(() => r())),
   };
 }

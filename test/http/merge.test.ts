@@ -1,5 +1,6 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { makeRepo, startGithubStandIn, waitFor, EDIT_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
 
@@ -9,7 +10,7 @@ describe('merge queue and review risk', () => {
   let repo: TestRepo;
 
   before(async () => {
-    github = await startGithubStandIn();
+    github = await startGithubStandIn({ originOf: (owner, name) => join(repo.root, owner, `${name}.git`) });
     // Two checks: "fixed" passes after the edit; "strict" fails unless STRICT_OK exists, so one run can be made unverified.
     repo = makeRepo({
       policy: { checks: [{ name: 'fixed', run: ['grep', '-q', 'fixed', 'a.txt'] }], pr: { open: 'verified_with_gaps', draft: true } },
@@ -42,7 +43,56 @@ describe('merge queue and review risk', () => {
     const merged = await control.request('POST', '/v1/merge/run', { body: {} });
     assert.equal(merged.status, 200);
     assert.equal(merged.json.items[0].status, 'merged', merged.json.items[0].detail);
-    assert.ok(github.requests.some((r) => r.method === 'PUT' && /\/repos\/acme\/api\/pulls\/\d+\/merge$/.test(r.path)));
+    const put = github.requests.find((r) => r.method === 'PUT' && /\/repos\/acme\/api\/pulls\/\d+\/merge$/.test(r.path));
+    assert.ok(put, 'the stand-in got a merge');
+    assert.ok(github.requests.some((r) => r.method === 'GET' && put.path === `${r.path}/merge`), 'the pull request was read before merging');
+    const receipt = JSON.parse(Buffer.from(control.deps.stores.artifacts.get(run.source, run.run, 'receipt.json')!.content).toString('utf8'));
+    assert.match(receipt.head_sha, /^[0-9a-f]{40}$/);
+    assert.deepEqual(put.body, { sha: receipt.head_sha });
+    assert.equal(github.pulls.get(Number(/\d+$/.exec(run.pr_url)![0]))?.head_sha, receipt.head_sha, 'the pushed branch is the receipt commit');
+  });
+
+  async function queueAndRun(run: { source: string; run: string }) {
+    const add = await control.request('POST', '/v1/merge/queue', { body: { source: run.source, run: run.run } });
+    assert.equal(add.status, 201);
+    const result = await control.request('POST', '/v1/merge/run', { body: {} });
+    return result.json.items.find((e: { run: string }) => e.run === run.run);
+  }
+
+  function mergesOf(owner: string, name: string, number: number): number {
+    return github.requests.filter((r) => r.method === 'PUT' && r.path === `/repos/${owner}/${name}/pulls/${number}/merge`).length;
+  }
+
+  it('refuses to merge a PR in another repository after an ingest rewrote the run\'s pr_url', async () => {
+    const run = await finished('fake');
+    github.pulls.set(900, { owner: 'evil', repo: 'other', number: 900, head: `svc/${run.run}`, base: 'main', head_sha: null });
+    const rewritten = { ...run, pr_url: 'https://github.example/evil/other/pull/900', updated_at: new Date(Date.parse(run.updated_at) + 1).toISOString() };
+    assert.equal((await control.request('POST', '/v1/ingest', { body: { source: run.source, runs: [rewritten] } })).status, 200);
+    const entry = await queueAndRun(run);
+    assert.equal(entry.status, 'failed');
+    assert.match(entry.detail, /evil\/other, not acme\/api/);
+    assert.equal(mergesOf('evil', 'other', 900), 0);
+  });
+
+  it('refuses to merge a PR of the same repository whose head is another branch', async () => {
+    const first = await finished('fake');
+    const second = await finished('fake');
+    const rewritten = { ...second, pr_url: first.pr_url, updated_at: new Date(Date.parse(second.updated_at) + 1).toISOString() };
+    await control.request('POST', '/v1/ingest', { body: { source: second.source, runs: [rewritten] } });
+    const entry = await queueAndRun(second);
+    assert.equal(entry.status, 'failed');
+    assert.match(entry.detail, new RegExp(`not acme/api:svc/${second.run}`));
+    assert.equal(mergesOf('acme', 'api', Number(/\d+$/.exec(first.pr_url)![0])), 0);
+  });
+
+  it('refuses to merge when commits were pushed to the PR after its receipt', async () => {
+    const run = await finished('fake');
+    const pull = github.pulls.get(Number(/\d+$/.exec(run.pr_url)![0]))!;
+    pull.head_sha = 'a'.repeat(40);
+    const entry = await queueAndRun(run);
+    assert.equal(entry.status, 'failed');
+    assert.match(entry.detail, /commits the receipt does not cover/);
+    assert.equal(mergesOf('acme', 'api', pull.number), 0);
   });
 
   it('refuses to queue a run whose required check failed (no PR, not_verified)', async () => {

@@ -1,5 +1,5 @@
 // Merge queue (DESIGN §4): only runs with a PR and a receipt the policy accepts; POST /v1/merge/run merges in order,
-// re-checking every receipt first. Merges go through the GitHub REST merge endpoint; nothing here deploys.
+// re-checking every receipt first. Merges go through the GitHub REST merge endpoint (github-merge.ts); nothing here deploys.
 import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
@@ -7,6 +7,7 @@ import type { ControlDeps } from '../deps.ts';
 import { checkSegment, checkQueryKeys } from '../params.ts';
 import { checkRunReceipt } from '../run-receipt.ts';
 import type { MergeEntry } from '../../db/merge-queue-store.ts';
+import { mergeReceiptPull } from '../github-merge.ts';
 
 function entryJson(deps: ControlDeps, e: MergeEntry) {
   const row = deps.stores.runs.get(e.source, e.run);
@@ -37,39 +38,14 @@ export const addToMergeQueue: Handler<ControlDeps> = (ctx) => {
   return json(201, entryJson(deps, added));
 };
 
-function pullOf(prUrl: string): { owner: string; repo: string; number: string } | null {
-  const m = /\/([^/]+)\/([^/]+)\/pull\/(\d+)\/?$/.exec(prUrl);
-  return m ? { owner: m[1]!, repo: m[2]!, number: m[3]! } : null;
-}
-
-async function mergePull(deps: ControlDeps, prUrl: string): Promise<string | null> {
-  const pull = pullOf(prUrl);
-  if (!pull) return `Cannot read the pull request number from ${prUrl}`;
-  const token = deps.env.GITHUB_TOKEN || deps.env.GH_TOKEN;
-  if (!token) return 'No GitHub token (GITHUB_TOKEN or GH_TOKEN) is set for the Control Plane';
-  const base = (deps.env.GITHUB_API_URL || 'https://api.github.com').replace(/\/+$/, '');
-  try {
-    const res = await fetch(`${base}/repos/${pull.owner}/${pull.repo}/pulls/${pull.number}/merge`, {
-      method: 'PUT',
-      headers: { authorization: `Bearer ${token}`, accept: 'application/vnd.github+json', 'content-type': 'application/json', 'user-agent': 'svc' },
-      body: '{}',
-      signal: AbortSignal.timeout(30_000),
-    });
-    if (res.ok) return null;
-    const text = await res.text();
-    return `GitHub answered ${res.status}: ${text.slice(0, 200)}`;
-  } catch (err) {
-    return `GitHub could not be reached: ${(err as Error).message}`;
-  }
-}
-
 export const runMergeQueue: Handler<ControlDeps> = async (ctx) => {
   const { deps } = ctx;
   const results = [];
   for (const entry of deps.stores.mergeQueue.queued()) {
     const row = deps.stores.runs.get(entry.source, entry.run);
     const check = row ? checkRunReceipt(deps, row) : ({ ok: false, reason: 'The run no longer exists' } as const);
-    const problem = check.ok ? await mergePull(deps, row!.pr_url!) : check.reason;
+    // pr_url can be rewritten by a later ingest, so the PR is checked against the receipt before it is merged.
+    const problem = check.ok ? await mergeReceiptPull(deps.env, row!.pr_url!, check.receipt) : check.reason;
     deps.stores.mergeQueue.setStatus(entry.id, problem ? 'failed' : 'merged', problem, deps.clock());
     results.push(entryJson(deps, deps.stores.mergeQueue.get(entry.source, entry.run)!));
   }
