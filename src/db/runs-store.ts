@@ -6,6 +6,8 @@
 //   patch(source, run, fields)  → update only the given columns (e.g. {status, question, updated_at}); returns whether a row changed
 //   setStatus(source, run, status, at, extra?) → patch sugar that also stamps updated_at
 //   list(filter)                → newest first by (started_at, source, run), keyset after `filter.after`, at most `filter.limit` rows
+//   listPublic(filter)          → the same rows as arrays of PUBLIC_RUN_COLUMNS (the list page reads nothing else)
+//   changeStamp()               → changes whenever the runs table may have changed; null inside an open transaction
 //   count()                     → number of runs
 //   ping()                      → runs a trivial query; throws when the DB is unusable (/ready)
 //   delete(source, run)         → 'deleted' | 'not_found' | 'active' (active runs are kept); removes its events, artifacts, requests
@@ -71,6 +73,14 @@ export interface RunFilter {
   limit: number;
 }
 
+/** The Run JSON columns in Run JSON key order (DESIGN §3): everything but repo_path, pid and extra. */
+export const PUBLIC_RUN_COLUMNS = [
+  'source', 'run', 'repo', 'group_id', 'status', 'verdict', 'brief', 'origin', 'provider', 'branch', 'pr_url', 'question',
+  'started_at', 'ended_at', 'updated_at', 'cost_usd', 'tokens_in', 'tokens_out', 'exit_code', 'error',
+] as const;
+/** One row of PUBLIC_RUN_COLUMNS, positionally (node:sqlite's array rows: no object per row). */
+export type PublicRunTuple = readonly unknown[];
+
 export type DeleteOutcome = 'deleted' | 'not_found' | 'active';
 
 export interface RunsStore {
@@ -79,6 +89,13 @@ export interface RunsStore {
   patch(source: string, run: string, fields: RunPatch): boolean;
   setStatus(source: string, run: string, status: RunStatus, at: number, fields?: RunPatch): boolean;
   list(filter: RunFilter): RunRow[];
+  listPublic(filter: RunFilter): PublicRunTuple[];
+  /**
+   * Equal stamps mean no run changed in between, so a response built from the runs table may be reused. Covers this
+   * store's writes (a generation counter), any other write on this connection (total_changes()) and commits by other
+   * connections or processes (PRAGMA data_version). null while a transaction is open: uncommitted rows are never cached.
+   */
+  changeStamp(): string | null;
   count(): number;
   ping(): void;
   delete(source: string, run: string): DeleteOutcome;
@@ -109,6 +126,22 @@ export function createRunsStore(db: Db): RunsStore {
   const deleteRun = db.prepare('DELETE FROM runs WHERE source = ? AND run = ?');
   const patchCache = new Map<string, StatementSync>();
   const listCache = new Map<string, StatementSync>();
+  const publicListCache = new Map<string, StatementSync>();
+  const stampStmt = db.prepare('SELECT total_changes(), data_version FROM pragma_data_version');
+  stampStmt.setReturnArrays(true);
+  // Bumped before every write this store makes, whether or not it changes a row: a stale cache hit is the one thing
+  // that must never happen, an extra miss costs one query.
+  let generation = 0;
+
+  function prepared(cache: Map<string, StatementSync>, sql: string, arrays: boolean): StatementSync {
+    let stmt = cache.get(sql);
+    if (!stmt) {
+      stmt = db.prepare(sql);
+      if (arrays) stmt.setReturnArrays(true);
+      cache.set(sql, stmt);
+    }
+    return stmt;
+  }
 
   function patch(source: string, run: string, fields: RunPatch): boolean {
     const keys = Object.keys(fields).filter((k) => COLUMN_SET.has(k) && (fields as Record<string, unknown>)[k] !== undefined).sort();
@@ -120,6 +153,7 @@ export function createRunsStore(db: Db): RunsStore {
       patchCache.set(sig, stmt);
     }
     const values = keys.map((k) => (fields as Record<string, SQLInputValue>)[k]!);
+    generation += 1;
     return Number(stmt.run(...values, source, run).changes) > 0;
   }
 
@@ -130,6 +164,7 @@ export function createRunsStore(db: Db): RunsStore {
     upsert(source, input) {
       const row: Record<string, unknown> = { group_id: input.run, updated_at: input.started_at, ...input };
       const values = COLUMNS.map((c) => (row[c] ?? null) as SQLInputValue);
+      generation += 1;
       return Number(upsertStmt.run(source, input.run, ...values).changes) > 0;
     },
     patch,
@@ -138,12 +173,16 @@ export function createRunsStore(db: Db): RunsStore {
     },
     list(filter) {
       const { sql, args } = buildListQuery(filter);
-      let stmt = listCache.get(sql);
-      if (!stmt) {
-        stmt = db.prepare(sql);
-        listCache.set(sql, stmt);
-      }
-      return stmt.all(...args) as unknown as RunRow[];
+      return prepared(listCache, sql, false).all(...args) as unknown as RunRow[];
+    },
+    listPublic(filter) {
+      const { sql, args } = buildListQuery(filter, PUBLIC_RUN_COLUMNS.join(', '));
+      return prepared(publicListCache, sql, true).all(...args) as unknown as PublicRunTuple[];
+    },
+    changeStamp() {
+      if (db.isTransaction) return null;
+      const [changes, dataVersion] = stampStmt.get() as unknown as [number, number];
+      return `${generation}.${changes}.${dataVersion}`;
     },
     count() {
       return Number((countStmt.get() as { n: number }).n);
@@ -156,6 +195,7 @@ export function createRunsStore(db: Db): RunsStore {
         const row = getStmt.get(source, run) as RunRow | undefined;
         if (!row) return 'not_found';
         if (ACTIVE_STATUSES.has(row.status)) return 'active';
+        generation += 1;
         deleteEvents.run(source, run);
         deleteArtifacts.run(source, run);
         deleteRequests.run(source, run);
@@ -167,7 +207,7 @@ export function createRunsStore(db: Db): RunsStore {
 }
 
 /** The list query for a filter: pure, so tests can EXPLAIN it; one prepared statement per filter shape. */
-export function buildListQuery(filter: RunFilter): { sql: string; args: SQLInputValue[] } {
+export function buildListQuery(filter: RunFilter, columns = '*'): { sql: string; args: SQLInputValue[] } {
   const where: string[] = [];
   const args: SQLInputValue[] = [];
   if (filter.verdict === null) where.push('verdict IS NULL');
@@ -195,5 +235,5 @@ export function buildListQuery(filter: RunFilter): { sql: string; args: SQLInput
   }
   args.push(filter.limit);
   const clause = where.length ? `WHERE ${where.join(' AND ')} ` : '';
-  return { sql: `SELECT * FROM runs ${clause}ORDER BY started_at DESC, source DESC, run DESC LIMIT ?`, args };
+  return { sql: `SELECT ${columns} FROM runs ${clause}ORDER BY started_at DESC, source DESC, run DESC LIMIT ?`, args };
 }

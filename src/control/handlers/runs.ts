@@ -1,11 +1,13 @@
 // Run list (keyset paged, filtered), run detail and delete. Parsing lives in ../params.ts, SQL in src/db/runs-store.ts.
 import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
-import { json } from '../../http/respond.ts';
+import { json, JSON_TYPE } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
-import { VERDICTS, RUN_STATUSES, type RunFilter, type Verdict, type RunStatus } from '../../db/runs-store.ts';
+import { VERDICTS, RUN_STATUSES, type RunFilter, type Verdict, type RunStatus, type RunsStore, PUBLIC_RUN_COLUMNS } from '../../db/runs-store.ts';
 import { checkQueryKeys, checkSegment, optionalTime, parseLimit, runParams, runToJson } from '../params.ts';
 import { decodeRunCursor, encodeRunCursor } from '../run-cursor.ts';
+import { runsPageJson } from '../run-json-text.ts';
+import { createRunsPageCache, type RunsPageCache } from '../runs-page-cache.ts';
 
 const LIST_KEYS = ['verdict', 'repo', 'since', 'until', 'group_id', 'status', 'limit', 'cursor'] as const;
 
@@ -44,14 +46,30 @@ export function parseRunFilter(query: URLSearchParams): RunFilter {
   return filter;
 }
 
-export const listRuns: Handler<ControlDeps> = (ctx) => {
-  const filter = parseRunFilter(ctx.query);
+/** One page cache per runs store (per server), made on first use. */
+const pageCaches = new WeakMap<RunsStore, RunsPageCache>();
+const PAGE_HEADERS = { 'content-type': JSON_TYPE, 'cache-control': 'no-store' };
+const AT = { source: PUBLIC_RUN_COLUMNS.indexOf('source'), run: PUBLIC_RUN_COLUMNS.indexOf('run'), started_at: PUBLIC_RUN_COLUMNS.indexOf('started_at') };
+
+/** The list body, same bytes as json(200, { items: rows.map(runToJson), next_cursor }) would send. */
+function buildPage(runs: RunsStore, filter: RunFilter): string {
   // One extra row tells whether another page exists without a count query.
-  const rows = ctx.deps.stores.runs.list({ ...filter, limit: filter.limit + 1 });
+  const rows = runs.listPublic({ ...filter, limit: filter.limit + 1 });
   const page = rows.length > filter.limit ? rows.slice(0, filter.limit) : rows;
   const last = page[page.length - 1];
-  const next = rows.length > filter.limit && last ? encodeRunCursor(last) : null;
-  return json(200, { items: page.map(runToJson), next_cursor: next });
+  const next =
+    rows.length > filter.limit && last
+      ? encodeRunCursor({ started_at: last[AT.started_at] as number, source: last[AT.source] as string, run: last[AT.run] as string })
+      : null;
+  return runsPageJson(page, next);
+}
+
+export const listRuns: Handler<ControlDeps> = (ctx) => {
+  const filter = parseRunFilter(ctx.query);
+  const runs = ctx.deps.stores.runs;
+  let cache = pageCaches.get(runs);
+  if (!cache) pageCaches.set(runs, (cache = createRunsPageCache(runs)));
+  return { status: 200, headers: PAGE_HEADERS, body: cache.page(filter, () => buildPage(runs, filter)) };
 };
 
 export const getRun: Handler<ControlDeps> = (ctx) => {

@@ -1,0 +1,79 @@
+// Response cache for GET /v1/runs: the serialized page per parsed filter, valid only while the runs store's change
+// stamp is unchanged. Dashboards poll the same first pages over and over; a hit costs one tiny stamp query.
+// It must never serve a page that a committed write has made stale, and two filters must never share an entry.
+import type { RunFilter, RunsStore } from '../db/runs-store.ts';
+
+export const MAX_ENTRIES = 64;
+/** Bounds the memory held (a limit=500 page is ~280 KB); a page bigger than a quarter of it is not kept at all. */
+export const MAX_BYTES = 4 * 1024 * 1024;
+
+export interface RunsPageCache {
+  /** The cached body for this filter, or the one `build` makes (kept when the DB state allows). */
+  page(filter: RunFilter, build: () => string): Buffer;
+  /** Entries held (tests). */
+  size(): number;
+}
+
+/**
+ * A key per distinct filter: every field in a fixed position, `false` for "not given" (no string, number or null
+ * can be false), so `verdict=none` (null) and no verdict, or `since=0` and no since, can't collide.
+ */
+export function filterKey(f: RunFilter): string {
+  const after = f.after ? [f.after.started_at, f.after.source, f.after.run] : false;
+  return JSON.stringify([
+    f.limit,
+    f.verdict === undefined ? false : f.verdict,
+    f.repo ?? false,
+    f.group_id ?? false,
+    f.status ?? false,
+    f.since ?? false,
+    f.until ?? false,
+    after,
+  ]);
+}
+
+export function createRunsPageCache(runs: Pick<RunsStore, 'changeStamp'>): RunsPageCache {
+  // Map iteration order is insertion order: re-inserting on a hit makes the first key the least recently used.
+  const entries = new Map<string, Buffer>();
+  let bytes = 0;
+  let stampOfEntries: string | null = null;
+
+  function clear(): void {
+    entries.clear();
+    bytes = 0;
+  }
+
+  return {
+    page(filter, build) {
+      const stamp = runs.changeStamp();
+      if (stamp === null) return Buffer.from(build());
+      // Any change anywhere in the runs table may move any page, so a new stamp drops everything at once.
+      if (stamp !== stampOfEntries) {
+        clear();
+        stampOfEntries = stamp;
+      }
+      const key = filterKey(filter);
+      const hit = entries.get(key);
+      if (hit) {
+        entries.delete(key);
+        entries.set(key, hit);
+        return hit;
+      }
+      // build() reads synchronously after the stamp: this process can't write in between, and a commit by another
+      // process in between makes build() read newer rows than the stamp, which the next call's new stamp discards.
+      const body = Buffer.from(build());
+      if (body.length > MAX_BYTES / 4) return body;
+      entries.set(key, body);
+      bytes += body.length;
+      for (const [oldKey, old] of entries) {
+        if (entries.size <= MAX_ENTRIES && bytes <= MAX_BYTES) break;
+        entries.delete(oldKey);
+        bytes -= old.length;
+      }
+      return body;
+    },
+    size() {
+      return entries.size;
+    },
+  };
+}

@@ -1,0 +1,114 @@
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { openDatabase, transaction, type Db } from '../../src/db/open.ts';
+import { controlMigrations } from '../../src/db/control-migrations.ts';
+import { createControlStores, type ControlStores } from '../../src/db/control-stores.ts';
+import { createRunsPageCache, filterKey, MAX_ENTRIES, MAX_BYTES } from '../../src/control/runs-page-cache.ts';
+import type { RunFilter } from '../../src/db/runs-store.ts';
+
+describe('runs page cache', () => {
+  it('gives every distinct filter its own key, including none versus absent and zero versus absent', () => {
+    const filters: RunFilter[] = [
+      { limit: 50 }, { limit: 51 }, { limit: 50, verdict: null }, { limit: 50, verdict: 'verified' },
+      { limit: 50, repo: 'a' }, { limit: 50, repo: 'false' }, { limit: 50, group_id: 'a' }, { limit: 50, status: 'queued' },
+      { limit: 50, since: 0 }, { limit: 50, until: 0 }, { limit: 50, since: 1 }, { limit: 50, until: 1 },
+      { limit: 50, after: { started_at: 0, source: 'a', run: 'b' } }, { limit: 50, after: { started_at: 0, source: 'a', run: 'c' } },
+      { limit: 50, repo: 'a', group_id: 'b' }, { limit: 50, repo: 'b', group_id: 'a' },
+    ];
+    const keys = filters.map(filterKey);
+    assert.equal(new Set(keys).size, filters.length);
+    assert.equal(filterKey({ limit: 50, repo: 'a', verdict: null }), filterKey({ verdict: null, repo: 'a', limit: 50 }));
+  });
+
+  it('builds once per filter while the stamp stays, and again after it moves', () => {
+    let stamp = 's1';
+    let builds = 0;
+    const cache = createRunsPageCache({ changeStamp: () => stamp });
+    const build = (): string => `page ${++builds}`;
+    assert.equal(cache.page({ limit: 5 }, build).toString(), 'page 1');
+    assert.equal(cache.page({ limit: 5 }, build).toString(), 'page 1');
+    assert.equal(cache.page({ limit: 6 }, build).toString(), 'page 2');
+    stamp = 's2';
+    assert.equal(cache.page({ limit: 5 }, build).toString(), 'page 3');
+    assert.equal(cache.size(), 1);
+  });
+
+  it('never keeps a page while the stamp is null (a transaction is open)', () => {
+    let builds = 0;
+    const cache = createRunsPageCache({ changeStamp: () => null });
+    cache.page({ limit: 5 }, () => `page ${++builds}`);
+    assert.equal(cache.page({ limit: 5 }, () => `page ${++builds}`).toString(), 'page 2');
+    assert.equal(cache.size(), 0);
+  });
+
+  it('holds at most MAX_ENTRIES pages, evicting the least recently used', () => {
+    let builds = 0;
+    const cache = createRunsPageCache({ changeStamp: () => 'same' });
+    const build = (): string => `page ${++builds}`;
+    for (let i = 1; i <= MAX_ENTRIES; i++) cache.page({ limit: i }, build);
+    cache.page({ limit: 1 }, build); // touch: limit=1 is now the most recent
+    cache.page({ limit: MAX_ENTRIES + 1 }, build); // evicts limit=2
+    assert.equal(cache.size(), MAX_ENTRIES);
+    const before = builds;
+    cache.page({ limit: 1 }, build);
+    assert.equal(builds, before, 'limit=1 was kept');
+    cache.page({ limit: 2 }, build);
+    assert.equal(builds, before + 1, 'limit=2 was evicted');
+  });
+
+  it('bounds the bytes held and does not keep a page bigger than a quarter of the bound', () => {
+    let builds = 0;
+    const cache = createRunsPageCache({ changeStamp: () => 'same' });
+    const big = (): string => `${++builds}`.padEnd(MAX_BYTES / 4 + 1, 'x');
+    cache.page({ limit: 1 }, big);
+    cache.page({ limit: 1 }, big);
+    assert.equal(builds, 2);
+    assert.equal(cache.size(), 0);
+    const quarter = (): string => `${++builds}`.padEnd(MAX_BYTES / 4, 'x');
+    for (let i = 1; i <= 6; i++) cache.page({ limit: i }, quarter);
+    assert.equal(cache.size(), 4);
+  });
+});
+
+describe('runs store change stamp', () => {
+  let db: Db;
+  let stores: ControlStores;
+  before(() => {
+    db = openDatabase(':memory:', controlMigrations);
+    stores = createControlStores(db);
+  });
+  after(() => db.close());
+
+  const run = { run: 'r1', status: 'succeeded' as const, started_at: 1000, updated_at: 1000 };
+
+  it('moves on every insert, update, patch, status change and delete', () => {
+    const seen = new Set<string | null>([stores.runs.changeStamp()]);
+    const step = (what: string, fn: () => unknown): void => {
+      fn();
+      const stamp = stores.runs.changeStamp();
+      assert.ok(!seen.has(stamp), `${what} did not move the stamp`);
+      seen.add(stamp);
+    };
+    step('insert', () => stores.runs.upsert('local', run));
+    step('upsert update', () => stores.runs.upsert('local', { ...run, updated_at: 2000, brief: 'b' }));
+    step('patch', () => stores.runs.patch('local', 'r1', { brief: 'c' }));
+    step('setStatus', () => stores.runs.setStatus('local', 'r1', 'failed', 3000));
+    step('delete', () => stores.runs.delete('local', 'r1'));
+    step('plain SQL on this connection', () => db.exec("INSERT INTO runs (source, run, group_id, status, started_at, updated_at) VALUES ('x', 'y', 'y', 'queued', 1, 1)"));
+    step('DELETE without WHERE', () => db.exec('DELETE FROM runs'));
+  });
+
+  it('stays put while nothing is written', () => {
+    const a = stores.runs.changeStamp();
+    stores.runs.list({ limit: 10 });
+    stores.runs.get('local', 'r1');
+    assert.equal(stores.runs.changeStamp(), a);
+  });
+
+  it('is null inside a transaction, so uncommitted rows are never cached', () => {
+    transaction(db, () => {
+      assert.equal(stores.runs.changeStamp(), null);
+    });
+    assert.notEqual(stores.runs.changeStamp(), null);
+  });
+});
