@@ -15,6 +15,8 @@ import { createTriggerApp } from './app.ts';
 import type { JobExecutor } from './executor.ts';
 import type { TriggerSettings } from './settings.ts';
 import { createLogger, type Logger } from '../log.ts';
+import { stderrSink } from './log-sink.ts';
+import { createWalCheckpointer } from './wal-checkpointer.ts';
 import { CliError } from '../cli/usage-error.ts';
 
 export interface RunningTrigger {
@@ -36,6 +38,12 @@ export interface TriggerOverrides {
   pollMs?: number;
   bodyTimeoutMs?: number;
   notifyBackoffMs?: number;
+}
+
+/** JSON lines on stderr, one write per event-loop turn (log-sink.ts). */
+function triggerLogger(): Logger {
+  const sink = stderrSink();
+  return createLogger('trigger', (line) => sink.write(line));
 }
 
 function urlHost(host: string): string {
@@ -63,12 +71,13 @@ export function logStartupProblems(settings: TriggerSettings, log: Logger): void
 }
 
 export async function startTrigger(settings: TriggerSettings, env: NodeJS.ProcessEnv, o: TriggerOverrides = {}): Promise<RunningTrigger> {
-  const log = o.log ?? createLogger('trigger');
+  const log = o.log ?? triggerLogger();
   const clock = o.clock ?? Date.now;
   const executor = o.executor ?? pickExecutor(settings, env, log, o.pollMs);
   logStartupProblems(settings, log);
   const db = openDatabase(settings.dbPath, triggerMigrations);
   const stores = createTriggerStores(db);
+  const checkpointer = createWalCheckpointer({ db, path: settings.dbPath, log });
   const shutdown = new AbortController();
   const notify = createNotifier({
     stores,
@@ -81,7 +90,7 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
     ...(o.notifyBackoffMs !== undefined ? { backoffMs: o.notifyBackoffMs } : {}),
   });
   let runner: Runner | undefined;
-  const queue = createJobQueue({ stores, clock, maxQueued: settings.queueMax, onEnqueued: () => setImmediate(() => runner?.kick()) });
+  const queue = createJobQueue({ stores, clock, maxQueued: settings.queueMax, onEnqueued: () => setImmediate(() => runner?.kick()), onCommitted: () => checkpointer.nudge() });
   runner = createRunner({ stores, executor, concurrency: settings.concurrency, clock, log, controlUrl: settings.controlUrl, notify });
   const app = createTriggerApp({ settings, queue, clock, log }, o.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: o.bodyTimeoutMs } : {});
   const server = createServer({ keepAliveTimeout: 5_000, requestTimeout: 60_000, headersTimeout: 20_000 }, app.listener);
@@ -116,6 +125,7 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
         });
         if (!server.listening) resolve();
       });
+      await checkpointer.close();
       db.close();
     })();
     return closing;
@@ -125,7 +135,7 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
 
 /** Serves until SIGINT/SIGTERM, then shuts down once and resolves with the exit code. */
 export async function serveTriggerForever(settings: TriggerSettings, env: NodeJS.ProcessEnv, print: (line: string) => void): Promise<number> {
-  const log = createLogger('trigger');
+  const log = triggerLogger();
   const running = await startTrigger(settings, env, { log });
   print(`${running.url}\n`);
   log.info('listening', { url: running.url, repo: settings.repoDir, db: settings.dbPath, concurrency: settings.concurrency });

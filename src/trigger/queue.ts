@@ -36,11 +36,17 @@ export interface JobQueueOptions {
   maxQueued: number;
   /** Called after a commit so the dispatcher can pick the job up (never inside the transaction). */
   onEnqueued: () => void;
+  /** Called after every group commit (the WAL checkpointer's cue). */
+  onCommitted?: () => void;
 }
+
+/** Most deliveries one transaction takes; a larger burst is split over consecutive turns. */
+export const MAX_BATCH = 256;
+
+type Pending = { request: EnqueueRequest; resolve: (r: EnqueueResult) => void; reject: (e: unknown) => void };
 
 export function createJobQueue(opts: JobQueueOptions): JobQueue {
   const { stores } = opts;
-  type Pending = { request: EnqueueRequest; resolve: (r: EnqueueResult) => void; reject: (e: unknown) => void };
   let pending: Pending[] = [];
 
   function place(request: EnqueueRequest, now: number): EnqueueResult {
@@ -54,21 +60,43 @@ export function createJobQueue(opts: JobQueueOptions): JobQueue {
     return { kind: 'queued', jobId };
   }
 
-  // Group commit: every delivery verified in the same event-loop turn is written in one transaction, and
-  // each reply waits for that commit, so "durable before 2xx" holds at a fraction of the per-commit cost.
+  function settle(batch: readonly Pending[], results: readonly EnqueueResult[]): void {
+    batch.forEach((p, i) => p.resolve(results[i]!));
+    opts.onCommitted?.();
+    if (results.some((r) => r.kind === 'queued')) opts.onEnqueued();
+  }
+
+  // A batch that failed as a whole is replayed one delivery per transaction, so one bad delivery (or a
+  // transient error) is answered with its own error while the others still commit: nothing of the failed
+  // attempt was committed or answered, so replaying it cannot duplicate a job.
+  function replayOneByOne(batch: readonly Pending[], now: number): void {
+    for (const p of batch) {
+      try {
+        const result = transaction(stores.db, () => place(p.request, now));
+        settle([p], [result]);
+      } catch (err) {
+        p.reject(err);
+      }
+    }
+  }
+
+  // Group commit: the deliveries verified in one event-loop turn are written in one transaction and every
+  // reply waits for that commit, so "durable before 2xx" holds at a fraction of the per-commit cost. The
+  // batch is whatever arrived while the loop was busy: nothing waits on a timer when the server is idle.
   function flush(): void {
-    const batch = pending;
-    pending = [];
+    const batch = pending.length > MAX_BATCH ? pending.slice(0, MAX_BATCH) : pending;
+    pending = pending.length > MAX_BATCH ? pending.slice(MAX_BATCH) : [];
+    if (pending.length > 0) setImmediate(flush);
     const now = opts.clock();
     let results: EnqueueResult[];
     try {
       results = transaction(stores.db, () => batch.map((p) => place(p.request, now)));
     } catch (err) {
-      for (const p of batch) p.reject(err);
+      if (batch.length === 1) batch[0]!.reject(err);
+      else replayOneByOne(batch, now);
       return;
     }
-    batch.forEach((p, i) => p.resolve(results[i]!));
-    if (results.some((r) => r.kind === 'queued')) opts.onEnqueued();
+    settle(batch, results);
   }
 
   return {

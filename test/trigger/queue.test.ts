@@ -1,0 +1,153 @@
+// The durable job queue's group commit, its failure isolation, and the hot-path helpers around it
+// (coalesced log writes, the off-thread WAL checkpointer, pooled job-id randomness).
+import { describe, it, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { rmSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { openDatabase, type Db } from '../../src/db/open.ts';
+import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
+import { createTriggerStores } from '../../src/db/trigger-stores.ts';
+import { createJobQueue, MAX_BATCH, type EnqueueRequest, type JobQueue } from '../../src/trigger/queue.ts';
+import { createCoalescingSink } from '../../src/trigger/log-sink.ts';
+import { createWalCheckpointer } from '../../src/trigger/wal-checkpointer.ts';
+import { newJobId, JOB_ID } from '../../src/trigger/job-id.ts';
+import { silentLogger } from '../../src/log.ts';
+import { tempDir, waitFor } from './helpers.ts';
+
+const dirs: string[] = [];
+const dbs: Db[] = [];
+after(() => {
+  for (const db of dbs) if (db.isOpen) db.close();
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+function openTemp(): { db: Db; path: string } {
+  const dir = tempDir('svc-queue-');
+  dirs.push(dir);
+  const path = join(dir, 'trigger.db');
+  const db = openDatabase(path, triggerMigrations);
+  dbs.push(db);
+  return { db, path };
+}
+
+function setup(maxQueued = 1000): { queue: JobQueue; db: Db; commits: () => number } {
+  const { db } = openTemp();
+  let commits = 0;
+  const queue = createJobQueue({ stores: createTriggerStores(db), clock: Date.now, maxQueued, onEnqueued() {}, onCommitted: () => void (commits += 1) });
+  return { queue, db, commits: () => commits };
+}
+
+function delivery(n: number, target: Record<string, unknown> = { issue_key: `K-${n}` }): EnqueueRequest {
+  return { origin: 'trackerb', brief: `K-${n}: fix it`, args: ['start', '--brief', `K-${n}: fix it`, '--detach'], dedupeKeys: [`trackerb:body:${n}`, `trackerb:delivery:${n}`], reply: { channel: 'trackerb', target } };
+}
+
+function count(db: Db, table: string): number {
+  return (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
+}
+
+describe('job queue group commit', () => {
+  it('commits the deliveries of one event-loop turn together and answers each with its own job', async () => {
+    const { queue, commits } = setup();
+    const results = await Promise.all([1, 2, 3].map((n) => queue.enqueue(delivery(n))));
+    assert.equal(commits(), 1);
+    assert.deepEqual(results.map((r) => r.kind), ['queued', 'queued', 'queued']);
+    const ids = results.map((r) => (r.kind === 'queued' ? r.jobId : ''));
+    assert.equal(new Set(ids).size, 3);
+    for (const id of ids) assert.equal(queue.get(id)?.status, 'queued');
+  });
+
+  it('answers a retry of a delivery in the same turn as a duplicate of the first', async () => {
+    const { queue } = setup();
+    const [first, second] = await Promise.all([queue.enqueue(delivery(7)), queue.enqueue(delivery(7))]);
+    assert.equal(first?.kind, 'queued');
+    assert.deepEqual(second, { kind: 'duplicate', jobId: first?.kind === 'queued' ? first.jobId : '' });
+  });
+
+  it('splits a burst larger than one batch over several commits and queues all of it', async () => {
+    const { queue, db, commits } = setup(10_000);
+    const results = await Promise.all(Array.from({ length: MAX_BATCH + 5 }, (_, i) => queue.enqueue(delivery(i))));
+    assert.ok(results.every((r) => r.kind === 'queued'));
+    assert.equal(commits(), 2);
+    assert.equal(count(db, 'jobs'), MAX_BATCH + 5);
+  });
+
+  it('fails only the delivery that could not be written and still commits the others of its batch', async () => {
+    const { queue, db } = setup();
+    // A BigInt in the reply target makes JSON.stringify throw after the job row and its keys were inserted.
+    const results = await Promise.allSettled([queue.enqueue(delivery(1)), queue.enqueue(delivery(2, { bad: 1n })), queue.enqueue(delivery(3))]);
+    assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
+    assert.equal(count(db, 'jobs'), 2);
+    assert.equal(count(db, 'reply_targets'), 2);
+    assert.equal(count(db, 'dedupe_keys'), 4);
+    // Nothing of the failed delivery survived: the vendor's retry is queued, not answered as a duplicate.
+    assert.equal((await queue.enqueue(delivery(2))).kind, 'queued');
+  });
+
+  it('answers full with no job once the queue holds maxQueued jobs, counting within a batch', async () => {
+    const { queue } = setup(2);
+    const results = await Promise.all([1, 2, 3].map((n) => queue.enqueue(delivery(n))));
+    assert.deepEqual(results.map((r) => r.kind), ['queued', 'queued', 'full']);
+    assert.deepEqual(queue.depth(), { queued: 2, running: 0 });
+  });
+});
+
+describe('coalescing log sink', () => {
+  it('writes the lines of one turn in order with a single write', async () => {
+    const writes: string[] = [];
+    const sink = createCoalescingSink((text) => writes.push(text));
+    sink.write('a\n');
+    sink.write('b\n');
+    sink.write('c\n');
+    assert.deepEqual(writes, []);
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(writes, ['a\nb\nc\n']);
+  });
+
+  it('writes what is buffered at once when flushed', () => {
+    const writes: string[] = [];
+    const sink = createCoalescingSink((text) => writes.push(text));
+    sink.write('last words\n');
+    sink.flush();
+    assert.deepEqual(writes, ['last words\n']);
+  });
+});
+
+describe('WAL checkpointer', () => {
+  it('copies committed pages into the database file from a worker thread', async () => {
+    const { db, path } = openTemp();
+    const checkpointer = createWalCheckpointer({ db, path, log: silentLogger, intervalMs: 0 });
+    try {
+      const before = statSync(path).size;
+      const insert = db.prepare("INSERT INTO jobs (id, origin, status, brief, args, created_at) VALUES (?, 'jobs', 'queued', ?, '[]', 0)");
+      db.exec('BEGIN IMMEDIATE');
+      for (let i = 0; i < 200; i++) insert.run(`j${i}`, 'x'.repeat(1000));
+      db.exec('COMMIT');
+      // Far below the backstop, so the main connection never checkpoints this itself.
+      assert.equal(statSync(path).size, before);
+      checkpointer.nudge();
+      await waitFor(async () => (statSync(path).size > before + 100_000 ? true : null), 'the checkpoint');
+    } finally {
+      await checkpointer.close();
+    }
+  });
+
+  it('does nothing for an in-memory database', async () => {
+    const db = openDatabase(':memory:', triggerMigrations);
+    dbs.push(db);
+    const checkpointer = createWalCheckpointer({ db, path: ':memory:', log: silentLogger });
+    checkpointer.nudge();
+    await checkpointer.close();
+  });
+});
+
+describe('job ids', () => {
+  it('stay well-formed and distinct across many refills of the random pool', () => {
+    const ids = new Set<string>();
+    for (let i = 0; i < 2000; i++) {
+      const id = newJobId(1_700_000_000_000);
+      assert.match(id, JOB_ID);
+      ids.add(id);
+    }
+    assert.equal(ids.size, 2000);
+  });
+});
