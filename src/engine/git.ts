@@ -1,16 +1,26 @@
 // Thin git wrappers: argv arrays via execFileSync (never a shell), errors carry git's own message.
+// Every git runs without svc's credentials in its environment and with hooks and fsmonitor off: both are programs
+// named by the repository's own config, which a provider working in it could have planted.
 import { execFileSync } from 'node:child_process';
 import { readFileSync, appendFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { join, basename, resolve } from 'node:path';
 import { tmpdir } from 'node:os';
 import { createHash } from 'node:crypto';
+import { providerEnv } from './provider-env.ts';
 
-export function git(cwd: string, args: string[], env?: NodeJS.ProcessEnv): string {
+/** No hook and no fsmonitor program runs for any git svc starts (core.hooksPath=/dev/null holds no hooks). */
+export const SAFE_GIT_CONFIG = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false'] as const;
+
+/** `extra` is added to the stripped environment for this one call only (e.g. the push credential, an index file). */
+export function git(cwd: string, args: string[], extra: Record<string, string> = {}): string {
   try {
-    return execFileSync('git', args, { cwd, env: env ?? process.env, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, stdio: ['ignore', 'pipe', 'pipe'] });
+    return execFileSync('git', [...SAFE_GIT_CONFIG, ...args], {
+      cwd, env: providerEnv(process.env, extra), encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, stdio: ['ignore', 'pipe', 'pipe'],
+    });
   } catch (err) {
     const stderr = String((err as { stderr?: unknown }).stderr ?? '').trim();
-    throw new Error(`git ${args[0]} failed${stderr ? `: ${stderr.split('\n')[0]}` : ''}`);
+    const command = args.find((a, i) => !a.startsWith('-') && args[i - 1] !== '-c') ?? args[0];
+    throw new Error(`git ${command} failed${stderr ? `: ${stderr.split('\n')[0]}` : ''}`);
   }
 }
 
@@ -106,18 +116,21 @@ function toResult(numstat: string, patch: string): DiffResult {
   };
 }
 
+// --no-ext-diff / --no-textconv: diff drivers are programs named by repository config, like hooks.
+const DIFF = ['diff', '--no-ext-diff', '--no-textconv'];
+
 export function diffCommits(dir: string, base: string, head: string): DiffResult {
-  return toResult(git(dir, ['diff', '--numstat', base, head]), git(dir, ['diff', '--binary', base, head]));
+  return toResult(git(dir, [...DIFF, '--numstat', base, head]), git(dir, [...DIFF, '--binary', base, head]));
 }
 
 /** Diff of the working tree (tracked and untracked) against base, through a throwaway index so the user's index is untouched. */
 export function diffWorkingTree(dir: string, base: string): DiffResult {
   const tmp = mkdtempSync(join(tmpdir(), 'svc-index-'));
-  const env = { ...process.env, GIT_INDEX_FILE: join(tmp, 'index') };
+  const env = { GIT_INDEX_FILE: join(tmp, 'index') };
   try {
     git(dir, ['read-tree', base], env);
     git(dir, ['add', '-A'], env);
-    return toResult(git(dir, ['diff', '--cached', '--numstat', base], env), git(dir, ['diff', '--cached', '--binary', base], env));
+    return toResult(git(dir, [...DIFF, '--cached', '--numstat', base], env), git(dir, [...DIFF, '--cached', '--binary', base], env));
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }

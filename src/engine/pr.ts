@@ -1,10 +1,12 @@
 // Opens the receipt-carrying pull request: push svc/<run> to origin, then GitHub REST (or gh). Never merges, never deploys.
+// The GitHub token reaches exactly one child, the push (through GIT_ASKPASS), and only when origin is that GitHub host.
 import { execFileSync } from 'node:child_process';
 import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { git, repoName } from './git.ts';
 import { which } from './which.ts';
+import { providerEnv } from './provider-env.ts';
 
 export interface PrRequest {
   workdir: string;
@@ -22,13 +24,31 @@ export interface PrResult {
   via: 'rest' | 'gh';
 }
 
+// gh may run git itself: the same no-hooks rule, through git's environment config (GIT_CONFIG_COUNT).
+const GH_GIT_CONFIG = {
+  GIT_CONFIG_COUNT: '2', GIT_CONFIG_KEY_0: 'core.hooksPath', GIT_CONFIG_VALUE_0: '/dev/null', GIT_CONFIG_KEY_1: 'core.fsmonitor', GIT_CONFIG_VALUE_1: 'false',
+};
+
+/** gh keeps its own login under HOME; it never gets svc's tokens (it is only used when none is set). */
+function ghEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return providerEnv(env, GH_GIT_CONFIG);
+}
+
+// Answers git's username/password prompts; the token is in this process's environment only (never a file or argv).
+const ASKPASS = `#!/bin/sh
+case "$1" in
+  Username*|username*) printf '%s\\n' x-access-token ;;
+  *) printf '%s\\n' "$SVC_GIT_PUSH_TOKEN" ;;
+esac
+`;
+
 function githubToken(env: NodeJS.ProcessEnv): string | null {
   if (env.GITHUB_TOKEN) return env.GITHUB_TOKEN;
   if (env.GH_TOKEN) return env.GH_TOKEN;
   const gh = which('gh', env.PATH);
   if (!gh) return null;
   try {
-    const token = execFileSync(gh, ['auth', 'token'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], env }).trim();
+    const token = execFileSync(gh, ['auth', 'token'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], env: ghEnv(env) }).trim();
     return token || null;
   } catch {
     return null;
@@ -65,7 +85,7 @@ function createViaGh(req: PrRequest, gh: string): PrResult {
     writeFileSync(bodyFile, req.body);
     const args = ['pr', 'create', '--head', req.branch, '--base', req.base, '--title', req.title, '--body-file', bodyFile];
     if (req.draft) args.push('--draft');
-    const out = execFileSync(gh, args, { cwd: req.workdir, encoding: 'utf8', env: req.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const out = execFileSync(gh, args, { cwd: req.workdir, encoding: 'utf8', env: ghEnv(req.env), stdio: ['ignore', 'pipe', 'pipe'] });
     const url = out.trim().split('\n').pop() ?? '';
     const number = /\/pull\/(\d+)/.exec(url)?.[1];
     return { url, number: number ? Number(number) : null, via: 'gh' };
@@ -74,9 +94,40 @@ function createViaGh(req: PrRequest, gh: string): PrResult {
   }
 }
 
+/** The web host a GitHub token belongs to: github.com, or the GITHUB_API_URL host (GitHub Enterprise). */
+export function githubHost(env: NodeJS.ProcessEnv): string {
+  const api = env.GITHUB_API_URL ? new URL(env.GITHUB_API_URL).hostname : 'api.github.com';
+  return api === 'api.github.com' ? 'github.com' : api;
+}
+
+/** Pushes the branch to origin's push URL; the token goes along only to an https URL on the token's own host. */
+export function pushBranch(workdir: string, branch: string, token: string | null, env: NodeJS.ProcessEnv): void {
+  const url = git(workdir, ['remote', 'get-url', '--push', 'origin']).trim().split('\n')[0]!;
+  const refspec = `${branch}:refs/heads/${branch}`;
+  let target: URL | null = null;
+  try {
+    target = new URL(url);
+  } catch {
+    // scp-like ssh or a local path: the user's own credentials, never ours.
+  }
+  if (!token || !target || target.protocol !== 'https:' || target.hostname !== githubHost(env) || target.username || target.password) {
+    git(workdir, ['push', '--quiet', url, refspec]);
+    return;
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'svc-askpass-'));
+  try {
+    const askpass = join(dir, 'askpass');
+    writeFileSync(askpass, ASKPASS, { mode: 0o700 });
+    // credential.helper= empties the helper list, so no configured helper (a planted one included) sees the token.
+    git(workdir, ['-c', 'credential.helper=', 'push', '--quiet', url, refspec], { GIT_ASKPASS: askpass, SVC_GIT_PUSH_TOKEN: token, GIT_TERMINAL_PROMPT: '0' });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 export async function openPullRequest(req: PrRequest): Promise<PrResult> {
-  git(req.workdir, ['push', '--quiet', 'origin', `${req.branch}:refs/heads/${req.branch}`], req.env);
   const token = githubToken(req.env);
+  pushBranch(req.workdir, req.branch, token, req.env);
   if (token) return createViaRest(req, token);
   const gh = which('gh', req.env.PATH);
   if (gh) return createViaGh(req, gh);

@@ -1,0 +1,142 @@
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { writeFileSync, chmodSync, existsSync, readFileSync, readdirSync, mkdtempSync, rmSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { tmpdir } from 'node:os';
+import { makeRepo, startGithubStandIn, readJson, CLI, EDIT_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from './fixtures.ts';
+import { makeCert } from '../trigger/standins.ts';
+import { pushBranch } from '../../src/engine/pr.ts';
+
+const SECRETS = {
+  GITHUB_TOKEN: 'gh-secret-token-1', GH_TOKEN: 'gh-secret-token-2', ERRTRACK_AUTH_TOKEN: 'errtrack-secret-3',
+  TRACKERA_API_KEY: 'trackera-secret-4', SVC_CONTROL_TOKEN: 'control-secret-5',
+};
+
+function dumper(path: string, passThrough: boolean): string {
+  return `#!/bin/sh\nenv > "${path}.$$"\n${passThrough ? 'cat\n' : ''}`;
+}
+
+describe('git commands of a run', () => {
+  let github: StandIn;
+  let repo: TestRepo;
+  let dumps: string;
+
+  before(async () => {
+    github = await startGithubStandIn();
+    repo = makeRepo({ policy: { checks: [{ name: 'fixed', run: ['grep', '-q', 'fixed', 'a.txt'] }] }, providers: { fake: EDIT_SCRIPT } });
+    dumps = join(repo.root, 'dumps');
+    mkdirSync(dumps);
+    const hooks = join(repo.repo, '.git', 'hooks');
+    for (const hook of ['post-checkout', 'pre-push', 'post-commit', 'reference-transaction']) {
+      writeFileSync(join(hooks, hook), dumper(join(dumps, hook), false));
+      chmodSync(join(hooks, hook), 0o755);
+    }
+    // A clean filter is repository config too (git-lfs is one); it may run, but must see none of svc's secrets.
+    const filter = join(repo.bin, 'filter.sh');
+    writeFileSync(filter, dumper(join(dumps, 'filter'), true));
+    chmodSync(filter, 0o755);
+    execFileSync('git', ['config', 'filter.dump.clean', filter], { cwd: repo.repo });
+    writeFileSync(join(repo.repo, '.git', 'info', 'attributes'), '*.txt filter=dump\n');
+  });
+  after(async () => {
+    await github.close();
+    repo.cleanup();
+  });
+
+  it('runs no hook planted in the repository and gives no git child a token during a run with --pr', async () => {
+    const env = { ...process.env, ...GIT_ENV, ...SECRETS, HOME: repo.home, GITHUB_API_URL: github.url, SVC_SHIP: '0' };
+    const child = spawn(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--pr', '--provider', 'fake'], { cwd: repo.repo, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const status = await new Promise((resolve) => child.on('close', resolve));
+    assert.equal(status, 0, stderr);
+    const { run } = JSON.parse(stdout.trim().split('\n')[0]!);
+    const state = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
+    assert.match(state.pr_url, /\/pull\/\d+$/);
+    assert.ok(existsSync(join(repo.origin, 'refs', 'heads', 'svc', run)), 'the branch was pushed');
+    const files = readdirSync(dumps);
+    assert.deepEqual(files.filter((f) => !f.startsWith('filter.')), [], 'no hook ran');
+    assert.ok(files.some((f) => f.startsWith('filter.')), 'the filter ran, so its environment was checked');
+    for (const f of files) {
+      const text = readFileSync(join(dumps, f), 'utf8');
+      for (const [name, value] of Object.entries(SECRETS)) assert.equal(text.includes(value), false, `${f} saw ${name}`);
+    }
+  });
+});
+
+// pushBranch runs git synchronously, so the HTTPS stand-in lives in its own process. Smart-HTTP enough to see
+// credentials: 401 asks for them, then 403 ends the push; every Authorization header (or "-") is logged.
+const HTTPS_STAND_IN = `
+import { createServer } from 'node:https';
+import { readFileSync, appendFileSync } from 'node:fs';
+const [key, cert, log] = process.argv.slice(2);
+const server = createServer({ key: readFileSync(key), cert: readFileSync(cert) }, (req, res) => {
+  appendFileSync(log, (req.headers.authorization ?? '-') + '\\n');
+  if (!req.headers.authorization) res.writeHead(401, { 'www-authenticate': 'Basic realm="GitHub"' }).end();
+  else res.writeHead(403).end();
+});
+server.listen(0, '127.0.0.1', () => console.log(server.address().port));
+`;
+
+describe('pushing the run branch', () => {
+  let server: ChildProcess;
+  let url: string;
+  let root: string;
+  let log: string;
+  const saved = { HOME: process.env.HOME, GIT_SSL_CAINFO: process.env.GIT_SSL_CAINFO, GIT_TERMINAL_PROMPT: process.env.GIT_TERMINAL_PROMPT };
+
+  before(async () => {
+    root = mkdtempSync(join(tmpdir(), 'svc-'));
+    const cert = makeCert(root);
+    writeFileSync(join(root, 'key.pem'), cert.key);
+    writeFileSync(join(root, 'cert.pem'), cert.cert);
+    writeFileSync(join(root, 'stand-in.mjs'), HTTPS_STAND_IN);
+    log = join(root, 'auth.log');
+    server = spawn(process.execPath, [join(root, 'stand-in.mjs'), join(root, 'key.pem'), join(root, 'cert.pem'), log], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const port = await new Promise<string>((resolve) => server.stdout!.once('data', (c: Buffer) => resolve(c.toString().trim())));
+    url = `https://127.0.0.1:${port}`;
+    mkdirSync(join(root, 'home'));
+    Object.assign(process.env, { HOME: join(root, 'home'), GIT_SSL_CAINFO: join(root, 'cert.pem'), GIT_TERMINAL_PROMPT: '0' });
+  });
+  after(() => {
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+    server.kill();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  function repoWithOrigin(origin: string): string {
+    const dir = mkdtempSync(join(root, 'repo-'));
+    for (const args of [['init', '-q', '-b', 'main'], ['commit', '-q', '--allow-empty', '-m', 'x'], ['remote', 'add', 'origin', origin], ['branch', 'svc/r1']]) {
+      execFileSync('git', args, { cwd: dir, env: { ...process.env, ...GIT_ENV } });
+    }
+    return dir;
+  }
+
+  function headers(): string[] {
+    const text = existsSync(log) ? readFileSync(log, 'utf8') : '';
+    rmSync(log, { force: true });
+    return text.split('\n').filter(Boolean);
+  }
+
+  it('hands the token to git push through GIT_ASKPASS when origin is the GitHub host', () => {
+    const dir = repoWithOrigin(`${url}/acme/api.git`);
+    assert.throws(() => pushBranch(dir, 'svc/r1', 'push-token-123', { GITHUB_API_URL: url }), /git push failed/);
+    const sent = headers().filter((h) => h !== '-');
+    assert.ok(sent.length > 0, 'git retried with credentials');
+    assert.equal(Buffer.from(sent[0]!.replace(/^Basic /, ''), 'base64').toString(), 'x-access-token:push-token-123');
+  });
+
+  it('never offers the token to an origin on another host', () => {
+    const dir = repoWithOrigin(`${url}/acme/api.git`);
+    assert.throws(() => pushBranch(dir, 'svc/r1', 'push-token-123', { GITHUB_API_URL: 'https://github.example' }), /git push failed/);
+    const seen = headers();
+    assert.ok(seen.length > 0, 'git reached the server');
+    assert.deepEqual(seen.filter((h) => h !== '-'), []);
+  });
+});
