@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Entry point: checks the Node version before anything that needs node:sqlite is loaded, then dispatches.
 import { readFileSync } from 'node:fs';
+import { reexecWithServerFlags } from './cli/server-flags.ts';
 
 const MIN = [22, 13] as const;
 const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
@@ -70,6 +71,8 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`svc: unknown command "${name}"\n\n${help()}`);
     return 2;
   }
+  // Only here, in the process entry: the long-running server re-executes itself once with its V8 flags.
+  if (name === 'control' && tail[0] === 'serve' && !tail.includes('--help') && !tail.includes('-h')) reexecWithServerFlags();
   try {
     const mod = await command.load();
     return await mod.default({

@@ -1,0 +1,39 @@
+// Gives `svc control serve` the V8 flags the long-running server needs by replacing this process once (same pid) with
+// the same command plus the flags, so every launch path gets them: npm start, systemd, the container, bin/svc, the
+// dashboard's background start, a plain `node dist/cli.js control serve`. Must never run inside anything but the CLI.
+//
+// Why a re-exec: V8 sizes the young generation when the isolate is created, so v8.setFlagsFromString is too late, and
+// the default (semi-spaces up to 32 MB on a big machine) let RSS reach ~250 MB under list load against the 150 MB bar
+// of DESIGN §7; with --max-semi-space-size=8 it stays ~110–160 MB at no measurable cost in throughput (docs/bench.md).
+
+export const SERVER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=8'];
+
+type Execve = (file: string, args: string[], env: NodeJS.ProcessEnv) => never;
+
+/** `--max_semi_space_size=8` and `--max-semi-space-size` name the same V8 flag. */
+function flagName(arg: string): string {
+  return arg.split('=', 1)[0]!.replace(/_/g, '-');
+}
+
+/** The flags not already given on the command line or in NODE_OPTIONS (an operator's own value wins). */
+export function missingServerFlags(execArgv: readonly string[], nodeOptions: string | undefined): string[] {
+  const given = new Set([...execArgv, ...(nodeOptions ?? '').split(/\s+/)].filter(Boolean).map(flagName));
+  return SERVER_NODE_FLAGS.filter((flag) => !given.has(flagName(flag)));
+}
+
+/**
+ * Re-executes the current command with the missing flags; returns only when nothing needs doing or exec is not
+ * available (Windows, Node < 22.15) or fails, in which case the server simply runs with V8's defaults.
+ */
+export function reexecWithServerFlags(): void {
+  const execve = (process as unknown as { execve?: Execve }).execve;
+  const script = process.argv[1];
+  if (typeof execve !== 'function' || !script) return;
+  const missing = missingServerFlags(process.execArgv, process.env.NODE_OPTIONS);
+  if (missing.length === 0) return;
+  try {
+    execve.call(process, process.execPath, [process.execPath, ...process.execArgv, ...missing, script, ...process.argv.slice(2)], process.env);
+  } catch {
+    // Exec refused (e.g. a sandbox): serving without the flag beats not serving.
+  }
+}
