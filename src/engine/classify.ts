@@ -1,6 +1,6 @@
 // Input classification for `svc start` (DESIGN §6): export file, issue URL, spec file, trackera reference, or brief.
-import { existsSync, statSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { existsSync, statSync, realpathSync } from 'node:fs';
+import { resolve, relative, isAbsolute } from 'node:path';
 import { CliError } from '../cli/usage-error.ts';
 import type { InputKind } from './run-state.ts';
 
@@ -18,7 +18,29 @@ export function isIssueUrl(text: string): boolean {
   return ISSUE_URL.test(text.trim());
 }
 
-export function classifyInput(input: string, opts: { forceBrief: boolean; cwd: string }): ClassifiedInput {
+/** Runs whose text came from a webhook (chat, tracker, /jobs) rather than a person at the CLI or the Control Plane. */
+export function isWebhookOrigin(origin: string | undefined): boolean {
+  return origin !== undefined && origin !== '' && origin !== 'cli' && origin !== 'control';
+}
+
+/** The file's real path when it is a regular file inside `root` (symbolic links resolved), else null. */
+function fileInside(path: string, root: string): string | null {
+  try {
+    const real = realpathSync(path);
+    const rel = relative(realpathSync(root), real);
+    if (rel === '' || rel.startsWith('..') || isAbsolute(rel) || !statSync(real).isFile()) return null;
+    return real;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * `confineTo`: for text that came from a webhook, a `.md`/`.json` name only becomes a file input when it resolves
+ * inside that folder (the repo); anything else — outside, missing, a link out — is the brief it literally is, so a chat
+ * message cannot point a run at ~/.ssh/config.json or another project's notes.
+ */
+export function classifyInput(input: string, opts: { forceBrief: boolean; cwd: string; confineTo?: string | null }): ClassifiedInput {
   const text = input.trim();
   if (text === '') throw new CliError('Nothing to do: give a brief, a spec file, an issue export or an issue URL', 2);
   if (opts.forceBrief) return { kind: 'brief', value: text };
@@ -26,11 +48,16 @@ export function classifyInput(input: string, opts: { forceBrief: boolean; cwd: s
   if (tracker) return { kind: 'trackera', value: tracker[1]! };
   if (isIssueUrl(text)) return { kind: 'issue-url', value: text };
   if (!/\s/.test(text) && /\.(json|md)$/i.test(text)) {
+    const kind = text.toLowerCase().endsWith('.json') ? 'errtrack-file' : 'spec-file';
+    if (opts.confineTo) {
+      const inside = fileInside(resolve(opts.cwd, text), opts.confineTo);
+      return inside ? { kind, value: inside } : { kind: 'brief', value: text };
+    }
     const path = resolve(opts.cwd, text);
     if (!existsSync(path) || !statSync(path).isFile()) {
       throw new CliError(`File not found: "${text}" (use --brief to send it as text)`, 2);
     }
-    return { kind: text.toLowerCase().endsWith('.json') ? 'errtrack-file' : 'spec-file', value: path };
+    return { kind, value: path };
   }
   return { kind: 'brief', value: text };
 }

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { CliError } from '../cli/usage-error.ts';
-import { classifyInput } from './classify.ts';
+import { classifyInput, isWebhookOrigin } from './classify.ts';
 import { buildTask } from './spec.ts';
 import { loadEngineConfig } from './config.ts';
 import { resolveProvider, ProviderMissingError } from './providers.ts';
@@ -95,7 +95,8 @@ function createRun(n: NewRun): { dir: string; state: RunState } {
 
 export async function prepareRun(opts: StartOptions): Promise<{ dir: string; state: RunState }> {
   const repo = resolveRepo(opts.repo);
-  const input = classifyInput(opts.input, { forceBrief: opts.forceBrief, cwd: process.cwd() });
+  const confineTo = isWebhookOrigin(opts.env.SVC_ORIGIN) ? repo : null;
+  const input = classifyInput(opts.input, { forceBrief: opts.forceBrief, cwd: process.cwd(), confineTo });
   const task = await buildTask(input, repo, opts.env);
   const provider = preflight(repo, opts.provider, opts.env);
   return createRun({

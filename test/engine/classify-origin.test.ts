@@ -1,0 +1,66 @@
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { writeFileSync, symlinkSync } from 'node:fs';
+import { join } from 'node:path';
+import { makeRepo, GIT_ENV, type TestRepo } from './fixtures.ts';
+import { classifyInput, isWebhookOrigin } from '../../src/engine/classify.ts';
+import { prepareRun } from '../../src/engine/launch.ts';
+
+describe('file inputs named by webhook text', () => {
+  let repo: TestRepo;
+  let outsideMd: string;
+  let outsideJson: string;
+
+  before(() => {
+    repo = makeRepo();
+    outsideMd = join(repo.root, 'private-notes.md');
+    outsideJson = join(repo.home, 'credentials.json');
+    writeFileSync(outsideMd, '# Private\nsecret plans');
+    writeFileSync(outsideJson, '{"token":"x"}');
+    writeFileSync(join(repo.repo, 'task.md'), '# Task\nDo it');
+    symlinkSync(outsideMd, join(repo.repo, 'link.md'));
+  });
+  after(() => repo.cleanup());
+
+  function start(input: string, origin: string | undefined) {
+    const env: NodeJS.ProcessEnv = { ...process.env, ...GIT_ENV, HOME: repo.home };
+    if (origin === undefined) delete env.SVC_ORIGIN;
+    else env.SVC_ORIGIN = origin;
+    return prepareRun({ input, forceBrief: false, pr: false, worktree: false, provider: 'fake', repo: repo.repo, runId: null, env });
+  }
+
+  it('treats a .md or .json path outside the repo as a brief when the run came from a webhook', async () => {
+    for (const origin of ['chata', 'errtrack', 'jobs']) {
+      const md = await start(outsideMd, origin);
+      assert.deepEqual(md.state.input, { kind: 'brief', value: outsideMd });
+      assert.equal(md.state.brief, outsideMd);
+      const json = await start(outsideJson, origin);
+      assert.equal(json.state.input.kind, 'brief');
+      const up = await start('../private-notes.md', origin);
+      assert.equal(up.state.input.kind, 'brief');
+    }
+  });
+
+  it('does not follow a link inside the repo to a file outside it for webhook text', async () => {
+    const run = await start(join(repo.repo, 'link.md'), 'chata');
+    assert.equal(run.state.input.kind, 'brief');
+  });
+
+  it('still reads a spec inside the repo for webhook text', async () => {
+    const run = await start(join(repo.repo, 'task.md'), 'chata');
+    assert.equal(run.state.input.kind, 'spec-file');
+    assert.equal(run.state.brief, 'Task');
+  });
+
+  it('lets a person at the CLI or the Control Plane name a file anywhere', async () => {
+    for (const origin of [undefined, 'cli', 'control']) {
+      const run = await start(outsideMd, origin);
+      assert.deepEqual(run.state.input, { kind: 'spec-file', value: outsideMd });
+    }
+  });
+
+  it('knows which origins are webhooks', () => {
+    assert.deepEqual([undefined, '', 'cli', 'control', 'chata', 'trackerb'].map(isWebhookOrigin), [false, false, false, false, true, true]);
+    assert.equal(classifyInput('missing.md', { forceBrief: false, cwd: repo.repo, confineTo: repo.repo }).kind, 'brief');
+  });
+});
