@@ -10,9 +10,23 @@ export interface IssueApi {
   eventUrl: string;
 }
 
-/** Maps an issue page URL to its REST URLs; `ERRTRACK_URL` replaces the API base (`/api/0` added when it has no path). */
+/** sentry.io or one of its subdomains (e.g. acme.sentry.io, us.sentry.io): the only hosts trusted without ERRTRACK_URL. */
+function isSentryHost(hostname: string): boolean {
+  const host = hostname.toLowerCase().replace(/\.$/, '');
+  return host === 'sentry.io' || host.endsWith('.sentry.io');
+}
+
+/**
+ * Maps an issue page URL to its REST URLs; `ERRTRACK_URL` replaces the API base (`/api/0` added when it has no path).
+ * The token goes to the API host only: with ERRTRACK_URL that host (the page's host is never contacted), without it
+ * the page's own host, which must then be sentry.io or a subdomain — an issue URL from a chat message or alert must
+ * not be able to name the host that receives ERRTRACK_AUTH_TOKEN.
+ */
 export function issueApiUrls(pageUrl: string, env: NodeJS.ProcessEnv): IssueApi {
   const page = new URL(pageUrl);
+  if (!env.ERRTRACK_URL && !isSentryHost(page.hostname)) {
+    throw new CliError(`Refusing to send ERRTRACK_AUTH_TOKEN to "${page.host}": without ERRTRACK_URL only sentry.io hosts get it. Set ERRTRACK_URL to your error tracker's address to use another host`, 2);
+  }
   const id = /\/issues\/(\d+)/.exec(page.pathname)?.[1];
   if (!id) throw new CliError(`Not an issue URL: "${pageUrl}"`, 2);
   const org = /\/organizations\/([^/]+)\//.exec(page.pathname)?.[1] ?? /^([a-z0-9-]+)\.sentry\.io$/i.exec(page.hostname)?.[1] ?? null;

@@ -2,7 +2,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import { readdirSync, readFileSync } from 'node:fs';
-import { spawnSync } from 'node:child_process';
+import { spawnSync, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { fetchIssueExport, issueApiUrls } from '../../src/engine/errtrack-fetch.ts';
 import { normalizeExport, summarize, renderErrtrackSpec } from '../../src/engine/errtrack-spec.ts';
@@ -90,6 +90,31 @@ describe('fetching an error-tracker issue URL', () => {
     assert.equal(res.status, 2);
     assert.match(res.stderr, /ERRTRACK_AUTH_TOKEN is not set, so nothing was fetched/);
     assert.equal(seen.length, before);
+  });
+
+  it('sends the token only to sentry.io hosts or the ERRTRACK_URL host', () => {
+    for (const page of ['https://tracker.example.com/issues/1/', 'https://sentry.io.evil.example/issues/1/', 'https://evilsentry.io/issues/1/', 'http://127.0.0.1:9/issues/1/']) {
+      assert.throws(() => issueApiUrls(page, {}), (e: Error & { exitCode?: number }) => e.exitCode === 2 && /ERRTRACK_URL/.test(e.message) && e.message.includes(new URL(page).host), page);
+    }
+    assert.equal(issueApiUrls('https://us.sentry.io/organizations/acme/issues/7/', {}).host, 'us.sentry.io');
+    assert.equal(issueApiUrls('https://sentry.io/organizations/acme/issues/7/', {}).host, 'sentry.io');
+    assert.equal(issueApiUrls('https://tracker.example.com/organizations/acme/issues/7/', { ERRTRACK_URL: 'https://tracker.example.com' }).host, 'tracker.example.com');
+  });
+
+  it('exits 2 naming the host through svc start when an issue URL names another host and ERRTRACK_URL is unset', async () => {
+    const before = seen.length;
+    const { ERRTRACK_URL: _drop, ...env } = process.env;
+    const child = spawn(process.execPath, [CLI, 'start', `${url}/organizations/acme/issues/1/`, '--repo', repo.repo], {
+      env: { ...env, HOME: repo.home, ERRTRACK_AUTH_TOKEN: TOKEN, SVC_CONTROL_URL: 'http://127.0.0.1:9' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const status = await new Promise((resolve) => child.on('close', resolve));
+    assert.equal(status, 2);
+    assert.match(stderr, new RegExp(`"${new URL(url).host}".*ERRTRACK_URL`));
+    assert.equal(seen.length, before, 'nothing reached the host');
+    assert.ok(!stderr.includes(TOKEN));
   });
 
   it('never prints the token when the tracker refuses it', async () => {
