@@ -20,17 +20,17 @@ export const BUILTIN_PROVIDERS = ['claude', 'codex', 'gemini', 'aider', 'opencod
 export const SETTINGS: readonly Setting[] = [
   { key: 'default_provider', type: 'string', default: 'claude', secret: false, description: 'Provider used when a start request names none: a built-in name or a key of `providers`' },
   { key: 'providers', type: 'providers', default: {}, secret: false, description: 'Command providers: name → {"command": [argv…]}; the prompt arrives on stdin and in SVC_TASK_FILE' },
-  { key: 'repos', type: 'path[]', default: [], secret: false, description: 'Absolute paths of repositories runs may be started in; their folder names are listed by /v1/repos' },
+  { key: 'repos', type: 'path[]', default: [], secret: false, description: 'Absolute paths of repositories runs may be started in (when non-empty, /v1/start refuses any other); their folder names are listed by /v1/repos' },
   { key: 'max_concurrent_runs', type: 'integer', default: 2, min: 1, secret: false, description: 'How many runs the Control Plane starts at once' },
   { key: 'retention_days', type: 'integer', default: 0, min: 0, secret: false, description: 'Days to keep ended runs; 0 keeps them forever' },
   { key: 'pr.draft', type: 'boolean', default: true, secret: false, description: 'Open pull requests as drafts when the project policy does not say' },
   { key: 'notifications.enabled', type: 'boolean', default: true, secret: false, description: 'Send completion summaries to the origin of a job' },
-  { key: 'github_token', type: 'string', default: null, secret: true, description: 'Token for the GitHub REST API when opening pull requests; always shown as "***"' },
 ];
+// No setting is secret today (the GitHub token comes from the environment only); the redaction below stays so a
+// future secret setting is never shown or logged.
 
 export const REDACTED = '***';
 
-const BY_KEY = new Map(SETTINGS.map((s) => [s.key, s]));
 const PROVIDER_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 
 export type ConfigValues = Record<string, unknown>;
@@ -89,10 +89,10 @@ function checkValue(setting: Setting, value: unknown): void {
  * Validates a partial update against the schema and merges it over `current`; nothing is applied unless every key passes.
  * A secret sent back as "***" (what GET shows) keeps the stored value; null puts a setting back to its default.
  */
-export function mergeConfig(current: ConfigValues, update: Record<string, unknown>): ConfigValues {
+export function mergeConfig(current: ConfigValues, update: Record<string, unknown>, schema: readonly Setting[] = SETTINGS): ConfigValues {
   const next = { ...current };
   for (const [key, value] of Object.entries(update)) {
-    const setting = BY_KEY.get(key);
+    const setting = schema.find((s) => s.key === key);
     if (!setting) throw invalid(`Unknown setting "${key.slice(0, 128)}"`);
     if (setting.secret && value === REDACTED) continue;
     if (value === null) {
@@ -117,8 +117,8 @@ export function withDefaults(stored: ConfigValues): ConfigValues {
   return out;
 }
 
-export function redactConfig(values: ConfigValues): ConfigValues {
+export function redactConfig(values: ConfigValues, schema: readonly Setting[] = SETTINGS): ConfigValues {
   const out = { ...values };
-  for (const s of SETTINGS) if (s.secret && out[s.key] !== null && out[s.key] !== undefined) out[s.key] = REDACTED;
+  for (const s of schema) if (s.secret && out[s.key] !== null && out[s.key] !== undefined) out[s.key] = REDACTED;
   return out;
 }

@@ -1,7 +1,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createPublicKey } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { makeRepo, startGithubStandIn, waitFor, processAlive, ASK_SCRIPT, EDIT_SCRIPT, SLEEP_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
@@ -172,6 +172,27 @@ describe('run actions on the Control Plane', () => {
       const res = await control.request('POST', '/v1/start', { body });
       assert.equal(res.status, 400, JSON.stringify(body));
       assert.equal(res.json.error.code, 'invalid_param');
+    }
+  });
+
+  it('starts runs only in repositories of a non-empty "repos" setting, compared by real path', async () => {
+    const other = makeRepo();
+    try {
+      const link = join(repo.root, 'link-to-work');
+      symlinkSync(repo.repo, link);
+      assert.equal((await control.request('PUT', '/v1/config', { body: { repos: [other.repo] } })).status, 200);
+      const refused = await control.request('POST', '/v1/start', { body: { brief: 'x', repo: repo.repo, provider: 'fake' } });
+      assert.equal(refused.status, 400);
+      assert.equal(refused.json.error.code, 'invalid_param');
+      assert.ok(refused.json.error.message.includes(repo.repo), refused.json.error.message);
+      assert.equal(control.deps.stores.runs.list({ limit: 500 }).some((r) => r.brief === 'x'), false);
+      assert.equal((await control.request('PUT', '/v1/config', { body: { repos: [other.repo, link] } })).status, 200);
+      const allowed = await control.request('POST', '/v1/start', { body: { brief: 'allowed', repo: repo.repo, provider: 'fake' } });
+      assert.equal(allowed.status, 202, allowed.text);
+      await settled(allowed.json.source, allowed.json.run, 'succeeded');
+    } finally {
+      await control.request('PUT', '/v1/config', { body: { repos: null } });
+      other.cleanup();
     }
   });
 

@@ -98,10 +98,10 @@ describe('GET /v1/integrations', () => {
     assert.deepEqual(chata.variables, ['CHATA_SIGNING_SECRET']);
   });
 
-  it('counts GitHub pull requests as configured once a github_token is set', async () => {
-    await control.request('PUT', '/v1/config', { body: { github_token: 'ghp_x' } });
-    const { json } = await control.request('GET', '/v1/integrations');
-    assert.equal(json.items.find((i: { name: string }) => i.name === 'github_prs').configured, true);
+  it('has no github_token setting to store a GitHub token in', async () => {
+    const res = await control.request('PUT', '/v1/config', { body: { github_token: 'ghp_x' } });
+    assert.equal(res.status, 400);
+    assert.equal(res.json.error.code, 'invalid_param');
   });
 });
 

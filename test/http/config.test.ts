@@ -22,7 +22,6 @@ describe('GET/PUT /v1/config', () => {
       retention_days: 0,
       'pr.draft': true,
       'notifications.enabled': true,
-      github_token: null,
     });
   });
 
@@ -81,16 +80,19 @@ describe('GET/PUT /v1/config', () => {
     assert.equal(res.json.error.code, 'invalid_param');
   });
 
-  it('never shows a secret, and keeps it when "***" is sent back', async () => {
+  it('refuses a github_token, and never shows one an older release stored', async () => {
     const put = await control.request('PUT', '/v1/config', { body: { github_token: 'ghp_topsecret' } });
-    assert.equal(put.json.config.github_token, '***');
-    assert.equal(put.text.includes('ghp_topsecret'), false);
+    assert.equal(put.status, 400);
+    assert.equal(put.json.error.code, 'invalid_param');
+    control.deps.stores.config.update((stored) => ({ ...stored, github_token: 'ghp_oldsecret' }));
     const got = await control.request('GET', '/v1/config');
-    assert.equal(got.json.config.github_token, '***');
+    assert.equal(got.status, 200);
+    assert.equal('github_token' in got.json.config, false);
+    assert.equal(got.text.includes('ghp_oldsecret'), false);
     await control.request('PUT', '/v1/config', { body: got.json });
-    assert.equal(control.deps.stores.config.read().values.github_token, 'ghp_topsecret');
+    assert.equal('github_token' in control.deps.stores.config.read().values, false, 'the next write drops the stale secret');
     const audit = await control.request('GET', '/v1/audit?limit=500');
-    assert.equal(audit.text.includes('ghp_topsecret'), false, 'the audit log names keys, never values');
+    assert.equal(audit.text.includes('ghp_topsecret') || audit.text.includes('ghp_oldsecret'), false, 'the audit log names keys, never values');
   });
 
   it('answers 400 bad_request to a body that is not an object', async () => {

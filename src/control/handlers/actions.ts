@@ -1,7 +1,7 @@
 // Run actions (DESIGN §3, §4): start (idempotent by request_id), stop, resume, retry, verify, answer.
 // Local runs are steered through the run controller; runs of another source get a control request for their next ingest.
 import { createHash } from 'node:crypto';
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, statSync, realpathSync } from 'node:fs';
 import { isAbsolute, basename, resolve } from 'node:path';
 import { HttpError } from '../../http/http-error.ts';
 import type { Handler, Ctx } from '../../http/pipeline.ts';
@@ -16,6 +16,7 @@ import { isIssueUrl } from '../../engine/classify.ts';
 import { repoRoot, repoName } from '../../engine/git.ts';
 import { writeAnswer, MAX_ANSWER_BYTES } from '../../engine/answers.ts';
 import { oneLine } from '../../engine/text.ts';
+import { readEffectiveConfig } from './config.ts';
 
 type C = Ctx<ControlDeps>;
 const START_KEYS = new Set(['brief', 'spec_path', 'issue_url', 'repo', 'provider', 'pr', 'request_id']);
@@ -62,6 +63,23 @@ function parseStart(body: unknown): StartBody {
   return { input, repo: root, provider: (b.provider as string | undefined) ?? null, pr: b.pr === true, requestId: (b.request_id as string | undefined) ?? null };
 }
 
+function realOrNull(path: string): string | null {
+  try {
+    return realpathSync(path);
+  } catch {
+    return null;
+  }
+}
+
+/** The `repos` setting, when non-empty, is the list of repositories runs may be started in (compared by real path). */
+function checkAllowedRepo(deps: ControlDeps, repo: string): void {
+  const allowed = readEffectiveConfig(deps.stores.config).config.repos as string[];
+  if (allowed.length === 0) return;
+  const real = realOrNull(repo);
+  if (real !== null && allowed.some((p) => realOrNull(p) === real)) return;
+  bad(`"repo" ${JSON.stringify(repo)} is not one of the repositories in the "repos" setting`);
+}
+
 function startArgs(s: StartBody, run: string): string[] {
   const args = ['start', '--detach', '--repo', s.repo, '--run-id', run];
   if (s.pr) args.push('--pr');
@@ -75,6 +93,7 @@ function startArgs(s: StartBody, run: string): string[] {
 export const startRun: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
   const s = parseStart(ctx.body);
+  checkAllowedRepo(deps, s.repo);
   const source = deps.settings.source;
   const bodyHash = createHash('sha256').update(canonicalJson(ctx.body)).digest('hex');
   const now = deps.clock();

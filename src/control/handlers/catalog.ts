@@ -46,8 +46,7 @@ export const listProviders: Handler<ControlDeps> = async (ctx) => {
 
 export const listIntegrations: Handler<ControlDeps> = (ctx) => {
   checkQueryKeys(ctx.query, []);
-  const { config } = readEffectiveConfig(ctx.deps.stores.config);
-  const githubPrs = config.github_token !== null || findOnPath('gh', ctx.deps.env.PATH) !== null;
+  const githubPrs = findOnPath('gh', ctx.deps.env.PATH) !== null;
   return json(200, { items: integrationStatus(ctx.deps.env, { githubPrs }) });
 };
 
