@@ -2,7 +2,8 @@
 //
 // Methods other code relies on:
 //   get(source, run)            → RunRow | undefined
-//   upsert(source, input)       → insert or replace the public fields; an older `updated_at` never overwrites a newer row
+//   upsert(source, input)       → insert or replace the public fields; an older `updated_at` never overwrites a newer row;
+//                                 started_at keeps its first-seen value
 //   patch(source, run, fields)  → update only the given columns (e.g. {status, question, updated_at}); returns whether a row changed
 //   setStatus(source, run, status, at, extra?) → patch sugar that also stamps updated_at
 //   list(filter)                → newest first by (started_at, source, run), keyset after `filter.after`, at most `filter.limit` rows
@@ -10,7 +11,7 @@
 //   changeStamp()               → changes whenever the runs table may have changed; null inside an open transaction
 //   count()                     → number of runs
 //   ping()                      → runs a trivial query; throws when the DB is unusable (/ready)
-//   delete(source, run)         → 'deleted' | 'not_found' | 'active' (active runs are kept); removes its events, artifacts, requests
+//   delete(source, run)         → 'deleted' | 'not_found' | 'active' (active runs are kept); removes its events, artifacts, control and start requests
 import type { SQLInputValue, StatementSync } from 'node:sqlite';
 import type { Db } from './open.ts';
 import { inTransaction } from './tx.ts';
@@ -110,12 +111,22 @@ const COLUMN_SET: ReadonlySet<string> = new Set(COLUMNS);
 // Internal fields a runner may omit on a later upsert without erasing what we already know.
 const STICKY: ReadonlySet<Column> = new Set(['repo_path', 'pid', 'extra']);
 
+/**
+ * started_at is the list's sort key: the first-seen value wins, so a runner stamping its own start time on a later
+ * ingest never moves a row under an open keyset cursor (the Control Plane inserts a run it launches before the engine
+ * writes its first state).
+ */
+function updateClause(c: Column): string {
+  if (c === 'started_at') return 'started_at = runs.started_at';
+  return STICKY.has(c) ? `${c} = coalesce(excluded.${c}, runs.${c})` : `${c} = excluded.${c}`;
+}
+
 export function createRunsStore(db: Db): RunsStore {
   const getStmt = db.prepare('SELECT * FROM runs WHERE source = ? AND run = ?');
   const upsertStmt = db.prepare(
     `INSERT INTO runs (source, run, ${COLUMNS.join(', ')}) VALUES (?, ?, ${COLUMNS.map(() => '?').join(', ')})
      ON CONFLICT (source, run) DO UPDATE SET
-     ${COLUMNS.map((c) => (STICKY.has(c) ? `${c} = coalesce(excluded.${c}, runs.${c})` : `${c} = excluded.${c}`)).join(', ')}
+     ${COLUMNS.map(updateClause).join(', ')}
      WHERE excluded.updated_at >= runs.updated_at`,
   );
   const countStmt = db.prepare('SELECT count(*) AS n FROM runs');
@@ -123,6 +134,8 @@ export function createRunsStore(db: Db): RunsStore {
   const deleteEvents = db.prepare('DELETE FROM events WHERE source = ? AND run = ?');
   const deleteArtifacts = db.prepare('DELETE FROM artifacts WHERE source = ? AND run = ?');
   const deleteRequests = db.prepare('DELETE FROM control_requests WHERE source = ? AND run = ?');
+  // A start request_id whose run is gone may be used again (POST /v1/start answers a new run for it).
+  const deleteStartRequests = db.prepare('DELETE FROM start_requests WHERE source = ? AND run = ?');
   const deleteRun = db.prepare('DELETE FROM runs WHERE source = ? AND run = ?');
   const patchCache = new Map<string, StatementSync>();
   const listCache = new Map<string, StatementSync>();
@@ -199,6 +212,7 @@ export function createRunsStore(db: Db): RunsStore {
         deleteEvents.run(source, run);
         deleteArtifacts.run(source, run);
         deleteRequests.run(source, run);
+        deleteStartRequests.run(source, run);
         deleteRun.run(source, run);
         return 'deleted';
       });

@@ -3,6 +3,7 @@
 // Methods other code relies on:
 //   get(requestId)                       → {request_id, body_sha256, source, run, created_at} | undefined
 //   add({request_id, body_sha256, source, run, created_at}) → false when the id was already taken
+//   remove(requestId)                    → forgets an id (its run is gone, so the id may start a new run)
 import type { Db } from './open.ts';
 
 export interface StartRequest {
@@ -16,6 +17,7 @@ export interface StartRequest {
 export interface StartRequestsStore {
   get(requestId: string): StartRequest | undefined;
   add(row: StartRequest): boolean;
+  remove(requestId: string): boolean;
 }
 
 export function createStartRequestsStore(db: Db): StartRequestsStore {
@@ -23,12 +25,16 @@ export function createStartRequestsStore(db: Db): StartRequestsStore {
   const addStmt = db.prepare(
     'INSERT INTO start_requests (request_id, body_sha256, source, run, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (request_id) DO NOTHING',
   );
+  const removeStmt = db.prepare('DELETE FROM start_requests WHERE request_id = ?');
   return {
     get(requestId) {
       return getStmt.get(requestId) as StartRequest | undefined;
     },
     add(row) {
       return Number(addStmt.run(row.request_id, row.body_sha256, row.source, row.run, row.created_at).changes) > 0;
+    },
+    remove(requestId) {
+      return Number(removeStmt.run(requestId).changes) > 0;
     },
   };
 }

@@ -161,6 +161,32 @@ describe('run actions on the Control Plane', () => {
     await settled(a.json.source, a.json.run, 'succeeded');
   });
 
+  it('starts a new run for a request_id whose run was deleted', async () => {
+    const body = { brief: 'deleted then again', repo: repo.repo, provider: 'fake', request_id: 'req-deleted' };
+    const first = await control.request('POST', '/v1/start', { body });
+    assert.equal(first.status, 202);
+    await settled(first.json.source, first.json.run, 'succeeded');
+    const del = await control.request('DELETE', `/v1/runs/${first.json.source}/${first.json.run}`);
+    assert.equal(del.status, 200, del.text);
+    assert.equal(control.deps.stores.startRequests.get('req-deleted'), undefined);
+    const again = await control.request('POST', '/v1/start', { body });
+    assert.equal(again.status, 202, again.text);
+    assert.notEqual(again.json.run, first.json.run);
+    const repeat = await control.request('POST', '/v1/start', { body });
+    assert.equal(repeat.status, 200);
+    assert.equal(repeat.json.run, again.json.run);
+    await settled(again.json.source, again.json.run, 'succeeded');
+  });
+
+  it('treats a stored request_id whose run no longer exists as a new request', async () => {
+    const body = { brief: 'orphaned id', repo: repo.repo, provider: 'fake', request_id: 'req-orphan' };
+    control.deps.stores.startRequests.add({ request_id: 'req-orphan', body_sha256: 'x'.repeat(64), source: 'local', run: 'rgone', created_at: Date.now() });
+    const res = await control.request('POST', '/v1/start', { body });
+    assert.equal(res.status, 202, res.text);
+    assert.equal(control.deps.stores.startRequests.get('req-orphan')?.run, res.json.run);
+    await settled(res.json.source, res.json.run, 'succeeded');
+  });
+
   it('rejects a start body with unknown fields, two inputs, or a repo that is not a git repository', async () => {
     const cases = [
       { brief: 'x', repo: repo.repo, extra: 1 },

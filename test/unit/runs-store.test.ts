@@ -46,6 +46,15 @@ describe('runs store', () => {
     assert.equal(stores.runs.get('local', 'r3')?.repo_path, '/work/p');
   });
 
+  it('keeps the first-seen started_at when a later upsert stamps another start time', () => {
+    stores.runs.upsert('local', run(4, { status: 'queued', started_at: 7_000, updated_at: 7_000 }));
+    stores.runs.upsert('local', run(4, { status: 'running', started_at: 7_250, updated_at: 7_300 }));
+    const row = stores.runs.get('local', 'r4');
+    assert.equal(row?.status, 'running');
+    assert.equal(row?.started_at, 7_000);
+    assert.deepEqual(stores.runs.list({ limit: 10, since: 7_000, until: 7_001 }).map((r) => r.run), ['r4']);
+  });
+
   it('patches only the given columns and reports a missing run', () => {
     assert.equal(stores.runs.setStatus('local', 'r3', 'blocked', 9_000, { question: 'Which DB?' }), true);
     const row = stores.runs.get('local', 'r3');
@@ -95,7 +104,9 @@ describe('runs store', () => {
     stores.events.insert({ source: 'd', run: 'r2', seq: 1, ts: 1, kind: 'log', data: '{}' });
     stores.artifacts.put('d', 'r2', { path: 'a.txt', content_type: 'text/plain', content: Buffer.from('x') });
     stores.controlRequests.add('d', 'r2', 'stop');
+    stores.startRequests.add({ request_id: 'req-d', body_sha256: 'h', source: 'd', run: 'r2', created_at: 1 });
     assert.equal(stores.runs.delete('d', 'r2'), 'deleted');
+    assert.equal(stores.startRequests.get('req-d'), undefined);
     assert.equal(stores.runs.get('d', 'r2'), undefined);
     assert.equal(stores.events.list('d', 'r2', { after: 0, limit: 10 }).length, 0);
     assert.equal(stores.artifacts.list('d', 'r2').length, 0);

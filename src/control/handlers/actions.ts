@@ -101,10 +101,13 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
   const outcome = transaction(deps.db, () => {
     if (s.requestId) {
       const seen = deps.stores.startRequests.get(s.requestId);
-      if (seen) {
+      // A seen id whose run was deleted since is a new request: the run it named no longer exists to answer with.
+      const existing = seen ? deps.stores.runs.get(seen.source, seen.run) : undefined;
+      if (seen && existing) {
         if (seen.body_sha256 !== bodyHash) throw new HttpError('conflict', `request_id "${s.requestId}" was already used with a different body`);
-        return { existing: deps.stores.runs.get(seen.source, seen.run) };
+        return { existing };
       }
+      if (seen) deps.stores.startRequests.remove(s.requestId);
       deps.stores.startRequests.add({ request_id: s.requestId, body_sha256: bodyHash, source, run, created_at: now });
     }
     const brief = s.input.kind === 'spec_path' ? basename(s.input.value) : oneLine(s.input.value, 1500);
