@@ -69,7 +69,12 @@ export function createWalCheckpointer(opts: WalCheckpointerOptions): WalCheckpoi
   function run(): void {
     timer = undefined;
     if (closed || failed) return;
-    worker ??= start();
+    try {
+      worker ??= start();
+    } catch (err) {
+      fallBack(err instanceof Error ? err.message : String(err));
+      return;
+    }
     dirty = false;
     inFlight = true;
     worker.postMessage('checkpoint');

@@ -9,9 +9,9 @@ import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
 import { createTriggerStores } from '../../src/db/trigger-stores.ts';
 import { createJobQueue, MAX_BATCH, type EnqueueRequest, type JobQueue } from '../../src/trigger/queue.ts';
 import { createCoalescingSink } from '../../src/trigger/log-sink.ts';
-import { createWalCheckpointer } from '../../src/trigger/wal-checkpointer.ts';
+import { createWalCheckpointer, BACKSTOP_PAGES } from '../../src/trigger/wal-checkpointer.ts';
 import { newJobId, JOB_ID } from '../../src/trigger/job-id.ts';
-import { silentLogger } from '../../src/log.ts';
+import { createLogger, silentLogger } from '../../src/log.ts';
 import { tempDir, waitFor } from './helpers.ts';
 
 const dirs: string[] = [];
@@ -112,6 +112,10 @@ describe('coalescing log sink', () => {
   });
 });
 
+function autocheckpoint(db: Db): number {
+  return (db.prepare('PRAGMA wal_autocheckpoint').get() as { wal_autocheckpoint: number }).wal_autocheckpoint;
+}
+
 describe('WAL checkpointer', () => {
   it('copies committed pages into the database file from a worker thread', async () => {
     const { db, path } = openTemp();
@@ -126,6 +130,23 @@ describe('WAL checkpointer', () => {
       assert.equal(statSync(path).size, before);
       checkpointer.nudge();
       await waitFor(async () => (statSync(path).size > before + 100_000 ? true : null), 'the checkpoint');
+    } finally {
+      await checkpointer.close();
+    }
+  });
+
+  it('falls back to checkpoints on the main connection when the worker cannot open the database', async () => {
+    const { db } = openTemp();
+    const warnings: string[] = [];
+    const log = createLogger('test', (line) => void warnings.push((JSON.parse(line) as { msg: string }).msg));
+    const gone = tempDir('svc-gone-');
+    dirs.push(gone);
+    const checkpointer = createWalCheckpointer({ db, path: join(gone, 'missing', 'trigger.db'), log, intervalMs: 0 });
+    try {
+      assert.equal(autocheckpoint(db), BACKSTOP_PAGES);
+      checkpointer.nudge();
+      await waitFor(() => (warnings.includes('WAL checkpoints back on the main thread') ? true : null), 'the fallback');
+      assert.equal(autocheckpoint(db), 1000);
     } finally {
       await checkpointer.close();
     }
