@@ -1,18 +1,16 @@
 // The durable job queue's group commit, its failure isolation, and the hot-path helpers around it
-// (coalesced log writes, the off-thread WAL checkpointer, pooled job-id randomness).
+// (coalesced log writes, pooled job-id randomness).
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { rmSync, statSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { openDatabase, type Db } from '../../src/db/open.ts';
 import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
 import { createTriggerStores } from '../../src/db/trigger-stores.ts';
 import { createJobQueue, MAX_BATCH, type EnqueueRequest, type JobQueue } from '../../src/trigger/queue.ts';
 import { createCoalescingSink } from '../../src/trigger/log-sink.ts';
-import { createWalCheckpointer, BACKSTOP_PAGES } from '../../src/trigger/wal-checkpointer.ts';
 import { newJobId, JOB_ID } from '../../src/trigger/job-id.ts';
-import { createLogger, silentLogger } from '../../src/log.ts';
-import { tempDir, waitFor } from './helpers.ts';
+import { tempDir } from './helpers.ts';
 
 const dirs: string[] = [];
 const dbs: Db[] = [];
@@ -109,55 +107,6 @@ describe('coalescing log sink', () => {
     sink.write('last words\n');
     sink.flush();
     assert.deepEqual(writes, ['last words\n']);
-  });
-});
-
-function autocheckpoint(db: Db): number {
-  return (db.prepare('PRAGMA wal_autocheckpoint').get() as { wal_autocheckpoint: number }).wal_autocheckpoint;
-}
-
-describe('WAL checkpointer', () => {
-  it('copies committed pages into the database file from a worker thread', async () => {
-    const { db, path } = openTemp();
-    const checkpointer = createWalCheckpointer({ db, path, log: silentLogger, intervalMs: 0 });
-    try {
-      const before = statSync(path).size;
-      const insert = db.prepare("INSERT INTO jobs (id, origin, status, brief, args, created_at) VALUES (?, 'jobs', 'queued', ?, '[]', 0)");
-      db.exec('BEGIN IMMEDIATE');
-      for (let i = 0; i < 200; i++) insert.run(`j${i}`, 'x'.repeat(1000));
-      db.exec('COMMIT');
-      // Far below the backstop, so the main connection never checkpoints this itself.
-      assert.equal(statSync(path).size, before);
-      checkpointer.nudge();
-      await waitFor(async () => (statSync(path).size > before + 100_000 ? true : null), 'the checkpoint');
-    } finally {
-      await checkpointer.close();
-    }
-  });
-
-  it('falls back to checkpoints on the main connection when the worker cannot open the database', async () => {
-    const { db } = openTemp();
-    const warnings: string[] = [];
-    const log = createLogger('test', (line) => void warnings.push((JSON.parse(line) as { msg: string }).msg));
-    const gone = tempDir('svc-gone-');
-    dirs.push(gone);
-    const checkpointer = createWalCheckpointer({ db, path: join(gone, 'missing', 'trigger.db'), log, intervalMs: 0 });
-    try {
-      assert.equal(autocheckpoint(db), BACKSTOP_PAGES);
-      checkpointer.nudge();
-      await waitFor(() => (warnings.includes('WAL checkpoints back on the main thread') ? true : null), 'the fallback');
-      assert.equal(autocheckpoint(db), 1000);
-    } finally {
-      await checkpointer.close();
-    }
-  });
-
-  it('does nothing for an in-memory database', async () => {
-    const db = openDatabase(':memory:', triggerMigrations);
-    dbs.push(db);
-    const checkpointer = createWalCheckpointer({ db, path: ':memory:', log: silentLogger });
-    checkpointer.nudge();
-    await checkpointer.close();
   });
 });
 
