@@ -6,7 +6,7 @@ import { readState, writeState, isoNow, type RunState, type RunStatus } from './
 import { artifactsDir } from './paths.ts';
 import { terminateGroup, type ProcIdentity } from './proc-group.ts';
 import { createShipper, type Shipper, type ControlItem } from './shipper.ts';
-import { writeAnswer, requestStopFile } from './answers.ts';
+import { writeAnswer, requestStopFile, answerAlreadyTaken } from './answers.ts';
 import { isValidSegment } from './ids.ts';
 import { plainSubdir, writeNoFollow } from './safe-fs.ts';
 
@@ -49,7 +49,12 @@ export function openRunContext(dir: string, env: NodeJS.ProcessEnv, opts: { ship
       if (item.run === state.run) ctx.requestStop('stop requested through the Control Plane');
       else requestStopFile(env, state.source, item.run);
     }
-    if (item.action === 'answer' && typeof item.answer === 'string') writeAnswer(env, state.source, item.run, item.answer);
+    if (item.action === 'answer' && typeof item.answer === 'string') {
+      const answerId = typeof item.answer_id === 'string' ? item.answer_id : undefined;
+      // This run may already have taken the same answer from the Control Plane's own file: don't leave a second copy.
+      if (item.run === state.run && answerId && answerAlreadyTaken(dir, answerId)) return;
+      writeAnswer(env, state.source, item.run, item.answer, answerId);
+    }
   }
 
   const shipper: Shipper | null = opts.ship ? createShipper(dir, env, onControl) : null;

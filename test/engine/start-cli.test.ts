@@ -5,7 +5,7 @@ import { readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { generateKeyPairSync } from 'node:crypto';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
-import { makeRepo, startGithubStandIn, waitFor, readJson, CLI, EDIT_SCRIPT, SPEND_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from './fixtures.ts';
+import { makeRepo, startGithubStandIn, waitFor, readJson, CLI, ASK_SCRIPT, EDIT_SCRIPT, SPEND_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from './fixtures.ts';
 import { issueReceipt } from '../../src/engine/receipt.ts';
 import { keyIdOf } from '../../src/keys.ts';
 import { latestDeployLine } from '../../src/engine/deploys.ts';
@@ -23,7 +23,7 @@ describe('svc start from the command line', () => {
     control = await startTestControl();
     repo = makeRepo({
       policy: { checks: [{ name: 'fixed', run: ['grep', '-q', 'fixed', 'a.txt'] }], max_usd: 1 },
-      providers: { fake: EDIT_SCRIPT, spender: SPEND_SCRIPT, idle: '#!/bin/sh\ncat > /dev/null\n' },
+      providers: { fake: EDIT_SCRIPT, ask: ASK_SCRIPT, spender: SPEND_SCRIPT, idle: '#!/bin/sh\ncat > /dev/null\n' },
     });
     env = { ...process.env, ...GIT_ENV, HOME: repo.home, GITHUB_API_URL: github.url, GITHUB_TOKEN: 'gh-test-token', SVC_CONTROL_URL: control.url, SVC_CONTROL_ANSWER_DIR: join(repo.root, 'answers') };
   });
@@ -98,6 +98,21 @@ describe('svc start from the command line', () => {
     assert.equal(answer.status, 0, answer.stderr);
     const stopped = await waitFor(() => (state(run).status === 'stopped' ? state(run) : null), 'stop after the budget answer');
     assert.equal(stopped.question, null);
+  });
+
+  it('finishes a command-line run that blocked once the Control Plane answers it, though it watches another answer folder', async () => {
+    const res = await svc(['start', '--brief', 'migrate', '--detach', '--provider', 'ask']);
+    assert.equal(res.status, 0, res.stderr);
+    const { source, run } = JSON.parse(res.stdout.trim());
+    await waitFor(async () => ((await control.request('GET', `/v1/runs/${source}/${run}`)).json?.status === 'blocked' ? true : null), 'the Control Plane to show the run blocked');
+    // The runner's SVC_CONTROL_ANSWER_DIR is not the Control Plane's: the answer must travel in an ingest response.
+    assert.notEqual(env.SVC_CONTROL_ANSWER_DIR, control.deps.settings.answerDir);
+    const answered = await control.request('POST', `/v1/runs/${source}/${run}/answer`, { body: { answer: 'postgres fixed' } });
+    assert.equal(answered.status, 202, answered.text);
+    const done = await waitFor(() => (['succeeded', 'failed'].includes(state(run).status) ? state(run) : null), 'the answered run to finish');
+    assert.equal(done.status, 'succeeded', done.error);
+    assert.deepEqual(done.answers, ['postgres fixed']);
+    assert.match(readFileSync(join(done.workdir, 'a.txt'), 'utf8'), /postgres fixed/);
   });
 
   it('turns an exported issue file into the spec offline', async () => {

@@ -30,6 +30,7 @@ describe('runner', () => {
       TZ: 'UTC',
       SVC_SOURCE: 'box',
       SVC_CONTROL_URL: 'http://127.0.0.1:1',
+      SVC_CONTROL_ANSWER_DIR: '/var/lib/svc/control/answers',
     };
     const t = await startTestTrigger(outbound);
     try {
@@ -43,6 +44,7 @@ describe('runner', () => {
       }
       assert.equal(call.env.LC_ALL, 'C.UTF-8');
       assert.equal(call.env.SVC_SOURCE, 'box');
+      assert.equal(call.env.SVC_CONTROL_ANSWER_DIR, '/var/lib/svc/control/answers', 'the run waits for answers where the Control Plane writes them');
       assert.equal(call.env.SVC_ORIGIN, 'jobs', 'the run records where the job came from');
       assert.equal(call.env.HOME, t.home);
     } finally {

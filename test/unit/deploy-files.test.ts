@@ -62,6 +62,14 @@ for (const [unit, command] of [['svc-control.service', 'control serve'], ['svc-t
   });
 }
 
+describe('systemd answer folder', () => {
+  it('gives both services the same SVC_CONTROL_ANSWER_DIR, so answers reach runs the trigger started', () => {
+    const dirs = ['svc-control.service', 'svc-trigger.service'].map((u) => /^Environment=SVC_CONTROL_ANSWER_DIR=(\S+)$/m.exec(read(`systemd/${u}`))?.[1]);
+    assert.ok(dirs[0], 'svc-control.service sets SVC_CONTROL_ANSWER_DIR');
+    assert.equal(dirs[1], dirs[0]);
+  });
+});
+
 describe('systemd svc-trigger.service credentials', () => {
   it('loads the /jobs token as a credential and points SVC_API_TOKEN_FILE at it', () => {
     const text = read('systemd/svc-trigger.service');

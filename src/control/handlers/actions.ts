@@ -1,6 +1,6 @@
 // Run actions (DESIGN §3, §4): start (idempotent by request_id), stop, resume, retry, verify, answer.
 // Local runs are steered through the run controller; runs of another source get a control request for their next ingest.
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { existsSync, statSync, realpathSync } from 'node:fs';
 import { isAbsolute, basename, resolve } from 'node:path';
 import { HttpError } from '../../http/http-error.ts';
@@ -207,8 +207,11 @@ export const answerRun: Handler<ControlDeps> = (ctx) => {
   const row = loadRun(ctx);
   if (row.status !== 'blocked') throw transitionError(row, 'answer');
   const now = deps.clock();
-  if (isLocal(ctx, row)) writeAnswer({ SVC_CONTROL_ANSWER_DIR: deps.settings.answerDir }, row.source, row.run, answer);
-  else deps.stores.controlRequests.add(row.source, row.run, 'answer', { answer }, now);
+  const answerId = randomUUID();
+  if (isLocal(ctx, row)) writeAnswer({ SVC_CONTROL_ANSWER_DIR: deps.settings.answerDir }, row.source, row.run, answer, answerId);
+  // A run this server did not launch (CLI, trigger, another source) may watch another answer folder: its runner also
+  // gets the answer in its next ingest response. Both copies carry one answer_id, so the run uses the answer once.
+  if (!isLocal(ctx, row) || !row.repo_path) deps.stores.controlRequests.add(row.source, row.run, 'answer', { answer, answer_id: answerId }, now);
   deps.bus.publish([deps.stores.events.append(row.source, row.run, { kind: 'answer', data: { answer, via: 'control' }, ts: now })]);
   return json(202, runToJson(row));
 };
