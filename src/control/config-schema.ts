@@ -18,13 +18,11 @@ export interface Setting {
 export const BUILTIN_PROVIDERS = ['claude', 'codex', 'gemini', 'aider', 'opencode'] as const;
 
 export const SETTINGS: readonly Setting[] = [
-  { key: 'default_provider', type: 'string', default: 'claude', secret: false, description: 'Provider used when a start request names none: a built-in name or a key of `providers`' },
+  { key: 'default_provider', type: 'string', default: null, secret: false, description: 'Provider /v1/start uses when a request names none: a built-in name or a key of `providers`; null leaves the choice to the project (.svc/config.json "provider", else the first built-in on PATH)' },
   { key: 'providers', type: 'providers', default: {}, secret: false, description: 'Command providers: name → {"command": [argv…]}; the prompt arrives on stdin and in SVC_TASK_FILE' },
   { key: 'repos', type: 'path[]', default: [], secret: false, description: 'Absolute paths of repositories runs may be started in (when non-empty, /v1/start refuses any other); their folder names are listed by /v1/repos' },
-  { key: 'max_concurrent_runs', type: 'integer', default: 2, min: 1, secret: false, description: 'How many runs the Control Plane starts at once' },
-  { key: 'retention_days', type: 'integer', default: 0, min: 0, secret: false, description: 'Days to keep ended runs; 0 keeps them forever' },
-  { key: 'pr.draft', type: 'boolean', default: true, secret: false, description: 'Open pull requests as drafts when the project policy does not say' },
-  { key: 'notifications.enabled', type: 'boolean', default: true, secret: false, description: 'Send completion summaries to the origin of a job' },
+  { key: 'max_concurrent_runs', type: 'integer', default: 2, min: 1, secret: false, description: 'How many runs of this source may be queued, running, blocked or stopping at once; start, resume and retry beyond it answer 429' },
+  { key: 'retention_days', type: 'integer', default: 0, min: 0, secret: false, description: 'Days to keep ended runs (with their events and artifacts) after they end; 0 keeps them forever' },
 ];
 // No setting is secret today (the GitHub token comes from the environment only); the redaction below stays so a
 // future secret setting is never shown or logged.

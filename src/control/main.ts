@@ -10,6 +10,7 @@ import { createControlStores } from '../db/control-stores.ts';
 import { createRunEventBus } from './event-bus.ts';
 import { createRunController } from './run-controller.ts';
 import { createControlApp } from './app.ts';
+import { startRetentionSweeps } from './retention.ts';
 import { isLoopbackHost } from '../http/guards.ts';
 import type { ControlSettings } from './settings.ts';
 import type { ControlDeps } from './deps.ts';
@@ -79,9 +80,12 @@ export async function startControl(settings: ControlSettings, env: NodeJS.Proces
   origins.add(url);
   if (boundToLoopback) for (const h of ['localhost', '127.0.0.1', '[::1]']) origins.add(`http://${h}:${port}`);
 
+  const stopSweeps = startRetentionSweeps(deps);
+
   let closing: Promise<void> | undefined;
   function close(): Promise<void> {
     closing ??= (async () => {
+      stopSweeps();
       // Listen for 'close' before anything can await: with no open connections it fires on the next tick, and a
       // listener attached later would never run (the unref'd timer then lets the process exit mid-shutdown).
       const closed = new Promise<void>((resolve) => server.once('close', () => resolve()));

@@ -10,6 +10,8 @@
 //   listPublic(filter)          → the same rows as arrays of PUBLIC_RUN_COLUMNS (the list page reads nothing else)
 //   changeStamp()               → changes whenever the runs table may have changed; null inside an open transaction
 //   count()                     → number of runs
+//   countActive(source)         → runs of that source that are queued, running, blocked or stopping
+//   listEnded(before, limit)    → oldest terminal runs that ended before `before` (retention), as {source, run}
 //   ping()                      → runs a trivial query; throws when the DB is unusable (/ready)
 //   delete(source, run)         → 'deleted' | 'not_found' | 'active' (active runs are kept); removes its events, artifacts, control and start requests
 import type { SQLInputValue, StatementSync } from 'node:sqlite';
@@ -98,6 +100,8 @@ export interface RunsStore {
    */
   changeStamp(): string | null;
   count(): number;
+  countActive(source: string): number;
+  listEnded(before: number, limit: number): Array<{ source: string; run: string }>;
   ping(): void;
   delete(source: string, run: string): DeleteOutcome;
 }
@@ -130,6 +134,15 @@ export function createRunsStore(db: Db): RunsStore {
      WHERE excluded.updated_at >= runs.updated_at`,
   );
   const countStmt = db.prepare('SELECT count(*) AS n FROM runs');
+  // runs_by_status narrows to the (few) active rows before the source check.
+  const countActiveStmt = db.prepare(
+    "SELECT count(*) AS n FROM runs WHERE status IN ('queued', 'running', 'blocked', 'stopping') AND source = ?",
+  );
+  // A run that ended before `before` started before it too: the started_at bound keeps the walk on runs_by_start.
+  const listEndedStmt = db.prepare(
+    `SELECT source, run FROM runs WHERE started_at < ? AND status IN ('succeeded', 'failed', 'stopped')
+     AND coalesce(ended_at, updated_at) < ? ORDER BY started_at LIMIT ?`,
+  );
   const pingStmt = db.prepare('SELECT 1 FROM runs LIMIT 1');
   const deleteEvents = db.prepare('DELETE FROM events WHERE source = ? AND run = ?');
   const deleteArtifacts = db.prepare('DELETE FROM artifacts WHERE source = ? AND run = ?');
@@ -199,6 +212,12 @@ export function createRunsStore(db: Db): RunsStore {
     },
     count() {
       return Number((countStmt.get() as { n: number }).n);
+    },
+    countActive(source) {
+      return Number((countActiveStmt.get(source) as { n: number }).n);
+    },
+    listEnded(before, limit) {
+      return listEndedStmt.all(before, before, limit) as unknown as Array<{ source: string; run: string }>;
     },
     ping() {
       pingStmt.get();

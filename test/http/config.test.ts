@@ -15,25 +15,23 @@ describe('GET/PUT /v1/config', () => {
     assert.equal(res.json.version, 0);
     assert.equal(res.headers.get('etag'), '"0"');
     assert.deepEqual(res.json.config, {
-      default_provider: 'claude',
+      default_provider: null,
       providers: {},
       repos: [],
       max_concurrent_runs: 2,
       retention_days: 0,
-      'pr.draft': true,
-      'notifications.enabled': true,
     });
   });
 
   it('applies a partial update, raises the version and keeps other settings', async () => {
-    const res = await control.request('PUT', '/v1/config', { body: { max_concurrent_runs: 4, 'pr.draft': false } });
+    const res = await control.request('PUT', '/v1/config', { body: { max_concurrent_runs: 4, default_provider: 'codex' } });
     assert.equal(res.status, 200);
     assert.equal(res.json.version, 1);
     assert.equal(res.json.config.max_concurrent_runs, 4);
     const got = await control.request('GET', '/v1/config');
     assert.equal(got.json.version, 1);
-    assert.equal(got.json.config['pr.draft'], false);
-    assert.equal(got.json.config.default_provider, 'claude');
+    assert.equal(got.json.config.default_provider, 'codex');
+    assert.equal(got.json.config.retention_days, 0);
   });
 
   it('accepts back the {"config":…} shape GET returns', async () => {
@@ -57,9 +55,14 @@ describe('GET/PUT /v1/config', () => {
   });
 
   it('rejects a wrong type naming the key and the expected type', async () => {
-    const res = await control.request('PUT', '/v1/config', { body: { 'notifications.enabled': 'yes' } });
+    const res = await control.request('PUT', '/v1/config', { body: { retention_days: 'yes' } });
     assert.equal(res.status, 400);
-    assert.match(res.json.error.message, /"notifications\.enabled" must be a boolean/);
+    assert.match(res.json.error.message, /"retention_days" must be an integer/);
+    for (const removed of ['pr.draft', 'notifications.enabled']) {
+      const gone = await control.request('PUT', '/v1/config', { body: { [removed]: true } });
+      assert.equal(gone.status, 400, `${removed} is no longer a setting`);
+      assert.match(gone.json.error.message, /Unknown setting/);
+    }
   });
 
   it('answers 409 conflict to a lost update and accepts the current version', async () => {

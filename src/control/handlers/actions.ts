@@ -80,6 +80,21 @@ function checkAllowedRepo(deps: ControlDeps, repo: string): void {
   bad(`"repo" ${JSON.stringify(repo)} is not one of the repositories in the "repos" setting`);
 }
 
+// Retry-After for 429: a run takes minutes, but a slot may free up sooner; clients poll politely at this pace.
+const RETRY_AFTER_SECONDS = 30;
+
+/** The `max_concurrent_runs` setting: runs of this source that still hold a worker count against it. */
+function checkConcurrency(deps: ControlDeps): void {
+  const limit = readEffectiveConfig(deps.stores.config).config.max_concurrent_runs as number;
+  const active = deps.stores.runs.countActive(deps.settings.source);
+  if (active < limit) return;
+  throw new HttpError(
+    'too_many_requests',
+    `${active} runs are queued, running, blocked or stopping (max_concurrent_runs is ${limit}); try again when one ends`,
+    { 'retry-after': String(RETRY_AFTER_SECONDS) },
+  );
+}
+
 function startArgs(s: StartBody, run: string): string[] {
   const args = ['start', '--detach', '--repo', s.repo, '--run-id', run];
   if (s.pr) args.push('--pr');
@@ -94,6 +109,8 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
   const s = parseStart(ctx.body);
   checkAllowedRepo(deps, s.repo);
+  // The `default_provider` setting fills in a request that names none; unset, the project's own choice stands.
+  s.provider ??= (readEffectiveConfig(deps.stores.config).config.default_provider as string | null) ?? null;
   const source = deps.settings.source;
   const bodyHash = createHash('sha256').update(canonicalJson(ctx.body)).digest('hex');
   const now = deps.clock();
@@ -108,6 +125,10 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
         return { existing };
       }
       if (seen) deps.stores.startRequests.remove(s.requestId);
+    }
+    // Inside the lock, after a replayed request_id got its run back: a replay never counts as a new start.
+    checkConcurrency(deps);
+    if (s.requestId) {
       deps.stores.startRequests.add({ request_id: s.requestId, body_sha256: bodyHash, source, run, created_at: now });
     }
     const brief = s.input.kind === 'spec_path' ? basename(s.input.value) : oneLine(s.input.value, 1500);
@@ -165,6 +186,7 @@ export const resumeRun: Handler<ControlDeps> = (ctx) => {
   const row = loadRun(ctx);
   const repo = needLocal(ctx, row, 'resume');
   if (row.status !== 'stopped' && row.status !== 'failed') throw transitionError(row, 'resume');
+  checkConcurrency(deps);
   const now = deps.clock();
   deps.stores.runs.setStatus(row.source, row.run, 'running', now, { ended_at: null, error: null });
   deps.engine.launch(row.source, row.run, ['start', '--detach', '--resume', row.run, '--repo', repo], 'fail-run');
@@ -176,6 +198,7 @@ export const retryRun: Handler<ControlDeps> = (ctx) => {
   const row = loadRun(ctx);
   const repo = needLocal(ctx, row, 'retry');
   if (!['succeeded', 'failed', 'stopped'].includes(row.status)) throw transitionError(row, 'retry');
+  checkConcurrency(deps);
   const now = deps.clock();
   const run = newRunId(now);
   deps.stores.runs.upsert(row.source, {

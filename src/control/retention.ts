@@ -1,0 +1,53 @@
+// The `retention_days` setting: deletes ended runs (with their events, artifacts and requests) that ended more than N
+// days ago, in small batches, and records each sweep that deleted something in the audit chain. Never touches an
+// active run (runs.delete refuses those) and does nothing while the setting is 0.
+import type { ControlDeps } from './deps.ts';
+import { readEffectiveConfig } from './handlers/config.ts';
+import { transaction } from '../db/open.ts';
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+/** Rows per transaction: a sweep of a large backlog never holds the write lock for long. */
+const BATCH = 200;
+/** How often main.ts sweeps; the first sweep runs at startup. */
+export const RETENTION_SWEEP_MS = 60 * 60 * 1000;
+
+/** Deletes what the setting says is expired; returns how many runs went. */
+export function pruneExpiredRuns(deps: ControlDeps, now = deps.clock()): number {
+  const days = readEffectiveConfig(deps.stores.config).config.retention_days as number;
+  if (!(days > 0)) return 0;
+  const before = now - days * DAY_MS;
+  let deleted = 0;
+  for (;;) {
+    const batch = deps.stores.runs.listEnded(before, BATCH);
+    const progress = transaction(deps.db, () => batch.filter((r) => deps.stores.runs.delete(r.source, r.run) === 'deleted').length);
+    deleted += progress;
+    if (batch.length < BATCH || progress === 0) break;
+  }
+  if (deleted > 0) {
+    deps.stores.audit.append({
+      actor: 'system',
+      peer: '',
+      action: 'runs.prune',
+      target: null,
+      outcome: 'ok',
+      detail: { deleted, retention_days: days, ended_before: new Date(before).toISOString() },
+    });
+    deps.log.info('retention sweep', { deleted, retention_days: days });
+  }
+  return deleted;
+}
+
+/** Sweeps now and then every RETENTION_SWEEP_MS; a failed sweep is logged and tried again next time. */
+export function startRetentionSweeps(deps: ControlDeps, everyMs = RETENTION_SWEEP_MS): () => void {
+  function sweep(): void {
+    try {
+      pruneExpiredRuns(deps);
+    } catch (err) {
+      deps.log.error('retention sweep failed', { error: err instanceof Error ? err.message : String(err) });
+    }
+  }
+  sweep();
+  const timer = setInterval(sweep, everyMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}

@@ -1,0 +1,127 @@
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startTestControl, makeRun, type TestControl } from '../helpers/control-server.ts';
+import { makeRepo, waitFor, EDIT_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
+import { pruneExpiredRuns } from '../../src/control/retention.ts';
+
+const DAY = 24 * 60 * 60 * 1000;
+
+describe('settings that steer runs: max_concurrent_runs and default_provider', () => {
+  let control: TestControl;
+  let repo: TestRepo;
+  before(async () => {
+    repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
+    control = await startTestControl({ env: GIT_ENV });
+  });
+  after(async () => {
+    await control.close();
+    repo.cleanup();
+  });
+
+  function settled(run: string, status: string) {
+    return waitFor(async () => ((await control.request('GET', `/v1/runs/local/${run}`)).json?.status === status ? true : null), `run ${run} to be ${status}`);
+  }
+
+  it('answers 429 too_many_requests with Retry-After to start, retry and resume at the limit', async () => {
+    const { runs } = control.deps.stores;
+    const now = Date.now();
+    runs.upsert('local', makeRun(1, { run: 'rbusy1', status: 'running', started_at: now }));
+    runs.upsert('local', makeRun(2, { run: 'rbusy2', status: 'blocked', started_at: now }));
+    runs.upsert('elsewhere', makeRun(3, { run: 'rfar', status: 'running', started_at: now }));
+    runs.upsert('local', makeRun(4, { run: 'rdone', status: 'succeeded', repo_path: repo.repo }));
+    runs.upsert('local', makeRun(5, { run: 'rfailed', status: 'failed', repo_path: repo.repo }));
+    assert.equal((await control.request('PUT', '/v1/config', { body: { max_concurrent_runs: 2 } })).status, 200);
+
+    const start = await control.request('POST', '/v1/start', { body: { brief: 'over the limit', repo: repo.repo, provider: 'fake' } });
+    assert.equal(start.status, 429, start.text);
+    assert.equal(start.json.error.code, 'too_many_requests');
+    assert.match(start.headers.get('retry-after') ?? '', /^\d+$/);
+    assert.equal(runs.list({ limit: 50 }).some((r) => r.brief === 'over the limit'), false, 'nothing was queued');
+    for (const action of ['retry', 'resume']) {
+      const target = action === 'retry' ? 'rdone' : 'rfailed';
+      const res = await control.request('POST', `/v1/runs/local/${target}/${action}`, { body: {} });
+      assert.equal(res.status, 429, `${action}: ${res.text}`);
+    }
+    assert.equal(runs.get('local', 'rfailed')?.status, 'failed', 'a refused resume leaves the run alone');
+
+    // Runs of another source are not this machine's: only local ones count.
+    runs.setStatus('local', 'rbusy2', 'stopped', Date.now());
+    const ok = await control.request('POST', '/v1/start', { body: { brief: 'under the limit', repo: repo.repo, provider: 'fake', request_id: 'lim-1' } });
+    assert.equal(ok.status, 202, ok.text);
+    // A replayed request_id gets its run back even at the limit.
+    const replay = await control.request('POST', '/v1/start', { body: { brief: 'under the limit', repo: repo.repo, provider: 'fake', request_id: 'lim-1' } });
+    assert.equal(replay.status, 200, replay.text);
+    assert.equal(replay.json.run, ok.json.run);
+    await settled(ok.json.run, 'succeeded');
+    runs.setStatus('local', 'rbusy1', 'stopped', Date.now());
+    await control.request('PUT', '/v1/config', { body: { max_concurrent_runs: null } });
+  });
+
+  it('starts a request that names no provider with default_provider', async () => {
+    const put = await control.request('PUT', '/v1/config', { body: { providers: { fake: { command: [join(repo.bin, 'fake.sh')] } }, default_provider: 'fake' } });
+    assert.equal(put.status, 200, put.text);
+    const res = await control.request('POST', '/v1/start', { body: { brief: 'no provider named', repo: repo.repo } });
+    assert.equal(res.status, 202, res.text);
+    assert.equal(res.json.provider, 'fake');
+    await settled(res.json.run, 'succeeded');
+    assert.equal((await control.request('GET', `/v1/runs/local/${res.json.run}`)).json.provider, 'fake');
+  });
+});
+
+describe('retention_days', () => {
+  let control: TestControl;
+  let dbDir: string;
+  before(async () => {
+    dbDir = mkdtempSync(join(tmpdir(), 'svc-'));
+    control = await startTestControl({ settings: { dbPath: join(dbDir, 'control.db') } });
+  });
+  after(async () => {
+    await control.close();
+    rmSync(dbDir, { recursive: true, force: true });
+  });
+
+  it('keeps every run while the setting is 0', () => {
+    const now = Date.now();
+    control.deps.stores.runs.upsert('local', makeRun(1, { run: 'rancient', started_at: now - 900 * DAY, ended_at: now - 900 * DAY, updated_at: now - 900 * DAY }));
+    assert.equal(pruneExpiredRuns(control.deps, now), 0);
+    assert.ok(control.deps.stores.runs.get('local', 'rancient'));
+  });
+
+  it('deletes ended runs older than N days with their events and artifacts, keeps the rest, and audits the sweep', async () => {
+    const { stores } = control.deps;
+    const now = Date.now();
+    const old = now - 40 * DAY;
+    stores.runs.upsert('local', makeRun(2, { run: 'rold', status: 'succeeded', started_at: old, ended_at: old + 1000, updated_at: old + 1000 }));
+    stores.events.insert({ source: 'local', run: 'rold', seq: 1, ts: old, kind: 'log', data: '{}' });
+    stores.artifacts.put('local', 'rold', { path: 'a.txt', content_type: 'text/plain', content: Buffer.from('x') });
+    stores.runs.upsert('far', makeRun(3, { run: 'roldfar', status: 'failed', started_at: old, ended_at: old, updated_at: old }));
+    stores.runs.upsert('local', makeRun(4, { run: 'rstuck', status: 'running', started_at: old, updated_at: old }));
+    stores.runs.upsert('local', makeRun(5, { run: 'rlate', status: 'succeeded', started_at: old, ended_at: now - 2 * DAY, updated_at: now - 2 * DAY }));
+    stores.runs.upsert('local', makeRun(6, { run: 'rnew', status: 'succeeded', started_at: now - DAY, ended_at: now - DAY, updated_at: now - DAY }));
+    assert.equal((await control.request('PUT', '/v1/config', { body: { retention_days: 30 } })).status, 200);
+
+    assert.equal(pruneExpiredRuns(control.deps, now), 3);
+    for (const [source, run] of [['local', 'rold'], ['far', 'roldfar'], ['local', 'rancient']]) assert.equal(stores.runs.get(source!, run!), undefined, run);
+    for (const run of ['rstuck', 'rlate', 'rnew']) assert.ok(stores.runs.get('local', run), `${run} is kept`);
+    assert.equal(stores.events.list('local', 'rold', { after: 0, limit: 10 }).length, 0);
+    assert.equal(stores.artifacts.list('local', 'rold').length, 0);
+    const audit = (await control.request('GET', '/v1/audit?limit=5')).json.items;
+    const sweep = audit.find((e: { action: string }) => e.action === 'runs.prune');
+    assert.ok(sweep, 'the sweep is in the audit log');
+    assert.equal(sweep.actor, 'system');
+    assert.equal(sweep.detail.deleted, 3);
+    assert.equal(pruneExpiredRuns(control.deps, now), 0, 'a second sweep finds nothing');
+  });
+
+  it('sweeps when the Control Plane starts', async () => {
+    const now = Date.now();
+    control.deps.stores.runs.upsert('local', makeRun(7, { run: 'rboot', started_at: now - 60 * DAY, ended_at: now - 60 * DAY, updated_at: now - 60 * DAY }));
+    await control.close();
+    control = await startTestControl({ settings: { dbPath: join(dbDir, 'control.db') } });
+    assert.equal(control.deps.stores.runs.get('local', 'rboot'), undefined);
+    assert.ok(control.deps.stores.runs.get('local', 'rnew'));
+  });
+});
