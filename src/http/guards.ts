@@ -28,10 +28,17 @@ const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
 export function checkHost(req: IncomingMessage, boundToLoopback: boolean): void {
   if (!boundToLoopback) return;
   const host = req.headers.host;
+  // Clients send the same few Host values over and over; an exact value once accepted needs no parsing again.
+  if (host !== undefined && acceptedHosts.has(host)) return;
   if (!host || !LOOPBACK_HOSTS.has(hostnameOf(host))) {
     throw new HttpError('forbidden_host', 'Host header must name this machine (localhost, 127.0.0.1 or [::1])');
   }
+  if (acceptedHosts.size >= 64) acceptedHosts.clear();
+  acceptedHosts.add(host);
 }
+
+/** Exact Host header values checkHost accepted (the answer depends on the string alone). */
+const acceptedHosts = new Set<string>();
 
 /** Constant-time string compare; hashing first makes lengths equal so length leaks nothing either. */
 export function safeEqual(a: string, b: string): boolean {
@@ -90,15 +97,91 @@ const DOT_SEGMENT = /^(?:\.|%2e){1,2}$/i;
  * starting with `//` as a path rather than a host. Dot segments and raw backslashes are 400 bad_request (DESIGN §4).
  */
 export function requestUrl(target: string): URL {
-  const path = target.split('?', 1)[0]!;
+  checkPath(target.split('?', 1)[0]!);
+  return parseUrl(target);
+}
+
+function checkPath(path: string): void {
   // The segment scan only runs when a dot or escape is present: /health stays on the fast path.
   const suspect = path.includes('.') || path.includes('%');
   if (path.includes('\\') || (suspect && path.split('/').some((segment) => DOT_SEGMENT.test(segment)))) {
     throw new HttpError('bad_request', 'Request path must not contain ".", ".." or backslash segments');
   }
+}
+
+function parseUrl(target: string): URL {
   try {
     return target.startsWith('/') ? new URL(`http://localhost${target}`) : new URL(target, 'http://localhost');
   } catch {
     throw new HttpError('bad_request', 'Request target is not a valid path');
   }
+}
+
+/** What the pipeline needs from a request target; the WHATWG URL is built only if a handler asks for it. */
+export interface RequestTarget {
+  readonly pathname: string;
+  query(): URLSearchParams;
+  url(): URL;
+}
+
+/** A target already parsed by the URL parser (the slow path). */
+class ParsedTarget implements RequestTarget {
+  readonly pathname: string;
+  readonly #url: URL;
+  constructor(url: URL) {
+    this.#url = url;
+    this.pathname = url.pathname;
+  }
+  query(): URLSearchParams {
+    return this.#url.searchParams;
+  }
+  url(): URL {
+    return this.#url;
+  }
+}
+
+/** A plain target: the path is its own pathname; query and URL are made from the raw text on first use. */
+class PlainTarget implements RequestTarget {
+  readonly pathname: string;
+  readonly #target: string;
+  readonly #rawQuery: string;
+  #query: URLSearchParams | undefined;
+  #url: URL | undefined;
+  constructor(target: string, pathname: string, rawQuery: string) {
+    this.#target = target;
+    this.pathname = pathname;
+    this.#rawQuery = rawQuery;
+  }
+  query(): URLSearchParams {
+    return (this.#query ??= new URLSearchParams(this.#rawQuery));
+  }
+  url(): URL {
+    return (this.#url ??= parseUrl(this.#target));
+  }
+}
+
+/**
+ * Printable ASCII that the WHATWG URL parser leaves untouched in a path (no space, `"`, `#`, `<`, `>`, `?`, backslash,
+ * `^`, backtick, braces, controls or non-ASCII): for such a path `new URL(...).pathname` is the path itself.
+ */
+const PLAIN_PATH = /^\/[!$-;=@-[\]_a-z|~]*$/;
+/**
+ * A query both parsers read alike: printable ASCII only (URL strips or drops spaces and controls, and re-encodes
+ * non-ASCII), no fragment, and no leading `?` (which the URLSearchParams constructor would drop).
+ */
+const PLAIN_QUERY = /^(?!\?)[!"$-~]*$/;
+
+/**
+ * requestUrl's checks and answers without `new URL()` per request (it costs more than the rest of the pipeline for
+ * /health): a plain path is its own pathname, and `URLSearchParams` over the raw query equals `url.searchParams`
+ * (URL percent-encodes a few query characters that URLSearchParams decodes straight back). Anything else (a `#`,
+ * a space, control or non-ASCII character anywhere) takes the URL parser exactly as before.
+ */
+export function parseTarget(target: string): RequestTarget {
+  const mark = target.indexOf('?');
+  const path = mark === -1 ? target : target.slice(0, mark);
+  checkPath(path);
+  const rawQuery = mark === -1 ? '' : target.slice(mark + 1);
+  if (!PLAIN_PATH.test(path) || !PLAIN_QUERY.test(rawQuery)) return new ParsedTarget(parseUrl(target));
+  return new PlainTarget(target, path, rawQuery);
 }

@@ -1,12 +1,12 @@
 // The request pipeline shared by both servers: Host → route → token → loopback → Origin → type → body (DESIGN §4).
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { randomUUID } from 'node:crypto';
 import { createRouter, type Method } from './router.ts';
 import { HttpError, errorBody, isHttpError } from './http-error.ts';
 import { sendReply, TAKEN_OVER, type HandlerResult } from './respond.ts';
 import { readBody, parseJson, MiB } from './body.ts';
-import { checkBearer, checkHost, checkJsonContentType, checkLoopbackOnly, checkOrigin, requestUrl } from './guards.ts';
+import { checkBearer, checkHost, checkJsonContentType, checkLoopbackOnly, checkOrigin, parseTarget } from './guards.ts';
 import type { StaticFiles } from './static-files.ts';
+import { RequestCtx, RequestId } from './request-ctx.ts';
 import type { Logger } from '../log.ts';
 
 export interface Ctx<D> {
@@ -58,64 +58,52 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
   const noOrigins = new Set<string>();
   const bodyTimeout = opts.bodyTimeoutMs === undefined ? {} : { timeoutMs: opts.bodyTimeoutMs };
 
-  async function handle(req: IncomingMessage, res: ServerResponse, requestId: string): Promise<void> {
+  async function handle(req: IncomingMessage, res: ServerResponse, requestId: RequestId): Promise<void> {
     const method = req.method ?? 'GET';
     const loopback = opts.boundToLoopback();
     checkHost(req, loopback);
-    const url = requestUrl(req.url ?? '/');
-    if (opts.staticFiles && (method === 'GET' || method === 'HEAD') && !url.pathname.startsWith('/v1/')) {
-      const file = opts.staticFiles.lookup(url.pathname, req.headers['if-none-match']);
+    const target = parseTarget(req.url ?? '/');
+    const pathname = target.pathname;
+    if (opts.staticFiles && (method === 'GET' || method === 'HEAD') && !pathname.startsWith('/v1/')) {
+      const file = opts.staticFiles.lookup(pathname, req.headers['if-none-match']);
       if (file) {
         sendReply(res, file, method === 'HEAD');
         return;
       }
     }
-    const match = router.match(method, url.pathname);
+    const match = router.match(method, pathname);
     const route = match.handler;
-    if (route.auth ?? url.pathname.startsWith('/v1/')) checkBearer(req, opts.token);
+    if (route.auth ?? pathname.startsWith('/v1/')) checkBearer(req, opts.token);
     if (route.loopbackOnly) checkLoopbackOnly(req, loopback);
-    checkOrigin(req, opts.ownOrigins?.() ?? noOrigins);
-    let body: unknown;
-    let raw: Buffer | undefined;
+    // checkOrigin only ever looks at a request that carries an Origin header.
+    if (req.headers.origin !== undefined) checkOrigin(req, opts.ownOrigins?.() ?? noOrigins);
+    const ctx = new RequestCtx<D>(req, res, method, target, match.params, requestId, opts.deps);
     if (route.body === 'json' || route.body === 'optional-json') {
       const hasBody = Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
       if (route.body === 'json' || hasBody) {
         checkJsonContentType(req);
-        raw = await readBody(req, { limit: route.limit ?? MiB, ...bodyTimeout });
-        body = route.body === 'optional-json' && raw.length === 0 ? {} : parseJson(raw);
+        ctx.raw = await readBody(req, { limit: route.limit ?? MiB, ...bodyTimeout });
+        ctx.body = route.body === 'optional-json' && ctx.raw.length === 0 ? {} : parseJson(ctx.raw);
       } else {
-        body = {};
+        ctx.body = {};
       }
     } else if (route.body === 'raw') {
-      raw = await readBody(req, { limit: route.limit ?? MiB, ...bodyTimeout });
+      ctx.raw = await readBody(req, { limit: route.limit ?? MiB, ...bodyTimeout });
     }
-    const ctx: Ctx<D> = {
-      req,
-      res,
-      method,
-      url,
-      params: match.params,
-      query: url.searchParams,
-      body,
-      raw,
-      peer: req.socket.remoteAddress ?? '',
-      requestId,
-      deps: opts.deps,
-    };
     const result = await route.handler(ctx);
     if (result === TAKEN_OVER) return;
     sendReply(res, result, method === 'HEAD');
   }
 
   return (req, res) => {
-    const requestId = randomUUID();
+    const requestId = new RequestId();
     handle(req, res, requestId).catch((err: unknown) => {
       if (isHttpError(err)) {
         sendReply(res, { status: err.status, headers: err.headers, body: errorBody(err.code, err.message) });
         return;
       }
-      opts.log.error('unhandled error', { request_id: requestId, error: err instanceof Error ? err.message : String(err) });
-      sendReply(res, { status: 500, body: errorBody('internal_error', `Internal error (request ${requestId})`) });
+      opts.log.error('unhandled error', { request_id: requestId.get(), error: err instanceof Error ? err.message : String(err) });
+      sendReply(res, { status: 500, body: errorBody('internal_error', `Internal error (request ${requestId.get()})`) });
     });
   };
 }
