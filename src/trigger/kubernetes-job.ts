@@ -20,6 +20,10 @@ export interface KubernetesSettings {
   controlTokenSecret: string | undefined;
   ttlSeconds: number;
   activeDeadlineSeconds: number;
+  /** SVC_SOURCE of the pods' runs (SVC_K8S_SOURCE, default `k8s`): never the trigger host's own `local`. */
+  source: string;
+  /** Secret holding the receipt signing key (`receipt-ed25519.pem`), mounted as the pod's ~/.svc/keys. */
+  keysSecret: string | undefined;
 }
 
 export const LABEL_MANAGED = 'app.kubernetes.io/managed-by';
@@ -28,11 +32,21 @@ export const LABEL_RUN = 'svc.dev/run';
 export const CONTAINER = 'svc';
 const WORKSPACE = '/workspace/repo';
 const TOKEN_DIR = '/var/run/svc/control-token';
+const POD_HOME = '/home/svc';
+// keys.ts reads the pair from $HOME/.svc/keys; a mounted key is used as is (the folder is read-only, nothing is made).
+const KEYS_DIR = `${POD_HOME}/.svc/keys`;
+const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
 function seconds(text: string | undefined, fallback: number, name: string): number {
   if (text === undefined || text === '') return fallback;
   if (!/^\d+$/.test(text)) throw new RangeError(`${name} must be a whole number of seconds (got "${text}")`);
   return Number(text);
+}
+
+function podSource(value: string | undefined): string {
+  if (value === undefined || value === '') return 'k8s';
+  if (!SEGMENT.test(value)) throw new RangeError(`SVC_K8S_SOURCE must be a run source name: letters, digits, ".", "_" or "-" (got "${value.slice(0, 64)}")`);
+  return value;
 }
 
 export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv): KubernetesSettings {
@@ -51,6 +65,8 @@ export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv): KubernetesSet
     controlTokenSecret: opt('SVC_K8S_CONTROL_TOKEN_SECRET'),
     ttlSeconds: seconds(env.SVC_K8S_TTL_SECONDS, 3600, 'SVC_K8S_TTL_SECONDS'),
     activeDeadlineSeconds: seconds(env.SVC_K8S_ACTIVE_DEADLINE_SECONDS, 6 * 3600, 'SVC_K8S_ACTIVE_DEADLINE_SECONDS'),
+    source: podSource(env.SVC_K8S_SOURCE),
+    keysSecret: opt('SVC_K8S_KEYS_SECRET'),
   };
 }
 
@@ -67,14 +83,16 @@ export function podArgs(args: readonly string[]): string[] {
 export function buildKubeJob(job: ExecJob, s: KubernetesSettings, namespace: string, serverEnv: NodeJS.ProcessEnv): Record<string, unknown> {
   const name = kubeJobName(job.id);
   const labels = { [LABEL_MANAGED]: 'svc-trigger', [LABEL_JOB]: kubeJobName(job.id).slice(4) };
+  // Paths of the trigger host mean nothing in the pod, and its SVC_SOURCE is its own: a pod's runs get SVC_K8S_SOURCE,
+  // and answers reach them through their ingest responses.
   const env = Object.entries(buildChildEnv(serverEnv))
-    .filter(([k]) => k !== 'PATH' && k !== 'HOME' && k !== 'TMPDIR')
+    .filter(([k]) => !['PATH', 'HOME', 'TMPDIR', 'SVC_SOURCE', 'SVC_CONTROL_ANSWER_DIR'].includes(k))
     .map(([k, v]) => ({ name: k, value: String(v) }));
-  env.push({ name: 'HOME', value: '/home/svc' }, { name: 'TMPDIR', value: '/tmp' });
+  env.push({ name: 'HOME', value: POD_HOME }, { name: 'TMPDIR', value: '/tmp' }, { name: 'SVC_SOURCE', value: s.source });
   if (job.origin) env.push({ name: 'SVC_ORIGIN', value: job.origin });
   const mounts: Array<Record<string, unknown>> = [
     { name: 'workspace', mountPath: WORKSPACE },
-    { name: 'home', mountPath: '/home/svc' },
+    { name: 'home', mountPath: POD_HOME },
     { name: 'tmp', mountPath: '/tmp' },
   ];
   const volumes: Array<Record<string, unknown>> = [
@@ -87,6 +105,11 @@ export function buildKubeJob(job: ExecJob, s: KubernetesSettings, namespace: str
     volumes.push({ name: 'control-token', secret: { secretName: s.controlTokenSecret, defaultMode: 0o400 } });
     env.push({ name: 'SVC_CONTROL_TOKEN_FILE', value: `${TOKEN_DIR}/token` });
   }
+  if (s.keysSecret) {
+    // The Control Plane's own key pair, so the receipts these runs sign verify there (merge queue, receipt checks).
+    mounts.push({ name: 'signing-key', mountPath: KEYS_DIR, readOnly: true });
+    volumes.push({ name: 'signing-key', secret: { secretName: s.keysSecret, defaultMode: 0o400 } });
+  }
   const containerSecurity = { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } };
   const resources = s.cpu || s.memory
     ? { requests: { ...(s.cpu ? { cpu: s.cpu } : {}), ...(s.memory ? { memory: s.memory } : {}) }, limits: { ...(s.memory ? { memory: s.memory } : {}) } }
@@ -96,8 +119,8 @@ export function buildKubeJob(job: ExecJob, s: KubernetesSettings, namespace: str
         name: 'clone',
         image: s.image,
         command: ['git', 'clone', '--depth', '50', ...(s.repoRef ? ['--branch', s.repoRef] : []), '--', s.repoUrl, WORKSPACE],
-        env: [{ name: 'HOME', value: '/home/svc' }],
-        volumeMounts: mounts.filter((m) => m.name !== 'control-token'),
+        env: [{ name: 'HOME', value: POD_HOME }],
+        volumeMounts: mounts.filter((m) => m.name !== 'control-token' && m.name !== 'signing-key'),
         securityContext: containerSecurity,
       }]
     : [];

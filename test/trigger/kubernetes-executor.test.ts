@@ -31,7 +31,8 @@ before(async () => {
   writeFileSync(join(saDir, 'namespace'), 'build\n');
   kube = await startKubeStandIn(join(dir, 'pods'));
   env = {
-    PATH: process.env.PATH, HOME: dir, SVC_SOURCE: 'k8s',
+    // The trigger host's own source: pods must not inherit it (they get SVC_K8S_SOURCE, default k8s).
+    PATH: process.env.PATH, HOME: dir, SVC_SOURCE: 'local',
     SVC_K8S_API_URL: kube.url, SVC_K8S_SA_DIR: saDir, SVC_K8S_IMAGE: 'registry.test/svc:1',
     SVC_K8S_SERVICE_ACCOUNT: 'svc-runner', SVC_K8S_CPU: '500m', SVC_K8S_MEMORY: '1Gi',
   };
@@ -71,6 +72,26 @@ describe('buildKubeJob', () => {
     for (const value of [...Object.values(SECRETS), 'cp-token-secret', 'sa-token-123']) assert.ok(!text.includes(value), `secret ${value} reached the Job`);
     const names = (job as any).spec.template.spec.containers[0].env.map((e: { name: string }) => e.name).sort();
     assert.deepEqual(names, ['HOME', 'SVC_CONTROL_TOKEN_FILE', 'SVC_CONTROL_URL', 'SVC_SOURCE', 'TMPDIR']);
+  });
+
+  it('gives pods their own run source, SVC_K8S_SOURCE or k8s, never the trigger host\'s', () => {
+    const pod = (e: NodeJS.ProcessEnv) => (buildKubeJob({ id: 'j2', args: ['start', 'x'] }, kubernetesSettingsFromEnv(e), 'build', e) as any).spec.template.spec;
+    const sourceOf = (e: NodeJS.ProcessEnv) => pod(e).containers[0].env.filter((v: { name: string }) => v.name === 'SVC_SOURCE').map((v: { value: string }) => v.value);
+    assert.deepEqual(sourceOf({ ...env, SVC_SOURCE: 'local' }), ['k8s']);
+    assert.deepEqual(sourceOf({ ...env, SVC_K8S_SOURCE: 'cluster-a' }), ['cluster-a']);
+    assert.throws(() => kubernetesSettingsFromEnv({ ...env, SVC_K8S_SOURCE: '../x' }), /SVC_K8S_SOURCE/);
+    const names = pod({ ...env, SVC_CONTROL_ANSWER_DIR: '/var/lib/svc/control/answers' }).containers[0].env.map((v: { name: string }) => v.name);
+    assert.equal(names.includes('SVC_CONTROL_ANSWER_DIR'), false, 'a trigger-host path means nothing in the pod');
+  });
+
+  it('mounts the receipt signing key from SVC_K8S_KEYS_SECRET as the pod\'s ~/.svc/keys, read-only', () => {
+    const e = { ...env, SVC_K8S_REPO_URL: 'https://git.test/acme/api.git', SVC_K8S_KEYS_SECRET: 'svc-signing-key' };
+    const pod = (buildKubeJob({ id: 'j3', args: ['start', 'x'] }, kubernetesSettingsFromEnv(e), 'build', e) as any).spec.template.spec;
+    assert.deepEqual(pod.volumes.find((v: { name: string }) => v.name === 'signing-key'), { name: 'signing-key', secret: { secretName: 'svc-signing-key', defaultMode: 0o400 } });
+    assert.deepEqual(pod.containers[0].volumeMounts.find((m: { name: string }) => m.name === 'signing-key'), { name: 'signing-key', mountPath: '/home/svc/.svc/keys', readOnly: true });
+    assert.equal(pod.initContainers[0].volumeMounts.some((m: { name: string }) => m.name === 'signing-key'), false, 'the clone step never sees the key');
+    const without = (buildKubeJob({ id: 'j4', args: ['start', 'x'] }, kubernetesSettingsFromEnv(env), 'build', env) as any).spec.template.spec;
+    assert.equal(without.volumes.some((v: { name: string }) => v.name === 'signing-key'), false);
   });
 
   it('makes DNS-1123 job names and refuses a missing image', () => {
