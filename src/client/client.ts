@@ -132,7 +132,7 @@ export function createControlClient(options: ControlClientOptions) {
     getConfig: () => call<ConfigDocument>('/v1/config'),
     putConfig: (config: Record<string, unknown>, opts: { ifMatch?: number } = {}) =>
       call<ConfigDocument>('/v1/config', { method: 'PUT', body: { config }, ...(opts.ifMatch !== undefined ? { headers: { 'if-match': String(opts.ifMatch) } } : {}) }),
-    providers: () => call<Provider[] | { items: Provider[] }>('/v1/providers'),
+    providers: () => call<Provider[]>('/v1/providers'),
     integrations: () => call<JsonObject>('/v1/integrations'),
     notifications: (query: PageQuery = {}) => call<Page<JsonObject>>('/v1/notifications', { query: q(query) }),
     mergeQueue: () => call<JsonObject>('/v1/merge/queue'),

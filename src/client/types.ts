@@ -79,11 +79,15 @@ export interface ConfigDocument {
   version: number;
 }
 
+/** One entry of GET /v1/providers, which answers a bare array of these (DESIGN §4). */
 export interface Provider {
   name: string;
+  kind: 'builtin' | 'command';
   available: boolean;
   path: string | null;
   version: string | null;
+  /** Whether the `default_provider` setting names it. */
+  default: boolean;
 }
 
 export interface ReviewRisk {

@@ -73,9 +73,18 @@ export const schemas = {
   Config: { type: 'object', required: ['config', 'version'], properties: { config: { type: 'object' }, version: { type: 'integer' } } },
   Provider: {
     type: 'object',
-    required: ['name', 'available'],
-    properties: { name: { type: 'string' }, available: { type: 'boolean' }, path: nullable('string'), version: nullable('string') },
+    required: ['name', 'available', 'path', 'version'],
+    properties: {
+      name: { type: 'string' },
+      kind: { enum: ['builtin', 'command'] },
+      available: { type: 'boolean' },
+      path: nullable('string'),
+      version: nullable('string'),
+      default: { type: 'boolean', description: 'the default_provider setting names it' },
+    },
   },
+  /** DESIGN §4: GET /v1/providers answers a bare array, not a page. */
+  ProviderList: { type: 'array', items: { $ref: '#/components/schemas/Provider' } },
   ReviewRisk: {
     type: 'object',
     required: ['score', 'level', 'reasons', 'files'],

@@ -64,7 +64,7 @@ export const operations: readonly Op[] = [
   { server: 'control', method: 'get', path: '/v1/audit', id: 'listAudit', summary: 'Mutating actions as a hash chain, newest first', tag: 'admin', query: PAGE, ok: { status: 200, schema: 'OpenPage' } },
   { server: 'control', method: 'get', path: '/v1/config', id: 'getConfig', summary: 'Configuration (secrets redacted) and its version', tag: 'admin', ok: { status: 200, schema: 'Config' } },
   { server: 'control', method: 'put', path: '/v1/config', id: 'putConfig', summary: 'Replace configuration; If-Match: <version> guards lost updates', tag: 'admin', loopbackOnly: true, body: 'Config', ok: { status: 200, schema: 'Config' }, errors: ['BadRequest', 'Conflict', 'UnsupportedType'] },
-  { server: 'control', method: 'get', path: '/v1/providers', id: 'listProviders', summary: 'Coding-agent providers and whether they are installed', tag: 'catalog', ok: { status: 200, schema: 'Open' } },
+  { server: 'control', method: 'get', path: '/v1/providers', id: 'listProviders', summary: 'Coding-agent providers and whether they are installed (a bare array)', tag: 'catalog', ok: { status: 200, schema: 'ProviderList' } },
   { server: 'control', method: 'get', path: '/v1/integrations', id: 'listIntegrations', summary: 'Each trigger route: configured or not (never values)', tag: 'catalog', ok: { status: 200, schema: 'Open' } },
   { server: 'control', method: 'get', path: '/v1/notifications', id: 'listNotifications', summary: 'Outbound messages about runs and their delivery status', tag: 'catalog', query: PAGE, ok: { status: 200, schema: 'OpenPage' } },
   { server: 'control', method: 'get', path: '/v1/merge/queue', id: 'listMergeQueue', summary: 'The merge queue in order', tag: 'merge', ok: { status: 200, schema: 'Open' } },

@@ -12,11 +12,12 @@ class ProvidersPage extends SimplePage {
 
   /** @param {any} data */
   view(data) {
+    // GET /v1/providers answers a bare array (DESIGN §4); itemsOf also reads an older server's {"items": […]}.
     const items = itemsOf(data, 'providers');
     if (items.length === 0) return empty('No providers are known to this Control Plane.');
     return html`<ul class="tiles">${items.map((p) => html`<li class="tile ${p.available ? 'ok' : 'off'}">
       <h2>${p.name}</h2>
-      <p>${p.available ? html`<span class="badge yes">available</span>` : html`<span class="badge no">not installed</span>`}${p.kind || p.type ? html` <span class="muted">${p.kind ?? p.type}</span>` : ''}</p>
+      <p>${p.available ? html`<span class="badge yes">available</span>` : html`<span class="badge no">not installed</span>`}${p.kind || p.type ? html` <span class="muted">${p.kind ?? p.type}</span>` : ''}${p.default ? html` <span class="badge">default</span>` : ''}</p>
       <dl class="facts one-col">
         <div><dt>Version</dt><dd>${p.version ?? '—'}</dd></div>
         <div><dt>Path</dt><dd class="mono">${p.path ?? '—'}</dd></div>

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createPublicKey } from 'node:crypto';
 import { startTestControl, makeRun, type TestControl } from '../helpers/control-server.ts';
+import { createControlClient } from '../../src/client/client.ts';
 
 function script(dir: string, name: string, body: string): string {
   const path = join(dir, name);
@@ -34,8 +35,9 @@ describe('GET /v1/providers', () => {
   it('lists the five built-in providers with availability, path and version from PATH', async () => {
     const res = await control.request('GET', '/v1/providers');
     assert.equal(res.status, 200);
-    const by = Object.fromEntries(res.json.items.map((p: { name: string }) => [p.name, p]));
-    assert.deepEqual(by.claude, { name: 'claude', kind: 'builtin', available: true, path: join(bin, 'claude'), version: '2.0.14', default: true });
+    assert.ok(Array.isArray(res.json), 'a bare array, as DESIGN §4 says');
+    const by = Object.fromEntries<any>(res.json.map((p: { name: string }) => [p.name, p]));
+    assert.deepEqual(by.claude, { name: 'claude', kind: 'builtin', available: true, path: join(bin, 'claude'), version: '2.0.14', default: false });
     assert.equal(by.codex.available, true);
     assert.equal(by.codex.version, null, 'a --version that fails with no output is unknown');
     assert.equal(by.gemini.available, false, 'a file without the execute bit is not a provider');
@@ -45,9 +47,22 @@ describe('GET /v1/providers', () => {
 
   it('adds configured command providers, resolved on PATH but never run for a version', async () => {
     const { json } = await control.request('GET', '/v1/providers');
-    const by = Object.fromEntries(json.items.map((p: { name: string }) => [p.name, p]));
+    const by = Object.fromEntries(json.map((p: { name: string }) => [p.name, p]));
     assert.deepEqual(by.mine, { name: 'mine', kind: 'command', available: true, path: join(bin, 'my-agent'), version: null, default: false });
     assert.equal(by.gone.available, false);
+  });
+
+  it('reaches the client as the same bare array', async () => {
+    const providers = await createControlClient({ url: control.url }).providers();
+    assert.ok(Array.isArray(providers));
+    assert.ok(providers.some((p) => p.name === 'claude' && p.kind === 'builtin' && p.available));
+  });
+
+  it('marks the provider the default_provider setting names', async () => {
+    assert.equal((await control.request('PUT', '/v1/config', { body: { default_provider: 'mine' } })).status, 200);
+    const { json } = await control.request('GET', '/v1/providers');
+    assert.deepEqual(json.filter((p: { default: boolean }) => p.default).map((p: { name: string }) => p.name), ['mine']);
+    await control.request('PUT', '/v1/config', { body: { default_provider: null } });
   });
 });
 

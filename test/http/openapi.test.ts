@@ -52,6 +52,14 @@ describe('OpenAPI document', () => {
     for (const [, kind, name] of refs) assert.ok(doc.components[kind!]?.[name!], `dangling $ref ${kind}/${name}`);
   });
 
+  it('describes GET /v1/providers as the bare array of providers DESIGN §4 names', () => {
+    const schema = doc.paths['/v1/providers']!.get.responses['200'].content['application/json'].schema;
+    const list = doc.components.schemas!.ProviderList as { type: string; items: { $ref: string } };
+    assert.equal(schema.$ref, '#/components/schemas/ProviderList');
+    assert.equal(list.type, 'array');
+    assert.equal(list.items.$ref, '#/components/schemas/Provider');
+  });
+
   it('declares every path parameter of each path', () => {
     for (const [path, item] of Object.entries(doc.paths)) {
       const names = [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]);

@@ -41,7 +41,8 @@ export const listProviders: Handler<ControlDeps> = async (ctx) => {
       return { name: e.name, kind: e.kind, available: path !== null, path, version, default: config.default_provider === e.name };
     }),
   );
-  return json(200, { items });
+  // DESIGN §4: a bare array, not a page (there are a handful of providers and no cursor).
+  return json(200, items);
 };
 
 export const listIntegrations: Handler<ControlDeps> = (ctx) => {
