@@ -16,7 +16,7 @@ import { startRun, stopRun, resumeRun, retryRun, verifyRun, answerRun } from './
 import { listMergeQueue, addToMergeQueue, runMergeQueue } from './handlers/merge.ts';
 import { getReviewRisk } from './handlers/risk.ts';
 import { getOpenapi } from './handlers/openapi.ts';
-import { audited } from './audited.ts';
+import { audited, recordRefusal } from './audited.ts';
 
 type R = Route<ControlDeps>;
 const RUN = '/v1/runs/:source/:run';
@@ -72,6 +72,8 @@ export function createControlApp(deps: ControlDeps, opts: { boundToLoopback: () 
     ...(opts.ownOrigins ? { ownOrigins: opts.ownOrigins } : {}),
     staticFiles: createStaticFiles(deps.settings.staticDir),
     log: deps.log,
+    // "Every mutating call recorded with actor and peer address": refusals by the guards too.
+    onRefused: (info) => recordRefusal(deps, info),
   });
   return { listener, routes: controlRoutes };
 }

@@ -1,7 +1,8 @@
-// Wraps a mutating handler so every call that reaches it — done, refused or crashed — lands in the audit hash chain.
-// Requests the pipeline turns away before the handler (Host 403, bad token 401, loopback 403, Origin 403, 415, 413,
-// invalid JSON) are not audited: nothing was attempted, and logging them would let anyone flood the chain.
-import type { Ctx, Handler } from '../http/pipeline.ts';
+// Wraps a mutating handler so every call that reaches it — done, refused or crashed — lands in the audit hash chain,
+// and records the calls the pipeline's guards turn away after matching such a route (bad token 401, loopback 403,
+// Origin 403, 415, 413, invalid JSON) through recordRefusal. A wrong Host (403) or unknown route (404/405) names no
+// action and is not recorded.
+import type { Ctx, Handler, Refusal } from '../http/pipeline.ts';
 import type { HandlerResult } from '../http/respond.ts';
 import { TAKEN_OVER } from '../http/respond.ts';
 import { isHttpError } from '../http/http-error.ts';
@@ -50,8 +51,42 @@ function outcomeOf(result: HandlerResult): { outcome: string; status: number } {
   return { outcome: code ?? String(result.status), status: result.status };
 }
 
+const actions = new WeakMap<Handler<ControlDeps>, string>();
+
+/** The audit action name of a handler made by audited(), else undefined (the route is not audited). */
+export function auditedAction(handler: Handler<ControlDeps>): string | undefined {
+  return actions.get(handler);
+}
+
+function routeTarget(params: Record<string, string>): string | null {
+  const source = params.source;
+  const run = params.run;
+  return source && run && NAME.test(source) && NAME.test(run) ? `${source}/${run}` : null;
+}
+
+/**
+ * Audits a mutating call the pipeline refused before its handler ran. The actor is `unauthenticated` for a missing or
+ * wrong token (nothing proves who sent it), else as for any call. Each refusal is one small insert: a flood of bad
+ * tokens grows the chain by one row per request (see docs/control-config.md, "Audit log").
+ */
+export function recordRefusal(deps: ControlDeps, info: Refusal<ControlDeps>): void {
+  const action = auditedAction(info.route.handler);
+  if (!action) return;
+  const actor = info.error.code === 'unauthorized' ? 'unauthenticated' : deps.settings.token ? 'token' : isLoopbackAddress(info.peer) ? 'local' : 'anonymous';
+  deps.stores.audit.append({
+    actor,
+    peer: info.peer,
+    action,
+    target: action.startsWith('config.') ? 'config' : routeTarget(info.params),
+    outcome: info.error.code,
+    detail: { status: info.error.status, request_id: info.requestId, refused_by: 'pipeline' },
+  });
+}
+
 export function audited(action: string, handler: Handler<ControlDeps>): Handler<ControlDeps> {
-  return async function auditedHandler(ctx) {
+  actions.set(auditedHandler, action);
+  return auditedHandler;
+  async function auditedHandler(ctx: Ctx<ControlDeps>): Promise<HandlerResult> {
     let result: HandlerResult | undefined;
     let failure: unknown;
     let failed = false;
@@ -82,5 +117,5 @@ export function audited(action: string, handler: Handler<ControlDeps>): Handler<
     }
     if (failed) throw failure;
     return result!;
-  };
+  }
 }

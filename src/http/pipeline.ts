@@ -49,7 +49,30 @@ export interface PipelineOptions<D> {
   log: Logger;
   /** Refuse a body still arriving after this many ms (slow-body guard); readBody's default otherwise. */
   bodyTimeoutMs?: number;
+  /**
+   * Told about a mutating request that matched a route but was refused before its handler ran (401, 403, 415, 413,
+   * 400 invalid_json): the Control Plane audits those. Errors from the handler itself never reach it.
+   */
+  onRefused?: (info: Refusal<D>) => void;
 }
+
+export interface Refusal<D> {
+  route: Route<D>;
+  params: Record<string, string>;
+  method: string;
+  req: IncomingMessage;
+  peer: string;
+  requestId: string;
+  error: HttpError;
+}
+
+/** Set while a request is between its route match and its handler; only allocated when onRefused is set. */
+interface Admission<D> {
+  route?: Route<D> | undefined;
+  params?: Record<string, string>;
+}
+
+const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 export type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -58,7 +81,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
   const noOrigins = new Set<string>();
   const bodyTimeout = opts.bodyTimeoutMs === undefined ? {} : { timeoutMs: opts.bodyTimeoutMs };
 
-  async function handle(req: IncomingMessage, res: ServerResponse, requestId: RequestId): Promise<void> {
+  async function handle(req: IncomingMessage, res: ServerResponse, requestId: RequestId, admission?: Admission<D>): Promise<void> {
     const method = req.method ?? 'GET';
     const loopback = opts.boundToLoopback();
     checkHost(req, loopback);
@@ -73,6 +96,10 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     }
     const match = router.match(method, pathname);
     const route = match.handler;
+    if (admission) {
+      admission.route = route;
+      admission.params = match.params;
+    }
     if (route.auth ?? pathname.startsWith('/v1/')) checkBearer(req, opts.token);
     if (route.loopbackOnly) checkLoopbackOnly(req, loopback);
     // checkOrigin only ever looks at a request that carries an Origin header.
@@ -90,15 +117,28 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     } else if (route.body === 'raw') {
       ctx.raw = await readBody(req, { limit: route.limit ?? MiB, ...bodyTimeout });
     }
+    // Admitted: from here on an error is the handler's own (the Control Plane's audited() records those).
+    if (admission) admission.route = undefined;
     const result = await route.handler(ctx);
     if (result === TAKEN_OVER) return;
     sendReply(res, result, method === 'HEAD');
   }
 
+  function reportRefusal(route: Route<D>, params: Record<string, string>, req: IncomingMessage, requestId: RequestId, error: HttpError): void {
+    try {
+      opts.onRefused!({ route, params, method: req.method ?? 'GET', req, peer: req.socket.remoteAddress ?? '', requestId: requestId.get(), error });
+    } catch (err) {
+      // The refusal is answered either way; a failing hook is logged, never turned into a 500.
+      opts.log.error('refusal hook failed', { request_id: requestId.get(), error: err instanceof Error ? err.message : String(err) });
+    }
+  }
+
   return (req, res) => {
     const requestId = new RequestId();
-    handle(req, res, requestId).catch((err: unknown) => {
+    const admission: Admission<D> | undefined = opts.onRefused ? {} : undefined;
+    handle(req, res, requestId, admission).catch((err: unknown) => {
       if (isHttpError(err)) {
+        if (admission?.route && !SAFE_METHODS.has(req.method ?? 'GET')) reportRefusal(admission.route, admission.params ?? {}, req, requestId, err);
         sendReply(res, { status: err.status, headers: err.headers, body: errorBody(err.code, err.message) });
         return;
       }

@@ -1,6 +1,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+import { rawRequest } from '../helpers/raw-http.ts';
 import { audited } from '../../src/control/audited.ts';
 import type { Ctx } from '../../src/http/pipeline.ts';
 import type { ControlDeps } from '../../src/control/deps.ts';
@@ -45,10 +46,29 @@ describe('GET /v1/audit', () => {
     assert.notEqual(entry.outcome, 'ok');
   });
 
-  it('does not record requests the pipeline turned away before any handler ran', async () => {
-    const before = (await control.request('GET', '/v1/audit?limit=1')).json.items[0].id;
+  it('records mutating calls the pipeline refused before the handler, with the guard\'s code', async () => {
     await control.request('PUT', '/v1/config', { body: 'x=1', headers: { 'content-type': 'text/plain' } });
+    const [typed] = (await control.request('GET', '/v1/audit?limit=1')).json.items;
+    assert.deepEqual([typed.action, typed.target, typed.outcome, typed.actor], ['config.write', 'config', 'unsupported_media_type', 'local']);
+    assert.equal(typed.detail.status, 415);
+    assert.equal(typed.detail.refused_by, 'pipeline');
+    assert.match(typed.peer, /127\.0\.0\.1/);
     await control.request('PUT', '/v1/config', { body: '{', headers: { 'content-type': 'application/json' } });
+    assert.equal((await control.request('GET', '/v1/audit?limit=1')).json.items[0].outcome, 'invalid_json');
+    await control.request('POST', '/v1/runs/local/r-refused/stop', { body: {}, headers: { origin: 'http://evil.example' } });
+    const [origin] = (await control.request('GET', '/v1/audit?limit=1')).json.items;
+    assert.deepEqual([origin.action, origin.target, origin.outcome], ['run.stop', 'local/r-refused', 'forbidden_origin']);
+    await control.request('POST', '/v1/ingest', { body: `{"source":"x","pad":"${'a'.repeat(17 * 1024 * 1024)}"}` });
+    assert.equal((await control.request('GET', '/v1/audit?limit=1')).json.items[0].outcome, 'payload_too_large');
+  });
+
+  it('records no reads, no unknown routes and no wrong Host: they name no action', async () => {
+    const before = (await control.request('GET', '/v1/audit?limit=1')).json.items[0].id;
+    await control.request('GET', '/v1/config', { headers: { origin: 'http://evil.example' } });
+    await control.request('POST', '/v1/nothing-here', { body: {} });
+    await control.request('PATCH', '/v1/config', { body: {} });
+    const rebound = await rawRequest(control.url, '/v1/config', { method: 'PUT', body: '{}', headers: { host: 'evil.example', 'content-type': 'application/json' } });
+    assert.equal(rebound.status, 403);
     const after = (await control.request('GET', '/v1/audit?limit=1')).json.items[0].id;
     assert.equal(after, before);
   });
@@ -92,12 +112,14 @@ describe('audit actor with a token', () => {
     assert.equal(rows.includes('tok-for-audit-test'), false);
   });
 
-  it('does not record a request with a wrong token', async () => {
-    const count = () => (control.deps.db.prepare('SELECT count(*) AS n FROM audit').get() as { n: number }).n;
-    const before = count();
-    const res = await control.request('PUT', '/v1/config', { body: { retention_days: 2 }, token: 'wrong' });
+  it('records a mutating call with a wrong token as unauthenticated, never the token sent', async () => {
+    const res = await control.request('PUT', '/v1/config', { body: { retention_days: 2 }, token: 'wrong-token-sent' });
     assert.equal(res.status, 401);
-    assert.equal(count(), before);
+    const [entry] = control.deps.stores.audit.list({ limit: 1 }).items;
+    assert.deepEqual([entry!.action, entry!.actor, entry!.outcome], ['config.write', 'unauthenticated', 'unauthorized']);
+    assert.equal(JSON.stringify(control.deps.db.prepare('SELECT * FROM audit').all()).includes('wrong-token-sent'), false);
+    const version = (await control.request('GET', '/v1/config')).json.version;
+    assert.equal(version, 1, 'the refused write changed nothing');
   });
 });
 
