@@ -1,28 +1,81 @@
-// `svc answer <source>/<run> <text>`: writes the answer file a blocked run is waiting for.
+// `svc answer <source>/<run> <text>`: answers a blocked run. A run found in this project's `.svc/runs/` gets the answer
+// file it waits for; any other run is answered through the Control Plane. A run neither knows is an error (exit 1),
+// never a stray file that nothing will read.
+import { resolve } from 'node:path';
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
-import { UsageError } from './usage-error.ts';
+import { UsageError, CliError } from './usage-error.ts';
 import { writeAnswer, MAX_ANSWER_BYTES } from '../engine/answers.ts';
 import { isValidSegment } from '../engine/ids.ts';
+import { runDir } from '../engine/paths.ts';
+import { tryReadState, type RunState } from '../engine/run-state.ts';
+import { repoRoot } from '../engine/git.ts';
+import { readControlToken } from '../engine/control-token.ts';
+import { discoverControlUrl } from '../client/discover.ts';
+import { createControlClient, ControlApiError } from '../client/client.ts';
 
-const HELP = `Usage: svc answer <source>/<run> <text>
+const HELP = `Usage: svc answer <source>/<run> <text> [--repo DIR]
 
-Answers a blocked run: writes $SVC_CONTROL_ANSWER_DIR/<source>/<run>.json
-(default ~/.svc/control/answers), which the run picks up and continues with.
+Answers a blocked run. When the run is in DIR's .svc/runs/ (default: the current
+project), writes $SVC_CONTROL_ANSWER_DIR/<source>/<run>.json (default
+~/.svc/control/answers), which the run picks up and continues with. Otherwise the
+answer goes through the Control Plane (SVC_CONTROL_URL, SVC_CONTROL_TOKEN).
+
+Exits 1 when the run is not blocked, or when neither the project nor the Control
+Plane knows it.
 `;
+
+/** The run's state when DIR (or the git repository holding it) has it under .svc/runs/. */
+function localState(dir: string, source: string, run: string): RunState | null {
+  const roots = [dir];
+  try {
+    roots.unshift(repoRoot(dir));
+  } catch {
+    // Not inside a git repository: DIR itself is the only place to look.
+  }
+  for (const root of roots) {
+    const state = tryReadState(runDir(root, run));
+    if (state && state.source === source && state.run === run) return state;
+  }
+  return null;
+}
+
+async function answerThroughControl(io: CliIo, source: string, run: string, text: string): Promise<number> {
+  const { url } = discoverControlUrl(io.env);
+  const token = readControlToken(io.env);
+  const client = createControlClient({ url, ...(token ? { token } : {}), timeoutMs: 10_000 });
+  try {
+    const found = await client.getRun({ source, run });
+    if (found.status !== 'blocked') throw new CliError(`Run ${source}/${run} is ${found.status}, not blocked: nothing to answer`);
+    await client.answer({ source, run }, text);
+  } catch (err) {
+    if (err instanceof ControlApiError && err.code === 'not_found') {
+      throw new CliError(`No run ${source}/${run}: it is not in this project's .svc/runs/ (use --repo DIR) and the Control Plane at ${url} does not know it`);
+    }
+    if (err instanceof ControlApiError && err.code === 'unreachable') {
+      throw new CliError(`No run ${source}/${run} in this project's .svc/runs/ (use --repo DIR), and ${err.message}`);
+    }
+    throw err instanceof ControlApiError ? new CliError(`${err.message} (${err.status} ${err.code})`) : err;
+  }
+  io.stdout(`Answered ${source}/${run} through the Control Plane at ${url}\n`);
+  return 0;
+}
 
 export default async function answer(io: CliIo): Promise<number> {
   if (wantsHelp(io.argv)) {
     io.stdout(HELP);
     return 0;
   }
-  const { positionals } = parseFlags(io.argv, {});
+  const { values, positionals } = parseFlags(io.argv, { repo: { type: 'string' } });
   const [ref, ...words] = positionals;
   const [source, run, extra] = (ref ?? '').split('/');
   if (!isValidSegment(source) || !isValidSegment(run) || extra !== undefined) throw new UsageError('The first argument must be <source>/<run>');
   const text = words.join(' ').trim();
   if (!text) throw new UsageError('Give the answer text after <source>/<run>');
   if (Buffer.byteLength(text) > MAX_ANSWER_BYTES) throw new UsageError(`The answer is longer than ${MAX_ANSWER_BYTES} bytes`);
+  const state = localState(resolve(typeof values.repo === 'string' ? values.repo : process.cwd()), source, run);
+  if (!state) return answerThroughControl(io, source, run, text);
+  if (state.status !== 'blocked') throw new CliError(`Run ${source}/${run} is ${state.status}, not blocked: nothing to answer`);
   const path = writeAnswer(io.env, source, run, text);
   io.stdout(`Answer written to ${path}\n`);
   return 0;

@@ -1,0 +1,107 @@
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync, existsSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+
+const CLI = join(import.meta.dirname, '../../dist/cli.js');
+
+interface Result {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** A port nothing listens on: bound, then closed. */
+async function deadUrl(): Promise<string> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((r) => server.close(() => r()));
+  return `http://127.0.0.1:${port}`;
+}
+
+describe('svc answer', () => {
+  let dir: string;
+  let project: string;
+  let answers: string;
+  let control: TestControl;
+  let nowhere: string;
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'svc-'));
+    project = join(dir, 'project');
+    answers = join(dir, 'answers');
+    mkdirSync(join(dir, 'home'), { recursive: true });
+    for (const [run, status] of [['rblocked', 'blocked'], ['rdone', 'succeeded']] as const) {
+      mkdirSync(join(project, '.svc', 'runs', run), { recursive: true });
+      writeFileSync(join(project, '.svc', 'runs', run, 'state.json'), JSON.stringify({ source: 'local', run, status }));
+    }
+    control = await startTestControl();
+    control.deps.stores.runs.upsert('edge', { run: 'rremote', status: 'blocked', started_at: Date.now(), question: 'Which DB?' });
+    control.deps.stores.runs.upsert('edge', { run: 'rended', status: 'failed', started_at: Date.now() });
+    nowhere = await deadUrl();
+  });
+  after(async () => {
+    await control.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  function svc(args: string[], env: Record<string, string> = {}): Promise<Result> {
+    return new Promise((resolve) => {
+      const child = spawn(process.execPath, [CLI, 'answer', ...args], {
+        cwd: dir,
+        env: { PATH: process.env.PATH ?? '', HOME: join(dir, 'home'), SVC_CONTROL_ANSWER_DIR: answers, SVC_CONTROL_URL: nowhere, ...env },
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (c: Buffer) => (stdout += c));
+      child.stderr.on('data', (c: Buffer) => (stderr += c));
+      child.on('close', (code) => resolve({ code, stdout, stderr }));
+    });
+  }
+
+  it('writes the answer file for a blocked run in the project', async () => {
+    const r = await svc(['local/rblocked', 'use', 'postgres', '--repo', project]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(JSON.parse(readFileSync(join(answers, 'local', 'rblocked.json'), 'utf8')).answer, 'use postgres');
+  });
+
+  it('exits 1 for a project run that is not blocked and writes nothing', async () => {
+    const r = await svc(['local/rdone', 'hi', '--repo', project]);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /Run local\/rdone is succeeded, not blocked/);
+    assert.equal(existsSync(join(answers, 'local', 'rdone.json')), false);
+  });
+
+  it('exits 1 for a run neither the project nor an unreachable Control Plane knows, and writes nothing', async () => {
+    const r = await svc(['local/rnope', 'hi']);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /No run local\/rnope in this project's \.svc\/runs\/ \(use --repo DIR\), and Cannot reach the Control Plane/);
+    assert.equal(existsSync(join(answers, 'local', 'rnope.json')), false);
+  });
+
+  it('exits 1 for a run the Control Plane does not know either', async () => {
+    const r = await svc(['local/rnope', 'hi', '--repo', project], { SVC_CONTROL_URL: control.url });
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /No run local\/rnope: .*does not know it/);
+  });
+
+  it('answers a run only the Control Plane knows through it, and refuses one that is not blocked', async () => {
+    const r = await svc(['edge/rremote', 'postgres'], { SVC_CONTROL_URL: control.url });
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /Answered edge\/rremote through the Control Plane/);
+    assert.deepEqual(control.deps.stores.controlRequests.pending('edge').map((p) => [p.run, p.payload?.answer]), [['rremote', 'postgres']]);
+    const ended = await svc(['edge/rended', 'x'], { SVC_CONTROL_URL: control.url });
+    assert.equal(ended.code, 1);
+    assert.match(ended.stderr, /Run edge\/rended is failed, not blocked/);
+  });
+
+  it('keeps usage mistakes at exit 2', async () => {
+    assert.equal((await svc(['nope', 'x'])).code, 2);
+    assert.equal((await svc(['local/rblocked'])).code, 2);
+  });
+});
