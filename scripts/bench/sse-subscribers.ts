@@ -2,7 +2,7 @@
 // event's data (`"bench_t":<epoch ms>`). Runs inside the load-worker process only.
 import { connect, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { createHistogram } from './stats.ts';
+import { createHistogram, type HistogramData } from './stats.ts';
 
 export interface SseJob {
   url: string;
@@ -18,7 +18,13 @@ export interface SseResult {
   p50: number;
   p99: number;
   max: number;
+  /** The whole histogram, so results of several subscriber processes merge exactly. */
+  histogram: HistogramData;
 }
+
+/** Shared by every subscriber process so their histograms merge bucket by bucket. */
+export const HISTOGRAM_RESOLUTION_MS = 0.1;
+export const HISTOGRAM_RANGE_MS = 30_000;
 
 export interface Subscribers {
   connected: number;
@@ -37,18 +43,35 @@ const MARK = Buffer.from('"bench_t":');
 
 export async function openSubscribers(job: SseJob): Promise<Subscribers> {
   const target = new URL(job.url);
-  const histogram = createHistogram(0.1, 30_000);
+  const histogram = createHistogram(HISTOGRAM_RESOLUTION_MS, HISTOGRAM_RANGE_MS);
   const sockets: Socket[] = [];
   let extra = '';
   for (const [k, v] of Object.entries(job.headers ?? {})) extra += `${k}: ${v}\r\n`;
   const request = Buffer.from(`GET ${job.path} HTTP/1.1\r\nhost: ${target.host}\r\naccept: text/event-stream\r\n${extra}\r\n`);
 
+  // Reads the number after each mark straight from the bytes (no string per event): at 1M deliveries a second the
+  // subscriber process must stay cheap, or its own backlog is what the histogram measures.
   function scan(chunk: Buffer, now: number): void {
     let at = chunk.indexOf(MARK);
     while (at >= 0) {
       let end = at + MARK.length;
-      while (end < chunk.length && ((chunk[end]! >= 48 && chunk[end]! <= 57) || chunk[end] === 46)) end++;
-      histogram.add(now - Number(chunk.toString('latin1', at + MARK.length, end)));
+      let whole = 0;
+      let c = chunk[end]!;
+      while (end < chunk.length && c >= 48 && c <= 57) {
+        whole = whole * 10 + (c - 48);
+        c = chunk[++end]!;
+      }
+      let fraction = 0;
+      if (c === 46) {
+        let scale = 0.1;
+        c = chunk[++end]!;
+        while (end < chunk.length && c >= 48 && c <= 57) {
+          fraction += (c - 48) * scale;
+          scale /= 10;
+          c = chunk[++end]!;
+        }
+      }
+      histogram.add(now - (whole + fraction));
       at = chunk.indexOf(MARK, end);
     }
   }
@@ -116,6 +139,7 @@ export async function openSubscribers(job: SseJob): Promise<Subscribers> {
         p50: histogram.percentile(50),
         p99: histogram.percentile(99),
         max: histogram.max(),
+        histogram: histogram.export(),
       };
     },
   };

@@ -71,6 +71,15 @@ export interface Histogram {
   readonly count: number;
   percentile(p: number): number;
   max(): number;
+  /** Non-empty buckets as [index, count] pairs plus the max: small enough to send over IPC. */
+  export(): HistogramData;
+  /** Adds another histogram of the same resolution and range (e.g. from another subscriber process). */
+  merge(data: HistogramData): void;
+}
+
+export interface HistogramData {
+  buckets: Array<[number, number]>;
+  max: number;
 }
 
 export function createHistogram(resolutionMs = 0.1, rangeMs = 10_000): Histogram {
@@ -100,5 +109,18 @@ export function createHistogram(resolutionMs = 0.1, rangeMs = 10_000): Histogram
       return max;
     },
     max: () => max,
+    export() {
+      const pairs: Array<[number, number]> = [];
+      for (let i = 0; i < buckets.length; i++) if (buckets[i]) pairs.push([i, buckets[i]!]);
+      return { buckets: pairs, max };
+    },
+    merge(data) {
+      for (const [i, n] of data.buckets) {
+        const at = Math.min(buckets.length - 1, i);
+        buckets[at] = (buckets[at] ?? 0) + n;
+        count += n;
+      }
+      if (!(data.max <= max)) max = data.max;
+    },
   };
 }

@@ -2,7 +2,8 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { LoadJob, LoadResult } from './load.ts';
-import type { SseJob, SseResult } from './sse-subscribers.ts';
+import { HISTOGRAM_RANGE_MS, HISTOGRAM_RESOLUTION_MS, type SseJob, type SseResult } from './sse-subscribers.ts';
+import { createHistogram } from './stats.ts';
 
 const WORKER = fileURLToPath(new URL('./load-worker.ts', import.meta.url));
 
@@ -43,22 +44,50 @@ export async function runLoadInWorker(job: LoadJob): Promise<LoadResult> {
 export interface SseSession {
   connected: number;
   failed: number;
-  finish(total: number, graceMs: number): Promise<SseResult>;
+  /** Waits until every connected subscriber has `eventsEach` deliveries (or graceMs passed) and merges the results. */
+  finish(eventsEach: number, graceMs: number): Promise<SseResult>;
 }
 
-/** Opens SSE subscribers in a worker; resolves once all of them have their response headers. */
-export async function openSseInWorker(job: SseJob): Promise<SseSession> {
-  const child = spawnWorker();
-  const ready = nextMessage<{ connected: number; failed: number }>(child, 'ready');
-  child.send({ type: 'sse', job });
-  const { connected, failed } = await ready;
+/**
+ * Opens SSE subscribers spread over `processes` worker processes (round-robin shares); resolves once all of them have
+ * their response headers. One process parsing every frame of 1,000 subscribers × 1,000 events/s would measure its
+ * own backlog; several processes keep each event loop's sweep over its sockets short. Every frame is still counted.
+ */
+export async function openSseInWorkers(job: SseJob, processes: number): Promise<SseSession> {
+  const count = Math.max(1, Math.min(processes, job.subscribers));
+  const shares = Array.from({ length: count }, (_, i) => Math.floor(job.subscribers / count) + (i < job.subscribers % count ? 1 : 0));
+  const workers = await Promise.all(
+    shares.map(async (subscribers) => {
+      const child = spawnWorker();
+      const ready = nextMessage<{ connected: number; failed: number }>(child, 'ready');
+      child.send({ type: 'sse', job: { ...job, subscribers } });
+      return { child, ...(await ready) };
+    }),
+  );
+  const connected = workers.reduce((n, w) => n + w.connected, 0);
+  const failed = workers.reduce((n, w) => n + w.failed, 0);
   return {
     connected,
     failed,
-    async finish(total, graceMs) {
-      const done = nextMessage<{ result: SseResult }>(child, 'result');
-      child.send({ type: 'finish', total, graceMs });
-      return (await done).result;
+    async finish(eventsEach, graceMs) {
+      const results = await Promise.all(
+        workers.map((w) => {
+          const done = nextMessage<{ result: SseResult }>(w.child, 'result');
+          w.child.send({ type: 'finish', total: eventsEach * w.connected, graceMs });
+          return done.then((m) => m.result);
+        }),
+      );
+      const merged = createHistogram(HISTOGRAM_RESOLUTION_MS, HISTOGRAM_RANGE_MS);
+      for (const r of results) merged.merge(r.histogram);
+      return {
+        connected,
+        failed,
+        delivered: merged.count,
+        p50: merged.percentile(50),
+        p99: merged.percentile(99),
+        max: merged.max(),
+        histogram: merged.export(),
+      };
     },
   };
 }

@@ -19,6 +19,11 @@ export interface EncodedBatch {
   events: EncodedEvent[];
   /** All frames concatenated: one socket write per subscriber per publish, shared by every subscriber of the scope. */
   text: string;
+  /**
+   * `text` as UTF-8, encoded once per publish: writing a string makes every response encode (and measure) it again,
+   * which at 1,000 subscribers was a quarter of the server's fan-out CPU (docs/bench.md).
+   */
+  bytes: Buffer;
 }
 
 export interface Subscriber {
@@ -68,7 +73,8 @@ export function createRunEventBus(_stores?: ControlStores): RunEventBus {
 
   function deliverAll(set: Set<Subscriber> | undefined, events: EncodedEvent[]): void {
     if (!set || set.size === 0 || events.length === 0) return;
-    const batch: EncodedBatch = { events, text: events.length === 1 ? events[0]!.frame : events.map((e) => e.frame).join('') };
+    const text = events.length === 1 ? events[0]!.frame : events.map((e) => e.frame).join('');
+    const batch: EncodedBatch = { events, text, bytes: Buffer.from(text) };
     for (const sub of set) {
       try {
         sub.deliver(batch);

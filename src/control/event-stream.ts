@@ -36,7 +36,7 @@ export async function streamEvents(deps: ControlDeps, res: ServerResponse, scope
   let lastSent = after;
   let live = false;
 
-  function send(text: string): void {
+  function send(text: string | Buffer): void {
     res.write(text);
     if (res.writableLength > MAX_PENDING_BYTES) sse.close();
   }
@@ -51,10 +51,10 @@ export async function streamEvents(deps: ControlDeps, res: ServerResponse, scope
     ...scope,
     deliver(batch) {
       if (!live || sse.closed) return;
-      // Ids only grow, so a batch that starts past lastSent goes out as one shared string in one write.
+      // Ids only grow, so a batch that starts past lastSent goes out as one shared buffer in one write.
       if (batch.events[0]!.id > lastSent) {
         lastSent = batch.events[batch.events.length - 1]!.id;
-        send(batch.text);
+        send(batch.bytes);
       } else {
         for (const ev of batch.events) write(ev);
       }

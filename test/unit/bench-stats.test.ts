@@ -60,6 +60,21 @@ describe('bench stats', () => {
     assert.equal(h.max(), 5_000);
   });
 
+  it('merges histograms from several subscriber processes into the same percentiles as one histogram', () => {
+    const whole = createHistogram(0.5, 100);
+    const parts = [createHistogram(0.5, 100), createHistogram(0.5, 100), createHistogram(0.5, 100)];
+    for (let i = 0; i < 3000; i++) {
+      const v = (i * 7919) % 997 / 10;
+      whole.add(v);
+      parts[i % 3]!.add(v);
+    }
+    const merged = createHistogram(0.5, 100);
+    for (const p of parts) merged.merge(JSON.parse(JSON.stringify(p.export())));
+    assert.equal(merged.count, whole.count);
+    for (const p of [1, 50, 90, 99, 99.9, 100]) assert.equal(merged.percentile(p), whole.percentile(p));
+    assert.equal(merged.max(), whole.max());
+  });
+
   it('formats numbers for the table with thousands separators and n/a', () => {
     assert.equal(formatNumber(123456.7, 'req/s'), '123,457 req/s');
     assert.equal(formatNumber(0.3049), '0.305');
