@@ -62,7 +62,11 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (name === undefined || name === 'help' || name === '--help' || name === '-h') {
-    if (name === 'help' && tail[0] && commands[tail[0]]) return main([tail[0], '--help']);
+    if (name === 'help' && tail[0]) {
+      if (commands[tail[0]]) return main([tail[0], '--help']);
+      process.stderr.write(`svc: unknown command "${tail[0]}"\n\n${help()}`);
+      return 2;
+    }
     process.stdout.write(help());
     return name === undefined ? 2 : 0;
   }

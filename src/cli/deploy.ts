@@ -12,6 +12,15 @@ record  writes .svc/deploys/<time>-<sha>.json with {sha, finished_at, health}
 last    prints the newest as "last deploy <sha7> <finished_at> health=<status>"
 `;
 
+/** Not being in a git repository is the machine's state, not a mistake in the command line: exit 1, not 2. */
+function repoOrExit1(dir: string): string {
+  try {
+    return resolveRepo(dir);
+  } catch (err) {
+    throw new CliError((err as Error).message, 1);
+  }
+}
+
 export default async function deploy(io: CliIo): Promise<number> {
   if (wantsHelp(io.argv)) {
     io.stdout(HELP);
@@ -23,14 +32,16 @@ export default async function deploy(io: CliIo): Promise<number> {
     'finished-at': { type: 'string' },
     repo: { type: 'string' },
   });
-  const repo = resolveRepo(values.repo ?? process.cwd());
-  if (positionals[0] === 'last') {
+  const sub = positionals[0];
+  if (sub !== 'last' && (sub !== 'record' || positionals.length > 1)) throw new UsageError('Usage: svc deploy record --sha SHA --health STATUS');
+  if (sub === 'record' && (!values.sha || !values.health)) throw new UsageError('svc deploy record needs --sha and --health');
+  const repo = repoOrExit1(values.repo ?? process.cwd());
+  if (sub === 'last') {
     const line = latestDeployLine(repo);
     if (!line) throw new CliError('No deploy records in .svc/deploys');
     io.stdout(`${line}\n`);
     return 0;
   }
-  if (positionals[0] !== 'record' || positionals.length > 1) throw new UsageError('Usage: svc deploy record --sha SHA --health STATUS');
   if (!values.sha || !values.health) throw new UsageError('svc deploy record needs --sha and --health');
   try {
     const path = recordDeploy(repo, { sha: values.sha, health: values.health, ...(values['finished-at'] ? { finished_at: values['finished-at'] } : {}) });

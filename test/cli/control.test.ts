@@ -105,6 +105,16 @@ describe('svc entry point', () => {
     assert.match(r.stderr, /unknown command "frobnicate"/);
   });
 
+  it('exits 2 naming the command when asked for help on one that does not exist', async () => {
+    const r = await svc(['help', 'bogus']);
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /^svc: unknown command "bogus"/);
+    assert.equal(r.stdout, '');
+    const known = await svc(['help', 'control']);
+    assert.equal(known.code, 0);
+    assert.match(known.stdout, /svc control serve/);
+  });
+
   it('exits 2 with a one-line message and no stack trace on usage errors', async () => {
     for (const args of [['control', 'serve', '--port', 'abc'], ['control', 'serve', '--bogus'], ['control', 'status', 'extra'], ['control', 'frobnicate']]) {
       const r = await svc(args);
