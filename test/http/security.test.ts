@@ -113,6 +113,22 @@ describe('security', () => {
         assert.equal(res.json.error.code, 'unsupported_media_type');
       }
     });
+
+    it('lets stop and DELETE come without a body, but a body they carry must be JSON', async () => {
+      const routes: Array<[string, string]> = [['POST', '/v1/runs/local/rnobody/stop'], ['DELETE', '/v1/runs/local/rnobody'], ['POST', '/v1/runs/local/rnobody/resume']];
+      for (const [method, path] of routes) {
+        for (const type of ['text/plain', 'application/x-www-form-urlencoded', undefined]) {
+          const headers: Record<string, string> = type ? { 'content-type': type } : {};
+          const bodied = await rawRequest(open.url, path, { method, body: 'reason=x', headers });
+          assert.equal(bodied.status, 415, `${method} ${path} with a ${String(type)} body`);
+          assert.equal(bodied.json.error.code, 'unsupported_media_type');
+          const bare = await rawRequest(open.url, path, { method, headers });
+          assert.equal(bare.status, 404, `${method} ${path} without a body (${String(type)}) reaches the handler`);
+        }
+        const json = await rawRequest(open.url, path, { method, body: '{}', headers: JSON_TYPE });
+        assert.equal(json.status, 404, `${method} ${path} with a JSON body`);
+      }
+    });
   });
 
   describe('loopback-only routes on a non-loopback bind', () => {
