@@ -5,6 +5,8 @@ import type { RequestSpec } from './raw-client.ts';
 
 export type RequestKind =
   | { kind: 'get'; path: string; headers?: Record<string, string> }
+  /** A GET whose path differs on every request: `@@N@@` becomes base − n (n = 1, 2, …), e.g. to defeat a response cache. */
+  | { kind: 'get-unique'; path: string; base: number }
   | { kind: 'ingest'; batch: number; source: string; token?: string }
   | { kind: 'jobs'; token: string }
   | { kind: 'trackerb'; secret: string; template: unknown };
@@ -89,6 +91,11 @@ export function createRequestMaker(kind: RequestKind): RequestMaker {
     case 'get': {
       const made: MadeRequest = { spec: { method: 'GET', path: kind.path, headers: kind.headers ?? {} }, units: 1 };
       return () => made;
+    }
+    case 'get-unique': {
+      const [before, after = ''] = kind.path.split('@@N@@');
+      let n = 0;
+      return () => ({ spec: { method: 'GET', path: `${before}${kind.base - ++n}${after}`, headers: {} }, units: 1 });
     }
     case 'ingest':
       return ingestMaker(kind.batch, kind.source, kind.token);
