@@ -1,17 +1,9 @@
 // The audit chain's hash: sha256 over the previous hash and the canonical JSON of an entry; no I/O here.
 import { createHash } from 'node:crypto';
+import { canonicalJson } from '../canonical-json.ts';
 
 /** 64 zeros: the prev_hash of the first entry, so the genesis row is hashed like every other. */
 export const GENESIS_HASH = '0'.repeat(64);
-
-/** JSON with object keys sorted at every depth, so the same entry always hashes the same. */
-export function canonicalJson(value: unknown): string {
-  if (value === null || typeof value !== 'object') return JSON.stringify(value ?? null);
-  if (Array.isArray(value)) return `[${value.map((v) => canonicalJson(v === undefined ? null : v)).join(',')}]`;
-  const record = value as Record<string, unknown>;
-  const keys = Object.keys(record).filter((k) => record[k] !== undefined).sort();
-  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(record[k])}`).join(',')}}`;
-}
 
 /** The fields an entry's hash covers; `at` is unix ms (the wire's ISO string parses back to the same number). */
 export interface HashedEntry {

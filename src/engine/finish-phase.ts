@@ -12,7 +12,7 @@ import { issueReceipt, RECEIPT_TYPE, type Receipt } from './receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { providerEnv } from './provider-env.ts';
 import { svcHomeOf } from './paths.ts';
-import { canonicalJson } from './canonical-json.ts';
+import { canonicalJson } from '../canonical-json.ts';
 import { openPullRequest } from './pr.ts';
 import { isoNow } from './run-state.ts';
 import { fence } from './text.ts';

@@ -1,6 +1,6 @@
 // Evidence Receipt (DESIGN §6): canonical JSON, integrity = sha256 over it, Ed25519 signature over that digest.
 import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
-import { canonicalJson } from './canonical-json.ts';
+import { canonicalJson } from '../canonical-json.ts';
 import { signBytes, verifyBytes, keyIdOf, type SigningKey } from '../keys.ts';
 
 export const RECEIPT_TYPE = 'svc.evidence_receipt';

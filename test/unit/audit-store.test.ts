@@ -7,7 +7,8 @@ import { createHash } from 'node:crypto';
 import { openDatabase, type Db } from '../../src/db/open.ts';
 import { controlMigrations } from '../../src/db/control-migrations.ts';
 import { createAuditStore, type AuditStore } from '../../src/db/audit-store.ts';
-import { GENESIS_HASH, canonicalJson, entryHash, type HashedEntry } from '../../src/db/audit-hash.ts';
+import { GENESIS_HASH, entryHash, type HashedEntry } from '../../src/db/audit-hash.ts';
+import { canonicalJson } from '../../src/canonical-json.ts';
 
 function entry(i: number) {
   return { actor: 'local', peer: '127.0.0.1', action: 'run.stop', target: `local/r${i}`, outcome: 'ok', detail: { status: 202, n: i } };

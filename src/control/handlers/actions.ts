@@ -10,7 +10,7 @@ import type { ControlDeps } from '../deps.ts';
 import { runParams, runToJson } from '../params.ts';
 import { transaction } from '../../db/open.ts';
 import type { RunRow } from '../../db/runs-store.ts';
-import { canonicalJson } from '../../engine/canonical-json.ts';
+import { canonicalJson } from '../../canonical-json.ts';
 import { newRunId } from '../../engine/ids.ts';
 import { isIssueUrl } from '../../engine/classify.ts';
 import { repoRoot, repoName } from '../../engine/git.ts';

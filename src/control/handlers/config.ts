@@ -6,7 +6,7 @@ import type { ControlDeps } from '../deps.ts';
 import type { ConfigStore } from '../../db/config-store.ts';
 import { ConfigVersionConflict } from '../../db/config-store.ts';
 import { SETTINGS, mergeConfig, redactConfig, withDefaults, type ConfigValues } from '../config-schema.ts';
-import { canonicalJson } from '../../db/audit-hash.ts';
+import { canonicalJson } from '../../canonical-json.ts';
 import { noteAudit } from '../audited.ts';
 
 /** The settings in force: stored values over schema defaults. Other handlers read config through this. */
