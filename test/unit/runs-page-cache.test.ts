@@ -20,16 +20,33 @@ describe('runs page cache', () => {
     assert.equal(filterKey({ limit: 50, repo: 'a', verdict: null }), filterKey({ verdict: null, repo: 'a', limit: 50 }));
   });
 
-  it('builds once per filter while the stamp stays, and again after it moves', () => {
+  it('keeps a page from its second ask while the stamp stays, and rebuilds after it moves', () => {
     let stamp = 's1';
     let builds = 0;
     const cache = createRunsPageCache({ changeStamp: () => stamp });
     const build = (): string => `page ${++builds}`;
     assert.equal(cache.page({ limit: 5 }, build).toString(), 'page 1');
-    assert.equal(cache.page({ limit: 5 }, build).toString(), 'page 1');
-    assert.equal(cache.page({ limit: 6 }, build).toString(), 'page 2');
+    assert.equal(cache.size(), 0, 'a page asked for once is not kept');
+    assert.equal(cache.page({ limit: 5 }, build).toString(), 'page 2');
+    assert.equal(cache.page({ limit: 5 }, build).toString(), 'page 2');
+    assert.equal(cache.page({ limit: 6 }, build).toString(), 'page 3');
     stamp = 's2';
-    assert.equal(cache.page({ limit: 5 }, build).toString(), 'page 3');
+    assert.equal(cache.page({ limit: 5 }, build).toString(), 'page 4');
+    assert.equal(cache.page({ limit: 5 }, build).toString(), 'page 5', 'what was seen before the change counts for nothing');
+    assert.equal(cache.page({ limit: 5 }, build).toString(), 'page 5');
+    assert.equal(cache.size(), 1);
+  });
+
+  it('never lets one-off filters evict a page being polled', () => {
+    let builds = 0;
+    const cache = createRunsPageCache({ changeStamp: () => 'same' });
+    const build = (): string => `page ${++builds}`;
+    cache.page({ limit: 50 }, build);
+    cache.page({ limit: 50 }, build);
+    for (let i = 0; i < 10 * MAX_ENTRIES; i++) cache.page({ limit: 50, until: i }, build);
+    const before = builds;
+    cache.page({ limit: 50 }, build);
+    assert.equal(builds, before);
     assert.equal(cache.size(), 1);
   });
 
@@ -45,9 +62,13 @@ describe('runs page cache', () => {
     let builds = 0;
     const cache = createRunsPageCache({ changeStamp: () => 'same' });
     const build = (): string => `page ${++builds}`;
-    for (let i = 1; i <= MAX_ENTRIES; i++) cache.page({ limit: i }, build);
+    const twice = (f: RunFilter): void => {
+      cache.page(f, build);
+      cache.page(f, build);
+    };
+    for (let i = 1; i <= MAX_ENTRIES; i++) twice({ limit: i });
     cache.page({ limit: 1 }, build); // touch: limit=1 is now the most recent
-    cache.page({ limit: MAX_ENTRIES + 1 }, build); // evicts limit=2
+    twice({ limit: MAX_ENTRIES + 1 }); // evicts limit=2
     assert.equal(cache.size(), MAX_ENTRIES);
     const before = builds;
     cache.page({ limit: 1 }, build);
@@ -60,12 +81,14 @@ describe('runs page cache', () => {
     let builds = 0;
     const cache = createRunsPageCache({ changeStamp: () => 'same' });
     const big = (): string => `${++builds}`.padEnd(MAX_BYTES / 4 + 1, 'x');
-    cache.page({ limit: 1 }, big);
-    cache.page({ limit: 1 }, big);
-    assert.equal(builds, 2);
+    for (let i = 0; i < 3; i++) cache.page({ limit: 1 }, big);
+    assert.equal(builds, 3);
     assert.equal(cache.size(), 0);
     const quarter = (): string => `${++builds}`.padEnd(MAX_BYTES / 4, 'x');
-    for (let i = 1; i <= 6; i++) cache.page({ limit: i }, quarter);
+    for (let i = 1; i <= 6; i++) {
+      cache.page({ limit: i }, quarter);
+      cache.page({ limit: i }, quarter);
+    }
     assert.equal(cache.size(), 4);
   });
 });
