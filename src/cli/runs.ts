@@ -4,7 +4,8 @@ import { parseFlags, wantsHelp } from './io.ts';
 import { CliError, UsageError } from './usage-error.ts';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
 import { discoverControlUrl } from '../client/discover.ts';
-import type { RunFilter, RunRef, Verdict, RunStatus } from '../client/types.ts';
+import type { RunFilter, RunRef } from '../client/types.ts';
+import { RUN_STATUSES, VERDICTS, type RunStatus, type Verdict } from '../run-json.ts';
 import { formatRunDetails, formatRunTable } from './runs-format.ts';
 
 const HELP = `Usage:
@@ -23,8 +24,6 @@ A run may be given as <run> alone; its source is then SVC_SOURCE (default "local
             http://127.0.0.1:\${SVC_CONTROL_PORT:-47821}); SVC_CONTROL_TOKEN is sent when set.
 `;
 
-const VERDICTS = ['verified', 'verified_with_gaps', 'not_verified'];
-const STATUSES = ['queued', 'running', 'blocked', 'stopping', 'succeeded', 'failed', 'stopped'];
 const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
 const FLAGS = {
@@ -57,12 +56,12 @@ function listFilter(values: Record<string, string | boolean | undefined>): RunFi
   const pick = (key: string) => (typeof values[key] === 'string' ? (values[key] as string) : undefined);
   const verdict = pick('verdict');
   if (verdict !== undefined) {
-    if (!VERDICTS.includes(verdict)) throw new UsageError(`Invalid --verdict "${verdict}" (expected ${VERDICTS.join(', ')})`);
+    if (!(VERDICTS as readonly string[]).includes(verdict)) throw new UsageError(`Invalid --verdict "${verdict}" (expected ${VERDICTS.join(', ')})`);
     filter.verdict = verdict as Verdict;
   }
   const status = pick('status');
   if (status !== undefined) {
-    if (!STATUSES.includes(status)) throw new UsageError(`Invalid --status "${status}" (expected ${STATUSES.join(', ')})`);
+    if (!(RUN_STATUSES as readonly string[]).includes(status)) throw new UsageError(`Invalid --status "${status}" (expected ${RUN_STATUSES.join(', ')})`);
     filter.status = status as RunStatus;
   }
   const limit = pick('limit');

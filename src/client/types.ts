@@ -1,32 +1,16 @@
 // Wire types of the Control Plane /v1 API (DESIGN §3–4), shared by the client and its callers.
+import type { RunJson, RunStatus, Verdict } from '../run-json.ts';
 
-export type RunStatus = 'queued' | 'running' | 'blocked' | 'stopping' | 'succeeded' | 'failed' | 'stopped';
-export type Verdict = 'verified' | 'verified_with_gaps' | 'not_verified';
+// Re-exported because `svc/client` publishes every type of this file (client.ts: export type *).
+export type { RunJson, RunStatus, Verdict };
 
 export interface RunRef {
   source: string;
   run: string;
 }
 
-export interface Run extends RunRef {
-  repo: string | null;
-  group_id: string;
-  status: RunStatus;
-  verdict: Verdict | null;
-  brief: string | null;
-  origin: string | null;
-  provider: string | null;
-  branch: string | null;
-  pr_url: string | null;
-  question: string | null;
-  started_at: string | null;
-  ended_at: string | null;
-  updated_at: string | null;
-  cost_usd: number | null;
-  tokens_in: number | null;
-  tokens_out: number | null;
-  exit_code: number | null;
-  error: string | null;
+/** A run as the API answers it; open to fields a newer server may add. */
+export interface Run extends RunJson {
   [extra: string]: unknown;
 }
 

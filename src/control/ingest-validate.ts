@@ -1,6 +1,7 @@
 // Turns an untrusted ingest body into typed rows, or throws 400 naming the first bad field; nothing is written here.
 import { HttpError } from '../http/http-error.ts';
-import { RUN_STATUSES, VERDICTS, type RunInput, type RunStatus, type Verdict } from '../db/runs-store.ts';
+import type { RunInput } from '../db/runs-store.ts';
+import { RUN_STATUSES, VERDICTS, type RunStatus, type Verdict } from '../run-json.ts';
 import type { EventInput } from '../db/events-store.ts';
 import { SEGMENT, checkArtifactPath, isValidMs, parseTime } from './params.ts';
 import { safeContentType, OCTET_STREAM } from './content-type.ts';

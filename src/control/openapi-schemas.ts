@@ -1,5 +1,6 @@
 // Reusable OpenAPI 3.1 components (JSON Schema 2020-12) for the Control Plane and trigger server documents.
 // Shapes follow DESIGN §3–5; a field the design leaves open stays an open object rather than a guess.
+import { RUN_STATUSES, VERDICTS } from '../run-json.ts';
 
 const nullable = (type: string) => ({ type: [type, 'null'] });
 const time = { type: ['string', 'null'], format: 'date-time' };
@@ -24,8 +25,8 @@ export const schemas = {
       run: { type: 'string' },
       repo: nullable('string'),
       group_id: { type: 'string' },
-      status: { enum: ['queued', 'running', 'blocked', 'stopping', 'succeeded', 'failed', 'stopped'] },
-      verdict: { enum: ['verified', 'verified_with_gaps', 'not_verified', null] },
+      status: { enum: [...RUN_STATUSES] },
+      verdict: { enum: [...VERDICTS, null] },
       brief: nullable('string'),
       origin: nullable('string'),
       provider: nullable('string'),

@@ -2,6 +2,7 @@
 // Every bad value is 400 invalid_param naming the parameter (DESIGN §3, §4); nothing here touches the DB.
 import { HttpError } from '../http/http-error.ts';
 import type { RunRow } from '../db/runs-store.ts';
+import type { RunJson } from '../run-json.ts';
 
 /** DESIGN §3: both `<source>` and `<run>` path segments. */
 export const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
@@ -73,29 +74,6 @@ export function iso(ms: number | null): string | null {
 }
 
 /** DESIGN §3 Run JSON. `repo_path`, `pid` and `extra` are internal and never leave the server. */
-export interface RunJson {
-  source: string;
-  run: string;
-  repo: string | null;
-  group_id: string;
-  status: string;
-  verdict: string | null;
-  brief: string | null;
-  origin: string | null;
-  provider: string | null;
-  branch: string | null;
-  pr_url: string | null;
-  question: string | null;
-  started_at: string;
-  ended_at: string | null;
-  updated_at: string;
-  cost_usd: number | null;
-  tokens_in: number | null;
-  tokens_out: number | null;
-  exit_code: number | null;
-  error: string | null;
-}
-
 export function runToJson(row: RunRow): RunJson {
   return {
     source: row.source,

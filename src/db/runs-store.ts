@@ -17,13 +17,10 @@
 import type { SQLInputValue, StatementSync } from 'node:sqlite';
 import type { Db } from './open.ts';
 import { inTransaction } from './tx.ts';
+import { RUN_JSON_FIELDS, type RunStatus, type Verdict } from '../run-json.ts';
 
-export const RUN_STATUSES = ['queued', 'running', 'blocked', 'stopping', 'succeeded', 'failed', 'stopped'] as const;
-export type RunStatus = (typeof RUN_STATUSES)[number];
 /** Statuses during which a run still owns a process or worktree: it cannot be deleted. */
-export const ACTIVE_STATUSES: ReadonlySet<string> = new Set(['queued', 'running', 'blocked', 'stopping']);
-export const VERDICTS = ['verified', 'verified_with_gaps', 'not_verified'] as const;
-export type Verdict = (typeof VERDICTS)[number];
+const ACTIVE_STATUSES: ReadonlySet<string> = new Set(['queued', 'running', 'blocked', 'stopping']);
 
 export interface RunRow {
   source: string;
@@ -76,11 +73,8 @@ export interface RunFilter {
   limit: number;
 }
 
-/** The Run JSON columns in Run JSON key order (DESIGN §3): everything but repo_path, pid and extra. */
-export const PUBLIC_RUN_COLUMNS = [
-  'source', 'run', 'repo', 'group_id', 'status', 'verdict', 'brief', 'origin', 'provider', 'branch', 'pr_url', 'question',
-  'started_at', 'ended_at', 'updated_at', 'cost_usd', 'tokens_in', 'tokens_out', 'exit_code', 'error',
-] as const;
+/** The Run JSON columns in Run JSON key order (DESIGN §3): everything but repo_path, pid and extra. Columns are named after the fields. */
+export const PUBLIC_RUN_COLUMNS = RUN_JSON_FIELDS;
 /** One row of PUBLIC_RUN_COLUMNS, positionally (node:sqlite's array rows: no object per row). */
 export type PublicRunTuple = readonly unknown[];
 

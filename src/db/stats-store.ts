@@ -2,7 +2,7 @@
 // Unknown cost stays NULL: SQL's SUM of only NULLs is NULL, which is exactly "not measured", never 0.
 import type { SQLInputValue, StatementSync } from 'node:sqlite';
 import type { Db } from './open.ts';
-import { RUN_STATUSES, VERDICTS } from './runs-store.ts';
+import { RUN_STATUSES, VERDICTS } from '../run-json.ts';
 
 export interface StatsFilter {
   /** started_at >= since */

@@ -1,7 +1,7 @@
 // The project policy file .svc/policy.json (DESIGN §6). Unknown keys are an error: a typo must not silently loosen the gate.
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Verdict } from './run-state.ts';
+import type { Verdict } from '../run-json.ts';
 
 export interface CheckSpec {
   name: string;

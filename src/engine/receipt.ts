@@ -2,6 +2,7 @@
 import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
 import { canonicalJson } from '../canonical-json.ts';
 import { signBytes, verifyBytes, keyIdOf, type SigningKey } from '../keys.ts';
+import type { Verdict } from '../run-json.ts';
 
 export const RECEIPT_TYPE = 'svc.evidence_receipt';
 
@@ -20,7 +21,7 @@ export interface ReceiptBody {
   checks: Array<{ name: string; argv: string[]; required: boolean; exit_code: number | null; duration_ms: number; output_sha256: string }>;
   diff: { files: number; insertions: number; deletions: number; patch_sha256: string; paths: string[] };
   cost: { usd: number | null; tokens_in: number | null; tokens_out: number | null };
-  verdict: 'verified' | 'verified_with_gaps' | 'not_verified';
+  verdict: Verdict;
   gaps: string[];
   started_at: string;
   ended_at: string | null;

@@ -3,38 +3,18 @@ import { readFileSync } from 'node:fs';
 import { writeJsonAtomic } from './atomic.ts';
 import { statePath } from './paths.ts';
 import { assertPlainDir } from './safe-fs.ts';
+import { RUN_JSON_FIELDS, type RunJson, type RunStatus } from '../run-json.ts';
 
-export const RUN_STATUSES = ['queued', 'running', 'blocked', 'stopping', 'stopped', 'succeeded', 'failed'] as const;
-export type RunStatus = (typeof RUN_STATUSES)[number];
-export type Verdict = 'verified' | 'verified_with_gaps' | 'not_verified';
 export const TERMINAL: ReadonlySet<RunStatus> = new Set(['succeeded', 'failed', 'stopped']);
-
-export interface RunJson {
-  source: string;
-  run: string;
-  repo: string;
-  group_id: string;
-  status: RunStatus;
-  verdict: Verdict | null;
-  brief: string;
-  origin: string;
-  provider: string;
-  branch: string | null;
-  pr_url: string | null;
-  question: string | null;
-  started_at: string;
-  ended_at: string | null;
-  updated_at: string;
-  cost_usd: number | null;
-  tokens_in: number | null;
-  tokens_out: number | null;
-  exit_code: number | null;
-  error: string | null;
-}
 
 export type InputKind = 'errtrack-file' | 'issue-url' | 'spec-file' | 'trackera' | 'brief';
 
+/** The engine always knows where a run came from and what it was asked, so these Run JSON fields are never null here. */
 export interface RunState extends RunJson {
+  repo: string;
+  brief: string;
+  origin: string;
+  provider: string;
   repo_path: string;
   input: { kind: InputKind; value: string };
   /** Where the provider works: the worktree for --worktree/--pr, else the repo itself. */
@@ -58,15 +38,10 @@ export interface RunState extends RunJson {
   base_branch: string | null;
 }
 
-const RUN_FIELDS: ReadonlyArray<keyof RunJson> = [
-  'source', 'run', 'repo', 'group_id', 'status', 'verdict', 'brief', 'origin', 'provider', 'branch', 'pr_url',
-  'question', 'started_at', 'ended_at', 'updated_at', 'cost_usd', 'tokens_in', 'tokens_out', 'exit_code', 'error',
-];
-
 /** The wire form (DESIGN §3): exactly the run JSON fields, nothing engine-internal. */
 export function toRunJson(state: RunState): RunJson {
   const out: Record<string, unknown> = {};
-  for (const key of RUN_FIELDS) out[key] = state[key];
+  for (const key of RUN_JSON_FIELDS) out[key] = state[key];
   return out as unknown as RunJson;
 }
 

@@ -1,6 +1,6 @@
 // The verdict of DESIGN §3 from check results, the diff and whether the run itself failed; gaps say what was missing.
 import type { CheckResult } from './checks.ts';
-import type { Verdict } from './run-state.ts';
+import type { Verdict } from '../run-json.ts';
 
 export function decideVerdict(input: { checks: CheckResult[]; diffFiles: number; runFailed: boolean }): { verdict: Verdict; gaps: string[] } {
   const requiredFailed = input.checks.filter((c) => c.required && c.exit_code !== 0);

@@ -1,0 +1,37 @@
+// The Run JSON of DESIGN §3 — the one shape a run has on the wire — with its status and verdict vocabularies.
+// Imports nothing, so the engine, the Control Plane and the client (which must stay free of node:sqlite) all share it.
+
+export const RUN_STATUSES = ['queued', 'running', 'blocked', 'stopping', 'succeeded', 'failed', 'stopped'] as const;
+export type RunStatus = (typeof RUN_STATUSES)[number];
+export const VERDICTS = ['verified', 'verified_with_gaps', 'not_verified'] as const;
+export type Verdict = (typeof VERDICTS)[number];
+
+/** Times are ISO-8601 UTC strings. Engine-internal fields (repo_path, pid, extra, …) never appear here. */
+export interface RunJson {
+  source: string;
+  run: string;
+  repo: string | null;
+  group_id: string;
+  status: RunStatus;
+  verdict: Verdict | null;
+  brief: string | null;
+  origin: string | null;
+  provider: string | null;
+  branch: string | null;
+  pr_url: string | null;
+  question: string | null;
+  started_at: string;
+  ended_at: string | null;
+  updated_at: string;
+  cost_usd: number | null;
+  tokens_in: number | null;
+  tokens_out: number | null;
+  exit_code: number | null;
+  error: string | null;
+}
+
+/** Every Run JSON key, in the order DESIGN §3 lists them (and every serializer writes them). */
+export const RUN_JSON_FIELDS = [
+  'source', 'run', 'repo', 'group_id', 'status', 'verdict', 'brief', 'origin', 'provider', 'branch', 'pr_url', 'question',
+  'started_at', 'ended_at', 'updated_at', 'cost_usd', 'tokens_in', 'tokens_out', 'exit_code', 'error',
+] as const satisfies ReadonlyArray<keyof RunJson>;
