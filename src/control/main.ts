@@ -12,6 +12,8 @@ import { createRunController } from './run-controller.ts';
 import { createControlApp } from './app.ts';
 import { startRetentionSweeps } from './retention.ts';
 import { isLoopbackHost } from '../http/guards.ts';
+import { closeGracefully, listen } from '../http/listen.ts';
+import { exitCodeAfterSignal } from '../http/exit-on-signal.ts';
 import type { ControlSettings } from './settings.ts';
 import type { ControlDeps } from './deps.ts';
 import { createLogger, type Logger } from '../log.ts';
@@ -41,10 +43,6 @@ export function checkBindPolicy(settings: ControlSettings, log: Logger): void {
   });
 }
 
-function urlHost(host: string): string {
-  return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
-}
-
 export async function startControl(settings: ControlSettings, env: NodeJS.ProcessEnv, log: Logger = createLogger('control')): Promise<RunningControl> {
   checkBindPolicy(settings, log);
   const db = openDatabase(settings.dbPath, controlMigrations);
@@ -67,18 +65,10 @@ export async function startControl(settings: ControlSettings, env: NodeJS.Proces
   const origins = new Set<string>();
   const app = createControlApp(deps, { boundToLoopback: () => boundToLoopback, ownOrigins: () => origins });
   const server = createServer({ keepAliveTimeout: 5_000, requestTimeout: 60_000 }, app.listener);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(settings.port, settings.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const address = server.address();
-  const port = typeof address === 'object' && address ? address.port : settings.port;
-  url = `http://${urlHost(settings.host)}:${port}`;
+  const bound = await listen(server, settings.host, settings.port);
+  url = bound.url;
   origins.add(url);
-  if (boundToLoopback) for (const h of ['localhost', '127.0.0.1', '[::1]']) origins.add(`http://${h}:${port}`);
+  if (boundToLoopback) for (const h of ['localhost', '127.0.0.1', '[::1]']) origins.add(`http://${h}:${bound.port}`);
 
   const stopSweeps = startRetentionSweeps(deps);
 
@@ -86,23 +76,9 @@ export async function startControl(settings: ControlSettings, env: NodeJS.Proces
   function close(): Promise<void> {
     closing ??= (async () => {
       stopSweeps();
-      // Listen for 'close' before anything can await: with no open connections it fires on the next tick, and a
-      // listener attached later would never run (the unref'd timer then lets the process exit mid-shutdown).
-      const closed = new Promise<void>((resolve) => server.once('close', () => resolve()));
-      server.close();
-      bus.close();
-      server.closeIdleConnections();
-      await deps.engine.close();
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(() => {
-          server.closeAllConnections();
-          resolve();
-        }, 2_000);
-        timer.unref();
-        closed.then(() => {
-          clearTimeout(timer);
-          resolve();
-        });
+      await closeGracefully(server, async () => {
+        bus.close();
+        await deps.engine.close();
       });
       stores.close();
       db.close();
@@ -136,24 +112,8 @@ export async function serveControlForever(settings: ControlSettings, env: NodeJS
   writeServerRecord(settings.svcHome, { url: running.url, pid: process.pid });
   print(`${running.url}\n`);
   log.info('listening', { url: running.url, db: settings.dbPath });
-  return new Promise<number>((resolve) => {
-    let stopping = false;
-    const onSignal = (signal: string): void => {
-      if (stopping) return;
-      stopping = true;
-      log.info('shutting down', { signal });
-      running.close().then(
-        () => {
-          removeServerRecord(settings.svcHome, process.pid);
-          resolve(0);
-        },
-        (err: unknown) => {
-          log.error('shutdown failed', { error: err instanceof Error ? err.message : String(err) });
-          resolve(1);
-        },
-      );
-    };
-    process.once('SIGINT', () => onSignal('SIGINT'));
-    process.once('SIGTERM', () => onSignal('SIGTERM'));
+  return exitCodeAfterSignal(log, 'shutting down', async () => {
+    await running.close();
+    removeServerRecord(settings.svcHome, process.pid);
   });
 }

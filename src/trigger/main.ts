@@ -18,6 +18,8 @@ import { createLogger, type Logger } from '../log.ts';
 import { stderrSink } from './log-sink.ts';
 import { createWalCheckpointer } from './wal-checkpointer.ts';
 import { CliError } from '../cli/usage-error.ts';
+import { closeGracefully, listen } from '../http/listen.ts';
+import { exitCodeAfterSignal } from '../http/exit-on-signal.ts';
 
 export interface RunningTrigger {
   url: string;
@@ -44,10 +46,6 @@ export interface TriggerOverrides {
 function triggerLogger(): Logger {
   const sink = stderrSink();
   return createLogger('trigger', (line) => sink.write(line));
-}
-
-function urlHost(host: string): string {
-  return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
 }
 
 /** Executors by SVC_TRIGGER_EXECUTOR; others (kubernetes) register here when they land. */
@@ -94,36 +92,15 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
   runner = createRunner({ stores, executor, concurrency: settings.concurrency, clock, log, controlUrl: settings.controlUrl, notify });
   const app = createTriggerApp({ settings, queue, clock, log }, o.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: o.bodyTimeoutMs } : {});
   const server = createServer({ keepAliveTimeout: 5_000, requestTimeout: 60_000, headersTimeout: 20_000 }, app.listener);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(settings.port, settings.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const address = server.address();
-  const port = typeof address === 'object' && address ? address.port : settings.port;
-  const url = `http://${urlHost(settings.host)}:${port}`;
+  const { url } = await listen(server, settings.host, settings.port);
   runner.recover();
 
   let closing: Promise<void> | undefined;
   function close(): Promise<void> {
     closing ??= (async () => {
-      server.close();
-      server.closeIdleConnections();
-      shutdown.abort();
-      await runner!.close();
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(() => {
-          server.closeAllConnections();
-          resolve();
-        }, 2_000);
-        timer.unref();
-        server.once('close', () => {
-          clearTimeout(timer);
-          resolve();
-        });
-        if (!server.listening) resolve();
+      await closeGracefully(server, async () => {
+        shutdown.abort();
+        await runner!.close();
       });
       await checkpointer.close();
       db.close();
@@ -139,21 +116,5 @@ export async function serveTriggerForever(settings: TriggerSettings, env: NodeJS
   const running = await startTrigger(settings, env, { log });
   print(`${running.url}\n`);
   log.info('listening', { url: running.url, repo: settings.repoDir, db: settings.dbPath, concurrency: settings.concurrency });
-  return new Promise<number>((resolve) => {
-    let stopping = false;
-    const onSignal = (signal: string): void => {
-      if (stopping) return;
-      stopping = true;
-      log.info('shutting down; queued jobs stay queued', { signal });
-      running.close().then(
-        () => resolve(0),
-        (err: unknown) => {
-          log.error('shutdown failed', { error: err instanceof Error ? err.message : String(err) });
-          resolve(1);
-        },
-      );
-    };
-    process.once('SIGINT', () => onSignal('SIGINT'));
-    process.once('SIGTERM', () => onSignal('SIGTERM'));
-  });
+  return exitCodeAfterSignal(log, 'shutting down; queued jobs stay queued', () => running.close());
 }
