@@ -1,35 +1,18 @@
 // The durable job queue's group commit, its failure isolation, and the hot-path helpers around it
 // (coalesced log writes, pooled job-id randomness).
-import { describe, it, after } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { rmSync } from 'node:fs';
-import { join } from 'node:path';
-import { openDatabase, type Db } from '../../src/db/open.ts';
-import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
+import type { Db } from '../../src/db/open.ts';
 import { createTriggerStores } from '../../src/db/trigger-stores.ts';
 import { createJobQueue, MAX_BATCH, type EnqueueRequest, type JobQueue } from '../../src/trigger/queue.ts';
 import { createCoalescingSink } from '../../src/trigger/log-sink.ts';
 import { newJobId, JOB_ID } from '../../src/trigger/job-id.ts';
-import { tempDir } from './helpers.ts';
+import { tempTriggerDbs } from './temp-dbs.ts';
 
-const dirs: string[] = [];
-const dbs: Db[] = [];
-after(() => {
-  for (const db of dbs) if (db.isOpen) db.close();
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
-
-function openTemp(): { db: Db; path: string } {
-  const dir = tempDir('svc-queue-');
-  dirs.push(dir);
-  const path = join(dir, 'trigger.db');
-  const db = openDatabase(path, triggerMigrations);
-  dbs.push(db);
-  return { db, path };
-}
+const temp = tempTriggerDbs('svc-queue-');
 
 function setup(maxQueued = 1000): { queue: JobQueue; db: Db; commits: () => number } {
-  const { db } = openTemp();
+  const { db } = temp.open();
   let commits = 0;
   const queue = createJobQueue({ stores: createTriggerStores(db), clock: Date.now, maxQueued, onEnqueued() {}, onCommitted: () => void (commits += 1) });
   return { queue, db, commits: () => commits };

@@ -1,9 +1,9 @@
 // The WAL checkpointer: checkpoints leave the event loop for a worker thread, fall back to the main
 // connection when the worker cannot run, and never put a non-JSON line into the server's stderr log.
-import { describe, it, after } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { rmSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openDatabase, type Db } from '../../src/db/open.ts';
@@ -11,23 +11,10 @@ import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
 import { createWalCheckpointer, BACKSTOP_PAGES } from '../../src/trigger/wal-checkpointer.ts';
 import { createLogger, silentLogger } from '../../src/log.ts';
 import { FAKE_SVC, SECRETS, makeRepo, post, tempDir, waitFor } from './helpers.ts';
+import { tempTriggerDbs } from './temp-dbs.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
-const dirs: string[] = [];
-const dbs: Db[] = [];
-after(() => {
-  for (const db of dbs) if (db.isOpen) db.close();
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
-
-function openTemp(): { db: Db; path: string } {
-  const dir = tempDir('svc-wal-');
-  dirs.push(dir);
-  const path = join(dir, 'trigger.db');
-  const db = openDatabase(path, triggerMigrations);
-  dbs.push(db);
-  return { db, path };
-}
+const temp = tempTriggerDbs('svc-wal-');
 
 function autocheckpoint(db: Db): number {
   return (db.prepare('PRAGMA wal_autocheckpoint').get() as { wal_autocheckpoint: number }).wal_autocheckpoint;
@@ -35,7 +22,7 @@ function autocheckpoint(db: Db): number {
 
 describe('WAL checkpointer', () => {
   it('copies committed pages into the database file from a worker thread', async () => {
-    const { db, path } = openTemp();
+    const { db, path } = temp.open();
     const checkpointer = createWalCheckpointer({ db, path, log: silentLogger, intervalMs: 0 });
     try {
       const before = statSync(path).size;
@@ -53,11 +40,11 @@ describe('WAL checkpointer', () => {
   });
 
   it('falls back to checkpoints on the main connection when the worker cannot open the database', async () => {
-    const { db } = openTemp();
+    const { db } = temp.open();
     const warnings: string[] = [];
     const log = createLogger('test', (line) => void warnings.push((JSON.parse(line) as { msg: string }).msg));
     const gone = tempDir('svc-gone-');
-    dirs.push(gone);
+    temp.dirs.push(gone);
     const checkpointer = createWalCheckpointer({ db, path: join(gone, 'missing', 'trigger.db'), log, intervalMs: 0 });
     try {
       assert.equal(autocheckpoint(db), BACKSTOP_PAGES);
@@ -71,7 +58,7 @@ describe('WAL checkpointer', () => {
 
   it('does nothing for an in-memory database', async () => {
     const db = openDatabase(':memory:', triggerMigrations);
-    dbs.push(db);
+    temp.dbs.push(db);
     const checkpointer = createWalCheckpointer({ db, path: ':memory:', log: silentLogger });
     checkpointer.nudge();
     await checkpointer.close();
@@ -80,7 +67,7 @@ describe('WAL checkpointer', () => {
   it('keeps the server stderr to JSON lines while its worker checkpoints', async () => {
     const home = tempDir('svc-home-');
     const repo = makeRepo();
-    dirs.push(home, repo);
+    temp.dirs.push(home, repo);
     const env = { PATH: process.env.PATH, HOME: home, ...SECRETS, SVC_TRIGGER_CLI: FAKE_SVC };
     const child = spawn(process.execPath, [CLI, 'trigger', 'serve', '--port', '0', '--repo', repo], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';

@@ -1,18 +1,10 @@
-import { describe, it, before, after } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { openDatabase, type Db } from '../../src/db/open.ts';
-import { controlMigrations } from '../../src/db/control-migrations.ts';
-import { createControlStores, type ControlStores } from '../../src/db/control-stores.ts';
+import { memoryControlStores } from '../helpers/memory-stores.ts';
 
 describe('artifacts store', () => {
-  let db: Db;
-  let stores: ControlStores;
-  before(() => {
-    db = openDatabase(':memory:', controlMigrations);
-    stores = createControlStores(db);
-  });
-  after(() => db.close());
+  const { stores } = memoryControlStores();
 
   it('stores content with its sha256 and size and returns the bytes', () => {
     const content = Buffer.from('{"ok":true}');
@@ -42,13 +34,7 @@ describe('artifacts store', () => {
 });
 
 describe('control requests store', () => {
-  let db: Db;
-  let stores: ControlStores;
-  before(() => {
-    db = openDatabase(':memory:', controlMigrations);
-    stores = createControlStores(db);
-  });
-  after(() => db.close());
+  const { stores } = memoryControlStores();
 
   it('hands pending requests over once, oldest first, only to their source', () => {
     stores.controlRequests.add('remote', 'r1', 'stop');

@@ -1,17 +1,9 @@
-import { describe, it, before, after } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { openDatabase, type Db } from '../../src/db/open.ts';
-import { controlMigrations } from '../../src/db/control-migrations.ts';
-import { createControlStores, type ControlStores } from '../../src/db/control-stores.ts';
+import { memoryControlStores } from '../helpers/memory-stores.ts';
 
 describe('events store', () => {
-  let db: Db;
-  let stores: ControlStores;
-  before(() => {
-    db = openDatabase(':memory:', controlMigrations);
-    stores = createControlStores(db);
-  });
-  after(() => db.close());
+  const { stores } = memoryControlStores();
 
   it('assigns increasing ids and ignores a repeated (source, run, seq)', () => {
     const a = stores.events.insert({ source: 's', run: 'r', seq: 1, ts: 10, kind: 'log', data: '{"text":"a"}' });

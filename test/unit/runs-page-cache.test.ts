@@ -1,8 +1,7 @@
-import { describe, it, before, after } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { openDatabase, transaction, type Db } from '../../src/db/open.ts';
-import { controlMigrations } from '../../src/db/control-migrations.ts';
-import { createControlStores, type ControlStores } from '../../src/db/control-stores.ts';
+import { transaction } from '../../src/db/open.ts';
+import { memoryControlStores } from '../helpers/memory-stores.ts';
 import { createRunsPageCache, filterKey, MAX_ENTRIES, MAX_BYTES } from '../../src/control/runs-page-cache.ts';
 import type { RunFilter } from '../../src/db/runs-store.ts';
 
@@ -94,13 +93,7 @@ describe('runs page cache', () => {
 });
 
 describe('runs store change stamp', () => {
-  let db: Db;
-  let stores: ControlStores;
-  before(() => {
-    db = openDatabase(':memory:', controlMigrations);
-    stores = createControlStores(db);
-  });
-  after(() => db.close());
+  const { db, stores } = memoryControlStores();
 
   const run = { run: 'r1', status: 'succeeded' as const, started_at: 1000, updated_at: 1000 };
 

@@ -2,7 +2,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { openDatabase, type Db } from '../../src/db/open.ts';
 import { controlMigrations } from '../../src/db/control-migrations.ts';
-import { createControlStores, type ControlStores } from '../../src/db/control-stores.ts';
+import { memoryControlStores } from '../helpers/memory-stores.ts';
 import { buildListQuery, type RunFilter, type RunInput } from '../../src/db/runs-store.ts';
 
 function run(i: number, fields: Partial<RunInput> = {}): RunInput {
@@ -16,13 +16,7 @@ function plan(db: Db, filter: RunFilter): string {
 }
 
 describe('runs store', () => {
-  let db: Db;
-  let stores: ControlStores;
-  before(() => {
-    db = openDatabase(':memory:', controlMigrations);
-    stores = createControlStores(db);
-  });
-  after(() => db.close());
+  const { stores } = memoryControlStores();
 
   it('inserts a run with group_id defaulting to its own id and reads it back', () => {
     stores.runs.upsert('local', run(1, { brief: 'fix it' }));
