@@ -1,4 +1,5 @@
 // Parses a Server-Sent Events byte stream into messages (WHATWG HTML §9.2.6 "event stream interpretation").
+// Twin of static/lib/sse-parse.js (the browser's copy, which dist/ cannot import): keep the field rules in step.
 import type { StreamMessage } from './types.ts';
 
 /** Yields one message per blank-line-terminated block that carried data; comments (`: ping`) are skipped. */
