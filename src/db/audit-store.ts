@@ -1,7 +1,7 @@
 // Append-only audit log as a hash chain: each row's hash covers the previous hash, so edits and deletions show.
 import type { StatementSync } from 'node:sqlite';
 import type { Db } from './open.ts';
-import { GENESIS_HASH, entryHash } from './audit-hash.ts';
+import { GENESIS_HASH, entryHash, type HashedEntry } from './audit-hash.ts';
 
 export interface AuditInput {
   actor: string;
@@ -12,15 +12,8 @@ export interface AuditInput {
   detail?: Record<string, unknown> | null;
 }
 
-export interface AuditEntry {
-  id: number;
-  at: number;
-  actor: string;
-  peer: string;
-  action: string;
-  target: string | null;
-  outcome: string;
-  detail: Record<string, unknown> | null;
+/** A stored entry: the hashed fields plus the chain links. */
+export interface AuditEntry extends HashedEntry {
   prev_hash: string;
   hash: string;
 }
@@ -39,17 +32,9 @@ export interface AuditStore {
   verifyChain(): number | null;
 }
 
-interface Row {
-  id: number;
-  at: number;
-  actor: string;
-  peer: string;
-  action: string;
-  target: string | null;
-  outcome: string;
+/** As SQLite returns it: detail still JSON text. */
+interface Row extends Omit<AuditEntry, 'detail'> {
   detail: string | null;
-  prev_hash: string;
-  hash: string;
 }
 
 function toEntry(row: Row): AuditEntry {

@@ -17,33 +17,17 @@
 import type { SQLInputValue, StatementSync } from 'node:sqlite';
 import type { Db } from './open.ts';
 import { inTransaction } from './tx.ts';
-import { RUN_JSON_FIELDS, type RunStatus, type Verdict } from '../run-json.ts';
+import { RUN_JSON_FIELDS, type RunJson, type RunStatus, type Verdict } from '../run-json.ts';
 
 /** Statuses during which a run still owns a process or worktree: it cannot be deleted. */
 const ACTIVE_STATUSES: ReadonlySet<string> = new Set(['queued', 'running', 'blocked', 'stopping']);
 
-export interface RunRow {
-  source: string;
-  run: string;
-  repo: string | null;
-  repo_path: string | null;
-  group_id: string;
-  status: RunStatus;
-  verdict: Verdict | null;
-  brief: string | null;
-  origin: string | null;
-  provider: string | null;
-  branch: string | null;
-  pr_url: string | null;
-  question: string | null;
+/** A runs row: the Run JSON fields with times as unix ms, plus the internal columns that never leave the server. */
+export interface RunRow extends Omit<RunJson, 'started_at' | 'ended_at' | 'updated_at'> {
   started_at: number;
   ended_at: number | null;
   updated_at: number;
-  cost_usd: number | null;
-  tokens_in: number | null;
-  tokens_out: number | null;
-  exit_code: number | null;
-  error: string | null;
+  repo_path: string | null;
   pid: number | null;
   extra: string | null;
 }
