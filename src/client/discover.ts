@@ -1,6 +1,5 @@
 // Finds the Control Plane the way DESIGN §4 says: SVC_CONTROL_URL, then a live server.json, then the default port.
 import { serverRecordFile, readServerRecordFile, isPidAlive } from './server-record.ts';
-import { createControlClient, type ControlClient, type ControlClientOptions } from './client.ts';
 
 export const DEFAULT_CONTROL_PORT = 47821;
 
@@ -19,13 +18,6 @@ export function discoverControlUrl(env: NodeJS.ProcessEnv): Discovered {
   const portText = env.SVC_CONTROL_PORT?.trim();
   const port = portText && /^\d+$/.test(portText) && Number(portText) > 0 && Number(portText) <= 65535 ? Number(portText) : DEFAULT_CONTROL_PORT;
   return { url: `http://127.0.0.1:${port}`, via: 'default' };
-}
-
-/** A client for the discovered URL, carrying SVC_CONTROL_TOKEN when it is set. */
-export function createClientFromEnv(env: NodeJS.ProcessEnv, extra: Omit<ControlClientOptions, 'url' | 'token'> = {}): ControlClient {
-  const { url } = discoverControlUrl(env);
-  const token = env.SVC_CONTROL_TOKEN || undefined;
-  return createControlClient({ ...extra, url, ...(token ? { token } : {}) });
 }
 
 function stripSlash(url: string): string {

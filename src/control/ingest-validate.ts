@@ -119,7 +119,7 @@ export function validateEvent(v: unknown, where: string, source: string, now: nu
   };
 }
 
-export function validateArtifact(v: unknown, where: string): ArtifactUpload {
+function validateArtifact(v: unknown, where: string): ArtifactUpload {
   if (!isObj(v)) return bad(where, 'must be an object');
   const run = segment(`${where}.run`, v.run);
   if (typeof v.path !== 'string') bad(`${where}.path`, 'must be a string');

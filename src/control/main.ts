@@ -29,7 +29,7 @@ export interface RunningControl {
 }
 
 /** Refuses a tokenless non-loopback bind (spec: exit code 2) unless explicitly overridden. */
-export function checkBindPolicy(settings: ControlSettings, log: Logger): void {
+function checkBindPolicy(settings: ControlSettings, log: Logger): void {
   if (isLoopbackHost(settings.host) || settings.token) return;
   if (!settings.allowInsecureBind) {
     throw new CliError(

@@ -6,8 +6,8 @@ import type { RunJson } from '../run-json.ts';
 
 /** DESIGN §3: both `<source>` and `<run>` path segments. */
 export const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
-export const DEFAULT_LIMIT = 50;
-export const MAX_LIMIT = 500;
+const DEFAULT_LIMIT = 50;
+const MAX_LIMIT = 500;
 
 export function checkSegment(name: string, value: unknown): string {
   if (typeof value !== 'string' || !SEGMENT.test(value)) {

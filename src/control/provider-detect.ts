@@ -3,11 +3,6 @@ import { accessSync, constants, statSync } from 'node:fs';
 import { delimiter, isAbsolute, join } from 'node:path';
 import { execFile } from 'node:child_process';
 
-export interface Detected {
-  path: string | null;
-  version: string | null;
-}
-
 /** First executable regular file called `name` in the PATH entries (relative entries are skipped: cwd is not a policy). */
 export function findOnPath(name: string, pathEnv: string | undefined): string | null {
   if (name.includes('/') || name.includes('\\')) return isExecutable(name) ? name : null;
@@ -30,7 +25,7 @@ function isExecutable(path: string): boolean {
 }
 
 /** The first version-looking token of the output (`1.2.3`, `v0.9.1-beta`), else its first line, capped. */
-export function versionFrom(output: string): string | null {
+function versionFrom(output: string): string | null {
   const match = /\bv?(\d+\.\d+(?:\.\d+)?(?:[-+][0-9A-Za-z.-]+)?)\b/.exec(output);
   if (match) return match[1]!;
   const line = output.split('\n').find((l) => l.trim())?.trim();

@@ -2,9 +2,6 @@
 import { join } from 'node:path';
 import { homedir } from 'node:os';
 
-export function svcDir(repo: string): string {
-  return join(repo, '.svc');
-}
 export function runsDir(repo: string): string {
   return join(repo, '.svc', 'runs');
 }

@@ -73,17 +73,3 @@ export function resolveProvider(requested: string | null, config: EngineConfig, 
     `No provider found: looked for ${BUILTIN_PROVIDERS.join(', ')} on PATH and a "provider" in .svc/config.json. Install one or pass --provider NAME`,
   );
 }
-
-/** For GET /v1/providers: every builtin and configured provider with where it was found. */
-export function listProviders(config: EngineConfig, env: NodeJS.ProcessEnv): Array<{ name: string; available: boolean; path: string | null }> {
-  const out: Array<{ name: string; available: boolean; path: string | null }> = [];
-  for (const name of BUILTIN_PROVIDERS) {
-    const path = which(name, env.PATH);
-    out.push({ name, available: path !== null, path });
-  }
-  for (const [name, p] of Object.entries(config.providers)) {
-    const path = which(p.command[0]!, env.PATH);
-    out.push({ name, available: path !== null, path });
-  }
-  return out;
-}

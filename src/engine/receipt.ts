@@ -35,7 +35,7 @@ export interface Receipt extends ReceiptBody {
 }
 
 /** sha256 hex over the canonical JSON of the receipt without `integrity` and `signature`. */
-export function receiptDigest(receipt: Record<string, unknown>): Buffer {
+function receiptDigest(receipt: Record<string, unknown>): Buffer {
   const { integrity: _i, signature: _s, ...rest } = receipt;
   return createHash('sha256').update(canonicalJson(rest)).digest();
 }

@@ -1,6 +1,5 @@
 // Replies as plain data, written to the socket in one place with the security headers every response carries.
 import type { ServerResponse } from 'node:http';
-import { errorBody, type ErrorCode } from './http-error.ts';
 
 export interface Reply {
   status: number;
@@ -17,10 +16,6 @@ export const JSON_TYPE = 'application/json; charset=utf-8';
 
 export function json(status: number, body: unknown, headers: Record<string, string> = {}): Reply {
   return { status, body, headers };
-}
-
-export function errorReply(status: number, code: ErrorCode, message: string, headers: Record<string, string> = {}): Reply {
-  return { status, body: errorBody(code, message), headers };
 }
 
 const BASE_HEADERS: Record<string, string> = {

@@ -63,7 +63,7 @@ function pickExecutor(settings: TriggerSettings, env: NodeJS.ProcessEnv, log: Lo
   throw new CliError(`Unknown SVC_TRIGGER_EXECUTOR "${settings.executor}" (known: local, kubernetes)`, 2);
 }
 
-export function logStartupProblems(settings: TriggerSettings, log: Logger): void {
+function logStartupProblems(settings: TriggerSettings, log: Logger): void {
   for (const warning of settings.problems.warnings) log.warn(warning);
   for (const error of settings.problems.errors) log.error(error);
 }

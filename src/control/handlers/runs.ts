@@ -24,7 +24,7 @@ function parseStatus(value: string): RunStatus {
   throw new HttpError('invalid_param', `Parameter "status" must be one of ${RUN_STATUSES.join(', ')}`);
 }
 
-export function parseRunFilter(query: URLSearchParams): RunFilter {
+function parseRunFilter(query: URLSearchParams): RunFilter {
   checkQueryKeys(query, LIST_KEYS);
   const filter: RunFilter = { limit: parseLimit(query.get('limit')) };
   const verdict = query.get('verdict');
