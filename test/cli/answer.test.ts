@@ -1,19 +1,14 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync, existsSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+import { runChild, type ChildResult } from '../helpers/run-child.ts';
 
 const CLI = join(import.meta.dirname, '../../dist/cli.js');
 
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
 
 /** A port nothing listens on: bound, then closed. */
 async function deadUrl(): Promise<string> {
@@ -50,17 +45,10 @@ describe('svc answer', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  function svc(args: string[], env: Record<string, string> = {}): Promise<Result> {
-    return new Promise((resolve) => {
-      const child = spawn(process.execPath, [CLI, 'answer', ...args], {
-        cwd: dir,
-        env: { PATH: process.env.PATH ?? '', HOME: join(dir, 'home'), SVC_CONTROL_ANSWER_DIR: answers, SVC_CONTROL_URL: nowhere, ...env },
-      });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (c: Buffer) => (stdout += c));
-      child.stderr.on('data', (c: Buffer) => (stderr += c));
-      child.on('close', (code) => resolve({ code, stdout, stderr }));
+  function svc(args: string[], env: Record<string, string> = {}): Promise<ChildResult> {
+    return runChild(process.execPath, [CLI, 'answer', ...args], {
+      cwd: dir,
+      env: { PATH: process.env.PATH ?? '', HOME: join(dir, 'home'), SVC_CONTROL_ANSWER_DIR: answers, SVC_CONTROL_URL: nowhere, ...env },
     });
   }
 

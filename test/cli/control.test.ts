@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync, readFileSync, existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { runChild, type ChildResult } from '../helpers/run-child.ts';
 
 const CLI = join(import.meta.dirname, '../../dist/cli.js');
 const PKG = JSON.parse(readFileSync(join(import.meta.dirname, '../../package.json'), 'utf8')) as { version: string };
@@ -12,33 +13,19 @@ const dir = mkdtempSync(join(tmpdir(), 'svc-'));
 const home = join(dir, 'home');
 const children = new Set<ChildProcess>();
 
-interface Result {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
-
 function baseEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   return { PATH: process.env.PATH ?? '', HOME: home, ...extra };
 }
 
-function svc(args: string[], env: Record<string, string> = {}): Promise<Result> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args], { env: baseEnv(env) });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c));
-    child.stderr.on('data', (c: Buffer) => (stderr += c));
-    child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr }));
-  });
+function svc(args: string[], env: Record<string, string> = {}): Promise<ChildResult> {
+  return runChild(process.execPath, [CLI, ...args], { env: baseEnv(env) });
 }
 
 interface Served {
   child: ChildProcess;
   url: string;
   stderr: () => string;
-  exit: Promise<Result>;
+  exit: Promise<ChildResult>;
 }
 
 /** Starts `svc control serve` and resolves once it has printed its URL (the first stdout line). */
@@ -48,7 +35,7 @@ function serve(args: string[], env: Record<string, string> = {}): Promise<Served
   let stdout = '';
   let stderr = '';
   child.stderr!.on('data', (c: Buffer) => (stderr += c));
-  const exit = new Promise<Result>((resolve) => {
+  const exit = new Promise<ChildResult>((resolve) => {
     child.on('close', (code, signal) => {
       children.delete(child);
       resolve({ code, signal, stdout, stderr });

@@ -1,30 +1,17 @@
 // `svc dashboard`: reuses a running Control Plane or starts one in the background, prints or opens its URL.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync, chmodSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer } from 'node:net';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+import { runChild, type ChildResult } from '../helpers/run-child.ts';
 
 const CLI = join(process.cwd(), 'dist', 'cli.js');
 
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function run(args: string[], env: NodeJS.ProcessEnv): Promise<Result> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c) => (stdout += c));
-    child.stderr.on('data', (c) => (stderr += c));
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+function run(args: string[], env: NodeJS.ProcessEnv): Promise<ChildResult> {
+  return runChild(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
 function freePort(): Promise<number> {

@@ -1,11 +1,12 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, rmSync, chmodSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startStandIn, sendJson, type StandIn } from '../client/stand-in.ts';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+import { runChild, type ChildResult } from '../helpers/run-child.ts';
 
 const SCRIPT = join(import.meta.dirname, '../../scripts/run.sh');
 const TOKEN = 'tok-Zq9-secret-value';
@@ -23,18 +24,9 @@ function installCurlSpy(): void {
   chmodSync(join(bin, 'curl'), 0o755);
 }
 
-interface Result { code: number | null; stdout: string; stderr: string }
-
-function runSh(args: string[], env: Record<string, string | undefined> = {}): Promise<Result> {
-  return new Promise((resolve) => {
-    const child = spawn('bash', [SCRIPT, ...args], {
-      env: { PATH: `${bin}:${process.env.PATH ?? ''}`, HOME: home, SVC_CONTROL_URL: api.url, SVC_CONTROL_TOKEN: TOKEN, ...env },
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c));
-    child.stderr.on('data', (c: Buffer) => (stderr += c));
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
+function runSh(args: string[], env: Record<string, string | undefined> = {}): Promise<ChildResult> {
+  return runChild('bash', [SCRIPT, ...args], {
+    env: { PATH: `${bin}:${process.env.PATH ?? ''}`, HOME: home, SVC_CONTROL_URL: api.url, SVC_CONTROL_TOKEN: TOKEN, ...env },
   });
 }
 

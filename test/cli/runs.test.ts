@@ -1,11 +1,11 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startStandIn, sendJson, type StandIn } from '../client/stand-in.ts';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+import { runChild, type ChildResult } from '../helpers/run-child.ts';
 
 const CLI = join(import.meta.dirname, '../../dist/cli.js');
 const home = mkdtempSync(join(tmpdir(), 'svc-'));
@@ -18,17 +18,8 @@ const RUN = {
   cost_usd: null, tokens_in: null, tokens_out: null, exit_code: null, error: null,
 };
 
-function svc(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, 'runs', ...args], {
-      env: { PATH: process.env.PATH ?? '', HOME: home, SVC_CONTROL_URL: api.url, ...env },
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c));
-    child.stderr.on('data', (c: Buffer) => (stderr += c));
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+function svc(args: string[], env: Record<string, string> = {}): Promise<ChildResult> {
+  return runChild(process.execPath, [CLI, 'runs', ...args], { env: { PATH: process.env.PATH ?? '', HOME: home, SVC_CONTROL_URL: api.url, ...env } });
 }
 
 before(async () => {
