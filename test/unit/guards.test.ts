@@ -14,19 +14,10 @@ import {
   safeEqual,
 } from '../../src/http/guards.ts';
 import { HttpError } from '../../src/http/http-error.ts';
+import { codeOf } from '../helpers/error-code.ts';
 
 function req(headers: Record<string, string>, method = 'GET', remoteAddress = '127.0.0.1'): IncomingMessage {
   return { headers, method, socket: { remoteAddress } } as unknown as IncomingMessage;
-}
-
-function codeOf(fn: () => void): string | null {
-  try {
-    fn();
-    return null;
-  } catch (err) {
-    if (err instanceof HttpError) return err.code;
-    throw err;
-  }
 }
 
 describe('guards', () => {

@@ -1,17 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseTarget, requestUrl } from '../../src/http/guards.ts';
-import { HttpError } from '../../src/http/http-error.ts';
-
-function codeOf(fn: () => unknown): string | null {
-  try {
-    fn();
-    return null;
-  } catch (err) {
-    if (err instanceof HttpError) return err.code;
-    throw err;
-  }
-}
+import { codeOf } from '../helpers/error-code.ts';
 
 // Every character from 0x00 to 0xFF once in the path and once in the query, plus hand-picked odd targets.
 const EVERY_CHAR = Array.from({ length: 256 }, (_, c) => String.fromCharCode(c)).flatMap((c) => [`/a${c}b`, `/a?x=${c}&y=1`, `/a?${c}`]);

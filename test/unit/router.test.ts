@@ -2,16 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRouter } from '../../src/http/router.ts';
 import { HttpError } from '../../src/http/http-error.ts';
-
-function codeOf(fn: () => unknown): string | undefined {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof HttpError) return err.code;
-    throw err;
-  }
-  return undefined;
-}
+import { codeOf } from '../helpers/error-code.ts';
 
 describe('router', () => {
   const router = createRouter([
