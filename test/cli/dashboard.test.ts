@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { createServer } from 'node:net';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { runChild, type ChildResult } from '../helpers/run-child.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 const CLI = join(process.cwd(), 'dist', 'cli.js');
 
@@ -24,16 +25,6 @@ function freePort(): Promise<number> {
       s.close(() => resolve(port));
     });
   });
-}
-
-async function waitFor<T>(what: string, fn: () => T | undefined | null | false, deadlineMs = 15_000): Promise<T> {
-  const deadline = Date.now() + deadlineMs;
-  for (;;) {
-    const value = fn();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 describe('svc dashboard', () => {
@@ -113,7 +104,7 @@ describe('svc dashboard', () => {
     const r = await run(['dashboard'], { ...baseEnv, SVC_CONTROL_URL: control.url, BROWSER: script });
     assert.equal(r.code, 0, r.stderr);
     assert.equal(r.stdout, '');
-    const argv = await waitFor('the browser script to run', () => (existsSync(out) ? readFileSync(out, 'utf8') : null));
+    const argv = await waitFor(() => (existsSync(out) ? readFileSync(out, 'utf8') : null), 'the browser script to run', 15_000);
     assert.equal(argv, `1\n${control.url}/\n`);
   });
 

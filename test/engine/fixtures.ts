@@ -169,17 +169,6 @@ export function readJson(path: string): any {
   return JSON.parse(readFileSync(path, 'utf8'));
 }
 
-/** Polls until fn returns a truthy value or the deadline passes (no fixed sleeps). */
-export async function waitFor<T>(fn: () => T | Promise<T>, what: string, timeoutMs = 60_000): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await fn();
-    if (value) return value as NonNullable<T>;
-    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);

@@ -11,7 +11,8 @@ import { writeState, readState, type RunState } from '../../src/engine/run-state
 import { openEventLog } from '../../src/engine/events-log.ts';
 import { openRunContext } from '../../src/engine/run-context.ts';
 import { writeNoFollow } from '../../src/engine/safe-fs.ts';
-import { waitFor, processAlive } from './fixtures.ts';
+import { processAlive } from './fixtures.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 const CLI_TS = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
 

@@ -4,7 +4,8 @@ import { createPublicKey } from 'node:crypto';
 import { readFileSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
-import { makeRepo, startGithubStandIn, waitFor, processAlive, ASK_SCRIPT, EDIT_SCRIPT, SLEEP_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
+import { makeRepo, startGithubStandIn, processAlive, ASK_SCRIPT, EDIT_SCRIPT, SLEEP_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 import { verifyReceipt, receiptFromMarkdown } from '../../src/engine/receipt.ts';
 import { keyIdOf } from '../../src/keys.ts';
 

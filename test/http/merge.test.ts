@@ -2,7 +2,8 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
-import { makeRepo, startGithubStandIn, waitFor, EDIT_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
+import { makeRepo, startGithubStandIn, EDIT_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 describe('merge queue and review risk', () => {
   let github: StandIn;

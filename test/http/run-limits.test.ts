@@ -4,7 +4,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, makeRun, type TestControl } from '../helpers/control-server.ts';
-import { makeRepo, waitFor, EDIT_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
+import { makeRepo, EDIT_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 import { pruneExpiredRuns } from '../../src/control/retention.ts';
 
 const DAY = 24 * 60 * 60 * 1000;

@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { DatabaseSync } from 'node:sqlite';
 import { join } from 'node:path';
 import { startTestControl, seedRuns, makeRun, type TestControl } from '../helpers/control-server.ts';
-import { makeRepo, waitFor, SLEEP_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
+import { makeRepo, SLEEP_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 import { runToJson } from '../../src/control/params.ts';
 import { encodeRunCursor } from '../../src/control/run-cursor.ts';
 

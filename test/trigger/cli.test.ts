@@ -4,7 +4,8 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { readFileSync, existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { SECRETS, FAKE_SVC, post, get, waitFor, makeRepo, tempDir } from './helpers.ts';
+import { SECRETS, FAKE_SVC, post, get, makeRepo, tempDir } from './helpers.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };

@@ -4,7 +4,8 @@ import { mkdirSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sign } from '../../src/trigger/verify.ts';
-import { SECRETS, post, get, waitFor, startTestTrigger, makeRepo } from './helpers.ts';
+import { SECRETS, post, get, startTestTrigger, makeRepo } from './helpers.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };

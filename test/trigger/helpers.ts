@@ -123,17 +123,6 @@ export async function get(url: string, headers: Record<string, string> = {}): Pr
   return { status: res.status, headers: res.headers, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
 }
 
-/** Polls until fn returns a truthy value or the deadline passes (no fixed sleeps). */
-export async function waitFor<T>(fn: () => T | Promise<T>, what: string, timeoutMs = 15_000): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await fn();
-    if (value) return value as NonNullable<T>;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 export function nowSeconds(): number {
   return Math.floor(Date.now() / 1000);
 }

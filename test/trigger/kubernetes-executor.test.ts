@@ -7,7 +7,8 @@ import { createKubernetesExecutor } from '../../src/trigger/kubernetes-executor.
 import { buildKubeJob, kubeJobName, kubernetesSettingsFromEnv, podArgs, LABEL_RUN } from '../../src/trigger/kubernetes-job.ts';
 import { silentLogger } from '../../src/log.ts';
 import { startKubeStandIn, podSecrets, type KubeStandIn } from './kube-stand-in.ts';
-import { startTestTrigger, tempDir, post, get, waitFor, SECRETS, type TestTrigger } from './helpers.ts';
+import { startTestTrigger, tempDir, post, get, SECRETS, type TestTrigger } from './helpers.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 
 const dir = tempDir();

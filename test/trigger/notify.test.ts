@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { sign } from '../../src/trigger/verify.ts';
 import { createHttpsPoster } from '../../src/trigger/https-post.ts';
-import { SECRETS, fixture, withJson, post, get, waitFor, nowSeconds, startTestTrigger, tempDir, type TestTrigger } from './helpers.ts';
+import { SECRETS, fixture, withJson, post, get, nowSeconds, startTestTrigger, tempDir, type TestTrigger } from './helpers.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 import { makeCert, startStandIn, type StandIn, type Cert } from './standins.ts';
 
 const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };

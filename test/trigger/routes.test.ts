@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { sign } from '../../src/trigger/verify.ts';
-import { SECRETS, fixture, withJson, post, get, waitFor, nowSeconds, startTestTrigger, type TestTrigger } from './helpers.ts';
+import { SECRETS, fixture, withJson, post, get, nowSeconds, startTestTrigger, type TestTrigger } from './helpers.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
 const posted: Array<{ url: string; body: string }> = [];

@@ -6,7 +6,8 @@ import { openDatabase } from '../../src/db/open.ts';
 import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
 import { createTriggerStores } from '../../src/db/trigger-stores.ts';
 import { isAllowedChildVar } from '../../src/trigger/child-env.ts';
-import { SECRETS, post, get, waitFor, startTestTrigger, makeRepo, tempDir, type TestTrigger } from './helpers.ts';
+import { SECRETS, post, get, startTestTrigger, makeRepo, tempDir, type TestTrigger } from './helpers.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
 

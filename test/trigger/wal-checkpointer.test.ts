@@ -10,7 +10,8 @@ import { openDatabase, type Db } from '../../src/db/open.ts';
 import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
 import { createWalCheckpointer, BACKSTOP_PAGES } from '../../src/trigger/wal-checkpointer.ts';
 import { createLogger, silentLogger } from '../../src/log.ts';
-import { FAKE_SVC, SECRETS, makeRepo, post, tempDir, waitFor } from './helpers.ts';
+import { FAKE_SVC, SECRETS, makeRepo, post, tempDir } from './helpers.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 import { tempTriggerDbs } from './temp-dbs.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
