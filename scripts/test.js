@@ -28,6 +28,6 @@ if (tscUi.status !== 0) process.exit(tscUi.status ?? 1);
 const result = spawnSync(
   process.execPath,
   ['--disable-warning=ExperimentalWarning', '--test', '--test-concurrency=2', '--test-timeout=120000', '--test-reporter=spec', ...files],
-  { stdio: 'inherit', env: { ...process.env, SVC_TEST: '1' } },
+  { stdio: 'inherit' },
 );
 process.exit(result.status ?? 1);

@@ -16,7 +16,7 @@ const HELP = `Usage:
   svc runs answer <source>/<run> <answer text…> [--json]
 
 A run may be given as <run> alone; its source is then SVC_SOURCE (default "local").
---verdict   verified | verified_with_gaps | not_verified
+--verdict   verified | verified_with_gaps | not_verified | none (no verdict yet)
 --status    queued | running | blocked | stopping | succeeded | failed | stopped
 --since, --until   ISO-8601 time or unix ms
 --json      print the API's JSON instead of a table
@@ -56,8 +56,9 @@ function listFilter(values: Record<string, string | boolean | undefined>): RunFi
   const pick = (key: string) => (typeof values[key] === 'string' ? (values[key] as string) : undefined);
   const verdict = pick('verdict');
   if (verdict !== undefined) {
-    if (!(VERDICTS as readonly string[]).includes(verdict)) throw new UsageError(`Invalid --verdict "${verdict}" (expected ${VERDICTS.join(', ')})`);
-    filter.verdict = verdict as Verdict;
+    const allowed: readonly string[] = [...VERDICTS, 'none'];
+    if (!allowed.includes(verdict)) throw new UsageError(`Invalid --verdict "${verdict}" (expected ${allowed.join(', ')})`);
+    filter.verdict = verdict as Verdict | 'none';
   }
   const status = pick('status');
   if (status !== undefined) {

@@ -33,7 +33,8 @@ export interface PageQuery {
 }
 
 export interface RunFilter extends PageQuery {
-  verdict?: Verdict;
+  /** `none` asks for runs that have no verdict yet (no receipt). */
+  verdict?: Verdict | 'none';
   status?: RunStatus;
   repo?: string;
   group_id?: string;

@@ -46,6 +46,14 @@ describe('svc runs list', () => {
     assert.equal(api.seen[0]!.headers.authorization, 'Bearer tok');
   });
 
+  it('asks for runs with no verdict yet with --verdict none, as the API allows', async () => {
+    api.seen.length = 0;
+    api.answer = (_req, res) => sendJson(res, 200, { items: [RUN], next_cursor: null });
+    const r = await svc(['list', '--verdict', 'none']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(new URL(api.seen[0]!.url, api.url).searchParams.get('verdict'), 'none');
+  });
+
   it('prints the page as JSON with --json, defaulting to list with no subcommand', async () => {
     api.answer = (_req, res) => sendJson(res, 200, { items: [RUN], next_cursor: null });
     const r = await svc(['--json']);
