@@ -1,0 +1,45 @@
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+import { rawRequest } from '../helpers/raw-http.ts';
+import { UI_CSP } from '../../src/http/static-files.ts';
+
+describe('security', () => {
+  describe('static UI files', () => {
+    let control: TestControl;
+    const pkg = readFileSync(new URL('../../package.json', import.meta.url), 'utf8');
+
+    before(async () => {
+      control = await startTestControl();
+    });
+    after(async () => {
+      await control.close();
+    });
+
+    it('serves / and a script with the UI content security policy and nosniff', async () => {
+      for (const path of ['/', '/app.js']) {
+        const res = await rawRequest(control.url, path);
+        assert.equal(res.status, 200, path);
+        assert.equal(res.headers['content-security-policy'], UI_CSP, path);
+        assert.equal(res.headers['x-content-type-options'], 'nosniff', path);
+      }
+      assert.match((await rawRequest(control.url, '/app.js')).headers['content-type'] as string, /^text\/javascript/);
+    });
+
+    it('answers 404 for a static path that was not there at boot', async () => {
+      const res = await rawRequest(control.url, '/no-such-file.js');
+      assert.equal(res.status, 404);
+      assert.equal(res.headers['content-security-policy'], undefined);
+    });
+
+    it('never serves a file from outside the static folder through dot-dot paths', async () => {
+      for (const path of ['/../package.json', '/..%2fpackage.json', '/%2e%2e/package.json', '/lib/../../package.json', '/static/../package.json', '//package.json']) {
+        const res = await rawRequest(control.url, path);
+        assert.notEqual(res.status, 200, path);
+        assert.equal(res.text.includes('"devDependencies"'), false, path);
+        assert.equal(res.text === pkg, false, path);
+      }
+    });
+  });
+});
