@@ -83,13 +83,19 @@ describe('completion summaries', () => {
   });
 
   it('never contacts a response_url on another host, or over http', async () => {
+    const ids: string[] = [];
     for (const url of [`${foreign.url}/commands/T1/1/x`, `${hooks.url.replace('https:', 'http:')}/commands/T1/1/x`, `${hooks.url}.evil/commands/x`]) {
       const res = await chata(url, `other+${foreign.requests.length}+${Math.random().toString(36).slice(2)}`);
       const id = /(j\w{26})/.exec(res.body.text as string)![1]!;
+      ids.push(id);
       await waitFor(async () => ((await get(`${t.url}/jobs/${id}`, bearer)).body.status === 'succeeded' ? true : null), 'the job');
     }
     await t.runner.idle();
     assert.equal(foreign.requests.length, 0);
+    for (const id of ids) {
+      assert.equal(t.stores.replies.get(id), undefined, `no reply target stored for ${id}`);
+      assert.equal(hooks.requests.some((r) => r.body.includes(id)), false, `no summary for ${id} reached the hooks host`);
+    }
   });
 
   it('comments on the trackera issue through GraphQL with the API key', async () => {
