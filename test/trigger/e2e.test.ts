@@ -33,7 +33,16 @@ describe('trigger → real svc start', () => {
       // A signed chatb delivery reaches the same engine; --pr is always passed for chatb.
       const raw = Buffer.from(JSON.stringify({ type: 'message', id: 'e2e-1', timestamp: new Date().toISOString(), text: '<at>svc</at> write fixed.txt' }));
       const reply = await post(`${t.url}/chatb`, raw, { authorization: sign.chatb(SECRETS.CHATB_SECURITY_TOKEN, raw) });
-      assert.match(reply.body.text as string, /^Queued svc job j\w{26}$/);
+      const chatbId = /^Queued svc job (j\w{26})$/.exec(reply.body.text as string)?.[1];
+      assert.ok(chatbId, String(reply.body.text));
+      const chatbJob = await waitFor(async () => {
+        const j = (await get(`${t.url}/jobs/${chatbId}`, bearer)).body;
+        return j.status !== 'queued' && j.status !== 'running' ? j : null;
+      }, 'the chatb run to end', 60_000);
+      assert.equal(chatbJob.origin, 'chatb');
+      assert.deepEqual(chatbJob.args, ['start', '--brief', 'write fixed.txt', '--pr', '--detach']);
+      assert.ok(['succeeded', 'failed', 'interrupted'].includes(chatbJob.status as string), String(chatbJob.status));
+      assert.ok(chatbJob.finished_at, 'a finished job has finished_at');
     } finally {
       await t.runner.idle();
       await t.cleanup();
