@@ -1,6 +1,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
+import { writeFileSync } from 'node:fs';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { makeRepo, startGithubStandIn, EDIT_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -10,11 +11,16 @@ describe('merge queue and review risk', () => {
   let control: TestControl;
   let repo: TestRepo;
 
+  const POLICY = { checks: [{ name: 'fixed', run: ['grep', '-q', 'fixed', 'a.txt'] }], pr: { open: 'verified_with_gaps', draft: true } };
+  function writePolicy(policy: unknown): void {
+    writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify(policy));
+  }
+
   before(async () => {
     github = await startGithubStandIn({ originOf: (owner, name) => join(repo.root, owner, `${name}.git`) });
     // Two checks: "fixed" passes after the edit; "strict" fails unless STRICT_OK exists, so one run can be made unverified.
     repo = makeRepo({
-      policy: { checks: [{ name: 'fixed', run: ['grep', '-q', 'fixed', 'a.txt'] }], pr: { open: 'verified_with_gaps', draft: true } },
+      policy: POLICY,
       providers: { fake: EDIT_SCRIPT, nothing: '#!/bin/sh\ncat > /dev/null\n' },
     });
     control = await startTestControl({ env: { GITHUB_API_URL: github.url, GITHUB_TOKEN: 'gh-test-token', ...GIT_ENV } });
@@ -104,6 +110,34 @@ describe('merge queue and review risk', () => {
     const add = await control.request('POST', '/v1/merge/queue', { body: { source: run.source, run: run.run } });
     assert.equal(add.status, 409);
     assert.equal(add.json.error.code, 'conflict');
+    assert.equal(add.json.error.message, `Run ${run.source}/${run.run} has no pull request`);
+  });
+
+  it('refuses a verified_with_gaps receipt once the policy asks for verified, at queue time and at merge time', async () => {
+    // An optional check that fails makes the verdict verified_with_gaps; the PR still opens under pr.open "verified_with_gaps".
+    writePolicy({ ...POLICY, checks: [...POLICY.checks, { name: 'optional', run: ['false'], required: false }] });
+    try {
+      const run = await finished('fake');
+      assert.equal(run.verdict, 'verified_with_gaps');
+      assert.ok(run.pr_url, 'the run opened a PR');
+      const queued = await control.request('POST', '/v1/merge/queue', { body: { source: run.source, run: run.run } });
+      assert.equal(queued.status, 201);
+      const later = await finished('fake');
+      assert.equal(later.verdict, 'verified_with_gaps');
+      writePolicy({ ...POLICY, pr: { open: 'verified', draft: true } });
+      const refused = await control.request('POST', '/v1/merge/queue', { body: { source: later.source, run: later.run } });
+      assert.equal(refused.status, 409);
+      assert.equal(refused.json.error.code, 'conflict');
+      assert.equal(refused.json.error.message, 'Verdict verified_with_gaps is not accepted by the policy (pr.open = "verified")');
+      const puts = github.requests.filter((r) => r.method === 'PUT').length;
+      const result = await control.request('POST', '/v1/merge/run', { body: {} });
+      const entry = result.json.items.find((e: { run: string }) => e.run === run.run);
+      assert.equal(entry.status, 'failed');
+      assert.equal(entry.detail, 'Verdict verified_with_gaps is not accepted by the policy (pr.open = "verified")');
+      assert.equal(github.requests.filter((r) => r.method === 'PUT').length, puts);
+    } finally {
+      writePolicy(POLICY);
+    }
   });
 
   it('fails a queued entry at merge time when its receipt was tampered with', async () => {
