@@ -7,8 +7,8 @@ import { generateKeyPairSync } from 'node:crypto';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { makeRepo, startGithubStandIn, readJson, CLI, ASK_SCRIPT, EDIT_SCRIPT, SPEND_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from './fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-import { issueReceipt } from '../../src/engine/receipt.ts';
-import { keyIdOf } from '../../src/keys.ts';
+import { issueReceipt, verifyReceipt, receiptFromMarkdown } from '../../src/engine/receipt.ts';
+import { keyIdOf, loadOrCreateSigningKey } from '../../src/keys.ts';
 import { latestDeployLine } from '../../src/engine/deploys.ts';
 
 const FIXTURES = new URL('./fixtures', import.meta.url).pathname;
@@ -60,6 +60,16 @@ describe('svc start from the command line', () => {
     assert.equal(done.verdict, 'verified');
     assert.match(done.pr_url, /pull\/\d+$/);
     assert.ok(existsSync(join(repo.repo, '.svc', 'worktrees', run)));
+    const pull = github.requests.find((r) => r.method === 'POST' && r.path === '/repos/acme/api/pulls' && r.body?.head === `svc/${run}`);
+    assert.ok(pull, 'the GitHub stand-in got the pull request');
+    assert.equal(pull.body.draft, true);
+    assert.equal(pull.headers.authorization, 'Bearer gh-test-token');
+    // The run signed with the key under HOME/.svc; the receipt embedded in the PR body must verify against it.
+    const key = loadOrCreateSigningKey(join(repo.home, '.svc'));
+    const fromPr = verifyReceipt(receiptFromMarkdown(pull.body.body), new Map([[key.kid, key.publicKey]]));
+    assert.equal(fromPr.ok, true, fromPr.message);
+    assert.equal(fromPr.receipt?.run, run);
+    assert.equal(fromPr.receipt?.verdict, 'verified');
     const shipped = await waitFor(async () => {
       const r = (await control.request('GET', `/v1/runs/local/${run}`)).json;
       return r?.status === 'succeeded' ? r : null;
