@@ -79,7 +79,9 @@ describe('trigger routes with real payloads', () => {
       const id = /Queued job (j\w{26})/.exec(res.body.text as string)![1]!;
       const job = await finished(t, id);
       assert.deepEqual(job.args, ['start', 'pr --deploy fix the login bug', '--detach']);
-      // hooks.slack.com is not under the configured prefix: no reply target, never contacted.
+      // hooks.slack.com is not under the configured prefix: no reply target, never contacted (checked once the notifier is done).
+      await t.runner.idle();
+      assert.equal(t.stores.replies.get(id), undefined);
       assert.ok(!posted.some((p) => p.url.includes('hooks.slack.com')));
     });
     it('answers url_verification with the challenge', async () => {
