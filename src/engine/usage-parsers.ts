@@ -54,8 +54,11 @@ function gemini(line: string): Usage | null {
   let tout = num(stats.outputTokens);
   for (const model of Object.values(obj(stats.models))) {
     const t = obj(obj(model).tokens);
-    tin = (tin ?? 0) + (num(t.prompt) ?? 0);
-    tout = (tout ?? 0) + (num(t.candidates) ?? 0);
+    // A model entry without token counts reports nothing: the figure stays null rather than 0.
+    const prompt = num(t.prompt);
+    const candidates = num(t.candidates);
+    if (prompt !== null) tin = (tin ?? 0) + prompt;
+    if (candidates !== null) tout = (tout ?? 0) + candidates;
   }
   return { cost_usd: null, tokens_in: tin, tokens_out: tout };
 }

@@ -1,0 +1,130 @@
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync, chmodSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createUsageParser, addUsage, type Usage } from '../../src/engine/usage-parsers.ts';
+import { resolveProvider, BUILTIN_PROVIDERS } from '../../src/engine/providers.ts';
+
+const NONE: Usage = { cost_usd: null, tokens_in: null, tokens_out: null };
+
+/** Feeds lines to a fresh parser of that kind and sums what it reports, as the provider phase does. */
+function total(kind: string, lines: string[]): Usage {
+  const parse = createUsageParser(kind);
+  let sum = NONE;
+  for (const line of lines) {
+    const inc = parse(line);
+    if (inc) sum = addUsage(sum, inc);
+  }
+  return sum;
+}
+
+describe('provider usage parsers', () => {
+  it('reads claude\'s result object: total_cost_usd, input tokens with cache tokens, output tokens', () => {
+    const result = JSON.stringify({
+      type: 'result', subtype: 'success', is_error: false, duration_ms: 12000, num_turns: 3, result: 'Done.', session_id: 's1', total_cost_usd: 0.0421,
+      usage: { input_tokens: 12, cache_creation_input_tokens: 1000, cache_read_input_tokens: 2000, output_tokens: 345 },
+    });
+    assert.deepEqual(total('claude', ['Working…', result]), { cost_usd: 0.0421, tokens_in: 3012, tokens_out: 345 });
+  });
+
+  it('leaves claude figures null when the result does not report them', () => {
+    assert.deepEqual(total('claude', [JSON.stringify({ type: 'result', subtype: 'success', result: 'ok' })]), NONE);
+    assert.deepEqual(total('claude', [JSON.stringify({ type: 'assistant', usage: { input_tokens: 9, output_tokens: 9 } })]), NONE);
+  });
+
+  it('sums codex turn.completed usage and never invents a cost', () => {
+    const lines = [
+      JSON.stringify({ type: 'thread.started', thread_id: 't1' }),
+      JSON.stringify({ type: 'item.completed', item: { id: 'i0', type: 'agent_message', text: 'ok' } }),
+      JSON.stringify({ type: 'turn.completed', usage: { input_tokens: 24763, cached_input_tokens: 24448, output_tokens: 122 } }),
+      JSON.stringify({ type: 'turn.completed', usage: { input_tokens: 1000, output_tokens: 8 } }),
+    ];
+    assert.deepEqual(total('codex', lines), { cost_usd: null, tokens_in: 25763, tokens_out: 130 });
+    assert.deepEqual(total('codex', [JSON.stringify({ type: 'turn.completed' })]), NONE);
+  });
+
+  it('reads gemini stats per model, and flat stats; no cost', () => {
+    const perModel = { response: 'ok', stats: { models: { 'gemini-2.5-pro': { api: { totalRequests: 2 }, tokens: { prompt: 24939, candidates: 20, total: 25113, cached: 21263, thoughts: 154, tool: 0 } } } } };
+    assert.deepEqual(total('gemini', [JSON.stringify(perModel)]), { cost_usd: null, tokens_in: 24939, tokens_out: 20 });
+    assert.deepEqual(total('gemini', [JSON.stringify({ stats: { inputTokens: 50, outputTokens: 7 } })]), { cost_usd: null, tokens_in: 50, tokens_out: 7 });
+  });
+
+  it('leaves gemini tokens null when its stats carry no token counts', () => {
+    assert.deepEqual(total('gemini', [JSON.stringify({ response: 'ok', stats: { models: { 'gemini-2.5-pro': { api: { totalRequests: 1 } } }, tools: {} } })]), NONE);
+    assert.deepEqual(total('gemini', [JSON.stringify({ response: 'ok', stats: {} })]), NONE);
+  });
+
+  it('reads aider "Tokens: … Cost: $X message" lines, with k suffixes, and ignores the session total', () => {
+    const lines = ['Applied edit to a.txt', 'Tokens: 1.2k sent, 300 received. Cost: $0.01 message, $0.05 session.', 'Tokens: 800 sent, 1k received. Cost: $0.002 message, $0.052 session.'];
+    const sum = total('aider', lines);
+    assert.equal(sum.tokens_in, 2000);
+    assert.equal(sum.tokens_out, 1300);
+    assert.ok(Math.abs(sum.cost_usd! - 0.012) < 1e-9, String(sum.cost_usd));
+    assert.deepEqual(total('aider', ['Applied edit to a.txt', 'Commit skipped']), NONE);
+  });
+
+  it('reads opencode step events with cost and tokens, and leaves other events alone', () => {
+    const lines = [
+      JSON.stringify({ type: 'step_start', part: { type: 'step-start' } }),
+      JSON.stringify({ type: 'text', part: { type: 'text', text: 'editing' } }),
+      JSON.stringify({ type: 'step_finish', part: { type: 'step-finish', cost: 0.003, tokens: { input: 1500, output: 90, reasoning: 0, cache: { read: 0, write: 0 } } } }),
+      JSON.stringify({ type: 'step_finish', part: { type: 'step-finish', cost: 0.001, tokens: { input: 500, output: 10 } } }),
+    ];
+    const sum = total('opencode', lines);
+    assert.equal(sum.tokens_in, 2000);
+    assert.equal(sum.tokens_out, 100);
+    assert.ok(Math.abs(sum.cost_usd! - 0.004) < 1e-9, String(sum.cost_usd));
+    assert.deepEqual(total('opencode', [lines[0]!, lines[1]!]), NONE);
+  });
+
+  it('reads svc.cost lines from command providers and keeps an unreported figure null', () => {
+    assert.deepEqual(total('command', ['{"type":"svc.cost","usd":0.25,"tokens_in":100,"tokens_out":20}']), { cost_usd: 0.25, tokens_in: 100, tokens_out: 20 });
+    assert.deepEqual(total('command', ['{"type":"svc.cost","usd":0.5}']), { cost_usd: 0.5, tokens_in: null, tokens_out: null });
+    assert.deepEqual(total('command', ['plain text', '{"type":"svc.cost","usd":-1,"tokens_in":"many"}']), NONE);
+  });
+});
+
+describe('built-in provider argv', () => {
+  let bin: string;
+  const config = { provider: null, providers: {} };
+
+  before(() => {
+    bin = mkdtempSync(join(tmpdir(), 'svc-'));
+    for (const name of BUILTIN_PROVIDERS) {
+      writeFileSync(join(bin, name), '#!/bin/sh\nexit 0\n');
+      chmodSync(join(bin, name), 0o755);
+    }
+  });
+  after(() => rmSync(bin, { recursive: true, force: true }));
+
+  const EXPECTED: Record<string, { args: string[]; stdin: boolean }> = {
+    claude: { args: ['-p', '--output-format', 'json', '--permission-mode', 'acceptEdits'], stdin: true },
+    codex: { args: ['exec', '--json', '--full-auto', '-'], stdin: true },
+    gemini: { args: ['--output-format', 'json', '--yolo'], stdin: true },
+    aider: { args: ['--yes-always', '--no-auto-commits', '--no-pretty', '--no-stream', '--message-file', '{task_file}'], stdin: false },
+    opencode: { args: ['run', '--format', 'json', '--file', '{task_file}', 'Do the task described in the attached file.'], stdin: false },
+  };
+
+  it('runs each built-in from PATH by absolute path with its documented non-interactive flags', () => {
+    for (const name of BUILTIN_PROVIDERS) {
+      const p = resolveProvider(name, config, { PATH: bin });
+      assert.equal(p.kind, name);
+      assert.equal(p.argv[0], join(bin, name));
+      assert.deepEqual(p.argv.slice(1), EXPECTED[name]!.args, name);
+      assert.equal(p.stdinPrompt, EXPECTED[name]!.stdin, name);
+    }
+  });
+
+  it('never puts a deploy argument or the prompt in argv: the prompt goes by stdin or the task file', () => {
+    for (const name of BUILTIN_PROVIDERS) {
+      const p = resolveProvider(name, config, { PATH: bin });
+      assert.ok(!p.argv.some((a) => /deploy/i.test(a)), name);
+      assert.ok(p.stdinPrompt || p.argv.includes('{task_file}'), `${name} gets the prompt somehow`);
+    }
+  });
+
+  it('picks the first built-in on PATH when none is named', () => {
+    assert.equal(resolveProvider(null, config, { PATH: bin }).name, 'claude');
+  });
+});
