@@ -95,14 +95,41 @@ function command(line: string): Usage | null {
   return claude(line);
 }
 
+/**
+ * Tools that print one JSON result may pretty-print it over many lines: gather from a line that is exactly `{` to a
+ * line that is exactly `}` (nested braces are indented) and hand the compacted object to the line parser.
+ */
+function wholeDocument(parse: UsageParser): UsageParser {
+  let lines: string[] | null = null;
+  return (line) => {
+    const single = parse(line);
+    if (single) return single;
+    const bare = line.trimEnd();
+    if (lines === null) {
+      if (bare === '{') lines = [line];
+      return null;
+    }
+    lines.push(line);
+    if (lines.length > 100_000) lines = null;
+    if (bare !== '}' || lines === null) return null;
+    const text = lines.join('\n');
+    lines = null;
+    try {
+      return parse(JSON.stringify(JSON.parse(text)));
+    } catch {
+      return null;
+    }
+  };
+}
+
 export function createUsageParser(kind: string): UsageParser {
   switch (kind) {
     case 'claude':
-      return claude;
+      return wholeDocument(claude);
     case 'codex':
       return codex;
     case 'gemini':
-      return gemini;
+      return wholeDocument(gemini);
     case 'opencode':
       return opencode;
     case 'aider':

@@ -50,6 +50,13 @@ describe('provider usage parsers', () => {
     assert.deepEqual(total('gemini', [JSON.stringify({ stats: { inputTokens: 50, outputTokens: 7 } })]), { cost_usd: null, tokens_in: 50, tokens_out: 7 });
   });
 
+  it('reads a result pretty-printed over many lines (gemini and claude print one JSON document)', () => {
+    const perModel = { response: 'ok', stats: { models: { 'gemini-2.5-pro': { tokens: { prompt: 10, candidates: 3 } } } } };
+    assert.deepEqual(total('gemini', JSON.stringify(perModel, null, 2).split('\n')), { cost_usd: null, tokens_in: 10, tokens_out: 3 });
+    const result = { type: 'result', total_cost_usd: 0.5, usage: { input_tokens: 4, output_tokens: 2 } };
+    assert.deepEqual(total('claude', ['log line', ...JSON.stringify(result, null, 2).split('\n')]), { cost_usd: 0.5, tokens_in: 4, tokens_out: 2 });
+  });
+
   it('leaves gemini tokens null when its stats carry no token counts', () => {
     assert.deepEqual(total('gemini', [JSON.stringify({ response: 'ok', stats: { models: { 'gemini-2.5-pro': { api: { totalRequests: 1 } } }, tools: {} } })]), NONE);
     assert.deepEqual(total('gemini', [JSON.stringify({ response: 'ok', stats: {} })]), NONE);
