@@ -78,10 +78,10 @@ function kilo(text: string): number {
   return text.endsWith('k') ? Math.round(Number(text.slice(0, -1)) * 1000) : Number(text);
 }
 
-/** aider prints "Tokens: 1.2k sent, 300 received. Cost: $0.01 message, $0.05 session." after each message. */
+/** aider prints "Tokens: 1.2k sent, 300 received. Cost: $0.01 message, $0.05 session." (with prompt caching, cache figures sit between sent and received). */
 function createAider(): UsageParser {
   return (line) => {
-    const m = /Tokens:\s*([\d.]+k?)\s*sent,\s*([\d.]+k?)\s*received\.\s*Cost:\s*\$([\d.]+)\s*message/i.exec(line);
+    const m = /Tokens:\s*([\d.]+k?)\s*sent,.*?([\d.]+k?)\s*received\.\s*Cost:\s*\$([\d.]+)\s*message/i.exec(line);
     if (!m) return null;
     return { cost_usd: Number(m[3]), tokens_in: kilo(m[1]!), tokens_out: kilo(m[2]!) };
   };

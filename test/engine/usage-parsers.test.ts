@@ -71,6 +71,11 @@ describe('provider usage parsers', () => {
     assert.deepEqual(total('aider', ['Applied edit to a.txt', 'Commit skipped']), NONE);
   });
 
+  it('reads aider lines that carry prompt-cache figures between sent and received', () => {
+    const sum = total('aider', ['Tokens: 2.4k sent, 1.1k cache write, 383 received. Cost: $0.0085 message, $0.02 session.']);
+    assert.deepEqual(sum, { cost_usd: 0.0085, tokens_in: 2400, tokens_out: 383 });
+  });
+
   it('reads opencode step events with cost and tokens, and leaves other events alone', () => {
     const lines = [
       JSON.stringify({ type: 'step_start', part: { type: 'step-start' } }),
