@@ -74,9 +74,11 @@ describe('svc trigger', () => {
     const blocker = await post(`${first.url}/jobs`, JSON.stringify({ brief: 'hang-forever' }), bearer);
     const pidFile = join(home, 'fake-svc', 'hang.pid');
     await waitFor(() => existsSync(pidFile), 'the blocking launcher');
+    // Read the pid now: the cleanup that removes HOME runs before this one would.
+    const hangPid = Number(readFileSync(pidFile, 'utf8'));
     cleanups.push(() => {
       try {
-        process.kill(-Number(readFileSync(pidFile, 'utf8')), 'SIGKILL');
+        process.kill(-hangPid, 'SIGKILL');
       } catch {
         // already gone
       }
