@@ -1,27 +1,16 @@
 // Finds agent CLIs on PATH by looking at the filesystem (no shell), and asks each for --version once per binary.
-import { accessSync, constants, statSync } from 'node:fs';
-import { delimiter, isAbsolute, join } from 'node:path';
+import { statSync } from 'node:fs';
+import { isAbsolute } from 'node:path';
+import { which } from '../engine/which.ts';
 import { execFile } from 'node:child_process';
 
-/** First executable regular file called `name` in the PATH entries (relative entries are skipped: cwd is not a policy). */
+/**
+ * The engine's PATH lookup, with one rule of the Control Plane's own: a name with a slash must be absolute, because
+ * the Control Plane has no project directory a relative `./agent` could mean (cwd is not a policy).
+ */
 export function findOnPath(name: string, pathEnv: string | undefined): string | null {
-  if (name.includes('/') || name.includes('\\')) return isExecutable(name) ? name : null;
-  for (const dir of (pathEnv ?? '').split(delimiter)) {
-    if (!dir || !isAbsolute(dir)) continue;
-    const candidate = join(dir, name);
-    if (isExecutable(candidate)) return candidate;
-  }
-  return null;
-}
-
-function isExecutable(path: string): boolean {
-  try {
-    if (!isAbsolute(path) || !statSync(path).isFile()) return false;
-    accessSync(path, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
+  if ((name.includes('/') || name.includes('\\')) && !isAbsolute(name)) return null;
+  return which(name, pathEnv);
 }
 
 /** The first version-looking token of the output (`1.2.3`, `v0.9.1-beta`), else its first line, capped. */
