@@ -74,6 +74,8 @@ export async function runProvider(ctx: RunContext, provider: ResolvedProvider, s
     const parse = createUsageParser(provider.kind);
     let usage: Usage = { cost_usd: null, tokens_in: null, tokens_out: null };
     const env = providerEnv(ctx.env, {
+      // Some CLIs (opencode) take their project folder from $PWD, not the working directory: it must name the worktree.
+      PWD: ctx.state.workdir,
       SVC_TASK_FILE: taskFile,
       SVC_QUESTION_FILE: questionFile,
       SVC_ANSWER_FILE: answerFile,

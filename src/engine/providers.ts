@@ -19,12 +19,15 @@ const BUILTIN_ARGS: Record<(typeof BUILTIN_PROVIDERS)[number], { args: string[];
   claude: { args: ['-p', '--output-format', 'json', '--permission-mode', 'acceptEdits'], stdin: true },
   // codex exec reads the prompt from stdin with "-"; --json prints JSONL events, --full-auto allows workspace edits.
   codex: { args: ['exec', '--json', '--full-auto', '-'], stdin: true },
-  // gemini runs headless when stdin is not a TTY; --yolo approves tool calls.
-  gemini: { args: ['--output-format', 'json', '--yolo'], stdin: true },
+  // gemini runs headless when stdin is not a TTY; --yolo approves tool calls. A fresh worktree is a folder gemini does
+  // not trust, where it refuses to run headless: --skip-trust trusts it for this session only (nothing is written to
+  // the user's trustedFolders.json).
+  gemini: { args: ['--output-format', 'json', '--yolo', '--skip-trust'], stdin: true },
   // aider takes the task from a file; svc commits, so aider's own auto-commits are off.
   aider: { args: ['--yes-always', '--no-auto-commits', '--no-pretty', '--no-stream', '--message-file', '{task_file}'], stdin: false },
-  // opencode run takes a message and attached files.
-  opencode: { args: ['run', '--format', 'json', '--file', '{task_file}', 'Do the task described in the attached file.'], stdin: false },
+  // opencode run takes a message and attached files. --file takes an array and would swallow a message after it, so
+  // the message comes first.
+  opencode: { args: ['run', '--format', 'json', 'Do the task described in the attached file.', '--file', '{task_file}'], stdin: false },
 };
 
 export class ProviderMissingError extends Error {

@@ -63,7 +63,10 @@ function gemini(line: string): Usage | null {
   return { cost_usd: null, tokens_in: tin, tokens_out: tout };
 }
 
-/** `opencode run --format json`: step_finish parts carry cost and tokens. */
+/**
+ * `opencode run --format json`: each step_finish part carries cost and tokens (input excludes the cache figures, which
+ * are added as claude's are).
+ */
 function opencode(line: string): Usage | null {
   const o = json(line);
   if (!o) return null;
@@ -71,7 +74,10 @@ function opencode(line: string): Usage | null {
   const cost = num(part.cost) ?? num(o.cost);
   const tokens = obj(part.tokens ?? o.tokens);
   if (cost === null && tokens.input === undefined) return null;
-  return { cost_usd: cost, tokens_in: num(tokens.input), tokens_out: num(tokens.output) };
+  const input = num(tokens.input);
+  const cache = obj(tokens.cache);
+  const cacheIn = (num(cache.read) ?? 0) + (num(cache.write) ?? 0);
+  return { cost_usd: cost, tokens_in: input === null ? null : input + cacheIn, tokens_out: num(tokens.output) };
 }
 
 function kilo(text: string): number {

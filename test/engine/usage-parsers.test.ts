@@ -90,6 +90,16 @@ describe('provider usage parsers', () => {
     assert.deepEqual(total('opencode', [lines[0]!, lines[1]!]), NONE);
   });
 
+  it('reads a step_finish line as opencode 1.18.33 prints it, counting prompt-cache tokens as input', () => {
+    // Recorded from `opencode run --format json` against the scripted chat-completions server (ids shortened).
+    const recorded = '{"type":"step_finish","timestamp":1795507176939,"sessionID":"ses_1","part":{"id":"prt_1","reason":"tool-calls",'
+      + '"messageID":"msg_1","sessionID":"ses_1","type":"step-finish","tokens":{"total":131,"input":110,"output":21,"reasoning":0,'
+      + '"cache":{"write":0,"read":0}},"cost":0.000152}}';
+    assert.deepEqual(total('opencode', [recorded]), { cost_usd: 0.000152, tokens_in: 110, tokens_out: 21 });
+    const cached = JSON.stringify({ type: 'step_finish', part: { cost: 0.01, tokens: { input: 10, output: 5, cache: { read: 300, write: 40 } } } });
+    assert.deepEqual(total('opencode', [cached]), { cost_usd: 0.01, tokens_in: 350, tokens_out: 5 });
+  });
+
   it('reads svc.cost lines from command providers and keeps an unreported figure null', () => {
     assert.deepEqual(total('command', ['{"type":"svc.cost","usd":0.25,"tokens_in":100,"tokens_out":20}']), { cost_usd: 0.25, tokens_in: 100, tokens_out: 20 });
     assert.deepEqual(total('command', ['{"type":"svc.cost","usd":0.5}']), { cost_usd: 0.5, tokens_in: null, tokens_out: null });
@@ -113,9 +123,9 @@ describe('built-in provider argv', () => {
   const EXPECTED: Record<string, { args: string[]; stdin: boolean }> = {
     claude: { args: ['-p', '--output-format', 'json', '--permission-mode', 'acceptEdits'], stdin: true },
     codex: { args: ['exec', '--json', '--full-auto', '-'], stdin: true },
-    gemini: { args: ['--output-format', 'json', '--yolo'], stdin: true },
+    gemini: { args: ['--output-format', 'json', '--yolo', '--skip-trust'], stdin: true },
     aider: { args: ['--yes-always', '--no-auto-commits', '--no-pretty', '--no-stream', '--message-file', '{task_file}'], stdin: false },
-    opencode: { args: ['run', '--format', 'json', '--file', '{task_file}', 'Do the task described in the attached file.'], stdin: false },
+    opencode: { args: ['run', '--format', 'json', 'Do the task described in the attached file.', '--file', '{task_file}'], stdin: false },
   };
 
   it('runs each built-in from PATH by absolute path with its documented non-interactive flags', () => {
