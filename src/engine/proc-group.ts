@@ -114,10 +114,46 @@ export async function waitGroupGone(pgid: number, timeoutMs: number): Promise<bo
   return !groupAlive(pgid);
 }
 
-/** SIGTERM, then SIGKILL after the grace period (STYLE: Processes); resolves once the group is empty. */
+/**
+ * Groups led by descendants of `id`'s leader: an agent CLI may start its tools in groups of their own (gemini runs each
+ * shell command detached), which a signal to the agent's group does not reach. Read before signalling: once the
+ * leader is gone its orphans are reparented and no longer traceable to it.
+ */
+function descendantGroups(id: ProcIdentity): ProcIdentity[] {
+  let names: string[];
+  try {
+    names = readdirSync('/proc');
+  } catch {
+    return [];
+  }
+  const children = new Map<number, number[]>();
+  for (const pid of names.filter((n) => /^\d+$/.test(n)).map(Number)) {
+    const ppid = Number(statFields(pid)?.[1]);
+    if (Number.isSafeInteger(ppid)) children.set(ppid, [...(children.get(ppid) ?? []), pid]);
+  }
+  const found: ProcIdentity[] = [];
+  const queue = [...(children.get(id.pid) ?? [])];
+  for (let pid = queue.shift(); pid !== undefined; pid = queue.shift()) {
+    queue.push(...(children.get(pid) ?? []));
+    if (procGroup(pid) === pid && pid !== id.pgid) found.push(identityOf(pid));
+  }
+  return found;
+}
+
+/**
+ * SIGTERM, then SIGKILL after the grace period (STYLE: Processes), to the group and to the groups its members started;
+ * resolves once they are empty.
+ */
 export async function terminateGroup(id: ProcIdentity, graceMs: number, owner?: OwnerCheck): Promise<void> {
-  if (!signalGroup(id, 'SIGTERM', owner)) return;
-  if (await waitGroupGone(id.pgid, graceMs)) return;
-  signalGroup(id, 'SIGKILL', owner);
-  await waitGroupGone(id.pgid, 5_000);
+  const groups = alive(id.pid) && (!owner || owner(id.pid)) ? [id, ...descendantGroups(id)] : [id];
+  const signalled = groups.filter((g) => signalGroup(g, 'SIGTERM', g === id ? owner : undefined));
+  if (signalled.length === 0) return;
+  const deadline = Date.now() + graceMs;
+  const left = async (ms: number) => {
+    for (const g of signalled) if (!(await waitGroupGone(g.pgid, Math.max(0, ms)))) return true;
+    return false;
+  };
+  if (!(await left(deadline - Date.now()))) return;
+  signalled.forEach((g) => signalGroup(g, 'SIGKILL', g === id ? owner : undefined));
+  await left(5_000);
 }

@@ -71,6 +71,10 @@ export async function runProvider(ctx: RunContext, provider: ResolvedProvider, s
     const prompt = buildPrompt(spec, { answers: ctx.state.answers, notes: opts.notes });
     writeNoFollow(taskFile, prompt);
     rmSync(questionFile, { force: true });
+    rmSync(answerFile, { force: true });
+    // An answer that arrives while the provider still runs is written to $SVC_ANSWER_FILE; one still unread there when
+    // the provider exits (real CLIs exit after asking, as the prompt tells them) re-invokes it with the answer.
+    let answeredWhileRunning = false;
     const parse = createUsageParser(provider.kind);
     let usage: Usage = { cost_usd: null, tokens_in: null, tokens_out: null };
     const env = providerEnv(ctx.env, {
@@ -119,6 +123,7 @@ export async function runProvider(ctx: RunContext, provider: ResolvedProvider, s
         const answer = takeAnswer(ctx.env, ctx.state.source, ctx.state.run, ctx.dir);
         if (answer !== null) {
           unblock(ctx, answer, answerFile);
+          answeredWhileRunning = true;
         }
       }
       await Promise.race([done, sleep(POLL_MS)]);
@@ -142,6 +147,7 @@ export async function runProvider(ctx: RunContext, provider: ResolvedProvider, s
       unblock(ctx, answer, answerFile);
       continue;
     }
+    if (answeredWhileRunning && existsSync(answerFile)) continue;
 
     const budget = ctx.state.budget_usd;
     if (budget !== null && total.cost_usd !== null && total.cost_usd >= budget) {

@@ -1,0 +1,145 @@
+// A scripted OpenAI-compatible chat completions API on 127.0.0.1 (`POST /v1/chat/completions`, streaming or not), as
+// opencode's custom providers speak it. Requests that declare tools are the agent's turns and follow the script with
+// the CLI's own tools (read, edit, bash); requests without tools (e.g. a session title) get a short plain answer.
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { isAbsolute, join } from 'node:path';
+import { usageOfTurn, type RecordedRequest, type Script, type Step, type UsageTotals } from './model-script.ts';
+import type { ScriptedServer } from './gemini-model-server.ts';
+
+export interface ChatServer extends ScriptedServer {
+  /** Usage reported on the agent's turns only (requests that declared tools). */
+  agentUsage: UsageTotals;
+}
+
+interface Message {
+  role?: string;
+  content?: unknown;
+}
+
+function messagesOf(body: unknown): Message[] {
+  const m = (body as { messages?: unknown })?.messages;
+  return Array.isArray(m) ? (m as Message[]) : [];
+}
+
+function textOf(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content.map((p) => (typeof (p as { text?: unknown })?.text === 'string' ? (p as { text: string }).text : '')).join('\n');
+}
+
+function declaredTools(body: unknown): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  const tools = (body as { tools?: unknown })?.tools;
+  for (const t of Array.isArray(tools) ? tools : []) {
+    const f = (t as { function?: { name?: string; parameters?: { properties?: object } } }).function;
+    if (f?.name) out.set(f.name, Object.keys(f.parameters?.properties ?? {}));
+  }
+  return out;
+}
+
+function pick(params: string[] | undefined, names: string[]): string {
+  return names.find((n) => params?.includes(n)) ?? names[0]!;
+}
+
+/** The working directory opencode names in its system prompt ("Working directory: /path"). */
+function workdirOf(text: string): string {
+  return /Working directory:\s*(\S+)/.exec(text)?.[1] ?? process.cwd();
+}
+
+function toolCall(step: Exclude<Step, { text: string }>, tools: Map<string, string[]>, cwd: string): { name: string; args: Record<string, unknown> } {
+  const abs = (p: string) => (isAbsolute(p) ? p : join(cwd, p));
+  if (step.tool === 'read') return { name: 'read', args: { [pick(tools.get('read'), ['filePath', 'file_path', 'path'])]: abs(step.path) } };
+  if (step.tool === 'edit') {
+    const p = tools.get('edit');
+    return { name: 'edit', args: { [pick(p, ['filePath', 'file_path'])]: abs(step.path), [pick(p, ['oldString', 'old_string'])]: step.old, [pick(p, ['newString', 'new_string'])]: step.new } };
+  }
+  const args: Record<string, unknown> = { command: step.command };
+  if (tools.get('bash')?.includes('description')) args.description = 'Scripted command';
+  return { name: 'bash', args };
+}
+
+export async function startChatCompletionsServer(initial: Script): Promise<ChatServer> {
+  let script = initial;
+  const requests: RecordedRequest[] = [];
+  const usage: UsageTotals = { input: 0, output: 0 };
+  const agentUsage: UsageTotals = { input: 0, output: 0 };
+  let turn = 0;
+  let calls = 0;
+  function report(agent: boolean) {
+    const u = usageOfTurn(turn++);
+    usage.input += u.input;
+    usage.output += u.output;
+    if (agent) {
+      agentUsage.input += u.input;
+      agentUsage.output += u.output;
+    }
+    return { prompt_tokens: u.input, completion_tokens: u.output, total_tokens: u.input + u.output };
+  }
+  function handle(req: IncomingMessage, res: ServerResponse, text: string) {
+    let body: unknown = null;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = null;
+    }
+    requests.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers, body, text });
+    if (req.method !== 'POST' || !(req.url ?? '').endsWith('/chat/completions')) {
+      res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'not scripted' } }));
+      return;
+    }
+    const messages = messagesOf(body);
+    const tools = declaredTools(body);
+    const agent = tools.size > 0;
+    const allText = messages.map((m) => textOf(m.content)).join('\n');
+    let content: string | null = null;
+    let call: { name: string; args: Record<string, unknown> } | null = null;
+    if (!agent) {
+      content = 'Scripted session';
+    } else {
+      const steps = script(allText);
+      const done = messages.filter((m) => m.role === 'tool').length;
+      const step = steps[Math.min(done, steps.length - 1)]!;
+      if ('text' in step) content = step.text;
+      else call = toolCall(step, tools, workdirOf(allText));
+    }
+    const u = report(agent);
+    const id = `chatcmpl-${++calls}`;
+    const base = { id, created: Math.floor(Date.now() / 1000), model: String((body as { model?: unknown })?.model ?? 'scripted') };
+    const toolCalls = call ? [{ index: 0, id: `call_${calls}`, type: 'function', function: { name: call.name, arguments: JSON.stringify(call.args) } }] : undefined;
+    const finish = call ? 'tool_calls' : 'stop';
+    if ((body as { stream?: unknown })?.stream !== true) {
+      const message = { role: 'assistant', content, ...(toolCalls ? { tool_calls: toolCalls.map(({ index: _i, ...t }) => t) } : {}) };
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ ...base, object: 'chat.completion', choices: [{ index: 0, message, finish_reason: finish }], usage: u }));
+      return;
+    }
+    const chunk = (choices: unknown[], extra: object = {}) => `data: ${JSON.stringify({ ...base, object: 'chat.completion.chunk', choices, ...extra })}\n\n`;
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    res.write(chunk([{ index: 0, delta: { role: 'assistant', content: content ?? '' }, finish_reason: null }]));
+    if (toolCalls) res.write(chunk([{ index: 0, delta: { tool_calls: toolCalls }, finish_reason: null }]));
+    res.write(chunk([{ index: 0, delta: {}, finish_reason: finish }]));
+    res.write(chunk([], { usage: u }));
+    res.end('data: [DONE]\n\n');
+  }
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => handle(req, res, Buffer.concat(chunks).toString('utf8')));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    usage,
+    agentUsage,
+    setScript(s) {
+      script = s;
+    },
+    close: () => new Promise((r) => {
+      server.closeAllConnections();
+      server.close(() => r());
+    }),
+  };
+}

@@ -1,0 +1,84 @@
+// What the gemini and opencode end-to-end tests share: finding the installed CLI, a repo whose test fails until the
+// scripted model fixes it, an exported issue to start from, and the real `svc` run against a GitHub stand-in.
+import { existsSync, readdirSync, readFileSync, writeFileSync, chmodSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { makeRepo, startGithubStandIn, readJson, CLI, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
+import { runChild, type ChildResult } from '../helpers/run-child.ts';
+
+/**
+ * The folder holding `<name>`'s executable: $SVC_PROVIDER_CLIS/node_modules/.bin if set, else the newest install under
+ * ~/.cache/svc-provider-clis/<hash>/ (where scripts/install-provider-clis.js puts the pinned CLIs); null when absent.
+ */
+export function providerCliDir(name: string): string | null {
+  const roots: string[] = [];
+  if (process.env.SVC_PROVIDER_CLIS) roots.push(process.env.SVC_PROVIDER_CLIS);
+  const cache = join(homedir(), '.cache', 'svc-provider-clis');
+  if (existsSync(cache)) for (const h of readdirSync(cache)) roots.push(join(cache, h));
+  for (const root of roots) {
+    const dir = join(root, 'node_modules', '.bin');
+    if (existsSync(join(dir, name))) return dir;
+  }
+  return null;
+}
+
+export const BROKEN = 'hello';
+export const FIXED = 'fixed';
+/** The repo's test: it fails until a.txt says "fixed". */
+export const TEST_COMMAND = 'sh test.sh';
+
+export interface CliRepo extends TestRepo {
+  exportFile: string;
+  github: StandIn;
+  env: NodeJS.ProcessEnv;
+  svc(args: string[], extra?: NodeJS.ProcessEnv): Promise<ChildResult>;
+  state(run: string): any;
+  events(run: string): Array<{ kind: string; data: any }>;
+  close(): Promise<void>;
+}
+
+function git(cwd: string, args: string[]): void {
+  execFileSync('git', args, { cwd, env: { ...process.env, ...GIT_ENV }, stdio: 'ignore' });
+}
+
+/**
+ * A repo (pushed to its bare origin) whose required check runs test.sh, failing on a.txt = "hello"; an errtrack
+ * export to start from; HOME, PATH (with the CLI's folder first) and the GitHub stand-in in `env`.
+ */
+export async function makeCliRepo(cliDir: string, extraEnv: NodeJS.ProcessEnv): Promise<CliRepo> {
+  const repo = makeRepo({ policy: { checks: [{ name: 'test', run: ['sh', 'test.sh'] }] }, providers: {} });
+  writeFileSync(join(repo.repo, 'test.sh'), `grep -qx ${FIXED} a.txt || { echo "a.txt is not ${FIXED}"; exit 1; }\n`);
+  chmodSync(join(repo.repo, 'test.sh'), 0o755);
+  git(repo.repo, ['add', 'test.sh']);
+  git(repo.repo, ['commit', '-qm', 'a failing test']);
+  git(repo.repo, ['push', '-q', 'origin', 'main']);
+  const fixtures = new URL('../engine/fixtures', import.meta.url).pathname;
+  const exportFile = join(repo.root, 'export.json');
+  writeFileSync(exportFile, JSON.stringify({ issue: readJson(join(fixtures, 'sentry-api-issue.json')), event: readJson(join(fixtures, 'sentry-api-latest-event.json')) }));
+  const github = await startGithubStandIn();
+  const env: NodeJS.ProcessEnv = {
+    ...process.env, ...GIT_ENV, HOME: repo.home, XDG_CONFIG_HOME: join(repo.home, '.config'), XDG_DATA_HOME: join(repo.home, '.local', 'share'),
+    XDG_CACHE_HOME: join(repo.home, '.cache'), XDG_STATE_HOME: join(repo.home, '.local', 'state'),
+    PATH: `${cliDir}:${process.env.PATH ?? ''}`, GITHUB_API_URL: github.url, GITHUB_TOKEN: 'gh-secret-token-p2', ERRTRACK_AUTH_TOKEN: '',
+    SVC_CONTROL_URL: '', ...extraEnv,
+  };
+  return {
+    ...repo,
+    exportFile,
+    github,
+    env,
+    svc: (args, extra = {}) => runChild(process.execPath, [CLI, ...args], { cwd: repo.repo, env: { ...env, ...extra }, stdio: ['ignore', 'pipe', 'pipe'] }),
+    state: (run) => readJson(join(repo.repo, '.svc', 'runs', run, 'state.json')),
+    events: (run) => readFileSync(join(repo.repo, '.svc', 'runs', run, 'events.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l)),
+    async close() {
+      await github.close();
+      repo.cleanup();
+    },
+  };
+}
+
+/** The last stdout line of a foreground `svc start`: its summary. */
+export function summaryOf(res: ChildResult): { run: string; status: string; verdict: string | null; pr_url: string | null; error: string | null } {
+  return JSON.parse(res.stdout.trim().split('\n').at(-1)!);
+}

@@ -1,0 +1,131 @@
+// A scripted Gemini API on 127.0.0.1: `generateContent` (the CLI's utility calls, e.g. its model router) and
+// `streamGenerateContent?alt=sse` (the agent's turns). Each agent turn follows the script with the CLI's own tools.
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { usageOfTurn, type RecordedRequest, type Script, type Step, type UsageTotals } from './model-script.ts';
+
+export interface ScriptedServer {
+  url: string;
+  requests: RecordedRequest[];
+  /** Sum of the usage figures this server reported. */
+  usage: UsageTotals;
+  setScript(script: Script): void;
+  close(): Promise<void>;
+}
+
+interface Part {
+  text?: string;
+  functionCall?: unknown;
+  functionResponse?: unknown;
+}
+interface Content {
+  role?: string;
+  parts?: Part[];
+}
+
+function contentsOf(body: unknown): Content[] {
+  const c = (body as { contents?: unknown })?.contents;
+  return Array.isArray(c) ? (c as Content[]) : [];
+}
+
+/** The names of the functions the CLI declared, with their parameter names. */
+function declaredTools(body: unknown): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  const tools = (body as { tools?: Array<{ functionDeclarations?: unknown[] }> })?.tools ?? [];
+  for (const t of tools) {
+    for (const d of t.functionDeclarations ?? []) {
+      const decl = d as { name?: string; parameters?: { properties?: object }; parametersJsonSchema?: { properties?: object } };
+      const props = decl.parameters?.properties ?? decl.parametersJsonSchema?.properties ?? {};
+      if (decl.name) out.set(decl.name, Object.keys(props));
+    }
+  }
+  return out;
+}
+
+function pick(params: string[] | undefined, names: string[]): string {
+  return names.find((n) => params?.includes(n)) ?? names[0]!;
+}
+
+/** The gemini CLI's own tools: read_file, replace and run_shell_command, with the parameter names it declares. */
+function functionCall(step: Exclude<Step, { text: string }>, tools: Map<string, string[]>, cwd: string): Part {
+  if (step.tool === 'read') {
+    return { functionCall: { name: 'read_file', args: { [pick(tools.get('read_file'), ['file_path', 'absolute_path', 'path'])]: join(cwd, step.path) } } };
+  }
+  if (step.tool === 'edit') {
+    const p = tools.get('replace');
+    const args: Record<string, unknown> = { [pick(p, ['file_path', 'absolute_path'])]: join(cwd, step.path), old_string: step.old, new_string: step.new };
+    if (p?.includes('instruction')) args.instruction = 'Apply the scripted fix.';
+    return { functionCall: { name: 'replace', args } };
+  }
+  const args: Record<string, unknown> = { command: step.command };
+  if (tools.get('run_shell_command')?.includes('description')) args.description = 'Scripted command';
+  return { functionCall: { name: 'run_shell_command', args } };
+}
+
+/** The workspace the CLI announced in its session context ("- **Workspace Directories:**\n  - /path"). */
+function workspaceOf(text: string): string {
+  return /Workspace Directories:\*\*\n\s*-\s*(\S+)/.exec(text)?.[1] ?? process.cwd();
+}
+
+export async function startGeminiModelServer(initial: Script): Promise<ScriptedServer> {
+  let script = initial;
+  const requests: RecordedRequest[] = [];
+  const usage: UsageTotals = { input: 0, output: 0 };
+  let turn = 0;
+  function report() {
+    const u = usageOfTurn(turn++);
+    usage.input += u.input;
+    usage.output += u.output;
+    return { promptTokenCount: u.input, candidatesTokenCount: u.output, totalTokenCount: u.input + u.output };
+  }
+  function handle(req: IncomingMessage, res: ServerResponse, text: string) {
+    let body: unknown = null;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = null;
+    }
+    requests.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers, body, text });
+    const url = req.url ?? '';
+    res.setHeader('content-type', 'application/json');
+    if (req.method !== 'POST' || !/^\/v1beta\/models\/[^/:]+:(generateContent|streamGenerateContent)/.test(url)) {
+      res.writeHead(404).end(JSON.stringify({ error: { code: 404, message: 'not scripted', status: 'NOT_FOUND' } }));
+      return;
+    }
+    if (url.includes(':generateContent')) {
+      // Utility calls (the model router) want a JSON answer; a low complexity score keeps routing simple.
+      const answer = JSON.stringify({ complexity_reasoning: 'scripted', complexity_score: 10 });
+      res.writeHead(200).end(JSON.stringify({ candidates: [{ content: { role: 'model', parts: [{ text: answer }] }, finishReason: 'STOP', index: 0 }], usageMetadata: report() }));
+      return;
+    }
+    const contents = contentsOf(body);
+    const allText = contents.flatMap((c) => (c.parts ?? []).map((p) => (typeof p.text === 'string' ? p.text : ''))).join('\n');
+    const done = contents.flatMap((c) => c.parts ?? []).filter((p) => p.functionResponse).length;
+    const steps = script(allText);
+    const step = steps[Math.min(done, steps.length - 1)]!;
+    const part = 'text' in step ? { text: step.text } : functionCall(step, declaredTools(body), workspaceOf(allText));
+    const chunk = { candidates: [{ content: { role: 'model', parts: [part] }, finishReason: 'STOP', index: 0 }], usageMetadata: report(), modelVersion: 'scripted' };
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.end(`data: ${JSON.stringify(chunk)}\r\n\r\n`);
+  }
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => handle(req, res, Buffer.concat(chunks).toString('utf8')));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    usage,
+    setScript(s) {
+      script = s;
+    },
+    close: () => new Promise((r) => {
+      server.closeAllConnections();
+      server.close(() => r());
+    }),
+  };
+}

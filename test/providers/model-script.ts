@@ -1,0 +1,65 @@
+// What a scripted model does, whatever wire protocol carries it: one step per model turn, chosen by how many tool
+// results the conversation already holds, and the usage figures each turn reports (summed so a test can compare).
+
+export type Step =
+  | { tool: 'read'; path: string }
+  | { tool: 'edit'; path: string; old: string; new: string }
+  | { tool: 'shell'; command: string }
+  | { text: string };
+
+/** Picks the steps for one conversation from the text the CLI sent (its prompt, which may carry an answer). */
+export type Script = (conversationText: string) => Step[];
+
+export interface TurnUsage {
+  input: number;
+  output: number;
+}
+
+/** Each model turn reports these figures; turn n uses 100 + 10n in and 20 + n out, so sums are easy to predict. */
+export function usageOfTurn(n: number): TurnUsage {
+  return { input: 100 + 10 * n, output: 20 + n };
+}
+
+export interface RecordedRequest {
+  method: string;
+  path: string;
+  headers: Record<string, string | string[] | undefined>;
+  body: unknown;
+  text: string;
+}
+
+/** The totals a scripted server has reported so far, across every request it answered with usage. */
+export interface UsageTotals {
+  input: number;
+  output: number;
+}
+
+/** Fix the failing test, then run it: the script both CLIs follow for a verified run. */
+export function fixScript(opts: { file: string; old: string; new: string; test: string; summary: string }): Script {
+  return () => [
+    { tool: 'read', path: opts.file },
+    { tool: 'edit', path: opts.file, old: opts.old, new: opts.new },
+    { tool: 'shell', command: opts.test },
+    { text: opts.summary },
+  ];
+}
+
+/** Asks through $SVC_QUESTION_FILE first; once the answer is in the prompt, writes it into the file and runs the test. */
+export function askScript(opts: { question: string; file: string; old: string; test: string }): Script {
+  return (text) => {
+    const m = /Answer 1 from the operator[^\n]*\n```text\n([^\n]*)\n/.exec(text);
+    if (!m) {
+      return [{ tool: 'shell', command: `printf '%s\\n' '${opts.question}' > "$SVC_QUESTION_FILE"` }, { text: 'Asked a question.' }];
+    }
+    return [
+      { tool: 'edit', path: opts.file, old: opts.old, new: m[1]! },
+      { tool: 'shell', command: opts.test },
+      { text: 'Applied the answer.' },
+    ];
+  };
+}
+
+/** Starts a long tool call that records its shell's pid, so a test can stop the run and check nothing is left. */
+export function longScript(pidFile: string): Script {
+  return () => [{ tool: 'shell', command: `echo $$ > ${pidFile}; sleep 300 & echo $! >> ${pidFile}; wait` }, { text: 'never' }];
+}
