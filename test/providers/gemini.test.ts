@@ -38,6 +38,7 @@ describe('gemini CLI end to end', { skip: cliDir ? false : 'gemini is not instal
     const state = repo.state(summary.run);
     const diff = readFileSync(join(repo.repo, '.svc', 'runs', summary.run, 'artifacts', 'diff.patch'), 'utf8');
     assert.match(diff, new RegExp(`-${BROKEN}\\n\\+${FIXED}`));
+    assert.equal(readFileSync(join(repo.repo, 'a.txt'), 'utf8'), `${BROKEN}\n`, 'the main checkout is untouched');
     // The edit came through gemini's tools, in the worktree: read_file, replace, then the test through its shell.
     const calls = server.requests.flatMap((r) => JSON.stringify(r.body).match(/"functionResponse":\{"id":"[^"]*","name":"[a-z_]+"|"functionResponse":\{"name":"[a-z_]+"/g) ?? []);
     assert.ok(calls.some((c) => c.includes('"replace"')), calls.join(' '));

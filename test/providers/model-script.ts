@@ -47,7 +47,8 @@ export function fixScript(opts: { file: string; old: string; new: string; test: 
 /** Asks through $SVC_QUESTION_FILE first; once the answer is in the prompt, writes it into the file and runs the test. */
 export function askScript(opts: { question: string; file: string; old: string; test: string }): Script {
   return (text) => {
-    const m = /Answer 1 from the operator[^\n]*\n```text\n([^\n]*)\n/.exec(text);
+    // The prompt as sent, or as a CLI's read tool shows an attached file (opencode numbers each line "N: ").
+    const m = /Answer 1 from the operator[^\n]*\n(?:\d+: )?```text\n(?:\d+: )?([^\n]*)\n/.exec(text);
     if (!m) {
       return [{ tool: 'shell', command: `printf '%s\\n' '${opts.question}' > "$SVC_QUESTION_FILE"` }, { text: 'Asked a question.' }];
     }
