@@ -25,7 +25,8 @@ function messagesOf(body: unknown): Message[] {
 function textOf(content: unknown): string {
   if (typeof content === 'string') return content;
   if (!Array.isArray(content)) return '';
-  return content.map((p) => (typeof (p as { text?: unknown })?.text === 'string' ? (p as { text: string }).text : '')).join('\n');
+  const texts = content.map((p) => (p as { text?: unknown })?.text);
+  return texts.map((t) => (typeof t === 'string' ? t : '')).join('\n');
 }
 
 function declaredTools(body: unknown): Map<string, string[]> {
@@ -47,12 +48,22 @@ function workdirOf(text: string): string {
   return /Working directory:\s*(\S+)/.exec(text)?.[1] ?? process.cwd();
 }
 
-function toolCall(step: Exclude<Step, { text: string }>, tools: Map<string, string[]>, cwd: string): { name: string; args: Record<string, unknown> } {
+type ToolCall = { name: string; args: Record<string, unknown> };
+
+/** opencode's own tools: read, edit and bash, with the parameter names it declares. */
+function toolCall(step: Exclude<Step, { text: string }>, tools: Map<string, string[]>, cwd: string): ToolCall {
   const abs = (p: string) => (isAbsolute(p) ? p : join(cwd, p));
-  if (step.tool === 'read') return { name: 'read', args: { [pick(tools.get('read'), ['filePath', 'file_path', 'path'])]: abs(step.path) } };
+  if (step.tool === 'read') {
+    return { name: 'read', args: { [pick(tools.get('read'), ['filePath', 'file_path', 'path'])]: abs(step.path) } };
+  }
   if (step.tool === 'edit') {
     const p = tools.get('edit');
-    return { name: 'edit', args: { [pick(p, ['filePath', 'file_path'])]: abs(step.path), [pick(p, ['oldString', 'old_string'])]: step.old, [pick(p, ['newString', 'new_string'])]: step.new } };
+    const args = {
+      [pick(p, ['filePath', 'file_path'])]: abs(step.path),
+      [pick(p, ['oldString', 'old_string'])]: step.old,
+      [pick(p, ['newString', 'new_string'])]: step.new,
+    };
+    return { name: 'edit', args };
   }
   const args: Record<string, unknown> = { command: step.command };
   if (tools.get('bash')?.includes('description')) args.description = 'Scripted command';
@@ -85,7 +96,8 @@ export async function startChatCompletionsServer(initial: Script): Promise<ChatS
     }
     requests.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers, body, text });
     if (req.method !== 'POST' || !(req.url ?? '').endsWith('/chat/completions')) {
-      res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'not scripted' } }));
+      res.writeHead(404, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: { message: 'not scripted' } }));
       return;
     }
     const messages = messagesOf(body);
@@ -93,7 +105,7 @@ export async function startChatCompletionsServer(initial: Script): Promise<ChatS
     const agent = tools.size > 0;
     const allText = messages.map((m) => textOf(m.content)).join('\n');
     let content: string | null = null;
-    let call: { name: string; args: Record<string, unknown> } | null = null;
+    let call: ToolCall | null = null;
     if (!agent) {
       content = 'Scripted session';
     } else {
@@ -105,16 +117,20 @@ export async function startChatCompletionsServer(initial: Script): Promise<ChatS
     }
     const u = report(agent);
     const id = `chatcmpl-${++calls}`;
-    const base = { id, created: Math.floor(Date.now() / 1000), model: String((body as { model?: unknown })?.model ?? 'scripted') };
-    const toolCalls = call ? [{ index: 0, id: `call_${calls}`, type: 'function', function: { name: call.name, arguments: JSON.stringify(call.args) } }] : undefined;
+    const model = String((body as { model?: unknown })?.model ?? 'scripted');
+    const base = { id, created: Math.floor(Date.now() / 1000), model };
+    const fn = call ? { name: call.name, arguments: JSON.stringify(call.args) } : null;
+    const toolCalls = fn ? [{ index: 0, id: `call_${calls}`, type: 'function', function: fn }] : undefined;
     const finish = call ? 'tool_calls' : 'stop';
     if ((body as { stream?: unknown })?.stream !== true) {
-      const message = { role: 'assistant', content, ...(toolCalls ? { tool_calls: toolCalls.map(({ index: _i, ...t }) => t) } : {}) };
+      const withCalls = toolCalls ? { tool_calls: toolCalls.map(({ index: _i, ...t }) => t) } : {};
+      const choice = { index: 0, message: { role: 'assistant', content, ...withCalls }, finish_reason: finish };
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ ...base, object: 'chat.completion', choices: [{ index: 0, message, finish_reason: finish }], usage: u }));
+      res.end(JSON.stringify({ ...base, object: 'chat.completion', choices: [choice], usage: u }));
       return;
     }
-    const chunk = (choices: unknown[], extra: object = {}) => `data: ${JSON.stringify({ ...base, object: 'chat.completion.chunk', choices, ...extra })}\n\n`;
+    const chunk = (choices: unknown[], extra: object = {}) =>
+      `data: ${JSON.stringify({ ...base, object: 'chat.completion.chunk', choices, ...extra })}\n\n`;
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
     res.write(chunk([{ index: 0, delta: { role: 'assistant', content: content ?? '' }, finish_reason: null }]));
     if (toolCalls) res.write(chunk([{ index: 0, delta: { tool_calls: toolCalls }, finish_reason: null }]));

@@ -4,7 +4,10 @@ import { existsSync, readdirSync, readFileSync, writeFileSync, chmodSync } from 
 import { execFileSync } from 'node:child_process';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { makeRepo, startGithubStandIn, readJson, CLI, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
+import { makeRepo, startGithubStandIn, readJson, CLI, GIT_ENV } from '../engine/fixtures.ts';
+import { waitFor } from '../helpers/wait-for.ts';
+import { fixScript, askScript, type Script } from './model-script.ts';
+import type { StandIn, TestRepo } from '../engine/fixtures.ts';
 import { runChild, type ChildResult } from '../helpers/run-child.ts';
 
 /**
@@ -27,6 +30,15 @@ export const BROKEN = 'hello';
 export const FIXED = 'fixed';
 /** The repo's test: it fails until a.txt says "fixed". */
 export const TEST_COMMAND = 'sh test.sh';
+export const SUMMARY = 'Fixed a.txt; the test passes.';
+export const QUESTION = 'Which word should a.txt hold?';
+
+/** Read a.txt, replace "hello" with "fixed", run the test, sum up. */
+export const fixTheTest = (): Script =>
+  fixScript({ file: 'a.txt', old: BROKEN, new: FIXED, test: TEST_COMMAND, summary: SUMMARY });
+/** Ask which word a.txt should hold; once answered, write the answer and run the test. */
+export const askForTheWord = (): Script =>
+  askScript({ question: QUESTION, file: 'a.txt', old: BROKEN, test: TEST_COMMAND });
 
 export interface CliRepo extends TestRepo {
   exportFile: string;
@@ -34,6 +46,10 @@ export interface CliRepo extends TestRepo {
   env: NodeJS.ProcessEnv;
   svc(args: string[], extra?: NodeJS.ProcessEnv): Promise<ChildResult>;
   state(run: string): any;
+  /** Waits (up to two minutes: the CLIs are slow to start on a busy machine) for one of `statuses`. */
+  waitStatus(run: string, statuses: string[]): Promise<any>;
+  /** `svc start --brief <brief> --detach --worktree --provider <provider>`; the run id. */
+  startDetached(brief: string, provider: string): Promise<string>;
   events(run: string): Array<{ kind: string; data: any }>;
   close(): Promise<void>;
 }
@@ -55,22 +71,49 @@ export async function makeCliRepo(cliDir: string, extraEnv: NodeJS.ProcessEnv): 
   git(repo.repo, ['push', '-q', 'origin', 'main']);
   const fixtures = new URL('../engine/fixtures', import.meta.url).pathname;
   const exportFile = join(repo.root, 'export.json');
-  writeFileSync(exportFile, JSON.stringify({ issue: readJson(join(fixtures, 'sentry-api-issue.json')), event: readJson(join(fixtures, 'sentry-api-latest-event.json')) }));
+  const issue = readJson(join(fixtures, 'sentry-api-issue.json'));
+  writeFileSync(exportFile, JSON.stringify({ issue, event: readJson(join(fixtures, 'sentry-api-latest-event.json')) }));
   const github = await startGithubStandIn();
   const env: NodeJS.ProcessEnv = {
-    ...process.env, ...GIT_ENV, HOME: repo.home, XDG_CONFIG_HOME: join(repo.home, '.config'), XDG_DATA_HOME: join(repo.home, '.local', 'share'),
-    XDG_CACHE_HOME: join(repo.home, '.cache'), XDG_STATE_HOME: join(repo.home, '.local', 'state'),
-    PATH: `${cliDir}:${process.env.PATH ?? ''}`, GITHUB_API_URL: github.url, GITHUB_TOKEN: 'gh-secret-token-p2', ERRTRACK_AUTH_TOKEN: '',
-    SVC_CONTROL_URL: '', ...extraEnv,
+    ...process.env,
+    ...GIT_ENV,
+    HOME: repo.home,
+    XDG_CONFIG_HOME: join(repo.home, '.config'),
+    XDG_DATA_HOME: join(repo.home, '.local', 'share'),
+    XDG_CACHE_HOME: join(repo.home, '.cache'),
+    XDG_STATE_HOME: join(repo.home, '.local', 'state'),
+    PATH: `${cliDir}:${process.env.PATH ?? ''}`,
+    GITHUB_API_URL: github.url,
+    GITHUB_TOKEN: 'gh-secret-token-p2',
+    ERRTRACK_AUTH_TOKEN: '',
+    SVC_CONTROL_URL: '',
+    ...extraEnv,
+  };
+  const svc = (args: string[], extra: NodeJS.ProcessEnv = {}) => {
+    const stdio: ['ignore', 'pipe', 'pipe'] = ['ignore', 'pipe', 'pipe'];
+    return runChild(process.execPath, [CLI, ...args], { cwd: repo.repo, env: { ...env, ...extra }, stdio });
   };
   return {
     ...repo,
     exportFile,
     github,
     env,
-    svc: (args, extra = {}) => runChild(process.execPath, [CLI, ...args], { cwd: repo.repo, env: { ...env, ...extra }, stdio: ['ignore', 'pipe', 'pipe'] }),
+    svc,
     state: (run) => readJson(join(repo.repo, '.svc', 'runs', run, 'state.json')),
-    events: (run) => readFileSync(join(repo.repo, '.svc', 'runs', run, 'events.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l)),
+    waitStatus: (run, statuses) => waitFor(() => {
+      const s = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
+      return statuses.includes(s.status) ? s : null;
+    }, `run ${run} to be ${statuses.join(' or ')}`, 120_000),
+    async startDetached(brief, provider) {
+      const args = ['start', '--brief', brief, '--detach', '--worktree', '--provider', provider];
+      const res = await svc(args);
+      if (res.code !== 0) throw new Error(`svc start failed: ${res.stderr}`);
+      return JSON.parse(res.stdout.trim()).run;
+    },
+    events: (run) => {
+      const text = readFileSync(join(repo.repo, '.svc', 'runs', run, 'events.jsonl'), 'utf8');
+      return text.trim().split('\n').map((l) => JSON.parse(l));
+    },
     async close() {
       await github.close();
       repo.cleanup();
@@ -79,6 +122,14 @@ export async function makeCliRepo(cliDir: string, extraEnv: NodeJS.ProcessEnv): 
 }
 
 /** The last stdout line of a foreground `svc start`: its summary. */
-export function summaryOf(res: ChildResult): { run: string; status: string; verdict: string | null; pr_url: string | null; error: string | null } {
+export interface RunSummary {
+  run: string;
+  status: string;
+  verdict: string | null;
+  pr_url: string | null;
+  error: string | null;
+}
+
+export function summaryOf(res: ChildResult): RunSummary {
   return JSON.parse(res.stdout.trim().split('\n').at(-1)!);
 }

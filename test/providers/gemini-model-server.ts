@@ -35,7 +35,8 @@ function declaredTools(body: unknown): Map<string, string[]> {
   const tools = (body as { tools?: Array<{ functionDeclarations?: unknown[] }> })?.tools ?? [];
   for (const t of tools) {
     for (const d of t.functionDeclarations ?? []) {
-      const decl = d as { name?: string; parameters?: { properties?: object }; parametersJsonSchema?: { properties?: object } };
+      type Schema = { properties?: object };
+      const decl = d as { name?: string; parameters?: Schema; parametersJsonSchema?: Schema };
       const props = decl.parameters?.properties ?? decl.parametersJsonSchema?.properties ?? {};
       if (decl.name) out.set(decl.name, Object.keys(props));
     }
@@ -50,11 +51,16 @@ function pick(params: string[] | undefined, names: string[]): string {
 /** The gemini CLI's own tools: read_file, replace and run_shell_command, with the parameter names it declares. */
 function functionCall(step: Exclude<Step, { text: string }>, tools: Map<string, string[]>, cwd: string): Part {
   if (step.tool === 'read') {
-    return { functionCall: { name: 'read_file', args: { [pick(tools.get('read_file'), ['file_path', 'absolute_path', 'path'])]: join(cwd, step.path) } } };
+    const param = pick(tools.get('read_file'), ['file_path', 'absolute_path', 'path']);
+    return { functionCall: { name: 'read_file', args: { [param]: join(cwd, step.path) } } };
   }
   if (step.tool === 'edit') {
     const p = tools.get('replace');
-    const args: Record<string, unknown> = { [pick(p, ['file_path', 'absolute_path'])]: join(cwd, step.path), old_string: step.old, new_string: step.new };
+    const args: Record<string, unknown> = {
+      [pick(p, ['file_path', 'absolute_path'])]: join(cwd, step.path),
+      old_string: step.old,
+      new_string: step.new,
+    };
     if (p?.includes('instruction')) args.instruction = 'Apply the scripted fix.';
     return { functionCall: { name: 'replace', args } };
   }
@@ -96,16 +102,19 @@ export async function startGeminiModelServer(initial: Script): Promise<ScriptedS
     if (url.includes(':generateContent')) {
       // Utility calls (the model router) want a JSON answer; a low complexity score keeps routing simple.
       const answer = JSON.stringify({ complexity_reasoning: 'scripted', complexity_score: 10 });
-      res.writeHead(200).end(JSON.stringify({ candidates: [{ content: { role: 'model', parts: [{ text: answer }] }, finishReason: 'STOP', index: 0 }], usageMetadata: report() }));
+      const candidate = { content: { role: 'model', parts: [{ text: answer }] }, finishReason: 'STOP', index: 0 };
+      res.writeHead(200).end(JSON.stringify({ candidates: [candidate], usageMetadata: report() }));
       return;
     }
     const contents = contentsOf(body);
-    const allText = contents.flatMap((c) => (c.parts ?? []).map((p) => (typeof p.text === 'string' ? p.text : ''))).join('\n');
-    const done = contents.flatMap((c) => c.parts ?? []).filter((p) => p.functionResponse).length;
+    const parts = contents.flatMap((c) => c.parts ?? []);
+    const allText = parts.map((p) => (typeof p.text === 'string' ? p.text : '')).join('\n');
+    const done = parts.filter((p) => p.functionResponse).length;
     const steps = script(allText);
     const step = steps[Math.min(done, steps.length - 1)]!;
     const part = 'text' in step ? { text: step.text } : functionCall(step, declaredTools(body), workspaceOf(allText));
-    const chunk = { candidates: [{ content: { role: 'model', parts: [part] }, finishReason: 'STOP', index: 0 }], usageMetadata: report(), modelVersion: 'scripted' };
+    const candidate = { content: { role: 'model', parts: [part] }, finishReason: 'STOP', index: 0 };
+    const chunk = { candidates: [candidate], usageMetadata: report(), modelVersion: 'scripted' };
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     res.end(`data: ${JSON.stringify(chunk)}\r\n\r\n`);
   }

@@ -44,13 +44,14 @@ export function fixScript(opts: { file: string; old: string; new: string; test: 
   ];
 }
 
-/** Asks through $SVC_QUESTION_FILE first; once the answer is in the prompt, writes it into the file and runs the test. */
+/** Asks through $SVC_QUESTION_FILE first; once the answer is in the prompt, writes it into the file, runs the test. */
 export function askScript(opts: { question: string; file: string; old: string; test: string }): Script {
   return (text) => {
     // The prompt as sent, or as a CLI's read tool shows an attached file (opencode numbers each line "N: ").
     const m = /Answer 1 from the operator[^\n]*\n(?:\d+: )?```text\n(?:\d+: )?([^\n]*)\n/.exec(text);
     if (!m) {
-      return [{ tool: 'shell', command: `printf '%s\\n' '${opts.question}' > "$SVC_QUESTION_FILE"` }, { text: 'Asked a question.' }];
+      const ask = `printf '%s\\n' '${opts.question}' > "$SVC_QUESTION_FILE"`;
+      return [{ tool: 'shell', command: ask }, { text: 'Asked a question.' }];
     }
     return [
       { tool: 'edit', path: opts.file, old: opts.old, new: m[1]! },
@@ -62,5 +63,6 @@ export function askScript(opts: { question: string; file: string; old: string; t
 
 /** Starts a long tool call that records its shell's pid, so a test can stop the run and check nothing is left. */
 export function longScript(pidFile: string): Script {
-  return () => [{ tool: 'shell', command: `echo $$ > ${pidFile}; sleep 300 & echo $! >> ${pidFile}; wait` }, { text: 'never' }];
+  const command = `echo $$ > ${pidFile}; sleep 300 & echo $! >> ${pidFile}; wait`;
+  return () => [{ tool: 'shell', command }, { text: 'never' }];
 }
