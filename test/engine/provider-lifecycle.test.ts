@@ -36,7 +36,10 @@ describe('provider lifecycle', () => {
   });
   after(() => repo.cleanup());
 
-  const svc = (args: string[]) => runChild(process.execPath, [CLI, ...args], { cwd: repo.repo, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const svc = (args: string[]) => {
+    const stdio: ['ignore', 'pipe', 'pipe'] = ['ignore', 'pipe', 'pipe'];
+    return runChild(process.execPath, [CLI, ...args], { cwd: repo.repo, env, stdio });
+  };
   const state = (run: string) => readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
 
   it('stopping a run ends a tool the provider started in a process group of its own', async () => {
@@ -44,7 +47,8 @@ describe('provider lifecycle', () => {
     assert.equal(start.code, 0, start.stderr);
     const { run } = JSON.parse(start.stdout.trim());
     const toolFile = join(repo.repo, '.svc', 'runs', run, 'prompt.md.tool');
-    const tool = await waitFor(() => (existsSync(toolFile) ? Number(readFileSync(toolFile, 'utf8').trim()) || null : null), 'the tool to start');
+    const pidOf = () => (existsSync(toolFile) ? Number(readFileSync(toolFile, 'utf8')) || null : null);
+    const tool = await waitFor(pidOf, 'the tool to start');
     assert.ok(processAlive(tool));
     const stop = await svc(['start', '--stop', run]);
     assert.equal(stop.code, 0, stop.stderr);
@@ -59,7 +63,8 @@ describe('provider lifecycle', () => {
     await waitFor(() => (state(run).status === 'blocked' ? true : null), 'the run to block');
     const answer = await svc(['answer', `local/${run}`, 'forty-two']);
     assert.equal(answer.code, 0, answer.stderr);
-    const done = await waitFor(() => (['succeeded', 'failed'].includes(state(run).status) ? state(run) : null), 'the run to finish');
+    const finished = () => (['succeeded', 'failed'].includes(state(run).status) ? state(run) : null);
+    const done = await waitFor(finished, 'the run to finish');
     assert.equal(done.status, 'succeeded', done.error);
     assert.match(readFileSync(join(done.workdir, 'a.txt'), 'utf8'), /forty-two/);
   });
