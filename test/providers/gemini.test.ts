@@ -25,7 +25,12 @@ describe('gemini CLI end to end', { skip }, () => {
     // A user who chose "Use Gemini API key" (what gemini's own auth dialog saves). With GOOGLE_GEMINI_BASE_URL set and
     // no choice saved, gemini 0.61 picks its "gateway" auth type and then refuses it headless.
     mkdirSync(join(repo.home, '.gemini'), { recursive: true });
-    const settings = { security: { auth: { selectedType: 'gemini-api-key' } } };
+    // Usage statistics and update checks off: nothing but the scripted server is contacted.
+    const settings = {
+      security: { auth: { selectedType: 'gemini-api-key' } },
+      privacy: { usageStatisticsEnabled: false },
+      general: { enableAutoUpdate: false, enableAutoUpdateNotification: false },
+    };
     writeFileSync(join(repo.home, '.gemini', 'settings.json'), JSON.stringify(settings));
   });
   after(async () => {

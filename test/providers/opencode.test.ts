@@ -23,7 +23,12 @@ describe('opencode CLI end to end', { skip }, () => {
 
   before(async () => {
     server = await startChatCompletionsServer(fixTheTest());
-    repo = await makeCliRepo(cliDir!, { SVC_CONTROL_TOKEN: SECRETS[1] });
+    // No model catalog fetch, update check, plugin install or LSP download: only the scripted server is contacted.
+    const offline = {
+      OPENCODE_DISABLE_MODELS_FETCH: '1', OPENCODE_DISABLE_AUTOUPDATE: '1', OPENCODE_DISABLE_DEFAULT_PLUGINS: '1',
+      OPENCODE_DISABLE_LSP_DOWNLOAD: '1', OPENCODE_DISABLE_SHARE: '1',
+    };
+    repo = await makeCliRepo(cliDir!, { ...offline, SVC_CONTROL_TOKEN: SECRETS[1] });
     const scripted = {
       npm: '@ai-sdk/openai-compatible',
       name: 'Scripted',
