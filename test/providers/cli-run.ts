@@ -26,6 +26,23 @@ export function providerCliDir(name: string): string | null {
   return null;
 }
 
+/**
+ * Why the suite for `name` is skipped, or false to run it. With $SVC_PROVIDER_CLIS set the CLI is required: the
+ * suite fails in `before` rather than passing unseen.
+ */
+export function skipUnlessInstalled(name: string): string | false {
+  if (providerCliDir(name) || process.env.SVC_PROVIDER_CLIS) return false;
+  return `${name} is not installed (npm run test:providers installs it)`;
+}
+
+/** The CLI's folder; throws naming where it looked when it is missing. */
+export function requireProviderCli(name: string): string {
+  const dir = providerCliDir(name);
+  const where = `$SVC_PROVIDER_CLIS (${process.env.SVC_PROVIDER_CLIS ?? 'unset'}) or ~/.cache/svc-provider-clis`;
+  if (!dir) throw new Error(`${name} not found under ${where}`);
+  return dir;
+}
+
 export const BROKEN = 'hello';
 export const FIXED = 'fixed';
 /** The repo's test: it fails until a.txt says "fixed". */

@@ -5,14 +5,14 @@ import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { startGeminiModelServer, type ScriptedServer } from './gemini-model-server.ts';
 import { longScript } from './model-script.ts';
-import { providerCliDir, makeCliRepo, summaryOf, fixTheTest, askForTheWord, type CliRepo } from './cli-run.ts';
+import { skipUnlessInstalled, requireProviderCli, makeCliRepo, summaryOf, type CliRepo } from './cli-run.ts';
+import { fixTheTest, askForTheWord } from './cli-run.ts';
 import { BROKEN, FIXED, SUMMARY, QUESTION } from './cli-run.ts';
 import { processAlive } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
-const cliDir = providerCliDir('gemini');
 const SECRETS = ['gh-secret-token-p2', 'svc-secret-control-p2'];
-const skip = cliDir ? false : 'gemini is not installed (npm run test:providers installs it)';
+const skip = skipUnlessInstalled('gemini');
 
 describe('gemini CLI end to end', { skip }, () => {
   let server: ScriptedServer;
@@ -21,7 +21,7 @@ describe('gemini CLI end to end', { skip }, () => {
   before(async () => {
     server = await startGeminiModelServer(fixTheTest());
     const env = { GEMINI_API_KEY: 'scripted-gemini-key', GOOGLE_GEMINI_BASE_URL: server.url };
-    repo = await makeCliRepo(cliDir!, { ...env, SVC_CONTROL_TOKEN: SECRETS[1] });
+    repo = await makeCliRepo(requireProviderCli('gemini'), { ...env, SVC_CONTROL_TOKEN: SECRETS[1] });
     // A user who chose "Use Gemini API key" (what gemini's own auth dialog saves). With GOOGLE_GEMINI_BASE_URL set and
     // no choice saved, gemini 0.61 picks its "gateway" auth type and then refuses it headless.
     mkdirSync(join(repo.home, '.gemini'), { recursive: true });

@@ -6,14 +6,14 @@ import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { startChatCompletionsServer, type ChatServer } from './chat-completions-server.ts';
 import { longScript } from './model-script.ts';
-import { providerCliDir, makeCliRepo, summaryOf, fixTheTest, askForTheWord, type CliRepo } from './cli-run.ts';
+import { skipUnlessInstalled, requireProviderCli, makeCliRepo, summaryOf, type CliRepo } from './cli-run.ts';
+import { fixTheTest, askForTheWord } from './cli-run.ts';
 import { BROKEN, FIXED, SUMMARY, QUESTION } from './cli-run.ts';
 import { processAlive } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
-const cliDir = providerCliDir('opencode');
 const SECRETS = ['gh-secret-token-p2', 'svc-secret-control-p2'];
-const skip = cliDir ? false : 'opencode is not installed (npm run test:providers installs it)';
+const skip = skipUnlessInstalled('opencode');
 /** USD per million tokens, as the model entry in opencode.json prices it; opencode reports cost from these. */
 const PRICE = { input: 1, output: 2 };
 
@@ -28,7 +28,7 @@ describe('opencode CLI end to end', { skip }, () => {
       OPENCODE_DISABLE_MODELS_FETCH: '1', OPENCODE_DISABLE_AUTOUPDATE: '1', OPENCODE_DISABLE_DEFAULT_PLUGINS: '1',
       OPENCODE_DISABLE_LSP_DOWNLOAD: '1', OPENCODE_DISABLE_SHARE: '1',
     };
-    repo = await makeCliRepo(cliDir!, { ...offline, SVC_CONTROL_TOKEN: SECRETS[1] });
+    repo = await makeCliRepo(requireProviderCli('opencode'), { ...offline, SVC_CONTROL_TOKEN: SECRETS[1] });
     const scripted = {
       npm: '@ai-sdk/openai-compatible',
       name: 'Scripted',
