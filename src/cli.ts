@@ -30,6 +30,7 @@ const commands: Record<string, { summary: string; load: Loader }> = {
   receipt: { summary: 'Check an Evidence Receipt (verify)', load: () => import('./cli/receipt.ts') },
   deploy: { summary: 'Write or show deploy records (record, last)', load: () => import('./cli/deploy.ts') },
   trigger: { summary: 'Run the webhook trigger server (serve)', load: () => import('./cli/trigger.ts') },
+  doctor: { summary: 'Check that agent runs can be sandboxed on this host', load: () => import('./cli/doctor.ts') },
 };
 
 function version(): string {

@@ -3,3 +3,4 @@
 export { childEnv, isSecretName, SVC_SECRET_NAMES, type ChildKind } from './env.ts';
 export { bwrapArgv, type SandboxPlan } from './bwrap-argv.ts';
 export { providerFolders } from './provider-folders.ts';
+export { probeSandbox, BWRAP_HINT, type SandboxProbe } from './probe.ts';
