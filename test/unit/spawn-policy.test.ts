@@ -1,0 +1,84 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { bwrapArgv, childEnv, providerFolders } from '../../src/spawn/index.ts';
+
+describe('childEnv', () => {
+  const base = { PATH: '/bin', HOME: '/h', GITHUB_TOKEN: 'g', SVC_API_TOKEN_FILE: '/t', SVC_ORIGIN: 'cli', SVC_SOURCE: 's' };
+  it('gives an agent no svc credential and no SVC_* variable but SVC_SOURCE', () => {
+    assert.deepEqual(childEnv('agent', base, { SVC_TASK_FILE: '/x' }), {
+      PATH: '/bin', HOME: '/h', SVC_SOURCE: 's', SVC_TASK_FILE: '/x',
+    });
+  });
+  it('lets a child svc keep its non-secret SVC_* configuration, never a token', () => {
+    const env = childEnv('svc', base);
+    assert.equal(env.SVC_ORIGIN, 'cli');
+    assert.equal(env.GITHUB_TOKEN, undefined);
+    assert.equal(env.SVC_API_TOKEN_FILE, undefined);
+  });
+});
+
+describe('providerFolders', () => {
+  it('names the CLI folders under HOME and keeps absolute declared paths', () => {
+    assert.deepEqual(providerFolders('codex', '/h', ['.x', '/abs']), ['/h/.codex', '/h/.x', '/abs']);
+    assert.deepEqual(providerFolders('command', '/h'), []);
+  });
+});
+
+/** Pids whose command line mentions `text` (read from /proc, so no timing is involved). */
+function processesMentioning(text: string): number[] {
+  const pids: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      if (readFileSync(`/proc/${name}/cmdline`, 'utf8').includes(text)) pids.push(Number(name));
+    } catch {
+      // gone already
+    }
+  }
+  return pids;
+}
+
+const bwrapWorks = spawnSync('bwrap', ['--ro-bind', '/', '/', '--unshare-pid', '--proc', '/proc', 'true']).status === 0;
+
+describe('bwrapArgv under a real bwrap', { skip: bwrapWorks ? false : 'bwrap cannot run here' }, () => {
+  it('hides ~/.svc and other processes, keeps the worktree writable, and kills setsid children at exit', () => {
+    const root = mkdtempSync(join(tmpdir(), 'svc-spawn-'));
+    try {
+      const home = join(root, 'home');
+      const svcDir = join(home, '.svc');
+      const worktree = join(root, 'wt');
+      mkdirSync(join(svcDir, 'keys'), { recursive: true });
+      mkdirSync(worktree);
+      writeFileSync(join(svcDir, 'keys', 'k.pem'), 'SECRET-KEY');
+      const task = join(svcDir, 'runs', 'r1', 'task.md');
+      mkdirSync(join(svcDir, 'runs', 'r1'), { recursive: true });
+      writeFileSync(task, 'the task\n');
+      const beat = join(worktree, 'beat');
+      const script = [
+        `cat ${svcDir}/keys/k.pem 2>/dev/null && echo LEAK`,
+        `cat ${task}`,
+        'echo written > out.txt',
+        'ls /proc | grep -E "^[0-9]+$" | wc -l',
+        `setsid sh -c 'while true; do date +%s%N > ${beat}; sleep 0.05; done' &`,
+        'sleep 0.3',
+      ].join('\n');
+      const argv = bwrapArgv('bwrap', { writable: [worktree], readable: [task], hidden: [svcDir], hiddenFiles: [], cwd: worktree },
+        ['sh', '-c', script]);
+      const run = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8' });
+      assert.equal(run.status, 0, run.stderr);
+      const lines = run.stdout.trim().split('\n');
+      assert.equal(lines.includes('LEAK'), false);
+      assert.equal(lines[0], 'the task');
+      assert.ok(Number(lines[1]) < 8, `only the sandbox's own processes are visible, saw ${lines[1]}`);
+      assert.equal(readFileSync(join(worktree, 'out.txt'), 'utf8'), 'written\n');
+      assert.ok(readFileSync(beat, 'utf8').length > 0, 'the setsid heartbeat ran');
+      assert.deepEqual(processesMentioning(beat), [], 'the setsid heartbeat died with the sandbox');
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
