@@ -41,22 +41,25 @@ export async function measureRunsFigures(ctx: BenchContext): Promise<Row[]> {
       pass: health.target.unexpected === 0 && meetsBar(health.ratio, { kind: 'min', value: 0.85 }),
     });
 
-    const list = await compareWithCeiling(ctx, loadJob(ctx, control.url, { kind: 'get', path: '/v1/runs?limit=50' }, GET_CONNECTIONS));
-    ctx.log(describe('GET /v1/runs?limit=50', list));
-    rows.push({
-      figure: `GET /v1/runs?limit=50 (${size} runs)`, value: list.rps, unit: 'req/s', p50Ms: list.p50Ms, p99Ms: list.p99Ms,
-      ceiling: list.ceilingRps, ratio: list.ratio, bar: '≥ 0.30× ceiling, p99 < 20 ms',
-      pass: list.target.unexpected === 0 && meetsBar(list.ratio, { kind: 'min', value: 0.3 }) && meetsBar(list.p99Ms, { kind: 'max', value: 20 }),
-    });
-
-    // Every request a different `until` just above all runs: the same newest page, but never a response-cache hit,
-    // so this row shows what producing a page costs (the figure above is what a polling dashboard gets).
-    const uncached = await compareWithCeiling(
-      ctx, loadJob(ctx, control.url, { kind: 'get-unique', path: '/v1/runs?limit=50&until=@@N@@', base: MAX_TIME_MS }, GET_CONNECTIONS));
+    // The primary list row (DESIGN §7): every request a different `until` just above all runs, so the same newest
+    // page but never a response-cache hit. This is what producing a page costs, and what the bar is about.
+    const uniquePage = { kind: 'get-unique', path: '/v1/runs?limit=50&until=@@N@@', base: MAX_TIME_MS } as const;
+    const uncached = await compareWithCeiling(ctx, loadJob(ctx, control.url, uniquePage, GET_CONNECTIONS));
     ctx.log(describe('GET /v1/runs?limit=50 uncached', uncached));
     rows.push({
-      figure: 'GET /v1/runs?limit=50, every request a cache miss', value: uncached.rps, unit: 'req/s', p50Ms: uncached.p50Ms,
-      p99Ms: uncached.p99Ms, ceiling: uncached.ceilingRps, ratio: uncached.ratio, bar: 'info: the uncached page', pass: null,
+      figure: `GET /v1/runs?limit=50 (${size} runs), every request a cache miss`, value: uncached.rps, unit: 'req/s',
+      p50Ms: uncached.p50Ms, p99Ms: uncached.p99Ms, ceiling: uncached.ceilingRps, ratio: uncached.ratio,
+      bar: '≥ 0.25× ceiling, p99 < 15 ms',
+      pass: uncached.target.unexpected === 0 && meetsBar(uncached.ratio, { kind: 'min', value: 0.25 }) &&
+        meetsBar(uncached.p99Ms, { kind: 'max', value: 15 }),
+    });
+
+    // Secondary: the same request repeated, a response-cache hit from its third ask (what a polling dashboard gets).
+    const list = await compareWithCeiling(ctx, loadJob(ctx, control.url, { kind: 'get', path: '/v1/runs?limit=50' }, GET_CONNECTIONS));
+    ctx.log(describe('GET /v1/runs?limit=50 cached', list));
+    rows.push({
+      figure: 'GET /v1/runs?limit=50, same page repeated (cache hit)', value: list.rps, unit: 'req/s', p50Ms: list.p50Ms,
+      p99Ms: list.p99Ms, ceiling: list.ceilingRps, ratio: list.ratio, bar: 'info: the cached page', pass: null,
     });
 
     const plainPage = await compareWithCeiling(ctx, loadJob(ctx, ctx.ceiling.url, { kind: 'get', path: '/page' }, GET_CONNECTIONS));
@@ -71,8 +74,8 @@ export async function measureRunsFigures(ctx: BenchContext): Promise<Row[]> {
     ctx.log(describe('GET /v1/runs?repo&verdict', filtered));
     rows.push({
       figure: 'GET /v1/runs?repo=…&verdict=verified&limit=50', value: filtered.rps, unit: 'req/s', p50Ms: filtered.p50Ms,
-      p99Ms: filtered.p99Ms, ceiling: filtered.ceilingRps, ratio: filtered.ratio, bar: '(same bar as the list)',
-      pass: filtered.target.unexpected === 0 && meetsBar(filtered.ratio, { kind: 'min', value: 0.3 }) && meetsBar(filtered.p99Ms, { kind: 'max', value: 20 }),
+      p99Ms: filtered.p99Ms, ceiling: filtered.ceilingRps, ratio: filtered.ratio, bar: 'list bar; repeated, so a cache hit',
+      pass: filtered.target.unexpected === 0 && meetsBar(filtered.ratio, { kind: 'min', value: 0.25 }) && meetsBar(filtered.p99Ms, { kind: 'max', value: 15 }),
     });
 
     const depth = Math.min(50_000, Math.floor(ctx.options.runs / 2));
@@ -83,8 +86,8 @@ export async function measureRunsFigures(ctx: BenchContext): Promise<Row[]> {
       ctx.log(describe(`GET /v1/runs cursor at ${depth}`, deep));
       rows.push({
         figure: `GET /v1/runs?limit=50&cursor=… (${depth.toLocaleString('en-US')} deep)`, value: deep.rps, unit: 'req/s',
-        p50Ms: deep.p50Ms, p99Ms: deep.p99Ms, ceiling: deep.ceilingRps, ratio: deep.ratio, bar: '(same bar as the list)',
-        pass: deep.target.unexpected === 0 && meetsBar(deep.ratio, { kind: 'min', value: 0.3 }) && meetsBar(deep.p99Ms, { kind: 'max', value: 20 }),
+        p50Ms: deep.p50Ms, p99Ms: deep.p99Ms, ceiling: deep.ceilingRps, ratio: deep.ratio, bar: 'list bar; repeated, so a cache hit',
+        pass: deep.target.unexpected === 0 && meetsBar(deep.ratio, { kind: 'min', value: 0.25 }) && meetsBar(deep.p99Ms, { kind: 'max', value: 15 }),
       });
     }
 
