@@ -1,13 +1,13 @@
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { symlinkSync, writeFileSync, rmSync } from 'node:fs';
+import { symlinkSync, writeFileSync, rmSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { sanitizeBrief, capUtf8 } from '../../src/trigger/brief.ts';
 import { flattenAdf, adfDocument } from '../../src/trigger/adf.ts';
 import { readTrackerb } from '../../src/trigger/sources/trackerb.ts';
 import { chatbText } from '../../src/trigger/sources/chatb.ts';
 import { chataText } from '../../src/trigger/sources/chata.ts';
-import { readTrackera } from '../../src/trigger/sources/trackera.ts';
+import { readTrackera, saveTrackeraPayload } from '../../src/trigger/sources/trackera.ts';
 import { readErrtrackAlert, buildErrtrackBrief } from '../../src/trigger/sources/errtrack.ts';
 import { resolveInsideRepo } from '../../src/trigger/sources/culprit-author.ts';
 import { readSourceHost } from '../../src/trigger/sources/source-host.ts';
@@ -178,5 +178,37 @@ describe('resolveRouteSecrets', () => {
     assert.equal(secrets.trackera.unavailable, null);
     assert.equal(problems.errors.length, 1);
     assert.ok(!JSON.stringify(problems).includes('same'));
+  });
+});
+
+describe('source readers on hostile JSON (issue 11 item 1)', () => {
+  // Each of these used to reach `String(x)` on an object whose own toString is not a function.
+  const poison = JSON.parse('{"toString": 1, "valueOf": null, "__proto__": {"x": 1}}') as unknown;
+  it('trackera skips non-issue events whose type or action is an object with its own toString', () => {
+    assert.equal(readTrackera({ type: poison }).kind, 'skip');
+    assert.equal(readTrackera({ type: 'Issue', action: poison }).kind, 'skip');
+    assert.equal(readTrackera({ type: 'Issue', action: 'create', data: poison, url: poison }).kind, 'skip');
+    assert.equal(readTrackera({ type: 'Issue', action: 'create', data: [1, 2] }).kind, 'skip');
+  });
+  it('trackerb skips when changelog fields are objects with their own toString', () => {
+    const body = { webhookEvent: 'jira:issue_updated', changelog: { items: [{ field: poison, fieldId: poison }, poison] } };
+    assert.equal(readTrackerb(body, { assignees: ['a'], labels: ['l'] }).kind, 'skip');
+  });
+  it('source-host reads an issue whose number is an object', () => {
+    const body = { action: 'labeled', label: { name: poison }, issue: { number: poison }, repository: poison };
+    assert.equal(readSourceHost('issues', body).kind, 'skip');
+  });
+});
+
+describe('trackera snapshot under concurrent deliveries (issue 11 item 3)', () => {
+  it('50 concurrent saves for one issue all succeed and leave one delivered body whole, no temp files', async () => {
+    const repo = tempDir('svc-snap-');
+    after(() => rmSync(repo, { recursive: true, force: true }));
+    const bodies = Array.from({ length: 50 }, (_, i) => Buffer.from(JSON.stringify({ n: i, pad: 'x'.repeat(4096 + i) })));
+    await Promise.all(bodies.map((b) => saveTrackeraPayload(repo, 'ENG-1', b)));
+    const dir = join(repo, '.svc', 'inbox', 'trackera');
+    assert.deepEqual(readdirSync(dir), ['ENG-1.json']);
+    const stored = readFileSync(join(dir, 'ENG-1.json'));
+    assert.ok(bodies.some((b) => b.equals(stored)), 'the stored snapshot is one delivered body, whole');
   });
 });

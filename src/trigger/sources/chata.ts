@@ -1,4 +1,5 @@
 // chata payloads: slash commands (form body) become `svc start <text>`; url_verification answers the challenge.
+import { describe } from '../../untrusted.ts';
 import { capUtf8, oneLine, stripLeadingHyphens, DEFAULT_BRIEF_BYTES } from '../brief.ts';
 
 export type ChataInput =
@@ -15,7 +16,7 @@ export function readChata(contentType: string, raw: Buffer, parseJsonObject: (b:
   if (contentType === 'application/json') {
     const body = parseJsonObject(raw);
     if (body.type === 'url_verification' && typeof body.challenge === 'string') return { kind: 'challenge', challenge: body.challenge.slice(0, 512) };
-    return { kind: 'skip', reason: `event type "${String(body.type)}" does not start a job`, eventId: typeof body.event_id === 'string' ? body.event_id : null };
+    return { kind: 'skip', reason: `event type "${describe(body.type)}" does not start a job`, eventId: typeof body.event_id === 'string' ? body.event_id : null };
   }
   const form = new URLSearchParams(raw.toString('utf8'));
   if (form.has('ssl_check')) return { kind: 'skip', reason: 'ssl_check', eventId: null };

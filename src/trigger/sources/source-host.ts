@@ -24,7 +24,7 @@ function hasLabel(issue: Obj): boolean {
 export function readSourceHost(event: string, body: Obj): SourceHostInput {
   const issue = obj(body.issue);
   const repo = str(obj(body.repository).full_name);
-  const ref = `${repo}#${String(issue.number ?? '')}`;
+  const ref = `${repo}#${typeof issue.number === 'number' || typeof issue.number === 'string' ? issue.number : ''}`;
   const issueBrief = (): string => sanitizeBrief(`${ref} ${str(issue.title)}${issue.body ? ` — ${str(issue.body)}` : ''}`, DEFAULT_BRIEF_BYTES);
   if (event === 'issues') {
     if (body.action === 'labeled' && obj(body.label).name === TRIGGER_LABEL) return { kind: 'job', brief: issueBrief() };

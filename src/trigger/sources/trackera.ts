@@ -1,29 +1,27 @@
 // trackera: only issue events start jobs, as `svc start trackera:<identifier>`; the verified payload is saved for the run.
 import { mkdir, writeFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { obj, str, describe } from '../../untrusted.ts';
 
 const IDENTIFIER = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
 export type TrackeraInput = { kind: 'issue'; identifier: string; issueId: string } | { kind: 'skip'; reason: string };
 
-function str(value: unknown): string | null {
-  return typeof value === 'string' && value !== '' ? value : null;
-}
-
 /** `data.identifier`, else team key + number, else the `/issue/<ID>/` segment of the URL. */
 export function trackeraIdentifier(body: Record<string, unknown>): string | null {
-  const data = (body.data ?? {}) as Record<string, unknown>;
-  const team = (data.team ?? {}) as Record<string, unknown>;
+  const data = obj(body.data);
+  const team = obj(data.team);
   const fromUrl = /\/issue\/([A-Za-z0-9_-]+)(?:[/#?]|$)/.exec(str(body.url) ?? '')?.[1] ?? null;
   const candidate = str(data.identifier) ?? (str(team.key) && typeof data.number === 'number' ? `${team.key as string}-${data.number}` : null) ?? fromUrl;
   return candidate && IDENTIFIER.test(candidate) ? candidate : null;
 }
 
 export function readTrackera(body: Record<string, unknown>): TrackeraInput {
-  if (body.type !== 'Issue') return { kind: 'skip', reason: `${String(body.type)} events do not start jobs` };
-  if (body.action !== 'create' && body.action !== 'update') return { kind: 'skip', reason: `issue action "${String(body.action)}" does not start a job` };
+  if (body.type !== 'Issue') return { kind: 'skip', reason: `${describe(body.type)} events do not start jobs` };
+  if (body.action !== 'create' && body.action !== 'update') return { kind: 'skip', reason: `issue action "${describe(body.action)}" does not start a job` };
   const identifier = trackeraIdentifier(body);
-  const data = (body.data ?? {}) as Record<string, unknown>;
+  const data = obj(body.data);
   const issueId = str(data.id);
   if (!identifier || !issueId) return { kind: 'skip', reason: 'issue event without an identifier' };
   return { kind: 'issue', identifier, issueId };
@@ -35,7 +33,7 @@ export async function saveTrackeraPayload(repoDir: string, identifier: string, r
   const dir = join(repoDir, '.svc', 'inbox', 'trackera');
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const path = join(dir, `${identifier}.json`);
-  const tmp = `${path}.${process.pid}.${Date.now()}.tmp`;
+  const tmp = `${path}.${randomUUID()}.tmp`;
   await writeFile(tmp, raw, { mode: 0o600 });
   await rename(tmp, path);
 }

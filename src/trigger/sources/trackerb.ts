@@ -2,6 +2,7 @@
 // brief = key + summary + description (ADF flattened), one line, 1500 bytes (spec "Per-route behaviour", rule 7).
 import { sanitizeBrief } from '../brief.ts';
 import { flattenAdf } from '../adf.ts';
+import { obj, str, type Obj } from '../../untrusted.ts';
 
 export const TRACKERB_BRIEF_BYTES = 1500;
 const ISSUE_KEY = /^[A-Za-z][A-Za-z0-9_]*-\d+$/;
@@ -13,13 +14,6 @@ export interface TrackerbFilter {
 
 export type TrackerbInput = { kind: 'job'; key: string; brief: string } | { kind: 'skip'; reason: string };
 
-type Obj = Record<string, unknown>;
-function obj(value: unknown): Obj {
-  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Obj) : {};
-}
-function str(value: unknown): string | null {
-  return typeof value === 'string' && value !== '' ? value : null;
-}
 
 /** `trackerb:issue_created` in the spec; the real service says `jira:issue_created`: the part after the colon decides. */
 function eventName(body: Obj): string | null {
@@ -33,7 +27,7 @@ function changelogItems(body: Obj): Obj[] {
 }
 
 function touches(items: Obj[], field: string): boolean {
-  return items.some((i) => String(i.field ?? '').toLowerCase() === field || String(i.fieldId ?? '').toLowerCase() === field);
+  return items.some((i) => (str(i.field) ?? '').toLowerCase() === field || (str(i.fieldId) ?? '').toLowerCase() === field);
 }
 
 /** Current labels, plus the changelog's space-separated `toString` form in case the fields lag behind. */
@@ -41,7 +35,7 @@ function labelsOf(fields: Obj, items: Obj[]): string[] {
   const labels = Array.isArray(fields.labels) ? fields.labels.filter((l): l is string => typeof l === 'string') : [];
   for (const item of items) {
     const to: unknown = item['toString' as keyof Obj];
-    if (String(item.field ?? '').toLowerCase() === 'labels' && typeof to === 'string') labels.push(...to.split(/\s+/).filter(Boolean));
+    if ((str(item.field) ?? '').toLowerCase() === 'labels' && typeof to === 'string') labels.push(...to.split(/\s+/).filter(Boolean));
   }
   return labels;
 }

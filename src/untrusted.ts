@@ -1,0 +1,22 @@
+// Typed readers for untrusted JSON (webhook bodies, ingest, agent output): they only look at a value's type,
+// never call a method on it, so `{"toString": 1}` or `{"type": {"toString": null}}` cannot crash a handler.
+
+export type Obj = Record<string, unknown>;
+
+/** The value when it is a plain JSON object, else an empty one. */
+export function obj(value: unknown): Obj {
+  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Obj) : {};
+}
+
+/** The value when it is a non-empty string, else null. */
+export function str(value: unknown): string | null {
+  return typeof value === 'string' && value !== '' ? value : null;
+}
+
+/** Text for a message: strings and finite numbers as themselves, every other value by its type only. */
+export function describe(value: unknown): string {
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number' || typeof value === 'boolean') return `${value}`;
+  if (value === null || value === undefined) return `${value}`;
+  return Array.isArray(value) ? 'array' : typeof value;
+}
