@@ -1,9 +1,14 @@
 // Binds an HTTP server and takes it down again, for both servers' main.ts. Installs no signal handlers and closes
 // nothing but the server's connections: what else shuts down, and in which order, stays with the caller.
 import type { Server } from 'node:http';
+import { answerClientErrors } from './client-errors.ts';
 
-/** Resolves with the base URL once bound (port 0 → the port the OS gave); rejects with the bind error (EADDRINUSE…). */
+/**
+ * Answers parser errors and CONNECT with the envelope (client-errors.ts); resolves with the base URL once bound
+ * (port 0 → the port the OS gave); rejects with the bind error (EADDRINUSE…).
+ */
 export async function listen(server: Server, host: string, port: number): Promise<{ url: string; port: number }> {
+  answerClientErrors(server);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {

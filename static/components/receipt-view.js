@@ -28,9 +28,13 @@ class ReceiptView extends HTMLElement {
   update(run, body) {
     if (!this.runId) return;
     const found = artifactsOf(body).find((a) => /(^|\/)receipt\.json$/.test(a.path));
-    if (!found && !run.verdict) return;
-    const path = found?.path ?? 'receipt.json';
-    const key = `${path}:${run.verdict ?? ''}:${found?.sha256 ?? ''}`;
+    // Fetch only a receipt the run lists: guessing the path is a 404 for runs that have none.
+    if (!found) {
+      if (run.verdict) render(this, html`<p class="muted">No receipt recorded for this run.</p>`);
+      return;
+    }
+    const path = found.path;
+    const key = `${path}:${run.verdict ?? ''}:${found.sha256 ?? ''}`;
     if (key === this.loadedKey) return;
     this.loadedKey = key;
     void this.load(path);

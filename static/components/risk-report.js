@@ -3,6 +3,9 @@
 import { html, render } from '../lib/html.js';
 import { api, query } from '../lib/api.js';
 import { inlineFailure } from '../lib/ui.js';
+import { artifactsOf } from './artifact-list.js';
+
+const NO_DIFF = 'No diff recorded for this run yet, so there is nothing to score.';
 
 class RiskReport extends HTMLElement {
   constructor() {
@@ -16,18 +19,22 @@ class RiskReport extends HTMLElement {
     render(this, html`<p class="muted">Loading…</p>`);
   }
 
-  /** @param {{status: string, verdict?: string | null, updated_at?: string | null}} run */
-  update(run) {
-    const key = `${run.status}:${run.verdict ?? ''}`;
+  /** @param {{status: string, verdict?: string | null, updated_at?: string | null}} run @param {any} body */
+  update(run, body) {
+    // Ask for a score only once the run lists its diffstat: asking earlier is a 404 in the console.
+    const hasDiff = artifactsOf(body).some((a) => /(^|\/)diffstat\.json$/.test(a.path));
+    const key = `${run.status}:${run.verdict ?? ''}:${hasDiff}`;
     if (!this.runId || key === this.loadedFor) return;
     this.loadedFor = key;
-    void this.load();
+    if (hasDiff) void this.load();
+    else render(this, html`<p class="muted">${NO_DIFF}</p>`);
   }
 
   async load() {
     const id = /** @type {{source: string, run: string}} */ (this.runId);
     try {
       const r = await api(`/v1/review/risk${query({ source: id.source, run: id.run })}`);
+      if (r?.score === undefined || r?.score === null) return render(this, html`<p class="muted">${NO_DIFF}</p>`);
       const score = Number(r?.score);
       const level = String(r?.level ?? 'unknown');
       /** @type {any[]} */
@@ -43,7 +50,7 @@ class RiskReport extends HTMLElement {
       </div>`);
     } catch (err) {
       const code = /** @type {{code?: string}} */ (err).code;
-      if (code === 'not_found') render(this, html`<p class="muted">No diff recorded for this run yet, so there is nothing to score.</p>`);
+      if (code === 'not_found') render(this, html`<p class="muted">${NO_DIFF}</p>`);
       else render(this, inlineFailure(err));
     }
   }

@@ -3,7 +3,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Page } from 'playwright-core';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
-import { launchBrowser, browserSkipReason, screenshot, unexpected, type TestBrowser, RISK_NOT_YET } from './browser.ts';
+import { launchBrowser, browserSkipReason, screenshot, unexpected, type TestBrowser } from './browser.ts';
 import { seed, RUNNING, RECEIPTED } from './seed.ts';
 
 const skip = browserSkipReason();
@@ -76,7 +76,7 @@ describe('token prompt and refused actions', { skip: skip ?? false }, () => {
 
   it('logged nothing unexpected: only the 401s that triggered the prompt and the loopback-only refusals', () => {
     assert.deepEqual(
-      unexpected(browser.problems, [RISK_NOT_YET, /^http 401 GET \/v1\//, /^http 403 (GET \/v1\/repos|GET \/v1\/keys|POST \/v1\/runs\/local\/[^/]+\/stop)$/]),
+      unexpected(browser.problems, [/^http 401 GET \/v1\//, /^http 403 (GET \/v1\/repos|GET \/v1\/keys|POST \/v1\/runs\/local\/[^/]+\/stop)$/]),
       [],
     );
   });

@@ -58,9 +58,6 @@ export async function launchBrowser(): Promise<TestBrowser> {
   };
 }
 
-/** GET /v1/review/risk answers 404 for a run with no diff yet: the page shows that as "nothing to score". */
-export const RISK_NOT_YET = /^http 404 GET \/v1\/review\/risk$/;
-
 /** Console errors that are the expected result of what a test did (e.g. a 401 the page then handles). */
 export function unexpected(problems: string[], allowed: RegExp[] = []): string[] {
   return problems.filter((p) => !allowed.some((re) => re.test(p)));

@@ -191,7 +191,8 @@ describe('source readers on hostile JSON (issue 11 item 1)', () => {
     assert.equal(readTrackera({ type: 'Issue', action: 'create', data: [1, 2] }).kind, 'skip');
   });
   it('trackerb skips when changelog fields are objects with their own toString', () => {
-    const body = { webhookEvent: 'jira:issue_updated', changelog: { items: [{ field: poison, fieldId: poison }, poison] } };
+    const items = [{ field: poison, fieldId: poison }, poison];
+    const body = { webhookEvent: 'jira:issue_updated', changelog: { items } };
     assert.equal(readTrackerb(body, { assignees: ['a'], labels: ['l'] }).kind, 'skip');
   });
   it('source-host reads an issue whose number is an object', () => {
@@ -204,7 +205,8 @@ describe('trackera snapshot under concurrent deliveries (issue 11 item 3)', () =
   it('50 concurrent saves for one issue all succeed and leave one delivered body whole, no temp files', async () => {
     const repo = tempDir('svc-snap-');
     after(() => rmSync(repo, { recursive: true, force: true }));
-    const bodies = Array.from({ length: 50 }, (_, i) => Buffer.from(JSON.stringify({ n: i, pad: 'x'.repeat(4096 + i) })));
+    const body = (i: number): Buffer => Buffer.from(JSON.stringify({ n: i, pad: 'x'.repeat(4096 + i) }));
+    const bodies = Array.from({ length: 50 }, (_, i) => body(i));
     await Promise.all(bodies.map((b) => saveTrackeraPayload(repo, 'ENG-1', b)));
     const dir = join(repo, '.svc', 'inbox', 'trackera');
     assert.deepEqual(readdirSync(dir), ['ENG-1.json']);
