@@ -17,8 +17,9 @@ export interface ResolvedProvider {
 const BUILTIN_ARGS: Record<(typeof BUILTIN_PROVIDERS)[number], { args: string[]; stdin: boolean }> = {
   // claude -p reads the prompt from stdin; JSON output ends with a result object holding total_cost_usd and usage.
   claude: { args: ['-p', '--output-format', 'json', '--permission-mode', 'acceptEdits'], stdin: true },
-  // codex exec reads the prompt from stdin with "-"; --json prints JSONL events, --full-auto allows workspace edits.
-  codex: { args: ['exec', '--json', '--full-auto', '-'], stdin: true },
+  // codex exec reads the prompt from stdin with "-"; --json prints JSONL events; exec never asks for approval, and
+  // --sandbox workspace-write lets its shell edit the worktree (--full-auto is gone: 0.169 rejects it and exits).
+  codex: { args: ['exec', '--json', '--sandbox', 'workspace-write', '-'], stdin: true },
   // gemini runs headless when stdin is not a TTY; --yolo approves tool calls. A fresh worktree is a folder gemini does
   // not trust, where it refuses to run headless: --skip-trust trusts it for this session only (nothing is written to
   // the user's trustedFolders.json).

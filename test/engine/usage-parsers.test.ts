@@ -122,7 +122,7 @@ describe('built-in provider argv', () => {
 
   const EXPECTED: Record<string, { args: string[]; stdin: boolean }> = {
     claude: { args: ['-p', '--output-format', 'json', '--permission-mode', 'acceptEdits'], stdin: true },
-    codex: { args: ['exec', '--json', '--full-auto', '-'], stdin: true },
+    codex: { args: ['exec', '--json', '--sandbox', 'workspace-write', '-'], stdin: true },
     gemini: { args: ['--output-format', 'json', '--yolo', '--skip-trust'], stdin: true },
     aider: { args: ['--yes-always', '--no-auto-commits', '--no-pretty', '--no-stream', '--message-file', '{task_file}'], stdin: false },
     opencode: { args: ['run', '--format', 'json', 'Do the task described in the attached file.', '--file', '{task_file}'], stdin: false },
