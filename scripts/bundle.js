@@ -40,7 +40,7 @@ function trimmedPackage(pkg) {
   return out;
 }
 
-export function bundle(outDir) {
+export function bundle(outDir, { withNode = false } = {}) {
   const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
   if (!existsSync(join(ROOT, 'dist', 'cli.js'))) throw new Error('dist/cli.js is missing: run npm run build first');
   const name = `svc-${pkg.version}`;
@@ -55,6 +55,14 @@ export function bundle(outDir) {
     if (existsSync(join(ROOT, rel))) cpSync(join(ROOT, rel), join(folder, rel), { recursive: true });
   }
   writeFileSync(join(folder, 'package.json'), `${JSON.stringify(trimmedPackage(pkg), null, 2)}\n`);
+  if (withNode) {
+    // The pinned runtime (the `node` devDependency), where the launcher looks before PATH.
+    const runtime = join(ROOT, 'node_modules', 'node', 'bin', 'node');
+    if (!existsSync(runtime)) throw new Error('node_modules/node/bin/node is missing: run npm ci first');
+    mkdirSync(join(folder, 'node', 'bin'), { recursive: true });
+    cpSync(runtime, join(folder, 'node', 'bin', 'node'));
+    chmodSync(join(folder, 'node', 'bin', 'node'), 0o755);
+  }
   writeFileSync(join(folder, 'bin', 'svc'), LAUNCHER);
   chmodSync(join(folder, 'bin', 'svc'), 0o755);
   chmodSync(join(folder, 'dist', 'cli.js'), 0o755);
@@ -69,9 +77,9 @@ export function bundle(outDir) {
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  const { values } = parseArgs({ options: { out: { type: 'string' } } });
+  const { values } = parseArgs({ options: { out: { type: 'string' }, 'with-node': { type: 'boolean' } } });
   const outDir = resolve(values.out ?? ROOT);
   mkdirSync(outDir, { recursive: true });
-  const result = bundle(outDir);
+  const result = bundle(outDir, { withNode: values['with-node'] === true });
   process.stdout.write(`${result.folder}\n${result.tarPath}\nsha256 ${result.sha256}\n`);
 }
