@@ -1,4 +1,5 @@
 // Reads a request body once, as bytes, counting as they arrive (chunked bodies have no length).
+import { jsonDepth, MAX_JSON_DEPTH } from './json-depth.ts';
 import type { IncomingMessage } from 'node:http';
 import { HttpError } from './http-error.ts';
 
@@ -58,6 +59,9 @@ export function readBody(req: IncomingMessage, { limit, timeoutMs = 30_000 }: Re
 
 export function parseJson(bytes: Buffer): unknown {
   if (bytes.length === 0) throw new HttpError('invalid_json', 'Request body is empty; expected JSON');
+  if (jsonDepth(bytes) > MAX_JSON_DEPTH) {
+    throw new HttpError('invalid_json', `Request body nests deeper than ${MAX_JSON_DEPTH} arrays/objects`);
+  }
   try {
     return JSON.parse(bytes.toString('utf8'));
   } catch {

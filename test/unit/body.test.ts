@@ -4,6 +4,7 @@ import { PassThrough } from 'node:stream';
 import type { IncomingMessage } from 'node:http';
 import { readBody, parseJson, parseJsonObject, MiB } from '../../src/http/body.ts';
 import { HttpError } from '../../src/http/http-error.ts';
+import { jsonDepth, MAX_JSON_DEPTH } from '../../src/http/json-depth.ts';
 
 function fakeReq(headers: Record<string, string> = {}): PassThrough & { headers: Record<string, string> } {
   return Object.assign(new PassThrough(), { headers });
@@ -102,5 +103,18 @@ describe('body', () => {
     for (const bad of ['[]', '1', '"s"', 'null', 'true']) {
       assert.throws(() => parseJsonObject(Buffer.from(bad)), (err: unknown) => err instanceof HttpError && err.code === 'bad_request', bad);
     }
+  });
+});
+
+describe('JSON nesting limit (issue 11 item 1)', () => {
+  it('refuses a body nested deeper than the limit with invalid_json before parsing', () => {
+    const deep = Buffer.from(`{"data":${'['.repeat(100_000)}${']'.repeat(100_000)}}`);
+    assert.throws(() => parseJson(deep), (err: unknown) => err instanceof HttpError && err.code === 'invalid_json');
+  });
+  it('accepts exactly the limit and ignores brackets inside strings', () => {
+    const ok = `${'['.repeat(MAX_JSON_DEPTH)}"[[[[{{\\"[["${']'.repeat(MAX_JSON_DEPTH)}`;
+    assert.equal(jsonDepth(Buffer.from(ok)), MAX_JSON_DEPTH);
+    assert.ok(Array.isArray(parseJson(Buffer.from(ok))));
+    assert.throws(() => parseJson(Buffer.from(`[${ok}]`)), HttpError);
   });
 });
