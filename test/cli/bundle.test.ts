@@ -111,4 +111,30 @@ describe('the copied folder', () => {
     const [code] = await once(child, 'exit');
     assert.equal(code, 0);
   });
+
+  it('--with-node carries the pinned Node, so bin/svc serves /ready with only the system Node on PATH', async () => {
+    const withNode = join(dir, 'with-node');
+    const script = join(ROOT, 'scripts/bundle.js');
+    const built = spawnSync(process.execPath, [script, '--out', withNode, '--with-node'], { encoding: 'utf8' });
+    assert.equal(built.status, 0, built.stderr);
+    const folder = join(withNode, name);
+    const args = ['control', 'serve', '--port', '0'];
+    const child = spawn(join(folder, 'bin', 'svc'), args, { cwd: dir, env: { PATH: '/usr/bin:/bin', HOME: home } });
+    children.push(child);
+    let stdout = '';
+    let stderr = '';
+    child.stderr.on('data', (c: Buffer) => (stderr += c));
+    const url = await new Promise<string>((resolve, reject) => {
+      child.stdout.on('data', (c: Buffer) => {
+        stdout += c;
+        const line = stdout.split('\n')[0];
+        if (stdout.includes('\n') && line) resolve(line);
+      });
+      child.once('exit', (code) => reject(new Error(`serve exited ${code}: ${stderr}`)));
+    });
+    assert.equal((await fetch(`${url}/ready`)).status, 200);
+    child.kill('SIGTERM');
+    const [code] = await once(child, 'exit');
+    assert.equal(code, 0);
+  });
 });
