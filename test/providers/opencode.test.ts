@@ -9,7 +9,7 @@ import { longScript } from './model-script.ts';
 import { skipUnlessInstalled, requireProviderCli, makeCliRepo, summaryOf, type CliRepo } from './cli-run.ts';
 import { fixTheTest, askForTheWord } from './cli-run.ts';
 import { BROKEN, FIXED, SUMMARY, QUESTION } from './cli-run.ts';
-import { processAlive } from '../engine/fixtures.ts';
+import { processesMentioning } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
 const SECRETS = ['gh-secret-token-p2', 'svc-secret-control-p2'];
@@ -92,16 +92,13 @@ describe('opencode CLI end to end', { skip }, () => {
   });
 
   it('stop during a long shell command leaves nothing running', async () => {
-    const pidFile = join(repo.root, 'opencode-long.pids');
-    server.setScript(longScript(pidFile));
+    const marker = `svc-long-opencode-${process.pid}`;
+    server.setScript(longScript(marker));
     const run = await repo.startDetached('run the long job', 'opencode');
-    const pids = await waitFor(() => {
-      const lines = existsSync(pidFile) ? readFileSync(pidFile, 'utf8').trim().split('\n') : [];
-      return lines.length === 2 ? lines.map(Number) : null;
-    }, 'the long command to start', 120_000);
+    await waitFor(() => processesMentioning(marker).length >= 2 || null, 'the long command to start', 120_000);
     const stop = await repo.svc(['start', '--stop', run]);
     assert.equal(stop.code, 0, stop.stderr);
     assert.equal((await repo.waitStatus(run, ['stopped'])).status, 'stopped');
-    await waitFor(() => pids.every((p) => !processAlive(p)) || null, 'the shell and its sleep to be gone');
+    await waitFor(() => processesMentioning(marker).length === 0 || null, 'the shell and its sleep to be gone');
   });
 });
