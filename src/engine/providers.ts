@@ -15,8 +15,14 @@ export interface ResolvedProvider {
 }
 
 const BUILTIN_ARGS: Record<(typeof BUILTIN_PROVIDERS)[number], { args: string[]; stdin: boolean }> = {
-  // claude -p reads the prompt from stdin; JSON output ends with a result object holding total_cost_usd and usage.
-  claude: { args: ['-p', '--output-format', 'json', '--permission-mode', 'acceptEdits'], stdin: true },
+  // claude -p reads the prompt from stdin. stream-json (which -p wants with --verbose) prints each message as it
+  // happens, so the run's log shows the agent working; its last line is the result with total_cost_usd and usage.
+  // acceptEdits approves its file edits only: headless, every Bash call was denied (the agent could neither run the
+  // tests nor write its question), so Bash is allowed too. bypassPermissions would do it, but claude refuses it as root.
+  claude: {
+    args: ['-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'acceptEdits', '--allowedTools', 'Bash'],
+    stdin: true,
+  },
   // codex exec reads the prompt from stdin with "-"; --json prints JSONL events; exec never asks for approval, and
   // --sandbox workspace-write lets its shell edit the worktree (--full-auto is gone: 0.169 rejects it and exits).
   codex: { args: ['exec', '--json', '--sandbox', 'workspace-write', '-'], stdin: true },
