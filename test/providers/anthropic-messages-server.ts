@@ -98,11 +98,13 @@ export async function startAnthropicMessagesServer(initial: Script): Promise<Scr
       const call = toolUse(step, workdirOf(allText));
       const block = { type: 'tool_use', id: `toolu_scripted_${id}`, name: call.name, input: {} };
       sse(res, 'content_block_start', { index: 0, content_block: block });
-      sse(res, 'content_block_delta', { index: 0, delta: { type: 'input_json_delta', partial_json: JSON.stringify(call.input) } });
+      const delta = { type: 'input_json_delta', partial_json: JSON.stringify(call.input) };
+      sse(res, 'content_block_delta', { index: 0, delta });
     }
     sse(res, 'content_block_stop', { index: 0 });
     const stop = 'text' in step ? 'end_turn' : 'tool_use';
-    sse(res, 'message_delta', { delta: { stop_reason: stop, stop_sequence: null }, usage: { output_tokens: u.output } });
+    const delta = { stop_reason: stop, stop_sequence: null };
+    sse(res, 'message_delta', { delta, usage: { output_tokens: u.output } });
     sse(res, 'message_stop', {});
     res.end();
   }

@@ -56,7 +56,8 @@ describe('claude CLI end to end', { skip }, () => {
     assert.ok(results.every((b: any) => b.is_error !== true), JSON.stringify(results));
     assert.match(JSON.stringify(lastResults[1]), /has been updated successfully/);
     // Tokens are what the server reported; cost is what claude priced them at (its list price for MODEL).
-    assert.deepEqual({ in: state.tokens_in, out: state.tokens_out }, { in: server.usage.input, out: server.usage.output });
+    const tokens = { in: state.tokens_in, out: state.tokens_out };
+    assert.deepEqual(tokens, { in: server.usage.input, out: server.usage.output });
     const cost = (server.usage.input * PRICE.input + server.usage.output * PRICE.output) / 1e6;
     assert.ok(Math.abs(state.cost_usd - cost) < 1e-12, `${state.cost_usd} vs ${cost}`);
     const verified = await repo.svc(['receipt', 'verify', join(artifacts, 'receipt.json')]);

@@ -90,7 +90,7 @@ function git(cwd: string, args: string[]): void {
 
 /**
  * A repo (pushed to its bare origin) whose required check runs test.sh, failing on a.txt = "hello"; an errtrack
- * export to start from; HOME, PATH (with the CLI's folder first), the GitHub stand-in and svc's (fake) secrets in `env`.
+ * export to start from; HOME, PATH (CLI's folder first), the GitHub stand-in and svc's (fake) secrets in `env`.
  */
 export async function makeCliRepo(cliDir: string, extraEnv: NodeJS.ProcessEnv): Promise<CliRepo> {
   const repo = makeRepo({ policy: { checks: [{ name: 'test', run: ['sh', 'test.sh'] }] }, providers: {} });

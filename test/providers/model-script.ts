@@ -44,7 +44,10 @@ export function fixScript(opts: { file: string; old: string; new: string; test: 
   ];
 }
 
-/** Asks through $SVC_QUESTION_FILE first; once the answer is in the prompt, reads the file, writes the answer into it, runs the test. */
+/**
+ * Asks through $SVC_QUESTION_FILE first; once the answer is in the prompt, reads the file, writes the answer into it
+ * and runs the test.
+ */
 export function askScript(opts: { question: string; file: string; old: string; test: string }): Script {
   return (text) => {
     // The prompt as sent, or as a CLI's read tool shows an attached file (opencode numbers each line "N: ").
