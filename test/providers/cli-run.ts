@@ -131,8 +131,10 @@ export async function makeCliRepo(cliDir: string, extraEnv: NodeJS.ProcessEnv): 
     svc,
     state: (run) => readJson(join(repo.repo, '.svc', 'runs', run, 'state.json')),
     waitStatus: (run, statuses) => waitFor(() => {
-      const s = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
-      return statuses.includes(s.status) ? s : null;
+      // `svc start --detach` may answer before the run's worker has written state.json: not there yet is not failure.
+      const file = join(repo.repo, '.svc', 'runs', run, 'state.json');
+      const s = existsSync(file) ? readJson(file) : null;
+      return s && statuses.includes(s.status) ? s : null;
     }, `run ${run} to be ${statuses.join(' or ')}`, 120_000),
     async startDetached(brief, provider) {
       const args = ['start', '--brief', brief, '--detach', '--worktree', '--provider', provider];
@@ -145,6 +147,13 @@ export async function makeCliRepo(cliDir: string, extraEnv: NodeJS.ProcessEnv): 
       return text.trim().split('\n').map((l) => JSON.parse(l));
     },
     async close() {
+      // A test that failed half-way may leave a run blocked on a question: stop it, so no worker outlives the suite.
+      const runs = join(repo.repo, '.svc', 'runs');
+      for (const run of existsSync(runs) ? readdirSync(runs) : []) {
+        const file = join(runs, run, 'state.json');
+        const status = existsSync(file) ? readJson(file).status : null;
+        if (['queued', 'running', 'blocked', 'stopping'].includes(status)) await svc(['start', '--stop', run]);
+      }
       await github.close();
       repo.cleanup();
     },
