@@ -12,6 +12,7 @@ import { budgetQuestion, budgetReached, budgetStopMessage, extendsBudget } from 
 import { writeNoFollow, readAgentFile } from './safe-fs.ts';
 import { agentSandbox, protocolFiles } from './sandbox.ts';
 import type { SandboxMode } from '../spawn/sandbox-mode.ts';
+import { untestedProviderWarning } from './provider-version-check.ts';
 
 const LOG_LINE_CAP = 4000;
 const LOG_EVENTS_CAP = 5000;
@@ -61,8 +62,26 @@ function unblock(ctx: RunContext, answer: string, answerFile: string): void {
   ctx.setStatus('running', { question: null, answers: [...ctx.state.answers, answer] });
 }
 
+type ProviderOptions = { maxUsd: number | null; notes: string[]; sandbox: SandboxMode };
+
+/** Runs the provider; meanwhile checks its version (without delaying its start) and logs a warning if untested. */
 export async function runProvider(
-  ctx: RunContext, provider: ResolvedProvider, spec: string, opts: { maxUsd: number | null; notes: string[]; sandbox: SandboxMode },
+  ctx: RunContext, provider: ResolvedProvider, spec: string, opts: ProviderOptions,
+): Promise<ProviderOutcome> {
+  const versionCheck = untestedProviderWarning(provider, ctx.env).then((warning) => {
+    if (!warning) return;
+    ctx.event('log', { stream: 'svc', text: warning });
+    ctx.say(warning);
+  }, () => undefined);
+  try {
+    return await runProviderAttempts(ctx, provider, spec, opts);
+  } finally {
+    await versionCheck;
+  }
+}
+
+async function runProviderAttempts(
+  ctx: RunContext, provider: ResolvedProvider, spec: string, opts: ProviderOptions,
 ): Promise<ProviderOutcome> {
   const { questionFile, answerFile, taskFile } = protocolFiles(ctx);
   let logEvents = 0;
