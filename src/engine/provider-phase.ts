@@ -100,7 +100,8 @@ async function runProviderAttempts(
     let answeredWhileRunning = false;
     const parse = createUsageParser(provider.kind);
     let usage: Usage = { cost_usd: null, tokens_in: null, tokens_out: null };
-    const before: Usage = { cost_usd: ctx.state.cost_usd, tokens_in: ctx.state.tokens_in, tokens_out: ctx.state.tokens_out };
+    const { cost_usd, tokens_in, tokens_out } = ctx.state;
+    const before: Usage = { cost_usd, tokens_in, tokens_out };
     // Set while the provider is paused on the budget question; overBudget once the answer was not "yes".
     let budgetAsked = false;
     let overBudget: string | null = null;

@@ -57,7 +57,9 @@ async function startOrResume(ctx: RunContext, mode: WorkerMode): Promise<void> {
 }
 
 /** Not allowed past its budget: the checks still run on what exists and a receipt says so; no PR, status stopped. */
-async function finishOverBudget(ctx: RunContext, policy: Policy, sandbox: SandboxMode, error: string, exitCode: number | null) {
+async function finishOverBudget(
+  ctx: RunContext, policy: Policy, sandbox: SandboxMode, error: string, exitCode: number | null,
+): Promise<void> {
   const diff = collectDiff(ctx);
   saveDiff(ctx, diff);
   const checks = await verifyWork(ctx, policy, diff, sandbox);

@@ -23,7 +23,10 @@ export interface ProtocolFiles {
 export function protocolFiles(ctx: RunContext): ProtocolFiles {
   const askDir = plainSubdir(ctx.dir, join('io', 'ask'));
   const ioDir = join(ctx.dir, 'io');
-  return { taskFile: join(ioDir, 'prompt.md'), answerFile: join(ioDir, 'answer.txt'), questionFile: join(askDir, 'question.txt'), ioDir, askDir };
+  return {
+    taskFile: join(ioDir, 'prompt.md'), answerFile: join(ioDir, 'answer.txt'), questionFile: join(askDir, 'question.txt'),
+    ioDir, askDir,
+  };
 }
 
 /** This run's sandbox mode; throws SandboxUnavailableError when it needs bwrap and bwrap cannot run. */
@@ -43,7 +46,8 @@ export function agentSandbox(
 ): { bwrap: string; plan: SandboxPlan } | null {
   if (mode.kind === 'none') return null;
   const files = protocolFiles(ctx);
-  const declared = provider?.kind === 'command' ? loadEngineConfig(ctx.state.repo_path).providers[provider.name]?.writable ?? [] : [];
+  const configured = provider?.kind === 'command' ? loadEngineConfig(ctx.state.repo_path).providers[provider.name] : undefined;
+  const declared = configured?.writable ?? [];
   const plan = agentSandboxPlan({
     workdir: ctx.state.workdir,
     repo: ctx.state.repo_path,

@@ -4,7 +4,7 @@
 // exits, so the agent never needs to write it, and cannot plant hooks or URL rules in it); svc's home (~/.svc: keys,
 // tokens, databases, answers), every credential file svc was told about and every other run's folder invisible; a
 // private /tmp; and the run's protocol files: the task and answer readable, the question folder writable.
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, realpathSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { isSecretName } from './env.ts';
 import { providerFolders } from './provider-folders.ts';
@@ -74,6 +74,24 @@ function ensureFolders(paths: string[]): void {
   }
 }
 
+/**
+ * Where `program` really lives: an npm-installed CLI is a link in `.bin` to a script that loads its whole package, so
+ * the `node_modules` it is in stays visible too (it matters when that is under /tmp).
+ */
+function programFolders(program: string): string[] {
+  if (!isAbsolute(program)) return [];
+  const folders = [dirname(program)];
+  try {
+    const real = realpathSync(program);
+    folders.push(dirname(real));
+    const modules = real.lastIndexOf('/node_modules/');
+    if (modules > 0) folders.push(real.slice(0, modules + '/node_modules'.length));
+  } catch {
+    // not there: exec will say so
+  }
+  return folders;
+}
+
 export function agentSandboxPlan(input: AgentPlanInput): SandboxPlan {
   const folders = providerFolders(input.provider, input.home, input.declared);
   ensureFolders(folders);
@@ -81,7 +99,7 @@ export function agentSandboxPlan(input: AgentPlanInput): SandboxPlan {
   const engine = join(input.repo, '.svc');
   const git = gitDirs(input.workdir, input.repo);
   return {
-    visible: [input.home, input.repo, ...git, ...(isAbsolute(input.program) ? [dirname(input.program)] : []), ...pathDirs],
+    visible: [input.home, input.repo, ...git, ...programFolders(input.program), ...pathDirs],
     writable: [input.workdir, ...folders],
     // Inside the writable working directory: its git metadata, and for a run in the repository itself, the project's
     // .svc (policy.json and config.json decide the checks and the providers).

@@ -3,12 +3,12 @@
 // Shape learned from Codex's Linux sandbox (codex-rs/linux-sandbox) and Anthropic's sandbox-runtime: a read-only root,
 // writable binds layered on top, read-only binds that re-protect what must not change inside a writable tree (`.git`),
 // a fresh /proc in a new PID namespace so no ancestor's environ or cmdline is visible, and tmpfs or /dev/null masks
-// over what must not be seen. Network is shared: providers need their APIs. bwrap applies the mounts in argv order and a
-// later mount covers an earlier one, so the order of the steps below is the policy.
+// over what must not be seen. Network is shared: providers need their APIs. bwrap applies the mounts in argv order
+// and a later mount covers an earlier one, so the order of the steps below is the policy.
 import { existsSync, statSync } from 'node:fs';
 
 export interface SandboxPlan {
-  /** Read-only exposures of paths the private /tmp would cover (tool folders on PATH, the git dir of a repo in /tmp). */
+  /** Read-only exposures of paths the private /tmp would cover (folders on PATH, the git dir of a repo in /tmp). */
   visible: string[];
   /** Folders and files the agent may write (the worktree, the provider's config and login folders). */
   writable: string[];
