@@ -17,7 +17,7 @@ export function githubIssuesTemplate(): Record<string, unknown> {
     issue: {
       url: `${repoApi}/issues/@@N@@`, repository_url: repoApi, labels_url: `${repoApi}/issues/@@N@@/labels{/name}`,
       comments_url: `${repoApi}/issues/@@N@@/comments`, html_url: 'https://github.com/acme/api/issues/@@N@@',
-      id: '@@ID@@', node_id: 'I_kwDOBench', number: '@@N@@',
+      id: '@@ID@@', node_id: '@@NODE@@', number: '@@N@@',
       title: 'Upload client retries forever on 429',
       user: account('octocat', 583231), labels: [label], state: 'open', locked: false, assignee: null, assignees: [],
       milestone: null, comments: 0, created_at: '2026-11-20T10:00:00Z', updated_at: '2026-11-20T10:00:00Z', closed_at: null,

@@ -94,10 +94,11 @@ function trackerbMaker(secret: string, template: unknown): RequestMaker {
 function githubMaker(secret: string, template: unknown): RequestMaker {
   let n = 0;
   const stamp = Date.now().toString(36);
-  const parts = JSON.stringify(template).split(/("@@N@@"|@@N@@|"@@ID@@")/);
+  const parts = JSON.stringify(template).split(/("@@N@@"|@@N@@|"@@ID@@"|@@NODE@@)/);
   return () => {
     n += 1;
-    const values: Record<string, string> = { '"@@N@@"': String(n), '@@N@@': String(n), '"@@ID@@"': String(1e9 + n) };
+    // node_id carries this maker's start time, so bodies stay unique across rounds (each round makes a new maker).
+    const values: Record<string, string> = { '"@@N@@"': String(n), '@@N@@': String(n), '"@@ID@@"': String(1e9 + n), '@@NODE@@': `I_kw${stamp}${n}` };
     const body = parts.map((p) => values[p] ?? p).join('');
     const signature = createHmac('sha256', secret).update(body).digest('hex');
     const headers = {
