@@ -7,6 +7,7 @@
 //   list(source, run, {after, limit}) → one run's events with id > after, ascending
 //   listAll({after, limit, source?, run?}) → events across runs with id > after, ascending (stream replay)
 //   maxId()                     → highest id stored (0 when empty)
+//   lastOfKinds(source, run, kinds) → the run's newest event of one of these kinds (at most 4), or undefined
 //   deleteRun(source, run)      → number removed
 import type { Db } from './open.ts';
 
@@ -34,6 +35,7 @@ export interface EventsStore {
   list(source: string, run: string, page: EventPage): EventRow[];
   listAll(page: EventPage & { source?: string; run?: string }): EventRow[];
   maxId(): number;
+  lastOfKinds(source: string, run: string, kinds: readonly string[]): EventRow | undefined;
   deleteRun(source: string, run: string): number;
 }
 
@@ -47,6 +49,10 @@ export function createEventsStore(db: Db): EventsStore {
   const listSource = db.prepare('SELECT * FROM events WHERE id > ? AND source = ? ORDER BY id LIMIT ?');
   const maxStmt = db.prepare('SELECT coalesce(max(id), 0) AS m FROM events');
   const deleteStmt = db.prepare('DELETE FROM events WHERE source = ? AND run = ?');
+  // Walks the run's events newest first on events_by_run; callers ask for kinds that recur (status, question/answer).
+  const lastOfStmt = db.prepare(
+    'SELECT * FROM events WHERE source = ? AND run = ? AND kind IN (?, ?, ?, ?) ORDER BY id DESC LIMIT 1',
+  );
 
   function insert(ev: EventInput): number | null {
     // run() + lastInsertRowid measured ~2x faster than RETURNING on the ingest hot path.
@@ -74,6 +80,11 @@ export function createEventsStore(db: Db): EventsStore {
     },
     maxId() {
       return Number((maxStmt.get() as { m: number }).m);
+    },
+    lastOfKinds(source, run, kinds) {
+      if (kinds.length === 0 || kinds.length > 4) throw new RangeError('lastOfKinds takes 1 to 4 kinds');
+      const four = [0, 1, 2, 3].map((i) => kinds[i] ?? kinds[0]!);
+      return lastOfStmt.get(source, run, ...four) as EventRow | undefined;
     },
     deleteRun(source, run) {
       return Number(deleteStmt.run(source, run).changes);
