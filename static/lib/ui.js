@@ -44,6 +44,7 @@ export function inlineFailure(err) {
 
 const EXPLANATIONS = /** @type {Record<string, string>} */ ({
   loopback_only: 'Refused: this action only works on a Control Plane bound to this machine (127.0.0.1), from this machine.',
+  proxied_request: 'Refused: this action only works from this machine, not through a proxy.',
   invalid_transition: 'Refused: the run is not in a state that allows this.',
   unauthorized: 'The Control Plane did not accept the token.',
   forbidden_origin: 'Refused: the request did not come from the Control Plane’s own address.',
