@@ -48,6 +48,7 @@ export interface RunFilter {
   repo?: string;
   group_id?: string;
   status?: RunStatus;
+  source?: string;
   /** started_at >= since (inclusive). */
   since?: number;
   /** started_at < until (exclusive), so adjacent windows never count a run twice. */
@@ -226,7 +227,7 @@ export function buildListQuery(filter: RunFilter, columns = '*'): { sql: string;
     where.push('verdict = ?');
     args.push(filter.verdict);
   }
-  for (const col of ['repo', 'group_id', 'status'] as const) {
+  for (const col of ['repo', 'group_id', 'status', 'source'] as const) {
     if (filter[col] === undefined) continue;
     where.push(`${col} = ?`);
     args.push(filter[col]);
