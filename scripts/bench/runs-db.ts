@@ -6,6 +6,8 @@ import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { openDatabase } from '../../src/db/open.ts';
 import { controlMigrations } from '../../src/db/control-migrations.ts';
+import { PUBLIC_RUN_COLUMNS } from '../../src/db/runs-store.ts';
+import { runTupleJson } from '../../src/control/run-json-text.ts';
 
 const DAY = 86_400_000;
 const BASE32 = '0123456789abcdefghjkmnpqrstvwxyz';
@@ -77,9 +79,9 @@ function generate(path: string, rows: number, now: number): void {
   try {
     const random = createRandom(rows);
     const indexes = db.prepare("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs' AND sql IS NOT NULL").all() as Array<{ name: string; sql: string }>;
-    const insert = db.prepare(`INSERT INTO runs (source, run, repo, repo_path, group_id, status, verdict, brief, origin, provider, branch,
-      pr_url, question, started_at, ended_at, updated_at, cost_usd, tokens_in, tokens_out, exit_code, error)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+    // Public columns in Run JSON order, then repo_path and the stored Run JSON text (control migration 3).
+    const insert = db.prepare(`INSERT INTO runs (${PUBLIC_RUN_COLUMNS.join(', ')}, repo_path, json)
+      VALUES (${PUBLIC_RUN_COLUMNS.map(() => '?').join(', ')}, ?, ?)`);
     const lastGroupByRepo = new Map<string, string>();
     const start = now - 90 * DAY;
     const step = (90 * DAY) / rows;
@@ -104,8 +106,8 @@ function generate(path: string, rows: number, now: number): void {
       const endedAt = terminal ? startedAt + Math.floor(120_000 + random() * 2_400_000) : null;
       const costKnown = random() < 0.7;
       const tokensIn = costKnown ? Math.floor(5_000 + random() * 400_000) : null;
-      insert.run(
-        source, run, repo, `/srv/repos/${repo}`, groupId, status, verdict,
+      const tuple = [
+        source, run, repo, groupId, status, verdict,
         `${BRIEFS[Math.floor(random() * BRIEFS.length)]} (#${i % 9973})`, ORIGINS[Math.floor(random() * ORIGINS.length)] ?? 'cli',
         PROVIDERS[Math.floor(random() * PROVIDERS.length)] ?? 'claude', `svc/${run}`,
         verdict === 'verified' && random() < 0.6 ? `https://github.com/${repo}/pull/${1 + (i % 5000)}` : null,
@@ -113,7 +115,8 @@ function generate(path: string, rows: number, now: number): void {
         startedAt, endedAt, endedAt ?? startedAt, costKnown ? Math.round(random() * 400) / 100 : null,
         tokensIn, tokensIn === null ? null : Math.floor(tokensIn / 8), terminal ? (status === 'succeeded' ? 0 : 1) : null,
         status === 'failed' ? 'check "test" failed (exit 1)' : null,
-      );
+      ];
+      insert.run(...tuple, `/srv/repos/${repo}`, runTupleJson(tuple));
     }
     for (const index of indexes) db.exec(index.sql);
     db.exec('COMMIT');

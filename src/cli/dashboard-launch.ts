@@ -1,6 +1,6 @@
 // Background start of the Control Plane for `svc dashboard`, and opening a URL in the person's browser.
 // Children are argv arrays (never a shell); the server is detached so it outlives this command.
-import { spawn } from 'node:child_process';
+import { startChild } from '../spawn/start.ts';
 import { mkdirSync, openSync, closeSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -40,7 +40,9 @@ export async function startControlInBackground(env: NodeJS.ProcessEnv): Promise<
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const log = join(dir, 'server.log');
   const fd = openSync(log, 'a', 0o600);
-  const child = spawn(process.execPath, [cliEntry(), 'control', 'serve'], { detached: true, stdio: ['ignore', fd, fd], env, shell: false });
+  const child = startChild([process.execPath, cliEntry(), 'control', 'serve'], {
+    kind: 'svc-worker', base: env, detached: true, stdio: ['ignore', fd, fd],
+  });
   closeSync(fd);
   const pid = child.pid;
   let exited: number | null = null;
@@ -87,7 +89,7 @@ export function browserCommand(env: NodeJS.ProcessEnv, platform: NodeJS.Platform
 export function openBrowser(url: string, env: NodeJS.ProcessEnv): Promise<boolean> {
   const { cmd, args } = browserCommand(env);
   return new Promise((resolve) => {
-    const child = spawn(cmd, [...args, url], { detached: true, stdio: 'ignore', shell: false, env });
+    const child = startChild([cmd, ...args, url], { kind: 'tool', base: env, detached: true, stdio: 'ignore' });
     child.once('error', () => resolve(false));
     child.once('spawn', () => {
       child.unref();

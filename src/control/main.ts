@@ -11,6 +11,7 @@ import { createRunEventBus } from './event-bus.ts';
 import { createRunController } from './run-controller.ts';
 import { createControlApp } from './app.ts';
 import { startRetentionSweeps } from './retention.ts';
+import { startRunJsonBackfill } from './run-json-backfill.ts';
 import { isLoopbackHost } from '../http/guards.ts';
 import { closeGracefully, listen } from '../http/listen.ts';
 import { exitCodeAfterSignal } from '../http/exit-on-signal.ts';
@@ -71,11 +72,13 @@ export async function startControl(settings: ControlSettings, env: NodeJS.Proces
   if (boundToLoopback) for (const h of ['localhost', '127.0.0.1', '[::1]']) origins.add(`http://${h}:${bound.port}`);
 
   const stopSweeps = startRetentionSweeps(deps);
+  const stopBackfill = startRunJsonBackfill(stores.runs, log);
 
   let closing: Promise<void> | undefined;
   function close(): Promise<void> {
     closing ??= (async () => {
       stopSweeps();
+      stopBackfill();
       await closeGracefully(server, async () => {
         bus.close();
         await deps.engine.close();

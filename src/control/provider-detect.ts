@@ -2,7 +2,7 @@
 import { statSync } from 'node:fs';
 import { isAbsolute } from 'node:path';
 import { which } from '../engine/which.ts';
-import { execFile } from 'node:child_process';
+import { runCollect } from '../spawn/start.ts';
 
 /**
  * The engine's PATH lookup, with one rule of the Control Plane's own: a name with a slash must be absolute, because
@@ -29,7 +29,7 @@ export type VersionProbe = (path: string) => Promise<string | null>;
  */
 export function createVersionProbe(env: NodeJS.ProcessEnv, timeoutMs = 3000): VersionProbe {
   const cache = new Map<string, Promise<string | null>>();
-  const childEnv: NodeJS.ProcessEnv = { PATH: env.PATH ?? '', HOME: env.HOME ?? '', LANG: 'C', NO_COLOR: '1' };
+  const base: NodeJS.ProcessEnv = { PATH: env.PATH ?? '', HOME: env.HOME ?? '' };
   return function probe(path) {
     let key: string;
     try {
@@ -40,11 +40,10 @@ export function createVersionProbe(env: NodeJS.ProcessEnv, timeoutMs = 3000): Ve
     }
     let pending = cache.get(key);
     if (!pending) {
-      pending = new Promise((resolve) => {
-        execFile(path, ['--version'], { timeout: timeoutMs, maxBuffer: 64 * 1024, env: childEnv, shell: false, windowsHide: true }, (err, stdout, stderr) => {
-          const out = `${stdout}`.trim() || `${stderr}`.trim();
-          resolve(err && !out ? null : versionFrom(out));
-        });
+      const spec = { kind: 'probe', base, extra: { LANG: 'C', NO_COLOR: '1' }, timeout: timeoutMs } as const;
+      pending = runCollect([path, '--version'], spec).then((r) => {
+        const out = r.stdout.trim() || r.stderr.trim();
+        return r.error && !out ? null : versionFrom(out);
       });
       cache.set(key, pending);
     }

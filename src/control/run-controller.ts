@@ -1,6 +1,6 @@
 // How the Control Plane starts and steers runs on this machine: `svc start … --detach` children with an allowlisted env.
 // It never runs a provider itself; stop goes through the engine's identity-checked process-group stop.
-import { spawn } from 'node:child_process';
+import { startChild, type ChildSpec } from '../spawn/start.ts';
 import { fileURLToPath } from 'node:url';
 import type { ControlDeps } from './deps.ts';
 import type { RunRow } from '../db/runs-store.ts';
@@ -17,27 +17,16 @@ export interface RunController {
 const CLI = fileURLToPath(new URL(`../cli${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
 const STDERR_CAP = 16 * 1024;
 
-// What a launched run may inherit: locale and paths, provider logins, and the credentials the engine itself uses
-// (it strips them again before a provider runs). Webhook secrets and SVC_API_TOKEN are never passed.
-const ALLOW = new Set([
-  'PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'LANG', 'TZ', 'TERM', 'TMPDIR', 'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY',
-  'http_proxy', 'https_proxy', 'no_proxy', 'SSL_CERT_FILE', 'NODE_EXTRA_CA_CERTS', 'ANTHROPIC_API_KEY', 'ANTHROPIC_BASE_URL',
-  'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'GEMINI_API_KEY', 'GOOGLE_API_KEY', 'OPENROUTER_API_KEY', 'ERRTRACK_AUTH_TOKEN',
-  'ERRTRACK_URL', 'GITHUB_TOKEN', 'GH_TOKEN', 'GITHUB_API_URL', 'TRACKERA_API_KEY', 'TRACKERA_API_URL', 'SVC_CONTROL_TOKEN_FILE',
-  'GIT_AUTHOR_NAME', 'GIT_AUTHOR_EMAIL', 'GIT_COMMITTER_NAME', 'GIT_COMMITTER_EMAIL', 'GIT_SSH_COMMAND',
-]);
-
-export function childEnv(deps: ControlDeps): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [key, value] of Object.entries(deps.env)) {
-    if (value !== undefined && (ALLOW.has(key) || key.startsWith('LC_') || key.startsWith('XDG_'))) env[key] = value;
-  }
-  env.SVC_CONTROL_URL = deps.url();
-  env.SVC_SOURCE = deps.settings.source;
-  env.SVC_CONTROL_ANSWER_DIR = deps.settings.answerDir;
-  env.SVC_ORIGIN = 'control';
-  if (deps.settings.token) env.SVC_CONTROL_TOKEN = deps.settings.token;
-  return env;
+// What a launched run may inherit is the spawn policy's 'control-launcher' allowlist, plus how to reach this server.
+export function childSpec(deps: ControlDeps): ChildSpec {
+  const extra: Record<string, string> = {
+    SVC_CONTROL_URL: deps.url(),
+    SVC_SOURCE: deps.settings.source,
+    SVC_CONTROL_ANSWER_DIR: deps.settings.answerDir,
+    SVC_ORIGIN: 'control',
+  };
+  if (deps.settings.token) extra.SVC_CONTROL_TOKEN = deps.settings.token;
+  return { kind: 'control-launcher', base: deps.env, extra };
 }
 
 export function createRunController(deps: ControlDeps): RunController {
@@ -61,7 +50,9 @@ export function createRunController(deps: ControlDeps): RunController {
 
   return {
     launch(source, run, args, onFailure) {
-      const child = spawn(process.execPath, [CLI, ...args], { env: childEnv(deps), stdio: ['ignore', 'ignore', 'pipe'], shell: false });
+      const child = startChild([process.execPath, CLI, ...args], {
+        ...childSpec(deps), stdio: ['ignore', 'ignore', 'pipe'],
+      });
       let stderr = '';
       child.stderr?.on('data', (c: Buffer) => {
         if (stderr.length < STDERR_CAP) stderr += c.toString('utf8');

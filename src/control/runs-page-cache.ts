@@ -13,7 +13,7 @@ export const MAX_SEEN = 1024;
 
 export interface RunsPageCache {
   /** The cached body for this filter, or the one `build` makes (kept from the second ask on, when the DB state allows). */
-  page(filter: RunFilter, build: () => string): Buffer | string;
+  page(filter: RunFilter, build: () => Buffer | string): Buffer | string;
   /** Entries held (tests). */
   size(): number;
 }
@@ -75,7 +75,7 @@ export function createRunsPageCache(runs: Pick<RunsStore, 'changeStamp'>): RunsP
         return text;
       }
       if (Buffer.byteLength(text) > MAX_BYTES / 4) return text;
-      const body = Buffer.from(text);
+      const body = typeof text === 'string' ? Buffer.from(text) : text;
       seen.delete(key);
       entries.set(key, body);
       bytes += body.length;

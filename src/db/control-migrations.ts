@@ -132,4 +132,17 @@ export const controlMigrations: readonly Migration[] = [
   CREATE INDEX runs_stats ON runs (started_at, status, verdict, ended_at, provider, repo, cost_usd, tokens_in, tokens_out);
   CREATE UNIQUE INDEX notifications_by_job ON notifications (job_id, channel) WHERE job_id IS NOT NULL;
   `,
+  // 3: each run's Run JSON text, kept with the row so GET /v1/runs concatenates one cell per run inside SQLite instead
+  // of turning 20 cells per run into JS values (src/db/runs-store.ts). NULL means "not written yet": the list then
+  // builds that page from the columns, and a background backfill fills it. Any UPDATE that names a public column
+  // (including plain SQL that bypasses the store, from any connection) drops the text, so it can never be stale.
+  `
+  ALTER TABLE runs ADD COLUMN json TEXT;
+  CREATE INDEX runs_json_missing ON runs (started_at) WHERE json IS NULL;
+  CREATE TRIGGER runs_json_stale AFTER UPDATE OF
+    source, run, repo, group_id, status, verdict, brief, origin, provider, branch, pr_url, question,
+    started_at, ended_at, updated_at, cost_usd, tokens_in, tokens_out, exit_code, error ON runs
+  WHEN NEW.json IS NOT NULL AND NEW.json IS OLD.json
+  BEGIN UPDATE runs SET json = NULL WHERE rowid = NEW.rowid; END;
+  `,
 ];

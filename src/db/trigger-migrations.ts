@@ -56,4 +56,9 @@ export const triggerMigrations: readonly Migration[] = [
     UPDATE job_counts SET n = n - 1 WHERE status = OLD.status;
   END;
   `,
+  // 3: retention (src/trigger/retention.ts) walks expired dedupe keys by age and finished jobs by end time.
+  `
+  CREATE INDEX dedupe_keys_by_created ON dedupe_keys (created_at);
+  CREATE INDEX jobs_by_finished ON jobs (finished_at) WHERE finished_at IS NOT NULL;
+  `,
 ];

@@ -21,7 +21,9 @@ export function artifactName(name: string): string {
 }
 
 export interface CheckHooks {
+  /** svc's environment; checks get the spawn policy's 'agent' environment derived from it, plus `extra`. */
   env: NodeJS.ProcessEnv;
+  extra?: Record<string, string>;
   cwd: string;
   /** Called with the running check's group so a stop can reach it. */
   onSpawn?: (identity: { pid: number; pgid: number; proc_start: string | null }) => void;
@@ -35,7 +37,9 @@ export async function runChecks(checks: CheckSpec[], hooks: CheckHooks): Promise
   for (const check of checks) {
     if (hooks.stopped()) break;
     const started = Date.now();
-    const run = spawnGroup(check.run, { cwd: hooks.cwd, env: hooks.env, maxBytes: CHECK_OUTPUT_CAP, timeoutMs: CHECK_TIMEOUT_MS });
+    const run = spawnGroup(check.run, {
+      cwd: hooks.cwd, env: hooks.env, extra: hooks.extra, maxBytes: CHECK_OUTPUT_CAP, timeoutMs: CHECK_TIMEOUT_MS,
+    });
     hooks.onSpawn?.(run.identity);
     const done = await run.done;
     const output = done.truncated ? Buffer.concat([done.output, Buffer.from('\n[output truncated]\n')]) : done.output;

@@ -1,5 +1,5 @@
 // Fetches an error-tracker issue and its latest event with curl; the token travels only in a config on curl's stdin.
-import { spawn } from 'node:child_process';
+import { startChild } from '../spawn/start.ts';
 import { isLoopbackAddress } from '../http/guards.ts';
 import { CliError } from '../cli/usage-error.ts';
 import type { ErrtrackExport } from './errtrack-spec.ts';
@@ -63,16 +63,15 @@ export function curlJson(url: string, token: string, curlPath = 'curl'): Promise
     'max-filesize = 20000000',
     '',
   ].join('\n');
-  const env: NodeJS.ProcessEnv = {};
-  for (const key of ['PATH', 'HOME', 'https_proxy', 'HTTPS_PROXY', 'http_proxy', 'HTTP_PROXY', 'no_proxy', 'NO_PROXY', 'SSL_CERT_FILE', 'CURL_CA_BUNDLE']) {
-    if (process.env[key] !== undefined) env[key] = process.env[key];
-  }
   return new Promise((resolve, reject) => {
-    const child = spawn(curlPath, ['--config', '-'], { stdio: ['pipe', 'pipe', 'pipe'], env, shell: false });
+    // Paths, proxies and CA settings only (the spawn policy's 'fetch' kind): the token travels on stdin.
+    const child = startChild([curlPath, '--config', '-'], {
+      kind: 'fetch', base: process.env, stdio: ['pipe', 'pipe', 'pipe'],
+    });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
-    child.stdout.on('data', (c: Buffer) => out.push(c));
-    child.stderr.on('data', (c: Buffer) => err.push(c));
+    child.stdout?.on('data', (c: Buffer) => out.push(c));
+    child.stderr?.on('data', (c: Buffer) => err.push(c));
     child.on('error', (e) => reject(new CliError(`Could not run curl to fetch the issue: ${e.message}`)));
     child.on('close', (code) => {
       if (code !== 0) {
@@ -86,7 +85,7 @@ export function curlJson(url: string, token: string, curlPath = 'curl'): Promise
         reject(new CliError(`The error tracker answered ${url} with something that is not JSON`));
       }
     });
-    child.stdin.end(config);
+    child.stdin?.end(config);
   });
 }
 

@@ -10,7 +10,6 @@ import { runChecks, type CheckResult } from './checks.ts';
 import { decideVerdict } from './verdict.ts';
 import { issueReceipt, RECEIPT_TYPE, type Receipt } from './receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
-import { providerEnv } from './provider-env.ts';
 import { svcHomeOf } from './paths.ts';
 import { canonicalJson } from '../canonical-json.ts';
 import { openPullRequest } from './pr.ts';
@@ -37,7 +36,8 @@ export function saveDiff(ctx: RunContext, diff: DiffResult): void {
 export async function verifyWork(ctx: RunContext, policy: Policy, diff: DiffResult): Promise<CheckResult[]> {
   return runChecks(policy.checks, {
     cwd: ctx.state.workdir,
-    env: providerEnv(ctx.env, { SVC_RUN_ID: ctx.state.run }),
+    env: ctx.env,
+    extra: { SVC_RUN_ID: ctx.state.run },
     onSpawn: (id) => ctx.setChild(id),
     saveArtifact: (p, c) => ctx.saveArtifact(p, c),
     event: (k, d) => {

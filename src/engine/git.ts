@@ -1,12 +1,11 @@
-// Thin git wrappers: argv arrays via execFileSync (never a shell), errors carry git's own message.
+// Thin git wrappers: argv arrays through the spawn policy (never a shell), errors carry git's own message.
 // Every git runs without svc's credentials in its environment and with hooks and fsmonitor off: both are programs
 // named by the repository's own config, which a provider working in it could have planted.
-import { execFileSync } from 'node:child_process';
 import { readFileSync, appendFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { join, basename, resolve } from 'node:path';
 import { tmpdir } from 'node:os';
 import { createHash } from 'node:crypto';
-import { providerEnv } from './provider-env.ts';
+import { runSync } from '../spawn/start.ts';
 
 /** No hook and no fsmonitor program runs for any git svc starts (core.hooksPath=/dev/null holds no hooks). */
 export const SAFE_GIT_CONFIG = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false'] as const;
@@ -14,9 +13,8 @@ export const SAFE_GIT_CONFIG = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fs
 /** `extra` is added to the stripped environment for this one call only (e.g. the push credential, an index file). */
 export function git(cwd: string, args: string[], extra: Record<string, string> = {}): string {
   try {
-    return execFileSync('git', [...SAFE_GIT_CONFIG, ...args], {
-      cwd, env: providerEnv(process.env, extra), encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const argv = ['git', ...SAFE_GIT_CONFIG, ...args];
+    return runSync(argv, { kind: 'tool', base: process.env, extra, cwd, maxBuffer: 64 * 1024 * 1024 });
   } catch (err) {
     const stderr = String((err as { stderr?: unknown }).stderr ?? '').trim();
     const command = args.find((a, i) => !a.startsWith('-') && args[i - 1] !== '-c') ?? args[0];

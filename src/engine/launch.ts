@@ -1,7 +1,7 @@
 // Makes a run (id, folder, spec, queued state) and starts its worker as a detached process group of its own.
 import { existsSync, mkdirSync, closeSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { spawn } from 'node:child_process';
+import { startChild } from '../spawn/start.ts';
 import { createHash } from 'node:crypto';
 import { CliError } from '../cli/usage-error.ts';
 import { classifyInput, isWebhookOrigin } from './classify.ts';
@@ -119,14 +119,18 @@ export function prepareRetry(repoDir: string, oldRun: string, newRun: string | n
 }
 
 /** Spawns `svc start --worker MODE --run-id RUN --repo REPO` detached; output goes to runner.log unless inherited. */
-export function spawnWorker(cli: string, state: RunState, mode: WorkerMode, env: NodeJS.ProcessEnv, inherit: boolean): ReturnType<typeof spawn> {
+export function spawnWorker(
+  cli: string, state: RunState, mode: WorkerMode, env: NodeJS.ProcessEnv, inherit: boolean,
+): ReturnType<typeof startChild> {
   const dir = runDir(state.repo_path, state.run);
   const log = inherit ? null : openAppendNoFollow(join(dir, 'runner.log'));
-  const child = spawn(process.execPath, [cli, 'start', '--worker', mode, '--run-id', state.run, '--repo', state.repo_path], {
+  const argv = [process.execPath, cli, 'start', '--worker', mode, '--run-id', state.run, '--repo', state.repo_path];
+  const child = startChild(argv, {
     cwd: state.repo_path,
-    env: { ...env, SVC_SOURCE: state.source },
+    kind: 'svc-worker',
+    base: env,
+    extra: { SVC_SOURCE: state.source },
     detached: true,
-    shell: false,
     stdio: inherit ? ['ignore', 'inherit', 'inherit'] : ['ignore', log!, log!],
   });
   if (log !== null) closeSync(log);

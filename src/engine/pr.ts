@@ -1,12 +1,11 @@
 // Opens the receipt-carrying pull request: push svc/<run> to origin, then GitHub REST (or gh). Never merges, never deploys.
 // The GitHub token reaches exactly one child, the push (through GIT_ASKPASS), and only when origin is that GitHub host.
-import { execFileSync } from 'node:child_process';
 import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { git, repoName } from './git.ts';
 import { which } from './which.ts';
-import { providerEnv } from './provider-env.ts';
+import { runSync, type ChildSpec } from '../spawn/start.ts';
 
 export interface PrRequest {
   workdir: string;
@@ -30,8 +29,8 @@ const GH_GIT_CONFIG = {
 };
 
 /** gh keeps its own login under HOME; it never gets svc's tokens (it is only used when none is set). */
-function ghEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  return providerEnv(env, GH_GIT_CONFIG);
+function ghEnv(env: NodeJS.ProcessEnv): ChildSpec {
+  return { kind: 'tool', base: env, extra: GH_GIT_CONFIG };
 }
 
 // Answers git's username/password prompts; the token is in this process's environment only (never a file or argv).
@@ -48,7 +47,7 @@ function githubToken(env: NodeJS.ProcessEnv): string | null {
   const gh = which('gh', env.PATH);
   if (!gh) return null;
   try {
-    const token = execFileSync(gh, ['auth', 'token'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], env: ghEnv(env) }).trim();
+    const token = runSync([gh, 'auth', 'token'], { ...ghEnv(env), stderr: 'ignore' }).trim();
     return token || null;
   } catch {
     return null;
@@ -85,7 +84,7 @@ function createViaGh(req: PrRequest, gh: string): PrResult {
     writeFileSync(bodyFile, req.body);
     const args = ['pr', 'create', '--head', req.branch, '--base', req.base, '--title', req.title, '--body-file', bodyFile];
     if (req.draft) args.push('--draft');
-    const out = execFileSync(gh, args, { cwd: req.workdir, encoding: 'utf8', env: ghEnv(req.env), stdio: ['ignore', 'pipe', 'pipe'] });
+    const out = runSync([gh, ...args], { ...ghEnv(req.env), cwd: req.workdir, maxBuffer: 16 * 1024 * 1024 });
     const url = out.trim().split('\n').pop() ?? '';
     const number = /\/pull\/(\d+)/.exec(url)?.[1];
     return { url, number: number ? Number(number) : null, via: 'gh' };

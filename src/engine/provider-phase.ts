@@ -6,7 +6,6 @@ import type { RunContext } from './run-context.ts';
 import type { ResolvedProvider } from './providers.ts';
 import { buildPrompt } from './prompt.ts';
 import { spawnGroup } from './spawn-group.ts';
-import { providerEnv } from './provider-env.ts';
 import { createUsageParser, addUsage, type Usage } from './usage-parsers.ts';
 import { takeAnswer, takeStopRequest } from './answers.ts';
 import { oneLine } from './text.ts';
@@ -77,7 +76,7 @@ export async function runProvider(ctx: RunContext, provider: ResolvedProvider, s
     let answeredWhileRunning = false;
     const parse = createUsageParser(provider.kind);
     let usage: Usage = { cost_usd: null, tokens_in: null, tokens_out: null };
-    const env = providerEnv(ctx.env, {
+    const extra = {
       // Some CLIs (opencode) take their project folder from $PWD, not the working directory: it must name the worktree.
       PWD: ctx.state.workdir,
       SVC_TASK_FILE: taskFile,
@@ -85,13 +84,14 @@ export async function runProvider(ctx: RunContext, provider: ResolvedProvider, s
       SVC_ANSWER_FILE: answerFile,
       SVC_RUN_ID: ctx.state.run,
       SVC_SOURCE: ctx.state.source,
-    });
+    };
     const argv = provider.argv.map((a) => (a === '{task_file}' ? taskFile : a));
     ctx.event('log', { stream: 'svc', text: `provider ${provider.name} started (attempt ${attempt})` });
     ctx.say(`provider ${provider.name} started (attempt ${attempt})`);
     const proc = spawnGroup(argv, {
       cwd: ctx.state.workdir,
-      env,
+      env: ctx.env,
+      extra,
       ...(provider.stdinPrompt ? { stdin: prompt } : {}),
       maxBytes: 1,
       onLine(stream, line) {

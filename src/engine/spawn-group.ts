@@ -1,5 +1,6 @@
-// Runs a child in its own process group with argv (no shell), streams its lines and keeps a capped copy of the output.
-import { spawn, type ChildProcess } from 'node:child_process';
+// Runs an agent (a provider or a check) in its own process group with argv (no shell), streams its lines and keeps a
+// capped copy of the output. Its environment is the spawn policy's 'agent' kind: `env` is the base it filters.
+import { startChild, type ChildProcess } from '../spawn/start.ts';
 import { identityOf, signalGroup, type ProcIdentity } from './proc-group.ts';
 
 export interface GroupRun {
@@ -10,7 +11,10 @@ export interface GroupRun {
 
 export interface SpawnGroupOptions {
   cwd: string;
+  /** The environment the agent's is derived from (svc's own); the spawn policy drops svc's secrets and SVC_*. */
   env: NodeJS.ProcessEnv;
+  /** Added by name after filtering (SVC_TASK_FILE, SVC_RUN_ID…). */
+  extra?: Record<string, string>;
   stdin?: string;
   onLine?: (stream: 'stdout' | 'stderr', line: string) => void;
   maxBytes: number;
@@ -18,12 +22,12 @@ export interface SpawnGroupOptions {
 }
 
 export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
-  const [bin, ...args] = argv;
-  const child = spawn(bin!, args, {
+  const child = startChild(argv, {
+    kind: 'agent',
+    base: opts.env,
+    extra: opts.extra,
     cwd: opts.cwd,
-    env: opts.env,
     detached: true,
-    shell: false,
     stdio: [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
   });
   const identity = child.pid ? identityOf(child.pid) : { pid: 0, pgid: 0, proc_start: null };

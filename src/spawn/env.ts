@@ -1,9 +1,10 @@
-// The one place that decides a child's environment (DESIGN §7a). Every child svc starts asks here.
+// The one place that decides a child's environment (DESIGN §7a). Every child svc starts asks here, by kind.
 //
-// Why a denylist of svc's own names plus every SVC_* variable: providers need their own logins
-// (ANTHROPIC_API_KEY, OPENAI_API_KEY, HOME, PATH…), which svc cannot enumerate; svc's secrets it can.
+// Two shapes of rule. Agents and svc's own tools get a denylist (svc's names plus every SVC_* variable): providers
+// need their own logins (ANTHROPIC_API_KEY, OPENAI_API_KEY, HOME, PATH…), which svc cannot enumerate; svc's secrets
+// it can. Launchers, fetchers and probes get an allowlist: they need a handful of names, so anything else stays out.
 
-/** Credentials svc itself reads; no child ever receives them through its environment. */
+/** Credentials svc itself reads; no agent or tool ever receives them through its environment. */
 export const SVC_SECRET_NAMES: ReadonlySet<string> = new Set([
   'SVC_CONTROL_TOKEN', 'SVC_CONTROL_TOKEN_FILE', 'SVC_API_TOKEN', 'SVC_API_TOKEN_FILE',
   'ERRTRACK_AUTH_TOKEN', 'ERRTRACK_CLIENT_SECRET', 'SVC_ERRTRACK_WEBHOOK_SECRET',
@@ -17,26 +18,76 @@ const SVC_NAMES_PASSED: ReadonlySet<string> = new Set(['SVC_SOURCE']);
 /** What a child is, which decides what it may inherit. */
 export type ChildKind =
   | 'agent' // a provider or a check: untrusted, sandboxed
-  | 'tool' // git, gh, curl started by svc itself for its own work
-  | 'svc'; // svc starting itself (the detached worker, the job launcher, the run controller)
+  | 'tool' // git, gh, a browser opener started by svc itself for its own work
+  | 'svc' // svc starting itself, keeping its non-secret SVC_* configuration
+  | 'svc-worker' // the detached run worker and the background Control Plane: today they inherit svc's whole env
+  | 'launcher' // `svc start` from the trigger server (and a Kubernetes job pod's env): a short allowlist
+  | 'control-launcher' // `svc start` from the Control Plane: locale, paths, provider logins, engine credentials
+  | 'fetch' // curl fetching from an outside API: paths, proxies and CA settings only
+  | 'probe'; // `<cli> --version`, `git log` for a culprit: PATH and HOME only
 
-/** True when `name` must never reach any child's environment. */
+/** True when `name` must never reach an agent's or a tool's environment. */
 export function isSecretName(name: string): boolean {
   return SVC_SECRET_NAMES.has(name) || name.endsWith('_FILE') && SVC_SECRET_NAMES.has(name.slice(0, -5));
 }
 
+// SVC_CONTROL_ANSWER_DIR is a folder, not a secret: a run waits there for the answer the Control Plane writes.
+const LAUNCHER_NAMES = new Set(['PATH', 'HOME', 'USER', 'LANG', 'TZ', 'TERM', 'TMPDIR', 'SVC_SOURCE', 'SVC_CONTROL_URL',
+  'SVC_CONTROL_ANSWER_DIR', 'SVC_ORIGIN']);
+
+// What a run launched by the Control Plane may inherit: the credentials the engine itself uses are among them (it
+// strips them again before a provider runs). Webhook secrets and SVC_API_TOKEN are never passed.
+const CONTROL_LAUNCHER_NAMES = new Set([
+  'PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'LANG', 'TZ', 'TERM', 'TMPDIR', 'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY',
+  'http_proxy', 'https_proxy', 'no_proxy', 'SSL_CERT_FILE', 'NODE_EXTRA_CA_CERTS', 'ANTHROPIC_API_KEY',
+  'ANTHROPIC_BASE_URL', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'GEMINI_API_KEY', 'GOOGLE_API_KEY', 'OPENROUTER_API_KEY',
+  'ERRTRACK_AUTH_TOKEN', 'ERRTRACK_URL', 'GITHUB_TOKEN', 'GH_TOKEN', 'GITHUB_API_URL', 'TRACKERA_API_KEY',
+  'TRACKERA_API_URL', 'SVC_CONTROL_TOKEN_FILE', 'GIT_AUTHOR_NAME', 'GIT_AUTHOR_EMAIL', 'GIT_COMMITTER_NAME',
+  'GIT_COMMITTER_EMAIL', 'GIT_SSH_COMMAND',
+]);
+
+const FETCH_NAMES = new Set(['PATH', 'HOME', 'https_proxy', 'HTTPS_PROXY', 'http_proxy', 'HTTP_PROXY', 'no_proxy',
+  'NO_PROXY', 'SSL_CERT_FILE', 'CURL_CA_BUNDLE']);
+
+const PROBE_NAMES = new Set(['PATH', 'HOME']);
+
+/** Whether the trigger server's `svc start` child (and a job pod) may inherit `name`. */
+export function isLauncherName(name: string): boolean {
+  return LAUNCHER_NAMES.has(name) || name.startsWith('LC_');
+}
+
+/** Whether `name` of `base` passes to a child of `kind` (before `extra` is added). */
+function passes(kind: ChildKind, name: string): boolean {
+  switch (kind) {
+    case 'agent':
+    case 'tool':
+      return !isSecretName(name) && (!name.startsWith('SVC_') || SVC_NAMES_PASSED.has(name));
+    case 'svc':
+      return !isSecretName(name);
+    case 'svc-worker':
+      return true;
+    case 'launcher':
+      return isLauncherName(name);
+    case 'control-launcher':
+      return CONTROL_LAUNCHER_NAMES.has(name) || name.startsWith('LC_') || name.startsWith('XDG_');
+    case 'fetch':
+      return FETCH_NAMES.has(name);
+    case 'probe':
+      return PROBE_NAMES.has(name);
+  }
+}
+
 /**
- * The environment for a child of `kind`: `base` minus svc's credentials, plus `extra`.
- * Agents and tools also lose every other SVC_* variable; svc's own children keep the non-secret ones
- * (SVC_ORIGIN, SVC_HOME…) because they configure the child svc.
+ * The environment for a child of `kind`: the names of `base` its rule lets through, plus `extra` (which the call
+ * site chose by name, e.g. SVC_TASK_FILE for a provider, GIT_INDEX_FILE for one git call).
  * Secrets a child svc needs travel through a pipe or a 0600 file, never through this function.
  */
-export function childEnv(kind: ChildKind, base: NodeJS.ProcessEnv, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+export function childEnv(
+  kind: ChildKind, base: NodeJS.ProcessEnv, extra: Record<string, string> = {},
+): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [key, value] of Object.entries(base)) {
-    if (value === undefined || isSecretName(key)) continue;
-    if (kind !== 'svc' && key.startsWith('SVC_') && !SVC_NAMES_PASSED.has(key)) continue;
-    env[key] = value;
+    if (value !== undefined && passes(kind, key)) env[key] = value;
   }
   for (const [key, value] of Object.entries(extra)) env[key] = value;
   return env;

@@ -1,7 +1,7 @@
 // Whether bubblewrap can sandbox an agent on this host, and if not, why (for `svc doctor` and run refusals).
-import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { which } from '../engine/which.ts';
+import { runQuiet } from './start.ts';
 
 export interface SandboxProbe {
   ok: boolean;
@@ -29,8 +29,9 @@ export function probeSandbox(env: NodeJS.ProcessEnv): SandboxProbe {
   const userNamespaces = clone === null && max === null ? null : `unprivileged_userns_clone=${clone ?? '-'} max_user_namespaces=${max ?? '-'}`;
   const bwrap = which('bwrap', env.PATH);
   if (!bwrap) return { ok: false, bwrap, userNamespaces, reason: `bwrap not found on PATH: ${BWRAP_HINT}` };
-  const trial = spawnSync(bwrap, ['--unshare-pid', '--die-with-parent', '--ro-bind', '/', '/', '--dev', '/dev',
-    '--proc', '/proc', '--tmpfs', '/tmp', '--', 'true'], { encoding: 'utf8', timeout: 10_000, env: { PATH: env.PATH ?? '' } });
+  const trial = runQuiet([bwrap, '--unshare-pid', '--die-with-parent', '--ro-bind', '/', '/', '--dev', '/dev',
+    '--proc', '/proc', '--tmpfs', '/tmp', '--', 'true'],
+  { kind: 'probe', base: { PATH: env.PATH ?? '' }, timeout: 10_000 });
   if (trial.status === 0) return { ok: true, bwrap, userNamespaces, reason: null };
   const said = (trial.stderr || trial.error?.message || `exit ${trial.status}`).trim().split('\n')[0];
   const hint = clone === '0' || max === '0' ? ' (unprivileged user namespaces are disabled on this host)' : '';

@@ -1,6 +1,6 @@
 // Builds the batch/v1 Job that runs one trigger job as `svc start …` in its own pod, from SVC_K8S_* settings.
 // The pod gets no trigger secret: only the allowlisted environment plus what the operator names explicitly.
-import { buildChildEnv } from './child-env.ts';
+import { childEnv } from '../spawn/env.ts';
 import type { ExecJob } from './executor.ts';
 
 export interface KubernetesSettings {
@@ -85,7 +85,7 @@ export function buildKubeJob(job: ExecJob, s: KubernetesSettings, namespace: str
   const labels = { [LABEL_MANAGED]: 'svc-trigger', [LABEL_JOB]: kubeJobName(job.id).slice(4) };
   // Paths of the trigger host mean nothing in the pod, and its SVC_SOURCE is its own: a pod's runs get SVC_K8S_SOURCE,
   // and answers reach them through their ingest responses.
-  const env = Object.entries(buildChildEnv(serverEnv))
+  const env = Object.entries(childEnv('launcher', serverEnv))
     .filter(([k]) => !['PATH', 'HOME', 'TMPDIR', 'SVC_SOURCE', 'SVC_CONTROL_ANSWER_DIR'].includes(k))
     .map(([k, v]) => ({ name: k, value: String(v) }));
   env.push({ name: 'HOME', value: POD_HOME }, { name: 'TMPDIR', value: '/tmp' }, { name: 'SVC_SOURCE', value: s.source });

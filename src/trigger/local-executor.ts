@@ -1,9 +1,8 @@
 // Default executor: `node <cli> start …` as a child process with an allowlisted env, then polls <repo>/.svc/runs/<run>/state.json.
-import { spawn } from 'node:child_process';
+import { startChild } from '../spawn/start.ts';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { buildChildEnv } from './child-env.ts';
 import { oneLine } from './brief.ts';
 import { outcomeFromState, parseLaunchOutput, RUN_SEGMENT, type ExecJob, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef } from './executor.ts';
 import type { Logger } from '../log.ts';
@@ -29,26 +28,26 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
   const pollMs = opts.pollMs ?? 1000;
   const launchTimeoutMs = opts.launchTimeoutMs ?? 120_000;
   const missingGraceMs = opts.missingGraceMs ?? 60_000;
-  const childEnv = buildChildEnv(opts.env);
 
   function launch(job: ExecJob): Promise<LaunchResult> {
     return new Promise((resolve) => {
       let stdout = '';
       let stderr = '';
       let timedOut = false;
-      const child = spawn(opts.execPath ?? process.execPath, [opts.cliPath, ...job.args], {
+      const child = startChild([opts.execPath ?? process.execPath, opts.cliPath, ...job.args], {
         cwd: opts.repoDir,
-        env: job.origin ? { ...childEnv, SVC_ORIGIN: job.origin } : childEnv,
-        shell: false,
+        kind: 'launcher',
+        base: opts.env,
+        extra: job.origin ? { SVC_ORIGIN: job.origin } : {},
         // Own process group, so a timeout can signal the launcher and everything it started, and a
         // Ctrl-C on the server's terminal does not reach runs the launcher detached.
         detached: true,
         stdio: ['ignore', 'pipe', 'pipe'],
       });
-      child.stdout.setEncoding('utf8').on('data', (d: string) => {
+      child.stdout?.setEncoding('utf8').on('data', (d: string) => {
         if (stdout.length < OUTPUT_CAP) stdout += d;
       });
-      child.stderr.setEncoding('utf8').on('data', (d: string) => {
+      child.stderr?.setEncoding('utf8').on('data', (d: string) => {
         if (stderr.length < OUTPUT_CAP) stderr += d;
       });
       const timer = setTimeout(() => {

@@ -17,6 +17,7 @@ import type { TriggerSettings } from './settings.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { stderrSink } from './log-sink.ts';
 import { createWalCheckpointer } from './wal-checkpointer.ts';
+import { startTriggerRetention } from './retention.ts';
 import { CliError } from '../cli/usage-error.ts';
 import { closeGracefully, listen } from '../http/listen.ts';
 import { exitCodeAfterSignal } from '../http/exit-on-signal.ts';
@@ -94,10 +95,12 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
   const server = createServer({ keepAliveTimeout: 5_000, requestTimeout: 60_000, headersTimeout: 20_000 }, app.listener);
   const { url } = await listen(server, settings.host, settings.port);
   runner.recover();
+  const stopRetention = startTriggerRetention({ stores, retention: settings.retention, clock, log, onPruned: () => checkpointer.nudge() });
 
   let closing: Promise<void> | undefined;
   function close(): Promise<void> {
     closing ??= (async () => {
+      stopRetention();
       await closeGracefully(server, async () => {
         shutdown.abort();
         await runner!.close();

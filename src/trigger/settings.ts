@@ -4,6 +4,7 @@ import { join, resolve, dirname, extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { resolveRouteSecrets, type RouteSecrets, type SecretProblems } from './secrets.ts';
 import type { NotifyConfig } from './notify-channels.ts';
+import { DEFAULT_DEDUPE_DAYS, DEFAULT_JOB_DAYS, type TriggerRetention } from './retention.ts';
 
 export const DEFAULT_TRIGGER_PORT = 7373;
 export const DEFAULT_QUEUE_MAX = 100;
@@ -26,6 +27,7 @@ export interface TriggerSettings {
   cliPath: string;
   executor: string;
   problems: SecretProblems;
+  retention: TriggerRetention;
 }
 
 export interface TriggerFlags {
@@ -96,5 +98,9 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     cliPath: env.SVC_TRIGGER_CLI ? resolve(cwd, env.SVC_TRIGGER_CLI) : defaultCliPath(),
     executor: env.SVC_TRIGGER_EXECUTOR || 'local',
     problems,
+    retention: {
+      dedupeDays: integer(env.SVC_TRIGGER_DEDUPE_DAYS ?? String(DEFAULT_DEDUPE_DAYS), 'SVC_TRIGGER_DEDUPE_DAYS', 1, 36_500),
+      jobDays: integer(env.SVC_TRIGGER_JOB_DAYS ?? String(DEFAULT_JOB_DAYS), 'SVC_TRIGGER_JOB_DAYS', 1, 36_500),
+    },
   };
 }

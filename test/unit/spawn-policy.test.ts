@@ -19,6 +19,13 @@ describe('childEnv', () => {
     assert.equal(env.GITHUB_TOKEN, undefined);
     assert.equal(env.SVC_API_TOKEN_FILE, undefined);
   });
+  it('gives a launcher and a fetcher only their allowlisted names, and a probe PATH and HOME', () => {
+    const wide = { ...base, LC_ALL: 'C', HTTPS_PROXY: 'http://p', OPENAI_API_KEY: 'o', SVC_CONTROL_URL: 'http://c' };
+    assert.deepEqual(childEnv('launcher', wide), { PATH: '/bin', HOME: '/h', SVC_ORIGIN: 'cli', SVC_SOURCE: 's', LC_ALL: 'C',
+      SVC_CONTROL_URL: 'http://c' });
+    assert.deepEqual(childEnv('fetch', wide), { PATH: '/bin', HOME: '/h', HTTPS_PROXY: 'http://p' });
+    assert.deepEqual(childEnv('probe', wide, { LANG: 'C' }), { PATH: '/bin', HOME: '/h', LANG: 'C' });
+  });
 });
 
 describe('providerFolders', () => {
@@ -63,7 +70,7 @@ describe('bwrapArgv under a real bwrap', { skip: bwrapWorks || process.env.CI ? 
         `cat ${task}`,
         'echo written > out.txt',
         'ls /proc | grep -E "^[0-9]+$" | wc -l',
-        `setsid sh -c 'while true; do date +%s%N > ${beat}; sleep 0.05; done' &`,
+        `setsid sh -c 'while true; do echo beat >> ${beat}; sleep 0.05; done' &`,
         'sleep 0.3',
       ].join('\n');
       const argv = bwrapArgv('bwrap', { writable: [worktree], readable: [task], hidden: [svcDir], hiddenFiles: [], cwd: worktree },

@@ -1,5 +1,5 @@
 // The author of the last commit to the culprit file, only when the file resolves inside the project (no path escape).
-import { execFile } from 'node:child_process';
+import { runCollect } from '../../spawn/start.ts';
 import { realpath, stat } from 'node:fs/promises';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
 
@@ -29,14 +29,10 @@ export async function resolveInsideRepo(repoDir: string, candidate: string): Pro
 
 /** `git log -1 --format=%an -- <file>` with argv (no shell) and a deadline; null when git has no answer. */
 export function lastCommitAuthor(repoDir: string, relPath: string, timeoutMs = 3000): Promise<string | null> {
-  return new Promise((done) => {
-    execFile(
-      'git',
-      ['--literal-pathspecs', 'log', '-1', '--format=%an', '--', relPath],
-      { cwd: repoDir, timeout: timeoutMs, maxBuffer: 64 * 1024, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/' } },
-      (err, stdout) => done(err ? null : stdout.trim() || null),
-    );
-  });
+  const base = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/' };
+  return runCollect(['git', '--literal-pathspecs', 'log', '-1', '--format=%an', '--', relPath], {
+    kind: 'probe', base, cwd: repoDir, timeout: timeoutMs, maxBuffer: 64 * 1024,
+  }).then((r) => (r.error ? null : r.stdout.trim() || null));
 }
 
 /** First candidate that resolves inside the repo, with its last author. */

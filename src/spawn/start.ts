@@ -1,0 +1,90 @@
+// Starts children: the only file in src/ that imports node:child_process (test/unit/spawn-imports.test.ts holds it
+// to that). Every start names the child's kind, from which env.ts builds its environment; argv is always an array
+// run without a shell.
+import { execFile, execFileSync, spawn, spawnSync, type ChildProcess, type StdioOptions } from 'node:child_process';
+import { childEnv, type ChildKind } from './env.ts';
+
+export type { ChildProcess };
+
+/** Who the child is and what it inherits: `base` filtered by the kind's rule, plus `extra` by name. */
+export interface ChildSpec {
+  kind: ChildKind;
+  base: NodeJS.ProcessEnv;
+  extra?: Record<string, string>;
+  cwd?: string;
+}
+
+function envOf(spec: ChildSpec): NodeJS.ProcessEnv {
+  return childEnv(spec.kind, spec.base, spec.extra);
+}
+
+function split(argv: readonly string[]): [string, string[]] {
+  const [bin, ...args] = argv;
+  if (bin === undefined) throw new RangeError('a child needs a program to run');
+  return [bin, args];
+}
+
+export interface StartOptions extends ChildSpec {
+  stdio?: StdioOptions;
+  /** Its own process group (and session leader-free): a group signal then reaches it and what it started. */
+  detached?: boolean;
+}
+
+/** A long-lived or streaming child. */
+export function startChild(argv: readonly string[], opts: StartOptions): ChildProcess {
+  const [bin, args] = split(argv);
+  return spawn(bin, args, {
+    cwd: opts.cwd, env: envOf(opts), detached: opts.detached ?? false, stdio: opts.stdio ?? 'pipe',
+    shell: false, windowsHide: true,
+  });
+}
+
+export interface RunSyncOptions extends ChildSpec {
+  maxBuffer?: number;
+  timeout?: number;
+  /** stderr: 'pipe' keeps it for the thrown error (`err.stderr`), 'ignore' drops it. */
+  stderr?: 'pipe' | 'ignore';
+}
+
+/** Runs to completion and returns stdout; throws like execFileSync (the error carries `status` and `stderr`). */
+export function runSync(argv: readonly string[], opts: RunSyncOptions): string {
+  const [bin, args] = split(argv);
+  return execFileSync(bin, args, {
+    cwd: opts.cwd, env: envOf(opts), encoding: 'utf8', maxBuffer: opts.maxBuffer ?? 1024 * 1024, timeout: opts.timeout,
+    stdio: ['ignore', 'pipe', opts.stderr ?? 'pipe'], shell: false, windowsHide: true,
+  });
+}
+
+export interface Finished {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+  error: Error | null;
+}
+
+/** Runs to completion without throwing (a trial, a probe). */
+export function runQuiet(argv: readonly string[], opts: ChildSpec & { timeout?: number }): Finished {
+  const [bin, args] = split(argv);
+  const r = spawnSync(bin, args, {
+    cwd: opts.cwd, env: envOf(opts), encoding: 'utf8', timeout: opts.timeout, shell: false, windowsHide: true,
+  });
+  return { status: r.status, stdout: r.stdout ?? '', stderr: r.stderr ?? '', error: r.error ?? null };
+}
+
+/** The async form of runQuiet, with a cap on what it keeps of the output. */
+export function runCollect(
+  argv: readonly string[], opts: ChildSpec & { timeout?: number; maxBuffer?: number },
+): Promise<Finished> {
+  const [bin, args] = split(argv);
+  const options = {
+    cwd: opts.cwd, env: envOf(opts), timeout: opts.timeout, maxBuffer: opts.maxBuffer ?? 64 * 1024, shell: false,
+    windowsHide: true,
+  };
+  return new Promise((resolve) => {
+    execFile(bin, args, options, (err, stdout, stderr) => {
+      const code = (err as { code?: unknown } | null)?.code;
+      const status = err ? (typeof code === 'number' ? code : null) : 0;
+      resolve({ status, stdout: `${stdout}`, stderr: `${stderr}`, error: err });
+    });
+  });
+}

@@ -1,0 +1,149 @@
+// The list's fast path: each run's Run JSON text stored with its row (control migration 3) and joined inside SQLite.
+// Its pages must be byte-identical to the per-row path for every filter, cursor and limit, and the stored text must
+// never be stale: plain SQL that bypasses the store (from any connection) drops it, the backfill writes it again.
+import { describe, it, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openDatabase } from '../../src/db/open.ts';
+import { controlMigrations } from '../../src/db/control-migrations.ts';
+import { createRunsStore, type RunFilter, type RunKey, type RunsStore } from '../../src/db/runs-store.ts';
+import { runToJson } from '../../src/control/params.ts';
+import { RUN_STATUSES, VERDICTS } from '../../src/run-json.ts';
+import { startRunJsonBackfill } from '../../src/control/run-json-backfill.ts';
+import { silentLogger } from '../../src/log.ts';
+
+const ODD = ['plain', 'quote " and \\ backslash', 'ctl \u0001\u001f\n\t', 'lone \ud800 surrogate', 'astral 😀 ünï', '', '</script>'];
+
+/** Deterministic varied runs: ties on started_at, nulls, odd strings, odd numbers. */
+function seed(runs: RunsStore, n: number): void {
+  for (let i = 0; i < n; i++) {
+    const status = RUN_STATUSES[i % RUN_STATUSES.length]!;
+    runs.upsert(i % 3 === 0 ? 'ci' : 'local', {
+      run: `r${String(i).padStart(4, '0')}`,
+      status,
+      started_at: 1_700_000_000_000 + Math.floor(i / 3) * 1000,
+      updated_at: 1_700_000_000_000 + i * 1000,
+      ended_at: i % 4 === 0 ? null : 1_700_000_100_000 + i,
+      repo: i % 5 === 0 ? null : `acme/r${i % 4}`,
+      verdict: i % 6 === 0 ? null : VERDICTS[i % VERDICTS.length]!,
+      brief: ODD[i % ODD.length]!,
+      group_id: `g${i % 17}`,
+      cost_usd: i % 7 === 0 ? null : [0, -0, 0.1 + 0.2, 1e21, 123.456][i % 5]!,
+      tokens_in: i % 2 ? i * 1000 : null,
+      error: i % 9 === 0 ? ODD[(i + 3) % ODD.length]! : null,
+    });
+  }
+}
+
+/** What the per-row path answers for a filter: the runs' JSON joined by ',' and the next page's key. */
+function reference(runs: RunsStore, filter: RunFilter): { items: string; next: RunKey | null } {
+  const rows = runs.list({ ...filter, limit: filter.limit + 1 });
+  const page = rows.slice(0, filter.limit);
+  const last = page[page.length - 1];
+  return {
+    items: page.map((r) => JSON.stringify(runToJson(r))).join(','),
+    next: rows.length > filter.limit && last ? { started_at: last.started_at, source: last.source, run: last.run } : null,
+  };
+}
+
+function fast(runs: RunsStore, filter: RunFilter): { items: string; next: RunKey | null } | undefined {
+  const page = runs.pageJson(filter);
+  if (!page) return undefined;
+  return { items: page.items ? Buffer.from(page.items).toString('utf8') : '', next: page.next };
+}
+
+/** Walks every page of a filter with both paths; returns how many pages matched. */
+function walk(runs: RunsStore, base: Omit<RunFilter, 'after'>): number {
+  let filter: RunFilter = { ...base };
+  for (let pages = 1; ; pages++) {
+    const want = reference(runs, filter);
+    const got = fast(runs, filter);
+    assert.deepEqual(got, want, `filter ${JSON.stringify(filter)}`);
+    if (!want.next) return pages;
+    filter = { ...base, after: want.next };
+  }
+}
+
+describe('runs list from stored Run JSON text', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-page-json-'));
+  const path = join(dir, 'control.db');
+  const db = openDatabase(path, controlMigrations);
+  const runs = createRunsStore(db);
+  after(() => {
+    db.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  seed(runs, 400);
+
+  it('matches the per-row path byte for byte on every page of every filter shape and limit', () => {
+    const filters: Array<Omit<RunFilter, 'after'>> = [];
+    for (const limit of [1, 2, 7, 50, 500]) {
+      filters.push({ limit }, { limit, repo: 'acme/r1' }, { limit, verdict: null }, { limit, verdict: 'verified' },
+        { limit, status: 'running' }, { limit, group_id: 'g3' }, { limit, since: 1_700_000_030_000, until: 1_700_000_090_000 },
+        { limit, repo: 'acme/r2', verdict: 'not_verified', until: 1_700_000_100_000 }, { limit, repo: 'nope' });
+    }
+    let pages = 0;
+    for (const f of filters) pages += walk(runs, f);
+    assert.ok(pages > 600, `walked ${pages} pages`);
+  });
+
+  it('keeps the text current through upsert, patch and setStatus, and not through an ignored older upsert', () => {
+    runs.setStatus('local', 'r0001', 'failed', 1_800_000_000_000, { error: 'now "failed"', ended_at: 1_800_000_000_000 });
+    runs.patch('ci', 'r0003', { brief: 'patched ✓', cost_usd: 2.5 });
+    runs.upsert('local', { run: 'r0002', status: 'stopped', started_at: 1, updated_at: 1_900_000_000_000, brief: 'upserted' });
+    assert.equal(runs.upsert('local', { run: 'r0002', status: 'running', started_at: 1, updated_at: 5 }), false);
+    walk(runs, { limit: 50 });
+    assert.match(fast(runs, { limit: 500 })!.items, /"brief":"patched ✓"/);
+    assert.equal(db.prepare('SELECT count(*) AS n FROM runs WHERE json IS NULL').get()!.n, 0);
+  });
+
+  it('drops the text on a plain-SQL update from this or another connection; the page falls back until the backfill', () => {
+    db.prepare("UPDATE runs SET status = 'stopped' WHERE run = 'r0399'").run();
+    assert.equal(runs.pageJson({ limit: 50 }), undefined, 'a page holding the changed run is not served from stale text');
+    assert.equal(runs.fillMissingJson(10), 1);
+    walk(runs, { limit: 50 });
+    assert.match(fast(runs, { limit: 5 })!.items, /"run":"r0399","repo":[^}]*"status":"stopped"/);
+
+    const other = openDatabase(path, controlMigrations);
+    try {
+      other.prepare("UPDATE runs SET brief = 'from elsewhere' WHERE run IN ('r0398', 'r0010')").run();
+    } finally {
+      other.close();
+    }
+    assert.equal(runs.pageJson({ limit: 50 }), undefined);
+    assert.equal(runs.fillMissingJson(1), 1);
+    assert.equal(runs.fillMissingJson(10), 1);
+    assert.equal(runs.fillMissingJson(10), 0);
+    walk(runs, { limit: 50 });
+    assert.match(fast(runs, { limit: 500 })!.items, /"brief":"from elsewhere"/);
+  });
+
+  it('backfills a DB whose runs predate the stored text', () => {
+    db.prepare('UPDATE runs SET json = NULL').run();
+    assert.equal(runs.pageJson({ limit: 50 }), undefined);
+    let filled = 0;
+    for (let n = runs.fillMissingJson(64); n > 0; n = runs.fillMissingJson(64)) filled += n;
+    assert.equal(filled, 400);
+    walk(runs, { limit: 50 });
+    walk(runs, { limit: 7, repo: 'acme/r3' });
+  });
+
+  it('the Control Plane backfill fills every missing text in batches off the request path, then idles', async () => {
+    db.prepare('UPDATE runs SET json = NULL').run();
+    const stop = startRunJsonBackfill(runs, silentLogger);
+    try {
+      while (runs.pageJson({ limit: 500 }) === undefined) await new Promise((r) => setTimeout(r, 5));
+      assert.equal(db.prepare('SELECT count(*) AS n FROM runs WHERE json IS NULL').get()!.n, 0);
+    } finally {
+      stop();
+    }
+    walk(runs, { limit: 50 });
+  });
+
+  it('never returns the internal json column as part of a run row', () => {
+    assert.equal('json' in runs.get('local', 'r0001')!, false);
+    assert.equal('json' in runs.list({ limit: 1 })[0]!, false);
+  });
+});
