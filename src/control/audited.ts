@@ -2,11 +2,12 @@
 // and records the calls the pipeline's guards turn away after matching such a route (bad token 401, loopback 403,
 // Origin 403, 415, 413, invalid JSON) through recordRefusal. A wrong Host (403) or unknown route (404/405) names no
 // action and is not recorded.
+import type { IncomingMessage } from 'node:http';
 import type { Ctx, Handler, Refusal } from '../http/pipeline.ts';
 import type { HandlerResult } from '../http/respond.ts';
 import { TAKEN_OVER } from '../http/respond.ts';
 import { isHttpError } from '../http/http-error.ts';
-import { isLoopbackAddress } from '../http/guards.ts';
+import { isLoopbackAddress, proxyHeaderOf } from '../http/guards.ts';
 import type { ControlDeps } from './deps.ts';
 
 const notes = new WeakMap<object, Record<string, unknown>>();
@@ -18,11 +19,16 @@ export function noteAudit(ctx: object, detail: Record<string, unknown>): void {
 
 /**
  * Who acted, never with what: `token` when the server has a token (the pipeline already checked it, so reaching a
- * handler proves it was valid), else `local` for a loopback peer and `anonymous` for anyone else.
+ * handler proves it was valid), else `local` for a loopback peer that no proxy relayed and `anonymous` for anyone else.
  */
 export function actorOf(ctx: Ctx<ControlDeps>): string {
   if (ctx.deps.settings.token) return 'token';
-  return isLoopbackAddress(ctx.peer) ? 'local' : 'anonymous';
+  return localPeer(ctx.peer, ctx.req) ? 'local' : 'anonymous';
+}
+
+/** A same-host reverse proxy connects from loopback too; its Forwarded/X-Forwarded-* headers say it is not local. */
+function localPeer(peer: string, req: IncomingMessage): boolean {
+  return isLoopbackAddress(peer) && proxyHeaderOf(req) === undefined;
 }
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
@@ -72,7 +78,7 @@ function routeTarget(params: Record<string, string>): string | null {
 export function recordRefusal(deps: ControlDeps, info: Refusal<ControlDeps>): void {
   const action = auditedAction(info.route.handler);
   if (!action) return;
-  const actor = info.error.code === 'unauthorized' ? 'unauthenticated' : deps.settings.token ? 'token' : isLoopbackAddress(info.peer) ? 'local' : 'anonymous';
+  const actor = info.error.code === 'unauthorized' ? 'unauthenticated' : deps.settings.token ? 'token' : localPeer(info.peer, info.req) ? 'local' : 'anonymous';
   deps.stores.audit.append({
     actor,
     peer: info.peer,

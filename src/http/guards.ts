@@ -60,6 +60,22 @@ export function checkLoopbackOnly(req: IncomingMessage, boundToLoopback: boolean
   if (!boundToLoopback || !isLoopbackAddress(req.socket.remoteAddress)) {
     throw new HttpError('loopback_only', 'This action is only available on a loopback-bound server from this machine');
   }
+  const relayed = proxyHeaderOf(req);
+  if (relayed !== undefined) {
+    throw new HttpError('proxied_request', `This action is refused through a proxy (the request carries "${relayed}")`);
+  }
+}
+
+/**
+ * The first header that says a proxy relayed the request (RFC 7239 `Forwarded`, the de-facto `X-Forwarded-*` and
+ * `X-Real-IP`, RFC 9110 `Via`), else undefined. A reverse proxy on the same host connects from 127.0.0.1, so
+ * without this every client of the proxy would pass the loopback peer check (issue 9 item 8).
+ */
+export function proxyHeaderOf(req: IncomingMessage): string | undefined {
+  for (const name of Object.keys(req.headers)) {
+    if (name === 'forwarded' || name === 'via' || name === 'x-real-ip' || name.startsWith('x-forwarded-')) return name;
+  }
+  return undefined;
 }
 
 const MUTATING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);

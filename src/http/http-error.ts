@@ -9,6 +9,7 @@ export const errorStatus = {
   loopback_only: 403,
   forbidden_host: 403,
   forbidden_origin: 403,
+  proxied_request: 403,
   not_found: 404,
   method_not_allowed: 405,
   invalid_transition: 409,

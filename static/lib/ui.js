@@ -63,6 +63,7 @@ export function reasonFirst(title, err) {
 
 const EXPLANATIONS = /** @type {Record<string, string>} */ ({
   loopback_only: 'Refused: this action only works on a Control Plane bound to this machine (127.0.0.1), from this machine.',
+  proxied_request: 'Refused: this action only works from this machine, not through a proxy.',
   invalid_transition: 'Refused: the server does not allow this for this run now.',
   unauthorized: 'The Control Plane did not accept the token.',
   forbidden_origin: 'Refused: the request did not come from the Control Plane’s own address.',
@@ -77,7 +78,7 @@ const EXPLANATIONS = /** @type {Record<string, string>} */ ({
 });
 
 // Codes whose explanation adds to the server's message (what the rule is), shown after it.
-const HINTS = new Set(['loopback_only', 'forbidden_origin', 'unauthorized', 'network_error', 'too_many_requests']);
+const HINTS = new Set(['loopback_only', 'proxied_request', 'forbidden_origin', 'unauthorized', 'network_error', 'too_many_requests']);
 
 /** A one-line human explanation of an error code. @param {string | undefined} code */
 export function explain(code) {

@@ -131,7 +131,7 @@ describe('audited wrapper', () => {
   after(() => control.close());
 
   function ctx(peer: string, extra: Partial<Ctx<ControlDeps>> = {}): Ctx<ControlDeps> {
-    return { params: {}, body: undefined, peer, requestId: 'req-1', deps: control.deps, ...extra } as unknown as Ctx<ControlDeps>;
+    return { params: {}, body: undefined, peer, req: { headers: {} }, requestId: 'req-1', deps: control.deps, ...extra } as unknown as Ctx<ControlDeps>;
   }
 
   it('records a crash as internal_error and rethrows the original error', async () => {

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { startTestControl, makeRun, type TestControl } from '../helpers/control-server.ts';
 import { rawRequest } from '../helpers/raw-http.ts';
+import { controlRoutes } from '../../src/control/app.ts';
 
 const TOKEN = 'security-token-abcdef0123456789';
 const MiB = 1024 * 1024;
@@ -140,6 +141,9 @@ describe('security', () => {
       ['POST', '/v1/start', '{"brief":"x","repo":"/tmp"}'],
       ['POST', '/v1/runs', '{"brief":"x","repo":"/tmp"}'],
       ['POST', '/v1/runs/local/r000001/stop', '{}'],
+      ['POST', '/v1/runs/local/r000001/resume', '{}'],
+      ['POST', '/v1/runs/local/r000001/retry', '{}'],
+      ['POST', '/v1/merge/run', '{}'],
       ['DELETE', '/v1/runs/local/r000001', undefined],
       ['POST', '/v1/import', '{"path":"/tmp"}'],
     ];
@@ -161,6 +165,54 @@ describe('security', () => {
       assert.equal(res.status, 200);
       const keys = await rawRequest(pub.url, '/v1/keys', { headers: auth, connectHost: '127.0.0.1' });
       assert.doesNotMatch(keys.text, /BEGIN PUBLIC KEY/);
+    });
+  });
+
+  describe('loopback-only routes behind a same-host proxy', () => {
+    // A reverse proxy on this host connects from 127.0.0.1: its relay headers are what tell its clients apart.
+    const relayHeaders: Array<Record<string, string>> = [
+      { forwarded: 'for=203.0.113.7;proto=https' },
+      { 'x-forwarded-for': '203.0.113.7' },
+      { 'x-forwarded-host': 'svc.example' },
+      { 'x-forwarded-proto': 'https' },
+      { 'X-Forwarded-Port': '443' },
+      { 'x-real-ip': '203.0.113.7' },
+      { via: '1.1 proxy' },
+    ];
+    const loopbackOnly = controlRoutes.filter((r) => r.loopbackOnly);
+
+    it('marks start, stop, resume, retry, delete, merge run, config, keys, repos and import loopback-only', () => {
+      const marked = loopbackOnly.map((r) => `${r.method} ${r.pattern}`).sort();
+      const expected = ['POST /v1/runs', 'POST /v1/start', 'DELETE /v1/runs/:source/:run', 'POST /v1/runs/:source/:run/stop',
+        'POST /v1/runs/:source/:run/resume', 'POST /v1/runs/:source/:run/retry', 'POST /v1/merge/run', 'PUT /v1/config',
+        'GET /v1/keys', 'GET /v1/repos', 'POST /v1/import'];
+      assert.deepEqual(marked, expected.sort());
+    });
+
+    for (const route of loopbackOnly) {
+      const path = route.pattern.replace(':source', 'local').replace(':run', 'r000001');
+      it(`answers 403 proxied_request to ${route.method} ${path} from loopback when a proxy header is present`, async () => {
+        for (const relay of relayHeaders) {
+          const body = route.method === 'GET' ? {} : { body: '{}' };
+          const res = await rawRequest(open.url, path, { method: route.method, ...body, headers: { ...JSON_TYPE, ...relay } });
+          assert.equal(res.status, 403, `${JSON.stringify(relay)}: ${res.text}`);
+          assert.equal(res.json.error.code, 'proxied_request');
+          assert.equal(res.headers['content-type'], 'application/json; charset=utf-8');
+        }
+      });
+    }
+
+    it('serves the same loopback-only route without relay headers, and read routes with them', async () => {
+      assert.equal((await rawRequest(open.url, '/v1/keys')).status, 200);
+      assert.equal((await rawRequest(open.url, '/v1/runs', { headers: { 'x-forwarded-for': '203.0.113.7' } })).status, 200);
+    });
+
+    it('records a proxied refusal in the audit chain as anonymous, not local', async () => {
+      const res = await rawRequest(open.url, '/v1/runs/local/r000001/stop', { method: 'POST', body: '{}', headers: { ...JSON_TYPE, 'x-forwarded-for': '203.0.113.9' } });
+      assert.equal(res.json.error.code, 'proxied_request');
+      const audit = await rawRequest(open.url, '/v1/audit?limit=1');
+      const [entry] = audit.json.items;
+      assert.deepEqual([entry.action, entry.outcome, entry.actor], ['run.stop', 'proxied_request', 'anonymous']);
     });
   });
 

@@ -3,11 +3,12 @@ import assert from 'node:assert/strict';
 import { HttpError, errorBody, errorStatus, isHttpError } from '../../src/http/http-error.ts';
 
 // DESIGN §4's status table, written out again so a change to either side is noticed; 408/414/431 are issue 11's
-// codes for requests Node's parser refuses before routing (src/http/client-errors.ts).
+// codes for requests Node's parser refuses before routing (src/http/client-errors.ts); proxied_request is issue 9's
+// refusal of a loopback-only route relayed by a proxy (src/http/guards.ts).
 const DESIGN_TABLE: Record<number, string[]> = {
   400: ['bad_request', 'invalid_json', 'invalid_param'],
   401: ['unauthorized', 'invalid_signature'],
-  403: ['loopback_only', 'forbidden_host', 'forbidden_origin'],
+  403: ['loopback_only', 'forbidden_host', 'forbidden_origin', 'proxied_request'],
   404: ['not_found'],
   405: ['method_not_allowed'],
   408: ['request_timeout'],
