@@ -108,13 +108,16 @@ export const schemas = {
   Config: { type: 'object', required: ['config', 'version'], properties: { config: { type: 'object' }, version: { type: 'integer' } } },
   Provider: {
     type: 'object',
-    required: ['name', 'available', 'path', 'version'],
+    required: ['name', 'available', 'path', 'version', 'tested_version', 'tested_range', 'within_tested_range'],
     properties: {
       name: { type: 'string' },
       kind: { enum: ['builtin', 'command'] },
       available: { type: 'boolean' },
       path: nullable('string'),
       version: nullable('string'),
+      tested_version: { ...nullable('string'), description: 'the version the provider conformance suite drove' },
+      tested_range: { ...nullable('string'), description: 'the range that run proves, e.g. ">=2.1.330 <3.0.0"' },
+      within_tested_range: { ...nullable('boolean'), description: 'null when the version or the range is unknown' },
       default: { type: 'boolean', description: 'the default_provider setting names it' },
     },
   },
