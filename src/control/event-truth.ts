@@ -11,8 +11,6 @@
 import type { EventsStore, EventInput } from '../db/events-store.ts';
 import { obj, str } from '../untrusted.ts';
 
-const STATUS = ['run.status'] as const;
-const EXCHANGE = ['question', 'answer'] as const;
 const LIVE: ReadonlySet<string> = new Set(['queued', 'running', 'blocked']);
 
 export type Verdict = { keep: true; event: EventInput } | { keep: false };
@@ -40,7 +38,7 @@ export function createEventTruth(events: EventsStore): EventTruth {
   function lastStatus(ev: EventInput): string | null {
     const key = `${ev.source}\n${ev.run}`;
     if (!status.has(key)) {
-      const row = events.lastOfKinds(ev.source, ev.run, STATUS);
+      const row = events.latest(ev.source, ev.run, 'run.status');
       status.set(key, row ? str(dataOf(row.data).to) : null);
     }
     return status.get(key) ?? null;
@@ -49,7 +47,9 @@ export function createEventTruth(events: EventsStore): EventTruth {
   function lastExchange(ev: EventInput): { kind: string; data: Record<string, unknown> } | null {
     const key = `${ev.source}\n${ev.run}`;
     if (!exchange.has(key)) {
-      const row = events.lastOfKinds(ev.source, ev.run, EXCHANGE);
+      const question = events.latest(ev.source, ev.run, 'question');
+      const answer = events.latest(ev.source, ev.run, 'answer');
+      const row = question && answer ? (question.id > answer.id ? question : answer) : (question ?? answer);
       exchange.set(key, row ? { kind: row.kind, data: dataOf(row.data) } : null);
     }
     return exchange.get(key) ?? null;

@@ -7,7 +7,7 @@
 //   list(source, run, {after, limit}) → one run's events with id > after, ascending
 //   listAll({after, limit, source?, run?}) → events across runs with id > after, ascending (stream replay)
 //   maxId()                     → highest id stored (0 when empty)
-//   lastOfKinds(source, run, kinds) → the run's newest event of one of these kinds (at most 4), or undefined
+//   latest(source, run, kind)   → the run's newest event of that kind (highest id), or undefined
 //   deleteRun(source, run)      → number removed
 import type { Db } from './open.ts';
 
@@ -35,7 +35,7 @@ export interface EventsStore {
   list(source: string, run: string, page: EventPage): EventRow[];
   listAll(page: EventPage & { source?: string; run?: string }): EventRow[];
   maxId(): number;
-  lastOfKinds(source: string, run: string, kinds: readonly string[]): EventRow | undefined;
+  latest(source: string, run: string, kind: string): EventRow | undefined;
   deleteRun(source: string, run: string): number;
 }
 
@@ -49,10 +49,7 @@ export function createEventsStore(db: Db): EventsStore {
   const listSource = db.prepare('SELECT * FROM events WHERE id > ? AND source = ? ORDER BY id LIMIT ?');
   const maxStmt = db.prepare('SELECT coalesce(max(id), 0) AS m FROM events');
   const deleteStmt = db.prepare('DELETE FROM events WHERE source = ? AND run = ?');
-  // Walks the run's events newest first on events_by_run; callers ask for kinds that recur (status, question/answer).
-  const lastOfStmt = db.prepare(
-    'SELECT * FROM events WHERE source = ? AND run = ? AND kind IN (?, ?, ?, ?) ORDER BY id DESC LIMIT 1',
-  );
+  const latestStmt = db.prepare('SELECT * FROM events WHERE source = ? AND run = ? AND kind = ? ORDER BY id DESC LIMIT 1');
 
   function insert(ev: EventInput): number | null {
     // run() + lastInsertRowid measured ~2x faster than RETURNING on the ingest hot path.
@@ -81,10 +78,8 @@ export function createEventsStore(db: Db): EventsStore {
     maxId() {
       return Number((maxStmt.get() as { m: number }).m);
     },
-    lastOfKinds(source, run, kinds) {
-      if (kinds.length === 0 || kinds.length > 4) throw new RangeError('lastOfKinds takes 1 to 4 kinds');
-      const four = [0, 1, 2, 3].map((i) => kinds[i] ?? kinds[0]!);
-      return lastOfStmt.get(source, run, ...four) as EventRow | undefined;
+    latest(source, run, kind) {
+      return latestStmt.get(source, run, kind) as EventRow | undefined;
     },
     deleteRun(source, run) {
       return Number(deleteStmt.run(source, run).changes);
