@@ -119,7 +119,7 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
   });
   runner = createRunner({ stores, executor, concurrency: settings.concurrency, clock, log, controlUrl: settings.controlUrl, notify });
   const app = createTriggerApp({ settings, queue, clock, log }, o.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: o.bodyTimeoutMs } : {});
-  const server = createServer({ keepAliveTimeout: 5_000, requestTimeout: 60_000, headersTimeout: 20_000 }, app.listener);
+  const server = createServer({ keepAliveTimeout: 5_000, requestTimeout: 60_000, headersTimeout: 20_000, requireHostHeader: false }, app.listener);
   const { url } = await listen(server, settings.host, settings.port);
   runner.recover();
   const stopRetention = startTriggerRetention({
