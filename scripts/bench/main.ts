@@ -11,6 +11,7 @@ import { measureIngest } from './figure-ingest.ts';
 import { measureSse } from './figure-sse.ts';
 import { measureStartup } from './figure-startup.ts';
 import { measureTrigger } from './figure-trigger.ts';
+import { measureWorkedIn } from './figure-worked.ts';
 import { measureSandbox } from './figure-sandbox.ts';
 
 const OUT_DIR = fileURLToPath(new URL('../../test-output/bench', import.meta.url));
@@ -21,6 +22,7 @@ const FIGURES: Array<{ name: string; run: (ctx: BenchContext) => Promise<Row[]> 
   { name: 'sse', run: measureSse },
   { name: 'startup', run: measureStartup },
   { name: 'trigger', run: measureTrigger },
+  { name: 'worked', run: measureWorkedIn },
   { name: 'sandbox', run: measureSandbox },
 ];
 
