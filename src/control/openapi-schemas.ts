@@ -43,6 +43,40 @@ export const schemas = {
       error: nullable('string'),
     },
   },
+  RunDetail: {
+    allOf: [{ $ref: '#/components/schemas/Run' }],
+    type: 'object',
+    required: ['artifacts', 'pending_answer', 'attempts', 'refusals'],
+    properties: {
+      artifacts: {
+        type: 'array',
+        items: { type: 'object', properties: { path: { type: 'string' }, content_type: { type: 'string' }, size: { type: 'integer' }, sha256: { type: 'string' } } },
+      },
+      pending_answer: {
+        type: ['object', 'null'],
+        description: 'An answer given while the run is still blocked (null otherwise): it has not reached the run yet',
+        properties: {
+          answer: { type: 'string' },
+          answered_at: time,
+          via: { enum: ['ingest', 'answer_folder'], description: 'ingest: the runner gets it in its next ingest response' },
+          delivered_at: { ...time, description: 'when the runner collected it; null while it waits for its next check-in' },
+        },
+      },
+      attempts: {
+        type: 'array',
+        description: 'Runs of the same group_id, oldest first (attempt 1 first); at most 100',
+        items: {
+          type: 'object',
+          properties: { source: { type: 'string' }, run: { type: 'string' }, status: { enum: [...RUN_STATUSES] }, verdict: { enum: [...VERDICTS, null] }, started_at: time },
+        },
+      },
+      refusals: {
+        type: 'object',
+        description: 'Per action (stop, resume, retry, verify, delete, answer): null when the server would accept it, else the message of its 409 invalid_transition',
+        additionalProperties: { type: ['string', 'null'] },
+      },
+    },
+  },
   RunEvent: {
     type: 'object',
     required: ['id', 'source', 'run', 'seq', 'ts', 'kind', 'data'],
