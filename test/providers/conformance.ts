@@ -56,7 +56,7 @@ export async function stopLeavesNothing(repo: CliRepo, server: Scripted, provide
   const marker = `svc-long-${provider}-${process.pid}-${Date.now()}`;
   server.setScript(longScript(marker));
   const run = await repo.startDetached('run the long job', provider);
-  await waitFor(() => processesMentioning(marker).length >= 2 || null, 'the long command to start', 120_000);
+  await waitFor(() => processesMentioning(marker).length >= 2 || null, 'the long command to start', 300_000);
   const cli = repo.state(run).child?.pid;
   assert.ok(Number.isInteger(cli), 'the run names its provider process');
   const stop = await repo.svc(['start', '--stop', run]);
