@@ -15,11 +15,21 @@ export interface ResolvedProvider {
 }
 
 const BUILTIN_ARGS: Record<(typeof BUILTIN_PROVIDERS)[number], { args: string[]; stdin: boolean }> = {
-  // claude -p reads the prompt from stdin; JSON output ends with a result object holding total_cost_usd and usage.
-  claude: { args: ['-p', '--output-format', 'json', '--permission-mode', 'acceptEdits'], stdin: true },
-  // codex exec reads the prompt from stdin with "-"; --json prints JSONL events; exec never asks for approval, and
-  // --sandbox workspace-write lets its shell edit the worktree (--full-auto is gone: 0.169 rejects it and exits).
-  codex: { args: ['exec', '--json', '--sandbox', 'workspace-write', '-'], stdin: true },
+  // claude -p reads the prompt from stdin. stream-json (which -p wants with --verbose) prints each message as it
+  // happens, so the run's log shows the agent working; its last line is the result with total_cost_usd and usage.
+  // acceptEdits approves its file edits only: headless, every Bash call was denied (the agent could neither run the
+  // tests nor write its question), so Bash is allowed too. bypassPermissions would do it, but claude refuses it as
+  // root.
+  claude: {
+    args: ['-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'acceptEdits',
+      '--allowedTools', 'Bash'],
+    stdin: true,
+  },
+  // codex exec reads the prompt from stdin with "-"; --json prints JSONL events; exec never asks for approval
+  // (--full-auto is gone: 0.169 rejects it and exits). Its own sandbox is off, as every other CLI's is: svc's sandbox
+  // is the boundary. Under workspace-write every command failed where codex could not set up its nested bwrap
+  // ("execvp codex-linux-sandbox"), and even where it can, $SVC_QUESTION_FILE lies outside the workspace it may write.
+  codex: { args: ['exec', '--json', '--sandbox', 'danger-full-access', '-'], stdin: true },
   // gemini runs headless when stdin is not a TTY; --yolo approves tool calls. A fresh worktree is a folder gemini does
   // not trust, where it refuses to run headless: --skip-trust trusts it for this session only (nothing is written to
   // the user's trustedFolders.json).

@@ -121,8 +121,11 @@ describe('built-in provider argv', () => {
   after(() => rmSync(bin, { recursive: true, force: true }));
 
   const EXPECTED: Record<string, { args: string[]; stdin: boolean }> = {
-    claude: { args: ['-p', '--output-format', 'json', '--permission-mode', 'acceptEdits'], stdin: true },
-    codex: { args: ['exec', '--json', '--sandbox', 'workspace-write', '-'], stdin: true },
+    claude: {
+      args: ['-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'acceptEdits', '--allowedTools', 'Bash'],
+      stdin: true,
+    },
+    codex: { args: ['exec', '--json', '--sandbox', 'danger-full-access', '-'], stdin: true },
     gemini: { args: ['--output-format', 'json', '--yolo', '--skip-trust'], stdin: true },
     aider: { args: ['--yes-always', '--no-auto-commits', '--no-pretty', '--no-stream', '--message-file', '{task_file}'], stdin: false },
     opencode: { args: ['run', '--format', 'json', 'Do the task described in the attached file.', '--file', '{task_file}'], stdin: false },

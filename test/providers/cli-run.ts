@@ -43,6 +43,19 @@ export function requireProviderCli(name: string): string {
   return dir;
 }
 
+/**
+ * Credentials svc reads for itself, set (fake) in the environment of every `svc start` the suite runs: none may reach
+ * a provider, so none may appear in anything a CLI sends its model.
+ */
+export const SVC_SECRETS: Record<string, string> = {
+  GITHUB_TOKEN: 'gh-secret-token-p2',
+  SVC_CONTROL_TOKEN: 'svc-secret-control-p2',
+  SVC_API_TOKEN: 'svc-secret-api-p2',
+  TRACKERA_API_KEY: 'svc-secret-trackera-p2',
+  CHATA_SIGNING_SECRET: 'svc-secret-chata-p2',
+  GITHUB_WEBHOOK_SECRET: 'svc-secret-webhook-p2',
+};
+
 export const BROKEN = 'hello';
 export const FIXED = 'fixed';
 /** The repo's test: it fails until a.txt says "fixed". */
@@ -77,7 +90,7 @@ function git(cwd: string, args: string[]): void {
 
 /**
  * A repo (pushed to its bare origin) whose required check runs test.sh, failing on a.txt = "hello"; an errtrack
- * export to start from; HOME, PATH (with the CLI's folder first) and the GitHub stand-in in `env`.
+ * export to start from; HOME, PATH (CLI's folder first), the GitHub stand-in and svc's (fake) secrets in `env`.
  */
 export async function makeCliRepo(cliDir: string, extraEnv: NodeJS.ProcessEnv): Promise<CliRepo> {
   const repo = makeRepo({ policy: { checks: [{ name: 'test', run: ['sh', 'test.sh'] }] }, providers: {} });
@@ -101,7 +114,7 @@ export async function makeCliRepo(cliDir: string, extraEnv: NodeJS.ProcessEnv): 
     XDG_STATE_HOME: join(repo.home, '.local', 'state'),
     PATH: `${cliDir}:${process.env.PATH ?? ''}`,
     GITHUB_API_URL: github.url,
-    GITHUB_TOKEN: 'gh-secret-token-p2',
+    ...SVC_SECRETS,
     ERRTRACK_AUTH_TOKEN: '',
     SVC_CONTROL_URL: '',
     ...extraEnv,
@@ -118,8 +131,10 @@ export async function makeCliRepo(cliDir: string, extraEnv: NodeJS.ProcessEnv): 
     svc,
     state: (run) => readJson(join(repo.repo, '.svc', 'runs', run, 'state.json')),
     waitStatus: (run, statuses) => waitFor(() => {
-      const s = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
-      return statuses.includes(s.status) ? s : null;
+      // `svc start --detach` may answer before the run's worker has written state.json: not there yet is not failure.
+      const file = join(repo.repo, '.svc', 'runs', run, 'state.json');
+      const s = existsSync(file) ? readJson(file) : null;
+      return s && statuses.includes(s.status) ? s : null;
     }, `run ${run} to be ${statuses.join(' or ')}`, 120_000),
     async startDetached(brief, provider) {
       const args = ['start', '--brief', brief, '--detach', '--worktree', '--provider', provider];
@@ -132,6 +147,13 @@ export async function makeCliRepo(cliDir: string, extraEnv: NodeJS.ProcessEnv): 
       return text.trim().split('\n').map((l) => JSON.parse(l));
     },
     async close() {
+      // A test that failed half-way may leave a run blocked on a question: stop it, so no worker outlives the suite.
+      const runs = join(repo.repo, '.svc', 'runs');
+      for (const run of existsSync(runs) ? readdirSync(runs) : []) {
+        const file = join(runs, run, 'state.json');
+        const status = existsSync(file) ? readJson(file).status : null;
+        if (['queued', 'running', 'blocked', 'stopping'].includes(status)) await svc(['start', '--stop', run]);
+      }
       await github.close();
       repo.cleanup();
     },

@@ -44,7 +44,10 @@ export function fixScript(opts: { file: string; old: string; new: string; test: 
   ];
 }
 
-/** Asks through $SVC_QUESTION_FILE first; once the answer is in the prompt, writes it into the file, runs the test. */
+/**
+ * Asks through $SVC_QUESTION_FILE first; once the answer is in the prompt, reads the file, writes the answer into it
+ * and runs the test.
+ */
 export function askScript(opts: { question: string; file: string; old: string; test: string }): Script {
   return (text) => {
     // The prompt as sent, or as a CLI's read tool shows an attached file (opencode numbers each line "N: ").
@@ -53,7 +56,9 @@ export function askScript(opts: { question: string; file: string; old: string; t
       const ask = `printf '%s\\n' '${opts.question}' > "$SVC_QUESTION_FILE"`;
       return [{ tool: 'shell', command: ask }, { text: 'Asked a question.' }];
     }
+    // Read before editing, as an agent does (claude's Edit refuses a file it has not read in this session).
     return [
+      { tool: 'read', path: opts.file },
       { tool: 'edit', path: opts.file, old: opts.old, new: m[1]! },
       { tool: 'shell', command: opts.test },
       { text: 'Applied the answer.' },

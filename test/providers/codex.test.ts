@@ -1,0 +1,82 @@
+// The real codex CLI (@openai/codex) driven by `svc start` against a scripted OpenAI Responses API on 127.0.0.1,
+// configured as a custom model provider in the user's ~/.codex/config.toml.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { startResponsesServer } from './responses-server.ts';
+import type { ScriptedServer } from './gemini-model-server.ts';
+import { skipUnlessInstalled, requireProviderCli, makeCliRepo, summaryOf, type CliRepo } from './cli-run.ts';
+import { fixTheTest, BROKEN, FIXED, SUMMARY } from './cli-run.ts';
+import { assertNoSecretSent, assertTaskFenced, blockedThenAnswered, stopLeavesNothing } from './conformance.ts';
+
+const skip = skipUnlessInstalled('codex');
+const KEY = 'scripted-codex-key';
+
+describe('codex CLI end to end', { skip }, () => {
+  let server: ScriptedServer;
+  let repo: CliRepo;
+
+  before(async () => {
+    server = await startResponsesServer(fixTheTest());
+    repo = await makeCliRepo(requireProviderCli('codex'), { SCRIPTED_API_KEY: KEY });
+    // A model codex 0.169 has metadata for (an unknown one gets no apply_patch tool), served by a custom provider
+    // that speaks the Responses API and takes its key from SCRIPTED_API_KEY.
+    const config = [
+      'model = "gpt-5.5"',
+      'model_provider = "scripted"',
+      '[model_providers.scripted]',
+      'name = "Scripted"',
+      `base_url = "${server.url}/v1"`,
+      'wire_api = "responses"',
+      'env_key = "SCRIPTED_API_KEY"',
+      '',
+    ].join('\n');
+    mkdirSync(join(repo.home, '.codex'), { recursive: true });
+    writeFileSync(join(repo.home, '.codex', 'config.toml'), config);
+  });
+  after(async () => {
+    await repo?.close();
+    await server?.close();
+  });
+
+  it('fixes the failing test with its own tools: verified PR, receipt verifies, tokens as reported', async () => {
+    const res = await repo.svc(['start', repo.exportFile, '--pr', '--provider', 'codex']);
+    const summary = summaryOf(res);
+    const logs = () => repo.events(summary.run).filter((e) => e.kind === 'log').map((e) => String(e.data.text));
+    assert.equal(summary.status, 'succeeded', `${summary.error}\n${res.stderr}\n${logs().join('\n').slice(0, 4000)}`);
+    assert.equal(summary.verdict, 'verified');
+    assert.match(summary.pr_url ?? '', /pull\/\d+$/);
+    const state = repo.state(summary.run);
+    const artifacts = join(repo.repo, '.svc', 'runs', summary.run, 'artifacts');
+    assert.match(readFileSync(join(artifacts, 'diff.patch'), 'utf8'), new RegExp(`-${BROKEN}\\n\\+${FIXED}`));
+    assert.equal(readFileSync(join(repo.repo, 'a.txt'), 'utf8'), `${BROKEN}\n`, 'the main checkout is untouched');
+    // Each tool ran in the worktree: exec_command read a.txt, apply_patch edited it, exec_command ran the test.
+    const last = server.requests.at(-1)!.body as any;
+    const outputs = last.input.filter((i: any) => /_call_output$/.test(i.type)).map((i: any) => String(i.output));
+    assert.equal(outputs.length, 3, outputs.join('\n---\n'));
+    assert.match(outputs[0]!, new RegExp(`exited with code 0[\\s\\S]*Output:\\n${BROKEN}\\n`));
+    assert.doesNotMatch(outputs[1]!, /Failed|Exit code: [1-9]/);
+    assert.match(outputs[2]!, /exited with code 0/);
+    // Tokens are what the server reported through codex's turn.completed; codex prints no price.
+    const figures = { in: state.tokens_in, out: state.tokens_out, usd: state.cost_usd };
+    assert.deepEqual(figures, { in: server.usage.input, out: server.usage.output, usd: null });
+    const verified = await repo.svc(['receipt', 'verify', join(artifacts, 'receipt.json')]);
+    assert.equal(verified.code, 0, verified.stderr);
+    // The run's log shows codex's own JSONL: the patch it applied and its final message.
+    assert.ok(logs().some((t) => t.includes('"type":"file_change"')), logs().slice(0, 20).join('\n'));
+    assert.ok(logs().some((t) => t.includes('"type":"agent_message"') && t.includes(SUMMARY)));
+    // What the CLI sent: the task fenced as untrusted data, the key it was given, none of svc's secrets.
+    assertTaskFenced(server);
+    assertNoSecretSent(server);
+    assert.ok(server.requests.every((r) => r.headers.authorization === `Bearer ${KEY}` && r.path === '/v1/responses'));
+  });
+
+  it('asks through $SVC_QUESTION_FILE, blocks, and finishes once svc answer re-invokes it', async () => {
+    await blockedThenAnswered(repo, server, 'codex');
+  });
+
+  it('stop during a long exec_command leaves nothing running', async () => {
+    await stopLeavesNothing(repo, server, 'codex');
+  });
+});

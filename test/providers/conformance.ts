@@ -1,0 +1,69 @@
+// The checks every provider's end-to-end test makes the same way: what the CLI sent the model (the task fenced as
+// data, none of svc's secrets), a blocked-then-answered run, and a stop during a long tool call that leaves nothing.
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { processAlive } from '../engine/fixtures.ts';
+import { waitFor } from '../helpers/wait-for.ts';
+import { longScript, type RecordedRequest, type Script } from './model-script.ts';
+import { FIXED, QUESTION, SVC_SECRETS, askForTheWord, type CliRepo } from './cli-run.ts';
+
+interface Scripted {
+  requests: RecordedRequest[];
+  setScript(script: Script): void;
+}
+
+/** Every recorded request, headers and body, as one text. */
+export function sentText(server: Scripted): string {
+  return server.requests.map((r) => `${r.method} ${r.path}\n${JSON.stringify(r.headers)}\n${r.text}`).join('\n');
+}
+
+/**
+ * The exported issue's title sits inside the fence that follows the prompt's "Task (untrusted data):" heading, in
+ * the JSON the CLI sent (`\n` escaped); a CLI that read the task file may number its lines ("1: ").
+ */
+export function assertTaskFenced(server: Scripted): void {
+  const fenced = /Task \(untrusted data\):\\n(\d+: )?```markdown\\n[^`]*Tool list_organizations is already registered/;
+  assert.match(sentText(server), fenced);
+}
+
+export function assertNoSecretSent(server: Scripted): void {
+  const sent = sentText(server);
+  assert.ok(server.requests.length > 0, 'the model server saw no request');
+  for (const [name, value] of Object.entries(SVC_SECRETS)) assert.ok(!sent.includes(value), `the model saw ${name}`);
+}
+
+/** The CLI writes the question to $SVC_QUESTION_FILE and exits; `svc answer` re-invokes it, and the run finishes. */
+export async function blockedThenAnswered(repo: CliRepo, server: Scripted, provider: string): Promise<void> {
+  server.setScript(askForTheWord());
+  const run = await repo.startDetached('make the test pass', provider);
+  const blocked = await repo.waitStatus(run, ['blocked']);
+  assert.equal(blocked.question, QUESTION);
+  const answered = await repo.svc(['answer', `local/${run}`, FIXED]);
+  assert.equal(answered.code, 0, answered.stderr);
+  const done = await repo.waitStatus(run, ['succeeded', 'failed']);
+  const logs = repo.events(run).filter((e) => e.kind === 'log').map((e) => String(e.data.text).slice(0, 300));
+  assert.equal(done.status, 'succeeded', `${done.error}\n${logs.join('\n')}`);
+  assert.equal(done.verdict, 'verified');
+  assert.equal(readFileSync(join(done.workdir, 'a.txt'), 'utf8'), `${FIXED}\n`);
+  const started = new RegExp(`provider ${provider} started`);
+  assert.equal(logs.filter((t) => started.test(t)).length, 2, 'the answer re-invoked the CLI once');
+}
+
+/** The CLI's shell tool runs a long command; `svc start --stop` ends the run, the CLI, the shell and its sleep. */
+export async function stopLeavesNothing(repo: CliRepo, server: Scripted, provider: string): Promise<void> {
+  const pidFile = join(repo.root, `${provider}-long.pids`);
+  server.setScript(longScript(pidFile));
+  const run = await repo.startDetached('run the long job', provider);
+  const pids = await waitFor(() => {
+    const lines = existsSync(pidFile) ? readFileSync(pidFile, 'utf8').trim().split('\n') : [];
+    return lines.length === 2 ? lines.map(Number) : null;
+  }, 'the long command to start', 120_000);
+  const cli = repo.state(run).child?.pid;
+  assert.ok(Number.isInteger(cli), 'the run names its provider process');
+  const stop = await repo.svc(['start', '--stop', run]);
+  assert.equal(stop.code, 0, stop.stderr);
+  assert.equal((await repo.waitStatus(run, ['stopped'])).status, 'stopped');
+  const all = [cli as number, ...pids];
+  await waitFor(() => all.every((p) => !processAlive(p)) || null, 'the CLI, its shell and the sleep to be gone');
+}
