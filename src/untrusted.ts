@@ -20,3 +20,20 @@ export function describe(value: unknown): string {
   if (value === null || value === undefined) return `${value}`;
   return Array.isArray(value) ? 'array' : typeof value;
 }
+
+/**
+ * Whether a parsed value nests arrays/objects deeper than `max` (a scalar is depth 0, `[]` is 1). Walks with its own
+ * stack, so even a value parsed from a file with no depth check (import) cannot overflow ours; request bodies are
+ * already capped by src/http/json-depth.ts before they parse.
+ */
+export function nestsDeeperThan(value: unknown, max: number): boolean {
+  const stack: Array<{ value: unknown; depth: number }> = [{ value, depth: 0 }];
+  for (let top = stack.pop(); top !== undefined; top = stack.pop()) {
+    if (top.value === null || typeof top.value !== 'object') continue;
+    const depth = top.depth + 1;
+    if (depth > max) return true;
+    const children: unknown[] = Array.isArray(top.value) ? top.value : Object.values(top.value);
+    for (const child of children) if (child !== null && typeof child === 'object') stack.push({ value: child, depth });
+  }
+  return false;
+}

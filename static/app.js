@@ -4,6 +4,8 @@
 import { getToken, setToken, onUnauthorized } from './lib/api.js';
 import { parseHash } from './lib/route.js';
 import { tokenAwareLink } from './lib/download.js';
+import { onConnection, connectionLabel, isStale, markReachable, markUnreachable } from './lib/connection.js';
+import { clock, relative, hoverText } from './lib/time.js';
 import { registerTokenDialog } from './components/token-dialog.js';
 import { registerConfirm } from './components/confirm-dialog.js';
 import { registerRunsPage } from './components/runs-page.js';
@@ -77,14 +79,78 @@ function show() {
   main.replaceChildren(element);
 }
 
-async function showServerInfo() {
-  const info = /** @type {HTMLElement} */ (document.getElementById('server-info'));
+let notReady = 0;
+
+/** Asks /ready; while the server cannot be reached it asks again every 5 s, so the state recovers on its own. */
+async function probeReady() {
   try {
     const response = await fetch('/ready', { cache: 'no-store' });
-    info.textContent = response.ok ? `Connected to ${location.host}` : `${location.host} is not ready (${response.status})`;
+    notReady = response.ok ? 0 : response.status;
+    markReachable();
   } catch {
-    info.textContent = `${location.host} cannot be reached`;
+    markUnreachable();
   }
+}
+
+/** Topbar, footer and stale banner, all from the one connection state (lib/connection.js). */
+function wireConnection() {
+  const conn = /** @type {HTMLElement} */ (document.getElementById('conn'));
+  const info = /** @type {HTMLElement} */ (document.getElementById('server-info'));
+  const banner = /** @type {HTMLElement} */ (document.getElementById('stale'));
+  /** @type {ReturnType<typeof setInterval> | undefined} */
+  let retry;
+  /** @type {import('./lib/connection.js').Connection | null} */
+  let last = null;
+  const paint = () => {
+    if (!last) return;
+    const stale = isStale(last);
+    conn.textContent = connectionLabel(last);
+    conn.dataset.state = stale ? 'offline' : (last.stream ?? 'connected');
+    info.textContent = stale
+      ? `${location.host} cannot be reached`
+      : notReady ? `${location.host} is not ready (${notReady})` : `Connected to ${location.host}`;
+    document.body.classList.toggle('is-stale', stale);
+    banner.hidden = !stale;
+    if (stale) {
+      const fresh = last.lastFresh;
+      banner.textContent = fresh
+        ? `The Control Plane cannot be reached: what you see was last fresh at ${clock(fresh)} (${relative(fresh)}) and may be out of date. Reconnecting…`
+        : 'The Control Plane cannot be reached: nothing has loaded yet. Reconnecting…';
+      banner.title = fresh ? hoverText(fresh) : '';
+    }
+  };
+  onConnection((c) => {
+    last = c;
+    paint();
+    if (!c.reachable && !retry) retry = setInterval(() => void probeReady(), 5000);
+    if (c.reachable && retry) {
+      clearInterval(retry);
+      retry = undefined;
+    }
+  });
+  // "last fresh 12s ago" keeps counting while the banner is up.
+  setInterval(() => {
+    if (!banner.hidden) paint();
+  }, 1000);
+}
+
+function wireMenu() {
+  const button = /** @type {HTMLButtonElement} */ (document.getElementById('menu-button'));
+  const nav = /** @type {HTMLElement} */ (document.getElementById('main-nav'));
+  const set = (/** @type {boolean} */ open) => {
+    button.setAttribute('aria-expanded', String(open));
+    nav.classList.toggle('open', open);
+  };
+  button.addEventListener('click', () => set(button.getAttribute('aria-expanded') !== 'true'));
+  nav.addEventListener('click', (event) => {
+    if (event.target instanceof HTMLAnchorElement) set(false);
+  });
+  document.addEventListener('keydown', (event) => {
+    if (event.key === 'Escape' && nav.classList.contains('open')) {
+      set(false);
+      button.focus();
+    }
+  });
 }
 
 function wireFooter() {
@@ -99,10 +165,11 @@ function wireFooter() {
     window.dispatchEvent(new Event('svc:token'));
     location.reload();
   });
-  const info = /** @type {HTMLElement} */ (document.getElementById('server-info'));
   document.addEventListener('click', (event) =>
     tokenAwareLink(event, (err) => {
-      info.textContent = `Download failed: ${/** @type {Error} */ (err).message}`;
+      const banner = /** @type {HTMLElement} */ (document.getElementById('stale'));
+      banner.hidden = false;
+      banner.textContent = `Download failed: ${/** @type {Error} */ (err).message}`;
     }),
   );
   document.querySelector('[data-skip]')?.addEventListener('click', (event) => {
@@ -113,5 +180,7 @@ function wireFooter() {
 
 window.addEventListener('hashchange', show);
 wireFooter();
+wireMenu();
+wireConnection();
 show();
-void showServerInfo();
+void probeReady();

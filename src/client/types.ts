@@ -71,6 +71,12 @@ export interface Provider {
   available: boolean;
   path: string | null;
   version: string | null;
+  /** The version svc's provider conformance suite drove; null for aider and command providers. */
+  tested_version: string | null;
+  /** The range that run proves, e.g. ">=2.1.330 <3.0.0". */
+  tested_range: string | null;
+  /** Whether `version` lies in `tested_range`; null when either is unknown. */
+  within_tested_range: boolean | null;
   /** Whether the `default_provider` setting names it. */
   default: boolean;
 }

@@ -4,6 +4,7 @@ import { transaction } from '../db/open.ts';
 import type { EventRow } from '../db/events-store.ts';
 import type { ControlDeps } from './deps.ts';
 import type { IngestBatch } from './ingest-validate.ts';
+import { createEventTruth } from './event-truth.ts';
 
 export interface ControlItem {
   run: string;
@@ -38,8 +39,17 @@ export function applyBatch(deps: ControlDeps, batch: IngestBatch, opts: { delive
       known.add(item.run);
     }
     for (const run of batch.runs) stores.runs.upsert(source, run);
-    for (const ev of batch.events) {
+    // A status transition or answer the Control Plane already recorded is not stored twice (event-truth.ts).
+    const truth = createEventTruth(stores.events);
+    for (const shipped of batch.events) {
+      const verdict = truth.check(shipped);
+      if (!verdict.keep) {
+        duplicates++;
+        continue;
+      }
+      const ev = verdict.event;
       const id = stores.events.insert(ev);
+      truth.stored(ev, id !== null);
       if (id === null) duplicates++;
       else inserted.push({ id, ...ev });
     }

@@ -7,6 +7,8 @@ import { SEGMENT, checkArtifactPath, isValidMs, parseTime } from './params.ts';
 import { safeContentType, OCTET_STREAM } from './content-type.ts';
 import type { NotificationInput } from '../db/notifications-store.ts';
 import { validateNotification } from './ingest-notifications.ts';
+import { nestsDeeperThan } from '../untrusted.ts';
+import { MAX_JSON_DEPTH } from '../http/json-depth.ts';
 
 export interface ArtifactUpload {
   run: string;
@@ -108,6 +110,8 @@ export function validateEvent(v: unknown, where: string, source: string, now: nu
   const seq = v.seq;
   if (!Number.isSafeInteger(seq) || (seq as number) < 0) bad(`${where}.seq`, 'must be a non-negative integer');
   if (typeof v.kind !== 'string' || !KIND.test(v.kind)) bad(`${where}.kind`, `must match ${KIND.source}`);
+  // Checked without recursion before JSON.stringify recurses: import reads events.jsonl lines no body limit saw.
+  if (nestsDeeperThan(v.data, MAX_JSON_DEPTH)) bad(`${where}.data`, `nests deeper than ${MAX_JSON_DEPTH} arrays/objects`);
   const data = v.data === undefined ? '{}' : JSON.stringify(v.data);
   return {
     source,

@@ -65,7 +65,7 @@ export async function startControl(settings: ControlSettings, env: NodeJS.Proces
   deps.engine = createRunController(deps);
   const origins = new Set<string>();
   const app = createControlApp(deps, { boundToLoopback: () => boundToLoopback, ownOrigins: () => origins });
-  const server = createServer({ keepAliveTimeout: 5_000, requestTimeout: 60_000 }, app.listener);
+  const server = createServer({ keepAliveTimeout: 5_000, requestTimeout: 60_000, requireHostHeader: false }, app.listener);
   const bound = await listen(server, settings.host, settings.port);
   url = bound.url;
   origins.add(url);

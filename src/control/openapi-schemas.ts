@@ -43,6 +43,40 @@ export const schemas = {
       error: nullable('string'),
     },
   },
+  RunDetail: {
+    allOf: [{ $ref: '#/components/schemas/Run' }],
+    type: 'object',
+    required: ['artifacts', 'pending_answer', 'attempts', 'refusals'],
+    properties: {
+      artifacts: {
+        type: 'array',
+        items: { type: 'object', properties: { path: { type: 'string' }, content_type: { type: 'string' }, size: { type: 'integer' }, sha256: { type: 'string' } } },
+      },
+      pending_answer: {
+        type: ['object', 'null'],
+        description: 'An answer given while the run is still blocked (null otherwise): it has not reached the run yet',
+        properties: {
+          answer: { type: 'string' },
+          answered_at: time,
+          via: { enum: ['ingest', 'answer_folder'], description: 'ingest: the runner gets it in its next ingest response' },
+          delivered_at: { ...time, description: 'when the runner collected it; null while it waits for its next check-in' },
+        },
+      },
+      attempts: {
+        type: 'array',
+        description: 'Runs of the same group_id, oldest first (attempt 1 first); at most 100',
+        items: {
+          type: 'object',
+          properties: { source: { type: 'string' }, run: { type: 'string' }, status: { enum: [...RUN_STATUSES] }, verdict: { enum: [...VERDICTS, null] }, started_at: time },
+        },
+      },
+      refusals: {
+        type: 'object',
+        description: 'Per action (stop, resume, retry, verify, delete, answer): null when the server would accept it, else the message of its 409 invalid_transition',
+        additionalProperties: { type: ['string', 'null'] },
+      },
+    },
+  },
   RunEvent: {
     type: 'object',
     required: ['id', 'source', 'run', 'seq', 'ts', 'kind', 'data'],
@@ -74,13 +108,16 @@ export const schemas = {
   Config: { type: 'object', required: ['config', 'version'], properties: { config: { type: 'object' }, version: { type: 'integer' } } },
   Provider: {
     type: 'object',
-    required: ['name', 'available', 'path', 'version'],
+    required: ['name', 'available', 'path', 'version', 'tested_version', 'tested_range', 'within_tested_range'],
     properties: {
       name: { type: 'string' },
       kind: { enum: ['builtin', 'command'] },
       available: { type: 'boolean' },
       path: nullable('string'),
       version: nullable('string'),
+      tested_version: { ...nullable('string'), description: 'the version the provider conformance suite drove' },
+      tested_range: { ...nullable('string'), description: 'the range that run proves, e.g. ">=2.1.330 <3.0.0"' },
+      within_tested_range: { ...nullable('boolean'), description: 'null when the version or the range is unknown' },
       default: { type: 'boolean', description: 'the default_provider setting names it' },
     },
   },

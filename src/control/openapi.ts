@@ -23,7 +23,8 @@ interface Op {
 
 const RUN = '/v1/runs/{source}/{run}';
 const RUN_FILTERS: Op['query'] = [
-  ['verdict', 'verified | verified_with_gaps | not_verified'], ['status', 'run status'], ['repo', 'repository name'],
+  ['verdict', 'verified | verified_with_gaps | not_verified | none (no receipt yet)'], ['status', 'run status'],
+  ['source', 'the source that sent the run'], ['repo', 'repository name'],
   ['group_id', 'retry chain id'], ['since', 'ISO-8601 or unix ms'], ['until', 'ISO-8601 or unix ms'],
   ['limit', 'default 50, clamped to 500'], ['cursor', 'next_cursor of the previous page'],
 ];
@@ -48,7 +49,7 @@ export const operations: readonly Op[] = [
   { server: 'control', method: 'get', path: '/v1/runs', id: 'listRuns', summary: 'List runs, newest first, keyset-paged', tag: 'runs', query: RUN_FILTERS, ok: { status: 200, schema: 'RunPage' }, errors: ['BadRequest'] },
   { server: 'control', method: 'post', path: '/v1/runs', id: 'createRun', summary: 'Start a run (same as POST /v1/start)', tag: 'runs', loopbackOnly: true, body: 'StartRequest', ok: ACCEPTED_RUN, errors: ['BadRequest', 'Conflict', 'UnsupportedType', 'TooMany'] },
   { server: 'control', method: 'post', path: '/v1/start', id: 'startRun', summary: 'Start a run; the same request_id and body return the same run (200)', tag: 'runs', loopbackOnly: true, body: 'StartRequest', ok: ACCEPTED_RUN, errors: ['BadRequest', 'Conflict', 'UnsupportedType', 'TooMany'] },
-  { server: 'control', method: 'get', path: RUN, id: 'getRun', summary: 'One run', tag: 'runs', ok: { status: 200, schema: 'Run' }, errors: ['BadRequest', 'NotFound'] },
+  { server: 'control', method: 'get', path: RUN, id: 'getRun', summary: 'One run, with its artifacts, pending answer and retry-group attempts', tag: 'runs', ok: { status: 200, schema: 'RunDetail' }, errors: ['BadRequest', 'NotFound'] },
   { server: 'control', method: 'delete', path: RUN, id: 'deleteRun', summary: 'Delete a finished run (409 while queued, running or blocked)', tag: 'runs', loopbackOnly: true, ok: { status: 200, schema: 'Open' }, errors: ['NotFound', 'Conflict'] },
   action('stop', 'Stop a run (goes stopping, then stopped)', { loopbackOnly: true }),
   action('resume', 'Resume a stopped or failed run in its worktree (429 at max_concurrent_runs)', { loopbackOnly: true, errors: ['NotFound', 'Conflict', 'TooMany'] }),

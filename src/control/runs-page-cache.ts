@@ -30,6 +30,7 @@ export function filterKey(f: RunFilter): string {
     f.repo ?? false,
     f.group_id ?? false,
     f.status ?? false,
+    f.source ?? false,
     f.since ?? false,
     f.until ?? false,
     after,

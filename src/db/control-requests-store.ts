@@ -4,6 +4,7 @@
 //   add(source, run, action, payload?, at?) → id
 //   takePending(source, at?)    → the undelivered requests for that source, oldest first, now marked delivered
 //   pending(source)             → the undelivered requests, without marking them
+//   latest(source, run, action) → the run's newest request of that action with its delivered_at, or undefined
 //   deleteRun(source, run)      → number removed
 import type { Db } from './open.ts';
 
@@ -21,6 +22,7 @@ export interface ControlRequestsStore {
   add(source: string, run: string, action: string, payload?: Record<string, unknown> | null, at?: number): number;
   takePending(source: string, at?: number): ControlRequest[];
   pending(source: string): ControlRequest[];
+  latest(source: string, run: string, action: string): (ControlRequest & { delivered_at: number | null }) | undefined;
   deleteRun(source: string, run: string): number;
 }
 
@@ -46,6 +48,9 @@ export function createControlRequestsStore(db: Db): ControlRequestsStore {
     'UPDATE control_requests SET delivered_at = ? WHERE source = ? AND delivered_at IS NULL RETURNING id, source, run, action, payload, created_at',
   );
   const deleteStmt = db.prepare('DELETE FROM control_requests WHERE source = ? AND run = ?');
+  const latestStmt = db.prepare(
+    'SELECT id, source, run, action, payload, created_at, delivered_at FROM control_requests WHERE source = ? AND run = ? AND action = ? ORDER BY id DESC LIMIT 1',
+  );
 
   return {
     add(source, run, action, payload = null, at = Date.now()) {
@@ -59,6 +64,10 @@ export function createControlRequestsStore(db: Db): ControlRequestsStore {
     },
     pending(source) {
       return (pendingStmt.all(source) as unknown as Row[]).map(toRequest);
+    },
+    latest(source, run, action) {
+      const row = latestStmt.get(source, run, action) as (Row & { delivered_at: number | null }) | undefined;
+      return row ? { ...toRequest(row), delivered_at: row.delivered_at } : undefined;
     },
     deleteRun(source, run) {
       return Number(deleteStmt.run(source, run).changes);

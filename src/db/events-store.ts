@@ -7,6 +7,7 @@
 //   list(source, run, {after, limit}) → one run's events with id > after, ascending
 //   listAll({after, limit, source?, run?}) → events across runs with id > after, ascending (stream replay)
 //   maxId()                     → highest id stored (0 when empty)
+//   latest(source, run, kind)   → the run's newest event of that kind (highest id), or undefined
 //   deleteRun(source, run)      → number removed
 import type { Db } from './open.ts';
 
@@ -34,6 +35,7 @@ export interface EventsStore {
   list(source: string, run: string, page: EventPage): EventRow[];
   listAll(page: EventPage & { source?: string; run?: string }): EventRow[];
   maxId(): number;
+  latest(source: string, run: string, kind: string): EventRow | undefined;
   deleteRun(source: string, run: string): number;
 }
 
@@ -47,6 +49,7 @@ export function createEventsStore(db: Db): EventsStore {
   const listSource = db.prepare('SELECT * FROM events WHERE id > ? AND source = ? ORDER BY id LIMIT ?');
   const maxStmt = db.prepare('SELECT coalesce(max(id), 0) AS m FROM events');
   const deleteStmt = db.prepare('DELETE FROM events WHERE source = ? AND run = ?');
+  const latestStmt = db.prepare('SELECT * FROM events WHERE source = ? AND run = ? AND kind = ? ORDER BY id DESC LIMIT 1');
 
   function insert(ev: EventInput): number | null {
     // run() + lastInsertRowid measured ~2x faster than RETURNING on the ingest hot path.
@@ -74,6 +77,9 @@ export function createEventsStore(db: Db): EventsStore {
     },
     maxId() {
       return Number((maxStmt.get() as { m: number }).m);
+    },
+    latest(source, run, kind) {
+      return latestStmt.get(source, run, kind) as EventRow | undefined;
     },
     deleteRun(source, run) {
       return Number(deleteStmt.run(source, run).changes);

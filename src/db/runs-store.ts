@@ -52,6 +52,7 @@ export interface RunFilter {
   repo?: string;
   group_id?: string;
   status?: RunStatus;
+  source?: string;
   /** started_at >= since (inclusive). */
   since?: number;
   /** started_at < until (exclusive), so adjacent windows never count a run twice. */
@@ -305,7 +306,7 @@ function buildWhere(filter: RunFilter): { clause: string; args: SQLInputValue[] 
     where.push('verdict = ?');
     args.push(filter.verdict);
   }
-  for (const col of ['repo', 'group_id', 'status'] as const) {
+  for (const col of ['repo', 'group_id', 'status', 'source'] as const) {
     if (filter[col] === undefined) continue;
     where.push(`${col} = ?`);
     args.push(filter[col]);

@@ -10,6 +10,7 @@ import { createUsageParser, addUsage, type Usage } from './usage-parsers.ts';
 import { takeAnswer, takeStopRequest } from './answers.ts';
 import { oneLine } from './text.ts';
 import { writeNoFollow } from './safe-fs.ts';
+import { untestedProviderWarning } from './provider-version-check.ts';
 
 const LOG_LINE_CAP = 4000;
 const LOG_EVENTS_CAP = 5000;
@@ -56,7 +57,27 @@ function unblock(ctx: RunContext, answer: string, answerFile: string): void {
   ctx.setStatus('running', { question: null, answers: [...ctx.state.answers, answer] });
 }
 
-export async function runProvider(ctx: RunContext, provider: ResolvedProvider, spec: string, opts: { maxUsd: number | null; notes: string[] }): Promise<ProviderOutcome> {
+type ProviderOptions = { maxUsd: number | null; notes: string[] };
+
+/** Runs the provider; meanwhile checks its version (without delaying its start) and logs a warning if untested. */
+export async function runProvider(
+  ctx: RunContext, provider: ResolvedProvider, spec: string, opts: ProviderOptions,
+): Promise<ProviderOutcome> {
+  const versionCheck = untestedProviderWarning(provider, ctx.env).then((warning) => {
+    if (!warning) return;
+    ctx.event('log', { stream: 'svc', text: warning });
+    ctx.say(warning);
+  }, () => undefined);
+  try {
+    return await runProviderAttempts(ctx, provider, spec, opts);
+  } finally {
+    await versionCheck;
+  }
+}
+
+async function runProviderAttempts(
+  ctx: RunContext, provider: ResolvedProvider, spec: string, opts: ProviderOptions,
+): Promise<ProviderOutcome> {
   const questionFile = join(ctx.dir, 'question.txt');
   const answerFile = join(ctx.dir, 'answer.txt');
   const taskFile = join(ctx.dir, 'prompt.md');

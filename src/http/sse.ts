@@ -23,13 +23,18 @@ export function openSse(res: ServerResponse, { heartbeatMs = 15_000, retryMs = 2
     'x-content-type-options': 'nosniff',
     'x-accel-buffering': 'no',
   });
-  res.write(`retry: ${retryMs}\n\n`);
-  let closed = false;
+  // HEAD gets the headers and ends: a body-less response sends nothing on write(), so an open HEAD stream would hang.
+  const head = res.req?.method === 'HEAD';
+  if (head) res.end();
+  else res.write(`retry: ${retryMs}\n\n`);
+  let closed = head;
   const closers: Array<() => void> = [];
-  const timer = setInterval(() => {
-    if (!closed) res.write(': ping\n\n');
-  }, heartbeatMs);
-  timer.unref();
+  const timer = head
+    ? undefined
+    : setInterval(() => {
+        if (!closed) res.write(': ping\n\n');
+      }, heartbeatMs);
+  timer?.unref();
   function shutdown(): void {
     if (closed) return;
     closed = true;

@@ -92,7 +92,7 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
   const queue = createJobQueue({ stores, clock, maxQueued: settings.queueMax, onEnqueued: () => setImmediate(() => runner?.kick()), onCommitted: () => checkpointer.nudge() });
   runner = createRunner({ stores, executor, concurrency: settings.concurrency, clock, log, controlUrl: settings.controlUrl, notify });
   const app = createTriggerApp({ settings, queue, clock, log }, o.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: o.bodyTimeoutMs } : {});
-  const server = createServer({ keepAliveTimeout: 5_000, requestTimeout: 60_000, headersTimeout: 20_000 }, app.listener);
+  const server = createServer({ keepAliveTimeout: 5_000, requestTimeout: 60_000, headersTimeout: 20_000, requireHostHeader: false }, app.listener);
   const { url } = await listen(server, settings.host, settings.port);
   runner.recover();
   const stopRetention = startTriggerRetention({ stores, retention: settings.retention, clock, log, onPruned: () => checkpointer.nudge() });

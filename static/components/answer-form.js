@@ -1,8 +1,13 @@
 // @ts-check
-// <svc-answer-form>: shown only while the run is blocked — the agent's question and a form to answer it.
+// <svc-answer-form>: while the run is blocked, the agent's question and a form to answer it — or, once an answer
+// was sent and the run has not picked it up yet (pending_answer in run detail), that answer and what it waits for.
+// A run another machine sent in gets the answer only at its runner's next check-in, so the form is not offered again.
 import { html, render } from '../lib/html.js';
 import { api, runPath } from '../lib/api.js';
-import { explain } from '../lib/ui.js';
+import { reasonFirst } from '../lib/ui.js';
+import { timeTag } from '../lib/time.js';
+
+/** @typedef {{answer: string, answered_at: string, via: string, delivered_at: string | null}} PendingAnswer */
 
 class AnswerForm extends HTMLElement {
   constructor() {
@@ -17,14 +22,20 @@ class AnswerForm extends HTMLElement {
     this.addEventListener('submit', (event) => void this.submit(event));
   }
 
-  /** @param {{status: string, question?: string | null}} run */
+  /** @param {{status: string, question?: string | null, pending_answer?: PendingAnswer | null}} run */
   update(run) {
-    const key = run.status === 'blocked' ? `blocked:${run.question ?? ''}` : '';
+    const pending = run.pending_answer ?? null;
+    const key = run.status === 'blocked' ? `blocked:${run.question ?? ''}:${JSON.stringify(pending)}` : '';
     if (key === this.shownFor) return;
     this.shownFor = key;
     if (!key) {
-      render(this, this.answered ? html`<p class="notice ok" role="status">Answer delivered; the run is ${run.status} again.</p>` : html``);
+      render(this, this.answered ? html`<p class="notice ok" role="status">The run picked up the answer; it is ${run.status} now.</p>` : html``);
       this.answered = false;
+      return;
+    }
+    if (pending) {
+      this.answered = true;
+      render(this, this.pendingView(run.question ?? '', pending));
       return;
     }
     render(this, html`<section class="question" aria-labelledby="question-title">
@@ -43,6 +54,22 @@ class AnswerForm extends HTMLElement {
     });
   }
 
+  /** @param {string} question @param {PendingAnswer} p */
+  pendingView(question, p) {
+    const waiting = p.via === 'ingest' && !p.delivered_at;
+    return html`<section class="question answer-pending-box" aria-labelledby="question-title" data-role="pending-answer" data-delivered="${p.delivered_at ? 'yes' : 'no'}">
+      <h2 id="question-title">Answer sent, not yet picked up by the run</h2>
+      <blockquote class="question-text">${question || 'The run is blocked without a question text.'}</blockquote>
+      <p><strong>Your answer</strong> (${timeTag(p.answered_at, { mode: 'absolute', seconds: true })}):</p>
+      <blockquote class="answer-text">${p.answer}</blockquote>
+      <p class="notice pending" role="status">${waiting
+        ? html`The run's runner reports to this Control Plane from elsewhere: it receives the answer at its <strong>next check-in</strong>, and the run continues after that. There is no need to answer again.`
+        : p.via === 'ingest'
+          ? html`The runner collected the answer at ${timeTag(p.delivered_at, { mode: 'absolute', seconds: true })}; the run continues as soon as it reads it.`
+          : html`The answer is in the run's answer folder; the run continues as soon as it reads it (within seconds).`}</p>
+    </section>`;
+  }
+
   /** @param {Event} event */
   async submit(event) {
     event.preventDefault();
@@ -59,11 +86,10 @@ class AnswerForm extends HTMLElement {
     try {
       await api(`${runPath(this.runId)}/answer`, { method: 'POST', body: { answer } });
       this.answered = true;
-      render(message, html`<p class="notice ok" role="status">Answer sent. The run continues.</p>`);
+      render(message, html`<p class="notice pending" role="status">Answer recorded; checking whether the run has it…</p>`);
       this.dispatchEvent(new CustomEvent('svc:run-changed', { bubbles: true }));
     } catch (err) {
-      const e = /** @type {{code?: string, message?: string}} */ (err);
-      render(message, html`<div class="notice error" role="alert"><strong>Answer refused.</strong> ${explain(e.code)} <span class="muted">${e.message ?? ''}</span> <code>${e.code ?? ''}</code></div>`);
+      render(message, reasonFirst('Answer refused', err));
       button.disabled = false;
     }
   }

@@ -3,7 +3,7 @@
 // (each entry's prev_hash is the next older entry's hash) and says whether the shown chain is intact.
 import { html } from '../lib/html.js';
 import { PagedList } from '../lib/paged-list.js';
-import { dateTime } from '../lib/format.js';
+import { timeTag } from '../lib/time.js';
 
 /** Index of the first entry whose link to the next older one is broken, or -1. @param {any[]} items newest first */
 export function brokenLink(items) {
@@ -31,7 +31,7 @@ class AuditPage extends PagedList {
       <caption class="sr-only">Audit log</caption>
       <thead><tr><th scope="col">When</th><th scope="col">Action</th><th scope="col">Target</th><th scope="col">Outcome</th><th scope="col">Actor</th><th scope="col">Peer</th><th scope="col">Hash</th></tr></thead>
       <tbody>${items.map((a, i) => html`<tr class="${broken !== -1 && (i === broken || i === broken + 1) ? 'chain-broken' : ''}">
-        <td data-label="When">${dateTime(a.at ?? a.created_at)}</td>
+        <td data-label="When">${timeTag(a.at ?? a.created_at, { mode: 'absolute', seconds: true })}</td>
         <td data-label="Action" class="mono">${a.action}</td>
         <td data-label="Target" class="mono">${a.target ?? '—'}</td>
         <td data-label="Outcome"><span class="badge outcome-${String(a.outcome ?? '').replace(/[^a-z_]/g, '')}">${a.outcome}</span>${a.detail ? html`<div class="muted">${typeof a.detail === 'string' ? a.detail : JSON.stringify(a.detail)}</div>` : ''}</td>

@@ -6,7 +6,7 @@ import { api, runPath, query, itemsOf } from '../lib/api.js';
 import { openStream } from '../lib/sse.js';
 import { showStreamState } from '../lib/live.js';
 import { failure } from '../lib/ui.js';
-import { clock } from '../lib/format.js';
+import { clock, day, toMs, hoverText } from '../lib/time.js';
 import { eventText, eventData } from '../lib/event-text.js';
 
 const MAX_LINES = 5000;
@@ -22,6 +22,8 @@ class EventLog extends HTMLElement {
     this.stream = null;
     this.lastId = 0;
     this.lines = 0;
+    /** The local day of the last line shown: a line on a new day shows its date. */
+    this.lastDay = '';
   }
 
   connectedCallback() {
@@ -96,7 +98,14 @@ class EventLog extends HTMLElement {
     li.className = `ev ev-${kind.replace(/[^a-z]/g, '-')}${kind === 'log' && data?.stream === 'stderr' ? ' stderr' : ''}`;
     li.dataset.id = String(id);
     const time = document.createElement('time');
-    time.textContent = clock(payload?.ts ?? data?.ts);
+    const ms = toMs(payload?.ts ?? data?.ts);
+    if (ms !== null) {
+      const today = day(ms);
+      time.textContent = today === this.lastDay ? clock(ms) : `${today} ${clock(ms)}`;
+      this.lastDay = today;
+      time.dateTime = new Date(ms).toISOString();
+      time.title = hoverText(ms);
+    }
     const tag = document.createElement('span');
     tag.className = 'ev-kind';
     tag.textContent = kind === 'log' ? (data?.stream ?? 'log') : kind;
@@ -105,6 +114,7 @@ class EventLog extends HTMLElement {
     text.textContent = eventText(kind, data);
     li.append(time, tag, text);
     this.log.append(li);
+    this.dispatchEvent(new CustomEvent('svc:event', { bubbles: true, detail: { id, kind, data, ts: ms } }));
     if (++this.lines > MAX_LINES) this.log.firstElementChild?.remove();
     /** @type {HTMLElement} */ (this.querySelector('[data-role=count]')).textContent = `${this.lines} event${this.lines === 1 ? '' : 's'}`;
     if (live) {

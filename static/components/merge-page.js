@@ -5,7 +5,7 @@ import { html, render } from '../lib/html.js';
 import { api, itemsOf } from '../lib/api.js';
 import { runLink } from '../lib/route.js';
 import { loading, failure, empty, explain } from '../lib/ui.js';
-import { dateTime } from '../lib/format.js';
+import { timeTag } from '../lib/time.js';
 import { confirmAction } from './confirm-dialog.js';
 
 /** "local/r01…" or a run URL/hash → {source, run}; a bare id means source "local". @param {string} text */
@@ -49,7 +49,7 @@ class MergePage extends HTMLElement {
           <td data-label="Run"><a class="mono" href="${runLink({ source: m.source ?? 'local', run: m.run })}">${m.source ?? 'local'}/${m.run}</a>${m.brief ? html`<div class="muted">${m.brief}</div>` : ''}</td>
           <td data-label="Status"><span class="badge merge-${String(m.status ?? '').replace(/[^a-z_]/g, '')}">${m.status ?? '—'}</span></td>
           <td data-label="Detail">${m.pr_url ? html`<a href="${m.pr_url}" rel="noopener noreferrer" target="_blank">${m.pr_url}</a> ` : ''}${typeof m.detail === 'string' ? m.detail : m.detail ? JSON.stringify(m.detail) : ''}</td>
-          <td data-label="Added">${dateTime(m.added_at)}</td>
+          <td data-label="Added">${timeTag(m.added_at, { mode: 'absolute' })}</td>
         </tr>`)}</tbody></table></div>`);
     } catch (err) {
       render(body, failure(err));

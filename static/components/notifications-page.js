@@ -4,7 +4,7 @@
 import { html } from '../lib/html.js';
 import { PagedList } from '../lib/paged-list.js';
 import { runLink } from '../lib/route.js';
-import { dateTime } from '../lib/format.js';
+import { timeTag } from '../lib/time.js';
 
 class NotificationsPage extends PagedList {
   get spec() {
@@ -22,7 +22,7 @@ class NotificationsPage extends PagedList {
       <caption class="sr-only">Notifications</caption>
       <thead><tr><th scope="col">When</th><th scope="col">Status</th><th scope="col">Origin</th><th scope="col">Channel</th><th scope="col">Run</th><th scope="col">Message</th><th scope="col" class="num">Attempts</th></tr></thead>
       <tbody>${items.map((n) => html`<tr>
-        <td data-label="When">${dateTime(n.created_at ?? n.updated_at)}</td>
+        <td data-label="When">${timeTag(n.created_at ?? n.updated_at, { mode: 'absolute', seconds: true })}</td>
         <td data-label="Status"><span class="badge delivery-${String(n.status ?? '').replace(/[^a-z_]/g, '')}">${n.status ?? '—'}</span></td>
         <td data-label="Origin">${n.origin ?? '—'}</td>
         <td data-label="Channel">${n.channel ?? '—'}${n.target ? html`<div class="muted mono">${n.target}</div>` : ''}</td>

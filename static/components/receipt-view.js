@@ -4,7 +4,8 @@
 import { html, render } from '../lib/html.js';
 import { api } from '../lib/api.js';
 import { verdictBadge, inlineFailure } from '../lib/ui.js';
-import { money, duration, dateTime, count } from '../lib/format.js';
+import { money, count } from '../lib/format.js';
+import { duration, timeTag } from '../lib/time.js';
 import { artifactUrl, artifactsOf } from './artifact-list.js';
 
 /** @param {unknown} v */
@@ -71,8 +72,8 @@ class ReceiptView extends HTMLElement {
         <div><dt>Diff</dt><dd>${count(diff.files ?? diff.files_changed)} files, +${count(diff.insertions ?? diff.additions)} −${count(diff.deletions)}</dd></div>
         <div><dt>Patch sha256</dt><dd class="mono">${short(diff.patch_sha256 ?? r?.patch_sha256)}</dd></div>
         <div><dt>Cost</dt><dd>${money(r?.cost?.usd ?? r?.cost_usd ?? null)}</dd></div>
-        <div><dt>Started / ended</dt><dd>${dateTime(r?.started_at ?? r?.times?.started_at)} – ${dateTime(r?.ended_at ?? r?.times?.ended_at)}</dd></div>
-        <div><dt>Issued</dt><dd>${dateTime(r?.issued_at)}</dd></div>
+        <div><dt>Started / ended</dt><dd>${timeTag(r?.started_at ?? r?.times?.started_at, { mode: 'absolute', seconds: true })} – ${timeTag(r?.ended_at ?? r?.times?.ended_at, { mode: 'absolute', seconds: true })}</dd></div>
+        <div><dt>Issued</dt><dd>${timeTag(r?.issued_at, { mode: 'absolute', seconds: true })}</dd></div>
         <div><dt>Integrity</dt><dd class="mono">${short(r?.integrity)}</dd></div>
       </dl>
       ${Array.isArray(r?.gaps) && r.gaps.length ? html`<div class="notice gaps"><strong>Gaps:</strong><ul>${r.gaps.map((/** @type {unknown} */ g) => html`<li>${text(g)}</li>`)}</ul></div>` : ''}

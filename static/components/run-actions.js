@@ -1,10 +1,11 @@
 // @ts-check
-// <svc-run-actions>: stop, resume, retry, verify and delete, each confirmed first; a refusal from the server
-// (loopback_only, invalid_transition, …) is shown next to the buttons with its code.
+// <svc-run-actions>: stop, resume, retry, verify and delete, each confirmed first. Run detail lists the reason the
+// server would refuse each action (`refusals`): such buttons are disabled and the reason is shown under them. A
+// refusal that still happens (loopback_only, a race) is shown with the server's reason first, then its code.
 import { html, render } from '../lib/html.js';
 import { api, runPath } from '../lib/api.js';
 import { runLink } from '../lib/route.js';
-import { explain } from '../lib/ui.js';
+import { reasonFirst } from '../lib/ui.js';
 import { confirmAction } from './confirm-dialog.js';
 
 const TERMINAL = new Set(['succeeded', 'failed', 'stopped']);
@@ -28,6 +29,8 @@ class RunActions extends HTMLElement {
     this.runId = null;
     this.status = '';
     this.busy = false;
+    /** Per action: null when the server would accept it, else its reason (from run detail). @type {Record<string, string | null> | null} */
+    this.refusals = null;
   }
 
   connectedCallback() {
@@ -39,18 +42,33 @@ class RunActions extends HTMLElement {
     });
   }
 
-  /** @param {{status: string}} run */
-  update(run) {
+  /** @param {{status: string}} run @param {any} [body] */
+  update(run, body) {
     this.status = run.status;
+    const r = body?.refusals;
+    this.refusals = r && typeof r === 'object' ? r : null;
     this.renderButtons();
+  }
+
+  /** Why the server would refuse the action now, or null. @param {Action} a */
+  refusal(a) {
+    if (this.refusals && a.name in this.refusals) return this.refusals[a.name] ?? null;
+    return a.when(this.status) ? null : `Not available while the run is ${this.status}`;
   }
 
   renderButtons() {
     const box = /** @type {HTMLElement} */ (this.querySelector('[data-role=buttons]'));
+    /** @type {Map<string, string[]>} reason → labels of the actions it disables */
+    const why = new Map();
+    for (const a of ACTIONS) {
+      const reason = this.refusal(a);
+      if (reason) why.set(reason, [...(why.get(reason) ?? []), a.label]);
+    }
     render(box, html`${ACTIONS.map((a) => {
-      const allowed = a.when(this.status);
-      return html`<button type="button" data-run-action="${a.name}" class="${a.danger ? 'danger-outline' : ''}" ${allowed && !this.busy ? '' : html`disabled`} title="${allowed ? a.body : `Not available while the run is ${this.status}`}">${a.label}</button>`;
-    })}`);
+      const reason = this.refusal(a);
+      return html`<button type="button" data-run-action="${a.name}" class="${a.danger ? 'danger-outline' : ''}" ${reason === null && !this.busy ? '' : html`disabled`} title="${reason ?? a.body}">${a.label}</button>`;
+    })}
+    ${why.size ? html`<ul class="action-reasons muted" data-role="reasons">${[...why].map(([reason, labels]) => html`<li><strong>${labels.join(', ')}:</strong> ${reason}</li>`)}</ul>` : ''}`);
   }
 
   /** @param {Action} action */
@@ -73,8 +91,7 @@ class RunActions extends HTMLElement {
       render(message, html`<p class="notice ok" role="status">${action.label} accepted.${isNew ? html` New run: <a href="${runLink(fresh)}">${fresh.run}</a>` : ''}</p>`);
       this.dispatchEvent(new CustomEvent('svc:run-changed', { bubbles: true }));
     } catch (err) {
-      const e = /** @type {{code?: string, message?: string}} */ (err);
-      render(message, html`<div class="notice error" role="alert" data-error-code="${e.code ?? ''}"><strong>${action.label} refused.</strong> ${explain(e.code)} <span class="muted">${e.message ?? ''}</span> <code>${e.code ?? ''}</code></div>`);
+      render(message, reasonFirst(`${action.label} refused`, err));
     } finally {
       this.busy = false;
       this.renderButtons();

@@ -1,19 +1,27 @@
 // @ts-check
-// <svc-run-detail>: one run — header, question and answer, actions, live event log, artifacts, receipt, review risk.
+// <svc-run-detail>: one run — header with its attempts, question and answer, actions, timeline, live event log,
+// changes (the diff), artifacts, receipt, review risk.
 // The run's own stream drives everything: each event re-reads the run (debounced) so header and actions stay true.
 import { html, render } from '../lib/html.js';
 import { api, runPath } from '../lib/api.js';
-import { hashLink } from '../lib/route.js';
+import { hashLink, runLink } from '../lib/route.js';
 import { statusBadge, verdictBadge, loading, failure } from '../lib/ui.js';
-import { money, count, dateTime, runDuration } from '../lib/format.js';
+import { money, count } from '../lib/format.js';
+import { timeTag, runDuration, isTicking } from '../lib/time.js';
+import { prLabel } from '../lib/run-row.js';
 import { registerEventLog } from './event-log.js';
 import { registerRunActions } from './run-actions.js';
 import { registerAnswerForm } from './answer-form.js';
 import { registerArtifactList } from './artifact-list.js';
 import { registerRiskReport } from './risk-report.js';
 import { registerReceiptView } from './receipt-view.js';
+import { registerDiffView } from './diff-view.js';
+import { registerRunTimeline } from './run-timeline.js';
 
-/** @typedef {import('../lib/run-row.js').Run & {branch?: string|null, pr_url?: string|null, tokens_in?: number|null, tokens_out?: number|null, exit_code?: number|null, error?: string|null, updated_at?: string|null}} RunDetail */
+/** @typedef {{source: string, run: string, status: string, started_at?: string|null}} Attempt */
+/** @typedef {import('../lib/run-row.js').Run & {tokens_in?: number|null, tokens_out?: number|null, exit_code?: number|null, error?: string|null, updated_at?: string|null, attempts?: Attempt[], pending_answer?: {answer: string, answered_at: string, via: string, delivered_at: string|null} | null}} RunDetail */
+
+const PARTS = 'svc-answer-form, svc-run-actions, svc-run-timeline, svc-artifact-list, svc-risk-report, svc-receipt-view, svc-diff-view';
 
 class RunDetailPage extends HTMLElement {
   constructor() {
@@ -41,7 +49,7 @@ class RunDetailPage extends HTMLElement {
     this.addEventListener('svc:run-changed', () => this.scheduleRefresh());
     this.ticker = setInterval(() => {
       const cell = this.querySelector('[data-role=duration]');
-      if (cell && this.run && !this.run.ended_at) cell.textContent = runDuration(this.run);
+      if (cell && this.run && isTicking(this.run)) cell.textContent = runDuration(this.run);
     }, 1000);
     void this.load();
   }
@@ -65,7 +73,7 @@ class RunDetailPage extends HTMLElement {
       this.run = run;
       if (first) this.renderSkeleton();
       this.renderHeader();
-      for (const el of this.querySelectorAll('svc-answer-form, svc-run-actions, svc-artifact-list, svc-risk-report, svc-receipt-view')) {
+      for (const el of this.querySelectorAll(PARTS)) {
         /** @type {any} */ (el).update?.(run, body);
       }
     } catch (err) {
@@ -78,6 +86,7 @@ class RunDetailPage extends HTMLElement {
     const parts = html`<div data-role="head"></div>
       <svc-answer-form></svc-answer-form>
       <svc-run-actions></svc-run-actions>
+      <section class="panel" aria-labelledby="timeline-title"><h2 id="timeline-title">Timeline</h2><svc-run-timeline></svc-run-timeline></section>
       <div class="detail-grid">
         <section class="panel log-panel" aria-labelledby="log-title"><h2 id="log-title">Events</h2><svc-event-log></svc-event-log></section>
         <div class="side">
@@ -85,9 +94,10 @@ class RunDetailPage extends HTMLElement {
           <section class="panel" aria-labelledby="artifacts-title"><h2 id="artifacts-title">Artifacts</h2><svc-artifact-list></svc-artifact-list></section>
         </div>
       </div>
+      <section class="panel" aria-labelledby="changes-title"><h2 id="changes-title">Changes</h2><svc-diff-view></svc-diff-view></section>
       <section class="panel" aria-labelledby="receipt-title" data-role="receipt-panel"><h2 id="receipt-title">Evidence Receipt</h2><svc-receipt-view></svc-receipt-view></section>`;
     render(this, html`<p class="crumbs"><a href="#/runs">← Runs</a></p>${parts}`);
-    for (const el of this.querySelectorAll('svc-answer-form, svc-run-actions, svc-event-log, svc-artifact-list, svc-risk-report, svc-receipt-view')) {
+    for (const el of this.querySelectorAll(`${PARTS}, svc-event-log`)) {
       /** @type {any} */ (el).runId = this.runId;
     }
   }
@@ -99,24 +109,40 @@ class RunDetailPage extends HTMLElement {
     render(head, html`<header class="run-head${run.status === 'blocked' ? ' is-blocked' : ''}">
       <div class="run-title">
         <h1>${run.brief || run.run}</h1>
-        <div class="badges">${statusBadge(run.status)} ${verdictBadge(run.verdict)}</div>
+        <div class="badges">${statusBadge(run.status)}${run.pending_answer ? html` <span class="badge answer-pending" title="An answer was sent; the run has not picked it up yet">answer pending</span>` : ''} ${verdictBadge(run.verdict)}</div>
       </div>
+      ${this.attemptLine()}
       <dl class="facts">
-        <div><dt>Run</dt><dd class="mono">${run.source}/${run.run}</dd></div>
+        <div><dt>Run</dt><dd class="mono">${run.run}</dd></div>
+        <div><dt>Source</dt><dd class="mono"><a href="${hashLink(['runs'], { source: run.source })}">${run.source}</a></dd></div>
         <div><dt>Repo</dt><dd class="mono">${run.repo ?? '—'}</dd></div>
         <div><dt>Branch</dt><dd class="mono">${run.branch ?? '—'}</dd></div>
-        <div><dt>Pull request</dt><dd>${run.pr_url ? html`<a href="${run.pr_url}" rel="noopener noreferrer" target="_blank">${run.pr_url.replace(/^https?:\/\//, '')}</a>` : '—'}</dd></div>
+        <div><dt>Pull request</dt><dd>${run.pr_url ? html`<a href="${run.pr_url}" rel="noopener noreferrer" target="_blank">${prLabel(run.pr_url)}</a>` : '—'}</dd></div>
         <div><dt>Origin</dt><dd>${run.origin ?? '—'}</dd></div>
         <div><dt>Provider</dt><dd>${run.provider ?? '—'}</dd></div>
-        <div><dt>Started</dt><dd>${dateTime(run.started_at)}</dd></div>
+        <div><dt>${run.status === 'queued' ? 'Queued' : 'Started'}</dt><dd>${timeTag(run.started_at, { mode: 'absolute', seconds: true })}</dd></div>
+        <div><dt>Ended</dt><dd>${run.ended_at ? timeTag(run.ended_at, { mode: 'absolute', seconds: true }) : '—'}</dd></div>
         <div><dt>Duration</dt><dd data-role="duration">${runDuration(run)}</dd></div>
         <div><dt>Cost</dt><dd class="${run.cost_usd == null ? 'unknown' : ''}">${money(run.cost_usd)}</dd></div>
         <div><dt>Tokens in / out</dt><dd>${count(run.tokens_in)} / ${count(run.tokens_out)}</dd></div>
-        <div><dt>Group</dt><dd>${run.group_id ? html`<a class="mono" href="${hashLink(['runs'], { group: run.group_id })}">${run.group_id === run.run ? 'first of its group' : run.group_id}</a>` : '—'}</dd></div>
         ${run.exit_code != null ? html`<div><dt>Exit code</dt><dd>${run.exit_code}</dd></div>` : ''}
       </dl>
       ${run.error ? html`<p class="run-error" role="alert"><strong>Error:</strong> ${run.error}</p>` : ''}
     </header>`);
+  }
+
+  /** "Attempt 2 of 3 · retry of … · retried by … · all attempts", when the run's group has more than one run. */
+  attemptLine() {
+    const run = /** @type {RunDetail} */ (this.run);
+    const attempts = Array.isArray(run.attempts) ? run.attempts : [];
+    const i = attempts.findIndex((a) => a.source === run.source && a.run === run.run);
+    if (attempts.length < 2 || i === -1) return '';
+    const before = attempts[i - 1];
+    const after = attempts[i + 1];
+    return html`<p class="attempt-line" data-role="attempts"><strong>Attempt ${i + 1} of ${attempts.length}</strong>
+      ${before ? html` · retry of <a href="${runLink(before)}" data-role="retry-of">attempt ${i} <span class="mono">${before.run}</span></a>` : ''}
+      ${after ? html` · retried by <a href="${runLink(after)}" data-role="retried-by">attempt ${i + 2} <span class="mono">${after.run}</span></a>` : ''}
+      · <a href="${hashLink(['runs'], { group: run.group_id ?? '' })}">all attempts</a></p>`;
   }
 }
 
@@ -127,5 +153,7 @@ export function registerRunDetail() {
   registerArtifactList();
   registerRiskReport();
   registerReceiptView();
+  registerDiffView();
+  registerRunTimeline();
   if (!customElements.get('svc-run-detail')) customElements.define('svc-run-detail', RunDetailPage);
 }

@@ -6,10 +6,11 @@ import { api, query, itemsOf, runPath } from '../lib/api.js';
 import { openStream } from '../lib/sse.js';
 import { showStreamState } from '../lib/live.js';
 import { hashLink, runLink } from '../lib/route.js';
-import { runRow, runKey } from '../lib/run-row.js';
-import { filtersForm, readFilters, apiFilters, FILTER_KEYS } from '../lib/runs-filters.js';
+import { runRow, runKey, runHead } from '../lib/run-row.js';
+import { filtersForm, readFilters, apiFilters, FILTER_KEYS, COMPACT_QUERY } from '../lib/runs-filters.js';
+import { createAttemptLookup, latestOnly } from '../lib/attempts.js';
 import { loading, empty, failure } from '../lib/ui.js';
-import { runDuration } from '../lib/format.js';
+import { runDuration } from '../lib/time.js';
 
 const PAGE_SIZE = 50;
 
@@ -33,6 +34,11 @@ class RunsPage extends HTMLElement {
     /** @type {ReturnType<typeof setInterval> | undefined} */
     this.poll = undefined;
     this.loadSeq = 0;
+    /** Sources seen in any list answer: the source filter's suggestions. @type {Set<string>} */
+    this.sources = new Set();
+    this.attempts = createAttemptLookup();
+    /** @type {Map<string, import('../lib/run-row.js').AttemptInfo>} */
+    this.attemptInfo = new Map();
   }
 
   get query() {
@@ -82,7 +88,11 @@ class RunsPage extends HTMLElement {
   }
 
   renderFilters() {
-    render(/** @type {HTMLElement} */ (this.querySelector('[data-role=filters]')), filtersForm(this.query, this.repos));
+    const box = /** @type {HTMLElement} */ (this.querySelector('[data-role=filters]'));
+    // Folded on a phone so the runs come first; kept as the person left it while they filter.
+    const previous = /** @type {HTMLDetailsElement | null} */ (box.querySelector('details'));
+    const open = previous ? previous.open : !window.matchMedia(COMPACT_QUERY).matches;
+    render(box, filtersForm(this.query, this.repos, [...this.sources].sort(), open));
   }
 
   async loadRepos() {
@@ -111,12 +121,24 @@ class RunsPage extends HTMLElement {
       const result = await api(`/v1/runs${query({ ...apiFilters(this.query), limit: PAGE_SIZE })}`);
       if (seq !== this.loadSeq) return;
       const previous = new Map(this.runs.map((r) => [runKey(r), JSON.stringify(r)]));
-      this.runs = itemsOf(result);
+      const runs = itemsOf(result);
+      const attempts = await this.attempts.lookup(runs);
+      if (seq !== this.loadSeq) return;
+      this.runs = runs;
+      this.attemptInfo = attempts;
       this.nextCursor = result?.next_cursor ?? null;
+      this.noteSources();
       this.renderTable(quiet ? previous : null);
     } catch (err) {
       if (seq === this.loadSeq) render(body, failure(err));
     }
+  }
+
+  noteSources() {
+    const before = this.sources.size;
+    for (const r of this.runs) this.sources.add(r.source);
+    const list = this.querySelector('#f-sources');
+    if (list && this.sources.size !== before) render(list, html`${[...this.sources].sort().map((s) => html`<option value="${s}"></option>`)}`);
   }
 
   /** @param {Map<string, string> | null} previous rows before a live refresh: changed ones flash */
@@ -145,15 +167,28 @@ class RunsPage extends HTMLElement {
   /** @param {HTMLElement} body @param {Map<string, string> | null} previous */
   renderRows(body, previous) {
     const paged = this.query.has('cursor');
-    render(body, html`<div class="table-wrap"><table class="runs">
+    const info = new Map(this.attemptInfo);
+    const shown = this.query.get('latest') ? latestOnly(this.runs, info) : this.runs;
+    const group = this.query.get('group');
+    render(body, html`${group ? this.groupHeader(group) : ''}<div class="table-wrap"><table class="runs">
       <caption class="sr-only">Runs, newest first</caption>
-      <thead><tr><th scope="col">Status</th><th scope="col">Verdict</th><th scope="col">Repo</th><th scope="col">Brief</th><th scope="col">Origin</th><th scope="col">Provider</th><th scope="col">Started</th><th scope="col" class="num">Duration</th><th scope="col" class="num">Cost</th></tr></thead>
-      <tbody>${this.runs.map((r) => runRow(r, previous !== null && previous.get(runKey(r)) !== JSON.stringify(r)))}</tbody>
+      ${runHead()}
+      <tbody>${shown.map((r) => runRow(r, previous !== null && previous.get(runKey(r)) !== JSON.stringify(r), info.get(runKey(r))))}</tbody>
     </table></div>
     <nav class="pager" aria-label="Pages">
       ${paged ? html`<a class="button" href="${hashLink(['runs'], this.filterParams())}">← Newest</a>` : ''}
       ${this.nextCursor ? html`<a class="button" data-role="older" href="${hashLink(['runs'], { ...this.filterParams(), cursor: this.nextCursor })}">Older →</a>` : ''}
     </nav>`);
+  }
+
+  /** The group view says what it is: one retry chain, its attempts oldest first and which one is the latest. @param {string} group */
+  groupHeader(group) {
+    const ordered = this.runs.slice().sort((a, b) => String(a.started_at).localeCompare(String(b.started_at)));
+    const latest = ordered[ordered.length - 1];
+    return html`<section class="panel group-view" aria-label="Retry group">
+      <h2>Retry group <span class="mono">${group}</span>: ${ordered.length} attempt${ordered.length === 1 ? '' : 's'}${this.nextCursor ? '+' : ''}</h2>
+      <ol class="attempt-chain">${ordered.map((r, i) => html`<li><a href="${runLink(r)}">attempt ${i + 1}</a> <span class="mono">${r.run}</span> ${r.status}${r === latest ? html` <strong>(latest)</strong>` : ''}</li>`)}</ol>
+    </section>`;
   }
 
   renderBanner() {
@@ -207,7 +242,7 @@ class RunsPage extends HTMLElement {
   tick() {
     for (const cell of this.querySelectorAll('td[data-started]')) {
       const started = cell.getAttribute('data-started');
-      if (started) cell.textContent = runDuration({ started_at: started, ended_at: null });
+      if (started) cell.textContent = runDuration({ status: cell.getAttribute('data-run-status') ?? '', started_at: started, ended_at: null });
     }
   }
 }

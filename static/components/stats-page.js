@@ -5,8 +5,10 @@ import { html, render } from '../lib/html.js';
 import { api, query } from '../lib/api.js';
 import { hashLink } from '../lib/route.js';
 import { loading, failure } from '../lib/ui.js';
-import { money, count, percent, duration } from '../lib/format.js';
-import { columnChart, barList } from '../lib/charts.js';
+import { money, count, percent } from '../lib/format.js';
+import { duration } from '../lib/time.js';
+import { columnChart, barList, hatchLegend, utcDays } from '../lib/charts.js';
+import { day as localDay } from '../lib/time.js';
 
 const WINDOWS = [
   { value: '7', label: 'Last 7 days' },
@@ -15,8 +17,6 @@ const WINDOWS = [
   { value: 'all', label: 'All time' },
 ];
 
-/** @param {number} n */
-const usdAxis = (n) => (n >= 10 ? `$${Math.round(n)}` : `$${n.toFixed(2)}`);
 
 class StatsPage extends HTMLElement {
   constructor() {
@@ -79,6 +79,13 @@ class StatsPage extends HTMLElement {
     }
   }
 
+  /** Filters for the runs list that show the runs a card counts. @param {Record<string, string>} extra */
+  runsLink(extra) {
+    const days = this.windowDays;
+    const since = days === 'all' ? '' : localDay(Date.now() - Number(days) * 86_400_000);
+    return hashLink(['runs'], { since, repo: this.route?.query.get('repo') ?? '', ...extra });
+  }
+
   /** @param {any} s @param {any} c */
   view(s, c) {
     const perDay = Array.isArray(s.per_day) ? s.per_day : [];
@@ -86,34 +93,57 @@ class StatsPage extends HTMLElement {
     const unknownRuns = Number(c.runs_unknown_cost ?? 0);
     const byStatus = s.by_status ?? {};
     const byVerdict = s.by_verdict ?? {};
+    const noRuns = Number(s.runs ?? 0) === 0;
+    const days = this.dayAxis(perDay, costDay);
+    const runsOn = new Map(perDay.map((/** @type {any} */ d) => [d.date, d]));
+    const costOn = new Map(costDay.map((/** @type {any} */ d) => [d.date, d]));
     /** @param {string} date */
-    const day = (date) => String(date).slice(5);
+    const label = (date) => date.slice(5);
+    const caption = `Days are UTC days${days.length ? ` (${days[0]} to ${days[days.length - 1]})` : ''}; hover a bar for its figures.`;
     return html`<div class="cards">
-      <div class="card"><h2>Runs</h2><p class="big">${count(s.runs)}</p><p class="muted">${count(byStatus.running ?? 0)} running · ${count(byStatus.queued ?? 0)} queued</p></div>
-      <div class="card${(byStatus.blocked ?? 0) > 0 ? ' card-alert' : ''}"><h2>Waiting for an answer</h2><p class="big">${count(byStatus.blocked ?? 0)}</p><p class="muted">blocked runs</p></div>
-      <div class="card"><h2>Success rate</h2><p class="big">${percent(s.success_rate)}</p><p class="muted">of ${count(s.terminal)} finished runs</p></div>
-      <div class="card"><h2>Duration</h2><p class="big">${duration(s.duration_ms?.p50)}</p><p class="muted">median · p95 ${duration(s.duration_ms?.p95)}</p></div>
-      <div class="card"><h2>Cost</h2><p class="big${c.total_usd == null ? ' unknown' : ''}">${money(c.total_usd)}</p>
-        <p class="muted">${unknownRuns > 0 ? html`<strong class="warn">${count(unknownRuns)} run${unknownRuns === 1 ? '' : 's'} with unknown cost</strong> not included` : 'every run’s cost is known'}</p></div>
-      <div class="card"><h2>Tokens</h2><p class="big">${count(c.tokens_in)}</p><p class="muted">in · ${count(c.tokens_out)} out</p></div>
+      <a class="card" href="${this.runsLink({})}"><h2>Runs</h2><p class="big">${count(s.runs)}</p><p class="muted">${count(byStatus.running ?? 0)} running · ${count(byStatus.queued ?? 0)} queued</p></a>
+      <a class="card${(byStatus.blocked ?? 0) > 0 ? ' card-alert' : ''}" href="${this.runsLink({ status: 'blocked' })}"><h2>Waiting for an answer</h2><p class="big">${count(byStatus.blocked ?? 0)}</p><p class="muted">blocked runs</p></a>
+      <a class="card" href="${this.runsLink({ status: 'failed' })}" title="Show the failed runs"><h2>Success rate</h2><p class="big">${noRuns ? '—' : percent(s.success_rate)}</p><p class="muted">${noRuns ? 'no runs in this window' : `of ${count(s.terminal)} finished runs`}</p></a>
+      <a class="card" href="${this.runsLink({})}"><h2>Duration</h2><p class="big">${duration(s.duration_ms?.p50)}</p><p class="muted">${noRuns ? 'no runs in this window' : html`median · p95 ${duration(s.duration_ms?.p95)}`}</p></a>
+      <a class="card" href="${this.runsLink({})}"><h2>Cost</h2><p class="big${!noRuns && c.total_usd == null ? ' unknown' : ''}">${noRuns ? '—' : money(c.total_usd)}</p>
+        <p class="muted">${noRuns ? 'no runs in this window' : unknownRuns > 0 ? html`<strong class="warn">${count(unknownRuns)} run${unknownRuns === 1 ? '' : 's'} with unknown cost</strong> not included` : 'every run’s cost is known'}</p></a>
+      <a class="card" href="${this.runsLink({})}"><h2>Tokens</h2><p class="big">${noRuns ? '—' : count(c.tokens_in)}</p><p class="muted">${noRuns ? 'no runs in this window' : html`in · ${count(c.tokens_out)} out`}</p></a>
     </div>
     <div class="cards verdicts">
-      ${['verified', 'verified_with_gaps', 'not_verified'].map((v) => html`<div class="card small"><h2>${v.replace(/_/g, ' ')}</h2><p class="big verdict-text-${v}">${count(byVerdict[v] ?? 0)}</p></div>`)}
+      ${['verified', 'verified_with_gaps', 'not_verified', 'none'].map((v) => html`<a class="card small" href="${this.runsLink({ verdict: v })}"><h2>${v === 'none' ? 'no verdict' : v.replace(/_/g, ' ')}</h2><p class="big verdict-text-${v}">${count(v === 'none' ? Math.max(0, Number(s.runs ?? 0) - ['verified', 'verified_with_gaps', 'not_verified'].reduce((n, k) => n + Number(byVerdict[k] ?? 0), 0)) : byVerdict[v] ?? 0)}</p></a>`)}
     </div>
     <div class="charts">
-      <section class="panel"><h2>Runs per day</h2>${columnChart(perDay.map((/** @type {any} */ d) => ({ label: day(d.date), value: Number(d.runs) })), { label: 'Runs per day', format: (n) => String(Math.round(n)) })}</section>
-      <section class="panel"><h2>Success rate per day</h2>${columnChart(perDay.map((/** @type {any} */ d) => {
-        const finished = Number(d.succeeded) + Number(d.failed);
-        return { label: day(d.date), value: finished > 0 ? Number(d.succeeded) / finished : null, title: `${d.date}: ${finished > 0 ? percent(Number(d.succeeded) / finished) : 'nothing finished'}` };
-      }), { label: 'Success rate per day', format: (n) => `${Math.round(n * 100)}%`, max: 1, kind: 'rate' })}</section>
-      <section class="panel"><h2>Cost per day</h2>${columnChart(costDay.map((/** @type {any} */ d) => ({
-        label: day(d.date), value: d.cost_usd ?? null,
-        title: `${d.date}: ${money(d.cost_usd)}${d.runs_unknown_cost ? ` (+${d.runs_unknown_cost} run${d.runs_unknown_cost === 1 ? '' : 's'} of unknown cost)` : ''}`,
-      })), { label: 'Cost per day in USD', format: usdAxis, kind: 'cost' })}
-        ${costDay.some((/** @type {any} */ d) => d.runs_unknown_cost > 0) ? html`<p class="muted legend"><span class="swatch unknown"></span> hatched: days whose cost is unknown</p>` : ''}</section>
-      <section class="panel"><h2>Cost by provider</h2>${barList(this.costPoints(c.by_provider, 'provider'), { label: 'Cost by provider', format: money })}</section>
-      <section class="panel"><h2>Cost by repo</h2>${barList(this.costPoints(c.by_repo, 'repo'), { label: 'Cost by repo', format: money })}</section>
+      <section class="panel"><h2>Runs per day</h2>${columnChart(days.map((d) => ({ label: label(d), value: Number(runsOn.get(d)?.runs ?? 0), title: `${d}: ${count(Number(runsOn.get(d)?.runs ?? 0))} runs` })), { label: 'Runs per day', format: (n) => String(Math.round(n)), kind: 'runs', caption })}</section>
+      <section class="panel"><h2>Success rate per day</h2>${columnChart(days.map((d) => {
+        const r = runsOn.get(d);
+        const finished = r ? Number(r.succeeded) + Number(r.failed) : 0;
+        return finished > 0
+          ? { label: label(d), value: Number(r.succeeded) / finished, title: `${d}: ${percent(Number(r.succeeded) / finished)} of ${finished} finished` }
+          : { label: label(d), value: null, none: true, title: `${d}: nothing finished` };
+      }), { label: 'Success rate per day', format: (n) => `${Math.round(n * 100)}%`, max: 1, kind: 'rate', caption })}</section>
+      <section class="panel"><h2>Cost per day</h2>${columnChart(days.map((d) => {
+        const k = costOn.get(d);
+        const unknown = Number(k?.runs_unknown_cost ?? 0);
+        const value = k ? (k.cost_usd ?? null) : 0;
+        return { label: label(d), value, unknown: unknown > 0, title: `${d}: ${value === null ? 'unknown' : money(value)}${unknown ? ` + ${unknown} run${unknown === 1 ? '' : 's'} of unknown cost` : ''}` };
+      }), { label: 'Cost per day in USD', format: money, kind: 'cost', caption })}
+        ${costDay.some((/** @type {any} */ d) => d.runs_unknown_cost > 0) ? hatchLegend('hatched: cost not measured for some or all runs of that day (never counted as $0)') : ''}</section>
+      <section class="panel"><h2>Cost by provider</h2>${barList(this.costPoints(c.by_provider, 'provider'), { label: 'Cost by provider', format: money, kind: 'provider' })}</section>
+      <section class="panel"><h2>Cost by repo</h2>${barList(this.costPoints(c.by_repo, 'repo'), { label: 'Cost by repo', format: money, kind: 'repo' })}</section>
     </div>`;
+  }
+
+  /** Every UTC day of the window, so days without runs stay on the axis. @param {any[]} perDay @param {any[]} costDay */
+  dayAxis(perDay, costDay) {
+    const today = new Date().toISOString().slice(0, 10);
+    const days = this.windowDays;
+    const known = [...perDay, ...costDay].map((d) => String(d.date)).sort();
+    const first = known[0];
+    const windowStart = days === 'all' ? first : new Date(Date.now() - Number(days) * 86_400_000).toISOString().slice(0, 10);
+    if (!windowStart) return [];
+    const from = first && first < windowStart ? first : windowStart;
+    const last = known[known.length - 1];
+    return utcDays(from, last && last > today ? last : today);
   }
 
   /** @param {any} groups @param {string} key */
@@ -121,6 +151,7 @@ class StatsPage extends HTMLElement {
     return (Array.isArray(groups) ? groups : []).map((g) => ({
       label: String(g[key] ?? 'unknown'),
       value: g.cost_usd ?? null,
+      unknown: Number(g.runs_unknown_cost ?? 0) > 0,
       title: `${g[key] ?? 'unknown'}: ${money(g.cost_usd)} over ${g.runs} run${g.runs === 1 ? '' : 's'}${g.runs_unknown_cost ? `, ${g.runs_unknown_cost} of unknown cost` : ''}`,
     }));
   }

@@ -2,6 +2,8 @@
 // The one wrapper around fetch: adds the bearer token from sessionStorage and turns the error envelope into ApiError.
 // It never logs or displays the token; a 401 is handed to the app's token prompt, which may supply a new one.
 
+import { markFresh, markUnreachable } from './connection.js';
+
 const TOKEN_KEY = 'svc.control.token';
 
 export class ApiError extends Error {
@@ -99,8 +101,12 @@ export async function api(path, options = {}) {
       response = await fetch(path, init);
     } catch (err) {
       if (err instanceof DOMException && err.name === 'AbortError') throw err;
+      markUnreachable();
       throw new ApiError('network_error', 'Could not reach the Control Plane', 0);
     }
+    // A proxy's 502/503/504 means the Control Plane behind it is gone; anything else came from the server itself.
+    if (response.status >= 502 && response.status <= 504) markUnreachable();
+    else if (response.ok) markFresh();
     if (response.status === 401 && attempt < 5 && (await requestToken(hadToken))) continue;
     if (!response.ok) throw await toApiError(response);
     if (options.raw) return response;

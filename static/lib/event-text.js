@@ -1,6 +1,7 @@
 // @ts-check
 // One readable line per run event kind (DESIGN §3 Events). Unknown kinds fall back to their JSON.
-import { money, duration } from './format.js';
+import { money } from './format.js';
+import { duration } from './time.js';
 
 /** @param {string} kind @param {any} data @returns {string} */
 export function eventText(kind, data) {

@@ -3,19 +3,43 @@
 // so a filtered view can be bookmarked and shared.
 import { html } from './html.js';
 
-export const FILTER_KEYS = /** @type {const} */ (['verdict', 'repo', 'since', 'until', 'group']);
+export const FILTER_KEYS = /** @type {const} */ (['status', 'verdict', 'source', 'repo', 'since', 'until', 'group', 'latest']);
 const VERDICTS = ['verified', 'verified_with_gaps', 'not_verified'];
+const STATUSES = ['queued', 'running', 'blocked', 'stopping', 'succeeded', 'failed', 'stopped'];
+/** Under this width the filter form starts folded so the runs are on the first screen. */
+export const COMPACT_QUERY = '(max-width: 760px)';
 
-/** @param {URLSearchParams} query @param {string[]} repos */
-export function filtersForm(query, repos) {
-  const verdict = query.get('verdict') ?? '';
-  return html`<form class="filters" data-role="filters" aria-label="Filter runs">
+/** @param {string} id @param {string} name @param {string} current @param {Array<[string, string]>} options */
+function select(id, name, current, options) {
+  return html`<select id="${id}" name="${name}">
+    <option value="">Any</option>
+    ${options.map(([value, text]) => html`<option value="${value}" ${value === current ? html`selected` : ''}>${text}</option>`)}
+  </select>`;
+}
+
+/** How many filters the query sets (the folded form says so). @param {URLSearchParams} query */
+export function activeFilters(query) {
+  return FILTER_KEYS.filter((k) => query.get(k)).length;
+}
+
+/** @param {URLSearchParams} query @param {string[]} repos @param {string[]} sources @param {boolean} open */
+export function filtersForm(query, repos, sources = [], open = true) {
+  const active = activeFilters(query);
+  return html`<details class="filters-box" ${open ? html`open` : ''}>
+    <summary>Filters${active ? html` <span class="badge count">${active} active</span>` : ''}</summary>
+    <form class="filters" data-role="filters" aria-label="Filter runs">
+    <div class="field">
+      <label for="f-status">Status</label>
+      ${select('f-status', 'status', query.get('status') ?? '', STATUSES.map((s) => [s, s === 'blocked' ? 'needs answer' : s]))}
+    </div>
     <div class="field">
       <label for="f-verdict">Verdict</label>
-      <select id="f-verdict" name="verdict">
-        <option value="">Any</option>
-        ${VERDICTS.map((v) => html`<option value="${v}" ${v === verdict ? html`selected` : ''}>${v.replace(/_/g, ' ')}</option>`)}
-      </select>
+      ${select('f-verdict', 'verdict', query.get('verdict') ?? '', [...VERDICTS.map((v) => /** @type {[string, string]} */ ([v, v.replace(/_/g, ' ')])), ['none', 'no verdict']])}
+    </div>
+    <div class="field">
+      <label for="f-source">Source</label>
+      <input id="f-source" name="source" list="f-sources" value="${query.get('source') ?? ''}" placeholder="e.g. local" autocomplete="off" spellcheck="false">
+      <datalist id="f-sources">${sources.map((r) => html`<option value="${r}"></option>`)}</datalist>
     </div>
     <div class="field">
       <label for="f-repo">Repo</label>
@@ -34,11 +58,14 @@ export function filtersForm(query, repos) {
       <label for="f-group">Group</label>
       <input id="f-group" name="group" value="${query.get('group') ?? ''}" placeholder="retry chain id" autocomplete="off" spellcheck="false">
     </div>
+    <div class="field check-field">
+      <label class="check"><input type="checkbox" name="latest" value="1" ${query.get('latest') ? html`checked` : ''}> Latest attempt only</label>
+    </div>
     <div class="field actions">
       <button type="submit" class="primary">Apply</button>
       <button type="reset" data-role="clear">Clear</button>
     </div>
-  </form>`;
+  </form></details>`;
 }
 
 /** Filter values from the form, empty ones dropped. @param {HTMLFormElement} form */
@@ -64,6 +91,8 @@ export function dayToIso(day, edge) {
 /** API query for GET /v1/runs from the hash query. @param {URLSearchParams} query */
 export function apiFilters(query) {
   return {
+    status: query.get('status'),
+    source: query.get('source'),
     verdict: query.get('verdict'),
     repo: query.get('repo'),
     since: query.get('since') ? dayToIso(query.get('since') ?? '', 'start') : null,

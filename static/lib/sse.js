@@ -3,6 +3,7 @@
 // reconnects with Last-Event-ID and ?after=, dropping any id it has already delivered: no gaps, no duplicates.
 import { authHeaders, requestToken, getToken } from './api.js';
 import { createSseParser } from './sse-parse.js';
+import { markFresh, markUnreachable } from './connection.js';
 
 /**
  * @typedef {{ id: number, kind: string, data: any }} StreamEvent
@@ -61,7 +62,10 @@ export function openStream(path, options) {
       }
     } catch (err) {
       if (closed) return;
-      if (!(err instanceof DOMException && err.name === 'AbortError')) failures++;
+      if (!(err instanceof DOMException && err.name === 'AbortError')) {
+        failures++;
+        markUnreachable();
+      }
     }
     if (closed) return;
     failures = Math.max(failures, 1);
@@ -74,6 +78,7 @@ export function openStream(path, options) {
     const id = Number(message.id);
     if (!Number.isFinite(id) || id <= lastId) return;
     lastId = id;
+    markFresh();
     let data;
     try {
       data = JSON.parse(message.data);

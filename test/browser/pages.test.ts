@@ -6,6 +6,7 @@ import type { Page } from 'playwright-core';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { launchBrowser, browserSkipReason, screenshot, unexpected, type TestBrowser } from './browser.ts';
 import { seed, BLOCKED, RUNNING, RECEIPTED } from './seed.ts';
+import { seedStory, REMOTE_BLOCKED, REMOTE_DONE, RETRIES, BIG, STATUS_RUNS } from './story-seed.ts';
 
 const skip = browserSkipReason();
 const PAGES = ['runs', 'start', 'stats', 'merge', 'audit', 'config', 'providers', 'integrations', 'notifications'];
@@ -27,6 +28,7 @@ describe('every page', { skip: skip ?? false }, () => {
     control = await startTestControl();
     empty = await startTestControl();
     await seed(control, 40);
+    await seedStory(control);
     browser = await launchBrowser();
   });
 
@@ -62,10 +64,13 @@ describe('every page', { skip: skip ?? false }, () => {
   });
 
   it('loads run pages in each status, with and without diff or receipt, without a failed request', async () => {
-    // rdone0000 succeeded and rdone0003 failed with a verdict but no receipt.json or diffstat.json listed: the page
-    // must not guess those paths (each guess is a 404 the final test below would report).
+    // rdone0000 succeeded and rdone0003 failed with a verdict but no receipt.json, diffstat.json or diff.patch
+    // listed: the page must not guess those paths (each guess is a 404 the final test below would report).
+    // Together the runs cover every status, runs of other sources, a retry chain and a 5,000-line diff.
     const runs = ['local/rdone0000', 'local/rdone0003', `${BLOCKED.source}/${BLOCKED.run}`,
-      `${RUNNING.source}/${RUNNING.run}`, `${RECEIPTED.source}/${RECEIPTED.run}`];
+      `${RUNNING.source}/${RUNNING.run}`, `${RECEIPTED.source}/${RECEIPTED.run}`,
+      ...[...STATUS_RUNS, REMOTE_BLOCKED, REMOTE_DONE, RETRIES[1]!, BIG].map((r) => `${r.source}/${r.run}`)];
+    const statuses = new Set<string>();
     const page = await browser.newPage();
     for (const id of runs) {
       await page.goto(`${control.url}/#/runs/${id}`);
@@ -75,8 +80,12 @@ describe('every page', { skip: skip ?? false }, () => {
         return !!risk && !/Loading/.test(risk.textContent);
       });
       if (id.endsWith(RECEIPTED.run)) await page.locator('svc-receipt-view .receipt').waitFor();
+      if (id.endsWith(RECEIPTED.run) || id.endsWith(BIG.run)) await page.locator('svc-diff-view details.diff-file').first().waitFor();
+      await page.locator('svc-run-timeline svg.timeline').waitFor();
+      statuses.add((await page.locator('.run-head .badges .badge').first().textContent())?.trim() ?? '');
       await screenshot(page, `run-${id.replace('/', '-')}`);
     }
+    assert.deepEqual([...statuses].sort(), ['failed', 'needs answer', 'queued', 'running', 'stopped', 'stopping', 'succeeded']);
     await page.close();
   });
 

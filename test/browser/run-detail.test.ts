@@ -49,6 +49,7 @@ describe('run detail page', { skip: skip ?? false }, () => {
     const links = await page.locator('svc-artifact-list a').evaluateAll((as) => as.map((a) => a.getAttribute('href')));
     assert.deepEqual(links.sort(), [
       `/v1/runs/local/${RECEIPTED.run}/artifact/checks/unit.txt`,
+      `/v1/runs/local/${RECEIPTED.run}/artifact/diff.patch`,
       `/v1/runs/local/${RECEIPTED.run}/artifact/diffstat.json`,
       `/v1/runs/local/${RECEIPTED.run}/artifact/receipt.json`,
     ]);
@@ -97,7 +98,8 @@ describe('run detail page', { skip: skip ?? false }, () => {
     await screenshot(page, 'run-detail-blocked');
     await page.fill('#answer-text', 'PostgreSQL 16, please');
     await page.click('svc-answer-form button[type=submit]');
-    await page.locator('svc-answer-form .notice.ok').waitFor();
+    // The run was not started by this server: the answer waits for its runner, and the page says so.
+    await page.locator('svc-answer-form [data-role=pending-answer]').waitFor();
     const file = join(control.dir, 'answers', 'local', `${BLOCKED.run}.json`);
     assert.ok(existsSync(file), 'answer file written');
     assert.match(readFileSync(file, 'utf8'), /PostgreSQL 16, please/);

@@ -25,12 +25,12 @@ describe('runs page', { skip: skip ?? false }, () => {
     await control?.close();
   });
 
-  it('lists the newest 50 runs with status, verdict, repo, brief, origin, provider, started, duration and cost', async () => {
+  it('lists the newest 50 runs with status, verdict, run, source, repo, branch/PR, origin and provider, started, duration and cost', async () => {
     await page.goto(`${control.url}/#/runs`);
     await page.locator('table.runs tbody tr').first().waitFor();
     assert.equal(await page.locator('table.runs tbody tr').count(), 50);
     const headers = await page.locator('table.runs thead th').allTextContents();
-    assert.deepEqual(headers.map((h) => h.trim().toLowerCase()), ['status', 'verdict', 'repo', 'brief', 'origin', 'provider', 'started', 'duration', 'cost']);
+    assert.deepEqual(headers.map((h) => h.trim().toLowerCase()), ['status', 'verdict', 'run', 'source', 'repo', 'branch / pr', 'origin · provider', 'started', 'duration', 'cost']);
     await screenshot(page, 'runs');
   });
 

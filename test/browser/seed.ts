@@ -90,6 +90,21 @@ export const DIFF = [
   { path: 'migrations/0012_invoice_precision.sql', insertions: 2, deletions: 2 },
 ];
 
+/** A unified diff with exactly the files and +/- counts given; its lines carry markup that must stay text. */
+export function patchFor(files: Array<{ path: string; insertions: number; deletions: number }>): string {
+  const out: string[] = [];
+  for (const f of files) {
+    out.push(`diff --git a/${f.path} b/${f.path}`, 'index 1111111..2222222 100644', `--- a/${f.path}`, `+++ b/${f.path}`);
+    const context = 2;
+    out.push(`@@ -10,${f.deletions + context} +10,${f.insertions + context} @@ function round()`);
+    out.push(' const before = 1;');
+    for (let i = 0; i < f.deletions; i++) out.push(`-old line ${i} <img src=x onerror=alert(1)>`);
+    for (let i = 0; i < f.insertions; i++) out.push(`+new line ${i} <script>alert("diff")</script>`);
+    out.push(' const after = 2;');
+  }
+  return `${out.join('\n')}\n`;
+}
+
 export function events(now = Date.now()): Record<string, unknown>[] {
   const out: Record<string, unknown>[] = [];
   const add = (run: string, seq: number, ms: number, kind: string, data: unknown) => out.push({ run, seq, ts: iso(ms), kind, data });
@@ -101,12 +116,23 @@ export function events(now = Date.now()): Record<string, unknown>[] {
   add(BLOCKED.run, 2, b + 20_000, 'log', { stream: 'stdout', text: 'Reading migrations/0007_sessions.sql' });
   add(BLOCKED.run, 3, b + 60_000, 'question', { question: 'Should the migration target PostgreSQL 15 or 16?' });
   add(BLOCKED.run, 4, b + 60_001, 'run.status', { from: 'running', to: 'blocked' });
+  // The receipted run tells a whole story: queued, a provider invocation, a blocked wait, a failed and a passed
+  // check around a second invocation, the receipt and the PR.
   const r = now - 2 * 3600_000;
-  add(RECEIPTED.run, 1, r, 'run.status', { from: 'queued', to: 'running' });
-  add(RECEIPTED.run, 2, r + 600_000, 'check', { name: 'unit', exit_code: 0, duration_ms: 41_000 });
-  add(RECEIPTED.run, 3, r + 700_000, 'receipt', { verdict: 'verified' });
-  add(RECEIPTED.run, 4, r + 760_000, 'pr', { url: 'https://github.example/acme/billing/pull/42' });
-  add(RECEIPTED.run, 5, r + 780_000, 'run.status', { from: 'running', to: 'succeeded' });
+  add(RECEIPTED.run, 1, r + 15_000, 'run.status', { from: 'queued', to: 'running' });
+  add(RECEIPTED.run, 2, r + 20_000, 'log', { stream: 'svc', text: 'provider claude started (attempt 1)' });
+  add(RECEIPTED.run, 3, r + 100_000, 'question', { question: 'Round half-even or half-up for negative totals?' });
+  add(RECEIPTED.run, 4, r + 100_001, 'run.status', { from: 'running', to: 'blocked' });
+  add(RECEIPTED.run, 5, r + 200_000, 'answer', { answer: 'half-even' });
+  add(RECEIPTED.run, 6, r + 200_500, 'run.status', { from: 'blocked', to: 'running' });
+  add(RECEIPTED.run, 7, r + 500_000, 'cost', { usd: 0.9, tokens_in: 60_000, tokens_out: 6_000 });
+  add(RECEIPTED.run, 8, r + 540_000, 'check', { name: 'lint', exit_code: 1, duration_ms: 20_000 });
+  add(RECEIPTED.run, 9, r + 545_000, 'log', { stream: 'svc', text: 'provider claude started (attempt 2)' });
+  add(RECEIPTED.run, 10, r + 559_000, 'cost', { usd: 0.47, tokens_in: 28_000, tokens_out: 3_400 });
+  add(RECEIPTED.run, 11, r + 600_000, 'check', { name: 'unit', exit_code: 0, duration_ms: 41_000 });
+  add(RECEIPTED.run, 12, r + 700_000, 'receipt', { verdict: 'verified' });
+  add(RECEIPTED.run, 13, r + 760_000, 'pr', { opened: true, url: 'https://github.example/acme/billing/pull/42' });
+  add(RECEIPTED.run, 14, r + 780_000, 'run.status', { from: 'running', to: 'succeeded' });
   return out;
 }
 
@@ -134,6 +160,7 @@ export async function seed(control: TestControl, finished = 60): Promise<void> {
       { run: RECEIPTED.run, path: 'receipt.json', content_type: 'application/json', content_base64: receiptJson },
       { run: RECEIPTED.run, path: 'checks/unit.txt', content_type: 'text/plain', content_base64: Buffer.from('42 passing\n').toString('base64') },
       { run: RECEIPTED.run, path: 'diffstat.json', content_type: 'application/json', content_base64: Buffer.from(JSON.stringify({ files: DIFF })).toString('base64') },
+      { run: RECEIPTED.run, path: 'diff.patch', content_type: 'text/x-diff', content_base64: Buffer.from(patchFor(DIFF)).toString('base64') },
     ],
   });
 }

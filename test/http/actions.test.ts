@@ -103,6 +103,8 @@ describe('run actions on the Control Plane', () => {
     const events = (await control.request('GET', `/v1/runs/${source}/${run}/events?limit=500`)).json.items;
     assert.ok(events.some((e: { kind: string }) => e.kind === 'question'));
     assert.ok(events.some((e: { kind: string; data: { answer?: string } }) => e.kind === 'answer' && e.data.answer === 'postgres fixed'));
+    // One answer, one event: the runner's own event for using it is recognised as the same answer (issue 11).
+    assert.equal(events.filter((e: { kind: string }) => e.kind === 'answer').length, 1);
   });
 
   it('stops a running run and leaves no process behind', async () => {
@@ -116,6 +118,12 @@ describe('run actions on the Control Plane', () => {
     assert.equal(stop.json.status, 'stopping');
     await settled(source, run, 'stopped');
     await waitFor(() => !processAlive(pid) && !processAlive(grandchild), 'provider processes to exit');
+    // Each transition starts where the one before it ended, and the run ends stopping→stopped (issue 11), whether the
+    // runner's own queued/running events reached the Control Plane before the stop or after it.
+    const events = (await control.request('GET', `/v1/runs/${source}/${run}/events?limit=500`)).json.items as Array<{ kind: string; data: { from: unknown; to: unknown } }>;
+    const moves = events.filter((e) => e.kind === 'run.status').map((e) => e.data);
+    assert.match(moves.slice(-2).map((m) => `${m.from}→${m.to}`).join(' '), /^(queued|running)→stopping stopping→stopped$/);
+    moves.slice(1).forEach((m, i) => assert.equal(m.from, moves[i]!.to, JSON.stringify(moves)));
     const again = await control.request('POST', `/v1/runs/${source}/${run}/stop`, { body: {} });
     assert.equal(again.status, 409);
   });

@@ -37,18 +37,24 @@ describe('GET /v1/providers', () => {
     assert.equal(res.status, 200);
     assert.ok(Array.isArray(res.json), 'a bare array, as DESIGN §4 says');
     const by = Object.fromEntries<any>(res.json.map((p: { name: string }) => [p.name, p]));
-    assert.deepEqual(by.claude, { name: 'claude', kind: 'builtin', available: true, path: join(bin, 'claude'), version: '2.0.14', default: false });
+    const untested = { tested_version: '2.1.330', tested_range: '>=2.1.330 <3.0.0', within_tested_range: false };
+    const claude = { name: 'claude', kind: 'builtin', available: true, path: join(bin, 'claude'), version: '2.0.14' };
+    assert.deepEqual(by.claude, { ...claude, ...untested, default: false }, 'older than the tested range');
     assert.equal(by.codex.available, true);
     assert.equal(by.codex.version, null, 'a --version that fails with no output is unknown');
     assert.equal(by.gemini.available, false, 'a file without the execute bit is not a provider');
     assert.equal(by.aider.available, false, 'a directory is not a provider');
-    assert.deepEqual(by.opencode, { name: 'opencode', kind: 'builtin', available: false, path: null, version: null, default: false });
+    const opencode = { name: 'opencode', kind: 'builtin', available: false, path: null, version: null };
+    const unknown = { tested_version: '1.18.33', tested_range: '>=1.18.33 <2.0.0', within_tested_range: null };
+    assert.deepEqual(by.opencode, { ...opencode, ...unknown, default: false });
   });
 
   it('adds configured command providers, resolved on PATH but never run for a version', async () => {
     const { json } = await control.request('GET', '/v1/providers');
     const by = Object.fromEntries(json.map((p: { name: string }) => [p.name, p]));
-    assert.deepEqual(by.mine, { name: 'mine', kind: 'command', available: true, path: join(bin, 'my-agent'), version: null, default: false });
+    const mine = { name: 'mine', kind: 'command', available: true, path: join(bin, 'my-agent'), version: null };
+    const none = { tested_version: null, tested_range: null, within_tested_range: null };
+    assert.deepEqual(by.mine, { ...mine, ...none, default: false });
     assert.equal(by.gone.available, false);
   });
 

@@ -108,6 +108,13 @@ describe('container file', () => {
     assert.match(text, /^ENTRYPOINT \["\/opt\/svc\/bin\/svc"\]$/m);
     assert.match(text, /^COPY .* \/opt\/svc\/$/m);
   });
+
+  it('is built with --format docker wherever a podman build is shown, so the HEALTHCHECK survives (issue 11)', () => {
+    const deploy = readFileSync(join(SCRIPTS, '../docs/deploy.md'), 'utf8');
+    const builds = [...`${text}\n${deploy}`.matchAll(/podman build[^\n]*/g)].map((m) => m[0]);
+    assert.ok(builds.length >= 2, 'the Containerfile and docs/deploy.md both show the build command');
+    for (const build of builds) assert.match(build, /--format docker/, build);
+  });
 });
 
 /** Splits a multi-document YAML file and returns each document's text keyed by kind. */

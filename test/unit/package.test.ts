@@ -12,7 +12,8 @@ describe('package.json', () => {
   });
 
   it('keeps devDependencies to the toolchain', () => {
-    const allowed = new Set(['typescript', '@types/node', 'node', 'playwright-core']);
+    // kubernetes-models and yaml are test-only: the Kubernetes schema checks (test/unit/k8s-schemas.test.ts).
+    const allowed = new Set(['typescript', '@types/node', 'node', 'playwright-core', 'kubernetes-models', 'yaml']);
     for (const name of Object.keys(pkg.devDependencies as object)) assert.ok(allowed.has(name), `unexpected devDependency ${name}`);
   });
 

@@ -17,6 +17,7 @@ import { repoRoot, repoName } from '../../engine/git.ts';
 import { writeAnswer, MAX_ANSWER_BYTES } from '../../engine/answers.ts';
 import { oneLine } from '../../engine/text.ts';
 import { readEffectiveConfig } from './config.ts';
+import { actionRefusal, type RunAction } from '../action-rules.ts';
 
 type C = Ctx<ControlDeps>;
 const START_KEYS = new Set(['brief', 'spec_path', 'issue_url', 'repo', 'provider', 'pr', 'request_id']);
@@ -154,23 +155,17 @@ function isLocal(ctx: C, row: RunRow): boolean {
   return row.source === ctx.deps.settings.source;
 }
 
-function needLocal(ctx: C, row: RunRow, action: string): string {
-  if (!isLocal(ctx, row)) throw new HttpError('invalid_transition', `Run ${row.source}/${row.run} belongs to another source; only stop and answer reach it`);
-  if (!row.repo_path) {
-    throw new HttpError('invalid_transition', `Run ${row.source}/${row.run} was not started here, so its repository is unknown: import its project (POST /v1/import) to ${action} it`);
-  }
-  return row.repo_path;
-}
-
-function transitionError(row: RunRow, action: string): HttpError {
-  return new HttpError('invalid_transition', `Cannot ${action} run ${row.source}/${row.run}: it is ${row.status}`);
+/** Throws the 409 the rules in ../action-rules.ts give for this action (the reason run detail lists too). */
+function checkAllowed(ctx: C, row: RunRow, action: RunAction): void {
+  const refusal = actionRefusal(row, ctx.deps.settings.source, action);
+  if (refusal !== null) throw new HttpError('invalid_transition', refusal);
 }
 
 export const stopRun: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
   const row = loadRun(ctx);
+  checkAllowed(ctx, row, 'stop');
   if (row.status === 'stopping') return json(202, runToJson(row));
-  if (!['queued', 'running', 'blocked'].includes(row.status)) throw transitionError(row, 'stop');
   const now = deps.clock();
   deps.stores.runs.setStatus(row.source, row.run, 'stopping', now);
   deps.bus.publish([deps.stores.events.append(row.source, row.run, { kind: 'run.status', data: { from: row.status, to: 'stopping' }, ts: now })]);
@@ -184,8 +179,8 @@ export const stopRun: Handler<ControlDeps> = (ctx) => {
 export const resumeRun: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
   const row = loadRun(ctx);
-  const repo = needLocal(ctx, row, 'resume');
-  if (row.status !== 'stopped' && row.status !== 'failed') throw transitionError(row, 'resume');
+  checkAllowed(ctx, row, 'resume');
+  const repo = row.repo_path!;
   checkConcurrency(deps);
   const now = deps.clock();
   deps.stores.runs.setStatus(row.source, row.run, 'running', now, { ended_at: null, error: null });
@@ -196,8 +191,8 @@ export const resumeRun: Handler<ControlDeps> = (ctx) => {
 export const retryRun: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
   const row = loadRun(ctx);
-  const repo = needLocal(ctx, row, 'retry');
-  if (!['succeeded', 'failed', 'stopped'].includes(row.status)) throw transitionError(row, 'retry');
+  checkAllowed(ctx, row, 'retry');
+  const repo = row.repo_path!;
   checkConcurrency(deps);
   const now = deps.clock();
   const run = newRunId(now);
@@ -212,8 +207,8 @@ export const retryRun: Handler<ControlDeps> = (ctx) => {
 export const verifyRun: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
   const row = loadRun(ctx);
-  const repo = needLocal(ctx, row, 'verify');
-  if (!['succeeded', 'failed', 'stopped'].includes(row.status)) throw transitionError(row, 'verify');
+  checkAllowed(ctx, row, 'verify');
+  const repo = row.repo_path!;
   deps.engine.launch(row.source, row.run, ['start', '--detach', '--verify', row.run, '--repo', repo], 'event-only');
   return json(202, runToJson(row));
 };
@@ -228,7 +223,7 @@ export const answerRun: Handler<ControlDeps> = (ctx) => {
     bad(`"answer" must be a non-empty string of at most ${MAX_ANSWER_BYTES} bytes`);
   }
   const row = loadRun(ctx);
-  if (row.status !== 'blocked') throw transitionError(row, 'answer');
+  checkAllowed(ctx, row, 'answer');
   const now = deps.clock();
   const answerId = randomUUID();
   if (isLocal(ctx, row)) writeAnswer({ SVC_CONTROL_ANSWER_DIR: deps.settings.answerDir }, row.source, row.run, answer, answerId);

@@ -6,7 +6,7 @@ import type { ControlDeps } from '../deps.ts';
 import { checkQueryKeys, parseLimit, iso } from '../params.ts';
 import { BUILTIN_PROVIDERS } from '../config-schema.ts';
 import { readEffectiveConfig } from './config.ts';
-import { findOnPath, createVersionProbe, type VersionProbe } from '../provider-detect.ts';
+import { findOnPath, createVersionProbe, describeProviders, type VersionProbe } from '../provider-detect.ts';
 import { integrationStatus } from '../integrations.ts';
 import { encodeCursor, decodeCursor } from '../id-cursor.ts';
 import { knownKeys, publicKeyInfo } from '../../keys.ts';
@@ -26,21 +26,13 @@ function probeFor(deps: ControlDeps): VersionProbe {
 export const listProviders: Handler<ControlDeps> = async (ctx) => {
   checkQueryKeys(ctx.query, []);
   const { config } = readEffectiveConfig(ctx.deps.stores.config);
-  const pathEnv = ctx.deps.env.PATH;
-  const probe = probeFor(ctx.deps);
   const commands = Object.entries((config.providers ?? {}) as Record<string, { command: string[] }>);
   const entries = [
     ...BUILTIN_PROVIDERS.map((name) => ({ name, kind: 'builtin' as const, binary: name })),
     ...commands.map(([name, spec]) => ({ name, kind: 'command' as const, binary: spec.command[0]! })),
   ];
-  const items = await Promise.all(
-    entries.map(async (e) => {
-      const path = findOnPath(e.binary, pathEnv);
-      // Command providers are arbitrary programs: they may not know --version, so only built-ins are asked.
-      const version = path && e.kind === 'builtin' ? await probe(path) : null;
-      return { name: e.name, kind: e.kind, available: path !== null, path, version, default: config.default_provider === e.name };
-    }),
-  );
+  const found = await describeProviders(entries, ctx.deps.env.PATH, probeFor(ctx.deps));
+  const items = found.map((p) => ({ ...p, default: config.default_provider === p.name }));
   // DESIGN §4: a bare array, not a page (there are a handful of providers and no cursor).
   return json(200, items);
 };

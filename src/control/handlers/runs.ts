@@ -9,8 +9,10 @@ import { checkQueryKeys, checkSegment, optionalTime, parseLimit, runParams, runT
 import { decodeRunCursor, encodeRunCursor } from '../run-cursor.ts';
 import { runsPageJson } from '../run-json-text.ts';
 import { createRunsPageCache, type RunsPageCache } from '../runs-page-cache.ts';
+import { pendingAnswer, attempts } from '../run-detail.ts';
+import { actionRefusals } from '../action-rules.ts';
 
-const LIST_KEYS = ['verdict', 'repo', 'since', 'until', 'group_id', 'status', 'limit', 'cursor'] as const;
+const LIST_KEYS = ['verdict', 'repo', 'since', 'until', 'group_id', 'status', 'source', 'limit', 'cursor'] as const;
 
 function parseVerdict(value: string): Verdict | null {
   // `none` selects runs that have no receipt yet (verdict null).
@@ -36,6 +38,8 @@ function parseRunFilter(query: URLSearchParams): RunFilter {
   }
   const group = query.get('group_id');
   if (group !== null) filter.group_id = checkSegment('group_id', group);
+  const source = query.get('source');
+  if (source !== null) filter.source = checkSegment('source', source);
   const status = query.get('status');
   if (status !== null) filter.status = parseStatus(status);
   const since = optionalTime(query, 'since');
@@ -88,11 +92,15 @@ export const getRun: Handler<ControlDeps> = (ctx) => {
   checkQueryKeys(ctx.query, []);
   const row = ctx.deps.stores.runs.get(source, run);
   if (!row) throw new HttpError('not_found', `Run ${source}/${run} not found`);
-  // Detail adds the artifact index (paths only, no content) so a client can find `artifact/<path>` links.
-  const artifacts = ctx.deps.stores.artifacts
+  // Detail adds the artifact index (paths only, no content) so a client can find `artifact/<path>` links,
+  // the answer still on its way to a blocked run, the attempts of its retry group (src/control/run-detail.ts), and
+  // why each action would be refused (src/control/action-rules.ts, the same rules the action handlers apply).
+  const { stores, settings } = ctx.deps;
+  const artifacts = stores.artifacts
     .list(source, run)
     .map((a) => ({ path: a.path, content_type: a.content_type, size: a.size, sha256: a.sha256 }));
-  return json(200, { ...runToJson(row), artifacts });
+  return json(200, { ...runToJson(row), artifacts, pending_answer: pendingAnswer(stores, row),
+    attempts: attempts(stores, row), refusals: actionRefusals(row, settings.source) });
 };
 
 export const deleteRun: Handler<ControlDeps> = (ctx) => {

@@ -1,0 +1,49 @@
+// `svc providers`: which agent CLIs this host can run, their versions, and whether each version lies in the range
+// the provider conformance suite tested (the same report as GET /v1/providers, for this PATH and project).
+import type { CliIo } from './io.ts';
+import { parseFlags, wantsHelp } from './io.ts';
+import { BUILTIN_PROVIDERS } from '../engine/providers.ts';
+import { loadEngineConfig } from '../engine/config.ts';
+import { createVersionProbe, describeProviders } from '../control/provider-detect.ts';
+import type { ProviderEntry, ProviderReport } from '../control/provider-detect.ts';
+
+const HELP = `Usage: svc providers [--json] [--repo DIR]
+
+Lists the built-in agent CLIs (claude, codex, gemini, aider, opencode) and the
+command providers in DIR/.svc/config.json (default: the current directory):
+whether each is on PATH, its version, and whether that version lies in the
+range the provider conformance suite tested. --json prints the same array as
+GET /v1/providers (without "default"). Exit 0.
+`;
+
+function standing(p: ProviderReport): string {
+  if (!p.available) return 'not installed';
+  if (p.kind === 'command') return 'command provider (not tested by svc)';
+  if (p.tested_range === null) return 'no version tested';
+  if (p.within_tested_range === null) return `version unknown (tested ${p.tested_range})`;
+  return p.within_tested_range ? `tested (${p.tested_range})` : `UNTESTED: outside ${p.tested_range}`;
+}
+
+function table(rows: ProviderReport[]): string {
+  const lines = [['NAME', 'VERSION', 'STATUS', 'PATH']];
+  for (const p of rows) lines.push([p.name, p.version ?? '-', standing(p), p.path ?? '-']);
+  const widths = lines[0]!.map((_, i) => Math.max(...lines.map((l) => l[i]!.length)));
+  const pad = (l: string[]) => l.map((cell, i) => (i < l.length - 1 ? cell.padEnd(widths[i]!) : cell)).join('  ');
+  return lines.map(pad).join('\n');
+}
+
+export default async function providers(io: CliIo): Promise<number> {
+  if (wantsHelp(io.argv)) {
+    io.stdout(HELP);
+    return 0;
+  }
+  const { values } = parseFlags(io.argv, { json: { type: 'boolean' }, repo: { type: 'string' } }, false);
+  const config = loadEngineConfig(values.repo ?? process.cwd());
+  const entries: ProviderEntry[] = [
+    ...BUILTIN_PROVIDERS.map((name) => ({ name, kind: 'builtin' as const, binary: name })),
+    ...Object.entries(config.providers).map(([name, p]) => ({ name, kind: 'command' as const, binary: p.command[0]! })),
+  ];
+  const rows = await describeProviders(entries, io.env.PATH, createVersionProbe(io.env));
+  io.stdout(values.json ? `${JSON.stringify(rows)}\n` : `${table(rows)}\n`);
+  return 0;
+}

@@ -1,0 +1,105 @@
+// What run detail adds for the UI: the pending answer of a blocked run (until its runner collects it and moves on),
+// the attempts of its retry group, why each action would be refused; and the list's source filter.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startTestControl, makeRun, type TestControl } from '../helpers/control-server.ts';
+
+describe('GET /v1/runs/:source/:run detail fields', () => {
+  let cp: TestControl;
+  before(async () => {
+    cp = await startTestControl();
+  });
+  after(() => cp.close());
+
+  it('shows an answer to another machine\'s run as pending until its runner collects it and moves on', async () => {
+    const now = Date.now();
+    cp.deps.stores.runs.upsert('far', { run: 'rq1', status: 'blocked', started_at: now, question: 'Which port?' });
+    cp.deps.stores.events.insert({ source: 'far', run: 'rq1', seq: 1, ts: now, kind: 'question', data: '{"question":"Which port?"}' });
+    assert.equal((await cp.request('GET', '/v1/runs/far/rq1')).json.pending_answer, null);
+
+    assert.equal((await cp.request('POST', '/v1/runs/far/rq1/answer', { body: { answer: 'port 8080' } })).status, 202);
+    const waiting = (await cp.request('GET', '/v1/runs/far/rq1')).json;
+    assert.equal(waiting.status, 'blocked');
+    assert.equal(waiting.pending_answer.answer, 'port 8080');
+    assert.equal(waiting.pending_answer.via, 'ingest');
+    assert.equal(waiting.pending_answer.delivered_at, null);
+    assert.match(waiting.pending_answer.answered_at, /^\d{4}-\d\d-\d\dT/);
+
+    // The runner checks in: its ingest response carries the answer, which is now delivered but not yet applied.
+    const ingest = await cp.request('POST', '/v1/ingest', { body: { source: 'far', runs: [], events: [], artifacts: [] } });
+    assert.deepEqual(ingest.json.control.map((c: { action: string }) => c.action), ['answer']);
+    const delivered = (await cp.request('GET', '/v1/runs/far/rq1')).json;
+    assert.match(delivered.pending_answer.delivered_at, /^\d{4}-\d\d-\d\dT/);
+
+    // A new question after the answer: the old answer no longer waits.
+    cp.deps.stores.events.insert({ source: 'far', run: 'rq1', seq: 2, ts: now + 5, kind: 'question', data: '{"question":"And the host?"}' });
+    assert.equal((await cp.request('GET', '/v1/runs/far/rq1')).json.pending_answer, null);
+    // The run continues: nothing pending either.
+    cp.deps.stores.runs.setStatus('far', 'rq1', 'running', now + 10);
+    assert.equal((await cp.request('GET', '/v1/runs/far/rq1')).json.pending_answer, null);
+  });
+
+  it('lists the attempts of the run\'s group oldest first', async () => {
+    cp.deps.stores.runs.upsert('local', makeRun(10, { group_id: 'r000010', status: 'failed' }));
+    cp.deps.stores.runs.upsert('local', makeRun(11, { group_id: 'r000010', status: 'failed' }));
+    cp.deps.stores.runs.upsert('local', makeRun(12, { group_id: 'r000010', status: 'succeeded' }));
+    cp.deps.stores.runs.upsert('local', makeRun(13, { group_id: 'r000013' }));
+    const detail = (await cp.request('GET', '/v1/runs/local/r000011')).json;
+    assert.deepEqual(detail.attempts.map((a: { run: string }) => a.run), ['r000010', 'r000011', 'r000012']);
+    assert.deepEqual(Object.keys(detail.attempts[0]).sort(), ['run', 'source', 'started_at', 'status', 'verdict']);
+    assert.deepEqual((await cp.request('GET', '/v1/runs/local/r000013')).json.attempts.map((a: { run: string }) => a.run), ['r000013']);
+  });
+
+  it('gives each action\'s refusal with the exact message the action answers', async () => {
+    cp.deps.stores.runs.upsert('far', { run: 'rf1', status: 'failed', started_at: Date.now() });
+    const detail = (await cp.request('GET', '/v1/runs/far/rf1')).json;
+    assert.equal(detail.refusals.delete, null);
+    assert.match(detail.refusals.stop, /it is failed/);
+    for (const action of ['resume', 'retry', 'verify', 'stop', 'answer'] as const) {
+      const reason = detail.refusals[action];
+      if (action !== 'stop' && action !== 'answer') assert.match(reason, /belongs to another source/);
+      const res = await cp.request('POST', `/v1/runs/far/rf1/${action}`, { body: action === 'answer' ? { answer: 'x' } : {} });
+      assert.equal(res.status, 409, action);
+      assert.equal(res.json.error.code, 'invalid_transition');
+      assert.equal(res.json.error.message, reason, action);
+    }
+    // A run of this source the server did not start: its repository is unknown.
+    cp.deps.stores.runs.upsert('local', makeRun(20, { status: 'stopped' }));
+    const local = (await cp.request('GET', '/v1/runs/local/r000020')).json;
+    assert.match(local.refusals.resume, /repository is unknown/);
+    assert.equal(local.refusals.delete, null);
+    cp.deps.stores.runs.upsert('local', makeRun(21, { status: 'running' }));
+    const active = (await cp.request('GET', '/v1/runs/local/r000021')).json;
+    assert.equal(active.refusals.stop, null);
+    const del = await cp.request('DELETE', '/v1/runs/local/r000021');
+    assert.equal(del.json.error.message, active.refusals.delete);
+  });
+});
+
+describe('GET /v1/runs?source=', () => {
+  let cp: TestControl;
+  before(async () => {
+    cp = await startTestControl();
+    cp.deps.stores.runs.upsert('local', makeRun(1));
+    cp.deps.stores.runs.upsert('laptop', makeRun(2));
+    cp.deps.stores.runs.upsert('ci', makeRun(3));
+  });
+  after(() => cp.close());
+
+  it('lists only the runs one source sent, and the cached unfiltered page stays whole', async () => {
+    const runs = async (q: string): Promise<string[]> => (await cp.request('GET', `/v1/runs${q}`)).json.items.map((r: { source: string }) => r.source);
+    // Asked twice so the page cache keeps (and then serves) each page.
+    for (let i = 0; i < 2; i++) {
+      assert.deepEqual(await runs(''), ['ci', 'laptop', 'local']);
+      assert.deepEqual(await runs('?source=laptop'), ['laptop']);
+    }
+    assert.deepEqual(await runs('?source=nobody'), []);
+  });
+
+  it('rejects a malformed source with 400 invalid_param', async () => {
+    const res = await cp.request('GET', '/v1/runs?source=..%2Fx');
+    assert.equal(res.status, 400);
+    assert.equal(res.json.error.code, 'invalid_param');
+    assert.match(res.json.error.message, /source/);
+  });
+});

@@ -1,0 +1,88 @@
+// Regression tests for the hostile deliveries issue 11 found on the trigger server, sent signed to a real server.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { sign } from '../../src/trigger/verify.ts';
+import { SECRETS, fixture, post, startTestTrigger, type TestTrigger } from './helpers.ts';
+
+const POISON = '{"toString":1,"valueOf":null,"__proto__":{"x":1}}';
+
+/** A fixture's JSON text with one field's value replaced by raw JSON text (so `__proto__` stays an own key). */
+function withRaw(name: string, edit: (v: Record<string, unknown>) => void, hole: string): Buffer {
+  const value = JSON.parse(fixture(name).toString('utf8')) as Record<string, unknown>;
+  edit(value);
+  return Buffer.from(JSON.stringify(value).replace('"__HOLE__"', () => hole));
+}
+
+describe('hostile signed deliveries (issue 11 item 1)', () => {
+  let t: TestTrigger;
+  before(async () => {
+    t = await startTestTrigger({ TRACKERB_ASSIGNEES: '712020:f1ad7cfd-7f82-4dc0-85e4-8bc47bcc08e4' });
+  });
+  after(() => t.cleanup());
+
+  async function trackera(raw: Buffer) {
+    return post(`${t.url}/trackera`, raw, { 'trackera-signature': sign.hex(SECRETS.TRACKERA_WEBHOOK_SECRET, raw) });
+  }
+
+  it('skips a trackera delivery whose type or action is an object carrying its own toString', async () => {
+    for (const field of ['type', 'action'] as const) {
+      const raw = withRaw('linear-issue-update.json', (v) => {
+        v.webhookTimestamp = Date.now();
+        v[field] = '__HOLE__';
+      }, POISON);
+      const res = await trackera(raw);
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      assert.equal(res.body.status, 'skipped');
+    }
+  });
+
+  it('skips a trackerb delivery whose type, action or changelog field is an object carrying its own toString', async () => {
+    const edits: Array<(v: Record<string, unknown>) => void> = [
+      (v) => (v.webhookEvent = '__HOLE__'),
+      (v) => (v.changelog = { items: [{ field: '__HOLE__', fieldId: 'x' }] }),
+    ];
+    for (const edit of edits) {
+      const raw = withRaw('jira-issue-updated-assignee.json', edit, POISON);
+      const res = await post(`${t.url}/trackerb`, raw, { 'x-hub-signature': `sha256=${sign.hex(SECRETS.TRACKERB_WEBHOOK_SECRET, raw)}` });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      assert.equal(res.body.status, 'skipped');
+    }
+  });
+
+  it('answers a signed body nested 10,000 deep with 400 invalid_json and queues nothing', async () => {
+    const raw = withRaw('linear-issue-update.json', (v) => {
+      v.webhookTimestamp = Date.now();
+      v.data = '__HOLE__';
+    }, `${'['.repeat(10_000)}${']'.repeat(10_000)}`);
+    const before = t.queue.depth();
+    const res = await trackera(raw);
+    assert.equal(res.status, 400);
+    assert.equal((res.body.error as { code: string }).code, 'invalid_json');
+    assert.deepEqual(t.queue.depth(), before);
+  });
+});
+
+describe('50 concurrent trackera deliveries for one issue (issue 11 item 3)', () => {
+  let t: TestTrigger;
+  before(async () => {
+    t = await startTestTrigger({ SVC_TRIGGER_QUEUE_MAX: '1000' });
+  });
+  after(() => t.cleanup());
+
+  it('all get 2xx with a job each, and the saved snapshot is one of the delivered bodies, whole', async () => {
+    const now = Date.now();
+    const bodies = Array.from({ length: 50 }, (_, i) =>
+      Buffer.from(JSON.stringify({ ...JSON.parse(fixture('linear-issue-update.json').toString('utf8')), webhookTimestamp: now, delivery: i, pad: 'x'.repeat(2000 + i) })),
+    );
+    const answers = await Promise.all(bodies.map((raw) => post(`${t.url}/trackera`, raw, { 'trackera-signature': sign.hex(SECRETS.TRACKERA_WEBHOOK_SECRET, raw) })));
+    assert.deepEqual(answers.map((a) => a.status), bodies.map(() => 202));
+    assert.equal(new Set(answers.map((a) => a.body.job_id)).size, 50);
+    for (const a of answers) assert.deepEqual(t.queue.get(a.body.job_id as string)?.args, ['start', 'trackera:LIN-34', '--detach']);
+    const dir = join(t.repo, '.svc', 'inbox', 'trackera');
+    const stored = readFileSync(join(dir, 'LIN-34.json'));
+    assert.ok(bodies.some((b) => b.equals(stored)), 'the stored snapshot is one delivered body, whole');
+    assert.deepEqual(readdirSync(dir).filter((n) => n.endsWith('.tmp')), []);
+  });
+});

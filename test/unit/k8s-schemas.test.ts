@@ -1,0 +1,120 @@
+// The Kubernetes objects svc builds or ships, validated against Kubernetes' own OpenAPI schemas (issue 11 item 7):
+// every Job the executor builds, for each combination of its SVC_K8S_* settings, and every manifest in scripts/k8s.
+// The schemas come from the `kubernetes-models` devDependency (generated from the official OpenAPI spec); nothing
+// at run time depends on it.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import { Job } from 'kubernetes-models/batch/v1/Job';
+import { buildKubeJob, kubernetesSettingsFromEnv } from '../../src/trigger/kubernetes-job.ts';
+import { unknownFieldErrors, type K8sObject } from '../helpers/k8s-strict.ts';
+
+const K8S_DIR = join(import.meta.dirname, '../../scripts/k8s');
+
+/** Each optional setting with a realistic value; the test builds a Job for every subset of them. */
+const OPTIONAL: Record<string, string> = {
+  SVC_K8S_NAMESPACE: 'build',
+  SVC_K8S_SERVICE_ACCOUNT: 'svc-runner',
+  SVC_K8S_CPU: '500m',
+  SVC_K8S_MEMORY: '1Gi',
+  SVC_K8S_REPO_URL: 'https://git.example.test/acme/api.git',
+  SVC_K8S_REPO_REF: 'main',
+  SVC_K8S_REPO_PVC: 'acme-api',
+  SVC_K8S_ENV_SECRET: 'svc-provider-keys',
+  SVC_K8S_CONTROL_TOKEN_SECRET: 'svc-control',
+  SVC_K8S_KEYS_SECRET: 'svc-keys',
+  SVC_K8S_TTL_SECONDS: '600',
+  SVC_K8S_ACTIVE_DEADLINE_SECONDS: '7200',
+  SVC_K8S_SOURCE: 'k8s-build',
+};
+
+function schemaErrors(validate: () => void): string | null {
+  try {
+    validate();
+    return null;
+  } catch (err) {
+    return err instanceof Error ? err.message : String(err);
+  }
+}
+
+/** The model class for an object's apiVersion and kind, e.g. apps/v1 Deployment → kubernetes-models/apps/v1/Deployment. */
+async function modelFor(apiVersion: string, kind: string): Promise<new (data: unknown) => { validate(): void }> {
+  const module = (await import(`kubernetes-models/${apiVersion}/${kind}`)) as Record<string, new (data: unknown) => { validate(): void }>;
+  const model = module[kind];
+  assert.ok(model, `kubernetes-models has no ${apiVersion} ${kind}`);
+  return model;
+}
+
+describe('Kubernetes objects against the official schemas', () => {
+  it('every Job the executor builds validates, for each combination of its settings', () => {
+    const names = Object.keys(OPTIONAL);
+    const base = { SVC_K8S_IMAGE: 'registry.example.test/svc:1.0', PATH: '/usr/bin', LANG: 'C.UTF-8', SVC_CONTROL_URL: 'http://control:47821' };
+    let checked = 0;
+    for (let mask = 0; mask < 1 << names.length; mask++) {
+      const env: NodeJS.ProcessEnv = { ...base };
+      names.forEach((name, i) => {
+        if (mask & (1 << i)) env[name] = OPTIONAL[name];
+      });
+      const settings = kubernetesSettingsFromEnv(env);
+      for (const job of [{ id: 'j01jd0000000000000000000000', args: ['start', 'trackera:LIN-34', '--detach'], origin: 'trackera' }, { id: 'J2', args: ['start', '--brief', 'fix it', '--pr'] }]) {
+        const object = buildKubeJob(job, settings, settings.namespace ?? 'default', env);
+        const problem = schemaErrors(() => new Job(object as ConstructorParameters<typeof Job>[0]).validate());
+        assert.equal(problem, null, `settings ${JSON.stringify(Object.keys(env).filter((k) => k in OPTIONAL))}: ${problem}`);
+        checked++;
+      }
+    }
+    assert.equal(checked, 2 << names.length);
+  });
+
+  it('refuses a Job with a wrong type, so the check can fail', () => {
+    const env = { SVC_K8S_IMAGE: 'svc:1' };
+    const object = buildKubeJob({ id: 'j1', args: ['start', 'x'] }, kubernetesSettingsFromEnv(env), 'default', env) as { spec: Record<string, unknown> };
+    object.spec.backoffLimit = 'never';
+    assert.match(schemaErrors(() => new Job(object as unknown as ConstructorParameters<typeof Job>[0]).validate()) ?? '', /backoffLimit/);
+  });
+
+  it('has no field the schemas do not know (kubectl apply --validate=strict), in Jobs and manifests', () => {
+    const objects: K8sObject[] = [];
+    const base = { SVC_K8S_IMAGE: 'svc:1', SVC_CONTROL_URL: 'http://control:47821' };
+    const variants: Array<[string, NodeJS.ProcessEnv]> = [['no options', base], ['every option', { ...base, ...OPTIONAL }]];
+    const { SVC_K8S_REPO_PVC: _pvc, ...clone } = OPTIONAL;
+    variants.push(['clone instead of PVC', { ...base, ...clone }]);
+    for (const [name, value] of Object.entries(OPTIONAL)) variants.push([name, { ...base, [name]: value }]);
+    for (const [label, env] of variants) {
+      const object = buildKubeJob({ id: 'j1', args: ['start', 'x', '--detach'], origin: 'jobs' }, kubernetesSettingsFromEnv(env), 'default', env);
+      objects.push({ label: `Job (${label})`, object: object as K8sObject['object'] });
+    }
+    for (const file of readdirSync(K8S_DIR).filter((f) => /\.ya?ml$/.test(f))) {
+      for (const doc of parseAllDocuments(readFileSync(join(K8S_DIR, file), 'utf8'))) {
+        const object = doc.toJS() as K8sObject['object'] & { metadata?: { name?: string } } | null;
+        if (object) objects.push({ label: `${file} ${object.kind} ${object.metadata?.name}`, object });
+      }
+    }
+    // One deliberate misspelling rides along (one compile for all), so the check is seen to fail where it should.
+    const typo = { ...(objects[0]!.object as Record<string, unknown>), spek: {} } as unknown as K8sObject['object'];
+    const errors = unknownFieldErrors([...objects, { label: 'typo', object: typo }]);
+    assert.equal(errors.length, 1, errors.join('\n'));
+    assert.match(errors[0]!, /^typo: .*spek/);
+  });
+
+  const files = readdirSync(K8S_DIR).filter((f) => /\.ya?ml$/.test(f)).sort();
+  it('ships manifests to check', () => assert.ok(files.length >= 2, files.join(', ')));
+  for (const file of files) {
+    it(`every object in scripts/k8s/${file} validates`, async () => {
+      const docs = parseAllDocuments(readFileSync(join(K8S_DIR, file), 'utf8'));
+      assert.ok(docs.length > 0);
+      for (const doc of docs) {
+        assert.deepEqual(doc.errors, [], `${file}: YAML errors`);
+        const object = doc.toJS() as { apiVersion?: unknown; kind?: unknown; metadata?: { name?: unknown } } | null;
+        if (object === null) continue;
+        assert.equal(typeof object.apiVersion, 'string', `${file}: an object without apiVersion`);
+        assert.equal(typeof object.kind, 'string', `${file}: an object without kind`);
+        const Model = await modelFor(object.apiVersion as string, object.kind as string);
+        const problem = schemaErrors(() => new Model(object).validate());
+        assert.equal(problem, null, `${file} ${object.kind} ${String(object.metadata?.name)}: ${problem}`);
+      }
+    });
+  }
+});
