@@ -140,6 +140,12 @@ describe('the agent boundary, black-box', () => {
     baseEnv = { PATH: process.env.PATH, HOME: repo.home, LANG: 'C', ...GIT_ENV, GITHUB_API_URL: github.url, SVC_SANDBOX: process.env.SVC_SANDBOX };
     if (baseEnv.SVC_SANDBOX === undefined) delete baseEnv.SVC_SANDBOX;
     control = await serve(['control', 'serve', '--port', '0'], { ...baseEnv, ...SECRETS });
+    // The four legs' runs share the source `local`; the default limit of 2 active runs would turn one away (429).
+    const limit = await fetch(`${control.url}/v1/config`, {
+      method: 'PUT', body: JSON.stringify({ max_concurrent_runs: 20 }),
+      headers: { authorization: `Bearer ${SECRETS.SVC_CONTROL_TOKEN}`, 'content-type': 'application/json' },
+    });
+    assert.equal(limit.status, 200, await limit.text());
     trigger = await serve(['trigger', 'serve', '--port', '0', '--repo', repo.repo], {
       ...baseEnv, ...SECRETS, SVC_CONTROL_URL: control.url, SVC_TRIGGER_DB: join(repo.root, 'trigger.db'),
     });
