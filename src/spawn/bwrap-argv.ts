@@ -67,6 +67,9 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): 
   }
   for (const path of plan.protocolReadable.filter((p) => existsSync(p))) argv.push('--ro-bind', path, path);
   for (const path of plan.protocolWritable.filter((p) => existsSync(p))) argv.push('--bind', path, path);
+  // Last, the masks become read-only (bwrap makes mount points inside them first): an agent cannot plant files where
+  // svc's home or another run's folder would be, even in its own view.
+  for (const dir of hiddenDirs.filter((d) => existsSync(d))) argv.push('--remount-ro', dir);
   argv.push('--chdir', plan.cwd, '--', ...command);
   return argv;
 }

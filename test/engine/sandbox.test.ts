@@ -26,6 +26,7 @@ tokenfile=$(grep -o 'tokenfile=[^ ]*' "$SVC_TASK_FILE" | head -1 | cut -d= -f2)
   if [ -e "/proc/$ancestor" ]; then echo "ancestor:visible"; else echo "ancestor:absent"; fi
   cat "/proc/$ancestor/environ" >/dev/null 2>&1 && echo "ancestor-environ:readable" || echo "ancestor-environ:unreadable"
   echo "svc-home:[$(ls -A "$HOME/.svc" 2>/dev/null | tr '\\n' ' ')]"
+  (mkdir -p "$HOME/.svc/keys" && echo planted > "$HOME/.svc/keys/planted-by-agent") 2>/dev/null && echo "svc-home:planted"
   echo "token-file:[$(cat "$tokenfile" 2>/dev/null)]"
   echo "runs:[$(ls -A "$(dirname "$(dirname "$(dirname "$SVC_TASK_FILE")")")" 2>/dev/null | tr '\\n' ' ')]"
   echo "run-folder:[$(ls -A "$(dirname "$(dirname "$SVC_TASK_FILE")")" 2>/dev/null | tr '\\n' ' ')]"
@@ -82,6 +83,7 @@ describe('the agent sandbox', { skip: bwrapWorks ? false : 'bwrap cannot run on 
     assert.ok(found.includes('ancestor:absent'), found.join('\n'));
     assert.ok(found.includes('ancestor-environ:unreadable'));
     assert.ok(found.includes('svc-home:[]'), 'nothing under ~/.svc is visible');
+    assert.ok(!found.includes('svc-home:planted'), 'nothing can be written where ~/.svc was, not even in its own view');
     assert.ok(found.includes('token-file:[]'), 'the token file reads as empty');
     assert.ok(found.includes(`runs:[${run} ]`), 'no other run is visible');
     assert.ok(found.includes('run-folder:[io ]'), 'of its own run, only the protocol files are visible');
