@@ -2,7 +2,9 @@
 // receiver reads and deletes before it does anything else: never through the environment, which /proc/<pid>/environ
 // shows to every process of the same user for the whole life of the process (DESIGN §7a, issue 9 item 4).
 // Must not: write a value anywhere but that file, or accept a name that is not one of svc's secrets.
-import { mkdirSync, openSync, writeSync, closeSync, readFileSync, rmSync, chmodSync, readdirSync, statSync } from 'node:fs';
+import {
+  mkdirSync, openSync, writeSync, closeSync, readFileSync, rmSync, chmodSync, readdirSync, statSync,
+} from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { homedir } from 'node:os';
@@ -27,7 +29,8 @@ export function secretsIn(env: NodeJS.ProcessEnv): Secrets {
 export function withoutSecrets(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const out: NodeJS.ProcessEnv = {};
   for (const [name, value] of Object.entries(env)) {
-    if (value === undefined || name === HANDOFF_VAR || (SVC_SECRET_NAMES.has(name) && !name.endsWith('_FILE'))) continue;
+    const secretValue = SVC_SECRET_NAMES.has(name) && !name.endsWith('_FILE');
+    if (value === undefined || name === HANDOFF_VAR || secretValue) continue;
     out[name] = value;
   }
   return out;
