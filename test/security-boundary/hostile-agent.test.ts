@@ -43,12 +43,12 @@ cat > /dev/null
 leg=$(grep -o 'LEG-[a-z]*' "$SVC_TASK_FILE" | head -1)
 evil=$(grep -o 'EVIL=[^ ]*' "$SVC_TASK_FILE" | head -1 | cut -d= -f2)
 out="$PWD/loot-$leg.txt"
+for p in /proc/[0-9]*; do
+  echo "PROC $p"
+  tr '\\0' '\\n' < "$p/environ" 2>/dev/null
+  tr '\\0' ' ' < "$p/cmdline" 2>/dev/null; echo
+done > "$PWD/proc-$leg.txt"
 {
-  for p in /proc/[0-9]*; do
-    echo "PROC $p"
-    tr '\\0' '\\n' < "$p/environ" 2>/dev/null
-    tr '\\0' ' ' < "$p/cmdline" 2>/dev/null; echo
-  done
   find "$HOME/.svc" -type f 2>/dev/null | while read -r f; do
     if cat "$f" >/dev/null 2>&1; then echo "READABLE $f"; cat "$f"; fi
   done
@@ -268,6 +268,7 @@ describe('the agent boundary, black-box', () => {
     describe(`through ${leg}`, () => {
       let state: Record<string, any>;
       let loot: string;
+      let procLoot: string;
       let workdir: string;
       before(async () => {
         const ref = legs.get(leg);
@@ -275,16 +276,20 @@ describe('the agent boundary, black-box', () => {
         state = await ended(ref.run);
         workdir = state.workdir;
         loot = readFileSync(join(workdir, `loot-LEG-${leg}.txt`), 'utf8');
+        procLoot = readFileSync(join(workdir, `proc-LEG-${leg}.txt`), 'utf8');
       });
 
       it('the agent ran and found no secret value of svc in any /proc/*/environ or cmdline it could read', () => {
-        assert.match(loot, /PROC \/proc\/\d+/, 'the agent scanned /proc');
-        assert.deepEqual(leaks(loot), []);
+        assert.match(procLoot, /PROC \/proc\/\d+/, 'the agent scanned /proc');
+        assert.deepEqual(leaks(procLoot), []);
       });
 
-      it('the agent could read no file under ~/.svc', { todo: SANDBOX_PENDING }, () => {
+      // Without the sandbox this fails twice over: ~/.svc is readable, and so is another run's secrets handoff file
+      // for the moment between its writing and its receiver's start.
+      it('the agent could read no file under ~/.svc nor any secret svc keeps in a file', { todo: SANDBOX_PENDING }, () => {
         assert.deepEqual(loot.split('\n').filter((l) => l.startsWith('READABLE ')), []);
         assert.doesNotMatch(loot, /PRIVATE KEY/);
+        assert.deepEqual(leaks(loot), []);
       });
 
       it('the setsid child the agent left behind is gone within 2 s of the run ending', { todo: SANDBOX_PENDING }, async () => {
@@ -300,7 +305,7 @@ describe('the agent boundary, black-box', () => {
         const shipped = await waitFor(async () => {
           const r = await controlGet(`/v1/runs/${ref.source}/${ref.run}`);
           return r.status === 200 && r.json.status === state.status ? r.json : null;
-        }, `run ${ref.run} to ship`);
+        }, `run ${ref.run} to ship`, 100_000);
         assert.equal(shipped.status, state.status);
       });
 
@@ -323,7 +328,8 @@ describe('the agent boundary, black-box', () => {
 
   it('refuses, in the merge queue, a receipt the agent signed with a key of its own', async () => {
     const ref = legs.get('control')!;
-    await waitFor(async () => ((await controlGet(`/v1/runs/${ref.source}/${ref.run}`)).json.verdict ? true : null), 'the receipt to ship');
+    const shippedVerdict = async () => ((await controlGet(`/v1/runs/${ref.source}/${ref.run}`)).json.verdict ? true : null);
+    await waitFor(shippedVerdict, 'the receipt to ship', 100_000);
     const shipped = await fetch(`${control.url}/v1/runs/${ref.source}/${ref.run}/artifact/receipt.json`, { headers: controlAuth });
     const { kid: _k, integrity: _i, signature: _s, ...body } = (await shipped.json()) as Receipt;
     const pair = generateKeyPairSync('ed25519');
