@@ -22,6 +22,17 @@ const page = Buffer.from(JSON.stringify({ items: Array.from({ length: 50 }, () =
 const pageHeaders = { ...headers, 'content-length': String(page.length) };
 
 const server = createServer({ keepAliveTimeout: 5_000 }, (req, res) => {
+  // A request with a body (the webhook figures send the very same signed bodies here): read all of it first, as
+  // the server under test must, then answer.
+  if (req.method === 'POST') {
+    let bytes = 0;
+    req.on('data', (chunk: Buffer) => (bytes += chunk.length));
+    req.on('end', () => {
+      res.writeHead(bytes > 0 ? 200 : 400, headers);
+      res.end(body);
+    });
+    return;
+  }
   if (req.url === '/page') {
     res.writeHead(200, pageHeaders);
     res.end(page);

@@ -4,6 +4,7 @@ import { runLoadInWorker } from './worker-client.ts';
 import type { LoadJob, LoadResult } from './load.ts';
 import type { BenchContext } from './context.ts';
 import { median, ratio } from './stats.ts';
+import type { Row } from './report.ts';
 
 export interface Comparison {
   ceilingRps: number;
@@ -12,6 +13,10 @@ export interface Comparison {
   ratio: number;
   p50Ms: number;
   p99Ms: number;
+  /** Worst single request over every round (5 × 2 s = 10 s measured in a full run). */
+  maxMs: number;
+  /** Each round's target / the ceiling round just before it, in order (shows the spread the median hides). */
+  ratios: number[];
 }
 
 export function loadJob(ctx: BenchContext, url: string, request: LoadJob['request'], connections: number, expect = [200]): LoadJob {
@@ -21,7 +26,9 @@ export function loadJob(ctx: BenchContext, url: string, request: LoadJob['reques
 export async function compareWithCeiling(ctx: BenchContext, target: LoadJob): Promise<Comparison> {
   const ceilings: number[] = [];
   const results: LoadResult[] = [];
-  const ceilingJob: LoadJob = { ...target, url: ctx.ceiling.url, request: { kind: 'get', path: '/health' }, expect: [200] };
+  // GETs are compared with the ceiling's tiny GET; a request with a body with the ceiling reading that same body.
+  const sameBody = target.request.kind === 'trackerb' || target.request.kind === 'github';
+  const ceilingJob: LoadJob = { ...target, url: ctx.ceiling.url, request: sameBody ? target.request : { kind: 'get', path: '/health' }, expect: [200] };
   for (let i = 0; i < ctx.rounds; i++) {
     ceilings.push((await runLoadInWorker(ceilingJob)).rps);
     results.push(await runLoadInWorker(target));
@@ -30,12 +37,22 @@ export async function compareWithCeiling(ctx: BenchContext, target: LoadJob): Pr
   const ceilingRps = median(ceilings);
   // Report the round whose throughput is the median, so rps and its latencies come from one run.
   const middle = results.slice().sort((a, b) => a.rps - b.rps)[Math.floor(results.length / 2)] as LoadResult;
-  return { ceilingRps, target: middle, rps, ratio: ratio(rps, ceilingRps), p50Ms: median(results.map((r) => r.latencyMs.p50)), p99Ms: median(results.map((r) => r.latencyMs.p99)) };
+  return { ceilingRps, target: middle, rps, ratio: ratio(rps, ceilingRps), p50Ms: median(results.map((r) => r.latencyMs.p50)), p99Ms: median(results.map((r) => r.latencyMs.p99)),
+    maxMs: Math.max(...results.map((r) => r.latencyMs.max)), ratios: results.map((r, i) => ratio(r.rps, ceilings[i]!)) };
 }
 
 /** One line for the log: what was measured and any non-2xx answers (a failing figure should explain itself). */
 export function describe(label: string, c: Comparison): string {
   const s = c.target;
   const bad = s.unexpected ? ` unexpected=${s.unexpected} statuses=${JSON.stringify(s.statuses)} sample=${s.sample ?? ''}` : '';
-  return `${label}: ${Math.round(c.rps)} req/s vs ceiling ${Math.round(c.ceilingRps)} (${c.ratio.toFixed(2)}×) p50 ${s.latencyMs.p50.toFixed(2)} ms p99 ${s.latencyMs.p99.toFixed(2)} ms${bad}`;
+  return `${label}: ${Math.round(c.rps)} req/s vs ceiling ${Math.round(c.ceilingRps)} (${c.ratio.toFixed(2)}×) p50 ${s.latencyMs.p50.toFixed(2)} ms p99 ${s.latencyMs.p99.toFixed(2)} ms max ${c.maxMs.toFixed(1)} ms (${c.ratios.map((r) => r.toFixed(2)).join('/')})${bad}`;
+}
+
+/** A table row for a comparison: value, p50/p99/max, ceiling, ratio, and every round's ratio in the notes. */
+export function comparisonRow(figure: string, c: Comparison, bar: string, pass: boolean | null, note = ''): Row {
+  const rounds = `rounds (target/ceiling): ${c.ratios.map((r) => `${r.toFixed(3)}×`).join(', ')}`;
+  return {
+    figure, value: c.rps, unit: 'req/s', p50Ms: c.p50Ms, p99Ms: c.p99Ms, maxMs: c.maxMs, ceiling: c.ceilingRps, ratio: c.ratio, bar,
+    pass: pass === null ? null : c.target.unexpected === 0 && pass, note: note ? `${note}; ${rounds}` : rounds,
+  };
 }

@@ -11,6 +11,7 @@ import { measureIngest } from './figure-ingest.ts';
 import { measureSse } from './figure-sse.ts';
 import { measureStartup } from './figure-startup.ts';
 import { measureTrigger } from './figure-trigger.ts';
+import { measureWorkedIn } from './figure-worked.ts';
 
 const OUT_DIR = fileURLToPath(new URL('../../test-output/bench', import.meta.url));
 
@@ -20,6 +21,7 @@ const FIGURES: Array<{ name: string; run: (ctx: BenchContext) => Promise<Row[]> 
   { name: 'sse', run: measureSse },
   { name: 'startup', run: measureStartup },
   { name: 'trigger', run: measureTrigger },
+  { name: 'worked', run: measureWorkedIn },
 ];
 
 export async function main(argv: readonly string[]): Promise<number> {

@@ -10,6 +10,7 @@ export interface Row {
   /** Latency of the measured requests, when the figure has any. */
   p50Ms?: number;
   p99Ms?: number;
+  maxMs?: number;
   ceiling?: number;
   ratio?: number;
   bar: string;
@@ -24,11 +25,12 @@ function cell(text: string): string {
 
 export function renderMarkdown(rows: readonly Row[], meta: Record<string, string>): string {
   const lines = [
-    '| figure | value | p50 / p99 | ceiling | ratio | bar | result |',
+    '| figure | value | p50 / p99 / max | ceiling | ratio | bar | result |',
     '|---|---:|---:|---:|---:|---|---|',
   ];
   for (const r of rows) {
-    const latency = r.p99Ms === undefined ? '' : `${formatNumber(r.p50Ms ?? Number.NaN)} / ${formatNumber(r.p99Ms)} ms`;
+    const max = r.maxMs === undefined ? '' : ` / ${formatNumber(r.maxMs)}`;
+    const latency = r.p99Ms === undefined ? '' : `${formatNumber(r.p50Ms ?? Number.NaN)} / ${formatNumber(r.p99Ms)}${max} ms`;
     const ceiling = r.ceiling === undefined ? '' : `${formatNumber(r.ceiling)} req/s`;
     const ratio = r.ratio === undefined ? '' : `${formatNumber(r.ratio)}×`;
     const result = r.pass === null ? 'info' : r.pass ? 'pass' : '**FAIL**';

@@ -9,7 +9,11 @@ export type RequestKind =
   | { kind: 'get-unique'; path: string; base: number }
   | { kind: 'ingest'; batch: number; source: string; token?: string }
   | { kind: 'jobs'; token: string }
-  | { kind: 'trackerb'; secret: string; template: unknown };
+  | { kind: 'trackerb'; secret: string; template: unknown }
+  /** Source-host `issues` deliveries to POST /webhook, signed X-Hub-Signature-256, each a new issue and delivery id. */
+  | { kind: 'github'; secret: string; template: unknown }
+  /** POST /v1/ingest carrying `batch` new runs (no events) per request: fills a Control Plane over HTTP. */
+  | { kind: 'ingest-runs'; batch: number; source: string };
 
 export interface MadeRequest {
   spec: RequestSpec;
@@ -86,6 +90,49 @@ function trackerbMaker(secret: string, template: unknown): RequestMaker {
   };
 }
 
+/** A GitHub `issues` delivery with a new issue number and X-GitHub-Delivery, signed as X-Hub-Signature-256. */
+function githubMaker(secret: string, template: unknown): RequestMaker {
+  let n = 0;
+  const stamp = Date.now().toString(36);
+  const parts = JSON.stringify(template).split(/("@@N@@"|@@N@@|"@@ID@@"|@@NODE@@)/);
+  return () => {
+    n += 1;
+    // node_id carries this maker's start time, so bodies stay unique across rounds (each round makes a new maker).
+    const values: Record<string, string> = { '"@@N@@"': String(n), '@@N@@': String(n), '"@@ID@@"': String(1e9 + n), '@@NODE@@': `I_kw${stamp}${n}` };
+    const body = parts.map((p) => values[p] ?? p).join('');
+    const signature = createHmac('sha256', secret).update(body).digest('hex');
+    const headers = {
+      ...JSON_HEADERS,
+      'x-hub-signature-256': `sha256=${signature}`,
+      'x-github-event': 'issues',
+      'x-github-delivery': `bench-${stamp}-${n}`,
+    };
+    return { spec: { method: 'POST', path: '/webhook', headers, body }, units: 1 };
+  };
+}
+
+/** Batches of new terminal runs, newest last, as an engine would ship them. */
+function ingestRunsMaker(batch: number, source: string): RequestMaker {
+  let n = 0;
+  const base = Date.now() - 30 * 86_400_000;
+  return () => {
+    const runs = [];
+    for (let i = 0; i < batch; i++) {
+      n += 1;
+      const started = new Date(base + n * 1000).toISOString();
+      const ended = new Date(base + n * 1000 + 600_000).toISOString();
+      const run = `rworked${String(n).padStart(10, '0')}`;
+      runs.push({
+        run, repo: `acme/r${n % 30}`, group_id: run, status: n % 5 ? 'succeeded' : 'failed', verdict: n % 5 ? 'verified' : 'not_verified',
+        brief: `Fix the flaky retry in the upload client (#${n})`, origin: 'cli', provider: 'claude', branch: `svc/${run}`,
+        pr_url: null, question: null, started_at: started, ended_at: ended, updated_at: ended, cost_usd: (n % 400) / 100,
+        tokens_in: 10_000 + n % 5000, tokens_out: 1000 + n % 500, exit_code: n % 5 ? 0 : 1, error: null,
+      });
+    }
+    return { spec: { method: 'POST', path: '/v1/ingest', headers: JSON_HEADERS, body: JSON.stringify({ source, runs, events: [], artifacts: [] }) }, units: batch };
+  };
+}
+
 export function createRequestMaker(kind: RequestKind): RequestMaker {
   switch (kind.kind) {
     case 'get': {
@@ -103,5 +150,9 @@ export function createRequestMaker(kind: RequestKind): RequestMaker {
       return jobsMaker(kind.token);
     case 'trackerb':
       return trackerbMaker(kind.secret, kind.template);
+    case 'github':
+      return githubMaker(kind.secret, kind.template);
+    case 'ingest-runs':
+      return ingestRunsMaker(kind.batch, kind.source);
   }
 }

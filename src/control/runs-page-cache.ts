@@ -2,7 +2,8 @@
 // stamp is unchanged. Dashboards poll the same first pages over and over; a hit costs one tiny stamp query.
 // It must never serve a page that a committed write has made stale, and two filters must never share an entry.
 // A page is kept from its second request on: one-off pages (cursor walks, ad-hoc filters) neither evict the pages
-// being polled nor churn 28 KB buffers, which under a stream of distinct queries cost ~35 MB of RSS.
+// being polled nor churn 28 KB buffers, which under a stream of distinct queries cost ~35 MB of RSS; and a first
+// request costs no stamp query at all.
 import type { RunFilter, RunsStore } from '../db/runs-store.ts';
 
 export const MAX_ENTRIES = 64;
@@ -44,22 +45,25 @@ export function createRunsPageCache(runs: Pick<RunsStore, 'changeStamp'>): RunsP
   let bytes = 0;
   let stampOfEntries: string | null = null;
 
-  function clear(): void {
-    entries.clear();
-    seen.clear();
-    bytes = 0;
-  }
-
   return {
     page(filter, build) {
+      const key = filterKey(filter);
+      // A filter asked for the first time is never served from nor kept in the cache, so it needs no stamp query
+      // (~8 µs of a ~100 µs page when every request is a new page). `seen` only admits keys, it holds no data, so it
+      // survives a stamp change: a page polled before a write is kept again on its next ask.
+      if (!seen.has(key) && !entries.has(key)) {
+        if (seen.size >= MAX_SEEN) seen.clear();
+        seen.add(key);
+        return build();
+      }
       const stamp = runs.changeStamp();
       if (stamp === null) return build();
-      // Any change anywhere in the runs table may move any page, so a new stamp drops everything at once.
+      // Any change anywhere in the runs table may move any page, so a new stamp drops every page at once.
       if (stamp !== stampOfEntries) {
-        clear();
+        entries.clear();
+        bytes = 0;
         stampOfEntries = stamp;
       }
-      const key = filterKey(filter);
       const hit = entries.get(key);
       if (hit) {
         entries.delete(key);
@@ -69,11 +73,6 @@ export function createRunsPageCache(runs: Pick<RunsStore, 'changeStamp'>): RunsP
       // build() reads synchronously after the stamp: this process can't write in between, and a commit by another
       // process in between makes build() read newer rows than the stamp, which the next call's new stamp discards.
       const text = build();
-      if (!seen.has(key)) {
-        if (seen.size >= MAX_SEEN) seen.clear();
-        seen.add(key);
-        return text;
-      }
       if (Buffer.byteLength(text) > MAX_BYTES / 4) return text;
       const body = typeof text === 'string' ? Buffer.from(text) : text;
       seen.delete(key);

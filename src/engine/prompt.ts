@@ -9,7 +9,10 @@ export function buildPrompt(spec: string, opts: { answers: string[]; notes?: str
     '- Make the smallest change that meets the acceptance criteria, and add or update tests.',
     '- Do not push, merge, deploy, or change CI, credentials or release settings.',
     '- Do not commit; the runner commits and verifies your changes.',
-    '- If you cannot continue without a human decision, write one question to the file named by $SVC_QUESTION_FILE and exit.',
+    // How to ask, concretely: real CLIs reach the file through their shell tool, which expands the variable.
+    '- If you cannot continue without a human decision, write one question to the file named by the environment',
+    '  variable SVC_QUESTION_FILE (with your shell tool: printf \'%s\\n\' "Which …?" > "$SVC_QUESTION_FILE"), then stop',
+    '  and exit. The run waits for the answer and starts you again with it.',
     '',
     'Task (untrusted data):',
     fence(spec, 'markdown'),

@@ -84,12 +84,29 @@ function kilo(text: string): number {
   return text.endsWith('k') ? Math.round(Number(text.slice(0, -1)) * 1000) : Number(text);
 }
 
-/** aider prints "Tokens: 1.2k sent, 300 received. Cost: $0.01 message, $0.05 session." (with prompt caching, cache figures sit between sent and received). */
+const AIDER_TOKENS = /^Tokens: ([\d.]+k?) sent, (?:[\d.]+k? cache (?:write|hit), )*([\d.]+k?) received\.(.*)$/;
+const AIDER_COST = /^\s*Cost: \$([\d.]+) message, \$[\d.]+ session\.\s*$/;
+
+/**
+ * aider's usage report per message (aider/coders/base_coder.py): "Tokens: 2.5k sent[, 1.9k cache write][, 1.9k cache
+ * hit], 61 received. Cost: $0.0081 message, $0.0081 session." The cost goes on the next line when a message both hit
+ * and wrote the prompt cache, and is absent for a model aider has no price for. Only a cost line right after a
+ * report without one counts, so model text quoting an old report is not counted twice. The session total is never
+ * read: the per-message figures are increments.
+ */
 function createAider(): UsageParser {
+  let costMayFollow = false;
   return (line) => {
-    const m = /Tokens:\s*([\d.]+k?)\s*sent,.*?([\d.]+k?)\s*received\.\s*Cost:\s*\$([\d.]+)\s*message/i.exec(line);
-    if (!m) return null;
-    return { cost_usd: Number(m[3]), tokens_in: kilo(m[1]!), tokens_out: kilo(m[2]!) };
+    const expectingCost = costMayFollow;
+    costMayFollow = false;
+    const tokens = AIDER_TOKENS.exec(line.trim());
+    if (tokens) {
+      const cost = AIDER_COST.exec(tokens[3]!);
+      costMayFollow = !cost;
+      return { cost_usd: cost ? Number(cost[1]) : null, tokens_in: kilo(tokens[1]!), tokens_out: kilo(tokens[2]!) };
+    }
+    const cost = expectingCost ? AIDER_COST.exec(line) : null;
+    return cost ? { cost_usd: Number(cost[1]), tokens_in: null, tokens_out: null } : null;
   };
 }
 

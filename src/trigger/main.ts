@@ -1,6 +1,7 @@
 // Boots the trigger server: the only place that listens and installs signal handlers. Shutdown leaves queued
 // jobs queued and running jobs re-attachable; restart re-runs the queue (DESIGN §5).
 import { createServer, type Server } from 'node:http';
+import { availableParallelism } from 'node:os';
 import { openDatabase } from '../db/open.ts';
 import { triggerMigrations } from '../db/trigger-migrations.ts';
 import { createTriggerStores, type TriggerStores } from '../db/trigger-stores.ts';
@@ -17,7 +18,8 @@ import type { TriggerSettings } from './settings.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { stderrSink } from './log-sink.ts';
 import { createWalCheckpointer } from './wal-checkpointer.ts';
-import { startTriggerRetention } from './retention.ts';
+import { pruneBatch, startTriggerRetention } from './retention.ts';
+import { startIntakeWriter, type IntakeWriter } from './intake-writer.ts';
 import { CliError } from '../cli/usage-error.ts';
 import { closeGracefully, listen } from '../http/listen.ts';
 import { exitCodeAfterSignal } from '../http/exit-on-signal.ts';
@@ -28,6 +30,8 @@ export interface RunningTrigger {
   stores: TriggerStores;
   queue: JobQueue;
   runner: Runner;
+  /** Where deliveries are committed: the intake writer thread (a file DB) or the main thread. */
+  intake: 'writer-thread' | 'main-thread';
   close(): Promise<void>;
 }
 
@@ -69,6 +73,25 @@ function logStartupProblems(settings: TriggerSettings, log: Logger): void {
   for (const error of settings.problems.errors) log.error(error);
 }
 
+/**
+ * CPUs from which `auto` starts the intake writer thread. On 2 cores shared with the load, the thread cost more
+ * CPU than it took off the event loop (docs/bench.md: structured-clone of each batch plus a second connection).
+ */
+export const INTAKE_THREAD_MIN_CPUS = 4;
+
+/** The intake writer thread for a file DB when the setting asks for it; undefined (commits on this thread) otherwise. */
+async function startWriter(settings: TriggerSettings, log: Logger): Promise<IntakeWriter | undefined> {
+  const path = settings.dbPath;
+  const wanted = settings.intakeThread === 'on' || (settings.intakeThread === 'auto' && availableParallelism() >= INTAKE_THREAD_MIN_CPUS);
+  if (!wanted || path === ':memory:') return undefined;
+  try {
+    return await startIntakeWriter(path, log);
+  } catch (err) {
+    log.warn('intake writer thread unavailable; committing deliveries on the main thread', { reason: err instanceof Error ? err.message : String(err) });
+    return undefined;
+  }
+}
+
 export async function startTrigger(settings: TriggerSettings, env: NodeJS.ProcessEnv, o: TriggerOverrides = {}): Promise<RunningTrigger> {
   const log = o.log ?? triggerLogger();
   const clock = o.clock ?? Date.now;
@@ -89,13 +112,20 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
     ...(o.notifyBackoffMs !== undefined ? { backoffMs: o.notifyBackoffMs } : {}),
   });
   let runner: Runner | undefined;
-  const queue = createJobQueue({ stores, clock, maxQueued: settings.queueMax, onEnqueued: () => setImmediate(() => runner?.kick()), onCommitted: () => checkpointer.nudge() });
+  const writer = await startWriter(settings, log);
+  const queue = createJobQueue({
+    stores, clock, maxQueued: settings.queueMax, writer, log,
+    onEnqueued: () => setImmediate(() => runner?.kick()), onCommitted: () => checkpointer.nudge(),
+  });
   runner = createRunner({ stores, executor, concurrency: settings.concurrency, clock, log, controlUrl: settings.controlUrl, notify });
   const app = createTriggerApp({ settings, queue, clock, log }, o.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: o.bodyTimeoutMs } : {});
   const server = createServer({ keepAliveTimeout: 5_000, requestTimeout: 60_000, headersTimeout: 20_000, requireHostHeader: false }, app.listener);
   const { url } = await listen(server, settings.host, settings.port);
   runner.recover();
-  const stopRetention = startTriggerRetention({ stores, retention: settings.retention, clock, log, onPruned: () => checkpointer.nudge() });
+  const stopRetention = startTriggerRetention({
+    stores, retention: settings.retention, clock, log, onPruned: () => checkpointer.nudge(),
+    ...(writer ? { runBatch: (retention, now) => (writer.alive() ? writer.prune(retention, now) : Promise.resolve(pruneBatch(stores, retention, now))) } : {}),
+  });
 
   let closing: Promise<void> | undefined;
   function close(): Promise<void> {
@@ -105,12 +135,13 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
         shutdown.abort();
         await runner!.close();
       });
+      await writer?.close();
       await checkpointer.close();
       db.close();
     })();
     return closing;
   }
-  return { url, server, stores, queue, runner, close };
+  return { url, server, stores, queue, runner, intake: writer ? 'writer-thread' : 'main-thread', close };
 }
 
 /** Serves until SIGINT/SIGTERM, then shuts down once and resolves with the exit code. */
@@ -118,6 +149,6 @@ export async function serveTriggerForever(settings: TriggerSettings, env: NodeJS
   const log = triggerLogger();
   const running = await startTrigger(settings, env, { log });
   print(`${running.url}\n`);
-  log.info('listening', { url: running.url, repo: settings.repoDir, db: settings.dbPath, concurrency: settings.concurrency });
+  log.info('listening', { url: running.url, repo: settings.repoDir, db: settings.dbPath, concurrency: settings.concurrency, intake: running.intake });
   return exitCodeAfterSignal(log, 'shutting down; queued jobs stay queued', () => running.close());
 }

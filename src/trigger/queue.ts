@@ -1,8 +1,10 @@
 // The durable job queue: dedupe claim, job row and reply target commit in one transaction before any 2xx (DESIGN §5).
-import { transaction } from '../db/open.ts';
+// With an intake writer (a file DB) the commits run on its worker thread; otherwise on this thread.
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow } from '../db/trigger-jobs-store.ts';
-import { newJobId } from './job-id.ts';
+import type { Logger } from '../log.ts';
+import { placeBatch, type PlaceOutcome } from './queue-place.ts';
+import type { IntakeWriter } from './intake-writer.ts';
 
 export type Origin = 'errtrack' | 'chata' | 'trackera' | 'trackerb' | 'chatb' | 'jobs' | 'webhook';
 
@@ -23,7 +25,7 @@ export interface EnqueueRequest {
 export type EnqueueResult = { kind: 'queued'; jobId: string } | { kind: 'duplicate'; jobId: string } | { kind: 'full' };
 
 export interface JobQueue {
-  /** Resolves once the job (or the verdict duplicate/full) is committed; deliveries in one tick share a commit. */
+  /** Resolves once the job (or the verdict duplicate/full) is committed; deliveries in one batch share a commit. */
   enqueue(request: EnqueueRequest): Promise<EnqueueResult>;
   get(id: string): JobRow | undefined;
   depth(): { queued: number; running: number };
@@ -38,72 +40,87 @@ export interface JobQueueOptions {
   onEnqueued: () => void;
   /** Called after every group commit (the WAL checkpointer's cue). */
   onCommitted?: () => void;
+  /** Commits on its worker thread when given and alive; `stores` (this thread) otherwise. */
+  writer?: IntakeWriter | undefined;
+  log?: Logger;
 }
 
-/** Most deliveries one transaction takes; a larger burst is split over consecutive turns. */
+/** Most deliveries one transaction takes; a larger burst is split over consecutive batches. */
 export const MAX_BATCH = 256;
+
+/** A delivery whose transaction failed: answered 500, never with a job id. */
+export class DeliveryNotCommittedError extends Error {
+  constructor(message: string) {
+    super(`delivery not committed: ${message}`);
+    this.name = 'DeliveryNotCommittedError';
+  }
+}
 
 type Pending = { request: EnqueueRequest; resolve: (r: EnqueueResult) => void; reject: (e: unknown) => void };
 
 export function createJobQueue(opts: JobQueueOptions): JobQueue {
   const { stores } = opts;
   let pending: Pending[] = [];
+  let scheduled = false;
+  let inFlight = false;
 
-  function place(request: EnqueueRequest, now: number): EnqueueResult {
-    const existing = stores.dedupe.findAny(request.dedupeKeys);
-    if (existing) return { kind: 'duplicate', jobId: existing };
-    if (stores.jobs.countByStatus('queued') >= opts.maxQueued) return { kind: 'full' };
-    const jobId = newJobId(now);
-    stores.jobs.insert({ id: jobId, origin: request.origin, brief: request.brief, args: request.args, created_at: now });
-    stores.dedupe.claim(request.dedupeKeys, jobId, now);
-    if (request.reply) stores.replies.insert(jobId, request.reply.channel, request.reply.target, now);
-    return { kind: 'queued', jobId };
-  }
-
-  function settle(batch: readonly Pending[], results: readonly EnqueueResult[]): void {
-    batch.forEach((p, i) => p.resolve(results[i]!));
-    opts.onCommitted?.();
-    if (results.some((r) => r.kind === 'queued')) opts.onEnqueued();
-  }
-
-  // A batch that failed as a whole is replayed one delivery per transaction, so one bad delivery (or a
-  // transient error) is answered with its own error while the others still commit: nothing of the failed
-  // attempt was committed or answered, so replaying it cannot duplicate a job.
-  function replayOneByOne(batch: readonly Pending[], now: number): void {
-    for (const p of batch) {
-      try {
-        const result = transaction(stores.db, () => place(p.request, now));
-        settle([p], [result]);
-      } catch (err) {
-        p.reject(err);
+  function settle(batch: readonly Pending[], outcomes: readonly PlaceOutcome[]): void {
+    let queued = false;
+    batch.forEach((p, i) => {
+      const outcome = outcomes[i] ?? { kind: 'error', message: 'no outcome' };
+      if (outcome.kind === 'error') p.reject(new DeliveryNotCommittedError(outcome.message));
+      else {
+        queued ||= outcome.kind === 'queued';
+        p.resolve(outcome);
       }
-    }
+    });
+    opts.onCommitted?.();
+    if (queued) opts.onEnqueued();
   }
 
-  // Group commit: the deliveries verified in one event-loop turn are written in one transaction and every
-  // reply waits for that commit, so "durable before 2xx" holds at a fraction of the per-commit cost. The
-  // batch is whatever arrived while the loop was busy: nothing waits on a timer when the server is idle.
+  function schedule(): void {
+    if (scheduled || inFlight || pending.length === 0) return;
+    scheduled = true;
+    setImmediate(flush);
+  }
+
+  // Group commit: the deliveries verified while the previous commit was under way (or in one event-loop turn) are
+  // written in one transaction and every reply waits for that commit, so "durable before 2xx" holds at a fraction
+  // of the per-commit cost. Nothing waits on a timer when the server is idle. One batch is in flight at a time, so
+  // the batch grows with the commit's latency instead of adding commits.
   function flush(): void {
+    scheduled = false;
     const batch = pending.length > MAX_BATCH ? pending.slice(0, MAX_BATCH) : pending;
     pending = pending.length > MAX_BATCH ? pending.slice(MAX_BATCH) : [];
-    if (pending.length > 0) setImmediate(flush);
+    if (batch.length === 0) return;
     const now = opts.clock();
-    let results: EnqueueResult[];
-    try {
-      results = transaction(stores.db, () => batch.map((p) => place(p.request, now)));
-    } catch (err) {
-      if (batch.length === 1) batch[0]!.reject(err);
-      else replayOneByOne(batch, now);
+    const requests = batch.map((p) => p.request);
+    const writer = opts.writer;
+    if (writer?.alive()) {
+      inFlight = true;
+      writer.placeBatch(requests, now, opts.maxQueued).then(
+        (outcomes) => settle(batch, outcomes),
+        // The thread died holding this batch: it may or may not have committed, so no delivery of it gets a 2xx
+        // (500; the sender's retry is answered "duplicate" if it did). Later batches commit on this thread.
+        (err: unknown) => {
+          opts.log?.error('intake batch lost with the writer thread', { deliveries: batch.length });
+          for (const p of batch) p.reject(err);
+        },
+      ).finally(() => {
+        inFlight = false;
+        schedule();
+      });
       return;
     }
-    settle(batch, results);
+    settle(batch, placeBatch(stores, requests, now, opts.maxQueued));
+    schedule();
   }
 
   return {
     enqueue(request) {
       return new Promise((resolve, reject) => {
-        if (pending.length === 0) setImmediate(flush);
         pending.push({ request, resolve, reject });
+        schedule();
       });
     },
     get(id) {

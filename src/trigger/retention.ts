@@ -1,7 +1,7 @@
 // Trigger DB retention (DESIGN §5): dedupe keys live SVC_TRIGGER_DEDUPE_DAYS (default 30), finished jobs
 // SVC_TRIGGER_JOB_DAYS (default 30) but never less than the dedupe window (a job's keys are deleted with it).
-// Sweeps run from a timer, one bounded batch per event-loop turn, never inside a request: a delivery waits at
-// most for one batch. Queued and running jobs are never pruned.
+// Sweeps run from a timer, one bounded batch at a time, never inside a request; with the intake writer thread the
+// batches run there, so they never block the event loop either. Queued and running jobs are never pruned.
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { Logger } from '../log.ts';
 
@@ -52,6 +52,8 @@ export function pruneAll(stores: TriggerStores, retention: TriggerRetention, now
 
 export interface RetentionSweeperOptions {
   stores: TriggerStores;
+  /** Runs one batch elsewhere (the intake writer thread); `stores` on this thread when absent or failing. */
+  runBatch?: (retention: TriggerRetention, now: number) => Promise<PruneCounts & { done: boolean }>;
   retention: TriggerRetention;
   clock: () => number;
   log: Logger;
@@ -65,32 +67,47 @@ export function startTriggerRetention(opts: RetentionSweeperOptions): () => void
   const everyMs = opts.everyMs ?? SWEEP_MS;
   let stopped = false;
   let immediate: NodeJS.Immediate | undefined;
+  let busy = false;
   let total: PruneCounts = { dedupeKeys: 0, jobs: 0 };
 
-  function step(now: number): void {
-    immediate = undefined;
-    if (stopped) return;
-    let done = true;
-    try {
-      const batch = pruneBatch(opts.stores, opts.retention, now);
-      total = { dedupeKeys: total.dedupeKeys + batch.dedupeKeys, jobs: total.jobs + batch.jobs };
-      done = batch.done;
-    } catch (err) {
-      opts.log.error('trigger retention sweep failed', { error: err instanceof Error ? err.message : String(err) });
-    }
-    if (!done) {
-      immediate = setImmediate(step, now);
-      return;
-    }
+  function finish(): void {
     if (total.dedupeKeys + total.jobs > 0) {
       opts.log.info('trigger retention sweep', { dedupe_keys: total.dedupeKeys, jobs: total.jobs, ...opts.retention });
       opts.onPruned?.();
     }
     total = { dedupeKeys: 0, jobs: 0 };
+    busy = false;
+  }
+
+  function account(batch: PruneCounts & { done: boolean }, now: number): void {
+    total = { dedupeKeys: total.dedupeKeys + batch.dedupeKeys, jobs: total.jobs + batch.jobs };
+    if (batch.done || stopped) finish();
+    else immediate = setImmediate(step, now);
+  }
+
+  function failed(err: unknown): void {
+    opts.log.error('trigger retention sweep failed', { error: err instanceof Error ? err.message : String(err) });
+    finish();
+  }
+
+  function step(now: number): void {
+    immediate = undefined;
+    if (stopped) return finish();
+    if (opts.runBatch) {
+      opts.runBatch(opts.retention, now).then((batch) => account(batch, now), failed);
+      return;
+    }
+    try {
+      account(pruneBatch(opts.stores, opts.retention, now), now);
+    } catch (err) {
+      failed(err);
+    }
   }
 
   function sweep(): void {
-    if (immediate === undefined) immediate = setImmediate(step, opts.clock());
+    if (busy) return;
+    busy = true;
+    immediate = setImmediate(step, opts.clock());
   }
   sweep();
   const timer = setInterval(sweep, everyMs);

@@ -1,6 +1,6 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync, chmodSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync, chmodSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createUsageParser, addUsage, type Usage } from '../../src/engine/usage-parsers.ts';
@@ -74,6 +74,31 @@ describe('provider usage parsers', () => {
   it('reads aider lines that carry prompt-cache figures between sent and received', () => {
     const sum = total('aider', ['Tokens: 2.4k sent, 1.1k cache write, 383 received. Cost: $0.0085 message, $0.02 session.']);
     assert.deepEqual(sum, { cost_usd: 0.0085, tokens_in: 2400, tokens_out: 383 });
+  });
+
+  it('reads the stream-json output of claude 2.1.330: only the final result counts, not the usage on each message', () => {
+    const fixture = new URL('./fixtures/claude-2.1.330-stream-json.jsonl', import.meta.url);
+    const sum = total('claude', readFileSync(fixture, 'utf8').split('\n'));
+    assert.deepEqual(sum, { cost_usd: 0.004110000000000001, tokens_in: 780, tokens_out: 118 });
+  });
+
+  it('reads the exec --json output of codex 0.169.0: tokens from turn.completed, no cost', () => {
+    const fixture = new URL('./fixtures/codex-0.169.0-exec.jsonl', import.meta.url);
+    const sum = total('codex', readFileSync(fixture, 'utf8').split('\n'));
+    assert.deepEqual(sum, { cost_usd: null, tokens_in: 460, tokens_out: 86 });
+  });
+
+  it('reads a recorded aider --no-pretty transcript: one-line and two-line reports, quoted reports ignored', () => {
+    const fixture = new URL('./fixtures/aider-no-pretty.txt', import.meta.url);
+    const sum = total('aider', readFileSync(fixture, 'utf8').split('\n'));
+    assert.equal(sum.tokens_in, 2500 + 2700);
+    assert.equal(sum.tokens_out, 61 + 24);
+    assert.ok(Math.abs(sum.cost_usd! - (0.0081 + 0.0028)) < 1e-12, String(sum.cost_usd));
+  });
+
+  it('reads aider tokens for a model it has no price for, leaving the cost unknown', () => {
+    const lines = ['Tokens: 12k sent, 1.1k received.', 'Applied edit to a.txt'];
+    assert.deepEqual(total('aider', lines), { cost_usd: null, tokens_in: 12000, tokens_out: 1100 });
   });
 
   it('reads opencode step events with cost and tokens, and leaves other events alone', () => {

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { startAnthropicMessagesServer } from './anthropic-messages-server.ts';
 import type { ScriptedServer } from './gemini-model-server.ts';
 import { skipUnlessInstalled, requireProviderCli, makeCliRepo, summaryOf, type CliRepo } from './cli-run.ts';
+import { CLI_TEST } from './cli-run.ts';
 import { fixTheTest, BROKEN, FIXED, SUMMARY } from './cli-run.ts';
 import { assertNoSecretSent, assertTaskFenced, blockedThenAnswered, stopLeavesNothing } from './conformance.ts';
 
@@ -36,7 +37,8 @@ describe('claude CLI end to end', { skip }, () => {
     await server?.close();
   });
 
-  it('fixes the failing test with its own tools: verified PR, receipt verifies, tokens and cost', async () => {
+  const fixes = 'fixes the failing test with its own tools: verified PR, receipt verifies, tokens and cost';
+  it(fixes, CLI_TEST, async () => {
     const res = await repo.svc(['start', repo.exportFile, '--pr', '--provider', 'claude']);
     const summary = summaryOf(res);
     const logs = () => repo.events(summary.run).filter((e) => e.kind === 'log').map((e) => String(e.data.text));
@@ -71,11 +73,11 @@ describe('claude CLI end to end', { skip }, () => {
     assert.ok(server.requests.every((r) => r.headers['x-api-key'] === KEY && r.path.startsWith('/v1/messages')));
   });
 
-  it('asks through $SVC_QUESTION_FILE, blocks, and finishes once svc answer re-invokes it', async () => {
+  it('asks through $SVC_QUESTION_FILE, blocks, and finishes once svc answer re-invokes it', CLI_TEST, async () => {
     await blockedThenAnswered(repo, server, 'claude');
   });
 
-  it('stop during a long Bash command leaves nothing running', async () => {
+  it('stop during a long Bash command leaves nothing running', CLI_TEST, async () => {
     await stopLeavesNothing(repo, server, 'claude');
   });
 });

@@ -56,6 +56,12 @@ export const SVC_SECRETS: Record<string, string> = {
   GITHUB_WEBHOOK_SECRET: 'svc-secret-webhook-p2',
 };
 
+/**
+ * Options for each end-to-end test: a real CLI run takes a minute or more on a busy 2-core host (opencode's first
+ * run measured 80 s), past scripts/test.js's default of two minutes per test.
+ */
+export const CLI_TEST = { timeout: 600_000 };
+
 export const BROKEN = 'hello';
 export const FIXED = 'fixed';
 /** The repo's test: it fails until a.txt says "fixed". */
@@ -76,7 +82,7 @@ export interface CliRepo extends TestRepo {
   env: NodeJS.ProcessEnv;
   svc(args: string[], extra?: NodeJS.ProcessEnv): Promise<ChildResult>;
   state(run: string): any;
-  /** Waits (up to two minutes: the CLIs are slow to start on a busy machine) for one of `statuses`. */
+  /** Waits (up to five minutes: the CLIs are slow to start on a busy machine) for one of `statuses`. */
   waitStatus(run: string, statuses: string[]): Promise<any>;
   /** `svc start --brief <brief> --detach --worktree --provider <provider>`; the run id. */
   startDetached(brief: string, provider: string): Promise<string>;
@@ -135,7 +141,7 @@ export async function makeCliRepo(cliDir: string, extraEnv: NodeJS.ProcessEnv): 
       const file = join(repo.repo, '.svc', 'runs', run, 'state.json');
       const s = existsSync(file) ? readJson(file) : null;
       return s && statuses.includes(s.status) ? s : null;
-    }, `run ${run} to be ${statuses.join(' or ')}`, 120_000),
+    }, `run ${run} to be ${statuses.join(' or ')}`, 300_000),
     async startDetached(brief, provider) {
       const args = ['start', '--brief', brief, '--detach', '--worktree', '--provider', provider];
       const res = await svc(args);

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { startResponsesServer } from './responses-server.ts';
 import type { ScriptedServer } from './gemini-model-server.ts';
 import { skipUnlessInstalled, requireProviderCli, makeCliRepo, summaryOf, type CliRepo } from './cli-run.ts';
+import { CLI_TEST } from './cli-run.ts';
 import { fixTheTest, BROKEN, FIXED, SUMMARY } from './cli-run.ts';
 import { assertNoSecretSent, assertTaskFenced, blockedThenAnswered, stopLeavesNothing } from './conformance.ts';
 
@@ -40,7 +41,8 @@ describe('codex CLI end to end', { skip }, () => {
     await server?.close();
   });
 
-  it('fixes the failing test with its own tools: verified PR, receipt verifies, tokens as reported', async () => {
+  const fixes = 'fixes the failing test with its own tools: verified PR, receipt verifies, tokens as reported';
+  it(fixes, CLI_TEST, async () => {
     const res = await repo.svc(['start', repo.exportFile, '--pr', '--provider', 'codex']);
     const summary = summaryOf(res);
     const logs = () => repo.events(summary.run).filter((e) => e.kind === 'log').map((e) => String(e.data.text));
@@ -72,11 +74,11 @@ describe('codex CLI end to end', { skip }, () => {
     assert.ok(server.requests.every((r) => r.headers.authorization === `Bearer ${KEY}` && r.path === '/v1/responses'));
   });
 
-  it('asks through $SVC_QUESTION_FILE, blocks, and finishes once svc answer re-invokes it', async () => {
+  it('asks through $SVC_QUESTION_FILE, blocks, and finishes once svc answer re-invokes it', CLI_TEST, async () => {
     await blockedThenAnswered(repo, server, 'codex');
   });
 
-  it('stop during a long exec_command leaves nothing running', async () => {
+  it('stop during a long exec_command leaves nothing running', CLI_TEST, async () => {
     await stopLeavesNothing(repo, server, 'codex');
   });
 });

@@ -58,7 +58,7 @@ export async function stopLeavesNothing(repo: CliRepo, server: Scripted, provide
   const pids = await waitFor(() => {
     const lines = existsSync(pidFile) ? readFileSync(pidFile, 'utf8').trim().split('\n') : [];
     return lines.length === 2 ? lines.map(Number) : null;
-  }, 'the long command to start', 120_000);
+  }, 'the long command to start', 300_000);
   const cli = repo.state(run).child?.pid;
   assert.ok(Number.isInteger(cli), 'the run names its provider process');
   const stop = await repo.svc(['start', '--stop', run]);

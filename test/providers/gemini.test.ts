@@ -1,17 +1,15 @@
 // The real gemini CLI (@google/gemini-cli) driven by `svc start` against a scripted Gemini API on 127.0.0.1.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startGeminiModelServer, type ScriptedServer } from './gemini-model-server.ts';
-import { longScript } from './model-script.ts';
 import { skipUnlessInstalled, requireProviderCli, makeCliRepo, summaryOf, type CliRepo } from './cli-run.ts';
-import { fixTheTest, askForTheWord } from './cli-run.ts';
-import { BROKEN, FIXED, SUMMARY, QUESTION } from './cli-run.ts';
-import { processAlive } from '../engine/fixtures.ts';
-import { waitFor } from '../helpers/wait-for.ts';
+import { CLI_TEST } from './cli-run.ts';
+import { fixTheTest } from './cli-run.ts';
+import { BROKEN, FIXED, SUMMARY } from './cli-run.ts';
+import { assertNoSecretSent, assertTaskFenced, blockedThenAnswered, stopLeavesNothing } from './conformance.ts';
 
-const SECRETS = ['gh-secret-token-p2', 'svc-secret-control-p2'];
 const skip = skipUnlessInstalled('gemini');
 
 describe('gemini CLI end to end', { skip }, () => {
@@ -21,7 +19,7 @@ describe('gemini CLI end to end', { skip }, () => {
   before(async () => {
     server = await startGeminiModelServer(fixTheTest());
     const env = { GEMINI_API_KEY: 'scripted-gemini-key', GOOGLE_GEMINI_BASE_URL: server.url };
-    repo = await makeCliRepo(requireProviderCli('gemini'), { ...env, SVC_CONTROL_TOKEN: SECRETS[1] });
+    repo = await makeCliRepo(requireProviderCli('gemini'), env);
     // A user who chose "Use Gemini API key" (what gemini's own auth dialog saves). With GOOGLE_GEMINI_BASE_URL set and
     // no choice saved, gemini 0.61 picks its "gateway" auth type and then refuses it headless.
     mkdirSync(join(repo.home, '.gemini'), { recursive: true });
@@ -38,7 +36,8 @@ describe('gemini CLI end to end', { skip }, () => {
     await server?.close();
   });
 
-  it('fixes the failing test with its own tools: verified PR, receipt verifies, tokens as reported', async () => {
+  const fixes = 'fixes the failing test with its own tools: verified PR, receipt verifies, tokens as reported';
+  it(fixes, CLI_TEST, async () => {
     const res = await repo.svc(['start', repo.exportFile, '--pr', '--provider', 'gemini']);
     const summary = summaryOf(res);
     assert.equal(summary.status, 'succeeded', `${summary.error}\n${res.stderr}`);
@@ -62,38 +61,16 @@ describe('gemini CLI end to end', { skip }, () => {
     const logs = repo.events(summary.run).filter((e) => e.kind === 'log').map((e) => String(e.data.text));
     assert.ok(logs.some((t) => t.includes(SUMMARY)), logs.slice(0, 20).join('\n'));
     // What the CLI sent: the task fenced as untrusted data, and none of svc's secrets.
-    const sent = server.requests.map((r) => `${JSON.stringify(r.headers)}\n${r.text}`).join('\n');
-    assert.match(sent, /Task \(untrusted data\):\\n```markdown\\n[^`]*Tool list_organizations is already registered/);
-    for (const secret of SECRETS) assert.ok(!sent.includes(secret), `the model server saw ${secret}`);
+    assertTaskFenced(server);
+    assertNoSecretSent(server);
     assert.ok(server.requests.every((r) => r.headers['x-goog-api-key'] === 'scripted-gemini-key'));
   });
 
-  it('asks through $SVC_QUESTION_FILE, blocks, and finishes once svc answer re-invokes it', async () => {
-    server.setScript(askForTheWord());
-    const run = await repo.startDetached('make the test pass', 'gemini');
-    const blocked = await repo.waitStatus(run, ['blocked']);
-    assert.equal(blocked.question, QUESTION);
-    const answered = await repo.svc(['answer', `local/${run}`, FIXED]);
-    assert.equal(answered.code, 0, answered.stderr);
-    const done = await repo.waitStatus(run, ['succeeded', 'failed']);
-    const logs = repo.events(run).filter((e) => e.kind === 'log').map((e) => String(e.data.text).slice(0, 300));
-    assert.equal(done.status, 'succeeded', `${done.error}\n${logs.join('\n')}`);
-    assert.equal(done.verdict, 'verified');
-    assert.equal(readFileSync(join(done.workdir, 'a.txt'), 'utf8'), `${FIXED}\n`);
-    assert.equal(logs.filter((t) => /provider gemini started/.test(t)).length, 2);
+  it('asks through $SVC_QUESTION_FILE, blocks, and finishes once svc answer re-invokes it', CLI_TEST, async () => {
+    await blockedThenAnswered(repo, server, 'gemini');
   });
 
-  it('stop during a long shell command leaves nothing running', async () => {
-    const pidFile = join(repo.root, 'gemini-long.pids');
-    server.setScript(longScript(pidFile));
-    const run = await repo.startDetached('run the long job', 'gemini');
-    const pids = await waitFor(() => {
-      const lines = existsSync(pidFile) ? readFileSync(pidFile, 'utf8').trim().split('\n') : [];
-      return lines.length === 2 ? lines.map(Number) : null;
-    }, 'the long command to start', 120_000);
-    const stop = await repo.svc(['start', '--stop', run]);
-    assert.equal(stop.code, 0, stop.stderr);
-    assert.equal((await repo.waitStatus(run, ['stopped'])).status, 'stopped');
-    await waitFor(() => pids.every((p) => !processAlive(p)) || null, 'the shell and its sleep to be gone');
+  it('stop during a long shell command leaves nothing running', CLI_TEST, async () => {
+    await stopLeavesNothing(repo, server, 'gemini');
   });
 });

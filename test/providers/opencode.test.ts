@@ -2,17 +2,15 @@
 // on 127.0.0.1, configured as a custom provider in the user's opencode.json.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startChatCompletionsServer, type ChatServer } from './chat-completions-server.ts';
-import { longScript } from './model-script.ts';
 import { skipUnlessInstalled, requireProviderCli, makeCliRepo, summaryOf, type CliRepo } from './cli-run.ts';
-import { fixTheTest, askForTheWord } from './cli-run.ts';
-import { BROKEN, FIXED, SUMMARY, QUESTION } from './cli-run.ts';
-import { processAlive } from '../engine/fixtures.ts';
-import { waitFor } from '../helpers/wait-for.ts';
+import { CLI_TEST } from './cli-run.ts';
+import { fixTheTest } from './cli-run.ts';
+import { BROKEN, FIXED, SUMMARY } from './cli-run.ts';
+import { assertNoSecretSent, assertTaskFenced, blockedThenAnswered, stopLeavesNothing } from './conformance.ts';
 
-const SECRETS = ['gh-secret-token-p2', 'svc-secret-control-p2'];
 const skip = skipUnlessInstalled('opencode');
 /** USD per million tokens, as the model entry in opencode.json prices it; opencode reports cost from these. */
 const PRICE = { input: 1, output: 2 };
@@ -28,7 +26,7 @@ describe('opencode CLI end to end', { skip }, () => {
       OPENCODE_DISABLE_MODELS_FETCH: '1', OPENCODE_DISABLE_AUTOUPDATE: '1', OPENCODE_DISABLE_DEFAULT_PLUGINS: '1',
       OPENCODE_DISABLE_LSP_DOWNLOAD: '1', OPENCODE_DISABLE_SHARE: '1',
     };
-    repo = await makeCliRepo(requireProviderCli('opencode'), { ...offline, SVC_CONTROL_TOKEN: SECRETS[1] });
+    repo = await makeCliRepo(requireProviderCli('opencode'), offline);
     const scripted = {
       npm: '@ai-sdk/openai-compatible',
       name: 'Scripted',
@@ -44,7 +42,8 @@ describe('opencode CLI end to end', { skip }, () => {
     await server?.close();
   });
 
-  it('fixes the failing test with its own tools: verified PR, receipt verifies, tokens and cost', async () => {
+  const fixes = 'fixes the failing test with its own tools: verified PR, receipt verifies, tokens and cost';
+  it(fixes, CLI_TEST, async () => {
     const res = await repo.svc(['start', repo.exportFile, '--pr', '--provider', 'opencode']);
     const summary = summaryOf(res);
     const logs = () => repo.events(summary.run).filter((e) => e.kind === 'log').map((e) => String(e.data.text));
@@ -68,40 +67,16 @@ describe('opencode CLI end to end', { skip }, () => {
     assert.equal(verified.code, 0, verified.stderr);
     assert.ok(logs().some((t) => t.includes('"type":"step_finish"')) && logs().some((t) => t.includes(SUMMARY)));
     // What the CLI sent: the task fenced as untrusted data (in the task file opencode read), none of svc's secrets.
-    const sent = server.requests.map((r) => `${JSON.stringify(r.headers)}\n${r.text}`).join('\n');
-    // The title of the exported issue, inside the fence that follows the heading (opencode numbers the lines it read).
-    const fenced = /Task \(untrusted data\):\\n(\d+: )?```markdown\\n[^`]*Tool list_organizations is already/;
-    assert.match(sent, fenced);
-    for (const secret of SECRETS) assert.ok(!sent.includes(secret), `the model server saw ${secret}`);
+    assertTaskFenced(server);
+    assertNoSecretSent(server);
     assert.ok(server.requests.every((r) => r.headers.authorization === 'Bearer scripted-opencode-key'));
   });
 
-  it('asks through $SVC_QUESTION_FILE, blocks, and finishes once svc answer re-invokes it', async () => {
-    server.setScript(askForTheWord());
-    const run = await repo.startDetached('make the test pass', 'opencode');
-    const blocked = await repo.waitStatus(run, ['blocked']);
-    assert.equal(blocked.question, QUESTION);
-    const answered = await repo.svc(['answer', `local/${run}`, FIXED]);
-    assert.equal(answered.code, 0, answered.stderr);
-    const done = await repo.waitStatus(run, ['succeeded', 'failed']);
-    const logs = repo.events(run).filter((e) => e.kind === 'log').map((e) => String(e.data.text).slice(0, 300));
-    assert.equal(done.status, 'succeeded', `${done.error}\n${logs.join('\n')}`);
-    assert.equal(done.verdict, 'verified');
-    assert.equal(readFileSync(join(done.workdir, 'a.txt'), 'utf8'), `${FIXED}\n`);
-    assert.equal(logs.filter((t) => /provider opencode started/.test(t)).length, 2);
+  it('asks through $SVC_QUESTION_FILE, blocks, and finishes once svc answer re-invokes it', CLI_TEST, async () => {
+    await blockedThenAnswered(repo, server, 'opencode');
   });
 
-  it('stop during a long shell command leaves nothing running', async () => {
-    const pidFile = join(repo.root, 'opencode-long.pids');
-    server.setScript(longScript(pidFile));
-    const run = await repo.startDetached('run the long job', 'opencode');
-    const pids = await waitFor(() => {
-      const lines = existsSync(pidFile) ? readFileSync(pidFile, 'utf8').trim().split('\n') : [];
-      return lines.length === 2 ? lines.map(Number) : null;
-    }, 'the long command to start', 120_000);
-    const stop = await repo.svc(['start', '--stop', run]);
-    assert.equal(stop.code, 0, stop.stderr);
-    assert.equal((await repo.waitStatus(run, ['stopped'])).status, 'stopped');
-    await waitFor(() => pids.every((p) => !processAlive(p)) || null, 'the shell and its sleep to be gone');
+  it('stop during a long shell command leaves nothing running', CLI_TEST, async () => {
+    await stopLeavesNothing(repo, server, 'opencode');
   });
 });

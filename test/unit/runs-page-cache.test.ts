@@ -30,10 +30,10 @@ describe('runs page cache', () => {
     assert.equal(cache.page({ limit: 5 }, build).toString(), 'page 2');
     assert.equal(cache.page({ limit: 6 }, build).toString(), 'page 3');
     stamp = 's2';
-    assert.equal(cache.page({ limit: 5 }, build).toString(), 'page 4');
-    assert.equal(cache.page({ limit: 5 }, build).toString(), 'page 5', 'what was seen before the change counts for nothing');
-    assert.equal(cache.page({ limit: 5 }, build).toString(), 'page 5');
-    assert.equal(cache.size(), 1);
+    assert.equal(cache.page({ limit: 5 }, build).toString(), 'page 4', 'a change drops the kept page');
+    assert.equal(cache.page({ limit: 5 }, build).toString(), 'page 4', 'a page polled before the change is kept again at once');
+    assert.equal(cache.page({ limit: 6 }, build).toString(), 'page 5', 'limit=6, seen once before the change, is built and kept');
+    assert.equal(cache.size(), 2);
   });
 
   it('never lets one-off filters evict a page being polled', () => {
