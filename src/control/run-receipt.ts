@@ -3,6 +3,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ControlDeps } from './deps.ts';
 import type { RunRow } from '../db/runs-store.ts';
+import { nestsDeeperThan } from '../untrusted.ts';
+import { MAX_JSON_DEPTH } from '../http/json-depth.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { verifyReceipt, type Receipt } from '../engine/receipt.ts';
 import { loadPolicy, verdictAccepted, DEFAULT_POLICY, type Policy } from '../engine/policy.ts';
@@ -35,6 +37,8 @@ export function checkRunReceipt(deps: ControlDeps, row: RunRow): ReceiptVerdict 
   } catch {
     return { ok: false, reason: 'The receipt is not valid JSON' };
   }
+  // An uploaded artifact saw no body depth limit, and checking a receipt serialises it recursively (canonical JSON).
+  if (nestsDeeperThan(value, MAX_JSON_DEPTH)) return { ok: false, reason: `The receipt nests deeper than ${MAX_JSON_DEPTH} arrays/objects` };
   const key = loadOrCreateSigningKey(deps.settings.svcHome);
   const check = verifyReceipt(value, new Map([[key.kid, key.publicKey]]));
   if (!check.ok || !check.receipt) return { ok: false, reason: check.message };
