@@ -23,7 +23,8 @@ export function actionRefusal(row: RunRow, localSource: string, action: RunActio
   if (NEEDS_LOCAL.has(action)) {
     if (row.source !== localSource) return `Run ${id} belongs to another source; only stop and answer reach it`;
     if (!row.repo_path) {
-      return `Run ${id} was not started here, so its repository is unknown: import its project (POST /v1/import) to ${action} it`;
+      return `Run ${id} was not started here, so its repository is unknown: ` +
+        `import its project (POST /v1/import) to ${action} it`;
     }
   }
   if (ALLOWED_FROM[action].has(row.status)) return null;

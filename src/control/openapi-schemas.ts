@@ -50,7 +50,13 @@ export const schemas = {
     properties: {
       artifacts: {
         type: 'array',
-        items: { type: 'object', properties: { path: { type: 'string' }, content_type: { type: 'string' }, size: { type: 'integer' }, sha256: { type: 'string' } } },
+        items: {
+          type: 'object',
+          properties: {
+            path: { type: 'string' }, content_type: { type: 'string' },
+            size: { type: 'integer' }, sha256: { type: 'string' },
+          },
+        },
       },
       pending_answer: {
         type: ['object', 'null'],
@@ -59,7 +65,7 @@ export const schemas = {
           answer: { type: 'string' },
           answered_at: time,
           via: { enum: ['ingest', 'answer_folder'], description: 'ingest: the runner gets it in its next ingest response' },
-          delivered_at: { ...time, description: 'when the runner collected it; null while it waits for its next check-in' },
+          delivered_at: { ...time, description: 'when the runner collected it; null while it waits for its check-in' },
         },
       },
       attempts: {
@@ -67,12 +73,16 @@ export const schemas = {
         description: 'Runs of the same group_id, oldest first (attempt 1 first); at most 100',
         items: {
           type: 'object',
-          properties: { source: { type: 'string' }, run: { type: 'string' }, status: { enum: [...RUN_STATUSES] }, verdict: { enum: [...VERDICTS, null] }, started_at: time },
+          properties: {
+            source: { type: 'string' }, run: { type: 'string' }, status: { enum: [...RUN_STATUSES] },
+            verdict: { enum: [...VERDICTS, null] }, started_at: time,
+          },
         },
       },
       refusals: {
         type: 'object',
-        description: 'Per action (stop, resume, retry, verify, delete, answer): null when the server would accept it, else the message of its 409 invalid_transition',
+        description: 'Per action (stop, resume, retry, verify, delete, answer): null when the server would ' +
+          'accept it, else the message of its 409 invalid_transition',
         additionalProperties: { type: ['string', 'null'] },
       },
     },

@@ -9,7 +9,10 @@ import { iso } from './params.ts';
 export interface PendingAnswer {
   answer: string;
   answered_at: string;
-  /** `ingest`: handed to the run's own runner in its next ingest response; `answer_folder`: written where this machine's run reads it. */
+  /**
+   * `ingest`: handed to the run's own runner in its next ingest response;
+   * `answer_folder`: written where this machine's run reads it.
+   */
   via: 'ingest' | 'answer_folder';
   /** When the runner collected it (via ingest), or null while it waits for the runner's next check-in. */
   delivered_at: string | null;
@@ -56,5 +59,7 @@ export function attempts(stores: Stores, row: RunRow): Attempt[] {
   return stores.runs
     .list({ group_id: row.group_id, limit: MAX_ATTEMPTS })
     .reverse()
-    .map((r) => ({ source: r.source, run: r.run, status: r.status, verdict: r.verdict, started_at: iso(r.started_at)! }));
+    .map((r) => ({
+      source: r.source, run: r.run, status: r.status, verdict: r.verdict, started_at: iso(r.started_at)!,
+    }));
 }

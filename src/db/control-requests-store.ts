@@ -49,7 +49,8 @@ export function createControlRequestsStore(db: Db): ControlRequestsStore {
   );
   const deleteStmt = db.prepare('DELETE FROM control_requests WHERE source = ? AND run = ?');
   const latestStmt = db.prepare(
-    'SELECT id, source, run, action, payload, created_at, delivered_at FROM control_requests WHERE source = ? AND run = ? AND action = ? ORDER BY id DESC LIMIT 1',
+    'SELECT id, source, run, action, payload, created_at, delivered_at FROM control_requests ' +
+      'WHERE source = ? AND run = ? AND action = ? ORDER BY id DESC LIMIT 1',
   );
 
   return {

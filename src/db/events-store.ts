@@ -49,7 +49,9 @@ export function createEventsStore(db: Db): EventsStore {
   const listSource = db.prepare('SELECT * FROM events WHERE id > ? AND source = ? ORDER BY id LIMIT ?');
   const maxStmt = db.prepare('SELECT coalesce(max(id), 0) AS m FROM events');
   const deleteStmt = db.prepare('DELETE FROM events WHERE source = ? AND run = ?');
-  const latestStmt = db.prepare('SELECT * FROM events WHERE source = ? AND run = ? AND kind = ? ORDER BY id DESC LIMIT 1');
+  const latestStmt = db.prepare(
+    'SELECT * FROM events WHERE source = ? AND run = ? AND kind = ? ORDER BY id DESC LIMIT 1',
+  );
 
   function insert(ev: EventInput): number | null {
     // run() + lastInsertRowid measured ~2x faster than RETURNING on the ingest hot path.

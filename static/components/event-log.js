@@ -6,7 +6,7 @@ import { api, runPath, query, itemsOf } from '../lib/api.js';
 import { openStream } from '../lib/sse.js';
 import { showStreamState } from '../lib/live.js';
 import { failure } from '../lib/ui.js';
-import { clock, day, toMs, hoverText } from '../lib/time.js';
+import { clock, day, toMs, hoverText, zoneName } from '../lib/time.js';
 import { eventText, eventData } from '../lib/event-text.js';
 
 const MAX_LINES = 5000;
@@ -100,8 +100,15 @@ class EventLog extends HTMLElement {
     const time = document.createElement('time');
     const ms = toMs(payload?.ts ?? data?.ts);
     if (ms !== null) {
+      // Lines show the clock; the day is a separator line wherever it changes (the first line starts one).
       const today = day(ms);
-      time.textContent = today === this.lastDay ? clock(ms) : `${today} ${clock(ms)}`;
+      if (today !== this.lastDay) {
+        const sep = document.createElement('li');
+        sep.className = 'log-day';
+        sep.textContent = `${today} (${zoneName(ms)})`;
+        this.log.append(sep);
+      }
+      time.textContent = clock(ms);
       this.lastDay = today;
       time.dateTime = new Date(ms).toISOString();
       time.title = hoverText(ms);
@@ -115,7 +122,14 @@ class EventLog extends HTMLElement {
     li.append(time, tag, text);
     this.log.append(li);
     this.dispatchEvent(new CustomEvent('svc:event', { bubbles: true, detail: { id, kind, data, ts: ms } }));
-    if (++this.lines > MAX_LINES) this.log.firstElementChild?.remove();
+    if (++this.lines > MAX_LINES) {
+      this.log.querySelector('li[data-id]')?.remove();
+      // A day separator left with no line of its day under it goes too.
+      const isDay = (/** @type {Element | null | undefined} */ el) => el?.classList.contains('log-day') ?? false;
+      while (isDay(this.log.firstElementChild) && isDay(this.log.firstElementChild?.nextElementSibling)) {
+        this.log.firstElementChild?.remove();
+      }
+    }
     /** @type {HTMLElement} */ (this.querySelector('[data-role=count]')).textContent = `${this.lines} event${this.lines === 1 ? '' : 's'}`;
     if (live) {
       this.scrollToEnd();

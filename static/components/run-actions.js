@@ -58,11 +58,13 @@ class RunActions extends HTMLElement {
 
   renderButtons() {
     const box = /** @type {HTMLElement} */ (this.querySelector('[data-role=buttons]'));
+    // Reasons beyond the run's status (another source, an unknown repository) are not guessable from the badge:
+    // they are spelled out under the buttons. Status reasons stay in each button's tooltip.
     /** @type {Map<string, string[]>} reason → labels of the actions it disables */
     const why = new Map();
     for (const a of ACTIONS) {
       const reason = this.refusal(a);
-      if (reason) why.set(reason, [...(why.get(reason) ?? []), a.label]);
+      if (reason && a.when(this.status)) why.set(reason, [...(why.get(reason) ?? []), a.label]);
     }
     render(box, html`${ACTIONS.map((a) => {
       const reason = this.refusal(a);

@@ -1,11 +1,9 @@
 // A scripted OpenAI-compatible chat completions API on 127.0.0.1 (`POST /v1/chat/completions`, streaming or not), as
 // opencode's custom providers speak it. Requests that declare tools are the agent's turns and follow the script with
 // the CLI's own tools (read, edit, bash); requests without tools (e.g. a session title) get a short plain answer.
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { isAbsolute, join } from 'node:path';
-import { usageOfTurn, type RecordedRequest, type Script, type Step, type UsageTotals } from './model-script.ts';
-import type { ScriptedServer } from './gemini-model-server.ts';
+import { usageOfTurn, type Script, type Step, type UsageTotals } from './model-script.ts';
+import { createUsageCounter, startScriptedHttp, type ScriptedServer } from './scripted-http.ts';
 
 export interface ChatServer extends ScriptedServer {
   /** Usage reported on the agent's turns only (requests that declared tools). */
@@ -71,31 +69,20 @@ function toolCall(step: Exclude<Step, { text: string }>, tools: Map<string, stri
 }
 
 export async function startChatCompletionsServer(initial: Script): Promise<ChatServer> {
-  let script = initial;
-  const requests: RecordedRequest[] = [];
-  const usage: UsageTotals = { input: 0, output: 0 };
+  const counter = createUsageCounter(usageOfTurn);
   const agentUsage: UsageTotals = { input: 0, output: 0 };
-  let turn = 0;
   let calls = 0;
   function report(agent: boolean) {
-    const u = usageOfTurn(turn++);
-    usage.input += u.input;
-    usage.output += u.output;
+    const u = counter.next();
     if (agent) {
       agentUsage.input += u.input;
       agentUsage.output += u.output;
     }
     return { prompt_tokens: u.input, completion_tokens: u.output, total_tokens: u.input + u.output };
   }
-  function handle(req: IncomingMessage, res: ServerResponse, text: string) {
-    let body: unknown = null;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      body = null;
-    }
-    requests.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers, body, text });
-    if (req.method !== 'POST' || !(req.url ?? '').endsWith('/chat/completions')) {
+  const server = await startScriptedHttp(initial, counter.usage, (req, res, script) => {
+    const body = req.body;
+    if (req.method !== 'POST' || !req.path.endsWith('/chat/completions')) {
       res.writeHead(404, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ error: { message: 'not scripted' } }));
       return;
@@ -137,25 +124,6 @@ export async function startChatCompletionsServer(initial: Script): Promise<ChatS
     res.write(chunk([{ index: 0, delta: {}, finish_reason: finish }]));
     res.write(chunk([], { usage: u }));
     res.end('data: [DONE]\n\n');
-  }
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => handle(req, res, Buffer.concat(chunks).toString('utf8')));
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    requests,
-    usage,
-    agentUsage,
-    setScript(s) {
-      script = s;
-    },
-    close: () => new Promise((r) => {
-      server.closeAllConnections();
-      server.close(() => r());
-    }),
-  };
+  return { ...server, agentUsage };
 }

@@ -1,18 +1,10 @@
 // A scripted Gemini API on 127.0.0.1: `generateContent` (the CLI's utility calls, e.g. its model router) and
 // `streamGenerateContent?alt=sse` (the agent's turns). Each agent turn follows the script with the CLI's own tools.
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { usageOfTurn, type RecordedRequest, type Script, type Step, type UsageTotals } from './model-script.ts';
+import { usageOfTurn, type Script, type Step } from './model-script.ts';
+import { createUsageCounter, startScriptedHttp, type ScriptedServer } from './scripted-http.ts';
 
-export interface ScriptedServer {
-  url: string;
-  requests: RecordedRequest[];
-  /** Sum of the usage figures this server reported. */
-  usage: UsageTotals;
-  setScript(script: Script): void;
-  close(): Promise<void>;
-}
+export type { ScriptedServer } from './scripted-http.ts';
 
 interface Part {
   text?: string;
@@ -75,25 +67,13 @@ function workspaceOf(text: string): string {
 }
 
 export async function startGeminiModelServer(initial: Script): Promise<ScriptedServer> {
-  let script = initial;
-  const requests: RecordedRequest[] = [];
-  const usage: UsageTotals = { input: 0, output: 0 };
-  let turn = 0;
+  const counter = createUsageCounter(usageOfTurn);
   function report() {
-    const u = usageOfTurn(turn++);
-    usage.input += u.input;
-    usage.output += u.output;
+    const u = counter.next();
     return { promptTokenCount: u.input, candidatesTokenCount: u.output, totalTokenCount: u.input + u.output };
   }
-  function handle(req: IncomingMessage, res: ServerResponse, text: string) {
-    let body: unknown = null;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      body = null;
-    }
-    requests.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers, body, text });
-    const url = req.url ?? '';
+  return startScriptedHttp(initial, counter.usage, (req, res, script) => {
+    const url = req.path;
     res.setHeader('content-type', 'application/json');
     if (req.method !== 'POST' || !/^\/v1beta\/models\/[^/:]+:(generateContent|streamGenerateContent)/.test(url)) {
       res.writeHead(404).end(JSON.stringify({ error: { code: 404, message: 'not scripted', status: 'NOT_FOUND' } }));
@@ -106,35 +86,16 @@ export async function startGeminiModelServer(initial: Script): Promise<ScriptedS
       res.writeHead(200).end(JSON.stringify({ candidates: [candidate], usageMetadata: report() }));
       return;
     }
-    const contents = contentsOf(body);
-    const parts = contents.flatMap((c) => c.parts ?? []);
+    const parts = contentsOf(req.body).flatMap((c) => c.parts ?? []);
     const allText = parts.map((p) => (typeof p.text === 'string' ? p.text : '')).join('\n');
     const done = parts.filter((p) => p.functionResponse).length;
     const steps = script(allText);
     const step = steps[Math.min(done, steps.length - 1)]!;
-    const part = 'text' in step ? { text: step.text } : functionCall(step, declaredTools(body), workspaceOf(allText));
+    const tools = declaredTools(req.body);
+    const part = 'text' in step ? { text: step.text } : functionCall(step, tools, workspaceOf(allText));
     const candidate = { content: { role: 'model', parts: [part] }, finishReason: 'STOP', index: 0 };
     const chunk = { candidates: [candidate], usageMetadata: report(), modelVersion: 'scripted' };
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     res.end(`data: ${JSON.stringify(chunk)}\r\n\r\n`);
-  }
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => handle(req, res, Buffer.concat(chunks).toString('utf8')));
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    requests,
-    usage,
-    setScript(s) {
-      script = s;
-    },
-    close: () => new Promise((r) => {
-      server.closeAllConnections();
-      server.close(() => r());
-    }),
-  };
 }

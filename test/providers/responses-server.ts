@@ -2,11 +2,9 @@
 // it to a custom model provider with wire_api = "responses". Each turn follows the script with codex's own tools:
 // `exec_command` (a function call) reads files and runs commands, `apply_patch` (a freeform custom tool call) edits.
 // Usage goes out in the `response.completed` event, which is where codex reads it.
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { isAbsolute, join } from 'node:path';
-import { usageOfTurn, type RecordedRequest, type Script, type Step, type UsageTotals } from './model-script.ts';
-import type { ScriptedServer } from './gemini-model-server.ts';
+import { usageOfTurn, type Script, type Step } from './model-script.ts';
+import { createUsageCounter, sseEvent, startScriptedHttp, type ScriptedServer } from './scripted-http.ts';
 
 interface Item {
   type?: string;
@@ -59,70 +57,38 @@ function itemFor(step: Step, cwd: string, n: number): Record<string, unknown> {
     arguments: JSON.stringify(args), status: 'completed' };
 }
 
-function sse(res: ServerResponse, type: string, data: object): void {
-  res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
-}
-
 export async function startResponsesServer(initial: Script): Promise<ScriptedServer> {
-  let script = initial;
-  const requests: RecordedRequest[] = [];
-  const usage: UsageTotals = { input: 0, output: 0 };
-  let turn = 0;
+  const counter = createUsageCounter(usageOfTurn);
   let calls = 0;
-  function handle(req: IncomingMessage, res: ServerResponse, text: string) {
-    let body: unknown = null;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      body = null;
-    }
-    requests.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers, body, text });
-    if (req.method !== 'POST' || (req.url ?? '').split('?')[0] !== '/v1/responses') {
+  return startScriptedHttp(initial, counter.usage, (req, res, script) => {
+    if (req.method !== 'POST' || req.path.split('?')[0] !== '/v1/responses') {
       res.writeHead(404, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ error: { message: 'not scripted', type: 'invalid_request_error' } }));
       return;
     }
-    const items = inputOf(body);
+    const items = inputOf(req.body);
     const allText = textOf(items);
     const done = items.filter((i) => i.type === 'function_call_output' || i.type === 'custom_tool_call_output').length;
     const steps = script(allText);
     const step = steps[Math.min(done, steps.length - 1)]!;
-    const u = usageOfTurn(turn++);
-    usage.input += u.input;
-    usage.output += u.output;
+    const u = counter.next();
     const n = ++calls;
-    const model = String((body as { model?: unknown })?.model ?? 'scripted');
+    const model = String((req.body as { model?: unknown })?.model ?? 'scripted');
     const response = { id: `resp_scripted_${n}`, object: 'response', model, status: 'in_progress', output: [] };
     const item = itemFor(step, cwdOf(allText), n);
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-    sse(res, 'response.created', { response });
-    sse(res, 'response.output_item.added', { output_index: 0, item });
-    if ('text' in step) sse(res, 'response.output_text.delta', { output_index: 0, content_index: 0, delta: step.text });
-    sse(res, 'response.output_item.done', { output_index: 0, item });
+    sseEvent(res, 'response.created', { response });
+    sseEvent(res, 'response.output_item.added', { output_index: 0, item });
+    if ('text' in step) {
+      sseEvent(res, 'response.output_text.delta', { output_index: 0, content_index: 0, delta: step.text });
+    }
+    sseEvent(res, 'response.output_item.done', { output_index: 0, item });
     const reported = {
       input_tokens: u.input, input_tokens_details: { cached_tokens: 0 },
       output_tokens: u.output, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: u.input + u.output,
     };
-    sse(res, 'response.completed', { response: { ...response, status: 'completed', output: [item], usage: reported } });
+    const completed = { ...response, status: 'completed', output: [item], usage: reported };
+    sseEvent(res, 'response.completed', { response: completed });
     res.end();
-  }
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => handle(req, res, Buffer.concat(chunks).toString('utf8')));
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    requests,
-    usage,
-    setScript(s) {
-      script = s;
-    },
-    close: () => new Promise((r) => {
-      server.closeAllConnections();
-      server.close(() => r());
-    }),
-  };
 }
