@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Entry point: checks the Node version before anything that needs node:sqlite is loaded, then dispatches.
 import { readFileSync } from 'node:fs';
-import { reexecWithServerFlags } from './cli/server-flags.ts';
+import { reexecClean } from './cli/server-flags.ts';
+import { secretsIn, takeHandoff } from './spawn/secrets-handoff.ts';
 
 const MIN = [22, 13] as const;
 const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
@@ -16,6 +17,18 @@ process.emitWarning = ((warning: string | Error, ...rest: unknown[]) => {
   if (String(warning instanceof Error ? warning.message : warning).includes('SQLite')) return;
   (emitWarning as (...a: unknown[]) => void)(warning, ...rest);
 }) as typeof process.emitWarning;
+
+/**
+ * The environment commands read: process.env plus the secrets handed over in a handoff file, with every secret value
+ * deleted from process.env itself, so the secrets live in this object only and nothing that reads process.env (or
+ * builds a child from it) finds them.
+ */
+function inMemoryEnv(): NodeJS.ProcessEnv {
+  const handed = takeHandoff(process.env);
+  const inherited = secretsIn(process.env);
+  for (const name of Object.keys(inherited)) delete process.env[name];
+  return { ...process.env, ...inherited, ...handed };
+}
 
 type Loader = () => Promise<{ default: (io: import('./cli/io.ts').CliIo) => Promise<number> }>;
 
@@ -77,13 +90,19 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`svc: unknown command "${name}"\n\n${help()}`);
     return 2;
   }
-  // Only here, in the process entry: the long-running server re-executes itself once with its V8 flags.
-  if (name === 'control' && tail[0] === 'serve' && !tail.includes('--help') && !tail.includes('-h')) reexecWithServerFlags();
+  // Only here, in the process entry: the long-running servers and a run's launcher re-execute themselves once, the
+  // Control Plane with its V8 flags, each without svc's secret values in its environment (src/cli/server-flags.ts).
+  const helpAsked = tail.includes('--help') || tail.includes('-h');
+  const serve = (name === 'control' || name === 'trigger') && tail[0] === 'serve';
+  if (!helpAsked && (serve || (name === 'start' && !tail.includes('--worker')))) {
+    reexecClean({ serverFlags: name === 'control' });
+  }
+  const env = inMemoryEnv();
   try {
     const mod = await command.load();
     return await mod.default({
       argv: tail,
-      env: process.env,
+      env,
       stdout: (t) => process.stdout.write(t),
       stderr: (t) => process.stderr.write(t),
       verbose,

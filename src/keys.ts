@@ -1,6 +1,6 @@
 // The Ed25519 key pair that signs Evidence Receipts: made on first use under ~/.svc/keys/ (0600), public part shareable.
 import { generateKeyPairSync, createPrivateKey, createPublicKey, createHash, sign, verify, type KeyObject } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync, renameSync, chmodSync, existsSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync, renameSync, chmodSync, existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
 export interface SigningKey {
@@ -77,4 +77,55 @@ export function verifyBytes(publicKey: KeyObject, data: Buffer, signatureBase64:
   } catch {
     return false;
   }
+}
+
+/** A public key the Control Plane accepts receipts from: its own (`local`) or a registered runner's (`runner`). */
+export interface KnownKey {
+  kid: string;
+  name: string;
+  origin: 'local' | 'runner';
+  publicKey: KeyObject;
+}
+
+/**
+ * Runner keys: each `<name>.pem` here is the public half of one runner's signing key (a Kubernetes executor's pods,
+ * another build host). The operator adds one by copying its public PEM in; a private key there is ignored, never used.
+ */
+export function trustedKeysDir(svcHome: string): string {
+  return join(keysDir(svcHome), 'trusted');
+}
+
+const RUNNER_KEY_FILE = /^([A-Za-z0-9][A-Za-z0-9._-]{0,63}?)(?:\.pub)?\.pem$/;
+
+/** Registered runner keys, read on each call so adding a file needs no restart; unreadable or non-Ed25519 files are skipped. */
+export function runnerKeys(svcHome: string): KnownKey[] {
+  const dir = trustedKeysDir(svcHome);
+  let names: string[];
+  try {
+    names = readdirSync(dir).sort();
+  } catch {
+    return [];
+  }
+  const keys: KnownKey[] = [];
+  for (const file of names) {
+    const name = RUNNER_KEY_FILE.exec(file)?.[1];
+    if (!name) continue;
+    try {
+      const text = readFileSync(join(dir, file), 'utf8');
+      if (text.includes('PRIVATE KEY')) continue;
+      const publicKey = createPublicKey(text);
+      if (publicKey.asymmetricKeyType !== 'ed25519') continue;
+      keys.push({ kid: keyIdOf(publicKey), name, origin: 'runner', publicKey });
+    } catch {
+      continue;
+    }
+  }
+  return keys;
+}
+
+/** Every key the Control Plane accepts receipts from: its own first, then the registered runner keys. */
+export function knownKeys(svcHome: string): KnownKey[] {
+  const own = loadOrCreateSigningKey(svcHome);
+  const local: KnownKey = { kid: own.kid, name: 'local', origin: 'local', publicKey: own.publicKey };
+  return [local, ...runnerKeys(svcHome).filter((k) => k.kid !== own.kid)];
 }

@@ -5,7 +5,7 @@ import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
 import { UsageError, CliError } from './usage-error.ts';
 import { verifyReceipt, keyRingOf, receiptFromMarkdown } from '../engine/receipt.ts';
-import { keysDir } from '../keys.ts';
+import { keysDir, runnerKeys } from '../keys.ts';
 import { svcHomeOf } from '../engine/paths.ts';
 
 const HELP = `Usage: svc receipt verify <file> [--key PUBLIC_KEY.pem]...
@@ -41,7 +41,9 @@ export default async function receipt(io: CliIo): Promise<number> {
   const local = join(keysDir(svcHomeOf(io.env)), 'receipt-ed25519.pub.pem');
   if (existsSync(local)) pems.push(readFileSync(local, 'utf8'));
   for (const keyFile of values.key ?? []) pems.push(readFileSync(keyFile, 'utf8'));
-  const result = verifyReceipt(value, keyRingOf(pems));
+  const ring = keyRingOf(pems);
+  for (const runner of runnerKeys(svcHomeOf(io.env))) ring.set(runner.kid, runner.publicKey);
+  const result = verifyReceipt(value, ring);
   if (!result.ok) {
     io.stderr(`${result.message}\n`);
     return 1;

@@ -8,6 +8,8 @@
 
 export const SERVER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=8'];
 
+import { secretsIn, withoutSecrets, writeHandoff, dropHandoff } from '../spawn/secrets-handoff.ts';
+
 type Execve = (file: string, args: string[], env: NodeJS.ProcessEnv) => never;
 
 /** `--max_semi_space_size=8` and `--max-semi-space-size` name the same V8 flag. */
@@ -26,14 +28,35 @@ export function missingServerFlags(execArgv: readonly string[], nodeOptions: str
  * available (Windows, Node < 22.15) or fails, in which case the server simply runs with V8's defaults.
  */
 export function reexecWithServerFlags(): void {
+  reexecClean({ serverFlags: true });
+}
+
+/**
+ * Replaces this process (same pid) with the same command when it needs the server flags or holds one of svc's secret
+ * values in its environment: the new image's environment has no secret (they travel in a 0600 handoff file that the
+ * new image reads and deletes first), so /proc/<pid>/environ of a long-lived svc no longer shows them (DESIGN §7a).
+ * Returns when there is nothing to do, or exec is unavailable or refused: the caller then keeps the secrets in
+ * memory and deletes them from process.env, which is all a process can do about its own environ.
+ */
+export function reexecClean(opts: { serverFlags: boolean }): void {
   const execve = (process as unknown as { execve?: Execve }).execve;
   const script = process.argv[1];
   if (typeof execve !== 'function' || !script) return;
-  const missing = missingServerFlags(process.execArgv, process.env.NODE_OPTIONS);
-  if (missing.length === 0) return;
+  const missing = opts.serverFlags ? missingServerFlags(process.execArgv, process.env.NODE_OPTIONS) : [];
+  const secrets = secretsIn(process.env);
+  if (missing.length === 0 && Object.keys(secrets).length === 0) return;
+  let handoff: Record<string, string> = {};
   try {
-    execve.call(process, process.execPath, [process.execPath, ...process.execArgv, ...missing, script, ...process.argv.slice(2)], process.env);
+    handoff = writeHandoff(secrets, process.env);
   } catch {
-    // Exec refused (e.g. a sandbox): serving without the flag beats not serving.
+    // No writable ~/.svc: keep the secrets where they are rather than lose them.
+    if (missing.length === 0) return;
+  }
+  const env = Object.keys(handoff).length ? { ...withoutSecrets(process.env), ...handoff } : process.env;
+  try {
+    execve.call(process, process.execPath, [process.execPath, ...process.execArgv, ...missing, script, ...process.argv.slice(2)], env);
+  } catch {
+    // Exec refused (e.g. a sandbox): serving as we are beats not serving.
+    dropHandoff(handoff);
   }
 }

@@ -1,6 +1,7 @@
 // How the Control Plane starts and steers runs on this machine: `svc start … --detach` children with an allowlisted env.
 // It never runs a provider itself; stop goes through the engine's identity-checked process-group stop.
 import { startChild, type ChildSpec } from '../spawn/start.ts';
+import { withoutSecrets, writeHandoff, dropHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
 import { fileURLToPath } from 'node:url';
 import type { ControlDeps } from './deps.ts';
 import type { RunRow } from '../db/runs-store.ts';
@@ -17,7 +18,11 @@ export interface RunController {
 const CLI = fileURLToPath(new URL(`../cli${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
 const STDERR_CAP = 16 * 1024;
 
-// What a launched run may inherit is the spawn policy's 'control-launcher' allowlist, plus how to reach this server.
+/** The credentials a launched run uses itself (push, ingest, issue fetch); they travel in a handoff file only. */
+const RUN_SECRETS = ['GITHUB_TOKEN', 'GH_TOKEN', 'ERRTRACK_AUTH_TOKEN', 'TRACKERA_API_KEY'] as const;
+
+// What a launched run may inherit is the spawn policy's 'control-launcher' allowlist minus every secret value, plus how
+// to reach this server. The secrets it needs go through a 0600 handoff file it reads and deletes at start (DESIGN §7a).
 export function childSpec(deps: ControlDeps): ChildSpec {
   const extra: Record<string, string> = {
     SVC_CONTROL_URL: deps.url(),
@@ -25,8 +30,14 @@ export function childSpec(deps: ControlDeps): ChildSpec {
     SVC_CONTROL_ANSWER_DIR: deps.settings.answerDir,
     SVC_ORIGIN: 'control',
   };
-  if (deps.settings.token) extra.SVC_CONTROL_TOKEN = deps.settings.token;
-  return { kind: 'control-launcher', base: deps.env, extra };
+  return { kind: 'control-launcher', base: withoutSecrets(deps.env), extra };
+}
+
+function runSecrets(deps: ControlDeps): Secrets {
+  const out: Secrets = {};
+  for (const name of RUN_SECRETS) if (deps.env[name]) out[name] = deps.env[name]!;
+  if (deps.settings.token) out.SVC_CONTROL_TOKEN = deps.settings.token;
+  return out;
 }
 
 export function createRunController(deps: ControlDeps): RunController {
@@ -50,8 +61,10 @@ export function createRunController(deps: ControlDeps): RunController {
 
   return {
     launch(source, run, args, onFailure) {
+      const spec = childSpec(deps);
+      const handoff = writeHandoff(runSecrets(deps), deps.env);
       const child = startChild([process.execPath, CLI, ...args], {
-        ...childSpec(deps), stdio: ['ignore', 'ignore', 'pipe'],
+        ...spec, extra: { ...spec.extra, ...handoff }, stdio: ['ignore', 'ignore', 'pipe'],
       });
       let stderr = '';
       child.stderr?.on('data', (c: Buffer) => {
@@ -60,10 +73,12 @@ export function createRunController(deps: ControlDeps): RunController {
       track(
         new Promise<void>((resolve) => {
           child.on('error', (err) => {
+            dropHandoff(handoff);
             recordFailure(source, run, `Could not start svc: ${err.message}`, onFailure);
             resolve();
           });
           child.on('close', (code) => {
+            dropHandoff(handoff); // already gone if the launcher took it
             if (code !== 0) {
               const line = stderr.trim().split('\n').pop() ?? '';
               recordFailure(source, run, line.replace(/^svc start: /, '') || `svc start exited with code ${code}`, onFailure);

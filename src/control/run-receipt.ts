@@ -1,15 +1,23 @@
-// Whether a run's Evidence Receipt is genuine (this Control Plane's key), about that run, and accepted by its repo's policy.
+// Whether a run's Evidence Receipt is genuine (signed by a key the Control Plane knows: its own or a registered runner's),
+// about that run, and accepted by its repo's policy.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ControlDeps } from './deps.ts';
 import type { RunRow } from '../db/runs-store.ts';
 import { nestsDeeperThan } from '../untrusted.ts';
 import { MAX_JSON_DEPTH } from '../http/json-depth.ts';
-import { loadOrCreateSigningKey } from '../keys.ts';
+import { knownKeys, type KnownKey } from '../keys.ts';
 import { verifyReceipt, type Receipt } from '../engine/receipt.ts';
 import { loadPolicy, verdictAccepted, DEFAULT_POLICY, type Policy } from '../engine/policy.ts';
 
-export type ReceiptVerdict = { ok: true; receipt: Receipt } | { ok: false; reason: string };
+/** Which known key signed a receipt, as the API and the audit log name it. */
+export interface Signer {
+  kid: string;
+  name: string;
+  origin: KnownKey['origin'];
+}
+
+export type ReceiptVerdict = { ok: true; receipt: Receipt; signer: Signer } | { ok: false; reason: string };
 
 /** A run file as stored by ingest, else straight from the run folder when the repo is on this machine. */
 export function readRunFile(deps: ControlDeps, row: RunRow, path: string): Buffer | null {
@@ -38,10 +46,14 @@ export function checkRunReceipt(deps: ControlDeps, row: RunRow): ReceiptVerdict 
     return { ok: false, reason: 'The receipt is not valid JSON' };
   }
   // An uploaded artifact saw no body depth limit, and checking a receipt serialises it recursively (canonical JSON).
-  if (nestsDeeperThan(value, MAX_JSON_DEPTH)) return { ok: false, reason: `The receipt nests deeper than ${MAX_JSON_DEPTH} arrays/objects` };
-  const key = loadOrCreateSigningKey(deps.settings.svcHome);
-  const check = verifyReceipt(value, new Map([[key.kid, key.publicKey]]));
+  if (nestsDeeperThan(value, MAX_JSON_DEPTH)) {
+    return { ok: false, reason: `The receipt nests deeper than ${MAX_JSON_DEPTH} arrays/objects` };
+  }
+  const known = knownKeys(deps.settings.svcHome);
+  const check = verifyReceipt(value, new Map(known.map((k) => [k.kid, k.publicKey])));
   if (!check.ok || !check.receipt) return { ok: false, reason: check.message };
+  const key = known.find((k) => k.kid === check.receipt!.kid)!;
+  const signer: Signer = { kid: key.kid, name: key.name, origin: key.origin };
   if (check.receipt.source !== row.source || check.receipt.run !== row.run) return { ok: false, reason: 'The receipt belongs to another run' };
   let policy: Policy;
   try {
@@ -52,5 +64,5 @@ export function checkRunReceipt(deps: ControlDeps, row: RunRow): ReceiptVerdict 
   if (!verdictAccepted(policy, check.receipt.verdict)) {
     return { ok: false, reason: `Verdict ${check.receipt.verdict} is not accepted by the policy (pr.open = "${policy.pr.open}")` };
   }
-  return { ok: true, receipt: check.receipt };
+  return { ok: true, receipt: check.receipt, signer };
 }

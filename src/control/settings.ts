@@ -1,4 +1,5 @@
 // Control Plane settings resolved from flags and environment in one place; only main.ts and the CLI call this.
+import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 
@@ -34,11 +35,30 @@ export function resolveControlSettings(
     host: flags.host ?? env.SVC_CONTROL_HOST ?? '127.0.0.1',
     port,
     dbPath: flags.db ?? env.SVC_CONTROL_DB ?? join(home, 'control', 'control.db'),
-    token: env.SVC_CONTROL_TOKEN || undefined,
+    token: controlToken(env),
     allowInsecureBind: env.SVC_CONTROL_ALLOW_INSECURE_BIND === '1',
     answerDir: env.SVC_CONTROL_ANSWER_DIR ?? join(home, 'control', 'answers'),
     svcHome: home,
     source: env.SVC_SOURCE || 'local',
     staticDir,
   };
+}
+
+/**
+ * SVC_CONTROL_TOKEN, else the first line of SVC_CONTROL_TOKEN_FILE (a systemd credential or a mounted Secret: the value
+ * then never sits in any environment). An unreadable or empty file is an error, not a silently open server.
+ */
+function controlToken(env: NodeJS.ProcessEnv): string | undefined {
+  if (env.SVC_CONTROL_TOKEN) return env.SVC_CONTROL_TOKEN;
+  const file = env.SVC_CONTROL_TOKEN_FILE;
+  if (!file) return undefined;
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new Error(`SVC_CONTROL_TOKEN_FILE could not be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+  const token = text.split('\n', 1)[0]!.trim();
+  if (!token) throw new Error('SVC_CONTROL_TOKEN_FILE is empty');
+  return token;
 }

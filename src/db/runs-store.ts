@@ -315,11 +315,16 @@ function buildWhere(filter: RunFilter): { clause: string; args: SQLInputValue[] 
     where.push('started_at >= ?');
     args.push(filter.since);
   }
-  if (filter.until !== undefined) {
+  // A cursor and an `until` bound the same index column from above, and SQLite ranges the index on one of them and
+  // merely filters by the other: a cursor 50,000 runs down under `until` walked 50,000 index entries per page. One
+  // always implies the other, so only the tighter one goes into the query: with s < until ≤ cursor.started_at the
+  // cursor holds for every row, and with cursor.started_at < until the cursor (s ≤ cursor.started_at) implies until.
+  const cursorIsTighter = filter.after !== undefined && filter.until !== undefined && filter.after.started_at < filter.until;
+  if (filter.until !== undefined && !cursorIsTighter) {
     where.push('started_at < ?');
     args.push(filter.until);
   }
-  if (filter.after) {
+  if (filter.after && (filter.until === undefined || cursorIsTighter)) {
     // Row-value comparison keeps the keyset walk on the (started_at, source, run) index suffix.
     where.push('(started_at, source, run) < (?, ?, ?)');
     args.push(filter.after.started_at, filter.after.source, filter.after.run);

@@ -2,6 +2,7 @@
 import { existsSync, mkdirSync, closeSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startChild } from '../spawn/start.ts';
+import { secretsIn, withoutSecrets, writeHandoff, dropHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
 import { createHash } from 'node:crypto';
 import { CliError } from '../cli/usage-error.ts';
 import { classifyInput, isWebhookOrigin } from './classify.ts';
@@ -118,6 +119,14 @@ export function prepareRetry(repoDir: string, oldRun: string, newRun: string | n
   });
 }
 
+const WORKER_SECRETS = ['GITHUB_TOKEN', 'GH_TOKEN', 'SVC_CONTROL_TOKEN', 'ERRTRACK_AUTH_TOKEN', 'TRACKERA_API_KEY'];
+
+/** What the worker itself uses: the push token, the Control Plane token for ingest, the issue fetchers' keys. */
+function workerSecrets(env: NodeJS.ProcessEnv): Secrets {
+  const all = secretsIn(env);
+  return Object.fromEntries(WORKER_SECRETS.filter((n) => all[n]).map((n) => [n, all[n]!]));
+}
+
 /** Spawns `svc start --worker MODE --run-id RUN --repo REPO` detached; output goes to runner.log unless inherited. */
 export function spawnWorker(
   cli: string, state: RunState, mode: WorkerMode, env: NodeJS.ProcessEnv, inherit: boolean,
@@ -125,14 +134,24 @@ export function spawnWorker(
   const dir = runDir(state.repo_path, state.run);
   const log = inherit ? null : openAppendNoFollow(join(dir, 'runner.log'));
   const argv = [process.execPath, cli, 'start', '--worker', mode, '--run-id', state.run, '--repo', state.repo_path];
-  const child = startChild(argv, {
-    cwd: state.repo_path,
-    kind: 'svc-worker',
-    base: env,
-    extra: { SVC_SOURCE: state.source },
-    detached: true,
-    stdio: inherit ? ['ignore', 'inherit', 'inherit'] : ['ignore', log!, log!],
-  });
+  // The worker is an ancestor of the agent: its environment holds no secret value; the credentials it uses itself
+  // (push, ingest) arrive in a 0600 handoff file it reads and deletes before the provider starts (DESIGN §7a).
+  const handoff = writeHandoff(workerSecrets(env), env);
+  let child: ReturnType<typeof startChild>;
+  try {
+    child = startChild(argv, {
+      cwd: state.repo_path,
+      kind: 'svc-worker',
+      base: withoutSecrets(env),
+      extra: { SVC_SOURCE: state.source, ...handoff },
+      detached: true,
+      stdio: inherit ? ['ignore', 'inherit', 'inherit'] : ['ignore', log!, log!],
+    });
+  } catch (err) {
+    dropHandoff(handoff);
+    throw err;
+  }
+  child.once('error', () => dropHandoff(handoff));
   if (log !== null) closeSync(log);
   if (child.pid && mode !== 'verify') {
     // Recorded before the worker runs, so a stop that comes right away can still find it.

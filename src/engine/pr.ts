@@ -1,9 +1,10 @@
 // Opens the receipt-carrying pull request: push svc/<run> to origin, then GitHub REST (or gh). Never merges, never deploys.
-// The GitHub token reaches exactly one child, the push (through GIT_ASKPASS), and only when origin is that GitHub host.
+// The GitHub token reaches exactly one child, the push (through GIT_ASKPASS), and only when origin is that GitHub host;
+// origin is what the repository's config file says, read by svc, never rewritten by the config's URL rules.
 import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
-import { git, repoName } from './git.ts';
+import { resolveOrigin, cleanPush } from './git-push.ts';
 import { which } from './which.ts';
 import { runSync, type ChildSpec } from '../spawn/start.ts';
 
@@ -54,9 +55,14 @@ function githubToken(env: NodeJS.ProcessEnv): string | null {
   }
 }
 
-async function createViaRest(req: PrRequest, token: string): Promise<PrResult> {
-  const slug = repoName(req.workdir);
-  if (!slug.includes('/')) throw new Error(`Cannot tell the GitHub owner/name of origin (got "${slug}")`);
+/** "owner/name" of the URL pushed to (https or ssh form), or null. */
+function repoSlug(url: string): string | null {
+  const m = /[:/]([^/:]+)\/([^/]+?)(?:\.git)?\/?$/.exec(url);
+  return m ? `${m[1]}/${m[2]}` : null;
+}
+
+async function createViaRest(req: PrRequest, token: string, slug: string | null): Promise<PrResult> {
+  if (!slug) throw new Error('Cannot tell the GitHub owner/name of origin');
   const base = (req.env.GITHUB_API_URL || 'https://api.github.com').replace(/\/+$/, '');
   const res = await fetch(`${base}/repos/${slug}/pulls`, {
     method: 'POST',
@@ -99,26 +105,29 @@ export function githubHost(env: NodeJS.ProcessEnv): string {
   return api === 'api.github.com' ? 'github.com' : api;
 }
 
-/** Pushes the branch to origin's push URL; the token goes along only to an https URL on the token's own host. */
-export function pushBranch(workdir: string, branch: string, token: string | null, env: NodeJS.ProcessEnv): void {
-  const url = git(workdir, ['remote', 'get-url', '--push', 'origin']).trim().split('\n')[0]!;
-  const refspec = `${branch}:refs/heads/${branch}`;
+/**
+ * Pushes the branch to origin as the repository's config file names it, never through its URL rules, helpers or
+ * proxies (src/engine/git-push.ts); the token goes along only to an https URL on the token's own GitHub host.
+ * Returns the URL pushed to, which also names the repository the pull request is opened on.
+ */
+export function pushBranch(workdir: string, branch: string, token: string | null, env: NodeJS.ProcessEnv): string {
+  const origin = resolveOrigin(workdir);
   let target: URL | null = null;
   try {
-    target = new URL(url);
+    target = new URL(origin.url);
   } catch {
     // scp-like ssh or a local path: the user's own credentials, never ours.
   }
   if (!token || !target || target.protocol !== 'https:' || target.hostname !== githubHost(env) || target.username || target.password) {
-    git(workdir, ['push', '--quiet', url, refspec]);
-    return;
+    cleanPush(workdir, origin, branch, { askpass: null, token: null });
+    return origin.url;
   }
   const dir = mkdtempSync(join(tmpdir(), 'svc-askpass-'));
   try {
     const askpass = join(dir, 'askpass');
     writeFileSync(askpass, ASKPASS, { mode: 0o700 });
-    // credential.helper= empties the helper list, so no configured helper (a planted one included) sees the token.
-    git(workdir, ['-c', 'credential.helper=', 'push', '--quiet', url, refspec], { GIT_ASKPASS: askpass, SVC_GIT_PUSH_TOKEN: token, GIT_TERMINAL_PROMPT: '0' });
+    cleanPush(workdir, origin, branch, { askpass, token });
+    return origin.url;
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -126,8 +135,8 @@ export function pushBranch(workdir: string, branch: string, token: string | null
 
 export async function openPullRequest(req: PrRequest): Promise<PrResult> {
   const token = githubToken(req.env);
-  pushBranch(req.workdir, req.branch, token, req.env);
-  if (token) return createViaRest(req, token);
+  const pushedTo = pushBranch(req.workdir, req.branch, token, req.env);
+  if (token) return createViaRest(req, token, repoSlug(pushedTo));
   const gh = which('gh', req.env.PATH);
   if (gh) return createViaGh(req, gh);
   throw new Error('No GitHub credentials: set GITHUB_TOKEN or GH_TOKEN, or log in with gh');

@@ -22,7 +22,7 @@ export interface KubernetesSettings {
   activeDeadlineSeconds: number;
   /** SVC_SOURCE of the pods' runs (SVC_K8S_SOURCE, default `k8s`): never the trigger host's own `local`. */
   source: string;
-  /** Secret holding the receipt signing key (`receipt-ed25519.pem`), mounted as the pod's ~/.svc/keys. */
+  /** Secret holding this runner's own receipt signing key (`receipt-ed25519.pem`), mounted as the pod's ~/.svc/keys. */
   keysSecret: string | undefined;
 }
 
@@ -106,7 +106,7 @@ export function buildKubeJob(job: ExecJob, s: KubernetesSettings, namespace: str
     env.push({ name: 'SVC_CONTROL_TOKEN_FILE', value: `${TOKEN_DIR}/token` });
   }
   if (s.keysSecret) {
-    // The Control Plane's own key pair, so the receipts these runs sign verify there (merge queue, receipt checks).
+    // This runner's own key, whose public half the Control Plane has registered (keys/trusted/): never its own key.
     mounts.push({ name: 'signing-key', mountPath: KEYS_DIR, readOnly: true });
     volumes.push({ name: 'signing-key', secret: { secretName: s.keysSecret, defaultMode: 0o400 } });
   }

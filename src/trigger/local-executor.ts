@@ -1,5 +1,6 @@
 // Default executor: `node <cli> start …` as a child process with an allowlisted env, then polls <repo>/.svc/runs/<run>/state.json.
 import { startChild } from '../spawn/start.ts';
+import { secretsIn, writeHandoff, dropHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -24,6 +25,14 @@ export interface LocalExecutorOptions {
 
 const OUTPUT_CAP = 64 * 1024;
 
+/** What a job's run uses itself: ingest to the Control Plane, the push, an error-tracker fetch. Never webhook secrets. */
+const LAUNCHER_SECRETS = ['SVC_CONTROL_TOKEN', 'GITHUB_TOKEN', 'GH_TOKEN', 'ERRTRACK_AUTH_TOKEN'];
+
+function launcherSecrets(env: NodeJS.ProcessEnv): Secrets {
+  const all = secretsIn(env);
+  return Object.fromEntries(LAUNCHER_SECRETS.filter((n) => all[n]).map((n) => [n, all[n]!]));
+}
+
 export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
   const pollMs = opts.pollMs ?? 1000;
   const launchTimeoutMs = opts.launchTimeoutMs ?? 120_000;
@@ -34,12 +43,14 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
       let stdout = '';
       let stderr = '';
       let timedOut = false;
+      // The launcher's environment is the allowlist (no secret); what the run uses itself arrives in a handoff file.
+      const handoff = writeHandoff(launcherSecrets(opts.env), opts.env);
       const child = startChild([opts.execPath ?? process.execPath, opts.cliPath, ...job.args], {
         cwd: opts.repoDir,
         kind: 'launcher',
         base: opts.env,
         // SVC_JOB_ID lets a trackera run find the payload of its own delivery (trackera-snapshot.ts).
-        extra: { SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}) },
+        extra: { SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}), ...handoff },
         // Own process group, so a timeout can signal the launcher and everything it started, and a
         // Ctrl-C on the server's terminal does not reach runs the launcher detached.
         detached: true,
@@ -58,10 +69,12 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
       }, launchTimeoutMs);
       timer.unref();
       child.on('error', (err) => {
+        dropHandoff(handoff);
         clearTimeout(timer);
         resolve({ exitCode: null, run: null, error: `could not start svc: ${err.message}` });
       });
       child.on('close', (code) => {
+        dropHandoff(handoff); // already gone if the launcher took it
         clearTimeout(timer);
         const run = code === 0 ? parseLaunchOutput(stdout) : null;
         let error: string | null = null;

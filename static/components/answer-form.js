@@ -29,7 +29,8 @@ class AnswerForm extends HTMLElement {
     if (key === this.shownFor) return;
     this.shownFor = key;
     if (!key) {
-      render(this, this.answered ? html`<p class="notice ok" role="status">The run picked up the answer; it is ${run.status} now.</p>` : html``);
+      const done = html`<p class="notice ok" role="status">The run picked up the answer; it is ${run.status} now.</p>`;
+      render(this, this.answered ? done : html``);
       this.answered = false;
       return;
     }
@@ -43,30 +44,38 @@ class AnswerForm extends HTMLElement {
       <blockquote class="question-text">${run.question || 'The run is blocked without a question text.'}</blockquote>
       <form class="stack" data-role="answer">
         <label for="answer-text">Your answer</label>
-        <textarea id="answer-text" name="answer" rows="3" required placeholder="Answer in plain words; the agent continues with it."></textarea>
-        <div class="row"><button type="submit" class="primary">Send answer</button><span class="muted">Ctrl+Enter sends</span></div>
+        <textarea id="answer-text" name="answer" rows="3" required
+          placeholder="Answer in plain words; the agent continues with it."></textarea>
+        <div class="row"><button type="submit" class="primary">Send answer</button>
+          <span class="muted">Ctrl+Enter sends</span></div>
         <div data-role="answer-message" aria-live="polite"></div>
       </form>
     </section>`);
     const textarea = /** @type {HTMLTextAreaElement} */ (this.querySelector('textarea'));
     textarea.addEventListener('keydown', (e) => {
-      if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) /** @type {HTMLFormElement} */ (textarea.form).requestSubmit();
+      if (e.key !== 'Enter' || !(e.ctrlKey || e.metaKey)) return;
+      /** @type {HTMLFormElement} */ (textarea.form).requestSubmit();
     });
   }
 
   /** @param {string} question @param {PendingAnswer} p */
   pendingView(question, p) {
     const waiting = p.via === 'ingest' && !p.delivered_at;
-    return html`<section class="question answer-pending-box" aria-labelledby="question-title" data-role="pending-answer" data-delivered="${p.delivered_at ? 'yes' : 'no'}">
+    const delivered = p.delivered_at ? 'yes' : 'no';
+    const at = (/** @type {string | null} */ t) => timeTag(t, { mode: 'absolute', seconds: true });
+    const where = waiting
+      ? html`The run's runner reports to this Control Plane from elsewhere: it receives the answer at its
+        <strong>next check-in</strong>, and the run continues after that. There is no need to answer again.`
+      : p.via === 'ingest'
+        ? html`The runner collected the answer at ${at(p.delivered_at)}; the run continues as soon as it reads it.`
+        : html`The answer is in the run's answer folder; the run continues as soon as it reads it (within seconds).`;
+    return html`<section class="question answer-pending-box" aria-labelledby="question-title"
+        data-role="pending-answer" data-delivered="${delivered}">
       <h2 id="question-title">Answer sent, not yet picked up by the run</h2>
       <blockquote class="question-text">${question || 'The run is blocked without a question text.'}</blockquote>
-      <p><strong>Your answer</strong> (${timeTag(p.answered_at, { mode: 'absolute', seconds: true })}):</p>
+      <p><strong>Your answer</strong> (${at(p.answered_at)}):</p>
       <blockquote class="answer-text">${p.answer}</blockquote>
-      <p class="notice pending" role="status">${waiting
-        ? html`The run's runner reports to this Control Plane from elsewhere: it receives the answer at its <strong>next check-in</strong>, and the run continues after that. There is no need to answer again.`
-        : p.via === 'ingest'
-          ? html`The runner collected the answer at ${timeTag(p.delivered_at, { mode: 'absolute', seconds: true })}; the run continues as soon as it reads it.`
-          : html`The answer is in the run's answer folder; the run continues as soon as it reads it (within seconds).`}</p>
+      <p class="notice pending" role="status">${where}</p>
     </section>`;
   }
 
@@ -86,7 +95,7 @@ class AnswerForm extends HTMLElement {
     try {
       await api(`${runPath(this.runId)}/answer`, { method: 'POST', body: { answer } });
       this.answered = true;
-      render(message, html`<p class="notice pending" role="status">Answer recorded; checking whether the run has it…</p>`);
+      render(message, html`<p class="notice pending" role="status">Answer recorded; checking the run…</p>`);
       this.dispatchEvent(new CustomEvent('svc:run-changed', { bubbles: true }));
     } catch (err) {
       render(message, reasonFirst('Answer refused', err));

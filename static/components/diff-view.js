@@ -18,25 +18,48 @@ const BIG_DIFF_LINES = 1500;
 /** @typedef {import('../lib/diff-parse.js').DiffFile} DiffFile */
 /** @typedef {{path: string, insertions: number, deletions: number}} StatFile */
 
-/** @param {DiffFile} f */
-function fileRows(f) {
-  return html`${f.hunks.map((h) => html`<tr class="d-hunk"><td class="ln" aria-hidden="true"></td><td class="ln" aria-hidden="true"></td><td class="code">${h.header}</td></tr>${h.lines.map((l) => html`<tr class="d-${l.kind}"><td class="ln">${l.old ?? ''}</td><td class="ln">${l.new ?? ''}</td><td class="code">${l.kind === 'add' ? '+' : l.kind === 'del' ? '−' : l.kind === 'note' ? '\\' : ' '}${l.text}</td></tr>`)}`)}`;
+const MARK = /** @type {Record<string, string>} */ ({ add: '+', del: '−', note: '\\', context: ' ' });
+
+/**
+ * One numbered line: old number, new number, the text after its +/− mark.
+ * @param {import('../lib/diff-parse.js').DiffLine} l
+ */
+function lineRow(l) {
+  return html`<tr class="d-${l.kind}"><td class="ln">${l.old ?? ''}</td><td class="ln">${l.new ?? ''}</td>
+    <td class="code">${MARK[l.kind] ?? ' '}${l.text}</td></tr>`;
+}
+
+/** @param {import('../lib/diff-parse.js').Hunk} h */
+function hunkRows(h) {
+  const header = html`<tr class="d-hunk"><td class="ln" aria-hidden="true"></td><td class="ln" aria-hidden="true"></td>
+    <td class="code">${h.header}</td></tr>`;
+  return html`${header}${h.lines.map(lineRow)}`;
 }
 
 /** @param {DiffFile} f */
 function fileBody(f) {
-  if (f.binary) return html`<p class="muted diff-note">Binary file: its content is in <code>diff.patch</code>, not shown here.</p>`;
+  if (f.binary) {
+    return html`<p class="muted diff-note">Binary file: its content is in <code>diff.patch</code>,
+      not shown here.</p>`;
+  }
   if (f.hunks.length === 0) return html`<p class="muted diff-note">No line changes (mode or name only).</p>`;
-  return html`<div class="diff-scroll"><table class="diff"><tbody>${fileRows(f)}</tbody></table></div>`;
+  return html`<div class="diff-scroll"><table class="diff"><tbody>${f.hunks.map(hunkRows)}</tbody></table></div>`;
+}
+
+/** "+12 −3" in green and red. @param {number} plus @param {number} minus */
+function counts(plus, minus) {
+  return html`<span class="plus">+${count(plus)}</span> <span class="minus">−${count(minus)}</span>`;
 }
 
 /** @param {DiffFile} f @param {number} i */
 function fileBlock(f, i) {
   const large = lineCount(f) > LARGE_FILE_LINES;
   const open = !large && !f.binary;
-  return html`<details class="diff-file" data-file="${i}" data-large="${large ? 'yes' : 'no'}" ${open ? html`open` : ''}>
-    <summary><span class="mono diff-path">${f.oldPath && f.oldPath !== f.path ? html`${f.oldPath} → ` : ''}${f.path}</span>
-      <span class="diff-counts"><span class="plus">+${count(f.additions)}</span> <span class="minus">−${count(f.deletions)}</span></span>
+  const renamed = f.oldPath && f.oldPath !== f.path ? html`${f.oldPath} → ` : '';
+  const size = large ? 'yes' : 'no';
+  return html`<details class="diff-file" data-file="${i}" data-large="${size}" ${open ? html`open` : ''}>
+    <summary><span class="mono diff-path">${renamed}${f.path}</span>
+      <span class="diff-counts">${counts(f.additions, f.deletions)}</span>
       ${f.status !== 'modified' ? html`<span class="badge file-${f.status}">${f.status}</span>` : ''}
       ${f.binary ? html`<span class="badge file-binary">binary</span>` : ''}
       ${large ? html`<span class="muted">large: ${count(lineCount(f))} lines, open to show</span>` : ''}</summary>
@@ -59,7 +82,8 @@ class DiffView extends HTMLElement {
     // Collapsed files get their lines on first open, so a big diff costs nothing until someone looks.
     this.addEventListener('toggle', (event) => {
       const details = /** @type {HTMLDetailsElement} */ (event.target);
-      if (!(details instanceof HTMLDetailsElement) || !details.open || !details.classList.contains('diff-file')) return;
+      if (!(details instanceof HTMLDetailsElement) || !details.open) return;
+      if (!details.classList.contains('diff-file')) return;
       const body = /** @type {HTMLElement} */ (details.querySelector('.diff-body'));
       const file = this.files[Number(details.dataset.file)];
       if (file && body.childElementCount === 0) render(body, fileBody(file));
@@ -68,14 +92,17 @@ class DiffView extends HTMLElement {
       const target = event.target instanceof Element ? event.target : null;
       const jump = target?.closest('[data-jump]');
       if (jump) {
-        const details = /** @type {HTMLDetailsElement | null} */ (this.querySelector(`details[data-file="${Number(jump.getAttribute('data-jump'))}"]`));
+        const selector = `details[data-file="${Number(jump.getAttribute('data-jump'))}"]`;
+        const details = /** @type {HTMLDetailsElement | null} */ (this.querySelector(selector));
         if (details) {
           details.open = true;
           details.scrollIntoView({ block: 'start' });
         }
       }
       const all = target?.closest('[data-expand]');
-      if (all) for (const d of this.querySelectorAll('details.diff-file')) /** @type {HTMLDetailsElement} */ (d).open = all.getAttribute('data-expand') === 'open';
+      if (!all) return;
+      const open = all.getAttribute('data-expand') === 'open';
+      for (const d of this.querySelectorAll('details.diff-file')) /** @type {HTMLDetailsElement} */ (d).open = open;
     });
   }
 
@@ -98,7 +125,9 @@ class DiffView extends HTMLElement {
     render(this, html`<p class="muted">Loading the changes…</p>`);
     try {
       const [text, stat] = await Promise.all([
-        patchPath ? api(artifactUrl(id, patchPath), { raw: true }).then((/** @type {Response} */ r) => r.text()) : Promise.resolve(null),
+        patchPath
+          ? api(artifactUrl(id, patchPath), { raw: true }).then((/** @type {Response} */ r) => r.text())
+          : Promise.resolve(null),
         statPath ? api(artifactUrl(id, statPath)) : Promise.resolve(null),
       ]);
       this.show(text, stat, patchPath ? artifactUrl(id, patchPath) : null);
@@ -112,23 +141,39 @@ class DiffView extends HTMLElement {
     const started = performance.now();
     this.files = patch === null ? [] : parseDiff(patch);
     const parsed = performance.now();
-    /** @type {StatFile[]} */
-    const statFiles = Array.isArray(stat?.files)
-      ? stat.files.filter((/** @type {any} */ f) => typeof f?.path === 'string').map((/** @type {any} */ f) => ({ path: f.path, insertions: Number(f.insertions) || 0, deletions: Number(f.deletions) || 0 }))
-      : this.files.map((f) => ({ path: f.path, insertions: f.additions, deletions: f.deletions }));
+    const statFiles = statFilesOf(stat, this.files);
     const plus = statFiles.reduce((n, f) => n + f.insertions, 0);
     const minus = statFiles.reduce((n, f) => n + f.deletions, 0);
     const index = new Map(this.files.map((f, i) => [f.path, i]));
     const binary = new Set(this.files.filter((f) => f.binary).map((f) => f.path));
+    const link = patchUrl
+      ? html` · <a href="${patchUrl}" data-api-file="diff.patch" target="_blank" rel="noopener">diff.patch</a>`
+      : '';
+    const toggles = this.files.length > 1
+      ? html`<p class="row"><button type="button" data-expand="open">Expand all</button>
+          <button type="button" data-expand="close">Collapse all</button></p>`
+      : '';
+    /** @param {StatFile} f */
+    const item = (f) => {
+      const i = index.get(f.path);
+      const name = i === undefined
+        ? html`<span class="mono">${f.path}</span>`
+        : html`<button type="button" class="link-button mono" data-jump="${i}">${f.path}</button>`;
+      const share = barWidth(f.insertions, f.insertions + f.deletions);
+      return html`<li>${name} ${counts(f.insertions, f.deletions)}
+        ${binary.has(f.path) ? html`<span class="badge file-binary">binary</span>` : ''}
+        <span class="diff-bar" aria-hidden="true"><span class="bar-plus" data-w="${share}"></span></span></li>`;
+    };
+    const note = patch === null
+      ? html`<p class="muted">The run recorded no diff.patch, only the counts.</p>`
+      : this.files.length === 0 ? html`<p class="muted">The patch is empty: nothing changed.</p>` : '';
+    const changed = `${statFiles.length} file${statFiles.length === 1 ? '' : 's'} changed`;
     render(this, html`<div class="diff-summary">
-        <p><strong>${statFiles.length} file${statFiles.length === 1 ? '' : 's'} changed</strong>, <span class="plus">+${count(plus)}</span> <span class="minus">−${count(minus)}</span>
-          ${patchUrl ? html` · <a href="${patchUrl}" data-api-file="diff.patch" target="_blank" rel="noopener">diff.patch</a>` : ''}</p>
-        ${this.files.length > 1 ? html`<p class="row"><button type="button" data-expand="open">Expand all</button><button type="button" data-expand="close">Collapse all</button></p>` : ''}
+        <p><strong>${changed}</strong>, ${counts(plus, minus)}${link}</p>
+        ${toggles}
       </div>
-      <ul class="diff-files">${statFiles.map((f) => html`<li>${index.has(f.path) ? html`<button type="button" class="link-button mono" data-jump="${index.get(f.path)}">${f.path}</button>` : html`<span class="mono">${f.path}</span>`}
-        <span class="plus">+${count(f.insertions)}</span> <span class="minus">−${count(f.deletions)}</span>${binary.has(f.path) ? html` <span class="badge file-binary">binary</span>` : ''}
-        <span class="diff-bar" aria-hidden="true"><span class="bar-plus" data-w="${barWidth(f.insertions, f.insertions + f.deletions)}"></span></span></li>`)}</ul>
-      ${patch === null ? html`<p class="muted">The run recorded no diff.patch, only the counts.</p>` : this.files.length === 0 ? html`<p class="muted">The patch is empty: nothing changed.</p>` : ''}
+      <ul class="diff-files">${statFiles.map(item)}</ul>
+      ${note}
       ${this.files.map((f, i) => fileBlock(f, i))}`);
     // Only a big diff skips layout of off-screen files (content-visibility): a small one is laid out whole.
     this.classList.toggle('big-diff', this.files.reduce((n, f) => n + lineCount(f), 0) > BIG_DIFF_LINES);
@@ -140,7 +185,25 @@ class DiffView extends HTMLElement {
   }
 }
 
-/** Share of additions in tenths (0–10), for a CSS-classed bar (no style attributes under the CSP). @param {number} plus @param {number} total */
+/**
+ * The file list: diffstat.json's when the run has it, else counted from the patch.
+ * @param {any} stat @param {DiffFile[]} files @returns {StatFile[]}
+ */
+function statFilesOf(stat, files) {
+  if (!Array.isArray(stat?.files)) {
+    return files.map((f) => ({ path: f.path, insertions: f.additions, deletions: f.deletions }));
+  }
+  return stat.files
+    .filter((/** @type {any} */ f) => typeof f?.path === 'string')
+    .map((/** @type {any} */ f) => ({
+      path: f.path, insertions: Number(f.insertions) || 0, deletions: Number(f.deletions) || 0,
+    }));
+}
+
+/**
+ * Share of additions in tenths (0–10), for a CSS-classed bar (no style attributes under the CSP).
+ * @param {number} plus @param {number} total
+ */
 function barWidth(plus, total) {
   return total > 0 ? String(Math.round((plus / total) * 10)) : '0';
 }

@@ -68,17 +68,48 @@ class RunTimeline extends HTMLElement {
     const x = (/** @type {number} */ ms) => ((ms - t.start) / span) * W;
     const w = (/** @type {number} */ a, /** @type {number} */ b) => Math.max(2, x(b) - x(a));
     const live = t.live;
-    render(this, html`<svg class="timeline" viewBox="0 0 ${W} ${H}" role="img" aria-label="Run timeline, ${duration(span)}" data-live="${live ? 'yes' : 'no'}">
+    /** @param {import('../lib/timeline.js').Span} s */
+    const spanRect = (s) => {
+      const result = s.kind === 'check' ? (s.ok ? ' pass' : ' fail') : '';
+      const tip = `${s.label} · ${clock(s.start)}–${clock(s.end)} (${duration(s.end - s.start)})`;
+      return html`<rect class="tl-span tl-${s.kind}${result}${s.open ? ' open' : ''}" x="${x(s.start)}" y="${BAR_Y}"
+        width="${w(s.start, s.end)}" height="${BAR_H}"><title>${tip}</title></rect>`;
+    };
+    /**
+     * Blocked waits are drawn over the bar, taller, hatched; the question is their hover text.
+     * @param {import('../lib/timeline.js').Span} s
+     */
+    const waitRect = (s) => html`<rect class="tl-span tl-blocked${s.open ? ' open' : ''}"
+      x="${x(s.start)}" y="${BAR_Y - 6}" width="${w(s.start, s.end)}" height="${BAR_H + 12}" fill="url(#tl-hatch)">
+      <title>${s.label} · waited ${duration(s.end - s.start)}</title></rect>`;
+    /** @param {import('../lib/timeline.js').Mark} m */
+    const mark = (m) => html`<g class="tl-mark tl-${m.kind}">
+      <line x1="${x(m.at)}" x2="${x(m.at)}" y1="${BAR_Y - 10}" y2="${BAR_Y + BAR_H + 4}"></line>
+      <circle cx="${x(m.at)}" cy="${BAR_Y - 12}" r="5"></circle><title>${m.label} · ${clock(m.at)}</title></g>`;
+    const hatch = html`<defs>
+      <pattern id="tl-hatch" patternUnits="userSpaceOnUse" width="8" height="8" patternTransform="rotate(45)">
+        <rect class="tl-hatch-bg" width="8" height="8"></rect>
+        <line class="tl-hatch-line" x1="0" y1="0" x2="0" y2="8"></line>
+      </pattern></defs>`;
+    /** @param {string} cls @param {string} text */
+    const key = (cls, text) => html`<span class="${cls}"></span>${text} `;
+    render(this, html`<svg class="timeline" viewBox="0 0 ${W} ${H}" role="img"
+        aria-label="Run timeline, ${duration(span)}" data-live="${live ? 'yes' : 'no'}">
       <title>Run timeline: ${absolute(t.start, true)} to ${absolute(t.end, true)} (${duration(span)})</title>
-      <rect class="tl-track" x="0" y="${BAR_Y}" width="${W}" height="${BAR_H}"><title>${duration(span)} in all</title></rect>
-      ${t.spans.filter((s) => s.kind !== 'blocked').map((s) => html`<rect class="tl-span tl-${s.kind}${s.kind === 'check' ? (s.ok ? ' pass' : ' fail') : ''}${s.open ? ' open' : ''}" x="${x(s.start)}" y="${BAR_Y}" width="${w(s.start, s.end)}" height="${BAR_H}"><title>${s.label} · ${clock(s.start)}–${clock(s.end)} (${duration(s.end - s.start)})</title></rect>`)}
-      ${t.spans.filter((s) => s.kind === 'blocked').map((s) => html`<rect class="tl-span tl-blocked${s.open ? ' open' : ''}" x="${x(s.start)}" y="${BAR_Y - 6}" width="${w(s.start, s.end)}" height="${BAR_H + 12}" fill="url(#tl-hatch)"><title>${s.label} · waited ${duration(s.end - s.start)}</title></rect>`)}
-      ${t.marks.map((m) => html`<g class="tl-mark tl-${m.kind}"><line x1="${x(m.at)}" x2="${x(m.at)}" y1="${BAR_Y - 10}" y2="${BAR_Y + BAR_H + 4}"></line><circle cx="${x(m.at)}" cy="${BAR_Y - 12}" r="5"></circle><title>${m.label} · ${clock(m.at)}</title></g>`)}
-      <defs><pattern id="tl-hatch" patternUnits="userSpaceOnUse" width="8" height="8" patternTransform="rotate(45)"><rect class="tl-hatch-bg" width="8" height="8"></rect><line class="tl-hatch-line" x1="0" y1="0" x2="0" y2="8"></line></pattern></defs>
+      ${hatch}
+      <rect class="tl-track" x="0" y="${BAR_Y}" width="${W}" height="${BAR_H}">
+        <title>${duration(span)} in all</title></rect>
+      ${t.spans.filter((s) => s.kind !== 'blocked').map(spanRect)}
+      ${t.spans.filter((s) => s.kind === 'blocked').map(waitRect)}
+      ${t.marks.map(mark)}
       <text class="axis" x="0" y="${H - 4}">${clock(t.start)}</text>
-      <text class="axis" x="${W}" y="${H - 4}" text-anchor="end">${live ? 'now' : clock(t.end)} · ${duration(span)}</text>
+      <text class="axis" x="${W}" y="${H - 4}" text-anchor="end">
+        ${live ? 'now' : clock(t.end)} · ${duration(span)}</text>
     </svg>
-    <p class="timeline-legend muted"><span class="key tl-queued"></span>queued <span class="key tl-provider"></span>provider <span class="key tl-blocked"></span>waiting for an answer <span class="key tl-check pass"></span>check passed <span class="key tl-check fail"></span>check failed <span class="key-mark tl-receipt"></span>receipt <span class="key-mark tl-pr"></span>PR</p>`);
+    <p class="timeline-legend muted">${key('key tl-queued', 'queued')}${key('key tl-provider', 'provider')}
+      ${key('key tl-blocked', 'waiting for an answer')}${key('key tl-check pass', 'check passed')}
+      ${key('key tl-check fail', 'check failed')}${key('key-mark tl-receipt', 'receipt')}
+      ${key('key-mark tl-pr', 'PR')}</p>`);
   }
 }
 

@@ -80,7 +80,7 @@ export function barList(points, opts) {
   const max = Math.max(0, ...sorted.map((p) => p.value ?? 0)) || 1;
   const rowH = 30;
   const labelW = 150;
-  const valueW = 110;
+  const valueW = 150;
   const barMax = W - labelW - valueW;
   return html`<svg class="chart chart-bars" viewBox="0 0 ${W} ${sorted.length * rowH + 4}" role="img" aria-label="${opts.label}">
     <title>${opts.label}</title>

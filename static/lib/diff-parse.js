@@ -3,13 +3,21 @@
 // unit-tested in Node; it never builds markup (diff-view.js renders through the escaping template).
 // `git diff --binary` output is understood: a binary file's base85 body is skipped and the file is marked binary.
 
-/** @typedef {{kind: 'context' | 'add' | 'del' | 'note', old: number | null, new: number | null, text: string}} DiffLine */
+/**
+ * @typedef {{kind: 'context' | 'add' | 'del' | 'note', old: number | null, new: number | null, text: string}} DiffLine
+ */
 /** @typedef {{header: string, lines: DiffLine[]}} Hunk */
-/** @typedef {{path: string, oldPath: string | null, status: 'modified' | 'added' | 'deleted' | 'renamed', binary: boolean, additions: number, deletions: number, hunks: Hunk[]}} DiffFile */
+/**
+ * @typedef {{path: string, oldPath: string | null, status: 'modified' | 'added' | 'deleted' | 'renamed',
+ *   binary: boolean, additions: number, deletions: number, hunks: Hunk[]}} DiffFile
+ */
 
 const HUNK = /^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$/;
 
-/** "a/src/x.ts" → "src/x.ts"; "/dev/null" → null. Quoted git paths are unquoted only as far as \" and \\. @param {string} raw */
+/**
+ * "a/src/x.ts" → "src/x.ts"; "/dev/null" → null. Quoted git paths are unquoted only as far as \" and \\.
+ * @param {string} raw
+ */
 function stripPrefix(raw) {
   let p = raw.replace(/\t.*$/, '');
   if (p.startsWith('"') && p.endsWith('"')) p = p.slice(1, -1).replace(/\\(["\\])/g, '$1');
@@ -17,7 +25,10 @@ function stripPrefix(raw) {
   return p.replace(/^[ab]\//, '');
 }
 
-/** Paths from "diff --git a/x b/x" (used when there are no ---/+++ lines, e.g. binary or mode-only changes). @param {string} rest */
+/**
+ * Paths from "diff --git a/x b/x" (used when there are no ---/+++ lines, e.g. binary or mode-only changes).
+ * @param {string} rest
+ */
 function gitLinePath(rest) {
   const m = /^"?a\/(.*?)"? "?b\/(.*?)"?$/.exec(rest);
   return m ? (m[2] ?? m[1] ?? rest) : rest;
@@ -68,7 +79,10 @@ export function parseDiff(patch) {
     }
     hunk = null;
     if (line.startsWith('diff --git ')) {
-      file = { path: gitLinePath(line.slice(11)), oldPath: null, status: 'modified', binary: false, additions: 0, deletions: 0, hunks: [] };
+      file = {
+        path: gitLinePath(line.slice(11)), oldPath: null, status: 'modified', binary: false,
+        additions: 0, deletions: 0, hunks: [],
+      };
       files.push(file);
       inBinary = false;
       continue;

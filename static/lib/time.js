@@ -29,7 +29,10 @@ export function clock(t, seconds = true) {
   return `${pad(d.getHours())}:${pad(d.getMinutes())}${seconds ? `:${pad(d.getSeconds())}` : ''}`;
 }
 
-/** The absolute format: "2026-11-24 01:10" (or "…:05" with seconds). @param {string | number | null | undefined} t */
+/**
+ * The absolute format: "2026-11-24 01:10" (or "…:05" with seconds).
+ * @param {string | number | null | undefined} t
+ */
 export function absolute(t, seconds = false) {
   const ms = toMs(t);
   if (ms === null) return '—';
@@ -60,14 +63,21 @@ export function hoverText(t) {
   return `${new Date(ms).toISOString()} · ${absolute(ms, true)} ${zoneName(ms)} (${offset(ms)})`;
 }
 
-/** "just now", "42s ago", "3m ago", "5h ago", "2d ago" (future times: "in 3m"). @param {string | number | null | undefined} t */
+/**
+ * "just now", "42s ago", "3m ago", "5h ago", "2d ago" (future times: "in 3m").
+ * @param {string | number | null | undefined} t
+ */
 export function relative(t, now = Date.now()) {
   const ms = toMs(t);
   if (ms === null) return '—';
   const diff = Math.round((now - ms) / 1000);
   const s = Math.abs(diff);
   if (s < 5) return 'just now';
-  const text = s < 60 ? `${s}s` : s < 3600 ? `${Math.floor(s / 60)}m` : s < 86_400 ? `${Math.floor(s / 3600)}h` : `${Math.floor(s / 86_400)}d`;
+  const text =
+    s < 60 ? `${s}s`
+    : s < 3600 ? `${Math.floor(s / 60)}m`
+    : s < 86_400 ? `${Math.floor(s / 3600)}h`
+    : `${Math.floor(s / 86_400)}d`;
   return diff >= 0 ? `${text} ago` : `in ${text}`;
 }
 
@@ -93,14 +103,19 @@ export function runDuration(run, now = Date.now()) {
   return duration((toMs(run.ended_at) ?? now) - start);
 }
 
-/** Whether a run's duration is still growing (the pages tick those). @param {{status?: string, ended_at?: string|null}} run */
+/**
+ * Whether a run's duration is still growing (the pages tick those).
+ * @param {{status?: string, ended_at?: string|null}} run
+ */
 export function isTicking(run) {
   return !run.ended_at && run.status !== 'queued';
 }
 
 /**
- * A <time> element: relative text by default, absolute with `mode: 'absolute'`; the hover always has the ISO time and
- * zone. @param {string | number | null | undefined} t @param {{mode?: 'relative' | 'absolute', seconds?: boolean}} [opts]
+ * A <time> element: relative text by default, absolute with `mode: 'absolute'`; the hover always has the ISO time
+ * and zone.
+ * @param {string | number | null | undefined} t
+ * @param {{mode?: 'relative' | 'absolute', seconds?: boolean}} [opts]
  */
 export function timeTag(t, opts = {}) {
   const ms = toMs(t);

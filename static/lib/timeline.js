@@ -5,7 +5,10 @@
 // leaves blocked), checks (ending at their event, as long as they took) and point marks for receipt, PR and errors.
 
 /** @typedef {{id: number, kind: string, data: any, ts: number | null}} TimelineEvent */
-/** @typedef {{kind: 'queued' | 'provider' | 'blocked' | 'check', start: number, end: number, label: string, ok?: boolean, open?: boolean}} Span */
+/**
+ * @typedef {{kind: 'queued' | 'provider' | 'blocked' | 'check', start: number, end: number, label: string,
+ *   ok?: boolean, open?: boolean}} Span
+ */
 /** @typedef {{kind: 'receipt' | 'pr' | 'error', at: number, label: string}} Mark */
 /** @typedef {{start: number, end: number, live: boolean, spans: Span[], marks: Mark[]}} Timeline */
 
@@ -19,7 +22,9 @@ const TERMINAL = new Set(['succeeded', 'failed', 'stopped']);
  * @returns {Timeline | null}
  */
 export function buildTimeline(run, events, now) {
-  const sorted = events.filter((e) => typeof e.ts === 'number' && Number.isFinite(e.ts)).slice().sort((a, b) => a.id - b.id);
+  const sorted = events
+    .filter((e) => typeof e.ts === 'number' && Number.isFinite(e.ts))
+    .sort((a, b) => a.id - b.id);
   const startedAt = run.started_at ? Date.parse(run.started_at) : NaN;
   const start = Number.isFinite(startedAt) ? startedAt : sorted[0]?.ts ?? null;
   if (start === null || start === undefined) return null;
@@ -70,7 +75,8 @@ export function buildTimeline(run, events, now) {
     } else if (e.kind === 'log' && d.stream === 'svc' && typeof d.text === 'string' && PROVIDER_START.test(d.text)) {
       closeProvider(at);
       const m = /** @type {RegExpExecArray} */ (PROVIDER_START.exec(d.text));
-      provider = { kind: 'provider', start: at, end: end, label: `provider ${m[1]}${m[2] ? ` (attempt ${m[2]})` : ''}`, open: true };
+      const label = `provider ${m[1]}${m[2] ? ` (attempt ${m[2]})` : ''}`;
+      provider = { kind: 'provider', start: at, end, label, open: true };
       spans.push(provider);
     } else if (e.kind === 'question') {
       const q = String(d.question ?? d.text ?? '');
@@ -86,12 +92,15 @@ export function buildTimeline(run, events, now) {
       const took = Number(d.duration_ms);
       const from = Number.isFinite(took) && took > 0 ? Math.max(start, at - took) : at;
       const ok = d.exit_code === 0;
-      spans.push({ kind: 'check', start: from, end: at, ok, label: `check ${d.name ?? ''} ${ok ? 'passed' : `failed (exit ${d.exit_code ?? '?'})`}` });
+      const result = ok ? 'passed' : `failed (exit ${d.exit_code ?? '?'})`;
+      spans.push({ kind: 'check', start: from, end: at, ok, label: `check ${d.name ?? ''} ${result}` });
     } else if (e.kind === 'receipt') {
       closeProvider(at);
-      marks.push({ kind: 'receipt', at, label: `Evidence Receipt${d.verdict ? `: ${String(d.verdict).replace(/_/g, ' ')}` : ''}` });
+      const verdict = d.verdict ? `: ${String(d.verdict).replace(/_/g, ' ')}` : '';
+      marks.push({ kind: 'receipt', at, label: `Evidence Receipt${verdict}` });
     } else if (e.kind === 'pr') {
-      marks.push({ kind: 'pr', at, label: d.opened === false ? `no pull request: ${d.reason ?? ''}` : `pull request ${d.url ?? ''}` });
+      const label = d.opened === false ? `no pull request: ${d.reason ?? ''}` : `pull request ${d.url ?? ''}`;
+      marks.push({ kind: 'pr', at, label });
     } else if (e.kind === 'error') {
       marks.push({ kind: 'error', at, label: `error: ${d.message ?? ''}` });
     }

@@ -175,6 +175,9 @@ describe('the run story (issue 13)', { skip: skip ?? false }, () => {
     const hatched = page.locator('svg.chart-cost rect.bar.unknown');
     assert.ok((await hatched.count()) > 0, 'a day with unknown cost is hatched');
     assert.equal(await hatched.first().getAttribute('fill'), 'url(#hatch-cost)');
+    // What is painted, not only the attribute: no stylesheet rule may turn the hatch into a solid colour.
+    assert.match(await hatched.first().evaluate((el) => (globalThis as any).getComputedStyle(el).fill), /^url\("?#hatch-cost"?\)$/);
+    assert.match(await page.locator('svg.chart-bars rect.bar.unknown').first().evaluate((el) => (globalThis as any).getComputedStyle(el).fill), /^url\(/);
     assert.equal(await page.locator('svg.chart-cost pattern#hatch-cost').count(), 1);
     assert.equal(await page.locator('.legend svg rect.bar.unknown[fill="url(#hatch-legend)"]').count(), 1);
     const axis = (await page.locator('svg.chart-cost text.axis').allTextContents()).filter((t) => t.startsWith('$'));

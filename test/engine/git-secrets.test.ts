@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { makeRepo, startGithubStandIn, readJson, CLI, EDIT_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from './fixtures.ts';
 import { makeCert } from '../trigger/standins.ts';
 import { pushBranch } from '../../src/engine/pr.ts';
+import { PushRefusedError } from '../../src/engine/git-push.ts';
 
 const SECRETS = {
   GITHUB_TOKEN: 'gh-secret-token-1', GH_TOKEN: 'gh-secret-token-2', ERRTRACK_AUTH_TOKEN: 'errtrack-secret-3',
@@ -81,11 +82,31 @@ const server = createServer({ key: readFileSync(key), cert: readFileSync(cert) }
 server.listen(0, '127.0.0.1', () => console.log(server.address().port));
 `;
 
+// Where a hostile .git/config would like the push to go: plain HTTP, asks for credentials, logs every request
+// (CONNECT included, for a planted proxy) with its Authorization header.
+const EVIL_STAND_IN = `
+import { createServer } from 'node:http';
+import { appendFileSync } from 'node:fs';
+const [log] = process.argv.slice(2);
+const server = createServer((req, res) => {
+  appendFileSync(log, req.method + ' ' + req.url + ' ' + (req.headers.authorization ?? '-') + '\\n');
+  res.writeHead(401, { 'www-authenticate': 'Basic realm="evil"' }).end();
+});
+server.on('connect', (req, socket) => {
+  appendFileSync(log, 'CONNECT ' + req.url + ' ' + (req.headers['proxy-authorization'] ?? '-') + '\\n');
+  socket.end('HTTP/1.1 403 Forbidden\\r\\n\\r\\n');
+});
+server.listen(0, '127.0.0.1', () => console.log(server.address().port));
+`;
+
 describe('pushing the run branch', () => {
   let server: ChildProcess;
+  let evilServer: ChildProcess;
   let url: string;
+  let evil: string;
   let root: string;
   let log: string;
+  let evilLog: string;
   const saved = { HOME: process.env.HOME, GIT_SSL_CAINFO: process.env.GIT_SSL_CAINFO, GIT_TERMINAL_PROMPT: process.env.GIT_TERMINAL_PROMPT };
 
   before(async () => {
@@ -98,6 +119,11 @@ describe('pushing the run branch', () => {
     server = spawn(process.execPath, [join(root, 'stand-in.mjs'), join(root, 'key.pem'), join(root, 'cert.pem'), log], { stdio: ['ignore', 'pipe', 'inherit'] });
     const port = await new Promise<string>((resolve) => server.stdout!.once('data', (c: Buffer) => resolve(c.toString().trim())));
     url = `https://127.0.0.1:${port}`;
+    writeFileSync(join(root, 'evil.mjs'), EVIL_STAND_IN);
+    evilLog = join(root, 'evil.log');
+    evilServer = spawn(process.execPath, [join(root, 'evil.mjs'), evilLog], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const evilPort = await new Promise<string>((resolve) => evilServer.stdout!.once('data', (c: Buffer) => resolve(c.toString().trim())));
+    evil = `http://127.0.0.1:${evilPort}`;
     mkdirSync(join(root, 'home'));
     Object.assign(process.env, { HOME: join(root, 'home'), GIT_SSL_CAINFO: join(root, 'cert.pem'), GIT_TERMINAL_PROMPT: '0' });
   });
@@ -107,6 +133,7 @@ describe('pushing the run branch', () => {
       else process.env[k] = v;
     }
     server.kill();
+    evilServer.kill();
     rmSync(root, { recursive: true, force: true });
   });
 
@@ -130,6 +157,87 @@ describe('pushing the run branch', () => {
     const sent = headers().filter((h) => h !== '-');
     assert.ok(sent.length > 0, 'git retried with credentials');
     assert.equal(Buffer.from(sent[0]!.replace(/^Basic /, ''), 'base64').toString(), 'x-access-token:push-token-123');
+  });
+
+  function evilSeen(): string[] {
+    const text = existsSync(evilLog) ? readFileSync(evilLog, 'utf8') : '';
+    rmSync(evilLog, { force: true });
+    return text.split('\n').filter(Boolean);
+  }
+
+  /** A program the repository's config names; it records that it ran and everything it was given. */
+  function spy(name: string): { path: string; ran: () => string } {
+    const out = join(root, `${name}.out`);
+    const path = join(root, `${name}.sh`);
+    writeFileSync(path, `#!/bin/sh\necho "$@" >> "${out}"\ncat >> "${out}" 2>/dev/null\necho ran >> "${out}"\n`);
+    chmodSync(path, 0o755);
+    return { path, ran: () => (existsSync(out) ? readFileSync(out, 'utf8') : '') };
+  }
+
+  function setConfig(dir: string, pairs: Array<[string, string]>): void {
+    for (const [key, value] of pairs) execFileSync('git', ['config', '--add', key, value], { cwd: dir });
+  }
+
+  function assertTokenOnlyAtGithub(): void {
+    const sent = headers().filter((h) => h !== '-');
+    assert.ok(sent.length > 0, 'the push reached the GitHub stand-in with credentials');
+    for (const h of sent) assert.equal(Buffer.from(h.replace(/^Basic /, ''), 'base64').toString(), 'x-access-token:push-token-123');
+  }
+
+  const redirects: Array<[string, (evil: string, github: string) => Array<[string, string]>]> = [
+    ['url.*.insteadOf to another server', (e, g) => [[`url.${e}/.insteadOf`, `${g}/`]]],
+    ['url.*.pushInsteadOf to another server', (e, g) => [[`url.${e}/.pushInsteadOf`, `${g}/`]]],
+    ['remote.origin.pushurl', (e) => [['remote.origin.pushurl', `${e}/acme/api.git`]]],
+    ['a pushurl on the GitHub host plus a pushInsteadOf away from it', (e, g) => [['remote.origin.pushurl', `${g}/acme/api.git`], [`url.${e}/.pushInsteadOf`, `${g}/`]]],
+  ];
+  for (const [name, rules] of redirects) {
+    it(`refuses to push, and sends nothing anywhere, when .git/config holds ${name}`, () => {
+      const dir = repoWithOrigin(`${url}/acme/api.git`);
+      setConfig(dir, rules(evil, url));
+      assert.throws(() => pushBranch(dir, 'svc/r1', 'push-token-123', { GITHUB_API_URL: url }), PushRefusedError);
+      assert.deepEqual(evilSeen(), []);
+      assert.deepEqual(headers(), []);
+    });
+  }
+
+  it('ignores credential helpers, askpass, proxies, TLS settings and includes that .git/config names', () => {
+    const dir = repoWithOrigin(`${url}/acme/api.git`);
+    const helper = spy('helper');
+    const askpass = spy('askpass');
+    const included = join(root, 'included.gitconfig');
+    writeFileSync(included, `[url "${evil}/"]\n\tinsteadOf = ${url}/\n[credential]\n\thelper = !${helper.path}\n`);
+    setConfig(dir, [
+      ['credential.helper', `!${helper.path}`], [`credential.${url}.helper`, `!${helper.path}`], ['core.askPass', askpass.path],
+      ['http.proxy', evil], ['https.proxy', evil], [`http.${url}/.proxy`, evil], ['http.sslVerify', 'false'],
+      ['include.path', included], [`includeIf.gitdir:${dir}/.path`, included], ['core.sshCommand', helper.path],
+    ]);
+    assert.throws(() => pushBranch(dir, 'svc/r1', 'push-token-123', { GITHUB_API_URL: url }), /git push failed/);
+    assertTokenOnlyAtGithub();
+    assert.deepEqual(evilSeen(), [], 'neither the planted proxy nor the included insteadOf was used');
+    assert.equal(helper.ran(), '', 'no planted credential helper ran');
+    assert.equal(askpass.ran(), '', 'the planted askpass never ran');
+  });
+
+  it('ignores URL rules and credential helpers in the global git config when it carries the token', () => {
+    const dir = repoWithOrigin(`${url}/acme/api.git`);
+    const helper = spy('global-helper');
+    const globalConfig = join(process.env.HOME!, '.gitconfig');
+    writeFileSync(globalConfig, `[url "${evil}/"]\n\tpushInsteadOf = ${url}/\n[credential]\n\thelper = !${helper.path}\n`);
+    try {
+      assert.throws(() => pushBranch(dir, 'svc/r1', 'push-token-123', { GITHUB_API_URL: url }), /git push failed/);
+    } finally {
+      rmSync(globalConfig);
+    }
+    assertTokenOnlyAtGithub();
+    assert.deepEqual(evilSeen(), []);
+    assert.equal(helper.ran(), '');
+  });
+
+  it('refuses when .git/config names no origin or two', () => {
+    const dir = repoWithOrigin(`${url}/acme/api.git`);
+    setConfig(dir, [['remote.origin.url', `${evil}/acme/api.git`]]);
+    assert.throws(() => pushBranch(dir, 'svc/r1', 'push-token-123', { GITHUB_API_URL: url }), PushRefusedError);
+    assert.deepEqual(evilSeen(), []);
   });
 
   it('never offers the token to an origin on another host', () => {

@@ -1,7 +1,10 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { writeFileSync } from 'node:fs';
+import { writeFileSync, mkdirSync } from 'node:fs';
+import { generateKeyPairSync } from 'node:crypto';
+import { issueReceipt, type Receipt } from '../../src/engine/receipt.ts';
+import { keyIdOf, trustedKeysDir } from '../../src/keys.ts';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { makeRepo, startGithubStandIn, EDIT_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -155,6 +158,68 @@ describe('merge queue and review risk', () => {
     assert.equal(entry.status, 'failed');
     assert.match(entry.detail, /Integrity mismatch/);
     assert.equal(github.requests.filter((r) => r.method === 'PUT').length, before);
+  });
+
+  describe('receipt keys', () => {
+    /** The run's receipt as stored, re-signed by a key of our own making (valid integrity and signature). */
+    function resign(run: { source: string; run: string }) {
+      const stored = control.deps.stores.artifacts.get(run.source, run.run, 'receipt.json')!;
+      const { kid: _k, integrity: _i, signature: _s, ...body } = JSON.parse(Buffer.from(stored.content).toString('utf8')) as Receipt;
+      const pair = generateKeyPairSync('ed25519');
+      const receipt = issueReceipt(body, { kid: keyIdOf(pair.publicKey), privateKey: pair.privateKey, publicKey: pair.publicKey });
+      control.deps.stores.artifacts.put(run.source, run.run, { path: 'receipt.json', content_type: 'application/json', content: Buffer.from(JSON.stringify(receipt)) });
+      return { pair, kid: receipt.kid };
+    }
+
+    it('queues a receipt signed by its own key and says which key signed, in the reply and the audit', async () => {
+      const run = await finished('fake');
+      const add = await control.request('POST', '/v1/merge/queue', { body: { source: run.source, run: run.run } });
+      assert.equal(add.status, 201, add.text);
+      const keys = (await control.request('GET', '/v1/keys')).json.keys;
+      assert.deepEqual(add.json.signed_by, { kid: keys[0].kid, name: 'local', origin: 'local' });
+      const audit = (await control.request('GET', '/v1/audit?limit=1')).json.items[0];
+      assert.equal(audit.action, 'merge.enqueue');
+      assert.equal(audit.detail.signed_by, keys[0].kid);
+    });
+
+    it('refuses a receipt signed by a key the Control Plane does not know, at queue time and at merge time', async () => {
+      const run = await finished('fake');
+      const { kid } = resign(run);
+      const add = await control.request('POST', '/v1/merge/queue', { body: { source: run.source, run: run.run } });
+      assert.equal(add.status, 409, add.text);
+      assert.equal(add.json.error.code, 'conflict');
+      assert.match(add.json.error.message, new RegExp(`Unknown key.*${kid}`));
+      const queued = await finished('fake');
+      assert.equal((await control.request('POST', '/v1/merge/queue', { body: { source: queued.source, run: queued.run } })).status, 201);
+      resign(queued);
+      const result = await control.request('POST', '/v1/merge/run', { body: {} });
+      const entry = result.json.items.find((e: { run: string }) => e.run === queued.run);
+      assert.equal(entry.status, 'failed');
+      assert.match(entry.detail, /Unknown key/);
+      assert.equal(entry.signed_by, null);
+      const pull = /\/pull\/(\d+)$/.exec(queued.pr_url)![1];
+      assert.deepEqual(github.requests.filter((r) => r.method === 'PUT' && r.path.includes(`/pulls/${pull}/`)), [], 'its PR was not merged');
+    });
+
+    it('accepts a runner key once its public half is registered, lists it in /v1/keys and never a private key', async () => {
+      const run = await finished('fake');
+      const { pair, kid } = resign(run);
+      const dir = trustedKeysDir(control.deps.settings.svcHome);
+      mkdirSync(dir, { recursive: true });
+      // A private key dropped in the registry by mistake is not a registration.
+      writeFileSync(join(dir, 'oops.pem'), pair.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString());
+      assert.equal((await control.request('POST', '/v1/merge/queue', { body: { source: run.source, run: run.run } })).status, 409);
+      writeFileSync(join(dir, 'ci-runner.pub.pem'), pair.publicKey.export({ type: 'spki', format: 'pem' }).toString());
+      const add = await control.request('POST', '/v1/merge/queue', { body: { source: run.source, run: run.run } });
+      assert.equal(add.status, 201, add.text);
+      assert.deepEqual(add.json.signed_by, { kid, name: 'ci-runner', origin: 'runner' });
+      const keys = (await control.request('GET', '/v1/keys')).json.keys;
+      assert.deepEqual(keys.map((k: { name: string; origin: string }) => [k.name, k.origin]), [['local', 'local'], ['ci-runner', 'runner']]);
+      assert.equal(keys[1].kid, kid);
+      assert.doesNotMatch(JSON.stringify(keys), /PRIVATE/);
+      const list = (await control.request('GET', '/v1/merge/queue')).json.items.find((e: { run: string }) => e.run === run.run);
+      assert.equal(list.signed_by.name, 'ci-runner');
+    });
   });
 
   it('scores review risk from the run diff and verdict', async () => {

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, writeFileSync, rmSync } from 'node:fs';
+import { readFileSync, writeFileSync, rmSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { openDatabase } from '../../src/db/open.ts';
 import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
@@ -38,7 +38,14 @@ describe('runner', () => {
       const res = await post(`${t.url}/jobs`, JSON.stringify({ brief: 'dump env' }), bearer);
       await waitFor(async () => ((await job(t, res.body.job_id as string)).status === 'succeeded' ? true : null), 'the job');
       const call = t.calls()[0]!;
-      for (const name of Object.keys(call.env)) assert.ok(isAllowedChildVar(name), `unexpected ${name} in the child env`);
+      // The one extra name: the path of the 0600 handoff file with what the run uses itself (issue 9 item 4). The
+      // launcher reads and deletes it at start; one that never did (this stand-in) has it removed when it exits.
+      const handoff = call.env.SVC_SECRETS_HANDOFF;
+      assert.ok(handoff?.startsWith(join(t.home, '.svc', 'handoff')), String(handoff));
+      assert.equal(existsSync(handoff!), false, 'the handoff file is gone once the launcher ended');
+      for (const name of Object.keys(call.env)) {
+        if (name !== 'SVC_SECRETS_HANDOFF') assert.ok(isAllowedChildVar(name), `unexpected ${name} in the child env`);
+      }
       const values = Object.values(call.env).join('\n');
       for (const secret of [...Object.values(SECRETS), 'k-trackera-1', 'k-trackerb-2', 'k-errtrack-3', 'k-errtrack-4', 'k-control-5', 'k-aws-6', '/tmp/evil.js']) {
         assert.ok(!values.includes(secret), `secret ${secret.slice(0, 6)}… reached the child`);

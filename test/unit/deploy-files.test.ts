@@ -42,6 +42,20 @@ for (const [unit, command] of [['svc-control.service', 'control serve'], ['svc-t
       assert.deepEqual(get('ReadWritePaths'), ['-/srv/svc']);
     });
 
+    it('lets the agent sandbox run: user, mount and PID namespaces, and no overmounted /proc', () => {
+      // bwrap needs an unprivileged user namespace plus mnt and pid ones, and a fresh proc mount, which the kernel
+      // refuses while /proc/sys or /proc/kmsg are overmounted (ProtectKernelTunables, ProtectKernelLogs).
+      for (const restrict of get('RestrictNamespaces')) {
+        assert.ok(['user', 'mnt', 'pid'].every((ns) => restrict.split(/\s+/).includes(ns)), `RestrictNamespaces=${restrict}`);
+      }
+      for (const filter of get('SystemCallFilter')) assert.match(filter, /@mount/);
+      assert.deepEqual(get('ProtectKernelTunables'), ['no']);
+      assert.deepEqual(get('ProtectKernelLogs'), ['no']);
+      assert.deepEqual(get('ProcSubset'), []);
+      assert.deepEqual(get('PrivateUsers'), []);
+      assert.deepEqual(get('ProtectProc'), ['invisible']);
+    });
+
     it('takes secrets from EnvironmentFile or LoadCredential, never inline', () => {
       assert.ok(get('EnvironmentFile').length === 1);
       for (const env of get('Environment')) assert.doesNotMatch(env, /(TOKEN|SECRET|API_KEY)=/, `secret inline: ${env}`);

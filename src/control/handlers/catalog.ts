@@ -9,7 +9,7 @@ import { readEffectiveConfig } from './config.ts';
 import { findOnPath, createVersionProbe, describeProviders, type VersionProbe } from '../provider-detect.ts';
 import { integrationStatus } from '../integrations.ts';
 import { encodeCursor, decodeCursor } from '../id-cursor.ts';
-import { loadOrCreateSigningKey, publicKeyInfo } from '../../keys.ts';
+import { knownKeys, publicKeyInfo } from '../../keys.ts';
 
 // One probe cache per running app, so tests with different PATHs never share answers.
 const probes = new WeakMap<ControlDeps, VersionProbe>();
@@ -58,9 +58,10 @@ export const listNotifications: Handler<ControlDeps> = (ctx) => {
 
 export const getKeys: Handler<ControlDeps> = (ctx) => {
   checkQueryKeys(ctx.query, []);
-  // Made on first use (0600 under ~/.svc/keys); only the public half is ever serialised.
-  const key = loadOrCreateSigningKey(ctx.deps.settings.svcHome);
-  return json(200, { keys: [publicKeyInfo(key)] });
+  // The own key is made on first use (0600 under ~/.svc/keys); runner keys are the public PEMs in keys/trusted/.
+  // Only public halves are ever serialised.
+  const keys = knownKeys(ctx.deps.settings.svcHome).map((k) => ({ ...publicKeyInfo(k), name: k.name, origin: k.origin }));
+  return json(200, { keys });
 };
 
 /** A name as users know it: a path (`/home/me/api`) shows only its last segment, never the folders above it. */

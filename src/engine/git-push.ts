@@ -1,0 +1,96 @@
+// Pushes a run's branch without trusting the repository's git config: the agent could write .git/config, and git
+// reads URL rewrites, push URLs, credential helpers, proxies, TLS settings and includes from it. So the push runs
+// from a throwaway bare repository svc creates (its config is git's defaults), borrowing the run's objects through
+// `objects/info/alternates`, to the `remote.origin.url` svc read from the config file itself (issue 9 item 6).
+// Must not: let any program named by the repository's config run, or hand the token to a URL it did not check.
+import { writeFileSync, mkdtempSync, rmSync, mkdirSync, existsSync, copyFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { tmpdir } from 'node:os';
+import { git } from './git.ts';
+
+/** Keys that change where `origin` points or where a push goes; their presence makes svc refuse to push. */
+const REDIRECTING_KEYS = /^(url\..*\.(insteadof|pushinsteadof)|remote\.origin\.pushurl)$/;
+
+/** Thrown when the repository's config could redirect the push; nothing was pushed. */
+export class PushRefusedError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'PushRefusedError';
+  }
+}
+
+export interface Origin {
+  /** `remote.origin.url` exactly as the config file holds it: no insteadOf, no include applied. */
+  url: string;
+  /** The repository's shared git folder (objects live here for every worktree). */
+  commonDir: string;
+}
+
+/** Every `name value` line of a config file matching `pattern`, read by git itself with includes off. */
+function configEntries(file: string, pattern: string): string[] {
+  try {
+    return git('/', ['config', '--file', file, '--no-includes', '--get-regexp', pattern]).split('\n').filter(Boolean);
+  } catch {
+    return []; // git config exits 1 when nothing matches
+  }
+}
+
+/**
+ * Reads origin from the repository's own config file (never global or system config, never an include) and refuses
+ * when that file holds rules that would send a push somewhere else than its `url`.
+ */
+export function resolveOrigin(workdir: string): Origin {
+  const commonDir = resolve(workdir, git(workdir, ['rev-parse', '--git-common-dir']).trim());
+  const file = join(commonDir, 'config');
+  const redirecting = configEntries(file, '^(url\\..*\\.(insteadof|pushinsteadof)|remote\\.origin\\.pushurl)$')
+    .map((line) => line.split(' ', 1)[0]!.toLowerCase())
+    .filter((name) => REDIRECTING_KEYS.test(name));
+  if (redirecting.length) {
+    const names = [...new Set(redirecting)].map((n) => `"${n}"`).join(', ');
+    throw new PushRefusedError(`The repository's git config redirects pushes (${names}): svc does not push there`);
+  }
+  const urls = configEntries(file, '^remote\\.origin\\.url$').map((line) => line.slice(line.indexOf(' ') + 1));
+  if (urls.length !== 1 || !urls[0]) {
+    throw new PushRefusedError(`The repository's git config must name exactly one remote.origin.url (found ${urls.length})`);
+  }
+  return { url: urls[0], commonDir };
+}
+
+/** What the clean push may use: the token (through GIT_ASKPASS) and whether the user's own git config applies. */
+export interface PushAuth {
+  askpass: string | null;
+  token: string | null;
+}
+
+/**
+ * Pushes `branch` (as it is in `workdir`) to `origin.url` from a bare repository svc made. With a token, global and
+ * system config are off too (a credential helper or proxy there would see it); without one, the user's own
+ * credentials apply as for any push of theirs, but still nothing from the repository's config.
+ */
+export function cleanPush(workdir: string, origin: Origin, branch: string, auth: PushAuth): void {
+  const sha = git(workdir, ['rev-parse', '--verify', `refs/heads/${branch}^{commit}`]).trim();
+  const dir = mkdtempSync(join(tmpdir(), 'svc-push-'));
+  try {
+    const bare = join(dir, 'push.git');
+    const isolated: Record<string, string> = { GIT_DIR: bare, GIT_TEMPLATE_DIR: join(dir, 'no-templates') };
+    if (auth.token) Object.assign(isolated, { GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' });
+    mkdirSync(isolated.GIT_TEMPLATE_DIR!);
+    git(dir, ['init', '--quiet', '--bare', bare], isolated);
+    mkdirSync(join(bare, 'objects', 'info'), { recursive: true });
+    writeFileSync(join(bare, 'objects', 'info', 'alternates'), `${join(origin.commonDir, 'objects')}\n`);
+    const shallow = join(origin.commonDir, 'shallow');
+    if (existsSync(shallow)) copyFileSync(shallow, join(bare, 'shallow'));
+    git(dir, ['update-ref', `refs/heads/${branch}`, sha], isolated);
+    const refspec = `refs/heads/${branch}:refs/heads/${branch}`;
+    if (!auth.token || !auth.askpass) {
+      git(dir, ['push', '--quiet', origin.url, refspec], isolated);
+      return;
+    }
+    // credential.helper= empties the helper list; the askpass answers with the token, which lives in env only.
+    git(dir, ['-c', 'credential.helper=', 'push', '--quiet', origin.url, refspec], {
+      ...isolated, GIT_ASKPASS: auth.askpass, SVC_GIT_PUSH_TOKEN: auth.token, GIT_TERMINAL_PROMPT: '0',
+    });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
