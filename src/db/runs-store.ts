@@ -8,8 +8,9 @@
 //   setStatus(source, run, status, at, extra?) → patch sugar that also stamps updated_at
 //   list(filter)                → newest first by (started_at, source, run), keyset after `filter.after`, at most `filter.limit` rows
 //   listPublic(filter)          → the same rows as arrays of PUBLIC_RUN_COLUMNS (the list page reads nothing else)
-//   pageJson(filter)            → the page's Run JSON texts joined by ',' as one cell, and the next page's key; undefined
-//                                 when a row of the page has no stored text yet (the caller builds it from listPublic)
+//   pageJson(filter, frame)     → the whole page body as one cell: frame(next key).open + the runs' stored JSON texts
+//                                 joined by ',' + frame(...).close; undefined when a row of the page has no stored text
+//                                 yet (the caller builds it from listPublic)
 //   fillMissingJson(max)        → writes the stored Run JSON text of up to `max` rows that lack it; returns how many
 //   changeStamp()               → changes whenever the runs table may have changed; null inside an open transaction
 //   count()                     → number of runs
@@ -69,12 +70,8 @@ export type PublicRunTuple = readonly unknown[];
 
 export type DeleteOutcome = 'deleted' | 'not_found' | 'active';
 
-/** A list page read as stored text: `items` is the runs' JSON joined by ',' (null for an empty page). */
-export interface RunsPageText {
-  items: Uint8Array | null;
-  /** Key of the page's last run when another page follows, else null. */
-  next: RunKey | null;
-}
+/** What goes around a page's joined Run JSON texts, given the key of its last run when another page follows. */
+export type PageFrame = (next: RunKey | null) => { open: string; close: string };
 
 export interface RunsStore {
   get(source: string, run: string): RunRow | undefined;
@@ -83,7 +80,7 @@ export interface RunsStore {
   setStatus(source: string, run: string, status: RunStatus, at: number, fields?: RunPatch): boolean;
   list(filter: RunFilter): RunRow[];
   listPublic(filter: RunFilter): PublicRunTuple[];
-  pageJson(filter: RunFilter): RunsPageText | undefined;
+  pageJson(filter: RunFilter, frame: PageFrame): Uint8Array | undefined;
   fillMissingJson(max: number): number;
   /**
    * Equal stamps mean no run changed in between, so a response built from the runs table may be reused. Covers this
@@ -227,24 +224,26 @@ export function createRunsStore(db: Db): RunsStore {
       const { sql, args } = buildListQuery(filter, PUBLIC_RUN_COLUMNS.join(', '));
       return prepared(publicListCache, sql, true).all(...args) as unknown as PublicRunTuple[];
     },
-    pageJson(filter) {
+    pageJson(filter, frame) {
       const { clause, args } = buildWhere(filter);
-      // group_concat over the ordered co-routine: SQLite feeds the aggregate the sub-select's rows in its ORDER BY order
-      // (an ORDER BY inside group_concat would sort ~28 KB again, +70 % per page); test/unit/runs-page-json.test.ts
-      // compares pages byte for byte with the per-row path. CAST AS BLOB: the bytes go to the socket undecoded.
-      const page = prepared(pageCache,
-        `SELECT CAST(group_concat(json, ',') AS BLOB), count(*), count(json) FROM (SELECT json FROM runs ${clause}${ORDER} LIMIT ?)`, true);
       // The page's last key and whether one more row exists: two index entries past limit − 1.
       const next = prepared(nextCache, `SELECT started_at, source, run FROM runs ${clause}${ORDER} LIMIT 2 OFFSET ?`, true);
+      // group_concat over the ordered co-routine: SQLite feeds the aggregate the sub-select's rows in its ORDER BY order
+      // (an ORDER BY inside group_concat would sort ~28 KB again, +70 % per page); test/unit/runs-page-json.test.ts
+      // compares pages byte for byte with the per-row path. The frame is joined inside SQLite too and CAST AS BLOB:
+      // one buffer per page reaches JS, and goes to the socket undecoded.
+      const page = prepared(pageCache,
+        `SELECT CAST(?1 || coalesce(group_concat(json, ','), '') || ?2 AS BLOB), count(*), count(json)
+         FROM (SELECT json FROM runs ${clause}${ORDER} LIMIT ?)`, true);
       // One read snapshot for both, so a commit by another connection can't slip between the page and its cursor.
       const own = !db.isTransaction;
       if (own) beginRead.run();
       try {
-        const [items, count, withJson] = page.get(...args, filter.limit) as unknown as [Uint8Array | null, number, number];
-        if (withJson < count) return undefined;
-        const keys = count < filter.limit ? [] : (next.all(...args, filter.limit - 1) as unknown as Array<[number, string, string]>);
+        const keys = next.all(...args, filter.limit - 1) as unknown as Array<[number, string, string]>;
         const last = keys.length === 2 ? keys[0]! : undefined;
-        return { items, next: last ? { started_at: last[0], source: last[1], run: last[2] } : null };
+        const { open, close } = frame(last ? { started_at: last[0], source: last[1], run: last[2] } : null);
+        const [body, count, withJson] = page.get(open, close, ...args, filter.limit) as unknown as [Uint8Array, number, number];
+        return withJson < count ? undefined : body;
       } finally {
         if (own) commitRead.run();
       }
@@ -315,11 +314,16 @@ function buildWhere(filter: RunFilter): { clause: string; args: SQLInputValue[] 
     where.push('started_at >= ?');
     args.push(filter.since);
   }
-  if (filter.until !== undefined) {
+  // A cursor and an `until` bound the same index column from above, and SQLite ranges the index on one of them and
+  // merely filters by the other: a cursor 50,000 runs down under `until` walked 50,000 index entries per page. One
+  // always implies the other, so only the tighter one goes into the query: with s < until ≤ cursor.started_at the
+  // cursor holds for every row, and with cursor.started_at < until the cursor (s ≤ cursor.started_at) implies until.
+  const cursorIsTighter = filter.after !== undefined && filter.until !== undefined && filter.after.started_at < filter.until;
+  if (filter.until !== undefined && !cursorIsTighter) {
     where.push('started_at < ?');
     args.push(filter.until);
   }
-  if (filter.after) {
+  if (filter.after && (filter.until === undefined || cursorIsTighter)) {
     // Row-value comparison keeps the keyset walk on the (started_at, source, run) index suffix.
     where.push('(started_at, source, run) < (?, ?, ?)');
     args.push(filter.after.started_at, filter.after.source, filter.after.run);

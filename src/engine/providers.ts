@@ -35,10 +35,16 @@ const BUILTIN_ARGS: Record<(typeof BUILTIN_PROVIDERS)[number], { args: string[];
   // the user's trustedFolders.json).
   gemini: { args: ['--output-format', 'json', '--yolo', '--skip-trust'], stdin: true },
   // aider takes the task from a file; svc commits, so aider's own auto-commits are off.
-  aider: { args: ['--yes-always', '--no-auto-commits', '--no-pretty', '--no-stream', '--message-file', '{task_file}'], stdin: false },
+  aider: {
+    args: ['--yes-always', '--no-auto-commits', '--no-pretty', '--no-stream', '--message-file', '{task_file}'],
+    stdin: false,
+  },
   // opencode run takes a message and attached files. --file takes an array and would swallow a message after it, so
   // the message comes first.
-  opencode: { args: ['run', '--format', 'json', 'Do the task described in the attached file.', '--file', '{task_file}'], stdin: false },
+  opencode: {
+    args: ['run', '--format', 'json', 'Do the task described in the attached file.', '--file', '{task_file}'],
+    stdin: false,
+  },
 };
 
 export class ProviderMissingError extends Error {
@@ -57,7 +63,10 @@ function resolveNamed(name: string, config: EngineConfig, pathVar: string | unde
   if (configured) {
     const [bin, ...rest] = configured.command;
     const path = which(bin!, pathVar);
-    if (!path) throw new ProviderMissingError(`Provider "${name}" runs "${bin}", which was not found on PATH (${pathVar ?? ''})`);
+    if (!path) {
+      const where = pathVar ?? '';
+      throw new ProviderMissingError(`Provider "${name}" runs "${bin}", which was not found on PATH (${where})`);
+    }
     return { name, kind: 'command', argv: [path, ...rest], stdinPrompt: true };
   }
   if (!isBuiltin(name)) return null;
@@ -67,16 +76,24 @@ function resolveNamed(name: string, config: EngineConfig, pathVar: string | unde
   return { name, kind: name, argv: [path, ...spec.args], stdinPrompt: spec.stdin };
 }
 
-/** Picks --provider, else config "provider", else the first builtin found on PATH; says what it looked for when none is. */
-export function resolveProvider(requested: string | null, config: EngineConfig, env: NodeJS.ProcessEnv): ResolvedProvider {
+/**
+ * Picks --provider, else config "provider", else the first builtin found on PATH; says what it looked for when none
+ * is.
+ */
+export function resolveProvider(
+  requested: string | null, config: EngineConfig, env: NodeJS.ProcessEnv,
+): ResolvedProvider {
   const name = requested ?? config.provider;
   if (name) {
     const found = resolveNamed(name, config, env.PATH);
     if (found) return found;
-    if (isBuiltin(name)) throw new ProviderMissingError(`Provider "${name}" not found: looked for the "${name}" executable on PATH`);
+    if (isBuiltin(name)) {
+      throw new ProviderMissingError(`Provider "${name}" not found: looked for the "${name}" executable on PATH`);
+    }
     const configured = Object.keys(config.providers);
     throw new ProviderMissingError(
-      `Unknown provider "${name}": builtins are ${BUILTIN_PROVIDERS.join(', ')}; .svc/config.json providers are ${configured.length ? configured.join(', ') : '(none)'}`,
+      `Unknown provider "${name}": builtins are ${BUILTIN_PROVIDERS.join(', ')}; .svc/config.json providers are ` +
+        (configured.length ? configured.join(', ') : '(none)'),
     );
   }
   for (const builtin of BUILTIN_PROVIDERS) {
@@ -84,6 +101,7 @@ export function resolveProvider(requested: string | null, config: EngineConfig, 
     if (found) return found;
   }
   throw new ProviderMissingError(
-    `No provider found: looked for ${BUILTIN_PROVIDERS.join(', ')} on PATH and a "provider" in .svc/config.json. Install one or pass --provider NAME`,
+    `No provider found: looked for ${BUILTIN_PROVIDERS.join(', ')} on PATH and a "provider" in .svc/config.json. ` +
+      'Install one or pass --provider NAME',
   );
 }

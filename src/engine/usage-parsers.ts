@@ -1,4 +1,5 @@
-// Cost and token figures from each provider's own output, as increments; a provider that reports nothing leaves them null.
+// Cost and token figures from each provider's own output, as increments; a provider that reports nothing leaves them
+// null.
 
 export interface Usage {
   cost_usd: number | null;
@@ -34,7 +35,11 @@ function claude(line: string): Usage | null {
   const u = obj(o.usage);
   const cacheIn = (num(u.cache_creation_input_tokens) ?? 0) + (num(u.cache_read_input_tokens) ?? 0);
   const input = num(u.input_tokens);
-  return { cost_usd: num(o.total_cost_usd) ?? num(o.cost_usd), tokens_in: input === null ? null : input + cacheIn, tokens_out: num(u.output_tokens) };
+  return {
+    cost_usd: num(o.total_cost_usd) ?? num(o.cost_usd),
+    tokens_in: input === null ? null : input + cacheIn,
+    tokens_out: num(u.output_tokens),
+  };
 }
 
 /** `codex exec --json`: turn.completed events carry usage; codex reports no price. */
@@ -45,7 +50,9 @@ function codex(line: string): Usage | null {
   return { cost_usd: null, tokens_in: num(u.input_tokens), tokens_out: num(u.output_tokens) };
 }
 
-/** `gemini --output-format json`: stats per model (tokens.prompt / tokens.candidates) or flat inputTokens/outputTokens. */
+/**
+ * `gemini --output-format json`: stats per model (tokens.prompt / tokens.candidates) or flat inputTokens/outputTokens.
+ */
 function gemini(line: string): Usage | null {
   const o = json(line);
   if (!o || !o.stats) return null;
@@ -110,11 +117,16 @@ function createAider(): UsageParser {
   };
 }
 
-/** `command` providers report with a JSON line {"type":"svc.cost","usd":…,"tokens_in":…,"tokens_out":…} (an increment). */
+/**
+ * `command` providers report with a JSON line {"type":"svc.cost","usd":…,"tokens_in":…,"tokens_out":…} (an
+ * increment).
+ */
 function command(line: string): Usage | null {
   const o = json(line);
   if (!o) return null;
-  if (o.type === 'svc.cost') return { cost_usd: num(o.usd), tokens_in: num(o.tokens_in), tokens_out: num(o.tokens_out) };
+  if (o.type === 'svc.cost') {
+    return { cost_usd: num(o.usd), tokens_in: num(o.tokens_in), tokens_out: num(o.tokens_out) };
+  }
   return claude(line);
 }
 
@@ -165,5 +177,9 @@ export function createUsageParser(kind: string): UsageParser {
 /** Adds an increment; a figure stays null until something reports it (unknown is never 0). */
 export function addUsage(total: Usage, inc: Usage): Usage {
   const add = (a: number | null, b: number | null) => (b === null ? a : (a ?? 0) + b);
-  return { cost_usd: add(total.cost_usd, inc.cost_usd), tokens_in: add(total.tokens_in, inc.tokens_in), tokens_out: add(total.tokens_out, inc.tokens_out) };
+  return {
+    cost_usd: add(total.cost_usd, inc.cost_usd),
+    tokens_in: add(total.tokens_in, inc.tokens_in),
+    tokens_out: add(total.tokens_out, inc.tokens_out),
+  };
 }

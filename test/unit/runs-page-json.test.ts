@@ -48,20 +48,45 @@ function reference(runs: RunsStore, filter: RunFilter): { items: string; next: R
   };
 }
 
+/** The fast path with an empty frame, so its bytes are exactly the joined texts; `next` is what the frame was given. */
 function fast(runs: RunsStore, filter: RunFilter): { items: string; next: RunKey | null } | undefined {
-  const page = runs.pageJson(filter);
-  if (!page) return undefined;
-  return { items: page.items ? Buffer.from(page.items).toString('utf8') : '', next: page.next };
+  let next: RunKey | null = null;
+  const body = runs.pageJson(filter, (key) => {
+    next = key;
+    return { open: '', close: '' };
+  });
+  if (!body) return undefined;
+  return { items: Buffer.from(body).toString('utf8'), next };
+}
+
+/** The runs a filter selects, newest first, computed in JS over every row (independent of the SQL). */
+function expectedIds(runs: RunsStore, f: RunFilter): string[] {
+  const newer = (a: RunKey, b: RunKey): boolean =>
+    a.started_at !== b.started_at ? a.started_at > b.started_at : a.source !== b.source ? a.source > b.source : a.run > b.run;
+  return runs.list({ limit: 100_000 })
+    .filter((r) => (f.verdict === undefined || r.verdict === f.verdict) && (f.repo === undefined || r.repo === f.repo)
+      && (f.group_id === undefined || r.group_id === f.group_id) && (f.status === undefined || r.status === f.status)
+      && (f.since === undefined || r.started_at >= f.since) && (f.until === undefined || r.started_at < f.until)
+      && (f.after === undefined || newer(f.after, r)))
+    .map((r) => `${r.source}/${r.run}`);
 }
 
 /** Walks every page of a filter with both paths; returns how many pages matched. */
 function walk(runs: RunsStore, base: Omit<RunFilter, 'after'>): number {
   let filter: RunFilter = { ...base };
+  const all = expectedIds(runs, base);
+  const seen: string[] = [];
   for (let pages = 1; ; pages++) {
     const want = reference(runs, filter);
     const got = fast(runs, filter);
     assert.deepEqual(got, want, `filter ${JSON.stringify(filter)}`);
-    if (!want.next) return pages;
+    const page = runs.list(filter);
+    assert.deepEqual(page.map((r) => `${r.source}/${r.run}`), all.slice(seen.length, seen.length + filter.limit));
+    seen.push(...page.map((r) => `${r.source}/${r.run}`));
+    if (!want.next) {
+      assert.deepEqual(seen, all, 'paging visits every selected run once, in order');
+      return pages;
+    }
     filter = { ...base, after: want.next };
   }
 }
@@ -82,7 +107,8 @@ describe('runs list from stored Run JSON text', () => {
     for (const limit of [1, 2, 7, 50, 500]) {
       filters.push({ limit }, { limit, repo: 'acme/r1' }, { limit, verdict: null }, { limit, verdict: 'verified' },
         { limit, status: 'running' }, { limit, group_id: 'g3' }, { limit, since: 1_700_000_030_000, until: 1_700_000_090_000 },
-        { limit, repo: 'acme/r2', verdict: 'not_verified', until: 1_700_000_100_000 }, { limit, repo: 'nope' });
+        { limit, repo: 'acme/r2', verdict: 'not_verified', until: 1_700_000_100_000 }, { limit, repo: 'nope' },
+        { limit, until: 1_700_000_060_000 }, { limit, until: 1_700_000_060_001 }, { limit, until: 8.64e15 });
     }
     let pages = 0;
     for (const f of filters) pages += walk(runs, f);
@@ -101,7 +127,7 @@ describe('runs list from stored Run JSON text', () => {
 
   it('drops the text on a plain-SQL update from this or another connection; the page falls back until the backfill', () => {
     db.prepare("UPDATE runs SET status = 'stopped' WHERE run = 'r0399'").run();
-    assert.equal(runs.pageJson({ limit: 50 }), undefined, 'a page holding the changed run is not served from stale text');
+    assert.equal(fast(runs, { limit: 50 }), undefined, 'a page holding the changed run is not served from stale text');
     assert.equal(runs.fillMissingJson(10), 1);
     walk(runs, { limit: 50 });
     assert.match(fast(runs, { limit: 5 })!.items, /"run":"r0399","repo":[^}]*"status":"stopped"/);
@@ -112,7 +138,7 @@ describe('runs list from stored Run JSON text', () => {
     } finally {
       other.close();
     }
-    assert.equal(runs.pageJson({ limit: 50 }), undefined);
+    assert.equal(fast(runs, { limit: 50 }), undefined);
     assert.equal(runs.fillMissingJson(1), 1);
     assert.equal(runs.fillMissingJson(10), 1);
     assert.equal(runs.fillMissingJson(10), 0);
@@ -122,7 +148,7 @@ describe('runs list from stored Run JSON text', () => {
 
   it('backfills a DB whose runs predate the stored text', () => {
     db.prepare('UPDATE runs SET json = NULL').run();
-    assert.equal(runs.pageJson({ limit: 50 }), undefined);
+    assert.equal(fast(runs, { limit: 50 }), undefined);
     let filled = 0;
     for (let n = runs.fillMissingJson(64); n > 0; n = runs.fillMissingJson(64)) filled += n;
     assert.equal(filled, 400);
@@ -134,7 +160,7 @@ describe('runs list from stored Run JSON text', () => {
     db.prepare('UPDATE runs SET json = NULL').run();
     const stop = startRunJsonBackfill(runs, silentLogger);
     try {
-      while (runs.pageJson({ limit: 500 }) === undefined) await new Promise((r) => setTimeout(r, 5));
+      while (fast(runs, { limit: 500 }) === undefined) await new Promise((r) => setTimeout(r, 5));
       assert.equal(db.prepare('SELECT count(*) AS n FROM runs WHERE json IS NULL').get()!.n, 0);
     } finally {
       stop();

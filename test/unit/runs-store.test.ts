@@ -126,6 +126,15 @@ describe('runs list query plan', () => {
     }
   });
 
+  it('ranges the index on the tighter of a cursor and an until, never filtering a walk by the other', () => {
+    const below = { ...key, started_at: 3 };
+    assert.match(buildListQuery({ limit: 51, after: key, until: 1e15 }).sql, /\(started_at, source, run\) < \(\?, \?, \?\)/);
+    assert.doesNotMatch(buildListQuery({ limit: 51, after: key, until: 1e15 }).sql, /started_at < \?/);
+    assert.match(buildListQuery({ limit: 51, after: key, until: 4 }).sql, /started_at < \?/);
+    assert.doesNotMatch(buildListQuery({ limit: 51, after: key, until: 4 }).sql, /\(started_at, source, run\)/);
+    assert.match(buildListQuery({ limit: 51, after: below, until: 5 }).sql, /\(started_at, source, run\) </);
+  });
+
   it('uses the matching index for verdict, repo and group filters without sorting', () => {
     const cases: Array<[RunFilter, RegExp]> = [
       [{ limit: 51, verdict: 'verified', after: key }, /runs_by_verdict/],

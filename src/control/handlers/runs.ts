@@ -3,7 +3,7 @@ import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import { json, JSON_TYPE } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
-import { type RunFilter, type RunsStore, PUBLIC_RUN_COLUMNS } from '../../db/runs-store.ts';
+import { type RunFilter, type RunKey, type RunsStore, PUBLIC_RUN_COLUMNS } from '../../db/runs-store.ts';
 import { VERDICTS, RUN_STATUSES, type Verdict, type RunStatus } from '../../run-json.ts';
 import { checkQueryKeys, checkSegment, optionalTime, parseLimit, runParams, runToJson } from '../params.ts';
 import { decodeRunCursor, encodeRunCursor } from '../run-cursor.ts';
@@ -56,17 +56,16 @@ const pageCaches = new WeakMap<RunsStore, RunsPageCache>();
 const PAGE_HEADERS = { 'content-type': JSON_TYPE, 'cache-control': 'no-store' };
 const AT = { source: PUBLIC_RUN_COLUMNS.indexOf('source'), run: PUBLIC_RUN_COLUMNS.indexOf('run'), started_at: PUBLIC_RUN_COLUMNS.indexOf('started_at') };
 
-const ITEMS_OPEN = Buffer.from('{"items":[');
+/** What goes around the joined Run JSON texts of a page: the same bytes runsPageJson writes. */
+function pageFrame(next: RunKey | null): { open: string; close: string } {
+  return { open: '{"items":[', close: `],"next_cursor":${next ? JSON.stringify(encodeRunCursor(next)) : 'null'}}` };
+}
 
 /** The list body, same bytes as json(200, { items: rows.map(runToJson), next_cursor }) would send. */
 function buildPage(runs: RunsStore, filter: RunFilter): Buffer | string {
-  // Fast path: the runs' stored JSON texts, joined inside SQLite into one cell (no JS value per column).
-  const text = runs.pageJson(filter);
-  if (text) {
-    const next = text.next ? JSON.stringify(encodeRunCursor(text.next)) : 'null';
-    const tail = Buffer.from(`],"next_cursor":${next}}`);
-    return text.items ? Buffer.concat([ITEMS_OPEN, text.items, tail]) : Buffer.concat([ITEMS_OPEN, tail]);
-  }
+  // Fast path: the runs' stored JSON texts, joined with the frame inside SQLite into one cell (no JS value per column).
+  const body = runs.pageJson(filter, pageFrame);
+  if (body) return Buffer.from(body.buffer, body.byteOffset, body.byteLength);
   // A run on this page has no stored text yet (a DB from before migration 3 still being backfilled, or a row written
   // by plain SQL): build the page from its columns.
   const rows = runs.listPublic({ ...filter, limit: filter.limit + 1 });
