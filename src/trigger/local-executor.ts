@@ -49,7 +49,8 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
         cwd: opts.repoDir,
         kind: 'launcher',
         base: opts.env,
-        extra: { ...(job.origin ? { SVC_ORIGIN: job.origin } : {}), ...handoff },
+        // SVC_JOB_ID lets a trackera run find the payload of its own delivery (trackera-snapshot.ts).
+        extra: { SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}), ...handoff },
         // Own process group, so a timeout can signal the launcher and everything it started, and a
         // Ctrl-C on the server's terminal does not reach runs the launcher detached.
         detached: true,

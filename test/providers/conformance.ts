@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { processAlive } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { longScript, type RecordedRequest, type Script } from './model-script.ts';
-import { FIXED, QUESTION, SVC_SECRETS, askForTheWord, type CliRepo } from './cli-run.ts';
+import { BROKEN, FIXED, QUESTION, SVC_SECRETS, askForTheWord, summaryOf, type CliRepo } from './cli-run.ts';
 
 interface Scripted {
   requests: RecordedRequest[];
@@ -31,6 +31,32 @@ export function assertNoSecretSent(server: Scripted): void {
   const sent = sentText(server);
   assert.ok(server.requests.length > 0, 'the model server saw no request');
   for (const [name, value] of Object.entries(SVC_SECRETS)) assert.ok(!sent.includes(value), `the model saw ${name}`);
+}
+
+export interface FixRun {
+  run: string;
+  state: any;
+  /** The text of every `log` event of the run: the CLI's own output among svc's lines. */
+  logs: string[];
+}
+
+/**
+ * `svc start <export.json> --pr` with the fix script: the run succeeds with verdict `verified` and a PR, the CLI's
+ * edit is in the run's diff and not in the main checkout, and the receipt verifies.
+ */
+export async function verifiedFixRun(repo: CliRepo, provider: string): Promise<FixRun> {
+  const res = await repo.svc(['start', repo.exportFile, '--pr', '--provider', provider]);
+  const summary = summaryOf(res);
+  const logs = repo.events(summary.run).filter((e) => e.kind === 'log').map((e) => String(e.data.text));
+  assert.equal(summary.status, 'succeeded', `${summary.error}\n${res.stderr}\n${logs.join('\n').slice(0, 4000)}`);
+  assert.equal(summary.verdict, 'verified');
+  assert.match(summary.pr_url ?? '', /pull\/\d+$/);
+  const artifacts = join(repo.repo, '.svc', 'runs', summary.run, 'artifacts');
+  assert.match(readFileSync(join(artifacts, 'diff.patch'), 'utf8'), new RegExp(`-${BROKEN}\\n\\+${FIXED}`));
+  assert.equal(readFileSync(join(repo.repo, 'a.txt'), 'utf8'), `${BROKEN}\n`, 'the main checkout is untouched');
+  const verified = await repo.svc(['receipt', 'verify', join(artifacts, 'receipt.json')]);
+  assert.equal(verified.code, 0, verified.stderr);
+  return { run: summary.run, state: repo.state(summary.run), logs };
 }
 
 /** The CLI writes the question to $SVC_QUESTION_FILE and exits; `svc answer` re-invokes it, and the run finishes. */
