@@ -1,9 +1,11 @@
-// Whether a run's Evidence Receipt is genuine (signed by a key the Control Plane knows: its own or a registered runner's),
-// about that run, and accepted by its repo's policy.
+// Whether a run's Evidence Receipt is genuine (signed by a key the Control Plane knows: its own or a registered
+// runner's), about that run, and accepted by its repo's policy.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ControlDeps } from './deps.ts';
 import type { RunRow } from '../db/runs-store.ts';
+import { nestsDeeperThan } from '../untrusted.ts';
+import { MAX_JSON_DEPTH } from '../http/json-depth.ts';
 import { knownKeys, type KnownKey } from '../keys.ts';
 import { verifyReceipt, type Receipt } from '../engine/receipt.ts';
 import { loadPolicy, verdictAccepted, DEFAULT_POLICY, type Policy } from '../engine/policy.ts';
@@ -42,6 +44,10 @@ export function checkRunReceipt(deps: ControlDeps, row: RunRow): ReceiptVerdict 
     value = JSON.parse(raw.toString('utf8'));
   } catch {
     return { ok: false, reason: 'The receipt is not valid JSON' };
+  }
+  // An uploaded artifact saw no body depth limit, and checking a receipt serialises it recursively (canonical JSON).
+  if (nestsDeeperThan(value, MAX_JSON_DEPTH)) {
+    return { ok: false, reason: `The receipt nests deeper than ${MAX_JSON_DEPTH} arrays/objects` };
   }
   const known = knownKeys(deps.settings.svcHome);
   const check = verifyReceipt(value, new Map(known.map((k) => [k.kid, k.publicKey])));

@@ -1,5 +1,5 @@
 // `trackera:<id>`: the saved webhook snapshot under .svc/inbox/trackera/, else the tracker API with a key, else the reference alone.
-import { readFileSync, existsSync } from 'node:fs';
+import { readFileSync, existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { oneLine, str, fence } from './text.ts';
 
@@ -10,10 +10,20 @@ interface TrackerIssue {
   url: string | null;
 }
 
-function fromSnapshot(repo: string, id: string): TrackerIssue | null {
-  const path = join(repo, '.svc', 'inbox', 'trackera', `${id}.json`);
+const FILE_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
+
+/**
+ * A run started by the trigger server reads the delivery its job came from (`jobs/$SVC_JOB_ID.json`, removed once
+ * read: the spec keeps what it said), else the newest delivery for the issue (`<id>.json`).
+ */
+function fromSnapshot(repo: string, id: string, env: NodeJS.ProcessEnv): TrackerIssue | null {
+  const inbox = join(repo, '.svc', 'inbox', 'trackera');
+  const jobId = env.SVC_JOB_ID;
+  const own = jobId && FILE_NAME.test(jobId) ? join(inbox, 'jobs', `${jobId}.json`) : null;
+  const path = own && existsSync(own) ? own : join(inbox, `${id}.json`);
   if (!existsSync(path)) return null;
   const raw = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
+  if (path === own) rmSync(own, { force: true });
   const data = (typeof raw.data === 'object' && raw.data ? raw.data : raw) as Record<string, unknown>;
   return { identifier: str(data.identifier) ?? id, title: str(data.title), description: str(data.description), url: str(data.url) };
 }
@@ -36,7 +46,7 @@ async function fromApi(id: string, env: NodeJS.ProcessEnv): Promise<TrackerIssue
 }
 
 export async function trackeraSpec(repo: string, id: string, env: NodeJS.ProcessEnv): Promise<{ spec: string; brief: string }> {
-  let issue = fromSnapshot(repo, id);
+  let issue = fromSnapshot(repo, id, env);
   if (!issue) {
     try {
       issue = await fromApi(id, env);

@@ -33,7 +33,7 @@ export function isSecretName(name: string): boolean {
 
 // SVC_CONTROL_ANSWER_DIR is a folder, not a secret: a run waits there for the answer the Control Plane writes.
 const LAUNCHER_NAMES = new Set(['PATH', 'HOME', 'USER', 'LANG', 'TZ', 'TERM', 'TMPDIR', 'SVC_SOURCE', 'SVC_CONTROL_URL',
-  'SVC_CONTROL_ANSWER_DIR', 'SVC_ORIGIN']);
+  'SVC_CONTROL_ANSWER_DIR', 'SVC_ORIGIN', 'SVC_JOB_ID']);
 
 // What a run launched by the Control Plane may inherit: the credentials the engine itself uses are among them (it
 // strips them again before a provider runs). Webhook secrets and SVC_API_TOKEN are never passed.

@@ -25,7 +25,7 @@ export interface LocalExecutorOptions {
 
 const OUTPUT_CAP = 64 * 1024;
 
-/** What a job's run uses itself: ingest to the Control Plane, the push, an error-tracker fetch. Never webhook secrets. */
+/** What a job's run uses itself: ingest to the Control Plane, the push, an error-tracker fetch; no webhook secret. */
 const LAUNCHER_SECRETS = ['SVC_CONTROL_TOKEN', 'GITHUB_TOKEN', 'GH_TOKEN', 'ERRTRACK_AUTH_TOKEN'];
 
 function launcherSecrets(env: NodeJS.ProcessEnv): Secrets {
@@ -49,7 +49,8 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
         cwd: opts.repoDir,
         kind: 'launcher',
         base: opts.env,
-        extra: { ...(job.origin ? { SVC_ORIGIN: job.origin } : {}), ...handoff },
+        // SVC_JOB_ID lets a trackera run find the payload of its own delivery (trackera-snapshot.ts).
+        extra: { SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}), ...handoff },
         // Own process group, so a timeout can signal the launcher and everything it started, and a
         // Ctrl-C on the server's terminal does not reach runs the launcher detached.
         detached: true,

@@ -2,7 +2,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, mkdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, mkdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { once } from 'node:events';
@@ -112,29 +112,37 @@ describe('the copied folder', () => {
     assert.equal(code, 0);
   });
 
-  it('--with-node carries the pinned Node, so bin/svc serves /ready with only the system Node on PATH', async () => {
+  it('--with-node carries the pinned Node, so bin/svc serves /ready with only the system Node on PATH, or none', async () => {
     const withNode = join(dir, 'with-node');
     const script = join(ROOT, 'scripts/bundle.js');
     const built = spawnSync(process.execPath, [script, '--out', withNode, '--with-node'], { encoding: 'utf8' });
     assert.equal(built.status, 0, built.stderr);
     const folder = join(withNode, name);
-    const args = ['control', 'serve', '--port', '0'];
-    const child = spawn(join(folder, 'bin', 'svc'), args, { cwd: dir, env: { PATH: '/usr/bin:/bin', HOME: home } });
-    children.push(child);
-    let stdout = '';
-    let stderr = '';
-    child.stderr.on('data', (c: Buffer) => (stderr += c));
-    const url = await new Promise<string>((resolve, reject) => {
-      child.stdout.on('data', (c: Buffer) => {
-        stdout += c;
-        const line = stdout.split('\n')[0];
-        if (stdout.includes('\n') && line) resolve(line);
+    const bundled = realpathSync(join(folder, 'node', 'bin', 'node'));
+    // A PATH with no node at all: only what the launcher script itself runs besides shell builtins.
+    const bare = join(dir, 'bare-bin');
+    mkdirSync(bare, { recursive: true });
+    symlinkSync(spawnSync('sh', ['-c', 'command -v dirname'], { encoding: 'utf8' }).stdout.trim(), join(bare, 'dirname'));
+    for (const path of ['/usr/bin:/bin', bare]) {
+      const child = spawn(join(folder, 'bin', 'svc'), ['control', 'serve', '--port', '0'], { cwd: dir, env: { PATH: path, HOME: home } });
+      children.push(child);
+      let stdout = '';
+      let stderr = '';
+      child.stderr.on('data', (c: Buffer) => (stderr += c));
+      const url = await new Promise<string>((resolve, reject) => {
+        child.stdout.on('data', (c: Buffer) => {
+          stdout += c;
+          const line = stdout.split('\n')[0];
+          if (stdout.includes('\n') && line) resolve(line);
+        });
+        child.once('exit', (code) => reject(new Error(`serve exited ${code} with PATH=${path}: ${stderr}`)));
       });
-      child.once('exit', (code) => reject(new Error(`serve exited ${code}: ${stderr}`)));
-    });
-    assert.equal((await fetch(`${url}/ready`)).status, 200);
-    child.kill('SIGTERM');
-    const [code] = await once(child, 'exit');
-    assert.equal(code, 0);
+      assert.equal((await fetch(`${url}/ready`)).status, 200);
+      // The launcher execs node in place: the serving process is the bundled runtime, not whatever PATH holds.
+      assert.equal(realpathSync(`/proc/${child.pid}/exe`), bundled, `PATH=${path}`);
+      child.kill('SIGTERM');
+      const [code] = await once(child, 'exit');
+      assert.equal(code, 0);
+    }
   });
 });

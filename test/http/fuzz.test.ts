@@ -10,6 +10,8 @@ import { startTestControl, seedRuns, type TestControl } from '../helpers/control
 import { controlRoutes } from '../../src/control/app.ts';
 import { fuzzCount, fuzzSeed, type Rng } from '../helpers/fuzz/rng.ts';
 import { rawRequest, routeRequest, type RouteTemplate } from '../helpers/fuzz/requests.ts';
+import { fuzzBody } from '../helpers/fuzz/values.ts';
+import type { FuzzRequest } from '../helpers/fuzz/send.ts';
 import { runFuzz } from '../helpers/fuzz/run-fuzz.ts';
 import type { Json } from '../helpers/fuzz/values.ts';
 
@@ -27,6 +29,23 @@ function ingestBatch(): Json {
     artifacts: [{ run: 'r1', path: 'checks/unit.log', content_type: 'text/plain', content_base64: Buffer.from('all good').toString('base64') }],
     notifications: [{ job_id: 'j1', run: 'r1', origin: 'chata', channel: 'chata', target: 'hooks.example', status: 'sent', attempts: 1, created_at: T0 }],
   };
+}
+
+/** Artifacts the Control Plane itself parses (risk score, merge-queue receipt check): uploaded with fuzzed content. */
+const PARSED_ARTIFACTS: Array<[string, Json]> = [
+  ['diffstat.json', { files: [{ path: 'src/auth.ts', insertions: 12, deletions: 3 }, { path: 'test/auth.test.ts', insertions: 20, deletions: 0 }] }],
+  ['receipt.json', { type: 'svc.receipt', version: 1, source: 'laptop', run: 'rart', verdict: 'verified', checks: [{ name: 'unit', exit_code: 0 }], kid: 'k1', integrity: 'ab', signature: 'cd' }],
+];
+
+function artifactUpload(rng: Rng): FuzzRequest {
+  const [path, content] = rng.pick(PARSED_ARTIFACTS);
+  const body = {
+    source: 'laptop',
+    runs: [{ run: 'rart', status: 'succeeded', started_at: T0, pr_url: 'https://github.com/acme/api/pull/7', verdict: 'verified' }],
+    artifacts: [{ run: 'rart', path, content_type: 'application/json', content_base64: fuzzBody(rng, content).toString('base64') }],
+  };
+  const note = `POST /v1/ingest (fuzzed ${path} artifact)`;
+  return { note, route: 'POST /v1/ingest', method: 'POST', path: '/v1/ingest', headers: { 'content-type': 'application/json' }, body: Buffer.from(JSON.stringify(body)), mutating: true };
 }
 
 /** A project folder for /v1/import whose events.jsonl holds a line nested 10,000 deep. */
@@ -59,14 +78,15 @@ describe('fuzzing every Control Plane route (issue 11 item 2)', () => {
     const runs = seedRuns(control.deps, 6);
     control.deps.stores.runs.upsert('local', { run: 'rblocked', status: 'blocked', started_at: Date.parse(T0), question: 'Which DB?' });
     control.deps.stores.runs.upsert('local', { run: 'rrunning', status: 'running', started_at: Date.parse(T0) });
-    const runParams = { source: ['local', 'laptop', 'other'], run: [...runs, 'rblocked', 'rrunning', 'r1', 'rimp1'], path: ['checks/unit.log', 'receipt.json', 'diffstat.json'] };
+    const runParams = { source: ['local', 'laptop', 'other'], run: [...runs, 'rblocked', 'rrunning', 'r1', 'rimp1', 'rart'], path: ['checks/unit.log', 'receipt.json', 'diffstat.json'] };
     const query = ['limit', 'cursor', 'after', 'since', 'until', 'status', 'repo', 'verdict', 'source', 'run', 'verify', 'origin', 'provider', 'q'];
     const onRun: RouteTemplate = { params: runParams, query, bodies: [{}] };
     templates = new Map<string, RouteTemplate>([
       ['POST /v1/runs', { bodies: [{ brief: 'fix the login bug', repo: notGit, provider: 'claude', pr: false, request_id: 'req-1' }, { spec_path: 'a.md', repo: notGit }, { issue_url: 'https://errtrack.example/issues/1', repo: notGit }] }],
       [`POST ${'/v1/runs/:source/:run'}/answer`, { ...onRun, bodies: [{ answer: 'postgres' }] }],
       ['PUT /v1/config', { bodies: [{ config: { max_concurrent_runs: 3, repos: ['/tmp/x'], default_provider: 'claude', providers: { mine: { command: ['echo', 'hi'] } }, retention_days: 0 }, version: 1 }, { retention_days: 5 }] }],
-      ['POST /v1/merge/queue', { bodies: [{ source: 'local', run: runs[0]! }] }],
+      ['POST /v1/merge/queue', { bodies: [{ source: 'local', run: runs[0]! }, { source: 'laptop', run: 'rart' }] }],
+      ['GET /v1/review/risk', { query, queries: ['?source=laptop&run=rart', `?source=local&run=${runs[0]!}`] }],
       ['POST /v1/ingest', { bodies: [ingestBatch()] }],
       ['POST /v1/import', { bodies: [{ path: project }, { path: notGit }] }],
       ['GET /v1/stream', { query, stream: true }],
@@ -92,6 +112,7 @@ describe('fuzzing every Control Plane route (issue 11 item 2)', () => {
   }
 
   function generate(rng: Rng) {
+    if (rng.chance(0.04)) return artifactUpload(rng);
     const route = rng.pick(controlRoutes);
     if (rng.chance(0.05)) return rawRequest(rng, route, new URL(control.url).host);
     return routeRequest(rng, route, templates.get(`${route.method} ${route.pattern}`) ?? {});

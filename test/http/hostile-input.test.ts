@@ -47,6 +47,32 @@ describe('hostile input to the Control Plane (issue 11 item 1)', () => {
     assert.match(res.json.skipped[0].entry, /events\.jsonl:2$/);
   });
 
+  async function ingestArtifact(run: string, path: string, content: string): Promise<void> {
+    const res = await control.request('POST', '/v1/ingest', {
+      body: {
+        source: 'laptop',
+        runs: [{ run, status: 'succeeded', started_at: T0, pr_url: 'https://github.com/acme/api/pull/7', verdict: 'verified' }],
+        artifacts: [{ run, path, content_type: 'application/json', content_base64: Buffer.from(content).toString('base64') }],
+      },
+    });
+    assert.equal(res.status, 200, res.text);
+  }
+
+  it('scores review risk from a hostile diffstat.json artifact without a 500', async () => {
+    const files = `[null, 1, {"path":{"toString":1},"insertions":{"valueOf":null}}, {"path":"src/auth.ts","insertions":"9","deletions":-3}, {"path":"a.ts","insertions":5,"deletions":2}]`;
+    await ingestArtifact('rrisk', 'diffstat.json', `{"files":${files}}`);
+    const res = await control.request('GET', '/v1/review/risk?source=laptop&run=rrisk');
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(res.json.files.map((f: { path: string; insertions: number; deletions: number }) => [f.path, f.insertions, f.deletions]), [['src/auth.ts', 0, 0], ['a.ts', 5, 2]]);
+  });
+
+  it('refuses a receipt.json artifact nested 10,000 deep from the merge queue with 409, not a 500', async () => {
+    await ingestArtifact('rdeep', 'receipt.json', `{"type":"svc.receipt","kid":"k","integrity":"x","signature":"y","extra":${deep(10_000)}}`);
+    const res = await control.request('POST', '/v1/merge/queue', { body: { source: 'laptop', run: 'rdeep' } });
+    assert.equal(res.status, 409, res.text);
+    assert.match(res.json.error.message, /nests deeper/);
+  });
+
   it('answers an HTTP/1.1 request without Host with the 400 envelope, not a bare 400', async () => {
     const res = await rawRequest(control.url, '/v1/runs', { headers: { host: '' } });
     assert.equal(res.status, 403, 'an empty Host is a wrong Host');

@@ -2,14 +2,14 @@
 // configured as a custom model provider in the user's ~/.codex/config.toml.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startResponsesServer } from './responses-server.ts';
 import type { ScriptedServer } from './gemini-model-server.ts';
-import { skipUnlessInstalled, requireProviderCli, makeCliRepo, summaryOf, type CliRepo } from './cli-run.ts';
-import { CLI_TEST } from './cli-run.ts';
-import { fixTheTest, BROKEN, FIXED, SUMMARY } from './cli-run.ts';
-import { assertNoSecretSent, assertTaskFenced, blockedThenAnswered, stopLeavesNothing } from './conformance.ts';
+import { skipUnlessInstalled, requireProviderCli, makeCliRepo, CLI_TEST } from './cli-run.ts';
+import { fixTheTest, BROKEN, SUMMARY, type CliRepo } from './cli-run.ts';
+import { assertNoSecretSent, assertTaskFenced, verifiedFixRun } from './conformance.ts';
+import { blockedThenAnswered, stopLeavesNothing } from './conformance.ts';
 
 const skip = skipUnlessInstalled('codex');
 const KEY = 'scripted-codex-key';
@@ -43,16 +43,7 @@ describe('codex CLI end to end', { skip }, () => {
 
   const fixes = 'fixes the failing test with its own tools: verified PR, receipt verifies, tokens as reported';
   it(fixes, CLI_TEST, async () => {
-    const res = await repo.svc(['start', repo.exportFile, '--pr', '--provider', 'codex']);
-    const summary = summaryOf(res);
-    const logs = () => repo.events(summary.run).filter((e) => e.kind === 'log').map((e) => String(e.data.text));
-    assert.equal(summary.status, 'succeeded', `${summary.error}\n${res.stderr}\n${logs().join('\n').slice(0, 4000)}`);
-    assert.equal(summary.verdict, 'verified');
-    assert.match(summary.pr_url ?? '', /pull\/\d+$/);
-    const state = repo.state(summary.run);
-    const artifacts = join(repo.repo, '.svc', 'runs', summary.run, 'artifacts');
-    assert.match(readFileSync(join(artifacts, 'diff.patch'), 'utf8'), new RegExp(`-${BROKEN}\\n\\+${FIXED}`));
-    assert.equal(readFileSync(join(repo.repo, 'a.txt'), 'utf8'), `${BROKEN}\n`, 'the main checkout is untouched');
+    const { state, logs } = await verifiedFixRun(repo, 'codex');
     // Each tool ran in the worktree: exec_command read a.txt, apply_patch edited it, exec_command ran the test.
     const last = server.requests.at(-1)!.body as any;
     const outputs = last.input.filter((i: any) => /_call_output$/.test(i.type)).map((i: any) => String(i.output));
@@ -63,11 +54,9 @@ describe('codex CLI end to end', { skip }, () => {
     // Tokens are what the server reported through codex's turn.completed; codex prints no price.
     const figures = { in: state.tokens_in, out: state.tokens_out, usd: state.cost_usd };
     assert.deepEqual(figures, { in: server.usage.input, out: server.usage.output, usd: null });
-    const verified = await repo.svc(['receipt', 'verify', join(artifacts, 'receipt.json')]);
-    assert.equal(verified.code, 0, verified.stderr);
     // The run's log shows codex's own JSONL: the patch it applied and its final message.
-    assert.ok(logs().some((t) => t.includes('"type":"file_change"')), logs().slice(0, 20).join('\n'));
-    assert.ok(logs().some((t) => t.includes('"type":"agent_message"') && t.includes(SUMMARY)));
+    assert.ok(logs.some((t) => t.includes('"type":"file_change"')), logs.slice(0, 20).join('\n'));
+    assert.ok(logs.some((t) => t.includes('"type":"agent_message"') && t.includes(SUMMARY)));
     // What the CLI sent: the task fenced as untrusted data, the key it was given, none of svc's secrets.
     assertTaskFenced(server);
     assertNoSecretSent(server);

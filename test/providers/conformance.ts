@@ -1,12 +1,12 @@
 // The checks every provider's end-to-end test makes the same way: what the CLI sent the model (the task fenced as
 // data, none of svc's secrets), a blocked-then-answered run, and a stop during a long tool call that leaves nothing.
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { processAlive } from '../engine/fixtures.ts';
+import { processAlive, processesMentioning } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { longScript, type RecordedRequest, type Script } from './model-script.ts';
-import { FIXED, QUESTION, SVC_SECRETS, askForTheWord, type CliRepo } from './cli-run.ts';
+import { BROKEN, FIXED, QUESTION, SVC_SECRETS, askForTheWord, summaryOf, type CliRepo } from './cli-run.ts';
 
 interface Scripted {
   requests: RecordedRequest[];
@@ -33,6 +33,32 @@ export function assertNoSecretSent(server: Scripted): void {
   for (const [name, value] of Object.entries(SVC_SECRETS)) assert.ok(!sent.includes(value), `the model saw ${name}`);
 }
 
+export interface FixRun {
+  run: string;
+  state: any;
+  /** The text of every `log` event of the run: the CLI's own output among svc's lines. */
+  logs: string[];
+}
+
+/**
+ * `svc start <export.json> --pr` with the fix script: the run succeeds with verdict `verified` and a PR, the CLI's
+ * edit is in the run's diff and not in the main checkout, and the receipt verifies.
+ */
+export async function verifiedFixRun(repo: CliRepo, provider: string): Promise<FixRun> {
+  const res = await repo.svc(['start', repo.exportFile, '--pr', '--provider', provider]);
+  const summary = summaryOf(res);
+  const logs = repo.events(summary.run).filter((e) => e.kind === 'log').map((e) => String(e.data.text));
+  assert.equal(summary.status, 'succeeded', `${summary.error}\n${res.stderr}\n${logs.join('\n').slice(0, 4000)}`);
+  assert.equal(summary.verdict, 'verified');
+  assert.match(summary.pr_url ?? '', /pull\/\d+$/);
+  const artifacts = join(repo.repo, '.svc', 'runs', summary.run, 'artifacts');
+  assert.match(readFileSync(join(artifacts, 'diff.patch'), 'utf8'), new RegExp(`-${BROKEN}\\n\\+${FIXED}`));
+  assert.equal(readFileSync(join(repo.repo, 'a.txt'), 'utf8'), `${BROKEN}\n`, 'the main checkout is untouched');
+  const verified = await repo.svc(['receipt', 'verify', join(artifacts, 'receipt.json')]);
+  assert.equal(verified.code, 0, verified.stderr);
+  return { run: summary.run, state: repo.state(summary.run), logs };
+}
+
 /** The CLI writes the question to $SVC_QUESTION_FILE and exits; `svc answer` re-invokes it, and the run finishes. */
 export async function blockedThenAnswered(repo: CliRepo, server: Scripted, provider: string): Promise<void> {
   server.setScript(askForTheWord());
@@ -52,18 +78,16 @@ export async function blockedThenAnswered(repo: CliRepo, server: Scripted, provi
 
 /** The CLI's shell tool runs a long command; `svc start --stop` ends the run, the CLI, the shell and its sleep. */
 export async function stopLeavesNothing(repo: CliRepo, server: Scripted, provider: string): Promise<void> {
-  const pidFile = join(repo.root, `${provider}-long.pids`);
-  server.setScript(longScript(pidFile));
+  // Found by a marker in their command lines: inside svc's sandbox the shell's pids are its own namespace's.
+  const marker = `svc-long-${provider}-${process.pid}-${Date.now()}`;
+  server.setScript(longScript(marker));
   const run = await repo.startDetached('run the long job', provider);
-  const pids = await waitFor(() => {
-    const lines = existsSync(pidFile) ? readFileSync(pidFile, 'utf8').trim().split('\n') : [];
-    return lines.length === 2 ? lines.map(Number) : null;
-  }, 'the long command to start', 300_000);
+  await waitFor(() => processesMentioning(marker).length >= 2 || null, 'the long command to start', 300_000);
   const cli = repo.state(run).child?.pid;
   assert.ok(Number.isInteger(cli), 'the run names its provider process');
   const stop = await repo.svc(['start', '--stop', run]);
   assert.equal(stop.code, 0, stop.stderr);
   assert.equal((await repo.waitStatus(run, ['stopped'])).status, 'stopped');
-  const all = [cli as number, ...pids];
-  await waitFor(() => all.every((p) => !processAlive(p)) || null, 'the CLI, its shell and the sleep to be gone');
+  const gone = () => !processAlive(cli as number) && processesMentioning(marker).length === 0;
+  await waitFor(() => gone() || null, 'the CLI, its shell and the sleep to be gone');
 }

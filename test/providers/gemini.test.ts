@@ -1,14 +1,13 @@
 // The real gemini CLI (@google/gemini-cli) driven by `svc start` against a scripted Gemini API on 127.0.0.1.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startGeminiModelServer, type ScriptedServer } from './gemini-model-server.ts';
-import { skipUnlessInstalled, requireProviderCli, makeCliRepo, summaryOf, type CliRepo } from './cli-run.ts';
-import { CLI_TEST } from './cli-run.ts';
-import { fixTheTest } from './cli-run.ts';
-import { BROKEN, FIXED, SUMMARY } from './cli-run.ts';
-import { assertNoSecretSent, assertTaskFenced, blockedThenAnswered, stopLeavesNothing } from './conformance.ts';
+import { skipUnlessInstalled, requireProviderCli, makeCliRepo, CLI_TEST } from './cli-run.ts';
+import { fixTheTest, SUMMARY, type CliRepo } from './cli-run.ts';
+import { assertNoSecretSent, assertTaskFenced, verifiedFixRun } from './conformance.ts';
+import { blockedThenAnswered, stopLeavesNothing } from './conformance.ts';
 
 const skip = skipUnlessInstalled('gemini');
 
@@ -38,15 +37,7 @@ describe('gemini CLI end to end', { skip }, () => {
 
   const fixes = 'fixes the failing test with its own tools: verified PR, receipt verifies, tokens as reported';
   it(fixes, CLI_TEST, async () => {
-    const res = await repo.svc(['start', repo.exportFile, '--pr', '--provider', 'gemini']);
-    const summary = summaryOf(res);
-    assert.equal(summary.status, 'succeeded', `${summary.error}\n${res.stderr}`);
-    assert.equal(summary.verdict, 'verified');
-    assert.match(summary.pr_url ?? '', /pull\/\d+$/);
-    const state = repo.state(summary.run);
-    const artifacts = join(repo.repo, '.svc', 'runs', summary.run, 'artifacts');
-    assert.match(readFileSync(join(artifacts, 'diff.patch'), 'utf8'), new RegExp(`-${BROKEN}\\n\\+${FIXED}`));
-    assert.equal(readFileSync(join(repo.repo, 'a.txt'), 'utf8'), `${BROKEN}\n`, 'the main checkout is untouched');
+    const { state, logs } = await verifiedFixRun(repo, 'gemini');
     // The edit came through gemini's tools, in the worktree: read_file, replace, then the test through its shell.
     const contents = server.requests.flatMap((r) => (r.body as any)?.contents ?? []);
     const responses = contents.flatMap((c: any) => c.parts ?? []);
@@ -55,10 +46,7 @@ describe('gemini CLI end to end', { skip }, () => {
     // Tokens on the run are what the server reported through the CLI (gemini prints no price).
     const figures = { in: state.tokens_in, out: state.tokens_out, usd: state.cost_usd };
     assert.deepEqual(figures, { in: server.usage.input, out: server.usage.output, usd: null });
-    const verified = await repo.svc(['receipt', 'verify', join(artifacts, 'receipt.json')]);
-    assert.equal(verified.code, 0, verified.stderr);
     // The run's log shows the CLI's own output (its JSON result with the model's summary).
-    const logs = repo.events(summary.run).filter((e) => e.kind === 'log').map((e) => String(e.data.text));
     assert.ok(logs.some((t) => t.includes(SUMMARY)), logs.slice(0, 20).join('\n'));
     // What the CLI sent: the task fenced as untrusted data, and none of svc's secrets.
     assertTaskFenced(server);

@@ -2,14 +2,13 @@
 // on 127.0.0.1, configured as a custom provider in the user's opencode.json.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startChatCompletionsServer, type ChatServer } from './chat-completions-server.ts';
-import { skipUnlessInstalled, requireProviderCli, makeCliRepo, summaryOf, type CliRepo } from './cli-run.ts';
-import { CLI_TEST } from './cli-run.ts';
-import { fixTheTest } from './cli-run.ts';
-import { BROKEN, FIXED, SUMMARY } from './cli-run.ts';
-import { assertNoSecretSent, assertTaskFenced, blockedThenAnswered, stopLeavesNothing } from './conformance.ts';
+import { skipUnlessInstalled, requireProviderCli, makeCliRepo, CLI_TEST } from './cli-run.ts';
+import { fixTheTest, SUMMARY, type CliRepo } from './cli-run.ts';
+import { assertNoSecretSent, assertTaskFenced, verifiedFixRun } from './conformance.ts';
+import { blockedThenAnswered, stopLeavesNothing } from './conformance.ts';
 
 const skip = skipUnlessInstalled('opencode');
 /** USD per million tokens, as the model entry in opencode.json prices it; opencode reports cost from these. */
@@ -44,17 +43,8 @@ describe('opencode CLI end to end', { skip }, () => {
 
   const fixes = 'fixes the failing test with its own tools: verified PR, receipt verifies, tokens and cost';
   it(fixes, CLI_TEST, async () => {
-    const res = await repo.svc(['start', repo.exportFile, '--pr', '--provider', 'opencode']);
-    const summary = summaryOf(res);
-    const logs = () => repo.events(summary.run).filter((e) => e.kind === 'log').map((e) => String(e.data.text));
-    assert.equal(summary.status, 'succeeded', `${summary.error}\n${res.stderr}\n${logs().join('\n').slice(0, 4000)}`);
-    assert.equal(summary.verdict, 'verified');
-    assert.match(summary.pr_url ?? '', /pull\/\d+$/);
-    const state = repo.state(summary.run);
-    const artifacts = join(repo.repo, '.svc', 'runs', summary.run, 'artifacts');
-    assert.match(readFileSync(join(artifacts, 'diff.patch'), 'utf8'), new RegExp(`-${BROKEN}\\n\\+${FIXED}`));
-    // opencode worked in the worktree: without PWD naming it, its edit tool changed the main checkout's a.txt.
-    assert.equal(readFileSync(join(repo.repo, 'a.txt'), 'utf8'), `${BROKEN}\n`, 'the main checkout is untouched');
+    // opencode works in the worktree only because PWD names it: without, its edit tool changed the main checkout.
+    const { state, logs } = await verifiedFixRun(repo, 'opencode');
     const messages = server.requests.flatMap((r) => (r.body as any)?.messages ?? []);
     const toolResults = messages.filter((m: any) => m.role === 'tool').map((m: any) => JSON.stringify(m.content));
     assert.ok(toolResults.some((t: string) => /Edit applied/.test(t)), toolResults.join('\n'));
@@ -63,9 +53,7 @@ describe('opencode CLI end to end', { skip }, () => {
     assert.deepEqual(figures, { in: server.agentUsage.input, out: server.agentUsage.output });
     const cost = (server.agentUsage.input * PRICE.input + server.agentUsage.output * PRICE.output) / 1e6;
     assert.ok(Math.abs(state.cost_usd - cost) < 1e-12, `${state.cost_usd} vs ${cost}`);
-    const verified = await repo.svc(['receipt', 'verify', join(artifacts, 'receipt.json')]);
-    assert.equal(verified.code, 0, verified.stderr);
-    assert.ok(logs().some((t) => t.includes('"type":"step_finish"')) && logs().some((t) => t.includes(SUMMARY)));
+    assert.ok(logs.some((t) => t.includes('"type":"step_finish"')) && logs.some((t) => t.includes(SUMMARY)));
     // What the CLI sent: the task fenced as untrusted data (in the task file opencode read), none of svc's secrets.
     assertTaskFenced(server);
     assertNoSecretSent(server);

@@ -88,7 +88,7 @@ function inboxFingerprint(repo: string): string {
   const dir = join(repo, '.svc', 'inbox', 'trackera');
   let names: string[] = [];
   try {
-    names = readdirSync(dir).sort();
+    names = readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((n) => n.endsWith('.json')).sort();
   } catch {
     return 'none';
   }

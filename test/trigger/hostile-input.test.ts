@@ -5,6 +5,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { sign } from '../../src/trigger/verify.ts';
 import { SECRETS, fixture, post, startTestTrigger, type TestTrigger } from './helpers.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 const POISON = '{"toString":1,"valueOf":null,"__proto__":{"x":1}}';
 
@@ -82,7 +83,36 @@ describe('50 concurrent trackera deliveries for one issue (issue 11 item 3)', ()
     for (const a of answers) assert.deepEqual(t.queue.get(a.body.job_id as string)?.args, ['start', 'trackera:LIN-34', '--detach']);
     const dir = join(t.repo, '.svc', 'inbox', 'trackera');
     const stored = readFileSync(join(dir, 'LIN-34.json'));
-    assert.ok(bodies.some((b) => b.equals(stored)), 'the stored snapshot is one delivered body, whole');
-    assert.deepEqual(readdirSync(dir).filter((n) => n.endsWith('.tmp')), []);
+    assert.ok(bodies.some((b) => b.equals(stored)), 'the newest snapshot is one delivered body, whole');
+    // Each job's own snapshot is exactly the delivery it came from (its run reads it through SVC_JOB_ID).
+    answers.forEach((a, i) => assert.deepEqual(readFileSync(join(dir, 'jobs', `${a.body.job_id as string}.json`)), bodies[i], `job of delivery ${i}`));
+    assert.deepEqual([...readdirSync(dir), ...readdirSync(join(dir, 'jobs'))].filter((n) => n.endsWith('.tmp')), []);
+    await t.runner.idle();
+    const launched = t.calls().filter((c) => c.args.includes('trackera:LIN-34'));
+    assert.equal(launched.length, 50);
+    assert.deepEqual(new Set(launched.map((c) => c.env.SVC_JOB_ID)), new Set(answers.map((a) => a.body.job_id)));
+  });
+
+  it('keeps no snapshot for a delivery refused because the queue is full', async (tc) => {
+    let release = (): void => {};
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const held = { name: 'held', launch: () => gate.then(() => ({ exitCode: 1, run: null, error: 'released' })), follow: async () => null };
+    const full = await startTestTrigger({ SVC_TRIGGER_QUEUE_MAX: '1', SVC_TRIGGER_CONCURRENCY: '1' }, { executor: held });
+    tc.after(async () => {
+      release();
+      await full.cleanup();
+    });
+    const send = (i: number) => {
+      const raw = Buffer.from(JSON.stringify({ ...JSON.parse(fixture('linear-issue-update.json').toString('utf8')), webhookTimestamp: Date.now(), delivery: i }));
+      return post(`${full.url}/trackera`, raw, { 'trackera-signature': sign.hex(SECRETS.TRACKERA_WEBHOOK_SECRET, raw) });
+    };
+    // One job is launching (held), one waits in the queue, the third finds the queue full.
+    assert.equal((await send(0)).status, 202);
+    await waitFor(() => full.queue.depth().running === 1, 'the first job to be running');
+    assert.equal((await send(1)).status, 202);
+    assert.equal((await send(2)).status, 429);
+    const dir = join(full.repo, '.svc', 'inbox', 'trackera');
+    assert.equal(JSON.parse(readFileSync(join(dir, 'LIN-34.json'), 'utf8')).delivery, 1, 'the refused delivery did not replace the snapshot');
+    assert.equal(readdirSync(join(dir, 'jobs')).length, 2);
   });
 });

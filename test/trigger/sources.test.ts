@@ -7,7 +7,8 @@ import { flattenAdf, adfDocument } from '../../src/trigger/adf.ts';
 import { readTrackerb } from '../../src/trigger/sources/trackerb.ts';
 import { chatbText } from '../../src/trigger/sources/chatb.ts';
 import { chataText } from '../../src/trigger/sources/chata.ts';
-import { readTrackera, saveTrackeraPayload } from '../../src/trigger/sources/trackera.ts';
+import { readTrackera } from '../../src/trigger/sources/trackera.ts';
+import { stageTrackeraSnapshot } from '../../src/trigger/trackera-snapshot.ts';
 import { readErrtrackAlert, buildErrtrackBrief } from '../../src/trigger/sources/errtrack.ts';
 import { resolveInsideRepo } from '../../src/trigger/sources/culprit-author.ts';
 import { readSourceHost } from '../../src/trigger/sources/source-host.ts';
@@ -202,15 +203,27 @@ describe('source readers on hostile JSON (issue 11 item 1)', () => {
 });
 
 describe('trackera snapshot under concurrent deliveries (issue 11 item 3)', () => {
-  it('50 concurrent saves for one issue all succeed and leave one delivered body whole, no temp files', async () => {
+  it('50 concurrent stages for one issue all succeed: each job keeps its own delivery whole, no temp files', async () => {
     const repo = tempDir('svc-snap-');
     after(() => rmSync(repo, { recursive: true, force: true }));
     const body = (i: number): Buffer => Buffer.from(JSON.stringify({ n: i, pad: 'x'.repeat(4096 + i) }));
     const bodies = Array.from({ length: 50 }, (_, i) => body(i));
-    await Promise.all(bodies.map((b) => saveTrackeraPayload(repo, 'ENG-1', b)));
+    const staged = await Promise.all(bodies.map((b) => stageTrackeraSnapshot(repo, 'ENG-1', b)));
+    staged.forEach((s, i) => s.keep(`job${i}`));
+    await Promise.all(staged.map((s) => s.discard()));
     const dir = join(repo, '.svc', 'inbox', 'trackera');
-    assert.deepEqual(readdirSync(dir), ['ENG-1.json']);
-    const stored = readFileSync(join(dir, 'ENG-1.json'));
-    assert.ok(bodies.some((b) => b.equals(stored)), 'the stored snapshot is one delivered body, whole');
+    assert.deepEqual(readdirSync(dir).sort(), ['ENG-1.json', 'jobs']);
+    assert.ok(bodies.some((b) => b.equals(readFileSync(join(dir, 'ENG-1.json')))), 'the newest snapshot is one delivered body, whole');
+    bodies.forEach((b, i) => assert.deepEqual(readFileSync(join(dir, 'jobs', `job${i}.json`)), b));
+    assert.equal(readdirSync(join(dir, 'jobs')).length, 50);
+  });
+  it('leaves nothing behind for a delivery whose job was not queued', async () => {
+    const repo = tempDir('svc-snap-');
+    after(() => rmSync(repo, { recursive: true, force: true }));
+    const s = await stageTrackeraSnapshot(repo, 'ENG-2', Buffer.from('{}'));
+    await s.discard();
+    const dir = join(repo, '.svc', 'inbox', 'trackera');
+    assert.deepEqual(readdirSync(dir), ['jobs']);
+    assert.deepEqual(readdirSync(join(dir, 'jobs')), []);
   });
 });

@@ -5,6 +5,7 @@ import { json } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
 import { checkQueryKeys, checkSegment } from '../params.ts';
 import { readRunFile } from '../run-receipt.ts';
+import { obj, str } from '../../untrusted.ts';
 
 interface FileStat {
   path: string;
@@ -21,14 +22,31 @@ const SENSITIVE: Array<{ flag: string; weight: number; reason: string; test: Reg
 ];
 const TESTS = /(^|\/)(test|tests|__tests__|spec)\/|\.(test|spec)\.[a-z]+$|_test\.(go|py)$|(^|\/)test_[^/]+\.py$/i;
 
+function count(value: unknown): number {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : 0;
+}
+
+/**
+ * diffstat.json is an artifact, and any ingest client can upload artifacts: it is read like any untrusted JSON
+ * (typed readers, no method called on its values); entries without a string path are dropped.
+ */
 function parseFiles(raw: Buffer | null): FileStat[] | null {
   if (!raw) return null;
+  let value: unknown;
   try {
-    const value = JSON.parse(raw.toString('utf8')) as { files?: FileStat[] };
-    return Array.isArray(value.files) ? value.files : null;
+    value = JSON.parse(raw.toString('utf8'));
   } catch {
     return null;
   }
+  const files = obj(value).files;
+  if (!Array.isArray(files)) return null;
+  const out: FileStat[] = [];
+  for (const entry of files) {
+    const f = obj(entry);
+    const path = str(f.path);
+    if (path !== null) out.push({ path, insertions: count(f.insertions), deletions: count(f.deletions) });
+  }
+  return out;
 }
 
 export function scoreRisk(files: FileStat[], verdict: string | null) {

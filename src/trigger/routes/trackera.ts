@@ -1,8 +1,9 @@
 // POST /trackera: hex HMAC of the body + signed webhookTimestamp within 300 s; issue events → `svc start trackera:<id> --detach`.
 import { parseJsonObject } from '../../http/body.ts';
-import type { Reply } from '../../http/respond.ts';
+import { json, type Reply } from '../../http/respond.ts';
 import { verifyTrackeraSignature, checkTrackeraTimestamp } from '../verify.ts';
-import { readTrackera, saveTrackeraPayload } from '../sources/trackera.ts';
+import { readTrackera } from '../sources/trackera.ts';
+import { stageTrackeraSnapshot } from '../trackera-snapshot.ts';
 import { trackeraArgs } from '../args.ts';
 import { bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, type TCtx } from './common.ts';
 
@@ -14,12 +15,31 @@ export async function receiveTrackera(ctx: TCtx): Promise<Reply> {
   requireValid(ctx, 'trackera', checkTrackeraTimestamp(body.webhookTimestamp, ctx.deps.clock()));
   const input = readTrackera(body);
   if (input.kind === 'skip') return skipped(input.reason);
-  await saveTrackeraPayload(ctx.deps.settings.repoDir, input.identifier, raw);
-  return enqueue(ctx, {
-    origin: 'trackera',
-    brief: `trackera:${input.identifier}`,
-    args: trackeraArgs(input.identifier),
-    dedupeKeys: [bodyKey('trackera', raw)],
-    reply: { channel: 'trackera', target: { issue_id: input.issueId, identifier: input.identifier } },
-  });
+  // Staged before the commit, put in place in the same turn the job commits (before the runner can launch it).
+  const snapshot = await stageTrackeraSnapshot(ctx.deps.settings.repoDir, input.identifier, raw);
+  try {
+    return await enqueue(
+      ctx,
+      {
+        origin: 'trackera',
+        brief: `trackera:${input.identifier}`,
+        args: trackeraArgs(input.identifier),
+        dedupeKeys: [bodyKey('trackera', raw)],
+        reply: { channel: 'trackera', target: { issue_id: input.issueId, identifier: input.identifier } },
+      },
+      {
+        queued: (jobId) => {
+          try {
+            snapshot.keep(jobId);
+          } catch (err) {
+            // The job is committed: its run falls back to the newest snapshot or the tracker API (docs/trigger.md).
+            ctx.deps.log.warn('trackera snapshot not kept', { job_id: jobId, error: err instanceof Error ? err.message : 'unknown' });
+          }
+          return json(202, { job_id: jobId, status: 'queued' });
+        },
+      },
+    );
+  } finally {
+    await snapshot.discard();
+  }
 }

@@ -1,10 +1,8 @@
-// trackera: only issue events start jobs, as `svc start trackera:<identifier>`; the verified payload is saved for the run.
-import { mkdir, writeFile, rename } from 'node:fs/promises';
-import { join } from 'node:path';
-import { randomUUID } from 'node:crypto';
+// trackera: only issue events start jobs, as `svc start trackera:<identifier>`; the verified payload is kept for the run
+// by ../trackera-snapshot.ts.
 import { obj, str, describe } from '../../untrusted.ts';
 
-const IDENTIFIER = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
+import { TRACKERA_IDENTIFIER as IDENTIFIER } from '../trackera-snapshot.ts';
 
 export type TrackeraInput = { kind: 'issue'; identifier: string; issueId: string } | { kind: 'skip'; reason: string };
 
@@ -25,15 +23,4 @@ export function readTrackera(body: Record<string, unknown>): TrackeraInput {
   const issueId = str(data.id);
   if (!identifier || !issueId) return { kind: 'skip', reason: 'issue event without an identifier' };
   return { kind: 'issue', identifier, issueId };
-}
-
-/** Writes the verified raw payload to <repo>/.svc/inbox/trackera/<id>.json atomically, so the child needs no API key. */
-export async function saveTrackeraPayload(repoDir: string, identifier: string, raw: Buffer): Promise<void> {
-  if (!IDENTIFIER.test(identifier)) throw new Error('bad identifier');
-  const dir = join(repoDir, '.svc', 'inbox', 'trackera');
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  const path = join(dir, `${identifier}.json`);
-  const tmp = `${path}.${randomUUID()}.tmp`;
-  await writeFile(tmp, raw, { mode: 0o600 });
-  await rename(tmp, path);
 }

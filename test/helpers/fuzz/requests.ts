@@ -18,6 +18,8 @@ export interface RouteTemplate {
   params?: Record<string, readonly string[]>;
   /** Query parameter names the route knows. */
   query?: readonly string[];
+  /** Whole valid query strings (`?a=1&b=2`), used half the time so requests reach the handler's work. */
+  queries?: readonly string[];
   contentType?: string;
   /** Headers that let the body reach the handler (signatures, bearer), computed from the final bytes. */
   sign?: (body: Buffer, rng: Rng) => Record<string, string>;
@@ -44,6 +46,7 @@ function fillPath(rng: Rng, pattern: string, tpl: RouteTemplate): string {
 }
 
 function queryString(rng: Rng, tpl: RouteTemplate): string {
+  if (tpl.queries && tpl.queries.length > 0 && rng.chance(0.5)) return rng.pick(tpl.queries);
   if (rng.chance(0.5)) return '';
   const keys = [...(tpl.query ?? []), 'limit', 'cursor', '__proto__', 'toString', 'constructor', 'x'];
   const parts: string[] = [];
