@@ -27,6 +27,8 @@ class RunTimeline extends HTMLElement {
     /** @type {(e: Event) => void} */
     this.onEvent = (e) => {
       const d = /** @type {CustomEvent} */ (e).detail;
+      // Provider output is most of a run's events and says nothing the bar shows: only svc's own lines are kept.
+      if (d.kind === 'log' && d.data?.stream !== 'svc') return;
       this.events.push({ id: d.id, kind: d.kind, data: d.data, ts: d.ts });
       this.schedule();
     };
