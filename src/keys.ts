@@ -97,7 +97,7 @@ export function trustedKeysDir(svcHome: string): string {
 
 const RUNNER_KEY_FILE = /^([A-Za-z0-9][A-Za-z0-9._-]{0,63}?)(?:\.pub)?\.pem$/;
 
-/** Registered runner keys, read on each call so adding a file needs no restart; unreadable or non-Ed25519 files are skipped. */
+/** Registered runner keys, read on each call (no restart needed); unreadable or non-Ed25519 files are skipped. */
 export function runnerKeys(svcHome: string): KnownKey[] {
   const dir = trustedKeysDir(svcHome);
   let names: string[];

@@ -12,6 +12,7 @@ import { measureSse } from './figure-sse.ts';
 import { measureStartup } from './figure-startup.ts';
 import { measureTrigger } from './figure-trigger.ts';
 import { measureWorkedIn } from './figure-worked.ts';
+import { measureSandbox } from './figure-sandbox.ts';
 
 const OUT_DIR = fileURLToPath(new URL('../../test-output/bench', import.meta.url));
 
@@ -22,6 +23,7 @@ const FIGURES: Array<{ name: string; run: (ctx: BenchContext) => Promise<Row[]> 
   { name: 'startup', run: measureStartup },
   { name: 'trigger', run: measureTrigger },
   { name: 'worked', run: measureWorkedIn },
+  { name: 'sandbox', run: measureSandbox },
 ];
 
 export async function main(argv: readonly string[]): Promise<number> {

@@ -1,7 +1,7 @@
 // `svc doctor`: says whether agent runs can be sandboxed on this host, and why not. Exit 0 when they can.
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
-import { probeSandbox } from '../spawn/index.ts';
+import { probeSandbox, BWRAP_HINT } from '../spawn/index.ts';
 
 const HELP = `Usage: svc doctor [--json]
 
@@ -22,7 +22,7 @@ export default async function doctor(io: CliIo): Promise<number> {
   } else {
     io.stdout(`bwrap:           ${probe.bwrap ?? 'not found'}\n`);
     io.stdout(`user namespaces: ${probe.userNamespaces ?? 'unknown'}\n`);
-    io.stdout(probe.ok ? 'sandbox:         works\n' : `sandbox:         does not work: ${probe.reason}\n`);
+    io.stdout(probe.ok ? 'sandbox:         works\n' : `sandbox:         does not work: ${probe.reason}\nfix:             ${BWRAP_HINT}\n`);
   }
   return probe.ok ? 0 : 1;
 }

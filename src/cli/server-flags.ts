@@ -54,7 +54,8 @@ export function reexecClean(opts: { serverFlags: boolean }): void {
   }
   const env = Object.keys(handoff).length ? { ...withoutSecrets(process.env), ...handoff } : process.env;
   try {
-    execve.call(process, process.execPath, [process.execPath, ...process.execArgv, ...missing, script, ...process.argv.slice(2)], env);
+    const argv = [process.execPath, ...process.execArgv, ...missing, script, ...process.argv.slice(2)];
+    execve.call(process, process.execPath, argv, env);
   } catch {
     // Exec refused (e.g. a sandbox): serving as we are beats not serving.
     dropHandoff(handoff);

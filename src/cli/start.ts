@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
 import { UsageError, CliError } from './usage-error.ts';
-import { prepareRun, prepareRetry, spawnWorker, resolveRepo } from '../engine/launch.ts';
+import { prepareRun, prepareRetry, spawnWorker, resolveRepo, sandboxPreflight } from '../engine/launch.ts';
 import { executeRun, type WorkerMode } from '../engine/runner.ts';
 import { stopLocalRun } from '../engine/stop.ts';
 import { runDir } from '../engine/paths.ts';
@@ -63,6 +63,8 @@ async function follow(io: CliIo, state: RunState, mode: WorkerMode): Promise<num
 }
 
 function launch(io: CliIo, state: RunState, mode: WorkerMode, detach: boolean): Promise<number> | number {
+  const unconfined = sandboxPreflight(state.repo_path, io.env);
+  if (unconfined) io.stderr(`svc start: ${unconfined}\n`);
   if (!detach) return follow(io, state, mode);
   const child = spawnWorker(CLI_PATH, state, mode, io.env, false);
   child.unref();

@@ -78,7 +78,9 @@ function routeTarget(params: Record<string, string>): string | null {
 export function recordRefusal(deps: ControlDeps, info: Refusal<ControlDeps>): void {
   const action = auditedAction(info.route.handler);
   if (!action) return;
-  const actor = info.error.code === 'unauthorized' ? 'unauthenticated' : deps.settings.token ? 'token' : localPeer(info.peer, info.req) ? 'local' : 'anonymous';
+  const actor = info.error.code === 'unauthorized' ? 'unauthenticated'
+    : deps.settings.token ? 'token'
+    : localPeer(info.peer, info.req) ? 'local' : 'anonymous';
   deps.stores.audit.append({
     actor,
     peer: info.peer,

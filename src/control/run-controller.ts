@@ -21,8 +21,9 @@ const STDERR_CAP = 16 * 1024;
 /** The credentials a launched run uses itself (push, ingest, issue fetch); they travel in a handoff file only. */
 const RUN_SECRETS = ['GITHUB_TOKEN', 'GH_TOKEN', 'ERRTRACK_AUTH_TOKEN', 'TRACKERA_API_KEY'] as const;
 
-// What a launched run may inherit is the spawn policy's 'control-launcher' allowlist minus every secret value, plus how
-// to reach this server. The secrets it needs go through a 0600 handoff file it reads and deletes at start (DESIGN §7a).
+// What a launched run may inherit is the spawn policy's 'control-launcher' allowlist minus every secret value, plus
+// how to reach this server. The secrets it needs go through a 0600 handoff file it reads and deletes at start
+// (DESIGN §7a).
 export function childSpec(deps: ControlDeps): ChildSpec {
   const extra: Record<string, string> = {
     SVC_CONTROL_URL: deps.url(),

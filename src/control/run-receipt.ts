@@ -1,5 +1,5 @@
-// Whether a run's Evidence Receipt is genuine (signed by a key the Control Plane knows: its own or a registered runner's),
-// about that run, and accepted by its repo's policy.
+// Whether a run's Evidence Receipt is genuine (signed by a key the Control Plane knows: its own or a registered
+// runner's), about that run, and accepted by its repo's policy.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ControlDeps } from './deps.ts';

@@ -2,6 +2,7 @@
 import { createHash } from 'node:crypto';
 import { spawnGroup } from './spawn-group.ts';
 import type { CheckSpec } from './policy.ts';
+import type { SandboxPlan } from '../spawn/bwrap-argv.ts';
 
 export const CHECK_OUTPUT_CAP = 256 * 1024;
 export const CHECK_TIMEOUT_MS = 15 * 60 * 1000;
@@ -25,6 +26,8 @@ export interface CheckHooks {
   env: NodeJS.ProcessEnv;
   extra?: Record<string, string>;
   cwd: string;
+  /** The sandbox each check runs in (it runs code the agent wrote); null when the run has none. */
+  sandboxFor: (argv: string[]) => { bwrap: string; plan: SandboxPlan } | null;
   /** Called with the running check's group so a stop can reach it. */
   onSpawn?: (identity: { pid: number; pgid: number; proc_start: string | null }) => void;
   saveArtifact: (path: string, content: Buffer) => void;
@@ -39,6 +42,7 @@ export async function runChecks(checks: CheckSpec[], hooks: CheckHooks): Promise
     const started = Date.now();
     const run = spawnGroup(check.run, {
       cwd: hooks.cwd, env: hooks.env, extra: hooks.extra, maxBytes: CHECK_OUTPUT_CAP, timeoutMs: CHECK_TIMEOUT_MS,
+      sandbox: hooks.sandboxFor(check.run),
     });
     hooks.onSpawn?.(run.identity);
     const done = await run.done;

@@ -4,7 +4,13 @@ import { join } from 'node:path';
 
 export interface EngineConfig {
   provider: string | null;
-  providers: Record<string, { command: string[] }>;
+  /** `writable`: folders the provider's CLI writes (absolute, or relative to HOME), writable inside its sandbox. */
+  providers: Record<string, { command: string[]; writable?: string[] }>;
+}
+
+/** A folder a provider may write: absolute, or relative to HOME without climbing out of it. */
+function isFolderName(value: unknown): value is string {
+  return typeof value === 'string' && value !== '' && !value.includes('\0') && !value.split('/').includes('..');
 }
 
 export function loadEngineConfig(repo: string): EngineConfig {
@@ -26,11 +32,17 @@ export function loadEngineConfig(repo: string): EngineConfig {
   if (typeof list !== 'object' || list === null || Array.isArray(list)) throw new Error('.svc/config.json providers must be an object');
   for (const [name, value] of Object.entries(list as Record<string, unknown>)) {
     const command = (value as { command?: unknown } | null)?.command;
+    const writable = (value as { writable?: unknown } | null)?.writable;
+    const extra = (typeof value === 'object' && value !== null ? Object.keys(value) : []).filter((k) => k !== 'command' && k !== 'writable');
+    if (extra.length) throw new Error(`Unknown key "${extra[0]}" in .svc/config.json providers.${name} (allowed: command, writable)`);
     if (!/^[a-z0-9][a-z0-9_-]{0,31}$/.test(name)) throw new Error(`Provider name "${name}" in .svc/config.json is not a simple lowercase name`);
     if (!Array.isArray(command) || command.length === 0 || !command.every((a) => typeof a === 'string' && a !== '')) {
       throw new Error(`.svc/config.json providers.${name}.command must be a non-empty argv array of strings`);
     }
-    providers[name] = { command: command as string[] };
+    if (writable !== undefined && (!Array.isArray(writable) || !writable.every(isFolderName))) {
+      throw new Error(`.svc/config.json providers.${name}.writable must be an array of folder paths (absolute or under HOME)`);
+    }
+    providers[name] = writable === undefined ? { command: command as string[] } : { command: command as string[], writable };
   }
   if (o.provider !== undefined && o.provider !== null && typeof o.provider !== 'string') throw new Error('.svc/config.json provider must be a name');
   return { provider: (o.provider as string | undefined) ?? null, providers };

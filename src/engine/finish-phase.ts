@@ -15,6 +15,8 @@ import { canonicalJson } from '../canonical-json.ts';
 import { openPullRequest } from './pr.ts';
 import { isoNow } from './run-state.ts';
 import { fence } from './text.ts';
+import { agentSandbox } from './sandbox.ts';
+import type { SandboxMode } from '../spawn/sandbox-mode.ts';
 
 export function collectDiff(ctx: RunContext): DiffResult {
   const { state } = ctx;
@@ -33,9 +35,10 @@ export function saveDiff(ctx: RunContext, diff: DiffResult): void {
   ctx.saveArtifact('diffstat.json', JSON.stringify({ files: diff.files, insertions: diff.insertions, deletions: diff.deletions, patch_sha256: diff.patch_sha256 }, null, 2));
 }
 
-export async function verifyWork(ctx: RunContext, policy: Policy, diff: DiffResult): Promise<CheckResult[]> {
+export async function verifyWork(ctx: RunContext, policy: Policy, diff: DiffResult, sandbox: SandboxMode): Promise<CheckResult[]> {
   return runChecks(policy.checks, {
     cwd: ctx.state.workdir,
+    sandboxFor: (argv) => agentSandbox(ctx, sandbox, argv[0]!, null),
     env: ctx.env,
     extra: { SVC_RUN_ID: ctx.state.run },
     onSpawn: (id) => ctx.setChild(id),

@@ -51,7 +51,8 @@ export function resolveOrigin(workdir: string): Origin {
   }
   const urls = configEntries(file, '^remote\\.origin\\.url$').map((line) => line.slice(line.indexOf(' ') + 1));
   if (urls.length !== 1 || !urls[0]) {
-    throw new PushRefusedError(`The repository's git config must name exactly one remote.origin.url (found ${urls.length})`);
+    const found = `found ${urls.length}`;
+    throw new PushRefusedError(`The repository's git config must name exactly one remote.origin.url (${found})`);
   }
   return { url: urls[0], commonDir };
 }

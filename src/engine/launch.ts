@@ -18,6 +18,21 @@ import { openEventLog } from './events-log.ts';
 import { identityOf } from './proc-group.ts';
 import { assertPlainDir, openAppendNoFollow, writeNoFollow } from './safe-fs.ts';
 import type { WorkerMode } from './runner.ts';
+import { resolveSandbox, unsandboxedWarning, SandboxSettingError, SandboxUnavailableError } from '../spawn/sandbox-mode.ts';
+
+/**
+ * Refuses (CliError) a run whose agents cannot be sandboxed as its policy and origin require (DESIGN §7a), before
+ * anything is written; returns the loud warning for a run that opted out, else null.
+ */
+export function sandboxPreflight(repo: string, env: NodeJS.ProcessEnv): string | null {
+  try {
+    return unsandboxedWarning(resolveSandbox(loadPolicy(repo).sandbox, env));
+  } catch (err) {
+    if (err instanceof SandboxUnavailableError || err instanceof SandboxSettingError) throw new CliError(err.message);
+    if (err instanceof PolicyError) throw new CliError(`Refusing to start: ${err.message}`);
+    throw err;
+  }
+}
 
 export interface StartOptions {
   input: string;
@@ -68,6 +83,7 @@ function createRun(n: NewRun): { dir: string; state: RunState } {
   if (!isValidSegment(n.run)) throw new CliError(`Run id "${n.run}" is not a valid path segment`, 2);
   const dir = runDir(n.repo, n.run);
   if (existsSync(dir)) throw new CliError(`Run ${n.run} already exists in ${n.repo}`, 2);
+  sandboxPreflight(n.repo, n.env);
   excludeEngineFolders(n.repo);
   let base: string;
   try {

@@ -13,6 +13,8 @@ export interface Policy {
   checks: CheckSpec[];
   pr: { open: 'verified' | 'verified_with_gaps' | 'never'; draft: boolean; base: string | null };
   max_usd: number | null;
+  /** How agents are confined (DESIGN §7a): null when the file does not say, which means "bwrap". */
+  sandbox: 'bwrap' | 'none' | null;
   /** Whether a file was found; with none, the defaults apply (PR only on verified, as draft). */
   fromFile: boolean;
 }
@@ -24,7 +26,7 @@ export class PolicyError extends Error {
   }
 }
 
-export const DEFAULT_POLICY: Policy = { checks: [], pr: { open: 'verified', draft: true, base: null }, max_usd: null, fromFile: false };
+export const DEFAULT_POLICY: Policy = { checks: [], pr: { open: 'verified', draft: true, base: null }, max_usd: null, sandbox: null, fromFile: false };
 
 function onlyKeys(value: Record<string, unknown>, allowed: string[], where: string): void {
   for (const key of Object.keys(value)) {
@@ -52,7 +54,7 @@ function parseCheck(raw: unknown, i: number): CheckSpec {
 
 export function parsePolicy(raw: unknown): Policy {
   if (!isObject(raw)) throw new PolicyError('policy.json must hold a JSON object');
-  onlyKeys(raw, ['checks', 'pr', 'max_usd'], 'policy.json');
+  onlyKeys(raw, ['checks', 'pr', 'max_usd', 'sandbox'], 'policy.json');
   const checksRaw = raw.checks ?? [];
   if (!Array.isArray(checksRaw)) throw new PolicyError('policy.json checks must be an array');
   const checks = checksRaw.map(parseCheck);
@@ -89,7 +91,12 @@ export function parsePolicy(raw: unknown): Policy {
     }
     maxUsd = raw.max_usd;
   }
-  return { checks, pr, max_usd: maxUsd, fromFile: true };
+  let sandbox: Policy['sandbox'] = null;
+  if (raw.sandbox !== undefined && raw.sandbox !== null) {
+    if (raw.sandbox !== 'bwrap' && raw.sandbox !== 'none') throw new PolicyError('policy.json sandbox must be "bwrap" or "none"');
+    sandbox = raw.sandbox;
+  }
+  return { checks, pr, max_usd: maxUsd, sandbox, fromFile: true };
 }
 
 /** Reads `<repo>/.svc/policy.json`; a missing file gives the defaults, a broken one throws (fail closed). */

@@ -118,7 +118,9 @@ export function pushBranch(workdir: string, branch: string, token: string | null
   } catch {
     // scp-like ssh or a local path: the user's own credentials, never ours.
   }
-  if (!token || !target || target.protocol !== 'https:' || target.hostname !== githubHost(env) || target.username || target.password) {
+  const onTokenHost = target?.protocol === 'https:' && target.hostname === githubHost(env);
+  const tokenHost = onTokenHost && !target!.username && !target!.password;
+  if (!token || !tokenHost) {
     cleanPush(workdir, origin, branch, { askpass: null, token: null });
     return origin.url;
   }

@@ -1,7 +1,6 @@
 // Runs the provider until it is done: questions (SVC_QUESTION_FILE) block the run until an answer file arrives,
 // and reaching the policy's max_usd blocks it asking whether to continue (DESIGN §6).
-import { readFileSync, existsSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, rmSync } from 'node:fs';
 import type { RunContext } from './run-context.ts';
 import type { ResolvedProvider } from './providers.ts';
 import { buildPrompt } from './prompt.ts';
@@ -9,7 +8,10 @@ import { spawnGroup } from './spawn-group.ts';
 import { createUsageParser, addUsage, type Usage } from './usage-parsers.ts';
 import { takeAnswer, takeStopRequest } from './answers.ts';
 import { oneLine } from './text.ts';
-import { writeNoFollow } from './safe-fs.ts';
+import { budgetQuestion, budgetReached, budgetStopMessage, extendsBudget } from './budget.ts';
+import { writeNoFollow, readAgentFile } from './safe-fs.ts';
+import { agentSandbox, protocolFiles } from './sandbox.ts';
+import type { SandboxMode } from '../spawn/sandbox-mode.ts';
 import { untestedProviderWarning } from './provider-version-check.ts';
 
 const LOG_LINE_CAP = 4000;
@@ -17,20 +19,23 @@ const LOG_EVENTS_CAP = 5000;
 const PROVIDER_LOG_CAP = 4 * 1024 * 1024;
 const POLL_MS = 150;
 
-export type ProviderOutcome = { kind: 'done' } | { kind: 'stopped' } | { kind: 'failed'; exitCode: number | null; error: string };
+export type ProviderOutcome =
+  | { kind: 'done' }
+  | { kind: 'stopped' }
+  | { kind: 'failed'; exitCode: number | null; error: string }
+  // The budget was reached and not extended: the provider was ended, and the checks still run on what exists.
+  | { kind: 'over-budget'; exitCode: number | null; error: string };
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
+// The question file is in a folder the agent writes: it may be a symbolic link to a secret, a FIFO or huge.
+const QUESTION_CAP = 64 * 1024;
+
 function readQuestion(path: string): string | null {
   if (!existsSync(path)) return null;
-  let text = '';
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch {
-    return null;
-  }
+  const text = readAgentFile(path, QUESTION_CAP) ?? '';
   rmSync(path, { force: true });
   return oneLine(text, 2000) || 'The provider asked for input without saying what';
 }
@@ -57,7 +62,7 @@ function unblock(ctx: RunContext, answer: string, answerFile: string): void {
   ctx.setStatus('running', { question: null, answers: [...ctx.state.answers, answer] });
 }
 
-type ProviderOptions = { maxUsd: number | null; notes: string[] };
+type ProviderOptions = { maxUsd: number | null; notes: string[]; sandbox: SandboxMode };
 
 /** Runs the provider; meanwhile checks its version (without delaying its start) and logs a warning if untested. */
 export async function runProvider(
@@ -78,9 +83,7 @@ export async function runProvider(
 async function runProviderAttempts(
   ctx: RunContext, provider: ResolvedProvider, spec: string, opts: ProviderOptions,
 ): Promise<ProviderOutcome> {
-  const questionFile = join(ctx.dir, 'question.txt');
-  const answerFile = join(ctx.dir, 'answer.txt');
-  const taskFile = join(ctx.dir, 'prompt.md');
+  const { questionFile, answerFile, taskFile } = protocolFiles(ctx);
   let logEvents = 0;
   const output: Buffer[] = [];
   let outputSize = 0;
@@ -97,6 +100,11 @@ async function runProviderAttempts(
     let answeredWhileRunning = false;
     const parse = createUsageParser(provider.kind);
     let usage: Usage = { cost_usd: null, tokens_in: null, tokens_out: null };
+    const { cost_usd, tokens_in, tokens_out } = ctx.state;
+    const before: Usage = { cost_usd, tokens_in, tokens_out };
+    // Set while the provider is paused on the budget question; overBudget once the answer was not "yes".
+    let budgetAsked = false;
+    let overBudget: string | null = null;
     const extra = {
       // Some CLIs (opencode) take their project folder from $PWD, not the working directory: it must name the worktree.
       PWD: ctx.state.workdir,
@@ -113,6 +121,7 @@ async function runProviderAttempts(
       cwd: ctx.state.workdir,
       env: ctx.env,
       extra,
+      sandbox: agentSandbox(ctx, opts.sandbox, argv[0]!, provider),
       ...(provider.stdinPrompt ? { stdin: prompt } : {}),
       maxBytes: 1,
       onLine(stream, line) {
@@ -138,6 +147,35 @@ async function runProviderAttempts(
     });
     while (!exited) {
       if (takeStopRequest(ctx.env, ctx.state.source, ctx.state.run)) ctx.requestStop('stop requested');
+      if (budgetAsked) {
+        // A stop must reach a running process (a frozen one would sit out the SIGTERM grace period).
+        if (ctx.stopRequested()) proc.resume();
+        const answer = ctx.stopRequested() ? null : takeAnswer(ctx.env, ctx.state.source, ctx.state.run, ctx.dir);
+        if (answer !== null) {
+          budgetAsked = false;
+          ctx.event('answer', { answer });
+          const budget = ctx.state.budget_usd ?? 0;
+          if (extendsBudget(answer)) {
+            ctx.setStatus('running', { question: null, budget_usd: budget + (opts.maxUsd ?? budget) });
+            proc.resume();
+          } else {
+            overBudget = budgetStopMessage(ctx.state.cost_usd ?? 0, budget);
+            ctx.setStatus('running', { question: null });
+            proc.kill();
+          }
+        }
+        await Promise.race([done, sleep(POLL_MS)]);
+        continue;
+      }
+      const spent = addUsage(before, usage);
+      if (overBudget === null && ctx.state.status !== 'blocked' && budgetReached(spent.cost_usd, ctx.state.budget_usd)) {
+        // Frozen first, then asked: the provider spends nothing more while the question waits.
+        proc.pause();
+        budgetAsked = true;
+        ctx.update(spent);
+        block(ctx, budgetQuestion(spent.cost_usd!, ctx.state.budget_usd!, opts.maxUsd));
+        continue;
+      }
       const question = ctx.state.status === 'blocked' ? null : readQuestion(questionFile);
       if (question) block(ctx, question);
       if (ctx.state.status === 'blocked' && !ctx.stopRequested()) {
@@ -152,12 +190,13 @@ async function runProviderAttempts(
     const result = await done;
     ctx.setChild(null);
     ctx.saveArtifact('provider.log', Buffer.concat(output));
-    const total = addUsage({ cost_usd: ctx.state.cost_usd, tokens_in: ctx.state.tokens_in, tokens_out: ctx.state.tokens_out }, usage);
+    const total = addUsage(before, usage);
     ctx.update({ ...total, exit_code: result.code });
     if (usage.cost_usd !== null || usage.tokens_in !== null || usage.tokens_out !== null) {
       ctx.event('cost', { usd: usage.cost_usd, tokens_in: usage.tokens_in, tokens_out: usage.tokens_out, total_usd: total.cost_usd });
     }
     if (ctx.stopRequested()) return { kind: 'stopped' };
+    if (overBudget !== null) return { kind: 'over-budget', exitCode: result.code, error: overBudget };
 
     // A question written just before exit, or still unanswered when the provider exited: wait, then re-invoke.
     const late = ctx.state.status === 'blocked' ? null : readQuestion(questionFile);
@@ -171,14 +210,14 @@ async function runProviderAttempts(
     if (answeredWhileRunning && existsSync(answerFile)) continue;
 
     const budget = ctx.state.budget_usd;
-    if (budget !== null && total.cost_usd !== null && total.cost_usd >= budget) {
-      block(ctx, `The run has spent $${total.cost_usd.toFixed(2)}, reaching its budget of $${budget.toFixed(2)} (max_usd). Continue? Answer "yes" to allow another $${(opts.maxUsd ?? budget).toFixed(2)}, anything else to stop.`);
+    if (budget !== null && budgetReached(total.cost_usd, budget)) {
+      block(ctx, budgetQuestion(total.cost_usd!, budget, opts.maxUsd));
       const answer = await waitForAnswer(ctx);
       if (answer === null) return { kind: 'stopped' };
       ctx.event('answer', { answer });
-      if (!/^\s*(y|yes|continue|ok)\b/i.test(answer)) {
-        ctx.requestStop('budget not extended');
-        return { kind: 'stopped' };
+      if (!extendsBudget(answer)) {
+        ctx.setStatus('running', { question: null });
+        return { kind: 'over-budget', exitCode: result.code, error: budgetStopMessage(total.cost_usd!, budget) };
       }
       ctx.setStatus('running', { question: null, budget_usd: budget + (opts.maxUsd ?? budget) });
     }

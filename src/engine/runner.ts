@@ -12,6 +12,8 @@ import { runProvider } from './provider-phase.ts';
 import { collectDiff, saveDiff, verifyWork, writeReceipt, maybeOpenPr } from './finish-phase.ts';
 import { isoNow, TERMINAL } from './run-state.ts';
 import { worktreeDir } from './paths.ts';
+import { runSandboxMode } from './sandbox.ts';
+import type { SandboxMode } from '../spawn/sandbox-mode.ts';
 
 export type WorkerMode = 'start' | 'resume' | 'verify';
 
@@ -23,10 +25,12 @@ function prepareWorkdir(ctx: RunContext): void {
   if (state.workdir !== path) ctx.update({ workdir: path });
 }
 
-async function finish(ctx: RunContext, policy: Policy, failure: string | null, exitCode: number | null): Promise<void> {
+async function finish(
+  ctx: RunContext, policy: Policy, sandbox: SandboxMode, failure: string | null, exitCode: number | null,
+): Promise<void> {
   const diff = collectDiff(ctx);
   saveDiff(ctx, diff);
-  const checks = failure ? [] : await verifyWork(ctx, policy, diff);
+  const checks = failure ? [] : await verifyWork(ctx, policy, diff, sandbox);
   if (ctx.stopRequested()) return;
   const ended = isoNow();
   ctx.update({ ended_at: ended });
@@ -41,21 +45,39 @@ async function finish(ctx: RunContext, policy: Policy, failure: string | null, e
 async function startOrResume(ctx: RunContext, mode: WorkerMode): Promise<void> {
   const policy = loadPolicy(ctx.state.repo_path);
   const provider = resolveProvider(ctx.state.provider || null, loadEngineConfig(ctx.state.repo_path), ctx.env);
+  const sandbox = runSandboxMode(ctx, policy);
   prepareWorkdir(ctx);
   const spec = readFileSync(join(ctx.dir, 'spec.md'), 'utf8');
   const notes = mode === 'resume' ? ['This run was resumed: your earlier changes are already in the working tree. Continue the task from there.'] : [];
-  const outcome = await runProvider(ctx, provider, spec, { maxUsd: policy.max_usd, notes });
+  const outcome = await runProvider(ctx, provider, spec, { maxUsd: policy.max_usd, notes, sandbox });
   if (outcome.kind === 'stopped' || ctx.stopRequested()) return;
-  if (outcome.kind === 'failed') await finish(ctx, policy, outcome.error, outcome.exitCode);
-  else await finish(ctx, policy, null, 0);
+  if (outcome.kind === 'failed') await finish(ctx, policy, sandbox, outcome.error, outcome.exitCode);
+  else if (outcome.kind === 'over-budget') await finishOverBudget(ctx, policy, sandbox, outcome.error, outcome.exitCode);
+  else await finish(ctx, policy, sandbox, null, 0);
+}
+
+/** Not allowed past its budget: the checks still run on what exists and a receipt says so; no PR, status stopped. */
+async function finishOverBudget(
+  ctx: RunContext, policy: Policy, sandbox: SandboxMode, error: string, exitCode: number | null,
+): Promise<void> {
+  const diff = collectDiff(ctx);
+  saveDiff(ctx, diff);
+  const checks = await verifyWork(ctx, policy, diff, sandbox);
+  if (ctx.stopRequested()) return;
+  const ended = isoNow();
+  ctx.update({ ended_at: ended });
+  const receipt = writeReceipt(ctx, checks, diff, true);
+  if (ctx.state.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
+  ctx.setStatus('stopped', { error, ended_at: ended, exit_code: exitCode, question: null });
 }
 
 async function reverify(ctx: RunContext): Promise<void> {
   const policy = loadPolicy(ctx.state.repo_path);
+  const sandbox = runSandboxMode(ctx, policy);
   ctx.event('log', { stream: 'svc', text: 'verify: re-running checks' });
   const diff = collectDiff(ctx);
   saveDiff(ctx, diff);
-  const checks = await verifyWork(ctx, policy, diff);
+  const checks = await verifyWork(ctx, policy, diff, sandbox);
   if (ctx.stopRequested()) return;
   writeReceipt(ctx, checks, diff, ctx.state.status === 'failed' && ctx.state.error !== null && !ctx.state.error.startsWith('Required check'));
 }

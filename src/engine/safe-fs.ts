@@ -1,6 +1,6 @@
 // Writes into a run folder that never follow a symbolic link: a provider works next to .svc/runs/<run>/ and a
 // crafted project can ship one, so events.jsonl, answer.txt or an artifact must not become a path to another file.
-import { lstatSync, openSync, writeSync, closeSync, mkdirSync, constants } from 'node:fs';
+import { lstatSync, openSync, writeSync, closeSync, mkdirSync, fstatSync, readSync, constants } from 'node:fs';
 import { join, relative, sep, isAbsolute } from 'node:path';
 
 const APPEND = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW;
@@ -70,5 +70,29 @@ export function openAppendNoFollow(path: string, mode = 0o644): number {
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ELOOP') throw new UnsafePathError(`Refusing to open "${path}": it is a symbolic link`);
     throw err;
+  }
+}
+
+/**
+ * Reads at most `cap` bytes of a file an agent wrote (its question): null unless it is a regular file reached without
+ * a symbolic link. O_NONBLOCK keeps a FIFO planted there from blocking the worker.
+ */
+export function readAgentFile(path: string, cap: number): string | null {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch {
+    return null;
+  }
+  try {
+    if (!fstatSync(fd).isFile()) return null;
+    const buf = Buffer.alloc(cap);
+    let size = 0;
+    for (let n = 1; n > 0 && size < cap; size += n) n = readSync(fd, buf, size, cap - size, null);
+    return buf.subarray(0, size).toString('utf8');
+  } catch {
+    return null;
+  } finally {
+    closeSync(fd);
   }
 }

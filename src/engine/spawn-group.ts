@@ -1,11 +1,20 @@
 // Runs an agent (a provider or a check) in its own process group with argv (no shell), streams its lines and keeps a
 // capped copy of the output. Its environment is the spawn policy's 'agent' kind: `env` is the base it filters.
+// With a sandbox plan it runs inside bwrap, whose PID namespace ends everything in it when the agent's first process
+// exits. Without one, a tree guard records what the agent starts and kills all of it when that process exits.
 import { startChild, type ChildProcess } from '../spawn/start.ts';
+import { bwrapArgv, type SandboxPlan } from '../spawn/bwrap-argv.ts';
+import { createTreeGuard, sandboxMembers } from '../spawn/tree.ts';
 import { identityOf, signalGroup, type ProcIdentity } from './proc-group.ts';
 
 export interface GroupRun {
   child: ChildProcess;
   identity: ProcIdentity;
+  /** Freezes (SIGSTOP) or thaws (SIGCONT) every process of the agent, e.g. while a budget question waits. */
+  pause(): void;
+  resume(): void;
+  /** Ends the agent at once (SIGKILL reaches a frozen process too); what it started goes with it. */
+  kill(): void;
   done: Promise<{ code: number | null; signal: NodeJS.Signals | null; output: Buffer; truncated: boolean }>;
 }
 
@@ -19,18 +28,49 @@ export interface SpawnGroupOptions {
   onLine?: (stream: 'stdout' | 'stderr', line: string) => void;
   maxBytes: number;
   timeoutMs?: number;
+  /** bwrap's path and what the agent may see; null runs it unconfined (policy or SVC_SANDBOX said "none"). */
+  sandbox: { bwrap: string; plan: SandboxPlan } | null;
 }
 
+const SAMPLE_MS = 100;
+
 export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
-  const child = startChild(argv, {
+  const guard = opts.sandbox ? null : createTreeGuard();
+  const [name, value] = guard ? guard.marker.split('=') as [string, string] : ['', ''];
+  const child = startChild(opts.sandbox ? bwrapArgv(opts.sandbox.bwrap, opts.sandbox.plan, argv) : argv, {
     kind: 'agent',
     base: opts.env,
-    extra: opts.extra,
+    extra: guard ? { ...opts.extra, [name]: value } : opts.extra,
     cwd: opts.cwd,
     detached: true,
     stdio: [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
   });
   const identity = child.pid ? identityOf(child.pid) : { pid: 0, pgid: 0, proc_start: null };
+  let sampler: NodeJS.Timeout | undefined;
+  if (guard && child.pid) {
+    guard.watch(child.pid);
+    sampler = setInterval(() => guard.sample(), SAMPLE_MS);
+    sampler.unref();
+  }
+  // The first process has exited: without a sandbox, nothing it started may outlive it (a setsid'd daemon would also
+  // hold the output pipes open, so 'close' would never come).
+  child.on('exit', () => {
+    if (sampler) clearInterval(sampler);
+    guard?.killAll();
+  });
+  const members = (): number[] => {
+    if (!child.pid) return [];
+    return guard ? guard.members() : [child.pid, ...sandboxMembers(child.pid)];
+  };
+  const signalAll = (sig: NodeJS.Signals) => {
+    for (const pid of members()) {
+      try {
+        process.kill(pid, sig);
+      } catch {
+        // gone meanwhile
+      }
+    }
+  };
   const chunks: Buffer[] = [];
   let size = 0;
   let truncated = false;
@@ -91,5 +131,9 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
       resolve({ code, signal, output: Buffer.concat(chunks), truncated });
     });
   });
-  return { child, identity, done };
+  const kill = () => {
+    signalAll('SIGKILL');
+    signalGroup(identity, 'SIGKILL');
+  };
+  return { child, identity, done, pause: () => signalAll('SIGSTOP'), resume: () => signalAll('SIGCONT'), kill };
 }

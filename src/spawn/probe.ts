@@ -12,7 +12,8 @@ export interface SandboxProbe {
   reason: string | null;
 }
 
-export const BWRAP_HINT = 'install the Debian package "bubblewrap" (apt-get install bubblewrap), or opt out with SVC_SANDBOX=none';
+export const BWRAP_HINT = 'install the Debian package "bubblewrap" (apt-get install bubblewrap), or opt out: ' +
+  'SVC_SANDBOX=none for a CLI run, "sandbox": "none" in .svc/policy.json for any run';
 
 function readSysctl(path: string): string | null {
   try {
@@ -28,7 +29,7 @@ export function probeSandbox(env: NodeJS.ProcessEnv): SandboxProbe {
   const max = readSysctl('/proc/sys/user/max_user_namespaces');
   const userNamespaces = clone === null && max === null ? null : `unprivileged_userns_clone=${clone ?? '-'} max_user_namespaces=${max ?? '-'}`;
   const bwrap = which('bwrap', env.PATH);
-  if (!bwrap) return { ok: false, bwrap, userNamespaces, reason: `bwrap not found on PATH: ${BWRAP_HINT}` };
+  if (!bwrap) return { ok: false, bwrap, userNamespaces, reason: 'bwrap not found on PATH' };
   const trial = runQuiet([bwrap, '--unshare-pid', '--die-with-parent', '--ro-bind', '/', '/', '--dev', '/dev',
     '--proc', '/proc', '--tmpfs', '/tmp', '--', 'true'],
   { kind: 'probe', base: { PATH: env.PATH ?? '' }, timeout: 10_000 });

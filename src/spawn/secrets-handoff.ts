@@ -2,7 +2,9 @@
 // receiver reads and deletes before it does anything else: never through the environment, which /proc/<pid>/environ
 // shows to every process of the same user for the whole life of the process (DESIGN §7a, issue 9 item 4).
 // Must not: write a value anywhere but that file, or accept a name that is not one of svc's secrets.
-import { mkdirSync, openSync, writeSync, closeSync, readFileSync, rmSync, chmodSync } from 'node:fs';
+import {
+  mkdirSync, openSync, writeSync, closeSync, readFileSync, rmSync, chmodSync, readdirSync, statSync,
+} from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { homedir } from 'node:os';
@@ -27,17 +29,29 @@ export function secretsIn(env: NodeJS.ProcessEnv): Secrets {
 export function withoutSecrets(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const out: NodeJS.ProcessEnv = {};
   for (const [name, value] of Object.entries(env)) {
-    if (value === undefined || name === HANDOFF_VAR || (SVC_SECRET_NAMES.has(name) && !name.endsWith('_FILE'))) continue;
+    const secretValue = SVC_SECRET_NAMES.has(name) && !name.endsWith('_FILE');
+    if (value === undefined || name === HANDOFF_VAR || secretValue) continue;
     out[name] = value;
   }
   return out;
 }
 
-/** ~/.svc/handoff (0700): inside ~/.svc, which the agent sandbox never shows. */
+/** A receiver takes its file within a second of starting; one still there after this never will (it crashed). */
+const STALE_MS = 10 * 60_000;
+
+/** ~/.svc/handoff (0700): inside ~/.svc, which the agent sandbox never shows. Stale files are removed on the way. */
 function handoffDir(env: NodeJS.ProcessEnv): string {
   const dir = join(env.HOME || homedir(), '.svc', 'handoff');
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   chmodSync(dir, 0o700);
+  const now = Date.now();
+  for (const name of readdirSync(dir)) {
+    try {
+      if (now - statSync(join(dir, name)).mtimeMs > STALE_MS) rmSync(join(dir, name), { force: true });
+    } catch {
+      // Taken by its receiver meanwhile.
+    }
+  }
   return dir;
 }
 

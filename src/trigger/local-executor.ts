@@ -25,7 +25,7 @@ export interface LocalExecutorOptions {
 
 const OUTPUT_CAP = 64 * 1024;
 
-/** What a job's run uses itself: ingest to the Control Plane, the push, an error-tracker fetch. Never webhook secrets. */
+/** What a job's run uses itself: ingest to the Control Plane, the push, an error-tracker fetch; no webhook secret. */
 const LAUNCHER_SECRETS = ['SVC_CONTROL_TOKEN', 'GITHUB_TOKEN', 'GH_TOKEN', 'ERRTRACK_AUTH_TOKEN'];
 
 function launcherSecrets(env: NodeJS.ProcessEnv): Secrets {

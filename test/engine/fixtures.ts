@@ -1,5 +1,5 @@
 // Real things for engine tests: a git repo with a bare origin, command-provider scripts, and a GitHub REST stand-in.
-import { mkdtempSync, mkdirSync, writeFileSync, chmodSync, rmSync, readFileSync, existsSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, writeFileSync, chmodSync, rmSync, readFileSync, existsSync, readdirSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -20,6 +20,9 @@ function git(cwd: string, args: string[]): string {
   return execFileSync('git', args, { cwd, encoding: 'utf8', env: { ...process.env, ...GIT_ENV } });
 }
 
+/** Under the test HOME: the folder fixture providers may write across runs (declared `writable` in config.json). */
+export const AGENT_STATE = 'agent-state';
+
 /** A repo on branch main with one commit, pushed to a bare origin at <root>/acme/api.git (so owner/name is acme/api). */
 export function makeRepo(opts: { policy?: unknown; providers?: Record<string, string> } = {}): TestRepo {
   const root = mkdtempSync(join(tmpdir(), 'svc-'));
@@ -27,7 +30,7 @@ export function makeRepo(opts: { policy?: unknown; providers?: Record<string, st
   const repo = join(root, 'work');
   const home = join(root, 'home');
   const bin = join(root, 'bin');
-  for (const d of [origin, repo, home, bin]) mkdirSync(d, { recursive: true });
+  for (const d of [origin, repo, home, bin, join(home, AGENT_STATE)]) mkdirSync(d, { recursive: true });
   git(origin, ['init', '-q', '--bare', '-b', 'main']);
   git(repo, ['init', '-q', '-b', 'main']);
   git(repo, ['config', 'user.email', 't@example.com']);
@@ -38,12 +41,13 @@ export function makeRepo(opts: { policy?: unknown; providers?: Record<string, st
   git(repo, ['remote', 'add', 'origin', origin]);
   git(repo, ['push', '-q', 'origin', 'main']);
   mkdirSync(join(repo, '.svc'), { recursive: true });
-  const providers: Record<string, { command: string[] }> = {};
+  const providers: Record<string, { command: string[]; writable: string[] }> = {};
   for (const [name, script] of Object.entries(opts.providers ?? { fake: EDIT_SCRIPT })) {
     const path = join(bin, `${name}.sh`);
     writeFileSync(path, script);
     chmodSync(path, 0o755);
-    providers[name] = { command: [path] };
+    // Inside the sandbox HOME is read-only: the fixtures keep what must outlive one run in a folder they declare.
+    providers[name] = { command: [path], writable: [AGENT_STATE] };
   }
   writeFileSync(join(repo, '.svc', 'config.json'), JSON.stringify({ providers }));
   if (opts.policy !== undefined) writeFileSync(join(repo, '.svc', 'policy.json'), JSON.stringify(opts.policy));
@@ -67,14 +71,30 @@ fi
 echo "Which database should the migration target?" > "$SVC_QUESTION_FILE"
 `;
 
-/** Runs until stopped, with a grandchild, and records both pids so a test can check nothing is left. */
+/**
+ * Runs until stopped, with a grandchild whose command line names the run (pids inside a sandbox are not the host's),
+ * and says it is up in $HOME/agent-state/<run>.up so a test can then check nothing is left.
+ */
 export const SLEEP_SCRIPT = `#!/bin/sh
 cat > /dev/null
-sleep 300 &
-echo $! > "$SVC_TASK_FILE.grandchild"
-echo $$ > "$SVC_TASK_FILE.pid"
+sh -c 'while :; do sleep 1; done' "svc-grandchild-$SVC_RUN_ID" &
+echo up > "$HOME/agent-state/$SVC_RUN_ID.up"
 wait
 `;
+
+/** Pids whose command line contains `text`, read from /proc. */
+export function processesMentioning(text: string): number[] {
+  const pids: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
+    try {
+      if (readFileSync(`/proc/${name}/cmdline`, 'utf8').includes(text) && processAlive(Number(name))) pids.push(Number(name));
+    } catch {
+      // gone already
+    }
+  }
+  return pids;
+}
 
 /** Spends over a small budget. */
 export const SPEND_SCRIPT = `#!/bin/sh

@@ -4,14 +4,14 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { makeRepo, readJson, processAlive, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
+import { makeRepo, readJson, processesMentioning, CLI, GIT_ENV, AGENT_STATE, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
 /** Starts its long "tool" with setsid, in a session and group of its own, as gemini starts its shell commands. */
 const DETACHED_TOOL = `#!/bin/sh
 cat > /dev/null
-setsid sh -c 'echo $$ > "$0"; exec sleep 300' "$SVC_TASK_FILE.tool" &
+setsid sh -c 'echo up > "$0"; while :; do sleep 1; done' "$HOME/agent-state/$SVC_RUN_ID.tool" &
 wait
 `;
 
@@ -46,14 +46,13 @@ describe('provider lifecycle', () => {
     const start = await svc(['start', '--brief', 'long job', '--detach', '--worktree', '--provider', 'detached']);
     assert.equal(start.code, 0, start.stderr);
     const { run } = JSON.parse(start.stdout.trim());
-    const toolFile = join(repo.repo, '.svc', 'runs', run, 'prompt.md.tool');
-    const pidOf = () => (existsSync(toolFile) ? Number(readFileSync(toolFile, 'utf8')) || null : null);
-    const tool = await waitFor(pidOf, 'the tool to start');
-    assert.ok(processAlive(tool));
+    const toolFile = join(repo.home, AGENT_STATE, `${run}.tool`);
+    await waitFor(() => existsSync(toolFile) || null, 'the tool to start');
+    assert.ok(processesMentioning(toolFile).length >= 1, 'the setsid tool runs');
     const stop = await svc(['start', '--stop', run]);
     assert.equal(stop.code, 0, stop.stderr);
     await waitFor(() => (state(run).status === 'stopped' ? true : null), 'the run to stop');
-    await waitFor(() => !processAlive(tool) || null, 'the detached tool to be gone');
+    await waitFor(() => processesMentioning(toolFile).length === 0 || null, 'the detached tool to be gone');
   });
 
   it('re-invokes a provider that exits with the answer unread in $SVC_ANSWER_FILE', async () => {

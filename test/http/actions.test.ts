@@ -1,10 +1,10 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createPublicKey } from 'node:crypto';
-import { readFileSync, symlinkSync } from 'node:fs';
+import { existsSync, readFileSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
-import { makeRepo, startGithubStandIn, processAlive, ASK_SCRIPT, EDIT_SCRIPT, SLEEP_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
+import { makeRepo, startGithubStandIn, processesMentioning, AGENT_STATE, ASK_SCRIPT, EDIT_SCRIPT, SLEEP_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { verifyReceipt, receiptFromMarkdown } from '../../src/engine/receipt.ts';
 import { keyIdOf } from '../../src/keys.ts';
@@ -12,7 +12,7 @@ import { keyIdOf } from '../../src/keys.ts';
 // Fails its first call, then does the work: a run to resume.
 const FLAKY_SCRIPT = `#!/bin/sh
 cat > /dev/null
-if [ ! -f "$SVC_TASK_FILE.once" ]; then touch "$SVC_TASK_FILE.once"; exit 3; fi
+if [ ! -f "$HOME/agent-state/flaky.once" ]; then touch "$HOME/agent-state/flaky.once"; exit 3; fi
 echo fixed >> a.txt
 `;
 
@@ -110,14 +110,13 @@ describe('run actions on the Control Plane', () => {
   it('stops a running run and leaves no process behind', async () => {
     const res = await control.request('POST', '/v1/start', { body: { brief: 'sleep', repo: repo.repo, provider: 'sleepy' } });
     const { source, run } = res.json;
-    const task = join(repo.repo, '.svc', 'runs', run, 'prompt.md');
-    const pid = Number(await waitFor(() => { try { return readFileSync(`${task}.pid`, 'utf8').trim(); } catch { return null; } }, 'provider pid'));
-    const grandchild = Number(await waitFor(() => { try { return readFileSync(`${task}.grandchild`, 'utf8').trim(); } catch { return null; } }, 'grandchild pid'));
+    await waitFor(() => existsSync(join(control.home, AGENT_STATE, `${run}.up`)) || null, 'the provider to start');
+    assert.ok(processesMentioning(`svc-grandchild-${run}`).length >= 1, 'the grandchild runs');
     const stop = await control.request('POST', `/v1/runs/${source}/${run}/stop`, { body: {} });
     assert.equal(stop.status, 202);
     assert.equal(stop.json.status, 'stopping');
     await settled(source, run, 'stopped');
-    await waitFor(() => !processAlive(pid) && !processAlive(grandchild), 'provider processes to exit');
+    await waitFor(() => processesMentioning(`svc-grandchild-${run}`).length === 0 || null, 'provider processes to exit');
     // Each transition starts where the one before it ended, and the run ends stopping→stopped (issue 11), whether the
     // runner's own queued/running events reached the Control Plane before the stop or after it.
     const events = (await control.request('GET', `/v1/runs/${source}/${run}/events?limit=500`)).json.items as Array<{ kind: string; data: { from: unknown; to: unknown } }>;

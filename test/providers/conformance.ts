@@ -1,9 +1,9 @@
 // The checks every provider's end-to-end test makes the same way: what the CLI sent the model (the task fenced as
 // data, none of svc's secrets), a blocked-then-answered run, and a stop during a long tool call that leaves nothing.
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { processAlive } from '../engine/fixtures.ts';
+import { processAlive, processesMentioning } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { longScript, type RecordedRequest, type Script } from './model-script.ts';
 import { BROKEN, FIXED, QUESTION, SVC_SECRETS, askForTheWord, summaryOf, type CliRepo } from './cli-run.ts';
@@ -78,18 +78,16 @@ export async function blockedThenAnswered(repo: CliRepo, server: Scripted, provi
 
 /** The CLI's shell tool runs a long command; `svc start --stop` ends the run, the CLI, the shell and its sleep. */
 export async function stopLeavesNothing(repo: CliRepo, server: Scripted, provider: string): Promise<void> {
-  const pidFile = join(repo.root, `${provider}-long.pids`);
-  server.setScript(longScript(pidFile));
+  // Found by a marker in their command lines: inside svc's sandbox the shell's pids are its own namespace's.
+  const marker = `svc-long-${provider}-${process.pid}-${Date.now()}`;
+  server.setScript(longScript(marker));
   const run = await repo.startDetached('run the long job', provider);
-  const pids = await waitFor(() => {
-    const lines = existsSync(pidFile) ? readFileSync(pidFile, 'utf8').trim().split('\n') : [];
-    return lines.length === 2 ? lines.map(Number) : null;
-  }, 'the long command to start', 300_000);
+  await waitFor(() => processesMentioning(marker).length >= 2 || null, 'the long command to start', 300_000);
   const cli = repo.state(run).child?.pid;
   assert.ok(Number.isInteger(cli), 'the run names its provider process');
   const stop = await repo.svc(['start', '--stop', run]);
   assert.equal(stop.code, 0, stop.stderr);
   assert.equal((await repo.waitStatus(run, ['stopped'])).status, 'stopped');
-  const all = [cli as number, ...pids];
-  await waitFor(() => all.every((p) => !processAlive(p)) || null, 'the CLI, its shell and the sleep to be gone');
+  const gone = () => !processAlive(cli as number) && processesMentioning(marker).length === 0;
+  await waitFor(() => gone() || null, 'the CLI, its shell and the sleep to be gone');
 }

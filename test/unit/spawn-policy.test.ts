@@ -73,8 +73,10 @@ describe('bwrapArgv under a real bwrap', { skip: bwrapWorks || process.env.CI ? 
         `setsid sh -c 'while true; do echo beat >> ${beat}; sleep 0.05; done' &`,
         'sleep 0.3',
       ].join('\n');
-      const argv = bwrapArgv('bwrap', { writable: [worktree], readable: [task], hidden: [svcDir], hiddenFiles: [], cwd: worktree },
-        ['sh', '-c', script]);
+      const plan = {
+        visible: [], writable: [worktree], protect: [], hidden: [svcDir], protocolReadable: [task], protocolWritable: [], cwd: worktree,
+      };
+      const argv = bwrapArgv('bwrap', plan, ['sh', '-c', script]);
       const run = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8' });
       assert.equal(run.status, 0, run.stderr);
       const lines = run.stdout.trim().split('\n');

@@ -60,7 +60,8 @@ export const getKeys: Handler<ControlDeps> = (ctx) => {
   checkQueryKeys(ctx.query, []);
   // The own key is made on first use (0600 under ~/.svc/keys); runner keys are the public PEMs in keys/trusted/.
   // Only public halves are ever serialised.
-  const keys = knownKeys(ctx.deps.settings.svcHome).map((k) => ({ ...publicKeyInfo(k), name: k.name, origin: k.origin }));
+  const known = knownKeys(ctx.deps.settings.svcHome);
+  const keys = known.map((k) => ({ ...publicKeyInfo(k), name: k.name, origin: k.origin }));
   return json(200, { keys });
 };
 

@@ -19,7 +19,8 @@ function entryJson(deps: ControlDeps, e: MergeEntry, signer?: Signer | null) {
   }
   return {
     id: e.id, source: e.source, run: e.run, status: e.status, detail: e.detail, pr_url: row?.pr_url ?? null,
-    verdict: row?.verdict ?? null, signed_by: signer, added_at: new Date(e.added_at).toISOString(), updated_at: new Date(e.updated_at).toISOString(),
+    verdict: row?.verdict ?? null, signed_by: signer,
+    added_at: new Date(e.added_at).toISOString(), updated_at: new Date(e.updated_at).toISOString(),
   };
 }
 

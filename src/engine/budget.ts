@@ -1,0 +1,21 @@
+// The max_usd budget (DESIGN §6, issue 9 item 7): checked on every cost line while the provider runs, and again when
+// it exits (some CLIs report cost only at the end). Reaching it blocks the run with one question; "yes" extends it.
+
+export function budgetReached(spent: number | null, budget: number | null): boolean {
+  return budget !== null && spent !== null && spent >= budget;
+}
+
+export function budgetQuestion(spent: number, budget: number, maxUsd: number | null): string {
+  return `The run has spent $${spent.toFixed(2)}, reaching its budget of $${budget.toFixed(2)} (max_usd). Continue? ` +
+    `Answer "yes" to allow another $${(maxUsd ?? budget).toFixed(2)}, anything else to stop.`;
+}
+
+/** Whether an answer to the budget question allows more spending. */
+export function extendsBudget(answer: string): boolean {
+  return /^\s*(y|yes|continue|ok)\b/i.test(answer);
+}
+
+/** Why a run that was not allowed past its budget ended (its run error; the checks still ran). */
+export function budgetStopMessage(spent: number, budget: number): string {
+  return `Stopped at the max_usd budget: spent $${spent.toFixed(2)} of $${budget.toFixed(2)}`;
+}

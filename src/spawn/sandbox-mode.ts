@@ -1,0 +1,65 @@
+// Whether a run's agents are sandboxed, decided once per process from the project policy, the origin and the host
+// (DESIGN §7a). Default: bwrap. Opting out is explicit: `"sandbox": "none"` in .svc/policy.json (any origin), or
+// SVC_SANDBOX=none for a run a person starts at the CLI. Without a working sandbox, nothing else runs an agent.
+import { probeSandbox, type SandboxProbe } from './probe.ts';
+
+export type SandboxSetting = 'bwrap' | 'none';
+
+export type SandboxMode = { kind: 'bwrap'; bwrap: string } | { kind: 'none'; why: string };
+
+/** The sandbox was asked for and cannot run; the message names the package and the opt-out that applies. */
+export class SandboxUnavailableError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SandboxUnavailableError';
+  }
+}
+
+/** A value of SVC_SANDBOX that is neither "bwrap" nor "none": refused, like an unknown policy key. */
+export class SandboxSettingError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SandboxSettingError';
+  }
+}
+
+let probed: SandboxProbe | null = null;
+
+/** The host probe, run once per process (a trial bwrap costs a few milliseconds). */
+function probeOnce(env: NodeJS.ProcessEnv): SandboxProbe {
+  probed ??= probeSandbox(env);
+  return probed;
+}
+
+export const OPT_OUT_CLI = 'SVC_SANDBOX=none (only for a run started at the CLI)';
+export const OPT_OUT_POLICY = '"sandbox": "none" in the project\'s .svc/policy.json';
+
+/**
+ * The sandbox for a run svc is about to start with `env`. `policy` is the project's choice (null: not set, which means
+ * bwrap). SVC_SANDBOX is read only for a run a person started at the CLI (no SVC_ORIGIN: the trigger server and the
+ * Control Plane always set one, and their allowlisted environments never pass SVC_SANDBOX on), so a server-started run
+ * cannot be opted out by a variable that happens to be set on the host.
+ */
+export function resolveSandbox(policy: SandboxSetting | null, env: NodeJS.ProcessEnv): SandboxMode {
+  if (policy === 'none') return { kind: 'none', why: 'the project policy says "sandbox": "none"' };
+  const fromEnv = env.SVC_SANDBOX ?? '';
+  if (fromEnv !== '' && fromEnv !== 'bwrap' && fromEnv !== 'none') {
+    throw new SandboxSettingError(`SVC_SANDBOX must be "bwrap" or "none", not "${fromEnv.slice(0, 40)}"`);
+  }
+  const cli = !env.SVC_ORIGIN || env.SVC_ORIGIN === 'cli';
+  if (cli && fromEnv === 'none') return { kind: 'none', why: 'SVC_SANDBOX=none' };
+  const probe = probeOnce(env);
+  if (probe.ok && probe.bwrap) return { kind: 'bwrap', bwrap: probe.bwrap };
+  throw new SandboxUnavailableError(
+    `Refusing to start: agents run in a bubblewrap sandbox and it does not work on this host (${probe.reason}). ` +
+      `Install the Debian package "bubblewrap" (apt-get install bubblewrap; \`svc doctor\` checks the host), ` +
+      `or opt out with ${cli ? `${OPT_OUT_CLI} or ` : ''}${OPT_OUT_POLICY}`,
+  );
+}
+
+/** The warning a person sees (stderr) and the run's log records when an agent runs unconfined. */
+export function unsandboxedWarning(mode: SandboxMode): string | null {
+  if (mode.kind !== 'none') return null;
+  return `WARNING: the agent runs WITHOUT a sandbox (${mode.why}): it can read everything this user can, ` +
+    'including svc\'s keys and tokens. svc still ends every process it starts when the provider exits.';
+}

@@ -1,0 +1,147 @@
+// The processes an agent started, found without cgroups or prctl (neither is reachable from Node): a process group is
+// not enough, since `setsid` or a double fork leaves it. Three ways in, used together:
+// - inside a sandbox, every process in its PID namespace (/proc/<pid>/ns/pid names it);
+// - without one, every descendant seen by repeated PPid walks while the agent runs (a process that forks and exits
+//   between two walks can hide its child, so:)
+// - every process whose environment carries the agent's marker (SVC_PROCESS_TREE=<nonce>, inherited unless a process
+//   deliberately clears it). A process that both escapes between walks and scrubs its environment is the documented
+//   limit of running without a sandbox.
+import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+
+export const TREE_MARKER_NAME = 'SVC_PROCESS_TREE';
+
+interface Proc {
+  pid: number;
+  ppid: number;
+  start: string;
+}
+
+/** A pause that blocks (killAll runs in exit paths, where nothing async may be awaited). */
+function pauseMs(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+function readProc(pid: number): Proc | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // A zombie has already died; only its parent's wait() removes it.
+    if (fields[0] === 'Z' || fields[0] === 'X') return null;
+    return { pid, ppid: Number(fields[1]), start: fields[19] ?? '' };
+  } catch {
+    return null;
+  }
+}
+
+function allPids(): number[] {
+  try {
+    return readdirSync('/proc').filter((n) => /^\d+$/.test(n)).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+function pidNamespace(pid: number): string | null {
+  try {
+    return readlinkSync(`/proc/${pid}/ns/pid`);
+  } catch {
+    return null;
+  }
+}
+
+/** Host pids of every process in the PID namespace that `outerPid` (the bwrap svc started) created. */
+export function sandboxMembers(outerPid: number): number[] {
+  const own = pidNamespace(outerPid);
+  const procs = allPids().map(readProc).filter((p): p is Proc => p !== null);
+  const inner = procs.filter((p) => p.ppid === outerPid).map((p) => pidNamespace(p.pid)).find((ns) => ns && ns !== own);
+  if (!inner) return [];
+  return procs.filter((p) => pidNamespace(p.pid) === inner).map((p) => p.pid);
+}
+
+function carriesMarker(pid: number, marker: string): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').includes(marker);
+  } catch {
+    return false;
+  }
+}
+
+function signal(proc: Proc, sig: NodeJS.Signals): void {
+  // The start time guards against a pid reused since it was recorded.
+  if (readProc(proc.pid)?.start !== proc.start) return;
+  try {
+    process.kill(proc.pid, sig);
+  } catch {
+    // gone, or not ours
+  }
+}
+
+export interface TreeGuard {
+  /** `NAME=value` to put in the agent's environment. */
+  readonly marker: string;
+  /** Starts watching `rootPid` (the agent's first process). */
+  watch(rootPid: number): void;
+  /** Records the descendants alive now; call often while the agent runs. */
+  sample(): void;
+  /** Every known or marked process, alive now (for a pause). */
+  members(): number[];
+  /** Kills everything the agent started, until a scan finds nothing left. */
+  killAll(): void;
+}
+
+export function createTreeGuard(): TreeGuard {
+  const marker = `${TREE_MARKER_NAME}=${randomBytes(12).toString('hex')}`;
+  const known = new Map<number, Proc>();
+  let root: Proc | null = null;
+
+  function scan(): Proc[] {
+    const procs = allPids().filter((pid) => pid !== process.pid).map(readProc).filter((p): p is Proc => p !== null);
+    const children = new Map<number, Proc[]>();
+    for (const p of procs) children.set(p.ppid, [...(children.get(p.ppid) ?? []), p]);
+    const live = new Map(procs.map((p) => [p.pid, p]));
+    const found = new Map<number, Proc>();
+    const queue = [...known.values(), ...(root ? [root] : [])].filter((p) => live.get(p.pid)?.start === p.start);
+    for (let p = queue.shift(); p !== undefined; p = queue.shift()) {
+      if (found.has(p.pid)) continue;
+      found.set(p.pid, p);
+      queue.push(...(children.get(p.pid) ?? []));
+    }
+    for (const p of procs) if (!found.has(p.pid) && carriesMarker(p.pid, marker)) found.set(p.pid, p);
+    return [...found.values()];
+  }
+
+  return {
+    marker,
+    watch(rootPid) {
+      root = readProc(rootPid);
+    },
+    sample() {
+      if (!root) return;
+      const procs = allPids().map(readProc).filter((p): p is Proc => p !== null);
+      const children = new Map<number, Proc[]>();
+      for (const p of procs) children.set(p.ppid, [...(children.get(p.ppid) ?? []), p]);
+      const queue = [root, ...known.values()];
+      for (let p = queue.shift(); p !== undefined; p = queue.shift()) {
+        for (const c of children.get(p.pid) ?? []) {
+          if (known.get(c.pid)?.start === c.start) continue;
+          known.set(c.pid, c);
+          queue.push(c);
+        }
+      }
+    },
+    members() {
+      return scan().map((p) => p.pid);
+    },
+    killAll() {
+      // Each round kills what it finds; a process forking during the round is found by the next one.
+      for (let round = 0; round < 50; round++) {
+        const left = scan();
+        if (left.length === 0) return;
+        for (const p of left) signal(p, 'SIGKILL');
+        for (const p of left) known.set(p.pid, p);
+        pauseMs(10);
+      }
+    },
+  };
+}
