@@ -3,7 +3,7 @@
 // SVC_FUZZ_SEED=<seed> replays a failure; SVC_FUZZ_REQUESTS=<n> changes how many requests are sent.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, seedRuns, type TestControl } from '../helpers/control-server.ts';
@@ -57,6 +57,27 @@ function importProject(dir: string): string {
   const deep = `{"seq":2,"kind":"log","data":${'['.repeat(10_000)}${']'.repeat(10_000)}}`;
   writeFileSync(join(run, 'events.jsonl'), `{"seq":1,"kind":"log","data":{"text":"a"}}\n${deep}\n`);
   return project;
+}
+
+/** Pids of this process's live children (the runs the in-process Control Plane launched). */
+function liveChildren(): string[] {
+  const pids: string[] = [];
+  for (const task of readdirSync('/proc/self/task')) {
+    try {
+      pids.push(...readFileSync(`/proc/self/task/${task}/children`, 'utf8').split(' ').filter(Boolean));
+    } catch {
+      // The thread ended while we looked.
+    }
+  }
+  return pids;
+}
+
+/** Until every launched child has exited and its exit has been recorded (bounded: a stuck child fails the check). */
+async function settle(): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (liveChildren().length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+  // The exit handlers run on the event loop after the child is reaped: let them write first.
+  await new Promise((r) => setTimeout(r, 50));
 }
 
 function countFiles(dir: string): number {
@@ -119,7 +140,7 @@ describe('fuzzing every Control Plane route (issue 11 item 2)', () => {
   }
 
   it(`sends ${REQUESTS} generated requests: no 5xx, every error the envelope, nothing stored when refused`, async (tc) => {
-    const report = await runFuzz({ baseUrl: control.url, seed, total: REQUESTS, concurrency: 16, generate, fingerprint });
+    const report = await runFuzz({ baseUrl: control.url, seed, total: REQUESTS, concurrency: 16, generate, fingerprint, settle });
     tc.diagnostic(`seed ${seed}: ${report.sent} requests, statuses ${JSON.stringify(report.statuses)}`);
     if (process.env.SVC_FUZZ_VERBOSE) tc.diagnostic(JSON.stringify(report.byRoute, null, 1));
     assert.deepEqual(report.problems, [], `fuzz seed ${seed} (replay: SVC_FUZZ_SEED=${seed}); statuses ${JSON.stringify(report.statuses)}`);

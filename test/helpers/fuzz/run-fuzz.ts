@@ -14,6 +14,11 @@ export interface FuzzRun {
   generate: (rng: Rng) => FuzzRequest;
   /** A cheap summary of everything a request could store; equal before and after a round of refusals. */
   fingerprint: () => string;
+  /**
+   * Waits for what an accepted request set going in the background (a launched `svc start` that fails a moment later
+   * and records it) to finish, so its late writes are not blamed on a later round of refusals.
+   */
+  settle?: () => Promise<void>;
 }
 
 export interface FuzzReport {
@@ -51,6 +56,7 @@ export async function runFuzz(o: FuzzRun): Promise<FuzzReport> {
         if (problem) fail(r, `${problem}${a.text ? `; body ${a.text.slice(0, 300)}` : ''}`);
       });
       report.sent += round.length;
+      if (anyAccepted && o.settle) await o.settle();
       const after = o.fingerprint();
       if (!anyAccepted && after !== before) {
         const mutating = round.filter((r) => r.mutating);
