@@ -1,10 +1,10 @@
 // Keeps a run's event history telling each fact once, as the Control Plane saw it (issue 11 item 5):
-// - a `run.status` event's `from` is the status recorded before it. A runner that never saw the Control Plane's
-//   `stopping` ships `running→stopped`; stored after `running→stopping`, it reads `stopping→stopped`. A transition
-//   already recorded (the Control Plane wrote `stopping→stopped` for a worker that died) is not stored twice.
-//   While the Control Plane holds a run as `stopping`, the runner's transitions to a live status (queued, running,
-//   blocked) happened before the stop reached it and arrive late: the runs table already ignores them (an older
-//   `updated_at` never overwrites a newer one), and the history does too, so it reads `…→stopping`, `stopping→stopped`.
+// - a `run.status` event's `from` is the status recorded before it. A runner that never saw the Control
+//   Plane's `stopping` ships `running→stopped`; stored after `running→stopping`, it reads `stopping→stopped`.
+//   A transition already recorded (the Control Plane wrote `stopping→stopped` for a worker that died) is not
+//   stored twice. While the Control Plane holds a run as `stopping`, the runner's transitions to a live status
+//   (queued, running, blocked) happened before the stop reached it and arrive late: the runs table already
+//   ignores them (an older `updated_at` never overwrites a newer one), and the history does too.
 // - an `answer` the Control Plane recorded when it took the answer is not stored again when the runner ships its
 //   own event for using it: the first answer event after a question is the one that counts.
 // Runs inside the ingest transaction, before each insert; reads the run's newest events through the store.
@@ -69,21 +69,25 @@ export function createEventTruth(events: EventsStore): EventTruth {
       if (ev.kind === 'answer') {
         const last = lastExchange(ev);
         const data = dataOf(ev.data);
-        const echo = last?.kind === 'answer' && last.data.via === 'control' && data.via === undefined && last.data.answer === data.answer;
-        if (echo) return { keep: false };
+        const fromControl = last?.kind === 'answer' && last.data.via === 'control';
+        if (fromControl && data.via === undefined && last.data.answer === data.answer) return { keep: false };
       }
       return { keep: true, event: ev };
     },
     stored(ev, inserted) {
+      // Most events (logs) change nothing here: no key is built for them on the ingest hot path.
+      const tracked = ev.kind === 'run.status' || ev.kind === 'question' || ev.kind === 'answer';
+      if (inserted && !tracked) return;
       const key = `${ev.source}\n${ev.run}`;
       // A duplicate seq changed nothing: forget what this batch assumed and read the store again next time.
       if (!inserted) {
         status.delete(key);
         exchange.delete(key);
-        return;
+      } else if (ev.kind === 'run.status') {
+        status.set(key, str(dataOf(ev.data).to));
+      } else {
+        exchange.set(key, { kind: ev.kind, data: dataOf(ev.data) });
       }
-      if (ev.kind === 'run.status') status.set(key, str(dataOf(ev.data).to));
-      if (ev.kind === 'question' || ev.kind === 'answer') exchange.set(key, { kind: ev.kind, data: dataOf(ev.data) });
     },
   };
 }

@@ -111,7 +111,9 @@ export function validateEvent(v: unknown, where: string, source: string, now: nu
   if (!Number.isSafeInteger(seq) || (seq as number) < 0) bad(`${where}.seq`, 'must be a non-negative integer');
   if (typeof v.kind !== 'string' || !KIND.test(v.kind)) bad(`${where}.kind`, `must match ${KIND.source}`);
   // Checked without recursion before JSON.stringify recurses: import reads events.jsonl lines no body limit saw.
-  if (nestsDeeperThan(v.data, MAX_JSON_DEPTH)) bad(`${where}.data`, `nests deeper than ${MAX_JSON_DEPTH} arrays/objects`);
+  if (nestsDeeperThan(v.data, MAX_JSON_DEPTH)) {
+    bad(`${where}.data`, `nests deeper than ${MAX_JSON_DEPTH} arrays/objects`);
+  }
   const data = v.data === undefined ? '{}' : JSON.stringify(v.data);
   return {
     source,

@@ -85,7 +85,9 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     const method = req.method ?? 'GET';
     // Node's own answer to a Host-less HTTP/1.1 request is a bare 400; both servers turn it off (requireHostHeader:
     // false) so the refusal is the envelope here instead (RFC 9112 §3.2).
-    if (req.headers.host === undefined && req.httpVersion === '1.1') throw new HttpError('bad_request', 'HTTP/1.1 requests need a Host header');
+    if (req.headers.host === undefined && req.httpVersion === '1.1') {
+      throw new HttpError('bad_request', 'HTTP/1.1 requests need a Host header');
+    }
     const loopback = opts.boundToLoopback();
     checkHost(req, loopback);
     const target = parseTarget(req.url ?? '/');

@@ -1,7 +1,7 @@
 // The checks every provider's end-to-end test makes the same way: what the CLI sent the model (the task fenced as
 // data, none of svc's secrets), a blocked-then-answered run, and a stop during a long tool call that leaves nothing.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { processAlive, processesMentioning } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -76,13 +76,22 @@ export async function blockedThenAnswered(repo: CliRepo, server: Scripted, provi
   assert.equal(logs.filter((t) => started.test(t)).length, 2, 'the answer re-invoked the CLI once');
 }
 
-/** The CLI's shell tool runs a long command; `svc start --stop` ends the run, the CLI, the shell and its sleep. */
+/**
+ * The CLI's shell tool runs a long command, inside svc's sandbox; `svc start --stop` ends the run, the CLI, the shell
+ * and its sleep.
+ */
 export async function stopLeavesNothing(repo: CliRepo, server: Scripted, provider: string): Promise<void> {
   // Found by a marker in their command lines: inside svc's sandbox the shell's pids are its own namespace's.
   const marker = `svc-long-${provider}-${process.pid}-${Date.now()}`;
   server.setScript(longScript(marker));
   const run = await repo.startDetached('run the long job', provider);
-  await waitFor(() => processesMentioning(marker).length >= 2 || null, 'the long command to start', 300_000);
+  const tools = await waitFor(() => {
+    const found = processesMentioning(marker);
+    return found.length >= 2 ? found : null;
+  }, 'the long command to start', 300_000);
+  // The CLI's commands run inside svc's sandbox: a PID namespace of their own, not the one svc and this test share.
+  const ours = readlinkSync('/proc/self/ns/pid');
+  for (const pid of tools) assert.notEqual(readlinkSync(`/proc/${pid}/ns/pid`), ours, `pid ${pid} is not sandboxed`);
   const cli = repo.state(run).child?.pid;
   assert.ok(Number.isInteger(cli), 'the run names its provider process');
   const stop = await repo.svc(['start', '--stop', run]);

@@ -33,7 +33,8 @@ export async function receiveTrackera(ctx: TCtx): Promise<Reply> {
             snapshot.keep(jobId);
           } catch (err) {
             // The job is committed: its run falls back to the newest snapshot or the tracker API (docs/trigger.md).
-            ctx.deps.log.warn('trackera snapshot not kept', { job_id: jobId, error: err instanceof Error ? err.message : 'unknown' });
+            const error = err instanceof Error ? err.message : 'unknown';
+            ctx.deps.log.warn('trackera snapshot not kept', { job_id: jobId, error });
           }
           return json(202, { job_id: jobId, status: 'queued' });
         },
