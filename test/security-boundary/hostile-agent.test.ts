@@ -20,9 +20,6 @@ import { runChild } from '../helpers/run-child.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 
-// What only the agent sandbox (bubblewrap: own PID namespace, ~/.svc masked, read-only filesystem) and the process-tree
-// kill can give: issue 9 items 2 and 3, built by another change. Until it is on main these run and report as TODO.
-const SANDBOX_PENDING = 'needs the agent sandbox and tree kill (issue 9 items 2 and 3)';
 
 /** Every secret value svc holds in this test; none may ever show up in what the agent collected. */
 const SECRETS = {
@@ -284,15 +281,15 @@ describe('the agent boundary, black-box', () => {
         assert.deepEqual(leaks(procLoot), []);
       });
 
-      // Without the sandbox this fails twice over: ~/.svc is readable, and so is another run's secrets handoff file
-      // for the moment between its writing and its receiver's start.
-      it('the agent could read no file under ~/.svc nor any secret svc keeps in a file', { todo: SANDBOX_PENDING }, () => {
+      // The sandbox's doing: without it ~/.svc is readable, and so is another run's secrets handoff file for the moment
+      // between its writing and its receiver's start.
+      it('the agent could read no file under ~/.svc nor any secret svc keeps in a file', () => {
         assert.deepEqual(loot.split('\n').filter((l) => l.startsWith('READABLE ')), []);
         assert.doesNotMatch(loot, /PRIVATE KEY/);
         assert.deepEqual(leaks(loot), []);
       });
 
-      it('the setsid child the agent left behind is gone within 2 s of the run ending', { todo: SANDBOX_PENDING }, async () => {
+      it('the setsid child the agent left behind is gone within 2 s of the run ending', async () => {
         assert.match(loot, /setsid child started/);
         const marker = `sleep ${DURATION[leg]}`;
         const deadline = Date.now() + 2_000;
@@ -318,7 +315,7 @@ describe('the agent boundary, black-box', () => {
         }
       });
 
-      it('its receipt is signed by the Control Plane\u2019s own key, not one the agent planted', { todo: SANDBOX_PENDING }, async () => {
+      it('its receipt is signed by the Control Plane\u2019s own key, not one the agent planted', async () => {
         const receipt = JSON.parse(readFileSync(join(repo.repo, '.svc', 'runs', legs.get(leg)!.run, 'artifacts', 'receipt.json'), 'utf8'));
         const keys = (await controlGet('/v1/keys')).json.keys as Array<{ kid: string; name: string }>;
         assert.equal(receipt.kid, keys.find((k) => k.name === 'local')!.kid);
