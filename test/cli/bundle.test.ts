@@ -18,6 +18,24 @@ const home = join(dir, 'home');
 const PINNED_PATH = `${dirname(process.execPath)}:/usr/bin:/bin`;
 const children: ChildProcess[] = [];
 
+/** Starts `svc control serve --port 0` from a bundle's launcher with only `path` on PATH; resolves its URL line. */
+async function serveBundle(svc: string, path: string): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(svc, ['control', 'serve', '--port', '0'], { cwd: dir, env: { PATH: path, HOME: home } });
+  children.push(child);
+  let stdout = '';
+  let stderr = '';
+  child.stderr?.on('data', (c: Buffer) => (stderr += c));
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stdout?.on('data', (c: Buffer) => {
+      stdout += c;
+      const line = stdout.split('\n')[0];
+      if (stdout.includes('\n') && line) resolve(line);
+    });
+    child.once('exit', (code) => reject(new Error(`serve exited ${code} with PATH=${path}: ${stderr}`)));
+  });
+  return { child, url };
+}
+
 before(() => {
   mkdirSync(elsewhere, { recursive: true });
   mkdirSync(home, { recursive: true });
@@ -88,19 +106,7 @@ describe('the copied folder', () => {
   });
 
   it('serves the Control Plane from bin/svc control serve --port 0 with /health OK', async () => {
-    const child = spawn(join(elsewhere, name, 'bin', 'svc'), ['control', 'serve', '--port', '0'], { cwd: dir, env: { PATH: PINNED_PATH, HOME: home } });
-    children.push(child);
-    let stdout = '';
-    let stderr = '';
-    child.stderr.on('data', (c: Buffer) => (stderr += c));
-    const url = await new Promise<string>((resolve, reject) => {
-      child.stdout.on('data', (c: Buffer) => {
-        stdout += c;
-        const line = stdout.split('\n')[0];
-        if (stdout.includes('\n') && line) resolve(line);
-      });
-      child.once('exit', (code) => reject(new Error(`serve exited ${code}: ${stderr}`)));
-    });
+    const { child, url } = await serveBundle(join(elsewhere, name, 'bin', 'svc'), PINNED_PATH);
     assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/);
     const res = await fetch(`${url}/health`);
     assert.equal(res.status, 200);
@@ -124,19 +130,7 @@ describe('the copied folder', () => {
     mkdirSync(bare, { recursive: true });
     symlinkSync(spawnSync('sh', ['-c', 'command -v dirname'], { encoding: 'utf8' }).stdout.trim(), join(bare, 'dirname'));
     for (const path of ['/usr/bin:/bin', bare]) {
-      const child = spawn(join(folder, 'bin', 'svc'), ['control', 'serve', '--port', '0'], { cwd: dir, env: { PATH: path, HOME: home } });
-      children.push(child);
-      let stdout = '';
-      let stderr = '';
-      child.stderr.on('data', (c: Buffer) => (stderr += c));
-      const url = await new Promise<string>((resolve, reject) => {
-        child.stdout.on('data', (c: Buffer) => {
-          stdout += c;
-          const line = stdout.split('\n')[0];
-          if (stdout.includes('\n') && line) resolve(line);
-        });
-        child.once('exit', (code) => reject(new Error(`serve exited ${code} with PATH=${path}: ${stderr}`)));
-      });
+      const { child, url } = await serveBundle(join(folder, 'bin', 'svc'), path);
       assert.equal((await fetch(`${url}/ready`)).status, 200);
       // The launcher execs node in place: the serving process is the bundled runtime, not whatever PATH holds.
       assert.equal(realpathSync(`/proc/${child.pid}/exe`), bundled, `PATH=${path}`);

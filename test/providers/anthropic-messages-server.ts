@@ -2,22 +2,13 @@
 // claude CLI speaks it with ANTHROPIC_BASE_URL set. Each turn follows the script with claude's own tools (Read, Edit,
 // Bash) as `tool_use` blocks; the usage of every turn goes out in message_start (input) and message_delta (output).
 import { isAbsolute, join } from 'node:path';
-import { usageOfTurn, type Script, type Step } from './model-script.ts';
+import { messagesOf, usageOfTurn, type Script, type Step } from './model-script.ts';
 import { createUsageCounter, sseEvent, startScriptedHttp, type ScriptedServer } from './scripted-http.ts';
 
 interface Block {
   type?: string;
   text?: unknown;
   content?: unknown;
-}
-interface Message {
-  role?: string;
-  content?: unknown;
-}
-
-function messagesOf(body: unknown): Message[] {
-  const m = (body as { messages?: unknown })?.messages;
-  return Array.isArray(m) ? (m as Message[]) : [];
 }
 
 function blocksOf(content: unknown): Block[] {

@@ -2,7 +2,7 @@
 // opencode's custom providers speak it. Requests that declare tools are the agent's turns and follow the script with
 // the CLI's own tools (read, edit, bash); requests without tools (e.g. a session title) get a short plain answer.
 import { isAbsolute, join } from 'node:path';
-import { usageOfTurn, type Script, type Step, type UsageTotals } from './model-script.ts';
+import { messagesOf, usageOfTurn, type Script, type Step, type UsageTotals } from './model-script.ts';
 import { createUsageCounter, startScriptedHttp, type ScriptedServer } from './scripted-http.ts';
 
 export interface ChatServer extends ScriptedServer {
@@ -10,15 +10,6 @@ export interface ChatServer extends ScriptedServer {
   agentUsage: UsageTotals;
 }
 
-interface Message {
-  role?: string;
-  content?: unknown;
-}
-
-function messagesOf(body: unknown): Message[] {
-  const m = (body as { messages?: unknown })?.messages;
-  return Array.isArray(m) ? (m as Message[]) : [];
-}
 
 function textOf(content: unknown): string {
   if (typeof content === 'string') return content;

@@ -76,3 +76,14 @@ export function longScript(marker: string): Script {
   const command = `sh -c 'sleep 300; true' ${marker} & sh -c 'sleep 300; true' ${marker} & wait`;
   return () => [{ tool: 'shell', command }, { text: 'never' }];
 }
+
+/** A chat request's `messages` (Anthropic Messages and OpenAI chat completions share the shape), read defensively. */
+export interface Message {
+  role?: string;
+  content?: unknown;
+}
+
+export function messagesOf(body: unknown): Message[] {
+  const m = (body as { messages?: unknown })?.messages;
+  return Array.isArray(m) ? (m as Message[]) : [];
+}
