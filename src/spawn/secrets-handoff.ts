@@ -16,7 +16,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { homedir } from 'node:os';
 import type { Writable } from 'node:stream';
-import type { ChildProcess } from 'node:child_process';
+import type { ChildProcess } from './start.ts';
 import { SVC_SECRET_NAMES } from './env.ts';
 import { obj } from '../untrusted.ts';
 
