@@ -14,6 +14,7 @@ import { isoNow, TERMINAL } from './run-state.ts';
 import { worktreeDir } from './paths.ts';
 import { runSandboxMode } from './sandbox.ts';
 import type { SandboxMode } from '../spawn/sandbox-mode.ts';
+import { pushTargetFor } from './launch.ts';
 
 export type WorkerMode = 'start' | 'resume' | 'verify';
 
@@ -42,8 +43,15 @@ async function finish(
   ctx.setStatus(error ? 'failed' : 'succeeded', { error, ended_at: ended, exit_code: exitCode, question: null });
 }
 
+/** A run made by an older svc has no pinned push target: it is pinned here, still before this worker's agent runs. */
+function pinPushTarget(ctx: RunContext): void {
+  if (ctx.state.push_target !== undefined) return;
+  ctx.update({ push_target: pushTargetFor(ctx.state.repo_path, ctx.state.pr) });
+}
+
 async function startOrResume(ctx: RunContext, mode: WorkerMode): Promise<void> {
   const policy = loadPolicy(ctx.state.repo_path);
+  pinPushTarget(ctx);
   const provider = resolveProvider(ctx.state.provider || null, loadEngineConfig(ctx.state.repo_path), ctx.env);
   const sandbox = runSandboxMode(ctx, policy);
   prepareWorkdir(ctx);
