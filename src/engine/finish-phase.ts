@@ -13,6 +13,7 @@ import { loadOrCreateSigningKey } from '../keys.ts';
 import { svcHomeOf } from './paths.ts';
 import { canonicalJson } from '../canonical-json.ts';
 import { openPullRequest } from './pr.ts';
+import type { Origin } from './git-push.ts';
 import { isoNow } from './run-state.ts';
 import { fence } from './text.ts';
 import { agentSandbox } from './sandbox.ts';
@@ -114,8 +115,13 @@ export function prBody(ctx: RunContext, receipt: Receipt): string {
   ].join('\n');
 }
 
-/** Opens the PR only when asked (--pr), the diff is non-empty and the policy accepts the verdict; otherwise records why not. */
-export async function maybeOpenPr(ctx: RunContext, policy: Policy, receipt: Receipt): Promise<string | null> {
+/**
+ * Opens the PR only when asked (--pr), the diff is non-empty and the policy accepts the verdict; otherwise records why
+ * not. `from` pushes from another repository to a known origin (a pod's signer: its hash-checked copy, the sealed URL).
+ */
+export async function maybeOpenPr(
+  ctx: RunContext, policy: Policy, receipt: Receipt, from?: { workdir: string; origin: Origin },
+): Promise<string | null> {
   const { state } = ctx;
   if (!state.pr) return null;
   let reason: string | null = null;
@@ -129,7 +135,8 @@ export async function maybeOpenPr(ctx: RunContext, policy: Policy, receipt: Rece
   }
   try {
     const pr = await openPullRequest({
-      workdir: state.workdir,
+      workdir: from?.workdir ?? state.workdir,
+      ...(from ? { origin: from.origin } : {}),
       branch: state.branch!,
       base: policy.pr.base ?? state.base_branch ?? 'main',
       title: `svc: ${state.brief.slice(0, 100)}`,

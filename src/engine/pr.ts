@@ -4,7 +4,7 @@
 import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
-import { resolveOrigin, cleanPush } from './git-push.ts';
+import { resolveOrigin, cleanPush, type Origin } from './git-push.ts';
 import { which } from './which.ts';
 import { runSync, type ChildSpec } from '../spawn/start.ts';
 
@@ -16,6 +16,8 @@ export interface PrRequest {
   body: string;
   draft: boolean;
   env: NodeJS.ProcessEnv;
+  /** Where to push when svc already knows it (a pod's signer: the sealed origin), instead of workdir's config file. */
+  origin?: Origin;
 }
 
 export interface PrResult {
@@ -110,8 +112,8 @@ export function githubHost(env: NodeJS.ProcessEnv): string {
  * proxies (src/engine/git-push.ts); the token goes along only to an https URL on the token's own GitHub host.
  * Returns the URL pushed to, which also names the repository the pull request is opened on.
  */
-export function pushBranch(workdir: string, branch: string, token: string | null, env: NodeJS.ProcessEnv): string {
-  const origin = resolveOrigin(workdir);
+export function pushBranch(workdir: string, branch: string, token: string | null, env: NodeJS.ProcessEnv, known?: Origin): string {
+  const origin = known ?? resolveOrigin(workdir);
   let target: URL | null = null;
   try {
     target = new URL(origin.url);
@@ -137,7 +139,7 @@ export function pushBranch(workdir: string, branch: string, token: string | null
 
 export async function openPullRequest(req: PrRequest): Promise<PrResult> {
   const token = githubToken(req.env);
-  const pushedTo = pushBranch(req.workdir, req.branch, token, req.env);
+  const pushedTo = pushBranch(req.workdir, req.branch, token, req.env, req.origin);
   if (token) return createViaRest(req, token, repoSlug(pushedTo));
   const gh = which('gh', req.env.PATH);
   if (gh) return createViaGh(req, gh);
