@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { openRunContext, type RunContext } from '../engine/run-context.ts';
 import { runDir, svcHomeOf } from '../engine/paths.ts';
-import { isoNow, readState, TERMINAL, type RunState } from '../engine/run-state.ts';
+import { isoNow, readState, type RunState } from '../engine/run-state.ts';
 import { decideVerdict } from '../engine/verdict.ts';
 import { issueReceipt, RECEIPT_TYPE, type Receipt, type ReceiptBody } from '../engine/receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
@@ -148,12 +148,15 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   }
   const ctx = openRunContext(dir, opts.env, { ship: true, say: opts.say });
   try {
-    ctx.update({ repo_path: work, pid: null, pgid: null, proc_start: null, child: null });
+    // What only the signer may say about the run is cleared first: the copied state.json is the agent's to write.
+    const stopped = ctx.state.status === 'stopped';
+    ctx.update({ repo_path: work, pid: null, pgid: null, proc_start: null, child: null, verdict: null, pr_url: null });
     let evidence: RunEvidence | null = null;
     try {
       evidence = readEvidence(readFileSync(join(dir, 'artifacts', EVIDENCE_ARTIFACT), 'utf8'), opts.run);
     } catch (err) {
-      if (!TERMINAL.has(ctx.state.status)) refuse(ctx, `the run container left no usable evidence (${(err as Error).message})`);
+      // A run stopped before its checks leaves none; anything else without evidence ends failed, whatever it claims.
+      if (!stopped) refuse(ctx, `the run container left no usable evidence (${(err as Error).message})`);
     }
     if (evidence) {
       try {
