@@ -13,7 +13,6 @@ import { loadOrCreateSigningKey } from '../keys.ts';
 import { svcHomeOf } from './paths.ts';
 import { canonicalJson } from '../canonical-json.ts';
 import { openPullRequest } from './pr.ts';
-import type { Origin } from './git-push.ts';
 import { isoNow } from './run-state.ts';
 import { fence } from './text.ts';
 import { agentSandbox } from './sandbox.ts';
@@ -115,33 +114,31 @@ export function prBody(ctx: RunContext, receipt: Receipt): string {
   ].join('\n');
 }
 
-/**
- * Opens the PR only when asked (--pr), the diff is non-empty and the policy accepts the verdict; otherwise records why
- * not. `from` pushes from another repository to a known origin (a pod's signer: its hash-checked copy, the sealed URL).
- */
-export async function maybeOpenPr(
-  ctx: RunContext, policy: Policy, receipt: Receipt, from?: { workdir: string; origin: Origin },
-): Promise<string | null> {
+/** Opens the PR only when asked (--pr), the diff is non-empty and the policy accepts the verdict; otherwise records why not. */
+export async function maybeOpenPr(ctx: RunContext, policy: Policy, receipt: Receipt): Promise<string | null> {
   const { state } = ctx;
   if (!state.pr) return null;
+  const target = state.push_target;
   let reason: string | null = null;
   if (receipt.diff.files === 0) reason = 'the diff is empty';
   else if (policy.pr.open === 'never') reason = 'the policy says pr.open = "never"';
   else if (!verdictAccepted(policy, receipt.verdict)) reason = `verdict ${receipt.verdict} does not meet the policy's pr.open = "${policy.pr.open}"`;
-  if (reason) {
+  // pr.open was "never" when the run was made, so no target was pinned; a policy changed since cannot add one.
+  else if (!target) reason = 'no push target was pinned when the run was made (pr.open was "never" then)';
+  if (reason !== null || !target) {
     ctx.event('pr', { opened: false, reason });
     ctx.say(`no pull request: ${reason}`);
     return null;
   }
   try {
     const pr = await openPullRequest({
-      workdir: from?.workdir ?? state.workdir,
-      ...(from ? { origin: from.origin } : {}),
+      workdir: state.workdir,
       branch: state.branch!,
       base: policy.pr.base ?? state.base_branch ?? 'main',
       title: `svc: ${state.brief.slice(0, 100)}`,
       body: prBody(ctx, receipt),
       draft: policy.pr.draft,
+      target,
       env: ctx.env,
     });
     ctx.update({ pr_url: pr.url });

@@ -19,6 +19,7 @@ import { identityOf } from './proc-group.ts';
 import { assertPlainDir, openAppendNoFollow, writeNoFollow } from './safe-fs.ts';
 import type { WorkerMode } from './runner.ts';
 import { resolveSandbox, unsandboxedWarning, SandboxSettingError, SandboxUnavailableError } from '../spawn/sandbox-mode.ts';
+import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts';
 
 /**
  * Refuses (CliError) a run whose agents cannot be sandboxed as its policy and origin require (DESIGN §7a), before
@@ -32,6 +33,15 @@ export function sandboxPreflight(repo: string, env: NodeJS.ProcessEnv): string |
     if (err instanceof PolicyError) throw new CliError(`Refusing to start: ${err.message}`);
     throw err;
   }
+}
+
+/**
+ * Where a --pr run will push, read now, before any agent can touch the repository's config; null when the run opens
+ * no pull request. Throws PushRefusedError when the config names no single origin or holds redirecting rules.
+ */
+export function pushTargetFor(repo: string, pr: boolean): PushTarget | null {
+  if (!pr || loadPolicy(repo).pr.open === 'never') return null;
+  return pinPushTarget(repo);
 }
 
 export interface StartOptions {
@@ -84,6 +94,13 @@ function createRun(n: NewRun): { dir: string; state: RunState } {
   const dir = runDir(n.repo, n.run);
   if (existsSync(dir)) throw new CliError(`Run ${n.run} already exists in ${n.repo}`, 2);
   sandboxPreflight(n.repo, n.env);
+  let pushTarget: PushTarget | null;
+  try {
+    pushTarget = pushTargetFor(n.repo, n.pr);
+  } catch (err) {
+    if (err instanceof PushRefusedError) throw new CliError(`Refusing to start a --pr run: ${err.message}`);
+    throw err;
+  }
   excludeEngineFolders(n.repo);
   let base: string;
   try {
@@ -104,6 +121,7 @@ function createRun(n: NewRun): { dir: string; state: RunState } {
     tokens_out: null, exit_code: null, error: null, repo_path: n.repo, input: n.input, workdir: n.repo, worktree: isolated,
     pr: n.pr, base_sha: base, head_sha: null, spec_sha256: createHash('sha256').update(n.spec).digest('hex'), pid: null,
     pgid: null, proc_start: null, budget_usd: null, child: null, answers: [], base_branch: currentBranch(n.repo),
+    push_target: pushTarget,
   };
   writeState(dir, state);
   openEventLog(dir).append('run.status', { from: null, to: 'queued' });

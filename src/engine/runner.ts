@@ -16,6 +16,7 @@ import { runSandboxMode } from './sandbox.ts';
 import type { SandboxMode } from '../spawn/sandbox-mode.ts';
 import { signsLater, evidenceOf, EVIDENCE_ARTIFACT, type RunEvidence } from '../pod/evidence.ts';
 import type { CheckResult } from './checks.ts';
+import { pushTargetFor } from './launch.ts';
 
 export type WorkerMode = 'start' | 'resume' | 'verify';
 
@@ -57,8 +58,15 @@ function leaveEvidence(
   ctx.say('evidence written: the signer container issues the receipt');
 }
 
+/** A run made by an older svc has no pinned push target: it is pinned here, still before this worker's agent runs. */
+function pinPushTarget(ctx: RunContext): void {
+  if (ctx.state.push_target !== undefined) return;
+  ctx.update({ push_target: pushTargetFor(ctx.state.repo_path, ctx.state.pr) });
+}
+
 async function startOrResume(ctx: RunContext, mode: WorkerMode): Promise<void> {
   const policy = loadPolicy(ctx.state.repo_path);
+  pinPushTarget(ctx);
   const provider = resolveProvider(ctx.state.provider || null, loadEngineConfig(ctx.state.repo_path), ctx.env);
   const sandbox = runSandboxMode(ctx, policy);
   prepareWorkdir(ctx);

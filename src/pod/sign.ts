@@ -14,6 +14,7 @@ import { decideVerdict } from '../engine/verdict.ts';
 import { issueReceipt, RECEIPT_TYPE, type Receipt, type ReceiptBody } from '../engine/receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { maybeOpenPr } from '../engine/finish-phase.ts';
+import { repoSlug } from '../engine/git-push.ts';
 import type { CheckResult } from '../engine/checks.ts';
 import type { Policy } from '../engine/policy.ts';
 import { readSeal, type Seal } from './seal.ts';
@@ -67,8 +68,7 @@ function strOr(value: unknown, fallback: string): string {
 
 /** "owner/name" of the sealed origin URL, else the run's own (reported) name for it. */
 function repoOf(seal: Seal, state: RunState): string {
-  const m = seal.origin_url ? /[:/]([^/:]+)\/([^/]+?)(?:\.git)?\/?$/.exec(seal.origin_url) : null;
-  return m ? `${m[1]}/${m[2]}` : strOr(state.repo, 'workspace');
+  return (seal.origin_url ? repoSlug(seal.origin_url) : null) ?? strOr(state.repo, 'workspace');
 }
 
 function sha256Of(path: string): string {
@@ -107,8 +107,10 @@ function refuse(ctx: RunContext, message: string): void {
 async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, evidence: RunEvidence): Promise<void> {
   const head = typeof ctx.state.head_sha === 'string' ? ctx.state.head_sha : '';
   const branch = `svc/${opts.run}`;
-  const commits = verifyCommits(opts.workspace, join(opts.env.HOME ?? '/tmp', 'git'), seal.base_sha, head, branch);
-  ctx.update({ base_sha: seal.base_sha, head_sha: head, branch, base_branch: seal.base_branch, pr: opts.pr, workdir: commits.repo });
+  const commits = verifyCommits(opts.workspace, join(opts.env.HOME ?? '/tmp', 'git'), seal.base_sha, head, branch, seal.origin_url);
+  // The PR is pushed from the signer's own repository to the sealed origin, whatever the copied state pinned.
+  const target = seal.origin_url ? { url: seal.origin_url, repo: repoSlug(seal.origin_url) } : null;
+  ctx.update({ base_sha: seal.base_sha, head_sha: head, branch, base_branch: seal.base_branch, pr: opts.pr, workdir: commits.repo, push_target: target });
   ctx.saveArtifact('diff.patch', commits.diff.patch);
   const policy = policyAt(commits.repo, seal.base_sha);
   const runFailed = evidence.error !== null;
@@ -131,7 +133,7 @@ async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, evidence: R
   const requiredFailed = reconciled.checks.find((c) => c.required && c.exit_code !== 0);
   let error = evidence.error ?? (requiredFailed ? `Required check "${requiredFailed.name}" failed (exit ${requiredFailed.exit_code})` : null);
   if (!error && opts.pr && !seal.origin_url) error = `Pull request not opened: ${seal.origin_problem ?? 'no origin remote'}`;
-  else if (!error) error = await maybeOpenPr(ctx, policy, receipt, { workdir: commits.repo, origin: { url: seal.origin_url!, commonDir: commits.repo } });
+  else if (!error) error = await maybeOpenPr(ctx, policy, receipt);
   else if (opts.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
   ctx.setStatus(error ? 'failed' : 'succeeded', { error, ended_at: ended, exit_code: evidence.exit_code, question: null, child: null });
 }

@@ -44,10 +44,13 @@ function bare(path: string): (args: string[]) => string {
 }
 
 /**
- * Copies base..head (and base's tree) from the workspace into `scratch`/clean.git, hash-checked, and diffs them there.
+ * Copies base..head (and base's tree) from the workspace into `scratch`/clean.git, hash-checked, and diffs them there;
+ * `originUrl` becomes that repository's origin.
  * Throws UnverifiableError when head or base is missing, was tampered with, or head does not descend from base.
  */
-export function verifyCommits(workspace: string, scratch: string, base: string, head: string, branch: string): VerifiedCommits {
+export function verifyCommits(
+  workspace: string, scratch: string, base: string, head: string, branch: string, originUrl: string | null = null,
+): VerifiedCommits {
   if (!SHA.test(base) || !SHA.test(head)) throw new UnverifiableError('The run reported no head commit');
   rmSync(scratch, { recursive: true, force: true });
   mkdirSync(scratch, { recursive: true, mode: 0o700 });
@@ -79,6 +82,8 @@ export function verifyCommits(workspace: string, scratch: string, base: string, 
     throw new UnverifiableError(`Commit ${head.slice(0, 12)} does not descend from the sealed base ${base.slice(0, 12)}`);
   }
   rmSync(borrowPath, { recursive: true, force: true });
+  // The PR push reads origin from this repository's config (src/engine/git-push.ts): ours, holding the sealed URL.
+  if (originUrl) clean(['config', 'remote.origin.url', originUrl]);
   return { repo, diff: diffCommits(repo, base, head) };
 }
 
