@@ -40,6 +40,7 @@ export default async function pod(io: CliIo): Promise<number> {
   const final = await signRun({
     run, source, workspace: values.repo, sealedDir: values.sealed, pr: values.pr === true, env: io.env, say: io.stderr,
   });
-  io.stdout(`${JSON.stringify({ source, run, status: final.status, verdict: final.verdict, pr_url: final.pr_url, error: final.error })}\n`);
+  const { status, verdict, pr_url, error } = final;
+  io.stdout(`${JSON.stringify({ source, run, status, verdict, pr_url, error })}\n`);
   return final.status === 'succeeded' ? 0 : 1;
 }

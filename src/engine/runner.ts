@@ -51,9 +51,11 @@ async function finish(
  * the run stays `running`: the signer issues the receipt, opens the PR and sets the final status (src/pod/sign.ts).
  */
 function leaveEvidence(
-  ctx: RunContext, outcome: RunEvidence['outcome'], error: string | null, exitCode: number | null, checks: CheckResult[],
+  ctx: RunContext, outcome: RunEvidence['outcome'], error: string | null, exitCode: number | null,
+  checks: CheckResult[],
 ): void {
-  ctx.saveArtifact(EVIDENCE_ARTIFACT, JSON.stringify(evidenceOf(ctx.state.run, outcome, error, exitCode, checks), null, 2) + '\n');
+  const evidence = evidenceOf(ctx.state.run, outcome, error, exitCode, checks);
+  ctx.saveArtifact(EVIDENCE_ARTIFACT, JSON.stringify(evidence, null, 2) + '\n');
   ctx.event('evidence', { outcome, checks: checks.length });
   ctx.say('evidence written: the signer container issues the receipt');
 }

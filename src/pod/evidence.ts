@@ -12,14 +12,8 @@ export function signsLater(env: NodeJS.ProcessEnv): boolean {
   return env.SVC_SIGN_LATER === '1';
 }
 
-export interface ReportedCheck {
-  name: string;
-  argv: string[];
-  required: boolean;
-  exit_code: number | null;
-  duration_ms: number;
-  output_sha256: string;
-}
+/** A check result as the run container reported it (its log artifact's name aside). */
+export type ReportedCheck = Omit<CheckResult, 'artifact'>;
 
 export interface RunEvidence {
   type: typeof EVIDENCE_TYPE;
@@ -33,10 +27,12 @@ export interface RunEvidence {
   checks: ReportedCheck[];
 }
 
-export function evidenceOf(run: string, outcome: RunEvidence['outcome'], error: string | null, exitCode: number | null, checks: CheckResult[]): RunEvidence {
+export function evidenceOf(
+  run: string, outcome: RunEvidence['outcome'], error: string | null, exitCode: number | null, checks: CheckResult[],
+): RunEvidence {
   return {
     type: EVIDENCE_TYPE, version: 1, run, outcome, error, exit_code: exitCode,
-    checks: checks.map((c) => ({ name: c.name, argv: c.argv, required: c.required, exit_code: c.exit_code, duration_ms: c.duration_ms, output_sha256: c.output_sha256 })),
+    checks: checks.map(({ artifact: _artifact, ...reported }) => reported),
   };
 }
 
@@ -56,10 +52,14 @@ function intOrNull(value: unknown): number | null {
 function readCheck(value: unknown): ReportedCheck | null {
   const c = obj(value);
   const name = str(c.name);
-  const argv = Array.isArray(c.argv) && c.argv.length > 0 && c.argv.every((a) => typeof a === 'string') ? (c.argv as string[]) : null;
+  const argv = Array.isArray(c.argv) && c.argv.length > 0 && c.argv.every((a) => typeof a === 'string')
+    ? (c.argv as string[])
+    : null;
   if (!name || !argv || typeof c.required !== 'boolean') return null;
   const output = typeof c.output_sha256 === 'string' && /^[0-9a-f]{64}$/.test(c.output_sha256) ? c.output_sha256 : '';
-  return { name, argv, required: c.required, exit_code: intOrNull(c.exit_code), duration_ms: Math.max(0, intOrNull(c.duration_ms) ?? 0), output_sha256: output };
+  const duration = Math.max(0, intOrNull(c.duration_ms) ?? 0);
+  const exit = intOrNull(c.exit_code);
+  return { name, argv, required: c.required, exit_code: exit, duration_ms: duration, output_sha256: output };
 }
 
 /** Parses evidence.json of run `run`; throws EvidenceError for anything that is not well-formed evidence of it. */
@@ -71,10 +71,16 @@ export function readEvidence(text: string, run: string): RunEvidence {
     throw new EvidenceError('evidence.json is not JSON');
   }
   const e = obj(raw);
-  if (e.type !== EVIDENCE_TYPE || e.version !== 1) throw new EvidenceError('evidence.json is not run evidence (type, version)');
+  if (e.type !== EVIDENCE_TYPE || e.version !== 1) {
+    throw new EvidenceError('evidence.json is not run evidence (type, version)');
+  }
   if (e.run !== run) throw new EvidenceError('evidence.json names another run');
-  if (e.outcome !== 'finished' && e.outcome !== 'over_budget') throw new EvidenceError('evidence.json has no known outcome');
-  if (!Array.isArray(e.checks) || e.checks.length > MAX_CHECKS) throw new EvidenceError('evidence.json checks must be a short array');
+  if (e.outcome !== 'finished' && e.outcome !== 'over_budget') {
+    throw new EvidenceError('evidence.json has no known outcome');
+  }
+  if (!Array.isArray(e.checks) || e.checks.length > MAX_CHECKS) {
+    throw new EvidenceError('evidence.json checks must be a short array');
+  }
   const checks = e.checks.map(readCheck);
   if (checks.some((c) => c === null)) throw new EvidenceError('evidence.json holds a malformed check');
   return {

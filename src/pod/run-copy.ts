@@ -2,7 +2,8 @@
 // signer reads or ships any of it: regular files only, each opened without following a symbolic link (the signer's
 // mounts hold the key, and a planted link must not turn a shipped artifact into a copy of it), with size caps.
 // A receipt.json found there is dropped: only the signer issues one.
-import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readSync, rmSync, writeFileSync } from 'node:fs';
+import { lstatSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { readAgentBytes } from '../engine/safe-fs.ts';
 import { join } from 'node:path';
 
 const FILE_CAP = 16 * 1024 * 1024;
@@ -13,26 +14,6 @@ export class RunCopyError extends Error {
   constructor(message: string) {
     super(message);
     this.name = 'RunCopyError';
-  }
-}
-
-/** A regular file's bytes, or null for anything else (link, FIFO, device, too big). */
-function readRegular(path: string): Buffer | null {
-  let fd: number;
-  try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-  } catch {
-    return null;
-  }
-  try {
-    const st = fstatSync(fd);
-    if (!st.isFile() || st.size > FILE_CAP) return null;
-    const buf = Buffer.alloc(st.size);
-    let size = 0;
-    for (let n = 1; n > 0 && size < st.size; size += n) n = readSync(fd, buf, size, st.size - size, null);
-    return buf.subarray(0, size);
-  } finally {
-    closeSync(fd);
   }
 }
 
@@ -49,7 +30,7 @@ export function copyRunFolder(from: string, to: string): number {
   let total = 0;
   let files = 0;
   const copy = (src: string, dst: string): void => {
-    const content = readRegular(src);
+    const content = readAgentBytes(src, FILE_CAP);
     if (!content) return;
     total += content.length;
     if (total > TOTAL_CAP) throw new RunCopyError(`The run folder holds more than ${TOTAL_CAP} bytes`);

@@ -36,7 +36,8 @@ export function writeSeal(repo: string, sealedDir: string): Seal {
     origin_problem = err instanceof Error ? err.message : String(err);
   }
   const seal: Seal = {
-    base_sha: headSha(repo), origin_url, origin_problem, base_branch: currentBranch(repo), sealed_at: new Date().toISOString(),
+    base_sha: headSha(repo), origin_url, origin_problem, base_branch: currentBranch(repo),
+    sealed_at: new Date().toISOString(),
   };
   writeJsonAtomic(join(sealedDir, SEAL_FILE), seal);
   return seal;
@@ -54,7 +55,7 @@ export function readSeal(sealedDir: string): Seal {
   const base = str(s.base_sha);
   if (!base || !/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(base)) throw new SealError(`${SEAL_FILE} has no base commit`);
   return {
-    base_sha: base, origin_url: str(s.origin_url), origin_problem: str(s.origin_problem), base_branch: str(s.base_branch),
-    sealed_at: str(s.sealed_at) ?? '',
+    base_sha: base, origin_url: str(s.origin_url), origin_problem: str(s.origin_problem),
+    base_branch: str(s.base_branch), sealed_at: str(s.sealed_at) ?? '',
   };
 }

@@ -1,9 +1,9 @@
 // `svc pod sign`: the signer container of a Kubernetes job pod, the only one that mounts the runner's signing key.
 // It starts after every process of the run container has ended, runs no code from the repository or the run (no
 // checks, no hooks, no diff drivers), and takes from the run container's files only what it labels "reported".
-// What it establishes itself: the run's identity (pod spec), the base (seal), the head commit and the diff (hash-checked
-// objects, src/pod/verified-commits.ts), the check list and PR rules (the base commit's policy), and the verdict it
-// derives from those. docs/deploy.md "Receipts from pods" is the operator's version of this.
+// What it establishes itself: the run's identity (pod spec), the base (seal), the head commit and the diff
+// (hash-checked objects, src/pod/verified-commits.ts), the check list and PR rules (the base commit's policy), and the
+// verdict it derives from those. docs/deploy.md "Receipts from pods" is the operator's version of this.
 import { readFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
@@ -46,14 +46,16 @@ export function reconcileChecks(policy: Policy, reported: ReportedCheck[]): { ch
   const checks = policy.checks.map((spec) => {
     const r = reported.find((c) => c.name === spec.name);
     const same = r && r.argv.length === spec.run.length && r.argv.every((a, i) => a === spec.run[i]);
-    if (!same) gaps.push(`check "${spec.name}" of the base commit's policy was ${r ? 'changed' : 'not run'} in the run container`);
+    const how = r ? 'changed' : 'not run';
+    if (!same) gaps.push(`check "${spec.name}" of the base commit's policy was ${how} in the run container`);
     return {
       name: spec.name, argv: spec.run, required: spec.required, exit_code: same ? r.exit_code : null,
       duration_ms: same ? r.duration_ms : 0, output_sha256: same ? r.output_sha256 : '', artifact: '',
     };
   });
   for (const r of reported) {
-    if (!policy.checks.some((c) => c.name === r.name)) gaps.push(`check "${r.name}" is not in the base commit's policy: ignored`);
+    if (policy.checks.some((c) => c.name === r.name)) continue;
+    gaps.push(`check "${r.name}" is not in the base commit's policy: ignored`);
   }
   return { checks, gaps };
 }
@@ -85,12 +87,16 @@ function receiptBody(
 ): ReceiptBody {
   const s = ctx.state;
   const issued = isoNow();
+  const { diff } = commits;
   return {
     type: RECEIPT_TYPE, version: 1, source: opts.source, run: opts.run, group_id: strOr(s.group_id, opts.run),
     repo: repoOf(seal, s), branch: `svc/${opts.run}`, base_sha: seal.base_sha, head_sha: head,
     spec_sha256: sha256Of(join(ctx.dir, 'spec.md')), provider: strOr(s.provider, 'unknown'),
-    checks: checks.map((c) => ({ name: c.name, argv: c.argv, required: c.required, exit_code: c.exit_code, duration_ms: c.duration_ms, output_sha256: c.output_sha256 })),
-    diff: { files: commits.diff.files.length, insertions: commits.diff.insertions, deletions: commits.diff.deletions, patch_sha256: commits.diff.patch_sha256, paths: commits.diff.files.map((f) => f.path) },
+    checks: checks.map(({ artifact: _artifact, ...reported }) => reported),
+    diff: {
+      files: diff.files.length, insertions: diff.insertions, deletions: diff.deletions, patch_sha256: diff.patch_sha256,
+      paths: diff.files.map((f) => f.path),
+    },
     cost: { usd: numOrNull(s.cost_usd), tokens_in: numOrNull(s.tokens_in), tokens_out: numOrNull(s.tokens_out) },
     verdict: verdict.verdict, gaps: verdict.gaps, started_at: strOr(s.started_at, issued),
     ended_at: typeof s.ended_at === 'string' ? s.ended_at : issued, issued_at: issued,
@@ -98,44 +104,66 @@ function receiptBody(
   };
 }
 
+const ENDED = { question: null, child: null } as const;
+
 /** Ends the run without a receipt: the signer could not establish what it would sign. */
 function refuse(ctx: RunContext, message: string): void {
   ctx.event('receipt', { issued: false, reason: message });
-  ctx.setStatus('failed', { error: `No receipt: ${message}`, ended_at: ctx.state.ended_at ?? isoNow(), question: null, child: null });
+  ctx.setStatus('failed', { ...ENDED, error: `No receipt: ${message}`, ended_at: ctx.state.ended_at ?? isoNow() });
 }
 
-async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, evidence: RunEvidence): Promise<void> {
+/** Checks the commits, judges by the base policy and signs; returns the receipt and the checks it judged by. */
+function signReceipt(
+  ctx: RunContext, opts: SignOptions, seal: Seal, evidence: RunEvidence,
+): { receipt: Receipt; policy: Policy; checks: CheckResult[] } {
   const head = typeof ctx.state.head_sha === 'string' ? ctx.state.head_sha : '';
   const branch = `svc/${opts.run}`;
-  const commits = verifyCommits(opts.workspace, join(opts.env.HOME ?? '/tmp', 'git'), seal.base_sha, head, branch, seal.origin_url);
+  const scratch = join(opts.env.HOME ?? '/tmp', 'git');
+  const commits = verifyCommits(opts.workspace, scratch, seal.base_sha, head, branch, seal.origin_url);
   // The PR is pushed from the signer's own repository to the sealed origin, whatever the copied state pinned.
   const target = seal.origin_url ? { url: seal.origin_url, repo: repoSlug(seal.origin_url) } : null;
-  ctx.update({ base_sha: seal.base_sha, head_sha: head, branch, base_branch: seal.base_branch, pr: opts.pr, workdir: commits.repo, push_target: target });
+  ctx.update({
+    base_sha: seal.base_sha, head_sha: head, branch, base_branch: seal.base_branch, pr: opts.pr, workdir: commits.repo,
+    push_target: target,
+  });
   ctx.saveArtifact('diff.patch', commits.diff.patch);
   const policy = policyAt(commits.repo, seal.base_sha);
   const runFailed = evidence.error !== null;
-  const reconciled = runFailed ? { checks: [], gaps: [] } : reconcileChecks(policy, evidence.checks);
-  const decided = decideVerdict({ checks: reconciled.checks, diffFiles: commits.diff.files.length, runFailed });
-  const verdict = { verdict: decided.verdict, gaps: [...decided.gaps, ...reconciled.gaps] };
+  const { checks, gaps } = runFailed ? { checks: [], gaps: [] } : reconcileChecks(policy, evidence.checks);
+  const decided = decideVerdict({ checks, diffFiles: commits.diff.files.length, runFailed });
   // A required check missing or changed already failed the verdict (its exit code is null); anything else is a gap.
-  if (reconciled.gaps.length && verdict.verdict === 'verified') verdict.verdict = 'verified_with_gaps';
-  const receipt = issueReceipt(receiptBody(ctx, opts, seal, commits, head, reconciled.checks, verdict), loadOrCreateSigningKey(svcHomeOf(opts.env)));
+  const verdict = {
+    verdict: gaps.length && decided.verdict === 'verified' ? 'verified_with_gaps' as const : decided.verdict,
+    gaps: [...decided.gaps, ...gaps],
+  };
+  const body = receiptBody(ctx, opts, seal, commits, head, checks, verdict);
+  const receipt = issueReceipt(body, loadOrCreateSigningKey(svcHomeOf(opts.env)));
   ctx.saveArtifact('receipt.json', JSON.stringify(receipt, null, 2) + '\n');
-  ctx.event('receipt', { verdict: receipt.verdict, integrity: receipt.integrity, kid: receipt.kid, gaps: receipt.gaps, by: 'pod-signer' });
+  const { integrity, kid } = receipt;
+  ctx.event('receipt', { verdict: receipt.verdict, integrity, kid, gaps: receipt.gaps, by: 'pod-signer' });
   ctx.update({ verdict: receipt.verdict });
   ctx.say(`receipt issued by the signer: verdict ${receipt.verdict}`);
-  const ended = typeof ctx.state.ended_at === 'string' ? ctx.state.ended_at : isoNow();
+  return { receipt, policy, checks };
+}
+
+/** The run's final status, and its pull request when asked for and allowed, as `svc start` would end it. */
+async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, evidence: RunEvidence): Promise<void> {
+  const { receipt, policy, checks } = signReceipt(ctx, opts, seal, evidence);
+  const endedAt = typeof ctx.state.ended_at === 'string' ? ctx.state.ended_at : isoNow();
+  const ended = { ...ENDED, ended_at: endedAt, exit_code: evidence.exit_code };
   if (evidence.outcome === 'over_budget') {
-    if (opts.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${evidence.error ?? 'over budget'}` });
-    ctx.setStatus('stopped', { error: evidence.error, ended_at: ended, exit_code: evidence.exit_code, question: null, child: null });
+    const reason = `verdict ${receipt.verdict}: ${evidence.error ?? 'over budget'}`;
+    if (opts.pr) ctx.event('pr', { opened: false, reason });
+    ctx.setStatus('stopped', { ...ended, error: evidence.error });
     return;
   }
-  const requiredFailed = reconciled.checks.find((c) => c.required && c.exit_code !== 0);
-  let error = evidence.error ?? (requiredFailed ? `Required check "${requiredFailed.name}" failed (exit ${requiredFailed.exit_code})` : null);
-  if (!error && opts.pr && !seal.origin_url) error = `Pull request not opened: ${seal.origin_problem ?? 'no origin remote'}`;
+  const failed = checks.find((c) => c.required && c.exit_code !== 0);
+  let error = evidence.error ?? (failed ? `Required check "${failed.name}" failed (exit ${failed.exit_code})` : null);
+  const noOrigin = opts.pr && !seal.origin_url;
+  if (!error && noOrigin) error = `Pull request not opened: ${seal.origin_problem ?? 'no origin remote'}`;
   else if (!error) error = await maybeOpenPr(ctx, policy, receipt);
   else if (opts.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
-  ctx.setStatus(error ? 'failed' : 'succeeded', { error, ended_at: ended, exit_code: evidence.exit_code, question: null, child: null });
+  ctx.setStatus(error ? 'failed' : 'succeeded', { ...ended, error });
 }
 
 /** Signs (or refuses) the run the pod spec named and ships it; returns its final state. */
@@ -146,7 +174,8 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   copyRunFolder(runDir(opts.workspace, opts.run), dir);
   const copied = readState(dir);
   if (copied.run !== opts.run || copied.source !== opts.source) {
-    throw new Error(`The run folder names ${String(copied.source)}/${String(copied.run)}, not ${opts.source}/${opts.run}`);
+    const named = `${String(copied.source)}/${String(copied.run)}`;
+    throw new Error(`The run folder names ${named}, not ${opts.source}/${opts.run}`);
   }
   const ctx = openRunContext(dir, opts.env, { ship: true, say: opts.say });
   try {

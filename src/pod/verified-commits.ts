@@ -63,13 +63,15 @@ export function verifyCommits(
     borrow(['update-ref', 'refs/svc/base', base]);
     borrow(['update-ref', 'refs/svc/head', head]);
   } catch {
-    throw new UnverifiableError(`The workspace does not hold commit ${head.slice(0, 12)} or the sealed base ${base.slice(0, 12)}`);
+    const named = `commit ${head.slice(0, 12)} or the sealed base ${base.slice(0, 12)}`;
+    throw new UnverifiableError(`The workspace does not hold ${named}`);
   }
   const repo = join(scratch, 'clean.git');
   const clean = bare(repo);
   try {
     clean(['-c', 'transfer.fsckObjects=true', '-c', 'protocol.file.allow=always', 'fetch', '--quiet', '--no-tags',
-      '--update-shallow', `file://${borrowPath}`, `refs/svc/head:refs/heads/${branch}`, 'refs/svc/base:refs/svc/base']);
+      '--update-shallow', `file://${borrowPath}`, `refs/svc/head:refs/heads/${branch}`,
+      'refs/svc/base:refs/svc/base']);
   } catch (err) {
     throw new UnverifiableError(`The run's commits did not pass the hash check: ${(err as Error).message}`);
   }
@@ -79,7 +81,8 @@ export function verifyCommits(
   try {
     clean(['merge-base', '--is-ancestor', base, head]);
   } catch {
-    throw new UnverifiableError(`Commit ${head.slice(0, 12)} does not descend from the sealed base ${base.slice(0, 12)}`);
+    const named = `Commit ${head.slice(0, 12)}`;
+    throw new UnverifiableError(`${named} does not descend from the sealed base ${base.slice(0, 12)}`);
   }
   rmSync(borrowPath, { recursive: true, force: true });
   // The PR push reads origin from this repository's config (src/engine/git-push.ts): ours, holding the sealed URL.

@@ -73,7 +73,8 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
     if (res.status === 409) {
       const existing = await api.request('GET', `${jobsPath}/${encodeURIComponent(name)}`);
       const found = runIdOf(existing.body);
-      return found ? { runId: found } : { refused: `Kubernetes Job ${name} already exists without a run id in its pod spec` };
+      if (found) return { runId: found };
+      return { refused: `Kubernetes Job ${name} already exists without a run id in its pod spec` };
     }
     const message = (res.body as { message?: unknown } | null)?.message;
     return { refused: `Kubernetes API refused Job ${name} (${res.status}${typeof message === 'string' ? `: ${message.slice(0, 200)}` : ''})` };
@@ -81,7 +82,8 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
 
   /** Whether the run container announced the run the pod spec fixed (a line naming any other run is ignored). */
   async function announced(name: string, runId: string): Promise<RunRef | null> {
-    const run = parseLaunchOutput((await podLog(name, RUN_CONTAINER)).split('\n').filter((l) => l.includes(runId)).join('\n'));
+    const lines = (await podLog(name, RUN_CONTAINER)).split('\n').filter((l) => l.includes(runId));
+    const run = parseLaunchOutput(lines.join('\n'));
     return run && run.run === runId && run.source === settings.source ? run : null;
   }
 
@@ -198,8 +200,8 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
 
 /** `--run-id` of the signer container in a Job as the API returned it, or null. */
 function runIdOf(job: unknown): string | null {
-  const containers = (job as { spec?: { template?: { spec?: { containers?: Array<{ name?: unknown; args?: unknown }> } } } } | null)
-    ?.spec?.template?.spec?.containers;
+  type Spec = { spec?: { template?: { spec?: { containers?: Array<{ name?: unknown; args?: unknown }> } } } };
+  const containers = (job as Spec | null)?.spec?.template?.spec?.containers;
   const args = Array.isArray(containers) ? containers.find((c) => c?.name === SIGNER_CONTAINER)?.args : undefined;
   if (!Array.isArray(args)) return null;
   const value: unknown = args[args.indexOf('--run-id') + 1];

@@ -23,7 +23,7 @@ export interface KubernetesSettings {
   activeDeadlineSeconds: number;
   /** SVC_SOURCE of the pods' runs (SVC_K8S_SOURCE, default `k8s`): never the trigger host's own `local`. */
   source: string;
-  /** Secret holding this runner's own receipt signing key (`receipt-ed25519.pem`): mounted in the signer container only. */
+  /** Secret holding this runner's own receipt signing key (`receipt-ed25519.pem`): mounted in the signer only. */
   keysSecret: string | undefined;
   /** Secret whose keys become the signer container's environment only (GITHUB_TOKEN for the pull request). */
   signerEnvSecret: string | undefined;

@@ -35,7 +35,8 @@ export function podArgs(args: readonly string[], runId: string): string[] {
 
 /** The signer's argv: everything it trusts comes from here (run id, PR wish), not from files the run wrote. */
 export function signerArgs(args: readonly string[], runId: string): string[] {
-  return ['pod', 'sign', '--run-id', runId, '--repo', WORKSPACE, '--sealed', SEALED_DIR, ...(args.includes('--pr') ? ['--pr'] : [])];
+  const pr = args.includes('--pr') ? ['--pr'] : [];
+  return ['pod', 'sign', '--run-id', runId, '--repo', WORKSPACE, '--sealed', SEALED_DIR, ...pr];
 }
 
 /** The trigger's allowlisted, non-secret variables, minus what names a trigger-host path or source. */
@@ -51,31 +52,42 @@ function baseEnv(serverEnv: NodeJS.ProcessEnv, s: KubernetesSettings, job: ExecJ
 
 function volumesOf(s: KubernetesSettings): Array<Record<string, unknown>> {
   const volumes: Array<Record<string, unknown>> = [
-    s.repoPvc ? { name: 'workspace', persistentVolumeClaim: { claimName: s.repoPvc } } : { name: 'workspace', emptyDir: {} },
+    s.repoPvc
+      ? { name: 'workspace', persistentVolumeClaim: { claimName: s.repoPvc } }
+      : { name: 'workspace', emptyDir: {} },
     { name: 'home', emptyDir: {} },
     { name: 'tmp', emptyDir: {} },
     { name: 'sealed', emptyDir: {} },
     { name: 'signer-home', emptyDir: {} },
     { name: 'signer-tmp', emptyDir: {} },
   ];
-  if (s.controlTokenSecret) volumes.push({ name: 'control-token', secret: { secretName: s.controlTokenSecret, defaultMode: 0o400 } });
+  if (s.controlTokenSecret) {
+    volumes.push({ name: 'control-token', secret: { secretName: s.controlTokenSecret, defaultMode: 0o400 } });
+  }
   // This runner's own key, whose public half the Control Plane has registered (keys/trusted/): never its own key.
   if (s.keysSecret) volumes.push({ name: 'signing-key', secret: { secretName: s.keysSecret, defaultMode: 0o400 } });
   return volumes;
 }
 
-export function buildPodSpec(job: ExecJob, s: KubernetesSettings, serverEnv: NodeJS.ProcessEnv, runId: string): Record<string, unknown> {
+function resourcesOf(s: KubernetesSettings): Record<string, unknown> | undefined {
+  if (!s.cpu && !s.memory) return undefined;
+  const memory = s.memory ? { memory: s.memory } : {};
+  return { requests: { ...(s.cpu ? { cpu: s.cpu } : {}), ...memory }, limits: { ...memory } };
+}
+
+export function buildPodSpec(
+  job: ExecJob, s: KubernetesSettings, serverEnv: NodeJS.ProcessEnv, runId: string,
+): Record<string, unknown> {
   const security = { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } };
-  const resources = s.cpu || s.memory
-    ? { requests: { ...(s.cpu ? { cpu: s.cpu } : {}), ...(s.memory ? { memory: s.memory } : {}) }, limits: { ...(s.memory ? { memory: s.memory } : {}) } }
-    : undefined;
+  const resources = resourcesOf(s);
   const token: Mount[] = s.controlTokenSecret ? [{ name: 'control-token', mountPath: TOKEN_DIR, readOnly: true }] : [];
   const workspace: Mount = { name: 'workspace', mountPath: WORKSPACE };
   const clone = s.repoUrl && !s.repoPvc
     ? [{
         name: 'clone',
         image: s.image,
-        command: ['git', 'clone', '--depth', '50', ...(s.repoRef ? ['--branch', s.repoRef] : []), '--', s.repoUrl, WORKSPACE],
+        command: ['git', 'clone', '--depth', '50', ...(s.repoRef ? ['--branch', s.repoRef] : []), '--', s.repoUrl,
+          WORKSPACE],
         env: [{ name: 'HOME', value: POD_HOME }],
         volumeMounts: [workspace, { name: 'home', mountPath: POD_HOME }, { name: 'tmp', mountPath: '/tmp' }],
         securityContext: security,
@@ -101,7 +113,9 @@ export function buildPodSpec(job: ExecJob, s: KubernetesSettings, serverEnv: Nod
     volumeMounts: [workspace, { name: 'home', mountPath: POD_HOME }, { name: 'tmp', mountPath: '/tmp' }, ...token],
     securityContext: security,
   };
-  const signerEnvFrom = [s.envSecret, s.signerEnvSecret].filter((n): n is string => !!n).map((name) => ({ secretRef: { name } }));
+  const signerEnvFrom = [s.envSecret, s.signerEnvSecret]
+    .filter((n): n is string => !!n)
+    .map((name) => ({ secretRef: { name } }));
   const signer = {
     name: SIGNER_CONTAINER,
     image: s.image,
@@ -127,7 +141,10 @@ export function buildPodSpec(job: ExecJob, s: KubernetesSettings, serverEnv: Nod
     // processes (their /proc/<pid>/root would reach the signer's mounts).
     automountServiceAccountToken: false,
     shareProcessNamespace: false,
-    securityContext: { runAsNonRoot: true, runAsUser: 10001, runAsGroup: 10001, fsGroup: 10001, seccompProfile: { type: 'RuntimeDefault' } },
+    securityContext: {
+      runAsNonRoot: true, runAsUser: 10001, runAsGroup: 10001, fsGroup: 10001,
+      seccompProfile: { type: 'RuntimeDefault' },
+    },
     initContainers: [...clone, seal, run],
     containers: [signer],
     volumes: volumesOf(s),
