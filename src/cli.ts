@@ -3,6 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { reexecClean } from './cli/server-flags.ts';
 import { secretsIn, takeHandoff } from './spawn/secrets-handoff.ts';
+import { trustParentProbe } from './spawn/sandbox-mode.ts';
 
 const MIN = [22, 13] as const;
 const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
@@ -19,15 +20,17 @@ process.emitWarning = ((warning: string | Error, ...rest: unknown[]) => {
 }) as typeof process.emitWarning;
 
 /**
- * The environment commands read: process.env plus the secrets handed over in a handoff file, with every secret value
- * deleted from process.env itself, so the secrets live in this object only and nothing that reads process.env (or
- * builds a child from it) finds them.
+ * The environment commands read: process.env plus the secrets handed over (a pipe from the parent svc, or a file
+ * after a re-exec), with every secret value deleted from process.env itself, so the secrets live in this object only
+ * and nothing that reads process.env (or builds a child from it) finds them. The parent's sandbox probe, if it sent
+ * one, is taken too: a run's worker then does not probe again.
  */
 function inMemoryEnv(): NodeJS.ProcessEnv {
   const handed = takeHandoff(process.env);
+  trustParentProbe(handed.probe);
   const inherited = secretsIn(process.env);
   for (const name of Object.keys(inherited)) delete process.env[name];
-  return { ...process.env, ...inherited, ...handed };
+  return { ...process.env, ...inherited, ...handed.secrets };
 }
 
 type Loader = () => Promise<{ default: (io: import('./cli/io.ts').CliIo) => Promise<number> }>;
