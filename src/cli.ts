@@ -46,6 +46,7 @@ const commands: Record<string, { summary: string; load: Loader }> = {
   deploy: { summary: 'Write or show deploy records (record, last)', load: () => import('./cli/deploy.ts') },
   trigger: { summary: 'Run the webhook trigger server (serve)', load: () => import('./cli/trigger.ts') },
   doctor: { summary: 'Check that agent runs can be sandboxed on this host', load: () => import('./cli/doctor.ts') },
+  pod: { summary: 'Steps of a Kubernetes job pod around its run (seal, sign)', load: () => import('./cli/pod.ts') },
   providers: { summary: 'List agent CLIs, their versions and whether svc tested them', load: () => import('./cli/providers.ts') },
 };
 
