@@ -2,7 +2,7 @@
 import { existsSync, mkdirSync, closeSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startChild } from '../spawn/start.ts';
-import { secretsIn, withoutSecrets, writeHandoff, dropHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
+import { secretsIn, withoutSecrets, handoffPipe, sendHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
 import { createHash } from 'node:crypto';
 import { CliError } from '../cli/usage-error.ts';
 import { classifyInput, isWebhookOrigin } from './classify.ts';
@@ -18,7 +18,9 @@ import { openEventLog } from './events-log.ts';
 import { identityOf } from './proc-group.ts';
 import { assertPlainDir, openAppendNoFollow, writeNoFollow } from './safe-fs.ts';
 import type { WorkerMode } from './runner.ts';
-import { resolveSandbox, unsandboxedWarning, SandboxSettingError, SandboxUnavailableError } from '../spawn/sandbox-mode.ts';
+import {
+  resolveSandbox, unsandboxedWarning, probeDone, SandboxSettingError, SandboxUnavailableError,
+} from '../spawn/sandbox-mode.ts';
 import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts';
 
 /**
@@ -169,23 +171,18 @@ export function spawnWorker(
   const log = inherit ? null : openAppendNoFollow(join(dir, 'runner.log'));
   const argv = [process.execPath, cli, 'start', '--worker', mode, '--run-id', state.run, '--repo', state.repo_path];
   // The worker is an ancestor of the agent: its environment holds no secret value; the credentials it uses itself
-  // (push, ingest) arrive in a 0600 handoff file it reads and deletes before the provider starts (DESIGN §7a).
-  const handoff = writeHandoff(workerSecrets(env), env);
-  let child: ReturnType<typeof startChild>;
-  try {
-    child = startChild(argv, {
-      cwd: state.repo_path,
-      kind: 'svc-worker',
-      base: withoutSecrets(env),
-      extra: { SVC_SOURCE: state.source, ...handoff },
-      detached: true,
-      stdio: inherit ? ['ignore', 'inherit', 'inherit'] : ['ignore', log!, log!],
-    });
-  } catch (err) {
-    dropHandoff(handoff);
-    throw err;
-  }
-  child.once('error', () => dropHandoff(handoff));
+  // (push, ingest) and the sandbox probe this process already ran arrive in a pipe on its fd 3, which it reads to the
+  // end and closes before the provider starts (DESIGN §7a).
+  const pipe = handoffPipe(inherit ? ['ignore', 'inherit', 'inherit'] : ['ignore', log!, log!]);
+  const child = startChild(argv, {
+    cwd: state.repo_path,
+    kind: 'svc-worker',
+    base: withoutSecrets(env),
+    extra: { SVC_SOURCE: state.source, ...pipe.extra },
+    detached: true,
+    stdio: pipe.stdio,
+  });
+  sendHandoff(child, { secrets: workerSecrets(env), probe: probeDone() });
   if (log !== null) closeSync(log);
   if (child.pid && mode !== 'verify') {
     // Recorded before the worker runs, so a stop that comes right away can still find it.
