@@ -2,7 +2,8 @@
 // Entry point: checks the Node version before anything that needs node:sqlite is loaded, then dispatches.
 import { readFileSync } from 'node:fs';
 import { reexecClean } from './cli/server-flags.ts';
-import { secretsIn, takeHandoff } from './spawn/secrets-handoff.ts';
+import { secretsIn, takeHandoff, type Handoff } from './spawn/secrets-handoff.ts';
+import { trustParentProbe } from './spawn/sandbox-mode.ts';
 
 const MIN = [22, 13] as const;
 const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
@@ -19,15 +20,16 @@ process.emitWarning = ((warning: string | Error, ...rest: unknown[]) => {
 }) as typeof process.emitWarning;
 
 /**
- * The environment commands read: process.env plus the secrets handed over in a handoff file, with every secret value
- * deleted from process.env itself, so the secrets live in this object only and nothing that reads process.env (or
- * builds a child from it) finds them.
+ * The environment commands read: process.env plus the secrets handed over (a pipe from the parent svc, or a file
+ * after a re-exec), with every secret value deleted from process.env itself, so the secrets live in this object only
+ * and nothing that reads process.env (or builds a child from it) finds them. The parent's sandbox probe, if it sent
+ * one, is taken too: a run's worker then does not probe again.
  */
-function inMemoryEnv(): NodeJS.ProcessEnv {
-  const handed = takeHandoff(process.env);
+function inMemoryEnv(handed: Handoff): NodeJS.ProcessEnv {
+  trustParentProbe(handed.probe);
   const inherited = secretsIn(process.env);
   for (const name of Object.keys(inherited)) delete process.env[name];
-  return { ...process.env, ...inherited, ...handed };
+  return { ...process.env, ...inherited, ...handed.secrets };
 }
 
 type Loader = () => Promise<{ default: (io: import('./cli/io.ts').CliIo) => Promise<number> }>;
@@ -44,6 +46,7 @@ const commands: Record<string, { summary: string; load: Loader }> = {
   deploy: { summary: 'Write or show deploy records (record, last)', load: () => import('./cli/deploy.ts') },
   trigger: { summary: 'Run the webhook trigger server (serve)', load: () => import('./cli/trigger.ts') },
   doctor: { summary: 'Check that agent runs can be sandboxed on this host', load: () => import('./cli/doctor.ts') },
+  pod: { summary: 'Steps of a Kubernetes job pod around its run (seal, sign)', load: () => import('./cli/pod.ts') },
   providers: { summary: 'List agent CLIs, their versions and whether svc tested them', load: () => import('./cli/providers.ts') },
 };
 
@@ -92,12 +95,15 @@ async function main(argv: string[]): Promise<number> {
   }
   // Only here, in the process entry: the long-running servers and a run's launcher re-execute themselves once, the
   // Control Plane with its V8 flags, each without svc's secret values in its environment (src/cli/server-flags.ts).
+  // What the parent handed over is taken first: a pipe does not survive the re-exec, so its secrets cross it in the
+  // re-exec's file instead.
+  const handed = takeHandoff(process.env);
   const helpAsked = tail.includes('--help') || tail.includes('-h');
   const serve = (name === 'control' || name === 'trigger') && tail[0] === 'serve';
   if (!helpAsked && (serve || (name === 'start' && !tail.includes('--worker')))) {
-    reexecClean({ serverFlags: name === 'control' });
+    reexecClean({ serverFlags: name === 'control', handed: handed.secrets });
   }
-  const env = inMemoryEnv();
+  const env = inMemoryEnv(handed);
   try {
     const mod = await command.load();
     return await mod.default({

@@ -1,7 +1,7 @@
 // How the Control Plane starts and steers runs on this machine: `svc start … --detach` children with an allowlisted env.
 // It never runs a provider itself; stop goes through the engine's identity-checked process-group stop.
 import { startChild, type ChildSpec } from '../spawn/start.ts';
-import { withoutSecrets, writeHandoff, dropHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
+import { withoutSecrets, handoffPipe, sendHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
 import { fileURLToPath } from 'node:url';
 import type { ControlDeps } from './deps.ts';
 import type { RunRow } from '../db/runs-store.ts';
@@ -18,11 +18,11 @@ export interface RunController {
 const CLI = fileURLToPath(new URL(`../cli${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
 const STDERR_CAP = 16 * 1024;
 
-/** The credentials a launched run uses itself (push, ingest, issue fetch); they travel in a handoff file only. */
+/** The credentials a launched run uses itself (push, ingest, issue fetch); they travel in the handoff pipe only. */
 const RUN_SECRETS = ['GITHUB_TOKEN', 'GH_TOKEN', 'ERRTRACK_AUTH_TOKEN', 'TRACKERA_API_KEY'] as const;
 
 // What a launched run may inherit is the spawn policy's 'control-launcher' allowlist minus every secret value, plus
-// how to reach this server. The secrets it needs go through a 0600 handoff file it reads and deletes at start
+// how to reach this server. The secrets it needs go through a pipe on its fd 3 that it reads and closes at start
 // (DESIGN §7a).
 export function childSpec(deps: ControlDeps): ChildSpec {
   const extra: Record<string, string> = {
@@ -63,10 +63,11 @@ export function createRunController(deps: ControlDeps): RunController {
   return {
     launch(source, run, args, onFailure) {
       const spec = childSpec(deps);
-      const handoff = writeHandoff(runSecrets(deps), deps.env);
+      const pipe = handoffPipe(['ignore', 'ignore', 'pipe']);
       const child = startChild([process.execPath, CLI, ...args], {
-        ...spec, extra: { ...spec.extra, ...handoff }, stdio: ['ignore', 'ignore', 'pipe'],
+        ...spec, extra: { ...spec.extra, ...pipe.extra }, stdio: pipe.stdio,
       });
+      sendHandoff(child, { secrets: runSecrets(deps), probe: null });
       let stderr = '';
       child.stderr?.on('data', (c: Buffer) => {
         if (stderr.length < STDERR_CAP) stderr += c.toString('utf8');
@@ -74,12 +75,10 @@ export function createRunController(deps: ControlDeps): RunController {
       track(
         new Promise<void>((resolve) => {
           child.on('error', (err) => {
-            dropHandoff(handoff);
             recordFailure(source, run, `Could not start svc: ${err.message}`, onFailure);
             resolve();
           });
           child.on('close', (code) => {
-            dropHandoff(handoff); // already gone if the launcher took it
             if (code !== 0) {
               const line = stderr.trim().split('\n').pop() ?? '';
               recordFailure(source, run, line.replace(/^svc start: /, '') || `svc start exited with code ${code}`, onFailure);

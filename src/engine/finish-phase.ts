@@ -118,11 +118,14 @@ export function prBody(ctx: RunContext, receipt: Receipt): string {
 export async function maybeOpenPr(ctx: RunContext, policy: Policy, receipt: Receipt): Promise<string | null> {
   const { state } = ctx;
   if (!state.pr) return null;
+  const target = state.push_target;
   let reason: string | null = null;
   if (receipt.diff.files === 0) reason = 'the diff is empty';
   else if (policy.pr.open === 'never') reason = 'the policy says pr.open = "never"';
   else if (!verdictAccepted(policy, receipt.verdict)) reason = `verdict ${receipt.verdict} does not meet the policy's pr.open = "${policy.pr.open}"`;
-  if (reason) {
+  // pr.open was "never" when the run was made, so no target was pinned; a policy changed since cannot add one.
+  else if (!target) reason = 'no push target was pinned when the run was made (pr.open was "never" then)';
+  if (reason !== null || !target) {
     ctx.event('pr', { opened: false, reason });
     ctx.say(`no pull request: ${reason}`);
     return null;
@@ -135,6 +138,7 @@ export async function maybeOpenPr(ctx: RunContext, policy: Policy, receipt: Rece
       title: `svc: ${state.brief.slice(0, 100)}`,
       body: prBody(ctx, receipt),
       draft: policy.pr.draft,
+      target,
       env: ctx.env,
     });
     ctx.update({ pr_url: pr.url });

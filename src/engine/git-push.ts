@@ -2,6 +2,8 @@
 // reads URL rewrites, push URLs, credential helpers, proxies, TLS settings and includes from it. So the push runs
 // from a throwaway bare repository svc creates (its config is git's defaults), borrowing the run's objects through
 // `objects/info/alternates`, to the `remote.origin.url` svc read from the config file itself (issue 9 item 6).
+// That URL is read once, when the run is made, before any agent runs, and kept in the run's state (`push_target`);
+// the push goes there and nowhere else, and is refused when the config names another origin by then.
 // Must not: let any program named by the repository's config run, or hand the token to a URL it did not check.
 import { writeFileSync, mkdtempSync, rmSync, mkdirSync, existsSync, copyFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -55,6 +57,52 @@ export function resolveOrigin(workdir: string): Origin {
     throw new PushRefusedError(`The repository's git config must name exactly one remote.origin.url (${found})`);
   }
   return { url: urls[0], commonDir };
+}
+
+/** Where a run's branch goes and which repository its pull request is opened on, fixed before the agent runs. */
+export interface PushTarget {
+  /** `remote.origin.url` as the config file held it when the run was made. */
+  url: string;
+  /** "owner/name" of that URL, for the pull request API; null when the URL does not have that shape. */
+  repo: string | null;
+}
+
+/** "owner/name" of a push URL (https, ssh or scp-like form), or null. */
+export function repoSlug(url: string): string | null {
+  const m = /[:/]([^/:]+)\/([^/]+?)(?:\.git)?\/?$/.exec(url);
+  return m ? `${m[1]}/${m[2]}` : null;
+}
+
+/** A URL fit for an error message: any user name or password in it is dropped. */
+function shown(url: string): string {
+  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^@/]*@/i, '$1');
+}
+
+/** Reads the push target from the repository's config (refusing redirecting rules), for a run about to be made. */
+export function pinPushTarget(repo: string): PushTarget {
+  const { url } = resolveOrigin(repo);
+  return { url, repo: repoSlug(url) };
+}
+
+/**
+ * The origin to push to: the pinned target, provided the config still names it and still holds no redirecting rule.
+ * Anything else means the config changed during the run (an unsandboxed agent can write it): nothing is pushed.
+ */
+export function pinnedOrigin(workdir: string, target: PushTarget): Origin {
+  const pinned = `svc pinned "${shown(target.url)}" when the run was made`;
+  let now: Origin;
+  try {
+    now = resolveOrigin(workdir);
+  } catch (err) {
+    if (!(err instanceof PushRefusedError)) throw err;
+    throw new PushRefusedError(`${err.message} (the config changed during the run; ${pinned})`);
+  }
+  if (now.url !== target.url) {
+    throw new PushRefusedError(
+      `The repository's origin changed during the run (now "${shown(now.url)}"; ${pinned}): svc does not push`,
+    );
+  }
+  return { url: target.url, commonDir: now.commonDir };
 }
 
 /** What the clean push may use: the token (through GIT_ASKPASS) and whether the user's own git config applies. */

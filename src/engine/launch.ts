@@ -2,7 +2,7 @@
 import { existsSync, mkdirSync, closeSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startChild } from '../spawn/start.ts';
-import { secretsIn, withoutSecrets, writeHandoff, dropHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
+import { secretsIn, withoutSecrets, handoffPipe, sendHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
 import { createHash } from 'node:crypto';
 import { CliError } from '../cli/usage-error.ts';
 import { classifyInput, isWebhookOrigin } from './classify.ts';
@@ -18,7 +18,10 @@ import { openEventLog } from './events-log.ts';
 import { identityOf } from './proc-group.ts';
 import { assertPlainDir, openAppendNoFollow, writeNoFollow } from './safe-fs.ts';
 import type { WorkerMode } from './runner.ts';
-import { resolveSandbox, unsandboxedWarning, SandboxSettingError, SandboxUnavailableError } from '../spawn/sandbox-mode.ts';
+import {
+  resolveSandbox, unsandboxedWarning, probeDone, SandboxSettingError, SandboxUnavailableError,
+} from '../spawn/sandbox-mode.ts';
+import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts';
 
 /**
  * Refuses (CliError) a run whose agents cannot be sandboxed as its policy and origin require (DESIGN §7a), before
@@ -32,6 +35,15 @@ export function sandboxPreflight(repo: string, env: NodeJS.ProcessEnv): string |
     if (err instanceof PolicyError) throw new CliError(`Refusing to start: ${err.message}`);
     throw err;
   }
+}
+
+/**
+ * Where a --pr run will push, read now, before any agent can touch the repository's config; null when the run opens
+ * no pull request. Throws PushRefusedError when the config names no single origin or holds redirecting rules.
+ */
+export function pushTargetFor(repo: string, pr: boolean): PushTarget | null {
+  if (!pr || loadPolicy(repo).pr.open === 'never') return null;
+  return pinPushTarget(repo);
 }
 
 export interface StartOptions {
@@ -84,6 +96,13 @@ function createRun(n: NewRun): { dir: string; state: RunState } {
   const dir = runDir(n.repo, n.run);
   if (existsSync(dir)) throw new CliError(`Run ${n.run} already exists in ${n.repo}`, 2);
   sandboxPreflight(n.repo, n.env);
+  let pushTarget: PushTarget | null;
+  try {
+    pushTarget = pushTargetFor(n.repo, n.pr);
+  } catch (err) {
+    if (err instanceof PushRefusedError) throw new CliError(`Refusing to start a --pr run: ${err.message}`);
+    throw err;
+  }
   excludeEngineFolders(n.repo);
   let base: string;
   try {
@@ -104,6 +123,7 @@ function createRun(n: NewRun): { dir: string; state: RunState } {
     tokens_out: null, exit_code: null, error: null, repo_path: n.repo, input: n.input, workdir: n.repo, worktree: isolated,
     pr: n.pr, base_sha: base, head_sha: null, spec_sha256: createHash('sha256').update(n.spec).digest('hex'), pid: null,
     pgid: null, proc_start: null, budget_usd: null, child: null, answers: [], base_branch: currentBranch(n.repo),
+    push_target: pushTarget,
   };
   writeState(dir, state);
   openEventLog(dir).append('run.status', { from: null, to: 'queued' });
@@ -151,23 +171,18 @@ export function spawnWorker(
   const log = inherit ? null : openAppendNoFollow(join(dir, 'runner.log'));
   const argv = [process.execPath, cli, 'start', '--worker', mode, '--run-id', state.run, '--repo', state.repo_path];
   // The worker is an ancestor of the agent: its environment holds no secret value; the credentials it uses itself
-  // (push, ingest) arrive in a 0600 handoff file it reads and deletes before the provider starts (DESIGN §7a).
-  const handoff = writeHandoff(workerSecrets(env), env);
-  let child: ReturnType<typeof startChild>;
-  try {
-    child = startChild(argv, {
-      cwd: state.repo_path,
-      kind: 'svc-worker',
-      base: withoutSecrets(env),
-      extra: { SVC_SOURCE: state.source, ...handoff },
-      detached: true,
-      stdio: inherit ? ['ignore', 'inherit', 'inherit'] : ['ignore', log!, log!],
-    });
-  } catch (err) {
-    dropHandoff(handoff);
-    throw err;
-  }
-  child.once('error', () => dropHandoff(handoff));
+  // (push, ingest) and the sandbox probe this process already ran arrive in a pipe on its fd 3, which it reads to the
+  // end and closes before the provider starts (DESIGN §7a).
+  const pipe = handoffPipe(inherit ? ['ignore', 'inherit', 'inherit'] : ['ignore', log!, log!]);
+  const child = startChild(argv, {
+    cwd: state.repo_path,
+    kind: 'svc-worker',
+    base: withoutSecrets(env),
+    extra: { SVC_SOURCE: state.source, ...pipe.extra },
+    detached: true,
+    stdio: pipe.stdio,
+  });
+  sendHandoff(child, { secrets: workerSecrets(env), probe: probeDone() });
   if (log !== null) closeSync(log);
   if (child.pid && mode !== 'verify') {
     // Recorded before the worker runs, so a stop that comes right away can still find it.

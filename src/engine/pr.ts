@@ -1,10 +1,11 @@
 // Opens the receipt-carrying pull request: push svc/<run> to origin, then GitHub REST (or gh). Never merges, never deploys.
 // The GitHub token reaches exactly one child, the push (through GIT_ASKPASS), and only when origin is that GitHub host;
-// origin is what the repository's config file says, read by svc, never rewritten by the config's URL rules.
+// origin is what the repository's config file said when the run was made (the run's pinned push target), read by svc,
+// never rewritten by the config's URL rules; the pull request is opened on that same repository.
 import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
-import { resolveOrigin, cleanPush } from './git-push.ts';
+import { pinnedOrigin, cleanPush, type PushTarget } from './git-push.ts';
 import { which } from './which.ts';
 import { runSync, type ChildSpec } from '../spawn/start.ts';
 
@@ -15,6 +16,8 @@ export interface PrRequest {
   title: string;
   body: string;
   draft: boolean;
+  /** Pinned before the agent ran (state.push_target): the only place the branch goes and the PR is opened on. */
+  target: PushTarget;
   env: NodeJS.ProcessEnv;
 }
 
@@ -55,13 +58,8 @@ function githubToken(env: NodeJS.ProcessEnv): string | null {
   }
 }
 
-/** "owner/name" of the URL pushed to (https or ssh form), or null. */
-function repoSlug(url: string): string | null {
-  const m = /[:/]([^/:]+)\/([^/]+?)(?:\.git)?\/?$/.exec(url);
-  return m ? `${m[1]}/${m[2]}` : null;
-}
-
-async function createViaRest(req: PrRequest, token: string, slug: string | null): Promise<PrResult> {
+async function createViaRest(req: PrRequest, token: string): Promise<PrResult> {
+  const slug = req.target.repo;
   if (!slug) throw new Error('Cannot tell the GitHub owner/name of origin');
   const base = (req.env.GITHUB_API_URL || 'https://api.github.com').replace(/\/+$/, '');
   const res = await fetch(`${base}/repos/${slug}/pulls`, {
@@ -83,12 +81,26 @@ async function createViaRest(req: PrRequest, token: string, slug: string | null)
   return { url: json.html_url, number: json.number ?? null, via: 'rest' };
 }
 
+/** gh's `--repo` value, `[HOST/]OWNER/REPO`: gh then never picks the repository from the config's remotes. */
+function ghRepo(target: PushTarget): string {
+  if (!target.repo) throw new Error('Cannot tell the GitHub owner/name of origin');
+  let host: string | null = null;
+  try {
+    host = new URL(target.url).hostname || null;
+  } catch {
+    host = /^[^@/]+@([^:/]+):/.exec(target.url)?.[1] ?? null; // scp-like git@host:owner/name
+  }
+  return host ? `${host}/${target.repo}` : target.repo;
+}
+
 function createViaGh(req: PrRequest, gh: string): PrResult {
+  const repo = ghRepo(req.target);
   const dir = mkdtempSync(join(tmpdir(), 'svc-pr-'));
   try {
     const bodyFile = join(dir, 'body.md');
     writeFileSync(bodyFile, req.body);
-    const args = ['pr', 'create', '--head', req.branch, '--base', req.base, '--title', req.title, '--body-file', bodyFile];
+    const args = ['pr', 'create', '--repo', repo, '--head', req.branch, '--base', req.base, '--title', req.title];
+    args.push('--body-file', bodyFile);
     if (req.draft) args.push('--draft');
     const out = runSync([gh, ...args], { ...ghEnv(req.env), cwd: req.workdir, maxBuffer: 16 * 1024 * 1024 });
     const url = out.trim().split('\n').pop() ?? '';
@@ -106,30 +118,31 @@ export function githubHost(env: NodeJS.ProcessEnv): string {
 }
 
 /**
- * Pushes the branch to origin as the repository's config file names it, never through its URL rules, helpers or
- * proxies (src/engine/git-push.ts); the token goes along only to an https URL on the token's own GitHub host.
- * Returns the URL pushed to, which also names the repository the pull request is opened on.
+ * Pushes the branch to the run's pinned target, provided the config still names it, never through the config's URL
+ * rules, helpers or proxies (src/engine/git-push.ts); the token goes along only to an https URL on the token's own
+ * GitHub host.
  */
-export function pushBranch(workdir: string, branch: string, token: string | null, env: NodeJS.ProcessEnv): string {
-  const origin = resolveOrigin(workdir);
-  let target: URL | null = null;
+export function pushBranch(
+  workdir: string, target: PushTarget, branch: string, token: string | null, env: NodeJS.ProcessEnv,
+): void {
+  const origin = pinnedOrigin(workdir, target);
+  let url: URL | null = null;
   try {
-    target = new URL(origin.url);
+    url = new URL(origin.url);
   } catch {
     // scp-like ssh or a local path: the user's own credentials, never ours.
   }
-  const onTokenHost = target?.protocol === 'https:' && target.hostname === githubHost(env);
-  const tokenHost = onTokenHost && !target!.username && !target!.password;
+  const onTokenHost = url?.protocol === 'https:' && url.hostname === githubHost(env);
+  const tokenHost = onTokenHost && !url!.username && !url!.password;
   if (!token || !tokenHost) {
     cleanPush(workdir, origin, branch, { askpass: null, token: null });
-    return origin.url;
+    return;
   }
   const dir = mkdtempSync(join(tmpdir(), 'svc-askpass-'));
   try {
     const askpass = join(dir, 'askpass');
     writeFileSync(askpass, ASKPASS, { mode: 0o700 });
     cleanPush(workdir, origin, branch, { askpass, token });
-    return origin.url;
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -137,8 +150,8 @@ export function pushBranch(workdir: string, branch: string, token: string | null
 
 export async function openPullRequest(req: PrRequest): Promise<PrResult> {
   const token = githubToken(req.env);
-  const pushedTo = pushBranch(req.workdir, req.branch, token, req.env);
-  if (token) return createViaRest(req, token, repoSlug(pushedTo));
+  pushBranch(req.workdir, req.target, req.branch, token, req.env);
+  if (token) return createViaRest(req, token);
   const gh = which('gh', req.env.PATH);
   if (gh) return createViaGh(req, gh);
   throw new Error('No GitHub credentials: set GITHUB_TOKEN or GH_TOKEN, or log in with gh');

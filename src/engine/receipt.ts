@@ -26,6 +26,11 @@ export interface ReceiptBody {
   started_at: string;
   ended_at: string | null;
   issued_at: string;
+  /**
+   * Only on receipts a Kubernetes pod's signer issued (src/pod/sign.ts): the fields it established itself, and those it
+   * copied from the run container's report, which the agent could have changed (docs/deploy.md "Receipts from pods").
+   */
+  attestation?: { by: 'pod-signer'; verified: string[]; reported: string[] };
 }
 
 export interface Receipt extends ReceiptBody {

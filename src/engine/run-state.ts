@@ -4,6 +4,7 @@ import { writeJsonAtomic } from './atomic.ts';
 import { statePath } from './paths.ts';
 import { assertPlainDir } from './safe-fs.ts';
 import { RUN_JSON_FIELDS, type RunJson, type RunStatus } from '../run-json.ts';
+import type { PushTarget } from './git-push.ts';
 
 export const TERMINAL: ReadonlySet<RunStatus> = new Set(['succeeded', 'failed', 'stopped']);
 
@@ -36,6 +37,11 @@ export interface RunState extends RunJson {
   answers: string[];
   /** Branch the repo had checked out when the run was made (the PR base unless the policy names one). */
   base_branch: string | null;
+  /**
+   * A --pr run's origin, read from the repository's config before any agent ran; the push and the pull request go
+   * there only (src/engine/git-push.ts). Null for a run that opens no pull request. Absent in older state files.
+   */
+  push_target?: PushTarget | null;
 }
 
 /** The wire form (DESIGN §3): exactly the run JSON fields, nothing engine-internal. */

@@ -14,6 +14,9 @@ import { isoNow, TERMINAL } from './run-state.ts';
 import { worktreeDir } from './paths.ts';
 import { runSandboxMode } from './sandbox.ts';
 import type { SandboxMode } from '../spawn/sandbox-mode.ts';
+import { signsLater, evidenceOf, EVIDENCE_ARTIFACT, type RunEvidence } from '../pod/evidence.ts';
+import type { CheckResult } from './checks.ts';
+import { pushTargetFor } from './launch.ts';
 
 export type WorkerMode = 'start' | 'resume' | 'verify';
 
@@ -34,6 +37,7 @@ async function finish(
   if (ctx.stopRequested()) return;
   const ended = isoNow();
   ctx.update({ ended_at: ended });
+  if (signsLater(ctx.env)) return leaveEvidence(ctx, 'finished', failure, exitCode, checks);
   const receipt = writeReceipt(ctx, checks, diff, failure !== null);
   const requiredFailed = checks.find((c) => c.required && c.exit_code !== 0);
   let error = failure ?? (requiredFailed ? `Required check "${requiredFailed.name}" failed (exit ${requiredFailed.exit_code})` : null);
@@ -42,8 +46,29 @@ async function finish(
   ctx.setStatus(error ? 'failed' : 'succeeded', { error, ended_at: ended, exit_code: exitCode, question: null });
 }
 
+/**
+ * In a Kubernetes pod's run container (SVC_SIGN_LATER=1, no key there): the evidence for the signer container, and
+ * the run stays `running`: the signer issues the receipt, opens the PR and sets the final status (src/pod/sign.ts).
+ */
+function leaveEvidence(
+  ctx: RunContext, outcome: RunEvidence['outcome'], error: string | null, exitCode: number | null,
+  checks: CheckResult[],
+): void {
+  const evidence = evidenceOf(ctx.state.run, outcome, error, exitCode, checks);
+  ctx.saveArtifact(EVIDENCE_ARTIFACT, JSON.stringify(evidence, null, 2) + '\n');
+  ctx.event('evidence', { outcome, checks: checks.length });
+  ctx.say('evidence written: the signer container issues the receipt');
+}
+
+/** A run made by an older svc has no pinned push target: it is pinned here, still before this worker's agent runs. */
+function pinPushTarget(ctx: RunContext): void {
+  if (ctx.state.push_target !== undefined) return;
+  ctx.update({ push_target: pushTargetFor(ctx.state.repo_path, ctx.state.pr) });
+}
+
 async function startOrResume(ctx: RunContext, mode: WorkerMode): Promise<void> {
   const policy = loadPolicy(ctx.state.repo_path);
+  pinPushTarget(ctx);
   const provider = resolveProvider(ctx.state.provider || null, loadEngineConfig(ctx.state.repo_path), ctx.env);
   const sandbox = runSandboxMode(ctx, policy);
   prepareWorkdir(ctx);
@@ -66,6 +91,7 @@ async function finishOverBudget(
   if (ctx.stopRequested()) return;
   const ended = isoNow();
   ctx.update({ ended_at: ended });
+  if (signsLater(ctx.env)) return leaveEvidence(ctx, 'over_budget', error, exitCode, checks);
   const receipt = writeReceipt(ctx, checks, diff, true);
   if (ctx.state.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
   ctx.setStatus('stopped', { error, ended_at: ended, exit_code: exitCode, question: null });

@@ -74,10 +74,10 @@ export function openAppendNoFollow(path: string, mode = 0o644): number {
 }
 
 /**
- * Reads at most `cap` bytes of a file an agent wrote (its question): null unless it is a regular file reached without
- * a symbolic link. O_NONBLOCK keeps a FIFO planted there from blocking the worker.
+ * Runs `read` on `path` opened without following a link (O_NONBLOCK: a planted FIFO cannot block); null unless it is a
+ * regular file.
  */
-export function readAgentFile(path: string, cap: number): string | null {
+function readPlain<T>(path: string, read: (fd: number, size: number) => T | null): T | null {
   let fd: number;
   try {
     fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
@@ -85,14 +85,31 @@ export function readAgentFile(path: string, cap: number): string | null {
     return null;
   }
   try {
-    if (!fstatSync(fd).isFile()) return null;
-    const buf = Buffer.alloc(cap);
-    let size = 0;
-    for (let n = 1; n > 0 && size < cap; size += n) n = readSync(fd, buf, size, cap - size, null);
-    return buf.subarray(0, size).toString('utf8');
+    const st = fstatSync(fd);
+    return st.isFile() ? read(fd, st.size) : null;
   } catch {
     return null;
   } finally {
     closeSync(fd);
   }
+}
+
+function readUpTo(fd: number, cap: number): Buffer {
+  const buf = Buffer.alloc(cap);
+  let size = 0;
+  for (let n = 1; n > 0 && size < cap; size += n) n = readSync(fd, buf, size, cap - size, null);
+  return buf.subarray(0, size);
+}
+
+/**
+ * Reads at most `cap` bytes of a file an agent wrote (its question): null unless it is a regular file reached without
+ * a symbolic link.
+ */
+export function readAgentFile(path: string, cap: number): string | null {
+  return readPlain(path, (fd) => readUpTo(fd, cap).toString('utf8'));
+}
+
+/** The whole of a file an agent could write, the same way; null when it is larger than `max` bytes. */
+export function readAgentBytes(path: string, max: number): Buffer | null {
+  return readPlain(path, (fd, size) => (size > max ? null : readUpTo(fd, size)));
 }

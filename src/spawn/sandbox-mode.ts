@@ -25,10 +25,29 @@ export class SandboxSettingError extends Error {
 
 let probed: SandboxProbe | null = null;
 
-/** The host probe, run once per process (a trial bwrap costs a few milliseconds). */
+/** The host probe, run once per run: by the process that makes or launches the run, then handed to its worker. */
 function probeOnce(env: NodeJS.ProcessEnv): SandboxProbe {
   probed ??= probeSandbox(env);
   return probed;
+}
+
+/** The probe this process ran or was handed, for the handoff to the run's worker; null when it needed none. */
+export function probeDone(): SandboxProbe | null {
+  return probed;
+}
+
+/**
+ * Takes the probe the parent svc ran, as it arrived in the handoff pipe (src/spawn/secrets-handoff.ts): only that
+ * parent can write the pipe, unlike the environment, which any launcher of svc sets. Anything not shaped like a probe
+ * is ignored, and this process probes for itself when it needs to.
+ */
+export function trustParentProbe(value: unknown): void {
+  if (probed !== null || value === null || typeof value !== 'object' || Array.isArray(value)) return;
+  const v = value as Record<string, unknown>;
+  const nullableString = (x: unknown): x is string | null => x === null || typeof x === 'string';
+  if (typeof v.ok !== 'boolean' || !nullableString(v.bwrap) || !nullableString(v.reason)) return;
+  if (!nullableString(v.userNamespaces) || (v.ok && !v.bwrap)) return;
+  probed = { ok: v.ok, bwrap: v.bwrap, userNamespaces: v.userNamespaces, reason: v.reason };
 }
 
 export const OPT_OUT_CLI = 'SVC_SANDBOX=none (only for a run started at the CLI)';

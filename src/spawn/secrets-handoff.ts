@@ -1,19 +1,39 @@
-// Hands svc's secrets to a child svc, or to this same process after it re-executes itself, through a 0600 file the
-// receiver reads and deletes before it does anything else: never through the environment, which /proc/<pid>/environ
-// shows to every process of the same user for the whole life of the process (DESIGN §7a, issue 9 item 4).
-// Must not: write a value anywhere but that file, or accept a name that is not one of svc's secrets.
+// Hands svc's secrets to a child svc it starts, or to this same process after it re-executes itself: never through
+// the environment, which /proc/<pid>/environ shows to every process of the same user for the whole life of the
+// process (DESIGN §7a, issue 9 item 4).
+// - A child svc (the run's worker, the launcher a server starts, the dashboard's Control Plane) gets them through an
+//   inherited pipe on fd 3 that the parent writes and closes right after the spawn; the child reads it to the end and
+//   closes it before it does anything else. Nothing touches the disk, and no other process can open the pipe: a
+//   socket's /proc/<pid>/fd link cannot be opened, and the parent's end is close-on-exec.
+// - A re-executed process (execve keeps no pipe svc can make from Node) gets them through a 0600 file in
+//   ~/.svc/handoff that the new image reads and deletes first.
+// The same message carries the sandbox probe the parent already ran, so a run's worker need not run it again.
+// Must not: write a value anywhere but that pipe or file, or accept a name that is not one of svc's secrets.
 import {
-  mkdirSync, openSync, writeSync, closeSync, readFileSync, rmSync, chmodSync, readdirSync, statSync,
+  mkdirSync, openSync, writeSync, closeSync, readFileSync, rmSync, chmodSync, readdirSync, statSync, fstatSync,
 } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { homedir } from 'node:os';
+import type { Writable } from 'node:stream';
+import type { ChildProcess } from './start.ts';
 import { SVC_SECRET_NAMES } from './env.ts';
+import { obj } from '../untrusted.ts';
 
-/** The one variable that travels instead: the path of the handoff file (a path, not a secret). */
+/** The variable that names the handoff file of a re-executed process (a path, not a secret). */
 export const HANDOFF_VAR = 'SVC_SECRETS_HANDOFF';
+/** The variable that tells a child svc to read its handoff from the inherited pipe (a descriptor number). */
+export const HANDOFF_FD_VAR = 'SVC_HANDOFF_FD';
+/** Where that pipe lands in the child: right after stdin, stdout and stderr. */
+const HANDOFF_FD = 3;
 
 export type Secrets = Record<string, string>;
+
+/** What a parent svc hands over: secrets, and the sandbox probe it ran (null if none; the receiver checks it). */
+export interface Handoff {
+  secrets: Secrets;
+  probe: unknown;
+}
 
 /** Secret values in `env` (the `*_FILE` names hold paths and stay where they are). */
 export function secretsIn(env: NodeJS.ProcessEnv): Secrets {
@@ -25,12 +45,12 @@ export function secretsIn(env: NodeJS.ProcessEnv): Secrets {
   return out;
 }
 
-/** `env` without any of svc's secret values and without a stale handoff path. */
+/** `env` without any of svc's secret values and without a stale handoff path or descriptor. */
 export function withoutSecrets(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const out: NodeJS.ProcessEnv = {};
   for (const [name, value] of Object.entries(env)) {
     const secretValue = SVC_SECRET_NAMES.has(name) && !name.endsWith('_FILE');
-    if (value === undefined || name === HANDOFF_VAR || secretValue) continue;
+    if (value === undefined || name === HANDOFF_VAR || name === HANDOFF_FD_VAR || secretValue) continue;
     out[name] = value;
   }
   return out;
@@ -56,8 +76,9 @@ function handoffDir(env: NodeJS.ProcessEnv): string {
 }
 
 /**
- * Writes `secrets` to a fresh 0600 file and returns the extra environment that names it, or `{}` when there is
- * nothing to hand over. The caller removes the file (`dropHandoff`) if the receiver never started.
+ * For a re-exec only (a child svc gets `handoffPipe`): writes `secrets` to a fresh 0600 file and returns the extra
+ * environment that names it, or `{}` when there is nothing to hand over. The caller removes the file (`dropHandoff`)
+ * if the new image never started.
  */
 export function writeHandoff(secrets: Secrets, env: NodeJS.ProcessEnv): Record<string, string> {
   const names = Object.keys(secrets).filter((n) => SVC_SECRET_NAMES.has(n) && secrets[n]);
@@ -65,7 +86,7 @@ export function writeHandoff(secrets: Secrets, env: NodeJS.ProcessEnv): Record<s
   const path = join(handoffDir(env), `${process.pid}-${randomBytes(12).toString('hex')}.json`);
   const fd = openSync(path, 'wx', 0o600);
   try {
-    writeSync(fd, JSON.stringify(Object.fromEntries(names.map((n) => [n, secrets[n]]))));
+    writeSync(fd, message({ secrets, probe: null }));
   } finally {
     closeSync(fd);
   }
@@ -78,32 +99,88 @@ export function dropHandoff(extra: Record<string, string>): void {
   if (path) rmSync(path, { force: true });
 }
 
+/** The JSON both channels carry: only svc's secret names with non-empty values, and the probe. */
+function message(handoff: Handoff): string {
+  const names = Object.keys(handoff.secrets).filter((n) => SVC_SECRET_NAMES.has(n) && handoff.secrets[n]);
+  const secrets = Object.fromEntries(names.map((n) => [n, handoff.secrets[n]]));
+  return JSON.stringify({ secrets, probe: handoff.probe });
+}
+
 /**
- * Reads and deletes the handoff file `env` names (once, at process start) and removes the name from `env`.
- * Only svc's secret names are taken from it; a missing or malformed file hands over nothing.
+ * `stdio` for a child svc that takes its handoff from a pipe on fd 3, and the environment that tells it so. Start
+ * the child with both, then call `sendHandoff` at once.
  */
-export function takeHandoff(env: NodeJS.ProcessEnv): Secrets {
-  const path = env[HANDOFF_VAR];
-  delete env[HANDOFF_VAR];
-  if (!path) return {};
-  let text: string;
+export function handoffPipe(
+  stdio: Array<'ignore' | 'inherit' | 'pipe' | number>,
+): { stdio: Array<'ignore' | 'inherit' | 'pipe' | number>; extra: Record<string, string> } {
+  return { stdio: [...stdio.slice(0, HANDOFF_FD), 'pipe'], extra: { [HANDOFF_FD_VAR]: String(HANDOFF_FD) } };
+}
+
+/** Writes the handoff into the child's pipe and closes it; a child that is already gone simply never reads it. */
+export function sendHandoff(child: ChildProcess, handoff: Handoff): void {
+  const pipe = child.stdio[HANDOFF_FD] as Writable | null | undefined;
+  if (!pipe) return;
+  pipe.on('error', () => {});
+  // Closed once written: the data waits in the socket for the child, and this process need not wait for it.
+  pipe.end(message(handoff), () => pipe.destroy());
+}
+
+/** Reads the inherited handoff pipe to its end and closes it; null unless fd 3 is the socket svc gave this process. */
+function readPipe(): string | null {
   try {
-    text = readFileSync(path, 'utf8');
+    // fd 3 is the pipe only when the parent made it; otherwise it may be one of Node's own, which must stay open.
+    if (!fstatSync(HANDOFF_FD).isSocket()) return null;
   } catch {
-    return {};
+    return null;
+  }
+  try {
+    return readFileSync(HANDOFF_FD, 'utf8');
+  } catch {
+    return null;
+  } finally {
+    closeSync(HANDOFF_FD);
+  }
+}
+
+function readFile(path: string): string | null {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return null;
   } finally {
     rmSync(path, { force: true });
   }
+}
+
+/** The secrets (svc's names only, non-empty strings) and the probe in one handoff message; nothing from bad JSON. */
+function parse(text: string | null): Handoff {
+  const out: Handoff = { secrets: {}, probe: null };
+  if (text === null) return out;
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch {
-    return {};
+    return out;
   }
-  const out: Secrets = {};
-  if (typeof value !== 'object' || value === null) return out;
-  for (const [name, v] of Object.entries(value)) {
-    if (SVC_SECRET_NAMES.has(name) && !name.endsWith('_FILE') && typeof v === 'string' && v) out[name] = v;
+  const body = obj(value);
+  for (const [name, v] of Object.entries(obj(body.secrets))) {
+    if (SVC_SECRET_NAMES.has(name) && !name.endsWith('_FILE') && typeof v === 'string' && v) out.secrets[name] = v;
   }
+  out.probe = body.probe ?? null;
   return out;
+}
+
+/**
+ * Takes what this process was handed (once, at process start): the pipe `SVC_HANDOFF_FD` names, and the file
+ * `SVC_SECRETS_HANDOFF` names (deleted), and removes both names from `env`. A missing or malformed one hands over
+ * nothing.
+ */
+export function takeHandoff(env: NodeJS.ProcessEnv): Handoff {
+  const fd = env[HANDOFF_FD_VAR];
+  const path = env[HANDOFF_VAR];
+  delete env[HANDOFF_FD_VAR];
+  delete env[HANDOFF_VAR];
+  const piped = parse(fd === String(HANDOFF_FD) ? readPipe() : null);
+  const filed = parse(path ? readFile(path) : null);
+  return { secrets: { ...filed.secrets, ...piped.secrets }, probe: piped.probe ?? filed.probe };
 }

@@ -1,9 +1,13 @@
 // SVC_TRIGGER_EXECUTOR=kubernetes: each job becomes a batch/v1 Job running `svc start …` in its own pod.
-// launch: create the Job (idempotent on its name), read the run identity from the pod's `{"source","run"}` log
-// line, label the Job with it. follow: poll the Control Plane for the run and the Job for its end.
+// launch: create the Job (idempotent on its name) under a run id the pod spec fixes, wait for the run container's
+// `{"source","run"}` line naming that run, label the Job with it. follow: poll the Control Plane for the run and the
+// Job for its end; the final summary line is read from the signer container only (the run container's log is the
+// agent's to write).
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createKubeApi, inClusterApiUrl, SERVICE_ACCOUNT_DIR, type KubeApi } from './kube-api.ts';
-import { buildKubeJob, kubeJobName, kubernetesSettingsFromEnv, CONTAINER, LABEL_RUN, type KubernetesSettings } from './kubernetes-job.ts';
+import { buildKubeJob, kubeJobName, kubernetesSettingsFromEnv, LABEL_RUN, type KubernetesSettings } from './kubernetes-job.ts';
+import { RUN_CONTAINER, SIGNER_CONTAINER } from './kubernetes-pod.ts';
+import { newRunId } from '../engine/ids.ts';
 import { isTerminal, outcomeFromState, parseLaunchOutput, RUN_SEGMENT, type ExecJob, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef } from './executor.ts';
 import type { Logger } from '../log.ts';
 
@@ -49,43 +53,59 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
     return { phase: 'running', reason: null };
   }
 
-  async function podLog(name: string): Promise<string> {
+  async function podLog(name: string, container: string): Promise<string> {
     const pods = await api.request('GET', `/api/v1/namespaces/${ns}/pods?labelSelector=${encodeURIComponent(`job-name=${name}`)}`);
     const items = ((pods.body as { items?: Array<{ metadata?: { name?: string } }> } | null)?.items ?? []);
     let text = '';
     for (const pod of items) {
       if (!pod.metadata?.name) continue;
-      const res = await api.request('GET', `/api/v1/namespaces/${ns}/pods/${encodeURIComponent(pod.metadata.name)}/log?container=${CONTAINER}&limitBytes=65536`);
+      const res = await api.request('GET', `/api/v1/namespaces/${ns}/pods/${encodeURIComponent(pod.metadata.name)}/log?container=${container}&limitBytes=65536`);
       if (res.status === 200) text += `${res.text}\n`;
     }
     return text;
   }
 
-  async function createJob(job: ExecJob, name: string): Promise<string | null> {
-    const res = await api.request('POST', jobsPath, buildKubeJob(job, settings, decodeURIComponent(ns), opts.env));
-    // 409: this job's Kubernetes Job already exists (the server restarted mid-launch): follow that one.
-    if (res.status === 201 || res.status === 200 || res.status === 202 || res.status === 409) return null;
+  /** The run id the Job's pod spec fixed: ours when we created it, else the existing Job's (a restart mid-launch). */
+  async function createJob(job: ExecJob, name: string): Promise<{ runId: string } | { refused: string }> {
+    const runId = newRunId();
+    const res = await api.request('POST', jobsPath, buildKubeJob(job, settings, decodeURIComponent(ns), opts.env, runId));
+    if (res.status === 201 || res.status === 200 || res.status === 202) return { runId };
+    if (res.status === 409) {
+      const existing = await api.request('GET', `${jobsPath}/${encodeURIComponent(name)}`);
+      const found = runIdOf(existing.body);
+      if (found) return { runId: found };
+      return { refused: `Kubernetes Job ${name} already exists without a run id in its pod spec` };
+    }
     const message = (res.body as { message?: unknown } | null)?.message;
-    return `Kubernetes API refused Job ${name} (${res.status}${typeof message === 'string' ? `: ${message.slice(0, 200)}` : ''})`;
+    return { refused: `Kubernetes API refused Job ${name} (${res.status}${typeof message === 'string' ? `: ${message.slice(0, 200)}` : ''})` };
+  }
+
+  /** Whether the run container announced the run the pod spec fixed (a line naming any other run is ignored). */
+  async function announced(name: string, runId: string): Promise<RunRef | null> {
+    const lines = (await podLog(name, RUN_CONTAINER)).split('\n').filter((l) => l.includes(runId));
+    const run = parseLaunchOutput(lines.join('\n'));
+    return run && run.run === runId && run.source === settings.source ? run : null;
   }
 
   async function launch(job: ExecJob): Promise<LaunchResult> {
     const name = kubeJobName(job.id);
     try {
-      const refused = await createJob(job, name);
-      if (refused) return { exitCode: null, run: null, error: refused };
+      const created = await createJob(job, name);
+      if ('refused' in created) return { exitCode: null, run: null, error: created.refused };
       log.info('kubernetes job created', { job: job.id, kube_job: name });
       const deadline = Date.now() + launchTimeoutMs;
       for (;;) {
-        const run = parseLaunchOutput(await podLog(name));
+        let run = await announced(name, created.runId);
+        const state = run ? null : await jobState(name);
+        // The pod may print its line and end between the two reads: look at the log once more before giving up.
+        if (!run && state!.phase !== 'running') run = await announced(name, created.runId);
         if (run) {
           known.set(`${run.source}/${run.run}`, name);
           await labelRun(name, run);
           return { exitCode: 0, run, error: null };
         }
-        const state = await jobState(name);
-        if (state.phase !== 'running') {
-          return { exitCode: state.phase === 'complete' ? 0 : 1, run: null, error: `Kubernetes Job ${name} ended without a {"source","run"} line (${state.reason ?? state.phase})` };
+        if (state!.phase !== 'running') {
+          return { exitCode: state!.phase === 'complete' ? 0 : 1, run: null, error: `Kubernetes Job ${name} ended without a {"source","run"} line (${state!.reason ?? state!.phase})` };
         }
         if (Date.now() > deadline) return { exitCode: null, run: null, error: `Kubernetes Job ${name} printed no run within ${launchTimeoutMs} ms` };
         await sleep(pollMs);
@@ -122,9 +142,9 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
     }
   }
 
-  /** Foreground `svc start` ends by printing the run's final summary line: prefer it to the Job's bare status. */
+  /** The signer ends by printing the run's final summary line: prefer it to the Job's bare status. */
   async function outcomeFromLog(name: string): Promise<RunOutcome | null> {
-    const lines = (await podLog(name)).split('\n').map((l) => l.trim()).filter((l) => l.startsWith('{'));
+    const lines = (await podLog(name, SIGNER_CONTAINER)).split('\n').map((l) => l.trim()).filter((l) => l.startsWith('{'));
     for (let i = lines.length - 1; i >= 0; i--) {
       try {
         const outcome = outcomeFromState(JSON.parse(lines[i]!) as Record<string, unknown>);
@@ -176,4 +196,14 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
   }
 
   return { name: 'kubernetes', launch, follow };
+}
+
+/** `--run-id` of the signer container in a Job as the API returned it, or null. */
+function runIdOf(job: unknown): string | null {
+  type Spec = { spec?: { template?: { spec?: { containers?: Array<{ name?: unknown; args?: unknown }> } } } };
+  const containers = (job as Spec | null)?.spec?.template?.spec?.containers;
+  const args = Array.isArray(containers) ? containers.find((c) => c?.name === SIGNER_CONTAINER)?.args : undefined;
+  if (!Array.isArray(args)) return null;
+  const value: unknown = args[args.indexOf('--run-id') + 1];
+  return typeof value === 'string' && RUN_SEGMENT.test(value) && args.includes('--run-id') ? value : null;
 }

@@ -1,6 +1,6 @@
 // Default executor: `node <cli> start …` as a child process with an allowlisted env, then polls <repo>/.svc/runs/<run>/state.json.
 import { startChild } from '../spawn/start.ts';
-import { secretsIn, writeHandoff, dropHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
+import { secretsIn, handoffPipe, sendHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -43,19 +43,20 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
       let stdout = '';
       let stderr = '';
       let timedOut = false;
-      // The launcher's environment is the allowlist (no secret); what the run uses itself arrives in a handoff file.
-      const handoff = writeHandoff(launcherSecrets(opts.env), opts.env);
+      // The launcher's environment is the allowlist (no secret); what the run uses itself arrives in a pipe (fd 3).
+      const pipe = handoffPipe(['ignore', 'pipe', 'pipe']);
       const child = startChild([opts.execPath ?? process.execPath, opts.cliPath, ...job.args], {
         cwd: opts.repoDir,
         kind: 'launcher',
         base: opts.env,
         // SVC_JOB_ID lets a trackera run find the payload of its own delivery (trackera-snapshot.ts).
-        extra: { SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}), ...handoff },
+        extra: { SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}), ...pipe.extra },
         // Own process group, so a timeout can signal the launcher and everything it started, and a
         // Ctrl-C on the server's terminal does not reach runs the launcher detached.
         detached: true,
-        stdio: ['ignore', 'pipe', 'pipe'],
+        stdio: pipe.stdio,
       });
+      sendHandoff(child, { secrets: launcherSecrets(opts.env), probe: null });
       child.stdout?.setEncoding('utf8').on('data', (d: string) => {
         if (stdout.length < OUTPUT_CAP) stdout += d;
       });
@@ -69,12 +70,10 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
       }, launchTimeoutMs);
       timer.unref();
       child.on('error', (err) => {
-        dropHandoff(handoff);
         clearTimeout(timer);
         resolve({ exitCode: null, run: null, error: `could not start svc: ${err.message}` });
       });
       child.on('close', (code) => {
-        dropHandoff(handoff); // already gone if the launcher took it
         clearTimeout(timer);
         const run = code === 0 ? parseLaunchOutput(stdout) : null;
         let error: string | null = null;

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { makeRepo, startGithubStandIn, readJson, CLI, EDIT_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from './fixtures.ts';
 import { makeCert } from '../trigger/standins.ts';
 import { pushBranch } from '../../src/engine/pr.ts';
-import { PushRefusedError } from '../../src/engine/git-push.ts';
+import { PushRefusedError, pinPushTarget } from '../../src/engine/git-push.ts';
 
 const SECRETS = {
   GITHUB_TOKEN: 'gh-secret-token-1', GH_TOKEN: 'gh-secret-token-2', ERRTRACK_AUTH_TOKEN: 'errtrack-secret-3',
@@ -153,7 +153,7 @@ describe('pushing the run branch', () => {
 
   it('hands the token to git push through GIT_ASKPASS when origin is the GitHub host', () => {
     const dir = repoWithOrigin(`${url}/acme/api.git`);
-    assert.throws(() => pushBranch(dir, 'svc/r1', 'push-token-123', { GITHUB_API_URL: url }), /git push failed/);
+    assert.throws(() => pushBranch(dir, pinPushTarget(dir), 'svc/r1', 'push-token-123', { GITHUB_API_URL: url }), /git push failed/);
     const sent = headers().filter((h) => h !== '-');
     assert.ok(sent.length > 0, 'git retried with credentials');
     assert.equal(Buffer.from(sent[0]!.replace(/^Basic /, ''), 'base64').toString(), 'x-access-token:push-token-123');
@@ -191,14 +191,32 @@ describe('pushing the run branch', () => {
     ['a pushurl on the GitHub host plus a pushInsteadOf away from it', (e, g) => [['remote.origin.pushurl', `${g}/acme/api.git`], [`url.${e}/.pushInsteadOf`, `${g}/`]]],
   ];
   for (const [name, rules] of redirects) {
-    it(`refuses to push, and sends nothing anywhere, when .git/config holds ${name}`, () => {
+    it(`refuses to pin a push target when .git/config holds ${name}`, () => {
       const dir = repoWithOrigin(`${url}/acme/api.git`);
       setConfig(dir, rules(evil, url));
-      assert.throws(() => pushBranch(dir, 'svc/r1', 'push-token-123', { GITHUB_API_URL: url }), PushRefusedError);
+      assert.throws(() => pinPushTarget(dir), PushRefusedError);
+    });
+    it(`refuses to push, and sends nothing anywhere, when ${name} appears in .git/config after pinning`, () => {
+      const dir = repoWithOrigin(`${url}/acme/api.git`);
+      const target = pinPushTarget(dir);
+      setConfig(dir, rules(evil, url));
+      assert.throws(() => pushBranch(dir, target, 'svc/r1', 'push-token-123', { GITHUB_API_URL: url }), /changed during the run/);
       assert.deepEqual(evilSeen(), []);
       assert.deepEqual(headers(), []);
     });
   }
+
+  it('refuses to push when origin was repointed after pinning, even to another repository on the same host', () => {
+    const dir = repoWithOrigin(`${url}/acme/api.git`);
+    const target = pinPushTarget(dir);
+    assert.deepEqual(target, { url: `${url}/acme/api.git`, repo: 'acme/api' });
+    execFileSync('git', ['remote', 'set-url', 'origin', `${url}/mallory/loot.git`], { cwd: dir });
+    assert.throws(
+      () => pushBranch(dir, target, 'svc/r1', 'push-token-123', { GITHUB_API_URL: url }),
+      (err: Error) => err instanceof PushRefusedError && /origin changed during the run/.test(err.message) && err.message.includes('/mallory/loot.git'),
+    );
+    assert.deepEqual(headers(), [], 'nothing reached the host, with or without the token');
+  });
 
   it('ignores credential helpers, askpass, proxies, TLS settings and includes that .git/config names', () => {
     const dir = repoWithOrigin(`${url}/acme/api.git`);
@@ -211,7 +229,7 @@ describe('pushing the run branch', () => {
       ['http.proxy', evil], ['https.proxy', evil], [`http.${url}/.proxy`, evil], ['http.sslVerify', 'false'],
       ['include.path', included], [`includeIf.gitdir:${dir}/.path`, included], ['core.sshCommand', helper.path],
     ]);
-    assert.throws(() => pushBranch(dir, 'svc/r1', 'push-token-123', { GITHUB_API_URL: url }), /git push failed/);
+    assert.throws(() => pushBranch(dir, pinPushTarget(dir), 'svc/r1', 'push-token-123', { GITHUB_API_URL: url }), /git push failed/);
     assertTokenOnlyAtGithub();
     assert.deepEqual(evilSeen(), [], 'neither the planted proxy nor the included insteadOf was used');
     assert.equal(helper.ran(), '', 'no planted credential helper ran');
@@ -224,7 +242,7 @@ describe('pushing the run branch', () => {
     const globalConfig = join(process.env.HOME!, '.gitconfig');
     writeFileSync(globalConfig, `[url "${evil}/"]\n\tpushInsteadOf = ${url}/\n[credential]\n\thelper = !${helper.path}\n`);
     try {
-      assert.throws(() => pushBranch(dir, 'svc/r1', 'push-token-123', { GITHUB_API_URL: url }), /git push failed/);
+      assert.throws(() => pushBranch(dir, pinPushTarget(dir), 'svc/r1', 'push-token-123', { GITHUB_API_URL: url }), /git push failed/);
     } finally {
       rmSync(globalConfig);
     }
@@ -236,13 +254,13 @@ describe('pushing the run branch', () => {
   it('refuses when .git/config names no origin or two', () => {
     const dir = repoWithOrigin(`${url}/acme/api.git`);
     setConfig(dir, [['remote.origin.url', `${evil}/acme/api.git`]]);
-    assert.throws(() => pushBranch(dir, 'svc/r1', 'push-token-123', { GITHUB_API_URL: url }), PushRefusedError);
+    assert.throws(() => pinPushTarget(dir), PushRefusedError);
     assert.deepEqual(evilSeen(), []);
   });
 
   it('never offers the token to an origin on another host', () => {
     const dir = repoWithOrigin(`${url}/acme/api.git`);
-    assert.throws(() => pushBranch(dir, 'svc/r1', 'push-token-123', { GITHUB_API_URL: 'https://github.example' }), /git push failed/);
+    assert.throws(() => pushBranch(dir, pinPushTarget(dir), 'svc/r1', 'push-token-123', { GITHUB_API_URL: 'https://github.example' }), /git push failed/);
     const seen = headers();
     assert.ok(seen.length > 0, 'git reached the server');
     assert.deepEqual(seen.filter((h) => h !== '-'), []);

@@ -1,9 +1,12 @@
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, statSync, existsSync, readdirSync, writeFileSync, utimesSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync, existsSync, readdirSync, writeFileSync, utimesSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
-import { writeHandoff, takeHandoff, withoutSecrets, secretsIn, HANDOFF_VAR } from '../../src/spawn/secrets-handoff.ts';
+import {
+  writeHandoff, takeHandoff, withoutSecrets, secretsIn, handoffPipe, sendHandoff, HANDOFF_VAR, HANDOFF_FD_VAR,
+} from '../../src/spawn/secrets-handoff.ts';
+import { startChild } from '../../src/spawn/start.ts';
 import { resolveControlSettings } from '../../src/control/settings.ts';
 
 describe('secrets handoff', () => {
@@ -16,17 +19,18 @@ describe('secrets handoff', () => {
     assert.equal(statSync(path).mode & 0o777, 0o600);
     assert.equal(statSync(join(home, '.svc', 'handoff')).mode & 0o777, 0o700);
     const env: NodeJS.ProcessEnv = { [HANDOFF_VAR]: path, PATH: '/bin' };
-    assert.deepEqual(takeHandoff(env), { GITHUB_TOKEN: 'gh-1' });
+    assert.deepEqual(takeHandoff(env), { secrets: { GITHUB_TOKEN: 'gh-1' }, probe: null });
     assert.equal(existsSync(path), false, 'the receiver deleted the file');
     assert.equal(env[HANDOFF_VAR], undefined, 'and forgot its name');
   });
 
   it('hands nothing over when there is nothing to hand, and takes nothing from a missing or foreign file', () => {
     assert.deepEqual(writeHandoff({}, { HOME: home }), {});
-    assert.deepEqual(takeHandoff({ [HANDOFF_VAR]: join(home, 'gone.json') }), {});
+    const nothing = { secrets: {}, probe: null };
+    assert.deepEqual(takeHandoff({ [HANDOFF_VAR]: join(home, 'gone.json') }), nothing);
     const foreign = join(home, 'foreign.json');
-    writeFileSync(foreign, JSON.stringify({ PATH: '/evil', LD_PRELOAD: '/evil.so', GH_TOKEN: 7 }));
-    assert.deepEqual(takeHandoff({ [HANDOFF_VAR]: foreign }), {});
+    writeFileSync(foreign, JSON.stringify({ secrets: { PATH: '/evil', LD_PRELOAD: '/evil.so', GH_TOKEN: 7 } }));
+    assert.deepEqual(takeHandoff({ [HANDOFF_VAR]: foreign }), nothing);
     assert.deepEqual(readdirSync(join(home, '.svc', 'handoff')), []);
   });
 
@@ -42,8 +46,80 @@ describe('secrets handoff', () => {
     rmSync(fresh[HANDOFF_VAR]!);
   });
 
+  // The receiver, as svc's entry runs it: take the handoff, then report what it got, whether fd 3 is still open and
+  // whether the environment still names it.
+  const RECEIVER = `
+    import { fstatSync } from 'node:fs';
+    import { takeHandoff } from ${JSON.stringify(new URL('../../src/spawn/secrets-handoff.ts', import.meta.url).href)};
+    const handed = takeHandoff(process.env);
+    let open = true;
+    try { fstatSync(3); } catch { open = false; }
+    process.stdout.write(JSON.stringify({ handed, fd3Open: open, named: process.env.${HANDOFF_FD_VAR} ?? null }));
+  `;
+
+  function receive(handoff: Parameters<typeof sendHandoff>[1], env: Record<string, string>): Promise<any> {
+    const pipe = handoffPipe(['ignore', 'pipe', 'inherit']);
+    const child = startChild([process.execPath, '--input-type=module', '-e', RECEIVER], {
+      kind: 'svc-worker', base: { PATH: process.env.PATH, HOME: home }, extra: { ...pipe.extra, ...env }, stdio: pipe.stdio,
+    });
+    sendHandoff(child, handoff);
+    let out = '';
+    child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+    return new Promise((resolve) => child.on('close', () => resolve(JSON.parse(out))));
+  }
+
+  it('hands a child svc its secrets and the probe through a pipe on fd 3, which it reads and closes; no file is written', async () => {
+    const handoffDir = join(home, '.svc', 'handoff');
+    const before = existsSync(handoffDir) ? readdirSync(handoffDir) : [];
+    const probe = { ok: true, bwrap: '/usr/bin/bwrap', userNamespaces: null, reason: null };
+    const got = await receive({ secrets: { GITHUB_TOKEN: 'gh-pipe', PATH: '/evil', SVC_CONTROL_TOKEN: '' }, probe }, {});
+    assert.deepEqual(got, { handed: { secrets: { GITHUB_TOKEN: 'gh-pipe' }, probe }, fd3Open: false, named: null });
+    assert.deepEqual(existsSync(handoffDir) ? readdirSync(handoffDir) : [], before, 'nothing on disk');
+  });
+
+  it('reads no pipe when fd 3 is not the socket svc made (a stray SVC_HANDOFF_FD), and leaves that fd alone', async () => {
+    const child = startChild([process.execPath, '--input-type=module', '-e', RECEIVER], {
+      kind: 'svc-worker', base: { PATH: process.env.PATH, HOME: home }, extra: { [HANDOFF_FD_VAR]: '3' }, stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+    const got = await new Promise<any>((resolve) => child.on('close', () => resolve(JSON.parse(out))));
+    assert.deepEqual(got.handed, { secrets: {}, probe: null });
+    assert.equal(got.named, null);
+  });
+
+  it('keeps what a pipe handed over across the Control Plane\u2019s re-exec (a pipe does not survive execve)', async () => {
+    const cli = new URL('../../dist/cli.js', import.meta.url).pathname;
+    const pipe = handoffPipe(['ignore', 'pipe', 'inherit']);
+    const token = 'reexec-token-5d1a';
+    // No V8 flags given, so `control serve` re-executes itself to add them.
+    const child = startChild([process.execPath, cli, 'control', 'serve', '--port', '0'], {
+      kind: 'svc-worker', base: { PATH: process.env.PATH, HOME: home, SVC_CONTROL_DB: join(home, 'reexec.db') },
+      extra: pipe.extra, stdio: pipe.stdio,
+    });
+    sendHandoff(child, { secrets: { SVC_CONTROL_TOKEN: token }, probe: null });
+    try {
+      const url = await new Promise<string>((resolve) => {
+        let out = '';
+        child.stdout!.on('data', (c: Buffer) => {
+          out += c.toString();
+          const found = /http:\/\/[^\s]+/.exec(out)?.[0];
+          if (found) resolve(found);
+        });
+      });
+      assert.match(readFileSync(`/proc/${child.pid}/cmdline`, 'utf8'), /--max-semi-space-size/, 'it did re-execute');
+      const runs = await fetch(`${url}/v1/runs`, { headers: { authorization: `Bearer ${token}` } });
+      assert.equal(runs.status, 200);
+      assert.equal(readFileSync(`/proc/${child.pid}/environ`, 'utf8').includes(token), false);
+      assert.deepEqual(readdirSync(join(home, '.svc', 'handoff')), [], 'the re-exec\u2019s file was taken');
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+    }
+  });
+
   it('separates secret values from the rest of an environment; *_FILE paths are not values', () => {
-    const env = { PATH: '/bin', GITHUB_TOKEN: 'a', CHATA_SIGNING_SECRET: 'b', SVC_API_TOKEN_FILE: '/run/creds/t', [HANDOFF_VAR]: '/x' };
+    const env = { PATH: '/bin', GITHUB_TOKEN: 'a', CHATA_SIGNING_SECRET: 'b', SVC_API_TOKEN_FILE: '/run/creds/t', [HANDOFF_VAR]: '/x', [HANDOFF_FD_VAR]: '3' };
     assert.deepEqual(secretsIn(env), { GITHUB_TOKEN: 'a', CHATA_SIGNING_SECRET: 'b' });
     assert.deepEqual(withoutSecrets(env), { PATH: '/bin', SVC_API_TOKEN_FILE: '/run/creds/t' });
   });

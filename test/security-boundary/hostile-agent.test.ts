@@ -281,8 +281,8 @@ describe('the agent boundary, black-box', () => {
         assert.deepEqual(leaks(procLoot), []);
       });
 
-      // The sandbox's doing: without it ~/.svc is readable, and so is another run's secrets handoff file for the moment
-      // between its writing and its receiver's start.
+      // The sandbox's doing: without it ~/.svc is readable, and so is the handoff file of an svc re-executing itself
+      // (runs and launchers get theirs through a pipe, which the agent cannot open).
       it('the agent could read no file under ~/.svc nor any secret svc keeps in a file', () => {
         assert.deepEqual(loot.split('\n').filter((l) => l.startsWith('READABLE ')), []);
         assert.doesNotMatch(loot, /PRIVATE KEY/);

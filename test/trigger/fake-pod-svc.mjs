@@ -1,33 +1,53 @@
 #!/usr/bin/env node
-// Stand-in for the container's `svc start …` run in the foreground inside a Kubernetes Job pod: ships its run to
-// the Control Plane (token from SVC_CONTROL_TOKEN_FILE), then prints the final summary line like svc start does.
-import { readFileSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
+// Stand-in for svc in a Kubernetes job pod, one process per container (test/trigger/kube-stand-in.ts):
+// - `start …` (the run container): prints {"source","run"} under the --run-id the pod spec fixed, leaves its outcome
+//   in the workspace (its working folder) for the signer, and exits 0 like `svc start` with SVC_SIGN_LATER=1;
+// - `pod seal`: nothing to record here;
+// - `pod sign` (the signer): reads that outcome from --repo, ships the run to the Control Plane (token from
+//   SVC_CONTROL_TOKEN_FILE), prints the final summary line and exits 1 for a failed run, like `svc pod sign`.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 const args = process.argv.slice(2);
-const text = args.join(' ');
-if (text.includes('no-run-line')) {
-  process.stderr.write('provider crashed\n');
-  process.exit(2);
-}
+const flag = (name) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
 const source = process.env.SVC_SOURCE || 'local';
-const run = `r${randomBytes(13).toString('hex')}`;
-const failed = text.includes('make-it-fail');
-if (text.includes('announce')) process.stdout.write(`${JSON.stringify({ source, run })}\n`);
-const now = new Date().toISOString();
-const state = {
-  run, status: failed ? 'failed' : 'succeeded', verdict: failed ? 'not_verified' : 'verified',
-  pr_url: failed ? null : 'https://git.example.test/acme/api/pull/9', cost_usd: 0.25, started_at: now, ended_at: now,
-  error: failed ? 'Required check "test" failed (exit 1)' : null, brief: text,
-};
-if (process.env.SVC_CONTROL_URL && !text.includes('no-ship')) {
-  const token = process.env.SVC_CONTROL_TOKEN_FILE ? readFileSync(process.env.SVC_CONTROL_TOKEN_FILE, 'utf8').trim() : '';
-  const res = await fetch(`${process.env.SVC_CONTROL_URL}/v1/ingest`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
-    body: JSON.stringify({ source, runs: [state] }),
-  });
-  if (!res.ok) process.stderr.write(`ship failed: ${res.status} ${await res.text()}\n`);
+const run = flag('--run-id');
+
+if (args[0] === 'pod' && args[1] === 'seal') process.exit(0);
+
+if (args[0] === 'start') {
+  const text = args.join(' ');
+  if (text.includes('no-run-line')) {
+    process.stderr.write('provider crashed\n');
+    process.exit(2);
+  }
+  if (text.includes('announce')) process.stdout.write(`${JSON.stringify({ source, run })}\n`);
+  const failed = text.includes('make-it-fail');
+  const now = new Date().toISOString();
+  const state = {
+    run, status: failed ? 'failed' : 'succeeded', verdict: failed ? 'not_verified' : 'verified',
+    pr_url: failed ? null : 'https://git.example.test/acme/api/pull/9', cost_usd: 0.25, started_at: now, ended_at: now,
+    error: failed ? 'Required check "test" failed (exit 1)' : null, brief: text, ship: !text.includes('no-ship'),
+  };
+  writeFileSync(join(process.cwd(), `fake-${run}.json`), JSON.stringify(state));
+  process.stdout.write(`${JSON.stringify({ source, run, status: 'running' })}\n`);
+  process.exit(0);
 }
-process.stdout.write(`${JSON.stringify({ source, run, status: state.status, verdict: state.verdict, pr_url: state.pr_url, error: state.error })}\n`);
-process.exit(failed ? 1 : 0);
+
+if (args[0] === 'pod' && args[1] === 'sign') {
+  const { ship, ...state } = JSON.parse(readFileSync(join(flag('--repo'), `fake-${run}.json`), 'utf8'));
+  if (process.env.SVC_CONTROL_URL && ship) {
+    const file = process.env.SVC_CONTROL_TOKEN_FILE;
+    const token = file ? readFileSync(file, 'utf8').trim() : '';
+    const res = await fetch(`${process.env.SVC_CONTROL_URL}/v1/ingest`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+      body: JSON.stringify({ source, runs: [state] }),
+    });
+    if (!res.ok) process.stderr.write(`ship failed: ${res.status} ${await res.text()}\n`);
+  }
+  process.stdout.write(`${JSON.stringify({ source, run, status: state.status, verdict: state.verdict, pr_url: state.pr_url, error: state.error })}\n`);
+  process.exit(state.status === 'failed' ? 1 : 0);
+}
+process.stderr.write(`fake pod svc: unknown arguments ${args.join(' ')}\n`);
+process.exit(2);

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Stand-in for `svc` in trigger tests: records argv and env under $HOME/fake-svc, then behaves like `svc start --detach`.
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync, readFileSync, closeSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 
@@ -8,7 +8,13 @@ const args = process.argv.slice(2);
 const text = args.join(' ');
 const out = join(process.env.HOME ?? '/tmp', 'fake-svc');
 mkdirSync(out, { recursive: true });
-writeFileSync(join(out, `call-${Date.now()}-${process.pid}.json`), JSON.stringify({ args, env: process.env, cwd: process.cwd() }));
+// Like svc, it takes what the server handed over on fd 3 (secrets, never in its environment) and records it.
+let handed = null;
+if (process.env.SVC_HANDOFF_FD === '3') {
+  handed = JSON.parse(readFileSync(3, 'utf8'));
+  closeSync(3);
+}
+writeFileSync(join(out, `call-${Date.now()}-${process.pid}.json`), JSON.stringify({ args, env: process.env, cwd: process.cwd(), handed }));
 
 if (text.includes('hang-forever')) {
   writeFileSync(join(out, 'hang.pid'), String(process.pid));

@@ -59,7 +59,7 @@ export interface TestTrigger extends RunningTrigger {
   settings: TriggerSettings;
   logs: LogLine[];
   /** Everything the fake svc recorded, oldest first. */
-  calls(): Array<{ args: string[]; env: Record<string, string>; cwd: string }>;
+  calls(): Array<{ args: string[]; env: Record<string, string>; cwd: string; handed: unknown }>;
   cleanup(): Promise<void>;
 }
 
@@ -95,7 +95,7 @@ export async function startTestTrigger(extraEnv: Record<string, string | undefin
       } catch {
         return [];
       }
-      return names.map((n) => JSON.parse(readFileSync(join(dir, n), 'utf8')) as { args: string[]; env: Record<string, string>; cwd: string });
+      return names.map((n) => JSON.parse(readFileSync(join(dir, n), 'utf8')) as { args: string[]; env: Record<string, string>; cwd: string; handed: unknown });
     },
     async cleanup() {
       await running.close();

@@ -1,9 +1,13 @@
 // A loopback stand-in for the Kubernetes batch/v1 Jobs and core/v1 Pods APIs, with a tiny "kubelet" that runs each
-// Job's container args as a real child process (the fake pod svc) and turns its exit into Job conditions.
+// Job's pod as real child processes: the init containers one after another (a failed one fails the pod), then the
+// container. Each volume is a folder of its own, seen by a container at its mountPath: every argument, variable and
+// working folder that names a mount path is rewritten to that folder. Secret volumes hold the files `podSecretFiles`
+// (or `podSecrets`' token) gives them. Containers with `args` run the fake pod svc, or the real svc with `svc` set;
+// containers with a `command` (the clone) run that command only with the real svc.
 import { createServer, type Server } from 'node:http';
 import { spawn } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { mkdirSync, writeFileSync, existsSync, symlinkSync } from 'node:fs';
+import { join, dirname } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 
@@ -14,7 +18,9 @@ export interface KubeJob {
   labels: Record<string, string>;
   annotations: Record<string, string>;
   status: Record<string, unknown>;
-  log: string;
+  /** Output of each container, by name; stderr of all, for a failing test's message. */
+  logs: Record<string, string>;
+  stderr: string;
   pod: string | null;
 }
 
@@ -26,45 +32,96 @@ export interface KubeStandIn {
   runPods: boolean;
   /** Answer POST /jobs with this status instead of creating (e.g. 403). */
   refuseWith: number | null;
-  finish(name: string, ok: boolean, log?: string): void;
+  /** Called before each container of a pod starts (a test can act between two containers). */
+  beforeContainer: ((job: string, container: string) => void) | null;
+  /** Called before each request is answered (a test can change the cluster between two reads). */
+  onRequest: ((method: string, path: string) => void) | null;
+  finish(name: string, ok: boolean): void;
   close(): Promise<void>;
 }
 
-export async function startKubeStandIn(workRoot: string): Promise<KubeStandIn> {
+export interface StandInOptions {
+  /** Run containers' args with the real svc (dist/cli.js) and their commands as is, instead of the fake pod svc. */
+  svc?: string;
+}
+
+type Container = { name: string; args?: string[]; command?: string[]; env?: Array<{ name: string; value: string }>; envFrom?: Array<{ secretRef: { name: string } }>; workingDir?: string; volumeMounts?: Array<{ name: string; mountPath: string }> };
+
+export async function startKubeStandIn(workRoot: string, opts: StandInOptions = {}): Promise<KubeStandIn> {
   const jobs = new Map<string, KubeJob>();
   const requests: KubeStandIn['requests'] = [];
   const children = new Set<ReturnType<typeof spawn>>();
-  const state: KubeStandIn = { url: '', jobs, requests, runPods: true, refuseWith: null, finish, close };
+  let closed = false;
+  const state: KubeStandIn = { url: '', jobs, requests, runPods: true, refuseWith: null, onRequest: null, beforeContainer: null, finish, close };
 
-  function finish(name: string, ok: boolean, log?: string): void {
+  function finish(name: string, ok: boolean): void {
     const job = jobs.get(name);
     if (!job) return;
-    if (log !== undefined) job.log = log;
     job.status = ok
       ? { succeeded: 1, conditions: [{ type: 'Complete', status: 'True' }] }
       : { failed: 1, conditions: [{ type: 'Failed', status: 'True', reason: 'BackoffLimitExceeded', message: 'Job has reached the specified backoff limit' }] };
   }
 
-  function runPod(name: string, job: KubeJob): void {
-    const container = job.manifest.spec.template.spec.containers[0];
-    const env: Record<string, string> = { PATH: process.env.PATH ?? '' };
-    for (const e of container.env as Array<{ name: string; value: string }>) env[e.name] = e.value;
-    const cwd = join(workRoot, name);
-    mkdirSync(cwd, { recursive: true });
-    // A mounted Secret volume becomes a file where the manifest says it is; here, a temp copy.
-    if (env.SVC_CONTROL_TOKEN_FILE) {
-      const file = join(cwd, 'control-token');
-      writeFileSync(file, podSecrets.get(job.manifest.spec.template.spec.volumes.find((v: any) => v.name === 'control-token').secret.secretName) ?? '');
-      env.SVC_CONTROL_TOKEN_FILE = file;
+  /** One folder per volume; a Secret volume gets its files. */
+  function makeVolumes(podDir: string, volumes: Array<Record<string, any>>): Map<string, string> {
+    const dirs = new Map<string, string>();
+    for (const v of volumes) {
+      const dir = join(podDir, 'volumes', v.name);
+      mkdirSync(dir, { recursive: true });
+      if (v.secret) {
+        const files = podSecretFiles.get(v.secret.secretName) ?? { token: podSecrets.get(v.secret.secretName) ?? '' };
+        for (const [file, content] of Object.entries(files)) writeFileSync(join(dir, file), content, { mode: 0o400 });
+      }
+      dirs.set(v.name, dir);
     }
-    job.pod = `${name}-x7k2q`;
-    const child = spawn(process.execPath, [FAKE_POD_SVC, ...container.args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    return dirs;
+  }
+
+  function runContainer(job: KubeJob, c: Container, dirs: Map<string, string>, podDir: string): Promise<boolean> {
+    const mounts = (c.volumeMounts ?? []).map((m) => ({ path: m.mountPath, dir: dirs.get(m.name)! })).sort((a, b) => b.path.length - a.path.length);
+    const local = (value: string): string => {
+      const m = mounts.find((x) => value === x.path || value.startsWith(`${x.path}/`));
+      return m ? m.dir + value.slice(m.path.length) : value;
+    };
+    // A mount inside another (the key Secret in the signer's home) is a link at that place in the outer volume.
+    for (const inner of mounts) {
+      const outer = mounts.find((x) => x !== inner && inner.path.startsWith(`${x.path}/`));
+      if (!outer) continue;
+      const at = outer.dir + inner.path.slice(outer.path.length);
+      mkdirSync(dirname(at), { recursive: true });
+      if (!existsSync(at)) symlinkSync(inner.dir, at);
+    }
+    const env: Record<string, string> = { PATH: process.env.PATH ?? '' };
+    for (const from of c.envFrom ?? []) Object.assign(env, podEnvSecrets.get(from.secretRef.name) ?? {});
+    for (const e of c.env ?? []) env[e.name] = local(e.value);
+    const argv = c.command ? c.command.map(local) : [process.execPath, opts.svc ?? FAKE_POD_SVC, ...(c.args ?? []).map(local)];
+    if (c.command && !opts.svc) return Promise.resolve(true);
+    const cwd = c.workingDir ? local(c.workingDir) : podDir;
+    const child = spawn(argv[0]!, argv.slice(1), { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
     children.add(child);
-    child.stdout.setEncoding('utf8').on('data', (d: string) => (job.log += d));
-    child.on('close', (code) => {
-      children.delete(child);
-      finish(name, code === 0);
+    job.logs[c.name] = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (job.logs[c.name] += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (job.stderr += `[${c.name}] ${d}`));
+    return new Promise((resolve) => {
+      child.on('close', (code) => {
+        children.delete(child);
+        resolve(code === 0);
+      });
     });
+  }
+
+  async function runPod(name: string, job: KubeJob): Promise<void> {
+    const spec = job.manifest.spec.template.spec;
+    const podDir = join(workRoot, name);
+    mkdirSync(podDir, { recursive: true });
+    const dirs = makeVolumes(podDir, spec.volumes ?? []);
+    job.pod = `${name}-x7k2q`;
+    for (const c of [...(spec.initContainers ?? []), ...spec.containers] as Container[]) {
+      if (closed) return;
+      state.beforeContainer?.(name, c.name);
+      if (!(await runContainer(job, c, dirs, podDir))) return finish(name, false);
+    }
+    finish(name, true);
   }
 
   const server: Server = createServer((req, res) => {
@@ -73,6 +130,7 @@ export async function startKubeStandIn(workRoot: string): Promise<KubeStandIn> {
     req.on('end', () => {
       const url = new URL(req.url ?? '/', 'http://x');
       requests.push({ method: req.method ?? '', url: req.url ?? '', authorization: req.headers.authorization, contentType: req.headers['content-type'] });
+      state.onRequest?.(req.method ?? '', url.pathname);
       const send = (status: number, body: unknown) => {
         res.writeHead(status, { 'content-type': status === 200 && url.pathname.endsWith('/log') ? 'text/plain' : 'application/json' });
         res.end(typeof body === 'string' ? body : JSON.stringify(body));
@@ -81,15 +139,15 @@ export async function startKubeStandIn(workRoot: string): Promise<KubeStandIn> {
       const p = /^\/api\/v1\/namespaces\/([^/]+)\/pods(?:\/([^/]+)\/log)?$/.exec(url.pathname);
       const selector = url.searchParams.get('labelSelector') ?? '';
       const [selKey, selValue] = selector.split('=');
-      const asItem = (name: string, j: KubeJob) => ({ metadata: { name, labels: j.labels, annotations: j.annotations }, status: j.status });
+      const asItem = (name: string, j: KubeJob) => ({ metadata: { name, labels: j.labels, annotations: j.annotations }, spec: j.manifest.spec, status: j.status });
       if (m && req.method === 'POST' && !m[2]) {
         if (state.refuseWith) return send(state.refuseWith, { kind: 'Status', message: 'jobs.batch is forbidden: User "system:serviceaccount:svc:svc-trigger" cannot create resource' });
         const manifest = JSON.parse(Buffer.concat(chunks).toString('utf8'));
         const name = manifest.metadata.name as string;
         if (jobs.has(name)) return send(409, { kind: 'Status', reason: 'AlreadyExists' });
-        const job: KubeJob = { manifest, labels: { ...manifest.metadata.labels }, annotations: {}, status: {}, log: '', pod: null };
+        const job: KubeJob = { manifest, labels: { ...manifest.metadata.labels }, annotations: {}, status: {}, logs: {}, stderr: '', pod: null };
         jobs.set(name, job);
-        if (state.runPods) runPod(name, job);
+        if (state.runPods) void runPod(name, job);
         return send(201, asItem(name, job));
       }
       if (m && req.method === 'GET' && !m[2]) {
@@ -111,7 +169,7 @@ export async function startKubeStandIn(workRoot: string): Promise<KubeStandIn> {
       }
       if (p && p[2]) {
         const job = [...jobs.values()].find((j) => j.pod === p[2]);
-        return job ? send(200, job.log) : send(404, { kind: 'Status', reason: 'NotFound' });
+        return job ? send(200, job.logs[url.searchParams.get('container') ?? ''] ?? '') : send(404, { kind: 'Status', reason: 'NotFound' });
       }
       send(404, { kind: 'Status', reason: 'NotFound' });
     });
@@ -120,6 +178,7 @@ export async function startKubeStandIn(workRoot: string): Promise<KubeStandIn> {
   state.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
   async function close(): Promise<void> {
+    closed = true;
     for (const child of children) child.kill('SIGKILL');
     server.closeAllConnections();
     await new Promise<void>((resolve) => server.close(() => resolve()));
@@ -129,3 +188,7 @@ export async function startKubeStandIn(workRoot: string): Promise<KubeStandIn> {
 
 /** Secret name → the `token` key's value, for Secrets the stand-in kubelet mounts. */
 export const podSecrets = new Map<string, string>();
+/** Secret name → its files (name → content), for Secrets with other keys (the runner's signing key). */
+export const podSecretFiles = new Map<string, Record<string, string>>();
+/** Secret name → the variables an `envFrom` of it gives a container. */
+export const podEnvSecrets = new Map<string, Record<string, string>>();

@@ -4,7 +4,8 @@ import { mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { createKubernetesExecutor } from '../../src/trigger/kubernetes-executor.ts';
-import { buildKubeJob, kubeJobName, kubernetesSettingsFromEnv, podArgs, LABEL_RUN } from '../../src/trigger/kubernetes-job.ts';
+import { buildKubeJob, kubeJobName, kubernetesSettingsFromEnv, LABEL_RUN } from '../../src/trigger/kubernetes-job.ts';
+import { podArgs } from '../../src/trigger/kubernetes-pod.ts';
 import { silentLogger } from '../../src/log.ts';
 import { startKubeStandIn, podSecrets, type KubeStandIn } from './kube-stand-in.ts';
 import { startTestTrigger, tempDir, post, get, SECRETS, type TestTrigger } from './helpers.ts';
@@ -12,6 +13,15 @@ import { waitFor } from '../helpers/wait-for.ts';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 
 const dir = tempDir();
+
+function runContainer(pod: any): any {
+  return pod.initContainers.find((c: { name: string }) => c.name === 'run');
+}
+
+function runIdOf(pod: any): string {
+  const args = pod.containers[0].args as string[];
+  return args[args.indexOf('--run-id') + 1]!;
+}
 const saDir = join(dir, 'serviceaccount');
 let kube: KubeStandIn;
 let env: NodeJS.ProcessEnv;
@@ -46,9 +56,9 @@ after(async () => {
 describe('buildKubeJob', () => {
   const settings = () => kubernetesSettingsFromEnv({ ...env, SVC_K8S_REPO_URL: 'https://git.test/acme/api.git', SVC_K8S_CONTROL_TOKEN_SECRET: 'svc-control' });
 
-  it('runs svc start in the foreground: only the trailing --detach is dropped', () => {
-    assert.deepEqual(podArgs(['start', '--brief', '--detach', '--pr', '--detach']), ['start', '--brief', '--detach', '--pr']);
-    assert.deepEqual(podArgs(['start', 'x']), ['start', 'x']);
+  it('runs svc start in the foreground, in a worktree, under the run id of the pod spec', () => {
+    assert.deepEqual(podArgs(['start', '--brief', '--detach', '--pr', '--detach'], 'r1'), ['start', '--brief', '--detach', '--pr', '--run-id', 'r1']);
+    assert.deepEqual(podArgs(['start', 'x'], 'r2'), ['start', 'x', '--worktree', '--run-id', 'r2']);
   });
 
   it('sets image, namespace, service account, resources and never retries the pod', () => {
@@ -60,9 +70,12 @@ describe('buildKubeJob', () => {
     assert.equal(pod.restartPolicy, 'Never');
     assert.equal(pod.serviceAccountName, 'svc-runner');
     assert.equal(pod.automountServiceAccountToken, false);
-    assert.equal(pod.containers[0].image, 'registry.test/svc:1');
-    assert.deepEqual(pod.containers[0].args, ['start', 'x']);
-    assert.deepEqual(pod.containers[0].resources, { requests: { cpu: '500m', memory: '1Gi' }, limits: { memory: '1Gi' } });
+    assert.deepEqual(pod.initContainers.map((c: { name: string }) => c.name), ['clone', 'seal', 'run']);
+    assert.deepEqual(pod.containers.map((c: { name: string }) => c.name), ['signer']);
+    const run = pod.initContainers[2];
+    assert.equal(run.image, 'registry.test/svc:1');
+    assert.deepEqual(run.args, ['start', 'x', '--worktree', '--run-id', runIdOf(pod)]);
+    assert.deepEqual(run.resources, { requests: { cpu: '500m', memory: '1Gi' }, limits: { memory: '1Gi' } });
     assert.deepEqual(pod.initContainers[0].command, ['git', 'clone', '--depth', '50', '--', 'https://git.test/acme/api.git', '/workspace/repo']);
   });
 
@@ -71,28 +84,54 @@ describe('buildKubeJob', () => {
     const job = buildKubeJob({ id: 'j1', args: ['start', 'x'] }, settings(), 'build', serverEnv);
     const text = JSON.stringify(job);
     for (const value of [...Object.values(SECRETS), 'cp-token-secret', 'sa-token-123']) assert.ok(!text.includes(value), `secret ${value} reached the Job`);
-    const names = (job as any).spec.template.spec.containers[0].env.map((e: { name: string }) => e.name).sort();
-    assert.deepEqual(names, ['HOME', 'SVC_CONTROL_TOKEN_FILE', 'SVC_CONTROL_URL', 'SVC_SOURCE', 'TMPDIR']);
+    const pod = (job as any).spec.template.spec;
+    const names = runContainer(pod).env.map((e: { name: string }) => e.name).sort();
+    assert.deepEqual(names, ['HOME', 'SVC_CONTROL_TOKEN_FILE', 'SVC_CONTROL_URL', 'SVC_SIGN_LATER', 'SVC_SOURCE', 'TMPDIR']);
+    assert.deepEqual(pod.containers[0].env.map((e: { name: string }) => e.name).sort(), ['HOME', 'SVC_CONTROL_TOKEN_FILE', 'SVC_CONTROL_URL', 'SVC_SOURCE', 'TMPDIR']);
   });
 
   it('gives pods their own run source, SVC_K8S_SOURCE or k8s, never the trigger host\'s', () => {
     const pod = (e: NodeJS.ProcessEnv) => (buildKubeJob({ id: 'j2', args: ['start', 'x'] }, kubernetesSettingsFromEnv(e), 'build', e) as any).spec.template.spec;
-    const sourceOf = (e: NodeJS.ProcessEnv) => pod(e).containers[0].env.filter((v: { name: string }) => v.name === 'SVC_SOURCE').map((v: { value: string }) => v.value);
+    const sourceOf = (e: NodeJS.ProcessEnv) => runContainer(pod(e)).env.filter((v: { name: string }) => v.name === 'SVC_SOURCE').map((v: { value: string }) => v.value);
     assert.deepEqual(sourceOf({ ...env, SVC_SOURCE: 'local' }), ['k8s']);
     assert.deepEqual(sourceOf({ ...env, SVC_K8S_SOURCE: 'cluster-a' }), ['cluster-a']);
     assert.throws(() => kubernetesSettingsFromEnv({ ...env, SVC_K8S_SOURCE: '../x' }), /SVC_K8S_SOURCE/);
-    const names = pod({ ...env, SVC_CONTROL_ANSWER_DIR: '/var/lib/svc/control/answers' }).containers[0].env.map((v: { name: string }) => v.name);
+    const names = runContainer(pod({ ...env, SVC_CONTROL_ANSWER_DIR: '/var/lib/svc/control/answers' })).env.map((v: { name: string }) => v.name);
     assert.equal(names.includes('SVC_CONTROL_ANSWER_DIR'), false, 'a trigger-host path means nothing in the pod');
   });
 
-  it('mounts the receipt signing key from SVC_K8S_KEYS_SECRET as the pod\'s ~/.svc/keys, read-only', () => {
-    const e = { ...env, SVC_K8S_REPO_URL: 'https://git.test/acme/api.git', SVC_K8S_KEYS_SECRET: 'svc-signing-key' };
-    const pod = (buildKubeJob({ id: 'j3', args: ['start', 'x'] }, kubernetesSettingsFromEnv(e), 'build', e) as any).spec.template.spec;
+  it('mounts the runner key from SVC_K8S_KEYS_SECRET in the signer container only, never where agent code runs', () => {
+    const e = { ...env, SVC_K8S_REPO_URL: 'https://git.test/acme/api.git', SVC_K8S_KEYS_SECRET: 'svc-signing-key', SVC_K8S_ENV_SECRET: 'provider-keys' };
+    const pod = (buildKubeJob({ id: 'j3', args: ['start', 'x', '--pr'] }, kubernetesSettingsFromEnv(e), 'build', e) as any).spec.template.spec;
     assert.deepEqual(pod.volumes.find((v: { name: string }) => v.name === 'signing-key'), { name: 'signing-key', secret: { secretName: 'svc-signing-key', defaultMode: 0o400 } });
-    assert.deepEqual(pod.containers[0].volumeMounts.find((m: { name: string }) => m.name === 'signing-key'), { name: 'signing-key', mountPath: '/home/svc/.svc/keys', readOnly: true });
-    assert.equal(pod.initContainers[0].volumeMounts.some((m: { name: string }) => m.name === 'signing-key'), false, 'the clone step never sees the key');
+    const all = [...pod.initContainers, ...pod.containers];
+    const withKey = all.filter((c) => c.volumeMounts.some((m: { name: string }) => m.name === 'signing-key')).map((c) => c.name);
+    assert.deepEqual(withKey, ['signer']);
+    assert.deepEqual(pod.containers[0].volumeMounts.find((m: { name: string }) => m.name === 'signing-key'), { name: 'signing-key', mountPath: '/var/run/svc/signer/.svc/keys', readOnly: true });
+    const run = runContainer(pod);
+    const runText = JSON.stringify(run);
+    for (const word of ['signing-key', 'svc-signing-key', '/var/run/svc/signer', 'sealed', 'receipt-ed25519']) {
+      assert.ok(!runText.includes(word), `the run container must not name ${word}`);
+    }
+    assert.equal(run.env.some((v: { name: string }) => /KEY|SIGN(?!_LATER)/.test(v.name)), false);
+    assert.deepEqual(run.envFrom, [{ secretRef: { name: 'provider-keys' } }], 'only the provider keys, as before');
+    // The seal the signer trusts is written before the agent runs, and the run container never mounts it.
+    assert.deepEqual(all.filter((c) => c.volumeMounts.some((m: { name: string }) => m.name === 'sealed')).map((c) => [c.name, c.volumeMounts.find((m: { name: string }) => m.name === 'sealed').readOnly ?? false]), [['seal', false], ['signer', true]]);
+    assert.equal(pod.containers[0].volumeMounts.find((m: { name: string }) => m.name === 'workspace').readOnly, true);
+    assert.deepEqual(pod.containers[0].args, ['pod', 'sign', '--run-id', runIdOf(pod), '--repo', '/workspace/repo', '--sealed', '/var/run/svc/sealed', '--pr']);
+    // No Kubernetes API token in any container, and no container sees another's processes.
+    assert.equal(pod.automountServiceAccountToken, false);
+    assert.equal(pod.shareProcessNamespace, false);
+    assert.equal(all.some((c) => c.volumeMounts.some((m: { mountPath: string }) => m.mountPath.startsWith('/var/run/secrets'))), false);
     const without = (buildKubeJob({ id: 'j4', args: ['start', 'x'] }, kubernetesSettingsFromEnv(env), 'build', env) as any).spec.template.spec;
     assert.equal(without.volumes.some((v: { name: string }) => v.name === 'signing-key'), false);
+  });
+
+  it('gives SVC_K8S_SIGNER_ENV_SECRET to the signer only', () => {
+    const e = { ...env, SVC_K8S_ENV_SECRET: 'provider-keys', SVC_K8S_SIGNER_ENV_SECRET: 'github-token' };
+    const pod = (buildKubeJob({ id: 'j5', args: ['start', 'x', '--pr'] }, kubernetesSettingsFromEnv(e), 'build', e) as any).spec.template.spec;
+    assert.deepEqual(pod.containers[0].envFrom, [{ secretRef: { name: 'provider-keys' } }, { secretRef: { name: 'github-token' } }]);
+    assert.ok(!JSON.stringify(pod.initContainers).includes('github-token'));
   });
 
   it('makes DNS-1123 job names and refuses a missing image', () => {
@@ -152,11 +191,34 @@ describe('kubernetes executor', () => {
     assert.equal(outcome.status, 'succeeded');
   });
 
+  // The old flake: the pod printed its line and ended between the launch's log read and its Job read.
+  it('finds the run line of a pod that ended between reading its log and reading its Job', async () => {
+    kube.runPods = false;
+    const id = jobId();
+    const name = kubeJobName(id);
+    kube.onRequest = (method, path) => {
+      const job = kube.jobs.get(name);
+      if (!job || method !== 'GET' || path !== `/apis/batch/v1/namespaces/build/jobs/${name}` || job.pod) return;
+      const args = job.manifest.spec.template.spec.containers[0].args as string[];
+      job.pod = `${name}-fast`;
+      job.logs.run = `${JSON.stringify({ source: 'k8s', run: args[args.indexOf('--run-id') + 1] })}\n`;
+      kube.finish(name, true);
+    };
+    try {
+      const launched = await executor().launch({ id, args: ['start', 'announce', '--detach'] });
+      assert.equal(launched.error, null);
+      assert.equal(launched.run?.source, 'k8s');
+    } finally {
+      kube.onRequest = null;
+      kube.runPods = true;
+    }
+  });
+
   it('falls back to the Job status when the pod printed no summary', async () => {
     kube.runPods = false;
     try {
       const name = kubeJobName(jobId());
-      kube.jobs.set(name, { manifest: {}, labels: { [LABEL_RUN]: 'rquiet' }, annotations: {}, status: {}, log: '', pod: null });
+      kube.jobs.set(name, { manifest: {}, labels: { [LABEL_RUN]: 'rquiet' }, annotations: {}, status: {}, logs: {}, stderr: '', pod: null });
       kube.finish(name, false);
       const outcome = await executor().follow({ source: 'k8s', run: 'rquiet' }, new AbortController().signal, { reattach: false });
       assert.ok(outcome && outcome !== 'aborted');
@@ -170,7 +232,7 @@ describe('kubernetes executor', () => {
   it('answers null for a run with no Job and no Control Plane, and aborted when the server shuts down', async () => {
     assert.equal(await executor().follow({ source: 'k8s', run: 'rnowhere' }, new AbortController().signal, { reattach: true }), null);
     const name = kubeJobName(jobId());
-    kube.jobs.set(name, { manifest: {}, labels: { [LABEL_RUN]: 'rlong' }, annotations: {}, status: {}, log: '', pod: null });
+    kube.jobs.set(name, { manifest: {}, labels: { [LABEL_RUN]: 'rlong' }, annotations: {}, status: {}, logs: {}, stderr: '', pod: null });
     const ac = new AbortController();
     const pending = executor().follow({ source: 'k8s', run: 'rlong' }, ac.signal, { reattach: false });
     await waitFor(() => kube.requests.some((r) => r.url.endsWith(`/jobs/${name}`)), 'a poll of the running Job');
@@ -220,7 +282,7 @@ describe('kubernetes executor end to end through the trigger server', () => {
     const run = job.run as { source: string; run: string };
     assert.equal(run.source, 'k8s');
     const kubeJob = kube.jobs.get(kubeJobName(id))!;
-    assert.deepEqual(kubeJob.manifest.spec.template.spec.containers[0].args, ['start', '--brief', 'announce fix the crash', '--pr']);
+    assert.deepEqual(runContainer(kubeJob.manifest.spec.template.spec).args, ['start', '--brief', 'announce fix the crash', '--pr', '--run-id', run.run]);
     const shipped = await cp.request('GET', `/v1/runs/k8s/${run.run}`);
     assert.equal(shipped.status, 200);
     assert.equal(shipped.json.status, 'succeeded');

@@ -38,13 +38,13 @@ describe('runner', () => {
       const res = await post(`${t.url}/jobs`, JSON.stringify({ brief: 'dump env' }), bearer);
       await waitFor(async () => ((await job(t, res.body.job_id as string)).status === 'succeeded' ? true : null), 'the job');
       const call = t.calls()[0]!;
-      // The one extra name: the path of the 0600 handoff file with what the run uses itself (issue 9 item 4). The
-      // launcher reads and deletes it at start; one that never did (this stand-in) has it removed when it exits.
-      const handoff = call.env.SVC_SECRETS_HANDOFF;
-      assert.ok(handoff?.startsWith(join(t.home, '.svc', 'handoff')), String(handoff));
-      assert.equal(existsSync(handoff!), false, 'the handoff file is gone once the launcher ended');
+      // The one extra name: the descriptor of the pipe that carries what the run uses itself (issue 9 item 4); the
+      // launcher reads it at start. Nothing is written to disk on the way.
+      assert.equal(call.env.SVC_HANDOFF_FD, '3');
+      assert.deepEqual(call.handed, { secrets: { SVC_CONTROL_TOKEN: 'k-control-5', ERRTRACK_AUTH_TOKEN: 'k-errtrack-3' }, probe: null });
+      assert.equal(existsSync(join(t.home, '.svc', 'handoff')), false, 'no handoff file was written');
       for (const name of Object.keys(call.env)) {
-        if (name !== 'SVC_SECRETS_HANDOFF') assert.ok(isAllowedChildVar(name), `unexpected ${name} in the child env`);
+        if (name !== 'SVC_HANDOFF_FD') assert.ok(isAllowedChildVar(name), `unexpected ${name} in the child env`);
       }
       const values = Object.values(call.env).join('\n');
       for (const secret of [...Object.values(SECRETS), 'k-trackera-1', 'k-trackerb-2', 'k-errtrack-3', 'k-errtrack-4', 'k-control-5', 'k-aws-6', '/tmp/evil.js']) {

@@ -117,4 +117,33 @@ describe('JSON nesting limit (issue 11 item 1)', () => {
     assert.ok(Array.isArray(parseJson(Buffer.from(ok))));
     assert.throws(() => parseJson(Buffer.from(`[${ok}]`)), HttpError);
   });
+  it('counts like a byte-at-a-time string/escape state machine over fuzzed text', () => {
+    // The reference: one state flag, a backslash in a string skips one byte, brackets count outside strings only.
+    const reference = (bytes: Buffer): number => {
+      let depth = 0;
+      let deepest = 0;
+      let inString = false;
+      for (let i = 0; i < bytes.length; i++) {
+        const c = String.fromCharCode(bytes[i]!);
+        if (inString) {
+          if (c === '\\') i++;
+          else if (c === '"') inString = false;
+        } else if (c === '"') inString = true;
+        else if (c === '[' || c === '{') deepest = Math.max(deepest, ++depth);
+        else if (c === ']' || c === '}') depth--;
+      }
+      return deepest;
+    };
+    const alphabet = Buffer.from('[]{}"\\"\\\\a:, ');
+    let seed = 12345;
+    const next = (): number => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+    for (const fixed of ['"\\\\"[', '"\\"[', '["\\', '"', '[[]"]"[', '{"a":"\\\\\\"}"}']) {
+      assert.equal(jsonDepth(Buffer.from(fixed)), reference(Buffer.from(fixed)), fixed);
+    }
+    for (let t = 0; t < 20_000; t++) {
+      const bytes = Buffer.alloc(Math.floor(next() * 48));
+      for (let i = 0; i < bytes.length; i++) bytes[i] = next() < 0.05 ? Math.floor(next() * 256) : alphabet[Math.floor(next() * alphabet.length)]!;
+      assert.equal(jsonDepth(bytes), reference(bytes), bytes.toString('latin1'));
+    }
+  });
 });

@@ -25,6 +25,7 @@ const OPTIONAL: Record<string, string> = {
   SVC_K8S_ENV_SECRET: 'svc-provider-keys',
   SVC_K8S_CONTROL_TOKEN_SECRET: 'svc-control',
   SVC_K8S_KEYS_SECRET: 'svc-keys',
+  SVC_K8S_SIGNER_ENV_SECRET: 'svc-github',
   SVC_K8S_TTL_SECONDS: '600',
   SVC_K8S_ACTIVE_DEADLINE_SECONDS: '7200',
   SVC_K8S_SOURCE: 'k8s-build',

@@ -1,0 +1,46 @@
+// `svc pod seal|sign`: the two steps of a Kubernetes job pod around the run container (src/trigger/kubernetes-pod.ts).
+// Both take every path and the run id from their argv, which the pod spec fixed; neither reads a file the agent
+// wrote as anything but untrusted input.
+import type { CliIo } from './io.ts';
+import { parseFlags, wantsHelp } from './io.ts';
+import { UsageError } from './usage-error.ts';
+import { isValidSegment } from '../engine/ids.ts';
+import { writeSeal } from '../pod/seal.ts';
+import { signRun } from '../pod/sign.ts';
+
+const HELP = `Usage: svc pod seal --repo DIR --sealed DIR
+       svc pod sign --run-id RUN --repo DIR --sealed DIR [--pr]
+
+Steps of a Kubernetes job pod (the trigger server's Kubernetes executor writes them into the pod spec):
+  seal   before the run: record the repository's HEAD and origin URL in the sealed folder
+  sign   after the run container ended: check the run's commits against the sealed base, sign its Evidence
+         Receipt with the key in $HOME/.svc/keys, open the pull request (--pr) and ship the run (SVC_CONTROL_URL)
+`;
+
+export default async function pod(io: CliIo): Promise<number> {
+  const [step, ...rest] = io.argv;
+  if (wantsHelp(io.argv) || step === undefined) {
+    io.stdout(HELP);
+    return step === undefined ? 2 : 0;
+  }
+  const { values } = parseFlags(rest, {
+    repo: { type: 'string' }, sealed: { type: 'string' }, 'run-id': { type: 'string' }, pr: { type: 'boolean' },
+  }, false);
+  if (!values.repo || !values.sealed) throw new UsageError(`svc pod ${step} needs --repo and --sealed`);
+  if (step === 'seal') {
+    const seal = writeSeal(values.repo, values.sealed);
+    io.stdout(`${JSON.stringify({ sealed: seal.base_sha, origin: seal.origin_url !== null })}\n`);
+    return 0;
+  }
+  if (step !== 'sign') throw new UsageError(`Unknown step "${step}" (seal or sign)`);
+  const run = values['run-id'];
+  if (!isValidSegment(run)) throw new UsageError('svc pod sign needs --run-id');
+  const source = io.env.SVC_SOURCE;
+  if (!isValidSegment(source)) throw new UsageError('svc pod sign needs SVC_SOURCE');
+  const final = await signRun({
+    run, source, workspace: values.repo, sealedDir: values.sealed, pr: values.pr === true, env: io.env, say: io.stderr,
+  });
+  const { status, verdict, pr_url, error } = final;
+  io.stdout(`${JSON.stringify({ source, run, status, verdict, pr_url, error })}\n`);
+  return final.status === 'succeeded' ? 0 : 1;
+}

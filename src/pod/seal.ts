@@ -1,0 +1,61 @@
+// `svc pod seal`: before any agent code runs in a Kubernetes pod, record what the signer will trust about the
+// repository: the base commit and where a pull request goes. It is written to a volume that only this init container
+// and the signer mount (the run container never does), so nothing the agent does can change it.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { headSha, currentBranch } from '../engine/git.ts';
+import { resolveOrigin } from '../engine/git-push.ts';
+import { writeJsonAtomic } from '../engine/atomic.ts';
+import { obj, str } from '../untrusted.ts';
+
+export interface Seal {
+  base_sha: string;
+  /** remote.origin.url as the repository's config file held it before the run; null when there was none usable. */
+  origin_url: string | null;
+  /** Why origin_url is null (no remote, redirecting URL rules), for the signer's error when a PR is asked for. */
+  origin_problem: string | null;
+  base_branch: string | null;
+  sealed_at: string;
+}
+
+const SEAL_FILE = 'seal.json';
+
+export class SealError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SealError';
+  }
+}
+
+export function writeSeal(repo: string, sealedDir: string): Seal {
+  let origin_url: string | null = null;
+  let origin_problem: string | null = null;
+  try {
+    origin_url = resolveOrigin(repo).url;
+  } catch (err) {
+    origin_problem = err instanceof Error ? err.message : String(err);
+  }
+  const seal: Seal = {
+    base_sha: headSha(repo), origin_url, origin_problem, base_branch: currentBranch(repo),
+    sealed_at: new Date().toISOString(),
+  };
+  writeJsonAtomic(join(sealedDir, SEAL_FILE), seal);
+  return seal;
+}
+
+/** The seal the seal container wrote; throws SealError when it is missing or malformed. */
+export function readSeal(sealedDir: string): Seal {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(join(sealedDir, SEAL_FILE), 'utf8'));
+  } catch {
+    throw new SealError(`No readable ${SEAL_FILE} in ${sealedDir}: the pod's seal step did not run`);
+  }
+  const s = obj(raw);
+  const base = str(s.base_sha);
+  if (!base || !/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(base)) throw new SealError(`${SEAL_FILE} has no base commit`);
+  return {
+    base_sha: base, origin_url: str(s.origin_url), origin_problem: str(s.origin_problem),
+    base_branch: str(s.base_branch), sealed_at: str(s.sealed_at) ?? '',
+  };
+}

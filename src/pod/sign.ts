@@ -1,0 +1,203 @@
+// `svc pod sign`: the signer container of a Kubernetes job pod, the only one that mounts the runner's signing key.
+// It starts after every process of the run container has ended, runs no code from the repository or the run (no
+// checks, no hooks, no diff drivers), and takes from the run container's files only what it labels "reported".
+// What it establishes itself: the run's identity (pod spec), the base (seal), the head commit and the diff
+// (hash-checked objects, src/pod/verified-commits.ts), the check list and PR rules (the base commit's policy), and the
+// verdict it derives from those. docs/deploy.md "Receipts from pods" is the operator's version of this.
+import { readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { join } from 'node:path';
+import { openRunContext, type RunContext } from '../engine/run-context.ts';
+import { runDir, svcHomeOf } from '../engine/paths.ts';
+import { isoNow, readState, type RunState } from '../engine/run-state.ts';
+import { decideVerdict } from '../engine/verdict.ts';
+import { issueReceipt, RECEIPT_TYPE, type Receipt, type ReceiptBody } from '../engine/receipt.ts';
+import { loadOrCreateSigningKey } from '../keys.ts';
+import { maybeOpenPr } from '../engine/finish-phase.ts';
+import { repoSlug } from '../engine/git-push.ts';
+import type { CheckResult } from '../engine/checks.ts';
+import type { Policy } from '../engine/policy.ts';
+import { readSeal, type Seal } from './seal.ts';
+import { copyRunFolder } from './run-copy.ts';
+import { readEvidence, EVIDENCE_ARTIFACT, type ReportedCheck, type RunEvidence } from './evidence.ts';
+import { verifyCommits, policyAt, type VerifiedCommits } from './verified-commits.ts';
+
+export interface SignOptions {
+  run: string;
+  source: string;
+  /** The shared workspace (read-only here). */
+  workspace: string;
+  sealedDir: string;
+  /** Whether the pod spec asked for a pull request. */
+  pr: boolean;
+  env: NodeJS.ProcessEnv;
+  say: (text: string) => void;
+}
+
+/** Fields the signer establishes itself, and those it copies from the run container's report. */
+const VERIFIED = ['source', 'run', 'repo', 'branch', 'base_sha', 'head_sha', 'diff', 'checks[].name', 'checks[].argv',
+  'checks[].required', 'verdict', 'gaps', 'issued_at'];
+const REPORTED = ['checks[].exit_code', 'checks[].duration_ms', 'checks[].output_sha256', 'spec_sha256', 'provider',
+  'group_id', 'cost', 'started_at', 'ended_at', 'whether the run itself failed'];
+
+/** The base policy's checks with the results the run container reported for them; anything else is a gap. */
+export function reconcileChecks(policy: Policy, reported: ReportedCheck[]): { checks: CheckResult[]; gaps: string[] } {
+  const gaps: string[] = [];
+  const checks = policy.checks.map((spec) => {
+    const r = reported.find((c) => c.name === spec.name);
+    const same = r && r.argv.length === spec.run.length && r.argv.every((a, i) => a === spec.run[i]);
+    const how = r ? 'changed' : 'not run';
+    if (!same) gaps.push(`check "${spec.name}" of the base commit's policy was ${how} in the run container`);
+    return {
+      name: spec.name, argv: spec.run, required: spec.required, exit_code: same ? r.exit_code : null,
+      duration_ms: same ? r.duration_ms : 0, output_sha256: same ? r.output_sha256 : '', artifact: '',
+    };
+  });
+  for (const r of reported) {
+    if (policy.checks.some((c) => c.name === r.name)) continue;
+    gaps.push(`check "${r.name}" is not in the base commit's policy: ignored`);
+  }
+  return { checks, gaps };
+}
+
+function numOrNull(value: unknown): number | null {
+  return typeof value === 'number' && Number.isFinite(value) ? value : null;
+}
+
+function strOr(value: unknown, fallback: string): string {
+  return typeof value === 'string' && value ? value.slice(0, 500) : fallback;
+}
+
+/** "owner/name" of the sealed origin URL, else the run's own (reported) name for it. */
+function repoOf(seal: Seal, state: RunState): string {
+  return (seal.origin_url ? repoSlug(seal.origin_url) : null) ?? strOr(state.repo, 'workspace');
+}
+
+function sha256Of(path: string): string {
+  try {
+    return createHash('sha256').update(readFileSync(path)).digest('hex');
+  } catch {
+    return '';
+  }
+}
+
+function receiptBody(
+  ctx: RunContext, opts: SignOptions, seal: Seal, commits: VerifiedCommits, head: string, checks: CheckResult[],
+  verdict: { verdict: Receipt['verdict']; gaps: string[] },
+): ReceiptBody {
+  const s = ctx.state;
+  const issued = isoNow();
+  const { diff } = commits;
+  return {
+    type: RECEIPT_TYPE, version: 1, source: opts.source, run: opts.run, group_id: strOr(s.group_id, opts.run),
+    repo: repoOf(seal, s), branch: `svc/${opts.run}`, base_sha: seal.base_sha, head_sha: head,
+    spec_sha256: sha256Of(join(ctx.dir, 'spec.md')), provider: strOr(s.provider, 'unknown'),
+    checks: checks.map(({ artifact: _artifact, ...reported }) => reported),
+    diff: {
+      files: diff.files.length, insertions: diff.insertions, deletions: diff.deletions, patch_sha256: diff.patch_sha256,
+      paths: diff.files.map((f) => f.path),
+    },
+    cost: { usd: numOrNull(s.cost_usd), tokens_in: numOrNull(s.tokens_in), tokens_out: numOrNull(s.tokens_out) },
+    verdict: verdict.verdict, gaps: verdict.gaps, started_at: strOr(s.started_at, issued),
+    ended_at: typeof s.ended_at === 'string' ? s.ended_at : issued, issued_at: issued,
+    attestation: { by: 'pod-signer', verified: VERIFIED, reported: REPORTED },
+  };
+}
+
+const ENDED = { question: null, child: null } as const;
+
+/** Ends the run without a receipt: the signer could not establish what it would sign. */
+function refuse(ctx: RunContext, message: string): void {
+  ctx.event('receipt', { issued: false, reason: message });
+  ctx.setStatus('failed', { ...ENDED, error: `No receipt: ${message}`, ended_at: ctx.state.ended_at ?? isoNow() });
+}
+
+/** Checks the commits, judges by the base policy and signs; returns the receipt and the checks it judged by. */
+function signReceipt(
+  ctx: RunContext, opts: SignOptions, seal: Seal, evidence: RunEvidence,
+): { receipt: Receipt; policy: Policy; checks: CheckResult[] } {
+  const head = typeof ctx.state.head_sha === 'string' ? ctx.state.head_sha : '';
+  const branch = `svc/${opts.run}`;
+  const scratch = join(opts.env.HOME ?? '/tmp', 'git');
+  const commits = verifyCommits(opts.workspace, scratch, seal.base_sha, head, branch, seal.origin_url);
+  // The PR is pushed from the signer's own repository to the sealed origin, whatever the copied state pinned.
+  const target = seal.origin_url ? { url: seal.origin_url, repo: repoSlug(seal.origin_url) } : null;
+  ctx.update({
+    base_sha: seal.base_sha, head_sha: head, branch, base_branch: seal.base_branch, pr: opts.pr, workdir: commits.repo,
+    push_target: target,
+  });
+  ctx.saveArtifact('diff.patch', commits.diff.patch);
+  const policy = policyAt(commits.repo, seal.base_sha);
+  const runFailed = evidence.error !== null;
+  const { checks, gaps } = runFailed ? { checks: [], gaps: [] } : reconcileChecks(policy, evidence.checks);
+  const decided = decideVerdict({ checks, diffFiles: commits.diff.files.length, runFailed });
+  // A required check missing or changed already failed the verdict (its exit code is null); anything else is a gap.
+  const verdict = {
+    verdict: gaps.length && decided.verdict === 'verified' ? 'verified_with_gaps' as const : decided.verdict,
+    gaps: [...decided.gaps, ...gaps],
+  };
+  const body = receiptBody(ctx, opts, seal, commits, head, checks, verdict);
+  const receipt = issueReceipt(body, loadOrCreateSigningKey(svcHomeOf(opts.env)));
+  ctx.saveArtifact('receipt.json', JSON.stringify(receipt, null, 2) + '\n');
+  const { integrity, kid } = receipt;
+  ctx.event('receipt', { verdict: receipt.verdict, integrity, kid, gaps: receipt.gaps, by: 'pod-signer' });
+  ctx.update({ verdict: receipt.verdict });
+  ctx.say(`receipt issued by the signer: verdict ${receipt.verdict}`);
+  return { receipt, policy, checks };
+}
+
+/** The run's final status, and its pull request when asked for and allowed, as `svc start` would end it. */
+async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, evidence: RunEvidence): Promise<void> {
+  const { receipt, policy, checks } = signReceipt(ctx, opts, seal, evidence);
+  const endedAt = typeof ctx.state.ended_at === 'string' ? ctx.state.ended_at : isoNow();
+  const ended = { ...ENDED, ended_at: endedAt, exit_code: evidence.exit_code };
+  if (evidence.outcome === 'over_budget') {
+    const reason = `verdict ${receipt.verdict}: ${evidence.error ?? 'over budget'}`;
+    if (opts.pr) ctx.event('pr', { opened: false, reason });
+    ctx.setStatus('stopped', { ...ended, error: evidence.error });
+    return;
+  }
+  const failed = checks.find((c) => c.required && c.exit_code !== 0);
+  let error = evidence.error ?? (failed ? `Required check "${failed.name}" failed (exit ${failed.exit_code})` : null);
+  const noOrigin = opts.pr && !seal.origin_url;
+  if (!error && noOrigin) error = `Pull request not opened: ${seal.origin_problem ?? 'no origin remote'}`;
+  else if (!error) error = await maybeOpenPr(ctx, policy, receipt);
+  else if (opts.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
+  ctx.setStatus(error ? 'failed' : 'succeeded', { ...ended, error });
+}
+
+/** Signs (or refuses) the run the pod spec named and ships it; returns its final state. */
+export async function signRun(opts: SignOptions): Promise<RunState> {
+  const seal = readSeal(opts.sealedDir);
+  const work = join(opts.env.HOME ?? '/tmp', 'work');
+  const dir = runDir(work, opts.run);
+  copyRunFolder(runDir(opts.workspace, opts.run), dir);
+  const copied = readState(dir);
+  if (copied.run !== opts.run || copied.source !== opts.source) {
+    const named = `${String(copied.source)}/${String(copied.run)}`;
+    throw new Error(`The run folder names ${named}, not ${opts.source}/${opts.run}`);
+  }
+  const ctx = openRunContext(dir, opts.env, { ship: true, say: opts.say });
+  try {
+    // What only the signer may say about the run is cleared first: the copied state.json is the agent's to write.
+    const stopped = ctx.state.status === 'stopped';
+    ctx.update({ repo_path: work, pid: null, pgid: null, proc_start: null, child: null, verdict: null, pr_url: null });
+    let evidence: RunEvidence | null = null;
+    try {
+      evidence = readEvidence(readFileSync(join(dir, 'artifacts', EVIDENCE_ARTIFACT), 'utf8'), opts.run);
+    } catch (err) {
+      // A run stopped before its checks leaves none; anything else without evidence ends failed, whatever it claims.
+      if (!stopped) refuse(ctx, `the run container left no usable evidence (${(err as Error).message})`);
+    }
+    if (evidence) {
+      try {
+        await judge(ctx, opts, seal, evidence);
+      } catch (err) {
+        refuse(ctx, err instanceof Error ? err.message : String(err));
+      }
+    }
+  } finally {
+    await ctx.close();
+  }
+  return ctx.state;
+}

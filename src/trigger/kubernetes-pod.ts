@@ -1,0 +1,152 @@
+// The pod of one Kubernetes job, split so that only the signer can read the runner's signing key (issue 9 item 5).
+// Init containers run one after another, and each one's processes are all gone before the next starts:
+//   clone  → git clone into the shared workspace (when SVC_K8S_REPO_URL is set);
+//   seal   → `svc pod seal` records the base commit and origin URL in a volume the run container never mounts;
+//   run    → `svc start …` with SVC_SIGN_LATER=1: provider and checks, evidence written, no receipt, no PR.
+// Then the one container, `signer`, runs `svc pod sign`: the only mount of the key Secret in the pod. It reads the
+// workspace read-only and trusts only the sealed base, the pod spec and hash-checked git objects (src/pod/).
+// Must not: mount the key, the sealed volume or a service-account token into any container that runs agent code.
+import { childEnv } from '../spawn/env.ts';
+import type { ExecJob } from './executor.ts';
+import type { KubernetesSettings } from './kubernetes-job.ts';
+
+export const RUN_CONTAINER = 'run';
+export const SIGNER_CONTAINER = 'signer';
+export const WORKSPACE = '/workspace/repo';
+const TOKEN_DIR = '/var/run/svc/control-token';
+const POD_HOME = '/home/svc';
+const SEALED_DIR = '/var/run/svc/sealed';
+const SIGNER_HOME = '/var/run/svc/signer';
+// keys.ts reads the pair from $HOME/.svc/keys; a mounted key is used as is (the folder is read-only, nothing is made).
+export const SIGNER_KEYS_DIR = `${SIGNER_HOME}/.svc/keys`;
+
+type Mount = { name: string; mountPath: string; readOnly?: boolean };
+type EnvVar = { name: string; value: string };
+
+/**
+ * The run container's `svc start` argv: in the foreground (the launcher's trailing --detach goes), always in a
+ * worktree (the signer diffs commits, never a working tree), under the run id the pod spec fixed for both containers.
+ */
+export function podArgs(args: readonly string[], runId: string): string[] {
+  const out = args.at(-1) === '--detach' ? args.slice(0, -1) : [...args];
+  if (!out.includes('--pr') && !out.includes('--worktree')) out.push('--worktree');
+  return [...out, '--run-id', runId];
+}
+
+/** The signer's argv: everything it trusts comes from here (run id, PR wish), not from files the run wrote. */
+export function signerArgs(args: readonly string[], runId: string): string[] {
+  const pr = args.includes('--pr') ? ['--pr'] : [];
+  return ['pod', 'sign', '--run-id', runId, '--repo', WORKSPACE, '--sealed', SEALED_DIR, ...pr];
+}
+
+/** The trigger's allowlisted, non-secret variables, minus what names a trigger-host path or source. */
+function baseEnv(serverEnv: NodeJS.ProcessEnv, s: KubernetesSettings, job: ExecJob, home: string): EnvVar[] {
+  const env = Object.entries(childEnv('launcher', serverEnv))
+    .filter(([k]) => !['PATH', 'HOME', 'TMPDIR', 'SVC_SOURCE', 'SVC_CONTROL_ANSWER_DIR'].includes(k))
+    .map(([k, v]) => ({ name: k, value: String(v) }));
+  env.push({ name: 'HOME', value: home }, { name: 'TMPDIR', value: '/tmp' }, { name: 'SVC_SOURCE', value: s.source });
+  if (job.origin) env.push({ name: 'SVC_ORIGIN', value: job.origin });
+  if (s.controlTokenSecret) env.push({ name: 'SVC_CONTROL_TOKEN_FILE', value: `${TOKEN_DIR}/token` });
+  return env;
+}
+
+function volumesOf(s: KubernetesSettings): Array<Record<string, unknown>> {
+  const volumes: Array<Record<string, unknown>> = [
+    s.repoPvc
+      ? { name: 'workspace', persistentVolumeClaim: { claimName: s.repoPvc } }
+      : { name: 'workspace', emptyDir: {} },
+    { name: 'home', emptyDir: {} },
+    { name: 'tmp', emptyDir: {} },
+    { name: 'sealed', emptyDir: {} },
+    { name: 'signer-home', emptyDir: {} },
+    { name: 'signer-tmp', emptyDir: {} },
+  ];
+  if (s.controlTokenSecret) {
+    volumes.push({ name: 'control-token', secret: { secretName: s.controlTokenSecret, defaultMode: 0o400 } });
+  }
+  // This runner's own key, whose public half the Control Plane has registered (keys/trusted/): never its own key.
+  if (s.keysSecret) volumes.push({ name: 'signing-key', secret: { secretName: s.keysSecret, defaultMode: 0o400 } });
+  return volumes;
+}
+
+function resourcesOf(s: KubernetesSettings): Record<string, unknown> | undefined {
+  if (!s.cpu && !s.memory) return undefined;
+  const memory = s.memory ? { memory: s.memory } : {};
+  return { requests: { ...(s.cpu ? { cpu: s.cpu } : {}), ...memory }, limits: { ...memory } };
+}
+
+export function buildPodSpec(
+  job: ExecJob, s: KubernetesSettings, serverEnv: NodeJS.ProcessEnv, runId: string,
+): Record<string, unknown> {
+  const security = { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } };
+  const resources = resourcesOf(s);
+  const token: Mount[] = s.controlTokenSecret ? [{ name: 'control-token', mountPath: TOKEN_DIR, readOnly: true }] : [];
+  const workspace: Mount = { name: 'workspace', mountPath: WORKSPACE };
+  const clone = s.repoUrl && !s.repoPvc
+    ? [{
+        name: 'clone',
+        image: s.image,
+        command: ['git', 'clone', '--depth', '50', ...(s.repoRef ? ['--branch', s.repoRef] : []), '--', s.repoUrl,
+          WORKSPACE],
+        env: [{ name: 'HOME', value: POD_HOME }],
+        volumeMounts: [workspace, { name: 'home', mountPath: POD_HOME }, { name: 'tmp', mountPath: '/tmp' }],
+        securityContext: security,
+      }]
+    : [];
+  // Before any agent code runs: what the signer will diff against and push to.
+  const seal = {
+    name: 'seal',
+    image: s.image,
+    args: ['pod', 'seal', '--repo', WORKSPACE, '--sealed', SEALED_DIR],
+    env: [{ name: 'HOME', value: SEALED_DIR }],
+    volumeMounts: [{ ...workspace, readOnly: true }, { name: 'sealed', mountPath: SEALED_DIR }],
+    securityContext: security,
+  };
+  const run = {
+    name: RUN_CONTAINER,
+    image: s.image,
+    args: podArgs(job.args, runId),
+    workingDir: WORKSPACE,
+    env: [...baseEnv(serverEnv, s, job, POD_HOME), { name: 'SVC_SIGN_LATER', value: '1' }],
+    ...(s.envSecret ? { envFrom: [{ secretRef: { name: s.envSecret } }] } : {}),
+    ...(resources ? { resources } : {}),
+    volumeMounts: [workspace, { name: 'home', mountPath: POD_HOME }, { name: 'tmp', mountPath: '/tmp' }, ...token],
+    securityContext: security,
+  };
+  const signerEnvFrom = [s.envSecret, s.signerEnvSecret]
+    .filter((n): n is string => !!n)
+    .map((name) => ({ secretRef: { name } }));
+  const signer = {
+    name: SIGNER_CONTAINER,
+    image: s.image,
+    args: signerArgs(job.args, runId),
+    workingDir: SIGNER_HOME,
+    env: baseEnv(serverEnv, s, job, SIGNER_HOME),
+    ...(signerEnvFrom.length ? { envFrom: signerEnvFrom } : {}),
+    ...(resources ? { resources } : {}),
+    volumeMounts: [
+      { ...workspace, readOnly: true },
+      { name: 'sealed', mountPath: SEALED_DIR, readOnly: true },
+      { name: 'signer-home', mountPath: SIGNER_HOME },
+      { name: 'signer-tmp', mountPath: '/tmp' },
+      ...token,
+      ...(s.keysSecret ? [{ name: 'signing-key', mountPath: SIGNER_KEYS_DIR, readOnly: true }] : []),
+    ],
+    securityContext: security,
+  };
+  return {
+    restartPolicy: 'Never',
+    ...(s.serviceAccount ? { serviceAccountName: s.serviceAccount } : {}),
+    // No container gets an API token (the run's code could use one to read the key Secret), nor sees another's
+    // processes (their /proc/<pid>/root would reach the signer's mounts).
+    automountServiceAccountToken: false,
+    shareProcessNamespace: false,
+    securityContext: {
+      runAsNonRoot: true, runAsUser: 10001, runAsGroup: 10001, fsGroup: 10001,
+      seccompProfile: { type: 'RuntimeDefault' },
+    },
+    initContainers: [...clone, seal, run],
+    containers: [signer],
+    volumes: volumesOf(s),
+  };
+}

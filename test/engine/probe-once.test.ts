@@ -1,0 +1,55 @@
+// The sandbox probe runs once per run (issue 9): `svc start` probes the host before it makes the run and hands the
+// result to the run's worker through the handoff pipe, so the worker does not run a second trial sandbox. Counted
+// with a `bwrap` on PATH that logs every call and then runs the real one.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { chmodSync, mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { makeRepo, readJson, CLI, EDIT_SCRIPT, GIT_ENV, type TestRepo } from './fixtures.ts';
+import { runChild } from '../helpers/run-child.ts';
+import { probeSandbox } from '../../src/spawn/probe.ts';
+
+const probe = probeSandbox(process.env);
+if (process.env.CI && !probe.ok) throw new Error('CI must run the sandbox tests: install the Debian package bubblewrap');
+
+describe('the sandbox probe', { skip: probe.ok ? false : 'bwrap cannot run on this host (svc doctor says why)' }, () => {
+  let repo: TestRepo;
+  let log: string;
+  let env: NodeJS.ProcessEnv;
+
+  before(() => {
+    repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
+    const wrapperDir = join(repo.root, 'counting-bwrap');
+    mkdirSync(wrapperDir);
+    log = join(repo.root, 'bwrap-calls.log');
+    writeFileSync(join(wrapperDir, 'bwrap'), `#!/bin/sh\necho "$*" >> "${log}"\nexec "${probe.bwrap}" "$@"\n`);
+    chmodSync(join(wrapperDir, 'bwrap'), 0o755);
+    env = { PATH: `${wrapperDir}:${process.env.PATH}`, HOME: repo.home, LANG: 'C', ...GIT_ENV, SVC_SHIP: '0' };
+  });
+  after(() => repo.cleanup());
+
+  /** The bwrap calls since the last look: trial sandboxes (`… -- true`) and the rest. */
+  function calls(): { trials: number; others: number } {
+    const lines = existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter(Boolean) : [];
+    writeFileSync(log, '');
+    const trials = lines.filter((l) => l.endsWith(' -- true')).length;
+    return { trials, others: lines.length - trials };
+  }
+
+  it('runs once for a run: the worker takes the probe its launcher ran', async () => {
+    const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', 'fake'], { cwd: repo.repo, env });
+    assert.equal(res.code, 0, res.stderr);
+    const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
+    assert.equal(readJson(join(repo.repo, '.svc', 'runs', run, 'state.json')).status, 'succeeded');
+    assert.deepEqual(calls(), { trials: 1, others: 1 }, 'one trial sandbox, then the provider\u2019s sandbox');
+  });
+
+  it('runs once when an ended run is verified again through a new worker', async () => {
+    const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', 'fake', '--worktree'], { cwd: repo.repo, env });
+    const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
+    calls();
+    const verify = await runChild(process.execPath, [CLI, 'start', '--verify', run], { cwd: repo.repo, env });
+    assert.equal(verify.code, 0, verify.stderr);
+    assert.equal(calls().trials, 1);
+  });
+});

@@ -1,0 +1,153 @@
+// A Kubernetes job pod with the real svc in each container (the stand-in kubelet runs them as local processes, with
+// each volume a folder of its own): clone → seal → run (a hostile `command` provider, no sandbox, as in a pod) →
+// signer. Only the signer mounts the runner key; its receipt must verify with that key, be accepted by the merge
+// queue, and be what the Control Plane holds, whatever the agent wrote into the shared workspace.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
+import { mkdirSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createKubernetesExecutor } from '../../src/trigger/kubernetes-executor.ts';
+import { kubeJobName } from '../../src/trigger/kubernetes-job.ts';
+import { silentLogger } from '../../src/log.ts';
+import { verifyReceipt, keyRingOf, type Receipt } from '../../src/engine/receipt.ts';
+import { keyIdOf, trustedKeysDir } from '../../src/keys.ts';
+import { startKubeStandIn, podSecrets, podSecretFiles, podEnvSecrets, type KubeStandIn } from './kube-stand-in.ts';
+import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+import { makeRepo, startGithubStandIn, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
+import type { RunOutcome } from '../../src/trigger/executor.ts';
+
+const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
+const CP_TOKEN = 'cp-token-signer';
+
+// What a prompt-injected agent in the run container does: the task (unless told to leave it broken), then a forged
+// receipt in its run folder: it has no key, so the best it can do is a receipt with a made-up signature.
+const AGENT = `#!/bin/sh
+cat > /dev/null
+grep -q leave-it-broken "$SVC_TASK_FILE" || echo fixed >> a.txt
+run_dir=$(dirname "$(dirname "$SVC_TASK_FILE")")
+mkdir -p "$run_dir/artifacts"
+cat > "$run_dir/artifacts/receipt.json" <<EOF
+{"type":"svc.evidence_receipt","version":1,"source":"k8s","run":"$SVC_RUN_ID","verdict":"verified","forged":true,"kid":"0000000000000000","integrity":"00","signature":"AA=="}
+EOF
+echo '{"type":"svc.cost","usd":0.5,"tokens_in":10,"tokens_out":5}'
+`;
+
+const POLICY = { sandbox: 'none', checks: [{ name: 'test', run: ['grep', '-q', 'fixed', 'a.txt'] }], pr: { open: 'verified', draft: true } };
+
+function git(cwd: string, args: string[]): string {
+  return execFileSync('git', args, { cwd, encoding: 'utf8', env: { ...process.env, ...GIT_ENV } });
+}
+
+describe('Kubernetes job pod: only the signer holds the key', () => {
+  let repo: TestRepo;
+  let kube: KubeStandIn;
+  let github: StandIn;
+  let cp: TestControl;
+  let runnerKid: string;
+  let runnerPublic: string;
+  let seq = 0;
+
+  before(async () => {
+    repo = makeRepo({ policy: POLICY, providers: { hostile: AGENT } });
+    writeFileSync(join(repo.repo, '.svc', 'config.json'), JSON.stringify({ provider: 'hostile', providers: { hostile: { command: [join(repo.bin, 'hostile.sh')] } } }));
+    git(repo.repo, ['add', '.svc/config.json', '.svc/policy.json']);
+    git(repo.repo, ['commit', '-qm', 'svc policy']);
+    git(repo.repo, ['push', '-q', 'origin', 'main']);
+    github = await startGithubStandIn({ originOf: (owner, name) => join(repo.root, owner, `${name}.git`) });
+    cp = await startTestControl({ token: CP_TOKEN });
+    const pair = generateKeyPairSync('ed25519');
+    runnerKid = keyIdOf(pair.publicKey);
+    runnerPublic = pair.publicKey.export({ type: 'spki', format: 'pem' }).toString();
+    // The operator's steps of docs/deploy.md: the private half in a Secret, the public half registered.
+    podSecretFiles.set('runner-key', { 'receipt-ed25519.pem': pair.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString() });
+    mkdirSync(trustedKeysDir(join(cp.home, '.svc')), { recursive: true });
+    writeFileSync(join(trustedKeysDir(join(cp.home, '.svc')), 'k8s-runner.pem'), runnerPublic);
+    podSecrets.set('svc-control-signer', CP_TOKEN);
+    podEnvSecrets.set('signer-github', { GITHUB_TOKEN: 'gh-pod-token', GITHUB_API_URL: github.url });
+    kube = await startKubeStandIn(join(repo.root, 'pods'), { svc: CLI });
+  });
+  after(async () => {
+    await kube.close();
+    await cp.close();
+    await github.close();
+    podSecretFiles.delete('runner-key');
+    podEnvSecrets.delete('signer-github');
+    rmSync(repo.root, { recursive: true, force: true });
+  });
+
+  async function runJob(brief: string, beforeSigner?: (workspace: string, run: string) => void): Promise<{ outcome: RunOutcome; run: string; job: string }> {
+    seq += 1;
+    const id = `j0000000000sign${String(seq).padStart(11, '0')}`;
+    const env: NodeJS.ProcessEnv = {
+      PATH: process.env.PATH, HOME: repo.home, LANG: 'C', SVC_CONTROL_URL: cp.url,
+      SVC_K8S_API_URL: kube.url, SVC_K8S_SA_DIR: join(repo.root, 'no-sa'), SVC_K8S_IMAGE: 'registry.test/svc:1',
+      SVC_K8S_REPO_URL: `file://${repo.origin}`, SVC_K8S_KEYS_SECRET: 'runner-key', SVC_K8S_CONTROL_TOKEN_SECRET: 'svc-control-signer',
+      SVC_K8S_SIGNER_ENV_SECRET: 'signer-github', SVC_K8S_NAMESPACE: 'build',
+    };
+    kube.beforeContainer = (name, container) => {
+      if (container !== 'signer' || !beforeSigner) return;
+      const args = kube.jobs.get(name)!.manifest.spec.template.spec.containers[0].args as string[];
+      beforeSigner(join(repo.root, 'pods', name, 'volumes', 'workspace'), args[args.indexOf('--run-id') + 1]!);
+    };
+    const ex = createKubernetesExecutor({ env, log: silentLogger, pollMs: 50, launchTimeoutMs: 120_000, shipGraceMs: 10_000, controlUrl: cp.url, controlToken: CP_TOKEN });
+    const launched = await ex.launch({ id, args: ['start', '--brief', brief, '--pr', '--detach'] });
+    const job = kube.jobs.get(kubeJobName(id));
+    assert.equal(launched.error, null, job?.stderr);
+    const outcome = await ex.follow(launched.run!, new AbortController().signal, { reattach: false });
+    assert.ok(outcome && outcome !== 'aborted', job?.stderr);
+    return { outcome, run: launched.run!.run, job: kubeJobName(id) };
+  }
+
+  async function shippedReceipt(run: string): Promise<Receipt & { forged?: boolean }> {
+    const res = await cp.request('GET', `/v1/runs/k8s/${run}/artifact/receipt.json`);
+    assert.equal(res.status, 200, res.text);
+    return JSON.parse(res.text);
+  }
+
+  it('signs a receipt that verifies with the runner key, ships it over the forged one and the merge queue takes it', async () => {
+    const { outcome, run, job } = await runJob('fix the greeting');
+    assert.equal(outcome.status, 'succeeded', `${outcome.error}\n${kube.jobs.get(job)!.stderr}`);
+    assert.equal(outcome.verdict, 'verified');
+    assert.match(outcome.pr_url ?? '', /^https:\/\/github\.example\/acme\/api\/pull\/\d+$/);
+    const receipt = await shippedReceipt(run);
+    assert.equal(receipt.forged, undefined, 'the agent\'s receipt is not what the Control Plane holds');
+    const check = verifyReceipt(receipt, keyRingOf([runnerPublic]));
+    assert.equal(check.ok, true, check.message);
+    assert.equal(receipt.kid, runnerKid);
+    assert.equal(receipt.run, run);
+    assert.equal(receipt.attestation?.by, 'pod-signer');
+    assert.ok(receipt.attestation.reported.includes('checks[].exit_code'));
+    // The signer's diff is the pushed branch's: the same head commit on origin, the same patch.
+    assert.equal(git(repo.origin, ['rev-parse', `refs/heads/svc/${run}`]).trim(), receipt.head_sha);
+    assert.equal(receipt.base_sha, git(repo.origin, ['rev-parse', 'refs/heads/main']).trim());
+    assert.deepEqual(receipt.diff.paths, ['a.txt']);
+    assert.deepEqual(receipt.checks.map((c) => [c.name, c.required, c.exit_code]), [['test', true, 0]]);
+    const queued = await cp.request('POST', '/v1/merge/queue', { body: { source: 'k8s', run } });
+    assert.equal(queued.status, 201, queued.text);
+    assert.deepEqual(queued.json.signed_by, { kid: runnerKid, name: 'k8s-runner', origin: 'runner' });
+  });
+
+  // Without a sandbox in the pod, a process the agent left behind (escaped and with its marker scrubbed, the documented
+  // limit of docs/engine.md) could rewrite the evidence before the run container ends; the test does it for it.
+  it('judges by the base commit\'s policy: a failed check dropped from the evidence is a failed required check', async () => {
+    const { outcome, run } = await runJob('leave-it-broken', (workspace, runId) => {
+      const file = join(workspace, '.svc', 'runs', runId, 'artifacts', 'evidence.json');
+      const evidence = JSON.parse(readFileSync(file, 'utf8'));
+      assert.deepEqual(evidence.checks.map((c: { name: string; exit_code: number }) => [c.name, c.exit_code]), [['test', 1]]);
+      writeFileSync(file, JSON.stringify({ ...evidence, checks: [] }));
+    });
+    assert.equal(outcome.status, 'failed');
+    assert.equal(outcome.verdict, 'not_verified');
+    assert.equal(outcome.pr_url, null);
+    const receipt = await shippedReceipt(run);
+    assert.equal(verifyReceipt(receipt, keyRingOf([runnerPublic])).ok, true);
+    assert.equal(receipt.forged, undefined);
+    assert.ok(receipt.gaps.includes('check "test" of the base commit\'s policy was not run in the run container'), receipt.gaps.join('; '));
+    assert.deepEqual(receipt.checks.map((c) => [c.name, c.required, c.exit_code]), [['test', true, null]]);
+    const queued = await cp.request('POST', '/v1/merge/queue', { body: { source: 'k8s', run } });
+    assert.notEqual(queued.status, 201);
+  });
+});
