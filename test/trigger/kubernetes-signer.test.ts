@@ -166,4 +166,22 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     const queued = await cp.request('POST', '/v1/merge/queue', { body: { source: 'k8s', run } });
     assert.notEqual(queued.status, 201);
   });
+
+  it('fails a run whose evidence is gone, whatever its state.json claims, and signs nothing', async () => {
+    const { outcome, run } = await runJob('fix the greeting', (workspace, runId) => {
+      const dir = join(workspace, '.svc', 'runs', runId);
+      rmSync(join(dir, 'artifacts', 'evidence.json'));
+      const state = JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8'));
+      const claimed = { status: 'succeeded', verdict: 'verified', pr_url: 'https://github.example/acme/api/pull/1' };
+      writeFileSync(join(dir, 'state.json'), JSON.stringify({ ...state, ...claimed }));
+    });
+    assert.equal(outcome.status, 'failed');
+    assert.equal(outcome.verdict, null);
+    assert.equal(outcome.pr_url, null);
+    assert.match(outcome.error ?? '', /^No receipt: the run container left no usable evidence/);
+    const shipped = await cp.request('GET', `/v1/runs/k8s/${run}`);
+    assert.deepEqual([shipped.json.status, shipped.json.verdict, shipped.json.pr_url], ['failed', null, null]);
+    const receipt = await shippedReceipt(run);
+    assert.equal(verifyReceipt(receipt, keyRingOf([runnerPublic])).ok, false, 'only the agent\'s own receipt is there');
+  });
 });
