@@ -2,7 +2,7 @@
 // Entry point: checks the Node version before anything that needs node:sqlite is loaded, then dispatches.
 import { readFileSync } from 'node:fs';
 import { reexecClean } from './cli/server-flags.ts';
-import { secretsIn, takeHandoff } from './spawn/secrets-handoff.ts';
+import { secretsIn, takeHandoff, type Handoff } from './spawn/secrets-handoff.ts';
 import { trustParentProbe } from './spawn/sandbox-mode.ts';
 
 const MIN = [22, 13] as const;
@@ -25,8 +25,7 @@ process.emitWarning = ((warning: string | Error, ...rest: unknown[]) => {
  * and nothing that reads process.env (or builds a child from it) finds them. The parent's sandbox probe, if it sent
  * one, is taken too: a run's worker then does not probe again.
  */
-function inMemoryEnv(): NodeJS.ProcessEnv {
-  const handed = takeHandoff(process.env);
+function inMemoryEnv(handed: Handoff): NodeJS.ProcessEnv {
   trustParentProbe(handed.probe);
   const inherited = secretsIn(process.env);
   for (const name of Object.keys(inherited)) delete process.env[name];
@@ -96,12 +95,15 @@ async function main(argv: string[]): Promise<number> {
   }
   // Only here, in the process entry: the long-running servers and a run's launcher re-execute themselves once, the
   // Control Plane with its V8 flags, each without svc's secret values in its environment (src/cli/server-flags.ts).
+  // What the parent handed over is taken first: a pipe does not survive the re-exec, so its secrets cross it in the
+  // re-exec's file instead.
+  const handed = takeHandoff(process.env);
   const helpAsked = tail.includes('--help') || tail.includes('-h');
   const serve = (name === 'control' || name === 'trigger') && tail[0] === 'serve';
   if (!helpAsked && (serve || (name === 'start' && !tail.includes('--worker')))) {
-    reexecClean({ serverFlags: name === 'control' });
+    reexecClean({ serverFlags: name === 'control', handed: handed.secrets });
   }
-  const env = inMemoryEnv();
+  const env = inMemoryEnv(handed);
   try {
     const mod = await command.load();
     return await mod.default({

@@ -8,7 +8,7 @@
 
 export const SERVER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=8'];
 
-import { secretsIn, withoutSecrets, writeHandoff, dropHandoff } from '../spawn/secrets-handoff.ts';
+import { secretsIn, withoutSecrets, writeHandoff, dropHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
 
 type Execve = (file: string, args: string[], env: NodeJS.ProcessEnv) => never;
 
@@ -35,22 +35,24 @@ export function reexecWithServerFlags(): void {
  * Replaces this process (same pid) with the same command when it needs the server flags or holds one of svc's secret
  * values in its environment: the new image's environment has no secret (they travel in a 0600 handoff file that the
  * new image reads and deletes first), so /proc/<pid>/environ of a long-lived svc no longer shows them (DESIGN §7a).
+ * `handed` are secrets this process already took from its parent's pipe; they go along in the same file.
  * Returns when there is nothing to do, or exec is unavailable or refused: the caller then keeps the secrets in
  * memory and deletes them from process.env, which is all a process can do about its own environ.
  */
-export function reexecClean(opts: { serverFlags: boolean }): void {
+export function reexecClean(opts: { serverFlags: boolean; handed?: Secrets }): void {
   const execve = (process as unknown as { execve?: Execve }).execve;
   const script = process.argv[1];
   if (typeof execve !== 'function' || !script) return;
   const missing = opts.serverFlags ? missingServerFlags(process.execArgv, process.env.NODE_OPTIONS) : [];
-  const secrets = secretsIn(process.env);
-  if (missing.length === 0 && Object.keys(secrets).length === 0) return;
+  const inEnv = secretsIn(process.env);
+  const secrets = { ...inEnv, ...opts.handed };
+  if (missing.length === 0 && Object.keys(inEnv).length === 0) return;
   let handoff: Record<string, string> = {};
   try {
     handoff = writeHandoff(secrets, process.env);
   } catch {
-    // No writable ~/.svc: keep the secrets where they are rather than lose them.
-    if (missing.length === 0) return;
+    // No writable ~/.svc: keep the secrets where they are rather than lose them (those from a pipe would be lost).
+    if (missing.length === 0 || Object.keys(opts.handed ?? {}).length > 0) return;
   }
   const env = Object.keys(handoff).length ? { ...withoutSecrets(process.env), ...handoff } : process.env;
   try {

@@ -96,6 +96,27 @@ describe('svc dashboard', () => {
     assert.match(again.stderr, /found via server\.json/);
   });
 
+  it('hands the Control Plane it starts its token through a pipe: not in its environment, not in a file', async () => {
+    const home = join(dir, 'home-token');
+    mkdirSync(home, { recursive: true });
+    const port = await freePort();
+    const token = 'dash-token-91f3c2';
+    const env = { ...baseEnv, HOME: home, SVC_CONTROL_PORT: String(port), SVC_CONTROL_DB: join(dir, 'token.db'), SVC_CONTROL_TOKEN: token };
+    const r = await run(['dashboard', 'start', '--no-open'], env);
+    const record = join(home, '.svc', 'control', 'server.json');
+    const pid = existsSync(record) ? (JSON.parse(readFileSync(record, 'utf8')).pid as number) : null;
+    if (pid) started.push(pid);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal((await fetch(`http://127.0.0.1:${port}/v1/runs`)).status, 401);
+    const runs = await fetch(`http://127.0.0.1:${port}/v1/runs`, { headers: { authorization: `Bearer ${token}` } });
+    assert.equal(runs.status, 200, 'the server holds the token it was handed');
+    assert.ok(pid, 'the server recorded its pid');
+    assert.equal(readFileSync(`/proc/${pid}/environ`, 'utf8').includes(token), false, 'not in its environment');
+    assert.equal(readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(token), false, 'not in its argv');
+    const handoff = join(home, '.svc', 'handoff');
+    assert.equal(existsSync(handoff), false, 'no handoff file was ever written (the folder is made on first use)');
+  });
+
   it('opens the URL with $BROWSER, passing it as one argument without a shell', async () => {
     const out = join(dir, 'browser-argv.txt');
     const script = join(dir, 'fake browser.sh');

@@ -1,6 +1,6 @@
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, statSync, existsSync, readdirSync, writeFileSync, utimesSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync, existsSync, readdirSync, writeFileSync, utimesSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import {
@@ -86,6 +86,36 @@ describe('secrets handoff', () => {
     const got = await new Promise<any>((resolve) => child.on('close', () => resolve(JSON.parse(out))));
     assert.deepEqual(got.handed, { secrets: {}, probe: null });
     assert.equal(got.named, null);
+  });
+
+  it('keeps what a pipe handed over across the Control Plane\u2019s re-exec (a pipe does not survive execve)', async () => {
+    const cli = new URL('../../dist/cli.js', import.meta.url).pathname;
+    const pipe = handoffPipe(['ignore', 'pipe', 'inherit']);
+    const token = 'reexec-token-5d1a';
+    // No V8 flags given, so `control serve` re-executes itself to add them.
+    const child = startChild([process.execPath, cli, 'control', 'serve', '--port', '0'], {
+      kind: 'svc-worker', base: { PATH: process.env.PATH, HOME: home, SVC_CONTROL_DB: join(home, 'reexec.db') },
+      extra: pipe.extra, stdio: pipe.stdio,
+    });
+    sendHandoff(child, { secrets: { SVC_CONTROL_TOKEN: token }, probe: null });
+    try {
+      const url = await new Promise<string>((resolve) => {
+        let out = '';
+        child.stdout!.on('data', (c: Buffer) => {
+          out += c.toString();
+          const found = /http:\/\/[^\s]+/.exec(out)?.[0];
+          if (found) resolve(found);
+        });
+      });
+      assert.match(readFileSync(`/proc/${child.pid}/cmdline`, 'utf8'), /--max-semi-space-size/, 'it did re-execute');
+      const runs = await fetch(`${url}/v1/runs`, { headers: { authorization: `Bearer ${token}` } });
+      assert.equal(runs.status, 200);
+      assert.equal(readFileSync(`/proc/${child.pid}/environ`, 'utf8').includes(token), false);
+      assert.deepEqual(readdirSync(join(home, '.svc', 'handoff')), [], 'the re-exec\u2019s file was taken');
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+    }
   });
 
   it('separates secret values from the rest of an environment; *_FILE paths are not values', () => {
