@@ -61,4 +61,20 @@ export const triggerMigrations: readonly Migration[] = [
   CREATE INDEX dedupe_keys_by_created ON dedupe_keys (created_at);
   CREATE INDEX jobs_by_finished ON jobs (finished_at) WHERE finished_at IS NOT NULL;
   `,
+  // 4: dedupe keys are looked up through an in-memory index (trigger-dedupe-store.ts): the table keeps no index on
+  // the random key, so claiming one appends instead of dirtying a random leaf page. AUTOINCREMENT: ids only grow,
+  // never reused after deletes, which is what the index's catch-up (`id > last seen`) relies on.
+  `
+  CREATE TABLE dedupe_keys_v4 (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL,
+    job_id TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    created_at INTEGER NOT NULL
+  ) STRICT;
+  INSERT INTO dedupe_keys_v4 (key, job_id, created_at) SELECT key, job_id, created_at FROM dedupe_keys ORDER BY created_at, rowid;
+  DROP TABLE dedupe_keys;
+  ALTER TABLE dedupe_keys_v4 RENAME TO dedupe_keys;
+  CREATE INDEX dedupe_keys_by_job ON dedupe_keys (job_id);
+  CREATE INDEX dedupe_keys_by_created ON dedupe_keys (created_at);
+  `,
 ];

@@ -94,8 +94,8 @@ export function pinnedOrigin(workdir: string, target: PushTarget): Origin {
   try {
     now = resolveOrigin(workdir);
   } catch (err) {
-    if (err instanceof PushRefusedError) throw new PushRefusedError(`${err.message} (the config changed during the run; ${pinned})`);
-    throw err;
+    if (!(err instanceof PushRefusedError)) throw err;
+    throw new PushRefusedError(`${err.message} (the config changed during the run; ${pinned})`);
   }
   if (now.url !== target.url) {
     throw new PushRefusedError(

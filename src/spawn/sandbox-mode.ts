@@ -45,8 +45,8 @@ export function trustParentProbe(value: unknown): void {
   if (probed !== null || value === null || typeof value !== 'object' || Array.isArray(value)) return;
   const v = value as Record<string, unknown>;
   const nullableString = (x: unknown): x is string | null => x === null || typeof x === 'string';
-  if (typeof v.ok !== 'boolean' || !nullableString(v.bwrap) || !nullableString(v.userNamespaces) || !nullableString(v.reason)) return;
-  if (v.ok && !v.bwrap) return;
+  if (typeof v.ok !== 'boolean' || !nullableString(v.bwrap) || !nullableString(v.reason)) return;
+  if (!nullableString(v.userNamespaces) || (v.ok && !v.bwrap)) return;
   probed = { ok: v.ok, bwrap: v.bwrap, userNamespaces: v.userNamespaces, reason: v.reason };
 }
 

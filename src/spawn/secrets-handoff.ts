@@ -102,7 +102,8 @@ export function dropHandoff(extra: Record<string, string>): void {
 /** The JSON both channels carry: only svc's secret names with non-empty values, and the probe. */
 function message(handoff: Handoff): string {
   const names = Object.keys(handoff.secrets).filter((n) => SVC_SECRET_NAMES.has(n) && handoff.secrets[n]);
-  return JSON.stringify({ secrets: Object.fromEntries(names.map((n) => [n, handoff.secrets[n]])), probe: handoff.probe });
+  const secrets = Object.fromEntries(names.map((n) => [n, handoff.secrets[n]]));
+  return JSON.stringify({ secrets, probe: handoff.probe });
 }
 
 /**

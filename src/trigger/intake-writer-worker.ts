@@ -27,6 +27,7 @@ const db = openDatabase((workerData as { path: string }).path, triggerMigrations
 // 1,000 pages) would copy pages and fsync inside this thread's commits. Same backstop as the main connection.
 db.exec(`PRAGMA wal_autocheckpoint = ${BACKSTOP_PAGES}`);
 const stores = createTriggerStores(db);
+stores.dedupe.warm();
 
 port.on('message', (message: WriterMessage) => {
   if (message.type === 'batch') {

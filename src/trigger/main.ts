@@ -113,6 +113,8 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
   });
   let runner: Runner | undefined;
   const writer = await startWriter(settings, log);
+  // The connection that commits deliveries reads every dedupe key into its in-memory index before the port opens.
+  if (!writer) stores.dedupe.warm();
   const queue = createJobQueue({
     stores, clock, maxQueued: settings.queueMax, writer, log,
     onEnqueued: () => setImmediate(() => runner?.kick()), onCommitted: () => checkpointer.nudge(),

@@ -5,6 +5,7 @@
 // replay cannot duplicate a job).
 import { transaction } from '../db/open.ts';
 import type { TriggerStores } from '../db/trigger-stores.ts';
+import type { DedupeBatch } from '../db/trigger-dedupe-store.ts';
 import { newJobId } from './job-id.ts';
 import type { EnqueueRequest, EnqueueResult } from './queue.ts';
 
@@ -16,15 +17,35 @@ export interface PlaceFailure {
 
 export type PlaceOutcome = EnqueueResult | PlaceFailure;
 
-function place(stores: TriggerStores, request: EnqueueRequest, now: number, maxQueued: number): EnqueueResult {
-  const existing = stores.dedupe.findAny(request.dedupeKeys);
+/** What one transaction knows while it places deliveries: the dedupe view and the queue depth so far. */
+interface Placing {
+  dedupe: DedupeBatch;
+  queued: number;
+}
+
+function place(stores: TriggerStores, tx: Placing, request: EnqueueRequest, now: number, maxQueued: number): EnqueueResult {
+  const existing = tx.dedupe.findAny(request.dedupeKeys);
   if (existing) return { kind: 'duplicate', jobId: existing };
-  if (stores.jobs.countByStatus('queued') >= maxQueued) return { kind: 'full' };
+  if (tx.queued >= maxQueued) return { kind: 'full' };
   const jobId = newJobId(now);
   stores.jobs.insert({ id: jobId, origin: request.origin, brief: request.brief, args: request.args, created_at: now });
-  stores.dedupe.claim(request.dedupeKeys, jobId, now);
+  tx.dedupe.claim(request.dedupeKeys, jobId, now);
   if (request.reply) stores.replies.insert(jobId, request.reply.channel, request.reply.target, now);
+  tx.queued++;
   return { kind: 'queued', jobId };
+}
+
+/** One transaction over `requests`; throws (and commits nothing) if any of them cannot be written. */
+function placeAll(stores: TriggerStores, requests: readonly EnqueueRequest[], now: number, maxQueued: number): EnqueueResult[] {
+  let tx: Placing | undefined;
+  const outcomes = transaction(stores.db, () => {
+    // The queue depth is read once per transaction (this connection holds the write lock until COMMIT).
+    const placing: Placing = { dedupe: stores.dedupe.batch(), queued: stores.jobs.countByStatus('queued') };
+    tx = placing;
+    return requests.map((r) => place(stores, placing, r, now, maxQueued));
+  });
+  tx?.dedupe.committed();
+  return outcomes;
 }
 
 function failure(err: unknown): PlaceFailure {
@@ -34,13 +55,13 @@ function failure(err: unknown): PlaceFailure {
 /** Commits a batch; every outcome is durable (or an error) when this returns. */
 export function placeBatch(stores: TriggerStores, requests: readonly EnqueueRequest[], now: number, maxQueued: number): PlaceOutcome[] {
   try {
-    return transaction(stores.db, () => requests.map((r) => place(stores, r, now, maxQueued)));
+    return placeAll(stores, requests, now, maxQueued);
   } catch (err) {
     if (requests.length === 1) return [failure(err)];
   }
   return requests.map((r) => {
     try {
-      return transaction(stores.db, () => place(stores, r, now, maxQueued));
+      return placeAll(stores, [r], now, maxQueued)[0]!;
     } catch (err) {
       return failure(err);
     }

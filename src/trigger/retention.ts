@@ -34,7 +34,9 @@ export function cutoffs(retention: TriggerRetention, now: number): { dedupeBefor
 /** One batch of work; `done` once nothing expired is left. */
 export function pruneBatch(stores: TriggerStores, retention: TriggerRetention, now: number, limit = BATCH): PruneCounts & { done: boolean } {
   const { dedupeBefore, jobsBefore } = cutoffs(retention, now);
-  const dedupeKeys = stores.retention.pruneDedupeKeys(dedupeBefore, limit);
+  const deleted = stores.retention.pruneDedupeKeys(dedupeBefore, limit);
+  stores.dedupe.forget(deleted);
+  const dedupeKeys = deleted.length;
   const jobs = stores.retention.pruneFinishedJobs(jobsBefore, limit);
   return { dedupeKeys, jobs, done: dedupeKeys < limit && jobs < limit };
 }

@@ -8,7 +8,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeRepo, startGithubStandIn, readJson, CLI, EDIT_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
@@ -190,6 +190,30 @@ describe('the push target, end to end', () => {
     assertTokenOnlyAtGithub('plant');
     assertNothingReachedEvil();
     assert.equal(existsSync(join(state.workdir, 'helper-ran')), false, 'the planted credential helper never ran');
+  });
+
+  it('without a token, names the pinned repository to `gh pr create` (--repo), so gh never picks it from the remotes', async () => {
+    const repo = makeRepo({ providers: { agent: EDIT_SCRIPT }, policy: { checks: [{ name: 'fixed', run: ['grep', '-q', 'fixed', 'a.txt'] }] } });
+    repos.push(repo);
+    const ghDir = join(repo.root, 'gh-bin');
+    mkdirSync(ghDir);
+    const ghLog = join(repo.root, 'gh-args.log');
+    // `gh auth token` has no login to give (so svc takes the gh path); `gh pr create` records its arguments.
+    writeFileSync(join(ghDir, 'gh'), `#!/bin/sh
+[ "$1" = auth ] && exit 1
+printf '%s\\n' "$@" > "${ghLog}"
+echo "https://github.example/acme/api/pull/77"
+`);
+    chmodSync(join(ghDir, 'gh'), 0o755);
+    const env = { PATH: `${ghDir}:${process.env.PATH}`, HOME: repo.home, LANG: 'C', ...GIT_ENV, SVC_SHIP: '0', SVC_SANDBOX: 'none' };
+    const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--pr', '--provider', 'agent'], { cwd: repo.repo, env });
+    const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
+    const state = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
+    assert.equal(state.status, 'succeeded', `${state.error} ${res.stderr}`);
+    assert.equal(state.pr_url, 'https://github.example/acme/api/pull/77');
+    const args = readFileSync(ghLog, 'utf8').split('\n');
+    assert.deepEqual(args.slice(0, 4), ['pr', 'create', '--repo', 'acme/api']);
+    assert.equal(branchAt(repo.origin, state.branch), state.head_sha, 'the branch was pushed to the pinned (local) origin');
   });
 
   it('sandboxed: the agent cannot change the config or the state file, and the branch lands at the pinned origin', { skip: bwrapWorks ? false : 'bwrap cannot run on this host' }, async () => {
