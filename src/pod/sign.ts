@@ -168,7 +168,6 @@ async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, evidence: R
 
 /** Signs (or refuses) the run the pod spec named and ships it; returns its final state. */
 export async function signRun(opts: SignOptions): Promise<RunState> {
-  const seal = readSeal(opts.sealedDir);
   const work = join(opts.env.HOME ?? '/tmp', 'work');
   const dir = runDir(work, opts.run);
   copyRunFolder(runDir(opts.workspace, opts.run), dir);
@@ -191,7 +190,7 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
     }
     if (evidence) {
       try {
-        await judge(ctx, opts, seal, evidence);
+        await judge(ctx, opts, readSeal(opts.sealedDir), evidence);
       } catch (err) {
         refuse(ctx, err instanceof Error ? err.message : String(err));
       }

@@ -73,12 +73,12 @@ echo "Which database should the migration target?" > "$SVC_QUESTION_FILE"
 
 /**
  * Runs until stopped, with a grandchild whose command line names the run (pids inside a sandbox are not the host's),
- * and says it is up in $HOME/agent-state/<run>.up so a test can then check nothing is left.
+ * and says it is up in $HOME/agent-state/<run>.up so a test can then check nothing is left. The grandchild writes
+ * that file itself: only then is its command line (set when it execs) surely visible.
  */
 export const SLEEP_SCRIPT = `#!/bin/sh
 cat > /dev/null
-sh -c 'while :; do sleep 1; done' "svc-grandchild-$SVC_RUN_ID" &
-echo up > "$HOME/agent-state/$SVC_RUN_ID.up"
+sh -c 'echo up > "$1"; while :; do sleep 1; done' "svc-grandchild-$SVC_RUN_ID" "$HOME/agent-state/$SVC_RUN_ID.up" &
 wait
 `;
 

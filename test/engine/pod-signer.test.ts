@@ -3,7 +3,10 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync, renameSync } from 'node:fs';
+import {
+  chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync,
+  renameSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { verifyCommits, policyAt, UnverifiableError } from '../../src/pod/verified-commits.ts';
@@ -58,12 +61,20 @@ describe('verifyCommits', () => {
     assert.deepEqual(policyAt(v.repo, base).checks.map((c) => c.name), ['test']);
   });
 
-  it('never reads the workspace\'s git config: settings there neither run a program nor change the signed patch', () => {
+  it('gives an empty diff for a run that changed nothing (head is the base)', () => {
+    const { ws, base } = workspace('empty');
+    assert.deepEqual(verifyCommits(ws, join(root, 'empty-scratch'), base, base, 'svc/r1').diff.files, []);
+  });
+
+  it('never reads the workspace\'s git config: settings there run no program and leave the patch alone', () => {
     const { ws, base, head } = workspace('config');
     const marker = join(root, 'config-ran');
     writeFileSync(join(root, 'evil.sh'), `#!/bin/sh\ntouch ${marker}\n`);
     chmodSync(join(root, 'evil.sh'), 0o755);
-    const planted = [['core.fsmonitor', join(root, 'evil.sh')], ['gpg.program', join(root, 'evil.sh')], ['log.showSignature', 'true'], ['diff.noprefix', 'true']];
+    const evil = join(root, 'evil.sh');
+    const planted = [
+      ['core.fsmonitor', evil], ['gpg.program', evil], ['log.showSignature', 'true'], ['diff.noprefix', 'true'],
+    ];
     for (const [k, v] of planted) git(ws, ['config', k!, v!]);
     // The planted config is live for git run in the workspace: there the patch loses its a/ b/ prefixes.
     assert.match(git(ws, ['diff', base, head]), /^--- f1\.txt$/m);
@@ -86,9 +97,10 @@ describe('verifyCommits', () => {
     git(ws, ['checkout', '-q', '--orphan', 'other']);
     git(ws, ['commit', '-qm', 'unrelated']);
     const orphan = git(ws, ['rev-parse', 'HEAD']);
-    assert.throws(() => verifyCommits(ws, join(root, 'orphan-scratch'), base, orphan, 'svc/r1'), /does not descend|hash check/);
-    assert.throws(() => verifyCommits(ws, join(root, 'orphan-scratch'), base, 'f'.repeat(40), 'svc/r1'), /does not hold commit/);
-    assert.throws(() => verifyCommits(ws, join(root, 'orphan-scratch'), base, '', 'svc/r1'), /no head commit/);
+    const verify = (head: string) => () => verifyCommits(ws, join(root, 'orphan-scratch'), base, head, 'svc/r1');
+    assert.throws(verify(orphan), /does not descend|hash check/);
+    assert.throws(verify('f'.repeat(40)), /does not hold commit/);
+    assert.throws(verify(''), /no head commit/);
   });
 
   it('refuses git objects that lead out of the workspace through a link', () => {
@@ -146,21 +158,32 @@ describe('seal, evidence and checks', () => {
   });
 
   it('reads evidence through typed readers only', () => {
-    const good = { type: 'svc.run_evidence', version: 1, run: 'r1', outcome: 'finished', error: null, exit_code: 0, checks: [{ name: 't', argv: ['true'], required: true, exit_code: 0, duration_ms: 5, output_sha256: 'a'.repeat(64) }] };
+    const output = 'a'.repeat(64);
+    const check = { name: 't', argv: ['true'], required: true, exit_code: 0, duration_ms: 5, output_sha256: output };
+    const good = {
+      type: 'svc.run_evidence', version: 1, run: 'r1', outcome: 'finished', error: null, exit_code: 0, checks: [check],
+    };
     assert.equal(readEvidence(JSON.stringify(good), 'r1').checks[0]!.name, 't');
     assert.throws(() => readEvidence(JSON.stringify(good), 'r2'), EvidenceError);
-    assert.throws(() => readEvidence(JSON.stringify({ ...good, checks: [{ name: { toString: 1 } }] }), 'r1'), EvidenceError);
+    const hostile = JSON.stringify({ ...good, checks: [{ name: { toString: 1 } }] });
+    assert.throws(() => readEvidence(hostile, 'r1'), EvidenceError);
     assert.throws(() => readEvidence('not json', 'r1'), EvidenceError);
   });
 
   it('judges the base policy\'s checks: a missing or changed one has no exit code, an extra one is ignored', () => {
-    const policy = { ...DEFAULT_POLICY, checks: [{ name: 'test', run: ['npm', 'test'], required: true }, { name: 'lint', run: ['npm', 'run', 'lint'], required: false }] };
+    const checksOfPolicy = [
+      { name: 'test', run: ['npm', 'test'], required: true },
+      { name: 'lint', run: ['npm', 'run', 'lint'], required: false },
+    ];
+    const policy = { ...DEFAULT_POLICY, checks: checksOfPolicy };
     const reported = [
       { name: 'test', argv: ['true'], required: true, exit_code: 0, duration_ms: 1, output_sha256: '' },
       { name: 'extra', argv: ['true'], required: true, exit_code: 0, duration_ms: 1, output_sha256: '' },
     ];
     const { checks, gaps } = reconcileChecks(policy, reported);
-    assert.deepEqual(checks.map((c) => [c.name, c.argv.join(' '), c.required, c.exit_code]), [['test', 'npm test', true, null], ['lint', 'npm run lint', false, null]]);
+    assert.deepEqual(checks.map((c) => [c.name, c.argv.join(' '), c.required, c.exit_code]), [
+      ['test', 'npm test', true, null], ['lint', 'npm run lint', false, null],
+    ]);
     assert.deepEqual(gaps, [
       'check "test" of the base commit\'s policy was changed in the run container',
       'check "lint" of the base commit\'s policy was not run in the run container',

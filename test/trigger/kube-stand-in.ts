@@ -45,14 +45,19 @@ export interface StandInOptions {
   svc?: string;
 }
 
-type Container = { name: string; args?: string[]; command?: string[]; env?: Array<{ name: string; value: string }>; envFrom?: Array<{ secretRef: { name: string } }>; workingDir?: string; volumeMounts?: Array<{ name: string; mountPath: string }> };
+type Container = {
+  name: string; args?: string[]; command?: string[]; env?: Array<{ name: string; value: string }>;
+  envFrom?: Array<{ secretRef: { name: string } }>; workingDir?: string; volumeMounts?: Array<{ name: string; mountPath: string }>;
+};
 
 export async function startKubeStandIn(workRoot: string, opts: StandInOptions = {}): Promise<KubeStandIn> {
   const jobs = new Map<string, KubeJob>();
   const requests: KubeStandIn['requests'] = [];
   const children = new Set<ReturnType<typeof spawn>>();
   let closed = false;
-  const state: KubeStandIn = { url: '', jobs, requests, runPods: true, refuseWith: null, onRequest: null, beforeContainer: null, finish, close };
+  const state: KubeStandIn = {
+    url: '', jobs, requests, runPods: true, refuseWith: null, onRequest: null, beforeContainer: null, finish, close,
+  };
 
   function finish(name: string, ok: boolean): void {
     const job = jobs.get(name);
@@ -78,7 +83,9 @@ export async function startKubeStandIn(workRoot: string, opts: StandInOptions = 
   }
 
   function runContainer(job: KubeJob, c: Container, dirs: Map<string, string>, podDir: string): Promise<boolean> {
-    const mounts = (c.volumeMounts ?? []).map((m) => ({ path: m.mountPath, dir: dirs.get(m.name)! })).sort((a, b) => b.path.length - a.path.length);
+    const mounts = (c.volumeMounts ?? [])
+      .map((m) => ({ path: m.mountPath, dir: dirs.get(m.name)! }))
+      .sort((a, b) => b.path.length - a.path.length);
     const local = (value: string): string => {
       const m = mounts.find((x) => value === x.path || value.startsWith(`${x.path}/`));
       return m ? m.dir + value.slice(m.path.length) : value;
@@ -94,7 +101,8 @@ export async function startKubeStandIn(workRoot: string, opts: StandInOptions = 
     const env: Record<string, string> = { PATH: process.env.PATH ?? '' };
     for (const from of c.envFrom ?? []) Object.assign(env, podEnvSecrets.get(from.secretRef.name) ?? {});
     for (const e of c.env ?? []) env[e.name] = local(e.value);
-    const argv = c.command ? c.command.map(local) : [process.execPath, opts.svc ?? FAKE_POD_SVC, ...(c.args ?? []).map(local)];
+    const svc = [process.execPath, opts.svc ?? FAKE_POD_SVC];
+    const argv = c.command ? c.command.map(local) : [...svc, ...(c.args ?? []).map(local)];
     if (c.command && !opts.svc) return Promise.resolve(true);
     const cwd = c.workingDir ? local(c.workingDir) : podDir;
     const child = spawn(argv[0]!, argv.slice(1), { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -139,13 +147,16 @@ export async function startKubeStandIn(workRoot: string, opts: StandInOptions = 
       const p = /^\/api\/v1\/namespaces\/([^/]+)\/pods(?:\/([^/]+)\/log)?$/.exec(url.pathname);
       const selector = url.searchParams.get('labelSelector') ?? '';
       const [selKey, selValue] = selector.split('=');
-      const asItem = (name: string, j: KubeJob) => ({ metadata: { name, labels: j.labels, annotations: j.annotations }, spec: j.manifest.spec, status: j.status });
+      const asItem = (name: string, j: KubeJob) => ({
+        metadata: { name, labels: j.labels, annotations: j.annotations }, spec: j.manifest.spec, status: j.status,
+      });
       if (m && req.method === 'POST' && !m[2]) {
         if (state.refuseWith) return send(state.refuseWith, { kind: 'Status', message: 'jobs.batch is forbidden: User "system:serviceaccount:svc:svc-trigger" cannot create resource' });
         const manifest = JSON.parse(Buffer.concat(chunks).toString('utf8'));
         const name = manifest.metadata.name as string;
         if (jobs.has(name)) return send(409, { kind: 'Status', reason: 'AlreadyExists' });
-        const job: KubeJob = { manifest, labels: { ...manifest.metadata.labels }, annotations: {}, status: {}, logs: {}, stderr: '', pod: null };
+        const labels = { ...manifest.metadata.labels };
+        const job: KubeJob = { manifest, labels, annotations: {}, status: {}, logs: {}, stderr: '', pod: null };
         jobs.set(name, job);
         if (state.runPods) void runPod(name, job);
         return send(201, asItem(name, job));
@@ -169,7 +180,8 @@ export async function startKubeStandIn(workRoot: string, opts: StandInOptions = 
       }
       if (p && p[2]) {
         const job = [...jobs.values()].find((j) => j.pod === p[2]);
-        return job ? send(200, job.logs[url.searchParams.get('container') ?? ''] ?? '') : send(404, { kind: 'Status', reason: 'NotFound' });
+        if (!job) return send(404, { kind: 'Status', reason: 'NotFound' });
+        return send(200, job.logs[url.searchParams.get('container') ?? ''] ?? '');
       }
       send(404, { kind: 'Status', reason: 'NotFound' });
     });
