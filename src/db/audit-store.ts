@@ -2,6 +2,7 @@
 import type { StatementSync } from 'node:sqlite';
 import type { Db } from './open.ts';
 import { GENESIS_HASH, entryHash, type HashedEntry } from './audit-hash.ts';
+import { LIMIT_PARAM } from './limit-param.ts';
 
 export interface AuditInput {
   actor: string;
@@ -46,8 +47,8 @@ export function createAuditStore(db: Db, clock: () => number = Date.now): AuditS
   const insert = db.prepare(
     'INSERT INTO audit (id, at, actor, peer, action, target, outcome, detail, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
   );
-  const newest = db.prepare('SELECT * FROM audit ORDER BY id DESC LIMIT ?');
-  const older = db.prepare('SELECT * FROM audit WHERE id < ? ORDER BY id DESC LIMIT ?');
+  const newest = db.prepare(`SELECT * FROM audit ORDER BY id DESC ${LIMIT_PARAM}`);
+  const older = db.prepare(`SELECT * FROM audit WHERE id < ? ORDER BY id DESC ${LIMIT_PARAM}`);
   const all = db.prepare('SELECT * FROM audit ORDER BY id ASC');
 
   function appendLocked(input: AuditInput): AuditEntry {

@@ -10,6 +10,7 @@
 //   latest(source, run, kind)   → the run's newest event of that kind (highest id), or undefined
 //   deleteRun(source, run)      → number removed
 import type { Db } from './open.ts';
+import { LIMIT_PARAM } from './limit-param.ts';
 
 export interface EventRow {
   id: number;
@@ -44,9 +45,9 @@ export function createEventsStore(db: Db): EventsStore {
     'INSERT INTO events (source, run, seq, ts, kind, data) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (source, run, seq) DO NOTHING',
   );
   const minSeq = db.prepare('SELECT min(seq) AS m FROM events WHERE source = ? AND run = ?');
-  const listRun = db.prepare('SELECT * FROM events WHERE source = ? AND run = ? AND id > ? ORDER BY id LIMIT ?');
-  const listAny = db.prepare('SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?');
-  const listSource = db.prepare('SELECT * FROM events WHERE id > ? AND source = ? ORDER BY id LIMIT ?');
+  const listRun = db.prepare(`SELECT * FROM events WHERE source = ? AND run = ? AND id > ? ORDER BY id ${LIMIT_PARAM}`);
+  const listAny = db.prepare(`SELECT * FROM events WHERE id > ? ORDER BY id ${LIMIT_PARAM}`);
+  const listSource = db.prepare(`SELECT * FROM events WHERE id > ? AND source = ? ORDER BY id ${LIMIT_PARAM}`);
   const maxStmt = db.prepare('SELECT coalesce(max(id), 0) AS m FROM events');
   const deleteStmt = db.prepare('DELETE FROM events WHERE source = ? AND run = ?');
   const latestStmt = db.prepare(

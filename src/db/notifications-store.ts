@@ -3,6 +3,7 @@
 import type { Db } from './open.ts';
 import { inTransaction } from './tx.ts';
 import { hostOnly, scrubError } from './notification-scrub.ts';
+import { LIMIT_PARAM } from './limit-param.ts';
 
 export const NOTIFICATION_STATUSES = ['pending', 'sent', 'failed'] as const;
 export type NotificationStatus = (typeof NOTIFICATION_STATUSES)[number];
@@ -53,9 +54,9 @@ export function createNotificationsStore(db: Db): NotificationsStore {
       'attempts = excluded.attempts, error = excluded.error, updated_at = excluded.updated_at ' +
       'WHERE excluded.updated_at >= notifications.updated_at',
   );
-  const newest = db.prepare(`SELECT ${COLUMNS} FROM notifications ORDER BY created_at DESC, id DESC LIMIT ?`);
+  const newest = db.prepare(`SELECT ${COLUMNS} FROM notifications ORDER BY created_at DESC, id DESC ${LIMIT_PARAM}`);
   const older = db.prepare(
-    `SELECT ${COLUMNS} FROM notifications WHERE (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`,
+    `SELECT ${COLUMNS} FROM notifications WHERE (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC ${LIMIT_PARAM}`,
   );
 
   return {

@@ -5,6 +5,7 @@ import type { StatementSync } from 'node:sqlite';
 import type { Db } from './open.ts';
 import type { PageFrame, RunFilter } from './runs-store.ts';
 import { buildWhere, ORDER } from './runs-where.ts';
+import { LIMIT_PARAM } from './limit-param.ts';
 
 /** Reads a page: frame(next).open + the runs' texts joined by ',' + frame(next).close; undefined when a run on it has
  * no stored text yet (the caller then builds the page from the columns). */
@@ -37,7 +38,7 @@ export function createRunsPageQuery(db: Db): RunsPageQuery {
     // one buffer per page reaches JS, and goes to the socket undecoded.
     const page = prepared(pageCache,
       `SELECT CAST(?1 || coalesce(group_concat(json, ','), '') || ?2 AS BLOB), count(*), count(json)
-       FROM (SELECT json FROM runs ${clause}${ORDER} LIMIT ?)`);
+       FROM (SELECT json FROM runs ${clause}${ORDER} ${LIMIT_PARAM})`);
     // One read snapshot for both, so a commit by another connection can't slip between the page and its cursor.
     const own = !db.isTransaction;
     if (own) beginRead.run();

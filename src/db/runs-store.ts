@@ -25,6 +25,7 @@ import { RUN_JSON_FIELDS, type RunJson, type RunStatus, type Verdict } from '../
 import { runTupleJson } from '../control/run-json-text.ts';
 import { buildWhere, ORDER } from './runs-where.ts';
 import { createRunsPageQuery } from './runs-page-query.ts';
+import { LIMIT_PARAM } from './limit-param.ts';
 
 /** Statuses during which a run still owns a process or worktree: it cannot be deleted. */
 const ACTIVE_STATUSES: ReadonlySet<string> = new Set(['queued', 'running', 'blocked', 'stopping']);
@@ -133,7 +134,7 @@ export function createRunsStore(db: Db): RunsStore {
   );
   upsertStmt.setReturnArrays(true);
   const setJsonStmt = db.prepare('UPDATE runs SET json = ? WHERE rowid = ?');
-  const missingJsonStmt = db.prepare(`SELECT rowid, ${PUBLIC_RUN_COLUMNS.join(', ')} FROM runs WHERE json IS NULL LIMIT ?`);
+  const missingJsonStmt = db.prepare(`SELECT rowid, ${PUBLIC_RUN_COLUMNS.join(', ')} FROM runs WHERE json IS NULL ${LIMIT_PARAM}`);
   missingJsonStmt.setReturnArrays(true);
   const countStmt = db.prepare('SELECT count(*) AS n FROM runs');
   // runs_by_status narrows to the (few) active rows before the source check.
@@ -143,7 +144,7 @@ export function createRunsStore(db: Db): RunsStore {
   // A run that ended before `before` started before it too: the started_at bound keeps the walk on runs_by_start.
   const listEndedStmt = db.prepare(
     `SELECT source, run FROM runs WHERE started_at < ? AND status IN ('succeeded', 'failed', 'stopped')
-     AND coalesce(ended_at, updated_at) < ? ORDER BY started_at LIMIT ?`,
+     AND coalesce(ended_at, updated_at) < ? ORDER BY started_at ${LIMIT_PARAM}`,
   );
   const pingStmt = db.prepare('SELECT 1 FROM runs LIMIT 1');
   const deleteEvents = db.prepare('DELETE FROM events WHERE source = ? AND run = ?');
@@ -270,5 +271,5 @@ export function createRunsStore(db: Db): RunsStore {
 export function buildListQuery(filter: RunFilter, columns = ROW_COLUMNS): { sql: string; args: SQLInputValue[] } {
   const { clause, args } = buildWhere(filter);
   args.push(filter.limit);
-  return { sql: `SELECT ${columns} FROM runs ${clause}${ORDER} LIMIT ?`, args };
+  return { sql: `SELECT ${columns} FROM runs ${clause}${ORDER} ${LIMIT_PARAM}`, args };
 }

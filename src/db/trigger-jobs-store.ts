@@ -1,5 +1,6 @@
 // The trigger server's jobs table: typed rows in, typed rows out; statements prepared once.
 import type { Db } from './open.ts';
+import { LIMIT_PARAM } from './limit-param.ts';
 
 export type JobStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'interrupted';
 
@@ -59,7 +60,7 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
   const insert = db.prepare('INSERT INTO jobs (id, origin, status, brief, args, created_at) VALUES (?, ?, \'queued\', ?, ?, ?)');
   const get = db.prepare('SELECT * FROM jobs WHERE id = ?');
   const count = db.prepare('SELECT n FROM job_counts WHERE status = ?');
-  const queued = db.prepare("SELECT * FROM jobs WHERE status = 'queued' ORDER BY created_at, id LIMIT ?");
+  const queued = db.prepare(`SELECT * FROM jobs WHERE status = 'queued' ORDER BY created_at, id ${LIMIT_PARAM}`);
   const running = db.prepare("SELECT * FROM jobs WHERE status = 'running' ORDER BY created_at, id");
   const claim = db.prepare("UPDATE jobs SET status = 'running', started_at = ? WHERE id = ? AND status = 'queued'");
   const setRun = db.prepare('UPDATE jobs SET run_source = ?, run_id = ?, exit_code = ? WHERE id = ?');

@@ -2,6 +2,7 @@
 // finished jobs past their age (their dedupe keys and reply target go with them: ON DELETE CASCADE).
 // Queued and running jobs are never touched.
 import type { Db } from './open.ts';
+import { LIMIT_PARAM } from './limit-param.ts';
 
 export interface TriggerRetentionStore {
   /** Deletes up to `limit` dedupe keys created before `before`; returns the deleted rows. */
@@ -12,12 +13,13 @@ export interface TriggerRetentionStore {
 
 export function createTriggerRetentionStore(db: Db): TriggerRetentionStore {
   const dedupe = db.prepare(
-    'DELETE FROM dedupe_keys WHERE id IN (SELECT id FROM dedupe_keys WHERE created_at < ? ORDER BY created_at LIMIT ?) RETURNING id, key',
+    `DELETE FROM dedupe_keys WHERE id IN (SELECT id FROM dedupe_keys WHERE created_at < ? ORDER BY created_at ${LIMIT_PARAM})
+     RETURNING id, key`,
   );
   // finished_at is set only by finish(), i.e. for terminal jobs; the status test keeps that an invariant here too.
   const jobs = db.prepare(
     `DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs WHERE finished_at IS NOT NULL AND finished_at < ?
-     AND status IN ('succeeded', 'failed', 'interrupted') ORDER BY finished_at LIMIT ?)`,
+     AND status IN ('succeeded', 'failed', 'interrupted') ORDER BY finished_at ${LIMIT_PARAM})`,
   );
   return {
     pruneDedupeKeys(before, limit) {
