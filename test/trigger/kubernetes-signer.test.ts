@@ -84,7 +84,7 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
   });
 
   async function runJob(
-    brief: string, beforeSigner?: (workspace: string, run: string) => void,
+    brief: string, beforeSigner?: (workspace: string, run: string) => void | Promise<void>,
   ): Promise<{ outcome: RunOutcome; run: string; job: string }> {
     seq += 1;
     const id = `j0000000000sign${String(seq).padStart(11, '0')}`;
@@ -95,10 +95,10 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
       SVC_K8S_CONTROL_TOKEN_SECRET: 'svc-control-signer',
       SVC_K8S_SIGNER_ENV_SECRET: 'signer-github', SVC_K8S_NAMESPACE: 'build',
     };
-    kube.beforeContainer = (name, container) => {
+    kube.beforeContainer = async (name, container) => {
       if (container !== 'signer' || !beforeSigner) return;
       const args = kube.jobs.get(name)!.manifest.spec.template.spec.containers[0].args as string[];
-      beforeSigner(join(repo.root, 'pods', name, 'volumes', 'workspace'), args[args.indexOf('--run-id') + 1]!);
+      await beforeSigner(join(repo.root, 'pods', name, 'volumes', 'workspace'), args[args.indexOf('--run-id') + 1]!);
     };
     const ex = createKubernetesExecutor({
       env, log: silentLogger, pollMs: 50, launchTimeoutMs: 120_000, shipGraceMs: 10_000,
@@ -145,14 +145,22 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
   });
 
   // Without a sandbox in the pod, a process the agent left behind (escaped and with its marker scrubbed, the documented
-  // limit of docs/engine.md) could rewrite the evidence before the run container ends; the test does it for it.
+  // limit of docs/engine.md) could rewrite the evidence before the run container ends, and ship a "verified" state of
+  // its own with the run container's Control Plane token; the test does both for it.
   it('judges by the base commit\'s policy: a failed check dropped from the evidence counts as failed', async () => {
-    const { outcome, run } = await runJob('leave-it-broken', (workspace, runId) => {
+    const { outcome, run } = await runJob('leave-it-broken', async (workspace, runId) => {
       const file = join(workspace, '.svc', 'runs', runId, 'artifacts', 'evidence.json');
       const evidence = JSON.parse(readFileSync(file, 'utf8'));
       const reported = evidence.checks.map((c: { name: string; exit_code: number }) => [c.name, c.exit_code]);
       assert.deepEqual(reported, [['test', 1]]);
       writeFileSync(file, JSON.stringify({ ...evidence, checks: [] }));
+      const now = new Date().toISOString();
+      const forged = {
+        run: runId, status: 'succeeded', verdict: 'verified', pr_url: 'https://github.example/acme/api/pull/999',
+        started_at: now, ended_at: now, updated_at: '2999-01-01T00:00:00.000Z', brief: 'forged',
+      };
+      const res = await cp.request('POST', '/v1/ingest', { body: { source: 'k8s', runs: [forged] } });
+      assert.equal(res.status, 200, res.text);
     });
     assert.equal(outcome.status, 'failed');
     assert.equal(outcome.verdict, 'not_verified');
