@@ -5,6 +5,7 @@ import type { RunEventBus } from './event-bus.ts';
 import type { RunController } from './run-controller.ts';
 import type { ControlSettings } from './settings.ts';
 import type { Logger } from '../log.ts';
+import type { RunsPageReader } from './runs-page-reader.ts';
 
 export interface ControlDeps {
   db: Db;
@@ -18,4 +19,6 @@ export interface ControlDeps {
   log: Logger;
   /** The URL the server listens on once bound (for links and the engine's SVC_CONTROL_URL). */
   url: () => string;
+  /** Reads uncached runs-list pages on a thread of its own (main.ts sets it for a DB file); absent: inline. */
+  pageReader?: RunsPageReader;
 }

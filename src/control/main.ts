@@ -12,6 +12,7 @@ import { createRunController } from './run-controller.ts';
 import { createControlApp } from './app.ts';
 import { startRetentionSweeps } from './retention.ts';
 import { startRunJsonBackfill } from './run-json-backfill.ts';
+import { createRunsPageReader } from './runs-page-reader.ts';
 import { isLoopbackHost } from '../http/guards.ts';
 import { closeGracefully, listen } from '../http/listen.ts';
 import { exitCodeAfterSignal } from '../http/exit-on-signal.ts';
@@ -62,6 +63,8 @@ export async function startControl(settings: ControlSettings, env: NodeJS.Proces
     log,
     url: () => url,
   };
+  // A second connection reads uncached list pages beside the event loop; an in-memory DB has no file to share.
+  if (settings.readThread && settings.dbPath !== ':memory:') deps.pageReader = createRunsPageReader(settings.dbPath, log);
   deps.engine = createRunController(deps);
   const origins = new Set<string>();
   const app = createControlApp(deps, { boundToLoopback: () => boundToLoopback, ownOrigins: () => origins });
@@ -83,6 +86,7 @@ export async function startControl(settings: ControlSettings, env: NodeJS.Proces
         bus.close();
         await deps.engine.close();
       });
+      await deps.pageReader?.close();
       stores.close();
       db.close();
     })();

@@ -12,9 +12,14 @@ export const MAX_BYTES = 4 * 1024 * 1024;
 /** Filters asked for once since the last change, remembered (not their pages) so a second ask is cached. */
 export const MAX_SEEN = 1024;
 
+type Body = Buffer | string;
+
 export interface RunsPageCache {
-  /** The cached body for this filter, or the one `build` makes (kept from the second ask on, when the DB state allows). */
-  page(filter: RunFilter, build: () => Buffer | string): Buffer | string;
+  /**
+   * The cached body for this filter, or the one `build` makes (kept from the second ask on, when the DB state allows).
+   * `build` may answer later (the list's read thread): its page is kept only if no change was seen in between.
+   */
+  page(filter: RunFilter, build: () => Body | Promise<Body>): Body | Promise<Body>;
   /** Entries held (tests). */
   size(): number;
 }
@@ -45,6 +50,26 @@ export function createRunsPageCache(runs: Pick<RunsStore, 'changeStamp'>): RunsP
   let bytes = 0;
   let stampOfEntries: string | null = null;
 
+  function keep(key: string, stamp: string, text: Body): Body {
+    if (stamp !== stampOfEntries || Buffer.byteLength(text) > MAX_BYTES / 4) return text;
+    const body = typeof text === 'string' ? Buffer.from(text) : text;
+    seen.delete(key);
+    // Two reads of one filter can be in flight at once (the read thread): the later one replaces the earlier.
+    const replaced = entries.get(key);
+    if (replaced) {
+      entries.delete(key);
+      bytes -= replaced.length;
+    }
+    entries.set(key, body);
+    bytes += body.length;
+    for (const [oldKey, old] of entries) {
+      if (entries.size <= MAX_ENTRIES && bytes <= MAX_BYTES) break;
+      entries.delete(oldKey);
+      bytes -= old.length;
+    }
+    return body;
+  }
+
   return {
     page(filter, build) {
       const key = filterKey(filter);
@@ -70,20 +95,11 @@ export function createRunsPageCache(runs: Pick<RunsStore, 'changeStamp'>): RunsP
         entries.set(key, hit);
         return hit;
       }
-      // build() reads synchronously after the stamp: this process can't write in between, and a commit by another
-      // process in between makes build() read newer rows than the stamp, which the next call's new stamp discards.
-      const text = build();
-      if (Buffer.byteLength(text) > MAX_BYTES / 4) return text;
-      const body = typeof text === 'string' ? Buffer.from(text) : text;
-      seen.delete(key);
-      entries.set(key, body);
-      bytes += body.length;
-      for (const [oldKey, old] of entries) {
-        if (entries.size <= MAX_ENTRIES && bytes <= MAX_BYTES) break;
-        entries.delete(oldKey);
-        bytes -= old.length;
-      }
-      return body;
+      // build() reads after the stamp: a commit in between makes it read newer rows than the stamp, and that commit
+      // also moves the stamp, so the next call drops the page. A page that arrives after another call already saw a
+      // newer stamp is not kept at all (keep() compares).
+      const built = build();
+      return built instanceof Promise ? built.then((b) => keep(key, stamp, b)) : keep(key, stamp, built);
     },
     size() {
       return entries.size;

@@ -1,6 +1,6 @@
 // Control Plane settings resolved from flags and environment in one place; only main.ts and the CLI call this.
 import { readFileSync } from 'node:fs';
-import { homedir } from 'node:os';
+import { availableParallelism, homedir } from 'node:os';
 import { join } from 'node:path';
 
 export interface ControlSettings {
@@ -14,6 +14,8 @@ export interface ControlSettings {
   svcHome: string;
   source: string;
   staticDir: string;
+  /** SVC_CONTROL_READ_THREAD: read uncached runs-list pages on a thread of their own (see readThread). */
+  readThread: boolean;
 }
 
 export const DEFAULT_PORT = 47821;
@@ -41,7 +43,18 @@ export function resolveControlSettings(
     svcHome: home,
     source: env.SVC_SOURCE || 'local',
     staticDir,
+    readThread: readThread(env.SVC_CONTROL_READ_THREAD),
   };
+}
+
+/** `auto` turns the read thread on from this many CPUs (docs/bench.md: on 2 shared cores it costs more than it saves). */
+export const READ_THREAD_MIN_CPUS = 4;
+
+function readThread(value: string | undefined): boolean {
+  if (value === 'on') return true;
+  if (value === 'off') return false;
+  if (value === undefined || value === '' || value === 'auto') return availableParallelism() >= READ_THREAD_MIN_CPUS;
+  throw new RangeError(`SVC_CONTROL_READ_THREAD must be auto, on or off (got "${value}")`);
 }
 
 /**

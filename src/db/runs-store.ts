@@ -23,6 +23,8 @@ import type { Db } from './open.ts';
 import { inTransaction } from './tx.ts';
 import { RUN_JSON_FIELDS, type RunJson, type RunStatus, type Verdict } from '../run-json.ts';
 import { runTupleJson } from '../control/run-json-text.ts';
+import { buildWhere, ORDER } from './runs-where.ts';
+import { createRunsPageQuery } from './runs-page-query.ts';
 
 /** Statuses during which a run still owns a process or worktree: it cannot be deleted. */
 const ACTIVE_STATUSES: ReadonlySet<string> = new Set(['queued', 'running', 'blocked', 'stopping']);
@@ -116,7 +118,6 @@ function updateClause(c: Column): string {
 
 /** Every column of a RunRow: the stored JSON text (migration 3) is the list's business only. */
 const ROW_COLUMNS = ['source', 'run', ...COLUMNS].join(', ');
-const ORDER = 'ORDER BY started_at DESC, source DESC, run DESC';
 /** What a write returns so the store can store the row's Run JSON text: rowid, then PUBLIC_RUN_COLUMNS. */
 const RETURNING = `RETURNING rowid, ${PUBLIC_RUN_COLUMNS.join(', ')}`;
 
@@ -134,8 +135,6 @@ export function createRunsStore(db: Db): RunsStore {
   const setJsonStmt = db.prepare('UPDATE runs SET json = ? WHERE rowid = ?');
   const missingJsonStmt = db.prepare(`SELECT rowid, ${PUBLIC_RUN_COLUMNS.join(', ')} FROM runs WHERE json IS NULL LIMIT ?`);
   missingJsonStmt.setReturnArrays(true);
-  const beginRead = db.prepare('BEGIN');
-  const commitRead = db.prepare('COMMIT');
   const countStmt = db.prepare('SELECT count(*) AS n FROM runs');
   // runs_by_status narrows to the (few) active rows before the source check.
   const countActiveStmt = db.prepare(
@@ -156,8 +155,7 @@ export function createRunsStore(db: Db): RunsStore {
   const patchCache = new Map<string, StatementSync>();
   const listCache = new Map<string, StatementSync>();
   const publicListCache = new Map<string, StatementSync>();
-  const pageCache = new Map<string, StatementSync>();
-  const nextCache = new Map<string, StatementSync>();
+  const readPage = createRunsPageQuery(db);
   const stampStmt = db.prepare('SELECT total_changes(), data_version FROM pragma_data_version');
   stampStmt.setReturnArrays(true);
   // Bumped before every write this store makes, whether or not it changes a row: a stale cache hit is the one thing
@@ -225,28 +223,7 @@ export function createRunsStore(db: Db): RunsStore {
       return prepared(publicListCache, sql, true).all(...args) as unknown as PublicRunTuple[];
     },
     pageJson(filter, frame) {
-      const { clause, args } = buildWhere(filter);
-      // The page's last key and whether one more row exists: two index entries past limit − 1.
-      const next = prepared(nextCache, `SELECT started_at, source, run FROM runs ${clause}${ORDER} LIMIT 2 OFFSET ?`, true);
-      // group_concat over the ordered co-routine: SQLite feeds the aggregate the sub-select's rows in its ORDER BY order
-      // (an ORDER BY inside group_concat would sort ~28 KB again, +70 % per page); test/unit/runs-page-json.test.ts
-      // compares pages byte for byte with the per-row path. The frame is joined inside SQLite too and CAST AS BLOB:
-      // one buffer per page reaches JS, and goes to the socket undecoded.
-      const page = prepared(pageCache,
-        `SELECT CAST(?1 || coalesce(group_concat(json, ','), '') || ?2 AS BLOB), count(*), count(json)
-         FROM (SELECT json FROM runs ${clause}${ORDER} LIMIT ?)`, true);
-      // One read snapshot for both, so a commit by another connection can't slip between the page and its cursor.
-      const own = !db.isTransaction;
-      if (own) beginRead.run();
-      try {
-        const keys = next.all(...args, filter.limit - 1) as unknown as Array<[number, string, string]>;
-        const last = keys.length === 2 ? keys[0]! : undefined;
-        const { open, close } = frame(last ? { started_at: last[0], source: last[1], run: last[2] } : null);
-        const [body, count, withJson] = page.get(open, close, ...args, filter.limit) as unknown as [Uint8Array, number, number];
-        return withJson < count ? undefined : body;
-      } finally {
-        if (own) commitRead.run();
-      }
+      return readPage(filter, frame);
     },
     fillMissingJson(max) {
       return inTransaction(db, () => {
@@ -294,39 +271,4 @@ export function buildListQuery(filter: RunFilter, columns = ROW_COLUMNS): { sql:
   const { clause, args } = buildWhere(filter);
   args.push(filter.limit);
   return { sql: `SELECT ${columns} FROM runs ${clause}${ORDER} LIMIT ?`, args };
-}
-
-/** The list's WHERE clause (with a trailing space, or empty) and its arguments, for the list and page queries. */
-function buildWhere(filter: RunFilter): { clause: string; args: SQLInputValue[] } {
-  const where: string[] = [];
-  const args: SQLInputValue[] = [];
-  if (filter.verdict === null) where.push('verdict IS NULL');
-  else if (filter.verdict !== undefined) {
-    where.push('verdict = ?');
-    args.push(filter.verdict);
-  }
-  for (const col of ['repo', 'group_id', 'status', 'source'] as const) {
-    if (filter[col] === undefined) continue;
-    where.push(`${col} = ?`);
-    args.push(filter[col]);
-  }
-  if (filter.since !== undefined) {
-    where.push('started_at >= ?');
-    args.push(filter.since);
-  }
-  // A cursor and an `until` bound the same index column from above, and SQLite ranges the index on one of them and
-  // merely filters by the other: a cursor 50,000 runs down under `until` walked 50,000 index entries per page. One
-  // always implies the other, so only the tighter one goes into the query: with s < until ≤ cursor.started_at the
-  // cursor holds for every row, and with cursor.started_at < until the cursor (s ≤ cursor.started_at) implies until.
-  const cursorIsTighter = filter.after !== undefined && filter.until !== undefined && filter.after.started_at < filter.until;
-  if (filter.until !== undefined && !cursorIsTighter) {
-    where.push('started_at < ?');
-    args.push(filter.until);
-  }
-  if (filter.after && (filter.until === undefined || cursorIsTighter)) {
-    // Row-value comparison keeps the keyset walk on the (started_at, source, run) index suffix.
-    where.push('(started_at, source, run) < (?, ?, ?)');
-    args.push(filter.after.started_at, filter.after.source, filter.after.run);
-  }
-  return { clause: where.length ? `WHERE ${where.join(' AND ')} ` : '', args };
 }

@@ -2,6 +2,7 @@
 // capped copy of the output. Its environment is the spawn policy's 'agent' kind: `env` is the base it filters.
 // With a sandbox plan it runs inside bwrap, whose PID namespace ends everything in it when the agent's first process
 // exits. Without one, a tree guard records what the agent starts and kills all of it when that process exits.
+import { readFileSync } from 'node:fs';
 import { startChild, type ChildProcess } from '../spawn/start.ts';
 import { bwrapArgv, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { createTreeGuard, sandboxMembers } from '../spawn/tree.ts';
@@ -33,6 +34,19 @@ export interface SpawnGroupOptions {
 }
 
 const SAMPLE_MS = 100;
+const PAUSE_ROUNDS = 200;
+/** Stopped, traced, in the kernel (stops on its way out), zombie or dead; '' = gone. */
+const STOPPED_STATES: ReadonlySet<string> = new Set(['T', 't', 'D', 'Z', 'X', '']);
+
+/** A process's state letter from /proc/<pid>/stat ('' when it is gone). */
+function procState(pid: number): string {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    return stat.charAt(stat.lastIndexOf(')') + 2);
+  } catch {
+    return '';
+  }
+}
 
 export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
   const guard = opts.sandbox ? null : createTreeGuard();
@@ -135,5 +149,21 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
     signalAll('SIGKILL');
     signalGroup(identity, 'SIGKILL');
   };
-  return { child, identity, done, pause: () => signalAll('SIGSTOP'), resume: () => signalAll('SIGCONT'), kill };
+  // A member may fork between the scan and its SIGSTOP, and its child would run on: scan again until every member is
+  // stopped ('D' stops as it leaves the kernel), a bounded number of times.
+  const pause = () => {
+    signalAll('SIGSTOP');
+    for (let round = 0; round < PAUSE_ROUNDS; round++) {
+      const running = members().filter((pid) => !STOPPED_STATES.has(procState(pid)));
+      if (running.length === 0) return;
+      for (const pid of running) {
+        try {
+          process.kill(pid, 'SIGSTOP');
+        } catch {
+          // gone meanwhile
+        }
+      }
+    }
+  };
+  return { child, identity, done, pause, resume: () => signalAll('SIGCONT'), kill };
 }

@@ -32,8 +32,10 @@ export function isSecretName(name: string): boolean {
 }
 
 // SVC_CONTROL_ANSWER_DIR is a folder, not a secret: a run waits there for the answer the Control Plane writes.
+// GITHUB_API_URL is where the PR goes and which host the push token belongs to (GitHub Enterprise): without it a run
+// started by the trigger would take github.com for the token's host and refuse an Enterprise push.
 const LAUNCHER_NAMES = new Set(['PATH', 'HOME', 'USER', 'LANG', 'TZ', 'TERM', 'TMPDIR', 'SVC_SOURCE', 'SVC_CONTROL_URL',
-  'SVC_CONTROL_ANSWER_DIR', 'SVC_ORIGIN', 'SVC_JOB_ID']);
+  'SVC_CONTROL_ANSWER_DIR', 'SVC_ORIGIN', 'SVC_JOB_ID', 'GITHUB_API_URL']);
 
 // What a run launched by the Control Plane may inherit: the credentials the engine itself uses are among them (it
 // strips them again before a provider runs). Webhook secrets and SVC_API_TOKEN are never passed.

@@ -47,7 +47,7 @@ export interface TriggerOverrides {
   notifyBackoffMs?: number;
 }
 
-/** JSON lines on stderr, one write per event-loop turn (log-sink.ts). */
+/** JSON lines on stderr, coalesced into few writes (log-sink.ts). */
 function triggerLogger(): Logger {
   const sink = stderrSink();
   return createLogger('trigger', (line) => sink.write(line));
@@ -152,5 +152,7 @@ export async function serveTriggerForever(settings: TriggerSettings, env: NodeJS
   const running = await startTrigger(settings, env, { log });
   print(`${running.url}\n`);
   log.info('listening', { url: running.url, repo: settings.repoDir, db: settings.dbPath, concurrency: settings.concurrency, intake: running.intake });
+  // Whatever started the server sees its startup lines now, not a coalescing window later.
+  stderrSink().flush();
   return exitCodeAfterSignal(log, 'shutting down; queued jobs stay queued', () => running.close());
 }

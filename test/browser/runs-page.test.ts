@@ -55,7 +55,11 @@ describe('runs page', { skip: skip ?? false }, () => {
     await page.selectOption('#f-verdict', 'not_verified');
     await page.click('form[data-role=filters] button[type=submit]');
     await page.waitForFunction(() => (globalThis as any).location.hash.includes('verdict=not_verified'));
-    await page.waitForFunction(() => [...(globalThis as any).document.querySelectorAll('table.runs tbody tr')].every((tr: any) => tr.textContent.includes('not verified')));
+    // At least one row: while the filtered page is on its way the table may be empty, and every() of nothing is true.
+    await page.waitForFunction(() => {
+      const rows = [...(globalThis as any).document.querySelectorAll('table.runs tbody tr')];
+      return rows.length > 0 && rows.every((tr: any) => tr.textContent.includes('not verified'));
+    });
     const count = await page.locator('table.runs tbody tr').count();
     assert.ok(count > 0 && count < 50, `expected a filtered subset, got ${count}`);
     await page.reload();

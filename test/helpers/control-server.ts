@@ -56,6 +56,7 @@ export async function startTestControl(opts: TestControlOptions = {}): Promise<T
     svcHome: join(home, '.svc'),
     source: 'local',
     staticDir: STATIC_DIR,
+    readThread: true,
     ...opts.settings,
   };
   const running = await startControl(settings, env, silentLogger);

@@ -83,15 +83,40 @@ for (const withWriter of [false, true]) describe(`job queue group commit (${with
 });
 
 describe('coalescing log sink', () => {
-  it('writes the lines of one turn in order with a single write', async () => {
+  it('coalesces the lines of several turns into one write, in order', async () => {
     const writes: string[] = [];
-    const sink = createCoalescingSink((text) => writes.push(text));
+    const sink = createCoalescingSink((text) => writes.push(text), { windowMs: 60_000 });
     sink.write('a\n');
     sink.write('b\n');
+    await new Promise((resolve) => setImmediate(resolve));
     sink.write('c\n');
     assert.deepEqual(writes, []);
-    await new Promise((resolve) => setImmediate(resolve));
+    sink.flush();
     assert.deepEqual(writes, ['a\nb\nc\n']);
+  });
+
+  it('writes what waits once its window has passed', async () => {
+    const writes: string[] = [];
+    const sink = createCoalescingSink((text) => writes.push(text), { windowMs: 1 });
+    sink.write('a\n');
+    sink.write('b\n');
+    // A timer set later for longer fires after the sink's 1 ms timer, however slow the machine is.
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.deepEqual(writes, ['a\nb\n']);
+    sink.write('c\n');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.deepEqual(writes, ['a\nb\n', 'c\n']);
+  });
+
+  it('writes at once when the buffered lines reach the size cap', () => {
+    const writes: string[] = [];
+    const sink = createCoalescingSink((text) => writes.push(text), { windowMs: 60_000, maxChars: 10 });
+    sink.write('12345\n');
+    assert.deepEqual(writes, []);
+    sink.write('67890\n');
+    assert.deepEqual(writes, ['12345\n67890\n']);
+    sink.flush();
+    assert.equal(writes.length, 1);
   });
 
   it('writes what is buffered at once when flushed', () => {

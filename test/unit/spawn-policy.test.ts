@@ -20,9 +20,10 @@ describe('childEnv', () => {
     assert.equal(env.SVC_API_TOKEN_FILE, undefined);
   });
   it('gives a launcher and a fetcher only their allowlisted names, and a probe PATH and HOME', () => {
-    const wide = { ...base, LC_ALL: 'C', HTTPS_PROXY: 'http://p', OPENAI_API_KEY: 'o', SVC_CONTROL_URL: 'http://c' };
+    const wide = { ...base, LC_ALL: 'C', HTTPS_PROXY: 'http://p', OPENAI_API_KEY: 'o', SVC_CONTROL_URL: 'http://c',
+      GITHUB_API_URL: 'https://ghe.example/api/v3' };
     assert.deepEqual(childEnv('launcher', wide), { PATH: '/bin', HOME: '/h', SVC_ORIGIN: 'cli', SVC_SOURCE: 's', LC_ALL: 'C',
-      SVC_CONTROL_URL: 'http://c' });
+      SVC_CONTROL_URL: 'http://c', GITHUB_API_URL: 'https://ghe.example/api/v3' });
     assert.deepEqual(childEnv('fetch', wide), { PATH: '/bin', HOME: '/h', HTTPS_PROXY: 'http://p' });
     assert.deepEqual(childEnv('probe', wide, { LANG: 'C' }), { PATH: '/bin', HOME: '/h', LANG: 'C' });
   });
