@@ -183,6 +183,15 @@ describe('kubernetes executor', () => {
     }
   });
 
+  it('follows the existing Job\'s run when the Job already exists (a restart mid-launch)', async () => {
+    const id = jobId();
+    const first = await executor().launch({ id, args: ['start', 'announce', '--detach'] });
+    const again = await executor().launch({ id, args: ['start', 'announce', '--detach'] });
+    assert.equal(again.error, null);
+    assert.deepEqual(again.run, first.run, 'the run id of the pod spec already in the cluster, not a new one');
+    assert.equal(kube.requests.filter((r) => r.method === 'POST' && r.url.endsWith('/jobs')).length >= 2, true);
+  });
+
   it('re-attaches after a restart by finding the Job through its run label', async () => {
     const launched = await executor().launch({ id: jobId(), args: ['start', 'announce', '--detach'] });
     const fresh = executor();
