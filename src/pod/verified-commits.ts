@@ -57,6 +57,9 @@ export function verifyCommits(
   const borrowPath = join(scratch, 'borrow.git');
   const borrow = bare(borrowPath);
   writeFileSync(join(borrowPath, 'objects', 'info', 'alternates'), `${objectsDirOf(workspace)}\n`);
+  // Index files the agent could have planted beside the objects (they guide the walk, never name content): unused.
+  borrow(['config', 'core.commitGraph', 'false']);
+  borrow(['config', 'core.multiPackIndex', 'false']);
   // base is where the signer's history ends: nothing older is read or sent.
   writeFileSync(join(borrowPath, 'shallow'), `${base}\n`);
   try {

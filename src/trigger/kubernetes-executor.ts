@@ -163,26 +163,23 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
   async function follow(run: RunRef, signal: AbortSignal, _opts: { reattach: boolean }): Promise<RunOutcome | null | 'aborted'> {
     if (!RUN_SEGMENT.test(run.source) || !RUN_SEGMENT.test(run.run)) return null;
     let name: string | null = known.get(`${run.source}/${run.run}`) ?? null;
-    let endedAt: number | null = null;
     let missingSince: number | null = null;
     for (;;) {
       if (signal.aborted) return 'aborted';
       try {
-        const fromControl = await controlOutcome(run);
-        if (fromControl) return fromControl;
         name ??= await findJob(run);
-        if (!name) {
-          // Nothing to watch in the cluster: only the Control Plane can still tell us; give it the ship grace.
+        const state = name ? await jobState(name) : null;
+        if (!state || state.phase === 'missing') {
+          // No Job to read (deleted after its TTL, or never labelled): only the Control Plane can still tell, and
+          // what it holds is whatever the pod shipped last; give it the ship grace.
+          const fromControl = await controlOutcome(run);
+          if (fromControl) return fromControl;
           missingSince ??= Date.now();
           if (!opts.controlUrl || Date.now() - missingSince >= shipGraceMs) return null;
-        } else {
-          const state = await jobState(name);
-          if (state.phase === 'missing') return null;
-          if (state.phase !== 'running') {
-            endedAt ??= Date.now();
-            // The pod's last act is shipping; give the Control Plane a moment before settling for the Job's view.
-            if (!opts.controlUrl || Date.now() - endedAt >= shipGraceMs) return (await outcomeFromLog(name)) ?? jobOutcome(state);
-          }
+        } else if (state.phase !== 'running') {
+          // Not the Control Plane's copy while the pod ran: the run container (the agent, with the Control Plane
+          // token) could ship any status there. Only the signer writes its own log, and its summary line comes last.
+          return (await outcomeFromLog(name!)) ?? jobOutcome(state);
         }
       } catch (err) {
         log.warn('kubernetes follow poll failed; retrying', { run: run.run, error: err instanceof Error ? err.message : String(err) });

@@ -33,7 +33,7 @@ export interface KubeStandIn {
   /** Answer POST /jobs with this status instead of creating (e.g. 403). */
   refuseWith: number | null;
   /** Called before each container of a pod starts (a test can act between two containers). */
-  beforeContainer: ((job: string, container: string) => void) | null;
+  beforeContainer: ((job: string, container: string) => void | Promise<void>) | null;
   /** Called before each request is answered (a test can change the cluster between two reads). */
   onRequest: ((method: string, path: string) => void) | null;
   finish(name: string, ok: boolean): void;
@@ -126,7 +126,7 @@ export async function startKubeStandIn(workRoot: string, opts: StandInOptions = 
     job.pod = `${name}-x7k2q`;
     for (const c of [...(spec.initContainers ?? []), ...spec.containers] as Container[]) {
       if (closed) return;
-      state.beforeContainer?.(name, c.name);
+      await state.beforeContainer?.(name, c.name);
       if (!(await runContainer(job, c, dirs, podDir))) return finish(name, false);
     }
     finish(name, true);

@@ -18,6 +18,7 @@ import { startKubeStandIn, podSecrets, podSecretFiles, podEnvSecrets, type KubeS
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { makeRepo, startGithubStandIn, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
 import type { RunOutcome } from '../../src/trigger/executor.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 const CP_TOKEN = 'cp-token-signer';
@@ -33,10 +34,14 @@ printf '%s' '{"type":"svc.evidence_receipt","version":1,"source":"k8s","run":"'"
   '"verdict":"verified","forged":true,"kid":"0000000000000000","integrity":"00","signature":"AA=="}' \\
   > "$run_dir/artifacts/receipt.json"
 echo '{"type":"svc.cost","usd":0.5,"tokens_in":10,"tokens_out":5}'
+while grep -q overspend "$SVC_TASK_FILE"; do
+  echo '{"type":"svc.cost","usd":0.4,"tokens_in":10,"tokens_out":5}'
+  sleep 0.2
+done
 `;
 
 const POLICY = {
-  sandbox: 'none', checks: [{ name: 'test', run: ['grep', '-q', 'fixed', 'a.txt'] }],
+  sandbox: 'none', checks: [{ name: 'test', run: ['grep', '-q', 'fixed', 'a.txt'] }], max_usd: 1,
   pr: { open: 'verified', draft: true },
 };
 
@@ -84,7 +89,8 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
   });
 
   async function runJob(
-    brief: string, beforeSigner?: (workspace: string, run: string) => void,
+    brief: string, beforeSigner?: (workspace: string, run: string) => void | Promise<void>,
+    whileRunning?: (run: string) => Promise<void>,
   ): Promise<{ outcome: RunOutcome; run: string; job: string }> {
     seq += 1;
     const id = `j0000000000sign${String(seq).padStart(11, '0')}`;
@@ -95,10 +101,10 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
       SVC_K8S_CONTROL_TOKEN_SECRET: 'svc-control-signer',
       SVC_K8S_SIGNER_ENV_SECRET: 'signer-github', SVC_K8S_NAMESPACE: 'build',
     };
-    kube.beforeContainer = (name, container) => {
+    kube.beforeContainer = async (name, container) => {
       if (container !== 'signer' || !beforeSigner) return;
       const args = kube.jobs.get(name)!.manifest.spec.template.spec.containers[0].args as string[];
-      beforeSigner(join(repo.root, 'pods', name, 'volumes', 'workspace'), args[args.indexOf('--run-id') + 1]!);
+      await beforeSigner(join(repo.root, 'pods', name, 'volumes', 'workspace'), args[args.indexOf('--run-id') + 1]!);
     };
     const ex = createKubernetesExecutor({
       env, log: silentLogger, pollMs: 50, launchTimeoutMs: 120_000, shipGraceMs: 10_000,
@@ -107,7 +113,9 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     const launched = await ex.launch({ id, args: ['start', '--brief', brief, '--pr', '--detach'] });
     const job = kube.jobs.get(kubeJobName(id));
     assert.equal(launched.error, null, job?.stderr);
+    const acting = whileRunning?.(launched.run!.run);
     const outcome = await ex.follow(launched.run!, new AbortController().signal, { reattach: false });
+    await acting;
     assert.ok(outcome && outcome !== 'aborted', job?.stderr);
     return { outcome, run: launched.run!.run, job: kubeJobName(id) };
   }
@@ -145,14 +153,22 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
   });
 
   // Without a sandbox in the pod, a process the agent left behind (escaped and with its marker scrubbed, the documented
-  // limit of docs/engine.md) could rewrite the evidence before the run container ends; the test does it for it.
+  // limit of docs/engine.md) could rewrite the evidence before the run container ends, and ship a "verified" state of
+  // its own with the run container's Control Plane token; the test does both for it.
   it('judges by the base commit\'s policy: a failed check dropped from the evidence counts as failed', async () => {
-    const { outcome, run } = await runJob('leave-it-broken', (workspace, runId) => {
+    const { outcome, run } = await runJob('leave-it-broken', async (workspace, runId) => {
       const file = join(workspace, '.svc', 'runs', runId, 'artifacts', 'evidence.json');
       const evidence = JSON.parse(readFileSync(file, 'utf8'));
       const reported = evidence.checks.map((c: { name: string; exit_code: number }) => [c.name, c.exit_code]);
       assert.deepEqual(reported, [['test', 1]]);
       writeFileSync(file, JSON.stringify({ ...evidence, checks: [] }));
+      const now = new Date().toISOString();
+      const forged = {
+        run: runId, status: 'succeeded', verdict: 'verified', pr_url: 'https://github.example/acme/api/pull/999',
+        started_at: now, ended_at: now, updated_at: '2999-01-01T00:00:00.000Z', brief: 'forged',
+      };
+      const res = await cp.request('POST', '/v1/ingest', { body: { source: 'k8s', runs: [forged] } });
+      assert.equal(res.status, 200, res.text);
     });
     assert.equal(outcome.status, 'failed');
     assert.equal(outcome.verdict, 'not_verified');
@@ -183,5 +199,22 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     assert.deepEqual([shipped.json.status, shipped.json.verdict, shipped.json.pr_url], ['failed', null, null]);
     const receipt = await shippedReceipt(run);
     assert.equal(verifyReceipt(receipt, keyRingOf([runnerPublic])).ok, false, 'only the agent\'s own receipt is there');
+  });
+
+  it('stops a run at its budget through a Control Plane answer; the signer still signs what exists', async () => {
+    const { outcome, run } = await runJob('fix the greeting, overspend', undefined, async (runId) => {
+      const blocked = async () => (await cp.request('GET', `/v1/runs/k8s/${runId}`)).json?.status === 'blocked';
+      await waitFor(blocked, 'the budget question');
+      const answered = await cp.request('POST', `/v1/runs/k8s/${runId}/answer`, { body: { answer: 'no, stop here' } });
+      assert.equal(answered.status, 202, answered.text);
+    });
+    assert.equal(outcome.status, 'stopped', outcome.error ?? '');
+    assert.match(outcome.error ?? '', /^Stopped at the max_usd budget/);
+    assert.equal(outcome.verdict, 'not_verified');
+    assert.equal(outcome.pr_url, null);
+    const receipt = await shippedReceipt(run);
+    assert.equal(verifyReceipt(receipt, keyRingOf([runnerPublic])).ok, true);
+    assert.ok(receipt.gaps.includes('the run failed'), receipt.gaps.join('; '));
+    assert.deepEqual(receipt.diff.paths, ['a.txt']);
   });
 });
