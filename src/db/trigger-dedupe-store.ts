@@ -113,8 +113,9 @@ export function createTriggerDedupeStore(db: Db): TriggerDedupeStore {
             claimed.set(key, jobId);
           }
         },
-        // This connection held the write lock from catchUp() to COMMIT, so no other row was committed in between, and
-        // an id skipped here (a rolled-back or deleted row) is never handed out again: nothing below the last id is missed.
+        // This connection held the write lock from catchUp() to COMMIT, so no other row was committed in between,
+        // and an id skipped here (a rolled-back or deleted row) is never handed out again: nothing below the last
+        // id is missed.
         committed() {
           for (const [id, key] of rows) add(id, key);
           if (rows.length > 0) seen = Math.max(seen, rows[rows.length - 1]![0]);

@@ -23,7 +23,9 @@ interface Placing {
   queued: number;
 }
 
-function place(stores: TriggerStores, tx: Placing, request: EnqueueRequest, now: number, maxQueued: number): EnqueueResult {
+function place(
+  stores: TriggerStores, tx: Placing, request: EnqueueRequest, now: number, maxQueued: number,
+): EnqueueResult {
   const existing = tx.dedupe.findAny(request.dedupeKeys);
   if (existing) return { kind: 'duplicate', jobId: existing };
   if (tx.queued >= maxQueued) return { kind: 'full' };
@@ -36,7 +38,9 @@ function place(stores: TriggerStores, tx: Placing, request: EnqueueRequest, now:
 }
 
 /** One transaction over `requests`; throws (and commits nothing) if any of them cannot be written. */
-function placeAll(stores: TriggerStores, requests: readonly EnqueueRequest[], now: number, maxQueued: number): EnqueueResult[] {
+function placeAll(
+  stores: TriggerStores, requests: readonly EnqueueRequest[], now: number, maxQueued: number,
+): EnqueueResult[] {
   let tx: Placing | undefined;
   const outcomes = transaction(stores.db, () => {
     // The queue depth is read once per transaction (this connection holds the write lock until COMMIT).

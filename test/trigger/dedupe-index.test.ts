@@ -22,7 +22,8 @@ function delivery(...keys: string[]): EnqueueRequest {
 }
 
 function place(stores: TriggerStores, now: number, ...deliveries: EnqueueRequest[]): string[] {
-  return placeBatch(stores, deliveries, now, 1_000_000).map((o) => (o.kind === 'queued' ? 'queued' : o.kind === 'duplicate' ? `dup:${o.jobId}` : o.kind));
+  return placeBatch(stores, deliveries, now, 1_000_000)
+    .map((o) => (o.kind === 'queued' ? 'queued' : o.kind === 'duplicate' ? `dup:${o.jobId}` : o.kind));
 }
 
 function jobOf(stores: TriggerStores, key: string): string {
@@ -47,7 +48,8 @@ describe('dedupe keys without an index on the key', () => {
     assert.deepEqual(place(stores, 1, delivery('a')), ['queued']);
     const other = createTriggerStores(openDatabase(path, triggerMigrations));
     assert.deepEqual(place(other, 2, delivery('b', 'c')), ['queued']);
-    assert.deepEqual(place(stores, 3, delivery('x', 'c'), delivery('a')), [`dup:${jobOf(stores, 'c')}`, `dup:${jobOf(stores, 'a')}`]);
+    const expected = [`dup:${jobOf(stores, 'c')}`, `dup:${jobOf(stores, 'a')}`];
+    assert.deepEqual(place(stores, 3, delivery('x', 'c'), delivery('a')), expected);
     assert.deepEqual(place(other, 4, delivery('a')), [`dup:${jobOf(stores, 'a')}`]);
     other.db.close();
   });
@@ -59,7 +61,8 @@ describe('dedupe keys without an index on the key', () => {
     const stores = createTriggerStores(temp.open().db);
     assert.deepEqual(place(stores, 1, delivery(k1)), ['queued']);
     assert.deepEqual(place(stores, 2, delivery(k2)), ['queued']);
-    assert.deepEqual(place(stores, 3, delivery(k2), delivery(k1)), [`dup:${jobOf(stores, k2)}`, `dup:${jobOf(stores, k1)}`]);
+    const expected = [`dup:${jobOf(stores, k2)}`, `dup:${jobOf(stores, k1)}`];
+    assert.deepEqual(place(stores, 3, delivery(k2), delivery(k1)), expected);
     assert.notEqual(jobOf(stores, k1), jobOf(stores, k2));
   });
 
@@ -80,7 +83,8 @@ describe('dedupe keys without an index on the key', () => {
     assert.equal(stores.dedupe.indexed(), 3);
     assert.deepEqual(pruneAll(stores, { dedupeDays: 1, jobDays: 30 }, 5 * day), { dedupeKeys: 2, jobs: 0 });
     assert.equal(stores.dedupe.indexed(), 1);
-    assert.deepEqual(place(stores, 5 * day, delivery('old-1'), delivery('new')), ['queued', `dup:${jobOf(stores, 'new')}`]);
+    const expected = ['queued', `dup:${jobOf(stores, 'new')}`];
+    assert.deepEqual(place(stores, 5 * day, delivery('old-1'), delivery('new')), expected);
   });
 
   it('never reuses a deleted key id, so a new key claimed elsewhere after all keys were deleted is still seen', () => {
@@ -100,8 +104,10 @@ describe('dedupe keys without an index on the key', () => {
     temp.dirs.push(dir);
     const path = join(dir, 'trigger.db');
     const v3 = openDatabase(path, triggerMigrations.slice(0, 3));
-    v3.exec("INSERT INTO jobs (id, origin, status, brief, args, created_at) VALUES ('j1', 'jobs', 'queued', 'b', '[]', 1)");
-    v3.exec("INSERT INTO dedupe_keys (key, job_id, created_at) VALUES ('webhook:body:aa', 'j1', 1), ('webhook:delivery:d1', 'j1', 2)");
+    v3.exec(`INSERT INTO jobs (id, origin, status, brief, args, created_at)
+      VALUES ('j1', 'jobs', 'queued', 'b', '[]', 1)`);
+    v3.exec(`INSERT INTO dedupe_keys (key, job_id, created_at)
+      VALUES ('webhook:body:aa', 'j1', 1), ('webhook:delivery:d1', 'j1', 2)`);
     v3.close();
     const raw = new DatabaseSync(path);
     assert.equal((raw.prepare('PRAGMA user_version').get() as { user_version: number }).user_version, 3);
@@ -109,7 +115,8 @@ describe('dedupe keys without an index on the key', () => {
     const db = openDatabase(path, triggerMigrations);
     temp.dbs.push(db);
     const stores = createTriggerStores(db);
-    assert.deepEqual(place(stores, 3, delivery('webhook:delivery:d1'), delivery('webhook:body:aa'), delivery('webhook:body:bb')), ['dup:j1', 'dup:j1', 'queued']);
+    const again = [delivery('webhook:delivery:d1'), delivery('webhook:body:aa'), delivery('webhook:body:bb')];
+    assert.deepEqual(place(stores, 3, ...again), ['dup:j1', 'dup:j1', 'queued']);
     // The foreign key still cascades: deleting the job deletes its keys.
     db.exec("DELETE FROM jobs WHERE id = 'j1'");
     assert.deepEqual(place(stores, 4, delivery('webhook:delivery:d1')), ['queued']);

@@ -142,7 +142,9 @@ describe('JSON nesting limit (issue 11 item 1)', () => {
     }
     for (let t = 0; t < 20_000; t++) {
       const bytes = Buffer.alloc(Math.floor(next() * 48));
-      for (let i = 0; i < bytes.length; i++) bytes[i] = next() < 0.05 ? Math.floor(next() * 256) : alphabet[Math.floor(next() * alphabet.length)]!;
+      for (let i = 0; i < bytes.length; i++) {
+        bytes[i] = next() < 0.05 ? Math.floor(next() * 256) : alphabet[Math.floor(next() * alphabet.length)]!;
+      }
       assert.equal(jsonDepth(bytes), reference(bytes), bytes.toString('latin1'));
     }
   });
