@@ -54,7 +54,8 @@ export const controlRoutes: readonly R[] = [
   { method: 'GET', pattern: '/v1/review/risk', handler: getReviewRisk },
   { method: 'GET', pattern: '/v1/keys', handler: getKeys, loopbackOnly: true },
   { method: 'GET', pattern: '/v1/repos', handler: listRepos, loopbackOnly: true },
-  { method: 'POST', pattern: '/v1/ingest', handler: audited('runs.ingest', ingestRuns), body: 'json', limit: INGEST_LIMIT },
+  { method: 'POST', pattern: '/v1/ingest', handler: audited('runs.ingest', ingestRuns), body: 'json', limit: INGEST_LIMIT,
+    runner: true },
   { method: 'POST', pattern: '/v1/import', handler: audited('runs.import', importRuns), loopbackOnly: true, body: 'json', limit: INGEST_LIMIT },
 ];
 
@@ -69,6 +70,7 @@ export function createControlApp(deps: ControlDeps, opts: { boundToLoopback: () 
     deps,
     boundToLoopback: opts.boundToLoopback,
     token: deps.settings.token,
+    runnerTokens: deps.settings.runnerTokens,
     ...(opts.ownOrigins ? { ownOrigins: opts.ownOrigins } : {}),
     staticFiles: createStaticFiles(deps.settings.staticDir),
     log: deps.log,

@@ -18,10 +18,11 @@ export function noteAudit(ctx: object, detail: Record<string, unknown>): void {
 }
 
 /**
- * Who acted, never with what: `token` when the server has a token (the pipeline already checked it, so reaching a
+ * Who acted, never with what: `runner:<source>` for a runner token, `token` when the server has a token (the pipeline already checked it, so reaching a
  * handler proves it was valid), else `local` for a loopback peer that no proxy relayed and `anonymous` for anyone else.
  */
 export function actorOf(ctx: Ctx<ControlDeps>): string {
+  if (ctx.runnerSource !== undefined) return `runner:${ctx.runnerSource}`;
   if (ctx.deps.settings.token) return 'token';
   return localPeer(ctx.peer, ctx.req) ? 'local' : 'anonymous';
 }

@@ -223,7 +223,7 @@ function errorResponse(description: string) {
 export const responses = {
   BadRequest: errorResponse('bad_request, invalid_json or invalid_param'),
   Unauthorized: errorResponse('unauthorized (missing or wrong bearer token; WWW-Authenticate: Bearer) or invalid_signature'),
-  Forbidden: errorResponse('loopback_only, proxied_request, forbidden_host or forbidden_origin'),
+  Forbidden: errorResponse('loopback_only, proxied_request, forbidden_host, forbidden_origin or forbidden_source'),
   NotFound: errorResponse('not_found'),
   Conflict: errorResponse('invalid_transition or conflict'),
   TooLarge: errorResponse('payload_too_large'),

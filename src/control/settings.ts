@@ -2,6 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { availableParallelism, homedir } from 'node:os';
 import { join } from 'node:path';
+import { readRunnerTokens, RunnerTokensError, type RunnerToken } from './runner-tokens.ts';
 
 export interface ControlSettings {
   host: string;
@@ -16,6 +17,8 @@ export interface ControlSettings {
   staticDir: string;
   /** SVC_CONTROL_READ_THREAD: read uncached runs-list pages on a thread of their own (see readThread). */
   readThread: boolean;
+  /** SVC_CONTROL_RUNNER_TOKENS_FILE: tokens that may only POST /v1/ingest for their own source (runner-tokens.ts). */
+  runnerTokens: readonly RunnerToken[];
 }
 
 export const DEFAULT_PORT = 47821;
@@ -30,6 +33,11 @@ export function resolveControlSettings(
   staticDir: string,
 ): ControlSettings {
   const home = svcHome(env);
+  const token = controlToken(env);
+  const runnerTokens = readRunnerTokens(env.SVC_CONTROL_RUNNER_TOKENS_FILE);
+  // Without the Control Plane's own token every route is open, so a runner token would restrict nothing.
+  if (runnerTokens.length && !token) throw new RunnerTokensError('runner tokens need SVC_CONTROL_TOKEN (or its _FILE)');
+  if (runnerTokens.some((r) => r.token === token)) throw new RunnerTokensError('a runner token equals SVC_CONTROL_TOKEN');
   const portText = flags.port ?? env.SVC_CONTROL_PORT ?? String(DEFAULT_PORT);
   const port = Number(portText);
   if (!/^\d+$/.test(portText) || port > 65535) throw new RangeError(`Port must be an integer from 0 to 65535 (got "${portText}")`);
@@ -37,13 +45,14 @@ export function resolveControlSettings(
     host: flags.host ?? env.SVC_CONTROL_HOST ?? '127.0.0.1',
     port,
     dbPath: flags.db ?? env.SVC_CONTROL_DB ?? join(home, 'control', 'control.db'),
-    token: controlToken(env),
+    token,
     allowInsecureBind: env.SVC_CONTROL_ALLOW_INSECURE_BIND === '1',
     answerDir: env.SVC_CONTROL_ANSWER_DIR ?? join(home, 'control', 'answers'),
     svcHome: home,
     source: env.SVC_SOURCE || 'local',
     staticDir,
     readThread: readThread(env.SVC_CONTROL_READ_THREAD),
+    runnerTokens,
   };
 }
 

@@ -56,6 +56,30 @@ export function checkBearer(req: IncomingMessage, token: string | undefined): vo
   }
 }
 
+/** A bearer token that opens only the routes marked `runner`, for one source (src/control/runner-tokens.ts). */
+export interface RunnerCredential {
+  source: string;
+  token: string;
+}
+
+/**
+ * For a route runners may call: the server's own token (answers undefined), or a runner token (answers its source).
+ * Every runner token is compared, in constant time each, whatever matched before.
+ */
+export function checkBearerOrRunner(req: IncomingMessage, token: string | undefined, runners: readonly RunnerCredential[]):
+  string | undefined {
+  if (!token) return undefined;
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
+  const presented = match?.[1];
+  if (presented !== undefined && safeEqual(presented, token)) return undefined;
+  let source: string | undefined;
+  for (const runner of runners) if (presented !== undefined && safeEqual(presented, runner.token)) source = runner.source;
+  if (source === undefined) {
+    throw new HttpError('unauthorized', 'Missing or wrong bearer token', { 'www-authenticate': 'Bearer' });
+  }
+  return source;
+}
+
 export function checkLoopbackOnly(req: IncomingMessage, boundToLoopback: boolean): void {
   if (!boundToLoopback || !isLoopbackAddress(req.socket.remoteAddress)) {
     throw new HttpError('loopback_only', 'This action is only available on a loopback-bound server from this machine');

@@ -10,6 +10,7 @@ export const errorStatus = {
   forbidden_host: 403,
   forbidden_origin: 403,
   proxied_request: 403,
+  forbidden_source: 403,
   not_found: 404,
   method_not_allowed: 405,
   invalid_transition: 409,

@@ -4,7 +4,7 @@ import { createRouter, type Method } from './router.ts';
 import { HttpError, errorBody, isHttpError } from './http-error.ts';
 import { sendReply, TAKEN_OVER, type HandlerResult } from './respond.ts';
 import { readBody, parseJson, MiB } from './body.ts';
-import { checkBearer, checkHost, checkJsonContentType, checkLoopbackOnly, checkOrigin, parseTarget } from './guards.ts';
+import { checkBearer, checkBearerOrRunner, checkHost, checkJsonContentType, checkLoopbackOnly, checkOrigin, parseTarget, type RunnerCredential } from './guards.ts';
 import type { StaticFiles } from './static-files.ts';
 import { RequestCtx, RequestId } from './request-ctx.ts';
 import type { Logger } from '../log.ts';
@@ -22,6 +22,8 @@ export interface Ctx<D> {
   raw: Buffer | undefined;
   peer: string;
   requestId: string;
+  /** Set when a runner token (not the server's own) authenticated the request: the source it may act for. */
+  runnerSource: string | undefined;
   deps: D;
 }
 
@@ -34,6 +36,8 @@ export interface Route<D> {
   /** Bearer token required when the server has one (default: true for /v1/*). */
   auth?: boolean;
   loopbackOnly?: boolean;
+  /** Runner tokens (PipelineOptions.runnerTokens) are accepted here too; the handler checks ctx.runnerSource. */
+  runner?: boolean;
   /** 'json' enforces content type and parses; 'raw' hands over bytes; default none (body ignored). */
   body?: 'json' | 'raw' | 'optional-json';
   limit?: number;
@@ -44,6 +48,8 @@ export interface PipelineOptions<D> {
   deps: D;
   boundToLoopback: () => boolean;
   token?: string | undefined;
+  /** Tokens that open only `runner` routes, each for one source. */
+  runnerTokens?: readonly RunnerCredential[];
   ownOrigins?: () => ReadonlySet<string>;
   staticFiles?: StaticFiles;
   log: Logger;
@@ -105,11 +111,16 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
       admission.route = route;
       admission.params = match.params;
     }
-    if (route.auth ?? pathname.startsWith('/v1/')) checkBearer(req, opts.token);
+    let runnerSource: string | undefined;
+    if (route.auth ?? pathname.startsWith('/v1/')) {
+      if (route.runner && opts.runnerTokens?.length) runnerSource = checkBearerOrRunner(req, opts.token, opts.runnerTokens);
+      else checkBearer(req, opts.token);
+    }
     if (route.loopbackOnly) checkLoopbackOnly(req, loopback);
     // checkOrigin only ever looks at a request that carries an Origin header.
     if (req.headers.origin !== undefined) checkOrigin(req, opts.ownOrigins?.() ?? noOrigins);
     const ctx = new RequestCtx<D>(req, res, method, target, match.params, requestId, opts.deps);
+    ctx.runnerSource = runnerSource;
     if (route.body === 'json' || route.body === 'optional-json') {
       const hasBody = Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
       if (route.body === 'json' || hasBody) {

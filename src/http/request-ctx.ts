@@ -21,6 +21,7 @@ export class RequestCtx<D> {
   body: unknown;
   raw: Buffer | undefined;
   peer: string;
+  runnerSource: string | undefined;
   deps: D;
   #target: RequestTarget;
   #id: RequestId;
@@ -33,6 +34,7 @@ export class RequestCtx<D> {
     this.body = undefined;
     this.raw = undefined;
     this.peer = req.socket.remoteAddress ?? '';
+    this.runnerSource = undefined;
     this.deps = deps;
     this.#target = target;
     this.#id = id;

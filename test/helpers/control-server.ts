@@ -57,6 +57,7 @@ export async function startTestControl(opts: TestControlOptions = {}): Promise<T
     source: 'local',
     staticDir: STATIC_DIR,
     readThread: true,
+    runnerTokens: [],
     ...opts.settings,
   };
   const running = await startControl(settings, env, silentLogger);

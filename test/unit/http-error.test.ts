@@ -4,11 +4,12 @@ import { HttpError, errorBody, errorStatus, isHttpError } from '../../src/http/h
 
 // DESIGN §4's status table, written out again so a change to either side is noticed; 408/414/431 are issue 11's
 // codes for requests Node's parser refuses before routing (src/http/client-errors.ts); proxied_request is issue 9's
-// refusal of a loopback-only route relayed by a proxy (src/http/guards.ts).
+// refusal of a loopback-only route relayed by a proxy (src/http/guards.ts); forbidden_source is a runner token's
+// batch for another source (src/control/runner-tokens.ts).
 const DESIGN_TABLE: Record<number, string[]> = {
   400: ['bad_request', 'invalid_json', 'invalid_param'],
   401: ['unauthorized', 'invalid_signature'],
-  403: ['loopback_only', 'forbidden_host', 'forbidden_origin', 'proxied_request'],
+  403: ['loopback_only', 'forbidden_host', 'forbidden_origin', 'proxied_request', 'forbidden_source'],
   404: ['not_found'],
   405: ['method_not_allowed'],
   408: ['request_timeout'],

@@ -10,6 +10,10 @@ import { importProject } from '../import-project.ts';
 export const ingestRuns: Handler<ControlDeps> = (ctx) => {
   // Everything is validated before the first write: a bad batch changes nothing.
   const batch = validateBatch(ctx.body, ctx.deps.clock());
+  // A runner token ships its own source's runs only (runner-tokens.ts).
+  if (ctx.runnerSource !== undefined && batch.source !== ctx.runnerSource) {
+    throw new HttpError('forbidden_source', `This token may only ship runs of source "${ctx.runnerSource}"`);
+  }
   // repo_path steers local actions (stop signals the process recorded in that folder, resume and verify run there),
   // so it comes only from this server's own /v1/start, retry or /v1/import, never from a batch: on a loopback-bound
   // server every peer is loopback, so "from this machine" proves nothing. Runs shipped without one are steered
