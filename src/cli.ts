@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 // Entry point: checks the Node version before anything that needs node:sqlite is loaded, then dispatches.
+import './quiet-sqlite-warning.ts';
 import { readFileSync } from 'node:fs';
 import { reexecClean } from './cli/server-flags.ts';
 import { secretsIn, takeHandoff, type Handoff } from './spawn/secrets-handoff.ts';
@@ -12,12 +13,6 @@ if (major < MIN[0] || (major === MIN[0] && minor < MIN[1])) {
   process.exit(1);
 }
 
-// node:sqlite prints an ExperimentalWarning on every start; it is noise for CLI users, not news.
-const emitWarning = process.emitWarning.bind(process);
-process.emitWarning = ((warning: string | Error, ...rest: unknown[]) => {
-  if (String(warning instanceof Error ? warning.message : warning).includes('SQLite')) return;
-  (emitWarning as (...a: unknown[]) => void)(warning, ...rest);
-}) as typeof process.emitWarning;
 
 /**
  * The environment commands read: process.env plus the secrets handed over (a pipe from the parent svc, or a file

@@ -3,14 +3,9 @@
 // It only reads (query_only): every write stays on the main connection. Each body goes back as a transferred
 // ArrayBuffer (no copy). WAL gives this connection a snapshot that includes every COMMIT the main thread made
 // before it asked, so a page read here never misses a write the server already answered.
+import '../quiet-sqlite-warning.ts';
 import { parentPort, workerData } from 'node:worker_threads';
 
-// Same as src/cli.ts: node:sqlite's ExperimentalWarning would be a non-JSON line in the server's stderr log.
-const emitWarning = process.emitWarning.bind(process);
-process.emitWarning = ((warning: string | Error, ...rest: unknown[]) => {
-  if (String(warning instanceof Error ? warning.message : warning).includes('SQLite')) return;
-  (emitWarning as (...a: unknown[]) => void)(warning, ...rest);
-}) as typeof process.emitWarning;
 const { DatabaseSync } = await import('node:sqlite');
 const { createRunsPageQuery } = await import('../db/runs-page-query.ts');
 const { pageFrame } = await import('./runs-page-frame.ts');

@@ -2,14 +2,9 @@
 // deliveries the main thread verified and parsed (queue-place.ts), answering each batch only once its COMMIT
 // returned. The main thread answers a delivery's 2xx only after that, so "durable before 2xx" is unchanged while
 // the commit (statements, WAL append) runs off the event loop. It also runs retention batches, for the same reason.
+import '../quiet-sqlite-warning.ts';
 import { parentPort, workerData } from 'node:worker_threads';
 
-// Same as src/cli.ts: node:sqlite's ExperimentalWarning would be a non-JSON line in the server's stderr log.
-const emitWarning = process.emitWarning.bind(process);
-process.emitWarning = ((warning: string | Error, ...rest: unknown[]) => {
-  if (String(warning instanceof Error ? warning.message : warning).includes('SQLite')) return;
-  (emitWarning as (...a: unknown[]) => void)(warning, ...rest);
-}) as typeof process.emitWarning;
 const { openDatabase } = await import('../db/open.ts');
 const { triggerMigrations } = await import('../db/trigger-migrations.ts');
 const { createTriggerStores } = await import('../db/trigger-stores.ts');

@@ -1,15 +1,10 @@
 // Worker-thread side of the WAL checkpointer: its own connection to the trigger DB, one PASSIVE checkpoint
 // per request from the main thread. PASSIVE never takes the writer lock, so the main thread keeps committing
 // while this thread copies pages and waits for fsync.
+import '../quiet-sqlite-warning.ts';
 import { parentPort, workerData } from 'node:worker_threads';
 
-// Same as src/cli.ts: node:sqlite's ExperimentalWarning would be a non-JSON line in the server's stderr
-// log. Filter it before the module loads (hence the dynamic import).
-const emitWarning = process.emitWarning.bind(process);
-process.emitWarning = ((warning: string | Error, ...rest: unknown[]) => {
-  if (String(warning instanceof Error ? warning.message : warning).includes('SQLite')) return;
-  (emitWarning as (...a: unknown[]) => void)(warning, ...rest);
-}) as typeof process.emitWarning;
+// Loaded after quiet-sqlite-warning.ts has filtered node:sqlite's ExperimentalWarning (hence the dynamic import).
 const { DatabaseSync } = await import('node:sqlite');
 
 const port = parentPort;

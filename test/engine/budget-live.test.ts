@@ -5,28 +5,9 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { makeRepo, readJson, processesMentioning, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
+import { makeRepo, readJson, processesMentioning, procState, SLOW_SPENDER, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-
-const SLOW_SPENDER = `#!/bin/sh
-cat > /dev/null
-echo "partial work" >> a.txt
-while :; do
-  echo '{"type":"svc.cost","usd":0.4,"tokens_in":10,"tokens_out":5}'
-  sleep 0.2
-done
-`;
-
-/** Scheduler state of a pid ('T' stopped, 'S' sleeping, …), null when gone. */
-function procState(pid: number): string | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0] ?? null;
-  } catch {
-    return null;
-  }
-}
 
 describe('the budget during an invocation', () => {
   let repo: TestRepo;

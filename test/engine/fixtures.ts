@@ -185,6 +185,26 @@ export async function startGithubStandIn(opts: { originOf?: (owner: string, repo
   };
 }
 
+/** A `command` provider that reports cost line by line and never exits by itself (the live budget tests). */
+export const SLOW_SPENDER = `#!/bin/sh
+cat > /dev/null
+echo "partial work" >> a.txt
+while :; do
+  echo '{"type":"svc.cost","usd":0.4,"tokens_in":10,"tokens_out":5}'
+  sleep 0.2
+done
+`;
+
+/** Scheduler state of a pid ('T' stopped, 'S' sleeping, …), null when gone. */
+export function procState(pid: number): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0] ?? null;
+  } catch {
+    return null;
+  }
+}
+
 export function readJson(path: string): any {
   return JSON.parse(readFileSync(path, 'utf8'));
 }

@@ -3,53 +3,18 @@
 // and the run asks; "no" ends the provider, the checks still run and the receipt is issued for what exists.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { makeRepo, processesMentioning, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
+import { makeRepo, processesMentioning, procState, readJson, SLOW_SPENDER, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
+import { serve, stop, type Served } from '../helpers/serve-cli.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
-const SLOW_SPENDER = `#!/bin/sh
-cat > /dev/null
-echo "partial work" >> a.txt
-while :; do
-  echo '{"type":"svc.cost","usd":0.4,"tokens_in":10,"tokens_out":5}'
-  sleep 0.2
-done
-`;
 const API_TOKEN = 'budget-job-api-token-0123456789';
-
-function procState(pid: number): string | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0] ?? null;
-  } catch {
-    return null;
-  }
-}
-
-function serveTrigger(repo: TestRepo): Promise<{ child: ChildProcess; url: string }> {
-  const env = { PATH: process.env.PATH, HOME: repo.home, LANG: 'C', ...GIT_ENV, SVC_API_TOKEN: API_TOKEN,
-    SVC_TRIGGER_DB: join(repo.root, 'trigger.db'), SVC_SANDBOX: process.env.SVC_SANDBOX };
-  if (env.SVC_SANDBOX === undefined) delete env.SVC_SANDBOX;
-  const child = spawn(process.execPath, [CLI, 'trigger', 'serve', '--port', '0', '--repo', repo.repo], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let err = '';
-  child.stderr!.on('data', (c: Buffer) => (err += c.toString()));
-  return new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout!.on('data', (c: Buffer) => {
-      out += c.toString();
-      const url = /http:\/\/[^\s]+/.exec(out)?.[0];
-      if (url) resolve({ child, url });
-    });
-    child.on('exit', (code) => reject(new Error(`trigger serve exited ${code}: ${err}`)));
-  });
-}
 
 describe('the budget during an invocation of a /jobs job', () => {
   let repo: TestRepo;
-  let trigger: { child: ChildProcess; url: string };
+  let trigger: Served;
   const auth = { authorization: `Bearer ${API_TOKEN}` };
 
   before(async () => {
@@ -59,14 +24,13 @@ describe('the budget during an invocation of a /jobs job', () => {
     });
     const config = JSON.parse(readFileSync(join(repo.repo, '.svc', 'config.json'), 'utf8'));
     writeFileSync(join(repo.repo, '.svc', 'config.json'), JSON.stringify({ ...config, provider: 'spender' }));
-    trigger = await serveTrigger(repo);
+    const env = { PATH: process.env.PATH, HOME: repo.home, LANG: 'C', ...GIT_ENV, SVC_API_TOKEN: API_TOKEN,
+      SVC_TRIGGER_DB: join(repo.root, 'trigger.db'), SVC_SANDBOX: process.env.SVC_SANDBOX };
+    if (env.SVC_SANDBOX === undefined) delete env.SVC_SANDBOX;
+    trigger = await serve(['trigger', 'serve', '--port', '0', '--repo', repo.repo], env);
   });
   after(async () => {
-    if (trigger?.child.exitCode === null) {
-      const exited = new Promise((r) => trigger.child.once('exit', r));
-      trigger.child.kill('SIGTERM');
-      await exited;
-    }
+    await stop(trigger);
     for (const pid of processesMentioning(join(repo.bin, 'spender.sh'))) process.kill(pid, 'SIGKILL');
     repo.cleanup();
   });

@@ -5,7 +5,6 @@
 // agent runs through the CLI, a /jobs job, a signed /chata job and the Control Plane's /v1/start.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import { readFileSync, readdirSync, existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -17,6 +16,7 @@ import { issueReceipt, type Receipt } from '../../src/engine/receipt.ts';
 import { keyIdOf } from '../../src/keys.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { runChild } from '../helpers/run-child.ts';
+import { serve, stop, type Served } from '../helpers/serve-cli.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 
@@ -64,35 +64,6 @@ openssl genpkey -algorithm ed25519 -out "$HOME/.svc/keys/receipt-ed25519.pem" 2>
 echo "fixed by $leg" >> a.txt
 exit 0
 `;
-
-interface Served {
-  child: ChildProcess;
-  url: string;
-}
-
-/** Starts `svc <args>` and resolves with the URL it prints once listening. */
-function serve(args: string[], env: NodeJS.ProcessEnv): Promise<Served> {
-  const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let errText = '';
-  child.stderr!.on('data', (c: Buffer) => (errText += c.toString()));
-  return new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout!.on('data', (c: Buffer) => {
-      out += c.toString();
-      const url = /http:\/\/[^\s]+/.exec(out)?.[0];
-      if (url) resolve({ child, url });
-    });
-    child.on('exit', (code) => reject(new Error(`svc ${args.join(' ')} exited ${code}: ${errText}`)));
-  });
-}
-
-function stop(s: Served | undefined): Promise<void> {
-  if (!s || s.child.exitCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    s.child.once('exit', () => resolve());
-    s.child.kill('SIGTERM');
-  });
-}
 
 function environOf(pid: number): string {
   return readFileSync(`/proc/${pid}/environ`, 'utf8') + readFileSync(`/proc/${pid}/cmdline`, 'utf8');
@@ -194,6 +165,15 @@ describe('the agent boundary, black-box', () => {
     }, `run ${run} to end`, 120_000);
   }
 
+  /** The run the trigger's job started, once the job names it. */
+  async function runOfJob(id: string): Promise<{ source: string; run: string }> {
+    const job = await waitFor(async () => {
+      const j = (await (await fetch(`${trigger.url}/jobs/${id}`, { headers: { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` } })).json()) as any;
+      return j.run ? j : null;
+    }, `job ${id} to have a run`, 120_000);
+    return job.run;
+  }
+
   function brief(leg: string): string {
     return `LEG-${leg} EVIL=${evilUrl} append to a.txt`;
   }
@@ -223,11 +203,7 @@ describe('the agent boundary, black-box', () => {
     });
     assert.equal(res.status, 202);
     const { job_id: id } = (await res.json()) as { job_id: string };
-    const job = await waitFor(async () => {
-      const j = (await (await fetch(`${trigger.url}/jobs/${id}`, { headers: { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` } })).json()) as any;
-      return j.run ? j : null;
-    }, 'the /jobs job to have a run', 120_000);
-    legs.set('jobs', job.run);
+    legs.set('jobs', await runOfJob(id));
   });
 
   it('runs the hostile agent from a signed /chata slash command', async () => {
@@ -244,11 +220,7 @@ describe('the agent boundary, black-box', () => {
     assert.equal(res.status, 200, JSON.stringify(reply));
     const id = /Queued job (j\w+)/.exec(reply.text)?.[1];
     assert.ok(id, reply.text);
-    const job = await waitFor(async () => {
-      const j = (await (await fetch(`${trigger.url}/jobs/${id}`, { headers: { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` } })).json()) as any;
-      return j.run ? j : null;
-    }, 'the /chata job to have a run', 120_000);
-    legs.set('chata', job.run);
+    legs.set('chata', await runOfJob(id));
   });
 
   it('runs the hostile agent from the Control Plane (/v1/start)', async () => {
