@@ -87,7 +87,12 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
   const noOrigins = new Set<string>();
   const bodyTimeout = opts.bodyTimeoutMs === undefined ? {} : { timeoutMs: opts.bodyTimeoutMs };
 
-  async function handle(req: IncomingMessage, res: ServerResponse, requestId: RequestId, admission?: Admission<D>): Promise<void> {
+  /**
+   * Runs the checks and the handler. Synchronous as far as it can be: a route without a body whose handler answers
+   * at once (/health, a runs page) is written from the parser's own callback, with no promise or microtask in
+   * between; only a body to read or a handler that returns a promise makes it asynchronous.
+   */
+  function handle(req: IncomingMessage, res: ServerResponse, requestId: RequestId, admission?: Admission<D>): void | Promise<void> {
     const method = req.method ?? 'GET';
     // Node's own answer to a Host-less HTTP/1.1 request is a bare 400; both servers turn it off (requireHostHeader:
     // false) so the refusal is the envelope here instead (RFC 9112 §3.2).
@@ -125,19 +130,33 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
       const hasBody = Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
       if (route.body === 'json' || hasBody) {
         checkJsonContentType(req);
-        ctx.raw = await readBody(req, { limit: route.limit ?? MiB, ...bodyTimeout });
-        ctx.body = route.body === 'optional-json' && ctx.raw.length === 0 ? {} : parseJson(ctx.raw);
-      } else {
-        ctx.body = {};
+        return readBody(req, { limit: route.limit ?? MiB, ...bodyTimeout }).then((raw) => {
+          ctx.raw = raw;
+          ctx.body = route.body === 'optional-json' && raw.length === 0 ? {} : parseJson(raw);
+          return answer(route, ctx, admission);
+        });
       }
+      ctx.body = {};
     } else if (route.body === 'raw') {
-      ctx.raw = await readBody(req, { limit: route.limit ?? MiB, ...bodyTimeout });
+      return readBody(req, { limit: route.limit ?? MiB, ...bodyTimeout }).then((raw) => {
+        ctx.raw = raw;
+        return answer(route, ctx, admission);
+      });
     }
+    return answer(route, ctx, admission);
+  }
+
+  /** The admitted request's handler and its reply. */
+  function answer(route: Route<D>, ctx: RequestCtx<D>, admission: Admission<D> | undefined): void | Promise<void> {
     // Admitted: from here on an error is the handler's own (the Control Plane's audited() records those).
     if (admission) admission.route = undefined;
-    const result = await route.handler(ctx);
-    if (result === TAKEN_OVER) return;
-    sendReply(res, result, method === 'HEAD');
+    const result = route.handler(ctx);
+    if (result instanceof Promise) return result.then((settled) => send(ctx, settled));
+    send(ctx, result);
+  }
+
+  function send(ctx: RequestCtx<D>, result: HandlerResult): void {
+    if (result !== TAKEN_OVER) sendReply(ctx.res, result, ctx.method === 'HEAD');
   }
 
   function reportRefusal(route: Route<D>, params: Record<string, string>, req: IncomingMessage, requestId: RequestId, error: HttpError): void {
@@ -149,18 +168,27 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     }
   }
 
+  function fail(req: IncomingMessage, res: ServerResponse, requestId: RequestId, admission: Admission<D> | undefined, err: unknown): void {
+    if (isHttpError(err)) {
+      if (admission?.route && !SAFE_METHODS.has(req.method ?? 'GET')) reportRefusal(admission.route, admission.params ?? {}, req, requestId, err);
+      sendReply(res, { status: err.status, headers: err.headers, body: errorBody(err.code, err.message) });
+      return;
+    }
+    opts.log.error('unhandled error', { request_id: requestId.get(), error: err instanceof Error ? err.message : String(err) });
+    sendReply(res, { status: 500, body: errorBody('internal_error', `Internal error (request ${requestId.get()})`) });
+  }
+
   return (req, res) => {
     const requestId = new RequestId();
     const admission: Admission<D> | undefined = opts.onRefused ? {} : undefined;
-    handle(req, res, requestId, admission).catch((err: unknown) => {
-      if (isHttpError(err)) {
-        if (admission?.route && !SAFE_METHODS.has(req.method ?? 'GET')) reportRefusal(admission.route, admission.params ?? {}, req, requestId, err);
-        sendReply(res, { status: err.status, headers: err.headers, body: errorBody(err.code, err.message) });
-        return;
-      }
-      opts.log.error('unhandled error', { request_id: requestId.get(), error: err instanceof Error ? err.message : String(err) });
-      sendReply(res, { status: 500, body: errorBody('internal_error', `Internal error (request ${requestId.get()})`) });
-    });
+    let pending: void | Promise<void>;
+    try {
+      pending = handle(req, res, requestId, admission);
+    } catch (err) {
+      fail(req, res, requestId, admission, err);
+      return;
+    }
+    pending?.catch((err: unknown) => fail(req, res, requestId, admission, err));
   };
 }
 

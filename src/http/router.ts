@@ -65,6 +65,9 @@ export interface Router<H> {
 export function createRouter<H>(defs: ReadonlyArray<RouteDef<H>>): Router<H> {
   const table: Compiled<H>[] = [];
   const byShape = new Map<string, Compiled<H>>();
+  // Routes without parameters by their exact path: /health and /v1/runs are found without splitting the path or
+  // trying every pattern in turn.
+  const literal = new Map<string, Compiled<H>>();
   for (const def of defs) {
     const segments = compilePattern(def.pattern);
     const shape = shapeOf(segments);
@@ -82,6 +85,19 @@ export function createRouter<H>(defs: ReadonlyArray<RouteDef<H>>): Router<H> {
   }
   // Literal routes win over parameter routes that would also match the same path.
   table.sort((a, b) => specificity(b.segments) - specificity(a.segments));
+  for (const entry of table) {
+    if (entry.segments.every((s) => s.kind === 'literal')) literal.set(entry.pattern, entry);
+  }
+
+  function found(entry: Compiled<H>, method: string, params: Record<string, string>): Match<H> {
+    const handler = entry.methods.get(method) ?? (method === 'HEAD' ? entry.methods.get('GET') : undefined);
+    if (handler === undefined) {
+      const allow = [...entry.methods.keys()];
+      if (allow.includes('GET')) allow.push('HEAD');
+      throw new HttpError('method_not_allowed', `Method ${method} is not allowed on this path`, { allow: allow.join(', ') });
+    }
+    return { handler, params, pattern: entry.pattern };
+  }
 
   function tryMatch(entry: Compiled<H>, parts: string[]): Record<string, string> | null {
     const params: Record<string, string> = {};
@@ -107,17 +123,12 @@ export function createRouter<H>(defs: ReadonlyArray<RouteDef<H>>): Router<H> {
 
   return {
     match(method, pathname) {
+      const exact = literal.get(pathname);
+      if (exact) return found(exact, method, {});
       const parts = pathname === '/' ? [] : pathname.slice(1).split('/');
       for (const entry of table) {
         const params = tryMatch(entry, parts);
-        if (!params) continue;
-        const handler = entry.methods.get(method) ?? (method === 'HEAD' ? entry.methods.get('GET') : undefined);
-        if (handler === undefined) {
-          const allow = [...entry.methods.keys()];
-          if (allow.includes('GET')) allow.push('HEAD');
-          throw new HttpError('method_not_allowed', `Method ${method} is not allowed on this path`, { allow: allow.join(', ') });
-        }
-        return { handler, params, pattern: entry.pattern };
+        if (params) return found(entry, method, params);
       }
       throw new HttpError('not_found', `No route for "${pathname}"`);
     },
