@@ -30,6 +30,24 @@ describe('sanitizeBrief', () => {
     assert.ok(Buffer.byteLength(capUtf8('😀'.repeat(600), 1500)) <= 1500);
     assert.equal(capUtf8('😀😀', 5), '😀');
   });
+  it('gives a long text the same brief as cleaning all of it, whatever sits where the head is cut', () => {
+    // The whole-text result, written out the slow way: fold, strip, cap.
+    const whole = (text: string, max: number): string =>
+      capUtf8(text.replace(/[\s\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]+/g, ' ')
+        .trim().replace(/^[\s\-\u2010-\u2015\u2212]+/u, ''), max);
+    const pieces = ['a', 'é', '😀', ' ', '\n', '\t\t', '\u0000', '\u202e', '-', '\u2014', 'word ', '   ', '\ud83d'];
+    let seed = 7;
+    const next = (): number => (seed = (seed * 1103515245 + 12345) % 2147483648);
+    for (let round = 0; round < 300; round++) {
+      const max = [40, 100, 1500][round % 3]!;
+      let text = round % 5 === 0 ? '-- ' : '';
+      // Long enough to take the head path, with runs of one piece so whitespace can pile up at the cut.
+      while (text.length < max * 3 + 200) text += pieces[next() % pieces.length]!.repeat(1 + (next() % (round % 4 === 0 ? 400 : 3)));
+      assert.equal(sanitizeBrief(text, max), whole(text, max), `round ${round}`);
+    }
+    assert.equal(sanitizeBrief(' '.repeat(5000) + 'tail', 100), 'tail');
+    assert.equal(Buffer.byteLength(sanitizeBrief('x '.repeat(600_000))), 1499);
+  });
 });
 
 describe('flattenAdf', () => {
