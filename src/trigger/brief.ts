@@ -25,18 +25,19 @@ export function oneLine(text: string): string {
   return text.replace(SPACE_OR_CONTROL, ' ').trim();
 }
 
+const encoder = new TextEncoder();
+/** Scratch space for capUtf8, grown to the largest cap asked for; its bytes are never read. */
+let scratch = new Uint8Array(0);
+
 /** Cuts to at most maxBytes of UTF-8 without splitting a character (or a surrogate pair). */
 export function capUtf8(text: string, maxBytes: number): string {
   if (Buffer.byteLength(text, 'utf8') <= maxBytes) return text;
-  let bytes = 0;
-  let end = 0;
-  for (const ch of text) {
-    const size = Buffer.byteLength(ch, 'utf8');
-    if (bytes + size > maxBytes) break;
-    bytes += size;
-    end += ch.length;
-  }
-  return text.slice(0, end).trimEnd();
+  // encodeInto stops before the first code point that would not fit and says how many UTF-16 units it took: the
+  // same cut as adding up each character's UTF-8 size (a lone surrogate counts as U+FFFD's 3 bytes both ways), in
+  // one native pass instead of a call per character (~60 µs for a 1,500-byte brief).
+  if (scratch.length < maxBytes) scratch = new Uint8Array(maxBytes);
+  const { read } = encoder.encodeInto(text, scratch.subarray(0, Math.max(0, maxBytes)));
+  return text.slice(0, read).trimEnd();
 }
 
 /** A brief must never be read as a flag by `svc start`: leading hyphens (and dash look-alikes) go. */

@@ -30,6 +30,29 @@ describe('sanitizeBrief', () => {
     assert.ok(Buffer.byteLength(capUtf8('😀'.repeat(600), 1500)) <= 1500);
     assert.equal(capUtf8('😀😀', 5), '😀');
   });
+  it('cuts where adding up each character\'s UTF-8 size would, lone surrogates and pairs included', () => {
+    const byCharacter = (text: string, max: number): string => {
+      if (Buffer.byteLength(text) <= max) return text;
+      let bytes = 0;
+      let end = 0;
+      for (const ch of text) {
+        const size = Buffer.byteLength(ch);
+        if (bytes + size > max) break;
+        bytes += size;
+        end += ch.length;
+      }
+      return text.slice(0, end).trimEnd();
+    };
+    const pieces = ['a', 'é', '€', '😀', ' ', '\ud83d', '\ude00', '\udfff\ud800', '\u3000', 'x '];
+    let seed = 11;
+    const next = (): number => (seed = (seed * 1103515245 + 12345) % 2147483648);
+    for (let round = 0; round < 20_000; round++) {
+      let text = '';
+      for (let i = next() % 30; i > 0; i--) text += pieces[next() % pieces.length]!;
+      const max = next() % 40;
+      assert.equal(capUtf8(text, max), byCharacter(text, max), `${JSON.stringify(text)} at ${max}`);
+    }
+  });
   it('gives a long text the same brief as cleaning all of it, whatever sits where the head is cut', () => {
     // The whole-text result, written out the slow way: fold, strip, cap.
     const whole = (text: string, max: number): string =>
