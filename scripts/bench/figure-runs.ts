@@ -79,12 +79,13 @@ export async function measureRunsFigures(ctx: BenchContext): Promise<Row[]> {
     // The primary list row (DESIGN §7): what producing a page costs, and what the bar is about.
     rows.push(await uncachedRow(ctx, control.url, ctx.options.runs));
 
-    // Secondary (DESIGN §7 bar ≥ 0.50×): the same request repeated, a response-cache hit from its second ask (what a
-    // polling dashboard gets).
+    // Secondary (DESIGN §7 bar ≥ 0.50×): the same request repeated, a response-cache hit from its second ask
+    // (what a polling dashboard gets).
     const list = await compareWithCeiling(ctx, loadJob(ctx, control.url, { kind: 'get', path: '/v1/runs?limit=50' }, GET_CONNECTIONS));
     ctx.log(describe('GET /v1/runs?limit=50 cached', list));
-    rows.push(comparisonRow('GET /v1/runs?limit=50, same page repeated (cache hit, secondary)', list, '≥ 0.50× ceiling',
-      meetsBar(list.ratio, { kind: 'min', value: 0.5 })));
+    const cachedFigure = 'GET /v1/runs?limit=50, same page repeated (cache hit, secondary)';
+    const cachedPass = meetsBar(list.ratio, { kind: 'min', value: 0.5 });
+    rows.push(comparisonRow(cachedFigure, list, '≥ 0.50× ceiling', cachedPass));
 
     const plainPage = await compareWithCeiling(ctx, loadJob(ctx, ctx.ceiling.url, { kind: 'get', path: '/page' }, GET_CONNECTIONS));
     ctx.log(describe('plain node:http, fixed 50-run page', plainPage));

@@ -92,7 +92,9 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
    * at once (/health, a runs page) is written from the parser's own callback, with no promise or microtask in
    * between; only a body to read or a handler that returns a promise makes it asynchronous.
    */
-  function handle(req: IncomingMessage, res: ServerResponse, requestId: RequestId, admission?: Admission<D>): void | Promise<void> {
+  function handle(
+    req: IncomingMessage, res: ServerResponse, requestId: RequestId, admission?: Admission<D>,
+  ): void | Promise<void> {
     const method = req.method ?? 'GET';
     // Node's own answer to a Host-less HTTP/1.1 request is a bare 400; both servers turn it off (requireHostHeader:
     // false) so the refusal is the envelope here instead (RFC 9112 §3.2).
@@ -168,13 +170,18 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     }
   }
 
-  function fail(req: IncomingMessage, res: ServerResponse, requestId: RequestId, admission: Admission<D> | undefined, err: unknown): void {
+  function fail(
+    req: IncomingMessage, res: ServerResponse, requestId: RequestId, admission: Admission<D> | undefined, err: unknown,
+  ): void {
     if (isHttpError(err)) {
-      if (admission?.route && !SAFE_METHODS.has(req.method ?? 'GET')) reportRefusal(admission.route, admission.params ?? {}, req, requestId, err);
+      if (admission?.route && !SAFE_METHODS.has(req.method ?? 'GET')) {
+        reportRefusal(admission.route, admission.params ?? {}, req, requestId, err);
+      }
       sendReply(res, { status: err.status, headers: err.headers, body: errorBody(err.code, err.message) });
       return;
     }
-    opts.log.error('unhandled error', { request_id: requestId.get(), error: err instanceof Error ? err.message : String(err) });
+    const error = err instanceof Error ? err.message : String(err);
+    opts.log.error('unhandled error', { request_id: requestId.get(), error });
     sendReply(res, { status: 500, body: errorBody('internal_error', `Internal error (request ${requestId.get()})`) });
   }
 

@@ -94,7 +94,8 @@ export function createRouter<H>(defs: ReadonlyArray<RouteDef<H>>): Router<H> {
     if (handler === undefined) {
       const allow = [...entry.methods.keys()];
       if (allow.includes('GET')) allow.push('HEAD');
-      throw new HttpError('method_not_allowed', `Method ${method} is not allowed on this path`, { allow: allow.join(', ') });
+      const message = `Method ${method} is not allowed on this path`;
+      throw new HttpError('method_not_allowed', message, { allow: allow.join(', ') });
     }
     return { handler, params, pattern: entry.pattern };
   }

@@ -65,7 +65,8 @@ describe('sanitizeBrief', () => {
       const max = [40, 100, 1500][round % 3]!;
       let text = round % 5 === 0 ? '-- ' : '';
       // Long enough to take the head path, with runs of one piece so whitespace can pile up at the cut.
-      while (text.length < max * 3 + 200) text += pieces[next() % pieces.length]!.repeat(1 + (next() % (round % 4 === 0 ? 400 : 3)));
+      const longest = round % 4 === 0 ? 400 : 3;
+      while (text.length < max * 3 + 200) text += pieces[next() % pieces.length]!.repeat(1 + (next() % longest));
       assert.equal(sanitizeBrief(text, max), whole(text, max), `round ${round}`);
     }
     assert.equal(sanitizeBrief(' '.repeat(5000) + 'tail', 100), 'tail');
