@@ -153,8 +153,11 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     // Admitted: from here on an error is the handler's own (the Control Plane's audited() records those).
     if (admission) admission.route = undefined;
     const result = route.handler(ctx);
-    if (result instanceof Promise) return result.then((settled) => send(ctx, settled));
-    send(ctx, result);
+    // Any thenable, not only a native Promise, is awaited (as `await` did before this path became synchronous).
+    if (typeof (result as { then?: unknown }).then === 'function') {
+      return Promise.resolve(result).then((settled) => send(ctx, settled));
+    }
+    send(ctx, result as HandlerResult);
   }
 
   function send(ctx: RequestCtx<D>, result: HandlerResult): void {

@@ -22,6 +22,11 @@ const routes: Array<Route<Deps>> = [
   { method: 'GET', pattern: '/sync', handler: () => ({ status: 200, body: { ok: 'sync' } }), auth: false },
   { method: 'GET', pattern: '/async', handler: async () => ({ status: 200, body: { ok: 'async' } }), auth: false },
   {
+    // A thenable that is not a native Promise (a handler built on another promise library) is awaited too.
+    method: 'GET', pattern: '/thenable', auth: false,
+    handler: () => ({ then: (done: (r: unknown) => void) => done({ status: 200, body: { ok: 'thenable' } }) }) as never,
+  },
+  {
     method: 'GET', pattern: '/sync-refusal', auth: false,
     handler: () => {
       throw new HttpError('invalid_param', 'Parameter "x" is wrong');
@@ -106,7 +111,7 @@ describe('request pipeline', () => {
   after(() => new Promise<void>((resolve) => server.close(() => resolve())));
 
   it('answers a synchronous and an asynchronous handler alike, with the JSON headers', async () => {
-    for (const [path, ok] of [['/sync', 'sync'], ['/async', 'async']] as const) {
+    for (const [path, ok] of [['/sync', 'sync'], ['/async', 'async'], ['/thenable', 'thenable']] as const) {
       const answer = await ask(base, 'GET', path);
       assert.equal(answer.status, 200);
       assert.deepEqual(JSON.parse(answer.body), { ok });
