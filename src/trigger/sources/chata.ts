@@ -1,6 +1,6 @@
 // chata payloads: slash commands (form body) become `svc start <text>`; url_verification answers the challenge.
 import { describe } from '../../untrusted.ts';
-import { capUtf8, oneLine, stripLeadingHyphens, DEFAULT_BRIEF_BYTES } from '../brief.ts';
+import { sanitizeBrief, DEFAULT_BRIEF_BYTES } from '../brief.ts';
 
 export type ChataInput =
   | { kind: 'command'; text: string; responseUrl: string | null; user: string | null }
@@ -9,7 +9,7 @@ export type ChataInput =
 
 /** Slash-command text as an argv element: one line, leading hyphens stripped so it is never an option (spec rule 1). */
 export function chataText(raw: string): string {
-  return capUtf8(stripLeadingHyphens(oneLine(raw)), DEFAULT_BRIEF_BYTES);
+  return sanitizeBrief(raw, DEFAULT_BRIEF_BYTES);
 }
 
 export function readChata(contentType: string, raw: Buffer, parseJsonObject: (b: Buffer) => Record<string, unknown>): ChataInput {
