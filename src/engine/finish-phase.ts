@@ -15,19 +15,21 @@ import { canonicalJson } from '../canonical-json.ts';
 import { openPullRequest } from './pr.ts';
 import { isoNow } from './run-state.ts';
 import { fence } from './text.ts';
-import { agentSandbox } from './sandbox.ts';
+import { agentSandbox, postAgentGit } from './sandbox.ts';
 import type { SandboxMode } from '../spawn/sandbox-mode.ts';
 
-export function collectDiff(ctx: RunContext): DiffResult {
+/** Commits (worktree) and diffs what the agent left, with svc's git in its own sandbox (src/engine/sandbox.ts). */
+export function collectDiff(ctx: RunContext, sandbox: SandboxMode): DiffResult {
   const { state } = ctx;
   const base = state.base_sha ?? 'HEAD';
+  const run = postAgentGit(ctx, sandbox);
   if (state.worktree) {
-    commitAll(state.workdir, `svc: ${state.brief.slice(0, 72)}\n\nRun ${state.source}/${state.run}`);
-    const head = headSha(state.workdir);
+    commitAll(state.workdir, `svc: ${state.brief.slice(0, 72)}\n\nRun ${state.source}/${state.run}`, state.repo_path, run);
+    const head = headSha(state.workdir, run);
     ctx.update({ head_sha: head });
-    return diffCommits(state.workdir, base, head);
+    return diffCommits(state.workdir, base, head, run);
   }
-  return diffWorkingTree(state.workdir, base);
+  return diffWorkingTree(state.workdir, base, run);
 }
 
 export function saveDiff(ctx: RunContext, diff: DiffResult): void {
@@ -38,7 +40,8 @@ export function saveDiff(ctx: RunContext, diff: DiffResult): void {
 export async function verifyWork(ctx: RunContext, policy: Policy, diff: DiffResult, sandbox: SandboxMode): Promise<CheckResult[]> {
   return runChecks(policy.checks, {
     cwd: ctx.state.workdir,
-    sandboxFor: (argv) => agentSandbox(ctx, sandbox, argv[0]!, null),
+    sandboxFor: (argv) => agentSandbox(ctx, sandbox, argv[0]!, null, policy.limits),
+    timeoutMs: policy.limits.check_timeout_s * 1000,
     env: ctx.env,
     extra: { SVC_RUN_ID: ctx.state.run },
     onSpawn: (id) => ctx.setChild(id),

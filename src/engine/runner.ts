@@ -28,12 +28,14 @@ function prepareWorkdir(ctx: RunContext): void {
   if (state.workdir !== path) ctx.update({ workdir: path });
 }
 
+/** `checkAnyway`: a limit ended the provider, and the checks still say what its work is worth (not_verified). */
 async function finish(
   ctx: RunContext, policy: Policy, sandbox: SandboxMode, failure: string | null, exitCode: number | null,
+  checkAnyway = false,
 ): Promise<void> {
-  const diff = collectDiff(ctx);
+  const diff = collectDiff(ctx, sandbox);
   saveDiff(ctx, diff);
-  const checks = failure ? [] : await verifyWork(ctx, policy, diff, sandbox);
+  const checks = failure && !checkAnyway ? [] : await verifyWork(ctx, policy, diff, sandbox);
   if (ctx.stopRequested()) return;
   const ended = isoNow();
   ctx.update({ ended_at: ended });
@@ -74,9 +76,10 @@ async function startOrResume(ctx: RunContext, mode: WorkerMode): Promise<void> {
   prepareWorkdir(ctx);
   const spec = readFileSync(join(ctx.dir, 'spec.md'), 'utf8');
   const notes = mode === 'resume' ? ['This run was resumed: your earlier changes are already in the working tree. Continue the task from there.'] : [];
-  const outcome = await runProvider(ctx, provider, spec, { maxUsd: policy.max_usd, notes, sandbox });
+  const outcome = await runProvider(ctx, provider, spec, { maxUsd: policy.max_usd, notes, sandbox, limits: policy.limits });
   if (outcome.kind === 'stopped' || ctx.stopRequested()) return;
   if (outcome.kind === 'failed') await finish(ctx, policy, sandbox, outcome.error, outcome.exitCode);
+  else if (outcome.kind === 'limit') await finish(ctx, policy, sandbox, outcome.error, outcome.exitCode, true);
   else if (outcome.kind === 'over-budget') await finishOverBudget(ctx, policy, sandbox, outcome.error, outcome.exitCode);
   else await finish(ctx, policy, sandbox, null, 0);
 }
@@ -85,7 +88,7 @@ async function startOrResume(ctx: RunContext, mode: WorkerMode): Promise<void> {
 async function finishOverBudget(
   ctx: RunContext, policy: Policy, sandbox: SandboxMode, error: string, exitCode: number | null,
 ): Promise<void> {
-  const diff = collectDiff(ctx);
+  const diff = collectDiff(ctx, sandbox);
   saveDiff(ctx, diff);
   const checks = await verifyWork(ctx, policy, diff, sandbox);
   if (ctx.stopRequested()) return;
@@ -101,7 +104,7 @@ async function reverify(ctx: RunContext): Promise<void> {
   const policy = loadPolicy(ctx.state.repo_path);
   const sandbox = runSandboxMode(ctx, policy);
   ctx.event('log', { stream: 'svc', text: 'verify: re-running checks' });
-  const diff = collectDiff(ctx);
+  const diff = collectDiff(ctx, sandbox);
   saveDiff(ctx, diff);
   const checks = await verifyWork(ctx, policy, diff, sandbox);
   if (ctx.stopRequested()) return;

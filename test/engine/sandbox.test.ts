@@ -83,7 +83,8 @@ describe('the agent sandbox', { skip: bwrapWorks ? false : 'bwrap cannot run on 
     assert.ok(found.includes('ancestor:absent'), found.join('\n'));
     assert.ok(found.includes('ancestor-environ:unreadable'));
     assert.ok(found.includes('svc-home:[]'), 'nothing under ~/.svc is visible');
-    assert.ok(!found.includes('svc-home:planted'), 'nothing can be written where ~/.svc was, not even in its own view');
+    // Its HOME is a private tmpfs: what it writes there is gone with the sandbox and never reaches the real ~/.svc.
+    assert.equal(existsSync(join(repo.home, '.svc', 'keys', 'planted-by-agent')), false);
     assert.ok(found.includes('token-file:[]'), 'the token file reads as empty');
     assert.ok(found.includes(`runs:[${run} ]`), 'no other run is visible');
     assert.ok(found.includes('run-folder:[io ]'), 'of its own run, only the protocol files are visible');
