@@ -24,7 +24,13 @@ export function collectDiff(ctx: RunContext, sandbox: SandboxMode): DiffResult {
   const base = state.base_sha ?? 'HEAD';
   const run = postAgentGit(ctx, sandbox);
   if (state.worktree) {
-    commitAll(state.workdir, `svc: ${state.brief.slice(0, 72)}\n\nRun ${state.source}/${state.run}`, state.repo_path, run);
+    const message = `svc: ${state.brief.slice(0, 72)}\n\nRun ${state.source}/${state.run}`;
+    const { skipped } = commitAll(state.workdir, message, state.repo_path, run);
+    for (const path of skipped) {
+      const text = `embedded repository ${JSON.stringify(path)} not committed (svc never commits a nested repository)`;
+      ctx.event('log', { stream: 'svc', text });
+      ctx.say(text);
+    }
     const head = headSha(state.workdir, run);
     ctx.update({ head_sha: head });
     return diffCommits(state.workdir, base, head, run);

@@ -98,15 +98,37 @@ function identityArgs(repo: string): string[] {
 }
 
 /**
- * Commits everything in a worktree; returns false when there was nothing to commit. `repo` is the main checkout
- * (its config names the committer); `run` is where git runs (the git sandbox after an agent).
+ * Repositories the agent made inside the worktree (git lists an untracked one as `path/`). svc never adds them: a
+ * gitlink names a commit nobody can fetch, and git would have to look inside, where the agent wrote the config.
  */
-export function commitAll(dir: string, message: string, repo: string = dir, run: GitRun = hostGit): boolean {
+export function embeddedRepositories(dir: string, run: GitRun = hostGit, extra: Record<string, string> = {},
+  scratch: string[] = []): string[] {
+  const listed = git(dir, ['ls-files', '--others', '--exclude-standard', '-z'], extra, run, scratch);
+  return listed.split('\0').filter((p) => p.endsWith('/')).map((p) => p.slice(0, -1));
+}
+
+/** `git add -A` of everything but the embedded repositories. */
+function addAll(dir: string, skip: string[], run: GitRun, extra: Record<string, string> = {}, scratch: string[] = []) {
+  const pathspec = skip.length ? ['--', '.', ...skip.map((p) => `:(exclude,literal)${p}`)] : [];
+  git(dir, ['add', '-A', ...pathspec], extra, run, scratch);
+}
+
+/**
+ * Commits everything in a worktree but embedded repositories (returned in `skipped`); `committed` is false when there
+ * was nothing to commit. `repo` is the main checkout (its config names the committer); `run` is where git runs (the
+ * git sandbox after an agent).
+ */
+export function commitAll(
+  dir: string, message: string, repo: string = dir, run: GitRun = hostGit,
+): { committed: boolean; skipped: string[] } {
   const identity = identityArgs(repo);
-  git(dir, ['add', '-A'], {}, run);
-  if (git(dir, ['status', '--porcelain', '--ignore-submodules=all'], {}, run).trim() === '') return false;
+  const skipped = embeddedRepositories(dir, run);
+  addAll(dir, skipped, run);
+  if (git(dir, ['status', '--porcelain', '--ignore-submodules=all'], {}, run).trim() === '') {
+    return { committed: false, skipped };
+  }
   git(dir, [...identity, 'commit', '-q', '--no-verify', '-m', message], {}, run);
-  return true;
+  return { committed: true, skipped };
 }
 
 export interface DiffFile {
@@ -180,14 +202,17 @@ export function diffCommits(dir: string, base: string, head: string, run: GitRun
   });
 }
 
-/** Diff of the working tree (tracked and untracked) against base, through a throwaway index so the user's index is untouched. */
+/**
+ * Diff of the working tree (tracked and untracked, embedded repositories left out) against base, through a throwaway
+ * index so the user's index is untouched.
+ */
 export function diffWorkingTree(dir: string, base: string, run: GitRun = hostGit): DiffResult {
   return withScratch((tmp) => {
     const env = { GIT_INDEX_FILE: join(tmp, 'index') };
     const patch = join(tmp, 'patch');
     const inTmp = (args: string[]) => git(dir, args, env, run, [tmp]);
     inTmp(['read-tree', base]);
-    inTmp(['add', '-A']);
+    addAll(dir, embeddedRepositories(dir, run, env, [tmp]), run, env, [tmp]);
     inTmp([...DIFF, '--cached', '--binary', `--output=${patch}`, base]);
     return toResult(inTmp([...DIFF, '--cached', '--numstat', base]), patch);
   });
