@@ -59,8 +59,9 @@ function createGateServer(ctx: GateContext, sockets: Set<Socket>): Server {
     handleConnect(ctx, req, socket, head).catch((err) => onError(err, () => refuseRaw(socket, 502, 'internal error')));
   });
   server.on('upgrade', (_req, socket) => refuseRaw(socket, 403, 'protocol upgrades are not forwarded'));
-  server.on('clientError', (_err, socket) => {
-    if (socket.writable) refuseRaw(socket, 400, 'malformed or oversized request');
+  server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+    const tooBig = err.code === 'HPE_HEADER_OVERFLOW';
+    if (socket.writable) refuseRaw(socket, tooBig ? 431 : 400, tooBig ? 'request head too large' : 'malformed request');
     else socket.destroy();
   });
   return server;
