@@ -172,7 +172,10 @@ describe('egress gate', () => {
 describe('egress gate limits', () => {
   it('closes connections over the connection cap', async () => {
     const tmp = tempDir();
-    const gate = await startGate({ policy: parseGatePolicy({}), tcpPort: 0, limits: { maxConnections: 1 } });
+    const gate = await startGate({
+      policy: parseGatePolicy({}), tcpPort: 0, limits: { maxConnections: 1 }, connect: recordingConnect().connect,
+      resolve: tableResolver({}).resolve,
+    });
     try {
       const first = netConnect(gate.port ?? 0, '127.0.0.1');
       await new Promise((r) => first.once('connect', r));

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer as createHttpServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import type { AddressInfo, Socket } from 'node:net';
+import { Socket, type AddressInfo } from 'node:net';
 import { tcpConnect, type ConnectFn } from '../../src/gate/context.ts';
 import type { Resolver } from '../../src/gate/decide.ts';
 
@@ -75,14 +75,25 @@ export interface Recorder {
   calls: Array<{ address: string; port: number }>;
 }
 
-/** A connect function that records every call, then connects (tests only ever let it reach loopback). */
+/** Whether a test may open a connection to this address: 127.0.0.0/8 and ::1 only. */
+export function isLoopback(address: string): boolean {
+  return /^127\.\d+\.\d+\.\d+$/.test(address) || address === '::1';
+}
+
+/**
+ * A connect function that records every call and connects only to loopback: anything else gets a socket that
+ * fails at once (ETESTGUARD), so even a broken gate under test cannot send a packet off this machine.
+ */
 export function recordingConnect(): Recorder {
   const calls: Recorder['calls'] = [];
   return {
     calls,
     connect: (address, port) => {
       calls.push({ address, port });
-      return tcpConnect(address, port);
+      if (isLoopback(address)) return tcpConnect(address, port);
+      const socket = new Socket();
+      process.nextTick(() => socket.destroy(Object.assign(new Error('test guard: not loopback'), { code: 'ETESTGUARD' })));
+      return socket;
     },
   };
 }
