@@ -6,7 +6,9 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
-import { createServer as createTcpServer, connect as tcpConnect, type AddressInfo, type Server as TcpServer } from 'node:net';
+import {
+  createServer as createTcpServer, connect as tcpConnect, type AddressInfo, type Server as TcpServer,
+} from 'node:net';
 import { createServer as createHttpsServer, request as httpsRequest } from 'node:https';
 import { request as httpRequest } from 'node:http';
 import { startServer, stopChild } from './processes.ts';
@@ -71,7 +73,8 @@ export async function measureGate(ctx: BenchContext): Promise<Row[]> {
   execFileSync('mkdir', ['-p', root]);
   execFileSync('openssl', [
     'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-subj', '/CN=127.0.0.1',
-    '-addext', 'subjectAltName=IP:127.0.0.1', '-days', '1', '-keyout', join(root, 'key.pem'), '-out', join(root, 'cert.pem'),
+    '-addext', 'subjectAltName=IP:127.0.0.1', '-days', '1', '-keyout', join(root, 'key.pem'),
+    '-out', join(root, 'cert.pem'),
   ], { stdio: 'ignore' });
   const cert = readFileSync(join(root, 'cert.pem'));
   const model = createHttpsServer({ key: readFileSync(join(root, 'key.pem')), cert }, (req, res) => {
@@ -92,15 +95,17 @@ export async function measureGate(ctx: BenchContext): Promise<Row[]> {
   const modelPort = await listen(model as unknown as TcpServer);
   const blasterPort = await listen(blaster);
   const socketPath = join(root, 'gate.sock');
-  const gate = await startServer([GATE, socketPath, String(modelPort), String(blasterPort), join(root, 'cert.pem')], ctx.env);
+  const gateArgs = [GATE, socketPath, String(modelPort), String(blasterPort), join(root, 'cert.pem')];
+  const gate = await startServer(gateArgs, ctx.env);
   const forwarder = spawn(process.execPath, [FORWARDER, socketPath, '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
   try {
     const port = await new Promise<number>((resolve, reject) => {
       forwarder.stdout.once('data', (d: Buffer) => resolve(Number(d.toString().trim())));
       forwarder.once('exit', (code) => reject(new Error(`forwarder exited ${code}`)));
     });
-    const direct = () => httpsRequest({ host: '127.0.0.1', port: modelPort, path: '/v1/messages', method: 'POST', ca: cert, agent: false });
-    const viaGate = () => httpRequest({ host: '127.0.0.1', port, path: '/_model/anthropic/v1/messages', method: 'POST', agent: false });
+    const post = { host: '127.0.0.1', method: 'POST', agent: false } as const;
+    const direct = () => httpsRequest({ ...post, port: modelPort, path: '/v1/messages', ca: cert });
+    const viaGate = () => httpRequest({ ...post, port, path: '/_model/anthropic/v1/messages' });
     const times = ctx.options.quick ? 30 : 100;
     for (let i = 0; i < 5; i++) {
       await firstByte(direct);
@@ -118,12 +123,27 @@ export async function measureGate(ctx: BenchContext): Promise<Row[]> {
     for (let i = 0; i < (ctx.options.quick ? 1 : 3); i++) rates.push(await tunnelThroughput(port, blasterPort, bytes));
     const directRate = await tunnelThroughput(null, blasterPort, bytes);
     const rate = median(rates);
-    ctx.log(`gate: first byte direct ${median(bare).toFixed(2)} ms, via gate ${median(gated).toFixed(2)} ms; tunnel ${rates.map((r) => r.toFixed(0)).join(', ')} MB/s`);
+    const rateText = rates.map((r) => r.toFixed(0)).join(', ');
+    ctx.log(`gate: first byte direct ${median(bare).toFixed(2)} ms, via gate ${median(gated).toFixed(2)} ms`);
+    ctx.log(`gate: tunnel ${rateText} MB/s, direct ${directRate.toFixed(0)} MB/s`);
     return [
-      { figure: 'model request first byte, direct TLS', value: median(bare), unit: 'ms', bar: 'info', pass: null, note: `median of ${times}, new connection each` },
-      { figure: 'model request first byte, via forwarder + gate', value: median(gated), unit: 'ms', bar: 'info', pass: null, note: `median of ${times}, plain HTTP in, TLS out` },
-      { figure: 'egress gate: added time to first byte', value: added, unit: 'ms', bar: `≤ ${ADDED_BAR_MS} ms`, pass: Number.isFinite(added) && added <= ADDED_BAR_MS, note: 'difference of the medians above (issue 20)' },
-      { figure: 'egress gate: CONNECT tunnel throughput', value: rate, unit: 'MB/s', bar: `≥ ${THROUGHPUT_BAR} MB/s`, pass: rate >= THROUGHPUT_BAR, note: `${bytes / 1048576} MiB through forwarder + gate; direct ${directRate.toFixed(0)} MB/s` },
+      {
+        figure: 'model request first byte, direct TLS', value: median(bare), unit: 'ms', bar: 'info', pass: null,
+        note: `median of ${times}, new connection each`,
+      },
+      {
+        figure: 'model request first byte, via forwarder + gate', value: median(gated), unit: 'ms', bar: 'info',
+        pass: null, note: `median of ${times}, plain HTTP in, TLS out`,
+      },
+      {
+        figure: 'egress gate: added time to first byte', value: added, unit: 'ms', bar: `≤ ${ADDED_BAR_MS} ms`,
+        pass: Number.isFinite(added) && added <= ADDED_BAR_MS, note: 'difference of the medians above (issue 20)',
+      },
+      {
+        figure: 'egress gate: CONNECT tunnel throughput', value: rate, unit: 'MB/s', bar: `≥ ${THROUGHPUT_BAR} MB/s`,
+        pass: rate >= THROUGHPUT_BAR,
+        note: `${bytes / 1048576} MiB through forwarder + gate; direct ${directRate.toFixed(0)} MB/s`,
+      },
     ];
   } finally {
     await stopChild(forwarder);

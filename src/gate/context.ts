@@ -56,7 +56,8 @@ export function refuse(res: ServerResponse, status: number, reason: string): voi
 }
 
 const STATUS_TEXT: Readonly<Record<number, string>> = {
-  400: 'Bad Request', 403: 'Forbidden', 431: 'Request Header Fields Too Large', 502: 'Bad Gateway', 504: 'Gateway Timeout',
+  400: 'Bad Request', 403: 'Forbidden', 431: 'Request Header Fields Too Large', 502: 'Bad Gateway',
+  504: 'Gateway Timeout',
 };
 
 /** The same refusal written raw on a socket that left the HTTP parser (a CONNECT). */

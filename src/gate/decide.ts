@@ -56,7 +56,9 @@ export async function decide(dest: Destination, policy: GatePolicy, resolve: Res
   let exact: string | null = null;
   for (const address of addresses) {
     const byAddress = policy.deny.find((p) => matchesAddress(p, address, dest.port));
-    if (byAddress) return denied(`${where} resolves to ${address}, denied by "${byAddress.text}"`, byAddress.text, address);
+    if (byAddress) {
+      return denied(`${where} resolves to ${address}, denied by "${byAddress.text}"`, byAddress.text, address);
+    }
     const range = refusedRange(address);
     if (range === null) continue;
     const named = exactAddressRule(policy, address, dest.port);

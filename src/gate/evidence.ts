@@ -116,7 +116,9 @@ export interface EgressSummary {
 export function summarizeEgress(records: readonly EgressRecord[]): EgressSummary {
   const hosts = new Map<string, EgressHost>();
   const denials = new Map<string, EgressDenial>();
-  const summary: EgressSummary = { connections: 0, allowed: 0, denied: 0, bytesUp: 0, bytesDown: 0, hosts: [], denials: [] };
+  const summary: EgressSummary = {
+    connections: 0, allowed: 0, denied: 0, bytesUp: 0, bytesDown: 0, hosts: [], denials: [],
+  };
   for (const r of records) {
     summary.connections += 1;
     summary.bytesUp += r.bytesUp;

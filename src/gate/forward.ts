@@ -108,7 +108,9 @@ function send(
 ): void {
   const raw = ctx.connect(address, plan.dest.port);
   const socket: Duplex = plan.tls
-    ? tlsConnect({ socket: raw, host: plan.tls.host, servername: plan.dest.literal ? undefined : plan.tls.host, ca: ctx.ca })
+    ? tlsConnect({
+      socket: raw, host: plan.tls.host, servername: plan.dest.literal ? undefined : plan.tls.host, ca: ctx.ca,
+    })
     : raw;
   let failure: string | null = null;
   let recorded = false;
@@ -127,7 +129,9 @@ function send(
     upstream.destroy();
   });
   raw.on('error', (err: NodeJS.ErrnoException) => upstream.destroy(err));
-  upstream.on('error', (err: NodeJS.ErrnoException) => fail(502, `cannot reach the destination (${err.code ?? 'error'})`));
+  upstream.on('error', (err: NodeJS.ErrnoException) => {
+    fail(502, `cannot reach the destination (${err.code ?? 'error'})`);
+  });
   upstream.on('response', (answer) => {
     res.writeHead(answer.statusCode ?? 502, answer.statusMessage, keepHeaders(answer.rawHeaders, HOP_BY_HOP));
     res.flushHeaders();

@@ -6,11 +6,14 @@ import type { Socket } from 'node:net';
 import { chmodSync, rmSync } from 'node:fs';
 import { handleConnect } from './tunnel.ts';
 import { handleRequest } from './forward.ts';
-import { DEFAULT_LIMITS, refuse, refuseRaw, tcpConnect, type ConnectFn, type GateContext, type GateLimits } from './context.ts';
+import {
+  DEFAULT_LIMITS, refuse, refuseRaw, tcpConnect, type ConnectFn, type GateContext, type GateLimits,
+} from './context.ts';
 import { systemResolver, type Resolver } from './decide.ts';
 import type { GatePolicy } from './policy.ts';
 import type { ModelRoute } from './model-apis.ts';
 import type { EgressRecord } from './evidence.ts';
+import { createLogger, type Logger } from '../log.ts';
 
 export interface GateOptions {
   policy: GatePolicy;
@@ -26,6 +29,8 @@ export interface GateOptions {
   /** Trust for TLS model upstreams instead of the system roots: test servers only. */
   ca?: GateContext['ca'];
   limits?: Partial<GateLimits>;
+  /** Where the gate's own faults go (never a record's content, never a key). */
+  log?: Logger;
 }
 
 export interface Gate {
@@ -36,7 +41,7 @@ export interface Gate {
   close(): Promise<void>;
 }
 
-function createGateServer(ctx: GateContext, sockets: Set<Socket>): Server {
+function createGateServer(ctx: GateContext, sockets: Set<Socket>, log: Logger): Server {
   const server = createServer({ maxHeaderSize: ctx.limits.maxHeaderBytes, noDelay: true });
   server.headersTimeout = Math.min(ctx.limits.idleMs, 30_000);
   server.requestTimeout = 0; // a model request body may stream for a while; idle timeouts bound it instead
@@ -49,7 +54,7 @@ function createGateServer(ctx: GateContext, sockets: Set<Socket>): Server {
     socket.on('close', () => sockets.delete(socket));
   });
   const onError = (err: unknown, where: () => void): void => {
-    process.stderr.write(`svc gate: internal error ${err instanceof Error ? err.message : String(err)}\n`);
+    log.error('gate internal error', { error: err instanceof Error ? err.message : String(err) });
     where();
   };
   server.on('request', (req, res) => {
@@ -81,6 +86,7 @@ function listen(server: Server, where: string | number): Promise<void> {
 
 export async function startGate(options: GateOptions): Promise<Gate> {
   const records = options.onRecord ?? (() => {});
+  const log = options.log ?? createLogger('gate');
   const ctx: GateContext = {
     policy: options.policy,
     resolve: options.resolve ?? systemResolver,
@@ -102,13 +108,13 @@ export async function startGate(options: GateOptions): Promise<Gate> {
   try {
     if (options.socketPath !== undefined) {
       rmSync(options.socketPath, { force: true });
-      const server = createGateServer(ctx, sockets);
+      const server = createGateServer(ctx, sockets, log);
       servers.push(server);
       await listen(server, options.socketPath);
       chmodSync(options.socketPath, 0o600);
     }
     if (options.tcpPort !== undefined) {
-      const server = createGateServer(ctx, sockets);
+      const server = createGateServer(ctx, sockets, log);
       servers.push(server);
       await listen(server, options.tcpPort);
       const address = server.address();

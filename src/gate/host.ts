@@ -1,6 +1,7 @@
 // Destination parsing for the egress gate: a CONNECT authority or an absolute URL's host becomes one normal
 // spelling (lower case, IDNA punycode, no trailing dot, IPv4 in dotted quad) before any policy sees it, and every
-// oddity — userinfo, an empty host, a port out of range, a zone id, a wildcard — is refused. It never resolves names.
+// oddity — userinfo, an empty host, a port out of range, a zone id, a wildcard — is refused. It never resolves
+// names.
 import { isIP } from 'node:net';
 import { canonicalAddress } from './address.ts';
 

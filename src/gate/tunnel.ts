@@ -7,7 +7,9 @@ import { decide } from './decide.ts';
 import { refuseRaw, type GateContext } from './context.ts';
 import type { EgressRecord } from './evidence.ts';
 
-export async function handleConnect(ctx: GateContext, req: IncomingMessage, client: Duplex, head: Buffer): Promise<void> {
+export async function handleConnect(
+  ctx: GateContext, req: IncomingMessage, client: Duplex, head: Buffer,
+): Promise<void> {
   const started = Date.now();
   const base: EgressRecord = {
     time: new Date(started).toISOString(), kind: 'connect', host: (req.url ?? '').slice(0, 300), port: 0,

@@ -22,7 +22,8 @@ describe('egress evidence', () => {
     const at = { port: gate.port ?? 0 };
     try {
       assert.equal((await gateRequest(at, `http://local.test:${upstream.port}/a`)).status, 200);
-      assert.equal((await gateRequest(at, `http://local.test:${upstream.port}/b`, { method: 'PUT', body: 'x' })).status, 200);
+      const put = await gateRequest(at, `http://local.test:${upstream.port}/b`, { method: 'PUT', body: 'x' });
+      assert.equal(put.status, 200);
       assert.equal(('status' in (await gateConnect(at, 'metadata.test:443'))), true);
       assert.equal((await gateRequest(at, 'http://outside.example/')).status, 403);
     } finally {
@@ -45,7 +46,9 @@ describe('egress evidence', () => {
     assert.equal(summary.denied, 2);
     assert.deepEqual(summary.hosts[0] && [summary.hosts[0].host, summary.hosts[0].allowed], ['local.test', 2]);
     assert.ok((summary.hosts[0]?.bytesDown ?? 0) > 0);
-    assert.deepEqual(summary.denials.map((d) => [d.host, d.port, d.count]), [['metadata.test', 443, 1], ['outside.example', 80, 1]]);
+    assert.deepEqual(summary.denials.map((d) => [d.host, d.port, d.count]), [
+      ['metadata.test', 443, 1], ['outside.example', 80, 1],
+    ]);
     assert.match(summary.denials[0]?.reason ?? '', /169\.254\.169\.254/);
   });
 

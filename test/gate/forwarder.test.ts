@@ -8,7 +8,9 @@ import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { startGate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
-import { gateConnect, gateRequest, getOverSocket, recordingConnect, startUpstream, tableResolver, tempDir } from './helpers.ts';
+import {
+  gateConnect, gateRequest, getOverSocket, recordingConnect, startUpstream, tableResolver, tempDir,
+} from './helpers.ts';
 
 const FORWARDER = fileURLToPath(new URL('../../src/gate/forwarder.ts', import.meta.url));
 
@@ -22,7 +24,9 @@ describe('gate forwarder', () => {
       connect: recordingConnect().connect, socketPath: join(tmp.path, 'gate.sock'),
     });
     const began = performance.now();
-    const child = spawn(process.execPath, [FORWARDER, gate.socketPath ?? '', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [FORWARDER, gate.socketPath ?? '', '0'], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     try {
       const port = await new Promise<number>((done, fail) => {
         child.stdout.setEncoding('utf8');
@@ -48,7 +52,9 @@ describe('gate forwarder', () => {
   });
 
   it('exits 2 with a usage line when the port is not a number', async () => {
-    const child = spawn(process.execPath, [FORWARDER, '/nonexistent.sock', 'abc'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, [FORWARDER, '/nonexistent.sock', 'abc'], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let err = '';
     child.stderr.setEncoding('utf8');
     child.stderr.on('data', (d: string) => (err += d));

@@ -159,7 +159,8 @@ describe('egress gate', () => {
 
   it('refuses a request head over the size cap with 431', async () => {
     const before = upstream.seen.length;
-    const reply = await gateRequest(tcp, `http://local.test:${upstream.port}/`, { headers: { 'x-big': 'a'.repeat(20_000) } });
+    const big = { headers: { 'x-big': 'a'.repeat(20_000) } };
+    const reply = await gateRequest(tcp, `http://local.test:${upstream.port}/`, big);
     assert.equal(reply.status, 431);
     assert.equal(upstream.seen.length, before);
   });

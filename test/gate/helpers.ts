@@ -92,7 +92,8 @@ export function recordingConnect(): Recorder {
       calls.push({ address, port });
       if (isLoopback(address)) return tcpConnect(address, port);
       const socket = new Socket();
-      process.nextTick(() => socket.destroy(Object.assign(new Error('test guard: not loopback'), { code: 'ETESTGUARD' })));
+      const refused = Object.assign(new Error('test guard: not loopback'), { code: 'ETESTGUARD' });
+      process.nextTick(() => socket.destroy(refused));
       return socket;
     },
   };
@@ -132,7 +133,8 @@ export function gateRequest(
   gate: GateAddress, target: string, opts: { method?: string; headers?: Record<string, string>; body?: string } = {},
 ): Promise<Reply> {
   return new Promise((resolve, reject) => {
-    const req = request({ ...via(gate), method: opts.method ?? 'GET', path: target, headers: opts.headers, agent: false });
+    const method = opts.method ?? 'GET';
+    const req = request({ ...via(gate), method, path: target, headers: opts.headers, agent: false });
     req.on('response', (res) => {
       let body = '';
       res.setEncoding('utf8');

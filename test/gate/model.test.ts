@@ -66,7 +66,9 @@ describe('egress gate model API mode', () => {
   it('forwards over TLS with the real key in place of the placeholder and any other credential', async () => {
     const reply = await gateRequest(unix(), '/_model/anthropic/v1/messages?beta=true', {
       method: 'POST', body: '{"model":"x"}',
-      headers: { 'x-api-key': MODEL_APIS.anthropic?.placeholder ?? '', authorization: 'Bearer leaked', 'anthropic-version': '1' },
+      headers: {
+        'x-api-key': MODEL_APIS.anthropic?.placeholder ?? '', authorization: 'Bearer leaked', 'anthropic-version': '1',
+      },
     });
     assert.equal(reply.status, 200);
     assert.equal(reply.body, 'upstream POST /v1/messages?beta=true');
@@ -85,7 +87,8 @@ describe('egress gate model API mode', () => {
   });
 
   it('forwards to a loopback plain-HTTP server named exactly, under the base path, with a Bearer key', async () => {
-    const reply = await gateRequest(unix(), '/_model/openai/chat/completions', { headers: { authorization: 'Bearer sk-svc-gate-placeholder' } });
+    const headers = { authorization: 'Bearer sk-svc-gate-placeholder' };
+    const reply = await gateRequest(unix(), '/_model/openai/chat/completions', { headers });
     assert.equal(reply.status, 200);
     const seen = plainModel.seen.at(-1);
     assert.equal(seen?.url, '/v1/chat/completions');
@@ -93,13 +96,15 @@ describe('egress gate model API mode', () => {
   });
 
   it('sends the gemini key as x-goog-api-key to an IP-literal TLS server', async () => {
-    const reply = await gateRequest(unix(), '/_model/gemini/v1beta/models', { headers: { 'x-goog-api-key': 'placeholder' } });
+    const headers = { 'x-goog-api-key': 'placeholder' };
+    const reply = await gateRequest(unix(), '/_model/gemini/v1beta/models', { headers });
     assert.equal(reply.status, 200);
     assert.equal(tlsModel.seen.at(-1)?.headers['x-goog-api-key'], REAL.gemini);
   });
 
   it('sends the key to the named host only: other destinations get what the client sent', async () => {
-    const viaHttp = await gateRequest(unix(), `http://other.test:${other.port}/`, { headers: { 'x-api-key': 'sk-ant-svc-gate-placeholder' } });
+    const headers = { 'x-api-key': 'sk-ant-svc-gate-placeholder' };
+    const viaHttp = await gateRequest(unix(), `http://other.test:${other.port}/`, { headers });
     assert.equal(viaHttp.status, 200);
     const opened = await gateConnect(unix(), `other.test:${other.port}`);
     assert.ok('socket' in opened);
@@ -124,7 +129,8 @@ describe('egress gate model API mode', () => {
 
   it('sends no key when the upstream certificate is not trusted (502)', async () => {
     const before = tlsModel.seen.length;
-    const reply = await gateRequest({ port: untrusted.port ?? 0 }, '/_model/anthropic/v1/messages', { method: 'POST', body: '{}' });
+    const post = { method: 'POST', body: '{}' };
+    const reply = await gateRequest({ port: untrusted.port ?? 0 }, '/_model/anthropic/v1/messages', post);
     assert.equal(reply.status, 502);
     assert.equal(tlsModel.seen.length, before);
   });
@@ -146,13 +152,15 @@ describe('egress gate model streaming', () => {
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const port = (server.address() as AddressInfo).port;
     const gate = await startGate({
-      policy: parseGatePolicy({ allow: [`127.0.0.1:${port}`] }), tcpPort: 0, ca: cert.cert, connect: recordingConnect().connect,
+      policy: parseGatePolicy({ allow: [`127.0.0.1:${port}`] }), tcpPort: 0, ca: cert.cert,
+      connect: recordingConnect().connect,
       models: [modelRoute('anthropic', `https://127.0.0.1:${port}`, 'x-api-key', 'k')],
     });
     try {
       const chunks: string[] = await new Promise((resolve, reject) => {
         const seen: string[] = [];
-        const req = request({ host: '127.0.0.1', port: gate.port ?? 0, path: '/_model/anthropic/v1/messages', method: 'POST' });
+        const path = '/_model/anthropic/v1/messages';
+        const req = request({ host: '127.0.0.1', port: gate.port ?? 0, path, method: 'POST' });
         req.on('response', (res) => {
           res.setEncoding('utf8');
           res.on('data', (d: string) => {

@@ -7,9 +7,12 @@ import { BadHostError, parseAuthority } from '../../src/gate/host.ts';
 
 describe('parseHostPattern', () => {
   it('reads names, wildcards, ports and addresses in their normal spelling', () => {
-    assert.deepEqual(parseHostPattern('API.Anthropic.COM.'), { text: 'API.Anthropic.COM.', kind: 'exact', host: 'api.anthropic.com', port: null });
-    assert.deepEqual(parseHostPattern('*.googleapis.com:443'), { text: '*.googleapis.com:443', kind: 'subdomains', host: 'googleapis.com', port: 443 });
-    assert.deepEqual(parseHostPattern('127.0.0.2:8080'), { text: '127.0.0.2:8080', kind: 'address', host: '127.0.0.2', port: 8080 });
+    assert.deepEqual(parseHostPattern('API.Anthropic.COM.'),
+      { text: 'API.Anthropic.COM.', kind: 'exact', host: 'api.anthropic.com', port: null });
+    assert.deepEqual(parseHostPattern('*.googleapis.com:443'),
+      { text: '*.googleapis.com:443', kind: 'subdomains', host: 'googleapis.com', port: 443 });
+    assert.deepEqual(parseHostPattern('127.0.0.2:8080'),
+      { text: '127.0.0.2:8080', kind: 'address', host: '127.0.0.2', port: 8080 });
     assert.deepEqual(parseHostPattern('[::1]:8080'), { text: '[::1]:8080', kind: 'address', host: '::1', port: 8080 });
     assert.deepEqual(parseHostPattern('::1'), { text: '::1', kind: 'address', host: '::1', port: null });
     assert.deepEqual(parseHostPattern('*'), { text: '*', kind: 'any', host: '', port: null });
@@ -21,7 +24,8 @@ describe('parseHostPattern', () => {
     '[example.com]:80', '[::1', 'example..com', '.example.com', 'fe80::1%eth0'];
   for (const pattern of BAD) {
     it(`refuses ${JSON.stringify(pattern)} with a GatePolicyError naming it`, () => {
-      assert.throws(() => parseHostPattern(pattern), (err: unknown) => err instanceof GatePolicyError && err.pattern === pattern);
+      assert.throws(() => parseHostPattern(pattern),
+        (err: unknown) => err instanceof GatePolicyError && err.pattern === pattern);
     });
   }
 });
@@ -63,17 +67,20 @@ describe('matchesHost', () => {
 
 describe('parseAuthority', () => {
   it('normalises case, trailing dot, IDNA and every IPv4 spelling', () => {
-    assert.deepEqual(parseAuthority('API.OpenAI.com.:443', null), { host: 'api.openai.com', port: 443, literal: false });
-    assert.deepEqual(parseAuthority('bücher.example:443', null), { host: 'xn--bcher-kva.example', port: 443, literal: false });
+    const name = (host: string, port: number) => ({ host, port, literal: false });
+    const ip = (host: string, port: number) => ({ host, port, literal: true });
+    assert.deepEqual(parseAuthority('API.OpenAI.com.:443', null), name('api.openai.com', 443));
+    assert.deepEqual(parseAuthority('bücher.example:443', null), name('xn--bcher-kva.example', 443));
     assert.deepEqual(parseAuthority('0x7f.1:80', null), { host: '127.0.0.1', port: 80, literal: true });
     assert.deepEqual(parseAuthority('2130706433:80', null), { host: '127.0.0.1', port: 80, literal: true });
-    assert.deepEqual(parseAuthority('0251.0376.0251.0376:80', null), { host: '169.254.169.254', port: 80, literal: true });
-    assert.deepEqual(parseAuthority('[::FFFF:A9FE:A9FE]:80', null), { host: '169.254.169.254', port: 80, literal: true });
+    assert.deepEqual(parseAuthority('0251.0376.0251.0376:80', null), ip('169.254.169.254', 80));
+    assert.deepEqual(parseAuthority('[::FFFF:A9FE:A9FE]:80', null), ip('169.254.169.254', 80));
     assert.deepEqual(parseAuthority('example.com', 80), { host: 'example.com', port: 80, literal: false });
   });
 
   const ODD = ['user@example.com:443', ':443', 'example.com:', 'example.com:0', 'example.com:99999', 'example.com',
-    '::1:443', '[fe80::1%25eth0]:443', 'a/b:443', 'exa mple.com:443', '*.example.com:443', '.:443', `${'a'.repeat(301)}:1`];
+    '::1:443', '[fe80::1%25eth0]:443', 'a/b:443', 'exa mple.com:443', '*.example.com:443', '.:443',
+    `${'a'.repeat(301)}:1`];
   for (const raw of ODD) {
     it(`refuses the authority ${JSON.stringify(raw.slice(0, 40))}`, () => {
       assert.throws(() => parseAuthority(raw, null), BadHostError);
