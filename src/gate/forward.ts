@@ -68,6 +68,11 @@ export async function handleRequest(ctx: GateContext, req: IncomingMessage, res:
   base.port = plan.dest.port;
   const decision = await decide(plan.dest, ctx.policy, ctx.resolve);
   if (!decision.allowed) return deny(403, decision.reason, { rule: decision.rule, address: decision.address });
+  if (!res.socket || res.socket.destroyed) {
+    ctx.record({ ...base, decision: 'allowed', rule: decision.rule, address: decision.address,
+      reason: 'client went away before the connection opened', ms: Date.now() - started });
+    return;
+  }
   send(ctx, req, res, plan, decision.address, (extra) =>
     ctx.record({ ...base, decision: 'allowed', rule: decision.rule, address: decision.address, ...extra,
       ms: Date.now() - started }),

@@ -33,7 +33,11 @@ export async function handleConnect(
   base.port = dest.port;
   const decision = await decide(dest, ctx.policy, ctx.resolve);
   if (!decision.allowed) return deny(403, decision.reason, { rule: decision.rule, address: decision.address });
-  if (client.destroyed) return;
+  if (client.destroyed) {
+    ctx.record({ ...base, decision: 'allowed', rule: decision.rule, address: decision.address,
+      reason: 'client went away before the connection opened', ms: Date.now() - started });
+    return;
+  }
 
   const upstream = ctx.connect(decision.address, dest.port);
   const allowed: Partial<EgressRecord> = { decision: 'allowed', rule: decision.rule, address: decision.address };
