@@ -4,6 +4,7 @@ import type { CliIo } from './io.ts';
 import { CliError } from './usage-error.ts';
 import { discoverControlUrl } from '../client/discover.ts';
 import { createControlClient, ControlApiError } from '../client/client.ts';
+import { safeJson } from '../safe-json.ts';
 
 function reason(err: unknown, url: string, hasToken: boolean): string {
   if (err instanceof ControlApiError) {
@@ -31,12 +32,12 @@ export async function controlStatus(io: CliIo, json: boolean): Promise<number> {
   } catch (err) {
     const message = reason(err, url, token !== undefined);
     if (json) {
-      io.stdout(`${JSON.stringify({ reachable: false, url, via, error: message })}\n`);
+      io.stdout(`${safeJson({ reachable: false, url, via, error: message })}\n`);
       return 1;
     }
     throw new CliError(message, 1);
   }
-  if (json) io.stdout(`${JSON.stringify({ reachable: true, url, via, runs })}\n`);
+  if (json) io.stdout(`${safeJson({ reachable: true, url, via, runs })}\n`);
   else io.stdout(`reachable ${url} — ${runs} run${runs === 1 ? '' : 's'}\n`);
   return 0;
 }

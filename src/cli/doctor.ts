@@ -2,6 +2,7 @@
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
 import { probeSandbox, BWRAP_HINT } from '../spawn/index.ts';
+import { safeJson } from '../safe-json.ts';
 
 const HELP = `Usage: svc doctor [--json]
 
@@ -18,7 +19,7 @@ export default async function doctor(io: CliIo): Promise<number> {
   const { values } = parseFlags(io.argv, { json: { type: 'boolean' } }, false);
   const probe = probeSandbox(io.env);
   if (values.json) {
-    io.stdout(`${JSON.stringify({ sandbox: probe })}\n`);
+    io.stdout(`${safeJson({ sandbox: probe })}\n`);
   } else {
     io.stdout(`bwrap:           ${probe.bwrap ?? 'not found'}\n`);
     io.stdout(`user namespaces: ${probe.userNamespaces ?? 'unknown'}\n`);

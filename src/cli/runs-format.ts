@@ -1,5 +1,6 @@
 // Renders runs for people: a fixed-column table for lists, key/value lines for one run. No I/O here.
 import type { Run } from '../client/types.ts';
+import { oneLine } from './terminal-text.ts';
 
 const COLUMNS: Array<{ title: string; width: number; value: (r: Run) => string }> = [
   { title: 'RUN', width: 34, value: (r) => `${r.source}/${r.run}` },
@@ -9,11 +10,6 @@ const COLUMNS: Array<{ title: string; width: number; value: (r: Run) => string }
   { title: 'STARTED', width: 16, value: (r) => shortTime(r.started_at) },
   { title: 'BRIEF', width: 0, value: (r) => oneLine(r.brief ?? '') },
 ];
-
-/** Terminal control characters in data must never reach the user's terminal verbatim. */
-export function oneLine(text: string): string {
-  return text.replace(/[\u0000-\u001f\u007f-\u009f]+/g, ' ').trim();
-}
 
 function shortTime(iso: string | null): string {
   if (!iso) return '-';
