@@ -40,7 +40,8 @@ Steering an existing run (local, no Control Plane needed):
 export const CLI_PATH = fileURLToPath(new URL(`../cli${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
 
 function summary(state: RunState): string {
-  return safeJson({ source: state.source, run: state.run, status: state.status, verdict: state.verdict, pr_url: state.pr_url, error: state.error }) + '\n';
+  const { source, run, status, verdict, pr_url, error } = state;
+  return safeJson({ source, run, status, verdict, pr_url, error }) + '\n';
 }
 
 function runArg(value: string | undefined, flag: string): string {

@@ -49,7 +49,8 @@ function assertNoRawControls(bytes: Buffer, what: string): string {
 before(async () => {
   home = mkdtempSync(join(tmpdir(), 'svc-'));
   control = await startTestControl();
-  runId = seedRuns(control.deps, 1, { status: 'blocked', verdict: null, brief: HOSTILE, question: QUESTION, error: ERROR })[0]!;
+  const fields = { status: 'blocked' as const, verdict: null, brief: HOSTILE, question: QUESTION, error: ERROR };
+  runId = seedRuns(control.deps, 1, fields)[0]!;
 });
 after(async () => {
   await control.close();
@@ -69,7 +70,8 @@ describe('CLI output holds no raw terminal control codes', () => {
   it('svc runs list replaces them in the table', async () => {
     const r = await svc(['runs', 'list']);
     assert.equal(r.code, 0, r.stderr.toString());
-    assert.match(assertNoRawControls(r.stdout, 'stdout'), /  Fix  \[31mred \[0m  2J bell   \]0;pwned \\ back over del  nel\n$/);
+    const row = /  Fix  \[31mred \[0m  2J bell   \]0;pwned \\ back over del  nel\n$/;
+    assert.match(assertNoRawControls(r.stdout, 'stdout'), row);
   });
 
   it('svc runs show --json escapes them, and the JSON still parses to the original text', async () => {
