@@ -62,9 +62,9 @@ describe('CLI output holds no raw terminal control codes', () => {
     const r = await svc(['runs', 'show', `local/${runId}`]);
     assert.equal(r.code, 0, r.stderr.toString());
     const text = assertNoRawControls(r.stdout, 'stdout');
-    assert.ok(text.includes('\nbrief     Fix  [31mred [0m  2J bell   ]0;pwned \\ back over del  nel\n'), text);
-    assert.ok(text.includes('\nquestion  Which  31mdatabase ?\n'), text);
-    assert.ok(text.includes('\nerror     boom  [2K K\n'), text);
+    assert.ok(text.includes('\nbrief      Fix  [31mred [0m  2J bell   ]0;pwned \\ back over del  nel\n'), text);
+    assert.ok(text.includes('\nquestion   Which  31mdatabase ?\n'), text);
+    assert.ok(text.includes('\nerror      boom  [2K K\n'), text);
   });
 
   it('svc runs list replaces them in the table', async () => {
