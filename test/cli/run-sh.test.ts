@@ -117,7 +117,8 @@ describe('run.sh errors', () => {
     api.answer = (_req, res) => sendJson(res, 400, { error: { code: 'invalid_request', message } });
     const r = await runSh(['show', 'local/r1']);
     assert.equal(r.code, 1);
-    assert.equal(r.stderr, 'run.sh: Body field "repo" must be absolute: a\\b/c next \\u001b[31mred \uFFFD2J (400 invalid_request)\n');
+    const shown = 'Body field "repo" must be absolute: a\\b/c next \\u001b[31mred \uFFFD2J';
+    assert.equal(r.stderr, `run.sh: ${shown} (400 invalid_request)\n`);
   });
 
   it('exits 1 naming the URL when the server is unreachable', async () => {
