@@ -1,7 +1,10 @@
 // `svc doctor`: says whether agent runs can be sandboxed on this host, and why not. Exit 0 when they can.
+import { dirname } from 'node:path';
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
-import { probeSandbox, BWRAP_HINT } from '../spawn/index.ts';
+import { probeSandbox, BWRAP_HINT, type SandboxProbe } from '../spawn/index.ts';
+import { which } from '../engine/which.ts';
+import { safeJson } from '../safe-json.ts';
 
 const HELP = `Usage: svc doctor [--json]
 
@@ -10,6 +13,22 @@ on PATH, unprivileged user namespaces, and a trial sandbox (own PID namespace,
 read-only root). Exits 0 when sandboxing works, 1 when it does not.
 `;
 
+/** Where a package manager puts bwrap: looked at only to tell "not installed" from "installed, but not on PATH". */
+const SYSTEM_BIN_DIRS = ['/usr/bin', '/bin', '/usr/local/bin', '/usr/sbin', '/sbin'];
+
+/**
+ * The next step. svc looks for bwrap on PATH only, so a PATH without the system folders (e.g. one holding only
+ * folders under /tmp, as a pinned Node's launcher may set) hides an installed bwrap: say where it is, not "install".
+ */
+export function fixFor(probe: SandboxProbe, path: string | undefined, offPath: string | null): string | null {
+  if (probe.ok) return null;
+  if (probe.bwrap === null && offPath !== null) {
+    return `bwrap is installed at ${offPath} but ${dirname(offPath)} is not on PATH (PATH=${path ?? ''}): ` +
+      `add it, e.g. PATH="$PATH:${dirname(offPath)}"`;
+  }
+  return BWRAP_HINT;
+}
+
 export default async function doctor(io: CliIo): Promise<number> {
   if (wantsHelp(io.argv)) {
     io.stdout(HELP);
@@ -17,12 +36,16 @@ export default async function doctor(io: CliIo): Promise<number> {
   }
   const { values } = parseFlags(io.argv, { json: { type: 'boolean' } }, false);
   const probe = probeSandbox(io.env);
+  const offPath = probe.bwrap === null ? which('bwrap', SYSTEM_BIN_DIRS.join(':')) : null;
+  const fix = fixFor(probe, io.env.PATH, offPath);
   if (values.json) {
-    io.stdout(`${JSON.stringify({ sandbox: probe })}\n`);
+    io.stdout(`${safeJson({ sandbox: probe, fix })}\n`);
   } else {
-    io.stdout(`bwrap:           ${probe.bwrap ?? 'not found'}\n`);
+    const found = probe.bwrap ?? (offPath ? `not on PATH (installed at ${offPath})` : 'not found');
+    io.stdout(`bwrap:           ${found}\n`);
     io.stdout(`user namespaces: ${probe.userNamespaces ?? 'unknown'}\n`);
-    io.stdout(probe.ok ? 'sandbox:         works\n' : `sandbox:         does not work: ${probe.reason}\nfix:             ${BWRAP_HINT}\n`);
+    if (fix === null) io.stdout('sandbox:         works\n');
+    else io.stdout(`sandbox:         does not work: ${probe.reason}\nfix:             ${fix}\n`);
   }
   return probe.ok ? 0 : 1;
 }

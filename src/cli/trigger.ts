@@ -1,7 +1,7 @@
 // `svc trigger serve`: the webhook trigger server (DESIGN §5). Flags win over SVC_TRIGGER_* variables.
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
-import { UsageError } from './usage-error.ts';
+import { UsageError, CliError } from './usage-error.ts';
 
 const HELP = `Usage: svc trigger serve [options]
 
@@ -43,5 +43,11 @@ export default async function trigger(io: CliIo): Promise<number> {
     throw new UsageError(err instanceof Error ? err.message : String(err));
   }
   const { serveTriggerForever } = await import('../trigger/main.ts');
-  return serveTriggerForever(settings, io.env, io.stdout);
+  try {
+    return await serveTriggerForever(settings, io.env, io.stdout);
+  } catch (err) {
+    const { busyPortMessage, isAddressInUse } = await import('./busy-port.ts');
+    if (!isAddressInUse(err)) throw err;
+    throw new CliError(await busyPortMessage('trigger', settings.host, settings.port, io.env));
+  }
 }
