@@ -3,7 +3,7 @@ import { dirname } from 'node:path';
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
 import { probeSandbox, BWRAP_HINT, type SandboxProbe } from '../spawn/index.ts';
-import { which } from '../engine/which.ts';
+import { which } from '../spawn/which.ts';
 import { safeJson } from '../safe-json.ts';
 
 const HELP = `Usage: svc doctor [--json]
