@@ -10,9 +10,8 @@ import { takeAnswer, takeStopRequest } from './answers.ts';
 import { oneLine } from './text.ts';
 import { budgetQuestion, budgetReached, budgetStopMessage, extendsBudget } from './budget.ts';
 import { writeNoFollow, readAgentFile } from './safe-fs.ts';
-import { agentSandbox, protocolFiles, watchedLimits } from './sandbox.ts';
+import { agentSandbox, gateEnv, protocolFiles, watchedLimits, type RunSandbox } from './sandbox.ts';
 import type { RunLimits } from './policy-limits.ts';
-import type { SandboxMode } from '../spawn/sandbox-mode.ts';
 import { untestedProviderWarning } from './provider-version-check.ts';
 
 const LOG_LINE_CAP = 4000;
@@ -72,7 +71,7 @@ function limitMessage(name: string, ended: NonNullable<GroupResult['endedBy']>):
   return `Provider ${name} was ended by svc: ${ended.message} (policy limits.${LIMIT_KEYS[ended.limit]})`;
 }
 
-type ProviderOptions = { maxUsd: number | null; notes: string[]; sandbox: SandboxMode; limits: RunLimits };
+type ProviderOptions = { maxUsd: number | null; notes: string[]; sandbox: RunSandbox; limits: RunLimits };
 
 /** Runs the provider; meanwhile checks its version (without delaying its start) and logs a warning if untested. */
 export async function runProvider(
@@ -129,6 +128,7 @@ async function runProviderAttempts(
     let budgetAsked = false;
     let overBudget: string | null = null;
     const extra = {
+      ...gateEnv(opts.sandbox),
       // Some CLIs (opencode) take their project folder from $PWD, not the working directory: it must name the worktree.
       PWD: ctx.state.workdir,
       SVC_TASK_FILE: taskFile,

@@ -16,6 +16,13 @@ import { runSync } from '../spawn/start.ts';
 import type { SandboxLimits } from '../spawn/limits.ts';
 import type { WatchedLimits } from '../spawn/limit-watch.ts';
 import { resolveSandbox, unsandboxedWarning, type SandboxMode } from '../spawn/sandbox-mode.ts';
+import type { RunGate } from './egress.ts';
+
+/** How this run's agents are confined: the mode, and (sandboxed) the egress gate that is their only route out. */
+export interface RunSandbox {
+  mode: SandboxMode;
+  gate: RunGate | null;
+}
 
 /** The run's protocol files: the task the agent reads, and the folders its question and its answer live in. */
 export interface ProtocolFiles {
@@ -36,6 +43,11 @@ export function protocolFiles(ctx: RunContext): ProtocolFiles {
     taskFile: join(ioDir, 'prompt.md'), answerFile: join(answerDir, 'answer.txt'),
     questionFile: join(askDir, 'question.txt'), ioDir, askDir, answerDir,
   };
+}
+
+/** What a sandboxed child adds to its environment: the gate's proxies, model base URLs and placeholder keys. */
+export function gateEnv(sandbox: RunSandbox): Record<string, string> {
+  return sandbox.mode.kind === 'none' ? {} : sandbox.gate?.env ?? {};
 }
 
 /** This run's sandbox mode; throws SandboxUnavailableError when it needs bwrap and bwrap cannot run. */
@@ -68,9 +80,10 @@ export function watchedLimits(limits: RunLimits, diskDir: string | null): Watche
 
 /** The sandbox for `program` (a provider of family `provider`, or a check when `provider` is null). */
 export function agentSandbox(
-  ctx: RunContext, mode: SandboxMode, program: string, provider: { name: string; kind: string } | null,
+  ctx: RunContext, sandbox: RunSandbox, program: string, provider: { name: string; kind: string } | null,
   limits: RunLimits,
 ): { bwrap: string; plan: SandboxPlan } | null {
+  const { mode } = sandbox;
   if (mode.kind === 'none') return null;
   const files = protocolFiles(ctx);
   const configured = provider?.kind === 'command' ? loadEngineConfig(ctx.state.repo_path).providers[provider.name] : undefined;
@@ -88,6 +101,7 @@ export function agentSandbox(
     program,
     env: ctx.env,
     limits: sandboxLimits(limits),
+    gate: sandbox.gate?.sandbox ?? null,
   });
   return { bwrap: mode.bwrap, plan };
 }
@@ -96,7 +110,7 @@ export function agentSandbox(
  * Where svc's git runs once an agent has worked in the worktree: in a sandbox of its own (no secrets, no network,
  * nothing of HOME), or on the host when the run has no sandbox (then only the hardened git config protects it).
  */
-export function postAgentGit(ctx: RunContext, mode: SandboxMode): GitRun {
+export function postAgentGit(ctx: RunContext, { mode }: RunSandbox): GitRun {
   if (mode.kind === 'none') return hostGit;
   const home = ctx.env.HOME || homedir();
   const svcHome = svcHomeOf(ctx.env);

@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync } from '
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { isSecretName } from './env.ts';
 import { providerFolders } from './provider-folders.ts';
-import { within, type SandboxPlan } from './bwrap-argv.ts';
+import { within, type SandboxGate, type SandboxPlan } from './bwrap-argv.ts';
 import { isSystemPath } from './system-view.ts';
 import { DEFAULT_LIMITS, type SandboxLimits } from './limits.ts';
 
@@ -34,6 +34,8 @@ export interface AgentPlanInput {
   /** svc's own environment: names the credential files and folders to mask, and PATH to keep visible. */
   env: NodeJS.ProcessEnv;
   limits?: SandboxLimits;
+  /** The run's egress gate (its only route out); null: no network at all. */
+  gate: SandboxGate | null;
 }
 
 /** Credentials a user's HOME commonly holds: masked wherever a bound folder would show them. */
@@ -167,7 +169,7 @@ export function agentSandboxPlan(input: AgentPlanInput): SandboxPlan {
     home: input.home,
     cwd: input.workdir,
     limits: input.limits ?? DEFAULT_LIMITS,
-    network: 'host',
+    network: input.gate ?? 'none',
   };
 }
 

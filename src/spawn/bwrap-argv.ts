@@ -14,6 +14,7 @@
 import { existsSync, statSync } from 'node:fs';
 import { systemView, isSystemPath } from './system-view.ts';
 import { limitArgv, type SandboxLimits } from './limits.ts';
+import { gateMounts, throughGate } from './sandbox-network.ts';
 
 export interface SandboxPlan {
   /** Read-only paths beyond the system folders: the program's install, folders on PATH, the git metadata. */
@@ -33,8 +34,18 @@ export interface SandboxPlan {
   cwd: string;
   /** Kernel limits inside the sandbox (processes, memory, file size, tmpfs sizes). */
   limits: SandboxLimits;
-  /** 'none': an empty network namespace (only its own loopback); 'host': the host's network (providers today). */
-  network: 'none' | 'host';
+  /**
+   * 'none': an empty network namespace, only its own loopback. A gate: the same, plus the egress gate's Unix socket
+   * bound in and svc's forwarder started before the command (sandbox-network.ts), the only route out.
+   */
+  network: 'none' | SandboxGate;
+}
+
+/** The egress gate as a sandbox sees it: the host path of its socket, and the node and forwarder that bridge it. */
+export interface SandboxGate {
+  socket: string;
+  node: string;
+  forwarder: string;
 }
 
 function isDir(path: string): boolean {
@@ -64,7 +75,8 @@ const ISOLATION = [
 
 /** The argv that runs `command` inside bwrap; `bwrap` is the resolved path of the binary. */
 export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): string[] {
-  const argv = [bwrap, ...ISOLATION, ...(plan.network === 'none' ? ['--unshare-net'] : []), ...systemView()];
+  // Every sandbox has its own network namespace: no host port, no LAN, no metadata service, no DNS.
+  const argv = [bwrap, ...ISOLATION, '--unshare-net', ...systemView()];
   argv.push('--dev', '/dev', '--proc', '/proc', '--size', String(plan.limits.tmpBytes), '--tmpfs', '/tmp');
   if (plan.home && plan.home !== '/' && !isSystemPath(plan.home)) {
     argv.push('--size', String(plan.limits.tmpBytes), '--tmpfs', plan.home);
@@ -95,7 +107,9 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): 
   // Last, the masks and the root become read-only (bwrap made the mount points in them first): nothing can be
   // planted where svc's home would be, and nothing written outside the folders meant for it.
   for (const dir of hiddenDirs) argv.push('--remount-ro', dir);
+  const gate = plan.network === 'none' ? null : plan.network;
+  if (gate) argv.push(...gateMounts(gate));
   argv.push('--remount-ro', '/');
-  argv.push('--chdir', plan.cwd, '--', ...limitArgv(plan.limits), ...command);
+  argv.push('--chdir', plan.cwd, '--', ...limitArgv(plan.limits), ...(gate ? throughGate(gate, command) : command));
   return argv;
 }
