@@ -17,6 +17,8 @@ export interface JobRow {
   run_id: string | null;
   exit_code: number | null;
   summary: string | null;
+  /** The summary's parts as JSON (summary.ts), rendered per vendor when it is sent; null before migration 5. */
+  summary_parts: string | null;
   error: string | null;
 }
 
@@ -33,6 +35,7 @@ export interface JobEnd {
   finished_at: number;
   exit_code: number | null;
   summary: string | null;
+  summary_parts: string | null;
   error: string | null;
 }
 
@@ -40,6 +43,10 @@ export interface TriggerJobsStore {
   insert(job: NewJob): void;
   get(id: string): JobRow | undefined;
   countByStatus(status: JobStatus): number;
+  /** Queued jobs per origin (only origins with some), from the trigger-kept queued_by_origin table: O(origins). */
+  queuedByOrigin(): Map<string, number>;
+  /** The oldest queued job of one origin (partial index: no scan past other origins' jobs). */
+  oldestQueued(origin: string): JobRow | undefined;
   /** Oldest queued jobs first (FIFO). */
   listQueued(limit: number): JobRow[];
   listRunning(): JobRow[];
@@ -60,12 +67,15 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
   const insert = db.prepare('INSERT INTO jobs (id, origin, status, brief, args, created_at) VALUES (?, ?, \'queued\', ?, ?, ?)');
   const get = db.prepare('SELECT * FROM jobs WHERE id = ?');
   const count = db.prepare('SELECT n FROM job_counts WHERE status = ?');
+  const byOrigin = db.prepare('SELECT origin, n FROM queued_by_origin WHERE n > 0');
+  const oldestOf = db.prepare("SELECT * FROM jobs WHERE status = 'queued' AND origin = ? ORDER BY created_at, id LIMIT 1");
   const queued = db.prepare(`SELECT * FROM jobs WHERE status = 'queued' ORDER BY created_at, id ${LIMIT_PARAM}`);
   const running = db.prepare("SELECT * FROM jobs WHERE status = 'running' ORDER BY created_at, id");
   const claim = db.prepare("UPDATE jobs SET status = 'running', started_at = ? WHERE id = ? AND status = 'queued'");
   const setRun = db.prepare('UPDATE jobs SET run_source = ?, run_id = ?, exit_code = ? WHERE id = ?');
   const finish = db.prepare(
-    "UPDATE jobs SET status = ?, finished_at = ?, exit_code = coalesce(?, exit_code), summary = ?, error = ? WHERE id = ? AND status IN ('queued', 'running')",
+    "UPDATE jobs SET status = ?, finished_at = ?, exit_code = coalesce(?, exit_code), summary = ?, summary_parts = ?, error = ? " +
+      "WHERE id = ? AND status IN ('queued', 'running')",
   );
   return {
     insert(job) {
@@ -76,6 +86,14 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
     },
     countByStatus(status) {
       return (count.get(status) as { n: number } | undefined)?.n ?? 0;
+    },
+    queuedByOrigin() {
+      const counts = new Map<string, number>();
+      for (const row of byOrigin.all() as { origin: string; n: number }[]) counts.set(row.origin, row.n);
+      return counts;
+    },
+    oldestQueued(origin) {
+      return toJob(oldestOf.get(origin) as Row | undefined);
     },
     listQueued(limit) {
       return (queued.all(limit) as Row[]).map((r) => toJob(r)!);
@@ -90,7 +108,7 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
       setRun.run(source, run, exitCode, id);
     },
     finish(id, end) {
-      return finish.run(end.status, end.finished_at, end.exit_code, end.summary, end.error, id).changes === 1;
+      return finish.run(end.status, end.finished_at, end.exit_code, end.summary, end.summary_parts, end.error, id).changes === 1;
     },
   };
 }

@@ -3,7 +3,7 @@
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow } from '../db/trigger-jobs-store.ts';
 import type { JobExecutor, RunOutcome, RunRef } from './executor.ts';
-import { buildSummary } from './summary.ts';
+import { buildSummaryParts, plainSummary } from './summary.ts';
 import type { Logger } from '../log.ts';
 
 export interface Runner {
@@ -53,8 +53,9 @@ export function createRunner(opts: RunnerOptions): Runner {
     const now = opts.clock();
     const startedMs = outcome?.started_at ? Date.parse(outcome.started_at) : (job.started_at ?? now);
     const endedMs = outcome?.ended_at ? Date.parse(outcome.ended_at) : now;
-    const summary = buildSummary({ jobId: job.id, status, run, outcome, durationMs: endedMs - startedMs, error, controlUrl: opts.controlUrl });
-    stores.jobs.finish(job.id, { status, finished_at: now, exit_code: exitCode, summary, error });
+    const parts = buildSummaryParts({ jobId: job.id, status, run, outcome, durationMs: endedMs - startedMs, error, controlUrl: opts.controlUrl });
+    const summary = plainSummary(parts);
+    stores.jobs.finish(job.id, { status, finished_at: now, exit_code: exitCode, summary, summary_parts: JSON.stringify(parts), error });
     log.info('job finished', { job_id: job.id, status, run: run ? `${run.source}/${run.run}` : null });
   }
 
