@@ -1,6 +1,5 @@
 // The trigger server's jobs table: typed rows in, typed rows out; statements prepared once.
 import type { Db } from './open.ts';
-import { LIMIT_PARAM } from './limit-param.ts';
 
 export type JobStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'interrupted';
 
@@ -47,8 +46,6 @@ export interface TriggerJobsStore {
   queuedByOrigin(): Map<string, number>;
   /** The oldest queued job of one origin (partial index: no scan past other origins' jobs). */
   oldestQueued(origin: string): JobRow | undefined;
-  /** Oldest queued jobs first (FIFO). */
-  listQueued(limit: number): JobRow[];
   listRunning(): JobRow[];
   /** queued → running; false when another dispatcher got there first. */
   claim(id: string, startedAt: number): boolean;
@@ -69,7 +66,6 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
   const count = db.prepare('SELECT n FROM job_counts WHERE status = ?');
   const byOrigin = db.prepare('SELECT origin, n FROM queued_by_origin WHERE n > 0');
   const oldestOf = db.prepare("SELECT * FROM jobs WHERE status = 'queued' AND origin = ? ORDER BY created_at, id LIMIT 1");
-  const queued = db.prepare(`SELECT * FROM jobs WHERE status = 'queued' ORDER BY created_at, id ${LIMIT_PARAM}`);
   const running = db.prepare("SELECT * FROM jobs WHERE status = 'running' ORDER BY created_at, id");
   const claim = db.prepare("UPDATE jobs SET status = 'running', started_at = ? WHERE id = ? AND status = 'queued'");
   const setRun = db.prepare('UPDATE jobs SET run_source = ?, run_id = ?, exit_code = ? WHERE id = ?');
@@ -94,9 +90,6 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
     },
     oldestQueued(origin) {
       return toJob(oldestOf.get(origin) as Row | undefined);
-    },
-    listQueued(limit) {
-      return (queued.all(limit) as Row[]).map((r) => toJob(r)!);
     },
     listRunning() {
       return (running.all() as Row[]).map((r) => toJob(r)!);

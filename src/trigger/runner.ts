@@ -36,10 +36,18 @@ export function createRunner(opts: RunnerOptions): Runner {
   let closed = false;
   let idleWaiters: Array<() => void> = [];
 
-  function track(task: Promise<void>): void {
+  // Active jobs per origin: the next job comes from the origin with the fewest, so a flood on one route does not
+  // make another route's jobs wait behind all of it (issue 21).
+  const activeByOrigin = new Map<string, number>();
+
+  function track(origin: string, task: Promise<void>): void {
     tasks.add(task);
+    activeByOrigin.set(origin, (activeByOrigin.get(origin) ?? 0) + 1);
     void task.finally(() => {
       tasks.delete(task);
+      const left = (activeByOrigin.get(origin) ?? 1) - 1;
+      if (left > 0) activeByOrigin.set(origin, left);
+      else activeByOrigin.delete(origin);
       if (!closed) kick();
       if (tasks.size === 0) {
         const waiters = idleWaiters;
@@ -96,14 +104,32 @@ export function createRunner(opts: RunnerOptions): Runner {
     });
   }
 
+  /** The oldest queued job of the origin with the fewest active jobs (oldest head on a tie). */
+  function nextFair(): JobRow | undefined {
+    let best: JobRow | undefined;
+    let bestActive = Infinity;
+    for (const origin of stores.jobs.queuedByOrigin().keys()) {
+      const head = stores.jobs.oldestQueued(origin);
+      if (!head) continue;
+      const active = activeByOrigin.get(origin) ?? 0;
+      const older = best !== undefined && (head.created_at < best.created_at || (head.created_at === best.created_at && head.id < best.id));
+      if (active < bestActive || (active === bestActive && older)) {
+        best = head;
+        bestActive = active;
+      }
+    }
+    return best;
+  }
+
   function kick(): void {
     if (closed) return;
-    const free = opts.concurrency - tasks.size;
-    if (free <= 0) return;
-    for (const job of stores.jobs.listQueued(free)) {
+    // A failed claim means another dispatcher took that job: bounded retries, then the next kick tries again.
+    for (let tries = 0; tasks.size < opts.concurrency && tries < opts.concurrency * 2; tries++) {
+      const job = nextFair();
+      if (!job) return;
       if (!stores.jobs.claim(job.id, opts.clock())) continue;
       const claimed = { ...job, status: 'running' as const, started_at: opts.clock() };
-      track(guarded(claimed, runJob(claimed)));
+      track(job.origin, guarded(claimed, runJob(claimed)));
     }
   }
 
@@ -111,7 +137,7 @@ export function createRunner(opts: RunnerOptions): Runner {
     for (const job of stores.jobs.listRunning()) {
       if (job.run_source && job.run_id) {
         log.info('re-attaching job to its run', { job_id: job.id, run: `${job.run_source}/${job.run_id}` });
-        track(guarded(job, followToEnd(job, { source: job.run_source, run: job.run_id }, true)));
+        track(job.origin, guarded(job, followToEnd(job, { source: job.run_source, run: job.run_id }, true)));
       } else {
         // It was launching when the server stopped: which run it started (if any) is unknown.
         finish(job, 'interrupted', null, null, null, 'the server stopped before the run was recorded');
