@@ -36,9 +36,12 @@ export function createRunner(opts: RunnerOptions): Runner {
   let closed = false;
   let idleWaiters: Array<() => void> = [];
 
-  // Active jobs per origin: the next job comes from the origin with the fewest, so a flood on one route does not
-  // make another route's jobs wait behind all of it (issue 21).
+  // Active jobs per origin, and when each origin last had a job started: the next job comes from the origin with
+  // the fewest active, then the one served longest ago, so a flood on one route does not make another route's
+  // jobs wait behind all of it (issue 21). Within an origin, oldest first.
   const activeByOrigin = new Map<string, number>();
+  const lastStarted = new Map<string, number>();
+  let starts = 0;
 
   function track(origin: string, task: Promise<void>): void {
     tasks.add(task);
@@ -104,21 +107,23 @@ export function createRunner(opts: RunnerOptions): Runner {
     });
   }
 
-  /** The oldest queued job of the origin with the fewest active jobs (oldest head on a tie). */
+  /** Orders candidate origins: fewest active jobs, then served longest ago, then the older head job. */
+  function before(a: { active: number; served: number; head: JobRow }, b: typeof a): boolean {
+    if (a.active !== b.active) return a.active < b.active;
+    if (a.served !== b.served) return a.served < b.served;
+    return a.head.created_at < b.head.created_at || (a.head.created_at === b.head.created_at && a.head.id < b.head.id);
+  }
+
+  /** The oldest queued job of the origin that is next in turn. */
   function nextFair(): JobRow | undefined {
-    let best: JobRow | undefined;
-    let bestActive = Infinity;
+    let best: { active: number; served: number; head: JobRow } | undefined;
     for (const origin of stores.jobs.queuedByOrigin().keys()) {
       const head = stores.jobs.oldestQueued(origin);
       if (!head) continue;
-      const active = activeByOrigin.get(origin) ?? 0;
-      const older = best !== undefined && (head.created_at < best.created_at || (head.created_at === best.created_at && head.id < best.id));
-      if (active < bestActive || (active === bestActive && older)) {
-        best = head;
-        bestActive = active;
-      }
+      const candidate = { active: activeByOrigin.get(origin) ?? 0, served: lastStarted.get(origin) ?? -1, head };
+      if (!best || before(candidate, best)) best = candidate;
     }
-    return best;
+    return best?.head;
   }
 
   function kick(): void {
@@ -129,6 +134,7 @@ export function createRunner(opts: RunnerOptions): Runner {
       if (!job) return;
       if (!stores.jobs.claim(job.id, opts.clock())) continue;
       const claimed = { ...job, status: 'running' as const, started_at: opts.clock() };
+      lastStarted.set(job.origin, starts++);
       track(job.origin, guarded(claimed, runJob(claimed)));
     }
   }
