@@ -70,7 +70,9 @@ describe('hostile traffic: one route cannot fill the queue for the others', () =
       const first = await jobsPost(t.url, 'stay-running long job 0');
       assert.equal(first.status, 202);
       const firstId = String(first.body.job_id);
-      await waitFor(async () => (await jobStatus(t.url, firstId)) === 'running', 'the first job to run');
+      // Running, with its run recorded (the launcher printed it).
+      const run = await waitFor(async () => (await get(`${t.url}/jobs/${firstId}`, bearer)).body.run as { run: string } | null,
+        'the first job to run');
 
       const flood: number[] = [];
       for (let i = 1; i <= 20; i++) flood.push((await jobsPost(t.url, `stay-running long job ${i}`)).status);
@@ -90,7 +92,6 @@ describe('hostile traffic: one route cannot fill the queue for the others', () =
       assert.deepEqual(t.queue.depth(), { queued: 10, running: 1 });
 
       // When the long run ends, the next job comes from a route that had none running: the chat job, not the flood.
-      const run = (await get(`${t.url}/jobs/${firstId}`, bearer)).body.run as { run: string };
       const state = join(t.repo, '.svc', 'runs', run.run, 'state.json');
       const ended = { ...JSON.parse(readFileSync(state, 'utf8')), status: 'succeeded', ended_at: new Date().toISOString() };
       writeFileSync(state, JSON.stringify(ended));
