@@ -26,7 +26,7 @@ export async function receiveChata(ctx: TCtx): Promise<Reply> {
   if (!reply && input.responseUrl) ctx.deps.log.warn('chata response_url ignored: not under CHATA_HOOKS_PREFIX', { request_id: ctx.requestId });
   return enqueue(
     ctx,
-    { origin: 'chata', dedupeKeys: [bodyKey('chata', raw)], reply, prepare: () => ({ brief: input.text, args: chataArgs(input.text) }) },
+    { origin: 'chata', dedupeKeys: [bodyKey('chata', raw)], reply, job: { brief: input.text, args: chataArgs(input.text) } },
     {
       queued: (id) => ephemeral(`Queued job ${id}. You will get a summary here when its run ends.`),
       duplicate: (id) => json(200, { status: 'duplicate', response_type: 'ephemeral', text: `Already queued as job ${id}.` }),

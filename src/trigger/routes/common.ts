@@ -53,14 +53,21 @@ export interface Replies {
 
 export const accepted: Replies = { queued: (jobId) => json(202, { job_id: jobId, status: 'queued' }) };
 
-/** A delivery that passed its route's checks: what identifies it, and how to build its job once it may. */
-export interface Intake {
+export interface JobText {
+  brief: string;
+  args: string[];
+}
+
+/**
+ * A delivery that passed its route's checks: what identifies it, and its job. `job` when building it cost nothing
+ * but the parse; `prepare` when it reads files or starts a child process, which then runs only after the cheap
+ * checks let it.
+ */
+export type Intake = {
   origin: Origin;
   dedupeKeys: readonly string[];
   reply?: ReplyTarget | undefined;
-  /** The costly part (files read, child processes, staged files): runs only after the cheap checks let it. */
-  prepare: () => Promise<{ brief: string; args: string[] }> | { brief: string; args: string[] };
-}
+} & ({ job: JobText } | { prepare: () => Promise<JobText> });
 
 function full(ctx: TCtx, origin: Origin): HttpError {
   ctx.deps.log.warn('queue share full', { route: origin, request_id: ctx.requestId });
@@ -81,18 +88,23 @@ function duplicate(ctx: TCtx, origin: Origin, jobId: string, replies: Replies): 
  */
 export async function enqueue(ctx: TCtx, intake: Intake, replies: Replies = accepted): Promise<Reply> {
   const { origin, dedupeKeys } = intake;
+  // A job that is ready costs nothing more before its transaction, which makes the same checks: no second look.
+  if ('job' in intake) return commit(ctx, { origin, ...intake.job, dedupeKeys, reply: intake.reply }, replies);
   const admission = await ctx.deps.queue.admit(origin, dedupeKeys);
   if (admission.kind === 'full') throw full(ctx, origin);
   if (admission.kind === 'duplicate') return duplicate(ctx, origin, admission.jobId, replies);
   try {
     const job = await intake.prepare();
-    const request: EnqueueRequest = { origin, brief: job.brief, args: job.args, dedupeKeys, reply: intake.reply };
-    const result = await ctx.deps.queue.enqueue(request);
-    if (result.kind === 'full') throw full(ctx, origin);
-    if (result.kind === 'duplicate') return duplicate(ctx, origin, result.jobId, replies);
-    ctx.deps.log.info('job queued', { route: origin, job_id: result.jobId });
-    return replies.queued(result.jobId);
+    return await commit(ctx, { origin, ...job, dedupeKeys, reply: intake.reply }, replies);
   } finally {
     admission.release();
   }
+}
+
+async function commit(ctx: TCtx, request: EnqueueRequest, replies: Replies): Promise<Reply> {
+  const result = await ctx.deps.queue.enqueue(request);
+  if (result.kind === 'full') throw full(ctx, request.origin);
+  if (result.kind === 'duplicate') return duplicate(ctx, request.origin, result.jobId, replies);
+  ctx.deps.log.info('job queued', { route: request.origin, job_id: result.jobId });
+  return replies.queued(result.jobId);
 }

@@ -42,7 +42,7 @@ export async function createJob(ctx: TCtx): Promise<Reply> {
     throw new HttpError('invalid_param', '"request_id" must be a string of at most 200 characters');
   }
   const args = jobsArgs(brief, body.pr === true);
-  return enqueue(ctx, { origin: 'jobs', dedupeKeys: [bodyKey('jobs', raw)], prepare: () => ({ brief, args }) });
+  return enqueue(ctx, { origin: 'jobs', dedupeKeys: [bodyKey('jobs', raw)], job: { brief, args } });
 }
 
 export function getJob(ctx: TCtx): Reply {

@@ -25,5 +25,5 @@ export async function receiveSourceHost(ctx: TCtx): Promise<Reply> {
   const delivery = header(ctx, 'x-github-delivery')?.trim();
   const keys = [bodyKey('webhook', raw), ...(delivery ? [`webhook:delivery:${delivery.slice(0, 200)}`] : [])];
   const brief = input.brief;
-  return enqueue(ctx, { origin: 'webhook', dedupeKeys: keys, prepare: () => ({ brief, args: briefPrArgs(brief) }) });
+  return enqueue(ctx, { origin: 'webhook', dedupeKeys: keys, job: { brief, args: briefPrArgs(brief) } });
 }

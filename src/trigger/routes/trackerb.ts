@@ -20,6 +20,6 @@ export async function receiveTrackerb(ctx: TCtx): Promise<Reply> {
     origin: 'trackerb',
     dedupeKeys: keys,
     reply: { channel: 'trackerb', target: { issue_key: input.key } },
-    prepare: () => ({ brief, args: briefPrArgs(brief) }),
+    job: { brief, args: briefPrArgs(brief) },
   });
 }
