@@ -44,7 +44,7 @@ export interface TriggerJobsStore {
   countByStatus(status: JobStatus): number;
   /** Queued jobs per origin (only origins with some), from the trigger-kept queued_by_origin table: O(origins). */
   queuedByOrigin(): Map<string, number>;
-  /** The oldest queued job of one origin (partial index: no scan past other origins' jobs). */
+  /** The oldest queued job of one origin (walks the queued jobs in age order: bounded by the queue's size). */
   oldestQueued(origin: string): JobRow | undefined;
   listRunning(): JobRow[];
   /** queued → running; false when another dispatcher got there first. */

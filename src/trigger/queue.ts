@@ -8,6 +8,7 @@ import type { IntakeWriter } from './intake-writer.ts';
 import { queueShares, type QueueShares } from './queue-shares.ts';
 import { createKeyLeases } from './key-leases.ts';
 
+// A new origin also needs its row in queued_by_origin (a trigger migration), or its jobs go uncounted by the shares.
 export type Origin = 'errtrack' | 'chata' | 'trackera' | 'trackerb' | 'chatb' | 'jobs' | 'webhook';
 
 export interface ReplyTarget {
