@@ -65,12 +65,15 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
   const get = db.prepare('SELECT * FROM jobs WHERE id = ?');
   const count = db.prepare('SELECT n FROM job_counts WHERE status = ?');
   const byOrigin = db.prepare('SELECT origin, n FROM queued_by_origin WHERE n > 0');
-  const oldestOf = db.prepare("SELECT * FROM jobs WHERE status = 'queued' AND origin = ? ORDER BY created_at, id LIMIT 1");
+  const oldestOf = db.prepare(
+    "SELECT * FROM jobs WHERE status = 'queued' AND origin = ? ORDER BY created_at, id LIMIT 1",
+  );
   const running = db.prepare("SELECT * FROM jobs WHERE status = 'running' ORDER BY created_at, id");
   const claim = db.prepare("UPDATE jobs SET status = 'running', started_at = ? WHERE id = ? AND status = 'queued'");
   const setRun = db.prepare('UPDATE jobs SET run_source = ?, run_id = ?, exit_code = ? WHERE id = ?');
   const finish = db.prepare(
-    "UPDATE jobs SET status = ?, finished_at = ?, exit_code = coalesce(?, exit_code), summary = ?, summary_parts = ?, error = ? " +
+    'UPDATE jobs SET status = ?, finished_at = ?, exit_code = coalesce(?, exit_code), summary = ?, summary_parts = ?, ' +
+      'error = ? ' +
       "WHERE id = ? AND status IN ('queued', 'running')",
   );
   return {
@@ -101,7 +104,8 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
       setRun.run(source, run, exitCode, id);
     },
     finish(id, end) {
-      return finish.run(end.status, end.finished_at, end.exit_code, end.summary, end.summary_parts, end.error, id).changes === 1;
+      const { status, finished_at, exit_code, summary, summary_parts, error } = end;
+      return finish.run(status, finished_at, exit_code, summary, summary_parts, error, id).changes === 1;
     },
   };
 }

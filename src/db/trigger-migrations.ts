@@ -94,10 +94,12 @@ export const triggerMigrations: readonly Migration[] = [
   CREATE TRIGGER jobs_queued_insert AFTER INSERT ON jobs WHEN NEW.status = 'queued' BEGIN
     UPDATE queued_by_origin SET n = n + 1 WHERE origin = NEW.origin;
   END;
-  CREATE TRIGGER jobs_queued_enter AFTER UPDATE OF status ON jobs WHEN NEW.status = 'queued' AND OLD.status <> 'queued' BEGIN
+  CREATE TRIGGER jobs_queued_enter AFTER UPDATE OF status ON jobs
+    WHEN NEW.status = 'queued' AND OLD.status <> 'queued' BEGIN
     UPDATE queued_by_origin SET n = n + 1 WHERE origin = NEW.origin;
   END;
-  CREATE TRIGGER jobs_queued_leave AFTER UPDATE OF status ON jobs WHEN OLD.status = 'queued' AND NEW.status <> 'queued' BEGIN
+  CREATE TRIGGER jobs_queued_leave AFTER UPDATE OF status ON jobs
+    WHEN OLD.status = 'queued' AND NEW.status <> 'queued' BEGIN
     UPDATE queued_by_origin SET n = n - 1 WHERE origin = OLD.origin;
   END;
   CREATE TRIGGER jobs_queued_delete AFTER DELETE ON jobs WHEN OLD.status = 'queued' BEGIN

@@ -48,7 +48,8 @@ export function createNotifier(opts: NotifierOptions): (jobId: string) => Promis
     const job = opts.stores.jobs.get(jobId);
     const target = opts.stores.replies.get(jobId);
     if (!job || !target || target.notify_status !== null || !job.summary) return;
-    const delivery = prepareDelivery(target.channel, target.target, summaryParts(job.summary_parts, job.summary), opts.config);
+    const parts = summaryParts(job.summary_parts, job.summary);
+    const delivery = prepareDelivery(target.channel, target.target, parts, opts.config);
     if (typeof delivery === 'string') {
       opts.log.info('completion summary not sent', { job_id: jobId, channel: target.channel, reason: delivery });
       opts.stores.replies.markNotified(jobId, 'skipped', opts.clock());

@@ -43,7 +43,10 @@ function placeAll(
   let tx: Placing | undefined;
   const outcomes = transaction(stores.db, () => {
     // The queued counts are read once per transaction (this connection holds the write lock until COMMIT).
-    const placing: Placing = { dedupe: stores.dedupe.batch(), shares: shareLedger(shares, stores.jobs.queuedByOrigin()) };
+    const placing: Placing = {
+      dedupe: stores.dedupe.batch(),
+      shares: shareLedger(shares, stores.jobs.queuedByOrigin()),
+    };
     tx = placing;
     return requests.map((r) => place(stores, placing, r, now));
   });
@@ -77,8 +80,8 @@ export function placeBatch(
 export type Precheck = { kind: 'duplicate'; jobId: string } | { kind: 'full' } | { kind: 'open' };
 
 /**
- * The refusals a delivery can get, read without a transaction and before anything costly (a child process, a file):
- * a committed holder of any key, or a full share. Only a hint: placeBatch decides again inside its transaction.
+ * The refusals a delivery can get, read without a transaction and before anything costly (a child process, a
+ * file): a committed holder of any key, or a full share. Only a hint: placeBatch decides again in its transaction.
  */
 export function precheck(stores: TriggerStores, origin: string, keys: readonly string[], shares: QueueShares): Precheck {
   const holder = stores.dedupe.peek(keys);

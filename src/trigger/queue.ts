@@ -137,7 +137,9 @@ export function createJobQueue(opts: JobQueueOptions): JobQueue {
       const release = await leases.acquire(keys);
       try {
         const writer = opts.writer;
-        const found = writer?.alive() ? await writer.precheck(origin, keys, shares) : precheck(stores, origin, keys, shares);
+        const found = writer?.alive()
+          ? await writer.precheck(origin, keys, shares)
+          : precheck(stores, origin, keys, shares);
         if (found.kind !== 'open') {
           release();
           return found;

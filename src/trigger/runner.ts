@@ -64,9 +64,11 @@ export function createRunner(opts: RunnerOptions): Runner {
     const now = opts.clock();
     const startedMs = outcome?.started_at ? Date.parse(outcome.started_at) : (job.started_at ?? now);
     const endedMs = outcome?.ended_at ? Date.parse(outcome.ended_at) : now;
-    const parts = buildSummaryParts({ jobId: job.id, status, run, outcome, durationMs: endedMs - startedMs, error, controlUrl: opts.controlUrl });
+    const durationMs = endedMs - startedMs;
+    const parts = buildSummaryParts({ jobId: job.id, status, run, outcome, durationMs, error, controlUrl: opts.controlUrl });
     const summary = plainSummary(parts);
-    stores.jobs.finish(job.id, { status, finished_at: now, exit_code: exitCode, summary, summary_parts: JSON.stringify(parts), error });
+    const summary_parts = JSON.stringify(parts);
+    stores.jobs.finish(job.id, { status, finished_at: now, exit_code: exitCode, summary, summary_parts, error });
     log.info('job finished', { job_id: job.id, status, run: run ? `${run.source}/${run.run}` : null });
   }
 

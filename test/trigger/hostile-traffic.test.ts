@@ -10,7 +10,9 @@ import { sign } from '../../src/trigger/verify.ts';
 import { createHttpsPoster } from '../../src/trigger/https-post.ts';
 import { isAllowedChataUrl } from '../../src/trigger/notify-channels.ts';
 import { queueShares } from '../../src/trigger/queue-shares.ts';
-import { SECRETS, fixture, get, nowSeconds, post, startTestTrigger, tempDir, withJson, type Res, type TestTrigger } from './helpers.ts';
+import {
+  SECRETS, fixture, get, nowSeconds, post, startTestTrigger, tempDir, withJson, type Res, type TestTrigger,
+} from './helpers.ts';
 import { makeCert, startStandIn, type Cert, type StandIn } from './standins.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
@@ -44,7 +46,8 @@ function jobsPost(url: string, brief: string): Promise<Res> {
 }
 
 function trackerb(url: string, raw: Buffer): Promise<Res> {
-  return post(`${url}/trackerb`, raw, { 'x-hub-signature': `sha256=${sign.hex(SECRETS.TRACKERB_WEBHOOK_SECRET, raw)}` });
+  const signature = `sha256=${sign.hex(SECRETS.TRACKERB_WEBHOOK_SECRET, raw)}`;
+  return post(`${url}/trackerb`, raw, { 'x-hub-signature': signature });
 }
 
 async function jobStatus(url: string, id: string): Promise<string> {
@@ -71,8 +74,10 @@ describe('hostile traffic: one route cannot fill the queue for the others', () =
       assert.equal(first.status, 202);
       const firstId = String(first.body.job_id);
       // Running, with its run recorded (the launcher printed it).
-      const run = await waitFor(async () => (await get(`${t.url}/jobs/${firstId}`, bearer)).body.run as { run: string } | null,
-        'the first job to run');
+      const run = await waitFor(
+        async () => (await get(`${t.url}/jobs/${firstId}`, bearer)).body.run as { run: string } | null,
+        'the first job to run',
+      );
 
       const flood: number[] = [];
       for (let i = 1; i <= 20; i++) flood.push((await jobsPost(t.url, `stay-running long job ${i}`)).status);
@@ -93,8 +98,8 @@ describe('hostile traffic: one route cannot fill the queue for the others', () =
 
       // When the long run ends, the next job comes from a route that had none running: the chat job, not the flood.
       const state = join(t.repo, '.svc', 'runs', run.run, 'state.json');
-      const ended = { ...JSON.parse(readFileSync(state, 'utf8')), status: 'succeeded', ended_at: new Date().toISOString() };
-      writeFileSync(state, JSON.stringify(ended));
+      const running = JSON.parse(readFileSync(state, 'utf8')) as Record<string, unknown>;
+      writeFileSync(state, JSON.stringify({ ...running, status: 'succeeded', ended_at: new Date().toISOString() }));
       await waitFor(async () => (await jobStatus(t.url, chatId)) === 'running', 'the chat job to run next');
       assert.equal(await jobStatus(t.url, firstId), 'succeeded');
       assert.deepEqual(t.queue.depth(), { queued: 9, running: 1 });
@@ -131,7 +136,10 @@ describe('hostile traffic: duplicates do no work', () => {
     const raw = withJson('sentry-event-alert-triggered.json', (v) => {
       ((v.data as { event: { metadata: Record<string, unknown> } }).event.metadata).filename = 'src/app.js';
     });
-    const headers = { 'errtrack-hook-signature': sign.hex(SECRETS.SVC_ERRTRACK_WEBHOOK_SECRET, raw), 'errtrack-hook-resource': 'event_alert' };
+    const headers = {
+      'errtrack-hook-signature': sign.hex(SECRETS.SVC_ERRTRACK_WEBHOOK_SECRET, raw),
+      'errtrack-hook-resource': 'event_alert',
+    };
     const answers = await Promise.all(Array.from({ length: 51 }, () => post(`${t.url}/errtrack`, raw, headers)));
     const queued = answers.filter((a) => a.status === 202);
     assert.equal(queued.length, 1);
@@ -153,7 +161,8 @@ describe('hostile traffic: reply URLs cannot leave CHATA_HOOKS_PREFIX by path', 
     for (const url of [
       'https://host/hooks/../admin/x', 'https://host/hooks/%2e%2e/admin/x', 'https://host/hooks/%2E%2e/admin/x',
       'https://host/hooks/..\\admin/x', 'https://host/hooks/.\t./admin/x', 'https://host/hooks/x/..%2fadmin',
-      'https://host/hooks/x%5C..%5Cadmin', 'https://host/hooks/./x', 'https://host/hooks/\u0001x', 'https://host/hooks/x\n',
+      'https://host/hooks/x%5C..%5Cadmin', 'https://host/hooks/./x', 'https://host/hooks/\u0001x',
+      'https://host/hooks/x\n',
       ' https://host/hooks/x', 'https://HOST/hooks/x', 'https://host:443/hooks/x', 'https://user@host/hooks/x',
       'https://host/hooks', 'https://host/hooksx/y', 'http://host/hooks/x',
     ]) assert.equal(isAllowedChataUrl(url, prefix), false, JSON.stringify(url));
@@ -170,7 +179,8 @@ describe('hostile traffic: reply URLs cannot leave CHATA_HOOKS_PREFIX by path', 
     dir = tempDir('svc-cert-');
     cert = makeCert(dir);
     hooks = await startStandIn(cert);
-    t = await startTestTrigger({ CHATA_HOOKS_PREFIX: `${hooks.url}/hooks/` }, { post: createHttpsPoster({ ca: cert.cert }) });
+    const poster = createHttpsPoster({ ca: cert.cert });
+    t = await startTestTrigger({ CHATA_HOOKS_PREFIX: `${hooks.url}/hooks/` }, { post: poster });
   });
   after(async () => {
     await t.cleanup();
@@ -198,7 +208,8 @@ describe('hostile traffic: reply URLs cannot leave CHATA_HOOKS_PREFIX by path', 
 });
 
 describe('hostile traffic: run text never becomes vendor markup or a mention', () => {
-  const HOSTILE = '[Approve the release](https:/evil.example/login) @everyone <!here> <!channel> <@U024BE7LH> `x` *bold*';
+  const HOSTILE =
+    '[Approve the release](https:/evil.example/login) @everyone <!here> <!channel> <@U024BE7LH> `x` *bold*';
   let dir: string;
   let cert: Cert;
   let hooks: StandIn;
@@ -250,7 +261,8 @@ describe('hostile traffic: run text never becomes vendor markup or a mention', (
 
   it('fences the error in the trackera (Linear-like markdown) comment', async () => {
     const raw = withJson('linear-issue-update.json', (v) => (v.webhookTimestamp = Date.now()));
-    const res = await post(`${t.url}/trackera`, raw, { 'trackera-signature': sign.hex(SECRETS.TRACKERA_WEBHOOK_SECRET, raw) });
+    const signature = sign.hex(SECRETS.TRACKERA_WEBHOOK_SECRET, raw);
+    const res = await post(`${t.url}/trackera`, raw, { 'trackera-signature': signature });
     const id = String(res.body.job_id);
     const sent = await waitFor(() => trackeraApi.requests.find((r) => r.body.includes(id)), 'the trackera comment');
     const body = (JSON.parse(sent.body) as { variables: { input: { body: string } } }).variables.input.body;
@@ -261,7 +273,8 @@ describe('hostile traffic: run text never becomes vendor markup or a mention', (
   it('gives the error only the code mark in the trackerb (Jira-like ADF) comment', async () => {
     const id = String((await trackerb(t.url, fixture('jira-issue-created.json'))).body.job_id);
     const sent = await waitFor(() => trackerbApi.requests.find((r) => r.body.includes(id)), 'the trackerb comment');
-    type Node = { type: string; text?: string; marks?: Array<{ type: string; attrs?: { href?: string } }>; content?: Node[] };
+    type Mark = { type: string; attrs?: { href?: string } };
+    type Node = { type: string; text?: string; marks?: Mark[]; content?: Node[] };
     const doc = (JSON.parse(sent.body) as { body: Node }).body;
     const texts: Node[] = [];
     const walk = (n: Node): void => {
@@ -273,7 +286,9 @@ describe('hostile traffic: run text never becomes vendor markup or a mention', (
     const error = texts.filter((n) => n.text?.includes('evil.example'));
     assert.deepEqual(error.map((n) => [n.text, n.marks]), [[HOSTILE, [{ type: 'code' }]]]);
     for (const n of texts) {
-      for (const m of n.marks ?? []) if (m.type === 'link') assert.ok(!m.attrs?.href?.includes('evil'), 'no link to the error text');
+      for (const m of n.marks ?? []) {
+        if (m.type === 'link') assert.ok(!m.attrs?.href?.includes('evil'), 'no link to the error text');
+      }
     }
   });
 });
@@ -287,11 +302,13 @@ describe('hostile traffic: the unsigned event header must match the signed body'
 
   function webhook(body: unknown, event: string): Promise<Res> {
     const raw = Buffer.from(JSON.stringify(body));
-    return post(`${t.url}/webhook`, raw, { 'x-hub-signature-256': `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, raw)}`, 'x-github-event': event });
+    const signature = `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, raw)}`;
+    return post(`${t.url}/webhook`, raw, { 'x-hub-signature-256': signature, 'x-github-event': event });
   }
 
   const repository = { full_name: 'acme/api' };
-  const prLabeled = { action: 'labeled', number: 5, label: { name: 'svc' }, pull_request: { number: 5, title: 'Bump deps' }, repository };
+  const pullRequest = { number: 5, title: 'Bump deps' };
+  const prLabeled = { action: 'labeled', number: 5, label: { name: 'svc' }, pull_request: pullRequest, repository };
 
   it('refuses a pull_request.labeled body sent as `issues` with 400 invalid_param and queues nothing', async () => {
     const before = t.queue.depth();
@@ -304,7 +321,8 @@ describe('hostile traffic: the unsigned event header must match the signed body'
 
   it('refuses an issue_comment body sent as `issues`, and an issues body sent as `issue_comment`', async () => {
     const issue = { number: 9, title: 'Crash', author_association: 'OWNER', labels: [{ name: 'svc' }] };
-    const comment = { action: 'created', comment: { body: '/svc fix', author_association: 'OWNER' }, issue, repository };
+    const by = { body: '/svc fix', author_association: 'OWNER' };
+    const comment = { action: 'created', comment: by, issue, repository };
     assert.equal((await webhook({ ...comment, action: 'labeled', label: { name: 'svc' } }, 'issues')).status, 400);
     const opened = { action: 'opened', issue, repository };
     assert.equal((await webhook(opened, 'issue_comment')).status, 400);

@@ -86,7 +86,9 @@ for (const withWriter of [false, true]) describe(`job queue group commit (${with
   it('keeps each route its reserve when another route took the whole pool', async () => {
     // 8 waiting jobs over 2 routes: 2 reserved each, 4 shared.
     const { queue } = await setup(8, withWriter, 2);
-    const flood = await Promise.all(Array.from({ length: 9 }, (_, n) => queue.enqueue({ ...delivery(n), origin: 'jobs' })));
+    const flood = await Promise.all(
+      Array.from({ length: 9 }, (_, n) => queue.enqueue({ ...delivery(n), origin: 'jobs' })),
+    );
     assert.equal(flood.filter((r) => r.kind === 'queued').length, 6);
     const other = await Promise.all([10, 11, 12].map((n) => queue.enqueue(delivery(n))));
     assert.deepEqual(other.map((r) => r.kind), ['queued', 'queued', 'full']);
@@ -96,7 +98,8 @@ for (const withWriter of [false, true]) describe(`job queue group commit (${with
     const { queue } = await setup(2, withWriter);
     const first = await queue.enqueue(delivery(1));
     assert.equal(first.kind, 'queued');
-    assert.deepEqual(await queue.admit('trackerb', ['trackerb:delivery:1']), first.kind === 'queued' ? { kind: 'duplicate', jobId: first.jobId } : {});
+    const holder = first.kind === 'queued' ? { kind: 'duplicate', jobId: first.jobId } : {};
+    assert.deepEqual(await queue.admit('trackerb', ['trackerb:delivery:1']), holder);
     const open = await queue.admit('trackerb', ['trackerb:body:2']);
     assert.equal(open.kind, 'open');
     // A copy in flight waits for the first holder of its key, then sees what that one committed.

@@ -17,7 +17,8 @@ export async function receiveSourceHost(ctx: TCtx): Promise<Reply> {
     checkEventHeader(event, body);
   } catch (err) {
     if (!(err instanceof EventMismatchError)) throw err;
-    ctx.deps.log.warn('webhook refused', { route: 'webhook', reason: 'event header does not match the body', request_id: ctx.requestId });
+    const reason = 'event header does not match the body';
+    ctx.deps.log.warn('webhook refused', { route: 'webhook', reason, request_id: ctx.requestId });
     throw new HttpError('invalid_param', err.message);
   }
   const input = readSourceHost(event, body);
