@@ -15,6 +15,7 @@ import { createControlReporter } from './control-report.ts';
 import { createTriggerApp } from './app.ts';
 import type { JobExecutor } from './executor.ts';
 import type { TriggerSettings } from './settings.ts';
+import { ROUTES } from './secrets.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { stderrSink } from './log-sink.ts';
 import { createWalCheckpointer } from './wal-checkpointer.ts';
@@ -68,6 +69,11 @@ function pickExecutor(settings: TriggerSettings, env: NodeJS.ProcessEnv, log: Lo
   throw new CliError(`Unknown SVC_TRIGGER_EXECUTOR "${settings.executor}" (known: local, kubernetes)`, 2);
 }
 
+/** Routes that can queue work: the ones the queue's shares are split between (queue-shares.ts). */
+function configuredRoutes(settings: TriggerSettings): number {
+  return ROUTES.filter((r) => settings.secrets[r].value && settings.secrets[r].unavailable === null).length;
+}
+
 function logStartupProblems(settings: TriggerSettings, log: Logger): void {
   for (const warning of settings.problems.warnings) log.warn(warning);
   for (const error of settings.problems.errors) log.error(error);
@@ -116,7 +122,7 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
   // The connection that commits deliveries reads every dedupe key into its in-memory index before the port opens.
   if (!writer) stores.dedupe.warm();
   const queue = createJobQueue({
-    stores, clock, maxQueued: settings.queueMax, writer, log,
+    stores, clock, maxQueued: settings.queueMax, routes: configuredRoutes(settings), writer, log,
     onEnqueued: () => setImmediate(() => runner?.kick()), onCommitted: () => checkpointer.nudge(),
   });
   runner = createRunner({ stores, executor, concurrency: settings.concurrency, clock, log, controlUrl: settings.controlUrl, notify });

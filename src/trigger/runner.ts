@@ -3,7 +3,7 @@
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow } from '../db/trigger-jobs-store.ts';
 import type { JobExecutor, RunOutcome, RunRef } from './executor.ts';
-import { buildSummary } from './summary.ts';
+import { buildSummaryParts, plainSummary } from './summary.ts';
 import type { Logger } from '../log.ts';
 
 export interface Runner {
@@ -36,10 +36,21 @@ export function createRunner(opts: RunnerOptions): Runner {
   let closed = false;
   let idleWaiters: Array<() => void> = [];
 
-  function track(task: Promise<void>): void {
+  // Active jobs per origin, and when each origin last had a job started: the next job comes from the origin with
+  // the fewest active, then the one served longest ago, so a flood on one route does not make another route's
+  // jobs wait behind all of it (issue 21). Within an origin, oldest first.
+  const activeByOrigin = new Map<string, number>();
+  const lastStarted = new Map<string, number>();
+  let starts = 0;
+
+  function track(origin: string, task: Promise<void>): void {
     tasks.add(task);
+    activeByOrigin.set(origin, (activeByOrigin.get(origin) ?? 0) + 1);
     void task.finally(() => {
       tasks.delete(task);
+      const left = (activeByOrigin.get(origin) ?? 1) - 1;
+      if (left > 0) activeByOrigin.set(origin, left);
+      else activeByOrigin.delete(origin);
       if (!closed) kick();
       if (tasks.size === 0) {
         const waiters = idleWaiters;
@@ -53,8 +64,11 @@ export function createRunner(opts: RunnerOptions): Runner {
     const now = opts.clock();
     const startedMs = outcome?.started_at ? Date.parse(outcome.started_at) : (job.started_at ?? now);
     const endedMs = outcome?.ended_at ? Date.parse(outcome.ended_at) : now;
-    const summary = buildSummary({ jobId: job.id, status, run, outcome, durationMs: endedMs - startedMs, error, controlUrl: opts.controlUrl });
-    stores.jobs.finish(job.id, { status, finished_at: now, exit_code: exitCode, summary, error });
+    const durationMs = endedMs - startedMs;
+    const parts = buildSummaryParts({ jobId: job.id, status, run, outcome, durationMs, error, controlUrl: opts.controlUrl });
+    const summary = plainSummary(parts);
+    const summary_parts = JSON.stringify(parts);
+    stores.jobs.finish(job.id, { status, finished_at: now, exit_code: exitCode, summary, summary_parts, error });
     log.info('job finished', { job_id: job.id, status, run: run ? `${run.source}/${run.run}` : null });
   }
 
@@ -95,14 +109,35 @@ export function createRunner(opts: RunnerOptions): Runner {
     });
   }
 
+  /** Orders candidate origins: fewest active jobs, then served longest ago, then the older head job. */
+  function before(a: { active: number; served: number; head: JobRow }, b: typeof a): boolean {
+    if (a.active !== b.active) return a.active < b.active;
+    if (a.served !== b.served) return a.served < b.served;
+    return a.head.created_at < b.head.created_at || (a.head.created_at === b.head.created_at && a.head.id < b.head.id);
+  }
+
+  /** The oldest queued job of the origin that is next in turn. */
+  function nextFair(): JobRow | undefined {
+    let best: { active: number; served: number; head: JobRow } | undefined;
+    for (const origin of stores.jobs.queuedByOrigin().keys()) {
+      const head = stores.jobs.oldestQueued(origin);
+      if (!head) continue;
+      const candidate = { active: activeByOrigin.get(origin) ?? 0, served: lastStarted.get(origin) ?? -1, head };
+      if (!best || before(candidate, best)) best = candidate;
+    }
+    return best?.head;
+  }
+
   function kick(): void {
     if (closed) return;
-    const free = opts.concurrency - tasks.size;
-    if (free <= 0) return;
-    for (const job of stores.jobs.listQueued(free)) {
+    // A failed claim means another dispatcher took that job: bounded retries, then the next kick tries again.
+    for (let tries = 0; tasks.size < opts.concurrency && tries < opts.concurrency * 2; tries++) {
+      const job = nextFair();
+      if (!job) return;
       if (!stores.jobs.claim(job.id, opts.clock())) continue;
       const claimed = { ...job, status: 'running' as const, started_at: opts.clock() };
-      track(guarded(claimed, runJob(claimed)));
+      lastStarted.set(job.origin, starts++);
+      track(job.origin, guarded(claimed, runJob(claimed)));
     }
   }
 
@@ -110,7 +145,7 @@ export function createRunner(opts: RunnerOptions): Runner {
     for (const job of stores.jobs.listRunning()) {
       if (job.run_source && job.run_id) {
         log.info('re-attaching job to its run', { job_id: job.id, run: `${job.run_source}/${job.run_id}` });
-        track(guarded(job, followToEnd(job, { source: job.run_source, run: job.run_id }, true)));
+        track(job.origin, guarded(job, followToEnd(job, { source: job.run_source, run: job.run_id }, true)));
       } else {
         // It was launching when the server stopped: which run it started (if any) is unknown.
         finish(job, 'interrupted', null, null, null, 'the server stopped before the run was recorded');

@@ -96,8 +96,9 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     controlToken: env.SVC_CONTROL_TOKEN || undefined,
     secrets,
     notify: {
-      // A bare origin would also match "https://hooks.example.com.evil.net/": insist on the path's slash.
-      chataHooksPrefix: chataPrefix ? (new URL(chataPrefix).pathname === '/' && !chataPrefix.endsWith('/') ? `${chataPrefix}/` : chataPrefix) : '',
+      // As the URL parser writes it, since a response_url must read exactly that way too (notify-channels.ts); that
+      // also gives a bare origin its path's slash, so it cannot match "https://hooks.example.com.evil.net/".
+      chataHooksPrefix: chataPrefix ? new URL(chataPrefix).href : '',
       trackeraApiUrl: trackeraUrl ?? '',
       trackeraApiKey: trackeraUrl ? env.TRACKERA_API_KEY || undefined : undefined,
       trackerb: tb && tbUrl ? { baseUrl: tbUrl, email: env.TRACKERB_EMAIL!, token: env.TRACKERB_API_TOKEN! } : undefined,

@@ -23,10 +23,14 @@ export async function receiveChata(ctx: TCtx): Promise<Reply> {
   // Reply target captured only after verification, and only for an https URL under the hooks prefix (spec).
   const prefix = ctx.deps.settings.notify.chataHooksPrefix;
   const reply = isAllowedChataUrl(input.responseUrl, prefix) ? { channel: 'chata', target: { response_url: input.responseUrl } } : undefined;
-  if (!reply && input.responseUrl) ctx.deps.log.warn('chata response_url ignored: not under CHATA_HOOKS_PREFIX', { request_id: ctx.requestId });
+  if (!reply && input.responseUrl) {
+    // Not under the prefix, or not as it reads once normalised (notify-channels.ts): the job runs, no summary goes.
+    ctx.deps.log.warn('chata response_url ignored: not under CHATA_HOOKS_PREFIX', { request_id: ctx.requestId });
+  }
+  const job = { brief: input.text, args: chataArgs(input.text) };
   return enqueue(
     ctx,
-    { origin: 'chata', brief: input.text, args: chataArgs(input.text), dedupeKeys: [bodyKey('chata', raw)], reply },
+    { origin: 'chata', dedupeKeys: [bodyKey('chata', raw)], reply, job },
     {
       queued: (id) => ephemeral(`Queued job ${id}. You will get a summary here when its run ends.`),
       duplicate: (id) => json(200, { status: 'duplicate', response_type: 'ephemeral', text: `Already queued as job ${id}.` }),

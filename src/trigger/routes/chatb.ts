@@ -21,7 +21,7 @@ export async function receiveChatb(ctx: TCtx): Promise<Reply> {
   const keys = [bodyKey('chatb', raw), ...(activity.id ? [`chatb:activity:${activity.id}`] : [])];
   return enqueue(
     ctx,
-    { origin: 'chatb', brief: activity.text, args: briefPrArgs(activity.text), dedupeKeys: keys },
+    { origin: 'chatb', dedupeKeys: keys, job: { brief: activity.text, args: briefPrArgs(activity.text) } },
     {
       queued: (id) => message(`Queued svc job ${id}`),
       duplicate: (id) => message(`Already queued as svc job ${id}`, { status: 'duplicate' }),

@@ -12,6 +12,13 @@ export async function receiveErrtrack(ctx: TCtx): Promise<Reply> {
   requireValid(ctx, 'errtrack', verifyErrtrack(secret, raw, ctx.req.headers['errtrack-hook-signature']));
   const alert = readErrtrackAlert(header(ctx, 'errtrack-hook-resource'), parseJsonObject(raw));
   if ('skip' in alert) return skipped(alert.skip);
-  const brief = await buildErrtrackBrief(alert, ctx.deps.settings.repoDir);
-  return enqueue(ctx, { origin: 'errtrack', brief, args: errtrackArgs(brief), dedupeKeys: [bodyKey('errtrack', raw), alert.identityKey] });
+  // The brief reads deploy records and runs `git log`: only after the cheap checks (dedupe, queue share) passed.
+  return enqueue(ctx, {
+    origin: 'errtrack',
+    dedupeKeys: [bodyKey('errtrack', raw), alert.identityKey],
+    prepare: async () => {
+      const brief = await buildErrtrackBrief(alert, ctx.deps.settings.repoDir);
+      return { brief, args: errtrackArgs(brief) };
+    },
+  });
 }

@@ -41,7 +41,8 @@ export async function createJob(ctx: TCtx): Promise<Reply> {
   if (body.request_id !== undefined && (typeof body.request_id !== 'string' || body.request_id.length > 200)) {
     throw new HttpError('invalid_param', '"request_id" must be a string of at most 200 characters');
   }
-  return enqueue(ctx, { origin: 'jobs', brief, args: jobsArgs(brief, body.pr === true), dedupeKeys: [bodyKey('jobs', raw)] });
+  const args = jobsArgs(brief, body.pr === true);
+  return enqueue(ctx, { origin: 'jobs', dedupeKeys: [bodyKey('jobs', raw)], job: { brief, args } });
 }
 
 export function getJob(ctx: TCtx): Reply {

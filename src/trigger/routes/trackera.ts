@@ -3,7 +3,7 @@ import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { verifyTrackeraSignature, checkTrackeraTimestamp } from '../verify.ts';
 import { readTrackera } from '../sources/trackera.ts';
-import { stageTrackeraSnapshot } from '../trackera-snapshot.ts';
+import { stageTrackeraSnapshot, type StagedSnapshot } from '../trackera-snapshot.ts';
 import { trackeraArgs } from '../args.ts';
 import { bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, type TCtx } from './common.ts';
 
@@ -15,22 +15,26 @@ export async function receiveTrackera(ctx: TCtx): Promise<Reply> {
   requireValid(ctx, 'trackera', checkTrackeraTimestamp(body.webhookTimestamp, ctx.deps.clock()));
   const input = readTrackera(body);
   if (input.kind === 'skip') return skipped(input.reason);
-  // Staged before the commit, put in place in the same turn the job commits (before the runner can launch it).
-  const snapshot = await stageTrackeraSnapshot(ctx.deps.settings.repoDir, input.identifier, raw);
+  // Staged (a file write) only once the cheap checks passed, before the commit; put in place in the same turn the
+  // job commits (before the runner can launch it).
+  const identifier = input.identifier;
+  let snapshot: StagedSnapshot | undefined;
   try {
     return await enqueue(
       ctx,
       {
         origin: 'trackera',
-        brief: `trackera:${input.identifier}`,
-        args: trackeraArgs(input.identifier),
         dedupeKeys: [bodyKey('trackera', raw)],
-        reply: { channel: 'trackera', target: { issue_id: input.issueId, identifier: input.identifier } },
+        reply: { channel: 'trackera', target: { issue_id: input.issueId, identifier } },
+        prepare: async () => {
+          snapshot = await stageTrackeraSnapshot(ctx.deps.settings.repoDir, identifier, raw);
+          return { brief: `trackera:${identifier}`, args: trackeraArgs(identifier) };
+        },
       },
       {
         queued: (jobId) => {
           try {
-            snapshot.keep(jobId);
+            snapshot?.keep(jobId);
           } catch (err) {
             // The job is committed: its run falls back to the newest snapshot or the tracker API (docs/trigger.md).
             const error = err instanceof Error ? err.message : 'unknown';
@@ -41,6 +45,6 @@ export async function receiveTrackera(ctx: TCtx): Promise<Reply> {
       },
     );
   } finally {
-    await snapshot.discard();
+    await snapshot?.discard();
   }
 }

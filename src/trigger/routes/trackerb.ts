@@ -15,11 +15,11 @@ export async function receiveTrackerb(ctx: TCtx): Promise<Reply> {
   if (input.kind === 'skip') return skipped(input.reason);
   const delivery = header(ctx, 'x-vendorb-webhook-identifier')?.trim();
   const keys = [bodyKey('trackerb', raw), ...(delivery ? [`trackerb:delivery:${delivery.slice(0, 200)}`] : [])];
+  const brief = input.brief;
   return enqueue(ctx, {
     origin: 'trackerb',
-    brief: input.brief,
-    args: briefPrArgs(input.brief),
     dedupeKeys: keys,
     reply: { channel: 'trackerb', target: { issue_key: input.key } },
+    job: { brief, args: briefPrArgs(brief) },
   });
 }

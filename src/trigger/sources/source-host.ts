@@ -21,6 +21,34 @@ function hasLabel(issue: Obj): boolean {
   return Array.isArray(issue.labels) && issue.labels.some((l) => obj(l).name === TRIGGER_LABEL);
 }
 
+/**
+ * The event a signed body is, by its shape: `issue_comment` carries an issue and a comment, `issues` an issue
+ * alone; anything else (a `pull_request` body has `pull_request` and no `issue`) is `other`.
+ */
+export function eventShape(body: Obj): 'issues' | 'issue_comment' | 'other' {
+  const isObj = (v: unknown): boolean => v !== null && typeof v === 'object' && !Array.isArray(v);
+  if (!isObj(body.issue) || isObj(body.pull_request)) return 'other';
+  return isObj(body.comment) ? 'issue_comment' : 'issues';
+}
+
+/** Thrown when the unsigned event header names an event the signed body is not (issue 21: a relabelled delivery). */
+export class EventMismatchError extends Error {
+  constructor(header: string, shape: string) {
+    const body = shape === 'other' ? 'neither an issue nor an issue-comment event' : `an "${shape}" event`;
+    super(`X-GitHub-Event "${header.slice(0, 64)}" does not match the signed body, which is ${body}`);
+    this.name = 'EventMismatchError';
+  }
+}
+
+/**
+ * The header is not signed, so an event svc acts on (`issues`, `issue_comment`) must agree with the signed body's
+ * shape. Other events are skipped whatever their body, so they are not checked (GitHub adds event types).
+ */
+export function checkEventHeader(event: string, body: Obj): void {
+  const shape = eventShape(body);
+  if ((event === 'issues' || event === 'issue_comment') && shape !== event) throw new EventMismatchError(event, shape);
+}
+
 export function readSourceHost(event: string, body: Obj): SourceHostInput {
   const issue = obj(body.issue);
   const repo = str(obj(body.repository).full_name);
