@@ -15,7 +15,7 @@ import { bwrapArgv, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { runSync } from '../spawn/start.ts';
 import type { SandboxLimits } from '../spawn/limits.ts';
 import type { WatchedLimits } from '../spawn/limit-watch.ts';
-import { resolveSandbox, unsandboxedWarning, type SandboxMode } from '../spawn/sandbox-mode.ts';
+import { ignoredPolicyNote, resolveSandbox, unsandboxedWarning, type SandboxMode } from '../spawn/sandbox-mode.ts';
 import type { RunGate } from './egress.ts';
 
 /** How this run's agents are confined: the mode, and (sandboxed) the egress gate that is their only route out. */
@@ -53,6 +53,8 @@ export function gateEnv(sandbox: RunSandbox): Record<string, string> {
 /** This run's sandbox mode; throws SandboxUnavailableError when it needs bwrap and bwrap cannot run. */
 export function runSandboxMode(ctx: RunContext, policy: Policy): SandboxMode {
   const mode = resolveSandbox(policy.sandbox, ctx.env);
+  const ignored = ignoredPolicyNote(policy.sandbox, ctx.env);
+  if (ignored) ctx.event('log', { stream: 'svc', text: ignored });
   const warning = unsandboxedWarning(mode);
   if (warning) {
     ctx.event('log', { stream: 'svc', text: warning });

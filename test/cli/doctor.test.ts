@@ -17,6 +17,17 @@ describe('svc doctor', () => {
     assert.equal(r.code, 0);
   });
 
+  it('says whether it runs as root and what that changes', async () => {
+    const r = await runChild(process.execPath, [CLI, 'doctor', '--json']);
+    const report = JSON.parse(r.stdout) as { root: boolean; root_note: string | null };
+    const root = process.getuid?.() === 0;
+    assert.equal(report.root, root);
+    if (root) assert.match(report.root_note ?? '', /no capability.*RLIMIT_NPROC/);
+    else assert.equal(report.root_note, null);
+    const human = await runChild(process.execPath, [CLI, 'doctor']);
+    assert.match(human.stdout, root ? /^user: +root \(uid 0\)\. svc runs as root/m : /^user: +uid \d+$/m);
+  });
+
   it('exits 1 saying where bwrap is installed when PATH holds only folders under /tmp', async () => {
     const bwrap = ['/usr/bin/bwrap', '/bin/bwrap', '/usr/local/bin/bwrap'].find((p) => existsSync(p));
     assert.ok(bwrap, 'this host has bwrap in a system folder (CI installs bubblewrap)');

@@ -135,15 +135,16 @@ describe('when bwrap cannot run', () => {
   const runCount = () => (existsSync(join(repo.repo, '.svc', 'runs')) ? readdirSync(join(repo.repo, '.svc', 'runs')).length : 0);
 
   for (const origin of ['control', 'chata', 'jobs']) {
-    it(`refuses a run started by ${origin} and names the package and the policy opt-out, even with SVC_SANDBOX=none`, async () => {
-      const before = runCount();
-      const res = await start({ SVC_ORIGIN: origin, SVC_SANDBOX: 'none' });
-      assert.equal(res.code, 1);
-      assert.match(res.stderr, /bubblewrap/);
-      assert.match(res.stderr, /"sandbox": "none" in the project's \.svc\/policy\.json/);
-      assert.doesNotMatch(res.stderr, /SVC_SANDBOX=none/);
-      assert.equal(runCount(), before, 'no run was created');
-    });
+    it(`refuses a run started by ${origin}, names the package and the server's opt-out, even with SVC_SANDBOX=none`,
+      async () => {
+        const before = runCount();
+        const res = await start({ SVC_ORIGIN: origin, SVC_SANDBOX: 'none' });
+        assert.equal(res.code, 1);
+        assert.match(res.stderr, /bubblewrap/);
+        assert.match(res.stderr, /SVC_SERVER_SANDBOX=none in the environment of the server itself/);
+        assert.doesNotMatch(res.stderr, /SVC_SANDBOX=none|policy\.json/);
+        assert.equal(runCount(), before, 'no run was created');
+      });
   }
 
   it('refuses a CLI run too, naming SVC_SANDBOX=none as the way to go on', async () => {
@@ -159,15 +160,26 @@ describe('when bwrap cannot run', () => {
     assert.match(res.stderr, /SVC_SANDBOX must be "bwrap" or "none"/);
   });
 
-  it('runs a server-started run unconfined only when the project policy says "sandbox": "none"', async () => {
+  it('never lets a project policy switch the sandbox off for a server-started run: it still needs bwrap', async () => {
     writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ sandbox: 'none' }));
     try {
+      const before = runCount();
       const res = await start({ SVC_ORIGIN: 'control' });
-      assert.equal(res.code, 0, res.stderr);
-      assert.match(res.stderr, /WITHOUT a sandbox \(the project policy says "sandbox": "none"\)/);
+      assert.equal(res.code, 1);
+      assert.match(res.stderr, /No permissions to creating new namespace/);
+      assert.equal(runCount(), before, 'no run was created');
+      const cli = await start({});
+      assert.equal(cli.code, 0, cli.stderr);
+      assert.match(cli.stderr, /WITHOUT a sandbox \(the project policy says "sandbox": "none"\)/);
     } finally {
       writeFileSync(join(repo.repo, '.svc', 'policy.json'), '{}');
     }
+  });
+
+  it('runs a server-started run unconfined only when the server itself says SVC_SERVER_SANDBOX=none', async () => {
+    const res = await start({ SVC_ORIGIN: 'control', SVC_SERVER_SANDBOX: 'none' });
+    assert.equal(res.code, 0, res.stderr);
+    assert.match(res.stderr, /WITHOUT a sandbox \(SVC_SERVER_SANDBOX=none\)/);
   });
 });
 
