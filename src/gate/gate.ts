@@ -19,8 +19,10 @@ export interface GateOptions {
   policy: GatePolicy;
   /** The bridge: a Unix socket path (created; an old file there is replaced). */
   socketPath?: string;
-  /** Also listen on 127.0.0.1 (port 0 = any): for tests and the bench, never for a sandbox. */
+  /** Also listen on TCP (port 0 = any): tests, the bench, and `svc gate serve` for pods; never for a sandbox. */
   tcpPort?: number;
+  /** The TCP listener's address (default 127.0.0.1); `svc gate serve --host` only. */
+  tcpHost?: string;
   models?: readonly ModelRoute[];
   /** Every record, as the connection ends (or at once, when refused). */
   onRecord?: (record: EgressRecord) => void;
@@ -72,7 +74,7 @@ function createGateServer(ctx: GateContext, sockets: Set<Socket>, log: Logger): 
   return server;
 }
 
-function listen(server: Server, where: string | number): Promise<void> {
+function listen(server: Server, where: string | number, host = '127.0.0.1'): Promise<void> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     const done = (): void => {
@@ -80,7 +82,7 @@ function listen(server: Server, where: string | number): Promise<void> {
       resolve();
     };
     if (typeof where === 'string') server.listen(where, done);
-    else server.listen(where, '127.0.0.1', done);
+    else server.listen(where, host, done);
   });
 }
 
@@ -116,7 +118,7 @@ export async function startGate(options: GateOptions): Promise<Gate> {
     if (options.tcpPort !== undefined) {
       const server = createGateServer(ctx, sockets, log);
       servers.push(server);
-      await listen(server, options.tcpPort);
+      await listen(server, options.tcpPort, options.tcpHost);
       const address = server.address();
       gate.port = typeof address === 'object' && address ? address.port : null;
     }
