@@ -110,6 +110,9 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): 
   const gate = plan.network === 'none' ? null : plan.network;
   if (gate) argv.push(...gateMounts(gate));
   argv.push('--remount-ro', '/');
-  argv.push('--chdir', plan.cwd, '--', ...limitArgv(plan.limits), ...(gate ? throughGate(gate, command) : command));
+  // The limits bind the agent's command, not svc's forwarder (a node process needs more address space than an
+  // agent's memory limit may leave it).
+  const limited = [...limitArgv(plan.limits), ...command];
+  argv.push('--chdir', plan.cwd, '--', ...(gate ? throughGate(gate, limited) : limited));
   return argv;
 }
