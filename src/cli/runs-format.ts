@@ -35,7 +35,7 @@ const DETAIL_FIELDS: Array<keyof Run & string> = [
 ];
 
 /** The widest key ("started_at", "updated_at", "tokens_out") plus one space: every value starts in one column. */
-const KEY_WIDTH = Math.max(...DETAIL_FIELDS.map((k) => k.length)) + 1;
+export const KEY_WIDTH = Math.max(...DETAIL_FIELDS.map((k) => k.length)) + 1;
 
 /**
  * Dollars as a person reads them: cents for a dollar or more, and below that enough decimals to keep two

@@ -6,7 +6,8 @@ import { createControlClient, ControlApiError, type ControlClient } from '../cli
 import { discoverControlUrl } from '../client/discover.ts';
 import type { RunFilter, RunRef } from '../client/types.ts';
 import { RUN_STATUSES, VERDICTS, type RunStatus, type Verdict } from '../run-json.ts';
-import { formatRunDetails, formatRunTable } from './runs-format.ts';
+import { formatRunDetails, formatRunTable, KEY_WIDTH } from './runs-format.ts';
+import { networkLine } from './network-line.ts';
 import { safeJson } from '../safe-json.ts';
 
 const HELP = `Usage:
@@ -98,7 +99,7 @@ async function dispatch(io: CliIo, client: ControlClient, sub: string, positiona
     if (positionals.length > 1) throw new UsageError(`Unexpected argument "${positionals[1]}"`);
     const run = await client.getRun(ref);
     if (json) print(run);
-    else io.stdout(formatRunDetails(run));
+    else io.stdout(formatRunDetails(run) + (await networkOf(client, ref)));
     return 0;
   }
   if (sub === 'answer') {
@@ -138,4 +139,16 @@ export default async function runs(io: CliIo): Promise<number> {
     if (err instanceof ControlApiError) throw new CliError(err.status === 0 ? err.message : `${err.message} (${err.status} ${err.code})`);
     throw err;
   }
+}
+
+/** The receipt's network line for `svc runs show`, padded like the other fields; '' when there is none. */
+async function networkOf(client: ControlClient, ref: RunRef): Promise<string> {
+  let receipt: unknown;
+  try {
+    receipt = JSON.parse(new TextDecoder().decode((await client.artifact(ref, 'receipt.json')).body));
+  } catch {
+    return '';
+  }
+  const line = networkLine(receipt);
+  return line === null ? '' : `${'network'.padEnd(KEY_WIDTH)}${line}\n`;
 }
