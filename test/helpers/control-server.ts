@@ -39,6 +39,8 @@ export interface TestControlOptions {
   host?: string;
   env?: Record<string, string>;
   settings?: Partial<ControlSettings>;
+  /** Repositories to register through POST /v1/import once the server listens: runs start only in those. */
+  projects?: string[];
 }
 
 export async function startTestControl(opts: TestControlOptions = {}): Promise<TestControl> {
@@ -83,6 +85,11 @@ export async function startTestControl(opts: TestControlOptions = {}): Promise<T
       }
     }
     return { status: res.status, headers: res.headers, json, text };
+  }
+
+  for (const path of opts.projects ?? []) {
+    const res = await request('POST', '/v1/import', { body: { path } });
+    if (res.status !== 200) throw new Error(`Registering ${path} failed: ${res.status} ${res.text}`);
   }
 
   return {
