@@ -267,6 +267,7 @@ export const schemas = {
     properties: { status: { enum: ['skipped', 'duplicate'] }, reason: { type: 'string' } },
   },
   Open: { type: 'object', additionalProperties: true },
+  OpenList: { type: 'object', required: ['items'], properties: { items: { type: 'array', items: { type: 'object' } } } },
 } as const;
 
 function page(item: string) {
