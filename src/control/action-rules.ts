@@ -22,7 +22,9 @@ const NEEDS_LOCAL = new Set<RunAction>(['resume', 'retry', 'verify']);
 export type IsRegistered = (path: string) => boolean;
 
 /** The message of the 409 invalid_transition the server answers `action` with, or null when it would accept it. */
-export function actionRefusal(row: RunRow, localSource: string, action: RunAction, registered: IsRegistered): string | null {
+export function actionRefusal(
+  row: RunRow, localSource: string, action: RunAction, registered: IsRegistered,
+): string | null {
   const id = `${row.source}/${row.run}`;
   if (NEEDS_LOCAL.has(action)) {
     if (row.source !== localSource) return `Run ${id} belongs to another source; only stop and answer reach it`;
@@ -31,7 +33,8 @@ export function actionRefusal(row: RunRow, localSource: string, action: RunActio
         `import its project (POST /v1/import) to ${action} it`;
     }
     if (!registered(row.repo_path)) {
-      return `Run ${id} is in a project that is no longer registered: import it again (POST /v1/import) to ${action} it`;
+      return `Run ${id} is in a project that is no longer registered: ` +
+        `import it again (POST /v1/import) to ${action} it`;
     }
   }
   if (ALLOWED_FROM[action].has(row.status)) return null;
@@ -40,7 +43,9 @@ export function actionRefusal(row: RunRow, localSource: string, action: RunActio
 }
 
 /** Every action's refusal for a run (null = the server would accept it, rate limits aside). */
-export function actionRefusals(row: RunRow, localSource: string, registered: IsRegistered): Record<RunAction, string | null> {
+export function actionRefusals(
+  row: RunRow, localSource: string, registered: IsRegistered,
+): Record<RunAction, string | null> {
   const out = {} as Record<RunAction, string | null>;
   for (const action of RUN_ACTIONS) out[action] = actionRefusal(row, localSource, action, registered);
   return out;

@@ -5,9 +5,8 @@ import { schemas, pageSchemas, responses } from './openapi-schemas.ts';
 import { RUN_STATUSES, VERDICTS } from '../run-json.ts';
 
 type Server = 'control' | 'trigger' | 'both';
-// token: SVC_CONTROL_TOKEN when the Control Plane has one (optional security); api-token: SVC_API_TOKEN, required;
-// job-read: SVC_API_TOKEN when the trigger server has one, else the job id itself is the credential.
-type Auth = 'token' | 'none' | 'api-token' | 'job-read' | 'signature';
+// token: SVC_CONTROL_TOKEN when the Control Plane has one (optional security); api-token: SVC_API_TOKEN, required.
+type Auth = 'token' | 'none' | 'api-token' | 'signature';
 /** A documented error answer; `Other` is every operation's `default` and is never listed by status. */
 type Err = Exclude<keyof typeof responses, 'Other'>;
 
@@ -115,7 +114,7 @@ export const operations: readonly Op[] = [
   webhook('webhook', 'Source-host webhook (GITHUB_WEBHOOK_SECRET; X-Hub-Signature-256)', SKIPPED),
   { server: 'trigger', method: 'get', path: '/status', id: 'getTriggerStatus', summary: 'Which routes and notifiers are configured (booleans and counts, never values) and the queue depth', tag: 'health', auth: 'none', ok: { status: 200, schema: 'Open' } },
   { server: 'trigger', method: 'post', path: '/jobs', id: 'createJob', summary: 'Queue a job directly (bearer SVC_API_TOKEN)', tag: 'jobs', auth: 'api-token', body: 'JobRequest', ok: { status: 202, schema: 'Queued' }, also: [SKIPPED], errors: ['Unauthorized', 'TooLarge', 'TooMany', 'UnsupportedType', 'Unavailable'] },
-  { server: 'trigger', method: 'get', path: '/jobs/{id}', id: 'getJob', summary: 'One job and the run it follows (bearer SVC_API_TOKEN when the server has one; else the job id is the credential)', tag: 'jobs', auth: 'job-read', ok: { status: 200, schema: 'Job' }, errors: ['Unauthorized', 'NotFound'] },
+  { server: 'trigger', method: 'get', path: '/jobs/{id}', id: 'getJob', summary: 'One job and the run it follows (bearer SVC_API_TOKEN; 503 not_configured without one)', tag: 'jobs', auth: 'api-token', ok: { status: 200, schema: 'Job' }, errors: ['Unauthorized', 'NotFound', 'Unavailable'] },
 ];
 
 export const CONTROL_SERVER = { url: 'http://127.0.0.1:47821', description: 'Control Plane (svc control serve)' };
@@ -125,7 +124,6 @@ export const TRIGGER_SERVER = { url: 'http://127.0.0.1:7373', description: 'Trig
 function security(op: Op): unknown[] {
   if (op.auth === 'none' || op.auth === 'signature') return [];
   if (op.auth === 'api-token') return [{ triggerApiToken: [] }];
-  if (op.auth === 'job-read') return [{ triggerApiToken: [] }, {}];
   return [{ controlToken: [] }, {}];
 }
 
@@ -184,7 +182,7 @@ const TAGS: Record<string, string> = {
   merge: 'The merge queue',
   ingest: 'Runs arriving from runners (ingest) and from project folders (import)',
   webhooks: 'Signed deliveries to the trigger server that queue jobs',
-  jobs: 'Jobs queued directly on the trigger server, and any job looked up by id',
+  jobs: 'Jobs queued directly on the trigger server (bearer SVC_API_TOKEN), and any job looked up by id',
 };
 
 export function buildOpenapi(version: string): Record<string, unknown> {

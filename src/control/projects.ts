@@ -30,7 +30,8 @@ export interface RegisteredProject {
 
 /** Every registered project, for GET /v1/projects and the start page's choices: imports first, then `repos`. */
 export function listProjects(deps: ControlDeps): RegisteredProject[] {
-  const out: RegisteredProject[] = deps.stores.projects.list().map((p) => ({ path: p.path, via: 'import', registered_at: p.registered_at }));
+  const out: RegisteredProject[] = deps.stores.projects.list()
+    .map((p) => ({ path: p.path, via: 'import', registered_at: p.registered_at }));
   const seen = new Set(out.map((p) => p.path));
   for (const path of readEffectiveConfig(deps.stores.config).config.repos as string[]) {
     if (seen.has(realOrNull(path) ?? path)) continue;

@@ -15,7 +15,8 @@ export interface DeletedRunsStore {
 
 export function createDeletedRunsStore(db: Db): DeletedRunsStore {
   const addStmt = db.prepare(
-    'INSERT INTO deleted_runs (source, run, deleted_at) VALUES (?, ?, ?) ON CONFLICT (source, run) DO UPDATE SET deleted_at = excluded.deleted_at',
+    `INSERT INTO deleted_runs (source, run, deleted_at) VALUES (?, ?, ?)
+     ON CONFLICT (source, run) DO UPDATE SET deleted_at = excluded.deleted_at`,
   );
   const hasStmt = db.prepare('SELECT 1 AS found FROM deleted_runs WHERE source = ? AND run = ?');
   const forgetStmt = db.prepare('DELETE FROM deleted_runs WHERE source = ? AND run = ?');

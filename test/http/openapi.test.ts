@@ -168,9 +168,18 @@ function probes(repo: string): Probe[] {
   ];
 }
 
+/** The trigger routes with no secret set: 503 not_configured, as documented. */
+function unconfiguredProbes(): Probe[] {
+  return [
+    { server: 'trigger', method: 'GET', path: '/jobs/j00000000000000000000000000', status: 503, headers: { authorization: `Bearer ${API}` } },
+    { server: 'trigger', method: 'POST', path: '/webhook', status: 503, body: '{}', headers: {} },
+  ];
+}
+
 describe('real responses of every route match the document', () => {
   let cp: TestControl;
   let trigger: TestTrigger;
+  let bare: TestTrigger;
   let repo: TestRepo;
   let lastJob = '';
 
@@ -186,6 +195,7 @@ describe('real responses of every route match the document', () => {
       content: Buffer.from(JSON.stringify({ files: [{ path: 'src/auth.ts', insertions: 3, deletions: 1 }] })),
     });
     trigger = await startTestTrigger();
+    bare = await startTestTrigger({ GITHUB_WEBHOOK_SECRET: undefined, SVC_API_TOKEN: undefined });
   });
   after(async () => {
     // The started run is stopped, so no worker outlives the test.
@@ -193,6 +203,7 @@ describe('real responses of every route match the document', () => {
     if (started) await cp.request('POST', `/v1/runs/local/${started.run}/stop`, { body: {} }).catch(() => undefined);
     await cp.close();
     await trigger.cleanup();
+    await bare.cleanup();
     repo.cleanup();
   });
 
@@ -210,9 +221,9 @@ describe('real responses of every route match the document', () => {
 
   it('answers every probe with the expected status and a status and body the document gives that route', async () => {
     const served = (await cp.request('GET', '/v1/openapi.json')).json;
-    for (const probe of probes(repo.repo)) {
+    for (const probe of [...probes(repo.repo), ...unconfiguredProbes().map((u) => ({ ...u, bare: true }))]) {
       const p = { ...probe, path: probe.path.replace('{id}', lastJob) };
-      const base = p.server === 'control' ? cp.url : trigger.url;
+      const base = p.server === 'control' ? cp.url : 'bare' in p ? bare.url : trigger.url;
       const headers: Record<string, string> = { ...p.headers };
       if (p.server === 'control') headers.authorization ??= 'Bearer tok-contract';
       if (p.body !== undefined) headers['content-type'] ??= 'application/json';
