@@ -5,7 +5,7 @@ import { secretsIn, withoutSecrets, handoffPipe, sendHandoff } from '../spawn/se
 import { SERVER_NODE_FLAGS } from './server-flags.ts';
 import { mkdirSync, openSync, closeSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { svcCliPath } from '../spawn/svc-paths.ts';
 import { serverRecordFile, readServerRecordFile } from '../client/server-record.ts';
 
 const START_DEADLINE_MS = 20_000;
@@ -21,10 +21,7 @@ export async function isHealthy(url: string, timeoutMs = 2_000): Promise<boolean
   }
 }
 
-/** The CLI entry next to this file: dist/cli.js when built, src/cli.ts when run from source. */
-function cliEntry(): string {
-  return fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? '../cli.ts' : '../cli.js', import.meta.url));
-}
+const cliEntry = svcCliPath;
 
 export interface Started {
   url: string;

@@ -2,6 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { availableParallelism, homedir } from 'node:os';
 import { join } from 'node:path';
+import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { readRunnerTokens, RunnerTokensError, type RunnerToken } from './runner-tokens.ts';
 
 export interface ControlSettings {
@@ -23,9 +24,8 @@ export interface ControlSettings {
 
 export const DEFAULT_PORT = 47821;
 
-export function svcHome(env: NodeJS.ProcessEnv): string {
-  return join(env.HOME || homedir(), '.svc');
-}
+/** svc's home (~/.svc); one definition for every process: src/spawn/svc-paths.ts. */
+export const svcHome = svcHomeOf;
 
 export function resolveControlSettings(
   env: NodeJS.ProcessEnv,

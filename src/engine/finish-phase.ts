@@ -10,7 +10,7 @@ import { runChecks, type CheckResult } from './checks.ts';
 import { decideVerdict } from './verdict.ts';
 import { issueReceipt, RECEIPT_TYPE, type Receipt, type ReceiptNetwork } from './receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
-import { svcHomeOf } from './paths.ts';
+import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { canonicalJson } from '../canonical-json.ts';
 import { openPullRequest } from './pr.ts';
 import { isoNow } from './run-state.ts';

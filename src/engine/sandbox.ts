@@ -8,7 +8,7 @@ import type { Policy } from './policy.ts';
 import type { RunLimits } from './policy-limits.ts';
 import { loadEngineConfig } from './config.ts';
 import { plainSubdir } from './safe-fs.ts';
-import { svcHomeOf } from './paths.ts';
+import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { hostGit, type GitRun } from './git.ts';
 import { agentSandboxPlan, gitSandboxPlan } from '../spawn/agent-plan.ts';
 import { bwrapArgv, type SandboxPlan } from '../spawn/bwrap-argv.ts';
