@@ -29,13 +29,17 @@ export function tempDir(prefix = 'svc-'): string {
   return mkdtempSync(join(tmpdir(), prefix));
 }
 
-/** A git repo with one committed file (src/app.js by "Ada Lovelace") and one deploy record. */
-export function makeRepo(): string {
+/**
+ * A git repo with one committed file (src/app.js by "Ada Lovelace") and one deploy record; its origin names `name`
+ * (default acme/api), which is what the `--repo` shorthand serves GitHub events of.
+ */
+export function makeRepo(name = 'acme/api'): string {
   const repo = tempDir('svc-repo-');
   const git = (...args: string[]): void => {
     execFileSync('git', args, { cwd: repo, stdio: 'ignore', env: { ...process.env, GIT_CONFIG_NOSYSTEM: '1', HOME: repo } });
   };
   git('init', '-q', '-b', 'main');
+  git('remote', 'add', 'origin', `https://github.com/${name}.git`);
   mkdirSync(join(repo, 'src'));
   writeFileSync(join(repo, 'src', 'app.js'), 'export const x = 1;\n');
   git('add', '.');
