@@ -67,7 +67,18 @@ export interface TestTrigger extends RunningTrigger {
   cleanup(): Promise<void>;
 }
 
-export async function startTestTrigger(extraEnv: Record<string, string | undefined> = {}, o: TriggerOverrides & { repo?: string; db?: string; home?: string; cliPath?: string } = {}): Promise<TestTrigger> {
+export interface TestTriggerOptions extends TriggerOverrides {
+  repo?: string;
+  /** Serve the repositories of this file instead of the one `repo` (the `--repos` flag). */
+  reposFile?: string;
+  db?: string;
+  home?: string;
+  cliPath?: string;
+}
+
+export async function startTestTrigger(
+  extraEnv: Record<string, string | undefined> = {}, o: TestTriggerOptions = {},
+): Promise<TestTrigger> {
   const repo = o.repo ?? makeRepo();
   const home = o.home ?? tempDir('svc-home-');
   const env: NodeJS.ProcessEnv = {
@@ -79,7 +90,8 @@ export async function startTestTrigger(extraEnv: Record<string, string | undefin
     ...extraEnv,
   };
   for (const [k, v] of Object.entries(env)) if (v === undefined) delete env[k];
-  const settings = resolveTriggerSettings(env, { host: '127.0.0.1', port: '0', repo, db: o.db ?? join(home, 'trigger.db') }, repo);
+  const where = o.reposFile ? { repos: o.reposFile } : { repo };
+  const settings = resolveTriggerSettings(env, { host: '127.0.0.1', port: '0', ...where, db: o.db ?? join(home, 'trigger.db') }, repo);
   settings.cliPath = o.cliPath ?? FAKE_SVC;
   const logs: LogLine[] = [];
   const log: Logger = o.log ?? createLogger('trigger-test', (line) => logs.push(JSON.parse(line) as LogLine));
