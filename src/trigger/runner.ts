@@ -135,6 +135,12 @@ export function createRunner(opts: RunnerOptions): Runner {
     });
   }
 
+  /** Records that `job`'s repository and origin just had their turn. */
+  function served(job: JobRow): void {
+    turns.served.set(`origin:${job.origin}`, turns.starts);
+    turns.served.set(`repo:${job.repo ?? ''}`, turns.starts++);
+  }
+
   function kick(): void {
     if (closed) return;
     // A failed claim means another dispatcher took that job: bounded retries, then the next kick tries again.
@@ -143,8 +149,7 @@ export function createRunner(opts: RunnerOptions): Runner {
       if (!job) return;
       if (!stores.jobs.claim(job.id, opts.clock())) continue;
       const claimed = { ...job, status: 'running' as const, started_at: opts.clock() };
-      turns.served.set(`origin:${job.origin}`, turns.starts);
-      turns.served.set(`repo:${job.repo ?? ''}`, turns.starts++);
+      served(job);
       track(claimed, guarded(claimed, runJob(claimed)));
     }
   }
@@ -155,6 +160,8 @@ export function createRunner(opts: RunnerOptions): Runner {
       if (job.run_source && job.run_id && workdir !== null) {
         log.info('re-attaching job to its run', { job_id: job.id, run: `${job.run_source}/${job.run_id}` });
         const run = { source: job.run_source, run: job.run_id };
+        // A job still running from before the restart had its turn: the queue's order after it survives the restart.
+        served(job);
         track(job, guarded(job, followToEnd(job, run, true, workdir)));
       } else {
         // It was launching when the server stopped: which run it started (if any) is unknown.
