@@ -1,5 +1,6 @@
-// Which directory a job runs in (issue 22): the routed repository's checkout, or for a clone URL a worktree made
-// from the freshly fetched mirror (managed-checkout.ts). Never another repository's, never the server's cwd.
+// Which directory a job runs in (issue 22): the routed repository's checkout. Never another repository's, never the
+// server's cwd. Managed checkouts of clone URLs (a worktree per job from a fetched mirror) are not built yet: the
+// server refuses to start on a clone= entry (served-repos.ts), and this refuses again should one reach a job.
 import type { JobRow } from '../db/trigger-jobs-store.ts';
 import type { RepoRouter } from './served-repos.ts';
 import type { ServedRepo } from './served-repos-file.ts';
@@ -21,24 +22,22 @@ export interface JobWorkdirs {
   recorded(job: JobRow): string | null;
 }
 
-/** Makes a managed repository's worktree for one job; absent until managed checkouts are configured. */
-export type ManagedPrepare = (job: JobRow, repo: ServedRepo) => Promise<string>;
-
-export function createJobWorkdirs(router: RepoRouter, managed?: ManagedPrepare): JobWorkdirs {
+export function createJobWorkdirs(router: RepoRouter): JobWorkdirs {
   function repoOf(job: JobRow): ServedRepo {
     const repo = job.repo === null ? router.entries.find((e) => e.isDefault) : router.byName(job.repo);
     if (!repo) {
-      const what = job.repo === null ? 'it was queued before routing and no repository is the default' : `"${job.repo}" is no longer served`;
+      const what = job.repo === null
+        ? 'it was queued before routing and no repository is the default'
+        : `"${job.repo}" is no longer served`;
       throw new WorkdirError(`The job has no repository to run in: ${what}`);
     }
     return repo;
   }
   return {
     repoOf,
-    async prepare(job, repo) {
+    async prepare(_job, repo) {
       if (repo.checkout !== null) return repo.checkout;
-      if (!managed) throw new WorkdirError(`"${repo.name}" has a clone URL but managed checkouts are off`);
-      return managed(job, repo);
+      throw new WorkdirError(`"${repo.name}" has a clone URL, and managed checkouts are not available yet`);
     },
     recorded(job) {
       if (job.workdir !== null) return job.workdir;

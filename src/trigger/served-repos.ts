@@ -81,12 +81,18 @@ export function shorthandRepos(dir: string): RepoRouter {
   };
 }
 
-/** File-system problems the parser cannot see: a checkout that is missing or not a git work tree. */
+/**
+ * What this host cannot serve, which the parser cannot see: a checkout that is missing or not a git work tree, and
+ * a clone URL (the file's syntax keeps `clone=` for managed checkouts, which are not built yet: issue 22 item 3).
+ */
 export function checkoutProblems(entries: readonly ServedRepo[], lines: readonly string[]): ReposProblem[] {
   const problems: ReposProblem[] = [];
   for (const entry of entries) {
-    if (entry.checkout === null) continue;
     const text = lines[entry.line - 1]?.trim() ?? entry.name;
+    if (entry.checkout === null) {
+      problems.push({ line: entry.line, text, reason: 'clone= (a checkout svc manages) is not available yet: use checkout=DIR' });
+      continue;
+    }
     let dir = false;
     try {
       dir = statSync(entry.checkout).isDirectory();

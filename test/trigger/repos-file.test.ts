@@ -83,16 +83,17 @@ describe('parseServedRepos', () => {
 });
 
 describe('loadServedRepos', () => {
-  it('refuses a checkout that is missing or not a git work tree', () => {
+  it('refuses a checkout that is missing or not a git work tree, and a clone URL (managed checkouts are not built)', () => {
     const dir = tempDir('svc-repos-');
     dirs.push(dir);
     const file = join(dir, 'repos.conf');
-    writeFileSync(file, `acme/api checkout=${join(dir, 'missing')}\nacme/web checkout=${dir}\n`);
+    writeFileSync(file, `acme/api checkout=${join(dir, 'missing')}\nacme/web checkout=${dir}\nacme/ops clone=file:///g/ops.git\n`);
     assert.throws(() => loadServedRepos(file), (err: unknown) => {
       assert.ok(err instanceof ReposFileError);
       assert.deepEqual(err.problems.map((p) => [p.line, p.reason]), [
         [1, `checkout ${join(dir, 'missing')} is not a directory`],
         [2, `checkout ${dir} is not a git work tree`],
+        [3, 'clone= (a checkout svc manages) is not available yet: use checkout=DIR'],
       ]);
       return true;
     });
@@ -123,8 +124,13 @@ describe('svc repos and svc trigger serve --repos', () => {
     const added = svc(['repos', 'add', 'acme/api', `checkout=${api}`, 'errtrack=api', 'default'], env);
     assert.equal(added.status, 0, added.stderr);
     assert.equal(readFileSync(file, 'utf8'), `acme/api checkout=${api} errtrack=api default\n`);
-    const clone = svc(['repos', 'add', 'acme/web', 'clone=file:///srv/git/web.git', 'trackerb=WEB'], env);
-    assert.equal(clone.status, 0, clone.stderr);
+    const clone = svc(['repos', 'add', 'acme/web', 'clone=file:///srv/git/web.git'], env);
+    assert.equal(clone.status, 2);
+    assert.match(clone.stderr, /repos\.conf:2: clone= \(a checkout svc manages\) is not available yet/);
+    const web = makeRepo('acme/web');
+    dirs.push(web);
+    const second = svc(['repos', 'add', 'acme/web', `checkout=${web}`, 'trackerb=WEB'], env);
+    assert.equal(second.status, 0, second.stderr);
 
     const taken = svc(['repos', 'add', 'acme/ops', `checkout=${api}`, 'errtrack=api'], env);
     assert.equal(taken.status, 2);
@@ -136,7 +142,7 @@ describe('svc repos and svc trigger serve --repos', () => {
 
     const list = svc(['repos', 'list'], env);
     assert.equal(list.status, 0);
-    assert.equal(list.stdout, `acme/api checkout=${api} errtrack=api default\nacme/web clone=file:///srv/git/web.git trackerb=WEB\n`);
+    assert.equal(list.stdout, `acme/api checkout=${api} errtrack=api default\nacme/web checkout=${web} trackerb=WEB\n`);
 
     const removed = svc(['repos', 'remove', 'acme/web'], env);
     assert.equal(removed.status, 0, removed.stderr);
