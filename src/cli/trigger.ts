@@ -34,7 +34,10 @@ export default async function trigger(io: CliIo): Promise<number> {
   }
   const { values } = parseFlags(
     rest,
-    { host: { type: 'string' }, port: { type: 'string' }, repo: { type: 'string' }, repos: { type: 'string' }, concurrency: { type: 'string' }, db: { type: 'string' } },
+    {
+      host: { type: 'string' }, port: { type: 'string' }, repo: { type: 'string' }, repos: { type: 'string' },
+      concurrency: { type: 'string' }, db: { type: 'string' },
+    },
     false,
   );
   const { resolveTriggerSettings } = await import('../trigger/settings.ts');

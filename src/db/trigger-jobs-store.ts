@@ -75,7 +75,9 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
   const get = db.prepare('SELECT * FROM jobs WHERE id = ?');
   const count = db.prepare('SELECT n FROM job_counts WHERE status = ?');
   const byOrigin = db.prepare('SELECT origin, n FROM queued_by_origin WHERE n > 0');
-  const groups = db.prepare("SELECT repo, origin, count(*) AS n FROM jobs WHERE status = 'queued' GROUP BY repo, origin");
+  const groups = db.prepare(
+    "SELECT repo, origin, count(*) AS n FROM jobs WHERE status = 'queued' GROUP BY repo, origin",
+  );
   const oldestIn = db.prepare(
     "SELECT * FROM jobs WHERE status = 'queued' AND repo IS ? AND origin = ? ORDER BY created_at, id LIMIT 1",
   );

@@ -163,7 +163,9 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
     return { status: state.phase === 'complete' ? 'succeeded' : 'failed', verdict: null, pr_url: null, cost_usd: null, started_at: null, ended_at: null, error: state.phase === 'complete' ? null : `Kubernetes Job failed: ${state.reason ?? 'unknown reason'}` };
   }
 
-  async function follow(run: RunRef, signal: AbortSignal, _opts: FollowOptions): Promise<RunOutcome | null | 'aborted'> {
+  async function follow(
+    run: RunRef, signal: AbortSignal, _opts: FollowOptions,
+  ): Promise<RunOutcome | null | 'aborted'> {
     if (!RUN_SEGMENT.test(run.source) || !RUN_SEGMENT.test(run.run)) return null;
     let name: string | null = known.get(`${run.source}/${run.run}`) ?? null;
     let missingSince: number | null = null;

@@ -75,7 +75,8 @@ export function kubeJobName(jobId: string): string {
 
 export function buildKubeJob(
   // The pod clones its own checkout (deploy.md): the server's workdir means nothing there.
-  job: Omit<ExecJob, 'workdir'>, s: KubernetesSettings, namespace: string, serverEnv: NodeJS.ProcessEnv, runId: string = newRunId(),
+  job: Omit<ExecJob, 'workdir'>, s: KubernetesSettings, namespace: string, serverEnv: NodeJS.ProcessEnv,
+  runId: string = newRunId(),
 ): Record<string, unknown> {
   const name = kubeJobName(job.id);
   const labels = { [LABEL_MANAGED]: 'svc-trigger', [LABEL_JOB]: kubeJobName(job.id).slice(4) };

@@ -40,7 +40,9 @@ export function signerArgs(args: readonly string[], runId: string): string[] {
 }
 
 /** The trigger's allowlisted, non-secret variables, minus what names a trigger-host path or source. */
-function baseEnv(serverEnv: NodeJS.ProcessEnv, s: KubernetesSettings, job: Omit<ExecJob, 'workdir'>, home: string): EnvVar[] {
+function baseEnv(
+  serverEnv: NodeJS.ProcessEnv, s: KubernetesSettings, job: Omit<ExecJob, 'workdir'>, home: string,
+): EnvVar[] {
   const env = Object.entries(childEnv('launcher', serverEnv))
     .filter(([k]) => !['PATH', 'HOME', 'TMPDIR', 'SVC_SOURCE', 'SVC_CONTROL_ANSWER_DIR'].includes(k))
     .map(([k, v]) => ({ name: k, value: String(v) }));

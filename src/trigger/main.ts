@@ -129,11 +129,12 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
   });
   const workdirs = createJobWorkdirs(settings.repos);
   runner = createRunner({
-    stores, executor, concurrency: settings.concurrency, repoConcurrency: settings.repoConcurrency, workdirs, clock, log,
-    controlUrl: settings.controlUrl, notify,
+    stores, executor, concurrency: settings.concurrency, repoConcurrency: settings.repoConcurrency, workdirs,
+    clock, log, controlUrl: settings.controlUrl, notify,
   });
   const skips = createSkipCounts();
-  const app = createTriggerApp({ settings, queue, clock, log, skips }, o.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: o.bodyTimeoutMs } : {});
+  const deps = { settings, queue, clock, log, skips };
+  const app = createTriggerApp(deps, o.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: o.bodyTimeoutMs } : {});
   const server = createServer({ keepAliveTimeout: 5_000, requestTimeout: 60_000, headersTimeout: 20_000, requireHostHeader: false }, app.listener);
   const { url } = await listen(server, settings.host, settings.port);
   runner.recover();

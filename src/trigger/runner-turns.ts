@@ -35,7 +35,8 @@ export function pickNext(jobs: TriggerJobsStore, turns: Turns, repoCap: number):
     const origin = `origin:${group.origin}`;
     const repoActive = turns.active.get(repo) ?? 0;
     if (repoActive >= repoCap) continue;
-    const order = [repoActive, turns.active.get(origin) ?? 0, turns.served.get(repo) ?? -1, turns.served.get(origin) ?? -1];
+    const originActive = turns.active.get(origin) ?? 0;
+    const order = [repoActive, originActive, turns.served.get(repo) ?? -1, turns.served.get(origin) ?? -1];
     // The counts decide first; the head job is read only for a pair that could win.
     const versus = best ? compare(order, best.order) : -1;
     if (versus > 0) continue;

@@ -67,7 +67,9 @@ export function cloneUrlProblem(url: string): string | null {
   } catch {
     return 'clone= must be an https://, ssh://, file:// or git@host:owner/name URL';
   }
-  if (!['https:', 'ssh:', 'file:'].includes(parsed.protocol)) return `clone URLs over ${parsed.protocol} are not allowed`;
+  if (!['https:', 'ssh:', 'file:'].includes(parsed.protocol)) {
+    return `clone URLs over ${parsed.protocol} are not allowed`;
+  }
   if (parsed.password) return 'a clone URL must not hold a password: svc sends GITHUB_TOKEN to the origin host itself';
   if (parsed.protocol === 'file:' && (parsed.host || !parsed.pathname.startsWith('/'))) {
     return 'a file:// clone URL names an absolute local path (file:///srv/git/api.git)';
@@ -79,7 +81,7 @@ function emptyKeys(): Record<RoutingKind, string[]> {
   return { errtrack: [], trackera: [], trackerb: [], chata: [], chatb: [] };
 }
 
-/** Strips a `#` comment: at the line's start or after whitespace (channel ids and URLs keep their own `#`-less form). */
+/** Strips a `#` comment: one at the line's start or after whitespace (a `#` inside a token stays). */
 function withoutComment(line: string): string {
   const at = line.search(/(^|\s)#/);
   return at < 0 ? line : line.slice(0, at);
@@ -118,7 +120,9 @@ function parseLine(text: string, line: number): ServedRepo | string | null {
       return `unknown "${key}" (known: checkout=, clone=, ${ROUTING_KINDS.map((k) => `${k}=`).join(', ')}, default)`;
     }
     const values = value.split(',');
-    if (values.some((v) => !KEY_VALUE.test(v))) return `${key}= needs one or more comma-separated values without spaces`;
+    if (values.some((v) => !KEY_VALUE.test(v))) {
+      return `${key}= needs one or more comma-separated values without spaces`;
+    }
     entry.keys[key as RoutingKind].push(...values);
   }
   if (entry.checkout === null && entry.clone === null) return 'each repository needs checkout=DIR or clone=URL';
@@ -132,7 +136,8 @@ function crossCheck(entries: readonly ServedRepo[], lines: readonly string[]): R
   const claim = (what: string, id: string, entry: ServedRepo): void => {
     const holder = seen.get(id);
     if (holder) {
-      problems.push({ line: entry.line, text: lines[entry.line - 1] ?? '', reason: `${what} is already on line ${holder.line}` });
+      const reason = `${what} is already on line ${holder.line}`;
+      problems.push({ line: entry.line, text: lines[entry.line - 1] ?? '', reason });
     } else seen.set(id, entry);
   };
   for (const entry of entries) {

@@ -40,13 +40,16 @@ export function createRepoRouter(entries: readonly ServedRepo[], source: string)
     github(fullName) {
       if (!fullName) return { kind: 'unserved', reason: 'the event names no repository' };
       const repo = byName.get(fullName.toLowerCase());
-      return repo ? { kind: 'repo', repo } : { kind: 'unserved', reason: `repository "${shown(fullName)}" is not served` };
+      if (repo) return { kind: 'repo', repo };
+      return { kind: 'unserved', reason: `repository "${shown(fullName)}" is not served` };
     },
     route(kind, key) {
       const repo = key === null ? undefined : byKey.get(`${kind}:${keyOf(kind, key)}`);
       if (repo) return { kind: 'repo', repo };
       if (fallback) return { kind: 'repo', repo: fallback };
-      const what = key === null ? `the ${kind} event names no routing key` : `${kind} key "${shown(key)}" is not served`;
+      const what = key === null
+        ? `the ${kind} event names no routing key`
+        : `${kind} key "${shown(key)}" is not served`;
       return { kind: 'unserved', reason: `${what} and no repository is the default` };
     },
   };
@@ -77,7 +80,9 @@ export function shorthandRepos(dir: string): RepoRouter {
   if (name) return router;
   return {
     ...router,
-    github: () => ({ kind: 'unserved', reason: 'the served checkout has no GitHub origin; name it in a repositories file' }),
+    github: () => ({
+      kind: 'unserved', reason: 'the served checkout has no GitHub origin; name it in a repositories file',
+    }),
   };
 }
 
@@ -90,7 +95,8 @@ export function checkoutProblems(entries: readonly ServedRepo[], lines: readonly
   for (const entry of entries) {
     const text = lines[entry.line - 1]?.trim() ?? entry.name;
     if (entry.checkout === null) {
-      problems.push({ line: entry.line, text, reason: 'clone= (a checkout svc manages) is not available yet: use checkout=DIR' });
+      const reason = 'clone= (a checkout svc manages) is not available yet: use checkout=DIR';
+      problems.push({ line: entry.line, text, reason });
       continue;
     }
     let dir = false;

@@ -94,7 +94,9 @@ export function defaultReposFile(env: NodeJS.ProcessEnv): string {
  * else the current directory as the one-repository shorthand (what the server did before issue 22).
  */
 function resolveRepos(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string): RepoRouter {
-  if (flags.repos !== undefined && flags.repo !== undefined) throw new RangeError('Give --repos FILE or --repo DIR, not both');
+  if (flags.repos !== undefined && flags.repo !== undefined) {
+    throw new RangeError('Give --repos FILE or --repo DIR, not both');
+  }
   if (flags.repos !== undefined) return loadServedRepos(resolve(cwd, flags.repos));
   if (flags.repo !== undefined) return shorthandRepos(resolve(cwd, flags.repo));
   if (env.SVC_TRIGGER_REPOS && env.SVC_TRIGGER_REPO) {

@@ -91,7 +91,8 @@ export async function startTestTrigger(
   };
   for (const [k, v] of Object.entries(env)) if (v === undefined) delete env[k];
   const where = o.reposFile ? { repos: o.reposFile } : { repo };
-  const settings = resolveTriggerSettings(env, { host: '127.0.0.1', port: '0', ...where, db: o.db ?? join(home, 'trigger.db') }, repo);
+  const flags = { host: '127.0.0.1', port: '0', ...where, db: o.db ?? join(home, 'trigger.db') };
+  const settings = resolveTriggerSettings(env, flags, repo);
   settings.cliPath = o.cliPath ?? FAKE_SVC;
   const logs: LogLine[] = [];
   const log: Logger = o.log ?? createLogger('trigger-test', (line) => logs.push(JSON.parse(line) as LogLine));

@@ -83,11 +83,14 @@ describe('parseServedRepos', () => {
 });
 
 describe('loadServedRepos', () => {
-  it('refuses a checkout that is missing or not a git work tree, and a clone URL (managed checkouts are not built)', () => {
+  it('refuses a missing checkout, one that is not a git work tree, and a clone URL (not built yet)', () => {
     const dir = tempDir('svc-repos-');
     dirs.push(dir);
     const file = join(dir, 'repos.conf');
-    writeFileSync(file, `acme/api checkout=${join(dir, 'missing')}\nacme/web checkout=${dir}\nacme/ops clone=file:///g/ops.git\n`);
+    const lines = [
+      `acme/api checkout=${join(dir, 'missing')}`, `acme/web checkout=${dir}`, 'acme/ops clone=file:///g/ops.git',
+    ];
+    writeFileSync(file, `${lines.join('\n')}\n`);
     assert.throws(() => loadServedRepos(file), (err: unknown) => {
       assert.ok(err instanceof ReposFileError);
       assert.deepEqual(err.problems.map((p) => [p.line, p.reason]), [
@@ -102,7 +105,8 @@ describe('loadServedRepos', () => {
 
 describe('takeRepoOption', () => {
   it('takes repo=owner/name out of chat text and refuses two or a malformed one', () => {
-    assert.deepEqual(takeRepoOption('fix it repo=acme/api now'), { kind: 'option', repo: 'acme/api', text: 'fix it now' });
+    const taken = takeRepoOption('fix it repo=acme/api now');
+    assert.deepEqual(taken, { kind: 'option', repo: 'acme/api', text: 'fix it now' });
     assert.deepEqual(takeRepoOption('fix it'), { kind: 'option', repo: null, text: 'fix it' });
     assert.equal(takeRepoOption('repo=acme/api repo=acme/web x').kind, 'bad');
     assert.equal(takeRepoOption('repo=../etc x').kind, 'bad');

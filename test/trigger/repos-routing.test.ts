@@ -14,9 +14,24 @@ const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
 const GITHUB = new URL('./fixtures/github/', import.meta.url);
 const TEAMS_CHANNEL = '19:253b1f341670408fb6fe51050b6e5ceb@thread.skype';
 const SLACK_CHANNEL = 'G8PSS9T3V';
+const ASSIGNEE = '712020:f1ad7cfd-7f82-4dc0-85e4-8bc47bcc08e4';
+
+function errtrack(raw: Buffer, resource: string): Record<string, string> {
+  const signature = sign.hex(SECRETS.SVC_ERRTRACK_WEBHOOK_SECRET, raw);
+  return { 'errtrack-hook-signature': signature, 'errtrack-hook-resource': resource };
+}
+
+function trackerb(raw: Buffer): Record<string, string> {
+  return { 'x-hub-signature': `sha256=${sign.hex(SECRETS.TRACKERB_WEBHOOK_SECRET, raw)}` };
+}
 
 /** GitHub's own payload (octokit/webhooks examples), edited, re-serialised and signed. */
-function github(name: string, edit: (v: Record<string, any>) => void): { raw: Buffer; headers: Record<string, string> } {
+interface Signed {
+  raw: Buffer;
+  headers: Record<string, string>;
+}
+
+function github(name: string, edit: (v: Record<string, any>) => void): Signed {
   const value = JSON.parse(readFileSync(new URL(name, GITHUB), 'utf8')) as Record<string, any>;
   edit(value);
   const raw = Buffer.from(JSON.stringify(value));
@@ -37,7 +52,7 @@ function labeled(fullName: string, title: string) {
   });
 }
 
-function slash(text: string, channel = SLACK_CHANNEL): { raw: Buffer; headers: Record<string, string> } {
+function slash(text: string, channel = SLACK_CHANNEL): Signed {
   const body = fixture('slack-slash-command.txt').toString()
     .replace('text=', `text=${encodeURIComponent(text)}`)
     .replace(`channel_id=${SLACK_CHANNEL}`, `channel_id=${channel}`);
@@ -83,7 +98,7 @@ describe('one trigger server for an organisation with three repositories', () =>
       `acme/ops checkout=${ops}`,
       '',
     ].join('\n'));
-    t = await startTestTrigger({ TRACKERB_ASSIGNEES: '712020:f1ad7cfd-7f82-4dc0-85e4-8bc47bcc08e4' }, { repo: api, reposFile: file });
+    t = await startTestTrigger({ TRACKERB_ASSIGNEES: ASSIGNEE }, { repo: api, reposFile: file });
   });
   after(async () => {
     await t.cleanup();
@@ -136,7 +151,8 @@ describe('one trigger server for an organisation with three repositories', () =>
         assert.equal(res.status, 200);
         assert.deepEqual(res.body, { status: 'skipped', reason: 'repository "acme/secret-project" is not served' });
         assert.deepEqual(t.queue.depth(), depth);
-        const after = (await get(`${t.url}/status`)).body.repos as { served: number; skipped_unserved: Record<string, number> };
+        type Repos = { served: number; skipped_unserved: Record<string, number> };
+        const after = (await get(`${t.url}/status`)).body.repos as Repos;
         assert.equal(after.served, 3);
         assert.equal(after.skipped_unserved.webhook, (before.skipped_unserved.webhook ?? 0) + 1);
         assert.ok(t.logs.some((l) => l.msg === 'delivery skipped: repository not served' && l.route === 'webhook'));
@@ -148,26 +164,21 @@ describe('one trigger server for an organisation with three repositories', () =>
   describe('sources whose events name no repository, by the keys the file maps', () => {
     it('routes an errtrack issue by its project slug and builds the brief from that checkout', async () => {
       const raw = fixture('sentry-issue-created.json');
-      const headers = {
-        'errtrack-hook-signature': sign.hex(SECRETS.SVC_ERRTRACK_WEBHOOK_SECRET, raw), 'errtrack-hook-resource': 'issue',
-      };
-      const res = await post(`${t.url}/errtrack`, raw, headers);
+      const res = await post(`${t.url}/errtrack`, raw, errtrack(raw, 'issue'));
       assert.equal(res.status, 202, JSON.stringify(res.body));
       const job = await ranIn(res.body.job_id as string, 'Codertocat/Hello-World', api);
       assert.ok((job.brief as string).includes('last deploy abcdef1'));
     });
     it('routes an errtrack event alert by the slug in its event URL', async () => {
       const raw = fixture('sentry-event-alert-triggered.json');
-      const headers = {
-        'errtrack-hook-signature': sign.hex(SECRETS.SVC_ERRTRACK_WEBHOOK_SECRET, raw), 'errtrack-hook-resource': 'event_alert',
-      };
-      const res = await post(`${t.url}/errtrack`, raw, headers);
+      const res = await post(`${t.url}/errtrack`, raw, errtrack(raw, 'event_alert'));
       assert.equal(res.status, 202);
       await ranIn(res.body.job_id as string, 'Codertocat/Hello-World', api);
     });
     it('routes a trackera issue by its team key and keeps the snapshot in that checkout only', async () => {
       const raw = withJson('linear-issue-update.json', (v) => (v.webhookTimestamp = Date.now()));
-      const res = await post(`${t.url}/trackera`, raw, { 'trackera-signature': sign.hex(SECRETS.TRACKERA_WEBHOOK_SECRET, raw) });
+      const headers = { 'trackera-signature': sign.hex(SECRETS.TRACKERA_WEBHOOK_SECRET, raw) };
+      const res = await post(`${t.url}/trackera`, raw, headers);
       assert.equal(res.status, 202);
       await ranIn(res.body.job_id as string, 'Codertocat/Hello-World', api);
       assert.deepEqual(readFileSync(join(api, '.svc', 'inbox', 'trackera', 'LIN-34.json')), raw);
@@ -175,8 +186,7 @@ describe('one trigger server for an organisation with three repositories', () =>
     });
     it('routes a trackerb issue by its project key', async () => {
       const raw = fixture('jira-issue-created.json');
-      const headers = { 'x-hub-signature': `sha256=${sign.hex(SECRETS.TRACKERB_WEBHOOK_SECRET, raw)}` };
-      const res = await post(`${t.url}/trackerb`, raw, headers);
+      const res = await post(`${t.url}/trackerb`, raw, trackerb(raw));
       assert.equal(res.status, 202);
       await ranIn(res.body.job_id as string, 'Octocoders/Hello-World', web);
     });
@@ -186,14 +196,14 @@ describe('one trigger server for an organisation with three repositories', () =>
         issue.key = 'ZZZ-9';
         issue.fields.project.key = 'ZZZ';
       });
-      const headers = { 'x-hub-signature': `sha256=${sign.hex(SECRETS.TRACKERB_WEBHOOK_SECRET, raw)}` };
-      const res = await post(`${t.url}/trackerb`, raw, headers);
+      const res = await post(`${t.url}/trackerb`, raw, trackerb(raw));
       assert.equal(res.status, 200);
       assert.equal(res.body.status, 'skipped');
       assert.match(res.body.reason as string, /trackerb key "ZZZ" is not served and no repository is the default/);
     });
     it('routes a chatb message by its channel', async () => {
-      const raw = withJson('teams-outgoing-webhook-message-mention.json', (v) => (v.timestamp = new Date().toISOString()));
+      const now = new Date().toISOString();
+      const raw = withJson('teams-outgoing-webhook-message-mention.json', (v) => (v.timestamp = now));
       const res = await post(`${t.url}/chatb`, raw, { authorization: sign.chatb(SECRETS.CHATB_SECURITY_TOKEN, raw) });
       const id = /(j\w{26})$/.exec(res.body.text as string)![1]!;
       await ranIn(id, 'Octocoders/Hello-World', web);
@@ -215,7 +225,7 @@ describe('one trigger server for an organisation with three repositories', () =>
       const job = await ranIn(id, 'acme/ops', ops);
       assert.deepEqual(job.args, ['start', 'tidy the runbook', '--detach']);
     });
-    it('refuses repo= naming a repository that is not served, listing the served ones, and queues nothing', async () => {
+    it('refuses repo= naming a repository that is not served, listing the served ones; nothing queued', async () => {
       const depth = t.queue.depth();
       const { raw, headers } = slash('repo=acme/nope fix it');
       const res = await post(`${t.url}/chata`, raw, headers);
@@ -266,9 +276,7 @@ describe('a default repository', () => {
     web = makeRepo('acme/web');
     const file = join(tempDir('svc-repos-file-'), 'repos.conf');
     writeFileSync(file, `acme/api checkout=${api} trackerb=API\nacme/web checkout=${web} default\n`);
-    t = await startTestTrigger({ TRACKERB_LABELS: '', TRACKERB_ASSIGNEES: '712020:f1ad7cfd-7f82-4dc0-85e4-8bc47bcc08e4' }, {
-      repo: api, reposFile: file,
-    });
+    t = await startTestTrigger({ TRACKERB_LABELS: '', TRACKERB_ASSIGNEES: ASSIGNEE }, { repo: api, reposFile: file });
   });
   after(async () => {
     await t.cleanup();
@@ -277,7 +285,7 @@ describe('a default repository', () => {
 
   it('takes the events of keys nobody mapped and /jobs without "repo"', async () => {
     const raw = fixture('jira-issue-created.json');
-    const res = await post(`${t.url}/trackerb`, raw, { 'x-hub-signature': `sha256=${sign.hex(SECRETS.TRACKERB_WEBHOOK_SECRET, raw)}` });
+    const res = await post(`${t.url}/trackerb`, raw, trackerb(raw));
     assert.equal(res.status, 202);
     assert.equal((await finished(t, res.body.job_id as string)).repo, 'acme/web');
     const jobs = await post(`${t.url}/jobs`, JSON.stringify({ brief: 'tidy' }), bearer);

@@ -40,7 +40,9 @@ function jobsRepo(ctx: TCtx, value: unknown): string {
     if (!fallback) throw new HttpError('invalid_param', '"repo" is required: no served repository is the default');
     return fallback.name;
   }
-  if (typeof value !== 'string' || value.length > 200) throw new HttpError('invalid_param', '"repo" must be "owner/name"');
+  if (typeof value !== 'string' || value.length > 200) {
+    throw new HttpError('invalid_param', '"repo" must be "owner/name"');
+  }
   const repo = router.byName(value);
   if (!repo) throw new HttpError('invalid_param', `"repo" names a repository that is not served: "${value}"`);
   return repo.name;

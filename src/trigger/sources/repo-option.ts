@@ -21,7 +21,9 @@ export function takeRepoOption(text: string): RepoOption {
 }
 
 /** The repository a chat message names, else its channel's, else the default; or why none takes it. */
-export function routeChat(router: RepoRouter, kind: RoutingKind, channel: string | null, option: string | null): Routed {
+export function routeChat(
+  router: RepoRouter, kind: RoutingKind, channel: string | null, option: string | null,
+): Routed {
   if (option === null) return router.route(kind, channel);
   const repo = router.byName(option);
   if (repo) return { kind: 'repo', repo };

@@ -8,7 +8,9 @@ export const COMMENT_PREFIX = '/svc';
 const TRUSTED = new Set(['OWNER', 'MEMBER', 'COLLABORATOR']);
 
 /** `repository` is the event's repository.full_name, which alone routes it (served-repos.ts); null when absent. */
-export type SourceHostInput = { kind: 'job'; brief: string; repository: string | null } | { kind: 'skip'; reason: string };
+export type SourceHostInput =
+  | { kind: 'job'; brief: string; repository: string | null }
+  | { kind: 'skip'; reason: string };
 
 type Obj = Record<string, unknown>;
 function obj(value: unknown): Obj {
@@ -57,7 +59,9 @@ export function readSourceHost(event: string, body: Obj): SourceHostInput {
   const ref = `${repo}#${typeof issue.number === 'number' || typeof issue.number === 'string' ? issue.number : ''}`;
   const issueBrief = (): string => sanitizeBrief(`${ref} ${str(issue.title)}${issue.body ? ` — ${str(issue.body)}` : ''}`, DEFAULT_BRIEF_BYTES);
   if (event === 'issues') {
-    if (body.action === 'labeled' && obj(body.label).name === TRIGGER_LABEL) return { kind: 'job', brief: issueBrief(), repository };
+    if (body.action === 'labeled' && obj(body.label).name === TRIGGER_LABEL) {
+      return { kind: 'job', brief: issueBrief(), repository };
+    }
     if (body.action === 'opened' && hasLabel(issue)) {
       if (!TRUSTED.has(str(issue.author_association))) return { kind: 'skip', reason: 'issue author may not start jobs' };
       return { kind: 'job', brief: issueBrief(), repository };
