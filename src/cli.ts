@@ -46,6 +46,9 @@ const commands: Record<string, { summary: string; load: Loader }> = {
   deploy: { summary: 'Write or show deploy records (record, last)', load: () => import('./cli/deploy.ts') },
   trigger: { summary: 'Run the webhook trigger server (serve)', load: () => import('./cli/trigger.ts') },
   gate: { summary: 'Run the egress gate as its own server, for Kubernetes job pods (serve)', load: () => import('./cli/gate.ts') },
+  repos: {
+    summary: "Edit the trigger server's served repositories (list, add, remove)", load: () => import('./cli/repos.ts'),
+  },
   doctor: { summary: 'Check that agent runs can be sandboxed on this host', load: () => import('./cli/doctor.ts') },
   pod: { summary: 'Steps of a Kubernetes job pod around its run (seal, sign)', load: () => import('./cli/pod.ts') },
   providers: { summary: 'List agent CLIs, their versions and whether svc tested them', load: () => import('./cli/providers.ts') },

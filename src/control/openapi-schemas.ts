@@ -242,6 +242,7 @@ export const schemas = {
     properties: {
       id: { type: 'string' },
       origin: { type: 'string' },
+      repo: { ...nullable('string'), description: 'the served repository (owner/name) the job was routed to' },
       status: { enum: ['queued', 'running', 'succeeded', 'failed', 'interrupted'] },
       brief: nullable('string'),
       args: { type: 'array', items: { type: 'string' }, description: 'exact argv after `svc`' },
@@ -258,7 +259,12 @@ export const schemas = {
     type: 'object',
     description: 'a brief (or spec/issue reference) to run as `svc start`',
     required: ['brief'],
-    properties: { brief: { type: 'string' }, pr: { type: 'boolean' }, request_id: { type: 'string', maxLength: 200 } },
+    properties: {
+      brief: { type: 'string' },
+      pr: { type: 'boolean' },
+      request_id: { type: 'string', maxLength: 200 },
+      repo: { type: 'string', description: 'a served repository (owner/name); default: the one marked default' },
+    },
   },
   Queued: { type: 'object', required: ['job_id', 'status'], properties: { job_id: { type: 'string' }, status: { const: 'queued' } } },
   Skipped: {

@@ -19,11 +19,16 @@ export interface JobRow {
   /** The summary's parts as JSON (summary.ts), rendered per vendor when it is sent; null before migration 5. */
   summary_parts: string | null;
   error: string | null;
+  /** The served repository (owner/name) it was routed to; null for a job accepted before migration 6. */
+  repo: string | null;
+  /** Where its `svc start` ran (set just before launch); null until then. */
+  workdir: string | null;
 }
 
 export interface NewJob {
   id: string;
   origin: string;
+  repo: string;
   brief: string;
   args: string[];
   created_at: number;
@@ -44,8 +49,11 @@ export interface TriggerJobsStore {
   countByStatus(status: JobStatus): number;
   /** Queued jobs per origin (only origins with some), from the trigger-kept queued_by_origin table: O(origins). */
   queuedByOrigin(): Map<string, number>;
-  /** The oldest queued job of one origin (walks the queued jobs in age order: bounded by the queue's size). */
-  oldestQueued(origin: string): JobRow | undefined;
+  /** Queued jobs per (repo, origin) pair: one pass over the queued jobs (bounded by the queue's size). */
+  queuedGroups(): Array<{ repo: string | null; origin: string; n: number }>;
+  /** The oldest queued job of one repository and origin. */
+  oldestQueuedIn(repo: string | null, origin: string): JobRow | undefined;
+  setWorkdir(id: string, workdir: string): void;
   listRunning(): JobRow[];
   /** queued → running; false when another dispatcher got there first. */
   claim(id: string, startedAt: number): boolean;
@@ -61,13 +69,19 @@ function toJob(row: Row | undefined): JobRow | undefined {
 }
 
 export function createTriggerJobsStore(db: Db): TriggerJobsStore {
-  const insert = db.prepare('INSERT INTO jobs (id, origin, status, brief, args, created_at) VALUES (?, ?, \'queued\', ?, ?, ?)');
+  const insert = db.prepare(
+    "INSERT INTO jobs (id, origin, status, brief, args, created_at, repo) VALUES (?, ?, 'queued', ?, ?, ?, ?)",
+  );
   const get = db.prepare('SELECT * FROM jobs WHERE id = ?');
   const count = db.prepare('SELECT n FROM job_counts WHERE status = ?');
   const byOrigin = db.prepare('SELECT origin, n FROM queued_by_origin WHERE n > 0');
-  const oldestOf = db.prepare(
-    "SELECT * FROM jobs WHERE status = 'queued' AND origin = ? ORDER BY created_at, id LIMIT 1",
+  const groups = db.prepare(
+    "SELECT repo, origin, count(*) AS n FROM jobs WHERE status = 'queued' GROUP BY repo, origin",
   );
+  const oldestIn = db.prepare(
+    "SELECT * FROM jobs WHERE status = 'queued' AND repo IS ? AND origin = ? ORDER BY created_at, id LIMIT 1",
+  );
+  const setWorkdir = db.prepare('UPDATE jobs SET workdir = ? WHERE id = ?');
   const running = db.prepare("SELECT * FROM jobs WHERE status = 'running' ORDER BY created_at, id");
   const claim = db.prepare("UPDATE jobs SET status = 'running', started_at = ? WHERE id = ? AND status = 'queued'");
   const setRun = db.prepare('UPDATE jobs SET run_source = ?, run_id = ?, exit_code = ? WHERE id = ?');
@@ -78,7 +92,7 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
   );
   return {
     insert(job) {
-      insert.run(job.id, job.origin, job.brief, JSON.stringify(job.args), job.created_at);
+      insert.run(job.id, job.origin, job.brief, JSON.stringify(job.args), job.created_at, job.repo);
     },
     get(id) {
       return toJob(get.get(id) as Row | undefined);
@@ -91,8 +105,14 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
       for (const row of byOrigin.all() as { origin: string; n: number }[]) counts.set(row.origin, row.n);
       return counts;
     },
-    oldestQueued(origin) {
-      return toJob(oldestOf.get(origin) as Row | undefined);
+    queuedGroups() {
+      return groups.all() as Array<{ repo: string | null; origin: string; n: number }>;
+    },
+    oldestQueuedIn(repo, origin) {
+      return toJob(oldestIn.get(repo, origin) as Row | undefined);
+    },
+    setWorkdir(id, workdir) {
+      setWorkdir.run(workdir, id);
     },
     listRunning() {
       return (running.all() as Row[]).map((r) => toJob(r)!);

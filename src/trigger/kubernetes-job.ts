@@ -85,7 +85,9 @@ export function kubeJobName(jobId: string): string {
 }
 
 export function buildKubeJob(
-  job: ExecJob, s: KubernetesSettings, namespace: string, serverEnv: NodeJS.ProcessEnv, runId: string = newRunId(),
+  // The pod clones its own checkout (deploy.md): the server's workdir means nothing there.
+  job: Omit<ExecJob, 'workdir'>, s: KubernetesSettings, namespace: string, serverEnv: NodeJS.ProcessEnv,
+  runId: string = newRunId(),
 ): Record<string, unknown> {
   const name = kubeJobName(job.id);
   const labels = { [LABEL_MANAGED]: 'svc-trigger', [LABEL_JOB]: kubeJobName(job.id).slice(4) };

@@ -41,7 +41,9 @@ export function signerArgs(args: readonly string[], runId: string): string[] {
 }
 
 /** The trigger's allowlisted, non-secret variables, minus what names a trigger-host path or source. */
-function baseEnv(serverEnv: NodeJS.ProcessEnv, s: KubernetesSettings, job: ExecJob, home: string): EnvVar[] {
+function baseEnv(
+  serverEnv: NodeJS.ProcessEnv, s: KubernetesSettings, job: Omit<ExecJob, 'workdir'>, home: string,
+): EnvVar[] {
   const env = Object.entries(childEnv('launcher', serverEnv))
     .filter(([k]) => !['PATH', 'HOME', 'TMPDIR', 'SVC_SOURCE', 'SVC_CONTROL_ANSWER_DIR'].includes(k))
     .map(([k, v]) => ({ name: k, value: String(v) }));
@@ -81,7 +83,7 @@ function resourcesOf(s: KubernetesSettings): Record<string, unknown> | undefined
 }
 
 export function buildPodSpec(
-  job: ExecJob, s: KubernetesSettings, serverEnv: NodeJS.ProcessEnv, runId: string,
+  job: Omit<ExecJob, 'workdir'>, s: KubernetesSettings, serverEnv: NodeJS.ProcessEnv, runId: string,
 ): Record<string, unknown> {
   const security = { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } };
   const resources = resourcesOf(s);

@@ -29,7 +29,8 @@ function place(stores: TriggerStores, tx: Placing, request: EnqueueRequest, now:
   if (existing) return { kind: 'duplicate', jobId: existing };
   if (!tx.shares.admits(request.origin)) return { kind: 'full' };
   const jobId = newJobId(now);
-  stores.jobs.insert({ id: jobId, origin: request.origin, brief: request.brief, args: request.args, created_at: now });
+  const { origin, brief, args, repo } = request;
+  stores.jobs.insert({ id: jobId, origin, brief, args, created_at: now, repo });
   tx.dedupe.claim(request.dedupeKeys, jobId, now);
   if (request.reply) stores.replies.insert(jobId, request.reply.channel, request.reply.target, now);
   tx.shares.take(request.origin);

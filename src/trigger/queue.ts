@@ -18,6 +18,8 @@ export interface ReplyTarget {
 
 export interface EnqueueRequest {
   origin: Origin;
+  /** The served repository (owner/name) the delivery was routed to (served-repos.ts). */
+  repo: string;
   brief: string;
   /** The exact argv after `svc`. */
   args: string[];
@@ -173,6 +175,7 @@ export function jobJson(job: JobRow): Record<string, unknown> {
   return {
     id: job.id,
     origin: job.origin,
+    repo: job.repo,
     status: job.status,
     brief: job.brief,
     args: job.args,

@@ -19,7 +19,7 @@ import { tempDir } from './helpers.ts';
 const temp = tempTriggerDbs('svc-dedupe-index-');
 
 function delivery(...keys: string[]): EnqueueRequest {
-  return { origin: 'jobs', brief: 'b', args: ['start', '--brief', 'b', '--detach'], dedupeKeys: keys };
+  return { origin: 'jobs', repo: 'acme/api', brief: 'b', args: ['start', '--brief', 'b', '--detach'], dedupeKeys: keys };
 }
 
 function place(stores: TriggerStores, now: number, ...deliveries: EnqueueRequest[]): string[] {

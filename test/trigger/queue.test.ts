@@ -31,7 +31,7 @@ async function setup(maxQueued = 1000, withWriter = false, routes = 1): Promise<
 }
 
 function delivery(n: number, target: Record<string, unknown> = { issue_key: `K-${n}` }): EnqueueRequest {
-  return { origin: 'trackerb', brief: `K-${n}: fix it`, args: ['start', '--brief', `K-${n}: fix it`, '--detach'], dedupeKeys: [`trackerb:body:${n}`, `trackerb:delivery:${n}`], reply: { channel: 'trackerb', target } };
+  return { origin: 'trackerb', repo: 'acme/api', brief: `K-${n}: fix it`, args: ['start', '--brief', `K-${n}: fix it`, '--detach'], dedupeKeys: [`trackerb:body:${n}`, `trackerb:delivery:${n}`], reply: { channel: 'trackerb', target } };
 }
 
 function count(db: Db, table: string): number {

@@ -15,7 +15,7 @@ import { waitFor } from '../helpers/wait-for.ts';
 const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
 
 function delivery(key: string): EnqueueRequest {
-  return { origin: 'jobs', brief: `brief ${key} ${'x'.repeat(400)}`, args: ['start', '--brief', key, '--detach'], dedupeKeys: [`jobs:${key}`, `id:${key}`] };
+  return { origin: 'jobs', repo: 'acme/api', brief: `brief ${key} ${'x'.repeat(400)}`, args: ['start', '--brief', key, '--detach'], dedupeKeys: [`jobs:${key}`, `id:${key}`] };
 }
 
 interface Soak {

@@ -46,6 +46,16 @@ export function skipped(reason: string): Reply {
   return json(200, { status: 'skipped', reason });
 }
 
+/**
+ * A delivery no served repository takes (issue 22): counted for GET /status and logged, never queued. Returns the
+ * reason for the route's 2xx "skipped" answer, which its vendor does not retry.
+ */
+export function unserved(ctx: TCtx, route: RouteName, reason: string): string {
+  ctx.deps.skips.count(route);
+  ctx.deps.log.info('delivery skipped: repository not served', { route, reason, request_id: ctx.requestId });
+  return reason;
+}
+
 export interface Replies {
   queued: (jobId: string) => Reply;
   duplicate?: (jobId: string) => Reply;
@@ -65,6 +75,8 @@ export interface JobText {
  */
 export type Intake = {
   origin: Origin;
+  /** The served repository (owner/name) the delivery was routed to. */
+  repo: string;
   dedupeKeys: readonly string[];
   reply?: ReplyTarget | undefined;
 } & ({ job: JobText } | { prepare: () => Promise<JobText> });
@@ -87,15 +99,15 @@ function duplicate(ctx: TCtx, origin: Origin, jobId: string, replies: Replies): 
  * id when the share filled meanwhile.
  */
 export async function enqueue(ctx: TCtx, intake: Intake, replies: Replies = accepted): Promise<Reply> {
-  const { origin, dedupeKeys } = intake;
+  const { origin, dedupeKeys, repo } = intake;
   // A job that is ready costs nothing more before its transaction, which makes the same checks: no second look.
-  if ('job' in intake) return commit(ctx, { origin, ...intake.job, dedupeKeys, reply: intake.reply }, replies);
+  if ('job' in intake) return commit(ctx, { origin, repo, ...intake.job, dedupeKeys, reply: intake.reply }, replies);
   const admission = await ctx.deps.queue.admit(origin, dedupeKeys);
   if (admission.kind === 'full') throw full(ctx, origin);
   if (admission.kind === 'duplicate') return duplicate(ctx, origin, admission.jobId, replies);
   try {
     const job = await intake.prepare();
-    return await commit(ctx, { origin, ...job, dedupeKeys, reply: intake.reply }, replies);
+    return await commit(ctx, { origin, repo, ...job, dedupeKeys, reply: intake.reply }, replies);
   } finally {
     admission.release();
   }
@@ -105,6 +117,6 @@ async function commit(ctx: TCtx, request: EnqueueRequest, replies: Replies): Pro
   const result = await ctx.deps.queue.enqueue(request);
   if (result.kind === 'full') throw full(ctx, request.origin);
   if (result.kind === 'duplicate') return duplicate(ctx, request.origin, result.jobId, replies);
-  ctx.deps.log.info('job queued', { route: request.origin, job_id: result.jobId });
+  ctx.deps.log.info('job queued', { route: request.origin, job_id: result.jobId, repo: request.repo });
   return replies.queued(result.jobId);
 }

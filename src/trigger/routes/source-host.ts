@@ -5,7 +5,7 @@ import { verifySourceHost } from '../verify.ts';
 import { checkEventHeader, EventMismatchError, readSourceHost } from '../sources/source-host.ts';
 import { HttpError } from '../../http/http-error.ts';
 import { briefPrArgs } from '../args.ts';
-import { bodyKey, enqueue, header, rawOf, requireValid, secretFor, skipped, type TCtx } from './common.ts';
+import { bodyKey, enqueue, header, rawOf, requireValid, secretFor, skipped, unserved, type TCtx } from './common.ts';
 
 export async function receiveSourceHost(ctx: TCtx): Promise<Reply> {
   const secret = secretFor(ctx, 'webhook');
@@ -23,8 +23,12 @@ export async function receiveSourceHost(ctx: TCtx): Promise<Reply> {
   }
   const input = readSourceHost(event, body);
   if (input.kind === 'skip') return skipped(input.reason);
+  // The event names its repository: only that one, if served, ever takes it (issue 22).
+  const routed = ctx.deps.settings.repos.github(input.repository);
+  if (routed.kind === 'unserved') return skipped(unserved(ctx, 'webhook', routed.reason));
   const delivery = header(ctx, 'x-github-delivery')?.trim();
   const keys = [bodyKey('webhook', raw), ...(delivery ? [`webhook:delivery:${delivery.slice(0, 200)}`] : [])];
   const brief = input.brief;
-  return enqueue(ctx, { origin: 'webhook', dedupeKeys: keys, job: { brief, args: briefPrArgs(brief) } });
+  const repo = routed.repo.name;
+  return enqueue(ctx, { origin: 'webhook', repo, dedupeKeys: keys, job: { brief, args: briefPrArgs(brief) } });
 }

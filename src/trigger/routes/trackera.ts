@@ -5,7 +5,8 @@ import { verifyTrackeraSignature, checkTrackeraTimestamp } from '../verify.ts';
 import { readTrackera } from '../sources/trackera.ts';
 import { stageTrackeraSnapshot, type StagedSnapshot } from '../trackera-snapshot.ts';
 import { trackeraArgs } from '../args.ts';
-import { bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, type TCtx } from './common.ts';
+import { intakeDir } from '../repo-dirs.ts';
+import { bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, unserved, type TCtx } from './common.ts';
 
 export async function receiveTrackera(ctx: TCtx): Promise<Reply> {
   const secret = secretFor(ctx, 'trackera');
@@ -15,6 +16,9 @@ export async function receiveTrackera(ctx: TCtx): Promise<Reply> {
   requireValid(ctx, 'trackera', checkTrackeraTimestamp(body.webhookTimestamp, ctx.deps.clock()));
   const input = readTrackera(body);
   if (input.kind === 'skip') return skipped(input.reason);
+  const routed = ctx.deps.settings.repos.route('trackera', input.teamKey);
+  if (routed.kind === 'unserved') return skipped(unserved(ctx, 'trackera', routed.reason));
+  const inbox = intakeDir(ctx.deps.settings.stateDir, routed.repo);
   // Staged (a file write) only once the cheap checks passed, before the commit; put in place in the same turn the
   // job commits (before the runner can launch it).
   const identifier = input.identifier;
@@ -24,10 +28,11 @@ export async function receiveTrackera(ctx: TCtx): Promise<Reply> {
       ctx,
       {
         origin: 'trackera',
+        repo: routed.repo.name,
         dedupeKeys: [bodyKey('trackera', raw)],
         reply: { channel: 'trackera', target: { issue_id: input.issueId, identifier } },
         prepare: async () => {
-          snapshot = await stageTrackeraSnapshot(ctx.deps.settings.repoDir, identifier, raw);
+          snapshot = await stageTrackeraSnapshot(inbox, identifier, raw);
           return { brief: `trackera:${identifier}`, args: trackeraArgs(identifier) };
         },
       },

@@ -7,7 +7,10 @@ export const COMMENT_PREFIX = '/svc';
 // Anyone can open issues and comment on a public repository: only these associations may start work.
 const TRUSTED = new Set(['OWNER', 'MEMBER', 'COLLABORATOR']);
 
-export type SourceHostInput = { kind: 'job'; brief: string } | { kind: 'skip'; reason: string };
+/** `repository` is the event's repository.full_name, which alone routes it (served-repos.ts); null when absent. */
+export type SourceHostInput =
+  | { kind: 'job'; brief: string; repository: string | null }
+  | { kind: 'skip'; reason: string };
 
 type Obj = Record<string, unknown>;
 function obj(value: unknown): Obj {
@@ -52,13 +55,16 @@ export function checkEventHeader(event: string, body: Obj): void {
 export function readSourceHost(event: string, body: Obj): SourceHostInput {
   const issue = obj(body.issue);
   const repo = str(obj(body.repository).full_name);
+  const repository = repo === '' ? null : repo;
   const ref = `${repo}#${typeof issue.number === 'number' || typeof issue.number === 'string' ? issue.number : ''}`;
   const issueBrief = (): string => sanitizeBrief(`${ref} ${str(issue.title)}${issue.body ? ` — ${str(issue.body)}` : ''}`, DEFAULT_BRIEF_BYTES);
   if (event === 'issues') {
-    if (body.action === 'labeled' && obj(body.label).name === TRIGGER_LABEL) return { kind: 'job', brief: issueBrief() };
+    if (body.action === 'labeled' && obj(body.label).name === TRIGGER_LABEL) {
+      return { kind: 'job', brief: issueBrief(), repository };
+    }
     if (body.action === 'opened' && hasLabel(issue)) {
       if (!TRUSTED.has(str(issue.author_association))) return { kind: 'skip', reason: 'issue author may not start jobs' };
-      return { kind: 'job', brief: issueBrief() };
+      return { kind: 'job', brief: issueBrief(), repository };
     }
     return { kind: 'skip', reason: `issues.${str(body.action)} without the "${TRIGGER_LABEL}" label` };
   }
@@ -68,7 +74,8 @@ export function readSourceHost(event: string, body: Obj): SourceHostInput {
     if (!text.startsWith(COMMENT_PREFIX) || /^\/svc\S/.test(text)) return { kind: 'skip', reason: `comment does not start with ${COMMENT_PREFIX}` };
     if (!TRUSTED.has(str(comment.author_association))) return { kind: 'skip', reason: 'comment author may not start jobs' };
     const ask = text.slice(COMMENT_PREFIX.length);
-    return { kind: 'job', brief: sanitizeBrief(`${ref} ${str(issue.title)} — ${ask}`, DEFAULT_BRIEF_BYTES) };
+    const brief = sanitizeBrief(`${ref} ${str(issue.title)} — ${ask}`, DEFAULT_BRIEF_BYTES);
+    return { kind: 'job', brief, repository };
   }
   return { kind: 'skip', reason: `event "${event}" does not start a job` };
 }
