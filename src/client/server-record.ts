@@ -1,7 +1,7 @@
 // Reads the Control Plane's `~/.svc/control/server.json` ({url,pid}) without pulling in node:sqlite,
 // so clients can discover a running server; main.ts writes the same file.
 import { readFileSync } from 'node:fs';
-import { svcHomeOf } from '../spawn/svc-paths.ts';
+import { homedir } from 'node:os';
 import { join } from 'node:path';
 
 export interface ServerRecord {
@@ -11,7 +11,9 @@ export interface ServerRecord {
 
 /** `<HOME>/.svc/control/server.json`; HOME from the given environment so tests can point it at a temp dir. */
 export function serverRecordFile(env: NodeJS.ProcessEnv): string {
-  return join(svcHomeOf(env), 'control', 'server.json');
+  // The client is published on its own (package.json "exports"), so it imports nothing of svc: this is the one copy of
+  // ~/.svc outside src/spawn/svc-paths.ts, kept in step by test/client/discover.test.ts.
+  return join(env.HOME || homedir(), '.svc', 'control', 'server.json');
 }
 
 /** The record, or null when the file is missing, unreadable or not `{url: string, pid: number}`. */
