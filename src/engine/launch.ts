@@ -1,4 +1,5 @@
 // Makes a run (id, folder, spec, queued state) and starts its worker as a detached process group of its own.
+import { workerArgv } from '../spawn/start-argv.ts';
 import { existsSync, mkdirSync, closeSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startChild } from '../spawn/start.ts';
@@ -169,7 +170,7 @@ export function spawnWorker(
 ): ReturnType<typeof startChild> {
   const dir = runDir(state.repo_path, state.run);
   const log = inherit ? null : openAppendNoFollow(join(dir, 'runner.log'));
-  const argv = [process.execPath, cli, 'start', '--worker', mode, '--run-id', state.run, '--repo', state.repo_path];
+  const argv = workerArgv(cli, mode, state.run, state.repo_path);
   // The worker is an ancestor of the agent: its environment holds no secret value; the credentials it uses itself
   // (push, ingest) and the sandbox probe this process already ran arrive in a pipe on its fd 3, which it reads to the
   // end and closes before the provider starts (DESIGN §7a).

@@ -1,4 +1,5 @@
 // Trigger server settings resolved from flags and environment in one place; only main.ts and the CLI call this.
+import { svcCliPath } from '../spawn/svc-paths.ts';
 import { homedir } from 'node:os';
 import { join, resolve, dirname, extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -75,11 +76,8 @@ function intakeThread(value: string | undefined): 'auto' | 'on' | 'off' {
   throw new RangeError(`SVC_TRIGGER_INTAKE_THREAD must be auto, on or off (got "${v}")`);
 }
 
-/** The CLI next to this module (dist/cli.js when built, src/cli.ts when run from sources). */
-export function defaultCliPath(): string {
-  const here = fileURLToPath(import.meta.url);
-  return join(dirname(here), '..', `cli${extname(here)}`);
-}
+/** The CLI of this install (src/spawn/svc-paths.ts). */
+export const defaultCliPath = svcCliPath;
 
 export const REPOS_FILE_NAME = 'repos.conf';
 

@@ -1,5 +1,6 @@
 // Run actions (DESIGN §3, §4): start (idempotent by request_id), stop, resume, retry, verify, answer.
 // Local runs are steered through the run controller; runs of another source get a control request for their next ingest.
+import { controlStartArgs, resumeArgs, retryArgs } from '../../spawn/start-argv.ts';
 import { createHash, randomUUID } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import { isAbsolute, basename, dirname, resolve } from 'node:path';
@@ -97,13 +98,9 @@ function checkConcurrency(deps: ControlDeps): void {
 }
 
 function startArgs(s: StartBody, run: string): string[] {
-  const args = ['start', '--detach', '--repo', s.repo, '--run-id', run];
-  if (s.pr) args.push('--pr');
-  if (s.provider) args.push('--provider', s.provider);
-  if (s.input.kind === 'brief') args.push('--brief');
-  // "--" ends the options, so a brief that starts with "-" is never read as one.
-  args.push('--', s.input.value);
-  return args;
+  return controlStartArgs({
+    repo: s.repo, run, pr: s.pr, provider: s.provider ?? null, brief: s.input.kind === 'brief', input: s.input.value,
+  });
 }
 
 export const startRun: Handler<ControlDeps> = (ctx) => {
@@ -183,7 +180,7 @@ export const resumeRun: Handler<ControlDeps> = (ctx) => {
   checkConcurrency(deps);
   const now = deps.clock();
   deps.stores.runs.setStatus(row.source, row.run, 'running', now, { ended_at: null, error: null });
-  deps.engine.launch(row.source, row.run, ['start', '--detach', '--resume', row.run, '--repo', repo], 'fail-run');
+  deps.engine.launch(row.source, row.run, resumeArgs(row.run, repo), 'fail-run');
   return json(202, runToJson(deps.stores.runs.get(row.source, row.run)!));
 };
 
@@ -199,7 +196,7 @@ export const retryRun: Handler<ControlDeps> = (ctx) => {
     run, status: 'queued', started_at: now, updated_at: now, group_id: row.group_id, repo: row.repo, repo_path: repo,
     brief: row.brief, origin: row.origin, provider: row.provider, branch: row.branch?.startsWith('svc/') ? `svc/${run}` : null,
   });
-  deps.engine.launch(row.source, run, ['start', '--detach', '--retry', row.run, '--run-id', run, '--repo', repo], 'fail-run');
+  deps.engine.launch(row.source, run, retryArgs(row.run, run, repo), 'fail-run');
   return json(202, runToJson(deps.stores.runs.get(row.source, run)!));
 };
 

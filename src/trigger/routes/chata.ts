@@ -4,7 +4,7 @@ import { json, type Reply } from '../../http/respond.ts';
 import { verifyChata } from '../verify.ts';
 import { readChata, CHATA_USAGE } from '../sources/chata.ts';
 import { isAllowedChataUrl } from '../notify-channels.ts';
-import { chataArgs } from '../args.ts';
+import { chataArgs } from '../../spawn/start-argv.ts';
 import { routeChat, takeRepoOption } from '../sources/repo-option.ts';
 import { bodyKey, enqueue, mediaType, rawOf, requireValid, secretFor, skipped, unserved, type TCtx } from './common.ts';
 

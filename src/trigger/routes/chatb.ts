@@ -4,7 +4,7 @@ import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { verifyChatbSignature, checkChatbTimestamp, decodeChatbKey } from '../verify.ts';
 import { readChatb } from '../sources/chatb.ts';
-import { briefPrArgs } from '../args.ts';
+import { briefPrArgs } from '../../spawn/start-argv.ts';
 import { routeChat, takeRepoOption } from '../sources/repo-option.ts';
 import { bodyKey, enqueue, rawOf, requireValid, secretFor, unserved, type TCtx } from './common.ts';
 

@@ -3,7 +3,7 @@ import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { verifyErrtrack } from '../verify.ts';
 import { readErrtrackAlert, buildErrtrackBrief } from '../sources/errtrack.ts';
-import { errtrackArgs } from '../args.ts';
+import { errtrackArgs } from '../../spawn/start-argv.ts';
 import { bodyKey, enqueue, header, rawOf, requireValid, secretFor, skipped, unserved, type TCtx } from './common.ts';
 
 export async function receiveErrtrack(ctx: TCtx): Promise<Reply> {

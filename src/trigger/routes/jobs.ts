@@ -4,7 +4,7 @@ import { parseJsonObject } from '../../http/body.ts';
 import { checkJsonContentType, safeEqual } from '../../http/guards.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { hasControlChars, JOBS_BRIEF_BYTES } from '../brief.ts';
-import { jobsArgs } from '../args.ts';
+import { jobsArgs } from '../../spawn/start-argv.ts';
 import { jobJson } from '../queue.ts';
 import { JOB_ID } from '../job-id.ts';
 import { bodyKey, enqueue, secretFor, rawOf, type TCtx } from './common.ts';

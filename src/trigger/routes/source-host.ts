@@ -4,7 +4,7 @@ import type { Reply } from '../../http/respond.ts';
 import { verifySourceHost } from '../verify.ts';
 import { checkEventHeader, EventMismatchError, readSourceHost } from '../sources/source-host.ts';
 import { HttpError } from '../../http/http-error.ts';
-import { briefPrArgs } from '../args.ts';
+import { briefPrArgs } from '../../spawn/start-argv.ts';
 import { bodyKey, enqueue, header, rawOf, requireValid, secretFor, skipped, unserved, type TCtx } from './common.ts';
 
 export async function receiveSourceHost(ctx: TCtx): Promise<Reply> {

@@ -4,7 +4,7 @@ import { json, type Reply } from '../../http/respond.ts';
 import { verifyTrackeraSignature, checkTrackeraTimestamp } from '../verify.ts';
 import { readTrackera } from '../sources/trackera.ts';
 import { stageTrackeraSnapshot, type StagedSnapshot } from '../trackera-snapshot.ts';
-import { trackeraArgs } from '../args.ts';
+import { trackeraArgs } from '../../spawn/start-argv.ts';
 import { intakeDir } from '../repo-dirs.ts';
 import { bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, unserved, type TCtx } from './common.ts';
 

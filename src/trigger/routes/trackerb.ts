@@ -4,7 +4,7 @@ import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { verifyTrackerb } from '../verify.ts';
 import { readTrackerb } from '../sources/trackerb.ts';
-import { briefPrArgs } from '../args.ts';
+import { briefPrArgs } from '../../spawn/start-argv.ts';
 import { bodyKey, enqueue, header, rawOf, requireValid, secretFor, skipped, unserved, type TCtx } from './common.ts';
 
 export async function receiveTrackerb(ctx: TCtx): Promise<Reply> {

@@ -1,0 +1,47 @@
+// The argv of every `svc start` svc starts itself (issue 19 item 9: one home): by the trigger server for each origin
+// (spec "Per-route behaviour"), by the Control Plane for start, resume and retry, and by `svc start` for its worker.
+// Never a deploy argument, never a shell; text from outside always follows "--" or `--brief`, so it is never read as
+// an option.
+
+export function errtrackArgs(brief: string): string[] {
+  return ['start', brief, '--pr', '--detach'];
+}
+export function chataArgs(text: string): string[] {
+  return ['start', text, '--detach'];
+}
+export function trackeraArgs(identifier: string): string[] {
+  return ['start', `trackera:${identifier}`, '--detach'];
+}
+/** trackerb, chatb and the source-host route: `--brief` so text is never reclassified, `--pr` always. */
+export function briefPrArgs(brief: string): string[] {
+  return ['start', '--brief', brief, '--pr', '--detach'];
+}
+export function jobsArgs(brief: string, pr: boolean): string[] {
+  return ['start', '--brief', brief, ...(pr ? ['--pr'] : []), '--detach'];
+}
+
+/** `POST /v1/start`: `input` is a brief (with `brief: true`) or anything `svc start` classifies. */
+export function controlStartArgs(
+  s: { repo: string; run: string; pr: boolean; provider: string | null; brief: boolean; input: string },
+): string[] {
+  const args = ['start', '--detach', '--repo', s.repo, '--run-id', s.run];
+  if (s.pr) args.push('--pr');
+  if (s.provider) args.push('--provider', s.provider);
+  if (s.brief) args.push('--brief');
+  // "--" ends the options, so a brief that starts with "-" is never read as one.
+  args.push('--', s.input);
+  return args;
+}
+
+export function resumeArgs(run: string, repo: string): string[] {
+  return ['start', '--detach', '--resume', run, '--repo', repo];
+}
+
+export function retryArgs(from: string, run: string, repo: string): string[] {
+  return ['start', '--detach', '--retry', from, '--run-id', run, '--repo', repo];
+}
+
+/** The run's detached worker: `node <cli> start --worker MODE --run-id RUN --repo REPO` (worker-identity.ts checks it). */
+export function workerArgv(cli: string, mode: string, run: string, repo: string): string[] {
+  return [process.execPath, cli, 'start', '--worker', mode, '--run-id', run, '--repo', repo];
+}
