@@ -3,6 +3,8 @@ import { readFileSync } from 'node:fs';
 import { availableParallelism, homedir } from 'node:os';
 import { join } from 'node:path';
 import { readRunnerTokens, RunnerTokensError, type RunnerToken } from './runner-tokens.ts';
+import { envInteger, readConnectionLimits, type ConnectionLimits } from '../http/connection-limits.ts';
+import { DEFAULT_SUBSCRIBER_LIMITS, type SubscriberLimits } from './event-bus.ts';
 
 export interface ControlSettings {
   host: string;
@@ -19,6 +21,10 @@ export interface ControlSettings {
   readThread: boolean;
   /** SVC_CONTROL_RUNNER_TOKENS_FILE: tokens that may only POST /v1/ingest for their own source (runner-tokens.ts). */
   runnerTokens: readonly RunnerToken[];
+  /** SVC_CONTROL_MAX_CONNECTIONS(_PER_PEER); defaults when left out (src/http/connection-limits.ts). */
+  connections?: ConnectionLimits;
+  /** SVC_CONTROL_MAX_STREAMS(_PER_RUN); defaults when left out (src/control/event-bus.ts). */
+  streams?: SubscriberLimits;
 }
 
 export const DEFAULT_PORT = 47821;
@@ -53,7 +59,15 @@ export function resolveControlSettings(
     staticDir,
     readThread: readThread(env.SVC_CONTROL_READ_THREAD),
     runnerTokens,
+    connections: readConnectionLimits(env, 'SVC_CONTROL'),
+    streams: streamLimits(env),
   };
+}
+
+function streamLimits(env: NodeJS.ProcessEnv): SubscriberLimits {
+  const total = envInteger(env, 'SVC_CONTROL_MAX_STREAMS', DEFAULT_SUBSCRIBER_LIMITS.total, 1, 1_000_000);
+  const perRun = envInteger(env, 'SVC_CONTROL_MAX_STREAMS_PER_RUN', Math.min(DEFAULT_SUBSCRIBER_LIMITS.perRun, total), 1, total);
+  return { total, perRun };
 }
 
 /** `auto` turns the read thread on from this many CPUs (docs/bench.md: on 2 shared cores it costs more than it saves). */
