@@ -11,6 +11,7 @@ import { createRunEventBus } from './event-bus.ts';
 import { createRunController } from './run-controller.ts';
 import { createControlApp } from './app.ts';
 import { startRetentionSweeps } from './retention.ts';
+import { createRefusalTally } from './refusal-tally.ts';
 import { startRunJsonBackfill } from './run-json-backfill.ts';
 import { createRunsPageReader } from './runs-page-reader.ts';
 import { isLoopbackHost } from '../http/guards.ts';
@@ -67,6 +68,7 @@ export async function startControl(settings: ControlSettings, env: NodeJS.Proces
     log,
     url: () => url,
   };
+  deps.refusals = createRefusalTally(stores.audit, deps.clock, log);
   // A second connection reads uncached list pages beside the event loop; an in-memory DB has no file to share.
   if (settings.readThread && settings.dbPath !== ':memory:') deps.pageReader = createRunsPageReader(settings.dbPath, log);
   deps.engine = createRunController(deps);
@@ -91,6 +93,7 @@ export async function startControl(settings: ControlSettings, env: NodeJS.Proces
         await deps.engine.close();
       });
       await deps.pageReader?.close();
+      deps.refusals?.close();
       stores.close();
       db.close();
     })();

@@ -25,9 +25,13 @@ export interface ControlSettings {
   connections?: ConnectionLimits;
   /** SVC_CONTROL_MAX_STREAMS(_PER_RUN); defaults when left out (src/control/event-bus.ts). */
   streams?: SubscriberLimits;
+  /** SVC_CONTROL_AUDIT_RETENTION_DAYS: audit rows older than this are pruned (0: never); 365 when left out. */
+  auditRetentionDays?: number;
 }
 
 export const DEFAULT_PORT = 47821;
+/** Default of SVC_CONTROL_AUDIT_RETENTION_DAYS (0 keeps the audit log forever). */
+export const DEFAULT_AUDIT_RETENTION_DAYS = 365;
 
 export function svcHome(env: NodeJS.ProcessEnv): string {
   return join(env.HOME || homedir(), '.svc');
@@ -61,6 +65,9 @@ export function resolveControlSettings(
     runnerTokens,
     connections: readConnectionLimits(env, 'SVC_CONTROL'),
     streams: streamLimits(env),
+    // An environment setting, not a PUT /v1/config one: whoever may change settings must not be able to shorten
+    // the record of their own changes.
+    auditRetentionDays: envInteger(env, 'SVC_CONTROL_AUDIT_RETENTION_DAYS', DEFAULT_AUDIT_RETENTION_DAYS, 0, 36_500),
   };
 }
 
