@@ -72,6 +72,28 @@ json_string() {
   printf '"%s"' "$s"
 }
 
+# A JSON string body (as captured from a response) for a person to read: \" \\ \/ unescaped, \n \r \t \b \f as a space,
+# \uXXXX left as written (it may name a control code), and every raw control byte (C0, DEL, C1 in UTF-8) shown as
+# U+FFFD, so the server's words never steer the terminal.
+json_text() {
+  local s=$1 out='' next
+  while [ -n "$s" ]; do
+    if [ "${s:0:1}" = '\' ]; then
+      next=${s:1:1}
+      case $next in
+        '"'|'\'|/) out+=$next ;;
+        u) out+='\u' ;;
+        *) out+=' ' ;;
+      esac
+      s=${s:2}
+    else
+      out+=${s:0:1}
+      s=${s:1}
+    fi
+  done
+  printf '%s' "$out" | LC_ALL=C sed 's/\xc2[\x80-\x9f]/\xef\xbf\xbd/g; s/[\x01-\x1f\x7f]/\xef\xbf\xbd/g'
+}
+
 # A value inside a double-quoted curl config parameter: only \ and " need escaping (curl(1), --config).
 config_quote() {
   local s=$1
@@ -124,6 +146,7 @@ request() {
     local message code
     message=$(sed -n 's/.*"message"[[:space:]]*:[[:space:]]*"\(\([^"\\]\|\\.\)*\)".*/\1/p' "$out" | head -n 1)
     code=$(sed -n 's/.*"code"[[:space:]]*:[[:space:]]*"\([a-z_]*\)".*/\1/p' "$out" | head -n 1)
+    message=$(json_text "$message")
     die "${message:-HTTP $status} ($status${code:+ $code})"
   fi
   cat "$out"

@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { reexecClean } from './cli/server-flags.ts';
 import { secretsIn, takeHandoff, type Handoff } from './spawn/secrets-handoff.ts';
 import { trustParentProbe } from './spawn/sandbox-mode.ts';
+import { terminalSafe } from './cli/terminal-text.ts';
 
 const MIN = [22, 13] as const;
 const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
@@ -27,6 +28,10 @@ function inMemoryEnv(handed: Handoff): NodeJS.ProcessEnv {
   return { ...process.env, ...inherited, ...handed.secrets };
 }
 
+// Every print of every command passes here: text from outside (briefs, errors, server answers) reaches no terminal raw.
+const printOut = (text: string) => process.stdout.write(terminalSafe(text));
+const printErr = (text: string) => process.stderr.write(terminalSafe(text));
+
 type Loader = () => Promise<{ default: (io: import('./cli/io.ts').CliIo) => Promise<number> }>;
 
 // Lazy imports keep `svc --version` fast and keep node:sqlite out of commands that don't need it.
@@ -40,6 +45,10 @@ const commands: Record<string, { summary: string; load: Loader }> = {
   receipt: { summary: 'Check an Evidence Receipt (verify)', load: () => import('./cli/receipt.ts') },
   deploy: { summary: 'Write or show deploy records (record, last)', load: () => import('./cli/deploy.ts') },
   trigger: { summary: 'Run the webhook trigger server (serve)', load: () => import('./cli/trigger.ts') },
+  gate: { summary: 'Run the egress gate as its own server, for Kubernetes job pods (serve)', load: () => import('./cli/gate.ts') },
+  repos: {
+    summary: "Edit the trigger server's served repositories (list, add, remove)", load: () => import('./cli/repos.ts'),
+  },
   doctor: { summary: 'Check that agent runs can be sandboxed on this host', load: () => import('./cli/doctor.ts') },
   pod: { summary: 'Steps of a Kubernetes job pod around its run (seal, sign)', load: () => import('./cli/pod.ts') },
   providers: { summary: 'List agent CLIs, their versions and whether svc tested them', load: () => import('./cli/providers.ts') },
@@ -71,21 +80,21 @@ async function main(argv: string[]): Promise<number> {
   const rest = argv.filter((a) => a !== '--verbose');
   const [name, ...tail] = rest;
   if (name === '--version' || name === '-v' || name === 'version') {
-    process.stdout.write(`${version()}\n`);
+    printOut(`${version()}\n`);
     return 0;
   }
   if (name === undefined || name === 'help' || name === '--help' || name === '-h') {
     if (name === 'help' && tail[0]) {
       if (commands[tail[0]]) return main([tail[0], '--help']);
-      process.stderr.write(`svc: unknown command "${tail[0]}"\n\n${help()}`);
+      printErr(`svc: unknown command "${tail[0]}"\n\n${help()}`);
       return 2;
     }
-    process.stdout.write(help());
+    printOut(help());
     return name === undefined ? 2 : 0;
   }
   const command = commands[name];
   if (!command) {
-    process.stderr.write(`svc: unknown command "${name}"\n\n${help()}`);
+    printErr(`svc: unknown command "${name}"\n\n${help()}`);
     return 2;
   }
   // Only here, in the process entry: the long-running servers and a run's launcher re-execute themselves once, the
@@ -104,15 +113,15 @@ async function main(argv: string[]): Promise<number> {
     return await mod.default({
       argv: tail,
       env,
-      stdout: (t) => process.stdout.write(t),
-      stderr: (t) => process.stderr.write(t),
+      stdout: printOut,
+      stderr: printErr,
       verbose,
     });
   } catch (err) {
     const exitCode = typeof (err as { exitCode?: unknown }).exitCode === 'number' ? (err as { exitCode: number }).exitCode : 1;
     const message = err instanceof Error ? err.message : String(err);
-    process.stderr.write(`svc ${name}: ${message}\n`);
-    if (verbose && err instanceof Error && err.stack) process.stderr.write(`${err.stack}\n`);
+    printErr(`svc ${name}: ${message}\n`);
+    if (verbose && err instanceof Error && err.stack) printErr(`${err.stack}\n`);
     return exitCode;
   }
 }
@@ -122,7 +131,7 @@ main(process.argv.slice(2)).then(
     process.exitCode = code;
   },
   (err: unknown) => {
-    process.stderr.write(`svc: ${err instanceof Error ? err.message : String(err)}\n`);
+    printErr(`svc: ${err instanceof Error ? err.message : String(err)}\n`);
     process.exitCode = 1;
   },
 );

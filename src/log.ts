@@ -1,4 +1,5 @@
 // One JSON object per line on stderr; callers pass fields, never secrets (STYLE: Processes).
+import { safeJson } from './safe-json.ts';
 
 export type Level = 'debug' | 'info' | 'warn' | 'error';
 
@@ -11,7 +12,7 @@ export interface Logger {
 
 export function createLogger(name: string, write: (line: string) => void = (l) => process.stderr.write(l)): Logger {
   function log(level: Level, msg: string, fields: Record<string, unknown> = {}): void {
-    write(JSON.stringify({ ts: new Date().toISOString(), level, name, msg, ...fields }) + '\n');
+    write(safeJson({ ts: new Date().toISOString(), level, name, msg, ...fields }) + '\n');
   }
   return {
     log,

@@ -13,6 +13,7 @@ import { measureStartup } from './figure-startup.ts';
 import { measureTrigger } from './figure-trigger.ts';
 import { measureWorkedIn } from './figure-worked.ts';
 import { measureSandbox } from './figure-sandbox.ts';
+import { measureGate } from './figure-gate.ts';
 
 const OUT_DIR = fileURLToPath(new URL('../../test-output/bench', import.meta.url));
 
@@ -24,6 +25,7 @@ const FIGURES: Array<{ name: string; run: (ctx: BenchContext) => Promise<Row[]> 
   { name: 'trigger', run: measureTrigger },
   { name: 'worked', run: measureWorkedIn },
   { name: 'sandbox', run: measureSandbox },
+  { name: 'gate', run: measureGate },
 ];
 
 export async function main(argv: readonly string[]): Promise<number> {

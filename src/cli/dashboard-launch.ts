@@ -5,7 +5,7 @@ import { secretsIn, withoutSecrets, handoffPipe, sendHandoff } from '../spawn/se
 import { SERVER_NODE_FLAGS } from './server-flags.ts';
 import { mkdirSync, openSync, closeSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { svcCliPath } from '../spawn/svc-paths.ts';
 import { serverRecordFile, readServerRecordFile } from '../client/server-record.ts';
 
 const START_DEADLINE_MS = 20_000;
@@ -21,10 +21,7 @@ export async function isHealthy(url: string, timeoutMs = 2_000): Promise<boolean
   }
 }
 
-/** The CLI entry next to this file: dist/cli.js when built, src/cli.ts when run from source. */
-function cliEntry(): string {
-  return fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? '../cli.ts' : '../cli.js', import.meta.url));
-}
+const cliEntry = svcCliPath;
 
 export interface Started {
   url: string;
@@ -91,15 +88,36 @@ export function browserCommand(env: NodeJS.ProcessEnv, platform: NodeJS.Platform
   return { cmd: 'xdg-open', args: [] };
 }
 
-/** Opens the URL; resolves false when the opener could not be started (the caller then prints the URL). */
-export function openBrowser(url: string, env: NodeJS.ProcessEnv): Promise<boolean> {
+/** How handing the URL over went: the opener exited 0 or is still running (a browser in the foreground), or failed. */
+export type OpenResult = { opened: true; cmd: string } | { opened: false; cmd: string; reason: string };
+
+/**
+ * How long to wait for the opener to exit. xdg-open fails within milliseconds when it finds no browser (exit 3) or
+ * the browser refuses (exit 4), but some browsers it hands the URL to stay in the foreground until closed: an opener
+ * still running after this is taken to have opened the page, and left to run.
+ */
+const OPENER_GRACE_MS = 3_000;
+
+/** Opens the URL; resolves opened: false when the opener could not be started or exited non-zero. */
+export function openBrowser(url: string, env: NodeJS.ProcessEnv): Promise<OpenResult> {
   const { cmd, args } = browserCommand(env);
   return new Promise((resolve) => {
     const child = startChild([cmd, ...args, url], { kind: 'tool', base: env, detached: true, stdio: 'ignore' });
-    child.once('error', () => resolve(false));
-    child.once('spawn', () => {
+    const timer = setTimeout(() => {
+      child.removeAllListeners('exit');
       child.unref();
-      resolve(true);
+      resolve({ opened: true, cmd });
+    }, OPENER_GRACE_MS);
+    child.once('error', (err) => {
+      clearTimeout(timer);
+      const why = (err as NodeJS.ErrnoException).code ?? err.message;
+      resolve({ opened: false, cmd, reason: `${cmd} could not be started (${why})` });
+    });
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      const how = signal ? `was killed by ${signal}` : `exited with code ${code}`;
+      if (code === 0) resolve({ opened: true, cmd });
+      else resolve({ opened: false, cmd, reason: `${cmd} ${how}` });
     });
   });
 }

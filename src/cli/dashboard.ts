@@ -52,10 +52,13 @@ export default async function dashboard(io: CliIo): Promise<number> {
     io.stdout(`${url}\n`);
     return 0;
   }
-  if (await openBrowser(`${url}/`, io.env)) {
-    io.stderr(`Opened ${url}/ in the browser\n`);
+  // Exit 0 either way: the server runs. stdout stays empty when a browser has the page, and holds the URL when the
+  // person (or a script) must open it: that is the one thing to act on.
+  const opened = await openBrowser(`${url}/`, io.env);
+  if (opened.opened) {
+    io.stderr(`Opened ${url}/ in the browser (${opened.cmd})\n`);
   } else {
-    io.stderr('Could not start a browser (set BROWSER to choose one); open this URL:\n');
+    io.stderr(`Could not open a browser: ${opened.reason}. Set BROWSER to choose one, or open this URL yourself:\n`);
     io.stdout(`${url}\n`);
   }
   return 0;

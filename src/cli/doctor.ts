@@ -1,14 +1,41 @@
 // `svc doctor`: says whether agent runs can be sandboxed on this host, and why not. Exit 0 when they can.
+import { dirname } from 'node:path';
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
-import { probeSandbox, BWRAP_HINT } from '../spawn/index.ts';
+import { probeSandbox, BWRAP_HINT, type SandboxProbe } from '../spawn/index.ts';
+import { which } from '../spawn/which.ts';
+import { safeJson } from '../safe-json.ts';
 
 const HELP = `Usage: svc doctor [--json]
 
 Checks that agent runs can be sandboxed here: bwrap (Debian package bubblewrap)
-on PATH, unprivileged user namespaces, and a trial sandbox (own PID namespace,
-read-only root). Exits 0 when sandboxing works, 1 when it does not.
+on PATH, user namespaces, and a trial sandbox shaped like an agent's (own user,
+PID and network namespaces, and no capability left, whoever runs svc). Says
+whether svc runs as root and what that means. Exits 0 when sandboxing works,
+1 when it does not.
 `;
+
+/** What running as root changes for an agent (the sandbox holds either way; docs/engine.md "The agent sandbox"). */
+export const ROOT_NOTE = 'svc runs as root: the agent still gets no capability (own user namespace, all dropped, no ' +
+  'new privileges), but the kernel does not apply the process limit (RLIMIT_NPROC) to root, so svc\'s watchdog ends a ' +
+  'sandbox past limits.processes within about 250 ms; running svc as an ordinary user lets the kernel refuse the ' +
+  'forks instead';
+
+/** Where a package manager puts bwrap: looked at only to tell "not installed" from "installed, but not on PATH". */
+const SYSTEM_BIN_DIRS = ['/usr/bin', '/bin', '/usr/local/bin', '/usr/sbin', '/sbin'];
+
+/**
+ * The next step. svc looks for bwrap on PATH only, so a PATH without the system folders (e.g. one holding only
+ * folders under /tmp, as a pinned Node's launcher may set) hides an installed bwrap: say where it is, not "install".
+ */
+export function fixFor(probe: SandboxProbe, path: string | undefined, offPath: string | null): string | null {
+  if (probe.ok) return null;
+  if (probe.bwrap === null && offPath !== null) {
+    return `bwrap is installed at ${offPath} but ${dirname(offPath)} is not on PATH (PATH=${path ?? ''}): ` +
+      `add it, e.g. PATH="$PATH:${dirname(offPath)}"`;
+  }
+  return BWRAP_HINT;
+}
 
 export default async function doctor(io: CliIo): Promise<number> {
   if (wantsHelp(io.argv)) {
@@ -17,12 +44,18 @@ export default async function doctor(io: CliIo): Promise<number> {
   }
   const { values } = parseFlags(io.argv, { json: { type: 'boolean' } }, false);
   const probe = probeSandbox(io.env);
+  const offPath = probe.bwrap === null ? which('bwrap', SYSTEM_BIN_DIRS.join(':')) : null;
+  const fix = fixFor(probe, io.env.PATH, offPath);
+  const root = process.getuid?.() === 0;
   if (values.json) {
-    io.stdout(`${JSON.stringify({ sandbox: probe })}\n`);
+    io.stdout(`${safeJson({ sandbox: probe, fix, root, root_note: root ? ROOT_NOTE : null })}\n`);
   } else {
-    io.stdout(`bwrap:           ${probe.bwrap ?? 'not found'}\n`);
+    const found = probe.bwrap ?? (offPath ? `not on PATH (installed at ${offPath})` : 'not found');
+    io.stdout(`bwrap:           ${found}\n`);
     io.stdout(`user namespaces: ${probe.userNamespaces ?? 'unknown'}\n`);
-    io.stdout(probe.ok ? 'sandbox:         works\n' : `sandbox:         does not work: ${probe.reason}\nfix:             ${BWRAP_HINT}\n`);
+    if (fix === null) io.stdout('sandbox:         works (no capabilities, own network namespace)\n');
+    else io.stdout(`sandbox:         does not work: ${probe.reason}\nfix:             ${fix}\n`);
+    io.stdout(`user:            ${root ? `root (uid 0). ${ROOT_NOTE}` : `uid ${process.getuid?.() ?? '?'}`}\n`);
   }
   return probe.ok ? 0 : 1;
 }

@@ -7,6 +7,7 @@ import { UsageError } from './usage-error.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { writeSeal } from '../pod/seal.ts';
 import { signRun } from '../pod/sign.ts';
+import { safeJson } from '../safe-json.ts';
 
 const HELP = `Usage: svc pod seal --repo DIR --sealed DIR
        svc pod sign --run-id RUN --repo DIR --sealed DIR [--pr]
@@ -29,7 +30,7 @@ export default async function pod(io: CliIo): Promise<number> {
   if (!values.repo || !values.sealed) throw new UsageError(`svc pod ${step} needs --repo and --sealed`);
   if (step === 'seal') {
     const seal = writeSeal(values.repo, values.sealed);
-    io.stdout(`${JSON.stringify({ sealed: seal.base_sha, origin: seal.origin_url !== null })}\n`);
+    io.stdout(`${safeJson({ sealed: seal.base_sha, origin: seal.origin_url !== null })}\n`);
     return 0;
   }
   if (step !== 'sign') throw new UsageError(`Unknown step "${step}" (seal or sign)`);
@@ -41,6 +42,6 @@ export default async function pod(io: CliIo): Promise<number> {
     run, source, workspace: values.repo, sealedDir: values.sealed, pr: values.pr === true, env: io.env, say: io.stderr,
   });
   const { status, verdict, pr_url, error } = final;
-  io.stdout(`${JSON.stringify({ source, run, status, verdict, pr_url, error })}\n`);
+  io.stdout(`${safeJson({ source, run, status, verdict, pr_url, error })}\n`);
   return final.status === 'succeeded' ? 0 : 1;
 }

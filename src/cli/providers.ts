@@ -6,6 +6,7 @@ import { BUILTIN_PROVIDERS } from '../engine/providers.ts';
 import { loadEngineConfig } from '../engine/config.ts';
 import { createVersionProbe, describeProviders } from '../control/provider-detect.ts';
 import type { ProviderEntry, ProviderReport } from '../control/provider-detect.ts';
+import { safeJson } from '../safe-json.ts';
 
 const HELP = `Usage: svc providers [--json] [--repo DIR]
 
@@ -44,6 +45,6 @@ export default async function providers(io: CliIo): Promise<number> {
     ...Object.entries(config.providers).map(([name, p]) => ({ name, kind: 'command' as const, binary: p.command[0]! })),
   ];
   const rows = await describeProviders(entries, io.env.PATH, createVersionProbe(io.env));
-  io.stdout(values.json ? `${JSON.stringify(rows)}\n` : `${table(rows)}\n`);
+  io.stdout(values.json ? `${safeJson(rows)}\n` : `${table(rows)}\n`);
   return 0;
 }

@@ -6,7 +6,7 @@ import { parseFlags, wantsHelp } from './io.ts';
 import { UsageError, CliError } from './usage-error.ts';
 import { verifyReceipt, keyRingOf, receiptFromMarkdown } from '../engine/receipt.ts';
 import { keysDir, runnerKeys } from '../keys.ts';
-import { svcHomeOf } from '../engine/paths.ts';
+import { svcHomeOf } from '../spawn/svc-paths.ts';
 
 const HELP = `Usage: svc receipt verify <file> [--key PUBLIC_KEY.pem]...
 

@@ -1,5 +1,6 @@
 // Renders runs for people: a fixed-column table for lists, key/value lines for one run. No I/O here.
 import type { Run } from '../client/types.ts';
+import { oneLine } from './terminal-text.ts';
 
 const COLUMNS: Array<{ title: string; width: number; value: (r: Run) => string }> = [
   { title: 'RUN', width: 34, value: (r) => `${r.source}/${r.run}` },
@@ -9,11 +10,6 @@ const COLUMNS: Array<{ title: string; width: number; value: (r: Run) => string }
   { title: 'STARTED', width: 16, value: (r) => shortTime(r.started_at) },
   { title: 'BRIEF', width: 0, value: (r) => oneLine(r.brief ?? '') },
 ];
-
-/** Terminal control characters in data must never reach the user's terminal verbatim. */
-export function oneLine(text: string): string {
-  return text.replace(/[\u0000-\u001f\u007f-\u009f]+/g, ' ').trim();
-}
 
 function shortTime(iso: string | null): string {
   if (!iso) return '-';
@@ -33,19 +29,42 @@ export function formatRunTable(runs: Run[]): string {
   return `${[head, ...rows].join('\n')}\n`;
 }
 
-const DETAIL_FIELDS: Array<keyof Run> = [
+const DETAIL_FIELDS: Array<keyof Run & string> = [
   'status', 'verdict', 'repo', 'brief', 'question', 'origin', 'provider', 'branch', 'pr_url', 'group_id',
   'started_at', 'ended_at', 'updated_at', 'cost_usd', 'tokens_in', 'tokens_out', 'exit_code', 'error',
 ];
 
+/** The widest key ("started_at", "updated_at", "tokens_out") plus one space: every value starts in one column. */
+export const KEY_WIDTH = Math.max(...DETAIL_FIELDS.map((k) => k.length)) + 1;
+
+/**
+ * Dollars as a person reads them: cents for a dollar or more, and below that enough decimals to keep two
+ * significant digits, so a run that cost $0.0123 does not show as $0.01 (nor $0.004 as $0.00).
+ */
+export function formatUsd(usd: number): string {
+  if (!Number.isFinite(usd)) return String(usd);
+  const abs = Math.abs(usd);
+  const decimals = abs >= 1 || abs === 0 ? 2 : Math.min(10, Math.ceil(-Math.log10(abs)) + 2);
+  const text = abs.toFixed(decimals).replace(/(\.\d\d\d*?)0+$/, '$1');
+  return `${usd < 0 ? '-' : ''}$${text}`;
+}
+
+function detailValue(key: keyof Run, value: Run[keyof Run]): string {
+  if (key === 'cost_usd' && typeof value === 'number') return formatUsd(value);
+  return oneLine(String(value));
+}
+
 export function formatRunDetails(run: Run): string {
-  const lines = [`run       ${oneLine(`${run.source}/${run.run}`)}`];
+  const lines = [`${'run'.padEnd(KEY_WIDTH)}${oneLine(`${run.source}/${run.run}`)}`];
   for (const key of DETAIL_FIELDS) {
     const value = run[key];
+    if (key === 'cost_usd' && value === null) {
+      lines.push(`${key.padEnd(KEY_WIDTH)}unknown`);
+      continue;
+    }
     if (value === null || value === undefined || value === '') continue;
     if (key === 'question' && run.status !== 'blocked') continue;
-    lines.push(`${String(key).padEnd(9)} ${oneLine(String(value))}`);
+    lines.push(`${key.padEnd(KEY_WIDTH)}${detailValue(key, value)}`);
   }
-  if (run.cost_usd === null) lines.push('cost_usd  unknown');
   return `${lines.join('\n')}\n`;
 }

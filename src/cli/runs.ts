@@ -6,7 +6,9 @@ import { createControlClient, ControlApiError, type ControlClient } from '../cli
 import { discoverControlUrl } from '../client/discover.ts';
 import type { RunFilter, RunRef } from '../client/types.ts';
 import { RUN_STATUSES, VERDICTS, type RunStatus, type Verdict } from '../run-json.ts';
-import { formatRunDetails, formatRunTable } from './runs-format.ts';
+import { formatRunDetails, formatRunTable, KEY_WIDTH } from './runs-format.ts';
+import { networkLine } from './network-line.ts';
+import { safeJson } from '../safe-json.ts';
 
 const HELP = `Usage:
   svc runs [list] [--verdict V] [--status S] [--repo R] [--group ID] [--since T] [--until T]
@@ -79,7 +81,7 @@ function listFilter(values: Record<string, string | boolean | undefined>): RunFi
 
 async function dispatch(io: CliIo, client: ControlClient, sub: string, positionals: string[], values: Record<string, string | boolean | undefined>): Promise<number> {
   const json = values.json === true;
-  const print = (value: unknown) => io.stdout(`${JSON.stringify(value, null, 2)}\n`);
+  const print = (value: unknown) => io.stdout(`${safeJson(value, 2)}\n`);
   if (sub === 'list') {
     if (positionals.length) throw new UsageError(`Unexpected argument "${positionals[0]}"`);
     const page = await client.listRuns(listFilter(values));
@@ -96,7 +98,8 @@ async function dispatch(io: CliIo, client: ControlClient, sub: string, positiona
   if (sub === 'show') {
     if (positionals.length > 1) throw new UsageError(`Unexpected argument "${positionals[1]}"`);
     const run = await client.getRun(ref);
-    io.stdout(json ? `${JSON.stringify(run, null, 2)}\n` : formatRunDetails(run));
+    if (json) print(run);
+    else io.stdout(formatRunDetails(run) + (await networkOf(client, ref)));
     return 0;
   }
   if (sub === 'answer') {
@@ -136,4 +139,16 @@ export default async function runs(io: CliIo): Promise<number> {
     if (err instanceof ControlApiError) throw new CliError(err.status === 0 ? err.message : `${err.message} (${err.status} ${err.code})`);
     throw err;
   }
+}
+
+/** The receipt's network line for `svc runs show`, padded like the other fields; '' when there is none. */
+async function networkOf(client: ControlClient, ref: RunRef): Promise<string> {
+  let receipt: unknown;
+  try {
+    receipt = JSON.parse(new TextDecoder().decode((await client.artifact(ref, 'receipt.json')).body));
+  } catch {
+    return '';
+  }
+  const line = networkLine(receipt);
+  return line === null ? '' : `${'network'.padEnd(KEY_WIDTH)}${line}\n`;
 }

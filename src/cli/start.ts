@@ -10,6 +10,7 @@ import { runDir } from '../engine/paths.ts';
 import { readState, tryReadState, TERMINAL, type RunState } from '../engine/run-state.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { signsLater } from '../pod/evidence.ts';
+import { safeJson } from '../safe-json.ts';
 
 const HELP = `Usage: svc start <input> [options]
 
@@ -39,7 +40,8 @@ Steering an existing run (local, no Control Plane needed):
 export const CLI_PATH = fileURLToPath(new URL(`../cli${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
 
 function summary(state: RunState): string {
-  return JSON.stringify({ source: state.source, run: state.run, status: state.status, verdict: state.verdict, pr_url: state.pr_url, error: state.error }) + '\n';
+  const { source, run, status, verdict, pr_url, error } = state;
+  return safeJson({ source, run, status, verdict, pr_url, error }) + '\n';
 }
 
 function runArg(value: string | undefined, flag: string): string {
@@ -51,7 +53,7 @@ function runArg(value: string | undefined, flag: string): string {
 async function follow(io: CliIo, state: RunState, mode: WorkerMode): Promise<number> {
   const child = spawnWorker(CLI_PATH, state, mode, io.env, true);
   // The run's address first, as --detach prints it, so a caller (e.g. a Kubernetes pod log) knows it at once.
-  io.stdout(JSON.stringify({ source: state.source, run: state.run }) + '\n');
+  io.stdout(safeJson({ source: state.source, run: state.run }) + '\n');
   const onSignal = () => void stopLocalRun(state.repo_path, state.run);
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
@@ -71,7 +73,7 @@ function launch(io: CliIo, state: RunState, mode: WorkerMode, detach: boolean): 
   if (!detach) return follow(io, state, mode);
   const child = spawnWorker(CLI_PATH, state, mode, io.env, false);
   child.unref();
-  io.stdout(JSON.stringify({ source: state.source, run: state.run }) + '\n');
+  io.stdout(safeJson({ source: state.source, run: state.run }) + '\n');
   return 0;
 }
 

@@ -1,7 +1,7 @@
 // `svc trigger serve`: the webhook trigger server (DESIGN §5). Flags win over SVC_TRIGGER_* variables.
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
-import { UsageError } from './usage-error.ts';
+import { UsageError, CliError } from './usage-error.ts';
 
 const HELP = `Usage: svc trigger serve [options]
 
@@ -11,7 +11,9 @@ queues them durably and runs each as \`svc start … --detach\` in the project, 
 Options:
   --host HOST         bind address (SVC_TRIGGER_HOST, default 127.0.0.1)
   --port PORT         port, 0 for any free one (SVC_TRIGGER_PORT, default 7373)
-  --repo DIR          project the jobs run in (SVC_TRIGGER_REPO, default the current directory)
+  --repos FILE        served repositories file (SVC_TRIGGER_REPOS, default ~/.svc/trigger/repos.conf
+                      when it exists); edit it with \`svc repos\`
+  --repo DIR          serve this one checkout instead (SVC_TRIGGER_REPO; without either, the current directory)
   --concurrency N     jobs running at once (SVC_TRIGGER_CONCURRENCY, default 2)
   --db PATH           job database (SVC_TRIGGER_DB, default ~/.svc/trigger/trigger.db)
   --help              this help
@@ -32,7 +34,10 @@ export default async function trigger(io: CliIo): Promise<number> {
   }
   const { values } = parseFlags(
     rest,
-    { host: { type: 'string' }, port: { type: 'string' }, repo: { type: 'string' }, concurrency: { type: 'string' }, db: { type: 'string' } },
+    {
+      host: { type: 'string' }, port: { type: 'string' }, repo: { type: 'string' }, repos: { type: 'string' },
+      concurrency: { type: 'string' }, db: { type: 'string' },
+    },
     false,
   );
   const { resolveTriggerSettings } = await import('../trigger/settings.ts');
@@ -43,5 +48,11 @@ export default async function trigger(io: CliIo): Promise<number> {
     throw new UsageError(err instanceof Error ? err.message : String(err));
   }
   const { serveTriggerForever } = await import('../trigger/main.ts');
-  return serveTriggerForever(settings, io.env, io.stdout);
+  try {
+    return await serveTriggerForever(settings, io.env, io.stdout);
+  } catch (err) {
+    const { busyPortMessage, isAddressInUse } = await import('./busy-port.ts');
+    if (!isAddressInUse(err)) throw err;
+    throw new CliError(await busyPortMessage('trigger', settings.host, settings.port, io.env));
+  }
 }

@@ -11,6 +11,8 @@ export interface ServerRecord {
 
 /** `<HOME>/.svc/control/server.json`; HOME from the given environment so tests can point it at a temp dir. */
 export function serverRecordFile(env: NodeJS.ProcessEnv): string {
+  // The client is published on its own (package.json "exports"), so it imports nothing of svc: this is the one copy of
+  // ~/.svc outside src/spawn/svc-paths.ts, kept in step by test/client/discover.test.ts.
   return join(env.HOME || homedir(), '.svc', 'control', 'server.json');
 }
 

@@ -14,17 +14,27 @@ const ALLOWED_FROM: Record<RunAction, ReadonlySet<string>> = {
   delete: FINISHED,
   answer: new Set(['blocked']),
 };
-// Actions that start a process in the run's repository: only a run this server recorded the folder of.
+// Actions that start a process in the run's repository: only a run this server recorded the folder of, in a project
+// the operator registered (src/control/projects.ts; issue 20 item 6).
 const NEEDS_LOCAL = new Set<RunAction>(['resume', 'retry', 'verify']);
 
+/** Whether a folder is a registered project (projects.ts isRegisteredProject, bound to the server's deps). */
+export type IsRegistered = (path: string) => boolean;
+
 /** The message of the 409 invalid_transition the server answers `action` with, or null when it would accept it. */
-export function actionRefusal(row: RunRow, localSource: string, action: RunAction): string | null {
+export function actionRefusal(
+  row: RunRow, localSource: string, action: RunAction, registered: IsRegistered,
+): string | null {
   const id = `${row.source}/${row.run}`;
   if (NEEDS_LOCAL.has(action)) {
     if (row.source !== localSource) return `Run ${id} belongs to another source; only stop and answer reach it`;
     if (!row.repo_path) {
-      return `Run ${id} was not started here, so its repository is unknown: ` +
+      return `Run ${id} was shipped without a registered project, so its repository is unknown: ` +
         `import its project (POST /v1/import) to ${action} it`;
+    }
+    if (!registered(row.repo_path)) {
+      return `Run ${id} is in a project that is no longer registered: ` +
+        `import it again (POST /v1/import) to ${action} it`;
     }
   }
   if (ALLOWED_FROM[action].has(row.status)) return null;
@@ -33,8 +43,10 @@ export function actionRefusal(row: RunRow, localSource: string, action: RunActio
 }
 
 /** Every action's refusal for a run (null = the server would accept it, rate limits aside). */
-export function actionRefusals(row: RunRow, localSource: string): Record<RunAction, string | null> {
+export function actionRefusals(
+  row: RunRow, localSource: string, registered: IsRegistered,
+): Record<RunAction, string | null> {
   const out = {} as Record<RunAction, string | null>;
-  for (const action of RUN_ACTIONS) out[action] = actionRefusal(row, localSource, action);
+  for (const action of RUN_ACTIONS) out[action] = actionRefusal(row, localSource, action, registered);
   return out;
 }

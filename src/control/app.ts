@@ -10,7 +10,7 @@ import { getArtifact } from './handlers/artifacts.ts';
 import { getStats, getCostStats } from './handlers/stats.ts';
 import { listAudit } from './handlers/audit.ts';
 import { getConfig, putConfig } from './handlers/config.ts';
-import { listProviders, listIntegrations, listNotifications, getKeys, listRepos } from './handlers/catalog.ts';
+import { listProviders, listIntegrations, listNotifications, getKeys, listRepos, listRegisteredProjects } from './handlers/catalog.ts';
 import { ingestRuns, importRuns } from './handlers/ingest.ts';
 import { startRun, stopRun, resumeRun, retryRun, verifyRun, answerRun } from './handlers/actions.ts';
 import { listMergeQueue, addToMergeQueue, runMergeQueue } from './handlers/merge.ts';
@@ -54,6 +54,7 @@ export const controlRoutes: readonly R[] = [
   { method: 'GET', pattern: '/v1/review/risk', handler: getReviewRisk },
   { method: 'GET', pattern: '/v1/keys', handler: getKeys, loopbackOnly: true },
   { method: 'GET', pattern: '/v1/repos', handler: listRepos, loopbackOnly: true },
+  { method: 'GET', pattern: '/v1/projects', handler: listRegisteredProjects, loopbackOnly: true },
   { method: 'POST', pattern: '/v1/ingest', handler: audited('runs.ingest', ingestRuns), body: 'json', limit: INGEST_LIMIT,
     runner: true },
   { method: 'POST', pattern: '/v1/import', handler: audited('runs.import', importRuns), loopbackOnly: true, body: 'json', limit: INGEST_LIMIT },

@@ -1,6 +1,7 @@
-// POST /v1/import: reads <project>/.svc/runs/*/{state.json,events.jsonl,artifacts/**} and stores them through the same
-// validation and transaction as ingest, one run per transaction. Symlinks are never followed out of the runs folder.
-import { lstat, readdir, readFile } from 'node:fs/promises';
+// POST /v1/import: registers the project (src/control/projects.ts) and reads <project>/.svc/runs/*/{state.json,
+// events.jsonl,artifacts/**} through the same validation and transaction as ingest, one run per transaction.
+// Symlinks are never followed out of the runs folder.
+import { lstat, readdir, readFile, realpath } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
 import { HttpError } from '../http/http-error.ts';
 import type { ControlDeps } from './deps.ts';
@@ -82,8 +83,15 @@ export async function importProject(deps: ControlDeps, path: unknown): Promise<I
   }
   if (!(await isDir(path))) throw new HttpError('invalid_param', 'Field "path" is not a directory');
   const runsDir = join(path, '.svc', 'runs');
-  if (!(await isDir(runsDir))) throw new HttpError('invalid_param', 'Field "path" has no .svc/runs directory');
+  const hasRuns = await isDir(runsDir);
+  // A repository with no runs yet is imported to register it, so runs may be started there (issue 20 item 6).
+  if (!hasRuns && !(await lstat(join(path, '.git')).catch(() => null))) {
+    throw new HttpError('invalid_param', 'Field "path" is neither a git repository nor a folder with .svc/runs');
+  }
+  // Importing is how the operator registers a project: /v1/start, retry, resume and verify run only in registered ones.
+  deps.stores.projects.add(await realpath(path), deps.clock());
   const result: ImportResult = { runs: 0, events: 0, duplicates: 0, artifacts: 0, skipped: [] };
+  if (!hasRuns) return result;
   const skip = (entry: string, reason: string): void => {
     if (result.skipped.length < MAX_SKIPPED) result.skipped.push({ entry, reason });
   };
@@ -91,6 +99,8 @@ export async function importProject(deps: ControlDeps, path: unknown): Promise<I
     if (!SEGMENT.test(dir) || !(await isDir(join(runsDir, dir)))) continue;
     const batch = await readRun(deps, path, dir, skip);
     if (!batch) continue;
+    // An explicit import brings back a run that was deleted (ingest does not: deleted-runs-store.ts).
+    for (const r of batch.runs) deps.stores.deletedRuns.forget(batch.source, r.run);
     // Control requests belong to the runner's next ingest, not to an import.
     const applied = applyBatch(deps, batch, { deliverControl: false });
     result.runs += applied.runs;

@@ -107,7 +107,7 @@ export const schemas = {
       brief: { type: 'string' },
       spec_path: { type: 'string' },
       issue_url: { type: 'string' },
-      repo: { type: 'string', description: 'absolute path of the repository' },
+      repo: { type: 'string', description: 'absolute path of a registered project (POST /v1/import or the repos setting)' },
       provider: { type: 'string' },
       pr: { type: 'boolean' },
       request_id: { type: 'string', description: 'idempotency key' },
@@ -116,6 +116,52 @@ export const schemas = {
   Answer: { type: 'object', required: ['answer'], properties: { answer: { type: 'string' } } },
   RunTarget: { type: 'object', required: ['source', 'run'], properties: { source: { type: 'string' }, run: { type: 'string' } } },
   Config: { type: 'object', required: ['config', 'version'], properties: { config: { type: 'object' }, version: { type: 'integer' } } },
+  ConfigUpdate: {
+    description: 'Either a partial object of settings (`{"retention_days": 30}`), or `{config, version?}` as GET ' +
+      'answers it; settings not named keep their value, null resets one to its default',
+    oneOf: [
+      {
+        type: 'object', required: ['config'], additionalProperties: false,
+        properties: { config: { type: 'object' }, version: { type: 'integer', minimum: 0 } },
+      },
+      { type: 'object', not: { required: ['config'] } },
+    ],
+  },
+  Empty: { type: 'object', description: 'An empty object; the body may be left out', maxProperties: 0 },
+  Deleted: { type: 'object', required: ['deleted'], properties: { deleted: { const: true } } },
+  Status: { type: 'object', required: ['status'], properties: { status: { const: 'ok' } } },
+  ProjectList: {
+    type: 'object',
+    required: ['items'],
+    properties: {
+      items: {
+        type: 'array',
+        items: {
+          type: 'object',
+          required: ['path', 'via', 'registered_at'],
+          properties: {
+            path: { type: 'string', description: 'real path (symbolic links resolved) for imports; as written for repos' },
+            via: { enum: ['import', 'repos'] },
+            registered_at: { ...time, description: 'when it was imported; null for the repos setting' },
+          },
+        },
+      },
+    },
+  },
+  ImportResult: {
+    type: 'object',
+    required: ['runs', 'events', 'duplicates', 'artifacts', 'skipped'],
+    properties: {
+      runs: { type: 'integer' },
+      events: { type: 'integer' },
+      duplicates: { type: 'integer' },
+      artifacts: { type: 'integer' },
+      skipped: {
+        type: 'array',
+        items: { type: 'object', required: ['entry', 'reason'], properties: { entry: { type: 'string' }, reason: { type: 'string' } } },
+      },
+    },
+  },
   Provider: {
     type: 'object',
     required: ['name', 'available', 'path', 'version', 'tested_version', 'tested_range', 'within_tested_range'],
@@ -138,9 +184,19 @@ export const schemas = {
     required: ['score', 'level', 'reasons', 'files'],
     properties: {
       score: { type: 'integer', minimum: 0, maximum: 100 },
-      level: { type: 'string' },
+      level: { enum: ['low', 'medium', 'high', 'critical'] },
       reasons: { type: 'array', items: { type: 'string' } },
-      files: { type: 'array' },
+      files: {
+        type: 'array',
+        items: {
+          type: 'object',
+          required: ['path', 'insertions', 'deletions', 'flags'],
+          properties: {
+            path: { type: 'string' }, insertions: { type: 'integer' }, deletions: { type: 'integer' },
+            flags: { type: 'array', items: { type: 'string' } },
+          },
+        },
+      },
     },
   },
   IngestBatch: {
@@ -161,12 +217,22 @@ export const schemas = {
   },
   IngestResult: {
     type: 'object',
+    required: ['runs', 'events', 'duplicates', 'artifacts', 'control'],
     properties: {
       runs: { type: 'integer' },
       events: { type: 'integer' },
       duplicates: { type: 'integer' },
       artifacts: { type: 'integer' },
-      control: { type: 'array', items: { type: 'object', properties: { run: { type: 'string' }, action: { type: 'string' } } } },
+      notifications: { type: 'integer', description: 'present when the batch carried notifications' },
+      control: {
+        type: 'array',
+        items: { type: 'object', required: ['run', 'action'], properties: { run: { type: 'string' }, action: { type: 'string' } } },
+      },
+      deleted: {
+        type: 'array',
+        items: { type: 'string' },
+        description: 'runs of the batch that were deleted on the Control Plane: dropped, with their events and artifacts',
+      },
     },
   },
   ImportRequest: { type: 'object', required: ['path'], properties: { path: { type: 'string' } } },
@@ -176,6 +242,7 @@ export const schemas = {
     properties: {
       id: { type: 'string' },
       origin: { type: 'string' },
+      repo: { ...nullable('string'), description: 'the served repository (owner/name) the job was routed to' },
       status: { enum: ['queued', 'running', 'succeeded', 'failed', 'interrupted'] },
       brief: nullable('string'),
       args: { type: 'array', items: { type: 'string' }, description: 'exact argv after `svc`' },
@@ -191,7 +258,13 @@ export const schemas = {
   JobRequest: {
     type: 'object',
     description: 'a brief (or spec/issue reference) to run as `svc start`',
-    properties: { brief: { type: 'string' }, pr: { type: 'boolean' } },
+    required: ['brief'],
+    properties: {
+      brief: { type: 'string' },
+      pr: { type: 'boolean' },
+      request_id: { type: 'string', maxLength: 200 },
+      repo: { type: 'string', description: 'a served repository (owner/name); default: the one marked default' },
+    },
   },
   Queued: { type: 'object', required: ['job_id', 'status'], properties: { job_id: { type: 'string' }, status: { const: 'queued' } } },
   Skipped: {
@@ -200,6 +273,7 @@ export const schemas = {
     properties: { status: { enum: ['skipped', 'duplicate'] }, reason: { type: 'string' } },
   },
   Open: { type: 'object', additionalProperties: true },
+  OpenList: { type: 'object', required: ['items'], properties: { items: { type: 'array', items: { type: 'object' } } } },
 } as const;
 
 function page(item: string) {
@@ -230,4 +304,6 @@ export const responses = {
   UnsupportedType: errorResponse('unsupported_media_type: bodied mutations need application/json'),
   TooMany: errorResponse('too_many_requests (Retry-After)'),
   Unavailable: errorResponse('not_configured (names the missing variable) or unavailable'),
+  Other: errorResponse('any other refusal the shared pipeline gives every route: method_not_allowed (405, Allow), ' +
+    'request_timeout (408), uri_too_long (414), header_too_large (431), internal_error (500), unavailable (503)'),
 };

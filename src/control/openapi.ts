@@ -1,10 +1,14 @@
 // The OpenAPI 3.1 description of both servers as data: one operation list, one builder.
-// test/http/openapi.test.ts fails when a route in controlRoutes/triggerRoutes is missing here or vice versa.
+// test/http/openapi.test.ts fails when a route in controlRoutes/triggerRoutes is missing here or vice versa, and when a
+// real response of any route has a status or body this document does not give it (issue 23).
 import { schemas, pageSchemas, responses } from './openapi-schemas.ts';
+import { RUN_STATUSES, VERDICTS } from '../run-json.ts';
 
 type Server = 'control' | 'trigger' | 'both';
+// token: SVC_CONTROL_TOKEN when the Control Plane has one (optional security); api-token: SVC_API_TOKEN, required.
 type Auth = 'token' | 'none' | 'api-token' | 'signature';
-type Err = keyof typeof responses;
+/** A documented error answer; `Other` is every operation's `default` and is never listed by status. */
+type Err = Exclude<keyof typeof responses, 'Other'>;
 
 interface Op {
   server: Server;
@@ -15,93 +19,133 @@ interface Op {
   tag: string;
   auth?: Auth;
   loopbackOnly?: boolean;
-  query?: Array<[name: string, description: string]>;
+  query?: Array<[name: string, description: string, schema?: Record<string, unknown>]>;
   body?: string;
-  ok?: { status: number; schema?: string; type?: string; description?: string };
+  /** The body may be left out (routes read as optional JSON: an empty body or `{}`). */
+  bodyOptional?: boolean;
+  ok?: Ok;
+  /** Other success answers, e.g. 200 for a replayed request_id next to 202 for a new run. */
+  also?: Ok[];
   errors?: Err[];
 }
 
+interface Ok {
+  status: number;
+  schema?: string;
+  /** A media type without a schema; null: no body at all (304). */
+  type?: string | null;
+  description?: string;
+}
+
 const RUN = '/v1/runs/{source}/{run}';
+const LIMIT = { type: 'integer', minimum: 1, default: 50 };
+const EVENT_ID = { type: 'integer', minimum: 0 };
 const RUN_FILTERS: Op['query'] = [
-  ['verdict', 'verified | verified_with_gaps | not_verified | none (no receipt yet)'], ['status', 'run status'],
+  ['verdict', 'none = no receipt yet', { enum: [...VERDICTS, 'none'] }], ['status', 'run status', { enum: [...RUN_STATUSES] }],
   ['source', 'the source that sent the run'], ['repo', 'repository name'],
   ['group_id', 'retry chain id'], ['since', 'ISO-8601 or unix ms'], ['until', 'ISO-8601 or unix ms'],
-  ['limit', 'default 50, clamped to 500'], ['cursor', 'next_cursor of the previous page'],
+  ['limit', 'default 50, clamped to 500', LIMIT], ['cursor', 'next_cursor of the previous page'],
 ];
-const PAGE: Op['query'] = [['limit', 'default 50, clamped to 500'], ['cursor', 'next_cursor of the previous page']];
+const PAGE: Op['query'] = [['limit', 'default 50, clamped to 500', LIMIT], ['cursor', 'next_cursor of the previous page']];
 const RANGE: Op['query'] = [['since', 'ISO-8601 or unix ms'], ['until', 'ISO-8601 or unix ms'], ['repo', 'repository name']];
 const SSE = { status: 200, type: 'text/event-stream', description: 'Server-Sent Events: id = event id, event = kind; honours Last-Event-ID and ?after=; `: ping` every 15 s' };
 const ACCEPTED_RUN = { status: 202, schema: 'Run' };
+const REPLAYED_RUN = { status: 200, schema: 'Run', description: 'the run an earlier request with this request_id and body started' };
 const WEBHOOK_ERRORS: Err[] = ['Unauthorized', 'TooLarge', 'TooMany', 'Unavailable'];
+const START_ERRORS: Err[] = ['Conflict', 'TooLarge', 'UnsupportedType', 'TooMany'];
 
 function action(name: string, summary: string, extra: Partial<Op> = {}): Op {
-  return { server: 'control', method: 'post', path: `${RUN}/${name}`, id: `${name}Run`, summary, tag: 'runs', ok: ACCEPTED_RUN, errors: ['NotFound', 'Conflict'], ...extra };
+  return {
+    server: 'control', method: 'post', path: `${RUN}/${name}`, id: `${name}Run`, summary, tag: 'runs', body: 'Empty',
+    bodyOptional: true, ok: ACCEPTED_RUN, errors: ['NotFound', 'Conflict', 'TooLarge', 'UnsupportedType'], ...extra,
+  };
 }
 
-function webhook(origin: string, summary: string): Op {
-  return { server: 'trigger', method: 'post', path: `/${origin}`, id: `receive${origin[0]!.toUpperCase()}${origin.slice(1)}`, summary, tag: 'webhooks', auth: 'signature', body: 'Open', ok: { status: 202, schema: 'Queued', description: 'queued (chat origins answer 200 with their reply format; skipped/duplicate answer 200)' }, errors: WEBHOOK_ERRORS };
+function webhook(origin: string, summary: string, also: Ok): Op {
+  return {
+    server: 'trigger', method: 'post', path: `/${origin}`, id: `receive${origin[0]!.toUpperCase()}${origin.slice(1)}`, summary,
+    tag: 'webhooks', auth: 'signature', body: 'Open', ok: { status: 202, schema: 'Queued', description: 'queued' }, also: [also],
+    errors: WEBHOOK_ERRORS,
+  };
 }
+const SKIPPED = { status: 200, schema: 'Skipped', description: 'skipped (not an event that starts a job) or a duplicate delivery' };
+const CHAT_REPLY = { status: 200, schema: 'Open', description: "the chat's own reply format (also for a skipped or duplicate delivery)" };
 
 export const operations: readonly Op[] = [
-  { server: 'both', method: 'get', path: '/health', id: 'getHealth', summary: 'Liveness: the process answers', tag: 'health', auth: 'none', ok: { status: 200, schema: 'Open' } },
-  { server: 'control', method: 'get', path: '/ready', id: 'getReady', summary: 'Readiness: the database is open and usable', tag: 'health', auth: 'none', ok: { status: 200, schema: 'Open' }, errors: ['Unavailable'] },
+  { server: 'both', method: 'get', path: '/health', id: 'getHealth', summary: 'Liveness: the process answers', tag: 'health', auth: 'none', ok: { status: 200, schema: 'Status' } },
+  { server: 'control', method: 'get', path: '/ready', id: 'getReady', summary: 'Readiness: the database is open and usable', tag: 'health', auth: 'none', ok: { status: 200, schema: 'Status' }, errors: ['Unavailable'] },
   { server: 'control', method: 'get', path: '/v1/openapi.json', id: 'getOpenapi', summary: 'This document', tag: 'meta', ok: { status: 200, schema: 'Open' } },
   { server: 'control', method: 'get', path: '/v1/runs', id: 'listRuns', summary: 'List runs, newest first, keyset-paged', tag: 'runs', query: RUN_FILTERS, ok: { status: 200, schema: 'RunPage' }, errors: ['BadRequest'] },
-  { server: 'control', method: 'post', path: '/v1/runs', id: 'createRun', summary: 'Start a run (same as POST /v1/start)', tag: 'runs', loopbackOnly: true, body: 'StartRequest', ok: ACCEPTED_RUN, errors: ['BadRequest', 'Conflict', 'UnsupportedType', 'TooMany'] },
-  { server: 'control', method: 'post', path: '/v1/start', id: 'startRun', summary: 'Start a run; the same request_id and body return the same run (200)', tag: 'runs', loopbackOnly: true, body: 'StartRequest', ok: ACCEPTED_RUN, errors: ['BadRequest', 'Conflict', 'UnsupportedType', 'TooMany'] },
-  { server: 'control', method: 'get', path: RUN, id: 'getRun', summary: 'One run, with its artifacts, pending answer and retry-group attempts', tag: 'runs', ok: { status: 200, schema: 'RunDetail' }, errors: ['BadRequest', 'NotFound'] },
-  { server: 'control', method: 'delete', path: RUN, id: 'deleteRun', summary: 'Delete a finished run (409 while queued, running or blocked)', tag: 'runs', loopbackOnly: true, ok: { status: 200, schema: 'Open' }, errors: ['NotFound', 'Conflict'] },
+  { server: 'control', method: 'post', path: '/v1/runs', id: 'createRun', summary: 'Start a run (same as POST /v1/start)', tag: 'runs', loopbackOnly: true, body: 'StartRequest', ok: ACCEPTED_RUN, also: [REPLAYED_RUN], errors: START_ERRORS },
+  { server: 'control', method: 'post', path: '/v1/start', id: 'startRun', summary: 'Start a run in a registered project (POST /v1/import); the same request_id and body return the same run (200)', tag: 'runs', loopbackOnly: true, body: 'StartRequest', ok: ACCEPTED_RUN, also: [REPLAYED_RUN], errors: START_ERRORS },
+  { server: 'control', method: 'get', path: RUN, id: 'getRun', summary: 'One run, with its artifacts, pending answer and retry-group attempts', tag: 'runs', ok: { status: 200, schema: 'RunDetail' }, errors: ['NotFound'] },
+  { server: 'control', method: 'delete', path: RUN, id: 'deleteRun', summary: 'Delete a finished run (409 while queued, running or blocked); its runner shipping it again does not bring it back', tag: 'runs', loopbackOnly: true, body: 'Empty', bodyOptional: true, ok: { status: 200, schema: 'Deleted' }, errors: ['NotFound', 'Conflict', 'TooLarge', 'UnsupportedType'] },
   action('stop', 'Stop a run (goes stopping, then stopped)', { loopbackOnly: true }),
-  action('resume', 'Resume a stopped or failed run in its worktree (429 at max_concurrent_runs)', { loopbackOnly: true, errors: ['NotFound', 'Conflict', 'TooMany'] }),
-  action('retry', 'Start a new run in the same group (429 at max_concurrent_runs)', { loopbackOnly: true, errors: ['NotFound', 'Conflict', 'TooMany'] }),
+  action('resume', 'Resume a stopped or failed run in its worktree (429 at max_concurrent_runs)', { loopbackOnly: true, errors: ['NotFound', 'Conflict', 'TooLarge', 'UnsupportedType', 'TooMany'] }),
+  action('retry', 'Start a new run in the same group (429 at max_concurrent_runs)', { loopbackOnly: true, errors: ['NotFound', 'Conflict', 'TooLarge', 'UnsupportedType', 'TooMany'] }),
   action('verify', 'Re-run the checks and re-issue the receipt'),
-  action('answer', 'Answer a blocked run (409 unless blocked)', { body: 'Answer' }),
-  { server: 'control', method: 'get', path: `${RUN}/events`, id: 'listEvents', summary: "A run's events after an id", tag: 'events', query: [['after', 'event id'], ['limit', 'page size']], ok: { status: 200, schema: 'EventPage' }, errors: ['NotFound'] },
-  { server: 'control', method: 'get', path: `${RUN}/stream`, id: 'streamRun', summary: "Follow one run's events", tag: 'events', query: [['after', 'event id']], ok: SSE, errors: ['NotFound'] },
-  { server: 'control', method: 'get', path: `${RUN}/artifact/{path}`, id: 'getArtifact', summary: 'A file recorded for the run (path may contain /; ETag is its sha256)', tag: 'runs', ok: { status: 200, type: '*/*' }, errors: ['BadRequest', 'NotFound'] },
-  { server: 'control', method: 'get', path: '/v1/stream', id: 'streamAll', summary: "Follow every run's events", tag: 'events', query: [['after', 'event id']], ok: SSE },
-  { server: 'control', method: 'get', path: '/v1/stats', id: 'getStats', summary: 'Counts by status and verdict, success rate, duration p50/p95, runs per day', tag: 'stats', query: RANGE, ok: { status: 200, schema: 'Open' }, errors: ['BadRequest'] },
-  { server: 'control', method: 'get', path: '/v1/stats/cost', id: 'getCostStats', summary: 'Cost and tokens: total, unknown-cost runs, by provider, repo and day', tag: 'stats', query: RANGE, ok: { status: 200, schema: 'Open' }, errors: ['BadRequest'] },
+  action('answer', 'Answer a blocked run (409 unless blocked)', { body: 'Answer', bodyOptional: false }),
+  { server: 'control', method: 'get', path: `${RUN}/events`, id: 'listEvents', summary: "A run's events after an id", tag: 'events', query: [['after', 'event id', EVENT_ID], ['cursor', 'next_cursor of the previous page (not with after)'], ['limit', 'default 50, clamped to 500', LIMIT]], ok: { status: 200, schema: 'EventPage' }, errors: ['NotFound'] },
+  { server: 'control', method: 'get', path: `${RUN}/stream`, id: 'streamRun', summary: "Follow one run's events", tag: 'events', query: [['after', 'event id', EVENT_ID]], ok: SSE, errors: ['NotFound'] },
+  { server: 'control', method: 'get', path: `${RUN}/artifact/{path}`, id: 'getArtifact', summary: 'A file recorded for the run (path may contain /; ETag is its sha256)', tag: 'runs', ok: { status: 200, type: '*/*' }, also: [{ status: 304, type: null, description: 'If-None-Match named its ETag' }], errors: ['NotFound'] },
+  { server: 'control', method: 'get', path: '/v1/stream', id: 'streamAll', summary: "Follow every run's events", tag: 'events', query: [['after', 'event id', EVENT_ID]], ok: SSE },
+  { server: 'control', method: 'get', path: '/v1/stats', id: 'getStats', summary: 'Counts by status and verdict, success rate, duration p50/p95, runs per day', tag: 'stats', query: RANGE, ok: { status: 200, schema: 'Open' } },
+  { server: 'control', method: 'get', path: '/v1/stats/cost', id: 'getCostStats', summary: 'Cost and tokens: total, unknown-cost runs, by provider, repo and day', tag: 'stats', query: RANGE, ok: { status: 200, schema: 'Open' } },
   { server: 'control', method: 'get', path: '/v1/audit', id: 'listAudit', summary: 'Mutating actions as a hash chain, newest first', tag: 'admin', query: PAGE, ok: { status: 200, schema: 'OpenPage' } },
   { server: 'control', method: 'get', path: '/v1/config', id: 'getConfig', summary: 'Configuration (secrets redacted) and its version', tag: 'admin', ok: { status: 200, schema: 'Config' } },
-  { server: 'control', method: 'put', path: '/v1/config', id: 'putConfig', summary: 'Replace configuration; If-Match: <version> guards lost updates', tag: 'admin', loopbackOnly: true, body: 'Config', ok: { status: 200, schema: 'Config' }, errors: ['BadRequest', 'Conflict', 'UnsupportedType'] },
+  { server: 'control', method: 'put', path: '/v1/config', id: 'putConfig', summary: 'Change settings: a partial object of settings, or {config, version?} as GET returns it; If-Match: <version> guards lost updates', tag: 'admin', loopbackOnly: true, body: 'ConfigUpdate', ok: { status: 200, schema: 'Config' }, errors: ['Conflict', 'TooLarge', 'UnsupportedType'] },
   { server: 'control', method: 'get', path: '/v1/providers', id: 'listProviders', summary: 'Coding-agent providers and whether they are installed (a bare array)', tag: 'catalog', ok: { status: 200, schema: 'ProviderList' } },
   { server: 'control', method: 'get', path: '/v1/integrations', id: 'listIntegrations', summary: 'Each trigger route: configured or not (never values)', tag: 'catalog', ok: { status: 200, schema: 'Open' } },
   { server: 'control', method: 'get', path: '/v1/notifications', id: 'listNotifications', summary: 'Outbound messages about runs and their delivery status', tag: 'catalog', query: PAGE, ok: { status: 200, schema: 'OpenPage' } },
-  { server: 'control', method: 'get', path: '/v1/merge/queue', id: 'listMergeQueue', summary: 'The merge queue in order', tag: 'merge', ok: { status: 200, schema: 'Open' } },
-  { server: 'control', method: 'post', path: '/v1/merge/queue', id: 'addToMergeQueue', summary: 'Queue a run whose PR and receipt the policy accepts', tag: 'merge', body: 'RunTarget', ok: { status: 202, schema: 'Open' }, errors: ['BadRequest', 'NotFound', 'Conflict'] },
-  { server: 'control', method: 'post', path: '/v1/merge/run', id: 'runMergeQueue', summary: 'Merge queued runs in order, re-checking each', tag: 'merge', loopbackOnly: true, ok: { status: 202, schema: 'Open' } },
-  { server: 'control', method: 'get', path: '/v1/review/risk', id: 'getReviewRisk', summary: "Review risk score from a run's diff", tag: 'runs', query: [['source', 'run source'], ['run', 'run id']], ok: { status: 200, schema: 'ReviewRisk' }, errors: ['BadRequest', 'NotFound'] },
+  { server: 'control', method: 'get', path: '/v1/merge/queue', id: 'listMergeQueue', summary: 'The merge queue in order', tag: 'merge', ok: { status: 200, schema: 'OpenList' } },
+  { server: 'control', method: 'post', path: '/v1/merge/queue', id: 'addToMergeQueue', summary: 'Queue a run whose PR and receipt the policy accepts', tag: 'merge', body: 'RunTarget', ok: { status: 201, schema: 'Open', description: 'queued' }, also: [{ status: 200, schema: 'Open', description: 'already queued' }], errors: ['NotFound', 'Conflict', 'TooLarge', 'UnsupportedType'] },
+  { server: 'control', method: 'post', path: '/v1/merge/run', id: 'runMergeQueue', summary: 'Merge queued runs in order, re-checking each', tag: 'merge', loopbackOnly: true, body: 'Empty', bodyOptional: true, ok: { status: 200, schema: 'OpenList', description: 'what happened to each queued run' }, errors: ['TooLarge', 'UnsupportedType'] },
+  { server: 'control', method: 'get', path: '/v1/review/risk', id: 'getReviewRisk', summary: "Review risk score from a run's diff", tag: 'runs', query: [['source', 'run source'], ['run', 'run id']], ok: { status: 200, schema: 'ReviewRisk' }, errors: ['NotFound'] },
   { server: 'control', method: 'get', path: '/v1/keys', id: 'getKeys', summary: 'Ed25519 public keys that sign receipts (kid, PEM, JWK)', tag: 'admin', loopbackOnly: true, ok: { status: 200, schema: 'Open' } },
   { server: 'control', method: 'get', path: '/v1/repos', id: 'listRepos', summary: 'Repository names', tag: 'admin', loopbackOnly: true, ok: { status: 200, schema: 'Open' } },
-  { server: 'control', method: 'post', path: '/v1/ingest', id: 'ingestRuns', summary: 'Shipper upload: runs upsert, events idempotent on (source, run, seq); body up to 16 MiB', tag: 'ingest', body: 'IngestBatch', ok: { status: 200, schema: 'IngestResult' }, errors: ['BadRequest', 'Forbidden', 'TooLarge', 'UnsupportedType'] },
-  { server: 'control', method: 'post', path: '/v1/import', id: 'importRuns', summary: 'Read <path>/.svc/runs/* into the database', tag: 'ingest', loopbackOnly: true, body: 'ImportRequest', ok: { status: 200, schema: 'Open' }, errors: ['BadRequest', 'TooLarge'] },
-  webhook('errtrack', 'Error-tracker alert (errtrack-hook-signature: hex HMAC-SHA256 of the body)'),
-  webhook('chata', 'Chat-A slash command or events URL verification (v0 signature, 300 s window)'),
-  webhook('trackera', 'Tracker-A issue event (TRACKERA-Signature, signed webhookTimestamp within 300 s)'),
-  webhook('trackerb', 'Tracker-B issue created/updated (X-Hub-Signature sha256=…; dedupe on delivery id and body)'),
-  webhook('chatb', 'Chat-B activity (Authorization: HMAC <base64>; timestamp within 300 s)'),
-  webhook('webhook', 'Source-host webhook (GITHUB_WEBHOOK_SECRET; X-Hub-Signature-256)'),
+  { server: 'control', method: 'get', path: '/v1/projects', id: 'listProjects', summary: 'Registered projects: where runs may be started (imported, or the repos setting)', tag: 'admin', loopbackOnly: true, ok: { status: 200, schema: 'ProjectList' } },
+  { server: 'control', method: 'post', path: '/v1/ingest', id: 'ingestRuns', summary: 'Shipper upload: runs upsert, events idempotent on (source, run, seq); body up to 16 MiB', tag: 'ingest', body: 'IngestBatch', ok: { status: 200, schema: 'IngestResult' }, errors: ['TooLarge', 'UnsupportedType'] },
+  { server: 'control', method: 'post', path: '/v1/import', id: 'importRuns', summary: 'Register a project (runs may then be started there) and read <path>/.svc/runs/* into the database', tag: 'ingest', loopbackOnly: true, body: 'ImportRequest', ok: { status: 200, schema: 'ImportResult' }, errors: ['TooLarge', 'UnsupportedType'] },
+  webhook('errtrack', 'Error-tracker alert (errtrack-hook-signature: hex HMAC-SHA256 of the body)', SKIPPED),
+  webhook('chata', 'Chat-A slash command or events URL verification (v0 signature, 300 s window)', CHAT_REPLY),
+  webhook('trackera', 'Tracker-A issue event (TRACKERA-Signature, signed webhookTimestamp within 300 s)', SKIPPED),
+  webhook('trackerb', 'Tracker-B issue created/updated (X-Hub-Signature sha256=…; dedupe on delivery id and body)', SKIPPED),
+  webhook('chatb', 'Chat-B activity (Authorization: HMAC <base64>; timestamp within 300 s)', CHAT_REPLY),
+  webhook('webhook', 'Source-host webhook (GITHUB_WEBHOOK_SECRET; X-Hub-Signature-256)', SKIPPED),
   { server: 'trigger', method: 'get', path: '/status', id: 'getTriggerStatus', summary: 'Which routes and notifiers are configured (booleans and counts, never values) and the queue depth', tag: 'health', auth: 'none', ok: { status: 200, schema: 'Open' } },
-  { server: 'trigger', method: 'post', path: '/jobs', id: 'createJob', summary: 'Queue a job directly (bearer SVC_API_TOKEN)', tag: 'jobs', auth: 'api-token', body: 'JobRequest', ok: { status: 202, schema: 'Queued' }, errors: ['BadRequest', 'Unauthorized', 'TooLarge', 'TooMany', 'UnsupportedType', 'Unavailable'] },
-  { server: 'trigger', method: 'get', path: '/jobs/{id}', id: 'getJob', summary: 'One job and the run it follows', tag: 'jobs', auth: 'api-token', ok: { status: 200, schema: 'Job' }, errors: ['Unauthorized', 'NotFound', 'Unavailable'] },
+  { server: 'trigger', method: 'post', path: '/jobs', id: 'createJob', summary: 'Queue a job directly (bearer SVC_API_TOKEN)', tag: 'jobs', auth: 'api-token', body: 'JobRequest', ok: { status: 202, schema: 'Queued' }, also: [SKIPPED], errors: ['Unauthorized', 'TooLarge', 'TooMany', 'UnsupportedType', 'Unavailable'] },
+  { server: 'trigger', method: 'get', path: '/jobs/{id}', id: 'getJob', summary: 'One job and the run it follows (bearer SVC_API_TOKEN; 503 not_configured without one)', tag: 'jobs', auth: 'api-token', ok: { status: 200, schema: 'Job' }, errors: ['Unauthorized', 'NotFound', 'Unavailable'] },
 ];
 
 export const CONTROL_SERVER = { url: 'http://127.0.0.1:47821', description: 'Control Plane (svc control serve)' };
 export const TRIGGER_SERVER = { url: 'http://127.0.0.1:7373', description: 'Trigger server (svc trigger serve)' };
 
+/** `{}` in the list makes a scheme optional: the Control Plane needs its token only when it was given one. */
 function security(op: Op): unknown[] {
   if (op.auth === 'none' || op.auth === 'signature') return [];
-  return op.auth === 'api-token' ? [{ triggerApiToken: [] }] : [{ controlToken: [] }];
+  if (op.auth === 'api-token') return [{ triggerApiToken: [] }];
+  return [{ controlToken: [] }, {}];
 }
 
-function operation(op: Op): Record<string, unknown> {
-  const params = [...op.path.matchAll(/\{(\w+)\}/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }));
-  const query = (op.query ?? []).map(([name, description]) => ({ name, in: 'query', required: false, description, schema: { type: 'string' } }));
-  const ok = op.ok ?? { status: 200 };
+function okResponse(ok: Ok): Record<string, unknown> {
+  if (ok.type === null) return { description: ok.description ?? 'OK' };
   const content = ok.schema
     ? { 'application/json': { schema: { $ref: `#/components/schemas/${ok.schema}` } } }
     : { [ok.type ?? 'application/json']: {} };
+  return { description: ok.description ?? 'OK', content };
+}
+
+// Every route of both servers can answer these from the shared pipeline (src/http/pipeline.ts): 400 for a malformed
+// path escape or a missing Host, 403 for a foreign Host (Control Plane) or Origin header; `default` covers the rest
+// the pipeline may give any route (405, 408, 414, 431, 500 and 503 while draining), always the error envelope.
+const ANY_ROUTE: Err[] = ['BadRequest', 'Forbidden'];
+
+function operation(op: Op): Record<string, unknown> {
+  const params = [...op.path.matchAll(/\{(\w+)\}/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }));
+  const query = (op.query ?? []).map(([name, description, schema]) => ({ name, in: 'query', required: false, description, schema: schema ?? { type: 'string' } }));
+  const oks = [op.ok ?? { status: 200 }, ...(op.also ?? [])];
+  const errors = new Set<Err>([...ANY_ROUTE, ...(op.errors ?? [])]);
+  if (op.auth === undefined || op.auth === 'token') errors.add('Unauthorized');
   const out: Record<string, unknown> = {
     operationId: op.id,
     summary: op.summary,
@@ -109,32 +153,46 @@ function operation(op: Op): Record<string, unknown> {
     security: security(op),
     parameters: [...params, ...query],
     responses: {
-      [String(ok.status)]: { description: ok.description ?? 'OK', content },
-      ...Object.fromEntries((op.errors ?? []).map((e) => [String(errorStatusOf(e)), { $ref: `#/components/responses/${e}` }])),
-      ...(op.loopbackOnly ? { '403': { $ref: '#/components/responses/Forbidden' } } : {}),
-      ...(op.auth === undefined || op.auth === 'token' ? { '401': { $ref: '#/components/responses/Unauthorized' } } : {}),
+      ...Object.fromEntries(oks.map((ok) => [String(ok.status), okResponse(ok)])),
+      ...Object.fromEntries([...errors].sort((a, b) => ERROR_STATUS[a] - ERROR_STATUS[b]).map((e) => [String(ERROR_STATUS[e]), { $ref: `#/components/responses/${e}` }])),
+      default: { $ref: '#/components/responses/Other' },
     },
   };
   if (op.loopbackOnly) out['x-loopback-only'] = true;
-  if (op.body) out.requestBody = { required: true, content: { 'application/json': { schema: { $ref: `#/components/schemas/${op.body}` } } } };
+  if (op.body) {
+    out.requestBody = { required: !op.bodyOptional, content: { 'application/json': { schema: { $ref: `#/components/schemas/${op.body}` } } } };
+  }
   if (op.server === 'both') out.servers = [CONTROL_SERVER, TRIGGER_SERVER];
   return out;
 }
 
 const ERROR_STATUS: Record<Err, number> = {
-  BadRequest: 400, Unauthorized: 401, Forbidden: 403, NotFound: 404, Conflict: 409, TooLarge: 413, UnsupportedType: 415, TooMany: 429, Unavailable: 503,
+  BadRequest: 400, Unauthorized: 401, Forbidden: 403, NotFound: 404, Conflict: 409, TooLarge: 413, UnsupportedType: 415,
+  TooMany: 429, Unavailable: 503,
 };
 
-function errorStatusOf(e: Err): number {
-  return ERROR_STATUS[e];
-}
+const TAGS: Record<string, string> = {
+  health: 'Liveness and readiness; no token needed',
+  meta: 'This document',
+  runs: 'Runs: list, detail, artifacts and the actions that start, steer or remove them',
+  events: 'Run events as pages and as Server-Sent Events',
+  stats: 'Counts, durations and cost over a time range',
+  admin: 'Configuration, audit chain, receipt keys, repositories and registered projects',
+  catalog: 'Providers, integrations and outbound notifications',
+  merge: 'The merge queue',
+  ingest: 'Runs arriving from runners (ingest) and from project folders (import)',
+  webhooks: 'Signed deliveries to the trigger server that queue jobs',
+  jobs: 'Jobs queued directly on the trigger server (bearer SVC_API_TOKEN), and any job looked up by id',
+};
 
 export function buildOpenapi(version: string): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const op of operations) {
     const item = (paths[op.path] ??= {});
     // Trigger-only paths name their server on the path item; the shared one (/health) on the operation.
+    // Every path item names its server(s): root servers list both, so a client knows the trigger server's URL too.
     if (op.server === 'trigger') item.servers = [TRIGGER_SERVER];
+    if (op.server === 'control') item.servers = [CONTROL_SERVER];
     item[op.method] = operation(op);
   }
   return {
@@ -142,10 +200,11 @@ export function buildOpenapi(version: string): Record<string, unknown> {
     info: {
       title: 'svc Control Plane and trigger server',
       version,
-      description: 'Errors from both servers: {"error":{"code","message"}}. Every /v1 call needs Authorization: Bearer <SVC_CONTROL_TOKEN> when the server has a token.',
+      description: 'Errors from both servers: {"error":{"code","message"}}. Every /v1 call needs Authorization: Bearer ' +
+        '<SVC_CONTROL_TOKEN> when the Control Plane has a token (security lists it as optional for that reason).',
     },
-    servers: [CONTROL_SERVER],
-    tags: [...new Set(operations.map((o) => o.tag))].map((name) => ({ name })),
+    servers: [CONTROL_SERVER, TRIGGER_SERVER],
+    tags: [...new Set(operations.map((o) => o.tag))].map((name) => ({ name, description: TAGS[name] ?? name })),
     paths,
     components: {
       schemas: { ...schemas, ...pageSchemas },

@@ -2,6 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { availableParallelism, homedir } from 'node:os';
 import { join } from 'node:path';
+import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { readRunnerTokens, RunnerTokensError, type RunnerToken } from './runner-tokens.ts';
 import { envInteger, readConnectionLimits, type ConnectionLimits } from '../http/connection-limits.ts';
 import { DEFAULT_SUBSCRIBER_LIMITS, type SubscriberLimits } from './event-bus.ts';
@@ -33,9 +34,8 @@ export const DEFAULT_PORT = 47821;
 /** Default of SVC_CONTROL_AUDIT_RETENTION_DAYS (0 keeps the audit log forever). */
 export const DEFAULT_AUDIT_RETENTION_DAYS = 365;
 
-export function svcHome(env: NodeJS.ProcessEnv): string {
-  return join(env.HOME || homedir(), '.svc');
-}
+/** svc's home (~/.svc); one definition for every process: src/spawn/svc-paths.ts. */
+export const svcHome = svcHomeOf;
 
 export function resolveControlSettings(
   env: NodeJS.ProcessEnv,

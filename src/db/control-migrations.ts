@@ -145,4 +145,19 @@ export const controlMigrations: readonly Migration[] = [
   WHEN NEW.json IS NOT NULL AND NEW.json IS OLD.json
   BEGIN UPDATE runs SET json = NULL WHERE rowid = NEW.rowid; END;
   `,
+  // 4: the projects the operator registered (POST /v1/import): /v1/start, retry, resume and verify run only in these
+  // or the `repos` setting (issue 20 item 6). And deleted runs, so a runner re-shipping one (`svc ship`) does not
+  // bring it back (issue 23 item 7); an explicit import does, and forgets the tombstone.
+  `
+  CREATE TABLE projects (
+    path TEXT PRIMARY KEY,
+    registered_at INTEGER NOT NULL
+  ) STRICT;
+  CREATE TABLE deleted_runs (
+    source TEXT NOT NULL,
+    run TEXT NOT NULL,
+    deleted_at INTEGER NOT NULL,
+    PRIMARY KEY (source, run)
+  ) STRICT;
+  `,
 ];

@@ -10,6 +10,8 @@ import { createNotificationsStore, type NotificationsStore } from './notificatio
 import { createStatsStore, type StatsStore } from './stats-store.ts';
 import { createStartRequestsStore, type StartRequestsStore } from './start-requests-store.ts';
 import { createMergeQueueStore, type MergeQueueStore } from './merge-queue-store.ts';
+import { createProjectsStore, type ProjectsStore } from './projects-store.ts';
+import { createDeletedRunsStore, type DeletedRunsStore } from './deleted-runs-store.ts';
 
 export interface ControlStores {
   runs: RunsStore;
@@ -22,6 +24,8 @@ export interface ControlStores {
   stats: StatsStore;
   startRequests: StartRequestsStore;
   mergeQueue: MergeQueueStore;
+  projects: ProjectsStore;
+  deletedRuns: DeletedRunsStore;
   close(): void;
 }
 
@@ -37,6 +41,8 @@ export function createControlStores(db: Db): ControlStores {
     stats: createStatsStore(db),
     startRequests: createStartRequestsStore(db),
     mergeQueue: createMergeQueueStore(db),
+    projects: createProjectsStore(db),
+    deletedRuns: createDeletedRunsStore(db),
     close() {},
   };
 }

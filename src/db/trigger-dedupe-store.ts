@@ -21,6 +21,11 @@ export interface DedupeBatch {
 export interface TriggerDedupeStore {
   /** Call first inside a write transaction (BEGIN IMMEDIATE): catches the index up with every committed key. */
   batch(): DedupeBatch;
+  /**
+   * The job holding any of these committed keys, outside a transaction (the cheap check before a delivery does any
+   * work). Catching up here is safe: writers are serialised, so a row committed later always has a larger id.
+   */
+  peek(keys: readonly string[]): string | undefined;
   /** Builds the index now (server start), so the first delivery does not wait for it. */
   warm(): void;
   /** Rows that were deleted (retention): their index entries go. */
@@ -121,6 +126,14 @@ export function createTriggerDedupeStore(db: Db): TriggerDedupeStore {
           if (rows.length > 0) seen = Math.max(seen, rows[rows.length - 1]![0]);
         },
       };
+    },
+    peek(keys) {
+      catchUp();
+      for (const key of keys) {
+        const holder = committedHolder(key);
+        if (holder !== undefined) return holder;
+      }
+      return undefined;
     },
     warm: catchUp,
     forget(rows) {

@@ -1,6 +1,5 @@
 // The trigger server's jobs table: typed rows in, typed rows out; statements prepared once.
 import type { Db } from './open.ts';
-import { LIMIT_PARAM } from './limit-param.ts';
 
 export type JobStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'interrupted';
 
@@ -17,12 +16,19 @@ export interface JobRow {
   run_id: string | null;
   exit_code: number | null;
   summary: string | null;
+  /** The summary's parts as JSON (summary.ts), rendered per vendor when it is sent; null before migration 5. */
+  summary_parts: string | null;
   error: string | null;
+  /** The served repository (owner/name) it was routed to; null for a job accepted before migration 6. */
+  repo: string | null;
+  /** Where its `svc start` ran (set just before launch); null until then. */
+  workdir: string | null;
 }
 
 export interface NewJob {
   id: string;
   origin: string;
+  repo: string;
   brief: string;
   args: string[];
   created_at: number;
@@ -33,6 +39,7 @@ export interface JobEnd {
   finished_at: number;
   exit_code: number | null;
   summary: string | null;
+  summary_parts: string | null;
   error: string | null;
 }
 
@@ -40,8 +47,13 @@ export interface TriggerJobsStore {
   insert(job: NewJob): void;
   get(id: string): JobRow | undefined;
   countByStatus(status: JobStatus): number;
-  /** Oldest queued jobs first (FIFO). */
-  listQueued(limit: number): JobRow[];
+  /** Queued jobs per origin (only origins with some), from the trigger-kept queued_by_origin table: O(origins). */
+  queuedByOrigin(): Map<string, number>;
+  /** Queued jobs per (repo, origin) pair: one pass over the queued jobs (bounded by the queue's size). */
+  queuedGroups(): Array<{ repo: string | null; origin: string; n: number }>;
+  /** The oldest queued job of one repository and origin. */
+  oldestQueuedIn(repo: string | null, origin: string): JobRow | undefined;
+  setWorkdir(id: string, workdir: string): void;
   listRunning(): JobRow[];
   /** queued → running; false when another dispatcher got there first. */
   claim(id: string, startedAt: number): boolean;
@@ -57,19 +69,30 @@ function toJob(row: Row | undefined): JobRow | undefined {
 }
 
 export function createTriggerJobsStore(db: Db): TriggerJobsStore {
-  const insert = db.prepare('INSERT INTO jobs (id, origin, status, brief, args, created_at) VALUES (?, ?, \'queued\', ?, ?, ?)');
+  const insert = db.prepare(
+    "INSERT INTO jobs (id, origin, status, brief, args, created_at, repo) VALUES (?, ?, 'queued', ?, ?, ?, ?)",
+  );
   const get = db.prepare('SELECT * FROM jobs WHERE id = ?');
   const count = db.prepare('SELECT n FROM job_counts WHERE status = ?');
-  const queued = db.prepare(`SELECT * FROM jobs WHERE status = 'queued' ORDER BY created_at, id ${LIMIT_PARAM}`);
+  const byOrigin = db.prepare('SELECT origin, n FROM queued_by_origin WHERE n > 0');
+  const groups = db.prepare(
+    "SELECT repo, origin, count(*) AS n FROM jobs WHERE status = 'queued' GROUP BY repo, origin",
+  );
+  const oldestIn = db.prepare(
+    "SELECT * FROM jobs WHERE status = 'queued' AND repo IS ? AND origin = ? ORDER BY created_at, id LIMIT 1",
+  );
+  const setWorkdir = db.prepare('UPDATE jobs SET workdir = ? WHERE id = ?');
   const running = db.prepare("SELECT * FROM jobs WHERE status = 'running' ORDER BY created_at, id");
   const claim = db.prepare("UPDATE jobs SET status = 'running', started_at = ? WHERE id = ? AND status = 'queued'");
   const setRun = db.prepare('UPDATE jobs SET run_source = ?, run_id = ?, exit_code = ? WHERE id = ?');
   const finish = db.prepare(
-    "UPDATE jobs SET status = ?, finished_at = ?, exit_code = coalesce(?, exit_code), summary = ?, error = ? WHERE id = ? AND status IN ('queued', 'running')",
+    'UPDATE jobs SET status = ?, finished_at = ?, exit_code = coalesce(?, exit_code), summary = ?, summary_parts = ?, ' +
+      'error = ? ' +
+      "WHERE id = ? AND status IN ('queued', 'running')",
   );
   return {
     insert(job) {
-      insert.run(job.id, job.origin, job.brief, JSON.stringify(job.args), job.created_at);
+      insert.run(job.id, job.origin, job.brief, JSON.stringify(job.args), job.created_at, job.repo);
     },
     get(id) {
       return toJob(get.get(id) as Row | undefined);
@@ -77,8 +100,19 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
     countByStatus(status) {
       return (count.get(status) as { n: number } | undefined)?.n ?? 0;
     },
-    listQueued(limit) {
-      return (queued.all(limit) as Row[]).map((r) => toJob(r)!);
+    queuedByOrigin() {
+      const counts = new Map<string, number>();
+      for (const row of byOrigin.all() as { origin: string; n: number }[]) counts.set(row.origin, row.n);
+      return counts;
+    },
+    queuedGroups() {
+      return groups.all() as Array<{ repo: string | null; origin: string; n: number }>;
+    },
+    oldestQueuedIn(repo, origin) {
+      return toJob(oldestIn.get(repo, origin) as Row | undefined);
+    },
+    setWorkdir(id, workdir) {
+      setWorkdir.run(workdir, id);
     },
     listRunning() {
       return (running.all() as Row[]).map((r) => toJob(r)!);
@@ -90,7 +124,8 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
       setRun.run(source, run, exitCode, id);
     },
     finish(id, end) {
-      return finish.run(end.status, end.finished_at, end.exit_code, end.summary, end.error, id).changes === 1;
+      const { status, finished_at, exit_code, summary, summary_parts, error } = end;
+      return finish.run(status, finished_at, exit_code, summary, summary_parts, error, id).changes === 1;
     },
   };
 }

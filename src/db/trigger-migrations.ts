@@ -77,4 +77,42 @@ export const triggerMigrations: readonly Migration[] = [
   CREATE INDEX dedupe_keys_by_job ON dedupe_keys (job_id);
   CREATE INDEX dedupe_keys_by_created ON dedupe_keys (created_at);
   `,
+  // 5: queue shares (src/trigger/queue-shares.ts) need each origin's queued count in O(1), kept exact by triggers
+  // like job_counts. One row per origin, seeded here: a new origin needs a migration that adds its row. No index
+  // by origin: it cost ~2 µs per delivery on the commit, and the runner's walk of the queue in age order to find
+  // an origin's oldest job is bounded by SVC_TRIGGER_QUEUE_MAX.
+  // summary_parts: the completion summary as structured parts, so each vendor gets agent text fenced as data.
+  `
+  CREATE TABLE queued_by_origin (
+    origin TEXT PRIMARY KEY,
+    n INTEGER NOT NULL
+  ) STRICT;
+  INSERT INTO queued_by_origin (origin, n)
+    SELECT o.origin, (SELECT count(*) FROM jobs WHERE jobs.status = 'queued' AND jobs.origin = o.origin)
+    FROM (SELECT 'errtrack' AS origin UNION ALL SELECT 'chata' UNION ALL SELECT 'trackera' UNION ALL SELECT 'trackerb'
+      UNION ALL SELECT 'chatb' UNION ALL SELECT 'webhook' UNION ALL SELECT 'jobs') AS o;
+  CREATE TRIGGER jobs_queued_insert AFTER INSERT ON jobs WHEN NEW.status = 'queued' BEGIN
+    UPDATE queued_by_origin SET n = n + 1 WHERE origin = NEW.origin;
+  END;
+  CREATE TRIGGER jobs_queued_enter AFTER UPDATE OF status ON jobs
+    WHEN NEW.status = 'queued' AND OLD.status <> 'queued' BEGIN
+    UPDATE queued_by_origin SET n = n + 1 WHERE origin = NEW.origin;
+  END;
+  CREATE TRIGGER jobs_queued_leave AFTER UPDATE OF status ON jobs
+    WHEN OLD.status = 'queued' AND NEW.status <> 'queued' BEGIN
+    UPDATE queued_by_origin SET n = n - 1 WHERE origin = OLD.origin;
+  END;
+  CREATE TRIGGER jobs_queued_delete AFTER DELETE ON jobs WHEN OLD.status = 'queued' BEGIN
+    UPDATE queued_by_origin SET n = n - 1 WHERE origin = OLD.origin;
+  END;
+  ALTER TABLE jobs ADD COLUMN summary_parts TEXT;
+  `,
+  // 6: one server, many repositories (issue 22). `repo` is the served owner/name a job was routed to (NULL for jobs
+  // accepted before: they run in the default repository); `workdir` the directory its `svc start` ran in, recorded
+  // before launch so a restart re-attaches to the right run folder. No index: the runner groups the queued jobs
+  // (bounded by SVC_TRIGGER_QUEUE_MAX) by repository, and an index would cost every delivery's commit.
+  `
+  ALTER TABLE jobs ADD COLUMN repo TEXT;
+  ALTER TABLE jobs ADD COLUMN workdir TEXT;
+  `,
 ];

@@ -26,6 +26,8 @@ export interface CheckHooks {
   env: NodeJS.ProcessEnv;
   extra?: Record<string, string>;
   cwd: string;
+  /** Wall-clock time for one check (policy limits.check_timeout_s). */
+  timeoutMs?: number;
   /** The sandbox each check runs in (it runs code the agent wrote); null when the run has none. */
   sandboxFor: (argv: string[]) => { bwrap: string; plan: SandboxPlan } | null;
   /** Called with the running check's group so a stop can reach it. */
@@ -41,7 +43,7 @@ export async function runChecks(checks: CheckSpec[], hooks: CheckHooks): Promise
     if (hooks.stopped()) break;
     const started = Date.now();
     const run = spawnGroup(check.run, {
-      cwd: hooks.cwd, env: hooks.env, extra: hooks.extra, maxBytes: CHECK_OUTPUT_CAP, timeoutMs: CHECK_TIMEOUT_MS,
+      cwd: hooks.cwd, env: hooks.env, extra: hooks.extra, maxBytes: CHECK_OUTPUT_CAP, timeoutMs: hooks.timeoutMs ?? CHECK_TIMEOUT_MS,
       sandbox: hooks.sandboxFor(check.run),
     });
     hooks.onSpawn?.(run.identity);

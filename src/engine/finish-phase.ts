@@ -8,26 +8,33 @@ import { verdictAccepted } from './policy.ts';
 import { commitAll, diffCommits, diffWorkingTree, headSha, type DiffResult } from './git.ts';
 import { runChecks, type CheckResult } from './checks.ts';
 import { decideVerdict } from './verdict.ts';
-import { issueReceipt, RECEIPT_TYPE, type Receipt } from './receipt.ts';
+import { issueReceipt, RECEIPT_TYPE, type Receipt, type ReceiptNetwork } from './receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
-import { svcHomeOf } from './paths.ts';
+import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { canonicalJson } from '../canonical-json.ts';
 import { openPullRequest } from './pr.ts';
 import { isoNow } from './run-state.ts';
 import { fence } from './text.ts';
-import { agentSandbox } from './sandbox.ts';
-import type { SandboxMode } from '../spawn/sandbox-mode.ts';
+import { agentSandbox, gateEnv, postAgentGit, type RunSandbox } from './sandbox.ts';
 
-export function collectDiff(ctx: RunContext): DiffResult {
+/** Commits (worktree) and diffs what the agent left, with svc's git in its own sandbox (src/engine/sandbox.ts). */
+export function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
   const { state } = ctx;
   const base = state.base_sha ?? 'HEAD';
+  const run = postAgentGit(ctx, sandbox);
   if (state.worktree) {
-    commitAll(state.workdir, `svc: ${state.brief.slice(0, 72)}\n\nRun ${state.source}/${state.run}`);
-    const head = headSha(state.workdir);
+    const message = `svc: ${state.brief.slice(0, 72)}\n\nRun ${state.source}/${state.run}`;
+    const { skipped } = commitAll(state.workdir, message, state.repo_path, run);
+    for (const path of skipped) {
+      const text = `embedded repository ${JSON.stringify(path)} not committed (svc never commits a nested repository)`;
+      ctx.event('log', { stream: 'svc', text });
+      ctx.say(text);
+    }
+    const head = headSha(state.workdir, run);
     ctx.update({ head_sha: head });
-    return diffCommits(state.workdir, base, head);
+    return diffCommits(state.workdir, base, head, run);
   }
-  return diffWorkingTree(state.workdir, base);
+  return diffWorkingTree(state.workdir, base, run);
 }
 
 export function saveDiff(ctx: RunContext, diff: DiffResult): void {
@@ -35,12 +42,15 @@ export function saveDiff(ctx: RunContext, diff: DiffResult): void {
   ctx.saveArtifact('diffstat.json', JSON.stringify({ files: diff.files, insertions: diff.insertions, deletions: diff.deletions, patch_sha256: diff.patch_sha256 }, null, 2));
 }
 
-export async function verifyWork(ctx: RunContext, policy: Policy, diff: DiffResult, sandbox: SandboxMode): Promise<CheckResult[]> {
+export async function verifyWork(
+  ctx: RunContext, policy: Policy, diff: DiffResult, sandbox: RunSandbox,
+): Promise<CheckResult[]> {
   return runChecks(policy.checks, {
     cwd: ctx.state.workdir,
-    sandboxFor: (argv) => agentSandbox(ctx, sandbox, argv[0]!, null),
+    sandboxFor: (argv) => agentSandbox(ctx, sandbox, argv[0]!, null, policy.limits),
+    timeoutMs: policy.limits.check_timeout_s * 1000,
     env: ctx.env,
-    extra: { SVC_RUN_ID: ctx.state.run },
+    extra: { ...gateEnv(sandbox), SVC_RUN_ID: ctx.state.run },
     onSpawn: (id) => ctx.setChild(id),
     saveArtifact: (p, c) => ctx.saveArtifact(p, c),
     event: (k, d) => {
@@ -54,7 +64,30 @@ export async function verifyWork(ctx: RunContext, policy: Policy, diff: DiffResu
   });
 }
 
-export function writeReceipt(ctx: RunContext, checks: CheckResult[], diff: DiffResult, runFailed: boolean): Receipt {
+/** At most this many hosts and denials are listed in a receipt; egress.jsonl has every connection. */
+const RECEIPT_NETWORK_ROWS = 50;
+
+/** The receipt's network section: confined to the gate (and what it saw), or plainly not confined. */
+function receiptNetwork(sandbox: RunSandbox): ReceiptNetwork {
+  const gate = sandbox.mode.kind === 'none' ? null : sandbox.gate;
+  if (!gate) return { confined: false, allow: [], deny: [], connections: 0, denied: 0, hosts: [], denials: [] };
+  const summary = gate.summary();
+  return {
+    confined: true,
+    allow: gate.policy.allow,
+    deny: gate.policy.deny,
+    connections: summary.connections,
+    denied: summary.denied,
+    hosts: summary.hosts.filter((h) => h.allowed > 0).slice(0, RECEIPT_NETWORK_ROWS).map((h) => ({
+      host: h.host, port: h.port, connections: h.allowed, bytes_up: h.bytesUp, bytes_down: h.bytesDown,
+    })),
+    denials: summary.denials.slice(0, RECEIPT_NETWORK_ROWS),
+  };
+}
+
+export function writeReceipt(
+  ctx: RunContext, checks: CheckResult[], diff: DiffResult, runFailed: boolean, sandbox: RunSandbox,
+): Receipt {
   const { state } = ctx;
   const { verdict, gaps } = decideVerdict({ checks, diffFiles: diff.files.length, runFailed });
   const spec = readFileSync(join(ctx.dir, 'spec.md'));
@@ -79,6 +112,7 @@ export function writeReceipt(ctx: RunContext, checks: CheckResult[], diff: DiffR
       started_at: state.started_at,
       ended_at: state.ended_at ?? isoNow(),
       issued_at: isoNow(),
+      network: receiptNetwork(sandbox),
     },
     loadOrCreateSigningKey(svcHomeOf(ctx.env)),
   );

@@ -1,20 +1,38 @@
 // Thin git wrappers: argv arrays through the spawn policy (never a shell), errors carry git's own message.
-// Every git runs without svc's credentials in its environment and with hooks and fsmonitor off: both are programs
-// named by the repository's own config, which a provider working in it could have planted.
+// Every git runs without svc's credentials in its environment and with every program a repository can name switched
+// off (hooks, fsmonitor, submodule recursion, external diff and textconv). The calls that read a worktree after the
+// agent worked in it also run inside a sandbox of their own (a `GitRun` from src/engine/sandbox.ts), so whatever the
+// agent planted that git might still run (an embedded repository's filter) runs with nothing to read or reach.
 import { readFileSync, appendFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { join, basename, resolve } from 'node:path';
 import { tmpdir } from 'node:os';
 import { createHash } from 'node:crypto';
 import { runSync } from '../spawn/start.ts';
 
-/** No hook and no fsmonitor program runs for any git svc starts (core.hooksPath=/dev/null holds no hooks). */
-export const SAFE_GIT_CONFIG = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false'] as const;
+/**
+ * No hook, fsmonitor or submodule program runs for any git svc starts (core.hooksPath=/dev/null holds no hooks), and
+ * git never descends into an embedded repository, whose own config (filters, textconv) the agent wrote. The `-c`
+ * values reach every git this one starts, through GIT_CONFIG_PARAMETERS.
+ */
+export const SAFE_GIT_CONFIG = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false',
+  '-c', 'submodule.recurse=false', '-c', 'diff.ignoreSubmodules=all', '-c', 'status.submoduleSummary=false',
+  '-c', 'push.recurseSubmodules=no', '-c', 'fetch.recurseSubmodules=false', '-c', 'core.untrackedCache=false'] as const;
+
+/** Runs one git argv (already hardened) and returns stdout; `scratch` are folders it writes besides the repository. */
+export type GitRun = (cwd: string, argv: string[], opts: { extra: Record<string, string>; scratch: string[] }) => string;
+
+const GIT_OUTPUT_CAP = 256 * 1024 * 1024;
+
+/** git on the host, for svc's own work on trusted state (before the agent, or its pushes of what git committed). */
+export const hostGit: GitRun = (cwd, argv, { extra }) =>
+  runSync(argv, { kind: 'tool', base: process.env, extra, cwd, maxBuffer: GIT_OUTPUT_CAP });
 
 /** `extra` is added to the stripped environment for this one call only (e.g. the push credential, an index file). */
-export function git(cwd: string, args: string[], extra: Record<string, string> = {}): string {
+export function git(
+  cwd: string, args: string[], extra: Record<string, string> = {}, run: GitRun = hostGit, scratch: string[] = [],
+): string {
   try {
-    const argv = ['git', ...SAFE_GIT_CONFIG, ...args];
-    return runSync(argv, { kind: 'tool', base: process.env, extra, cwd, maxBuffer: 64 * 1024 * 1024 });
+    return run(cwd, ['git', ...SAFE_GIT_CONFIG, ...args], { extra, scratch });
   } catch (err) {
     const stderr = String((err as { stderr?: unknown }).stderr ?? '').trim();
     const command = args.find((a, i) => !a.startsWith('-') && args[i - 1] !== '-c') ?? args[0];
@@ -26,8 +44,8 @@ export function repoRoot(dir: string): string {
   return git(dir, ['rev-parse', '--show-toplevel']).trim();
 }
 
-export function headSha(dir: string): string {
-  return git(dir, ['rev-parse', 'HEAD']).trim();
+export function headSha(dir: string, run: GitRun = hostGit): string {
+  return git(dir, ['rev-parse', 'HEAD'], {}, run).trim();
 }
 
 export function currentBranch(dir: string): string | null {
@@ -62,21 +80,55 @@ export function createWorktree(repo: string, path: string, branch: string, base:
   git(repo, ['worktree', 'add', '-b', branch, path, base]);
 }
 
-function identityArgs(dir: string): string[] {
-  try {
-    if (git(dir, ['config', 'user.email']).trim()) return [];
-  } catch {
-    // Not configured: fall through to a neutral identity.
-  }
-  return ['-c', 'user.name=svc', '-c', 'user.email=svc@localhost'];
+/**
+ * The committer, read on the host from the repository's trusted config (the sandboxed git sees no HOME, so no
+ * ~/.gitconfig): the configured name and email, else a neutral identity.
+ */
+function identityArgs(repo: string): string[] {
+  const read = (key: string): string => {
+    try {
+      return git(repo, ['config', key]).trim();
+    } catch {
+      return '';
+    }
+  };
+  const name = read('user.name') || 'svc';
+  const email = read('user.email') || 'svc@localhost';
+  return ['-c', `user.name=${name}`, '-c', `user.email=${email}`];
 }
 
-/** Commits everything in a worktree; returns false when there was nothing to commit. */
-export function commitAll(dir: string, message: string): boolean {
-  git(dir, ['add', '-A']);
-  if (git(dir, ['status', '--porcelain']).trim() === '') return false;
-  git(dir, [...identityArgs(dir), 'commit', '-q', '--no-verify', '-m', message]);
-  return true;
+/**
+ * Repositories the agent made inside the worktree (git lists an untracked one as `path/`). svc never adds them: a
+ * gitlink names a commit nobody can fetch, and git would have to look inside, where the agent wrote the config.
+ */
+export function embeddedRepositories(dir: string, run: GitRun = hostGit, extra: Record<string, string> = {},
+  scratch: string[] = []): string[] {
+  const listed = git(dir, ['ls-files', '--others', '--exclude-standard', '-z'], extra, run, scratch);
+  return listed.split('\0').filter((p) => p.endsWith('/')).map((p) => p.slice(0, -1));
+}
+
+/** `git add -A` of everything but the embedded repositories. */
+function addAll(dir: string, skip: string[], run: GitRun, extra: Record<string, string> = {}, scratch: string[] = []) {
+  const pathspec = skip.length ? ['--', '.', ...skip.map((p) => `:(exclude,literal)${p}`)] : [];
+  git(dir, ['add', '-A', ...pathspec], extra, run, scratch);
+}
+
+/**
+ * Commits everything in a worktree but embedded repositories (returned in `skipped`); `committed` is false when there
+ * was nothing to commit. `repo` is the main checkout (its config names the committer); `run` is where git runs (the
+ * git sandbox after an agent).
+ */
+export function commitAll(
+  dir: string, message: string, repo: string = dir, run: GitRun = hostGit,
+): { committed: boolean; skipped: string[] } {
+  const identity = identityArgs(repo);
+  const skipped = embeddedRepositories(dir, run);
+  addAll(dir, skipped, run);
+  if (git(dir, ['status', '--porcelain', '--ignore-submodules=all'], {}, run).trim() === '') {
+    return { committed: false, skipped };
+  }
+  git(dir, [...identity, 'commit', '-q', '--no-verify', '-m', message], {}, run);
+  return { committed: true, skipped };
 }
 
 export interface DiffFile {
@@ -103,33 +155,65 @@ function parseNumstat(text: string): DiffFile[] {
     });
 }
 
-function toResult(numstat: string, patch: string): DiffResult {
+/** A patch larger than this is not kept whole: the receipt and the diff folder list the files and hash the patch. */
+export const PATCH_CAP = 32 * 1024 * 1024;
+
+/** Reads the patch git wrote to `file`: whole up to PATCH_CAP, else a note; the hash always covers all of it. */
+function readPatch(file: string): { patch: string; patch_sha256: string } {
+  const bytes = readFileSync(file);
+  const patch_sha256 = createHash('sha256').update(bytes).digest('hex');
+  if (bytes.length <= PATCH_CAP) return { patch: bytes.toString('utf8'), patch_sha256 };
+  return {
+    patch: `# svc: the patch is ${bytes.length} bytes, more than the ${PATCH_CAP}-byte cap; it is not kept here.\n` +
+      `# Its files are in diffstat.json; its sha256 is ${patch_sha256}.\n`,
+    patch_sha256,
+  };
+}
+
+function toResult(numstat: string, patchFile: string): DiffResult {
   const files = parseNumstat(numstat);
   return {
     files,
     insertions: files.reduce((n, f) => n + f.insertions, 0),
     deletions: files.reduce((n, f) => n + f.deletions, 0),
-    patch,
-    patch_sha256: createHash('sha256').update(patch).digest('hex'),
+    ...readPatch(patchFile),
   };
 }
 
 // --no-ext-diff / --no-textconv: diff drivers are programs named by repository config, like hooks.
-const DIFF = ['diff', '--no-ext-diff', '--no-textconv'];
+const DIFF = ['diff', '--no-ext-diff', '--no-textconv', '--ignore-submodules=all'];
 
-export function diffCommits(dir: string, base: string, head: string): DiffResult {
-  return toResult(git(dir, [...DIFF, '--numstat', base, head]), git(dir, [...DIFF, '--binary', base, head]));
-}
-
-/** Diff of the working tree (tracked and untracked) against base, through a throwaway index so the user's index is untouched. */
-export function diffWorkingTree(dir: string, base: string): DiffResult {
-  const tmp = mkdtempSync(join(tmpdir(), 'svc-index-'));
-  const env = { GIT_INDEX_FILE: join(tmp, 'index') };
+/** A throwaway folder for one diff's patch file (and index), removed afterwards. */
+function withScratch<T>(body: (tmp: string) => T): T {
+  const tmp = mkdtempSync(join(tmpdir(), 'svc-diff-'));
   try {
-    git(dir, ['read-tree', base], env);
-    git(dir, ['add', '-A'], env);
-    return toResult(git(dir, [...DIFF, '--cached', '--numstat', base], env), git(dir, [...DIFF, '--cached', '--binary', base], env));
+    return body(tmp);
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }
+}
+
+export function diffCommits(dir: string, base: string, head: string, run: GitRun = hostGit): DiffResult {
+  return withScratch((tmp) => {
+    const patch = join(tmp, 'patch');
+    const inTmp = (args: string[]) => git(dir, args, {}, run, [tmp]);
+    inTmp([...DIFF, '--binary', `--output=${patch}`, base, head]);
+    return toResult(inTmp([...DIFF, '--numstat', base, head]), patch);
+  });
+}
+
+/**
+ * Diff of the working tree (tracked and untracked, embedded repositories left out) against base, through a throwaway
+ * index so the user's index is untouched.
+ */
+export function diffWorkingTree(dir: string, base: string, run: GitRun = hostGit): DiffResult {
+  return withScratch((tmp) => {
+    const env = { GIT_INDEX_FILE: join(tmp, 'index') };
+    const patch = join(tmp, 'patch');
+    const inTmp = (args: string[]) => git(dir, args, env, run, [tmp]);
+    inTmp(['read-tree', base]);
+    addAll(dir, embeddedRepositories(dir, run, env, [tmp]), run, env, [tmp]);
+    inTmp([...DIFF, '--cached', '--binary', `--output=${patch}`, base]);
+    return toResult(inTmp([...DIFF, '--cached', '--numstat', base]), patch);
+  });
 }

@@ -1,6 +1,6 @@
 // Where a run lives on disk (DESIGN §3 "On disk"): one function per path so no caller builds them by hand.
 import { join } from 'node:path';
-import { homedir } from 'node:os';
+import { svcHomeOf } from '../spawn/svc-paths.ts';
 
 export function runsDir(repo: string): string {
   return join(repo, '.svc', 'runs');
@@ -19,9 +19,6 @@ export function eventsPath(dir: string): string {
 }
 export function artifactsDir(dir: string): string {
   return join(dir, 'artifacts');
-}
-export function svcHomeOf(env: NodeJS.ProcessEnv): string {
-  return join(env.HOME || homedir(), '.svc');
 }
 /** `$SVC_CONTROL_ANSWER_DIR/<source>/<run>.json`, default ~/.svc/control/answers (DESIGN §4). */
 export function answerFilePath(env: NodeJS.ProcessEnv, source: string, run: string): string {

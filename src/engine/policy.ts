@@ -2,6 +2,9 @@
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Verdict } from '../run-json.ts';
+import { PolicyError } from './policy-error.ts';
+import { DEFAULT_LIMITS, parseLimits, type RunLimits } from './policy-limits.ts';
+import { GatePolicyError, parseGatePolicy } from '../gate/policy.ts';
 
 export interface CheckSpec {
   name: string;
@@ -15,18 +18,18 @@ export interface Policy {
   max_usd: number | null;
   /** How agents are confined (DESIGN §7a): null when the file does not say, which means "bwrap". */
   sandbox: 'bwrap' | 'none' | null;
+  /** What one run's agents may spend (time, processes, memory, disk, invocations). */
+  limits: RunLimits;
+  /** Where the agents may connect through the egress gate (docs/gate.md); the model APIs are always reachable. */
+  network: { allow: string[]; deny: string[] };
   /** Whether a file was found; with none, the defaults apply (PR only on verified, as draft). */
   fromFile: boolean;
 }
 
-export class PolicyError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'PolicyError';
-  }
-}
+export { PolicyError };
 
-export const DEFAULT_POLICY: Policy = { checks: [], pr: { open: 'verified', draft: true, base: null }, max_usd: null, sandbox: null, fromFile: false };
+export const DEFAULT_POLICY: Policy = { checks: [], pr: { open: 'verified', draft: true, base: null }, max_usd: null, sandbox: null, limits: DEFAULT_LIMITS,
+  network: { allow: [], deny: [] }, fromFile: false };
 
 function onlyKeys(value: Record<string, unknown>, allowed: string[], where: string): void {
   for (const key of Object.keys(value)) {
@@ -52,9 +55,23 @@ function parseCheck(raw: unknown, i: number): CheckSpec {
   return { name: raw.name, run: raw.run as string[], required: raw.required !== false };
 }
 
+/** `network: {allow, deny}`: host patterns, each checked now so a typo fails the run before it starts. */
+function parseNetwork(raw: unknown): Policy['network'] {
+  if (raw === undefined || raw === null) return { allow: [], deny: [] };
+  if (!isObject(raw)) throw new PolicyError('policy.json network must be an object');
+  onlyKeys(raw, ['allow', 'deny'], 'policy.json network');
+  try {
+    parseGatePolicy(raw);
+  } catch (err) {
+    if (err instanceof GatePolicyError) throw new PolicyError(`policy.json network: ${err.message}`);
+    throw err;
+  }
+  return { allow: (raw.allow ?? []) as string[], deny: (raw.deny ?? []) as string[] };
+}
+
 export function parsePolicy(raw: unknown): Policy {
   if (!isObject(raw)) throw new PolicyError('policy.json must hold a JSON object');
-  onlyKeys(raw, ['checks', 'pr', 'max_usd', 'sandbox'], 'policy.json');
+  onlyKeys(raw, ['checks', 'pr', 'max_usd', 'sandbox', 'limits', 'network'], 'policy.json');
   const checksRaw = raw.checks ?? [];
   if (!Array.isArray(checksRaw)) throw new PolicyError('policy.json checks must be an array');
   const checks = checksRaw.map(parseCheck);
@@ -96,7 +113,10 @@ export function parsePolicy(raw: unknown): Policy {
     if (raw.sandbox !== 'bwrap' && raw.sandbox !== 'none') throw new PolicyError('policy.json sandbox must be "bwrap" or "none"');
     sandbox = raw.sandbox;
   }
-  return { checks, pr, max_usd: maxUsd, sandbox, fromFile: true };
+  return {
+    checks, pr, max_usd: maxUsd, sandbox, limits: parseLimits(raw.limits), network: parseNetwork(raw.network),
+    fromFile: true,
+  };
 }
 
 /** Reads `<repo>/.svc/policy.json`; a missing file gives the defaults, a broken one throws (fail closed). */

@@ -6,7 +6,7 @@ import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { pinnedOrigin, cleanPush, type PushTarget } from './git-push.ts';
-import { which } from './which.ts';
+import { which } from '../spawn/which.ts';
 import { runSync, type ChildSpec } from '../spawn/start.ts';
 
 export interface PrRequest {

@@ -4,14 +4,14 @@ import { existsSync, rmSync } from 'node:fs';
 import type { RunContext } from './run-context.ts';
 import type { ResolvedProvider } from './providers.ts';
 import { buildPrompt } from './prompt.ts';
-import { spawnGroup } from './spawn-group.ts';
+import { spawnGroup, type GroupResult } from './spawn-group.ts';
 import { createUsageParser, addUsage, type Usage } from './usage-parsers.ts';
 import { takeAnswer, takeStopRequest } from './answers.ts';
 import { oneLine } from './text.ts';
 import { budgetQuestion, budgetReached, budgetStopMessage, extendsBudget } from './budget.ts';
 import { writeNoFollow, readAgentFile } from './safe-fs.ts';
-import { agentSandbox, protocolFiles } from './sandbox.ts';
-import type { SandboxMode } from '../spawn/sandbox-mode.ts';
+import { agentSandbox, gateEnv, protocolFiles, watchedLimits, type RunSandbox } from './sandbox.ts';
+import type { RunLimits } from './policy-limits.ts';
 import { untestedProviderWarning } from './provider-version-check.ts';
 
 const LOG_LINE_CAP = 4000;
@@ -24,7 +24,9 @@ export type ProviderOutcome =
   | { kind: 'stopped' }
   | { kind: 'failed'; exitCode: number | null; error: string }
   // The budget was reached and not extended: the provider was ended, and the checks still run on what exists.
-  | { kind: 'over-budget'; exitCode: number | null; error: string };
+  | { kind: 'over-budget'; exitCode: number | null; error: string }
+  // A policy limit ended the provider (time, processes, memory, disk, invocations): checks still run, verdict not_verified.
+  | { kind: 'limit'; exitCode: number | null; error: string };
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
@@ -62,7 +64,14 @@ function unblock(ctx: RunContext, answer: string, answerFile: string): void {
   ctx.setStatus('running', { question: null, answers: [...ctx.state.answers, answer] });
 }
 
-type ProviderOptions = { maxUsd: number | null; notes: string[]; sandbox: SandboxMode };
+const LIMIT_KEYS = { time: 'provider_timeout_s or run_timeout_s', processes: 'processes', memory: 'memory_mb',
+  disk: 'disk_mb' } as const;
+
+function limitMessage(name: string, ended: NonNullable<GroupResult['endedBy']>): string {
+  return `Provider ${name} was ended by svc: ${ended.message} (policy limits.${LIMIT_KEYS[ended.limit]})`;
+}
+
+type ProviderOptions = { maxUsd: number | null; notes: string[]; sandbox: RunSandbox; limits: RunLimits };
 
 /** Runs the provider; meanwhile checks its version (without delaying its start) and logs a warning if untested. */
 export async function runProvider(
@@ -88,13 +97,26 @@ async function runProviderAttempts(
   const output: Buffer[] = [];
   let outputSize = 0;
   if (ctx.state.budget_usd === null && opts.maxUsd !== null) ctx.update({ budget_usd: opts.maxUsd });
+  const { limits } = opts;
+  const runDeadline = Date.now() + limits.run_timeout_s * 1000;
 
   for (let attempt = 1; ; attempt++) {
     if (ctx.stopRequested()) return { kind: 'stopped' };
+    if (attempt > limits.invocations) {
+      return { kind: 'limit', exitCode: null, error: `Provider ${provider.name} was invoked ${limits.invocations} times ` +
+        'in this run, the policy\'s limits.invocations: not invoked again' };
+    }
+    const remaining = runDeadline - Date.now();
+    if (remaining <= 0) {
+      return { kind: 'limit', exitCode: null, error: `The run reached limits.run_timeout_s (${limits.run_timeout_s} s)` };
+    }
     const prompt = buildPrompt(spec, { answers: ctx.state.answers, notes: opts.notes });
     writeNoFollow(taskFile, prompt);
     rmSync(questionFile, { force: true });
-    rmSync(answerFile, { force: true });
+    // Every invocation finds the latest answer at $SVC_ANSWER_FILE (the prompt has all of them); none before the first.
+    const latest = ctx.state.answers.at(-1);
+    if (latest === undefined) rmSync(answerFile, { force: true });
+    else writeNoFollow(answerFile, latest);
     // An answer that arrives while the provider still runs is written to $SVC_ANSWER_FILE; one still unread there when
     // the provider exits (real CLIs exit after asking, as the prompt tells them) re-invokes it with the answer.
     let answeredWhileRunning = false;
@@ -106,6 +128,7 @@ async function runProviderAttempts(
     let budgetAsked = false;
     let overBudget: string | null = null;
     const extra = {
+      ...gateEnv(opts.sandbox),
       // Some CLIs (opencode) take their project folder from $PWD, not the working directory: it must name the worktree.
       PWD: ctx.state.workdir,
       SVC_TASK_FILE: taskFile,
@@ -121,7 +144,9 @@ async function runProviderAttempts(
       cwd: ctx.state.workdir,
       env: ctx.env,
       extra,
-      sandbox: agentSandbox(ctx, opts.sandbox, argv[0]!, provider),
+      sandbox: agentSandbox(ctx, opts.sandbox, argv[0]!, provider, limits),
+      watch: watchedLimits(limits, ctx.state.workdir),
+      timeoutMs: Math.min(limits.provider_timeout_s * 1000, remaining),
       ...(provider.stdinPrompt ? { stdin: prompt } : {}),
       maxBytes: 1,
       onLine(stream, line) {
@@ -197,6 +222,7 @@ async function runProviderAttempts(
     }
     if (ctx.stopRequested()) return { kind: 'stopped' };
     if (overBudget !== null) return { kind: 'over-budget', exitCode: result.code, error: overBudget };
+    if (result.endedBy) return { kind: 'limit', exitCode: result.code, error: limitMessage(provider.name, result.endedBy) };
 
     // A question written just before exit, or still unanswered when the provider exited: wait, then re-invoke.
     const late = ctx.state.status === 'blocked' ? null : readQuestion(questionFile);

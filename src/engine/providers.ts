@@ -1,5 +1,5 @@
 // Provider adapters: each tool's documented non-interactive invocation, plus `command` providers from .svc/config.json.
-import { which } from './which.ts';
+import { which } from '../spawn/which.ts';
 import type { EngineConfig } from './config.ts';
 
 export const BUILTIN_PROVIDERS = ['claude', 'codex', 'gemini', 'aider', 'opencode'] as const;

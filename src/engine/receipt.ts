@@ -31,6 +31,21 @@ export interface ReceiptBody {
    * copied from the run container's report, which the agent could have changed (docs/deploy.md "Receipts from pods").
    */
   attestation?: { by: 'pod-signer'; verified: string[]; reported: string[] };
+  /**
+   * The agent's network (issue 20): whether it was confined to the egress gate, the project's patterns, and what the
+   * gate saw (connections, per-host counts, denials). `confined: false` makes no claim about where it connected.
+   */
+  network?: ReceiptNetwork;
+}
+
+export interface ReceiptNetwork {
+  confined: boolean;
+  allow: string[];
+  deny: string[];
+  connections: number;
+  denied: number;
+  hosts: Array<{ host: string; port: number; connections: number; bytes_up: number; bytes_down: number }>;
+  denials: Array<{ host: string; port: number; reason: string; count: number }>;
 }
 
 export interface Receipt extends ReceiptBody {

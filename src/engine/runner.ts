@@ -12,8 +12,8 @@ import { runProvider } from './provider-phase.ts';
 import { collectDiff, saveDiff, verifyWork, writeReceipt, maybeOpenPr } from './finish-phase.ts';
 import { isoNow, TERMINAL } from './run-state.ts';
 import { worktreeDir } from './paths.ts';
-import { runSandboxMode } from './sandbox.ts';
-import type { SandboxMode } from '../spawn/sandbox-mode.ts';
+import { runSandboxMode, type RunSandbox } from './sandbox.ts';
+import { openRunGate } from './egress.ts';
 import { signsLater, evidenceOf, EVIDENCE_ARTIFACT, type RunEvidence } from '../pod/evidence.ts';
 import type { CheckResult } from './checks.ts';
 import { pushTargetFor } from './launch.ts';
@@ -28,17 +28,19 @@ function prepareWorkdir(ctx: RunContext): void {
   if (state.workdir !== path) ctx.update({ workdir: path });
 }
 
+/** `checkAnyway`: a limit ended the provider, and the checks still say what its work is worth (not_verified). */
 async function finish(
-  ctx: RunContext, policy: Policy, sandbox: SandboxMode, failure: string | null, exitCode: number | null,
+  ctx: RunContext, policy: Policy, sandbox: RunSandbox, failure: string | null, exitCode: number | null,
+  checkAnyway = false,
 ): Promise<void> {
-  const diff = collectDiff(ctx);
+  const diff = collectDiff(ctx, sandbox);
   saveDiff(ctx, diff);
-  const checks = failure ? [] : await verifyWork(ctx, policy, diff, sandbox);
+  const checks = failure && !checkAnyway ? [] : await verifyWork(ctx, policy, diff, sandbox);
   if (ctx.stopRequested()) return;
   const ended = isoNow();
   ctx.update({ ended_at: ended });
   if (signsLater(ctx.env)) return leaveEvidence(ctx, 'finished', failure, exitCode, checks);
-  const receipt = writeReceipt(ctx, checks, diff, failure !== null);
+  const receipt = writeReceipt(ctx, checks, diff, failure !== null, sandbox);
   const requiredFailed = checks.find((c) => c.required && c.exit_code !== 0);
   let error = failure ?? (requiredFailed ? `Required check "${requiredFailed.name}" failed (exit ${requiredFailed.exit_code})` : null);
   if (!error) error = await maybeOpenPr(ctx, policy, receipt);
@@ -70,42 +72,57 @@ async function startOrResume(ctx: RunContext, mode: WorkerMode): Promise<void> {
   const policy = loadPolicy(ctx.state.repo_path);
   pinPushTarget(ctx);
   const provider = resolveProvider(ctx.state.provider || null, loadEngineConfig(ctx.state.repo_path), ctx.env);
-  const sandbox = runSandboxMode(ctx, policy);
-  prepareWorkdir(ctx);
-  const spec = readFileSync(join(ctx.dir, 'spec.md'), 'utf8');
-  const notes = mode === 'resume' ? ['This run was resumed: your earlier changes are already in the working tree. Continue the task from there.'] : [];
-  const outcome = await runProvider(ctx, provider, spec, { maxUsd: policy.max_usd, notes, sandbox });
-  if (outcome.kind === 'stopped' || ctx.stopRequested()) return;
-  if (outcome.kind === 'failed') await finish(ctx, policy, sandbox, outcome.error, outcome.exitCode);
-  else if (outcome.kind === 'over-budget') await finishOverBudget(ctx, policy, sandbox, outcome.error, outcome.exitCode);
-  else await finish(ctx, policy, sandbox, null, 0);
+  const sandbox = await withGate(ctx, policy);
+  try {
+    prepareWorkdir(ctx);
+    const spec = readFileSync(join(ctx.dir, 'spec.md'), 'utf8');
+    const notes = mode === 'resume' ? ['This run was resumed: your earlier changes are already in the working tree. Continue the task from there.'] : [];
+    const outcome = await runProvider(ctx, provider, spec, { maxUsd: policy.max_usd, notes, sandbox, limits: policy.limits });
+    if (outcome.kind === 'stopped' || ctx.stopRequested()) return;
+    if (outcome.kind === 'failed') await finish(ctx, policy, sandbox, outcome.error, outcome.exitCode);
+    else if (outcome.kind === 'limit') await finish(ctx, policy, sandbox, outcome.error, outcome.exitCode, true);
+    else if (outcome.kind === 'over-budget') await finishOverBudget(ctx, policy, sandbox, outcome.error, outcome.exitCode);
+    else await finish(ctx, policy, sandbox, null, 0);
+  } finally {
+    await sandbox.gate?.close();
+  }
+}
+
+/** The run's sandbox mode and, when sandboxed, its egress gate (closed by the caller once the checks are done). */
+async function withGate(ctx: RunContext, policy: Policy): Promise<RunSandbox> {
+  const mode = runSandboxMode(ctx, policy);
+  return { mode, gate: mode.kind === 'none' ? null : await openRunGate(ctx, policy) };
 }
 
 /** Not allowed past its budget: the checks still run on what exists and a receipt says so; no PR, status stopped. */
 async function finishOverBudget(
-  ctx: RunContext, policy: Policy, sandbox: SandboxMode, error: string, exitCode: number | null,
+  ctx: RunContext, policy: Policy, sandbox: RunSandbox, error: string, exitCode: number | null,
 ): Promise<void> {
-  const diff = collectDiff(ctx);
+  const diff = collectDiff(ctx, sandbox);
   saveDiff(ctx, diff);
   const checks = await verifyWork(ctx, policy, diff, sandbox);
   if (ctx.stopRequested()) return;
   const ended = isoNow();
   ctx.update({ ended_at: ended });
   if (signsLater(ctx.env)) return leaveEvidence(ctx, 'over_budget', error, exitCode, checks);
-  const receipt = writeReceipt(ctx, checks, diff, true);
+  const receipt = writeReceipt(ctx, checks, diff, true, sandbox);
   if (ctx.state.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
   ctx.setStatus('stopped', { error, ended_at: ended, exit_code: exitCode, question: null });
 }
 
 async function reverify(ctx: RunContext): Promise<void> {
   const policy = loadPolicy(ctx.state.repo_path);
-  const sandbox = runSandboxMode(ctx, policy);
-  ctx.event('log', { stream: 'svc', text: 'verify: re-running checks' });
-  const diff = collectDiff(ctx);
-  saveDiff(ctx, diff);
-  const checks = await verifyWork(ctx, policy, diff, sandbox);
-  if (ctx.stopRequested()) return;
-  writeReceipt(ctx, checks, diff, ctx.state.status === 'failed' && ctx.state.error !== null && !ctx.state.error.startsWith('Required check'));
+  const sandbox = await withGate(ctx, policy);
+  try {
+    ctx.event('log', { stream: 'svc', text: 'verify: re-running checks' });
+    const diff = collectDiff(ctx, sandbox);
+    saveDiff(ctx, diff);
+    const checks = await verifyWork(ctx, policy, diff, sandbox);
+    if (ctx.stopRequested()) return;
+    writeReceipt(ctx, checks, diff, ctx.state.status === 'failed' && ctx.state.error !== null && !ctx.state.error.startsWith('Required check'), sandbox);
+  } finally {
+    await sandbox.gate?.close();
+  }
 }
 
 /** Runs in the detached worker process; the exit code is 0 when the run succeeded. */

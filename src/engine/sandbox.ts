@@ -1,37 +1,60 @@
-// The worker's side of the agent sandbox (DESIGN §7a): which mode this run uses, where its protocol files live, and
-// the bwrap plan for one provider or check. What the plan allows is decided in src/spawn/agent-plan.ts.
+// The worker's side of the agent sandbox (DESIGN §7a): which mode this run uses, where its protocol files live, the
+// bwrap plan for one provider or check, and the sandbox svc's own git runs in once the agent has touched the worktree.
+// What the plans allow is decided in src/spawn/agent-plan.ts.
 import { join } from 'node:path';
 import { homedir } from 'node:os';
 import type { RunContext } from './run-context.ts';
 import type { Policy } from './policy.ts';
+import type { RunLimits } from './policy-limits.ts';
 import { loadEngineConfig } from './config.ts';
 import { plainSubdir } from './safe-fs.ts';
-import { svcHomeOf } from './paths.ts';
-import { agentSandboxPlan } from '../spawn/agent-plan.ts';
-import { resolveSandbox, unsandboxedWarning, type SandboxMode } from '../spawn/sandbox-mode.ts';
-import type { SandboxPlan } from '../spawn/bwrap-argv.ts';
+import { svcHomeOf } from '../spawn/svc-paths.ts';
+import { hostGit, type GitRun } from './git.ts';
+import { agentSandboxPlan, gitSandboxPlan } from '../spawn/agent-plan.ts';
+import { bwrapArgv, type SandboxPlan } from '../spawn/bwrap-argv.ts';
+import { runSync } from '../spawn/start.ts';
+import type { SandboxLimits } from '../spawn/limits.ts';
+import type { WatchedLimits } from '../spawn/limit-watch.ts';
+import { ignoredPolicyNote, resolveSandbox, unsandboxedWarning, type SandboxMode } from '../spawn/sandbox-mode.ts';
+import type { RunGate } from './egress.ts';
 
-/** The run's protocol files: the folder the agent reads (task, answer) and the one it writes its question into. */
+/** How this run's agents are confined: the mode, and (sandboxed) the egress gate that is their only route out. */
+export interface RunSandbox {
+  mode: SandboxMode;
+  gate: RunGate | null;
+}
+
+/** The run's protocol files: the task the agent reads, and the folders its question and its answer live in. */
 export interface ProtocolFiles {
   taskFile: string;
   answerFile: string;
   questionFile: string;
   ioDir: string;
   askDir: string;
+  answerDir: string;
 }
 
 export function protocolFiles(ctx: RunContext): ProtocolFiles {
   const askDir = plainSubdir(ctx.dir, join('io', 'ask'));
+  // Writable inside: an agent that read its answer removes the file to say so.
+  const answerDir = plainSubdir(ctx.dir, join('io', 'answer'));
   const ioDir = join(ctx.dir, 'io');
   return {
-    taskFile: join(ioDir, 'prompt.md'), answerFile: join(ioDir, 'answer.txt'), questionFile: join(askDir, 'question.txt'),
-    ioDir, askDir,
+    taskFile: join(ioDir, 'prompt.md'), answerFile: join(answerDir, 'answer.txt'),
+    questionFile: join(askDir, 'question.txt'), ioDir, askDir, answerDir,
   };
+}
+
+/** What a sandboxed child adds to its environment: the gate's proxies, model base URLs and placeholder keys. */
+export function gateEnv(sandbox: RunSandbox): Record<string, string> {
+  return sandbox.mode.kind === 'none' ? {} : sandbox.gate?.env ?? {};
 }
 
 /** This run's sandbox mode; throws SandboxUnavailableError when it needs bwrap and bwrap cannot run. */
 export function runSandboxMode(ctx: RunContext, policy: Policy): SandboxMode {
   const mode = resolveSandbox(policy.sandbox, ctx.env);
+  const ignored = ignoredPolicyNote(policy.sandbox, ctx.env);
+  if (ignored) ctx.event('log', { stream: 'svc', text: ignored });
   const warning = unsandboxedWarning(mode);
   if (warning) {
     ctx.event('log', { stream: 'svc', text: warning });
@@ -40,26 +63,63 @@ export function runSandboxMode(ctx: RunContext, policy: Policy): SandboxMode {
   return mode;
 }
 
+const MIB = 1024 * 1024;
+
+/** The kernel's share of the policy limits (prlimit inside the sandbox). */
+export function sandboxLimits(limits: RunLimits): SandboxLimits {
+  return {
+    processes: limits.processes,
+    memoryBytes: limits.memory_mb * MIB,
+    fileBytes: limits.file_mb * MIB,
+    tmpBytes: Math.min(limits.disk_mb, 1024) * MIB,
+  };
+}
+
+/** svc's share of the policy limits, watched while the agent runs; `diskDir` is the worktree. */
+export function watchedLimits(limits: RunLimits, diskDir: string | null): WatchedLimits {
+  return { processes: limits.processes, memoryBytes: limits.memory_mb * MIB, diskDir, diskBytes: limits.disk_mb * MIB };
+}
+
 /** The sandbox for `program` (a provider of family `provider`, or a check when `provider` is null). */
 export function agentSandbox(
-  ctx: RunContext, mode: SandboxMode, program: string, provider: { name: string; kind: string } | null,
+  ctx: RunContext, sandbox: RunSandbox, program: string, provider: { name: string; kind: string } | null,
+  limits: RunLimits,
 ): { bwrap: string; plan: SandboxPlan } | null {
+  const { mode } = sandbox;
   if (mode.kind === 'none') return null;
   const files = protocolFiles(ctx);
   const configured = provider?.kind === 'command' ? loadEngineConfig(ctx.state.repo_path).providers[provider.name] : undefined;
-  const declared = configured?.writable ?? [];
   const plan = agentSandboxPlan({
     workdir: ctx.state.workdir,
     repo: ctx.state.repo_path,
     ioDir: files.ioDir,
     askDir: files.askDir,
+    answerDir: files.answerDir,
     svcHome: svcHomeOf(ctx.env),
     home: ctx.env.HOME || homedir(),
     // A check gets no provider's login folders.
     provider: provider?.kind ?? 'check',
-    declared,
+    declared: configured?.writable ?? [],
     program,
     env: ctx.env,
+    limits: sandboxLimits(limits),
+    gate: sandbox.gate?.sandbox ?? null,
   });
   return { bwrap: mode.bwrap, plan };
+}
+
+/**
+ * Where svc's git runs once an agent has worked in the worktree: in a sandbox of its own (no secrets, no network,
+ * nothing of HOME), or on the host when the run has no sandbox (then only the hardened git config protects it).
+ */
+export function postAgentGit(ctx: RunContext, { mode }: RunSandbox): GitRun {
+  if (mode.kind === 'none') return hostGit;
+  const home = ctx.env.HOME || homedir();
+  const svcHome = svcHomeOf(ctx.env);
+  return (cwd, argv, { extra, scratch }) => {
+    const plan = gitSandboxPlan({ workdir: cwd, repo: ctx.state.repo_path, scratch, home, svcHome, env: ctx.env });
+    return runSync(bwrapArgv(mode.bwrap, plan, argv), {
+      kind: 'tool', base: process.env, extra, cwd, maxBuffer: 256 * MIB,
+    });
+  };
 }

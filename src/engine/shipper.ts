@@ -91,10 +91,21 @@ export function contentTypeOf(path: string): string {
   return 'application/octet-stream';
 }
 
+/** A Control Plane on this machine (a loopback URL) may learn the run's folder; a remote one never does. */
+function isLoopbackUrl(url: string): boolean {
+  try {
+    const host = new URL(url).hostname;
+    return host === 'localhost' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
+  } catch {
+    return false;
+  }
+}
+
 export function createShipper(dir: string, env: NodeJS.ProcessEnv, onControl?: (item: ControlItem) => void): Shipper {
   const { url } = discoverControlUrl(env);
   const token = readControlToken(env);
   const client: ControlClient = createControlClient({ url, ...(token ? { token } : {}), timeoutMs: 10_000 });
+  const sameMachine = isLoopbackUrl(url);
 
   async function flushOnce(): Promise<{ ok: boolean; more: boolean }> {
     const state = tryReadState(dir);
@@ -119,8 +130,9 @@ export function createShipper(dir: string, env: NodeJS.ProcessEnv, onControl?: (
     const { source: _source, ...run } = toRunJson(state);
     const result = await client.ingest({
       source: state.source,
-      // The run JSON only: the Control Plane never takes a folder or pid from a batch (it steers through control items).
-      runs: [run],
+      // The run JSON, plus the run's folder for a Control Plane on this machine: it keeps that only when the folder is
+      // a project its operator registered (then Retry and Verify work there), never a pid (src/control/handlers/ingest.ts).
+      runs: [sameMachine ? { ...run, repo_path: state.repo_path } : run],
       events: events.map((e) => ({ ...(e as object), run: state.run })) as never,
       artifacts,
     });

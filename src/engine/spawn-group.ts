@@ -7,6 +7,18 @@ import { startChild, type ChildProcess } from '../spawn/start.ts';
 import { bwrapArgv, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { createTreeGuard, sandboxMembers } from '../spawn/tree.ts';
 import { identityOf, signalGroup, type ProcIdentity } from './proc-group.ts';
+import { watchLimits, type WatchedLimits } from '../spawn/limit-watch.ts';
+
+/** Why svc ended the agent before it exited by itself: a limit it broke, or its wall-clock time. */
+export type EndedBy = { limit: 'processes' | 'memory' | 'disk' | 'time'; message: string } | null;
+
+export interface GroupResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  output: Buffer;
+  truncated: boolean;
+  endedBy: EndedBy;
+}
 
 export interface GroupRun {
   child: ChildProcess;
@@ -16,7 +28,7 @@ export interface GroupRun {
   resume(): void;
   /** Ends the agent at once (SIGKILL reaches a frozen process too); what it started goes with it. */
   kill(): void;
-  done: Promise<{ code: number | null; signal: NodeJS.Signals | null; output: Buffer; truncated: boolean }>;
+  done: Promise<GroupResult>;
 }
 
 export interface SpawnGroupOptions {
@@ -31,6 +43,8 @@ export interface SpawnGroupOptions {
   timeoutMs?: number;
   /** bwrap's path and what the agent may see; null runs it unconfined (policy or SVC_SANDBOX said "none"). */
   sandbox: { bwrap: string; plan: SandboxPlan } | null;
+  /** Limits svc watches while the agent runs (processes, memory, worktree growth); breaking one ends it. */
+  watch?: WatchedLimits;
 }
 
 const SAMPLE_MS = 100;
@@ -127,28 +141,39 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
     });
     child.stdin.end(opts.stdin);
   }
-  let timer: NodeJS.Timeout | undefined;
-  if (opts.timeoutMs) {
-    timer = setTimeout(() => {
-      signalGroup(identity, 'SIGTERM');
-      setTimeout(() => signalGroup(identity, 'SIGKILL'), 5_000).unref();
-    }, opts.timeoutMs);
-  }
-  const done = new Promise<{ code: number | null; signal: NodeJS.Signals | null; output: Buffer; truncated: boolean }>((resolve) => {
-    child.on('error', (err) => {
-      if (timer) clearTimeout(timer);
-      const msg = Buffer.from(`failed to start: ${err.message}\n`);
-      resolve({ code: 127, signal: null, output: msg, truncated: false });
-    });
-    child.on('close', (code, signal) => {
-      if (timer) clearTimeout(timer);
-      resolve({ code, signal, output: Buffer.concat(chunks), truncated });
-    });
-  });
   const kill = () => {
     signalAll('SIGKILL');
     signalGroup(identity, 'SIGKILL');
   };
+  let endedBy: EndedBy = null;
+  let timer: NodeJS.Timeout | undefined;
+  if (opts.timeoutMs) {
+    const seconds = Math.round(opts.timeoutMs / 1000);
+    timer = setTimeout(() => {
+      endedBy ??= { limit: 'time', message: `still running after ${seconds} s` };
+      signalGroup(identity, 'SIGTERM');
+      setTimeout(kill, 5_000).unref();
+    }, opts.timeoutMs);
+  }
+  const unwatch = opts.watch && child.pid
+    ? watchLimits(opts.watch, members, (breach) => {
+      endedBy ??= breach;
+      kill();
+    })
+    : () => undefined;
+  const done = new Promise<GroupResult>((resolve) => {
+    child.on('error', (err) => {
+      if (timer) clearTimeout(timer);
+      unwatch();
+      const msg = Buffer.from(`failed to start: ${err.message}\n`);
+      resolve({ code: 127, signal: null, output: msg, truncated: false, endedBy });
+    });
+    child.on('close', (code, signal) => {
+      if (timer) clearTimeout(timer);
+      unwatch();
+      resolve({ code, signal, output: Buffer.concat(chunks), truncated, endedBy });
+    });
+  });
   // A member may fork between the scan and its SIGSTOP, and its child would run on: scan again until every member is
   // stopped ('D' stops as it leaves the kernel), a bounded number of times.
   const pause = () => {

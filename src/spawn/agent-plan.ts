@@ -1,36 +1,48 @@
 // What an agent (a provider or a check) may see and write inside its sandbox (DESIGN §7a; docs/engine.md "The agent
-// sandbox"). The rule, in words: the whole filesystem read-only; the run's working directory and the provider's own
-// config and login folders writable; the repository's git directory read-only (svc commits the agent's work after it
-// exits, so the agent never needs to write it, and cannot plant hooks or URL rules in it); svc's home (~/.svc: keys,
-// tokens, databases, answers), every credential file svc was told about and every other run's folder invisible; a
-// private /tmp; and the run's protocol files: the task and answer readable, the question folder writable.
-import { existsSync, mkdirSync, readFileSync, realpathSync } from 'node:fs';
+// sandbox"). The rule, in words: the system folders read-only (system-view.ts); the program's own install and the
+// folders on PATH read-only; the run's working directory writable, its git metadata read-only (svc commits the
+// agent's work after it exits, so the agent never needs to write it, and cannot plant hooks or URL rules in it); an
+// empty private HOME holding only the provider's own config and login folders (writable); a private /tmp; and the
+// run's protocol files: the task readable, the question and answer folders writable. Nothing else is mounted, so svc's
+// home, the servers' databases and token files, ~/.ssh and every other credential are not there at all; the masks in
+// `hidden` only matter where a bound tree (a declared folder, a PATH folder) happens to contain one.
+import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { isSecretName } from './env.ts';
 import { providerFolders } from './provider-folders.ts';
-import type { SandboxPlan } from './bwrap-argv.ts';
+import { within, type SandboxGate, type SandboxPlan } from './bwrap-argv.ts';
+import { isSystemPath } from './system-view.ts';
+import { DEFAULT_LIMITS, type SandboxLimits } from './limits.ts';
 
 export interface AgentPlanInput {
   /** The run's working directory: its worktree, or the repository itself for a run without one. */
   workdir: string;
   /** The repository's main checkout. */
   repo: string;
-  /** Folder holding the task and answer files (read-only inside) and the folder the question is written to. */
+  /** Folder holding the task (read-only inside), and the folders the question and the answer live in (writable). */
   ioDir: string;
   askDir: string;
+  answerDir: string;
   /** svc's home (~/.svc) and the user's home. */
   svcHome: string;
   home: string;
-  /** Provider family (a builtin name or "command") and the folders a command provider declares writable. */
+  /** Provider family (a builtin name, "command", or "check") and the folders a command provider declares writable. */
   provider: string;
   declared: string[];
-  /** The program about to run (its folder stays visible when it lives under /tmp). */
+  /** The program about to run (its install stays visible). */
   program: string;
-  /** svc's own environment: names the credential files and folders to hide, and PATH to keep visible. */
+  /** svc's own environment: names the credential files and folders to mask, and PATH to keep visible. */
   env: NodeJS.ProcessEnv;
+  limits?: SandboxLimits;
+  /** The run's egress gate (its only route out); null: no network at all. */
+  gate: SandboxGate | null;
 }
 
-/** Path names of credential files and data svc was configured with (env values), hidden from the agent. */
+/** Credentials a user's HOME commonly holds: masked wherever a bound folder would show them. */
+const HOME_CREDENTIALS = ['.ssh', '.git-credentials', '.netrc', '.npmrc', '.pypirc', '.config/gh', '.config/hub',
+  '.aws', '.azure', '.config/gcloud', '.kube', '.docker', '.gnupg', '.password-store', '.vault-token'];
+
+/** Path names of credential files and data svc was configured with (env values). */
 function configuredSecretPaths(env: NodeJS.ProcessEnv): string[] {
   const paths: string[] = [];
   for (const [name, value] of Object.entries(env)) {
@@ -41,16 +53,15 @@ function configuredSecretPaths(env: NodeJS.ProcessEnv): string[] {
     const db = env[name];
     if (db && isAbsolute(db)) paths.push(db, `${db}-wal`, `${db}-shm`);
   }
-  // systemd's LoadCredential= folder, and the folder the Control Plane writes answers into.
-  for (const name of ['CREDENTIALS_DIRECTORY', 'SVC_CONTROL_ANSWER_DIR']) {
+  for (const name of ['CREDENTIALS_DIRECTORY', 'SVC_CONTROL_ANSWER_DIR', 'SVC_REPOS_FILE']) {
     const dir = env[name];
     if (dir && isAbsolute(dir)) paths.push(dir);
   }
   return paths;
 }
 
-/** The repository's git directory as seen from `workdir`: `.git` itself, or where a worktree's `.git` file points. */
-function gitDirs(workdir: string, repo: string): string[] {
+/** The repository's git directories as seen from `workdir`: `.git` itself, and where a worktree's `.git` points. */
+export function gitDirs(workdir: string, repo: string): string[] {
   const dirs = [join(repo, '.git')];
   try {
     const pointer = readFileSync(join(workdir, '.git'), 'utf8');
@@ -62,59 +73,141 @@ function gitDirs(workdir: string, repo: string): string[] {
   return dirs;
 }
 
-/** Folder-shaped provider entries are made on first use, so a CLI can write its login under a read-only HOME. */
+/** Folder-shaped provider entries are made on first use, so a CLI can keep its login between runs. */
 function ensureFolders(paths: string[]): void {
   for (const path of paths) {
     if (existsSync(path) || /\.(json|ya?ml|toml)$/.test(path)) continue;
     try {
       mkdirSync(path, { recursive: true, mode: 0o700 });
     } catch {
-      // left read-only: the CLI will say what it could not write
+      // left missing: the CLI will say what it could not write
     }
   }
 }
 
-/**
- * Where `program` really lives: an npm-installed CLI is a link in `.bin` to a script that loads its whole package, so
- * the `node_modules` it is in stays visible too (it matters when that is under /tmp).
- */
-function programFolders(program: string): string[] {
-  if (!isAbsolute(program)) return [];
-  const folders = [dirname(program)];
+/** The folder a program really lives in: an npm-installed CLI's whole `node_modules`, else its folder. */
+function installOf(path: string): string {
+  const modules = path.lastIndexOf('/node_modules/');
+  return modules > 0 ? path.slice(0, modules + '/node_modules'.length) : dirname(path);
+}
+
+function realOrNull(path: string): string | null {
   try {
-    const real = realpathSync(program);
-    folders.push(dirname(real));
-    const modules = real.lastIndexOf('/node_modules/');
-    if (modules > 0) folders.push(real.slice(0, modules + '/node_modules'.length));
+    return realpathSync(path);
   } catch {
-    // not there: exec will say so
+    return null;
+  }
+}
+
+/** Where `program` and the PATH folder entries really live (links in `.bin` point into packages). */
+function programFolders(program: string, pathDirs: string[]): string[] {
+  const folders: string[] = [];
+  const real = isAbsolute(program) ? realOrNull(program) : null;
+  if (isAbsolute(program)) folders.push(dirname(program));
+  if (real) folders.push(installOf(real));
+  for (const dir of pathDirs) {
+    if (isSystemPath(dir)) continue;
+    if (dir.endsWith('/node_modules/.bin')) {
+      folders.push(dir.slice(0, -'/.bin'.length));
+      continue;
+    }
+    let names: string[] = [];
+    try {
+      names = readdirSync(dir).slice(0, 500);
+    } catch {
+      continue;
+    }
+    for (const name of names) {
+      const target = realOrNull(join(dir, name));
+      if (target && !within(target, dir)) folders.push(installOf(target));
+    }
   }
   return folders;
+}
+
+/** PATH folders worth showing: absolute, present, and not a folder that would show a home or svc's home whole. */
+function pathFolders(env: NodeJS.ProcessEnv, home: string, svcHome: string): string[] {
+  return (env.PATH ?? '').split(':').filter((d) => isAbsolute(d) && existsSync(d) && d !== '/')
+    .map((d) => realOrNull(d) ?? d)
+    .filter((d) => !within(home, d) && !within(svcHome, d) && !within(d, svcHome));
+}
+
+/** Drops duplicates and paths inside another kept one (fewer bwrap arguments, same view). */
+function outermost(paths: string[], avoid: (p: string) => boolean): string[] {
+  const unique = [...new Set(paths.filter((p) => p !== '/' && !avoid(p)))].sort((a, b) => a.length - b.length);
+  const kept: string[] = [];
+  for (const path of unique) if (!kept.some((k) => within(path, k))) kept.push(path);
+  return kept;
 }
 
 export function agentSandboxPlan(input: AgentPlanInput): SandboxPlan {
   const folders = providerFolders(input.provider, input.home, input.declared);
   ensureFolders(folders);
-  const pathDirs = (input.env.PATH ?? '').split(':').filter((d) => isAbsolute(d));
   const engine = join(input.repo, '.svc');
   const git = gitDirs(input.workdir, input.repo);
+  const paths = pathFolders(input.env, input.home, input.svcHome);
+  const svcHome = input.svcHome;
+  const readable = outermost([...git, ...paths, ...programFolders(input.program, paths)],
+    (p) => within(p, svcHome) || within(input.home, p));
   return {
-    visible: [input.home, input.repo, ...git, ...programFolders(input.program), ...pathDirs],
-    writable: [input.workdir, ...folders],
+    readable,
+    writable: [input.workdir, ...folders.filter((f) => !within(f, svcHome) && !within(svcHome, f))],
     // Inside the writable working directory: its git metadata, and for a run in the repository itself, the project's
-    // .svc (policy.json and config.json decide the checks and the providers).
-    // .svc (policy.json and config.json decide the checks and the providers); and the git directories again, in case a
+    // .svc (policy.json and config.json decide the checks and the providers); the git directories again, in case a
     // declared folder covers them.
     protect: [join(input.workdir, '.git'), ...(resolve(input.workdir) === resolve(input.repo) ? [engine] : []), ...git],
     hidden: [
-      input.svcHome,
+      svcHome,
       join(engine, 'runs'),
       join(engine, 'worktrees'),
       join(engine, 'inbox'),
+      ...HOME_CREDENTIALS.map((p) => join(input.home, p)),
       ...configuredSecretPaths(input.env),
     ],
     protocolReadable: [input.ioDir],
-    protocolWritable: [input.askDir],
+    protocolWritable: [input.askDir, input.answerDir],
+    home: input.home,
     cwd: input.workdir,
+    limits: input.limits ?? DEFAULT_LIMITS,
+    network: input.gate ?? 'none',
+  };
+}
+
+export interface GitPlanInput {
+  workdir: string;
+  repo: string;
+  /** Folders svc's git writes besides the worktree and the git directory (a throwaway index). */
+  scratch: string[];
+  home: string;
+  svcHome: string;
+  /** svc's environment: PATH, for the programs the user's own git config names (git-lfs). */
+  env: NodeJS.ProcessEnv;
+}
+
+/**
+ * The view svc's own git gets when it reads the worktree after the agent (add, status, commit, diff): the worktree
+ * and the git directory writable, nothing else, no network, no HOME. Whatever the agent planted that git might run
+ * (an embedded repository's filters, attributes) runs here, with nothing to read and nowhere to send it: of HOME
+ * only the user's git config, of the host only the system and PATH folders. The
+ * repository's config, hooks and info stay read-only, so nothing can be planted for the user's next git either.
+ */
+export function gitSandboxPlan(input: GitPlanInput): SandboxPlan {
+  const git = gitDirs(input.workdir, input.repo);
+  const common = git[0]!;
+  const paths = pathFolders(input.env, input.home, input.svcHome);
+  // The user's own git config (git-lfs's filter is set there) is trusted; the repository's is read-only below.
+  const userConfig = [join(input.home, '.gitconfig'), join(input.home, '.config', 'git')];
+  return {
+    readable: [...outermost(paths, (p) => within(p, input.svcHome)), ...userConfig],
+    writable: [input.workdir, ...git, ...input.scratch],
+    protect: [join(common, 'config'), join(common, 'hooks'), join(common, 'info'),
+      ...git.slice(1).map((d) => join(d, 'config.worktree')), join(input.repo, '.svc')],
+    hidden: [input.svcHome, join(input.repo, '.svc', 'runs'), join(input.repo, '.svc', 'inbox')],
+    protocolReadable: [],
+    protocolWritable: [],
+    home: input.home,
+    cwd: input.workdir,
+    limits: DEFAULT_LIMITS,
+    network: 'none',
   };
 }

@@ -1,26 +1,51 @@
-// Builds the bubblewrap command line that confines an agent (a provider or a check), DESIGN §7a.
+// Builds the bubblewrap command line that confines an agent (a provider, a check, or svc's own git over the agent's
+// work), DESIGN §7a.
 //
-// Shape learned from Codex's Linux sandbox (codex-rs/linux-sandbox) and Anthropic's sandbox-runtime: a read-only root,
-// writable binds layered on top, read-only binds that re-protect what must not change inside a writable tree (`.git`),
-// a fresh /proc in a new PID namespace so no ancestor's environ or cmdline is visible, and tmpfs or /dev/null masks
-// over what must not be seen. Network is shared: providers need their APIs. bwrap applies the mounts in argv order
-// and a later mount covers an earlier one, so the order of the steps below is the policy.
+// The view is an allowlist. bwrap starts from an empty tmpfs root; only what this file binds exists inside: the system
+// folders read-only (system-view.ts), a fresh /dev and /proc (own PID namespace: no ancestor's environ or cmdline), a
+// private /tmp, an empty HOME, then the plan's read-only and writable paths, read-only re-binds that protect what must
+// not change inside a writable tree (`.git`), masks over anything secret that a bound tree happens to contain, and the
+// run's protocol files. Last the root itself becomes read-only. A later mount covers an earlier one, so the order of
+// the steps below is the policy.
+//
+// Whoever runs svc, the agent gets no capabilities: its own user namespace (so even root's mounts are locked, and
+// `umount`/`mount -o remount` fail), every capability dropped, no new user namespaces, and no_new_privs (bwrap sets it
+// always, so no setuid program regains anything).
 import { existsSync, statSync } from 'node:fs';
+import { systemView, isSystemPath } from './system-view.ts';
+import { limitArgv, type SandboxLimits } from './limits.ts';
+import { gateMounts, throughGate } from './sandbox-network.ts';
 
 export interface SandboxPlan {
-  /** Read-only exposures of paths the private /tmp would cover (folders on PATH, the git dir of a repo in /tmp). */
-  visible: string[];
+  /** Read-only paths beyond the system folders: the program's install, folders on PATH, the git metadata. */
+  readable: string[];
   /** Folders and files the agent may write (the worktree, the provider's config and login folders). */
   writable: string[];
   /** Paths inside a writable one that stay read-only (the worktree's `.git`, the project's `.svc`). */
   protect: string[];
-  /** Folders and files that must be invisible: a folder becomes an empty tmpfs, a file reads as empty. */
+  /** Secret paths that must stay invisible even if a bound tree contains them: a folder becomes an empty tmpfs. */
   hidden: string[];
-  /** Re-opened after the masks: the run's protocol files, readable (task, answer) and writable (question). */
+  /** Bound last: the run's protocol files, readable (task) and writable (question, answer). */
   protocolReadable: string[];
   protocolWritable: string[];
+  /** The HOME the agent sees: an empty private tmpfs; the provider's folders are bound into it. */
+  home: string | null;
   /** The working directory inside the sandbox (same path as outside). */
   cwd: string;
+  /** Kernel limits inside the sandbox (processes, memory, file size, tmpfs sizes). */
+  limits: SandboxLimits;
+  /**
+   * 'none': an empty network namespace, only its own loopback. A gate: the same, plus the egress gate's Unix socket
+   * bound in and svc's forwarder started before the command (sandbox-network.ts), the only route out.
+   */
+  network: 'none' | SandboxGate;
+}
+
+/** The egress gate as a sandbox sees it: the host path of its socket, and the node and forwarder that bridge it. */
+export interface SandboxGate {
+  socket: string;
+  node: string;
+  forwarder: string;
 }
 
 function isDir(path: string): boolean {
@@ -31,45 +56,63 @@ function isDir(path: string): boolean {
   }
 }
 
-function within(path: string, dir: string): boolean {
-  return path === dir || path.startsWith(dir.endsWith('/') ? dir : `${dir}/`);
+export function within(path: string, dir: string): boolean {
+  return path === dir || dir === '/' || path.startsWith(dir.endsWith('/') ? dir : `${dir}/`);
 }
+
+/** The namespaces and privileges: the same for every sandbox svc starts. */
+const ISOLATION = [
+  '--unshare-user', // own user namespace: host mounts are locked, capabilities mean nothing outside it
+  '--unshare-pid', // own PID namespace: its first process is init, everything in it dies with it
+  '--unshare-ipc',
+  '--unshare-uts',
+  '--unshare-cgroup-try',
+  '--cap-drop', 'ALL', // also when svc runs as root (bwrap would otherwise keep root's capabilities)
+  '--disable-userns', // no nested user namespace to regain capabilities in
+  '--die-with-parent', // svc's process dies → the sandbox dies
+  '--new-session', // no TIOCSTI into a terminal svc may hold
+];
 
 /** The argv that runs `command` inside bwrap; `bwrap` is the resolved path of the binary. */
 export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): string[] {
-  const argv = [
-    bwrap,
-    '--unshare-pid', // own PID namespace: its first process is init, everything in it dies with it
-    '--die-with-parent', // svc's process dies → the sandbox dies
-    '--new-session', // no TIOCSTI into a terminal svc may hold
-    '--ro-bind', '/', '/',
-    '--dev', '/dev',
-    '--proc', '/proc', // only the sandbox's own processes
-    '--tmpfs', '/tmp',
-  ];
-  const hiddenDirs = plan.hidden.filter(isDir);
+  // Every sandbox has its own network namespace: no host port, no LAN, no metadata service, no DNS.
+  const argv = [bwrap, ...ISOLATION, '--unshare-net', ...systemView()];
+  argv.push('--dev', '/dev', '--proc', '/proc', '--size', String(plan.limits.tmpBytes), '--tmpfs', '/tmp');
+  if (plan.home && plan.home !== '/' && !isSystemPath(plan.home)) {
+    argv.push('--size', String(plan.limits.tmpBytes), '--tmpfs', plan.home);
+  }
+  const readable = plan.readable.filter((p) => existsSync(p) && !isSystemPath(p));
+  const writable = plan.writable.filter((p) => existsSync(p));
+  const bound = [...readable, ...writable];
+  // Protection matters only inside a writable tree; binding it elsewhere would show what was never meant to be seen.
+  const protect = plan.protect.filter((p) => existsSync(p) && writable.some((w) => within(p, w)));
+  // A mask is needed only where a bound tree would show the secret; elsewhere it is simply never mounted.
+  const hidden = plan.hidden.filter((p) => existsSync(p) && bound.some((b) => within(p, b) && p !== b));
+  const hiddenDirs = hidden.filter(isDir);
   const inHidden = (p: string) => hiddenDirs.some((h) => within(p, h));
-  // Nothing re-exposed or made writable may sit inside a hidden folder, except the working directory (a run's worktree
-  // lives under the project's .svc/worktrees, which hides the other runs' worktrees) and the protocol files.
-  for (const path of plan.visible.filter((p) => existsSync(p) && !inHidden(p))) argv.push('--ro-bind', path, path);
-  const writable = plan.writable.filter((p) => existsSync(p) && (!inHidden(p) || p === plan.cwd));
-  const protect = plan.protect.filter((p) => existsSync(p));
-  for (const path of writable) argv.push('--bind', path, path);
+  for (const path of readable.filter((p) => !inHidden(p))) argv.push('--ro-bind', path, path);
+  for (const path of writable.filter((p) => !inHidden(p) || p === plan.cwd)) argv.push('--bind', path, path);
   for (const path of protect) argv.push('--ro-bind', path, path);
-  for (const path of plan.hidden.filter((p) => existsSync(p))) {
+  for (const path of hidden) {
     if (isDir(path)) argv.push('--tmpfs', path);
     else argv.push('--ro-bind', '/dev/null', path);
   }
-  // The working directory that a mask just covered is bound again, with its protections.
-  for (const path of writable.filter(inHidden)) {
+  // The working directory that a mask just covered (a worktree under .svc/worktrees) is bound again, protected.
+  for (const path of writable.filter((p) => p === plan.cwd && inHidden(p))) {
     argv.push('--bind', path, path);
     for (const inner of protect.filter((p) => within(p, path))) argv.push('--ro-bind', inner, inner);
   }
   for (const path of plan.protocolReadable.filter((p) => existsSync(p))) argv.push('--ro-bind', path, path);
   for (const path of plan.protocolWritable.filter((p) => existsSync(p))) argv.push('--bind', path, path);
-  // Last, the masks become read-only (bwrap makes mount points inside them first): an agent cannot plant files where
-  // svc's home or another run's folder would be, even in its own view.
-  for (const dir of hiddenDirs.filter((d) => existsSync(d))) argv.push('--remount-ro', dir);
-  argv.push('--chdir', plan.cwd, '--', ...command);
+  // Last, the masks and the root become read-only (bwrap made the mount points in them first): nothing can be
+  // planted where svc's home would be, and nothing written outside the folders meant for it.
+  for (const dir of hiddenDirs) argv.push('--remount-ro', dir);
+  const gate = plan.network === 'none' ? null : plan.network;
+  if (gate) argv.push(...gateMounts(gate));
+  argv.push('--remount-ro', '/');
+  // The limits bind the agent's command, not svc's forwarder (a node process needs more address space than an
+  // agent's memory limit may leave it).
+  const limited = [...limitArgv(plan.limits), ...command];
+  argv.push('--chdir', plan.cwd, '--', ...(gate ? throughGate(gate, limited) : limited));
   return argv;
 }

@@ -1,7 +1,9 @@
 // Whether bubblewrap can sandbox an agent on this host, and if not, why (for `svc doctor` and run refusals).
 import { readFileSync } from 'node:fs';
-import { which } from '../engine/which.ts';
+import { which } from './which.ts';
 import { runQuiet } from './start.ts';
+import { bwrapArgv } from './bwrap-argv.ts';
+import { DEFAULT_LIMITS } from './limits.ts';
 
 export interface SandboxProbe {
   ok: boolean;
@@ -23,17 +25,28 @@ function readSysctl(path: string): string | null {
   }
 }
 
-/** Finds bwrap on PATH and runs a trial sandbox shaped like an agent's (own PID namespace, fresh /proc). */
+/** The trial: an agent's own isolation (user, PID and network namespaces, no capabilities), reporting CapEff. */
+function trialArgv(bwrap: string): string[] {
+  const plan = {
+    readable: [], writable: [], protect: [], hidden: [], protocolReadable: [], protocolWritable: [], home: null,
+    cwd: '/', limits: DEFAULT_LIMITS, network: 'none' as const,
+  };
+  return bwrapArgv(bwrap, plan, ['/bin/sh', '-c', 'grep ^CapEff: /proc/self/status']);
+}
+
+/** Finds bwrap on PATH and runs a trial sandbox shaped like an agent's; it must hold no capability at all. */
 export function probeSandbox(env: NodeJS.ProcessEnv): SandboxProbe {
   const clone = readSysctl('/proc/sys/kernel/unprivileged_userns_clone');
   const max = readSysctl('/proc/sys/user/max_user_namespaces');
   const userNamespaces = clone === null && max === null ? null : `unprivileged_userns_clone=${clone ?? '-'} max_user_namespaces=${max ?? '-'}`;
   const bwrap = which('bwrap', env.PATH);
   if (!bwrap) return { ok: false, bwrap, userNamespaces, reason: 'bwrap not found on PATH' };
-  const trial = runQuiet([bwrap, '--unshare-pid', '--die-with-parent', '--ro-bind', '/', '/', '--dev', '/dev',
-    '--proc', '/proc', '--tmpfs', '/tmp', '--', 'true'],
-  { kind: 'probe', base: { PATH: env.PATH ?? '' }, timeout: 10_000 });
-  if (trial.status === 0) return { ok: true, bwrap, userNamespaces, reason: null };
+  const trial = runQuiet(trialArgv(bwrap), { kind: 'probe', base: { PATH: env.PATH ?? '' }, timeout: 10_000 });
+  if (trial.status === 0) {
+    const caps = /^CapEff:\s*([0-9a-f]+)/m.exec(trial.stdout)?.[1];
+    if (caps !== undefined && /^0+$/.test(caps)) return { ok: true, bwrap, userNamespaces, reason: null };
+    return { ok: false, bwrap, userNamespaces, reason: `the trial sandbox kept capabilities (CapEff ${caps ?? '?'})` };
+  }
   const said = (trial.stderr || trial.error?.message || `exit ${trial.status}`).trim().split('\n')[0];
   const hint = clone === '0' || max === '0' ? ' (unprivileged user namespaces are disabled on this host)' : '';
   return { ok: false, bwrap, userNamespaces, reason: `a trial bwrap sandbox failed: ${said}${hint}` };

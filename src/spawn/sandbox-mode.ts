@@ -50,30 +50,41 @@ export function trustParentProbe(value: unknown): void {
   probed = { ok: v.ok, bwrap: v.bwrap, userNamespaces: v.userNamespaces, reason: v.reason };
 }
 
-export const OPT_OUT_CLI = 'SVC_SANDBOX=none (only for a run started at the CLI)';
-export const OPT_OUT_POLICY = '"sandbox": "none" in the project\'s .svc/policy.json';
+export const OPT_OUT_CLI = 'SVC_SANDBOX=none or "sandbox": "none" in the project\'s .svc/policy.json';
+export const OPT_OUT_SERVER = 'SVC_SERVER_SANDBOX=none in the environment of the server itself (the Control Plane or the ' +
+  'trigger server)';
 
 /**
  * The sandbox for a run svc is about to start with `env`. `policy` is the project's choice (null: not set, which means
- * bwrap). SVC_SANDBOX is read only for a run a person started at the CLI (no SVC_ORIGIN: the trigger server and the
- * Control Plane always set one, and their allowlisted environments never pass SVC_SANDBOX on), so a server-started run
- * cannot be opted out by a variable that happens to be set on the host.
+ * bwrap). A run a person started at the CLI (no SVC_ORIGIN, or "cli") may opt out by its policy or SVC_SANDBOX. A run a
+ * server started (the trigger server and the Control Plane always set SVC_ORIGIN) may not: a repository's policy is
+ * written by whoever can push to it, and the agent itself may have written it. Only the server's own configuration,
+ * SVC_SERVER_SANDBOX=none, which its launchers pass on by name, switches the sandbox off for it (DESIGN §7a).
  */
 export function resolveSandbox(policy: SandboxSetting | null, env: NodeJS.ProcessEnv): SandboxMode {
-  if (policy === 'none') return { kind: 'none', why: 'the project policy says "sandbox": "none"' };
-  const fromEnv = env.SVC_SANDBOX ?? '';
-  if (fromEnv !== '' && fromEnv !== 'bwrap' && fromEnv !== 'none') {
-    throw new SandboxSettingError(`SVC_SANDBOX must be "bwrap" or "none", not "${fromEnv.slice(0, 40)}"`);
-  }
   const cli = !env.SVC_ORIGIN || env.SVC_ORIGIN === 'cli';
-  if (cli && fromEnv === 'none') return { kind: 'none', why: 'SVC_SANDBOX=none' };
+  const variable = cli ? 'SVC_SANDBOX' : 'SVC_SERVER_SANDBOX';
+  const fromEnv = env[variable] ?? '';
+  if (fromEnv !== '' && fromEnv !== 'bwrap' && fromEnv !== 'none') {
+    throw new SandboxSettingError(`${variable} must be "bwrap" or "none", not "${fromEnv.slice(0, 40)}"`);
+  }
+  if (cli && policy === 'none') return { kind: 'none', why: 'the project policy says "sandbox": "none"' };
+  if (fromEnv === 'none') return { kind: 'none', why: `${variable}=none` };
   const probe = probeOnce(env);
   if (probe.ok && probe.bwrap) return { kind: 'bwrap', bwrap: probe.bwrap };
   throw new SandboxUnavailableError(
     `Refusing to start: agents run in a bubblewrap sandbox and it does not work on this host (${probe.reason}). ` +
       `Install the Debian package "bubblewrap" (apt-get install bubblewrap; \`svc doctor\` checks the host), ` +
-      `or opt out with ${cli ? `${OPT_OUT_CLI} or ` : ''}${OPT_OUT_POLICY}`,
+      `or opt out with ${cli ? OPT_OUT_CLI : OPT_OUT_SERVER}`,
   );
+}
+
+/** Said in a server-started run's log when its project's policy asks for no sandbox: it runs sandboxed anyway. */
+export function ignoredPolicyNote(policy: SandboxSetting | null, env: NodeJS.ProcessEnv): string | null {
+  const cli = !env.SVC_ORIGIN || env.SVC_ORIGIN === 'cli';
+  if (cli || policy !== 'none') return null;
+  return 'The project policy says "sandbox": "none"; a run a server started is sandboxed all the same ' +
+    `(only ${OPT_OUT_SERVER} turns it off)`;
 }
 
 /** The warning a person sees (stderr) and the run's log records when an agent runs unconfined. */

@@ -14,7 +14,7 @@ import {
 } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { homedir } from 'node:os';
+import { svcHomeOf } from './svc-paths.ts';
 import type { Writable } from 'node:stream';
 import type { ChildProcess } from './start.ts';
 import { SVC_SECRET_NAMES } from './env.ts';
@@ -61,7 +61,7 @@ const STALE_MS = 10 * 60_000;
 
 /** ~/.svc/handoff (0700): inside ~/.svc, which the agent sandbox never shows. Stale files are removed on the way. */
 function handoffDir(env: NodeJS.ProcessEnv): string {
-  const dir = join(env.HOME || homedir(), '.svc', 'handoff');
+  const dir = join(svcHomeOf(env), 'handoff');
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   chmodSync(dir, 0o700);
   const now = Date.now();

@@ -2,10 +2,13 @@
 import type { TriggerSettings } from './settings.ts';
 import type { JobQueue } from './queue.ts';
 import type { Logger } from '../log.ts';
+import type { SkipCounts } from './skip-counts.ts';
 
 export interface TriggerDeps {
   settings: TriggerSettings;
   queue: JobQueue;
   clock: () => number;
   log: Logger;
+  /** Deliveries refused because no served repository takes them (GET /status). */
+  skips: SkipCounts;
 }

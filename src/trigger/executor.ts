@@ -35,6 +35,14 @@ export interface ExecJob {
   args: readonly string[];
   /** Where the job came from (errtrack, chata, …); passed to the run as SVC_ORIGIN so the run records it. */
   origin?: string;
+  /** The routed repository's directory the job runs in (its checkout, or a managed worktree): issue 22. */
+  workdir: string;
+}
+
+export interface FollowOptions {
+  reattach: boolean;
+  /** The directory the job's launcher ran in: its runs live under `<workdir>/.svc/runs/`. */
+  workdir: string;
 }
 
 /**
@@ -48,7 +56,7 @@ export interface ExecJob {
 export interface JobExecutor {
   readonly name: string;
   launch(job: ExecJob): Promise<LaunchResult>;
-  follow(run: RunRef, signal: AbortSignal, opts: { reattach: boolean }): Promise<RunOutcome | null | 'aborted'>;
+  follow(run: RunRef, signal: AbortSignal, opts: FollowOptions): Promise<RunOutcome | null | 'aborted'>;
 }
 
 /** Run and source ids are path segments under .svc/runs: anything else is refused (DESIGN §3). */

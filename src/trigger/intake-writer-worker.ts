@@ -8,7 +8,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 const { openDatabase } = await import('../db/open.ts');
 const { triggerMigrations } = await import('../db/trigger-migrations.ts');
 const { createTriggerStores } = await import('../db/trigger-stores.ts');
-const { placeBatch } = await import('./queue-place.ts');
+const { placeBatch, precheck } = await import('./queue-place.ts');
 const { pruneBatch } = await import('./retention.ts');
 const { BACKSTOP_PAGES } = await import('./wal-checkpointer.ts');
 type WriterMessage = import('./intake-writer.ts').WriterMessage;
@@ -26,8 +26,16 @@ stores.dedupe.warm();
 
 port.on('message', (message: WriterMessage) => {
   if (message.type === 'batch') {
-    const outcomes = placeBatch(stores, message.requests, message.now, message.maxQueued);
+    const outcomes = placeBatch(stores, message.requests, message.now, message.shares);
     port.postMessage({ type: 'batch', id: message.id, outcomes });
+  } else if (message.type === 'precheck') {
+    let result;
+    try {
+      result = precheck(stores, message.origin, message.keys, message.shares);
+    } catch {
+      result = { kind: 'open' }; // only a hint: the batch's transaction decides
+    }
+    port.postMessage({ type: 'precheck', id: message.id, result });
   } else if (message.type === 'prune') {
     let result;
     try {

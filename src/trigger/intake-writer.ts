@@ -7,19 +7,22 @@
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../log.ts';
 import type { EnqueueRequest } from './queue.ts';
-import type { PlaceOutcome } from './queue-place.ts';
+import type { PlaceOutcome, Precheck } from './queue-place.ts';
+import type { QueueShares } from './queue-shares.ts';
 import type { PruneCounts, TriggerRetention } from './retention.ts';
 
 const WORKER = new URL(`./intake-writer-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url);
 
 export type WriterMessage =
-  | { type: 'batch'; id: number; now: number; maxQueued: number; requests: EnqueueRequest[] }
+  | { type: 'batch'; id: number; now: number; shares: QueueShares; requests: EnqueueRequest[] }
+  | { type: 'precheck'; id: number; origin: string; keys: string[]; shares: QueueShares }
   | { type: 'prune'; id: number; now: number; retention: TriggerRetention }
   | { type: 'close' };
 
 type Reply =
   | { type: 'ready' }
   | { type: 'batch'; id: number; outcomes: PlaceOutcome[] }
+  | { type: 'precheck'; id: number; result: Precheck }
   | ({ type: 'prune'; id: number; error?: string } & Partial<PruneCounts> & { done?: boolean });
 
 /** The writer thread is gone (crashed, or closed): whether its last batch committed is unknown. */
@@ -31,7 +34,9 @@ export class IntakeWriterGoneError extends Error {
 }
 
 export interface IntakeWriter {
-  placeBatch(requests: EnqueueRequest[], now: number, maxQueued: number): Promise<PlaceOutcome[]>;
+  placeBatch(requests: EnqueueRequest[], now: number, shares: QueueShares): Promise<PlaceOutcome[]>;
+  /** The cheap checks (queue-place.ts precheck) on the thread, whose connection holds the dedupe index. */
+  precheck(origin: string, keys: readonly string[], shares: QueueShares): Promise<Precheck>;
   prune(retention: TriggerRetention, now: number): Promise<PruneCounts & { done: boolean }>;
   /** Whether batches still go to the thread. */
   alive(): boolean;
@@ -72,9 +77,13 @@ export function startIntakeWriter(path: string, log: Logger): Promise<IntakeWrit
   }
 
   const writer: IntakeWriter = {
-    async placeBatch(requests, now, maxQueued) {
-      const reply = await ask({ type: 'batch', now, maxQueued, requests });
+    async placeBatch(requests, now, shares) {
+      const reply = await ask({ type: 'batch', now, shares, requests });
       return (reply as Extract<Reply, { type: 'batch' }>).outcomes;
+    },
+    async precheck(origin, keys, shares) {
+      const reply = await ask({ type: 'precheck', origin, keys: [...keys], shares });
+      return (reply as Extract<Reply, { type: 'precheck' }>).result;
     },
     async prune(retention, now) {
       const reply = (await ask({ type: 'prune', now, retention })) as Extract<Reply, { type: 'prune' }>;

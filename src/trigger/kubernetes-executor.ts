@@ -8,7 +8,10 @@ import { createKubeApi, inClusterApiUrl, SERVICE_ACCOUNT_DIR, type KubeApi } fro
 import { buildKubeJob, kubeJobName, kubernetesSettingsFromEnv, LABEL_RUN, type KubernetesSettings } from './kubernetes-job.ts';
 import { RUN_CONTAINER, SIGNER_CONTAINER } from './kubernetes-pod.ts';
 import { newRunId } from '../engine/ids.ts';
-import { isTerminal, outcomeFromState, parseLaunchOutput, RUN_SEGMENT, type ExecJob, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef } from './executor.ts';
+import {
+  isTerminal, outcomeFromState, parseLaunchOutput, RUN_SEGMENT,
+  type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef,
+} from './executor.ts';
 import type { Logger } from '../log.ts';
 
 export interface KubernetesExecutorOptions {
@@ -160,7 +163,9 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
     return { status: state.phase === 'complete' ? 'succeeded' : 'failed', verdict: null, pr_url: null, cost_usd: null, started_at: null, ended_at: null, error: state.phase === 'complete' ? null : `Kubernetes Job failed: ${state.reason ?? 'unknown reason'}` };
   }
 
-  async function follow(run: RunRef, signal: AbortSignal, _opts: { reattach: boolean }): Promise<RunOutcome | null | 'aborted'> {
+  async function follow(
+    run: RunRef, signal: AbortSignal, _opts: FollowOptions,
+  ): Promise<RunOutcome | null | 'aborted'> {
     if (!RUN_SEGMENT.test(run.source) || !RUN_SEGMENT.test(run.run)) return null;
     let name: string | null = known.get(`${run.source}/${run.run}`) ?? null;
     let missingSince: number | null = null;

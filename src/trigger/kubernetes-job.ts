@@ -27,6 +27,8 @@ export interface KubernetesSettings {
   keysSecret: string | undefined;
   /** Secret whose keys become the signer container's environment only (GITHUB_TOKEN for the pull request). */
   signerEnvSecret: string | undefined;
+  /** `svc gate serve`'s URL (SVC_K8S_GATE_URL, e.g. http://svc-gate:3128): the pod's only route out. */
+  gateUrl: string | undefined;
 }
 
 export const LABEL_MANAGED = 'app.kubernetes.io/managed-by';
@@ -43,6 +45,14 @@ function seconds(text: string | undefined, fallback: number, name: string): numb
 function podSource(value: string | undefined): string {
   if (value === undefined || value === '') return 'k8s';
   if (!SEGMENT.test(value)) throw new RangeError(`SVC_K8S_SOURCE must be a run source name: letters, digits, ".", "_" or "-" (got "${value.slice(0, 64)}")`);
+  return value;
+}
+
+function gateUrlOf(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  if (!/^http:\/\/[A-Za-z0-9.-]+(:\d{1,5})?\/?$/.test(value)) {
+    throw new RangeError(`SVC_K8S_GATE_URL must be http://<service>[:port] (got "${value.slice(0, 64)}")`);
+  }
   return value;
 }
 
@@ -65,6 +75,7 @@ export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv): KubernetesSet
     source: podSource(env.SVC_K8S_SOURCE),
     keysSecret: opt('SVC_K8S_KEYS_SECRET'),
     signerEnvSecret: opt('SVC_K8S_SIGNER_ENV_SECRET'),
+    gateUrl: gateUrlOf(opt('SVC_K8S_GATE_URL')),
   };
 }
 
@@ -74,7 +85,9 @@ export function kubeJobName(jobId: string): string {
 }
 
 export function buildKubeJob(
-  job: ExecJob, s: KubernetesSettings, namespace: string, serverEnv: NodeJS.ProcessEnv, runId: string = newRunId(),
+  // The pod clones its own checkout (deploy.md): the server's workdir means nothing there.
+  job: Omit<ExecJob, 'workdir'>, s: KubernetesSettings, namespace: string, serverEnv: NodeJS.ProcessEnv,
+  runId: string = newRunId(),
 ): Record<string, unknown> {
   const name = kubeJobName(job.id);
   const labels = { [LABEL_MANAGED]: 'svc-trigger', [LABEL_JOB]: kubeJobName(job.id).slice(4) };

@@ -6,6 +6,7 @@
 // Then the one container, `signer`, runs `svc pod sign`: the only mount of the key Secret in the pod. It reads the
 // workspace read-only and trusts only the sealed base, the pod spec and hash-checked git objects (src/pod/).
 // Must not: mount the key, the sealed volume or a service-account token into any container that runs agent code.
+import { podGateEnv } from './kubernetes-gate-env.ts';
 import { childEnv } from '../spawn/env.ts';
 import type { ExecJob } from './executor.ts';
 import type { KubernetesSettings } from './kubernetes-job.ts';
@@ -40,13 +41,19 @@ export function signerArgs(args: readonly string[], runId: string): string[] {
 }
 
 /** The trigger's allowlisted, non-secret variables, minus what names a trigger-host path or source. */
-function baseEnv(serverEnv: NodeJS.ProcessEnv, s: KubernetesSettings, job: ExecJob, home: string): EnvVar[] {
+function baseEnv(
+  serverEnv: NodeJS.ProcessEnv, s: KubernetesSettings, job: Omit<ExecJob, 'workdir'>, home: string,
+): EnvVar[] {
   const env = Object.entries(childEnv('launcher', serverEnv))
     .filter(([k]) => !['PATH', 'HOME', 'TMPDIR', 'SVC_SOURCE', 'SVC_CONTROL_ANSWER_DIR'].includes(k))
     .map(([k, v]) => ({ name: k, value: String(v) }));
   env.push({ name: 'HOME', value: home }, { name: 'TMPDIR', value: '/tmp' }, { name: 'SVC_SOURCE', value: s.source });
   if (job.origin) env.push({ name: 'SVC_ORIGIN', value: job.origin });
   if (s.controlTokenSecret) env.push({ name: 'SVC_CONTROL_TOKEN_FILE', value: `${TOKEN_DIR}/token` });
+  // The pod is the agent's boundary (its own container, no service account token, and with a gate, a NetworkPolicy):
+  // svc's bwrap sandbox would need user namespaces pods seldom have. The trigger server decides this, no repository.
+  if (!env.some((e) => e.name === 'SVC_SERVER_SANDBOX')) env.push({ name: 'SVC_SERVER_SANDBOX', value: 'none' });
+  if (s.gateUrl) env.push(...podGateEnv(s.gateUrl, serverEnv.SVC_CONTROL_URL));
   return env;
 }
 
@@ -76,7 +83,7 @@ function resourcesOf(s: KubernetesSettings): Record<string, unknown> | undefined
 }
 
 export function buildPodSpec(
-  job: ExecJob, s: KubernetesSettings, serverEnv: NodeJS.ProcessEnv, runId: string,
+  job: Omit<ExecJob, 'workdir'>, s: KubernetesSettings, serverEnv: NodeJS.ProcessEnv, runId: string,
 ): Record<string, unknown> {
   const security = { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } };
   const resources = resourcesOf(s);
@@ -88,7 +95,7 @@ export function buildPodSpec(
         image: s.image,
         command: ['git', 'clone', '--depth', '50', ...(s.repoRef ? ['--branch', s.repoRef] : []), '--', s.repoUrl,
           WORKSPACE],
-        env: [{ name: 'HOME', value: POD_HOME }],
+        env: [{ name: 'HOME', value: POD_HOME }, ...(s.gateUrl ? podGateEnv(s.gateUrl, serverEnv.SVC_CONTROL_URL) : [])],
         volumeMounts: [workspace, { name: 'home', mountPath: POD_HOME }, { name: 'tmp', mountPath: '/tmp' }],
         securityContext: security,
       }]

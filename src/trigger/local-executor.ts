@@ -5,14 +5,16 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { oneLine } from './brief.ts';
-import { outcomeFromState, parseLaunchOutput, RUN_SEGMENT, type ExecJob, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef } from './executor.ts';
+import {
+  outcomeFromState, parseLaunchOutput, RUN_SEGMENT,
+  type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef,
+} from './executor.ts';
 import type { Logger } from '../log.ts';
 
 export interface LocalExecutorOptions {
   /** Path of the svc CLI script (dist/cli.js); run with `execPath`. */
   cliPath: string;
   execPath?: string;
-  repoDir: string;
   /** The server's environment; only allowlisted names are passed on. */
   env: NodeJS.ProcessEnv;
   log: Logger;
@@ -46,7 +48,8 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
       // The launcher's environment is the allowlist (no secret); what the run uses itself arrives in a pipe (fd 3).
       const pipe = handoffPipe(['ignore', 'pipe', 'pipe']);
       const child = startChild([opts.execPath ?? process.execPath, opts.cliPath, ...job.args], {
-        cwd: opts.repoDir,
+        // The routed repository's directory: its policy and config are the ones the run reads (issue 22).
+        cwd: job.workdir,
         kind: 'launcher',
         base: opts.env,
         // SVC_JOB_ID lets a trackera run find the payload of its own delivery (trackera-snapshot.ts).
@@ -85,9 +88,10 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
     });
   }
 
-  async function follow(run: RunRef, signal: AbortSignal, { reattach }: { reattach: boolean }): Promise<RunOutcome | null | 'aborted'> {
+  async function follow(run: RunRef, signal: AbortSignal, f: FollowOptions): Promise<RunOutcome | null | 'aborted'> {
+    const { reattach } = f;
     if (!RUN_SEGMENT.test(run.run)) return null;
-    const path = join(opts.repoDir, '.svc', 'runs', run.run, 'state.json');
+    const path = join(f.workdir, '.svc', 'runs', run.run, 'state.json');
     const started = Date.now();
     for (;;) {
       if (signal.aborted) return 'aborted';

@@ -15,8 +15,11 @@ import { createControlReporter } from './control-report.ts';
 import { createTriggerApp } from './app.ts';
 import type { JobExecutor } from './executor.ts';
 import type { TriggerSettings } from './settings.ts';
+import { ROUTES } from './secrets.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { stderrSink } from './log-sink.ts';
+import { createSkipCounts } from './skip-counts.ts';
+import { createJobWorkdirs } from './job-workdir.ts';
 import { createWalCheckpointer } from './wal-checkpointer.ts';
 import { pruneBatch, startTriggerRetention } from './retention.ts';
 import { startIntakeWriter, type IntakeWriter } from './intake-writer.ts';
@@ -61,7 +64,7 @@ function triggerLogger(): Logger {
 /** Executors by SVC_TRIGGER_EXECUTOR; others (kubernetes) register here when they land. */
 function pickExecutor(settings: TriggerSettings, env: NodeJS.ProcessEnv, log: Logger, pollMs: number | undefined): JobExecutor {
   if (settings.executor === 'local') {
-    return createLocalExecutor({ cliPath: settings.cliPath, repoDir: settings.repoDir, env, log, ...(pollMs ? { pollMs } : {}) });
+    return createLocalExecutor({ cliPath: settings.cliPath, env, log, ...(pollMs ? { pollMs } : {}) });
   }
   if (settings.executor === 'kubernetes') {
     try {
@@ -71,6 +74,11 @@ function pickExecutor(settings: TriggerSettings, env: NodeJS.ProcessEnv, log: Lo
     }
   }
   throw new CliError(`Unknown SVC_TRIGGER_EXECUTOR "${settings.executor}" (known: local, kubernetes)`, 2);
+}
+
+/** Routes that can queue work: the ones the queue's shares are split between (queue-shares.ts). */
+function configuredRoutes(settings: TriggerSettings): number {
+  return ROUTES.filter((r) => settings.secrets[r].value && settings.secrets[r].unavailable === null).length;
 }
 
 function logStartupProblems(settings: TriggerSettings, log: Logger): void {
@@ -123,11 +131,17 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
   // The connection that commits deliveries reads every dedupe key into its in-memory index before the port opens.
   if (!writer) stores.dedupe.warm();
   const queue = createJobQueue({
-    stores, clock, maxQueued: settings.queueMax, writer, log,
+    stores, clock, maxQueued: settings.queueMax, routes: configuredRoutes(settings), writer, log,
     onEnqueued: () => setImmediate(() => runner?.kick()), onCommitted: () => checkpointer.nudge(),
   });
-  runner = createRunner({ stores, executor, concurrency: settings.concurrency, clock, log, controlUrl: settings.controlUrl, notify });
-  const app = createTriggerApp({ settings, queue, clock, log }, o.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: o.bodyTimeoutMs } : {});
+  const workdirs = createJobWorkdirs(settings.repos);
+  runner = createRunner({
+    stores, executor, concurrency: settings.concurrency, repoConcurrency: settings.repoConcurrency, workdirs,
+    clock, log, controlUrl: settings.controlUrl, notify,
+  });
+  const skips = createSkipCounts();
+  const deps = { settings, queue, clock, log, skips };
+  const app = createTriggerApp(deps, o.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: o.bodyTimeoutMs } : {});
   const { server, connections } = createHttpServer(app.listener, connectionLimits);
   const { url } = await listen(server, settings.host, settings.port);
   runner.recover();
@@ -158,7 +172,11 @@ export async function serveTriggerForever(settings: TriggerSettings, env: NodeJS
   const log = triggerLogger();
   const running = await startTrigger(settings, env, { log });
   print(`${running.url}\n`);
-  log.info('listening', { url: running.url, repo: settings.repoDir, db: settings.dbPath, concurrency: settings.concurrency, intake: running.intake });
+  const repos = settings.repos.entries.map((e) => e.name);
+  log.info('listening', {
+    url: running.url, repos, repos_from: settings.repos.source, db: settings.dbPath, concurrency: settings.concurrency,
+    repo_concurrency: settings.repoConcurrency, intake: running.intake,
+  });
   // Whatever started the server sees its startup lines now, not a coalescing window later.
   stderrSink().flush();
   return exitCodeAfterSignal(log, 'shutting down; queued jobs stay queued', () => running.close());

@@ -1,5 +1,6 @@
 // One sender per origin that takes a completion summary: chata response_url, trackera GraphQL comment, trackerb REST comment.
-import { adfDocument } from './adf.ts';
+import { adfSummary, markdownSummary, slackSummary } from './summary-render.ts';
+import type { SummaryParts } from './summary.ts';
 import type { Poster } from './https-post.ts';
 
 export interface NotifyConfig {
@@ -27,21 +28,37 @@ function check(status: number, text: string, what: string): void {
   throw new Error(message);
 }
 
-/** True only for an https URL that starts with the configured hooks prefix (spec: any other host is never contacted). */
+// A percent-encoded dot, slash or backslash: the receiving server may decode it into a path step our parser kept.
+const ENCODED_PATH_STEP = /%(2e|2f|5c)/i;
+
+/**
+ * True only for an https URL under the configured hooks prefix (spec: any other URL is never contacted). The URL
+ * must read exactly as the WHATWG parser writes it: dot segments (also `%2e%2e`), backslashes, tabs and newlines
+ * (`.<TAB>.`), other control characters, an upper-case host or a default port all change it under parsing, so
+ * such a URL is refused instead of being sent somewhere its text did not say (issue 21: `…/hooks/../admin/x`).
+ * Encoded dots and slashes are refused too, and the prefix must end at a path boundary.
+ */
 export function isAllowedChataUrl(value: unknown, prefix: string): value is string {
-  if (typeof value !== 'string' || !prefix.startsWith('https://') || !value.startsWith(prefix)) return false;
+  if (typeof value !== 'string' || value.length > 2048 || !prefix.startsWith('https://')) return false;
+  let url: URL;
   try {
-    return new URL(value).protocol === 'https:';
+    url = new URL(value);
   } catch {
     return false;
   }
+  if (url.href !== value || url.protocol !== 'https:' || url.username !== '' || url.password !== '') return false;
+  if (ENCODED_PATH_STEP.test(url.pathname) || !value.startsWith(prefix)) return false;
+  return prefix.endsWith('/') || value.length === prefix.length || '/?#'.includes(value[prefix.length]!);
 }
 
-export function prepareDelivery(channel: string, target: Record<string, unknown>, summary: string, config: NotifyConfig): Delivery | string {
+/** How one origin's summary is sent; `parts` are rendered in that vendor's format (summary-render.ts). */
+export function prepareDelivery(
+  channel: string, target: Record<string, unknown>, parts: SummaryParts, config: NotifyConfig,
+): Delivery | string {
   if (channel === 'chata') {
     if (!isAllowedChataUrl(target.response_url, config.chataHooksPrefix)) return 'response_url is not under CHATA_HOOKS_PREFIX';
     const url = new URL(target.response_url);
-    const body = JSON.stringify({ response_type: 'ephemeral', replace_original: false, text: summary });
+    const body = JSON.stringify({ response_type: 'ephemeral', replace_original: false, text: slackSummary(parts) });
     return {
       channel,
       url,
@@ -58,7 +75,7 @@ export function prepareDelivery(channel: string, target: Record<string, unknown>
     const key = config.trackeraApiKey;
     const body = JSON.stringify({
       query: 'mutation CommentCreate($input: CommentCreateInput!) { commentCreate(input: $input) { success } }',
-      variables: { input: { issueId: target.issue_id, body: summary } },
+      variables: { input: { issueId: target.issue_id, body: markdownSummary(parts) } },
     });
     return {
       channel,
@@ -78,7 +95,7 @@ export function prepareDelivery(channel: string, target: Record<string, unknown>
     if (typeof target.issue_key !== 'string') return 'no trackerb issue key';
     const url = new URL(`${tb.baseUrl.replace(/\/+$/, '')}/rest/api/3/issue/${encodeURIComponent(target.issue_key)}/comment`);
     const auth = `Basic ${Buffer.from(`${tb.email}:${tb.token}`).toString('base64')}`;
-    const body = JSON.stringify({ body: adfDocument(summary) });
+    const body = JSON.stringify({ body: adfSummary(parts) });
     return {
       channel,
       url,

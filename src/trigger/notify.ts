@@ -3,6 +3,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import { prepareDelivery, PermanentError, type NotifyConfig } from './notify-channels.ts';
+import type { Piece, SummaryParts } from './summary.ts';
 import type { Poster } from './https-post.ts';
 import type { NotificationReport } from './control-report.ts';
 import type { Logger } from '../log.ts';
@@ -21,6 +22,23 @@ export interface NotifierOptions {
   signal?: AbortSignal;
 }
 
+function isPiece(value: unknown): value is Piece {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
+  const keys = Object.keys(value);
+  return keys.length === 1 && ['own', 'data', 'link'].includes(keys[0]!) && typeof Object.values(value)[0] === 'string';
+}
+
+/** The stored parts; a job finished before they were stored (or unreadable ones) sends its whole summary as data. */
+export function summaryParts(stored: string | null, plain: string): SummaryParts {
+  try {
+    const parts: unknown = stored === null ? null : JSON.parse(stored);
+    if (Array.isArray(parts) && parts.every((p) => Array.isArray(p) && p.every(isPiece))) return parts as SummaryParts;
+  } catch {
+    // fall through
+  }
+  return [[{ data: plain }]];
+}
+
 export function createNotifier(opts: NotifierOptions): (jobId: string) => Promise<void> {
   const attempts = opts.attempts ?? 4;
   const backoffMs = opts.backoffMs ?? 1000;
@@ -30,7 +48,8 @@ export function createNotifier(opts: NotifierOptions): (jobId: string) => Promis
     const job = opts.stores.jobs.get(jobId);
     const target = opts.stores.replies.get(jobId);
     if (!job || !target || target.notify_status !== null || !job.summary) return;
-    const delivery = prepareDelivery(target.channel, target.target, job.summary, opts.config);
+    const parts = summaryParts(job.summary_parts, job.summary);
+    const delivery = prepareDelivery(target.channel, target.target, parts, opts.config);
     if (typeof delivery === 'string') {
       opts.log.info('completion summary not sent', { job_id: jobId, channel: target.channel, reason: delivery });
       opts.stores.replies.markNotified(jobId, 'skipped', opts.clock());

@@ -8,6 +8,7 @@ import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { DedupeBatch } from '../db/trigger-dedupe-store.ts';
 import { newJobId } from './job-id.ts';
 import type { EnqueueRequest, EnqueueResult } from './queue.ts';
+import { shareLedger, type QueueShares, type ShareLedger } from './queue-shares.ts';
 
 /** A delivery that could not be committed: answered with an error (500), never with a job id. */
 export interface PlaceFailure {
@@ -17,36 +18,38 @@ export interface PlaceFailure {
 
 export type PlaceOutcome = EnqueueResult | PlaceFailure;
 
-/** What one transaction knows while it places deliveries: the dedupe view and the queue depth so far. */
+/** What one transaction knows while it places deliveries: the dedupe view and each origin's share so far. */
 interface Placing {
   dedupe: DedupeBatch;
-  queued: number;
+  shares: ShareLedger;
 }
 
-function place(
-  stores: TriggerStores, tx: Placing, request: EnqueueRequest, now: number, maxQueued: number,
-): EnqueueResult {
+function place(stores: TriggerStores, tx: Placing, request: EnqueueRequest, now: number): EnqueueResult {
   const existing = tx.dedupe.findAny(request.dedupeKeys);
   if (existing) return { kind: 'duplicate', jobId: existing };
-  if (tx.queued >= maxQueued) return { kind: 'full' };
+  if (!tx.shares.admits(request.origin)) return { kind: 'full' };
   const jobId = newJobId(now);
-  stores.jobs.insert({ id: jobId, origin: request.origin, brief: request.brief, args: request.args, created_at: now });
+  const { origin, brief, args, repo } = request;
+  stores.jobs.insert({ id: jobId, origin, brief, args, created_at: now, repo });
   tx.dedupe.claim(request.dedupeKeys, jobId, now);
   if (request.reply) stores.replies.insert(jobId, request.reply.channel, request.reply.target, now);
-  tx.queued++;
+  tx.shares.take(request.origin);
   return { kind: 'queued', jobId };
 }
 
 /** One transaction over `requests`; throws (and commits nothing) if any of them cannot be written. */
 function placeAll(
-  stores: TriggerStores, requests: readonly EnqueueRequest[], now: number, maxQueued: number,
+  stores: TriggerStores, requests: readonly EnqueueRequest[], now: number, shares: QueueShares,
 ): EnqueueResult[] {
   let tx: Placing | undefined;
   const outcomes = transaction(stores.db, () => {
-    // The queue depth is read once per transaction (this connection holds the write lock until COMMIT).
-    const placing: Placing = { dedupe: stores.dedupe.batch(), queued: stores.jobs.countByStatus('queued') };
+    // The queued counts are read once per transaction (this connection holds the write lock until COMMIT).
+    const placing: Placing = {
+      dedupe: stores.dedupe.batch(),
+      shares: shareLedger(shares, stores.jobs.queuedByOrigin()),
+    };
     tx = placing;
-    return requests.map((r) => place(stores, placing, r, now, maxQueued));
+    return requests.map((r) => place(stores, placing, r, now));
   });
   tx?.dedupe.committed();
   return outcomes;
@@ -57,17 +60,32 @@ function failure(err: unknown): PlaceFailure {
 }
 
 /** Commits a batch; every outcome is durable (or an error) when this returns. */
-export function placeBatch(stores: TriggerStores, requests: readonly EnqueueRequest[], now: number, maxQueued: number): PlaceOutcome[] {
+export function placeBatch(
+  stores: TriggerStores, requests: readonly EnqueueRequest[], now: number, shares: QueueShares,
+): PlaceOutcome[] {
   try {
-    return placeAll(stores, requests, now, maxQueued);
+    return placeAll(stores, requests, now, shares);
   } catch (err) {
     if (requests.length === 1) return [failure(err)];
   }
   return requests.map((r) => {
     try {
-      return placeAll(stores, [r], now, maxQueued)[0]!;
+      return placeAll(stores, [r], now, shares)[0]!;
     } catch (err) {
       return failure(err);
     }
   });
+}
+
+/** What the cheap checks found before a delivery does any work: its job if it is a repeat, or whether it fits. */
+export type Precheck = { kind: 'duplicate'; jobId: string } | { kind: 'full' } | { kind: 'open' };
+
+/**
+ * The refusals a delivery can get, read without a transaction and before anything costly (a child process, a
+ * file): a committed holder of any key, or a full share. Only a hint: placeBatch decides again in its transaction.
+ */
+export function precheck(stores: TriggerStores, origin: string, keys: readonly string[], shares: QueueShares): Precheck {
+  const holder = stores.dedupe.peek(keys);
+  if (holder !== undefined) return { kind: 'duplicate', jobId: holder };
+  return shareLedger(shares, stores.jobs.queuedByOrigin()).admits(origin) ? { kind: 'open' } : { kind: 'full' };
 }

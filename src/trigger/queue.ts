@@ -3,9 +3,12 @@
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow } from '../db/trigger-jobs-store.ts';
 import type { Logger } from '../log.ts';
-import { placeBatch, type PlaceOutcome } from './queue-place.ts';
+import { placeBatch, precheck, type PlaceOutcome } from './queue-place.ts';
 import type { IntakeWriter } from './intake-writer.ts';
+import { queueShares, type QueueShares } from './queue-shares.ts';
+import { createKeyLeases } from './key-leases.ts';
 
+// A new origin also needs its row in queued_by_origin (a trigger migration), or its jobs go uncounted by the shares.
 export type Origin = 'errtrack' | 'chata' | 'trackera' | 'trackerb' | 'chatb' | 'jobs' | 'webhook';
 
 export interface ReplyTarget {
@@ -15,6 +18,8 @@ export interface ReplyTarget {
 
 export interface EnqueueRequest {
   origin: Origin;
+  /** The served repository (owner/name) the delivery was routed to (served-repos.ts). */
+  repo: string;
   brief: string;
   /** The exact argv after `svc`. */
   args: string[];
@@ -24,7 +29,16 @@ export interface EnqueueRequest {
 
 export type EnqueueResult = { kind: 'queued'; jobId: string } | { kind: 'duplicate'; jobId: string } | { kind: 'full' };
 
+/** What the cheap checks say before a delivery does any work; `open` holds its keys until `release()`. */
+export type Admission = { kind: 'duplicate'; jobId: string } | { kind: 'full' } | { kind: 'open'; release: () => void };
+
 export interface JobQueue {
+  /**
+   * Cheap checks first (issue 21): waits while another delivery with any of these keys is in flight, then answers
+   * duplicate (a committed job holds a key) or full (the origin's share is used up) before any brief is built.
+   * On `open`, call release() once the delivery's enqueue settled (or it gave up).
+   */
+  admit(origin: Origin, keys: readonly string[]): Promise<Admission>;
   /** Resolves once the job (or the verdict duplicate/full) is committed; deliveries in one batch share a commit. */
   enqueue(request: EnqueueRequest): Promise<EnqueueResult>;
   get(id: string): JobRow | undefined;
@@ -36,6 +50,8 @@ export interface JobQueueOptions {
   clock: () => number;
   /** Most jobs allowed to wait; beyond it deliveries get 429 and no job id. */
   maxQueued: number;
+  /** Configured routes the queue is shared between (queue-shares.ts); default 1, i.e. one share of maxQueued. */
+  routes?: number;
   /** Called after a commit so the dispatcher can pick the job up (never inside the transaction). */
   onEnqueued: () => void;
   /** Called after every group commit (the WAL checkpointer's cue). */
@@ -60,6 +76,8 @@ type Pending = { request: EnqueueRequest; resolve: (r: EnqueueResult) => void; r
 
 export function createJobQueue(opts: JobQueueOptions): JobQueue {
   const { stores } = opts;
+  const shares: QueueShares = queueShares(opts.maxQueued, opts.routes ?? 1);
+  const leases = createKeyLeases();
   let pending: Pending[] = [];
   let scheduled = false;
   let inFlight = false;
@@ -98,7 +116,7 @@ export function createJobQueue(opts: JobQueueOptions): JobQueue {
     const writer = opts.writer;
     if (writer?.alive()) {
       inFlight = true;
-      writer.placeBatch(requests, now, opts.maxQueued).then(
+      writer.placeBatch(requests, now, shares).then(
         (outcomes) => settle(batch, outcomes),
         // The thread died holding this batch: it may or may not have committed, so no delivery of it gets a 2xx
         // (500; the sender's retry is answered "duplicate" if it did). Later batches commit on this thread.
@@ -112,11 +130,27 @@ export function createJobQueue(opts: JobQueueOptions): JobQueue {
       });
       return;
     }
-    settle(batch, placeBatch(stores, requests, now, opts.maxQueued));
+    settle(batch, placeBatch(stores, requests, now, shares));
     schedule();
   }
 
   return {
+    async admit(origin, keys) {
+      const release = await leases.acquire(keys);
+      try {
+        const writer = opts.writer;
+        const found = writer?.alive()
+          ? await writer.precheck(origin, keys, shares)
+          : precheck(stores, origin, keys, shares);
+        if (found.kind !== 'open') {
+          release();
+          return found;
+        }
+      } catch {
+        // The checks are only a hint (the thread may have died): the transaction decides.
+      }
+      return { kind: 'open', release };
+    },
     enqueue(request) {
       return new Promise((resolve, reject) => {
         pending.push({ request, resolve, reject });
@@ -141,6 +175,7 @@ export function jobJson(job: JobRow): Record<string, unknown> {
   return {
     id: job.id,
     origin: job.origin,
+    repo: job.repo,
     status: job.status,
     brief: job.brief,
     args: job.args,

@@ -3,8 +3,10 @@
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow } from '../db/trigger-jobs-store.ts';
 import type { JobExecutor, RunOutcome, RunRef } from './executor.ts';
-import { buildSummary } from './summary.ts';
+import { buildSummaryParts, plainSummary } from './summary.ts';
 import type { Logger } from '../log.ts';
+import { WorkdirError, type JobWorkdirs } from './job-workdir.ts';
+import { pickNext, type Turns } from './runner-turns.ts';
 
 export interface Runner {
   /** Start as many queued jobs as free slots allow. */
@@ -22,6 +24,10 @@ export interface RunnerOptions {
   stores: TriggerStores;
   executor: JobExecutor;
   concurrency: number;
+  /** Jobs of one repository active at once (issue 22); default `concurrency`. */
+  repoConcurrency?: number;
+  /** Where each job runs: its routed repository's directory. */
+  workdirs: JobWorkdirs;
   clock: () => number;
   log: Logger;
   controlUrl: string | undefined;
@@ -36,10 +42,25 @@ export function createRunner(opts: RunnerOptions): Runner {
   let closed = false;
   let idleWaiters: Array<() => void> = [];
 
-  function track(task: Promise<void>): void {
+  // Active jobs and last start per origin and per repository: the next job comes from the repository, then the
+  // origin, with the fewest active, then the one served longest ago (runner-turns.ts), so a burst on one repository
+  // or one route does not make the others wait behind all of it (issues 21, 22). Within a pair, oldest first.
+  const turns: Turns = { active: new Map(), served: new Map(), starts: 0 };
+  const repoCap = opts.repoConcurrency ?? opts.concurrency;
+
+  function bump(key: string, by: number): void {
+    const n = (turns.active.get(key) ?? 0) + by;
+    if (n > 0) turns.active.set(key, n);
+    else turns.active.delete(key);
+  }
+
+  function track(job: JobRow, task: Promise<void>): void {
+    const keys = [`origin:${job.origin}`, `repo:${job.repo ?? ''}`];
     tasks.add(task);
+    for (const key of keys) bump(key, 1);
     void task.finally(() => {
       tasks.delete(task);
+      for (const key of keys) bump(key, -1);
       if (!closed) kick();
       if (tasks.size === 0) {
         const waiters = idleWaiters;
@@ -53,13 +74,16 @@ export function createRunner(opts: RunnerOptions): Runner {
     const now = opts.clock();
     const startedMs = outcome?.started_at ? Date.parse(outcome.started_at) : (job.started_at ?? now);
     const endedMs = outcome?.ended_at ? Date.parse(outcome.ended_at) : now;
-    const summary = buildSummary({ jobId: job.id, status, run, outcome, durationMs: endedMs - startedMs, error, controlUrl: opts.controlUrl });
-    stores.jobs.finish(job.id, { status, finished_at: now, exit_code: exitCode, summary, error });
+    const durationMs = endedMs - startedMs;
+    const parts = buildSummaryParts({ jobId: job.id, status, run, outcome, durationMs, error, controlUrl: opts.controlUrl });
+    const summary = plainSummary(parts);
+    const summary_parts = JSON.stringify(parts);
+    stores.jobs.finish(job.id, { status, finished_at: now, exit_code: exitCode, summary, summary_parts, error });
     log.info('job finished', { job_id: job.id, status, run: run ? `${run.source}/${run.run}` : null });
   }
 
-  async function followToEnd(job: JobRow, run: RunRef, reattach: boolean): Promise<void> {
-    const outcome = await executor.follow(run, abort.signal, { reattach });
+  async function followToEnd(job: JobRow, run: RunRef, reattach: boolean, workdir: string): Promise<void> {
+    const outcome = await executor.follow(run, abort.signal, { reattach, workdir });
     if (outcome === 'aborted') return; // shutting down: stays running, re-attached on restart
     if (outcome === null) {
       const status = reattach ? 'interrupted' : 'failed';
@@ -72,16 +96,32 @@ export function createRunner(opts: RunnerOptions): Runner {
     await opts.notify(job.id);
   }
 
+  /** The routed repository's directory, recorded before launch; null (and the job failed) when there is none. */
+  async function workdirOf(job: JobRow): Promise<string | null> {
+    try {
+      const workdir = await opts.workdirs.prepare(job, opts.workdirs.repoOf(job));
+      stores.jobs.setWorkdir(job.id, workdir);
+      return workdir;
+    } catch (err) {
+      if (!(err instanceof WorkdirError)) throw err;
+      finish(job, 'failed', null, null, null, err.message);
+      await opts.notify(job.id);
+      return null;
+    }
+  }
+
   async function runJob(job: JobRow): Promise<void> {
-    log.info('job started', { job_id: job.id, origin: job.origin });
-    const launched = await executor.launch({ id: job.id, args: job.args, origin: job.origin });
+    log.info('job started', { job_id: job.id, origin: job.origin, repo: job.repo });
+    const workdir = await workdirOf(job);
+    if (workdir === null) return;
+    const launched = await executor.launch({ id: job.id, args: job.args, origin: job.origin, workdir });
     if (!launched.run || launched.error) {
       finish(job, 'failed', null, null, launched.exitCode, launched.error ?? 'launch failed');
       await opts.notify(job.id);
       return;
     }
     stores.jobs.setRun(job.id, launched.run.source, launched.run.run, launched.exitCode);
-    await followToEnd(job, launched.run, false);
+    await followToEnd(job, launched.run, false, workdir);
   }
 
   function guarded(job: JobRow, work: Promise<void>): Promise<void> {
@@ -95,22 +135,34 @@ export function createRunner(opts: RunnerOptions): Runner {
     });
   }
 
+  /** Records that `job`'s repository and origin just had their turn. */
+  function served(job: JobRow): void {
+    turns.served.set(`origin:${job.origin}`, turns.starts);
+    turns.served.set(`repo:${job.repo ?? ''}`, turns.starts++);
+  }
+
   function kick(): void {
     if (closed) return;
-    const free = opts.concurrency - tasks.size;
-    if (free <= 0) return;
-    for (const job of stores.jobs.listQueued(free)) {
+    // A failed claim means another dispatcher took that job: bounded retries, then the next kick tries again.
+    for (let tries = 0; tasks.size < opts.concurrency && tries < opts.concurrency * 2; tries++) {
+      const job = pickNext(stores.jobs, turns, repoCap);
+      if (!job) return;
       if (!stores.jobs.claim(job.id, opts.clock())) continue;
       const claimed = { ...job, status: 'running' as const, started_at: opts.clock() };
-      track(guarded(claimed, runJob(claimed)));
+      served(job);
+      track(claimed, guarded(claimed, runJob(claimed)));
     }
   }
 
   function recover(): void {
     for (const job of stores.jobs.listRunning()) {
-      if (job.run_source && job.run_id) {
+      const workdir = opts.workdirs.recorded(job);
+      if (job.run_source && job.run_id && workdir !== null) {
         log.info('re-attaching job to its run', { job_id: job.id, run: `${job.run_source}/${job.run_id}` });
-        track(guarded(job, followToEnd(job, { source: job.run_source, run: job.run_id }, true)));
+        const run = { source: job.run_source, run: job.run_id };
+        // A job still running from before the restart had its turn: the queue's order after it survives the restart.
+        served(job);
+        track(job, guarded(job, followToEnd(job, run, true, workdir)));
       } else {
         // It was launching when the server stopped: which run it started (if any) is unknown.
         finish(job, 'interrupted', null, null, null, 'the server stopped before the run was recorded');

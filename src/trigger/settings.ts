@@ -5,6 +5,8 @@ import { fileURLToPath } from 'node:url';
 import { resolveRouteSecrets, type RouteSecrets, type SecretProblems } from './secrets.ts';
 import type { NotifyConfig } from './notify-channels.ts';
 import { DEFAULT_DEDUPE_DAYS, DEFAULT_JOB_DAYS, type TriggerRetention } from './retention.ts';
+import { loadServedRepos, shorthandRepos, type RepoRouter } from './served-repos.ts';
+import { existsSync } from 'node:fs';
 
 export const DEFAULT_TRIGGER_PORT = 7373;
 export const DEFAULT_QUEUE_MAX = 100;
@@ -14,8 +16,13 @@ export const DEFAULT_TRACKERA_API_URL = 'https://api.linear.app/graphql';
 export interface TriggerSettings {
   host: string;
   port: number;
-  repoDir: string;
+  /** The served repositories: from the repositories file, or the one `--repo` checkout (served-repos.ts). */
+  repos: RepoRouter;
+  /** The trigger's own folder (~/.svc/trigger): the default repositories file and managed mirrors live here. */
+  stateDir: string;
   concurrency: number;
+  /** Jobs of one repository active at once, so a burst for one cannot take every slot (runner.ts). */
+  repoConcurrency: number;
   dbPath: string;
   queueMax: number;
   source: string;
@@ -36,6 +43,7 @@ export interface TriggerFlags {
   host?: string | undefined;
   port?: string | undefined;
   repo?: string | undefined;
+  repos?: string | undefined;
   concurrency?: string | undefined;
   db?: string | undefined;
 }
@@ -73,6 +81,33 @@ export function defaultCliPath(): string {
   return join(dirname(here), '..', `cli${extname(here)}`);
 }
 
+export const REPOS_FILE_NAME = 'repos.conf';
+
+/** The default repositories file: `~/.svc/trigger/repos.conf` (also what `svc repos` edits without --file). */
+export function defaultReposFile(env: NodeJS.ProcessEnv): string {
+  return join(env.HOME || homedir(), '.svc', 'trigger', REPOS_FILE_NAME);
+}
+
+/**
+ * Which repositories the server serves. A flag beats a variable; `--repos FILE` and `--repo DIR` (or the two
+ * variables) together are refused rather than one silently winning. With neither, the default file when it exists,
+ * else the current directory as the one-repository shorthand (what the server did before issue 22).
+ */
+function resolveRepos(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string): RepoRouter {
+  if (flags.repos !== undefined && flags.repo !== undefined) {
+    throw new RangeError('Give --repos FILE or --repo DIR, not both');
+  }
+  if (flags.repos !== undefined) return loadServedRepos(resolve(cwd, flags.repos));
+  if (flags.repo !== undefined) return shorthandRepos(resolve(cwd, flags.repo));
+  if (env.SVC_TRIGGER_REPOS && env.SVC_TRIGGER_REPO) {
+    throw new RangeError('Set SVC_TRIGGER_REPOS or SVC_TRIGGER_REPO, not both');
+  }
+  if (env.SVC_TRIGGER_REPOS) return loadServedRepos(resolve(cwd, env.SVC_TRIGGER_REPOS));
+  if (env.SVC_TRIGGER_REPO) return shorthandRepos(resolve(cwd, env.SVC_TRIGGER_REPO));
+  const file = defaultReposFile(env);
+  return existsSync(file) ? loadServedRepos(file) : shorthandRepos(cwd);
+}
+
 export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string): TriggerSettings {
   const home = env.HOME || homedir();
   const { secrets, problems } = resolveRouteSecrets(env);
@@ -84,11 +119,19 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
   if (filter.assignees.length === 0 && filter.labels.length === 0) {
     problems.warnings.push('Neither TRACKERB_ASSIGNEES nor TRACKERB_LABELS is set: every trackerb event is skipped');
   }
+  const repos = resolveRepos(env, flags, cwd);
+  const concurrency = integer(flags.concurrency ?? env.SVC_TRIGGER_CONCURRENCY ?? '2', 'Concurrency', 1, 64);
+  // One repository may use every slot; with more, one slot is always left for the others.
+  const perRepo = repos.entries.length === 1 ? concurrency : Math.max(1, concurrency - 1);
   return {
     host: flags.host ?? env.SVC_TRIGGER_HOST ?? '127.0.0.1',
     port: integer(flags.port ?? env.SVC_TRIGGER_PORT ?? String(DEFAULT_TRIGGER_PORT), 'Port', 0, 65535),
-    repoDir: resolve(cwd, flags.repo ?? env.SVC_TRIGGER_REPO ?? '.'),
-    concurrency: integer(flags.concurrency ?? env.SVC_TRIGGER_CONCURRENCY ?? '2', 'Concurrency', 1, 64),
+    repos,
+    stateDir: join(home, '.svc', 'trigger'),
+    concurrency,
+    repoConcurrency: integer(
+      env.SVC_TRIGGER_REPO_CONCURRENCY ?? String(perRepo), 'SVC_TRIGGER_REPO_CONCURRENCY', 1, concurrency,
+    ),
     dbPath: resolve(cwd, flags.db ?? env.SVC_TRIGGER_DB ?? join(home, '.svc', 'trigger', 'trigger.db')),
     queueMax: integer(env.SVC_TRIGGER_QUEUE_MAX ?? String(DEFAULT_QUEUE_MAX), 'SVC_TRIGGER_QUEUE_MAX', 1, 1_000_000),
     source: env.SVC_SOURCE || 'local',
@@ -96,8 +139,9 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     controlToken: env.SVC_CONTROL_TOKEN || undefined,
     secrets,
     notify: {
-      // A bare origin would also match "https://hooks.example.com.evil.net/": insist on the path's slash.
-      chataHooksPrefix: chataPrefix ? (new URL(chataPrefix).pathname === '/' && !chataPrefix.endsWith('/') ? `${chataPrefix}/` : chataPrefix) : '',
+      // As the URL parser writes it, since a response_url must read exactly that way too (notify-channels.ts); that
+      // also gives a bare origin its path's slash, so it cannot match "https://hooks.example.com.evil.net/".
+      chataHooksPrefix: chataPrefix ? new URL(chataPrefix).href : '',
       trackeraApiUrl: trackeraUrl ?? '',
       trackeraApiKey: trackeraUrl ? env.TRACKERA_API_KEY || undefined : undefined,
       trackerb: tb && tbUrl ? { baseUrl: tbUrl, email: env.TRACKERB_EMAIL!, token: env.TRACKERB_API_TOKEN! } : undefined,

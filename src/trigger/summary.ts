@@ -26,18 +26,69 @@ export interface SummaryInput {
   controlUrl: string | undefined;
 }
 
-export function buildSummary(input: SummaryInput): string {
-  const parts = [`svc job ${input.jobId} ${input.status}`];
-  if (input.run) parts.push(`run ${input.run.source}/${input.run.run}`);
+/**
+ * One piece of a summary. `own`: svc's own words (ids it made or validated, closed-set values, numbers). `data`:
+ * text that came out of the run (errors, an unknown verdict): agent-derived, so every vendor gets it fenced as
+ * data, never as markup or a mention (issue 21). `link`: a URL svc means to link (the PR, the Control Plane).
+ */
+export type Piece = { own: string } | { data: string } | { link: string };
+/** The summary's parts, in order; each is shown as its pieces side by side, parts separated by " · ". */
+export type SummaryParts = Piece[][];
+
+const VERDICTS = new Set(['verified', 'verified_with_gaps', 'not_verified']);
+/** Agent-derived text is cut to this many characters: a summary is one line, not a log. */
+export const DATA_CHARS = 500;
+
+function data(text: string): Piece {
+  const line = text.replace(/[\s\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g, ' ').trim();
+  return { data: line.length > DATA_CHARS ? `${line.slice(0, DATA_CHARS)}…` : line };
+}
+
+/**
+ * A URL svc means to link, as the WHATWG parser writes it, when it is http(s) and holds nothing a vendor could take
+ * as markup around it (`<>|` close Slack links; brackets, parentheses, quotes, `*`, backticks and spaces make
+ * markdown); else null, and the text is shown as data instead.
+ */
+export function safeLink(value: string | null | undefined): string | null {
+  if (!value || value.length > 2048) return null;
+  try {
+    const url = new URL(value);
+    if (url.protocol !== 'https:' && url.protocol !== 'http:') return null;
+    return /[\s<>|()[\]'"*`\\]/.test(url.href) ? null : url.href;
+  } catch {
+    return null;
+  }
+}
+
+export function buildSummaryParts(input: SummaryInput): SummaryParts {
+  const parts: SummaryParts = [[{ own: `svc job ${input.jobId} ${input.status}` }]];
+  if (input.run) parts.push([{ own: `run ${input.run.source}/${input.run.run}` }]);
   const o = input.outcome;
   if (o) {
-    parts.push(`verdict ${o.verdict ?? 'none'}`);
-    parts.push(o.pr_url ? `PR ${o.pr_url}` : 'no PR');
-    parts.push(o.cost_usd === null ? 'cost unknown' : `cost $${o.cost_usd.toFixed(2)}`);
+    const verdict = o.verdict ?? 'none';
+    parts.push([{ own: 'verdict ' }, VERDICTS.has(verdict) || verdict === 'none' ? { own: verdict } : data(verdict)]);
+    const pr = safeLink(o.pr_url);
+    if (pr) parts.push([{ own: 'PR ' }, { link: pr }]);
+    else parts.push(o.pr_url ? [{ own: 'PR ' }, data(o.pr_url)] : [{ own: 'no PR' }]);
+    const cost = o.cost_usd === null || !Number.isFinite(o.cost_usd) ? 'cost unknown' : `cost $${o.cost_usd.toFixed(2)}`;
+    parts.push([{ own: cost }]);
   }
-  parts.push(`took ${formatDuration(input.durationMs)}`);
-  if (input.error) parts.push(`error: ${input.error}`);
-  const link = input.run ? runLink(input.controlUrl, input.run) : null;
-  if (link) parts.push(link);
-  return parts.join(' · ');
+  parts.push([{ own: `took ${formatDuration(input.durationMs)}` }]);
+  if (input.error) parts.push([{ own: 'error: ' }, data(input.error)]);
+  const link = input.run ? safeLink(runLink(input.controlUrl, input.run)) : null;
+  if (link) parts.push([{ link }]);
+  return parts;
+}
+
+function pieceText(piece: Piece): string {
+  return 'own' in piece ? piece.own : 'data' in piece ? piece.data : piece.link;
+}
+
+/** The plain one-line summary (GET /jobs, logs, the Control Plane report): no vendor reads it as markup. */
+export function plainSummary(parts: SummaryParts): string {
+  return parts.map((part) => part.map(pieceText).join('')).join(' · ');
+}
+
+export function buildSummary(input: SummaryInput): string {
+  return plainSummary(buildSummaryParts(input));
 }

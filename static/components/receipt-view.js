@@ -13,6 +13,28 @@ const text = (v) => (v === null || v === undefined || v === '' ? '—' : typeof 
 /** @param {unknown} v */
 const short = (v) => (typeof v === 'string' && /^[0-9a-f]{16,}$/i.test(v) ? v.slice(0, 12) : text(v));
 
+/**
+ * The agent's network as the receipt records it (issue 20): confined to the egress gate, with the hosts it reached and
+ * what it was refused, or plainly not confined. Every connection is in the run's egress.jsonl artifact.
+ * @param {any} n
+ */
+function networkTable(n) {
+  if (!n || typeof n.confined !== 'boolean') return '';
+  if (!n.confined) return html`<p class="notice"><strong>Network not confined:</strong> the run had no sandbox, so the agent could reach any host.</p>`;
+  /** @type {any[]} */
+  const hosts = Array.isArray(n.hosts) ? n.hosts : [];
+  /** @type {any[]} */
+  const denials = Array.isArray(n.denials) ? n.denials : [];
+  const rows = [
+    ...hosts.map((h) => html`<tr><td class="mono">${text(h.host)}:${text(h.port)}</td><td>allowed</td><td class="num">${count(h.connections)}</td><td class="num">${count(h.bytes_up)} / ${count(h.bytes_down)}</td><td></td></tr>`),
+    ...denials.map((d) => html`<tr><td class="mono">${text(d.host)}:${text(d.port)}</td><td><span class="badge verdict-not_verified">denied</span></td><td class="num">${count(d.count)}</td><td></td><td>${text(d.reason)}</td></tr>`),
+  ];
+  return html`<table class="compact network">
+    <caption>Network (through the egress gate: ${count(n.connections)} connections, ${count(n.denied)} denied)</caption>
+    <thead><tr><th scope="col">Destination</th><th scope="col">Decision</th><th scope="col" class="num">Connections</th><th scope="col" class="num">Bytes up / down</th><th scope="col">Reason</th></tr></thead>
+    <tbody>${rows.length ? rows : html`<tr><td colspan="5" class="muted">No connection was attempted.</td></tr>`}</tbody></table>`;
+}
+
 class ReceiptView extends HTMLElement {
   constructor() {
     super();
@@ -86,6 +108,7 @@ class ReceiptView extends HTMLElement {
           <td class="mono">${Array.isArray(c.argv ?? c.run) ? (c.argv ?? c.run).join(' ') : text(c.argv ?? c.run)}</td>
           <td>${c.exit_code === 0 ? html`<span class="badge verdict-verified">passed</span>` : html`<span class="badge verdict-not_verified">exit ${text(c.exit_code)}</span>`}</td>
           <td class="num">${duration(c.duration_ms)}</td></tr>`)}</tbody></table>`}
+      ${networkTable(r?.network)}
       <details><summary>Raw receipt JSON</summary><pre class="code">${JSON.stringify(r, null, 2)}</pre></details>
       <p><a href="${url}" data-api-file="${path.split('/').pop() ?? 'receipt.json'}" target="_blank" rel="noopener">Download receipt.json</a></p>
     </div>`);

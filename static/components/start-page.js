@@ -27,8 +27,8 @@ class StartPage extends HTMLElement {
         <div data-role="start-message" aria-live="polite"></div>
       </form>
       <form class="panel stack" data-role="import">
-        <h2>Import runs from a project</h2>
-        <p class="muted">Reads <code>&lt;path&gt;/.svc/runs/*</code> into this Control Plane.</p>
+        <h2>Import a project</h2>
+        <p class="muted">Registers the project, so runs can be started in it, and reads <code>&lt;path&gt;/.svc/runs/*</code> into this Control Plane.</p>
         <label for="im-path">Project path</label>
         <input id="im-path" name="path" required placeholder="/home/me/src/api" autocomplete="off" spellcheck="false">
         <div class="row"><button type="submit">Import</button></div>
@@ -68,8 +68,9 @@ class StartPage extends HTMLElement {
       // The default provider still works.
     }
     try {
-      const repos = /** @type {unknown} */ ((await api('/v1/config'))?.config?.repos);
-      if (Array.isArray(repos)) render(/** @type {HTMLElement} */ (this.querySelector('#st-repos')), html`${repos.map((r) => html`<option value="${r}"></option>`)}`);
+      // Runs start only in registered projects (imported below, or the "repos" setting).
+      const projects = itemsOf(await api('/v1/projects'), 'projects');
+      render(/** @type {HTMLElement} */ (this.querySelector('#st-repos')), html`${projects.map((p) => html`<option value="${p.path}"></option>`)}`);
     } catch {
       // Free text still works.
     }

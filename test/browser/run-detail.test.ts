@@ -46,6 +46,10 @@ describe('run detail page', { skip: skip ?? false }, () => {
     assert.match(receipt, /Signed by key\s*k-2026-01/);
     assert.match(receipt, /npm test/);
     assert.match(receipt, /3 files, \+48 −12/);
+    // The agent's network as the gate saw it: the host it reached, and the metadata address it was refused.
+    assert.match(receipt, /Network \(through the egress gate: 14 connections, 1 denied\)/);
+    assert.match(receipt, /api\.anthropic\.com:443\s*allowed/);
+    assert.match(receipt, /169\.254\.169\.254:80\s*denied\s*1\s*link-local address/);
     const links = await page.locator('svc-artifact-list a').evaluateAll((as) => as.map((a) => a.getAttribute('href')));
     assert.deepEqual(links.sort(), [
       `/v1/runs/local/${RECEIPTED.run}/artifact/checks/unit.txt`,

@@ -81,6 +81,11 @@ export function receipt(now = Date.now()): Record<string, unknown> {
     verdict: 'verified', gaps: [],
     started_at: iso(now - 2 * 3600_000), ended_at: iso(now - 2 * 3600_000 + 780_000), issued_at: iso(now - 2 * 3600_000 + 770_000),
     kid: 'k-2026-01', integrity: 'ee'.repeat(32), signature: 'c2lnbmF0dXJl',
+    network: {
+      confined: true, allow: ['registry.npmjs.org:443'], deny: [], connections: 14, denied: 1,
+      hosts: [{ host: 'api.anthropic.com', port: 443, connections: 12, bytes_up: 51_200, bytes_down: 480_000 }],
+      denials: [{ host: '169.254.169.254', port: 80, reason: 'link-local address', count: 1 }],
+    },
   };
 }
 

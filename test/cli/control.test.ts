@@ -146,6 +146,56 @@ describe('svc control serve', () => {
   });
 });
 
+describe('a busy port', () => {
+  /** A TCP listener on 127.0.0.1 that is not HTTP: it hangs up on every connection at once. */
+  async function foreignListener(): Promise<{ port: number; close: () => Promise<void> }> {
+    const server = createServer((socket) => socket.destroy());
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as { port: number };
+    return { port, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+  }
+
+  it('names the Control Plane already on the port, its pid, and --port 0', async () => {
+    const s = await serve([]);
+    const port = new URL(s.url).port;
+    const r = await svc(['control', 'serve', '--port', port, '--db', join(dir, 'second.db')]);
+    s.child.kill('SIGTERM');
+    await s.exit;
+    assert.equal(r.code, 1);
+    assert.equal(r.stdout, '');
+    assert.equal(r.stderr, `svc control: Port ${port} on 127.0.0.1 is already in use: ` +
+      'a Control Plane already runs there ' +
+      `(pid ${s.child.pid}, ${s.url}). Use it (svc control status, svc dashboard), stop it (kill ${s.child.pid}), ` +
+      'or run this one on a free port: svc control serve --port 0\n');
+  });
+
+  it('says another program holds the port when it is not a Control Plane, and suggests --port 0', async () => {
+    const other = await foreignListener();
+    try {
+      const r = await svc(['control', 'serve', '--port', String(other.port), '--db', join(dir, 'third.db')]);
+      assert.equal(r.code, 1);
+      assert.equal(r.stderr, `svc control: Port ${other.port} on 127.0.0.1 is already in use by another program. ` +
+        'Stop it, or run this one on a free port: svc control serve --port 0\n');
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('gives svc trigger serve the same next step', async () => {
+    const other = await foreignListener();
+    try {
+      const args = ['--port', String(other.port), '--db', join(dir, 'trigger.db'), '--repo', dir];
+      const r = await svc(['trigger', 'serve', ...args]);
+      assert.equal(r.code, 1);
+      assert.match(r.stderr, new RegExp(`^svc trigger: Port ${other.port} on 127\\.0\\.0\\.1 is already in use ` +
+        'by another program\\. Stop it, or run this one on a free port: svc trigger serve --port 0$', 'm'));
+      assert.doesNotMatch(r.stderr, NO_STACK);
+    } finally {
+      await other.close();
+    }
+  });
+});
+
 describe('svc control status', () => {
   let server: Served;
   before(async () => {
@@ -182,7 +232,8 @@ describe('svc control status', () => {
     const url = `http://127.0.0.1:${await closedPort()}`;
     const r = await svc(['control', 'status'], { SVC_CONTROL_URL: url });
     assert.equal(r.code, 1);
-    assert.equal(r.stderr, `svc control: The Control Plane is not reachable at ${url}\n`);
+    const hint = 'start the server SVC_CONTROL_URL names, or unset SVC_CONTROL_URL to use a local one';
+    assert.equal(r.stderr, `svc control: The Control Plane is not reachable at ${url}: ${hint}\n`);
     const j = await svc(['control', 'status', '--json'], { SVC_CONTROL_URL: url });
     assert.equal(j.code, 1);
     assert.equal(JSON.parse(j.stdout).reachable, false);
@@ -193,5 +244,7 @@ describe('svc control status', () => {
     const r = await svc(['control', 'status'], { HOME: join(dir, 'empty-home'), SVC_CONTROL_PORT: String(port) });
     assert.equal(r.code, 1);
     assert.match(r.stderr, new RegExp(`http://127\\.0\\.0\\.1:${port}`));
+    const hint = ': start one with "svc control serve" (in this terminal) or "svc dashboard" (in the background)\n';
+    assert.ok(r.stderr.endsWith(hint), r.stderr);
   });
 });

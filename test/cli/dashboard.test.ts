@@ -127,13 +127,27 @@ describe('svc dashboard', () => {
     assert.equal(r.stdout, '');
     const argv = await waitFor(() => (existsSync(out) ? readFileSync(out, 'utf8') : null), 'the browser script to run', 15_000);
     assert.equal(argv, `1\n${control.url}/\n`);
+    assert.match(r.stderr, /^Opened .* in the browser \(.*fake browser\.sh\)$/m);
   });
 
   it('prints the URL when no browser can be started', async () => {
     const r = await run(['dashboard'], { ...baseEnv, SVC_CONTROL_URL: control.url, BROWSER: join(dir, 'no-such-browser') });
     assert.equal(r.code, 0, r.stderr);
     assert.equal(r.stdout, `${control.url}\n`);
-    assert.match(r.stderr, /Could not start a browser/);
+    assert.match(r.stderr, /^Could not open a browser: \/.*\/no-such-browser could not be started \(ENOENT\)\. Set /m);
+    assert.doesNotMatch(r.stderr, /Opened/);
+  });
+
+  it('says the browser failed and prints the URL when the opener exits non-zero, as xdg-open does', async () => {
+    const script = join(dir, 'failing-opener.sh');
+    writeFileSync(script, '#!/bin/sh\necho "xdg-open: no method available for opening $1" >&2\nexit 3\n');
+    chmodSync(script, 0o755);
+    const r = await run(['dashboard'], { ...baseEnv, SVC_CONTROL_URL: control.url, BROWSER: script });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout, `${control.url}\n`);
+    const said = /^Could not open a browser: .*failing-opener\.sh exited with code 3\. Set BROWSER to choose one, or open /m;
+    assert.match(r.stderr, said);
+    assert.doesNotMatch(r.stderr, /Opened/);
   });
 
   it('rejects an unknown subcommand with exit 2', async () => {

@@ -1,9 +1,10 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, dirname } from 'node:path';
 import { runChild } from '../helpers/run-child.ts';
+import { fixFor } from '../../src/cli/doctor.ts';
 
 const CLI = join(import.meta.dirname, '../../dist/cli.js');
 
@@ -16,16 +17,43 @@ describe('svc doctor', () => {
     assert.equal(r.code, 0);
   });
 
-  it('exits 1 naming the bubblewrap package and the opt-out when bwrap is not on PATH', async () => {
-    const empty = mkdtempSync(join(tmpdir(), 'svc-doctor-'));
+  it('says whether it runs as root and what that changes', async () => {
+    const r = await runChild(process.execPath, [CLI, 'doctor', '--json']);
+    const report = JSON.parse(r.stdout) as { root: boolean; root_note: string | null };
+    const root = process.getuid?.() === 0;
+    assert.equal(report.root, root);
+    if (root) assert.match(report.root_note ?? '', /no capability.*RLIMIT_NPROC/);
+    else assert.equal(report.root_note, null);
+    const human = await runChild(process.execPath, [CLI, 'doctor']);
+    assert.match(human.stdout, root ? /^user: +root \(uid 0\)\. svc runs as root/m : /^user: +uid \d+$/m);
+  });
+
+  it('exits 1 saying where bwrap is installed when PATH holds only folders under /tmp', async () => {
+    const bwrap = ['/usr/bin/bwrap', '/bin/bwrap', '/usr/local/bin/bwrap'].find((p) => existsSync(p));
+    assert.ok(bwrap, 'this host has bwrap in a system folder (CI installs bubblewrap)');
+    const a = mkdtempSync(join(tmpdir(), 'svc-doctor-'));
+    const b = mkdtempSync(join(tmpdir(), 'svc-doctor-'));
     try {
-      const r = await runChild(process.execPath, [CLI, 'doctor'], { env: { PATH: empty, HOME: empty } });
+      const r = await runChild(process.execPath, [CLI, 'doctor'], { env: { PATH: `${a}:${b}`, HOME: a } });
       assert.equal(r.code, 1);
-      assert.match(r.stdout, /bwrap:\s+not found/);
-      assert.match(r.stdout, /bubblewrap/);
-      assert.match(r.stdout, /SVC_SANDBOX=none/);
+      assert.match(r.stdout, new RegExp(`^bwrap: +not on PATH \\(installed at ${bwrap}\\)$`, 'm'));
+      const dir = dirname(bwrap);
+      assert.ok(r.stdout.includes(`\nfix:             bwrap is installed at ${bwrap} but ${dir} is not on PATH ` +
+        `(PATH=${a}:${b}): add it, e.g. PATH="$PATH:${dir}"\n`), r.stdout);
+      assert.doesNotMatch(r.stdout, /apt-get install/);
+      const j = await runChild(process.execPath, [CLI, 'doctor', '--json'], { env: { PATH: a, HOME: a } });
+      assert.match(JSON.parse(j.stdout).fix, /^bwrap is installed at /);
     } finally {
-      rmSync(empty, { recursive: true, force: true });
+      rmSync(a, { recursive: true, force: true });
+      rmSync(b, { recursive: true, force: true });
     }
+  });
+
+  it('names the bubblewrap package and the opt-out when bwrap is nowhere', () => {
+    const probe = { ok: false, bwrap: null, userNamespaces: null, reason: 'bwrap not found on PATH' };
+    const fix = fixFor(probe, '/tmp/x', null);
+    assert.match(fix ?? '', /apt-get install bubblewrap/);
+    assert.match(fix ?? '', /SVC_SANDBOX=none/);
+    assert.equal(fixFor({ ...probe, ok: true, reason: null }, '/usr/bin', null), null);
   });
 });

@@ -111,6 +111,16 @@ describe('run.sh errors', () => {
     assert.equal(r.stderr, 'run.sh: Run local/r1 is not blocked (409 invalid_transition)\n');
   });
 
+  it('shows the message as text: quotes and backslashes unescaped, no control code reaching the terminal', async () => {
+    // JSON.stringify writes ESC and the newline as escapes but U+009B raw, as the servers' bodies do.
+    const message = 'Body field "repo" must be absolute: a\\b/c\nnext \u001b[31mred \u009b2J';
+    api.answer = (_req, res) => sendJson(res, 400, { error: { code: 'invalid_request', message } });
+    const r = await runSh(['show', 'local/r1']);
+    assert.equal(r.code, 1);
+    const shown = 'Body field "repo" must be absolute: a\\b/c next \\u001b[31mred \uFFFD2J';
+    assert.equal(r.stderr, `run.sh: ${shown} (400 invalid_request)\n`);
+  });
+
   it('exits 1 naming the URL when the server is unreachable', async () => {
     const gone = await startStandIn();
     await gone.close();

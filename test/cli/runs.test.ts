@@ -76,9 +76,9 @@ describe('svc runs show and actions', () => {
     const r = await svc(['show', 'local/r01abc']);
     assert.equal(r.code, 0, r.stderr);
     assert.equal(api.seen[0]!.url, '/v1/runs/local/r01abc');
-    assert.match(r.stdout, /^run {7}local\/r01abc$/m);
-    assert.match(r.stdout, /^question {2}Which database\?$/m);
-    assert.match(r.stdout, /^cost_usd {2}unknown$/m);
+    assert.match(r.stdout, /^run {8}local\/r01abc$/m);
+    assert.match(r.stdout, /^question {3}Which database\?$/m);
+    assert.match(r.stdout, /^cost_usd {3}unknown$/m);
   });
 
   it('answers a blocked run with the joined text, resolving a bare run id to SVC_SOURCE', async () => {

@@ -33,9 +33,10 @@ describe('git commands of a run', () => {
       writeFileSync(join(hooks, hook), dumper(join(dumps, hook), false));
       chmodSync(join(hooks, hook), 0o755);
     }
-    // A clean filter is repository config too (git-lfs is one); it may run, but must see none of svc's secrets.
+    // A clean filter is repository config too (git-lfs is one); it may run (inside svc's git sandbox), but must see
+    // none of svc's secrets. It appends its environment to what it cleans, so the commit shows what it saw.
     const filter = join(repo.bin, 'filter.sh');
-    writeFileSync(filter, dumper(join(dumps, 'filter'), true));
+    writeFileSync(filter, '#!/bin/sh\ncat\nenv | sed "s/^/FILTER-ENV /"\n');
     chmodSync(filter, 0o755);
     execFileSync('git', ['config', 'filter.dump.clean', filter], { cwd: repo.repo });
     writeFileSync(join(repo.repo, '.git', 'info', 'attributes'), '*.txt filter=dump\n');
@@ -46,7 +47,8 @@ describe('git commands of a run', () => {
   });
 
   it('runs no hook planted in the repository and gives no git child a token during a run with --pr', async () => {
-    const env = { ...process.env, ...GIT_ENV, ...SECRETS, HOME: repo.home, GITHUB_API_URL: github.url, SVC_SHIP: '0' };
+    const env = { ...process.env, ...GIT_ENV, ...SECRETS, HOME: repo.home, GITHUB_API_URL: github.url, SVC_SHIP: '0',
+      PATH: `${repo.bin}:${process.env.PATH}` };
     const child = spawn(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--pr', '--provider', 'fake'], { cwd: repo.repo, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
@@ -60,7 +62,9 @@ describe('git commands of a run', () => {
     assert.ok(existsSync(join(repo.origin, 'refs', 'heads', 'svc', run)), 'the branch was pushed');
     const files = readdirSync(dumps);
     assert.deepEqual(files.filter((f) => !f.startsWith('filter.')), [], 'no hook ran');
-    assert.ok(files.some((f) => f.startsWith('filter.')), 'the filter ran, so its environment was checked');
+    const committed = execFileSync('git', ['show', `svc/${run}:a.txt`], { cwd: repo.origin, encoding: 'utf8' });
+    assert.match(committed, /FILTER-ENV /, 'the filter ran, so its environment was checked');
+    for (const [name, value] of Object.entries(SECRETS)) assert.equal(committed.includes(value), false, `filter saw ${name}`);
     for (const f of files) {
       const text = readFileSync(join(dumps, f), 'utf8');
       for (const [name, value] of Object.entries(SECRETS)) assert.equal(text.includes(value), false, `${f} saw ${name}`);

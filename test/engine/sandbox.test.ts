@@ -83,7 +83,8 @@ describe('the agent sandbox', { skip: bwrapWorks ? false : 'bwrap cannot run on 
     assert.ok(found.includes('ancestor:absent'), found.join('\n'));
     assert.ok(found.includes('ancestor-environ:unreadable'));
     assert.ok(found.includes('svc-home:[]'), 'nothing under ~/.svc is visible');
-    assert.ok(!found.includes('svc-home:planted'), 'nothing can be written where ~/.svc was, not even in its own view');
+    // Its HOME is a private tmpfs: what it writes there is gone with the sandbox and never reaches the real ~/.svc.
+    assert.equal(existsSync(join(repo.home, '.svc', 'keys', 'planted-by-agent')), false);
     assert.ok(found.includes('token-file:[]'), 'the token file reads as empty');
     assert.ok(found.includes(`runs:[${run} ]`), 'no other run is visible');
     assert.ok(found.includes('run-folder:[io ]'), 'of its own run, only the protocol files are visible');
@@ -134,15 +135,16 @@ describe('when bwrap cannot run', () => {
   const runCount = () => (existsSync(join(repo.repo, '.svc', 'runs')) ? readdirSync(join(repo.repo, '.svc', 'runs')).length : 0);
 
   for (const origin of ['control', 'chata', 'jobs']) {
-    it(`refuses a run started by ${origin} and names the package and the policy opt-out, even with SVC_SANDBOX=none`, async () => {
-      const before = runCount();
-      const res = await start({ SVC_ORIGIN: origin, SVC_SANDBOX: 'none' });
-      assert.equal(res.code, 1);
-      assert.match(res.stderr, /bubblewrap/);
-      assert.match(res.stderr, /"sandbox": "none" in the project's \.svc\/policy\.json/);
-      assert.doesNotMatch(res.stderr, /SVC_SANDBOX=none/);
-      assert.equal(runCount(), before, 'no run was created');
-    });
+    it(`refuses a run started by ${origin}, names the package and the server's opt-out, even with SVC_SANDBOX=none`,
+      async () => {
+        const before = runCount();
+        const res = await start({ SVC_ORIGIN: origin, SVC_SANDBOX: 'none' });
+        assert.equal(res.code, 1);
+        assert.match(res.stderr, /bubblewrap/);
+        assert.match(res.stderr, /SVC_SERVER_SANDBOX=none in the environment of the server itself/);
+        assert.doesNotMatch(res.stderr, /SVC_SANDBOX=none|policy\.json/);
+        assert.equal(runCount(), before, 'no run was created');
+      });
   }
 
   it('refuses a CLI run too, naming SVC_SANDBOX=none as the way to go on', async () => {
@@ -158,15 +160,26 @@ describe('when bwrap cannot run', () => {
     assert.match(res.stderr, /SVC_SANDBOX must be "bwrap" or "none"/);
   });
 
-  it('runs a server-started run unconfined only when the project policy says "sandbox": "none"', async () => {
+  it('never lets a project policy switch the sandbox off for a server-started run: it still needs bwrap', async () => {
     writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ sandbox: 'none' }));
     try {
+      const before = runCount();
       const res = await start({ SVC_ORIGIN: 'control' });
-      assert.equal(res.code, 0, res.stderr);
-      assert.match(res.stderr, /WITHOUT a sandbox \(the project policy says "sandbox": "none"\)/);
+      assert.equal(res.code, 1);
+      assert.match(res.stderr, /No permissions to creating new namespace/);
+      assert.equal(runCount(), before, 'no run was created');
+      const cli = await start({});
+      assert.equal(cli.code, 0, cli.stderr);
+      assert.match(cli.stderr, /WITHOUT a sandbox \(the project policy says "sandbox": "none"\)/);
     } finally {
       writeFileSync(join(repo.repo, '.svc', 'policy.json'), '{}');
     }
+  });
+
+  it('runs a server-started run unconfined only when the server itself says SVC_SERVER_SANDBOX=none', async () => {
+    const res = await start({ SVC_ORIGIN: 'control', SVC_SERVER_SANDBOX: 'none' });
+    assert.equal(res.code, 0, res.stderr);
+    assert.match(res.stderr, /WITHOUT a sandbox \(SVC_SERVER_SANDBOX=none\)/);
   });
 });
 

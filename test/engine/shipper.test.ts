@@ -8,12 +8,12 @@ import { createShipper, type ControlItem } from '../../src/engine/shipper.ts';
 import { openEventLog } from '../../src/engine/events-log.ts';
 import { writeState, type RunState } from '../../src/engine/run-state.ts';
 
-function runFolder(root: string, run: string): string {
+function runFolder(root: string, run: string, status: RunState['status'] = 'running'): string {
   const dir = join(root, run);
   mkdirSync(join(dir, 'artifacts'), { recursive: true });
   const now = new Date().toISOString();
   writeState(dir, {
-    source: 'local', run, repo: 'acme/api', group_id: run, status: 'running', verdict: null, brief: 'b', origin: 'cli', provider: 'fake',
+    source: 'local', run, repo: 'acme/api', group_id: run, status, verdict: null, brief: 'b', origin: 'cli', provider: 'fake',
     branch: null, pr_url: null, question: null, started_at: now, ended_at: null, updated_at: now, cost_usd: null, tokens_in: null,
     tokens_out: null, exit_code: null, error: null, repo_path: root, input: { kind: 'brief', value: 'b' }, workdir: root, worktree: false,
     pr: false, base_sha: null, head_sha: null, spec_sha256: '', pid: null, pgid: null, proc_start: null, budget_usd: null, child: null,
@@ -65,5 +65,36 @@ describe('shipper', () => {
     await createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }, (i) => items.push(i)).flush();
     assert.deepEqual(items.map((i) => [i.run, i.action]), [['rship3', 'stop'], ['rother', 'answer']]);
     assert.equal(items[1]!.answer, 'yes');
+  });
+
+  it('lets a run shipped from a registered project on this machine be retried and verified (issue 23 item 4)', async () => {
+    const project = join(root, 'registered');
+    mkdirSync(join(project, '.git'), { recursive: true });
+    assert.equal((await control.request('POST', '/v1/import', { body: { path: project } })).status, 200);
+    await createShipper(runFolder(project, 'rship4', 'succeeded'), { SVC_CONTROL_URL: control.url, HOME: root }).flush();
+    const refusals = (await control.request('GET', '/v1/runs/local/rship4')).json.refusals;
+    assert.equal(refusals.retry, null);
+    assert.equal(refusals.verify, null);
+  });
+
+  it('keeps Retry refused for a run shipped from a project nobody registered, naming the import', async () => {
+    const project = join(root, 'unregistered');
+    mkdirSync(join(project, '.git'), { recursive: true });
+    await createShipper(runFolder(project, 'rship5', 'succeeded'), { SVC_CONTROL_URL: control.url, HOME: root }).flush();
+    assert.equal(control.deps.stores.runs.get('local', 'rship5')?.repo_path, null);
+    const refusals = (await control.request('GET', '/v1/runs/local/rship5')).json.refusals;
+    assert.match(refusals.retry, /import its project \(POST \/v1\/import\)/);
+  });
+
+  it('does not bring back a run deleted on the Control Plane when it is shipped again (issue 23 item 7)', async () => {
+    const dir = runFolder(root, 'rship6', 'succeeded');
+    openEventLog(dir).append('log', { stream: 'stdout', text: 'x' });
+    assert.equal(await createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }).flush(), true);
+    assert.equal((await control.request('DELETE', '/v1/runs/local/rship6')).status, 200);
+    // `svc ship --all` forgets the offsets and sends state, events and artifacts again.
+    rmSync(join(dir, 'ship.json'));
+    assert.equal(await createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }).flush(), true);
+    assert.equal((await control.request('GET', '/v1/runs/local/rship6')).status, 404);
+    assert.equal(control.deps.stores.events.list('local', 'rship6', { after: 0, limit: 10 }).length, 0);
   });
 });

@@ -7,6 +7,19 @@ import type { ControlSettings } from '../../src/control/settings.ts';
 import type { ControlDeps } from '../../src/control/deps.ts';
 import type { RunInput } from '../../src/db/runs-store.ts';
 import { silentLogger } from '../../src/log.ts';
+import { buildOpenapi } from '../../src/control/openapi.ts';
+import { checkResponse } from './openapi-check.ts';
+
+// Every response a test gets through request() is checked against the OpenAPI document (issue 23): a status or body
+// the document does not give that route fails the test that saw it.
+const DOCUMENT = buildOpenapi('0.0.0-test') as unknown as Parameters<typeof checkResponse>[0];
+
+export class UndocumentedResponse extends Error {
+  constructor(problems: string[]) {
+    super(`The response differs from the OpenAPI document:\n${problems.join('\n')}`);
+    this.name = 'UndocumentedResponse';
+  }
+}
 
 export interface TestResponse {
   status: number;
@@ -39,6 +52,8 @@ export interface TestControlOptions {
   host?: string;
   env?: Record<string, string>;
   settings?: Partial<ControlSettings>;
+  /** Repositories to register through POST /v1/import once the server listens: runs start only in those. */
+  projects?: string[];
 }
 
 export async function startTestControl(opts: TestControlOptions = {}): Promise<TestControl> {
@@ -82,7 +97,14 @@ export async function startTestControl(opts: TestControlOptions = {}): Promise<T
         json = undefined;
       }
     }
+    const problems = checkResponse(DOCUMENT, { method, path, status: res.status, contentType: res.headers.get('content-type'), json });
+    if (problems.length > 0) throw new UndocumentedResponse(problems);
     return { status: res.status, headers: res.headers, json, text };
+  }
+
+  for (const path of opts.projects ?? []) {
+    const res = await request('POST', '/v1/import', { body: { path } });
+    if (res.status !== 200) throw new Error(`Registering ${path} failed: ${res.status} ${res.text}`);
   }
 
   return {

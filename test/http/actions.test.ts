@@ -1,7 +1,8 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createPublicKey } from 'node:crypto';
-import { existsSync, readFileSync, symlinkSync } from 'node:fs';
+import { existsSync, readFileSync, symlinkSync, mkdirSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { makeRepo, startGithubStandIn, processesMentioning, AGENT_STATE, ASK_SCRIPT, EDIT_SCRIPT, SLEEP_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
@@ -26,7 +27,7 @@ describe('run actions on the Control Plane', () => {
   before(async () => {
     github = await startGithubStandIn();
     repo = makeRepo({ policy: POLICY, providers: { fake: EDIT_SCRIPT, ask: ASK_SCRIPT, sleepy: SLEEP_SCRIPT, flaky: FLAKY_SCRIPT } });
-    control = await startTestControl({ env: { GITHUB_API_URL: github.url, GITHUB_TOKEN: 'gh-test-token', ...GIT_ENV } });
+    control = await startTestControl({ env: { GITHUB_API_URL: github.url, GITHUB_TOKEN: 'gh-test-token', ...GIT_ENV }, projects: [repo.repo] });
   });
   after(async () => {
     await control.close();
@@ -209,21 +210,38 @@ describe('run actions on the Control Plane', () => {
     }
   });
 
-  it('starts runs only in repositories of a non-empty "repos" setting, compared by real path', async () => {
-    const other = makeRepo();
+  it('refuses to start a run in a repository nobody registered, and starts one once the "repos" setting names it', async () => {
+    const other = makeRepo({ policy: POLICY, providers: { fake: EDIT_SCRIPT } });
     try {
-      const link = join(repo.root, 'link-to-work');
-      symlinkSync(repo.repo, link);
-      assert.equal((await control.request('PUT', '/v1/config', { body: { repos: [other.repo] } })).status, 200);
-      const refused = await control.request('POST', '/v1/start', { body: { brief: 'x', repo: repo.repo, provider: 'fake' } });
+      const link = join(other.root, 'link-to-other');
+      symlinkSync(other.repo, link);
+      const refused = await control.request('POST', '/v1/start', { body: { brief: 'planted', repo: other.repo, provider: 'fake' } });
       assert.equal(refused.status, 400);
       assert.equal(refused.json.error.code, 'invalid_param');
-      assert.ok(refused.json.error.message.includes(repo.repo), refused.json.error.message);
-      assert.equal(control.deps.stores.runs.list({ limit: 500 }).some((r) => r.brief === 'x'), false);
-      assert.equal((await control.request('PUT', '/v1/config', { body: { repos: [other.repo, link] } })).status, 200);
-      const allowed = await control.request('POST', '/v1/start', { body: { brief: 'allowed', repo: repo.repo, provider: 'fake' } });
+      assert.ok(refused.json.error.message.includes(other.repo), refused.json.error.message);
+      assert.match(refused.json.error.message, /import it/);
+      assert.equal(control.deps.stores.runs.list({ limit: 500 }).some((r) => r.brief === 'planted'), false);
+      // The setting is compared by real path: naming a link to it registers it.
+      assert.equal((await control.request('PUT', '/v1/config', { body: { repos: [link] } })).status, 200);
+      // A repository nested inside a registered one is not registered itself (an agent could have planted it).
+      const nested = join(other.repo, 'nested');
+      mkdirSync(nested);
+      execFileSync('git', ['init', '-q'], { cwd: nested });
+      const viaNested = await control.request('POST', '/v1/start', { body: { brief: 'planted', repo: nested, provider: 'fake' } });
+      assert.equal(viaNested.status, 400, viaNested.text);
+      assert.match(viaNested.json.error.message, /not registered/);
+      rmSync(nested, { recursive: true });
+      const allowed = await control.request('POST', '/v1/start', { body: { brief: 'allowed', repo: other.repo, provider: 'fake' } });
       assert.equal(allowed.status, 202, allowed.text);
       await settled(allowed.json.source, allowed.json.run, 'succeeded');
+      const projects = (await control.request('GET', '/v1/projects')).json.items;
+      assert.deepEqual(projects.map((p: { via: string }) => p.via), ['import', 'repos']);
+      // Taken out of the setting again, its runs can no longer be retried, and run detail says why.
+      await control.request('PUT', '/v1/config', { body: { repos: null } });
+      const retry = await control.request('POST', `/v1/runs/${allowed.json.source}/${allowed.json.run}/retry`, { body: {} });
+      assert.equal(retry.status, 409);
+      assert.match(retry.json.error.message, /no longer registered/);
+      assert.equal((await runOf(allowed.json.source, allowed.json.run)).refusals.retry, retry.json.error.message);
     } finally {
       await control.request('PUT', '/v1/config', { body: { repos: null } });
       other.cleanup();

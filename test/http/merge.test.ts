@@ -26,7 +26,7 @@ describe('merge queue and review risk', () => {
       policy: POLICY,
       providers: { fake: EDIT_SCRIPT, nothing: '#!/bin/sh\ncat > /dev/null\n' },
     });
-    control = await startTestControl({ env: { GITHUB_API_URL: github.url, GITHUB_TOKEN: 'gh-test-token', ...GIT_ENV } });
+    control = await startTestControl({ env: { GITHUB_API_URL: github.url, GITHUB_TOKEN: 'gh-test-token', ...GIT_ENV }, projects: [repo.repo] });
   });
   after(async () => {
     await control.close();

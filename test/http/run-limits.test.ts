@@ -15,7 +15,7 @@ describe('settings that steer runs: max_concurrent_runs and default_provider', (
   let repo: TestRepo;
   before(async () => {
     repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
-    control = await startTestControl({ env: GIT_ENV });
+    control = await startTestControl({ env: GIT_ENV, projects: [repo.repo] });
   });
   after(async () => {
     await control.close();

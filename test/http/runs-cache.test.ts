@@ -16,7 +16,7 @@ describe('GET /v1/runs response cache', () => {
 
   before(async () => {
     repo = makeRepo({ providers: { sleepy: SLEEP_SCRIPT } });
-    cp = await startTestControl({ env: { ...GIT_ENV } });
+    cp = await startTestControl({ env: { ...GIT_ENV }, projects: [repo.repo] });
     seedRuns(cp.deps, 30);
   });
   after(async () => {

@@ -6,7 +6,7 @@ import { startAnthropicMessagesServer } from './anthropic-messages-server.ts';
 import type { ScriptedServer } from './gemini-model-server.ts';
 import { skipUnlessInstalled, requireProviderCli, makeCliRepo, CLI_TEST } from './cli-run.ts';
 import { fixTheTest, SUMMARY, type CliRepo } from './cli-run.ts';
-import { assertNoSecretSent, assertTaskFenced, verifiedFixRun } from './conformance.ts';
+import { assertKeyOnlyAtTheGate, assertNoSecretSent, assertTaskFenced, verifiedFixRun } from './conformance.ts';
 import { blockedThenAnswered, stopLeavesNothing } from './conformance.ts';
 
 const skip = skipUnlessInstalled('claude');
@@ -57,7 +57,8 @@ describe('claude CLI end to end', { skip }, () => {
     // What the CLI sent: the task fenced as untrusted data, the key it was given, none of svc's secrets.
     assertTaskFenced(server);
     assertNoSecretSent(server);
-    assert.ok(server.requests.every((r) => r.headers['x-api-key'] === KEY && r.path.startsWith('/v1/messages')));
+    assert.ok(server.requests.every((r) => r.path.startsWith('/v1/messages')));
+    assertKeyOnlyAtTheGate(server, repo.home, KEY, 'x-api-key');
   });
 
   it('asks through $SVC_QUESTION_FILE, blocks, and finishes once svc answer re-invokes it', CLI_TEST, async () => {

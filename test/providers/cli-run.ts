@@ -98,8 +98,13 @@ function git(cwd: string, args: string[]): void {
  * A repo (pushed to its bare origin) whose required check runs test.sh, failing on a.txt = "hello"; an errtrack
  * export to start from; HOME, PATH (CLI's folder first), the GitHub stand-in and svc's (fake) secrets in `env`.
  */
-export async function makeCliRepo(cliDir: string, extraEnv: NodeJS.ProcessEnv): Promise<CliRepo> {
-  const repo = makeRepo({ policy: { checks: [{ name: 'test', run: ['sh', 'test.sh'] }] }, providers: {} });
+/**
+ * `allow`: origins the agent may reach through svc's egress gate (a CLI configured with its own base URL and key in
+ * its own files, not through svc's model routes). The model routes svc holds keys for need no entry.
+ */
+export async function makeCliRepo(cliDir: string, extraEnv: NodeJS.ProcessEnv, allow: string[] = []): Promise<CliRepo> {
+  const policy = { checks: [{ name: 'test', run: ['sh', 'test.sh'] }], network: { allow } };
+  const repo = makeRepo({ policy, providers: {} });
   writeFileSync(join(repo.repo, 'test.sh'), `grep -qx ${FIXED} a.txt || { echo "a.txt is not ${FIXED}"; exit 1; }\n`);
   chmodSync(join(repo.repo, 'test.sh'), 0o755);
   git(repo.repo, ['add', 'test.sh']);

@@ -20,7 +20,7 @@ describe('codex CLI end to end', { skip }, () => {
 
   before(async () => {
     server = await startResponsesServer(fixTheTest());
-    repo = await makeCliRepo(requireProviderCli('codex'), { SCRIPTED_API_KEY: KEY });
+    repo = await makeCliRepo(requireProviderCli('codex'), { SCRIPTED_API_KEY: KEY }, [new URL(server.url).host]);
     // A model codex 0.169 has metadata for (an unknown one gets no apply_patch tool), served by a custom provider
     // that speaks the Responses API and takes its key from SCRIPTED_API_KEY.
     const config = [

@@ -1,7 +1,7 @@
 // The checks every provider's end-to-end test makes the same way: what the CLI sent the model (the task fenced as
 // data, none of svc's secrets), a blocked-then-answered run, and a stop during a long tool call that leaves nothing.
 import assert from 'node:assert/strict';
-import { readFileSync, readlinkSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { processAlive, processesMentioning } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -31,6 +31,32 @@ export function assertNoSecretSent(server: Scripted): void {
   const sent = sentText(server);
   assert.ok(server.requests.length > 0, 'the model server saw no request');
   for (const [name, value] of Object.entries(SVC_SECRETS)) assert.ok(!sent.includes(value), `the model saw ${name}`);
+}
+
+/** Every file under `dir`, read as text (a CLI's config and login folders are small). */
+function filesUnder(dir: string): Array<{ path: string; text: string }> {
+  const out: Array<{ path: string; text: string }> = [];
+  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (!entry.isFile()) continue;
+    const path = join(entry.parentPath, entry.name);
+    out.push({ path, text: readFileSync(path, 'latin1') });
+  }
+  return out;
+}
+
+/**
+ * The model key svc holds never reached the agent (DESIGN §7a, the gate): the model server saw the real key (the gate
+ * added it), while nothing the CLI kept in its HOME holds the key or its tail, only what it was given: the placeholder.
+ */
+export function assertKeyOnlyAtTheGate(server: Scripted, home: string, key: string, header: string): void {
+  assert.ok(server.requests.length > 0, 'the model server saw no request');
+  for (const r of server.requests) {
+    const value = String(r.headers[header] ?? '');
+    assert.ok(value === key || value === `Bearer ${key}`, `the model server got ${header}: ${value}`);
+  }
+  for (const { path, text } of filesUnder(home)) {
+    assert.ok(!text.includes(key.slice(-12)), `${path} holds the real key`);
+  }
 }
 
 export interface FixRun {

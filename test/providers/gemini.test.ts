@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { startGeminiModelServer, type ScriptedServer } from './gemini-model-server.ts';
 import { skipUnlessInstalled, requireProviderCli, makeCliRepo, CLI_TEST } from './cli-run.ts';
 import { fixTheTest, SUMMARY, type CliRepo } from './cli-run.ts';
-import { assertNoSecretSent, assertTaskFenced, verifiedFixRun } from './conformance.ts';
+import { assertKeyOnlyAtTheGate, assertNoSecretSent, assertTaskFenced, verifiedFixRun } from './conformance.ts';
 import { blockedThenAnswered, stopLeavesNothing } from './conformance.ts';
 
 const skip = skipUnlessInstalled('gemini');
@@ -51,6 +51,7 @@ describe('gemini CLI end to end', { skip }, () => {
     // What the CLI sent: the task fenced as untrusted data, and none of svc's secrets.
     assertTaskFenced(server);
     assertNoSecretSent(server);
+    assertKeyOnlyAtTheGate(server, repo.home, 'scripted-gemini-key', 'x-goog-api-key');
     assert.ok(server.requests.every((r) => r.headers['x-goog-api-key'] === 'scripted-gemini-key'));
   });
 

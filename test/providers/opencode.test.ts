@@ -25,7 +25,7 @@ describe('opencode CLI end to end', { skip }, () => {
       OPENCODE_DISABLE_MODELS_FETCH: '1', OPENCODE_DISABLE_AUTOUPDATE: '1', OPENCODE_DISABLE_DEFAULT_PLUGINS: '1',
       OPENCODE_DISABLE_LSP_DOWNLOAD: '1', OPENCODE_DISABLE_SHARE: '1',
     };
-    repo = await makeCliRepo(requireProviderCli('opencode'), offline);
+    repo = await makeCliRepo(requireProviderCli('opencode'), offline, [new URL(server.url).host]);
     const scripted = {
       npm: '@ai-sdk/openai-compatible',
       name: 'Scripted',

@@ -133,6 +133,12 @@ describe('the agent boundary, black-box', () => {
       headers: { authorization: `Bearer ${SECRETS.SVC_CONTROL_TOKEN}`, 'content-type': 'application/json' },
     });
     assert.equal(limit.status, 200, await limit.text());
+    // Runs start from the API only in a project the operator registered (issue 20 item 6).
+    const imported = await fetch(`${control.url}/v1/import`, {
+      method: 'POST', body: JSON.stringify({ path: repo.repo }),
+      headers: { authorization: `Bearer ${SECRETS.SVC_CONTROL_TOKEN}`, 'content-type': 'application/json' },
+    });
+    assert.equal(imported.status, 200, await imported.text());
     trigger = await serve(['trigger', 'serve', '--port', '0', '--repo', repo.repo], {
       ...baseEnv, ...SECRETS, SVC_CONTROL_URL: control.url, SVC_TRIGGER_DB: join(repo.root, 'trigger.db'),
     });

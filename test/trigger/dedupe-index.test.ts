@@ -10,6 +10,7 @@ import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
 import { createTriggerStores, type TriggerStores } from '../../src/db/trigger-stores.ts';
 import { dedupeHash } from '../../src/db/trigger-dedupe-store.ts';
 import { placeBatch } from '../../src/trigger/queue-place.ts';
+import { queueShares } from '../../src/trigger/queue-shares.ts';
 import { pruneAll } from '../../src/trigger/retention.ts';
 import type { EnqueueRequest } from '../../src/trigger/queue.ts';
 import { tempTriggerDbs } from './temp-dbs.ts';
@@ -18,11 +19,11 @@ import { tempDir } from './helpers.ts';
 const temp = tempTriggerDbs('svc-dedupe-index-');
 
 function delivery(...keys: string[]): EnqueueRequest {
-  return { origin: 'jobs', brief: 'b', args: ['start', '--brief', 'b', '--detach'], dedupeKeys: keys };
+  return { origin: 'jobs', repo: 'acme/api', brief: 'b', args: ['start', '--brief', 'b', '--detach'], dedupeKeys: keys };
 }
 
 function place(stores: TriggerStores, now: number, ...deliveries: EnqueueRequest[]): string[] {
-  return placeBatch(stores, deliveries, now, 1_000_000)
+  return placeBatch(stores, deliveries, now, queueShares(1_000_000, 1))
     .map((o) => (o.kind === 'queued' ? 'queued' : o.kind === 'duplicate' ? `dup:${o.jobId}` : o.kind));
 }
 

@@ -28,16 +28,23 @@ if (text.includes('hang-forever')) {
   mkdirSync(dir, { recursive: true });
   const now = new Date().toISOString();
   const running = text.includes('stay-running');
+  // A run whose error carries vendor markup (issue 21): every run in a project holding this file fails with its text.
+  let hostile = null;
+  try {
+    hostile = readFileSync(join(process.cwd(), '.svc', 'fake-run-error.txt'), 'utf8');
+  } catch {
+    // an ordinary run
+  }
   const state = {
     source: process.env.SVC_SOURCE || 'local',
     run,
-    status: running ? 'running' : 'succeeded',
+    status: running ? 'running' : hostile ? 'failed' : 'succeeded',
     verdict: running ? null : 'verified',
     pr_url: running ? null : 'https://git.example.test/acme/api/pull/7',
     cost_usd: running ? null : 0.42,
     started_at: now,
     ended_at: running ? null : now,
-    error: null,
+    error: hostile,
   };
   writeFileSync(join(dir, 'state.json'), JSON.stringify(state));
   process.stdout.write(`${JSON.stringify({ source: state.source, run })}\n`);

@@ -29,13 +29,17 @@ export function tempDir(prefix = 'svc-'): string {
   return mkdtempSync(join(tmpdir(), prefix));
 }
 
-/** A git repo with one committed file (src/app.js by "Ada Lovelace") and one deploy record. */
-export function makeRepo(): string {
+/**
+ * A git repo with one committed file (src/app.js by "Ada Lovelace") and one deploy record; its origin names `name`
+ * (default acme/api), which is what the `--repo` shorthand serves GitHub events of.
+ */
+export function makeRepo(name = 'acme/api'): string {
   const repo = tempDir('svc-repo-');
   const git = (...args: string[]): void => {
     execFileSync('git', args, { cwd: repo, stdio: 'ignore', env: { ...process.env, GIT_CONFIG_NOSYSTEM: '1', HOME: repo } });
   };
   git('init', '-q', '-b', 'main');
+  git('remote', 'add', 'origin', `https://github.com/${name}.git`);
   mkdirSync(join(repo, 'src'));
   writeFileSync(join(repo, 'src', 'app.js'), 'export const x = 1;\n');
   git('add', '.');
@@ -63,7 +67,18 @@ export interface TestTrigger extends RunningTrigger {
   cleanup(): Promise<void>;
 }
 
-export async function startTestTrigger(extraEnv: Record<string, string | undefined> = {}, o: TriggerOverrides & { repo?: string; db?: string; home?: string; cliPath?: string } = {}): Promise<TestTrigger> {
+export interface TestTriggerOptions extends TriggerOverrides {
+  repo?: string;
+  /** Serve the repositories of this file instead of the one `repo` (the `--repos` flag). */
+  reposFile?: string;
+  db?: string;
+  home?: string;
+  cliPath?: string;
+}
+
+export async function startTestTrigger(
+  extraEnv: Record<string, string | undefined> = {}, o: TestTriggerOptions = {},
+): Promise<TestTrigger> {
   const repo = o.repo ?? makeRepo();
   const home = o.home ?? tempDir('svc-home-');
   const env: NodeJS.ProcessEnv = {
@@ -75,7 +90,9 @@ export async function startTestTrigger(extraEnv: Record<string, string | undefin
     ...extraEnv,
   };
   for (const [k, v] of Object.entries(env)) if (v === undefined) delete env[k];
-  const settings = resolveTriggerSettings(env, { host: '127.0.0.1', port: '0', repo, db: o.db ?? join(home, 'trigger.db') }, repo);
+  const where = o.reposFile ? { repos: o.reposFile } : { repo };
+  const flags = { host: '127.0.0.1', port: '0', ...where, db: o.db ?? join(home, 'trigger.db') };
+  const settings = resolveTriggerSettings(env, flags, repo);
   settings.cliPath = o.cliPath ?? FAKE_SVC;
   const logs: LogLine[] = [];
   const log: Logger = o.log ?? createLogger('trigger-test', (line) => logs.push(JSON.parse(line) as LogLine));

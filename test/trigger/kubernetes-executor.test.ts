@@ -86,8 +86,8 @@ describe('buildKubeJob', () => {
     for (const value of [...Object.values(SECRETS), 'cp-token-secret', 'sa-token-123']) assert.ok(!text.includes(value), `secret ${value} reached the Job`);
     const pod = (job as any).spec.template.spec;
     const names = runContainer(pod).env.map((e: { name: string }) => e.name).sort();
-    assert.deepEqual(names, ['HOME', 'SVC_CONTROL_TOKEN_FILE', 'SVC_CONTROL_URL', 'SVC_SIGN_LATER', 'SVC_SOURCE', 'TMPDIR']);
-    assert.deepEqual(pod.containers[0].env.map((e: { name: string }) => e.name).sort(), ['HOME', 'SVC_CONTROL_TOKEN_FILE', 'SVC_CONTROL_URL', 'SVC_SOURCE', 'TMPDIR']);
+    assert.deepEqual(names, ['HOME', 'SVC_CONTROL_TOKEN_FILE', 'SVC_CONTROL_URL', 'SVC_SERVER_SANDBOX', 'SVC_SIGN_LATER', 'SVC_SOURCE', 'TMPDIR']);
+    assert.deepEqual(pod.containers[0].env.map((e: { name: string }) => e.name).sort(), ['HOME', 'SVC_CONTROL_TOKEN_FILE', 'SVC_CONTROL_URL', 'SVC_SERVER_SANDBOX', 'SVC_SOURCE', 'TMPDIR']);
   });
 
   it('gives pods their own run source, SVC_K8S_SOURCE or k8s, never the trigger host\'s', () => {
@@ -144,21 +144,21 @@ describe('kubernetes executor', () => {
   it('creates a Job with the service-account token, learns the run from the pod log and follows it to the end', async () => {
     const ex = executor();
     const id = jobId();
-    const launched = await ex.launch({ id, args: ['start', '--brief', 'announce fix it', '--pr', '--detach'] });
+    const launched = await ex.launch({ workdir: '/', id, args: ['start', '--brief', 'announce fix it', '--pr', '--detach'] });
     assert.equal(launched.error, null);
     assert.equal(launched.run?.source, 'k8s');
     const create = kube.requests.find((r) => r.method === 'POST')!;
     assert.equal(create.url, '/apis/batch/v1/namespaces/build/jobs');
     assert.equal(create.authorization, 'Bearer sa-token-123');
     assert.equal(kube.jobs.get(kubeJobName(id))!.labels[LABEL_RUN], launched.run!.run);
-    const outcome = await ex.follow(launched.run!, new AbortController().signal, { reattach: false });
+    const outcome = await ex.follow(launched.run!, new AbortController().signal, { reattach: false, workdir: '/' });
     assert.deepEqual(outcome && outcome !== 'aborted' ? [outcome.status, outcome.verdict, outcome.pr_url] : outcome, ['succeeded', 'verified', 'https://git.example.test/acme/api/pull/9']);
   });
 
   it('reports a failed run with the error from its summary line', async () => {
     const ex = executor();
-    const launched = await ex.launch({ id: jobId(), args: ['start', 'make-it-fail', '--detach'] });
-    const outcome = await ex.follow(launched.run!, new AbortController().signal, { reattach: false });
+    const launched = await ex.launch({ workdir: '/', id: jobId(), args: ['start', 'make-it-fail', '--detach'] });
+    const outcome = await ex.follow(launched.run!, new AbortController().signal, { reattach: false, workdir: '/' });
     assert.ok(outcome && outcome !== 'aborted');
     assert.equal(outcome.status, 'failed');
     assert.equal(outcome.error, 'Required check "test" failed (exit 1)');
@@ -166,7 +166,7 @@ describe('kubernetes executor', () => {
 
   it('fails the launch when the pod ends without a run line', async () => {
     const id = jobId();
-    const launched = await executor().launch({ id, args: ['start', 'no-run-line', '--detach'] });
+    const launched = await executor().launch({ workdir: '/', id, args: ['start', 'no-run-line', '--detach'] });
     assert.equal(launched.run, null);
     assert.equal(launched.exitCode, 1);
     assert.match(launched.error!, new RegExp(`^Kubernetes Job ${kubeJobName(id)} ended without a \\{"source","run"\\} line`));
@@ -175,7 +175,7 @@ describe('kubernetes executor', () => {
   it('fails the launch with the API status when Kubernetes refuses the Job', async () => {
     kube.refuseWith = 403;
     try {
-      const launched = await executor().launch({ id: jobId(), args: ['start', 'x', '--detach'] });
+      const launched = await executor().launch({ workdir: '/', id: jobId(), args: ['start', 'x', '--detach'] });
       assert.equal(launched.run, null);
       assert.match(launched.error!, /^Kubernetes API refused Job svc-\S+ \(403: jobs\.batch is forbidden/);
     } finally {
@@ -185,17 +185,17 @@ describe('kubernetes executor', () => {
 
   it('follows the existing Job\'s run when the Job already exists (a restart mid-launch)', async () => {
     const id = jobId();
-    const first = await executor().launch({ id, args: ['start', 'announce', '--detach'] });
-    const again = await executor().launch({ id, args: ['start', 'announce', '--detach'] });
+    const first = await executor().launch({ workdir: '/', id, args: ['start', 'announce', '--detach'] });
+    const again = await executor().launch({ workdir: '/', id, args: ['start', 'announce', '--detach'] });
     assert.equal(again.error, null);
     assert.deepEqual(again.run, first.run, 'the run id of the pod spec already in the cluster, not a new one');
     assert.equal(kube.requests.filter((r) => r.method === 'POST' && r.url.endsWith('/jobs')).length >= 2, true);
   });
 
   it('re-attaches after a restart by finding the Job through its run label', async () => {
-    const launched = await executor().launch({ id: jobId(), args: ['start', 'announce', '--detach'] });
+    const launched = await executor().launch({ workdir: '/', id: jobId(), args: ['start', 'announce', '--detach'] });
     const fresh = executor();
-    const outcome = await fresh.follow(launched.run!, new AbortController().signal, { reattach: true });
+    const outcome = await fresh.follow(launched.run!, new AbortController().signal, { reattach: true, workdir: '/' });
     assert.ok(outcome && outcome !== 'aborted');
     assert.equal(outcome.status, 'succeeded');
   });
@@ -214,7 +214,7 @@ describe('kubernetes executor', () => {
       kube.finish(name, true);
     };
     try {
-      const launched = await executor().launch({ id, args: ['start', 'announce', '--detach'] });
+      const launched = await executor().launch({ workdir: '/', id, args: ['start', 'announce', '--detach'] });
       assert.equal(launched.error, null);
       assert.equal(launched.run?.source, 'k8s');
     } finally {
@@ -229,7 +229,7 @@ describe('kubernetes executor', () => {
       const name = kubeJobName(jobId());
       kube.jobs.set(name, { manifest: {}, labels: { [LABEL_RUN]: 'rquiet' }, annotations: {}, status: {}, logs: {}, stderr: '', pod: null });
       kube.finish(name, false);
-      const outcome = await executor().follow({ source: 'k8s', run: 'rquiet' }, new AbortController().signal, { reattach: false });
+      const outcome = await executor().follow({ source: 'k8s', run: 'rquiet' }, new AbortController().signal, { reattach: false, workdir: '/' });
       assert.ok(outcome && outcome !== 'aborted');
       assert.equal(outcome.status, 'failed');
       assert.equal(outcome.error, 'Kubernetes Job failed: Job has reached the specified backoff limit');
@@ -239,11 +239,11 @@ describe('kubernetes executor', () => {
   });
 
   it('answers null for a run with no Job and no Control Plane, and aborted when the server shuts down', async () => {
-    assert.equal(await executor().follow({ source: 'k8s', run: 'rnowhere' }, new AbortController().signal, { reattach: true }), null);
+    assert.equal(await executor().follow({ source: 'k8s', run: 'rnowhere' }, new AbortController().signal, { reattach: true, workdir: '/' }), null);
     const name = kubeJobName(jobId());
     kube.jobs.set(name, { manifest: {}, labels: { [LABEL_RUN]: 'rlong' }, annotations: {}, status: {}, logs: {}, stderr: '', pod: null });
     const ac = new AbortController();
-    const pending = executor().follow({ source: 'k8s', run: 'rlong' }, ac.signal, { reattach: false });
+    const pending = executor().follow({ source: 'k8s', run: 'rlong' }, ac.signal, { reattach: false, workdir: '/' });
     await waitFor(() => kube.requests.some((r) => r.url.endsWith(`/jobs/${name}`)), 'a poll of the running Job');
     ac.abort();
     assert.equal(await pending, 'aborted');

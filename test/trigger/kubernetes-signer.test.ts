@@ -110,11 +110,11 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
       env, log: silentLogger, pollMs: 50, launchTimeoutMs: 120_000, shipGraceMs: 10_000,
       controlUrl: cp.url, controlToken: CP_TOKEN,
     });
-    const launched = await ex.launch({ id, args: ['start', '--brief', brief, '--pr', '--detach'] });
+    const launched = await ex.launch({ workdir: '/', id, args: ['start', '--brief', brief, '--pr', '--detach'] });
     const job = kube.jobs.get(kubeJobName(id));
     assert.equal(launched.error, null, job?.stderr);
     const acting = whileRunning?.(launched.run!.run);
-    const outcome = await ex.follow(launched.run!, new AbortController().signal, { reattach: false });
+    const outcome = await ex.follow(launched.run!, new AbortController().signal, { reattach: false, workdir: '/' });
     await acting;
     assert.ok(outcome && outcome !== 'aborted', job?.stderr);
     return { outcome, run: launched.run!.run, job: kubeJobName(id) };

@@ -71,7 +71,8 @@ describe('completion summaries', () => {
     assert.equal(sent.path, '/commands/T1/123/abc');
     const body = JSON.parse(sent.body) as { text: string; response_type: string };
     assert.equal(body.response_type, 'ephemeral');
-    assert.match(body.text, /succeeded · run build-host\/r\w+ · verdict verified · PR https:\/\/git\.example\.test\/acme\/api\/pull\/7 · cost \$0\.42 · took \d+s · http:\/\/127\.0\.0\.1:\d+\/#\/runs\/build-host\//);
+    // Slack-like mrkdwn: svc's own links in explicit <…> (summary-render.ts).
+    assert.match(body.text, /succeeded · run build-host\/r\w+ · verdict verified · PR <https:\/\/git\.example\.test\/acme\/api\/pull\/7> · cost \$0\.42 · took \d+s · <http:\/\/127\.0\.0\.1:\d+\/#\/runs\/build-host\//);
     const report = await waitFor(() => ingested(id), 'the Control Plane report');
     assert.equal(report.status, 'sent');
     assert.equal(report.channel, 'chata');

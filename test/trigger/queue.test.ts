@@ -19,17 +19,19 @@ after(async () => {
 });
 
 /** A queue over a fresh file DB, committing on this thread or (withWriter) on an intake writer thread. */
-async function setup(maxQueued = 1000, withWriter = false): Promise<{ queue: JobQueue; db: Db; commits: () => number }> {
+async function setup(maxQueued = 1000, withWriter = false, routes = 1): Promise<{ queue: JobQueue; db: Db; commits: () => number }> {
   const { db, path } = temp.open();
   let commits = 0;
   const writer = withWriter ? await startIntakeWriter(path, silentLogger) : undefined;
   if (writer) writers.push(writer);
-  const queue = createJobQueue({ stores: createTriggerStores(db), clock: Date.now, maxQueued, onEnqueued() {}, onCommitted: () => void (commits += 1), writer });
+  const queue = createJobQueue({
+    stores: createTriggerStores(db), clock: Date.now, maxQueued, routes, onEnqueued() {}, onCommitted: () => void (commits += 1), writer,
+  });
   return { queue, db, commits: () => commits };
 }
 
 function delivery(n: number, target: Record<string, unknown> = { issue_key: `K-${n}` }): EnqueueRequest {
-  return { origin: 'trackerb', brief: `K-${n}: fix it`, args: ['start', '--brief', `K-${n}: fix it`, '--detach'], dedupeKeys: [`trackerb:body:${n}`, `trackerb:delivery:${n}`], reply: { channel: 'trackerb', target } };
+  return { origin: 'trackerb', repo: 'acme/api', brief: `K-${n}: fix it`, args: ['start', '--brief', `K-${n}: fix it`, '--detach'], dedupeKeys: [`trackerb:body:${n}`, `trackerb:delivery:${n}`], reply: { channel: 'trackerb', target } };
 }
 
 function count(db: Db, table: string): number {
@@ -79,6 +81,33 @@ for (const withWriter of [false, true]) describe(`job queue group commit (${with
     const results = await Promise.all([1, 2, 3].map((n) => queue.enqueue(delivery(n))));
     assert.deepEqual(results.map((r) => r.kind), ['queued', 'queued', 'full']);
     assert.deepEqual(queue.depth(), { queued: 2, running: 0 });
+  });
+
+  it('keeps each route its reserve when another route took the whole pool', async () => {
+    // 8 waiting jobs over 2 routes: 2 reserved each, 4 shared.
+    const { queue } = await setup(8, withWriter, 2);
+    const flood = await Promise.all(
+      Array.from({ length: 9 }, (_, n) => queue.enqueue({ ...delivery(n), origin: 'jobs' })),
+    );
+    assert.equal(flood.filter((r) => r.kind === 'queued').length, 6);
+    const other = await Promise.all([10, 11, 12].map((n) => queue.enqueue(delivery(n))));
+    assert.deepEqual(other.map((r) => r.kind), ['queued', 'queued', 'full']);
+  });
+
+  it('answers the cheap checks before any work: duplicate of a committed job, full share, else open', async () => {
+    const { queue } = await setup(2, withWriter);
+    const first = await queue.enqueue(delivery(1));
+    assert.equal(first.kind, 'queued');
+    const holder = first.kind === 'queued' ? { kind: 'duplicate', jobId: first.jobId } : {};
+    assert.deepEqual(await queue.admit('trackerb', ['trackerb:delivery:1']), holder);
+    const open = await queue.admit('trackerb', ['trackerb:body:2']);
+    assert.equal(open.kind, 'open');
+    // A copy in flight waits for the first holder of its key, then sees what that one committed.
+    const copy = queue.admit('trackerb', ['trackerb:body:2']);
+    const second = await queue.enqueue(delivery(2));
+    if (open.kind === 'open') open.release();
+    assert.deepEqual(await copy, second.kind === 'queued' ? { kind: 'duplicate', jobId: second.jobId } : {});
+    assert.deepEqual(await queue.admit('trackerb', ['trackerb:body:3']), { kind: 'full' });
   });
 });
 

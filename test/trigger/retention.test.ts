@@ -15,7 +15,7 @@ import { waitFor } from '../helpers/wait-for.ts';
 const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
 
 function delivery(key: string): EnqueueRequest {
-  return { origin: 'jobs', brief: `brief ${key} ${'x'.repeat(400)}`, args: ['start', '--brief', key, '--detach'], dedupeKeys: [`jobs:${key}`, `id:${key}`] };
+  return { origin: 'jobs', repo: 'acme/api', brief: `brief ${key} ${'x'.repeat(400)}`, args: ['start', '--brief', key, '--detach'], dedupeKeys: [`jobs:${key}`, `id:${key}`] };
 }
 
 interface Soak {
@@ -38,7 +38,7 @@ function openSoak(dir: string): Soak {
 /** What the runner does when a job's run ends. */
 function finish(s: Soak, id: string): void {
   assert.equal(s.stores.jobs.claim(id, s.now.t), true);
-  assert.equal(s.stores.jobs.finish(id, { status: 'succeeded', finished_at: s.now.t, exit_code: 0, summary: 'ok', error: null }), true);
+  assert.equal(s.stores.jobs.finish(id, { status: 'succeeded', finished_at: s.now.t, exit_code: 0, summary: 'ok', summary_parts: null, error: null }), true);
 }
 
 function fileBytes(s: Soak): number {

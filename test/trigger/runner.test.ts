@@ -95,7 +95,7 @@ describe('runner', () => {
     const stores = createTriggerStores(db);
     const now = Date.now();
     for (const [id, run] of [['j0000000000aaaaaaaaaaaaaaaa', null], ['j0000000000bbbbbbbbbbbbbbbb', 'rgone']] as const) {
-      stores.jobs.insert({ id, origin: 'jobs', brief: 'x', args: ['start', '--brief', 'x', '--detach'], created_at: now });
+      stores.jobs.insert({ id, origin: 'jobs', repo: 'acme/api', brief: 'x', args: ['start', '--brief', 'x', '--detach'], created_at: now });
       stores.jobs.claim(id, now);
       if (run) stores.jobs.setRun(id, 'local', run, 0);
     }

@@ -91,7 +91,7 @@ const cases: RouteCase[] = [
   {
     route: 'webhook',
     secret: SECRETS.GITHUB_WEBHOOK_SECRET,
-    fresh: (n) => Buffer.from(JSON.stringify({ action: 'labeled', label: { name: 'svc' }, issue: { number: n, title: 'x' }, repository: { full_name: 'a/b' } })),
+    fresh: (n) => Buffer.from(JSON.stringify({ action: 'labeled', label: { name: 'svc' }, issue: { number: n, title: 'x' }, repository: { full_name: 'acme/api' } })),
     signed: (raw, secret = SECRETS.GITHUB_WEBHOOK_SECRET) => ({ 'x-hub-signature-256': `sha256=${sign.hex(secret, raw)}`, 'x-github-event': 'issues', 'x-github-delivery': `g-${Math.random()}` }),
     redeliver: (raw, first) => ({ raw, headers: { ...first, 'x-github-delivery': 'another-delivery' } }),
     okStatus: 202,

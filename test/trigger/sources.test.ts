@@ -140,7 +140,7 @@ describe('chat text', () => {
 
 describe('readTrackera', () => {
   it('turns the issue update fixture into its identifier', () => {
-    assert.deepEqual(readTrackera(json('linear-issue-update.json')), { kind: 'issue', identifier: 'LIN-34', issueId: '7f2cba4d-6244-415c-ac09-63eb071755a8' });
+    assert.deepEqual(readTrackera(json('linear-issue-update.json')), { kind: 'issue', identifier: 'LIN-34', issueId: '7f2cba4d-6244-415c-ac09-63eb071755a8', teamKey: 'LIN' });
   });
   it('skips comment events', () => {
     assert.equal(readTrackera(json('linear-comment-create.json')).kind, 'skip');

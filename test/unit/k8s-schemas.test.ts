@@ -69,6 +69,24 @@ describe('Kubernetes objects against the official schemas', () => {
     assert.equal(checked, 2 << names.length);
   });
 
+  it('a Job whose pod reaches out through svc gate serve validates, and points every container at the gate', () => {
+    const { SVC_K8S_REPO_PVC: _pvc, ...clone } = OPTIONAL;
+    const env = { SVC_K8S_IMAGE: 'svc:1', SVC_CONTROL_URL: 'http://svc-control:47821', ...clone,
+      SVC_K8S_GATE_URL: 'http://svc-gate:3128', ANTHROPIC_API_KEY: 'real-key-never-in-a-pod' };
+    const object = buildKubeJob({ id: 'j1', args: ['start', 'x'] }, kubernetesSettingsFromEnv(env), 'default', env);
+    assert.equal(schemaErrors(() => new Job(object as ConstructorParameters<typeof Job>[0]).validate()), null);
+    const text = JSON.stringify(object);
+    assert.equal(text.includes('real-key-never-in-a-pod'), false);
+    const spec = (object as any).spec.template.spec;
+    for (const c of [...spec.initContainers.filter((i: any) => i.name !== 'seal'), ...spec.containers]) {
+      const env = new Map((c.env as Array<{ name: string; value: string }>).map((e) => [e.name, e.value]));
+      assert.equal(env.get('HTTPS_PROXY'), 'http://svc-gate:3128', c.name);
+      assert.equal(env.get('ANTHROPIC_BASE_URL'), 'http://svc-gate:3128/_model/anthropic', c.name);
+      assert.match(env.get('NO_PROXY') ?? '', /svc-control/);
+    }
+    assert.throws(() => kubernetesSettingsFromEnv({ SVC_K8S_IMAGE: 'svc:1', SVC_K8S_GATE_URL: 'https://x/y' }), RangeError);
+  });
+
   it('refuses a Job with a wrong type, so the check can fail', () => {
     const env = { SVC_K8S_IMAGE: 'svc:1' };
     const object = buildKubeJob({ id: 'j1', args: ['start', 'x'] }, kubernetesSettingsFromEnv(env), 'default', env) as { spec: Record<string, unknown> };
@@ -82,6 +100,7 @@ describe('Kubernetes objects against the official schemas', () => {
     const variants: Array<[string, NodeJS.ProcessEnv]> = [['no options', base], ['every option', { ...base, ...OPTIONAL }]];
     const { SVC_K8S_REPO_PVC: _pvc, ...clone } = OPTIONAL;
     variants.push(['clone instead of PVC', { ...base, ...clone }]);
+    variants.push(['clone through the gate', { ...base, ...clone, SVC_K8S_GATE_URL: 'http://svc-gate:3128' }]);
     for (const [name, value] of Object.entries(OPTIONAL)) variants.push([name, { ...base, [name]: value }]);
     for (const [label, env] of variants) {
       const object = buildKubeJob({ id: 'j1', args: ['start', 'x', '--detach'], origin: 'jobs' }, kubernetesSettingsFromEnv(env), 'default', env);

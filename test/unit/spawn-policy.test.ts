@@ -4,6 +4,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
 import { bwrapArgv, childEnv, providerFolders } from '../../src/spawn/index.ts';
 
 describe('childEnv', () => {
@@ -75,7 +76,8 @@ describe('bwrapArgv under a real bwrap', { skip: bwrapWorks || process.env.CI ? 
         'sleep 0.3',
       ].join('\n');
       const plan = {
-        visible: [], writable: [worktree], protect: [], hidden: [svcDir], protocolReadable: [task], protocolWritable: [], cwd: worktree,
+        readable: [], writable: [worktree], protect: [], hidden: [svcDir], protocolReadable: [task],
+        protocolWritable: [], home: null, cwd: worktree, limits: DEFAULT_LIMITS, network: 'none' as const,
       };
       const argv = bwrapArgv('bwrap', plan, ['sh', '-c', script]);
       const run = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8' });

@@ -1,8 +1,8 @@
 // Run actions (DESIGN §3, §4): start (idempotent by request_id), stop, resume, retry, verify, answer.
 // Local runs are steered through the run controller; runs of another source get a control request for their next ingest.
 import { createHash, randomUUID } from 'node:crypto';
-import { existsSync, statSync, realpathSync } from 'node:fs';
-import { isAbsolute, basename, resolve } from 'node:path';
+import { existsSync, statSync } from 'node:fs';
+import { isAbsolute, basename, dirname, resolve } from 'node:path';
 import { HttpError } from '../../http/http-error.ts';
 import type { Handler, Ctx } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
@@ -18,6 +18,7 @@ import { writeAnswer, MAX_ANSWER_BYTES } from '../../engine/answers.ts';
 import { oneLine } from '../../engine/text.ts';
 import { readEffectiveConfig } from './config.ts';
 import { actionRefusal, type RunAction } from '../action-rules.ts';
+import { isRegisteredProject, realOrNull, unregisteredMessage } from '../projects.ts';
 
 type C = Ctx<ControlDeps>;
 const START_KEYS = new Set(['brief', 'spec_path', 'issue_url', 'repo', 'provider', 'pr', 'request_id']);
@@ -34,7 +35,7 @@ interface StartBody {
   requestId: string | null;
 }
 
-function parseStart(body: unknown): StartBody {
+function parseStart(deps: ControlDeps, body: unknown): StartBody {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new HttpError('bad_request', 'Request body must be a JSON object');
   const b = body as Record<string, unknown>;
   for (const key of Object.keys(b)) if (!START_KEYS.has(key)) bad(`Unknown field "${key}"`);
@@ -44,12 +45,16 @@ function parseStart(body: unknown): StartBody {
   const value = b[kind];
   if (typeof value !== 'string' || value.trim() === '' || value.length > 64 * 1024) bad(`"${kind}" must be a non-empty string`);
   if (typeof b.repo !== 'string' || !isAbsolute(b.repo) || b.repo.includes('\0')) bad('"repo" must be an absolute path');
+  // Before git so much as reads the folder: a caller-named, unregistered folder gets nothing run in it.
+  checkRegistered(deps, b.repo);
   let root: string;
   try {
     root = repoRoot(b.repo);
   } catch {
     return bad('"repo" is not a git repository');
   }
+  // The repository itself, not only a folder above it: a repository nested inside a registered one is not registered.
+  if (!isRegisteredProject(deps, root)) bad(unregisteredMessage(root));
   if (kind === 'spec_path') {
     const path = resolve(root, value);
     if (!/\.(md|json)$/i.test(path) || !existsSync(path) || !statSync(path).isFile()) bad('"spec_path" must name an existing .md spec or .json export');
@@ -64,21 +69,16 @@ function parseStart(body: unknown): StartBody {
   return { input, repo: root, provider: (b.provider as string | undefined) ?? null, pr: b.pr === true, requestId: (b.request_id as string | undefined) ?? null };
 }
 
-function realOrNull(path: string): string | null {
-  try {
-    return realpathSync(path);
-  } catch {
-    return null;
-  }
-}
-
-/** The `repos` setting, when non-empty, is the list of repositories runs may be started in (compared by real path). */
-function checkAllowedRepo(deps: ControlDeps, repo: string): void {
-  const allowed = readEffectiveConfig(deps.stores.config).config.repos as string[];
-  if (allowed.length === 0) return;
+/**
+ * Runs start only in a project the operator registered, never in a folder a caller names (issue 20 item 6): `repo` is
+ * a registered project's folder or a folder inside one (the nearest registered folder above it, real paths).
+ */
+function checkRegistered(deps: ControlDeps, repo: string): void {
   const real = realOrNull(repo);
-  if (real !== null && allowed.some((p) => realOrNull(p) === real)) return;
-  bad(`"repo" ${JSON.stringify(repo)} is not one of the repositories in the "repos" setting`);
+  for (let dir = real; dir !== null; dir = dirname(dir) === dir ? null : dirname(dir)) {
+    if (isRegisteredProject(deps, dir)) return;
+  }
+  bad(unregisteredMessage(repo));
 }
 
 // Retry-After for 429: a run takes minutes, but a slot may free up sooner; clients poll politely at this pace.
@@ -108,8 +108,7 @@ function startArgs(s: StartBody, run: string): string[] {
 
 export const startRun: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
-  const s = parseStart(ctx.body);
-  checkAllowedRepo(deps, s.repo);
+  const s = parseStart(deps, ctx.body);
   // The `default_provider` setting fills in a request that names none; unset, the project's own choice stands.
   s.provider ??= (readEffectiveConfig(deps.stores.config).config.default_provider as string | null) ?? null;
   const source = deps.settings.source;
@@ -157,7 +156,7 @@ function isLocal(ctx: C, row: RunRow): boolean {
 
 /** Throws the 409 the rules in ../action-rules.ts give for this action (the reason run detail lists too). */
 function checkAllowed(ctx: C, row: RunRow, action: RunAction): void {
-  const refusal = actionRefusal(row, ctx.deps.settings.source, action);
+  const refusal = actionRefusal(row, ctx.deps.settings.source, action, (path) => isRegisteredProject(ctx.deps, path));
   if (refusal !== null) throw new HttpError('invalid_transition', refusal);
 }
 

@@ -10,6 +10,7 @@ import { findOnPath, createVersionProbe, describeProviders, type VersionProbe } 
 import { integrationStatus } from '../integrations.ts';
 import { encodeCursor, decodeCursor } from '../id-cursor.ts';
 import { knownKeys, publicKeyInfo } from '../../keys.ts';
+import { listProjects } from '../projects.ts';
 
 // One probe cache per running app, so tests with different PATHs never share answers.
 const probes = new WeakMap<ControlDeps, VersionProbe>();
@@ -78,4 +79,11 @@ export const listRepos: Handler<ControlDeps> = (ctx) => {
   for (const path of config.repos as string[]) names.add(repoName(path));
   names.delete('');
   return json(200, { items: [...names].sort().map((name) => ({ name })) });
+};
+
+/** The projects runs may be started in (src/control/projects.ts): full paths, so loopback only like /v1/config. */
+export const listRegisteredProjects: Handler<ControlDeps> = (ctx) => {
+  checkQueryKeys(ctx.query, []);
+  const items = listProjects(ctx.deps).map((p) => ({ ...p, registered_at: p.registered_at === null ? null : iso(p.registered_at) }));
+  return json(200, { items });
 };

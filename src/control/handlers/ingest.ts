@@ -6,6 +6,7 @@ import type { ControlDeps } from '../deps.ts';
 import { validateBatch } from '../ingest-validate.ts';
 import { applyBatch } from '../ingest-apply.ts';
 import { importProject } from '../import-project.ts';
+import { isRegisteredProject } from '../projects.ts';
 
 export const ingestRuns: Handler<ControlDeps> = (ctx) => {
   // Everything is validated before the first write: a bad batch changes nothing.
@@ -14,15 +15,31 @@ export const ingestRuns: Handler<ControlDeps> = (ctx) => {
   if (ctx.runnerSource !== undefined && batch.source !== ctx.runnerSource) {
     throw new HttpError('forbidden_source', `This token may only ship runs of source "${ctx.runnerSource}"`);
   }
-  // repo_path steers local actions (stop signals the process recorded in that folder, resume and verify run there),
-  // so it comes only from this server's own /v1/start, retry or /v1/import, never from a batch: on a loopback-bound
-  // server every peer is loopback, so "from this machine" proves nothing. Runs shipped without one are steered
-  // through control requests in their runner's next ingest response (docs/control-data.md).
+  // repo_path steers local actions (stop signals the process recorded in that folder, resume, retry and verify run
+  // there), so a batch's repo_path is kept only for this server's own source and only when it names a project the
+  // operator registered (/v1/import or the `repos` setting): a CLI run in a registered project can be retried like
+  // one started here (issue 23 item 4), a planted folder gets nothing. Runs shipped without one are steered through
+  // control requests in their runner's next ingest response (docs/control-data.md).
+  const { deps } = ctx;
   for (const run of batch.runs) {
-    delete run.repo_path;
+    const path = run.repo_path;
+    if (!path || batch.source !== deps.settings.source || !isRegisteredProject(deps, path)) delete run.repo_path;
     delete run.pid;
   }
-  return json(200, applyBatch(ctx.deps, batch));
+  // A run the operator deleted stays deleted when its runner ships it again (issue 23 item 7): it, its events and
+  // its artifacts are dropped and named in "deleted", so the shipper knows.
+  const deleted = new Set(batch.runs.map((r) => r.run).filter((run) => deps.stores.deletedRuns.has(batch.source, run)));
+  for (const item of [...batch.events, ...batch.artifacts]) {
+    if (!deleted.has(item.run) && deps.stores.deletedRuns.has(batch.source, item.run)) deleted.add(item.run);
+  }
+  if (deleted.size === 0) return json(200, applyBatch(deps, batch));
+  const kept = {
+    ...batch,
+    runs: batch.runs.filter((r) => !deleted.has(r.run)),
+    events: batch.events.filter((e) => !deleted.has(e.run)),
+    artifacts: batch.artifacts.filter((a) => !deleted.has(a.run)),
+  };
+  return json(200, { ...applyBatch(deps, kept), deleted: [...deleted].sort() });
 };
 
 export const importRuns: Handler<ControlDeps> = async (ctx) => {

@@ -13,6 +13,7 @@ import { pageFrame } from '../runs-page-frame.ts';
 import { ReadThreadGoneError, type RunsPageReader } from '../runs-page-reader.ts';
 import { pendingAnswer, attempts } from '../run-detail.ts';
 import { actionRefusals } from '../action-rules.ts';
+import { isRegisteredProject } from '../projects.ts';
 
 const LIST_KEYS = ['verdict', 'repo', 'since', 'until', 'group_id', 'status', 'source', 'limit', 'cursor'] as const;
 
@@ -122,7 +123,7 @@ export const getRun: Handler<ControlDeps> = (ctx) => {
     .list(source, run)
     .map((a) => ({ path: a.path, content_type: a.content_type, size: a.size, sha256: a.sha256 }));
   return json(200, { ...runToJson(row), artifacts, pending_answer: pendingAnswer(stores, row),
-    attempts: attempts(stores, row), refusals: actionRefusals(row, settings.source) });
+    attempts: attempts(stores, row), refusals: actionRefusals(row, settings.source, (path) => isRegisteredProject(ctx.deps, path)) });
 };
 
 export const deleteRun: Handler<ControlDeps> = (ctx) => {
@@ -132,5 +133,7 @@ export const deleteRun: Handler<ControlDeps> = (ctx) => {
   if (outcome === 'active') {
     throw new HttpError('invalid_transition', `Run ${source}/${run} is still active; stop it before deleting`);
   }
+  // Remembered so its runner re-shipping it (`svc ship`) does not bring it back (issue 23 item 7).
+  ctx.deps.stores.deletedRuns.add(source, run, ctx.deps.clock());
   return json(200, { deleted: true });
 };

@@ -5,7 +5,8 @@ import { verifyChata } from '../verify.ts';
 import { readChata, CHATA_USAGE } from '../sources/chata.ts';
 import { isAllowedChataUrl } from '../notify-channels.ts';
 import { chataArgs } from '../args.ts';
-import { bodyKey, enqueue, mediaType, rawOf, requireValid, secretFor, skipped, type TCtx } from './common.ts';
+import { routeChat, takeRepoOption } from '../sources/repo-option.ts';
+import { bodyKey, enqueue, mediaType, rawOf, requireValid, secretFor, skipped, unserved, type TCtx } from './common.ts';
 
 function ephemeral(text: string, extra: Record<string, unknown> = {}): Reply {
   return json(200, { response_type: 'ephemeral', text, ...extra });
@@ -19,14 +20,25 @@ export async function receiveChata(ctx: TCtx): Promise<Reply> {
   const input = readChata(mediaType(ctx), raw, parseJsonObject);
   if (input.kind === 'challenge') return json(200, { challenge: input.challenge });
   if (input.kind === 'skip') return skipped(input.reason);
-  if (input.text === '') return ephemeral(CHATA_USAGE);
+  const option = takeRepoOption(input.text);
+  if (option.kind === 'bad') return ephemeral(`${option.reason}. Nothing was queued.`);
+  if (option.text === '') return ephemeral(CHATA_USAGE);
+  const routed = routeChat(ctx.deps.settings.repos, 'chata', input.channel, option.repo);
+  if (routed.kind === 'unserved') {
+    const reason = unserved(ctx, 'chata', routed.reason);
+    return ephemeral(`Not queued: ${reason}.`, { status: 'skipped', reason });
+  }
   // Reply target captured only after verification, and only for an https URL under the hooks prefix (spec).
   const prefix = ctx.deps.settings.notify.chataHooksPrefix;
   const reply = isAllowedChataUrl(input.responseUrl, prefix) ? { channel: 'chata', target: { response_url: input.responseUrl } } : undefined;
-  if (!reply && input.responseUrl) ctx.deps.log.warn('chata response_url ignored: not under CHATA_HOOKS_PREFIX', { request_id: ctx.requestId });
+  if (!reply && input.responseUrl) {
+    // Not under the prefix, or not as it reads once normalised (notify-channels.ts): the job runs, no summary goes.
+    ctx.deps.log.warn('chata response_url ignored: not under CHATA_HOOKS_PREFIX', { request_id: ctx.requestId });
+  }
+  const job = { brief: option.text, args: chataArgs(option.text) };
   return enqueue(
     ctx,
-    { origin: 'chata', brief: input.text, args: chataArgs(input.text), dedupeKeys: [bodyKey('chata', raw)], reply },
+    { origin: 'chata', repo: routed.repo.name, dedupeKeys: [bodyKey('chata', raw)], reply, job },
     {
       queued: (id) => ephemeral(`Queued job ${id}. You will get a summary here when its run ends.`),
       duplicate: (id) => json(200, { status: 'duplicate', response_type: 'ephemeral', text: `Already queued as job ${id}.` }),

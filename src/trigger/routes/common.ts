@@ -6,7 +6,7 @@ import type { Ctx } from '../../http/pipeline.ts';
 import type { TriggerDeps } from '../deps.ts';
 import type { RouteName } from '../secrets.ts';
 import type { VerifyResult } from '../verify.ts';
-import type { EnqueueRequest } from '../queue.ts';
+import type { EnqueueRequest, Origin, ReplyTarget } from '../queue.ts';
 
 export type TCtx = Ctx<TriggerDeps>;
 
@@ -46,6 +46,16 @@ export function skipped(reason: string): Reply {
   return json(200, { status: 'skipped', reason });
 }
 
+/**
+ * A delivery no served repository takes (issue 22): counted for GET /status and logged, never queued. Returns the
+ * reason for the route's 2xx "skipped" answer, which its vendor does not retry.
+ */
+export function unserved(ctx: TCtx, route: RouteName, reason: string): string {
+  ctx.deps.skips.count(route);
+  ctx.deps.log.info('delivery skipped: repository not served', { route, reason, request_id: ctx.requestId });
+  return reason;
+}
+
 export interface Replies {
   queued: (jobId: string) => Reply;
   duplicate?: (jobId: string) => Reply;
@@ -53,17 +63,60 @@ export interface Replies {
 
 export const accepted: Replies = { queued: (jobId) => json(202, { job_id: jobId, status: 'queued' }) };
 
-/** Commits dedupe keys, job and reply target together, then answers; 429 without a job id when the queue is full. */
-export async function enqueue(ctx: TCtx, request: EnqueueRequest, replies: Replies = accepted): Promise<Reply> {
+export interface JobText {
+  brief: string;
+  args: string[];
+}
+
+/**
+ * A delivery that passed its route's checks: what identifies it, and its job. `job` when building it cost nothing
+ * but the parse; `prepare` when it reads files or starts a child process, which then runs only after the cheap
+ * checks let it.
+ */
+export type Intake = {
+  origin: Origin;
+  /** The served repository (owner/name) the delivery was routed to. */
+  repo: string;
+  dedupeKeys: readonly string[];
+  reply?: ReplyTarget | undefined;
+} & ({ job: JobText } | { prepare: () => Promise<JobText> });
+
+function full(ctx: TCtx, origin: Origin): HttpError {
+  ctx.deps.log.warn('queue share full', { route: origin, request_id: ctx.requestId });
+  return new HttpError('too_many_requests', `The job queue has no room for /${origin} deliveries; try again later`, {
+    'retry-after': '30',
+  });
+}
+
+function duplicate(ctx: TCtx, origin: Origin, jobId: string, replies: Replies): Reply {
+  ctx.deps.log.info('duplicate delivery', { route: origin, job_id: jobId });
+  return replies.duplicate?.(jobId) ?? json(200, { status: 'duplicate' });
+}
+
+/**
+ * Cheap checks first (issue 21): a repeat or a delivery whose route's queue share is full is answered before
+ * `prepare` runs. Then dedupe keys, job and reply target commit together and the reply goes out; 429 without a job
+ * id when the share filled meanwhile.
+ */
+export async function enqueue(ctx: TCtx, intake: Intake, replies: Replies = accepted): Promise<Reply> {
+  const { origin, dedupeKeys, repo } = intake;
+  // A job that is ready costs nothing more before its transaction, which makes the same checks: no second look.
+  if ('job' in intake) return commit(ctx, { origin, repo, ...intake.job, dedupeKeys, reply: intake.reply }, replies);
+  const admission = await ctx.deps.queue.admit(origin, dedupeKeys);
+  if (admission.kind === 'full') throw full(ctx, origin);
+  if (admission.kind === 'duplicate') return duplicate(ctx, origin, admission.jobId, replies);
+  try {
+    const job = await intake.prepare();
+    return await commit(ctx, { origin, repo, ...job, dedupeKeys, reply: intake.reply }, replies);
+  } finally {
+    admission.release();
+  }
+}
+
+async function commit(ctx: TCtx, request: EnqueueRequest, replies: Replies): Promise<Reply> {
   const result = await ctx.deps.queue.enqueue(request);
-  if (result.kind === 'full') {
-    ctx.deps.log.warn('queue full', { route: request.origin, request_id: ctx.requestId });
-    throw new HttpError('too_many_requests', 'The job queue is full; try again later', { 'retry-after': '30' });
-  }
-  if (result.kind === 'duplicate') {
-    ctx.deps.log.info('duplicate delivery', { route: request.origin, job_id: result.jobId });
-    return replies.duplicate?.(result.jobId) ?? json(200, { status: 'duplicate' });
-  }
-  ctx.deps.log.info('job queued', { route: request.origin, job_id: result.jobId });
+  if (result.kind === 'full') throw full(ctx, request.origin);
+  if (result.kind === 'duplicate') return duplicate(ctx, request.origin, result.jobId, replies);
+  ctx.deps.log.info('job queued', { route: request.origin, job_id: result.jobId, repo: request.repo });
   return replies.queued(result.jobId);
 }

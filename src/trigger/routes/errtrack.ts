@@ -4,7 +4,7 @@ import type { Reply } from '../../http/respond.ts';
 import { verifyErrtrack } from '../verify.ts';
 import { readErrtrackAlert, buildErrtrackBrief } from '../sources/errtrack.ts';
 import { errtrackArgs } from '../args.ts';
-import { bodyKey, enqueue, header, rawOf, requireValid, secretFor, skipped, type TCtx } from './common.ts';
+import { bodyKey, enqueue, header, rawOf, requireValid, secretFor, skipped, unserved, type TCtx } from './common.ts';
 
 export async function receiveErrtrack(ctx: TCtx): Promise<Reply> {
   const secret = secretFor(ctx, 'errtrack');
@@ -12,6 +12,18 @@ export async function receiveErrtrack(ctx: TCtx): Promise<Reply> {
   requireValid(ctx, 'errtrack', verifyErrtrack(secret, raw, ctx.req.headers['errtrack-hook-signature']));
   const alert = readErrtrackAlert(header(ctx, 'errtrack-hook-resource'), parseJsonObject(raw));
   if ('skip' in alert) return skipped(alert.skip);
-  const brief = await buildErrtrackBrief(alert, ctx.deps.settings.repoDir);
-  return enqueue(ctx, { origin: 'errtrack', brief, args: errtrackArgs(brief), dedupeKeys: [bodyKey('errtrack', raw), alert.identityKey] });
+  const routed = ctx.deps.settings.repos.route('errtrack', alert.projectSlug);
+  if (routed.kind === 'unserved') return skipped(unserved(ctx, 'errtrack', routed.reason));
+  const served = routed.repo;
+  // The brief reads the routed checkout's deploy records and runs `git log` there: only after the cheap checks
+  // (dedupe, queue share) passed.
+  return enqueue(ctx, {
+    origin: 'errtrack',
+    repo: served.name,
+    dedupeKeys: [bodyKey('errtrack', raw), alert.identityKey],
+    prepare: async () => {
+      const brief = await buildErrtrackBrief(alert, served.checkout);
+      return { brief, args: errtrackArgs(brief) };
+    },
+  });
 }

@@ -9,6 +9,8 @@ import { jobJson } from '../queue.ts';
 import { JOB_ID } from '../job-id.ts';
 import { bodyKey, enqueue, secretFor, rawOf, type TCtx } from './common.ts';
 
+const JOBS_FIELDS = new Set(['brief', 'pr', 'request_id', 'repo']);
+
 function requireBearer(ctx: TCtx): void {
   const token = secretFor(ctx, 'jobs');
   const match = /^Bearer\s+(\S+)\s*$/i.exec(ctx.req.headers.authorization ?? '');
@@ -27,13 +29,32 @@ export function validateJobsBrief(value: unknown): string {
   return brief;
 }
 
+/**
+ * The served repository a `/jobs` body names, else the default one. A caller with the token is told exactly what is
+ * wrong (400), never routed somewhere it did not name (issue 22).
+ */
+function jobsRepo(ctx: TCtx, value: unknown): string {
+  const router = ctx.deps.settings.repos;
+  if (value === undefined) {
+    const fallback = router.entries.find((e) => e.isDefault);
+    if (!fallback) throw new HttpError('invalid_param', '"repo" is required: no served repository is the default');
+    return fallback.name;
+  }
+  if (typeof value !== 'string' || value.length > 200) {
+    throw new HttpError('invalid_param', '"repo" must be "owner/name"');
+  }
+  const repo = router.byName(value);
+  if (!repo) throw new HttpError('invalid_param', `"repo" names a repository that is not served: "${value}"`);
+  return repo.name;
+}
+
 export async function createJob(ctx: TCtx): Promise<Reply> {
   requireBearer(ctx);
   checkJsonContentType(ctx.req);
   const raw = rawOf(ctx);
   const body = parseJsonObject(raw);
   for (const key of Object.keys(body)) {
-    if (key !== 'brief' && key !== 'pr' && key !== 'request_id') throw new HttpError('invalid_param', `Unknown field "${key}"`);
+    if (!JOBS_FIELDS.has(key)) throw new HttpError('invalid_param', `Unknown field "${key.slice(0, 64)}"`);
   }
   const brief = validateJobsBrief(body.brief);
   if (body.pr !== undefined && typeof body.pr !== 'boolean') throw new HttpError('invalid_param', '"pr" must be a boolean');
@@ -41,7 +62,9 @@ export async function createJob(ctx: TCtx): Promise<Reply> {
   if (body.request_id !== undefined && (typeof body.request_id !== 'string' || body.request_id.length > 200)) {
     throw new HttpError('invalid_param', '"request_id" must be a string of at most 200 characters');
   }
-  return enqueue(ctx, { origin: 'jobs', brief, args: jobsArgs(brief, body.pr === true), dedupeKeys: [bodyKey('jobs', raw)] });
+  const repo = jobsRepo(ctx, body.repo);
+  const args = jobsArgs(brief, body.pr === true);
+  return enqueue(ctx, { origin: 'jobs', repo, dedupeKeys: [bodyKey('jobs', raw)], job: { brief, args } });
 }
 
 export function getJob(ctx: TCtx): Reply {

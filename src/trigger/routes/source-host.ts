@@ -2,18 +2,33 @@
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { verifySourceHost } from '../verify.ts';
-import { readSourceHost } from '../sources/source-host.ts';
+import { checkEventHeader, EventMismatchError, readSourceHost } from '../sources/source-host.ts';
+import { HttpError } from '../../http/http-error.ts';
 import { briefPrArgs } from '../args.ts';
-import { bodyKey, enqueue, header, rawOf, requireValid, secretFor, skipped, type TCtx } from './common.ts';
+import { bodyKey, enqueue, header, rawOf, requireValid, secretFor, skipped, unserved, type TCtx } from './common.ts';
 
 export async function receiveSourceHost(ctx: TCtx): Promise<Reply> {
   const secret = secretFor(ctx, 'webhook');
   const raw = rawOf(ctx);
   requireValid(ctx, 'webhook', verifySourceHost(secret, raw, ctx.req.headers['x-hub-signature-256']));
   const event = header(ctx, 'x-github-event') ?? '';
-  const input = readSourceHost(event, parseJsonObject(raw));
+  const body = parseJsonObject(raw);
+  try {
+    checkEventHeader(event, body);
+  } catch (err) {
+    if (!(err instanceof EventMismatchError)) throw err;
+    const reason = 'event header does not match the body';
+    ctx.deps.log.warn('webhook refused', { route: 'webhook', reason, request_id: ctx.requestId });
+    throw new HttpError('invalid_param', err.message);
+  }
+  const input = readSourceHost(event, body);
   if (input.kind === 'skip') return skipped(input.reason);
+  // The event names its repository: only that one, if served, ever takes it (issue 22).
+  const routed = ctx.deps.settings.repos.github(input.repository);
+  if (routed.kind === 'unserved') return skipped(unserved(ctx, 'webhook', routed.reason));
   const delivery = header(ctx, 'x-github-delivery')?.trim();
   const keys = [bodyKey('webhook', raw), ...(delivery ? [`webhook:delivery:${delivery.slice(0, 200)}`] : [])];
-  return enqueue(ctx, { origin: 'webhook', brief: input.brief, args: briefPrArgs(input.brief), dedupeKeys: keys });
+  const brief = input.brief;
+  const repo = routed.repo.name;
+  return enqueue(ctx, { origin: 'webhook', repo, dedupeKeys: keys, job: { brief, args: briefPrArgs(brief) } });
 }

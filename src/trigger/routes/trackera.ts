@@ -3,9 +3,10 @@ import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { verifyTrackeraSignature, checkTrackeraTimestamp } from '../verify.ts';
 import { readTrackera } from '../sources/trackera.ts';
-import { stageTrackeraSnapshot } from '../trackera-snapshot.ts';
+import { stageTrackeraSnapshot, type StagedSnapshot } from '../trackera-snapshot.ts';
 import { trackeraArgs } from '../args.ts';
-import { bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, type TCtx } from './common.ts';
+import { intakeDir } from '../repo-dirs.ts';
+import { bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, unserved, type TCtx } from './common.ts';
 
 export async function receiveTrackera(ctx: TCtx): Promise<Reply> {
   const secret = secretFor(ctx, 'trackera');
@@ -15,22 +16,30 @@ export async function receiveTrackera(ctx: TCtx): Promise<Reply> {
   requireValid(ctx, 'trackera', checkTrackeraTimestamp(body.webhookTimestamp, ctx.deps.clock()));
   const input = readTrackera(body);
   if (input.kind === 'skip') return skipped(input.reason);
-  // Staged before the commit, put in place in the same turn the job commits (before the runner can launch it).
-  const snapshot = await stageTrackeraSnapshot(ctx.deps.settings.repoDir, input.identifier, raw);
+  const routed = ctx.deps.settings.repos.route('trackera', input.teamKey);
+  if (routed.kind === 'unserved') return skipped(unserved(ctx, 'trackera', routed.reason));
+  const inbox = intakeDir(ctx.deps.settings.stateDir, routed.repo);
+  // Staged (a file write) only once the cheap checks passed, before the commit; put in place in the same turn the
+  // job commits (before the runner can launch it).
+  const identifier = input.identifier;
+  let snapshot: StagedSnapshot | undefined;
   try {
     return await enqueue(
       ctx,
       {
         origin: 'trackera',
-        brief: `trackera:${input.identifier}`,
-        args: trackeraArgs(input.identifier),
+        repo: routed.repo.name,
         dedupeKeys: [bodyKey('trackera', raw)],
-        reply: { channel: 'trackera', target: { issue_id: input.issueId, identifier: input.identifier } },
+        reply: { channel: 'trackera', target: { issue_id: input.issueId, identifier } },
+        prepare: async () => {
+          snapshot = await stageTrackeraSnapshot(inbox, identifier, raw);
+          return { brief: `trackera:${identifier}`, args: trackeraArgs(identifier) };
+        },
       },
       {
         queued: (jobId) => {
           try {
-            snapshot.keep(jobId);
+            snapshot?.keep(jobId);
           } catch (err) {
             // The job is committed: its run falls back to the newest snapshot or the tracker API (docs/trigger.md).
             const error = err instanceof Error ? err.message : 'unknown';
@@ -41,6 +50,6 @@ export async function receiveTrackera(ctx: TCtx): Promise<Reply> {
       },
     );
   } finally {
-    await snapshot.discard();
+    await snapshot?.discard();
   }
 }

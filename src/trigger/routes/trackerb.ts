@@ -5,7 +5,7 @@ import type { Reply } from '../../http/respond.ts';
 import { verifyTrackerb } from '../verify.ts';
 import { readTrackerb } from '../sources/trackerb.ts';
 import { briefPrArgs } from '../args.ts';
-import { bodyKey, enqueue, header, rawOf, requireValid, secretFor, skipped, type TCtx } from './common.ts';
+import { bodyKey, enqueue, header, rawOf, requireValid, secretFor, skipped, unserved, type TCtx } from './common.ts';
 
 export async function receiveTrackerb(ctx: TCtx): Promise<Reply> {
   const secret = secretFor(ctx, 'trackerb');
@@ -13,13 +13,16 @@ export async function receiveTrackerb(ctx: TCtx): Promise<Reply> {
   requireValid(ctx, 'trackerb', verifyTrackerb(secret, raw, ctx.req.headers['x-hub-signature']));
   const input = readTrackerb(parseJsonObject(raw), ctx.deps.settings.trackerbFilter);
   if (input.kind === 'skip') return skipped(input.reason);
+  const routed = ctx.deps.settings.repos.route('trackerb', input.project);
+  if (routed.kind === 'unserved') return skipped(unserved(ctx, 'trackerb', routed.reason));
   const delivery = header(ctx, 'x-vendorb-webhook-identifier')?.trim();
   const keys = [bodyKey('trackerb', raw), ...(delivery ? [`trackerb:delivery:${delivery.slice(0, 200)}`] : [])];
+  const brief = input.brief;
   return enqueue(ctx, {
     origin: 'trackerb',
-    brief: input.brief,
-    args: briefPrArgs(input.brief),
+    repo: routed.repo.name,
     dedupeKeys: keys,
     reply: { channel: 'trackerb', target: { issue_key: input.key } },
+    job: { brief, args: briefPrArgs(brief) },
   });
 }

@@ -3,7 +3,7 @@ import { describe } from '../../untrusted.ts';
 import { sanitizeBrief, DEFAULT_BRIEF_BYTES } from '../brief.ts';
 
 export type ChataInput =
-  | { kind: 'command'; text: string; responseUrl: string | null; user: string | null }
+  | { kind: 'command'; text: string; responseUrl: string | null; user: string | null; channel: string | null }
   | { kind: 'challenge'; challenge: string }
   | { kind: 'skip'; reason: string; eventId: string | null };
 
@@ -25,6 +25,7 @@ export function readChata(contentType: string, raw: Buffer, parseJsonObject: (b:
     text: chataText(form.get('text') ?? ''),
     responseUrl: form.get('response_url'),
     user: form.get('user_id'),
+    channel: form.get('channel_id') || null,
   };
 }
 

@@ -15,6 +15,13 @@ export interface ErrtrackAlert {
   release: string | null;
   environment: string | null;
   fileCandidates: string[];
+  /** The project's slug, which routes the alert to a served repository (errtrack=… in the repositories file). */
+  projectSlug: string | null;
+}
+
+/** An event carries its project only as a number; its API `url` names the slug: `/projects/<org>/<slug>/events/`. */
+function slugFromUrl(url: string | null): string | null {
+  return url ? (/\/projects\/[^/]+\/([^/?#]+)\/events\//.exec(url)?.[1] ?? null) : null;
 }
 
 type Obj = Record<string, unknown>;
@@ -66,6 +73,7 @@ export function readErrtrackAlert(resource: string | undefined, payload: Obj): E
       release,
       environment: text(event.environment) ?? tag(event, 'environment'),
       fileCandidates: [...frameFiles(event), ...[text(metadata.filename)].filter((x): x is string => x !== null)],
+      projectSlug: text(event.project_slug) ?? slugFromUrl(text(event.url)),
     };
   }
   if (issue && (resource === undefined || resource === 'issue')) {
@@ -79,19 +87,21 @@ export function readErrtrackAlert(resource: string | undefined, payload: Obj): E
       release: null,
       environment: null,
       fileCandidates: [text(metadata.filename)].filter((x): x is string => x !== null),
+      projectSlug: text(obj(issue.project)?.slug),
     };
   }
   return { skip: `resource "${resource ?? 'unknown'}" does not start a job` };
 }
 
-export async function buildErrtrackBrief(alert: ErrtrackAlert, repoDir: string): Promise<string> {
+/** The brief; `repoDir` (the routed checkout) adds the deploy line and culprit author, null for a managed clone. */
+export async function buildErrtrackBrief(alert: ErrtrackAlert, repoDir: string | null): Promise<string> {
   const parts = [`Fix errtrack ${alert.label}: ${alert.title}`];
   if (alert.culprit) parts.push(`culprit ${alert.culprit}`);
   if (alert.release) parts.push(`release ${alert.release}`);
   if (alert.environment) parts.push(`environment ${alert.environment}`);
-  const deploy = latestDeployLine(repoDir);
+  const deploy = repoDir ? latestDeployLine(repoDir) : null;
   if (deploy) parts.push(deploy);
-  const author = await culpritAuthor(repoDir, alert.fileCandidates);
+  const author = repoDir ? await culpritAuthor(repoDir, alert.fileCandidates) : null;
   if (author) parts.push(`last commit to ${author.file} by ${author.author}`);
   return sanitizeBrief(parts.join('; '), ERRTRACK_BRIEF_BYTES);
 }

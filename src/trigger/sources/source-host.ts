@@ -7,7 +7,10 @@ export const COMMENT_PREFIX = '/svc';
 // Anyone can open issues and comment on a public repository: only these associations may start work.
 const TRUSTED = new Set(['OWNER', 'MEMBER', 'COLLABORATOR']);
 
-export type SourceHostInput = { kind: 'job'; brief: string } | { kind: 'skip'; reason: string };
+/** `repository` is the event's repository.full_name, which alone routes it (served-repos.ts); null when absent. */
+export type SourceHostInput =
+  | { kind: 'job'; brief: string; repository: string | null }
+  | { kind: 'skip'; reason: string };
 
 type Obj = Record<string, unknown>;
 function obj(value: unknown): Obj {
@@ -21,16 +24,47 @@ function hasLabel(issue: Obj): boolean {
   return Array.isArray(issue.labels) && issue.labels.some((l) => obj(l).name === TRIGGER_LABEL);
 }
 
+/**
+ * The event a signed body is, by its shape: `issue_comment` carries an issue and a comment, `issues` an issue
+ * alone; anything else (a `pull_request` body has `pull_request` and no `issue`) is `other`.
+ */
+export function eventShape(body: Obj): 'issues' | 'issue_comment' | 'other' {
+  const isObj = (v: unknown): boolean => v !== null && typeof v === 'object' && !Array.isArray(v);
+  if (!isObj(body.issue) || isObj(body.pull_request)) return 'other';
+  return isObj(body.comment) ? 'issue_comment' : 'issues';
+}
+
+/** Thrown when the unsigned event header names an event the signed body is not (issue 21: a relabelled delivery). */
+export class EventMismatchError extends Error {
+  constructor(header: string, shape: string) {
+    const body = shape === 'other' ? 'neither an issue nor an issue-comment event' : `an "${shape}" event`;
+    super(`X-GitHub-Event "${header.slice(0, 64)}" does not match the signed body, which is ${body}`);
+    this.name = 'EventMismatchError';
+  }
+}
+
+/**
+ * The header is not signed, so an event svc acts on (`issues`, `issue_comment`) must agree with the signed body's
+ * shape. Other events are skipped whatever their body, so they are not checked (GitHub adds event types).
+ */
+export function checkEventHeader(event: string, body: Obj): void {
+  const shape = eventShape(body);
+  if ((event === 'issues' || event === 'issue_comment') && shape !== event) throw new EventMismatchError(event, shape);
+}
+
 export function readSourceHost(event: string, body: Obj): SourceHostInput {
   const issue = obj(body.issue);
   const repo = str(obj(body.repository).full_name);
+  const repository = repo === '' ? null : repo;
   const ref = `${repo}#${typeof issue.number === 'number' || typeof issue.number === 'string' ? issue.number : ''}`;
   const issueBrief = (): string => sanitizeBrief(`${ref} ${str(issue.title)}${issue.body ? ` — ${str(issue.body)}` : ''}`, DEFAULT_BRIEF_BYTES);
   if (event === 'issues') {
-    if (body.action === 'labeled' && obj(body.label).name === TRIGGER_LABEL) return { kind: 'job', brief: issueBrief() };
+    if (body.action === 'labeled' && obj(body.label).name === TRIGGER_LABEL) {
+      return { kind: 'job', brief: issueBrief(), repository };
+    }
     if (body.action === 'opened' && hasLabel(issue)) {
       if (!TRUSTED.has(str(issue.author_association))) return { kind: 'skip', reason: 'issue author may not start jobs' };
-      return { kind: 'job', brief: issueBrief() };
+      return { kind: 'job', brief: issueBrief(), repository };
     }
     return { kind: 'skip', reason: `issues.${str(body.action)} without the "${TRIGGER_LABEL}" label` };
   }
@@ -40,7 +74,8 @@ export function readSourceHost(event: string, body: Obj): SourceHostInput {
     if (!text.startsWith(COMMENT_PREFIX) || /^\/svc\S/.test(text)) return { kind: 'skip', reason: `comment does not start with ${COMMENT_PREFIX}` };
     if (!TRUSTED.has(str(comment.author_association))) return { kind: 'skip', reason: 'comment author may not start jobs' };
     const ask = text.slice(COMMENT_PREFIX.length);
-    return { kind: 'job', brief: sanitizeBrief(`${ref} ${str(issue.title)} — ${ask}`, DEFAULT_BRIEF_BYTES) };
+    const brief = sanitizeBrief(`${ref} ${str(issue.title)} — ${ask}`, DEFAULT_BRIEF_BYTES);
+    return { kind: 'job', brief, repository };
   }
   return { kind: 'skip', reason: `event "${event}" does not start a job` };
 }

@@ -4,7 +4,10 @@ import { obj, str, describe } from '../../untrusted.ts';
 
 import { TRACKERA_IDENTIFIER as IDENTIFIER } from '../trackera-snapshot.ts';
 
-export type TrackeraInput = { kind: 'issue'; identifier: string; issueId: string } | { kind: 'skip'; reason: string };
+/** `teamKey` routes the issue to a served repository (trackera=… in the repositories file). */
+export type TrackeraInput =
+  | { kind: 'issue'; identifier: string; issueId: string; teamKey: string | null }
+  | { kind: 'skip'; reason: string };
 
 /** `data.identifier`, else team key + number, else the `/issue/<ID>/` segment of the URL. */
 export function trackeraIdentifier(body: Record<string, unknown>): string | null {
@@ -22,5 +25,7 @@ export function readTrackera(body: Record<string, unknown>): TrackeraInput {
   const data = obj(body.data);
   const issueId = str(data.id);
   if (!identifier || !issueId) return { kind: 'skip', reason: 'issue event without an identifier' };
-  return { kind: 'issue', identifier, issueId };
+  // The team's key, else the identifier's prefix (ENG-123 is team ENG's issue 123).
+  const teamKey = str(obj(data.team).key) ?? /^([A-Za-z0-9_]+)-\d+$/.exec(identifier)?.[1] ?? null;
+  return { kind: 'issue', identifier, issueId, teamKey };
 }

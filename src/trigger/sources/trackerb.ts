@@ -12,7 +12,10 @@ export interface TrackerbFilter {
   labels: readonly string[];
 }
 
-export type TrackerbInput = { kind: 'job'; key: string; brief: string } | { kind: 'skip'; reason: string };
+/** `project` routes the issue to a served repository (trackerb=… in the repositories file). */
+export type TrackerbInput =
+  | { kind: 'job'; key: string; brief: string; project: string | null }
+  | { kind: 'skip'; reason: string };
 
 
 /** `trackerb:issue_created` in the spec; the real service says `jira:issue_created`: the part after the colon decides. */
@@ -64,5 +67,8 @@ export function readTrackerb(body: Obj, filter: TrackerbFilter): TrackerbInput {
   if (!labelled && !assigneeMatches(fields, filter.assignees)) return { kind: 'skip', reason: 'issue is not assigned to a configured user and has no configured label' };
   const summary = str(fields.summary) ?? '';
   const description = flattenAdf(fields.description);
-  return { kind: 'job', key, brief: sanitizeBrief(`${key}: ${summary}${description ? ` — ${description}` : ''}`, TRACKERB_BRIEF_BYTES) };
+  const brief = sanitizeBrief(`${key}: ${summary}${description ? ` — ${description}` : ''}`, TRACKERB_BRIEF_BYTES);
+  // The project's key, else the issue key's prefix (KAN-22 is project KAN's issue 22).
+  const project = str(obj(fields.project).key) ?? key.slice(0, key.lastIndexOf('-'));
+  return { kind: 'job', key, brief, project };
 }

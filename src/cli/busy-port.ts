@@ -1,0 +1,42 @@
+// What `svc control serve` and `svc trigger serve` say when their port is taken: who holds it, and what to do next.
+import { serverRecordFile, readServerRecordFile, isPidAlive } from '../client/server-record.ts';
+import { isHealthy } from './dashboard-launch.ts';
+
+/** The bind error node:net gives for a port another socket holds (matched by code, never by message text). */
+export function isAddressInUse(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && (err as NodeJS.ErrnoException).code === 'EADDRINUSE';
+}
+
+/** The port of a URL (its scheme's default when none is written), or null when it does not parse. */
+function portOf(url: string): number | null {
+  try {
+    const u = new URL(url);
+    return Number(u.port || (u.protocol === 'https:' ? 443 : 80));
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The message for a busy port. A live Control Plane recorded in ~/.svc/control/server.json on that port is named
+ * with its pid; else a server answering /health there is named as probably another svc; else another program.
+ * Every case ends with the way out: `--port 0` for a free port.
+ */
+export async function busyPortMessage(
+  server: 'control' | 'trigger', host: string, port: number, env: NodeJS.ProcessEnv,
+): Promise<string> {
+  const url = `http://${host.includes(':') && !host.startsWith('[') ? `[${host}]` : host}:${port}`;
+  const taken = `Port ${port} on ${host} is already in use`;
+  const wayOut = `or run this one on a free port: svc ${server} serve --port 0`;
+  if (server === 'control') {
+    const record = readServerRecordFile(serverRecordFile(env));
+    if (record && isPidAlive(record.pid) && portOf(record.url) === port) {
+      return `${taken}: a Control Plane already runs there (pid ${record.pid}, ${record.url}). Use it ` +
+        `(svc control status, svc dashboard), stop it (kill ${record.pid}), ${wayOut}`;
+    }
+  }
+  if (await isHealthy(url, 1_000)) {
+    return `${taken}: a server answers ${url}/health (another svc ${server} serve?). Use it, stop it, ${wayOut}`;
+  }
+  return `${taken} by another program. Stop it, ${wayOut}`;
+}

@@ -1,0 +1,52 @@
+// `svc gate serve`: the egress gate as its own server (docs/gate.md "svc gate serve"). svc's own runs start a gate per
+// run by themselves; this one is for Kubernetes job pods.
+import type { CliIo } from './io.ts';
+import { parseFlags, wantsHelp } from './io.ts';
+import { UsageError } from './usage-error.ts';
+
+const HELP = `Usage: svc gate serve [options]
+
+Runs the egress gate as an HTTP proxy (CONNECT, absolute-form HTTP, and
+/_model/<api>/… with the real key added): what Kubernetes job pods reach out
+through. Every connection is one JSON line on stdout.
+
+Options:
+  --host HOST      bind address (SVC_GATE_HOST, default 127.0.0.1); give
+                   0.0.0.0 only where a NetworkPolicy admits the run pods alone
+  --port PORT      port, 0 for any free one (SVC_GATE_PORT, default 3128)
+  --policy FILE    {"allow": [...], "deny": [...]} host patterns
+                   (SVC_GATE_POLICY_FILE; default: the model APIs only)
+  --help           this help
+
+Model keys come from the environment (ANTHROPIC_API_KEY, OPENAI_API_KEY,
+GEMINI_API_KEY, …), base URLs from ANTHROPIC_BASE_URL, OPENAI_BASE_URL,
+GOOGLE_GEMINI_BASE_URL. See docs/gate.md.
+`;
+
+export default async function gate(io: CliIo): Promise<number> {
+  const [sub, ...rest] = io.argv;
+  if (sub === undefined || sub === '--help' || sub === '-h' || sub === 'help') {
+    io.stdout(HELP);
+    return sub === undefined ? 2 : 0;
+  }
+  if (sub !== 'serve') throw new UsageError(`Unknown subcommand "${sub}" (expected "serve")`);
+  if (wantsHelp(rest)) {
+    io.stdout(HELP);
+    return 0;
+  }
+  const { values } = parseFlags(rest, { host: { type: 'string' }, port: { type: 'string' }, policy: { type: 'string' } }, false);
+  const portText = values.port ?? io.env.SVC_GATE_PORT ?? '3128';
+  if (!/^\d{1,5}$/.test(portText) || Number(portText) > 65535) throw new UsageError(`--port must be 0–65535, not "${portText}"`);
+  const { serveGateForever } = await import('../gate/main.ts');
+  const { GatePolicyError } = await import('../gate/policy.ts');
+  try {
+    return await serveGateForever({
+      host: values.host ?? io.env.SVC_GATE_HOST ?? '127.0.0.1',
+      port: Number(portText),
+      policyFile: values.policy ?? io.env.SVC_GATE_POLICY_FILE ?? null,
+    }, io.env, io.stdout);
+  } catch (err) {
+    if (err instanceof GatePolicyError || err instanceof SyntaxError) throw new UsageError(`Gate policy: ${err.message}`);
+    throw err;
+  }
+}

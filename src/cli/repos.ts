@@ -1,0 +1,104 @@
+// `svc repos list|add|remove`: edits the trigger server's served repositories file (docs/trigger.md). Every change
+// is checked as the server would check the whole file, and written atomically; nothing invalid is ever written.
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import type { CliIo } from './io.ts';
+import { parseFlags, wantsHelp } from './io.ts';
+import { CliError, UsageError } from './usage-error.ts';
+import { defaultReposFile } from '../trigger/settings.ts';
+import {
+  formatServedRepo, parseServedRepos, removeServedRepo, ReposFileError,
+} from '../trigger/served-repos-file.ts';
+import { checkoutProblems } from '../trigger/served-repos.ts';
+
+const HELP = `Usage: svc repos list [--file FILE]
+       svc repos add OWNER/NAME (checkout=DIR | clone=URL) [errtrack=SLUG,…] [trackera=TEAM,…]
+                     [trackerb=PROJECT,…] [chata=CHANNEL,…] [chatb=CHANNEL,…] [default] [--file FILE]
+       svc repos remove OWNER/NAME [--file FILE]
+
+Edits the repositories the trigger server serves, one line each. FILE: --file, else SVC_TRIGGER_REPOS,
+else ~/.svc/trigger/repos.conf. A bad entry is refused with its line and the reason. The server reads the
+file when it starts: restart it after a change. See docs/trigger.md "Served repositories".
+`;
+
+function readText(file: string): string | null {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw new CliError(`Cannot read ${file}: ${(err as Error).message}`);
+  }
+}
+
+function writeAtomically(file: string, text: string): void {
+  mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+  const temp = `${file}.${process.pid}.tmp`;
+  writeFileSync(temp, text.endsWith('\n') || text === '' ? text : `${text}\n`, { mode: 0o600 });
+  renameSync(temp, file);
+}
+
+/** The file's entries; an existing file that is already invalid is reported whole (exit 1): fix it first. */
+function entriesOf(file: string, text: string) {
+  try {
+    return parseServedRepos(text, file);
+  } catch (err) {
+    if (err instanceof ReposFileError) throw new CliError(err.message);
+    throw err;
+  }
+}
+
+function list(io: CliIo, file: string): number {
+  const text = readText(file);
+  if (text === null) throw new CliError(`No repositories file at ${file}: the server serves --repo DIR (or its cwd)`);
+  for (const entry of entriesOf(file, text)) io.stdout(`${formatServedRepo(entry)}\n`);
+  return 0;
+}
+
+/** The new entry is checked together with every line already there: names, checkouts and keys stay unique. */
+function add(io: CliIo, file: string, tokens: string[]): number {
+  if (tokens.length < 2) throw new UsageError('svc repos add needs OWNER/NAME and checkout=DIR or clone=URL');
+  // A relative checkout is relative to where the command runs, written down absolute.
+  const line = tokens.map((t) => (t.startsWith('checkout=') ? `checkout=${resolve(t.slice(9))}` : t)).join(' ');
+  const before = readText(file) ?? '';
+  const after = `${before}${before === '' || before.endsWith('\n') ? '' : '\n'}${line}\n`;
+  const lines = after.split(/\r?\n/);
+  let added;
+  try {
+    const entries = parseServedRepos(after, file);
+    added = entries[entries.length - 1]!;
+    const problems = checkoutProblems([added], lines);
+    if (problems.length) throw new ReposFileError(file, problems);
+  } catch (err) {
+    if (err instanceof ReposFileError) throw new UsageError(err.message);
+    throw err;
+  }
+  writeAtomically(file, after);
+  io.stdout(`Added ${formatServedRepo(added)}\nRestart the trigger server to serve it.\n`);
+  return 0;
+}
+
+function remove(io: CliIo, file: string, name: string | undefined): number {
+  if (!name) throw new UsageError('svc repos remove needs OWNER/NAME');
+  const text = readText(file);
+  if (text === null) throw new CliError(`No repositories file at ${file}`);
+  entriesOf(file, text);
+  const result = removeServedRepo(text, name, file);
+  if (!result.removed) throw new CliError(`"${name}" is not in ${file}`);
+  writeAtomically(file, result.text);
+  io.stdout(`Removed ${name}\nRestart the trigger server to stop serving it.\n`);
+  return 0;
+}
+
+export default async function repos(io: CliIo): Promise<number> {
+  if (wantsHelp(io.argv) || io.argv.length === 0) {
+    io.stdout(HELP);
+    return io.argv.length === 0 ? 2 : 0;
+  }
+  const { values, positionals } = parseFlags(io.argv, { file: { type: 'string' } });
+  const [sub, ...rest] = positionals;
+  const file = resolve(values.file ?? (io.env.SVC_TRIGGER_REPOS || defaultReposFile(io.env)));
+  if (sub === 'list' && rest.length === 0) return list(io, file);
+  if (sub === 'add') return add(io, file, rest);
+  if (sub === 'remove' && rest.length <= 1) return remove(io, file, rest[0]);
+  throw new UsageError(`Unknown or malformed subcommand "${sub ?? ''}" (expected list, add or remove)`);
+}

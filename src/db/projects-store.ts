@@ -1,0 +1,36 @@
+// projects: the repositories the operator registered (POST /v1/import). With the `repos` setting they are the only
+// places the Control Plane starts a process in (issue 20 item 6). Paths are stored as real paths (symlinks resolved).
+//
+// Methods other code relies on:
+//   add(path, now)  → true when the path was new
+//   has(path)       → whether that exact real path is registered
+//   list()          → every registered project, oldest first
+import type { Db } from './open.ts';
+
+export interface Project {
+  path: string;
+  registered_at: number;
+}
+
+export interface ProjectsStore {
+  add(path: string, now: number): boolean;
+  has(path: string): boolean;
+  list(): Project[];
+}
+
+export function createProjectsStore(db: Db): ProjectsStore {
+  const addStmt = db.prepare('INSERT INTO projects (path, registered_at) VALUES (?, ?) ON CONFLICT (path) DO NOTHING');
+  const hasStmt = db.prepare('SELECT 1 AS found FROM projects WHERE path = ?');
+  const listStmt = db.prepare('SELECT path, registered_at FROM projects ORDER BY registered_at, path');
+  return {
+    add(path, now) {
+      return Number(addStmt.run(path, now).changes) > 0;
+    },
+    has(path) {
+      return hasStmt.get(path) !== undefined;
+    },
+    list() {
+      return listStmt.all() as unknown as Project[];
+    },
+  };
+}

@@ -1,0 +1,110 @@
+// A run's egress gate (DESIGN §7a, docs/gate.md): started by the worker before the provider, outside the sandbox,
+// closed after the checks. It holds the model API keys read from svc's environment (the agent gets placeholders and a
+// base URL on the bridge), allows what the project's `network` policy allows plus the model APIs, and turns every
+// connection into evidence: an `egress` run event, the `egress.jsonl` artifact and the receipt's network summary.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { isIP } from 'node:net';
+import type { RunContext } from './run-context.ts';
+import type { Policy } from './policy.ts';
+import { startGate, type Gate } from '../gate/gate.ts';
+import { parseGatePolicy, parseHostPattern, type GatePolicy } from '../gate/policy.ts';
+import { MODEL_APIS, modelRoutesFromEnv, type ModelRoute } from '../gate/model-apis.ts';
+import { summarizeEgress, type EgressRecord, type EgressSummary } from '../gate/evidence.ts';
+import { sandboxGate, MODEL_BASE, PROXY_URL } from '../spawn/sandbox-network.ts';
+import type { SandboxGate } from '../spawn/bwrap-argv.ts';
+
+/** Where each model API's base URL is configured for svc, and the variable its CLI reads inside the sandbox. */
+const BASE_URLS: Record<string, { env: string; fallback?: string }> = {
+  anthropic: { env: 'ANTHROPIC_BASE_URL' },
+  // The OpenAI convention puts /v1 in the base URL; the CLI appends /responses or /chat/completions to it.
+  openai: { env: 'OPENAI_BASE_URL', fallback: 'https://api.openai.com/v1' },
+  gemini: { env: 'GOOGLE_GEMINI_BASE_URL' },
+};
+
+export interface RunGate {
+  /** What the sandbox plan binds in. */
+  sandbox: SandboxGate;
+  /** Added to every sandboxed child's environment: proxies, model base URLs and placeholder keys. */
+  env: Record<string, string>;
+  policy: Policy['network'];
+  summary(): EgressSummary;
+  close(): Promise<void>;
+}
+
+/** The model routes svc holds keys for, with the operator's base URLs (a self-hosted or test endpoint) applied. */
+function routesFor(env: NodeJS.ProcessEnv): ModelRoute[] {
+  const bases: Record<string, string> = {};
+  for (const [name, { env: variable, fallback }] of Object.entries(BASE_URLS)) {
+    const base = env[variable] || fallback;
+    if (base) bases[name] = base.replace(/\/+$/, '');
+  }
+  return modelRoutesFromEnv(env, { bases });
+}
+
+/** The project's patterns plus each model API's own origin, exactly (an address only with its port, as the rules say). */
+function gatePolicy(network: Policy['network'], routes: ModelRoute[]): GatePolicy {
+  const base = parseGatePolicy(network);
+  const own = routes.map((r) => {
+    const host = r.base.hostname.replace(/^\[|\]$/g, '');
+    const port = r.base.port || (r.base.protocol === 'https:' ? '443' : '80');
+    return parseHostPattern(isIP(host) === 6 ? `[${host}]:${port}` : `${host}:${port}`);
+  });
+  return { allow: [...base.allow, ...own], deny: base.deny };
+}
+
+/** The agent's side: every proxy variable names the bridge; each model CLI gets the bridge and a placeholder. */
+function agentEnv(routes: ModelRoute[], env: NodeJS.ProcessEnv): Record<string, string> {
+  const vars: Record<string, string> = {
+    HTTP_PROXY: PROXY_URL, HTTPS_PROXY: PROXY_URL, ALL_PROXY: PROXY_URL,
+    http_proxy: PROXY_URL, https_proxy: PROXY_URL, all_proxy: PROXY_URL,
+    NO_PROXY: 'localhost', no_proxy: 'localhost',
+    // Node's own http, https and fetch honour the proxy variables only when asked to.
+    NODE_USE_ENV_PROXY: '1',
+  };
+  // No real key stays in the agent's environment, whichever way svc was given it.
+  for (const api of Object.values(MODEL_APIS)) {
+    for (const variable of api.env) if (env[variable] !== undefined) vars[variable] = api.placeholder;
+  }
+  for (const route of routes) {
+    const api = MODEL_APIS[route.name];
+    const baseVar = BASE_URLS[route.name]?.env;
+    if (api) for (const variable of api.env) vars[variable] = api.placeholder;
+    if (baseVar) vars[baseVar] = `${MODEL_BASE}/${route.name}`;
+  }
+  return vars;
+}
+
+/** Starts the run's gate; its socket lives in a short private folder (a Unix socket path has ~107 bytes). */
+export async function openRunGate(ctx: RunContext, policy: Policy): Promise<RunGate> {
+  const routes = routesFor(ctx.env);
+  const folder = mkdtempSync('/tmp/svc-gate-');
+  const socket = join(folder, 'gate.sock');
+  const records: EgressRecord[] = [];
+  let gate: Gate;
+  try {
+    gate = await startGate({
+      policy: gatePolicy(policy.network, routes),
+      socketPath: socket,
+      models: routes,
+      onRecord: (record) => {
+        records.push(record);
+        ctx.event('egress', { ...record });
+      },
+    });
+  } catch (err) {
+    rmSync(folder, { recursive: true, force: true });
+    throw err;
+  }
+  return {
+    sandbox: sandboxGate(socket),
+    env: agentEnv(routes, ctx.env),
+    policy: policy.network,
+    summary: () => summarizeEgress(records),
+    async close() {
+      await gate.close();
+      ctx.saveArtifact('egress.jsonl', records.map((r) => JSON.stringify(r)).join('\n') + (records.length ? '\n' : ''));
+      rmSync(folder, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,147 @@
+// Every connection through the egress gate is evidence (issue 20 §5): one record per CONNECT tunnel, plain-HTTP
+// request or model API request, allowed or denied. This file owns the record's shape, the `egress.jsonl` writer
+// and reader, and the summary a receipt carries. It never records paths, headers or bodies: hosts and counts only.
+import { createWriteStream, readFileSync, existsSync } from 'node:fs';
+import { obj, str } from '../untrusted.ts';
+
+export interface EgressRecord {
+  /** ISO time the request reached the gate. */
+  time: string;
+  /** connect: a CONNECT tunnel (TLS); http: an absolute-form plain HTTP request; model: `/_model/<name>/...`. */
+  kind: 'connect' | 'http' | 'model';
+  host: string;
+  port: number;
+  /** The HTTP method, for http and model requests (a tunnel's content is opaque). */
+  method: string | null;
+  /** The model API name, for model requests. */
+  model: string | null;
+  decision: 'allowed' | 'denied';
+  /** The pattern that decided: the allow entry, or the deny entry; null when no entry matched. */
+  rule: string | null;
+  /** Why it was denied, or why an allowed connection failed; null when it went through. */
+  reason: string | null;
+  /** The address the gate checked and connected to (or refused). */
+  address: string | null;
+  /** The status the client got, for http and model requests and refusals. */
+  status: number | null;
+  /** Bytes sent to and received from the destination, on the wire (TLS records included for model requests). */
+  bytesUp: number;
+  bytesDown: number;
+  /** From arrival to the end of the connection. */
+  ms: number;
+}
+
+export interface EgressLog {
+  write(record: EgressRecord): void;
+  /** Flushes and closes the file. */
+  close(): Promise<void>;
+}
+
+/** Appends records as JSON lines to `path` (created if missing). */
+export function createEgressLog(path: string): EgressLog {
+  const stream = createWriteStream(path, { flags: 'a', mode: 0o600 });
+  // A write error must not take the gate down; it surfaces when close() is awaited.
+  let failure: Error | null = null;
+  stream.on('error', (err) => (failure = err));
+  return {
+    write: (record) => void stream.write(JSON.stringify(record) + '\n'),
+    close: () =>
+      new Promise((resolve, reject) => {
+        stream.end(() => (failure ? reject(failure) : resolve()));
+      }),
+  };
+}
+
+function num(value: unknown): number {
+  return typeof value === 'number' && Number.isFinite(value) ? value : 0;
+}
+
+function oneOf<T extends string>(value: unknown, allowed: readonly T[], fallback: T): T {
+  return allowed.find((a) => a === value) ?? fallback;
+}
+
+/** The records of an `egress.jsonl`; lines that do not parse are skipped (a crash can cut the last one short). */
+export function readEgressLog(path: string): EgressRecord[] {
+  if (!existsSync(path)) return [];
+  const records: EgressRecord[] = [];
+  for (const line of readFileSync(path, 'utf8').split('\n')) {
+    if (line === '') continue;
+    let value: unknown;
+    try {
+      value = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    const o = obj(value);
+    records.push({
+      time: str(o.time) ?? '', kind: oneOf(o.kind, ['connect', 'http', 'model'] as const, 'connect'),
+      host: str(o.host) ?? '', port: num(o.port), method: str(o.method), model: str(o.model),
+      decision: oneOf(o.decision, ['allowed', 'denied'] as const, 'denied'), rule: str(o.rule),
+      reason: str(o.reason), address: str(o.address), status: typeof o.status === 'number' ? o.status : null,
+      bytesUp: num(o.bytesUp), bytesDown: num(o.bytesDown), ms: num(o.ms),
+    });
+  }
+  return records;
+}
+
+export interface EgressHost {
+  host: string;
+  port: number;
+  allowed: number;
+  denied: number;
+  bytesUp: number;
+  bytesDown: number;
+}
+
+export interface EgressDenial {
+  host: string;
+  port: number;
+  reason: string;
+  count: number;
+}
+
+export interface EgressSummary {
+  connections: number;
+  allowed: number;
+  denied: number;
+  bytesUp: number;
+  bytesDown: number;
+  /** Every destination asked for, most connections first. */
+  hosts: EgressHost[];
+  /** Each distinct refusal, most frequent first. */
+  denials: EgressDenial[];
+}
+
+/** What a receipt says about a run's network: who it talked to, how much, and what it was refused. */
+export function summarizeEgress(records: readonly EgressRecord[]): EgressSummary {
+  const hosts = new Map<string, EgressHost>();
+  const denials = new Map<string, EgressDenial>();
+  const summary: EgressSummary = {
+    connections: 0, allowed: 0, denied: 0, bytesUp: 0, bytesDown: 0, hosts: [], denials: [],
+  };
+  for (const r of records) {
+    summary.connections += 1;
+    summary.bytesUp += r.bytesUp;
+    summary.bytesDown += r.bytesDown;
+    const key = `${r.host}\u0000${r.port}`;
+    const host = hosts.get(key) ?? { host: r.host, port: r.port, allowed: 0, denied: 0, bytesUp: 0, bytesDown: 0 };
+    hosts.set(key, host);
+    host.bytesUp += r.bytesUp;
+    host.bytesDown += r.bytesDown;
+    if (r.decision === 'allowed') {
+      summary.allowed += 1;
+      host.allowed += 1;
+      continue;
+    }
+    summary.denied += 1;
+    host.denied += 1;
+    const reason = r.reason ?? 'denied';
+    const dkey = `${key}\u0000${reason}`;
+    const denial = denials.get(dkey) ?? { host: r.host, port: r.port, reason, count: 0 };
+    denials.set(dkey, denial);
+    denial.count += 1;
+  }
+  summary.hosts = [...hosts.values()].sort((a, b) => b.allowed + b.denied - (a.allowed + a.denied));
+  summary.denials = [...denials.values()].sort((a, b) => b.count - a.count);
+  return summary;
+}

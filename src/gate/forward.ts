@@ -1,0 +1,154 @@
+// The gate's HTTP requests: absolute-form plain HTTP (`GET http://host/path`, forwarded as is) and the model API
+// mode (`/_model/<name>/...` from a CLI whose base URL is the bridge, forwarded over TLS with the real key in
+// place of whatever credential the client sent). Bodies stream both ways; nothing is buffered.
+import { request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import { connect as tlsConnect } from 'node:tls';
+import type { Duplex } from 'node:stream';
+import { BadHostError, parseAuthority, type Destination } from './host.ts';
+import { decide } from './decide.ts';
+import { refuse, type GateContext } from './context.ts';
+import { CREDENTIAL_HEADERS } from './model-apis.ts';
+import type { EgressRecord } from './evidence.ts';
+
+// RFC 9110 §7.6.1: connection-specific fields are not forwarded; proxy-* are for us; host is set from the target.
+const HOP_BY_HOP = new Set([
+  'connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer',
+  'transfer-encoding', 'upgrade', 'host',
+]);
+const MODEL_DROP = new Set([...HOP_BY_HOP, ...CREDENTIAL_HEADERS]);
+
+/** rawHeaders without the dropped names and without any the Connection header lists. */
+function keepHeaders(raw: readonly string[], drop: ReadonlySet<string>): string[] {
+  const listed = new Set<string>();
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i]?.toLowerCase() === 'connection') {
+      for (const token of (raw[i + 1] ?? '').split(',')) listed.add(token.trim().toLowerCase());
+    }
+  }
+  const out: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = (raw[i] ?? '').toLowerCase();
+    if (!drop.has(name) && !listed.has(name)) out.push(raw[i] ?? '', raw[i + 1] ?? '');
+  }
+  return out;
+}
+
+interface Plan {
+  dest: Destination;
+  path: string;
+  headers: string[];
+  /** Set for the model mode over https: the name the certificate must carry. */
+  tls: { host: string } | null;
+}
+
+export async function handleRequest(ctx: GateContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const started = Date.now();
+  const url = req.url ?? '';
+  const base: EgressRecord = {
+    time: new Date(started).toISOString(), kind: url.startsWith('/_model/') ? 'model' : 'http', host: '', port: 0,
+    method: req.method ?? null, model: null, decision: 'denied', rule: null, reason: null, address: null,
+    status: null, bytesUp: 0, bytesDown: 0, ms: 0,
+  };
+  const deny = (status: number, reason: string, extra: Partial<EgressRecord> = {}): void => {
+    req.resume();
+    refuse(res, status, reason);
+    ctx.record({ ...base, ...extra, reason, status, ms: Date.now() - started });
+  };
+  let plan: Plan;
+  try {
+    const planned = base.kind === 'model' ? planModel(ctx, url, req.rawHeaders) : planPlain(url, req.rawHeaders);
+    if (typeof planned === 'string') return deny(planned.startsWith('no model API') ? 403 : 400, planned);
+    plan = planned.plan;
+    base.model = planned.model;
+  } catch (err) {
+    if (err instanceof BadHostError) return deny(400, err.message);
+    throw err;
+  }
+  base.host = plan.dest.host;
+  base.port = plan.dest.port;
+  const decision = await decide(plan.dest, ctx.policy, ctx.resolve);
+  if (!decision.allowed) return deny(403, decision.reason, { rule: decision.rule, address: decision.address });
+  if (!res.socket || res.socket.destroyed) {
+    ctx.record({ ...base, decision: 'allowed', rule: decision.rule, address: decision.address,
+      reason: 'client went away before the connection opened', ms: Date.now() - started });
+    return;
+  }
+  send(ctx, req, res, plan, decision.address, (extra) =>
+    ctx.record({ ...base, decision: 'allowed', rule: decision.rule, address: decision.address, ...extra,
+      ms: Date.now() - started }),
+  );
+}
+
+function planPlain(url: string, raw: readonly string[]): { plan: Plan; model: null } | string {
+  if (!/^http:\/\//i.test(url)) {
+    return /^https:/i.test(url) ? 'https goes through CONNECT' : 'not a proxy request (CONNECT, http:// or /_model/)';
+  }
+  let target: URL;
+  try {
+    target = new URL(url);
+  } catch {
+    return 'the request target is not a URL';
+  }
+  if (target.username || target.password) return 'a URL with userinfo is refused';
+  const dest = parseAuthority(target.host, 80);
+  const headers = [...keepHeaders(raw, HOP_BY_HOP), 'host', target.host];
+  return { plan: { dest, path: target.pathname + target.search, headers, tls: null }, model: null };
+}
+
+function planModel(ctx: GateContext, url: string, raw: readonly string[]): { plan: Plan; model: string } | string {
+  const match = /^\/_model\/([a-z0-9-]+)(\/.*|\?.*)?$/.exec(url);
+  const route = match ? ctx.models.get(match[1] ?? '') : undefined;
+  if (!match || !route) return `no model API "${(match?.[1] ?? url).slice(0, 60)}" is configured`;
+  const https = route.base.protocol === 'https:';
+  const dest = parseAuthority(route.base.host, https ? 443 : 80);
+  const rest = match[2] ?? '';
+  const path = route.base.pathname.replace(/\/$/, '') + (rest.startsWith('?') ? `/${rest}` : rest);
+  const headers = [...keepHeaders(raw, MODEL_DROP), 'host', route.base.host, route.header, route.value];
+  return { plan: { dest, path: path || '/', headers, tls: https ? { host: dest.host } : null }, model: route.name };
+}
+
+function send(
+  ctx: GateContext, req: IncomingMessage, res: ServerResponse, plan: Plan, address: string,
+  record: (extra: Partial<EgressRecord>) => void,
+): void {
+  const raw = ctx.connect(address, plan.dest.port);
+  const socket: Duplex = plan.tls
+    ? tlsConnect({
+      socket: raw, host: plan.tls.host, servername: plan.dest.literal ? undefined : plan.tls.host, ca: ctx.ca,
+    })
+    : raw;
+  let failure: string | null = null;
+  let recorded = false;
+  raw.setTimeout(ctx.limits.connectTimeoutMs);
+  raw.once('connect', () => raw.setTimeout(ctx.limits.idleMs));
+  const upstream = httpRequest({
+    createConnection: () => socket, method: req.method, path: plan.path, headers: plan.headers, setHost: false,
+  });
+  const fail = (status: number, reason: string): void => {
+    failure ??= reason;
+    if (res.headersSent) res.destroy();
+    else refuse(res, status, reason);
+  };
+  raw.on('timeout', () => {
+    fail(raw.connecting ? 504 : 502, raw.connecting ? 'the destination did not answer' : 'idle timeout');
+    upstream.destroy();
+  });
+  raw.on('error', (err: NodeJS.ErrnoException) => upstream.destroy(err));
+  upstream.on('error', (err: NodeJS.ErrnoException) => {
+    fail(502, `cannot reach the destination (${err.code ?? 'error'})`);
+  });
+  upstream.on('response', (answer) => {
+    res.writeHead(answer.statusCode ?? 502, answer.statusMessage, keepHeaders(answer.rawHeaders, HOP_BY_HOP));
+    res.flushHeaders();
+    answer.pipe(res);
+    answer.on('error', () => res.destroy());
+  });
+  req.pipe(upstream);
+  res.on('close', () => {
+    if (recorded) return;
+    recorded = true;
+    upstream.destroy();
+    raw.destroy();
+    record({ status: res.statusCode, reason: failure, bytesUp: raw.bytesWritten, bytesDown: raw.bytesRead });
+  });
+}

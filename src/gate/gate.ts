@@ -1,0 +1,135 @@
+// The egress gate (DESIGN §7a, issue 20): an HTTP proxy svc runs outside the sandbox, listening on a Unix socket
+// that is the sandbox's only route out. It decides every destination by policy and by resolved address, holds
+// the model API keys, and records every connection. It must never connect to a name: only to a checked address.
+import { createServer, type Server } from 'node:http';
+import type { Socket } from 'node:net';
+import { chmodSync, rmSync } from 'node:fs';
+import { handleConnect } from './tunnel.ts';
+import { handleRequest } from './forward.ts';
+import {
+  DEFAULT_LIMITS, refuse, refuseRaw, tcpConnect, type ConnectFn, type GateContext, type GateLimits,
+} from './context.ts';
+import { systemResolver, type Resolver } from './decide.ts';
+import type { GatePolicy } from './policy.ts';
+import type { ModelRoute } from './model-apis.ts';
+import type { EgressRecord } from './evidence.ts';
+import { createLogger, type Logger } from '../log.ts';
+
+export interface GateOptions {
+  policy: GatePolicy;
+  /** The bridge: a Unix socket path (created; an old file there is replaced). */
+  socketPath?: string;
+  /** Also listen on TCP (port 0 = any): tests, the bench, and `svc gate serve` for pods; never for a sandbox. */
+  tcpPort?: number;
+  /** The TCP listener's address (default 127.0.0.1); `svc gate serve --host` only. */
+  tcpHost?: string;
+  models?: readonly ModelRoute[];
+  /** Every record, as the connection ends (or at once, when refused). */
+  onRecord?: (record: EgressRecord) => void;
+  resolve?: Resolver;
+  connect?: ConnectFn;
+  /** Trust for TLS model upstreams instead of the system roots: test servers only. */
+  ca?: GateContext['ca'];
+  limits?: Partial<GateLimits>;
+  /** Where the gate's own faults go (never a record's content, never a key). */
+  log?: Logger;
+}
+
+export interface Gate {
+  socketPath: string | null;
+  /** The TCP port when `tcpPort` was given, else null. */
+  port: number | null;
+  /** Closes the listeners and every open connection. */
+  close(): Promise<void>;
+}
+
+function createGateServer(ctx: GateContext, sockets: Set<Socket>, log: Logger): Server {
+  const server = createServer({ maxHeaderSize: ctx.limits.maxHeaderBytes, noDelay: true });
+  server.headersTimeout = Math.min(ctx.limits.idleMs, 30_000);
+  server.requestTimeout = 0; // a model request body may stream for a while; idle timeouts bound it instead
+  server.on('connection', (socket: Socket) => {
+    if (sockets.size >= ctx.limits.maxConnections) {
+      socket.destroy();
+      return;
+    }
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  const onError = (err: unknown, where: () => void): void => {
+    log.error('gate internal error', { error: err instanceof Error ? err.message : String(err) });
+    where();
+  };
+  server.on('request', (req, res) => {
+    handleRequest(ctx, req, res).catch((err) => onError(err, () => refuse(res, 502, 'internal error')));
+  });
+  server.on('connect', (req, socket, head) => {
+    handleConnect(ctx, req, socket, head).catch((err) => onError(err, () => refuseRaw(socket, 502, 'internal error')));
+  });
+  server.on('upgrade', (_req, socket) => refuseRaw(socket, 403, 'protocol upgrades are not forwarded'));
+  server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+    const tooBig = err.code === 'HPE_HEADER_OVERFLOW';
+    if (socket.writable) refuseRaw(socket, tooBig ? 431 : 400, tooBig ? 'request head too large' : 'malformed request');
+    else socket.destroy();
+  });
+  return server;
+}
+
+function listen(server: Server, where: string | number, host = '127.0.0.1'): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    const done = (): void => {
+      server.off('error', reject);
+      resolve();
+    };
+    if (typeof where === 'string') server.listen(where, done);
+    else server.listen(where, host, done);
+  });
+}
+
+export async function startGate(options: GateOptions): Promise<Gate> {
+  const records = options.onRecord ?? (() => {});
+  const log = options.log ?? createLogger('gate');
+  const ctx: GateContext = {
+    policy: options.policy,
+    resolve: options.resolve ?? systemResolver,
+    connect: options.connect ?? tcpConnect,
+    models: new Map((options.models ?? []).map((m) => [m.name, m])),
+    ca: options.ca,
+    limits: { ...DEFAULT_LIMITS, ...options.limits },
+    record: (r) => {
+      try {
+        records(r);
+      } catch {
+        // The evidence sink's failure must not break a connection; the writer surfaces its own errors.
+      }
+    },
+  };
+  const sockets = new Set<Socket>();
+  const servers: Server[] = [];
+  const gate: Gate = { socketPath: options.socketPath ?? null, port: null, close: async () => {} };
+  try {
+    if (options.socketPath !== undefined) {
+      rmSync(options.socketPath, { force: true });
+      const server = createGateServer(ctx, sockets, log);
+      servers.push(server);
+      await listen(server, options.socketPath);
+      chmodSync(options.socketPath, 0o600);
+    }
+    if (options.tcpPort !== undefined) {
+      const server = createGateServer(ctx, sockets, log);
+      servers.push(server);
+      await listen(server, options.tcpPort, options.tcpHost);
+      const address = server.address();
+      gate.port = typeof address === 'object' && address ? address.port : null;
+    }
+  } catch (err) {
+    for (const s of servers) s.close();
+    throw err;
+  }
+  gate.close = async () => {
+    const closed = servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve())));
+    for (const socket of sockets) socket.destroy();
+    await Promise.all(closed);
+  };
+  return gate;
+}

@@ -1,0 +1,98 @@
+// The model APIs the gate can hold keys for (issue 20 §4): where each lives, which header carries its key, and
+// the environment variables svc reads the key from (once, at start — the agent never sees them). A CLI inside the
+// sandbox is pointed at `http://127.0.0.1:<port>/_model/<name>` with a placeholder key; the gate forwards to `base`
+// and puts the real key in `header`, for that host only.
+import { isIP } from 'node:net';
+import { refusedRange } from './address.ts';
+import { GatePolicyError } from './policy.ts';
+
+export interface ModelApi {
+  /** Upstream origin (and optional path prefix), https: unless a loopback test server. */
+  base: string;
+  /** Header that carries the key; its value is `prefix + key`. */
+  header: string;
+  prefix: string;
+  /** Environment variables holding the key, first found wins. */
+  env: readonly string[];
+  /** What the agent's environment gets instead of the key. */
+  placeholder: string;
+}
+
+const bearer = (base: string, env: string[]): ModelApi => ({
+  base, header: 'authorization', prefix: 'Bearer ', env, placeholder: 'svc-gate-placeholder',
+});
+
+/** The built-in table; opencode's providers are rows here too, so adding one is one line. */
+export const MODEL_APIS: Readonly<Record<string, ModelApi>> = {
+  anthropic: {
+    base: 'https://api.anthropic.com', header: 'x-api-key', prefix: '', env: ['ANTHROPIC_API_KEY'],
+    placeholder: 'sk-ant-svc-gate-placeholder',
+  },
+  openai: { ...bearer('https://api.openai.com', ['OPENAI_API_KEY']), placeholder: 'sk-svc-gate-placeholder' },
+  gemini: {
+    base: 'https://generativelanguage.googleapis.com', header: 'x-goog-api-key', prefix: '',
+    env: ['GEMINI_API_KEY', 'GOOGLE_API_KEY'], placeholder: 'svc-gate-placeholder',
+  },
+  openrouter: bearer('https://openrouter.ai', ['OPENROUTER_API_KEY']),
+  groq: bearer('https://api.groq.com', ['GROQ_API_KEY']),
+  mistral: bearer('https://api.mistral.ai', ['MISTRAL_API_KEY']),
+  deepseek: bearer('https://api.deepseek.com', ['DEEPSEEK_API_KEY']),
+  xai: bearer('https://api.x.ai', ['XAI_API_KEY']),
+};
+
+/** Headers a client might carry a credential in; all are dropped before the real one is added. */
+export const CREDENTIAL_HEADERS: readonly string[] = [
+  'authorization', 'proxy-authorization', 'x-api-key', 'x-goog-api-key', 'api-key', 'cookie',
+];
+
+/** One model API the running gate serves, with its real key. */
+export interface ModelRoute {
+  name: string;
+  /** Parsed upstream base; its host and port go through the policy and address rules like any destination. */
+  base: URL;
+  header: string;
+  value: string;
+}
+
+/**
+ * Routes for the given names (or every name of the table) whose key is in `env`, with `bases` overriding the
+ * upstream (tests and self-hosted endpoints). Reads `env` once; the caller passes a snapshot.
+ */
+export function modelRoutesFromEnv(
+  env: Readonly<Record<string, string | undefined>>,
+  opts: { names?: readonly string[]; bases?: Readonly<Record<string, string>>; table?: Record<string, ModelApi> } = {},
+): ModelRoute[] {
+  const table = opts.table ?? MODEL_APIS;
+  const routes: ModelRoute[] = [];
+  for (const name of opts.names ?? Object.keys(table)) {
+    const api = table[name];
+    if (!api) throw new GatePolicyError(name, 'is not a known model API');
+    const key = api.env.map((v) => env[v]).find((v) => v !== undefined && v !== '');
+    if (key === undefined) continue;
+    routes.push(modelRoute(name, opts.bases?.[name] ?? api.base, api.header, api.prefix + key));
+  }
+  return routes;
+}
+
+/**
+ * One route, checked: https: anywhere, plain http: only to a loopback IP literal (a local test or model server) —
+ * a key never crosses a network in clear text.
+ */
+export function modelRoute(name: string, base: string, header: string, value: string): ModelRoute {
+  if (!/^[a-z0-9][a-z0-9-]{0,40}$/.test(name)) throw new GatePolicyError(name, 'is not a model API name');
+  let url: URL;
+  try {
+    url = new URL(base);
+  } catch {
+    throw new GatePolicyError(base, 'is not a URL');
+  }
+  if (url.username || url.password || url.search || url.hash) {
+    throw new GatePolicyError(base, 'a model API base is an origin with an optional path');
+  }
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  const loopback = isIP(host) !== 0 && (refusedRange(host) ?? '').includes('loopback');
+  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && loopback)) {
+    throw new GatePolicyError(base, 'a model API is reached over https (plain http only to a loopback address)');
+  }
+  return { name, base: url, header: header.toLowerCase(), value };
+}

@@ -1,0 +1,65 @@
+// The system part of every sandbox view (DESIGN §7a): the folders programs are installed in, read-only, and of /etc
+// only the entries programs need to run, resolve names and trust certificates. Everything else of the host (/home,
+// /root, /var, /run, /srv, /opt, /etc's credentials and service configuration) is simply not there.
+import { lstatSync, readlinkSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+
+/** Folders that hold programs and libraries (symbolic links in a merged-/usr system). */
+const SYSTEM_FOLDERS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
+
+/**
+ * /etc entries a program may need: users and groups by name (no password hashes: those are in shadow, not here),
+ * name resolution, certificates, the dynamic linker's cache, time zone, locale, terminal and MIME data, and the
+ * system-wide git config. Not here: shadow, sudoers, ssh, ssl private keys of services, npmrc and pip.conf (they can
+ * hold registry tokens), environment, and anything an operator put there for svc.
+ */
+const ETC_ENTRIES = [
+  'passwd', 'group', 'hosts', 'hostname', 'host.conf', 'nsswitch.conf', 'resolv.conf', 'gai.conf', 'networks',
+  'protocols', 'services', 'ssl/certs', 'ca-certificates', 'ca-certificates.conf', 'pki/tls/certs', 'pki/ca-trust',
+  'crypto-policies', 'alternatives', 'ld.so.cache', 'ld.so.conf', 'ld.so.conf.d', 'localtime', 'timezone',
+  'os-release', 'debian_version', 'lsb-release', 'locale.alias', 'locale.conf', 'mime.types', 'magic', 'magic.mime',
+  'inputrc', 'terminfo', 'gitconfig', 'shells', 'bash.bashrc', 'profile', 'xattr.conf', 'java-17-openjdk',
+  'python3', 'fonts', 'mtab',
+];
+
+function kindOf(path: string): 'dir' | 'link' | 'file' | null {
+  try {
+    const stat = lstatSync(path);
+    return stat.isSymbolicLink() ? 'link' : stat.isDirectory() ? 'dir' : 'file';
+  } catch {
+    return null;
+  }
+}
+
+function linksIntoView(link: string): boolean {
+  const target = resolve(dirname(link), readlinkSync(link));
+  return target.startsWith('/proc/') || isSystemPath(target);
+}
+
+let cached: string[] | null = null;
+
+/** bwrap arguments that make the system view; read from the host once per process. */
+export function systemView(): string[] {
+  if (cached) return cached;
+  const argv: string[] = [];
+  for (const folder of SYSTEM_FOLDERS) {
+    const kind = kindOf(folder);
+    if (kind === 'link') argv.push('--symlink', readlinkSync(folder), folder);
+    else if (kind === 'dir') argv.push('--ro-bind', folder, folder);
+  }
+  for (const entry of ETC_ENTRIES) {
+    const path = `/etc/${entry}`;
+    const kind = kindOf(path);
+    // A link into the view (/etc/mtab → /proc, /etc/localtime → /usr/share) stays a link; one out of it (resolv.conf
+    // → /run/…) is bound as the file it names, since its target folder is not in the view.
+    if (kind === 'link' && linksIntoView(path)) argv.push('--symlink', readlinkSync(path), path);
+    else if (kind) argv.push('--ro-bind', path, path);
+  }
+  cached = argv;
+  return argv;
+}
+
+/** True for a path the system view already shows (no need to bind it again). */
+export function isSystemPath(path: string): boolean {
+  return SYSTEM_FOLDERS.some((f) => path === f || path.startsWith(`${f}/`));
+}

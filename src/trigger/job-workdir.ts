@@ -1,0 +1,51 @@
+// Which directory a job runs in (issue 22): the routed repository's checkout. Never another repository's, never the
+// server's cwd. Managed checkouts of clone URLs (a worktree per job from a fetched mirror) are not built yet: the
+// server refuses to start on a clone= entry (served-repos.ts), and this refuses again should one reach a job.
+import type { JobRow } from '../db/trigger-jobs-store.ts';
+import type { RepoRouter } from './served-repos.ts';
+import type { ServedRepo } from './served-repos-file.ts';
+
+/** The job cannot run: its repository is gone from the table, or its checkout could not be made. */
+export class WorkdirError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'WorkdirError';
+  }
+}
+
+export interface JobWorkdirs {
+  /** The served entry of a job: its recorded repository, or the default for a job accepted before migration 6. */
+  repoOf(job: JobRow): ServedRepo;
+  /** The directory to launch the job in; throws WorkdirError. */
+  prepare(job: JobRow, repo: ServedRepo): Promise<string>;
+  /** Where a running job's runs live after a restart: the recorded workdir, else its repository's checkout. */
+  recorded(job: JobRow): string | null;
+}
+
+export function createJobWorkdirs(router: RepoRouter): JobWorkdirs {
+  function repoOf(job: JobRow): ServedRepo {
+    const repo = job.repo === null ? router.entries.find((e) => e.isDefault) : router.byName(job.repo);
+    if (!repo) {
+      const what = job.repo === null
+        ? 'it was queued before routing and no repository is the default'
+        : `"${job.repo}" is no longer served`;
+      throw new WorkdirError(`The job has no repository to run in: ${what}`);
+    }
+    return repo;
+  }
+  return {
+    repoOf,
+    async prepare(_job, repo) {
+      if (repo.checkout !== null) return repo.checkout;
+      throw new WorkdirError(`"${repo.name}" has a clone URL, and managed checkouts are not available yet`);
+    },
+    recorded(job) {
+      if (job.workdir !== null) return job.workdir;
+      try {
+        return repoOf(job).checkout;
+      } catch {
+        return null;
+      }
+    },
+  };
+}

@@ -1,0 +1,34 @@
+// A job pod's network (issue 20 §7): a NetworkPolicy (scripts/k8s/gate.yaml) lets the pod reach DNS, the Control
+// Plane and `svc gate serve` only, so everything else goes through the gate. These variables point each container's
+// programs at it: git and the CLIs by the proxy variables, the model CLIs by a base URL on the gate with a placeholder
+// key (the real keys live in the gate's Secret; env entries win over a Secret's envFrom, so a key left in the pod's
+// env Secret is replaced too).
+import { MODEL_APIS } from '../gate/model-apis.ts';
+
+type EnvVar = { name: string; value: string };
+
+const BASE_URL_VARS: Record<string, string> = {
+  anthropic: 'ANTHROPIC_BASE_URL', openai: 'OPENAI_BASE_URL', gemini: 'GOOGLE_GEMINI_BASE_URL',
+};
+
+/** The gate URL (`http://svc-gate:3128`) as the pod's proxy; `controlUrl`'s host stays direct (the policy allows it). */
+export function podGateEnv(gateUrl: string, controlUrl: string | undefined): EnvVar[] {
+  const gate = gateUrl.replace(/\/+$/, '');
+  let control = '';
+  try {
+    control = controlUrl ? new URL(controlUrl).hostname : '';
+  } catch {
+    // not a URL: nothing to exempt
+  }
+  const direct = ['localhost', '127.0.0.1', ...(control ? [control] : [])].join(',');
+  const vars: EnvVar[] = [];
+  for (const name of ['HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'http_proxy', 'https_proxy', 'all_proxy']) {
+    vars.push({ name, value: gate });
+  }
+  vars.push({ name: 'NO_PROXY', value: direct }, { name: 'no_proxy', value: direct }, { name: 'NODE_USE_ENV_PROXY', value: '1' });
+  for (const [api, variable] of Object.entries(BASE_URL_VARS)) vars.push({ name: variable, value: `${gate}/_model/${api}` });
+  for (const api of Object.values(MODEL_APIS)) {
+    for (const variable of api.env) vars.push({ name: variable, value: api.placeholder });
+  }
+  return vars;
+}

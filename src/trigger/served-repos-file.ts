@@ -1,0 +1,188 @@
+// The served repositories file (issue 22): one line per repository, read whole and refused whole when any line is
+// wrong, so the trigger server never starts with a routing table it half understood. Pure text in, entries out;
+// the file system checks (does the checkout exist) live in served-repos-check.ts.
+//
+//   # owner/name   where                      routing keys …
+//   acme/api       checkout=/srv/acme/api     errtrack=api-backend trackera=API chata=C0123 default
+//   acme/web       clone=https://github.com/acme/web.git  trackerb=WEB chatb=19:abc@thread.tacv2
+
+/** Sources whose events name no repository: the operator maps their keys to one (GitHub routes by full_name). */
+export const ROUTING_KINDS = ['errtrack', 'trackera', 'trackerb', 'chata', 'chatb'] as const;
+export type RoutingKind = (typeof ROUTING_KINDS)[number];
+
+export interface ServedRepo {
+  /** `owner/name` as the file spells it. */
+  name: string;
+  /** An existing checkout the jobs run in, absolute; or null for a clone URL svc manages. */
+  checkout: string | null;
+  /** The clone URL of a managed checkout, or null. */
+  clone: string | null;
+  keys: Record<RoutingKind, string[]>;
+  /** Takes the events of non-GitHub sources whose key no entry names. */
+  isDefault: boolean;
+  /** 1-based line in the file (0 for the `--repo` shorthand). */
+  line: number;
+}
+
+export interface ReposProblem {
+  line: number;
+  text: string;
+  reason: string;
+}
+
+/** The file (or a line given to `svc repos add`) is refused; every problem names its line and why. */
+export class ReposFileError extends Error {
+  readonly problems: readonly ReposProblem[];
+  constructor(file: string, problems: readonly ReposProblem[]) {
+    const shown = problems.slice(0, 20).map((p) => `${file}:${p.line}: ${p.reason} (in "${p.text.slice(0, 200)}")`);
+    super(`Invalid served repositories file:\n${shown.join('\n')}`);
+    this.name = 'ReposFileError';
+    this.problems = problems;
+  }
+}
+
+// GitHub's own limits: an owner is 1-39 alphanumerics or single hyphens; a name 1-100 of [A-Za-z0-9._-].
+const OWNER = /^[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}$/;
+const NAME = /^[A-Za-z0-9._-]{1,100}$/;
+const KEY_VALUE = /^[^\s,=#]{1,200}$/;
+
+export function isRepoName(text: string): boolean {
+  const [owner, name, extra] = text.split('/');
+  if (extra !== undefined || !owner || !name) return false;
+  return OWNER.test(owner) && NAME.test(name) && name !== '.' && name !== '..' && !name.toLowerCase().endsWith('.git');
+}
+
+/** Team, project and slug keys are matched without case (vendors show them in either); channel ids exactly. */
+export function keyOf(kind: RoutingKind, value: string): string {
+  return kind === 'chata' || kind === 'chatb' ? value : value.toLowerCase();
+}
+
+/** Why a clone URL is refused, or null: https, ssh, scp-like or file URLs, never a password in the file. */
+export function cloneUrlProblem(url: string): string | null {
+  if (/[\s\0]/.test(url)) return 'a clone URL has no spaces or control characters';
+  if (/^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^/]/.test(url) && !url.includes('://')) return null; // git@host:owner/name.git
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return 'clone= must be an https://, ssh://, file:// or git@host:owner/name URL';
+  }
+  if (!['https:', 'ssh:', 'file:'].includes(parsed.protocol)) {
+    return `clone URLs over ${parsed.protocol} are not allowed`;
+  }
+  if (parsed.password) return 'a clone URL must not hold a password: svc sends GITHUB_TOKEN to the origin host itself';
+  if (parsed.protocol === 'file:' && (parsed.host || !parsed.pathname.startsWith('/'))) {
+    return 'a file:// clone URL names an absolute local path (file:///srv/git/api.git)';
+  }
+  return null;
+}
+
+function emptyKeys(): Record<RoutingKind, string[]> {
+  return { errtrack: [], trackera: [], trackerb: [], chata: [], chatb: [] };
+}
+
+/** Strips a `#` comment: one at the line's start or after whitespace (a `#` inside a token stays). */
+function withoutComment(line: string): string {
+  const at = line.search(/(^|\s)#/);
+  return at < 0 ? line : line.slice(0, at);
+}
+
+/** One line's entry, or the reason it is refused; null for blank and comment lines. */
+function parseLine(text: string, line: number): ServedRepo | string | null {
+  const tokens = withoutComment(text).trim().split(/\s+/).filter(Boolean);
+  if (tokens.length === 0) return null;
+  const [name, ...rest] = tokens as [string, ...string[]];
+  if (!isRepoName(name)) return `"${name}" is not a repository owner/name`;
+  const entry: ServedRepo = { name, checkout: null, clone: null, keys: emptyKeys(), isDefault: false, line };
+  for (const token of rest) {
+    if (token === 'default') {
+      if (entry.isDefault) return '"default" is given twice';
+      entry.isDefault = true;
+      continue;
+    }
+    const eq = token.indexOf('=');
+    const key = eq < 0 ? token : token.slice(0, eq);
+    const value = eq < 0 ? '' : token.slice(eq + 1);
+    if (key === 'checkout' || key === 'clone') {
+      if (entry.checkout !== null || entry.clone !== null) return 'give one checkout= or clone=, not two';
+      if (value === '') return `${key}= needs a value`;
+      if (key === 'checkout') {
+        if (!value.startsWith('/') || value.includes('\0')) return 'checkout= must be an absolute directory path';
+        entry.checkout = value.length > 1 ? value.replace(/\/+$/, '') : value;
+      } else {
+        const problem = cloneUrlProblem(value);
+        if (problem) return problem;
+        entry.clone = value;
+      }
+      continue;
+    }
+    if (!(ROUTING_KINDS as readonly string[]).includes(key)) {
+      return `unknown "${key}" (known: checkout=, clone=, ${ROUTING_KINDS.map((k) => `${k}=`).join(', ')}, default)`;
+    }
+    const values = value.split(',');
+    if (values.some((v) => !KEY_VALUE.test(v))) {
+      return `${key}= needs one or more comma-separated values without spaces`;
+    }
+    entry.keys[key as RoutingKind].push(...values);
+  }
+  if (entry.checkout === null && entry.clone === null) return 'each repository needs checkout=DIR or clone=URL';
+  return entry;
+}
+
+/** Problems that span lines: a name, a checkout, a routing key or `default` claimed twice. */
+function crossCheck(entries: readonly ServedRepo[], lines: readonly string[]): ReposProblem[] {
+  const problems: ReposProblem[] = [];
+  const seen = new Map<string, ServedRepo>();
+  const claim = (what: string, id: string, entry: ServedRepo): void => {
+    const holder = seen.get(id);
+    if (holder) {
+      const reason = `${what} is already on line ${holder.line}`;
+      problems.push({ line: entry.line, text: lines[entry.line - 1] ?? '', reason });
+    } else seen.set(id, entry);
+  };
+  for (const entry of entries) {
+    claim(`repository "${entry.name}"`, `name:${entry.name.toLowerCase()}`, entry);
+    if (entry.checkout) claim(`checkout ${entry.checkout}`, `checkout:${entry.checkout}`, entry);
+    if (entry.isDefault) claim('"default"', 'default', entry);
+    for (const kind of ROUTING_KINDS) {
+      for (const value of new Set(entry.keys[kind].map((v) => keyOf(kind, v)))) {
+        claim(`${kind}=${value}`, `key:${kind}:${value}`, entry);
+      }
+    }
+  }
+  return problems;
+}
+
+/** Every entry of the file, or ReposFileError listing every line that is wrong. */
+export function parseServedRepos(text: string, file: string): ServedRepo[] {
+  const lines = text.split(/\r?\n/);
+  const entries: ServedRepo[] = [];
+  const problems: ReposProblem[] = [];
+  lines.forEach((raw, i) => {
+    const parsed = parseLine(raw, i + 1);
+    if (typeof parsed === 'string') problems.push({ line: i + 1, text: raw.trim(), reason: parsed });
+    else if (parsed) entries.push(parsed);
+  });
+  problems.push(...crossCheck(entries, lines));
+  if (problems.length === 0 && entries.length === 0) {
+    problems.push({ line: 1, text: '', reason: 'the file serves no repository' });
+  }
+  if (problems.length) throw new ReposFileError(file, problems.sort((a, b) => a.line - b.line));
+  return entries;
+}
+
+/** One entry as a file line (what `svc repos add` appends). */
+export function formatServedRepo(entry: ServedRepo): string {
+  const parts = [entry.name, entry.checkout !== null ? `checkout=${entry.checkout}` : `clone=${entry.clone ?? ''}`];
+  for (const kind of ROUTING_KINDS) if (entry.keys[kind].length) parts.push(`${kind}=${entry.keys[kind].join(',')}`);
+  if (entry.isDefault) parts.push('default');
+  return parts.join(' ');
+}
+
+/** The file's text without the line(s) of `name` (comments and other lines kept as written). */
+export function removeServedRepo(text: string, name: string, file: string): { text: string; removed: boolean } {
+  const entries = parseServedRepos(text, file);
+  const gone = new Set(entries.filter((e) => e.name.toLowerCase() === name.toLowerCase()).map((e) => e.line));
+  const kept = text.split(/\r?\n/).filter((_, i) => !gone.has(i + 1));
+  return { text: kept.join('\n'), removed: gone.size > 0 };
+}

@@ -1,0 +1,129 @@
+// Which served repository an event belongs to (issue 22): exactly one, or a reason it is refused. Never a guess: a
+// GitHub event goes only to the entry named by its repository.full_name; other sources by the keys the operator
+// mapped, then the entry marked `default`, else nothing.
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { pinPushTarget } from '../engine/git-push.ts';
+import {
+  keyOf, parseServedRepos, ReposFileError, ROUTING_KINDS, type ReposProblem, type RoutingKind, type ServedRepo,
+} from './served-repos-file.ts';
+
+export type Routed = { kind: 'repo'; repo: ServedRepo } | { kind: 'unserved'; reason: string };
+
+export interface RepoRouter {
+  readonly entries: readonly ServedRepo[];
+  /** Where the table came from: the file's path, or `--repo` for the one-repository shorthand. */
+  readonly source: string;
+  byName(name: string): ServedRepo | undefined;
+  /** A GitHub event: its repository.full_name must be served; `default` never applies. */
+  github(fullName: string | null): Routed;
+  /** Another source's key (a project slug, team key, channel id), then the default entry. */
+  route(kind: RoutingKind, key: string | null): Routed;
+}
+
+/** Text from a payload, fit for a skip reason and a log line. */
+function shown(value: string): string {
+  return value.replace(/[^\x20-\x7e]/g, '?').slice(0, 120);
+}
+
+export function createRepoRouter(entries: readonly ServedRepo[], source: string): RepoRouter {
+  const byName = new Map(entries.map((e) => [e.name.toLowerCase(), e]));
+  const byKey = new Map<string, ServedRepo>();
+  for (const entry of entries) {
+    for (const kind of ROUTING_KINDS) for (const v of entry.keys[kind]) byKey.set(`${kind}:${keyOf(kind, v)}`, entry);
+  }
+  const fallback = entries.find((e) => e.isDefault);
+  return {
+    entries,
+    source,
+    byName: (name) => byName.get(name.toLowerCase()),
+    github(fullName) {
+      if (!fullName) return { kind: 'unserved', reason: 'the event names no repository' };
+      const repo = byName.get(fullName.toLowerCase());
+      if (repo) return { kind: 'repo', repo };
+      return { kind: 'unserved', reason: `repository "${shown(fullName)}" is not served` };
+    },
+    route(kind, key) {
+      const repo = key === null ? undefined : byKey.get(`${kind}:${keyOf(kind, key)}`);
+      if (repo) return { kind: 'repo', repo };
+      if (fallback) return { kind: 'repo', repo: fallback };
+      const what = key === null
+        ? `the ${kind} event names no routing key`
+        : `${kind} key "${shown(key)}" is not served`;
+      return { kind: 'unserved', reason: `${what} and no repository is the default` };
+    },
+  };
+}
+
+/**
+ * The `--repo DIR` shorthand: one checkout, the default for every source. Its name is the owner/name of the
+ * checkout's own `remote.origin.url` (read from its config file, as the push reads it), so GitHub events of another
+ * repository are still refused; without such an origin it is `local/<folder>` and takes no GitHub event.
+ */
+export function shorthandRepos(dir: string): RepoRouter {
+  let name: string | null = null;
+  try {
+    name = pinPushTarget(dir).repo;
+  } catch {
+    // no origin, or a config svc would not push to: the checkout has no GitHub name
+  }
+  const folder = basename(dir).replace(/[^A-Za-z0-9._-]/g, '-').replace(/^[.-]+/, '') || 'repo';
+  const entry: ServedRepo = {
+    name: name ?? `local/${folder}`,
+    checkout: dir,
+    clone: null,
+    keys: { errtrack: [], trackera: [], trackerb: [], chata: [], chatb: [] },
+    isDefault: true,
+    line: 0,
+  };
+  const router = createRepoRouter([entry], '--repo');
+  if (name) return router;
+  return {
+    ...router,
+    github: () => ({
+      kind: 'unserved', reason: 'the served checkout has no GitHub origin; name it in a repositories file',
+    }),
+  };
+}
+
+/**
+ * What this host cannot serve, which the parser cannot see: a checkout that is missing or not a git work tree, and
+ * a clone URL (the file's syntax keeps `clone=` for managed checkouts, which are not built yet: issue 22 item 3).
+ */
+export function checkoutProblems(entries: readonly ServedRepo[], lines: readonly string[]): ReposProblem[] {
+  const problems: ReposProblem[] = [];
+  for (const entry of entries) {
+    const text = lines[entry.line - 1]?.trim() ?? entry.name;
+    if (entry.checkout === null) {
+      const reason = 'clone= (a checkout svc manages) is not available yet: use checkout=DIR';
+      problems.push({ line: entry.line, text, reason });
+      continue;
+    }
+    let dir = false;
+    try {
+      dir = statSync(entry.checkout).isDirectory();
+    } catch {
+      // missing: reported below
+    }
+    if (!dir) problems.push({ line: entry.line, text, reason: `checkout ${entry.checkout} is not a directory` });
+    else if (!existsSync(join(entry.checkout, '.git'))) {
+      problems.push({ line: entry.line, text, reason: `checkout ${entry.checkout} is not a git work tree` });
+    }
+  }
+  return problems;
+}
+
+/** Reads, parses and checks the file: the server's routing table, or ReposFileError (the server does not start). */
+export function loadServedRepos(file: string): RepoRouter {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? 'unreadable';
+    throw new ReposFileError(file, [{ line: 0, text: '', reason: `cannot read the file (${code})` }]);
+  }
+  const entries = parseServedRepos(text, file);
+  const problems = checkoutProblems(entries, text.split(/\r?\n/));
+  if (problems.length) throw new ReposFileError(file, problems);
+  return createRepoRouter(entries, file);
+}

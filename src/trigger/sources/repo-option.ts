@@ -1,0 +1,32 @@
+// `repo=owner/name` in a chat command (issue 22): the one way a chat message picks a repository, and only among the
+// served ones. Taken out of the text before it becomes a brief; the rest is sanitized again, since removing the
+// token can leave a leading hyphen.
+import { sanitizeBrief, DEFAULT_BRIEF_BYTES } from '../brief.ts';
+import { isRepoName } from '../served-repos-file.ts';
+import type { RepoRouter, Routed } from '../served-repos.ts';
+import type { RoutingKind } from '../served-repos-file.ts';
+
+export type RepoOption = { kind: 'option'; repo: string | null; text: string } | { kind: 'bad'; reason: string };
+
+const TOKEN = /(^|\s)repo=(\S*)/gi;
+
+export function takeRepoOption(text: string): RepoOption {
+  const named = new Set<string>();
+  for (const m of text.matchAll(TOKEN)) named.add(m[2]!.toLowerCase());
+  if (named.size === 0) return { kind: 'option', repo: null, text };
+  if (named.size > 1) return { kind: 'bad', reason: 'name one repository with repo=owner/name, not several' };
+  const [repo] = [...named] as [string];
+  if (!isRepoName(repo)) return { kind: 'bad', reason: `repo=${repo.slice(0, 120)} is not an owner/name` };
+  return { kind: 'option', repo, text: sanitizeBrief(text.replace(TOKEN, ' '), DEFAULT_BRIEF_BYTES) };
+}
+
+/** The repository a chat message names, else its channel's, else the default; or why none takes it. */
+export function routeChat(
+  router: RepoRouter, kind: RoutingKind, channel: string | null, option: string | null,
+): Routed {
+  if (option === null) return router.route(kind, channel);
+  const repo = router.byName(option);
+  if (repo) return { kind: 'repo', repo };
+  const served = router.entries.slice(0, 10).map((e) => e.name).join(', ');
+  return { kind: 'unserved', reason: `repository "${option}" is not served here (served: ${served})` };
+}

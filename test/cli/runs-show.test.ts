@@ -1,0 +1,73 @@
+// `svc runs show` against a real Control Plane: one value column, and costs with the digits that matter.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startTestControl, seedRuns, type TestControl } from '../helpers/control-server.ts';
+import { runChild, type ChildResult } from '../helpers/run-child.ts';
+import { formatUsd } from '../../src/cli/runs-format.ts';
+
+const CLI = join(import.meta.dirname, '../../dist/cli.js');
+let control: TestControl;
+let home: string;
+
+function svc(args: string[]): Promise<ChildResult> {
+  const env = { PATH: process.env.PATH ?? '', HOME: home, SVC_CONTROL_URL: control.url };
+  return runChild(process.execPath, [CLI, 'runs', ...args], { env });
+}
+
+before(async () => {
+  home = mkdtempSync(join(tmpdir(), 'svc-'));
+  control = await startTestControl();
+});
+after(async () => {
+  await control.close();
+  rmSync(home, { recursive: true, force: true });
+});
+
+describe('svc runs show', () => {
+  it('lines every value up in one column, started_at and updated_at included, and shows $0.0123 as such', async () => {
+    const ended = Date.UTC(2026, 0, 1, 0, 2, 5);
+    const [id] = seedRuns(control.deps, 1, {
+      brief: 'Fix the login bug', provider: 'claude', cost_usd: 0.0123, tokens_in: 1200, tokens_out: 340,
+      exit_code: 0, ended_at: ended, updated_at: ended,
+    });
+    const r = await svc(['show', `local/${id}`]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout, [
+      `run        local/${id}`,
+      'status     succeeded',
+      'verdict    verified',
+      'repo       acme/api',
+      'brief      Fix the login bug',
+      'provider   claude',
+      `group_id   ${id}`,
+      'started_at 2026-01-01T00:00:00.000Z',
+      'ended_at   2026-01-01T00:02:05.000Z',
+      'updated_at 2026-01-01T00:02:05.000Z',
+      'cost_usd   $0.0123',
+      'tokens_in  1200',
+      'tokens_out 340',
+      'exit_code  0',
+      '',
+    ].join('\n'));
+  });
+
+  it('says unknown for a run without a cost, in the cost line\'s own place', async () => {
+    const [id] = seedRuns(control.deps, 2, { cost_usd: null, tokens_in: 5 }).slice(1);
+    const r = await svc(['show', `local/${id}`]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /\ncost_usd   unknown\ntokens_in  5\n$/);
+  });
+});
+
+describe('formatUsd', () => {
+  it('keeps cents for a dollar or more and two significant digits below', () => {
+    const cases: Array<[number, string]> = [
+      [0, '$0.00'], [0.0123, '$0.0123'], [0.004, '$0.004'], [0.0099, '$0.0099'], [0.01, '$0.01'], [0.1, '$0.10'],
+      [0.5, '$0.50'], [1.5, '$1.50'], [1234.5678, '$1234.57'], [0.000042, '$0.000042'],
+    ];
+    for (const [usd, text] of cases) assert.equal(formatUsd(usd), text, String(usd));
+  });
+});

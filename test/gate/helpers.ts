@@ -1,0 +1,179 @@
+// Stand-ins for the egress gate's tests: loopback upstreams (HTTP, HTTPS with a throwaway openssl certificate,
+// raw TCP), a recording connect function, a stand-in resolver, and clients that speak to the gate as a proxy.
+// Everything here touches loopback addresses only.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createServer as createHttpServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import { Socket, type AddressInfo } from 'node:net';
+import { tcpConnect, type ConnectFn } from '../../src/gate/context.ts';
+import type { Resolver } from '../../src/gate/decide.ts';
+
+export interface Cert {
+  key: Buffer;
+  cert: Buffer;
+}
+
+/** A self-signed certificate for model.test, 127.0.0.1 and 127.0.0.2 (made by openssl, one day). */
+export function makeCert(dir: string): Cert {
+  const key = join(dir, 'key.pem');
+  const cert = join(dir, 'cert.pem');
+  execFileSync('openssl', [
+    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-subj', '/CN=model.test',
+    '-addext', 'subjectAltName=DNS:model.test,IP:127.0.0.1,IP:127.0.0.2', '-days', '1', '-keyout', key, '-out', cert,
+  ], { stdio: 'ignore' });
+  return { key: readFileSync(key), cert: readFileSync(cert) };
+}
+
+export function tempDir(): { path: string; remove(): void } {
+  const path = mkdtempSync(join(tmpdir(), 'svc-gate-'));
+  return { path, remove: () => rmSync(path, { recursive: true, force: true }) };
+}
+
+export interface Seen {
+  method: string;
+  url: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+export interface Upstream {
+  port: number;
+  seen: Seen[];
+  close(): Promise<void>;
+}
+
+/** An HTTP(S) server on `host` that records each request and answers `upstream <method> <url>`. */
+export async function startUpstream(host: string, cert: Cert | null = null): Promise<Upstream> {
+  const seen: Seen[] = [];
+  const server: Server = cert ? createHttpsServer({ key: cert.key, cert: cert.cert }) : createHttpServer();
+  server.on('request', (req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (d: string) => (body += d));
+    req.on('end', () => {
+      seen.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body });
+      res.writeHead(200, { 'content-type': 'text/plain', 'x-upstream': 'yes' });
+      res.end(`upstream ${req.method} ${req.url}`);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    seen,
+    close: () => new Promise((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    }),
+  };
+}
+
+export interface Recorder {
+  connect: ConnectFn;
+  calls: Array<{ address: string; port: number }>;
+}
+
+/** Whether a test may open a connection to this address: 127.0.0.0/8 and ::1 only. */
+export function isLoopback(address: string): boolean {
+  return /^127\.\d+\.\d+\.\d+$/.test(address) || address === '::1';
+}
+
+/**
+ * A connect function that records every call and connects only to loopback: anything else gets a socket that
+ * fails at once (ETESTGUARD), so even a broken gate under test cannot send a packet off this machine.
+ */
+export function recordingConnect(): Recorder {
+  const calls: Recorder['calls'] = [];
+  return {
+    calls,
+    connect: (address, port) => {
+      calls.push({ address, port });
+      if (isLoopback(address)) return tcpConnect(address, port);
+      const socket = new Socket();
+      const refused = Object.assign(new Error('test guard: not loopback'), { code: 'ETESTGUARD' });
+      process.nextTick(() => socket.destroy(refused));
+      return socket;
+    },
+  };
+}
+
+/** A resolver from a fixed table; counts lookups per name. Unknown names fail like NXDOMAIN. */
+export function tableResolver(table: Record<string, string[]>): { resolve: Resolver; lookups: string[] } {
+  const lookups: string[] = [];
+  return {
+    lookups,
+    resolve: async (host) => {
+      lookups.push(host);
+      const found = table[host];
+      if (!found) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
+      return found;
+    },
+  };
+}
+
+export interface Reply {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+export interface GateAddress {
+  socketPath?: string;
+  port?: number;
+}
+
+function via(gate: GateAddress): { socketPath: string } | { host: string; port: number } {
+  return gate.socketPath ? { socketPath: gate.socketPath } : { host: '127.0.0.1', port: gate.port ?? 0 };
+}
+
+/** One request to the gate with exactly this request target (absolute-form, or origin-form for /_model/). */
+export function gateRequest(
+  gate: GateAddress, target: string, opts: { method?: string; headers?: Record<string, string>; body?: string } = {},
+): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const method = opts.method ?? 'GET';
+    const req = request({ ...via(gate), method, path: target, headers: opts.headers, agent: false });
+    req.on('response', (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+    });
+    req.on('error', reject);
+    req.end(opts.body);
+  });
+}
+
+/** CONNECT through the gate: the tunnel socket when the gate answered 200, else the refusal. */
+export function gateConnect(gate: GateAddress, authority: string): Promise<{ socket: Socket } | Reply> {
+  return new Promise((resolve, reject) => {
+    const req = request({ ...via(gate), method: 'CONNECT', path: authority, agent: false });
+    req.on('connect', (res, socket, head) => {
+      if (res.statusCode === 200) {
+        if (head.length) socket.unshift(head);
+        resolve({ socket });
+        return;
+      }
+      let body = head.toString('utf8');
+      socket.setEncoding('utf8');
+      socket.on('data', (d: string) => (body += d));
+      socket.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** A plain HTTP/1.1 GET written on an open tunnel; resolves with the raw response text once the server closes. */
+export function getOverSocket(socket: Socket, host: string, path: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let text = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (d: string) => (text += d));
+    socket.on('end', () => resolve(text));
+    socket.on('error', reject);
+    socket.write(`GET ${path} HTTP/1.1\r\nhost: ${host}\r\nconnection: close\r\n\r\n`);
+  });
+}

@@ -1,0 +1,143 @@
+// No route out but the gate (issue 20, DESIGN §7a), black-box: real `svc start` runs whose `command` agent tries the
+// host's loopback services (the Control Plane's kind), a destination the policy does not allow, the same without the
+// proxy variables, and DNS; and uses the model API through the gate with the placeholder key it was given. Every
+// destination here is a loopback address on this machine; nothing is sent anywhere else.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, type Server, type IncomingHttpHeaders } from 'node:http';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { AddressInfo } from 'node:net';
+import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
+import { runChild } from '../helpers/run-child.ts';
+import { probeSandbox } from '../../src/spawn/probe.ts';
+
+const bwrapWorks = probeSandbox(process.env).ok;
+if (process.env.CI && !bwrapWorks) throw new Error('CI must run the sandbox tests: install the Debian package bubblewrap');
+
+const REAL_KEY = 'sk-ant-real-key-9f3c1d';
+
+/** Each attempt's outcome goes into net.txt as `name:<http status or failure>`. */
+const PROBES = `#!/bin/sh
+cat > /dev/null
+host=$(grep -o 'HOSTSVC=[^ ]*' "$SVC_TASK_FILE" | head -1 | cut -d= -f2)
+allowed=$(grep -o 'ALLOWED=[^ ]*' "$SVC_TASK_FILE" | head -1 | cut -d= -f2)
+try() { name=$1; shift; code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$@" 2>/dev/null); echo "$name:$code"; }
+{
+  try host-direct --noproxy '*' "http://$host/health"
+  try host-via-gate "http://$host/health"
+  try allowed-via-gate "http://$allowed/ok"
+  (unset HTTP_PROXY HTTPS_PROXY ALL_PROXY http_proxy https_proxy all_proxy; try allowed-no-proxy "http://$allowed/ok")
+  try model "$ANTHROPIC_BASE_URL/v1/messages" -H "x-api-key: $ANTHROPIC_API_KEY" -d '{}'
+  getent hosts svc-test.invalid >/dev/null 2>&1 && echo "dns:resolved" || echo "dns:failed"
+  echo "listening:$(cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk 'NR>1 && $4=="0A"' | wc -l)"
+  echo "key:$ANTHROPIC_API_KEY"
+} > net.txt
+exit 0
+`;
+
+interface Seen {
+  path: string;
+  headers: IncomingHttpHeaders;
+}
+
+function listen(host: string, seen: Seen[]): Promise<Server> {
+  const server = createServer((req, res) => {
+    seen.push({ path: req.url ?? '', headers: req.headers });
+    req.resume();
+    res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+  });
+  return new Promise((resolve) => server.listen(0, host, () => resolve(server)));
+}
+
+const hostPort = (s: Server) => `${(s.address() as AddressInfo).address}:${(s.address() as AddressInfo).port}`;
+
+describe('the agent\'s network', { skip: bwrapWorks ? false : 'bwrap cannot run on this host' }, () => {
+  let repo: TestRepo;
+  let hostService: Server;
+  let allowed: Server;
+  let model: Server;
+  const hostSeen: Seen[] = [];
+  const allowedSeen: Seen[] = [];
+  const modelSeen: Seen[] = [];
+
+  before(async () => {
+    hostService = await listen('127.0.0.1', hostSeen);
+    allowed = await listen('127.0.0.2', allowedSeen);
+    model = await listen('127.0.0.1', modelSeen);
+    repo = makeRepo({ providers: { probes: PROBES } });
+    writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ network: { allow: [hostPort(allowed)] } }));
+  });
+  after(() => {
+    hostService.close();
+    allowed.close();
+    model.close();
+    repo.cleanup();
+  });
+
+  it('reaches only what the gate allows, holds the model key, and logs every attempt as evidence', async () => {
+    const env: NodeJS.ProcessEnv = {
+      ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: '', ANTHROPIC_API_KEY: REAL_KEY,
+      ANTHROPIC_BASE_URL: `http://${hostPort(model)}`,
+    };
+    delete env.SVC_SANDBOX;
+    const brief = `probe HOSTSVC=${hostPort(hostService)} ALLOWED=${hostPort(allowed)}`;
+    const res = await runChild(process.execPath, [CLI, 'start', '--brief', brief, '--provider', 'probes', '--worktree'],
+      { cwd: repo.repo, env });
+    const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
+    const state = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
+    const net = readFileSync(join(state.workdir, 'net.txt'), 'utf8');
+    const result = (name: string) => new RegExp(`^${name}:(.*)$`, 'm').exec(net)?.[1];
+
+    assert.equal(result('host-direct'), '000', 'the host\'s loopback is not in the sandbox\'s network');
+    assert.equal(result('host-via-gate'), '403', 'the gate refuses a loopback address the policy does not name');
+    assert.equal(hostSeen.length, 0, 'the host service saw nothing');
+    assert.equal(result('allowed-via-gate'), '200');
+    assert.equal(allowedSeen.length, 1, 'the allowed destination saw one request, through the gate');
+    assert.equal(result('allowed-no-proxy'), '000', 'without the proxy variables there is no route at all');
+    assert.equal(result('dns'), 'failed');
+    assert.equal(result('listening'), '1', 'only the forwarder listens in the sandbox');
+
+    assert.equal(result('model'), '200');
+    assert.notEqual(result('key'), REAL_KEY);
+    assert.match(result('key') ?? '', /placeholder/);
+    assert.equal(modelSeen.length, 1);
+    assert.equal(modelSeen[0]!.headers['x-api-key'], REAL_KEY, 'the gate added the real key for the model host');
+    assert.equal(modelSeen[0]!.path, '/v1/messages');
+
+    const log = readFileSync(join(repo.repo, '.svc', 'runs', run, 'artifacts', 'egress.jsonl'), 'utf8')
+      .trim().split('\n').map((l) => JSON.parse(l) as { host: string; decision: string; kind: string });
+    const [hostAddr] = hostPort(hostService).split(':');
+    assert.ok(log.some((r) => r.host === hostAddr && r.decision === 'denied'), JSON.stringify(log));
+    assert.ok(log.some((r) => r.host === '127.0.0.2' && r.decision === 'allowed'));
+    assert.ok(log.some((r) => r.kind === 'model' && r.decision === 'allowed'));
+    const receipt = JSON.parse(readFileSync(join(repo.repo, '.svc', 'runs', run, 'artifacts', 'receipt.json'), 'utf8'));
+    assert.equal(receipt.network.confined, true);
+    assert.deepEqual(receipt.network.allow, [hostPort(allowed)]);
+    assert.ok(receipt.network.denied >= 1);
+    const events = readFileSync(join(repo.repo, '.svc', 'runs', run, 'events.jsonl'), 'utf8');
+    assert.match(events, /"egress"/);
+  });
+
+  it('says in the receipt that nothing was confined when the run had no sandbox', async () => {
+    const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: '', SVC_SANDBOX: 'none' };
+    const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'unconfined', '--provider', 'probes'],
+      { cwd: repo.repo, env });
+    const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
+    const receipt = JSON.parse(readFileSync(join(repo.repo, '.svc', 'runs', run, 'artifacts', 'receipt.json'), 'utf8'));
+    assert.equal(receipt.network.confined, false);
+  });
+
+  it('refuses a policy whose network pattern is malformed, before the run starts', async () => {
+    writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ network: { allow: ['http://x/'] } }));
+    try {
+      const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: '' };
+      const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'x', '--provider', 'probes'],
+        { cwd: repo.repo, env });
+      assert.equal(res.code, 1);
+      assert.match(res.stderr, /policy\.json network: Network pattern "http:\/\/x\/"/);
+    } finally {
+      writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ network: { allow: [hostPort(allowed)] } }));
+    }
+  });
+});

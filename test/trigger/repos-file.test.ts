@@ -1,0 +1,169 @@
+// The served repositories file (issue 22): what it accepts, every bad line refused with its line and reason, the
+// server refusing to start on it, and `svc repos list|add|remove` editing it.
+import { describe, it, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseServedRepos, ReposFileError } from '../../src/trigger/served-repos-file.ts';
+import { loadServedRepos } from '../../src/trigger/served-repos.ts';
+import { takeRepoOption } from '../../src/trigger/sources/repo-option.ts';
+import { makeRepo, tempDir } from './helpers.ts';
+
+const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
+const dirs: string[] = [];
+after(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+function problems(text: string): Array<[number, string]> {
+  try {
+    parseServedRepos(text, 'repos.conf');
+  } catch (err) {
+    assert.ok(err instanceof ReposFileError);
+    return err.problems.map((p) => [p.line, p.reason]);
+  }
+  return [];
+}
+
+describe('parseServedRepos', () => {
+  it('reads entries, comments, comma lists and default', () => {
+    const [api, web] = parseServedRepos([
+      '# the organisation',
+      'acme/api checkout=/srv/api errtrack=api,api-worker trackera=API  # inline comment',
+      '',
+      'acme/web clone=https://github.com/acme/web.git chata=C1 chatb=19:x@thread.skype default',
+    ].join('\n'), 'repos.conf');
+    assert.deepEqual(api, {
+      name: 'acme/api', checkout: '/srv/api', clone: null, isDefault: false, line: 2,
+      keys: { errtrack: ['api', 'api-worker'], trackera: ['API'], trackerb: [], chata: [], chatb: [] },
+    });
+    assert.equal(web!.clone, 'https://github.com/acme/web.git');
+    assert.equal(web!.isDefault, true);
+  });
+  it('refuses every bad line with its number and the reason', () => {
+    assert.deepEqual(problems([
+      'acme checkout=/srv/a',
+      'acme/api',
+      'acme/web checkout=relative/path',
+      'acme/ops checkout=/srv/ops clone=file:///srv/ops.git',
+      'acme/db checkout=/srv/db color=blue',
+      'acme/ci clone=http://git.example/ci.git',
+      'acme/cd clone=https://user:hunter2@git.example/cd.git',
+      'acme/x.git checkout=/srv/x',
+    ].join('\n')), [
+      [1, '"acme" is not a repository owner/name'],
+      [2, 'each repository needs checkout=DIR or clone=URL'],
+      [3, 'checkout= must be an absolute directory path'],
+      [4, 'give one checkout= or clone=, not two'],
+      [5, 'unknown "color" (known: checkout=, clone=, errtrack=, trackera=, trackerb=, chata=, chatb=, default)'],
+      [6, 'clone URLs over http: are not allowed'],
+      [7, 'a clone URL must not hold a password: svc sends GITHUB_TOKEN to the origin host itself'],
+      [8, '"acme/x.git" is not a repository owner/name'],
+    ]);
+  });
+  it('refuses a name, checkout, routing key or default claimed twice, naming the first line', () => {
+    assert.deepEqual(problems([
+      'acme/api checkout=/srv/api errtrack=front-end trackera=ENG default',
+      'Acme/API checkout=/srv/other',
+      'acme/web checkout=/srv/api',
+      'acme/ops checkout=/srv/ops errtrack=front-end trackera=eng default',
+    ].join('\n')), [
+      [2, 'repository "Acme/API" is already on line 1'],
+      [3, 'checkout /srv/api is already on line 1'],
+      [4, '"default" is already on line 1'],
+      [4, 'errtrack=front-end is already on line 1'],
+      [4, 'trackera=eng is already on line 1'],
+    ]);
+  });
+  it('refuses a file that serves nothing', () => {
+    assert.deepEqual(problems('# nothing yet\n'), [[1, 'the file serves no repository']]);
+  });
+});
+
+describe('loadServedRepos', () => {
+  it('refuses a missing checkout, one that is not a git work tree, and a clone URL (not built yet)', () => {
+    const dir = tempDir('svc-repos-');
+    dirs.push(dir);
+    const file = join(dir, 'repos.conf');
+    const lines = [
+      `acme/api checkout=${join(dir, 'missing')}`, `acme/web checkout=${dir}`, 'acme/ops clone=file:///g/ops.git',
+    ];
+    writeFileSync(file, `${lines.join('\n')}\n`);
+    assert.throws(() => loadServedRepos(file), (err: unknown) => {
+      assert.ok(err instanceof ReposFileError);
+      assert.deepEqual(err.problems.map((p) => [p.line, p.reason]), [
+        [1, `checkout ${join(dir, 'missing')} is not a directory`],
+        [2, `checkout ${dir} is not a git work tree`],
+        [3, 'clone= (a checkout svc manages) is not available yet: use checkout=DIR'],
+      ]);
+      return true;
+    });
+  });
+});
+
+describe('takeRepoOption', () => {
+  it('takes repo=owner/name out of chat text and refuses two or a malformed one', () => {
+    const taken = takeRepoOption('fix it repo=acme/api now');
+    assert.deepEqual(taken, { kind: 'option', repo: 'acme/api', text: 'fix it now' });
+    assert.deepEqual(takeRepoOption('fix it'), { kind: 'option', repo: null, text: 'fix it' });
+    assert.equal(takeRepoOption('repo=acme/api repo=acme/web x').kind, 'bad');
+    assert.equal(takeRepoOption('repo=../etc x').kind, 'bad');
+  });
+});
+
+function svc(args: string[], env: NodeJS.ProcessEnv, cwd?: string) {
+  return spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', env, ...(cwd ? { cwd } : {}) });
+}
+
+describe('svc repos and svc trigger serve --repos', () => {
+  it('adds, lists and removes entries, refusing a bad one with its line and reason', () => {
+    const home = tempDir('svc-home-');
+    const api = makeRepo('acme/api');
+    dirs.push(home, api);
+    const env = { PATH: process.env.PATH, HOME: home };
+    const file = join(home, '.svc', 'trigger', 'repos.conf');
+
+    const added = svc(['repos', 'add', 'acme/api', `checkout=${api}`, 'errtrack=api', 'default'], env);
+    assert.equal(added.status, 0, added.stderr);
+    assert.equal(readFileSync(file, 'utf8'), `acme/api checkout=${api} errtrack=api default\n`);
+    const clone = svc(['repos', 'add', 'acme/web', 'clone=file:///srv/git/web.git'], env);
+    assert.equal(clone.status, 2);
+    assert.match(clone.stderr, /repos\.conf:2: clone= \(a checkout svc manages\) is not available yet/);
+    const web = makeRepo('acme/web');
+    dirs.push(web);
+    const second = svc(['repos', 'add', 'acme/web', `checkout=${web}`, 'trackerb=WEB'], env);
+    assert.equal(second.status, 0, second.stderr);
+
+    const taken = svc(['repos', 'add', 'acme/ops', `checkout=${api}`, 'errtrack=api'], env);
+    assert.equal(taken.status, 2);
+    assert.match(taken.stderr, /repos\.conf:3: checkout .* is already on line 1/);
+    assert.match(taken.stderr, /repos\.conf:3: errtrack=api is already on line 1/);
+    const missing = svc(['repos', 'add', 'acme/ops', 'checkout=/nonexistent/ops'], env);
+    assert.equal(missing.status, 2);
+    assert.match(missing.stderr, /repos\.conf:3: checkout \/nonexistent\/ops is not a directory/);
+
+    const list = svc(['repos', 'list'], env);
+    assert.equal(list.status, 0);
+    assert.equal(list.stdout, `acme/api checkout=${api} errtrack=api default\nacme/web checkout=${web} trackerb=WEB\n`);
+
+    const removed = svc(['repos', 'remove', 'acme/web'], env);
+    assert.equal(removed.status, 0, removed.stderr);
+    assert.equal(readFileSync(file, 'utf8'), `acme/api checkout=${api} errtrack=api default\n`);
+    assert.equal(svc(['repos', 'remove', 'acme/web'], env).status, 1);
+  });
+
+  it('refuses to start on an invalid file, naming the line and the reason, with exit 2', () => {
+    const home = tempDir('svc-home-');
+    dirs.push(home);
+    const file = join(home, 'repos.conf');
+    writeFileSync(file, 'acme/api checkout=/srv/api\nacme/web checkout=/srv/api\n');
+    const res = svc(['trigger', 'serve', '--port', '0', '--repos', file], { PATH: process.env.PATH, HOME: home });
+    assert.equal(res.status, 2);
+    assert.match(res.stderr, /repos\.conf:2: checkout \/srv\/api is already on line 1/);
+    const both = svc(['trigger', 'serve', '--repos', file, '--repo', home], { PATH: process.env.PATH, HOME: home });
+    assert.equal(both.status, 2);
+    assert.match(both.stderr, /Give --repos FILE or --repo DIR, not both/);
+  });
+});

@@ -1,0 +1,22 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { networkLine } from '../../src/cli/network-line.ts';
+
+describe('the network line of svc runs show', () => {
+  it('says what the gate saw: connections, the first hosts, denials', () => {
+    const hosts = ['a', 'b', 'c', 'd', 'e'].map((h, i) => ({ host: `${h}.example`, port: 443, connections: i + 1 }));
+    const line = networkLine({ network: { confined: true, connections: 9, denied: 2, hosts } });
+    assert.equal(line, 'through the gate: 9 connections to a.example:443, b.example:443, c.example:443, ' +
+      'd.example:443 and 1 more, 2 denied');
+  });
+
+  it('says plainly when nothing was confined, and nothing for a receipt without the section', () => {
+    assert.match(networkLine({ network: { confined: false } }) ?? '', /^not confined/);
+    assert.equal(networkLine({ verdict: 'verified' }), null);
+  });
+
+  it('reads a forged section by type only', () => {
+    const forged = { network: { confined: true, connections: { toString: null }, hosts: [{ host: { toString: 1 } }] } };
+    assert.equal(networkLine(forged), 'through the gate: 0 connections to ?:0, 0 denied');
+  });
+});
