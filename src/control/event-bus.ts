@@ -78,7 +78,9 @@ export function encodeEvent(row: EventRow): EncodedEvent {
   return { id: row.id, source: row.source, run: row.run, kind, json, frame: `id: ${row.id}\nevent: ${kind}\ndata: ${json}\n\n` };
 }
 
-export function createRunEventBus(_stores?: ControlStores, limits: SubscriberLimits = DEFAULT_SUBSCRIBER_LIMITS): RunEventBus {
+export function createRunEventBus(
+  _stores?: ControlStores, limits: SubscriberLimits = DEFAULT_SUBSCRIBER_LIMITS,
+): RunEventBus {
   let count = 0;
   const all = new Set<Subscriber>();
   const bySource = new Map<string, Set<Subscriber>>();
@@ -132,7 +134,9 @@ export function createRunEventBus(_stores?: ControlStores, limits: SubscriberLim
         return () => {};
       }
       const { map, key } = bucket(sub);
-      if (count >= limits.total) throw new SubscriberLimitError(`The server already serves ${limits.total} event streams`);
+      if (count >= limits.total) {
+        throw new SubscriberLimitError(`The server already serves ${limits.total} event streams`);
+      }
       let set = map ? map.get(key) : all;
       if (map === byRun && (set?.size ?? 0) >= limits.perRun) {
         throw new SubscriberLimitError(`Run ${key} already has ${limits.perRun} event streams`);

@@ -40,7 +40,9 @@ function subscribeOrRefuse(deps: ControlDeps, sub: Subscriber): () => void {
   try {
     return deps.bus.subscribe(sub);
   } catch (err) {
-    if (err instanceof SubscriberLimitError) throw new HttpError('too_many_requests', err.message, { 'retry-after': '30' });
+    if (err instanceof SubscriberLimitError) {
+      throw new HttpError('too_many_requests', err.message, { 'retry-after': '30' });
+    }
     throw err;
   }
 }

@@ -29,7 +29,9 @@ export interface RefusalTally {
   close(): void;
 }
 
-export function createRefusalTally(audit: AuditStore, clock: () => number, log: Logger, windowMs = REFUSAL_WINDOW_MS): RefusalTally {
+export function createRefusalTally(
+  audit: AuditStore, clock: () => number, log: Logger, windowMs = REFUSAL_WINDOW_MS,
+): RefusalTally {
   const open = new Map<string, Tally>();
   const timer = setInterval(() => {
     try {

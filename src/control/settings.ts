@@ -73,7 +73,8 @@ export function resolveControlSettings(
 
 function streamLimits(env: NodeJS.ProcessEnv): SubscriberLimits {
   const total = envInteger(env, 'SVC_CONTROL_MAX_STREAMS', DEFAULT_SUBSCRIBER_LIMITS.total, 1, 1_000_000);
-  const perRun = envInteger(env, 'SVC_CONTROL_MAX_STREAMS_PER_RUN', Math.min(DEFAULT_SUBSCRIBER_LIMITS.perRun, total), 1, total);
+  const fallback = Math.min(DEFAULT_SUBSCRIBER_LIMITS.perRun, total);
+  const perRun = envInteger(env, 'SVC_CONTROL_MAX_STREAMS_PER_RUN', fallback, 1, total);
   return { total, perRun };
 }
 

@@ -63,8 +63,12 @@ export function createAuditStore(db: Db, clock: () => number = Date.now): AuditS
   const older = db.prepare(`SELECT * FROM audit WHERE id < ? ORDER BY id DESC ${LIMIT_PARAM}`);
   const all = db.prepare('SELECT * FROM audit ORDER BY id ASC');
   const oldest = db.prepare('SELECT id, prev_hash FROM audit ORDER BY id ASC LIMIT 1');
-  const lastPrune = db.prepare(`SELECT detail FROM audit WHERE action = '${PRUNE_ACTION}' AND actor = 'system' ORDER BY id DESC LIMIT 1`);
-  const expiredThrough = db.prepare('SELECT id, hash FROM audit WHERE id <= (SELECT MIN(id) FROM audit) + ? AND at < ? ORDER BY id DESC LIMIT 1');
+  const lastPrune = db.prepare(
+    `SELECT detail FROM audit WHERE action = '${PRUNE_ACTION}' AND actor = 'system' ORDER BY id DESC LIMIT 1`,
+  );
+  const expiredThrough = db.prepare(
+    'SELECT id, hash FROM audit WHERE id <= (SELECT MIN(id) FROM audit) + ? AND at < ? ORDER BY id DESC LIMIT 1',
+  );
   const countThrough = db.prepare('SELECT COUNT(*) AS n FROM audit WHERE id <= ?');
   const deleteThrough = db.prepare('DELETE FROM audit WHERE id <= ?');
 
@@ -127,7 +131,10 @@ export function createAuditStore(db: Db, clock: () => number = Date.now): AuditS
           deleted = (countThrough.get(through.id) as { n: number }).n;
           appendLocked({
             actor: 'system', peer: '', action: PRUNE_ACTION, target: null, outcome: 'ok',
-            detail: { deleted, pruned_through_id: through.id, pruned_through_hash: through.hash, before: new Date(before).toISOString() },
+            detail: {
+              deleted, pruned_through_id: through.id, pruned_through_hash: through.hash,
+              before: new Date(before).toISOString(),
+            },
           });
           deleteThrough.run(through.id);
         }

@@ -30,7 +30,9 @@ export function guardConnections(server: Server, limits: ConnectionLimits): Conn
     const mine = perPeer.get(peer) ?? 0;
     if (total >= limits.total || mine >= limits.perPeer) {
       refused++;
-      const which = total >= limits.total ? `${limits.total} connections in total` : `${limits.perPeer} connections from ${peer}`;
+      const which = total >= limits.total
+        ? `${limits.total} connections in total`
+        : `${limits.perPeer} connections from ${peer}`;
       rawReply(socket, 'unavailable', `Too many open connections: the server allows ${which}`, { 'retry-after': '5' });
       return;
     }

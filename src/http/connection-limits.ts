@@ -19,13 +19,16 @@ export function envInteger(env: NodeJS.ProcessEnv, name: string, fallback: numbe
   const text = env[name];
   if (text === undefined || text === '') return fallback;
   const n = Number(text);
-  if (!/^\d+$/.test(text) || n < min || n > max) throw new RangeError(`${name} must be an integer from ${min} to ${max} (got "${text}")`);
+  if (!/^\d+$/.test(text) || n < min || n > max) {
+    throw new RangeError(`${name} must be an integer from ${min} to ${max} (got "${text}")`);
+  }
   return n;
 }
 
 /** `SVC_CONTROL` or `SVC_TRIGGER` + `_MAX_CONNECTIONS` and `_MAX_CONNECTIONS_PER_PEER`. */
 export function readConnectionLimits(env: NodeJS.ProcessEnv, prefix: 'SVC_CONTROL' | 'SVC_TRIGGER'): ConnectionLimits {
   const total = envInteger(env, `${prefix}_MAX_CONNECTIONS`, DEFAULT_CONNECTION_LIMITS.total, 1, 1_000_000);
-  const perPeer = envInteger(env, `${prefix}_MAX_CONNECTIONS_PER_PEER`, Math.min(DEFAULT_CONNECTION_LIMITS.perPeer, total), 1, total);
+  const fallback = Math.min(DEFAULT_CONNECTION_LIMITS.perPeer, total);
+  const perPeer = envInteger(env, `${prefix}_MAX_CONNECTIONS_PER_PEER`, fallback, 1, total);
   return { total, perPeer };
 }

@@ -49,7 +49,9 @@ const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
  */
 export function checkHost(req: IncomingMessage, boundToLoopback: boolean): void {
   const host = req.headers.host;
-  if (host !== undefined && hostLines(req) > 1) throw new HttpError('bad_request', 'Request carries more than one Host header');
+  if (host !== undefined && hostLines(req) > 1) {
+    throw new HttpError('bad_request', 'Request carries more than one Host header');
+  }
   // Clients send the same few Host values over and over; an exact value once accepted needs no parsing again.
   const accepted = boundToLoopback ? acceptedLoopbackHosts : acceptedHosts;
   if (host !== undefined && accepted.has(host)) return;

@@ -22,7 +22,9 @@ export interface HttpServer {
   connections: ConnectionCounts;
 }
 
-export function createHttpServer(listener: RequestListener, limits: ConnectionLimits = DEFAULT_CONNECTION_LIMITS): HttpServer {
+export function createHttpServer(
+  listener: RequestListener, limits: ConnectionLimits = DEFAULT_CONNECTION_LIMITS,
+): HttpServer {
   // requireHostHeader is off so a Host-less HTTP/1.1 request gets the pipeline's envelope, not Node's bare 400.
   const server = createServer({ ...SERVER_TIMEOUTS, requireHostHeader: false }, listener);
   return { server, connections: guardConnections(server, limits) };

@@ -14,7 +14,7 @@ export interface SseStream {
   onClose(fn: () => void): void;
 }
 
-/** Default lag bound: bytes written but not yet taken by the reader (docs/control-data.md, "Event JSON and streams"). */
+/** Default lag bound: bytes written, not yet taken by the reader (docs/control-data.md, "Event JSON and streams"). */
 export const MAX_PENDING_BYTES = 4 * 1024 * 1024;
 export const HEARTBEAT_MS = 15_000;
 
