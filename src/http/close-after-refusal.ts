@@ -9,9 +9,11 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
  */
 export const REFUSED_LINGER_MS = 1_000;
 
-/** Call before the reply is written; does nothing for a request whose body has fully arrived. */
+/** Call before the reply is written; does nothing for a request without a body or whose body has fully arrived. */
 export function closeAfterRefusal(req: IncomingMessage, res: ServerResponse): void {
-  if (req.complete || res.headersSent) return;
+  // `complete` is still false while a bodyless request is handled synchronously, so the framing headers decide.
+  const framed = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+  if (!framed || req.complete || res.headersSent) return;
   // A paused request stops the parser reading the socket once its small buffer fills; Node does not drain a body
   // for a response that closes the connection.
   req.pause();

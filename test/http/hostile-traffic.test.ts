@@ -207,6 +207,21 @@ describe('hostile traffic: refused bodies are not drained', () => {
 });
 
 describe('hostile traffic: connections', () => {
+  it('keeps a keep-alive connection open after refusing a request that has no body', async () => {
+    const cp = await startTestControl();
+    try {
+      const client = await openRaw(portOf(cp.url));
+      const get = 'GET /v1/nothing-here HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
+      client.socket.write(get + get);
+      await waitFor(() => client.received().split('HTTP/1.1 404').length === 3, 'two 404 answers on one socket');
+      assert.doesNotMatch(client.received(), /connection: close/i);
+      assert.equal(cp.running.connections.total(), 1);
+      client.socket.destroy();
+    } finally {
+      await cp.close();
+    }
+  });
+
   it('closes a socket after answering a malformed request, though the client never hangs up', async () => {
     const cp = await startTestControl();
     // Node's own timeouts off, so only the answer's own close can free the socket.
