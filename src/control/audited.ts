@@ -73,8 +73,8 @@ function routeTarget(params: Record<string, string>): string | null {
 
 /**
  * Audits a mutating call the pipeline refused before its handler ran. The actor is `unauthenticated` for a missing or
- * wrong token (nothing proves who sent it), else as for any call. Each refusal is one small insert: a flood of bad
- * tokens grows the chain by one row per request (see docs/control-config.md, "Audit log").
+ * wrong token (nothing proves who sent it), else as for any call. Refusals are counted, not each written: the first of
+ * a kind per window is a row, its repeats one more row with their count (refusal-tally.ts, docs/control-config.md).
  */
 export function recordRefusal(deps: ControlDeps, info: Refusal<ControlDeps>): void {
   const action = auditedAction(info.route.handler);
@@ -82,14 +82,16 @@ export function recordRefusal(deps: ControlDeps, info: Refusal<ControlDeps>): vo
   const actor = info.error.code === 'unauthorized' ? 'unauthenticated'
     : deps.settings.token ? 'token'
     : localPeer(info.peer, info.req) ? 'local' : 'anonymous';
-  deps.stores.audit.append({
+  const input = {
     actor,
     peer: info.peer,
     action,
     target: action.startsWith('config.') ? 'config' : routeTarget(info.params),
     outcome: info.error.code,
     detail: { status: info.error.status, request_id: info.requestId, refused_by: 'pipeline' },
-  });
+  };
+  if (deps.refusals) deps.refusals.record(input);
+  else deps.stores.audit.append(input);
 }
 
 export function audited(action: string, handler: Handler<ControlDeps>): Handler<ControlDeps> {

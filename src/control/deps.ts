@@ -6,6 +6,7 @@ import type { RunController } from './run-controller.ts';
 import type { ControlSettings } from './settings.ts';
 import type { Logger } from '../log.ts';
 import type { RunsPageReader } from './runs-page-reader.ts';
+import type { RefusalTally } from './refusal-tally.ts';
 
 export interface ControlDeps {
   db: Db;
@@ -21,4 +22,6 @@ export interface ControlDeps {
   url: () => string;
   /** Reads uncached runs-list pages on a thread of its own (main.ts sets it for a DB file); absent: inline. */
   pageReader?: RunsPageReader;
+  /** Counts refused requests into bounded audit rows (main.ts sets it); absent: each refusal is its own row. */
+  refusals?: RefusalTally;
 }

@@ -35,8 +35,27 @@ export interface Subscriber {
   end(): void;
 }
 
+/** Refused subscription: the bus already holds its total, or the run its per-run, number of subscribers. */
+export class SubscriberLimitError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SubscriberLimitError';
+  }
+}
+
+/** Bounds on live subscribers (docs/control-data.md): every subscriber holds a socket and up to its lag bound. */
+export interface SubscriberLimits {
+  /** All streams together. */
+  total: number;
+  /** Streams of one run (`/v1/runs/{source}/{run}/stream` or `/v1/stream?source=&run=`). */
+  perRun: number;
+}
+
+export const DEFAULT_SUBSCRIBER_LIMITS: SubscriberLimits = { total: 2_000, perRun: 100 };
+
 export interface RunEventBus {
   publish(rows: readonly EventRow[]): void;
+  /** Throws SubscriberLimitError when a limit is reached; answers the unsubscribe function. */
   subscribe(sub: Subscriber): () => void;
   /** Number of live subscribers. */
   size(): number;
@@ -59,7 +78,10 @@ export function encodeEvent(row: EventRow): EncodedEvent {
   return { id: row.id, source: row.source, run: row.run, kind, json, frame: `id: ${row.id}\nevent: ${kind}\ndata: ${json}\n\n` };
 }
 
-export function createRunEventBus(_stores?: ControlStores): RunEventBus {
+export function createRunEventBus(
+  _stores?: ControlStores, limits: SubscriberLimits = DEFAULT_SUBSCRIBER_LIMITS,
+): RunEventBus {
+  let count = 0;
   const all = new Set<Subscriber>();
   const bySource = new Map<string, Set<Subscriber>>();
   const byRun = new Map<string, Set<Subscriber>>();
@@ -112,23 +134,33 @@ export function createRunEventBus(_stores?: ControlStores): RunEventBus {
         return () => {};
       }
       const { map, key } = bucket(sub);
+      if (count >= limits.total) {
+        throw new SubscriberLimitError(`The server already serves ${limits.total} event streams`);
+      }
       let set = map ? map.get(key) : all;
+      if (map === byRun && (set?.size ?? 0) >= limits.perRun) {
+        throw new SubscriberLimitError(`Run ${key} already has ${limits.perRun} event streams`);
+      }
       if (!set) {
         set = new Set();
         map!.set(key, set);
       }
       set.add(sub);
+      count++;
       const owner = set;
+      let subscribed = true;
       return () => {
+        if (!subscribed) return;
+        subscribed = false;
+        // After close() the sets and the count are already cleared.
+        if (closed) return;
         owner.delete(sub);
+        count--;
         if (map && owner.size === 0 && map.get(key) === owner) map.delete(key);
       };
     },
     size() {
-      let n = all.size;
-      for (const s of bySource.values()) n += s.size;
-      for (const s of byRun.values()) n += s.size;
-      return n;
+      return count;
     },
     close() {
       if (closed) return;
@@ -137,6 +169,7 @@ export function createRunEventBus(_stores?: ControlStores): RunEventBus {
       all.clear();
       bySource.clear();
       byRun.clear();
+      count = 0;
       for (const sub of subs) {
         try {
           sub.end();

@@ -7,12 +7,16 @@
 // are dropped on purpose because the next page re-reads them. Ids only grow, so `id <= lastSent` rules out duplicates.
 import type { ServerResponse } from 'node:http';
 import { openSse } from '../http/sse.ts';
+import { HttpError } from '../http/http-error.ts';
 import type { ControlDeps } from './deps.ts';
-import { encodeEvent, type EncodedEvent } from './event-bus.ts';
+import { encodeEvent, SubscriberLimitError, type EncodedEvent, type Subscriber } from './event-bus.ts';
 
 const PAGE = 500;
-/** A subscriber this far behind is cut off; it reconnects with Last-Event-ID and catches up from the DB. */
-const MAX_PENDING_BYTES = 4 * 1024 * 1024;
+/**
+ * A replay page also ends once its frames pass this many bytes: 500 large events are tens of MB, and one page is
+ * written before the socket can push back, so rows alone would not bound what a reader that never reads costs.
+ */
+const PAGE_BYTES = 256 * 1024;
 
 export interface StreamScope {
   source?: string;
@@ -31,54 +35,74 @@ function waitForDrain(res: ServerResponse): Promise<void> {
   });
 }
 
+/** Subscribes (or refuses with 429 while the bus is full) before the stream's 200 goes out; see event-bus.ts. */
+function subscribeOrRefuse(deps: ControlDeps, sub: Subscriber): () => void {
+  try {
+    return deps.bus.subscribe(sub);
+  } catch (err) {
+    if (err instanceof SubscriberLimitError) {
+      throw new HttpError('too_many_requests', err.message, { 'retry-after': '30' });
+    }
+    throw err;
+  }
+}
+
 export async function streamEvents(deps: ControlDeps, res: ServerResponse, scope: StreamScope, after: number): Promise<void> {
-  const sse = openSse(res);
   let lastSent = after;
   let live = false;
-
-  function send(text: string | Buffer): void {
-    res.write(text);
-    if (res.writableLength > MAX_PENDING_BYTES) sse.close();
-  }
+  let ended = false;
+  let opened = false;
 
   function write(ev: EncodedEvent): void {
     if (sse.closed || ev.id <= lastSent) return;
     lastSent = ev.id;
-    send(ev.frame);
+    sse.write(ev.frame);
   }
 
-  const unsubscribe = deps.bus.subscribe({
+  // Nothing is delivered before `live`, so subscribing first and opening the stream right after loses nothing.
+  const unsubscribe = subscribeOrRefuse(deps, {
     ...scope,
     deliver(batch) {
       if (!live || sse.closed) return;
       // Ids only grow, so a batch that starts past lastSent goes out as one shared buffer in one write.
       if (batch.events[0]!.id > lastSent) {
         lastSent = batch.events[batch.events.length - 1]!.id;
-        send(batch.bytes);
+        sse.write(batch.bytes);
       } else {
         for (const ev of batch.events) write(ev);
       }
     },
     end() {
-      sse.close();
+      // The bus ends a subscriber at shutdown, or at once when it is already closed (before the stream is open).
+      ended = true;
+      if (opened) sse.close();
     },
   });
+  const sse = openSse(res);
+  opened = true;
   sse.onClose(unsubscribe);
+  if (ended) sse.close();
 
-  function replayPage(): number {
+  /** Writes the next page; true when it was full (by rows or by bytes), so more may follow. */
+  function replayPage(): boolean {
     const rows = deps.stores.events.listAll({ after: lastSent, limit: PAGE, ...scope });
     let text = '';
-    for (const row of rows) text += encodeEvent(row).frame;
-    if (rows.length > 0 && !sse.closed) {
-      lastSent = rows[rows.length - 1]!.id;
-      send(text);
+    let taken = 0;
+    for (const row of rows) {
+      text += encodeEvent(row).frame;
+      taken++;
+      if (text.length >= PAGE_BYTES) break;
     }
-    return rows.length;
+    if (taken > 0 && !sse.closed) {
+      lastSent = rows[taken - 1]!.id;
+      sse.write(text);
+    }
+    return rows.length === PAGE || taken < rows.length;
   }
 
   // Paged replay that lets the socket drain: a long history never sits in memory at once. The await only follows a
   // full page, so the short page that ends the loop and `live = true` run in one turn (see the header comment).
-  while (!sse.closed && replayPage() === PAGE) {
+  while (!sse.closed && replayPage()) {
     if (res.writableNeedDrain) await waitForDrain(res);
   }
   live = true;

@@ -1,5 +1,5 @@
 // Boots the Control Plane: the only place that listens, writes server.json and installs signal handlers.
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import { mkdirSync, writeFileSync, rmSync, renameSync } from 'node:fs';
 import { readServerRecordFile, type ServerRecord } from '../client/server-record.ts';
 import { join, dirname } from 'node:path';
@@ -11,10 +11,13 @@ import { createRunEventBus } from './event-bus.ts';
 import { createRunController } from './run-controller.ts';
 import { createControlApp } from './app.ts';
 import { startRetentionSweeps } from './retention.ts';
+import { createRefusalTally } from './refusal-tally.ts';
 import { startRunJsonBackfill } from './run-json-backfill.ts';
 import { createRunsPageReader } from './runs-page-reader.ts';
 import { isLoopbackHost } from '../http/guards.ts';
 import { closeGracefully, listen } from '../http/listen.ts';
+import { createHttpServer } from '../http/http-server.ts';
+import type { ConnectionCounts } from '../http/connection-guard.ts';
 import { exitCodeAfterSignal } from '../http/exit-on-signal.ts';
 import type { ControlSettings } from './settings.ts';
 import type { ControlDeps } from './deps.ts';
@@ -26,6 +29,8 @@ export const STATIC_DIR = fileURLToPath(new URL('../../static', import.meta.url)
 export interface RunningControl {
   url: string;
   server: Server;
+  /** Open connections as the connection caps count them. */
+  connections: ConnectionCounts;
   deps: ControlDeps;
   close(): Promise<void>;
 }
@@ -51,7 +56,7 @@ export async function startControl(settings: ControlSettings, env: NodeJS.Proces
   let url = '';
   const boundToLoopback = isLoopbackHost(settings.host);
   const stores = createControlStores(db);
-  const bus = createRunEventBus(stores);
+  const bus = createRunEventBus(stores, settings.streams);
   const deps: ControlDeps = {
     db,
     stores,
@@ -63,12 +68,13 @@ export async function startControl(settings: ControlSettings, env: NodeJS.Proces
     log,
     url: () => url,
   };
+  deps.refusals = createRefusalTally(stores.audit, deps.clock, log);
   // A second connection reads uncached list pages beside the event loop; an in-memory DB has no file to share.
   if (settings.readThread && settings.dbPath !== ':memory:') deps.pageReader = createRunsPageReader(settings.dbPath, log);
   deps.engine = createRunController(deps);
   const origins = new Set<string>();
   const app = createControlApp(deps, { boundToLoopback: () => boundToLoopback, ownOrigins: () => origins });
-  const server = createServer({ keepAliveTimeout: 5_000, requestTimeout: 60_000, requireHostHeader: false }, app.listener);
+  const { server, connections } = createHttpServer(app.listener, settings.connections);
   const bound = await listen(server, settings.host, settings.port);
   url = bound.url;
   origins.add(url);
@@ -87,12 +93,13 @@ export async function startControl(settings: ControlSettings, env: NodeJS.Proces
         await deps.engine.close();
       });
       await deps.pageReader?.close();
+      deps.refusals?.close();
       stores.close();
       db.close();
     })();
     return closing;
   }
-  return { url, server, deps, close };
+  return { url, server, connections, deps, close };
 }
 
 function serverRecordPath(svcHome: string): string {

@@ -48,7 +48,7 @@ const RUN_FILTERS: Op['query'] = [
 ];
 const PAGE: Op['query'] = [['limit', 'default 50, clamped to 500', LIMIT], ['cursor', 'next_cursor of the previous page']];
 const RANGE: Op['query'] = [['since', 'ISO-8601 or unix ms'], ['until', 'ISO-8601 or unix ms'], ['repo', 'repository name']];
-const SSE = { status: 200, type: 'text/event-stream', description: 'Server-Sent Events: id = event id, event = kind; honours Last-Event-ID and ?after=; `: ping` every 15 s' };
+const SSE = { status: 200, type: 'text/event-stream', description: 'Server-Sent Events: id = event id, event = kind; honours Last-Event-ID and ?after=; `: ping` every 15 s; 429 past SVC_CONTROL_MAX_STREAMS or _PER_RUN' };
 const ACCEPTED_RUN = { status: 202, schema: 'Run' };
 const REPLAYED_RUN = { status: 200, schema: 'Run', description: 'the run an earlier request with this request_id and body started' };
 const WEBHOOK_ERRORS: Err[] = ['Unauthorized', 'TooLarge', 'TooMany', 'Unavailable'];
@@ -86,9 +86,9 @@ export const operations: readonly Op[] = [
   action('verify', 'Re-run the checks and re-issue the receipt'),
   action('answer', 'Answer a blocked run (409 unless blocked)', { body: 'Answer', bodyOptional: false }),
   { server: 'control', method: 'get', path: `${RUN}/events`, id: 'listEvents', summary: "A run's events after an id", tag: 'events', query: [['after', 'event id', EVENT_ID], ['cursor', 'next_cursor of the previous page (not with after)'], ['limit', 'default 50, clamped to 500', LIMIT]], ok: { status: 200, schema: 'EventPage' }, errors: ['NotFound'] },
-  { server: 'control', method: 'get', path: `${RUN}/stream`, id: 'streamRun', summary: "Follow one run's events", tag: 'events', query: [['after', 'event id', EVENT_ID]], ok: SSE, errors: ['NotFound'] },
+  { server: 'control', method: 'get', path: `${RUN}/stream`, id: 'streamRun', summary: "Follow one run's events", tag: 'events', query: [['after', 'event id', EVENT_ID]], ok: SSE, errors: ['NotFound', 'TooMany'] },
   { server: 'control', method: 'get', path: `${RUN}/artifact/{path}`, id: 'getArtifact', summary: 'A file recorded for the run (path may contain /; ETag is its sha256)', tag: 'runs', ok: { status: 200, type: '*/*' }, also: [{ status: 304, type: null, description: 'If-None-Match named its ETag' }], errors: ['NotFound'] },
-  { server: 'control', method: 'get', path: '/v1/stream', id: 'streamAll', summary: "Follow every run's events", tag: 'events', query: [['after', 'event id', EVENT_ID]], ok: SSE },
+  { server: 'control', method: 'get', path: '/v1/stream', id: 'streamAll', summary: "Follow every run's events", tag: 'events', query: [['after', 'event id', EVENT_ID]], ok: SSE, errors: ['TooMany'] },
   { server: 'control', method: 'get', path: '/v1/stats', id: 'getStats', summary: 'Counts by status and verdict, success rate, duration p50/p95, runs per day', tag: 'stats', query: RANGE, ok: { status: 200, schema: 'Open' } },
   { server: 'control', method: 'get', path: '/v1/stats/cost', id: 'getCostStats', summary: 'Cost and tokens: total, unknown-cost runs, by provider, repo and day', tag: 'stats', query: RANGE, ok: { status: 200, schema: 'Open' } },
   { server: 'control', method: 'get', path: '/v1/audit', id: 'listAudit', summary: 'Mutating actions as a hash chain, newest first', tag: 'admin', query: PAGE, ok: { status: 200, schema: 'OpenPage' } },

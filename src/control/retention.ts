@@ -1,9 +1,11 @@
 // The `retention_days` setting: deletes ended runs (with their events, artifacts and requests) that ended more than N
 // days ago, in small batches, and records each sweep that deleted something in the audit chain. Never touches an
-// active run (runs.delete refuses those) and does nothing while the setting is 0.
+// active run (runs.delete refuses those) and does nothing while the setting is 0. The same sweep drops audit rows
+// older than SVC_CONTROL_AUDIT_RETENTION_DAYS, anchored so the rest of the chain still verifies (audit-store.ts).
 import type { ControlDeps } from './deps.ts';
 import { readEffectiveConfig } from './handlers/config.ts';
 import { transaction } from '../db/open.ts';
+import { DEFAULT_AUDIT_RETENTION_DAYS } from './settings.ts';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 /** Rows per transaction: a sweep of a large backlog never holds the write lock for long. */
@@ -37,11 +39,29 @@ export function pruneExpiredRuns(deps: ControlDeps, now = deps.clock()): number 
   return deleted;
 }
 
+/** Audit rows per prune transaction; each batch is anchored by its own `audit.prune` row. */
+const AUDIT_BATCH = 5_000;
+
+/** Deletes audit rows older than the retention, oldest first, in anchored batches; returns how many went. */
+export function pruneAuditLog(deps: ControlDeps, now = deps.clock()): number {
+  const days = deps.settings.auditRetentionDays ?? DEFAULT_AUDIT_RETENTION_DAYS;
+  if (!(days > 0)) return 0;
+  let deleted = 0;
+  for (;;) {
+    const n = deps.stores.audit.pruneBefore(now - days * DAY_MS, AUDIT_BATCH);
+    deleted += n;
+    if (n < AUDIT_BATCH) break;
+  }
+  if (deleted > 0) deps.log.info('audit retention sweep', { deleted, audit_retention_days: days });
+  return deleted;
+}
+
 /** Sweeps now and then every RETENTION_SWEEP_MS; a failed sweep is logged and tried again next time. */
 export function startRetentionSweeps(deps: ControlDeps, everyMs = RETENTION_SWEEP_MS): () => void {
   function sweep(): void {
     try {
       pruneExpiredRuns(deps);
+      pruneAuditLog(deps);
     } catch (err) {
       deps.log.error('retention sweep failed', { error: err instanceof Error ? err.message : String(err) });
     }

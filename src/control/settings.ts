@@ -4,6 +4,8 @@ import { availableParallelism, homedir } from 'node:os';
 import { join } from 'node:path';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { readRunnerTokens, RunnerTokensError, type RunnerToken } from './runner-tokens.ts';
+import { envInteger, readConnectionLimits, type ConnectionLimits } from '../http/connection-limits.ts';
+import { DEFAULT_SUBSCRIBER_LIMITS, type SubscriberLimits } from './event-bus.ts';
 
 export interface ControlSettings {
   host: string;
@@ -20,9 +22,17 @@ export interface ControlSettings {
   readThread: boolean;
   /** SVC_CONTROL_RUNNER_TOKENS_FILE: tokens that may only POST /v1/ingest for their own source (runner-tokens.ts). */
   runnerTokens: readonly RunnerToken[];
+  /** SVC_CONTROL_MAX_CONNECTIONS(_PER_PEER); defaults when left out (src/http/connection-limits.ts). */
+  connections?: ConnectionLimits;
+  /** SVC_CONTROL_MAX_STREAMS(_PER_RUN); defaults when left out (src/control/event-bus.ts). */
+  streams?: SubscriberLimits;
+  /** SVC_CONTROL_AUDIT_RETENTION_DAYS: audit rows older than this are pruned (0: never); 365 when left out. */
+  auditRetentionDays?: number;
 }
 
 export const DEFAULT_PORT = 47821;
+/** Default of SVC_CONTROL_AUDIT_RETENTION_DAYS (0 keeps the audit log forever). */
+export const DEFAULT_AUDIT_RETENTION_DAYS = 365;
 
 /** svc's home (~/.svc); one definition for every process: src/spawn/svc-paths.ts. */
 export const svcHome = svcHomeOf;
@@ -53,7 +63,19 @@ export function resolveControlSettings(
     staticDir,
     readThread: readThread(env.SVC_CONTROL_READ_THREAD),
     runnerTokens,
+    connections: readConnectionLimits(env, 'SVC_CONTROL'),
+    streams: streamLimits(env),
+    // An environment setting, not a PUT /v1/config one: whoever may change settings must not be able to shorten
+    // the record of their own changes.
+    auditRetentionDays: envInteger(env, 'SVC_CONTROL_AUDIT_RETENTION_DAYS', DEFAULT_AUDIT_RETENTION_DAYS, 0, 36_500),
   };
+}
+
+function streamLimits(env: NodeJS.ProcessEnv): SubscriberLimits {
+  const total = envInteger(env, 'SVC_CONTROL_MAX_STREAMS', DEFAULT_SUBSCRIBER_LIMITS.total, 1, 1_000_000);
+  const fallback = Math.min(DEFAULT_SUBSCRIBER_LIMITS.perRun, total);
+  const perRun = envInteger(env, 'SVC_CONTROL_MAX_STREAMS_PER_RUN', fallback, 1, total);
+  return { total, perRun };
 }
 
 /** `auto` turns the read thread on from this many CPUs (docs/bench.md: on 2 shared cores it costs more than it saves). */

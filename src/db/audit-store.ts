@@ -29,9 +29,21 @@ export interface AuditStore {
   append(input: AuditInput): AuditEntry;
   /** Newest first, keyset-paged on id so rows appended meanwhile cause no duplicates or gaps. */
   list(opts: { limit: number; beforeId?: number | null }): AuditPage;
-  /** Recomputes the chain oldest first; returns the id of the first row that does not match, or null. */
+  /**
+   * Deletes the oldest rows written before `before` (unix ms), at most `maxRows`, in one transaction with the
+   * `audit.prune` row that anchors what stays (see verifyChain); answers how many went.
+   */
+  pruneBefore(before: number, maxRows: number): number;
+  /**
+   * Recomputes the chain oldest first; returns the id of the first row that does not match, or null. After a prune
+   * the oldest row kept must sit right after the newest `audit.prune` row's `pruned_through_id` and link to its
+   * `pruned_through_hash`, so cutting rows off the old end outside a prune still shows.
+   */
   verifyChain(): number | null;
 }
+
+/** The action of the row a prune appends; its detail anchors the chain's new start. */
+export const PRUNE_ACTION = 'audit.prune';
 
 /** As SQLite returns it: detail still JSON text. */
 interface Row extends Omit<AuditEntry, 'detail'> {
@@ -50,6 +62,15 @@ export function createAuditStore(db: Db, clock: () => number = Date.now): AuditS
   const newest = db.prepare(`SELECT * FROM audit ORDER BY id DESC ${LIMIT_PARAM}`);
   const older = db.prepare(`SELECT * FROM audit WHERE id < ? ORDER BY id DESC ${LIMIT_PARAM}`);
   const all = db.prepare('SELECT * FROM audit ORDER BY id ASC');
+  const oldest = db.prepare('SELECT id, prev_hash FROM audit ORDER BY id ASC LIMIT 1');
+  const lastPrune = db.prepare(
+    `SELECT detail FROM audit WHERE action = '${PRUNE_ACTION}' AND actor = 'system' ORDER BY id DESC LIMIT 1`,
+  );
+  const expiredThrough = db.prepare(
+    'SELECT id, hash FROM audit WHERE id <= (SELECT MIN(id) FROM audit) + ? AND at < ? ORDER BY id DESC LIMIT 1',
+  );
+  const countThrough = db.prepare('SELECT COUNT(*) AS n FROM audit WHERE id <= ?');
+  const deleteThrough = db.prepare('DELETE FROM audit WHERE id <= ?');
 
   function appendLocked(input: AuditInput): AuditEntry {
     const tail = last.get() as { id: number; hash: string } | undefined;
@@ -60,6 +81,21 @@ export function createAuditStore(db: Db, clock: () => number = Date.now): AuditS
     const hash = entryHash(prevHash, entry);
     insert.run(id, entry.at, entry.actor, entry.peer, entry.action, entry.target, entry.outcome, detail === null ? null : JSON.stringify(detail), prevHash, hash);
     return { ...entry, prev_hash: prevHash, hash };
+  }
+
+  /** The hash the oldest kept row must link to: genesis for an unpruned chain, else the last prune's anchor. */
+  function chainStart(first: { id: number; prev_hash: string }): string | undefined {
+    if (first.id === 1) return GENESIS_HASH;
+    const row = lastPrune.get() as { detail: string | null } | undefined;
+    let anchor: unknown;
+    try {
+      anchor = row?.detail ? JSON.parse(row.detail) : undefined;
+    } catch {
+      return undefined;
+    }
+    const a = anchor as { pruned_through_id?: unknown; pruned_through_hash?: unknown } | undefined;
+    if (a?.pruned_through_id !== first.id - 1 || a.pruned_through_hash !== first.prev_hash) return undefined;
+    return first.prev_hash;
   }
 
   function page(stmt: StatementSync, args: number[], limit: number): AuditPage {
@@ -85,8 +121,35 @@ export function createAuditStore(db: Db, clock: () => number = Date.now): AuditS
     list({ limit, beforeId }) {
       return beforeId === undefined || beforeId === null ? page(newest, [], limit) : page(older, [beforeId], limit);
     },
+    pruneBefore(before, maxRows) {
+      db.exec('BEGIN IMMEDIATE');
+      try {
+        // Ids grow with time, so "the oldest rows before the cutoff" is a prefix of the chain: id <= through.
+        const through = expiredThrough.get(maxRows - 1, before) as { id: number; hash: string } | undefined;
+        let deleted = 0;
+        if (through) {
+          deleted = (countThrough.get(through.id) as { n: number }).n;
+          appendLocked({
+            actor: 'system', peer: '', action: PRUNE_ACTION, target: null, outcome: 'ok',
+            detail: {
+              deleted, pruned_through_id: through.id, pruned_through_hash: through.hash,
+              before: new Date(before).toISOString(),
+            },
+          });
+          deleteThrough.run(through.id);
+        }
+        db.exec('COMMIT');
+        return deleted;
+      } catch (err) {
+        if (db.isTransaction) db.exec('ROLLBACK');
+        throw err;
+      }
+    },
     verifyChain() {
-      let prev = GENESIS_HASH;
+      const first = oldest.get() as { id: number; prev_hash: string } | undefined;
+      if (!first) return null;
+      let prev = chainStart(first);
+      if (prev === undefined) return first.id;
       for (const raw of all.iterate()) {
         const row = raw as unknown as Row;
         let detail: Record<string, unknown> | null;

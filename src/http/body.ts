@@ -13,8 +13,8 @@ export interface ReadBodyOptions {
 
 export function readBody(req: IncomingMessage, { limit, timeoutMs = 30_000 }: ReadBodyOptions): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
+  // A refused body is never drained (resume() would read it all): the pipeline answers and closes the connection.
   if (Number.isFinite(declared) && declared > limit) {
-    req.resume();
     return Promise.reject(new HttpError('payload_too_large', `Request body is larger than ${limit} bytes`));
   }
   return new Promise((resolve, reject) => {
@@ -31,7 +31,7 @@ export function readBody(req: IncomingMessage, { limit, timeoutMs = 30_000 }: Re
       req.off('end', onEnd);
       req.off('error', onError);
       if (error) {
-        req.resume();
+        req.pause();
         reject(error);
       } else {
         resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));

@@ -13,12 +13,20 @@ const PARSER_CODES: Record<string, ErrorCode> = {
   HPE_HEADERS_TIMEOUT: 'request_timeout',
 };
 
-function rawReply(socket: Duplex, code: ErrorCode, message: string): void {
+/**
+ * Answers with the envelope and closes: the socket is destroyed once the answer is flushed, not half-closed and kept
+ * until the peer hangs up (a silent client never does, and each one held a descriptor).
+ */
+export function rawReply(socket: Duplex, code: ErrorCode, message: string, headers: Record<string, string> = {}): void {
   const body = JSON.stringify(errorBody(code, message));
   const status = errorStatus[code];
+  let extra = '';
+  for (const [name, value] of Object.entries(headers)) extra += `${name}: ${value}\r\n`;
+  socket.on('error', () => socket.destroy());
   socket.end(
     `HTTP/1.1 ${status} ${code}\r\ncontent-type: ${JSON_TYPE}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
-      `cache-control: no-store\r\nx-content-type-options: nosniff\r\nconnection: close\r\n\r\n${body}`,
+      `cache-control: no-store\r\nx-content-type-options: nosniff\r\nconnection: close\r\n${extra}\r\n${body}`,
+    () => socket.destroy(),
   );
 }
 
@@ -37,7 +45,6 @@ export function answerClientErrors(server: Server): void {
     rawReply(socket, code, code === 'bad_request' ? 'malformed HTTP request' : 'request refused before routing');
   });
   server.on('connect', (_req, socket: Duplex) => {
-    socket.on('error', () => socket.destroy());
     rawReply(socket, 'method_not_allowed', 'CONNECT is not supported');
   });
 }

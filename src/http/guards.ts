@@ -22,23 +22,53 @@ export function hostnameOf(hostHeader: string): string {
   return colon === -1 ? h : h.slice(0, colon);
 }
 
-const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
+/**
+ * RFC 9110 §7.2 `Host = uri-host [ ":" port ]`, strictly: an IP literal in brackets, or a name / IPv4 address of
+ * letters, digits, `.` and `-`, then at most a numeric port. No lists (`localhost:P, evil`), nothing after `]`
+ * (`[::1]evil`), no spaces, userinfo or percent escapes.
+ */
+const HOST_VALUE = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::[0-9]{1,5})?$/;
 
-/** DNS-rebinding guard: a loopback-bound server answers only to loopback Host names. */
-export function checkHost(req: IncomingMessage, boundToLoopback: boolean): void {
-  if (!boundToLoopback) return;
-  const host = req.headers.host;
-  // Clients send the same few Host values over and over; an exact value once accepted needs no parsing again.
-  if (host !== undefined && acceptedHosts.has(host)) return;
-  if (!host || !LOOPBACK_HOSTS.has(hostnameOf(host))) {
-    throw new HttpError('forbidden_host', 'Host header must name this machine (localhost, 127.0.0.1 or [::1])');
-  }
-  if (acceptedHosts.size >= 64) acceptedHosts.clear();
-  acceptedHosts.add(host);
+export function isWellFormedHost(host: string): boolean {
+  return HOST_VALUE.test(host);
 }
 
-/** Exact Host header values checkHost accepted (the answer depends on the string alone). */
+/** How many Host field lines the request carried (Node keeps only the first in `req.headers`). */
+function hostLines(req: IncomingMessage): number {
+  const raw = req.rawHeaders ?? [];
+  let n = 0;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.length === 4 && raw[i]!.toLowerCase() === 'host') n++;
+  return n;
+}
+
+const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
+
+/**
+ * Host is well formed and single on every server (RFC 9112 §3.2: otherwise 400); a loopback-bound server also answers
+ * only to loopback Host names (the DNS-rebinding guard, 403 forbidden_host).
+ */
+export function checkHost(req: IncomingMessage, boundToLoopback: boolean): void {
+  const host = req.headers.host;
+  if (host !== undefined && hostLines(req) > 1) {
+    throw new HttpError('bad_request', 'Request carries more than one Host header');
+  }
+  // Clients send the same few Host values over and over; an exact value once accepted needs no parsing again.
+  const accepted = boundToLoopback ? acceptedLoopbackHosts : acceptedHosts;
+  if (host !== undefined && accepted.has(host)) return;
+  if (host !== undefined && host !== '' && !isWellFormedHost(host)) {
+    throw new HttpError('bad_request', 'Host header is not a host name or address with an optional port');
+  }
+  if (boundToLoopback && (!host || !LOOPBACK_HOSTS.has(hostnameOf(host)))) {
+    throw new HttpError('forbidden_host', 'Host header must name this machine (localhost, 127.0.0.1 or [::1])');
+  }
+  if (host === undefined) return;
+  if (accepted.size >= 64) accepted.clear();
+  accepted.add(host);
+}
+
+/** Exact Host header values checkHost accepted, per kind of server (the answer depends on the string alone). */
 const acceptedHosts = new Set<string>();
+const acceptedLoopbackHosts = new Set<string>();
 
 /** Constant-time string compare; hashing first makes lengths equal so length leaks nothing either. */
 export function safeEqual(a: string, b: string): boolean {

@@ -7,6 +7,7 @@ import { readBody, parseJson, MiB } from './body.ts';
 import { checkBearer, checkBearerOrRunner, checkHost, checkJsonContentType, checkLoopbackOnly, checkOrigin, parseTarget, type RunnerCredential } from './guards.ts';
 import type { StaticFiles } from './static-files.ts';
 import { RequestCtx, RequestId } from './request-ctx.ts';
+import { closeAfterRefusal } from './close-after-refusal.ts';
 import type { Logger } from '../log.ts';
 
 export interface Ctx<D> {
@@ -180,11 +181,13 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
       if (admission?.route && !SAFE_METHODS.has(req.method ?? 'GET')) {
         reportRefusal(admission.route, admission.params ?? {}, req, requestId, err);
       }
+      closeAfterRefusal(req, res);
       sendReply(res, { status: err.status, headers: err.headers, body: errorBody(err.code, err.message) });
       return;
     }
     const error = err instanceof Error ? err.message : String(err);
     opts.log.error('unhandled error', { request_id: requestId.get(), error });
+    closeAfterRefusal(req, res);
     sendReply(res, { status: 500, body: errorBody('internal_error', `Internal error (request ${requestId.get()})`) });
   }
 

@@ -1,21 +1,35 @@
-// Server-Sent Events writer: `id:` per event, a comment ping so proxies keep the stream open, clean close.
+// Server-Sent Events writer: `id:` per event, a comment ping so proxies keep the stream open, clean close, and the
+// per-subscriber bound: a reader too far behind, or one that accepts nothing for a whole heartbeat, is cut off.
 import type { ServerResponse } from 'node:http';
 
 export interface SseStream {
   send(id: number | string, event: string, data: unknown): boolean;
+  /** Writes ready-made frames (a replay page, a shared publish buffer), counted against the lag bound. */
+  write(frames: string | Buffer): void;
   comment(text: string): void;
   close(): void;
   readonly closed: boolean;
+  /** True once the stream was cut off for lagging (closed too). */
+  readonly dropped: boolean;
   onClose(fn: () => void): void;
 }
+
+/** Default lag bound: bytes written, not yet taken by the reader (docs/control-data.md, "Event JSON and streams"). */
+export const MAX_PENDING_BYTES = 4 * 1024 * 1024;
+export const HEARTBEAT_MS = 15_000;
 
 export interface SseOptions {
   heartbeatMs?: number;
   /** Tells the browser how long to wait before reconnecting. */
   retryMs?: number;
+  /** A subscriber with more than this many bytes waiting for it is dropped. */
+  maxPendingBytes?: number;
 }
 
-export function openSse(res: ServerResponse, { heartbeatMs = 15_000, retryMs = 2_000 }: SseOptions = {}): SseStream {
+export function openSse(
+  res: ServerResponse,
+  { heartbeatMs = HEARTBEAT_MS, retryMs = 2_000, maxPendingBytes = MAX_PENDING_BYTES }: SseOptions = {},
+): SseStream {
   res.writeHead(200, {
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-store',
@@ -28,13 +42,44 @@ export function openSse(res: ServerResponse, { heartbeatMs = 15_000, retryMs = 2
   if (head) res.end();
   else res.write(`retry: ${retryMs}\n\n`);
   let closed = head;
+  let dropped = false;
+  /** Bytes handed to the response so far; minus what is still pending, it is what the reader has taken. */
+  let written = 0;
+  let takenAtLastBeat = -1;
   const closers: Array<() => void> = [];
-  const timer = head
-    ? undefined
-    : setInterval(() => {
-        if (!closed) res.write(': ping\n\n');
-      }, heartbeatMs);
+  const timer = head ? undefined : setInterval(beat, heartbeatMs);
   timer?.unref();
+
+  /**
+   * A reader that took no byte during a whole interval while bytes waited for it is stalled (it reads nothing), not
+   * slow: it is dropped even below the byte bound, so a silent subscriber cannot hold its socket and buffer forever.
+   */
+  function beat(): void {
+    if (closed) return;
+    const pending = res.writableLength;
+    const taken = written - pending;
+    if (pending > 0 && taken === takenAtLastBeat) return drop();
+    takenAtLastBeat = pending > 0 ? taken : -1;
+    put(': ping\n\n');
+  }
+
+  function put(frames: string | Buffer): void {
+    written += typeof frames === 'string' ? Buffer.byteLength(frames) : frames.length;
+    res.write(frames);
+    if (res.writableLength > maxPendingBytes) drop();
+  }
+
+  /**
+   * Destroys rather than ends: end() would queue behind the megabytes the reader is not taking and keep the socket
+   * (and that buffer) for as long as the peer stays silent. The reader reconnects with Last-Event-ID.
+   */
+  function drop(): void {
+    if (closed) return;
+    dropped = true;
+    shutdown();
+    res.destroy();
+  }
+
   function shutdown(): void {
     if (closed) return;
     closed = true;
@@ -48,10 +93,14 @@ export function openSse(res: ServerResponse, { heartbeatMs = 15_000, retryMs = 2
       const payload = typeof data === 'string' ? data : JSON.stringify(data);
       // Data may not carry raw newlines; JSON never does, plain strings are split per the SSE grammar.
       const lines = payload.split(/\r\n|\r|\n/).map((l) => `data: ${l}`).join('\n');
-      return res.write(`id: ${id}\nevent: ${event.replace(/[\r\n]/g, '')}\n${lines}\n\n`);
+      put(`id: ${id}\nevent: ${event.replace(/[\r\n]/g, '')}\n${lines}\n\n`);
+      return !closed && !res.writableNeedDrain;
+    },
+    write(frames) {
+      if (!closed) put(frames);
     },
     comment(text) {
-      if (!closed) res.write(`: ${text.replace(/[\r\n]/g, ' ')}\n\n`);
+      if (!closed) put(`: ${text.replace(/[\r\n]/g, ' ')}\n\n`);
     },
     close() {
       if (closed) return;
@@ -60,6 +109,9 @@ export function openSse(res: ServerResponse, { heartbeatMs = 15_000, retryMs = 2
     },
     get closed() {
       return closed;
+    },
+    get dropped() {
+      return dropped;
     },
     onClose(fn) {
       if (closed) fn();

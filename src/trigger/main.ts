@@ -1,6 +1,6 @@
 // Boots the trigger server: the only place that listens and installs signal handlers. Shutdown leaves queued
 // jobs queued and running jobs re-attachable; restart re-runs the queue (DESIGN §5).
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import { availableParallelism } from 'node:os';
 import { openDatabase } from '../db/open.ts';
 import { triggerMigrations } from '../db/trigger-migrations.ts';
@@ -25,11 +25,16 @@ import { pruneBatch, startTriggerRetention } from './retention.ts';
 import { startIntakeWriter, type IntakeWriter } from './intake-writer.ts';
 import { CliError } from '../cli/usage-error.ts';
 import { closeGracefully, listen } from '../http/listen.ts';
+import { createHttpServer } from '../http/http-server.ts';
+import { readConnectionLimits } from '../http/connection-limits.ts';
+import type { ConnectionCounts } from '../http/connection-guard.ts';
 import { exitCodeAfterSignal } from '../http/exit-on-signal.ts';
 
 export interface RunningTrigger {
   url: string;
   server: Server;
+  /** Open connections as the connection caps count them (src/http/connection-guard.ts). */
+  connections: ConnectionCounts;
   stores: TriggerStores;
   queue: JobQueue;
   runner: Runner;
@@ -102,6 +107,8 @@ async function startWriter(settings: TriggerSettings, log: Logger): Promise<Inta
 
 export async function startTrigger(settings: TriggerSettings, env: NodeJS.ProcessEnv, o: TriggerOverrides = {}): Promise<RunningTrigger> {
   const log = o.log ?? triggerLogger();
+  // Read before anything opens: a bad SVC_TRIGGER_MAX_CONNECTIONS* fails the start with nothing to undo.
+  const connectionLimits = readConnectionLimits(env, 'SVC_TRIGGER');
   const clock = o.clock ?? Date.now;
   const executor = o.executor ?? pickExecutor(settings, env, log, o.pollMs);
   logStartupProblems(settings, log);
@@ -135,7 +142,7 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
   const skips = createSkipCounts();
   const deps = { settings, queue, clock, log, skips };
   const app = createTriggerApp(deps, o.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: o.bodyTimeoutMs } : {});
-  const server = createServer({ keepAliveTimeout: 5_000, requestTimeout: 60_000, headersTimeout: 20_000, requireHostHeader: false }, app.listener);
+  const { server, connections } = createHttpServer(app.listener, connectionLimits);
   const { url } = await listen(server, settings.host, settings.port);
   runner.recover();
   const stopRetention = startTriggerRetention({
@@ -157,7 +164,7 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
     })();
     return closing;
   }
-  return { url, server, stores, queue, runner, intake: writer ? 'writer-thread' : 'main-thread', close };
+  return { url, server, connections, stores, queue, runner, intake: writer ? 'writer-thread' : 'main-thread', close };
 }
 
 /** Serves until SIGINT/SIGTERM, then shuts down once and resolves with the exit code. */

@@ -76,6 +76,11 @@ describe('GET /v1/runs/:source/:run/artifact/*path', () => {
       assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
     });
 
+    it('sends artifacts Cache-Control: no-store so no browser or proxy keeps a copy', async () => {
+      const res = await cp.request('GET', `${base}/report.html`);
+      assert.equal(res.headers.get('cache-control'), 'no-store');
+    });
+
     for (const path of ['..%2F..%2Fcontrol.db', 'a/..%2F..%2Fb', '%2Fetc%2Fpasswd', 'a%5Cb', 'a%00b', 'a//b', '..%5Cx', 'C:%5Cx']) {
       it(`rejects the artifact path ${path} with 400 invalid_param`, async () => {
         const res = await rawGet(cp.url, `${base}/${path}`);

@@ -6,6 +6,8 @@ import { audited } from '../../src/control/audited.ts';
 import type { Ctx } from '../../src/http/pipeline.ts';
 import type { ControlDeps } from '../../src/control/deps.ts';
 import { HttpError } from '../../src/http/http-error.ts';
+import { createAuditStore, PRUNE_ACTION } from '../../src/db/audit-store.ts';
+import { pruneAuditLog } from '../../src/control/retention.ts';
 
 describe('GET /v1/audit', () => {
   let control: TestControl;
@@ -165,5 +167,38 @@ describe('audited wrapper', () => {
     const replying = audited('test.reply', () => ({ status: 409, body: { error: { code: 'conflict', message: 'x' } } }));
     await replying(ctx('127.0.0.1'));
     assert.equal(control.deps.stores.audit.list({ limit: 1 }).items[0]!.outcome, 'conflict');
+  });
+});
+
+describe('audit retention (SVC_CONTROL_AUDIT_RETENTION_DAYS)', () => {
+  let control: TestControl;
+  const DAY = 24 * 60 * 60 * 1000;
+  before(async () => {
+    control = await startTestControl({ settings: { auditRetentionDays: 30 } });
+  });
+  after(() => control.close());
+
+  it('prunes rows older than the retention and the chain still verifies from the prune anchor', async () => {
+    const now = Date.now();
+    const old = createAuditStore(control.deps.db, () => now - 40 * DAY);
+    for (let i = 0; i < 10; i++) old.append({ actor: 'local', peer: '127.0.0.1', action: 'config.write', target: 'config', outcome: 'ok' });
+    for (let i = 0; i < 3; i++) control.deps.stores.audit.append({ actor: 'local', peer: '127.0.0.1', action: 'run.stop', target: 'local/r', outcome: 'ok' });
+    assert.equal(pruneAuditLog(control.deps, now), 10);
+    const items = control.deps.stores.audit.list({ limit: 500 }).items;
+    assert.equal(items.length, 4, 'the 3 recent rows and the prune row');
+    const [prune] = items;
+    assert.deepEqual([prune!.action, prune!.actor], [PRUNE_ACTION, 'system']);
+    assert.equal(prune!.detail!.deleted, 10);
+    assert.equal(prune!.detail!.pruned_through_id, 10);
+    const res = await control.request('GET', '/v1/audit?verify=true&limit=1');
+    assert.deepEqual(res.json.chain, { intact: true, first_broken_id: null });
+    assert.equal(pruneAuditLog(control.deps, now), 0, 'nothing more is old enough');
+  });
+
+  it('shows rows cut off the old end outside a prune as a broken chain', async () => {
+    const oldest = control.deps.stores.audit.list({ limit: 500 }).items.at(-1)!.id;
+    control.deps.db.prepare('DELETE FROM audit WHERE id = ?').run(oldest);
+    const res = await control.request('GET', '/v1/audit?verify=true&limit=1');
+    assert.deepEqual(res.json.chain, { intact: false, first_broken_id: oldest + 1 });
   });
 });

@@ -59,8 +59,19 @@ describe('guards', () => {
       }
       assert.equal(codeOf(() => checkHost(req({}), true)), 'forbidden_host');
     });
-    it('lets any Host through on a non-loopback server, where the token is the guard', () => {
+    it('lets any well-formed Host through on a non-loopback server, where the token is the guard', () => {
       assert.equal(codeOf(() => checkHost(req({ host: 'svc.example.com' }), false)), null);
+      assert.equal(codeOf(() => checkHost(req({ host: '[2001:db8::1]:443' }), false)), null);
+    });
+    it('answers bad_request to a Host that is not one host and port, on any server', () => {
+      for (const host of ['localhost:1, evil.example', '[::1]evil', '[::1]:1x', 'localhost:1:2', 'a b', 'user@localhost', 'localhost:123456', '%6cocalhost']) {
+        for (const loopback of [true, false]) assert.equal(codeOf(() => checkHost(req({ host }), loopback)), 'bad_request', `${host} ${loopback}`);
+      }
+    });
+    it('answers bad_request to a request with two Host lines, even when the first one is right', () => {
+      const twice = { headers: { host: 'localhost:1' }, rawHeaders: ['Host', 'localhost:1', 'host', 'evil.example'] } as unknown as IncomingMessage;
+      assert.equal(codeOf(() => checkHost(twice, true)), 'bad_request');
+      assert.equal(codeOf(() => checkHost(twice, false)), 'bad_request');
     });
   });
 

@@ -37,7 +37,8 @@ export const getArtifact: Handler<ControlDeps> = (ctx) => {
   const type = safeContentType(row.content_type);
   const headers: Record<string, string> = {
     etag,
-    'cache-control': 'private, no-cache',
+    // Agent-made content with the run's access rules: no browser or proxy may keep a copy (not even to revalidate).
+    'cache-control': 'no-store',
     'content-security-policy': ARTIFACT_CSP,
     'x-content-type-options': 'nosniff',
     'content-type': type,

@@ -1,0 +1,113 @@
+// Turns a flood of refused requests into a bounded number of audit rows: the first refusal of each (actor, peer,
+// action, target, reason) in a window is written at once, repeats are only counted, and the count is written as one
+// row when the window ends. A drive-by page's 6,554 refusals in 10 s become two rows (docs/control-config.md).
+import type { AuditInput, AuditStore } from '../db/audit-store.ts';
+import type { Logger } from '../log.ts';
+
+/** How long repeats of one refusal are counted before their row is written. */
+export const REFUSAL_WINDOW_MS = 60_000;
+/**
+ * Distinct refusals tracked in one window; past this (a flood from many addresses), repeats of a new key are
+ * counted under peer `*` for their action and reason, so memory stays bounded whatever the peers.
+ */
+export const MAX_REFUSAL_KEYS = 1_000;
+
+interface Tally {
+  input: AuditInput;
+  startedAt: number;
+  repeats: number;
+  firstRepeatAt: number;
+  lastRepeatAt: number;
+}
+
+export interface RefusalTally {
+  /** Records a refusal: written now if it is the first of its kind in the window, else counted. */
+  record(input: AuditInput): void;
+  /** Writes the count of every window that has ended (all of them with `all`), and forgets those windows. */
+  flush(all?: boolean): void;
+  /** Stops the timer and writes every open count. */
+  close(): void;
+}
+
+export function createRefusalTally(
+  audit: AuditStore, clock: () => number, log: Logger, windowMs = REFUSAL_WINDOW_MS,
+): RefusalTally {
+  const open = new Map<string, Tally>();
+  const timer = setInterval(() => {
+    try {
+      flush(false);
+    } catch (err) {
+      // A failed write (disk full, locked) loses those counts; it must not take the server down from a timer.
+      log.error('refusal audit flush failed', { error: err instanceof Error ? err.message : String(err) });
+    }
+  }, windowMs);
+  timer.unref();
+
+  function keyOf(input: AuditInput): string {
+    return JSON.stringify([input.actor, input.peer, input.action, input.target, input.outcome]);
+  }
+
+  function writeRepeats(t: Tally): void {
+    if (t.repeats === 0) return;
+    // The first refusal's request id names that one request, not the repeats.
+    const { request_id: _first, ...detail } = t.input.detail ?? {};
+    audit.append({
+      ...t.input,
+      detail: {
+        ...detail,
+        count: t.repeats,
+        repeated: true,
+        first_at: new Date(t.firstRepeatAt).toISOString(),
+        last_at: new Date(t.lastRepeatAt).toISOString(),
+        window_ms: windowMs,
+      },
+    });
+  }
+
+  function flush(all = false): void {
+    const now = clock();
+    for (const [key, t] of open) {
+      if (!all && now - t.startedAt < windowMs) continue;
+      open.delete(key);
+      writeRepeats(t);
+    }
+  }
+
+  function record(input: AuditInput): void {
+    const now = clock();
+    let key = keyOf(input);
+    let t = open.get(key);
+    if (t && now - t.startedAt >= windowMs) {
+      open.delete(key);
+      writeRepeats(t);
+      t = undefined;
+    }
+    if (!t && open.size >= MAX_REFUSAL_KEYS) {
+      const pooled = { ...input, peer: '*', target: null };
+      key = keyOf(pooled);
+      t = open.get(key);
+      if (!t) {
+        // The pool's first refusal is only counted: a new key per request must not mean a row per request.
+        t = { input: pooled, startedAt: now, repeats: 0, firstRepeatAt: now, lastRepeatAt: now };
+        open.set(key, t);
+      }
+    }
+    if (t) {
+      if (t.repeats === 0) t.firstRepeatAt = now;
+      t.repeats++;
+      t.lastRepeatAt = now;
+      return;
+    }
+    audit.append({ ...input, detail: { ...input.detail, count: 1 } });
+    open.set(key, { input, startedAt: now, repeats: 0, firstRepeatAt: now, lastRepeatAt: now });
+  }
+
+  return {
+    record,
+    flush,
+    close() {
+      clearInterval(timer);
+      flush(true);
+    },
+  };
+}
