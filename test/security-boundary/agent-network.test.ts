@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { createServer, type Server, type IncomingHttpHeaders } from 'node:http';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { AddressInfo } from 'node:net';
+import { createServer as createNetServer, type AddressInfo, type Server as NetServer } from 'node:net';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { probeSandbox } from '../../src/spawn/probe.ts';
@@ -16,6 +16,7 @@ const bwrapWorks = probeSandbox(process.env).ok;
 if (process.env.CI && !bwrapWorks) throw new Error('CI must run the sandbox tests: install the Debian package bubblewrap');
 
 const REAL_KEY = 'sk-ant-real-key-9f3c1d';
+const ABSTRACT_NAME = `svc-test-abstract-${process.pid}`;
 
 /** Each attempt's outcome goes into net.txt as `name:<http status or failure>`. */
 const PROBES = `#!/bin/sh
@@ -30,6 +31,9 @@ try() { name=$1; shift; code=$(curl -s -o /dev/null -w '%{http_code}' --max-time
   (unset HTTP_PROXY HTTPS_PROXY ALL_PROXY http_proxy https_proxy all_proxy; try allowed-no-proxy "http://$allowed/ok")
   try model "$ANTHROPIC_BASE_URL/v1/messages" -H "x-api-key: $ANTHROPIC_API_KEY" -d '{}'
   getent hosts svc-test.invalid >/dev/null 2>&1 && echo "dns:resolved" || echo "dns:failed"
+  abstract=$(grep -o 'ABSTRACT=[^ ]*' "$SVC_TASK_FILE" | head -1 | cut -d= -f2)
+  /usr/bin/python3 -c "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect('\\0'+sys.argv[1])" "$abstract" \
+    2>/dev/null && echo "abstract:connected" || echo "abstract:refused"
   echo "listening:$(cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk 'NR>1 && $4=="0A"' | wc -l)"
   echo "key:$ANTHROPIC_API_KEY"
 } > net.txt
@@ -61,7 +65,13 @@ describe('the agent\'s network', { skip: bwrapWorks ? false : 'bwrap cannot run 
   const allowedSeen: Seen[] = [];
   const modelSeen: Seen[] = [];
 
+  let abstract: NetServer;
+  let abstractSeen = 0;
+
   before(async () => {
+    // An abstract Unix socket on the host (no file: only the network namespace scopes it).
+    abstract = createNetServer(() => abstractSeen++);
+    await new Promise<void>((resolve) => abstract.listen(`\0${ABSTRACT_NAME}`, resolve));
     hostService = await listen('127.0.0.1', hostSeen);
     allowed = await listen('127.0.0.2', allowedSeen);
     model = await listen('127.0.0.1', modelSeen);
@@ -69,6 +79,7 @@ describe('the agent\'s network', { skip: bwrapWorks ? false : 'bwrap cannot run 
     writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ network: { allow: [hostPort(allowed)] } }));
   });
   after(() => {
+    abstract.close();
     hostService.close();
     allowed.close();
     model.close();
@@ -81,7 +92,7 @@ describe('the agent\'s network', { skip: bwrapWorks ? false : 'bwrap cannot run 
       ANTHROPIC_BASE_URL: `http://${hostPort(model)}`,
     };
     delete env.SVC_SANDBOX;
-    const brief = `probe HOSTSVC=${hostPort(hostService)} ALLOWED=${hostPort(allowed)}`;
+    const brief = `probe HOSTSVC=${hostPort(hostService)} ALLOWED=${hostPort(allowed)} ABSTRACT=${ABSTRACT_NAME}`;
     const res = await runChild(process.execPath, [CLI, 'start', '--brief', brief, '--provider', 'probes', '--worktree'],
       { cwd: repo.repo, env });
     const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
@@ -96,6 +107,8 @@ describe('the agent\'s network', { skip: bwrapWorks ? false : 'bwrap cannot run 
     assert.equal(allowedSeen.length, 1, 'the allowed destination saw one request, through the gate');
     assert.equal(result('allowed-no-proxy'), '000', 'without the proxy variables there is no route at all');
     assert.equal(result('dns'), 'failed');
+    assert.equal(result('abstract'), 'refused', 'a host abstract Unix socket (D-Bus, X11 use them) is another namespace\'s');
+    assert.equal(abstractSeen, 0);
     assert.equal(result('listening'), '1', 'only the forwarder listens in the sandbox');
 
     assert.equal(result('model'), '200');
@@ -121,11 +134,17 @@ describe('the agent\'s network', { skip: bwrapWorks ? false : 'bwrap cannot run 
 
   it('says in the receipt that nothing was confined when the run had no sandbox', async () => {
     const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: '', SVC_SANDBOX: 'none' };
-    const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'unconfined', '--provider', 'probes'],
+    const brief = `unconfined HOSTSVC=${hostPort(hostService)} ABSTRACT=${ABSTRACT_NAME}`;
+    const res = await runChild(process.execPath, [CLI, 'start', '--brief', brief, '--provider', 'probes', '--worktree'],
       { cwd: repo.repo, env });
     const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
     const receipt = JSON.parse(readFileSync(join(repo.repo, '.svc', 'runs', run, 'artifacts', 'receipt.json'), 'utf8'));
     assert.equal(receipt.network.confined, false);
+    // The same probes, unconfined, do reach the host: the sandboxed results above are the sandbox's doing.
+    const state = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
+    const net = readFileSync(join(state.workdir, 'net.txt'), 'utf8');
+    assert.match(net, /^host-direct:200$/m);
+    assert.match(net, /^abstract:connected$/m);
   });
 
   it('refuses a policy whose network pattern is malformed, before the run starts', async () => {
