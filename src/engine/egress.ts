@@ -42,7 +42,9 @@ function routesFor(env: NodeJS.ProcessEnv): ModelRoute[] {
   return modelRoutesFromEnv(env, { bases });
 }
 
-/** The project's patterns plus each model API's own origin, exactly (an address only with its port, as the rules say). */
+/**
+ * The project's patterns plus each model API's own origin, exactly (an address only with its port, as the rules say).
+ */
 function gatePolicy(network: Policy['network'], routes: ModelRoute[]): GatePolicy {
   const base = parseGatePolicy(network);
   const own = routes.map((r) => {
@@ -97,7 +99,8 @@ export async function openRunGate(ctx: RunContext, policy: Policy): Promise<RunG
     throw err;
   }
   return {
-    sandbox: sandboxGate(socket),
+    // SVC_SANDBOX_FORWARDER=node keeps svc's own forwarder even where systemd's is installed (docs/gate.md).
+    sandbox: sandboxGate(socket, ctx.env.SVC_SANDBOX_FORWARDER !== 'node'),
     env: agentEnv(routes, ctx.env),
     policy: policy.network,
     summary: () => summarizeEgress(records),

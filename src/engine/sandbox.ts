@@ -88,7 +88,9 @@ export function agentSandbox(
   const { mode } = sandbox;
   if (mode.kind === 'none') return null;
   const files = protocolFiles(ctx);
-  const configured = provider?.kind === 'command' ? loadEngineConfig(ctx.state.repo_path).providers[provider.name] : undefined;
+  const configured = provider?.kind === 'command'
+    ? loadEngineConfig(ctx.state.repo_path).providers[provider.name]
+    : undefined;
   const plan = agentSandboxPlan({
     workdir: ctx.state.workdir,
     repo: ctx.state.repo_path,

@@ -43,7 +43,8 @@ export async function serveGateForever(
     onRecord: (record) => process.stdout.write(`${JSON.stringify({ egress: record })}\n`),
     log,
   });
-  say(`svc gate listening on http://${settings.host.includes(':') ? `[${settings.host}]` : settings.host}:${gate.port}` +
+  const host = settings.host.includes(':') ? `[${settings.host}]` : settings.host;
+  say(`svc gate listening on http://${host}:${gate.port}` +
     ` (model APIs: ${routes.map((r) => r.name).join(', ') || 'none'})\n`);
   return exitCodeAfterSignal(log, 'gate stopping', () => gate.close());
 }

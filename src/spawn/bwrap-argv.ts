@@ -41,11 +41,10 @@ export interface SandboxPlan {
   network: 'none' | SandboxGate;
 }
 
-/** The egress gate as a sandbox sees it: the host path of its socket, and the node and forwarder that bridge it. */
+/** The egress gate as a sandbox sees it: the host path of its socket, and the forwarder that bridges it in. */
 export interface SandboxGate {
   socket: string;
-  node: string;
-  forwarder: string;
+  bridge: { kind: 'systemd'; activate: string; proxyd: string } | { kind: 'node'; node: string; forwarder: string };
 }
 
 function isDir(path: string): boolean {

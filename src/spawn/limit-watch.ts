@@ -78,7 +78,8 @@ export function watchLimits(
     }
     const rss = pids.reduce((n, pid) => n + residentBytes(pid), 0);
     if (rss > limits.memoryBytes) {
-      breach({ limit: 'memory', message: `${Math.round(rss / MIB)} MiB resident, over ${limits.memoryBytes / MIB} MiB` });
+      const message = `${Math.round(rss / MIB)} MiB resident, over ${limits.memoryBytes / MIB} MiB`;
+      breach({ limit: 'memory', message });
     }
   }, SAMPLE_MS);
   sampler.unref();

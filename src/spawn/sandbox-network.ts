@@ -1,7 +1,12 @@
 // The sandbox's only route out (DESIGN §7a, docs/gate.md): its network namespace holds nothing but its own loopback;
-// the egress gate's Unix socket is bound in at a fixed path, and svc's forwarder (src/gate/forwarder.ts) listens on
-// the sandbox's loopback and passes each connection to it. The agent's environment names the forwarder as its proxy
-// and as its model APIs' base URL; unsetting those leaves it no route at all, since nothing else is there.
+// the egress gate's Unix socket is bound in at a fixed path, and a forwarder listens on the sandbox's loopback and
+// passes each connection to it. The agent's environment names the forwarder as its proxy and as its model APIs' base
+// URL; unsetting those leaves it no route at all, since nothing else is there.
+//
+// The forwarder is systemd's socket activator and socket proxy where the host has them (two small C programs: listening
+// within a millisecond, so the agent starts without waiting), else svc's own (src/gate/forwarder.ts, a node process,
+// ~30 ms before it listens). Either way the command starts only once the forwarder listens, so its first connection
+// never meets a closed port.
 import { existsSync, realpathSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,32 +20,66 @@ export const PROXY_URL = `http://127.0.0.1:${FORWARDER_PORT}`;
 /** Model APIs are reached by name, so NO_PROXY can exempt them without exempting the host's loopback addresses. */
 export const MODEL_BASE = `http://localhost:${FORWARDER_PORT}/_model`;
 
-/** The gate as a sandbox plan names it: its socket on the host, this very node, and the forwarder next to svc. */
-export function sandboxGate(socket: string): SandboxGate {
+const ACTIVATE = ['/usr/bin/systemd-socket-activate', '/bin/systemd-socket-activate'];
+const PROXYD = ['/usr/lib/systemd/systemd-socket-proxyd', '/lib/systemd/systemd-socket-proxyd'];
+
+let systemd: { activate: string; proxyd: string } | null | undefined;
+
+function systemdBridge(): { activate: string; proxyd: string } | null {
+  if (systemd !== undefined) return systemd;
+  const activate = ACTIVATE.find((p) => existsSync(p));
+  const proxyd = PROXYD.find((p) => existsSync(p));
+  systemd = activate && proxyd ? { activate, proxyd } : null;
+  return systemd;
+}
+
+/** The gate as a sandbox plan names it: its socket on the host and the forwarder that bridges it in. */
+export function sandboxGate(socket: string, useSystemd = true): SandboxGate {
+  const found = useSystemd ? systemdBridge() : null;
+  if (found) return { socket, bridge: { kind: 'systemd', ...found } };
   const built = fileURLToPath(new URL('../gate/forwarder.js', import.meta.url));
   // Run from the sources (tests), the forwarder is the .ts file, which this node runs as it is.
   const forwarder = existsSync(built) ? built : built.replace(/\.js$/, '.ts');
-  return { socket, node: realpathSync(process.execPath), forwarder: realpathSync(forwarder) };
+  return { socket, bridge: { kind: 'node', node: realpathSync(process.execPath), forwarder: realpathSync(forwarder) } };
 }
 
-/** bwrap arguments: the socket, and the node and forwarder that must be visible to run the bridge. */
+/** bwrap arguments: the socket, and the forwarder's program if the system view does not show it already. */
 export function gateMounts(gate: SandboxGate): string[] {
-  const forwarderDir = dirname(gate.forwarder);
-  return ['--ro-bind', dirname(gate.node), dirname(gate.node), '--ro-bind', forwarderDir, forwarderDir,
-    '--bind', gate.socket, GATE_SOCKET_INSIDE];
+  const bind = ['--bind', gate.socket, GATE_SOCKET_INSIDE];
+  if (gate.bridge.kind === 'systemd') return bind;
+  const node = dirname(gate.bridge.node);
+  const forwarder = dirname(gate.bridge.forwarder);
+  return ['--ro-bind', node, node, '--ro-bind', forwarder, forwarder, ...bind];
 }
 
-// The forwarder prints its port once it listens; the FIFO makes the command wait for exactly that (no polling), and
-// a forwarder that could not start ends the sandbox with a message instead of leaving the agent without a route.
-const BRIDGE = [
+// svc's forwarder prints its port once it listens; systemd's activator says "Listening on …" on stderr (and more on
+// each connection, so a reader keeps draining it). The FIFO makes the command wait for exactly that line.
+const WAIT = [
   'fifo=/tmp/.svc-forwarder; mkfifo "$fifo" || exit 125',
+  'read -r ready < "$fifo"; rm -f "$fifo"',
+  'case "$ready" in [0-9]*|Listening*) ;;',
+  '  *) echo "svc: the egress gate forwarder did not start: $ready" >&2; exit 125;;',
+  'esac',
+];
+const [MAKE_FIFO, READ_READY, ...CHECK_READY] = WAIT;
+const NODE_BRIDGE = [
+  MAKE_FIFO,
   `"$1" "$2" ${GATE_SOCKET_INSIDE} ${FORWARDER_PORT} > "$fifo" &`,
-  'read -r port < "$fifo"; rm -f "$fifo"',
-  '[ -n "$port" ] || { echo "svc: the egress gate forwarder did not start" >&2; exit 125; }',
+  READ_READY, ...CHECK_READY,
+  'shift 2; exec "$@"',
+].join('\n');
+const SYSTEMD_BRIDGE = [
+  MAKE_FIFO,
+  `( "$1" -l 127.0.0.1:${FORWARDER_PORT} "$2" ${GATE_SOCKET_INSIDE} 2>&1 >/dev/null | ` +
+    '{ read -r line; echo "$line" > "$fifo"; exec cat > /dev/null; } ) &',
+  READ_READY, ...CHECK_READY,
   'shift 2; exec "$@"',
 ].join('\n');
 
 /** The command line that starts the forwarder, waits until it listens, then becomes `command`. */
 export function throughGate(gate: SandboxGate, command: string[]): string[] {
-  return ['/bin/sh', '-c', BRIDGE, 'svc-bridge', gate.node, gate.forwarder, ...command];
+  const b = gate.bridge;
+  return b.kind === 'systemd'
+    ? ['/bin/sh', '-c', SYSTEMD_BRIDGE, 'svc-bridge', b.activate, b.proxyd, ...command]
+    : ['/bin/sh', '-c', NODE_BRIDGE, 'svc-bridge', b.node, b.forwarder, ...command];
 }

@@ -50,8 +50,8 @@ export function systemView(): string[] {
   for (const entry of ETC_ENTRIES) {
     const path = `/etc/${entry}`;
     const kind = kindOf(path);
-    // A link into the view (/etc/mtab → /proc, /etc/localtime → /usr/share) stays a link; one out of it (resolv.conf
-    // → /run/…) is bound as the file it names, since its target folder is not in the view.
+    // A link into the view (/etc/mtab → /proc, /etc/localtime → /usr/share) stays a link; one out of it
+    // (resolv.conf → /run/…) is bound as the file it names, since its target folder is not in the view.
     if (kind === 'link' && linksIntoView(path)) argv.push('--symlink', readlinkSync(path), path);
     else if (kind) argv.push('--ro-bind', path, path);
   }

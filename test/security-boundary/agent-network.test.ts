@@ -13,7 +13,9 @@ import { runChild } from '../helpers/run-child.ts';
 import { probeSandbox } from '../../src/spawn/probe.ts';
 
 const bwrapWorks = probeSandbox(process.env).ok;
-if (process.env.CI && !bwrapWorks) throw new Error('CI must run the sandbox tests: install the Debian package bubblewrap');
+if (process.env.CI && !bwrapWorks) {
+  throw new Error('CI must run the sandbox tests: install the Debian package bubblewrap');
+}
 
 const REAL_KEY = 'sk-ant-real-key-9f3c1d';
 const ABSTRACT_NAME = `svc-test-abstract-${process.pid}`;
@@ -23,7 +25,10 @@ const PROBES = `#!/bin/sh
 cat > /dev/null
 host=$(grep -o 'HOSTSVC=[^ ]*' "$SVC_TASK_FILE" | head -1 | cut -d= -f2)
 allowed=$(grep -o 'ALLOWED=[^ ]*' "$SVC_TASK_FILE" | head -1 | cut -d= -f2)
-try() { name=$1; shift; code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$@" 2>/dev/null); echo "$name:$code"; }
+try() {
+  name=$1; shift
+  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$@" 2>/dev/null); echo "$name:$code"
+}
 {
   try host-direct --noproxy '*' "http://$host/health"
   try host-via-gate "http://$host/health"
@@ -86,77 +91,83 @@ describe('the agent\'s network', { skip: bwrapWorks ? false : 'bwrap cannot run 
     repo.cleanup();
   });
 
-  it('reaches only what the gate allows, holds the model key, and logs every attempt as evidence', async () => {
-    const env: NodeJS.ProcessEnv = {
-      ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: '', ANTHROPIC_API_KEY: REAL_KEY,
-      ANTHROPIC_BASE_URL: `http://${hostPort(model)}`,
-    };
-    delete env.SVC_SANDBOX;
-    const brief = `probe HOSTSVC=${hostPort(hostService)} ALLOWED=${hostPort(allowed)} ABSTRACT=${ABSTRACT_NAME}`;
-    const res = await runChild(process.execPath, [CLI, 'start', '--brief', brief, '--provider', 'probes', '--worktree'],
-      { cwd: repo.repo, env });
-    const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
-    const state = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
-    const net = readFileSync(join(state.workdir, 'net.txt'), 'utf8');
-    const result = (name: string) => new RegExp(`^${name}:(.*)$`, 'm').exec(net)?.[1];
-
-    assert.equal(result('host-direct'), '000', 'the host\'s loopback is not in the sandbox\'s network');
-    assert.equal(result('host-via-gate'), '403', 'the gate refuses a loopback address the policy does not name');
-    assert.equal(hostSeen.length, 0, 'the host service saw nothing');
-    assert.equal(result('allowed-via-gate'), '200');
-    assert.equal(allowedSeen.length, 1, 'the allowed destination saw one request, through the gate');
-    assert.equal(result('allowed-no-proxy'), '000', 'without the proxy variables there is no route at all');
-    assert.equal(result('dns'), 'failed');
-    assert.equal(result('abstract'), 'refused', 'a host abstract Unix socket (D-Bus, X11 use them) is another namespace\'s');
-    assert.equal(abstractSeen, 0);
-    assert.equal(result('listening'), '1', 'only the forwarder listens in the sandbox');
-
-    assert.equal(result('model'), '200');
-    assert.notEqual(result('key'), REAL_KEY);
-    assert.match(result('key') ?? '', /placeholder/);
-    assert.equal(modelSeen.length, 1);
-    assert.equal(modelSeen[0]!.headers['x-api-key'], REAL_KEY, 'the gate added the real key for the model host');
-    assert.equal(modelSeen[0]!.path, '/v1/messages');
-
-    const log = readFileSync(join(repo.repo, '.svc', 'runs', run, 'artifacts', 'egress.jsonl'), 'utf8')
-      .trim().split('\n').map((l) => JSON.parse(l) as { host: string; decision: string; kind: string });
-    const [hostAddr] = hostPort(hostService).split(':');
-    assert.ok(log.some((r) => r.host === hostAddr && r.decision === 'denied'), JSON.stringify(log));
-    assert.ok(log.some((r) => r.host === '127.0.0.2' && r.decision === 'allowed'));
-    assert.ok(log.some((r) => r.kind === 'model' && r.decision === 'allowed'));
-    const receipt = JSON.parse(readFileSync(join(repo.repo, '.svc', 'runs', run, 'artifacts', 'receipt.json'), 'utf8'));
-    assert.equal(receipt.network.confined, true);
-    assert.deepEqual(receipt.network.allow, [hostPort(allowed)]);
-    assert.ok(receipt.network.denied >= 1);
-    const events = readFileSync(join(repo.repo, '.svc', 'runs', run, 'events.jsonl'), 'utf8');
-    assert.match(events, /"egress"/);
-  });
-
-  it('says in the receipt that nothing was confined when the run had no sandbox', async () => {
-    const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: '', SVC_SANDBOX: 'none' };
-    const brief = `unconfined HOSTSVC=${hostPort(hostService)} ABSTRACT=${ABSTRACT_NAME}`;
-    const res = await runChild(process.execPath, [CLI, 'start', '--brief', brief, '--provider', 'probes', '--worktree'],
-      { cwd: repo.repo, env });
-    const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
-    const receipt = JSON.parse(readFileSync(join(repo.repo, '.svc', 'runs', run, 'artifacts', 'receipt.json'), 'utf8'));
-    assert.equal(receipt.network.confined, false);
-    // The same probes, unconfined, do reach the host: the sandboxed results above are the sandbox's doing.
-    const state = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
-    const net = readFileSync(join(state.workdir, 'net.txt'), 'utf8');
-    assert.match(net, /^host-direct:200$/m);
-    assert.match(net, /^abstract:connected$/m);
-  });
-
-  it('refuses a policy whose network pattern is malformed, before the run starts', async () => {
-    writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ network: { allow: ['http://x/'] } }));
-    try {
-      const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: '' };
-      const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'x', '--provider', 'probes'],
+  // Both forwarders: systemd's where the host has it (the default), and svc's own node forwarder.
+  for (const forwarder of ['auto', 'node']) {
+    it(`reaches only what the gate allows, holds the model key, logs every attempt (forwarder ${forwarder})`, async () => {
+      hostSeen.length = 0;
+      allowedSeen.length = 0;
+      modelSeen.length = 0;
+      const env: NodeJS.ProcessEnv = {
+        ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: '', ANTHROPIC_API_KEY: REAL_KEY,
+        ANTHROPIC_BASE_URL: `http://${hostPort(model)}`, SVC_SANDBOX_FORWARDER: forwarder,
+      };
+      delete env.SVC_SANDBOX;
+      const brief = `probe HOSTSVC=${hostPort(hostService)} ALLOWED=${hostPort(allowed)} ABSTRACT=${ABSTRACT_NAME}`;
+      const res = await runChild(process.execPath, [CLI, 'start', '--brief', brief, '--provider', 'probes', '--worktree'],
         { cwd: repo.repo, env });
-      assert.equal(res.code, 1);
-      assert.match(res.stderr, /policy\.json network: Network pattern "http:\/\/x\/"/);
-    } finally {
-      writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ network: { allow: [hostPort(allowed)] } }));
+      const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
+      const state = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
+      const net = readFileSync(join(state.workdir, 'net.txt'), 'utf8');
+      const result = (name: string) => new RegExp(`^${name}:(.*)$`, 'm').exec(net)?.[1];
+
+      assert.equal(result('host-direct'), '000', 'the host\'s loopback is not in the sandbox\'s network');
+      assert.equal(result('host-via-gate'), '403', 'the gate refuses a loopback address the policy does not name');
+      assert.equal(hostSeen.length, 0, 'the host service saw nothing');
+      assert.equal(result('allowed-via-gate'), '200');
+      assert.equal(allowedSeen.length, 1, 'the allowed destination saw one request, through the gate');
+      assert.equal(result('allowed-no-proxy'), '000', 'without the proxy variables there is no route at all');
+      assert.equal(result('dns'), 'failed');
+      assert.equal(result('abstract'), 'refused', 'a host abstract Unix socket (D-Bus, X11 use them) is another namespace\'s');
+      assert.equal(abstractSeen, 0);
+      assert.equal(result('listening'), '1', 'only the forwarder listens in the sandbox');
+
+      assert.equal(result('model'), '200');
+      assert.notEqual(result('key'), REAL_KEY);
+      assert.match(result('key') ?? '', /placeholder/);
+      assert.equal(modelSeen.length, 1);
+      assert.equal(modelSeen[0]!.headers['x-api-key'], REAL_KEY, 'the gate added the real key for the model host');
+      assert.equal(modelSeen[0]!.path, '/v1/messages');
+
+      const log = readFileSync(join(repo.repo, '.svc', 'runs', run, 'artifacts', 'egress.jsonl'), 'utf8')
+        .trim().split('\n').map((l) => JSON.parse(l) as { host: string; decision: string; kind: string });
+      const [hostAddr] = hostPort(hostService).split(':');
+      assert.ok(log.some((r) => r.host === hostAddr && r.decision === 'denied'), JSON.stringify(log));
+      assert.ok(log.some((r) => r.host === '127.0.0.2' && r.decision === 'allowed'));
+      assert.ok(log.some((r) => r.kind === 'model' && r.decision === 'allowed'));
+      const receipt = JSON.parse(readFileSync(join(repo.repo, '.svc', 'runs', run, 'artifacts', 'receipt.json'), 'utf8'));
+      assert.equal(receipt.network.confined, true);
+      assert.deepEqual(receipt.network.allow, [hostPort(allowed)]);
+      assert.ok(receipt.network.denied >= 1);
+      const events = readFileSync(join(repo.repo, '.svc', 'runs', run, 'events.jsonl'), 'utf8');
+      assert.match(events, /"egress"/);
+    });
     }
+
+    it('says in the receipt that nothing was confined when the run had no sandbox', async () => {
+      const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: '', SVC_SANDBOX: 'none' };
+      const brief = `unconfined HOSTSVC=${hostPort(hostService)} ABSTRACT=${ABSTRACT_NAME}`;
+      const res = await runChild(process.execPath, [CLI, 'start', '--brief', brief, '--provider', 'probes', '--worktree'],
+        { cwd: repo.repo, env });
+      const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
+      const receipt = JSON.parse(readFileSync(join(repo.repo, '.svc', 'runs', run, 'artifacts', 'receipt.json'), 'utf8'));
+      assert.equal(receipt.network.confined, false);
+      // The same probes, unconfined, do reach the host: the sandboxed results above are the sandbox's doing.
+      const state = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
+      const net = readFileSync(join(state.workdir, 'net.txt'), 'utf8');
+      assert.match(net, /^host-direct:200$/m);
+      assert.match(net, /^abstract:connected$/m);
+    });
+
+    it('refuses a policy whose network pattern is malformed, before the run starts', async () => {
+      writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ network: { allow: ['http://x/'] } }));
+      try {
+        const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: '' };
+        const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'x', '--provider', 'probes'],
+          { cwd: repo.repo, env });
+        assert.equal(res.code, 1);
+        assert.match(res.stderr, /policy\.json network: Network pattern "http:\/\/x\/"/);
+      } finally {
+        writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ network: { allow: [hostPort(allowed)] } }));
+      }
+    });
   });
-});
