@@ -1,17 +1,32 @@
 #!/usr/bin/env node
 // Entry point: checks the Node version before anything that needs node:sqlite is loaded, then dispatches.
 import './quiet-sqlite-warning.ts';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { runForeground } from './spawn/start.ts';
 import { reexecClean } from './cli/server-flags.ts';
 import { secretsIn, takeHandoff, type Handoff } from './spawn/secrets-handoff.ts';
 import { trustParentProbe } from './spawn/sandbox-mode.ts';
 import { terminalSafe } from './cli/terminal-text.ts';
 
 const MIN = [22, 13] as const;
+
+/** The Node the checkout pins (the `node` devDependency), next to this file's package; null when not installed. */
+function pinnedNode(): string | null {
+  const path = fileURLToPath(new URL('../node_modules/node/bin/node', import.meta.url));
+  return existsSync(path) ? path : null;
+}
 const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
 if (major < MIN[0] || (major === MIN[0] && minor < MIN[1])) {
-  process.stderr.write(`svc needs Node.js >= ${MIN.join('.')} (found ${process.versions.node})\n`);
-  process.exit(1);
+  // Started by an older system Node (a global `svc` from `npm link`): the Node this checkout pins runs it instead.
+  const pinned = pinnedNode();
+  if (!pinned) {
+    process.stderr.write(`svc needs Node.js >= ${MIN.join('.')} (found ${process.versions.node}); run \`npm ci\` in ` +
+      'the svc checkout to install the pinned one\n');
+    process.exit(1);
+  }
+  process.exit(runForeground([pinned, ...process.execArgv, process.argv[1]!, ...process.argv.slice(2)],
+    { kind: 'svc-worker', base: process.env }));
 }
 
 
