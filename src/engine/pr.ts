@@ -9,6 +9,8 @@ import { pinnedOrigin, cleanPush, type PushTarget } from './git-push.ts';
 import { which } from '../spawn/which.ts';
 import { runSync, type ChildSpec } from '../spawn/start.ts';
 
+export const NO_CREDENTIALS = 'No GitHub credentials: set GITHUB_TOKEN or GH_TOKEN, or log in with gh (nothing was pushed)';
+
 export interface PrRequest {
   workdir: string;
   branch: string;
@@ -150,9 +152,10 @@ export function pushBranch(
 
 export async function openPullRequest(req: PrRequest): Promise<PrResult> {
   const token = githubToken(req.env);
+  const gh = token ? null : which('gh', req.env.PATH);
+  // Nothing is pushed when no pull request could be opened afterwards: a branch without its PR helps nobody.
+  if (!token && !gh) throw new Error(NO_CREDENTIALS);
   pushBranch(req.workdir, req.target, req.branch, token, req.env);
   if (token) return createViaRest(req, token);
-  const gh = which('gh', req.env.PATH);
-  if (gh) return createViaGh(req, gh);
-  throw new Error('No GitHub credentials: set GITHUB_TOKEN or GH_TOKEN, or log in with gh');
+  return createViaGh(req, gh!);
 }
