@@ -6,7 +6,7 @@ import { RUN_STATUSES, VERDICTS } from '../run-json.ts';
 
 type Server = 'control' | 'trigger' | 'both';
 // token: SVC_CONTROL_TOKEN when the Control Plane has one (optional security); api-token: SVC_API_TOKEN, required.
-type Auth = 'token' | 'none' | 'api-token' | 'signature';
+type Auth = 'token' | 'none' | 'api-token' | 'api-token-or-loopback' | 'signature';
 /** A documented error answer; `Other` is every operation's `default` and is never listed by status. */
 type Err = Exclude<keyof typeof responses, 'Other'>;
 
@@ -114,7 +114,7 @@ export const operations: readonly Op[] = [
   webhook('webhook', 'Source-host webhook (GITHUB_WEBHOOK_SECRET; X-Hub-Signature-256)', SKIPPED),
   { server: 'trigger', method: 'get', path: '/status', id: 'getTriggerStatus', summary: 'Which routes and notifiers are configured (booleans and counts, never values) and the queue depth', tag: 'health', auth: 'none', ok: { status: 200, schema: 'Open' } },
   { server: 'trigger', method: 'post', path: '/jobs', id: 'createJob', summary: 'Queue a job directly (bearer SVC_API_TOKEN)', tag: 'jobs', auth: 'api-token', body: 'JobRequest', ok: { status: 202, schema: 'Queued' }, also: [SKIPPED], errors: ['Unauthorized', 'TooLarge', 'TooMany', 'UnsupportedType', 'Unavailable'] },
-  { server: 'trigger', method: 'get', path: '/jobs/{id}', id: 'getJob', summary: 'One job and the run it follows (bearer SVC_API_TOKEN; 503 not_configured without one)', tag: 'jobs', auth: 'api-token', ok: { status: 200, schema: 'Job' }, errors: ['Unauthorized', 'NotFound', 'Unavailable'] },
+  { server: 'trigger', method: 'get', path: '/jobs/{id}', id: 'getJob', summary: 'One job and the run it follows (bearer SVC_API_TOKEN; without one set, open to this machine on a loopback-bound server, else 503 not_configured)', tag: 'jobs', auth: 'api-token-or-loopback', ok: { status: 200, schema: 'Job' }, errors: ['Unauthorized', 'NotFound', 'Unavailable'] },
 ];
 
 export const CONTROL_SERVER = { url: 'http://127.0.0.1:47821', description: 'Control Plane (svc control serve)' };
@@ -124,6 +124,8 @@ export const TRIGGER_SERVER = { url: 'http://127.0.0.1:7373', description: 'Trig
 function security(op: Op): unknown[] {
   if (op.auth === 'none' || op.auth === 'signature') return [];
   if (op.auth === 'api-token') return [{ triggerApiToken: [] }];
+  // Without SVC_API_TOKEN, a loopback-bound trigger server answers its own machine without one.
+  if (op.auth === 'api-token-or-loopback') return [{ triggerApiToken: [] }, {}];
   return [{ controlToken: [] }, {}];
 }
 

@@ -168,10 +168,10 @@ function probes(repo: string): Probe[] {
   ];
 }
 
-/** The trigger routes with no secret set: 503 not_configured, as documented. */
+/** The trigger routes with no secret set: 503 not_configured, or (GET /jobs on loopback) open to this machine. */
 function unconfiguredProbes(): Probe[] {
   return [
-    { server: 'trigger', method: 'GET', path: '/jobs/j00000000000000000000000000', status: 503, headers: { authorization: `Bearer ${API}` } },
+    { server: 'trigger', method: 'GET', path: '/jobs/j00000000000000000000000000', status: 404, headers: {} },
     { server: 'trigger', method: 'POST', path: '/webhook', status: 503, body: '{}', headers: {} },
   ];
 }

@@ -220,6 +220,26 @@ describe('trigger routes with real payloads', () => {
 });
 
 describe('trigger configuration', () => {
+  it('lets this machine look up a webhook-started job without SVC_API_TOKEN on a loopback-bound server', async () => {
+    const t = await startTestTrigger({ SVC_API_TOKEN: undefined });
+    try {
+      const raw = Buffer.from(JSON.stringify({ action: 'labeled', label: { name: 'svc' },
+        issue: { number: 4, title: 'Crash', body: 'on load' }, repository: { full_name: 'acme/api' } }));
+      const signature = `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, raw)}`;
+      const queued = await post(`${t.url}/webhook`, raw, { 'x-hub-signature-256': signature, 'x-github-event': 'issues',
+        'x-github-delivery': 'g-no-token' });
+      assert.equal(queued.status, 202);
+      const job = await get(`${t.url}/jobs/${queued.body.job_id as string}`);
+      assert.equal(job.status, 200);
+      assert.equal(job.body.id, queued.body.job_id);
+      // Creating a job still needs the token: without one the route is not configured.
+      const created = await post(`${t.url}/jobs`, '{"brief":"x"}', { 'content-type': 'application/json' });
+      assert.equal(created.status, 503);
+    } finally {
+      await t.cleanup();
+    }
+  });
+
   it('answers 503 not_configured naming the variable when a route secret is missing', async () => {
     const t = await startTestTrigger({ TRACKERA_WEBHOOK_SECRET: undefined });
     try {

@@ -1,7 +1,7 @@
 // POST /jobs and GET /jobs/<id>: bearer SVC_API_TOKEN (constant time), validated briefs, the job JSON of DESIGN §5.
 import { HttpError } from '../../http/http-error.ts';
 import { parseJsonObject } from '../../http/body.ts';
-import { checkJsonContentType, safeEqual } from '../../http/guards.ts';
+import { checkJsonContentType, isLoopbackAddress, isLoopbackHost, safeEqual } from '../../http/guards.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { hasControlChars, JOBS_BRIEF_BYTES } from '../brief.ts';
 import { jobsArgs } from '../../spawn/start-argv.ts';
@@ -67,8 +67,20 @@ export async function createJob(ctx: TCtx): Promise<Reply> {
   return enqueue(ctx, { origin: 'jobs', repo, dedupeKeys: [bodyKey('jobs', raw)], job: { brief, args } });
 }
 
+/**
+ * Who may read a job: with SVC_API_TOKEN set, its bearer; without it, a caller on this machine of a trigger server
+ * bound to loopback (the default), so a job a webhook started can be looked up where docs/trigger.md says to poll it,
+ * while a server reachable from elsewhere still shows nobody a job without the token (503 names the variable).
+ */
+function mayReadJobs(ctx: TCtx): void {
+  const secret = ctx.deps.settings.secrets.jobs;
+  if (secret.value && !secret.unavailable) return requireBearer(ctx);
+  if (isLoopbackHost(ctx.deps.settings.host) && isLoopbackAddress(ctx.req.socket.remoteAddress)) return;
+  secretFor(ctx, 'jobs');
+}
+
 export function getJob(ctx: TCtx): Reply {
-  requireBearer(ctx);
+  mayReadJobs(ctx);
   const id = ctx.params.id ?? '';
   if (!JOB_ID.test(id)) throw new HttpError('invalid_param', 'Job id must look like "j" followed by 26 base32 characters');
   const job = ctx.deps.queue.get(id);
