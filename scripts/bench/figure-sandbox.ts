@@ -13,7 +13,7 @@ import type { Row } from './report.ts';
 // Issue 19: the sandbox (its view, namespaces and the gate's forwarder) adds at most 30 ms.
 const ADDED_BAR_MS = 30;
 
-function makeRepo(root: string, fifoDir: string, env: NodeJS.ProcessEnv): string {
+export function makeRepo(root: string, fifoDir: string, env: NodeJS.ProcessEnv): string {
   const repo = join(root, 'repo');
   mkdirSync(join(repo, '.svc'), { recursive: true });
   const git = (args: string[]) => execFileSync('git', args, { cwd: repo, env, stdio: 'ignore' });
@@ -30,7 +30,7 @@ function makeRepo(root: string, fifoDir: string, env: NodeJS.ProcessEnv): string
 }
 
 /** Resolves with the time of the first byte written into `fifo`. */
-function firstByte(fifo: string): Promise<number> {
+export function firstByte(fifo: string): Promise<number> {
   return new Promise((resolve, reject) => {
     const stream = createReadStream(fifo);
     stream.once('data', () => {
@@ -42,7 +42,7 @@ function firstByte(fifo: string): Promise<number> {
   });
 }
 
-async function waitEnded(repo: string, run: string, deadline: number): Promise<void> {
+export async function waitEnded(repo: string, run: string, deadline: number): Promise<void> {
   const path = join(repo, '.svc', 'runs', run, 'state.json');
   while (performance.now() < deadline) {
     const status = existsSync(path) ? (JSON.parse(readFileSync(path, 'utf8')) as { status?: string }).status : null;

@@ -14,6 +14,7 @@ import { measureTrigger } from './figure-trigger.ts';
 import { measureWorkedIn } from './figure-worked.ts';
 import { measureSandbox } from './figure-sandbox.ts';
 import { measureGate } from './figure-gate.ts';
+import { measureDispatch } from './figure-dispatch.ts';
 
 const OUT_DIR = fileURLToPath(new URL('../../test-output/bench', import.meta.url));
 
@@ -26,6 +27,7 @@ const FIGURES: Array<{ name: string; run: (ctx: BenchContext) => Promise<Row[]> 
   { name: 'worked', run: measureWorkedIn },
   { name: 'sandbox', run: measureSandbox },
   { name: 'gate', run: measureGate },
+  { name: 'dispatch', run: measureDispatch },
 ];
 
 export async function main(argv: readonly string[]): Promise<number> {
