@@ -1,5 +1,6 @@
 // How the Control Plane starts and steers runs on this machine: `svc start … --detach` children with an allowlisted env.
 // It never runs a provider itself; stop goes through the engine's identity-checked process-group stop.
+import { RUN_SECRET_NAMES } from '../spawn/env.ts';
 import { startChild, type ChildSpec } from '../spawn/start.ts';
 import { withoutSecrets, handoffPipe, sendHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
 import { fileURLToPath } from 'node:url';
@@ -19,7 +20,6 @@ const CLI = fileURLToPath(new URL(`../cli${import.meta.url.endsWith('.ts') ? '.t
 const STDERR_CAP = 16 * 1024;
 
 /** The credentials a launched run uses itself (push, ingest, issue fetch); they travel in the handoff pipe only. */
-const RUN_SECRETS = ['GITHUB_TOKEN', 'GH_TOKEN', 'ERRTRACK_AUTH_TOKEN', 'TRACKERA_API_KEY'] as const;
 
 // What a launched run may inherit is the spawn policy's 'control-launcher' allowlist minus every secret value, plus
 // how to reach this server. The secrets it needs go through a pipe on its fd 3 that it reads and closes at start
@@ -36,7 +36,7 @@ export function childSpec(deps: ControlDeps): ChildSpec {
 
 function runSecrets(deps: ControlDeps): Secrets {
   const out: Secrets = {};
-  for (const name of RUN_SECRETS) if (deps.env[name]) out[name] = deps.env[name]!;
+  for (const name of RUN_SECRET_NAMES) if (deps.env[name]) out[name] = deps.env[name]!;
   if (deps.settings.token) out.SVC_CONTROL_TOKEN = deps.settings.token;
   return out;
 }

@@ -1,4 +1,5 @@
 // Makes a run (id, folder, spec, queued state) and starts its worker as a detached process group of its own.
+import { WORKER_SECRET_NAMES } from '../spawn/env.ts';
 import { workerArgv } from '../spawn/start-argv.ts';
 import { existsSync, mkdirSync, closeSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -156,12 +157,11 @@ export function prepareRetry(repoDir: string, oldRun: string, newRun: string | n
   });
 }
 
-const WORKER_SECRETS = ['GITHUB_TOKEN', 'GH_TOKEN', 'SVC_CONTROL_TOKEN', 'ERRTRACK_AUTH_TOKEN', 'TRACKERA_API_KEY'];
 
 /** What the worker itself uses: the push token, the Control Plane token for ingest, the issue fetchers' keys. */
 function workerSecrets(env: NodeJS.ProcessEnv): Secrets {
   const all = secretsIn(env);
-  return Object.fromEntries(WORKER_SECRETS.filter((n) => all[n]).map((n) => [n, all[n]!]));
+  return Object.fromEntries(WORKER_SECRET_NAMES.filter((n) => all[n]).map((n) => [n, all[n]!]));
 }
 
 /** Spawns `svc start --worker MODE --run-id RUN --repo REPO` detached; output goes to runner.log unless inherited. */

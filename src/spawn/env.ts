@@ -12,6 +12,12 @@ export const SVC_SECRET_NAMES: ReadonlySet<string> = new Set([
   'TRACKERB_API_TOKEN', 'TRACKERB_WEBHOOK_SECRET', 'TRACKERB_EMAIL', 'CHATA_SIGNING_SECRET', 'CHATB_SECURITY_TOKEN',
 ]);
 
+/** The credentials a run's own svc uses (push, issue fetchers): handed to it through a pipe, never its environment. */
+export const RUN_SECRET_NAMES = ['GITHUB_TOKEN', 'GH_TOKEN', 'ERRTRACK_AUTH_TOKEN', 'TRACKERA_API_KEY'] as const;
+
+/** A run's worker also ships to the Control Plane with its token. */
+export const WORKER_SECRET_NAMES = [...RUN_SECRET_NAMES, 'SVC_CONTROL_TOKEN'] as const;
+
 /** SVC_* variables an untrusted child may still see (they carry no credential). */
 const SVC_NAMES_PASSED: ReadonlySet<string> = new Set(['SVC_SOURCE']);
 
