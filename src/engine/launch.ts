@@ -62,8 +62,8 @@ export interface StartOptions {
 export function resolveRepo(dir: string): string {
   try {
     return repoRoot(dir);
-  } catch {
-    throw new CliError(`Not a git repository: "${dir}"`, 2);
+  } catch (err) {
+    throw new CliError(`Not a git repository: "${dir}" (${(err as Error).message})`, 2);
   }
 }
 

@@ -6,6 +6,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server, type IncomingHttpHeaders } from 'node:http';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { createServer as createNetServer, type AddressInfo, type Server as NetServer } from 'node:net';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
@@ -18,7 +19,6 @@ if (process.env.CI && !bwrapWorks) {
 }
 
 const REAL_KEY = 'sk-ant-real-key-9f3c1d';
-const ABSTRACT_NAME = `svc-test-abstract-${process.pid}`;
 
 /** Each attempt's outcome goes into net.txt as `name:<http status or failure>`. */
 const PROBES = `#!/bin/sh
@@ -61,7 +61,12 @@ function listen(host: string, seen: Seen[]): Promise<Server> {
 
 const hostPort = (s: Server) => `${(s.address() as AddressInfo).address}:${(s.address() as AddressInfo).port}`;
 
-describe('the agent\'s network', { skip: bwrapWorks ? false : 'bwrap cannot run on this host' }, () => {
+const isRoot = process.getuid?.() === 0;
+const NOBODY = 65534;
+
+/** One pass: as whoever runs the tests, or (as root only) as nobody, whose svc then owns the gate and its socket. */
+function suite(asNobody: boolean): void {
+  const ABSTRACT_NAME = `svc-test-abstract-${process.pid}-${asNobody ? 'nobody' : 'self'}`;
   let repo: TestRepo;
   let hostService: Server;
   let allowed: Server;
@@ -82,6 +87,7 @@ describe('the agent\'s network', { skip: bwrapWorks ? false : 'bwrap cannot run 
     model = await listen('127.0.0.1', modelSeen);
     repo = makeRepo({ providers: { probes: PROBES } });
     writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ network: { allow: [hostPort(allowed)] } }));
+    if (asNobody) execFileSync('chown', ['-R', `${NOBODY}:${NOBODY}`, repo.root]);
   });
   after(() => {
     abstract.close();
@@ -90,6 +96,14 @@ describe('the agent\'s network', { skip: bwrapWorks ? false : 'bwrap cannot run 
     model.close();
     repo.cleanup();
   });
+
+  /** `svc …` in the project, as nobody in that pass. */
+  function svc(argv: string[], env: NodeJS.ProcessEnv) {
+    return asNobody
+      ? runChild('setpriv', [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', '--', process.execPath, CLI,
+        ...argv], { cwd: repo.repo, env })
+      : runChild(process.execPath, [CLI, ...argv], { cwd: repo.repo, env });
+  }
 
   // Both forwarders: systemd's where the host has it (the default), and svc's own node forwarder.
   for (const forwarder of ['auto', 'node']) {
@@ -103,8 +117,7 @@ describe('the agent\'s network', { skip: bwrapWorks ? false : 'bwrap cannot run 
       };
       delete env.SVC_SANDBOX;
       const brief = `probe HOSTSVC=${hostPort(hostService)} ALLOWED=${hostPort(allowed)} ABSTRACT=${ABSTRACT_NAME}`;
-      const res = await runChild(process.execPath, [CLI, 'start', '--brief', brief, '--provider', 'probes', '--worktree'],
-        { cwd: repo.repo, env });
+      const res = await svc(['start', '--brief', brief, '--provider', 'probes', '--worktree'], env);
       const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
       const state = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
       const net = readFileSync(join(state.workdir, 'net.txt'), 'utf8');
@@ -146,8 +159,7 @@ describe('the agent\'s network', { skip: bwrapWorks ? false : 'bwrap cannot run 
     it('says in the receipt that nothing was confined when the run had no sandbox', async () => {
       const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: '', SVC_SANDBOX: 'none' };
       const brief = `unconfined HOSTSVC=${hostPort(hostService)} ABSTRACT=${ABSTRACT_NAME}`;
-      const res = await runChild(process.execPath, [CLI, 'start', '--brief', brief, '--provider', 'probes', '--worktree'],
-        { cwd: repo.repo, env });
+      const res = await svc(['start', '--brief', brief, '--provider', 'probes', '--worktree'], env);
       const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
       const receipt = JSON.parse(readFileSync(join(repo.repo, '.svc', 'runs', run, 'artifacts', 'receipt.json'), 'utf8'));
       assert.equal(receipt.network.confined, false);
@@ -160,14 +172,20 @@ describe('the agent\'s network', { skip: bwrapWorks ? false : 'bwrap cannot run 
 
     it('refuses a policy whose network pattern is malformed, before the run starts', async () => {
       writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ network: { allow: ['http://x/'] } }));
+      if (asNobody) execFileSync('chown', [`${NOBODY}:${NOBODY}`, join(repo.repo, '.svc', 'policy.json')]);
       try {
         const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: '' };
-        const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'x', '--provider', 'probes'],
-          { cwd: repo.repo, env });
-        assert.equal(res.code, 1);
+        const res = await svc(['start', '--brief', 'x', '--provider', 'probes'], env);
+        assert.equal(res.code, 1, res.stderr);
         assert.match(res.stderr, /policy\.json network: Network pattern "http:\/\/x\/"/);
       } finally {
         writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ network: { allow: [hostPort(allowed)] } }));
       }
     });
-  });
+}
+
+describe('the agent\'s network', { skip: bwrapWorks ? false : 'bwrap cannot run on this host' }, () => {
+  describe(`as ${isRoot ? 'root' : 'this user'}`, () => suite(false));
+  describe('as an unprivileged user (nobody, through setpriv)', { skip: isRoot ? false : 'needs root to drop to nobody' },
+    () => suite(true));
+});
