@@ -8,7 +8,7 @@
 // changes nothing. Where /proc is absent the lexical path is used instead (every component still checked, but a swap
 // between two steps is then possible; DESIGN §7a).
 import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readdirSync, readSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 
 const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 // O_NONBLOCK: a planted FIFO cannot block the open.
@@ -168,14 +168,18 @@ export interface TreeFile {
   content: Buffer;
 }
 
+export interface TreeOptions {
+  maxFile: number;
+  maxDepth: number;
+  skip: (rel: string, reason: string) => void;
+}
+
 /**
- * Every regular file under `dir` up to `maxDepth` folders down, read without following a link. Links, special files
- * and files over `maxFile` bytes are passed to `skip(rel, reason)` and left out.
+ * Hands every regular file under `dir` (up to `maxDepth` folders down, sorted) to `visit` as it is read, without
+ * following a link; nothing is kept, so a caller can stop (throw) at a total of its own. Links, special files, files
+ * over `maxFile` bytes and folders too deep go to `skip(rel, reason)`.
  */
-export function readPlainTree(
-  dir: PlainDir, opts: { maxFile: number; maxDepth: number; skip: (rel: string, reason: string) => void }, prefix = '',
-): TreeFile[] {
-  const out: TreeFile[] = [];
+export function walkPlainTree(dir: PlainDir, opts: TreeOptions, visit: (file: TreeFile) => void, prefix = ''): void {
   for (const { name, kind } of listPlain(dir)) {
     const rel = prefix ? `${prefix}/${name}` : name;
     if (kind === 'dir') {
@@ -185,7 +189,7 @@ export function readPlainTree(
         continue;
       }
       try {
-        out.push(...readPlainTree(sub, opts, rel));
+        walkPlainTree(sub, opts, visit, rel);
       } finally {
         sub.close();
       }
@@ -197,7 +201,25 @@ export function readPlainTree(
     }
     const content = readPlainIn(dir, name, opts.maxFile);
     if (typeof content === 'string') opts.skip(rel, skipReason(content, opts.maxFile));
-    else out.push({ rel, content });
+    else visit({ rel, content });
   }
+}
+
+/** walkPlainTree's files as a list. */
+export function readPlainTree(dir: PlainDir, opts: TreeOptions): TreeFile[] {
+  const out: TreeFile[] = [];
+  walkPlainTree(dir, opts, (file) => out.push(file));
   return out;
+}
+
+/**
+ * A run folder (`<project>/.svc/runs/<run>`) opened from its project: `.svc`, `runs` and the run folder must each be
+ * a plain folder. A folder not laid out that way is opened from its parent (its own name must not be a link).
+ */
+export function openRunFolder(dir: string): PlainDir | { failed: string; kind: EntryKind } {
+  const runs = dirname(dir);
+  if (basename(runs) === 'runs' && basename(dirname(runs)) === '.svc') {
+    return openPlainPath(dirname(dirname(runs)), ['.svc', 'runs', basename(dir)]);
+  }
+  return openPlainPath(runs, [basename(dir)]);
 }

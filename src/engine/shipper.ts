@@ -3,7 +3,7 @@
 // Nothing is read through a symbolic link (src/engine/plain-tree.ts): a linked .svc, runs or run folder, state.json,
 // events.jsonl, artifacts/, artifact subfolder or file is left out and reported once through `onSkip`.
 import { closeSync, fstatSync } from 'node:fs';
-import { basename, dirname, join, extname } from 'node:path';
+import { basename, join, extname } from 'node:path';
 import { createHash } from 'node:crypto';
 import { createControlClient, type ControlClient } from '../client/client.ts';
 import { discoverControlUrl } from '../client/discover.ts';
@@ -11,8 +11,8 @@ import { writeJsonAtomic } from './atomic.ts';
 import { toRunJson, type RunState } from './run-state.ts';
 import { readControlToken } from './control-token.ts';
 import {
-  openPlainDirIn, openPlainFileIn, openPlainPath, readPlainIn, readPlainTree, readRange, skipReason, type EntryKind,
-  type PlainDir, type TreeFile,
+  openPlainDirIn, openPlainFileIn, openRunFolder, readPlainIn, readPlainTree, readRange, skipReason, type PlainDir,
+  type TreeFile,
 } from './plain-tree.ts';
 
 export const EVENTS_PER_BATCH = 500;
@@ -72,15 +72,6 @@ function readObjectIn(folder: PlainDir, name: string, skip: SkipReport): Record<
 function readOffsets(folder: PlainDir, skip: SkipReport): ShipOffsets {
   const o = readObjectIn(folder, 'ship.json', skip) as Partial<ShipOffsets> | null;
   return { events_offset: Number(o?.events_offset) || 0, artifacts: o?.artifacts ?? {} };
-}
-
-/** The run folder opened from its project: `.svc`, `runs` and the run folder itself must each be a plain folder. */
-function openRunFolder(dir: string): PlainDir | { failed: string; kind: EntryKind } {
-  const runs = dirname(dir);
-  if (basename(runs) === 'runs' && basename(dirname(runs)) === '.svc') {
-    return openPlainPath(dirname(dirname(runs)), ['.svc', 'runs', basename(dir)]);
-  }
-  return openPlainPath(runs, [basename(dir)]);
 }
 
 /** Complete lines from `offset`, at most `max` events; returns the byte offset after the last one taken. */
