@@ -27,14 +27,18 @@ describe('ingest times ahead of the Control Plane clock', () => {
 
   const far = (): number => Date.now() + 6 * MINUTE;
   const cases: Array<[string, () => Record<string, unknown>]> = [
-    ['a run updated_at', () => ({ runs: [{ run: 'f1', status: 'running', started_at: iso(Date.now()), updated_at: iso(far()) }] })],
+    ['a run updated_at', () => ({
+      runs: [{ run: 'f1', status: 'running', started_at: iso(Date.now()), updated_at: iso(far()) }],
+    })],
     ['a run started_at', () => ({ runs: [{ run: 'f2', status: 'running', started_at: far() }] })],
     ['a run ended_at', () => ({ runs: [{ run: 'f3', status: 'failed', started_at: Date.now(), ended_at: far() }] })],
     ['an event ts', () => ({
       runs: [{ run: 'f4', status: 'running', started_at: Date.now() }],
       events: [{ run: 'f4', seq: 1, ts: iso(far()), kind: 'log' }],
     })],
-    ['a notification created_at', () => ({ notifications: [{ origin: 'chata', channel: 'chata', status: 'sent', created_at: far() }] })],
+    ['a notification created_at', () => ({
+      notifications: [{ origin: 'chata', channel: 'chata', status: 'sent', created_at: far() }],
+    })],
   ];
   for (const [what, body] of cases) {
     it(`refuses ${what} more than 5 minutes ahead with 400 invalid_param and writes nothing`, async () => {
@@ -86,10 +90,14 @@ describe("the runner's own later update", () => {
     const started = Date.now() - 10 * MINUTE;
     await ingest({ run: 'rw', status: 'running', started_at: started, updated_at: started });
     // The forger claims the furthest future it is allowed, and a verified success.
-    await ingest({ run: 'rw', status: 'succeeded', verdict: 'verified', started_at: started, updated_at: Date.now() + 4 * MINUTE });
+    const forged = Date.now() + 4 * MINUTE;
+    await ingest({ run: 'rw', status: 'succeeded', verdict: 'verified', started_at: started, updated_at: forged });
     assert.deepEqual(await shown('rw'), { status: 'succeeded', verdict: 'verified' });
     // The real runner finishes afterwards, stamping its own (real) time.
-    await ingest({ run: 'rw', status: 'failed', verdict: 'not_verified', started_at: started, updated_at: Date.now(), error: 'checks failed' });
+    await ingest({
+      run: 'rw', status: 'failed', verdict: 'not_verified', started_at: started, updated_at: Date.now(),
+      error: 'checks failed',
+    });
     assert.deepEqual(await shown('rw'), { status: 'failed', verdict: 'not_verified' });
   });
 
@@ -102,8 +110,12 @@ describe("the runner's own later update", () => {
 
   it('wins over a row stamped in the future before times were bounded', async () => {
     const started = Date.now() - 10 * MINUTE;
-    cp.deps.stores.runs.upsert('laptop', { run: 'rlegacy', status: 'succeeded', verdict: 'verified', started_at: started, updated_at: Date.now() + 365 * 24 * 60 * MINUTE });
-    await ingest({ run: 'rlegacy', status: 'failed', verdict: 'not_verified', started_at: started, updated_at: Date.now() });
+    const nextYear = Date.now() + 365 * 24 * 60 * MINUTE;
+    const legacy = {
+      run: 'rlegacy', status: 'succeeded', verdict: 'verified', started_at: started, updated_at: nextYear,
+    } as const;
+    cp.deps.stores.runs.upsert('laptop', legacy);
+    await ingest({ ...legacy, status: 'failed', verdict: 'not_verified', updated_at: Date.now() });
     assert.deepEqual(await shown('rlegacy'), { status: 'failed', verdict: 'not_verified' });
   });
 
@@ -111,8 +123,12 @@ describe("the runner's own later update", () => {
     const project = join(root, 'project');
     mkdirSync(join(project, '.svc', 'runs', 'rfuture'), { recursive: true });
     const future = iso(Date.now() + 60 * MINUTE);
-    writeFileSync(join(project, '.svc', 'runs', 'rfuture', 'state.json'),
-      JSON.stringify({ run: 'rfuture', status: 'succeeded', verdict: 'verified', started_at: future, updated_at: future }));
+    writeFileSync(
+      join(project, '.svc', 'runs', 'rfuture', 'state.json'),
+      JSON.stringify({
+        run: 'rfuture', status: 'succeeded', verdict: 'verified', started_at: future, updated_at: future,
+      }),
+    );
     const res = await cp.request('POST', '/v1/import', { body: { path: project } });
     assert.equal(res.status, 200, res.text);
     assert.equal(res.json.runs, 0);

@@ -25,7 +25,8 @@ function plantProject(root: string): { project: string; keys: string } {
   const keys = join(root, 'keys');
   mkdirSync(keys);
   writeFileSync(join(keys, 'receipt-ed25519.pem'), KEY);
-  writeFileSync(join(keys, 'diffstat.json'), JSON.stringify({ files: [{ path: 'secret', insertions: 1, deletions: 0 }] }));
+  const diffstat = (path: string): string => JSON.stringify({ files: [{ path, insertions: 1, deletions: 0 }] });
+  writeFileSync(join(keys, 'diffstat.json'), diffstat('secret'));
   writeFileSync(join(keys, 'events.jsonl'), event(1, KEY));
   writeFileSync(join(keys, 'state.json'), state('rstate'));
   const elsewhere = join(root, 'elsewhere-run');
@@ -64,7 +65,7 @@ function plantProject(root: string): { project: string; keys: string } {
   symlinkSync(join(keys, 'state.json'), join(rstate, 'state.json'));
   // And one run with nothing odd about it.
   mkdirSync(join(run('rok'), 'artifacts'));
-  writeFileSync(join(runs, 'rok', 'artifacts', 'diffstat.json'), JSON.stringify({ files: [{ path: 'a.ts', insertions: 1, deletions: 1 }] }));
+  writeFileSync(join(runs, 'rok', 'artifacts', 'diffstat.json'), diffstat('a.ts'));
   return { project, keys };
 }
 
@@ -202,8 +203,11 @@ describe('shipper with symbolic links in the run folder', () => {
     root = mkdtempSync(join(tmpdir(), 'svc-links-'));
     ({ project } = plantProject(root));
     for (const run of ['rart', 'revents', 'rfile', 'rmid', 'rfolder', 'rstate', 'rok']) {
-      const shipper = createShipper(join(project, '.svc', 'runs', run), { SVC_CONTROL_URL: cp.url, HOME: root }, undefined,
-        (entry, reason) => reports.push(`${run}: ${entry} ${reason}`));
+      const env = { SVC_CONTROL_URL: cp.url, HOME: root };
+      const report = (entry: string, reason: string): void => {
+        reports.push(`${run}: ${entry} ${reason}`);
+      };
+      const shipper = createShipper(join(project, '.svc', 'runs', run), env, undefined, report);
       assert.equal(await shipper.flush(), true);
       // A second flush reports nothing new: each entry is said once.
       assert.equal(await shipper.flush(), true);
@@ -216,7 +220,8 @@ describe('shipper with symbolic links in the run folder', () => {
 
   it('reports every link once and ships nothing through any of them', () => {
     const link = (entry: string): boolean => reports.some((r) => r.startsWith(entry) && r.includes('symbolic link'));
-    for (const entry of ['rart: artifacts', 'revents: events.jsonl', 'rfile: artifacts/key.pem', 'rmid: artifacts/reports']) {
+    const linked = ['rart: artifacts', 'revents: events.jsonl', 'rfile: artifacts/key.pem', 'rmid: artifacts/reports'];
+    for (const entry of linked) {
       assert.ok(link(entry), `${entry} in ${reports.join(' | ')}`);
     }
     assert.ok(reports.some((r) => r.startsWith('rfolder:') && r.includes('rfolder') && r.includes('symbolic link')));
@@ -228,7 +233,9 @@ describe('shipper with symbolic links in the run folder', () => {
   it('still ships the rest: the runs, their own events and real artifacts', () => {
     assert.equal(cp.deps.stores.runs.get('local', 'rfolder'), undefined);
     assert.equal(cp.deps.stores.runs.get('local', 'rstate'), undefined);
-    for (const run of ['rart', 'revents', 'rfile', 'rmid', 'rok']) assert.ok(cp.deps.stores.runs.get('local', run), run);
+    for (const run of ['rart', 'revents', 'rfile', 'rmid', 'rok']) {
+      assert.ok(cp.deps.stores.runs.get('local', run), run);
+    }
     assert.equal(cp.deps.stores.events.list('local', 'revents', { after: 0, limit: 10 }).length, 0);
     assert.equal(cp.deps.stores.events.list('local', 'rfile', { after: 0, limit: 10 }).length, 1);
     assert.deepEqual(cp.deps.stores.artifacts.list('local', 'rfile').map((a) => a.path), ['provider.log']);
@@ -241,7 +248,10 @@ describe('shipper with symbolic links in the run folder', () => {
     mkdirSync(dir);
     writeFileSync(join(dir, 'state.json'), state('rok').replace('"failed"', '"succeeded"'));
     const seen: string[] = [];
-    await createShipper(dir, { SVC_CONTROL_URL: cp.url, HOME: root }, undefined, (e, r) => seen.push(`${e} ${r}`)).flush();
+    const report = (entry: string, reason: string): void => {
+      seen.push(`${entry} ${reason}`);
+    };
+    await createShipper(dir, { SVC_CONTROL_URL: cp.url, HOME: root }, undefined, report).flush();
     assert.match(seen.join(' | '), /state\.json names run "rok"/);
     assert.equal(cp.deps.stores.runs.get('local', 'rok')?.status, 'failed');
   });

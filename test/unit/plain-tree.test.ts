@@ -20,7 +20,7 @@ describe('plain-tree', () => {
     const dir = openPlainPath(root, ['a', 'run']) as PlainDir;
     assert.ok(!('failed' in dir));
     try {
-      // The race an attacker would run between two steps of a path walk: the opened folder moves, a link takes its name.
+      // The race an attacker runs between two steps of a path walk: the opened folder moves, a link takes its name.
       renameSync(join(root, 'a', 'run'), join(root, 'a', 'moved'));
       symlinkSync(join(root, 'secret'), join(root, 'a', 'run'));
       assert.equal((readPlainIn(dir, 'f.txt', 100) as Buffer).toString(), 'own');
