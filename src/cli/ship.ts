@@ -1,5 +1,5 @@
 // `svc ship`: re-sends every local run (state, events not yet accepted, artifacts) to the Control Plane.
-import { readdirSync, existsSync } from 'node:fs';
+import { readdirSync, existsSync, lstatSync } from 'node:fs';
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
 import { CliError } from './usage-error.ts';
@@ -29,8 +29,13 @@ export default async function ship(io: CliIo): Promise<number> {
   let url = '';
   for (const run of runs) {
     const rd = runDir(repo, run);
-    if (values.all) rmSync(join(rd, 'ship.json'), { force: true });
-    const shipper = createShipper(rd, io.env);
+    const skipped = (entry: string, reason: string): void => {
+      io.stderr(`svc ship: ${run}: ${entry} ${reason}; not shipped\n`);
+    };
+    // --all forgets the offsets; never through a linked run folder (the shipper refuses one and says so).
+    const plain = lstatSync(rd, { throwIfNoEntry: false })?.isDirectory() ?? false;
+    if (values.all && plain) rmSync(join(rd, 'ship.json'), { force: true });
+    const shipper = createShipper(rd, io.env, undefined, skipped);
     url = shipper.url;
     if (!(await shipper.flush())) failed++;
   }

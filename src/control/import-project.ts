@@ -1,16 +1,25 @@
 // POST /v1/import: registers the project (src/control/projects.ts) and reads <project>/.svc/runs/*/{state.json,
-// events.jsonl,artifacts/**} through the same validation and transaction as ingest, one run per transaction.
-// Symlinks are never followed out of the runs folder.
-import { lstat, readdir, readFile, realpath } from 'node:fs/promises';
+// events.jsonl,artifacts/**} and stores them through the same validation and transaction as ingest, one run per
+// transaction. No symbolic link is ever followed below the project
+// folder (src/engine/plain-tree.ts): a linked .svc, runs folder, run folder, state.json, events.jsonl, artifacts/,
+// artifact subfolder or file is skipped and listed, so a project cannot make the Control Plane serve ~/.svc/keys.
+import { lstatSync, realpathSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import { HttpError } from '../http/http-error.ts';
 import type { ControlDeps } from './deps.ts';
 import { SEGMENT } from './params.ts';
 import { contentTypeFor } from './content-type.ts';
-import { validateEvent, validateRun, type ArtifactUpload, type IngestBatch } from './ingest-validate.ts';
+import { validateEvent, validateRun, type IngestBatch } from './ingest-validate.ts';
 import { applyBatch } from './ingest-apply.ts';
+import {
+  listPlain, openPlainDirIn, openPlainPath, readPlainIn, readPlainTree, skipReason, type PlainDir,
+} from '../engine/plain-tree.ts';
 
 const MAX_ARTIFACT = 16 * 1024 * 1024;
+const MAX_STATE = 1024 * 1024;
+// A bound on what one file may make the server hold in memory; a longer events.jsonl is skipped and listed.
+const MAX_EVENTS_FILE = 256 * 1024 * 1024;
+const MAX_ARTIFACT_DEPTH = 16;
 const MAX_SKIPPED = 100;
 
 export interface ImportResult {
@@ -21,92 +30,138 @@ export interface ImportResult {
   skipped: Array<{ entry: string; reason: string }>;
 }
 
-async function isDir(path: string): Promise<boolean> {
-  const st = await lstat(path).catch(() => null);
-  return st !== null && st.isDirectory();
-}
+type Skip = (entry: string, reason: string) => void;
 
-async function readArtifacts(root: string, run: string, prefix = '', out: ArtifactUpload[] = [], skip: (e: string, r: string) => void): Promise<ArtifactUpload[]> {
-  const dir = join(root, prefix);
-  for (const name of (await readdir(dir).catch(() => [])).sort()) {
-    const rel = prefix ? `${prefix}/${name}` : name;
-    const st = await lstat(join(root, rel));
-    if (st.isDirectory()) await readArtifacts(root, run, rel, out, skip);
-    else if (!st.isFile()) skip(`${run}/artifacts/${rel}`, 'not a regular file');
-    else if (st.size > MAX_ARTIFACT) skip(`${run}/artifacts/${rel}`, 'larger than 16 MiB');
-    else if (name.includes('\\')) skip(`${run}/artifacts/${rel}`, 'name contains a backslash');
-    else out.push({ run, path: rel, content_type: contentTypeFor(name), content: await readFile(join(root, rel)) });
+function readState(run: PlainDir, dir: string, skip: Skip): Record<string, unknown> | null {
+  const raw = readPlainIn(run, 'state.json', MAX_STATE);
+  if (typeof raw === 'string') {
+    skip(`${dir}/state.json`, skipReason(raw, MAX_STATE));
+    return null;
   }
-  return out;
-}
-
-async function readRun(deps: ControlDeps, project: string, dir: string, skip: (e: string, r: string) => void): Promise<IngestBatch | null> {
-  const base = join(project, '.svc', 'runs', dir);
-  let state: Record<string, unknown>;
   try {
-    state = JSON.parse(await readFile(join(base, 'state.json'), 'utf8')) as Record<string, unknown>;
-    if (state === null || typeof state !== 'object' || Array.isArray(state)) throw new Error('not an object');
+    const state = JSON.parse(raw.toString('utf8')) as unknown;
+    if (state !== null && typeof state === 'object' && !Array.isArray(state)) return state as Record<string, unknown>;
   } catch {
-    skip(dir, 'state.json is missing or not a JSON object');
+    // reported below
+  }
+  skip(dir, 'state.json is not a JSON object');
+  return null;
+}
+
+function readEventsText(run: PlainDir, dir: string, skip: Skip): string {
+  const raw = readPlainIn(run, 'events.jsonl', MAX_EVENTS_FILE);
+  if (raw === 'missing') return '';
+  if (typeof raw === 'string') {
+    skip(`${dir}/events.jsonl`, skipReason(raw, MAX_EVENTS_FILE));
+    return '';
+  }
+  return raw.toString('utf8');
+}
+
+function readRun(deps: ControlDeps, project: string, runs: PlainDir, dir: string, skip: Skip): IngestBatch | null {
+  const folder = openPlainDirIn(runs, dir);
+  if (typeof folder === 'string') {
+    if (folder !== 'file') skip(dir, skipReason(folder));
     return null;
   }
-  const source = typeof state.source === 'string' && SEGMENT.test(state.source) ? state.source : deps.settings.source;
-  const now = deps.clock();
-  let run;
   try {
-    // The folder the operator named wins over anything state.json claims; a recorded pid is never taken from a file.
-    run = validateRun({ ...state, repo_path: project, pid: null, source, run: state.run ?? dir }, `${dir}/state.json`, source, now);
-  } catch (err) {
-    skip(dir, err instanceof Error ? err.message : 'invalid state.json');
-    return null;
-  }
-  const events = [];
-  const lines = (await readFile(join(base, 'events.jsonl'), 'utf8').catch(() => '')).split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i]!.trim();
-    if (!line) continue;
+    const state = readState(folder, dir, skip);
+    if (!state) return null;
+    const source = typeof state.source === 'string' && SEGMENT.test(state.source) ? state.source : deps.settings.source;
+    const now = deps.clock();
+    let run;
     try {
-      const ev = JSON.parse(line) as Record<string, unknown>;
-      events.push(validateEvent({ ...ev, source, run: run.run }, `${dir}/events.jsonl:${i + 1}`, source, now));
+      // The folder the operator named wins over anything state.json claims; a recorded pid is never taken from a file.
+      run = validateRun({ ...state, repo_path: project, pid: null, source, run: state.run ?? dir }, `${dir}/state.json`, source, now);
     } catch (err) {
-      // A half-written last line is normal while a run is still going; report and move on.
-      skip(`${dir}/events.jsonl:${i + 1}`, err instanceof HttpError ? err.message : 'not valid JSON');
+      skip(dir, err instanceof Error ? err.message : 'invalid state.json');
+      return null;
     }
+    const events = [];
+    const lines = readEventsText(folder, dir, skip).split('\n');
+    for (let i = 0; i < lines.length; i++) {
+      const line = lines[i]!.trim();
+      if (!line) continue;
+      try {
+        const ev = JSON.parse(line) as Record<string, unknown>;
+        events.push(validateEvent({ ...ev, source, run: run.run }, `${dir}/events.jsonl:${i + 1}`, source, now));
+      } catch (err) {
+        // A half-written last line is normal while a run is still going; report and move on.
+        skip(`${dir}/events.jsonl:${i + 1}`, err instanceof HttpError ? err.message : 'not valid JSON');
+      }
+    }
+    return { source, runs: [run], events, artifacts: readArtifacts(folder, dir, run.run, skip), notifications: [] };
+  } finally {
+    folder.close();
   }
-  const artifacts = await readArtifacts(join(base, 'artifacts'), run.run, '', [], skip);
-  return { source, runs: [run], events, artifacts, notifications: [] };
+}
+
+function readArtifacts(folder: PlainDir, dir: string, run: string, skip: Skip): IngestBatch['artifacts'] {
+  const artifacts = openPlainDirIn(folder, 'artifacts');
+  if (typeof artifacts === 'string') {
+    if (artifacts !== 'missing') skip(`${dir}/artifacts`, skipReason(artifacts));
+    return [];
+  }
+  try {
+    const files = readPlainTree(artifacts, {
+      maxFile: MAX_ARTIFACT,
+      maxDepth: MAX_ARTIFACT_DEPTH,
+      skip: (rel, reason) => skip(`${dir}/artifacts/${rel}`, reason),
+    });
+    return files.flatMap(({ rel, content }) => {
+      if (!rel.includes('\\')) return [{ run, path: rel, content_type: contentTypeFor(rel), content }];
+      skip(`${dir}/artifacts/${rel}`, 'name contains a backslash');
+      return [];
+    });
+  } finally {
+    artifacts.close();
+  }
 }
 
 export async function importProject(deps: ControlDeps, path: unknown): Promise<ImportResult> {
   if (typeof path !== 'string' || !isAbsolute(path) || path.includes('\0')) {
     throw new HttpError('invalid_param', 'Field "path" must be an absolute path');
   }
-  if (!(await isDir(path))) throw new HttpError('invalid_param', 'Field "path" is not a directory');
-  const runsDir = join(path, '.svc', 'runs');
-  const hasRuns = await isDir(runsDir);
-  // A repository with no runs yet is imported to register it, so runs may be started there (issue 20 item 6).
-  if (!hasRuns && !(await lstat(join(path, '.git')).catch(() => null))) {
-    throw new HttpError('invalid_param', 'Field "path" is neither a git repository nor a folder with .svc/runs');
+  // The folder the operator named must itself be a folder, not a link; from there down nothing is followed.
+  const project = openPlainPath(path, []);
+  if ('failed' in project) throw new HttpError('invalid_param', 'Field "path" is not a directory');
+  project.close();
+  const runs = openPlainPath(path, ['.svc', 'runs']);
+  const isRepo = (() => {
+    try {
+      return lstatSync(join(path, '.git')) !== null;
+    } catch {
+      return false;
+    }
+  })();
+  if ('failed' in runs && (runs.kind === 'link' || !isRepo)) {
+    // A repository with no runs yet is imported to register it, so runs may be started there (issue 20 item 6).
+    const why = runs.kind === 'link' ? ` (${runs.failed} ${skipReason('link')})` : '';
+    throw new HttpError('invalid_param', `Field "path" is neither a git repository nor a folder with .svc/runs${why}`);
   }
   // Importing is how the operator registers a project: /v1/start, retry, resume and verify run only in registered ones.
-  deps.stores.projects.add(await realpath(path), deps.clock());
+  deps.stores.projects.add(realpathSync(path), deps.clock());
   const result: ImportResult = { runs: 0, events: 0, duplicates: 0, artifacts: 0, skipped: [] };
-  if (!hasRuns) return result;
-  const skip = (entry: string, reason: string): void => {
+  if ('failed' in runs) return result;
+  const skip: Skip = (entry, reason) => {
     if (result.skipped.length < MAX_SKIPPED) result.skipped.push({ entry, reason });
   };
-  for (const dir of (await readdir(runsDir)).sort()) {
-    if (!SEGMENT.test(dir) || !(await isDir(join(runsDir, dir)))) continue;
-    const batch = await readRun(deps, path, dir, skip);
-    if (!batch) continue;
-    // An explicit import brings back a run that was deleted (ingest does not: deleted-runs-store.ts).
-    for (const r of batch.runs) deps.stores.deletedRuns.forget(batch.source, r.run);
-    // Control requests belong to the runner's next ingest, not to an import.
-    const applied = applyBatch(deps, batch, { deliverControl: false });
-    result.runs += applied.runs;
-    result.events += applied.events;
-    result.duplicates += applied.duplicates;
-    result.artifacts += applied.artifacts;
+  try {
+    for (const { name } of listPlain(runs)) {
+      if (!SEGMENT.test(name)) continue;
+      const batch = readRun(deps, path, runs, name, skip);
+      if (!batch) continue;
+      // An explicit import brings back a run that was deleted (ingest does not: deleted-runs-store.ts).
+      for (const r of batch.runs) deps.stores.deletedRuns.forget(batch.source, r.run);
+      // Control requests belong to the runner's next ingest, not to an import.
+      const applied = applyBatch(deps, batch, { deliverControl: false });
+      result.runs += applied.runs;
+      result.events += applied.events;
+      result.duplicates += applied.duplicates;
+      result.artifacts += applied.artifacts;
+    }
+  } finally {
+    runs.close();
   }
   return result;
 }

@@ -38,7 +38,15 @@ export function applyBatch(deps: ControlDeps, batch: IngestBatch, opts: { delive
       }
       known.add(item.run);
     }
-    for (const run of batch.runs) stores.runs.upsert(source, run);
+    const now = deps.clock();
+    for (const run of batch.runs) {
+      // A row stamped later than now (stored before body times were bounded, or by a clock since stepped back) is no
+      // newer than this update: no stored claim to the future may keep a runner's real update out (ingest-validate.ts).
+      const stored = stores.runs.get(source, run.run);
+      const arriving = Math.min(now, run.updated_at ?? now);
+      if (stored && stored.updated_at > now) stores.runs.patch(source, run.run, { updated_at: arriving });
+      stores.runs.upsert(source, run);
+    }
     // A status transition or answer the Control Plane already recorded is not stored twice (event-truth.ts).
     const truth = createEventTruth(stores.events);
     for (const shipped of batch.events) {
@@ -53,7 +61,6 @@ export function applyBatch(deps: ControlDeps, batch: IngestBatch, opts: { delive
       if (id === null) duplicates++;
       else inserted.push({ id, ...ev });
     }
-    const now = deps.clock();
     for (const a of batch.artifacts) {
       stores.artifacts.put(source, a.run, { path: a.path, content_type: a.content_type, content: a.content, created_at: now });
     }

@@ -2,7 +2,8 @@
 // The store itself cuts targets to a host and scrubs URLs from errors; this file only checks shape and types.
 import { HttpError } from '../http/http-error.ts';
 import { NOTIFICATION_STATUSES, type NotificationInput, type NotificationStatus } from '../db/notifications-store.ts';
-import { SEGMENT, isValidMs, parseTime } from './params.ts';
+import { SEGMENT } from './params.ts';
+import { ingestTime } from './ingest-time.ts';
 
 type Obj = Record<string, unknown>;
 
@@ -15,11 +16,8 @@ function text(where: string, v: unknown, required: boolean, max = 4096): string 
   return typeof v === 'string' && v.length > 0 && v.length <= max ? v : bad(where, `must be a string of 1 to ${max} characters`);
 }
 
-function time(where: string, v: unknown, fallback: number): number {
-  if (v === undefined || v === null) return fallback;
-  if (isValidMs(v)) return v;
-  if (typeof v === 'string') return parseTime(where, v);
-  return bad(where, 'must be an ISO-8601 time or unix milliseconds');
+function time(where: string, v: unknown, fallback: number, now: number): number {
+  return v === undefined || v === null ? fallback : ingestTime(where, v, now);
 }
 
 export function validateNotification(v: unknown, where: string, source: string, now: number): NotificationInput {
@@ -32,7 +30,7 @@ export function validateNotification(v: unknown, where: string, source: string, 
   if (run !== null && (typeof run !== 'string' || !SEGMENT.test(run))) bad(`${where}.run`, `must match ${SEGMENT.source}`);
   const attempts = o.attempts ?? 0;
   if (!Number.isSafeInteger(attempts) || (attempts as number) < 0) bad(`${where}.attempts`, 'must be a non-negative integer');
-  const created = time(`${where}.created_at`, o.created_at, now);
+  const created = time(`${where}.created_at`, o.created_at, now, now);
   return {
     job_id: text(`${where}.job_id`, o.job_id, false, 128),
     // A notification about a run belongs to the batch's source; one about a job alone has none.
@@ -45,6 +43,6 @@ export function validateNotification(v: unknown, where: string, source: string, 
     attempts: attempts as number,
     error: text(`${where}.error`, o.error, false),
     created_at: created,
-    updated_at: time(`${where}.updated_at`, o.updated_at, created),
+    updated_at: time(`${where}.updated_at`, o.updated_at, created, now),
   };
 }

@@ -3,7 +3,8 @@ import { HttpError } from '../http/http-error.ts';
 import type { RunInput } from '../db/runs-store.ts';
 import { RUN_STATUSES, VERDICTS, type RunStatus, type Verdict } from '../run-json.ts';
 import type { EventInput } from '../db/events-store.ts';
-import { SEGMENT, checkArtifactPath, isValidMs, parseTime } from './params.ts';
+import { SEGMENT, checkArtifactPath } from './params.ts';
+import { ingestTime } from './ingest-time.ts';
 import { safeContentType, OCTET_STREAM } from './content-type.ts';
 import type { NotificationInput } from '../db/notifications-store.ts';
 import { validateNotification } from './ingest-notifications.ts';
@@ -46,21 +47,8 @@ function segment(where: string, v: unknown): string {
   return typeof v === 'string' && SEGMENT.test(v) ? v : bad(where, `must match ${SEGMENT.source}`);
 }
 
-/** Body times: unix ms as a number, or an ISO-8601 / unix-ms string. */
-function time(where: string, v: unknown): number {
-  if (isValidMs(v)) return v;
-  if (typeof v === 'string') {
-    try {
-      return parseTime(where, v);
-    } catch {
-      // fall through to the field-named message
-    }
-  }
-  return bad(where, 'must be an ISO-8601 time or unix milliseconds');
-}
-
-function optionalTime(where: string, v: unknown): number | null {
-  return v === undefined || v === null ? null : time(where, v);
+function optionalTime(where: string, v: unknown, now: number): number | null {
+  return v === undefined || v === null ? null : ingestTime(where, v, now);
 }
 
 export function validateRun(v: unknown, where: string, source: string, now: number): RunInput {
@@ -68,12 +56,17 @@ export function validateRun(v: unknown, where: string, source: string, now: numb
   const run = segment(`${where}.run`, v.run);
   if (v.source !== undefined && v.source !== source) bad(`${where}.source`, 'must match the batch source');
   if (!(RUN_STATUSES as readonly unknown[]).includes(v.status)) bad(`${where}.status`, `must be one of ${RUN_STATUSES.join(', ')}`);
+  const updated = optionalTime(`${where}.updated_at`, v.updated_at, now) ?? now;
   const input: RunInput = {
     run,
     status: v.status as RunStatus,
-    started_at: time(`${where}.started_at`, v.started_at),
-    ended_at: optionalTime(`${where}.ended_at`, v.ended_at),
-    updated_at: optionalTime(`${where}.updated_at`, v.updated_at) ?? now,
+    started_at: ingestTime(`${where}.started_at`, v.started_at, now),
+    ended_at: optionalTime(`${where}.ended_at`, v.ended_at, now),
+    // The row's ordering key (runs-store upsert: an older updated_at never overwrites a newer one) counts as no later
+    // than the moment the batch arrived. Nobody can tell a run's own shipper from another sender allowed to write its
+    // source, so a claim to be newer than that moment must buy nothing: the runner's next real update is later than
+    // this arrival and wins (docs/control-data.md, "Who wins an update").
+    updated_at: Math.min(updated, now),
     group_id: v.group_id === undefined || v.group_id === null ? run : segment(`${where}.group_id`, v.group_id),
   };
   if (v.verdict !== undefined && v.verdict !== null && !(VERDICTS as readonly unknown[]).includes(v.verdict)) {
@@ -119,7 +112,7 @@ export function validateEvent(v: unknown, where: string, source: string, now: nu
     source,
     run: segment(`${where}.run`, v.run),
     seq: seq as number,
-    ts: v.ts === undefined || v.ts === null ? now : time(`${where}.ts`, v.ts),
+    ts: v.ts === undefined || v.ts === null ? now : ingestTime(`${where}.ts`, v.ts, now),
     kind: v.kind as string,
     data,
   };

@@ -1,7 +1,5 @@
 // Whether a run's Evidence Receipt is genuine (signed by a key the Control Plane knows: its own or a registered
 // runner's), about that run, and accepted by its repo's policy.
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { ControlDeps } from './deps.ts';
 import type { RunRow } from '../db/runs-store.ts';
 import { nestsDeeperThan } from '../untrusted.ts';
@@ -9,6 +7,10 @@ import { MAX_JSON_DEPTH } from '../http/json-depth.ts';
 import { knownKeys, type KnownKey } from '../keys.ts';
 import { verifyReceipt, type Receipt } from '../engine/receipt.ts';
 import { loadPolicy, verdictAccepted, DEFAULT_POLICY, type Policy } from '../engine/policy.ts';
+import { openPlainPath, readPlainIn, skipReason } from '../engine/plain-tree.ts';
+
+/** The largest run file read straight from a run folder (as import takes). */
+const MAX_RUN_FILE = 16 * 1024 * 1024;
 
 /** Which known key signed a receipt, as the API and the audit log name it. */
 export interface Signer {
@@ -19,15 +21,29 @@ export interface Signer {
 
 export type ReceiptVerdict = { ok: true; receipt: Receipt; signer: Signer } | { ok: false; reason: string };
 
-/** A run file as stored by ingest, else straight from the run folder when the repo is on this machine. */
+/**
+ * A run file as stored by ingest, else straight from the run folder when the repo is on this machine: every folder
+ * below the repo (.svc, runs, the run, artifacts, any subfolder) and the file itself are opened without following a
+ * symbolic link (src/engine/plain-tree.ts); a link is logged and read as "no such file".
+ */
 export function readRunFile(deps: ControlDeps, row: RunRow, path: string): Buffer | null {
   const stored = deps.stores.artifacts.get(row.source, row.run, path);
   if (stored) return Buffer.from(stored.content);
   if (!row.repo_path) return null;
-  try {
-    return readFileSync(join(row.repo_path, '.svc', 'runs', row.run, 'artifacts', path));
-  } catch {
+  const parts = path.split('/');
+  const name = parts.pop()!;
+  const refused = (entry: string, kind: string): null => {
+    if (kind !== 'link') return null;
+    deps.log.warn('run file not read', { source: row.source, run: row.run, entry, reason: skipReason('link') });
     return null;
+  };
+  const dir = openPlainPath(row.repo_path, ['.svc', 'runs', row.run, 'artifacts', ...parts]);
+  if ('failed' in dir) return refused(dir.failed, dir.kind);
+  try {
+    const content = readPlainIn(dir, name, MAX_RUN_FILE);
+    return typeof content === 'string' ? refused(`${dir.path}/${name}`, content) : content;
+  } finally {
+    dir.close();
   }
 }
 

@@ -58,7 +58,18 @@ export function openRunContext(dir: string, env: NodeJS.ProcessEnv, opts: { ship
     }
   }
 
-  const shipper: Shipper | null = opts.ship ? createShipper(dir, env, onControl) : null;
+  // A linked file or folder the shipper left out is said once, in the run's log and to whoever watches the worker.
+  function onSkip(entry: string, reason: string): void {
+    const text = `not shipped: ${entry} ${reason}`;
+    ctx.say(text);
+    try {
+      ctx.event('log', { stream: 'svc', text });
+    } catch {
+      // events.jsonl itself may be what was refused; the line above still reached runner.log.
+    }
+  }
+
+  const shipper: Shipper | null = opts.ship ? createShipper(dir, env, onControl, onSkip) : null;
 
   function tick(): void {
     if (!shipper || closed) return;

@@ -1,18 +1,25 @@
 // Sends a run's state, events and artifacts to the Control Plane (POST /v1/ingest), batched and resumable from ship.json.
 // A Control Plane that is down never fails a run: flush() reports false and the caller tries again later (or `svc ship`).
-import { readFileSync, existsSync, readdirSync, statSync, openSync, readSync, closeSync } from 'node:fs';
-import { join, relative, extname } from 'node:path';
+// Nothing is read through a symbolic link (src/engine/plain-tree.ts): a linked .svc, runs or run folder, state.json,
+// events.jsonl, artifacts/, artifact subfolder or file is left out and reported once through `onSkip`.
+import { closeSync, fstatSync } from 'node:fs';
+import { basename, join, extname } from 'node:path';
 import { createHash } from 'node:crypto';
 import { createControlClient, type ControlClient } from '../client/client.ts';
 import { discoverControlUrl } from '../client/discover.ts';
 import { writeJsonAtomic } from './atomic.ts';
-import { artifactsDir, eventsPath } from './paths.ts';
-import { tryReadState, toRunJson } from './run-state.ts';
+import { toRunJson, type RunState } from './run-state.ts';
 import { readControlToken } from './control-token.ts';
+import {
+  openPlainDirIn, openPlainFileIn, openRunFolder, readPlainIn, readPlainTree, readRange, skipReason, type PlainDir,
+  type TreeFile,
+} from './plain-tree.ts';
 
 export const EVENTS_PER_BATCH = 500;
 const ARTIFACT_BYTES_PER_BATCH = 8 * 1024 * 1024;
 const MAX_ARTIFACT = 8 * 1024 * 1024;
+const MAX_STATE = 1024 * 1024;
+const MAX_ARTIFACT_DEPTH = 16;
 
 interface ShipOffsets {
   events_offset: number;
@@ -31,29 +38,56 @@ export interface Shipper {
   url: string;
 }
 
+interface RunBatch {
+  state: RunState;
+  offsets: ShipOffsets;
+  events: unknown[];
+  next: number;
+  files: TreeFile[];
+}
+
+/** Told once per entry (a path under the run folder, or the folder itself) that it was left out, and why. */
+export type SkipReport = (entry: string, reason: string) => void;
+
 function offsetsPath(dir: string): string {
   return join(dir, 'ship.json');
 }
 
-function readOffsets(dir: string): ShipOffsets {
+/** A JSON object file of the run folder; null when missing, not an object, or not a plain file (then reported). */
+function readObjectIn(folder: PlainDir, name: string, skip: SkipReport): Record<string, unknown> | null {
+  const raw = readPlainIn(folder, name, MAX_STATE);
+  if (typeof raw === 'string') {
+    if (raw !== 'missing') skip(name, skipReason(raw, MAX_STATE));
+    return null;
+  }
   try {
-    const o = JSON.parse(readFileSync(offsetsPath(dir), 'utf8')) as Partial<ShipOffsets>;
-    return { events_offset: Number(o.events_offset) || 0, artifacts: o.artifacts ?? {} };
+    const value = JSON.parse(raw.toString('utf8')) as unknown;
+    const isObject = value !== null && typeof value === 'object' && !Array.isArray(value);
+    return isObject ? (value as Record<string, unknown>) : null;
   } catch {
-    return { events_offset: 0, artifacts: {} };
+    return null;
   }
 }
 
+function readOffsets(folder: PlainDir, skip: SkipReport): ShipOffsets {
+  const o = readObjectIn(folder, 'ship.json', skip) as Partial<ShipOffsets> | null;
+  return { events_offset: Number(o?.events_offset) || 0, artifacts: o?.artifacts ?? {} };
+}
+
 /** Complete lines from `offset`, at most `max` events; returns the byte offset after the last one taken. */
-function readEventLines(dir: string, offset: number, max: number): { events: unknown[]; next: number } {
-  const path = eventsPath(dir);
-  if (!existsSync(path)) return { events: [], next: offset };
-  const size = statSync(path).size;
-  if (size <= offset) return { events: [], next: offset };
-  const fd = openSync(path, 'r');
-  const buf = Buffer.alloc(Math.min(size - offset, 16 * 1024 * 1024));
+function readEventLines(
+  folder: PlainDir, offset: number, max: number, skip: SkipReport,
+): { events: unknown[]; next: number } {
+  const fd = openPlainFileIn(folder, 'events.jsonl');
+  if (typeof fd === 'string') {
+    if (fd !== 'missing') skip('events.jsonl', skipReason(fd));
+    return { events: [], next: offset };
+  }
+  let buf: Buffer;
   try {
-    readSync(fd, buf, 0, buf.length, offset);
+    const size = fstatSync(fd).size;
+    if (size <= offset) return { events: [], next: offset };
+    buf = readRange(fd, offset, Math.min(size - offset, 16 * 1024 * 1024));
   } finally {
     closeSync(fd);
   }
@@ -74,14 +108,21 @@ function readEventLines(dir: string, offset: number, max: number): { events: unk
   return { events, next: offset + pos };
 }
 
-function walk(dir: string, out: string[] = []): string[] {
-  if (!existsSync(dir)) return out;
-  for (const name of readdirSync(dir)) {
-    const full = join(dir, name);
-    if (statSync(full).isDirectory()) walk(full, out);
-    else out.push(full);
+function readArtifacts(folder: PlainDir, skip: SkipReport): TreeFile[] {
+  const dir = openPlainDirIn(folder, 'artifacts');
+  if (typeof dir === 'string') {
+    if (dir !== 'missing') skip('artifacts', skipReason(dir));
+    return [];
   }
-  return out;
+  try {
+    // Files over the cap were always left out; they are reported now too.
+    const files = readPlainTree(dir, {
+      maxFile: MAX_ARTIFACT, maxDepth: MAX_ARTIFACT_DEPTH, skip: (rel, why) => skip(`artifacts/${rel}`, why),
+    });
+    return files.filter(({ rel }) => !rel.endsWith('.tmp'));
+  } finally {
+    dir.close();
+  }
 }
 
 export function contentTypeOf(path: string): string {
@@ -101,25 +142,52 @@ function isLoopbackUrl(url: string): boolean {
   }
 }
 
-export function createShipper(dir: string, env: NodeJS.ProcessEnv, onControl?: (item: ControlItem) => void): Shipper {
+export function createShipper(
+  dir: string, env: NodeJS.ProcessEnv, onControl?: (item: ControlItem) => void, onSkip?: SkipReport,
+): Shipper {
   const { url } = discoverControlUrl(env);
   const token = readControlToken(env);
   const client: ControlClient = createControlClient({ url, ...(token ? { token } : {}), timeoutMs: 10_000 });
   const sameMachine = isLoopbackUrl(url);
+  const reported = new Set<string>();
+  const skip: SkipReport = (entry, reason) => {
+    if (reported.has(entry)) return;
+    reported.add(entry);
+    onSkip?.(entry, reason);
+  };
+
+  /** What one batch holds, read from the run folder without following a link; null when there is no run to ship. */
+  function readBatch(): RunBatch | null {
+    const folder = openRunFolder(dir);
+    if ('failed' in folder) {
+      if (folder.kind !== 'missing') skip(folder.failed, skipReason(folder.kind));
+      return null;
+    }
+    try {
+      const state = readObjectIn(folder, 'state.json', skip);
+      if (!state) return null;
+      // The folder names the run: a state.json claiming another run (edited by whoever can write the project) would
+      // otherwise overwrite that run's row with this folder's story.
+      if (state.run !== basename(dir)) {
+        skip('state.json', `names run "${String(state.run)}", not "${basename(dir)}"`);
+        return null;
+      }
+      const offsets = readOffsets(folder, skip);
+      const { events, next } = readEventLines(folder, offsets.events_offset, EVENTS_PER_BATCH, skip);
+      return { state: state as unknown as RunState, offsets, events, next, files: readArtifacts(folder, skip) };
+    } finally {
+      folder.close();
+    }
+  }
 
   async function flushOnce(): Promise<{ ok: boolean; more: boolean }> {
-    const state = tryReadState(dir);
-    if (!state) return { ok: true, more: false };
-    const offsets = readOffsets(dir);
-    const { events, next } = readEventLines(dir, offsets.events_offset, EVENTS_PER_BATCH);
+    const read = readBatch();
+    if (!read) return { ok: true, more: false };
+    const { state, offsets, events, next } = read;
     const artifacts: Array<{ run: string; path: string; content_type: string; content_base64: string }> = [];
     const shippedNow: Record<string, string> = {};
     let bytes = 0;
-    for (const file of walk(artifactsDir(dir))) {
-      const rel = relative(artifactsDir(dir), file).split('\\').join('/');
-      if (rel.endsWith('.tmp')) continue;
-      const content = readFileSync(file);
-      if (content.length > MAX_ARTIFACT) continue;
+    for (const { rel, content } of read.files) {
       const sha = createHash('sha256').update(content).digest('hex');
       if (offsets.artifacts[rel] === sha) continue;
       if (bytes + content.length > ARTIFACT_BYTES_PER_BATCH && artifacts.length > 0) break;

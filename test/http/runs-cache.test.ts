@@ -58,12 +58,13 @@ describe('GET /v1/runs response cache', () => {
 
   it('shows a run ingested over HTTP on the very next list call, and its later status', async () => {
     assert.ok(!(await cachedItems()).some((r) => r.run === 'fresh1'));
-    const t = '2027-01-01T00:00:00.000Z';
+    // Newer than every seeded run, and not in the future: ingest refuses times more than 5 minutes ahead.
+    const t = new Date(Date.now() - 60_000).toISOString();
     const run = { run: 'fresh1', status: 'running', started_at: t, updated_at: t, repo: 'acme/api' };
     const ingest = await cp.request('POST', '/v1/ingest', { body: { source: 'laptop', runs: [run], events: [], artifacts: [] } });
     assert.equal(ingest.status, 200, ingest.text);
     assert.equal((await items())[0]?.run, 'fresh1');
-    const later = { ...run, status: 'succeeded', updated_at: '2027-01-01T00:01:00.000Z' };
+    const later = { ...run, status: 'succeeded', updated_at: new Date(Date.parse(t) + 1000).toISOString() };
     await cp.request('POST', '/v1/ingest', { body: { source: 'laptop', runs: [later], events: [], artifacts: [] } });
     assert.equal((await items())[0]?.status, 'succeeded');
   });

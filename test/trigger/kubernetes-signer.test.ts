@@ -167,12 +167,19 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
         run: runId, status: 'succeeded', verdict: 'verified', pr_url: 'https://github.example/acme/api/pull/999',
         started_at: now, ended_at: now, updated_at: '2999-01-01T00:00:00.000Z', brief: 'forged',
       };
-      const res = await cp.request('POST', '/v1/ingest', { body: { source: 'k8s', runs: [forged] } });
+      const far = await cp.request('POST', '/v1/ingest', { body: { source: 'k8s', runs: [forged] } });
+      assert.equal(far.status, 400, far.text);
+      assert.equal(far.json.error.code, 'invalid_param');
+      // As far ahead as ingest allows: the signer's own later update must still replace it.
+      const ahead = { ...forged, updated_at: new Date(Date.now() + 4 * 60_000).toISOString() };
+      const res = await cp.request('POST', '/v1/ingest', { body: { source: 'k8s', runs: [ahead] } });
       assert.equal(res.status, 200, res.text);
     });
     assert.equal(outcome.status, 'failed');
     assert.equal(outcome.verdict, 'not_verified');
     assert.equal(outcome.pr_url, null);
+    const shown = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
+    assert.deepEqual([shown.status, shown.verdict, shown.pr_url], ['failed', 'not_verified', null]);
     const receipt = await shippedReceipt(run);
     assert.equal(verifyReceipt(receipt, keyRingOf([runnerPublic])).ok, true);
     assert.equal(receipt.forged, undefined);

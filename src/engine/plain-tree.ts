@@ -1,0 +1,225 @@
+// Reads a run folder (or any tree a project or an agent could write) without ever following a symbolic link: each
+// folder is opened with O_NOFOLLOW|O_DIRECTORY and the next name is looked up *inside that open folder*, so a link
+// planted anywhere — the run folder, artifacts/, events.jsonl, a subfolder, a file — is seen, skipped and reported,
+// never resolved. It never writes (writes are src/engine/safe-fs.ts).
+//
+// Node has no openat(2). On Linux `/proc/self/fd/<fd>/<name>` is the same lookup: the kernel resolves the fd's magic
+// link to the folder it holds open, then looks `name` up there, so swapping a folder for a link after we opened it
+// changes nothing. Where /proc is absent the lexical path is used instead (every component still checked, but a swap
+// between two steps is then possible; DESIGN §7a).
+import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readdirSync, readSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+
+const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
+// O_NONBLOCK: a planted FIFO cannot block the open.
+const FILE_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+const PROC_FD = existsSync('/proc/self/fd');
+
+/** The reason a skipped entry is reported with, in the import response, a run's log and `svc ship`'s warnings. */
+export const LINK_REASON = 'is a symbolic link (never followed)';
+
+/** What stands at a name: only `dir` and `file` are ever opened. */
+export type EntryKind = 'dir' | 'file' | 'link' | 'other' | 'missing';
+
+/** A folder held open; names are looked up inside it, not through the path it was reached by. */
+export interface PlainDir {
+  /** The lexical path, for messages only. */
+  readonly path: string;
+  close(): void;
+}
+
+interface OpenDir extends PlainDir {
+  readonly fd: number;
+}
+
+function at(dir: PlainDir, name: string): string {
+  return PROC_FD ? `/proc/self/fd/${(dir as OpenDir).fd}/${name}` : join(dir.path, name);
+}
+
+function kindOf(path: string): EntryKind {
+  let st;
+  try {
+    st = lstatSync(path);
+  } catch {
+    return 'missing';
+  }
+  if (st.isSymbolicLink()) return 'link';
+  if (st.isDirectory()) return 'dir';
+  return st.isFile() ? 'file' : 'other';
+}
+
+function kindOfError(err: unknown): EntryKind {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === 'ELOOP') return 'link';
+  if (code === 'ENOENT') return 'missing';
+  return 'other';
+}
+
+function wrap(fd: number, path: string): OpenDir {
+  let open = true;
+  return {
+    fd,
+    path,
+    close() {
+      if (open) closeSync(fd);
+      open = false;
+    },
+  };
+}
+
+/**
+ * Opens `path` as a folder; its last component must not be a link (the ones before it are the caller's, e.g. the
+ * project folder an operator named). Returns what stands there instead when it is not a plain folder.
+ */
+export function openPlainDir(path: string): PlainDir | EntryKind {
+  try {
+    return wrap(openSync(path, DIR_FLAGS), path);
+  } catch (err) {
+    const kind = kindOfError(err);
+    return kind === 'other' ? kindOf(path) : kind;
+  }
+}
+
+/** Opens the folder `name` inside `dir`, or says what stands there instead. */
+export function openPlainDirIn(dir: PlainDir, name: string): PlainDir | EntryKind {
+  const opened = openPlainDir(at(dir, name));
+  if (typeof opened === 'string') return opened;
+  return wrap((opened as OpenDir).fd, join(dir.path, name));
+}
+
+/**
+ * Opens root/parts[0]/parts[1]/… one folder at a time. On success the result holds the last folder open; otherwise it
+ * names the first part that is not a plain folder (`failed` is the path up to it) and what stands there.
+ */
+export function openPlainPath(root: string, parts: readonly string[]): PlainDir | { failed: string; kind: EntryKind } {
+  const first = openPlainDir(root);
+  if (typeof first === 'string') return { failed: root, kind: first };
+  let dir = first;
+  for (const part of parts) {
+    const next = openPlainDirIn(dir, part);
+    dir.close();
+    if (typeof next === 'string') return { failed: join(dir.path, part), kind: next };
+    dir = next;
+  }
+  return dir;
+}
+
+/** The names in `dir` with what each is, sorted; lstat only, so nothing is followed or opened. */
+export function listPlain(dir: PlainDir): Array<{ name: string; kind: EntryKind }> {
+  let names: string[];
+  try {
+    names = readdirSync(PROC_FD ? `/proc/self/fd/${(dir as OpenDir).fd}` : dir.path);
+  } catch {
+    return [];
+  }
+  return names.sort().map((name) => ({ name, kind: kindOf(at(dir, name)) }));
+}
+
+/** An fd for reading the regular file `name` in `dir` (never through a link), or what stands there instead. */
+export function openPlainFileIn(dir: PlainDir, name: string): number | EntryKind {
+  let fd: number;
+  try {
+    fd = openSync(at(dir, name), FILE_FLAGS);
+  } catch (err) {
+    return kindOfError(err);
+  }
+  try {
+    if (fstatSync(fd).isFile()) return fd;
+    closeSync(fd);
+    return 'other';
+  } catch {
+    closeSync(fd);
+    return 'other';
+  }
+}
+
+/** Up to `length` bytes of `fd` from `position`. */
+export function readRange(fd: number, position: number, length: number): Buffer {
+  const buf = Buffer.alloc(length);
+  let size = 0;
+  for (let n = 1; n > 0 && size < length; size += n) n = readSync(fd, buf, size, length - size, position + size);
+  return buf.subarray(0, size);
+}
+
+/** The whole regular file `name` in `dir`; 'too_large' past `max` bytes; else what stands there instead. */
+export function readPlainIn(dir: PlainDir, name: string, max: number): Buffer | EntryKind | 'too_large' {
+  const fd = openPlainFileIn(dir, name);
+  if (typeof fd === 'string') return fd;
+  try {
+    const size = fstatSync(fd).size;
+    return size > max ? 'too_large' : readRange(fd, 0, size);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Why an entry that is not what was wanted is skipped, in words for a report. */
+export function skipReason(kind: EntryKind | 'too_large', max?: number): string {
+  if (kind === 'link') return LINK_REASON;
+  if (kind === 'missing') return 'is missing';
+  if (kind === 'too_large') return `is larger than ${max ?? 0} bytes`;
+  if (kind === 'dir') return 'is a folder, not a file';
+  return kind === 'file' ? 'is a file, not a folder' : 'is not a regular file or folder';
+}
+
+export interface TreeFile {
+  /** Path under the tree's root, '/'-separated. */
+  rel: string;
+  content: Buffer;
+}
+
+export interface TreeOptions {
+  maxFile: number;
+  maxDepth: number;
+  skip: (rel: string, reason: string) => void;
+}
+
+/**
+ * Hands every regular file under `dir` (up to `maxDepth` folders down, sorted) to `visit` as it is read, without
+ * following a link; nothing is kept, so a caller can stop (throw) at a total of its own. Links, special files, files
+ * over `maxFile` bytes and folders too deep go to `skip(rel, reason)`.
+ */
+export function walkPlainTree(dir: PlainDir, opts: TreeOptions, visit: (file: TreeFile) => void, prefix = ''): void {
+  for (const { name, kind } of listPlain(dir)) {
+    const rel = prefix ? `${prefix}/${name}` : name;
+    if (kind === 'dir') {
+      const sub = rel.split('/').length > opts.maxDepth ? 'too deep' : openPlainDirIn(dir, name);
+      if (typeof sub === 'string') {
+        opts.skip(rel, sub === 'too deep' ? `is more than ${opts.maxDepth} folders deep` : skipReason(sub));
+        continue;
+      }
+      try {
+        walkPlainTree(sub, opts, visit, rel);
+      } finally {
+        sub.close();
+      }
+      continue;
+    }
+    if (kind !== 'file') {
+      opts.skip(rel, skipReason(kind));
+      continue;
+    }
+    const content = readPlainIn(dir, name, opts.maxFile);
+    if (typeof content === 'string') opts.skip(rel, skipReason(content, opts.maxFile));
+    else visit({ rel, content });
+  }
+}
+
+/** walkPlainTree's files as a list. */
+export function readPlainTree(dir: PlainDir, opts: TreeOptions): TreeFile[] {
+  const out: TreeFile[] = [];
+  walkPlainTree(dir, opts, (file) => out.push(file));
+  return out;
+}
+
+/**
+ * A run folder (`<project>/.svc/runs/<run>`) opened from its project: `.svc`, `runs` and the run folder must each be
+ * a plain folder. A folder not laid out that way is opened from its parent (its own name must not be a link).
+ */
+export function openRunFolder(dir: string): PlainDir | { failed: string; kind: EntryKind } {
+  const runs = dirname(dir);
+  if (basename(runs) === 'runs' && basename(dirname(runs)) === '.svc') {
+    return openPlainPath(dirname(dirname(runs)), ['.svc', 'runs', basename(dir)]);
+  }
+  return openPlainPath(runs, [basename(dir)]);
+}

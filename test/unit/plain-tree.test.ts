@@ -1,0 +1,55 @@
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { listPlain, openPlainPath, readPlainIn, readPlainTree, type PlainDir } from '../../src/engine/plain-tree.ts';
+
+describe('plain-tree', () => {
+  let root: string;
+  before(() => {
+    root = mkdtempSync(join(tmpdir(), 'svc-plain-'));
+  });
+  after(() => rmSync(root, { recursive: true, force: true }));
+
+  it('keeps reading the folder it opened after that folder is swapped for a link', () => {
+    mkdirSync(join(root, 'a', 'run'), { recursive: true });
+    writeFileSync(join(root, 'a', 'run', 'f.txt'), 'own');
+    mkdirSync(join(root, 'secret'));
+    writeFileSync(join(root, 'secret', 'f.txt'), 'SECRET');
+    const dir = openPlainPath(root, ['a', 'run']) as PlainDir;
+    assert.ok(!('failed' in dir));
+    try {
+      // The race an attacker runs between two steps of a path walk: the opened folder moves, a link takes its name.
+      renameSync(join(root, 'a', 'run'), join(root, 'a', 'moved'));
+      symlinkSync(join(root, 'secret'), join(root, 'a', 'run'));
+      assert.equal((readPlainIn(dir, 'f.txt', 100) as Buffer).toString(), 'own');
+      assert.deepEqual(listPlain(dir), [{ name: 'f.txt', kind: 'file' }]);
+    } finally {
+      dir.close();
+    }
+    assert.deepEqual(openPlainPath(root, ['a', 'run']), { failed: join(root, 'a', 'run'), kind: 'link' });
+  });
+
+  it('reports links, folders too deep and files too large instead of reading them', () => {
+    const tree = join(root, 'tree');
+    mkdirSync(join(tree, 'a', 'b', 'c'), { recursive: true });
+    writeFileSync(join(tree, 'a', 'b', 'c', 'deep.txt'), 'x');
+    writeFileSync(join(tree, 'big.bin'), Buffer.alloc(11));
+    writeFileSync(join(tree, 'ok.txt'), 'ok');
+    symlinkSync(join(tree, 'ok.txt'), join(tree, 'link.txt'));
+    const dir = openPlainPath(tree, []) as PlainDir;
+    const skipped: string[] = [];
+    try {
+      const files = readPlainTree(dir, { maxFile: 10, maxDepth: 2, skip: (rel, why) => skipped.push(`${rel} ${why}`) });
+      assert.deepEqual(files.map((f) => f.rel), ['ok.txt']);
+    } finally {
+      dir.close();
+    }
+    assert.deepEqual(skipped, [
+      'a/b/c is more than 2 folders deep',
+      'big.bin is larger than 10 bytes',
+      'link.txt is a symbolic link (never followed)',
+    ]);
+  });
+});
