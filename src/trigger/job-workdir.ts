@@ -38,7 +38,7 @@ export function createJobWorkdirs(router: RepoRouter, managed?: ManagedCheckouts
     repoOf,
     async prepare(job, repo) {
       if (repo.checkout !== null) return repo.checkout;
-      if (!managed) throw new WorkdirError(`"${repo.name}" has a clone URL, and this server makes no managed checkouts`);
+      if (!managed) throw new WorkdirError(`"${repo.name}" has a clone URL, and no managed checkouts are made here`);
       try {
         return await managed.prepare(repo, job);
       } catch (err) {

@@ -125,7 +125,8 @@ export function createManagedCheckouts(opts: ManagedCheckoutOptions): ManagedChe
           return fetched;
         });
         handOverIntake(repo, dir, job);
-        opts.log.info('managed checkout ready', { job_id: job.id, repo: repo.name, branch, sha, ms: Date.now() - started });
+        const ms = Date.now() - started;
+        opts.log.info('managed checkout ready', { job_id: job.id, repo: repo.name, branch, sha, ms });
         return dir;
       } catch (err) {
         await rm(dir, { recursive: true, force: true });

@@ -14,7 +14,8 @@ import { ManagedGitError } from '../../src/trigger/managed-git.ts';
 import { managedDir } from '../../src/trigger/repo-dirs.ts';
 import type { ServedRepo } from '../../src/trigger/served-repos-file.ts';
 import { createLogger } from '../../src/log.ts';
-import { SECRETS, get, post, startTestTrigger, tempDir, type TestTrigger } from './helpers.ts';
+import { SECRETS, get, post, startTestTrigger, tempDir, withJson, type TestTrigger } from './helpers.ts';
+import { sign } from '../../src/trigger/verify.ts';
 import { startGitHttpsHost, basicPassword, type GitHttpsHost } from '../helpers/git-https-host.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
@@ -114,7 +115,7 @@ describe('a job of a clone= repository, through the trigger server', () => {
     assert.equal(existsSync(join(t.home, '.svc', 'trigger', 'repos', 'acme', 'api')), false);
   });
 
-  it('fetches before each job: a new commit on the origin is the next job\'s base, earlier checkouts untouched', async () => {
+  it('fetches before each job: a new commit is the next job\'s base, earlier checkouts untouched', async () => {
     const first = await job('acme/web');
     const before = git(checkoutOf(first.id as string), 'rev-parse', 'HEAD');
     const sha = web.commit('second');
@@ -124,6 +125,24 @@ describe('a job of a clone= repository, through the trigger server', () => {
     assert.deepEqual(JSON.parse(readFileSync(join(checkoutOf(next.id as string), '.svc', 'policy.json'), 'utf8')),
       { mark: 'second' });
     assert.equal(git(checkoutOf(first.id as string), 'rev-parse', 'HEAD'), before);
+  });
+
+  it('hands a trackera delivery\'s snapshot from the intake folder to that job\'s checkout', async () => {
+    const raw = withJson('linear-issue-update.json', (v) => (v.webhookTimestamp = Date.now()));
+    const headers = { 'trackera-signature': sign.hex(SECRETS.TRACKERA_WEBHOOK_SECRET, raw) };
+    const res = await post(`${t.url}/trackera`, raw, headers);
+    assert.equal(res.status, 202, JSON.stringify(res.body));
+    const id = res.body.job_id as string;
+    const done = await waitFor(async () => {
+      const body = (await get(`${t.url}/jobs/${id}`, bearer)).body;
+      return body.status !== 'queued' && body.status !== 'running' ? body : null;
+    }, `job ${id} to finish`);
+    assert.equal(done.status, 'succeeded', JSON.stringify(done));
+    const inbox = join(checkoutOf(id), '.svc', 'inbox', 'trackera');
+    assert.deepEqual(readFileSync(join(inbox, 'jobs', `${id}.json`)), raw);
+    assert.deepEqual(readFileSync(join(inbox, 'LIN-34.json')), raw);
+    const intake = join(t.home, '.svc', 'trigger', 'repos', 'acme', 'web', '.svc', 'inbox', 'trackera');
+    assert.equal(existsSync(join(intake, 'jobs', `${id}.json`)), false);
   });
 
   it('fails a job whose fetch fails with the reason, and the next job fetches again', async () => {
