@@ -6,8 +6,11 @@ import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { pinnedOrigin, cleanPush, type PushTarget } from './git-push.ts';
+import { tokenGoesTo, withAskpassSync } from './git-token.ts';
 import { which } from '../spawn/which.ts';
 import { runSync, type ChildSpec } from '../spawn/start.ts';
+
+export { githubHost } from './git-token.ts';
 
 export const NO_CREDENTIALS = 'No GitHub credentials: set GITHUB_TOKEN or GH_TOKEN, or log in with gh (nothing was pushed)';
 
@@ -38,14 +41,6 @@ const GH_GIT_CONFIG = {
 function ghEnv(env: NodeJS.ProcessEnv): ChildSpec {
   return { kind: 'tool', base: env, extra: GH_GIT_CONFIG };
 }
-
-// Answers git's username/password prompts; the token is in this process's environment only (never a file or argv).
-const ASKPASS = `#!/bin/sh
-case "$1" in
-  Username*|username*) printf '%s\\n' x-access-token ;;
-  *) printf '%s\\n' "$SVC_GIT_PUSH_TOKEN" ;;
-esac
-`;
 
 function githubToken(env: NodeJS.ProcessEnv): string | null {
   if (env.GITHUB_TOKEN) return env.GITHUB_TOKEN;
@@ -113,12 +108,6 @@ function createViaGh(req: PrRequest, gh: string): PrResult {
   }
 }
 
-/** The web host a GitHub token belongs to: github.com, or the GITHUB_API_URL host (GitHub Enterprise). */
-export function githubHost(env: NodeJS.ProcessEnv): string {
-  const api = env.GITHUB_API_URL ? new URL(env.GITHUB_API_URL).hostname : 'api.github.com';
-  return api === 'api.github.com' ? 'github.com' : api;
-}
-
 /**
  * Pushes the branch to the run's pinned target, provided the config still names it, never through the config's URL
  * rules, helpers or proxies (src/engine/git-push.ts); the token goes along only to an https URL on the token's own
@@ -128,26 +117,11 @@ export function pushBranch(
   workdir: string, target: PushTarget, branch: string, token: string | null, env: NodeJS.ProcessEnv,
 ): void {
   const origin = pinnedOrigin(workdir, target);
-  let url: URL | null = null;
-  try {
-    url = new URL(origin.url);
-  } catch {
-    // scp-like ssh or a local path: the user's own credentials, never ours.
-  }
-  const onTokenHost = url?.protocol === 'https:' && url.hostname === githubHost(env);
-  const tokenHost = onTokenHost && !url!.username && !url!.password;
-  if (!token || !tokenHost) {
+  if (!token || !tokenGoesTo(origin.url, env)) {
     cleanPush(workdir, origin, branch, { askpass: null, token: null });
     return;
   }
-  const dir = mkdtempSync(join(tmpdir(), 'svc-askpass-'));
-  try {
-    const askpass = join(dir, 'askpass');
-    writeFileSync(askpass, ASKPASS, { mode: 0o700 });
-    cleanPush(workdir, origin, branch, { askpass, token });
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  withAskpassSync((askpass) => cleanPush(workdir, origin, branch, { askpass, token }));
 }
 
 export async function openPullRequest(req: PrRequest): Promise<PrResult> {

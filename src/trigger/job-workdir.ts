@@ -1,9 +1,9 @@
-// Which directory a job runs in (issue 22): the routed repository's checkout. Never another repository's, never the
-// server's cwd. Managed checkouts of clone URLs (a worktree per job from a fetched mirror) are not built yet: the
-// server refuses to start on a clone= entry (served-repos.ts), and this refuses again should one reach a job.
+// Which directory a job runs in (issue 22): the routed repository's checkout, or for a clone URL the job's own
+// checkout of the freshly fetched mirror (managed-checkout.ts). Never another repository's, never the server's cwd.
 import type { JobRow } from '../db/trigger-jobs-store.ts';
 import type { RepoRouter } from './served-repos.ts';
 import type { ServedRepo } from './served-repos-file.ts';
+import { ManagedGitError, type ManagedCheckouts } from './managed-checkout.ts';
 
 /** The job cannot run: its repository is gone from the table, or its checkout could not be made. */
 export class WorkdirError extends Error {
@@ -22,7 +22,8 @@ export interface JobWorkdirs {
   recorded(job: JobRow): string | null;
 }
 
-export function createJobWorkdirs(router: RepoRouter): JobWorkdirs {
+/** `managed` makes the checkouts of clone= entries; without it (tests of routing alone) such a job fails. */
+export function createJobWorkdirs(router: RepoRouter, managed?: ManagedCheckouts): JobWorkdirs {
   function repoOf(job: JobRow): ServedRepo {
     const repo = job.repo === null ? router.entries.find((e) => e.isDefault) : router.byName(job.repo);
     if (!repo) {
@@ -35,9 +36,16 @@ export function createJobWorkdirs(router: RepoRouter): JobWorkdirs {
   }
   return {
     repoOf,
-    async prepare(_job, repo) {
+    async prepare(job, repo) {
       if (repo.checkout !== null) return repo.checkout;
-      throw new WorkdirError(`"${repo.name}" has a clone URL, and managed checkouts are not available yet`);
+      if (!managed) throw new WorkdirError(`"${repo.name}" has a clone URL, and no managed checkouts are made here`);
+      try {
+        return await managed.prepare(repo, job);
+      } catch (err) {
+        // git's reason, as the job's error and in its summary; the next job of the repository fetches again.
+        if (err instanceof ManagedGitError) throw new WorkdirError(err.message);
+        throw err;
+      }
     },
     recorded(job) {
       if (job.workdir !== null) return job.workdir;

@@ -20,6 +20,7 @@ import { createLogger, type Logger } from '../log.ts';
 import { stderrSink } from './log-sink.ts';
 import { createSkipCounts } from './skip-counts.ts';
 import { createJobWorkdirs } from './job-workdir.ts';
+import { createManagedCheckouts } from './managed-checkout.ts';
 import { createWalCheckpointer } from './wal-checkpointer.ts';
 import { pruneBatch, startTriggerRetention } from './retention.ts';
 import { startIntakeWriter, type IntakeWriter } from './intake-writer.ts';
@@ -134,7 +135,8 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
     stores, clock, maxQueued: settings.queueMax, routes: configuredRoutes(settings), writer, log,
     onEnqueued: () => setImmediate(() => runner?.kick()), onCommitted: () => checkpointer.nudge(),
   });
-  const workdirs = createJobWorkdirs(settings.repos);
+  const managed = createManagedCheckouts({ stateDir: settings.stateDir, env, log });
+  const workdirs = createJobWorkdirs(settings.repos, managed);
   runner = createRunner({
     stores, executor, concurrency: settings.concurrency, repoConcurrency: settings.repoConcurrency, workdirs,
     clock, log, controlUrl: settings.controlUrl, notify,

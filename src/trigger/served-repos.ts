@@ -87,18 +87,14 @@ export function shorthandRepos(dir: string): RepoRouter {
 }
 
 /**
- * What this host cannot serve, which the parser cannot see: a checkout that is missing or not a git work tree, and
- * a clone URL (the file's syntax keeps `clone=` for managed checkouts, which are not built yet: issue 22 item 3).
+ * What this host cannot serve, which the parser cannot see: a checkout that is missing or not a git work tree. A clone
+ * URL needs nothing here: its mirror is made and fetched before its first job (managed-checkout.ts).
  */
 export function checkoutProblems(entries: readonly ServedRepo[], lines: readonly string[]): ReposProblem[] {
   const problems: ReposProblem[] = [];
   for (const entry of entries) {
     const text = lines[entry.line - 1]?.trim() ?? entry.name;
-    if (entry.checkout === null) {
-      const reason = 'clone= (a checkout svc manages) is not available yet: use checkout=DIR';
-      problems.push({ line: entry.line, text, reason });
-      continue;
-    }
+    if (entry.checkout === null) continue;
     let dir = false;
     try {
       dir = statSync(entry.checkout).isDirectory();

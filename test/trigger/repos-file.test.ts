@@ -83,7 +83,7 @@ describe('parseServedRepos', () => {
 });
 
 describe('loadServedRepos', () => {
-  it('refuses a missing checkout, one that is not a git work tree, and a clone URL (not built yet)', () => {
+  it('refuses a missing checkout and one that is not a git work tree, and takes a clone URL', () => {
     const dir = tempDir('svc-repos-');
     dirs.push(dir);
     const file = join(dir, 'repos.conf');
@@ -96,10 +96,11 @@ describe('loadServedRepos', () => {
       assert.deepEqual(err.problems.map((p) => [p.line, p.reason]), [
         [1, `checkout ${join(dir, 'missing')} is not a directory`],
         [2, `checkout ${dir} is not a git work tree`],
-        [3, 'clone= (a checkout svc manages) is not available yet: use checkout=DIR'],
       ]);
       return true;
     });
+    writeFileSync(file, 'acme/ops clone=file:///g/ops.git default\n');
+    assert.deepEqual(loadServedRepos(file).entries.map((e) => [e.name, e.clone]), [['acme/ops', 'file:///g/ops.git']]);
   });
 });
 
@@ -128,13 +129,14 @@ describe('svc repos and svc trigger serve --repos', () => {
     const added = svc(['repos', 'add', 'acme/api', `checkout=${api}`, 'errtrack=api', 'default'], env);
     assert.equal(added.status, 0, added.stderr);
     assert.equal(readFileSync(file, 'utf8'), `acme/api checkout=${api} errtrack=api default\n`);
-    const clone = svc(['repos', 'add', 'acme/web', 'clone=file:///srv/git/web.git'], env);
-    assert.equal(clone.status, 2);
-    assert.match(clone.stderr, /repos\.conf:2: clone= \(a checkout svc manages\) is not available yet/);
-    const web = makeRepo('acme/web');
-    dirs.push(web);
-    const second = svc(['repos', 'add', 'acme/web', `checkout=${web}`, 'trackerb=WEB'], env);
-    assert.equal(second.status, 0, second.stderr);
+    const clone = svc(['repos', 'add', 'acme/web', 'clone=https://github.com/acme/web.git', 'trackerb=WEB'], env);
+    assert.equal(clone.status, 0, clone.stderr);
+    assert.equal(clone.stdout, 'Added acme/web clone=https://github.com/acme/web.git trackerb=WEB\n'
+      + 'Restart the trigger server to serve it.\n');
+    const password = svc(['repos', 'add', 'acme/cd', 'clone=https://u:hunter2@github.com/acme/cd.git'], env);
+    assert.equal(password.status, 2);
+    assert.match(password.stderr, /repos\.conf:3: a clone URL must not hold a password/);
+    assert.doesNotMatch(readFileSync(file, 'utf8'), /hunter2/);
 
     const taken = svc(['repos', 'add', 'acme/ops', `checkout=${api}`, 'errtrack=api'], env);
     assert.equal(taken.status, 2);
@@ -146,7 +148,8 @@ describe('svc repos and svc trigger serve --repos', () => {
 
     const list = svc(['repos', 'list'], env);
     assert.equal(list.status, 0);
-    assert.equal(list.stdout, `acme/api checkout=${api} errtrack=api default\nacme/web checkout=${web} trackerb=WEB\n`);
+    const web = 'acme/web clone=https://github.com/acme/web.git trackerb=WEB';
+    assert.equal(list.stdout, `acme/api checkout=${api} errtrack=api default\n${web}\n`);
 
     const removed = svc(['repos', 'remove', 'acme/web'], env);
     assert.equal(removed.status, 0, removed.stderr);

@@ -1,0 +1,276 @@
+// Managed checkouts (issue 22 item 3): a clone= repository's job runs in its own checkout of the freshly fetched
+// default branch, made from a mirror under the trigger's state folder; a failed fetch fails the job with git's reason
+// and the next job fetches again; fetches of one repository never overlap; the token goes to the origin host only,
+// through GIT_ASKPASS. Origins are real bare repositories (file://) and a loopback git smart-HTTP host.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import {
+  chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import { createManagedCheckouts } from '../../src/trigger/managed-checkout.ts';
+import { ManagedGitError } from '../../src/trigger/managed-git.ts';
+import { managedDir } from '../../src/trigger/repo-dirs.ts';
+import type { ServedRepo } from '../../src/trigger/served-repos-file.ts';
+import { createLogger } from '../../src/log.ts';
+import { SECRETS, get, post, startTestTrigger, tempDir, withJson, type TestTrigger } from './helpers.ts';
+import { sign } from '../../src/trigger/verify.ts';
+import { startGitHttpsHost, basicPassword, type GitHttpsHost } from '../helpers/git-https-host.ts';
+import { waitFor } from '../helpers/wait-for.ts';
+
+const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
+const GIT_ENV = { ...process.env, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' };
+const TOKEN = 'mc-github-token-7d21f0';
+
+function git(cwd: string, ...args: string[]): string {
+  return execFileSync('git', args, { cwd, env: GIT_ENV, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+}
+
+/** An origin `<root>/<owner>/<name>.git` whose default branch is `trunk`, and a work clone that pushes to it. */
+function makeOrigin(root: string, name: string): { bare: string; work: string; commit: (text: string) => string } {
+  const bare = join(root, `${name}.git`);
+  mkdirSync(bare, { recursive: true });
+  git(bare, 'init', '-q', '--bare', '-b', 'trunk');
+  const work = join(root, 'work', name);
+  mkdirSync(work, { recursive: true });
+  git(work, 'init', '-q', '-b', 'trunk');
+  git(work, 'remote', 'add', 'origin', bare);
+  const commit = (text: string): string => {
+    mkdirSync(join(work, '.svc'), { recursive: true });
+    writeFileSync(join(work, '.svc', 'policy.json'), JSON.stringify({ mark: text }));
+    git(work, 'add', '-A');
+    git(work, '-c', 'user.name=Ada', '-c', 'user.email=ada@example.test', 'commit', '-q', '-m', text);
+    git(work, 'push', '-q', 'origin', 'HEAD:trunk');
+    return git(work, 'rev-parse', 'HEAD');
+  };
+  commit('first');
+  // Another branch with other files: a job must start from the default branch, not the newest push.
+  git(work, 'checkout', '-q', '-b', 'feature');
+  writeFileSync(join(work, 'feature.txt'), 'not on trunk\n');
+  git(work, 'add', '-A');
+  git(work, '-c', 'user.name=Ada', '-c', 'user.email=ada@example.test', 'commit', '-q', '-m', 'feature');
+  git(work, 'push', '-q', 'origin', 'feature');
+  git(work, 'checkout', '-q', 'trunk');
+  return { bare, work, commit };
+}
+
+function served(name: string, clone: string): ServedRepo {
+  const keys = { errtrack: [], trackera: [], trackerb: [], chata: [], chatb: [] };
+  return { name, checkout: null, clone, keys, isDefault: false, line: 1 };
+}
+
+describe('a job of a clone= repository, through the trigger server', () => {
+  let t: TestTrigger;
+  let root: string;
+  let web: ReturnType<typeof makeOrigin>;
+  let webUrl: string;
+
+  before(async () => {
+    root = tempDir('svc-origins-');
+    web = makeOrigin(join(root, 'acme'), 'web');
+    makeOrigin(join(root, 'acme'), 'api');
+    webUrl = `file://${web.bare}`;
+    const file = join(root, 'repos.conf');
+    writeFileSync(file, `acme/web clone=${webUrl} default\nacme/api clone=file://${join(root, 'acme', 'api.git')}\n`);
+    t = await startTestTrigger({}, { reposFile: file });
+  });
+  after(async () => {
+    await t.cleanup();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  let n = 0;
+  async function job(repo: string): Promise<Record<string, unknown>> {
+    const brief = `fix the redirect ${++n}`;
+    const res = await post(`${t.url}/jobs`, JSON.stringify({ brief, repo }), bearer);
+    assert.equal(res.status, 202, JSON.stringify(res.body));
+    const id = res.body.job_id as string;
+    return waitFor(async () => {
+      const body = (await get(`${t.url}/jobs/${id}`, bearer)).body;
+      return body.status !== 'queued' && body.status !== 'running' ? body : null;
+    }, `job ${id} to finish`);
+  }
+
+  function checkoutOf(id: string): string {
+    return join(t.home, '.svc', 'trigger', 'repos', 'acme', 'web', 'jobs', id);
+  }
+
+  it('runs svc start in its own checkout of the fetched default branch, with the origin as its origin', async () => {
+    const done = await job('acme/web');
+    assert.equal(done.status, 'succeeded', JSON.stringify(done));
+    const id = done.id as string;
+    const call = t.calls().find((c) => c.env.SVC_JOB_ID === id)!;
+    assert.equal(call.cwd, checkoutOf(id));
+    assert.equal(git(call.cwd, 'rev-parse', 'HEAD'), git(web.bare, 'rev-parse', 'refs/heads/trunk'));
+    assert.equal(git(call.cwd, 'rev-parse', '--abbrev-ref', 'HEAD'), 'trunk');
+    assert.equal(git(call.cwd, 'config', 'remote.origin.url'), webUrl);
+    assert.equal(existsSync(join(call.cwd, 'feature.txt')), false);
+    // The policy the run reads is the base commit's, not the server's working directory's.
+    assert.deepEqual(JSON.parse(readFileSync(join(call.cwd, '.svc', 'policy.json'), 'utf8')), { mark: 'first' });
+    assert.ok(readdirSync(join(call.cwd, '.svc', 'runs')).includes((done.run as { run: string }).run));
+    assert.equal(git(join(t.home, '.svc', 'trigger', 'repos', 'acme', 'web', 'mirror.git'), 'symbolic-ref', 'HEAD'),
+      'refs/heads/trunk');
+    // A job for acme/web never touched acme/api's folder.
+    assert.equal(existsSync(join(t.home, '.svc', 'trigger', 'repos', 'acme', 'api')), false);
+  });
+
+  it('fetches before each job: a new commit is the next job\'s base, earlier checkouts untouched', async () => {
+    const first = await job('acme/web');
+    const before = git(checkoutOf(first.id as string), 'rev-parse', 'HEAD');
+    const sha = web.commit('second');
+    const next = await job('acme/web');
+    assert.equal(next.status, 'succeeded', JSON.stringify(next));
+    assert.equal(git(checkoutOf(next.id as string), 'rev-parse', 'HEAD'), sha);
+    assert.deepEqual(JSON.parse(readFileSync(join(checkoutOf(next.id as string), '.svc', 'policy.json'), 'utf8')),
+      { mark: 'second' });
+    assert.equal(git(checkoutOf(first.id as string), 'rev-parse', 'HEAD'), before);
+  });
+
+  it('hands a trackera delivery\'s snapshot from the intake folder to that job\'s checkout', async () => {
+    const raw = withJson('linear-issue-update.json', (v) => (v.webhookTimestamp = Date.now()));
+    const headers = { 'trackera-signature': sign.hex(SECRETS.TRACKERA_WEBHOOK_SECRET, raw) };
+    const res = await post(`${t.url}/trackera`, raw, headers);
+    assert.equal(res.status, 202, JSON.stringify(res.body));
+    const id = res.body.job_id as string;
+    const done = await waitFor(async () => {
+      const body = (await get(`${t.url}/jobs/${id}`, bearer)).body;
+      return body.status !== 'queued' && body.status !== 'running' ? body : null;
+    }, `job ${id} to finish`);
+    assert.equal(done.status, 'succeeded', JSON.stringify(done));
+    const inbox = join(checkoutOf(id), '.svc', 'inbox', 'trackera');
+    assert.deepEqual(readFileSync(join(inbox, 'jobs', `${id}.json`)), raw);
+    assert.deepEqual(readFileSync(join(inbox, 'LIN-34.json')), raw);
+    const intake = join(t.home, '.svc', 'trigger', 'repos', 'acme', 'web', '.svc', 'inbox', 'trackera');
+    assert.equal(existsSync(join(intake, 'jobs', `${id}.json`)), false);
+  });
+
+  it('fails a job whose fetch fails with the reason, and the next job fetches again', async () => {
+    const away = `${web.bare}.away`;
+    renameSync(web.bare, away);
+    let failed: Record<string, unknown>;
+    try {
+      failed = await job('acme/web');
+    } finally {
+      renameSync(away, web.bare);
+    }
+    assert.equal(failed.status, 'failed');
+    assert.match(String(failed.error), /^Could not reach acme\/web from file:\/\/.*web\.git: /);
+    assert.equal(t.calls().some((c) => c.env.SVC_JOB_ID === failed.id), false, 'nothing was launched');
+    assert.equal(existsSync(checkoutOf(failed.id as string)), false);
+    const sha = web.commit('third');
+    const next = await job('acme/web');
+    assert.equal(next.status, 'succeeded', JSON.stringify(next));
+    assert.equal(git(checkoutOf(next.id as string), 'rev-parse', 'HEAD'), sha);
+  });
+});
+
+// A `git` on PATH that logs every argv and notes when two fetches run at once (a fetch lasts at least 300 ms here,
+// so overlapping ones cannot miss each other).
+const GIT_WRAPPER = `#!/bin/sh
+printf '%s\\n' "$*" >> "$GITWRAP_LOG/argv"
+case " $* " in
+  *" fetch "*)
+    mkdir "$GITWRAP_LOG/fetching" 2>/dev/null || echo overlap >> "$GITWRAP_LOG/overlaps"
+    sleep 0.3
+    "$REAL_GIT" "$@"; rc=$?
+    rmdir "$GITWRAP_LOG/fetching" 2>/dev/null
+    exit $rc ;;
+esac
+exec "$REAL_GIT" "$@"
+`;
+
+function wrappedGit(dir: string): { env: NodeJS.ProcessEnv; log: string } {
+  const bin = join(dir, 'bin');
+  const log = join(dir, 'gitlog');
+  mkdirSync(bin, { recursive: true });
+  mkdirSync(log, { recursive: true });
+  writeFileSync(join(bin, 'git'), GIT_WRAPPER);
+  chmodSync(join(bin, 'git'), 0o755);
+  const realGit = execFileSync('sh', ['-c', 'command -v git'], { encoding: 'utf8' }).trim();
+  const env = { PATH: `${bin}:${process.env.PATH}`, HOME: dir, GITWRAP_LOG: log, REAL_GIT: realGit };
+  return { env, log };
+}
+
+const quiet = createLogger('managed-test', () => {});
+
+describe('createManagedCheckouts', () => {
+  const dirs: string[] = [];
+  after(() => {
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('fetches one repository one job at a time, and every concurrent job gets a sound checkout', async () => {
+    const dir = tempDir('svc-managed-');
+    dirs.push(dir);
+    const origin = makeOrigin(join(dir, 'origins'), 'web');
+    const { env, log } = wrappedGit(dir);
+    const stateDir = join(dir, 'state');
+    const managed = createManagedCheckouts({ stateDir, env, log: quiet });
+    const repo = served('acme/web', `file://${origin.bare}`);
+    const ids = ['j1', 'j2', 'j3', 'j4'];
+    const paths = await Promise.all(ids.map((id) => managed.prepare(repo, { id, args: [] })));
+    const sha = git(origin.bare, 'rev-parse', 'refs/heads/trunk');
+    for (const path of paths) assert.equal(git(path, 'rev-parse', 'HEAD'), sha);
+    const fetches = readFileSync(join(log, 'argv'), 'utf8').split('\n').filter((l) => / fetch /.test(` ${l} `));
+    assert.equal(fetches.length, 4, 'each job fetched');
+    assert.equal(existsSync(join(log, 'overlaps')), false, 'no two fetches of one repository overlapped');
+    git(join(managedDir(stateDir, repo), 'mirror.git'), 'fsck', '--no-progress');
+  });
+
+  describe('the token', () => {
+    let dir: string;
+    let host: GitHttpsHost;
+    let env: NodeJS.ProcessEnv;
+    let log: string;
+    let stateDir: string;
+
+    before(async () => {
+      dir = tempDir('svc-managed-token-');
+      dirs.push(dir);
+      makeOrigin(join(dir, 'origins', 'acme'), 'web');
+      // One certificate for 127.0.0.1 (the token's host) and localhost (another host name for the same server).
+      execFileSync('openssl', [
+        'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-subj', '/CN=127.0.0.1',
+        '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost', '-days', '1',
+        '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'),
+      ], { stdio: 'ignore' });
+      const cert = { key: readFileSync(join(dir, 'key.pem')), cert: readFileSync(join(dir, 'cert.pem')) };
+      host = await startGitHttpsHost({ root: join(dir, 'origins'), ...cert, password: TOKEN });
+      const wrapped = wrappedGit(dir);
+      log = wrapped.log;
+      env = {
+        ...wrapped.env, GITHUB_TOKEN: TOKEN, GITHUB_API_URL: `${host.url}/api/v3`,
+        GIT_SSL_CAINFO: join(dir, 'cert.pem'),
+      };
+      stateDir = join(dir, 'state');
+    });
+    after(() => host.close());
+
+    it('goes to the origin host through GIT_ASKPASS, never into argv, a URL or a file', async () => {
+      const managed = createManagedCheckouts({ stateDir, env, log: quiet });
+      const repo = served('acme/web', `${host.url}/acme/web.git`);
+      const path = await managed.prepare(repo, { id: 'j1', args: [] });
+      assert.equal(git(path, 'rev-parse', '--abbrev-ref', 'HEAD'), 'trunk');
+      assert.ok(host.requests.some((r) => basicPassword(r.authorization) === TOKEN), 'the origin got the token');
+      assert.doesNotMatch(readFileSync(join(log, 'argv'), 'utf8'), new RegExp(TOKEN));
+      const stored = spawnSync('grep', ['-rl', TOKEN, stateDir], { encoding: 'utf8' });
+      assert.equal(stored.status, 1, `the token is in ${stored.stdout}`);
+    });
+
+    it('is not offered to another host: that fetch fails with git\'s reason and nothing is made', async () => {
+      const managed = createManagedCheckouts({ stateDir, env, log: quiet });
+      const seen = host.requests.length;
+      const repo = served('acme/other', `${host.url.replace('127.0.0.1', 'localhost')}/acme/web.git`);
+      await assert.rejects(managed.prepare(repo, { id: 'j2', args: [] }), (err: unknown) => {
+        assert.ok(err instanceof ManagedGitError);
+        assert.match(err.message, /^Could not reach acme\/other from https:\/\/localhost:\d+\/acme\/web\.git: /);
+        return true;
+      });
+      const later = host.requests.slice(seen);
+      assert.ok(later.length > 0, 'git did ask the other host');
+      assert.deepEqual(later.filter((r) => r.authorization !== null), []);
+      assert.equal(existsSync(join(managedDir(stateDir, repo), 'jobs', 'j2')), false);
+    });
+  });
+});
