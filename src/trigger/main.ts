@@ -135,7 +135,7 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
     stores, clock, maxQueued: settings.queueMax, routes: configuredRoutes(settings), writer, log,
     onEnqueued: () => setImmediate(() => runner?.kick()), onCommitted: () => checkpointer.nudge(),
   });
-  const managed = createManagedCheckouts({ stateDir: settings.stateDir, env, log });
+  const managed = createManagedCheckouts({ stateDir: settings.stateDir, checkoutsDir: settings.checkoutsDir, env, log });
   const workdirs = createJobWorkdirs(settings.repos, managed);
   runner = createRunner({
     stores, executor, concurrency: settings.concurrency, repoConcurrency: settings.repoConcurrency, workdirs,

@@ -26,6 +26,11 @@ export interface ManagedCheckouts {
 
 export interface ManagedCheckoutOptions {
   stateDir: string;
+  /**
+   * Where each job's checkout goes: outside svc's home (~/.svc), which no agent sandbox shows, so the agent can see
+   * its repository's git metadata. The mirror stays in the state folder, out of every agent's reach.
+   */
+  checkoutsDir: string;
   env: NodeJS.ProcessEnv;
   log: Logger;
   /** Default 15 minutes: a first clone of a large repository takes a while. */
@@ -38,9 +43,10 @@ export function mirrorDir(stateDir: string, repo: ServedRepo): string {
   return join(managedDir(stateDir, repo), 'mirror.git');
 }
 
-export function jobCheckoutDir(stateDir: string, repo: ServedRepo, jobId: string): string {
+export function jobCheckoutDir(checkoutsDir: string, repo: ServedRepo, jobId: string): string {
   if (!JOB_SEGMENT.test(jobId)) throw new RangeError('bad job id');
-  return join(managedDir(stateDir, repo), 'jobs', jobId);
+  const [owner, name] = repo.name.toLowerCase().split('/') as [string, string];
+  return join(checkoutsDir, owner, name, jobId);
 }
 
 /** The remote's default branch from `git ls-remote --symref URL HEAD`, or null. */
@@ -115,7 +121,7 @@ export function createManagedCheckouts(opts: ManagedCheckoutOptions): ManagedChe
     async prepare(repo, job) {
       const url = repo.clone;
       if (url === null) throw new RangeError(`${repo.name} is not a managed repository`);
-      const dir = jobCheckoutDir(opts.stateDir, repo, job.id);
+      const dir = jobCheckoutDir(opts.checkoutsDir, repo, job.id);
       const started = Date.now();
       try {
         // The checkout is made inside the turn too: the mirror's branch is still the commit just fetched.

@@ -21,6 +21,8 @@ export interface TriggerSettings {
   repos: RepoRouter;
   /** The trigger's own folder (~/.svc/trigger): the default repositories file and managed mirrors live here. */
   stateDir: string;
+  /** Managed repositories' job checkouts (SVC_TRIGGER_CHECKOUTS): outside ~/.svc, so their agents see their git. */
+  checkoutsDir: string;
   concurrency: number;
   /** Jobs of one repository active at once, so a burst for one cannot take every slot (runner.ts). */
   repoConcurrency: number;
@@ -126,6 +128,7 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     port: integer(flags.port ?? env.SVC_TRIGGER_PORT ?? String(DEFAULT_TRIGGER_PORT), 'Port', 0, 65535),
     repos,
     stateDir: join(home, '.svc', 'trigger'),
+    checkoutsDir: resolve(cwd, env.SVC_TRIGGER_CHECKOUTS ?? join(home, '.local', 'share', 'svc', 'checkouts')),
     concurrency,
     repoConcurrency: integer(
       env.SVC_TRIGGER_REPO_CONCURRENCY ?? String(perRepo), 'SVC_TRIGGER_REPO_CONCURRENCY', 1, concurrency,

@@ -93,7 +93,8 @@ describe('a job of a clone= repository, through the trigger server', () => {
   }
 
   function checkoutOf(id: string): string {
-    return join(t.home, '.svc', 'trigger', 'repos', 'acme', 'web', 'jobs', id);
+    // Outside ~/.svc: the run's agent must see its checkout's git metadata, and no sandbox shows ~/.svc.
+    return join(t.home, '.local', 'share', 'svc', 'checkouts', 'acme', 'web', id);
   }
 
   it('runs svc start in its own checkout of the fetched default branch, with the origin as its origin', async () => {
@@ -206,7 +207,7 @@ describe('createManagedCheckouts', () => {
     const origin = makeOrigin(join(dir, 'origins'), 'web');
     const { env, log } = wrappedGit(dir);
     const stateDir = join(dir, 'state');
-    const managed = createManagedCheckouts({ stateDir, env, log: quiet });
+    const managed = createManagedCheckouts({ stateDir, checkoutsDir: join(stateDir, '..', 'checkouts'), env, log: quiet });
     const repo = served('acme/web', `file://${origin.bare}`);
     const ids = ['j1', 'j2', 'j3', 'j4'];
     const paths = await Promise.all(ids.map((id) => managed.prepare(repo, { id, args: [] })));
@@ -248,7 +249,7 @@ describe('createManagedCheckouts', () => {
     after(() => host.close());
 
     it('goes to the origin host through GIT_ASKPASS, never into argv, a URL or a file', async () => {
-      const managed = createManagedCheckouts({ stateDir, env, log: quiet });
+      const managed = createManagedCheckouts({ stateDir, checkoutsDir: join(stateDir, '..', 'checkouts'), env, log: quiet });
       const repo = served('acme/web', `${host.url}/acme/web.git`);
       const path = await managed.prepare(repo, { id: 'j1', args: [] });
       assert.equal(git(path, 'rev-parse', '--abbrev-ref', 'HEAD'), 'trunk');
@@ -259,7 +260,7 @@ describe('createManagedCheckouts', () => {
     });
 
     it('is not offered to another host: that fetch fails with git\'s reason and nothing is made', async () => {
-      const managed = createManagedCheckouts({ stateDir, env, log: quiet });
+      const managed = createManagedCheckouts({ stateDir, checkoutsDir: join(stateDir, '..', 'checkouts'), env, log: quiet });
       const seen = host.requests.length;
       const repo = served('acme/other', `${host.url.replace('127.0.0.1', 'localhost')}/acme/web.git`);
       await assert.rejects(managed.prepare(repo, { id: 'j2', args: [] }), (err: unknown) => {
@@ -270,7 +271,7 @@ describe('createManagedCheckouts', () => {
       const later = host.requests.slice(seen);
       assert.ok(later.length > 0, 'git did ask the other host');
       assert.deepEqual(later.filter((r) => r.authorization !== null), []);
-      assert.equal(existsSync(join(managedDir(stateDir, repo), 'jobs', 'j2')), false);
+      assert.equal(existsSync(join(stateDir, '..', 'checkouts', 'acme', 'web', 'j2')), false);
     });
   });
 });
