@@ -1,5 +1,6 @@
 // `svc dashboard [start|open] [--no-open]`: find a running Control Plane (DESIGN §4 discovery) or start one in the
 // background, then open the UI in the browser. It never puts the token in the URL: the UI asks for it.
+import { sendPendingRuns } from './pending-runs.ts';
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
 import { UsageError, CliError } from './usage-error.ts';
@@ -47,6 +48,8 @@ export default async function dashboard(io: CliIo): Promise<number> {
     io.stderr(`Started the Control Plane at ${url} (pid ${started.pid}, log ${started.log})\n`);
   }
   if (io.env.SVC_CONTROL_TOKEN) io.stderr('This Control Plane has a token: the UI asks for it once per browser tab.\n');
+  // Runs of this project made while no Control Plane ran appear in the UI it opens (issue 23 item 2).
+  await sendPendingRuns({ ...io, env: { ...io.env, SVC_CONTROL_URL: url } }, process.cwd());
 
   if (values['no-open']) {
     io.stdout(`${url}\n`);

@@ -8,6 +8,7 @@ import type { RunFilter, RunRef } from '../client/types.ts';
 import { RUN_STATUSES, VERDICTS, type RunStatus, type Verdict } from '../run-json.ts';
 import { formatRunDetails, formatRunTable, KEY_WIDTH } from './runs-format.ts';
 import { networkLine } from './network-line.ts';
+import { sendPendingRuns } from './pending-runs.ts';
 import { safeJson } from '../safe-json.ts';
 
 const HELP = `Usage:
@@ -133,6 +134,8 @@ export default async function runs(io: CliIo): Promise<number> {
   const url = typeof values.url === 'string' ? values.url : discoverControlUrl(io.env).url;
   const token = io.env.SVC_CONTROL_TOKEN || undefined;
   const client = createControlClient({ url, ...(token ? { token } : {}) });
+  // Runs of this project the Control Plane never heard the end of reach it first (the shipper finds it as above).
+  if (typeof values.url !== 'string') await sendPendingRuns(io, process.cwd());
   try {
     return await dispatch(io, client, sub, args, values);
   } catch (err) {

@@ -1,4 +1,5 @@
 // `svc start`: make a run from a brief, spec, issue export, issue URL or tracker reference, and run it (DESIGN §6).
+import { sendPendingRuns } from './pending-runs.ts';
 import { fileURLToPath } from 'node:url';
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
@@ -67,13 +68,19 @@ async function follow(io: CliIo, state: RunState, mode: WorkerMode): Promise<num
   return final.status === 'succeeded' || (mode === 'verify' && final.verdict !== 'not_verified') ? 0 : 1;
 }
 
-function launch(io: CliIo, state: RunState, mode: WorkerMode, detach: boolean): Promise<number> | number {
+async function launch(io: CliIo, state: RunState, mode: WorkerMode, detach: boolean): Promise<number> {
   const unconfined = sandboxPreflight(state.repo_path, io.env);
   if (unconfined) io.stderr(`svc start: ${unconfined}\n`);
-  if (!detach) return follow(io, state, mode);
+  if (!detach) {
+    const code = follow(io, state, mode);
+    // Earlier runs the Control Plane never heard the end of go while this one works (issue 23 item 2).
+    await sendPendingRuns(io, state.repo_path);
+    return code;
+  }
   const child = spawnWorker(CLI_PATH, state, mode, io.env, false);
   child.unref();
   io.stdout(safeJson({ source: state.source, run: state.run }) + '\n');
+  await sendPendingRuns(io, state.repo_path, 1_500);
   return 0;
 }
 

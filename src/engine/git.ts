@@ -72,7 +72,7 @@ export function excludeEngineFolders(repo: string): void {
   mkdirSync(info, { recursive: true });
   const path = join(info, 'exclude');
   const text = existsSync(path) ? readFileSync(path, 'utf8') : '';
-  const wanted = ['/.svc/runs/', '/.svc/worktrees/', '/.svc/inbox/'].filter((l) => !text.split('\n').includes(l));
+  const wanted = ['/.svc/runs/', '/.svc/worktrees/', '/.svc/inbox/', '/.svc/ship-pending/'].filter((l) => !text.split('\n').includes(l));
   if (wanted.length) appendFileSync(path, `${text && !text.endsWith('\n') ? '\n' : ''}${wanted.join('\n')}\n`);
 }
 

@@ -7,6 +7,7 @@ import type { RunStatus } from '../run-json.ts';
 import { artifactsDir } from './paths.ts';
 import { terminateGroup, type ProcIdentity } from './proc-group.ts';
 import { createShipper, type Shipper, type ControlItem } from './shipper.ts';
+import { clearPending, markPending } from './ship-pending.ts';
 import { writeAnswer, requestStopFile, answerAlreadyTaken } from './answers.ts';
 import { isValidSegment } from './ids.ts';
 import { plainSubdir, writeNoFollow } from './safe-fs.ts';
@@ -141,11 +142,18 @@ export function openRunContext(dir: string, env: NodeJS.ProcessEnv, opts: { ship
       if (timer) clearInterval(timer);
       await shipping;
       if (!shipper) return;
-      // Final flush: a few quick tries, then give up; `svc ship` can re-send later.
+      // Final flush: a few quick tries, then give up and leave a marker: the next svc command in this project that
+      // reaches a Control Plane sends the run (src/engine/ship-pending.ts), or `svc ship` by hand.
       for (const wait of [0, 250, 1_000]) {
         if (wait) await new Promise((r) => setTimeout(r, wait));
-        if (await shipper.flush()) return;
+        if (await shipper.flush()) {
+          clearPending(dir);
+          return;
+        }
       }
+      markPending(dir);
+      ctx.say(`not shipped: no Control Plane answered at ${shipper.url}; the next svc command in this project that ` +
+        'reaches one sends this run (or run `svc ship`)');
     },
   };
   return ctx;

@@ -1,0 +1,52 @@
+// A run made while no Control Plane ran (issue 23 item 2): `svc start` says it was not shipped and why, leaves a
+// marker, and the next command in the project that reaches a Control Plane sends it, so `svc runs show` finds it.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer } from 'node:net';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { makeRepo, CLI, EDIT_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
+import { runChild } from '../helpers/run-child.ts';
+import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+
+/** A loopback port nothing listens on (taken, then given back). */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+describe('a run made while no Control Plane answers', () => {
+  let repo: TestRepo;
+  let cp: TestControl;
+
+  before(async () => {
+    repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
+    cp = await startTestControl();
+  });
+  after(async () => {
+    await cp.close();
+    repo.cleanup();
+  });
+
+  it('is said to be not shipped, then sent by the next svc command that reaches one', async () => {
+    const down = `http://127.0.0.1:${await closedPort()}`;
+    const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: down, SVC_SANDBOX: 'none' };
+    const started = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', 'fake'],
+      { cwd: repo.repo, env });
+    assert.equal(started.code, 0, started.stderr);
+    assert.match(started.stderr, new RegExp(`not shipped: no Control Plane answered at ${down}; the next svc command`));
+    const { source, run } = JSON.parse(started.stdout.trim().split('\n')[0]!) as { source: string; run: string };
+    assert.ok(existsSync(join(repo.repo, '.svc', 'ship-pending', run)));
+    assert.equal((await cp.request('GET', `/v1/runs/${source}/${run}`)).status, 404);
+
+    const up = { ...env, SVC_CONTROL_URL: cp.url };
+    const shown = await runChild(process.execPath, [CLI, 'runs', 'show', `${source}/${run}`], { cwd: repo.repo, env: up });
+    assert.equal(shown.code, 0, shown.stderr);
+    assert.match(shown.stderr, new RegExp(`sent 1 run the Control Plane at ${cp.url} had not seen`));
+    assert.match(shown.stdout, /^status +succeeded$/m);
+    assert.equal(existsSync(join(repo.repo, '.svc', 'ship-pending', run)), false, 'the marker is gone');
+  });
+});
