@@ -1,7 +1,7 @@
 // `npm run bundle`: the one-folder install. Builds svc-<version>/ (dist, static, trimmed package.json, LICENSE,
 // README.md, docs, deploy scripts, bin/svc) plus svc-<version>.tar.gz and its .sha256. Needs `npm run build` first (the npm script does it).
 // Usage: node scripts/bundle.js [--out DIR] [--with-node]   (default: the repository root)
-// Progress goes to stderr, one line a step (compressing the pinned Node takes ~20 s); stdout keeps only the result.
+// Progress goes to stderr, one line a step (compressing the pinned Node takes 10-30 s); stdout keeps only the result.
 import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync, chmodSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { join, resolve } from 'node:path';
@@ -77,7 +77,7 @@ export function bundle(outDir, { withNode = false, say = () => {} } = {}) {
   chmodSync(join(folder, 'dist', 'cli.js'), 0o755);
   // SOURCE_DATE_EPOCH (reproducible-builds.org) pins entry times; otherwise 0 keeps the archive reproducible.
   const mtime = Number(process.env.SOURCE_DATE_EPOCH) || 0;
-  const slow = withNode ? ' (gzip -9 of the Node binary: about 20 s)' : '';
+  const slow = withNode ? ' (gzip -9 of the Node binary: the slow step, 10-30 s)' : '';
   say(`bundle: compressing ${name}.tar.gz${slow}`);
   const archive = tarGz(outDir, name, mtime);
   const tarPath = join(outDir, `${name}.tar.gz`);
