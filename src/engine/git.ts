@@ -53,21 +53,7 @@ export function currentBranch(dir: string): string | null {
   return name === 'HEAD' ? null : name;
 }
 
-/**
- * Whether a remote URL names a hosted repository: `scheme://…` other than `file://`, or git's scp-like
- * `[user@]host:path` (a colon before any slash; one letter before it is a Windows drive). A folder path is not.
- */
-function isHostedUrl(url: string): boolean {
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(url)) return !/^file:/i.test(url);
-  return /^(?:[^@/\\]+@)?[^/\\:]{2,}:/.test(url);
-}
-
-/**
- * The name runs of this repository are listed under (docs/engine.md "Repository name"): "owner/name" when origin
- * is a hosted URL (https, ssh, git or scp-like form), else the repository's folder name. An origin that is a path
- * or file:// URL on this machine names folders, not an owner: it keeps the folder name (issue 23 item 9: adding
- * `git remote add origin ~/newcomer/origin.git` turned "repo" into "newcomer/origin").
- */
+/** "owner/name" from the origin remote (https or ssh form), else the folder name. */
 export function repoName(dir: string): string {
   let url = '';
   try {
@@ -75,7 +61,7 @@ export function repoName(dir: string): string {
   } catch {
     return basename(dir);
   }
-  const m = isHostedUrl(url) ? /[:/]([^/:]+)\/([^/]+?)(?:\.git)?\/?$/.exec(url) : null;
+  const m = /[:/]([^/:]+)\/([^/]+?)(?:\.git)?\/?$/.exec(url);
   return m ? `${m[1]}/${m[2]}` : basename(dir);
 }
 
