@@ -116,12 +116,14 @@ describe('every page', { skip: skip ?? false }, () => {
         const cells = [...doc.querySelectorAll('table.runs thead th, table.runs tbody td')];
         return {
           scroll: wrap.scrollWidth, client: wrap.clientWidth, page: doc.documentElement.scrollWidth, right: box.right,
-          outside: cells.filter((c: any) => c.getBoundingClientRect().right > box.right + 0.5).map((c: any) => c.textContent.trim()),
+          outside: cells.filter((c: any) => c.getBoundingClientRect().right > box.right + 0.5)
+            .map((c: any) => c.textContent.trim()),
         };
       });
       await screenshot(page, `runs-${width}`);
       assert.deepEqual(layout.outside, [], `columns past the table's right edge at ${width} px`);
-      assert.ok(layout.scroll <= layout.client, `the table scrolls sideways at ${width} px (${layout.scroll} > ${layout.client})`);
+      const sideways = `the table scrolls sideways at ${width} px (${layout.scroll} > ${layout.client})`;
+      assert.ok(layout.scroll <= layout.client, sideways);
       assert.ok(layout.page <= width, `the page scrolls sideways at ${width} px (${layout.page})`);
       await page.close();
     });
@@ -142,7 +144,8 @@ describe('every page', { skip: skip ?? false }, () => {
     // The runs list streams: the hover text, not a second word, says so.
     await page.goto(`${control.url}/#/runs`);
     await page.locator('#conn[data-state=live]').waitFor();
-    assert.match((await page.locator('#conn').getAttribute('title')) ?? '', /^Connected to .*: this page updates live$/);
+    const title = (await page.locator('#conn').getAttribute('title')) ?? '';
+    assert.match(title, /^Connected to .*: this page updates live$/);
     assert.deepEqual(new Set(labels.values()), new Set(['Connected']), JSON.stringify(Object.fromEntries(labels)));
     await page.close();
   });

@@ -6,8 +6,9 @@ import assert from 'node:assert/strict';
 import { formatUsd } from '../../src/cli/runs-format.ts';
 
 // Imported by URL so the test type-checks without allowJs; the modules are plain browser JS.
-const format: { money(usd: number | null | undefined): string } = await import(new URL('../../static/lib/format.js', import.meta.url).href);
-const events: { eventText(kind: string, data: unknown): string } = await import(new URL('../../static/lib/event-text.js', import.meta.url).href);
+const lib = (name: string) => new URL(`../../static/lib/${name}`, import.meta.url).href;
+const format: { money(usd: number | null | undefined): string } = await import(lib('format.js'));
+const events: { eventText(kind: string, data: unknown): string } = await import(lib('event-text.js'));
 
 describe('money (UI) and formatUsd (CLI)', () => {
   it('shows $0.0123 as $0.0123, not $0.01, and keeps cents from a dollar up', () => {
