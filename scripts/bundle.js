@@ -1,7 +1,8 @@
 // `npm run bundle`: the one-folder install. Builds svc-<version>/ (dist, static, trimmed package.json, LICENSE,
 // README.md, docs, deploy scripts, bin/svc) plus svc-<version>.tar.gz and its .sha256. Needs `npm run build` first (the npm script does it).
-// Usage: node scripts/bundle.js [--out DIR]   (default: the repository root)
-import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+// Usage: node scripts/bundle.js [--out DIR] [--with-node]   (default: the repository root)
+// Progress goes to stderr, one line a step (compressing the pinned Node takes 10-30 s); stdout keeps only the result.
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync, chmodSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -40,12 +41,19 @@ function trimmedPackage(pkg) {
   return out;
 }
 
-export function bundle(outDir, { withNode = false } = {}) {
+/** Size of a file in MB, for progress lines. */
+function megabytes(path) {
+  return Math.round(statSync(path).size / 1e6);
+}
+
+export function bundle(outDir, { withNode = false, say = () => {} } = {}) {
+  const started = Date.now();
   const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
   if (!existsSync(join(ROOT, 'dist', 'cli.js'))) throw new Error('dist/cli.js is missing: run npm run build first');
   const name = `svc-${pkg.version}`;
   const folder = join(outDir, name);
   rmSync(folder, { recursive: true, force: true });
+  say(`bundle: copying dist, static, docs and deploy files into ${folder}`);
   mkdirSync(join(folder, 'bin'), { recursive: true });
   cpSync(join(ROOT, 'dist'), join(folder, 'dist'), { recursive: true });
   cpSync(join(ROOT, 'static'), join(folder, 'static'), { recursive: true });
@@ -59,6 +67,7 @@ export function bundle(outDir, { withNode = false } = {}) {
     // The pinned runtime (the `node` devDependency), where the launcher looks before PATH.
     const runtime = join(ROOT, 'node_modules', 'node', 'bin', 'node');
     if (!existsSync(runtime)) throw new Error('node_modules/node/bin/node is missing: run npm ci first');
+    say(`bundle: copying the pinned Node from node_modules/node (${megabytes(runtime)} MB)`);
     mkdirSync(join(folder, 'node', 'bin'), { recursive: true });
     cpSync(runtime, join(folder, 'node', 'bin', 'node'));
     chmodSync(join(folder, 'node', 'bin', 'node'), 0o755);
@@ -68,11 +77,15 @@ export function bundle(outDir, { withNode = false } = {}) {
   chmodSync(join(folder, 'dist', 'cli.js'), 0o755);
   // SOURCE_DATE_EPOCH (reproducible-builds.org) pins entry times; otherwise 0 keeps the archive reproducible.
   const mtime = Number(process.env.SOURCE_DATE_EPOCH) || 0;
+  const slow = withNode ? ' (gzip -9 of the Node binary: the slow step, 10-30 s)' : '';
+  say(`bundle: compressing ${name}.tar.gz${slow}`);
   const archive = tarGz(outDir, name, mtime);
   const tarPath = join(outDir, `${name}.tar.gz`);
   writeFileSync(tarPath, archive);
   const digest = createHash('sha256').update(archive).digest('hex');
   writeFileSync(`${tarPath}.sha256`, `${digest}  ${name}.tar.gz\n`);
+  const seconds = ((Date.now() - started) / 1000).toFixed(1);
+  say(`bundle: done in ${seconds} s, ${name}.tar.gz is ${megabytes(tarPath)} MB`);
   return { folder, tarPath, sha256: digest };
 }
 
@@ -80,6 +93,7 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   const { values } = parseArgs({ options: { out: { type: 'string' }, 'with-node': { type: 'boolean' } } });
   const outDir = resolve(values.out ?? ROOT);
   mkdirSync(outDir, { recursive: true });
-  const result = bundle(outDir, { withNode: values['with-node'] === true });
+  const say = (line) => process.stderr.write(`${line}\n`);
+  const result = bundle(outDir, { withNode: values['with-node'] === true, say });
   process.stdout.write(`${result.folder}\n${result.tarPath}\nsha256 ${result.sha256}\n`);
 }

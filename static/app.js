@@ -4,7 +4,9 @@
 import { getToken, setToken, onUnauthorized } from './lib/api.js';
 import { parseHash } from './lib/route.js';
 import { tokenAwareLink } from './lib/download.js';
-import { onConnection, connectionLabel, isStale, markReachable, markUnreachable } from './lib/connection.js';
+import {
+  onConnection, connectionLabel, connectionTitle, isStale, markReachable, markUnreachable,
+} from './lib/connection.js';
 import { clock, relative, hoverText } from './lib/time.js';
 import { registerTokenDialog } from './components/token-dialog.js';
 import { registerConfirm } from './components/confirm-dialog.js';
@@ -105,6 +107,7 @@ function wireConnection() {
     if (!last) return;
     const stale = isStale(last);
     conn.textContent = connectionLabel(last);
+    conn.title = connectionTitle(last, location.host);
     conn.dataset.state = stale ? 'offline' : (last.stream ?? 'connected');
     info.textContent = stale
       ? `${location.host} cannot be reached`

@@ -55,10 +55,20 @@ export function isStale(c) {
   return !c.reachable || c.stream === 'reconnecting';
 }
 
-/** The topbar's word for the state. @param {Connection} c */
+/**
+ * The topbar's word for the state: one word for a reachable server on every page, "Connected", whether or not
+ * the page has a live stream (issue 23: "Live" on some pages and "Connected" on others read as two states).
+ * connectionTitle says whether this page updates live.
+ * @param {Connection} c
+ */
 export function connectionLabel(c) {
   if (isStale(c)) return c.stream ? 'Offline · reconnecting…' : 'Offline';
-  if (c.stream === 'live') return 'Live';
   if (c.stream === 'connecting') return 'Connecting…';
   return 'Connected';
+}
+
+/** The badge's hover text. @param {Connection} c @param {string} host */
+export function connectionTitle(c, host) {
+  if (isStale(c)) return `${host} cannot be reached`;
+  return c.stream === 'live' ? `Connected to ${host}: this page updates live` : `Connected to ${host}`;
 }

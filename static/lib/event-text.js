@@ -10,7 +10,8 @@ export function eventText(kind, data) {
     case 'log':
       return String(d.text ?? '');
     case 'run.status':
-      return `status ${d.from ?? '?'} → ${d.to ?? '?'}`;
+      // The first status has no predecessor (`from: null`): "status queued", not "status ? → queued".
+      return d.from == null ? `status ${d.to ?? 'unknown'}` : `status ${d.from} → ${d.to ?? 'unknown'}`;
     case 'question':
       return `asks: ${d.question ?? d.text ?? ''}`;
     case 'answer':

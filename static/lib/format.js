@@ -2,11 +2,18 @@
 // Display formatting for numbers and labels (times live in time.js). Unknown values are shown as "unknown" or "—",
 // never as a made-up zero.
 
-/** @param {number | null | undefined} usd */
+/**
+ * Dollars as the CLI shows them (twin of formatUsd in src/cli/runs-format.ts, which this no-build file cannot
+ * import; test/unit/money-twin.test.ts holds them to one rule): cents for a dollar or more, and below that enough
+ * decimals to keep two significant digits, so $0.0123 is not shown as $0.01.
+ * @param {number | null | undefined} usd
+ */
 export function money(usd) {
   if (usd === null || usd === undefined || !Number.isFinite(usd)) return 'unknown';
-  if (usd > 0 && usd < 0.01) return '<$0.01';
-  return `$${usd.toFixed(2)}`;
+  const abs = Math.abs(usd);
+  const decimals = abs >= 1 || abs === 0 ? 2 : Math.min(10, Math.ceil(-Math.log10(abs)) + 2);
+  const text = abs.toFixed(decimals).replace(/(\.\d\d\d*?)0+$/, '$1');
+  return `${usd < 0 ? '-' : ''}$${text}`;
 }
 
 /** @param {number | null | undefined} n */

@@ -21,6 +21,15 @@ export function prLabel(url) {
   return m ? `PR #${m[1]}` : url.replace(/^https?:\/\//, '');
 }
 
+/**
+ * An identifier (source, owner/repo) that may wrap after "/", "-", "_" or ".", never inside a word: narrow
+ * screens keep "acme/" and "web" whole (style.css lets the column shrink to its longest part).
+ * @param {string} text
+ */
+function breakable(text) {
+  return text.split(/(?<=[/\-_.])/).map((part, i) => (i ? [html`<wbr>`, part] : part));
+}
+
 /** @param {Run} run @param {AttemptInfo | undefined} attempt */
 function attemptBadge(run, attempt) {
   if (!attempt || attempt.m < 2) return '';
@@ -36,9 +45,9 @@ export function runRow(run, flash = false, attempt = undefined) {
     <td data-label="Verdict" class="c-verdict">${verdictBadge(run.verdict)}</td>
     <td data-label="Run" class="brief"><a href="${runLink(run)}">${run.brief || run.run}</a>
       <span class="run-id mono">${run.run}</span>${attemptBadge(run, attempt)}${run.status === 'blocked' && run.question ? html`<span class="question-hint">Asks: ${run.question}</span>` : ''}</td>
-    <td data-label="Source" class="mono c-source"><a href="${hashLink(['runs'], { source: run.source })}" title="Only runs sent by ${run.source}">${run.source}</a></td>
-    <td data-label="Repo" class="mono c-repo">${run.repo ? html`<a href="${hashLink(['runs'], { repo: run.repo })}" title="Only runs of ${run.repo}">${run.repo}</a>` : '—'}</td>
-    <td data-label="Branch / PR" class="c-branch"><span class="mono">${run.branch ?? '—'}</span>${run.pr_url ? html` <a class="pr-link" href="${run.pr_url}" rel="noopener noreferrer" target="_blank">${prLabel(run.pr_url)}</a>` : ''}</td>
+    <td data-label="Source" class="mono c-source"><a href="${hashLink(['runs'], { source: run.source })}" title="Only runs sent by ${run.source}">${breakable(run.source)}</a></td>
+    <td data-label="Repo" class="mono c-repo">${run.repo ? html`<a href="${hashLink(['runs'], { repo: run.repo })}" title="Only runs of ${run.repo}">${breakable(run.repo)}</a>` : '—'}</td>
+    <td data-label="Branch / PR" class="c-branch"><span class="mono" title="${run.branch ?? ''}">${run.branch ?? '—'}</span>${run.pr_url ? html` <a class="pr-link" href="${run.pr_url}" rel="noopener noreferrer" target="_blank">${prLabel(run.pr_url)}</a>` : ''}</td>
     <td data-label="Origin · provider" class="c-via">${run.origin ?? '—'} · ${run.provider ?? '—'}</td>
     <td data-label="Started" class="nowrap c-started">${timeTag(run.started_at)}</td>
     <td data-label="Duration" class="num c-duration" data-run-status="${run.status}" data-started="${isTicking(run) ? run.started_at ?? '' : ''}">${runDuration(run)}</td>

@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import type { Page } from 'playwright-core';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { launchBrowser, browserSkipReason, screenshot, unexpected, type TestBrowser } from './browser.ts';
-import { seed, BLOCKED, RUNNING, RECEIPTED } from './seed.ts';
+import { seed, ingest, iso, BLOCKED, RUNNING, RECEIPTED } from './seed.ts';
+import { newRunId } from '../../src/engine/ids.ts';
 import { seedStory, REMOTE_BLOCKED, REMOTE_DONE, RETRIES, BIG, STATUS_RUNS } from './story-seed.ts';
 
 const skip = browserSkipReason();
@@ -22,11 +23,14 @@ async function settled(page: Page): Promise<void> {
 describe('every page', { skip: skip ?? false }, () => {
   let control: TestControl;
   let empty: TestControl;
+  let wide: TestControl;
   let browser: TestBrowser;
 
   before(async () => {
     control = await startTestControl();
     empty = await startTestControl();
+    wide = await startTestControl();
+    await seed(wide, 20);
     await seed(control, 40);
     await seedStory(control);
     browser = await launchBrowser();
@@ -36,6 +40,7 @@ describe('every page', { skip: skip ?? false }, () => {
     await browser?.close();
     await control?.close();
     await empty?.close();
+    await wide?.close();
   });
 
   for (const scheme of ['light', 'dark'] as const) {
@@ -86,6 +91,62 @@ describe('every page', { skip: skip ?? false }, () => {
       await screenshot(page, `run-${id.replace('/', '-')}`);
     }
     assert.deepEqual([...statuses].sort(), ['failed', 'needs answer', 'queued', 'running', 'stopped', 'stopping', 'succeeded']);
+    await page.close();
+  });
+
+  for (const width of [1280, 1024]) {
+    it(`shows every runs-table column within the page at ${width} px, Duration and Cost included`, async () => {
+      // Runs as svc names them (27-character ids, branch svc/<id>, a PR link), not the seed's short ids.
+      const now = Date.now();
+      const real = [0, 1, 2].map((i) => {
+        const run = newRunId(now - i * 60_000);
+        return { run, group_id: run, repo: 'newcomer/origin', status: 'running', verdict: null, origin: 'webhook',
+          provider: 'claude', brief: 'Make the invoice export stream rows instead of building the file in memory',
+          branch: `svc/${run}`, pr_url: `https://github.example/newcomer/origin/pull/${1200 + i}`,
+          started_at: iso(now - i * 60_000), updated_at: iso(now), cost_usd: 0.0123 };
+      });
+      await ingest(wide, { source: 'workstation-12', runs: real });
+      const page = await browser.newPage({ width, height: 900 });
+      await page.goto(`${wide.url}/#/runs`);
+      await page.locator('table.runs tbody tr').first().waitFor();
+      const layout = await page.evaluate(() => {
+        const doc = (globalThis as any).document;
+        const wrap = doc.querySelector('.table-wrap');
+        const box = wrap.getBoundingClientRect();
+        const cells = [...doc.querySelectorAll('table.runs thead th, table.runs tbody td')];
+        return {
+          scroll: wrap.scrollWidth, client: wrap.clientWidth, page: doc.documentElement.scrollWidth, right: box.right,
+          outside: cells.filter((c: any) => c.getBoundingClientRect().right > box.right + 0.5)
+            .map((c: any) => c.textContent.trim()),
+        };
+      });
+      await screenshot(page, `runs-${width}`);
+      assert.deepEqual(layout.outside, [], `columns past the table's right edge at ${width} px`);
+      const sideways = `the table scrolls sideways at ${width} px (${layout.scroll} > ${layout.client})`;
+      assert.ok(layout.scroll <= layout.client, sideways);
+      assert.ok(layout.page <= width, `the page scrolls sideways at ${width} px (${layout.page})`);
+      await page.close();
+    });
+  }
+
+  it('names the connection with one word on every page, with and without a live stream', async () => {
+    const page = await browser.newPage();
+    const labels = new Map<string, string>();
+    for (const name of [...PAGES, 'runs/local/rdone0000']) {
+      await page.goto(`${control.url}/#/${name}`);
+      await settled(page);
+      await page.waitForFunction(() => {
+        const text = (globalThis as any).document.getElementById('conn')?.textContent ?? '';
+        return text !== '' && !text.startsWith('Connecting');
+      });
+      labels.set(name, (await page.locator('#conn').textContent())?.trim() ?? '');
+    }
+    // The runs list streams: the hover text, not a second word, says so.
+    await page.goto(`${control.url}/#/runs`);
+    await page.locator('#conn[data-state=live]').waitFor();
+    const title = (await page.locator('#conn').getAttribute('title')) ?? '';
+    assert.match(title, /^Connected to .*: this page updates live$/);
+    assert.deepEqual(new Set(labels.values()), new Set(['Connected']), JSON.stringify(Object.fromEntries(labels)));
     await page.close();
   });
 

@@ -123,6 +123,11 @@ describe('the copied folder', () => {
     const script = join(ROOT, 'scripts/bundle.js');
     const built = spawnSync(process.execPath, [script, '--out', withNode, '--with-node'], { encoding: 'utf8' });
     assert.equal(built.status, 0, built.stderr);
+    // The ~20 s of compressing the runtime is announced, not silent; stdout stays the three result lines.
+    assert.match(built.stderr, /^bundle: copying the pinned Node .*\(\d+ MB\)$/m);
+    assert.match(built.stderr, /^bundle: compressing svc-.*\.tar\.gz \(gzip -9 of the Node binary: the slow step, /m);
+    assert.match(built.stderr, /^bundle: done in \d+\.\d s, /m);
+    assert.equal(built.stdout.split('\n').length, 4, built.stdout);
     const folder = join(withNode, name);
     const bundled = realpathSync(join(folder, 'node', 'bin', 'node'));
     // A PATH with no node at all: only what the launcher script itself runs besides shell builtins.

@@ -148,6 +148,26 @@ describe('trigger routes with real payloads', () => {
       const job = await finished(t, res.body.job_id as string);
       assert.deepEqual(job.args, ['start', '--brief', 'acme/api#3 Crash — on save', '--pr', '--detach']);
     });
+    it('skips an issue event with its true reason: a closed issue with the label is not "without" it', async () => {
+      const send = async (payload: Record<string, unknown>, delivery: string) => {
+        const raw = Buffer.from(JSON.stringify({ ...payload, repository: { full_name: 'acme/api' } }));
+        const signature = `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, raw)}`;
+        const headers = { 'x-hub-signature-256': signature, 'x-github-event': 'issues', 'x-github-delivery': delivery };
+        return post(`${t.url}/webhook`, raw, headers);
+      };
+      const before = t.queue.depth();
+      const issue = { number: 4, title: 'Crash', labels: [{ name: 'svc' }], author_association: 'OWNER' };
+      const closed = await send({ action: 'closed', issue }, 'g-closed');
+      assert.equal(closed.status, 200);
+      assert.equal(closed.body.status, 'skipped');
+      assert.equal(closed.body.reason, 'issues.closed does not start a job (the issue has the "svc" label): ' +
+        'only issues.opened with the "svc" label or issues.labeled "svc" do');
+      const other = await send({ action: 'labeled', label: { name: 'bug' }, issue }, 'g-bug');
+      assert.equal(other.body.reason, 'issues.labeled adds "bug", not the "svc" label');
+      const bare = await send({ action: 'opened', issue: { ...issue, labels: [] } }, 'g-bare');
+      assert.equal(bare.body.reason, 'issues.opened without the "svc" label');
+      assert.deepEqual(t.queue.depth(), before);
+    });
     it('skips a ping', async () => {
       const raw = Buffer.from('{"zen":"hi"}');
       const res = await post(`${t.url}/webhook`, raw, { 'x-hub-signature-256': `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, raw)}`, 'x-github-event': 'ping' });

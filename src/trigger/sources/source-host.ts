@@ -52,6 +52,19 @@ export function checkEventHeader(event: string, body: Obj): void {
   if ((event === 'issues' || event === 'issue_comment') && shape !== event) throw new EventMismatchError(event, shape);
 }
 
+/**
+ * Why an `issues` event starts nothing, true to the event: only `opened` can lack the label; a `labeled` event
+ * added another label; any other action (closed, edited, …) never starts a job, labelled or not (issue 23).
+ */
+function issuesSkipReason(action: string, body: Obj, issue: Obj): string {
+  const label = `"${TRIGGER_LABEL}" label`;
+  if (action === 'opened') return `issues.opened without the ${label}`;
+  if (action === 'labeled') return `issues.labeled adds "${str(obj(body.label).name).slice(0, 64)}", not the ${label}`;
+  const labelled = hasLabel(issue) ? ` (the issue has the ${label})` : '';
+  return `issues.${action.slice(0, 64)} does not start a job${labelled}: only issues.opened with the ${label} or ` +
+    `issues.labeled "${TRIGGER_LABEL}" do`;
+}
+
 export function readSourceHost(event: string, body: Obj): SourceHostInput {
   const issue = obj(body.issue);
   const repo = str(obj(body.repository).full_name);
@@ -66,7 +79,7 @@ export function readSourceHost(event: string, body: Obj): SourceHostInput {
       if (!TRUSTED.has(str(issue.author_association))) return { kind: 'skip', reason: 'issue author may not start jobs' };
       return { kind: 'job', brief: issueBrief(), repository };
     }
-    return { kind: 'skip', reason: `issues.${str(body.action)} without the "${TRIGGER_LABEL}" label` };
+    return { kind: 'skip', reason: issuesSkipReason(str(body.action), body, issue) };
   }
   if (event === 'issue_comment' && body.action === 'created') {
     const comment = obj(body.comment);

@@ -1,0 +1,41 @@
+// The UI's money() (static/lib/format.js) and the CLI's formatUsd (src/cli/runs-format.ts) are one rule in two
+// files (the browser's no-build modules cannot import dist/): the same dollars print the same everywhere (issue 23).
+// Also the event log's first status line (static/lib/event-text.js).
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { formatUsd } from '../../src/cli/runs-format.ts';
+
+// Imported by URL so the test type-checks without allowJs; the modules are plain browser JS.
+const lib = (name: string) => new URL(`../../static/lib/${name}`, import.meta.url).href;
+const format: { money(usd: number | null | undefined): string } = await import(lib('format.js'));
+const events: { eventText(kind: string, data: unknown): string } = await import(lib('event-text.js'));
+
+describe('money (UI) and formatUsd (CLI)', () => {
+  it('shows $0.0123 as $0.0123, not $0.01, and keeps cents from a dollar up', () => {
+    const cases: Array<[number, string]> = [
+      [0.0123, '$0.0123'], [0.004, '$0.004'], [0, '$0.00'], [0.1, '$0.10'], [1.5, '$1.50'], [1234.5678, '$1234.57'],
+    ];
+    for (const [usd, text] of cases) assert.equal(format.money(usd), text, String(usd));
+  });
+
+  it('agrees with the CLI on every amount from a millionth of a dollar to thousands', () => {
+    const amounts = [0, -0.0123, 0.000042, 0.0099, 0.01, 0.0105, 0.099, 0.5, 0.999, 0.9999, 1, 9.995, 42.42, 1e6];
+    for (let exp = -7; exp <= 4; exp += 0.37) amounts.push(Number((1.2345 * 10 ** exp).toPrecision(6)));
+    for (const usd of amounts) assert.equal(format.money(usd), formatUsd(usd), String(usd));
+  });
+
+  it('says unknown for a missing cost, never a made-up zero', () => {
+    for (const usd of [null, undefined, Number.NaN]) assert.equal(format.money(usd), 'unknown');
+  });
+});
+
+describe('eventText run.status', () => {
+  it('shows the first status without a made-up predecessor', () => {
+    assert.equal(events.eventText('run.status', { from: null, to: 'queued' }), 'status queued');
+    assert.equal(events.eventText('run.status', { to: 'queued' }), 'status queued');
+  });
+
+  it('shows a transition as from → to', () => {
+    assert.equal(events.eventText('run.status', { from: 'queued', to: 'running' }), 'status queued → running');
+  });
+});
