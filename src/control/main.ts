@@ -22,7 +22,7 @@ import { exitCodeAfterSignal } from '../http/exit-on-signal.ts';
 import type { ControlSettings } from './settings.ts';
 import type { ControlDeps } from './deps.ts';
 import { createLogger, type Logger } from '../log.ts';
-import { CliError } from '../cli/usage-error.ts';
+import { BadSettingError } from '../errors.ts';
 
 export const STATIC_DIR = fileURLToPath(new URL('../../static', import.meta.url));
 
@@ -39,10 +39,9 @@ export interface RunningControl {
 function checkBindPolicy(settings: ControlSettings, log: Logger): void {
   if (isLoopbackHost(settings.host) || settings.token) return;
   if (!settings.allowInsecureBind) {
-    throw new CliError(
+    throw new BadSettingError(
       `Refusing to bind ${settings.host} without SVC_CONTROL_TOKEN: anyone who can reach it could read and steer runs. ` +
         'Set SVC_CONTROL_TOKEN, bind 127.0.0.1, or set SVC_CONTROL_ALLOW_INSECURE_BIND=1',
-      2,
     );
   }
   log.warn('INSECURE: serving the Control Plane on a non-loopback address with no token (SVC_CONTROL_ALLOW_INSECURE_BIND=1)', {

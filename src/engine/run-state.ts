@@ -42,6 +42,11 @@ export interface RunState extends RunJson {
    * there only (src/engine/git-push.ts). Null for a run that opens no pull request. Absent in older state files.
    */
   push_target?: PushTarget | null;
+  /**
+   * The required check whose failure failed the run, else null: how a re-verify tells a run its checks failed from a
+   * run whose provider failed (src/engine/runner.ts). Absent in older state files.
+   */
+  failed_check?: string | null;
 }
 
 /** The wire form (DESIGN §3): exactly the run JSON fields, nothing engine-internal. */

@@ -2,6 +2,7 @@
 // signer reads or ships any of it: regular files only, each opened without following a symbolic link (the signer's
 // mounts hold the key, and a planted link must not turn a shipped artifact into a copy of it), with size caps.
 // A receipt.json found there is dropped: only the signer issues one.
+import { RefusedError } from '../errors.ts';
 import { lstatSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { readAgentBytes } from '../engine/safe-fs.ts';
 import { join } from 'node:path';
@@ -10,10 +11,9 @@ const FILE_CAP = 16 * 1024 * 1024;
 const TOTAL_CAP = 256 * 1024 * 1024;
 const TOP_FILES = ['state.json', 'events.jsonl', 'spec.md', 'ship.json'];
 
-export class RunCopyError extends Error {
+export class RunCopyError extends RefusedError {
   constructor(message: string) {
     super(message);
-    this.name = 'RunCopyError';
   }
 }
 

@@ -1,15 +1,15 @@
 // Which directory a job runs in (issue 22): the routed repository's checkout. Never another repository's, never the
 // server's cwd. Managed checkouts of clone URLs (a worktree per job from a fetched mirror) are not built yet: the
 // server refuses to start on a clone= entry (served-repos.ts), and this refuses again should one reach a job.
+import { FailedError } from '../errors.ts';
 import type { JobRow } from '../db/trigger-jobs-store.ts';
 import type { RepoRouter } from './served-repos.ts';
 import type { ServedRepo } from './served-repos-file.ts';
 
 /** The job cannot run: its repository is gone from the table, or its checkout could not be made. */
-export class WorkdirError extends Error {
+export class WorkdirError extends FailedError {
   constructor(message: string) {
     super(message);
-    this.name = 'WorkdirError';
   }
 }
 

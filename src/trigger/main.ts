@@ -23,7 +23,7 @@ import { createJobWorkdirs } from './job-workdir.ts';
 import { createWalCheckpointer } from './wal-checkpointer.ts';
 import { pruneBatch, startTriggerRetention } from './retention.ts';
 import { startIntakeWriter, type IntakeWriter } from './intake-writer.ts';
-import { CliError } from '../cli/usage-error.ts';
+import { BadSettingError } from '../errors.ts';
 import { closeGracefully, listen } from '../http/listen.ts';
 import { createHttpServer } from '../http/http-server.ts';
 import { readConnectionLimits } from '../http/connection-limits.ts';
@@ -70,10 +70,10 @@ function pickExecutor(settings: TriggerSettings, env: NodeJS.ProcessEnv, log: Lo
     try {
       return createKubernetesExecutor({ env, log, controlUrl: settings.controlUrl, controlToken: settings.controlToken, ...(pollMs ? { pollMs } : {}) });
     } catch (err) {
-      throw new CliError(err instanceof Error ? err.message : String(err), 2);
+      throw new BadSettingError(err instanceof Error ? err.message : String(err), { cause: err });
     }
   }
-  throw new CliError(`Unknown SVC_TRIGGER_EXECUTOR "${settings.executor}" (known: local, kubernetes)`, 2);
+  throw new BadSettingError(`Unknown SVC_TRIGGER_EXECUTOR "${settings.executor}" (known: local, kubernetes)`);
 }
 
 /** Routes that can queue work: the ones the queue's shares are split between (queue-shares.ts). */

@@ -1,5 +1,6 @@
 // The durable job queue: dedupe claim, job row and reply target commit in one transaction before any 2xx (DESIGN §5).
 // With an intake writer (a file DB) the commits run on its worker thread; otherwise on this thread.
+import { FailedError } from '../errors.ts';
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow } from '../db/trigger-jobs-store.ts';
 import type { Logger } from '../log.ts';
@@ -65,10 +66,9 @@ export interface JobQueueOptions {
 export const MAX_BATCH = 256;
 
 /** A delivery whose transaction failed: answered 500, never with a job id. */
-export class DeliveryNotCommittedError extends Error {
+export class DeliveryNotCommittedError extends FailedError {
   constructor(message: string) {
     super(`delivery not committed: ${message}`);
-    this.name = 'DeliveryNotCommittedError';
   }
 }
 

@@ -1,5 +1,6 @@
 // Source-host webhook (POST /webhook): an issue opened with label `svc` or labelled `svc`, or a comment starting
 // `/svc`, by someone with write-level association, becomes a job; everything else is skipped.
+import { BadInputError } from '../../errors.ts';
 import { sanitizeBrief, DEFAULT_BRIEF_BYTES } from '../brief.ts';
 
 export const TRIGGER_LABEL = 'svc';
@@ -35,11 +36,10 @@ export function eventShape(body: Obj): 'issues' | 'issue_comment' | 'other' {
 }
 
 /** Thrown when the unsigned event header names an event the signed body is not (issue 21: a relabelled delivery). */
-export class EventMismatchError extends Error {
+export class EventMismatchError extends BadInputError {
   constructor(header: string, shape: string) {
     const body = shape === 'other' ? 'neither an issue nor an issue-comment event' : `an "${shape}" event`;
     super(`X-GitHub-Event "${header.slice(0, 64)}" does not match the signed body, which is ${body}`);
-    this.name = 'EventMismatchError';
   }
 }
 
