@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { openDatabase } from '../../src/db/open.ts';
 import { controlMigrations } from '../../src/db/control-migrations.ts';
 import { PUBLIC_RUN_COLUMNS } from '../../src/db/runs-store.ts';
-import { runTupleJson } from '../../src/control/run-json-text.ts';
+import { runTupleJson } from '../../src/db/run-json-text.ts';
 
 const DAY = 86_400_000;
 const BASE32 = '0123456789abcdefghjkmnpqrstvwxyz';

@@ -4,12 +4,12 @@ import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
 import { UsageError, NotFoundError, ConflictError } from '../errors.ts';
 import { prepareRun, prepareRetry, spawnWorker, resolveRepo, sandboxPreflight } from '../engine/launch.ts';
-import { executeRun, type WorkerMode } from '../engine/runner.ts';
+import { executeRun } from '../engine/runner.ts';
 import { stopLocalRun } from '../engine/stop.ts';
 import { runDir } from '../engine/paths.ts';
-import { readState, tryReadState, TERMINAL, type RunState } from '../engine/run-state.ts';
+import { readState, tryReadState, TERMINAL, type RunState, type WorkerMode } from '../engine/run-state.ts';
 import { isValidSegment } from '../engine/ids.ts';
-import { signsLater } from '../pod/evidence.ts';
+import { signsLater } from '../engine/evidence.ts';
 import { safeJson } from '../safe-json.ts';
 
 const HELP = `Usage: svc start <input> [options]

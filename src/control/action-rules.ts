@@ -1,6 +1,6 @@
 // Which run actions the Control Plane refuses, and why, in one place: the action handlers throw these reasons, and
 // run detail lists them so a client can disable a button with the reason the server would give.
-import type { RunRow } from '../db/runs-store.ts';
+import type { RunRow } from '../db/run-types.ts';
 
 export const RUN_ACTIONS = ['stop', 'resume', 'retry', 'verify', 'delete', 'answer'] as const;
 export type RunAction = (typeof RUN_ACTIONS)[number];

@@ -1,6 +1,7 @@
 // Control Plane settings as data (name, type, default, description, secret) and their validation; no storage here.
 import { isAbsolute } from 'node:path';
 import { HttpError } from '../http/http-error.ts';
+import type { ConfigStore } from '../db/config-store.ts';
 
 export type SettingType = 'string' | 'integer' | 'boolean' | 'path[]' | 'providers';
 
@@ -119,4 +120,10 @@ export function redactConfig(values: ConfigValues, schema: readonly Setting[] = 
   const out = { ...values };
   for (const s of schema) if (s.secret && out[s.key] !== null && out[s.key] !== undefined) out[s.key] = REDACTED;
   return out;
+}
+
+/** The settings in force: stored values over schema defaults. Everything that reads config reads it through this. */
+export function readEffectiveConfig(store: ConfigStore): { config: ConfigValues; version: number } {
+  const stored = store.read();
+  return { config: withDefaults(stored.values), version: stored.version };
 }

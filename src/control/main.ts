@@ -56,21 +56,11 @@ export async function startControl(settings: ControlSettings, env: NodeJS.Proces
   const boundToLoopback = isLoopbackHost(settings.host);
   const stores = createControlStores(db);
   const bus = createRunEventBus(stores, settings.streams);
-  const deps: ControlDeps = {
-    db,
-    stores,
-    bus,
-    engine: undefined as unknown as ControlDeps['engine'],
-    settings,
-    env,
-    clock: Date.now,
-    log,
-    url: () => url,
-  };
+  const engine = createRunController({ stores, bus, settings, env, clock: Date.now, log, url: () => url });
+  const deps: ControlDeps = { db, stores, bus, engine, settings, env, clock: Date.now, log, url: () => url };
   deps.refusals = createRefusalTally(stores.audit, deps.clock, log);
   // A second connection reads uncached list pages beside the event loop; an in-memory DB has no file to share.
   if (settings.readThread && settings.dbPath !== ':memory:') deps.pageReader = createRunsPageReader(settings.dbPath, log);
-  deps.engine = createRunController(deps);
   const origins = new Set<string>();
   const app = createControlApp(deps, { boundToLoopback: () => boundToLoopback, ownOrigins: () => origins });
   const { server, connections } = createHttpServer(app.listener, settings.connections);

@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ControlDeps } from './deps.ts';
-import type { RunRow } from '../db/runs-store.ts';
+import type { RunRow } from '../db/run-types.ts';
 import { nestsDeeperThan } from '../untrusted.ts';
 import { MAX_JSON_DEPTH } from '../http/json-depth.ts';
 import { knownKeys, type KnownKey } from '../keys.ts';

@@ -3,7 +3,7 @@
 // page it held and every later page is read on the main connection instead: a list request never fails for it.
 import { FailedError, UnavailableError } from '../errors.ts';
 import { Worker } from 'node:worker_threads';
-import type { RunFilter } from '../db/runs-store.ts';
+import type { RunFilter } from '../db/run-types.ts';
 import type { Logger } from '../log.ts';
 
 const WORKER = new URL(`./runs-page-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url);

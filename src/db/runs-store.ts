@@ -1,4 +1,4 @@
-// Runs table: upsert, keyset-paged list, patch and delete. Times are unix ms; the wire format lives in src/control/params.ts.
+// Runs table: upsert, keyset-paged list, patch and delete. Times are unix ms; the wire format lives in run-row-json.ts.
 //
 // Methods other code relies on:
 //   get(source, run)            → RunRow | undefined
@@ -21,60 +21,21 @@
 import type { SQLInputValue, StatementSync } from 'node:sqlite';
 import type { Db } from './open.ts';
 import { inTransaction } from './tx.ts';
-import { RUN_JSON_FIELDS, type RunJson, type RunStatus, type Verdict } from '../run-json.ts';
-import { runTupleJson } from '../control/run-json-text.ts';
+import type { RunStatus } from '../run-json.ts';
+import { runTupleJson } from './run-json-text.ts';
+import {
+  PUBLIC_RUN_COLUMNS, type DeleteOutcome, type PageFrame, type PublicRunTuple, type RunFilter, type RunInput,
+  type RunKey, type RunPatch, type RunRow,
+} from './run-types.ts';
+
+// The types of the store's own interface, for its callers (their home is run-types.ts).
+export type { DeleteOutcome, PageFrame, RunFilter, RunInput, RunKey, RunPatch, RunRow } from './run-types.ts';
 import { buildWhere, ORDER } from './runs-where.ts';
 import { createRunsPageQuery } from './runs-page-query.ts';
 import { LIMIT_PARAM } from './limit-param.ts';
 
 /** Statuses during which a run still owns a process or worktree: it cannot be deleted. */
 const ACTIVE_STATUSES: ReadonlySet<string> = new Set(['queued', 'running', 'blocked', 'stopping']);
-
-/** A runs row: the Run JSON fields with times as unix ms, plus the internal columns that never leave the server. */
-export interface RunRow extends Omit<RunJson, 'started_at' | 'ended_at' | 'updated_at'> {
-  started_at: number;
-  ended_at: number | null;
-  updated_at: number;
-  repo_path: string | null;
-  pid: number | null;
-  extra: string | null;
-}
-
-/** What upsert takes: identity, status and start time are required; group_id defaults to the run id. */
-export type RunInput = Partial<Omit<RunRow, 'source' | 'run' | 'status' | 'started_at'>> & Pick<RunRow, 'run' | 'status' | 'started_at'>;
-export type RunPatch = Partial<Omit<RunRow, 'source' | 'run'>>;
-
-export interface RunKey {
-  started_at: number;
-  source: string;
-  run: string;
-}
-
-export interface RunFilter {
-  /** A verdict, or null for runs that have none yet. */
-  verdict?: Verdict | null;
-  repo?: string;
-  group_id?: string;
-  status?: RunStatus;
-  source?: string;
-  /** started_at >= since (inclusive). */
-  since?: number;
-  /** started_at < until (exclusive), so adjacent windows never count a run twice. */
-  until?: number;
-  /** Keyset cursor: rows strictly after this key in newest-first order. */
-  after?: RunKey;
-  limit: number;
-}
-
-/** The Run JSON columns in Run JSON key order (DESIGN §3): everything but repo_path, pid and extra. Columns are named after the fields. */
-export const PUBLIC_RUN_COLUMNS = RUN_JSON_FIELDS;
-/** One row of PUBLIC_RUN_COLUMNS, positionally (node:sqlite's array rows: no object per row). */
-export type PublicRunTuple = readonly unknown[];
-
-export type DeleteOutcome = 'deleted' | 'not_found' | 'active';
-
-/** What goes around a page's joined Run JSON texts, given the key of its last run when another page follows. */
-export type PageFrame = (next: RunKey | null) => { open: string; close: string };
 
 export interface RunsStore {
   get(source: string, run: string): RunRow | undefined;

@@ -14,11 +14,10 @@ import { loadPolicy, PolicyError } from './policy.ts';
 import { newRunId, isValidSegment } from './ids.ts';
 import { repoRoot, repoName, headSha, currentBranch, excludeEngineFolders } from './git.ts';
 import { runDir, artifactsDir } from './paths.ts';
-import { writeState, readState, isoNow, type RunState, type InputKind } from './run-state.ts';
+import { writeState, readState, isoNow, type RunState, type InputKind, type WorkerMode } from './run-state.ts';
 import { openEventLog } from './events-log.ts';
 import { identityOf } from './proc-group.ts';
 import { assertPlainDir, openAppendNoFollow, writeNoFollow } from './safe-fs.ts';
-import type { WorkerMode } from './runner.ts';
 import { resolveSandbox, unsandboxedWarning, probeDone } from '../spawn/sandbox-mode.ts';
 import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts';
 

@@ -8,6 +8,9 @@ import type { PushTarget } from './git-push.ts';
 
 export const TERMINAL: ReadonlySet<RunStatus> = new Set(['succeeded', 'failed', 'stopped']);
 
+/** What a run's worker process is asked to do with it (src/engine/runner.ts). */
+export type WorkerMode = 'start' | 'resume' | 'verify';
+
 export type InputKind = 'errtrack-file' | 'issue-url' | 'spec-file' | 'trackera' | 'brief';
 
 /** The engine always knows where a run came from and what it was asked, so these Run JSON fields are never null here. */

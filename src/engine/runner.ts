@@ -10,15 +10,13 @@ import { identityOf, signalGroup } from './proc-group.ts';
 import { isChildOf } from './worker-identity.ts';
 import { runProvider } from './provider-phase.ts';
 import { collectDiff, saveDiff, verifyWork, writeReceipt, maybeOpenPr } from './finish-phase.ts';
-import { isoNow, TERMINAL } from './run-state.ts';
+import { isoNow, TERMINAL, type WorkerMode } from './run-state.ts';
 import { worktreeDir } from './paths.ts';
 import { runSandboxMode, type RunSandbox } from './sandbox.ts';
 import { openRunGate } from './egress.ts';
-import { signsLater, evidenceOf, EVIDENCE_ARTIFACT, type RunEvidence } from '../pod/evidence.ts';
+import { signsLater, evidenceOf, EVIDENCE_ARTIFACT, type RunEvidence } from './evidence.ts';
 import { failedRequiredCheck, requiredCheckError, type CheckResult } from './checks.ts';
 import { pushTargetFor } from './launch.ts';
-
-export type WorkerMode = 'start' | 'resume' | 'verify';
 
 function prepareWorkdir(ctx: RunContext): void {
   const { state } = ctx;

@@ -20,7 +20,7 @@ import { failedRequiredCheck, requiredCheckError, type CheckResult } from '../en
 import type { Policy } from '../engine/policy.ts';
 import { readSeal, type Seal } from './seal.ts';
 import { copyRunFolder } from './run-copy.ts';
-import { readEvidence, EVIDENCE_ARTIFACT, type ReportedCheck, type RunEvidence } from './evidence.ts';
+import { readEvidence, EVIDENCE_ARTIFACT, type ReportedCheck, type RunEvidence } from '../engine/evidence.ts';
 import { verifyCommits, policyAt, type VerifiedCommits } from './verified-commits.ts';
 
 export interface SignOptions {

@@ -7,7 +7,7 @@
 import { UnavailableError } from '../errors.ts';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../log.ts';
-import type { EnqueueRequest } from './queue.ts';
+import type { EnqueueRequest } from './delivery.ts';
 import type { PlaceOutcome, Precheck } from './queue-place.ts';
 import type { QueueShares } from './queue-shares.ts';
 import type { PruneCounts, TriggerRetention } from './retention.ts';

@@ -8,27 +8,7 @@ import { placeBatch, precheck, type PlaceOutcome } from './queue-place.ts';
 import type { IntakeWriter } from './intake-writer.ts';
 import { queueShares, type QueueShares } from './queue-shares.ts';
 import { createKeyLeases } from './key-leases.ts';
-
-// A new origin also needs its row in queued_by_origin (a trigger migration), or its jobs go uncounted by the shares.
-export type Origin = 'errtrack' | 'chata' | 'trackera' | 'trackerb' | 'chatb' | 'jobs' | 'webhook';
-
-export interface ReplyTarget {
-  channel: string;
-  target: Record<string, unknown>;
-}
-
-export interface EnqueueRequest {
-  origin: Origin;
-  /** The served repository (owner/name) the delivery was routed to (served-repos.ts). */
-  repo: string;
-  brief: string;
-  /** The exact argv after `svc`. */
-  args: string[];
-  dedupeKeys: readonly string[];
-  reply?: ReplyTarget | undefined;
-}
-
-export type EnqueueResult = { kind: 'queued'; jobId: string } | { kind: 'duplicate'; jobId: string } | { kind: 'full' };
+import type { EnqueueRequest, EnqueueResult, Origin } from './delivery.ts';
 
 /** What the cheap checks say before a delivery does any work; `open` holds its keys until `release()`. */
 export type Admission = { kind: 'duplicate'; jobId: string } | { kind: 'full' } | { kind: 'open'; release: () => void };

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { fastIso, runTupleJson, runsPageJson } from '../../src/control/run-json-text.ts';
+import { fastIso, runTupleJson, runsPageJson } from '../../src/db/run-json-text.ts';
 import { runToJson } from '../../src/control/params.ts';
 import { PUBLIC_RUN_COLUMNS, type RunRow } from '../../src/db/runs-store.ts';
 

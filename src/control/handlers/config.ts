@@ -3,17 +3,10 @@ import { HttpError } from '../../http/http-error.ts';
 import { json } from '../../http/respond.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
-import type { ConfigStore } from '../../db/config-store.ts';
 import { ConfigVersionConflict } from '../../db/config-store.ts';
-import { SETTINGS, mergeConfig, redactConfig, withDefaults, type ConfigValues } from '../config-schema.ts';
+import { SETTINGS, mergeConfig, readEffectiveConfig, redactConfig, withDefaults, type ConfigValues } from '../config-schema.ts';
 import { canonicalJson } from '../../canonical-json.ts';
 import { noteAudit } from '../audited.ts';
-
-/** The settings in force: stored values over schema defaults. Other handlers read config through this. */
-export function readEffectiveConfig(store: ConfigStore): { config: ConfigValues; version: number } {
-  const stored = store.read();
-  return { config: withDefaults(stored.values), version: stored.version };
-}
 
 function reply(config: ConfigValues, version: number) {
   return json(200, { config: redactConfig(config), version }, { etag: `"${version}"` });

@@ -3,7 +3,8 @@ import { json } from '../../http/respond.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
 import { HttpError } from '../../http/http-error.ts';
-import { checkQueryKeys, optionalTime, iso } from '../params.ts';
+import { checkQueryKeys, optionalTime } from '../params.ts';
+import { iso } from '../../db/run-row-json.ts';
 import { DAY_MS, type CostGroup, type StatsFilter } from '../../db/stats-store.ts';
 
 const TERMINAL = ['succeeded', 'failed', 'stopped'];

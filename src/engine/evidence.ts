@@ -3,7 +3,7 @@
 // untrusted input (typed readers only) and treats every value in it as "reported", never as verified.
 import { RefusedError } from '../errors.ts';
 import { obj, str } from '../untrusted.ts';
-import type { CheckResult } from '../engine/checks.ts';
+import type { CheckResult } from './checks.ts';
 
 export const EVIDENCE_ARTIFACT = 'evidence.json';
 export const EVIDENCE_TYPE = 'svc.run_evidence';

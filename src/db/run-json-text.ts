@@ -1,8 +1,8 @@
 // Run JSON as text in one pass, for the runs list: byte-identical to JSON.stringify(runToJson(row)) (a test compares
 // them over odd rows), without building an object per row or a Date per time. Must not change what a run looks like.
-import { iso } from './params.ts';
+import { iso } from './run-row-json.ts';
 import { RUN_JSON_FIELDS as PUBLIC_RUN_COLUMNS } from '../run-json.ts';
-import type { PublicRunTuple } from '../db/runs-store.ts';
+import type { PublicRunTuple } from './run-types.ts';
 
 const DAY_MS = 86_400_000;
 /** 9999-12-31T23:59:59.999Z: above this (and below 0) toISOString switches to ±YYYYYY years, so those take the slow path. */
