@@ -7,7 +7,8 @@ import { prepareRun, prepareRetry, spawnWorker, resolveRepo, sandboxPreflight } 
 import { executeRun } from '../engine/runner.ts';
 import { stopLocalRun } from '../engine/stop.ts';
 import { runDir } from '../engine/paths.ts';
-import { readState, tryReadState, TERMINAL, type RunState, type WorkerMode } from '../engine/run-state.ts';
+import { readState, tryReadState, type RunState, type WorkerMode } from '../engine/run-state.ts';
+import { TERMINAL } from '../run-json.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { signsLater } from '../engine/evidence.ts';
 import { safeJson } from '../safe-json.ts';

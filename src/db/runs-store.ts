@@ -21,7 +21,7 @@
 import type { SQLInputValue, StatementSync } from 'node:sqlite';
 import type { Db } from './open.ts';
 import { inTransaction } from './tx.ts';
-import type { RunStatus } from '../run-json.ts';
+import { ACTIVE_STATUSES, TERMINAL_STATUSES, type RunStatus } from '../run-json.ts';
 import { runTupleJson } from './run-json-text.ts';
 import {
   PUBLIC_RUN_COLUMNS, type DeleteOutcome, type PageFrame, type PublicRunTuple, type RunFilter, type RunInput,
@@ -35,7 +35,9 @@ import { createRunsPageQuery } from './runs-page-query.ts';
 import { LIMIT_PARAM } from './limit-param.ts';
 
 /** Statuses during which a run still owns a process or worktree: it cannot be deleted. */
-const ACTIVE_STATUSES: ReadonlySet<string> = new Set(['queued', 'running', 'blocked', 'stopping']);
+const ACTIVE: ReadonlySet<string> = new Set(ACTIVE_STATUSES);
+/** The status lists as SQL literals: constants of ours, never input. */
+const sqlList = (statuses: readonly string[]) => statuses.map((x) => `'${x}'`).join(', ');
 
 export interface RunsStore {
   get(source: string, run: string): RunRow | undefined;
@@ -100,11 +102,11 @@ export function createRunsStore(db: Db): RunsStore {
   const countStmt = db.prepare('SELECT count(*) AS n FROM runs');
   // runs_by_status narrows to the (few) active rows before the source check.
   const countActiveStmt = db.prepare(
-    "SELECT count(*) AS n FROM runs WHERE status IN ('queued', 'running', 'blocked', 'stopping') AND source = ?",
+    `SELECT count(*) AS n FROM runs WHERE status IN (${sqlList(ACTIVE_STATUSES)}) AND source = ?`,
   );
   // A run that ended before `before` started before it too: the started_at bound keeps the walk on runs_by_start.
   const listEndedStmt = db.prepare(
-    `SELECT source, run FROM runs WHERE started_at < ? AND status IN ('succeeded', 'failed', 'stopped')
+    `SELECT source, run FROM runs WHERE started_at < ? AND status IN (${sqlList(TERMINAL_STATUSES)})
      AND coalesce(ended_at, updated_at) < ? ORDER BY started_at ${LIMIT_PARAM}`,
   );
   const pingStmt = db.prepare('SELECT 1 FROM runs LIMIT 1');
@@ -220,7 +222,7 @@ export function createRunsStore(db: Db): RunsStore {
       return inTransaction(db, () => {
         const row = getStmt.get(source, run) as RunRow | undefined;
         if (!row) return 'not_found';
-        if (ACTIVE_STATUSES.has(row.status)) return 'active';
+        if (ACTIVE.has(row.status)) return 'active';
         generation += 1;
         deleteEvents.run(source, run);
         deleteArtifacts.run(source, run);

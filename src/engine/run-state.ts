@@ -3,10 +3,8 @@ import { readFileSync } from 'node:fs';
 import { writeJsonAtomic } from './atomic.ts';
 import { statePath } from './paths.ts';
 import { assertPlainDir } from './safe-fs.ts';
-import { RUN_JSON_FIELDS, type RunJson, type RunStatus } from '../run-json.ts';
+import { RUN_JSON_FIELDS, type RunJson } from '../run-json.ts';
 import type { PushTarget } from './git-push.ts';
-
-export const TERMINAL: ReadonlySet<RunStatus> = new Set(['succeeded', 'failed', 'stopped']);
 
 /** What a run's worker process is asked to do with it (src/engine/runner.ts). */
 export type WorkerMode = 'start' | 'resume' | 'verify';

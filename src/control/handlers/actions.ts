@@ -5,6 +5,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import { isAbsolute, basename, dirname, resolve } from 'node:path';
 import { HttpError } from '../../http/http-error.ts';
+import { requireJsonObject } from '../../http/body.ts';
 import type { Handler, Ctx } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
@@ -38,8 +39,7 @@ interface StartBody {
 }
 
 function parseStart(deps: ControlDeps, body: unknown): StartBody {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new HttpError('bad_request', 'Request body must be a JSON object');
-  const b = body as Record<string, unknown>;
+  const b = requireJsonObject(body);
   for (const key of Object.keys(b)) if (!START_KEYS.has(key)) bad(`Unknown field "${key}"`);
   const given = (['brief', 'spec_path', 'issue_url'] as const).filter((k) => b[k] !== undefined);
   if (given.length !== 1) bad('Give exactly one of "brief", "spec_path" or "issue_url"');
@@ -212,8 +212,7 @@ export const verifyRun: Handler<ControlDeps> = (ctx) => {
 
 export const answerRun: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
-  const body = ctx.body as Record<string, unknown> | null;
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new HttpError('bad_request', 'Request body must be a JSON object');
+  const body = requireJsonObject(ctx.body);
   for (const key of Object.keys(body)) if (key !== 'answer') bad(`Unknown field "${key}"`);
   const answer = body.answer;
   if (typeof answer !== 'string' || answer.trim() === '' || Buffer.byteLength(answer) > MAX_ANSWER_BYTES) {

@@ -1,5 +1,7 @@
 // GET/PUT /v1/config: validated, versioned settings; secrets are always redacted on the way out.
+import { isJsonObject } from '../../untrusted.ts';
 import { HttpError } from '../../http/http-error.ts';
+import { requireJsonObject } from '../../http/body.ts';
 import { json } from '../../http/respond.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
@@ -27,14 +29,13 @@ function parseIfMatch(header: string | undefined): number | undefined {
 
 /** Accepts what GET returns (`{"config":{…},"version"?:n}`) or a bare object of settings, the curl-friendly form. */
 function updateOf(body: unknown): { update: Record<string, unknown>; version: number | undefined } {
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new HttpError('bad_request', 'Request body must be a JSON object of settings');
-  const record = body as Record<string, unknown>;
+  const record = requireJsonObject(body);
   if (!Object.hasOwn(record, 'config')) return { update: record, version: undefined };
   for (const key of Object.keys(record)) {
     if (key !== 'config' && key !== 'version') throw new HttpError('invalid_param', `Unknown field "${key.slice(0, 128)}" next to "config"`);
   }
   const { config, version } = record;
-  if (config === null || typeof config !== 'object' || Array.isArray(config)) throw new HttpError('invalid_param', 'Field "config" must be an object of settings');
+  if (!isJsonObject(config)) throw new HttpError('invalid_param', 'Field "config" must be an object of settings');
   if (version !== undefined && (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 0)) {
     throw new HttpError('invalid_param', 'Field "version" must be a non-negative integer');
   }

@@ -1,5 +1,6 @@
 // Source-host webhook (POST /webhook): an issue opened with label `svc` or labelled `svc`, or a comment starting
 // `/svc`, by someone with write-level association, becomes a job; everything else is skipped.
+import { isJsonObject, obj } from '../../untrusted.ts';
 import { BadInputError } from '../../errors.ts';
 import { sanitizeBrief, DEFAULT_BRIEF_BYTES } from '../brief.ts';
 
@@ -14,9 +15,6 @@ export type SourceHostInput =
   | { kind: 'skip'; reason: string };
 
 type Obj = Record<string, unknown>;
-function obj(value: unknown): Obj {
-  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Obj) : {};
-}
 function str(value: unknown): string {
   return typeof value === 'string' ? value : '';
 }
@@ -30,9 +28,8 @@ function hasLabel(issue: Obj): boolean {
  * alone; anything else (a `pull_request` body has `pull_request` and no `issue`) is `other`.
  */
 export function eventShape(body: Obj): 'issues' | 'issue_comment' | 'other' {
-  const isObj = (v: unknown): boolean => v !== null && typeof v === 'object' && !Array.isArray(v);
-  if (!isObj(body.issue) || isObj(body.pull_request)) return 'other';
-  return isObj(body.comment) ? 'issue_comment' : 'issues';
+  if (!isJsonObject(body.issue) || isJsonObject(body.pull_request)) return 'other';
+  return isJsonObject(body.comment) ? 'issue_comment' : 'issues';
 }
 
 /** Thrown when the unsigned event header names an event the signed body is not (issue 21: a relabelled delivery). */
