@@ -1,4 +1,5 @@
-// `svc control status`: finds the Control Plane (SVC_CONTROL_URL, live server.json, default port) and reports whether it
+// `svc control status`: finds the Control Plane (SVC_CONTROL_URL, live server.json, default port) and reports whether
+// it
 // answers and how many runs it holds. Exit 0 when reachable, 1 when not (or when the token is missing or wrong).
 import type { CliIo } from './io.ts';
 import { UnavailableError } from '../errors.ts';

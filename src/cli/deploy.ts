@@ -1,4 +1,5 @@
-// `svc deploy record`: writes a deploy record under .svc/deploys/ (read into error-tracker briefs); svc itself never deploys.
+// `svc deploy record`: writes a deploy record under .svc/deploys/ (read into error-tracker briefs); svc itself never
+// deploys.
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
 import { UsageError, NotFoundError, FailedError } from '../errors.ts';

@@ -86,7 +86,8 @@ function checkValue(setting: Setting, value: unknown): void {
 }
 
 /**
- * Validates a partial update against the schema and merges it over `current`; nothing is applied unless every key passes.
+ * Validates a partial update against the schema and merges it over `current`; nothing is applied unless every key
+ * passes.
  * A secret sent back as "***" (what GET shows) keeps the stored value; null puts a setting back to its default.
  */
 export function mergeConfig(current: ConfigValues, update: Record<string, unknown>, schema: readonly Setting[] = SETTINGS): ConfigValues {

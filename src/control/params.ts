@@ -1,4 +1,5 @@
-// Shared request-parameter parsing for Control Plane handlers: path segments, limit, times, strict query keys, Run JSON.
+// Shared request-parameter parsing for Control Plane handlers: path segments, limit, times, strict query keys, Run
+// JSON.
 // Every bad value is 400 invalid_param naming the parameter (DESIGN §3, §4); nothing here touches the DB.
 import { HttpError } from '../http/http-error.ts';
 

@@ -1,4 +1,5 @@
-// How the Control Plane starts and steers runs on this machine: `svc start … --detach` children with an allowlisted env.
+// How the Control Plane starts and steers runs on this machine: `svc start … --detach` children with an allowlisted
+// env.
 // It never runs a provider itself; stop goes through the engine's identity-checked process-group stop.
 import { startChild, type ChildSpec } from '../spawn/start.ts';
 import { withoutSecrets, handoffPipe, sendHandoff, type Secrets } from '../spawn/secrets-handoff.ts';

@@ -38,7 +38,10 @@ export interface RunFilter {
   limit: number;
 }
 
-/** The Run JSON columns in Run JSON key order (DESIGN §3): everything but repo_path, pid and extra. Columns are named after the fields. */
+/**
+ * The Run JSON columns in Run JSON key order (DESIGN §3): everything but repo_path, pid and extra. Columns are named
+ * after the fields.
+ */
 export const PUBLIC_RUN_COLUMNS = RUN_JSON_FIELDS;
 /** One row of PUBLIC_RUN_COLUMNS, positionally (node:sqlite's array rows: no object per row). */
 export type PublicRunTuple = readonly unknown[];

@@ -2,11 +2,14 @@
 //
 // Methods other code relies on:
 //   get(source, run)            → RunRow | undefined
-//   upsert(source, input)       → insert or replace the public fields; an older `updated_at` never overwrites a newer row;
+//   upsert(source, input)       → insert or replace the public fields; an older `updated_at` never overwrites a newer
+//                                 row;
 //                                 started_at keeps its first-seen value
-//   patch(source, run, fields)  → update only the given columns (e.g. {status, question, updated_at}); returns whether a row changed
+//   patch(source, run, fields)  → update only the given columns (e.g. {status, question, updated_at}); returns whether
+//                                 a row changed
 //   setStatus(source, run, status, at, extra?) → patch sugar that also stamps updated_at
-//   list(filter)                → newest first by (started_at, source, run), keyset after `filter.after`, at most `filter.limit` rows
+//   list(filter)                → newest first by (started_at, source, run), keyset after `filter.after`, at most
+//                                 `filter.limit` rows
 //   listPublic(filter)          → the same rows as arrays of PUBLIC_RUN_COLUMNS (the list page reads nothing else)
 //   pageJson(filter, frame)     → the whole page body as one cell: frame(next key).open + the runs' stored JSON texts
 //                                 joined by ',' + frame(...).close; undefined when a row of the page has no stored text
@@ -17,7 +20,8 @@
 //   countActive(source)         → runs of that source that are queued, running, blocked or stopping
 //   listEnded(before, limit)    → oldest terminal runs that ended before `before` (retention), as {source, run}
 //   ping()                      → runs a trivial query; throws when the DB is unusable (/ready)
-//   delete(source, run)         → 'deleted' | 'not_found' | 'active' (active runs are kept); removes its events, artifacts, control and start requests
+//   delete(source, run)         → 'deleted' | 'not_found' | 'active' (active runs are kept); removes its events,
+//                                 artifacts, control and start requests
 import type { SQLInputValue, StatementSync } from 'node:sqlite';
 import type { Db } from './open.ts';
 import { inTransaction } from './tx.ts';
@@ -51,7 +55,8 @@ export interface RunsStore {
   /**
    * Equal stamps mean no run changed in between, so a response built from the runs table may be reused. Covers this
    * store's writes (a generation counter), any other write on this connection (total_changes()) and commits by other
-   * connections or processes (PRAGMA data_version). null while a transaction is open: uncommitted rows are never cached.
+   * connections or processes (PRAGMA data_version). null while a transaction is open: uncommitted rows are never
+   * cached.
    */
   changeStamp(): string | null;
   count(): number;

@@ -10,7 +10,9 @@ export interface IssueApi {
   eventUrl: string;
 }
 
-/** sentry.io or one of its subdomains (e.g. acme.sentry.io, us.sentry.io): the only hosts trusted without ERRTRACK_URL. */
+/**
+ * sentry.io or one of its subdomains (e.g. acme.sentry.io, us.sentry.io): the only hosts trusted without ERRTRACK_URL.
+ */
 function isSentryHost(hostname: string): boolean {
   const host = hostname.toLowerCase().replace(/\.$/, '');
   return host === 'sentry.io' || host.endsWith('.sentry.io');

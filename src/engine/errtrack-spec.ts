@@ -1,4 +1,5 @@
-// Error-tracker export → Markdown task spec (DESIGN §6): Error, Stack trace (in-app first), Breadcrumbs, Context, Acceptance criteria.
+// Error-tracker export → Markdown task spec (DESIGN §6): Error, Stack trace (in-app first), Breadcrumbs, Context,
+// Acceptance criteria.
 import { objOrNull as obj } from '../untrusted.ts';
 import { oneLine, str } from './text.ts';
 

@@ -22,7 +22,8 @@ import { resolveSandbox, unsandboxedWarning, probeDone } from '../spawn/sandbox-
 import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts';
 
 /**
- * Refuses (a SvcError: unavailable or refused) a run whose agents cannot be sandboxed as its policy and origin require (DESIGN §7a), before
+ * Refuses (a SvcError: unavailable or refused) a run whose agents cannot be sandboxed as its policy and origin require
+ * (DESIGN §7a), before
  * anything is written; returns the loud warning for a run that opted out, else null.
  */
 export function sandboxPreflight(repo: string, env: NodeJS.ProcessEnv): string | null {

@@ -1,4 +1,5 @@
-// The project policy file .svc/policy.json (DESIGN §6). Unknown keys are an error: a typo must not silently loosen the gate.
+// The project policy file .svc/policy.json (DESIGN §6). Unknown keys are an error: a typo must not silently loosen the
+// gate.
 import { isJsonObject } from '../untrusted.ts';
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';

@@ -11,7 +11,9 @@ export type WorkerMode = 'start' | 'resume' | 'verify';
 
 export type InputKind = 'errtrack-file' | 'issue-url' | 'spec-file' | 'trackera' | 'brief';
 
-/** The engine always knows where a run came from and what it was asked, so these Run JSON fields are never null here. */
+/**
+ * The engine always knows where a run came from and what it was asked, so these Run JSON fields are never null here.
+ */
 export interface RunState extends RunJson {
   repo: string;
   brief: string;

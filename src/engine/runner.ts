@@ -1,4 +1,5 @@
-// The worker: drives one run through provider → checks → receipt → PR (mode "start"/"resume"), or re-verifies it ("verify").
+// The worker: drives one run through provider → checks → receipt → PR (mode "start"/"resume"), or re-verifies it
+// ("verify").
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { openRunContext, type RunContext } from './run-context.ts';

@@ -1,4 +1,5 @@
-// Stops a run from outside its worker (CLI, Control Plane): identity-checked SIGTERM to its group, SIGKILL after the grace.
+// Stops a run from outside its worker (CLI, Control Plane): identity-checked SIGTERM to its group, SIGKILL after the
+// grace.
 import { existsSync } from 'node:fs';
 import { runDir } from './paths.ts';
 import { tryReadState, writeState, isoNow, type RunState } from './run-state.ts';

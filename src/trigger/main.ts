@@ -92,7 +92,9 @@ function logStartupProblems(settings: TriggerSettings, log: Logger): void {
  */
 export const INTAKE_THREAD_MIN_CPUS = 4;
 
-/** The intake writer thread for a file DB when the setting asks for it; undefined (commits on this thread) otherwise. */
+/**
+ * The intake writer thread for a file DB when the setting asks for it; undefined (commits on this thread) otherwise.
+ */
 async function startWriter(settings: TriggerSettings, log: Logger): Promise<IntakeWriter | undefined> {
   const path = settings.dbPath;
   const wanted = settings.intakeThread === 'on' || (settings.intakeThread === 'auto' && availableParallelism() >= INTAKE_THREAD_MIN_CPUS);

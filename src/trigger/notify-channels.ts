@@ -1,4 +1,5 @@
-// One sender per origin that takes a completion summary: chata response_url, trackera GraphQL comment, trackerb REST comment.
+// One sender per origin that takes a completion summary: chata response_url, trackera GraphQL comment, trackerb REST
+// comment.
 import { FailedError } from '../errors.ts';
 import { adfSummary, markdownSummary, slackSummary } from './summary-render.ts';
 import type { SummaryParts } from './summary.ts';

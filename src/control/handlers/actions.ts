@@ -1,5 +1,6 @@
 // Run actions (DESIGN §3, §4): start (idempotent by request_id), stop, resume, retry, verify, answer.
-// Local runs are steered through the run controller; runs of another source get a control request for their next ingest.
+// Local runs are steered through the run controller; runs of another source get a control request for their next
+// ingest.
 import { controlStartArgs, resumeArgs, retryArgs } from '../../spawn/start-argv.ts';
 import { createHash, randomUUID } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';

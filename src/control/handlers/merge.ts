@@ -1,5 +1,6 @@
 // Merge queue (DESIGN §4): only runs with a PR and a receipt the policy accepts; POST /v1/merge/run merges in order,
-// re-checking every receipt first. Merges go through the GitHub REST merge endpoint (github-merge.ts); nothing here deploys.
+// re-checking every receipt first. Merges go through the GitHub REST merge endpoint (github-merge.ts); nothing here
+// deploys.
 import { HttpError } from '../../http/http-error.ts';
 import { requireJsonObject } from '../../http/body.ts';
 import type { Handler } from '../../http/pipeline.ts';
