@@ -1,4 +1,5 @@
-// Canonical JSON for receipts and the audit chain: object keys sorted by code point at every level, no whitespace, JSON.stringify for scalars.
+// Canonical JSON for receipts and the audit chain: object keys sorted by code point at every level, no whitespace,
+// JSON.stringify for scalars.
 
 export function canonicalJson(value: unknown): string {
   if (value === null || typeof value !== 'object') {

@@ -8,6 +8,7 @@ import { reexecClean } from './cli/server-flags.ts';
 import { secretsIn, takeHandoff, type Handoff } from './spawn/secrets-handoff.ts';
 import { trustParentProbe } from './spawn/sandbox-mode.ts';
 import { terminalSafe } from './cli/terminal-text.ts';
+import { exitStatusOf } from './cli/exit-status.ts';
 
 const MIN = [22, 13] as const;
 
@@ -133,11 +134,10 @@ async function main(argv: string[]): Promise<number> {
       verbose,
     });
   } catch (err) {
-    const exitCode = typeof (err as { exitCode?: unknown }).exitCode === 'number' ? (err as { exitCode: number }).exitCode : 1;
     const message = err instanceof Error ? err.message : String(err);
     printErr(`svc ${name}: ${message}\n`);
     if (verbose && err instanceof Error && err.stack) printErr(`${err.stack}\n`);
-    return exitCode;
+    return exitStatusOf(err);
   }
 }
 

@@ -3,6 +3,11 @@
 
 export const RUN_STATUSES = ['queued', 'running', 'blocked', 'stopping', 'succeeded', 'failed', 'stopped'] as const;
 export type RunStatus = (typeof RUN_STATUSES)[number];
+/** The statuses a run ends in (DESIGN §3): the one server-side list (the UI's is static/lib/run-status.js). */
+export const TERMINAL_STATUSES = ['succeeded', 'failed', 'stopped'] as const satisfies readonly RunStatus[];
+/** The others: the run still owns a process or a worktree. */
+export const ACTIVE_STATUSES = ['queued', 'running', 'blocked', 'stopping'] as const satisfies readonly RunStatus[];
+export const TERMINAL: ReadonlySet<string> = new Set(TERMINAL_STATUSES);
 export const VERDICTS = ['verified', 'verified_with_gaps', 'not_verified'] as const;
 export type Verdict = (typeof VERDICTS)[number];
 

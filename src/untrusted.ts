@@ -3,9 +3,19 @@
 
 export type Obj = Record<string, unknown>;
 
+/** Whether the value is a plain JSON object (not null, not an array): the one test behind "must be a JSON object". */
+export function isJsonObject(value: unknown): value is Obj {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+/** The value when it is a plain JSON object, else null. */
+export function objOrNull(value: unknown): Obj | null {
+  return isJsonObject(value) ? value : null;
+}
+
 /** The value when it is a plain JSON object, else an empty one. */
 export function obj(value: unknown): Obj {
-  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Obj) : {};
+  return isJsonObject(value) ? value : {};
 }
 
 /** The value when it is a non-empty string, else null. */

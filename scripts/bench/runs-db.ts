@@ -6,8 +6,8 @@ import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { openDatabase } from '../../src/db/open.ts';
 import { controlMigrations } from '../../src/db/control-migrations.ts';
-import { PUBLIC_RUN_COLUMNS } from '../../src/db/runs-store.ts';
-import { runTupleJson } from '../../src/control/run-json-text.ts';
+import { PUBLIC_RUN_COLUMNS } from '../../src/db/run-types.ts';
+import { runTupleJson } from '../../src/db/run-json-text.ts';
 
 const DAY = 86_400_000;
 const BASE32 = '0123456789abcdefghjkmnpqrstvwxyz';

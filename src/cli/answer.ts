@@ -4,7 +4,7 @@
 import { resolve } from 'node:path';
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
-import { UsageError, CliError } from './usage-error.ts';
+import { UsageError, NotFoundError, FailedError, ConflictError } from '../errors.ts';
 import { writeAnswer, MAX_ANSWER_BYTES } from '../engine/answers.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { runDir } from '../engine/paths.ts';
@@ -46,16 +46,16 @@ async function answerThroughControl(io: CliIo, source: string, run: string, text
   const client = createControlClient({ url, ...(token ? { token } : {}), timeoutMs: 10_000 });
   try {
     const found = await client.getRun({ source, run });
-    if (found.status !== 'blocked') throw new CliError(`Run ${source}/${run} is ${found.status}, not blocked: nothing to answer`);
+    if (found.status !== 'blocked') throw new ConflictError(`Run ${source}/${run} is ${found.status}, not blocked: nothing to answer`);
     await client.answer({ source, run }, text);
   } catch (err) {
     if (err instanceof ControlApiError && err.code === 'not_found') {
-      throw new CliError(`No run ${source}/${run}: it is not in this project's .svc/runs/ (use --repo DIR) and the Control Plane at ${url} does not know it`);
+      throw new NotFoundError(`No run ${source}/${run}: it is not in this project's .svc/runs/ (use --repo DIR) and the Control Plane at ${url} does not know it`);
     }
     if (err instanceof ControlApiError && err.code === 'unreachable') {
-      throw new CliError(`No run ${source}/${run} in this project's .svc/runs/ (use --repo DIR), and ${err.message}`);
+      throw new NotFoundError(`No run ${source}/${run} in this project's .svc/runs/ (use --repo DIR), and ${err.message}`);
     }
-    throw err instanceof ControlApiError ? new CliError(`${err.message} (${err.status} ${err.code})`) : err;
+    throw err instanceof ControlApiError ? new FailedError(`${err.message} (${err.status} ${err.code})`) : err;
   }
   io.stdout(`Answered ${source}/${run} through the Control Plane at ${url}\n`);
   return 0;
@@ -75,7 +75,7 @@ export default async function answer(io: CliIo): Promise<number> {
   if (Buffer.byteLength(text) > MAX_ANSWER_BYTES) throw new UsageError(`The answer is longer than ${MAX_ANSWER_BYTES} bytes`);
   const state = localState(resolve(typeof values.repo === 'string' ? values.repo : process.cwd()), source, run);
   if (!state) return answerThroughControl(io, source, run, text);
-  if (state.status !== 'blocked') throw new CliError(`Run ${source}/${run} is ${state.status}, not blocked: nothing to answer`);
+  if (state.status !== 'blocked') throw new ConflictError(`Run ${source}/${run} is ${state.status}, not blocked: nothing to answer`);
   const path = writeAnswer(io.env, source, run, text);
   io.stdout(`Answer written to ${path}\n`);
   return 0;

@@ -1,7 +1,8 @@
-// `svc control status`: finds the Control Plane (SVC_CONTROL_URL, live server.json, default port) and reports whether it
+// `svc control status`: finds the Control Plane (SVC_CONTROL_URL, live server.json, default port) and reports whether
+// it
 // answers and how many runs it holds. Exit 0 when reachable, 1 when not (or when the token is missing or wrong).
 import type { CliIo } from './io.ts';
-import { CliError } from './usage-error.ts';
+import { UnavailableError } from '../errors.ts';
 import { discoverControlUrl, type Discovered } from '../client/discover.ts';
 import { createControlClient, ControlApiError } from '../client/client.ts';
 import { safeJson } from '../safe-json.ts';
@@ -44,7 +45,7 @@ export async function controlStatus(io: CliIo, json: boolean): Promise<number> {
       io.stdout(`${safeJson({ reachable: false, url, via, error: message })}\n`);
       return 1;
     }
-    throw new CliError(message, 1);
+    throw new UnavailableError(message, { cause: err });
   }
   if (json) io.stdout(`${safeJson({ reachable: true, url, via, runs })}\n`);
   else io.stdout(`reachable ${url} — ${runs} run${runs === 1 ? '' : 's'}\n`);

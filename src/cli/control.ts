@@ -1,7 +1,7 @@
 // `svc control serve|status`: run the Control Plane, or ask a running one whether it is up and how many runs it holds.
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
-import { UsageError, CliError } from './usage-error.ts';
+import { UsageError, UnavailableError } from '../errors.ts';
 
 const HELP = `Usage:
   svc control serve [--host HOST] [--port PORT] [--db PATH]
@@ -41,7 +41,7 @@ export default async function control(io: CliIo): Promise<number> {
     } catch (err) {
       const { busyPortMessage, isAddressInUse } = await import('./busy-port.ts');
       if (!isAddressInUse(err)) throw err;
-      throw new CliError(await busyPortMessage('control', settings.host, settings.port, io.env));
+      throw new UnavailableError(await busyPortMessage('control', settings.host, settings.port, io.env));
     }
   }
   if (sub === 'status') {

@@ -3,7 +3,7 @@
 import { sendPendingRuns } from './pending-runs.ts';
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
-import { UsageError, CliError } from './usage-error.ts';
+import { UsageError, FailedError, UnavailableError } from '../errors.ts';
 import { discoverControlUrl } from '../client/discover.ts';
 import { isHealthy, startControlInBackground, openBrowser } from './dashboard-launch.ts';
 
@@ -35,14 +35,14 @@ export default async function dashboard(io: CliIo): Promise<number> {
     io.stderr(`Using the Control Plane at ${url} (found via ${found.via})\n`);
   } else if (found.via === 'SVC_CONTROL_URL') {
     // The person pointed at a specific server: starting a different, local one would be a surprise.
-    throw new CliError(`Nothing answers at SVC_CONTROL_URL (${url}); start that server or unset SVC_CONTROL_URL to run one here`);
+    throw new UnavailableError(`Nothing answers at SVC_CONTROL_URL (${url}); start that server or unset SVC_CONTROL_URL to run one here`);
   } else {
     io.stderr('No Control Plane is running; starting one in the background…\n');
     let started;
     try {
       started = await startControlInBackground(io.env);
     } catch (err) {
-      throw new CliError(err instanceof Error ? err.message : String(err));
+      throw new FailedError(err instanceof Error ? err.message : String(err), { cause: err });
     }
     url = started.url;
     io.stderr(`Started the Control Plane at ${url} (pid ${started.pid}, log ${started.log})\n`);

@@ -1,7 +1,8 @@
-// `svc deploy record`: writes a deploy record under .svc/deploys/ (read into error-tracker briefs); svc itself never deploys.
+// `svc deploy record`: writes a deploy record under .svc/deploys/ (read into error-tracker briefs); svc itself never
+// deploys.
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
-import { UsageError, CliError } from './usage-error.ts';
+import { UsageError, NotFoundError, FailedError } from '../errors.ts';
 import { recordDeploy, latestDeployLine } from '../engine/deploys.ts';
 import { resolveRepo } from '../engine/launch.ts';
 
@@ -17,7 +18,7 @@ function repoOrExit1(dir: string): string {
   try {
     return resolveRepo(dir);
   } catch (err) {
-    throw new CliError((err as Error).message, 1);
+    throw new FailedError((err as Error).message, { cause: err });
   }
 }
 
@@ -38,7 +39,7 @@ export default async function deploy(io: CliIo): Promise<number> {
   const repo = repoOrExit1(values.repo ?? process.cwd());
   if (sub === 'last') {
     const line = latestDeployLine(repo);
-    if (!line) throw new CliError('No deploy records in .svc/deploys');
+    if (!line) throw new NotFoundError('No deploy records in .svc/deploys');
     io.stdout(`${line}\n`);
     return 0;
   }

@@ -2,7 +2,7 @@
 import { dirname } from 'node:path';
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
-import { probeSandbox, BWRAP_HINT, type SandboxProbe } from '../spawn/index.ts';
+import { probeSandbox, BWRAP_HINT, type SandboxProbe } from '../spawn/probe.ts';
 import { which } from '../spawn/which.ts';
 import { safeJson } from '../safe-json.ts';
 

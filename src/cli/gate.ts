@@ -2,7 +2,7 @@
 // run by themselves; this one is for Kubernetes job pods.
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
-import { UsageError } from './usage-error.ts';
+import { UsageError } from '../errors.ts';
 
 const HELP = `Usage: svc gate serve [options]
 

@@ -1,6 +1,6 @@
 // What a command gets from the entry point: its argv tail, streams and environment, so tests can call it directly.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { UsageError } from './usage-error.ts';
+import { UsageError } from '../errors.ts';
 
 export interface CliIo {
   argv: string[];

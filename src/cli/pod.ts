@@ -3,7 +3,7 @@
 // wrote as anything but untrusted input.
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
-import { UsageError } from './usage-error.ts';
+import { UsageError } from '../errors.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { writeSeal } from '../pod/seal.ts';
 import { signRun } from '../pod/sign.ts';

@@ -3,7 +3,7 @@ import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
-import { UsageError, CliError } from './usage-error.ts';
+import { UsageError, NotFoundError, FailedError } from '../errors.ts';
 import { verifyReceipt, keyRingOf, receiptFromMarkdown } from '../engine/receipt.ts';
 import { keysDir, runnerKeys } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
@@ -28,14 +28,14 @@ export default async function receipt(io: CliIo): Promise<number> {
   try {
     text = readFileSync(file, 'utf8');
   } catch {
-    throw new CliError(`Cannot read "${file}"`);
+    throw new NotFoundError(`Cannot read "${file}"`);
   }
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch {
     value = receiptFromMarkdown(text);
-    if (value === null) throw new CliError(`"${file}" is neither receipt JSON nor a PR body with a receipt`);
+    if (value === null) throw new FailedError(`"${file}" is neither receipt JSON nor a PR body with a receipt`);
   }
   const pems: string[] = [];
   const local = join(keysDir(svcHomeOf(io.env)), 'receipt-ed25519.pub.pem');

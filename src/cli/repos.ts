@@ -4,7 +4,7 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
-import { CliError, UsageError } from './usage-error.ts';
+import { UsageError, NotFoundError, FailedError } from '../errors.ts';
 import { defaultReposFile } from '../trigger/settings.ts';
 import {
   formatServedRepo, parseServedRepos, removeServedRepo, ReposFileError,
@@ -26,7 +26,7 @@ function readText(file: string): string | null {
     return readFileSync(file, 'utf8');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
-    throw new CliError(`Cannot read ${file}: ${(err as Error).message}`);
+    throw new FailedError(`Cannot read ${file}: ${(err as Error).message}`);
   }
 }
 
@@ -42,14 +42,14 @@ function entriesOf(file: string, text: string) {
   try {
     return parseServedRepos(text, file);
   } catch (err) {
-    if (err instanceof ReposFileError) throw new CliError(err.message);
+    if (err instanceof ReposFileError) throw new FailedError(err.message, { cause: err });
     throw err;
   }
 }
 
 function list(io: CliIo, file: string): number {
   const text = readText(file);
-  if (text === null) throw new CliError(`No repositories file at ${file}: the server serves --repo DIR (or its cwd)`);
+  if (text === null) throw new NotFoundError(`No repositories file at ${file}: the server serves --repo DIR (or its cwd)`);
   for (const entry of entriesOf(file, text)) io.stdout(`${formatServedRepo(entry)}\n`);
   return 0;
 }
@@ -80,10 +80,10 @@ function add(io: CliIo, file: string, tokens: string[]): number {
 function remove(io: CliIo, file: string, name: string | undefined): number {
   if (!name) throw new UsageError('svc repos remove needs OWNER/NAME');
   const text = readText(file);
-  if (text === null) throw new CliError(`No repositories file at ${file}`);
+  if (text === null) throw new NotFoundError(`No repositories file at ${file}`);
   entriesOf(file, text);
   const result = removeServedRepo(text, name, file);
-  if (!result.removed) throw new CliError(`"${name}" is not in ${file}`);
+  if (!result.removed) throw new NotFoundError(`"${name}" is not in ${file}`);
   writeAtomically(file, result.text);
   io.stdout(`Removed ${name}\nRestart the trigger server to stop serving it.\n`);
   return 0;

@@ -1,7 +1,7 @@
 // `svc runs [list|show|stop|resume|retry|verify|answer]`: lists and steers runs through the typed client.
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
-import { CliError, UsageError } from './usage-error.ts';
+import { UsageError, FailedError } from '../errors.ts';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
 import { discoverControlUrl } from '../client/discover.ts';
 import type { RunFilter, RunRef } from '../client/types.ts';
@@ -139,7 +139,7 @@ export default async function runs(io: CliIo): Promise<number> {
   try {
     return await dispatch(io, client, sub, args, values);
   } catch (err) {
-    if (err instanceof ControlApiError) throw new CliError(err.status === 0 ? err.message : `${err.message} (${err.status} ${err.code})`);
+    if (err instanceof ControlApiError) throw new FailedError(err.status === 0 ? err.message : `${err.message} (${err.status} ${err.code})`);
     throw err;
   }
 }

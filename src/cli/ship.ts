@@ -2,7 +2,7 @@
 import { readdirSync, existsSync, lstatSync } from 'node:fs';
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
-import { CliError } from './usage-error.ts';
+import { FailedError } from '../errors.ts';
 import { resolveRepo } from '../engine/launch.ts';
 import { runsDir, runDir } from '../engine/paths.ts';
 import { createShipper } from '../engine/shipper.ts';
@@ -39,7 +39,7 @@ export default async function ship(io: CliIo): Promise<number> {
     url = shipper.url;
     if (!(await shipper.flush())) failed++;
   }
-  if (failed > 0) throw new CliError(`${failed} of ${runs.length} runs could not be sent to ${url}`);
+  if (failed > 0) throw new FailedError(`${failed} of ${runs.length} runs could not be sent to ${url}`);
   io.stdout(`Shipped ${runs.length} run${runs.length === 1 ? '' : 's'}${url ? ` to ${url}` : ''}\n`);
   return 0;
 }

@@ -3,14 +3,15 @@ import { sendPendingRuns } from './pending-runs.ts';
 import { fileURLToPath } from 'node:url';
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
-import { UsageError, CliError } from './usage-error.ts';
+import { UsageError, NotFoundError, ConflictError } from '../errors.ts';
 import { prepareRun, prepareRetry, spawnWorker, resolveRepo, sandboxPreflight } from '../engine/launch.ts';
-import { executeRun, type WorkerMode } from '../engine/runner.ts';
+import { executeRun } from '../engine/runner.ts';
 import { stopLocalRun } from '../engine/stop.ts';
 import { runDir } from '../engine/paths.ts';
-import { readState, tryReadState, TERMINAL, type RunState } from '../engine/run-state.ts';
+import { readState, tryReadState, type RunState, type WorkerMode } from '../engine/run-state.ts';
+import { TERMINAL } from '../run-json.ts';
 import { isValidSegment } from '../engine/ids.ts';
-import { signsLater } from '../pod/evidence.ts';
+import { signsLater } from '../engine/evidence.ts';
 import { safeJson } from '../safe-json.ts';
 
 const HELP = `Usage: svc start <input> [options]
@@ -115,7 +116,7 @@ export default async function start(io: CliIo): Promise<number> {
   }
   if (values.stop !== undefined) {
     const state = await stopLocalRun(resolveRepo(repoDir), runArg(values.stop, '--stop'));
-    if (!state) throw new CliError(`No run ${values.stop} in this repository`);
+    if (!state) throw new NotFoundError(`No run ${values.stop} in this repository`);
     io.stdout(summary(state));
     return 0;
   }
@@ -123,11 +124,11 @@ export default async function start(io: CliIo): Promise<number> {
     const run = values[flag];
     if (run === undefined) continue;
     const state = tryReadState(runDir(resolveRepo(repoDir), runArg(run, `--${flag}`)));
-    if (!state) throw new CliError(`No run ${run} in this repository`);
+    if (!state) throw new NotFoundError(`No run ${run} in this repository`);
     if (flag === 'resume' && state.status !== 'stopped' && state.status !== 'failed') {
-      throw new CliError(`Run ${run} is ${state.status}; only stopped or failed runs can be resumed`);
+      throw new ConflictError(`Run ${run} is ${state.status}; only stopped or failed runs can be resumed`);
     }
-    if (flag === 'verify' && !TERMINAL.has(state.status)) throw new CliError(`Run ${run} is ${state.status}; verify it once it has ended`);
+    if (flag === 'verify' && !TERMINAL.has(state.status)) throw new ConflictError(`Run ${run} is ${state.status}; verify it once it has ended`);
     return launch(io, state, flag, detach);
   }
   if (values.retry !== undefined) {

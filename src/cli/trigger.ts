@@ -1,7 +1,7 @@
 // `svc trigger serve`: the webhook trigger server (DESIGN §5). Flags win over SVC_TRIGGER_* variables.
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
-import { UsageError, CliError } from './usage-error.ts';
+import { UsageError, UnavailableError } from '../errors.ts';
 
 const HELP = `Usage: svc trigger serve [options]
 
@@ -53,6 +53,6 @@ export default async function trigger(io: CliIo): Promise<number> {
   } catch (err) {
     const { busyPortMessage, isAddressInUse } = await import('./busy-port.ts');
     if (!isAddressInUse(err)) throw err;
-    throw new CliError(await busyPortMessage('trigger', settings.host, settings.port, io.env));
+    throw new UnavailableError(await busyPortMessage('trigger', settings.host, settings.port, io.env));
   }
 }

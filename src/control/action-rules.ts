@@ -1,13 +1,14 @@
 // Which run actions the Control Plane refuses, and why, in one place: the action handlers throw these reasons, and
 // run detail lists them so a client can disable a button with the reason the server would give.
-import type { RunRow } from '../db/runs-store.ts';
+import { ACTIVE_STATUSES, TERMINAL } from '../run-json.ts';
+import type { RunRow } from '../db/run-types.ts';
 
 export const RUN_ACTIONS = ['stop', 'resume', 'retry', 'verify', 'delete', 'answer'] as const;
 export type RunAction = (typeof RUN_ACTIONS)[number];
 
-const FINISHED = new Set(['succeeded', 'failed', 'stopped']);
+const FINISHED = TERMINAL;
 const ALLOWED_FROM: Record<RunAction, ReadonlySet<string>> = {
-  stop: new Set(['queued', 'running', 'blocked', 'stopping']),
+  stop: new Set(ACTIVE_STATUSES),
   resume: new Set(['stopped', 'failed']),
   retry: FINISHED,
   verify: FINISHED,

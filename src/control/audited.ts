@@ -18,7 +18,8 @@ export function noteAudit(ctx: object, detail: Record<string, unknown>): void {
 }
 
 /**
- * Who acted, never with what: `runner:<source>` for a runner token, `token` when the server has a token (the pipeline already checked it, so reaching a
+ * Who acted, never with what: `runner:<source>` for a runner token, `token` when the server has a token (the pipeline
+ * already checked it, so reaching a
  * handler proves it was valid), else `local` for a loopback peer that no proxy relayed and `anonymous` for anyone else.
  */
 export function actorOf(ctx: Ctx<ControlDeps>): string {
@@ -40,7 +41,9 @@ function field(value: unknown, key: string): string | undefined {
   return typeof v === 'string' && NAME.test(v) ? v : undefined;
 }
 
-/** `source/run` from the path, else from the body (merge queue), else from the reply (a started run), else the source. */
+/**
+ * `source/run` from the path, else from the body (merge queue), else from the reply (a started run), else the source.
+ */
 export function targetOf(ctx: Ctx<ControlDeps>, action: string, reply: unknown): string | null {
   if (action.startsWith('config.')) return 'config';
   for (const holder of [ctx.params, ctx.body, reply]) {

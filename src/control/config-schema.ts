@@ -1,6 +1,8 @@
 // Control Plane settings as data (name, type, default, description, secret) and their validation; no storage here.
+import { isJsonObject } from '../untrusted.ts';
 import { isAbsolute } from 'node:path';
 import { HttpError } from '../http/http-error.ts';
+import type { ConfigStore } from '../db/config-store.ts';
 
 export type SettingType = 'string' | 'integer' | 'boolean' | 'path[]' | 'providers';
 
@@ -49,13 +51,13 @@ function kindOf(value: unknown): string {
 }
 
 function checkProviders(value: unknown): void {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+  if (!isJsonObject(value)) {
     throw invalid(`Setting "providers" must be an object of name → {"command": [strings]} (got ${kindOf(value)})`);
   }
   for (const [name, spec] of Object.entries(value)) {
     if (!PROVIDER_NAME.test(name)) throw invalid(`Setting "providers" has a bad name "${name.slice(0, 64)}" (lowercase letters, digits, - and _)`);
     if ((BUILTIN_PROVIDERS as readonly string[]).includes(name)) throw invalid(`Setting "providers.${name}" would hide the built-in provider of that name`);
-    if (spec === null || typeof spec !== 'object' || Array.isArray(spec)) throw invalid(`Setting "providers.${name}" must be an object {"command": [strings]}`);
+    if (!isJsonObject(spec)) throw invalid(`Setting "providers.${name}" must be an object {"command": [strings]}`);
     for (const k of Object.keys(spec)) if (k !== 'command') throw invalid(`Unknown setting "providers.${name}.${k.slice(0, 64)}"`);
     const command = (spec as { command?: unknown }).command;
     if (!Array.isArray(command) || command.length === 0 || !command.every((a) => typeof a === 'string' && a.length > 0 && !a.includes('\0'))) {
@@ -84,7 +86,8 @@ function checkValue(setting: Setting, value: unknown): void {
 }
 
 /**
- * Validates a partial update against the schema and merges it over `current`; nothing is applied unless every key passes.
+ * Validates a partial update against the schema and merges it over `current`; nothing is applied unless every key
+ * passes.
  * A secret sent back as "***" (what GET shows) keeps the stored value; null puts a setting back to its default.
  */
 export function mergeConfig(current: ConfigValues, update: Record<string, unknown>, schema: readonly Setting[] = SETTINGS): ConfigValues {
@@ -119,4 +122,10 @@ export function redactConfig(values: ConfigValues, schema: readonly Setting[] = 
   const out = { ...values };
   for (const s of schema) if (s.secret && out[s.key] !== null && out[s.key] !== undefined) out[s.key] = REDACTED;
   return out;
+}
+
+/** The settings in force: stored values over schema defaults. Everything that reads config reads it through this. */
+export function readEffectiveConfig(store: ConfigStore): { config: ConfigValues; version: number } {
+  const stored = store.read();
+  return { config: withDefaults(stored.values), version: stored.version };
 }

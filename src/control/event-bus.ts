@@ -1,8 +1,9 @@
 // In-process fan-out of newly stored events to live subscribers (SSE streams). It never reads or writes the DB:
 // callers publish rows right after their transaction commits, and each event is serialized once for every subscriber.
+import { UnavailableError } from '../errors.ts';
 import type { ControlStores } from '../db/control-stores.ts';
 import type { EventRow } from '../db/events-store.ts';
-import { iso } from './params.ts';
+import { iso } from '../db/run-row-json.ts';
 
 /** One event, encoded once: `json` is the DESIGN §3 event JSON, `frame` the complete SSE frame. */
 export interface EncodedEvent {
@@ -36,10 +37,9 @@ export interface Subscriber {
 }
 
 /** Refused subscription: the bus already holds its total, or the run its per-run, number of subscribers. */
-export class SubscriberLimitError extends Error {
+export class SubscriberLimitError extends UnavailableError {
   constructor(message: string) {
     super(message);
-    this.name = 'SubscriberLimitError';
   }
 }
 

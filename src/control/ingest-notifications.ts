@@ -1,5 +1,6 @@
 // Validates the optional `notifications` array of an ingest body (delivery records from the trigger server) into store rows.
 // The store itself cuts targets to a host and scrubs URLs from errors; this file only checks shape and types.
+import { isJsonObject } from '../untrusted.ts';
 import { HttpError } from '../http/http-error.ts';
 import { NOTIFICATION_STATUSES, type NotificationInput, type NotificationStatus } from '../db/notifications-store.ts';
 import { SEGMENT } from './params.ts';
@@ -21,8 +22,8 @@ function time(where: string, v: unknown, fallback: number, now: number): number 
 }
 
 export function validateNotification(v: unknown, where: string, source: string, now: number): NotificationInput {
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) return bad(where, 'must be an object');
-  const o = v as Obj;
+  if (!isJsonObject(v)) return bad(where, 'must be an object');
+  const o = v;
   if (!(NOTIFICATION_STATUSES as readonly unknown[]).includes(o.status)) {
     bad(`${where}.status`, `must be one of ${NOTIFICATION_STATUSES.join(', ')}`);
   }

@@ -8,7 +8,7 @@ import { ingestTime } from './ingest-time.ts';
 import { safeContentType, OCTET_STREAM } from './content-type.ts';
 import type { NotificationInput } from '../db/notifications-store.ts';
 import { validateNotification } from './ingest-notifications.ts';
-import { nestsDeeperThan } from '../untrusted.ts';
+import { isJsonObject, nestsDeeperThan } from '../untrusted.ts';
 import { MAX_JSON_DEPTH } from '../http/json-depth.ts';
 
 export interface ArtifactUpload {
@@ -39,9 +39,7 @@ function bad(where: string, what: string): never {
   throw new HttpError('invalid_param', `${where} ${what}`);
 }
 
-function isObj(v: unknown): v is Obj {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
-}
+const isObj = isJsonObject;
 
 function segment(where: string, v: unknown): string {
   return typeof v === 'string' && SEGMENT.test(v) ? v : bad(where, `must match ${SEGMENT.source}`);

@@ -22,7 +22,7 @@ import { exitCodeAfterSignal } from '../http/exit-on-signal.ts';
 import type { ControlSettings } from './settings.ts';
 import type { ControlDeps } from './deps.ts';
 import { createLogger, type Logger } from '../log.ts';
-import { CliError } from '../cli/usage-error.ts';
+import { BadSettingError } from '../errors.ts';
 
 export const STATIC_DIR = fileURLToPath(new URL('../../static', import.meta.url));
 
@@ -39,10 +39,9 @@ export interface RunningControl {
 function checkBindPolicy(settings: ControlSettings, log: Logger): void {
   if (isLoopbackHost(settings.host) || settings.token) return;
   if (!settings.allowInsecureBind) {
-    throw new CliError(
+    throw new BadSettingError(
       `Refusing to bind ${settings.host} without SVC_CONTROL_TOKEN: anyone who can reach it could read and steer runs. ` +
         'Set SVC_CONTROL_TOKEN, bind 127.0.0.1, or set SVC_CONTROL_ALLOW_INSECURE_BIND=1',
-      2,
     );
   }
   log.warn('INSECURE: serving the Control Plane on a non-loopback address with no token (SVC_CONTROL_ALLOW_INSECURE_BIND=1)', {
@@ -57,21 +56,11 @@ export async function startControl(settings: ControlSettings, env: NodeJS.Proces
   const boundToLoopback = isLoopbackHost(settings.host);
   const stores = createControlStores(db);
   const bus = createRunEventBus(stores, settings.streams);
-  const deps: ControlDeps = {
-    db,
-    stores,
-    bus,
-    engine: undefined as unknown as ControlDeps['engine'],
-    settings,
-    env,
-    clock: Date.now,
-    log,
-    url: () => url,
-  };
+  const engine = createRunController({ stores, bus, settings, env, clock: Date.now, log, url: () => url });
+  const deps: ControlDeps = { db, stores, bus, engine, settings, env, clock: Date.now, log, url: () => url };
   deps.refusals = createRefusalTally(stores.audit, deps.clock, log);
   // A second connection reads uncached list pages beside the event loop; an in-memory DB has no file to share.
   if (settings.readThread && settings.dbPath !== ':memory:') deps.pageReader = createRunsPageReader(settings.dbPath, log);
-  deps.engine = createRunController(deps);
   const origins = new Set<string>();
   const app = createControlApp(deps, { boundToLoopback: () => boundToLoopback, ownOrigins: () => origins });
   const { server, connections } = createHttpServer(app.listener, settings.connections);

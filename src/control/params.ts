@@ -1,8 +1,7 @@
-// Shared request-parameter parsing for Control Plane handlers: path segments, limit, times, strict query keys, Run JSON.
+// Shared request-parameter parsing for Control Plane handlers: path segments, limit, times, strict query keys, Run
+// JSON.
 // Every bad value is 400 invalid_param naming the parameter (DESIGN §3, §4); nothing here touches the DB.
 import { HttpError } from '../http/http-error.ts';
-import type { RunRow } from '../db/runs-store.ts';
-import type { RunJson } from '../run-json.ts';
 
 /** DESIGN §3: both `<source>` and `<run>` path segments. */
 export const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
@@ -67,36 +66,6 @@ export function optionalTime(query: URLSearchParams, name: string): number | und
 export function parseId(name: string, value: string): number {
   if (!/^[0-9]{1,15}$/.test(value)) throw new HttpError('invalid_param', `Parameter "${name}" must be a non-negative integer`);
   return Number(value);
-}
-
-export function iso(ms: number | null): string | null {
-  return ms === null ? null : new Date(ms).toISOString();
-}
-
-/** DESIGN §3 Run JSON. `repo_path`, `pid` and `extra` are internal and never leave the server. */
-export function runToJson(row: RunRow): RunJson {
-  return {
-    source: row.source,
-    run: row.run,
-    repo: row.repo,
-    group_id: row.group_id,
-    status: row.status,
-    verdict: row.verdict,
-    brief: row.brief,
-    origin: row.origin,
-    provider: row.provider,
-    branch: row.branch,
-    pr_url: row.pr_url,
-    question: row.question,
-    started_at: iso(row.started_at)!,
-    ended_at: iso(row.ended_at),
-    updated_at: iso(row.updated_at)!,
-    cost_usd: row.cost_usd,
-    tokens_in: row.tokens_in,
-    tokens_out: row.tokens_out,
-    exit_code: row.exit_code,
-    error: row.error,
-  };
 }
 
 /**

@@ -3,7 +3,7 @@
 // planted folder must not get a run through the API. Paths are compared by real path (symlinks resolved).
 import { realpathSync } from 'node:fs';
 import type { ControlDeps } from './deps.ts';
-import { readEffectiveConfig } from './handlers/config.ts';
+import { readEffectiveConfig } from './config-schema.ts';
 
 export function realOrNull(path: string): string | null {
   try {

@@ -3,7 +3,7 @@
 // active run (runs.delete refuses those) and does nothing while the setting is 0. The same sweep drops audit rows
 // older than SVC_CONTROL_AUDIT_RETENTION_DAYS, anchored so the rest of the chain still verifies (audit-store.ts).
 import type { ControlDeps } from './deps.ts';
-import { readEffectiveConfig } from './handlers/config.ts';
+import { readEffectiveConfig } from './config-schema.ts';
 import { transaction } from '../db/open.ts';
 import { DEFAULT_AUDIT_RETENTION_DAYS } from './settings.ts';
 

@@ -1,12 +1,28 @@
-// How the Control Plane starts and steers runs on this machine: `svc start … --detach` children with an allowlisted env.
+// How the Control Plane starts and steers runs on this machine: `svc start … --detach` children with an allowlisted
+// env.
 // It never runs a provider itself; stop goes through the engine's identity-checked process-group stop.
 import { RUN_SECRET_NAMES } from '../spawn/env.ts';
 import { startChild, type ChildSpec } from '../spawn/start.ts';
 import { withoutSecrets, handoffPipe, sendHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
 import { fileURLToPath } from 'node:url';
-import type { ControlDeps } from './deps.ts';
-import type { RunRow } from '../db/runs-store.ts';
+import type { RunRow } from '../db/run-types.ts';
+import type { ControlStores } from '../db/control-stores.ts';
+import type { Logger } from '../log.ts';
 import { stopLocalRun } from '../engine/stop.ts';
+import type { RunEventBus } from './event-bus.ts';
+import type { ControlSettings } from './settings.ts';
+
+/** Just what the controller uses (not all of ControlDeps, which holds the controller: no circle between the two). */
+export interface RunControllerDeps {
+  stores: Pick<ControlStores, 'runs' | 'events'>;
+  bus: Pick<RunEventBus, 'publish'>;
+  settings: Pick<ControlSettings, 'source' | 'answerDir' | 'token'>;
+  env: NodeJS.ProcessEnv;
+  clock: () => number;
+  log: Logger;
+  /** The URL the server listens on once bound: the launched runs' SVC_CONTROL_URL. */
+  url: () => string;
+}
 
 export interface RunController {
   /** Runs `svc <args…>` (a start/resume/retry/verify launcher); if it fails, the run says why. */
@@ -24,7 +40,7 @@ const STDERR_CAP = 16 * 1024;
 // What a launched run may inherit is the spawn policy's 'control-launcher' allowlist minus every secret value, plus
 // how to reach this server. The secrets it needs go through a pipe on its fd 3 that it reads and closes at start
 // (DESIGN §7a).
-export function childSpec(deps: ControlDeps): ChildSpec {
+export function childSpec(deps: RunControllerDeps): ChildSpec {
   const extra: Record<string, string> = {
     SVC_CONTROL_URL: deps.url(),
     SVC_SOURCE: deps.settings.source,
@@ -34,14 +50,14 @@ export function childSpec(deps: ControlDeps): ChildSpec {
   return { kind: 'control-launcher', base: withoutSecrets(deps.env), extra };
 }
 
-function runSecrets(deps: ControlDeps): Secrets {
+function runSecrets(deps: RunControllerDeps): Secrets {
   const out: Secrets = {};
   for (const name of RUN_SECRET_NAMES) if (deps.env[name]) out[name] = deps.env[name]!;
   if (deps.settings.token) out.SVC_CONTROL_TOKEN = deps.settings.token;
   return out;
 }
 
-export function createRunController(deps: ControlDeps): RunController {
+export function createRunController(deps: RunControllerDeps): RunController {
   const pending = new Set<Promise<unknown>>();
 
   function track<T>(p: Promise<T>): Promise<T> {

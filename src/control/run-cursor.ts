@@ -1,6 +1,6 @@
 // Opaque keyset cursor for the runs list: base64url of JSON [started_at, source, run] of the last row sent.
 import { HttpError } from '../http/http-error.ts';
-import type { RunKey } from '../db/runs-store.ts';
+import type { RunKey } from '../db/run-types.ts';
 import { SEGMENT } from './params.ts';
 
 export function encodeRunCursor(key: RunKey): string {

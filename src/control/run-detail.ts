@@ -1,9 +1,9 @@
 // What GET /v1/runs/{source}/{run} adds to the Run JSON for someone looking at one run: the answer that is waiting
 // to reach a blocked run, and the attempts of its retry group. The list stays plain Run JSON.
 import type { ControlStores } from '../db/control-stores.ts';
-import type { RunRow } from '../db/runs-store.ts';
+import type { RunRow } from '../db/run-types.ts';
 import { obj, str } from '../untrusted.ts';
-import { iso } from './params.ts';
+import { iso } from '../db/run-row-json.ts';
 
 /** An answer given while the run is still blocked: it has not reached the run yet. */
 export interface PendingAnswer {

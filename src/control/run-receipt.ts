@@ -1,7 +1,7 @@
 // Whether a run's Evidence Receipt is genuine (signed by a key the Control Plane knows: its own or a registered
 // runner's), about that run, and accepted by its repo's policy.
 import type { ControlDeps } from './deps.ts';
-import type { RunRow } from '../db/runs-store.ts';
+import type { RunRow } from '../db/run-types.ts';
 import { nestsDeeperThan } from '../untrusted.ts';
 import { MAX_JSON_DEPTH } from '../http/json-depth.ts';
 import { knownKeys, type KnownKey } from '../keys.ts';

@@ -2,6 +2,7 @@
 // A runner — a laptop, a CI job, a Kubernetes job pod whose agent runs next to its shipper — needs POST /v1/ingest
 // and nothing else; with the Control Plane's own token it could also change the config, delete or stop any run and
 // rewrite other runners' runs. A runner token opens only POST /v1/ingest, and only for batches of its source.
+import { BadSettingError } from '../errors.ts';
 import { readFileSync } from 'node:fs';
 import { SEGMENT } from './params.ts';
 
@@ -13,10 +14,9 @@ export interface RunnerToken {
 /** Long enough to be a real secret; `openssl rand -hex 32` gives 64. */
 const MIN_TOKEN_LENGTH = 24;
 
-export class RunnerTokensError extends Error {
+export class RunnerTokensError extends BadSettingError {
   constructor(message: string) {
     super(`SVC_CONTROL_RUNNER_TOKENS_FILE: ${message}`);
-    this.name = 'RunnerTokensError';
   }
 }
 

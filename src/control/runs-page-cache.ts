@@ -4,7 +4,8 @@
 // A page is kept from its second request on: one-off pages (cursor walks, ad-hoc filters) neither evict the pages
 // being polled nor churn 28 KB buffers, which under a stream of distinct queries cost ~35 MB of RSS; and a first
 // request costs no stamp query at all.
-import type { RunFilter, RunsStore } from '../db/runs-store.ts';
+import type { RunsStore } from '../db/runs-store.ts';
+import type { RunFilter } from '../db/run-types.ts';
 
 export const MAX_ENTRIES = 64;
 /** Bounds the memory held (a limit=500 page is ~280 KB); a page bigger than a quarter of it is not kept at all. */

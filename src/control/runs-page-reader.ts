@@ -1,8 +1,9 @@
 // Main-thread side of the runs list's read thread (runs-page-worker.ts). Started on the first uncached page, not at
 // boot (most servers never see enough list traffic to need it, and /ready stays as fast). If the thread fails, every
 // page it held and every later page is read on the main connection instead: a list request never fails for it.
+import { FailedError, UnavailableError } from '../errors.ts';
 import { Worker } from 'node:worker_threads';
-import type { RunFilter } from '../db/runs-store.ts';
+import type { RunFilter } from '../db/run-types.ts';
 import type { Logger } from '../log.ts';
 
 const WORKER = new URL(`./runs-page-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url);
@@ -12,18 +13,16 @@ export type ReadMessage = { type: 'pages'; asks: Array<{ id: number; filter: Run
 export type PageReply = { id: number; body?: Uint8Array | null; error?: string };
 
 /** The read thread can't answer (it failed, or the server is closing): read the page on the main connection. */
-export class ReadThreadGoneError extends Error {
+export class ReadThreadGoneError extends UnavailableError {
   constructor(reason: string) {
     super(`runs list read thread unavailable: ${reason}`);
-    this.name = 'ReadThreadGoneError';
   }
 }
 
 /** The query itself failed on the thread (e.g. SQLITE_BUSY past the timeout); answered like the same failure inline. */
-export class ReadThreadQueryError extends Error {
+export class ReadThreadQueryError extends FailedError {
   constructor(message: string) {
     super(message);
-    this.name = 'ReadThreadQueryError';
   }
 }
 

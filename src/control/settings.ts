@@ -78,7 +78,9 @@ function streamLimits(env: NodeJS.ProcessEnv): SubscriberLimits {
   return { total, perRun };
 }
 
-/** `auto` turns the read thread on from this many CPUs (docs/bench.md: on 2 shared cores it costs more than it saves). */
+/**
+ * `auto` turns the read thread on from this many CPUs (docs/bench.md: on 2 shared cores it costs more than it saves).
+ */
 export const READ_THREAD_MIN_CPUS = 4;
 
 function readThread(value: string | undefined): boolean {

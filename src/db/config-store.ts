@@ -1,4 +1,5 @@
 // The one-row config table: a JSON body and a version that rises by one on every write (for If-Match).
+import { ConflictError } from '../errors.ts';
 import type { Db } from './open.ts';
 
 export interface StoredConfig {
@@ -9,7 +10,7 @@ export interface StoredConfig {
   updated_at: number | null;
 }
 
-export class ConfigVersionConflict extends Error {
+export class ConfigVersionConflict extends ConflictError {
   readonly current: number;
   constructor(current: number) {
     super(`Config is at version ${current}`);

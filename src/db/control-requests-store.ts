@@ -1,4 +1,5 @@
-// Control requests for runs owned by another source: recorded here, handed to that source's runner in its next ingest response.
+// Control requests for runs owned by another source: recorded here, handed to that source's runner in its next ingest
+// response.
 //
 // Methods other code relies on:
 //   add(source, run, action, payload?, at?) → id

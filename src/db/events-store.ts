@@ -1,4 +1,5 @@
-// Events table: idempotent insert on (source, run, seq), ascending reads by id. `data` is stored as JSON text, never re-parsed here.
+// Events table: idempotent insert on (source, run, seq), ascending reads by id. `data` is stored as JSON text, never
+// re-parsed here.
 //
 // Methods other code relies on:
 //   insert(ev)                  → the new id, or null when (source, run, seq) was already stored

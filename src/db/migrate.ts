@@ -1,10 +1,10 @@
 // Append-only migrations keyed by PRAGMA user_version; a database newer than the code is refused.
+import { RefusedError } from '../errors.ts';
 import type { DatabaseSync } from 'node:sqlite';
 
 export type Migration = string;
 
-export class DatabaseTooNewError extends Error {
-  readonly code = 'database_too_new';
+export class DatabaseTooNewError extends RefusedError {
   constructor(found: number, known: number) {
     super(`Database schema version ${found} is newer than this svc understands (${known}); upgrade svc`);
   }

@@ -1,4 +1,5 @@
-// Keeps secrets out of stored notifications whoever the caller is: a target is a host, URLs in error text lose their path.
+// Keeps secrets out of stored notifications whoever the caller is: a target is a host, URLs in error text lose their
+// path.
 // Chat reply URLs carry capability tokens in their path, so a full URL must never be stored or served.
 
 /** A URL becomes its host (no user info, path or query); a bare host name stays; anything else becomes null. */

@@ -3,7 +3,7 @@
 // with that thread's own connection: the same code either way, so both produce the same bytes.
 import type { StatementSync } from 'node:sqlite';
 import type { Db } from './open.ts';
-import type { PageFrame, RunFilter } from './runs-store.ts';
+import type { PageFrame, RunFilter } from './run-types.ts';
 import { buildWhere, ORDER } from './runs-where.ts';
 import { LIMIT_PARAM } from './limit-param.ts';
 

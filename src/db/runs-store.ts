@@ -1,12 +1,15 @@
-// Runs table: upsert, keyset-paged list, patch and delete. Times are unix ms; the wire format lives in src/control/params.ts.
+// Runs table: upsert, keyset-paged list, patch and delete. Times are unix ms; the wire format lives in run-row-json.ts.
 //
 // Methods other code relies on:
 //   get(source, run)            → RunRow | undefined
-//   upsert(source, input)       → insert or replace the public fields; an older `updated_at` never overwrites a newer row;
+//   upsert(source, input)       → insert or replace the public fields; an older `updated_at` never overwrites a newer
+//                                 row;
 //                                 started_at keeps its first-seen value
-//   patch(source, run, fields)  → update only the given columns (e.g. {status, question, updated_at}); returns whether a row changed
+//   patch(source, run, fields)  → update only the given columns (e.g. {status, question, updated_at}); returns whether
+//                                 a row changed
 //   setStatus(source, run, status, at, extra?) → patch sugar that also stamps updated_at
-//   list(filter)                → newest first by (started_at, source, run), keyset after `filter.after`, at most `filter.limit` rows
+//   list(filter)                → newest first by (started_at, source, run), keyset after `filter.after`, at most
+//                                 `filter.limit` rows
 //   listPublic(filter)          → the same rows as arrays of PUBLIC_RUN_COLUMNS (the list page reads nothing else)
 //   pageJson(filter, frame)     → the whole page body as one cell: frame(next key).open + the runs' stored JSON texts
 //                                 joined by ',' + frame(...).close; undefined when a row of the page has no stored text
@@ -17,64 +20,28 @@
 //   countActive(source)         → runs of that source that are queued, running, blocked or stopping
 //   listEnded(before, limit)    → oldest terminal runs that ended before `before` (retention), as {source, run}
 //   ping()                      → runs a trivial query; throws when the DB is unusable (/ready)
-//   delete(source, run)         → 'deleted' | 'not_found' | 'active' (active runs are kept); removes its events, artifacts, control and start requests
+//   delete(source, run)         → 'deleted' | 'not_found' | 'active' (active runs are kept); removes its events,
+//                                 artifacts, control and start requests
 import type { SQLInputValue, StatementSync } from 'node:sqlite';
 import type { Db } from './open.ts';
 import { inTransaction } from './tx.ts';
-import { RUN_JSON_FIELDS, type RunJson, type RunStatus, type Verdict } from '../run-json.ts';
-import { runTupleJson } from '../control/run-json-text.ts';
+import { ACTIVE_STATUSES, TERMINAL_STATUSES, type RunStatus } from '../run-json.ts';
+import { runTupleJson } from './run-json-text.ts';
+import {
+  PUBLIC_RUN_COLUMNS, type DeleteOutcome, type PageFrame, type PublicRunTuple, type RunFilter, type RunInput,
+  type RunKey, type RunPatch, type RunRow,
+} from './run-types.ts';
+
+// The types of the store's own interface, for its callers (their home is run-types.ts).
+export type { DeleteOutcome, PageFrame, RunFilter, RunInput, RunKey, RunPatch, RunRow } from './run-types.ts';
 import { buildWhere, ORDER } from './runs-where.ts';
 import { createRunsPageQuery } from './runs-page-query.ts';
 import { LIMIT_PARAM } from './limit-param.ts';
 
 /** Statuses during which a run still owns a process or worktree: it cannot be deleted. */
-const ACTIVE_STATUSES: ReadonlySet<string> = new Set(['queued', 'running', 'blocked', 'stopping']);
-
-/** A runs row: the Run JSON fields with times as unix ms, plus the internal columns that never leave the server. */
-export interface RunRow extends Omit<RunJson, 'started_at' | 'ended_at' | 'updated_at'> {
-  started_at: number;
-  ended_at: number | null;
-  updated_at: number;
-  repo_path: string | null;
-  pid: number | null;
-  extra: string | null;
-}
-
-/** What upsert takes: identity, status and start time are required; group_id defaults to the run id. */
-export type RunInput = Partial<Omit<RunRow, 'source' | 'run' | 'status' | 'started_at'>> & Pick<RunRow, 'run' | 'status' | 'started_at'>;
-export type RunPatch = Partial<Omit<RunRow, 'source' | 'run'>>;
-
-export interface RunKey {
-  started_at: number;
-  source: string;
-  run: string;
-}
-
-export interface RunFilter {
-  /** A verdict, or null for runs that have none yet. */
-  verdict?: Verdict | null;
-  repo?: string;
-  group_id?: string;
-  status?: RunStatus;
-  source?: string;
-  /** started_at >= since (inclusive). */
-  since?: number;
-  /** started_at < until (exclusive), so adjacent windows never count a run twice. */
-  until?: number;
-  /** Keyset cursor: rows strictly after this key in newest-first order. */
-  after?: RunKey;
-  limit: number;
-}
-
-/** The Run JSON columns in Run JSON key order (DESIGN §3): everything but repo_path, pid and extra. Columns are named after the fields. */
-export const PUBLIC_RUN_COLUMNS = RUN_JSON_FIELDS;
-/** One row of PUBLIC_RUN_COLUMNS, positionally (node:sqlite's array rows: no object per row). */
-export type PublicRunTuple = readonly unknown[];
-
-export type DeleteOutcome = 'deleted' | 'not_found' | 'active';
-
-/** What goes around a page's joined Run JSON texts, given the key of its last run when another page follows. */
-export type PageFrame = (next: RunKey | null) => { open: string; close: string };
+const ACTIVE: ReadonlySet<string> = new Set(ACTIVE_STATUSES);
+/** The status lists as SQL literals: constants of ours, never input. */
+const sqlList = (statuses: readonly string[]) => statuses.map((x) => `'${x}'`).join(', ');
 
 export interface RunsStore {
   get(source: string, run: string): RunRow | undefined;
@@ -88,7 +55,8 @@ export interface RunsStore {
   /**
    * Equal stamps mean no run changed in between, so a response built from the runs table may be reused. Covers this
    * store's writes (a generation counter), any other write on this connection (total_changes()) and commits by other
-   * connections or processes (PRAGMA data_version). null while a transaction is open: uncommitted rows are never cached.
+   * connections or processes (PRAGMA data_version). null while a transaction is open: uncommitted rows are never
+   * cached.
    */
   changeStamp(): string | null;
   count(): number;
@@ -139,11 +107,11 @@ export function createRunsStore(db: Db): RunsStore {
   const countStmt = db.prepare('SELECT count(*) AS n FROM runs');
   // runs_by_status narrows to the (few) active rows before the source check.
   const countActiveStmt = db.prepare(
-    "SELECT count(*) AS n FROM runs WHERE status IN ('queued', 'running', 'blocked', 'stopping') AND source = ?",
+    `SELECT count(*) AS n FROM runs WHERE status IN (${sqlList(ACTIVE_STATUSES)}) AND source = ?`,
   );
   // A run that ended before `before` started before it too: the started_at bound keeps the walk on runs_by_start.
   const listEndedStmt = db.prepare(
-    `SELECT source, run FROM runs WHERE started_at < ? AND status IN ('succeeded', 'failed', 'stopped')
+    `SELECT source, run FROM runs WHERE started_at < ? AND status IN (${sqlList(TERMINAL_STATUSES)})
      AND coalesce(ended_at, updated_at) < ? ORDER BY started_at ${LIMIT_PARAM}`,
   );
   const pingStmt = db.prepare('SELECT 1 FROM runs LIMIT 1');
@@ -259,7 +227,7 @@ export function createRunsStore(db: Db): RunsStore {
       return inTransaction(db, () => {
         const row = getStmt.get(source, run) as RunRow | undefined;
         if (!row) return 'not_found';
-        if (ACTIVE_STATUSES.has(row.status)) return 'active';
+        if (ACTIVE.has(row.status)) return 'active';
         generation += 1;
         deleteEvents.run(source, run);
         deleteArtifacts.run(source, run);

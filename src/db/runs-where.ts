@@ -1,7 +1,7 @@
 // The runs list's filter as SQL: the WHERE clause and its arguments, and the list order. Shared by the runs store
 // (src/db/runs-store.ts) and the page query (runs-page-query.ts), which also runs on the list's read thread.
 import type { SQLInputValue } from 'node:sqlite';
-import type { RunFilter } from './runs-store.ts';
+import type { RunFilter } from './run-types.ts';
 
 /** Newest first; the (started_at, source, run) key is unique, so a keyset cursor never skips or repeats a run. */
 export const ORDER = 'ORDER BY started_at DESC, source DESC, run DESC';

@@ -1,4 +1,5 @@
-// start_requests: makes POST /v1/start idempotent by request_id (same id + same body → same run; different body → conflict).
+// start_requests: makes POST /v1/start idempotent by request_id (same id + same body → same run; different body →
+// conflict).
 //
 // Methods other code relies on:
 //   get(requestId)                       → {request_id, body_sha256, source, run, created_at} | undefined

@@ -1,4 +1,5 @@
-// Answers and stop requests for runs, as files under $SVC_CONTROL_ANSWER_DIR/<source>/ (shared by every runner on the machine).
+// Answers and stop requests for runs, as files under $SVC_CONTROL_ANSWER_DIR/<source>/ (shared by every runner on the
+// machine).
 import { readFileSync, renameSync, existsSync, mkdirSync, rmSync, readdirSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -32,7 +33,10 @@ export function answerAlreadyTaken(keepDir: string, answerId: string, except?: s
   return readdirSync(dir).some((name) => join(dir, name) !== except && readAnswerFile(join(dir, name))?.answer_id === answerId);
 }
 
-/** Takes the answer if one is waiting: moves it into the run folder so it is used exactly once (a second copy is dropped). */
+/**
+ * Takes the answer if one is waiting: moves it into the run folder so it is used exactly once (a second copy is
+ * dropped).
+ */
 export function takeAnswer(env: NodeJS.ProcessEnv, source: string, run: string, keepDir: string): string | null {
   const path = answerFilePath(env, source, run);
   if (!existsSync(path)) return null;

@@ -17,6 +17,21 @@ export interface CheckResult {
   artifact: string;
 }
 
+type CheckOutcome = Pick<CheckResult, 'name' | 'required' | 'exit_code'>;
+
+/**
+ * The first required check that failed, or null. The run keeps its name (RunState.failed_check) as a typed field, so
+ * nothing has to recognise a check failure from the error text below.
+ */
+export function failedRequiredCheck<C extends CheckOutcome>(checks: readonly C[]): C | null {
+  return checks.find((c) => c.required && c.exit_code !== 0) ?? null;
+}
+
+/** The run's error when a required check failed: for people to read, never to be parsed. */
+export function requiredCheckError(check: CheckOutcome): string {
+  return `Required check "${check.name}" failed (exit ${check.exit_code})`;
+}
+
 export function artifactName(name: string): string {
   return `checks/${name.replace(/[^A-Za-z0-9._-]/g, '_')}.log`;
 }

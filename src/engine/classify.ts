@@ -1,7 +1,7 @@
 // Input classification for `svc start` (DESIGN §6): export file, issue URL, spec file, trackera reference, or brief.
 import { existsSync, statSync, realpathSync } from 'node:fs';
 import { resolve, relative, isAbsolute } from 'node:path';
-import { CliError } from '../cli/usage-error.ts';
+import { BadInputError } from '../errors.ts';
 import type { InputKind } from './run-state.ts';
 
 export interface ClassifiedInput {
@@ -42,7 +42,7 @@ function fileInside(path: string, root: string): string | null {
  */
 export function classifyInput(input: string, opts: { forceBrief: boolean; cwd: string; confineTo?: string | null }): ClassifiedInput {
   const text = input.trim();
-  if (text === '') throw new CliError('Nothing to do: give a brief, a spec file, an issue export or an issue URL', 2);
+  if (text === '') throw new BadInputError('Nothing to do: give a brief, a spec file, an issue export or an issue URL');
   if (opts.forceBrief) return { kind: 'brief', value: text };
   const tracker = TRACKERA.exec(text);
   if (tracker) return { kind: 'trackera', value: tracker[1]! };
@@ -55,7 +55,7 @@ export function classifyInput(input: string, opts: { forceBrief: boolean; cwd: s
     }
     const path = resolve(opts.cwd, text);
     if (!existsSync(path) || !statSync(path).isFile()) {
-      throw new CliError(`File not found: "${text}" (use --brief to send it as text)`, 2);
+      throw new BadInputError(`File not found: "${text}" (use --brief to send it as text)`);
     }
     return { kind, value: path };
   }

@@ -1,4 +1,5 @@
 // The project's engine config .svc/config.json: the default provider and `command` providers (argv arrays, no shell).
+import { isJsonObject } from '../untrusted.ts';
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -22,14 +23,14 @@ export function loadEngineConfig(repo: string): EngineConfig {
   } catch {
     throw new Error('.svc/config.json is not valid JSON');
   }
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new Error('.svc/config.json must hold a JSON object');
+  if (!isJsonObject(raw)) throw new Error('.svc/config.json must hold a JSON object');
   const o = raw as Record<string, unknown>;
   for (const key of Object.keys(o)) {
     if (key !== 'provider' && key !== 'providers') throw new Error(`Unknown key "${key}" in .svc/config.json (allowed: provider, providers)`);
   }
   const providers: EngineConfig['providers'] = {};
   const list = o.providers ?? {};
-  if (typeof list !== 'object' || list === null || Array.isArray(list)) throw new Error('.svc/config.json providers must be an object');
+  if (!isJsonObject(list)) throw new Error('.svc/config.json providers must be an object');
   for (const [name, value] of Object.entries(list as Record<string, unknown>)) {
     const command = (value as { command?: unknown } | null)?.command;
     const writable = (value as { writable?: unknown } | null)?.writable;

@@ -1,4 +1,5 @@
-// The Control Plane token for the shipper: from a file (not inherited by providers), else SVC_CONTROL_TOKEN (stripped from providers).
+// The Control Plane token for the shipper: from a file (not inherited by providers), else SVC_CONTROL_TOKEN (stripped
+// from providers).
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { svcHomeOf } from '../spawn/svc-paths.ts';

@@ -1,4 +1,5 @@
-// Deploy records under .svc/deploys/*.json ({sha, finished_at, health}); the engine reads and records them, never deploys.
+// Deploy records under .svc/deploys/*.json ({sha, finished_at, health}); the engine reads and records them, never
+// deploys.
 import { readdirSync, readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeJsonAtomic } from './atomic.ts';

@@ -12,7 +12,7 @@ import { parseGatePolicy, parseHostPattern, type GatePolicy } from '../gate/poli
 import { MODEL_APIS, modelRoutesFromEnv, type ModelRoute } from '../gate/model-apis.ts';
 import { summarizeEgress, type EgressRecord, type EgressSummary } from '../gate/evidence.ts';
 import { sandboxGate, MODEL_BASE, PROXY_URL } from '../spawn/sandbox-network.ts';
-import type { SandboxGate } from '../spawn/bwrap-argv.ts';
+import type { SandboxGate } from '../spawn/sandbox-network.ts';
 
 /** Where each model API's base URL is configured for svc, and the variable its CLI reads inside the sandbox. */
 const BASE_URLS: Record<string, { env: string; fallback?: string }> = {

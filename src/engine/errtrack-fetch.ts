@@ -1,7 +1,7 @@
 // Fetches an error-tracker issue and its latest event with curl; the token travels only in a config on curl's stdin.
 import { startChild } from '../spawn/start.ts';
 import { isLoopbackAddress } from '../http/guards.ts';
-import { CliError } from '../cli/usage-error.ts';
+import { BadInputError, BadSettingError, FailedError } from '../errors.ts';
 import type { ErrtrackExport } from './errtrack-spec.ts';
 
 export interface IssueApi {
@@ -10,7 +10,9 @@ export interface IssueApi {
   eventUrl: string;
 }
 
-/** sentry.io or one of its subdomains (e.g. acme.sentry.io, us.sentry.io): the only hosts trusted without ERRTRACK_URL. */
+/**
+ * sentry.io or one of its subdomains (e.g. acme.sentry.io, us.sentry.io): the only hosts trusted without ERRTRACK_URL.
+ */
 function isSentryHost(hostname: string): boolean {
   const host = hostname.toLowerCase().replace(/\.$/, '');
   return host === 'sentry.io' || host.endsWith('.sentry.io');
@@ -25,10 +27,10 @@ function isSentryHost(hostname: string): boolean {
 export function issueApiUrls(pageUrl: string, env: NodeJS.ProcessEnv): IssueApi {
   const page = new URL(pageUrl);
   if (!env.ERRTRACK_URL && !isSentryHost(page.hostname)) {
-    throw new CliError(`Refusing to send ERRTRACK_AUTH_TOKEN to "${page.host}": without ERRTRACK_URL only sentry.io hosts get it. Set ERRTRACK_URL to your error tracker's address to use another host`, 2);
+    throw new BadSettingError(`Refusing to send ERRTRACK_AUTH_TOKEN to "${page.host}": without ERRTRACK_URL only sentry.io hosts get it. Set ERRTRACK_URL to your error tracker's address to use another host`);
   }
   const id = /\/issues\/(\d+)/.exec(page.pathname)?.[1];
-  if (!id) throw new CliError(`Not an issue URL: "${pageUrl}"`, 2);
+  if (!id) throw new BadInputError(`Not an issue URL: "${pageUrl}"`);
   const org = /\/organizations\/([^/]+)\//.exec(page.pathname)?.[1] ?? /^([a-z0-9-]+)\.sentry\.io$/i.exec(page.hostname)?.[1] ?? null;
   let base = `${page.protocol}//${page.host}/api/0`;
   if (env.ERRTRACK_URL) {
@@ -39,7 +41,7 @@ export function issueApiUrls(pageUrl: string, env: NodeJS.ProcessEnv): IssueApi 
   const api = new URL(base);
   const local = isLoopbackAddress(api.hostname.replace(/^\[|\]$/g, '')) || api.hostname === 'localhost';
   if (api.protocol !== 'https:' && !(api.protocol === 'http:' && local)) {
-    throw new CliError(`Refusing to send ERRTRACK_AUTH_TOKEN over ${api.protocol} to ${api.host}: use https`, 2);
+    throw new BadSettingError(`Refusing to send ERRTRACK_AUTH_TOKEN over ${api.protocol} to ${api.host}: use https`);
   }
   const issuePath = org ? `/organizations/${encodeURIComponent(org)}/issues/${id}/` : `/issues/${id}/`;
   return { host: api.host, issueUrl: `${base}${issuePath}`, eventUrl: `${base}${issuePath}events/latest/` };
@@ -72,17 +74,17 @@ export function curlJson(url: string, token: string, curlPath = 'curl'): Promise
     const err: Buffer[] = [];
     child.stdout?.on('data', (c: Buffer) => out.push(c));
     child.stderr?.on('data', (c: Buffer) => err.push(c));
-    child.on('error', (e) => reject(new CliError(`Could not run curl to fetch the issue: ${e.message}`)));
+    child.on('error', (e) => reject(new FailedError(`Could not run curl to fetch the issue: ${e.message}`, { cause: e })));
     child.on('close', (code) => {
       if (code !== 0) {
         const detail = Buffer.concat(err).toString('utf8').split(token).join('***').trim().split('\n')[0] ?? '';
-        reject(new CliError(`Fetching ${url} failed (curl exit ${code}${detail ? `: ${detail}` : ''})`));
+        reject(new FailedError(`Fetching ${url} failed (curl exit ${code}${detail ? `: ${detail}` : ''})`));
         return;
       }
       try {
         resolve(JSON.parse(Buffer.concat(out).toString('utf8')));
       } catch {
-        reject(new CliError(`The error tracker answered ${url} with something that is not JSON`));
+        reject(new FailedError(`The error tracker answered ${url} with something that is not JSON`));
       }
     });
     child.stdin?.end(config);
@@ -92,10 +94,10 @@ export function curlJson(url: string, token: string, curlPath = 'curl'): Promise
 export async function fetchIssueExport(pageUrl: string, env: NodeJS.ProcessEnv): Promise<ErrtrackExport> {
   const token = env.ERRTRACK_AUTH_TOKEN;
   if (!token) {
-    throw new CliError('ERRTRACK_AUTH_TOKEN is not set, so nothing was fetched. Set it, or save the issue as JSON and run: svc start <file.json>', 2);
+    throw new BadSettingError('ERRTRACK_AUTH_TOKEN is not set, so nothing was fetched. Set it, or save the issue as JSON and run: svc start <file.json>');
   }
   if (!/^[\x21-\x7e]+$/.test(token) || token.includes('"') || token.includes('\\')) {
-    throw new CliError('ERRTRACK_AUTH_TOKEN contains characters a token cannot have', 2);
+    throw new BadSettingError('ERRTRACK_AUTH_TOKEN contains characters a token cannot have');
   }
   const api = issueApiUrls(pageUrl, env);
   const issue = (await curlJson(api.issueUrl, token)) as Record<string, unknown>;

@@ -1,4 +1,6 @@
-// Error-tracker export → Markdown task spec (DESIGN §6): Error, Stack trace (in-app first), Breadcrumbs, Context, Acceptance criteria.
+// Error-tracker export → Markdown task spec (DESIGN §6): Error, Stack trace (in-app first), Breadcrumbs, Context,
+// Acceptance criteria.
+import { objOrNull as obj } from '../untrusted.ts';
 import { oneLine, str } from './text.ts';
 
 type Obj = Record<string, unknown>;
@@ -28,9 +30,6 @@ export interface ErrtrackSummary {
   shortId: string | null;
 }
 
-function obj(value: unknown): Obj | null {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Obj) : null;
-}
 
 function arr(value: unknown): unknown[] {
   return Array.isArray(value) ? value : [];

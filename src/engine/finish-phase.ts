@@ -1,4 +1,5 @@
-// After the provider: commit (worktree) and diff, run the checks, decide the verdict, sign the receipt, open the PR if allowed.
+// After the provider: commit (worktree) and diff, run the checks, decide the verdict, sign the receipt, open the PR if
+// allowed.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
@@ -148,7 +149,10 @@ export function prBody(ctx: RunContext, receipt: Receipt): string {
   ].join('\n');
 }
 
-/** Opens the PR only when asked (--pr), the diff is non-empty and the policy accepts the verdict; otherwise records why not. */
+/**
+ * Opens the PR only when asked (--pr), the diff is non-empty and the policy accepts the verdict; otherwise records why
+ * not.
+ */
 export async function maybeOpenPr(ctx: RunContext, policy: Policy, receipt: Receipt): Promise<string | null> {
   const { state } = ctx;
   if (!state.pr) return null;

@@ -5,6 +5,7 @@
 // That URL is read once, when the run is made, before any agent runs, and kept in the run's state (`push_target`);
 // the push goes there and nowhere else, and is refused when the config names another origin by then.
 // Must not: let any program named by the repository's config run, or hand the token to a URL it did not check.
+import { RefusedError } from '../errors.ts';
 import { writeFileSync, mkdtempSync, rmSync, mkdirSync, existsSync, copyFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { tmpdir } from 'node:os';
@@ -14,12 +15,7 @@ import { git } from './git.ts';
 const REDIRECTING_KEYS = /^(url\..*\.(insteadof|pushinsteadof)|remote\.origin\.pushurl)$/;
 
 /** Thrown when the repository's config could redirect the push; nothing was pushed. */
-export class PushRefusedError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'PushRefusedError';
-  }
-}
+export class PushRefusedError extends RefusedError {}
 
 export interface Origin {
   /** `remote.origin.url` exactly as the config file holds it: no insteadOf, no include applied. */

@@ -19,7 +19,9 @@ export const SAFE_GIT_CONFIG = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fs
   '-c', 'push.recurseSubmodules=no', '-c', 'fetch.recurseSubmodules=false', '-c', 'core.untrackedCache=false'] as const;
 
 /** Runs one git argv (already hardened) and returns stdout; `scratch` are folders it writes besides the repository. */
-export type GitRun = (cwd: string, argv: string[], opts: { extra: Record<string, string>; scratch: string[] }) => string;
+export type GitRun = (
+  cwd: string, argv: string[], opts: { extra: Record<string, string>; scratch: string[] },
+) => string;
 
 const GIT_OUTPUT_CAP = 256 * 1024 * 1024;
 
@@ -72,7 +74,8 @@ export function excludeEngineFolders(repo: string): void {
   mkdirSync(info, { recursive: true });
   const path = join(info, 'exclude');
   const text = existsSync(path) ? readFileSync(path, 'utf8') : '';
-  const wanted = ['/.svc/runs/', '/.svc/worktrees/', '/.svc/inbox/', '/.svc/ship-pending/'].filter((l) => !text.split('\n').includes(l));
+  const lines = text.split('\n');
+  const wanted = ['/.svc/runs/', '/.svc/worktrees/', '/.svc/inbox/', '/.svc/ship-pending/'].filter((l) => !lines.includes(l));
   if (wanted.length) appendFileSync(path, `${text && !text.endsWith('\n') ? '\n' : ''}${wanted.join('\n')}\n`);
 }
 
@@ -151,7 +154,8 @@ function parseNumstat(text: string): DiffFile[] {
     .filter((l) => l.trim())
     .map((l) => {
       const [ins = '0', del = '0', ...rest] = l.split('\t');
-      return { path: rest.join('\t'), insertions: ins === '-' ? 0 : Number(ins), deletions: del === '-' ? 0 : Number(del) };
+      const count = (n: string) => (n === '-' ? 0 : Number(n));
+      return { path: rest.join('\t'), insertions: count(ins), deletions: count(del) };
     });
 }
 

@@ -6,35 +6,32 @@ import { join } from 'node:path';
 import { startChild } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets, handoffPipe, sendHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
 import { createHash } from 'node:crypto';
-import { CliError } from '../cli/usage-error.ts';
+import { BadInputError, RefusedError } from '../errors.ts';
 import { classifyInput, isWebhookOrigin } from './classify.ts';
 import { buildTask } from './spec.ts';
 import { loadEngineConfig } from './config.ts';
-import { resolveProvider, ProviderMissingError } from './providers.ts';
+import { resolveProvider } from './providers.ts';
 import { loadPolicy, PolicyError } from './policy.ts';
 import { newRunId, isValidSegment } from './ids.ts';
 import { repoRoot, repoName, headSha, currentBranch, excludeEngineFolders } from './git.ts';
 import { runDir, artifactsDir } from './paths.ts';
-import { writeState, readState, isoNow, type RunState, type InputKind } from './run-state.ts';
+import { writeState, readState, isoNow, type RunState, type InputKind, type WorkerMode } from './run-state.ts';
 import { openEventLog } from './events-log.ts';
 import { identityOf } from './proc-group.ts';
 import { assertPlainDir, openAppendNoFollow, writeNoFollow } from './safe-fs.ts';
-import type { WorkerMode } from './runner.ts';
-import {
-  resolveSandbox, unsandboxedWarning, probeDone, SandboxSettingError, SandboxUnavailableError,
-} from '../spawn/sandbox-mode.ts';
+import { resolveSandbox, unsandboxedWarning, probeDone } from '../spawn/sandbox-mode.ts';
 import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts';
 
 /**
- * Refuses (CliError) a run whose agents cannot be sandboxed as its policy and origin require (DESIGN §7a), before
+ * Refuses (a SvcError: unavailable or refused) a run whose agents cannot be sandboxed as its policy and origin require
+ * (DESIGN §7a), before
  * anything is written; returns the loud warning for a run that opted out, else null.
  */
 export function sandboxPreflight(repo: string, env: NodeJS.ProcessEnv): string | null {
   try {
     return unsandboxedWarning(resolveSandbox(loadPolicy(repo).sandbox, env));
   } catch (err) {
-    if (err instanceof SandboxUnavailableError || err instanceof SandboxSettingError) throw new CliError(err.message);
-    if (err instanceof PolicyError) throw new CliError(`Refusing to start: ${err.message}`);
+    if (err instanceof PolicyError) throw new RefusedError(`Refusing to start: ${err.message}`, { cause: err });
     throw err;
   }
 }
@@ -63,7 +60,7 @@ export function resolveRepo(dir: string): string {
   try {
     return repoRoot(dir);
   } catch (err) {
-    throw new CliError(`Not a git repository: "${dir}" (${(err as Error).message})`, 2);
+    throw new BadInputError(`Not a git repository: "${dir}" (${(err as Error).message})`);
   }
 }
 
@@ -73,9 +70,8 @@ function preflight(repo: string, provider: string | null, env: NodeJS.ProcessEnv
     loadPolicy(repo);
     return resolveProvider(provider, loadEngineConfig(repo), env).name;
   } catch (err) {
-    if (err instanceof PolicyError) throw new CliError(`Refusing to start: ${err.message}`);
-    if (err instanceof ProviderMissingError) throw new CliError(err.message);
-    throw new CliError((err as Error).message);
+    if (err instanceof PolicyError) throw new RefusedError(`Refusing to start: ${err.message}`, { cause: err });
+    throw err;
   }
 }
 
@@ -94,15 +90,15 @@ interface NewRun {
 }
 
 function createRun(n: NewRun): { dir: string; state: RunState } {
-  if (!isValidSegment(n.run)) throw new CliError(`Run id "${n.run}" is not a valid path segment`, 2);
+  if (!isValidSegment(n.run)) throw new BadInputError(`Run id "${n.run}" is not a valid path segment`);
   const dir = runDir(n.repo, n.run);
-  if (existsSync(dir)) throw new CliError(`Run ${n.run} already exists in ${n.repo}`, 2);
+  if (existsSync(dir)) throw new BadInputError(`Run ${n.run} already exists in ${n.repo}`);
   sandboxPreflight(n.repo, n.env);
   let pushTarget: PushTarget | null;
   try {
     pushTarget = pushTargetFor(n.repo, n.pr);
   } catch (err) {
-    if (err instanceof PushRefusedError) throw new CliError(`Refusing to start a --pr run: ${err.message}`);
+    if (err instanceof PushRefusedError) throw new RefusedError(`Refusing to start a --pr run: ${err.message}`, { cause: err });
     throw err;
   }
   excludeEngineFolders(n.repo);
@@ -110,7 +106,7 @@ function createRun(n: NewRun): { dir: string; state: RunState } {
   try {
     base = headSha(n.repo);
   } catch {
-    throw new CliError(`The repository at "${n.repo}" has no commits yet; commit something first`, 2);
+    throw new BadInputError(`The repository at "${n.repo}" has no commits yet; commit something first`);
   }
   mkdirSync(artifactsDir(dir), { recursive: true });
   assertPlainDir(dir);
@@ -148,7 +144,7 @@ export async function prepareRun(opts: StartOptions): Promise<{ dir: string; sta
 export function prepareRetry(repoDir: string, oldRun: string, newRun: string | null, env: NodeJS.ProcessEnv): { dir: string; state: RunState } {
   const repo = resolveRepo(repoDir);
   const oldDir = runDir(repo, oldRun);
-  if (!existsSync(oldDir)) throw new CliError(`No run ${oldRun} in ${repo}`, 2);
+  if (!existsSync(oldDir)) throw new BadInputError(`No run ${oldRun} in ${repo}`);
   const old = readState(oldDir);
   const provider = preflight(repo, old.provider, env);
   return createRun({

@@ -1,7 +1,4 @@
 // A .svc/policy.json that svc refuses: the message names the key and what it must be.
-export class PolicyError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'PolicyError';
-  }
-}
+import { RefusedError } from '../errors.ts';
+
+export class PolicyError extends RefusedError {}

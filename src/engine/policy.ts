@@ -1,4 +1,6 @@
-// The project policy file .svc/policy.json (DESIGN §6). Unknown keys are an error: a typo must not silently loosen the gate.
+// The project policy file .svc/policy.json (DESIGN §6). Unknown keys are an error: a typo must not silently loosen the
+// gate.
+import { isJsonObject } from '../untrusted.ts';
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Verdict } from '../run-json.ts';
@@ -37,13 +39,9 @@ function onlyKeys(value: Record<string, unknown>, allowed: string[], where: stri
   }
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 function parseCheck(raw: unknown, i: number): CheckSpec {
   const where = `policy.json checks[${i}]`;
-  if (!isObject(raw)) throw new PolicyError(`${where} must be an object`);
+  if (!isJsonObject(raw)) throw new PolicyError(`${where} must be an object`);
   onlyKeys(raw, ['name', 'run', 'required'], where);
   if (typeof raw.name !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9 ._-]{0,63}$/.test(raw.name)) {
     throw new PolicyError(`${where}.name must be a short name of letters, digits, space, ".", "_" or "-"`);
@@ -58,7 +56,7 @@ function parseCheck(raw: unknown, i: number): CheckSpec {
 /** `network: {allow, deny}`: host patterns, each checked now so a typo fails the run before it starts. */
 function parseNetwork(raw: unknown): Policy['network'] {
   if (raw === undefined || raw === null) return { allow: [], deny: [] };
-  if (!isObject(raw)) throw new PolicyError('policy.json network must be an object');
+  if (!isJsonObject(raw)) throw new PolicyError('policy.json network must be an object');
   onlyKeys(raw, ['allow', 'deny'], 'policy.json network');
   try {
     parseGatePolicy(raw);
@@ -70,7 +68,7 @@ function parseNetwork(raw: unknown): Policy['network'] {
 }
 
 export function parsePolicy(raw: unknown): Policy {
-  if (!isObject(raw)) throw new PolicyError('policy.json must hold a JSON object');
+  if (!isJsonObject(raw)) throw new PolicyError('policy.json must hold a JSON object');
   onlyKeys(raw, ['checks', 'pr', 'max_usd', 'sandbox', 'limits', 'network'], 'policy.json');
   const checksRaw = raw.checks ?? [];
   if (!Array.isArray(checksRaw)) throw new PolicyError('policy.json checks must be an array');
@@ -82,7 +80,7 @@ export function parsePolicy(raw: unknown): Policy {
   }
   const pr = { ...DEFAULT_POLICY.pr };
   if (raw.pr !== undefined) {
-    if (!isObject(raw.pr)) throw new PolicyError('policy.json pr must be an object');
+    if (!isJsonObject(raw.pr)) throw new PolicyError('policy.json pr must be an object');
     onlyKeys(raw.pr, ['open', 'draft', 'base'], 'policy.json pr');
     if (raw.pr.open !== undefined) {
       if (raw.pr.open !== 'verified' && raw.pr.open !== 'verified_with_gaps' && raw.pr.open !== 'never') {

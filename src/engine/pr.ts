@@ -1,4 +1,5 @@
-// Opens the receipt-carrying pull request: push svc/<run> to origin, then GitHub REST (or gh). Never merges, never deploys.
+// Opens the receipt-carrying pull request: push svc/<run> to origin, then GitHub REST (or gh). Never merges, never
+// deploys.
 // The GitHub token reaches exactly one child, the push (through GIT_ASKPASS), and only when origin is that GitHub host;
 // origin is what the repository's config file said when the run was made (the run's pinned push target), read by svc,
 // never rewritten by the config's URL rules; the pull request is opened on that same repository.
@@ -12,7 +13,8 @@ import { runSync, type ChildSpec } from '../spawn/start.ts';
 
 export { githubHost } from './git-token.ts';
 
-export const NO_CREDENTIALS = 'No GitHub credentials: set GITHUB_TOKEN or GH_TOKEN, or log in with gh (nothing was pushed)';
+export const NO_CREDENTIALS =
+  'No GitHub credentials: set GITHUB_TOKEN or GH_TOKEN, or log in with gh (nothing was pushed)';
 
 export interface PrRequest {
   workdir: string;

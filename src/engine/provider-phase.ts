@@ -25,7 +25,8 @@ export type ProviderOutcome =
   | { kind: 'failed'; exitCode: number | null; error: string }
   // The budget was reached and not extended: the provider was ended, and the checks still run on what exists.
   | { kind: 'over-budget'; exitCode: number | null; error: string }
-  // A policy limit ended the provider (time, processes, memory, disk, invocations): checks still run, verdict not_verified.
+  // A policy limit ended the provider (time, processes, memory, disk, invocations): checks still run, verdict
+  // not_verified.
   | { kind: 'limit'; exitCode: number | null; error: string };
 
 function sleep(ms: number): Promise<void> {

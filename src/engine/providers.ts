@@ -1,4 +1,5 @@
 // Provider adapters: each tool's documented non-interactive invocation, plus `command` providers from .svc/config.json.
+import { UnavailableError } from '../errors.ts';
 import { which } from '../spawn/which.ts';
 import type { EngineConfig } from './config.ts';
 
@@ -47,12 +48,7 @@ const BUILTIN_ARGS: Record<(typeof BUILTIN_PROVIDERS)[number], { args: string[];
   },
 };
 
-export class ProviderMissingError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'ProviderMissingError';
-  }
-}
+export class ProviderMissingError extends UnavailableError {}
 
 function isBuiltin(name: string): name is (typeof BUILTIN_PROVIDERS)[number] {
   return (BUILTIN_PROVIDERS as readonly string[]).includes(name);

@@ -3,14 +3,17 @@ import { readFileSync } from 'node:fs';
 import { writeJsonAtomic } from './atomic.ts';
 import { statePath } from './paths.ts';
 import { assertPlainDir } from './safe-fs.ts';
-import { RUN_JSON_FIELDS, type RunJson, type RunStatus } from '../run-json.ts';
+import { RUN_JSON_FIELDS, type RunJson } from '../run-json.ts';
 import type { PushTarget } from './git-push.ts';
 
-export const TERMINAL: ReadonlySet<RunStatus> = new Set(['succeeded', 'failed', 'stopped']);
+/** What a run's worker process is asked to do with it (src/engine/runner.ts). */
+export type WorkerMode = 'start' | 'resume' | 'verify';
 
 export type InputKind = 'errtrack-file' | 'issue-url' | 'spec-file' | 'trackera' | 'brief';
 
-/** The engine always knows where a run came from and what it was asked, so these Run JSON fields are never null here. */
+/**
+ * The engine always knows where a run came from and what it was asked, so these Run JSON fields are never null here.
+ */
 export interface RunState extends RunJson {
   repo: string;
   brief: string;
@@ -42,6 +45,11 @@ export interface RunState extends RunJson {
    * there only (src/engine/git-push.ts). Null for a run that opens no pull request. Absent in older state files.
    */
   push_target?: PushTarget | null;
+  /**
+   * The required check whose failure failed the run, else null: how a re-verify tells a run its checks failed from a
+   * run whose provider failed (src/engine/runner.ts). Absent in older state files.
+   */
+  failed_check?: string | null;
 }
 
 /** The wire form (DESIGN §3): exactly the run JSON fields, nothing engine-internal. */

@@ -1,4 +1,5 @@
-// The worker: drives one run through provider → checks → receipt → PR (mode "start"/"resume"), or re-verifies it ("verify").
+// The worker: drives one run through provider → checks → receipt → PR (mode "start"/"resume"), or re-verifies it
+// ("verify").
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { openRunContext, type RunContext } from './run-context.ts';
@@ -10,15 +11,14 @@ import { identityOf, signalGroup } from './proc-group.ts';
 import { isChildOf } from './worker-identity.ts';
 import { runProvider } from './provider-phase.ts';
 import { collectDiff, saveDiff, verifyWork, writeReceipt, maybeOpenPr } from './finish-phase.ts';
-import { isoNow, TERMINAL } from './run-state.ts';
+import { isoNow, type WorkerMode } from './run-state.ts';
+import { TERMINAL } from '../run-json.ts';
 import { worktreeDir } from './paths.ts';
 import { runSandboxMode, type RunSandbox } from './sandbox.ts';
 import { openRunGate } from './egress.ts';
-import { signsLater, evidenceOf, EVIDENCE_ARTIFACT, type RunEvidence } from '../pod/evidence.ts';
-import type { CheckResult } from './checks.ts';
+import { signsLater, evidenceOf, EVIDENCE_ARTIFACT, type RunEvidence } from './evidence.ts';
+import { failedRequiredCheck, requiredCheckError, type CheckResult } from './checks.ts';
 import { pushTargetFor } from './launch.ts';
-
-export type WorkerMode = 'start' | 'resume' | 'verify';
 
 function prepareWorkdir(ctx: RunContext): void {
   const { state } = ctx;
@@ -41,11 +41,12 @@ async function finish(
   ctx.update({ ended_at: ended });
   if (signsLater(ctx.env)) return leaveEvidence(ctx, 'finished', failure, exitCode, checks);
   const receipt = writeReceipt(ctx, checks, diff, failure !== null, sandbox);
-  const requiredFailed = checks.find((c) => c.required && c.exit_code !== 0);
-  let error = failure ?? (requiredFailed ? `Required check "${requiredFailed.name}" failed (exit ${requiredFailed.exit_code})` : null);
+  const checkFailed = failure === null ? failedRequiredCheck(checks) : null;
+  let error = failure ?? (checkFailed ? requiredCheckError(checkFailed) : null);
   if (!error) error = await maybeOpenPr(ctx, policy, receipt);
   else if (ctx.state.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
-  ctx.setStatus(error ? 'failed' : 'succeeded', { error, ended_at: ended, exit_code: exitCode, question: null });
+  const failed_check = checkFailed?.name ?? null;
+  ctx.setStatus(error ? 'failed' : 'succeeded', { error, failed_check, ended_at: ended, exit_code: exitCode, question: null });
 }
 
 /**
@@ -119,7 +120,9 @@ async function reverify(ctx: RunContext): Promise<void> {
     saveDiff(ctx, diff);
     const checks = await verifyWork(ctx, policy, diff, sandbox);
     if (ctx.stopRequested()) return;
-    writeReceipt(ctx, checks, diff, ctx.state.status === 'failed' && ctx.state.error !== null && !ctx.state.error.startsWith('Required check'), sandbox);
+    // A run its checks failed is judged again on these checks; one that failed before them stays failed.
+    const failedBeforeChecks = ctx.state.status === 'failed' && ctx.state.error !== null && !ctx.state.failed_check;
+    writeReceipt(ctx, checks, diff, failedBeforeChecks, sandbox);
   } finally {
     await sandbox.gate?.close();
   }

@@ -1,7 +1,7 @@
 // Turns a classified input into the task spec (Markdown) and the run's one-line brief.
 import { readFileSync } from 'node:fs';
 import { basename } from 'node:path';
-import { CliError } from '../cli/usage-error.ts';
+import { BadInputError } from '../errors.ts';
 import type { ClassifiedInput } from './classify.ts';
 import { normalizeExport, summarize, renderErrtrackSpec } from './errtrack-spec.ts';
 import { fetchIssueExport } from './errtrack-fetch.ts';
@@ -46,13 +46,13 @@ export async function buildTask(input: ClassifiedInput, repo: string, env: NodeJ
       let raw: unknown;
       try {
         raw = JSON.parse(readFileSync(input.value, 'utf8'));
-      } catch {
-        throw new CliError(`"${basename(input.value)}" is not valid JSON`, 2);
+      } catch (err) {
+        throw new BadInputError(`"${basename(input.value)}" is not valid JSON`, { cause: err });
       }
       try {
         return { ...errtrackTask(raw), origin };
       } catch (err) {
-        throw new CliError(`${basename(input.value)}: ${(err as Error).message}`, 2);
+        throw new BadInputError(`${basename(input.value)}: ${(err as Error).message}`, { cause: err });
       }
     }
     case 'issue-url': {

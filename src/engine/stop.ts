@@ -1,7 +1,9 @@
-// Stops a run from outside its worker (CLI, Control Plane): identity-checked SIGTERM to its group, SIGKILL after the grace.
+// Stops a run from outside its worker (CLI, Control Plane): identity-checked SIGTERM to its group, SIGKILL after the
+// grace.
 import { existsSync } from 'node:fs';
 import { runDir } from './paths.ts';
-import { tryReadState, writeState, isoNow, TERMINAL, type RunState } from './run-state.ts';
+import { tryReadState, writeState, isoNow, type RunState } from './run-state.ts';
+import { TERMINAL } from '../run-json.ts';
 import { openEventLog } from './events-log.ts';
 import { signalGroup, waitGroupGone, terminateGroup } from './proc-group.ts';
 import { STOP_GRACE_MS } from './run-context.ts';

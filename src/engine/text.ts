@@ -1,6 +1,9 @@
 // Small text helpers for untrusted input: one-line sanitising with a byte cap, and fences that content cannot close.
 
-/** Collapses whitespace and control characters to single spaces and caps the UTF-8 length (DESIGN: brief is one line, capped). */
+/**
+ * Collapses whitespace and control characters to single spaces and caps the UTF-8 length (DESIGN: brief is one line,
+ * capped).
+ */
 export function oneLine(text: string, maxBytes = 1500): string {
   // eslint-disable-next-line no-control-regex
   const flat = text.replace(/[\u0000-\u001f\u007f\u2028\u2029]+/g, ' ').replace(/\s+/g, ' ').trim();

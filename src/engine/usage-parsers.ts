@@ -1,5 +1,6 @@
 // Cost and token figures from each provider's own output, as increments; a provider that reports nothing leaves them
 // null.
+import { isJsonObject } from '../untrusted.ts';
 
 export interface Usage {
   cost_usd: number | null;
@@ -18,7 +19,7 @@ function json(line: string): Record<string, unknown> | null {
   if (!t.startsWith('{')) return null;
   try {
     const v = JSON.parse(t) as unknown;
-    return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
+    return isJsonObject(v) ? v : null;
   } catch {
     return null;
   }

@@ -1,4 +1,5 @@
-// Owner checks for pids read back from a run folder: is this live process our worker (or its provider/check) for that run?
+// Owner checks for pids read back from a run folder: is this live process our worker (or its provider/check) for that
+// run?
 // state.json is writable by whoever can write the project, so a recorded pid alone never justifies a signal.
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -15,7 +16,9 @@ function real(path: string): string {
 // The CLI of this install, whether it runs from the sources (src/cli.ts) or the build (dist/cli.js).
 const CLI_PATHS = new Set(['../cli.ts', '../cli.js', '../../src/cli.ts', '../../dist/cli.js'].map((rel) => real(fileURLToPath(new URL(rel, import.meta.url)))));
 
-/** The worker argv is `node <cli> start --worker <mode> --run-id <run> --repo <repo>` (engine/launch.ts spawnWorker). */
+/**
+ * The worker argv is `node <cli> start --worker <mode> --run-id <run> --repo <repo>` (engine/launch.ts spawnWorker).
+ */
 export function isWorkerOf(run: string): (pid: number) => boolean {
   return (pid) => {
     const argv = procList(pid, 'cmdline');

@@ -1,4 +1,5 @@
 // Reads a request body once, as bytes, counting as they arrive (chunked bodies have no length).
+import { isJsonObject } from '../untrusted.ts';
 import { jsonDepth, MAX_JSON_DEPTH } from './json-depth.ts';
 import type { IncomingMessage } from 'node:http';
 import { HttpError } from './http-error.ts';
@@ -69,11 +70,13 @@ export function parseJson(bytes: Buffer): unknown {
   }
 }
 
-/** Parses JSON and insists on an object at the top level, the shape every route takes. */
+/** The request body when it is a JSON object, the shape every route takes; else 400 bad_request. */
+export function requireJsonObject(value: unknown): Record<string, unknown> {
+  if (!isJsonObject(value)) throw new HttpError('bad_request', 'Request body must be a JSON object');
+  return value;
+}
+
+/** Parses JSON and insists on an object at the top level. */
 export function parseJsonObject(bytes: Buffer): Record<string, unknown> {
-  const value = parseJson(bytes);
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    throw new HttpError('bad_request', 'Request body must be a JSON object');
-  }
-  return value as Record<string, unknown>;
+  return requireJsonObject(parseJson(bytes));
 }

@@ -1,4 +1,6 @@
-// One error type for both servers; the status comes from the code so the two can't disagree (DESIGN §4).
+// One error type for both servers; the status comes from the code so the two can't disagree (DESIGN §4). This is the
+// one table from codes to HTTP statuses: a handler throws HttpError(code, message), never a status. The codes are
+// the wire's (the error envelope's), not src/errors.ts's: a handler turns a domain error into one of these on purpose.
 
 export const errorStatus = {
   bad_request: 400,

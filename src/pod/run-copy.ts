@@ -2,6 +2,7 @@
 // signer reads or ships any of it: regular files only, every folder and file opened without following a symbolic
 // link (src/engine/plain-tree.ts; the signer's mounts hold the key, and a planted link must not turn a shipped
 // artifact into a copy of it), with size caps. A receipt.json found there is dropped: only the signer issues one.
+import { RefusedError } from '../errors.ts';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { openPlainDirIn, openRunFolder, readPlainIn, walkPlainTree, type PlainDir } from '../engine/plain-tree.ts';
@@ -11,10 +12,9 @@ const TOTAL_CAP = 256 * 1024 * 1024;
 const MAX_DEPTH = 8;
 const TOP_FILES = ['state.json', 'events.jsonl', 'spec.md', 'ship.json'];
 
-export class RunCopyError extends Error {
+export class RunCopyError extends RefusedError {
   constructor(message: string) {
     super(message);
-    this.name = 'RunCopyError';
   }
 }
 

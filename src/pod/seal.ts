@@ -1,6 +1,7 @@
 // `svc pod seal`: before any agent code runs in a Kubernetes pod, record what the signer will trust about the
 // repository: the base commit and where a pull request goes. It is written to a volume that only this init container
 // and the signer mount (the run container never does), so nothing the agent does can change it.
+import { FailedError } from '../errors.ts';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { headSha, currentBranch } from '../engine/git.ts';
@@ -20,10 +21,9 @@ export interface Seal {
 
 const SEAL_FILE = 'seal.json';
 
-export class SealError extends Error {
+export class SealError extends FailedError {
   constructor(message: string) {
     super(message);
-    this.name = 'SealError';
   }
 }
 

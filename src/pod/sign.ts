@@ -16,11 +16,11 @@ import { issueReceipt, RECEIPT_TYPE, type Receipt, type ReceiptBody } from '../e
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { maybeOpenPr } from '../engine/finish-phase.ts';
 import { repoSlug } from '../engine/git-push.ts';
-import type { CheckResult } from '../engine/checks.ts';
+import { failedRequiredCheck, requiredCheckError, type CheckResult } from '../engine/checks.ts';
 import type { Policy } from '../engine/policy.ts';
 import { readSeal, type Seal } from './seal.ts';
 import { copyRunFolder } from './run-copy.ts';
-import { readEvidence, EVIDENCE_ARTIFACT, type ReportedCheck, type RunEvidence } from './evidence.ts';
+import { readEvidence, EVIDENCE_ARTIFACT, type ReportedCheck, type RunEvidence } from '../engine/evidence.ts';
 import { verifyCommits, policyAt, type VerifiedCommits } from './verified-commits.ts';
 
 export interface SignOptions {
@@ -158,13 +158,13 @@ async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, evidence: R
     ctx.setStatus('stopped', { ...ended, error: evidence.error });
     return;
   }
-  const failed = checks.find((c) => c.required && c.exit_code !== 0);
-  let error = evidence.error ?? (failed ? `Required check "${failed.name}" failed (exit ${failed.exit_code})` : null);
+  const failed = evidence.error === null ? failedRequiredCheck(checks) : null;
+  let error = evidence.error ?? (failed ? requiredCheckError(failed) : null);
   const noOrigin = opts.pr && !seal.origin_url;
   if (!error && noOrigin) error = `Pull request not opened: ${seal.origin_problem ?? 'no origin remote'}`;
   else if (!error) error = await maybeOpenPr(ctx, policy, receipt);
   else if (opts.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
-  ctx.setStatus(error ? 'failed' : 'succeeded', { ...ended, error });
+  ctx.setStatus(error ? 'failed' : 'succeeded', { ...ended, error, failed_check: failed?.name ?? null });
 }
 
 /** Signs (or refuses) the run the pod spec named and ships it; returns its final state. */

@@ -4,15 +4,15 @@
 // (`objects/info/alternates`), and `git fetch` from that into a second, clean one, where index-pack names every object
 // by its own hash (a planted object whose content does not match its name is simply not there) and fsck checks it.
 // Must not: run git in the workspace, or trust a commit id the clean repository does not hold.
+import { RefusedError } from '../errors.ts';
 import { lstatSync, mkdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { join, sep } from 'node:path';
 import { git, diffCommits, type DiffResult } from '../engine/git.ts';
 import { parsePolicy, DEFAULT_POLICY, PolicyError, type Policy } from '../engine/policy.ts';
 
-export class UnverifiableError extends Error {
+export class UnverifiableError extends RefusedError {
   constructor(message: string) {
     super(message);
-    this.name = 'UnverifiableError';
   }
 }
 

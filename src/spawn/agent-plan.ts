@@ -10,7 +10,8 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync } from '
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { isSecretName } from './env.ts';
 import { providerFolders } from './provider-folders.ts';
-import { within, type SandboxGate, type SandboxPlan } from './bwrap-argv.ts';
+import { within, type SandboxPlan } from './bwrap-argv.ts';
+import type { SandboxGate } from './sandbox-network.ts';
 import { isSystemPath } from './system-view.ts';
 import { DEFAULT_LIMITS, type SandboxLimits } from './limits.ts';
 

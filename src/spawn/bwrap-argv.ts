@@ -14,7 +14,8 @@
 import { existsSync, statSync } from 'node:fs';
 import { systemView, isSystemPath } from './system-view.ts';
 import { limitArgv, type SandboxLimits } from './limits.ts';
-import { gateMounts, throughGate } from './sandbox-network.ts';
+import { gateMounts, throughGate, type SandboxGate } from './sandbox-network.ts';
+
 
 export interface SandboxPlan {
   /** Read-only paths beyond the system folders: the program's install, folders on PATH, the git metadata. */
@@ -41,11 +42,6 @@ export interface SandboxPlan {
   network: 'none' | SandboxGate;
 }
 
-/** The egress gate as a sandbox sees it: the host path of its socket, and the forwarder that bridges it in. */
-export interface SandboxGate {
-  socket: string;
-  bridge: { kind: 'systemd'; activate: string; proxyd: string } | { kind: 'node'; node: string; forwarder: string };
-}
 
 function isDir(path: string): boolean {
   try {

@@ -1,6 +1,8 @@
 // Whether a run's agents are sandboxed, decided once per process from the project policy, the origin and the host
 // (DESIGN §7a). Default: bwrap. Opting out is explicit: `"sandbox": "none"` in .svc/policy.json (any origin), or
 // SVC_SANDBOX=none for a run a person starts at the CLI. Without a working sandbox, nothing else runs an agent.
+import { isJsonObject } from '../untrusted.ts';
+import { RefusedError, UnavailableError } from '../errors.ts';
 import { probeSandbox, type SandboxProbe } from './probe.ts';
 
 export type SandboxSetting = 'bwrap' | 'none';
@@ -8,20 +10,10 @@ export type SandboxSetting = 'bwrap' | 'none';
 export type SandboxMode = { kind: 'bwrap'; bwrap: string } | { kind: 'none'; why: string };
 
 /** The sandbox was asked for and cannot run; the message names the package and the opt-out that applies. */
-export class SandboxUnavailableError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'SandboxUnavailableError';
-  }
-}
+export class SandboxUnavailableError extends UnavailableError {}
 
 /** A value of SVC_SANDBOX that is neither "bwrap" nor "none": refused, like an unknown policy key. */
-export class SandboxSettingError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'SandboxSettingError';
-  }
-}
+export class SandboxSettingError extends RefusedError {}
 
 let probed: SandboxProbe | null = null;
 
@@ -42,7 +34,7 @@ export function probeDone(): SandboxProbe | null {
  * is ignored, and this process probes for itself when it needs to.
  */
 export function trustParentProbe(value: unknown): void {
-  if (probed !== null || value === null || typeof value !== 'object' || Array.isArray(value)) return;
+  if (probed !== null || !isJsonObject(value)) return;
   const v = value as Record<string, unknown>;
   const nullableString = (x: unknown): x is string | null => x === null || typeof x === 'string';
   if (typeof v.ok !== 'boolean' || !nullableString(v.bwrap) || !nullableString(v.reason)) return;

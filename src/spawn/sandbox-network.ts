@@ -10,7 +10,12 @@
 import { existsSync, realpathSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { SandboxGate } from './bwrap-argv.ts';
+
+/** The egress gate as a sandbox sees it: the host path of its socket, and the forwarder that bridges it in. */
+export interface SandboxGate {
+  socket: string;
+  bridge: { kind: 'systemd'; activate: string; proxyd: string } | { kind: 'node'; node: string; forwarder: string };
+}
 
 /** Where the gate's socket appears inside the sandbox. */
 export const GATE_SOCKET_INSIDE = '/run/svc/gate.sock';

@@ -41,7 +41,9 @@ export function retryArgs(from: string, run: string, repo: string): string[] {
   return ['start', '--detach', '--retry', from, '--run-id', run, '--repo', repo];
 }
 
-/** The run's detached worker: `node <cli> start --worker MODE --run-id RUN --repo REPO` (worker-identity.ts checks it). */
+/**
+ * The run's detached worker: `node <cli> start --worker MODE --run-id RUN --repo REPO` (worker-identity.ts checks it).
+ */
 export function workerArgv(cli: string, mode: string, run: string, repo: string): string[] {
   return [process.execPath, cli, 'start', '--worker', mode, '--run-id', run, '--repo', repo];
 }

@@ -92,7 +92,9 @@ export function runCollect(
 /** Runs in the foreground with this process's terminal (stdio inherited) and returns its exit status. */
 export function runForeground(argv: readonly string[], opts: ChildSpec): number {
   const [bin, args] = split(argv);
-  const r = spawnSync(bin, args, { cwd: opts.cwd, env: envOf(opts), stdio: 'inherit', shell: false, windowsHide: true });
+  const r = spawnSync(bin, args, {
+    cwd: opts.cwd, env: envOf(opts), stdio: 'inherit', shell: false, windowsHide: true,
+  });
   if (r.error) throw r.error;
   return r.status ?? (r.signal ? 128 : 1);
 }

@@ -1,4 +1,5 @@
 // Flattens a rich-document (ADF) value to plain text, and builds the minimal ADF body a trackerb comment needs.
+import { isJsonObject } from '../untrusted.ts';
 
 type Node = { type?: unknown; text?: unknown; content?: unknown; attrs?: unknown };
 
@@ -6,7 +7,7 @@ const BLOCKS = new Set(['paragraph', 'heading', 'blockquote', 'listItem', 'codeB
 const MAX_DEPTH = 64;
 
 function isNode(value: unknown): value is Node {
-  return value !== null && typeof value === 'object' && !Array.isArray(value);
+  return isJsonObject(value);
 }
 
 function attr(node: Node, name: string): string | undefined {

@@ -1,4 +1,5 @@
-// Turns untrusted text into a one-line brief for `svc start`: no control characters, capped on a UTF-8 boundary, never an option.
+// Turns untrusted text into a one-line brief for `svc start`: no control characters, capped on a UTF-8 boundary, never
+// an option.
 
 /** Default cap for briefs whose origin has no cap of its own (spec fixes only trackerb's 1500 bytes). */
 export const DEFAULT_BRIEF_BYTES = 1500;

@@ -4,9 +4,10 @@
 // returned on the worker; the queue answers 2xx only then. If the thread dies, every batch it held is rejected
 // (answered 500: the sender retries, and dedupe answers "duplicate" if it had committed) and the queue goes back
 // to committing on the main thread.
+import { UnavailableError } from '../errors.ts';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../log.ts';
-import type { EnqueueRequest } from './queue.ts';
+import type { EnqueueRequest } from './delivery.ts';
 import type { PlaceOutcome, Precheck } from './queue-place.ts';
 import type { QueueShares } from './queue-shares.ts';
 import type { PruneCounts, TriggerRetention } from './retention.ts';
@@ -26,10 +27,9 @@ type Reply =
   | ({ type: 'prune'; id: number; error?: string } & Partial<PruneCounts> & { done?: boolean });
 
 /** The writer thread is gone (crashed, or closed): whether its last batch committed is unknown. */
-export class IntakeWriterGoneError extends Error {
+export class IntakeWriterGoneError extends UnavailableError {
   constructor(reason: string) {
     super(`intake writer thread unavailable: ${reason}`);
-    this.name = 'IntakeWriterGoneError';
   }
 }
 

@@ -1,15 +1,15 @@
 // Which directory a job runs in (issue 22): the routed repository's checkout, or for a clone URL the job's own
 // checkout of the freshly fetched mirror (managed-checkout.ts). Never another repository's, never the server's cwd.
+import { FailedError } from '../errors.ts';
 import type { JobRow } from '../db/trigger-jobs-store.ts';
 import type { RepoRouter } from './served-repos.ts';
 import type { ServedRepo } from './served-repos-file.ts';
 import { ManagedGitError, type ManagedCheckouts } from './managed-checkout.ts';
 
 /** The job cannot run: its repository is gone from the table, or its checkout could not be made. */
-export class WorkdirError extends Error {
+export class WorkdirError extends FailedError {
   constructor(message: string) {
     super(message);
-    this.name = 'WorkdirError';
   }
 }
 

@@ -5,7 +5,8 @@
 // agent's to write).
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createKubeApi, inClusterApiUrl, SERVICE_ACCOUNT_DIR, type KubeApi } from './kube-api.ts';
-import { buildKubeJob, kubeJobName, kubernetesSettingsFromEnv, LABEL_RUN, type KubernetesSettings } from './kubernetes-job.ts';
+import { buildKubeJob, kubeJobName, LABEL_RUN } from './kubernetes-job.ts';
+import { kubernetesSettingsFromEnv, type KubernetesSettings } from './kubernetes-settings.ts';
 import { RUN_CONTAINER, SIGNER_CONTAINER } from './kubernetes-pod.ts';
 import { newRunId } from '../engine/ids.ts';
 import {

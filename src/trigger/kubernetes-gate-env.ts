@@ -11,7 +11,9 @@ const BASE_URL_VARS: Record<string, string> = {
   anthropic: 'ANTHROPIC_BASE_URL', openai: 'OPENAI_BASE_URL', gemini: 'GOOGLE_GEMINI_BASE_URL',
 };
 
-/** The gate URL (`http://svc-gate:3128`) as the pod's proxy; `controlUrl`'s host stays direct (the policy allows it). */
+/**
+ * The gate URL (`http://svc-gate:3128`) as the pod's proxy; `controlUrl`'s host stays direct (the policy allows it).
+ */
 export function podGateEnv(gateUrl: string, controlUrl: string | undefined): EnvVar[] {
   const gate = gateUrl.replace(/\/+$/, '');
   let control = '';

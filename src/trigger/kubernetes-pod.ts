@@ -9,7 +9,7 @@
 import { podGateEnv } from './kubernetes-gate-env.ts';
 import { childEnv } from '../spawn/env.ts';
 import type { ExecJob } from './executor.ts';
-import type { KubernetesSettings } from './kubernetes-job.ts';
+import type { KubernetesSettings } from './kubernetes-settings.ts';
 
 export const RUN_CONTAINER = 'run';
 export const SIGNER_CONTAINER = 'signer';

@@ -1,4 +1,5 @@
-// Default executor: `node <cli> start …` as a child process with an allowlisted env, then polls <repo>/.svc/runs/<run>/state.json.
+// Default executor: `node <cli> start …` as a child process with an allowlisted env, then polls
+// <repo>/.svc/runs/<run>/state.json.
 import { startChild } from '../spawn/start.ts';
 import { secretsIn, handoffPipe, sendHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
 import { readFile } from 'node:fs/promises';

@@ -24,7 +24,7 @@ import { createManagedCheckouts } from './managed-checkout.ts';
 import { createWalCheckpointer } from './wal-checkpointer.ts';
 import { pruneBatch, startTriggerRetention } from './retention.ts';
 import { startIntakeWriter, type IntakeWriter } from './intake-writer.ts';
-import { CliError } from '../cli/usage-error.ts';
+import { BadSettingError } from '../errors.ts';
 import { closeGracefully, listen } from '../http/listen.ts';
 import { createHttpServer } from '../http/http-server.ts';
 import { readConnectionLimits } from '../http/connection-limits.ts';
@@ -71,10 +71,10 @@ function pickExecutor(settings: TriggerSettings, env: NodeJS.ProcessEnv, log: Lo
     try {
       return createKubernetesExecutor({ env, log, controlUrl: settings.controlUrl, controlToken: settings.controlToken, ...(pollMs ? { pollMs } : {}) });
     } catch (err) {
-      throw new CliError(err instanceof Error ? err.message : String(err), 2);
+      throw new BadSettingError(err instanceof Error ? err.message : String(err), { cause: err });
     }
   }
-  throw new CliError(`Unknown SVC_TRIGGER_EXECUTOR "${settings.executor}" (known: local, kubernetes)`, 2);
+  throw new BadSettingError(`Unknown SVC_TRIGGER_EXECUTOR "${settings.executor}" (known: local, kubernetes)`);
 }
 
 /** Routes that can queue work: the ones the queue's shares are split between (queue-shares.ts). */
@@ -93,7 +93,9 @@ function logStartupProblems(settings: TriggerSettings, log: Logger): void {
  */
 export const INTAKE_THREAD_MIN_CPUS = 4;
 
-/** The intake writer thread for a file DB when the setting asks for it; undefined (commits on this thread) otherwise. */
+/**
+ * The intake writer thread for a file DB when the setting asks for it; undefined (commits on this thread) otherwise.
+ */
 async function startWriter(settings: TriggerSettings, log: Logger): Promise<IntakeWriter | undefined> {
   const path = settings.dbPath;
   const wanted = settings.intakeThread === 'on' || (settings.intakeThread === 'auto' && availableParallelism() >= INTAKE_THREAD_MIN_CPUS);
@@ -135,7 +137,9 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
     stores, clock, maxQueued: settings.queueMax, routes: configuredRoutes(settings), writer, log,
     onEnqueued: () => setImmediate(() => runner?.kick()), onCommitted: () => checkpointer.nudge(),
   });
-  const managed = createManagedCheckouts({ stateDir: settings.stateDir, checkoutsDir: settings.checkoutsDir, env, log });
+  const managed = createManagedCheckouts({
+    stateDir: settings.stateDir, checkoutsDir: settings.checkoutsDir, env, log,
+  });
   const workdirs = createJobWorkdirs(settings.repos, managed);
   runner = createRunner({
     stores, executor, concurrency: settings.concurrency, repoConcurrency: settings.repoConcurrency, workdirs,

@@ -1,4 +1,6 @@
-// One sender per origin that takes a completion summary: chata response_url, trackera GraphQL comment, trackerb REST comment.
+// One sender per origin that takes a completion summary: chata response_url, trackera GraphQL comment, trackerb REST
+// comment.
+import { FailedError } from '../errors.ts';
 import { adfSummary, markdownSummary, slackSummary } from './summary-render.ts';
 import type { SummaryParts } from './summary.ts';
 import type { Poster } from './https-post.ts';
@@ -19,7 +21,7 @@ export interface Delivery {
 }
 
 /** Thrown for an answer that will not get better by retrying (4xx other than 408/429). */
-export class PermanentError extends Error {}
+export class PermanentError extends FailedError {}
 
 function check(status: number, text: string, what: string): void {
   if (status >= 200 && status < 300) return;

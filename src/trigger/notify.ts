@@ -1,5 +1,6 @@
 // Sends a finished job's completion summary to its origin with retries, records the outcome, reports it to the
 // Control Plane. Never throws and never changes the job's status (spec rule 5).
+import { isJsonObject } from '../untrusted.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import { prepareDelivery, PermanentError, type NotifyConfig } from './notify-channels.ts';
@@ -23,7 +24,7 @@ export interface NotifierOptions {
 }
 
 function isPiece(value: unknown): value is Piece {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
+  if (!isJsonObject(value)) return false;
   const keys = Object.keys(value);
   return keys.length === 1 && ['own', 'data', 'link'].includes(keys[0]!) && typeof Object.values(value)[0] === 'string';
 }

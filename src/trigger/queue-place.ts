@@ -7,7 +7,7 @@ import { transaction } from '../db/open.ts';
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { DedupeBatch } from '../db/trigger-dedupe-store.ts';
 import { newJobId } from './job-id.ts';
-import type { EnqueueRequest, EnqueueResult } from './queue.ts';
+import type { EnqueueRequest, EnqueueResult } from './delivery.ts';
 import { shareLedger, type QueueShares, type ShareLedger } from './queue-shares.ts';
 
 /** A delivery that could not be committed: answered with an error (500), never with a job id. */

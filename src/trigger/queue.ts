@@ -1,5 +1,6 @@
 // The durable job queue: dedupe claim, job row and reply target commit in one transaction before any 2xx (DESIGN §5).
 // With an intake writer (a file DB) the commits run on its worker thread; otherwise on this thread.
+import { FailedError } from '../errors.ts';
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow } from '../db/trigger-jobs-store.ts';
 import type { Logger } from '../log.ts';
@@ -7,27 +8,7 @@ import { placeBatch, precheck, type PlaceOutcome } from './queue-place.ts';
 import type { IntakeWriter } from './intake-writer.ts';
 import { queueShares, type QueueShares } from './queue-shares.ts';
 import { createKeyLeases } from './key-leases.ts';
-
-// A new origin also needs its row in queued_by_origin (a trigger migration), or its jobs go uncounted by the shares.
-export type Origin = 'errtrack' | 'chata' | 'trackera' | 'trackerb' | 'chatb' | 'jobs' | 'webhook';
-
-export interface ReplyTarget {
-  channel: string;
-  target: Record<string, unknown>;
-}
-
-export interface EnqueueRequest {
-  origin: Origin;
-  /** The served repository (owner/name) the delivery was routed to (served-repos.ts). */
-  repo: string;
-  brief: string;
-  /** The exact argv after `svc`. */
-  args: string[];
-  dedupeKeys: readonly string[];
-  reply?: ReplyTarget | undefined;
-}
-
-export type EnqueueResult = { kind: 'queued'; jobId: string } | { kind: 'duplicate'; jobId: string } | { kind: 'full' };
+import type { EnqueueRequest, EnqueueResult, Origin } from './delivery.ts';
 
 /** What the cheap checks say before a delivery does any work; `open` holds its keys until `release()`. */
 export type Admission = { kind: 'duplicate'; jobId: string } | { kind: 'full' } | { kind: 'open'; release: () => void };
@@ -65,10 +46,9 @@ export interface JobQueueOptions {
 export const MAX_BATCH = 256;
 
 /** A delivery whose transaction failed: answered 500, never with a job id. */
-export class DeliveryNotCommittedError extends Error {
+export class DeliveryNotCommittedError extends FailedError {
   constructor(message: string) {
     super(`delivery not committed: ${message}`);
-    this.name = 'DeliveryNotCommittedError';
   }
 }
 

@@ -11,7 +11,10 @@ import { pickNext, type Turns } from './runner-turns.ts';
 export interface Runner {
   /** Start as many queued jobs as free slots allow. */
   kick(): void;
-  /** After a restart: re-attach running jobs to their runs (or mark them interrupted), resend missed summaries, run the queue. */
+  /**
+   * After a restart: re-attach running jobs to their runs (or mark them interrupted), resend missed summaries, run the
+   * queue.
+   */
   recover(): void;
   /** Stop taking jobs, let in-flight launches record their run, stop following; resolves when idle. */
   close(): Promise<void>;

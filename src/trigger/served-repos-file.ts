@@ -5,6 +5,7 @@
 //   # owner/name   where                      routing keys …
 //   acme/api       checkout=/srv/acme/api     errtrack=api-backend trackera=API chata=C0123 default
 //   acme/web       clone=https://github.com/acme/web.git  trackerb=WEB chatb=19:abc@thread.tacv2
+import { BadSettingError } from '../errors.ts';
 
 /** Sources whose events name no repository: the operator maps their keys to one (GitHub routes by full_name). */
 export const ROUTING_KINDS = ['errtrack', 'trackera', 'trackerb', 'chata', 'chatb'] as const;
@@ -31,12 +32,11 @@ export interface ReposProblem {
 }
 
 /** The file (or a line given to `svc repos add`) is refused; every problem names its line and why. */
-export class ReposFileError extends Error {
+export class ReposFileError extends BadSettingError {
   readonly problems: readonly ReposProblem[];
   constructor(file: string, problems: readonly ReposProblem[]) {
     const shown = problems.slice(0, 20).map((p) => `${file}:${p.line}: ${p.reason} (in "${p.text.slice(0, 200)}")`);
     super(`Invalid served repositories file:\n${shown.join('\n')}`);
-    this.name = 'ReposFileError';
     this.problems = problems;
   }
 }

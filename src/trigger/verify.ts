@@ -1,4 +1,5 @@
-// Every webhook signature scheme as a pure function over raw bytes and an injected clock; nothing here parses before it verifies.
+// Every webhook signature scheme as a pure function over raw bytes and an injected clock; nothing here parses before it
+// verifies.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
 /** Why a delivery was refused; the handler turns any of these into 401 invalid_signature. */
@@ -44,7 +45,10 @@ function withinWindow(whenMs: number, nowMs: number): boolean {
   return Number.isFinite(whenMs) && Math.abs(nowMs - whenMs) <= WINDOW_MS;
 }
 
-/** errtrack: `errtrack-hook-signature` = hex HMAC-SHA256 of the body; no signed timestamp (dedupe is the replay defence). */
+/**
+ * errtrack: `errtrack-hook-signature` = hex HMAC-SHA256 of the body; no signed timestamp (dedupe is the replay
+ * defence).
+ */
 export function verifyErrtrack(secret: string, raw: Buffer, signature: Header): VerifyResult {
   const sig = single(signature)?.trim();
   if (!sig) return fail('missing_signature');
@@ -65,7 +69,10 @@ export function verifyChata(secret: string, raw: Buffer, timestamp: Header, sign
   return withinWindow(Number(ts) * 1000, nowMs) ? OK : fail('stale_timestamp');
 }
 
-/** trackera: `TRACKERA-Signature` = hex HMAC of the raw body; the window check runs on the signed `webhookTimestamp` later. */
+/**
+ * trackera: `TRACKERA-Signature` = hex HMAC of the raw body; the window check runs on the signed `webhookTimestamp`
+ * later.
+ */
 export function verifyTrackeraSignature(secret: string, raw: Buffer, signature: Header): VerifyResult {
   const sig = single(signature)?.trim();
   if (!sig) return fail('missing_signature');

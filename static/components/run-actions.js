@@ -7,8 +7,7 @@ import { api, runPath } from '../lib/api.js';
 import { runLink } from '../lib/route.js';
 import { reasonFirst } from '../lib/ui.js';
 import { confirmAction } from './confirm-dialog.js';
-
-const TERMINAL = new Set(['succeeded', 'failed', 'stopped']);
+import { TERMINAL } from '../lib/run-status.js';
 
 /**
  * @typedef {{name: string, label: string, method: string, suffix: string, when: (s: string) => boolean, title: string, body: string, danger?: boolean}} Action

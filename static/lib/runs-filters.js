@@ -2,10 +2,10 @@
 // The runs filter form: markup from the hash query, and the hash query from the form. Filters live in the URL
 // so a filtered view can be bookmarked and shared.
 import { html } from './html.js';
+import { RUN_STATUSES } from './run-status.js';
 
 export const FILTER_KEYS = /** @type {const} */ (['status', 'verdict', 'source', 'repo', 'since', 'until', 'group', 'latest']);
 const VERDICTS = ['verified', 'verified_with_gaps', 'not_verified'];
-const STATUSES = ['queued', 'running', 'blocked', 'stopping', 'succeeded', 'failed', 'stopped'];
 /** Under this width the filter form starts folded so the runs are on the first screen. */
 export const COMPACT_QUERY = '(max-width: 760px)';
 
@@ -30,7 +30,7 @@ export function filtersForm(query, repos, sources = [], open = true) {
     <form class="filters" data-role="filters" aria-label="Filter runs">
     <div class="field">
       <label for="f-status">Status</label>
-      ${select('f-status', 'status', query.get('status') ?? '', STATUSES.map((s) => [s, s === 'blocked' ? 'needs answer' : s]))}
+      ${select('f-status', 'status', query.get('status') ?? '', RUN_STATUSES.map((s) => [s, s === 'blocked' ? 'needs answer' : s]))}
     </div>
     <div class="field">
       <label for="f-verdict">Verdict</label>

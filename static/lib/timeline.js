@@ -3,6 +3,7 @@
 // Node: queued (start until the first move to running), each provider invocation (its "provider … started" line
 // until its cost, a check, the receipt, the next invocation or the end), blocked waits (question until the run
 // leaves blocked), checks (ending at their event, as long as they took) and point marks for receipt, PR and errors.
+import { TERMINAL } from './run-status.js';
 
 /** @typedef {{id: number, kind: string, data: any, ts: number | null}} TimelineEvent */
 /**
@@ -13,7 +14,6 @@
 /** @typedef {{start: number, end: number, live: boolean, spans: Span[], marks: Mark[]}} Timeline */
 
 const PROVIDER_START = /^provider (\S+) started(?: \(attempt (\d+)\))?/;
-const TERMINAL = new Set(['succeeded', 'failed', 'stopped']);
 
 /**
  * @param {{started_at?: string | null, ended_at?: string | null, status?: string}} run

@@ -5,6 +5,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { spawnSync, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { fetchIssueExport, issueApiUrls } from '../../src/engine/errtrack-fetch.ts';
+import { SvcError } from '../../src/errors.ts';
 import { normalizeExport, summarize, renderErrtrackSpec } from '../../src/engine/errtrack-spec.ts';
 import { makeRepo, CLI, type TestRepo } from './fixtures.ts';
 
@@ -65,7 +66,8 @@ describe('fetching an error-tracker issue URL', () => {
     assert.equal(api.issueUrl, 'https://acme.sentry.io/api/0/organizations/acme/issues/6507376925/');
     assert.equal(api.eventUrl, 'https://acme.sentry.io/api/0/organizations/acme/issues/6507376925/events/latest/');
     assert.equal(issueApiUrls('https://acme.sentry.io/issues/1/', { ERRTRACK_URL: 'http://127.0.0.1:9' }).issueUrl, 'http://127.0.0.1:9/api/0/organizations/acme/issues/1/');
-    assert.throws(() => issueApiUrls('https://acme.sentry.io/issues/1/', { ERRTRACK_URL: 'http://tracker.example.com' }), /use https/);
+    assert.throws(() => issueApiUrls('https://acme.sentry.io/issues/1/', { ERRTRACK_URL: 'http://tracker.example.com' }),
+      { code: 'bad_setting' });
   });
 
   it('sends the token only in a curl config on stdin: it reaches the host but no process argv', async () => {
@@ -94,7 +96,8 @@ describe('fetching an error-tracker issue URL', () => {
 
   it('sends the token only to sentry.io hosts or the ERRTRACK_URL host', () => {
     for (const page of ['https://tracker.example.com/issues/1/', 'https://sentry.io.evil.example/issues/1/', 'https://evilsentry.io/issues/1/', 'http://127.0.0.1:9/issues/1/']) {
-      assert.throws(() => issueApiUrls(page, {}), (e: Error & { exitCode?: number }) => e.exitCode === 2 && /ERRTRACK_URL/.test(e.message) && e.message.includes(new URL(page).host), page);
+      const named = (e: unknown) => e instanceof SvcError && e.code === 'bad_setting' && e.message.includes(new URL(page).host);
+      assert.throws(() => issueApiUrls(page, {}), named, page);
     }
     assert.equal(issueApiUrls('https://us.sentry.io/organizations/acme/issues/7/', {}).host, 'us.sentry.io');
     assert.equal(issueApiUrls('https://sentry.io/organizations/acme/issues/7/', {}).host, 'sentry.io');

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { verifyCommits, policyAt, UnverifiableError } from '../../src/pod/verified-commits.ts';
 import { copyRunFolder } from '../../src/pod/run-copy.ts';
-import { readEvidence, EvidenceError } from '../../src/pod/evidence.ts';
+import { readEvidence, EvidenceError } from '../../src/engine/evidence.ts';
 import { reconcileChecks } from '../../src/pod/sign.ts';
 import { writeSeal, readSeal, SealError } from '../../src/pod/seal.ts';
 import { DEFAULT_POLICY } from '../../src/engine/policy.ts';

@@ -77,7 +77,7 @@ describe('input classification', () => {
   });
 
   it('refuses a .json or .md name that does not exist instead of sending it as a brief', () => {
-    assert.throws(() => classifyInput('missing.json', { forceBrief: false, cwd: dir }), (e: Error & { exitCode?: number }) => e.exitCode === 2);
+    assert.throws(() => classifyInput('missing.json', { forceBrief: false, cwd: dir }), { code: 'bad_input' });
     rmSync(dir, { recursive: true, force: true });
   });
 });

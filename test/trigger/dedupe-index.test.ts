@@ -12,7 +12,7 @@ import { dedupeHash } from '../../src/db/trigger-dedupe-store.ts';
 import { placeBatch } from '../../src/trigger/queue-place.ts';
 import { queueShares } from '../../src/trigger/queue-shares.ts';
 import { pruneAll } from '../../src/trigger/retention.ts';
-import type { EnqueueRequest } from '../../src/trigger/queue.ts';
+import type { EnqueueRequest } from '../../src/trigger/delivery.ts';
 import { tempTriggerDbs } from './temp-dbs.ts';
 import { tempDir } from './helpers.ts';
 

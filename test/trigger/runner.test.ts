@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { openDatabase } from '../../src/db/open.ts';
 import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
 import { createTriggerStores } from '../../src/db/trigger-stores.ts';
-import { isAllowedChildVar } from '../../src/trigger/child-env.ts';
+import { isLauncherName } from '../../src/spawn/env.ts';
 import { SECRETS, post, get, startTestTrigger, makeRepo, tempDir, type TestTrigger } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
@@ -44,7 +44,7 @@ describe('runner', () => {
       assert.deepEqual(call.handed, { secrets: { SVC_CONTROL_TOKEN: 'k-control-5', ERRTRACK_AUTH_TOKEN: 'k-errtrack-3' }, probe: null });
       assert.equal(existsSync(join(t.home, '.svc', 'handoff')), false, 'no handoff file was written');
       for (const name of Object.keys(call.env)) {
-        if (name !== 'SVC_HANDOFF_FD') assert.ok(isAllowedChildVar(name), `unexpected ${name} in the child env`);
+        if (name !== 'SVC_HANDOFF_FD') assert.ok(isLauncherName(name), `unexpected ${name} in the child env`);
       }
       const values = Object.values(call.env).join('\n');
       for (const secret of [...Object.values(SECRETS), 'k-trackera-1', 'k-trackerb-2', 'k-errtrack-3', 'k-errtrack-4', 'k-control-5', 'k-aws-6', '/tmp/evil.js']) {

@@ -8,7 +8,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { Job } from 'kubernetes-models/batch/v1/Job';
-import { buildKubeJob, kubernetesSettingsFromEnv } from '../../src/trigger/kubernetes-job.ts';
+import { buildKubeJob } from '../../src/trigger/kubernetes-job.ts';
+import { kubernetesSettingsFromEnv } from '../../src/trigger/kubernetes-settings.ts';
 import { unknownFieldErrors, type K8sObject } from '../helpers/k8s-strict.ts';
 
 const K8S_DIR = join(import.meta.dirname, '../../scripts/k8s');

@@ -44,6 +44,6 @@ describe('control migrations', () => {
     const raw = new DatabaseSync(path);
     raw.exec(`PRAGMA user_version = ${controlMigrations.length + 1}`);
     raw.close();
-    assert.throws(() => openDatabase(path, controlMigrations), (err: unknown) => err instanceof DatabaseTooNewError && err.code === 'database_too_new');
+    assert.throws(() => openDatabase(path, controlMigrations), (err: unknown) => err instanceof DatabaseTooNewError && err.code === 'refused');
   });
 });

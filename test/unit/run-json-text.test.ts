@@ -1,8 +1,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { fastIso, runTupleJson, runsPageJson } from '../../src/control/run-json-text.ts';
-import { runToJson } from '../../src/control/params.ts';
-import { PUBLIC_RUN_COLUMNS, type RunRow } from '../../src/db/runs-store.ts';
+import { fastIso, runTupleJson, runsPageJson } from '../../src/db/run-json-text.ts';
+import { runToJson } from '../../src/db/run-row-json.ts';
+import { PUBLIC_RUN_COLUMNS, type RunRow } from '../../src/db/run-types.ts';
 
 /** A deterministic generator (mulberry32), so a failure names a reproducible row. */
 function random(seed: number): () => number {

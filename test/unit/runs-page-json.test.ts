@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { openDatabase } from '../../src/db/open.ts';
 import { controlMigrations } from '../../src/db/control-migrations.ts';
 import { createRunsStore, type RunFilter, type RunKey, type RunsStore } from '../../src/db/runs-store.ts';
-import { runToJson } from '../../src/control/params.ts';
+import { runToJson } from '../../src/db/run-row-json.ts';
 import { RUN_STATUSES, VERDICTS } from '../../src/run-json.ts';
 import { startRunJsonBackfill } from '../../src/control/run-json-backfill.ts';
 import { silentLogger } from '../../src/log.ts';

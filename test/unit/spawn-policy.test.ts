@@ -5,7 +5,9 @@ import { mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
-import { bwrapArgv, childEnv, providerFolders } from '../../src/spawn/index.ts';
+import { bwrapArgv } from '../../src/spawn/bwrap-argv.ts';
+import { childEnv } from '../../src/spawn/env.ts';
+import { providerFolders } from '../../src/spawn/provider-folders.ts';
 
 describe('childEnv', () => {
   const base = { PATH: '/bin', HOME: '/h', GITHUB_TOKEN: 'g', SVC_API_TOKEN_FILE: '/t', SVC_ORIGIN: 'cli', SVC_SOURCE: 's' };

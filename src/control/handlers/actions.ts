@@ -1,23 +1,26 @@
 // Run actions (DESIGN §3, §4): start (idempotent by request_id), stop, resume, retry, verify, answer.
-// Local runs are steered through the run controller; runs of another source get a control request for their next ingest.
+// Local runs are steered through the run controller; runs of another source get a control request for their next
+// ingest.
 import { controlStartArgs, resumeArgs, retryArgs } from '../../spawn/start-argv.ts';
 import { createHash, randomUUID } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import { isAbsolute, basename, dirname, resolve } from 'node:path';
 import { HttpError } from '../../http/http-error.ts';
+import { requireJsonObject } from '../../http/body.ts';
 import type { Handler, Ctx } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
-import { runParams, runToJson } from '../params.ts';
+import { runParams } from '../params.ts';
+import { runToJson } from '../../db/run-row-json.ts';
 import { transaction } from '../../db/open.ts';
-import type { RunRow } from '../../db/runs-store.ts';
+import type { RunRow } from '../../db/run-types.ts';
 import { canonicalJson } from '../../canonical-json.ts';
 import { newRunId } from '../../engine/ids.ts';
 import { isIssueUrl } from '../../engine/classify.ts';
 import { repoRoot, repoName } from '../../engine/git.ts';
 import { writeAnswer, MAX_ANSWER_BYTES } from '../../engine/answers.ts';
 import { oneLine } from '../../engine/text.ts';
-import { readEffectiveConfig } from './config.ts';
+import { readEffectiveConfig } from '../config-schema.ts';
 import { actionRefusal, type RunAction } from '../action-rules.ts';
 import { isRegisteredProject, realOrNull, unregisteredMessage } from '../projects.ts';
 
@@ -37,8 +40,7 @@ interface StartBody {
 }
 
 function parseStart(deps: ControlDeps, body: unknown): StartBody {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new HttpError('bad_request', 'Request body must be a JSON object');
-  const b = body as Record<string, unknown>;
+  const b = requireJsonObject(body);
   for (const key of Object.keys(b)) if (!START_KEYS.has(key)) bad(`Unknown field "${key}"`);
   const given = (['brief', 'spec_path', 'issue_url'] as const).filter((k) => b[k] !== undefined);
   if (given.length !== 1) bad('Give exactly one of "brief", "spec_path" or "issue_url"');
@@ -211,8 +213,7 @@ export const verifyRun: Handler<ControlDeps> = (ctx) => {
 
 export const answerRun: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
-  const body = ctx.body as Record<string, unknown> | null;
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new HttpError('bad_request', 'Request body must be a JSON object');
+  const body = requireJsonObject(ctx.body);
   for (const key of Object.keys(body)) if (key !== 'answer') bad(`Unknown field "${key}"`);
   const answer = body.answer;
   if (typeof answer !== 'string' || answer.trim() === '' || Buffer.byteLength(answer) > MAX_ANSWER_BYTES) {

@@ -3,7 +3,8 @@ import { json } from '../../http/respond.ts';
 import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
-import { checkQueryKeys, parseLimit, iso } from '../params.ts';
+import { checkQueryKeys, parseLimit } from '../params.ts';
+import { iso } from '../../db/run-row-json.ts';
 import { encodeCursor, decodeCursor } from '../id-cursor.ts';
 
 function parseVerify(value: string | null): boolean {

@@ -1,19 +1,14 @@
 // GET/PUT /v1/config: validated, versioned settings; secrets are always redacted on the way out.
+import { isJsonObject } from '../../untrusted.ts';
 import { HttpError } from '../../http/http-error.ts';
+import { requireJsonObject } from '../../http/body.ts';
 import { json } from '../../http/respond.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
-import type { ConfigStore } from '../../db/config-store.ts';
 import { ConfigVersionConflict } from '../../db/config-store.ts';
-import { SETTINGS, mergeConfig, redactConfig, withDefaults, type ConfigValues } from '../config-schema.ts';
+import { SETTINGS, mergeConfig, readEffectiveConfig, redactConfig, withDefaults, type ConfigValues } from '../config-schema.ts';
 import { canonicalJson } from '../../canonical-json.ts';
 import { noteAudit } from '../audited.ts';
-
-/** The settings in force: stored values over schema defaults. Other handlers read config through this. */
-export function readEffectiveConfig(store: ConfigStore): { config: ConfigValues; version: number } {
-  const stored = store.read();
-  return { config: withDefaults(stored.values), version: stored.version };
-}
 
 function reply(config: ConfigValues, version: number) {
   return json(200, { config: redactConfig(config), version }, { etag: `"${version}"` });
@@ -34,14 +29,13 @@ function parseIfMatch(header: string | undefined): number | undefined {
 
 /** Accepts what GET returns (`{"config":{…},"version"?:n}`) or a bare object of settings, the curl-friendly form. */
 function updateOf(body: unknown): { update: Record<string, unknown>; version: number | undefined } {
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new HttpError('bad_request', 'Request body must be a JSON object of settings');
-  const record = body as Record<string, unknown>;
+  const record = requireJsonObject(body);
   if (!Object.hasOwn(record, 'config')) return { update: record, version: undefined };
   for (const key of Object.keys(record)) {
     if (key !== 'config' && key !== 'version') throw new HttpError('invalid_param', `Unknown field "${key.slice(0, 128)}" next to "config"`);
   }
   const { config, version } = record;
-  if (config === null || typeof config !== 'object' || Array.isArray(config)) throw new HttpError('invalid_param', 'Field "config" must be an object of settings');
+  if (!isJsonObject(config)) throw new HttpError('invalid_param', 'Field "config" must be an object of settings');
   if (version !== undefined && (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 0)) {
     throw new HttpError('invalid_param', 'Field "version" must be a non-negative integer');
   }

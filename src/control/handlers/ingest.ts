@@ -1,4 +1,5 @@
 // POST /v1/ingest (the shipper's batches) and POST /v1/import (a project's .svc/runs read from disk).
+import { requireJsonObject } from '../../http/body.ts';
 import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
@@ -43,8 +44,7 @@ export const ingestRuns: Handler<ControlDeps> = (ctx) => {
 };
 
 export const importRuns: Handler<ControlDeps> = async (ctx) => {
-  const body = ctx.body;
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new HttpError('bad_request', 'Request body must be a JSON object');
+  const body = requireJsonObject(ctx.body);
   for (const key of Object.keys(body)) if (key !== 'path') throw new HttpError('invalid_param', `Unknown field "${key}"`);
   return json(200, await importProject(ctx.deps, (body as { path?: unknown }).path));
 };

@@ -1,6 +1,8 @@
 // Merge queue (DESIGN §4): only runs with a PR and a receipt the policy accepts; POST /v1/merge/run merges in order,
-// re-checking every receipt first. Merges go through the GitHub REST merge endpoint (github-merge.ts); nothing here deploys.
+// re-checking every receipt first. Merges go through the GitHub REST merge endpoint (github-merge.ts); nothing here
+// deploys.
 import { HttpError } from '../../http/http-error.ts';
+import { requireJsonObject } from '../../http/body.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
@@ -31,8 +33,7 @@ export const listMergeQueue: Handler<ControlDeps> = (ctx) => {
 
 export const addToMergeQueue: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
-  const body = ctx.body as Record<string, unknown> | null;
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new HttpError('bad_request', 'Request body must be a JSON object');
+  const body = requireJsonObject(ctx.body);
   for (const key of Object.keys(body)) if (key !== 'source' && key !== 'run') throw new HttpError('invalid_param', `Unknown field "${key}"`);
   const source = checkSegment('source', body.source);
   const run = checkSegment('run', body.run);

@@ -1,12 +1,13 @@
 // GET /v1/stats and /v1/stats/cost: run counts, success rate, durations and cost over an optional window and repo.
+import { TERMINAL_STATUSES } from '../../run-json.ts';
 import { json } from '../../http/respond.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
 import { HttpError } from '../../http/http-error.ts';
-import { checkQueryKeys, optionalTime, iso } from '../params.ts';
+import { checkQueryKeys, optionalTime } from '../params.ts';
+import { iso } from '../../db/run-row-json.ts';
 import { DAY_MS, type CostGroup, type StatsFilter } from '../../db/stats-store.ts';
 
-const TERMINAL = ['succeeded', 'failed', 'stopped'];
 
 /** `since` (inclusive), `until` (exclusive), `repo`: the same filters and formats as GET /v1/runs. */
 function filterOf(query: URLSearchParams): StatsFilter {
@@ -31,7 +32,7 @@ export const getStats: Handler<ControlDeps> = (ctx) => {
   const f = filterOf(ctx.query);
   const stats = ctx.deps.stores.stats;
   const { runs, byStatus, byVerdict } = stats.counts(f);
-  const terminal = TERMINAL.reduce((sum, s) => sum + (byStatus[s] ?? 0), 0);
+  const terminal = TERMINAL_STATUSES.reduce((sum, s) => sum + (byStatus[s] ?? 0), 0);
   const duration = stats.durationPercentiles(f, [0.5, 0.95]);
   return json(200, {
     ...window(f),

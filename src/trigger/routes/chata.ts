@@ -1,4 +1,5 @@
-// POST /chata: `v0=` signature over `v0:<ts>:<body>`; slash command → `svc start <text> --detach`; url_verification → challenge.
+// POST /chata: `v0=` signature over `v0:<ts>:<body>`; slash command → `svc start <text> --detach`; url_verification →
+// challenge.
 import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { verifyChata } from '../verify.ts';

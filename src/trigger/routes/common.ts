@@ -6,7 +6,7 @@ import type { Ctx } from '../../http/pipeline.ts';
 import type { TriggerDeps } from '../deps.ts';
 import type { RouteName } from '../secrets.ts';
 import type { VerifyResult } from '../verify.ts';
-import type { EnqueueRequest, Origin, ReplyTarget } from '../queue.ts';
+import type { EnqueueRequest, Origin, ReplyTarget } from '../delivery.ts';
 
 export type TCtx = Ctx<TriggerDeps>;
 

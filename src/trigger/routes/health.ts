@@ -1,4 +1,5 @@
-// GET /health (liveness) and GET /status (which routes and notifiers are configured: booleans and counts, never values).
+// GET /health (liveness) and GET /status (which routes and notifiers are configured: booleans and counts, never
+// values).
 import { json, type Reply } from '../../http/respond.ts';
 import { ROUTES } from '../secrets.ts';
 import type { TCtx } from './common.ts';

@@ -1,4 +1,5 @@
-// POST /webhook: source-host `X-Hub-Signature-256: sha256=<hex>` with GITHUB_WEBHOOK_SECRET; see sources/source-host.ts.
+// POST /webhook: source-host `X-Hub-Signature-256: sha256=<hex>` with GITHUB_WEBHOOK_SECRET; see
+// sources/source-host.ts.
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { verifySourceHost } from '../verify.ts';

@@ -1,4 +1,5 @@
-// POST /trackera: hex HMAC of the body + signed webhookTimestamp within 300 s; issue events → `svc start trackera:<id> --detach`.
+// POST /trackera: hex HMAC of the body + signed webhookTimestamp within 300 s; issue events → `svc start trackera:<id>
+// --detach`.
 import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { verifyTrackeraSignature, checkTrackeraTimestamp } from '../verify.ts';

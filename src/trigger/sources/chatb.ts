@@ -1,4 +1,5 @@
-// chatb activities: message text with `<at>…</at>` mentions and every other tag removed (spec "Brief content by origin").
+// chatb activities: message text with `<at>…</at>` mentions and every other tag removed (spec "Brief content by
+// origin").
 import { sanitizeBrief, DEFAULT_BRIEF_BYTES } from '../brief.ts';
 import { obj, str } from '../../untrusted.ts';
 

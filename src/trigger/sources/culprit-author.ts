@@ -3,7 +3,9 @@ import { runCollect } from '../../spawn/start.ts';
 import { realpath, stat } from 'node:fs/promises';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
 
-/** Maps a stack-frame filename to a file inside repoDir, or null; symlinks are resolved before the containment check. */
+/**
+ * Maps a stack-frame filename to a file inside repoDir, or null; symlinks are resolved before the containment check.
+ */
 export async function resolveInsideRepo(repoDir: string, candidate: string): Promise<string | null> {
   if (!candidate || candidate.length > 1024 || candidate.includes('\0') || /^[a-z][a-z0-9+.-]*:/i.test(candidate) || candidate.startsWith('<')) return null;
   let root: string;

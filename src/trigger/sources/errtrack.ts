@@ -1,5 +1,6 @@
 // errtrack alert → brief: the task text plus release, environment, newest deploy record and the culprit file's
 // last author (spec "Brief content by origin"). Everything is untrusted text: sanitized, capped, adds no authority.
+import { objOrNull as obj } from '../../untrusted.ts';
 import { sanitizeBrief } from '../brief.ts';
 import { latestDeployLine } from '../../engine/deploys.ts';
 import { culpritAuthor } from './culprit-author.ts';
@@ -26,9 +27,6 @@ function slugFromUrl(url: string | null): string | null {
 
 type Obj = Record<string, unknown>;
 
-function obj(value: unknown): Obj | null {
-  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Obj) : null;
-}
 function text(value: unknown): string | null {
   return typeof value === 'string' && value.trim() !== '' ? value : typeof value === 'number' ? String(value) : null;
 }

@@ -1,5 +1,7 @@
 // Source-host webhook (POST /webhook): an issue opened with label `svc` or labelled `svc`, or a comment starting
 // `/svc`, by someone with write-level association, becomes a job; everything else is skipped.
+import { isJsonObject, obj } from '../../untrusted.ts';
+import { BadInputError } from '../../errors.ts';
 import { sanitizeBrief, DEFAULT_BRIEF_BYTES } from '../brief.ts';
 
 export const TRIGGER_LABEL = 'svc';
@@ -13,9 +15,6 @@ export type SourceHostInput =
   | { kind: 'skip'; reason: string };
 
 type Obj = Record<string, unknown>;
-function obj(value: unknown): Obj {
-  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Obj) : {};
-}
 function str(value: unknown): string {
   return typeof value === 'string' ? value : '';
 }
@@ -29,17 +28,15 @@ function hasLabel(issue: Obj): boolean {
  * alone; anything else (a `pull_request` body has `pull_request` and no `issue`) is `other`.
  */
 export function eventShape(body: Obj): 'issues' | 'issue_comment' | 'other' {
-  const isObj = (v: unknown): boolean => v !== null && typeof v === 'object' && !Array.isArray(v);
-  if (!isObj(body.issue) || isObj(body.pull_request)) return 'other';
-  return isObj(body.comment) ? 'issue_comment' : 'issues';
+  if (!isJsonObject(body.issue) || isJsonObject(body.pull_request)) return 'other';
+  return isJsonObject(body.comment) ? 'issue_comment' : 'issues';
 }
 
 /** Thrown when the unsigned event header names an event the signed body is not (issue 21: a relabelled delivery). */
-export class EventMismatchError extends Error {
+export class EventMismatchError extends BadInputError {
   constructor(header: string, shape: string) {
     const body = shape === 'other' ? 'neither an issue nor an issue-comment event' : `an "${shape}" event`;
     super(`X-GitHub-Event "${header.slice(0, 64)}" does not match the signed body, which is ${body}`);
-    this.name = 'EventMismatchError';
   }
 }
 

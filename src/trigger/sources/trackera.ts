@@ -1,4 +1,5 @@
-// trackera: only issue events start jobs, as `svc start trackera:<identifier>`; the verified payload is kept for the run
+// trackera: only issue events start jobs, as `svc start trackera:<identifier>`; the verified payload is kept for the
+// run
 // by ../trackera-snapshot.ts.
 import { obj, str, describe } from '../../untrusted.ts';
 

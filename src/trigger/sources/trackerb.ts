@@ -18,7 +18,9 @@ export type TrackerbInput =
   | { kind: 'skip'; reason: string };
 
 
-/** `trackerb:issue_created` in the spec; the real service says `jira:issue_created`: the part after the colon decides. */
+/**
+ * `trackerb:issue_created` in the spec; the real service says `jira:issue_created`: the part after the colon decides.
+ */
 function eventName(body: Obj): string | null {
   const name = str(body.webhookEvent);
   return name ? (name.split(':').pop() ?? null) : null;

@@ -1,8 +1,9 @@
 // What a Kubernetes pod's run container leaves for the signer (SVC_SIGN_LATER=1): the check results and how the run
 // ended, as artifacts/evidence.json. The run container is where the agent ran, so the signer reads this file as
 // untrusted input (typed readers only) and treats every value in it as "reported", never as verified.
+import { RefusedError } from '../errors.ts';
 import { obj, str } from '../untrusted.ts';
-import type { CheckResult } from '../engine/checks.ts';
+import type { CheckResult } from './checks.ts';
 
 export const EVIDENCE_ARTIFACT = 'evidence.json';
 export const EVIDENCE_TYPE = 'svc.run_evidence';
@@ -36,10 +37,9 @@ export function evidenceOf(
   };
 }
 
-export class EvidenceError extends Error {
+export class EvidenceError extends RefusedError {
   constructor(message: string) {
     super(message);
-    this.name = 'EvidenceError';
   }
 }
 

@@ -1,11 +1,14 @@
 // Run JSON as text in one pass, for the runs list: byte-identical to JSON.stringify(runToJson(row)) (a test compares
 // them over odd rows), without building an object per row or a Date per time. Must not change what a run looks like.
-import { iso } from './params.ts';
+import { iso } from './run-row-json.ts';
 import { RUN_JSON_FIELDS as PUBLIC_RUN_COLUMNS } from '../run-json.ts';
-import type { PublicRunTuple } from '../db/runs-store.ts';
+import type { PublicRunTuple } from './run-types.ts';
 
 const DAY_MS = 86_400_000;
-/** 9999-12-31T23:59:59.999Z: above this (and below 0) toISOString switches to ±YYYYYY years, so those take the slow path. */
+/**
+ * 9999-12-31T23:59:59.999Z: above this (and below 0) toISOString switches to ±YYYYYY years, so those take the slow
+ * path.
+ */
 const MAX_FOUR_DIGIT_YEAR_MS = 253_402_300_799_999;
 const TWO = Array.from({ length: 60 }, (_, i) => String(i).padStart(2, '0'));
 const THREE = Array.from({ length: 1000 }, (_, i) => String(i).padStart(3, '0'));

@@ -1,0 +1,52 @@
+// The runs table's row, filter and key types, apart from the store so the list's query, its WHERE builder and its
+// JSON text writer can share them without importing the store (no circles, DESIGN §8).
+import { RUN_JSON_FIELDS, type RunJson, type RunStatus, type Verdict } from '../run-json.ts';
+
+/** A runs row: the Run JSON fields with times as unix ms, plus the internal columns that never leave the server. */
+export interface RunRow extends Omit<RunJson, 'started_at' | 'ended_at' | 'updated_at'> {
+  started_at: number;
+  ended_at: number | null;
+  updated_at: number;
+  repo_path: string | null;
+  pid: number | null;
+  extra: string | null;
+}
+
+/** What upsert takes: identity, status and start time are required; group_id defaults to the run id. */
+export type RunInput = Partial<Omit<RunRow, 'source' | 'run' | 'status' | 'started_at'>> & Pick<RunRow, 'run' | 'status' | 'started_at'>;
+export type RunPatch = Partial<Omit<RunRow, 'source' | 'run'>>;
+
+export interface RunKey {
+  started_at: number;
+  source: string;
+  run: string;
+}
+
+export interface RunFilter {
+  /** A verdict, or null for runs that have none yet. */
+  verdict?: Verdict | null;
+  repo?: string;
+  group_id?: string;
+  status?: RunStatus;
+  source?: string;
+  /** started_at >= since (inclusive). */
+  since?: number;
+  /** started_at < until (exclusive), so adjacent windows never count a run twice. */
+  until?: number;
+  /** Keyset cursor: rows strictly after this key in newest-first order. */
+  after?: RunKey;
+  limit: number;
+}
+
+/**
+ * The Run JSON columns in Run JSON key order (DESIGN §3): everything but repo_path, pid and extra. Columns are named
+ * after the fields.
+ */
+export const PUBLIC_RUN_COLUMNS = RUN_JSON_FIELDS;
+/** One row of PUBLIC_RUN_COLUMNS, positionally (node:sqlite's array rows: no object per row). */
+export type PublicRunTuple = readonly unknown[];
+
+export type DeleteOutcome = 'deleted' | 'not_found' | 'active';
+
+/** What goes around a page's joined Run JSON texts, given the key of its last run when another page follows. */
+export type PageFrame = (next: RunKey | null) => { open: string; close: string };

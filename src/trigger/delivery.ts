@@ -1,0 +1,23 @@
+// A delivery on its way into the queue: what the routes hand the queue and what it answers. Types only, apart from
+// queue.ts so the queue, its placement and the intake writer thread share them without a circle (DESIGN §8).
+
+// A new origin also needs its row in queued_by_origin (a trigger migration), or its jobs go uncounted by the shares.
+export type Origin = 'errtrack' | 'chata' | 'trackera' | 'trackerb' | 'chatb' | 'jobs' | 'webhook';
+
+export interface ReplyTarget {
+  channel: string;
+  target: Record<string, unknown>;
+}
+
+export interface EnqueueRequest {
+  origin: Origin;
+  /** The served repository (owner/name) the delivery was routed to (served-repos.ts). */
+  repo: string;
+  brief: string;
+  /** The exact argv after `svc`. */
+  args: string[];
+  dedupeKeys: readonly string[];
+  reply?: ReplyTarget | undefined;
+}
+
+export type EnqueueResult = { kind: 'queued'; jobId: string } | { kind: 'duplicate'; jobId: string } | { kind: 'full' };

@@ -1,0 +1,72 @@
+// Errors are typed end to end (DESIGN §8): every error svc throws on purpose carries a code, the CLI's exit status
+// comes from one table of codes, and callers tell errors apart by code, never by message.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  ERROR_CODES, SvcError, UsageError, BadInputError, BadSettingError, NotFoundError, RefusedError, FailedError,
+} from '../../src/errors.ts';
+import { EXIT_STATUS, exitStatusOf } from '../../src/cli/exit-status.ts';
+import { HttpError } from '../../src/http/http-error.ts';
+import { ControlApiError } from '../../src/client/api-error.ts';
+import { classifyInput } from '../../src/engine/classify.ts';
+import { resolveRepo } from '../../src/engine/launch.ts';
+import { PolicyError } from '../../src/engine/policy-error.ts';
+import { failedRequiredCheck } from '../../src/engine/checks.ts';
+
+describe('typed errors', () => {
+  it('gives every code an exit status, and no other key', () => {
+    assert.deepEqual(Object.keys(EXIT_STATUS).sort(), [...ERROR_CODES].sort());
+  });
+
+  it('exits 2 for what the person typed or set, 1 for everything else', () => {
+    assert.equal(exitStatusOf(new UsageError('x')), 2);
+    assert.equal(exitStatusOf(new BadInputError('x')), 2);
+    assert.equal(exitStatusOf(new BadSettingError('x')), 2);
+    assert.equal(exitStatusOf(new NotFoundError('x')), 1);
+    assert.equal(exitStatusOf(new FailedError('x')), 1);
+    assert.equal(exitStatusOf(new Error('x')), 1);
+    assert.equal(exitStatusOf('a string'), 1);
+  });
+
+  it('reads no exit status off an error that merely has an exitCode property', () => {
+    assert.equal(exitStatusOf(Object.assign(new Error('x'), { exitCode: 2 })), 1);
+  });
+
+  it('maps a code from another table (HTTP, a server answer) to 1, not to a CLI status', () => {
+    assert.equal(exitStatusOf(new HttpError('bad_request', 'x')), 1);
+    assert.equal(exitStatusOf(new ControlApiError(400, 'usage', 'x')), 1);
+  });
+
+  it('names each error by its class and keeps the code on subclasses', () => {
+    const err = new PolicyError('x');
+    assert.ok(err instanceof SvcError && err instanceof RefusedError);
+    assert.equal(err.code, 'refused');
+    assert.equal(err.name, 'PolicyError');
+  });
+
+  it('carries the HTTP error code and status together', () => {
+    const err = new HttpError('not_found', 'x');
+    assert.equal(err.code, 'not_found');
+    assert.equal(err.status, 404);
+  });
+
+  it('has the engine throw typed errors where the CLI once chose an exit code', () => {
+    assert.throws(() => classifyInput('', { forceBrief: false, cwd: tmpdir() }), { code: 'bad_input' });
+    const dir = mkdtempSync(join(tmpdir(), 'svc-errors-'));
+    try {
+      assert.throws(() => resolveRepo(dir), { code: 'bad_input' });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('finds a failed required check as a value, not from a message', () => {
+    const check = (name: string, required: boolean, exit_code: number | null) => ({ name, required, exit_code });
+    assert.equal(failedRequiredCheck([check('lint', false, 1), check('test', true, 0)]), null);
+    assert.equal(failedRequiredCheck([check('lint', false, 1), check('test', true, 3)])?.name, 'test');
+    assert.equal(failedRequiredCheck([check('test', true, null)])?.name, 'test');
+  });
+});
