@@ -135,11 +135,12 @@ describe('every page', { skip: skip ?? false }, () => {
     for (const name of [...PAGES, 'runs/local/rdone0000']) {
       await page.goto(`${control.url}/#/${name}`);
       await settled(page);
-      await page.waitForFunction(() => {
+      // Read at the moment it is settled: a page with a stream may reconnect (and say "Connecting…") again later.
+      const word = await page.waitForFunction(() => {
         const text = (globalThis as any).document.getElementById('conn')?.textContent ?? '';
-        return text !== '' && !text.startsWith('Connecting');
+        return text !== '' && !text.startsWith('Connecting') ? text : false;
       });
-      labels.set(name, (await page.locator('#conn').textContent())?.trim() ?? '');
+      labels.set(name, String(await word.jsonValue()).trim());
     }
     // The runs list streams: the hover text, not a second word, says so.
     await page.goto(`${control.url}/#/runs`);
