@@ -6,7 +6,7 @@
 // run's protocol files: the task readable, the question and answer folders writable. Nothing else is mounted, so svc's
 // home, the servers' databases and token files, ~/.ssh and every other credential are not there at all; the masks in
 // `hidden` only matter where a bound tree (a declared folder, a PATH folder) happens to contain one.
-import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, type Dirent } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { isSecretName } from './env.ts';
 import { providerFolders } from './provider-folders.ts';
@@ -112,14 +112,16 @@ function programFolders(program: string, pathDirs: string[]): string[] {
       folders.push(dir.slice(0, -'/.bin'.length));
       continue;
     }
-    let names: string[] = [];
+    let entries: Dirent[] = [];
     try {
-      names = readdirSync(dir).slice(0, 500);
+      entries = readdirSync(dir, { withFileTypes: true }).slice(0, 500);
     } catch {
       continue;
     }
-    for (const name of names) {
-      const target = realOrNull(join(dir, name));
+    // Only links can point elsewhere; the folder's own files are shown with it (pyenv's shims are scripts).
+    for (const entry of entries) {
+      if (!entry.isSymbolicLink()) continue;
+      const target = realOrNull(join(dir, entry.name));
       if (target && !within(target, dir)) folders.push(installOf(target));
     }
   }

@@ -3,7 +3,8 @@
 // SVC_SANDBOX=none for a run a person starts at the CLI. Without a working sandbox, nothing else runs an agent.
 import { isJsonObject } from '../untrusted.ts';
 import { RefusedError, UnavailableError } from '../errors.ts';
-import { probeSandbox, type SandboxProbe } from './probe.ts';
+import type { SandboxProbe } from './probe.ts';
+import { probeSandboxCached } from './probe-cache.ts';
 
 export type SandboxSetting = 'bwrap' | 'none';
 
@@ -19,7 +20,7 @@ let probed: SandboxProbe | null = null;
 
 /** The host probe, run once per run: by the process that makes or launches the run, then handed to its worker. */
 function probeOnce(env: NodeJS.ProcessEnv): SandboxProbe {
-  probed ??= probeSandbox(env);
+  probed ??= probeSandboxCached(env);
   return probed;
 }
 

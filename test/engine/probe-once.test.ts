@@ -1,9 +1,10 @@
-// The sandbox probe runs once per run (issue 9): `svc start` probes the host before it makes the run and hands the
+// The sandbox probe runs at most once per run (issue 9), and once per boot while it works (src/spawn/probe-cache.ts):
+// `svc start` probes the host (or takes this boot's cached result) before it makes the run and hands the
 // result to the run's worker through the handoff pipe, so the worker does not run a second trial sandbox. Counted
 // with a `bwrap` on PATH that logs every call and then runs the real one.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeRepo, readJson, CLI, EDIT_SCRIPT, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
@@ -44,12 +45,24 @@ describe('the sandbox probe', { skip: probe.ok ? false : 'bwrap cannot run on th
     assert.deepEqual(calls(), { trials: 1, others: 1 }, 'one trial sandbox, then the provider\u2019s sandbox');
   });
 
-  it('runs once when an ended run is verified again through a new worker', async () => {
+  it('runs no trial again this boot once one worked: later runs and a verify take the cached result', async () => {
     const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', 'fake', '--worktree'], { cwd: repo.repo, env });
     const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
-    calls();
+    assert.deepEqual(calls(), { trials: 0, others: 1 }, 'the first test\'s trial is cached in ~/.svc');
     const verify = await runChild(process.execPath, [CLI, 'start', '--verify', run], { cwd: repo.repo, env });
     assert.equal(verify.code, 0, verify.stderr);
+    assert.equal(calls().trials, 0);
+  });
+
+  it('probes again when the cache does not match this boot, user and bwrap, or is gone', async () => {
+    const cache = join(repo.home, '.svc', 'sandbox-probe.json');
+    const saved = JSON.parse(readFileSync(cache, 'utf8')) as { key: string };
+    writeFileSync(cache, JSON.stringify({ ...saved, key: `${saved.key}-another-boot` }));
+    const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', 'fake'], { cwd: repo.repo, env });
+    assert.equal(res.code, 0, res.stderr);
+    assert.equal(calls().trials, 1);
+    rmSync(cache);
+    await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', 'fake'], { cwd: repo.repo, env });
     assert.equal(calls().trials, 1);
   });
 });
