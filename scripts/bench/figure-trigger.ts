@@ -1,5 +1,6 @@
 // Trigger server: signed trackerb webhooks accepted and durably queued per second, and their p99, while
 // two jobs are running (a stand-in `svc` keeps them running), against the plain node:http ceiling.
+import { execFileSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -40,6 +41,10 @@ async function seedRunningJobs(url: string, token: string): Promise<void> {
 export async function measureTrigger(ctx: BenchContext): Promise<Row[]> {
   const repo = join(ctx.tmp, 'trigger-repo');
   mkdirSync(repo, { recursive: true });
+  // The served repository the GitHub deliveries name (acme/api): with `--repo`, its origin says which one it is, and
+  // an event for any other repository is skipped, not queued (issue 22).
+  execFileSync('git', ['init', '-q', '-b', 'main'], { cwd: repo });
+  execFileSync('git', ['remote', 'add', 'origin', 'https://github.com/acme/api.git'], { cwd: repo });
   const secret = randomBytes(24).toString('hex');
   const githubSecret = randomBytes(24).toString('hex');
   const token = randomBytes(24).toString('hex');
