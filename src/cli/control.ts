@@ -1,6 +1,6 @@
 // `svc control serve|status`: run the Control Plane, or ask a running one whether it is up and how many runs it holds.
 import type { CliIo } from './io.ts';
-import { parseFlags, wantsHelp } from './io.ts';
+import { parseFlags, subcommand } from './io.ts';
 import { UsageError, UnavailableError } from '../errors.ts';
 
 const HELP = `Usage:
@@ -16,15 +16,9 @@ SVC_CONTROL_ALLOW_INSECURE_BIND, SVC_CONTROL_ANSWER_DIR, SVC_CONTROL_URL (status
 `;
 
 export default async function control(io: CliIo): Promise<number> {
-  const [sub, ...rest] = io.argv;
-  if (sub === undefined || sub === '--help' || sub === '-h' || sub === 'help') {
-    io.stdout(HELP);
-    return sub === undefined ? 2 : 0;
-  }
-  if (wantsHelp(rest)) {
-    io.stdout(HELP);
-    return 0;
-  }
+  const parsed = subcommand(io, HELP);
+  if (typeof parsed === 'number') return parsed;
+  const { sub, rest } = parsed;
   if (sub === 'serve') {
     const { values, positionals } = parseFlags(rest, { host: { type: 'string' }, port: { type: 'string' }, db: { type: 'string' } });
     if (positionals.length) throw new UsageError(`Unexpected argument "${positionals[0]}"`);

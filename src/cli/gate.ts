@@ -1,7 +1,7 @@
 // `svc gate serve`: the egress gate as its own server (docs/gate.md "svc gate serve"). svc's own runs start a gate per
 // run by themselves; this one is for Kubernetes job pods.
 import type { CliIo } from './io.ts';
-import { parseFlags, wantsHelp } from './io.ts';
+import { parseFlags, subcommand } from './io.ts';
 import { UsageError } from '../errors.ts';
 
 const HELP = `Usage: svc gate serve [options]
@@ -24,16 +24,10 @@ GOOGLE_GEMINI_BASE_URL. See docs/gate.md.
 `;
 
 export default async function gate(io: CliIo): Promise<number> {
-  const [sub, ...rest] = io.argv;
-  if (sub === undefined || sub === '--help' || sub === '-h' || sub === 'help') {
-    io.stdout(HELP);
-    return sub === undefined ? 2 : 0;
-  }
+  const parsed = subcommand(io, HELP);
+  if (typeof parsed === 'number') return parsed;
+  const { sub, rest } = parsed;
   if (sub !== 'serve') throw new UsageError(`Unknown subcommand "${sub}" (expected "serve")`);
-  if (wantsHelp(rest)) {
-    io.stdout(HELP);
-    return 0;
-  }
   const { values } = parseFlags(rest, { host: { type: 'string' }, port: { type: 'string' }, policy: { type: 'string' } }, false);
   const portText = values.port ?? io.env.SVC_GATE_PORT ?? '3128';
   if (!/^\d{1,5}$/.test(portText) || Number(portText) > 65535) throw new UsageError(`--port must be 0–65535, not "${portText}"`);

@@ -26,3 +26,16 @@ export function parseFlags<O extends Options>(argv: string[], options: O, allowP
 export function wantsHelp(argv: string[]): boolean {
   return argv.includes('--help') || argv.includes('-h');
 }
+
+/**
+ * A command with subcommands (`svc control serve`): the subcommand and its arguments, or the exit status when help
+ * was printed instead (2 when no subcommand was given at all, 0 when help was asked for).
+ */
+export function subcommand(io: CliIo, help: string): { sub: string; rest: string[] } | number {
+  const [sub, ...rest] = io.argv;
+  if (sub === undefined || sub === '--help' || sub === '-h' || sub === 'help' || wantsHelp(rest)) {
+    io.stdout(help);
+    return sub === undefined ? 2 : 0;
+  }
+  return { sub, rest };
+}

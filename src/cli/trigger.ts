@@ -1,6 +1,6 @@
 // `svc trigger serve`: the webhook trigger server (DESIGN §5). Flags win over SVC_TRIGGER_* variables.
 import type { CliIo } from './io.ts';
-import { parseFlags, wantsHelp } from './io.ts';
+import { parseFlags, subcommand } from './io.ts';
 import { UsageError, UnavailableError } from '../errors.ts';
 
 const HELP = `Usage: svc trigger serve [options]
@@ -22,16 +22,10 @@ Secrets come from the environment only; see docs/trigger.md for every route and 
 `;
 
 export default async function trigger(io: CliIo): Promise<number> {
-  const [sub, ...rest] = io.argv;
-  if (sub === undefined || sub === '--help' || sub === '-h' || sub === 'help') {
-    io.stdout(HELP);
-    return sub === undefined ? 2 : 0;
-  }
+  const parsed = subcommand(io, HELP);
+  if (typeof parsed === 'number') return parsed;
+  const { sub, rest } = parsed;
   if (sub !== 'serve') throw new UsageError(`Unknown subcommand "${sub}" (expected "serve")`);
-  if (wantsHelp(rest)) {
-    io.stdout(HELP);
-    return 0;
-  }
   const { values } = parseFlags(
     rest,
     {

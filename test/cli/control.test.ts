@@ -6,6 +6,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runChild, type ChildResult } from '../helpers/run-child.ts';
+import { closedPort } from '../helpers/closed-port.ts';
 
 const CLI = join(import.meta.dirname, '../../dist/cli.js');
 const PKG = JSON.parse(readFileSync(join(import.meta.dirname, '../../package.json'), 'utf8')) as { version: string };
@@ -51,13 +52,6 @@ function serve(args: string[], env: Record<string, string> = {}): Promise<Served
   });
 }
 
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 const NO_STACK = /\n\s+at /;
 

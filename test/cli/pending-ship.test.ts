@@ -2,21 +2,13 @@
 // marker, and the next command in the project that reaches a Control Plane sends it, so `svc runs show` finds it.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeRepo, CLI, EDIT_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
+import { closedPort } from '../helpers/closed-port.ts';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 
-/** A loopback port nothing listens on (taken, then given back). */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 describe('a run made while no Control Plane answers', () => {
   let repo: TestRepo;
