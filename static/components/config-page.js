@@ -4,7 +4,7 @@
 import { html, render } from '../lib/html.js';
 import { api } from '../lib/api.js';
 import { loading, failure, explain } from '../lib/ui.js';
-import { configField, changedValues, keyInMessage, fieldId } from '../lib/config-fields.js';
+import { configField, changedValues, fieldId } from '../lib/config-fields.js';
 import { registerKeysPanel } from './keys-panel.js';
 
 class ConfigPage extends HTMLElement {
@@ -74,13 +74,14 @@ class ConfigPage extends HTMLElement {
       this.renderForm();
       render(/** @type {HTMLElement} */ (this.querySelector('[data-role=message]')), html`<p class="notice ok" role="status">Saved ${Object.keys(changes).join(', ')} (version ${this.version}).</p>`);
     } catch (err) {
-      const e = /** @type {{code?: string, message?: string}} */ (err);
-      const key = e.message ? keyInMessage(e.message, Object.keys(this.config)) : null;
+      const e = /** @type {{code?: string, message?: string, field?: string | null}} */ (err);
+      // The server names the setting in the envelope's `field`; only a setting on this form gets the message beside it.
+      const key = e.field && Object.hasOwn(this.config, e.field) ? e.field : null;
       if (e.code === 'conflict') {
         render(message, html`<div class="notice error" role="alert"><strong>Not saved: the config changed since you opened it.</strong>
           Someone (or another tab) saved a newer version first, and saving yours would overwrite theirs. Your edits are still in the form:
           note them, <button type="button" class="link-button" data-action="reload">load the latest version</button>, and apply them again. <span class="muted">${e.message ?? ''}</span></div>`);
-      } else if (key && (e.code === 'invalid_param' || e.code === 'bad_request')) {
+      } else if (key && e.code === 'invalid_param') {
         this.fieldError(key, e.message ?? '');
         render(message, html`<p class="field-error" role="alert">Not saved: fix the highlighted setting.</p>`);
       } else {

@@ -7,12 +7,16 @@ import { markFresh, markUnreachable } from './connection.js';
 const TOKEN_KEY = 'svc.control.token';
 
 export class ApiError extends Error {
-  /** @param {string} code @param {string} message @param {number} status */
-  constructor(code, message, status) {
+  /**
+   * `field` is the request field the server named in the envelope (a setting's key), so no one parses the message.
+   * @param {string} code @param {string} message @param {number} status @param {string | null} [field]
+   */
+  constructor(code, message, status, field = null) {
     super(message);
     this.name = 'ApiError';
     this.code = code;
     this.status = status;
+    this.field = field;
   }
 }
 
@@ -63,16 +67,19 @@ export function authHeaders(extra = {}) {
 export async function toApiError(response) {
   let code = 'http_' + response.status;
   let message = response.statusText || `HTTP ${response.status}`;
+  /** @type {string | null} */
+  let field = null;
   try {
     const body = await response.json();
     if (body && body.error && typeof body.error.code === 'string') {
       code = body.error.code;
       message = String(body.error.message ?? code);
+      if (typeof body.error.field === 'string') field = body.error.field;
     }
   } catch {
     // Not the JSON envelope (a proxy page, say): keep the status line.
   }
-  return new ApiError(code, message, response.status);
+  return new ApiError(code, message, response.status, field);
 }
 
 /**

@@ -60,13 +60,3 @@ export function changedValues(form, loaded) {
   }
   return out;
 }
-
-/** The setting a server message names ("Setting \"pr.draft\" must…", "Unknown setting \"x\""), if it is on the form. @param {string} message @param {string[]} keys */
-export function keyInMessage(message, keys) {
-  for (const match of message.matchAll(/"([^"]+)"/g)) {
-    const name = match[1] ?? '';
-    const key = keys.find((k) => name === k || name.startsWith(`${k}.`));
-    if (key) return key;
-  }
-  return null;
-}
