@@ -83,7 +83,9 @@ export async function toApiError(response) {
 }
 
 /**
- * @typedef {{ method?: string, body?: unknown, headers?: Record<string, string>, signal?: AbortSignal, raw?: boolean }} RequestOptions
+ * @typedef {{
+ *   method?: string, body?: unknown, headers?: Record<string, string>, signal?: AbortSignal, raw?: boolean,
+ * }} RequestOptions
  */
 
 /**
@@ -122,7 +124,10 @@ export async function api(path, options = {}) {
   }
 }
 
-/** Builds a query string from defined, non-empty values. @param {Record<string, string | number | null | undefined>} params */
+/**
+ * Builds a query string from defined, non-empty values.
+ * @param {Record<string, string | number | null | undefined>} params
+ */
 export function query(params) {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== '') q.set(k, String(v));
@@ -135,7 +140,10 @@ export function runPath(id) {
   return `/v1/runs/${encodeURIComponent(id.source)}/${encodeURIComponent(id.run)}`;
 }
 
-/** Normalizes list answers ({items}, a bare array, or {<name>: [...]}) to an array. @param {any} body @param {string} [key] @returns {any[]} */
+/**
+ * Normalizes list answers ({items}, a bare array, or {<name>: [...]}) to an array.
+ * @param {any} body @param {string} [key] @returns {any[]}
+ */
 export function itemsOf(body, key) {
   if (Array.isArray(body)) return body;
   if (body && Array.isArray(body.items)) return body.items;
