@@ -1,7 +1,7 @@
 // Control Plane settings as data (name, type, default, description, secret) and their validation; no storage here.
 import { isJsonObject } from '../untrusted.ts';
 import { isAbsolute } from 'node:path';
-import { HttpError } from '../http/http-error.ts';
+import { invalidField } from '../http/http-error.ts';
 import type { ConfigStore } from '../db/config-store.ts';
 
 export type SettingType = 'string' | 'integer' | 'boolean' | 'path[]' | 'providers';
@@ -20,11 +20,29 @@ export interface Setting {
 export const BUILTIN_PROVIDERS = ['claude', 'codex', 'gemini', 'aider', 'opencode'] as const;
 
 export const SETTINGS: readonly Setting[] = [
-  { key: 'default_provider', type: 'string', default: null, secret: false, description: 'Provider /v1/start uses when a request names none: a built-in name or a key of `providers`; null leaves the choice to the project (.svc/config.json "provider", else the first built-in on PATH)' },
-  { key: 'providers', type: 'providers', default: {}, secret: false, description: 'Command providers: name → {"command": [argv…]}; the prompt arrives on stdin and in SVC_TASK_FILE' },
-  { key: 'repos', type: 'path[]', default: [], secret: false, description: 'Absolute paths of repositories runs may be started in (when non-empty, /v1/start refuses any other); their folder names are listed by /v1/repos' },
-  { key: 'max_concurrent_runs', type: 'integer', default: 2, min: 1, secret: false, description: 'How many runs of this source may be queued, running, blocked or stopping at once; start, resume and retry beyond it answer 429' },
-  { key: 'retention_days', type: 'integer', default: 0, min: 0, secret: false, description: 'Days to keep ended runs (with their events and artifacts) after they end; 0 keeps them forever' },
+  {
+    key: 'default_provider', type: 'string', default: null, secret: false,
+    description: 'Provider /v1/start uses when a request names none: a built-in name or a key of `providers`; ' +
+      'null leaves the choice to the project (.svc/config.json "provider", else the first built-in on PATH)',
+  },
+  {
+    key: 'providers', type: 'providers', default: {}, secret: false,
+    description: 'Command providers: name → {"command": [argv…]}; the prompt arrives on stdin and in SVC_TASK_FILE',
+  },
+  {
+    key: 'repos', type: 'path[]', default: [], secret: false,
+    description: 'Absolute paths of repositories runs may be started in (when non-empty, /v1/start refuses any ' +
+      'other); their folder names are listed by /v1/repos',
+  },
+  {
+    key: 'max_concurrent_runs', type: 'integer', default: 2, min: 1, secret: false,
+    description: 'How many runs of this source may be queued, running, blocked or stopping at once; start, resume ' +
+      'and retry beyond it answer 429',
+  },
+  {
+    key: 'retention_days', type: 'integer', default: 0, min: 0, secret: false,
+    description: 'Days to keep ended runs (with their events and artifacts) after they end; 0 keeps them forever',
+  },
 ];
 // No setting is secret today (the GitHub token comes from the environment only); the redaction below stays so a
 // future secret setting is never shown or logged.
@@ -39,10 +57,6 @@ export function defaultConfig(): ConfigValues {
   return Object.fromEntries(SETTINGS.map((s) => [s.key, structuredClone(s.default)]));
 }
 
-function invalid(message: string): HttpError {
-  return new HttpError('invalid_param', message);
-}
-
 function kindOf(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'array';
@@ -50,35 +64,58 @@ function kindOf(value: unknown): string {
   return typeof value === 'number' ? 'integer' : typeof value;
 }
 
+/** Throws 400 invalid_param about the setting `key` (named in the envelope's `field` for the UI). */
+function invalid(key: string, message: string): never {
+  throw invalidField(key, message);
+}
+
 function checkProviders(value: unknown): void {
+  const bad = (message: string): never => invalid('providers', message);
   if (!isJsonObject(value)) {
-    throw invalid(`Setting "providers" must be an object of name → {"command": [strings]} (got ${kindOf(value)})`);
+    bad(`Setting "providers" must be an object of name → {"command": [strings]} (got ${kindOf(value)})`);
   }
-  for (const [name, spec] of Object.entries(value)) {
-    if (!PROVIDER_NAME.test(name)) throw invalid(`Setting "providers" has a bad name "${name.slice(0, 64)}" (lowercase letters, digits, - and _)`);
-    if ((BUILTIN_PROVIDERS as readonly string[]).includes(name)) throw invalid(`Setting "providers.${name}" would hide the built-in provider of that name`);
-    if (!isJsonObject(spec)) throw invalid(`Setting "providers.${name}" must be an object {"command": [strings]}`);
-    for (const k of Object.keys(spec)) if (k !== 'command') throw invalid(`Unknown setting "providers.${name}.${k.slice(0, 64)}"`);
+  for (const [name, spec] of Object.entries(value as Record<string, unknown>)) {
+    if (!PROVIDER_NAME.test(name)) {
+      bad(`Setting "providers" has a bad name "${name.slice(0, 64)}" (lowercase letters, digits, - and _)`);
+    }
+    if ((BUILTIN_PROVIDERS as readonly string[]).includes(name)) {
+      bad(`Setting "providers.${name}" would hide the built-in provider of that name`);
+    }
+    if (!isJsonObject(spec)) bad(`Setting "providers.${name}" must be an object {"command": [strings]}`);
+    for (const k of Object.keys(spec as object)) {
+      if (k !== 'command') bad(`Unknown setting "providers.${name}.${k.slice(0, 64)}"`);
+    }
     const command = (spec as { command?: unknown }).command;
-    if (!Array.isArray(command) || command.length === 0 || !command.every((a) => typeof a === 'string' && a.length > 0 && !a.includes('\0'))) {
-      throw invalid(`Setting "providers.${name}.command" must be a non-empty array of non-empty strings`);
+    if (!Array.isArray(command) || command.length === 0 ||
+      !command.every((a) => typeof a === 'string' && a.length > 0 && !a.includes('\0'))) {
+      bad(`Setting "providers.${name}.command" must be a non-empty array of non-empty strings`);
     }
   }
 }
 
 function checkValue(setting: Setting, value: unknown): void {
   const { key, type } = setting;
+  const bad = (message: string): never => invalid(key, message);
   if (type === 'string') {
-    if (typeof value !== 'string' || value.length === 0 || value.length > 4096) throw invalid(`Setting "${key}" must be a non-empty string (got ${kindOf(value)})`);
+    if (typeof value !== 'string' || value.length === 0 || value.length > 4096) {
+      bad(`Setting "${key}" must be a non-empty string (got ${kindOf(value)})`);
+    }
   } else if (type === 'integer') {
-    if (typeof value !== 'number' || !Number.isSafeInteger(value)) throw invalid(`Setting "${key}" must be an integer (got ${kindOf(value)})`);
-    if (setting.min !== undefined && value < setting.min) throw invalid(`Setting "${key}" must be at least ${setting.min} (got ${value})`);
+    if (typeof value !== 'number' || !Number.isSafeInteger(value)) {
+      bad(`Setting "${key}" must be an integer (got ${kindOf(value)})`);
+    }
+    const n = value as number;
+    if (setting.min !== undefined && n < setting.min) {
+      bad(`Setting "${key}" must be at least ${setting.min} (got ${n})`);
+    }
   } else if (type === 'boolean') {
-    if (typeof value !== 'boolean') throw invalid(`Setting "${key}" must be a boolean (got ${kindOf(value)})`);
+    if (typeof value !== 'boolean') bad(`Setting "${key}" must be a boolean (got ${kindOf(value)})`);
   } else if (type === 'path[]') {
-    if (!Array.isArray(value)) throw invalid(`Setting "${key}" must be an array of absolute paths (got ${kindOf(value)})`);
-    for (const p of value) {
-      if (typeof p !== 'string' || !isAbsolute(p) || p.includes('\0')) throw invalid(`Setting "${key}" must hold absolute paths only`);
+    if (!Array.isArray(value)) bad(`Setting "${key}" must be an array of absolute paths (got ${kindOf(value)})`);
+    for (const p of value as unknown[]) {
+      if (typeof p !== 'string' || !isAbsolute(p) || p.includes('\0')) {
+        bad(`Setting "${key}" must hold absolute paths only`);
+      }
     }
   } else {
     checkProviders(value);
@@ -90,11 +127,13 @@ function checkValue(setting: Setting, value: unknown): void {
  * passes.
  * A secret sent back as "***" (what GET shows) keeps the stored value; null puts a setting back to its default.
  */
-export function mergeConfig(current: ConfigValues, update: Record<string, unknown>, schema: readonly Setting[] = SETTINGS): ConfigValues {
+export function mergeConfig(
+  current: ConfigValues, update: Record<string, unknown>, schema: readonly Setting[] = SETTINGS,
+): ConfigValues {
   const next = { ...current };
   for (const [key, value] of Object.entries(update)) {
     const setting = schema.find((s) => s.key === key);
-    if (!setting) throw invalid(`Unknown setting "${key.slice(0, 128)}"`);
+    if (!setting) invalid(key.slice(0, 128), `Unknown setting "${key.slice(0, 128)}"`);
     if (setting.secret && value === REDACTED) continue;
     if (value === null) {
       next[key] = structuredClone(setting.default);
@@ -104,9 +143,9 @@ export function mergeConfig(current: ConfigValues, update: Record<string, unknow
     next[key] = structuredClone(value);
   }
   const provider = next.default_provider;
-  const configured = Object.keys((next.providers ?? {}) as object);
-  if (typeof provider === 'string' && !(BUILTIN_PROVIDERS as readonly string[]).includes(provider) && !configured.includes(provider)) {
-    throw invalid(`Setting "default_provider" names unknown provider "${provider.slice(0, 64)}"`);
+  const known: string[] = [...BUILTIN_PROVIDERS, ...Object.keys((next.providers ?? {}) as object)];
+  if (typeof provider === 'string' && !known.includes(provider)) {
+    invalid('default_provider', `Setting "default_provider" names unknown provider "${provider.slice(0, 64)}"`);
   }
   return next;
 }

@@ -7,12 +7,15 @@ import type { ControlSettings } from './settings.ts';
 import type { Logger } from '../log.ts';
 import type { RunsPageReader } from './runs-page-reader.ts';
 import type { RefusalTally } from './refusal-tally.ts';
+import type { RepoReader } from './repo-reader.ts';
 
 export interface ControlDeps {
   db: Db;
   stores: ControlStores;
   bus: RunEventBus;
   engine: RunController;
+  /** The git a request needs (a folder's repository root, its name): handlers never run git themselves. */
+  repos: RepoReader;
   settings: ControlSettings;
   /** Snapshot of the environment for read-only detection (providers, integrations); never echoed. */
   env: NodeJS.ProcessEnv;

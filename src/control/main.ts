@@ -9,6 +9,7 @@ import { controlMigrations } from '../db/control-migrations.ts';
 import { createControlStores } from '../db/control-stores.ts';
 import { createRunEventBus } from './event-bus.ts';
 import { createRunController } from './run-controller.ts';
+import { createRepoReader } from './repo-reader.ts';
 import { createControlApp } from './app.ts';
 import { startRetentionSweeps } from './retention.ts';
 import { createRefusalTally } from './refusal-tally.ts';
@@ -40,16 +41,19 @@ function checkBindPolicy(settings: ControlSettings, log: Logger): void {
   if (isLoopbackHost(settings.host) || settings.token) return;
   if (!settings.allowInsecureBind) {
     throw new BadSettingError(
-      `Refusing to bind ${settings.host} without SVC_CONTROL_TOKEN: anyone who can reach it could read and steer runs. ` +
+      `Refusing to bind ${settings.host} without SVC_CONTROL_TOKEN: ` +
+        'anyone who can reach it could read and steer runs. ' +
         'Set SVC_CONTROL_TOKEN, bind 127.0.0.1, or set SVC_CONTROL_ALLOW_INSECURE_BIND=1',
     );
   }
-  log.warn('INSECURE: serving the Control Plane on a non-loopback address with no token (SVC_CONTROL_ALLOW_INSECURE_BIND=1)', {
-    host: settings.host,
-  });
+  const warning = 'INSECURE: serving the Control Plane on a non-loopback address with no token ' +
+    '(SVC_CONTROL_ALLOW_INSECURE_BIND=1)';
+  log.warn(warning, { host: settings.host });
 }
 
-export async function startControl(settings: ControlSettings, env: NodeJS.ProcessEnv, log: Logger = createLogger('control')): Promise<RunningControl> {
+export async function startControl(
+  settings: ControlSettings, env: NodeJS.ProcessEnv, log: Logger = createLogger('control'),
+): Promise<RunningControl> {
   checkBindPolicy(settings, log);
   const db = openDatabase(settings.dbPath, controlMigrations);
   let url = '';
@@ -57,10 +61,13 @@ export async function startControl(settings: ControlSettings, env: NodeJS.Proces
   const stores = createControlStores(db);
   const bus = createRunEventBus(stores, settings.streams);
   const engine = createRunController({ stores, bus, settings, env, clock: Date.now, log, url: () => url });
-  const deps: ControlDeps = { db, stores, bus, engine, settings, env, clock: Date.now, log, url: () => url };
+  const repos = createRepoReader();
+  const deps: ControlDeps = { db, stores, bus, engine, repos, settings, env, clock: Date.now, log, url: () => url };
   deps.refusals = createRefusalTally(stores.audit, deps.clock, log);
   // A second connection reads uncached list pages beside the event loop; an in-memory DB has no file to share.
-  if (settings.readThread && settings.dbPath !== ':memory:') deps.pageReader = createRunsPageReader(settings.dbPath, log);
+  if (settings.readThread && settings.dbPath !== ':memory:') {
+    deps.pageReader = createRunsPageReader(settings.dbPath, log);
+  }
   const origins = new Set<string>();
   const app = createControlApp(deps, { boundToLoopback: () => boundToLoopback, ownOrigins: () => origins });
   const { server, connections } = createHttpServer(app.listener, settings.connections);
@@ -109,7 +116,9 @@ function removeServerRecord(svcHome: string, pid: number): void {
 }
 
 /** Serves until SIGINT/SIGTERM, then shuts down once: stop accepting, end streams, close the DB, exit 0. */
-export async function serveControlForever(settings: ControlSettings, env: NodeJS.ProcessEnv, print: (line: string) => void): Promise<number> {
+export async function serveControlForever(
+  settings: ControlSettings, env: NodeJS.ProcessEnv, print: (line: string) => void,
+): Promise<number> {
   const log = createLogger('control');
   const running = await startControl(settings, env, log);
   writeServerRecord(settings.svcHome, { url: running.url, pid: process.pid });

@@ -13,7 +13,11 @@ export const schemas = {
       error: {
         type: 'object',
         required: ['code', 'message'],
-        properties: { code: { type: 'string', pattern: '^[a-z_]+$' }, message: { type: 'string' } },
+        properties: {
+          code: { type: 'string', pattern: '^[a-z_]+$' },
+          message: { type: 'string' },
+          field: { type: 'string', description: 'The request field (a setting of PUT /v1/config) the error is about' },
+        },
       },
     },
   },

@@ -4,13 +4,13 @@ import { existsSync, rmSync } from 'node:fs';
 import type { RunContext } from './run-context.ts';
 import type { ResolvedProvider } from './providers.ts';
 import { buildPrompt } from './prompt.ts';
-import { spawnGroup, type GroupResult } from './spawn-group.ts';
+import { spawnGroup, type GroupResult, type GroupRun } from './spawn-group.ts';
 import { createUsageParser, addUsage, type Usage } from './usage-parsers.ts';
 import { takeAnswer, takeStopRequest } from './answers.ts';
 import { oneLine } from './text.ts';
 import { budgetQuestion, budgetReached, budgetStopMessage, extendsBudget } from './budget.ts';
 import { writeNoFollow, readAgentFile } from './safe-fs.ts';
-import { agentSandbox, gateEnv, protocolFiles, watchedLimits, type RunSandbox } from './sandbox.ts';
+import { agentSandbox, gateEnv, protocolFiles, watchedLimits, type ProtocolFiles, type RunSandbox } from './sandbox.ts';
 import type { RunLimits } from './policy-limits.ts';
 import { untestedProviderWarning } from './provider-version-check.ts';
 
@@ -90,168 +90,270 @@ export async function runProvider(
   }
 }
 
+/** Provider output kept across attempts: provider.log (capped) and the run's log events (capped). */
+function createOutputLog(ctx: RunContext) {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let events = 0;
+  return {
+    add(stream: 'stdout' | 'stderr', line: string): void {
+      if (size < PROVIDER_LOG_CAP) {
+        const b = Buffer.from(`${line}\n`);
+        chunks.push(b);
+        size += b.length;
+      }
+      if (events >= LOG_EVENTS_CAP) return;
+      events++;
+      ctx.event('log', { stream, text: line.length > LOG_LINE_CAP ? `${line.slice(0, LOG_LINE_CAP)}…` : line });
+      if (events === LOG_EVENTS_CAP) {
+        ctx.event('log', { stream: 'svc', text: 'further provider output is only in provider.log' });
+      }
+    },
+    bytes: (): Buffer => Buffer.concat(chunks),
+  };
+}
+type OutputLog = ReturnType<typeof createOutputLog>;
+
+/** What one invocation of the provider accumulates while it runs. */
+interface Attempt {
+  /** The run's totals when this invocation started; `usage` is what it added since. */
+  before: Usage;
+  usage: Usage;
+  /** Set while the provider is paused on the budget question. */
+  budgetAsked: boolean;
+  /** The stop message once the budget answer was not "yes". */
+  overBudget: string | null;
+  /** An answer reached $SVC_ANSWER_FILE while the provider ran (see outcomeAfterExit). */
+  answeredWhileRunning: boolean;
+}
+
+function newAttempt(ctx: RunContext): Attempt {
+  const { cost_usd, tokens_in, tokens_out } = ctx.state;
+  return {
+    before: { cost_usd, tokens_in, tokens_out }, usage: { cost_usd: null, tokens_in: null, tokens_out: null },
+    budgetAsked: false, overBudget: null, answeredWhileRunning: false,
+  };
+}
+
+/** The policy's invocation count and run time, checked before each invocation; null while both allow another. */
+function limitBeforeAttempt(
+  name: string, attempt: number, limits: RunLimits, remainingMs: number,
+): ProviderOutcome | null {
+  if (attempt > limits.invocations) {
+    return { kind: 'limit', exitCode: null, error: `Provider ${name} was invoked ${limits.invocations} times ` +
+      'in this run, the policy\'s limits.invocations: not invoked again' };
+  }
+  if (remainingMs <= 0) {
+    return { kind: 'limit', exitCode: null, error: `The run reached limits.run_timeout_s (${limits.run_timeout_s} s)` };
+  }
+  return null;
+}
+
+/** Writes the prompt to $SVC_TASK_FILE and resets the question and answer files; returns the prompt. */
+function writeProtocolFiles(ctx: RunContext, files: ProtocolFiles, spec: string, notes: string[]): string {
+  const prompt = buildPrompt(spec, { answers: ctx.state.answers, notes });
+  writeNoFollow(files.taskFile, prompt);
+  rmSync(files.questionFile, { force: true });
+  // Every invocation finds the latest answer at $SVC_ANSWER_FILE (the prompt has all of them); none before the first.
+  const latest = ctx.state.answers.at(-1);
+  if (latest === undefined) rmSync(files.answerFile, { force: true });
+  else writeNoFollow(files.answerFile, latest);
+  return prompt;
+}
+
+interface AttemptStart {
+  attempt: number;
+  prompt: string;
+  remainingMs: number;
+}
+
+/** Starts one invocation in the sandbox; its output lines feed the usage parser and the output log. */
+function startAttempt(
+  ctx: RunContext, provider: ResolvedProvider, opts: ProviderOptions, files: ProtocolFiles, start: AttemptStart,
+  a: Attempt, log: OutputLog,
+): GroupRun {
+  const { taskFile, questionFile, answerFile } = files;
+  const extra = {
+    ...gateEnv(opts.sandbox),
+    // Some CLIs (opencode) take their project folder from $PWD, not the working directory: it must name the worktree.
+    PWD: ctx.state.workdir,
+    SVC_TASK_FILE: taskFile,
+    SVC_QUESTION_FILE: questionFile,
+    SVC_ANSWER_FILE: answerFile,
+    SVC_RUN_ID: ctx.state.run,
+    SVC_SOURCE: ctx.state.source,
+  };
+  const argv = provider.argv.map((arg) => (arg === '{task_file}' ? taskFile : arg));
+  const parse = createUsageParser(provider.kind);
+  ctx.event('log', { stream: 'svc', text: `provider ${provider.name} started (attempt ${start.attempt})` });
+  ctx.say(`provider ${provider.name} started (attempt ${start.attempt})`);
+  const proc = spawnGroup(argv, {
+    cwd: ctx.state.workdir,
+    env: ctx.env,
+    extra,
+    sandbox: agentSandbox(ctx, opts.sandbox, argv[0]!, provider, opts.limits),
+    watch: watchedLimits(opts.limits, ctx.state.workdir),
+    timeoutMs: Math.min(opts.limits.provider_timeout_s * 1000, start.remainingMs),
+    ...(provider.stdinPrompt ? { stdin: start.prompt } : {}),
+    maxBytes: 1,
+    onLine(stream, line) {
+      const inc = parse(line);
+      if (inc) a.usage = addUsage(a.usage, inc);
+      log.add(stream, line);
+    },
+  });
+  ctx.setChild(proc.identity);
+  return proc;
+}
+
+/** While paused on the budget question: a "yes" raises the budget and thaws the provider, anything else ends it. */
+function pollBudgetAnswer(ctx: RunContext, proc: GroupRun, a: Attempt, maxUsd: number | null): void {
+  // A stop must reach a running process (a frozen one would sit out the SIGTERM grace period).
+  if (ctx.stopRequested()) proc.resume();
+  const answer = ctx.stopRequested() ? null : takeAnswer(ctx.env, ctx.state.source, ctx.state.run, ctx.dir);
+  if (answer === null) return;
+  a.budgetAsked = false;
+  ctx.event('answer', { answer });
+  const budget = ctx.state.budget_usd ?? 0;
+  if (extendsBudget(answer)) {
+    ctx.setStatus('running', { question: null, budget_usd: budget + (maxUsd ?? budget) });
+    proc.resume();
+  } else {
+    a.overBudget = budgetStopMessage(ctx.state.cost_usd ?? 0, budget);
+    ctx.setStatus('running', { question: null });
+    proc.kill();
+  }
+}
+
+/** Freezes the provider and asks whether to go on once its spending reaches the budget; true if it asked. */
+function askBudgetIfReached(ctx: RunContext, proc: GroupRun, a: Attempt, maxUsd: number | null): boolean {
+  const spent = addUsage(a.before, a.usage);
+  if (a.overBudget !== null || ctx.state.status === 'blocked' || !budgetReached(spent.cost_usd, ctx.state.budget_usd)) {
+    return false;
+  }
+  // Frozen first, then asked: the provider spends nothing more while the question waits.
+  proc.pause();
+  a.budgetAsked = true;
+  ctx.update(spent);
+  block(ctx, budgetQuestion(spent.cost_usd!, ctx.state.budget_usd!, maxUsd));
+  return true;
+}
+
+/** A question the running provider wrote blocks the run; an answer that arrives is handed over while it runs. */
+function pollQuestion(ctx: RunContext, a: Attempt, files: ProtocolFiles): void {
+  const question = ctx.state.status === 'blocked' ? null : readQuestion(files.questionFile);
+  if (question) block(ctx, question);
+  if (ctx.state.status !== 'blocked' || ctx.stopRequested()) return;
+  const answer = takeAnswer(ctx.env, ctx.state.source, ctx.state.run, ctx.dir);
+  if (answer === null) return;
+  unblock(ctx, answer, files.answerFile);
+  a.answeredWhileRunning = true;
+}
+
+/** Watches the running provider for stops, its budget and its questions until it exits. */
+async function watchAttempt(
+  ctx: RunContext, proc: GroupRun, a: Attempt, files: ProtocolFiles, maxUsd: number | null,
+): Promise<GroupResult> {
+  let exited = false;
+  const done = proc.done.then((r) => {
+    exited = true;
+    return r;
+  });
+  while (!exited) {
+    if (takeStopRequest(ctx.env, ctx.state.source, ctx.state.run)) ctx.requestStop('stop requested');
+    if (a.budgetAsked) pollBudgetAnswer(ctx, proc, a, maxUsd);
+    else if (askBudgetIfReached(ctx, proc, a, maxUsd)) continue;
+    else pollQuestion(ctx, a, files);
+    await Promise.race([done, sleep(POLL_MS)]);
+  }
+  return done;
+}
+
+/** Keeps provider.log and the run's totals after an invocation; returns the totals. */
+function recordAttempt(ctx: RunContext, result: GroupResult, a: Attempt, log: OutputLog): Usage {
+  ctx.setChild(null);
+  ctx.saveArtifact('provider.log', log.bytes());
+  const total = addUsage(a.before, a.usage);
+  ctx.update({ ...total, exit_code: result.code });
+  const { usage } = a;
+  if (usage.cost_usd !== null || usage.tokens_in !== null || usage.tokens_out !== null) {
+    ctx.event('cost', {
+      usd: usage.cost_usd, tokens_in: usage.tokens_in, tokens_out: usage.tokens_out, total_usd: total.cost_usd,
+    });
+  }
+  return total;
+}
+
+/** Reached the budget by the time the provider exited: asks whether to go on; null when the run goes on. */
+async function budgetAfterExit(
+  ctx: RunContext, total: Usage, exitCode: number | null, maxUsd: number | null,
+): Promise<ProviderOutcome | null> {
+  const budget = ctx.state.budget_usd;
+  if (budget === null || !budgetReached(total.cost_usd, budget)) return null;
+  block(ctx, budgetQuestion(total.cost_usd!, budget, maxUsd));
+  const answer = await waitForAnswer(ctx);
+  if (answer === null) return { kind: 'stopped' };
+  ctx.event('answer', { answer });
+  if (!extendsBudget(answer)) {
+    ctx.setStatus('running', { question: null });
+    return { kind: 'over-budget', exitCode, error: budgetStopMessage(total.cost_usd!, budget) };
+  }
+  ctx.setStatus('running', { question: null, budget_usd: budget + (maxUsd ?? budget) });
+  return null;
+}
+
+/** What an invocation's exit means for the run: an outcome, or 'again' to invoke the provider once more. */
+async function outcomeAfterExit(
+  ctx: RunContext, provider: ResolvedProvider, maxUsd: number | null, files: ProtocolFiles, a: Attempt,
+  result: GroupResult, total: Usage,
+): Promise<ProviderOutcome | 'again'> {
+  if (ctx.stopRequested()) return { kind: 'stopped' };
+  if (a.overBudget !== null) return { kind: 'over-budget', exitCode: result.code, error: a.overBudget };
+  if (result.endedBy) {
+    return { kind: 'limit', exitCode: result.code, error: limitMessage(provider.name, result.endedBy) };
+  }
+
+  // A question written just before exit, or still unanswered when the provider exited: wait, then re-invoke.
+  const late = ctx.state.status === 'blocked' ? null : readQuestion(files.questionFile);
+  if (late) block(ctx, late);
+  if (ctx.state.status === 'blocked') {
+    const answer = await waitForAnswer(ctx);
+    if (answer === null) return { kind: 'stopped' };
+    unblock(ctx, answer, files.answerFile);
+    return 'again';
+  }
+  // An answer that arrived while the provider still ran and is still unread there when it exited (real CLIs exit
+  // after asking, as the prompt tells them) re-invokes it with the answer.
+  if (a.answeredWhileRunning && existsSync(files.answerFile)) return 'again';
+
+  const overBudget = await budgetAfterExit(ctx, total, result.code, maxUsd);
+  if (overBudget) return overBudget;
+  if (result.code !== 0) {
+    const how = result.signal ? `was killed by ${result.signal}` : `exited with code ${result.code}`;
+    return { kind: 'failed', exitCode: result.code, error: `Provider ${provider.name} ${how}` };
+  }
+  return { kind: 'done' };
+}
+
+/** Invokes the provider until an invocation ends the run's provider phase (done, failed, stopped or limited). */
 async function runProviderAttempts(
   ctx: RunContext, provider: ResolvedProvider, spec: string, opts: ProviderOptions,
 ): Promise<ProviderOutcome> {
-  const { questionFile, answerFile, taskFile } = protocolFiles(ctx);
-  let logEvents = 0;
-  const output: Buffer[] = [];
-  let outputSize = 0;
+  const files = protocolFiles(ctx);
+  const log = createOutputLog(ctx);
   if (ctx.state.budget_usd === null && opts.maxUsd !== null) ctx.update({ budget_usd: opts.maxUsd });
-  const { limits } = opts;
-  const runDeadline = Date.now() + limits.run_timeout_s * 1000;
-
+  const runDeadline = Date.now() + opts.limits.run_timeout_s * 1000;
   for (let attempt = 1; ; attempt++) {
     if (ctx.stopRequested()) return { kind: 'stopped' };
-    if (attempt > limits.invocations) {
-      return { kind: 'limit', exitCode: null, error: `Provider ${provider.name} was invoked ${limits.invocations} times ` +
-        'in this run, the policy\'s limits.invocations: not invoked again' };
-    }
-    const remaining = runDeadline - Date.now();
-    if (remaining <= 0) {
-      return { kind: 'limit', exitCode: null, error: `The run reached limits.run_timeout_s (${limits.run_timeout_s} s)` };
-    }
-    const prompt = buildPrompt(spec, { answers: ctx.state.answers, notes: opts.notes });
-    writeNoFollow(taskFile, prompt);
-    rmSync(questionFile, { force: true });
-    // Every invocation finds the latest answer at $SVC_ANSWER_FILE (the prompt has all of them); none before the first.
-    const latest = ctx.state.answers.at(-1);
-    if (latest === undefined) rmSync(answerFile, { force: true });
-    else writeNoFollow(answerFile, latest);
-    // An answer that arrives while the provider still runs is written to $SVC_ANSWER_FILE; one still unread there when
-    // the provider exits (real CLIs exit after asking, as the prompt tells them) re-invokes it with the answer.
-    let answeredWhileRunning = false;
-    const parse = createUsageParser(provider.kind);
-    let usage: Usage = { cost_usd: null, tokens_in: null, tokens_out: null };
-    const { cost_usd, tokens_in, tokens_out } = ctx.state;
-    const before: Usage = { cost_usd, tokens_in, tokens_out };
-    // Set while the provider is paused on the budget question; overBudget once the answer was not "yes".
-    let budgetAsked = false;
-    let overBudget: string | null = null;
-    const extra = {
-      ...gateEnv(opts.sandbox),
-      // Some CLIs (opencode) take their project folder from $PWD, not the working directory: it must name the worktree.
-      PWD: ctx.state.workdir,
-      SVC_TASK_FILE: taskFile,
-      SVC_QUESTION_FILE: questionFile,
-      SVC_ANSWER_FILE: answerFile,
-      SVC_RUN_ID: ctx.state.run,
-      SVC_SOURCE: ctx.state.source,
-    };
-    const argv = provider.argv.map((a) => (a === '{task_file}' ? taskFile : a));
-    ctx.event('log', { stream: 'svc', text: `provider ${provider.name} started (attempt ${attempt})` });
-    ctx.say(`provider ${provider.name} started (attempt ${attempt})`);
-    const proc = spawnGroup(argv, {
-      cwd: ctx.state.workdir,
-      env: ctx.env,
-      extra,
-      sandbox: agentSandbox(ctx, opts.sandbox, argv[0]!, provider, limits),
-      watch: watchedLimits(limits, ctx.state.workdir),
-      timeoutMs: Math.min(limits.provider_timeout_s * 1000, remaining),
-      ...(provider.stdinPrompt ? { stdin: prompt } : {}),
-      maxBytes: 1,
-      onLine(stream, line) {
-        const inc = parse(line);
-        if (inc) usage = addUsage(usage, inc);
-        if (outputSize < PROVIDER_LOG_CAP) {
-          const b = Buffer.from(`${line}\n`);
-          output.push(b);
-          outputSize += b.length;
-        }
-        if (logEvents < LOG_EVENTS_CAP) {
-          logEvents++;
-          ctx.event('log', { stream, text: line.length > LOG_LINE_CAP ? `${line.slice(0, LOG_LINE_CAP)}…` : line });
-          if (logEvents === LOG_EVENTS_CAP) ctx.event('log', { stream: 'svc', text: 'further provider output is only in provider.log' });
-        }
-      },
-    });
-    ctx.setChild(proc.identity);
-    let exited = false;
-    const done = proc.done.then((r) => {
-      exited = true;
-      return r;
-    });
-    while (!exited) {
-      if (takeStopRequest(ctx.env, ctx.state.source, ctx.state.run)) ctx.requestStop('stop requested');
-      if (budgetAsked) {
-        // A stop must reach a running process (a frozen one would sit out the SIGTERM grace period).
-        if (ctx.stopRequested()) proc.resume();
-        const answer = ctx.stopRequested() ? null : takeAnswer(ctx.env, ctx.state.source, ctx.state.run, ctx.dir);
-        if (answer !== null) {
-          budgetAsked = false;
-          ctx.event('answer', { answer });
-          const budget = ctx.state.budget_usd ?? 0;
-          if (extendsBudget(answer)) {
-            ctx.setStatus('running', { question: null, budget_usd: budget + (opts.maxUsd ?? budget) });
-            proc.resume();
-          } else {
-            overBudget = budgetStopMessage(ctx.state.cost_usd ?? 0, budget);
-            ctx.setStatus('running', { question: null });
-            proc.kill();
-          }
-        }
-        await Promise.race([done, sleep(POLL_MS)]);
-        continue;
-      }
-      const spent = addUsage(before, usage);
-      if (overBudget === null && ctx.state.status !== 'blocked' && budgetReached(spent.cost_usd, ctx.state.budget_usd)) {
-        // Frozen first, then asked: the provider spends nothing more while the question waits.
-        proc.pause();
-        budgetAsked = true;
-        ctx.update(spent);
-        block(ctx, budgetQuestion(spent.cost_usd!, ctx.state.budget_usd!, opts.maxUsd));
-        continue;
-      }
-      const question = ctx.state.status === 'blocked' ? null : readQuestion(questionFile);
-      if (question) block(ctx, question);
-      if (ctx.state.status === 'blocked' && !ctx.stopRequested()) {
-        const answer = takeAnswer(ctx.env, ctx.state.source, ctx.state.run, ctx.dir);
-        if (answer !== null) {
-          unblock(ctx, answer, answerFile);
-          answeredWhileRunning = true;
-        }
-      }
-      await Promise.race([done, sleep(POLL_MS)]);
-    }
-    const result = await done;
-    ctx.setChild(null);
-    ctx.saveArtifact('provider.log', Buffer.concat(output));
-    const total = addUsage(before, usage);
-    ctx.update({ ...total, exit_code: result.code });
-    if (usage.cost_usd !== null || usage.tokens_in !== null || usage.tokens_out !== null) {
-      ctx.event('cost', { usd: usage.cost_usd, tokens_in: usage.tokens_in, tokens_out: usage.tokens_out, total_usd: total.cost_usd });
-    }
-    if (ctx.stopRequested()) return { kind: 'stopped' };
-    if (overBudget !== null) return { kind: 'over-budget', exitCode: result.code, error: overBudget };
-    if (result.endedBy) return { kind: 'limit', exitCode: result.code, error: limitMessage(provider.name, result.endedBy) };
-
-    // A question written just before exit, or still unanswered when the provider exited: wait, then re-invoke.
-    const late = ctx.state.status === 'blocked' ? null : readQuestion(questionFile);
-    if (late) block(ctx, late);
-    if (ctx.state.status === 'blocked') {
-      const answer = await waitForAnswer(ctx);
-      if (answer === null) return { kind: 'stopped' };
-      unblock(ctx, answer, answerFile);
-      continue;
-    }
-    if (answeredWhileRunning && existsSync(answerFile)) continue;
-
-    const budget = ctx.state.budget_usd;
-    if (budget !== null && budgetReached(total.cost_usd, budget)) {
-      block(ctx, budgetQuestion(total.cost_usd!, budget, opts.maxUsd));
-      const answer = await waitForAnswer(ctx);
-      if (answer === null) return { kind: 'stopped' };
-      ctx.event('answer', { answer });
-      if (!extendsBudget(answer)) {
-        ctx.setStatus('running', { question: null });
-        return { kind: 'over-budget', exitCode: result.code, error: budgetStopMessage(total.cost_usd!, budget) };
-      }
-      ctx.setStatus('running', { question: null, budget_usd: budget + (opts.maxUsd ?? budget) });
-    }
-    if (result.code !== 0) {
-      const how = result.signal ? `was killed by ${result.signal}` : `exited with code ${result.code}`;
-      return { kind: 'failed', exitCode: result.code, error: `Provider ${provider.name} ${how}` };
-    }
-    return { kind: 'done' };
+    const remainingMs = runDeadline - Date.now();
+    const limited = limitBeforeAttempt(provider.name, attempt, opts.limits, remainingMs);
+    if (limited) return limited;
+    const prompt = writeProtocolFiles(ctx, files, spec, opts.notes);
+    const a = newAttempt(ctx);
+    const proc = startAttempt(ctx, provider, opts, files, { attempt, prompt, remainingMs }, a, log);
+    const result = await watchAttempt(ctx, proc, a, files, opts.maxUsd);
+    const total = recordAttempt(ctx, result, a, log);
+    const next = await outcomeAfterExit(ctx, provider, opts.maxUsd, files, a, result, total);
+    if (next !== 'again') return next;
   }
 }

@@ -34,21 +34,33 @@ export class HttpError extends Error {
   readonly code: ErrorCode;
   readonly status: number;
   readonly headers: Record<string, string>;
+  /** The request field (a setting's name, say) the error is about, as data: a client never parses the message. */
+  readonly field: string | undefined;
 
-  constructor(code: ErrorCode, message: string, headers: Record<string, string> = {}) {
+  constructor(code: ErrorCode, message: string, headers: Record<string, string> = {}, field?: string) {
     super(message);
     this.name = 'HttpError';
     this.code = code;
     this.status = errorStatus[code];
     this.headers = headers;
+    this.field = field;
   }
+}
+
+/** 400 invalid_param about one field of the request; the envelope names it in `error.field`. */
+export function invalidField(field: string, message: string): HttpError {
+  return new HttpError('invalid_param', message, {}, field);
 }
 
 export function isHttpError(value: unknown): value is HttpError {
   return value instanceof HttpError;
 }
 
-/** The one error envelope: {"error":{"code","message"}}. */
-export function errorBody(code: ErrorCode, message: string): { error: { code: ErrorCode; message: string } } {
-  return { error: { code, message } };
+export interface ErrorBody {
+  error: { code: ErrorCode; message: string; field?: string };
+}
+
+/** The one error envelope: {"error":{"code","message"}}, plus "field" when the error is about one request field. */
+export function errorBody(code: ErrorCode, message: string, field?: string): ErrorBody {
+  return { error: field === undefined ? { code, message } : { code, message, field } };
 }

@@ -4,7 +4,7 @@
 import { html, render } from '../lib/html.js';
 import { api } from '../lib/api.js';
 import { loading, failure, explain } from '../lib/ui.js';
-import { configField, changedValues, keyInMessage, fieldId } from '../lib/config-fields.js';
+import { configField, changedValues, fieldId } from '../lib/config-fields.js';
 import { registerKeysPanel } from './keys-panel.js';
 
 class ConfigPage extends HTMLElement {
@@ -22,7 +22,8 @@ class ConfigPage extends HTMLElement {
       void this.save(/** @type {HTMLFormElement} */ (event.target));
     });
     this.addEventListener('click', (event) => {
-      if (event.target instanceof Element && event.target.closest('[data-action=retry], [data-action=reload]')) void this.load();
+      const target = event.target;
+      if (target instanceof Element && target.closest('[data-action=retry], [data-action=reload]')) void this.load();
     });
     void this.load();
   }
@@ -41,10 +42,13 @@ class ConfigPage extends HTMLElement {
 
   renderForm() {
     const keys = Object.keys(this.config).sort();
-    render(this, html`<div class="page-head"><h1>Config</h1><p class="muted">Version <span data-role="version">${this.version}</span>. Secrets show as *** and keep their value unless you type a new one. Saving needs a Control Plane bound to this machine.</p></div>
+    render(this, html`<div class="page-head"><h1>Config</h1><p class="muted">Version
+        <span data-role="version">${this.version}</span>. Secrets show as *** and keep their value unless you type a new
+        one. Saving needs a Control Plane bound to this machine.</p></div>
       <form class="panel config-form" novalidate>
         ${keys.length === 0 ? html`<p class="muted">No settings.</p>` : keys.map((k) => configField(k, this.config[k]))}
-        <div class="row"><button type="submit" class="primary">Save changes</button><button type="button" data-action="reload">Discard and reload</button></div>
+        <div class="row"><button type="submit" class="primary">Save changes</button><button type="button"
+          data-action="reload">Discard and reload</button></div>
         <div data-role="message" aria-live="polite"></div>
       </form>
       <svc-keys-panel></svc-keys-panel>`);
@@ -68,24 +72,36 @@ class ConfigPage extends HTMLElement {
       return;
     }
     try {
-      const body = await api('/v1/config', { method: 'PUT', body: { config: changes }, headers: { 'if-match': `"${this.version}"` } });
+      const headers = { 'if-match': `"${this.version}"` };
+      const body = await api('/v1/config', { method: 'PUT', body: { config: changes }, headers });
       this.config = body?.config ?? this.config;
       this.version = Number(body?.version ?? this.version + 1);
       this.renderForm();
-      render(/** @type {HTMLElement} */ (this.querySelector('[data-role=message]')), html`<p class="notice ok" role="status">Saved ${Object.keys(changes).join(', ')} (version ${this.version}).</p>`);
+      const saved = /** @type {HTMLElement} */ (this.querySelector('[data-role=message]'));
+      render(saved, html`<p class="notice ok" role="status">Saved ${Object.keys(changes).join(', ')}
+        (version ${this.version}).</p>`);
     } catch (err) {
-      const e = /** @type {{code?: string, message?: string}} */ (err);
-      const key = e.message ? keyInMessage(e.message, Object.keys(this.config)) : null;
-      if (e.code === 'conflict') {
-        render(message, html`<div class="notice error" role="alert"><strong>Not saved: the config changed since you opened it.</strong>
-          Someone (or another tab) saved a newer version first, and saving yours would overwrite theirs. Your edits are still in the form:
-          note them, <button type="button" class="link-button" data-action="reload">load the latest version</button>, and apply them again. <span class="muted">${e.message ?? ''}</span></div>`);
-      } else if (key && (e.code === 'invalid_param' || e.code === 'bad_request')) {
-        this.fieldError(key, e.message ?? '');
-        render(message, html`<p class="field-error" role="alert">Not saved: fix the highlighted setting.</p>`);
-      } else {
-        render(message, html`<div class="notice error" role="alert"><strong>Not saved.</strong> ${explain(e.code)} <span class="muted">${e.message ?? ''}</span> <code>${e.code ?? ''}</code></div>`);
-      }
+      this.saveFailed(message, /** @type {{code?: string, message?: string, field?: string | null}} */ (err));
+    }
+  }
+
+  /** @param {HTMLElement} message @param {{code?: string, message?: string, field?: string | null}} e */
+  saveFailed(message, e) {
+    // The server names the setting in the envelope's `field`; only a setting on this form gets the message beside it.
+    const key = e.field && Object.hasOwn(this.config, e.field) ? e.field : null;
+    if (e.code === 'conflict') {
+      render(message, html`<div class="notice error" role="alert">
+        <strong>Not saved: the config changed since you opened it.</strong>
+        Someone (or another tab) saved a newer version first, and saving yours would overwrite theirs.
+        Your edits are still in the form: note them, <button type="button" class="link-button"
+        data-action="reload">load the latest version</button>, and apply them again.
+        <span class="muted">${e.message ?? ''}</span></div>`);
+    } else if (key && e.code === 'invalid_param') {
+      this.fieldError(key, e.message ?? '');
+      render(message, html`<p class="field-error" role="alert">Not saved: fix the highlighted setting.</p>`);
+    } else {
+      render(message, html`<div class="notice error" role="alert"><strong>Not saved.</strong> ${explain(e.code)}
+        <span class="muted">${e.message ?? ''}</span> <code>${e.code ?? ''}</code></div>`);
     }
   }
 

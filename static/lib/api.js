@@ -7,12 +7,16 @@ import { markFresh, markUnreachable } from './connection.js';
 const TOKEN_KEY = 'svc.control.token';
 
 export class ApiError extends Error {
-  /** @param {string} code @param {string} message @param {number} status */
-  constructor(code, message, status) {
+  /**
+   * `field` is the request field the server named in the envelope (a setting's key), so no one parses the message.
+   * @param {string} code @param {string} message @param {number} status @param {string | null} [field]
+   */
+  constructor(code, message, status, field = null) {
     super(message);
     this.name = 'ApiError';
     this.code = code;
     this.status = status;
+    this.field = field;
   }
 }
 
@@ -63,20 +67,25 @@ export function authHeaders(extra = {}) {
 export async function toApiError(response) {
   let code = 'http_' + response.status;
   let message = response.statusText || `HTTP ${response.status}`;
+  /** @type {string | null} */
+  let field = null;
   try {
     const body = await response.json();
     if (body && body.error && typeof body.error.code === 'string') {
       code = body.error.code;
       message = String(body.error.message ?? code);
+      if (typeof body.error.field === 'string') field = body.error.field;
     }
   } catch {
     // Not the JSON envelope (a proxy page, say): keep the status line.
   }
-  return new ApiError(code, message, response.status);
+  return new ApiError(code, message, response.status, field);
 }
 
 /**
- * @typedef {{ method?: string, body?: unknown, headers?: Record<string, string>, signal?: AbortSignal, raw?: boolean }} RequestOptions
+ * @typedef {{
+ *   method?: string, body?: unknown, headers?: Record<string, string>, signal?: AbortSignal, raw?: boolean,
+ * }} RequestOptions
  */
 
 /**
@@ -115,7 +124,10 @@ export async function api(path, options = {}) {
   }
 }
 
-/** Builds a query string from defined, non-empty values. @param {Record<string, string | number | null | undefined>} params */
+/**
+ * Builds a query string from defined, non-empty values.
+ * @param {Record<string, string | number | null | undefined>} params
+ */
 export function query(params) {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== '') q.set(k, String(v));
@@ -128,7 +140,10 @@ export function runPath(id) {
   return `/v1/runs/${encodeURIComponent(id.source)}/${encodeURIComponent(id.run)}`;
 }
 
-/** Normalizes list answers ({items}, a bare array, or {<name>: [...]}) to an array. @param {any} body @param {string} [key] @returns {any[]} */
+/**
+ * Normalizes list answers ({items}, a bare array, or {<name>: [...]}) to an array.
+ * @param {any} body @param {string} [key] @returns {any[]}
+ */
 export function itemsOf(body, key) {
   if (Array.isArray(body)) return body;
   if (body && Array.isArray(body.items)) return body.items;

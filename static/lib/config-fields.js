@@ -8,22 +8,41 @@ export function fieldId(key) {
   return `cfg-${key.replace(/[^A-Za-z0-9_-]/g, '-')}`;
 }
 
+/** @param {unknown} value @returns {'boolean' | 'number' | 'json' | 'text'} */
+function kindOf(value) {
+  if (typeof value === 'boolean') return 'boolean';
+  if (typeof value === 'number') return 'number';
+  return value !== null && typeof value === 'object' ? 'json' : 'text';
+}
+
+/** The input for one setting. @param {string} key @param {unknown} value @param {string} id @param {string} errorId */
+function control(key, value, id, errorId) {
+  switch (kindOf(value)) {
+    case 'boolean':
+      return html`<input type="checkbox" id="${id}" name="${key}" data-kind="boolean" ${value ? html`checked` : ''}
+        aria-describedby="${errorId}">`;
+    case 'number':
+      return html`<input type="number" step="1" id="${id}" name="${key}" data-kind="number" value="${String(value)}"
+        aria-describedby="${errorId}">`;
+    case 'json': {
+      const text = JSON.stringify(value, null, 2);
+      return html`<textarea id="${id}" name="${key}" data-kind="json" rows="${Math.min(8, text.split('\n').length + 1)}"
+        spellcheck="false" aria-describedby="${errorId}">${text}</textarea>`;
+    }
+    default:
+      return html`<input type="${value === '***' ? 'password' : 'text'}" id="${id}" name="${key}" data-kind="text"
+        value="${value ?? ''}" placeholder="${value === null ? 'not set' : ''}" autocomplete="off"
+        aria-describedby="${errorId}">`;
+  }
+}
+
 /** @param {string} key @param {unknown} value */
 export function configField(key, value) {
   const id = fieldId(key);
   const errorId = `${id}-error`;
-  const kind = typeof value === 'boolean' ? 'boolean' : typeof value === 'number' ? 'number' : value !== null && typeof value === 'object' ? 'json' : 'text';
-  const control =
-    kind === 'boolean'
-      ? html`<input type="checkbox" id="${id}" name="${key}" data-kind="boolean" ${value ? html`checked` : ''} aria-describedby="${errorId}">`
-      : kind === 'number'
-        ? html`<input type="number" step="1" id="${id}" name="${key}" data-kind="number" value="${String(value)}" aria-describedby="${errorId}">`
-        : kind === 'json'
-          ? html`<textarea id="${id}" name="${key}" data-kind="json" rows="${Math.min(8, JSON.stringify(value, null, 2).split('\n').length + 1)}" spellcheck="false" aria-describedby="${errorId}">${JSON.stringify(value, null, 2)}</textarea>`
-          : html`<input type="${value === '***' ? 'password' : 'text'}" id="${id}" name="${key}" data-kind="text" value="${value ?? ''}" placeholder="${value === null ? 'not set' : ''}" autocomplete="off" aria-describedby="${errorId}">`;
   return html`<div class="config-field" data-key="${key}">
     <label for="${id}" class="mono">${key}</label>
-    ${control}
+    ${control(key, value, id, errorId)}
     <p class="field-error" id="${errorId}" role="alert" hidden></p>
   </div>`;
 }
@@ -59,14 +78,4 @@ export function changedValues(form, loaded) {
     if (JSON.stringify(value) !== JSON.stringify(loaded[key])) out[key] = value;
   }
   return out;
-}
-
-/** The setting a server message names ("Setting \"pr.draft\" must…", "Unknown setting \"x\""), if it is on the form. @param {string} message @param {string[]} keys */
-export function keyInMessage(message, keys) {
-  for (const match of message.matchAll(/"([^"]+)"/g)) {
-    const name = match[1] ?? '';
-    const key = keys.find((k) => name === k || name.startsWith(`${k}.`));
-    if (key) return key;
-  }
-  return null;
 }

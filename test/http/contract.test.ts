@@ -1,5 +1,6 @@
 // The error-envelope contract (DESIGN §4, STYLE habit 8): every error path of the Control Plane answers exactly
-// {"error":{"code","message"}} with the right status, JSON content type, no-store and nosniff.
+// {"error":{"code","message"}} with the right status, JSON content type, no-store and nosniff; an error about one
+// request field (a setting) also names it in "field", and no other error carries one.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
@@ -20,6 +21,8 @@ interface Case {
   status: number;
   code: string | string[];
   header?: [string, RegExp];
+  /** The request field the envelope names; absent: the envelope has no "field". */
+  field?: string;
 }
 
 const json = (body: unknown, extra: Record<string, string> = {}): RawOptions => ({
@@ -35,7 +38,14 @@ const CASES: Case[] = [
   { name: 'a bad limit', path: '/v1/runs?limit=0', status: 400, code: 'invalid_param' },
   { name: 'a forged runs cursor', path: '/v1/runs?cursor=not-a-cursor', status: 400, code: 'invalid_param' },
   { name: 'a bad since on stats', path: '/v1/stats?since=tuesday', status: 400, code: 'invalid_param' },
-  { name: 'an unknown config key', method: 'PUT', path: '/v1/config', opts: json({ colour: 1 }), status: 400, code: 'invalid_param' },
+  {
+    name: 'an unknown config key', method: 'PUT', path: '/v1/config', opts: json({ colour: 1 }), status: 400,
+    code: 'invalid_param', field: 'colour',
+  },
+  {
+    name: 'a config value of the wrong type', method: 'PUT', path: '/v1/config', opts: json({ retention_days: 'x' }),
+    status: 400, code: 'invalid_param', field: 'retention_days',
+  },
   { name: 'a bad run segment', path: '/v1/runs/local/..bad', status: 400, code: 'invalid_param' },
   { name: 'a missing token', server: 'token', path: '/v1/runs', status: 401, code: 'unauthorized', header: ['www-authenticate', /^Bearer/] },
   {
@@ -73,14 +83,15 @@ const CASES: Case[] = [
   { name: 'a non-JSON content type', method: 'PUT', path: '/v1/config', opts: { body: 'a=1', headers: { 'content-type': 'text/plain' } }, status: 415, code: 'unsupported_media_type' },
 ];
 
-function assertEnvelope(res: RawResponse, status: number, code: string | string[], label: string): void {
+function assertEnvelope(res: RawResponse, status: number, code: string | string[], label: string, field?: string): void {
   assert.equal(res.status, status, `${label}: ${res.text}`);
   assert.equal(res.headers['content-type'], 'application/json; charset=utf-8', label);
   assert.equal(res.headers['cache-control'], 'no-store', label);
   assert.equal(res.headers['x-content-type-options'], 'nosniff', label);
   assert.ok(res.json && typeof res.json === 'object', `${label}: body is JSON`);
   assert.deepEqual(Object.keys(res.json), ['error'], label);
-  assert.deepEqual(Object.keys(res.json.error), ['code', 'message'], label);
+  assert.deepEqual(Object.keys(res.json.error), field === undefined ? ['code', 'message'] : ['code', 'message', 'field'], label);
+  assert.equal(res.json.error.field, field, label);
   assert.equal(typeof res.json.error.message, 'string', label);
   assert.ok(res.json.error.message.length > 0, label);
   assert.ok((Array.isArray(code) ? code : [code]).includes(res.json.error.code), `${label}: code ${res.json.error.code}`);
@@ -111,7 +122,7 @@ describe('error envelope contract', () => {
         headers,
         ...(c.server === 'public' ? { connectHost: '127.0.0.1' } : {}),
       });
-      assertEnvelope(res, c.status, c.code, c.name);
+      assertEnvelope(res, c.status, c.code, c.name, c.field);
       if (c.header) assert.match(String(res.headers[c.header[0]] ?? ''), c.header[1], `${c.name}: ${c.header[0]}`);
     });
   }

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { HttpError, errorBody, errorStatus, isHttpError } from '../../src/http/http-error.ts';
+import { HttpError, errorBody, errorStatus, invalidField, isHttpError } from '../../src/http/http-error.ts';
 
 // DESIGN §4's status table, written out again so a change to either side is noticed; 408/414/431 are issue 11's
 // codes for requests Node's parser refuses before routing (src/http/client-errors.ts); proxied_request is issue 9's
@@ -44,6 +44,16 @@ describe('http-error', () => {
 
   it('renders exactly {"error":{"code","message"}}', () => {
     assert.equal(JSON.stringify(errorBody('not_found', 'No run "local/r1"')), '{"error":{"code":"not_found","message":"No run \\"local/r1\\""}}');
+  });
+
+  it('names the field an invalid_param is about, and only then', () => {
+    const err = invalidField('retention_days', 'Setting "retention_days" must be an integer (got string)');
+    assert.equal(err.status, 400);
+    assert.equal(err.field, 'retention_days');
+    assert.deepEqual(errorBody(err.code, err.message, err.field).error, {
+      code: 'invalid_param', message: err.message, field: 'retention_days',
+    });
+    assert.equal(new HttpError('invalid_param', 'x').field, undefined);
   });
 
   it('recognises its own errors and nothing else', () => {

@@ -3,8 +3,7 @@
 // ingest.
 import { controlStartArgs, resumeArgs, retryArgs } from '../../spawn/start-argv.ts';
 import { createHash, randomUUID } from 'node:crypto';
-import { existsSync, statSync } from 'node:fs';
-import { isAbsolute, basename, dirname, resolve } from 'node:path';
+import { basename } from 'node:path';
 import { HttpError } from '../../http/http-error.ts';
 import { requireJsonObject } from '../../http/body.ts';
 import type { Handler, Ctx } from '../../http/pipeline.ts';
@@ -16,73 +15,14 @@ import { transaction } from '../../db/open.ts';
 import type { RunRow } from '../../db/run-types.ts';
 import { canonicalJson } from '../../canonical-json.ts';
 import { newRunId } from '../../engine/ids.ts';
-import { isIssueUrl } from '../../engine/classify.ts';
-import { repoRoot, repoName } from '../../engine/git.ts';
 import { writeAnswer, MAX_ANSWER_BYTES } from '../../engine/answers.ts';
 import { oneLine } from '../../engine/text.ts';
 import { readEffectiveConfig } from '../config-schema.ts';
 import { actionRefusal, type RunAction } from '../action-rules.ts';
-import { isRegisteredProject, realOrNull, unregisteredMessage } from '../projects.ts';
+import { isRegisteredProject } from '../projects.ts';
+import { bad, parseStart, type StartBody } from '../start-request.ts';
 
 type C = Ctx<ControlDeps>;
-const START_KEYS = new Set(['brief', 'spec_path', 'issue_url', 'repo', 'provider', 'pr', 'request_id']);
-
-function bad(message: string): never {
-  throw new HttpError('invalid_param', message);
-}
-
-interface StartBody {
-  input: { kind: 'brief' | 'spec_path' | 'issue_url'; value: string };
-  repo: string;
-  provider: string | null;
-  pr: boolean;
-  requestId: string | null;
-}
-
-function parseStart(deps: ControlDeps, body: unknown): StartBody {
-  const b = requireJsonObject(body);
-  for (const key of Object.keys(b)) if (!START_KEYS.has(key)) bad(`Unknown field "${key}"`);
-  const given = (['brief', 'spec_path', 'issue_url'] as const).filter((k) => b[k] !== undefined);
-  if (given.length !== 1) bad('Give exactly one of "brief", "spec_path" or "issue_url"');
-  const kind = given[0]!;
-  const value = b[kind];
-  if (typeof value !== 'string' || value.trim() === '' || value.length > 64 * 1024) bad(`"${kind}" must be a non-empty string`);
-  if (typeof b.repo !== 'string' || !isAbsolute(b.repo) || b.repo.includes('\0')) bad('"repo" must be an absolute path');
-  // Before git so much as reads the folder: a caller-named, unregistered folder gets nothing run in it.
-  checkRegistered(deps, b.repo);
-  let root: string;
-  try {
-    root = repoRoot(b.repo);
-  } catch {
-    return bad('"repo" is not a git repository');
-  }
-  // The repository itself, not only a folder above it: a repository nested inside a registered one is not registered.
-  if (!isRegisteredProject(deps, root)) bad(unregisteredMessage(root));
-  if (kind === 'spec_path') {
-    const path = resolve(root, value);
-    if (!/\.(md|json)$/i.test(path) || !existsSync(path) || !statSync(path).isFile()) bad('"spec_path" must name an existing .md spec or .json export');
-  }
-  if (kind === 'issue_url' && !isIssueUrl(value)) bad('"issue_url" must be an error-tracker issue URL (…/issues/<id>)');
-  if (b.provider !== undefined && (typeof b.provider !== 'string' || !/^[a-z0-9][a-z0-9_-]{0,31}$/.test(b.provider))) bad('"provider" must be a provider name');
-  if (b.pr !== undefined && typeof b.pr !== 'boolean') bad('"pr" must be true or false');
-  if (b.request_id !== undefined && (typeof b.request_id !== 'string' || !/^[A-Za-z0-9._:-]{1,128}$/.test(b.request_id))) {
-    bad('"request_id" must be 1-128 letters, digits, ".", "_", ":" or "-"');
-  }
-  const input = { kind, value: kind === 'spec_path' ? resolve(root, value) : value.trim() };
-  return { input, repo: root, provider: (b.provider as string | undefined) ?? null, pr: b.pr === true, requestId: (b.request_id as string | undefined) ?? null };
-}
-
-/**
- * Runs start only in a project the operator registered, never in a folder a caller names (issue 20 item 6): `repo` is
- * a registered project's folder or a folder inside one (the nearest registered folder above it, real paths).
- */
-function checkRegistered(deps: ControlDeps, repo: string): void {
-  const real = realOrNull(repo);
-  for (let dir = real; dir !== null; dir = dirname(dir) === dir ? null : dirname(dir)) {
-    if (isRegisteredProject(deps, dir)) return;
-  }
-  bad(unregisteredMessage(repo));
-}
 
 // Retry-After for 429: a run takes minutes, but a slot may free up sooner; clients poll politely at this pace.
 const RETRY_AFTER_SECONDS = 30;
@@ -94,7 +34,8 @@ function checkConcurrency(deps: ControlDeps): void {
   if (active < limit) return;
   throw new HttpError(
     'too_many_requests',
-    `${active} runs are queued, running, blocked or stopping (max_concurrent_runs is ${limit}); try again when one ends`,
+    `${active} runs are queued, running, blocked or stopping (max_concurrent_runs is ${limit}); ` +
+      'try again when one ends',
     { 'retry-after': String(RETRY_AFTER_SECONDS) },
   );
 }
@@ -120,7 +61,9 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
       // A seen id whose run was deleted since is a new request: the run it named no longer exists to answer with.
       const existing = seen ? deps.stores.runs.get(seen.source, seen.run) : undefined;
       if (seen && existing) {
-        if (seen.body_sha256 !== bodyHash) throw new HttpError('conflict', `request_id "${s.requestId}" was already used with a different body`);
+        if (seen.body_sha256 !== bodyHash) {
+          throw new HttpError('conflict', `request_id "${s.requestId}" was already used with a different body`);
+        }
         return { existing };
       }
       if (seen) deps.stores.startRequests.remove(s.requestId);
@@ -132,7 +75,8 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
     }
     const brief = s.input.kind === 'spec_path' ? basename(s.input.value) : oneLine(s.input.value, 1500);
     deps.stores.runs.upsert(source, {
-      run, status: 'queued', started_at: now, updated_at: now, group_id: run, repo: repoName(s.repo), repo_path: s.repo,
+      run, status: 'queued', started_at: now, updated_at: now, group_id: run, repo: deps.repos.nameOf(s.repo),
+      repo_path: s.repo,
       brief, origin: 'control', provider: s.provider, branch: s.pr ? `svc/${run}` : null,
     });
     return { existing: undefined };
@@ -166,7 +110,8 @@ export const stopRun: Handler<ControlDeps> = (ctx) => {
   if (row.status === 'stopping') return json(202, runToJson(row));
   const now = deps.clock();
   deps.stores.runs.setStatus(row.source, row.run, 'stopping', now);
-  deps.bus.publish([deps.stores.events.append(row.source, row.run, { kind: 'run.status', data: { from: row.status, to: 'stopping' }, ts: now })]);
+  const event = { kind: 'run.status', data: { from: row.status, to: 'stopping' }, ts: now };
+  deps.bus.publish([deps.stores.events.append(row.source, row.run, event)]);
   // Signalled here only when this server recorded the run's folder itself (start, retry, import); anything else is
   // asked to stop by its own runner, which picks the request up from its next ingest response.
   if (isLocal(ctx, row) && row.repo_path) void deps.engine.stop(row);
@@ -196,7 +141,8 @@ export const retryRun: Handler<ControlDeps> = (ctx) => {
   const run = newRunId(now);
   deps.stores.runs.upsert(row.source, {
     run, status: 'queued', started_at: now, updated_at: now, group_id: row.group_id, repo: row.repo, repo_path: repo,
-    brief: row.brief, origin: row.origin, provider: row.provider, branch: row.branch?.startsWith('svc/') ? `svc/${run}` : null,
+    brief: row.brief, origin: row.origin, provider: row.provider,
+    branch: row.branch?.startsWith('svc/') ? `svc/${run}` : null,
   });
   deps.engine.launch(row.source, run, retryArgs(row.run, run, repo), 'fail-run');
   return json(202, runToJson(deps.stores.runs.get(row.source, run)!));
@@ -223,10 +169,15 @@ export const answerRun: Handler<ControlDeps> = (ctx) => {
   checkAllowed(ctx, row, 'answer');
   const now = deps.clock();
   const answerId = randomUUID();
-  if (isLocal(ctx, row)) writeAnswer({ SVC_CONTROL_ANSWER_DIR: deps.settings.answerDir }, row.source, row.run, answer, answerId);
+  if (isLocal(ctx, row)) {
+    writeAnswer({ SVC_CONTROL_ANSWER_DIR: deps.settings.answerDir }, row.source, row.run, answer, answerId);
+  }
   // A run this server did not launch (CLI, trigger, another source) may watch another answer folder: its runner also
   // gets the answer in its next ingest response. Both copies carry one answer_id, so the run uses the answer once.
-  if (!isLocal(ctx, row) || !row.repo_path) deps.stores.controlRequests.add(row.source, row.run, 'answer', { answer, answer_id: answerId }, now);
-  deps.bus.publish([deps.stores.events.append(row.source, row.run, { kind: 'answer', data: { answer, via: 'control' }, ts: now })]);
+  if (!isLocal(ctx, row) || !row.repo_path) {
+    deps.stores.controlRequests.add(row.source, row.run, 'answer', { answer, answer_id: answerId }, now);
+  }
+  const event = { kind: 'answer', data: { answer, via: 'control' }, ts: now };
+  deps.bus.publish([deps.stores.events.append(row.source, row.run, event)]);
   return json(202, runToJson(row));
 };
