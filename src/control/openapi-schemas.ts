@@ -16,7 +16,6 @@ export const schemas = {
         properties: {
           code: { type: 'string', pattern: '^[a-z_]+$' },
           message: { type: 'string' },
-          field: { type: 'string', description: 'The request field (a setting of PUT /v1/config) the error is about' },
         },
       },
     },

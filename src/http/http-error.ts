@@ -47,9 +47,15 @@ export class HttpError extends Error {
   }
 }
 
-/** 400 invalid_param about one field of the request; the envelope names it in `error.field`. */
+/**
+ * The response header that names the request field an error is about. The spec fixes the error body to exactly
+ * {"error":{"code","message"}}, so the field travels beside it, as data a client reads instead of parsing the message.
+ */
+export const ERROR_FIELD_HEADER = 'svc-error-field';
+
+/** 400 invalid_param about one field of the request; the response names it in the `Svc-Error-Field` header. */
 export function invalidField(field: string, message: string): HttpError {
-  return new HttpError('invalid_param', message, {}, field);
+  return new HttpError('invalid_param', message, { [ERROR_FIELD_HEADER]: field }, field);
 }
 
 export function isHttpError(value: unknown): value is HttpError {
@@ -57,10 +63,10 @@ export function isHttpError(value: unknown): value is HttpError {
 }
 
 export interface ErrorBody {
-  error: { code: ErrorCode; message: string; field?: string };
+  error: { code: ErrorCode; message: string };
 }
 
-/** The one error envelope: {"error":{"code","message"}}, plus "field" when the error is about one request field. */
-export function errorBody(code: ErrorCode, message: string, field?: string): ErrorBody {
-  return { error: field === undefined ? { code, message } : { code, message, field } };
+/** The one error envelope, exactly as the spec says: {"error":{"code","message"}}. */
+export function errorBody(code: ErrorCode, message: string): ErrorBody {
+  return { error: { code, message } };
 }

@@ -182,7 +182,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
         reportRefusal(admission.route, admission.params ?? {}, req, requestId, err);
       }
       closeAfterRefusal(req, res);
-      sendReply(res, { status: err.status, headers: err.headers, body: errorBody(err.code, err.message, err.field) });
+      sendReply(res, { status: err.status, headers: err.headers, body: errorBody(err.code, err.message) });
       return;
     }
     const error = err instanceof Error ? err.message : String(err);

@@ -8,7 +8,8 @@ const TOKEN_KEY = 'svc.control.token';
 
 export class ApiError extends Error {
   /**
-   * `field` is the request field the server named in the envelope (a setting's key), so no one parses the message.
+   * `field` is the request field the server named in the Svc-Error-Field header (a setting's key), so no one
+   * parses the message (the error body itself is exactly {"error":{"code","message"}}, as the spec says).
    * @param {string} code @param {string} message @param {number} status @param {string | null} [field]
    */
   constructor(code, message, status, field = null) {
@@ -67,14 +68,12 @@ export function authHeaders(extra = {}) {
 export async function toApiError(response) {
   let code = 'http_' + response.status;
   let message = response.statusText || `HTTP ${response.status}`;
-  /** @type {string | null} */
-  let field = null;
+  const field = response.headers.get('svc-error-field');
   try {
     const body = await response.json();
     if (body && body.error && typeof body.error.code === 'string') {
       code = body.error.code;
       message = String(body.error.message ?? code);
-      if (typeof body.error.field === 'string') field = body.error.field;
     }
   } catch {
     // Not the JSON envelope (a proxy page, say): keep the status line.

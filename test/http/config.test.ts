@@ -41,12 +41,13 @@ describe('GET/PUT /v1/config', () => {
     assert.equal(res.json.config.retention_days, 30);
   });
 
-  it('rejects an unknown key with 400 invalid_param naming it in "field", and writes nothing', async () => {
+  it('rejects an unknown key with 400 invalid_param naming it in Svc-Error-Field, and writes nothing', async () => {
     const before = (await control.request('GET', '/v1/config')).json.version;
     const res = await control.request('PUT', '/v1/config', { body: { max_concurrent_runs: 8, colour: 'blue' } });
     assert.equal(res.status, 400);
     assert.deepEqual(Object.keys(res.json), ['error']);
-    assert.deepEqual(res.json.error, { code: 'invalid_param', message: res.json.error.message, field: 'colour' });
+    assert.deepEqual(res.json.error, { code: 'invalid_param', message: res.json.error.message });
+    assert.equal(res.headers.get('svc-error-field'), 'colour');
     assert.match(res.json.error.message, /"colour"/);
     const after = await control.request('GET', '/v1/config');
     assert.equal(after.json.version, before);
@@ -56,12 +57,12 @@ describe('GET/PUT /v1/config', () => {
   it('rejects a wrong type naming the key and the expected type', async () => {
     const res = await control.request('PUT', '/v1/config', { body: { retention_days: 'yes' } });
     assert.equal(res.status, 400);
-    assert.equal(res.json.error.field, 'retention_days');
+    assert.equal(res.headers.get('svc-error-field'), 'retention_days');
     assert.match(res.json.error.message, /"retention_days" must be an integer/);
     const nested = await control.request('PUT', '/v1/config', { body: { providers: { mine: { command: [] } } } });
-    assert.equal(nested.json.error.field, 'providers', 'a nested key names the setting the form shows');
+    assert.equal(nested.headers.get('svc-error-field'), 'providers', 'a nested key names the setting the form shows');
     const unknown = await control.request('PUT', '/v1/config', { body: { default_provider: 'nobody' } });
-    assert.equal(unknown.json.error.field, 'default_provider');
+    assert.equal(unknown.headers.get('svc-error-field'), 'default_provider');
     for (const removed of ['pr.draft', 'notifications.enabled']) {
       const gone = await control.request('PUT', '/v1/config', { body: { [removed]: true } });
       assert.equal(gone.status, 400, `${removed} is no longer a setting`);

@@ -1,6 +1,6 @@
 // The error-envelope contract (DESIGN §4, STYLE habit 8): every error path of the Control Plane answers exactly
 // {"error":{"code","message"}} with the right status, JSON content type, no-store and nosniff; an error about one
-// request field (a setting) also names it in "field", and no other error carries one.
+// request field (a setting) also names it in the Svc-Error-Field header (the body stays exact), and no other does.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
@@ -21,7 +21,7 @@ interface Case {
   status: number;
   code: string | string[];
   header?: [string, RegExp];
-  /** The request field the envelope names; absent: the envelope has no "field". */
+  /** The request field the Svc-Error-Field header names; absent: no such header. */
   field?: string;
 }
 
@@ -90,8 +90,8 @@ function assertEnvelope(res: RawResponse, status: number, code: string | string[
   assert.equal(res.headers['x-content-type-options'], 'nosniff', label);
   assert.ok(res.json && typeof res.json === 'object', `${label}: body is JSON`);
   assert.deepEqual(Object.keys(res.json), ['error'], label);
-  assert.deepEqual(Object.keys(res.json.error), field === undefined ? ['code', 'message'] : ['code', 'message', 'field'], label);
-  assert.equal(res.json.error.field, field, label);
+  assert.deepEqual(Object.keys(res.json.error), ['code', 'message'], label);
+  assert.equal(res.headers['svc-error-field'], field, label);
   assert.equal(typeof res.json.error.message, 'string', label);
   assert.ok(res.json.error.message.length > 0, label);
   assert.ok((Array.isArray(code) ? code : [code]).includes(res.json.error.code), `${label}: code ${res.json.error.code}`);

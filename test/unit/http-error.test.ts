@@ -50,8 +50,9 @@ describe('http-error', () => {
     const err = invalidField('retention_days', 'Setting "retention_days" must be an integer (got string)');
     assert.equal(err.status, 400);
     assert.equal(err.field, 'retention_days');
-    assert.deepEqual(errorBody(err.code, err.message, err.field).error, {
-      code: 'invalid_param', message: err.message, field: 'retention_days',
+    assert.equal(err.headers['svc-error-field'], 'retention_days');
+    assert.deepEqual(errorBody(err.code, err.message).error, {
+      code: 'invalid_param', message: err.message,
     });
     assert.equal(new HttpError('invalid_param', 'x').field, undefined);
   });
