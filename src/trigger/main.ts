@@ -68,6 +68,7 @@ function pickExecutor(settings: TriggerSettings, env: NodeJS.ProcessEnv, log: Lo
     return createLocalExecutor({ cliPath: settings.cliPath, env, log, ...(pollMs ? { pollMs } : {}) });
   }
   if (settings.executor === 'kubernetes') {
+    kubernetesReposCheck(settings);
     try {
       return createKubernetesExecutor({ env, log, controlUrl: settings.controlUrl, controlToken: settings.controlToken, ...(pollMs ? { pollMs } : {}) });
     } catch (err) {
@@ -75,6 +76,19 @@ function pickExecutor(settings: TriggerSettings, env: NodeJS.ProcessEnv, log: Lo
     }
   }
   throw new BadSettingError(`Unknown SVC_TRIGGER_EXECUTOR "${settings.executor}" (known: local, kubernetes)`);
+}
+
+/**
+ * A pod clones its job's repository from the entry's clone URL; an entry with only a host checkout would run in
+ * whatever SVC_K8S_REPO_URL or SVC_K8S_REPO_PVC holds. That is its repository only when it is the one served.
+ */
+function kubernetesReposCheck(settings: TriggerSettings): void {
+  const entries = settings.repos.entries;
+  if (entries.length < 2) return;
+  const local = entries.filter((e) => e.clone === null).map((e) => e.name);
+  if (local.length === 0) return;
+  throw new BadSettingError(`SVC_TRIGGER_EXECUTOR=kubernetes serves ${entries.length} repositories, so each needs a `
+    + `clone= URL for its pods to clone (${settings.repos.source}: ${local.join(', ')} only have a checkout=)`);
 }
 
 /** Routes that can queue work: the ones the queue's shares are split between (queue-shares.ts). */
