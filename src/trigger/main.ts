@@ -11,7 +11,7 @@ import { createLocalExecutor } from './local-executor.ts';
 import { createKubernetesExecutor } from './kubernetes-executor.ts';
 import { createNotifier } from './notify.ts';
 import { createHttpsPoster, type Poster } from './https-post.ts';
-import { createControlReporter } from './control-report.ts';
+import { createControlReporter, reportServedRepos } from './control-report.ts';
 import { createTriggerApp } from './app.ts';
 import type { JobExecutor } from './executor.ts';
 import type { TriggerSettings } from './settings.ts';
@@ -54,6 +54,8 @@ export interface TriggerOverrides {
   pollMs?: number;
   bodyTimeoutMs?: number;
   notifyBackoffMs?: number;
+  /** Waits between reports of the served repositories to the Control Plane (control-report.ts). */
+  servedRetryMs?: readonly number[];
 }
 
 /** JSON lines on stderr, coalesced into few writes (log-sink.ts). */
@@ -165,6 +167,12 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
   const { server, connections } = createHttpServer(app.listener, connectionLimits);
   const { url } = await listen(server, settings.host, settings.port);
   runner.recover();
+  // GET /v1/repos on the Control Plane lists what is served here, and its UI filter offers them (issue 22).
+  const served = reportServedRepos(settings.repos.entries.map((e) => e.name), {
+    controlUrl: settings.controlUrl, controlToken: settings.controlToken, source: settings.source,
+    fetch: o.fetch ?? fetch, log, signal: shutdown.signal,
+    ...(o.servedRetryMs ? { retryMs: o.servedRetryMs } : {}),
+  });
   const stopRetention = startTriggerRetention({
     stores, retention: settings.retention, clock, log, onPruned: () => checkpointer.nudge(),
     ...(writer ? { runBatch: (retention, now) => (writer.alive() ? writer.prune(retention, now) : Promise.resolve(pruneBatch(stores, retention, now))) } : {}),
@@ -177,6 +185,7 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
       await closeGracefully(server, async () => {
         shutdown.abort();
         await runner!.close();
+        await served;
       });
       await writer?.close();
       await checkpointer.close();
