@@ -217,7 +217,10 @@ export const schemas = {
         type: 'array',
         maxItems: 1000,
         description: 'the repositories this source\'s trigger server serves; replaces the list it reported last',
-        items: { type: 'object', required: ['name'], additionalProperties: false, properties: { name: { type: 'string', description: 'owner/name' } } },
+        items: {
+          type: 'object', required: ['name'], additionalProperties: false,
+          properties: { name: { type: 'string', description: 'owner/name' } },
+        },
       },
     },
   },
@@ -256,7 +259,7 @@ export const schemas = {
             name: { type: 'string', description: 'owner/name, or a folder name for a path (never the path)' },
             served_by: {
               type: 'array', items: { type: 'string' },
-              description: 'sources whose trigger server reported serving it (empty: known from runs or the repos setting)',
+              description: 'sources whose trigger server reported serving it (empty: only runs or the repos setting)',
             },
           },
         },

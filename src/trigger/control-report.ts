@@ -54,7 +54,10 @@ export interface ServedReposReportOptions {
   controlToken: string | undefined;
   source: string;
   fetch: typeof fetch;
-  log: { info(msg: string, fields?: Record<string, unknown>): void; warn(msg: string, fields?: Record<string, unknown>): void };
+  log: {
+    info(msg: string, fields?: Record<string, unknown>): void;
+    warn(msg: string, fields?: Record<string, unknown>): void;
+  };
   /** Server shutdown: stops the retries and any request in flight. */
   signal: AbortSignal;
   /** Waits between attempts; the last one repeats. */
