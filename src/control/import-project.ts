@@ -90,7 +90,8 @@ function readRun(deps: ControlDeps, project: string, runs: PlainDir, dir: string
         skip(`${dir}/events.jsonl:${i + 1}`, err instanceof HttpError ? err.message : 'not valid JSON');
       }
     }
-    return { source, runs: [run], events, artifacts: readArtifacts(folder, dir, run.run, skip), notifications: [] };
+    return { source, runs: [run], events, artifacts: readArtifacts(folder, dir, run.run, skip), notifications: [],
+      served_repos: null };
   } finally {
     folder.close();
   }

@@ -18,6 +18,8 @@ export interface IngestResult {
   duplicates: number;
   artifacts: number;
   notifications?: number;
+  /** Present when the batch carried served_repos: how many the source now serves. */
+  served_repos?: number;
   control: ControlItem[];
 }
 
@@ -65,6 +67,7 @@ export function applyBatch(deps: ControlDeps, batch: IngestBatch, opts: { delive
       stores.artifacts.put(source, a.run, { path: a.path, content_type: a.content_type, content: a.content, created_at: now });
     }
     if (batch.notifications.length > 0) notifications = stores.notifications.ingest(batch.notifications);
+    if (batch.served_repos !== null) stores.servedRepos.replace(source, batch.served_repos, now);
     if (opts.deliverControl === false) return [];
     return stores.controlRequests.takePending(source, now).map((r) => ({ ...r.payload, id: r.id, run: r.run, action: r.action }));
   });
@@ -78,5 +81,6 @@ export function applyBatch(deps: ControlDeps, batch: IngestBatch, opts: { delive
     control,
   };
   if (notifications !== undefined) result.notifications = notifications;
+  if (batch.served_repos !== null) result.served_repos = batch.served_repos.length;
   return result;
 }

@@ -10,6 +10,7 @@ import type { NotificationInput } from '../db/notifications-store.ts';
 import { validateNotification } from './ingest-notifications.ts';
 import { isJsonObject, nestsDeeperThan } from '../untrusted.ts';
 import { MAX_JSON_DEPTH } from '../http/json-depth.ts';
+import { isRepoName } from '../engine/repo-name.ts';
 
 export interface ArtifactUpload {
   run: string;
@@ -25,10 +26,14 @@ export interface IngestBatch {
   artifacts: ArtifactUpload[];
   /** Delivery records of outbound messages, from the trigger server. */
   notifications: NotificationInput[];
+  /** The repositories the batch's trigger server serves (owner/name), replacing its last list; null when absent. */
+  served_repos: string[] | null;
 }
 
 type Obj = Record<string, unknown>;
-const BATCH_KEYS = new Set(['source', 'runs', 'events', 'artifacts', 'notifications']);
+const BATCH_KEYS = new Set(['source', 'runs', 'events', 'artifacts', 'notifications', 'served_repos']);
+/** A served repositories file this long is a mistake, not an organisation. */
+const MAX_SERVED = 1000;
 const KIND = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 const MAX_TEXT = 64 * 1024;
@@ -136,6 +141,24 @@ function list(body: Obj, key: string): unknown[] {
   return Array.isArray(v) ? v : bad(`"${key}"`, 'must be an array');
 }
 
+/** `served_repos`: `[{"name":"owner/name"}]`, each name once (without regard to case), at most MAX_SERVED. */
+function servedRepos(body: Obj): string[] | null {
+  if (body.served_repos === undefined) return null;
+  const items = list(body, 'served_repos');
+  if (items.length > MAX_SERVED) bad('"served_repos"', `must have at most ${MAX_SERVED} items`);
+  const seen = new Set<string>();
+  return items.map((item, i) => {
+    const where = `served_repos[${i}]`;
+    if (!isObj(item)) return bad(where, 'must be an object');
+    for (const key of Object.keys(item)) if (key !== 'name') bad(`${where}: unknown field "${key}"`, 'in served_repos');
+    const name = item.name;
+    if (typeof name !== 'string' || !isRepoName(name)) return bad(`${where}.name`, 'must be a repository owner/name');
+    if (seen.has(name.toLowerCase())) bad(`${where}.name`, 'is listed twice');
+    seen.add(name.toLowerCase());
+    return name;
+  });
+}
+
 export function validateBatch(body: unknown, now: number): IngestBatch {
   if (!isObj(body)) return bad('Body', 'must be a JSON object');
   for (const key of Object.keys(body)) if (!BATCH_KEYS.has(key)) bad(`Unknown field "${key}"`, 'in ingest body');
@@ -146,5 +169,6 @@ export function validateBatch(body: unknown, now: number): IngestBatch {
     events: list(body, 'events').map((e, i) => validateEvent(e, `events[${i}]`, source, now)),
     artifacts: list(body, 'artifacts').map((a, i) => validateArtifact(a, `artifacts[${i}]`)),
     notifications: list(body, 'notifications').map((n, i) => validateNotification(n, `notifications[${i}]`, source, now)),
+    served_repos: servedRepos(body),
   };
 }

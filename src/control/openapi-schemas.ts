@@ -216,6 +216,15 @@ export const schemas = {
         type: 'array',
         items: { type: 'object', required: ['run', 'path', 'content_base64'], properties: { run: { type: 'string' }, path: { type: 'string' }, content_type: { type: 'string' }, content_base64: { type: 'string', contentEncoding: 'base64' } } },
       },
+      served_repos: {
+        type: 'array',
+        maxItems: 1000,
+        description: 'the repositories this source\'s trigger server serves; replaces the list it reported last',
+        items: {
+          type: 'object', required: ['name'], additionalProperties: false,
+          properties: { name: { type: 'string', description: 'owner/name' } },
+        },
+      },
     },
   },
   IngestResult: {
@@ -227,6 +236,7 @@ export const schemas = {
       duplicates: { type: 'integer' },
       artifacts: { type: 'integer' },
       notifications: { type: 'integer', description: 'present when the batch carried notifications' },
+      served_repos: { type: 'integer', description: 'present when the batch carried served_repos: how many it serves' },
       control: {
         type: 'array',
         items: { type: 'object', required: ['run', 'action'], properties: { run: { type: 'string' }, action: { type: 'string' } } },
@@ -235,6 +245,27 @@ export const schemas = {
         type: 'array',
         items: { type: 'string' },
         description: 'runs of the batch that were deleted on the Control Plane: dropped, with their events and artifacts',
+      },
+    },
+  },
+  RepoList: {
+    type: 'object',
+    required: ['items'],
+    properties: {
+      items: {
+        type: 'array',
+        items: {
+          type: 'object',
+          required: ['name', 'served_by'],
+          additionalProperties: false,
+          properties: {
+            name: { type: 'string', description: 'owner/name, or a folder name for a path (never the path)' },
+            served_by: {
+              type: 'array', items: { type: 'string' },
+              description: 'sources whose trigger server reported serving it (empty: only runs or the repos setting)',
+            },
+          },
+        },
       },
     },
   },

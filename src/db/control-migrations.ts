@@ -160,4 +160,14 @@ export const controlMigrations: readonly Migration[] = [
     PRIMARY KEY (source, run)
   ) STRICT;
   `,
+  // 5: the repositories each trigger server serves (issue 22), as it last reported them in an ingest batch's
+  // served_repos: GET /v1/repos lists them beside the names runs carry, so the UI can filter by one with no run yet.
+  `
+  CREATE TABLE served_repos (
+    source TEXT NOT NULL,
+    name TEXT NOT NULL,
+    reported_at INTEGER NOT NULL,
+    PRIMARY KEY (source, name)
+  ) STRICT;
+  `,
 ];

@@ -12,6 +12,7 @@ import { createStartRequestsStore, type StartRequestsStore } from './start-reque
 import { createMergeQueueStore, type MergeQueueStore } from './merge-queue-store.ts';
 import { createProjectsStore, type ProjectsStore } from './projects-store.ts';
 import { createDeletedRunsStore, type DeletedRunsStore } from './deleted-runs-store.ts';
+import { createServedReposStore, type ServedReposStore } from './served-repos-store.ts';
 
 export interface ControlStores {
   runs: RunsStore;
@@ -26,6 +27,7 @@ export interface ControlStores {
   mergeQueue: MergeQueueStore;
   projects: ProjectsStore;
   deletedRuns: DeletedRunsStore;
+  servedRepos: ServedReposStore;
   close(): void;
 }
 
@@ -43,6 +45,7 @@ export function createControlStores(db: Db): ControlStores {
     mergeQueue: createMergeQueueStore(db),
     projects: createProjectsStore(db),
     deletedRuns: createDeletedRunsStore(db),
+    servedRepos: createServedReposStore(db),
     close() {},
   };
 }

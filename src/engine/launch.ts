@@ -13,8 +13,9 @@ import { loadEngineConfig } from './config.ts';
 import { resolveProvider } from './providers.ts';
 import { loadPolicy, PolicyError } from './policy.ts';
 import { newRunId, isValidSegment } from './ids.ts';
-import { repoRoot, repoName, headSha, currentBranch, excludeEngineFolders } from './git.ts';
+import { repoRoot, headSha, currentBranch, excludeEngineFolders } from './git.ts';
 import { runDir, artifactsDir } from './paths.ts';
+import { runRepoName } from './repo-name.ts';
 import { writeState, readState, isoNow, type RunState, type InputKind, type WorkerMode } from './run-state.ts';
 import { openEventLog } from './events-log.ts';
 import { identityOf } from './proc-group.ts';
@@ -115,7 +116,7 @@ function createRun(n: NewRun): { dir: string; state: RunState } {
   const now = isoNow();
   const source = n.env.SVC_SOURCE && isValidSegment(n.env.SVC_SOURCE) ? n.env.SVC_SOURCE : 'local';
   const state: RunState = {
-    source, run: n.run, repo: repoName(n.repo), group_id: n.groupId ?? n.run, status: 'queued', verdict: null,
+    source, run: n.run, repo: runRepoName(n.repo, n.env), group_id: n.groupId ?? n.run, status: 'queued', verdict: null,
     brief: n.brief, origin: n.origin, provider: n.provider, branch: isolated ? `svc/${n.run}` : currentBranch(n.repo),
     pr_url: null, question: null, started_at: now, ended_at: null, updated_at: now, cost_usd: null, tokens_in: null,
     tokens_out: null, exit_code: null, error: null, repo_path: n.repo, input: n.input, workdir: n.repo, worktree: isolated,

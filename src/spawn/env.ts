@@ -41,8 +41,9 @@ export function isSecretName(name: string): boolean {
 // GITHUB_API_URL is where the PR goes and which host the push token belongs to (GitHub Enterprise): without it a run
 // started by the trigger would take github.com for the token's host and refuse an Enterprise push.
 // SVC_SERVER_SANDBOX is the server's own setting (DESIGN §7a): the only way a server-started run goes unsandboxed.
+// SVC_REPO_NAME is the served repository a job was routed to (the run's `repo`), set by the launcher per job.
 const LAUNCHER_NAMES = new Set(['PATH', 'HOME', 'USER', 'LANG', 'TZ', 'TERM', 'TMPDIR', 'SVC_SOURCE', 'SVC_CONTROL_URL',
-  'SVC_CONTROL_ANSWER_DIR', 'SVC_ORIGIN', 'SVC_JOB_ID', 'GITHUB_API_URL', 'SVC_SERVER_SANDBOX']);
+  'SVC_CONTROL_ANSWER_DIR', 'SVC_ORIGIN', 'SVC_JOB_ID', 'GITHUB_API_URL', 'SVC_SERVER_SANDBOX', 'SVC_REPO_NAME']);
 
 // What a run launched by the Control Plane may inherit: the credentials the engine itself uses are among them (it
 // strips them again before a provider runs). Webhook secrets and SVC_API_TOKEN are never passed.

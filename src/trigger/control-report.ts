@@ -1,4 +1,6 @@
-// Tells the Control Plane about each completion summary (POST /v1/ingest `notifications`), best effort only.
+// Tells the Control Plane about each completion summary (POST /v1/ingest `notifications`), best effort only, and
+// which repositories this server serves (`served_repos`), at start until accepted.
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface NotificationReport {
   job_id: string;
@@ -45,4 +47,63 @@ export function createControlReporter(opts: ControlReportOptions): (n: Notificat
       });
     }
   };
+}
+
+export interface ServedReposReportOptions {
+  controlUrl: string | undefined;
+  controlToken: string | undefined;
+  source: string;
+  fetch: typeof fetch;
+  log: {
+    info(msg: string, fields?: Record<string, unknown>): void;
+    warn(msg: string, fields?: Record<string, unknown>): void;
+  };
+  /** Server shutdown: stops the retries and any request in flight. */
+  signal: AbortSignal;
+  /** Waits between attempts; the last one repeats. */
+  retryMs?: readonly number[];
+}
+
+const SERVED_RETRY_MS = [1_000, 5_000, 30_000, 60_000, 300_000];
+
+/**
+ * Tells the Control Plane which repositories this server serves (ingest `served_repos`, issue 22), once at start: the
+ * file is read only then. The Control Plane keeps the list, so one accepted report is enough; until one is, it is
+ * retried (a Control Plane started after the trigger server still learns them). Resolves when accepted or shut down.
+ */
+export async function reportServedRepos(names: readonly string[], opts: ServedReposReportOptions): Promise<void> {
+  if (!opts.controlUrl) return;
+  const url = `${opts.controlUrl.replace(/\/+$/, '')}/v1/ingest`;
+  const body = JSON.stringify({ source: opts.source, served_repos: names.map((name) => ({ name })) });
+  const waits = opts.retryMs ?? SERVED_RETRY_MS;
+  for (let attempt = 0; !opts.signal.aborted; attempt++) {
+    let why: Record<string, unknown>;
+    try {
+      const res = await opts.fetch(url, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          ...(opts.controlToken ? { authorization: `Bearer ${opts.controlToken}` } : {}),
+        },
+        body,
+        signal: AbortSignal.any([opts.signal, AbortSignal.timeout(5_000)]),
+      });
+      await res.arrayBuffer();
+      if (res.ok) {
+        opts.log.info('served repositories reported to the Control Plane', { repos: names.length });
+        return;
+      }
+      why = { status: res.status };
+    } catch (err) {
+      if (opts.signal.aborted) return;
+      why = { error: err instanceof Error ? err.message : String(err) };
+    }
+    const wait = waits[Math.min(attempt, waits.length - 1)] ?? 300_000;
+    opts.log.warn('Control Plane did not take the served repositories; retrying', { ...why, retry_ms: wait });
+    try {
+      await sleep(wait, undefined, { signal: opts.signal });
+    } catch {
+      return;
+    }
+  }
 }

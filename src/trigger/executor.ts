@@ -37,6 +37,11 @@ export interface ExecJob {
   origin?: string;
   /** The routed repository's directory the job runs in (its checkout, or a managed worktree): issue 22. */
   workdir: string;
+  /**
+   * The served entry the job was routed to: its owner/name becomes the run's `repo` (SVC_REPO_NAME), and a pod
+   * clones its clone URL (kubernetes-pod.ts). Absent only for callers outside the runner (tests).
+   */
+  repo?: { name: string; clone: string | null };
 }
 
 export interface FollowOptions {

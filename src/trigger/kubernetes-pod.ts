@@ -1,6 +1,6 @@
 // The pod of one Kubernetes job, split so that only the signer can read the runner's signing key (issue 9 item 5).
 // Init containers run one after another, and each one's processes are all gone before the next starts:
-//   clone  → git clone into the shared workspace (when SVC_K8S_REPO_URL is set);
+//   clone  → git clone into the shared workspace: the routed repository's clone URL, else SVC_K8S_REPO_URL;
 //   seal   → `svc pod seal` records the base commit and origin URL in a volume the run container never mounts;
 //   run    → `svc start …` with SVC_SIGN_LATER=1: provider and checks, evidence written, no receipt, no PR.
 // Then the one container, `signer`, runs `svc pod sign`: the only mount of the key Secret in the pod. It reads the
@@ -45,10 +45,12 @@ function baseEnv(
   serverEnv: NodeJS.ProcessEnv, s: KubernetesSettings, job: Omit<ExecJob, 'workdir'>, home: string,
 ): EnvVar[] {
   const env = Object.entries(childEnv('launcher', serverEnv))
-    .filter(([k]) => !['PATH', 'HOME', 'TMPDIR', 'SVC_SOURCE', 'SVC_CONTROL_ANSWER_DIR'].includes(k))
+    .filter(([k]) => !['PATH', 'HOME', 'TMPDIR', 'SVC_SOURCE', 'SVC_CONTROL_ANSWER_DIR', 'SVC_REPO_NAME'].includes(k))
     .map(([k, v]) => ({ name: k, value: String(v) }));
   env.push({ name: 'HOME', value: home }, { name: 'TMPDIR', value: '/tmp' }, { name: 'SVC_SOURCE', value: s.source });
   if (job.origin) env.push({ name: 'SVC_ORIGIN', value: job.origin });
+  // The run's `repo` is the served entry the job was routed to (issue 22), not what the clone's origin says.
+  if (job.repo) env.push({ name: 'SVC_REPO_NAME', value: job.repo.name });
   if (s.controlTokenSecret) env.push({ name: 'SVC_CONTROL_TOKEN_FILE', value: `${TOKEN_DIR}/token` });
   // The pod is the agent's boundary (its own container, no service account token, and with a gate, a NetworkPolicy):
   // svc's bwrap sandbox would need user namespaces pods seldom have. The trigger server decides this, no repository.
@@ -57,10 +59,23 @@ function baseEnv(
   return env;
 }
 
-function volumesOf(s: KubernetesSettings): Array<Record<string, unknown>> {
+/**
+ * Where the workspace comes from: the routed repository's clone URL (its default branch) when its entry has one (issue
+ * 22), else SVC_K8S_REPO_PVC, else SVC_K8S_REPO_URL at SVC_K8S_REPO_REF, else nothing (the image's own files).
+ */
+type Workspace = { clone: string; ref: string | undefined } | { pvc: string } | null;
+
+function workspaceOf(job: Omit<ExecJob, 'workdir'>, s: KubernetesSettings): Workspace {
+  if (job.repo?.clone) return { clone: job.repo.clone, ref: undefined };
+  if (s.repoPvc) return { pvc: s.repoPvc };
+  if (s.repoUrl) return { clone: s.repoUrl, ref: s.repoRef };
+  return null;
+}
+
+function volumesOf(s: KubernetesSettings, from: Workspace): Array<Record<string, unknown>> {
   const volumes: Array<Record<string, unknown>> = [
-    s.repoPvc
-      ? { name: 'workspace', persistentVolumeClaim: { claimName: s.repoPvc } }
+    from && 'pvc' in from
+      ? { name: 'workspace', persistentVolumeClaim: { claimName: from.pvc } }
       : { name: 'workspace', emptyDir: {} },
     { name: 'home', emptyDir: {} },
     { name: 'tmp', emptyDir: {} },
@@ -89,11 +104,12 @@ export function buildPodSpec(
   const resources = resourcesOf(s);
   const token: Mount[] = s.controlTokenSecret ? [{ name: 'control-token', mountPath: TOKEN_DIR, readOnly: true }] : [];
   const workspace: Mount = { name: 'workspace', mountPath: WORKSPACE };
-  const clone = s.repoUrl && !s.repoPvc
+  const from = workspaceOf(job, s);
+  const clone = from && 'clone' in from
     ? [{
         name: 'clone',
         image: s.image,
-        command: ['git', 'clone', '--depth', '50', ...(s.repoRef ? ['--branch', s.repoRef] : []), '--', s.repoUrl,
+        command: ['git', 'clone', '--depth', '50', ...(from.ref ? ['--branch', from.ref] : []), '--', from.clone,
           WORKSPACE],
         env: [{ name: 'HOME', value: POD_HOME }, ...(s.gateUrl ? podGateEnv(s.gateUrl, serverEnv.SVC_CONTROL_URL) : [])],
         volumeMounts: [workspace, { name: 'home', mountPath: POD_HOME }, { name: 'tmp', mountPath: '/tmp' }],
@@ -154,6 +170,6 @@ export function buildPodSpec(
     },
     initContainers: [...clone, seal, run],
     containers: [signer],
-    volumes: volumesOf(s),
+    volumes: volumesOf(s, from),
   };
 }

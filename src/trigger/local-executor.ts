@@ -53,8 +53,12 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
         cwd: job.workdir,
         kind: 'launcher',
         base: opts.env,
-        // SVC_JOB_ID lets a trackera run find the payload of its own delivery (trackera-snapshot.ts).
-        extra: { SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}), ...pipe.extra },
+        // SVC_JOB_ID lets a trackera run find the payload of its own delivery (trackera-snapshot.ts); SVC_REPO_NAME
+        // names the run after the served entry, never after whatever the checkout's origin says (repo-name.ts).
+        extra: {
+          SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}),
+          ...(job.repo ? { SVC_REPO_NAME: job.repo.name } : {}), ...pipe.extra,
+        },
         // Own process group, so a timeout can signal the launcher and everything it started, and a
         // Ctrl-C on the server's terminal does not reach runs the launcher detached.
         detached: true,

@@ -11,7 +11,7 @@ import { createLocalExecutor } from './local-executor.ts';
 import { createKubernetesExecutor } from './kubernetes-executor.ts';
 import { createNotifier } from './notify.ts';
 import { createHttpsPoster, type Poster } from './https-post.ts';
-import { createControlReporter } from './control-report.ts';
+import { createControlReporter, reportServedRepos } from './control-report.ts';
 import { createTriggerApp } from './app.ts';
 import type { JobExecutor } from './executor.ts';
 import type { TriggerSettings } from './settings.ts';
@@ -54,6 +54,8 @@ export interface TriggerOverrides {
   pollMs?: number;
   bodyTimeoutMs?: number;
   notifyBackoffMs?: number;
+  /** Waits between reports of the served repositories to the Control Plane (control-report.ts). */
+  servedRetryMs?: readonly number[];
 }
 
 /** JSON lines on stderr, coalesced into few writes (log-sink.ts). */
@@ -68,6 +70,7 @@ function pickExecutor(settings: TriggerSettings, env: NodeJS.ProcessEnv, log: Lo
     return createLocalExecutor({ cliPath: settings.cliPath, env, log, ...(pollMs ? { pollMs } : {}) });
   }
   if (settings.executor === 'kubernetes') {
+    kubernetesReposCheck(settings);
     try {
       return createKubernetesExecutor({ env, log, controlUrl: settings.controlUrl, controlToken: settings.controlToken, ...(pollMs ? { pollMs } : {}) });
     } catch (err) {
@@ -75,6 +78,19 @@ function pickExecutor(settings: TriggerSettings, env: NodeJS.ProcessEnv, log: Lo
     }
   }
   throw new BadSettingError(`Unknown SVC_TRIGGER_EXECUTOR "${settings.executor}" (known: local, kubernetes)`);
+}
+
+/**
+ * A pod clones its job's repository from the entry's clone URL; an entry with only a host checkout would run in
+ * whatever SVC_K8S_REPO_URL or SVC_K8S_REPO_PVC holds. That is its repository only when it is the one served.
+ */
+function kubernetesReposCheck(settings: TriggerSettings): void {
+  const entries = settings.repos.entries;
+  if (entries.length < 2) return;
+  const local = entries.filter((e) => e.clone === null).map((e) => e.name);
+  if (local.length === 0) return;
+  throw new BadSettingError(`SVC_TRIGGER_EXECUTOR=kubernetes serves ${entries.length} repositories, so each needs a `
+    + `clone= URL for its pods to clone (${settings.repos.source}: ${local.join(', ')} only have a checkout=)`);
 }
 
 /** Routes that can queue work: the ones the queue's shares are split between (queue-shares.ts). */
@@ -151,6 +167,12 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
   const { server, connections } = createHttpServer(app.listener, connectionLimits);
   const { url } = await listen(server, settings.host, settings.port);
   runner.recover();
+  // GET /v1/repos on the Control Plane lists what is served here, and its UI filter offers them (issue 22).
+  const served = reportServedRepos(settings.repos.entries.map((e) => e.name), {
+    controlUrl: settings.controlUrl, controlToken: settings.controlToken, source: settings.source,
+    fetch: o.fetch ?? fetch, log, signal: shutdown.signal,
+    ...(o.servedRetryMs ? { retryMs: o.servedRetryMs } : {}),
+  });
   const stopRetention = startTriggerRetention({
     stores, retention: settings.retention, clock, log, onPruned: () => checkpointer.nudge(),
     ...(writer ? { runBatch: (retention, now) => (writer.alive() ? writer.prune(retention, now) : Promise.resolve(pruneBatch(stores, retention, now))) } : {}),
@@ -163,6 +185,7 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
       await closeGracefully(server, async () => {
         shutdown.abort();
         await runner!.close();
+        await served;
       });
       await writer?.close();
       await checkpointer.close();

@@ -6,6 +6,7 @@ import type { JobExecutor, RunOutcome, RunRef } from './executor.ts';
 import { buildSummaryParts, plainSummary } from './summary.ts';
 import type { Logger } from '../log.ts';
 import { WorkdirError, type JobWorkdirs } from './job-workdir.ts';
+import type { ServedRepo } from './served-repos-file.ts';
 import { pickNext, type Turns } from './runner-turns.ts';
 
 export interface Runner {
@@ -99,12 +100,13 @@ export function createRunner(opts: RunnerOptions): Runner {
     await opts.notify(job.id);
   }
 
-  /** The routed repository's directory, recorded before launch; null (and the job failed) when there is none. */
-  async function workdirOf(job: JobRow): Promise<string | null> {
+  /** The routed repository and its directory, recorded before launch; null (and the job failed) when there is none. */
+  async function workdirOf(job: JobRow): Promise<{ workdir: string; repo: ServedRepo } | null> {
     try {
-      const workdir = await opts.workdirs.prepare(job, opts.workdirs.repoOf(job));
+      const repo = opts.workdirs.repoOf(job);
+      const workdir = await opts.workdirs.prepare(job, repo);
       stores.jobs.setWorkdir(job.id, workdir);
-      return workdir;
+      return { workdir, repo };
     } catch (err) {
       if (!(err instanceof WorkdirError)) throw err;
       finish(job, 'failed', null, null, null, err.message);
@@ -115,9 +117,12 @@ export function createRunner(opts: RunnerOptions): Runner {
 
   async function runJob(job: JobRow): Promise<void> {
     log.info('job started', { job_id: job.id, origin: job.origin, repo: job.repo });
-    const workdir = await workdirOf(job);
-    if (workdir === null) return;
-    const launched = await executor.launch({ id: job.id, args: job.args, origin: job.origin, workdir });
+    const routed = await workdirOf(job);
+    if (routed === null) return;
+    const { workdir, repo } = routed;
+    const launched = await executor.launch({
+      id: job.id, args: job.args, origin: job.origin, workdir, repo: { name: repo.name, clone: repo.clone },
+    });
     if (!launched.run || launched.error) {
       finish(job, 'failed', null, null, launched.exitCode, launched.error ?? 'launch failed');
       await opts.notify(job.id);

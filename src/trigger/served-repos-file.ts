@@ -6,6 +6,9 @@
 //   acme/api       checkout=/srv/acme/api     errtrack=api-backend trackera=API chata=C0123 default
 //   acme/web       clone=https://github.com/acme/web.git  trackerb=WEB chatb=19:abc@thread.tacv2
 import { BadSettingError } from '../errors.ts';
+import { isRepoName } from '../engine/repo-name.ts';
+
+export { isRepoName };
 
 /** Sources whose events name no repository: the operator maps their keys to one (GitHub routes by full_name). */
 export const ROUTING_KINDS = ['errtrack', 'trackera', 'trackerb', 'chata', 'chatb'] as const;
@@ -41,16 +44,7 @@ export class ReposFileError extends BadSettingError {
   }
 }
 
-// GitHub's own limits: an owner is 1-39 alphanumerics or single hyphens; a name 1-100 of [A-Za-z0-9._-].
-const OWNER = /^[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}$/;
-const NAME = /^[A-Za-z0-9._-]{1,100}$/;
 const KEY_VALUE = /^[^\s,=#]{1,200}$/;
-
-export function isRepoName(text: string): boolean {
-  const [owner, name, extra] = text.split('/');
-  if (extra !== undefined || !owner || !name) return false;
-  return OWNER.test(owner) && NAME.test(name) && name !== '.' && name !== '..' && !name.toLowerCase().endsWith('.git');
-}
 
 /** Team, project and slug keys are matched without case (vendors show them in either); channel ids exactly. */
 export function keyOf(kind: RoutingKind, value: string): string {

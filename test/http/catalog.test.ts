@@ -212,7 +212,8 @@ describe('GET /v1/keys and /v1/repos', () => {
     await control.request('PUT', '/v1/config', { body: { repos: ['/home/me/src/web', '/opt/tools/'] } });
     const res = await control.request('GET', '/v1/repos');
     assert.equal(res.status, 200);
-    assert.deepEqual(res.json.items, [{ name: 'acme/api' }, { name: 'legacy' }, { name: 'tools' }, { name: 'web' }]);
+    assert.deepEqual(res.json.items.map((i: { name: string }) => i.name), ['acme/api', 'legacy', 'tools', 'web']);
+    assert.deepEqual(res.json.items[0], { name: 'acme/api', served_by: [] });
     assert.equal(res.text.includes('/home/me'), false);
     assert.equal(res.text.includes('/srv'), false);
   });

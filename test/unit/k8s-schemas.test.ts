@@ -60,14 +60,15 @@ describe('Kubernetes objects against the official schemas', () => {
         if (mask & (1 << i)) env[name] = OPTIONAL[name];
       });
       const settings = kubernetesSettingsFromEnv(env);
-      for (const job of [{ id: 'j01jd0000000000000000000000', args: ['start', 'trackera:LIN-34', '--detach'], origin: 'trackera' }, { id: 'J2', args: ['start', '--brief', 'fix it', '--pr'] }]) {
+      const routed = { name: 'acme/web', clone: 'https://github.com/acme/web.git' };
+      for (const job of [{ id: 'j01jd0000000000000000000000', args: ['start', 'trackera:LIN-34', '--detach'], origin: 'trackera' }, { id: 'J2', args: ['start', '--brief', 'fix it', '--pr'] }, { id: 'J3', args: ['start', '--brief', 'fix it', '--pr'], origin: 'github', repo: routed }]) {
         const object = buildKubeJob(job, settings, settings.namespace ?? 'default', env);
         const problem = schemaErrors(() => new Job(object as ConstructorParameters<typeof Job>[0]).validate());
         assert.equal(problem, null, `settings ${JSON.stringify(Object.keys(env).filter((k) => k in OPTIONAL))}: ${problem}`);
         checked++;
       }
     }
-    assert.equal(checked, 2 << names.length);
+    assert.equal(checked, 3 << names.length);
   });
 
   it('a Job whose pod reaches out through svc gate serve validates, and points every container at the gate', () => {
@@ -86,6 +87,28 @@ describe('Kubernetes objects against the official schemas', () => {
       assert.match(env.get('NO_PROXY') ?? '', /svc-control/);
     }
     assert.throws(() => kubernetesSettingsFromEnv({ SVC_K8S_IMAGE: 'svc:1', SVC_K8S_GATE_URL: 'https://x/y' }), RangeError);
+  });
+
+  it('clones the routed repository: its clone URL over SVC_K8S_REPO_URL, REF and PVC, and names the run after it', () => {
+    const env = { SVC_K8S_IMAGE: 'svc:1', ...OPTIONAL, SVC_REPO_NAME: 'evil/from-the-server-env' };
+    const settings = kubernetesSettingsFromEnv(env);
+    type Container = { name: string; command?: string[]; env?: Array<{ name: string; value: string }> };
+    type Pod = { initContainers: Container[]; containers: Container[]; volumes: Array<Record<string, unknown>> };
+    const podOf = (job: Parameters<typeof buildKubeJob>[0]): Pod =>
+      (buildKubeJob(job, settings, 'default', env) as { spec: { template: { spec: Pod } } }).spec.template.spec;
+    const repo = { name: 'acme/web', clone: 'https://github.com/acme/web.git' };
+    const pod = podOf({ id: 'j1', args: ['start', 'x'], origin: 'github', repo });
+    const clone = pod.initContainers.find((c) => c.name === 'clone');
+    assert.deepEqual(clone?.command, ['git', 'clone', '--depth', '50', '--', repo.clone, '/workspace/repo']);
+    assert.deepEqual(pod.volumes.find((v) => v.name === 'workspace'), { name: 'workspace', emptyDir: {} });
+    for (const c of [...pod.initContainers.filter((i) => i.name === 'run'), ...pod.containers]) {
+      assert.deepEqual(c.env?.filter((e) => e.name === 'SVC_REPO_NAME'), [{ name: 'SVC_REPO_NAME', value: 'acme/web' }]);
+    }
+    // An entry with no clone URL (the one repository served, a checkout= line) keeps the configured workspace.
+    const local = podOf({ id: 'j2', args: ['start', 'x'], origin: 'github', repo: { name: 'acme/api', clone: null } });
+    assert.equal(local.initContainers.some((c) => c.name === 'clone'), false);
+    assert.deepEqual(local.volumes.find((v) => v.name === 'workspace')?.persistentVolumeClaim, { claimName: 'acme-api' });
+    assert.equal(JSON.stringify(local).includes('evil/from-the-server-env'), false);
   });
 
   it('refuses a Job with a wrong type, so the check can fail', () => {

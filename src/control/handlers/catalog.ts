@@ -72,14 +72,24 @@ function repoName(value: string): string {
   return /^([A-Za-z]:)?[\\/]/.test(value) ? basename(value.replace(/\\/g, '/').replace(/\/+$/, '')) : value;
 }
 
+/**
+ * Repository names: those runs carry, the `repos` setting's, and those trigger servers report serving (ingest
+ * `served_repos`, issue 22), each once; `served_by` names the sources serving it (empty when none reported it).
+ */
 export const listRepos: Handler<ControlDeps> = (ctx) => {
   checkQueryKeys(ctx.query, []);
   const { config } = readEffectiveConfig(ctx.deps.stores.config);
-  const names = new Set<string>();
-  for (const repo of ctx.deps.stores.stats.distinctRepos()) names.add(repoName(repo));
-  for (const path of config.repos as string[]) names.add(repoName(path));
-  names.delete('');
-  return json(200, { items: [...names].sort().map((name) => ({ name })) });
+  const servedBy = new Map<string, string[]>();
+  for (const repo of ctx.deps.stores.stats.distinctRepos()) servedBy.set(repoName(repo), []);
+  for (const path of config.repos as string[]) servedBy.set(repoName(path), []);
+  for (const row of ctx.deps.stores.servedRepos.list()) {
+    const sources = servedBy.get(row.name) ?? [];
+    sources.push(row.source);
+    servedBy.set(row.name, sources);
+  }
+  servedBy.delete('');
+  const items = [...servedBy.keys()].sort().map((name) => ({ name, served_by: servedBy.get(name)! }));
+  return json(200, { items });
 };
 
 /** The projects runs may be started in (src/control/projects.ts): full paths, so loopback only like /v1/config. */
