@@ -53,9 +53,13 @@ export class HttpError extends Error {
  */
 export const ERROR_FIELD_HEADER = 'svc-error-field';
 
+/** A field name a header can carry as it is; anything else (a client's unknown key is any text) is not sent. */
+const HEADER_SAFE_FIELD = /^[A-Za-z0-9_.-]{1,100}$/;
+
 /** 400 invalid_param about one field of the request; the response names it in the `Svc-Error-Field` header. */
 export function invalidField(field: string, message: string): HttpError {
-  return new HttpError('invalid_param', message, { [ERROR_FIELD_HEADER]: field }, field);
+  const headers: Record<string, string> = HEADER_SAFE_FIELD.test(field) ? { [ERROR_FIELD_HEADER]: field } : {};
+  return new HttpError('invalid_param', message, headers, field);
 }
 
 export function isHttpError(value: unknown): value is HttpError {

@@ -182,7 +182,14 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
         reportRefusal(admission.route, admission.params ?? {}, req, requestId, err);
       }
       closeAfterRefusal(req, res);
-      sendReply(res, { status: err.status, headers: err.headers, body: errorBody(err.code, err.message) });
+      try {
+        sendReply(res, { status: err.status, headers: err.headers, body: errorBody(err.code, err.message) });
+      } catch (sendErr) {
+        // A header the error carried that Node will not write must not leave the request unanswered.
+        if (res.headersSent) return void res.destroy();
+        opts.log.error('error reply failed', { request_id: requestId.get(), error: String(sendErr) });
+        sendReply(res, { status: err.status, body: errorBody(err.code, err.message) });
+      }
       return;
     }
     const error = err instanceof Error ? err.message : String(err);

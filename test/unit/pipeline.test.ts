@@ -45,6 +45,13 @@ const routes: Array<Route<Deps>> = [
     },
   },
   {
+    // An error carrying a header Node refuses to write (a newline in it): still answered, without that header.
+    method: 'GET', pattern: '/bad-header-refusal', auth: false,
+    handler: () => {
+      throw new HttpError('invalid_param', 'Parameter "x" is wrong', { 'svc-error-field': 'x\ny' });
+    },
+  },
+  {
     method: 'GET', pattern: '/taken', auth: false,
     handler: (ctx) => {
       ctx.res.writeHead(200, { 'content-type': 'text/plain' });
@@ -130,6 +137,12 @@ describe('request pipeline', () => {
 
   it('turns an HttpError thrown synchronously into its envelope', async () => {
     const answer = await ask(base, 'GET', '/sync-refusal');
+    assert.equal(answer.status, 400);
+    assert.deepEqual(envelope(answer), { code: 'invalid_param', message: 'Parameter "x" is wrong' });
+  });
+
+  it('answers an HttpError whose header cannot be written, with its status and envelope', async () => {
+    const answer = await ask(base, 'GET', '/bad-header-refusal');
     assert.equal(answer.status, 400);
     assert.deepEqual(envelope(answer), { code: 'invalid_param', message: 'Parameter "x" is wrong' });
   });
