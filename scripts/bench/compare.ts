@@ -41,6 +41,26 @@ export async function compareWithCeiling(ctx: BenchContext, target: LoadJob): Pr
     maxMs: Math.max(...results.map((r) => r.latencyMs.max)), ratios: results.map((r, i) => ratio(r.rps, ceilings[i]!)) };
 }
 
+/**
+ * Measures a target against the floor of its own work (DESIGN §7: a bare server doing only what the request needs,
+ * e.g. the same page SQL): alternating rounds as with the ceiling, the floor answering the same requests.
+ */
+export async function compareWithFloor(ctx: BenchContext, target: LoadJob, floorUrl: string): Promise<Comparison> {
+  const floors: number[] = [];
+  const results: LoadResult[] = [];
+  const floorJob: LoadJob = { ...target, url: floorUrl };
+  for (let i = 0; i < ctx.rounds; i++) {
+    floors.push((await runLoadInWorker(floorJob)).rps);
+    results.push(await runLoadInWorker(target));
+  }
+  const rps = median(results.map((r) => r.rps));
+  const floorRps = median(floors);
+  const middle = results.slice().sort((a, b) => a.rps - b.rps)[Math.floor(results.length / 2)] as LoadResult;
+  return { ceilingRps: floorRps, target: middle, rps, ratio: ratio(rps, floorRps),
+    p50Ms: median(results.map((r) => r.latencyMs.p50)), p99Ms: median(results.map((r) => r.latencyMs.p99)),
+    maxMs: Math.max(...results.map((r) => r.latencyMs.max)), ratios: results.map((r, i) => ratio(r.rps, floors[i]!)) };
+}
+
 /** One line for the log: what was measured and any non-2xx answers (a failing figure should explain itself). */
 export function describe(label: string, c: Comparison): string {
   const s = c.target;

@@ -49,13 +49,17 @@ const server = createServer({ keepAliveTimeout: 5_000 }, (req, res) => {
     const raw = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
     if (mode === 'read') return answer(res, 202);
     const expected = createHmac('sha256', secret).update(raw).digest();
-    const given = Buffer.from(String(req.headers['x-hub-signature'] ?? '').slice(7), 'hex');
+    // trackerb signs in X-Hub-Signature, the source host (GitHub) in X-Hub-Signature-256: both `sha256=<hex>`.
+    const signature = req.headers['x-hub-signature-256'] ?? req.headers['x-hub-signature'] ?? '';
+    const given = Buffer.from(String(signature).slice(7), 'hex');
     if (given.length !== expected.length || !timingSafeEqual(given, expected)) return answer(res, 401);
     const bodyKey = createHash('sha256').update(raw).digest('hex');
-    const payload = JSON.parse(raw.toString('utf8')) as { issue?: { key?: string } };
+    const payload = JSON.parse(raw.toString('utf8')) as { issue?: { key?: string; number?: number } };
     if (!db) return answer(res, 202);
     if (pending.length === 0) setImmediate(commit);
-    pending.push({ res, keys: [`body:${bodyKey}`, `delivery:${String(req.headers['x-vendorb-webhook-identifier'])}`], brief: String(payload.issue?.key) });
+    const delivery = req.headers['x-vendorb-webhook-identifier'] ?? req.headers['x-github-delivery'];
+    pending.push({ res, keys: [`body:${bodyKey}`, `delivery:${String(delivery)}`],
+      brief: String(payload.issue?.key ?? payload.issue?.number) });
   });
 });
 
