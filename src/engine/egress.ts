@@ -22,6 +22,10 @@ const BASE_URLS: Record<string, { env: string; fallback?: string }> = {
   gemini: { env: 'GOOGLE_GEMINI_BASE_URL' },
 };
 
+/** Connections kept for egress.jsonl and the receipt's hosts (~6 MB at most), and those also sent as run events. */
+const RECORDS_KEPT = 20_000;
+const EVENTS_KEPT = 500;
+
 export interface RunGate {
   /** What the sandbox plan binds in. */
   sandbox: SandboxGate;
@@ -83,6 +87,8 @@ export async function openRunGate(ctx: RunContext, policy: Policy): Promise<RunG
   const folder = mkdtempSync('/tmp/svc-gate-');
   const socket = join(folder, 'gate.sock');
   const records: EgressRecord[] = [];
+  let total = 0;
+  let denied = 0;
   let gate: Gate;
   try {
     gate = await startGate({
@@ -90,8 +96,16 @@ export async function openRunGate(ctx: RunContext, policy: Policy): Promise<RunG
       socketPath: socket,
       models: routes,
       onRecord: (record) => {
-        records.push(record);
-        ctx.event('egress', { ...record });
+        // A hostile agent can open connections without end: memory, events and the artifact stay bounded, the
+        // totals stay exact.
+        total += 1;
+        if (record.decision === 'denied') denied += 1;
+        if (records.length < RECORDS_KEPT) records.push(record);
+        if (total <= EVENTS_KEPT) ctx.event('egress', { ...record });
+        if (total === EVENTS_KEPT + 1) {
+          const text = `more than ${EVENTS_KEPT} connections: further ones only in egress.jsonl`;
+          ctx.event('log', { stream: 'svc', text });
+        }
       },
     });
   } catch (err) {
@@ -103,9 +117,13 @@ export async function openRunGate(ctx: RunContext, policy: Policy): Promise<RunG
     sandbox: sandboxGate(socket, ctx.env.SVC_SANDBOX_FORWARDER !== 'node'),
     env: agentEnv(routes, ctx.env),
     policy: policy.network,
-    summary: () => summarizeEgress(records),
+    summary: () => ({ ...summarizeEgress(records), connections: total, denied }),
     async close() {
       await gate.close();
+      if (total > records.length) {
+        const text = `egress.jsonl keeps the first ${RECORDS_KEPT} of ${total} connections`;
+        ctx.event('log', { stream: 'svc', text });
+      }
       ctx.saveArtifact('egress.jsonl', records.map((r) => JSON.stringify(r)).join('\n') + (records.length ? '\n' : ''));
       rmSync(folder, { recursive: true, force: true });
     },

@@ -45,6 +45,14 @@ try() {
 exit 0
 `;
 
+/** Opens connection after connection to a destination nobody allowed (the gate refuses each before connecting). */
+const FLOOD = `#!/bin/sh
+cat > /dev/null
+i=0
+while [ $i -lt 600 ]; do curl -s -o /dev/null --max-time 2 http://127.0.0.3:9/; i=$((i+1)); done
+exit 0
+`;
+
 interface Seen {
   path: string;
   headers: IncomingHttpHeaders;
@@ -85,7 +93,7 @@ function suite(asNobody: boolean): void {
     hostService = await listen('127.0.0.1', hostSeen);
     allowed = await listen('127.0.0.2', allowedSeen);
     model = await listen('127.0.0.1', modelSeen);
-    repo = makeRepo({ providers: { probes: PROBES } });
+    repo = makeRepo({ providers: { probes: PROBES, flood: FLOOD } });
     writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ network: { allow: [hostPort(allowed)] } }));
     if (asNobody) execFileSync('chown', ['-R', `${NOBODY}:${NOBODY}`, repo.root]);
   });
@@ -155,6 +163,21 @@ function suite(asNobody: boolean): void {
       assert.match(events, /"egress"/);
     });
     }
+
+    it('keeps a flood of connections bounded in events and memory, with exact totals in the receipt', async () => {
+      const env: NodeJS.ProcessEnv = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: '' };
+      delete env.SVC_SANDBOX;
+      const res = await svc(['start', '--brief', 'flood', '--provider', 'flood'], env);
+      const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
+      const dir = join(repo.repo, '.svc', 'runs', run);
+      const events = readFileSync(join(dir, 'events.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+      assert.equal(events.filter((e) => e.kind === 'egress').length, 500, 'at most 500 egress events');
+      assert.ok(events.some((e) => e.kind === 'log' && /further ones only in egress\.jsonl/.test(e.data?.text ?? '')));
+      const receipt = JSON.parse(readFileSync(join(dir, 'artifacts', 'receipt.json'), 'utf8'));
+      assert.equal(receipt.network.connections, 600);
+      assert.equal(receipt.network.denied, 600);
+      assert.equal(readFileSync(join(dir, 'artifacts', 'egress.jsonl'), 'utf8').trim().split('\n').length, 600);
+    });
 
     it('says in the receipt that nothing was confined when the run had no sandbox', async () => {
       const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: '', SVC_SANDBOX: 'none' };
