@@ -1,8 +1,7 @@
 // Stand-ins for the egress gate's tests: loopback upstreams (HTTP, HTTPS with a throwaway openssl certificate,
 // raw TCP), a recording connect function, a stand-in resolver, and clients that speak to the gate as a proxy.
 // Everything here touches loopback addresses only.
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer as createHttpServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
@@ -10,21 +9,13 @@ import { createServer as createHttpsServer } from 'node:https';
 import { Socket, type AddressInfo } from 'node:net';
 import { tcpConnect, type ConnectFn } from '../../src/gate/context.ts';
 import type { Resolver } from '../../src/gate/decide.ts';
+import { makeCert as makeCertFor, type Cert } from '../trigger/standins.ts';
 
-export interface Cert {
-  key: Buffer;
-  cert: Buffer;
-}
+export type { Cert };
 
-/** A self-signed certificate for model.test, 127.0.0.1 and 127.0.0.2 (made by openssl, one day). */
+/** A self-signed certificate for model.test, 127.0.0.1 and 127.0.0.2 (the trigger tests' maker, one day). */
 export function makeCert(dir: string): Cert {
-  const key = join(dir, 'key.pem');
-  const cert = join(dir, 'cert.pem');
-  execFileSync('openssl', [
-    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-subj', '/CN=model.test',
-    '-addext', 'subjectAltName=DNS:model.test,IP:127.0.0.1,IP:127.0.0.2', '-days', '1', '-keyout', key, '-out', cert,
-  ], { stdio: 'ignore' });
-  return { key: readFileSync(key), cert: readFileSync(cert) };
+  return makeCertFor(dir, 'model.test', ['DNS:model.test', 'IP:127.0.0.1', 'IP:127.0.0.2']);
 }
 
 export function tempDir(): { path: string; remove(): void } {

@@ -11,12 +11,13 @@ export interface Cert {
   cert: Buffer;
 }
 
-export function makeCert(dir: string): Cert {
+/** A self-signed certificate (openssl, one day) for `cn` and the subject alternative names given. */
+export function makeCert(dir: string, cn = '127.0.0.1', altNames = ['IP:127.0.0.1']): Cert {
   const key = join(dir, 'key.pem');
   const cert = join(dir, 'cert.pem');
   execFileSync('openssl', [
     'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
-    '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1', '-days', '1',
+    '-subj', `/CN=${cn}`, '-addext', `subjectAltName=${altNames.join(',')}`, '-days', '1',
     '-keyout', key, '-out', cert,
   ], { stdio: 'ignore' });
   return { key: readFileSync(key), cert: readFileSync(cert) };
