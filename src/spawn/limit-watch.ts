@@ -87,27 +87,26 @@ export function watchLimits(
   if (limits.diskDir) {
     const dir = limits.diskDir;
     let baseline: number | null = null;
-    let busy = false;
-    const measure = async () => {
-      if (busy || stopped) return;
-      busy = true;
-      try {
-        const bytes = await treeBytes(dir, (baseline ?? Infinity) + limits.diskBytes);
-        baseline ??= bytes;
-        if (bytes - baseline > limits.diskBytes) {
-          breach({ limit: 'disk', message: `the worktree grew by more than ${limits.diskBytes / MIB} MiB` });
-        }
-      } finally {
-        busy = false;
+    // Walking a big worktree costs the worker: the next walk waits ten times as long as the last one took (at least
+    // 5 s), so the watch takes at most a tenth of a core however many files the agent makes.
+    const measure = async (): Promise<void> => {
+      if (stopped) return;
+      const started = Date.now();
+      const bytes = await treeBytes(dir, (baseline ?? Infinity) + limits.diskBytes);
+      baseline ??= bytes;
+      if (bytes - baseline > limits.diskBytes) {
+        breach({ limit: 'disk', message: `the worktree grew by more than ${limits.diskBytes / MIB} MiB` });
+        return;
       }
+      if (stopped) return;
+      disk = setTimeout(() => void measure(), Math.max(DISK_SAMPLE_MS, 10 * (Date.now() - started)));
+      disk.unref();
     };
     void measure();
-    disk = setInterval(() => void measure(), DISK_SAMPLE_MS);
-    disk.unref();
   }
   function clear() {
     clearInterval(sampler);
-    if (disk) clearInterval(disk);
+    if (disk) clearTimeout(disk);
   }
   return () => {
     stopped = true;
