@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
+import { letNobodyReach } from '../helpers/nobody-reach.ts';
 import { probeSandbox } from '../../src/spawn/probe.ts';
 
 const bwrapWorks = probeSandbox(process.env).ok;
@@ -155,6 +156,8 @@ function suite(asNobody: boolean): void {
   let env: NodeJS.ProcessEnv;
 
   before(() => {
+    // The checkout may sit in a folder only root may pass (a `mktemp -d` clone): let nobody reach its CLI.
+    if (asNobody) letNobodyReach(CLI);
     repo = makeRepo({ providers: PROVIDERS, policy: { checks: [{ name: 'exists', run: ['test', '-f', 'a.txt'] }] } });
     // A folder outside /tmp (the sandbox's /tmp is private anyway) that no setting names except two: the view must
     // not show it because it was never mounted.

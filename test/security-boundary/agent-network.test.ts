@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { createServer as createNetServer, type AddressInfo, type Server as NetServer } from 'node:net';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
+import { letNobodyReach } from '../helpers/nobody-reach.ts';
 import { probeSandbox } from '../../src/spawn/probe.ts';
 
 const bwrapWorks = probeSandbox(process.env).ok;
@@ -87,6 +88,8 @@ function suite(asNobody: boolean): void {
   let abstractSeen = 0;
 
   before(async () => {
+    // The checkout may sit in a folder only root may pass (a `mktemp -d` clone): let nobody reach its CLI.
+    if (asNobody) letNobodyReach(CLI);
     // An abstract Unix socket on the host (no file: only the network namespace scopes it).
     abstract = createNetServer(() => abstractSeen++);
     await new Promise<void>((resolve) => abstract.listen(`\0${ABSTRACT_NAME}`, resolve));
