@@ -52,24 +52,11 @@ async function deepCursor(url: string, depth: number): Promise<string | null> {
 }
 
 /** A Control Plane over a private copy of the cached `rows`-run DB (the cache stays pristine). */
-async function controlOver(ctx: BenchContext, rows: number, env: NodeJS.ProcessEnv = ctx.env): Promise<ServerProcess> {
+async function controlOver(ctx: BenchContext, rows: number): Promise<ServerProcess> {
   const cached = ensureRunsDb(ctx.outDir, rows, ctx.log);
-  const dbPath = join(ctx.tmp, `runs-${rows}-${env.SVC_CONTROL_READ_THREAD ?? 'auto'}.db`);
+  const dbPath = join(ctx.tmp, `runs-${rows}.db`);
   copyFileSync(cached, dbPath);
-  return startControl(dbPath, env);
-}
-
-/** The primary uncached load again with the list's read thread forced on (auto leaves it off below 4 CPUs). */
-async function readThreadRow(ctx: BenchContext, rows: number): Promise<Row> {
-  const server = await controlOver(ctx, rows, { ...ctx.env, SVC_CONTROL_READ_THREAD: 'on' });
-  try {
-    const c = await compareWithCeiling(ctx, loadJob(ctx, server.url, UNIQUE_PAGE, GET_CONNECTIONS));
-    ctx.log(describe(`GET /v1/runs?limit=50 uncached (${rows} runs), read thread on`, c));
-    const label = `same uncached list load (${rows.toLocaleString('en-US')} runs), SVC_CONTROL_READ_THREAD=on`;
-    return comparisonRow(label, c, 'info: pages read on a thread of their own', null);
-  } finally {
-    await server.stop();
-  }
+  return startControl(dbPath, ctx.env);
 }
 
 async function uncachedRow(ctx: BenchContext, url: string, rows: number): Promise<Row> {
@@ -89,7 +76,6 @@ export async function measureRunsFigures(ctx: BenchContext): Promise<Row[]> {
       await small.stop();
     }
   }
-  rows.push(await readThreadRow(ctx, Math.min(SMALL_RUNS, ctx.options.runs)));
   const control = await controlOver(ctx, ctx.options.runs);
   const size = ctx.options.runs.toLocaleString('en-US');
   try {

@@ -107,16 +107,5 @@ export async function measureTrigger(ctx: BenchContext): Promise<Row[]> {
   } finally {
     await server.stop();
   }
-  // The same /webhook load with the intake writer thread forced on (auto leaves it off below 4 CPUs).
-  const threaded = await startTrigger(['--port', '0', '--repo', repo, '--db', join(ctx.tmp, 'trigger-thread.db'), '--concurrency', String(RUNNING)],
-    { ...env, SVC_TRIGGER_INTAKE_THREAD: 'on' });
-  try {
-    await seedRunningJobs(threaded.url, token);
-    const github = await compareWithCeiling(ctx, loadJob(ctx, threaded.url, githubJob, CONNECTIONS, [202]));
-    ctx.log(describe('POST /webhook with the intake writer thread', github));
-    rows.push(comparisonRow('same /webhook load, SVC_TRIGGER_INTAKE_THREAD=on (commits on a writer thread)', github, 'info: the writer thread', null));
-  } finally {
-    await threaded.stop();
-  }
   return rows;
 }

@@ -5,7 +5,6 @@ import type { RunEventBus } from './event-bus.ts';
 import type { RunController } from './run-controller.ts';
 import type { ControlSettings } from './settings.ts';
 import type { Logger } from '../log.ts';
-import type { RunsPageReader } from './runs-page-reader.ts';
 import type { RefusalTally } from './refusal-tally.ts';
 import type { RepoReader } from './repo-reader.ts';
 
@@ -23,8 +22,6 @@ export interface ControlDeps {
   log: Logger;
   /** The URL the server listens on once bound (for links and the engine's SVC_CONTROL_URL). */
   url: () => string;
-  /** Reads uncached runs-list pages on a thread of its own (main.ts sets it for a DB file); absent: inline. */
-  pageReader?: RunsPageReader;
   /** Counts refused requests into bounded audit rows (main.ts sets it); absent: each refusal is its own row. */
   refusals?: RefusalTally;
 }

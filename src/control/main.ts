@@ -13,8 +13,6 @@ import { createRepoReader } from './repo-reader.ts';
 import { createControlApp } from './app.ts';
 import { startRetentionSweeps } from './retention.ts';
 import { createRefusalTally } from './refusal-tally.ts';
-import { startRunJsonBackfill } from './run-json-backfill.ts';
-import { createRunsPageReader } from './runs-page-reader.ts';
 import { isLoopbackHost } from '../http/guards.ts';
 import { closeGracefully, listen } from '../http/listen.ts';
 import { createHttpServer } from '../http/http-server.ts';
@@ -64,10 +62,6 @@ export async function startControl(
   const repos = createRepoReader();
   const deps: ControlDeps = { db, stores, bus, engine, repos, settings, env, clock: Date.now, log, url: () => url };
   deps.refusals = createRefusalTally(stores.audit, deps.clock, log);
-  // A second connection reads uncached list pages beside the event loop; an in-memory DB has no file to share.
-  if (settings.readThread && settings.dbPath !== ':memory:') {
-    deps.pageReader = createRunsPageReader(settings.dbPath, log);
-  }
   const origins = new Set<string>();
   const app = createControlApp(deps, { boundToLoopback: () => boundToLoopback, ownOrigins: () => origins });
   const { server, connections } = createHttpServer(app.listener, settings.connections);
@@ -77,18 +71,15 @@ export async function startControl(
   if (boundToLoopback) for (const h of ['localhost', '127.0.0.1', '[::1]']) origins.add(`http://${h}:${bound.port}`);
 
   const stopSweeps = startRetentionSweeps(deps);
-  const stopBackfill = startRunJsonBackfill(stores.runs, log);
 
   let closing: Promise<void> | undefined;
   function close(): Promise<void> {
     closing ??= (async () => {
       stopSweeps();
-      stopBackfill();
       await closeGracefully(server, async () => {
         bus.close();
         await deps.engine.close();
       });
-      await deps.pageReader?.close();
       deps.refusals?.close();
       stores.close();
       db.close();

@@ -13,14 +13,13 @@ export const MAX_BYTES = 4 * 1024 * 1024;
 /** Filters asked for once since the last change, remembered (not their pages) so a second ask is cached. */
 export const MAX_SEEN = 1024;
 
-type Body = Buffer | string;
+type Body = Uint8Array;
 
 export interface RunsPageCache {
   /**
    * The cached body for this filter, or the one `build` makes (kept from the second ask on, when the DB state allows).
-   * `build` may answer later (the list's read thread): its page is kept only if no change was seen in between.
    */
-  page(filter: RunFilter, build: () => Body | Promise<Body>): Body | Promise<Body>;
+  page(filter: RunFilter, build: () => Body): Body;
   /** Entries held (tests). */
   size(): number;
 }
@@ -46,21 +45,14 @@ export function filterKey(f: RunFilter): string {
 
 export function createRunsPageCache(runs: Pick<RunsStore, 'changeStamp'>): RunsPageCache {
   // Map iteration order is insertion order: re-inserting on a hit makes the first key the least recently used.
-  const entries = new Map<string, Buffer>();
+  const entries = new Map<string, Body>();
   const seen = new Set<string>();
   let bytes = 0;
   let stampOfEntries: string | null = null;
 
-  function keep(key: string, stamp: string, text: Body): Body {
-    if (stamp !== stampOfEntries || Buffer.byteLength(text) > MAX_BYTES / 4) return text;
-    const body = typeof text === 'string' ? Buffer.from(text) : text;
+  function keep(key: string, body: Body): Body {
+    if (body.length > MAX_BYTES / 4) return body;
     seen.delete(key);
-    // Two reads of one filter can be in flight at once (the read thread): the later one replaces the earlier.
-    const replaced = entries.get(key);
-    if (replaced) {
-      entries.delete(key);
-      bytes -= replaced.length;
-    }
     entries.set(key, body);
     bytes += body.length;
     for (const [oldKey, old] of entries) {
@@ -96,11 +88,10 @@ export function createRunsPageCache(runs: Pick<RunsStore, 'changeStamp'>): RunsP
         entries.set(key, hit);
         return hit;
       }
-      // build() reads after the stamp: a commit in between makes it read newer rows than the stamp, and that commit
-      // also moves the stamp, so the next call drops the page. A page that arrives after another call already saw a
-      // newer stamp is not kept at all (keep() compares).
-      const built = build();
-      return built instanceof Promise ? built.then((b) => keep(key, stamp, b)) : keep(key, stamp, built);
+      // build() reads after the stamp: a write in between (another process's commit, or the page writing a missing
+      // Run JSON text) makes it read rows at least as new as the stamp, and that write also moves the stamp, so the
+      // next call drops the page: never stale, at worst one extra miss.
+      return keep(key, build());
     },
     size() {
       return entries.size;

@@ -1,5 +1,5 @@
-// What goes around the joined Run JSON texts of a runs-list page: the same bytes runsPageJson (run-json-text.ts)
-// writes, so a page read from stored texts and one built from the columns are byte-identical.
+// What goes around the joined Run JSON texts of a runs-list page, so the page is byte for byte
+// JSON.stringify({ items, next_cursor }).
 import type { RunKey } from '../db/run-types.ts';
 import { encodeRunCursor } from './run-cursor.ts';
 

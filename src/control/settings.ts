@@ -1,6 +1,6 @@
 // Control Plane settings resolved from flags and environment in one place; only main.ts and the CLI call this.
 import { readFileSync } from 'node:fs';
-import { availableParallelism, homedir } from 'node:os';
+import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { readRunnerTokens, RunnerTokensError, type RunnerToken } from './runner-tokens.ts';
@@ -18,8 +18,6 @@ export interface ControlSettings {
   svcHome: string;
   source: string;
   staticDir: string;
-  /** SVC_CONTROL_READ_THREAD: read uncached runs-list pages on a thread of their own (see readThread). */
-  readThread: boolean;
   /** SVC_CONTROL_RUNNER_TOKENS_FILE: tokens that may only POST /v1/ingest for their own source (runner-tokens.ts). */
   runnerTokens: readonly RunnerToken[];
   /** SVC_CONTROL_MAX_CONNECTIONS(_PER_PEER); defaults when left out (src/http/connection-limits.ts). */
@@ -61,7 +59,6 @@ export function resolveControlSettings(
     svcHome: home,
     source: env.SVC_SOURCE || 'local',
     staticDir,
-    readThread: readThread(env.SVC_CONTROL_READ_THREAD),
     runnerTokens,
     connections: readConnectionLimits(env, 'SVC_CONTROL'),
     streams: streamLimits(env),
@@ -76,18 +73,6 @@ function streamLimits(env: NodeJS.ProcessEnv): SubscriberLimits {
   const fallback = Math.min(DEFAULT_SUBSCRIBER_LIMITS.perRun, total);
   const perRun = envInteger(env, 'SVC_CONTROL_MAX_STREAMS_PER_RUN', fallback, 1, total);
   return { total, perRun };
-}
-
-/**
- * `auto` turns the read thread on from this many CPUs (docs/bench.md: on 2 shared cores it costs more than it saves).
- */
-export const READ_THREAD_MIN_CPUS = 4;
-
-function readThread(value: string | undefined): boolean {
-  if (value === 'on') return true;
-  if (value === 'off') return false;
-  if (value === undefined || value === '' || value === 'auto') return availableParallelism() >= READ_THREAD_MIN_CPUS;
-  throw new RangeError(`SVC_CONTROL_READ_THREAD must be auto, on or off (got "${value}")`);
 }
 
 /**

@@ -60,10 +60,3 @@ export function runTupleJson(row: PublicRunTuple): string {
   for (let i = 0; i < KEYS.length; i++) out += KEYS[i] + (IS_TIME[i] ? time(row[i]) : value(row[i]));
   return `${out}}`;
 }
-
-/** The list body: same bytes as JSON.stringify({ items: rows.map(runToJson), next_cursor }). */
-export function runsPageJson(rows: readonly PublicRunTuple[], nextCursor: string | null): string {
-  let out = '{"items":[';
-  for (let i = 0; i < rows.length; i++) out += (i === 0 ? '' : ',') + runTupleJson(rows[i]!);
-  return `${out}],"next_cursor":${nextCursor === null ? 'null' : JSON.stringify(nextCursor)}}`;
-}

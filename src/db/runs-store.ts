@@ -1,20 +1,18 @@
-// Runs table: upsert, keyset-paged list, patch and delete. Times are unix ms; the wire format lives in run-row-json.ts.
+// Runs table: upsert, patch, keyset-paged list and the small counts. Times are unix ms; the wire format lives in
+// run-row-json.ts. The store's other jobs live beside it and are composed here: a list page's bytes
+// (runs-page-query.ts), the change stamp the page cache trusts (runs-change-stamp.ts), the cascading delete
+// (run-delete.ts).
 //
 // Methods other code relies on:
 //   get(source, run)            → RunRow | undefined
 //   upsert(source, input)       → insert or replace the public fields; an older `updated_at` never overwrites a newer
-//                                 row;
-//                                 started_at keeps its first-seen value
+//                                 row; started_at keeps its first-seen value
 //   patch(source, run, fields)  → update only the given columns (e.g. {status, question, updated_at}); returns whether
 //                                 a row changed
 //   setStatus(source, run, status, at, extra?) → patch sugar that also stamps updated_at
 //   list(filter)                → newest first by (started_at, source, run), keyset after `filter.after`, at most
 //                                 `filter.limit` rows
-//   listPublic(filter)          → the same rows as arrays of PUBLIC_RUN_COLUMNS (the list page reads nothing else)
-//   pageJson(filter, frame)     → the whole page body as one cell: frame(next key).open + the runs' stored JSON texts
-//                                 joined by ',' + frame(...).close; undefined when a row of the page has no stored text
-//                                 yet (the caller builds it from listPublic)
-//   fillMissingJson(max)        → writes the stored Run JSON text of up to `max` rows that lack it; returns how many
+//   pageJson(filter, frame)     → the whole list page body as one cell (runs-page-query.ts)
 //   changeStamp()               → changes whenever the runs table may have changed; null inside an open transaction
 //   count()                     → number of runs
 //   countActive(source)         → runs of that source that are queued, running, blocked or stopping
@@ -28,18 +26,17 @@ import { inTransaction } from './tx.ts';
 import { ACTIVE_STATUSES, TERMINAL_STATUSES, type RunStatus } from '../run-json.ts';
 import { runTupleJson } from './run-json-text.ts';
 import {
-  PUBLIC_RUN_COLUMNS, type DeleteOutcome, type PageFrame, type PublicRunTuple, type RunFilter, type RunInput,
-  type RunKey, type RunPatch, type RunRow,
+  PUBLIC_RUN_COLUMNS, type DeleteOutcome, type PageFrame, type RunFilter, type RunInput, type RunPatch, type RunRow,
 } from './run-types.ts';
 
 // The types of the store's own interface, for its callers (their home is run-types.ts).
 export type { DeleteOutcome, PageFrame, RunFilter, RunInput, RunKey, RunPatch, RunRow } from './run-types.ts';
 import { buildWhere, ORDER } from './runs-where.ts';
 import { createRunsPageQuery } from './runs-page-query.ts';
+import { createRunsChangeStamp } from './runs-change-stamp.ts';
+import { createRunDelete } from './run-delete.ts';
 import { LIMIT_PARAM } from './limit-param.ts';
 
-/** Statuses during which a run still owns a process or worktree: it cannot be deleted. */
-const ACTIVE: ReadonlySet<string> = new Set(ACTIVE_STATUSES);
 /** The status lists as SQL literals: constants of ours, never input. */
 const sqlList = (statuses: readonly string[]) => statuses.map((x) => `'${x}'`).join(', ');
 
@@ -49,15 +46,8 @@ export interface RunsStore {
   patch(source: string, run: string, fields: RunPatch): boolean;
   setStatus(source: string, run: string, status: RunStatus, at: number, fields?: RunPatch): boolean;
   list(filter: RunFilter): RunRow[];
-  listPublic(filter: RunFilter): PublicRunTuple[];
-  pageJson(filter: RunFilter, frame: PageFrame): Uint8Array | undefined;
-  fillMissingJson(max: number): number;
-  /**
-   * Equal stamps mean no run changed in between, so a response built from the runs table may be reused. Covers this
-   * store's writes (a generation counter), any other write on this connection (total_changes()) and commits by other
-   * connections or processes (PRAGMA data_version). null while a transaction is open: uncommitted rows are never
-   * cached.
-   */
+  pageJson(filter: RunFilter, frame: PageFrame): Uint8Array;
+  /** Equal stamps mean no run changed in between (runs-change-stamp.ts). */
   changeStamp(): string | null;
   count(): number;
   countActive(source: string): number;
@@ -93,7 +83,7 @@ const RETURNING = `RETURNING rowid, ${PUBLIC_RUN_COLUMNS.join(', ')}`;
 export function createRunsStore(db: Db): RunsStore {
   const getStmt = db.prepare(`SELECT ${ROW_COLUMNS} FROM runs WHERE source = ? AND run = ?`);
   // json = NULL on every write path, then refreshJson stores the new text (a crash in between leaves NULL: the list
-  // then reads that run's columns, never a stale text).
+  // page then writes it, never serves a stale text).
   const upsertStmt = db.prepare(
     `INSERT INTO runs (source, run, ${COLUMNS.join(', ')}) VALUES (?, ?, ${COLUMNS.map(() => '?').join(', ')})
      ON CONFLICT (source, run) DO UPDATE SET
@@ -102,8 +92,6 @@ export function createRunsStore(db: Db): RunsStore {
   );
   upsertStmt.setReturnArrays(true);
   const setJsonStmt = db.prepare('UPDATE runs SET json = ? WHERE rowid = ?');
-  const missingJsonStmt = db.prepare(`SELECT rowid, ${PUBLIC_RUN_COLUMNS.join(', ')} FROM runs WHERE json IS NULL ${LIMIT_PARAM}`);
-  missingJsonStmt.setReturnArrays(true);
   const countStmt = db.prepare('SELECT count(*) AS n FROM runs');
   // runs_by_status narrows to the (few) active rows before the source check.
   const countActiveStmt = db.prepare(
@@ -115,32 +103,16 @@ export function createRunsStore(db: Db): RunsStore {
      AND coalesce(ended_at, updated_at) < ? ORDER BY started_at ${LIMIT_PARAM}`,
   );
   const pingStmt = db.prepare('SELECT 1 FROM runs LIMIT 1');
-  const deleteEvents = db.prepare('DELETE FROM events WHERE source = ? AND run = ?');
-  const deleteArtifacts = db.prepare('DELETE FROM artifacts WHERE source = ? AND run = ?');
-  const deleteRequests = db.prepare('DELETE FROM control_requests WHERE source = ? AND run = ?');
-  // A start request_id whose run is gone may be used again (POST /v1/start answers a new run for it).
-  const deleteStartRequests = db.prepare('DELETE FROM start_requests WHERE source = ? AND run = ?');
-  const deleteRun = db.prepare('DELETE FROM runs WHERE source = ? AND run = ?');
   const patchCache = new Map<string, StatementSync>();
   const listCache = new Map<string, StatementSync>();
-  const publicListCache = new Map<string, StatementSync>();
-  const readPage = createRunsPageQuery(db);
-  // Two plain statements: the pragma_data_version table-valued function cost more (virtual-table setup on every
-  // call) than both of these together, and a cached page pays for the stamp on every request.
-  const dataVersionStmt = db.prepare('PRAGMA data_version');
-  dataVersionStmt.setReturnArrays(true);
-  const totalChangesStmt = db.prepare('SELECT total_changes()');
-  totalChangesStmt.setReturnArrays(true);
-  // Bumped before every write this store makes, whether or not it changes a row: a stale cache hit is the one thing
-  // that must never happen, an extra miss costs one query.
-  let generation = 0;
+  const stamp = createRunsChangeStamp(db);
+  const deleteRun = createRunDelete(db, stamp.bump);
 
-  function prepared(cache: Map<string, StatementSync>, sql: string, arrays: boolean): StatementSync {
-    let stmt = cache.get(sql);
+  function listStatement(sql: string): StatementSync {
+    let stmt = listCache.get(sql);
     if (!stmt) {
       stmt = db.prepare(sql);
-      if (arrays) stmt.setReturnArrays(true);
-      cache.set(sql, stmt);
+      listCache.set(sql, stmt);
     }
     return stmt;
   }
@@ -161,7 +133,7 @@ export function createRunsStore(db: Db): RunsStore {
       patchCache.set(sig, stmt);
     }
     const values = keys.map((k) => (fields as Record<string, SQLInputValue>)[k]!);
-    generation += 1;
+    stamp.bump();
     return inTransaction(db, () => {
       const returned = stmt.get(...values, source, run) as unknown as unknown[] | undefined;
       if (returned) refreshJson(returned);
@@ -176,7 +148,7 @@ export function createRunsStore(db: Db): RunsStore {
     upsert(source, input) {
       const row: Record<string, unknown> = { group_id: input.run, updated_at: input.started_at, ...input };
       const values = COLUMNS.map((c) => (row[c] ?? null) as SQLInputValue);
-      generation += 1;
+      stamp.bump();
       return inTransaction(db, () => {
         const returned = upsertStmt.get(source, input.run, ...values) as unknown as unknown[] | undefined;
         if (returned) refreshJson(returned);
@@ -189,28 +161,10 @@ export function createRunsStore(db: Db): RunsStore {
     },
     list(filter) {
       const { sql, args } = buildListQuery(filter, ROW_COLUMNS);
-      return prepared(listCache, sql, false).all(...args) as unknown as RunRow[];
+      return listStatement(sql).all(...args) as unknown as RunRow[];
     },
-    listPublic(filter) {
-      const { sql, args } = buildListQuery(filter, PUBLIC_RUN_COLUMNS.join(', '));
-      return prepared(publicListCache, sql, true).all(...args) as unknown as PublicRunTuple[];
-    },
-    pageJson(filter, frame) {
-      return readPage(filter, frame);
-    },
-    fillMissingJson(max) {
-      return inTransaction(db, () => {
-        const rows = missingJsonStmt.all(max) as unknown as unknown[][];
-        for (const row of rows) refreshJson(row);
-        return rows.length;
-      });
-    },
-    changeStamp() {
-      if (db.isTransaction) return null;
-      const [dataVersion] = dataVersionStmt.get() as unknown as [number];
-      const [changes] = totalChangesStmt.get() as unknown as [number];
-      return `${generation}.${changes}.${dataVersion}`;
-    },
+    pageJson: createRunsPageQuery(db),
+    changeStamp: stamp.read,
     count() {
       return Number((countStmt.get() as { n: number }).n);
     },
@@ -223,20 +177,7 @@ export function createRunsStore(db: Db): RunsStore {
     ping() {
       pingStmt.get();
     },
-    delete(source, run) {
-      return inTransaction(db, () => {
-        const row = getStmt.get(source, run) as RunRow | undefined;
-        if (!row) return 'not_found';
-        if (ACTIVE.has(row.status)) return 'active';
-        generation += 1;
-        deleteEvents.run(source, run);
-        deleteArtifacts.run(source, run);
-        deleteRequests.run(source, run);
-        deleteStartRequests.run(source, run);
-        deleteRun.run(source, run);
-        return 'deleted';
-      });
-    },
+    delete: deleteRun,
   };
 }
 

@@ -1,5 +1,5 @@
 // The runs list's filter as SQL: the WHERE clause and its arguments, and the list order. Shared by the runs store
-// (src/db/runs-store.ts) and the page query (runs-page-query.ts), which also runs on the list's read thread.
+// (src/db/runs-store.ts) and the page query (runs-page-query.ts).
 import type { SQLInputValue } from 'node:sqlite';
 import type { RunFilter } from './run-types.ts';
 

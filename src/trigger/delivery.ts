@@ -1,5 +1,5 @@
 // A delivery on its way into the queue: what the routes hand the queue and what it answers. Types only, apart from
-// queue.ts so the queue, its placement and the intake writer thread share them without a circle (DESIGN §8).
+// queue.ts so the queue and its placement share them without a circle (DESIGN §8).
 
 // A new origin also needs its row in queued_by_origin (a trigger migration), or its jobs go uncounted by the shares.
 export type Origin = 'errtrack' | 'chata' | 'trackera' | 'trackerb' | 'chatb' | 'jobs' | 'webhook';

@@ -1,7 +1,6 @@
 // Boots the trigger server: the only place that listens and installs signal handlers. Shutdown leaves queued
 // jobs queued and running jobs re-attachable; restart re-runs the queue (DESIGN §5).
 import type { Server } from 'node:http';
-import { availableParallelism } from 'node:os';
 import { openDatabase } from '../db/open.ts';
 import { triggerMigrations } from '../db/trigger-migrations.ts';
 import { createTriggerStores, type TriggerStores } from '../db/trigger-stores.ts';
@@ -22,8 +21,7 @@ import { createSkipCounts } from './skip-counts.ts';
 import { createJobWorkdirs } from './job-workdir.ts';
 import { createManagedCheckouts } from './managed-checkout.ts';
 import { createWalCheckpointer } from './wal-checkpointer.ts';
-import { pruneBatch, startTriggerRetention } from './retention.ts';
-import { startIntakeWriter, type IntakeWriter } from './intake-writer.ts';
+import { startTriggerRetention } from './retention.ts';
 import { BadSettingError } from '../errors.ts';
 import { closeGracefully, listen } from '../http/listen.ts';
 import { createHttpServer } from '../http/http-server.ts';
@@ -39,8 +37,6 @@ export interface RunningTrigger {
   stores: TriggerStores;
   queue: JobQueue;
   runner: Runner;
-  /** Where deliveries are committed: the intake writer thread (a file DB) or the main thread. */
-  intake: 'writer-thread' | 'main-thread';
   close(): Promise<void>;
 }
 
@@ -103,27 +99,6 @@ function logStartupProblems(settings: TriggerSettings, log: Logger): void {
   for (const error of settings.problems.errors) log.error(error);
 }
 
-/**
- * CPUs from which `auto` starts the intake writer thread. On 2 cores shared with the load, the thread cost more
- * CPU than it took off the event loop (docs/bench.md: structured-clone of each batch plus a second connection).
- */
-export const INTAKE_THREAD_MIN_CPUS = 4;
-
-/**
- * The intake writer thread for a file DB when the setting asks for it; undefined (commits on this thread) otherwise.
- */
-async function startWriter(settings: TriggerSettings, log: Logger): Promise<IntakeWriter | undefined> {
-  const path = settings.dbPath;
-  const wanted = settings.intakeThread === 'on' || (settings.intakeThread === 'auto' && availableParallelism() >= INTAKE_THREAD_MIN_CPUS);
-  if (!wanted || path === ':memory:') return undefined;
-  try {
-    return await startIntakeWriter(path, log);
-  } catch (err) {
-    log.warn('intake writer thread unavailable; committing deliveries on the main thread', { reason: err instanceof Error ? err.message : String(err) });
-    return undefined;
-  }
-}
-
 export async function startTrigger(settings: TriggerSettings, env: NodeJS.ProcessEnv, o: TriggerOverrides = {}): Promise<RunningTrigger> {
   const log = o.log ?? triggerLogger();
   // Read before anything opens: a bad SVC_TRIGGER_MAX_CONNECTIONS* fails the start with nothing to undo.
@@ -146,11 +121,10 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
     ...(o.notifyBackoffMs !== undefined ? { backoffMs: o.notifyBackoffMs } : {}),
   });
   let runner: Runner | undefined;
-  const writer = await startWriter(settings, log);
-  // The connection that commits deliveries reads every dedupe key into its in-memory index before the port opens.
-  if (!writer) stores.dedupe.warm();
+  // Every dedupe key goes into the in-memory index before the port opens.
+  stores.dedupe.warm();
   const queue = createJobQueue({
-    stores, clock, maxQueued: settings.queueMax, routes: configuredRoutes(settings), writer, log,
+    stores, clock, maxQueued: settings.queueMax, routes: configuredRoutes(settings), log,
     onEnqueued: () => setImmediate(() => runner?.kick()), onCommitted: () => checkpointer.nudge(),
   });
   const managed = createManagedCheckouts({
@@ -175,7 +149,6 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
   });
   const stopRetention = startTriggerRetention({
     stores, retention: settings.retention, clock, log, onPruned: () => checkpointer.nudge(),
-    ...(writer ? { runBatch: (retention, now) => (writer.alive() ? writer.prune(retention, now) : Promise.resolve(pruneBatch(stores, retention, now))) } : {}),
   });
 
   let closing: Promise<void> | undefined;
@@ -187,13 +160,12 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
         await runner!.close();
         await served;
       });
-      await writer?.close();
       await checkpointer.close();
       db.close();
     })();
     return closing;
   }
-  return { url, server, connections, stores, queue, runner, intake: writer ? 'writer-thread' : 'main-thread', close };
+  return { url, server, connections, stores, queue, runner, close };
 }
 
 /** Serves until SIGINT/SIGTERM, then shuts down once and resolves with the exit code. */
@@ -204,7 +176,7 @@ export async function serveTriggerForever(settings: TriggerSettings, env: NodeJS
   const repos = settings.repos.entries.map((e) => e.name);
   log.info('listening', {
     url: running.url, repos, repos_from: settings.repos.source, db: settings.dbPath, concurrency: settings.concurrency,
-    repo_concurrency: settings.repoConcurrency, intake: running.intake,
+    repo_concurrency: settings.repoConcurrency,
   });
   // Whatever started the server sees its startup lines now, not a coalescing window later.
   stderrSink().flush();

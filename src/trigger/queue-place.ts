@@ -1,8 +1,7 @@
-// What committing a batch of deliveries means, shared by the intake writer thread and the in-thread fallback:
-// per delivery the dedupe check, the depth check, the job row, its keys and its reply target, all deliveries of
-// a batch in one transaction. If that transaction fails, the batch is replayed one delivery per transaction, so
-// a delivery that cannot be written fails alone (nothing of the failed attempt was committed or answered, so the
-// replay cannot duplicate a job).
+// What committing a batch of deliveries means: per delivery the dedupe check, the depth check, the job row, its keys
+// and its reply target, all deliveries of a batch in one transaction. If that transaction fails, the batch is
+// replayed one delivery per transaction, so a delivery that cannot be written fails alone (nothing of the failed
+// attempt was committed or answered, so the replay cannot duplicate a job).
 import { transaction } from '../db/open.ts';
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { DedupeBatch } from '../db/trigger-dedupe-store.ts';

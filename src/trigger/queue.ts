@@ -1,11 +1,9 @@
 // The durable job queue: dedupe claim, job row and reply target commit in one transaction before any 2xx (DESIGN §5).
-// With an intake writer (a file DB) the commits run on its worker thread; otherwise on this thread.
 import { FailedError } from '../errors.ts';
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow } from '../db/trigger-jobs-store.ts';
 import type { Logger } from '../log.ts';
 import { placeBatch, precheck, type PlaceOutcome } from './queue-place.ts';
-import type { IntakeWriter } from './intake-writer.ts';
 import { queueShares, type QueueShares } from './queue-shares.ts';
 import { createKeyLeases } from './key-leases.ts';
 import type { EnqueueRequest, EnqueueResult, Origin } from './delivery.ts';
@@ -37,8 +35,6 @@ export interface JobQueueOptions {
   onEnqueued: () => void;
   /** Called after every group commit (the WAL checkpointer's cue). */
   onCommitted?: () => void;
-  /** Commits on its worker thread when given and alive; `stores` (this thread) otherwise. */
-  writer?: IntakeWriter | undefined;
   log?: Logger;
 }
 
@@ -60,7 +56,6 @@ export function createJobQueue(opts: JobQueueOptions): JobQueue {
   const leases = createKeyLeases();
   let pending: Pending[] = [];
   let scheduled = false;
-  let inFlight = false;
 
   function settle(batch: readonly Pending[], outcomes: readonly PlaceOutcome[]): void {
     let queued = false;
@@ -77,40 +72,21 @@ export function createJobQueue(opts: JobQueueOptions): JobQueue {
   }
 
   function schedule(): void {
-    if (scheduled || inFlight || pending.length === 0) return;
+    if (scheduled || pending.length === 0) return;
     scheduled = true;
     setImmediate(flush);
   }
 
-  // Group commit: the deliveries verified while the previous commit was under way (or in one event-loop turn) are
-  // written in one transaction and every reply waits for that commit, so "durable before 2xx" holds at a fraction
-  // of the per-commit cost. Nothing waits on a timer when the server is idle. One batch is in flight at a time, so
-  // the batch grows with the commit's latency instead of adding commits.
+  // Group commit: the deliveries verified in one turn of the event loop (a busy server reads many requests per turn)
+  // are written in one transaction and every reply waits for that commit, so "durable before 2xx" holds at a
+  // fraction of the per-commit cost. Nothing waits on a timer when the server is idle.
   function flush(): void {
     scheduled = false;
     const batch = pending.length > MAX_BATCH ? pending.slice(0, MAX_BATCH) : pending;
     pending = pending.length > MAX_BATCH ? pending.slice(MAX_BATCH) : [];
     if (batch.length === 0) return;
-    const now = opts.clock();
     const requests = batch.map((p) => p.request);
-    const writer = opts.writer;
-    if (writer?.alive()) {
-      inFlight = true;
-      writer.placeBatch(requests, now, shares).then(
-        (outcomes) => settle(batch, outcomes),
-        // The thread died holding this batch: it may or may not have committed, so no delivery of it gets a 2xx
-        // (500; the sender's retry is answered "duplicate" if it did). Later batches commit on this thread.
-        (err: unknown) => {
-          opts.log?.error('intake batch lost with the writer thread', { deliveries: batch.length });
-          for (const p of batch) p.reject(err);
-        },
-      ).finally(() => {
-        inFlight = false;
-        schedule();
-      });
-      return;
-    }
-    settle(batch, placeBatch(stores, requests, now, shares));
+    settle(batch, placeBatch(stores, requests, opts.clock(), shares));
     schedule();
   }
 
@@ -118,16 +94,13 @@ export function createJobQueue(opts: JobQueueOptions): JobQueue {
     async admit(origin, keys) {
       const release = await leases.acquire(keys);
       try {
-        const writer = opts.writer;
-        const found = writer?.alive()
-          ? await writer.precheck(origin, keys, shares)
-          : precheck(stores, origin, keys, shares);
+        const found = precheck(stores, origin, keys, shares);
         if (found.kind !== 'open') {
           release();
           return found;
         }
       } catch {
-        // The checks are only a hint (the thread may have died): the transaction decides.
+        // The checks are only a hint (a busy DB, say): the transaction decides.
       }
       return { kind: 'open', release };
     },

@@ -1,7 +1,7 @@
 // Trigger DB retention (DESIGN §5): dedupe keys live SVC_TRIGGER_DEDUPE_DAYS (default 30), finished jobs
 // SVC_TRIGGER_JOB_DAYS (default 30) but never less than the dedupe window (a job's keys are deleted with it).
-// Sweeps run from a timer, one bounded batch at a time, never inside a request; with the intake writer thread the
-// batches run there, so they never block the event loop either. Queued and running jobs are never pruned.
+// Sweeps run from a timer, one bounded batch per event-loop turn, never inside a request. Queued and running jobs
+// are never pruned.
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { Logger } from '../log.ts';
 
@@ -54,8 +54,6 @@ export function pruneAll(stores: TriggerStores, retention: TriggerRetention, now
 
 export interface RetentionSweeperOptions {
   stores: TriggerStores;
-  /** Runs one batch elsewhere (the intake writer thread); `stores` on this thread when absent or failing. */
-  runBatch?: (retention: TriggerRetention, now: number) => Promise<PruneCounts & { done: boolean }>;
   retention: TriggerRetention;
   clock: () => number;
   log: Logger;
@@ -95,10 +93,6 @@ export function startTriggerRetention(opts: RetentionSweeperOptions): () => void
   function step(now: number): void {
     immediate = undefined;
     if (stopped) return finish();
-    if (opts.runBatch) {
-      opts.runBatch(opts.retention, now).then((batch) => account(batch, now), failed);
-      return;
-    }
     try {
       account(pruneBatch(opts.stores, opts.retention, now), now);
     } catch (err) {

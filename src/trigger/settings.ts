@@ -38,8 +38,6 @@ export interface TriggerSettings {
   executor: string;
   problems: SecretProblems;
   retention: TriggerRetention;
-  /** Commit deliveries on a writer thread: `on`, `off`, or `auto` (on with 4 or more CPUs). */
-  intakeThread: 'auto' | 'on' | 'off';
 }
 
 export interface TriggerFlags {
@@ -70,12 +68,6 @@ function httpsUrl(value: string, what: string, problems: SecretProblems): string
   }
   problems.errors.push(`${what} must be an https URL; its summaries are disabled`);
   return undefined;
-}
-
-function intakeThread(value: string | undefined): 'auto' | 'on' | 'off' {
-  const v = value ?? 'auto';
-  if (v === 'auto' || v === 'on' || v === 'off') return v;
-  throw new RangeError(`SVC_TRIGGER_INTAKE_THREAD must be auto, on or off (got "${v}")`);
 }
 
 /** The CLI of this install (src/spawn/svc-paths.ts). */
@@ -151,7 +143,6 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     cliPath: env.SVC_TRIGGER_CLI ? resolve(cwd, env.SVC_TRIGGER_CLI) : defaultCliPath(),
     executor: env.SVC_TRIGGER_EXECUTOR || 'local',
     problems,
-    intakeThread: intakeThread(env.SVC_TRIGGER_INTAKE_THREAD),
     retention: {
       dedupeDays: integer(env.SVC_TRIGGER_DEDUPE_DAYS ?? String(DEFAULT_DEDUPE_DAYS), 'SVC_TRIGGER_DEDUPE_DAYS', 1, 36_500),
       jobDays: integer(env.SVC_TRIGGER_JOB_DAYS ?? String(DEFAULT_JOB_DAYS), 'SVC_TRIGGER_JOB_DAYS', 1, 36_500),

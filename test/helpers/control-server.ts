@@ -71,7 +71,6 @@ export async function startTestControl(opts: TestControlOptions = {}): Promise<T
     svcHome: join(home, '.svc'),
     source: 'local',
     staticDir: STATIC_DIR,
-    readThread: true,
     runnerTokens: [],
     ...opts.settings,
   };

@@ -1,6 +1,6 @@
 // The durable job queue's group commit, its failure isolation, and the hot-path helpers around it
 // (coalesced log writes, pooled job-id randomness).
-import { describe, it, after } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Db } from '../../src/db/open.ts';
 import { createTriggerStores } from '../../src/db/trigger-stores.ts';
@@ -9,24 +9,16 @@ import { type EnqueueRequest } from '../../src/trigger/delivery.ts';
 import { createCoalescingSink } from '../../src/trigger/log-sink.ts';
 import { newJobId, JOB_ID } from '../../src/trigger/job-id.ts';
 import { tempTriggerDbs } from './temp-dbs.ts';
-import { startIntakeWriter, type IntakeWriter } from '../../src/trigger/intake-writer.ts';
-import { silentLogger } from '../../src/log.ts';
 
 const temp = tempTriggerDbs('svc-queue-');
 
-const writers: IntakeWriter[] = [];
-after(async () => {
-  for (const w of writers) await w.close();
-});
-
-/** A queue over a fresh file DB, committing on this thread or (withWriter) on an intake writer thread. */
-async function setup(maxQueued = 1000, withWriter = false, routes = 1): Promise<{ queue: JobQueue; db: Db; commits: () => number }> {
-  const { db, path } = temp.open();
+/** A queue over a fresh file DB. */
+async function setup(maxQueued = 1000, routes = 1): Promise<{ queue: JobQueue; db: Db; commits: () => number }> {
+  const { db } = temp.open();
   let commits = 0;
-  const writer = withWriter ? await startIntakeWriter(path, silentLogger) : undefined;
-  if (writer) writers.push(writer);
   const queue = createJobQueue({
-    stores: createTriggerStores(db), clock: Date.now, maxQueued, routes, onEnqueued() {}, onCommitted: () => void (commits += 1), writer,
+    stores: createTriggerStores(db), clock: Date.now, maxQueued, routes, onEnqueued() {},
+    onCommitted: () => void (commits += 1),
   });
   return { queue, db, commits: () => commits };
 }
@@ -39,9 +31,9 @@ function count(db: Db, table: string): number {
   return (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
 }
 
-for (const withWriter of [false, true]) describe(`job queue group commit (${withWriter ? 'intake writer thread' : 'main thread'})`, () => {
+describe('job queue group commit', () => {
   it('commits the deliveries of one event-loop turn together and answers each with its own job', async () => {
-    const { queue, commits } = await setup(1000, withWriter);
+    const { queue, commits } = await setup(1000);
     const results = await Promise.all([1, 2, 3].map((n) => queue.enqueue(delivery(n))));
     assert.equal(commits(), 1);
     assert.deepEqual(results.map((r) => r.kind), ['queued', 'queued', 'queued']);
@@ -51,14 +43,14 @@ for (const withWriter of [false, true]) describe(`job queue group commit (${with
   });
 
   it('answers a retry of a delivery in the same turn as a duplicate of the first', async () => {
-    const { queue } = await setup(1000, withWriter);
+    const { queue } = await setup(1000);
     const [first, second] = await Promise.all([queue.enqueue(delivery(7)), queue.enqueue(delivery(7))]);
     assert.equal(first?.kind, 'queued');
     assert.deepEqual(second, { kind: 'duplicate', jobId: first?.kind === 'queued' ? first.jobId : '' });
   });
 
   it('splits a burst larger than one batch over several commits and queues all of it', async () => {
-    const { queue, db, commits } = await setup(10_000, withWriter);
+    const { queue, db, commits } = await setup(10_000);
     const results = await Promise.all(Array.from({ length: MAX_BATCH + 5 }, (_, i) => queue.enqueue(delivery(i))));
     assert.ok(results.every((r) => r.kind === 'queued'));
     assert.ok(commits() >= 2, `${commits()} commits`);
@@ -66,7 +58,7 @@ for (const withWriter of [false, true]) describe(`job queue group commit (${with
   });
 
   it('fails only the delivery that could not be written and still commits the others of its batch', async () => {
-    const { queue, db } = await setup(1000, withWriter);
+    const { queue, db } = await setup(1000);
     // A BigInt in the reply target makes JSON.stringify throw after the job row and its keys were inserted.
     const results = await Promise.allSettled([queue.enqueue(delivery(1)), queue.enqueue(delivery(2, { bad: 1n })), queue.enqueue(delivery(3))]);
     assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
@@ -78,7 +70,7 @@ for (const withWriter of [false, true]) describe(`job queue group commit (${with
   });
 
   it('answers full with no job once the queue holds maxQueued jobs, counting within a batch', async () => {
-    const { queue } = await setup(2, withWriter);
+    const { queue } = await setup(2);
     const results = await Promise.all([1, 2, 3].map((n) => queue.enqueue(delivery(n))));
     assert.deepEqual(results.map((r) => r.kind), ['queued', 'queued', 'full']);
     assert.deepEqual(queue.depth(), { queued: 2, running: 0 });
@@ -86,7 +78,7 @@ for (const withWriter of [false, true]) describe(`job queue group commit (${with
 
   it('keeps each route its reserve when another route took the whole pool', async () => {
     // 8 waiting jobs over 2 routes: 2 reserved each, 4 shared.
-    const { queue } = await setup(8, withWriter, 2);
+    const { queue } = await setup(8, 2);
     const flood = await Promise.all(
       Array.from({ length: 9 }, (_, n) => queue.enqueue({ ...delivery(n), origin: 'jobs' })),
     );
@@ -96,7 +88,7 @@ for (const withWriter of [false, true]) describe(`job queue group commit (${with
   });
 
   it('answers the cheap checks before any work: duplicate of a committed job, full share, else open', async () => {
-    const { queue } = await setup(2, withWriter);
+    const { queue } = await setup(2);
     const first = await queue.enqueue(delivery(1));
     assert.equal(first.kind, 'queued');
     const holder = first.kind === 'queued' ? { kind: 'duplicate', jobId: first.jobId } : {};

@@ -1,6 +1,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { fastIso, runTupleJson, runsPageJson } from '../../src/db/run-json-text.ts';
+import { fastIso, runTupleJson } from '../../src/db/run-json-text.ts';
+import { pageFrame } from '../../src/control/runs-page-frame.ts';
+import { encodeRunCursor } from '../../src/control/run-cursor.ts';
 import { runToJson } from '../../src/db/run-row-json.ts';
 import { PUBLIC_RUN_COLUMNS, type RunRow } from '../../src/db/run-types.ts';
 
@@ -79,10 +81,14 @@ describe('run JSON text', () => {
         return false;
       }
     });
-    for (const cursor of [null, 'WzEsImEiLCJiIl0']) {
-      assert.equal(runsPageJson(safe.map(tupleOf), cursor), JSON.stringify({ items: safe.map(runToJson), next_cursor: cursor }));
-    }
-    assert.equal(runsPageJson([], null), JSON.stringify({ items: [], next_cursor: null }));
+    const page = (rows: typeof safe, next: Parameters<typeof pageFrame>[0]): string => {
+      const { open, close } = pageFrame(next);
+      return open + rows.map((r) => runTupleJson(tupleOf(r))).join(',') + close;
+    };
+    const key = { started_at: 1, source: 'a', run: 'b' };
+    assert.equal(page(safe, null), JSON.stringify({ items: safe.map(runToJson), next_cursor: null }));
+    assert.equal(page(safe, key), JSON.stringify({ items: safe.map(runToJson), next_cursor: encodeRunCursor(key) }));
+    assert.equal(page([], null), JSON.stringify({ items: [], next_cursor: null }));
   });
 
   it('never writes the internal columns repo_path, pid or extra', () => {

@@ -23,7 +23,7 @@ describe('runs page cache', () => {
     let stamp = 's1';
     let builds = 0;
     const cache = createRunsPageCache({ changeStamp: () => stamp });
-    const build = (): string => `page ${++builds}`;
+    const build = (): Buffer => Buffer.from(`page ${++builds}`);
     assert.equal(cache.page({ limit: 5 }, build).toString(), 'page 1');
     assert.equal(cache.size(), 0, 'a page asked for once is not kept');
     assert.equal(cache.page({ limit: 5 }, build).toString(), 'page 2');
@@ -39,7 +39,7 @@ describe('runs page cache', () => {
   it('never lets one-off filters evict a page being polled', () => {
     let builds = 0;
     const cache = createRunsPageCache({ changeStamp: () => 'same' });
-    const build = (): string => `page ${++builds}`;
+    const build = (): Buffer => Buffer.from(`page ${++builds}`);
     cache.page({ limit: 50 }, build);
     cache.page({ limit: 50 }, build);
     for (let i = 0; i < 10 * MAX_ENTRIES; i++) cache.page({ limit: 50, until: i }, build);
@@ -52,15 +52,15 @@ describe('runs page cache', () => {
   it('never keeps a page while the stamp is null (a transaction is open)', () => {
     let builds = 0;
     const cache = createRunsPageCache({ changeStamp: () => null });
-    cache.page({ limit: 5 }, () => `page ${++builds}`);
-    assert.equal(cache.page({ limit: 5 }, () => `page ${++builds}`).toString(), 'page 2');
+    cache.page({ limit: 5 }, () => Buffer.from(`page ${++builds}`));
+    assert.equal(cache.page({ limit: 5 }, () => Buffer.from(`page ${++builds}`)).toString(), 'page 2');
     assert.equal(cache.size(), 0);
   });
 
   it('holds at most MAX_ENTRIES pages, evicting the least recently used', () => {
     let builds = 0;
     const cache = createRunsPageCache({ changeStamp: () => 'same' });
-    const build = (): string => `page ${++builds}`;
+    const build = (): Buffer => Buffer.from(`page ${++builds}`);
     const twice = (f: RunFilter): void => {
       cache.page(f, build);
       cache.page(f, build);
@@ -79,11 +79,11 @@ describe('runs page cache', () => {
   it('bounds the bytes held and does not keep a page bigger than a quarter of the bound', () => {
     let builds = 0;
     const cache = createRunsPageCache({ changeStamp: () => 'same' });
-    const big = (): string => `${++builds}`.padEnd(MAX_BYTES / 4 + 1, 'x');
+    const big = (): Buffer => Buffer.from(`${++builds}`.padEnd(MAX_BYTES / 4 + 1, 'x'));
     for (let i = 0; i < 3; i++) cache.page({ limit: 1 }, big);
     assert.equal(builds, 3);
     assert.equal(cache.size(), 0);
-    const quarter = (): string => `${++builds}`.padEnd(MAX_BYTES / 4, 'x');
+    const quarter = (): Buffer => Buffer.from(`${++builds}`.padEnd(MAX_BYTES / 4, 'x'));
     for (let i = 1; i <= 6; i++) {
       cache.page({ limit: i }, quarter);
       cache.page({ limit: i }, quarter);

@@ -1,6 +1,7 @@
-// The list's fast path: each run's Run JSON text stored with its row (control migration 3) and joined inside SQLite.
+// The list page: each run's Run JSON text stored with its row (control migration 3) and joined inside SQLite.
 // Its pages must be byte-identical to the per-row path for every filter, cursor and limit, and the stored text must
-// never be stale: plain SQL that bypasses the store (from any connection) drops it, the backfill writes it again.
+// never be stale: plain SQL that bypasses the store (from any connection) drops it, and the next page holding that
+// run writes it again before it is read.
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -11,8 +12,6 @@ import { controlMigrations } from '../../src/db/control-migrations.ts';
 import { createRunsStore, type RunFilter, type RunKey, type RunsStore } from '../../src/db/runs-store.ts';
 import { runToJson } from '../../src/db/run-row-json.ts';
 import { RUN_STATUSES, VERDICTS } from '../../src/run-json.ts';
-import { startRunJsonBackfill } from '../../src/control/run-json-backfill.ts';
-import { silentLogger } from '../../src/log.ts';
 
 const ODD = ['plain', 'quote " and \\ backslash', 'ctl \u0001\u001f\n\t', 'lone \ud800 surrogate', 'astral 😀 ünï', '', '</script>'];
 
@@ -48,15 +47,18 @@ function reference(runs: RunsStore, filter: RunFilter): { items: string; next: R
   };
 }
 
-/** The fast path with an empty frame, so its bytes are exactly the joined texts; `next` is what the frame was given. */
-function fast(runs: RunsStore, filter: RunFilter): { items: string; next: RunKey | null } | undefined {
+/** The page with an empty frame, so its bytes are exactly the joined texts; `next` is what the frame was given. */
+function fast(runs: RunsStore, filter: RunFilter): { items: string; next: RunKey | null } {
   let next: RunKey | null = null;
   const body = runs.pageJson(filter, (key) => {
     next = key;
     return { open: '', close: '' };
   });
-  if (!body) return undefined;
   return { items: Buffer.from(body).toString('utf8'), next };
+}
+
+function missingTexts(db: { prepare(sql: string): { get(): unknown } }): number {
+  return (db.prepare('SELECT count(*) AS n FROM runs WHERE json IS NULL').get() as { n: number }).n;
 }
 
 /** The runs a filter selects, newest first, computed in JS over every row (independent of the SQL). */
@@ -122,15 +124,15 @@ describe('runs list from stored Run JSON text', () => {
     assert.equal(runs.upsert('local', { run: 'r0002', status: 'running', started_at: 1, updated_at: 5 }), false);
     walk(runs, { limit: 50 });
     assert.match(fast(runs, { limit: 500 })!.items, /"brief":"patched ✓"/);
-    assert.equal(db.prepare('SELECT count(*) AS n FROM runs WHERE json IS NULL').get()!.n, 0);
+    assert.equal(missingTexts(db), 0);
   });
 
-  it('drops the text on a plain-SQL update from this or another connection; the page falls back until the backfill', () => {
+  it('drops the text on a plain-SQL update from this or another connection; the next page writes it again', () => {
     db.prepare("UPDATE runs SET status = 'stopped' WHERE run = 'r0399'").run();
-    assert.equal(fast(runs, { limit: 50 }), undefined, 'a page holding the changed run is not served from stale text');
-    assert.equal(runs.fillMissingJson(10), 1);
+    assert.equal(missingTexts(db), 1, 'the trigger dropped the changed run\'s text');
+    assert.match(fast(runs, { limit: 5 }).items, /"run":"r0399","repo":[^}]*"status":"stopped"/);
+    assert.equal(missingTexts(db), 0);
     walk(runs, { limit: 50 });
-    assert.match(fast(runs, { limit: 5 })!.items, /"run":"r0399","repo":[^}]*"status":"stopped"/);
 
     const other = openDatabase(path, controlMigrations);
     try {
@@ -138,34 +140,33 @@ describe('runs list from stored Run JSON text', () => {
     } finally {
       other.close();
     }
-    assert.equal(fast(runs, { limit: 50 }), undefined);
-    assert.equal(runs.fillMissingJson(1), 1);
-    assert.equal(runs.fillMissingJson(10), 1);
-    assert.equal(runs.fillMissingJson(10), 0);
+    assert.equal(missingTexts(db), 2);
+    // A page that holds only one of them writes only its own runs' texts.
+    assert.match(fast(runs, { limit: 3 }).items, /"brief":"from elsewhere"/);
+    assert.equal(missingTexts(db), 1);
     walk(runs, { limit: 50 });
-    assert.match(fast(runs, { limit: 500 })!.items, /"brief":"from elsewhere"/);
+    assert.match(fast(runs, { limit: 500 }).items, /"run":"r0010"[^}]*"brief":"from elsewhere"/);
+    assert.equal(missingTexts(db), 0);
   });
 
-  it('backfills a DB whose runs predate the stored text', () => {
+  it('serves a DB whose runs predate the stored text, writing texts page by page', () => {
     db.prepare('UPDATE runs SET json = NULL').run();
-    assert.equal(fast(runs, { limit: 50 }), undefined);
-    let filled = 0;
-    for (let n = runs.fillMissingJson(64); n > 0; n = runs.fillMissingJson(64)) filled += n;
-    assert.equal(filled, 400);
-    walk(runs, { limit: 50 });
+    assert.equal(missingTexts(db), 400);
     walk(runs, { limit: 7, repo: 'acme/r3' });
+    assert.ok(missingTexts(db) > 0 && missingTexts(db) < 400, 'a filtered walk writes only the texts it showed');
+    walk(runs, { limit: 50 });
+    assert.equal(missingTexts(db), 0);
   });
 
-  it('the Control Plane backfill fills every missing text in batches off the request path, then idles', async () => {
-    db.prepare('UPDATE runs SET json = NULL').run();
-    const stop = startRunJsonBackfill(runs, silentLogger);
+  it('writes missing texts inside a caller\'s open transaction too', () => {
+    db.prepare("UPDATE runs SET brief = 'in a tx' WHERE run = 'r0399'").run();
+    db.exec('BEGIN IMMEDIATE');
     try {
-      while (fast(runs, { limit: 500 }) === undefined) await new Promise((r) => setTimeout(r, 5));
-      assert.equal(db.prepare('SELECT count(*) AS n FROM runs WHERE json IS NULL').get()!.n, 0);
+      assert.match(fast(runs, { limit: 2 }).items, /"brief":"in a tx"/);
     } finally {
-      stop();
+      db.exec('COMMIT');
     }
-    walk(runs, { limit: 50 });
+    assert.equal(missingTexts(db), 0);
   });
 
   it('never returns the internal json column as part of a run row', () => {

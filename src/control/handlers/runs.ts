@@ -4,15 +4,13 @@ import type { Handler } from '../../http/pipeline.ts';
 import { json, JSON_TYPE, type HandlerResult } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
 import { type RunsStore } from '../../db/runs-store.ts';
-import { type RunFilter, PUBLIC_RUN_COLUMNS } from '../../db/run-types.ts';
+import type { RunFilter } from '../../db/run-types.ts';
 import { VERDICTS, RUN_STATUSES, type Verdict, type RunStatus } from '../../run-json.ts';
 import { checkQueryKeys, checkSegment, optionalTime, parseLimit, runParams } from '../params.ts';
 import { runToJson } from '../../db/run-row-json.ts';
-import { decodeRunCursor, encodeRunCursor } from '../run-cursor.ts';
-import { runsPageJson } from '../../db/run-json-text.ts';
+import { decodeRunCursor } from '../run-cursor.ts';
 import { createRunsPageCache, type RunsPageCache } from '../runs-page-cache.ts';
 import { pageFrame } from '../runs-page-frame.ts';
-import { ReadThreadGoneError, type RunsPageReader } from '../runs-page-reader.ts';
 import { pendingAnswer, attempts } from '../run-detail.ts';
 import { actionRefusals } from '../action-rules.ts';
 import { isRegisteredProject } from '../projects.ts';
@@ -59,57 +57,17 @@ function parseRunFilter(query: URLSearchParams): RunFilter {
 /** One page cache per runs store (per server), made on first use. */
 const pageCaches = new WeakMap<RunsStore, RunsPageCache>();
 const PAGE_HEADERS = { 'content-type': JSON_TYPE, 'cache-control': 'no-store' };
-const AT = { source: PUBLIC_RUN_COLUMNS.indexOf('source'), run: PUBLIC_RUN_COLUMNS.indexOf('run'), started_at: PUBLIC_RUN_COLUMNS.indexOf('started_at') };
 
-function asBuffer(body: Uint8Array): Buffer {
-  return Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-}
-
-/** The list body from the runs' columns, same bytes as json(200, { items: rows.map(runToJson), next_cursor }). */
-function pageFromColumns(runs: RunsStore, filter: RunFilter): string {
-  const rows = runs.listPublic({ ...filter, limit: filter.limit + 1 });
-  const page = rows.length > filter.limit ? rows.slice(0, filter.limit) : rows;
-  const last = page[page.length - 1];
-  const next =
-    rows.length > filter.limit && last
-      ? encodeRunCursor({ started_at: last[AT.started_at] as number, source: last[AT.source] as string, run: last[AT.run] as string })
-      : null;
-  return runsPageJson(page, next);
-}
-
-/** The list body read on the main connection: the runs' stored JSON texts joined inside SQLite into one cell. */
-function pageInline(runs: RunsStore, filter: RunFilter): Buffer | string {
-  const body = runs.pageJson(filter, pageFrame);
-  // A run on this page has no stored text yet (a DB from before migration 3 still being backfilled, or a row written
-  // by plain SQL): build the page from its columns.
-  return body ? asBuffer(body) : pageFromColumns(runs, filter);
-}
-
-/** The same body, read on the list's read thread when the server has one (runs-page-reader.ts). */
-async function pageFromThread(reader: RunsPageReader, runs: RunsStore, filter: RunFilter): Promise<Buffer | string> {
-  let body: Uint8Array | undefined;
-  try {
-    body = await reader.page(filter);
-  } catch (err) {
-    if (err instanceof ReadThreadGoneError) return pageInline(runs, filter);
-    throw err;
-  }
-  return body ? asBuffer(body) : pageFromColumns(runs, filter);
-}
-
-function reply(body: Buffer | string): HandlerResult {
-  return { status: 200, headers: PAGE_HEADERS, body };
+function reply(body: Uint8Array): HandlerResult {
+  return { status: 200, headers: PAGE_HEADERS, body: Buffer.from(body.buffer, body.byteOffset, body.byteLength) };
 }
 
 export const listRuns: Handler<ControlDeps> = (ctx) => {
   const filter = parseRunFilter(ctx.query);
   const runs = ctx.deps.stores.runs;
-  const reader = ctx.deps.pageReader;
   let cache = pageCaches.get(runs);
   if (!cache) pageCaches.set(runs, (cache = createRunsPageCache(runs)));
-  const body = cache.page(filter, () =>
-    reader?.alive() ? pageFromThread(reader, runs, filter) : pageInline(runs, filter));
-  return body instanceof Promise ? body.then(reply) : reply(body);
+  return reply(cache.page(filter, () => runs.pageJson(filter, pageFrame)));
 };
 
 export const getRun: Handler<ControlDeps> = (ctx) => {
