@@ -35,8 +35,11 @@ exec "$node" "$root/dist/cli.js" "$@"
 
 function trimmedPackage(pkg) {
   // Only what a runtime needs: no devDependencies, no npm scripts that assume a source checkout.
-  const keep = ['name', 'version', 'description', 'license', 'type', 'bin', 'exports', 'engines'];
+  const keep = ['name', 'version', 'description', 'license', 'type', 'bin', 'exports'];
   const out = Object.fromEntries(keep.filter((k) => pkg[k] !== undefined).map((k) => [k, pkg[k]]));
+  // The checkout declares no engines (its devDependency `node` is the runtime, and npm would warn about the system
+  // Node that only runs npm); a bundle runs on whatever Node it finds, so it says which (src/cli.ts checks too).
+  out.engines = { node: '>=22.13' };
   if (pkg.dependencies && Object.keys(pkg.dependencies).length) throw new Error('package.json has runtime dependencies; the bundle would need npm install');
   return out;
 }
