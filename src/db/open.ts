@@ -6,14 +6,21 @@ import { migrate, type Migration } from './migrate.ts';
 
 export type Db = DatabaseSync;
 
-export function openDatabase(path: string, migrations: readonly Migration[]): Db {
-  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+/** A connection with the pragmas every connection needs, without migrations (a second connection to a DB that its
+ * owner already opened and migrated, such as the trigger's WAL checkpoint thread). */
+export function openConnection(path: string): Db {
   const db = new DatabaseSync(path);
   db.exec('PRAGMA journal_mode = WAL');
   db.exec('PRAGMA synchronous = NORMAL');
   db.exec('PRAGMA foreign_keys = ON');
   db.exec('PRAGMA busy_timeout = 5000');
   db.exec('PRAGMA temp_store = MEMORY');
+  return db;
+}
+
+export function openDatabase(path: string, migrations: readonly Migration[]): Db {
+  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  const db = openConnection(path);
   try {
     migrate(db, migrations);
   } catch (err) {

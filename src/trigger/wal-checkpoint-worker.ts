@@ -5,13 +5,13 @@ import '../quiet-sqlite-warning.ts';
 import { parentPort, workerData } from 'node:worker_threads';
 
 // Loaded after quiet-sqlite-warning.ts has filtered node:sqlite's ExperimentalWarning (hence the dynamic import).
-const { DatabaseSync } = await import('node:sqlite');
+const { openConnection } = await import('../db/open.ts');
 
 const port = parentPort;
 if (!port) throw new Error('wal-checkpoint-worker must run as a worker thread');
 
-const db = new DatabaseSync((workerData as { path: string }).path);
-db.exec('PRAGMA synchronous = NORMAL');
+const db = openConnection((workerData as { path: string }).path);
+// Never waits: a busy checkpoint is simply tried again on the next request.
 db.exec('PRAGMA busy_timeout = 0');
 const checkpoint = db.prepare('PRAGMA wal_checkpoint(PASSIVE)');
 
