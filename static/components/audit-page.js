@@ -31,7 +31,8 @@ class AuditPage extends PagedList {
       <div class="table-wrap"><table class="data audit">
       <caption class="sr-only">Audit log</caption>
       <thead><tr><th scope="col">When</th><th scope="col">Action</th><th scope="col">Target</th>
-        <th scope="col">Outcome</th><th scope="col">Actor</th><th scope="col">Peer</th><th scope="col">Hash</th></tr></thead>
+        <th scope="col">Outcome</th><th scope="col">Actor</th><th scope="col">Peer</th>
+        <th scope="col">Hash</th></tr></thead>
       <tbody>${items.map((a, i) => html`<tr
         class="${broken !== -1 && (i === broken || i === broken + 1) ? 'chain-broken' : ''}">
         <td data-label="When">${timeTag(a.at ?? a.created_at, { mode: 'absolute', seconds: true })}</td>

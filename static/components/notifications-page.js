@@ -20,8 +20,9 @@ class NotificationsPage extends PagedList {
   view(items) {
     return html`<div class="table-wrap"><table class="data">
       <caption class="sr-only">Notifications</caption>
-      <thead><tr><th scope="col">When</th><th scope="col">Status</th><th scope="col">Origin</th><th scope="col">Channel</th>
-        <th scope="col">Run</th><th scope="col">Message</th><th scope="col" class="num">Attempts</th></tr></thead>
+      <thead><tr><th scope="col">When</th><th scope="col">Status</th><th scope="col">Origin</th>
+        <th scope="col">Channel</th><th scope="col">Run</th><th scope="col">Message</th>
+        <th scope="col" class="num">Attempts</th></tr></thead>
       <tbody>${items.map((n) => html`<tr>
         <td data-label="When">${timeTag(n.created_at ?? n.updated_at, { mode: 'absolute', seconds: true })}</td>
         <td data-label="Status"><span

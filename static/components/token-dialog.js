@@ -11,8 +11,8 @@ class TokenDialog extends HTMLElement {
       html`<dialog class="dialog" aria-labelledby="token-title">
         <form method="dialog" class="stack">
           <h2 id="token-title">This Control Plane needs a token</h2>
-          <p class="muted" data-role="lead">Enter the value of <code>SVC_CONTROL_TOKEN</code> the server was started with.
-            It is kept in this tab only (sessionStorage).</p>
+          <p class="muted" data-role="lead">Enter the value of <code>SVC_CONTROL_TOKEN</code> the server was started
+            with. It is kept in this tab only (sessionStorage).</p>
           <label for="token-input">Token</label>
           <input id="token-input" name="token" type="password" autocomplete="off" spellcheck="false" required>
           <p class="field-error" data-role="error" role="alert" hidden></p>
