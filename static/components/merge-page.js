@@ -4,7 +4,7 @@
 import { html, render } from '../lib/html.js';
 import { api, itemsOf } from '../lib/api.js';
 import { runLink } from '../lib/route.js';
-import { loading, failure, empty, explain } from '../lib/ui.js';
+import { loading, failure, empty, refusedNotice } from '../lib/ui.js';
 import { timeTag } from '../lib/time.js';
 import { confirmAction } from './confirm-dialog.js';
 
@@ -56,8 +56,8 @@ class MergePage extends HTMLElement {
           <td data-label="Run"><a class="mono"
             href="${runLink({ source: m.source ?? 'local', run: m.run })}">${m.source ?? 'local'}/${m.run}</a>${m.brief
             ? html`<div class="muted">${m.brief}</div>` : ''}</td>
-          <td data-label="Status"><span
-            class="badge merge-${String(m.status ?? '').replace(/[^a-z_]/g, '')}">${m.status ?? '—'}</span></td>
+          <td data-label="Status">
+            <span class="badge merge-${String(m.status ?? '').replace(/[^a-z_]/g, '')}">${m.status ?? '—'}</span></td>
           <td data-label="Detail">${m.pr_url
             ? html`<a href="${m.pr_url}" rel="noopener noreferrer" target="_blank">${m.pr_url}</a> `
             : ''}${typeof m.detail === 'string' ? m.detail : m.detail ? JSON.stringify(m.detail) : ''}</td>
@@ -106,9 +106,8 @@ class MergePage extends HTMLElement {
   /** @param {unknown} err @param {string} text @param {boolean} [ok] */
   message(err, text, ok = false) {
     const box = /** @type {HTMLElement} */ (this.querySelector('[data-role=message]'));
-    const e = /** @type {{code?: string, message?: string} | null} */ (err);
-    render(box, e ? html`<div class="notice error" role="alert"><strong>${text}</strong> ${explain(e.code)}
-      <span class="muted">${e.message ?? ''}</span> <code>${e.code ?? ''}</code></div>`
+    render(box, err
+      ? refusedNotice(text, err)
       : html`<p class="notice ${ok ? 'ok' : 'error'}" role="status">${text}</p>`);
   }
 }

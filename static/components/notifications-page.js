@@ -25,8 +25,8 @@ class NotificationsPage extends PagedList {
         <th scope="col" class="num">Attempts</th></tr></thead>
       <tbody>${items.map((n) => html`<tr>
         <td data-label="When">${timeTag(n.created_at ?? n.updated_at, { mode: 'absolute', seconds: true })}</td>
-        <td data-label="Status"><span
-          class="badge delivery-${String(n.status ?? '').replace(/[^a-z_]/g, '')}">${n.status ?? '—'}</span></td>
+        <td data-label="Status">
+          <span class="badge delivery-${String(n.status ?? '').replace(/[^a-z_]/g, '')}">${n.status ?? '—'}</span></td>
         <td data-label="Origin">${n.origin ?? '—'}</td>
         <td data-label="Channel">${n.channel ?? '—'}${n.target
           ? html`<div class="muted mono">${n.target}</div>`

@@ -56,8 +56,8 @@ class RiskReport extends HTMLElement {
       /** @type {any[]} */
       const files = Array.isArray(r?.files) ? r.files : [];
       render(this, html`<div class="risk risk-${level.replace(/[^a-z]/g, '')}">
-        <p class="risk-score"><span class="risk-number">${Number.isFinite(score) ? score : '—'}</span><span
-          class="muted">/100</span>
+        <p class="risk-score">
+          <span class="risk-number">${Number.isFinite(score) ? score : '—'}</span><span class="muted">/100</span>
           <span class="badge risk-badge">${level} risk</span></p>
         <meter min="0" max="100" low="34" high="67" optimum="0" value="${Number.isFinite(score) ? score : 0}"
           aria-label="Risk score">${score}</meter>

@@ -136,8 +136,8 @@ class RunDetailPage extends HTMLElement {
       ${this.attemptLine()}
       <dl class="facts">
         <div><dt>Run</dt><dd class="mono">${run.run}</dd></div>
-        <div><dt>Source</dt><dd class="mono"><a
-          href="${hashLink(['runs'], { source: run.source })}">${run.source}</a></dd></div>
+        <div><dt>Source</dt>
+          <dd class="mono"><a href="${hashLink(['runs'], { source: run.source })}">${run.source}</a></dd></div>
         <div><dt>Repo</dt><dd class="mono">${run.repo ?? '—'}</dd></div>
         <div><dt>Branch</dt><dd class="mono">${run.branch ?? '—'}</dd></div>
         <div><dt>Pull request</dt><dd>${run.pr_url

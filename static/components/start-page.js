@@ -4,7 +4,7 @@
 import { html, render } from '../lib/html.js';
 import { api, itemsOf } from '../lib/api.js';
 import { runLink } from '../lib/route.js';
-import { explain } from '../lib/ui.js';
+import { refusedNotice } from '../lib/ui.js';
 
 class StartPage extends HTMLElement {
   connectedCallback() {
@@ -22,9 +22,9 @@ class StartPage extends HTMLElement {
         <textarea id="st-input" name="input" rows="3" required
           placeholder="One line: what should change and why"></textarea>
         <div class="grid-2">
-          <div class="field"><label for="st-repo">Repository path</label><input id="st-repo" name="repo" list="st-repos"
-            required placeholder="/home/me/src/api" autocomplete="off" spellcheck="false"><datalist
-            id="st-repos"></datalist></div>
+          <div class="field"><label for="st-repo">Repository path</label>
+            <input id="st-repo" name="repo" list="st-repos" required placeholder="/home/me/src/api" autocomplete="off"
+              spellcheck="false"><datalist id="st-repos"></datalist></div>
           <div class="field"><label for="st-provider">Provider</label><select id="st-provider"
             name="provider"><option value="">Default</option></select></div>
         </div>
@@ -113,9 +113,7 @@ class StartPage extends HTMLElement {
       render(message, html`<p class="notice ok" role="status">Started <a href="${runLink(run)}">${run.run}</a>.</p>`);
       location.hash = runLink(run);
     } catch (err) {
-      const e = /** @type {{code?: string, message?: string}} */ (err);
-      render(message, html`<div class="notice error" role="alert"><strong>Not started.</strong> ${explain(e.code)}
-        <span class="muted">${e.message ?? ''}</span> <code>${e.code ?? ''}</code></div>`);
+      render(message, refusedNotice('Not started.', err));
     } finally {
       button.disabled = false;
     }
@@ -130,9 +128,7 @@ class StartPage extends HTMLElement {
       render(message, html`<p class="notice ok" role="status">Imported ${result?.runs ?? 0}
         run${result?.runs === 1 ? '' : 's'} and ${result?.events ?? 0} events. <a href="#/runs">See runs</a></p>`);
     } catch (err) {
-      const e = /** @type {{code?: string, message?: string}} */ (err);
-      render(message, html`<div class="notice error" role="alert"><strong>Not imported.</strong> ${explain(e.code)}
-        <span class="muted">${e.message ?? ''}</span> <code>${e.code ?? ''}</code></div>`);
+      render(message, refusedNotice('Not imported.', err));
     }
   }
 }

@@ -60,8 +60,20 @@ export function inlineFailure(err) {
 export function reasonFirst(title, err) {
   const { reason, hint, code } = describeError(err);
   const hintPart = hint ? html` <span class="muted">${hint}</span>` : '';
-  return html`<div class="notice error" role="alert" data-error-code="${code}"><strong>${title}:</strong> <span
-    data-role="reason">${reason}</span>${hintPart} ${code ? html`<code>${code}</code>` : ''}</div>`;
+  const reasonPart = html`<span data-role="reason">${reason}</span>`;
+  const codePart = code ? html`<code>${code}</code>` : '';
+  return html`<div class="notice error" role="alert"
+    data-error-code="${code}"><strong>${title}:</strong> ${reasonPart}${hintPart} ${codePart}</div>`;
+}
+
+/**
+ * "Not saved. <what the code means> <the server's message> <code>", for a form the server refused.
+ * @param {string} title @param {unknown} err
+ */
+export function refusedNotice(title, err) {
+  const e = /** @type {{code?: string, message?: string}} */ (err ?? {});
+  return html`<div class="notice error" role="alert"><strong>${title}</strong> ${explain(e.code)}
+    <span class="muted">${e.message ?? ''}</span> <code>${e.code ?? ''}</code></div>`;
 }
 
 const EXPLANATIONS = /** @type {Record<string, string>} */ ({
