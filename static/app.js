@@ -52,7 +52,11 @@ const tokenDialog = /** @type {any} */ (document.querySelector('svc-token-dialog
 
 onUnauthorized((rejected) => tokenDialog.ask(rejected));
 
-/** @typedef {HTMLElement & { route?: import('./lib/route.js').Route, routeChanged?: (r: import('./lib/route.js').Route) => boolean }} PageElement */
+/**
+ * @typedef {HTMLElement & {
+ *   route?: import('./lib/route.js').Route, routeChanged?: (r: import('./lib/route.js').Route) => boolean,
+ * }} PageElement
+ */
 
 function show() {
   if (!location.hash.startsWith('#/') && location.hash !== '') return;
@@ -117,7 +121,8 @@ function wireConnection() {
     if (stale) {
       const fresh = last.lastFresh;
       banner.textContent = fresh
-        ? `The Control Plane cannot be reached: what you see was last fresh at ${clock(fresh)} (${relative(fresh)}) and may be out of date. Reconnecting…`
+        ? `The Control Plane cannot be reached: what you see was last fresh at ${clock(fresh)} (${relative(fresh)})` +
+          ' and may be out of date. Reconnecting…'
         : 'The Control Plane cannot be reached: nothing has loaded yet. Reconnecting…';
       banner.title = fresh ? hoverText(fresh) : '';
     }

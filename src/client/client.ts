@@ -93,7 +93,8 @@ export function createControlClient(options: ControlClientOptions) {
   async function* stream(path: string, opts: StreamOptions = {}): AsyncGenerator<StreamMessage> {
     const extra: Record<string, string> = { accept: 'text/event-stream' };
     if (opts.after !== undefined) extra['last-event-id'] = String(opts.after);
-    const res = await send(path, { headers: extra, query: { after: opts.after } }, opts.signal ?? new AbortController().signal);
+    const signal = opts.signal ?? new AbortController().signal;
+    const res = await send(path, { headers: extra, query: { after: opts.after } }, signal);
     if (!res.body) return;
     try {
       yield* readSse(res.body as unknown as AsyncIterable<Uint8Array>);
@@ -120,23 +121,33 @@ export function createControlClient(options: ControlClientOptions) {
     retry: action('retry'),
     verify: action('verify'),
     answer: (ref: RunRef, answer: string) => call<Run>(runPath(ref, '/answer'), { method: 'POST', body: { answer } }),
-    events: (ref: RunRef, query: { after?: number; limit?: number } = {}) => call<Page<RunEvent>>(runPath(ref, '/events'), { query: q(query) }),
+    events: (ref: RunRef, query: { after?: number; limit?: number } = {}) =>
+      call<Page<RunEvent>>(runPath(ref, '/events'), { query: q(query) }),
     async artifact(ref: RunRef, path: string): Promise<Artifact> {
       const encoded = path.split('/').map(encodeURIComponent).join('/');
       const res = await send(runPath(ref, `/artifact/${encoded}`), { headers: { accept: '*/*' } });
-      return { contentType: res.headers.get('content-type') ?? 'application/octet-stream', etag: res.headers.get('etag'), body: new Uint8Array(await res.arrayBuffer()) };
+      return {
+        contentType: res.headers.get('content-type') ?? 'application/octet-stream',
+        etag: res.headers.get('etag'),
+        body: new Uint8Array(await res.arrayBuffer()),
+      };
     },
     stats: (filter: StatsFilter = {}) => call<JsonObject>('/v1/stats', { query: q(filter) }),
     costStats: (filter: StatsFilter = {}) => call<JsonObject>('/v1/stats/cost', { query: q(filter) }),
     audit: (query: PageQuery = {}) => call<Page<JsonObject>>('/v1/audit', { query: q(query) }),
     getConfig: () => call<ConfigDocument>('/v1/config'),
     putConfig: (config: Record<string, unknown>, opts: { ifMatch?: number } = {}) =>
-      call<ConfigDocument>('/v1/config', { method: 'PUT', body: { config }, ...(opts.ifMatch !== undefined ? { headers: { 'if-match': String(opts.ifMatch) } } : {}) }),
+      call<ConfigDocument>('/v1/config', {
+        method: 'PUT',
+        body: { config },
+        ...(opts.ifMatch !== undefined ? { headers: { 'if-match': String(opts.ifMatch) } } : {}),
+      }),
     providers: () => call<Provider[]>('/v1/providers'),
     integrations: () => call<JsonObject>('/v1/integrations'),
     notifications: (query: PageQuery = {}) => call<Page<JsonObject>>('/v1/notifications', { query: q(query) }),
     mergeQueue: () => call<JsonObject>('/v1/merge/queue'),
-    addToMergeQueue: (ref: RunRef) => call<JsonObject>('/v1/merge/queue', { method: 'POST', body: { source: ref.source, run: ref.run } }),
+    addToMergeQueue: (ref: RunRef) =>
+      call<JsonObject>('/v1/merge/queue', { method: 'POST', body: { source: ref.source, run: ref.run } }),
     runMergeQueue: () => call<JsonObject>('/v1/merge/run', { method: 'POST', body: {} }),
     reviewRisk: (ref: RunRef) => call<ReviewRisk>('/v1/review/risk', { query: { source: ref.source, run: ref.run } }),
     keys: () => call<JsonObject>('/v1/keys'),

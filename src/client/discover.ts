@@ -16,7 +16,8 @@ export function discoverControlUrl(env: NodeJS.ProcessEnv): Discovered {
   // A stale file (server killed without cleanup) must not win over the default port.
   if (record && isPidAlive(record.pid)) return { url: stripSlash(record.url), via: 'server.json' };
   const portText = env.SVC_CONTROL_PORT?.trim();
-  const port = portText && /^\d+$/.test(portText) && Number(portText) > 0 && Number(portText) <= 65535 ? Number(portText) : DEFAULT_CONTROL_PORT;
+  const valid = portText && /^\d+$/.test(portText) && Number(portText) > 0 && Number(portText) <= 65535;
+  const port = valid ? Number(portText) : DEFAULT_CONTROL_PORT;
   return { url: `http://127.0.0.1:${port}`, via: 'default' };
 }
 

@@ -7,7 +7,10 @@ import { bytes } from '../lib/format.js';
 
 /** @typedef {{path: string, content_type?: string, size?: number, sha256?: string}} Artifact */
 
-/** URL of one artifact: each path segment encoded on its own. @param {{source: string, run: string}} id @param {string} path */
+/**
+ * URL of one artifact: each path segment encoded on its own.
+ * @param {{source: string, run: string}} id @param {string} path
+ */
 export function artifactUrl(id, path) {
   return `${runPath(id)}/artifact/${path.split('/').map(encodeURIComponent).join('/')}`;
 }
@@ -15,7 +18,8 @@ export function artifactUrl(id, path) {
 /** Artifacts from a run detail answer, whichever key it uses. @param {any} body @returns {Artifact[]} */
 export function artifactsOf(body) {
   const list = body?.artifacts ?? body?.run?.artifacts ?? [];
-  return Array.isArray(list) ? list.map((a) => (typeof a === 'string' ? { path: a } : a)).filter((a) => typeof a?.path === 'string') : [];
+  if (!Array.isArray(list)) return [];
+  return list.map((a) => (typeof a === 'string' ? { path: a } : a)).filter((a) => typeof a?.path === 'string');
 }
 
 class ArtifactList extends HTMLElement {
@@ -37,7 +41,8 @@ class ArtifactList extends HTMLElement {
     render(this, artifacts.length === 0
       ? html`<p class="muted">No artifacts recorded yet.</p>`
       : html`<ul class="artifacts">${artifacts.map((a) => html`<li>
-          <a href="${artifactUrl(id, a.path)}" data-api-file="${a.path.split('/').pop() ?? 'artifact'}" target="_blank" rel="noopener">${a.path}</a>
+          <a href="${artifactUrl(id, a.path)}" data-api-file="${a.path.split('/').pop() ?? 'artifact'}" target="_blank"
+            rel="noopener">${a.path}</a>
           <span class="muted">${a.content_type ?? ''}${a.size != null ? ` · ${bytes(a.size)}` : ''}</span>
         </li>`)}</ul>`);
   }

@@ -24,17 +24,26 @@ class AuditPage extends PagedList {
   /** @param {any[]} items */
   view(items) {
     const broken = brokenLink(items);
+    /** @param {number} i */
+    const onBreak = (i) => broken !== -1 && (i === broken || i === broken + 1);
+    /** @param {any} a */
+    const outcome = (a) => String(a.outcome ?? '').replace(/[^a-z_]/g, '');
     return html`${broken === -1
         ? html`<p class="notice ok">Hash chain intact for the ${items.length} entries shown.</p>`
-        : html`<p class="notice error" role="alert">Hash chain broken between entries ${items[broken].id} and ${items[broken + 1].id}: the log was altered.</p>`}
+        : html`<p class="notice error" role="alert">Hash chain broken between entries ${items[broken].id} and
+          ${items[broken + 1].id}: the log was altered.</p>`}
       <div class="table-wrap"><table class="data audit">
       <caption class="sr-only">Audit log</caption>
-      <thead><tr><th scope="col">When</th><th scope="col">Action</th><th scope="col">Target</th><th scope="col">Outcome</th><th scope="col">Actor</th><th scope="col">Peer</th><th scope="col">Hash</th></tr></thead>
-      <tbody>${items.map((a, i) => html`<tr class="${broken !== -1 && (i === broken || i === broken + 1) ? 'chain-broken' : ''}">
+      <thead><tr><th scope="col">When</th><th scope="col">Action</th><th scope="col">Target</th>
+        <th scope="col">Outcome</th><th scope="col">Actor</th><th scope="col">Peer</th>
+        <th scope="col">Hash</th></tr></thead>
+      <tbody>${items.map((a, i) => html`<tr class="${onBreak(i) ? 'chain-broken' : ''}">
         <td data-label="When">${timeTag(a.at ?? a.created_at, { mode: 'absolute', seconds: true })}</td>
         <td data-label="Action" class="mono">${a.action}</td>
         <td data-label="Target" class="mono">${a.target ?? '—'}</td>
-        <td data-label="Outcome"><span class="badge outcome-${String(a.outcome ?? '').replace(/[^a-z_]/g, '')}">${a.outcome}</span>${a.detail ? html`<div class="muted">${typeof a.detail === 'string' ? a.detail : JSON.stringify(a.detail)}</div>` : ''}</td>
+        <td data-label="Outcome"><span class="badge outcome-${outcome(a)}">${a.outcome}</span>${a.detail
+          ? html`<div class="muted">${typeof a.detail === 'string' ? a.detail : JSON.stringify(a.detail)}</div>`
+          : ''}</td>
         <td data-label="Actor">${a.actor}</td>
         <td data-label="Peer" class="mono">${a.peer}</td>
         <td data-label="Hash" class="mono" title="${a.hash ?? ''}">${String(a.hash ?? '').slice(0, 10)}</td>

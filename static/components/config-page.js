@@ -3,7 +3,7 @@
 // a validation error is shown next to the key it names, and a lost update (409) is explained, edits kept.
 import { html, render } from '../lib/html.js';
 import { api } from '../lib/api.js';
-import { loading, failure, explain } from '../lib/ui.js';
+import { loading, failure, refusedNotice } from '../lib/ui.js';
 import { configField, changedValues, fieldId } from '../lib/config-fields.js';
 import { registerKeysPanel } from './keys-panel.js';
 
@@ -100,8 +100,7 @@ class ConfigPage extends HTMLElement {
       this.fieldError(key, e.message ?? '');
       render(message, html`<p class="field-error" role="alert">Not saved: fix the highlighted setting.</p>`);
     } else {
-      render(message, html`<div class="notice error" role="alert"><strong>Not saved.</strong> ${explain(e.code)}
-        <span class="muted">${e.message ?? ''}</span> <code>${e.code ?? ''}</code></div>`);
+      render(message, refusedNotice('Not saved.', e));
     }
   }
 

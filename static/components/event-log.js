@@ -95,7 +95,8 @@ class EventLog extends HTMLElement {
     const data = eventData(payload);
     this.log.querySelector('.log-empty')?.remove();
     const li = document.createElement('li');
-    li.className = `ev ev-${kind.replace(/[^a-z]/g, '-')}${kind === 'log' && data?.stream === 'stderr' ? ' stderr' : ''}`;
+    const stderr = kind === 'log' && data?.stream === 'stderr' ? ' stderr' : '';
+    li.className = `ev ev-${kind.replace(/[^a-z]/g, '-')}${stderr}`;
     li.dataset.id = String(id);
     const time = document.createElement('time');
     const ms = toMs(payload?.ts ?? data?.ts);
@@ -130,7 +131,8 @@ class EventLog extends HTMLElement {
         this.log.firstElementChild?.remove();
       }
     }
-    /** @type {HTMLElement} */ (this.querySelector('[data-role=count]')).textContent = `${this.lines} event${this.lines === 1 ? '' : 's'}`;
+    const count = /** @type {HTMLElement} */ (this.querySelector('[data-role=count]'));
+    count.textContent = `${this.lines} event${this.lines === 1 ? '' : 's'}`;
     if (live) {
       this.scrollToEnd();
       if (kind !== 'log') this.dispatchEvent(new CustomEvent('svc:run-changed', { bubbles: true }));

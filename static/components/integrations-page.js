@@ -8,7 +8,11 @@ import { dataTable } from '../lib/data-table.js';
 
 class IntegrationsPage extends SimplePage {
   get spec() {
-    return { title: 'Integrations', intro: 'Webhook routes of the trigger server: configured means its secret is set in the environment.', path: '/v1/integrations' };
+    return {
+      title: 'Integrations',
+      intro: 'Webhook routes of the trigger server: configured means its secret is set in the environment.',
+      path: '/v1/integrations',
+    };
   }
 
   /** @param {any} data */
@@ -17,15 +21,20 @@ class IntegrationsPage extends SimplePage {
     // A map of name → configured (or → details) is shown as rows too.
     if (items.length === 0 && data && typeof data === 'object' && !Array.isArray(data)) {
       const source = data.integrations && typeof data.integrations === 'object' ? data.integrations : data;
-      items = Object.entries(source).map(([name, v]) => (v && typeof v === 'object' ? { name, ...v } : { name, configured: v }));
+      items = Object.entries(source)
+        .map(([name, v]) => (v && typeof v === 'object' ? { name, ...v } : { name, configured: v }));
     }
     if (items.length === 0) return empty('No integrations reported.');
     if (items.every((i) => typeof i.configured === 'boolean')) {
       return html`<ul class="tiles">${items.map((i) => html`<li class="tile ${i.configured ? 'ok' : 'off'}">
         <h2>${i.name ?? i.route ?? i.origin}</h2>
-        <p>${i.configured ? html`<span class="badge yes">configured</span>` : html`<span class="badge no">not configured</span>`}</p>
+        <p>${i.configured
+          ? html`<span class="badge yes">configured</span>`
+          : html`<span class="badge no">not configured</span>`}</p>
         ${i.route ? html`<p class="mono">${i.method ?? 'POST'} ${i.route}</p>` : ''}
-        ${Array.isArray(i.variables ?? i.env) ? html`<p class="muted">Needs ${(i.variables ?? i.env).join(', ')}</p>` : i.variable ? html`<p class="muted">Needs ${i.variable}</p>` : ''}
+        ${Array.isArray(i.variables ?? i.env)
+          ? html`<p class="muted">Needs ${(i.variables ?? i.env).join(', ')}</p>`
+          : i.variable ? html`<p class="muted">Needs ${i.variable}</p>` : ''}
       </li>`)}</ul>`;
     }
     return dataTable(items, { caption: 'Integrations' });

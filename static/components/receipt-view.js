@@ -9,7 +9,9 @@ import { duration, timeTag } from '../lib/time.js';
 import { artifactUrl, artifactsOf } from './artifact-list.js';
 
 /** @param {unknown} v */
-const text = (v) => (v === null || v === undefined || v === '' ? '—' : typeof v === 'object' ? JSON.stringify(v) : String(v));
+const text = (v) => (v === null || v === undefined || v === ''
+  ? '—'
+  : typeof v === 'object' ? JSON.stringify(v) : String(v));
 /** @param {unknown} v */
 const short = (v) => (typeof v === 'string' && /^[0-9a-f]{16,}$/i.test(v) ? v.slice(0, 12) : text(v));
 
@@ -20,19 +22,29 @@ const short = (v) => (typeof v === 'string' && /^[0-9a-f]{16,}$/i.test(v) ? v.sl
  */
 function networkTable(n) {
   if (!n || typeof n.confined !== 'boolean') return '';
-  if (!n.confined) return html`<p class="notice"><strong>Network not confined:</strong> the run had no sandbox, so the agent could reach any host.</p>`;
+  if (!n.confined) {
+    return html`<p class="notice"><strong>Network not confined:</strong> the run had no sandbox, so the agent could
+      reach any host.</p>`;
+  }
   /** @type {any[]} */
   const hosts = Array.isArray(n.hosts) ? n.hosts : [];
   /** @type {any[]} */
   const denials = Array.isArray(n.denials) ? n.denials : [];
   const rows = [
-    ...hosts.map((h) => html`<tr><td class="mono">${text(h.host)}:${text(h.port)}</td><td>allowed</td><td class="num">${count(h.connections)}</td><td class="num">${count(h.bytes_up)} / ${count(h.bytes_down)}</td><td></td></tr>`),
-    ...denials.map((d) => html`<tr><td class="mono">${text(d.host)}:${text(d.port)}</td><td><span class="badge verdict-not_verified">denied</span></td><td class="num">${count(d.count)}</td><td></td><td>${text(d.reason)}</td></tr>`),
+    ...hosts.map((h) => html`<tr><td class="mono">${text(h.host)}:${text(h.port)}</td><td>allowed</td>
+      <td class="num">${count(h.connections)}</td><td class="num">${count(h.bytes_up)} / ${count(h.bytes_down)}</td>
+      <td></td></tr>`),
+    ...denials.map((d) => html`<tr><td class="mono">${text(d.host)}:${text(d.port)}</td>
+      <td><span class="badge verdict-not_verified">denied</span></td><td class="num">${count(d.count)}</td><td></td>
+      <td>${text(d.reason)}</td></tr>`),
   ];
   return html`<table class="compact network">
     <caption>Network (through the egress gate: ${count(n.connections)} connections, ${count(n.denied)} denied)</caption>
-    <thead><tr><th scope="col">Destination</th><th scope="col">Decision</th><th scope="col" class="num">Connections</th><th scope="col" class="num">Bytes up / down</th><th scope="col">Reason</th></tr></thead>
-    <tbody>${rows.length ? rows : html`<tr><td colspan="5" class="muted">No connection was attempted.</td></tr>`}</tbody></table>`;
+    <thead><tr><th scope="col">Destination</th><th scope="col">Decision</th><th scope="col" class="num">Connections</th>
+      <th scope="col" class="num">Bytes up / down</th><th scope="col">Reason</th></tr></thead>
+    <tbody>${rows.length
+      ? rows
+      : html`<tr><td colspan="5" class="muted">No connection was attempted.</td></tr>`}</tbody></table>`;
 }
 
 class ReceiptView extends HTMLElement {
@@ -69,7 +81,8 @@ class ReceiptView extends HTMLElement {
     try {
       this.show(await api(url), url, path);
     } catch (err) {
-      if (/** @type {{code?: string}} */ (err).code === 'not_found') render(this, html`<p class="muted">No receipt recorded for this run.</p>`);
+      const code = /** @type {{code?: string}} */ (err).code;
+      if (code === 'not_found') render(this, html`<p class="muted">No receipt recorded for this run.</p>`);
       else render(this, inlineFailure(err));
     }
   }
@@ -80,37 +93,53 @@ class ReceiptView extends HTMLElement {
     const checks = Array.isArray(r?.checks) ? r.checks : [];
     const diff = r?.diff ?? r?.diff_stats ?? {};
     const sig = r?.signature;
+    const byKey = r?.kid || sig?.kid ? html` by key <code>${r?.kid ?? sig.kid}</code>` : '';
+    const exact = /** @type {const} */ ({ mode: 'absolute', seconds: true });
+    /** @type {unknown[]} */
+    const gaps = Array.isArray(r?.gaps) ? r.gaps : [];
+    /** @type {unknown[]} */
+    const paths = Array.isArray(diff.paths) ? diff.paths : [];
     render(this, html`<div class="receipt">
       <div class="receipt-head">${verdictBadge(r?.verdict)}
-        <span>${sig ? html`Signed${r?.kid || sig?.kid ? html` by key <code>${r?.kid ?? sig.kid}</code>` : ''}` : html`<strong class="warn">Unsigned</strong>`}</span>
+        <span>${sig ? html`Signed${byKey}` : html`<strong class="warn">Unsigned</strong>`}</span>
         <span class="muted">Check it offline: <code>svc receipt verify receipt.json</code></span>
       </div>
       <dl class="facts">
-        <div><dt>Run</dt><dd class="mono">${text(r?.run?.source ?? r?.source)}/${text(r?.run?.run ?? r?.run_id ?? r?.run)}</dd></div>
+        <div><dt>Run</dt><dd class="mono">${text(r?.run?.source ?? r?.source)}/${text(
+          r?.run?.run ?? r?.run_id ?? r?.run)}</dd></div>
         <div><dt>Repo</dt><dd class="mono">${text(r?.repo?.name ?? r?.repo)}</dd></div>
-        <div><dt>Base → head</dt><dd class="mono">${short(r?.base_sha ?? r?.git?.base)} → ${short(r?.head_sha ?? r?.git?.head)}</dd></div>
+        <div><dt>Base → head</dt><dd class="mono">${short(r?.base_sha ?? r?.git?.base)} →
+          ${short(r?.head_sha ?? r?.git?.head)}</dd></div>
         <div><dt>Provider</dt><dd>${text(r?.provider?.name ?? r?.provider)}</dd></div>
         <div><dt>Spec sha256</dt><dd class="mono">${short(r?.spec_sha256)}</dd></div>
-        <div><dt>Diff</dt><dd>${count(diff.files ?? diff.files_changed)} files, +${count(diff.insertions ?? diff.additions)} −${count(diff.deletions)}</dd></div>
+        <div><dt>Diff</dt><dd>${count(diff.files ?? diff.files_changed)} files, +${count(
+          diff.insertions ?? diff.additions)} −${count(diff.deletions)}</dd></div>
         <div><dt>Patch sha256</dt><dd class="mono">${short(diff.patch_sha256 ?? r?.patch_sha256)}</dd></div>
         <div><dt>Cost</dt><dd>${money(r?.cost?.usd ?? r?.cost_usd ?? null)}</dd></div>
-        <div><dt>Started / ended</dt><dd>${timeTag(r?.started_at ?? r?.times?.started_at, { mode: 'absolute', seconds: true })} – ${timeTag(r?.ended_at ?? r?.times?.ended_at, { mode: 'absolute', seconds: true })}</dd></div>
-        <div><dt>Issued</dt><dd>${timeTag(r?.issued_at, { mode: 'absolute', seconds: true })}</dd></div>
+        <div><dt>Started / ended</dt><dd>${timeTag(r?.started_at ?? r?.times?.started_at, exact)} –
+          ${timeTag(r?.ended_at ?? r?.times?.ended_at, exact)}</dd></div>
+        <div><dt>Issued</dt><dd>${timeTag(r?.issued_at, exact)}</dd></div>
         <div><dt>Integrity</dt><dd class="mono">${short(r?.integrity)}</dd></div>
       </dl>
-      ${Array.isArray(r?.gaps) && r.gaps.length ? html`<div class="notice gaps"><strong>Gaps:</strong><ul>${r.gaps.map((/** @type {unknown} */ g) => html`<li>${text(g)}</li>`)}</ul></div>` : ''}
-      ${Array.isArray(diff.paths) && diff.paths.length ? html`<details><summary>${diff.paths.length} changed path${diff.paths.length === 1 ? '' : 's'}</summary><ul class="mono files">${diff.paths.map((/** @type {unknown} */ p) => html`<li>${text(p)}</li>`)}</ul></details>` : ''}
+      ${gaps.length ? html`<div class="notice gaps"><strong>Gaps:</strong>
+        <ul>${gaps.map((g) => html`<li>${text(g)}</li>`)}</ul></div>` : ''}
+      ${paths.length ? html`<details><summary>${paths.length} changed path${paths.length === 1 ? '' : 's'}</summary>
+        <ul class="mono files">${paths.map((p) => html`<li>${text(p)}</li>`)}</ul></details>` : ''}
       ${checks.length === 0 ? html`<p class="muted">No checks were configured.</p>` : html`<table class="compact">
         <caption>Checks</caption>
-        <thead><tr><th scope="col">Check</th><th scope="col">Command</th><th scope="col">Result</th><th scope="col" class="num">Time</th></tr></thead>
+        <thead><tr><th scope="col">Check</th><th scope="col">Command</th><th scope="col">Result</th>
+          <th scope="col" class="num">Time</th></tr></thead>
         <tbody>${checks.map((c) => html`<tr>
           <td>${text(c.name)}${c.required === false ? html` <span class="muted">(optional)</span>` : ''}</td>
           <td class="mono">${Array.isArray(c.argv ?? c.run) ? (c.argv ?? c.run).join(' ') : text(c.argv ?? c.run)}</td>
-          <td>${c.exit_code === 0 ? html`<span class="badge verdict-verified">passed</span>` : html`<span class="badge verdict-not_verified">exit ${text(c.exit_code)}</span>`}</td>
+          <td>${c.exit_code === 0
+            ? html`<span class="badge verdict-verified">passed</span>`
+            : html`<span class="badge verdict-not_verified">exit ${text(c.exit_code)}</span>`}</td>
           <td class="num">${duration(c.duration_ms)}</td></tr>`)}</tbody></table>`}
       ${networkTable(r?.network)}
       <details><summary>Raw receipt JSON</summary><pre class="code">${JSON.stringify(r, null, 2)}</pre></details>
-      <p><a href="${url}" data-api-file="${path.split('/').pop() ?? 'receipt.json'}" target="_blank" rel="noopener">Download receipt.json</a></p>
+      <p><a href="${url}" data-api-file="${path.split('/').pop() ?? 'receipt.json'}" target="_blank"
+        rel="noopener">Download receipt.json</a></p>
     </div>`);
   }
 }

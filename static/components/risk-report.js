@@ -7,6 +7,20 @@ import { artifactsOf } from './artifact-list.js';
 
 const NO_DIFF = 'No diff recorded for this run yet, so there is nothing to score.';
 
+/** One reason as text, whichever shape the server gave it. @param {any} x */
+function reasonText(x) {
+  return typeof x === 'string' ? x : x.text ?? x.reason ?? JSON.stringify(x);
+}
+
+/** One changed file: its path, the lines added and removed, and its flags. @param {any} f */
+function fileLine(f) {
+  if (typeof f === 'string') return f;
+  /** @type {string[]} */
+  const names = Array.isArray(f.flags) ? f.flags : [];
+  const flags = names.map((flag) => html` <span class="badge flag-${flag.replace(/[^a-z]/g, '')}">${flag}</span>`);
+  return html`${f.path ?? ''} <span class="muted">+${f.insertions ?? 0} −${f.deletions ?? 0}</span>${flags}`;
+}
+
 class RiskReport extends HTMLElement {
   constructor() {
     super();
@@ -42,11 +56,16 @@ class RiskReport extends HTMLElement {
       /** @type {any[]} */
       const files = Array.isArray(r?.files) ? r.files : [];
       render(this, html`<div class="risk risk-${level.replace(/[^a-z]/g, '')}">
-        <p class="risk-score"><span class="risk-number">${Number.isFinite(score) ? score : '—'}</span><span class="muted">/100</span>
+        <p class="risk-score">
+          <span class="risk-number">${Number.isFinite(score) ? score : '—'}</span><span class="muted">/100</span>
           <span class="badge risk-badge">${level} risk</span></p>
-        <meter min="0" max="100" low="34" high="67" optimum="0" value="${Number.isFinite(score) ? score : 0}" aria-label="Risk score">${score}</meter>
-        ${reasons.length ? html`<ul class="reasons">${reasons.map((x) => html`<li>${typeof x === 'string' ? x : x.text ?? x.reason ?? JSON.stringify(x)}</li>`)}</ul>` : html`<p class="muted">No risk factors found.</p>`}
-        ${files.length ? html`<details><summary>${files.length} file${files.length === 1 ? '' : 's'}</summary><ul class="mono files">${files.map((f) => html`<li>${typeof f === 'string' ? f : html`${f.path ?? ''} <span class="muted">+${f.insertions ?? 0} −${f.deletions ?? 0}</span>${Array.isArray(f.flags) ? f.flags.map((/** @type {string} */ flag) => html` <span class="badge flag-${flag.replace(/[^a-z]/g, '')}">${flag}</span>`) : ''}`}</li>`)}</ul></details>` : ''}
+        <meter min="0" max="100" low="34" high="67" optimum="0" value="${Number.isFinite(score) ? score : 0}"
+          aria-label="Risk score">${score}</meter>
+        ${reasons.length
+          ? html`<ul class="reasons">${reasons.map((x) => html`<li>${reasonText(x)}</li>`)}</ul>`
+          : html`<p class="muted">No risk factors found.</p>`}
+        ${files.length ? html`<details><summary>${files.length} file${files.length === 1 ? '' : 's'}</summary>
+          <ul class="mono files">${files.map((f) => html`<li>${fileLine(f)}</li>`)}</ul></details>` : ''}
       </div>`);
     } catch (err) {
       const code = /** @type {{code?: string}} */ (err).code;

@@ -10,15 +10,36 @@ import { confirmAction } from './confirm-dialog.js';
 import { TERMINAL } from '../lib/run-status.js';
 
 /**
- * @typedef {{name: string, label: string, method: string, suffix: string, when: (s: string) => boolean, title: string, body: string, danger?: boolean}} Action
+ * @typedef {{
+ *   name: string, label: string, method: string, suffix: string, when: (s: string) => boolean, title: string,
+ *   body: string, danger?: boolean,
+ * }} Action
  * @type {Action[]}
  */
 const ACTIONS = [
-  { name: 'stop', label: 'Stop', method: 'POST', suffix: '/stop', when: (s) => !TERMINAL.has(s) && s !== 'stopping', title: 'Stop this run?', body: 'The agent is signalled to stop; the worktree is kept so the run can be resumed.', danger: true },
-  { name: 'resume', label: 'Resume', method: 'POST', suffix: '/resume', when: (s) => s === 'stopped' || s === 'failed', title: 'Resume this run?', body: 'The same run continues in the same worktree.' },
-  { name: 'retry', label: 'Retry', method: 'POST', suffix: '/retry', when: (s) => TERMINAL.has(s), title: 'Retry as a new run?', body: 'A new run starts in the same group; this one is left as it is.' },
-  { name: 'verify', label: 'Verify', method: 'POST', suffix: '/verify', when: (s) => TERMINAL.has(s), title: 'Verify again?', body: 'The checks run again and a new Evidence Receipt is issued.' },
-  { name: 'delete', label: 'Delete', method: 'DELETE', suffix: '', when: (s) => TERMINAL.has(s), title: 'Delete this run?', body: 'The run, its events and its artifacts are removed from the Control Plane. This cannot be undone.', danger: true },
+  {
+    name: 'stop', label: 'Stop', method: 'POST', suffix: '/stop', when: (s) => !TERMINAL.has(s) && s !== 'stopping',
+    title: 'Stop this run?', body: 'The agent is signalled to stop; the worktree is kept so the run can be resumed.',
+    danger: true,
+  },
+  {
+    name: 'resume', label: 'Resume', method: 'POST', suffix: '/resume', when: (s) => s === 'stopped' || s === 'failed',
+    title: 'Resume this run?', body: 'The same run continues in the same worktree.',
+  },
+  {
+    name: 'retry', label: 'Retry', method: 'POST', suffix: '/retry', when: (s) => TERMINAL.has(s),
+    title: 'Retry as a new run?', body: 'A new run starts in the same group; this one is left as it is.',
+  },
+  {
+    name: 'verify', label: 'Verify', method: 'POST', suffix: '/verify', when: (s) => TERMINAL.has(s),
+    title: 'Verify again?', body: 'The checks run again and a new Evidence Receipt is issued.',
+  },
+  {
+    name: 'delete', label: 'Delete', method: 'DELETE', suffix: '', when: (s) => TERMINAL.has(s),
+    title: 'Delete this run?',
+    body: 'The run, its events and its artifacts are removed from the Control Plane. This cannot be undone.',
+    danger: true,
+  },
 ];
 
 class RunActions extends HTMLElement {
@@ -28,12 +49,16 @@ class RunActions extends HTMLElement {
     this.runId = null;
     this.status = '';
     this.busy = false;
-    /** Per action: null when the server would accept it, else its reason (from run detail). @type {Record<string, string | null> | null} */
+    /**
+     * Per action: null when the server would accept it, else its reason (from run detail).
+     * @type {Record<string, string | null> | null}
+     */
     this.refusals = null;
   }
 
   connectedCallback() {
-    render(this, html`<div class="actions" role="group" aria-label="Run actions" data-role="buttons"></div><div data-role="message" aria-live="polite"></div>`);
+    render(this, html`<div class="actions" role="group" aria-label="Run actions" data-role="buttons"></div>
+      <div data-role="message" aria-live="polite"></div>`);
     this.addEventListener('click', (event) => {
       const button = event.target instanceof Element ? event.target.closest('button[data-run-action]') : null;
       const action = ACTIONS.find((a) => a.name === button?.getAttribute('data-run-action'));
@@ -67,15 +92,18 @@ class RunActions extends HTMLElement {
     }
     render(box, html`${ACTIONS.map((a) => {
       const reason = this.refusal(a);
-      return html`<button type="button" data-run-action="${a.name}" class="${a.danger ? 'danger-outline' : ''}" ${reason === null && !this.busy ? '' : html`disabled`} title="${reason ?? a.body}">${a.label}</button>`;
+      return html`<button type="button" data-run-action="${a.name}" class="${a.danger ? 'danger-outline' : ''}"
+        ${reason === null && !this.busy ? '' : html`disabled`} title="${reason ?? a.body}">${a.label}</button>`;
     })}
-    ${why.size ? html`<ul class="action-reasons muted" data-role="reasons">${[...why].map(([reason, labels]) => html`<li><strong>${labels.join(', ')}:</strong> ${reason}</li>`)}</ul>` : ''}`);
+    ${why.size ? html`<ul class="action-reasons muted" data-role="reasons">${[...why].map(([reason, labels]) =>
+      html`<li><strong>${labels.join(', ')}:</strong> ${reason}</li>`)}</ul>` : ''}`);
   }
 
   /** @param {Action} action */
   async perform(action) {
     if (!this.runId) return;
-    const ok = await confirmAction({ title: action.title, body: action.body, confirm: action.label, danger: action.danger ?? false });
+    const danger = action.danger ?? false;
+    const ok = await confirmAction({ title: action.title, body: action.body, confirm: action.label, danger });
     if (!ok) return;
     const message = /** @type {HTMLElement} */ (this.querySelector('[data-role=message]'));
     this.busy = true;
@@ -89,7 +117,8 @@ class RunActions extends HTMLElement {
       }
       const fresh = result?.run && typeof result.run === 'object' ? result.run : result;
       const isNew = fresh && typeof fresh.run === 'string' && fresh.run !== this.runId.run;
-      render(message, html`<p class="notice ok" role="status">${action.label} accepted.${isNew ? html` New run: <a href="${runLink(fresh)}">${fresh.run}</a>` : ''}</p>`);
+      const link = isNew ? html` New run: <a href="${runLink(fresh)}">${fresh.run}</a>` : '';
+      render(message, html`<p class="notice ok" role="status">${action.label} accepted.${link}</p>`);
       this.dispatchEvent(new CustomEvent('svc:run-changed', { bubbles: true }));
     } catch (err) {
       render(message, reasonFirst(`${action.label} refused`, err));

@@ -19,9 +19,18 @@ import { registerDiffView } from './diff-view.js';
 import { registerRunTimeline } from './run-timeline.js';
 
 /** @typedef {{source: string, run: string, status: string, started_at?: string|null}} Attempt */
-/** @typedef {import('../lib/run-row.js').Run & {tokens_in?: number|null, tokens_out?: number|null, exit_code?: number|null, error?: string|null, updated_at?: string|null, attempts?: Attempt[], pending_answer?: {answer: string, answered_at: string, via: string, delivered_at: string|null} | null}} RunDetail */
+/**
+ * @typedef {import('../lib/run-row.js').Run & {
+ *   tokens_in?: number|null, tokens_out?: number|null, exit_code?: number|null, error?: string|null,
+ *   updated_at?: string|null, attempts?: Attempt[],
+ *   pending_answer?: {answer: string, answered_at: string, via: string, delivered_at: string|null} | null,
+ * }} RunDetail
+ */
 
-const PARTS = 'svc-answer-form, svc-run-actions, svc-run-timeline, svc-artifact-list, svc-risk-report, svc-receipt-view, svc-diff-view';
+const PARTS = [
+  'svc-answer-form', 'svc-run-actions', 'svc-run-timeline', 'svc-artifact-list', 'svc-risk-report', 'svc-receipt-view',
+  'svc-diff-view',
+].join(', ');
 
 class RunDetailPage extends HTMLElement {
   constructor() {
@@ -42,7 +51,8 @@ class RunDetailPage extends HTMLElement {
   }
 
   connectedCallback() {
-    render(this, html`<p class="crumbs"><a href="#/runs">← Runs</a></p><div data-role="head">${loading('Loading run')}</div>`);
+    render(this, html`<p class="crumbs"><a href="#/runs">← Runs</a></p>
+      <div data-role="head">${loading('Loading run')}</div>`);
     this.addEventListener('click', (event) => {
       if (event.target instanceof Element && event.target.closest('[data-action=retry]')) void this.load();
     });
@@ -86,16 +96,23 @@ class RunDetailPage extends HTMLElement {
     const parts = html`<div data-role="head"></div>
       <svc-answer-form></svc-answer-form>
       <svc-run-actions></svc-run-actions>
-      <section class="panel" aria-labelledby="timeline-title"><h2 id="timeline-title">Timeline</h2><svc-run-timeline></svc-run-timeline></section>
+      <section class="panel" aria-labelledby="timeline-title"><h2 id="timeline-title">Timeline</h2>
+        <svc-run-timeline></svc-run-timeline></section>
       <div class="detail-grid">
-        <section class="panel log-panel" aria-labelledby="log-title"><h2 id="log-title">Events</h2><svc-event-log></svc-event-log></section>
+        <section class="panel log-panel" aria-labelledby="log-title"><h2 id="log-title">Events</h2>
+          <svc-event-log></svc-event-log></section>
         <div class="side">
-          <section class="panel" aria-labelledby="risk-title"><h2 id="risk-title">Review risk</h2><svc-risk-report></svc-risk-report></section>
-          <section class="panel" aria-labelledby="artifacts-title"><h2 id="artifacts-title">Artifacts</h2><svc-artifact-list></svc-artifact-list></section>
+          <section class="panel" aria-labelledby="risk-title"><h2 id="risk-title">Review risk</h2>
+            <svc-risk-report></svc-risk-report></section>
+          <section class="panel" aria-labelledby="artifacts-title"><h2 id="artifacts-title">Artifacts</h2>
+            <svc-artifact-list></svc-artifact-list></section>
         </div>
       </div>
-      <section class="panel" aria-labelledby="changes-title"><h2 id="changes-title">Changes</h2><svc-diff-view></svc-diff-view></section>
-      <section class="panel" aria-labelledby="receipt-title" data-role="receipt-panel"><h2 id="receipt-title">Evidence Receipt</h2><svc-receipt-view></svc-receipt-view></section>`;
+      <section class="panel" aria-labelledby="changes-title"><h2 id="changes-title">Changes</h2>
+        <svc-diff-view></svc-diff-view></section>
+      <section class="panel" aria-labelledby="receipt-title" data-role="receipt-panel">
+        <h2 id="receipt-title">Evidence Receipt</h2>
+        <svc-receipt-view></svc-receipt-view></section>`;
     render(this, html`<p class="crumbs"><a href="#/runs">← Runs</a></p>${parts}`);
     for (const el of this.querySelectorAll(`${PARTS}, svc-event-log`)) {
       /** @type {any} */ (el).runId = this.runId;
@@ -106,22 +123,30 @@ class RunDetailPage extends HTMLElement {
     const run = this.run;
     if (!run) return;
     const head = /** @type {HTMLElement} */ (this.querySelector('[data-role=head]'));
+    const pending = run.pending_answer
+      ? html` <span class="badge answer-pending"
+        title="An answer was sent; the run has not picked it up yet">answer pending</span>`
+      : '';
+    const exact = /** @type {const} */ ({ mode: 'absolute', seconds: true });
     render(head, html`<header class="run-head${run.status === 'blocked' ? ' is-blocked' : ''}">
       <div class="run-title">
         <h1>${run.brief || run.run}</h1>
-        <div class="badges">${statusBadge(run.status)}${run.pending_answer ? html` <span class="badge answer-pending" title="An answer was sent; the run has not picked it up yet">answer pending</span>` : ''} ${verdictBadge(run.verdict)}</div>
+        <div class="badges">${statusBadge(run.status)}${pending} ${verdictBadge(run.verdict)}</div>
       </div>
       ${this.attemptLine()}
       <dl class="facts">
         <div><dt>Run</dt><dd class="mono">${run.run}</dd></div>
-        <div><dt>Source</dt><dd class="mono"><a href="${hashLink(['runs'], { source: run.source })}">${run.source}</a></dd></div>
+        <div><dt>Source</dt>
+          <dd class="mono"><a href="${hashLink(['runs'], { source: run.source })}">${run.source}</a></dd></div>
         <div><dt>Repo</dt><dd class="mono">${run.repo ?? '—'}</dd></div>
         <div><dt>Branch</dt><dd class="mono">${run.branch ?? '—'}</dd></div>
-        <div><dt>Pull request</dt><dd>${run.pr_url ? html`<a href="${run.pr_url}" rel="noopener noreferrer" target="_blank">${prLabel(run.pr_url)}</a>` : '—'}</dd></div>
+        <div><dt>Pull request</dt><dd>${run.pr_url
+          ? html`<a href="${run.pr_url}" rel="noopener noreferrer" target="_blank">${prLabel(run.pr_url)}</a>`
+          : '—'}</dd></div>
         <div><dt>Origin</dt><dd>${run.origin ?? '—'}</dd></div>
         <div><dt>Provider</dt><dd>${run.provider ?? '—'}</dd></div>
-        <div><dt>${run.status === 'queued' ? 'Queued' : 'Started'}</dt><dd>${timeTag(run.started_at, { mode: 'absolute', seconds: true })}</dd></div>
-        <div><dt>Ended</dt><dd>${run.ended_at ? timeTag(run.ended_at, { mode: 'absolute', seconds: true }) : '—'}</dd></div>
+        <div><dt>${run.status === 'queued' ? 'Queued' : 'Started'}</dt><dd>${timeTag(run.started_at, exact)}</dd></div>
+        <div><dt>Ended</dt><dd>${run.ended_at ? timeTag(run.ended_at, exact) : '—'}</dd></div>
         <div><dt>Duration</dt><dd data-role="duration">${runDuration(run)}</dd></div>
         <div><dt>Cost</dt><dd class="${run.cost_usd == null ? 'unknown' : ''}">${money(run.cost_usd)}</dd></div>
         <div><dt>Tokens in / out</dt><dd>${count(run.tokens_in)} / ${count(run.tokens_out)}</dd></div>
@@ -140,8 +165,10 @@ class RunDetailPage extends HTMLElement {
     const before = attempts[i - 1];
     const after = attempts[i + 1];
     return html`<p class="attempt-line" data-role="attempts"><strong>Attempt ${i + 1} of ${attempts.length}</strong>
-      ${before ? html` · retry of <a href="${runLink(before)}" data-role="retry-of">attempt ${i} <span class="mono">${before.run}</span></a>` : ''}
-      ${after ? html` · retried by <a href="${runLink(after)}" data-role="retried-by">attempt ${i + 2} <span class="mono">${after.run}</span></a>` : ''}
+      ${before ? html` · retry of <a href="${runLink(before)}" data-role="retry-of">attempt ${i}
+        <span class="mono">${before.run}</span></a>` : ''}
+      ${after ? html` · retried by <a href="${runLink(after)}" data-role="retried-by">attempt ${i + 2}
+        <span class="mono">${after.run}</span></a>` : ''}
       · <a href="${hashLink(['runs'], { group: run.group_id ?? '' })}">all attempts</a></p>`;
   }
 }

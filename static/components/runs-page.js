@@ -47,7 +47,8 @@ class RunsPage extends HTMLElement {
 
   connectedCallback() {
     render(this, html`<div class="page-head"><h1>Runs</h1><p class="muted" data-role="summary"></p></div>
-      <div data-role="filters"></div><div data-role="banner"></div><div data-role="body">${loading('Loading runs')}</div>`);
+      <div data-role="filters"></div><div data-role="banner"></div>
+      <div data-role="body">${loading('Loading runs')}</div>`);
     this.addEventListener('submit', (event) => this.onSubmit(event));
     this.addEventListener('reset', (event) => {
       event.preventDefault();
@@ -97,7 +98,8 @@ class RunsPage extends HTMLElement {
 
   async loadRepos() {
     try {
-      this.repos = itemsOf(await api('/v1/repos'), 'repos').map((r) => (typeof r === 'string' ? r : String(r.name ?? r.repo ?? '')));
+      this.repos = itemsOf(await api('/v1/repos'), 'repos')
+        .map((r) => (typeof r === 'string' ? r : String(r.name ?? r.repo ?? '')));
       const list = this.querySelector('#f-repos');
       if (list) render(list, html`${this.repos.map((r) => html`<option value="${r}"></option>`)}`);
     } catch {
@@ -138,7 +140,9 @@ class RunsPage extends HTMLElement {
     const before = this.sources.size;
     for (const r of this.runs) this.sources.add(r.source);
     const list = this.querySelector('#f-sources');
-    if (list && this.sources.size !== before) render(list, html`${[...this.sources].sort().map((s) => html`<option value="${s}"></option>`)}`);
+    if (list && this.sources.size !== before) {
+      render(list, html`${[...this.sources].sort().map((s) => html`<option value="${s}"></option>`)}`);
+    }
   }
 
   /** @param {Map<string, string> | null} previous rows before a live refresh: changed ones flash */
@@ -146,20 +150,24 @@ class RunsPage extends HTMLElement {
     const body = /** @type {HTMLElement} */ (this.querySelector('[data-role=body]'));
     const filtered = FILTER_KEYS.some((k) => this.query.get(k));
     const paged = this.query.has('cursor');
+    const count = `${this.runs.length}${this.nextCursor ? '+' : ''} run${this.runs.length === 1 ? '' : 's'}`;
     /** @type {HTMLElement} */ (this.querySelector('[data-role=summary]')).textContent = this.runs.length
-      ? `${this.runs.length}${this.nextCursor ? '+' : ''} run${this.runs.length === 1 ? '' : 's'}${filtered ? ' matching the filters' : ''}${paged ? ' (older page)' : ''}`
+      ? `${count}${filtered ? ' matching the filters' : ''}${paged ? ' (older page)' : ''}`
       : '';
     this.renderBanner();
     if (this.runs.length === 0) {
       render(body, paged
-        ? empty('No older runs.', html`<a href="${hashLink(['runs'], this.filterParams())}">Back to the newest runs</a>`)
+        ? empty('No older runs.',
+          html`<a href="${hashLink(['runs'], this.filterParams())}">Back to the newest runs</a>`)
         : filtered
           ? empty('No runs match these filters.', html`<a href="#/runs">Show all runs</a>`)
-          : empty('No runs yet.', html`<p class="muted">Start one from the <a href="#/start">Start</a> page, with <code>svc start</code>, or point a shipper at this Control Plane. New runs appear here live.</p>`));
+          : empty('No runs yet.', html`<p class="muted">Start one from the <a href="#/start">Start</a> page, with
+            <code>svc start</code>, or point a shipper at this Control Plane. New runs appear here live.</p>`));
       return;
     }
     // Live refreshes replace the table: keep keyboard focus on the same link.
-    const focused = document.activeElement instanceof HTMLAnchorElement && this.contains(document.activeElement) ? document.activeElement.getAttribute('href') : null;
+    const active = document.activeElement;
+    const focused = active instanceof HTMLAnchorElement && this.contains(active) ? active.getAttribute('href') : null;
     this.renderRows(body, previous);
     if (focused) /** @type {HTMLElement | null} */ (body.querySelector(`a[href="${CSS.escape(focused)}"]`))?.focus();
   }
@@ -173,21 +181,29 @@ class RunsPage extends HTMLElement {
     render(body, html`${group ? this.groupHeader(group) : ''}<div class="table-wrap"><table class="runs">
       <caption class="sr-only">Runs, newest first</caption>
       ${runHead()}
-      <tbody>${shown.map((r) => runRow(r, previous !== null && previous.get(runKey(r)) !== JSON.stringify(r), info.get(runKey(r))))}</tbody>
+      <tbody>${shown.map((r) =>
+        runRow(r, previous !== null && previous.get(runKey(r)) !== JSON.stringify(r), info.get(runKey(r))))}</tbody>
     </table></div>
     <nav class="pager" aria-label="Pages">
       ${paged ? html`<a class="button" href="${hashLink(['runs'], this.filterParams())}">← Newest</a>` : ''}
-      ${this.nextCursor ? html`<a class="button" data-role="older" href="${hashLink(['runs'], { ...this.filterParams(), cursor: this.nextCursor })}">Older →</a>` : ''}
+      ${this.nextCursor ? html`<a class="button" data-role="older"
+        href="${hashLink(['runs'], { ...this.filterParams(), cursor: this.nextCursor })}">Older →</a>` : ''}
     </nav>`);
   }
 
-  /** The group view says what it is: one retry chain, its attempts oldest first and which one is the latest. @param {string} group */
+  /**
+   * The group view says what it is: one retry chain, its attempts oldest first and which one is the latest.
+   * @param {string} group
+   */
   groupHeader(group) {
     const ordered = this.runs.slice().sort((a, b) => String(a.started_at).localeCompare(String(b.started_at)));
     const latest = ordered[ordered.length - 1];
+    const attempts = `${ordered.length} attempt${ordered.length === 1 ? '' : 's'}${this.nextCursor ? '+' : ''}`;
     return html`<section class="panel group-view" aria-label="Retry group">
-      <h2>Retry group <span class="mono">${group}</span>: ${ordered.length} attempt${ordered.length === 1 ? '' : 's'}${this.nextCursor ? '+' : ''}</h2>
-      <ol class="attempt-chain">${ordered.map((r, i) => html`<li><a href="${runLink(r)}">attempt ${i + 1}</a> <span class="mono">${r.run}</span> ${r.status}${r === latest ? html` <strong>(latest)</strong>` : ''}</li>`)}</ol>
+      <h2>Retry group <span class="mono">${group}</span>: ${attempts}</h2>
+      <ol class="attempt-chain">${ordered.map((r, i) => html`<li><a href="${runLink(r)}">attempt ${i + 1}</a>
+        <span class="mono">${r.run}</span> ${r.status}${r === latest ? html` <strong>(latest)</strong>` : ''}</li>`)}
+      </ol>
     </section>`;
   }
 
@@ -195,8 +211,12 @@ class RunsPage extends HTMLElement {
     const blocked = this.runs.filter((r) => r.status === 'blocked');
     const banner = /** @type {HTMLElement} */ (this.querySelector('[data-role=banner]'));
     render(banner, blocked.length === 0 ? html`` : html`<div class="banner banner-blocked" role="status">
-      <strong>${blocked.length === 1 ? '1 run is waiting for an answer' : `${blocked.length} runs are waiting for an answer`}</strong>
-      <ul>${blocked.slice(0, 5).map((r) => html`<li><a href="${runLink(r)}">${r.brief || r.run}</a>${r.question ? html` — <span class="muted">${r.question}</span>` : ''}</li>`)}</ul>
+      <strong>${blocked.length === 1
+        ? '1 run is waiting for an answer'
+        : `${blocked.length} runs are waiting for an answer`}</strong>
+      <ul>${blocked.slice(0, 5).map((r) => html`<li><a href="${runLink(r)}">${r.brief || r.run}</a>${r.question
+        ? html` — <span class="muted">${r.question}</span>`
+        : ''}</li>`)}</ul>
     </div>`);
   }
 
@@ -220,7 +240,9 @@ class RunsPage extends HTMLElement {
       this.refreshTimer = setTimeout(() => void this.load(true), 250);
       return;
     }
-    if (typeof id.source === 'string' && typeof id.run === 'string' && this.runs.some((r) => runKey(r) === runKey(/** @type {any} */ (id)))) {
+    const known = typeof id.source === 'string' && typeof id.run === 'string' &&
+      this.runs.some((r) => runKey(r) === runKey(/** @type {any} */ (id)));
+    if (known) {
       void this.refreshRow(id);
     }
   }
@@ -242,7 +264,8 @@ class RunsPage extends HTMLElement {
   tick() {
     for (const cell of this.querySelectorAll('td[data-started]')) {
       const started = cell.getAttribute('data-started');
-      if (started) cell.textContent = runDuration({ status: cell.getAttribute('data-run-status') ?? '', started_at: started, ended_at: null });
+      const status = cell.getAttribute('data-run-status') ?? '';
+      if (started) cell.textContent = runDuration({ status, started_at: started, ended_at: null });
     }
   }
 }

@@ -11,7 +11,8 @@ class TokenDialog extends HTMLElement {
       html`<dialog class="dialog" aria-labelledby="token-title">
         <form method="dialog" class="stack">
           <h2 id="token-title">This Control Plane needs a token</h2>
-          <p class="muted" data-role="lead">Enter the value of <code>SVC_CONTROL_TOKEN</code> the server was started with. It is kept in this tab only (sessionStorage).</p>
+          <p class="muted" data-role="lead">Enter the value of <code>SVC_CONTROL_TOKEN</code> the server was started
+            with. It is kept in this tab only (sessionStorage).</p>
           <label for="token-input">Token</label>
           <input id="token-input" name="token" type="password" autocomplete="off" spellcheck="false" required>
           <p class="field-error" data-role="error" role="alert" hidden></p>
@@ -62,7 +63,8 @@ class TokenDialog extends HTMLElement {
         const candidate = input.value.trim();
         if (!candidate) return showError('Enter the token.');
         showError('');
-        const response = await fetch('/v1/runs?limit=1', { headers: { authorization: `Bearer ${candidate}` }, cache: 'no-store' }).catch(() => null);
+        const headers = { authorization: `Bearer ${candidate}` };
+        const response = await fetch('/v1/runs?limit=1', { headers, cache: 'no-store' }).catch(() => null);
         if (response && response.status === 401) {
           showError('That token is wrong: the server refused it. Check SVC_CONTROL_TOKEN and try again.');
           input.select();

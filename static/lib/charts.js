@@ -23,13 +23,17 @@ function niceMax(max) {
 
 /** The hatch pattern, defined once per chart with an id of its own. @param {string} id */
 function hatchDef(id) {
-  return html`<defs><pattern id="${id}" class="hatch" patternUnits="userSpaceOnUse" width="6" height="6" patternTransform="rotate(45)">
-    <rect class="hatch-bg" width="6" height="6"></rect><line class="hatch-line" x1="0" y1="0" x2="0" y2="6"></line></pattern></defs>`;
+  return html`<defs><pattern id="${id}" class="hatch" patternUnits="userSpaceOnUse" width="6" height="6"
+    patternTransform="rotate(45)">
+    <rect class="hatch-bg" width="6" height="6"></rect><line class="hatch-line" x1="0" y1="0" x2="0" y2="6"></line>
+    </pattern></defs>`;
 }
 
 /** A small legend swatch drawn with the same pattern as the bars. @param {string} text */
 export function hatchLegend(text) {
-  return html`<p class="muted legend"><svg class="swatch-svg" width="14" height="14" viewBox="0 0 14 14" aria-hidden="true">${hatchDef('hatch-legend')}<rect class="bar unknown" width="14" height="14" fill="url(#hatch-legend)"></rect></svg> ${text}</p>`;
+  return html`<p class="muted legend"><svg class="swatch-svg" width="14" height="14" viewBox="0 0 14 14"
+    aria-hidden="true">${hatchDef('hatch-legend')}<rect class="bar unknown" width="14" height="14"
+    fill="url(#hatch-legend)"></rect></svg> ${text}</p>`;
 }
 
 /**
@@ -52,17 +56,23 @@ export function columnChart(points, opts) {
   return html`<svg class="chart chart-${kind}" viewBox="0 0 ${W} ${H}" role="img" aria-label="${opts.label}">
     <title>${opts.label}</title>
     ${hatchDef(hatch)}
-    ${[0, 0.5, 1].map((f) => html`<line class="grid" x1="${PAD.left}" x2="${W - PAD.right}" y1="${y(max * f)}" y2="${y(max * f)}"></line>
+    ${[0, 0.5, 1].map((f) => html`<line class="grid" x1="${PAD.left}" x2="${W - PAD.right}" y1="${y(max * f)}"
+      y2="${y(max * f)}"></line>
       <text class="axis" x="${PAD.left - 6}" y="${y(max * f) + 4}" text-anchor="end">${opts.format(max * f)}</text>`)}
     ${points.map((p, i) => {
       const x = PAD.left + i * step + (step - barW) / 2;
       const tip = p.title ?? `${p.label}: ${p.value === null ? 'unknown' : opts.format(p.value)}`;
       const top = p.value === null ? y(0) : y(p.value);
       return html`<g data-day="${p.label}">
-        ${p.value !== null ? html`<rect class="bar" x="${x}" y="${top}" width="${barW}" height="${Math.max(0, y(0) - top)}"><title>${tip}</title></rect>` : ''}
-        ${p.unknown || (p.value === null && !p.none) ? html`<rect class="bar unknown" x="${x}" y="${top - stub}" width="${barW}" height="${stub}" fill="url(#${hatch})"><title>${tip}</title></rect>` : ''}
-        ${p.none ? html`<rect class="bar-hit" x="${x}" y="${PAD.top}" width="${barW}" height="${innerH}"><title>${tip}</title></rect>` : ''}
-        ${i % labelEvery === 0 ? html`<text class="axis" x="${x + barW / 2}" y="${H - 8}" text-anchor="middle">${p.label}</text>` : ''}
+        ${p.value !== null ? html`<rect class="bar" x="${x}" y="${top}" width="${barW}"
+          height="${Math.max(0, y(0) - top)}"><title>${tip}</title></rect>` : ''}
+        ${p.unknown || (p.value === null && !p.none) ? html`<rect class="bar unknown" x="${x}" y="${top - stub}"
+          width="${barW}" height="${stub}" fill="url(#${hatch})"><title>${tip}</title></rect>` : ''}
+        ${p.none ? html`<rect class="bar-hit" x="${x}" y="${PAD.top}" width="${barW}" height="${innerH}">
+          <title>${tip}</title></rect>` : ''}
+        ${i % labelEvery === 0
+          ? html`<text class="axis" x="${x + barW / 2}" y="${H - 8}" text-anchor="middle">${p.label}</text>`
+          : ''}
       </g>`;
     })}
   </svg>${opts.caption ? html`<p class="muted chart-caption">${opts.caption}</p>` : ''}`;
@@ -82,7 +92,8 @@ export function barList(points, opts) {
   const labelW = 150;
   const valueW = 150;
   const barMax = W - labelW - valueW;
-  return html`<svg class="chart chart-bars" viewBox="0 0 ${W} ${sorted.length * rowH + 4}" role="img" aria-label="${opts.label}">
+  return html`<svg class="chart chart-bars" viewBox="0 0 ${W} ${sorted.length * rowH + 4}" role="img"
+    aria-label="${opts.label}">
     <title>${opts.label}</title>
     ${hatchDef(hatch)}
     ${sorted.map((p, i) => {
@@ -90,10 +101,15 @@ export function barList(points, opts) {
       const width = p.value === null ? 0 : Math.max(2, (p.value / max) * barMax);
       const cap = p.unknown || p.value === null ? 24 : 0;
       return html`<g>
-        <text class="axis label" x="${labelW - 8}" y="${yy + 20}" text-anchor="end">${p.label.length > 20 ? `${p.label.slice(0, 19)}…` : p.label}</text>
-        ${p.value !== null ? html`<rect class="bar" x="${labelW}" y="${yy + 4}" width="${width}" height="${rowH - 8}"><title>${p.title ?? p.label}</title></rect>` : ''}
-        ${cap ? html`<rect class="bar unknown" x="${labelW + width}" y="${yy + 4}" width="${cap}" height="${rowH - 8}" fill="url(#${hatch})"><title>${p.title ?? p.label}</title></rect>` : ''}
-        <text class="axis value" x="${labelW + width + cap + 6}" y="${yy + 20}">${p.value === null ? 'unknown' : `${opts.format(p.value)}${p.unknown ? ' + unknown' : ''}`}</text>
+        <text class="axis label" x="${labelW - 8}" y="${yy + 20}"
+          text-anchor="end">${p.label.length > 20 ? `${p.label.slice(0, 19)}…` : p.label}</text>
+        ${p.value !== null ? html`<rect class="bar" x="${labelW}" y="${yy + 4}" width="${width}" height="${rowH - 8}">
+          <title>${p.title ?? p.label}</title></rect>` : ''}
+        ${cap ? html`<rect class="bar unknown" x="${labelW + width}" y="${yy + 4}" width="${cap}" height="${rowH - 8}"
+          fill="url(#${hatch})"><title>${p.title ?? p.label}</title></rect>` : ''}
+        <text class="axis value" x="${labelW + width + cap + 6}" y="${yy + 20}">${p.value === null
+          ? 'unknown'
+          : `${opts.format(p.value)}${p.unknown ? ' + unknown' : ''}`}</text>
       </g>`;
     })}
   </svg>`;

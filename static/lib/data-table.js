@@ -8,10 +8,16 @@ import { timeTag } from './time.js';
 /** @param {string} key @param {unknown} value */
 export function cell(key, value) {
   if (value === null || value === undefined || value === '') return html`<span class="muted">—</span>`;
-  if (typeof value === 'boolean') return html`<span class="badge ${value ? 'yes' : 'no'}">${value ? 'yes' : 'no'}</span>`;
-  if (/(_at|^at|^ts)$/.test(key) && (typeof value === 'string' || typeof value === 'number')) return timeTag(value, { mode: 'absolute' });
+  if (typeof value === 'boolean') {
+    return html`<span class="badge ${value ? 'yes' : 'no'}">${value ? 'yes' : 'no'}</span>`;
+  }
+  if (/(_at|^at|^ts)$/.test(key) && (typeof value === 'string' || typeof value === 'number')) {
+    return timeTag(value, { mode: 'absolute' });
+  }
   if (typeof value === 'object') return html`<code class="json">${JSON.stringify(value)}</code>`;
-  if (typeof value === 'string' && /^https?:\/\//.test(value)) return html`<a href="${value}" rel="noopener noreferrer" target="_blank">${value}</a>`;
+  if (typeof value === 'string' && /^https?:\/\//.test(value)) {
+    return html`<a href="${value}" rel="noopener noreferrer" target="_blank">${value}</a>`;
+  }
   return html`${String(value)}`;
 }
 
@@ -24,6 +30,7 @@ export function dataTable(items, opts) {
   return html`<div class="table-wrap"><table class="data">
     <caption class="sr-only">${opts.caption}</caption>
     <thead><tr>${columns.map((c) => html`<th scope="col">${label(c)}</th>`)}</tr></thead>
-    <tbody>${items.map((item) => html`<tr>${columns.map((c) => html`<td data-label="${label(c)}">${cell(c, item[c])}</td>`)}</tr>`)}</tbody>
+    <tbody>${items.map((item) => html`<tr>${columns.map((c) =>
+      html`<td data-label="${label(c)}">${cell(c, item[c])}</td>`)}</tr>`)}</tbody>
   </table></div>`;
 }

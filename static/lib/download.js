@@ -27,7 +27,8 @@ export async function downloadFile(path, filename) {
  * @param {(err: unknown) => void} onError
  */
 export function tokenAwareLink(event, onError) {
-  const a = /** @type {HTMLElement | null} */ (event.target instanceof Element ? event.target.closest('a[data-api-file]') : null);
+  const target = event.target;
+  const a = /** @type {HTMLElement | null} */ (target instanceof Element ? target.closest('a[data-api-file]') : null);
   if (!a || !getToken()) return;
   event.preventDefault();
   const path = a.getAttribute('href') ?? '';

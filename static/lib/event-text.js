@@ -16,14 +16,18 @@ export function eventText(kind, data) {
       return `asks: ${d.question ?? d.text ?? ''}`;
     case 'answer':
       return `answered: ${d.answer ?? d.text ?? ''}`;
-    case 'check':
-      return `check ${d.name ?? ''} ${d.exit_code === 0 ? 'passed' : `failed (exit ${d.exit_code ?? '?'})`}${d.duration_ms != null ? ` in ${duration(d.duration_ms)}` : ''}`;
+    case 'check': {
+      const result = d.exit_code === 0 ? 'passed' : `failed (exit ${d.exit_code ?? '?'})`;
+      return `check ${d.name ?? ''} ${result}${d.duration_ms != null ? ` in ${duration(d.duration_ms)}` : ''}`;
+    }
     case 'receipt':
       return `Evidence Receipt written${d.verdict ? `: ${String(d.verdict).replace(/_/g, ' ')}` : ''}`;
     case 'pr':
       return `pull request ${d.url ?? d.pr_url ?? ''}`;
-    case 'cost':
-      return `cost ${money(typeof d.usd === 'number' ? d.usd : d.cost_usd)}${d.tokens_in != null ? `, ${d.tokens_in} tokens in / ${d.tokens_out ?? '?'} out` : ''}`;
+    case 'cost': {
+      const tokens = d.tokens_in != null ? `, ${d.tokens_in} tokens in / ${d.tokens_out ?? '?'} out` : '';
+      return `cost ${money(typeof d.usd === 'number' ? d.usd : d.cost_usd)}${tokens}`;
+    }
     case 'artifact':
       return `artifact ${d.path ?? ''}`;
     case 'error':

@@ -2,7 +2,9 @@
 // The escaping `html` tagged template: every interpolated value is escaped unless it is itself template output.
 // It must never gain a "raw string" escape hatch: data reaches the DOM only through here or textContent.
 
-const ESCAPES = /** @type {Record<string, string>} */ ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;', '`': '&#96;' });
+const ESCAPES = /** @type {Record<string, string>} */ ({
+  '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;', '`': '&#96;',
+});
 // A value placed right after one of these attribute openings is a URL: it also goes through safeUrl.
 const URL_ATTRIBUTE = /^<[a-zA-Z][^<>]*\s(?:href|src|action|formaction|xlink:href|poster|cite)\s*=\s*["']$/i;
 // An unquoted attribute value could break out with a space; the template refuses to build one.
@@ -26,7 +28,10 @@ export function escapeHtml(value) {
   return String(value).replace(/[&<>"'`]/g, (c) => ESCAPES[c] ?? c);
 }
 
-/** Keeps http(s), mailto and relative URLs; anything else (javascript:, data:, …) becomes "#". @param {unknown} value */
+/**
+ * Keeps http(s), mailto and relative URLs; anything else (javascript:, data:, …) becomes "#".
+ * @param {unknown} value
+ */
 export function safeUrl(value) {
   const text = String(value ?? '').trim();
   try {
@@ -52,7 +57,8 @@ function toMarkup(value, isUrl) {
 }
 
 /**
- * Tagged template: html`<td>${run.brief}</td>`. Arrays of template results are joined; null/undefined/false render nothing.
+ * Tagged template: html`<td>${run.brief}</td>`. Arrays of template results are joined; null/undefined/false render
+ * nothing.
  * @param {TemplateStringsArray} strings
  * @param {...unknown} values
  */
@@ -66,7 +72,10 @@ export function html(strings, ...values) {
   return new SafeHtml(out);
 }
 
-/** Replaces an element's content with template output (and nothing else). @param {Element} target @param {SafeHtml} content */
+/**
+ * Replaces an element's content with template output (and nothing else).
+ * @param {Element} target @param {SafeHtml} content
+ */
 export function render(target, content) {
   if (!(content instanceof SafeHtml)) throw new TypeError('render() takes html`…` output only');
   target.innerHTML = content.markup;

@@ -35,7 +35,8 @@ export class PagedList extends HTMLElement {
     if (!more) {
       this.items = [];
       this.cursor = null;
-      render(this, html`<div class="page-head"><h1>${title}</h1><p class="muted">${intro}</p></div><div data-role="body">${loading(`Loading ${title.toLowerCase()}`)}</div>`);
+      render(this, html`<div class="page-head"><h1>${title}</h1><p class="muted">${intro}</p></div>
+        <div data-role="body">${loading(`Loading ${title.toLowerCase()}`)}</div>`);
     }
     const body = /** @type {HTMLElement} */ (this.querySelector('[data-role=body]'));
     try {

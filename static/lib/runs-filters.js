@@ -4,7 +4,9 @@
 import { html } from './html.js';
 import { RUN_STATUSES } from './run-status.js';
 
-export const FILTER_KEYS = /** @type {const} */ (['status', 'verdict', 'source', 'repo', 'since', 'until', 'group', 'latest']);
+export const FILTER_KEYS = /** @type {const} */ ([
+  'status', 'verdict', 'source', 'repo', 'since', 'until', 'group', 'latest',
+]);
 const VERDICTS = ['verified', 'verified_with_gaps', 'not_verified'];
 /** Under this width the filter form starts folded so the runs are on the first screen. */
 export const COMPACT_QUERY = '(max-width: 760px)';
@@ -13,7 +15,8 @@ export const COMPACT_QUERY = '(max-width: 760px)';
 function select(id, name, current, options) {
   return html`<select id="${id}" name="${name}">
     <option value="">Any</option>
-    ${options.map(([value, text]) => html`<option value="${value}" ${value === current ? html`selected` : ''}>${text}</option>`)}
+    ${options.map(([value, text]) =>
+      html`<option value="${value}" ${value === current ? html`selected` : ''}>${text}</option>`)}
   </select>`;
 }
 
@@ -25,25 +28,32 @@ export function activeFilters(query) {
 /** @param {URLSearchParams} query @param {string[]} repos @param {string[]} sources @param {boolean} open */
 export function filtersForm(query, repos, sources = [], open = true) {
   const active = activeFilters(query);
+  /** @type {Array<[string, string]>} */
+  const statuses = RUN_STATUSES.map((s) => [s, s === 'blocked' ? 'needs answer' : s]);
+  /** @type {Array<[string, string]>} */
+  const verdicts = VERDICTS.map((v) => /** @type {[string, string]} */ ([v, v.replace(/_/g, ' ')]));
+  verdicts.push(['none', 'no verdict']);
   return html`<details class="filters-box" ${open ? html`open` : ''}>
     <summary>Filters${active ? html` <span class="badge count">${active} active</span>` : ''}</summary>
     <form class="filters" data-role="filters" aria-label="Filter runs">
     <div class="field">
       <label for="f-status">Status</label>
-      ${select('f-status', 'status', query.get('status') ?? '', RUN_STATUSES.map((s) => [s, s === 'blocked' ? 'needs answer' : s]))}
+      ${select('f-status', 'status', query.get('status') ?? '', statuses)}
     </div>
     <div class="field">
       <label for="f-verdict">Verdict</label>
-      ${select('f-verdict', 'verdict', query.get('verdict') ?? '', [...VERDICTS.map((v) => /** @type {[string, string]} */ ([v, v.replace(/_/g, ' ')])), ['none', 'no verdict']])}
+      ${select('f-verdict', 'verdict', query.get('verdict') ?? '', verdicts)}
     </div>
     <div class="field">
       <label for="f-source">Source</label>
-      <input id="f-source" name="source" list="f-sources" value="${query.get('source') ?? ''}" placeholder="e.g. local" autocomplete="off" spellcheck="false">
+      <input id="f-source" name="source" list="f-sources" value="${query.get('source') ?? ''}" placeholder="e.g. local"
+        autocomplete="off" spellcheck="false">
       <datalist id="f-sources">${sources.map((r) => html`<option value="${r}"></option>`)}</datalist>
     </div>
     <div class="field">
       <label for="f-repo">Repo</label>
-      <input id="f-repo" name="repo" list="f-repos" value="${query.get('repo') ?? ''}" placeholder="owner/name" autocomplete="off">
+      <input id="f-repo" name="repo" list="f-repos" value="${query.get('repo') ?? ''}" placeholder="owner/name"
+        autocomplete="off">
       <datalist id="f-repos">${repos.map((r) => html`<option value="${r}"></option>`)}</datalist>
     </div>
     <div class="field">
@@ -56,10 +66,12 @@ export function filtersForm(query, repos, sources = [], open = true) {
     </div>
     <div class="field">
       <label for="f-group">Group</label>
-      <input id="f-group" name="group" value="${query.get('group') ?? ''}" placeholder="retry chain id" autocomplete="off" spellcheck="false">
+      <input id="f-group" name="group" value="${query.get('group') ?? ''}" placeholder="retry chain id"
+        autocomplete="off" spellcheck="false">
     </div>
     <div class="field check-field">
-      <label class="check"><input type="checkbox" name="latest" value="1" ${query.get('latest') ? html`checked` : ''}> Latest attempt only</label>
+      <label class="check"><input type="checkbox" name="latest" value="1" ${query.get('latest') ? html`checked` : ''}>
+        Latest attempt only</label>
     </div>
     <div class="field actions">
       <button type="submit" class="primary">Apply</button>
@@ -80,11 +92,16 @@ export function readFilters(form) {
   return out;
 }
 
-/** A date input's day as an ISO instant: since = local midnight, until = the end of that local day. @param {string} day @param {'start'|'end'} edge */
+/**
+ * A date input's day as an ISO instant: since = local midnight, until = the end of that local day.
+ * @param {string} day @param {'start'|'end'} edge
+ */
 export function dayToIso(day, edge) {
   if (!/^\d{4}-\d{2}-\d{2}$/.test(day)) return day;
   const [y, m, d] = day.split('-').map(Number);
-  const date = edge === 'start' ? new Date(y ?? 0, (m ?? 1) - 1, d) : new Date(y ?? 0, (m ?? 1) - 1, (d ?? 1) + 1, 0, 0, 0, -1);
+  const date = edge === 'start'
+    ? new Date(y ?? 0, (m ?? 1) - 1, d)
+    : new Date(y ?? 0, (m ?? 1) - 1, (d ?? 1) + 1, 0, 0, 0, -1);
   return date.toISOString();
 }
 

@@ -25,7 +25,8 @@ export class SimplePage extends HTMLElement {
 
   async load() {
     const { title, intro, path } = this.spec;
-    render(this, html`<div class="page-head"><h1>${title}</h1>${intro ? html`<p class="muted">${intro}</p>` : ''}</div><div data-role="body">${loading(`Loading ${title.toLowerCase()}`)}</div>`);
+    render(this, html`<div class="page-head"><h1>${title}</h1>${intro ? html`<p class="muted">${intro}</p>` : ''}</div>
+      <div data-role="body">${loading(`Loading ${title.toLowerCase()}`)}</div>`);
     const body = /** @type {HTMLElement} */ (this.querySelector('[data-role=body]'));
     try {
       render(body, this.view(await api(path)));

@@ -18,7 +18,8 @@ export function verdictBadge(verdict) {
 
 /** @param {string} [what] */
 export function loading(what = 'Loading') {
-  return html`<p class="state state-loading" role="status"><span class="spinner" aria-hidden="true"></span>${what}…</p>`;
+  return html`<p class="state state-loading" role="status"><span class="spinner"
+    aria-hidden="true"></span>${what}…</p>`;
 }
 
 /** @param {string} message @param {import('./html.js').SafeHtml | null} [extra] */
@@ -58,11 +59,26 @@ export function inlineFailure(err) {
 /** "Retry refused: <the server's reason>", for action results. @param {string} title @param {unknown} err */
 export function reasonFirst(title, err) {
   const { reason, hint, code } = describeError(err);
-  return html`<div class="notice error" role="alert" data-error-code="${code}"><strong>${title}:</strong> <span data-role="reason">${reason}</span>${hint ? html` <span class="muted">${hint}</span>` : ''} ${code ? html`<code>${code}</code>` : ''}</div>`;
+  const hintPart = hint ? html` <span class="muted">${hint}</span>` : '';
+  const reasonPart = html`<span data-role="reason">${reason}</span>`;
+  const codePart = code ? html`<code>${code}</code>` : '';
+  return html`<div class="notice error" role="alert"
+    data-error-code="${code}"><strong>${title}:</strong> ${reasonPart}${hintPart} ${codePart}</div>`;
+}
+
+/**
+ * "Not saved. <what the code means> <the server's message> <code>", for a form the server refused.
+ * @param {string} title @param {unknown} err
+ */
+export function refusedNotice(title, err) {
+  const e = /** @type {{code?: string, message?: string}} */ (err ?? {});
+  return html`<div class="notice error" role="alert"><strong>${title}</strong> ${explain(e.code)}
+    <span class="muted">${e.message ?? ''}</span> <code>${e.code ?? ''}</code></div>`;
 }
 
 const EXPLANATIONS = /** @type {Record<string, string>} */ ({
-  loopback_only: 'Refused: this action only works on a Control Plane bound to this machine (127.0.0.1), from this machine.',
+  loopback_only:
+    'Refused: this action only works on a Control Plane bound to this machine (127.0.0.1), from this machine.',
   proxied_request: 'Refused: this action only works from this machine, not through a proxy.',
   invalid_transition: 'Refused: the server does not allow this for this run now.',
   unauthorized: 'The Control Plane did not accept the token.',
@@ -78,7 +94,9 @@ const EXPLANATIONS = /** @type {Record<string, string>} */ ({
 });
 
 // Codes whose explanation adds to the server's message (what the rule is), shown after it.
-const HINTS = new Set(['loopback_only', 'proxied_request', 'forbidden_origin', 'unauthorized', 'network_error', 'too_many_requests']);
+const HINTS = new Set([
+  'loopback_only', 'proxied_request', 'forbidden_origin', 'unauthorized', 'network_error', 'too_many_requests',
+]);
 
 /** A one-line human explanation of an error code. @param {string | undefined} code */
 export function explain(code) {

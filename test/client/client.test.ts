@@ -4,6 +4,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createControlClient, ControlApiError } from '../../src/client/client.ts';
 import { startStandIn, sendJson, type StandIn } from './stand-in.ts';
+import { startTestControl } from '../helpers/control-server.ts';
 
 let api: StandIn;
 before(async () => {
@@ -100,6 +101,29 @@ describe('createControlClient errors', () => {
     assert.equal(err.code, 'unreachable');
     assert.equal(err.status, 0);
     assert.ok(!err.message.includes('tok-xyz'));
+  });
+});
+
+describe('createControlClient errors from a real Control Plane', () => {
+  it('carries the code and the field the server named in Svc-Error-Field for a bad setting', async () => {
+    const control = await startTestControl({ token: 'client-field-token' });
+    try {
+      const client = createControlClient({ url: control.url, token: 'client-field-token' });
+      const err = await client.putConfig({ retention_days: 'yes' }).catch((e: unknown) => e);
+      assert.ok(err instanceof ControlApiError);
+      assert.equal(err.status, 400);
+      assert.equal(err.code, 'invalid_param');
+      assert.equal(err.field, 'retention_days');
+      const unknown = await client.putConfig({ colour: 'blue' }).catch((e: unknown) => e);
+      assert.ok(unknown instanceof ControlApiError);
+      assert.equal(unknown.field, 'colour');
+      const notFound = await client.getRun({ source: 'local', run: 'nope' }).catch((e: unknown) => e);
+      assert.ok(notFound instanceof ControlApiError);
+      assert.equal(notFound.code, 'not_found');
+      assert.equal(notFound.field, null, 'an error about no one field names none');
+    } finally {
+      await control.close();
+    }
   });
 });
 
