@@ -185,8 +185,10 @@ function startAttempt(
   };
   const argv = provider.argv.map((arg) => (arg === '{task_file}' ? taskFile : arg));
   const parse = createUsageParser(provider.kind);
-  ctx.event('log', { stream: 'svc', text: `provider ${provider.name} started (attempt ${start.attempt})` });
-  ctx.say(`provider ${provider.name} started (attempt ${start.attempt})`);
+  // provider and attempt as fields too, so the run page's timeline never parses the text.
+  const startedText = `provider ${provider.name} started (attempt ${start.attempt})`;
+  ctx.event('log', { stream: 'svc', text: startedText, provider: provider.name, attempt: start.attempt });
+  ctx.say(startedText);
   const proc = spawnGroup(argv, {
     cwd: ctx.state.workdir,
     env: ctx.env,

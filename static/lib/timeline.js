@@ -13,7 +13,22 @@ import { TERMINAL } from './run-status.js';
 /** @typedef {{kind: 'receipt' | 'pr' | 'error', at: number, label: string}} Mark */
 /** @typedef {{start: number, end: number, live: boolean, spans: Span[], marks: Mark[]}} Timeline */
 
-const PROVIDER_START = /^provider (\S+) started(?: \(attempt (\d+)\))?/;
+// Runs recorded before the engine wrote `provider` and `attempt` as fields only have the line's text.
+const OLD_PROVIDER_START = /^provider (\S+) started(?: \(attempt (\d+)\))?/;
+
+/**
+ * The provider invocation a `log` event starts: its fields, else (older runs) its text; null for any other line.
+ * @param {any} d
+ * @returns {{name: string, attempt: number | null} | null}
+ */
+function providerStart(d) {
+  if (d.stream !== 'svc') return null;
+  if (typeof d.provider === 'string' && d.provider) {
+    return { name: d.provider, attempt: Number.isInteger(d.attempt) ? d.attempt : null };
+  }
+  const m = typeof d.text === 'string' ? OLD_PROVIDER_START.exec(d.text) : null;
+  return m ? { name: /** @type {string} */ (m[1]), attempt: m[2] ? Number(m[2]) : null } : null;
+}
 
 /**
  * @param {{started_at?: string | null, ended_at?: string | null, status?: string}} run
@@ -72,10 +87,10 @@ export function buildTimeline(run, events, now) {
         closeProvider(at);
         closeBlocked(at);
       }
-    } else if (e.kind === 'log' && d.stream === 'svc' && typeof d.text === 'string' && PROVIDER_START.test(d.text)) {
+    } else if (e.kind === 'log' && providerStart(d)) {
       closeProvider(at);
-      const m = /** @type {RegExpExecArray} */ (PROVIDER_START.exec(d.text));
-      const label = `provider ${m[1]}${m[2] ? ` (attempt ${m[2]})` : ''}`;
+      const started = /** @type {{name: string, attempt: number | null}} */ (providerStart(d));
+      const label = `provider ${started.name}${started.attempt !== null ? ` (attempt ${started.attempt})` : ''}`;
       provider = { kind: 'provider', start: at, end, label, open: true };
       spans.push(provider);
     } else if (e.kind === 'question') {

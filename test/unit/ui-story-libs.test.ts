@@ -88,7 +88,8 @@ describe('timeline', () => {
   const ev = (id: number, s: number, kind: string, data: object) => ({ id, kind, data, ts: t0 + s * 1000 });
   const events = [
     ev(1, 10, 'run.status', { from: 'queued', to: 'running' }),
-    ev(2, 12, 'log', { stream: 'svc', text: 'provider claude started (attempt 1)' }),
+    // The span comes from the fields; the text is for people (a log line may be reworded).
+    ev(2, 12, 'log', { stream: 'svc', text: 'claude is starting', provider: 'claude', attempt: 1 }),
     ev(3, 30, 'question', { question: 'Which port?' }),
     ev(4, 30, 'run.status', { from: 'running', to: 'blocked' }),
     ev(5, 90, 'run.status', { from: 'blocked', to: 'running' }),
@@ -107,6 +108,17 @@ describe('timeline', () => {
     assert.deepEqual(t.marks.map((m) => m.kind), ['receipt']);
     assert.equal(t.live, false);
     assert.ok(t.spans.every((s) => !s.open));
+  });
+
+  it('labels provider spans from the fields, and reads the text of runs recorded before the fields', () => {
+    const run = { started_at: new Date(t0).toISOString(), ended_at: new Date(t0 + 150_000).toISOString(), status: 'failed' };
+    const labels = (evs: typeof events) => tl.buildTimeline(run, evs, t0)!.spans.filter((s) => s.kind === 'provider')
+      .map((s) => s.label);
+    assert.deepEqual(labels(events), ['provider claude (attempt 1)']);
+    const old = [ev(2, 12, 'log', { stream: 'svc', text: 'provider codex started (attempt 2)' })];
+    assert.deepEqual(labels(old), ['provider codex (attempt 2)']);
+    const agentLine = [ev(2, 12, 'log', { stream: 'stdout', text: 'provider codex started (attempt 2)', provider: 'x' })];
+    assert.deepEqual(labels(agentLine), [], 'only svc\'s own lines start a span, never the agent\'s output');
   });
 
   it('keeps open spans running to now while the run is live', () => {
