@@ -3,6 +3,7 @@ import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
 import { canonicalJson } from '../canonical-json.ts';
 import { signBytes, verifyBytes, keyIdOf, type SigningKey } from '../keys.ts';
 import type { Verdict } from '../run-json.ts';
+import type { CheckResult } from './checks.ts';
 
 export const RECEIPT_TYPE = 'svc.evidence_receipt';
 
@@ -18,14 +19,8 @@ export interface ReceiptBody {
   head_sha: string | null;
   spec_sha256: string;
   provider: string;
-  checks: Array<{
-    name: string;
-    argv: string[];
-    required: boolean;
-    exit_code: number | null;
-    duration_ms: number;
-    output_sha256: string;
-  }>;
+  /** A check as the receipt records it: its artifact's name is left out, its output's hash is in. */
+  checks: Array<Omit<CheckResult, 'artifact'>>;
   diff: { files: number; insertions: number; deletions: number; patch_sha256: string; paths: string[] };
   cost: { usd: number | null; tokens_in: number | null; tokens_out: number | null };
   verdict: Verdict;
