@@ -3,7 +3,9 @@
 
 export function canonicalJson(value: unknown): string {
   if (value === null || typeof value !== 'object') {
-    if (typeof value === 'number' && !Number.isFinite(value)) throw new TypeError('Canonical JSON cannot hold NaN or Infinity');
+    if (typeof value === 'number' && !Number.isFinite(value)) {
+      throw new TypeError('Canonical JSON cannot hold NaN or Infinity');
+    }
     return JSON.stringify(value) ?? 'null';
   }
   if (Array.isArray(value)) return `[${value.map((v) => canonicalJson(v === undefined ? null : v)).join(',')}]`;

@@ -53,21 +53,30 @@ type Loader = () => Promise<{ default: (io: import('./cli/io.ts').CliIo) => Prom
 // Lazy imports keep `svc --version` fast and keep node:sqlite out of commands that don't need it.
 const commands: Record<string, { summary: string; load: Loader }> = {
   control: { summary: 'Run or query the Control Plane (serve, status)', load: () => import('./cli/control.ts') },
-  dashboard: { summary: 'Open the Control Plane UI, starting it if needed (start, open)', load: () => import('./cli/dashboard.ts') },
-  start: { summary: 'Start a run from a brief, spec file, issue export or issue URL', load: () => import('./cli/start.ts') },
+  dashboard: {
+    summary: 'Open the Control Plane UI, starting it if needed (start, open)', load: () => import('./cli/dashboard.ts'),
+  },
+  start: {
+    summary: 'Start a run from a brief, spec file, issue export or issue URL', load: () => import('./cli/start.ts'),
+  },
   answer: { summary: 'Answer a blocked run', load: () => import('./cli/answer.ts') },
   runs: { summary: 'List and steer runs on the Control Plane', load: () => import('./cli/runs.ts') },
   ship: { summary: 'Re-send local runs to the Control Plane', load: () => import('./cli/ship.ts') },
   receipt: { summary: 'Check an Evidence Receipt (verify)', load: () => import('./cli/receipt.ts') },
   deploy: { summary: 'Write or show deploy records (record, last)', load: () => import('./cli/deploy.ts') },
   trigger: { summary: 'Run the webhook trigger server (serve)', load: () => import('./cli/trigger.ts') },
-  gate: { summary: 'Run the egress gate as its own server, for Kubernetes job pods (serve)', load: () => import('./cli/gate.ts') },
+  gate: {
+    summary: 'Run the egress gate as its own server, for Kubernetes job pods (serve)',
+    load: () => import('./cli/gate.ts'),
+  },
   repos: {
     summary: "Edit the trigger server's served repositories (list, add, remove)", load: () => import('./cli/repos.ts'),
   },
   doctor: { summary: 'Check that agent runs can be sandboxed on this host', load: () => import('./cli/doctor.ts') },
   pod: { summary: 'Steps of a Kubernetes job pod around its run (seal, sign)', load: () => import('./cli/pod.ts') },
-  providers: { summary: 'List agent CLIs, their versions and whether svc tested them', load: () => import('./cli/providers.ts') },
+  providers: {
+    summary: 'List agent CLIs, their versions and whether svc tested them', load: () => import('./cli/providers.ts'),
+  },
 };
 
 function version(): string {

@@ -1,6 +1,8 @@
 // The Ed25519 key pair that signs Evidence Receipts: made on first use under ~/.svc/keys/ (0600), public part
 // shareable.
-import { generateKeyPairSync, createPrivateKey, createPublicKey, createHash, sign, verify, type KeyObject } from 'node:crypto';
+import {
+  generateKeyPairSync, createPrivateKey, createPublicKey, createHash, sign, verify, type KeyObject,
+} from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync, renameSync, chmodSync, existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 

@@ -37,6 +37,6 @@ export interface RunJson {
 
 /** Every Run JSON key, in the order DESIGN §3 lists them (and every serializer writes them). */
 export const RUN_JSON_FIELDS = [
-  'source', 'run', 'repo', 'group_id', 'status', 'verdict', 'brief', 'origin', 'provider', 'branch', 'pr_url', 'question',
-  'started_at', 'ended_at', 'updated_at', 'cost_usd', 'tokens_in', 'tokens_out', 'exit_code', 'error',
+  'source', 'run', 'repo', 'group_id', 'status', 'verdict', 'brief', 'origin', 'provider', 'branch', 'pr_url',
+  'question', 'started_at', 'ended_at', 'updated_at', 'cost_usd', 'tokens_in', 'tokens_out', 'exit_code', 'error',
 ] as const satisfies ReadonlyArray<keyof RunJson>;

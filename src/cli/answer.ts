@@ -40,20 +40,29 @@ function localState(dir: string, source: string, run: string): RunState | null {
   return null;
 }
 
+function notBlocked(source: string, run: string, status: string): ConflictError {
+  return new ConflictError(`Run ${source}/${run} is ${status}, not blocked: nothing to answer`);
+}
+
 async function answerThroughControl(io: CliIo, source: string, run: string, text: string): Promise<number> {
   const { url } = discoverControlUrl(io.env);
   const token = readControlToken(io.env);
   const client = createControlClient({ url, ...(token ? { token } : {}), timeoutMs: 10_000 });
   try {
     const found = await client.getRun({ source, run });
-    if (found.status !== 'blocked') throw new ConflictError(`Run ${source}/${run} is ${found.status}, not blocked: nothing to answer`);
+    if (found.status !== 'blocked') throw notBlocked(source, run, found.status);
     await client.answer({ source, run }, text);
   } catch (err) {
     if (err instanceof ControlApiError && err.code === 'not_found') {
-      throw new NotFoundError(`No run ${source}/${run}: it is not in this project's .svc/runs/ (use --repo DIR) and the Control Plane at ${url} does not know it`);
+      throw new NotFoundError(
+        `No run ${source}/${run}: it is not in this project's .svc/runs/ (use --repo DIR) ` +
+          `and the Control Plane at ${url} does not know it`,
+      );
     }
     if (err instanceof ControlApiError && err.code === 'unreachable') {
-      throw new NotFoundError(`No run ${source}/${run} in this project's .svc/runs/ (use --repo DIR), and ${err.message}`);
+      throw new NotFoundError(
+        `No run ${source}/${run} in this project's .svc/runs/ (use --repo DIR), and ${err.message}`,
+      );
     }
     throw err instanceof ControlApiError ? new FailedError(`${err.message} (${err.status} ${err.code})`) : err;
   }
@@ -69,13 +78,17 @@ export default async function answer(io: CliIo): Promise<number> {
   const { values, positionals } = parseFlags(io.argv, { repo: { type: 'string' } });
   const [ref, ...words] = positionals;
   const [source, run, extra] = (ref ?? '').split('/');
-  if (!isValidSegment(source) || !isValidSegment(run) || extra !== undefined) throw new UsageError('The first argument must be <source>/<run>');
+  if (!isValidSegment(source) || !isValidSegment(run) || extra !== undefined) {
+    throw new UsageError('The first argument must be <source>/<run>');
+  }
   const text = words.join(' ').trim();
   if (!text) throw new UsageError('Give the answer text after <source>/<run>');
-  if (Buffer.byteLength(text) > MAX_ANSWER_BYTES) throw new UsageError(`The answer is longer than ${MAX_ANSWER_BYTES} bytes`);
+  if (Buffer.byteLength(text) > MAX_ANSWER_BYTES) {
+    throw new UsageError(`The answer is longer than ${MAX_ANSWER_BYTES} bytes`);
+  }
   const state = localState(resolve(typeof values.repo === 'string' ? values.repo : process.cwd()), source, run);
   if (!state) return answerThroughControl(io, source, run, text);
-  if (state.status !== 'blocked') throw new ConflictError(`Run ${source}/${run} is ${state.status}, not blocked: nothing to answer`);
+  if (state.status !== 'blocked') throw notBlocked(source, run, state.status);
   const path = writeAnswer(io.env, source, run, text);
   io.stdout(`Answer written to ${path}\n`);
   return 0;

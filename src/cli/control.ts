@@ -20,7 +20,11 @@ export default async function control(io: CliIo): Promise<number> {
   if (typeof parsed === 'number') return parsed;
   const { sub, rest } = parsed;
   if (sub === 'serve') {
-    const { values, positionals } = parseFlags(rest, { host: { type: 'string' }, port: { type: 'string' }, db: { type: 'string' } });
+    const { values, positionals } = parseFlags(rest, {
+      host: { type: 'string' },
+      port: { type: 'string' },
+      db: { type: 'string' },
+    });
     if (positionals.length) throw new UsageError(`Unexpected argument "${positionals[0]}"`);
     const { resolveControlSettings } = await import('../control/settings.ts');
     const { serveControlForever, STATIC_DIR } = await import('../control/main.ts');

@@ -62,10 +62,14 @@ export async function startControlInBackground(env: NodeJS.ProcessEnv): Promise<
   while (Date.now() < deadline) {
     if (exited !== null) throw new Error(`The Control Plane exited with code ${exited} while starting:\n${tail(log)}`);
     const found = readServerRecordFile(record);
-    if (found && found.pid === pid && (await isHealthy(found.url, 1_000))) return { url: found.url.replace(/\/+$/, ''), pid, log };
+    if (found && found.pid === pid && (await isHealthy(found.url, 1_000))) {
+      return { url: found.url.replace(/\/+$/, ''), pid, log };
+    }
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
-  throw new Error(`The Control Plane did not become ready within ${START_DEADLINE_MS / 1000}s (pid ${pid}, log ${log})`);
+  throw new Error(
+    `The Control Plane did not become ready within ${START_DEADLINE_MS / 1000}s (pid ${pid}, log ${log})`,
+  );
 }
 
 function tail(path: string): string {
@@ -80,7 +84,10 @@ function tail(path: string): string {
  * The command that opens a URL: $BROWSER (its first colon-separated entry, run as a program with the URL as its
  * one argument, no shell), else the platform opener.
  */
-export function browserCommand(env: NodeJS.ProcessEnv, platform: NodeJS.Platform = process.platform): { cmd: string; args: string[] } {
+export function browserCommand(
+  env: NodeJS.ProcessEnv,
+  platform: NodeJS.Platform = process.platform,
+): { cmd: string; args: string[] } {
   const fromEnv = env.BROWSER?.split(':').map((s) => s.trim()).find(Boolean);
   if (fromEnv) return { cmd: fromEnv, args: [] };
   if (platform === 'darwin') return { cmd: 'open', args: [] };

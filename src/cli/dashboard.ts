@@ -26,7 +26,9 @@ export default async function dashboard(io: CliIo): Promise<number> {
   }
   const { values, positionals } = parseFlags(io.argv, { 'no-open': { type: 'boolean' } });
   const [sub, ...extra] = positionals;
-  if (sub !== undefined && sub !== 'start' && sub !== 'open') throw new UsageError(`Unknown subcommand "dashboard ${sub}" (expected start or open)`);
+  if (sub !== undefined && sub !== 'start' && sub !== 'open') {
+    throw new UsageError(`Unknown subcommand "dashboard ${sub}" (expected start or open)`);
+  }
   if (extra.length > 0) throw new UsageError(`Unexpected argument "${extra[0]}"`);
 
   const found = discoverControlUrl(io.env);
@@ -35,7 +37,9 @@ export default async function dashboard(io: CliIo): Promise<number> {
     io.stderr(`Using the Control Plane at ${url} (found via ${found.via})\n`);
   } else if (found.via === 'SVC_CONTROL_URL') {
     // The person pointed at a specific server: starting a different, local one would be a surprise.
-    throw new UnavailableError(`Nothing answers at SVC_CONTROL_URL (${url}); start that server or unset SVC_CONTROL_URL to run one here`);
+    throw new UnavailableError(
+      `Nothing answers at SVC_CONTROL_URL (${url}); start that server or unset SVC_CONTROL_URL to run one here`,
+    );
   } else {
     io.stderr('No Control Plane is running; starting one in the background…\n');
     let started;

@@ -34,8 +34,12 @@ export default async function deploy(io: CliIo): Promise<number> {
     repo: { type: 'string' },
   });
   const sub = positionals[0];
-  if (sub !== 'last' && (sub !== 'record' || positionals.length > 1)) throw new UsageError('Usage: svc deploy record --sha SHA --health STATUS');
-  if (sub === 'record' && (!values.sha || !values.health)) throw new UsageError('svc deploy record needs --sha and --health');
+  if (sub !== 'last' && (sub !== 'record' || positionals.length > 1)) {
+    throw new UsageError('Usage: svc deploy record --sha SHA --health STATUS');
+  }
+  if (sub === 'record' && (!values.sha || !values.health)) {
+    throw new UsageError('svc deploy record needs --sha and --health');
+  }
   const repo = repoOrExit1(values.repo ?? process.cwd());
   if (sub === 'last') {
     const line = latestDeployLine(repo);
@@ -45,7 +49,12 @@ export default async function deploy(io: CliIo): Promise<number> {
   }
   if (!values.sha || !values.health) throw new UsageError('svc deploy record needs --sha and --health');
   try {
-    const path = recordDeploy(repo, { sha: values.sha, health: values.health, ...(values['finished-at'] ? { finished_at: values['finished-at'] } : {}) });
+    const finishedAt = values['finished-at'];
+    const path = recordDeploy(repo, {
+      sha: values.sha,
+      health: values.health,
+      ...(finishedAt ? { finished_at: finishedAt } : {}),
+    });
     io.stdout(`${path}\n`);
   } catch (err) {
     throw new UsageError((err as Error).message);

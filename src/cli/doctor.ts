@@ -17,9 +17,9 @@ whether svc runs as root and what that means. Exits 0 when sandboxing works,
 
 /** What running as root changes for an agent (the sandbox holds either way; docs/engine.md "The agent sandbox"). */
 export const ROOT_NOTE = 'svc runs as root: the agent still gets no capability (own user namespace, all dropped, no ' +
-  'new privileges), but the kernel does not apply the process limit (RLIMIT_NPROC) to root, so svc\'s watchdog ends a ' +
-  'sandbox past limits.processes within about 250 ms; running svc as an ordinary user lets the kernel refuse the ' +
-  'forks instead';
+  'new privileges), but the kernel does not apply the process limit (RLIMIT_NPROC) to root, so svc\'s watchdog ' +
+  'ends a sandbox past limits.processes within about 250 ms; running svc as an ordinary user lets the kernel ' +
+  'refuse the forks instead';
 
 /** Where a package manager puts bwrap: looked at only to tell "not installed" from "installed, but not on PATH". */
 const SYSTEM_BIN_DIRS = ['/usr/bin', '/bin', '/usr/local/bin', '/usr/sbin', '/sbin'];

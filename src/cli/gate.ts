@@ -28,9 +28,15 @@ export default async function gate(io: CliIo): Promise<number> {
   if (typeof parsed === 'number') return parsed;
   const { sub, rest } = parsed;
   if (sub !== 'serve') throw new UsageError(`Unknown subcommand "${sub}" (expected "serve")`);
-  const { values } = parseFlags(rest, { host: { type: 'string' }, port: { type: 'string' }, policy: { type: 'string' } }, false);
+  const { values } = parseFlags(rest, {
+    host: { type: 'string' },
+    port: { type: 'string' },
+    policy: { type: 'string' },
+  }, false);
   const portText = values.port ?? io.env.SVC_GATE_PORT ?? '3128';
-  if (!/^\d{1,5}$/.test(portText) || Number(portText) > 65535) throw new UsageError(`--port must be 0–65535, not "${portText}"`);
+  if (!/^\d{1,5}$/.test(portText) || Number(portText) > 65535) {
+    throw new UsageError(`--port must be 0–65535, not "${portText}"`);
+  }
   const { serveGateForever } = await import('../gate/main.ts');
   const { GatePolicyError } = await import('../gate/policy.ts');
   try {
@@ -40,7 +46,9 @@ export default async function gate(io: CliIo): Promise<number> {
       policyFile: values.policy ?? io.env.SVC_GATE_POLICY_FILE ?? null,
     }, io.env, io.stdout);
   } catch (err) {
-    if (err instanceof GatePolicyError || err instanceof SyntaxError) throw new UsageError(`Gate policy: ${err.message}`);
+    if (err instanceof GatePolicyError || err instanceof SyntaxError) {
+      throw new UsageError(`Gate policy: ${err.message}`);
+    }
     throw err;
   }
 }

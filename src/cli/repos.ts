@@ -49,7 +49,9 @@ function entriesOf(file: string, text: string) {
 
 function list(io: CliIo, file: string): number {
   const text = readText(file);
-  if (text === null) throw new NotFoundError(`No repositories file at ${file}: the server serves --repo DIR (or its cwd)`);
+  if (text === null) {
+    throw new NotFoundError(`No repositories file at ${file}: the server serves --repo DIR (or its cwd)`);
+  }
   for (const entry of entriesOf(file, text)) io.stdout(`${formatServedRepo(entry)}\n`);
   return 0;
 }

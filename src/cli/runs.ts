@@ -54,18 +54,32 @@ export function parseRunRef(text: string | undefined, env: NodeJS.ProcessEnv): R
   return { source, run };
 }
 
-function listFilter(values: Record<string, string | boolean | undefined>): RunFilter {
+type FlagValues = Record<string, string | boolean | undefined>;
+
+/** The `list` flags passed to the server as they are, each with its query key. */
+const PLAIN_FILTERS = [
+  ['repo', 'repo'], ['group', 'group_id'], ['since', 'since'], ['until', 'until'], ['cursor', 'cursor'],
+] as const;
+
+/** Flags that only `list` takes. */
+const LIST_FLAGS = ['verdict', 'status', 'repo', 'group', 'since', 'until', 'limit', 'cursor'];
+
+function listFilter(values: FlagValues): RunFilter {
   const filter: RunFilter = {};
   const pick = (key: string) => (typeof values[key] === 'string' ? (values[key] as string) : undefined);
   const verdict = pick('verdict');
   if (verdict !== undefined) {
     const allowed: readonly string[] = [...VERDICTS, 'none'];
-    if (!allowed.includes(verdict)) throw new UsageError(`Invalid --verdict "${verdict}" (expected ${allowed.join(', ')})`);
+    if (!allowed.includes(verdict)) {
+      throw new UsageError(`Invalid --verdict "${verdict}" (expected ${allowed.join(', ')})`);
+    }
     filter.verdict = verdict as Verdict | 'none';
   }
   const status = pick('status');
   if (status !== undefined) {
-    if (!(RUN_STATUSES as readonly string[]).includes(status)) throw new UsageError(`Invalid --status "${status}" (expected ${RUN_STATUSES.join(', ')})`);
+    if (!(RUN_STATUSES as readonly string[]).includes(status)) {
+      throw new UsageError(`Invalid --status "${status}" (expected ${RUN_STATUSES.join(', ')})`);
+    }
     filter.status = status as RunStatus;
   }
   const limit = pick('limit');
@@ -73,14 +87,20 @@ function listFilter(values: Record<string, string | boolean | undefined>): RunFi
     if (!/^[1-9]\d*$/.test(limit)) throw new UsageError(`Invalid --limit "${limit}" (expected a positive integer)`);
     filter.limit = Number(limit);
   }
-  for (const [flag, key] of [['repo', 'repo'], ['group', 'group_id'], ['since', 'since'], ['until', 'until'], ['cursor', 'cursor']] as const) {
+  for (const [flag, key] of PLAIN_FILTERS) {
     const v = pick(flag);
     if (v !== undefined) filter[key] = v;
   }
   return filter;
 }
 
-async function dispatch(io: CliIo, client: ControlClient, sub: string, positionals: string[], values: Record<string, string | boolean | undefined>): Promise<number> {
+async function dispatch(
+  io: CliIo,
+  client: ControlClient,
+  sub: string,
+  positionals: string[],
+  values: FlagValues,
+): Promise<number> {
   const json = values.json === true;
   const print = (value: unknown) => io.stdout(`${safeJson(value, 2)}\n`);
   if (sub === 'list') {
@@ -93,7 +113,7 @@ async function dispatch(io: CliIo, client: ControlClient, sub: string, positiona
     }
     return 0;
   }
-  const listOnly = ['verdict', 'status', 'repo', 'group', 'since', 'until', 'limit', 'cursor'].find((k) => values[k] !== undefined);
+  const listOnly = LIST_FLAGS.find((k) => values[k] !== undefined);
   if (listOnly) throw new UsageError(`--${listOnly} only applies to "svc runs list"`);
   const ref = parseRunRef(positionals[0], io.env);
   if (sub === 'show') {
@@ -139,7 +159,9 @@ export default async function runs(io: CliIo): Promise<number> {
   try {
     return await dispatch(io, client, sub, args, values);
   } catch (err) {
-    if (err instanceof ControlApiError) throw new FailedError(err.status === 0 ? err.message : `${err.message} (${err.status} ${err.code})`);
+    if (err instanceof ControlApiError) {
+      throw new FailedError(err.status === 0 ? err.message : `${err.message} (${err.status} ${err.code})`);
+    }
     throw err;
   }
 }

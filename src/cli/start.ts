@@ -39,7 +39,8 @@ Steering an existing run (local, no Control Plane needed):
   --verify RUN       re-run the checks and re-issue the receipt
 `;
 
-export const CLI_PATH = fileURLToPath(new URL(`../cli${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
+const CLI_EXTENSION = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
+export const CLI_PATH = fileURLToPath(new URL(`../cli${CLI_EXTENSION}`, import.meta.url));
 
 function summary(state: RunState): string {
   const { source, run, status, verdict, pr_url, error } = state;
@@ -128,7 +129,9 @@ export default async function start(io: CliIo): Promise<number> {
     if (flag === 'resume' && state.status !== 'stopped' && state.status !== 'failed') {
       throw new ConflictError(`Run ${run} is ${state.status}; only stopped or failed runs can be resumed`);
     }
-    if (flag === 'verify' && !TERMINAL.has(state.status)) throw new ConflictError(`Run ${run} is ${state.status}; verify it once it has ended`);
+    if (flag === 'verify' && !TERMINAL.has(state.status)) {
+      throw new ConflictError(`Run ${run} is ${state.status}; verify it once it has ended`);
+    }
     return launch(io, state, flag, detach);
   }
   if (values.retry !== undefined) {

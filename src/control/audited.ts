@@ -127,7 +127,8 @@ export function audited(action: string, handler: Handler<ControlDeps>): Handler<
       });
     } catch (err) {
       // The action already happened; losing its audit row is logged loudly rather than turning success into a 500.
-      ctx.deps.log.error('audit append failed', { request_id: ctx.requestId, action, error: err instanceof Error ? err.message : String(err) });
+      const error = err instanceof Error ? err.message : String(err);
+      ctx.deps.log.error('audit append failed', { request_id: ctx.requestId, action, error });
     }
     if (failed) throw failure;
     return result!;

@@ -1,5 +1,7 @@
 // Content types of ingested artifacts are untrusted: keep a plain `type/subtype[; params]`, else octet-stream.
-const MIME = /^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}\/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}(\s*;\s*[A-Za-z0-9_-]+=("[^"\r\n]*"|[A-Za-z0-9_.+-]+))*$/;
+const NAME = String.raw`[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}`;
+const PARAM = String.raw`\s*;\s*[A-Za-z0-9_-]+=("[^"\r\n]*"|[A-Za-z0-9_.+-]+)`;
+const MIME = new RegExp(String.raw`^${NAME}\/${NAME}(${PARAM})*$`);
 
 export const OCTET_STREAM = 'application/octet-stream';
 

@@ -75,7 +75,8 @@ export function encodeEvent(row: EventRow): EncodedEvent {
   const json = eventJson(row);
   // Kinds are validated on ingest; stripping CR/LF keeps a frame a frame even if one slipped through.
   const kind = row.kind.replace(/[\r\n]/g, '');
-  return { id: row.id, source: row.source, run: row.run, kind, json, frame: `id: ${row.id}\nevent: ${kind}\ndata: ${json}\n\n` };
+  const frame = `id: ${row.id}\nevent: ${kind}\ndata: ${json}\n\n`;
+  return { id: row.id, source: row.source, run: row.run, kind, json, frame };
 }
 
 export function createRunEventBus(
@@ -107,7 +108,9 @@ export function createRunEventBus(
   }
 
   /** Groups a publish by scope key, only for keys somebody listens to. */
-  function groupBy(map: Map<string, Set<Subscriber>>, events: EncodedEvent[], keyOf: (e: EncodedEvent) => string): void {
+  function groupBy(
+    map: Map<string, Set<Subscriber>>, events: EncodedEvent[], keyOf: (e: EncodedEvent) => string,
+  ): void {
     if (map.size === 0) return;
     const groups = new Map<string, EncodedEvent[]>();
     for (const ev of events) {
@@ -165,7 +168,11 @@ export function createRunEventBus(
     close() {
       if (closed) return;
       closed = true;
-      const subs = [...all, ...[...bySource.values()].flatMap((s) => [...s]), ...[...byRun.values()].flatMap((s) => [...s])];
+      const subs = [
+        ...all,
+        ...[...bySource.values()].flatMap((s) => [...s]),
+        ...[...byRun.values()].flatMap((s) => [...s]),
+      ];
       all.clear();
       bySource.clear();
       byRun.clear();

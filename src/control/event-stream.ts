@@ -47,7 +47,9 @@ function subscribeOrRefuse(deps: ControlDeps, sub: Subscriber): () => void {
   }
 }
 
-export async function streamEvents(deps: ControlDeps, res: ServerResponse, scope: StreamScope, after: number): Promise<void> {
+export async function streamEvents(
+  deps: ControlDeps, res: ServerResponse, scope: StreamScope, after: number,
+): Promise<void> {
   let lastSent = after;
   let live = false;
   let ended = false;

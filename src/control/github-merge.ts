@@ -24,7 +24,12 @@ export function pullOf(prUrl: string): PullRef | null {
 }
 
 function headers(token: string): Record<string, string> {
-  return { authorization: `Bearer ${token}`, accept: 'application/vnd.github+json', 'x-github-api-version': '2022-11-28', 'user-agent': 'svc' };
+  return {
+    authorization: `Bearer ${token}`,
+    accept: 'application/vnd.github+json',
+    'x-github-api-version': '2022-11-28',
+    'user-agent': 'svc',
+  };
 }
 
 function same(a: unknown, b: string): boolean {
@@ -34,29 +39,39 @@ function same(a: unknown, b: string): boolean {
 /** Why the PR is not the one the receipt covers, or null when it is. */
 export function pullMismatch(pull: PullJson, receipt: Receipt): string | null {
   if (!same(pull.base?.repo?.full_name, receipt.repo)) {
-    return `The pull request is in ${String(pull.base?.repo?.full_name ?? 'an unknown repository')}, not ${receipt.repo} as the receipt says`;
+    const base = String(pull.base?.repo?.full_name ?? 'an unknown repository');
+    return `The pull request is in ${base}, not ${receipt.repo} as the receipt says`;
   }
   if (pull.head?.ref !== receipt.branch || !same(pull.head?.repo?.full_name, receipt.repo)) {
-    return `The pull request merges ${String(pull.head?.repo?.full_name ?? '?')}:${String(pull.head?.ref ?? '?')}, not ${receipt.repo}:${receipt.branch} as the receipt says`;
+    const head = `${String(pull.head?.repo?.full_name ?? '?')}:${String(pull.head?.ref ?? '?')}`;
+    return `The pull request merges ${head}, not ${receipt.repo}:${receipt.branch} as the receipt says`;
   }
   if (typeof pull.head?.sha === 'string' && pull.head.sha !== receipt.head_sha) {
-    return `The pull request head is ${pull.head.sha.slice(0, 12)}, not the receipt's ${receipt.head_sha!.slice(0, 12)}: it has commits the receipt does not cover`;
+    return `The pull request head is ${pull.head.sha.slice(0, 12)}, ` +
+      `not the receipt's ${receipt.head_sha!.slice(0, 12)}: it has commits the receipt does not cover`;
   }
   return null;
 }
 
 /** Returns null once merged, else why not. */
-export async function mergeReceiptPull(env: NodeJS.ProcessEnv, prUrl: string, receipt: Receipt): Promise<string | null> {
+export async function mergeReceiptPull(
+  env: NodeJS.ProcessEnv, prUrl: string, receipt: Receipt,
+): Promise<string | null> {
   const pull = pullOf(prUrl);
   if (!pull) return `Cannot read the pull request from ${prUrl}`;
-  if (!receipt.branch || receipt.branch !== `svc/${receipt.run}`) return `The receipt names branch ${String(receipt.branch)}, not svc/${receipt.run}`;
+  if (!receipt.branch || receipt.branch !== `svc/${receipt.run}`) {
+    return `The receipt names branch ${String(receipt.branch)}, not svc/${receipt.run}`;
+  }
   if (!receipt.head_sha || !/^[0-9a-f]{40}$/.test(receipt.head_sha)) return 'The receipt names no head commit';
   const token = env.GITHUB_TOKEN || env.GH_TOKEN;
   if (!token) return 'No GitHub token (GITHUB_TOKEN or GH_TOKEN) is set for the Control Plane';
-  const api = `${(env.GITHUB_API_URL || 'https://api.github.com').replace(/\/+$/, '')}/repos/${pull.owner}/${pull.repo}/pulls/${pull.number}`;
+  const apiBase = (env.GITHUB_API_URL || 'https://api.github.com').replace(/\/+$/, '');
+  const api = `${apiBase}/repos/${pull.owner}/${pull.repo}/pulls/${pull.number}`;
   try {
     const got = await fetch(api, { headers: headers(token), signal: AbortSignal.timeout(30_000) });
-    if (!got.ok) return `GitHub answered ${got.status} when reading the pull request: ${(await got.text()).slice(0, 200)}`;
+    if (!got.ok) {
+      return `GitHub answered ${got.status} when reading the pull request: ${(await got.text()).slice(0, 200)}`;
+    }
     const mismatch = pullMismatch((await got.json()) as PullJson, receipt);
     if (mismatch) return mismatch;
     // sha: GitHub refuses the merge (409) if the head moved after we looked (DESIGN §4: merge what the receipt covers).

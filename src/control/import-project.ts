@@ -72,7 +72,8 @@ function readRun(deps: ControlDeps, project: string, runs: PlainDir, dir: string
     let run;
     try {
       // The folder the operator named wins over anything state.json claims; a recorded pid is never taken from a file.
-      run = validateRun({ ...state, repo_path: project, pid: null, source, run: state.run ?? dir }, `${dir}/state.json`, source, now);
+      const claimed = { ...state, repo_path: project, pid: null, source, run: state.run ?? dir };
+      run = validateRun(claimed, `${dir}/state.json`, source, now);
     } catch (err) {
       skip(dir, err instanceof Error ? err.message : 'invalid state.json');
       return null;

@@ -23,7 +23,9 @@ export interface IngestResult {
   control: ControlItem[];
 }
 
-export function applyBatch(deps: ControlDeps, batch: IngestBatch, opts: { deliverControl?: boolean } = {}): IngestResult {
+export function applyBatch(
+  deps: ControlDeps, batch: IngestBatch, opts: { deliverControl?: boolean } = {},
+): IngestResult {
   const { stores } = deps;
   const { source } = batch;
   const inserted: EventRow[] = [];
@@ -64,12 +66,14 @@ export function applyBatch(deps: ControlDeps, batch: IngestBatch, opts: { delive
       else inserted.push({ id, ...ev });
     }
     for (const a of batch.artifacts) {
-      stores.artifacts.put(source, a.run, { path: a.path, content_type: a.content_type, content: a.content, created_at: now });
+      const { path, content_type, content } = a;
+      stores.artifacts.put(source, a.run, { path, content_type, content, created_at: now });
     }
     if (batch.notifications.length > 0) notifications = stores.notifications.ingest(batch.notifications);
     if (batch.served_repos !== null) stores.servedRepos.replace(source, batch.served_repos, now);
     if (opts.deliverControl === false) return [];
-    return stores.controlRequests.takePending(source, now).map((r) => ({ ...r.payload, id: r.id, run: r.run, action: r.action }));
+    const pending = stores.controlRequests.takePending(source, now);
+    return pending.map((r) => ({ ...r.payload, id: r.id, run: r.run, action: r.action }));
   });
 
   deps.bus.publish(inserted);

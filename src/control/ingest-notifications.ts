@@ -1,5 +1,6 @@
-// Validates the optional `notifications` array of an ingest body (delivery records from the trigger server) into store rows.
-// The store itself cuts targets to a host and scrubs URLs from errors; this file only checks shape and types.
+// Validates the optional `notifications` array of an ingest body (delivery records from the trigger server) into
+// store rows. The store itself cuts targets to a host and scrubs URLs from errors; this file only checks shape and
+// types.
 import { isJsonObject } from '../untrusted.ts';
 import { HttpError } from '../http/http-error.ts';
 import { NOTIFICATION_STATUSES, type NotificationInput, type NotificationStatus } from '../db/notifications-store.ts';
@@ -14,7 +15,8 @@ function bad(where: string, what: string): never {
 
 function text(where: string, v: unknown, required: boolean, max = 4096): string | null {
   if (v === undefined || v === null) return required ? bad(where, 'is required') : null;
-  return typeof v === 'string' && v.length > 0 && v.length <= max ? v : bad(where, `must be a string of 1 to ${max} characters`);
+  if (typeof v === 'string' && v.length > 0 && v.length <= max) return v;
+  return bad(where, `must be a string of 1 to ${max} characters`);
 }
 
 function time(where: string, v: unknown, fallback: number, now: number): number {
@@ -28,9 +30,13 @@ export function validateNotification(v: unknown, where: string, source: string, 
     bad(`${where}.status`, `must be one of ${NOTIFICATION_STATUSES.join(', ')}`);
   }
   const run = o.run === undefined || o.run === null ? null : o.run;
-  if (run !== null && (typeof run !== 'string' || !SEGMENT.test(run))) bad(`${where}.run`, `must match ${SEGMENT.source}`);
+  if (run !== null && (typeof run !== 'string' || !SEGMENT.test(run))) {
+    bad(`${where}.run`, `must match ${SEGMENT.source}`);
+  }
   const attempts = o.attempts ?? 0;
-  if (!Number.isSafeInteger(attempts) || (attempts as number) < 0) bad(`${where}.attempts`, 'must be a non-negative integer');
+  if (!Number.isSafeInteger(attempts) || (attempts as number) < 0) {
+    bad(`${where}.attempts`, 'must be a non-negative integer');
+  }
   const created = time(`${where}.created_at`, o.created_at, now, now);
   return {
     job_id: text(`${where}.job_id`, o.job_id, false, 128),

@@ -58,7 +58,9 @@ export function validateRun(v: unknown, where: string, source: string, now: numb
   if (!isObj(v)) return bad(where, 'must be an object');
   const run = segment(`${where}.run`, v.run);
   if (v.source !== undefined && v.source !== source) bad(`${where}.source`, 'must match the batch source');
-  if (!(RUN_STATUSES as readonly unknown[]).includes(v.status)) bad(`${where}.status`, `must be one of ${RUN_STATUSES.join(', ')}`);
+  if (!(RUN_STATUSES as readonly unknown[]).includes(v.status)) {
+    bad(`${where}.status`, `must be one of ${RUN_STATUSES.join(', ')}`);
+  }
   const updated = optionalTime(`${where}.updated_at`, v.updated_at, now) ?? now;
   const input: RunInput = {
     run,
@@ -78,7 +80,9 @@ export function validateRun(v: unknown, where: string, source: string, now: numb
   input.verdict = (v.verdict ?? null) as Verdict | null;
   for (const f of TEXT_FIELDS) {
     const x = v[f];
-    if (x !== undefined && x !== null && (typeof x !== 'string' || x.length > MAX_TEXT)) bad(`${where}.${f}`, 'must be a string or null');
+    if (x !== undefined && x !== null && (typeof x !== 'string' || x.length > MAX_TEXT)) {
+      bad(`${where}.${f}`, 'must be a string or null');
+    }
     input[f] = (x ?? null) as string | null;
   }
   for (const f of INT_FIELDS) {
@@ -93,7 +97,8 @@ export function validateRun(v: unknown, where: string, source: string, now: numb
   }
   input.cost_usd = (cost ?? null) as number | null;
   const repoPath = v.repo_path;
-  if (repoPath !== undefined && repoPath !== null && (typeof repoPath !== 'string' || !repoPath.startsWith('/') || repoPath.includes('\0'))) {
+  const absolute = typeof repoPath === 'string' && repoPath.startsWith('/') && !repoPath.includes('\0');
+  if (repoPath !== undefined && repoPath !== null && !absolute) {
     bad(`${where}.repo_path`, 'must be an absolute path or null');
   }
   input.repo_path = (repoPath ?? null) as string | null;
@@ -130,9 +135,12 @@ function validateArtifact(v: unknown, where: string): ArtifactUpload {
   } catch {
     bad(`${where}.path`, 'must be relative with no "..", NUL or backslash');
   }
-  if (typeof v.content_base64 !== 'string' || !BASE64.test(v.content_base64)) bad(`${where}.content_base64`, 'must be base64');
+  if (typeof v.content_base64 !== 'string' || !BASE64.test(v.content_base64)) {
+    bad(`${where}.content_base64`, 'must be base64');
+  }
   const type = v.content_type === undefined ? OCTET_STREAM : safeContentType(v.content_type);
-  return { run, path: v.path as string, content_type: type, content: Buffer.from(v.content_base64 as string, 'base64') };
+  const content = Buffer.from(v.content_base64 as string, 'base64');
+  return { run, path: v.path as string, content_type: type, content };
 }
 
 function list(body: Obj, key: string): unknown[] {
@@ -168,7 +176,8 @@ export function validateBatch(body: unknown, now: number): IngestBatch {
     runs: list(body, 'runs').map((r, i) => validateRun(r, `runs[${i}]`, source, now)),
     events: list(body, 'events').map((e, i) => validateEvent(e, `events[${i}]`, source, now)),
     artifacts: list(body, 'artifacts').map((a, i) => validateArtifact(a, `artifacts[${i}]`)),
-    notifications: list(body, 'notifications').map((n, i) => validateNotification(n, `notifications[${i}]`, source, now)),
+    notifications: list(body, 'notifications')
+      .map((n, i) => validateNotification(n, `notifications[${i}]`, source, now)),
     served_repos: servedRepos(body),
   };
 }

@@ -21,15 +21,23 @@ interface Spec {
 }
 
 const SPECS: readonly Spec[] = [
-  { name: 'errtrack', kind: 'trigger', needs: [['SVC_ERRTRACK_WEBHOOK_SECRET', 'ERRTRACK_CLIENT_SECRET']], secret: true },
+  {
+    name: 'errtrack', kind: 'trigger', needs: [['SVC_ERRTRACK_WEBHOOK_SECRET', 'ERRTRACK_CLIENT_SECRET']], secret: true,
+  },
   { name: 'chata', kind: 'trigger', needs: [['CHATA_SIGNING_SECRET']], secret: true },
   { name: 'trackera', kind: 'trigger', needs: [['TRACKERA_WEBHOOK_SECRET']], secret: true },
-  { name: 'trackerb', kind: 'trigger', needs: [['TRACKERB_WEBHOOK_SECRET'], ['TRACKERB_ASSIGNEES', 'TRACKERB_LABELS']], secret: true },
+  {
+    name: 'trackerb', kind: 'trigger', needs: [['TRACKERB_WEBHOOK_SECRET'], ['TRACKERB_ASSIGNEES', 'TRACKERB_LABELS']],
+    secret: true,
+  },
   { name: 'chatb', kind: 'trigger', needs: [['CHATB_SECURITY_TOKEN']], secret: true },
   { name: 'jobs', kind: 'trigger', needs: [['SVC_API_TOKEN', 'SVC_API_TOKEN_FILE']], secret: true },
   { name: 'webhook', kind: 'trigger', needs: [['GITHUB_WEBHOOK_SECRET']], secret: true },
   { name: 'trackera_comments', kind: 'outbound', needs: [['TRACKERA_API_KEY']] },
-  { name: 'trackerb_comments', kind: 'outbound', needs: [['TRACKERB_BASE_URL'], ['TRACKERB_EMAIL'], ['TRACKERB_API_TOKEN']] },
+  {
+    name: 'trackerb_comments', kind: 'outbound',
+    needs: [['TRACKERB_BASE_URL'], ['TRACKERB_EMAIL'], ['TRACKERB_API_TOKEN']],
+  },
   { name: 'github_prs', kind: 'outbound', needs: [['GITHUB_TOKEN', 'GH_TOKEN']] },
   { name: 'errtrack_fetch', kind: 'outbound', needs: [['ERRTRACK_AUTH_TOKEN']] },
 ];
@@ -54,7 +62,8 @@ export function integrationStatus(env: NodeJS.ProcessEnv, extra: { githubPrs?: b
   const clashing = new Set<string>();
   for (const a of secrets) {
     for (const b of secrets) {
-      if (a !== b && a.value !== undefined && b.value !== undefined && safeEqual(a.value, b.value)) clashing.add(a.route);
+      if (a === b || a.value === undefined || b.value === undefined) continue;
+      if (safeEqual(a.value, b.value)) clashing.add(a.route);
     }
   }
   return SPECS.map((s) => {

@@ -67,7 +67,10 @@ export const schemas = {
         properties: {
           answer: { type: 'string' },
           answered_at: time,
-          via: { enum: ['ingest', 'answer_folder'], description: 'ingest: the runner gets it in its next ingest response' },
+          via: {
+            enum: ['ingest', 'answer_folder'],
+            description: 'ingest: the runner gets it in its next ingest response',
+          },
           delivered_at: { ...time, description: 'when the runner collected it; null while it waits for its check-in' },
         },
       },
@@ -99,7 +102,10 @@ export const schemas = {
       run: { type: 'string' },
       seq: { type: 'integer', description: "runner's per-run sequence" },
       ts: { type: 'string', format: 'date-time' },
-      kind: { type: 'string', examples: ['run.status', 'log', 'question', 'answer', 'check', 'receipt', 'pr', 'cost', 'artifact', 'error'] },
+      kind: {
+        type: 'string',
+        examples: ['run.status', 'log', 'question', 'answer', 'check', 'receipt', 'pr', 'cost', 'artifact', 'error'],
+      },
       data: {},
     },
   },
@@ -110,15 +116,23 @@ export const schemas = {
       brief: { type: 'string' },
       spec_path: { type: 'string' },
       issue_url: { type: 'string' },
-      repo: { type: 'string', description: 'absolute path of a registered project (POST /v1/import or the repos setting)' },
+      repo: {
+        type: 'string',
+        description: 'absolute path of a registered project (POST /v1/import or the repos setting)',
+      },
       provider: { type: 'string' },
       pr: { type: 'boolean' },
       request_id: { type: 'string', description: 'idempotency key' },
     },
   },
   Answer: { type: 'object', required: ['answer'], properties: { answer: { type: 'string' } } },
-  RunTarget: { type: 'object', required: ['source', 'run'], properties: { source: { type: 'string' }, run: { type: 'string' } } },
-  Config: { type: 'object', required: ['config', 'version'], properties: { config: { type: 'object' }, version: { type: 'integer' } } },
+  RunTarget: {
+    type: 'object', required: ['source', 'run'], properties: { source: { type: 'string' }, run: { type: 'string' } },
+  },
+  Config: {
+    type: 'object', required: ['config', 'version'],
+    properties: { config: { type: 'object' }, version: { type: 'integer' } },
+  },
   ConfigUpdate: {
     description: 'Either a partial object of settings (`{"retention_days": 30}`), or `{config, version?}` as GET ' +
       'answers it; settings not named keep their value, null resets one to its default',
@@ -143,7 +157,10 @@ export const schemas = {
           type: 'object',
           required: ['path', 'via', 'registered_at'],
           properties: {
-            path: { type: 'string', description: 'real path (symbolic links resolved) for imports; as written for repos' },
+            path: {
+              type: 'string',
+              description: 'real path (symbolic links resolved) for imports; as written for repos',
+            },
             via: { enum: ['import', 'repos'] },
             registered_at: { ...time, description: 'when it was imported; null for the repos setting' },
           },
@@ -161,7 +178,10 @@ export const schemas = {
       artifacts: { type: 'integer' },
       skipped: {
         type: 'array',
-        items: { type: 'object', required: ['entry', 'reason'], properties: { entry: { type: 'string' }, reason: { type: 'string' } } },
+        items: {
+          type: 'object', required: ['entry', 'reason'],
+          properties: { entry: { type: 'string' }, reason: { type: 'string' } },
+        },
       },
     },
   },
@@ -210,11 +230,23 @@ export const schemas = {
       runs: { type: 'array', items: { type: 'object' } },
       events: {
         type: 'array',
-        items: { type: 'object', required: ['run', 'seq', 'ts', 'kind'], properties: { run: { type: 'string' }, seq: { type: 'integer' }, ts: { type: 'string' }, kind: { type: 'string' }, data: {} } },
+        items: {
+          type: 'object', required: ['run', 'seq', 'ts', 'kind'],
+          properties: {
+            run: { type: 'string' }, seq: { type: 'integer' }, ts: { type: 'string' }, kind: { type: 'string' },
+            data: {},
+          },
+        },
       },
       artifacts: {
         type: 'array',
-        items: { type: 'object', required: ['run', 'path', 'content_base64'], properties: { run: { type: 'string' }, path: { type: 'string' }, content_type: { type: 'string' }, content_base64: { type: 'string', contentEncoding: 'base64' } } },
+        items: {
+          type: 'object', required: ['run', 'path', 'content_base64'],
+          properties: {
+            run: { type: 'string' }, path: { type: 'string' }, content_type: { type: 'string' },
+            content_base64: { type: 'string', contentEncoding: 'base64' },
+          },
+        },
       },
       served_repos: {
         type: 'array',
@@ -239,12 +271,16 @@ export const schemas = {
       served_repos: { type: 'integer', description: 'present when the batch carried served_repos: how many it serves' },
       control: {
         type: 'array',
-        items: { type: 'object', required: ['run', 'action'], properties: { run: { type: 'string' }, action: { type: 'string' } } },
+        items: {
+          type: 'object', required: ['run', 'action'],
+          properties: { run: { type: 'string' }, action: { type: 'string' } },
+        },
       },
       deleted: {
         type: 'array',
         items: { type: 'string' },
-        description: 'runs of the batch that were deleted on the Control Plane: dropped, with their events and artifacts',
+        description:
+          'runs of the batch that were deleted on the Control Plane: dropped, with their events and artifacts',
       },
     },
   },
@@ -300,21 +336,29 @@ export const schemas = {
       repo: { type: 'string', description: 'a served repository (owner/name); default: the one marked default' },
     },
   },
-  Queued: { type: 'object', required: ['job_id', 'status'], properties: { job_id: { type: 'string' }, status: { const: 'queued' } } },
+  Queued: {
+    type: 'object', required: ['job_id', 'status'],
+    properties: { job_id: { type: 'string' }, status: { const: 'queued' } },
+  },
   Skipped: {
     type: 'object',
     required: ['status'],
     properties: { status: { enum: ['skipped', 'duplicate'] }, reason: { type: 'string' } },
   },
   Open: { type: 'object', additionalProperties: true },
-  OpenList: { type: 'object', required: ['items'], properties: { items: { type: 'array', items: { type: 'object' } } } },
+  OpenList: {
+    type: 'object', required: ['items'], properties: { items: { type: 'array', items: { type: 'object' } } },
+  },
 } as const;
 
 function page(item: string) {
   return {
     type: 'object',
     required: ['items', 'next_cursor'],
-    properties: { items: { type: 'array', items: { $ref: `#/components/schemas/${item}` } }, next_cursor: { type: ['string', 'null'] } },
+    properties: {
+      items: { type: 'array', items: { $ref: `#/components/schemas/${item}` } },
+      next_cursor: { type: ['string', 'null'] },
+    },
   };
 }
 
@@ -330,7 +374,9 @@ function errorResponse(description: string) {
 
 export const responses = {
   BadRequest: errorResponse('bad_request, invalid_json or invalid_param'),
-  Unauthorized: errorResponse('unauthorized (missing or wrong bearer token; WWW-Authenticate: Bearer) or invalid_signature'),
+  Unauthorized: errorResponse(
+    'unauthorized (missing or wrong bearer token; WWW-Authenticate: Bearer) or invalid_signature',
+  ),
   Forbidden: errorResponse('loopback_only, proxied_request, forbidden_host, forbidden_origin or forbidden_source'),
   NotFound: errorResponse('not_found'),
   Conflict: errorResponse('invalid_transition or conflict'),

@@ -41,16 +41,27 @@ const RUN = '/v1/runs/{source}/{run}';
 const LIMIT = { type: 'integer', minimum: 1, default: 50 };
 const EVENT_ID = { type: 'integer', minimum: 0 };
 const RUN_FILTERS: Op['query'] = [
-  ['verdict', 'none = no receipt yet', { enum: [...VERDICTS, 'none'] }], ['status', 'run status', { enum: [...RUN_STATUSES] }],
+  ['verdict', 'none = no receipt yet', { enum: [...VERDICTS, 'none'] }],
+  ['status', 'run status', { enum: [...RUN_STATUSES] }],
   ['source', 'the source that sent the run'], ['repo', 'repository name'],
   ['group_id', 'retry chain id'], ['since', 'ISO-8601 or unix ms'], ['until', 'ISO-8601 or unix ms'],
   ['limit', 'default 50, clamped to 500', LIMIT], ['cursor', 'next_cursor of the previous page'],
 ];
-const PAGE: Op['query'] = [['limit', 'default 50, clamped to 500', LIMIT], ['cursor', 'next_cursor of the previous page']];
-const RANGE: Op['query'] = [['since', 'ISO-8601 or unix ms'], ['until', 'ISO-8601 or unix ms'], ['repo', 'repository name']];
-const SSE = { status: 200, type: 'text/event-stream', description: 'Server-Sent Events: id = event id, event = kind; honours Last-Event-ID and ?after=; `: ping` every 15 s; 429 past SVC_CONTROL_MAX_STREAMS or _PER_RUN' };
+const PAGE: Op['query'] = [
+  ['limit', 'default 50, clamped to 500', LIMIT], ['cursor', 'next_cursor of the previous page'],
+];
+const RANGE: Op['query'] = [
+  ['since', 'ISO-8601 or unix ms'], ['until', 'ISO-8601 or unix ms'], ['repo', 'repository name'],
+];
+const SSE = {
+  status: 200, type: 'text/event-stream',
+  description: 'Server-Sent Events: id = event id, event = kind; honours Last-Event-ID and ?after=; ' +
+    '`: ping` every 15 s; 429 past SVC_CONTROL_MAX_STREAMS or _PER_RUN',
+};
 const ACCEPTED_RUN = { status: 202, schema: 'Run' };
-const REPLAYED_RUN = { status: 200, schema: 'Run', description: 'the run an earlier request with this request_id and body started' };
+const REPLAYED_RUN = {
+  status: 200, schema: 'Run', description: 'the run an earlier request with this request_id and body started',
+};
 const WEBHOOK_ERRORS: Err[] = ['Unauthorized', 'TooLarge', 'TooMany', 'Unavailable'];
 const START_ERRORS: Err[] = ['Conflict', 'TooLarge', 'UnsupportedType', 'TooMany'];
 
@@ -63,58 +74,207 @@ function action(name: string, summary: string, extra: Partial<Op> = {}): Op {
 
 function webhook(origin: string, summary: string, also: Ok): Op {
   return {
-    server: 'trigger', method: 'post', path: `/${origin}`, id: `receive${origin[0]!.toUpperCase()}${origin.slice(1)}`, summary,
-    tag: 'webhooks', auth: 'signature', body: 'Open', ok: { status: 202, schema: 'Queued', description: 'queued' }, also: [also],
-    errors: WEBHOOK_ERRORS,
+    server: 'trigger', method: 'post', path: `/${origin}`, id: `receive${origin[0]!.toUpperCase()}${origin.slice(1)}`,
+    summary, tag: 'webhooks', auth: 'signature', body: 'Open',
+    ok: { status: 202, schema: 'Queued', description: 'queued' }, also: [also], errors: WEBHOOK_ERRORS,
   };
 }
-const SKIPPED = { status: 200, schema: 'Skipped', description: 'skipped (not an event that starts a job) or a duplicate delivery' };
-const CHAT_REPLY = { status: 200, schema: 'Open', description: "the chat's own reply format (also for a skipped or duplicate delivery)" };
+const SKIPPED = {
+  status: 200, schema: 'Skipped', description: 'skipped (not an event that starts a job) or a duplicate delivery',
+};
+const CHAT_REPLY = {
+  status: 200, schema: 'Open', description: "the chat's own reply format (also for a skipped or duplicate delivery)",
+};
 
 export const operations: readonly Op[] = [
-  { server: 'both', method: 'get', path: '/health', id: 'getHealth', summary: 'Liveness: the process answers', tag: 'health', auth: 'none', ok: { status: 200, schema: 'Status' } },
-  { server: 'control', method: 'get', path: '/ready', id: 'getReady', summary: 'Readiness: the database is open and usable', tag: 'health', auth: 'none', ok: { status: 200, schema: 'Status' }, errors: ['Unavailable'] },
-  { server: 'control', method: 'get', path: '/v1/openapi.json', id: 'getOpenapi', summary: 'This document', tag: 'meta', ok: { status: 200, schema: 'Open' } },
-  { server: 'control', method: 'get', path: '/v1/runs', id: 'listRuns', summary: 'List runs, newest first, keyset-paged', tag: 'runs', query: RUN_FILTERS, ok: { status: 200, schema: 'RunPage' }, errors: ['BadRequest'] },
-  { server: 'control', method: 'post', path: '/v1/runs', id: 'createRun', summary: 'Start a run (same as POST /v1/start)', tag: 'runs', loopbackOnly: true, body: 'StartRequest', ok: ACCEPTED_RUN, also: [REPLAYED_RUN], errors: START_ERRORS },
-  { server: 'control', method: 'post', path: '/v1/start', id: 'startRun', summary: 'Start a run in a registered project (POST /v1/import); the same request_id and body return the same run (200)', tag: 'runs', loopbackOnly: true, body: 'StartRequest', ok: ACCEPTED_RUN, also: [REPLAYED_RUN], errors: START_ERRORS },
-  { server: 'control', method: 'get', path: RUN, id: 'getRun', summary: 'One run, with its artifacts, pending answer and retry-group attempts', tag: 'runs', ok: { status: 200, schema: 'RunDetail' }, errors: ['NotFound'] },
-  { server: 'control', method: 'delete', path: RUN, id: 'deleteRun', summary: 'Delete a finished run (409 while queued, running or blocked); its runner shipping it again does not bring it back', tag: 'runs', loopbackOnly: true, body: 'Empty', bodyOptional: true, ok: { status: 200, schema: 'Deleted' }, errors: ['NotFound', 'Conflict', 'TooLarge', 'UnsupportedType'] },
+  {
+    server: 'both', method: 'get', path: '/health', id: 'getHealth', summary: 'Liveness: the process answers',
+    tag: 'health', auth: 'none', ok: { status: 200, schema: 'Status' },
+  },
+  {
+    server: 'control', method: 'get', path: '/ready', id: 'getReady',
+    summary: 'Readiness: the database is open and usable', tag: 'health', auth: 'none',
+    ok: { status: 200, schema: 'Status' }, errors: ['Unavailable'],
+  },
+  {
+    server: 'control', method: 'get', path: '/v1/openapi.json', id: 'getOpenapi', summary: 'This document', tag: 'meta',
+    ok: { status: 200, schema: 'Open' },
+  },
+  {
+    server: 'control', method: 'get', path: '/v1/runs', id: 'listRuns',
+    summary: 'List runs, newest first, keyset-paged', tag: 'runs', query: RUN_FILTERS,
+    ok: { status: 200, schema: 'RunPage' }, errors: ['BadRequest'],
+  },
+  {
+    server: 'control', method: 'post', path: '/v1/runs', id: 'createRun',
+    summary: 'Start a run (same as POST /v1/start)', tag: 'runs', loopbackOnly: true, body: 'StartRequest',
+    ok: ACCEPTED_RUN, also: [REPLAYED_RUN], errors: START_ERRORS,
+  },
+  {
+    server: 'control', method: 'post', path: '/v1/start', id: 'startRun',
+    summary: 'Start a run in a registered project (POST /v1/import); ' +
+      'the same request_id and body return the same run (200)',
+    tag: 'runs', loopbackOnly: true, body: 'StartRequest', ok: ACCEPTED_RUN, also: [REPLAYED_RUN], errors: START_ERRORS,
+  },
+  {
+    server: 'control', method: 'get', path: RUN, id: 'getRun',
+    summary: 'One run, with its artifacts, pending answer and retry-group attempts', tag: 'runs',
+    ok: { status: 200, schema: 'RunDetail' }, errors: ['NotFound'],
+  },
+  {
+    server: 'control', method: 'delete', path: RUN, id: 'deleteRun',
+    summary: 'Delete a finished run (409 while queued, running or blocked); ' +
+      'its runner shipping it again does not bring it back',
+    tag: 'runs', loopbackOnly: true, body: 'Empty', bodyOptional: true, ok: { status: 200, schema: 'Deleted' },
+    errors: ['NotFound', 'Conflict', 'TooLarge', 'UnsupportedType'],
+  },
   action('stop', 'Stop a run (goes stopping, then stopped)', { loopbackOnly: true }),
-  action('resume', 'Resume a stopped or failed run in its worktree (429 at max_concurrent_runs)', { loopbackOnly: true, errors: ['NotFound', 'Conflict', 'TooLarge', 'UnsupportedType', 'TooMany'] }),
-  action('retry', 'Start a new run in the same group (429 at max_concurrent_runs)', { loopbackOnly: true, errors: ['NotFound', 'Conflict', 'TooLarge', 'UnsupportedType', 'TooMany'] }),
+  action('resume', 'Resume a stopped or failed run in its worktree (429 at max_concurrent_runs)', {
+    loopbackOnly: true, errors: ['NotFound', 'Conflict', 'TooLarge', 'UnsupportedType', 'TooMany'],
+  }),
+  action('retry', 'Start a new run in the same group (429 at max_concurrent_runs)', {
+    loopbackOnly: true, errors: ['NotFound', 'Conflict', 'TooLarge', 'UnsupportedType', 'TooMany'],
+  }),
   action('verify', 'Re-run the checks and re-issue the receipt'),
   action('answer', 'Answer a blocked run (409 unless blocked)', { body: 'Answer', bodyOptional: false }),
-  { server: 'control', method: 'get', path: `${RUN}/events`, id: 'listEvents', summary: "A run's events after an id", tag: 'events', query: [['after', 'event id', EVENT_ID], ['cursor', 'next_cursor of the previous page (not with after)'], ['limit', 'default 50, clamped to 500', LIMIT]], ok: { status: 200, schema: 'EventPage' }, errors: ['NotFound'] },
-  { server: 'control', method: 'get', path: `${RUN}/stream`, id: 'streamRun', summary: "Follow one run's events", tag: 'events', query: [['after', 'event id', EVENT_ID]], ok: SSE, errors: ['NotFound', 'TooMany'] },
-  { server: 'control', method: 'get', path: `${RUN}/artifact/{path}`, id: 'getArtifact', summary: 'A file recorded for the run (path may contain /; ETag is its sha256)', tag: 'runs', ok: { status: 200, type: '*/*' }, also: [{ status: 304, type: null, description: 'If-None-Match named its ETag' }], errors: ['NotFound'] },
-  { server: 'control', method: 'get', path: '/v1/stream', id: 'streamAll', summary: "Follow every run's events", tag: 'events', query: [['after', 'event id', EVENT_ID]], ok: SSE, errors: ['TooMany'] },
-  { server: 'control', method: 'get', path: '/v1/stats', id: 'getStats', summary: 'Counts by status and verdict, success rate, duration p50/p95, runs per day', tag: 'stats', query: RANGE, ok: { status: 200, schema: 'Open' } },
-  { server: 'control', method: 'get', path: '/v1/stats/cost', id: 'getCostStats', summary: 'Cost and tokens: total, unknown-cost runs, by provider, repo and day', tag: 'stats', query: RANGE, ok: { status: 200, schema: 'Open' } },
-  { server: 'control', method: 'get', path: '/v1/audit', id: 'listAudit', summary: 'Mutating actions as a hash chain, newest first', tag: 'admin', query: PAGE, ok: { status: 200, schema: 'OpenPage' } },
-  { server: 'control', method: 'get', path: '/v1/config', id: 'getConfig', summary: 'Configuration (secrets redacted) and its version', tag: 'admin', ok: { status: 200, schema: 'Config' } },
-  { server: 'control', method: 'put', path: '/v1/config', id: 'putConfig', summary: 'Change settings: a partial object of settings, or {config, version?} as GET returns it; If-Match: <version> guards lost updates', tag: 'admin', loopbackOnly: true, body: 'ConfigUpdate', ok: { status: 200, schema: 'Config' }, errors: ['Conflict', 'TooLarge', 'UnsupportedType'] },
-  { server: 'control', method: 'get', path: '/v1/providers', id: 'listProviders', summary: 'Coding-agent providers and whether they are installed (a bare array)', tag: 'catalog', ok: { status: 200, schema: 'ProviderList' } },
-  { server: 'control', method: 'get', path: '/v1/integrations', id: 'listIntegrations', summary: 'Each trigger route: configured or not (never values)', tag: 'catalog', ok: { status: 200, schema: 'Open' } },
-  { server: 'control', method: 'get', path: '/v1/notifications', id: 'listNotifications', summary: 'Outbound messages about runs and their delivery status', tag: 'catalog', query: PAGE, ok: { status: 200, schema: 'OpenPage' } },
-  { server: 'control', method: 'get', path: '/v1/merge/queue', id: 'listMergeQueue', summary: 'The merge queue in order', tag: 'merge', ok: { status: 200, schema: 'OpenList' } },
-  { server: 'control', method: 'post', path: '/v1/merge/queue', id: 'addToMergeQueue', summary: 'Queue a run whose PR and receipt the policy accepts', tag: 'merge', body: 'RunTarget', ok: { status: 201, schema: 'Open', description: 'queued' }, also: [{ status: 200, schema: 'Open', description: 'already queued' }], errors: ['NotFound', 'Conflict', 'TooLarge', 'UnsupportedType'] },
-  { server: 'control', method: 'post', path: '/v1/merge/run', id: 'runMergeQueue', summary: 'Merge queued runs in order, re-checking each', tag: 'merge', loopbackOnly: true, body: 'Empty', bodyOptional: true, ok: { status: 200, schema: 'OpenList', description: 'what happened to each queued run' }, errors: ['TooLarge', 'UnsupportedType'] },
-  { server: 'control', method: 'get', path: '/v1/review/risk', id: 'getReviewRisk', summary: "Review risk score from a run's diff", tag: 'runs', query: [['source', 'run source'], ['run', 'run id']], ok: { status: 200, schema: 'ReviewRisk' }, errors: ['NotFound'] },
-  { server: 'control', method: 'get', path: '/v1/keys', id: 'getKeys', summary: 'Ed25519 public keys that sign receipts (kid, PEM, JWK)', tag: 'admin', loopbackOnly: true, ok: { status: 200, schema: 'Open' } },
-  { server: 'control', method: 'get', path: '/v1/repos', id: 'listRepos', summary: 'Repository names: of runs, the repos setting, and those trigger servers serve', tag: 'admin', loopbackOnly: true, ok: { status: 200, schema: 'RepoList' } },
-  { server: 'control', method: 'get', path: '/v1/projects', id: 'listProjects', summary: 'Registered projects: where runs may be started (imported, or the repos setting)', tag: 'admin', loopbackOnly: true, ok: { status: 200, schema: 'ProjectList' } },
-  { server: 'control', method: 'post', path: '/v1/ingest', id: 'ingestRuns', summary: 'Shipper upload: runs upsert, events idempotent on (source, run, seq); body up to 16 MiB', tag: 'ingest', body: 'IngestBatch', ok: { status: 200, schema: 'IngestResult' }, errors: ['TooLarge', 'UnsupportedType'] },
-  { server: 'control', method: 'post', path: '/v1/import', id: 'importRuns', summary: 'Register a project (runs may then be started there) and read <path>/.svc/runs/* into the database', tag: 'ingest', loopbackOnly: true, body: 'ImportRequest', ok: { status: 200, schema: 'ImportResult' }, errors: ['TooLarge', 'UnsupportedType'] },
+  {
+    server: 'control', method: 'get', path: `${RUN}/events`, id: 'listEvents', summary: "A run's events after an id",
+    tag: 'events',
+    query: [
+      ['after', 'event id', EVENT_ID], ['cursor', 'next_cursor of the previous page (not with after)'],
+      ['limit', 'default 50, clamped to 500', LIMIT],
+    ],
+    ok: { status: 200, schema: 'EventPage' }, errors: ['NotFound'],
+  },
+  {
+    server: 'control', method: 'get', path: `${RUN}/stream`, id: 'streamRun', summary: "Follow one run's events",
+    tag: 'events', query: [['after', 'event id', EVENT_ID]], ok: SSE, errors: ['NotFound', 'TooMany'],
+  },
+  {
+    server: 'control', method: 'get', path: `${RUN}/artifact/{path}`, id: 'getArtifact',
+    summary: 'A file recorded for the run (path may contain /; ETag is its sha256)', tag: 'runs',
+    ok: { status: 200, type: '*/*' }, also: [{ status: 304, type: null, description: 'If-None-Match named its ETag' }],
+    errors: ['NotFound'],
+  },
+  {
+    server: 'control', method: 'get', path: '/v1/stream', id: 'streamAll', summary: "Follow every run's events",
+    tag: 'events', query: [['after', 'event id', EVENT_ID]], ok: SSE, errors: ['TooMany'],
+  },
+  {
+    server: 'control', method: 'get', path: '/v1/stats', id: 'getStats',
+    summary: 'Counts by status and verdict, success rate, duration p50/p95, runs per day', tag: 'stats', query: RANGE,
+    ok: { status: 200, schema: 'Open' },
+  },
+  {
+    server: 'control', method: 'get', path: '/v1/stats/cost', id: 'getCostStats',
+    summary: 'Cost and tokens: total, unknown-cost runs, by provider, repo and day', tag: 'stats', query: RANGE,
+    ok: { status: 200, schema: 'Open' },
+  },
+  {
+    server: 'control', method: 'get', path: '/v1/audit', id: 'listAudit',
+    summary: 'Mutating actions as a hash chain, newest first', tag: 'admin', query: PAGE,
+    ok: { status: 200, schema: 'OpenPage' },
+  },
+  {
+    server: 'control', method: 'get', path: '/v1/config', id: 'getConfig',
+    summary: 'Configuration (secrets redacted) and its version', tag: 'admin', ok: { status: 200, schema: 'Config' },
+  },
+  {
+    server: 'control', method: 'put', path: '/v1/config', id: 'putConfig',
+    summary: 'Change settings: a partial object of settings, or {config, version?} as GET returns it; ' +
+      'If-Match: <version> guards lost updates',
+    tag: 'admin', loopbackOnly: true, body: 'ConfigUpdate', ok: { status: 200, schema: 'Config' },
+    errors: ['Conflict', 'TooLarge', 'UnsupportedType'],
+  },
+  {
+    server: 'control', method: 'get', path: '/v1/providers', id: 'listProviders',
+    summary: 'Coding-agent providers and whether they are installed (a bare array)', tag: 'catalog',
+    ok: { status: 200, schema: 'ProviderList' },
+  },
+  {
+    server: 'control', method: 'get', path: '/v1/integrations', id: 'listIntegrations',
+    summary: 'Each trigger route: configured or not (never values)', tag: 'catalog',
+    ok: { status: 200, schema: 'Open' },
+  },
+  {
+    server: 'control', method: 'get', path: '/v1/notifications', id: 'listNotifications',
+    summary: 'Outbound messages about runs and their delivery status', tag: 'catalog', query: PAGE,
+    ok: { status: 200, schema: 'OpenPage' },
+  },
+  {
+    server: 'control', method: 'get', path: '/v1/merge/queue', id: 'listMergeQueue',
+    summary: 'The merge queue in order', tag: 'merge', ok: { status: 200, schema: 'OpenList' },
+  },
+  {
+    server: 'control', method: 'post', path: '/v1/merge/queue', id: 'addToMergeQueue',
+    summary: 'Queue a run whose PR and receipt the policy accepts', tag: 'merge', body: 'RunTarget',
+    ok: { status: 201, schema: 'Open', description: 'queued' },
+    also: [{ status: 200, schema: 'Open', description: 'already queued' }],
+    errors: ['NotFound', 'Conflict', 'TooLarge', 'UnsupportedType'],
+  },
+  {
+    server: 'control', method: 'post', path: '/v1/merge/run', id: 'runMergeQueue',
+    summary: 'Merge queued runs in order, re-checking each', tag: 'merge', loopbackOnly: true, body: 'Empty',
+    bodyOptional: true, ok: { status: 200, schema: 'OpenList', description: 'what happened to each queued run' },
+    errors: ['TooLarge', 'UnsupportedType'],
+  },
+  {
+    server: 'control', method: 'get', path: '/v1/review/risk', id: 'getReviewRisk',
+    summary: "Review risk score from a run's diff", tag: 'runs', query: [['source', 'run source'], ['run', 'run id']],
+    ok: { status: 200, schema: 'ReviewRisk' }, errors: ['NotFound'],
+  },
+  {
+    server: 'control', method: 'get', path: '/v1/keys', id: 'getKeys',
+    summary: 'Ed25519 public keys that sign receipts (kid, PEM, JWK)', tag: 'admin', loopbackOnly: true,
+    ok: { status: 200, schema: 'Open' },
+  },
+  {
+    server: 'control', method: 'get', path: '/v1/repos', id: 'listRepos',
+    summary: 'Repository names: of runs, the repos setting, and those trigger servers serve', tag: 'admin',
+    loopbackOnly: true, ok: { status: 200, schema: 'RepoList' },
+  },
+  {
+    server: 'control', method: 'get', path: '/v1/projects', id: 'listProjects',
+    summary: 'Registered projects: where runs may be started (imported, or the repos setting)', tag: 'admin',
+    loopbackOnly: true, ok: { status: 200, schema: 'ProjectList' },
+  },
+  {
+    server: 'control', method: 'post', path: '/v1/ingest', id: 'ingestRuns',
+    summary: 'Shipper upload: runs upsert, events idempotent on (source, run, seq); body up to 16 MiB', tag: 'ingest',
+    body: 'IngestBatch', ok: { status: 200, schema: 'IngestResult' }, errors: ['TooLarge', 'UnsupportedType'],
+  },
+  {
+    server: 'control', method: 'post', path: '/v1/import', id: 'importRuns',
+    summary: 'Register a project (runs may then be started there) and read <path>/.svc/runs/* into the database',
+    tag: 'ingest', loopbackOnly: true, body: 'ImportRequest', ok: { status: 200, schema: 'ImportResult' },
+    errors: ['TooLarge', 'UnsupportedType'],
+  },
   webhook('errtrack', 'Error-tracker alert (errtrack-hook-signature: hex HMAC-SHA256 of the body)', SKIPPED),
   webhook('chata', 'Chat-A slash command or events URL verification (v0 signature, 300 s window)', CHAT_REPLY),
   webhook('trackera', 'Tracker-A issue event (TRACKERA-Signature, signed webhookTimestamp within 300 s)', SKIPPED),
-  webhook('trackerb', 'Tracker-B issue created/updated (X-Hub-Signature sha256=…; dedupe on delivery id and body)', SKIPPED),
+  webhook(
+    'trackerb', 'Tracker-B issue created/updated (X-Hub-Signature sha256=…; dedupe on delivery id and body)', SKIPPED,
+  ),
   webhook('chatb', 'Chat-B activity (Authorization: HMAC <base64>; timestamp within 300 s)', CHAT_REPLY),
   webhook('webhook', 'Source-host webhook (GITHUB_WEBHOOK_SECRET; X-Hub-Signature-256)', SKIPPED),
-  { server: 'trigger', method: 'get', path: '/status', id: 'getTriggerStatus', summary: 'Which routes and notifiers are configured (booleans and counts, never values) and the queue depth', tag: 'health', auth: 'none', ok: { status: 200, schema: 'Open' } },
-  { server: 'trigger', method: 'post', path: '/jobs', id: 'createJob', summary: 'Queue a job directly (bearer SVC_API_TOKEN)', tag: 'jobs', auth: 'api-token', body: 'JobRequest', ok: { status: 202, schema: 'Queued' }, also: [SKIPPED], errors: ['Unauthorized', 'TooLarge', 'TooMany', 'UnsupportedType', 'Unavailable'] },
-  { server: 'trigger', method: 'get', path: '/jobs/{id}', id: 'getJob', summary: 'One job and the run it follows (bearer SVC_API_TOKEN; without one set, open to this machine on a loopback-bound server, else 503 not_configured)', tag: 'jobs', auth: 'api-token-or-loopback', ok: { status: 200, schema: 'Job' }, errors: ['Unauthorized', 'NotFound', 'Unavailable'] },
+  {
+    server: 'trigger', method: 'get', path: '/status', id: 'getTriggerStatus',
+    summary: 'Which routes and notifiers are configured (booleans and counts, never values) and the queue depth',
+    tag: 'health', auth: 'none', ok: { status: 200, schema: 'Open' },
+  },
+  {
+    server: 'trigger', method: 'post', path: '/jobs', id: 'createJob',
+    summary: 'Queue a job directly (bearer SVC_API_TOKEN)', tag: 'jobs', auth: 'api-token', body: 'JobRequest',
+    ok: { status: 202, schema: 'Queued' }, also: [SKIPPED],
+    errors: ['Unauthorized', 'TooLarge', 'TooMany', 'UnsupportedType', 'Unavailable'],
+  },
+  {
+    server: 'trigger', method: 'get', path: '/jobs/{id}', id: 'getJob',
+    summary: 'One job and the run it follows (bearer SVC_API_TOKEN; ' +
+      'without one set, open to this machine on a loopback-bound server, else 503 not_configured)',
+    tag: 'jobs', auth: 'api-token-or-loopback', ok: { status: 200, schema: 'Job' },
+    errors: ['Unauthorized', 'NotFound', 'Unavailable'],
+  },
 ];
 
 export const CONTROL_SERVER = { url: 'http://127.0.0.1:47821', description: 'Control Plane (svc control serve)' };
@@ -143,11 +303,17 @@ function okResponse(ok: Ok): Record<string, unknown> {
 const ANY_ROUTE: Err[] = ['BadRequest', 'Forbidden'];
 
 function operation(op: Op): Record<string, unknown> {
-  const params = [...op.path.matchAll(/\{(\w+)\}/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }));
-  const query = (op.query ?? []).map(([name, description, schema]) => ({ name, in: 'query', required: false, description, schema: schema ?? { type: 'string' } }));
+  const params = [...op.path.matchAll(/\{(\w+)\}/g)].map((m) => ({
+    name: m[1], in: 'path', required: true, schema: { type: 'string' },
+  }));
+  const query = (op.query ?? []).map(([name, description, schema]) => ({
+    name, in: 'query', required: false, description, schema: schema ?? { type: 'string' },
+  }));
   const oks = [op.ok ?? { status: 200 }, ...(op.also ?? [])];
   const errors = new Set<Err>([...ANY_ROUTE, ...(op.errors ?? [])]);
   if (op.auth === undefined || op.auth === 'token') errors.add('Unauthorized');
+  const errorRefs = [...errors].sort((a, b) => ERROR_STATUS[a] - ERROR_STATUS[b])
+    .map((e) => [String(ERROR_STATUS[e]), { $ref: `#/components/responses/${e}` }]);
   const out: Record<string, unknown> = {
     operationId: op.id,
     summary: op.summary,
@@ -156,13 +322,16 @@ function operation(op: Op): Record<string, unknown> {
     parameters: [...params, ...query],
     responses: {
       ...Object.fromEntries(oks.map((ok) => [String(ok.status), okResponse(ok)])),
-      ...Object.fromEntries([...errors].sort((a, b) => ERROR_STATUS[a] - ERROR_STATUS[b]).map((e) => [String(ERROR_STATUS[e]), { $ref: `#/components/responses/${e}` }])),
+      ...Object.fromEntries(errorRefs),
       default: { $ref: '#/components/responses/Other' },
     },
   };
   if (op.loopbackOnly) out['x-loopback-only'] = true;
   if (op.body) {
-    out.requestBody = { required: !op.bodyOptional, content: { 'application/json': { schema: { $ref: `#/components/schemas/${op.body}` } } } };
+    out.requestBody = {
+      required: !op.bodyOptional,
+      content: { 'application/json': { schema: { $ref: `#/components/schemas/${op.body}` } } },
+    };
   }
   if (op.server === 'both') out.servers = [CONTROL_SERVER, TRIGGER_SERVER];
   return out;
@@ -202,8 +371,9 @@ export function buildOpenapi(version: string): Record<string, unknown> {
     info: {
       title: 'svc Control Plane and trigger server',
       version,
-      description: 'Errors from both servers: {"error":{"code","message"}}. Every /v1 call needs Authorization: Bearer ' +
-        '<SVC_CONTROL_TOKEN> when the Control Plane has a token (security lists it as optional for that reason).',
+      description: 'Errors from both servers: {"error":{"code","message"}}. ' +
+        'Every /v1 call needs Authorization: Bearer <SVC_CONTROL_TOKEN> when the Control Plane has a token ' +
+        '(security lists it as optional for that reason).',
     },
     servers: [CONTROL_SERVER, TRIGGER_SERVER],
     tags: [...new Set(operations.map((o) => o.tag))].map((name) => ({ name, description: TAGS[name] ?? name })),
@@ -213,7 +383,9 @@ export function buildOpenapi(version: string): Record<string, unknown> {
       responses,
       securitySchemes: {
         controlToken: { type: 'http', scheme: 'bearer', description: 'SVC_CONTROL_TOKEN (Control Plane /v1/*)' },
-        triggerApiToken: { type: 'http', scheme: 'bearer', description: 'SVC_API_TOKEN or SVC_API_TOKEN_FILE (trigger /jobs)' },
+        triggerApiToken: {
+          type: 'http', scheme: 'bearer', description: 'SVC_API_TOKEN or SVC_API_TOKEN_FILE (trigger /jobs)',
+        },
       },
     },
   };

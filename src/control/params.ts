@@ -25,7 +25,16 @@ export function checkQueryKeys(query: URLSearchParams, allowed: readonly string[
     if (!allowed.includes(key)) throw new HttpError('invalid_param', `Unknown query parameter "${key}"`);
   }
   for (const key of allowed) {
-    if (query.getAll(key).length > 1) throw new HttpError('invalid_param', `Query parameter "${key}" is given more than once`);
+    if (query.getAll(key).length > 1) {
+      throw new HttpError('invalid_param', `Query parameter "${key}" is given more than once`);
+    }
+  }
+}
+
+/** The same for a JSON body's fields. */
+export function checkBodyKeys(body: Record<string, unknown>, allowed: readonly string[]): void {
+  for (const key of Object.keys(body)) {
+    if (!allowed.includes(key)) throw new HttpError('invalid_param', `Unknown field "${key}"`);
   }
 }
 
@@ -64,7 +73,9 @@ export function optionalTime(query: URLSearchParams, name: string): number | und
 
 /** A non-negative integer id (event cursors, Last-Event-ID). */
 export function parseId(name: string, value: string): number {
-  if (!/^[0-9]{1,15}$/.test(value)) throw new HttpError('invalid_param', `Parameter "${name}" must be a non-negative integer`);
+  if (!/^[0-9]{1,15}$/.test(value)) {
+    throw new HttpError('invalid_param', `Parameter "${name}" must be a non-negative integer`);
+  }
   return Number(value);
 }
 

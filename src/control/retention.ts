@@ -21,7 +21,8 @@ export function pruneExpiredRuns(deps: ControlDeps, now = deps.clock()): number 
   let deleted = 0;
   for (;;) {
     const batch = deps.stores.runs.listEnded(before, BATCH);
-    const progress = transaction(deps.db, () => batch.filter((r) => deps.stores.runs.delete(r.source, r.run) === 'deleted').length);
+    const deleteBatch = () => batch.filter((r) => deps.stores.runs.delete(r.source, r.run) === 'deleted').length;
+    const progress = transaction(deps.db, deleteBatch);
     deleted += progress;
     if (batch.length < BATCH || progress === 0) break;
   }

@@ -9,6 +9,7 @@ import type { RunRow } from '../db/run-types.ts';
 import type { ControlStores } from '../db/control-stores.ts';
 import type { Logger } from '../log.ts';
 import { stopLocalRun } from '../engine/stop.ts';
+import { TERMINAL } from '../run-json.ts';
 import type { RunEventBus } from './event-bus.ts';
 import type { ControlSettings } from './settings.ts';
 
@@ -97,7 +98,8 @@ export function createRunController(deps: RunControllerDeps): RunController {
           child.on('close', (code) => {
             if (code !== 0) {
               const line = stderr.trim().split('\n').pop() ?? '';
-              recordFailure(source, run, line.replace(/^svc start: /, '') || `svc start exited with code ${code}`, onFailure);
+              const why = line.replace(/^svc start: /, '') || `svc start exited with code ${code}`;
+              recordFailure(source, run, why, onFailure);
             }
             resolve();
           });
@@ -119,9 +121,11 @@ export function createRunController(deps: RunControllerDeps): RunController {
           // The worker ships its own "stopped"; this covers a worker that was killed before it could.
           const now = deps.clock();
           const current = deps.stores.runs.get(row.source, row.run);
-          if (current && (current.status === 'stopping' || current.status === 'queued' || current.status === 'running' || current.status === 'blocked')) {
-            deps.stores.runs.setStatus(row.source, row.run, status === 'succeeded' || status === 'failed' ? status : 'stopped', now, { ended_at: endedAt, question: null });
-            deps.bus.publish([deps.stores.events.append(row.source, row.run, { kind: 'run.status', data: { from: current.status, to: 'stopped' }, ts: now })]);
+          if (current && !TERMINAL.has(current.status)) {
+            const final = status === 'succeeded' || status === 'failed' ? status : 'stopped';
+            deps.stores.runs.setStatus(row.source, row.run, final, now, { ended_at: endedAt, question: null });
+            const data = { from: current.status, to: 'stopped' };
+            deps.bus.publish([deps.stores.events.append(row.source, row.run, { kind: 'run.status', data, ts: now })]);
           }
         })(),
       );

@@ -70,7 +70,9 @@ export function checkRunReceipt(deps: ControlDeps, row: RunRow): ReceiptVerdict 
   if (!check.ok || !check.receipt) return { ok: false, reason: check.message };
   const key = known.find((k) => k.kid === check.receipt!.kid)!;
   const signer: Signer = { kid: key.kid, name: key.name, origin: key.origin };
-  if (check.receipt.source !== row.source || check.receipt.run !== row.run) return { ok: false, reason: 'The receipt belongs to another run' };
+  if (check.receipt.source !== row.source || check.receipt.run !== row.run) {
+    return { ok: false, reason: 'The receipt belongs to another run' };
+  }
   let policy: Policy;
   try {
     policy = policyOf(row);
@@ -78,7 +80,8 @@ export function checkRunReceipt(deps: ControlDeps, row: RunRow): ReceiptVerdict 
     return { ok: false, reason: `Policy: ${(err as Error).message}` };
   }
   if (!verdictAccepted(policy, check.receipt.verdict)) {
-    return { ok: false, reason: `Verdict ${check.receipt.verdict} is not accepted by the policy (pr.open = "${policy.pr.open}")` };
+    const reason = `Verdict ${check.receipt.verdict} is not accepted by the policy (pr.open = "${policy.pr.open}")`;
+    return { ok: false, reason };
   }
   return { ok: true, receipt: check.receipt, signer };
 }

@@ -12,7 +12,9 @@ export const MAX_ANSWER_BYTES = 64 * 1024;
  * Written by the Control Plane's answer route, `svc answer`, or a runner relaying an ingest control item. The Control
  * Plane may deliver one answer both ways (its own file and a control item); both copies carry the same `answerId`.
  */
-export function writeAnswer(env: NodeJS.ProcessEnv, source: string, run: string, answer: string, answerId?: string): string {
+export function writeAnswer(
+  env: NodeJS.ProcessEnv, source: string, run: string, answer: string, answerId?: string,
+): string {
   const path = answerFilePath(env, source, run);
   writeJsonAtomic(path, { answer, at: new Date().toISOString(), ...(answerId ? { answer_id: answerId } : {}) }, 0o600);
   return path;
@@ -30,7 +32,10 @@ function readAnswerFile(path: string): { answer?: unknown; answer_id?: unknown }
 export function answerAlreadyTaken(keepDir: string, answerId: string, except?: string): boolean {
   const dir = join(keepDir, 'answers');
   if (!existsSync(dir)) return false;
-  return readdirSync(dir).some((name) => join(dir, name) !== except && readAnswerFile(join(dir, name))?.answer_id === answerId);
+  return readdirSync(dir).some((name) => {
+    const path = join(dir, name);
+    return path !== except && readAnswerFile(path)?.answer_id === answerId;
+  });
 }
 
 /**

@@ -58,7 +58,11 @@ export async function runChecks(checks: CheckSpec[], hooks: CheckHooks): Promise
     if (hooks.stopped()) break;
     const started = Date.now();
     const run = spawnGroup(check.run, {
-      cwd: hooks.cwd, env: hooks.env, extra: hooks.extra, maxBytes: CHECK_OUTPUT_CAP, timeoutMs: hooks.timeoutMs ?? CHECK_TIMEOUT_MS,
+      cwd: hooks.cwd,
+      env: hooks.env,
+      extra: hooks.extra,
+      maxBytes: CHECK_OUTPUT_CAP,
+      timeoutMs: hooks.timeoutMs ?? CHECK_TIMEOUT_MS,
       sandbox: hooks.sandboxFor(check.run),
     });
     hooks.onSpawn?.(run.identity);
@@ -75,7 +79,8 @@ export async function runChecks(checks: CheckSpec[], hooks: CheckHooks): Promise
       output_sha256: createHash('sha256').update(output).digest('hex'),
       artifact,
     };
-    hooks.event('check', { name: result.name, exit_code: result.exit_code, duration_ms: result.duration_ms, required: result.required, artifact });
+    const { name, exit_code, duration_ms, required } = result;
+    hooks.event('check', { name, exit_code, duration_ms, required, artifact });
     results.push(result);
   }
   return results;

@@ -40,7 +40,10 @@ function fileInside(path: string, root: string): string | null {
  * inside that folder (the repo); anything else — outside, missing, a link out — is the brief it literally is, so a chat
  * message cannot point a run at ~/.ssh/config.json or another project's notes.
  */
-export function classifyInput(input: string, opts: { forceBrief: boolean; cwd: string; confineTo?: string | null }): ClassifiedInput {
+export function classifyInput(
+  input: string,
+  opts: { forceBrief: boolean; cwd: string; confineTo?: string | null },
+): ClassifiedInput {
   const text = input.trim();
   if (text === '') throw new BadInputError('Nothing to do: give a brief, a spec file, an issue export or an issue URL');
   if (opts.forceBrief) return { kind: 'brief', value: text };

@@ -26,25 +26,38 @@ export function loadEngineConfig(repo: string): EngineConfig {
   if (!isJsonObject(raw)) throw new Error('.svc/config.json must hold a JSON object');
   const o = raw as Record<string, unknown>;
   for (const key of Object.keys(o)) {
-    if (key !== 'provider' && key !== 'providers') throw new Error(`Unknown key "${key}" in .svc/config.json (allowed: provider, providers)`);
+    if (key !== 'provider' && key !== 'providers') {
+      throw new Error(`Unknown key "${key}" in .svc/config.json (allowed: provider, providers)`);
+    }
   }
   const providers: EngineConfig['providers'] = {};
   const list = o.providers ?? {};
   if (!isJsonObject(list)) throw new Error('.svc/config.json providers must be an object');
   for (const [name, value] of Object.entries(list as Record<string, unknown>)) {
-    const command = (value as { command?: unknown } | null)?.command;
-    const writable = (value as { writable?: unknown } | null)?.writable;
-    const extra = (typeof value === 'object' && value !== null ? Object.keys(value) : []).filter((k) => k !== 'command' && k !== 'writable');
-    if (extra.length) throw new Error(`Unknown key "${extra[0]}" in .svc/config.json providers.${name} (allowed: command, writable)`);
-    if (!/^[a-z0-9][a-z0-9_-]{0,31}$/.test(name)) throw new Error(`Provider name "${name}" in .svc/config.json is not a simple lowercase name`);
-    if (!Array.isArray(command) || command.length === 0 || !command.every((a) => typeof a === 'string' && a !== '')) {
-      throw new Error(`.svc/config.json providers.${name}.command must be a non-empty argv array of strings`);
-    }
-    if (writable !== undefined && (!Array.isArray(writable) || !writable.every(isFolderName))) {
-      throw new Error(`.svc/config.json providers.${name}.writable must be an array of folder paths (absolute or under HOME)`);
-    }
-    providers[name] = writable === undefined ? { command: command as string[] } : { command: command as string[], writable };
+    providers[name] = readProvider(name, value);
   }
-  if (o.provider !== undefined && o.provider !== null && typeof o.provider !== 'string') throw new Error('.svc/config.json provider must be a name');
+  if (o.provider !== undefined && o.provider !== null && typeof o.provider !== 'string') {
+    throw new Error('.svc/config.json provider must be a name');
+  }
   return { provider: (o.provider as string | undefined) ?? null, providers };
+}
+
+/** One entry of `providers`: `{ command, writable? }` under a simple lowercase name. */
+function readProvider(name: string, value: unknown): EngineConfig['providers'][string] {
+  const where = `.svc/config.json providers.${name}`;
+  const command = (value as { command?: unknown } | null)?.command;
+  const writable = (value as { writable?: unknown } | null)?.writable;
+  const keys = typeof value === 'object' && value !== null ? Object.keys(value) : [];
+  const extra = keys.filter((k) => k !== 'command' && k !== 'writable');
+  if (extra.length) throw new Error(`Unknown key "${extra[0]}" in ${where} (allowed: command, writable)`);
+  if (!/^[a-z0-9][a-z0-9_-]{0,31}$/.test(name)) {
+    throw new Error(`Provider name "${name}" in .svc/config.json is not a simple lowercase name`);
+  }
+  if (!Array.isArray(command) || command.length === 0 || !command.every((a) => typeof a === 'string' && a !== '')) {
+    throw new Error(`${where}.command must be a non-empty argv array of strings`);
+  }
+  if (writable !== undefined && (!Array.isArray(writable) || !writable.every(isFolderName))) {
+    throw new Error(`${where}.writable must be an array of folder paths (absolute or under HOME)`);
+  }
+  return writable === undefined ? { command: command as string[] } : { command: command as string[], writable };
 }

@@ -15,7 +15,8 @@ function parseRecord(raw: unknown): DeployRecord | null {
   const o = raw as Partial<DeployRecord> | null;
   if (!o || typeof o.sha !== 'string' || !/^[0-9a-f]{7,64}$/i.test(o.sha)) return null;
   if (typeof o.finished_at !== 'string' || Number.isNaN(Date.parse(o.finished_at))) return null;
-  return { sha: o.sha.toLowerCase(), finished_at: o.finished_at, health: typeof o.health === 'string' ? o.health : 'unknown' };
+  const health = typeof o.health === 'string' ? o.health : 'unknown';
+  return { sha: o.sha.toLowerCase(), finished_at: o.finished_at, health };
 }
 
 export function readDeploys(repoDir: string): DeployRecord[] {
@@ -43,7 +44,8 @@ export function latestDeployLine(repoDir: string): string | null {
 }
 
 export function recordDeploy(repoDir: string, input: { sha: string; health: string; finished_at?: string }): string {
-  const record = parseRecord({ sha: input.sha, health: input.health, finished_at: input.finished_at ?? new Date().toISOString() });
+  const finishedAt = input.finished_at ?? new Date().toISOString();
+  const record = parseRecord({ sha: input.sha, health: input.health, finished_at: finishedAt });
   if (!record) throw new Error('A deploy record needs a hex commit sha (7-64 chars) and an ISO-8601 finished_at');
   const name = `${record.finished_at.replace(/[^0-9A-Za-z]/g, '')}-${record.sha.slice(0, 12)}.json`;
   const path = join(repoDir, '.svc', 'deploys', name);

@@ -27,11 +27,16 @@ function isSentryHost(hostname: string): boolean {
 export function issueApiUrls(pageUrl: string, env: NodeJS.ProcessEnv): IssueApi {
   const page = new URL(pageUrl);
   if (!env.ERRTRACK_URL && !isSentryHost(page.hostname)) {
-    throw new BadSettingError(`Refusing to send ERRTRACK_AUTH_TOKEN to "${page.host}": without ERRTRACK_URL only sentry.io hosts get it. Set ERRTRACK_URL to your error tracker's address to use another host`);
+    throw new BadSettingError(
+      `Refusing to send ERRTRACK_AUTH_TOKEN to "${page.host}": without ERRTRACK_URL only sentry.io hosts get it. ` +
+        "Set ERRTRACK_URL to your error tracker's address to use another host",
+    );
   }
   const id = /\/issues\/(\d+)/.exec(page.pathname)?.[1];
   if (!id) throw new BadInputError(`Not an issue URL: "${pageUrl}"`);
-  const org = /\/organizations\/([^/]+)\//.exec(page.pathname)?.[1] ?? /^([a-z0-9-]+)\.sentry\.io$/i.exec(page.hostname)?.[1] ?? null;
+  const org = /\/organizations\/([^/]+)\//.exec(page.pathname)?.[1]
+    ?? /^([a-z0-9-]+)\.sentry\.io$/i.exec(page.hostname)?.[1]
+    ?? null;
   let base = `${page.protocol}//${page.host}/api/0`;
   if (env.ERRTRACK_URL) {
     const override = new URL(env.ERRTRACK_URL);
@@ -74,7 +79,9 @@ export function curlJson(url: string, token: string, curlPath = 'curl'): Promise
     const err: Buffer[] = [];
     child.stdout?.on('data', (c: Buffer) => out.push(c));
     child.stderr?.on('data', (c: Buffer) => err.push(c));
-    child.on('error', (e) => reject(new FailedError(`Could not run curl to fetch the issue: ${e.message}`, { cause: e })));
+    child.on('error', (e) => {
+      reject(new FailedError(`Could not run curl to fetch the issue: ${e.message}`, { cause: e }));
+    });
     child.on('close', (code) => {
       if (code !== 0) {
         const detail = Buffer.concat(err).toString('utf8').split(token).join('***').trim().split('\n')[0] ?? '';
@@ -94,7 +101,10 @@ export function curlJson(url: string, token: string, curlPath = 'curl'): Promise
 export async function fetchIssueExport(pageUrl: string, env: NodeJS.ProcessEnv): Promise<ErrtrackExport> {
   const token = env.ERRTRACK_AUTH_TOKEN;
   if (!token) {
-    throw new BadSettingError('ERRTRACK_AUTH_TOKEN is not set, so nothing was fetched. Set it, or save the issue as JSON and run: svc start <file.json>');
+    throw new BadSettingError(
+      'ERRTRACK_AUTH_TOKEN is not set, so nothing was fetched. ' +
+        'Set it, or save the issue as JSON and run: svc start <file.json>',
+    );
   }
   if (!/^[\x21-\x7e]+$/.test(token) || token.includes('"') || token.includes('\\')) {
     throw new BadSettingError('ERRTRACK_AUTH_TOKEN contains characters a token cannot have');

@@ -116,7 +116,7 @@ export function summarize(exp: ErrtrackExport): ErrtrackSummary {
   const meta = obj(issue?.metadata) ?? obj(event?.metadata);
   const errorType = str(top?.type) ?? str(meta?.type);
   const errorValue = str(top?.value) ?? str(meta?.value);
-  const title = str(issue?.title) ?? str(event?.title) ?? [errorType, errorValue].filter(Boolean).join(': ') ?? 'Unknown error';
+  const title = str(issue?.title) ?? str(event?.title) ?? [errorType, errorValue].filter(Boolean).join(': ');
   return {
     title: oneLine(title || 'Unknown error', 300),
     errorType: errorType && oneLine(errorType, 200),
@@ -133,7 +133,9 @@ export function summarize(exp: ErrtrackExport): ErrtrackSummary {
 
 export function renderErrtrackSpec(s: ErrtrackSummary): string {
   const error = [s.errorType, s.errorValue].filter(Boolean).join(': ') || s.title;
-  const frames = s.frames.slice(0, 40).map((f) => `- ${f.file}:${f.line ?? '?'} in ${f.fn}${f.inApp ? '' : ' (library)'}`);
+  const frameLine = (f: ErrtrackSummary['frames'][number]) =>
+    `- ${f.file}:${f.line ?? '?'} in ${f.fn}${f.inApp ? '' : ' (library)'}`;
+  const frames = s.frames.slice(0, 40).map(frameLine);
   const context = [
     `- Release: ${s.release ?? 'unknown'}`,
     `- Environment: ${s.environment ?? 'unknown'}`,

@@ -40,7 +40,8 @@ export function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
 
 export function saveDiff(ctx: RunContext, diff: DiffResult): void {
   ctx.saveArtifact('diff.patch', diff.patch);
-  ctx.saveArtifact('diffstat.json', JSON.stringify({ files: diff.files, insertions: diff.insertions, deletions: diff.deletions, patch_sha256: diff.patch_sha256 }, null, 2));
+  const { files, insertions, deletions, patch_sha256 } = diff;
+  ctx.saveArtifact('diffstat.json', JSON.stringify({ files, insertions, deletions, patch_sha256 }, null, 2));
 }
 
 export async function verifyWork(
@@ -105,8 +106,21 @@ export function writeReceipt(
       head_sha: state.head_sha,
       spec_sha256: createHash('sha256').update(spec).digest('hex'),
       provider: state.provider,
-      checks: checks.map((c) => ({ name: c.name, argv: c.argv, required: c.required, exit_code: c.exit_code, duration_ms: c.duration_ms, output_sha256: c.output_sha256 })),
-      diff: { files: diff.files.length, insertions: diff.insertions, deletions: diff.deletions, patch_sha256: diff.patch_sha256, paths: diff.files.map((f) => f.path) },
+      checks: checks.map((c) => ({
+        name: c.name,
+        argv: c.argv,
+        required: c.required,
+        exit_code: c.exit_code,
+        duration_ms: c.duration_ms,
+        output_sha256: c.output_sha256,
+      })),
+      diff: {
+        files: diff.files.length,
+        insertions: diff.insertions,
+        deletions: diff.deletions,
+        patch_sha256: diff.patch_sha256,
+        paths: diff.files.map((f) => f.path),
+      },
       cost: { usd: state.cost_usd, tokens_in: state.tokens_in, tokens_out: state.tokens_out },
       verdict,
       gaps,
@@ -125,7 +139,7 @@ export function writeReceipt(
 }
 
 export function prBody(ctx: RunContext, receipt: Receipt): string {
-  const checks = receipt.checks.map((c) => `| ${c.name} | ${c.required ? 'required' : 'optional'} | ${c.exit_code === 0 ? 'passed' : `failed (${c.exit_code})`} |`);
+  const checks = receipt.checks.map(checkRow);
   const cost = receipt.cost.usd === null ? 'not reported' : `$${receipt.cost.usd.toFixed(4)}`;
   return [
     `Run \`${receipt.source}/${receipt.run}\` by svc (${receipt.provider}). Verdict: **${receipt.verdict}**.`,
@@ -133,7 +147,9 @@ export function prBody(ctx: RunContext, receipt: Receipt): string {
     'Task (untrusted text from the run input):',
     fence(ctx.state.brief, 'text'),
     '',
-    ...(checks.length ? ['| check | kind | result |', '|---|---|---|', ...checks, ''] : ['No checks are configured in .svc/policy.json.', '']),
+    ...(checks.length
+      ? ['| check | kind | result |', '|---|---|---|', ...checks, '']
+      : ['No checks are configured in .svc/policy.json.', '']),
     `Diff: ${receipt.diff.files} files, +${receipt.diff.insertions} -${receipt.diff.deletions}. Cost: ${cost}.`,
     ...(receipt.gaps.length ? ['', `Gaps: ${receipt.gaps.join('; ')}.`] : []),
     '',
@@ -149,6 +165,12 @@ export function prBody(ctx: RunContext, receipt: Receipt): string {
   ].join('\n');
 }
 
+/** One row of the PR body's table of checks. */
+function checkRow(c: Receipt['checks'][number]): string {
+  const result = c.exit_code === 0 ? 'passed' : `failed (${c.exit_code})`;
+  return `| ${c.name} | ${c.required ? 'required' : 'optional'} | ${result} |`;
+}
+
 /**
  * Opens the PR only when asked (--pr), the diff is non-empty and the policy accepts the verdict; otherwise records why
  * not.
@@ -160,7 +182,9 @@ export async function maybeOpenPr(ctx: RunContext, policy: Policy, receipt: Rece
   let reason: string | null = null;
   if (receipt.diff.files === 0) reason = 'the diff is empty';
   else if (policy.pr.open === 'never') reason = 'the policy says pr.open = "never"';
-  else if (!verdictAccepted(policy, receipt.verdict)) reason = `verdict ${receipt.verdict} does not meet the policy's pr.open = "${policy.pr.open}"`;
+  else if (!verdictAccepted(policy, receipt.verdict)) {
+    reason = `verdict ${receipt.verdict} does not meet the policy's pr.open = "${policy.pr.open}"`;
+  }
   // pr.open was "never" when the run was made, so no target was pinned; a policy changed since cannot add one.
   else if (!target) reason = 'no push target was pinned when the run was made (pr.open was "never" then)';
   if (reason !== null || !target) {

@@ -75,7 +75,8 @@ export function excludeEngineFolders(repo: string): void {
   const path = join(info, 'exclude');
   const text = existsSync(path) ? readFileSync(path, 'utf8') : '';
   const lines = text.split('\n');
-  const wanted = ['/.svc/runs/', '/.svc/worktrees/', '/.svc/inbox/', '/.svc/ship-pending/'].filter((l) => !lines.includes(l));
+  const folders = ['/.svc/runs/', '/.svc/worktrees/', '/.svc/inbox/', '/.svc/ship-pending/'];
+  const wanted = folders.filter((l) => !lines.includes(l));
   if (wanted.length) appendFileSync(path, `${text && !text.endsWith('\n') ? '\n' : ''}${wanted.join('\n')}\n`);
 }
 

@@ -99,7 +99,9 @@ function createRun(n: NewRun): { dir: string; state: RunState } {
   try {
     pushTarget = pushTargetFor(n.repo, n.pr);
   } catch (err) {
-    if (err instanceof PushRefusedError) throw new RefusedError(`Refusing to start a --pr run: ${err.message}`, { cause: err });
+    if (err instanceof PushRefusedError) {
+      throw new RefusedError(`Refusing to start a --pr run: ${err.message}`, { cause: err });
+    }
     throw err;
   }
   excludeEngineFolders(n.repo);
@@ -119,10 +121,10 @@ function createRun(n: NewRun): { dir: string; state: RunState } {
     source, run: n.run, repo: runRepoName(n.repo, n.env), group_id: n.groupId ?? n.run, status: 'queued', verdict: null,
     brief: n.brief, origin: n.origin, provider: n.provider, branch: isolated ? `svc/${n.run}` : currentBranch(n.repo),
     pr_url: null, question: null, started_at: now, ended_at: null, updated_at: now, cost_usd: null, tokens_in: null,
-    tokens_out: null, exit_code: null, error: null, repo_path: n.repo, input: n.input, workdir: n.repo, worktree: isolated,
-    pr: n.pr, base_sha: base, head_sha: null, spec_sha256: createHash('sha256').update(n.spec).digest('hex'), pid: null,
-    pgid: null, proc_start: null, budget_usd: null, child: null, answers: [], base_branch: currentBranch(n.repo),
-    push_target: pushTarget,
+    tokens_out: null, exit_code: null, error: null, repo_path: n.repo, input: n.input, workdir: n.repo,
+    worktree: isolated, pr: n.pr, base_sha: base, head_sha: null,
+    spec_sha256: createHash('sha256').update(n.spec).digest('hex'), pid: null, pgid: null, proc_start: null,
+    budget_usd: null, child: null, answers: [], base_branch: currentBranch(n.repo), push_target: pushTarget,
   };
   writeState(dir, state);
   openEventLog(dir).append('run.status', { from: null, to: 'queued' });
@@ -142,15 +144,18 @@ export async function prepareRun(opts: StartOptions): Promise<{ dir: string; sta
 }
 
 /** A new run in the same group with the same spec, provider and flags (DESIGN §3: retry never changes the old run). */
-export function prepareRetry(repoDir: string, oldRun: string, newRun: string | null, env: NodeJS.ProcessEnv): { dir: string; state: RunState } {
+export function prepareRetry(
+  repoDir: string, oldRun: string, newRun: string | null, env: NodeJS.ProcessEnv,
+): { dir: string; state: RunState } {
   const repo = resolveRepo(repoDir);
   const oldDir = runDir(repo, oldRun);
   if (!existsSync(oldDir)) throw new BadInputError(`No run ${oldRun} in ${repo}`);
   const old = readState(oldDir);
   const provider = preflight(repo, old.provider, env);
   return createRun({
-    repo, run: newRun ?? newRunId(), groupId: old.group_id, spec: readFileSync(join(oldDir, 'spec.md'), 'utf8'), brief: old.brief,
-    origin: old.origin, provider, pr: old.pr, worktree: old.worktree, input: old.input, env: { ...env, SVC_SOURCE: old.source },
+    repo, run: newRun ?? newRunId(), groupId: old.group_id, spec: readFileSync(join(oldDir, 'spec.md'), 'utf8'),
+    brief: old.brief, origin: old.origin, provider, pr: old.pr, worktree: old.worktree, input: old.input,
+    env: { ...env, SVC_SOURCE: old.source },
   });
 }
 

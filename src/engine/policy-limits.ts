@@ -48,7 +48,8 @@ export function parseLimits(raw: unknown): RunLimits {
   const given = raw as Record<string, unknown>;
   for (const key of Object.keys(given)) {
     if (!(key in DEFAULT_LIMITS)) {
-      throw new PolicyError(`Unknown key "${key}" in policy.json limits (allowed: ${Object.keys(DEFAULT_LIMITS).join(', ')})`);
+      const allowed = Object.keys(DEFAULT_LIMITS).join(', ');
+      throw new PolicyError(`Unknown key "${key}" in policy.json limits (allowed: ${allowed})`);
     }
     const value = given[key];
     const max = MAXIMA[key as keyof RunLimits];

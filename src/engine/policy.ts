@@ -30,12 +30,16 @@ export interface Policy {
 
 export { PolicyError };
 
-export const DEFAULT_POLICY: Policy = { checks: [], pr: { open: 'verified', draft: true, base: null }, max_usd: null, sandbox: null, limits: DEFAULT_LIMITS,
-  network: { allow: [], deny: [] }, fromFile: false };
+export const DEFAULT_POLICY: Policy = {
+  checks: [], pr: { open: 'verified', draft: true, base: null }, max_usd: null, sandbox: null, limits: DEFAULT_LIMITS,
+  network: { allow: [], deny: [] }, fromFile: false,
+};
 
 function onlyKeys(value: Record<string, unknown>, allowed: string[], where: string): void {
   for (const key of Object.keys(value)) {
-    if (!allowed.includes(key)) throw new PolicyError(`Unknown key "${key}" in ${where} (allowed: ${allowed.join(', ')})`);
+    if (!allowed.includes(key)) {
+      throw new PolicyError(`Unknown key "${key}" in ${where} (allowed: ${allowed.join(', ')})`);
+    }
   }
 }
 
@@ -49,7 +53,9 @@ function parseCheck(raw: unknown, i: number): CheckSpec {
   if (!Array.isArray(raw.run) || raw.run.length === 0 || !raw.run.every((a) => typeof a === 'string' && a !== '')) {
     throw new PolicyError(`${where}.run must be a non-empty argv array of strings (no shell)`);
   }
-  if (raw.required !== undefined && typeof raw.required !== 'boolean') throw new PolicyError(`${where}.required must be true or false`);
+  if (raw.required !== undefined && typeof raw.required !== 'boolean') {
+    throw new PolicyError(`${where}.required must be true or false`);
+  }
   return { name: raw.name, run: raw.run as string[], required: raw.required !== false };
 }
 
@@ -108,7 +114,9 @@ export function parsePolicy(raw: unknown): Policy {
   }
   let sandbox: Policy['sandbox'] = null;
   if (raw.sandbox !== undefined && raw.sandbox !== null) {
-    if (raw.sandbox !== 'bwrap' && raw.sandbox !== 'none') throw new PolicyError('policy.json sandbox must be "bwrap" or "none"');
+    if (raw.sandbox !== 'bwrap' && raw.sandbox !== 'none') {
+      throw new PolicyError('policy.json sandbox must be "bwrap" or "none"');
+    }
     sandbox = raw.sandbox;
   }
   return {

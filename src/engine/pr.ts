@@ -36,7 +36,9 @@ export interface PrResult {
 
 // gh may run git itself: the same no-hooks rule, through git's environment config (GIT_CONFIG_COUNT).
 const GH_GIT_CONFIG = {
-  GIT_CONFIG_COUNT: '2', GIT_CONFIG_KEY_0: 'core.hooksPath', GIT_CONFIG_VALUE_0: '/dev/null', GIT_CONFIG_KEY_1: 'core.fsmonitor', GIT_CONFIG_VALUE_1: 'false',
+  GIT_CONFIG_COUNT: '2',
+  GIT_CONFIG_KEY_0: 'core.hooksPath', GIT_CONFIG_VALUE_0: '/dev/null',
+  GIT_CONFIG_KEY_1: 'core.fsmonitor', GIT_CONFIG_VALUE_1: 'false',
 };
 
 /** gh keeps its own login under HOME; it never gets svc's tokens (it is only used when none is set). */

@@ -3,6 +3,7 @@ import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
 import { canonicalJson } from '../canonical-json.ts';
 import { signBytes, verifyBytes, keyIdOf, type SigningKey } from '../keys.ts';
 import type { Verdict } from '../run-json.ts';
+import type { CheckResult } from './checks.ts';
 
 export const RECEIPT_TYPE = 'svc.evidence_receipt';
 
@@ -18,7 +19,8 @@ export interface ReceiptBody {
   head_sha: string | null;
   spec_sha256: string;
   provider: string;
-  checks: Array<{ name: string; argv: string[]; required: boolean; exit_code: number | null; duration_ms: number; output_sha256: string }>;
+  /** A check as the receipt records it: its artifact's name is left out, its output's hash is in. */
+  checks: Array<Omit<CheckResult, 'artifact'>>;
   diff: { files: number; insertions: number; deletions: number; patch_sha256: string; paths: string[] };
   cost: { usd: number | null; tokens_in: number | null; tokens_out: number | null };
   verdict: Verdict;
@@ -87,21 +89,29 @@ export function keyRingOf(pems: string[]): KeyRing {
   return ring;
 }
 
+function rejected(problem: ReceiptProblem, message: string): ReceiptCheck {
+  return { ok: false, problem, message, receipt: null };
+}
+
 export function verifyReceipt(value: unknown, ring: KeyRing): ReceiptCheck {
   const r = value as Partial<Receipt> | null;
-  if (typeof r !== 'object' || r === null || r.type !== RECEIPT_TYPE || typeof r.integrity !== 'string' || typeof r.signature !== 'string' || typeof r.kid !== 'string') {
-    return { ok: false, problem: 'malformed', message: 'Not an Evidence Receipt: type, kid, integrity or signature is missing', receipt: null };
+  if (
+    typeof r !== 'object' || r === null || r.type !== RECEIPT_TYPE ||
+    typeof r.integrity !== 'string' || typeof r.signature !== 'string' || typeof r.kid !== 'string'
+  ) {
+    return rejected('malformed', 'Not an Evidence Receipt: type, kid, integrity or signature is missing');
   }
   const digest = receiptDigest(r as Record<string, unknown>);
   if (digest.toString('hex') !== r.integrity) {
-    return { ok: false, problem: 'integrity_mismatch', message: 'Integrity mismatch: the receipt was changed after it was issued', receipt: null };
+    return rejected('integrity_mismatch', 'Integrity mismatch: the receipt was changed after it was issued');
   }
   const key = ring.get(r.kid);
-  if (!key) return { ok: false, problem: 'unknown_key', message: `Unknown key: no public key with kid "${r.kid}" is known here`, receipt: null };
+  if (!key) return rejected('unknown_key', `Unknown key: no public key with kid "${r.kid}" is known here`);
   if (!verifyBytes(key, digest, r.signature)) {
-    return { ok: false, problem: 'bad_signature', message: `Bad signature: key "${r.kid}" did not sign this receipt`, receipt: null };
+    return rejected('bad_signature', `Bad signature: key "${r.kid}" did not sign this receipt`);
   }
-  return { ok: true, problem: null, message: `Receipt OK: run ${r.source}/${r.run}, verdict ${r.verdict}, signed by ${r.kid}`, receipt: r as Receipt };
+  const message = `Receipt OK: run ${r.source}/${r.run}, verdict ${r.verdict}, signed by ${r.kid}`;
+  return { ok: true, problem: null, message, receipt: r as Receipt };
 }
 
 /** Pulls the receipt JSON out of a PR body (the fenced block after the "svc-receipt" marker). */

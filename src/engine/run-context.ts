@@ -33,7 +33,9 @@ export interface RunContext {
   close(): Promise<void>;
 }
 
-export function openRunContext(dir: string, env: NodeJS.ProcessEnv, opts: { ship: boolean; say?: (t: string) => void }): RunContext {
+export function openRunContext(
+  dir: string, env: NodeJS.ProcessEnv, opts: { ship: boolean; say?: (t: string) => void },
+): RunContext {
   const state = readState(dir);
   let stopping = false;
   let child: ProcIdentity | null = null;

@@ -46,7 +46,8 @@ async function finish(
   if (!error) error = await maybeOpenPr(ctx, policy, receipt);
   else if (ctx.state.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
   const failed_check = checkFailed?.name ?? null;
-  ctx.setStatus(error ? 'failed' : 'succeeded', { error, failed_check, ended_at: ended, exit_code: exitCode, question: null });
+  const status = error ? 'failed' : 'succeeded';
+  ctx.setStatus(status, { error, failed_check, ended_at: ended, exit_code: exitCode, question: null });
 }
 
 /**
@@ -69,6 +70,9 @@ function pinPushTarget(ctx: RunContext): void {
   ctx.update({ push_target: pushTargetFor(ctx.state.repo_path, ctx.state.pr) });
 }
 
+const RESUMED_NOTE =
+  'This run was resumed: your earlier changes are already in the working tree. Continue the task from there.';
+
 async function startOrResume(ctx: RunContext, mode: WorkerMode): Promise<void> {
   const policy = loadPolicy(ctx.state.repo_path);
   pinPushTarget(ctx);
@@ -77,13 +81,16 @@ async function startOrResume(ctx: RunContext, mode: WorkerMode): Promise<void> {
   try {
     prepareWorkdir(ctx);
     const spec = readFileSync(join(ctx.dir, 'spec.md'), 'utf8');
-    const notes = mode === 'resume' ? ['This run was resumed: your earlier changes are already in the working tree. Continue the task from there.'] : [];
-    const outcome = await runProvider(ctx, provider, spec, { maxUsd: policy.max_usd, notes, sandbox, limits: policy.limits });
+    const notes = mode === 'resume' ? [RESUMED_NOTE] : [];
+    const outcome = await runProvider(ctx, provider, spec, {
+      maxUsd: policy.max_usd, notes, sandbox, limits: policy.limits,
+    });
     if (outcome.kind === 'stopped' || ctx.stopRequested()) return;
     if (outcome.kind === 'failed') await finish(ctx, policy, sandbox, outcome.error, outcome.exitCode);
     else if (outcome.kind === 'limit') await finish(ctx, policy, sandbox, outcome.error, outcome.exitCode, true);
-    else if (outcome.kind === 'over-budget') await finishOverBudget(ctx, policy, sandbox, outcome.error, outcome.exitCode);
-    else await finish(ctx, policy, sandbox, null, 0);
+    else if (outcome.kind === 'over-budget') {
+      await finishOverBudget(ctx, policy, sandbox, outcome.error, outcome.exitCode);
+    } else await finish(ctx, policy, sandbox, null, 0);
   } finally {
     await sandbox.gate?.close();
   }
@@ -129,7 +136,9 @@ async function reverify(ctx: RunContext): Promise<void> {
 }
 
 /** Runs in the detached worker process; the exit code is 0 when the run succeeded. */
-export async function executeRun(dir: string, env: NodeJS.ProcessEnv, mode: WorkerMode, say: (t: string) => void): Promise<number> {
+export async function executeRun(
+  dir: string, env: NodeJS.ProcessEnv, mode: WorkerMode, say: (t: string) => void,
+): Promise<number> {
   const ctx = openRunContext(dir, env, { ship: env.SVC_SHIP !== '0', say });
   const onSignal = () => ctx.requestStop('signal');
   process.on('SIGTERM', onSignal);

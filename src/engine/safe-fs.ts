@@ -14,9 +14,15 @@ export function assertPlainDir(dir: string): void {
   try {
     st = lstatSync(dir);
   } catch (err) {
-    throw new UnsafePathError(`Run folder "${dir}" is missing (${(err as NodeJS.ErrnoException).code ?? 'unreadable'})`);
+    throw new UnsafePathError(`Run folder "${dir}" is missing (${errnoOf(err) ?? 'unreadable'})`);
   }
-  if (st.isSymbolicLink() || !st.isDirectory()) throw new UnsafePathError(`Refusing to write into "${dir}": it is not a plain directory`);
+  if (st.isSymbolicLink() || !st.isDirectory()) {
+    throw new UnsafePathError(`Refusing to write into "${dir}": it is not a plain directory`);
+  }
+}
+
+function errnoOf(err: unknown): string | undefined {
+  return (err as NodeJS.ErrnoException).code;
 }
 
 /** Creates `root/<rel dirs>` as needed and checks each level is a plain directory; returns the full directory path. */
@@ -42,7 +48,7 @@ function writeWith(path: string, flags: number, data: string | Buffer, mode: num
   try {
     fd = openSync(path, flags, mode);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ELOOP') throw new UnsafePathError(`Refusing to write "${path}": it is a symbolic link`);
+    if (errnoOf(err) === 'ELOOP') throw new UnsafePathError(`Refusing to write "${path}": it is a symbolic link`);
     throw err;
   }
   try {
@@ -68,7 +74,7 @@ export function openAppendNoFollow(path: string, mode = 0o644): number {
   try {
     return openSync(path, APPEND, mode);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ELOOP') throw new UnsafePathError(`Refusing to open "${path}": it is a symbolic link`);
+    if (errnoOf(err) === 'ELOOP') throw new UnsafePathError(`Refusing to open "${path}": it is a symbolic link`);
     throw err;
   }
 }

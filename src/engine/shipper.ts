@@ -1,5 +1,6 @@
-// Sends a run's state, events and artifacts to the Control Plane (POST /v1/ingest), batched and resumable from ship.json.
-// A Control Plane that is down never fails a run: flush() reports false and the caller tries again later (or `svc ship`).
+// Sends a run's state, events and artifacts to the Control Plane (POST /v1/ingest), batched and resumable from
+// ship.json. A Control Plane that is down never fails a run: flush() reports false and the caller tries again later
+// (or `svc ship`).
 // Nothing is read through a symbolic link (src/engine/plain-tree.ts): a linked .svc, runs or run folder, state.json,
 // events.jsonl, artifacts/, artifact subfolder or file is left out and reported once through `onSkip`.
 import { closeSync, fstatSync } from 'node:fs';
@@ -192,21 +193,25 @@ export function createShipper(
       if (offsets.artifacts[rel] === sha) continue;
       if (bytes + content.length > ARTIFACT_BYTES_PER_BATCH && artifacts.length > 0) break;
       bytes += content.length;
-      artifacts.push({ run: state.run, path: rel, content_type: contentTypeOf(rel), content_base64: content.toString('base64') });
+      artifacts.push({
+        run: state.run, path: rel, content_type: contentTypeOf(rel), content_base64: content.toString('base64'),
+      });
       shippedNow[rel] = sha;
     }
     const { source: _source, ...run } = toRunJson(state);
     const result = await client.ingest({
       source: state.source,
-      // The run JSON, plus the run's folder for a Control Plane on this machine: it keeps that only when the folder is
-      // a project its operator registered (then Retry and Verify work there), never a pid (src/control/handlers/ingest.ts).
+      // The run JSON, plus the run's folder for a Control Plane on this machine: it keeps that only when the folder
+      // is a project its operator registered (then Retry and Verify work there), never a pid
+      // (src/control/handlers/ingest.ts).
       runs: [sameMachine ? { ...run, repo_path: state.repo_path } : run],
       events: events.map((e) => ({ ...(e as object), run: state.run })) as never,
       artifacts,
     });
     writeJsonAtomic(offsetsPath(dir), { events_offset: next, artifacts: { ...offsets.artifacts, ...shippedNow } });
     for (const item of result.control ?? []) onControl?.(item);
-    return { ok: true, more: events.length === EVENTS_PER_BATCH || (artifacts.length > 0 && bytes >= ARTIFACT_BYTES_PER_BATCH) };
+    const artifactsFull = artifacts.length > 0 && bytes >= ARTIFACT_BYTES_PER_BATCH;
+    return { ok: true, more: events.length === EVENTS_PER_BATCH || artifactsFull };
   }
 
   return {

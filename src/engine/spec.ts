@@ -22,7 +22,10 @@ function defaultOrigin(input: ClassifiedInput, env: NodeJS.ProcessEnv): string {
 }
 
 function briefSpec(brief: string): string {
-  return ['# Task', '', brief, '', '## Acceptance criteria', '', '- The change does what the task asks.', '- Existing tests pass.', ''].join('\n');
+  return [
+    '# Task', '', brief, '',
+    '## Acceptance criteria', '', '- The change does what the task asks.', '- Existing tests pass.', '',
+  ].join('\n');
 }
 
 function errtrackTask(raw: unknown): { spec: string; brief: string } {

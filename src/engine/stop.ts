@@ -41,7 +41,10 @@ export async function stopLocalRun(repo: string, run: string, graceMs = STOP_GRA
   if (state.child) await terminateGroup(state.child, graceMs, isChildOf(run));
   if (!TERMINAL.has(state.status)) {
     const from = state.status;
-    state = { ...state, status: 'stopped', ended_at: state.ended_at ?? isoNow(), updated_at: isoNow(), question: null, child: null, pid: null };
+    state = {
+      ...state, status: 'stopped', ended_at: state.ended_at ?? isoNow(), updated_at: isoNow(),
+      question: null, child: null, pid: null,
+    };
     writeState(dir, state);
     openEventLog(dir).append('run.status', { from, to: 'stopped' });
   }

@@ -26,8 +26,19 @@ function fromSnapshot(repo: string, id: string, env: NodeJS.ProcessEnv): Tracker
   const raw = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
   if (path === own) rmSync(own, { force: true });
   const data = (typeof raw.data === 'object' && raw.data ? raw.data : raw) as Record<string, unknown>;
-  return { identifier: str(data.identifier) ?? id, title: str(data.title), description: str(data.description), url: str(data.url) };
+  return issueOf(data, id);
 }
+
+function issueOf(data: Record<string, unknown>, id: string): TrackerIssue {
+  return {
+    identifier: str(data.identifier) ?? id,
+    title: str(data.title),
+    description: str(data.description),
+    url: str(data.url),
+  };
+}
+
+const ISSUE_QUERY = 'query($id:String!){issue(id:$id){identifier title description url}}';
 
 async function fromApi(id: string, env: NodeJS.ProcessEnv): Promise<TrackerIssue | null> {
   const key = env.TRACKERA_API_KEY;
@@ -36,17 +47,19 @@ async function fromApi(id: string, env: NodeJS.ProcessEnv): Promise<TrackerIssue
   const res = await fetch(url, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: key },
-    body: JSON.stringify({ query: 'query($id:String!){issue(id:$id){identifier title description url}}', variables: { id } }),
+    body: JSON.stringify({ query: ISSUE_QUERY, variables: { id } }),
     signal: AbortSignal.timeout(30_000),
   });
   if (!res.ok) return null;
   const body = (await res.json()) as { data?: { issue?: Record<string, unknown> } };
   const issue = body.data?.issue;
   if (!issue) return null;
-  return { identifier: str(issue.identifier) ?? id, title: str(issue.title), description: str(issue.description), url: str(issue.url) };
+  return issueOf(issue, id);
 }
 
-export async function trackeraSpec(repo: string, id: string, env: NodeJS.ProcessEnv): Promise<{ spec: string; brief: string }> {
+export async function trackeraSpec(
+  repo: string, id: string, env: NodeJS.ProcessEnv,
+): Promise<{ spec: string; brief: string }> {
   let issue = fromSnapshot(repo, id, env);
   if (!issue) {
     try {
@@ -58,7 +71,8 @@ export async function trackeraSpec(repo: string, id: string, env: NodeJS.Process
   if (!issue || (!issue.title && !issue.description)) {
     return {
       brief: `trackera:${id}`,
-      spec: `# Tracker issue trackera:${id}\n\nNo details were available offline; work from the reference.\n\n## Acceptance criteria\n\n- The issue is resolved.\n- Existing tests pass.\n`,
+      spec: `# Tracker issue trackera:${id}\n\nNo details were available offline; work from the reference.\n\n` +
+        '## Acceptance criteria\n\n- The issue is resolved.\n- Existing tests pass.\n',
     };
   }
   const title = oneLine(issue.title ?? `trackera:${id}`, 300);

@@ -2,7 +2,9 @@
 import type { CheckResult } from './checks.ts';
 import type { Verdict } from '../run-json.ts';
 
-export function decideVerdict(input: { checks: CheckResult[]; diffFiles: number; runFailed: boolean }): { verdict: Verdict; gaps: string[] } {
+export function decideVerdict(
+  input: { checks: CheckResult[]; diffFiles: number; runFailed: boolean },
+): { verdict: Verdict; gaps: string[] } {
   const requiredFailed = input.checks.filter((c) => c.required && c.exit_code !== 0);
   if (input.runFailed || requiredFailed.length > 0) {
     const gaps = requiredFailed.map((c) => `required check "${c.name}" failed`);

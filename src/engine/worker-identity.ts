@@ -14,7 +14,10 @@ function real(path: string): string {
 }
 
 // The CLI of this install, whether it runs from the sources (src/cli.ts) or the build (dist/cli.js).
-const CLI_PATHS = new Set(['../cli.ts', '../cli.js', '../../src/cli.ts', '../../dist/cli.js'].map((rel) => real(fileURLToPath(new URL(rel, import.meta.url)))));
+const CLI_PATHS = new Set(
+  ['../cli.ts', '../cli.js', '../../src/cli.ts', '../../dist/cli.js']
+    .map((rel) => real(fileURLToPath(new URL(rel, import.meta.url)))),
+);
 
 /**
  * The worker argv is `node <cli> start --worker <mode> --run-id <run> --repo <repo>` (engine/launch.ts spawnWorker).

@@ -22,7 +22,8 @@ export function readBody(req: IncomingMessage, { limit, timeoutMs = 30_000 }: Re
     const chunks: Buffer[] = [];
     let size = 0;
     let settled = false;
-    const timer = setTimeout(() => finish(new HttpError('bad_request', 'Request body took too long to arrive')), timeoutMs);
+    const tooSlow = () => finish(new HttpError('bad_request', 'Request body took too long to arrive'));
+    const timer = setTimeout(tooSlow, timeoutMs);
     timer.unref();
     function finish(error: Error | null): void {
       if (settled) return;

@@ -96,14 +96,19 @@ export interface RunnerCredential {
  * For a route runners may call: the server's own token (answers undefined), or a runner token (answers its source).
  * Every runner token is compared, in constant time each, whatever matched before.
  */
-export function checkBearerOrRunner(req: IncomingMessage, token: string | undefined, runners: readonly RunnerCredential[]):
-  string | undefined {
+export function checkBearerOrRunner(
+  req: IncomingMessage,
+  token: string | undefined,
+  runners: readonly RunnerCredential[],
+): string | undefined {
   if (!token) return undefined;
   const match = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
   const presented = match?.[1];
   if (presented !== undefined && safeEqual(presented, token)) return undefined;
   let source: string | undefined;
-  for (const runner of runners) if (presented !== undefined && safeEqual(presented, runner.token)) source = runner.source;
+  for (const runner of runners) {
+    if (presented !== undefined && safeEqual(presented, runner.token)) source = runner.source;
+  }
   if (source === undefined) {
     throw new HttpError('unauthorized', 'Missing or wrong bearer token', { 'www-authenticate': 'Bearer' });
   }

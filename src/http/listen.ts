@@ -30,7 +30,11 @@ function urlHost(host: string): string {
  * Stops accepting and closes idle keep-alive connections, runs `whileDraining` (end streams, let work finish), then
  * waits for the open requests to end — cutting any still open `graceMs` after `whileDraining` settles.
  */
-export async function closeGracefully(server: Server, whileDraining: () => void | Promise<void>, graceMs = 2_000): Promise<void> {
+export async function closeGracefully(
+  server: Server,
+  whileDraining: () => void | Promise<void>,
+  graceMs = 2_000,
+): Promise<void> {
   // Listen for 'close' before anything can await: with no open connections it fires on the next tick, and a
   // listener attached later would never run (the unref'd timer then lets the process exit mid-shutdown).
   const closed = new Promise<void>((resolve) => server.once('close', () => resolve()));

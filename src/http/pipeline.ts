@@ -4,7 +4,10 @@ import { createRouter, type Method } from './router.ts';
 import { HttpError, errorBody, isHttpError } from './http-error.ts';
 import { sendReply, TAKEN_OVER, type HandlerResult } from './respond.ts';
 import { readBody, parseJson, MiB } from './body.ts';
-import { checkBearer, checkBearerOrRunner, checkHost, checkJsonContentType, checkLoopbackOnly, checkOrigin, parseTarget, type RunnerCredential } from './guards.ts';
+import {
+  checkBearer, checkBearerOrRunner, checkHost, checkJsonContentType, checkLoopbackOnly, checkOrigin, parseTarget,
+  type RunnerCredential,
+} from './guards.ts';
 import type { StaticFiles } from './static-files.ts';
 import { RequestCtx, RequestId } from './request-ctx.ts';
 import { closeAfterRefusal } from './close-after-refusal.ts';
@@ -121,8 +124,11 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     }
     let runnerSource: string | undefined;
     if (route.auth ?? pathname.startsWith('/v1/')) {
-      if (route.runner && opts.runnerTokens?.length) runnerSource = checkBearerOrRunner(req, opts.token, opts.runnerTokens);
-      else checkBearer(req, opts.token);
+      if (route.runner && opts.runnerTokens?.length) {
+        runnerSource = checkBearerOrRunner(req, opts.token, opts.runnerTokens);
+      } else {
+        checkBearer(req, opts.token);
+      }
     }
     if (route.loopbackOnly) checkLoopbackOnly(req, loopback);
     // checkOrigin only ever looks at a request that carries an Origin header.
@@ -165,12 +171,17 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     if (result !== TAKEN_OVER) sendReply(ctx.res, result, ctx.method === 'HEAD');
   }
 
-  function reportRefusal(route: Route<D>, params: Record<string, string>, req: IncomingMessage, requestId: RequestId, error: HttpError): void {
+  function reportRefusal(
+    route: Route<D>, params: Record<string, string>, req: IncomingMessage, requestId: RequestId, error: HttpError,
+  ): void {
     try {
-      opts.onRefused!({ route, params, method: req.method ?? 'GET', req, peer: req.socket.remoteAddress ?? '', requestId: requestId.get(), error });
+      const method = req.method ?? 'GET';
+      const peer = req.socket.remoteAddress ?? '';
+      opts.onRefused!({ route, params, method, req, peer, requestId: requestId.get(), error });
     } catch (err) {
       // The refusal is answered either way; a failing hook is logged, never turned into a 500.
-      opts.log.error('refusal hook failed', { request_id: requestId.get(), error: err instanceof Error ? err.message : String(err) });
+      const message = err instanceof Error ? err.message : String(err);
+      opts.log.error('refusal hook failed', { request_id: requestId.get(), error: message });
     }
   }
 

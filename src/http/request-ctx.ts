@@ -26,7 +26,15 @@ export class RequestCtx<D> {
   #target: RequestTarget;
   #id: RequestId;
 
-  constructor(req: IncomingMessage, res: ServerResponse, method: string, target: RequestTarget, params: Record<string, string>, id: RequestId, deps: D) {
+  constructor(
+    req: IncomingMessage,
+    res: ServerResponse,
+    method: string,
+    target: RequestTarget,
+    params: Record<string, string>,
+    id: RequestId,
+    deps: D,
+  ) {
     this.req = req;
     this.res = res;
     this.method = method;

@@ -37,7 +37,9 @@ function compilePattern(pattern: string): Segment[] {
     }
     if (part.startsWith('*')) {
       const name = part.slice(1);
-      if (!NAME.test(name) || index !== parts.length - 1) throw new Error(`Tail "${part}" must be last in "${pattern}"`);
+      if (!NAME.test(name) || index !== parts.length - 1) {
+        throw new Error(`Tail "${part}" must be last in "${pattern}"`);
+      }
       return { kind: 'tail', name };
     }
     if (part === '' || /[:*?#%]/.test(part)) throw new Error(`Malformed segment "${part}" in "${pattern}"`);

@@ -38,7 +38,9 @@ function trialArgv(bwrap: string): string[] {
 export function probeSandbox(env: NodeJS.ProcessEnv): SandboxProbe {
   const clone = readSysctl('/proc/sys/kernel/unprivileged_userns_clone');
   const max = readSysctl('/proc/sys/user/max_user_namespaces');
-  const userNamespaces = clone === null && max === null ? null : `unprivileged_userns_clone=${clone ?? '-'} max_user_namespaces=${max ?? '-'}`;
+  const userNamespaces = clone === null && max === null
+    ? null
+    : `unprivileged_userns_clone=${clone ?? '-'} max_user_namespaces=${max ?? '-'}`;
   const bwrap = which('bwrap', env.PATH);
   if (!bwrap) return { ok: false, bwrap, userNamespaces, reason: 'bwrap not found on PATH' };
   const trial = runQuiet(trialArgv(bwrap), { kind: 'probe', base: { PATH: env.PATH ?? '' }, timeout: 10_000 });

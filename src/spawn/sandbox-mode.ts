@@ -44,8 +44,8 @@ export function trustParentProbe(value: unknown): void {
 }
 
 export const OPT_OUT_CLI = 'SVC_SANDBOX=none or "sandbox": "none" in the project\'s .svc/policy.json';
-export const OPT_OUT_SERVER = 'SVC_SERVER_SANDBOX=none in the environment of the server itself (the Control Plane or the ' +
-  'trigger server)';
+export const OPT_OUT_SERVER =
+  'SVC_SERVER_SANDBOX=none in the environment of the server itself (the Control Plane or the trigger server)';
 
 /**
  * The sandbox for a run svc is about to start with `env`. `policy` is the project's choice (null: not set, which means

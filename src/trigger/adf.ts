@@ -3,7 +3,9 @@ import { isJsonObject } from '../untrusted.ts';
 
 type Node = { type?: unknown; text?: unknown; content?: unknown; attrs?: unknown };
 
-const BLOCKS = new Set(['paragraph', 'heading', 'blockquote', 'listItem', 'codeBlock', 'panel', 'tableRow', 'rule', 'mediaSingle', 'expand']);
+const BLOCKS = new Set([
+  'paragraph', 'heading', 'blockquote', 'listItem', 'codeBlock', 'panel', 'tableRow', 'rule', 'mediaSingle', 'expand',
+]);
 const MAX_DEPTH = 64;
 
 function isNode(value: unknown): value is Node {
@@ -41,6 +43,9 @@ export function flattenAdf(value: unknown): string {
 
 /** One paragraph per line of text: the smallest valid ADF document for a REST v3 comment body. */
 export function adfDocument(text: string): { type: 'doc'; version: 1; content: unknown[] } {
-  const paragraphs = text.split('\n').map((line) => (line === '' ? { type: 'paragraph', content: [] } : { type: 'paragraph', content: [{ type: 'text', text: line }] }));
+  const paragraphs = text.split('\n').map((line) => ({
+    type: 'paragraph',
+    content: line === '' ? [] : [{ type: 'text', text: line }],
+  }));
   return { type: 'doc', version: 1, content: paragraphs };
 }

@@ -35,11 +35,17 @@ export function createControlReporter(opts: ControlReportOptions): (n: Notificat
           'content-type': 'application/json',
           ...(opts.controlToken ? { authorization: `Bearer ${opts.controlToken}` } : {}),
         },
-        body: JSON.stringify({ source: opts.source, runs: [], events: [], artifacts: [], notifications: [notification] }),
+        body: JSON.stringify({
+          source: opts.source, runs: [], events: [], artifacts: [], notifications: [notification],
+        }),
         signal: AbortSignal.timeout(opts.timeoutMs ?? 5_000),
       });
       await res.arrayBuffer();
-      if (!res.ok) opts.log.warn('Control Plane refused the notification report', { job_id: notification.job_id, status: res.status });
+      if (!res.ok) {
+        opts.log.warn('Control Plane refused the notification report', {
+          job_id: notification.job_id, status: res.status,
+        });
+      }
     } catch (err) {
       opts.log.warn('Control Plane unreachable for the notification report', {
         job_id: notification.job_id,

@@ -77,8 +77,9 @@ export function parseLaunchOutput(stdout: string): RunRef | null {
   for (let i = lines.length - 1; i >= 0; i--) {
     try {
       const value = JSON.parse(lines[i]!) as Record<string, unknown>;
-      if (typeof value.source === 'string' && typeof value.run === 'string' && RUN_SEGMENT.test(value.source) && RUN_SEGMENT.test(value.run)) {
-        return { source: value.source, run: value.run };
+      const { source, run } = value;
+      if (typeof source === 'string' && typeof run === 'string' && RUN_SEGMENT.test(source) && RUN_SEGMENT.test(run)) {
+        return { source, run };
       }
     } catch {
       // not the line we want

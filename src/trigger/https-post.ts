@@ -23,7 +23,11 @@ export function createHttpsPoster(opts: { ca?: string | Buffer; timeoutMs?: numb
         url,
         {
           method: 'POST',
-          headers: { 'content-type': 'application/json; charset=utf-8', 'content-length': String(Buffer.byteLength(body)), ...headers },
+          headers: {
+            'content-type': 'application/json; charset=utf-8',
+            'content-length': String(Buffer.byteLength(body)),
+            ...headers,
+          },
           timeout: timeoutMs,
           ...(opts.ca ? { ca: opts.ca } : {}),
         },

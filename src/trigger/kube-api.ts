@@ -70,7 +70,9 @@ export function createKubeApi(opts: KubeApiOptions): KubeApi {
     return { status, body, text };
   }
 
-  async function viaFetch(method: string, url: string, payload: string | undefined, contentType: string | undefined): Promise<KubeResponse> {
+  async function viaFetch(
+    method: string, url: string, payload: string | undefined, contentType: string | undefined,
+  ): Promise<KubeResponse> {
     const res = await (opts.fetch ?? fetch)(url, {
       method,
       headers: headers(contentType),
@@ -80,7 +82,9 @@ export function createKubeApi(opts: KubeApiOptions): KubeApi {
     return parse(res.status, await res.text());
   }
 
-  function viaHttps(method: string, url: string, payload: string | undefined, contentType: string | undefined): Promise<KubeResponse> {
+  function viaHttps(
+    method: string, url: string, payload: string | undefined, contentType: string | undefined,
+  ): Promise<KubeResponse> {
     return new Promise((resolve, reject) => {
       const req = httpsRequest(url, { method, headers: headers(contentType), ca, timeout: timeoutMs }, (res) => {
         const chunks: Buffer[] = [];
@@ -100,7 +104,8 @@ export function createKubeApi(opts: KubeApiOptions): KubeApi {
       const url = `${base}${path}`;
       const payload = body === undefined ? undefined : JSON.stringify(body);
       const type = payload === undefined ? undefined : (contentType ?? 'application/json');
-      return ca && url.startsWith('https:') && !opts.fetch ? viaHttps(method, url, payload, type) : viaFetch(method, url, payload, type);
+      const send = ca && url.startsWith('https:') && !opts.fetch ? viaHttps : viaFetch;
+      return send(method, url, payload, type);
     },
   };
 }

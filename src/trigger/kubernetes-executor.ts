@@ -32,11 +32,30 @@ export interface KubernetesExecutorOptions {
 
 type JobState = { phase: 'running' | 'complete' | 'failed' | 'missing'; reason: string | null };
 
+/** The part of a Job's `status` read here. */
+type JobStatus = {
+  succeeded?: number;
+  failed?: number;
+  conditions?: Array<{ type: string; status: string; reason?: string; message?: string }>;
+};
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
 export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobExecutor {
   const settings = opts.settings ?? kubernetesSettingsFromEnv(opts.env);
   const apiUrl = inClusterApiUrl(opts.env);
-  if (!opts.api && !apiUrl) throw new RangeError('SVC_TRIGGER_EXECUTOR=kubernetes needs KUBERNETES_SERVICE_HOST (in a cluster) or SVC_K8S_API_URL');
-  const api = opts.api ?? createKubeApi({ apiUrl: apiUrl!, serviceAccountDir: opts.env.SVC_K8S_SA_DIR || SERVICE_ACCOUNT_DIR, ...(settings.namespace ? { namespace: settings.namespace } : {}) });
+  if (!opts.api && !apiUrl) {
+    throw new RangeError(
+      'SVC_TRIGGER_EXECUTOR=kubernetes needs KUBERNETES_SERVICE_HOST (in a cluster) or SVC_K8S_API_URL',
+    );
+  }
+  const api = opts.api ?? createKubeApi({
+    apiUrl: apiUrl!,
+    serviceAccountDir: opts.env.SVC_K8S_SA_DIR || SERVICE_ACCOUNT_DIR,
+    ...(settings.namespace ? { namespace: settings.namespace } : {}),
+  });
   const ns = encodeURIComponent(settings.namespace || api.namespace);
   const jobsPath = `/apis/batch/v1/namespaces/${ns}/jobs`;
   const pollMs = opts.pollMs ?? 2000;
@@ -50,20 +69,25 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
     const res = await api.request('GET', `${jobsPath}/${encodeURIComponent(name)}`);
     if (res.status === 404) return { phase: 'missing', reason: null };
     if (res.status !== 200) throw new Error(`Kubernetes API answered ${res.status} reading Job ${name}`);
-    const status = ((res.body as { status?: Record<string, unknown> }).status ?? {}) as { succeeded?: number; failed?: number; conditions?: Array<{ type: string; status: string; reason?: string; message?: string }> };
-    const done = (status.conditions ?? []).find((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True');
+    const status = ((res.body as { status?: Record<string, unknown> }).status ?? {}) as JobStatus;
+    const done = (status.conditions ?? [])
+      .find((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True');
     if (done?.type === 'Complete' || (status.succeeded ?? 0) > 0) return { phase: 'complete', reason: null };
-    if (done?.type === 'Failed' || (status.failed ?? 0) > 0) return { phase: 'failed', reason: done?.message ?? done?.reason ?? 'pod failed' };
+    if (done?.type === 'Failed' || (status.failed ?? 0) > 0) {
+      return { phase: 'failed', reason: done?.message ?? done?.reason ?? 'pod failed' };
+    }
     return { phase: 'running', reason: null };
   }
 
   async function podLog(name: string, container: string): Promise<string> {
-    const pods = await api.request('GET', `/api/v1/namespaces/${ns}/pods?labelSelector=${encodeURIComponent(`job-name=${name}`)}`);
+    const selector = encodeURIComponent(`job-name=${name}`);
+    const pods = await api.request('GET', `/api/v1/namespaces/${ns}/pods?labelSelector=${selector}`);
     const items = ((pods.body as { items?: Array<{ metadata?: { name?: string } }> } | null)?.items ?? []);
     let text = '';
     for (const pod of items) {
       if (!pod.metadata?.name) continue;
-      const res = await api.request('GET', `/api/v1/namespaces/${ns}/pods/${encodeURIComponent(pod.metadata.name)}/log?container=${container}&limitBytes=65536`);
+      const podPath = `/api/v1/namespaces/${ns}/pods/${encodeURIComponent(pod.metadata.name)}`;
+      const res = await api.request('GET', `${podPath}/log?container=${container}&limitBytes=65536`);
       if (res.status === 200) text += `${res.text}\n`;
     }
     return text;
@@ -72,7 +96,8 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
   /** The run id the Job's pod spec fixed: ours when we created it, else the existing Job's (a restart mid-launch). */
   async function createJob(job: ExecJob, name: string): Promise<{ runId: string } | { refused: string }> {
     const runId = newRunId();
-    const res = await api.request('POST', jobsPath, buildKubeJob(job, settings, decodeURIComponent(ns), opts.env, runId));
+    const body = buildKubeJob(job, settings, decodeURIComponent(ns), opts.env, runId);
+    const res = await api.request('POST', jobsPath, body);
     if (res.status === 201 || res.status === 200 || res.status === 202) return { runId };
     if (res.status === 409) {
       const existing = await api.request('GET', `${jobsPath}/${encodeURIComponent(name)}`);
@@ -81,7 +106,8 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
       return { refused: `Kubernetes Job ${name} already exists without a run id in its pod spec` };
     }
     const message = (res.body as { message?: unknown } | null)?.message;
-    return { refused: `Kubernetes API refused Job ${name} (${res.status}${typeof message === 'string' ? `: ${message.slice(0, 200)}` : ''})` };
+    const detail = typeof message === 'string' ? `: ${message.slice(0, 200)}` : '';
+    return { refused: `Kubernetes API refused Job ${name} (${res.status}${detail})` };
   }
 
   /** Whether the run container announced the run the pod spec fixed (a line naming any other run is ignored). */
@@ -109,20 +135,31 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
           return { exitCode: 0, run, error: null };
         }
         if (state!.phase !== 'running') {
-          return { exitCode: state!.phase === 'complete' ? 0 : 1, run: null, error: `Kubernetes Job ${name} ended without a {"source","run"} line (${state!.reason ?? state!.phase})` };
+          return {
+            exitCode: state!.phase === 'complete' ? 0 : 1,
+            run: null,
+            error: `Kubernetes Job ${name} ended without a {"source","run"} line (${state!.reason ?? state!.phase})`,
+          };
         }
-        if (Date.now() > deadline) return { exitCode: null, run: null, error: `Kubernetes Job ${name} printed no run within ${launchTimeoutMs} ms` };
+        if (Date.now() > deadline) {
+          const error = `Kubernetes Job ${name} printed no run within ${launchTimeoutMs} ms`;
+          return { exitCode: null, run: null, error };
+        }
         await sleep(pollMs);
       }
     } catch (err) {
-      return { exitCode: null, run: null, error: `Kubernetes API: ${err instanceof Error ? err.message : String(err)}` };
+      return { exitCode: null, run: null, error: `Kubernetes API: ${messageOf(err)}` };
     }
   }
 
   /** A label lets a restarted server find the Job of a run it re-attaches to. */
   async function labelRun(name: string, run: RunRef): Promise<void> {
-    const res = await api.request('PATCH', `${jobsPath}/${encodeURIComponent(name)}`, { metadata: { labels: { [LABEL_RUN]: run.run }, annotations: { 'svc.dev/source': run.source } } }, 'application/merge-patch+json');
-    if (res.status !== 200) log.warn('could not label the Kubernetes Job with its run', { kube_job: name, status: res.status });
+    const patch = { metadata: { labels: { [LABEL_RUN]: run.run }, annotations: { 'svc.dev/source': run.source } } };
+    const path = `${jobsPath}/${encodeURIComponent(name)}`;
+    const res = await api.request('PATCH', path, patch, 'application/merge-patch+json');
+    if (res.status !== 200) {
+      log.warn('could not label the Kubernetes Job with its run', { kube_job: name, status: res.status });
+    }
   }
 
   async function findJob(run: RunRef): Promise<string | null> {
@@ -134,8 +171,11 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
   async function controlOutcome(run: RunRef): Promise<RunOutcome | null> {
     if (!opts.controlUrl) return null;
     try {
-      const res = await (opts.fetch ?? fetch)(`${opts.controlUrl.replace(/\/+$/, '')}/v1/runs/${encodeURIComponent(run.source)}/${encodeURIComponent(run.run)}`, {
-        headers: { accept: 'application/json', ...(opts.controlToken ? { authorization: `Bearer ${opts.controlToken}` } : {}) },
+      const base = opts.controlUrl.replace(/\/+$/, '');
+      const url = `${base}/v1/runs/${encodeURIComponent(run.source)}/${encodeURIComponent(run.run)}`;
+      const auth = opts.controlToken ? { authorization: `Bearer ${opts.controlToken}` } : {};
+      const res = await (opts.fetch ?? fetch)(url, {
+        headers: { accept: 'application/json', ...auth },
         signal: AbortSignal.timeout(10_000),
       });
       if (!res.ok) return null;
@@ -148,7 +188,8 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
 
   /** The signer ends by printing the run's final summary line: prefer it to the Job's bare status. */
   async function outcomeFromLog(name: string): Promise<RunOutcome | null> {
-    const lines = (await podLog(name, SIGNER_CONTAINER)).split('\n').map((l) => l.trim()).filter((l) => l.startsWith('{'));
+    const text = await podLog(name, SIGNER_CONTAINER);
+    const lines = text.split('\n').map((l) => l.trim()).filter((l) => l.startsWith('{'));
     for (let i = lines.length - 1; i >= 0; i--) {
       try {
         const outcome = outcomeFromState(JSON.parse(lines[i]!) as Record<string, unknown>);
@@ -161,7 +202,12 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
   }
 
   function jobOutcome(state: JobState): RunOutcome {
-    return { status: state.phase === 'complete' ? 'succeeded' : 'failed', verdict: null, pr_url: null, cost_usd: null, started_at: null, ended_at: null, error: state.phase === 'complete' ? null : `Kubernetes Job failed: ${state.reason ?? 'unknown reason'}` };
+    const complete = state.phase === 'complete';
+    return {
+      status: complete ? 'succeeded' : 'failed',
+      verdict: null, pr_url: null, cost_usd: null, started_at: null, ended_at: null,
+      error: complete ? null : `Kubernetes Job failed: ${state.reason ?? 'unknown reason'}`,
+    };
   }
 
   async function follow(
@@ -188,7 +234,7 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
           return (await outcomeFromLog(name!)) ?? jobOutcome(state);
         }
       } catch (err) {
-        log.warn('kubernetes follow poll failed; retrying', { run: run.run, error: err instanceof Error ? err.message : String(err) });
+        log.warn('kubernetes follow poll failed; retrying', { run: run.run, error: messageOf(err) });
       }
       try {
         await sleep(pollMs, undefined, { signal });

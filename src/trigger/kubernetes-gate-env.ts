@@ -27,8 +27,11 @@ export function podGateEnv(gateUrl: string, controlUrl: string | undefined): Env
   for (const name of ['HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'http_proxy', 'https_proxy', 'all_proxy']) {
     vars.push({ name, value: gate });
   }
-  vars.push({ name: 'NO_PROXY', value: direct }, { name: 'no_proxy', value: direct }, { name: 'NODE_USE_ENV_PROXY', value: '1' });
-  for (const [api, variable] of Object.entries(BASE_URL_VARS)) vars.push({ name: variable, value: `${gate}/_model/${api}` });
+  vars.push({ name: 'NO_PROXY', value: direct }, { name: 'no_proxy', value: direct });
+  vars.push({ name: 'NODE_USE_ENV_PROXY', value: '1' });
+  for (const [api, variable] of Object.entries(BASE_URL_VARS)) {
+    vars.push({ name: variable, value: `${gate}/_model/${api}` });
+  }
   for (const api of Object.values(MODEL_APIS)) {
     for (const variable of api.env) vars.push({ name: variable, value: api.placeholder });
   }

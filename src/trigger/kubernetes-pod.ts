@@ -111,7 +111,10 @@ export function buildPodSpec(
         image: s.image,
         command: ['git', 'clone', '--depth', '50', ...(from.ref ? ['--branch', from.ref] : []), '--', from.clone,
           WORKSPACE],
-        env: [{ name: 'HOME', value: POD_HOME }, ...(s.gateUrl ? podGateEnv(s.gateUrl, serverEnv.SVC_CONTROL_URL) : [])],
+        env: [
+          { name: 'HOME', value: POD_HOME },
+          ...(s.gateUrl ? podGateEnv(s.gateUrl, serverEnv.SVC_CONTROL_URL) : []),
+        ],
         volumeMounts: [workspace, { name: 'home', mountPath: POD_HOME }, { name: 'tmp', mountPath: '/tmp' }],
         securityContext: security,
       }]

@@ -38,7 +38,11 @@ function seconds(text: string | undefined, fallback: number, name: string): numb
 
 function podSource(value: string | undefined): string {
   if (value === undefined || value === '') return 'k8s';
-  if (!SEGMENT.test(value)) throw new RangeError(`SVC_K8S_SOURCE must be a run source name: letters, digits, ".", "_" or "-" (got "${value.slice(0, 64)}")`);
+  if (!SEGMENT.test(value)) {
+    throw new RangeError(
+      `SVC_K8S_SOURCE must be a run source name: letters, digits, ".", "_" or "-" (got "${value.slice(0, 64)}")`,
+    );
+  }
   return value;
 }
 
@@ -51,7 +55,9 @@ function gateUrlOf(value: string | undefined): string | undefined {
 }
 
 export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv): KubernetesSettings {
-  if (!env.SVC_K8S_IMAGE) throw new RangeError('SVC_TRIGGER_EXECUTOR=kubernetes needs SVC_K8S_IMAGE (the svc container image)');
+  if (!env.SVC_K8S_IMAGE) {
+    throw new RangeError('SVC_TRIGGER_EXECUTOR=kubernetes needs SVC_K8S_IMAGE (the svc container image)');
+  }
   const opt = (name: string) => env[name] || undefined;
   return {
     image: env.SVC_K8S_IMAGE,

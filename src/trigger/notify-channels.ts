@@ -53,12 +53,17 @@ export function isAllowedChataUrl(value: unknown, prefix: string): value is stri
   return prefix.endsWith('/') || value.length === prefix.length || '/?#'.includes(value[prefix.length]!);
 }
 
+/** What trackera's GraphQL API answers to commentCreate. */
+type TrackeraCommentAnswer = { errors?: unknown; data?: { commentCreate?: { success?: unknown } } };
+
 /** How one origin's summary is sent; `parts` are rendered in that vendor's format (summary-render.ts). */
 export function prepareDelivery(
   channel: string, target: Record<string, unknown>, parts: SummaryParts, config: NotifyConfig,
 ): Delivery | string {
   if (channel === 'chata') {
-    if (!isAllowedChataUrl(target.response_url, config.chataHooksPrefix)) return 'response_url is not under CHATA_HOOKS_PREFIX';
+    if (!isAllowedChataUrl(target.response_url, config.chataHooksPrefix)) {
+      return 'response_url is not under CHATA_HOOKS_PREFIX';
+    }
     const url = new URL(target.response_url);
     const body = JSON.stringify({ response_type: 'ephemeral', replace_original: false, text: slackSummary(parts) });
     return {
@@ -86,8 +91,10 @@ export function prepareDelivery(
         // Personal API keys go in Authorization as-is, without "Bearer" (trackera GraphQL docs).
         const res = await post(url, { authorization: key }, body);
         check(res.status, res.text, 'trackera API');
-        const answer = JSON.parse(res.text || '{}') as { errors?: unknown; data?: { commentCreate?: { success?: unknown } } };
-        if (answer.errors || answer.data?.commentCreate?.success !== true) throw new PermanentError('trackera API refused the comment');
+        const answer = JSON.parse(res.text || '{}') as TrackeraCommentAnswer;
+        if (answer.errors || answer.data?.commentCreate?.success !== true) {
+          throw new PermanentError('trackera API refused the comment');
+        }
       },
     };
   }
@@ -95,7 +102,8 @@ export function prepareDelivery(
     const tb = config.trackerb;
     if (!tb) return 'TRACKERB_BASE_URL, TRACKERB_EMAIL and TRACKERB_API_TOKEN are not all set';
     if (typeof target.issue_key !== 'string') return 'no trackerb issue key';
-    const url = new URL(`${tb.baseUrl.replace(/\/+$/, '')}/rest/api/3/issue/${encodeURIComponent(target.issue_key)}/comment`);
+    const base = tb.baseUrl.replace(/\/+$/, '');
+    const url = new URL(`${base}/rest/api/3/issue/${encodeURIComponent(target.issue_key)}/comment`);
     const auth = `Basic ${Buffer.from(`${tb.email}:${tb.token}`).toString('base64')}`;
     const body = JSON.stringify({ body: adfSummary(parts) });
     return {

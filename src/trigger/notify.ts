@@ -66,7 +66,9 @@ export function createNotifier(opts: NotifierOptions): (jobId: string) => Promis
         break;
       } catch (err) {
         error = err instanceof Error ? err.message : String(err);
-        opts.log.warn('completion summary failed', { job_id: jobId, channel: delivery.channel, host: delivery.url.host, attempt: tried, error });
+        opts.log.warn('completion summary failed', {
+          job_id: jobId, channel: delivery.channel, host: delivery.url.host, attempt: tried, error,
+        });
         if (err instanceof PermanentError || tried >= attempts) break;
         try {
           await sleep(backoffMs * 4 ** (tried - 1), undefined, opts.signal ? { signal: opts.signal } : {});
@@ -77,7 +79,10 @@ export function createNotifier(opts: NotifierOptions): (jobId: string) => Promis
     }
     const status = error === null ? 'sent' : 'failed';
     opts.stores.replies.markNotified(jobId, status, opts.clock());
-    if (status === 'failed') opts.log.error('completion summary gave up', { job_id: jobId, channel: delivery.channel, attempts: tried, error });
+    if (status === 'failed') {
+      const fields = { job_id: jobId, channel: delivery.channel, attempts: tried, error };
+      opts.log.error('completion summary gave up', fields);
+    }
     await opts.report({
       job_id: jobId,
       source: job.run_source,

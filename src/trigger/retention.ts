@@ -32,7 +32,9 @@ export function cutoffs(retention: TriggerRetention, now: number): { dedupeBefor
 }
 
 /** One batch of work; `done` once nothing expired is left. */
-export function pruneBatch(stores: TriggerStores, retention: TriggerRetention, now: number, limit = BATCH): PruneCounts & { done: boolean } {
+export function pruneBatch(
+  stores: TriggerStores, retention: TriggerRetention, now: number, limit = BATCH,
+): PruneCounts & { done: boolean } {
   const { dedupeBefore, jobsBefore } = cutoffs(retention, now);
   const deleted = stores.retention.pruneDedupeKeys(dedupeBefore, limit);
   stores.dedupe.forget(deleted);

@@ -74,12 +74,17 @@ export function createRunner(opts: RunnerOptions): Runner {
     });
   }
 
-  function finish(job: JobRow, status: 'succeeded' | 'failed' | 'interrupted', run: RunRef | null, outcome: RunOutcome | null, exitCode: number | null, error: string | null): void {
+  function finish(
+    job: JobRow, status: 'succeeded' | 'failed' | 'interrupted', run: RunRef | null, outcome: RunOutcome | null,
+    exitCode: number | null, error: string | null,
+  ): void {
     const now = opts.clock();
     const startedMs = outcome?.started_at ? Date.parse(outcome.started_at) : (job.started_at ?? now);
     const endedMs = outcome?.ended_at ? Date.parse(outcome.ended_at) : now;
     const durationMs = endedMs - startedMs;
-    const parts = buildSummaryParts({ jobId: job.id, status, run, outcome, durationMs, error, controlUrl: opts.controlUrl });
+    const parts = buildSummaryParts({
+      jobId: job.id, status, run, outcome, durationMs, error, controlUrl: opts.controlUrl,
+    });
     const summary = plainSummary(parts);
     const summary_parts = JSON.stringify(parts);
     stores.jobs.finish(job.id, { status, finished_at: now, exit_code: exitCode, summary, summary_parts, error });
@@ -94,7 +99,9 @@ export function createRunner(opts: RunnerOptions): Runner {
       finish(job, status, run, null, null, reattach ? 'run state not found after restart' : 'run state never appeared');
     } else {
       const status = outcome.status === 'succeeded' ? 'succeeded' : 'failed';
-      const error = outcome.status === 'stopped' ? 'run stopped' : outcome.status === 'failed' ? (outcome.error ?? 'run failed') : null;
+      const error = outcome.status === 'stopped' ? 'run stopped'
+        : outcome.status === 'failed' ? (outcome.error ?? 'run failed')
+        : null;
       finish(job, status, run, outcome, null, error);
     }
     await opts.notify(job.id);

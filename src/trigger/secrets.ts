@@ -30,7 +30,9 @@ function readTokenFile(path: string, problems: SecretProblems): string | undefin
   }
 }
 
-function pick(env: NodeJS.ProcessEnv, primary: string, fallback?: string): { variable: string; value: string | undefined } {
+function pick(
+  env: NodeJS.ProcessEnv, primary: string, fallback?: string,
+): { variable: string; value: string | undefined } {
   if (env[primary]) return { variable: primary, value: env[primary] };
   if (fallback && env[fallback]) return { variable: fallback, value: env[fallback] };
   return { variable: primary, value: undefined };

@@ -64,7 +64,9 @@ export function adfSummary(parts: SummaryParts): { type: 'doc'; version: 1; cont
     if (i > 0) push({ type: 'text', text: SEPARATOR });
     for (const piece of part) {
       if ('own' in piece) push({ type: 'text', text: piece.own });
-      else if ('link' in piece) push({ type: 'text', text: piece.link, marks: [{ type: 'link', attrs: { href: piece.link } }] });
+      else if ('link' in piece) {
+        push({ type: 'text', text: piece.link, marks: [{ type: 'link', attrs: { href: piece.link } }] });
+      }
       else push({ type: 'text', text: piece.data, marks: [{ type: 'code' }] });
     }
   });

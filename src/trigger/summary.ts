@@ -70,7 +70,9 @@ export function buildSummaryParts(input: SummaryInput): SummaryParts {
     const pr = safeLink(o.pr_url);
     if (pr) parts.push([{ own: 'PR ' }, { link: pr }]);
     else parts.push(o.pr_url ? [{ own: 'PR ' }, data(o.pr_url)] : [{ own: 'no PR' }]);
-    const cost = o.cost_usd === null || !Number.isFinite(o.cost_usd) ? 'cost unknown' : `cost $${o.cost_usd.toFixed(2)}`;
+    const cost = o.cost_usd === null || !Number.isFinite(o.cost_usd)
+      ? 'cost unknown'
+      : `cost $${o.cost_usd.toFixed(2)}`;
     parts.push([{ own: cost }]);
   }
   parts.push([{ own: `took ${formatDuration(input.durationMs)}` }]);

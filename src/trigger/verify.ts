@@ -3,7 +3,8 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
 /** Why a delivery was refused; the handler turns any of these into 401 invalid_signature. */
-export type VerifyFailure = 'missing_signature' | 'malformed_signature' | 'bad_signature' | 'missing_timestamp' | 'stale_timestamp';
+export type VerifyFailure =
+  | 'missing_signature' | 'malformed_signature' | 'bad_signature' | 'missing_timestamp' | 'stale_timestamp';
 export type VerifyResult = { ok: true } | { ok: false; reason: VerifyFailure };
 
 /** Signature windows are ±300 s (spec "Limits"; DESIGN §5). */
@@ -56,7 +57,9 @@ export function verifyErrtrack(secret: string, raw: Buffer, signature: Header): 
 }
 
 /** chata: `v0=` + hex HMAC over `v0:<ts>:<raw>`; the timestamp header is unix seconds within ±300 s. */
-export function verifyChata(secret: string, raw: Buffer, timestamp: Header, signature: Header, nowMs: number): VerifyResult {
+export function verifyChata(
+  secret: string, raw: Buffer, timestamp: Header, signature: Header, nowMs: number,
+): VerifyResult {
   const sig = single(signature)?.trim();
   const ts = single(timestamp)?.trim();
   if (!sig) return fail('missing_signature');

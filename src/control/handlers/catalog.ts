@@ -49,7 +49,9 @@ export const listNotifications: Handler<ControlDeps> = (ctx) => {
   checkQueryKeys(ctx.query, ['limit', 'cursor']);
   const limit = parseLimit(ctx.query.get('limit'));
   const after = decodeCursor('n', 2, ctx.query.get('cursor'));
-  const rows = ctx.deps.stores.notifications.list({ limit: limit + 1, after: after ? { created_at: after[0]!, id: after[1]! } : null });
+  const rows = ctx.deps.stores.notifications.list({
+    limit: limit + 1, after: after ? { created_at: after[0]!, id: after[1]! } : null,
+  });
   const page = rows.slice(0, limit);
   const last = page[page.length - 1];
   return json(200, {
@@ -95,6 +97,8 @@ export const listRepos: Handler<ControlDeps> = (ctx) => {
 /** The projects runs may be started in (src/control/projects.ts): full paths, so loopback only like /v1/config. */
 export const listRegisteredProjects: Handler<ControlDeps> = (ctx) => {
   checkQueryKeys(ctx.query, []);
-  const items = listProjects(ctx.deps).map((p) => ({ ...p, registered_at: p.registered_at === null ? null : iso(p.registered_at) }));
+  const items = listProjects(ctx.deps).map((p) => ({
+    ...p, registered_at: p.registered_at === null ? null : iso(p.registered_at),
+  }));
   return json(200, { items });
 };

@@ -6,7 +6,9 @@ import { json } from '../../http/respond.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
 import { ConfigVersionConflict } from '../../db/config-store.ts';
-import { SETTINGS, mergeConfig, readEffectiveConfig, redactConfig, withDefaults, type ConfigValues } from '../config-schema.ts';
+import {
+  SETTINGS, mergeConfig, readEffectiveConfig, redactConfig, withDefaults, type ConfigValues,
+} from '../config-schema.ts';
 import { canonicalJson } from '../../canonical-json.ts';
 import { noteAudit } from '../audited.ts';
 
@@ -32,7 +34,9 @@ function updateOf(body: unknown): { update: Record<string, unknown>; version: nu
   const record = requireJsonObject(body);
   if (!Object.hasOwn(record, 'config')) return { update: record, version: undefined };
   for (const key of Object.keys(record)) {
-    if (key !== 'config' && key !== 'version') throw new HttpError('invalid_param', `Unknown field "${key.slice(0, 128)}" next to "config"`);
+    if (key !== 'config' && key !== 'version') {
+      throw new HttpError('invalid_param', `Unknown field "${key.slice(0, 128)}" next to "config"`);
+    }
   }
   const { config, version } = record;
   if (!isJsonObject(config)) throw new HttpError('invalid_param', 'Field "config" must be an object of settings');
@@ -45,7 +49,9 @@ function updateOf(body: unknown): { update: Record<string, unknown>; version: nu
 /** Keeps only settings that differ from their default, so a later release's better default reaches untouched keys. */
 function storedForm(effective: ConfigValues): ConfigValues {
   const out: ConfigValues = {};
-  for (const s of SETTINGS) if (canonicalJson(effective[s.key]) !== canonicalJson(s.default)) out[s.key] = effective[s.key];
+  for (const s of SETTINGS) {
+    if (canonicalJson(effective[s.key]) !== canonicalJson(s.default)) out[s.key] = effective[s.key];
+  }
   return out;
 }
 
@@ -67,7 +73,9 @@ export const putConfig: Handler<ControlDeps> = (ctx) => {
     return reply(effective, saved.version);
   } catch (err) {
     if (err instanceof ConfigVersionConflict) {
-      throw new HttpError('conflict', `Config changed since version ${expected} (now ${err.current}); read it again and retry`);
+      throw new HttpError(
+        'conflict', `Config changed since version ${expected} (now ${err.current}); read it again and retry`,
+      );
     }
     throw err;
   }

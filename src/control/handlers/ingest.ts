@@ -8,6 +8,7 @@ import { validateBatch } from '../ingest-validate.ts';
 import { applyBatch } from '../ingest-apply.ts';
 import { importProject } from '../import-project.ts';
 import { isRegisteredProject } from '../projects.ts';
+import { checkBodyKeys } from '../params.ts';
 
 export const ingestRuns: Handler<ControlDeps> = (ctx) => {
   // Everything is validated before the first write: a bad batch changes nothing.
@@ -45,6 +46,6 @@ export const ingestRuns: Handler<ControlDeps> = (ctx) => {
 
 export const importRuns: Handler<ControlDeps> = async (ctx) => {
   const body = requireJsonObject(ctx.body);
-  for (const key of Object.keys(body)) if (key !== 'path') throw new HttpError('invalid_param', `Unknown field "${key}"`);
+  checkBodyKeys(body, ['path']);
   return json(200, await importProject(ctx.deps, (body as { path?: unknown }).path));
 };

@@ -6,7 +6,7 @@ import { requireJsonObject } from '../../http/body.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
-import { checkSegment, checkQueryKeys } from '../params.ts';
+import { checkBodyKeys, checkSegment, checkQueryKeys } from '../params.ts';
 import { checkRunReceipt, type Signer } from '../run-receipt.ts';
 import { noteAudit } from '../audited.ts';
 import type { MergeEntry } from '../../db/merge-queue-store.ts';
@@ -34,7 +34,7 @@ export const listMergeQueue: Handler<ControlDeps> = (ctx) => {
 export const addToMergeQueue: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
   const body = requireJsonObject(ctx.body);
-  for (const key of Object.keys(body)) if (key !== 'source' && key !== 'run') throw new HttpError('invalid_param', `Unknown field "${key}"`);
+  checkBodyKeys(body, ['source', 'run']);
   const source = checkSegment('source', body.source);
   const run = checkSegment('run', body.run);
   const row = deps.stores.runs.get(source, run);

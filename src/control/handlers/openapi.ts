@@ -9,7 +9,8 @@ let cached: Record<string, unknown> | undefined;
 
 function document(): Record<string, unknown> {
   if (!cached) {
-    const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string };
+    const text = readFileSync(new URL('../../../package.json', import.meta.url), 'utf8');
+    const pkg = JSON.parse(text) as { version: string };
     cached = buildOpenapi(pkg.version);
   }
   return cached;

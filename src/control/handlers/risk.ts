@@ -14,12 +14,32 @@ interface FileStat {
   deletions: number;
 }
 
+const LOCKFILES = [
+  'package-lock.json', 'npm-shrinkwrap.json', 'yarn.lock', 'pnpm-lock.yaml', 'Cargo.lock', 'go.sum', 'poetry.lock',
+  'Gemfile.lock', 'composer.lock', 'uv.lock',
+];
+
 const SENSITIVE: Array<{ flag: string; weight: number; reason: string; test: RegExp }> = [
-  { flag: 'ci', weight: 20, reason: 'changes CI configuration', test: /(^|\/)(\.github\/workflows\/|\.gitlab-ci\.yml$|\.circleci\/|Jenkinsfile$|azure-pipelines\.yml$)/ },
-  { flag: 'auth', weight: 15, reason: 'touches authentication or permissions code', test: /(auth|login|session|password|permission|oauth|jwt|crypto)/i },
-  { flag: 'migration', weight: 15, reason: 'changes database migrations', test: /(^|\/)(migrations?|migrate)\/|\.sql$/i },
-  { flag: 'lockfile', weight: 10, reason: 'changes a dependency lockfile', test: /(^|\/)(package-lock\.json|npm-shrinkwrap\.json|yarn\.lock|pnpm-lock\.yaml|Cargo\.lock|go\.sum|poetry\.lock|Gemfile\.lock|composer\.lock|uv\.lock)$/ },
-  { flag: 'secrets', weight: 25, reason: 'touches secrets or key material', test: /(^|\/)(\.env(\..*)?|.*\.pem|.*\.key|id_rsa.*|.*secret.*|.*credential.*)$/i },
+  {
+    flag: 'ci', weight: 20, reason: 'changes CI configuration',
+    test: /(^|\/)(\.github\/workflows\/|\.gitlab-ci\.yml$|\.circleci\/|Jenkinsfile$|azure-pipelines\.yml$)/,
+  },
+  {
+    flag: 'auth', weight: 15, reason: 'touches authentication or permissions code',
+    test: /(auth|login|session|password|permission|oauth|jwt|crypto)/i,
+  },
+  {
+    flag: 'migration', weight: 15, reason: 'changes database migrations',
+    test: /(^|\/)(migrations?|migrate)\/|\.sql$/i,
+  },
+  {
+    flag: 'lockfile', weight: 10, reason: 'changes a dependency lockfile',
+    test: new RegExp(`(^|/)(${LOCKFILES.map((name) => name.replaceAll('.', '\\.')).join('|')})$`),
+  },
+  {
+    flag: 'secrets', weight: 25, reason: 'touches secrets or key material',
+    test: /(^|\/)(\.env(\..*)?|.*\.pem|.*\.key|id_rsa.*|.*secret.*|.*credential.*)$/i,
+  },
 ];
 const TESTS = /(^|\/)(test|tests|__tests__|spec)\/|\.(test|spec)\.[a-z]+$|_test\.(go|py)$|(^|\/)test_[^/]+\.py$/i;
 

@@ -15,9 +15,17 @@ function filterOf(query: URLSearchParams): StatsFilter {
   const since = optionalTime(query, 'since');
   const until = optionalTime(query, 'until');
   const repo = query.get('repo');
-  if (repo !== null && (repo.length === 0 || repo.length > 512)) throw new HttpError('invalid_param', 'Parameter "repo" must be a repository name');
-  if (since !== undefined && until !== undefined && until < since) throw new HttpError('invalid_param', 'Parameter "until" is before "since"');
-  return { ...(since !== undefined ? { since } : {}), ...(until !== undefined ? { until } : {}), ...(repo !== null ? { repo } : {}) };
+  if (repo !== null && (repo.length === 0 || repo.length > 512)) {
+    throw new HttpError('invalid_param', 'Parameter "repo" must be a repository name');
+  }
+  if (since !== undefined && until !== undefined && until < since) {
+    throw new HttpError('invalid_param', 'Parameter "until" is before "since"');
+  }
+  return {
+    ...(since !== undefined ? { since } : {}),
+    ...(until !== undefined ? { until } : {}),
+    ...(repo !== null ? { repo } : {}),
+  };
 }
 
 function window(f: StatsFilter) {
@@ -43,7 +51,9 @@ export const getStats: Handler<ControlDeps> = (ctx) => {
     // succeeded / (succeeded + failed + stopped); null when nothing has finished, rather than a fake 0 or 1.
     success_rate: terminal === 0 ? null : (byStatus.succeeded ?? 0) / terminal,
     duration_ms: { ended: duration.ended, p50: duration.values[0] ?? null, p95: duration.values[1] ?? null },
-    per_day: stats.runsPerDay(f).map((d) => ({ date: dateOf(Number(d.day)), runs: Number(d.runs), succeeded: Number(d.succeeded), failed: Number(d.failed) })),
+    per_day: stats.runsPerDay(f).map((d) => ({
+      date: dateOf(Number(d.day)), runs: Number(d.runs), succeeded: Number(d.succeeded), failed: Number(d.failed),
+    })),
   });
 };
 

@@ -17,7 +17,8 @@ export async function receiveChata(ctx: TCtx): Promise<Reply> {
   const secret = secretFor(ctx, 'chata');
   const raw = rawOf(ctx);
   const h = ctx.req.headers;
-  requireValid(ctx, 'chata', verifyChata(secret, raw, h['x-chata-request-timestamp'], h['x-chata-signature'], ctx.deps.clock()));
+  const timestamp = h['x-chata-request-timestamp'];
+  requireValid(ctx, 'chata', verifyChata(secret, raw, timestamp, h['x-chata-signature'], ctx.deps.clock()));
   const input = readChata(mediaType(ctx), raw, parseJsonObject);
   if (input.kind === 'challenge') return json(200, { challenge: input.challenge });
   if (input.kind === 'skip') return skipped(input.reason);
@@ -31,7 +32,9 @@ export async function receiveChata(ctx: TCtx): Promise<Reply> {
   }
   // Reply target captured only after verification, and only for an https URL under the hooks prefix (spec).
   const prefix = ctx.deps.settings.notify.chataHooksPrefix;
-  const reply = isAllowedChataUrl(input.responseUrl, prefix) ? { channel: 'chata', target: { response_url: input.responseUrl } } : undefined;
+  const reply = isAllowedChataUrl(input.responseUrl, prefix)
+    ? { channel: 'chata', target: { response_url: input.responseUrl } }
+    : undefined;
   if (!reply && input.responseUrl) {
     // Not under the prefix, or not as it reads once normalised (notify-channels.ts): the job runs, no summary goes.
     ctx.deps.log.warn('chata response_url ignored: not under CHATA_HOOKS_PREFIX', { request_id: ctx.requestId });
@@ -42,7 +45,9 @@ export async function receiveChata(ctx: TCtx): Promise<Reply> {
     { origin: 'chata', repo: routed.repo.name, dedupeKeys: [bodyKey('chata', raw)], reply, job },
     {
       queued: (id) => ephemeral(`Queued job ${id}. You will get a summary here when its run ends.`),
-      duplicate: (id) => json(200, { status: 'duplicate', response_type: 'ephemeral', text: `Already queued as job ${id}.` }),
+      duplicate: (id) => json(200, {
+        status: 'duplicate', response_type: 'ephemeral', text: `Already queued as job ${id}.`,
+      }),
     },
   );
 }

@@ -13,7 +13,9 @@ export type TCtx = Ctx<TriggerDeps>;
 /** The route's secret, or 503 not_configured naming the variable (or why the route is disabled). */
 export function secretFor(ctx: TCtx, route: RouteName): string {
   const s = ctx.deps.settings.secrets[route];
-  if (s.unavailable || !s.value) throw new HttpError('not_configured', s.unavailable ?? `Route /${route} is not configured: set ${s.variable}`);
+  if (s.unavailable || !s.value) {
+    throw new HttpError('not_configured', s.unavailable ?? `Route /${route} is not configured: set ${s.variable}`);
+  }
   return s.value;
 }
 

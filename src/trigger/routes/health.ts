@@ -22,7 +22,10 @@ export function getStatus(ctx: TCtx): Reply {
       trackera: Boolean(settings.notify.trackeraApiKey),
       trackerb: settings.notify.trackerb !== undefined,
     },
-    trackerb_filter: { assignees: settings.trackerbFilter.assignees.length > 0, labels: settings.trackerbFilter.labels.length > 0 },
+    trackerb_filter: {
+      assignees: settings.trackerbFilter.assignees.length > 0,
+      labels: settings.trackerbFilter.labels.length > 0,
+    },
     jobs: queue.depth(),
     // Counts only, as everything here: this route needs no token, and repository names are the operator's business.
     repos: { served: settings.repos.entries.length, skipped_unserved: ctx.deps.skips.snapshot() },

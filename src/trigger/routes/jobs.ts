@@ -21,11 +21,12 @@ function requireBearer(ctx: TCtx): void {
 
 /** Refuses instead of repairing: a caller with a token gets told exactly what is wrong with its brief. */
 export function validateJobsBrief(value: unknown): string {
-  if (typeof value !== 'string' || value.trim() === '') throw new HttpError('invalid_param', '"brief" must be a non-empty string');
-  if (Buffer.byteLength(value, 'utf8') > JOBS_BRIEF_BYTES) throw new HttpError('invalid_param', `"brief" must be at most ${JOBS_BRIEF_BYTES} bytes`);
-  if (hasControlChars(value)) throw new HttpError('invalid_param', '"brief" must be one line without control characters');
+  const refuse = (rule: string) => new HttpError('invalid_param', `"brief" must ${rule}`);
+  if (typeof value !== 'string' || value.trim() === '') throw refuse('be a non-empty string');
+  if (Buffer.byteLength(value, 'utf8') > JOBS_BRIEF_BYTES) throw refuse(`be at most ${JOBS_BRIEF_BYTES} bytes`);
+  if (hasControlChars(value)) throw refuse('be one line without control characters');
   const brief = value.trim();
-  if (/^[-\u2010-\u2015\u2212]/u.test(brief)) throw new HttpError('invalid_param', '"brief" must not start with "-"');
+  if (/^[-\u2010-\u2015\u2212]/u.test(brief)) throw refuse('not start with "-"');
   return brief;
 }
 
@@ -57,7 +58,9 @@ export async function createJob(ctx: TCtx): Promise<Reply> {
     if (!JOBS_FIELDS.has(key)) throw new HttpError('invalid_param', `Unknown field "${key.slice(0, 64)}"`);
   }
   const brief = validateJobsBrief(body.brief);
-  if (body.pr !== undefined && typeof body.pr !== 'boolean') throw new HttpError('invalid_param', '"pr" must be a boolean');
+  if (body.pr !== undefined && typeof body.pr !== 'boolean') {
+    throw new HttpError('invalid_param', '"pr" must be a boolean');
+  }
   // The body hash dedupes retries; a caller who means "again" sends a new request_id.
   if (body.request_id !== undefined && (typeof body.request_id !== 'string' || body.request_id.length > 200)) {
     throw new HttpError('invalid_param', '"request_id" must be a string of at most 200 characters');
@@ -82,7 +85,9 @@ function mayReadJobs(ctx: TCtx): void {
 export function getJob(ctx: TCtx): Reply {
   mayReadJobs(ctx);
   const id = ctx.params.id ?? '';
-  if (!JOB_ID.test(id)) throw new HttpError('invalid_param', 'Job id must look like "j" followed by 26 base32 characters');
+  if (!JOB_ID.test(id)) {
+    throw new HttpError('invalid_param', 'Job id must look like "j" followed by 26 base32 characters');
+  }
   const job = ctx.deps.queue.get(id);
   if (!job) throw new HttpError('not_found', `No job "${id}"`);
   return json(200, jobJson(job));

@@ -12,11 +12,16 @@ export function chataText(raw: string): string {
   return sanitizeBrief(raw, DEFAULT_BRIEF_BYTES);
 }
 
-export function readChata(contentType: string, raw: Buffer, parseJsonObject: (b: Buffer) => Record<string, unknown>): ChataInput {
+export function readChata(
+  contentType: string, raw: Buffer, parseJsonObject: (b: Buffer) => Record<string, unknown>,
+): ChataInput {
   if (contentType === 'application/json') {
     const body = parseJsonObject(raw);
-    if (body.type === 'url_verification' && typeof body.challenge === 'string') return { kind: 'challenge', challenge: body.challenge.slice(0, 512) };
-    return { kind: 'skip', reason: `event type "${describe(body.type)}" does not start a job`, eventId: typeof body.event_id === 'string' ? body.event_id : null };
+    if (body.type === 'url_verification' && typeof body.challenge === 'string') {
+      return { kind: 'challenge', challenge: body.challenge.slice(0, 512) };
+    }
+    const eventId = typeof body.event_id === 'string' ? body.event_id : null;
+    return { kind: 'skip', reason: `event type "${describe(body.type)}" does not start a job`, eventId };
   }
   const form = new URLSearchParams(raw.toString('utf8'));
   if (form.has('ssl_check')) return { kind: 'skip', reason: 'ssl_check', eventId: null };

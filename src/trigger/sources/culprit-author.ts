@@ -7,7 +7,12 @@ import { isAbsolute, relative, resolve, sep } from 'node:path';
  * Maps a stack-frame filename to a file inside repoDir, or null; symlinks are resolved before the containment check.
  */
 export async function resolveInsideRepo(repoDir: string, candidate: string): Promise<string | null> {
-  if (!candidate || candidate.length > 1024 || candidate.includes('\0') || /^[a-z][a-z0-9+.-]*:/i.test(candidate) || candidate.startsWith('<')) return null;
+  if (
+    !candidate || candidate.length > 1024 || candidate.includes('\0') ||
+    /^[a-z][a-z0-9+.-]*:/i.test(candidate) || candidate.startsWith('<')
+  ) {
+    return null;
+  }
   let root: string;
   try {
     root = await realpath(repoDir);
@@ -38,7 +43,9 @@ export function lastCommitAuthor(repoDir: string, relPath: string, timeoutMs = 3
 }
 
 /** First candidate that resolves inside the repo, with its last author. */
-export async function culpritAuthor(repoDir: string, candidates: readonly string[]): Promise<{ file: string; author: string } | null> {
+export async function culpritAuthor(
+  repoDir: string, candidates: readonly string[],
+): Promise<{ file: string; author: string } | null> {
   for (const candidate of candidates.slice(0, 20)) {
     const file = await resolveInsideRepo(repoDir, candidate);
     if (!file) continue;

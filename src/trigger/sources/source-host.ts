@@ -67,13 +67,18 @@ export function readSourceHost(event: string, body: Obj): SourceHostInput {
   const repo = str(obj(body.repository).full_name);
   const repository = repo === '' ? null : repo;
   const ref = `${repo}#${typeof issue.number === 'number' || typeof issue.number === 'string' ? issue.number : ''}`;
-  const issueBrief = (): string => sanitizeBrief(`${ref} ${str(issue.title)}${issue.body ? ` — ${str(issue.body)}` : ''}`, DEFAULT_BRIEF_BYTES);
+  const issueBrief = (): string => {
+    const body = issue.body ? ` — ${str(issue.body)}` : '';
+    return sanitizeBrief(`${ref} ${str(issue.title)}${body}`, DEFAULT_BRIEF_BYTES);
+  };
   if (event === 'issues') {
     if (body.action === 'labeled' && obj(body.label).name === TRIGGER_LABEL) {
       return { kind: 'job', brief: issueBrief(), repository };
     }
     if (body.action === 'opened' && hasLabel(issue)) {
-      if (!TRUSTED.has(str(issue.author_association))) return { kind: 'skip', reason: 'issue author may not start jobs' };
+      if (!TRUSTED.has(str(issue.author_association))) {
+        return { kind: 'skip', reason: 'issue author may not start jobs' };
+      }
       return { kind: 'job', brief: issueBrief(), repository };
     }
     return { kind: 'skip', reason: issuesSkipReason(str(body.action), body, issue) };
@@ -81,8 +86,12 @@ export function readSourceHost(event: string, body: Obj): SourceHostInput {
   if (event === 'issue_comment' && body.action === 'created') {
     const comment = obj(body.comment);
     const text = str(comment.body).trim();
-    if (!text.startsWith(COMMENT_PREFIX) || /^\/svc\S/.test(text)) return { kind: 'skip', reason: `comment does not start with ${COMMENT_PREFIX}` };
-    if (!TRUSTED.has(str(comment.author_association))) return { kind: 'skip', reason: 'comment author may not start jobs' };
+    if (!text.startsWith(COMMENT_PREFIX) || /^\/svc\S/.test(text)) {
+      return { kind: 'skip', reason: `comment does not start with ${COMMENT_PREFIX}` };
+    }
+    if (!TRUSTED.has(str(comment.author_association))) {
+      return { kind: 'skip', reason: 'comment author may not start jobs' };
+    }
     const ask = text.slice(COMMENT_PREFIX.length);
     const brief = sanitizeBrief(`${ref} ${str(issue.title)} — ${ask}`, DEFAULT_BRIEF_BYTES);
     return { kind: 'job', brief, repository };

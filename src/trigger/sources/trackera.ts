@@ -15,13 +15,16 @@ export function trackeraIdentifier(body: Record<string, unknown>): string | null
   const data = obj(body.data);
   const team = obj(data.team);
   const fromUrl = /\/issue\/([A-Za-z0-9_-]+)(?:[/#?]|$)/.exec(str(body.url) ?? '')?.[1] ?? null;
-  const candidate = str(data.identifier) ?? (str(team.key) && typeof data.number === 'number' ? `${team.key as string}-${data.number}` : null) ?? fromUrl;
+  const fromTeam = str(team.key) && typeof data.number === 'number' ? `${team.key as string}-${data.number}` : null;
+  const candidate = str(data.identifier) ?? fromTeam ?? fromUrl;
   return candidate && IDENTIFIER.test(candidate) ? candidate : null;
 }
 
 export function readTrackera(body: Record<string, unknown>): TrackeraInput {
   if (body.type !== 'Issue') return { kind: 'skip', reason: `${describe(body.type)} events do not start jobs` };
-  if (body.action !== 'create' && body.action !== 'update') return { kind: 'skip', reason: `issue action "${describe(body.action)}" does not start a job` };
+  if (body.action !== 'create' && body.action !== 'update') {
+    return { kind: 'skip', reason: `issue action "${describe(body.action)}" does not start a job` };
+  }
   const identifier = trackeraIdentifier(body);
   const data = obj(body.data);
   const issueId = str(data.id);

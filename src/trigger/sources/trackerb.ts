@@ -32,7 +32,8 @@ function changelogItems(body: Obj): Obj[] {
 }
 
 function touches(items: Obj[], field: string): boolean {
-  return items.some((i) => (str(i.field) ?? '').toLowerCase() === field || (str(i.fieldId) ?? '').toLowerCase() === field);
+  const named = (value: unknown) => (str(value) ?? '').toLowerCase() === field;
+  return items.some((i) => named(i.field) || named(i.fieldId));
 }
 
 /** Current labels, plus the changelog's space-separated `toString` form in case the fields lag behind. */
@@ -40,21 +41,27 @@ function labelsOf(fields: Obj, items: Obj[]): string[] {
   const labels = Array.isArray(fields.labels) ? fields.labels.filter((l): l is string => typeof l === 'string') : [];
   for (const item of items) {
     const to: unknown = item['toString' as keyof Obj];
-    if ((str(item.field) ?? '').toLowerCase() === 'labels' && typeof to === 'string') labels.push(...to.split(/\s+/).filter(Boolean));
+    if ((str(item.field) ?? '').toLowerCase() === 'labels' && typeof to === 'string') {
+      labels.push(...to.split(/\s+/).filter(Boolean));
+    }
   }
   return labels;
 }
 
 function assigneeMatches(fields: Obj, wanted: readonly string[]): boolean {
   const a = obj(fields.assignee);
-  const ids = [str(a.accountId), str(a.emailAddress)?.toLowerCase(), str(a.displayName)?.toLowerCase(), str(a.name)?.toLowerCase()];
+  const ids = [
+    str(a.accountId), str(a.emailAddress)?.toLowerCase(), str(a.displayName)?.toLowerCase(), str(a.name)?.toLowerCase(),
+  ];
   return wanted.some((w) => ids.includes(w) || ids.includes(w.toLowerCase()));
 }
 
 export function readTrackerb(body: Obj, filter: TrackerbFilter): TrackerbInput {
   const event = eventName(body);
   const items = changelogItems(body);
-  if (event !== 'issue_created' && event !== 'issue_updated') return { kind: 'skip', reason: `event "${str(body.webhookEvent) ?? ''}" does not start a job` };
+  if (event !== 'issue_created' && event !== 'issue_updated') {
+    return { kind: 'skip', reason: `event "${str(body.webhookEvent) ?? ''}" does not start a job` };
+  }
   if (event === 'issue_updated' && !touches(items, 'assignee') && !touches(items, 'labels')) {
     return { kind: 'skip', reason: 'the change touches neither assignee nor labels' };
   }
@@ -66,7 +73,9 @@ export function readTrackerb(body: Obj, filter: TrackerbFilter): TrackerbInput {
   const key = str(issue.key);
   if (!key || !ISSUE_KEY.test(key)) return { kind: 'skip', reason: 'issue without a key' };
   const labelled = labelsOf(fields, items).some((l) => filter.labels.includes(l));
-  if (!labelled && !assigneeMatches(fields, filter.assignees)) return { kind: 'skip', reason: 'issue is not assigned to a configured user and has no configured label' };
+  if (!labelled && !assigneeMatches(fields, filter.assignees)) {
+    return { kind: 'skip', reason: 'issue is not assigned to a configured user and has no configured label' };
+  }
   const summary = str(fields.summary) ?? '';
   const description = flattenAdf(fields.description);
   const brief = sanitizeBrief(`${key}: ${summary}${description ? ` — ${description}` : ''}`, TRACKERB_BRIEF_BYTES);
