@@ -10,7 +10,14 @@ import { getArtifact } from './handlers/artifacts.ts';
 import { getStats, getCostStats } from './handlers/stats.ts';
 import { listAudit } from './handlers/audit.ts';
 import { getConfig, putConfig } from './handlers/config.ts';
-import { listProviders, listIntegrations, listNotifications, getKeys, listRepos, listRegisteredProjects } from './handlers/catalog.ts';
+import {
+  listProviders,
+  listIntegrations,
+  listNotifications,
+  getKeys,
+  listRepos,
+  listRegisteredProjects,
+} from './handlers/catalog.ts';
 import { ingestRuns, importRuns } from './handlers/ingest.ts';
 import { startRun, stopRun, resumeRun, retryRun, verifyRun, answerRun } from './handlers/actions.ts';
 import { listMergeQueue, addToMergeQueue, runMergeQueue } from './handlers/merge.ts';
@@ -30,10 +37,14 @@ export const controlRoutes: readonly R[] = [
   { method: 'POST', pattern: '/v1/runs', handler: audited('run.start', startRun), loopbackOnly: true, body: 'json' },
   { method: 'POST', pattern: '/v1/start', handler: audited('run.start', startRun), loopbackOnly: true, body: 'json' },
   { method: 'GET', pattern: RUN, handler: getRun },
-  { method: 'DELETE', pattern: RUN, handler: audited('run.delete', deleteRun), loopbackOnly: true, body: 'optional-json' },
-  { method: 'POST', pattern: `${RUN}/stop`, handler: audited('run.stop', stopRun), loopbackOnly: true, body: 'optional-json' },
-  { method: 'POST', pattern: `${RUN}/resume`, handler: audited('run.resume', resumeRun), loopbackOnly: true, body: 'optional-json' },
-  { method: 'POST', pattern: `${RUN}/retry`, handler: audited('run.retry', retryRun), loopbackOnly: true, body: 'optional-json' },
+  { method: 'DELETE', pattern: RUN, handler: audited('run.delete', deleteRun),
+    loopbackOnly: true, body: 'optional-json' },
+  { method: 'POST', pattern: `${RUN}/stop`, handler: audited('run.stop', stopRun),
+    loopbackOnly: true, body: 'optional-json' },
+  { method: 'POST', pattern: `${RUN}/resume`, handler: audited('run.resume', resumeRun),
+    loopbackOnly: true, body: 'optional-json' },
+  { method: 'POST', pattern: `${RUN}/retry`, handler: audited('run.retry', retryRun),
+    loopbackOnly: true, body: 'optional-json' },
   { method: 'POST', pattern: `${RUN}/verify`, handler: audited('run.verify', verifyRun), body: 'optional-json' },
   { method: 'POST', pattern: `${RUN}/answer`, handler: audited('run.answer', answerRun), body: 'json' },
   { method: 'GET', pattern: `${RUN}/events`, handler: listEvents },
@@ -44,20 +55,23 @@ export const controlRoutes: readonly R[] = [
   { method: 'GET', pattern: '/v1/stats/cost', handler: getCostStats },
   { method: 'GET', pattern: '/v1/audit', handler: listAudit },
   { method: 'GET', pattern: '/v1/config', handler: getConfig },
-  { method: 'PUT', pattern: '/v1/config', handler: audited('config.write', putConfig), loopbackOnly: true, body: 'json' },
+  { method: 'PUT', pattern: '/v1/config', handler: audited('config.write', putConfig),
+    loopbackOnly: true, body: 'json' },
   { method: 'GET', pattern: '/v1/providers', handler: listProviders },
   { method: 'GET', pattern: '/v1/integrations', handler: listIntegrations },
   { method: 'GET', pattern: '/v1/notifications', handler: listNotifications },
   { method: 'GET', pattern: '/v1/merge/queue', handler: listMergeQueue },
   { method: 'POST', pattern: '/v1/merge/queue', handler: audited('merge.enqueue', addToMergeQueue), body: 'json' },
-  { method: 'POST', pattern: '/v1/merge/run', handler: audited('merge.run', runMergeQueue), loopbackOnly: true, body: 'optional-json' },
+  { method: 'POST', pattern: '/v1/merge/run', handler: audited('merge.run', runMergeQueue),
+    loopbackOnly: true, body: 'optional-json' },
   { method: 'GET', pattern: '/v1/review/risk', handler: getReviewRisk },
   { method: 'GET', pattern: '/v1/keys', handler: getKeys, loopbackOnly: true },
   { method: 'GET', pattern: '/v1/repos', handler: listRepos, loopbackOnly: true },
   { method: 'GET', pattern: '/v1/projects', handler: listRegisteredProjects, loopbackOnly: true },
-  { method: 'POST', pattern: '/v1/ingest', handler: audited('runs.ingest', ingestRuns), body: 'json', limit: INGEST_LIMIT,
-    runner: true },
-  { method: 'POST', pattern: '/v1/import', handler: audited('runs.import', importRuns), loopbackOnly: true, body: 'json', limit: INGEST_LIMIT },
+  { method: 'POST', pattern: '/v1/ingest', handler: audited('runs.ingest', ingestRuns),
+    body: 'json', limit: INGEST_LIMIT, runner: true },
+  { method: 'POST', pattern: '/v1/import', handler: audited('runs.import', importRuns),
+    loopbackOnly: true, body: 'json', limit: INGEST_LIMIT },
 ];
 
 export interface ControlApp {
@@ -65,7 +79,12 @@ export interface ControlApp {
   routes: readonly R[];
 }
 
-export function createControlApp(deps: ControlDeps, opts: { boundToLoopback: () => boolean; ownOrigins?: () => ReadonlySet<string> }): ControlApp {
+export interface ControlAppOptions {
+  boundToLoopback: () => boolean;
+  ownOrigins?: () => ReadonlySet<string>;
+}
+
+export function createControlApp(deps: ControlDeps, opts: ControlAppOptions): ControlApp {
   const listener = createPipeline<ControlDeps>({
     routes: controlRoutes,
     deps,

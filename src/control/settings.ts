@@ -45,10 +45,14 @@ export function resolveControlSettings(
   const runnerTokens = readRunnerTokens(env.SVC_CONTROL_RUNNER_TOKENS_FILE);
   // Without the Control Plane's own token every route is open, so a runner token would restrict nothing.
   if (runnerTokens.length && !token) throw new RunnerTokensError('runner tokens need SVC_CONTROL_TOKEN (or its _FILE)');
-  if (runnerTokens.some((r) => r.token === token)) throw new RunnerTokensError('a runner token equals SVC_CONTROL_TOKEN');
+  if (runnerTokens.some((r) => r.token === token)) {
+    throw new RunnerTokensError('a runner token equals SVC_CONTROL_TOKEN');
+  }
   const portText = flags.port ?? env.SVC_CONTROL_PORT ?? String(DEFAULT_PORT);
   const port = Number(portText);
-  if (!/^\d+$/.test(portText) || port > 65535) throw new RangeError(`Port must be an integer from 0 to 65535 (got "${portText}")`);
+  if (!/^\d+$/.test(portText) || port > 65535) {
+    throw new RangeError(`Port must be an integer from 0 to 65535 (got "${portText}")`);
+  }
   return {
     host: flags.host ?? env.SVC_CONTROL_HOST ?? '127.0.0.1',
     port,

@@ -39,13 +39,15 @@ export interface ArtifactsStore {
 
 export function createArtifactsStore(db: Db): ArtifactsStore {
   const putStmt = db.prepare(
-    `INSERT INTO artifacts (source, run, path, content_type, sha256, size, content, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+    `INSERT INTO artifacts (source, run, path, content_type, sha256, size, content, created_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?)
      ON CONFLICT (source, run, path) DO UPDATE SET content_type = excluded.content_type, sha256 = excluded.sha256,
      size = excluded.size, content = excluded.content, created_at = excluded.created_at`,
   );
   const getStmt = db.prepare('SELECT * FROM artifacts WHERE source = ? AND run = ? AND path = ?');
   const listStmt = db.prepare(
-    'SELECT source, run, path, content_type, sha256, size, created_at FROM artifacts WHERE source = ? AND run = ? ORDER BY path',
+    'SELECT source, run, path, content_type, sha256, size, created_at FROM artifacts ' +
+      'WHERE source = ? AND run = ? ORDER BY path',
   );
   const deleteStmt = db.prepare('DELETE FROM artifacts WHERE source = ? AND run = ?');
 

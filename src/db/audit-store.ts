@@ -57,7 +57,8 @@ function toEntry(row: Row): AuditEntry {
 export function createAuditStore(db: Db, clock: () => number = Date.now): AuditStore {
   const last = db.prepare('SELECT id, hash FROM audit ORDER BY id DESC LIMIT 1');
   const insert = db.prepare(
-    'INSERT INTO audit (id, at, actor, peer, action, target, outcome, detail, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+    'INSERT INTO audit (id, at, actor, peer, action, target, outcome, detail, prev_hash, hash) ' +
+      'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
   );
   const newest = db.prepare(`SELECT * FROM audit ORDER BY id DESC ${LIMIT_PARAM}`);
   const older = db.prepare(`SELECT * FROM audit WHERE id < ? ORDER BY id DESC ${LIMIT_PARAM}`);
@@ -77,9 +78,11 @@ export function createAuditStore(db: Db, clock: () => number = Date.now): AuditS
     const id = (tail?.id ?? 0) + 1;
     const prevHash = tail?.hash ?? GENESIS_HASH;
     const detail = input.detail ?? null;
-    const entry = { id, at: clock(), actor: input.actor, peer: input.peer, action: input.action, target: input.target, outcome: input.outcome, detail };
+    const { actor, peer, action, target, outcome } = input;
+    const entry = { id, at: clock(), actor, peer, action, target, outcome, detail };
     const hash = entryHash(prevHash, entry);
-    insert.run(id, entry.at, entry.actor, entry.peer, entry.action, entry.target, entry.outcome, detail === null ? null : JSON.stringify(detail), prevHash, hash);
+    const detailText = detail === null ? null : JSON.stringify(detail);
+    insert.run(id, entry.at, actor, peer, action, target, outcome, detailText, prevHash, hash);
     return { ...entry, prev_hash: prevHash, hash };
   }
 

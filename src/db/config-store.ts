@@ -31,13 +31,15 @@ export function createConfigStore(db: Db, clock: () => number = Date.now): Confi
   const select = db.prepare('SELECT version, body, updated_at FROM config WHERE id = 1');
   const upsert = db.prepare(
     'INSERT INTO config (id, version, body, updated_at) VALUES (1, ?, ?, ?) ' +
-      'ON CONFLICT (id) DO UPDATE SET version = excluded.version, body = excluded.body, updated_at = excluded.updated_at',
+      'ON CONFLICT (id) DO UPDATE SET version = excluded.version, body = excluded.body, ' +
+      'updated_at = excluded.updated_at',
   );
 
   function read(): StoredConfig {
     const row = select.get() as { version: number; body: string; updated_at: number } | undefined;
     if (!row) return { values: {}, version: 0, updated_at: null };
-    return { values: JSON.parse(row.body) as Record<string, unknown>, version: row.version, updated_at: row.updated_at };
+    const values = JSON.parse(row.body) as Record<string, unknown>;
+    return { values, version: row.version, updated_at: row.updated_at };
   }
 
   return {
@@ -46,7 +48,9 @@ export function createConfigStore(db: Db, clock: () => number = Date.now): Confi
       db.exec('BEGIN IMMEDIATE');
       try {
         const current = read();
-        if (expectedVersion !== undefined && expectedVersion !== current.version) throw new ConfigVersionConflict(current.version);
+        if (expectedVersion !== undefined && expectedVersion !== current.version) {
+          throw new ConfigVersionConflict(current.version);
+        }
         const values = fn(current.values);
         const next = { values, version: current.version + 1, updated_at: clock() };
         upsert.run(next.version, JSON.stringify(values), next.updated_at);

@@ -129,7 +129,9 @@ export const controlMigrations: readonly Migration[] = [
   // 2: /v1/stats and /v1/stats/cost scan this covering index instead of the table (no row lookups at 1,000,000 runs);
   // notifications re-sent by the trigger server as delivery progresses upsert on (job_id, channel).
   `
-  CREATE INDEX runs_stats ON runs (started_at, status, verdict, ended_at, provider, repo, cost_usd, tokens_in, tokens_out);
+  CREATE INDEX runs_stats ON runs (
+    started_at, status, verdict, ended_at, provider, repo, cost_usd, tokens_in, tokens_out
+  );
   CREATE UNIQUE INDEX notifications_by_job ON notifications (job_id, channel) WHERE job_id IS NOT NULL;
   `,
   // 3: each run's Run JSON text, kept with the row so GET /v1/runs concatenates one cell per run inside SQLite instead

@@ -41,12 +41,16 @@ function toRequest(row: Row): ControlRequest {
 }
 
 export function createControlRequestsStore(db: Db): ControlRequestsStore {
-  const addStmt = db.prepare('INSERT INTO control_requests (source, run, action, payload, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id');
+  const addStmt = db.prepare(
+    'INSERT INTO control_requests (source, run, action, payload, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id',
+  );
   const pendingStmt = db.prepare(
-    'SELECT id, source, run, action, payload, created_at FROM control_requests WHERE source = ? AND delivered_at IS NULL ORDER BY id',
+    'SELECT id, source, run, action, payload, created_at FROM control_requests ' +
+      'WHERE source = ? AND delivered_at IS NULL ORDER BY id',
   );
   const markStmt = db.prepare(
-    'UPDATE control_requests SET delivered_at = ? WHERE source = ? AND delivered_at IS NULL RETURNING id, source, run, action, payload, created_at',
+    'UPDATE control_requests SET delivered_at = ? WHERE source = ? AND delivered_at IS NULL ' +
+      'RETURNING id, source, run, action, payload, created_at',
   );
   const deleteStmt = db.prepare('DELETE FROM control_requests WHERE source = ? AND run = ?');
   const latestStmt = db.prepare(
@@ -56,7 +60,8 @@ export function createControlRequestsStore(db: Db): ControlRequestsStore {
 
   return {
     add(source, run, action, payload = null, at = Date.now()) {
-      const row = addStmt.get(source, run, action, payload === null ? null : JSON.stringify(payload), at) as { id: number };
+      const payloadText = payload === null ? null : JSON.stringify(payload);
+      const row = addStmt.get(source, run, action, payloadText, at) as { id: number };
       return row.id;
     },
     takePending(source, at = Date.now()) {

@@ -3,8 +3,9 @@
 //
 // Methods other code relies on:
 //   insert(ev)                  → the new id, or null when (source, run, seq) was already stored
-//   append(source, run, {kind, data, ts?}) → EventRow; for events the Control Plane itself originates (e.g. `answer`).
-//       They take NEGATIVE seq numbers (-1, -2, …) so they can never collide with the runner's own 0, 1, 2, …
+//   append(source, run, {kind, data, ts?}) → EventRow; for events the Control Plane itself originates
+//       (e.g. `answer`). They take NEGATIVE seq numbers (-1, -2, …) so they can never collide with the runner's
+//       own 0, 1, 2, …
 //   list(source, run, {after, limit}) → one run's events with id > after, ascending
 //   listAll({after, limit, source?, run?}) → events across runs with id > after, ascending (stream replay)
 //   maxId()                     → highest id stored (0 when empty)
@@ -43,7 +44,8 @@ export interface EventsStore {
 
 export function createEventsStore(db: Db): EventsStore {
   const insertStmt = db.prepare(
-    'INSERT INTO events (source, run, seq, ts, kind, data) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (source, run, seq) DO NOTHING',
+    'INSERT INTO events (source, run, seq, ts, kind, data) VALUES (?, ?, ?, ?, ?, ?) ' +
+      'ON CONFLICT (source, run, seq) DO NOTHING',
   );
   const minSeq = db.prepare('SELECT min(seq) AS m FROM events WHERE source = ? AND run = ?');
   const listRun = db.prepare(`SELECT * FROM events WHERE source = ? AND run = ? AND id > ? ORDER BY id ${LIMIT_PARAM}`);
@@ -75,7 +77,9 @@ export function createEventsStore(db: Db): EventsStore {
       return listRun.all(source, run, after, limit) as unknown as EventRow[];
     },
     listAll({ after, limit, source, run }) {
-      if (source !== undefined && run !== undefined) return listRun.all(source, run, after, limit) as unknown as EventRow[];
+      if (source !== undefined && run !== undefined) {
+        return listRun.all(source, run, after, limit) as unknown as EventRow[];
+      }
       if (source !== undefined) return listSource.all(after, source, limit) as unknown as EventRow[];
       return listAny.all(after, limit) as unknown as EventRow[];
     },

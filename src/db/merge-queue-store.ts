@@ -32,7 +32,8 @@ export function createMergeQueueStore(db: Db): MergeQueueStore {
   const cols = 'id, source, run, status, detail, added_at, updated_at';
   const addStmt = db.prepare(
     `INSERT INTO merge_queue (source, run, status, detail, added_at, updated_at) VALUES (?, ?, 'queued', NULL, ?, ?)
-     ON CONFLICT (source, run) DO UPDATE SET status = 'queued', detail = NULL, added_at = excluded.added_at, updated_at = excluded.updated_at
+     ON CONFLICT (source, run) DO UPDATE SET status = 'queued', detail = NULL, added_at = excluded.added_at,
+     updated_at = excluded.updated_at
      WHERE merge_queue.status = 'failed'
      RETURNING ${cols}`,
   );

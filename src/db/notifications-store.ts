@@ -47,16 +47,19 @@ const COLUMNS = 'id, job_id, source, run, origin, channel, target, status, attem
 
 export function createNotificationsStore(db: Db): NotificationsStore {
   const upsert = db.prepare(
-    'INSERT INTO notifications (job_id, source, run, origin, channel, target, status, attempts, error, created_at, updated_at) ' +
+    'INSERT INTO notifications ' +
+      '(job_id, source, run, origin, channel, target, status, attempts, error, created_at, updated_at) ' +
       'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ' +
       'ON CONFLICT (job_id, channel) WHERE job_id IS NOT NULL DO UPDATE SET ' +
-      'source = excluded.source, run = excluded.run, origin = excluded.origin, target = excluded.target, status = excluded.status, ' +
+      'source = excluded.source, run = excluded.run, origin = excluded.origin, target = excluded.target, ' +
+      'status = excluded.status, ' +
       'attempts = excluded.attempts, error = excluded.error, updated_at = excluded.updated_at ' +
       'WHERE excluded.updated_at >= notifications.updated_at',
   );
   const newest = db.prepare(`SELECT ${COLUMNS} FROM notifications ORDER BY created_at DESC, id DESC ${LIMIT_PARAM}`);
   const older = db.prepare(
-    `SELECT ${COLUMNS} FROM notifications WHERE (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC ${LIMIT_PARAM}`,
+    `SELECT ${COLUMNS} FROM notifications WHERE (created_at, id) < (?, ?) ` +
+      `ORDER BY created_at DESC, id DESC ${LIMIT_PARAM}`,
   );
 
   return {
@@ -66,7 +69,10 @@ export function createNotificationsStore(db: Db): NotificationsStore {
         for (const n of list) {
           const target = hostOnly(n.target);
           const error = scrubError(n.error);
-          const r = upsert.run(n.job_id, n.source, n.run, n.origin, n.channel, target, n.status, n.attempts, error, n.created_at, n.updated_at);
+          const r = upsert.run(
+            n.job_id, n.source, n.run, n.origin, n.channel, target,
+            n.status, n.attempts, error, n.created_at, n.updated_at,
+          );
           changed += Number(r.changes);
         }
         return changed;

@@ -13,7 +13,8 @@ export interface RunRow extends Omit<RunJson, 'started_at' | 'ended_at' | 'updat
 }
 
 /** What upsert takes: identity, status and start time are required; group_id defaults to the run id. */
-export type RunInput = Partial<Omit<RunRow, 'source' | 'run' | 'status' | 'started_at'>> & Pick<RunRow, 'run' | 'status' | 'started_at'>;
+export type RunInput = Partial<Omit<RunRow, 'source' | 'run' | 'status' | 'started_at'>> &
+  Pick<RunRow, 'run' | 'status' | 'started_at'>;
 export type RunPatch = Partial<Omit<RunRow, 'source' | 'run'>>;
 
 export interface RunKey {

@@ -55,7 +55,8 @@ export function createRunsPageQuery(db: Db): RunsPageQuery {
     const keys = next.all(...args, filter.limit - 1) as unknown as Array<[number, string, string]>;
     const last = keys.length === 2 ? keys[0]! : undefined;
     const { open, close } = frame(last ? { started_at: last[0], source: last[1], run: last[2] } : null);
-    const [body, count, withJson] = page.get(open, close, ...args, filter.limit) as unknown as [Uint8Array, number, number];
+    const row = page.get(open, close, ...args, filter.limit) as unknown as [Uint8Array, number, number];
+    const [body, count, withJson] = row;
     return withJson < count ? undefined : body;
   }
 

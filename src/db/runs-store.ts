@@ -7,8 +7,8 @@
 //   get(source, run)            → RunRow | undefined
 //   upsert(source, input)       → insert or replace the public fields; an older `updated_at` never overwrites a newer
 //                                 row; started_at keeps its first-seen value
-//   patch(source, run, fields)  → update only the given columns (e.g. {status, question, updated_at}); returns whether
-//                                 a row changed
+//   patch(source, run, fields)  → update only the given columns (e.g. {status, question, updated_at}); returns
+//                                 whether a row changed
 //   setStatus(source, run, status, at, extra?) → patch sugar that also stamps updated_at
 //   list(filter)                → newest first by (started_at, source, run), keyset after `filter.after`, at most
 //                                 `filter.limit` rows
@@ -123,12 +123,14 @@ export function createRunsStore(db: Db): RunsStore {
   }
 
   function patch(source: string, run: string, fields: RunPatch): boolean {
-    const keys = Object.keys(fields).filter((k) => COLUMN_SET.has(k) && (fields as Record<string, unknown>)[k] !== undefined).sort();
+    const given = fields as Record<string, unknown>;
+    const keys = Object.keys(fields).filter((k) => COLUMN_SET.has(k) && given[k] !== undefined).sort();
     if (keys.length === 0) return getStmt.get(source, run) !== undefined;
     const sig = keys.join(',');
     let stmt = patchCache.get(sig);
     if (!stmt) {
-      stmt = db.prepare(`UPDATE runs SET ${keys.map((k) => `${k} = ?`).join(', ')}, json = NULL WHERE source = ? AND run = ? ${RETURNING}`);
+      const sets = keys.map((k) => `${k} = ?`).join(', ');
+      stmt = db.prepare(`UPDATE runs SET ${sets}, json = NULL WHERE source = ? AND run = ? ${RETURNING}`);
       stmt.setReturnArrays(true);
       patchCache.set(sig, stmt);
     }

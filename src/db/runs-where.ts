@@ -28,7 +28,8 @@ export function buildWhere(filter: RunFilter): { clause: string; args: SQLInputV
   // merely filters by the other: a cursor 50,000 runs down under `until` walked 50,000 index entries per page. One
   // always implies the other, so only the tighter one goes into the query: with s < until ≤ cursor.started_at the
   // cursor holds for every row, and with cursor.started_at < until the cursor (s ≤ cursor.started_at) implies until.
-  const cursorIsTighter = filter.after !== undefined && filter.until !== undefined && filter.after.started_at < filter.until;
+  const cursorIsTighter =
+    filter.after !== undefined && filter.until !== undefined && filter.after.started_at < filter.until;
   if (filter.until !== undefined && !cursorIsTighter) {
     where.push('started_at < ?');
     args.push(filter.until);

@@ -22,9 +22,12 @@ export interface StartRequestsStore {
 }
 
 export function createStartRequestsStore(db: Db): StartRequestsStore {
-  const getStmt = db.prepare('SELECT request_id, body_sha256, source, run, created_at FROM start_requests WHERE request_id = ?');
+  const getStmt = db.prepare(
+    'SELECT request_id, body_sha256, source, run, created_at FROM start_requests WHERE request_id = ?',
+  );
   const addStmt = db.prepare(
-    'INSERT INTO start_requests (request_id, body_sha256, source, run, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (request_id) DO NOTHING',
+    'INSERT INTO start_requests (request_id, body_sha256, source, run, created_at) VALUES (?, ?, ?, ?, ?) ' +
+      'ON CONFLICT (request_id) DO NOTHING',
   );
   const removeStmt = db.prepare('DELETE FROM start_requests WHERE request_id = ?');
   return {

@@ -58,7 +58,8 @@ const COUNT_COLUMNS = [
 ].join(', ');
 
 const COST_COLUMNS =
-  'count(*) AS runs, count(cost_usd) AS runs_with_cost, sum(cost_usd) AS cost_usd, sum(tokens_in) AS tokens_in, sum(tokens_out) AS tokens_out';
+  'count(*) AS runs, count(cost_usd) AS runs_with_cost, sum(cost_usd) AS cost_usd, ' +
+  'sum(tokens_in) AS tokens_in, sum(tokens_out) AS tokens_out';
 
 function whereOf(f: StatsFilter, extra: string[] = []): { clause: string; args: SQLInputValue[]; sig: string } {
   const where: string[] = [];
@@ -123,12 +124,14 @@ export function createStatsStore(db: Db): StatsStore {
         `dp${ps.length}`,
         f,
         (w) =>
-          'SELECT rn, d FROM (SELECT ended_at - started_at AS d, row_number() OVER (ORDER BY ended_at - started_at) AS rn ' +
+          'SELECT rn, d FROM (SELECT ended_at - started_at AS d, ' +
+          'row_number() OVER (ORDER BY ended_at - started_at) AS rn ' +
           `FROM runs ${w}) WHERE rn IN (${ps.map(() => '?').join(', ')})`,
         ended,
       );
       const byRank = new Map<number, number>();
-      for (const r of pick.stmt.all(...pick.args, ...ranks) as Array<{ rn: number; d: number }>) byRank.set(Number(r.rn), Number(r.d));
+      const rows = pick.stmt.all(...pick.args, ...ranks) as Array<{ rn: number; d: number }>;
+      for (const r of rows) byRank.set(Number(r.rn), Number(r.d));
       return { ended: n, values: ranks.map((r) => byRank.get(r) ?? null) };
     },
     runsPerDay(f) {
@@ -136,7 +139,8 @@ export function createStatsStore(db: Db): StatsStore {
         'day',
         f,
         (w) =>
-          `SELECT started_at / ${DAY_MS} AS day, count(*) AS runs, sum(status = 'succeeded') AS succeeded, sum(status = 'failed') AS failed ` +
+          `SELECT started_at / ${DAY_MS} AS day, count(*) AS runs, ` +
+          "sum(status = 'succeeded') AS succeeded, sum(status = 'failed') AS failed " +
           `FROM runs ${w} GROUP BY day ORDER BY day`,
       );
       return stmt.all(...args) as unknown as DayCount[];
@@ -149,7 +153,11 @@ export function createStatsStore(db: Db): StatsStore {
       // `+repo` keeps the planner on the covering index (runs_by_repo would avoid a sort but look up every row).
       const expr = by === 'day' ? `started_at / ${DAY_MS}` : `+${by}`;
       const order = by === 'day' ? 'key' : 'runs DESC, key';
-      const { stmt, args } = prepared(`c-${by}`, f, (w) => `SELECT ${expr} AS key, ${COST_COLUMNS} FROM runs ${w} GROUP BY key ORDER BY ${order}`);
+      const { stmt, args } = prepared(
+        `c-${by}`,
+        f,
+        (w) => `SELECT ${expr} AS key, ${COST_COLUMNS} FROM runs ${w} GROUP BY key ORDER BY ${order}`,
+      );
       return stmt.all(...args) as unknown as CostGroup[];
     },
     distinctRepos() {

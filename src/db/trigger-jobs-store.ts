@@ -86,8 +86,8 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
   const claim = db.prepare("UPDATE jobs SET status = 'running', started_at = ? WHERE id = ? AND status = 'queued'");
   const setRun = db.prepare('UPDATE jobs SET run_source = ?, run_id = ?, exit_code = ? WHERE id = ?');
   const finish = db.prepare(
-    'UPDATE jobs SET status = ?, finished_at = ?, exit_code = coalesce(?, exit_code), summary = ?, summary_parts = ?, ' +
-      'error = ? ' +
+    'UPDATE jobs SET status = ?, finished_at = ?, exit_code = coalesce(?, exit_code), ' +
+      'summary = ?, summary_parts = ?, error = ? ' +
       "WHERE id = ? AND status IN ('queued', 'running')",
   );
   return {

@@ -44,7 +44,10 @@ export const triggerMigrations: readonly Migration[] = [
   ) STRICT;
   INSERT INTO job_counts (status, n)
     SELECT s.status, (SELECT count(*) FROM jobs WHERE jobs.status = s.status)
-    FROM (SELECT 'queued' AS status UNION ALL SELECT 'running' UNION ALL SELECT 'succeeded' UNION ALL SELECT 'failed' UNION ALL SELECT 'interrupted') AS s;
+    FROM (
+      SELECT 'queued' AS status UNION ALL SELECT 'running' UNION ALL SELECT 'succeeded'
+      UNION ALL SELECT 'failed' UNION ALL SELECT 'interrupted'
+    ) AS s;
   CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs BEGIN
     UPDATE job_counts SET n = n + 1 WHERE status = NEW.status;
   END;
@@ -71,7 +74,8 @@ export const triggerMigrations: readonly Migration[] = [
     job_id TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
     created_at INTEGER NOT NULL
   ) STRICT;
-  INSERT INTO dedupe_keys_v4 (key, job_id, created_at) SELECT key, job_id, created_at FROM dedupe_keys ORDER BY created_at, rowid;
+  INSERT INTO dedupe_keys_v4 (key, job_id, created_at)
+    SELECT key, job_id, created_at FROM dedupe_keys ORDER BY created_at, rowid;
   DROP TABLE dedupe_keys;
   ALTER TABLE dedupe_keys_v4 RENAME TO dedupe_keys;
   CREATE INDEX dedupe_keys_by_job ON dedupe_keys (job_id);

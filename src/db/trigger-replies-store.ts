@@ -23,14 +23,17 @@ export function createTriggerRepliesStore(db: Db): TriggerRepliesStore {
   const get = db.prepare('SELECT job_id, channel, target, notify_status FROM reply_targets WHERE job_id = ?');
   const mark = db.prepare('UPDATE reply_targets SET notify_status = ?, notified_at = ? WHERE job_id = ?');
   const pending = db.prepare(
-    "SELECT r.job_id FROM reply_targets r JOIN jobs j ON j.id = r.job_id WHERE r.notify_status IS NULL AND j.status IN ('succeeded', 'failed', 'interrupted') ORDER BY j.finished_at",
+    'SELECT r.job_id FROM reply_targets r JOIN jobs j ON j.id = r.job_id WHERE r.notify_status IS NULL ' +
+      "AND j.status IN ('succeeded', 'failed', 'interrupted') ORDER BY j.finished_at",
   );
   return {
     insert(jobId, channel, target, at) {
       insert.run(jobId, channel, JSON.stringify(target), at);
     },
     get(jobId) {
-      const row = get.get(jobId) as { job_id: string; channel: string; target: string; notify_status: NotifyStatus | null } | undefined;
+      const row = get.get(jobId) as
+        | { job_id: string; channel: string; target: string; notify_status: NotifyStatus | null }
+        | undefined;
       return row ? { ...row, target: JSON.parse(row.target) as Record<string, unknown> } : undefined;
     },
     markNotified(jobId, status, at) {

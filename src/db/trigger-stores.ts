@@ -14,6 +14,11 @@ export interface TriggerStores {
 }
 
 export function createTriggerStores(db: Db): TriggerStores {
-  return { db, jobs: createTriggerJobsStore(db), dedupe: createTriggerDedupeStore(db), replies: createTriggerRepliesStore(db),
-    retention: createTriggerRetentionStore(db) };
+  return {
+    db,
+    jobs: createTriggerJobsStore(db),
+    dedupe: createTriggerDedupeStore(db),
+    replies: createTriggerRepliesStore(db),
+    retention: createTriggerRetentionStore(db),
+  };
 }

@@ -33,7 +33,10 @@ export interface TriggerAppOptions {
   bodyTimeoutMs?: number;
 }
 
-export function createTriggerApp(deps: TriggerDeps, opts: TriggerAppOptions = {}): { listener: RequestListener; routes: readonly R[] } {
+export function createTriggerApp(
+  deps: TriggerDeps,
+  opts: TriggerAppOptions = {},
+): { listener: RequestListener; routes: readonly R[] } {
   const listener = createPipeline<TriggerDeps>({
     routes: triggerRoutes,
     deps,

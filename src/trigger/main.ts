@@ -61,14 +61,25 @@ function triggerLogger(): Logger {
 }
 
 /** Executors by SVC_TRIGGER_EXECUTOR; others (kubernetes) register here when they land. */
-function pickExecutor(settings: TriggerSettings, env: NodeJS.ProcessEnv, log: Logger, pollMs: number | undefined): JobExecutor {
+function pickExecutor(
+  settings: TriggerSettings,
+  env: NodeJS.ProcessEnv,
+  log: Logger,
+  pollMs: number | undefined,
+): JobExecutor {
   if (settings.executor === 'local') {
     return createLocalExecutor({ cliPath: settings.cliPath, env, log, ...(pollMs ? { pollMs } : {}) });
   }
   if (settings.executor === 'kubernetes') {
     kubernetesReposCheck(settings);
     try {
-      return createKubernetesExecutor({ env, log, controlUrl: settings.controlUrl, controlToken: settings.controlToken, ...(pollMs ? { pollMs } : {}) });
+      return createKubernetesExecutor({
+        env,
+        log,
+        controlUrl: settings.controlUrl,
+        controlToken: settings.controlToken,
+        ...(pollMs ? { pollMs } : {}),
+      });
     } catch (err) {
       throw new BadSettingError(err instanceof Error ? err.message : String(err), { cause: err });
     }
@@ -99,7 +110,11 @@ function logStartupProblems(settings: TriggerSettings, log: Logger): void {
   for (const error of settings.problems.errors) log.error(error);
 }
 
-export async function startTrigger(settings: TriggerSettings, env: NodeJS.ProcessEnv, o: TriggerOverrides = {}): Promise<RunningTrigger> {
+export async function startTrigger(
+  settings: TriggerSettings,
+  env: NodeJS.ProcessEnv,
+  o: TriggerOverrides = {},
+): Promise<RunningTrigger> {
   const log = o.log ?? triggerLogger();
   // Read before anything opens: a bad SVC_TRIGGER_MAX_CONNECTIONS* fails the start with nothing to undo.
   const connectionLimits = readConnectionLimits(env, 'SVC_TRIGGER');
@@ -114,7 +129,13 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
     stores,
     config: settings.notify,
     post: o.post ?? createHttpsPoster(),
-    report: createControlReporter({ controlUrl: settings.controlUrl, controlToken: settings.controlToken, source: settings.source, fetch: o.fetch ?? fetch, log }),
+    report: createControlReporter({
+      controlUrl: settings.controlUrl,
+      controlToken: settings.controlToken,
+      source: settings.source,
+      fetch: o.fetch ?? fetch,
+      log,
+    }),
     log,
     clock,
     signal: shutdown.signal,
@@ -169,7 +190,11 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
 }
 
 /** Serves until SIGINT/SIGTERM, then shuts down once and resolves with the exit code. */
-export async function serveTriggerForever(settings: TriggerSettings, env: NodeJS.ProcessEnv, print: (line: string) => void): Promise<number> {
+export async function serveTriggerForever(
+  settings: TriggerSettings,
+  env: NodeJS.ProcessEnv,
+  print: (line: string) => void,
+): Promise<number> {
   const log = triggerLogger();
   const running = await startTrigger(settings, env, { log });
   print(`${running.url}\n`);

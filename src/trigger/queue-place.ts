@@ -83,7 +83,12 @@ export type Precheck = { kind: 'duplicate'; jobId: string } | { kind: 'full' } |
  * The refusals a delivery can get, read without a transaction and before anything costly (a child process, a
  * file): a committed holder of any key, or a full share. Only a hint: placeBatch decides again in its transaction.
  */
-export function precheck(stores: TriggerStores, origin: string, keys: readonly string[], shares: QueueShares): Precheck {
+export function precheck(
+  stores: TriggerStores,
+  origin: string,
+  keys: readonly string[],
+  shares: QueueShares,
+): Precheck {
   const holder = stores.dedupe.peek(keys);
   if (holder !== undefined) return { kind: 'duplicate', jobId: holder };
   return shareLedger(shares, stores.jobs.queuedByOrigin()).admits(origin) ? { kind: 'open' } : { kind: 'full' };

@@ -51,7 +51,9 @@ export interface TriggerFlags {
 
 function integer(text: string, name: string, min: number, max: number): number {
   const n = Number(text);
-  if (!/^\d+$/.test(text) || n < min || n > max) throw new RangeError(`${name} must be an integer from ${min} to ${max} (got "${text}")`);
+  if (!/^\d+$/.test(text) || n < min || n > max) {
+    throw new RangeError(`${name} must be an integer from ${min} to ${max} (got "${text}")`);
+  }
   return n;
 }
 
@@ -137,14 +139,21 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
       chataHooksPrefix: chataPrefix ? new URL(chataPrefix).href : '',
       trackeraApiUrl: trackeraUrl ?? '',
       trackeraApiKey: trackeraUrl ? env.TRACKERA_API_KEY || undefined : undefined,
-      trackerb: tb && tbUrl ? { baseUrl: tbUrl, email: env.TRACKERB_EMAIL!, token: env.TRACKERB_API_TOKEN! } : undefined,
+      trackerb: tb && tbUrl
+        ? { baseUrl: tbUrl, email: env.TRACKERB_EMAIL!, token: env.TRACKERB_API_TOKEN! }
+        : undefined,
     },
     trackerbFilter: filter,
     cliPath: env.SVC_TRIGGER_CLI ? resolve(cwd, env.SVC_TRIGGER_CLI) : defaultCliPath(),
     executor: env.SVC_TRIGGER_EXECUTOR || 'local',
     problems,
     retention: {
-      dedupeDays: integer(env.SVC_TRIGGER_DEDUPE_DAYS ?? String(DEFAULT_DEDUPE_DAYS), 'SVC_TRIGGER_DEDUPE_DAYS', 1, 36_500),
+      dedupeDays: integer(
+        env.SVC_TRIGGER_DEDUPE_DAYS ?? String(DEFAULT_DEDUPE_DAYS),
+        'SVC_TRIGGER_DEDUPE_DAYS',
+        1,
+        36_500,
+      ),
       jobDays: integer(env.SVC_TRIGGER_JOB_DAYS ?? String(DEFAULT_JOB_DAYS), 'SVC_TRIGGER_JOB_DAYS', 1, 36_500),
     },
   };

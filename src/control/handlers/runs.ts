@@ -36,7 +36,9 @@ function parseRunFilter(query: URLSearchParams): RunFilter {
   if (verdict !== null) filter.verdict = parseVerdict(verdict);
   const repo = query.get('repo');
   if (repo !== null) {
-    if (repo.length === 0 || repo.length > 512) throw new HttpError('invalid_param', 'Parameter "repo" must be 1 to 512 characters');
+    if (repo.length === 0 || repo.length > 512) {
+      throw new HttpError('invalid_param', 'Parameter "repo" must be 1 to 512 characters');
+    }
     filter.repo = repo;
   }
   const group = query.get('group_id');
@@ -82,8 +84,14 @@ export const getRun: Handler<ControlDeps> = (ctx) => {
   const artifacts = stores.artifacts
     .list(source, run)
     .map((a) => ({ path: a.path, content_type: a.content_type, size: a.size, sha256: a.sha256 }));
-  return json(200, { ...runToJson(row), artifacts, pending_answer: pendingAnswer(stores, row),
-    attempts: attempts(stores, row), refusals: actionRefusals(row, settings.source, (path) => isRegisteredProject(ctx.deps, path)) });
+  const registered = (path: string): boolean => isRegisteredProject(ctx.deps, path);
+  return json(200, {
+    ...runToJson(row),
+    artifacts,
+    pending_answer: pendingAnswer(stores, row),
+    attempts: attempts(stores, row),
+    refusals: actionRefusals(row, settings.source, registered),
+  });
 };
 
 export const deleteRun: Handler<ControlDeps> = (ctx) => {
