@@ -13,6 +13,8 @@ import { TERMINAL } from '../run-json.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { signsLater } from '../engine/evidence.ts';
 import { safeJson } from '../safe-json.ts';
+import { terminalSafe } from './terminal-text.ts';
+import type { RepoRename } from '../engine/repo-rename.ts';
 
 const HELP = `Usage: svc start <input> [options]
 
@@ -68,6 +70,14 @@ async function follow(io: CliIo, state: RunState, mode: WorkerMode): Promise<num
   // A pod's run container is an init container: failing it would keep the signer, which judges the run, from starting.
   if (signsLater(io.env)) return 0;
   return final.status === 'succeeded' || (mode === 'verify' && final.verdict !== 'not_verified') ? 0 : 1;
+}
+
+/** Issue 23 item 9: the checkout's name changed, so its earlier runs now carry the new one (repo-rename.ts). */
+function sayRenamed(io: CliIo, renamed: RepoRename | null): void {
+  if (!renamed) return;
+  const runs = `${renamed.runs} earlier run${renamed.runs === 1 ? '' : 's'}`;
+  io.stderr(`svc start: this repository is now named ${terminalSafe(renamed.to)}; ${runs} renamed from ` +
+    `${renamed.from.map(terminalSafe).join(', ')} (their receipts keep the name they were signed with)\n`);
 }
 
 async function launch(io: CliIo, state: RunState, mode: WorkerMode, detach: boolean): Promise<number> {
@@ -135,11 +145,12 @@ export default async function start(io: CliIo): Promise<number> {
     return launch(io, state, flag, detach);
   }
   if (values.retry !== undefined) {
-    const { state } = prepareRetry(repoDir, runArg(values.retry, '--retry'), values['run-id'] ?? null, io.env);
-    return launch(io, state, 'start', detach);
+    const prepared = prepareRetry(repoDir, runArg(values.retry, '--retry'), values['run-id'] ?? null, io.env);
+    sayRenamed(io, prepared.renamed);
+    return launch(io, prepared.state, 'start', detach);
   }
   if (positionals.length === 0) throw new UsageError('svc start needs an input (see svc start --help)');
-  const { state } = await prepareRun({
+  const prepared = await prepareRun({
     input: positionals.join(' '),
     forceBrief: values.brief === true,
     pr: values.pr === true,
@@ -149,5 +160,6 @@ export default async function start(io: CliIo): Promise<number> {
     runId: values['run-id'] ?? null,
     env: io.env,
   });
-  return launch(io, state, 'start', detach);
+  sayRenamed(io, prepared.renamed);
+  return launch(io, prepared.state, 'start', detach);
 }

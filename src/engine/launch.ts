@@ -15,7 +15,8 @@ import { loadPolicy, PolicyError } from './policy.ts';
 import { newRunId, isValidSegment } from './ids.ts';
 import { repoRoot, headSha, currentBranch, excludeEngineFolders } from './git.ts';
 import { runDir, artifactsDir } from './paths.ts';
-import { runRepoName } from './repo-name.ts';
+import { isRoutedRepoName, runRepoName } from './repo-name.ts';
+import { adoptRepoName, type RepoRename } from './repo-rename.ts';
 import { writeState, readState, isoNow, type RunState, type InputKind, type WorkerMode } from './run-state.ts';
 import { openEventLog } from './events-log.ts';
 import { identityOf } from './proc-group.ts';
@@ -90,7 +91,14 @@ interface NewRun {
   env: NodeJS.ProcessEnv;
 }
 
-function createRun(n: NewRun): { dir: string; state: RunState } {
+/** A new run's folder and state, and the rename of the checkout's earlier runs this run's name caused (if any). */
+export interface PreparedRun {
+  dir: string;
+  state: RunState;
+  renamed: RepoRename | null;
+}
+
+function createRun(n: NewRun): PreparedRun {
   if (!isValidSegment(n.run)) throw new BadInputError(`Run id "${n.run}" is not a valid path segment`);
   const dir = runDir(n.repo, n.run);
   if (existsSync(dir)) throw new BadInputError(`Run ${n.run} already exists in ${n.repo}`);
@@ -117,8 +125,11 @@ function createRun(n: NewRun): { dir: string; state: RunState } {
   const isolated = n.worktree || n.pr;
   const now = isoNow();
   const source = n.env.SVC_SOURCE && isValidSegment(n.env.SVC_SOURCE) ? n.env.SVC_SOURCE : 'local';
+  const name = runRepoName(n.repo, n.env);
+  // A name the trigger routed (SVC_REPO_NAME) is the served entry's, not the checkout's: it renames nothing.
+  const renamed = isRoutedRepoName(n.env) ? null : adoptRepoName(n.repo, name);
   const state: RunState = {
-    source, run: n.run, repo: runRepoName(n.repo, n.env), group_id: n.groupId ?? n.run, status: 'queued', verdict: null,
+    source, run: n.run, repo: name, group_id: n.groupId ?? n.run, status: 'queued', verdict: null,
     brief: n.brief, origin: n.origin, provider: n.provider, branch: isolated ? `svc/${n.run}` : currentBranch(n.repo),
     pr_url: null, question: null, started_at: now, ended_at: null, updated_at: now, cost_usd: null, tokens_in: null,
     tokens_out: null, exit_code: null, error: null, repo_path: n.repo, input: n.input, workdir: n.repo,
@@ -128,10 +139,10 @@ function createRun(n: NewRun): { dir: string; state: RunState } {
   };
   writeState(dir, state);
   openEventLog(dir).append('run.status', { from: null, to: 'queued' });
-  return { dir, state };
+  return { dir, state, renamed };
 }
 
-export async function prepareRun(opts: StartOptions): Promise<{ dir: string; state: RunState }> {
+export async function prepareRun(opts: StartOptions): Promise<PreparedRun> {
   const repo = resolveRepo(opts.repo);
   const confineTo = isWebhookOrigin(opts.env.SVC_ORIGIN) ? repo : null;
   const input = classifyInput(opts.input, { forceBrief: opts.forceBrief, cwd: process.cwd(), confineTo });
@@ -146,7 +157,7 @@ export async function prepareRun(opts: StartOptions): Promise<{ dir: string; sta
 /** A new run in the same group with the same spec, provider and flags (DESIGN §3: retry never changes the old run). */
 export function prepareRetry(
   repoDir: string, oldRun: string, newRun: string | null, env: NodeJS.ProcessEnv,
-): { dir: string; state: RunState } {
+): PreparedRun {
   const repo = resolveRepo(repoDir);
   const oldDir = runDir(repo, oldRun);
   if (!existsSync(oldDir)) throw new BadInputError(`No run ${oldRun} in ${repo}`);

@@ -20,7 +20,11 @@ export function isRepoName(text: string): boolean {
  * cannot reach it: it is the launcher's environment, read before any file of the checkout is.
  */
 export function runRepoName(dir: string, env: NodeJS.ProcessEnv): string {
+  return isRoutedRepoName(env) ? env.SVC_REPO_NAME! : repoName(dir);
+}
+
+/** Whether the run's name is the one a trigger server routed its job to (see runRepoName). */
+export function isRoutedRepoName(env: NodeJS.ProcessEnv): boolean {
   const routed = env.SVC_REPO_NAME;
-  if (isWebhookOrigin(env.SVC_ORIGIN) && routed !== undefined && isRepoName(routed)) return routed;
-  return repoName(dir);
+  return isWebhookOrigin(env.SVC_ORIGIN) && routed !== undefined && isRepoName(routed);
 }

@@ -1,0 +1,68 @@
+// One repository, one name (issue 23 item 9): a checkout that gains an origin would list its earlier runs under its
+// folder name and its later runs under owner/name. The first run under the new name renames the earlier ones, ships
+// them, and says so; their receipts keep the name they were signed with.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { makeRepo, CLI, EDIT_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
+import { runChild } from '../helpers/run-child.ts';
+import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+
+describe('a checkout that gains an origin', () => {
+  let repo: TestRepo;
+  let cp: TestControl;
+  let env: NodeJS.ProcessEnv;
+
+  before(async () => {
+    repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
+    execFileSync('git', ['remote', 'remove', 'origin'], { cwd: repo.repo });
+    cp = await startTestControl();
+    env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: cp.url, SVC_SANDBOX: 'none' };
+  });
+  after(async () => {
+    await cp.close();
+    repo.cleanup();
+  });
+
+  async function start(brief: string): Promise<{ run: string; stderr: string }> {
+    const res = await runChild(process.execPath, [CLI, 'start', '--brief', brief, '--provider', 'fake'],
+      { cwd: repo.repo, env });
+    assert.equal(res.code, 0, res.stderr);
+    const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
+    return { run, stderr: res.stderr };
+  }
+
+  async function listed(run: string): Promise<unknown> {
+    return ((await cp.request('GET', `/v1/runs/local/${run}`)).json as { repo?: unknown }).repo;
+  }
+
+  function runFile(run: string, name: string): string {
+    return readFileSync(join(repo.repo, '.svc', 'runs', run, name), 'utf8');
+  }
+
+  it('renames the earlier runs to the new name once, ships them, and keeps their receipts as signed', async () => {
+    const first = await start('append fixed');
+    assert.equal(await listed(first.run), 'work', 'without an origin the folder names it');
+    assert.doesNotMatch(first.stderr, /now named/);
+
+    execFileSync('git', ['remote', 'add', 'origin', join(repo.root, 'acme', 'api.git')], { cwd: repo.repo });
+    const second = await start('append fixed again');
+    assert.match(second.stderr, /this repository is now named acme\/api; 1 earlier run renamed from work \(their/);
+    assert.equal(await listed(second.run), 'acme/api');
+    assert.equal(await listed(first.run), 'acme/api', 'the earlier run now shows under the one name');
+    assert.match(runFile(first.run, 'events.jsonl'), /repository renamed from work to acme\/api/);
+    assert.equal((JSON.parse(runFile(first.run, join('artifacts', 'receipt.json'))) as { repo: string }).repo, 'work');
+    const names = (await cp.request('GET', '/v1/runs?limit=50')).json as { items: Array<{ repo: string }> };
+    assert.deepEqual([...new Set(names.items.map((r) => r.repo))], ['acme/api']);
+
+    const third = await start('append fixed once more');
+    assert.doesNotMatch(third.stderr, /now named/, 'nothing to rename: one file read');
+  });
+
+  it('keeps the last name in the git directory, where the agent\'s sandbox cannot write', () => {
+    const gitDir = execFileSync('git', ['rev-parse', '--git-common-dir'], { cwd: repo.repo, encoding: 'utf8' }).trim();
+    assert.equal(readFileSync(join(repo.repo, gitDir, 'svc-repo-name'), 'utf8'), 'acme/api\n');
+  });
+});
