@@ -1,5 +1,6 @@
 // Turns an untrusted ingest body into typed rows, or throws 400 naming the first bad field; nothing is written here.
 import { HttpError } from '../http/http-error.ts';
+import { checkBodyKeys } from '../http/body.ts';
 import type { RunInput } from '../db/runs-store.ts';
 import { RUN_STATUSES, VERDICTS, type RunStatus, type Verdict } from '../run-json.ts';
 import type { EventInput } from '../db/events-store.ts';
@@ -169,7 +170,7 @@ function servedRepos(body: Obj): string[] | null {
 
 export function validateBatch(body: unknown, now: number): IngestBatch {
   if (!isObj(body)) return bad('Body', 'must be a JSON object');
-  for (const key of Object.keys(body)) if (!BATCH_KEYS.has(key)) bad(`Unknown field "${key}"`, 'in ingest body');
+  checkBodyKeys(body, BATCH_KEYS, 'in ingest body');
   const source = segment('"source"', body.source);
   return {
     source,

@@ -31,13 +31,6 @@ export function checkQueryKeys(query: URLSearchParams, allowed: readonly string[
   }
 }
 
-/** The same for a JSON body's fields. */
-export function checkBodyKeys(body: Record<string, unknown>, allowed: readonly string[]): void {
-  for (const key of Object.keys(body)) {
-    if (!allowed.includes(key)) throw new HttpError('invalid_param', `Unknown field "${key}"`);
-  }
-}
-
 /** `limit`: default 50, above 500 clamped to 500, anything but a positive integer → 400. */
 export function parseLimit(value: string | null | undefined, fallback = DEFAULT_LIMIT, max = MAX_LIMIT): number {
   if (value === null || value === undefined) return fallback;

@@ -3,7 +3,7 @@
 import { existsSync, statSync } from 'node:fs';
 import { isAbsolute, dirname, resolve } from 'node:path';
 import { HttpError } from '../http/http-error.ts';
-import { requireJsonObject } from '../http/body.ts';
+import { checkBodyKeys, requireJsonObject } from '../http/body.ts';
 import { isIssueUrl } from '../engine/classify.ts';
 import type { ControlDeps } from './deps.ts';
 import { isRegisteredProject, realOrNull, unregisteredMessage } from './projects.ts';
@@ -64,7 +64,7 @@ function checkInput(kind: StartBody['input']['kind'], value: string, root: strin
 
 export function parseStart(deps: ControlDeps, body: unknown): StartBody {
   const b = requireJsonObject(body);
-  for (const key of Object.keys(b)) if (!START_KEYS.has(key)) bad(`Unknown field "${key}"`);
+  checkBodyKeys(b, START_KEYS);
   const given = (['brief', 'spec_path', 'issue_url'] as const).filter((k) => b[k] !== undefined);
   if (given.length !== 1) bad('Give exactly one of "brief", "spec_path" or "issue_url"');
   const kind = given[0]!;

@@ -81,3 +81,20 @@ export function requireJsonObject(value: unknown): Record<string, unknown> {
 export function parseJsonObject(bytes: Buffer): Record<string, unknown> {
   return requireJsonObject(parseJson(bytes));
 }
+
+/** Longest field name a refusal repeats: the name is the sender's, so the error never echoes a megabyte of it. */
+const MAX_ECHOED_KEY = 64;
+
+/**
+ * Refuses a JSON body field the route does not take (400 invalid_param, `Unknown field "<name>"`): the one check
+ * every route with a body uses, so a typo is never silently ignored. `where` adds context (e.g. "in ingest body").
+ */
+export function checkBodyKeys(body: Record<string, unknown>, allowed: ReadonlySet<string> | readonly string[],
+  where?: string): void {
+  const known: ReadonlySet<string> = allowed instanceof Set ? allowed : new Set(allowed);
+  for (const key of Object.keys(body)) {
+    if (known.has(key)) continue;
+    const name = key.length > MAX_ECHOED_KEY ? `${key.slice(0, MAX_ECHOED_KEY)}…` : key;
+    throw new HttpError('invalid_param', `Unknown field "${name}"${where ? ` ${where}` : ''}`);
+  }
+}

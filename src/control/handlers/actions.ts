@@ -5,7 +5,7 @@ import { controlStartArgs, resumeArgs, retryArgs } from '../../spawn/start-argv.
 import { createHash, randomUUID } from 'node:crypto';
 import { basename } from 'node:path';
 import { HttpError } from '../../http/http-error.ts';
-import { requireJsonObject } from '../../http/body.ts';
+import { checkBodyKeys, requireJsonObject } from '../../http/body.ts';
 import type { Handler, Ctx } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
@@ -160,7 +160,7 @@ export const verifyRun: Handler<ControlDeps> = (ctx) => {
 export const answerRun: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
   const body = requireJsonObject(ctx.body);
-  for (const key of Object.keys(body)) if (key !== 'answer') bad(`Unknown field "${key}"`);
+  checkBodyKeys(body, ['answer']);
   const answer = body.answer;
   if (typeof answer !== 'string' || answer.trim() === '' || Buffer.byteLength(answer) > MAX_ANSWER_BYTES) {
     bad(`"answer" must be a non-empty string of at most ${MAX_ANSWER_BYTES} bytes`);

@@ -8,7 +8,7 @@ import { validateBatch } from '../ingest-validate.ts';
 import { applyBatch } from '../ingest-apply.ts';
 import { importProject } from '../import-project.ts';
 import { isRegisteredProject } from '../projects.ts';
-import { checkBodyKeys } from '../params.ts';
+import { checkBodyKeys } from '../../http/body.ts';
 
 export const ingestRuns: Handler<ControlDeps> = (ctx) => {
   // Everything is validated before the first write: a bad batch changes nothing.

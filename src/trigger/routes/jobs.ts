@@ -1,6 +1,6 @@
 // POST /jobs and GET /jobs/<id>: bearer SVC_API_TOKEN (constant time), validated briefs, the job JSON of DESIGN §5.
 import { HttpError } from '../../http/http-error.ts';
-import { parseJsonObject } from '../../http/body.ts';
+import { checkBodyKeys, parseJsonObject } from '../../http/body.ts';
 import { checkJsonContentType, isLoopbackAddress, isLoopbackHost, safeEqual } from '../../http/guards.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { hasControlChars, JOBS_BRIEF_BYTES } from '../brief.ts';
@@ -54,9 +54,7 @@ export async function createJob(ctx: TCtx): Promise<Reply> {
   checkJsonContentType(ctx.req);
   const raw = rawOf(ctx);
   const body = parseJsonObject(raw);
-  for (const key of Object.keys(body)) {
-    if (!JOBS_FIELDS.has(key)) throw new HttpError('invalid_param', `Unknown field "${key.slice(0, 64)}"`);
-  }
+  checkBodyKeys(body, JOBS_FIELDS);
   const brief = validateJobsBrief(body.brief);
   if (body.pr !== undefined && typeof body.pr !== 'boolean') {
     throw new HttpError('invalid_param', '"pr" must be a boolean');
