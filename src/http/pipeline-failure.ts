@@ -1,0 +1,51 @@
+// How the pipeline answers a request that failed: a refusal (an HttpError, from a guard or a handler) gets the error
+// envelope and, for a mutating request refused before its handler ran, the onRefused hook; anything else is a 500
+// that names the request id and logs the cause.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { errorBody, isHttpError, type HttpError } from './http-error.ts';
+import { sendReply } from './respond.ts';
+import { closeAfterRefusal } from './close-after-refusal.ts';
+import type { RequestId } from './request-ctx.ts';
+import type { Admission, PipelineOptions, Route } from './pipeline-types.ts';
+
+const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+function reportRefusal<D>(
+  route: Route<D>, params: Record<string, string>, req: IncomingMessage, requestId: RequestId, error: HttpError,
+  opts: PipelineOptions<D>,
+): void {
+  try {
+    const method = req.method ?? 'GET';
+    const peer = req.socket.remoteAddress ?? '';
+    opts.onRefused!({ route, params, method, req, peer, requestId: requestId.get(), error });
+  } catch (err) {
+    // The refusal is answered either way; a failing hook is logged, never turned into a 500.
+    const message = err instanceof Error ? err.message : String(err);
+    opts.log.error('refusal hook failed', { request_id: requestId.get(), error: message });
+  }
+}
+
+export function answerFailure<D>(
+  req: IncomingMessage, res: ServerResponse, requestId: RequestId, admission: Admission<D> | undefined, err: unknown,
+  opts: PipelineOptions<D>,
+): void {
+  if (isHttpError(err)) {
+    if (admission?.route && !SAFE_METHODS.has(req.method ?? 'GET')) {
+      reportRefusal(admission.route, admission.params ?? {}, req, requestId, err, opts);
+    }
+    closeAfterRefusal(req, res);
+    try {
+      sendReply(res, { status: err.status, headers: err.headers, body: errorBody(err.code, err.message) });
+    } catch (sendErr) {
+      // A header the error carried that Node will not write must not leave the request unanswered.
+      if (res.headersSent) return void res.destroy();
+      opts.log.error('error reply failed', { request_id: requestId.get(), error: String(sendErr) });
+      sendReply(res, { status: err.status, body: errorBody(err.code, err.message) });
+    }
+    return;
+  }
+  const error = err instanceof Error ? err.message : String(err);
+  opts.log.error('unhandled error', { request_id: requestId.get(), error });
+  closeAfterRefusal(req, res);
+  sendReply(res, { status: 500, body: errorBody('internal_error', `Internal error (request ${requestId.get()})`) });
+}
