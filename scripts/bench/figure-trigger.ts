@@ -65,8 +65,6 @@ export async function measureTrigger(ctx: BenchContext): Promise<Row[]> {
   const floorPasses = (c: { ratio: number; p99Ms: number; maxMs: number }): boolean =>
     meetsBar(c.ratio, { kind: 'min', value: 0.85 }) && meetsBar(c.p99Ms, { kind: 'max', value: 25 })
     && meetsBar(c.maxMs, { kind: 'max', value: 100 });
-  const passes = (c: { ratio: number; p99Ms: number; maxMs: number }): boolean =>
-    meetsBar(c.ratio, { kind: 'min', value: 0.3 }) && meetsBar(c.p99Ms, { kind: 'max', value: 25 }) && meetsBar(c.maxMs, { kind: 'max', value: 100 });
   const githubJob = { kind: 'github', secret: githubSecret, template: githubIssuesTemplate() } as const;
   const rows: Row[] = [];
   const server = await startTrigger(['--port', '0', '--repo', repo, '--db', join(ctx.tmp, 'trigger.db'), '--concurrency', String(RUNNING)], env);

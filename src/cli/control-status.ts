@@ -38,7 +38,7 @@ export async function controlStatus(io: CliIo, json: boolean): Promise<number> {
     await client.health();
     const stats = await client.stats();
     runs = Number(stats.runs);
-    if (!Number.isSafeInteger(runs)) throw new Error('/v1/stats has no run count');
+    if (!Number.isSafeInteger(runs)) throw new UnavailableError('/v1/stats has no run count');
   } catch (err) {
     const message = reason(err, url, via, token !== undefined);
     if (json) {

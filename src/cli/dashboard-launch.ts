@@ -7,6 +7,7 @@ import { mkdirSync, openSync, closeSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { svcCliPath } from '../spawn/svc-paths.ts';
 import { serverRecordFile, readServerRecordFile } from '../client/server-record.ts';
+import { FailedError } from '../errors.ts';
 
 const START_DEADLINE_MS = 20_000;
 
@@ -56,18 +57,20 @@ export async function startControlInBackground(env: NodeJS.ProcessEnv): Promise<
     exited = 1;
   });
   child.unref();
-  if (pid === undefined) throw new Error(`Could not start the Control Plane (see ${log})`);
+  if (pid === undefined) throw new FailedError(`Could not start the Control Plane (see ${log})`);
 
   const deadline = Date.now() + START_DEADLINE_MS;
   while (Date.now() < deadline) {
-    if (exited !== null) throw new Error(`The Control Plane exited with code ${exited} while starting:\n${tail(log)}`);
+    if (exited !== null) {
+      throw new FailedError(`The Control Plane exited with code ${exited} while starting:\n${tail(log)}`);
+    }
     const found = readServerRecordFile(record);
     if (found && found.pid === pid && (await isHealthy(found.url, 1_000))) {
       return { url: found.url.replace(/\/+$/, ''), pid, log };
     }
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
-  throw new Error(
+  throw new FailedError(
     `The Control Plane did not become ready within ${START_DEADLINE_MS / 1000}s (pid ${pid}, log ${log})`,
   );
 }

@@ -7,8 +7,6 @@ import { NOTIFICATION_STATUSES, type NotificationInput, type NotificationStatus 
 import { SEGMENT } from './params.ts';
 import { ingestTime } from './ingest-time.ts';
 
-type Obj = Record<string, unknown>;
-
 function bad(where: string, what: string): never {
   throw new HttpError('invalid_param', `${where} ${what}`);
 }

@@ -1,11 +1,11 @@
 // Control Plane settings resolved from flags and environment in one place; only main.ts and the CLI call this.
 import { readFileSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { readRunnerTokens, RunnerTokensError, type RunnerToken } from './runner-tokens.ts';
 import { envInteger, readConnectionLimits, type ConnectionLimits } from '../http/connection-limits.ts';
 import { DEFAULT_SUBSCRIBER_LIMITS, type SubscriberLimits } from './event-bus.ts';
+import { BadSettingError } from '../errors.ts';
 
 export interface ControlSettings {
   host: string;
@@ -91,9 +91,10 @@ function controlToken(env: NodeJS.ProcessEnv): string | undefined {
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
-    throw new Error(`SVC_CONTROL_TOKEN_FILE could not be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    const code = (err as NodeJS.ErrnoException).code ?? 'error';
+    throw new BadSettingError(`SVC_CONTROL_TOKEN_FILE could not be read (${code})`);
   }
   const token = text.split('\n', 1)[0]!.trim();
-  if (!token) throw new Error('SVC_CONTROL_TOKEN_FILE is empty');
+  if (!token) throw new BadSettingError('SVC_CONTROL_TOKEN_FILE is empty');
   return token;
 }

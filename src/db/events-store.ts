@@ -13,6 +13,7 @@
 //   deleteRun(source, run)      → number removed
 import type { Db } from './open.ts';
 import { LIMIT_PARAM } from './limit-param.ts';
+import { ConflictError } from '../errors.ts';
 
 export interface EventRow {
   id: number;
@@ -70,7 +71,7 @@ export function createEventsStore(db: Db): EventsStore {
       const seq = m === null || m >= 0 ? -1 : m - 1;
       const text = JSON.stringify(data);
       const id = insert({ source, run, seq, ts, kind, data: text });
-      if (id === null) throw new Error(`Event seq ${seq} of ${source}/${run} already exists`);
+      if (id === null) throw new ConflictError(`Event seq ${seq} of ${source}/${run} already exists`);
       return { id, source, run, seq, ts, kind, data: text };
     },
     list(source, run, { after, limit }) {

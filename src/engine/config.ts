@@ -2,6 +2,7 @@
 import { isJsonObject } from '../untrusted.ts';
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { BadSettingError } from '../errors.ts';
 
 export interface EngineConfig {
   provider: string | null;
@@ -21,23 +22,23 @@ export function loadEngineConfig(repo: string): EngineConfig {
   try {
     raw = JSON.parse(readFileSync(path, 'utf8'));
   } catch {
-    throw new Error('.svc/config.json is not valid JSON');
+    throw new BadSettingError('.svc/config.json is not valid JSON');
   }
-  if (!isJsonObject(raw)) throw new Error('.svc/config.json must hold a JSON object');
+  if (!isJsonObject(raw)) throw new BadSettingError('.svc/config.json must hold a JSON object');
   const o = raw as Record<string, unknown>;
   for (const key of Object.keys(o)) {
     if (key !== 'provider' && key !== 'providers') {
-      throw new Error(`Unknown key "${key}" in .svc/config.json (allowed: provider, providers)`);
+      throw new BadSettingError(`Unknown key "${key}" in .svc/config.json (allowed: provider, providers)`);
     }
   }
   const providers: EngineConfig['providers'] = {};
   const list = o.providers ?? {};
-  if (!isJsonObject(list)) throw new Error('.svc/config.json providers must be an object');
+  if (!isJsonObject(list)) throw new BadSettingError('.svc/config.json providers must be an object');
   for (const [name, value] of Object.entries(list as Record<string, unknown>)) {
     providers[name] = readProvider(name, value);
   }
   if (o.provider !== undefined && o.provider !== null && typeof o.provider !== 'string') {
-    throw new Error('.svc/config.json provider must be a name');
+    throw new BadSettingError('.svc/config.json provider must be a name');
   }
   return { provider: (o.provider as string | undefined) ?? null, providers };
 }
@@ -49,15 +50,15 @@ function readProvider(name: string, value: unknown): EngineConfig['providers'][s
   const writable = (value as { writable?: unknown } | null)?.writable;
   const keys = typeof value === 'object' && value !== null ? Object.keys(value) : [];
   const extra = keys.filter((k) => k !== 'command' && k !== 'writable');
-  if (extra.length) throw new Error(`Unknown key "${extra[0]}" in ${where} (allowed: command, writable)`);
+  if (extra.length) throw new BadSettingError(`Unknown key "${extra[0]}" in ${where} (allowed: command, writable)`);
   if (!/^[a-z0-9][a-z0-9_-]{0,31}$/.test(name)) {
-    throw new Error(`Provider name "${name}" in .svc/config.json is not a simple lowercase name`);
+    throw new BadSettingError(`Provider name "${name}" in .svc/config.json is not a simple lowercase name`);
   }
   if (!Array.isArray(command) || command.length === 0 || !command.every((a) => typeof a === 'string' && a !== '')) {
-    throw new Error(`${where}.command must be a non-empty argv array of strings`);
+    throw new BadSettingError(`${where}.command must be a non-empty argv array of strings`);
   }
   if (writable !== undefined && (!Array.isArray(writable) || !writable.every(isFolderName))) {
-    throw new Error(`${where}.writable must be an array of folder paths (absolute or under HOME)`);
+    throw new BadSettingError(`${where}.writable must be an array of folder paths (absolute or under HOME)`);
   }
   return writable === undefined ? { command: command as string[] } : { command: command as string[], writable };
 }

@@ -4,6 +4,7 @@ import { readdirSync, readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeJsonAtomic } from './atomic.ts';
 import { oneLine } from './text.ts';
+import { BadInputError } from '../errors.ts';
 
 export interface DeployRecord {
   sha: string;
@@ -46,7 +47,9 @@ export function latestDeployLine(repoDir: string): string | null {
 export function recordDeploy(repoDir: string, input: { sha: string; health: string; finished_at?: string }): string {
   const finishedAt = input.finished_at ?? new Date().toISOString();
   const record = parseRecord({ sha: input.sha, health: input.health, finished_at: finishedAt });
-  if (!record) throw new Error('A deploy record needs a hex commit sha (7-64 chars) and an ISO-8601 finished_at');
+  if (!record) {
+    throw new BadInputError('A deploy record needs a hex commit sha (7-64 chars) and an ISO-8601 finished_at');
+  }
   const name = `${record.finished_at.replace(/[^0-9A-Za-z]/g, '')}-${record.sha.slice(0, 12)}.json`;
   const path = join(repoDir, '.svc', 'deploys', name);
   writeJsonAtomic(path, record);

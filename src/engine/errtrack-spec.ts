@@ -2,6 +2,7 @@
 // Acceptance criteria.
 import { objOrNull as obj } from '../untrusted.ts';
 import { oneLine, str } from './text.ts';
+import { BadInputError } from '../errors.ts';
 
 type Obj = Record<string, unknown>;
 
@@ -42,13 +43,15 @@ function looksLikeEvent(o: Obj): boolean {
 /** Accepts an issue export, an event, `{issue, event}`, or an alert/issue webhook body holding either. */
 export function normalizeExport(input: unknown): ErrtrackExport {
   const o = obj(input);
-  if (!o) throw new Error('The error-tracker export must be a JSON object');
+  if (!o) throw new BadInputError('The error-tracker export must be a JSON object');
   if (obj(o.issue) || obj(o.event)) return { issue: obj(o.issue), event: obj(o.event) };
   const data = obj(o.data);
   if (data && (obj(data.event) || obj(data.issue))) return { issue: obj(data.issue), event: obj(data.event) };
   if (looksLikeEvent(o)) return { issue: null, event: o };
   if ('title' in o || 'shortId' in o || 'culprit' in o) return { issue: o, event: null };
-  throw new Error('Not an error-tracker export: expected an issue, an event, or an object with "issue" and "event"');
+  throw new BadInputError(
+    'Not an error-tracker export: expected an issue, an event, or an object with "issue" and "event"',
+  );
 }
 
 function exceptionValues(event: Obj | null): Obj[] {

@@ -8,6 +8,7 @@ import { join, basename, resolve } from 'node:path';
 import { tmpdir } from 'node:os';
 import { createHash } from 'node:crypto';
 import { runSync } from '../spawn/start.ts';
+import { FailedError } from '../errors.ts';
 
 /**
  * No hook, fsmonitor or submodule program runs for any git svc starts (core.hooksPath=/dev/null holds no hooks), and
@@ -38,7 +39,7 @@ export function git(
   } catch (err) {
     const stderr = String((err as { stderr?: unknown }).stderr ?? '').trim();
     const command = args.find((a, i) => !a.startsWith('-') && args[i - 1] !== '-c') ?? args[0];
-    throw new Error(`git ${command} failed${stderr ? `: ${stderr.split('\n')[0]}` : ''}`);
+    throw new FailedError(`git ${command} failed${stderr ? `: ${stderr.split('\n')[0]}` : ''}`);
   }
 }
 

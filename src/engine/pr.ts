@@ -10,6 +10,7 @@ import { pinnedOrigin, cleanPush, type PushTarget } from './git-push.ts';
 import { tokenGoesTo, withAskpassSync } from './git-token.ts';
 import { which } from '../spawn/which.ts';
 import { runSync, type ChildSpec } from '../spawn/start.ts';
+import { FailedError, RefusedError } from '../errors.ts';
 
 export { githubHost } from './git-token.ts';
 
@@ -61,7 +62,7 @@ function githubToken(env: NodeJS.ProcessEnv): string | null {
 
 async function createViaRest(req: PrRequest, token: string): Promise<PrResult> {
   const slug = req.target.repo;
-  if (!slug) throw new Error('Cannot tell the GitHub owner/name of origin');
+  if (!slug) throw new RefusedError('Cannot tell the GitHub owner/name of origin');
   const base = (req.env.GITHUB_API_URL || 'https://api.github.com').replace(/\/+$/, '');
   const res = await fetch(`${base}/repos/${slug}/pulls`, {
     method: 'POST',
@@ -76,15 +77,17 @@ async function createViaRest(req: PrRequest, token: string): Promise<PrResult> {
     signal: AbortSignal.timeout(30_000),
   });
   const text = await res.text();
-  if (!res.ok) throw new Error(`GitHub answered ${res.status} when opening the pull request: ${text.slice(0, 300)}`);
+  if (!res.ok) {
+    throw new FailedError(`GitHub answered ${res.status} when opening the pull request: ${text.slice(0, 300)}`);
+  }
   const json = JSON.parse(text) as { html_url?: string; number?: number };
-  if (!json.html_url) throw new Error('GitHub did not return the pull request URL');
+  if (!json.html_url) throw new FailedError('GitHub did not return the pull request URL');
   return { url: json.html_url, number: json.number ?? null, via: 'rest' };
 }
 
 /** gh's `--repo` value, `[HOST/]OWNER/REPO`: gh then never picks the repository from the config's remotes. */
 function ghRepo(target: PushTarget): string {
-  if (!target.repo) throw new Error('Cannot tell the GitHub owner/name of origin');
+  if (!target.repo) throw new RefusedError('Cannot tell the GitHub owner/name of origin');
   let host: string | null = null;
   try {
     host = new URL(target.url).hostname || null;
@@ -132,7 +135,7 @@ export async function openPullRequest(req: PrRequest): Promise<PrResult> {
   const token = githubToken(req.env);
   const gh = token ? null : which('gh', req.env.PATH);
   // Nothing is pushed when no pull request could be opened afterwards: a branch without its PR helps nobody.
-  if (!token && !gh) throw new Error(NO_CREDENTIALS);
+  if (!token && !gh) throw new RefusedError(NO_CREDENTIALS);
   pushBranch(req.workdir, req.target, req.branch, token, req.env);
   if (token) return createViaRest(req, token);
   return createViaGh(req, gh!);

@@ -1,5 +1,9 @@
 // Flat route table compiled once at boot: literal segments, `:name` and one trailing `*name`; no regex input.
 import { HttpError } from './http-error.ts';
+import { FailedError } from '../errors.ts';
+
+/** A route table the router cannot serve (a malformed, ambiguous or repeated pattern): a bug in svc, found at start. */
+export class RouteTableError extends FailedError {}
 
 export type Method = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -26,23 +30,23 @@ interface Compiled<H> {
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 function compilePattern(pattern: string): Segment[] {
-  if (!pattern.startsWith('/')) throw new Error(`Route pattern must start with "/": "${pattern}"`);
+  if (!pattern.startsWith('/')) throw new RouteTableError(`Route pattern must start with "/": "${pattern}"`);
   if (pattern === '/') return [];
   const parts = pattern.slice(1).split('/');
   return parts.map((part, index) => {
     if (part.startsWith(':')) {
       const name = part.slice(1);
-      if (!NAME.test(name)) throw new Error(`Malformed parameter "${part}" in "${pattern}"`);
+      if (!NAME.test(name)) throw new RouteTableError(`Malformed parameter "${part}" in "${pattern}"`);
       return { kind: 'param', name };
     }
     if (part.startsWith('*')) {
       const name = part.slice(1);
       if (!NAME.test(name) || index !== parts.length - 1) {
-        throw new Error(`Tail "${part}" must be last in "${pattern}"`);
+        throw new RouteTableError(`Tail "${part}" must be last in "${pattern}"`);
       }
       return { kind: 'tail', name };
     }
-    if (part === '' || /[:*?#%]/.test(part)) throw new Error(`Malformed segment "${part}" in "${pattern}"`);
+    if (part === '' || /[:*?#%]/.test(part)) throw new RouteTableError(`Malformed segment "${part}" in "${pattern}"`);
     return { kind: 'literal', value: part };
   });
 }
@@ -75,14 +79,14 @@ export function createRouter<H>(defs: ReadonlyArray<RouteDef<H>>): Router<H> {
     const shape = shapeOf(segments);
     let entry = byShape.get(shape);
     if (entry && entry.pattern !== def.pattern) {
-      throw new Error(`Route "${def.pattern}" is ambiguous with "${entry.pattern}"`);
+      throw new RouteTableError(`Route "${def.pattern}" is ambiguous with "${entry.pattern}"`);
     }
     if (!entry) {
       entry = { pattern: def.pattern, segments, methods: new Map() };
       byShape.set(shape, entry);
       table.push(entry);
     }
-    if (entry.methods.has(def.method)) throw new Error(`Duplicate route ${def.method} ${def.pattern}`);
+    if (entry.methods.has(def.method)) throw new RouteTableError(`Duplicate route ${def.method} ${def.pattern}`);
     entry.methods.set(def.method, def.handler);
   }
   // Literal routes win over parameter routes that would also match the same path.

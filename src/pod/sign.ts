@@ -22,6 +22,7 @@ import { readSeal, type Seal } from './seal.ts';
 import { copyRunFolder } from './run-copy.ts';
 import { readEvidence, EVIDENCE_ARTIFACT, type ReportedCheck, type RunEvidence } from '../engine/evidence.ts';
 import { verifyCommits, policyAt, type VerifiedCommits } from './verified-commits.ts';
+import { RefusedError } from '../errors.ts';
 
 export interface SignOptions {
   run: string;
@@ -175,7 +176,7 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   const copied = readState(dir);
   if (copied.run !== opts.run || copied.source !== opts.source) {
     const named = `${String(copied.source)}/${String(copied.run)}`;
-    throw new Error(`The run folder names ${named}, not ${opts.source}/${opts.run}`);
+    throw new RefusedError(`The run folder names ${named}, not ${opts.source}/${opts.run}`);
   }
   const ctx = openRunContext(dir, opts.env, { ship: true, say: opts.say });
   try {

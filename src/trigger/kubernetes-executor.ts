@@ -14,6 +14,7 @@ import {
   type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef,
 } from './executor.ts';
 import type { Logger } from '../log.ts';
+import { FailedError } from '../errors.ts';
 
 export interface KubernetesExecutorOptions {
   env: NodeJS.ProcessEnv;
@@ -68,7 +69,7 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
   async function jobState(name: string): Promise<JobState> {
     const res = await api.request('GET', `${jobsPath}/${encodeURIComponent(name)}`);
     if (res.status === 404) return { phase: 'missing', reason: null };
-    if (res.status !== 200) throw new Error(`Kubernetes API answered ${res.status} reading Job ${name}`);
+    if (res.status !== 200) throw new FailedError(`Kubernetes API answered ${res.status} reading Job ${name}`);
     const status = ((res.body as { status?: Record<string, unknown> }).status ?? {}) as JobStatus;
     const done = (status.conditions ?? [])
       .find((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True');

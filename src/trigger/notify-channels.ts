@@ -23,11 +23,14 @@ export interface Delivery {
 /** Thrown for an answer that will not get better by retrying (4xx other than 408/429). */
 export class PermanentError extends FailedError {}
 
-function check(status: number, text: string, what: string): void {
+/** Thrown for an answer that may get better: a 5xx, 408 or 429; the notifier tries again with backoff. */
+export class RetryableError extends FailedError {}
+
+function check(status: number, what: string): void {
   if (status >= 200 && status < 300) return;
   const message = `${what} answered HTTP ${status}`;
   if (status >= 400 && status < 500 && status !== 408 && status !== 429) throw new PermanentError(message);
-  throw new Error(message);
+  throw new RetryableError(message);
 }
 
 // A percent-encoded dot, slash or backslash: the receiving server may decode it into a path step our parser kept.
@@ -71,7 +74,7 @@ export function prepareDelivery(
       url,
       send: async (post) => {
         const res = await post(url, {}, body);
-        check(res.status, res.text, 'chata response_url');
+        check(res.status, 'chata response_url');
       },
     };
   }
@@ -90,7 +93,7 @@ export function prepareDelivery(
       send: async (post) => {
         // Personal API keys go in Authorization as-is, without "Bearer" (trackera GraphQL docs).
         const res = await post(url, { authorization: key }, body);
-        check(res.status, res.text, 'trackera API');
+        check(res.status, 'trackera API');
         const answer = JSON.parse(res.text || '{}') as TrackeraCommentAnswer;
         if (answer.errors || answer.data?.commentCreate?.success !== true) {
           throw new PermanentError('trackera API refused the comment');
@@ -111,7 +114,7 @@ export function prepareDelivery(
       url,
       send: async (post) => {
         const res = await post(url, { authorization: auth, accept: 'application/json' }, body);
-        check(res.status, res.text, 'trackerb API');
+        check(res.status, 'trackerb API');
       },
     };
   }

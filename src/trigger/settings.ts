@@ -1,8 +1,7 @@
 // Trigger server settings resolved from flags and environment in one place; only main.ts and the CLI call this.
 import { svcCliPath } from '../spawn/svc-paths.ts';
 import { homedir } from 'node:os';
-import { join, resolve, dirname, extname } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, resolve } from 'node:path';
 import { resolveRouteSecrets, type RouteSecrets, type SecretProblems } from './secrets.ts';
 import type { NotifyConfig } from './notify-channels.ts';
 import { DEFAULT_DEDUPE_DAYS, DEFAULT_JOB_DAYS, type TriggerRetention } from './retention.ts';

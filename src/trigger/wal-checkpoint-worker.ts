@@ -8,7 +8,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 const { openConnection } = await import('../db/open.ts');
 
 const port = parentPort;
-if (!port) throw new Error('wal-checkpoint-worker must run as a worker thread');
+if (!port) throw new TypeError('wal-checkpoint-worker must run as a worker thread');
 
 const db = openConnection((workerData as { path: string }).path);
 // Never waits: a busy checkpoint is simply tried again on the next request.

@@ -2,9 +2,10 @@
 // comes from one table of codes, and callers tell errors apart by code, never by message.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import {
   ERROR_CODES, SvcError, UsageError, BadInputError, BadSettingError, NotFoundError, RefusedError, FailedError,
 } from '../../src/errors.ts';
@@ -68,5 +69,30 @@ describe('typed errors', () => {
     assert.equal(failedRequiredCheck([check('lint', false, 1), check('test', true, 0)]), null);
     assert.equal(failedRequiredCheck([check('lint', false, 1), check('test', true, 3)])?.name, 'test');
     assert.equal(failedRequiredCheck([check('test', true, null)])?.name, 'test');
+  });
+
+  it('throws no untyped Error anywhere in src/ (a programming error is a TypeError or RangeError at most)', () => {
+    const src = fileURLToPath(new URL('../../src/', import.meta.url));
+    const files = (dir: string): string[] => readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+      e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : []);
+    const untyped = files(src).flatMap((file) => readFileSync(file, 'utf8').split('\n')
+      .map((line, i) => (/\bthrow new Error\(/.test(line) ? `${relative(src, file)}:${i + 1}` : null))
+      .filter((hit): hit is string => hit !== null));
+    assert.deepEqual(untyped, []);
+  });
+
+  it('types the errors of the engine config and of a failed git', async () => {
+    const { loadEngineConfig } = await import('../../src/engine/config.ts');
+    const { git } = await import('../../src/engine/git.ts');
+    const dir = mkdtempSync(join(tmpdir(), 'svc-errors-'));
+    try {
+      const { mkdirSync, writeFileSync } = await import('node:fs');
+      mkdirSync(join(dir, '.svc'));
+      writeFileSync(join(dir, '.svc', 'config.json'), '{"colour":1}');
+      assert.throws(() => loadEngineConfig(dir), { code: 'bad_setting' });
+      assert.throws(() => git(dir, ['rev-parse', 'HEAD']), { code: 'failed' });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
