@@ -5,16 +5,15 @@
 // agent's to write).
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createKubeApi, inClusterApiUrl, SERVICE_ACCOUNT_DIR, type KubeApi } from './kube-api.ts';
-import { buildKubeJob, kubeJobName, LABEL_RUN } from './kubernetes-job.ts';
+import { kubeJobName } from './kubernetes-job.ts';
+import { createKubeJobs, type JobState } from './kubernetes-jobs.ts';
 import { kubernetesSettingsFromEnv, type KubernetesSettings } from './kubernetes-settings.ts';
 import { RUN_CONTAINER, SIGNER_CONTAINER } from './kubernetes-pod.ts';
-import { newRunId } from '../engine/ids.ts';
 import {
   isTerminal, outcomeFromState, parseLaunchOutput, RUN_SEGMENT,
   type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef,
 } from './executor.ts';
 import type { Logger } from '../log.ts';
-import { FailedError } from '../errors.ts';
 
 export interface KubernetesExecutorOptions {
   env: NodeJS.ProcessEnv;
@@ -30,15 +29,6 @@ export interface KubernetesExecutorOptions {
   /** After the Job ends, how long to wait for the shipped run to show a final status on the Control Plane. */
   shipGraceMs?: number;
 }
-
-type JobState = { phase: 'running' | 'complete' | 'failed' | 'missing'; reason: string | null };
-
-/** The part of a Job's `status` read here. */
-type JobStatus = {
-  succeeded?: number;
-  failed?: number;
-  conditions?: Array<{ type: string; status: string; reason?: string; message?: string }>;
-};
 
 function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
@@ -58,58 +48,13 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
     ...(settings.namespace ? { namespace: settings.namespace } : {}),
   });
   const ns = encodeURIComponent(settings.namespace || api.namespace);
-  const jobsPath = `/apis/batch/v1/namespaces/${ns}/jobs`;
+  const { jobState, podLog, createJob, labelRun, findJob } = createKubeJobs(api, ns, settings, opts.env, opts.log);
   const pollMs = opts.pollMs ?? 2000;
   const launchTimeoutMs = opts.launchTimeoutMs ?? 15 * 60_000;
   const shipGraceMs = opts.shipGraceMs ?? 60_000;
   const log = opts.log;
   /** Run → Kubernetes Job name for runs launched by this process (the label covers restarts). */
   const known = new Map<string, string>();
-
-  async function jobState(name: string): Promise<JobState> {
-    const res = await api.request('GET', `${jobsPath}/${encodeURIComponent(name)}`);
-    if (res.status === 404) return { phase: 'missing', reason: null };
-    if (res.status !== 200) throw new FailedError(`Kubernetes API answered ${res.status} reading Job ${name}`);
-    const status = ((res.body as { status?: Record<string, unknown> }).status ?? {}) as JobStatus;
-    const done = (status.conditions ?? [])
-      .find((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True');
-    if (done?.type === 'Complete' || (status.succeeded ?? 0) > 0) return { phase: 'complete', reason: null };
-    if (done?.type === 'Failed' || (status.failed ?? 0) > 0) {
-      return { phase: 'failed', reason: done?.message ?? done?.reason ?? 'pod failed' };
-    }
-    return { phase: 'running', reason: null };
-  }
-
-  async function podLog(name: string, container: string): Promise<string> {
-    const selector = encodeURIComponent(`job-name=${name}`);
-    const pods = await api.request('GET', `/api/v1/namespaces/${ns}/pods?labelSelector=${selector}`);
-    const items = ((pods.body as { items?: Array<{ metadata?: { name?: string } }> } | null)?.items ?? []);
-    let text = '';
-    for (const pod of items) {
-      if (!pod.metadata?.name) continue;
-      const podPath = `/api/v1/namespaces/${ns}/pods/${encodeURIComponent(pod.metadata.name)}`;
-      const res = await api.request('GET', `${podPath}/log?container=${container}&limitBytes=65536`);
-      if (res.status === 200) text += `${res.text}\n`;
-    }
-    return text;
-  }
-
-  /** The run id the Job's pod spec fixed: ours when we created it, else the existing Job's (a restart mid-launch). */
-  async function createJob(job: ExecJob, name: string): Promise<{ runId: string } | { refused: string }> {
-    const runId = newRunId();
-    const body = buildKubeJob(job, settings, decodeURIComponent(ns), opts.env, runId);
-    const res = await api.request('POST', jobsPath, body);
-    if (res.status === 201 || res.status === 200 || res.status === 202) return { runId };
-    if (res.status === 409) {
-      const existing = await api.request('GET', `${jobsPath}/${encodeURIComponent(name)}`);
-      const found = runIdOf(existing.body);
-      if (found) return { runId: found };
-      return { refused: `Kubernetes Job ${name} already exists without a run id in its pod spec` };
-    }
-    const message = (res.body as { message?: unknown } | null)?.message;
-    const detail = typeof message === 'string' ? `: ${message.slice(0, 200)}` : '';
-    return { refused: `Kubernetes API refused Job ${name} (${res.status}${detail})` };
-  }
 
   /** Whether the run container announced the run the pod spec fixed (a line naming any other run is ignored). */
   async function announced(name: string, runId: string): Promise<RunRef | null> {
@@ -151,22 +96,6 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
     } catch (err) {
       return { exitCode: null, run: null, error: `Kubernetes API: ${messageOf(err)}` };
     }
-  }
-
-  /** A label lets a restarted server find the Job of a run it re-attaches to. */
-  async function labelRun(name: string, run: RunRef): Promise<void> {
-    const patch = { metadata: { labels: { [LABEL_RUN]: run.run }, annotations: { 'svc.dev/source': run.source } } };
-    const path = `${jobsPath}/${encodeURIComponent(name)}`;
-    const res = await api.request('PATCH', path, patch, 'application/merge-patch+json');
-    if (res.status !== 200) {
-      log.warn('could not label the Kubernetes Job with its run', { kube_job: name, status: res.status });
-    }
-  }
-
-  async function findJob(run: RunRef): Promise<string | null> {
-    const res = await api.request('GET', `${jobsPath}?labelSelector=${encodeURIComponent(`${LABEL_RUN}=${run.run}`)}`);
-    const items = ((res.body as { items?: Array<{ metadata?: { name?: string } }> } | null)?.items ?? []);
-    return items[0]?.metadata?.name ?? null;
   }
 
   async function controlOutcome(run: RunRef): Promise<RunOutcome | null> {
@@ -246,14 +175,4 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
   }
 
   return { name: 'kubernetes', launch, follow };
-}
-
-/** `--run-id` of the signer container in a Job as the API returned it, or null. */
-function runIdOf(job: unknown): string | null {
-  type Spec = { spec?: { template?: { spec?: { containers?: Array<{ name?: unknown; args?: unknown }> } } } };
-  const containers = (job as Spec | null)?.spec?.template?.spec?.containers;
-  const args = Array.isArray(containers) ? containers.find((c) => c?.name === SIGNER_CONTAINER)?.args : undefined;
-  if (!Array.isArray(args)) return null;
-  const value: unknown = args[args.indexOf('--run-id') + 1];
-  return typeof value === 'string' && RUN_SEGMENT.test(value) && args.includes('--run-id') ? value : null;
 }
