@@ -15,11 +15,17 @@ export const MAX_SEEN = 1024;
 
 type Body = Uint8Array;
 
+/** A page and whether this request alone holds it (built now and not kept), so it may be freed once sent. */
+export interface PageResult {
+  body: Body;
+  owned: boolean;
+}
+
 export interface RunsPageCache {
   /**
    * The cached body for this filter, or the one `build` makes (kept from the second ask on, when the DB state allows).
    */
-  page(filter: RunFilter, build: () => Body): Body;
+  page(filter: RunFilter, build: () => Body): PageResult;
   /** Entries held (tests). */
   size(): number;
 }
@@ -50,8 +56,8 @@ export function createRunsPageCache(runs: Pick<RunsStore, 'changeStamp'>): RunsP
   let bytes = 0;
   let stampOfEntries: string | null = null;
 
-  function keep(key: string, body: Body): Body {
-    if (body.length > MAX_BYTES / 4) return body;
+  function keep(key: string, body: Body): PageResult {
+    if (body.length > MAX_BYTES / 4) return { body, owned: true };
     seen.delete(key);
     entries.set(key, body);
     bytes += body.length;
@@ -60,7 +66,7 @@ export function createRunsPageCache(runs: Pick<RunsStore, 'changeStamp'>): RunsP
       entries.delete(oldKey);
       bytes -= old.length;
     }
-    return body;
+    return { body, owned: false };
   }
 
   return {
@@ -72,10 +78,10 @@ export function createRunsPageCache(runs: Pick<RunsStore, 'changeStamp'>): RunsP
       if (!seen.has(key) && !entries.has(key)) {
         if (seen.size >= MAX_SEEN) seen.clear();
         seen.add(key);
-        return build();
+        return { body: build(), owned: true };
       }
       const stamp = runs.changeStamp();
-      if (stamp === null) return build();
+      if (stamp === null) return { body: build(), owned: true };
       // Any change anywhere in the runs table may move any page, so a new stamp drops every page at once.
       if (stamp !== stampOfEntries) {
         entries.clear();
@@ -86,7 +92,7 @@ export function createRunsPageCache(runs: Pick<RunsStore, 'changeStamp'>): RunsP
       if (hit) {
         entries.delete(key);
         entries.set(key, hit);
-        return hit;
+        return { body: hit, owned: false };
       }
       // build() reads after the stamp: a write in between (another process's commit, or the page writing a missing
       // Run JSON text) makes it read rows at least as new as the stamp, and that write also moves the stamp, so the

@@ -24,15 +24,18 @@ describe('runs page cache', () => {
     let builds = 0;
     const cache = createRunsPageCache({ changeStamp: () => stamp });
     const build = (): Buffer => Buffer.from(`page ${++builds}`);
-    assert.equal(cache.page({ limit: 5 }, build).toString(), 'page 1');
-    assert.equal(cache.size(), 0, 'a page asked for once is not kept');
-    assert.equal(cache.page({ limit: 5 }, build).toString(), 'page 2');
-    assert.equal(cache.page({ limit: 5 }, build).toString(), 'page 2');
-    assert.equal(cache.page({ limit: 6 }, build).toString(), 'page 3');
+    const once = cache.page({ limit: 5 }, build);
+    assert.deepEqual([once.body.toString(), once.owned], ['page 1', true]);
+    assert.equal(cache.size(), 0, 'a page asked for once is not kept, so the request owns it');
+    const kept = cache.page({ limit: 5 }, build);
+    assert.deepEqual([kept.body.toString(), kept.owned], ['page 2', false], 'a kept page is never the request\'s');
+    const hit = cache.page({ limit: 5 }, build);
+    assert.deepEqual([hit.body.toString(), hit.owned], ['page 2', false]);
+    assert.equal(cache.page({ limit: 6 }, build).body.toString(), 'page 3');
     stamp = 's2';
-    assert.equal(cache.page({ limit: 5 }, build).toString(), 'page 4', 'a change drops the kept page');
-    assert.equal(cache.page({ limit: 5 }, build).toString(), 'page 4', 'a page polled before the change is kept again at once');
-    assert.equal(cache.page({ limit: 6 }, build).toString(), 'page 5', 'limit=6, seen once before the change, is built and kept');
+    assert.equal(cache.page({ limit: 5 }, build).body.toString(), 'page 4', 'a change drops the kept page');
+    assert.equal(cache.page({ limit: 5 }, build).body.toString(), 'page 4', 'a page polled before the change is kept again at once');
+    assert.equal(cache.page({ limit: 6 }, build).body.toString(), 'page 5', 'limit=6, seen once before the change, is built and kept');
     assert.equal(cache.size(), 2);
   });
 
@@ -53,7 +56,7 @@ describe('runs page cache', () => {
     let builds = 0;
     const cache = createRunsPageCache({ changeStamp: () => null });
     cache.page({ limit: 5 }, () => Buffer.from(`page ${++builds}`));
-    assert.equal(cache.page({ limit: 5 }, () => Buffer.from(`page ${++builds}`)).toString(), 'page 2');
+    assert.equal(cache.page({ limit: 5 }, () => Buffer.from(`page ${++builds}`)).body.toString(), 'page 2');
     assert.equal(cache.size(), 0);
   });
 

@@ -11,6 +11,7 @@ import { runToJson } from '../../db/run-row-json.ts';
 import { decodeRunCursor } from '../run-cursor.ts';
 import { createRunsPageCache, type RunsPageCache } from '../runs-page-cache.ts';
 import { pageFrame } from '../runs-page-frame.ts';
+import { releaseWhenSent } from '../../http/release-after-send.ts';
 import { pendingAnswer, attempts } from '../run-detail.ts';
 import { actionRefusals } from '../action-rules.ts';
 import { isRegisteredProject } from '../projects.ts';
@@ -69,7 +70,9 @@ export const listRuns: Handler<ControlDeps> = (ctx) => {
   const runs = ctx.deps.stores.runs;
   let cache = pageCaches.get(runs);
   if (!cache) pageCaches.set(runs, (cache = createRunsPageCache(runs)));
-  return reply(cache.page(filter, () => runs.pageJson(filter, pageFrame)));
+  const { body, owned } = cache.page(filter, () => runs.pageJson(filter, pageFrame));
+  if (owned) releaseWhenSent(ctx.res, body);
+  return reply(body);
 };
 
 export const getRun: Handler<ControlDeps> = (ctx) => {
