@@ -68,9 +68,16 @@ export function repoName(dir: string): string {
   return m ? `${m[1]}/${m[2]}` : basename(dir);
 }
 
-/** Keeps the engine's own folders out of `git status` and `git add -A` without touching tracked files. */
-export function excludeEngineFolders(repo: string): void {
-  const common = resolve(repo, git(repo, ['rev-parse', '--git-common-dir']).trim());
+/** The repository's git directory shared by all its worktrees (where config, hooks and info live). */
+export function gitCommonDir(repo: string): string {
+  return resolve(repo, git(repo, ['rev-parse', '--git-common-dir']).trim());
+}
+
+/**
+ * Keeps the engine's own folders out of `git status` and `git add -A` without touching tracked files. `common` is
+ * gitCommonDir(repo).
+ */
+export function excludeEngineFolders(common: string): void {
   const info = join(common, 'info');
   mkdirSync(info, { recursive: true });
   const path = join(info, 'exclude');

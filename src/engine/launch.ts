@@ -13,7 +13,7 @@ import { loadEngineConfig } from './config.ts';
 import { resolveProvider } from './providers.ts';
 import { loadPolicy, PolicyError } from './policy.ts';
 import { newRunId, isValidSegment } from './ids.ts';
-import { repoRoot, headSha, currentBranch, excludeEngineFolders } from './git.ts';
+import { repoRoot, headSha, currentBranch, excludeEngineFolders, gitCommonDir } from './git.ts';
 import { runDir, artifactsDir } from './paths.ts';
 import { isRoutedRepoName, runRepoName } from './repo-name.ts';
 import { adoptRepoName, type RepoRename } from './repo-rename.ts';
@@ -112,7 +112,8 @@ function createRun(n: NewRun): PreparedRun {
     }
     throw err;
   }
-  excludeEngineFolders(n.repo);
+  const gitDir = gitCommonDir(n.repo);
+  excludeEngineFolders(gitDir);
   let base: string;
   try {
     base = headSha(n.repo);
@@ -127,7 +128,7 @@ function createRun(n: NewRun): PreparedRun {
   const source = n.env.SVC_SOURCE && isValidSegment(n.env.SVC_SOURCE) ? n.env.SVC_SOURCE : 'local';
   const name = runRepoName(n.repo, n.env);
   // A name the trigger routed (SVC_REPO_NAME) is the served entry's, not the checkout's: it renames nothing.
-  const renamed = isRoutedRepoName(n.env) ? null : adoptRepoName(n.repo, name);
+  const renamed = isRoutedRepoName(n.env) ? null : adoptRepoName(n.repo, gitDir, name);
   const state: RunState = {
     source, run: n.run, repo: name, group_id: n.groupId ?? n.run, status: 'queued', verdict: null,
     brief: n.brief, origin: n.origin, provider: n.provider, branch: isolated ? `svc/${n.run}` : currentBranch(n.repo),

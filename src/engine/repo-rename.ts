@@ -8,8 +8,7 @@
 // The last name svc used is kept in the repository's git directory (`svc-repo-name`), which the agent's sandbox
 // mounts read-only, so an agent can't make svc rename runs; a run with no change costs one small file read.
 import { readdirSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-import { git } from './git.ts';
+import { join } from 'node:path';
 import { runDir } from './paths.ts';
 import { isoNow, tryReadState, writeState } from './run-state.ts';
 import { openEventLog } from './events-log.ts';
@@ -26,10 +25,6 @@ export interface RepoRename {
   /** The names the renamed runs had, each once. */
   from: string[];
   runs: number;
-}
-
-function markerPath(repo: string): string {
-  return join(resolve(repo, git(repo, ['rev-parse', '--git-common-dir']).trim()), MARKER);
 }
 
 function lastName(path: string): string | null {
@@ -50,11 +45,11 @@ function localRuns(repo: string): string[] {
 
 /**
  * Gives this checkout's ended runs the name `name` when it differs from the last name svc used here; null when
- * nothing was renamed. Runs still going keep their name (their worker owns their state); they are renamed by a later
+ * nothing was renamed. `gitDir` is the repository's common git directory (git.ts gitCommonDir). Runs still going keep their name (their worker owns their state); they are renamed by a later
  * run's rename only if they had ended by then.
  */
-export function adoptRepoName(repo: string, name: string): RepoRename | null {
-  const marker = markerPath(repo);
+export function adoptRepoName(repo: string, gitDir: string, name: string): RepoRename | null {
+  const marker = join(gitDir, MARKER);
   if (lastName(marker) === name) return null;
   const from = new Set<string>();
   let runs = 0;
