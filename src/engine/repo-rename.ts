@@ -45,8 +45,8 @@ function localRuns(repo: string): string[] {
 
 /**
  * Gives this checkout's ended runs the name `name` when it differs from the last name svc used here; null when
- * nothing was renamed. `gitDir` is the repository's common git directory (git.ts gitCommonDir). Runs still going keep their name (their worker owns their state); they are renamed by a later
- * run's rename only if they had ended by then.
+ * nothing was renamed. `gitDir` is the repository's common git directory (git.ts gitCommonDir). Runs still going
+ * keep their name (their worker owns their state); a later rename takes them if they have ended by then.
  */
 export function adoptRepoName(repo: string, gitDir: string, name: string): RepoRename | null {
   const marker = join(gitDir, MARKER);
