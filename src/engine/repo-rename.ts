@@ -46,26 +46,32 @@ function localRuns(repo: string): string[] {
 /**
  * Gives this checkout's ended runs the name `name` when it differs from the last name svc used here; null when
  * nothing was renamed. `gitDir` is the repository's common git directory (git.ts gitCommonDir). Runs still going
- * keep their name (their worker owns their state); a later rename takes them if they have ended by then.
+ * keep their name for now (their worker owns their state): the marker is then left as it was, so the next new run
+ * looks again and renames them once they have ended.
  */
 export function adoptRepoName(repo: string, gitDir: string, name: string): RepoRename | null {
   const marker = join(gitDir, MARKER);
   if (lastName(marker) === name) return null;
   const from = new Set<string>();
   let runs = 0;
+  let going = 0;
   const now = isoNow();
   for (const run of localRuns(repo)) {
     const dir = runDir(repo, run);
     const state = tryReadState(dir);
-    if (!state || state.repo === name || state.repo_path !== repo || !TERMINAL.has(state.status)) continue;
+    if (!state || state.repo === name || state.repo_path !== repo) continue;
     // A run a trigger server started carries the name its job was routed to: that is not the checkout's to change.
     if (isWebhookOrigin(state.origin)) continue;
+    if (!TERMINAL.has(state.status)) {
+      going += 1;
+      continue;
+    }
     from.add(state.repo);
     writeState(dir, { ...state, repo: name, updated_at: now });
     openEventLog(dir).append('log', { stream: 'svc', text: `repository renamed from ${state.repo} to ${name}` });
     markPending(dir);
     runs += 1;
   }
-  writeNoFollow(marker, `${name}\n`);
+  if (going === 0) writeNoFollow(marker, `${name}\n`);
   return runs ? { to: name, from: [...from].sort(), runs } : null;
 }

@@ -4,7 +4,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeRepo, CLI, EDIT_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
@@ -64,5 +64,47 @@ describe('a checkout that gains an origin', () => {
   it('keeps the last name in the git directory, where the agent\'s sandbox cannot write', () => {
     const gitDir = execFileSync('git', ['rev-parse', '--git-common-dir'], { cwd: repo.repo, encoding: 'utf8' }).trim();
     assert.equal(readFileSync(join(repo.repo, gitDir, 'svc-repo-name'), 'utf8'), 'acme/api\n');
+  });
+});
+
+describe('a rename while an earlier run is still going', () => {
+  let repo: TestRepo;
+  let cp: TestControl;
+  let env: NodeJS.ProcessEnv;
+
+  before(async () => {
+    repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
+    execFileSync('git', ['remote', 'remove', 'origin'], { cwd: repo.repo });
+    cp = await startTestControl();
+    env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: cp.url, SVC_SANDBOX: 'none' };
+  });
+  after(async () => {
+    await cp.close();
+    repo.cleanup();
+  });
+
+  async function start(brief: string): Promise<{ run: string; stderr: string }> {
+    const res = await runChild(process.execPath, [CLI, 'start', '--brief', brief, '--provider', 'fake'],
+      { cwd: repo.repo, env });
+    assert.equal(res.code, 0, res.stderr);
+    return { run: (JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string }).run, stderr: res.stderr };
+  }
+
+  it('leaves a run that is still going alone, and renames it on a later start once it has ended', async () => {
+    const first = await start('append fixed');
+    const statePath = join(repo.repo, '.svc', 'runs', first.run, 'state.json');
+    const ended = JSON.parse(readFileSync(statePath, 'utf8')) as Record<string, unknown>;
+    // As a worker that is still running would have it.
+    writeFileSync(statePath, JSON.stringify({ ...ended, status: 'running' }));
+    execFileSync('git', ['remote', 'add', 'origin', join(repo.root, 'acme', 'api.git')], { cwd: repo.repo });
+
+    const second = await start('append fixed again');
+    assert.doesNotMatch(second.stderr, /now named/);
+    assert.equal((JSON.parse(readFileSync(statePath, 'utf8')) as { repo: string }).repo, 'work');
+
+    writeFileSync(statePath, JSON.stringify(ended));
+    const third = await start('append fixed once more');
+    assert.match(third.stderr, /now named acme\/api; 1 earlier run renamed from work/);
+    assert.equal((JSON.parse(readFileSync(statePath, 'utf8')) as { repo: string }).repo, 'acme/api');
   });
 });
