@@ -62,6 +62,68 @@ function procState(pid: number): string {
   }
 }
 
+/** Signals every pid, skipping those gone meanwhile. */
+function signalEach(pids: readonly number[], sig: NodeJS.Signals): void {
+  for (const pid of pids) {
+    try {
+      process.kill(pid, sig);
+    } catch {
+      // gone meanwhile
+    }
+  }
+}
+
+/**
+ * Stops every member. One may fork between the scan and its SIGSTOP, and its child would run on: scan again until
+ * every member is stopped ('D' stops as it leaves the kernel), a bounded number of times.
+ */
+function stopAll(members: () => number[]): void {
+  signalEach(members(), 'SIGSTOP');
+  for (let round = 0; round < PAUSE_ROUNDS; round++) {
+    const running = members().filter((pid) => !STOPPED_STATES.has(procState(pid)));
+    if (running.length === 0) return;
+    signalEach(running, 'SIGSTOP');
+  }
+}
+
+/**
+ * The group's output: the first `maxBytes` of stdout and stderr together, kept as it came, and (with `onLine`)
+ * every line of each stream as it completes; a line longer than 64 KiB is passed on in pieces.
+ */
+function createOutputCapture(maxBytes: number, onLine: SpawnGroupOptions['onLine']) {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let truncated = false;
+  function stream(name: 'stdout' | 'stderr') {
+    let partial = '';
+    const flush = () => {
+      if (partial && onLine) onLine(name, partial);
+      partial = '';
+    };
+    const onData = (chunk: Buffer) => {
+      if (size < maxBytes) {
+        const take = chunk.subarray(0, maxBytes - size);
+        chunks.push(take);
+        size += take.length;
+        if (take.length < chunk.length) truncated = true;
+      } else {
+        truncated = true;
+      }
+      if (!onLine) return;
+      partial += chunk.toString('utf8');
+      const lines = partial.split('\n');
+      partial = lines.pop() ?? '';
+      for (const line of lines) onLine(name, line);
+      if (partial.length > 64 * 1024) {
+        onLine(name, partial);
+        partial = '';
+      }
+    };
+    return { onData, flush };
+  }
+  return { stream, output: () => Buffer.concat(chunks), truncated: () => truncated };
+}
+
 export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
   const guard = opts.sandbox ? null : createTreeGuard();
   const [name, value] = guard ? guard.marker.split('=') as [string, string] : ['', ''];
@@ -90,47 +152,10 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
     if (!child.pid) return [];
     return guard ? guard.members() : [child.pid, ...sandboxMembers(child.pid)];
   };
-  const signalAll = (sig: NodeJS.Signals) => {
-    for (const pid of members()) {
-      try {
-        process.kill(pid, sig);
-      } catch {
-        // gone meanwhile
-      }
-    }
-  };
-  const chunks: Buffer[] = [];
-  let size = 0;
-  let truncated = false;
-  function collect(stream: 'stdout' | 'stderr') {
-    let partial = '';
-    const flush = () => {
-      if (partial && opts.onLine) opts.onLine(stream, partial);
-      partial = '';
-    };
-    const onData = (chunk: Buffer) => {
-      if (size < opts.maxBytes) {
-        const take = chunk.subarray(0, opts.maxBytes - size);
-        chunks.push(take);
-        size += take.length;
-        if (take.length < chunk.length) truncated = true;
-      } else {
-        truncated = true;
-      }
-      if (!opts.onLine) return;
-      partial += chunk.toString('utf8');
-      const lines = partial.split('\n');
-      partial = lines.pop() ?? '';
-      for (const line of lines) opts.onLine(stream, line);
-      if (partial.length > 64 * 1024) {
-        opts.onLine(stream, partial);
-        partial = '';
-      }
-    };
-    return { onData, flush };
-  }
-  const out = collect('stdout');
-  const err = collect('stderr');
+  const signalAll = (sig: NodeJS.Signals) => signalEach(members(), sig);
+  const capture = createOutputCapture(opts.maxBytes, opts.onLine);
+  const out = capture.stream('stdout');
+  const err = capture.stream('stderr');
   child.stdout?.on('data', out.onData);
   child.stdout?.on('end', out.flush);
   child.stderr?.on('data', err.onData);
@@ -171,24 +196,8 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
     child.on('close', (code, signal) => {
       if (timer) clearTimeout(timer);
       unwatch();
-      resolve({ code, signal, output: Buffer.concat(chunks), truncated, endedBy });
+      resolve({ code, signal, output: capture.output(), truncated: capture.truncated(), endedBy });
     });
   });
-  // A member may fork between the scan and its SIGSTOP, and its child would run on: scan again until every member is
-  // stopped ('D' stops as it leaves the kernel), a bounded number of times.
-  const pause = () => {
-    signalAll('SIGSTOP');
-    for (let round = 0; round < PAUSE_ROUNDS; round++) {
-      const running = members().filter((pid) => !STOPPED_STATES.has(procState(pid)));
-      if (running.length === 0) return;
-      for (const pid of running) {
-        try {
-          process.kill(pid, 'SIGSTOP');
-        } catch {
-          // gone meanwhile
-        }
-      }
-    }
-  };
-  return { child, identity, done, pause, resume: () => signalAll('SIGCONT'), kill };
+  return { child, identity, done, pause: () => stopAll(members), resume: () => signalAll('SIGCONT'), kill };
 }
