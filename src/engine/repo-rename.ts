@@ -5,20 +5,29 @@
 // events, and leaves them for shipping (ship-pending.ts), so every list, filter and stat shows the one current name.
 // Receipts are never touched: each keeps the name it was signed with, which is what the evidence was about.
 //
-// The last name svc used is kept in the repository's git directory (`svc-repo-name`), which the agent's sandbox
-// mounts read-only, so an agent can't make svc rename runs; a run with no change costs one small file read.
-import { readdirSync, readFileSync } from 'node:fs';
+// The last name svc used for each checkout is kept in the repository's `info/svc-repo-names` (one `name<TAB>path`
+// line per checkout, so linked worktrees don't share one), which both the agent's sandbox and svc's git sandbox mount
+// read-only: an agent can't make svc rename runs, and a start whose name did not change costs one small file read.
+// The scan reads the run folders the way every other reader of a project does (plain-tree.ts: no link followed, no
+// FIFO opened, a size cap), skips run folders git tracks (a cloned repository's, not this machine's), and never fails
+// the start it runs in: a run it cannot rename is left for the next start.
 import { join } from 'node:path';
+import { git } from './git.ts';
+import { writeState, isoNow, type RunState } from './run-state.ts';
 import { runDir } from './paths.ts';
-import { isoNow, tryReadState, writeState } from './run-state.ts';
 import { openEventLog } from './events-log.ts';
 import { markPending } from './ship-pending.ts';
 import { isValidSegment } from './ids.ts';
-import { writeNoFollow } from './safe-fs.ts';
+import { readAgentFile, writeNoFollow } from './safe-fs.ts';
+import { listPlain, openPlainDirIn, openPlainPath, readPlainIn } from './plain-tree.ts';
 import { TERMINAL } from '../run-json.ts';
 import { isWebhookOrigin } from './classify.ts';
+import { isJsonObject } from '../untrusted.ts';
 
-const MARKER = 'svc-repo-name';
+const NAMES_FILE = join('info', 'svc-repo-names');
+/** A state.json larger than this is not one svc wrote. */
+const MAX_STATE_BYTES = 1024 * 1024;
+const MAX_NAMES_BYTES = 1024 * 1024;
 
 export interface RepoRename {
   to: string;
@@ -27,51 +36,111 @@ export interface RepoRename {
   runs: number;
 }
 
-function lastName(path: string): string | null {
+/** `path → name` from the names file; a file that is missing, a link or too large reads as empty. */
+function readNames(file: string): Map<string, string> {
+  const names = new Map<string, string>();
+  for (const line of (readAgentFile(file, MAX_NAMES_BYTES) ?? '').split('\n')) {
+    const tab = line.indexOf('\t');
+    if (tab > 0) names.set(line.slice(tab + 1), line.slice(0, tab));
+  }
+  return names;
+}
+
+function writeNames(file: string, names: Map<string, string>): void {
+  writeNoFollow(file, [...names].map(([path, name]) => `${name}\t${path}\n`).join(''));
+}
+
+/** The run folders git tracks under .svc/runs: committed by someone, so not runs of this machine to rename. */
+function trackedRuns(repo: string): Set<string> {
   try {
-    return readFileSync(path, 'utf8').trim() || null;
+    const files = git(repo, ['ls-files', '-z', '--', '.svc/runs']).split('\0');
+    return new Set(files.map((f) => f.split('/')[2]).filter((run): run is string => Boolean(run)));
   } catch {
-    return null;
+    return new Set();
   }
 }
 
-function localRuns(repo: string): string[] {
+type Found = { run: string; state: RunState };
+
+/** The fields the rename reads, as the strings svc writes; anything else is not a run svc wrote. */
+function isRunState(value: unknown, run: string): value is RunState {
+  if (!isJsonObject(value) || value.run !== run) return false;
+  return ['repo', 'repo_path', 'status', 'origin'].every((key) => typeof value[key] === 'string');
+}
+
+/** This checkout's runs whose state svc can read safely, ended or not. */
+function localRuns(repo: string): Found[] {
+  const runs = openPlainPath(repo, ['.svc', 'runs']);
+  if ('failed' in runs) return [];
+  const tracked = trackedRuns(repo);
+  const found: Found[] = [];
   try {
-    return readdirSync(join(repo, '.svc', 'runs')).filter(isValidSegment);
+    for (const entry of listPlain(runs)) {
+      if (entry.kind !== 'dir' || !isValidSegment(entry.name) || tracked.has(entry.name)) continue;
+      const dir = openPlainDirIn(runs, entry.name);
+      if (typeof dir === 'string') continue;
+      try {
+        const bytes = readPlainIn(dir, 'state.json', MAX_STATE_BYTES);
+        if (!Buffer.isBuffer(bytes)) continue;
+        const state: unknown = JSON.parse(bytes.toString('utf8'));
+        if (isRunState(state, entry.name)) found.push({ run: entry.name, state });
+      } catch {
+        // not JSON: not a run svc wrote
+      } finally {
+        dir.close();
+      }
+    }
+  } finally {
+    runs.close();
+  }
+  return found;
+}
+
+/** Renames one ended run; false when it could not be (a link, a folder svc can't write): left for a later start. */
+function rename(repo: string, found: Found, name: string, now: string): boolean {
+  const dir = runDir(repo, found.run);
+  try {
+    writeState(dir, { ...found.state, repo: name, updated_at: now });
+    openEventLog(dir).append('log', { stream: 'svc', text: `repository renamed from ${found.state.repo} to ${name}` });
+    markPending(dir);
+    return true;
   } catch {
-    return [];
+    return false;
   }
 }
 
 /**
  * Gives this checkout's ended runs the name `name` when it differs from the last name svc used here; null when
- * nothing was renamed. `gitDir` is the repository's common git directory (git.ts gitCommonDir). Runs still going
- * keep their name for now (their worker owns their state): the marker is then left as it was, so the next new run
- * looks again and renames them once they have ended.
+ * nothing was renamed. `gitDir` is the repository's common git directory (git.ts gitCommonDir). The name is recorded
+ * only after a scan that found nothing left to rename: runs still going (their worker owns their state, and a
+ * resumed or re-verified run's worker may write the old name back), or that could not be renamed, are looked at again
+ * by the next start.
  */
 export function adoptRepoName(repo: string, gitDir: string, name: string): RepoRename | null {
-  const marker = join(gitDir, MARKER);
-  if (lastName(marker) === name) return null;
-  const from = new Set<string>();
-  let runs = 0;
-  let going = 0;
-  const now = isoNow();
-  for (const run of localRuns(repo)) {
-    const dir = runDir(repo, run);
-    const state = tryReadState(dir);
-    if (!state || state.repo === name || state.repo_path !== repo) continue;
-    // A run a trigger server started carries the name its job was routed to: that is not the checkout's to change.
-    if (isWebhookOrigin(state.origin)) continue;
-    if (!TERMINAL.has(state.status)) {
-      going += 1;
-      continue;
+  try {
+    const file = join(gitDir, NAMES_FILE);
+    const names = readNames(file);
+    if (names.get(repo) === name) return null;
+    const from = new Set<string>();
+    let renamed = 0;
+    let left = 0;
+    const now = isoNow();
+    for (const found of localRuns(repo)) {
+      const { state } = found;
+      if (state.repo === name || state.repo_path !== repo) continue;
+      // A run a trigger server started carries the name its job was routed to: that is not the checkout's to change.
+      if (isWebhookOrigin(state.origin)) continue;
+      if (!TERMINAL.has(state.status) || !rename(repo, found, name, now)) {
+        left += 1;
+        continue;
+      }
+      from.add(state.repo);
+      renamed += 1;
     }
-    from.add(state.repo);
-    writeState(dir, { ...state, repo: name, updated_at: now });
-    openEventLog(dir).append('log', { stream: 'svc', text: `repository renamed from ${state.repo} to ${name}` });
-    markPending(dir);
-    runs += 1;
+    if (renamed === 0 && left === 0) writeNames(file, names.set(repo, name));
+    return renamed ? { to: name, from: [...from].sort(), runs: renamed } : null;
+  } catch {
+    // Never the reason a run does not start: the next start tries again.
+    return null;
   }
-  if (going === 0) writeNoFollow(marker, `${name}\n`);
-  return runs ? { to: name, from: [...from].sort(), runs } : null;
 }

@@ -11,5 +11,11 @@ export function releaseWhenSent(res: ServerResponse, body: Uint8Array): void {
   const buffer = body.buffer;
   if (!(buffer instanceof ArrayBuffer) || body.byteOffset !== 0 || body.byteLength !== buffer.byteLength) return;
   // transfer(0) detaches the buffer: its backing store is freed now, and V8's count of outside memory drops with it.
-  res.once('finish', () => void buffer.transfer(0));
+  res.once('finish', () => {
+    try {
+      buffer.transfer(0);
+    } catch {
+      // Already detached or not detachable: then there is nothing of ours to free.
+    }
+  });
 }

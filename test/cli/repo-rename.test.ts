@@ -4,7 +4,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeRepo, CLI, EDIT_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
@@ -61,9 +61,26 @@ describe('a checkout that gains an origin', () => {
     assert.doesNotMatch(third.stderr, /now named/, 'nothing to rename: one file read');
   });
 
-  it('keeps the last name in the git directory, where the agent\'s sandbox cannot write', () => {
+  it('keeps the last name per checkout in the git directory\'s info/, which no sandbox can write', () => {
     const gitDir = execFileSync('git', ['rev-parse', '--git-common-dir'], { cwd: repo.repo, encoding: 'utf8' }).trim();
-    assert.equal(readFileSync(join(repo.repo, gitDir, 'svc-repo-name'), 'utf8'), 'acme/api\n');
+    // Written by the third start, whose scan found nothing left to rename.
+    assert.equal(readFileSync(join(repo.repo, gitDir, 'info', 'svc-repo-names'), 'utf8'), `acme/api\t${repo.repo}\n`);
+  });
+
+  it('is not stopped by run folders it must not read: a FIFO, a link, one git tracks', async () => {
+    const runs = join(repo.repo, '.svc', 'runs');
+    mkdirSync(join(runs, 'rfifo'));
+    execFileSync('mkfifo', [join(runs, 'rfifo', 'state.json')]);
+    symlinkSync('/etc', join(runs, 'rlink'));
+    mkdirSync(join(runs, 'rtracked'));
+    const planted = { run: 'rtracked', repo: 'x', repo_path: repo.repo, status: 'succeeded', origin: 'cli' };
+    writeFileSync(join(runs, 'rtracked', 'state.json'), JSON.stringify(planted));
+    execFileSync('git', ['add', '-f', '.svc/runs/rtracked/state.json'], { cwd: repo.repo });
+    execFileSync('git', ['remote', 'set-url', 'origin', join(repo.root, 'acme', 'web.git')], { cwd: repo.repo });
+    const next = await start('append fixed under another name');
+    assert.match(next.stderr, /now named acme\/web; \d+ earlier runs renamed from acme\/api/);
+    assert.equal((JSON.parse(readFileSync(join(runs, 'rtracked', 'state.json'), 'utf8')) as { repo: string }).repo, 'x',
+      'a run folder git tracks is a cloned repository\'s, never renamed');
   });
 });
 
