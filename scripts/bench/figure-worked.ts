@@ -69,8 +69,9 @@ export async function measureWorkedIn(ctx: BenchContext): Promise<Row[]> {
     return [
       oneBig,
       comparisonRow(`${worked}: GET /health`, health, '≥ 0.85× ceiling', meetsBar(health.ratio, { kind: 'min', value: 0.85 })),
-      comparisonRow(`${worked}: GET /v1/runs?limit=50, every request a cache miss`, list, '≥ 0.25× ceiling, p99 < 15 ms',
-        meetsBar(list.ratio, { kind: 'min', value: 0.25 }) && meetsBar(list.p99Ms, { kind: 'max', value: 15 })),
+      // DESIGN §7: ratios to hello-world node:http are info rows (the list's bar is against its floor, above).
+      comparisonRow(`${worked}: GET /v1/runs?limit=50, every request a cache miss`, list,
+        'info: vs plain node:http (was ≥ 0.25× ceiling, p99 < 15 ms)', null),
       {
         figure: `${worked}: POST /v1/ingest (batches of ${BATCH})`, value: events.unitsPerSecond, unit: 'events/s',
         p50Ms: events.latencyMs.p50, p99Ms: events.latencyMs.p99, maxMs: events.latencyMs.max, bar: '≥ 100,000 events/s',
