@@ -23,6 +23,7 @@ import { listPlain, openPlainDirIn, openPlainPath, readPlainIn } from './plain-t
 import { TERMINAL } from '../run-json.ts';
 import { isWebhookOrigin } from './classify.ts';
 import { isJsonObject } from '../untrusted.ts';
+import { procStart } from './proc-group.ts';
 
 const NAMES_FILE = join('info', 'svc-repo-names');
 /** A state.json larger than this is not one svc wrote. */
@@ -96,7 +97,17 @@ function localRuns(repo: string): Found[] {
   return found;
 }
 
-/** Renames one ended run; false when it could not be (a link, a folder svc can't write): left for a later start. */
+/**
+ * Whether the worker a run's state names is still that process (pid and start time): it owns the state then. A run
+ * left `running` by a worker that died is nobody's, and is renamed like an ended one.
+ */
+function workerAlive(state: RunState): boolean {
+  if (typeof state.pid !== 'number') return false;
+  const started = procStart(state.pid);
+  return started !== null && (state.proc_start === null || state.proc_start === started);
+}
+
+/** Renames one run; false when it could not be (a link, a folder svc can't write): left for a later start. */
 function rename(repo: string, found: Found, name: string, now: string): boolean {
   const dir = runDir(repo, found.run);
   try {
@@ -112,7 +123,7 @@ function rename(repo: string, found: Found, name: string, now: string): boolean 
 /**
  * Gives this checkout's ended runs the name `name` when it differs from the last name svc used here; null when
  * nothing was renamed. `gitDir` is the repository's common git directory (git.ts gitCommonDir). The name is recorded
- * only after a scan that found nothing left to rename: runs still going (their worker owns their state, and a
+ * only after a scan that found nothing left to rename: runs whose worker is still alive (it owns their state, and a
  * resumed or re-verified run's worker may write the old name back), or that could not be renamed, are looked at again
  * by the next start.
  */
@@ -130,7 +141,7 @@ export function adoptRepoName(repo: string, gitDir: string, name: string): RepoR
       if (state.repo === name || state.repo_path !== repo) continue;
       // A run a trigger server started carries the name its job was routed to: that is not the checkout's to change.
       if (isWebhookOrigin(state.origin)) continue;
-      if (!TERMINAL.has(state.status) || !rename(repo, found, name, now)) {
+      if ((!TERMINAL.has(state.status) && workerAlive(state)) || !rename(repo, found, name, now)) {
         left += 1;
         continue;
       }

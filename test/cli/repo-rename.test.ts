@@ -8,6 +8,7 @@ import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeRepo, CLI, EDIT_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
+import { procStart } from '../../src/engine/proc-group.ts';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 
 describe('a checkout that gains an origin', () => {
@@ -107,12 +108,13 @@ describe('a rename while an earlier run is still going', () => {
     return { run: (JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string }).run, stderr: res.stderr };
   }
 
-  it('leaves a run that is still going alone, and renames it on a later start once it has ended', async () => {
+  it('leaves a run whose worker is alive alone, and renames it on a later start once it has ended', async () => {
     const first = await start('append fixed');
     const statePath = join(repo.repo, '.svc', 'runs', first.run, 'state.json');
     const ended = JSON.parse(readFileSync(statePath, 'utf8')) as Record<string, unknown>;
-    // As a worker that is still running would have it.
-    writeFileSync(statePath, JSON.stringify({ ...ended, status: 'running' }));
+    // As a worker that is still running would have it: this test process stands in for the live worker.
+    const live = { status: 'running', pid: process.pid, proc_start: procStart(process.pid) };
+    writeFileSync(statePath, JSON.stringify({ ...ended, ...live }));
     execFileSync('git', ['remote', 'add', 'origin', join(repo.root, 'acme', 'api.git')], { cwd: repo.repo });
 
     const second = await start('append fixed again');
@@ -123,5 +125,17 @@ describe('a rename while an earlier run is still going', () => {
     const third = await start('append fixed once more');
     assert.match(third.stderr, /now named acme\/api; 1 earlier run renamed from work/);
     assert.equal((JSON.parse(readFileSync(statePath, 'utf8')) as { repo: string }).repo, 'acme/api');
+  });
+
+  it('renames a run left running by a worker that died, since nobody owns its state', async () => {
+    const first = await start('append fixed, then crash');
+    const statePath = join(repo.repo, '.svc', 'runs', first.run, 'state.json');
+    const ended = JSON.parse(readFileSync(statePath, 'utf8')) as Record<string, unknown>;
+    // A pid that was never a live worker of ours: the start time cannot match.
+    writeFileSync(statePath, JSON.stringify({ ...ended, status: 'running', pid: process.pid, proc_start: '1' }));
+    execFileSync('git', ['remote', 'set-url', 'origin', join(repo.root, 'acme', 'ops.git')], { cwd: repo.repo });
+    const next = await start('append fixed under ops');
+    assert.match(next.stderr, /now named acme\/ops;/);
+    assert.equal((JSON.parse(readFileSync(statePath, 'utf8')) as { repo: string }).repo, 'acme/ops');
   });
 });
