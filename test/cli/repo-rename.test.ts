@@ -11,36 +11,40 @@ import { runChild } from '../helpers/run-child.ts';
 import { procStart } from '../../src/engine/proc-group.ts';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 
-describe('a checkout that gains an origin', () => {
-  let repo: TestRepo;
-  let cp: TestControl;
-  let env: NodeJS.ProcessEnv;
-
+/** A checkout with no origin (so its folder, `work`, names it), a Control Plane, and `svc start` in it. */
+function checkoutWithoutOrigin() {
+  const t = {
+    repo: undefined as unknown as TestRepo, cp: undefined as unknown as TestControl, env: {} as NodeJS.ProcessEnv,
+  };
   before(async () => {
-    repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
-    execFileSync('git', ['remote', 'remove', 'origin'], { cwd: repo.repo });
-    cp = await startTestControl();
-    env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: cp.url, SVC_SANDBOX: 'none' };
+    t.repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
+    execFileSync('git', ['remote', 'remove', 'origin'], { cwd: t.repo.repo });
+    t.cp = await startTestControl();
+    t.env = { ...process.env, ...GIT_ENV, HOME: t.repo.home, SVC_CONTROL_URL: t.cp.url, SVC_SANDBOX: 'none' };
   });
   after(async () => {
-    await cp.close();
-    repo.cleanup();
+    await t.cp.close();
+    t.repo.cleanup();
   });
-
   async function start(brief: string): Promise<{ run: string; stderr: string }> {
     const res = await runChild(process.execPath, [CLI, 'start', '--brief', brief, '--provider', 'fake'],
-      { cwd: repo.repo, env });
+      { cwd: t.repo.repo, env: t.env });
     assert.equal(res.code, 0, res.stderr);
     const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
     return { run, stderr: res.stderr };
   }
+  return { t, start };
+}
+
+describe('a checkout that gains an origin', () => {
+  const { t, start } = checkoutWithoutOrigin();
 
   async function listed(run: string): Promise<unknown> {
-    return ((await cp.request('GET', `/v1/runs/local/${run}`)).json as { repo?: unknown }).repo;
+    return ((await t.cp.request('GET', `/v1/runs/local/${run}`)).json as { repo?: unknown }).repo;
   }
 
   function runFile(run: string, name: string): string {
-    return readFileSync(join(repo.repo, '.svc', 'runs', run, name), 'utf8');
+    return readFileSync(join(t.repo.repo, '.svc', 'runs', run, name), 'utf8');
   }
 
   it('renames the earlier runs to the new name once, ships them, and keeps their receipts as signed', async () => {
@@ -48,14 +52,14 @@ describe('a checkout that gains an origin', () => {
     assert.equal(await listed(first.run), 'work', 'without an origin the folder names it');
     assert.doesNotMatch(first.stderr, /now named/);
 
-    execFileSync('git', ['remote', 'add', 'origin', join(repo.root, 'acme', 'api.git')], { cwd: repo.repo });
+    execFileSync('git', ['remote', 'add', 'origin', join(t.repo.root, 'acme', 'api.git')], { cwd: t.repo.repo });
     const second = await start('append fixed again');
     assert.match(second.stderr, /this repository is now named acme\/api; 1 earlier run renamed from work \(their/);
     assert.equal(await listed(second.run), 'acme/api');
     assert.equal(await listed(first.run), 'acme/api', 'the earlier run now shows under the one name');
     assert.match(runFile(first.run, 'events.jsonl'), /repository renamed from work to acme\/api/);
     assert.equal((JSON.parse(runFile(first.run, join('artifacts', 'receipt.json'))) as { repo: string }).repo, 'work');
-    const names = (await cp.request('GET', '/v1/runs?limit=50')).json as { items: Array<{ repo: string }> };
+    const names = (await t.cp.request('GET', '/v1/runs?limit=50')).json as { items: Array<{ repo: string }> };
     assert.deepEqual([...new Set(names.items.map((r) => r.repo))], ['acme/api']);
 
     const third = await start('append fixed once more');
@@ -63,21 +67,21 @@ describe('a checkout that gains an origin', () => {
   });
 
   it('keeps the last name per checkout in the git directory\'s info/, which no sandbox can write', () => {
-    const gitDir = execFileSync('git', ['rev-parse', '--git-common-dir'], { cwd: repo.repo, encoding: 'utf8' }).trim();
+    const gitDir = execFileSync('git', ['rev-parse', '--git-common-dir'], { cwd: t.repo.repo, encoding: 'utf8' }).trim();
     // Written by the third start, whose scan found nothing left to rename.
-    assert.equal(readFileSync(join(repo.repo, gitDir, 'info', 'svc-repo-names'), 'utf8'), `acme/api\t${repo.repo}\n`);
+    assert.equal(readFileSync(join(t.repo.repo, gitDir, 'info', 'svc-repo-names'), 'utf8'), `acme/api\t${t.repo.repo}\n`);
   });
 
   it('is not stopped by run folders it must not read: a FIFO, a link, one git tracks', async () => {
-    const runs = join(repo.repo, '.svc', 'runs');
+    const runs = join(t.repo.repo, '.svc', 'runs');
     mkdirSync(join(runs, 'rfifo'));
     execFileSync('mkfifo', [join(runs, 'rfifo', 'state.json')]);
     symlinkSync('/etc', join(runs, 'rlink'));
     mkdirSync(join(runs, 'rtracked'));
-    const planted = { run: 'rtracked', repo: 'x', repo_path: repo.repo, status: 'succeeded', origin: 'cli' };
+    const planted = { run: 'rtracked', repo: 'x', repo_path: t.repo.repo, status: 'succeeded', origin: 'cli' };
     writeFileSync(join(runs, 'rtracked', 'state.json'), JSON.stringify(planted));
-    execFileSync('git', ['add', '-f', '.svc/runs/rtracked/state.json'], { cwd: repo.repo });
-    execFileSync('git', ['remote', 'set-url', 'origin', join(repo.root, 'acme', 'web.git')], { cwd: repo.repo });
+    execFileSync('git', ['add', '-f', '.svc/runs/rtracked/state.json'], { cwd: t.repo.repo });
+    execFileSync('git', ['remote', 'set-url', 'origin', join(t.repo.root, 'acme', 'web.git')], { cwd: t.repo.repo });
     const next = await start('append fixed under another name');
     assert.match(next.stderr, /now named acme\/web; \d+ earlier runs renamed from acme\/api/);
     assert.equal((JSON.parse(readFileSync(join(runs, 'rtracked', 'state.json'), 'utf8')) as { repo: string }).repo, 'x',
@@ -86,36 +90,16 @@ describe('a checkout that gains an origin', () => {
 });
 
 describe('a rename while an earlier run is still going', () => {
-  let repo: TestRepo;
-  let cp: TestControl;
-  let env: NodeJS.ProcessEnv;
-
-  before(async () => {
-    repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
-    execFileSync('git', ['remote', 'remove', 'origin'], { cwd: repo.repo });
-    cp = await startTestControl();
-    env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: cp.url, SVC_SANDBOX: 'none' };
-  });
-  after(async () => {
-    await cp.close();
-    repo.cleanup();
-  });
-
-  async function start(brief: string): Promise<{ run: string; stderr: string }> {
-    const res = await runChild(process.execPath, [CLI, 'start', '--brief', brief, '--provider', 'fake'],
-      { cwd: repo.repo, env });
-    assert.equal(res.code, 0, res.stderr);
-    return { run: (JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string }).run, stderr: res.stderr };
-  }
+  const { t, start } = checkoutWithoutOrigin();
 
   it('leaves a run whose worker is alive alone, and renames it on a later start once it has ended', async () => {
     const first = await start('append fixed');
-    const statePath = join(repo.repo, '.svc', 'runs', first.run, 'state.json');
+    const statePath = join(t.repo.repo, '.svc', 'runs', first.run, 'state.json');
     const ended = JSON.parse(readFileSync(statePath, 'utf8')) as Record<string, unknown>;
     // As a worker that is still running would have it: this test process stands in for the live worker.
     const live = { status: 'running', pid: process.pid, proc_start: procStart(process.pid) };
     writeFileSync(statePath, JSON.stringify({ ...ended, ...live }));
-    execFileSync('git', ['remote', 'add', 'origin', join(repo.root, 'acme', 'api.git')], { cwd: repo.repo });
+    execFileSync('git', ['remote', 'add', 'origin', join(t.repo.root, 'acme', 'api.git')], { cwd: t.repo.repo });
 
     const second = await start('append fixed again');
     assert.doesNotMatch(second.stderr, /now named/);
@@ -129,11 +113,11 @@ describe('a rename while an earlier run is still going', () => {
 
   it('renames a run left running by a worker that died, since nobody owns its state', async () => {
     const first = await start('append fixed, then crash');
-    const statePath = join(repo.repo, '.svc', 'runs', first.run, 'state.json');
+    const statePath = join(t.repo.repo, '.svc', 'runs', first.run, 'state.json');
     const ended = JSON.parse(readFileSync(statePath, 'utf8')) as Record<string, unknown>;
     // A pid that was never a live worker of ours: the start time cannot match.
     writeFileSync(statePath, JSON.stringify({ ...ended, status: 'running', pid: process.pid, proc_start: '1' }));
-    execFileSync('git', ['remote', 'set-url', 'origin', join(repo.root, 'acme', 'ops.git')], { cwd: repo.repo });
+    execFileSync('git', ['remote', 'set-url', 'origin', join(t.repo.root, 'acme', 'ops.git')], { cwd: t.repo.repo });
     const next = await start('append fixed under ops');
     assert.match(next.stderr, /now named acme\/ops;/);
     assert.equal((JSON.parse(readFileSync(statePath, 'utf8')) as { repo: string }).repo, 'acme/ops');
