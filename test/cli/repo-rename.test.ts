@@ -67,9 +67,10 @@ describe('a checkout that gains an origin', () => {
   });
 
   it('keeps the last name per checkout in the git directory\'s info/, which no sandbox can write', () => {
-    const gitDir = execFileSync('git', ['rev-parse', '--git-common-dir'], { cwd: t.repo.repo, encoding: 'utf8' }).trim();
+    const cwd = t.repo.repo;
+    const gitDir = execFileSync('git', ['rev-parse', '--git-common-dir'], { cwd, encoding: 'utf8' }).trim();
     // Written by the third start, whose scan found nothing left to rename.
-    assert.equal(readFileSync(join(t.repo.repo, gitDir, 'info', 'svc-repo-names'), 'utf8'), `acme/api\t${t.repo.repo}\n`);
+    assert.equal(readFileSync(join(cwd, gitDir, 'info', 'svc-repo-names'), 'utf8'), `acme/api\t${cwd}\n`);
   });
 
   it('is not stopped by run folders it must not read: a FIFO, a link, one git tracks', async () => {
