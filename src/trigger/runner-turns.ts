@@ -45,3 +45,27 @@ export function pickNext(jobs: TriggerJobsStore, turns: Turns, repoCap: number):
   }
   return best?.head;
 }
+
+/** The keys a job counts under: its origin and its repository. */
+function keysOf(job: Pick<JobRow, 'origin' | 'repo'>): [string, string] {
+  return [`origin:${job.origin}`, `repo:${job.repo ?? ''}`];
+}
+
+function bump(turns: Turns, key: string, by: number): void {
+  const n = (turns.active.get(key) ?? 0) + by;
+  if (n > 0) turns.active.set(key, n);
+  else turns.active.delete(key);
+}
+
+/** A job of `job`'s origin and repository started (+1) or ended (-1). */
+export function countActive(turns: Turns, job: Pick<JobRow, 'origin' | 'repo'>, by: 1 | -1): void {
+  for (const key of keysOf(job)) bump(turns, key, by);
+}
+
+/** Records that `job`'s origin and repository just had their turn. */
+export function markServed(turns: Turns, job: Pick<JobRow, 'origin' | 'repo'>): void {
+  const [origin, repo] = keysOf(job);
+  turns.served.set(origin, turns.starts);
+  turns.served.set(repo, turns.starts++);
+}
+

@@ -3,11 +3,11 @@
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow } from '../db/trigger-jobs-store.ts';
 import type { JobExecutor, RunOutcome, RunRef } from './executor.ts';
-import { buildSummaryParts, plainSummary } from './summary.ts';
+import { finishJob, jobEndOf, type JobEnd } from './job-finish.ts';
 import type { Logger } from '../log.ts';
 import { WorkdirError, type JobWorkdirs } from './job-workdir.ts';
 import type { ServedRepo } from './served-repos-file.ts';
-import { pickNext, type Turns } from './runner-turns.ts';
+import { countActive, markServed, pickNext, type Turns } from './runner-turns.ts';
 
 export interface Runner {
   /** Start as many queued jobs as free slots allow. */
@@ -51,20 +51,14 @@ export function createRunner(opts: RunnerOptions): Runner {
   // or one route does not make the others wait behind all of it (issues 21, 22). Within a pair, oldest first.
   const turns: Turns = { active: new Map(), served: new Map(), starts: 0 };
   const repoCap = opts.repoConcurrency ?? opts.concurrency;
-
-  function bump(key: string, by: number): void {
-    const n = (turns.active.get(key) ?? 0) + by;
-    if (n > 0) turns.active.set(key, n);
-    else turns.active.delete(key);
-  }
+  const finishDeps = { stores, log, clock: opts.clock, controlUrl: opts.controlUrl };
 
   function track(job: JobRow, task: Promise<void>): void {
-    const keys = [`origin:${job.origin}`, `repo:${job.repo ?? ''}`];
     tasks.add(task);
-    for (const key of keys) bump(key, 1);
+    countActive(turns, job, 1);
     void task.finally(() => {
       tasks.delete(task);
-      for (const key of keys) bump(key, -1);
+      countActive(turns, job, -1);
       if (!closed) kick();
       if (tasks.size === 0) {
         const waiters = idleWaiters;
@@ -75,20 +69,10 @@ export function createRunner(opts: RunnerOptions): Runner {
   }
 
   function finish(
-    job: JobRow, status: 'succeeded' | 'failed' | 'interrupted', run: RunRef | null, outcome: RunOutcome | null,
-    exitCode: number | null, error: string | null,
+    job: JobRow, status: JobEnd, run: RunRef | null, outcome: RunOutcome | null, exitCode: number | null,
+    error: string | null,
   ): void {
-    const now = opts.clock();
-    const startedMs = outcome?.started_at ? Date.parse(outcome.started_at) : (job.started_at ?? now);
-    const endedMs = outcome?.ended_at ? Date.parse(outcome.ended_at) : now;
-    const durationMs = endedMs - startedMs;
-    const parts = buildSummaryParts({
-      jobId: job.id, status, run, outcome, durationMs, error, controlUrl: opts.controlUrl,
-    });
-    const summary = plainSummary(parts);
-    const summary_parts = JSON.stringify(parts);
-    stores.jobs.finish(job.id, { status, finished_at: now, exit_code: exitCode, summary, summary_parts, error });
-    log.info('job finished', { job_id: job.id, status, run: run ? `${run.source}/${run.run}` : null });
+    finishJob(finishDeps, job, { status, run, outcome, exitCode, error });
   }
 
   async function followToEnd(job: JobRow, run: RunRef, reattach: boolean, workdir: string): Promise<void> {
@@ -98,10 +82,7 @@ export function createRunner(opts: RunnerOptions): Runner {
       const status = reattach ? 'interrupted' : 'failed';
       finish(job, status, run, null, null, reattach ? 'run state not found after restart' : 'run state never appeared');
     } else {
-      const status = outcome.status === 'succeeded' ? 'succeeded' : 'failed';
-      const error = outcome.status === 'stopped' ? 'run stopped'
-        : outcome.status === 'failed' ? (outcome.error ?? 'run failed')
-        : null;
+      const { status, error } = jobEndOf(outcome);
       finish(job, status, run, outcome, null, error);
     }
     await opts.notify(job.id);
@@ -150,12 +131,6 @@ export function createRunner(opts: RunnerOptions): Runner {
     });
   }
 
-  /** Records that `job`'s repository and origin just had their turn. */
-  function served(job: JobRow): void {
-    turns.served.set(`origin:${job.origin}`, turns.starts);
-    turns.served.set(`repo:${job.repo ?? ''}`, turns.starts++);
-  }
-
   function kick(): void {
     if (closed) return;
     // A failed claim means another dispatcher took that job: bounded retries, then the next kick tries again.
@@ -164,7 +139,7 @@ export function createRunner(opts: RunnerOptions): Runner {
       if (!job) return;
       if (!stores.jobs.claim(job.id, opts.clock())) continue;
       const claimed = { ...job, status: 'running' as const, started_at: opts.clock() };
-      served(job);
+      markServed(turns, job);
       track(claimed, guarded(claimed, runJob(claimed)));
     }
   }
@@ -176,7 +151,7 @@ export function createRunner(opts: RunnerOptions): Runner {
         log.info('re-attaching job to its run', { job_id: job.id, run: `${job.run_source}/${job.run_id}` });
         const run = { source: job.run_source, run: job.run_id };
         // A job still running from before the restart had its turn: the queue's order after it survives the restart.
-        served(job);
+        markServed(turns, job);
         track(job, guarded(job, followToEnd(job, run, true, workdir)));
       } else {
         // It was launching when the server stopped: which run it started (if any) is unknown.
