@@ -6,8 +6,8 @@ import { readState, writeState, isoNow, type RunState } from './run-state.ts';
 import type { RunStatus } from '../run-json.ts';
 import { artifactsDir } from './paths.ts';
 import { terminateGroup, type ProcIdentity } from './proc-group.ts';
-import { createShipper, type Shipper, type ControlItem } from './shipper.ts';
-import { clearPending, markPending } from './ship-pending.ts';
+import { createShipper, type ControlItem } from './shipper.ts';
+import { createShipLoop } from './ship-loop.ts';
 import { writeAnswer, requestStopFile, answerAlreadyTaken } from './answers.ts';
 import { isValidSegment } from './ids.ts';
 import { plainSubdir, writeNoFollow } from './safe-fs.ts';
@@ -39,12 +39,6 @@ export function openRunContext(
   const state = readState(dir);
   let stopping = false;
   let child: ProcIdentity | null = null;
-  let dirty = true;
-  let timer: NodeJS.Timeout | undefined;
-  let backoff = 250;
-  let nextShipAt = 0;
-  let shipping: Promise<unknown> = Promise.resolve();
-  let closed = false;
 
   // Pending items come for every run of this source; those for other runs are relayed as files their runners watch.
   function onControl(item: ControlItem): void {
@@ -72,37 +66,20 @@ export function openRunContext(
     }
   }
 
-  const shipper: Shipper | null = opts.ship ? createShipper(dir, env, onControl, onSkip) : null;
-
-  function tick(): void {
-    if (!shipper || closed) return;
-    const now = Date.now();
-    // Ship when something changed, and at least every 2 s so control requests (stop, answer) reach a blocked run.
-    if ((dirty || now - nextShipAt > 2_000) && now >= nextShipAt) {
-      dirty = false;
-      shipping = shipper.flush().then((ok) => {
-        backoff = ok ? 250 : Math.min(backoff * 2, 30_000);
-        nextShipAt = Date.now() + (ok ? 200 : backoff);
-        if (!ok) dirty = true;
-      });
-    }
-  }
-  if (shipper) {
-    timer = setInterval(() => void shipping.then(tick), 200);
-    timer.unref();
-  }
+  const shipping = opts.ship
+    ? createShipLoop(createShipper(dir, env, onControl, onSkip), dir, (text) => ctx.say(text))
+    : null;
+  const markDirty = () => shipping?.changed();
 
   const ctx: RunContext = {
     dir,
     state,
     env,
-    log: openEventLog(dir, () => {
-      dirty = true;
-    }),
+    log: openEventLog(dir, markDirty),
     update(fields) {
       Object.assign(state, fields, { updated_at: isoNow() });
       writeState(dir, state);
-      dirty = true;
+      markDirty();
     },
     setStatus(to, fields = {}) {
       const from = state.status;
@@ -136,26 +113,9 @@ export function openRunContext(
     say(text) {
       opts.say?.(`[svc ${state.run}] ${text}\n`);
     },
-    shipSoon() {
-      dirty = true;
-    },
+    shipSoon: markDirty,
     async close() {
-      closed = true;
-      if (timer) clearInterval(timer);
-      await shipping;
-      if (!shipper) return;
-      // Final flush: a few quick tries, then give up and leave a marker: the next svc command in this project that
-      // reaches a Control Plane sends the run (src/engine/ship-pending.ts), or `svc ship` by hand.
-      for (const wait of [0, 250, 1_000]) {
-        if (wait) await new Promise((r) => setTimeout(r, wait));
-        if (await shipper.flush()) {
-          clearPending(dir);
-          return;
-        }
-      }
-      markPending(dir);
-      ctx.say(`not shipped: no Control Plane answered at ${shipper.url}; the next svc command in this project that ` +
-        'reaches one sends this run (or run `svc ship`)');
+      await shipping?.close();
     },
   };
   return ctx;
