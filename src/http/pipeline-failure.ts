@@ -1,10 +1,11 @@
 // How the pipeline answers a request that failed: a refusal (an HttpError, from a guard or a handler) gets the error
-// envelope and, for a mutating request refused before its handler ran, the onRefused hook; anything else is a 500
-// that names the request id and logs the cause.
+// envelope and, for a mutating request refused before its handler ran, the onRefused hook; a database another process
+// keeps locked is a 503 with Retry-After; anything else is a 500 that names the request id and logs the cause.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { errorBody, isHttpError, type HttpError } from './http-error.ts';
 import { sendReply } from './respond.ts';
 import { closeAfterRefusal } from './close-after-refusal.ts';
+import { isDatabaseBusy } from './busy-database.ts';
 import type { RequestId } from './request-ctx.ts';
 import type { Admission, PipelineOptions, Route } from './pipeline-types.ts';
 
@@ -42,6 +43,13 @@ export function answerFailure<D>(
       opts.log.error('error reply failed', { request_id: requestId.get(), error: String(sendErr) });
       sendReply(res, { status: err.status, body: errorBody(err.code, err.message) });
     }
+    return;
+  }
+  if (isDatabaseBusy(err)) {
+    opts.log.warn('database busy: another process holds its write lock', { request_id: requestId.get() });
+    closeAfterRefusal(req, res);
+    const message = 'The database is busy (another process holds its write lock); try again';
+    sendReply(res, { status: 503, headers: { 'retry-after': '1' }, body: errorBody('unavailable', message) });
     return;
   }
   const error = err instanceof Error ? err.message : String(err);
