@@ -158,38 +158,43 @@ describe('hostile traffic: Control Plane event streams', () => {
   });
 });
 
-describe('hostile traffic: refused bodies are not drained', () => {
-  let cp: TestControl;
-  let trigger: TestTrigger;
+/** A Control Plane and a trigger server for one describe block, closed after it. */
+function bothServers(): { cp: TestControl; trigger: TestTrigger } {
+  const servers = {} as { cp: TestControl; trigger: TestTrigger };
   before(async () => {
-    cp = await startTestControl();
-    trigger = await startTestTrigger();
+    servers.cp = await startTestControl();
+    servers.trigger = await startTestTrigger();
   });
   after(async () => {
-    await cp.close();
-    await trigger.cleanup();
+    await servers.cp.close();
+    await servers.trigger.cleanup();
   });
+  return servers;
+}
+
+describe('hostile traffic: refused bodies are not drained', () => {
+  const servers = bothServers();
 
   // 1 MiB limit; what a paused socket and the kernel buffers take is a few MB, so 64 MiB means it was being drained.
   const CEILING = 64 * 1024 * 1024;
 
   it('answers 413 to an endless chunked body on the Control Plane and closes the socket without reading on', async () => {
-    const baseline = cp.running.connections.total();
+    const baseline = servers.cp.running.connections.total();
     const head = 'POST /v1/start HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n';
-    const { sent, answer } = await endlessBody(portOf(cp.url), head, CEILING);
+    const { sent, answer } = await endlessBody(portOf(servers.cp.url), head, CEILING);
     assert.deepEqual(answerOf(answer), { status: 413, code: 'payload_too_large' });
     assert.match(answer, /\r\nconnection: close\r\n/i);
     assert.ok(sent < CEILING, `the server stopped reading (the client wrote ${sent} bytes)`);
-    await settled(cp.running.connections, baseline);
+    await settled(servers.cp.running.connections, baseline);
   });
 
   it('answers 413 to an endless chunked body on the trigger server and closes the socket without reading on', async () => {
-    const baseline = trigger.connections.total();
+    const baseline = servers.trigger.connections.total();
     const head = 'POST /webhook HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n';
-    const { sent, answer } = await endlessBody(portOf(trigger.url), head, CEILING);
+    const { sent, answer } = await endlessBody(portOf(servers.trigger.url), head, CEILING);
     assert.equal(answerOf(answer).status, 413);
     assert.ok(sent < CEILING, `the server stopped reading (the client wrote ${sent} bytes)`);
-    await settled(trigger.connections, baseline);
+    await settled(servers.trigger.connections, baseline);
   });
 
   it('closes the connection of a request refused before its body was read (401 with a body still coming)', async () => {
@@ -322,20 +327,11 @@ describe('hostile traffic: a drive-by page grows the audit log by rows per windo
 });
 
 describe('hostile traffic: Host header', () => {
-  let cp: TestControl;
-  let trigger: TestTrigger;
-  before(async () => {
-    cp = await startTestControl();
-    trigger = await startTestTrigger();
-  });
-  after(async () => {
-    await cp.close();
-    await trigger.cleanup();
-  });
+  const servers = bothServers();
 
   for (const server of ['control', 'trigger'] as const) {
     it(`refuses a Host list, junk after an IPv6 literal and a second Host line on the ${server} server`, async () => {
-      const port = portOf(server === 'control' ? cp.url : trigger.url);
+      const port = portOf(server === 'control' ? servers.cp.url : servers.trigger.url);
       for (const host of [`localhost:${port}, evil.example`, '[::1]evil.example', 'localhost:80:81', 'user@localhost']) {
         const c = await openRaw(port);
         c.socket.write(`GET /health HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
