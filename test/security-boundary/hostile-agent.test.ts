@@ -2,11 +2,13 @@
 // `svc start` processes, each started with svc's secrets in its environment the way an operator might, and a `command`
 // provider that does what a prompt-injected agent would: reads every /proc/*/environ and cmdline it can, every file
 // under ~/.svc, leaves a `setsid` child behind, rewrites git's URL rules and tries to plant a receipt key. The same
-// agent runs through the CLI, a /jobs job, a signed /chata job and the Control Plane's /v1/start.
+// agent runs through the CLI, a /jobs job, a signed /chata job and the Control Plane's /v1/start. As root the whole
+// suite runs twice: as root, and with every svc process (both servers, the CLI, and so the agent) as nobody, since
+// the kernel treats the two differently.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
-import { readFileSync, readdirSync, existsSync, writeFileSync } from 'node:fs';
+import { readFileSync, readdirSync, existsSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { generateKeyPairSync } from 'node:crypto';
@@ -17,6 +19,8 @@ import { keyIdOf } from '../../src/keys.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { serve, stop, type Served } from '../helpers/serve-cli.ts';
+import { letNobodyReach } from '../helpers/nobody-reach.ts';
+import { execFileSync } from 'node:child_process';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 
@@ -99,7 +103,8 @@ function alive(pid: number): boolean {
   }
 }
 
-describe('the agent boundary, black-box', () => {
+/** One pass of the suite, as the current user or (as root only) with every svc process running as nobody. */
+function blackBox(asNobody: boolean): void {
   let repo: TestRepo;
   let github: StandIn;
   let evil: Server;
@@ -110,7 +115,15 @@ describe('the agent boundary, black-box', () => {
   let baseEnv: NodeJS.ProcessEnv;
   const legs = new Map<string, { source: string; run: string }>();
 
+  const asUid = asNobody ? NOBODY : undefined;
+
   before(async () => {
+    if (asNobody) {
+      // The checkout may sit in a folder only root may pass (a `mktemp -d` clone): let nobody reach its CLI.
+      letNobodyReach(CLI);
+      // The GitHub stand-in reads the bare origins (nobody's in this pass) with git as root.
+      Object.assign(process.env, { GIT_CONFIG_COUNT: '1', GIT_CONFIG_KEY_0: 'safe.directory', GIT_CONFIG_VALUE_0: '*' });
+    }
     github = await startGithubStandIn({ originOf: (owner, name) => join(repo.root, owner, `${name}.git`) });
     repo = makeRepo({ providers: { hostile: HOSTILE } });
     writeFileSync(join(repo.repo, '.svc', 'config.json'), JSON.stringify({ provider: 'hostile', providers: { hostile: { command: [join(repo.bin, 'hostile.sh')] } } }));
@@ -126,7 +139,8 @@ describe('the agent boundary, black-box', () => {
     evilUrl = `http://127.0.0.1:${(evil.address() as { port: number }).port}`;
     baseEnv = { PATH: process.env.PATH, HOME: repo.home, LANG: 'C', ...GIT_ENV, GITHUB_API_URL: github.url, SVC_SANDBOX: process.env.SVC_SANDBOX };
     if (baseEnv.SVC_SANDBOX === undefined) delete baseEnv.SVC_SANDBOX;
-    control = await serve(['control', 'serve', '--port', '0'], { ...baseEnv, ...SECRETS });
+    if (asNobody) execFileSync('chown', ['-R', `${NOBODY}:${NOBODY}`, repo.root]);
+    control = await serve(['control', 'serve', '--port', '0'], { ...baseEnv, ...SECRETS }, asUid);
     // The four legs' runs share the source `local`; the default limit of 2 active runs would turn one away (429).
     const limit = await fetch(`${control.url}/v1/config`, {
       method: 'PUT', body: JSON.stringify({ max_concurrent_runs: 20 }),
@@ -141,7 +155,7 @@ describe('the agent boundary, black-box', () => {
     assert.equal(imported.status, 200, await imported.text());
     trigger = await serve(['trigger', 'serve', '--port', '0', '--repo', repo.repo], {
       ...baseEnv, ...SECRETS, SVC_CONTROL_URL: control.url, SVC_TRIGGER_DB: join(repo.root, 'trigger.db'),
-    });
+    }, asUid);
   });
 
   after(async () => {
@@ -152,6 +166,7 @@ describe('the agent boundary, black-box', () => {
     // Whatever the agents left behind (an unsandboxed run's setsid child survives it), the test does not.
     for (const n of Object.values(DURATION)) for (const pid of sleepers(`sleep ${n}`)) if (alive(pid)) process.kill(pid, 'SIGKILL');
     repo.cleanup();
+    for (const key of ['GIT_CONFIG_COUNT', 'GIT_CONFIG_KEY_0', 'GIT_CONFIG_VALUE_0']) delete process.env[key];
   });
 
   const controlAuth = { authorization: `Bearer ${SECRETS.SVC_CONTROL_TOKEN}` };
@@ -186,6 +201,9 @@ describe('the agent boundary, black-box', () => {
 
   it('starts both servers with secrets in their environment, and neither /proc/<pid>/environ nor cmdline shows one', async () => {
     for (const s of [control, trigger]) assert.deepEqual(leaks(environOf(s.child.pid!)), [], `pid ${s.child.pid}`);
+    // The pass really runs unprivileged: both servers are nobody's processes, not root's.
+    const uid = (pid: number) => Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
+    for (const s of [control, trigger]) assert.equal(uid(s.child.pid!), asNobody ? NOBODY : process.getuid?.());
     // They still hold them in memory: the token guards the Control Plane and /jobs.
     assert.equal((await fetch(`${control.url}/v1/runs`)).status, 401);
     assert.equal((await controlGet('/v1/runs')).status, 200);
@@ -195,7 +213,11 @@ describe('the agent boundary, black-box', () => {
   });
 
   it('runs the hostile agent from the CLI (svc start --pr)', async () => {
-    const res = await runChild(process.execPath, [CLI, 'start', '--brief', brief('cli'), '--pr', '--detach'], {
+    const argv = [process.execPath, CLI, 'start', '--brief', brief('cli'), '--pr', '--detach'];
+    const command = asNobody
+      ? ['setpriv', `--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', '--', ...argv]
+      : argv;
+    const res = await runChild(command[0]!, command.slice(1), {
       cwd: repo.repo, env: { ...baseEnv, ...SECRETS, SVC_CONTROL_URL: control.url },
     });
     assert.equal(res.code, 0, res.stderr);
@@ -251,6 +273,7 @@ describe('the agent boundary, black-box', () => {
         state = await ended(ref.run);
         workdir = state.workdir;
         loot = readFileSync(join(workdir, `loot-LEG-${leg}.txt`), 'utf8');
+        if (asNobody) assert.equal(statSync(join(workdir, `loot-LEG-${leg}.txt`)).uid, NOBODY, 'the agent ran as nobody');
         procLoot = readFileSync(join(workdir, `proc-LEG-${leg}.txt`), 'utf8');
       });
 
@@ -325,4 +348,13 @@ describe('the agent boundary, black-box', () => {
     assert.match(answer.error!.message, /Unknown key|no pull request/);
   });
 
+}
+
+const isRoot = process.getuid?.() === 0;
+const NOBODY = 65534;
+
+describe('the agent boundary, black-box', () => {
+  describe(`as ${isRoot ? 'root' : 'this user'}`, () => blackBox(false));
+  describe('as an unprivileged user (nobody, through setpriv)', { skip: isRoot ? false : 'needs root to drop to nobody' },
+    () => blackBox(true));
 });
