@@ -3,7 +3,8 @@
 import './quiet-sqlite-warning.ts';
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { runForeground } from './spawn/start.ts';
+import { exitLike, runLaunched } from './spawn/start.ts';
+import { watchLifeline } from './spawn/lifeline.ts';
 import { reexecClean } from './cli/server-flags.ts';
 import { secretsIn, takeHandoff, type Handoff } from './spawn/secrets-handoff.ts';
 import { trustParentProbe } from './spawn/sandbox-mode.ts';
@@ -26,9 +27,10 @@ if (major < MIN[0] || (major === MIN[0] && minor < MIN[1])) {
       'the svc checkout to install the pinned one\n');
     process.exit(1);
   }
-  process.exit(runForeground([pinned, ...process.execArgv, process.argv[1]!, ...process.argv.slice(2)],
+  exitLike(await runLaunched([pinned, ...process.execArgv, process.argv[1]!, ...process.argv.slice(2)],
     { kind: 'svc-worker', base: process.env }));
 }
+watchLifeline(process.env);
 
 
 /**

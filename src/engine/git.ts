@@ -216,8 +216,23 @@ export function diffCommits(dir: string, base: string, head: string, run: GitRun
 }
 
 /**
- * Diff of the working tree (tracked and untracked, embedded repositories left out) against base, through a throwaway
- * index so the user's index is untouched.
+ * The tree of everything in the working tree now (tracked and untracked, ignored files and embedded repositories left
+ * out), written through a throwaway index so the user's index is untouched: a run without a worktree diffs against it,
+ * so what was there before the run is not counted as the run's work.
+ */
+export function snapshotTree(dir: string, run: GitRun = hostGit): string {
+  return withScratch((tmp) => {
+    const env = { GIT_INDEX_FILE: join(tmp, 'index') };
+    const inTmp = (args: string[]) => git(dir, args, env, run, [tmp]);
+    inTmp(['read-tree', 'HEAD']);
+    addAll(dir, embeddedRepositories(dir, run, env, [tmp]), run, env, [tmp]);
+    return inTmp(['write-tree']).trim();
+  });
+}
+
+/**
+ * Diff of the working tree (tracked and untracked, embedded repositories left out) against base (a commit or a tree),
+ * through a throwaway index so the user's index is untouched.
  */
 export function diffWorkingTree(dir: string, base: string, run: GitRun = hostGit): DiffResult {
   return withScratch((tmp) => {

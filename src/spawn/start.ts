@@ -2,7 +2,8 @@
 // to that). Every start names the child's kind, from which env.ts builds its environment; argv is always an array
 // run without a shell.
 import { execFile, execFileSync, spawn, spawnSync, type ChildProcess, type StdioOptions } from 'node:child_process';
-import { childEnv, type ChildKind } from './env.ts';
+import { constants as osConstants } from 'node:os';
+import { childEnv, LAUNCHER_PID_VAR, type ChildKind } from './env.ts';
 
 export type { ChildProcess };
 
@@ -89,12 +90,36 @@ export function runCollect(
   });
 }
 
-/** Runs in the foreground with this process's terminal (stdio inherited) and returns its exit status. */
-export function runForeground(argv: readonly string[], opts: ChildSpec): number {
+/** The signals a launcher hands on: every one a person or a service manager sends to stop or steer a process. */
+const FORWARDED: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2'];
+
+/**
+ * Runs `argv` as this process's stand-in (the old-Node launcher): the child gets this terminal's stdio, every signal
+ * sent to this process exactly once, and this process's pid, by which it notices when the launcher is gone (even by
+ * SIGKILL: see lifeline.ts). It runs in its own process group so a terminal's Ctrl-C, which reaches this group,
+ * arrives once (forwarded), not twice. Resolves with the child's exit code, or the signal that ended it.
+ */
+export function runLaunched(argv: readonly string[], opts: ChildSpec): Promise<number | NodeJS.Signals> {
   const [bin, args] = split(argv);
-  const r = spawnSync(bin, args, {
-    cwd: opts.cwd, env: envOf(opts), stdio: 'inherit', shell: false, windowsHide: true,
+  const child = spawn(bin, args, {
+    cwd: opts.cwd, env: childEnv(opts.kind, opts.base, { ...opts.extra, [LAUNCHER_PID_VAR]: String(process.pid) }),
+    stdio: 'inherit', detached: true, shell: false, windowsHide: true,
   });
-  if (r.error) throw r.error;
-  return r.status ?? (r.signal ? 128 : 1);
+  const handlers = FORWARDED.map((signal) => [signal, () => child.kill(signal)] as const);
+  for (const [signal, handler] of handlers) process.on(signal, handler);
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', (code, signal) => {
+      for (const [name, handler] of handlers) process.off(name, handler);
+      resolve(signal ?? code ?? 1);
+    });
+  });
+}
+
+/** Ends this process with `result` as its own: the exit code, or the same signal (so a shell sees what happened). */
+export function exitLike(result: number | NodeJS.Signals): never {
+  if (typeof result === 'number') process.exit(result);
+  process.kill(process.pid, result);
+  // A signal this process ignores or handles: the shell's convention for "ended by a signal".
+  process.exit(128 + (osConstants.signals[result] ?? 0));
 }
