@@ -197,6 +197,8 @@ export async function serveTriggerForever(
 ): Promise<number> {
   const log = triggerLogger();
   const running = await startTrigger(settings, env, { log });
+  // Handlers first: whoever sees the URL may signal at once, and must get a clean shutdown.
+  const exited = exitCodeAfterSignal(log, 'shutting down; queued jobs stay queued', () => running.close());
   print(`${running.url}\n`);
   const repos = settings.repos.entries.map((e) => e.name);
   log.info('listening', {
@@ -205,5 +207,5 @@ export async function serveTriggerForever(
   });
   // Whatever started the server sees its startup lines now, not a coalescing window later.
   stderrSink().flush();
-  return exitCodeAfterSignal(log, 'shutting down; queued jobs stay queued', () => running.close());
+  return exited;
 }
