@@ -77,6 +77,18 @@ describe('parseServedRepos', () => {
       [4, 'trackera=eng is already on line 1'],
     ]);
   });
+  it('lets one chat channel reach several entries and opens an entry to every channel only with chata=*', () => {
+    const [api, web] = parseServedRepos([
+      'acme/api checkout=/srv/api chata=C1 chatb=19:x@thread.skype',
+      'acme/web checkout=/srv/web chata=C1,* chatb=*',
+    ].join('\n'), 'repos.conf');
+    assert.deepEqual([api!.keys.chata, web!.keys.chata, web!.keys.chatb], [['C1'], ['C1', '*'], ['*']]);
+    // "Every project" is what `default` says for the other sources; a wildcard there would be a second way.
+    assert.deepEqual(problems('acme/api checkout=/srv/api errtrack=*\nacme/web checkout=/srv/web trackerb=A,*'), [
+      [1, 'errtrack=* is not allowed: only chata=* and chatb=* open an entry to every channel (see "default")'],
+      [2, 'trackerb=* is not allowed: only chata=* and chatb=* open an entry to every channel (see "default")'],
+    ]);
+  });
   it('refuses a file that serves nothing', () => {
     assert.deepEqual(problems('# nothing yet\n'), [[1, 'the file serves no repository']]);
   });
