@@ -92,8 +92,9 @@ export const operations: readonly Op[] = [
     tag: 'health', auth: 'none', ok: { status: 200, schema: 'Status' },
   },
   {
-    server: 'control', method: 'get', path: '/ready', id: 'getReady',
-    summary: 'Readiness: the database is open and usable', tag: 'health', auth: 'none',
+    server: 'both', method: 'get', path: '/ready', id: 'getReady',
+    summary: 'Readiness: the database is open and usable (trigger server: also listening and not shutting down)',
+    tag: 'health', auth: 'none',
     ok: { status: 200, schema: 'Status' }, errors: ['Unavailable'],
   },
   {

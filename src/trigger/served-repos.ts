@@ -13,7 +13,7 @@ export type Routed = { kind: 'repo'; repo: ServedRepo } | { kind: 'unserved'; re
 
 export interface RepoRouter {
   readonly entries: readonly ServedRepo[];
-  /** Where the table came from: the file's path, or `--repo` for the one-repository shorthand. */
+  /** Where the table came from: the file's path, or what named the one-repository shorthand (`--repo DIR`, …). */
   readonly source: string;
   byName(name: string): ServedRepo | undefined;
   /** A GitHub event: its repository.full_name must be served; `default` never applies. */
@@ -93,7 +93,7 @@ export function createRepoRouter(entries: readonly ServedRepo[], source: string)
  * checkout's own `remote.origin.url` (read from its config file, as the push reads it), so GitHub events of another
  * repository are still refused; without such an origin it is `local/<folder>` and takes no GitHub event.
  */
-export function shorthandRepos(dir: string): RepoRouter {
+export function shorthandRepos(dir: string, source = `--repo ${dir}`): RepoRouter {
   let name: string | null = null;
   try {
     name = pinPushTarget(dir).repo;
@@ -110,7 +110,7 @@ export function shorthandRepos(dir: string): RepoRouter {
     isDefault: true,
     line: 0,
   };
-  const router = createRepoRouter([entry], '--repo');
+  const router = createRepoRouter([entry], source);
   if (name) return router;
   return {
     ...router,

@@ -143,8 +143,8 @@ describe('svc repos and svc trigger serve --repos', () => {
     assert.equal(readFileSync(file, 'utf8'), `acme/api checkout=${api} errtrack=api default\n`);
     const clone = svc(['repos', 'add', 'acme/web', 'clone=https://github.com/acme/web.git', 'trackerb=WEB'], env);
     assert.equal(clone.status, 0, clone.stderr);
-    assert.equal(clone.stdout, 'Added acme/web clone=https://github.com/acme/web.git trackerb=WEB\n'
-      + 'Restart the trigger server to serve it.\n');
+    assert.equal(clone.stdout, 'Added acme/web clone=https://github.com/acme/web.git trackerb=WEB to '
+      + `${file}\nA trigger server serving this file uses it from its next delivery; no restart is needed.\n`);
     const password = svc(['repos', 'add', 'acme/cd', 'clone=https://u:hunter2@github.com/acme/cd.git'], env);
     assert.equal(password.status, 2);
     assert.match(password.stderr, /repos\.conf:3: a clone URL must not hold a password/);
