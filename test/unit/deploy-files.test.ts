@@ -185,7 +185,7 @@ describe('kubernetes manifests', () => {
     assert.match(dep, /- name: SVC_TRIGGER_EXECUTOR\n\s+value: kubernetes/);
     assert.match(dep, /serviceAccountName: svc-trigger/);
     assert.match(dep, /livenessProbe:\n\s+httpGet:\n\s+path: \/health/);
-    assert.match(dep, /readinessProbe:\n\s+httpGet:\n\s+path: \/status/);
+    assert.match(dep, /readinessProbe:\n\s+httpGet:\n\s+path: \/ready/);
     const role = docs.get('Role')![0]!;
     assert.match(role, /resources: \["jobs"\]\n\s+verbs: \["create", "get", "list", "watch", "patch", "delete"\]/);
     assert.doesNotMatch(role, /secrets|"\*"/);
