@@ -30,7 +30,7 @@ const SHA = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
 export const SIGNER_GIT_TIMEOUT_MS = 5 * 60_000;
 const GIT_OUTPUT_CAP = 256 * 1024 * 1024;
 
-/** The signer's git: the host's hardened git with a time limit, so nothing in the workspace can make it wait forever. */
+/** The signer's git: the hardened host git with a time limit, so nothing in the workspace makes it wait forever. */
 export function signerGit(timeoutMs = SIGNER_GIT_TIMEOUT_MS): GitRun {
   return (cwd, argv, { extra }) => runSync(argv, {
     kind: 'tool', base: process.env, extra, cwd, maxBuffer: GIT_OUTPUT_CAP, timeout: timeoutMs,

@@ -67,7 +67,7 @@ export function createRepoRouter(entries: readonly ServedRepo[], source: string)
     chat(kind, channel, option) {
       const named = naming(kind, channel);
       const reach = [...named, ...open(kind).filter((e) => !named.includes(e))];
-      const where = channel === null ? `this ${kind} message names no channel` : `${kind} channel "${shown(channel)}"`;
+      const where = channel === null ? `a ${kind} message with no channel` : `${kind} channel "${shown(channel)}"`;
       const may = reach.length
         ? `it may start work in ${reach.slice(0, 10).map((e) => e.name).join(', ')}`
         : 'it may start work in no repository here';
