@@ -166,11 +166,6 @@ export async function startTrigger(
   let accepting = false;
   const deps = { settings, queue, clock, log, skips, accepting: () => accepting };
   const app = createTriggerApp(deps, o.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: o.bodyTimeoutMs } : {});
-  const { server, connections } = createHttpServer(app.listener, connectionLimits);
-  const { url } = await listen(server, settings.host, settings.port);
-  accepting = true;
-  logStartupProblems(settings, log);
-  runner.recover();
   // GET /v1/repos on the Control Plane lists what is served here, and its UI filter offers them (issue 22); a
   // reloaded file is reported again, and the report of the table it replaced stops retrying.
   const reports: Array<Promise<void>> = [];
@@ -184,7 +179,6 @@ export async function startTrigger(
       ...(o.servedRetryMs ? { retryMs: o.servedRetryMs } : {}),
     }));
   };
-  report(settings.repos.entries.map((e) => e.name));
   if (isLive(settings.repos)) {
     settings.repos.attach({
       log,
@@ -192,6 +186,12 @@ export async function startTrigger(
       onChange: (next) => report(next.entries.map((e) => e.name)),
     });
   }
+  const { server, connections } = createHttpServer(app.listener, connectionLimits);
+  const { url } = await listen(server, settings.host, settings.port);
+  accepting = true;
+  logStartupProblems(settings, log);
+  runner.recover();
+  report(settings.repos.entries.map((e) => e.name));
   const stopRetention = startTriggerRetention({
     stores, retention: settings.retention, clock, log, onPruned: () => checkpointer.nudge(),
   });

@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { sign } from '../../src/trigger/verify.ts';
 import { resolveTriggerSettings } from '../../src/trigger/settings.ts';
 import { SECRETS, fixture, get, post, makeRepo, startTestTrigger, tempDir, type TestTrigger } from './helpers.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 const ASSIGNEE = '712020:f1ad7cfd-7f82-4dc0-85e4-8bc47bcc08e4';
@@ -38,6 +39,13 @@ describe('svc repos add and remove on a running server', () => {
   let home: string;
   let file: string;
   let n = 0;
+  // What the Control Plane was told the server serves, in order (a stand-in for its /v1/ingest).
+  const reported: string[][] = [];
+  const controlStandIn = async (_url: string | URL | Request, init?: RequestInit): Promise<Response> => {
+    const body = JSON.parse(String(init?.body ?? '{}')) as { served_repos?: Array<{ name: string }> };
+    if (body.served_repos) reported.push(body.served_repos.map((r) => r.name));
+    return new Response('{}', { status: 200 });
+  };
   before(async () => {
     api = makeRepo('acme/api');
     web = makeRepo('acme/web');
@@ -45,7 +53,8 @@ describe('svc repos add and remove on a running server', () => {
     dirs.push(api, web, home);
     file = join(home, 'repos.conf');
     writeFileSync(file, `acme/api checkout=${api} trackerb=API\n`);
-    t = await startTestTrigger({ TRACKERB_ASSIGNEES: ASSIGNEE }, { repo: api, reposFile: file });
+    const env = { TRACKERB_ASSIGNEES: ASSIGNEE, SVC_CONTROL_URL: 'http://127.0.0.1:9' };
+    t = await startTestTrigger(env, { repo: api, reposFile: file, fetch: controlStandIn as typeof fetch });
   });
   after(() => t.cleanup());
 
@@ -63,6 +72,8 @@ describe('svc repos add and remove on a running server', () => {
     const job = (await get(`${t.url}/jobs/${queued.job_id as string}`, { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` }));
     assert.equal(job.body.repo, 'acme/web');
     assert.ok(t.logs.some((l) => l.msg === 'served repositories reloaded'));
+    await waitFor(() => reported.some((names) => names.includes('acme/web')), 'the new table reported');
+    assert.deepEqual(reported[0], ['acme/api']);
     const removed = svc(['repos', 'remove', 'acme/web', '--file', file], home);
     assert.equal(removed.status, 0, removed.stderr);
     assert.equal((await deliver()).status, 'skipped');
