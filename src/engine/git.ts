@@ -206,12 +206,22 @@ function withScratch<T>(body: (tmp: string) => T): T {
   }
 }
 
-export function diffCommits(dir: string, base: string, head: string, run: GitRun = hostGit): DiffResult {
+/**
+ * `submodules`: also list gitlink (submodule) moves, as `Subproject commit` lines. Between two commits git reads only
+ * the gitlinks' ids, never a submodule's repository; the pod signer asks for them, since the branch it pushes carries
+ * them.
+ */
+export function diffCommits(
+  dir: string, base: string, head: string, run: GitRun = hostGit, opts: { submodules?: boolean } = {},
+): DiffResult {
+  const diff = opts.submodules
+    ? [...DIFF.filter((a) => !a.startsWith('--ignore-submodules')), '--ignore-submodules=none', '--submodule=short']
+    : DIFF;
   return withScratch((tmp) => {
     const patch = join(tmp, 'patch');
     const inTmp = (args: string[]) => git(dir, args, {}, run, [tmp]);
-    inTmp([...DIFF, '--binary', `--output=${patch}`, base, head]);
-    return toResult(inTmp([...DIFF, '--numstat', base, head]), patch);
+    inTmp([...diff, '--binary', `--output=${patch}`, base, head]);
+    return toResult(inTmp([...diff, '--numstat', base, head]), patch);
   });
 }
 

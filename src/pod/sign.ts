@@ -21,7 +21,8 @@ import type { Policy } from '../engine/policy.ts';
 import { readSeal, type Seal } from './seal.ts';
 import { copyRunFolder } from './run-copy.ts';
 import { readEvidence, EVIDENCE_ARTIFACT, type ReportedCheck, type RunEvidence } from '../engine/evidence.ts';
-import { verifyCommits, policyAt, type VerifiedCommits } from './verified-commits.ts';
+import { verifyCommits, policyAt, UnverifiableError } from './verified-commits.ts';
+import type { DiffResult } from '../engine/git.ts';
 import { RefusedError } from '../errors.ts';
 
 export interface SignOptions {
@@ -83,21 +84,22 @@ function sha256Of(path: string): string {
   }
 }
 
+/** `head` and `diff` are null when the signer could not establish them (a not_verified receipt). */
 function receiptBody(
-  ctx: RunContext, opts: SignOptions, seal: Seal, commits: VerifiedCommits, head: string, checks: CheckResult[],
+  ctx: RunContext, opts: SignOptions, seal: Seal, diff: DiffResult | null, head: string | null, checks: CheckResult[],
   verdict: { verdict: Receipt['verdict']; gaps: string[] },
 ): ReceiptBody {
   const s = ctx.state;
   const issued = isoNow();
-  const { diff } = commits;
+  const signed = diff ?? { files: [], insertions: 0, deletions: 0, patch_sha256: '' };
   return {
     type: RECEIPT_TYPE, version: 1, source: opts.source, run: opts.run, group_id: strOr(s.group_id, opts.run),
     repo: repoOf(seal, s), branch: `svc/${opts.run}`, base_sha: seal.base_sha, head_sha: head,
     spec_sha256: sha256Of(join(ctx.dir, 'spec.md')), provider: strOr(s.provider, 'unknown'),
     checks: checks.map(({ artifact: _artifact, ...reported }) => reported),
     diff: {
-      files: diff.files.length, insertions: diff.insertions, deletions: diff.deletions, patch_sha256: diff.patch_sha256,
-      paths: diff.files.map((f) => f.path),
+      files: signed.files.length, insertions: signed.insertions, deletions: signed.deletions,
+      patch_sha256: signed.patch_sha256, paths: signed.files.map((f) => f.path),
     },
     cost: { usd: numOrNull(s.cost_usd), tokens_in: numOrNull(s.tokens_in), tokens_out: numOrNull(s.tokens_out) },
     verdict: verdict.verdict, gaps: verdict.gaps, started_at: strOr(s.started_at, issued),
@@ -112,6 +114,29 @@ const ENDED = { question: null, child: null } as const;
 function refuse(ctx: RunContext, message: string): void {
   ctx.event('receipt', { issued: false, reason: message });
   ctx.setStatus('failed', { ...ENDED, error: `No receipt: ${message}`, ended_at: ctx.state.ended_at ?? isoNow() });
+}
+
+function issue(ctx: RunContext, opts: SignOptions, body: ReceiptBody): Receipt {
+  const receipt = issueReceipt(body, loadOrCreateSigningKey(svcHomeOf(opts.env)));
+  ctx.saveArtifact('receipt.json', JSON.stringify(receipt, null, 2) + '\n');
+  const { integrity, kid } = receipt;
+  ctx.event('receipt', { verdict: receipt.verdict, integrity, kid, gaps: receipt.gaps, by: 'pod-signer' });
+  ctx.update({ verdict: receipt.verdict });
+  ctx.say(`receipt issued by the signer: verdict ${receipt.verdict}`);
+  return receipt;
+}
+
+/**
+ * The workspace's commits could not be established (tampered or missing objects, a special file in its git folder, a
+ * git that ran out of time): a signed not_verified receipt saying why, with no head, diff or checks, and no PR.
+ */
+function signUnverified(ctx: RunContext, opts: SignOptions, seal: Seal, reason: string): void {
+  const gaps = [`the signer could not verify the run's commits: ${reason}`];
+  ctx.update({ base_sha: seal.base_sha, head_sha: null, branch: null, pr: opts.pr });
+  issue(ctx, opts, receiptBody(ctx, opts, seal, null, null, [], { verdict: 'not_verified', gaps }));
+  if (opts.pr) ctx.event('pr', { opened: false, reason: `verdict not_verified: ${reason}` });
+  const endedAt = typeof ctx.state.ended_at === 'string' ? ctx.state.ended_at : isoNow();
+  ctx.setStatus('failed', { ...ENDED, ended_at: endedAt, error: `Not verified: ${reason}` });
 }
 
 /** Checks the commits, judges by the base policy and signs; returns the receipt and the checks it judged by. */
@@ -138,19 +163,21 @@ function signReceipt(
     verdict: gaps.length && decided.verdict === 'verified' ? 'verified_with_gaps' as const : decided.verdict,
     gaps: [...decided.gaps, ...gaps],
   };
-  const body = receiptBody(ctx, opts, seal, commits, head, checks, verdict);
-  const receipt = issueReceipt(body, loadOrCreateSigningKey(svcHomeOf(opts.env)));
-  ctx.saveArtifact('receipt.json', JSON.stringify(receipt, null, 2) + '\n');
-  const { integrity, kid } = receipt;
-  ctx.event('receipt', { verdict: receipt.verdict, integrity, kid, gaps: receipt.gaps, by: 'pod-signer' });
-  ctx.update({ verdict: receipt.verdict });
-  ctx.say(`receipt issued by the signer: verdict ${receipt.verdict}`);
+  const receipt = issue(ctx, opts, receiptBody(ctx, opts, seal, commits.diff, head, checks, verdict));
   return { receipt, policy, checks };
 }
 
 /** The run's final status, and its pull request when asked for and allowed, as `svc start` would end it. */
 async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, evidence: RunEvidence): Promise<void> {
-  const { receipt, policy, checks } = signReceipt(ctx, opts, seal, evidence);
+  let signed: ReturnType<typeof signReceipt>;
+  try {
+    signed = signReceipt(ctx, opts, seal, evidence);
+  } catch (err) {
+    if (!(err instanceof UnverifiableError)) throw err;
+    signUnverified(ctx, opts, seal, err.message);
+    return;
+  }
+  const { receipt, policy, checks } = signed;
   const endedAt = typeof ctx.state.ended_at === 'string' ? ctx.state.ended_at : isoNow();
   const ended = { ...ENDED, ended_at: endedAt, exit_code: evidence.exit_code };
   if (evidence.outcome === 'over_budget') {
