@@ -1,7 +1,7 @@
 // Which trigger routes and outbound integrations this process could use, from environment variable names only.
 // Values are read to test presence (and equality between route secrets) and never leave this function.
 import { safeEqual } from '../http/guards.ts';
-import { ROUTE_VENDORS, signatureHeaderNames, type VendorRoute } from '../trigger/vendor-headers.ts';
+import { ROUTE_VENDORS, signatureHeaderNames, type VendorRoute } from '../webhook-vendors.ts';
 
 export interface IntegrationStatus {
   name: string;

@@ -2,7 +2,7 @@
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { verifyErrtrack } from '../verify.ts';
-import { firstHeader, ROUTE_VENDORS, signedHeaders } from '../vendor-headers.ts';
+import { firstHeader, ROUTE_VENDORS, signedHeaders } from '../../webhook-vendors.ts';
 import { readErrtrackAlert, buildErrtrackBrief } from '../sources/errtrack.ts';
 import { errtrackArgs } from '../../spawn/start-argv.ts';
 import { bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, unserved, type TCtx } from './common.ts';

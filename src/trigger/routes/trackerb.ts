@@ -3,7 +3,7 @@
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { verifyTrackerb } from '../verify.ts';
-import { firstHeader, ROUTE_VENDORS, signedHeaders } from '../vendor-headers.ts';
+import { firstHeader, ROUTE_VENDORS, signedHeaders } from '../../webhook-vendors.ts';
 import { readTrackerb } from '../sources/trackerb.ts';
 import { briefPrArgs } from '../../spawn/start-argv.ts';
 import { bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, unserved, type TCtx } from './common.ts';
