@@ -76,6 +76,7 @@ const commands: Record<string, { summary: string; load: Loader }> = {
   runs: { summary: 'List and steer runs on the Control Plane', load: () => import('./cli/runs.ts') },
   ship: { summary: 'Re-send local runs to the Control Plane', load: () => import('./cli/ship.ts') },
   receipt: { summary: 'Check an Evidence Receipt (verify)', load: () => import('./cli/receipt.ts') },
+  keys: { summary: 'List or rotate the receipt signing keys (list, rotate)', load: () => import('./cli/keys.ts') },
   deploy: { summary: 'Write or show deploy records (record, last)', load: () => import('./cli/deploy.ts') },
   trigger: { summary: 'Run the webhook trigger server (serve)', load: () => import('./cli/trigger.ts') },
   gate: {
