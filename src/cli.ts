@@ -67,7 +67,7 @@ type Loader = () => Promise<{ default: (io: import('./cli/io.ts').CliIo) => Prom
 const commands: Record<string, { summary: string; load: Loader }> = {
   control: { summary: 'Run or query the Control Plane (serve, status)', load: () => import('./cli/control.ts') },
   dashboard: {
-    summary: 'Open the Control Plane UI, starting it if needed (start, open)', load: () => import('./cli/dashboard.ts'),
+    summary: 'Open the Control Plane UI, starting it if needed (start, open, stop)', load: () => import('./cli/dashboard.ts'),
   },
   start: {
     summary: 'Start a run from a brief, spec file, issue export or issue URL', load: () => import('./cli/start.ts'),
