@@ -6,9 +6,7 @@ import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
 import { UsageError, NotFoundError, FailedError, ConflictError } from '../errors.ts';
 import { writeAnswer, MAX_ANSWER_BYTES } from '../engine/answers.ts';
-import { runDir } from '../engine/paths.ts';
-import { tryReadState, type RunState } from '../engine/run-state.ts';
-import { repoRoot } from '../engine/git.ts';
+import { findLocalRun } from './local-run.ts';
 import { readControlToken } from '../engine/control-token.ts';
 import { discoverControlUrl } from '../client/discover.ts';
 import { createControlClient, ControlApiError } from '../client/client.ts';
@@ -26,24 +24,6 @@ answer goes through the Control Plane (SVC_CONTROL_URL, SVC_CONTROL_TOKEN).
 Exits 1 when the run is not blocked, or when neither the project nor the Control
 Plane knows it.
 `;
-
-/**
- * The run's state when DIR (or the git repository holding it) has it under .svc/runs/. `source` null (a bare run id)
- * takes the project's run of that id whatever its source: a run folder's name is its id, so there is only one.
- */
-function localState(dir: string, source: string | null, run: string): RunState | null {
-  const roots = [dir];
-  try {
-    roots.unshift(repoRoot(dir));
-  } catch {
-    // Not inside a git repository: DIR itself is the only place to look.
-  }
-  for (const root of roots) {
-    const state = tryReadState(runDir(root, run));
-    if (state && (source === null || state.source === source) && state.run === run) return state;
-  }
-  return null;
-}
 
 function notBlocked(source: string, run: string, status: string): ConflictError {
   return new ConflictError(`Run ${source}/${run} is ${status}, not blocked: nothing to answer`);
@@ -90,7 +70,7 @@ export default async function answer(io: CliIo): Promise<number> {
     throw new UsageError(`The answer is longer than ${MAX_ANSWER_BYTES} bytes`);
   }
   const dir = resolve(typeof values.repo === 'string' ? values.repo : process.cwd());
-  const state = localState(dir, bare ? null : source, run);
+  const state = findLocalRun(dir, bare ? null : source, run)?.state;
   if (!state) return answerThroughControl(io, source, run, text);
   if (state.status !== 'blocked') throw notBlocked(state.source, run, state.status);
   const path = writeAnswer(io.env, state.source, run, text);
