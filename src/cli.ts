@@ -73,8 +73,11 @@ const commands: Record<string, { summary: string; load: Loader }> = {
     summary: 'Start a run from a brief, spec file, issue export or issue URL', load: () => import('./cli/start.ts'),
   },
   answer: { summary: 'Answer a blocked run', load: () => import('./cli/answer.ts') },
-  runs: { summary: 'List and steer runs on the Control Plane', load: () => import('./cli/runs.ts') },
+  runs: { summary: 'List, steer and read the logs of runs (list, show, logs, …)', load: () => import('./cli/runs.ts') },
   ship: { summary: 'Re-send local runs to the Control Plane', load: () => import('./cli/ship.ts') },
+  prune: {
+    summary: "Remove ended runs' worktrees, svc/<run> branches and managed checkouts", load: () => import('./cli/prune.ts'),
+  },
   receipt: { summary: 'Check an Evidence Receipt (verify)', load: () => import('./cli/receipt.ts') },
   keys: { summary: 'List or rotate the receipt signing keys (list, rotate)', load: () => import('./cli/keys.ts') },
   deploy: { summary: 'Write or show deploy records (record, last)', load: () => import('./cli/deploy.ts') },
