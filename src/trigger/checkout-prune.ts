@@ -5,7 +5,9 @@
 // link; never touches the mirrors (~/.svc/trigger/repos/), which every later job fetches into.
 import { existsSync, lstatSync, rmdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { openDatabase } from '../db/open.ts';
+import { openConnection } from '../db/open.ts';
+import { userVersion } from '../db/migrate.ts';
+import { RefusedError } from '../errors.ts';
 import { triggerMigrations } from '../db/trigger-migrations.ts';
 import { createTriggerJobsStore, type JobStatus } from '../db/trigger-jobs-store.ts';
 import { runsDir, runDir } from '../engine/paths.ts';
@@ -14,11 +16,21 @@ import { pendingRuns } from '../engine/ship-pending.ts';
 import { TERMINAL } from '../run-json.ts';
 import { ago, endedAt, isPlainDir, listDir, type PrunePlan } from '../engine/prune.ts';
 
-/** Job statuses by id from the trigger's database; an empty lookup when there is no database here. */
+/**
+ * Job statuses by id from the trigger's database; an empty lookup when there is no database here. It is never
+ * migrated from here (the trigger server that owns it does that at its start): one at another schema version than
+ * this svc's is refused, changing nothing.
+ */
 function jobStatuses(dbPath: string): { get(id: string): { status: JobStatus; finished_at: number | null } | null;
   close(): void } {
   if (!existsSync(dbPath)) return { get: () => null, close: () => {} };
-  const db = openDatabase(dbPath, triggerMigrations);
+  const db = openConnection(dbPath);
+  const version = userVersion(db);
+  if (version !== triggerMigrations.length) {
+    db.close();
+    throw new RefusedError(`The trigger's job queue ${dbPath} is at schema version ${version}, this svc knows ` +
+      `${triggerMigrations.length}: prune with the svc version of the trigger server that uses it`);
+  }
   const jobs = createTriggerJobsStore(db);
   return { get: (id) => jobs.get(id) ?? null, close: () => db.close() };
 }

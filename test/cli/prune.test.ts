@@ -163,6 +163,22 @@ describe('svc prune', () => {
     for (const id of ['jqueued', 'jrunning-run', 'jpending']) assert.ok(existsSync(job(id)), id);
   });
 
+  it('--checkouts refuses a job queue at another schema version than its own, and removes nothing', async () => {
+    const checkouts = join(repo.root, 'checkouts-newer');
+    const db = join(repo.root, 'newer.db');
+    const dir = join(checkouts, 'acme', 'api', 'jold');
+    mkdirSync(dir, { recursive: true });
+    const old = new Date(Date.now() - 30 * DAY);
+    utimesSync(dir, old, old);
+    const newer = openDatabase(db, triggerMigrations);
+    newer.exec(`PRAGMA user_version = ${triggerMigrations.length + 1}`);
+    newer.close();
+    const r = await svc(['prune', '--checkouts', '--older-than', '0'], repo.root, { SVC_TRIGGER_CHECKOUTS: checkouts, SVC_TRIGGER_DB: db });
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /is at schema version \d+, this svc knows \d+/);
+    assert.ok(existsSync(dir));
+  });
+
   it('refuses bad input with exit 2 and changes nothing', async () => {
     const before = git('branch', '--list').trim();
     for (const args of [['prune', '--older-than', '7'], ['prune', '--older-than', 'soon'], ['prune', '--repo', repo.home], ['prune', 'now']]) {
