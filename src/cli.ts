@@ -67,16 +67,20 @@ type Loader = () => Promise<{ default: (io: import('./cli/io.ts').CliIo) => Prom
 const commands: Record<string, { summary: string; load: Loader }> = {
   control: { summary: 'Run or query the Control Plane (serve, status)', load: () => import('./cli/control.ts') },
   dashboard: {
-    summary: 'Open the Control Plane UI, starting it if needed (start, open, stop)', load: () => import('./cli/dashboard.ts'),
+    summary: 'Open the Control Plane UI, starting it if needed (start, open, stop)',
+    load: () => import('./cli/dashboard.ts'),
   },
   start: {
     summary: 'Start a run from a brief, spec file, issue export or issue URL', load: () => import('./cli/start.ts'),
   },
   answer: { summary: 'Answer a blocked run', load: () => import('./cli/answer.ts') },
-  runs: { summary: 'List, steer and read the logs of runs (list, show, logs, …)', load: () => import('./cli/runs.ts') },
+  runs: {
+    summary: 'List, steer and read the logs of runs (list, show, logs, …)', load: () => import('./cli/runs.ts'),
+  },
   ship: { summary: 'Re-send local runs to the Control Plane', load: () => import('./cli/ship.ts') },
   prune: {
-    summary: "Remove ended runs' worktrees, svc/<run> branches and managed checkouts", load: () => import('./cli/prune.ts'),
+    summary: "Remove ended runs' worktrees, svc/<run> branches and managed checkouts",
+    load: () => import('./cli/prune.ts'),
   },
   receipt: { summary: 'Check an Evidence Receipt (verify)', load: () => import('./cli/receipt.ts') },
   keys: { summary: 'List or rotate the receipt signing keys (list, rotate)', load: () => import('./cli/keys.ts') },

@@ -200,7 +200,7 @@ export function rotateSigningKey(svcHome: string, opts: { revoke?: boolean } = {
   return { old: old?.kid ?? null, kept: old !== null && !opts.revoke, new: keyIdOf(pair.publicKey) };
 }
 
-/** Every key the Control Plane accepts receipts from: its own first, its retired ones, then the registered runner keys. */
+/** Every key the Control Plane accepts receipts from: its own first, its retired ones, then registered runner keys. */
 export function knownKeys(svcHome: string): KnownKey[] {
   const own = loadOrCreateSigningKey(svcHome);
   const local: KnownKey = { kid: own.kid, name: 'local', origin: 'local', publicKey: own.publicKey };

@@ -1,4 +1,5 @@
-// `svc answer [<source>/]<run> <text>`: answers a blocked run. A run found in this project's `.svc/runs/` gets the answer
+// `svc answer [<source>/]<run> <text>`: answers a blocked run. A run found in this project's `.svc/runs/` gets the
+// answer
 // file it waits for; any other run is answered through the Control Plane. A run neither knows is an error (exit 1),
 // never a stray file that nothing will read.
 import { resolve } from 'node:path';

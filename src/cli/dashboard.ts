@@ -86,8 +86,8 @@ async function stop(io: CliIo): Promise<number> {
     return 0;
   }
   if (outcome.why === 'not-ours') {
-    throw new ConflictError(`The Control Plane at ${outcome.url} (pid ${outcome.pid}) was not started by svc dashboard: ` +
-      'stop it where it was started (Ctrl-C in its terminal, systemctl stop svc-control)');
+    throw new ConflictError(`The Control Plane at ${outcome.url} (pid ${outcome.pid}) was not started by ` +
+      'svc dashboard: stop it where it was started (Ctrl-C in its terminal, systemctl stop svc-control)');
   }
   io.stderr('No Control Plane started by svc dashboard is running\n');
   return 0;

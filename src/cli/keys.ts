@@ -49,7 +49,9 @@ function rotate(io: CliIo, argv: string[]): number {
   }
   io.stdout(`New receipt signing key ${done.new} in ${keysDir(home)}\n`);
   if (done.old === null) io.stdout('There was no key before: nothing to retire\n');
-  else if (done.kept) io.stdout(`Retired ${done.old}: receipts it signed still verify (keys/retired/${done.old}.pub.pem)\n`);
+  else if (done.kept) {
+    io.stdout(`Retired ${done.old}: receipts it signed still verify (keys/retired/${done.old}.pub.pem)\n`);
+  }
   else io.stdout(`Revoked ${done.old}: receipts it signed no longer verify here\n`);
   return 0;
 }

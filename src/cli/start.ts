@@ -140,7 +140,9 @@ export default async function start(io: CliIo): Promise<number> {
   const repoDir = values.repo ?? process.cwd();
   const detach = values.detach === true;
   const showOutput = values.follow === true;
-  if (showOutput && detach) throw new UsageError('--follow streams a run in the foreground: it cannot go with --detach');
+  if (showOutput && detach) {
+    throw new UsageError('--follow streams a run in the foreground: it cannot go with --detach');
+  }
 
   if (values.worker !== undefined) {
     // Internal: the detached worker process started by launch() above.

@@ -4,7 +4,7 @@
 // folders (.svc/runs/<run>: the run's record and receipt), or anything on a remote.
 import { lstatSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { git } from './git.ts';
+import { git, currentBranch } from './git.ts';
 import { runsDir, runDir, worktreeDir } from './paths.ts';
 import { tryReadState, type RunState } from './run-state.ts';
 import { TERMINAL } from '../run-json.ts';
@@ -25,7 +25,7 @@ export interface PrunePlan {
   keep: PruneTarget[];
 }
 
-/** A run id as svc makes them (engine/ids.ts newRunId): only such `svc/<id>` branches without a run folder are svc's. */
+/** A run id as svc makes them (engine/ids.ts newRunId): only such `svc/<id>` branches without a run folder are ours. */
 const GENERATED_RUN_ID = /^r[0-9a-z]{26}$/;
 
 export function ago(ms: number): string {
@@ -71,6 +71,8 @@ function svcBranches(repo: string): Map<string, number> {
 export function planProjectPrune(repo: string, olderThanMs: number, now = Date.now()): PrunePlan {
   const plan: PrunePlan = { remove: [], keep: [] };
   const branches = svcBranches(repo);
+  // git refuses to delete the branch the main checkout is on: it stays, and says why.
+  const checkedOut = currentBranch(repo);
   const worktrees = new Set(listDir(join(repo, '.svc', 'worktrees')));
   const add = (go: boolean, target: PruneTarget) => (go ? plan.remove : plan.keep).push(target);
   const known = new Set<string>();
@@ -86,9 +88,12 @@ export function planProjectPrune(repo: string, olderThanMs: number, now = Date.n
     const ended = TERMINAL.has(state.status);
     const at = endedAt(state);
     const old = at !== null && now - at >= olderThanMs;
-    const reason = !ended ? `run is ${state.status}` : `run ${state.status} ${at === null ? 'at an unknown time' : ago(now - at)}`;
+    const when = at === null ? 'at an unknown time' : ago(now - at);
+    const reason = ended ? `run ${state.status} ${when}` : `run is ${state.status}`;
     if (hasTree) add(ended && old, { kind: 'worktree', name: worktreeDir(repo, run), where: repo, run, reason });
-    if (hasBranch) add(ended && old, { kind: 'branch', name: branch, where: repo, run, reason });
+    if (hasBranch && branch === checkedOut) {
+      plan.keep.push({ kind: 'branch', name: branch, where: repo, run, reason: 'checked out in the project' });
+    } else if (hasBranch) add(ended && old, { kind: 'branch', name: branch, where: repo, run, reason });
   }
   // Left behind by a run folder that is gone (deleted by hand): nothing can be running there.
   for (const run of worktrees) {
@@ -100,7 +105,7 @@ export function planProjectPrune(repo: string, olderThanMs: number, now = Date.n
   }
   for (const [branch, time] of branches) {
     const run = branch.slice('svc/'.length);
-    if (known.has(run) || !GENERATED_RUN_ID.test(run)) continue;
+    if (known.has(run) || !GENERATED_RUN_ID.test(run) || branch === checkedOut) continue;
     const age = now - time;
     add(age >= olderThanMs, { kind: 'branch', name: branch, where: repo, run, reason: `no run folder, ${ago(age)}` });
   }

@@ -123,6 +123,16 @@ describe('svc prune', () => {
     assert.ok(branchExists('svc/my-feature'), 'not a run id: not svc\'s');
     assert.ok(branchExists('main'));
     assert.doesNotMatch(now.stdout + r.stdout, /my-feature|main/);
+    // A svc/<run id> branch the person checked out in the project is theirs for now: git could not delete it anyway.
+    const onIt = 'r0123456789abcdefghjkmnpqrt';
+    git('checkout', '-q', '-b', `svc/${onIt}`);
+    try {
+      const held = await svc(['prune', '--older-than', '0']);
+      assert.equal(held.code, 0, held.stderr);
+      assert.ok(branchExists(`svc/${onIt}`));
+    } finally {
+      git('checkout', '-q', 'main');
+    }
   });
 
   it('--checkouts removes ended jobs\' managed checkouts and keeps those the queue still runs, with running runs or unshipped runs', async () => {
