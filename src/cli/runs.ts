@@ -2,7 +2,7 @@
 // reads a run this project holds from its folder first (run-logs.ts).
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
-import { UsageError, FailedError } from '../errors.ts';
+import { UsageError, FailedError, NotFoundError } from '../errors.ts';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
 import { discoverControlUrl } from '../client/discover.ts';
 import type { RunFilter, RunRef } from '../client/types.ts';
@@ -130,8 +130,17 @@ async function dispatch(
     if (json) throw new UsageError('--json does not apply to "svc runs logs"');
     const follow = values.follow === true;
     const local = findLocalRun(process.cwd(), positionals[0]!.includes('/') ? ref.source : null, ref.run);
-    if (local) await printLocalLogs(local.dir, io.stdout, { follow });
-    else await printControlLogs(client, ref, io.stdout, follow);
+    if (local) {
+      await printLocalLogs(local.dir, io.stdout, { follow });
+      return 0;
+    }
+    try {
+      await printControlLogs(client, ref, io.stdout, follow);
+    } catch (err) {
+      if (!(err instanceof ControlApiError) || (err.code !== 'not_found' && err.code !== 'unreachable')) throw err;
+      const there = err.code === 'not_found' ? `the Control Plane at ${client.url} does not know it` : err.message;
+      throw new NotFoundError(`No run ${ref.source}/${ref.run}: it is not in this project's .svc/runs/, and ${there}`);
+    }
     return 0;
   }
   if (sub === 'show') {

@@ -141,6 +141,15 @@ describe('the agent output of a run', () => {
     assert.equal(logs.stdout(), 'remote: hello\nremote: live\n[svc] status succeeded\n');
   });
 
+  it('says a run neither the project nor the Control Plane knows is not found, with exit 1', async () => {
+    const r = svc(['runs', 'logs', 'edge/rnowhere'], { SVC_CONTROL_URL: control.url });
+    assert.equal(await r.closed, 1);
+    assert.match(r.stderr(), /No run edge\/rnowhere: it is not in this project's \.svc\/runs\/, and the Control Plane at .* does not know it/);
+    const down = svc(['runs', 'logs', 'rnowhere']);
+    assert.equal(await down.closed, 1);
+    assert.match(down.stderr(), /No run local\/rnowhere: it is not in this project's \.svc\/runs\/, and /);
+  });
+
   it('keeps usage mistakes at exit 2', async () => {
     for (const args of [['runs', 'logs'], ['runs', 'logs', 'a/b/c'], ['runs', 'show', 'x', '-f'], ['runs', 'logs', 'x', '--json']]) {
       const r = svc(args);
