@@ -140,8 +140,10 @@ export async function printControlLogs(
       if (!page.next_cursor || page.items.length === 0) return;
     }
   };
+  // Asked before the catch-up: a run that had ended then has all its events in it.
+  const endedAlready = follow && TERMINAL.has((await client.getRun(ref)).status);
   await catchUp();
-  if (!follow || TERMINAL.has((await client.getRun(ref)).status)) return;
+  if (!follow || endedAlready) return;
   const abort = new AbortController();
   // The stream says nothing when a run ends without a status event (a runner's ingest of its final state): ask.
   const watcher = (async () => {
