@@ -5,6 +5,7 @@ import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync, chmodS
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer } from 'node:net';
+import { spawn } from 'node:child_process';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { runChild, type ChildResult } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -182,6 +183,25 @@ describe('svc dashboard', () => {
     assert.match(r.stderr, new RegExp(`The Control Plane at .* \\(pid ${process.pid}\\) was not started by svc dashboard`));
     assert.equal((await fetch(`${control.url}/health`)).status, 200, 'still serving');
     assert.equal(existsSync(join(home, '.svc', 'control', 'dashboard.json')), false, 'the stale record is dropped');
+  });
+
+  it('stop never signals another program, even one whose pid and start time a planted record names exactly', async () => {
+    const home = join(dir, 'home-planted');
+    mkdirSync(join(home, '.svc', 'control'), { recursive: true });
+    const victim = spawn('sleep', ['300'], { stdio: 'ignore' });
+    try {
+      const pid = victim.pid!;
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const procStart = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+      writeFileSync(join(home, '.svc', 'control', 'dashboard.json'), JSON.stringify({ pid, proc_start: procStart, url: 'http://127.0.0.1:1' }));
+      const r = await run(['dashboard', 'stop'], { ...baseEnv, HOME: home });
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(r.stderr, 'No Control Plane started by svc dashboard is running\n');
+      assert.equal(victim.exitCode, null);
+      assert.equal(victim.signalCode, null, 'the other program got no signal');
+    } finally {
+      victim.kill('SIGKILL');
+    }
   });
 
   it('rejects an unknown subcommand with exit 2', async () => {

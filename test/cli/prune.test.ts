@@ -6,7 +6,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeRepo, CLI, GIT_ENV, AGENT_STATE, EDIT_SCRIPT, type TestRepo } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -64,6 +64,12 @@ describe('svc prune', () => {
     const old = await endedRun(10);
     const young = await endedRun(1);
     assert.ok(existsSync(tree(old)) && branchExists(`svc/${old}`));
+    // What an agent could leave in its worktree: links to things outside it, which removing the worktree must not follow.
+    const outside = join(repo.root, 'precious');
+    mkdirSync(outside);
+    writeFileSync(join(outside, 'keep.txt'), 'mine');
+    symlinkSync(outside, join(tree(old), 'link-to-dir'));
+    symlinkSync(join(outside, 'keep.txt'), join(tree(old), 'link-to-file'));
     const r = await svc(['prune', '--dry-run']);
     assert.equal(r.code, 0, r.stderr);
     const root = execFileSync('git', ['rev-parse', '--show-toplevel'], { cwd: repo.repo, encoding: 'utf8' }).trim();
@@ -80,6 +86,7 @@ describe('svc prune', () => {
     assert.equal(branchExists(`svc/${old}`), false);
     assert.doesNotMatch(git('worktree', 'list'), new RegExp(old), 'git no longer lists the worktree');
     assert.ok(existsSync(statePath(old)), 'the run folder, its record, stays');
+    assert.equal(readFileSync(join(outside, 'keep.txt'), 'utf8'), 'mine', 'nothing behind a link was removed');
     assert.ok(existsSync(tree(young)) && branchExists(`svc/${young}`), 'the young run keeps both');
   });
 
@@ -149,6 +156,10 @@ describe('svc prune', () => {
       writeFileSync(join(job(id), '.svc', 'runs', run, 'state.json'), JSON.stringify({ source: 'local', run, status, ended_at: at, updated_at: at }));
     };
     runState('jdone', 'r1', 'succeeded');
+    const outside = join(repo.root, 'precious-checkout');
+    mkdirSync(outside);
+    writeFileSync(join(outside, 'keep.txt'), 'mine');
+    symlinkSync(outside, join(job('jdone'), 'link-to-dir'));
     runState('jrunning-run', 'r2', 'running');
     runState('jpending', 'r3', 'failed');
     mkdirSync(join(job('jpending'), '.svc', 'ship-pending'), { recursive: true });
@@ -167,6 +178,7 @@ describe('svc prune', () => {
     const r = await svc(['prune', '--checkouts', '--older-than', '0'], repo.root, extra);
     assert.equal(r.code, 0, r.stderr);
     assert.equal(existsSync(job('jdone')), false);
+    assert.equal(readFileSync(join(outside, 'keep.txt'), 'utf8'), 'mine', 'nothing behind a link was removed');
     assert.match(r.stdout, new RegExp(`^Kept checkout ${job('jqueued')} \\(job jqueued is queued\\)$`, 'm'));
     assert.match(r.stdout, new RegExp(`^Kept checkout ${job('jrunning-run')} \\(run r2 is running\\)$`, 'm'));
     assert.match(r.stdout, new RegExp(`^Kept checkout ${job('jpending')} \\(its runs have not reached the Control Plane`, 'm'));
