@@ -44,6 +44,7 @@ if (major < MIN[0] || (major === MIN[0] && minor < MIN[1])) {
     { kind: 'svc-worker', base: process.env }));
 }
 
+
 /**
  * The environment commands read: process.env plus the secrets handed over (a pipe from the parent svc, or a file
  * after a re-exec), with every secret value deleted from process.env itself, so the secrets live in this object only
@@ -74,9 +75,7 @@ const commands: Record<string, { summary: string; load: Loader }> = {
     summary: 'Start a run from a brief, spec file, issue export or issue URL', load: () => import('./cli/start.ts'),
   },
   answer: { summary: 'Answer a blocked run', load: () => import('./cli/answer.ts') },
-  runs: {
-    summary: 'List, steer and read the logs of runs (list, show, logs, …)', load: () => import('./cli/runs.ts'),
-  },
+  runs: { summary: 'List and steer runs on the Control Plane', load: () => import('./cli/runs.ts') },
   ship: { summary: 'Re-send local runs to the Control Plane', load: () => import('./cli/ship.ts') },
   prune: {
     summary: "Remove ended runs' worktrees, svc/<run> branches and managed checkouts",
