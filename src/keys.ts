@@ -41,6 +41,11 @@ export function keysDir(svcHome: string): string {
   return join(svcHome, 'keys');
 }
 
+/** Whether this machine has its signing key yet (it is made on first use). */
+export function hasSigningKey(svcHome: string): boolean {
+  return existsSync(join(keysDir(svcHome), PRIVATE_FILE));
+}
+
 /** Loads the key pair, generating it on first use; the private key file is mode 0600 in a 0700 folder. */
 export function loadOrCreateSigningKey(svcHome: string): SigningKey {
   const dir = keysDir(svcHome);

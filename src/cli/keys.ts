@@ -3,7 +3,7 @@
 import type { CliIo } from './io.ts';
 import { parseFlags, subcommand } from './io.ts';
 import { UsageError } from '../errors.ts';
-import { knownKeys, rotateSigningKey, keysDir } from '../keys.ts';
+import { knownKeys, rotateSigningKey, keysDir, hasSigningKey, retiredKeys, runnerKeys } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { safeJson } from '../safe-json.ts';
 
@@ -28,11 +28,15 @@ Run it as the user whose ~/.svc the Control Plane and the runs use (HOME=/var/li
 function list(io: CliIo, argv: string[]): number {
   const { values, positionals } = parseFlags(argv, { json: { type: 'boolean' } });
   if (positionals.length) throw new UsageError(`Unexpected argument "${positionals[0]}"`);
-  const keys = knownKeys(svcHomeOf(io.env)).map(({ kid, name, origin }) => ({ kid, name, origin }));
+  const home = svcHomeOf(io.env);
+  // Listing makes no key: without one yet, only the retired and runner keys are known.
+  const known = hasSigningKey(home) ? knownKeys(home) : [...retiredKeys(home), ...runnerKeys(home)];
+  const keys = known.map(({ kid, name, origin }) => ({ kid, name, origin }));
   if (values.json) {
     io.stdout(`${safeJson({ keys }, 2)}\n`);
     return 0;
   }
+  if (!hasSigningKey(home)) io.stderr('No signing key here yet: the first receipt (or svc keys rotate) makes it\n');
   io.stdout(`${'KID'.padEnd(18)}${'ORIGIN'.padEnd(9)}NAME\n`);
   for (const k of keys) io.stdout(`${k.kid.padEnd(18)}${k.origin.padEnd(9)}${k.name}\n`);
   return 0;

@@ -51,6 +51,15 @@ describe('svc keys', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  it('lists no key and makes none where there is none yet', async () => {
+    const empty = join(dir, 'empty-home');
+    mkdirSync(empty);
+    const r = await runChild(process.execPath, [CLI, 'keys', 'list', '--json'], { cwd: dir, env: { PATH: process.env.PATH ?? '', HOME: empty } });
+    assert.equal(r.code, 0, r.stderr);
+    assert.deepEqual(JSON.parse(r.stdout), { keys: [] });
+    assert.equal(existsSync(join(empty, '.svc', 'keys')), false);
+  });
+
   it('rotates: the old key is retired, its receipts still verify and the Control Plane still accepts it', async () => {
     const first = signNow('r1');
     assert.equal((await svc('receipt', 'verify', first.file)).code, 0);
