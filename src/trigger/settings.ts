@@ -122,6 +122,16 @@ function resolveRepos(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string, 
   return chosen.router;
 }
 
+/** Where managed job checkouts go (SVC_TRIGGER_CHECKOUTS); `svc prune --checkouts` reads the same. */
+export function checkoutsDirOf(env: NodeJS.ProcessEnv, cwd: string): string {
+  return resolve(cwd, env.SVC_TRIGGER_CHECKOUTS ?? join(env.HOME || homedir(), '.local', 'share', 'svc', 'checkouts'));
+}
+
+/** The trigger's job queue (--db, SVC_TRIGGER_DB); `svc prune --checkouts` reads the same. */
+export function triggerDbOf(env: NodeJS.ProcessEnv, cwd: string, flag?: string): string {
+  return resolve(cwd, flag ?? env.SVC_TRIGGER_DB ?? join(env.HOME || homedir(), '.svc', 'trigger', 'trigger.db'));
+}
+
 export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string): TriggerSettings {
   const home = env.HOME || homedir();
   const { secrets, problems } = resolveRouteSecrets(env);
@@ -142,12 +152,12 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     port: integer(flags.port ?? env.SVC_TRIGGER_PORT ?? String(DEFAULT_TRIGGER_PORT), 'Port', 0, 65535),
     repos,
     stateDir: join(home, '.svc', 'trigger'),
-    checkoutsDir: resolve(cwd, env.SVC_TRIGGER_CHECKOUTS ?? join(home, '.local', 'share', 'svc', 'checkouts')),
+    checkoutsDir: checkoutsDirOf(env, cwd),
     concurrency,
     repoConcurrency: integer(
       env.SVC_TRIGGER_REPO_CONCURRENCY ?? String(perRepo), 'SVC_TRIGGER_REPO_CONCURRENCY', 1, concurrency,
     ),
-    dbPath: resolve(cwd, flags.db ?? env.SVC_TRIGGER_DB ?? join(home, '.svc', 'trigger', 'trigger.db')),
+    dbPath: triggerDbOf(env, cwd, flags.db),
     queueMax: integer(env.SVC_TRIGGER_QUEUE_MAX ?? String(DEFAULT_QUEUE_MAX), 'SVC_TRIGGER_QUEUE_MAX', 1, 1_000_000),
     source: env.SVC_SOURCE || 'local',
     controlUrl: env.SVC_CONTROL_URL || undefined,
