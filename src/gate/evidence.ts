@@ -29,6 +29,8 @@ export interface EgressRecord {
   bytesDown: number;
   /** From arrival to the end of the connection. */
   ms: number;
+  /** For a tunnel: the server name its TLS ClientHello carried (null: none, or the hello never came). */
+  sni: string | null;
 }
 
 export interface EgressLog {
@@ -78,7 +80,7 @@ export function readEgressLog(path: string): EgressRecord[] {
       host: str(o.host) ?? '', port: num(o.port), method: str(o.method), model: str(o.model),
       decision: oneOf(o.decision, ['allowed', 'denied'] as const, 'denied'), rule: str(o.rule),
       reason: str(o.reason), address: str(o.address), status: typeof o.status === 'number' ? o.status : null,
-      bytesUp: num(o.bytesUp), bytesDown: num(o.bytesDown), ms: num(o.ms),
+      bytesUp: num(o.bytesUp), bytesDown: num(o.bytesDown), ms: num(o.ms), sni: str(o.sni),
     });
   }
   return records;
