@@ -10,9 +10,10 @@ import { BadHostError, parseAuthority, type Destination } from './host.ts';
 import { decide } from './decide.ts';
 import { refuse, type GateContext } from './context.ts';
 import { CREDENTIAL_HEADERS } from './model-apis.ts';
-import type { EgressRecord } from './evidence.ts';
+import { attributed, type EgressRecord } from './evidence.ts';
 import { framingHeaders, requestFraming, type Framing } from './framing.ts';
 import { modelPath } from './model-path.ts';
+import type { Asker } from './clients.ts';
 
 // RFC 9110 §7.6.1: connection-specific fields are not forwarded; proxy-* are for us; host is set from the target.
 const HOP_BY_HOP = new Set([
@@ -47,13 +48,15 @@ interface Plan {
   tls: { host: string } | null;
 }
 
-export async function handleRequest(ctx: GateContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+/** One request of an admitted client; `url` is the target without a `/_job/<credential>` prefix. */
+export async function handleRequest(
+  ctx: GateContext, asker: Asker, url: string, req: IncomingMessage, res: ServerResponse,
+): Promise<void> {
   const started = Date.now();
-  const url = req.url ?? '';
   const base: EgressRecord = {
     time: new Date(started).toISOString(), kind: url.startsWith('/_model/') ? 'model' : 'http', host: '', port: 0,
     method: req.method ?? null, model: null, decision: 'denied', rule: null, reason: null, address: null,
-    status: null, bytesUp: 0, bytesDown: 0, ms: 0, sni: null,
+    status: null, bytesUp: 0, bytesDown: 0, ms: 0, sni: null, ...attributed(asker),
   };
   const deny = (status: number, reason: string, extra: Partial<EgressRecord> = {}): void => {
     req.resume();
@@ -75,7 +78,7 @@ export async function handleRequest(ctx: GateContext, req: IncomingMessage, res:
   }
   base.host = plan.dest.host;
   base.port = plan.dest.port;
-  const decision = await decide(plan.dest, ctx.policy, ctx.resolve);
+  const decision = await decide(plan.dest, asker.policy, ctx.resolve);
   if (!decision.allowed) return deny(403, decision.reason, { rule: decision.rule, address: decision.address });
   if (req.socket.destroyed) {
     ctx.record({ ...base, decision: 'allowed', rule: decision.rule, address: decision.address,

@@ -8,7 +8,8 @@ import { BadHostError, normaliseHost, parseAuthority, type Destination } from '.
 import { decide } from './decide.ts';
 import { refuseRaw, type GateContext } from './context.ts';
 import { readClientHello, UNRECOGNIZED_NAME_ALERT } from './client-hello.ts';
-import type { EgressRecord } from './evidence.ts';
+import { attributed, type EgressRecord } from './evidence.ts';
+import type { Asker } from './clients.ts';
 
 /** Why a hello's server name does not admit the tunnel to `dest`, or null when it does. */
 export function serverNameMismatch(dest: Destination, serverName: string | null): string | null {
@@ -26,13 +27,13 @@ export function serverNameMismatch(dest: Destination, serverName: string | null)
 }
 
 export async function handleConnect(
-  ctx: GateContext, req: IncomingMessage, client: Duplex, head: Buffer,
+  ctx: GateContext, asker: Asker, req: IncomingMessage, client: Duplex, head: Buffer,
 ): Promise<void> {
   const started = Date.now();
   const base: EgressRecord = {
     time: new Date(started).toISOString(), kind: 'connect', host: (req.url ?? '').slice(0, 300), port: 0,
     method: null, model: null, decision: 'denied', rule: null, reason: null, address: null, status: null,
-    bytesUp: 0, bytesDown: 0, ms: 0, sni: null,
+    bytesUp: 0, bytesDown: 0, ms: 0, sni: null, ...attributed(asker),
   };
   client.on('error', () => client.destroy());
   const deny = (status: number, reason: string, extra: Partial<EgressRecord> = {}): void => {
@@ -49,7 +50,7 @@ export async function handleConnect(
   }
   base.host = dest.host;
   base.port = dest.port;
-  const decision = await decide(dest, ctx.policy, ctx.resolve);
+  const decision = await decide(dest, asker.policy, ctx.resolve);
   if (!decision.allowed) return deny(403, decision.reason, { rule: decision.rule, address: decision.address });
   if (client.destroyed) {
     ctx.record({ ...base, decision: 'allowed', rule: decision.rule, address: decision.address,

@@ -114,10 +114,18 @@ export interface Reply {
 export interface GateAddress {
   socketPath?: string;
   port?: number;
+  /** The client's own loopback address (a second "pod"): 127.0.0.1 when unset. */
+  localAddress?: string;
 }
 
-function via(gate: GateAddress): { socketPath: string } | { host: string; port: number } {
-  return gate.socketPath ? { socketPath: gate.socketPath } : { host: '127.0.0.1', port: gate.port ?? 0 };
+function via(gate: GateAddress): { socketPath: string } | { host: string; port: number; localAddress?: string } {
+  if (gate.socketPath) return { socketPath: gate.socketPath };
+  return { host: '127.0.0.1', port: gate.port ?? 0, ...(gate.localAddress ? { localAddress: gate.localAddress } : {}) };
+}
+
+/** `Proxy-Authorization` carrying a job credential, as a client sends it from `http://svc:<credential>@gate`. */
+export function proxyAuth(credential: string): Record<string, string> {
+  return { 'proxy-authorization': `Basic ${Buffer.from(`svc:${credential}`).toString('base64')}` };
 }
 
 /** One request to the gate with exactly this request target (absolute-form, or origin-form for /_model/). */
@@ -139,9 +147,11 @@ export function gateRequest(
 }
 
 /** CONNECT through the gate: the tunnel socket when the gate answered 200, else the refusal. */
-export function gateConnect(gate: GateAddress, authority: string): Promise<{ socket: Socket } | Reply> {
+export function gateConnect(
+  gate: GateAddress, authority: string, headers: Record<string, string> = {},
+): Promise<{ socket: Socket } | Reply> {
   return new Promise((resolve, reject) => {
-    const req = request({ ...via(gate), method: 'CONNECT', path: authority, agent: false });
+    const req = request({ ...via(gate), method: 'CONNECT', path: authority, headers, agent: false });
     req.on('connect', (res, socket, head) => {
       if (res.statusCode === 200) {
         if (head.length) socket.unshift(head);
