@@ -29,7 +29,8 @@ export type Admission =
 /** The `Proxy-Authenticate` challenge a 407 carries. */
 export const CHALLENGE = 'Basic realm="svc gate"';
 
-const JOB_PREFIX = /^\/_job\/([A-Za-z0-9._-]{1,2048})(\/_model\/.*)$/;
+// `/_job/<credential>` before a model API path, or before `/_egress` (the run's own records, for its pod's signer).
+const JOB_PREFIX = /^\/_job\/([A-Za-z0-9._-]{1,2048})(\/_model\/.*|\/_egress)$/;
 
 export class ClientBook {
   private readonly owner = new WeakMap<Socket, string>();

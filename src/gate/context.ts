@@ -61,7 +61,8 @@ export function refuse(
 }
 
 const STATUS_TEXT: Readonly<Record<number, string>> = {
-  400: 'Bad Request', 403: 'Forbidden', 407: 'Proxy Authentication Required', 429: 'Too Many Requests',
+  400: 'Bad Request', 403: 'Forbidden', 405: 'Method Not Allowed', 407: 'Proxy Authentication Required',
+  429: 'Too Many Requests',
   431: 'Request Header Fields Too Large', 502: 'Bad Gateway', 504: 'Gateway Timeout',
 };
 

@@ -77,6 +77,19 @@ function attribution(o: Record<string, unknown>): Pick<EgressRecord, 'job' | 'ru
   return job && run ? { job, run, repo: typeof o.repo === 'string' ? o.repo : '' } : {};
 }
 
+/** One record read back from untrusted JSON (a log line, a gate's answer); missing fields get neutral values. */
+export function readEgressRecord(value: unknown): EgressRecord {
+  const o = obj(value);
+  return {
+    time: str(o.time) ?? '', kind: oneOf(o.kind, ['connect', 'http', 'model'] as const, 'connect'),
+    host: str(o.host) ?? '', port: num(o.port), method: str(o.method), model: str(o.model),
+    decision: oneOf(o.decision, ['allowed', 'denied'] as const, 'denied'), rule: str(o.rule),
+    reason: str(o.reason), address: str(o.address), status: typeof o.status === 'number' ? o.status : null,
+    bytesUp: num(o.bytesUp), bytesDown: num(o.bytesDown), ms: num(o.ms), sni: str(o.sni),
+    ...attribution(o),
+  };
+}
+
 /** The records of an `egress.jsonl`; lines that do not parse are skipped (a crash can cut the last one short). */
 export function readEgressLog(path: string): EgressRecord[] {
   if (!existsSync(path)) return [];
@@ -89,15 +102,7 @@ export function readEgressLog(path: string): EgressRecord[] {
     } catch {
       continue;
     }
-    const o = obj(value);
-    records.push({
-      time: str(o.time) ?? '', kind: oneOf(o.kind, ['connect', 'http', 'model'] as const, 'connect'),
-      host: str(o.host) ?? '', port: num(o.port), method: str(o.method), model: str(o.model),
-      decision: oneOf(o.decision, ['allowed', 'denied'] as const, 'denied'), rule: str(o.rule),
-      reason: str(o.reason), address: str(o.address), status: typeof o.status === 'number' ? o.status : null,
-      bytesUp: num(o.bytesUp), bytesDown: num(o.bytesDown), ms: num(o.ms), sni: str(o.sni),
-      ...attribution(o),
-    });
+    records.push(readEgressRecord(value));
   }
   return records;
 }

@@ -1,12 +1,13 @@
 // The egress gate (DESIGN §7a, issue 20): an HTTP proxy svc runs outside the sandbox, listening on a Unix socket
 // that is the sandbox's only route out. It decides every destination by policy and by resolved address, holds
 // the model API keys, and records every connection. It must never connect to a name: only to a checked address.
-import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { chmodSync, rmSync } from 'node:fs';
 import { handleConnect } from './tunnel.ts';
 import { handleRequest } from './forward.ts';
-import { ClientBook, CHALLENGE, type Admission, type GateClients } from './clients.ts';
+import { ClientBook, CHALLENGE, type Admission, type Asker, type GateClients } from './clients.ts';
+import { RunRecords } from './run-records.ts';
 import {
   DEFAULT_LIMITS, refuse, refuseRaw, tcpConnect, type ConnectFn, type GateContext, type GateLimits,
 } from './context.ts';
@@ -57,7 +58,24 @@ function refusedRecord(req: IncomingMessage, refusal: Admission & { admitted: fa
   };
 }
 
-function createGateServer(ctx: GateContext, book: ClientBook, sockets: Set<Socket>, log: Logger): Server {
+/** `GET /_job/<credential>/_egress`: the asking run's records and totals, and the policy it was decided by. */
+function answerEgress(asker: Asker, runs: RunRecords, req: IncomingMessage, res: ServerResponse): void {
+  req.resume();
+  if (req.method !== 'GET' || !asker.who) {
+    refuse(res, 405, 'the egress records are read with GET');
+    return;
+  }
+  const body = JSON.stringify({
+    ...runs.of(asker.who.run), run: asker.who.run,
+    policy: { allow: asker.policy.allow.map((p) => p.text), deny: asker.policy.deny.map((p) => p.text) },
+  });
+  res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+  res.end(body);
+}
+
+function createGateServer(
+  ctx: GateContext, book: ClientBook, runs: RunRecords, sockets: Set<Socket>, log: Logger,
+): Server {
   const server = createServer({ maxHeaderSize: ctx.limits.maxHeaderBytes, noDelay: true });
   server.headersTimeout = Math.min(ctx.limits.idleMs, 30_000);
   server.requestTimeout = 0; // a model request body may stream for a while; idle timeouts bound it instead
@@ -93,6 +111,7 @@ function createGateServer(ctx: GateContext, book: ClientBook, sockets: Set<Socke
       ctx.record(refusedRecord(req, admission));
       return;
     }
+    if (admission.url === '/_egress') return answerEgress(admission.asker, runs, req, res);
     handleRequest(ctx, admission.asker, admission.url, req, res)
       .catch((err) => onError(err, () => refuse(res, 502, 'internal error')));
   });
@@ -129,6 +148,7 @@ function listen(server: Server, where: string | number, host = '127.0.0.1'): Pro
 
 export async function startGate(options: GateOptions): Promise<Gate> {
   const records = options.onRecord ?? (() => {});
+  const runs = new RunRecords();
   const log = options.log ?? createLogger('gate');
   const ctx: GateContext = {
     policy: options.policy,
@@ -139,6 +159,7 @@ export async function startGate(options: GateOptions): Promise<Gate> {
     limits: { ...DEFAULT_LIMITS, ...options.limits },
     record: (r) => {
       try {
+        runs.add(r);
         records(r);
       } catch {
         // The evidence sink's failure must not break a connection; the writer surfaces its own errors.
@@ -152,13 +173,13 @@ export async function startGate(options: GateOptions): Promise<Gate> {
   try {
     if (options.socketPath !== undefined) {
       rmSync(options.socketPath, { force: true });
-      const server = createGateServer(ctx, book, sockets, log);
+      const server = createGateServer(ctx, book, runs, sockets, log);
       servers.push(server);
       await listen(server, options.socketPath);
       chmodSync(options.socketPath, 0o600);
     }
     if (options.tcpPort !== undefined) {
-      const server = createGateServer(ctx, book, sockets, log);
+      const server = createGateServer(ctx, book, runs, sockets, log);
       servers.push(server);
       await listen(server, options.tcpPort, options.tcpHost);
       const address = server.address();

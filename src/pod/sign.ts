@@ -23,6 +23,8 @@ import { copyRunFolder } from './run-copy.ts';
 import { readEvidence, EVIDENCE_ARTIFACT, type ReportedCheck, type RunEvidence } from '../engine/evidence.ts';
 import { verifyCommits, policyAt, type VerifiedCommits } from './verified-commits.ts';
 import { RefusedError } from '../errors.ts';
+import { podGateNetwork } from './gate-network.ts';
+import type { ReceiptNetwork } from '../engine/receipt.ts';
 
 export interface SignOptions {
   run: string;
@@ -85,7 +87,7 @@ function sha256Of(path: string): string {
 
 function receiptBody(
   ctx: RunContext, opts: SignOptions, seal: Seal, commits: VerifiedCommits, head: string, checks: CheckResult[],
-  verdict: { verdict: Receipt['verdict']; gaps: string[] },
+  verdict: { verdict: Receipt['verdict']; gaps: string[] }, network: ReceiptNetwork | null,
 ): ReceiptBody {
   const s = ctx.state;
   const issued = isoNow();
@@ -102,7 +104,9 @@ function receiptBody(
     cost: { usd: numOrNull(s.cost_usd), tokens_in: numOrNull(s.tokens_in), tokens_out: numOrNull(s.tokens_out) },
     verdict: verdict.verdict, gaps: verdict.gaps, started_at: strOr(s.started_at, issued),
     ended_at: typeof s.ended_at === 'string' ? s.ended_at : issued, issued_at: issued,
-    attestation: { by: 'pod-signer', verified: VERIFIED, reported: REPORTED },
+    // The network section comes from the gate (gate-network.ts), never from the run container's files.
+    attestation: { by: 'pod-signer', verified: network ? [...VERIFIED, 'network'] : VERIFIED, reported: REPORTED },
+    ...(network ? { network } : {}),
   };
 }
 
@@ -116,7 +120,7 @@ function refuse(ctx: RunContext, message: string): void {
 
 /** Checks the commits, judges by the base policy and signs; returns the receipt and the checks it judged by. */
 function signReceipt(
-  ctx: RunContext, opts: SignOptions, seal: Seal, evidence: RunEvidence,
+  ctx: RunContext, opts: SignOptions, seal: Seal, evidence: RunEvidence, network: ReceiptNetwork | null,
 ): { receipt: Receipt; policy: Policy; checks: CheckResult[] } {
   const head = typeof ctx.state.head_sha === 'string' ? ctx.state.head_sha : '';
   const branch = `svc/${opts.run}`;
@@ -138,7 +142,7 @@ function signReceipt(
     verdict: gaps.length && decided.verdict === 'verified' ? 'verified_with_gaps' as const : decided.verdict,
     gaps: [...decided.gaps, ...gaps],
   };
-  const body = receiptBody(ctx, opts, seal, commits, head, checks, verdict);
+  const body = receiptBody(ctx, opts, seal, commits, head, checks, verdict, network);
   const receipt = issueReceipt(body, loadOrCreateSigningKey(svcHomeOf(opts.env)));
   ctx.saveArtifact('receipt.json', JSON.stringify(receipt, null, 2) + '\n');
   const { integrity, kid } = receipt;
@@ -150,7 +154,9 @@ function signReceipt(
 
 /** The run's final status, and its pull request when asked for and allowed, as `svc start` would end it. */
 async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, evidence: RunEvidence): Promise<void> {
-  const { receipt, policy, checks } = signReceipt(ctx, opts, seal, evidence);
+  const gate = await podGateNetwork(opts.env, opts.run);
+  if (gate?.problem) ctx.say(`the gate's records could not be read (${gate.problem}): network not confined`);
+  const { receipt, policy, checks } = signReceipt(ctx, opts, seal, evidence, gate?.network ?? null);
   const endedAt = typeof ctx.state.ended_at === 'string' ? ctx.state.ended_at : isoNow();
   const ended = { ...ENDED, ended_at: endedAt, exit_code: evidence.exit_code };
   if (evidence.outcome === 'over_budget') {

@@ -37,6 +37,8 @@ export function podGateEnv(gateUrl: string, controlUrl: string | undefined, cred
   for (const [api, variable] of Object.entries(BASE_URL_VARS)) {
     vars.push({ name: variable, value: `${gate}/_job/${credential}/_model/${api}` });
   }
+  // Where the signer reads the run's connections back from the gate, for the receipt (src/pod/gate-network.ts).
+  vars.push({ name: 'SVC_GATE_EVIDENCE_URL', value: `${gate}/_job/${credential}/_egress` });
   for (const api of Object.values(MODEL_APIS)) {
     for (const variable of api.env) vars.push({ name: variable, value: api.placeholder });
   }
