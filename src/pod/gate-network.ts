@@ -4,7 +4,7 @@
 // for that run's records (SVC_GATE_EVIDENCE_URL, `/_job/<credential>/_egress`) and summarises them as a local run's
 // receipt does: it establishes the section itself, the run container's files have no say in it.
 import { request } from 'node:http';
-import { summarizeEgress, readEgressRecord } from '../gate/evidence.ts';
+import { summarizeEgress, readEgressRecord, type EgressRecord } from '../gate/evidence.ts';
 import { obj, str } from '../untrusted.ts';
 import type { ReceiptNetwork } from '../engine/receipt.ts';
 
@@ -48,7 +48,7 @@ const strings = (value: unknown): string[] => arr(value).map(str).filter((s): s 
  */
 export async function podGateNetwork(
   env: NodeJS.ProcessEnv, run: string,
-): Promise<{ network: ReceiptNetwork; problem: string | null } | null> {
+): Promise<{ network: ReceiptNetwork; records: EgressRecord[]; problem: string | null } | null> {
   const url = env.SVC_GATE_EVIDENCE_URL;
   if (!url) return null;
   const none: ReceiptNetwork = {
@@ -58,9 +58,9 @@ export async function podGateNetwork(
   try {
     answer = obj(await getJson(url));
   } catch (err) {
-    return { network: none, problem: err instanceof Error ? err.message : String(err) };
+    return { network: none, records: [], problem: err instanceof Error ? err.message : String(err) };
   }
-  if (answer.run !== run) return { network: none, problem: 'the gate answered for another run' };
+  if (answer.run !== run) return { network: none, records: [], problem: 'the gate answered for another run' };
   const records = arr(answer.records).map(readEgressRecord);
   const summary = summarizeEgress(records);
   const policy = obj(answer.policy);
@@ -77,6 +77,7 @@ export async function podGateNetwork(
       })),
       denials: summary.denials.slice(0, ROWS),
     },
+    records,
     problem: null,
   };
 }

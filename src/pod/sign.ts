@@ -25,6 +25,7 @@ import { verifyCommits, policyAt, type VerifiedCommits } from './verified-commit
 import { RefusedError } from '../errors.ts';
 import { podGateNetwork } from './gate-network.ts';
 import type { ReceiptNetwork } from '../engine/receipt.ts';
+import type { EgressRecord } from '../gate/evidence.ts';
 
 export interface SignOptions {
   run: string;
@@ -112,6 +113,15 @@ function receiptBody(
 
 const ENDED = { question: null, child: null } as const;
 
+/** As many `egress` events as a local run sends at most; egress.jsonl keeps every record the gate gave. */
+const EGRESS_EVENTS = 500;
+
+/** The gate's records as the run's evidence, as a local run's gate leaves them: events and egress.jsonl. */
+function recordPodEgress(ctx: RunContext, records: readonly EgressRecord[]): void {
+  for (const record of records.slice(0, EGRESS_EVENTS)) ctx.event('egress', { ...record });
+  ctx.saveArtifact('egress.jsonl', records.map((r) => JSON.stringify(r)).join('\n') + (records.length ? '\n' : ''));
+}
+
 /** Ends the run without a receipt: the signer could not establish what it would sign. */
 function refuse(ctx: RunContext, message: string): void {
   ctx.event('receipt', { issued: false, reason: message });
@@ -156,6 +166,7 @@ function signReceipt(
 async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, evidence: RunEvidence): Promise<void> {
   const gate = await podGateNetwork(opts.env, opts.run);
   if (gate?.problem) ctx.say(`the gate's records could not be read (${gate.problem}): network not confined`);
+  if (gate) recordPodEgress(ctx, gate.records);
   const { receipt, policy, checks } = signReceipt(ctx, opts, seal, evidence, gate?.network ?? null);
   const endedAt = typeof ctx.state.ended_at === 'string' ? ctx.state.ended_at : isoNow();
   const ended = { ...ENDED, ended_at: endedAt, exit_code: evidence.exit_code };

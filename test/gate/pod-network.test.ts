@@ -51,6 +51,9 @@ describe('pod receipt network from the shared gate', () => {
     assert.equal(network?.denials[0]?.host, 'blocked.test');
     assert.deepEqual(network?.deny, ['blocked.test']);
     assert.ok(network?.allow.includes('local.test'));
+    assert.deepEqual(got?.records.map((r) => [r.run, r.host, r.decision]), [
+      ['run-a', 'local.test', 'allowed'], ['run-a', 'blocked.test', 'denied'],
+    ]);
   });
 
   it("never vouches for another run's records: a credential for run B read for run A is refused", async () => {
