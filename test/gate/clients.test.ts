@@ -18,7 +18,8 @@ const SECRET = Buffer.from('clients-test-secret-0123456789abcdef0123456789');
 const HOUR = 3600_000;
 const JOB_A: JobIdentity = { job: 'job-a', run: 'run-a', repo: 'acme/a' };
 const JOB_B: JobIdentity = { job: 'job-b', run: 'run-b', repo: 'acme/b' };
-const cred = (who: JobIdentity, secret = SECRET, expires = Date.now() + HOUR) => mintJobCredential(secret, who, expires);
+const cred = (who: JobIdentity, secret = SECRET, expires = Date.now() + HOUR) =>
+  mintJobCredential(secret, who, expires);
 
 /** Opens a TCP connection to the gate from `localAddress` and keeps it, saying nothing. */
 function idleSocket(port: number, localAddress = '127.0.0.1'): Promise<Socket> {
@@ -66,7 +67,8 @@ describe('shared gate clients', () => {
     assert.equal(plain.status, 407);
     assert.equal(plain.headers['proxy-authenticate'], 'Basic realm="svc gate"');
     assert.equal(((await gateConnect(at, `local.test:${upstream.port}`)) as Reply).status, 407);
-    assert.equal((await gateRequest(at, '/_model/openai/chat/completions', { method: 'POST', body: '{}' })).status, 407);
+    const model = await gateRequest(at, '/_model/openai/chat/completions', { method: 'POST', body: '{}' });
+    assert.equal(model.status, 407);
     assert.equal(upstream.seen.length + model.seen.length, seen, 'no model key was spent');
     assert.equal(records.at(-1)?.status, 407);
     assert.equal(records.at(-1)?.decision, 'denied');

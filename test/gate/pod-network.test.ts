@@ -28,11 +28,10 @@ describe('pod receipt network from the shared gate', () => {
       clients: { secret: SECRET, maxPerClient: 8, policyFor: () => policy },
     });
     const at = { port: gate.port ?? 0 };
-    assert.equal((await gateRequest(at, `http://local.test:${upstream.port}/a`, { headers: proxyAuth(cred(A)) })).status,
-      200);
-    assert.equal((await gateRequest(at, 'http://blocked.test/x', { headers: proxyAuth(cred(A)) })).status, 403);
-    assert.equal((await gateRequest(at, `http://local.test:${upstream.port}/b`, { headers: proxyAuth(cred(B)) })).status,
-      200);
+    const as = (who: JobIdentity) => ({ headers: proxyAuth(cred(who)) });
+    assert.equal((await gateRequest(at, `http://local.test:${upstream.port}/a`, as(A))).status, 200);
+    assert.equal((await gateRequest(at, 'http://blocked.test/x', as(A))).status, 403);
+    assert.equal((await gateRequest(at, `http://local.test:${upstream.port}/b`, as(B))).status, 200);
   });
 
   after(async () => {
