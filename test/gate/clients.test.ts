@@ -67,8 +67,8 @@ describe('shared gate clients', () => {
     assert.equal(plain.status, 407);
     assert.equal(plain.headers['proxy-authenticate'], 'Basic realm="svc gate"');
     assert.equal(((await gateConnect(at, `local.test:${upstream.port}`)) as Reply).status, 407);
-    const model = await gateRequest(at, '/_model/openai/chat/completions', { method: 'POST', body: '{}' });
-    assert.equal(model.status, 407);
+    const viaModel = await gateRequest(at, '/_model/openai/chat/completions', { method: 'POST', body: '{}' });
+    assert.equal(viaModel.status, 407);
     assert.equal(upstream.seen.length + model.seen.length, seen, 'no model key was spent');
     assert.equal(records.at(-1)?.status, 407);
     assert.equal(records.at(-1)?.decision, 'denied');
