@@ -6,6 +6,7 @@
 import { request } from 'node:http';
 import { summarizeEgress, readEgressRecord, type EgressRecord } from '../gate/evidence.ts';
 import { obj, str } from '../untrusted.ts';
+import { UnavailableError } from '../errors.ts';
 import type { ReceiptNetwork } from '../engine/receipt.ts';
 
 /** At most this many hosts and denials are listed (the receipt of a local run lists as many). */
@@ -20,20 +21,20 @@ function getJson(url: string): Promise<unknown> {
       let size = 0;
       res.on('data', (c: Buffer) => {
         size += c.length;
-        if (size > MAX_BYTES) req.destroy(new Error('the gate answered too much'));
+        if (size > MAX_BYTES) req.destroy(new UnavailableError('the gate answered too much'));
         else chunks.push(c);
       });
       res.on('end', () => {
-        if (res.statusCode !== 200) return reject(new Error(`the gate answered ${res.statusCode}`));
+        if (res.statusCode !== 200) return reject(new UnavailableError(`the gate answered ${res.statusCode}`));
         try {
           resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
         } catch {
-          reject(new Error('the gate answered something that is not JSON'));
+          reject(new UnavailableError('the gate answered something that is not JSON'));
         }
       });
       res.on('error', reject);
     });
-    req.on('timeout', () => req.destroy(new Error('the gate did not answer')));
+    req.on('timeout', () => req.destroy(new UnavailableError('the gate did not answer')));
     req.on('error', reject);
     req.end();
   });
