@@ -70,8 +70,8 @@ export async function serveGateForever(
     tcpHost: settings.host,
     models: routes,
     clients: { secret, maxPerClient: settings.maxPerJob, policyFor: (who) => repos.get(who.repo) ?? fallback },
-    // A pod has one address; before its first request names its job, this bounds what one pod can hold.
-    limits: { maxConnectionsPerPeer: settings.maxPerJob * 2 },
+    // A pod has one address: what it holds, named or not yet named by a credential, is at most one job's share.
+    limits: { maxConnectionsPerPeer: settings.maxPerJob },
     onRecord: (record) => process.stdout.write(`${JSON.stringify({ egress: record })}\n`),
     log,
   });
