@@ -24,7 +24,10 @@ function sentinel(port) {
   const reached = [];
   const server = createServer((socket) => {
     socket.once('data', (chunk) => {
-      reached.push(`${port}: ${chunk.toString('latin1').split('\r\n')[0]}`);
+      // The request line, and the folder the request is about (an ingest names its run's checkout): the test's trail.
+      const text = chunk.toString('latin1');
+      const where = /"(?:repo_path|workdir)":"([^"]{1,200})"/.exec(text)?.[1] ?? '';
+      reached.push(`${port}: ${text.split('\r\n')[0]}${where ? ` (${where})` : ''}`);
       socket.end('HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
     });
     socket.on('error', () => {});

@@ -68,7 +68,7 @@ export function isLauncherName(name: string): boolean {
   return LAUNCHER_NAMES.has(name) || name.startsWith('LC_');
 }
 
-/** The variable naming an old-Node launcher's pid (start.ts runLaunched): for the launched svc only, never its children. */
+/** Names an old-Node launcher's pid (start.ts runLaunched): for the launched svc only, never its children. */
 export const LAUNCHER_PID_VAR = 'SVC_LAUNCHER_PID';
 
 /** Whether `name` of `base` passes to a child of `kind` (before `extra` is added). */
