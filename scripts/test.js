@@ -24,9 +24,9 @@ function sentinel(port) {
   const reached = [];
   const server = createServer((socket) => {
     socket.once('data', (chunk) => {
-      // The request line, and the folder the request is about (an ingest names its run's checkout): the test's trail.
+      // The request line, and the brief of the run it is about (an ingest carries it): the trail back to the test.
       const text = chunk.toString('latin1');
-      const where = /"(?:repo_path|workdir)":"([^"]{1,200})"/.exec(text)?.[1] ?? '';
+      const where = /"(?:brief|repo_path)":"([^"]{1,120})"/.exec(text)?.[1] ?? '';
       reached.push(`${port}: ${text.split('\r\n')[0]}${where ? ` (${where})` : ''}`);
       socket.end('HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
     });
