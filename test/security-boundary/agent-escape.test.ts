@@ -174,7 +174,7 @@ function suite(asNobody: boolean): void {
     mkdirSync(join(elsewhere, 'loot'));
     chmodSync(join(elsewhere, 'loot'), 0o777);
     env = {
-      ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: '', SVC_CONTROL_DB: join(elsewhere, 'control.db'),
+      ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0', SVC_CONTROL_DB: join(elsewhere, 'control.db'),
       SVC_API_TOKEN_FILE: join(elsewhere, 'api-token'),
     };
     delete env.SVC_SANDBOX;
