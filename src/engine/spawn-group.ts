@@ -8,6 +8,7 @@ import { bwrapArgv, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { createTreeGuard, sandboxMembers } from '../spawn/tree.ts';
 import { identityOf, signalGroup, type ProcIdentity } from './proc-group.ts';
 import { watchLimits, type WatchedLimits } from '../spawn/limit-watch.ts';
+import { closeFilterFd, openFilterFd } from '../spawn/seccomp.ts';
 
 /** Why svc ended the agent before it exited by itself: a limit it broke, or its wall-clock time. */
 export type EndedBy = { limit: 'processes' | 'memory' | 'disk' | 'time'; message: string } | null;
@@ -127,14 +128,22 @@ function createOutputCapture(maxBytes: number, onLine: SpawnGroupOptions['onLine
 export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
   const guard = opts.sandbox ? null : createTreeGuard();
   const [name, value] = guard ? guard.marker.split('=') as [string, string] : ['', ''];
-  const child = startChild(opts.sandbox ? bwrapArgv(opts.sandbox.bwrap, opts.sandbox.plan, argv) : argv, {
-    kind: 'agent',
-    base: opts.env,
-    extra: guard ? { ...opts.extra, [name]: value } : opts.extra,
-    cwd: opts.cwd,
-    detached: true,
-    stdio: [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
-  });
+  // bwrap reads the sandbox's system-call filter from fd 3; the child has its own copy once started.
+  const filter = opts.sandbox ? openFilterFd() : null;
+  const stdio: Array<'ignore' | 'pipe' | number> = [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'];
+  let child: ChildProcess;
+  try {
+    child = startChild(opts.sandbox ? bwrapArgv(opts.sandbox.bwrap, opts.sandbox.plan, argv) : argv, {
+      kind: 'agent',
+      base: opts.env,
+      extra: guard ? { ...opts.extra, [name]: value } : opts.extra,
+      cwd: opts.cwd,
+      detached: true,
+      stdio: filter === null ? stdio : [...stdio, filter],
+    });
+  } finally {
+    closeFilterFd(filter);
+  }
   const identity = child.pid ? identityOf(child.pid) : { pid: 0, pgid: 0, proc_start: null };
   let sampler: NodeJS.Timeout | undefined;
   if (guard && child.pid) {

@@ -10,11 +10,13 @@
 //
 // Whoever runs svc, the agent gets no capabilities: its own user namespace (so even root's mounts are locked, and
 // `umount`/`mount -o remount` fail), every capability dropped, no new user namespaces, and no_new_privs (bwrap sets it
-// always, so no setuid program regains anything).
+// always, so no setuid program regains anything). Its system calls pass a seccomp filter (seccomp.ts, the list in
+// syscall-policy.ts) that bwrap reads from descriptor 3: whoever starts this argv passes openFilterFd() there.
 import { existsSync, statSync } from 'node:fs';
 import { systemView, isSystemPath } from './system-view.ts';
 import { limitArgv, type SandboxLimits } from './limits.ts';
 import { gateMounts, throughGate, type SandboxGate } from './sandbox-network.ts';
+import { filterArgv } from './seccomp.ts';
 
 
 export interface SandboxPlan {
@@ -71,7 +73,7 @@ const ISOLATION = [
 /** The argv that runs `command` inside bwrap; `bwrap` is the resolved path of the binary. */
 export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): string[] {
   // Every sandbox has its own network namespace: no host port, no LAN, no metadata service, no DNS.
-  const argv = [bwrap, ...ISOLATION, '--unshare-net', ...systemView()];
+  const argv = [bwrap, ...ISOLATION, ...filterArgv(), '--unshare-net', ...systemView()];
   argv.push('--dev', '/dev', '--proc', '/proc', '--size', String(plan.limits.tmpBytes), '--tmpfs', '/tmp');
   if (plan.home && plan.home !== '/' && !isSystemPath(plan.home)) {
     argv.push('--size', String(plan.limits.tmpBytes), '--tmpfs', plan.home);
