@@ -74,7 +74,10 @@ const ISOLATION = [
 export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): string[] {
   // Every sandbox has its own network namespace: no host port, no LAN, no metadata service, no DNS.
   const argv = [bwrap, ...ISOLATION, ...filterArgv(), '--unshare-net', ...systemView()];
-  argv.push('--dev', '/dev', '--proc', '/proc', '--size', String(plan.limits.tmpBytes), '--tmpfs', '/tmp');
+  // Every tmpfs an agent can write has a size, so the host memory it can hold there is bounded and measurable
+  // (shared-memory.ts): /tmp, HOME and /dev/shm; /dev itself becomes read-only below.
+  const tmp = String(plan.limits.tmpBytes);
+  argv.push('--dev', '/dev', '--size', tmp, '--tmpfs', '/dev/shm', '--proc', '/proc', '--size', tmp, '--tmpfs', '/tmp');
   if (plan.home && plan.home !== '/' && !isSystemPath(plan.home)) {
     argv.push('--size', String(plan.limits.tmpBytes), '--tmpfs', plan.home);
   }
@@ -106,7 +109,7 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): 
   for (const dir of hiddenDirs) argv.push('--remount-ro', dir);
   const gate = plan.network === 'none' ? null : plan.network;
   if (gate) argv.push(...gateMounts(gate));
-  argv.push('--remount-ro', '/');
+  argv.push('--remount-ro', '/dev', '--remount-ro', '/');
   // The limits bind the agent's command, not svc's forwarder (a node process needs more address space than an
   // agent's memory limit may leave it).
   const limited = [...limitArgv(plan.limits), ...command];

@@ -60,7 +60,8 @@ export function probeSandbox(env: NodeJS.ProcessEnv): SandboxProbe {
   if (trial.status === 0) {
     const caps = /^CapEff:\s*([0-9a-f]+)/m.exec(trial.stdout)?.[1];
     if (caps === undefined || !/^0+$/.test(caps)) {
-      return { ok: false, bwrap, userNamespaces, reason: `the trial sandbox kept capabilities (CapEff ${caps ?? '?'})` };
+      const reason = `the trial sandbox kept capabilities (CapEff ${caps ?? '?'})`;
+      return { ok: false, bwrap, userNamespaces, reason };
     }
     // Mode 2: a filter is installed (0 none, 1 strict).
     const seccomp = /^Seccomp:\s*(\d+)/m.exec(trial.stdout)?.[1];

@@ -1,5 +1,5 @@
-// The agent sandbox's system-call filter (DESIGN §7a): a classic-BPF seccomp program svc builds itself from the list in
-// syscall-policy.ts, and the descriptor bwrap reads it from (`--seccomp 3`).
+// The agent sandbox's system-call filter (DESIGN §7a): a classic-BPF seccomp program svc builds itself from the list
+// in syscall-policy.ts, and the descriptor bwrap reads it from (`--seccomp 3`).
 //
 // The program first checks the ABI: only the host's own (x86_64 or aarch64) passes, so a call through another table
 // (i386's int 0x80, x32's numbers with bit 30 set, arm32) cannot dodge the list; those get ENOSYS. Then each listed
@@ -139,7 +139,7 @@ export function describeFilter(): SyscallFilter {
   return { arch, refused: REFUSED_SYSCALLS.map((c) => c.name), instructions: built.length / 8, reason: null };
 }
 
-/** An unnamed file holding `bytes`: O_TMPFILE, or (where the filesystem lacks it) one unlinked at once in a 0700 dir. */
+/** An unnamed file holding `bytes`: O_TMPFILE, or (where a filesystem lacks it) one unlinked at once in a 0700 dir. */
 function anonymousFile(bytes: Buffer): number {
   let fd: number;
   try {

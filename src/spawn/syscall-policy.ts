@@ -5,8 +5,10 @@
 // table; the filter refuses any other ABI (i386 through int 0x80, x32, arm32) outright.
 
 /**
- * How a call is refused. 'eperm' always; 'enosys' always (so libc falls back to an older call); 'personality': unless
- * it sets PER_LINUX or queries (0xffffffff); `namespaces`: EPERM when its flags (first argument) hold one of these bits.
+ * How a call is refused. 'eperm' always. 'enosys' always, as if the kernel had no such call: libc then falls back to
+ * an older one, and where the kernel itself refuses a process without capabilities with EPERM, the filter's refusal
+ * stays distinguishable. 'personality': unless it sets PER_LINUX or queries (0xffffffff). `namespaces`: EPERM when the
+ * flags (first argument) hold one of these bits.
  */
 export type SyscallRule = 'eperm' | 'enosys' | 'personality' | { namespaces: number };
 
@@ -44,11 +46,11 @@ export const REFUSED_SYSCALLS: readonly RefusedSyscall[] = [
     reason: 'reads another process\'s memory (see ptrace)' },
   { name: 'process_vm_writev', x86_64: 311, aarch64: 271, rule: 'eperm',
     reason: 'writes another process\'s memory (see ptrace)' },
-  { name: 'kexec_load', x86_64: 246, aarch64: 104, rule: 'eperm', reason: 'replaces the running kernel' },
-  { name: 'kexec_file_load', x86_64: 320, aarch64: 294, rule: 'eperm', reason: 'replaces the running kernel' },
-  { name: 'init_module', x86_64: 175, aarch64: 105, rule: 'eperm', reason: 'loads code into the kernel' },
-  { name: 'finit_module', x86_64: 313, aarch64: 273, rule: 'eperm', reason: 'loads code into the kernel' },
-  { name: 'delete_module', x86_64: 176, aarch64: 106, rule: 'eperm', reason: 'unloads kernel code' },
+  { name: 'kexec_load', x86_64: 246, aarch64: 104, rule: 'enosys', reason: 'replaces the running kernel' },
+  { name: 'kexec_file_load', x86_64: 320, aarch64: 294, rule: 'enosys', reason: 'replaces the running kernel' },
+  { name: 'init_module', x86_64: 175, aarch64: 105, rule: 'enosys', reason: 'loads code into the kernel' },
+  { name: 'finit_module', x86_64: 313, aarch64: 273, rule: 'enosys', reason: 'loads code into the kernel' },
+  { name: 'delete_module', x86_64: 176, aarch64: 106, rule: 'enosys', reason: 'unloads kernel code' },
   { name: 'personality', x86_64: 135, aarch64: 92, rule: 'personality',
     reason: 'flags such as ADDR_NO_RANDOMIZE or READ_IMPLIES_EXEC switch off exploit mitigations; setting PER_LINUX ' +
       'and querying stay allowed' },

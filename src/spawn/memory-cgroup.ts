@@ -1,0 +1,175 @@
+// A memory cgroup per agent sandbox, where the host lets svc make one (DESIGN §7a "It ends"; docs/engine.md "The agent
+// sandbox"). The kernel then counts everything the sandbox's processes make the host hold (anonymous memory, page
+// cache, tmpfs files in /tmp, HOME and /dev/shm, memfds, SysV shared memory, kernel memory) against
+// limits.memory_mb, and OOM-kills inside the cgroup instead of letting it grow. svc reads the cgroup's OOM-kill count
+// to end the run as a limit failure.
+//
+// Where: the cgroup svc itself is in, in the memory hierarchy (cgroup v1's memory controller, or cgroup v2 when that
+// cgroup delegates the memory controller to its children: `memory` in its cgroup.subtree_control), provided svc may
+// make a child there (root, or a delegated subtree). Elsewhere (an ordinary user on a host without delegation) there
+// is no cgroup, and limit-watch.ts counts the sandbox's shared memory itself.
+//
+// The sandbox enters its cgroup before bwrap runs: a shell writes its own pid into cgroup.procs and then execs bwrap,
+// so no process of the sandbox ever runs outside it.
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+
+export type CgroupVersion = 'v1' | 'v2';
+
+/** Where this process can make memory cgroups, or why it cannot. */
+export type MemoryCgroupSupport = { version: CgroupVersion; parent: string } | { version: null; reason: string };
+
+export interface MemoryCgroup {
+  path: string;
+  version: CgroupVersion;
+  /** Processes the kernel killed in it for want of memory. */
+  oomKills(): number;
+  /** `argv` run so that its first process joins the cgroup before it execs. */
+  wrap(argv: string[]): string[];
+  /** Removes the cgroup (once its processes are gone; a later sweep removes one that was still busy). */
+  remove(): void;
+}
+
+const PREFIX = 'svc-';
+
+function read(path: string): string | null {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return null;
+  }
+}
+
+/** Octal escapes (`\040`) in mountinfo paths. */
+function unescape(path: string): string {
+  return path.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
+}
+
+/** The folder of this process's own cgroup in the hierarchy mounted as `fstype` (with `option` for v1). */
+function ownCgroupDir(fstype: 'cgroup' | 'cgroup2', option: string | null): string | null {
+  const mounts = (read('/proc/self/mountinfo') ?? '').split('\n');
+  const own = (read('/proc/self/cgroup') ?? '').split('\n');
+  for (const line of mounts) {
+    const [left, right] = line.split(' - ');
+    const fields = left?.split(' ') ?? [];
+    const [type, , superOptions] = right?.split(' ') ?? [];
+    if (type !== fstype || fields.length < 5) continue;
+    if (option && !(superOptions ?? '').split(',').includes(option)) continue;
+    const root = unescape(fields[3]!);
+    const mountPoint = unescape(fields[4]!);
+    // "4:memory:/a/b" (v1) or "0::/a/b" (v2): the path from the hierarchy's root.
+    const entry = own.find((l) => (option ? l.split(':')[1]?.split(',').includes(option) : l.startsWith('0::')));
+    const path = entry?.slice(entry.indexOf(':', entry.indexOf(':') + 1) + 1);
+    if (path === undefined) continue;
+    if (root !== '/' && path !== root && !path.startsWith(`${root}/`)) continue;
+    const dir = join(mountPoint, root === '/' ? path : path.slice(root.length));
+    if (existsSync(join(dir, 'cgroup.procs'))) return dir;
+  }
+  return null;
+}
+
+/** Whether a child can be made (and removed) under `parent`: the real test of permission. */
+function canMakeChild(parent: string): string | null {
+  const trial = join(parent, `${PREFIX}probe-${process.pid}-${randomBytes(4).toString('hex')}`);
+  try {
+    mkdirSync(trial);
+    rmdirSync(trial);
+    return null;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code ?? 'error';
+  }
+}
+
+let support: MemoryCgroupSupport | undefined;
+
+/** Decided once per process: cgroup v1's memory controller first, then a v2 cgroup delegating memory. */
+export function memoryCgroupSupport(): MemoryCgroupSupport {
+  if (support) return support;
+  const v1 = ownCgroupDir('cgroup', 'memory');
+  const v2 = v1 ? null : ownCgroupDir('cgroup2', null);
+  const delegates = v2 !== null && (read(join(v2, 'cgroup.subtree_control')) ?? '').split(/\s+/).includes('memory');
+  const parent = v1 ?? (delegates ? v2 : null);
+  if (!parent) {
+    const why = v2 ? `svc's cgroup ${v2} does not delegate the memory controller (no "memory" in its ` +
+      'cgroup.subtree_control)' : 'no memory cgroup hierarchy is mounted';
+    support = { version: null, reason: why };
+    return support;
+  }
+  const refused = canMakeChild(parent);
+  support = refused
+    ? { version: null, reason: `svc may not make a cgroup in ${parent} (${refused})` }
+    : { version: v1 ? 'v1' : 'v2', parent };
+  return support;
+}
+
+/** Removes cgroups an earlier svc process left behind (it died before its sandbox's end): empty ones only. */
+function sweep(parent: string): void {
+  let names: string[] = [];
+  try {
+    names = readdirSync(parent).filter((n) => n.startsWith(PREFIX));
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const pid = Number(/^svc-(\d+)-/.exec(name)?.[1]);
+    if (pid === process.pid || (pid > 0 && existsSync(`/proc/${pid}`))) continue;
+    try {
+      rmdirSync(join(parent, name));
+    } catch {
+      // still has processes, or not ours to remove
+    }
+  }
+}
+
+function oomKillsIn(file: string): number {
+  return Number(/^oom_kill (\d+)$/m.exec(read(file) ?? '')?.[1] ?? 0);
+}
+
+/**
+ * A fresh cgroup holding at most `bytes` of memory (no swap beyond it), or null where svc cannot make one (then the
+ * watchdog counts instead) or the kernel refused the limit.
+ */
+export function openMemoryCgroup(bytes: number): MemoryCgroup | null {
+  const found = memoryCgroupSupport();
+  if (found.version === null) return null;
+  const { parent, version } = found;
+  sweep(parent);
+  const path = join(parent, `${PREFIX}${process.pid}-${randomBytes(6).toString('hex')}`);
+  try {
+    mkdirSync(path);
+  } catch {
+    return null;
+  }
+  const remove = () => {
+    try {
+      rmdirSync(path);
+    } catch {
+      // still busy: the next sweep removes it
+    }
+  };
+  try {
+    if (version === 'v1') {
+      writeFileSync(join(path, 'memory.limit_in_bytes'), String(bytes));
+      // With swap accounting, memory + swap gets the same bound (memory's must be set first).
+      if (existsSync(join(path, 'memory.memsw.limit_in_bytes'))) {
+        writeFileSync(join(path, 'memory.memsw.limit_in_bytes'), String(bytes));
+      }
+    } else {
+      writeFileSync(join(path, 'memory.max'), String(bytes));
+      if (existsSync(join(path, 'memory.swap.max'))) writeFileSync(join(path, 'memory.swap.max'), '0');
+    }
+  } catch {
+    remove();
+    return null;
+  }
+  const events = join(path, version === 'v1' ? 'memory.oom_control' : 'memory.events');
+  const procs = join(path, 'cgroup.procs');
+  return {
+    path,
+    version,
+    oomKills: () => oomKillsIn(events),
+    wrap: (argv) => ['/bin/sh', '-c', 'echo $$ > "$1" && shift && exec "$@"', 'svc-cgroup', procs, ...argv],
+    remove,
+  };
+}
