@@ -173,3 +173,16 @@ export function openMemoryCgroup(bytes: number): MemoryCgroup | null {
     remove,
   };
 }
+
+/** How an agent's memory is bounded on this host, for `svc doctor` (docs/engine.md "The agent sandbox"). */
+export function memoryBound(): { mechanism: 'cgroup' | 'watchdog'; cgroup: string | null; detail: string } {
+  const found = memoryCgroupSupport();
+  if (found.version !== null) {
+    return { mechanism: 'cgroup', cgroup: found.parent, detail: `a memory cgroup (${found.version}) per sandbox under ` +
+      `${found.parent}: the kernel bounds all of its memory (processes, page cache, tmpfs, memfds) at limits.memory_mb` };
+  }
+  return { mechanism: 'watchdog', cgroup: null, detail: 'svc\'s watchdog adds the resident memory of the sandbox\'s ' +
+    'processes, the memfds they hold and its tmpfs (/tmp, HOME, /dev/shm) about every 250 ms and ends it past ' +
+    `limits.memory_mb; open files capped per process. No cgroup: ${found.reason}` };
+}
+

@@ -112,7 +112,7 @@ export function buildFilter(arch: string): Buffer | null {
 export interface SyscallFilter {
   /** The syscall table it was built for ('x86_64', 'aarch64'), or null: no filter on this architecture. */
   arch: string | null;
-  /** The calls it refuses, by name; empty without a filter. */
+  /** The calls it refuses, by name (with the condition where it refuses only some uses); empty without a filter. */
   refused: string[];
   /** Instructions in the program (0 without one). */
   instructions: number;
@@ -136,7 +136,12 @@ export function describeFilter(): SyscallFilter {
       reason: `no system-call filter for architecture ${process.arch}: svc knows the x86_64 and aarch64 tables only` };
   }
   const arch = ARCH_NAME[process.arch as 'x64' | 'arm64'];
-  return { arch, refused: REFUSED_SYSCALLS.map((c) => c.name), instructions: built.length / 8, reason: null };
+  const refused = REFUSED_SYSCALLS.map(({ name, rule }) => {
+    if (rule === 'personality') return `${name} (unsafe flags)`;
+    if (typeof rule !== 'string') return `${name} (new namespaces)`;
+    return rule === 'enosys' ? `${name} (ENOSYS)` : name;
+  });
+  return { arch, refused, instructions: built.length / 8, reason: null };
 }
 
 /** An unnamed file holding `bytes`: O_TMPFILE, or (where a filesystem lacks it) one unlinked at once in a 0700 dir. */
