@@ -11,7 +11,7 @@
 //
 // The sandbox enters its cgroup before bwrap runs: a shell writes its own pid into cgroup.procs and then execs bwrap,
 // so no process of the sandbox ever runs outside it.
-import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 
@@ -103,7 +103,10 @@ export function memoryCgroupSupport(): MemoryCgroupSupport {
   return support;
 }
 
-/** Removes cgroups an earlier svc process left behind (it died before its sandbox's end): empty ones only. */
+/** A cgroup younger than this may be one another svc (in another PID namespace) is about to put a sandbox in. */
+const SWEEP_AGE_MS = 60_000;
+
+/** Removes cgroups an earlier svc process left behind (it died before its sandbox's end): empty, old ones only. */
 function sweep(parent: string): void {
   let names: string[] = [];
   try {
@@ -115,6 +118,7 @@ function sweep(parent: string): void {
     const pid = Number(/^svc-(\d+)-/.exec(name)?.[1]);
     if (pid === process.pid || (pid > 0 && existsSync(`/proc/${pid}`))) continue;
     try {
+      if (Date.now() - statSync(join(parent, name)).mtimeMs < SWEEP_AGE_MS) continue;
       rmdirSync(join(parent, name));
     } catch {
       // still has processes, or not ours to remove
