@@ -43,7 +43,8 @@ export function fixFor(probe: SandboxProbe, path: string | undefined, offPath: s
 /** One line on the system-call filter. */
 export function filterLine(filter: SyscallFilter): string {
   if (filter.arch === null) return `none: ${filter.reason}`;
-  return `${filter.refused.length} calls refused (${filter.arch}; every other ABI refused): ${filter.refused.join(', ')}`;
+  const calls = filter.refused.join(', ');
+  return `${filter.refused.length} calls refused (${filter.arch}; every other ABI refused): ${calls}`;
 }
 
 export default async function doctor(io: CliIo): Promise<number> {

@@ -182,8 +182,9 @@ export function openMemoryCgroup(bytes: number): MemoryCgroup | null {
 export function memoryBound(): { mechanism: 'cgroup' | 'watchdog'; cgroup: string | null; detail: string } {
   const found = memoryCgroupSupport();
   if (found.version !== null) {
-    return { mechanism: 'cgroup', cgroup: found.parent, detail: `a memory cgroup (${found.version}) per sandbox under ` +
-      `${found.parent}: the kernel bounds all of its memory (processes, page cache, tmpfs, memfds) at limits.memory_mb` };
+    const detail = `a memory cgroup (${found.version}) per sandbox under ${found.parent}: the kernel bounds all of ` +
+      'its memory (processes, page cache, tmpfs, memfds) at limits.memory_mb';
+    return { mechanism: 'cgroup', cgroup: found.parent, detail };
   }
   return { mechanism: 'watchdog', cgroup: null, detail: 'svc\'s watchdog adds the resident memory of the sandbox\'s ' +
     'processes, the memfds they hold and its tmpfs (/tmp, HOME, /dev/shm) about every 250 ms and ends it past ' +
