@@ -2,8 +2,7 @@
 // prlimit, a memory cgroup bounds all the sandbox's memory where the host allows one (memory-cgroup.ts), and svc's
 // watchdog (src/engine/spawn-group.ts, limit-watch.ts) enforces the process count where the kernel does not
 // (RLIMIT_NPROC does not apply to root), the memory where there is no cgroup, and the wall-clock time. Defaults, and
-// the policy keys that change them, are
-// in docs/engine.md ("Limits").
+// the policy keys that change them, are in docs/engine.md ("Limits").
 import { readFileSync } from 'node:fs';
 import { which } from './which.ts';
 

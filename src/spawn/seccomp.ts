@@ -146,10 +146,16 @@ export function describeFilter(): SyscallFilter {
 
 /** An unnamed file holding `bytes`: O_TMPFILE, or (where a filesystem lacks it) one unlinked at once in a 0700 dir. */
 function anonymousFile(bytes: Buffer): number {
-  let fd: number;
-  try {
-    fd = openSync(tmpdir(), O_TMPFILE_RDWR[process.arch as 'x64' | 'arm64'], 0o600);
-  } catch {
+  let fd: number | null = null;
+  for (const dir of new Set([tmpdir(), '/tmp', '/dev/shm'])) {
+    try {
+      fd = openSync(dir, O_TMPFILE_RDWR[process.arch as 'x64' | 'arm64'], 0o600);
+      break;
+    } catch {
+      // no such folder, or its filesystem has no O_TMPFILE
+    }
+  }
+  if (fd === null) {
     const dir = mkdtempSync(join(tmpdir(), 'svc-seccomp-'));
     const path = join(dir, 'filter.bpf');
     fd = openSync(path, 'wx+', 0o600);
