@@ -5,15 +5,15 @@
 // to end the run as a limit failure.
 //
 // Where: the cgroup svc itself is in, in the memory hierarchy (cgroup v1's memory controller, or cgroup v2 when that
-// cgroup delegates the memory controller to its children: `memory` in its cgroup.subtree_control), provided svc may
-// make a child there (root, or a delegated subtree). Elsewhere (an ordinary user on a host without delegation) there
-// is no cgroup, and limit-watch.ts counts the sandbox's shared memory itself.
+// cgroup or its parent delegates the memory controller to its children: `memory` in its cgroup.subtree_control),
+// provided svc may make a child there (root, or a delegated subtree). Elsewhere (an ordinary user on a host without
+// delegation) there is no cgroup, and limit-watch.ts counts the sandbox's shared memory itself.
 //
 // The sandbox enters its cgroup before bwrap runs: a shell writes its own pid into cgroup.procs and then execs bwrap,
 // so no process of the sandbox ever runs outside it.
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 
 export type CgroupVersion = 'v1' | 'v2';
 
@@ -83,16 +83,27 @@ function canMakeChild(parent: string): string | null {
 
 let support: MemoryCgroupSupport | undefined;
 
+/**
+ * Where cgroup v2 lets svc make memory-limited children: its own cgroup, or (since v2 allows processes only in leaves
+ * of a delegated subtree, e.g. systemd's Delegate= with DelegateSubgroup=) the parent svc's leaf sits in.
+ */
+function delegatingV2(own: string): string | null {
+  for (const dir of [own, dirname(own)]) {
+    if (!existsSync(join(dir, 'cgroup.procs'))) continue;
+    if ((read(join(dir, 'cgroup.subtree_control')) ?? '').split(/\s+/).includes('memory')) return dir;
+  }
+  return null;
+}
+
 /** Decided once per process: cgroup v1's memory controller first, then a v2 cgroup delegating memory. */
 export function memoryCgroupSupport(): MemoryCgroupSupport {
   if (support) return support;
   const v1 = ownCgroupDir('cgroup', 'memory');
   const v2 = v1 ? null : ownCgroupDir('cgroup2', null);
-  const delegates = v2 !== null && (read(join(v2, 'cgroup.subtree_control')) ?? '').split(/\s+/).includes('memory');
-  const parent = v1 ?? (delegates ? v2 : null);
+  const parent = v1 ?? (v2 ? delegatingV2(v2) : null);
   if (!parent) {
-    const why = v2 ? `svc's cgroup ${v2} does not delegate the memory controller (no "memory" in its ` +
-      'cgroup.subtree_control)' : 'no memory cgroup hierarchy is mounted';
+    const why = v2 ? `neither svc's cgroup ${v2} nor its parent delegates the memory controller (no "memory" in ` +
+      'its cgroup.subtree_control)' : 'no memory cgroup hierarchy is mounted';
     support = { version: null, reason: why };
     return support;
   }
