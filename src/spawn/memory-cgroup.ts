@@ -87,7 +87,7 @@ let support: MemoryCgroupSupport | undefined;
  * Where cgroup v2 lets svc make memory-limited children: its own cgroup, or (since v2 allows processes only in leaves
  * of a delegated subtree, e.g. systemd's Delegate= with DelegateSubgroup=) the parent svc's leaf sits in.
  */
-function delegatingV2(own: string): string | null {
+export function delegatingV2(own: string): string | null {
   for (const dir of [own, dirname(own)]) {
     if (!existsSync(join(dir, 'cgroup.procs'))) continue;
     if ((read(join(dir, 'cgroup.subtree_control')) ?? '').split(/\s+/).includes('memory')) return dir;
