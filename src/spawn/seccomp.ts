@@ -156,6 +156,8 @@ function anonymousFile(bytes: Buffer): number {
     }
   }
   if (fd === null) {
+    // Named for a moment, in a fresh 0700 folder no sandbox sees: only a process of svc's own user outside any
+    // sandbox could race for it, and such a process could already trace svc itself.
     const dir = mkdtempSync(join(tmpdir(), 'svc-seccomp-'));
     const path = join(dir, 'filter.bpf');
     fd = openSync(path, 'wx+', 0o600);
