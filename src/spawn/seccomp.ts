@@ -71,7 +71,7 @@ function assemble(insns: Insn[]): Buffer {
 }
 
 function ruleLabel(rule: SyscallRule, index: number): Label {
-  return typeof rule === 'string' ? (rule === 'personality' ? 'personality' : rule) : `namespaces-${index}`;
+  return typeof rule === 'string' ? rule : `namespaces-${index}`;
 }
 
 /** The filter for `arch` (Node's process.arch); null for an architecture whose syscall table svc does not know. */
