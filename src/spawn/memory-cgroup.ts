@@ -27,7 +27,7 @@ export interface MemoryCgroup {
   oomKills(): number;
   /** `argv` run so that its first process joins the cgroup before it execs. */
   wrap(argv: string[]): string[];
-  /** Removes the cgroup (once its processes are gone; a later sweep removes one that was still busy). */
+  /** Removes the cgroup once its processes are gone (retried while busy; a later sweep takes one left behind). */
   remove(): void;
 }
 
@@ -137,6 +137,22 @@ function sweep(parent: string): void {
   }
 }
 
+/** How often, 50 ms apart, svc tries to remove a sandbox's cgroup before leaving it to the next sweep. */
+const REMOVE_TRIES = 40;
+
+/**
+ * Removes the cgroup at `path`. Right after its last process was reaped the kernel may still count it as populated
+ * (EBUSY), so a busy cgroup is tried again shortly, a bounded number of times, without holding the process open.
+ */
+function removeSoon(path: string, tries: number): void {
+  try {
+    rmdirSync(path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EBUSY' || tries <= 1) return;
+    setTimeout(() => removeSoon(path, tries - 1), 50).unref();
+  }
+}
+
 function oomKillsIn(file: string): number {
   return Number(/^oom_kill (\d+)$/m.exec(read(file) ?? '')?.[1] ?? 0);
 }
@@ -156,13 +172,7 @@ export function openMemoryCgroup(bytes: number): MemoryCgroup | null {
   } catch {
     return null;
   }
-  const remove = () => {
-    try {
-      rmdirSync(path);
-    } catch {
-      // still busy: the next sweep removes it
-    }
-  };
+  const remove = () => removeSoon(path, REMOVE_TRIES);
   try {
     if (version === 'v1') {
       writeFileSync(join(path, 'memory.limit_in_bytes'), String(bytes));
