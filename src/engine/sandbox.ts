@@ -10,6 +10,7 @@ import { loadEngineConfig } from './config.ts';
 import { plainSubdir } from './safe-fs.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { hostGit, type GitRun } from './git.ts';
+import { gitBaseEnv } from './host-git.ts';
 import { agentSandboxPlan, gitSandboxPlan } from '../spawn/agent-plan.ts';
 import { bwrapArgv, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { runSync } from '../spawn/start.ts';
@@ -121,7 +122,7 @@ export function postAgentGit(ctx: RunContext, { mode }: RunSandbox): GitRun {
   return (cwd, argv, { extra, scratch }) => {
     const plan = gitSandboxPlan({ workdir: cwd, repo: ctx.state.repo_path, scratch, home, svcHome, env: ctx.env });
     return runSync(bwrapArgv(mode.bwrap, plan, argv), {
-      kind: 'tool', base: process.env, extra, cwd, maxBuffer: 256 * MIB,
+      kind: 'tool', base: gitBaseEnv(process.env), extra, cwd, maxBuffer: 256 * MIB,
     });
   };
 }
