@@ -3,7 +3,7 @@
 import { ACTIVE_STATUSES, TERMINAL } from '../run-json.ts';
 import type { RunRow } from '../db/run-types.ts';
 
-export const RUN_ACTIONS = ['stop', 'resume', 'retry', 'verify', 'delete', 'answer'] as const;
+export const RUN_ACTIONS = ['stop', 'resume', 'retry', 'verify', 'delete', 'answer', 'pr'] as const;
 export type RunAction = (typeof RUN_ACTIONS)[number];
 
 const FINISHED = TERMINAL;
@@ -14,10 +14,12 @@ const ALLOWED_FROM: Record<RunAction, ReadonlySet<string>> = {
   verify: FINISHED,
   delete: FINISHED,
   answer: new Set(['blocked']),
+  // A --pr run that did its work but could not open its PR ends failed; the engine checks the rest (pr-later.ts).
+  pr: new Set(['failed']),
 };
 // Actions that start a process in the run's repository: only a run this server recorded the folder of, in a project
 // the operator registered (src/control/projects.ts; issue 20 item 6).
-const NEEDS_LOCAL = new Set<RunAction>(['resume', 'retry', 'verify']);
+const NEEDS_LOCAL = new Set<RunAction>(['resume', 'retry', 'verify', 'pr']);
 
 /** Whether a folder is a registered project (projects.ts isRegisteredProject, bound to the server's deps). */
 export type IsRegistered = (path: string) => boolean;
@@ -38,6 +40,8 @@ export function actionRefusal(
         `import it again (POST /v1/import) to ${action} it`;
     }
   }
+  if (action === 'pr' && row.pr_url) return `Run ${id} already has its pull request: ${row.pr_url}`;
+  if (action === 'pr' && !row.branch?.startsWith('svc/')) return `Run ${id} was not started with --pr`;
   if (ALLOWED_FROM[action].has(row.status)) return null;
   if (action === 'delete') return `Run ${id} is still active; stop it before deleting`;
   return `Cannot ${action} run ${id}: it is ${row.status}`;

@@ -16,8 +16,8 @@ import { GIT_ISOLATION_ENV } from './host-git.ts';
 
 export { githubHost } from './git-token.ts';
 
-export const NO_CREDENTIALS =
-  'No GitHub credentials: set GITHUB_TOKEN or GH_TOKEN, or log in with gh (nothing was pushed)';
+export const NO_CREDENTIALS_FIX = 'set GITHUB_TOKEN or GH_TOKEN, or log in with gh';
+export const NO_CREDENTIALS = `No GitHub credentials: ${NO_CREDENTIALS_FIX} (nothing was pushed)`;
 
 export interface PrRequest {
   workdir: string;
@@ -138,12 +138,18 @@ export async function pushBranch(
   }
 }
 
+/** What opens the pull request: the token (from the environment or `gh auth token`), else gh itself; null: nothing. */
+export function githubCredential(env: NodeJS.ProcessEnv): { token: string | null; gh: string | null } | null {
+  const token = githubToken(env);
+  const gh = token ? null : which('gh', env.PATH);
+  return token || gh ? { token, gh } : null;
+}
+
 export async function openPullRequest(req: PrRequest): Promise<PrResult> {
-  const token = githubToken(req.env);
-  const gh = token ? null : which('gh', req.env.PATH);
+  const credential = githubCredential(req.env);
   // Nothing is pushed when no pull request could be opened afterwards: a branch without its PR helps nobody.
-  if (!token && !gh) throw new RefusedError(NO_CREDENTIALS);
-  await pushBranch(req.workdir, req.target, req.branch, token, req.env);
-  if (token) return createViaRest(req, token);
-  return createViaGh(req, gh!);
+  if (!credential) throw new RefusedError(NO_CREDENTIALS);
+  await pushBranch(req.workdir, req.target, req.branch, credential.token, req.env);
+  if (credential.token) return createViaRest(req, credential.token);
+  return createViaGh(req, credential.gh!);
 }

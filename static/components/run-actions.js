@@ -1,5 +1,5 @@
 // @ts-check
-// <svc-run-actions>: stop, resume, retry, verify and delete, each confirmed first. Run detail lists the reason the
+// <svc-run-actions>: stop, resume, retry, verify, open PR and delete, each confirmed first. Run detail lists the reason the
 // server would refuse each action (`refusals`): such buttons are disabled and the reason is shown under them. A
 // refusal that still happens (loopback_only, a race) is shown with the server's reason first, then its code.
 import { html, render } from '../lib/html.js';
@@ -33,6 +33,11 @@ const ACTIONS = [
   {
     name: 'verify', label: 'Verify', method: 'POST', suffix: '/verify', when: (s) => TERMINAL.has(s),
     title: 'Verify again?', body: 'The checks run again and a new Evidence Receipt is issued.',
+  },
+  {
+    name: 'pr', label: 'Open PR', method: 'POST', suffix: '/pr', when: (s) => s === 'failed',
+    title: 'Open the pull request now?',
+    body: 'The run\'s verified work is pushed to its pinned origin and the pull request is opened with its receipt.',
   },
   {
     name: 'delete', label: 'Delete', method: 'DELETE', suffix: '', when: (s) => TERMINAL.has(s),
