@@ -24,11 +24,25 @@ const NEEDS_LOCAL = new Set<RunAction>(['resume', 'retry', 'verify', 'pr']);
 /** Whether a folder is a registered project (projects.ts isRegisteredProject, bound to the server's deps). */
 export type IsRegistered = (path: string) => boolean;
 
+/** Why a run cannot get its pull request later, as far as its row tells (the engine checks the receipt and policy). */
+function prRefusal(row: RunRow, id: string): string | null {
+  if (row.pr_url) return `Run ${id} already has its pull request: ${row.pr_url}`;
+  if (!row.branch?.startsWith('svc/')) return `Run ${id} was not started with --pr`;
+  if (row.verdict !== 'verified' && row.verdict !== 'verified_with_gaps') {
+    return `Run ${id} has verdict ${row.verdict ?? 'none'}: only verified work gets a pull request`;
+  }
+  return null;
+}
+
 /** The message of the 409 invalid_transition the server answers `action` with, or null when it would accept it. */
 export function actionRefusal(
   row: RunRow, localSource: string, action: RunAction, registered: IsRegistered,
 ): string | null {
   const id = `${row.source}/${row.run}`;
+  if (action === 'pr') {
+    const problem = prRefusal(row, id);
+    if (problem !== null) return problem;
+  }
   if (NEEDS_LOCAL.has(action)) {
     if (row.source !== localSource) return `Run ${id} belongs to another source; only stop and answer reach it`;
     if (!row.repo_path) {
@@ -40,8 +54,6 @@ export function actionRefusal(
         `import it again (POST /v1/import) to ${action} it`;
     }
   }
-  if (action === 'pr' && row.pr_url) return `Run ${id} already has its pull request: ${row.pr_url}`;
-  if (action === 'pr' && !row.branch?.startsWith('svc/')) return `Run ${id} was not started with --pr`;
   if (ALLOWED_FROM[action].has(row.status)) return null;
   if (action === 'delete') return `Run ${id} is still active; stop it before deleting`;
   return `Cannot ${action} run ${id}: it is ${row.status}`;

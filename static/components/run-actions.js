@@ -12,7 +12,7 @@ import { TERMINAL } from '../lib/run-status.js';
 /**
  * @typedef {{
  *   name: string, label: string, method: string, suffix: string, when: (s: string) => boolean, title: string,
- *   body: string, danger?: boolean,
+ *   body: string, danger?: boolean, shown?: (run: Record<string, unknown>) => boolean,
  * }} Action
  * @type {Action[]}
  */
@@ -35,7 +35,10 @@ const ACTIONS = [
     title: 'Verify again?', body: 'The checks run again and a new Evidence Receipt is issued.',
   },
   {
+    // Only on a --pr run (branch svc/…) without a PR whose work was verified: the one case it is for.
     name: 'pr', label: 'Open PR', method: 'POST', suffix: '/pr', when: (s) => s === 'failed',
+    shown: (run) => !run.pr_url && String(run.branch ?? '').startsWith('svc/') &&
+      (run.verdict === 'verified' || run.verdict === 'verified_with_gaps'),
     title: 'Open the pull request now?',
     body: 'The run\'s verified work is pushed to its pinned origin and the pull request is opened with its receipt.',
   },
@@ -53,6 +56,8 @@ class RunActions extends HTMLElement {
     /** @type {{source: string, run: string} | null} */
     this.runId = null;
     this.status = '';
+    /** @type {Record<string, unknown>} */
+    this.run = {};
     this.busy = false;
     /**
      * Per action: null when the server would accept it, else its reason (from run detail).
@@ -74,6 +79,7 @@ class RunActions extends HTMLElement {
   /** @param {{status: string}} run @param {any} [body] */
   update(run, body) {
     this.status = run.status;
+    this.run = run;
     const r = body?.refusals;
     this.refusals = r && typeof r === 'object' ? r : null;
     this.renderButtons();
@@ -91,11 +97,12 @@ class RunActions extends HTMLElement {
     // they are spelled out under the buttons. Status reasons stay in each button's tooltip.
     /** @type {Map<string, string[]>} reason → labels of the actions it disables */
     const why = new Map();
-    for (const a of ACTIONS) {
+    const actions = ACTIONS.filter((a) => !a.shown || a.shown(this.run));
+    for (const a of actions) {
       const reason = this.refusal(a);
       if (reason && a.when(this.status)) why.set(reason, [...(why.get(reason) ?? []), a.label]);
     }
-    render(box, html`${ACTIONS.map((a) => {
+    render(box, html`${actions.map((a) => {
       const reason = this.refusal(a);
       return html`<button type="button" data-run-action="${a.name}" class="${a.danger ? 'danger-outline' : ''}"
         ${reason === null && !this.busy ? '' : html`disabled`} title="${reason ?? a.body}">${a.label}</button>`;
