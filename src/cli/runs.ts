@@ -141,7 +141,8 @@ async function dispatch(
     else io.stdout(`${sub[0]!.toUpperCase()}${sub.slice(1)} requested for ${ref.source}/${ref.run}\n`);
     return 0;
   }
-  throw new UsageError(`Unknown subcommand "runs ${sub}" (expected list, show, stop, resume, retry, verify, pr or answer)`);
+  const expected = 'list, show, stop, resume, retry, verify, pr or answer';
+  throw new UsageError(`Unknown subcommand "runs ${sub}" (expected ${expected})`);
 }
 
 export default async function runs(io: CliIo): Promise<number> {

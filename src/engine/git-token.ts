@@ -28,7 +28,7 @@ export function githubHost(env: NodeJS.ProcessEnv): string {
   return tokenOrigin(env).hostname;
 }
 
-/** The origin a GitHub token belongs to: https://github.com, or the GITHUB_API_URL host and port (GitHub Enterprise). */
+/** The origin a GitHub token belongs to: https://github.com, or GITHUB_API_URL's host and port (GitHub Enterprise). */
 export function tokenOrigin(env: NodeJS.ProcessEnv): { hostname: string; port: string } {
   const api = env.GITHUB_API_URL ? new URL(env.GITHUB_API_URL) : null;
   if (!api || api.hostname === 'api.github.com') return { hostname: 'github.com', port: '' };

@@ -1,8 +1,10 @@
 // Thin git wrappers: argv arrays through the spawn policy (never a shell), errors carry git's own message.
-// Every git runs without svc's credentials in its environment and with every program a repository can name switched
-// off (hooks, fsmonitor, submodule recursion, external diff and textconv). The calls that read a worktree after the
-// agent worked in it also run inside a sandbox of their own (a `GitRun` from src/engine/sandbox.ts), so whatever the
-// agent planted that git might still run (an embedded repository's filter) runs with nothing to read or reach.
+// Every git runs without svc's credentials in its environment, with no global or system config, and with every program
+// a repository can name switched off (hooks, fsmonitor, submodule recursion, external diff and textconv): the argv
+// and environment come from src/engine/host-git.ts, the one place that decides them. The calls that read a worktree
+// after the agent worked in it also run inside a sandbox of their own (a `GitRun` from src/engine/sandbox.ts), so
+// whatever the agent planted that git might still run (an embedded repository's filter) runs with nothing to read or
+// reach.
 import { readFileSync, appendFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { join, basename, resolve } from 'node:path';
 import { tmpdir } from 'node:os';
@@ -11,8 +13,6 @@ import { runSync } from '../spawn/start.ts';
 import { FailedError } from '../errors.ts';
 import { gitArgv, gitBaseEnv, gitExtraEnv, filterOverrides } from './host-git.ts';
 import { GitRedirectedError, redirectedUrl } from './git-redirect.ts';
-
-export { SAFE_GIT_CONFIG } from './host-git.ts';
 
 /** Runs one git argv (already hardened) and returns stdout; `scratch` are folders it writes besides the repository. */
 export type GitRun = (

@@ -24,6 +24,7 @@ import { assertPlainDir, openAppendNoFollow, writeNoFollow } from './safe-fs.ts'
 import { resolveSandbox, unsandboxedWarning, probeDone } from '../spawn/sandbox-mode.ts';
 import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts';
 import { checkPrPossible } from './pr-check.ts';
+import { signsLater } from './evidence.ts';
 
 /**
  * Refuses (a SvcError: unavailable or refused) a run whose agents cannot be sandboxed as its policy and origin require
@@ -150,6 +151,8 @@ function createRun(n: NewRun): PreparedRun {
  * left for createRun to refuse with its own fix.
  */
 async function prPreflight(repo: string, pr: boolean, env: NodeJS.ProcessEnv): Promise<void> {
+  // A Kubernetes pod's run container holds no GitHub credential by design: its signer container opens the PR.
+  if (signsLater(env)) return;
   let target: PushTarget | null;
   try {
     target = pushTargetFor(repo, pr);

@@ -21,7 +21,7 @@ export function prLaterRefusal(state: RunState): string | null {
   const id = `${state.source}/${state.run}`;
   if (!state.pr) return `Run ${id} was not started with --pr`;
   if (state.pr_url) return `Run ${id} already has its pull request: ${state.pr_url}`;
-  if (state.status !== 'failed') return `Run ${id} is ${state.status}; only a failed run whose PR was not opened gets one`;
+  if (state.status !== 'failed') return `Run ${id} is ${state.status}; only a failed run without its PR gets one`;
   if (state.failed_check) return `Run ${id} failed its required check "${state.failed_check}"`;
   if (!state.push_target) return `Run ${id} has no push target (none was pinned when it was made)`;
   return null;

@@ -1,6 +1,6 @@
 // @ts-check
-// <svc-run-actions>: stop, resume, retry, verify, open PR and delete, each confirmed first. Run detail lists the reason the
-// server would refuse each action (`refusals`): such buttons are disabled and the reason is shown under them. A
+// <svc-run-actions>: stop, resume, retry, verify, open PR and delete, each confirmed first. Run detail lists the reason
+// the server would refuse each action (`refusals`): such buttons are disabled and the reason is shown under them. A
 // refusal that still happens (loopback_only, a race) is shown with the server's reason first, then its code.
 import { html, render } from '../lib/html.js';
 import { api, runPath } from '../lib/api.js';
