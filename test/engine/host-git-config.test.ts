@@ -1,7 +1,7 @@
 // svc's own git reads no global or system config: an agent that once wrote ~/.gitconfig (or ~/.config/git/*) gets no
 // program run on the host by svc's `git worktree add`, commit, diff or push. Each setting below would leave a mark in
-// a file if git ran what it names; a --pr run and a push with no token must leave none. The repository's own
-// .git/config filters are switched off for the host checkout too.
+// a file if git ran what it names; a --pr run, a push with no token and a managed checkout must leave none. The
+// repository's own .git/config filters are switched off for the host checkout too.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
@@ -12,6 +12,8 @@ import { runChild } from '../helpers/run-child.ts';
 import { pushBranch } from '../../src/engine/pr.ts';
 import { pinPushTarget } from '../../src/engine/git-push.ts';
 import { createWorktree } from '../../src/engine/git.ts';
+import { createManagedCheckouts } from '../../src/trigger/managed-checkout.ts';
+import { createLogger } from '../../src/log.ts';
 
 /** A global config whose every program-naming setting runs `mark` with its own name. */
 function poisonHome(home: string, mark: string, root: string): void {
@@ -115,6 +117,17 @@ describe('svc\'s git with a poisoned global git config', () => {
       process.env.HOME = saved;
       server.kill();
     }
+    assert.deepEqual(marksIn(marks), []);
+  });
+
+  it('runs nothing it names when the trigger server fetches and checks out a clone= repository', async () => {
+    const stateDir = join(repo.root, 'trigger-state');
+    const managed = createManagedCheckouts({ stateDir, checkoutsDir: join(repo.root, 'checkouts'),
+      env: { PATH: process.env.PATH, HOME: repo.home }, log: createLogger('test', () => {}) });
+    const keys = { errtrack: [], trackera: [], trackerb: [], chata: [], chatb: [] };
+    const served = { name: 'acme/api', checkout: null, clone: `file://${repo.origin}`, keys, isDefault: false, line: 1 };
+    const dir = await managed.prepare(served, { id: 'j1', args: [] });
+    assert.equal(readFileSync(join(dir, 'a.txt'), 'utf8'), 'hello\n');
     assert.deepEqual(marksIn(marks), []);
   });
 
