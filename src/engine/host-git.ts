@@ -2,7 +2,8 @@
 // git sandbox. git reads no global or system configuration (~/.gitconfig, ~/.config/git/*, /etc/gitconfig: an agent
 // that could write one must not get a program run on the host or a credential sent elsewhere), no attributes or
 // ignore file outside the repository, and only the settings svc passes itself. Of the repository's own config (an
-// agent may have written it), every setting that names a program is switched off here or, for filters, by name.
+// agent may have written it), hooks, fsmonitor, helpers and signing programs are switched off here; the filters of a
+// checkout on the host are switched off by name (filterOverrides, used by createWorktree in git.ts).
 // Must not: let the operator's GIT_* environment re-enable what this turns off (GIT_CONFIG_*, GIT_DIR, GIT_ASKPASS...).
 
 /**
