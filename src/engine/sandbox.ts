@@ -10,6 +10,7 @@ import { loadEngineConfig } from './config.ts';
 import { plainSubdir } from './safe-fs.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { hostGit, type GitRun } from './git.ts';
+import { gitBaseEnv } from './host-git.ts';
 import { agentSandboxPlan, gitSandboxPlan } from '../spawn/agent-plan.ts';
 import { bwrapArgv, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { runSync } from '../spawn/start.ts';
@@ -124,7 +125,7 @@ export function postAgentGit(ctx: RunContext, { mode }: RunSandbox): GitRun {
     const filter = openFilterFd();
     try {
       return runSync(bwrapArgv(mode.bwrap, plan, argv), {
-        kind: 'tool', base: process.env, extra, cwd, maxBuffer: 256 * MIB, fd3: filter,
+        kind: 'tool', base: gitBaseEnv(process.env), extra, cwd, maxBuffer: 256 * MIB, fd3: filter,
       });
     } finally {
       closeFilterFd(filter);
