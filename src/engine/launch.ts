@@ -9,8 +9,7 @@ import { createHash } from 'node:crypto';
 import { BadInputError, RefusedError } from '../errors.ts';
 import { classifyInput, isWebhookOrigin } from './classify.ts';
 import { buildTask } from './spec.ts';
-import { loadEngineConfig } from './config.ts';
-import { resolveProvider } from './providers.ts';
+import { refuseOutsideView, runSettings } from './run-settings.ts';
 import { loadPolicy, PolicyError } from './policy.ts';
 import { newRunId, isValidSegment } from './ids.ts';
 import { repoRoot, headSha, currentBranch, excludeEngineFolders, gitCommonDir } from './git.ts';
@@ -66,11 +65,18 @@ export function resolveRepo(dir: string): string {
   }
 }
 
-/** Checks provider and policy up front so a bad setup fails the command, not a detached worker nobody watches. */
-function preflight(repo: string, provider: string | null, env: NodeJS.ProcessEnv): string {
+/**
+ * Checks provider and policy up front so a bad setup fails the command, not a detached worker nobody watches: the
+ * provider under the settings rule (an untrusted file's widening settings refuse a CLI run), and, sandboxed, that a
+ * command provider names nothing its sandbox would not show. `worktree`: the run will work in a worktree of its own.
+ */
+function preflight(repo: string, provider: string | null, env: NodeJS.ProcessEnv, worktree: boolean): string {
   try {
-    loadPolicy(repo);
-    return resolveProvider(provider, loadEngineConfig(repo), env).name;
+    const policy = loadPolicy(repo);
+    const workdir = worktree ? join(repo, '.svc', 'worktrees', 'new-run') : repo;
+    const settings = runSettings(provider, repo, workdir, env);
+    if (resolveSandbox(policy.sandbox, env).kind === 'bwrap') refuseOutsideView(settings.provider, repo, workdir, env);
+    return settings.provider.name;
   } catch (err) {
     if (err instanceof PolicyError) throw new RefusedError(`Refusing to start: ${err.message}`, { cause: err });
     throw err;
@@ -148,7 +154,7 @@ export async function prepareRun(opts: StartOptions): Promise<PreparedRun> {
   const confineTo = isWebhookOrigin(opts.env.SVC_ORIGIN) ? repo : null;
   const input = classifyInput(opts.input, { forceBrief: opts.forceBrief, cwd: process.cwd(), confineTo });
   const task = await buildTask(input, repo, opts.env);
-  const provider = preflight(repo, opts.provider, opts.env);
+  const provider = preflight(repo, opts.provider, opts.env, opts.worktree || opts.pr);
   return createRun({
     repo, run: opts.runId ?? newRunId(), groupId: null, ...task, provider, pr: opts.pr, worktree: opts.worktree,
     input: { kind: input.kind, value: input.kind === 'brief' ? task.brief : input.value }, env: opts.env,
@@ -163,7 +169,7 @@ export function prepareRetry(
   const oldDir = runDir(repo, oldRun);
   if (!existsSync(oldDir)) throw new BadInputError(`No run ${oldRun} in ${repo}`);
   const old = readState(oldDir);
-  const provider = preflight(repo, old.provider, env);
+  const provider = preflight(repo, old.provider, env, old.worktree);
   return createRun({
     repo, run: newRun ?? newRunId(), groupId: old.group_id, spec: readFileSync(join(oldDir, 'spec.md'), 'utf8'),
     brief: old.brief, origin: old.origin, provider, pr: old.pr, worktree: old.worktree, input: old.input,
