@@ -4,13 +4,17 @@
 // run uses a widening setting only after the person trusted that exact file.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { probeSandbox } from '../../src/spawn/probe.ts';
+import { letNobodyReach } from '../helpers/nobody-reach.ts';
 
 const bwrapWorks = probeSandbox(process.env).ok;
+const isRoot = process.getuid?.() === 0;
+const NOBODY = 65534;
 if (process.env.CI && !bwrapWorks) throw new Error('CI must run the sandbox tests: install the Debian package bubblewrap');
 
 /** Plants what svc's own git (or the user's shell) on the host would run later, and a cache it may keep. */
@@ -44,8 +48,11 @@ function writeConfig(repo: TestRepo, config: unknown): void {
   writeFileSync(join(repo.repo, '.svc', 'config.json'), JSON.stringify(config));
 }
 
-function svc(repo: TestRepo, env: NodeJS.ProcessEnv, args: string[]) {
-  return runChild(process.execPath, [CLI, ...args], { cwd: repo.repo, env });
+/** The svc CLI in the repository; as nobody (through setpriv) when `asNobody`. */
+function svc(repo: TestRepo, env: NodeJS.ProcessEnv, args: string[], asNobody = false) {
+  if (!asNobody) return runChild(process.execPath, [CLI, ...args], { cwd: repo.repo, env });
+  return runChild('setpriv', [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', '--', process.execPath, CLI,
+    ...args], { cwd: repo.repo, env });
 }
 
 /** The newest run's state and the text of its events. */
@@ -61,7 +68,8 @@ const runCount = (repo: TestRepo) => {
   return existsSync(runs) ? readdirSync(runs).length : 0;
 };
 
-describe('a repository asking for host folders', { skip: bwrapWorks ? false : 'bwrap cannot run here' }, () => {
+/** One pass, as whoever runs the tests or (as root only) as nobody: the kernel treats the two differently. */
+function hostFolders(asNobody: boolean): void {
   let repo: TestRepo;
   let env: NodeJS.ProcessEnv;
   let planted: string;
@@ -75,6 +83,11 @@ describe('a repository asking for host folders', { skip: bwrapWorks ? false : 'b
       provider: 'planter',
       providers: { planter: { command: [planted], writable: ['.config/git', '/etc', '.bashrc', '.agent-cache'] } },
     });
+    if (asNobody) {
+      letNobodyReach(CLI);
+      letNobodyReach(process.execPath);
+      execFileSync('chown', ['-R', `${NOBODY}:${NOBODY}`, repo.root]);
+    }
   });
   after(() => repo.cleanup());
 
@@ -85,7 +98,7 @@ describe('a repository asking for host folders', { skip: bwrapWorks ? false : 'b
   }
 
   it('a run a server started mounts none of them, says so in its log, and goes on without them', async () => {
-    const res = await svc(repo, { ...env, SVC_ORIGIN: 'control' }, ['start', '--brief', 'server run']);
+    const res = await svc(repo, { ...env, SVC_ORIGIN: 'control' }, ['start', '--brief', 'server run'], asNobody);
     assert.equal(res.code, 0, res.stderr);
     const { state, events } = lastRun(repo);
     assert.equal(state.status, 'succeeded', state.error);
@@ -100,16 +113,16 @@ describe('a repository asking for host folders', { skip: bwrapWorks ? false : 'b
 
   it('a CLI run refuses to start until the person trusts the file, then uses only what may ever be writable', async () => {
     const before = runCount(repo);
-    const refused = await svc(repo, env, ['start', '--brief', 'untrusted']);
+    const refused = await svc(repo, env, ['start', '--brief', 'untrusted'], asNobody);
     assert.notEqual(refused.code, 0);
     assert.match(refused.stderr, /providers\.planter\.writable ".agent-cache"/);
     assert.match(refused.stderr, /svc trust/);
     assert.equal(runCount(repo), before, 'no run was made');
 
-    const trusted = await svc(repo, env, ['trust']);
+    const trusted = await svc(repo, env, ['trust'], asNobody);
     assert.equal(trusted.code, 0, trusted.stderr);
     assert.match(trusted.stdout, /allowed: providers\.planter\.writable ".agent-cache"/);
-    const res = await svc(repo, env, ['start', '--brief', 'trusted']);
+    const res = await svc(repo, env, ['start', '--brief', 'trusted'], asNobody);
     assert.equal(res.code, 0, res.stderr);
     const { state } = lastRun(repo);
     assert.equal(state.status, 'succeeded', state.error);
@@ -120,15 +133,21 @@ describe('a repository asking for host folders', { skip: bwrapWorks ? false : 'b
   it('a changed file is not trusted: the run is refused again until trusted again', async () => {
     const path = join(repo.repo, '.svc', 'config.json');
     writeFileSync(path, readFileSync(path, 'utf8').replace('.agent-cache', '.agent-cache2'));
-    const refused = await svc(repo, env, ['start', '--brief', 'changed']);
+    const refused = await svc(repo, env, ['start', '--brief', 'changed'], asNobody);
     assert.notEqual(refused.code, 0);
     assert.match(refused.stderr, /changed since you trusted it/);
-    const list = await svc(repo, env, ['trust', '--list']);
+    const list = await svc(repo, env, ['trust', '--list'], asNobody);
     assert.match(list.stdout, /changed since trusted: not used/);
-    const revoked = await svc(repo, env, ['trust', '--revoke']);
+    const revoked = await svc(repo, env, ['trust', '--revoke'], asNobody);
     assert.equal(revoked.code, 0, revoked.stderr);
-    assert.match((await svc(repo, env, ['trust', '--list'])).stdout, /No trusted files/);
+    assert.match((await svc(repo, env, ['trust', '--list'], asNobody)).stdout, /No trusted files/);
   });
+}
+
+describe('a repository asking for host folders', { skip: bwrapWorks ? false : 'bwrap cannot run here' }, () => {
+  describe(`as ${isRoot ? 'root' : 'this user'}`, () => hostFolders(false));
+  describe('as an unprivileged user (nobody, through setpriv)', { skip: isRoot ? false : 'needs root to drop to nobody' },
+    () => hostFolders(true));
 });
 
 describe('a repository redefining a built-in provider', { skip: bwrapWorks ? false : 'bwrap cannot run here' }, () => {
