@@ -2,7 +2,7 @@
 // its exact bytes, kept in ~/.svc/trust.json (never visible inside a sandbox). A changed file is not trusted until
 // trusted again. Only CLI runs consult it; a run a server started never widens on a repository's word.
 import { existsSync, readFileSync, realpathSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { isJsonObject } from '../untrusted.ts';
 import { BadSettingError } from '../errors.ts';
 import { writeJsonAtomic } from './atomic.ts';
@@ -21,11 +21,14 @@ export function trustFile(env: NodeJS.ProcessEnv): string {
 
 /** The real path a record is keyed by: links resolved, so two names of one file share one record. */
 export function trustKey(path: string): string {
-  try {
-    return realpathSync(path);
-  } catch {
-    return join(realpathSync(dirname(path)), 'config.json');
+  for (const real of [() => realpathSync(path), () => join(realpathSync(dirname(path)), basename(path))]) {
+    try {
+      return real();
+    } catch {
+      // gone: a record of a removed file is still found by the path it was trusted under
+    }
   }
+  return path;
 }
 
 export function readTrust(env: NodeJS.ProcessEnv): TrustRecord[] {
