@@ -55,12 +55,19 @@ export function loadEngineConfig(repo: string): EngineConfig {
 
 /** Parses a config file's bytes; `where` names the file in errors, `keys` are the top-level keys it may hold. */
 export function parseEngineConfig(bytes: Buffer, where: string, keys: readonly string[]): EngineConfig {
-  let raw: unknown;
+  return parseEngineConfigValue(parseJsonFile(bytes, where), where, keys);
+}
+
+export function parseJsonFile(bytes: Buffer, where: string): unknown {
   try {
-    raw = JSON.parse(bytes.toString('utf8'));
+    return JSON.parse(bytes.toString('utf8'));
   } catch {
     throw new BadSettingError(`${where} is not valid JSON`);
   }
+}
+
+/** The parsed form: `provider`, `providers`, `env` are read; other keys in `keys` are the caller's to read. */
+export function parseEngineConfigValue(raw: unknown, where: string, keys: readonly string[]): EngineConfig {
   if (!isJsonObject(raw)) throw new BadSettingError(`${where} must hold a JSON object`);
   const o = raw as Record<string, unknown>;
   for (const key of Object.keys(o)) {

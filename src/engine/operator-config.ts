@@ -1,9 +1,13 @@
 // The operator's settings (DESIGN §7a): `/etc/svc/operator.json`, then `~/.svc/operator.json` (the latter wins per
 // provider name). Only these files, never a repository, may pass environment into the agent, make host folders
-// writable for it, or define a provider under a built-in's name. Neither file is ever visible inside a sandbox.
+// writable for it, define a provider under a built-in's name, or cap the limits a repository's policy
+// sets. Neither file is ever visible inside a sandbox.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseEngineConfig, type ProviderEntry } from './config.ts';
+import { parseEngineConfigValue, parseJsonFile, type ProviderEntry } from './config.ts';
+import { DEFAULT_LIMITS, type RunLimits } from './policy-limits.ts';
+import { BadSettingError } from '../errors.ts';
+import { isJsonObject } from '../untrusted.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { isSecretName } from '../spawn/env.ts';
 
@@ -12,8 +16,28 @@ export interface OperatorConfig {
   env: string[];
   /** Command providers the operator defines; a built-in's name replaces that built-in. */
   providers: Record<string, ProviderEntry>;
+  /** Caps on a repository's `limits` (and on the defaults): the lower of the two applies. */
+  limits: Partial<RunLimits>;
   /** The files read, for messages. */
   files: string[];
+}
+
+/** `limits`: the same keys as policy.json's, each a whole number of at least 1. */
+function readCaps(raw: unknown, where: string): Partial<RunLimits> {
+  if (raw === undefined) return {};
+  if (!isJsonObject(raw)) throw new BadSettingError(`${where} limits must be an object`);
+  const caps: Partial<RunLimits> = {};
+  for (const [key, value] of Object.entries(raw)) {
+    if (!(key in DEFAULT_LIMITS)) {
+      const allowed = Object.keys(DEFAULT_LIMITS).join(', ');
+      throw new BadSettingError(`Unknown key "${key}" in ${where} limits (allowed: ${allowed})`);
+    }
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
+      throw new BadSettingError(`${where} limits.${key} must be a whole number of at least 1`);
+    }
+    caps[key as keyof RunLimits] = value;
+  }
+  return caps;
 }
 
 export const SYSTEM_OPERATOR_FILE = '/etc/svc/operator.json';
@@ -24,10 +48,16 @@ export function operatorFiles(env: NodeJS.ProcessEnv): string[] {
 
 /** Both files merged; a broken one is an error naming it (fail closed, like the repository's config). */
 export function loadOperatorConfig(env: NodeJS.ProcessEnv): OperatorConfig {
-  const merged: OperatorConfig = { env: [], providers: {}, files: [] };
+  const merged: OperatorConfig = { env: [], providers: {}, limits: {}, files: [] };
   for (const path of operatorFiles(env)) {
     if (!existsSync(path)) continue;
-    const config = parseEngineConfig(readFileSync(path), path, ['env', 'providers']);
+    const raw = parseJsonFile(readFileSync(path), path);
+    const config = parseEngineConfigValue(raw, path, ['env', 'providers', 'limits']);
+    // The system file's caps and the home file's both hold: the lower wins.
+    for (const [key, cap] of Object.entries(readCaps((raw as Record<string, unknown>).limits, path))) {
+      const name = key as keyof RunLimits;
+      merged.limits[name] = Math.min(merged.limits[name] ?? cap, cap);
+    }
     merged.files.push(path);
     for (const name of config.env ?? []) if (!merged.env.includes(name)) merged.env.push(name);
     Object.assign(merged.providers, config.providers);

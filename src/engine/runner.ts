@@ -5,6 +5,8 @@ import { join } from 'node:path';
 import { openRunContext, type RunContext } from './run-context.ts';
 import { loadPolicy, type Policy } from './policy.ts';
 import { passedEnvFor, runSettings } from './run-settings.ts';
+import { loadOperatorConfig } from './operator-config.ts';
+import { cappedLimits } from './setting-authority.ts';
 import { createWorktree } from './git.ts';
 import { identityOf, signalGroup } from './proc-group.ts';
 import { isChildOf } from './worker-identity.ts';
@@ -72,8 +74,16 @@ function pinPushTarget(ctx: RunContext): void {
 const RESUMED_NOTE =
   'This run was resumed: your earlier changes are already in the working tree. Continue the task from there.';
 
-async function startOrResume(ctx: RunContext, mode: WorkerMode): Promise<void> {
+/** The project's policy with its limits held within the operator's caps (each lowered one said in the log). */
+function runPolicy(ctx: RunContext): Policy {
   const policy = loadPolicy(ctx.state.repo_path);
+  const { limits, notes } = cappedLimits(policy.limits, loadOperatorConfig(ctx.env).limits);
+  for (const note of notes) ctx.event('log', { stream: 'svc', text: note });
+  return notes.length ? { ...policy, limits } : policy;
+}
+
+async function startOrResume(ctx: RunContext, mode: WorkerMode): Promise<void> {
+  const policy = runPolicy(ctx);
   pinPushTarget(ctx);
   const { state } = ctx;
   const workdir = state.worktree ? worktreeDir(state.repo_path, state.run) : state.repo_path;
@@ -126,7 +136,7 @@ async function finishOverBudget(
 }
 
 async function reverify(ctx: RunContext): Promise<void> {
-  const policy = loadPolicy(ctx.state.repo_path);
+  const policy = runPolicy(ctx);
   const sandbox = await withGate(ctx, policy, passedEnvFor(ctx.state.repo_path, ctx.state.workdir, ctx.env));
   try {
     ctx.event('log', { stream: 'svc', text: 'verify: re-running checks' });

@@ -10,6 +10,7 @@ import { within } from '../spawn/bwrap-argv.ts';
 import { neverWritable } from '../spawn/never-writable.ts';
 import type { EngineConfig, ProviderEntry } from './config.ts';
 import type { OperatorConfig } from './operator-config.ts';
+import type { RunLimits } from './policy-limits.ts';
 import { BUILTIN_PROVIDERS } from './providers.ts';
 
 export type Authority = 'repository' | 'operator';
@@ -28,7 +29,8 @@ export const SETTING_RULES: readonly SettingRule[] = [
   { file: 'policy.json', key: 'max_usd', authority: 'repository', why: 'a budget only narrows' },
   { file: 'policy.json', key: 'sandbox', authority: 'repository',
     why: '"none" counts only for a run a person starts at the CLI (src/spawn/sandbox-mode.ts)' },
-  { file: 'policy.json', key: 'limits', authority: 'repository', why: 'bounds on the run\'s own sandbox' },
+  { file: 'policy.json', key: 'limits', authority: 'repository',
+    why: 'bounds on the run\'s own sandbox, within the operator\'s caps (operator.json limits)' },
   { file: 'policy.json', key: 'network', authority: 'repository', why: 'its egress allow list, through the gate' },
   { file: 'config.json', key: 'provider', authority: 'repository', why: 'which provider a run uses by default' },
   { file: 'config.json', key: 'providers.<name>.command', authority: 'repository',
@@ -40,6 +42,7 @@ export const SETTING_RULES: readonly SettingRule[] = [
   { file: 'config.json', key: 'env', authority: 'operator', why: 'passes svc\'s environment into the agent' },
   { file: 'operator.json', key: 'env', authority: 'operator', why: 'names passed to the agent and the checks' },
   { file: 'operator.json', key: 'providers', authority: 'operator', why: 'providers, built-in names included' },
+  { file: 'operator.json', key: 'limits', authority: 'operator', why: 'caps on every run\'s limits' },
 ];
 
 /** How the run was started, and what the repository's file is worth. */
@@ -150,4 +153,16 @@ export function trustNeeded(widening: readonly Widening[], file: string, changed
   return `Refusing to start: ${file} asks for settings only the operator or you can allow (${asks}), and the file is ` +
     `${state}. Read it, then run \`svc trust\` in the repository to allow exactly this file, or move the setting to ` +
     OPERATOR_FILES;
+}
+
+/** A repository's limits (or the defaults) within the operator's caps; a note for each one lowered. */
+export function cappedLimits(limits: RunLimits, caps: Partial<RunLimits>): { limits: RunLimits; notes: string[] } {
+  const capped = { ...limits };
+  const notes: string[] = [];
+  for (const [key, cap] of Object.entries(caps) as [keyof RunLimits, number][]) {
+    if (capped[key] <= cap) continue;
+    notes.push(`limits.${key} ${capped[key]} is above the operator's cap: ${cap} applies`);
+    capped[key] = cap;
+  }
+  return { limits: capped, notes };
 }

@@ -2,16 +2,18 @@
 // .svc/config.json may not get, whoever started the run, and what only the operator's file or a person's trust gives.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { decideSettings, SETTING_RULES, type SettingsUse } from '../../src/engine/setting-authority.ts';
+import { cappedLimits, decideSettings, SETTING_RULES, type SettingsUse } from '../../src/engine/setting-authority.ts';
+import { loadOperatorConfig } from '../../src/engine/operator-config.ts';
+import { DEFAULT_LIMITS } from '../../src/engine/policy-limits.ts';
 import { neverWritable } from '../../src/spawn/never-writable.ts';
 import { parseEngineConfig, type EngineConfig } from '../../src/engine/config.ts';
 import { parsePolicy, PolicyError } from '../../src/engine/policy.ts';
 import { BadSettingError } from '../../src/errors.ts';
 
-const NO_OPERATOR = { env: [], providers: {}, files: [] };
+const NO_OPERATOR = { env: [], providers: {}, limits: {}, files: [] };
 
 describe('never-writable host folders', () => {
   let root: string;
@@ -87,7 +89,7 @@ describe('decideSettings', () => {
   });
 
   it('the operator may grant folders and names, but never a never-writable folder', () => {
-    const operator = { env: ['GOPROXY'], files: [], providers: { x: { command: ['/bin/true'], writable: ['.tool', '.ssh'] } } };
+    const operator = { env: ['GOPROXY'], files: [], limits: {}, providers: { x: { command: ['/bin/true'], writable: ['.tool', '.ssh'] } } };
     const d = decideSettings(hostile, operator, use({}));
     assert.deepEqual(d.config.providers.x, { command: ['/bin/true'], writable: [`${home}/.tool`] });
     assert.deepEqual(d.env, ['GOPROXY']);
@@ -107,5 +109,25 @@ describe('the settings table', () => {
     // …and a key it does not classify is refused, so none slips in unclassified.
     assert.throws(() => parsePolicy({ mounts: [] }), PolicyError);
     assert.throws(() => parseEngineConfig(Buffer.from('{"mounts":[]}'), 'x', keys('config.json')), BadSettingError);
+  });
+});
+
+describe('the operator\'s caps on limits', () => {
+  it('a repository\'s policy cannot raise a limit above the operator\'s cap; the lowered one is named', () => {
+    const root = mkdtempSync(join(tmpdir(), 'svc-caps-'));
+    try {
+      mkdirSync(join(root, '.svc'));
+      writeFileSync(join(root, '.svc', 'operator.json'), JSON.stringify({ limits: { memory_mb: 2048, processes: 4096 } }));
+      const operator = loadOperatorConfig({ HOME: root });
+      const asked = { ...DEFAULT_LIMITS, memory_mb: 65536, processes: 64 };
+      const { limits, notes } = cappedLimits(asked, operator.limits);
+      assert.equal(limits.memory_mb, 2048);
+      assert.equal(limits.processes, 64, 'a lower limit stands');
+      assert.deepEqual(notes, ['limits.memory_mb 65536 is above the operator\'s cap: 2048 applies']);
+      writeFileSync(join(root, '.svc', 'operator.json'), JSON.stringify({ limits: { memory: 1 } }));
+      assert.throws(() => loadOperatorConfig({ HOME: root }), BadSettingError);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });
