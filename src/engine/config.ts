@@ -11,6 +11,8 @@ export interface ProviderEntry {
   command: string[];
   /** Folders the provider's CLI writes (absolute, or relative to HOME), writable inside its sandbox. */
   writable?: string[];
+  /** Not read from a file: false when only the program file itself may be shown, not its folder (setting-authority). */
+  showFolder?: boolean;
 }
 
 export interface EngineConfig {

@@ -15,6 +15,8 @@ export interface ResolvedProvider {
   stdinPrompt: boolean;
   /** A command provider's folders writable in its sandbox (absolute), as setting-authority.ts allowed them. */
   writable?: string[];
+  /** False: its sandbox shows the program file alone, not the folder it lives in (a repository's own provider). */
+  showFolder?: boolean;
 }
 
 const BUILTIN_ARGS: Record<(typeof BUILTIN_PROVIDERS)[number], { args: string[]; stdin: boolean }> = {
@@ -65,7 +67,10 @@ function resolveNamed(name: string, config: EngineConfig, pathVar: string | unde
       const where = pathVar ?? '';
       throw new ProviderMissingError(`Provider "${name}" runs "${bin}", which was not found on PATH (${where})`);
     }
-    return { name, kind: 'command', argv: [path, ...rest], stdinPrompt: true, writable: configured.writable ?? [] };
+    return {
+      name, kind: 'command', argv: [path, ...rest], stdinPrompt: true, writable: configured.writable ?? [],
+      showFolder: configured.showFolder ?? true,
+    };
   }
   if (!isBuiltin(name)) return null;
   const path = which(name, pathVar);

@@ -81,7 +81,7 @@ export function refuseOutsideView(
   const plan = agentSandboxPlan({
     workdir, repo, ioDir: io, askDir: io, answerDir: io,
     svcHome: svcHomeOf(env), home: env.HOME || homedir(), provider: 'command', declared: provider.writable ?? [],
-    program: provider.argv[0]!, env, gate: null,
+    program: provider.argv[0]!, showProgramFolder: provider.showFolder !== false, env, gate: null,
   });
   const missing = provider.argv.slice(1).find((arg) => isAbsolute(arg) && !shownBy(plan, arg));
   if (!missing) return;

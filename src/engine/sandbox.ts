@@ -89,7 +89,7 @@ export function watchedLimits(limits: RunLimits, diskDir: string | null): Watche
 /** The sandbox for `program` (a provider of family `provider`, or a check when `provider` is null). */
 export function agentSandbox(
   ctx: RunContext, sandbox: RunSandbox, program: string,
-  provider: { name: string; kind: string; writable?: string[] } | null, limits: RunLimits,
+  provider: { name: string; kind: string; writable?: string[]; showFolder?: boolean } | null, limits: RunLimits,
 ): { bwrap: string; plan: SandboxPlan } | null {
   const { mode } = sandbox;
   if (mode.kind === 'none') return null;
@@ -107,6 +107,7 @@ export function agentSandbox(
     // A command provider's folders, as the settings rule allowed them (run-settings.ts).
     declared: provider?.kind === 'command' ? provider.writable ?? [] : [],
     program,
+    showProgramFolder: provider?.kind !== 'command' || provider.showFolder !== false,
     env: ctx.env,
     limits: sandboxLimits(limits),
     gate: sandbox.gate?.sandbox ?? null,

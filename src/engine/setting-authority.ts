@@ -37,6 +37,8 @@ export const SETTING_RULES: readonly SettingRule[] = [
     why: 'a program that runs in the sandbox with the repository\'s authority, like a check' },
   { file: 'config.json', key: 'providers.<name>.writable', authority: 'operator',
     why: 'a host folder the agent could write (one inside the run\'s working tree is the repository\'s own)' },
+  { file: 'config.json', key: 'providers.<name>.command[0] outside PATH and the repository', authority: 'operator',
+    why: 'an absolute program path shows its folder read-only; a repository\'s shows only the program file' },
   { file: 'config.json', key: 'providers.<built-in name>', authority: 'operator',
     why: 'would replace a program the operator installed' },
   { file: 'config.json', key: 'env', authority: 'operator', why: 'passes svc\'s environment into the agent' },
@@ -121,7 +123,8 @@ export function decideSettings(repo: EngineConfig | null, operator: OperatorConf
       continue;
     }
     const writable = folders(name, entry, '.svc/config.json', true, widen, use, out);
-    providers[name] = { command: entry.command, writable };
+    // An absolute program elsewhere on the host would show its whole folder: for a repository, only the file itself.
+    providers[name] = { command: entry.command, writable, showFolder: widen };
   }
   const env = [...operator.env];
   const asked = repo?.env ?? [];

@@ -183,6 +183,31 @@ describe('a repository redefining a built-in provider', { skip: bwrapWorks ? fal
   });
 });
 
+describe('a repository\'s program outside the repository and PATH', { skip: bwrapWorks ? false : 'bwrap cannot run here' },
+  () => {
+    let repo: TestRepo;
+    let env: NodeJS.ProcessEnv;
+
+    before(() => {
+      ({ repo, env } = setup());
+      // Its absolute path would have shown its whole folder, and whatever else the host keeps there.
+      writeFileSync(join(repo.bin, 'sibling-secret'), 'SIBLING-SECRET-7170');
+      const peek = script(repo.bin, 'peek.sh',
+        '#!/bin/sh\ncat > /dev/null\n{ cat "$(dirname "$0")/sibling-secret" || echo unseen; } > peek.txt 2>/dev/null\n');
+      writeConfig(repo, { provider: 'peek', providers: { peek: { command: [peek] } } });
+    });
+    after(() => repo.cleanup());
+
+    for (const origin of ['cli', 'control']) {
+      it(`runs with the program file shown, not its folder (${origin})`, async () => {
+        const res = await svc(repo, { ...env, SVC_ORIGIN: origin }, ['start', '--brief', `peek ${origin}`]);
+        assert.equal(res.code, 0, res.stderr);
+        assert.equal(lastRun(repo).state.status, 'succeeded');
+        assert.equal(readFileSync(join(repo.repo, 'peek.txt'), 'utf8'), 'unseen\n');
+      });
+    }
+  });
+
 describe('the user\'s shell environment', { skip: bwrapWorks ? false : 'bwrap cannot run here' }, () => {
   const SECRETS = { AWS_SECRET_ACCESS_KEY: 'aws-sekret-5150', NPM_TOKEN: 'npm-sekret-5151', DATABASE_URL: 'postgres://u:pw-5152@db/x' };
   let repo: TestRepo;
