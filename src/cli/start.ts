@@ -32,6 +32,7 @@ Options:
   --worktree         work in an isolated worktree (.svc/worktrees/<run>) on branch svc/<run>
   --detach           print {"source","run"} and return at once; the run goes on in the background
   --provider NAME    claude, codex, gemini, aider, opencode, or a command provider from .svc/config.json
+                     (no agent CLI yet? \`svc init\` writes a stand-in that needs no API key)
   --repo DIR         the git repository (default: the current directory)
 
 Steering an existing run (local, no Control Plane needed):
