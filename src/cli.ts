@@ -76,6 +76,14 @@ const commands: Record<string, { summary: string; load: Loader }> = {
   start: {
     summary: 'Start a run from a brief, spec file, issue export or issue URL', load: () => import('./cli/start.ts'),
   },
+  init: {
+    summary: 'Write a stand-in agent that needs no API key into .svc/ (a first run)',
+    load: () => import('./cli/init.ts'),
+  },
+  trust: {
+    summary: "Allow this repository's .svc/config.json to widen CLI runs' sandbox (--list, --revoke)",
+    load: () => import('./cli/trust.ts'),
+  },
   answer: { summary: 'Answer a blocked run', load: () => import('./cli/answer.ts') },
   runs: { summary: 'List and steer runs on the Control Plane', load: () => import('./cli/runs.ts') },
   ship: { summary: 'Re-send local runs to the Control Plane', load: () => import('./cli/ship.ts') },

@@ -36,6 +36,7 @@ Options:
   --follow, -f       stream the agent's output (its stdout and stderr lines, and its questions) to stderr
                      while the run works in the foreground (later: svc runs logs <run> -f)
   --provider NAME    claude, codex, gemini, aider, opencode, or a command provider from .svc/config.json
+                     (no agent CLI yet? \`svc init\` writes a stand-in that needs no API key)
   --repo DIR         the git repository (default: the current directory)
 
 Steering an existing run (local, no Control Plane needed):

@@ -9,8 +9,7 @@ import { createHash } from 'node:crypto';
 import { BadInputError, RefusedError } from '../errors.ts';
 import { classifyInput, isWebhookOrigin } from './classify.ts';
 import { buildTask } from './spec.ts';
-import { loadEngineConfig } from './config.ts';
-import { resolveProvider } from './providers.ts';
+import { refuseOutsideView, runSettings } from './run-settings.ts';
 import { loadPolicy, PolicyError } from './policy.ts';
 import { newRunId, isValidSegment } from './ids.ts';
 import { repoRoot, headSha, currentBranch, excludeEngineFolders, gitCommonDir } from './git.ts';
@@ -69,11 +68,18 @@ export function resolveRepo(dir: string): string {
   }
 }
 
-/** Checks provider and policy up front so a bad setup fails the command, not a detached worker nobody watches. */
-function preflight(repo: string, provider: string | null, env: NodeJS.ProcessEnv): string {
+/**
+ * Checks provider and policy up front so a bad setup fails the command, not a detached worker nobody watches: the
+ * provider under the settings rule (an untrusted file's widening settings refuse a CLI run), and, sandboxed, that a
+ * command provider names nothing its sandbox would not show. `worktree`: the run will work in a worktree of its own.
+ */
+function preflight(repo: string, provider: string | null, env: NodeJS.ProcessEnv, worktree: boolean): string {
   try {
-    loadPolicy(repo);
-    return resolveProvider(provider, loadEngineConfig(repo), env).name;
+    const policy = loadPolicy(repo);
+    const workdir = worktree ? join(repo, '.svc', 'worktrees', 'new-run') : repo;
+    const settings = runSettings(provider, repo, workdir, env);
+    if (resolveSandbox(policy.sandbox, env).kind === 'bwrap') refuseOutsideView(settings.provider, repo, workdir, env);
+    return settings.provider.name;
   } catch (err) {
     if (err instanceof PolicyError) throw new RefusedError(`Refusing to start: ${err.message}`, { cause: err });
     throw err;
@@ -181,7 +187,7 @@ export async function prepareRun(opts: StartOptions): Promise<PreparedRun> {
   const confineTo = isWebhookOrigin(opts.env.SVC_ORIGIN) ? repo : null;
   const input = classifyInput(opts.input, { forceBrief: opts.forceBrief, cwd: process.cwd(), confineTo });
   const task = await buildTask(input, repo, opts.env);
-  const provider = preflight(repo, opts.provider, opts.env);
+  const provider = preflight(repo, opts.provider, opts.env, opts.worktree || opts.pr);
   await prPreflight(repo, opts.pr, opts.env);
   return createRun({
     repo, run: opts.runId ?? newRunId(), groupId: null, ...task, provider, pr: opts.pr, worktree: opts.worktree,
@@ -197,7 +203,7 @@ export async function prepareRetry(
   const oldDir = runDir(repo, oldRun);
   if (!existsSync(oldDir)) throw new BadInputError(`No run ${oldRun} in ${repo}`);
   const old = readState(oldDir);
-  const provider = preflight(repo, old.provider, env);
+  const provider = preflight(repo, old.provider, env, old.worktree);
   await prPreflight(repo, old.pr, env);
   return createRun({
     repo, run: newRun ?? newRunId(), groupId: old.group_id, spec: readFileSync(join(oldDir, 'spec.md'), 'utf8'),

@@ -6,7 +6,6 @@ import { homedir } from 'node:os';
 import type { RunContext } from './run-context.ts';
 import type { Policy } from './policy.ts';
 import type { RunLimits } from './policy-limits.ts';
-import { loadEngineConfig } from './config.ts';
 import { plainSubdir } from './safe-fs.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { hostGit, type GitRun } from './git.ts';
@@ -24,6 +23,8 @@ import type { RunGate } from './egress.ts';
 export interface RunSandbox {
   mode: SandboxMode;
   gate: RunGate | null;
+  /** What svc's environment passes to the agent and the checks by name (run-settings.ts), sandboxed or not. */
+  passed: Record<string, string>;
 }
 
 /** The run's protocol files: the task the agent reads, and the folders its question and its answer live in. */
@@ -50,6 +51,11 @@ export function protocolFiles(ctx: RunContext): ProtocolFiles {
 /** What a sandboxed child adds to its environment: the gate's proxies, model base URLs and placeholder keys. */
 export function gateEnv(sandbox: RunSandbox): Record<string, string> {
   return sandbox.mode.kind === 'none' ? {} : sandbox.gate?.env ?? {};
+}
+
+/** Everything a provider or check adds to the spawn policy's allowlist: the passed names, then the gate's. */
+export function agentExtraEnv(sandbox: RunSandbox): Record<string, string> {
+  return { ...sandbox.passed, ...gateEnv(sandbox) };
 }
 
 /** This run's sandbox mode; throws SandboxUnavailableError when it needs bwrap and bwrap cannot run. */
@@ -84,15 +90,12 @@ export function watchedLimits(limits: RunLimits, diskDir: string | null): Watche
 
 /** The sandbox for `program` (a provider of family `provider`, or a check when `provider` is null). */
 export function agentSandbox(
-  ctx: RunContext, sandbox: RunSandbox, program: string, provider: { name: string; kind: string } | null,
-  limits: RunLimits,
+  ctx: RunContext, sandbox: RunSandbox, program: string,
+  provider: { name: string; kind: string; writable?: string[]; showFolder?: boolean } | null, limits: RunLimits,
 ): { bwrap: string; plan: SandboxPlan } | null {
   const { mode } = sandbox;
   if (mode.kind === 'none') return null;
   const files = protocolFiles(ctx);
-  const configured = provider?.kind === 'command'
-    ? loadEngineConfig(ctx.state.repo_path).providers[provider.name]
-    : undefined;
   const plan = agentSandboxPlan({
     workdir: ctx.state.workdir,
     repo: ctx.state.repo_path,
@@ -103,8 +106,10 @@ export function agentSandbox(
     home: ctx.env.HOME || homedir(),
     // A check gets no provider's login folders.
     provider: provider?.kind ?? 'check',
-    declared: configured?.writable ?? [],
+    // A command provider's folders, as the settings rule allowed them (run-settings.ts).
+    declared: provider?.kind === 'command' ? provider.writable ?? [] : [],
     program,
+    showProgramFolder: provider?.kind !== 'command' || provider.showFolder !== false,
     env: ctx.env,
     limits: sandboxLimits(limits),
     gate: sandbox.gate?.sandbox ?? null,

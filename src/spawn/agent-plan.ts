@@ -32,6 +32,8 @@ export interface AgentPlanInput {
   declared: string[];
   /** The program about to run (its install stays visible). */
   program: string;
+  /** False: show the program file alone, not its folder or install (a repository's own command provider). */
+  showProgramFolder?: boolean;
   /** svc's own environment: names the credential files and folders to mask, and PATH to keep visible. */
   env: NodeJS.ProcessEnv;
   limits?: SandboxLimits;
@@ -100,12 +102,15 @@ function realOrNull(path: string): string | null {
   }
 }
 
-/** Where `program` and the PATH folder entries really live (links in `.bin` point into packages). */
-function programFolders(program: string, pathDirs: string[]): string[] {
+/**
+ * Where `program` and the PATH folder entries really live (links in `.bin` point into packages). `ownFolder` false:
+ * of the program itself only the file (and its link target) is shown, never the folder it sits in.
+ */
+function programFolders(program: string, pathDirs: string[], ownFolder = true): string[] {
   const folders: string[] = [];
   const real = isAbsolute(program) ? realOrNull(program) : null;
-  if (isAbsolute(program)) folders.push(dirname(program));
-  if (real) folders.push(installOf(real));
+  if (isAbsolute(program)) folders.push(ownFolder ? dirname(program) : program);
+  if (real) folders.push(ownFolder ? installOf(real) : real);
   for (const dir of pathDirs) {
     if (isSystemPath(dir)) continue;
     if (dir.endsWith('/node_modules/.bin')) {
@@ -150,7 +155,8 @@ export function agentSandboxPlan(input: AgentPlanInput): SandboxPlan {
   const git = gitDirs(input.workdir, input.repo);
   const paths = pathFolders(input.env, input.home, input.svcHome);
   const svcHome = input.svcHome;
-  const readable = outermost([...git, ...paths, ...programFolders(input.program, paths)],
+  const program = programFolders(input.program, paths, input.showProgramFolder !== false);
+  const readable = outermost([...git, ...paths, ...program],
     (p) => within(p, svcHome) || within(input.home, p));
   return {
     readable,

@@ -23,6 +23,18 @@ function git(cwd: string, args: string[]): string {
 /** Under the test HOME: the folder fixture providers may write across runs (declared `writable` in config.json). */
 export const AGENT_STATE = 'agent-state';
 
+/**
+ * Inside the sandbox HOME is private: the fixtures keep what must outlive one run in a folder under the real HOME. A
+ * repository cannot make a host folder writable (setting-authority.ts), so the test HOME's operator file defines the
+ * same providers with that folder writable, as an operator would. A server with another HOME needs its own grant.
+ */
+export function grantAgentState(home: string, providers: Record<string, { command: string[] }>): void {
+  const granted = Object.fromEntries(Object.entries(providers).map(([n, p]) => [n, { ...p, writable: [AGENT_STATE] }]));
+  mkdirSync(join(home, '.svc'), { recursive: true });
+  mkdirSync(join(home, AGENT_STATE), { recursive: true });
+  writeFileSync(join(home, '.svc', 'operator.json'), JSON.stringify({ providers: granted }));
+}
+
 /** A repo on branch main with one commit, pushed to a bare origin at <root>/acme/api.git (so owner/name is acme/api). */
 export function makeRepo(opts: { policy?: unknown; providers?: Record<string, string> } = {}): TestRepo {
   const root = mkdtempSync(join(tmpdir(), 'svc-'));
@@ -41,15 +53,15 @@ export function makeRepo(opts: { policy?: unknown; providers?: Record<string, st
   git(repo, ['remote', 'add', 'origin', origin]);
   git(repo, ['push', '-q', 'origin', 'main']);
   mkdirSync(join(repo, '.svc'), { recursive: true });
-  const providers: Record<string, { command: string[]; writable: string[] }> = {};
+  const providers: Record<string, { command: string[] }> = {};
   for (const [name, script] of Object.entries(opts.providers ?? { fake: EDIT_SCRIPT })) {
     const path = join(bin, `${name}.sh`);
     writeFileSync(path, script);
     chmodSync(path, 0o755);
-    // Inside the sandbox HOME is read-only: the fixtures keep what must outlive one run in a folder they declare.
-    providers[name] = { command: [path], writable: [AGENT_STATE] };
+    providers[name] = { command: [path] };
   }
   writeFileSync(join(repo, '.svc', 'config.json'), JSON.stringify({ providers }));
+  grantAgentState(home, providers);
   if (opts.policy !== undefined) writeFileSync(join(repo, '.svc', 'policy.json'), JSON.stringify(opts.policy));
   return { root, repo, origin, home, bin, cleanup: () => rmSync(root, { recursive: true, force: true }) };
 }

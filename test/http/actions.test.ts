@@ -5,7 +5,7 @@ import { existsSync, readFileSync, symlinkSync, mkdirSync, rmSync } from 'node:f
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
-import { makeRepo, startGithubStandIn, processesMentioning, AGENT_STATE, ASK_SCRIPT, EDIT_SCRIPT, SLEEP_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
+import { makeRepo, grantAgentState, startGithubStandIn, processesMentioning, AGENT_STATE, ASK_SCRIPT, EDIT_SCRIPT, SLEEP_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { verifyReceipt, receiptFromMarkdown } from '../../src/engine/receipt.ts';
 import { keyIdOf } from '../../src/keys.ts';
@@ -28,6 +28,8 @@ describe('run actions on the Control Plane', () => {
     github = await startGithubStandIn();
     repo = makeRepo({ policy: POLICY, providers: { fake: EDIT_SCRIPT, ask: ASK_SCRIPT, sleepy: SLEEP_SCRIPT, flaky: FLAKY_SCRIPT } });
     control = await startTestControl({ env: { GITHUB_API_URL: github.url, GITHUB_TOKEN: 'gh-test-token', ...GIT_ENV }, projects: [repo.repo] });
+    // The Control Plane's runs use its HOME: its operator file grants the fixtures' folder there.
+    grantAgentState(control.home, JSON.parse(readFileSync(join(repo.repo, '.svc', 'config.json'), 'utf8')).providers);
   });
   after(async () => {
     await control.close();
