@@ -10,6 +10,7 @@ import { secretsIn, takeHandoff, type Handoff } from './spawn/secrets-handoff.ts
 import { trustParentProbe } from './spawn/sandbox-mode.ts';
 import { terminalSafe } from './cli/terminal-text.ts';
 import { exitStatusOf } from './cli/exit-status.ts';
+import { errorMessage } from './errors.ts';
 
 const MIN = [22, 13] as const;
 
@@ -173,7 +174,7 @@ async function main(argv: string[]): Promise<number> {
       verbose,
     });
   } catch (err) {
-    const message = err instanceof Error ? err.message : String(err);
+    const message = errorMessage(err);
     printErr(`svc ${name}: ${message}\n`);
     if (verbose && err instanceof Error && err.stack) printErr(`${err.stack}\n`);
     return exitStatusOf(err);
@@ -185,7 +186,7 @@ main(process.argv.slice(2)).then(
     process.exitCode = code;
   },
   (err: unknown) => {
-    printErr(`svc: ${err instanceof Error ? err.message : String(err)}\n`);
+    printErr(`svc: ${errorMessage(err)}\n`);
     process.exitCode = 1;
   },
 );

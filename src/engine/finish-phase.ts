@@ -33,7 +33,8 @@ export function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
     }
     const head = headSha(state.workdir, run);
     ctx.update({ head_sha: head });
-    return diffCommits(state.workdir, base, head, run);
+    // Gitlink moves too: the branch pushed carries them, so the receipt lists them.
+    return diffCommits(state.workdir, base, head, run, { submodules: true });
   }
   return diffWorkingTree(state.workdir, state.base_tree ?? base, run);
 }

@@ -220,8 +220,8 @@ function withScratch<T>(body: (tmp: string) => T): T {
 
 /**
  * `submodules`: also list gitlink (submodule) moves, as `Subproject commit` lines. Between two commits git reads only
- * the gitlinks' ids, never a submodule's repository; the pod signer asks for them, since the branch it pushes carries
- * them.
+ * the gitlinks' ids, never a submodule's repository; every signer of a pushed branch (the run's own finish, the pod
+ * signer) asks for them, since the branch carries them.
  */
 export function diffCommits(
   dir: string, base: string, head: string, run: GitRun = hostGit, opts: { submodules?: boolean } = {},

@@ -20,6 +20,7 @@ import { openRunGate } from './egress.ts';
 import { signsLater, evidenceOf, EVIDENCE_ARTIFACT, type RunEvidence } from './evidence.ts';
 import { failedRequiredCheck, requiredCheckError, type CheckResult } from './checks.ts';
 import { pushTargetFor } from './launch.ts';
+import { errorMessage } from '../errors.ts';
 
 function prepareWorkdir(ctx: RunContext): void {
   const { state } = ctx;
@@ -183,7 +184,7 @@ export async function executeRun(
       ctx.setStatus('stopped', { ended_at: isoNow(), question: null, child: null });
     }
   } catch (err) {
-    const message = err instanceof Error ? err.message : String(err);
+    const message = errorMessage(err);
     if (mode === 'verify') ctx.event('error', { message });
     else ctx.setStatus('failed', { error: message, ended_at: isoNow(), question: null });
   } finally {
