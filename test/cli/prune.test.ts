@@ -259,23 +259,29 @@ describe('svc prune and a hostile repository', () => {
     return file;
   }
 
-  it('never follows a committed link at .svc/worktrees or at .svc out of the project', async () => {
-    const behindWorktrees = precious('victim-wt', 'precious');
-    const behindSvc = precious('victim-svc', join('worktrees', 'precious'));
-    const viaWorktrees = committed('linked-worktrees', (dir) => {
+  it('never follows a committed link at .svc/worktrees out of the project', async () => {
+    const behind = precious('victim-wt', 'precious');
+    const project = committed('linked-worktrees', (dir) => {
       mkdirSync(join(dir, '.svc'));
       symlinkSync(join('..', '..', 'victim-wt'), join(dir, '.svc', 'worktrees'));
     });
-    const viaSvc = committed('linked-svc', (dir) => symlinkSync(join('..', 'victim-svc'), join(dir, '.svc')));
-    assert.match(gitIn(viaWorktrees, 'ls-files', '-s', '.svc/worktrees'), /^120000 /, 'the link is in the commit');
-    const r = await svc(['prune', '--repo', viaWorktrees, '--repo', viaSvc, '--older-than', '0']);
+    assert.match(gitIn(project, 'ls-files', '-s', '.svc/worktrees'), /^120000 /, 'the link is in the commit');
+    const r = await svc(['prune', '--repo', project, '--older-than', '0']);
     assert.equal(r.code, 0, r.stderr);
     assert.doesNotMatch(r.stdout, /precious/);
-    assert.equal(readFileSync(behindWorktrees, 'utf8'), 'mine');
-    assert.equal(readFileSync(behindSvc, 'utf8'), 'mine');
+    assert.equal(readFileSync(behind, 'utf8'), 'mine');
   });
 
-  it('refuses to remove a worktree or checkout once a link was planted on the way to it after the plan', () => {
+  it('never follows a committed link at .svc out of the project', async () => {
+    const behind = precious('victim-svc', join('worktrees', 'precious'));
+    const project = committed('linked-svc', (dir) => symlinkSync(join('..', 'victim-svc'), join(dir, '.svc')));
+    const r = await svc(['prune', '--repo', project, '--older-than', '0']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.doesNotMatch(r.stdout, /precious/);
+    assert.equal(readFileSync(behind, 'utf8'), 'mine');
+  });
+
+  it('refuses to remove a worktree once a link was planted on the way to it after the plan', () => {
     const project = committed('swapped', (dir) => mkdirSync(join(dir, '.svc', 'worktrees', 'rleftover'), { recursive: true }));
     const [tree] = planProjectPrune(project, 0).remove;
     assert.equal(tree?.run, 'rleftover');
@@ -284,7 +290,9 @@ describe('svc prune and a hostile repository', () => {
     symlinkSync(join(repo.root, 'victim-swap'), join(project, '.svc', 'worktrees'));
     assert.throws(() => removeProjectTarget(tree!), UnsafePathError);
     assert.equal(readFileSync(behind, 'utf8'), 'mine');
+  });
 
+  it('refuses to remove a managed checkout once a link was planted on the way to it after the plan', () => {
     const checkouts = join(repo.root, 'checkouts-swapped');
     mkdirSync(join(checkouts, 'acme', 'api', 'jgone'), { recursive: true });
     const [checkout] = planCheckoutPrune(checkouts, join(repo.root, 'no-trigger.db'), 0).remove;
@@ -296,12 +304,14 @@ describe('svc prune and a hostile repository', () => {
     assert.equal(readFileSync(behindCheckout, 'utf8'), 'mine');
   });
 
-  it('a committed run state or ship-pending marker keeps no checkout and deletes no branch of the person\'s', async () => {
+  /** A run folder as svc would write it, but committed by the repository. */
+  function fakeRun(dir: string, run: string, fields: Record<string, unknown>): void {
     const at = new Date(Date.now() - 10 * DAY).toISOString();
-    const fakeRun = (dir: string, run: string, fields: Record<string, unknown>) => {
-      mkdirSync(join(dir, '.svc', 'runs', run), { recursive: true });
-      writeFileSync(join(dir, '.svc', 'runs', run, 'state.json'), JSON.stringify({ source: 'local', run, ended_at: at, updated_at: at, ...fields }));
-    };
+    mkdirSync(join(dir, '.svc', 'runs', run), { recursive: true });
+    writeFileSync(join(dir, '.svc', 'runs', run, 'state.json'), JSON.stringify({ source: 'local', run, ended_at: at, updated_at: at, ...fields }));
+  }
+
+  it('a committed `running` run state and ship-pending marker do not keep a managed checkout', async () => {
     const origin = committed('sticky-origin', (dir) => {
       fakeRun(dir, 'r9', { status: 'running' });
       mkdirSync(join(dir, '.svc', 'ship-pending'));
@@ -316,7 +326,9 @@ describe('svc prune and a hostile repository', () => {
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, new RegExp(`^Removed checkout ${job} `, 'm'));
     assert.equal(existsSync(job), false);
+  });
 
+  it('a committed run folder never gets the person\'s own svc/<name> branch deleted', async () => {
     // A run folder committed under a name of the person's branch: prune must not take it for svc's worktree run.
     const project = committed('fake-run', (dir) => fakeRun(dir, 'my-feature', { status: 'succeeded', worktree: true, branch: 'svc/my-feature' }));
     gitIn(project, 'branch', 'svc/my-feature');
