@@ -225,19 +225,23 @@ describe('svc prune and a hostile repository', () => {
 
   before(async () => {
     repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
-    env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_SHIP: '0', SVC_CONTROL_URL: `http://127.0.0.1:${await closedPort()}` };
+    const control = `http://127.0.0.1:${await closedPort()}`;
+    env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_SHIP: '0', SVC_CONTROL_URL: control };
   });
   after(() => repo.cleanup());
 
   function svc(args: string[], extra: NodeJS.ProcessEnv = {}): Promise<Result> {
-    const child = spawn(process.execPath, [CLI, ...args], { cwd: repo.root, env: { ...env, ...extra }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, ...args], {
+      cwd: repo.root, env: { ...env, ...extra }, stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
     child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
     return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
   }
-  const gitIn = (cwd: string, ...args: string[]) => execFileSync('git', args, { cwd, encoding: 'utf8', env: { ...process.env, ...GIT_ENV } });
+  const gitIn = (cwd: string, ...args: string[]) =>
+    execFileSync('git', args, { cwd, encoding: 'utf8', env: { ...process.env, ...GIT_ENV } });
   /** A repository whose commit holds what `plant` puts in it (links, fake run folders), as someone could push it. */
   function committed(name: string, plant: (dir: string) => void): string {
     const dir = join(repo.root, name);
@@ -282,6 +286,7 @@ describe('svc prune and a hostile repository', () => {
   });
 
   it('refuses to remove a worktree once a link was planted on the way to it after the plan', () => {
+    // An empty folder git does not track: what a run's worktree left behind once git forgot it.
     const project = committed('swapped', (dir) => mkdirSync(join(dir, '.svc', 'worktrees', 'rleftover'), { recursive: true }));
     const [tree] = planProjectPrune(project, 0).remove;
     assert.equal(tree?.run, 'rleftover');
@@ -308,7 +313,8 @@ describe('svc prune and a hostile repository', () => {
   function fakeRun(dir: string, run: string, fields: Record<string, unknown>): void {
     const at = new Date(Date.now() - 10 * DAY).toISOString();
     mkdirSync(join(dir, '.svc', 'runs', run), { recursive: true });
-    writeFileSync(join(dir, '.svc', 'runs', run, 'state.json'), JSON.stringify({ source: 'local', run, ended_at: at, updated_at: at, ...fields }));
+    const state = { source: 'local', run, ended_at: at, updated_at: at, ...fields };
+    writeFileSync(join(dir, '.svc', 'runs', run, 'state.json'), JSON.stringify(state));
   }
 
   it('a committed `running` run state and ship-pending marker do not keep a managed checkout', async () => {
@@ -322,7 +328,8 @@ describe('svc prune and a hostile repository', () => {
     mkdirSync(join(checkouts, 'acme', 'sticky'), { recursive: true });
     gitIn(repo.root, 'clone', '-q', origin, job);
     assert.ok(existsSync(join(job, '.svc', 'ship-pending', 'r9')));
-    const r = await svc(['prune', '--checkouts', '--older-than', '0'], { SVC_TRIGGER_CHECKOUTS: checkouts, SVC_TRIGGER_DB: join(repo.root, 'none.db') });
+    const trigger = { SVC_TRIGGER_CHECKOUTS: checkouts, SVC_TRIGGER_DB: join(repo.root, 'none.db') };
+    const r = await svc(['prune', '--checkouts', '--older-than', '0'], trigger);
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, new RegExp(`^Removed checkout ${job} `, 'm'));
     assert.equal(existsSync(job), false);
@@ -330,7 +337,9 @@ describe('svc prune and a hostile repository', () => {
 
   it('a committed run folder never gets the person\'s own svc/<name> branch deleted', async () => {
     // A run folder committed under a name of the person's branch: prune must not take it for svc's worktree run.
-    const project = committed('fake-run', (dir) => fakeRun(dir, 'my-feature', { status: 'succeeded', worktree: true, branch: 'svc/my-feature' }));
+    const project = committed('fake-run', (dir) => {
+      fakeRun(dir, 'my-feature', { status: 'succeeded', worktree: true, branch: 'svc/my-feature' });
+    });
     gitIn(project, 'branch', 'svc/my-feature');
     const p = await svc(['prune', '--repo', project, '--older-than', '0']);
     assert.equal(p.code, 0, p.stderr);
