@@ -54,8 +54,8 @@ export function endedAt(state: RunState): number | null {
 const MAX_STATE_BYTES = 1024 * 1024;
 
 /**
- * The plain folders (or, with `files`, plain files) directly in `<root>/<parts…>`, sorted; none when any level on the
- * way is a link or not a folder. Links in it are left out, never followed.
+ * The plain folders (or with `kind` 'file', the plain files) directly in `<root>/<parts…>`, sorted; none when any
+ * level on the way is a link or not a folder. Links in it are left out, never followed.
  */
 export function plainEntries(root: string, parts: readonly string[], kind: 'dir' | 'file' = 'dir'): string[] {
   const dir = openPlainPath(root, parts);

@@ -48,9 +48,9 @@ function inUse(dir: string): { why: string | null; last: number | null } {
     const at = endedAt(state);
     if (at !== null) last = Math.max(last ?? 0, at);
   }
-  const tracked = trackedNames(dir, '.svc/ship-pending');
-  const pending = plainEntries(dir, ['.svc', 'ship-pending'], 'file');
-  if (pending.some((run) => isValidSegment(run) && !tracked.has(run))) {
+  const pending = plainEntries(dir, ['.svc', 'ship-pending'], 'file').filter(isValidSegment);
+  const tracked = pending.length > 0 ? trackedNames(dir, '.svc/ship-pending') : new Set<string>();
+  if (pending.some((run) => !tracked.has(run))) {
     return { why: 'its runs have not reached the Control Plane (run svc ship there first)', last };
   }
   return { why: null, last };
