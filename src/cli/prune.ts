@@ -22,6 +22,8 @@ Removes what runs that have ended leave behind, once they ended longer ago than 
 Never touched: anything of a run that has not ended (queued, running, blocked, stopping: stop
 it first), run folders (.svc/runs/<run>, the runs' records and receipts), branches on remotes,
 the trigger's mirrors, and a checkout whose runs have not reached the Control Plane yet.
+Never followed: a symbolic link anywhere on the way (.svc, .svc/worktrees, a checkout's folders).
+Ignored: run folders and pending markers git tracks (a repository's content, not svc's runs).
 
   --older-than AGE   0, or a number with s, m, h, d or w (default 7d)
   --dry-run          list what would be removed and remove nothing

@@ -2,11 +2,18 @@
 // have ended, once they are older than a given age. Must not: touch a run that has not ended (queued, running,
 // blocked, stopping), a branch svc did not make (a run without a worktree works on the person's own branch), the run
 // folders (.svc/runs/<run>: the run's record and receipt), or anything on a remote.
-import { lstatSync, readdirSync, rmSync } from 'node:fs';
+//
+// A repository can commit `.svc`, `.svc/worktrees` or `.svc/runs` as a symbolic link, or commit files there: every
+// level is opened without following a link (src/engine/plain-tree.ts), what git tracks there is the repository's
+// content and never a run of svc's, and a worktree is removed only once its real path is the one svc made.
+import { lstatSync, realpathSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { git, currentBranch } from './git.ts';
-import { runsDir, runDir, worktreeDir } from './paths.ts';
-import { tryReadState, type RunState } from './run-state.ts';
+import { worktreeDir } from './paths.ts';
+import { type RunState } from './run-state.ts';
+import { isValidSegment } from './ids.ts';
+import { listPlain, openPlainDirIn, openPlainPath, readPlainIn, skipReason } from './plain-tree.ts';
+import { UnsafePathError } from './safe-fs.ts';
 import { TERMINAL } from '../run-json.ts';
 
 export interface PruneTarget {
@@ -44,15 +51,90 @@ export function endedAt(state: RunState): number | null {
   return null;
 }
 
-export function isPlainDir(path: string): boolean {
-  return lstatSync(path, { throwIfNoEntry: false })?.isDirectory() === true;
+const MAX_STATE_BYTES = 1024 * 1024;
+
+/**
+ * The plain folders (or with `kind` 'file', the plain files) directly in `<root>/<parts…>`, sorted; none when any
+ * level on the way is a link or not a folder. Links in it are left out, never followed.
+ */
+export function plainEntries(root: string, parts: readonly string[], kind: 'dir' | 'file' = 'dir'): string[] {
+  const dir = openPlainPath(root, parts);
+  if ('failed' in dir) return [];
+  try {
+    return listPlain(dir).filter((e) => e.kind === kind).map((e) => e.name);
+  } finally {
+    dir.close();
+  }
 }
 
-export function listDir(path: string): string[] {
+/**
+ * The names directly under `<repo>/<folder>` that git tracks anything in: a repository's own content (a committed
+ * run state, pending marker or worktree folder), never something svc made. None when `repo` is not a checkout.
+ */
+export function trackedNames(repo: string, folder: string): Set<string> {
+  const depth = folder.split('/').length;
   try {
-    return readdirSync(path).sort();
+    const files = git(repo, ['ls-files', '-z', '--', folder]).split('\0');
+    return new Set(files.map((f) => f.split('/')[depth]).filter((name): name is string => Boolean(name)));
   } catch {
-    return [];
+    return new Set();
+  }
+}
+
+/** The run states in `<repo>/.svc/runs` svc wrote (untracked, read without following a link), by run id. */
+export function untrackedRunStates(repo: string): Map<string, RunState> {
+  const states = new Map<string, RunState>();
+  const runs = openPlainPath(repo, ['.svc', 'runs']);
+  if ('failed' in runs) return states;
+  const tracked = trackedNames(repo, '.svc/runs');
+  try {
+    for (const entry of listPlain(runs)) {
+      if (entry.kind !== 'dir' || !isValidSegment(entry.name) || tracked.has(entry.name)) continue;
+      const dir = openPlainDirIn(runs, entry.name);
+      if (typeof dir === 'string') continue;
+      try {
+        const bytes = readPlainIn(dir, 'state.json', MAX_STATE_BYTES);
+        if (!Buffer.isBuffer(bytes)) continue;
+        const state: unknown = JSON.parse(bytes.toString('utf8'));
+        if (isState(state, entry.name)) states.set(entry.name, state);
+      } catch {
+        // not JSON: not a run svc wrote
+      } finally {
+        dir.close();
+      }
+    }
+  } finally {
+    runs.close();
+  }
+  return states;
+}
+
+/** A state object for `run` whose status is a string; the other fields prune reads are checked where they are read. */
+function isState(value: unknown, run: string): value is RunState {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const fields = value as Record<string, unknown>;
+  return fields.run === run && typeof fields.status === 'string';
+}
+
+/**
+ * Throws unless `<root>/<parts…>` is a plain folder at every level and its real path is exactly that: what a removal
+ * checks right before it deletes anything (a link planted on the way since the plan would point elsewhere).
+ */
+export function assertOwnFolder(root: string, parts: readonly string[], path: string): void {
+  const real = realpathSync(root);
+  const opened = openPlainPath(real, parts);
+  if ('failed' in opened) {
+    throw new UnsafePathError(`Refusing to remove ${path}: ${opened.failed} ${skipReason(opened.kind)}`);
+  }
+  opened.close();
+  let resolved: string;
+  try {
+    resolved = realpathSync(path);
+  } catch {
+    throw new UnsafePathError(`Refusing to remove ${path}: it is gone`);
+  }
+  if (resolved !== join(real, ...parts)) {
+    throw new UnsafePathError(`Refusing to remove ${path}: it leads to ${resolved}, not into ${root}`);
   }
 }
 
@@ -73,16 +155,17 @@ export function planProjectPrune(repo: string, olderThanMs: number, now = Date.n
   const branches = svcBranches(repo);
   // git refuses to delete the branch the main checkout is on: it stays, and says why.
   const checkedOut = currentBranch(repo);
-  const worktrees = new Set(listDir(join(repo, '.svc', 'worktrees')));
+  // Only plain folders svc could have made: none when `.svc` or `.svc/worktrees` is a link, none git tracks.
+  const trackedTrees = trackedNames(repo, '.svc/worktrees');
+  const worktrees = new Set(plainEntries(repo, ['.svc', 'worktrees'])
+    .filter((name) => isValidSegment(name) && !trackedTrees.has(name)));
   const add = (go: boolean, target: PruneTarget) => (go ? plan.remove : plan.keep).push(target);
   const known = new Set<string>();
-  for (const run of listDir(runsDir(repo))) {
-    const state = tryReadState(runDir(repo, run));
-    if (!state || state.run !== run) continue;
+  for (const [run, state] of untrackedRunStates(repo)) {
     known.add(run);
     const branch = `svc/${run}`;
     // Only what svc made for this run: its worktree and the branch it made there.
-    const hasTree = worktrees.has(run) && isPlainDir(worktreeDir(repo, run));
+    const hasTree = worktrees.has(run);
     const hasBranch = state.worktree && state.branch === branch && branches.has(branch);
     if (!hasTree && !hasBranch) continue;
     const ended = TERMINAL.has(state.status);
@@ -99,8 +182,9 @@ export function planProjectPrune(repo: string, olderThanMs: number, now = Date.n
   for (const run of worktrees) {
     if (known.has(run)) continue;
     const path = worktreeDir(repo, run);
-    if (!isPlainDir(path)) continue;
-    const age = now - lstatSync(path).mtimeMs;
+    const stat = lstatSync(path, { throwIfNoEntry: false });
+    if (!stat?.isDirectory()) continue;
+    const age = now - stat.mtimeMs;
     add(age >= olderThanMs, { kind: 'worktree', name: path, where: repo, run, reason: `no run folder, ${ago(age)}` });
   }
   for (const [branch, time] of branches) {
@@ -115,11 +199,16 @@ export function planProjectPrune(repo: string, olderThanMs: number, now = Date.n
 /** Carries out one removal of a project plan; worktrees before branches (git refuses a branch a worktree holds). */
 export function removeProjectTarget(target: PruneTarget): void {
   if (target.kind === 'worktree') {
+    if (!isValidSegment(target.run)) throw new UnsafePathError(`Refusing to remove ${target.name}: no run`);
+    const parts = ['.svc', 'worktrees', target.run];
+    assertOwnFolder(target.where, parts, target.name);
     try {
       git(target.where, ['worktree', 'remove', '--force', '--force', target.name]);
     } catch {
-      // Not a worktree git knows (its registration was pruned, or it never finished): a plain folder of ours.
-      if (isPlainDir(target.name)) rmSync(target.name, { recursive: true, force: true });
+      // Not a worktree git knows (its registration was pruned, or it never finished): a plain folder of ours. Checked
+      // again: rmSync follows a link on the way to it (never one inside it).
+      assertOwnFolder(target.where, parts, target.name);
+      rmSync(join(realpathSync(target.where), ...parts), { recursive: true, force: true });
     }
     git(target.where, ['worktree', 'prune']);
     return;

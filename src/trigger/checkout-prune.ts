@@ -3,18 +3,23 @@
 // the trigger's queue still has queued or running, one holding a run that has not ended, or one whose runs the Control
 // Plane has not heard the end of (.svc/ship-pending: the run folders there would be the only copy); never follows a
 // link; never touches the mirrors (~/.svc/trigger/repos/), which every later job fetches into.
-import { existsSync, lstatSync, rmdirSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+//
+// A checkout holds a repository's content, and a repository can commit a `running` state.json or a ship-pending
+// marker to keep its checkouts forever: what git tracks under .svc/runs and .svc/ship-pending is ignored, and the
+// trigger's queue decides whether the job still runs.
+import { existsSync, lstatSync, realpathSync, rmdirSync, rmSync } from 'node:fs';
+import { join, relative, sep } from 'node:path';
 import { openConnection } from '../db/open.ts';
 import { userVersion } from '../db/migrate.ts';
 import { RefusedError } from '../errors.ts';
 import { triggerMigrations } from '../db/trigger-migrations.ts';
 import { createTriggerJobsStore, type JobStatus } from '../db/trigger-jobs-store.ts';
-import { runsDir, runDir } from '../engine/paths.ts';
-import { tryReadState } from '../engine/run-state.ts';
-import { pendingRuns } from '../engine/ship-pending.ts';
 import { TERMINAL } from '../run-json.ts';
-import { ago, endedAt, isPlainDir, listDir, type PrunePlan } from '../engine/prune.ts';
+import { UnsafePathError } from '../engine/safe-fs.ts';
+import { isValidSegment } from '../engine/ids.ts';
+import {
+  ago, assertOwnFolder, endedAt, plainEntries, trackedNames, untrackedRunStates, type PrunePlan,
+} from '../engine/prune.ts';
 
 /**
  * Job statuses by id from the trigger's database; an empty lookup when there is no database here. It is never
@@ -38,14 +43,14 @@ function jobStatuses(dbPath: string): { get(id: string): { status: JobStatus; fi
 /** Why the checkout must stay whatever its age, or null; and the newest time anything in it ended. */
 function inUse(dir: string): { why: string | null; last: number | null } {
   let last: number | null = null;
-  for (const run of listDir(runsDir(dir))) {
-    const state = tryReadState(runDir(dir, run));
-    if (!state) continue;
+  for (const [run, state] of untrackedRunStates(dir)) {
     if (!TERMINAL.has(state.status)) return { why: `run ${run} is ${state.status}`, last };
     const at = endedAt(state);
     if (at !== null) last = Math.max(last ?? 0, at);
   }
-  if (pendingRuns(dir).length > 0) {
+  const pending = plainEntries(dir, ['.svc', 'ship-pending'], 'file').filter(isValidSegment);
+  const tracked = pending.length > 0 ? trackedNames(dir, '.svc/ship-pending') : new Set<string>();
+  if (pending.some((run) => !tracked.has(run))) {
     return { why: 'its runs have not reached the Control Plane (run svc ship there first)', last };
   }
   return { why: null, last };
@@ -54,12 +59,13 @@ function inUse(dir: string): { why: string | null; last: number | null } {
 export function planCheckoutPrune(checkouts: string, dbPath: string, olderThanMs: number, now = Date.now()): PrunePlan {
   const plan: PrunePlan = { remove: [], keep: [] };
   const jobs = jobStatuses(dbPath);
+  // The folder the operator named may itself be a link; below it, every level must be a plain folder.
+  const root = existsSync(checkouts) ? realpathSync(checkouts) : checkouts;
   try {
-    for (const owner of listDir(checkouts)) {
-      for (const name of listDir(join(checkouts, owner))) {
-        for (const job of listDir(join(checkouts, owner, name))) {
+    for (const owner of plainEntries(root, [])) {
+      for (const name of plainEntries(root, [owner])) {
+        for (const job of plainEntries(root, [owner, name])) {
           const dir = join(checkouts, owner, name, job);
-          if (![join(checkouts, owner), join(checkouts, owner, name), dir].every(isPlainDir)) continue;
           const row = jobs.get(job);
           const base = { kind: 'checkout' as const, name: dir, where: checkouts, run: null };
           if (row && (row.status === 'queued' || row.status === 'running')) {
@@ -83,11 +89,19 @@ export function planCheckoutPrune(checkouts: string, dbPath: string, olderThanMs
   return plan;
 }
 
-/** Removes one checkout, then its repository's and owner's folders when they are left empty. */
+/**
+ * Removes one checkout, then its repository's and owner's folders when they are left empty; only once each level of
+ * `<checkouts>/<owner>/<name>/<job>` is a plain folder and the checkout's real path is exactly that.
+ */
 export function removeCheckout(checkouts: string, dir: string): void {
-  rmSync(dir, { recursive: true, force: true });
-  for (const parent of [join(dir, '..'), join(dir, '..', '..')]) {
-    if (parent === checkouts) break;
+  const parts = relative(checkouts, dir).split(sep);
+  if (parts.length !== 3 || parts.some((part) => part === '..' || part === '')) {
+    throw new UnsafePathError(`Refusing to remove ${dir}: not a checkout in ${checkouts}`);
+  }
+  assertOwnFolder(checkouts, parts, dir);
+  const real = join(realpathSync(checkouts), ...parts);
+  rmSync(real, { recursive: true, force: true });
+  for (const parent of [join(real, '..'), join(real, '..', '..')]) {
     try {
       rmdirSync(parent);
     } catch {

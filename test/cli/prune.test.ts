@@ -1,12 +1,14 @@
 // `svc prune`: real runs in a real git repository leave worktrees and svc/<run> branches; prune removes those of runs
 // that ended longer ago than --older-than, never those of a run still running, never a branch svc did not make, never
 // the run folders; --dry-run lists and removes nothing. --checkouts does the same for the trigger's managed checkouts,
-// asking the trigger's own job queue (a real SQLite file made through its store) which jobs still run.
+// asking the trigger's own job queue (a real SQLite file made through its store) which jobs still run. A repository's
+// content decides nothing: a committed link at .svc or .svc/worktrees is never followed out of the project, a link
+// planted between the plan and the removal is refused, and a committed run state or pending marker keeps nothing.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeRepo, CLI, GIT_ENV, AGENT_STATE, EDIT_SCRIPT, type TestRepo } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -14,6 +16,9 @@ import { closedPort } from '../helpers/closed-port.ts';
 import { openDatabase } from '../../src/db/open.ts';
 import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
 import { createTriggerJobsStore } from '../../src/db/trigger-jobs-store.ts';
+import { planProjectPrune, removeProjectTarget } from '../../src/engine/prune.ts';
+import { planCheckoutPrune, removeCheckout } from '../../src/trigger/checkout-prune.ts';
+import { UnsafePathError } from '../../src/engine/safe-fs.ts';
 
 /** Edits like the fixture provider, but only once agent-state/go-<run> exists: a run the test holds running. */
 const GATED_SCRIPT = `#!/bin/sh
@@ -211,5 +216,133 @@ describe('svc prune', () => {
     assert.equal(outside.code, 2);
     assert.match(outside.stderr, /Nothing to prune here/);
     assert.equal(git('branch', '--list').trim(), before);
+  });
+});
+
+describe('svc prune and a hostile repository', () => {
+  let repo: TestRepo;
+  let env: NodeJS.ProcessEnv;
+
+  before(async () => {
+    repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
+    const control = `http://127.0.0.1:${await closedPort()}`;
+    env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_SHIP: '0', SVC_CONTROL_URL: control };
+  });
+  after(() => repo.cleanup());
+
+  function svc(args: string[], extra: NodeJS.ProcessEnv = {}): Promise<Result> {
+    const child = spawn(process.execPath, [CLI, ...args], {
+      cwd: repo.root, env: { ...env, ...extra }, stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+    return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+  }
+  const gitIn = (cwd: string, ...args: string[]) =>
+    execFileSync('git', args, { cwd, encoding: 'utf8', env: { ...process.env, ...GIT_ENV } });
+  /** A repository whose commit holds what `plant` puts in it (links, fake run folders), as someone could push it. */
+  function committed(name: string, plant: (dir: string) => void): string {
+    const dir = join(repo.root, name);
+    mkdirSync(dir);
+    gitIn(dir, 'init', '-q', '-b', 'main');
+    writeFileSync(join(dir, 'README'), 'hi');
+    plant(dir);
+    gitIn(dir, 'add', '-A');
+    gitIn(dir, 'commit', '-q', '-m', 'hostile');
+    return dir;
+  }
+  /** Something of the person's outside every project, with a folder an old leftover worktree could be named like. */
+  function precious(name: string, inner: string): string {
+    const file = join(repo.root, name, inner, 'keep.txt');
+    mkdirSync(join(repo.root, name, inner), { recursive: true });
+    writeFileSync(file, 'mine');
+    const old = new Date(Date.now() - 30 * DAY);
+    utimesSync(join(repo.root, name, inner), old, old);
+    return file;
+  }
+
+  it('never follows a committed link at .svc/worktrees out of the project', async () => {
+    const behind = precious('victim-wt', 'precious');
+    const project = committed('linked-worktrees', (dir) => {
+      mkdirSync(join(dir, '.svc'));
+      symlinkSync(join('..', '..', 'victim-wt'), join(dir, '.svc', 'worktrees'));
+    });
+    assert.match(gitIn(project, 'ls-files', '-s', '.svc/worktrees'), /^120000 /, 'the link is in the commit');
+    const r = await svc(['prune', '--repo', project, '--older-than', '0']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.doesNotMatch(r.stdout, /precious/);
+    assert.equal(readFileSync(behind, 'utf8'), 'mine');
+  });
+
+  it('never follows a committed link at .svc out of the project', async () => {
+    const behind = precious('victim-svc', join('worktrees', 'precious'));
+    const project = committed('linked-svc', (dir) => symlinkSync(join('..', 'victim-svc'), join(dir, '.svc')));
+    const r = await svc(['prune', '--repo', project, '--older-than', '0']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.doesNotMatch(r.stdout, /precious/);
+    assert.equal(readFileSync(behind, 'utf8'), 'mine');
+  });
+
+  it('refuses to remove a worktree once a link was planted on the way to it after the plan', () => {
+    // An empty folder git does not track: what a run's worktree left behind once git forgot it.
+    const project = committed('swapped', (dir) => mkdirSync(join(dir, '.svc', 'worktrees', 'rleftover'), { recursive: true }));
+    const [tree] = planProjectPrune(project, 0).remove;
+    assert.equal(tree?.run, 'rleftover');
+    const behind = precious('victim-swap', 'rleftover');
+    renameSync(join(project, '.svc', 'worktrees'), join(project, '.svc', 'worktrees-was'));
+    symlinkSync(join(repo.root, 'victim-swap'), join(project, '.svc', 'worktrees'));
+    assert.throws(() => removeProjectTarget(tree!), UnsafePathError);
+    assert.equal(readFileSync(behind, 'utf8'), 'mine');
+  });
+
+  it('refuses to remove a managed checkout once a link was planted on the way to it after the plan', () => {
+    const checkouts = join(repo.root, 'checkouts-swapped');
+    mkdirSync(join(checkouts, 'acme', 'api', 'jgone'), { recursive: true });
+    const [checkout] = planCheckoutPrune(checkouts, join(repo.root, 'no-trigger.db'), 0).remove;
+    assert.equal(checkout?.name, join(checkouts, 'acme', 'api', 'jgone'));
+    const behindCheckout = precious('victim-checkout', 'jgone');
+    renameSync(join(checkouts, 'acme', 'api'), join(checkouts, 'acme', 'api-was'));
+    symlinkSync(join(repo.root, 'victim-checkout'), join(checkouts, 'acme', 'api'));
+    assert.throws(() => removeCheckout(checkouts, checkout!.name), UnsafePathError);
+    assert.equal(readFileSync(behindCheckout, 'utf8'), 'mine');
+  });
+
+  /** A run folder as svc would write it, but committed by the repository. */
+  function fakeRun(dir: string, run: string, fields: Record<string, unknown>): void {
+    const at = new Date(Date.now() - 10 * DAY).toISOString();
+    mkdirSync(join(dir, '.svc', 'runs', run), { recursive: true });
+    const state = { source: 'local', run, ended_at: at, updated_at: at, ...fields };
+    writeFileSync(join(dir, '.svc', 'runs', run, 'state.json'), JSON.stringify(state));
+  }
+
+  it('a committed `running` run state and ship-pending marker do not keep a managed checkout', async () => {
+    const origin = committed('sticky-origin', (dir) => {
+      fakeRun(dir, 'r9', { status: 'running' });
+      mkdirSync(join(dir, '.svc', 'ship-pending'));
+      writeFileSync(join(dir, '.svc', 'ship-pending', 'r9'), '');
+    });
+    const checkouts = join(repo.root, 'checkouts-sticky');
+    const job = join(checkouts, 'acme', 'sticky', 'jsticky');
+    mkdirSync(join(checkouts, 'acme', 'sticky'), { recursive: true });
+    gitIn(repo.root, 'clone', '-q', origin, job);
+    assert.ok(existsSync(join(job, '.svc', 'ship-pending', 'r9')));
+    const trigger = { SVC_TRIGGER_CHECKOUTS: checkouts, SVC_TRIGGER_DB: join(repo.root, 'none.db') };
+    const r = await svc(['prune', '--checkouts', '--older-than', '0'], trigger);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, new RegExp(`^Removed checkout ${job} `, 'm'));
+    assert.equal(existsSync(job), false);
+  });
+
+  it('a committed run folder never gets the person\'s own svc/<name> branch deleted', async () => {
+    // A run folder committed under a name of the person's branch: prune must not take it for svc's worktree run.
+    const project = committed('fake-run', (dir) => {
+      fakeRun(dir, 'my-feature', { status: 'succeeded', worktree: true, branch: 'svc/my-feature' });
+    });
+    gitIn(project, 'branch', 'svc/my-feature');
+    const p = await svc(['prune', '--repo', project, '--older-than', '0']);
+    assert.equal(p.code, 0, p.stderr);
+    assert.notEqual(gitIn(project, 'branch', '--list', 'svc/my-feature').trim(), '', 'the person\'s branch stays');
   });
 });
