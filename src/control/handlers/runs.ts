@@ -65,8 +65,15 @@ function reply(body: Uint8Array): HandlerResult {
   return { status: 200, headers: PAGE_HEADERS, body: Buffer.from(body.buffer, body.byteOffset, body.byteLength) };
 }
 
+/** A page narrowed by anything but its cursor may scan many runs to fill itself: an expensive read. */
+function isFiltered(f: RunFilter): boolean {
+  return f.verdict !== undefined || f.repo !== undefined || f.group_id !== undefined || f.status !== undefined ||
+    f.source !== undefined || f.since !== undefined || f.until !== undefined;
+}
+
 export const listRuns: Handler<ControlDeps> = (ctx) => {
   const filter = parseRunFilter(ctx.query);
+  if (isFiltered(filter)) return listFilteredRuns(ctx.deps, filter);
   const runs = ctx.deps.stores.runs;
   let cache = pageCaches.get(runs);
   if (!cache) pageCaches.set(runs, (cache = createRunsPageCache(runs)));
@@ -74,6 +81,16 @@ export const listRuns: Handler<ControlDeps> = (ctx) => {
   if (owned) releaseWhenSent(ctx.res, body);
   return reply(body);
 };
+
+/**
+ * Filtered pages are read on the expensive-reads thread (src/control/expensive-reads.ts) and not cached: a client
+ * looping ad-hoc filters then costs the event loop nothing. A page whose runs still lack their stored text is built
+ * here, where the text can be written.
+ */
+async function listFilteredRuns(deps: ControlDeps, filter: RunFilter): Promise<HandlerResult> {
+  const body = await deps.reads.page(filter);
+  return reply(body ?? deps.stores.runs.pageJson(filter, pageFrame));
+}
 
 export const getRun: Handler<ControlDeps> = (ctx) => {
   const { source, run } = runParams(ctx);

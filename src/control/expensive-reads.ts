@@ -1,0 +1,134 @@
+// Reads that scan many runs — GET /v1/stats and /v1/stats/cost over any window, filtered runs pages — run on one
+// worker thread with its own read-only connection (expensive-reads-worker.ts), one at a time, so a client looping
+// them (random `since` values defeat any cache) costs the event loop nothing and everyone else's requests stay
+// fast. At most MAX_QUEUED wait or run there; past that such a read is 503 unavailable with Retry-After: 1 at once.
+// node:sqlite is synchronous: on the main thread, every such read held up every other request for its whole time.
+// Without a worker (an in-memory DB, or the thread failed) the same code runs on the main thread as before.
+import { Worker } from 'node:worker_threads';
+import type { Logger } from '../log.ts';
+import type { RunFilter } from '../db/run-types.ts';
+import type { StatsFilter, StatsStore } from '../db/stats-store.ts';
+import { HttpError } from '../http/http-error.ts';
+import { statsBody, costBody } from './stats-body.ts';
+
+const WORKER = new URL(`./expensive-reads-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url);
+
+/** Expensive reads waiting or running on the thread; a normal client's read waits behind at most this many. */
+export const MAX_QUEUED = 8;
+
+export type ExpensiveRequest =
+  | { id: number; kind: 'stats' | 'cost'; filter: StatsFilter }
+  | { id: number; kind: 'page'; filter: RunFilter };
+
+type Reply = { id: number; value: unknown } | { id: number; error: string };
+
+export interface ExpensiveReads {
+  stats(filter: StatsFilter): Promise<Record<string, unknown>>;
+  cost(filter: StatsFilter): Promise<Record<string, unknown>>;
+  /** A filtered runs page; undefined when a run on it lacks its stored text (the caller builds it, filling that). */
+  page(filter: RunFilter): Promise<Uint8Array | undefined>;
+  close(): Promise<void>;
+}
+
+export interface ExpensiveReadsOptions {
+  /** The main connection's stats store, for reads that stay on the main thread. */
+  stats: StatsStore;
+  /** The DB file; ':memory:' keeps every read on the main thread. */
+  path: string;
+  log: Logger;
+  maxQueued?: number;
+}
+
+export class ExpensiveReadsBusyError extends HttpError {
+  constructor() {
+    const message = 'Too many expensive reads (stats, filtered pages) under way; try again';
+    super('unavailable', message, { 'retry-after': '1' });
+  }
+}
+
+class ExpensiveReadFailedError extends Error {
+  constructor(message: string) {
+    super(`Expensive read failed: ${message}`);
+    this.name = 'ExpensiveReadFailedError';
+  }
+}
+
+export function createExpensiveReads(opts: ExpensiveReadsOptions): ExpensiveReads {
+  const { log } = opts;
+  const maxQueued = opts.maxQueued ?? MAX_QUEUED;
+  let worker: Worker | undefined;
+  let failed = opts.path === ':memory:';
+  let closed = false;
+  let nextId = 1;
+  const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+
+  function rejectAll(reason: string): void {
+    for (const p of pending.values()) p.reject(new ExpensiveReadFailedError(reason));
+    pending.clear();
+  }
+
+  function fallBack(reason: string): void {
+    if (failed) return;
+    failed = true;
+    log.warn('expensive reads back on the main thread', { reason });
+    rejectAll(reason);
+    void worker?.terminate();
+    worker = undefined;
+  }
+
+  function start(): Worker {
+    const w = new Worker(WORKER, { workerData: { path: opts.path } });
+    w.unref();
+    w.on('message', (reply: Reply) => {
+      const waiting = pending.get(reply.id);
+      if (!waiting) return;
+      pending.delete(reply.id);
+      if ('error' in reply) waiting.reject(new ExpensiveReadFailedError(reply.error));
+      else waiting.resolve(reply.value);
+    });
+    w.on('error', (err) => fallBack(err.message));
+    w.on('exit', (code) => {
+      if (!closed) fallBack(`expensive-reads worker exited (${code})`);
+    });
+    return w;
+  }
+
+  /** On the thread, or undefined when reads run on the main thread. */
+  function send(request: Omit<ExpensiveRequest, 'id'>): Promise<unknown> | undefined {
+    if (failed || closed) return undefined;
+    if (pending.size >= maxQueued) throw new ExpensiveReadsBusyError();
+    try {
+      worker ??= start();
+    } catch (err) {
+      fallBack(err instanceof Error ? err.message : String(err));
+      return undefined;
+    }
+    const id = nextId++;
+    const done = new Promise<unknown>((resolve, reject) => pending.set(id, { resolve, reject }));
+    worker.postMessage({ ...request, id });
+    return done;
+  }
+
+  return {
+    async stats(filter) {
+      const sent = send({ kind: 'stats', filter });
+      return sent ? (sent as Promise<Record<string, unknown>>) : statsBody(opts.stats, filter);
+    },
+    async cost(filter) {
+      const sent = send({ kind: 'cost', filter });
+      return sent ? (sent as Promise<Record<string, unknown>>) : costBody(opts.stats, filter);
+    },
+    async page(filter) {
+      const sent = send({ kind: 'page', filter });
+      if (!sent) return undefined;
+      return ((await sent) as Uint8Array | null) ?? undefined;
+    },
+    async close() {
+      closed = true;
+      rejectAll('the server is closing');
+      const w = worker;
+      worker = undefined;
+      await w?.terminate();
+    },
+  };
+}
