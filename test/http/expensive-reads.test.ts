@@ -73,14 +73,17 @@ describe('expensive reads', () => {
     const own = cp.deps.reads;
     cp.deps.reads = createExpensiveReads({ stats: cp.deps.stores.stats, path: cp.deps.settings.dbPath, log: silentLogger, maxQueued: 0 });
     try {
-      for (const path of ['/v1/stats', '/v1/stats/cost?repo=acme%2Fapi', '/v1/runs?status=failed']) {
+      for (const path of ['/v1/stats', '/v1/stats/cost?repo=acme%2Fapi', '/v1/runs?source=laptop', '/v1/runs?status=failed&repo=acme%2Fweb']) {
         const res = await cp.request('GET', path);
         assert.equal(res.status, 503, path);
         assert.equal(res.json.error.code, 'unavailable');
         assert.equal(res.headers.get('retry-after'), '1');
       }
-      // Unfiltered pages (the dashboard's first page, cursor walks) never queue.
-      assert.equal((await cp.request('GET', '/v1/runs?limit=5')).status, 200);
+      // Pages that walk an index in list order (the dashboard's first page, cursor and time-window walks, one of
+      // verdict, repo or status, a retry group) never queue.
+      for (const path of ['/v1/runs?limit=5', `/v1/runs?until=${Date.UTC(2026, 0, 1) + DAY}`, '/v1/runs?status=failed', '/v1/runs?group_id=r000001&source=local']) {
+        assert.equal((await cp.request('GET', path)).status, 200, path);
+      }
     } finally {
       await cp.deps.reads.close();
       cp.deps.reads = own;
