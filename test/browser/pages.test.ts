@@ -2,6 +2,9 @@
 // violations; config editing shows validation errors next to the key and explains a lost update.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { launchBrowser, browserSkipReason, screenshot, unexpected, type TestBrowser } from './browser.ts';
@@ -232,6 +235,27 @@ describe('every page', { skip: skip ?? false }, () => {
     const cleared = (await control.request('GET', '/v1/config')).json.config;
     assert.deepEqual([cleared.providers, cleared.repos], [{}, []]);
     await page.close();
+  });
+
+  it('imports a project whose run has empty artifacts (egress.jsonl of a run that made no connection) from the Import form', async () => {
+    const project = mkdtempSync(join(tmpdir(), 'svc-ui-import-'));
+    try {
+      const run = join(project, '.svc', 'runs', 'rquiet0001');
+      mkdirSync(join(run, 'artifacts', 'checks'), { recursive: true });
+      writeFileSync(join(run, 'state.json'), JSON.stringify({ run: 'rquiet0001', status: 'succeeded', started_at: new Date().toISOString(), repo: 'acme/quiet' }));
+      for (const f of ['events.jsonl', 'artifacts/egress.jsonl', 'artifacts/checks/unit.log', 'artifacts/receipt.json']) writeFileSync(join(run, f), '');
+      const page = await browser.newPage();
+      await page.goto(`${control.url}/#/start`);
+      await page.locator('#im-path').fill(project);
+      await page.click('form[data-role=import] button[type=submit]');
+      const notice = page.locator('[data-role=import-message] .notice.ok');
+      await notice.waitFor();
+      assert.match((await notice.textContent()) ?? '', /Imported 1\s+run and 0 events/);
+      assert.equal((await control.request('GET', '/v1/runs/local/rquiet0001/artifact/egress.jsonl')).status, 200);
+      await page.close();
+    } finally {
+      rmSync(project, { recursive: true, force: true });
+    }
   });
 
   it('logged no console errors and no CSP violations', () => {
