@@ -61,18 +61,28 @@ export function createExpensiveReads(opts: ExpensiveReadsOptions): ExpensiveRead
   let failed = opts.path === ':memory:';
   let closed = false;
   let nextId = 1;
-  const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  type Waiting = { request: ExpensiveRequest; resolve: (v: unknown) => void; reject: (e: Error) => void };
+  const pending = new Map<number, Waiting>();
 
-  function rejectAll(reason: string): void {
-    for (const p of pending.values()) p.reject(new ExpensiveReadFailedError(reason));
-    pending.clear();
+  /** A read as the main thread answers it: a page is null, for the caller to build (it may write texts). */
+  function inline(request: ExpensiveRequest): unknown {
+    if (request.kind === 'page') return null;
+    return request.kind === 'stats' ? statsBody(opts.stats, request.filter) : costBody(opts.stats, request.filter);
   }
 
   function fallBack(reason: string): void {
     if (failed) return;
     failed = true;
     log.warn('expensive reads back on the main thread', { reason });
-    rejectAll(reason);
+    // The reads that were waiting on the thread are answered here instead: a failed thread is never a failed request.
+    for (const p of pending.values()) {
+      try {
+        p.resolve(inline(p.request));
+      } catch (err) {
+        p.reject(err instanceof Error ? err : new ExpensiveReadFailedError(String(err)));
+      }
+    }
+    pending.clear();
     void worker?.terminate();
     worker = undefined;
   }
@@ -104,9 +114,9 @@ export function createExpensiveReads(opts: ExpensiveReadsOptions): ExpensiveRead
       fallBack(err instanceof Error ? err.message : String(err));
       return undefined;
     }
-    const id = nextId++;
-    const done = new Promise<unknown>((resolve, reject) => pending.set(id, { resolve, reject }));
-    worker.postMessage({ ...request, id });
+    const full = { ...request, id: nextId++ } as ExpensiveRequest;
+    const done = new Promise<unknown>((resolve, reject) => pending.set(full.id, { request: full, resolve, reject }));
+    worker.postMessage(full);
     return done;
   }
 
@@ -126,7 +136,8 @@ export function createExpensiveReads(opts: ExpensiveReadsOptions): ExpensiveRead
     },
     async close() {
       closed = true;
-      rejectAll('the server is closing');
+      for (const p of pending.values()) p.reject(new ExpensiveReadFailedError('the server is closing'));
+      pending.clear();
       const w = worker;
       worker = undefined;
       await w?.terminate();

@@ -6,7 +6,7 @@ import { startTestControl, seedRuns, type TestControl } from '../helpers/control
 import { createExpensiveReads, ExpensiveReadsBusyError } from '../../src/control/expensive-reads.ts';
 import { statsBody, costBody } from '../../src/control/stats-body.ts';
 import { pageFrame } from '../../src/control/runs-page-frame.ts';
-import { silentLogger } from '../../src/log.ts';
+import { createLogger, silentLogger } from '../../src/log.ts';
 
 const DAY = 86_400_000;
 
@@ -64,6 +64,22 @@ describe('expensive reads', () => {
       assert.equal((await first).runs, 340);
       assert.equal((await second).runs, 340);
       assert.equal((await reads.stats({ repo: 'acme/api' })).runs, 300);
+    } finally {
+      await reads.close();
+    }
+  });
+
+  it('answers on the main thread, and says so once, when the thread cannot run (its DB cannot be opened there)', async () => {
+    const lines: string[] = [];
+    const log = createLogger('test', (line) => lines.push(line));
+    const reads = createExpensiveReads({ stats: cp.deps.stores.stats, path: '/nonexistent-svc-dir/control.db', log });
+    try {
+      const [stats, cost] = await Promise.all([reads.stats({}), reads.cost({ repo: 'acme/web' })]);
+      assert.equal(stats.runs, 340);
+      assert.equal(cost.runs, 40);
+      assert.equal((await reads.stats({ repo: 'acme/api' })).runs, 300);
+      assert.equal(await reads.page({ limit: 5, source: 'laptop' }), undefined, 'a page is left to the caller');
+      assert.equal(lines.filter((l) => l.includes('expensive reads back on the main thread')).length, 1);
     } finally {
       await reads.close();
     }
