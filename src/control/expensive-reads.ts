@@ -16,6 +16,11 @@ const WORKER = new URL(`./expensive-reads-worker${import.meta.url.endsWith('.ts'
 
 /** Expensive reads waiting or running on the thread; a normal client's read waits behind at most this many. */
 export const MAX_QUEUED = 8;
+/**
+ * An idle thread is ended after this long: it holds ~20 MB of RSS (its own isolate and connection) that a server
+ * nobody asks for stats should not keep; the next expensive read starts a new one (tens of ms).
+ */
+export const IDLE_MS = 30_000;
 
 export type ExpensiveRequest =
   | { id: number; kind: 'stats' | 'cost'; filter: StatsFilter }
@@ -38,6 +43,7 @@ export interface ExpensiveReadsOptions {
   path: string;
   log: Logger;
   maxQueued?: number;
+  idleMs?: number;
 }
 
 export class ExpensiveReadsBusyError extends HttpError {
@@ -57,7 +63,9 @@ class ExpensiveReadFailedError extends Error {
 export function createExpensiveReads(opts: ExpensiveReadsOptions): ExpensiveReads {
   const { log } = opts;
   const maxQueued = opts.maxQueued ?? MAX_QUEUED;
+  const idleMs = opts.idleMs ?? IDLE_MS;
   let worker: Worker | undefined;
+  let idleTimer: NodeJS.Timeout | undefined;
   let failed = opts.path === ':memory:';
   let closed = false;
   let nextId = 1;
@@ -87,6 +95,17 @@ export function createExpensiveReads(opts: ExpensiveReadsOptions): ExpensiveRead
     worker = undefined;
   }
 
+  /** Ends an idle thread; its exit is expected, so it is not a failure. */
+  function retire(): void {
+    idleTimer = undefined;
+    if (pending.size > 0 || !worker) return;
+    const w = worker;
+    worker = undefined;
+    w.removeAllListeners('exit');
+    w.removeAllListeners('error');
+    void w.terminate();
+  }
+
   function start(): Worker {
     const w = new Worker(WORKER, { workerData: { path: opts.path } });
     w.unref();
@@ -96,6 +115,11 @@ export function createExpensiveReads(opts: ExpensiveReadsOptions): ExpensiveRead
       pending.delete(reply.id);
       if ('error' in reply) waiting.reject(new ExpensiveReadFailedError(reply.error));
       else waiting.resolve(reply.value);
+      if (pending.size === 0 && !closed) {
+        if (idleTimer) clearTimeout(idleTimer);
+        idleTimer = setTimeout(retire, idleMs);
+        idleTimer.unref();
+      }
     });
     w.on('error', (err) => fallBack(err.message));
     w.on('exit', (code) => {
@@ -108,6 +132,8 @@ export function createExpensiveReads(opts: ExpensiveReadsOptions): ExpensiveRead
   function send(request: Omit<ExpensiveRequest, 'id'>): Promise<unknown> | undefined {
     if (failed || closed) return undefined;
     if (pending.size >= maxQueued) throw new ExpensiveReadsBusyError();
+    if (idleTimer) clearTimeout(idleTimer);
+    idleTimer = undefined;
     try {
       worker ??= start();
     } catch (err) {
@@ -136,6 +162,7 @@ export function createExpensiveReads(opts: ExpensiveReadsOptions): ExpensiveRead
     },
     async close() {
       closed = true;
+      if (idleTimer) clearTimeout(idleTimer);
       for (const p of pending.values()) p.reject(new ExpensiveReadFailedError('the server is closing'));
       pending.clear();
       const w = worker;

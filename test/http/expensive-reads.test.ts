@@ -3,7 +3,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestControl, seedRuns, type TestControl } from '../helpers/control-server.ts';
-import { createExpensiveReads, ExpensiveReadsBusyError } from '../../src/control/expensive-reads.ts';
+import { createExpensiveReads, ExpensiveReadsBusyError, IDLE_MS } from '../../src/control/expensive-reads.ts';
 import { statsBody, costBody } from '../../src/control/stats-body.ts';
 import { pageFrame } from '../../src/control/runs-page-frame.ts';
 import { createLogger, silentLogger } from '../../src/log.ts';
@@ -80,6 +80,22 @@ describe('expensive reads', () => {
       assert.equal((await reads.stats({ repo: 'acme/api' })).runs, 300);
       assert.equal(await reads.page({ limit: 5, source: 'laptop' }), undefined, 'a page is left to the caller');
       assert.equal(lines.filter((l) => l.includes('expensive reads back on the main thread')).length, 1);
+    } finally {
+      await reads.close();
+    }
+  });
+
+  it('ends an idle thread without calling it a failure, and starts a new one for the next read', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    const lines: string[] = [];
+    const log = createLogger('test', (line) => lines.push(line));
+    const reads = createExpensiveReads({ stats: cp.deps.stores.stats, path: cp.deps.settings.dbPath, log });
+    try {
+      assert.equal((await reads.stats({})).runs, 340);
+      // Past the idle time the first thread is ended (an ended thread's exit is not a fall-back).
+      t.mock.timers.tick(IDLE_MS);
+      assert.equal((await reads.cost({ repo: 'acme/web' })).runs, 40);
+      assert.deepEqual(lines.filter((l) => l.includes('back on the main thread')), []);
     } finally {
       await reads.close();
     }
