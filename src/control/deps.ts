@@ -7,6 +7,7 @@ import type { ControlSettings } from './settings.ts';
 import type { Logger } from '../log.ts';
 import type { RefusalTally } from './refusal-tally.ts';
 import type { RepoReader } from './repo-reader.ts';
+import type { ExpensiveReads } from './expensive-reads.ts';
 
 export interface ControlDeps {
   db: Db;
@@ -15,6 +16,8 @@ export interface ControlDeps {
   engine: RunController;
   /** The git a request needs (a folder's repository root, its name): handlers never run git themselves. */
   repos: RepoReader;
+  /** Stats and filtered runs pages, off the event loop (expensive-reads.ts). */
+  reads: ExpensiveReads;
   settings: ControlSettings;
   /** Snapshot of the environment for read-only detection (providers, integrations); never echoed. */
   env: NodeJS.ProcessEnv;

@@ -1,6 +1,6 @@
 // POST /v1/import: registers the project (src/control/projects.ts) and reads <project>/.svc/runs/*/{state.json,
-// events.jsonl,artifacts/**} and stores them through the same validation and transaction as ingest, one run per
-// transaction. No symbolic link is ever followed below the project
+// events.jsonl,artifacts/**} and stores them through the same validation as ingest, all in ONE transaction: a failed
+// import changes nothing (no project registered without its runs). No symbolic link is ever followed below the project
 // folder (src/engine/plain-tree.ts): a linked .svc, runs folder, run folder, state.json, events.jsonl, artifacts/,
 // artifact subfolder or file is skipped and listed, so a project cannot make the Control Plane serve ~/.svc/keys.
 import { lstatSync, realpathSync } from 'node:fs';
@@ -10,7 +10,9 @@ import type { ControlDeps } from './deps.ts';
 import { SEGMENT } from './params.ts';
 import { contentTypeFor } from './content-type.ts';
 import { validateEvent, validateRun, type IngestBatch } from './ingest-validate.ts';
-import { applyBatch } from './ingest-apply.ts';
+import { storeBatch } from './ingest-apply.ts';
+import { transaction } from '../db/open.ts';
+import type { EventRow } from '../db/events-store.ts';
 import {
   listPlain, openPlainDirIn, openPlainPath, readPlainIn, readPlainTree, skipReason, type PlainDir,
 } from '../engine/plain-tree.ts';
@@ -141,29 +143,36 @@ export async function importProject(deps: ControlDeps, path: unknown): Promise<I
     const why = runs.kind === 'link' ? ` (${runs.failed} ${skipReason('link')})` : '';
     throw new HttpError('invalid_param', `Field "path" is neither a git repository nor a folder with .svc/runs${why}`);
   }
-  // Importing is how the operator registers a project: /v1/start, retry, resume and verify run only in registered ones.
-  deps.stores.projects.add(realpathSync(path), deps.clock());
   const result: ImportResult = { runs: 0, events: 0, duplicates: 0, artifacts: 0, skipped: [] };
-  if ('failed' in runs) return result;
   const skip: Skip = (entry, reason) => {
     if (result.skipped.length < MAX_SKIPPED) result.skipped.push({ entry, reason });
   };
+  const inserted: EventRow[] = [];
   try {
-    for (const { name } of listPlain(runs)) {
-      if (!SEGMENT.test(name)) continue;
-      const batch = readRun(deps, path, runs, name, skip);
-      if (!batch) continue;
-      // An explicit import brings back a run that was deleted (ingest does not: deleted-runs-store.ts).
-      for (const r of batch.runs) deps.stores.deletedRuns.forget(batch.source, r.run);
-      // Control requests belong to the runner's next ingest, not to an import.
-      const applied = applyBatch(deps, batch, { deliverControl: false });
-      result.runs += applied.runs;
-      result.events += applied.events;
-      result.duplicates += applied.duplicates;
-      result.artifacts += applied.artifacts;
-    }
+    // Read and stored in one transaction (reads are synchronous, nothing awaits inside): all of it or nothing.
+    transaction(deps.db, () => {
+      // Importing is how the operator registers a project: /v1/start, retry, resume and verify run only in registered
+      // ones.
+      deps.stores.projects.add(realpathSync(path), deps.clock());
+      if ('failed' in runs) return;
+      for (const { name } of listPlain(runs)) {
+        if (!SEGMENT.test(name)) continue;
+        const batch = readRun(deps, path, runs, name, skip);
+        if (!batch) continue;
+        // An explicit import brings back a run that was deleted (ingest does not: deleted-runs-store.ts).
+        for (const r of batch.runs) deps.stores.deletedRuns.forget(batch.source, r.run);
+        // Control requests belong to the runner's next ingest, not to an import.
+        const stored = storeBatch(deps, batch, { deliverControl: false });
+        for (const row of stored.inserted) inserted.push(row);
+        result.runs += stored.result.runs;
+        result.events += stored.result.events;
+        result.duplicates += stored.result.duplicates;
+        result.artifacts += stored.result.artifacts;
+      }
+    });
   } finally {
-    runs.close();
+    if (!('failed' in runs)) runs.close();
   }
+  deps.bus.publish(inserted);
   return result;
 }

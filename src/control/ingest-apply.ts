@@ -1,6 +1,7 @@
 // Writes a validated ingest batch in ONE transaction (all or nothing), then publishes the new events to live streams.
 import { HttpError } from '../http/http-error.ts';
 import { transaction } from '../db/open.ts';
+import { inTransaction } from '../db/tx.ts';
 import type { EventRow } from '../db/events-store.ts';
 import type { ControlDeps } from './deps.ts';
 import type { IngestBatch } from './ingest-validate.ts';
@@ -26,13 +27,31 @@ export interface IngestResult {
 export function applyBatch(
   deps: ControlDeps, batch: IngestBatch, opts: { deliverControl?: boolean } = {},
 ): IngestResult {
+  const { result, inserted } = transaction(deps.db, () => storeBatch(deps, batch, opts));
+  deps.bus.publish(inserted);
+  return result;
+}
+
+/** A stored batch: its answer, and the events it added, to publish once the enclosing transaction has committed. */
+export interface StoredBatch {
+  result: IngestResult;
+  inserted: EventRow[];
+}
+
+/**
+ * applyBatch's writes, inside the caller's transaction (import stores many run folders in one) or a new one. Publishes
+ * nothing: events go to live streams only after the commit, so a rolled-back import never showed any.
+ */
+export function storeBatch(
+  deps: ControlDeps, batch: IngestBatch, opts: { deliverControl?: boolean } = {},
+): StoredBatch {
   const { stores } = deps;
   const { source } = batch;
   const inserted: EventRow[] = [];
   let duplicates = 0;
   let notifications: number | undefined;
 
-  const control = transaction(deps.db, () => {
+  const control = inTransaction(deps.db, () => {
     // Every referenced run must exist after this batch: checked before the first write, inside the lock.
     const known = new Set(batch.runs.map((r) => r.run));
     for (const item of [...batch.events, ...batch.artifacts]) {
@@ -76,7 +95,6 @@ export function applyBatch(
     return pending.map((r) => ({ ...r.payload, id: r.id, run: r.run, action: r.action }));
   });
 
-  deps.bus.publish(inserted);
   const result: IngestResult = {
     runs: batch.runs.length,
     events: inserted.length,
@@ -86,5 +104,5 @@ export function applyBatch(
   };
   if (notifications !== undefined) result.notifications = notifications;
   if (batch.served_repos !== null) result.served_repos = batch.served_repos.length;
-  return result;
+  return { result, inserted };
 }

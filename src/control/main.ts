@@ -1,8 +1,6 @@
 // Boots the Control Plane: the only place that listens, writes server.json and installs signal handlers.
 import type { Server } from 'node:http';
-import { mkdirSync, writeFileSync, rmSync, renameSync } from 'node:fs';
-import { readServerRecordFile, type ServerRecord } from '../client/server-record.ts';
-import { join, dirname } from 'node:path';
+import { claimServerRecord, releaseServerRecord } from './server-record-claim.ts';
 import { fileURLToPath } from 'node:url';
 import { openDatabase } from '../db/open.ts';
 import { controlMigrations } from '../db/control-migrations.ts';
@@ -13,6 +11,7 @@ import { createRepoReader } from './repo-reader.ts';
 import { createControlApp } from './app.ts';
 import { startRetentionSweeps } from './retention.ts';
 import { createRefusalTally } from './refusal-tally.ts';
+import { createExpensiveReads } from './expensive-reads.ts';
 import { isLoopbackHost } from '../http/guards.ts';
 import { closeGracefully, listen } from '../http/listen.ts';
 import { createHttpServer } from '../http/http-server.ts';
@@ -60,7 +59,10 @@ export async function startControl(
   const bus = createRunEventBus(stores, settings.streams);
   const engine = createRunController({ stores, bus, settings, env, clock: Date.now, log, url: () => url });
   const repos = createRepoReader();
-  const deps: ControlDeps = { db, stores, bus, engine, repos, settings, env, clock: Date.now, log, url: () => url };
+  const reads = createExpensiveReads({ stats: stores.stats, path: settings.dbPath, log });
+  const deps: ControlDeps = {
+    db, stores, bus, engine, repos, reads, settings, env, clock: Date.now, log, url: () => url,
+  };
   deps.refusals = createRefusalTally(stores.audit, deps.clock, log);
   const origins = new Set<string>();
   const app = createControlApp(deps, { boundToLoopback: () => boundToLoopback, ownOrigins: () => origins });
@@ -81,6 +83,7 @@ export async function startControl(
         await deps.engine.close();
       });
       deps.refusals?.close();
+      await reads.close();
       stores.close();
       db.close();
     })();
@@ -89,36 +92,24 @@ export async function startControl(
   return { url, server, connections, deps, close };
 }
 
-function serverRecordPath(svcHome: string): string {
-  return join(svcHome, 'control', 'server.json');
-}
-
-/** Written atomically so a client never reads half a record; read back by src/client/server-record.ts. */
-function writeServerRecord(svcHome: string, record: ServerRecord): void {
-  const path = serverRecordPath(svcHome);
-  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-  const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, JSON.stringify(record) + '\n', { mode: 0o600 });
-  renameSync(tmp, path);
-}
-
-function removeServerRecord(svcHome: string, pid: number): void {
-  if (readServerRecordFile(serverRecordPath(svcHome))?.pid === pid) rmSync(serverRecordPath(svcHome), { force: true });
-}
-
 /** Serves until SIGINT/SIGTERM, then shuts down once: stop accepting, end streams, close the DB, exit 0. */
 export async function serveControlForever(
   settings: ControlSettings, env: NodeJS.ProcessEnv, print: (line: string) => void,
 ): Promise<number> {
   const log = createLogger('control');
   const running = await startControl(settings, env, log);
-  // Handlers first: whoever sees the URL or server.json may signal at once, and must get a clean shutdown.
-  const exited = exitCodeAfterSignal(log, 'shutting down', async () => {
+  const other = await claimServerRecord(settings.svcHome, { url: running.url, pid: process.pid });
+  // The handlers go in before the URL is printed: a supervisor may send SIGTERM as soon as it reads that line.
+  const exitCode = exitCodeAfterSignal(log, 'shutting down', async () => {
     await running.close();
-    removeServerRecord(settings.svcHome, process.pid);
+    releaseServerRecord(settings.svcHome, process.pid);
   });
-  writeServerRecord(settings.svcHome, { url: running.url, pid: process.pid });
   print(`${running.url}\n`);
   log.info('listening', { url: running.url, db: settings.dbPath });
-  return exited;
+  if (other) {
+    const message = 'another Control Plane is recorded in server.json and answers: its record stays, this one is ' +
+      `not recorded there; clients reach this one with SVC_CONTROL_URL=${running.url}`;
+    log.warn(message, { other_url: other.url, other_pid: other.pid });
+  }
+  return exitCode;
 }

@@ -304,7 +304,8 @@ function okResponse(ok: Ok): Record<string, unknown> {
 }
 
 // Every route of both servers can answer these from the shared pipeline (src/http/pipeline.ts): 400 for a malformed
-// path escape or a missing Host, 403 for a foreign Host (Control Plane) or Origin header; `default` covers the rest
+// path escape or a missing Host, 403 for a foreign Host (Control Plane) or Origin header or a
+// cross-site / no-cors browser request (Sec-Fetch-Site, Sec-Fetch-Mode); `default` covers the rest
 // the pipeline may give any route (405, 408, 414, 431, 500 and 503 while draining), always the error envelope.
 const ANY_ROUTE: Err[] = ['BadRequest', 'Forbidden'];
 

@@ -38,9 +38,11 @@ export interface ArtifactsStore {
 }
 
 export function createArtifactsStore(db: Db): ArtifactsStore {
+  // node:sqlite binds a zero-length view of a zero-length ArrayBuffer (an empty file read into Buffer.alloc(0), an
+  // empty subarray) as NULL, not as an empty blob; coalesce makes every empty file an empty blob.
   const putStmt = db.prepare(
     `INSERT INTO artifacts (source, run, path, content_type, sha256, size, content, created_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+     VALUES (?, ?, ?, ?, ?, ?, coalesce(?, X''), ?)
      ON CONFLICT (source, run, path) DO UPDATE SET content_type = excluded.content_type, sha256 = excluded.sha256,
      size = excluded.size, content = excluded.content, created_at = excluded.created_at`,
   );

@@ -23,6 +23,20 @@ export class RunsPageTextMissingError extends FailedError {
 }
 
 export function createRunsPageQuery(db: Db): RunsPageQuery {
+  const { readPage, fillThenRead } = createPageReader(db);
+  return (filter, frame) => readPage(filter, frame) ?? transaction(db, () => fillThenRead(filter, frame));
+}
+
+/**
+ * The page as createRunsPageQuery reads it, for a connection that never writes (the expensive-reads thread,
+ * src/control/expensive-reads-worker.ts): undefined when a run on the page lacks its stored text, which only the
+ * writing connection's createRunsPageQuery fills in.
+ */
+export function createRunsReadOnlyPage(db: Db): (filter: RunFilter, frame: PageFrame) => Uint8Array | undefined {
+  return createPageReader(db).readPage;
+}
+
+function createPageReader(db: Db) {
   const beginRead = db.prepare('BEGIN');
   const commitRead = db.prepare('COMMIT');
   const setJson = db.prepare('UPDATE runs SET json = ? WHERE rowid = ?');
@@ -72,18 +86,17 @@ export function createRunsPageQuery(db: Db): RunsPageQuery {
     }
   }
 
-  return (filter, frame) => {
+  /** The page read in one snapshot, or undefined when a run on it lacks its text. */
+  function readPage(filter: RunFilter, frame: PageFrame): Uint8Array | undefined {
     // One read snapshot for the page and its cursor, so a commit by another connection can't slip between them.
     if (db.isTransaction) return read(filter, frame) ?? fillThenRead(filter, frame);
     beginRead.run();
-    let body: Uint8Array | undefined;
     try {
-      body = read(filter, frame);
+      return read(filter, frame);
     } finally {
       commitRead.run();
     }
-    return body ?? transaction(db, () => fillThenRead(filter, frame));
-  };
+  }
 
   function fillThenRead(filter: RunFilter, frame: PageFrame): Uint8Array {
     fill(filter);
@@ -91,4 +104,7 @@ export function createRunsPageQuery(db: Db): RunsPageQuery {
     if (!body) throw new RunsPageTextMissingError();
     return body;
   }
+
+  return { readPage, fillThenRead };
 }
+

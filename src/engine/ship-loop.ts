@@ -49,8 +49,9 @@ export function createShipLoop(shipper: Shipper, dir: string, say: (text: string
         }
       }
       markPending(dir);
-      say(`not shipped: no Control Plane answered at ${shipper.url}; the next svc command in this project that ` +
-        'reaches one sends this run (or run `svc ship`)');
+      const why = shipper.failure() ?? `no Control Plane answered at ${shipper.url}`;
+      say(`not shipped: ${why}; the next svc command in this project that reaches one sends this run ` +
+        '(or run `svc ship`)');
     },
   };
 }

@@ -6,7 +6,7 @@
 import { closeSync, fstatSync } from 'node:fs';
 import { basename, join, extname } from 'node:path';
 import { createHash } from 'node:crypto';
-import { createControlClient, type ControlClient } from '../client/client.ts';
+import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
 import { discoverControlUrl } from '../client/discover.ts';
 import { writeJsonAtomic } from './atomic.ts';
 import { toRunJson, type RunState } from './run-state.ts';
@@ -37,6 +37,22 @@ export interface Shipper {
   /** Sends everything not yet accepted; true when the Control Plane took it all. */
   flush(): Promise<boolean>;
   url: string;
+  /** Why the last flush failed, in words for "not shipped: …" (null after a flush that worked). */
+  failure(): string | null;
+}
+
+/** What stopped a flush: nothing answered, the token was refused, or what the Control Plane answered instead. */
+function failureOf(err: unknown, url: string, hasToken: boolean): string {
+  if (!(err instanceof ControlApiError)) {
+    return `shipping to ${url} failed (${err instanceof Error ? err.message : String(err)})`;
+  }
+  if (err.status === 0) return `no Control Plane answered at ${url}`;
+  if (err.status === 401) {
+    return hasToken
+      ? `the Control Plane at ${url} refused the token (401 unauthorized: the token this run sent is not its token)`
+      : `the Control Plane at ${url} needs a token (401 unauthorized: set SVC_CONTROL_TOKEN or SVC_CONTROL_TOKEN_FILE)`;
+  }
+  return `the Control Plane at ${url} answered ${err.status} ${err.code} (${err.message})`;
 }
 
 interface RunBatch {
@@ -214,16 +230,20 @@ export function createShipper(
     return { ok: true, more: events.length === EVENTS_PER_BATCH || artifactsFull };
   }
 
+  let failure: string | null = null;
   return {
     url,
+    failure: () => failure,
     async flush() {
       try {
         for (let i = 0; i < 1000; i++) {
           const { more } = await flushOnce();
-          if (!more) return true;
+          if (!more) break;
         }
+        failure = null;
         return true;
-      } catch {
+      } catch (err) {
+        failure = failureOf(err, url, token !== undefined && token !== '');
         return false;
       }
     },

@@ -1,11 +1,13 @@
-// The request pipeline shared by both servers: Host → route → token → loopback → Origin → type → body (DESIGN §4).
+// The request pipeline shared by both servers (DESIGN §4): Host → (UI file) → site → route → token → loopback →
+// Origin → type → body.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createRouter } from './router.ts';
 import { HttpError } from './http-error.ts';
 import { sendReply, TAKEN_OVER, type HandlerResult } from './respond.ts';
 import { readBody, parseJson, MiB } from './body.ts';
 import {
-  checkBearer, checkBearerOrRunner, checkHost, checkJsonContentType, checkLoopbackOnly, checkOrigin, parseTarget,
+  checkBearer, checkBearerOrRunner, checkFetchSite, checkHost, checkJsonContentType, checkLoopbackOnly, checkOrigin,
+  parseTarget,
 } from './guards.ts';
 import { RequestCtx, RequestId } from './request-ctx.ts';
 import { answerFailure } from './pipeline-failure.ts';
@@ -62,6 +64,9 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
         return;
       }
     }
+    // Before the route match: a refused cross-site request costs two header lookups and is not audited (a page could
+    // otherwise write the audit log at will).
+    if (req.headers['sec-fetch-site'] !== undefined || req.headers['sec-fetch-mode'] !== undefined) checkFetchSite(req);
     const match = router.match(method, pathname);
     const route = match.handler;
     if (admission) {

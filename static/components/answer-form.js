@@ -6,6 +6,7 @@ import { html, render } from '../lib/html.js';
 import { api, runPath } from '../lib/api.js';
 import { reasonFirst } from '../lib/ui.js';
 import { timeTag } from '../lib/time.js';
+import { TERMINAL } from '../lib/run-status.js';
 
 /** @typedef {{answer: string, answered_at: string, via: string, delivered_at: string | null}} PendingAnswer */
 
@@ -25,12 +26,14 @@ class AnswerForm extends HTMLElement {
   /** @param {{status: string, question?: string | null, pending_answer?: PendingAnswer | null}} run */
   update(run) {
     const pending = run.pending_answer ?? null;
-    const key = run.status === 'blocked' ? `blocked:${run.question ?? ''}:${JSON.stringify(pending)}` : '';
+    // Outside blocked the key is the status, so the "picked up" bar is redrawn (and dropped) when the run moves on.
+    const key = run.status === 'blocked' ? `blocked:${run.question ?? ''}:${JSON.stringify(pending)}` : run.status;
     if (key === this.shownFor) return;
     this.shownFor = key;
-    if (!key) {
+    if (run.status !== 'blocked') {
+      // The bar tells that the answer reached the run, while the run goes on with it; once it ended it says nothing.
       const done = html`<p class="notice ok" role="status">The run picked up the answer; it is ${run.status} now.</p>`;
-      render(this, this.answered ? done : html``);
+      render(this, this.answered && !TERMINAL.has(run.status) ? done : html``);
       this.answered = false;
       return;
     }

@@ -4,7 +4,8 @@
 import { html, render } from '../lib/html.js';
 import { api } from '../lib/api.js';
 import { loading, failure, refusedNotice } from '../lib/ui.js';
-import { configField, changedValues, fieldId } from '../lib/config-fields.js';
+import { configField, changedValues, fieldId, orderedKeys } from '../lib/config-fields.js';
+import { providersClick } from '../lib/config-providers.js';
 import { registerKeysPanel } from './keys-panel.js';
 
 class ConfigPage extends HTMLElement {
@@ -23,6 +24,7 @@ class ConfigPage extends HTMLElement {
     });
     this.addEventListener('click', (event) => {
       const target = event.target;
+      if (providersClick(event)) return;
       if (target instanceof Element && target.closest('[data-action=retry], [data-action=reload]')) void this.load();
     });
     void this.load();
@@ -41,12 +43,14 @@ class ConfigPage extends HTMLElement {
   }
 
   renderForm() {
-    const keys = Object.keys(this.config).sort();
+    const keys = orderedKeys(Object.keys(this.config));
     render(this, html`<div class="page-head"><h1>Config</h1><p class="muted">Version
         <span data-role="version">${this.version}</span>. Secrets show as *** and keep their value unless you type a new
         one. Saving needs a Control Plane bound to this machine.</p></div>
       <form class="panel config-form" novalidate>
-        ${keys.length === 0 ? html`<p class="muted">No settings.</p>` : keys.map((k) => configField(k, this.config[k]))}
+        ${keys.length === 0
+          ? html`<p class="muted">No settings.</p>`
+          : keys.map((k) => configField(k, this.config[k], this.config))}
         <div class="row"><button type="submit" class="primary">Save changes</button><button type="button"
           data-action="reload">Discard and reload</button></div>
         <div data-role="message" aria-live="polite"></div>

@@ -2,6 +2,9 @@
 // violations; config editing shows validation errors next to the key and explains a lost update.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { launchBrowser, browserSkipReason, screenshot, unexpected, type TestBrowser } from './browser.ts';
@@ -205,6 +208,66 @@ describe('every page', { skip: skip ?? false }, () => {
     assert.equal((await control.request('GET', '/v1/config')).json.config.retention_days, 60, 'the other save is not overwritten');
     await screenshot(page, 'config-conflict');
     await page.close();
+  });
+
+  it('names the common settings in plain words with proper fields, and saves repositories and command providers', async () => {
+    const page = await browser.newPage();
+    await page.goto(`${control.url}/#/config`);
+    await page.locator('.config-form').waitFor();
+    const labels = (await page.locator('.config-field label').allTextContents()).map((l) => l.trim());
+    for (const label of ['Runs at once', 'Keep ended runs for (days)', 'Default provider', 'Project repositories', 'Command providers']) {
+      assert.ok(labels.includes(label), `no label "${label}" in ${labels.join(', ')}`);
+    }
+    assert.ok(labels.every((l) => !/^[a-z]+(_[a-z]+)+$/.test(l)), `a snake_case label: ${labels.join(', ')}`);
+    // No raw JSON box for the common settings: repositories are lines, providers are rows.
+    assert.equal(await page.locator('.config-form textarea[data-kind=json]').count(), 0);
+    assert.equal(await page.locator('#cfg-max_concurrent_runs').getAttribute('min'), '1');
+    await page.locator('#cfg-repos').fill('/srv/one\n\n  /srv/two  \n');
+    await page.click('[data-action=add-provider]');
+    const row = page.locator('[data-role=provider-row]').last();
+    await row.locator('[data-role=provider-name]').fill('mine');
+    await row.locator('[data-role=provider-command]').fill('/usr/local/bin/my-agent\n--yes');
+    await screenshot(page, 'config-fields');
+    await page.click('.config-form button[type=submit]');
+    await page.locator('.config-form .notice.ok').waitFor();
+    const saved = (await control.request('GET', '/v1/config')).json.config;
+    assert.deepEqual(saved.repos, ['/srv/one', '/srv/two']);
+    assert.deepEqual(saved.providers, { mine: { command: ['/usr/local/bin/my-agent', '--yes'] } });
+    // The raw JSON escape hatch, for what rows cannot say (an argument with a line break).
+    await page.locator('[data-role=providers-json] summary').click();
+    await page.locator('[data-role=providers-json] textarea').fill('{"mine":{"command":["sh","-c","echo a\\necho b"]}}');
+    await page.click('.config-form button[type=submit]');
+    await page.locator('.config-form .notice.ok').waitFor();
+    assert.deepEqual((await control.request('GET', '/v1/config')).json.config.providers, { mine: { command: ['sh', '-c', 'echo a\necho b'] } });
+    // Removing the row and clearing the lines puts both back to empty.
+    await page.click('[data-role=provider-row] [data-action=remove-provider]');
+    await page.locator('#cfg-repos').fill('');
+    await page.click('.config-form button[type=submit]');
+    await page.locator('.config-form .notice.ok').waitFor();
+    const cleared = (await control.request('GET', '/v1/config')).json.config;
+    assert.deepEqual([cleared.providers, cleared.repos], [{}, []]);
+    await page.close();
+  });
+
+  it('imports a project whose run has empty artifacts (egress.jsonl of a run that made no connection) from the Import form', async () => {
+    const project = mkdtempSync(join(tmpdir(), 'svc-ui-import-'));
+    try {
+      const run = join(project, '.svc', 'runs', 'rquiet0001');
+      mkdirSync(join(run, 'artifacts', 'checks'), { recursive: true });
+      writeFileSync(join(run, 'state.json'), JSON.stringify({ run: 'rquiet0001', status: 'succeeded', started_at: new Date().toISOString(), repo: 'acme/quiet' }));
+      for (const f of ['events.jsonl', 'artifacts/egress.jsonl', 'artifacts/checks/unit.log', 'artifacts/receipt.json']) writeFileSync(join(run, f), '');
+      const page = await browser.newPage();
+      await page.goto(`${control.url}/#/start`);
+      await page.locator('#im-path').fill(project);
+      await page.click('form[data-role=import] button[type=submit]');
+      const notice = page.locator('[data-role=import-message] .notice.ok');
+      await notice.waitFor();
+      assert.match((await notice.textContent()) ?? '', /Imported 1\s+run and 0 events/);
+      assert.equal((await control.request('GET', '/v1/runs/local/rquiet0001/artifact/egress.jsonl')).status, 200);
+      await page.close();
+    } finally {
+      rmSync(project, { recursive: true, force: true });
+    }
   });
 
   it('logged no console errors and no CSP violations', () => {

@@ -136,6 +136,27 @@ describe('run detail page', { skip: skip ?? false }, () => {
     assert.equal(await page.locator('button[data-run-action=pr]').count(), 0, 'a run with its PR has no Open PR');
   });
 
+  for (const which of [RECEIPTED, BLOCKED]) {
+    it(`does not scroll sideways at 375 px on the run page of ${which.run} (the receipt's tables included)`, async () => {
+      const narrow = await browser.newPage({ width: 375, height: 812 });
+      try {
+        await narrow.goto(`${control.url}/#/runs/local/${which.run}`);
+        await narrow.locator('.run-head h1').waitFor();
+        if (which === RECEIPTED) await narrow.locator('.receipt table.compact').first().waitFor();
+        const wide = await narrow.evaluate(() => {
+          const doc = (globalThis as any).document;
+          const over = [...doc.querySelectorAll('body *')].filter((el: any) => el.getBoundingClientRect().right > 376)
+            .filter((el: any) => ![...el.children].some((c: any) => c.getBoundingClientRect().right > 376));
+          return { scroll: doc.scrollingElement.scrollWidth, over: over.slice(0, 5).map((el: any) => `${el.tagName}.${el.className}`) };
+        });
+        await screenshot(narrow, `run-detail-375-${which.run}`);
+        assert.ok(wide.scroll <= 375, `scrollWidth ${wide.scroll} > 375; widest: ${wide.over.join(', ')}`);
+      } finally {
+        await narrow.close();
+      }
+    });
+  }
+
   it('logged no console errors and no CSP violations', () => {
     // The dropped stream is reported by Chromium as an incomplete chunked body: that one was caused on purpose.
     assert.deepEqual(unexpected(browser.problems, [/ERR_INCOMPLETE_CHUNKED_ENCODING/]), []);

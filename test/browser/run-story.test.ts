@@ -59,6 +59,11 @@ describe('the run story (issue 13)', { skip: skip ?? false }, () => {
       runs: [{ run: REMOTE_BLOCKED.run, status: 'running', started_at: iso(Date.now() - 20 * 60_000), updated_at: iso(Date.now()) }] });
     await page.locator('svc-answer-form .notice.ok').waitFor();
     assert.equal(await page.locator('.run-head .badge.answer-pending').count(), 0);
+    // The run ends: the "picked up the answer" bar goes with it instead of staying on a finished run.
+    await ingest(control, { source: REMOTE_BLOCKED.source, events: [{ run: REMOTE_BLOCKED.run, seq: 5, ts: iso(Date.now()), kind: 'run.status', data: { from: 'running', to: 'succeeded' } }],
+      runs: [{ run: REMOTE_BLOCKED.run, status: 'succeeded', started_at: iso(Date.now() - 20 * 60_000), ended_at: iso(Date.now()), updated_at: iso(Date.now()) }] });
+    await page.locator('svc-answer-form .notice.ok').waitFor({ state: 'detached' });
+    await page.locator('.run-head .badge', { hasText: 'succeeded' }).first().waitFor();
   });
 
   it('2. the runs list shows source, run id, branch and PR link, and filters by status, source and "no verdict"', async () => {

@@ -1,7 +1,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, readFileSync, existsSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, rmSync, readFileSync, existsSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -119,6 +119,39 @@ describe('svc control serve', () => {
     const r = await s.exit;
     assert.equal(r.code, 0);
     assert.equal(existsSync(join(home, '.svc', 'control', 'server.json')), false, 'server.json is removed on shutdown');
+  });
+
+  it('leaves a running first server\'s server.json alone when a second binds elsewhere or fails to bind', async () => {
+    const recordFile = join(home, '.svc', 'control', 'server.json');
+    const first = await serve([]);
+    const firstRecord = { url: first.url, pid: first.child.pid };
+    assert.deepEqual(JSON.parse(readFileSync(recordFile, 'utf8')), firstRecord);
+    // A second one on another port: it serves, says how to reach it, and the record still names the first.
+    const second = await serve([]);
+    assert.equal((await fetch(`${second.url}/health`)).status, 200);
+    assert.deepEqual(JSON.parse(readFileSync(recordFile, 'utf8')), firstRecord);
+    assert.match(second.stderr(), new RegExp(`SVC_CONTROL_URL=${second.url}`));
+    second.child.kill('SIGTERM');
+    assert.equal((await second.exit).code, 0);
+    assert.deepEqual(JSON.parse(readFileSync(recordFile, 'utf8')), firstRecord, 'the second removed only its own record');
+    // A third on the first's port cannot bind: it exits and the record is untouched.
+    const busy = await svc(['control', 'serve', '--port', new URL(first.url).port, '--db', join(dir, 'busy.db')]);
+    assert.notEqual(busy.code, 0);
+    assert.deepEqual(JSON.parse(readFileSync(recordFile, 'utf8')), firstRecord);
+    first.child.kill('SIGTERM');
+    assert.equal((await first.exit).code, 0);
+    assert.equal(existsSync(recordFile), false, 'the first removed its own record');
+  });
+
+  it('takes over a stale server.json whose pid is gone', async () => {
+    const recordFile = join(home, '.svc', 'control', 'server.json');
+    mkdirSync(join(home, '.svc', 'control'), { recursive: true });
+    writeFileSync(recordFile, JSON.stringify({ url: `http://127.0.0.1:${await closedPort()}`, pid: 2 ** 22 + 1 }));
+    const s = await serve([]);
+    assert.deepEqual(JSON.parse(readFileSync(recordFile, 'utf8')), { url: s.url, pid: s.child.pid });
+    s.child.kill('SIGTERM');
+    assert.equal((await s.exit).code, 0);
+    assert.equal(existsSync(recordFile), false);
   });
 
   it('refuses a non-loopback bind without a token: exit 2 and a reason', async () => {

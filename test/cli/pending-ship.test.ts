@@ -41,4 +41,24 @@ describe('a run made while no Control Plane answers', () => {
     assert.match(shown.stdout, /^status +succeeded$/m);
     assert.equal(existsSync(join(repo.repo, '.svc', 'ship-pending', run)), false, 'the marker is gone');
   });
+
+  it('says the Control Plane refused the token (401) instead of "no Control Plane answered" when it answered', async () => {
+    const locked = await startTestControl({ token: 'pending-ship-token-0123456789' });
+    try {
+      const base = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: locked.url, SVC_SANDBOX: 'none' };
+      for (const [env, said] of [
+        [base, 'needs a token \\(401 unauthorized'],
+        [{ ...base, SVC_CONTROL_TOKEN: 'not-the-token' }, 'refused the token \\(401 unauthorized'],
+      ] as const) {
+        const started = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', 'fake'],
+          { cwd: repo.repo, env });
+        assert.equal(started.code, 0, started.stderr);
+        assert.match(started.stderr, new RegExp(`not shipped: the Control Plane at ${locked.url} ${said}`));
+        assert.doesNotMatch(started.stderr, /no Control Plane answered/);
+        assert.equal(started.stderr.includes('not-the-token'), false);
+      }
+    } finally {
+      await locked.close();
+    }
+  });
 });

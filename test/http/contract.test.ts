@@ -159,8 +159,9 @@ describe('error envelope contract: failures inside the server', () => {
     control.deps.db.close();
     const ready = await rawRequest(control.url, '/ready');
     assertEnvelope(ready, 503, 'unavailable', '/ready');
-    const res = await rawRequest(control.url, '/v1/stats?repo=SECRET-INPUT-42');
-    assertEnvelope(res, 500, 'internal_error', 'stats');
+    // A run detail reads the main connection (stats read on their own thread's connection, expensive-reads.ts).
+    const res = await rawRequest(control.url, '/v1/runs/local/SECRET-INPUT-42');
+    assertEnvelope(res, 500, 'internal_error', 'run detail');
     assert.equal(res.text.includes('SECRET-INPUT-42'), false);
     assert.doesNotMatch(res.text, /database|sqlite|\bat \w+ \(|\.ts:\d+/i);
   });

@@ -56,6 +56,20 @@ function importProject(dir: string): string {
   writeFileSync(join(run, 'state.json'), JSON.stringify({ run: 'rimp1', status: 'succeeded', started_at: T0, repo: 'acme/api' }));
   const deep = `{"seq":2,"kind":"log","data":${'['.repeat(10_000)}${']'.repeat(10_000)}}`;
   writeFileSync(join(run, 'events.jsonl'), `{"seq":1,"kind":"log","data":{"text":"a"}}\n${deep}\n`);
+  // Run folders as svc writes them when a run made no connection and asked nothing: empty files of every kind.
+  const empty = join(project, '.svc', 'runs', 'rimp2');
+  mkdirSync(join(empty, 'artifacts', 'checks'), { recursive: true });
+  writeFileSync(join(empty, 'state.json'), JSON.stringify({ run: 'rimp2', status: 'failed', started_at: T0, repo: 'acme/api' }));
+  for (const f of ['events.jsonl', 'spec.md', 'runner.log', 'artifacts/egress.jsonl', 'artifacts/receipt.json',
+    'artifacts/diffstat.json', 'artifacts/diff.patch', 'artifacts/evidence.json', 'artifacts/checks/unit.log']) {
+    writeFileSync(join(empty, f), '');
+  }
+  // Odd folders: only state.json; an empty artifacts folder; a run folder with nothing in it.
+  const bare = join(project, '.svc', 'runs', 'rimp3');
+  mkdirSync(join(bare, 'artifacts', 'a', 'b'), { recursive: true });
+  writeFileSync(join(bare, 'state.json'), JSON.stringify({ run: 'rimp3', status: 'stopped', started_at: T0 }));
+  writeFileSync(join(bare, 'artifacts', 'a', 'b', 'odd name é.txt'), '');
+  mkdirSync(join(project, '.svc', 'runs', 'rimp4'), { recursive: true });
   return project;
 }
 
@@ -99,7 +113,7 @@ describe('fuzzing every Control Plane route (issue 11 item 2)', () => {
     const runs = seedRuns(control.deps, 6);
     control.deps.stores.runs.upsert('local', { run: 'rblocked', status: 'blocked', started_at: Date.parse(T0), question: 'Which DB?' });
     control.deps.stores.runs.upsert('local', { run: 'rrunning', status: 'running', started_at: Date.parse(T0) });
-    const runParams = { source: ['local', 'laptop', 'other'], run: [...runs, 'rblocked', 'rrunning', 'r1', 'rimp1', 'rart'], path: ['checks/unit.log', 'receipt.json', 'diffstat.json'] };
+    const runParams = { source: ['local', 'laptop', 'other'], run: [...runs, 'rblocked', 'rrunning', 'r1', 'rimp1', 'rimp2', 'rimp3', 'rart'], path: ['checks/unit.log', 'receipt.json', 'diffstat.json', 'egress.jsonl'] };
     const query = ['limit', 'cursor', 'after', 'since', 'until', 'status', 'repo', 'verdict', 'source', 'run', 'verify', 'origin', 'provider', 'q'];
     const onRun: RouteTemplate = { params: runParams, query, bodies: [{}] };
     templates = new Map<string, RouteTemplate>([

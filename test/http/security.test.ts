@@ -105,6 +105,80 @@ describe('security', () => {
     });
   });
 
+  describe('cross-site browser requests (Fetch Metadata)', () => {
+    // What Chromium sends for a page on another local origin looping `fetch(url, {mode: 'no-cors'})` or an <img>.
+    const attacks: Array<[string, Record<string, string>]> = [
+      ['a no-cors fetch from another site', { 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'no-cors', 'sec-fetch-dest': 'empty' }],
+      ['an <img> from another port of localhost', { 'sec-fetch-site': 'same-site', 'sec-fetch-mode': 'no-cors', 'sec-fetch-dest': 'image' }],
+      ['a cors fetch from another port of localhost', { 'sec-fetch-site': 'same-site', 'sec-fetch-mode': 'cors', 'sec-fetch-dest': 'empty' }],
+      ['a cross-site navigation', { 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'navigate', 'sec-fetch-dest': 'document' }],
+      ['a same-origin no-cors load', { 'sec-fetch-site': 'same-origin', 'sec-fetch-mode': 'no-cors', 'sec-fetch-dest': 'image' }],
+    ];
+    const routes = controlRoutes.map((r) => [r.method, r.pattern.replace(':source', 'local').replace(':run', 'r000001').replace('*path', 'logs/check.txt')] as const);
+
+    for (const [what, headers] of attacks) {
+      it(`answers 403 forbidden_origin to ${what} on every route, with the token or without one`, async () => {
+        for (const server of [open, locked]) {
+          for (const [method, path] of routes) {
+            const body = method === 'GET' || method === 'DELETE' ? {} : { body: '{}' };
+            const res = await rawRequest(server.url, path, { method, ...body, headers: { ...JSON_TYPE, authorization: `Bearer ${TOKEN}`, ...headers } });
+            assert.equal(res.status, 403, `${method} ${path}: ${res.text}`);
+            assert.equal(res.json.error.code, 'forbidden_origin');
+            assert.equal(res.headers['access-control-allow-origin'], undefined);
+          }
+        }
+      });
+    }
+
+    it('refuses a looped cross-site stats read before any work: no stats are computed', async () => {
+      const reads = open.deps.reads;
+      const original = reads.stats;
+      let asked = 0;
+      reads.stats = (f) => {
+        asked++;
+        return original.call(reads, f);
+      };
+      try {
+        for (let i = 0; i < 20; i++) {
+          const res = await rawRequest(open.url, `/v1/stats?since=${1_700_000_000_000 + i}`, { headers: attacks[0]![1] });
+          assert.equal(res.status, 403);
+        }
+        assert.equal(asked, 0);
+        assert.equal((await rawRequest(open.url, '/v1/stats?since=1700000000000')).status, 200);
+        assert.equal(asked, 1);
+      } finally {
+        reads.stats = original;
+      }
+    });
+
+    it('writes nothing for a refused cross-site mutation: the run is not stopped and the audit chain is unchanged', async () => {
+      open.deps.refusals!.flush(true);
+      const before = (await rawRequest(open.url, '/v1/audit?limit=500')).json.items.length;
+      const res = await rawRequest(open.url, '/v1/runs/local/r000001', { method: 'DELETE', headers: attacks[0]![1] });
+      assert.equal(res.status, 403);
+      open.deps.refusals!.flush(true);
+      assert.equal((await rawRequest(open.url, '/v1/audit?limit=500')).json.items.length, before);
+      assert.ok(open.deps.stores.runs.get('local', 'r000001'));
+    });
+
+    it('serves the UI itself (same-origin), an address typed in the browser (none), and curl (no such header)', async () => {
+      const ui = { 'sec-fetch-site': 'same-origin', 'sec-fetch-mode': 'cors', 'sec-fetch-dest': 'empty' };
+      const typed = { 'sec-fetch-site': 'none', 'sec-fetch-mode': 'navigate', 'sec-fetch-dest': 'document' };
+      for (const headers of [ui, typed, {}]) {
+        assert.equal((await rawRequest(open.url, '/v1/stats', { headers })).status, 200, JSON.stringify(headers));
+        assert.equal((await rawRequest(locked.url, '/v1/runs', { headers: { ...headers, authorization: `Bearer ${TOKEN}` } })).status, 200);
+      }
+      const put = await rawRequest(open.url, '/v1/config', { method: 'PUT', body: '{"retention_days":3}', headers: { ...JSON_TYPE, ...ui, origin: open.url } });
+      assert.equal(put.status, 200, put.text);
+    });
+
+    it('still serves the UI files to a cross-site navigation (a link from a chat message opens the dashboard)', async () => {
+      const res = await rawRequest(open.url, '/', { headers: attacks[3]![1] });
+      assert.equal(res.status, 200);
+      assert.match(String(res.headers['content-type']), /text\/html/);
+    });
+  });
+
   describe('content type', () => {
     it('answers 415 to a JSON route called with another or no content type', async () => {
       for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', undefined]) {

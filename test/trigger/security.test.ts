@@ -286,6 +286,23 @@ describe('security', () => {
     });
   });
 
+  describe('cross-site browser requests (Fetch Metadata, the shared guard of src/http/guards.ts)', () => {
+    // A page in the operator's browser posting a form or a no-cors fetch at the trigger server on this machine.
+    const crossSite = { 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'no-cors', 'sec-fetch-dest': 'empty' };
+    it('refuses a cross-site request before reading it, even a validly signed delivery or a good token', async () => {
+      const before = jobCount(t);
+      const errtrack = cases.find((c) => c.route === 'errtrack')!;
+      const raw = errtrack.fresh(987_654);
+      assertRefused(await post(`${t.url}/errtrack`, raw, { ...errtrack.signed(raw), ...crossSite }), 403, 'forbidden_origin');
+      const auth = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
+      const jobs = await post(`${t.url}/jobs`, JSON.stringify({ brief: 'from a web page' }), { ...auth, ...crossSite, 'sec-fetch-site': 'same-site' });
+      assertRefused(jobs, 403, 'forbidden_origin');
+      assert.equal((await fetch(`${t.url}/health`, { headers: crossSite })).status, 403);
+      assert.equal(jobCount(t), before);
+      assert.equal((await post(`${t.url}/errtrack`, raw, errtrack.signed(raw))).status, errtrack.okStatus);
+    });
+  });
+
   describe('every error path', () => {
     it('uses the one error envelope for 404, 405 and bad JSON after a good signature', async () => {
       assertRefused(await post(`${t.url}/nope`, '{}'), 404, 'not_found');

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
 import {
   checkBearer,
+  checkFetchSite,
   checkHost,
   checkJsonContentType,
   checkLoopbackOnly,
@@ -120,6 +121,24 @@ describe('guards', () => {
     });
     it('refuses a remote peer even on a loopback-bound server', () => {
       assert.equal(codeOf(() => checkLoopbackOnly(req({}, 'POST', '10.1.2.3'), true)), 'loopback_only');
+    });
+  });
+
+  describe('checkFetchSite', () => {
+    it('refuses what a browser marks as from another site or origin, and any no-cors request', () => {
+      const refused: Array<Record<string, string>> = [
+        { 'sec-fetch-site': 'cross-site' }, { 'sec-fetch-site': 'same-site' },
+        { 'sec-fetch-site': 'same-origin', 'sec-fetch-mode': 'no-cors' }, { 'sec-fetch-mode': 'no-cors' },
+        { 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'navigate' },
+      ];
+      for (const headers of refused) assert.equal(codeOf(() => checkFetchSite(req(headers))), 'forbidden_origin', JSON.stringify(headers));
+    });
+    it('lets the UI itself, a typed address and clients without Fetch Metadata through', () => {
+      const passed: Array<Record<string, string>> = [
+        {}, { 'sec-fetch-site': 'same-origin', 'sec-fetch-mode': 'cors' }, { 'sec-fetch-site': 'none', 'sec-fetch-mode': 'navigate' },
+        { 'sec-fetch-mode': 'cors' }, { 'sec-fetch-site': 'same-origin', 'sec-fetch-mode': 'navigate' },
+      ];
+      for (const headers of passed) assert.doesNotThrow(() => checkFetchSite(req(headers)), JSON.stringify(headers));
     });
   });
 

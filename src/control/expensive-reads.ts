@@ -1,0 +1,173 @@
+// Reads that scan many runs — GET /v1/stats and /v1/stats/cost over any window, runs pages filtered by a source or
+// by two of verdict, repo and status (src/control/handlers/runs.ts isExpensivePage) — run on one
+// worker thread with its own read-only connection (expensive-reads-worker.ts), one at a time, so a client looping
+// them (random `since` values defeat any cache) costs the event loop nothing and everyone else's requests stay
+// fast. At most MAX_QUEUED wait or run there; past that such a read is 503 unavailable with Retry-After: 1 at once.
+// node:sqlite is synchronous: on the main thread, every such read held up every other request for its whole time.
+// Without a worker (an in-memory DB, or the thread failed) the same code runs on the main thread as before.
+import { Worker } from 'node:worker_threads';
+import type { Logger } from '../log.ts';
+import type { RunFilter } from '../db/run-types.ts';
+import type { StatsFilter, StatsStore } from '../db/stats-store.ts';
+import { HttpError } from '../http/http-error.ts';
+import { statsBody, costBody } from './stats-body.ts';
+
+const WORKER = new URL(`./expensive-reads-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url);
+
+/** Expensive reads waiting or running on the thread; a normal client's read waits behind at most this many. */
+export const MAX_QUEUED = 8;
+/**
+ * An idle thread is ended after this long: it holds ~20 MB of RSS (its own isolate and connection) that a server
+ * nobody asks for stats should not keep; the next expensive read starts a new one (tens of ms).
+ */
+export const IDLE_MS = 30_000;
+
+export type ExpensiveRequest =
+  | { id: number; kind: 'stats' | 'cost'; filter: StatsFilter }
+  | { id: number; kind: 'page'; filter: RunFilter };
+
+type Reply = { id: number; value: unknown } | { id: number; error: string };
+
+export interface ExpensiveReads {
+  stats(filter: StatsFilter): Promise<Record<string, unknown>>;
+  cost(filter: StatsFilter): Promise<Record<string, unknown>>;
+  /** A filtered runs page; undefined when a run on it lacks its stored text (the caller builds it, filling that). */
+  page(filter: RunFilter): Promise<Uint8Array | undefined>;
+  close(): Promise<void>;
+}
+
+export interface ExpensiveReadsOptions {
+  /** The main connection's stats store, for reads that stay on the main thread. */
+  stats: StatsStore;
+  /** The DB file; ':memory:' keeps every read on the main thread. */
+  path: string;
+  log: Logger;
+  maxQueued?: number;
+  idleMs?: number;
+}
+
+export class ExpensiveReadsBusyError extends HttpError {
+  constructor() {
+    const message = 'Too many expensive reads (stats, filtered pages) under way; try again';
+    super('unavailable', message, { 'retry-after': '1' });
+  }
+}
+
+class ExpensiveReadFailedError extends Error {
+  constructor(message: string) {
+    super(`Expensive read failed: ${message}`);
+    this.name = 'ExpensiveReadFailedError';
+  }
+}
+
+export function createExpensiveReads(opts: ExpensiveReadsOptions): ExpensiveReads {
+  const { log } = opts;
+  const maxQueued = opts.maxQueued ?? MAX_QUEUED;
+  const idleMs = opts.idleMs ?? IDLE_MS;
+  let worker: Worker | undefined;
+  let idleTimer: NodeJS.Timeout | undefined;
+  let failed = opts.path === ':memory:';
+  let closed = false;
+  let nextId = 1;
+  type Waiting = { request: ExpensiveRequest; resolve: (v: unknown) => void; reject: (e: Error) => void };
+  const pending = new Map<number, Waiting>();
+
+  /** A read as the main thread answers it: a page is null, for the caller to build (it may write texts). */
+  function inline(request: ExpensiveRequest): unknown {
+    if (request.kind === 'page') return null;
+    return request.kind === 'stats' ? statsBody(opts.stats, request.filter) : costBody(opts.stats, request.filter);
+  }
+
+  function fallBack(reason: string): void {
+    if (failed) return;
+    failed = true;
+    log.warn('expensive reads back on the main thread', { reason });
+    // The reads that were waiting on the thread are answered here instead: a failed thread is never a failed request.
+    for (const p of pending.values()) {
+      try {
+        p.resolve(inline(p.request));
+      } catch (err) {
+        p.reject(err instanceof Error ? err : new ExpensiveReadFailedError(String(err)));
+      }
+    }
+    pending.clear();
+    void worker?.terminate();
+    worker = undefined;
+  }
+
+  /** Ends an idle thread; its exit is expected, so it is not a failure. */
+  function retire(): void {
+    idleTimer = undefined;
+    if (pending.size > 0 || !worker) return;
+    const w = worker;
+    worker = undefined;
+    w.removeAllListeners('exit');
+    w.removeAllListeners('error');
+    void w.terminate();
+  }
+
+  function start(): Worker {
+    const w = new Worker(WORKER, { workerData: { path: opts.path } });
+    w.unref();
+    w.on('message', (reply: Reply) => {
+      const waiting = pending.get(reply.id);
+      if (!waiting) return;
+      pending.delete(reply.id);
+      if ('error' in reply) waiting.reject(new ExpensiveReadFailedError(reply.error));
+      else waiting.resolve(reply.value);
+      if (pending.size === 0 && !closed) {
+        if (idleTimer) clearTimeout(idleTimer);
+        idleTimer = setTimeout(retire, idleMs);
+        idleTimer.unref();
+      }
+    });
+    w.on('error', (err) => fallBack(err.message));
+    w.on('exit', (code) => {
+      if (!closed) fallBack(`expensive-reads worker exited (${code})`);
+    });
+    return w;
+  }
+
+  /** On the thread, or undefined when reads run on the main thread. */
+  function send(request: Omit<ExpensiveRequest, 'id'>): Promise<unknown> | undefined {
+    if (failed || closed) return undefined;
+    if (pending.size >= maxQueued) throw new ExpensiveReadsBusyError();
+    if (idleTimer) clearTimeout(idleTimer);
+    idleTimer = undefined;
+    try {
+      worker ??= start();
+    } catch (err) {
+      fallBack(err instanceof Error ? err.message : String(err));
+      return undefined;
+    }
+    const full = { ...request, id: nextId++ } as ExpensiveRequest;
+    const done = new Promise<unknown>((resolve, reject) => pending.set(full.id, { request: full, resolve, reject }));
+    worker.postMessage(full);
+    return done;
+  }
+
+  return {
+    async stats(filter) {
+      const sent = send({ kind: 'stats', filter });
+      return sent ? (sent as Promise<Record<string, unknown>>) : statsBody(opts.stats, filter);
+    },
+    async cost(filter) {
+      const sent = send({ kind: 'cost', filter });
+      return sent ? (sent as Promise<Record<string, unknown>>) : costBody(opts.stats, filter);
+    },
+    async page(filter) {
+      const sent = send({ kind: 'page', filter });
+      if (!sent) return undefined;
+      return ((await sent) as Uint8Array | null) ?? undefined;
+    },
+    async close() {
+      closed = true;
+      if (idleTimer) clearTimeout(idleTimer);
+      for (const p of pending.values()) p.reject(new ExpensiveReadFailedError('the server is closing'));
+      pending.clear();
+      const w = worker;
+      worker = undefined;
+      await w?.terminate();
+    },
+  };
+}

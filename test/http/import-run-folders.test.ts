@@ -1,0 +1,123 @@
+// POST /v1/import of the run folders svc itself writes (empty files of every artifact kind, odd but valid layouts), and
+// all-or-nothing: an import that fails part-way registers no project and stores no run.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, mkdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+
+const T0 = '2026-02-01T10:00:00.000Z';
+
+/** Every file a finished run folder holds, as the engine writes them (src/engine/paths.ts, evidence.ts, receipt.ts). */
+const RUN_FILES = ['spec.md', 'question.txt', 'answer.txt', 'runner.log', 'provider.log', 'ship.json'];
+const ARTIFACT_FILES = [
+  'receipt.json', 'evidence.json', 'egress.jsonl', 'diff.patch', 'diffstat.json', 'prompt.md', 'checks/unit.log',
+  'checks/lint.log',
+];
+
+function writeRun(project: string, run: string, files: Record<string, string>): void {
+  const dir = join(project, '.svc', 'runs', run);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'state.json'), JSON.stringify({ source: 'local', run, status: 'succeeded', started_at: T0, ended_at: T0, updated_at: T0, repo: 'acme/api' }));
+  for (const [rel, content] of Object.entries(files)) {
+    mkdirSync(join(dir, rel, '..'), { recursive: true });
+    writeFileSync(join(dir, rel), content);
+  }
+}
+
+describe('POST /v1/import of the run folders svc writes', () => {
+  let cp: TestControl;
+  let project: string;
+  before(async () => {
+    cp = await startTestControl();
+    project = mkdtempSync(join(tmpdir(), 'svc-import-'));
+    // A run that made no connection and asked nothing: every file there, every one empty (egress.jsonl above all).
+    const empty: Record<string, string> = { 'events.jsonl': '' };
+    for (const f of RUN_FILES) empty[f] = '';
+    for (const f of ARTIFACT_FILES) empty[`artifacts/${f}`] = '';
+    writeRun(project, 'rempty', empty);
+    // Odd but valid: no events.jsonl, an empty artifacts folder, an empty subfolder.
+    writeRun(project, 'rbare', {});
+    mkdirSync(join(project, '.svc', 'runs', 'rbare', 'artifacts', 'checks'), { recursive: true });
+    // Names with spaces, dots and non-ASCII, a deep empty file, a one-byte file and a blank-lines-only events file.
+    writeRun(project, 'rodd', {
+      'events.jsonl': '\n\n   \n',
+      'artifacts/checks/unit test.log': '',
+      'artifacts/.hidden': '',
+      'artifacts/résumé.txt': 'é',
+      'artifacts/a/b/c/d/e/empty.bin': '',
+      'artifacts/one.txt': 'x',
+    });
+  });
+  after(async () => {
+    await cp.close();
+    rmSync(project, { recursive: true, force: true });
+  });
+
+  it('imports every run with its empty artifacts stored as empty files', async () => {
+    const res = await cp.request('POST', '/v1/import', { body: { path: project } });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.json.runs, 3);
+    assert.equal(res.json.artifacts, ARTIFACT_FILES.length + 5);
+    assert.deepEqual(res.json.skipped, []);
+    const egress = await cp.request('GET', '/v1/runs/local/rempty/artifact/egress.jsonl');
+    assert.equal(egress.status, 200);
+    assert.equal(egress.text, '');
+    assert.equal(egress.headers.get('etag'), '"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"');
+    const listed = cp.deps.stores.artifacts.list('local', 'rempty');
+    assert.deepEqual(listed.map((a) => a.path).sort(), [...ARTIFACT_FILES].sort());
+    assert.ok(listed.every((a) => a.size === 0));
+    assert.equal(cp.deps.stores.artifacts.get('local', 'rodd', 'a/b/c/d/e/empty.bin')?.size, 0);
+    assert.equal(cp.deps.stores.artifacts.get('local', 'rodd', 'résumé.txt')?.size, 2);
+    assert.ok(cp.deps.stores.runs.get('local', 'rbare'));
+  });
+
+  it('imports the same folders again as duplicates, changing nothing', async () => {
+    const res = await cp.request('POST', '/v1/import', { body: { path: project } });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.json.runs, 3);
+    assert.equal(cp.deps.stores.artifacts.list('local', 'rempty').length, ARTIFACT_FILES.length);
+  });
+});
+
+describe('POST /v1/import is all or nothing', () => {
+  let cp: TestControl;
+  let project: string;
+  before(async () => {
+    cp = await startTestControl();
+    project = mkdtempSync(join(tmpdir(), 'svc-import-'));
+    writeRun(project, 'r1first', { 'events.jsonl': `{"seq":1,"ts":"${T0}","kind":"log","data":{"text":"a"}}\n`, 'artifacts/ok.txt': 'fine' });
+    writeRun(project, 'r2second', { 'artifacts/boom.txt': 'this one fails to store' });
+  });
+  after(async () => {
+    await cp.close();
+    rmSync(project, { recursive: true, force: true });
+  });
+
+  it('registers no project and stores no run when a later run fails to store', async () => {
+    // A real SQLite failure part-way through: the second run's artifact cannot be written.
+    cp.deps.db.exec(`CREATE TEMP TRIGGER refuse_boom BEFORE INSERT ON artifacts WHEN NEW.path = 'boom.txt'
+      BEGIN SELECT RAISE(ABORT, 'refused by the test'); END`);
+    try {
+      const res = await cp.request('POST', '/v1/import', { body: { path: project } });
+      assert.equal(res.status, 500);
+      assert.equal(res.json.error.code, 'internal_error');
+    } finally {
+      cp.deps.db.exec('DROP TRIGGER refuse_boom');
+    }
+    assert.deepEqual((await cp.request('GET', '/v1/projects')).json.items, []);
+    assert.equal(cp.deps.stores.runs.get('local', 'r1first'), undefined);
+    assert.equal(cp.deps.stores.artifacts.list('local', 'r1first').length, 0);
+    assert.equal((await cp.request('GET', '/v1/runs/local/r1first/events')).status, 404);
+  });
+
+  it('imports everything once the failure is gone', async () => {
+    const res = await cp.request('POST', '/v1/import', { body: { path: project } });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.json.runs, 2);
+    assert.equal(res.json.events, 1);
+    const projects = (await cp.request('GET', '/v1/projects')).json.items.map((p: { path: string }) => p.path);
+    assert.deepEqual(projects, [realpathSync(project)]);
+  });
+});
