@@ -17,6 +17,8 @@ import type { SandboxLimits } from '../spawn/limits.ts';
 import type { WatchedLimits } from '../spawn/limit-watch.ts';
 import { ignoredPolicyNote, resolveSandbox, unsandboxedWarning, type SandboxMode } from '../spawn/sandbox-mode.ts';
 import type { RunGate } from './egress.ts';
+import { providerHomeDir, providerTemplate } from './provider-home-key.ts';
+import { dropRunLayer } from '../spawn/provider-home.ts';
 
 /** How this run's agents are confined: the mode, and (sandboxed) the egress gate that is their only route out. */
 export interface RunSandbox {
@@ -91,6 +93,7 @@ export function agentSandbox(
   const configured = provider?.kind === 'command'
     ? loadEngineConfig(ctx.state.repo_path).providers[provider.name]
     : undefined;
+  const home = ctx.env.HOME || homedir();
   const plan = agentSandboxPlan({
     workdir: ctx.state.workdir,
     repo: ctx.state.repo_path,
@@ -98,16 +101,36 @@ export function agentSandbox(
     askDir: files.askDir,
     answerDir: files.answerDir,
     svcHome: svcHomeOf(ctx.env),
-    home: ctx.env.HOME || homedir(),
+    home,
     // A check gets no provider's login folders.
     provider: provider?.kind ?? 'check',
     declared: configured?.writable ?? [],
+    providerHome: provider
+      ? { template: providerTemplate(ctx.env, home), repoHome: repoProviderHome(ctx, provider), run: ctx.state.run }
+      : null,
     program,
     env: ctx.env,
     limits: sandboxLimits(limits),
     gate: sandbox.gate?.sandbox ?? null,
   });
   return { bwrap: mode.bwrap, plan };
+}
+
+/** This repository's home for `provider` (provider-home-key.ts). */
+function repoProviderHome(ctx: RunContext, provider: { name: string; kind: string }): string {
+  return providerHomeDir(ctx.env, ctx.state.repo_path, provider);
+}
+
+/** Once the provider is done: its invocations' fresh folders go (what it kept stays in the repository's home). */
+export function releaseProviderHome(
+  ctx: RunContext, sandbox: RunSandbox, provider: { name: string; kind: string },
+): void {
+  if (sandbox.mode.kind === 'none') return;
+  try {
+    dropRunLayer(repoProviderHome(ctx, provider), ctx.state.run);
+  } catch {
+    // left for the run's next invocation to replace, or for the operator to remove with the home
+  }
 }
 
 /**

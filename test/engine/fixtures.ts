@@ -46,8 +46,9 @@ export function makeRepo(opts: { policy?: unknown; providers?: Record<string, st
     const path = join(bin, `${name}.sh`);
     writeFileSync(path, script);
     chmodSync(path, 0o755);
-    // Inside the sandbox HOME is read-only: the fixtures keep what must outlive one run in a folder they declare.
-    providers[name] = { command: [path], writable: [AGENT_STATE] };
+    // Inside the sandbox HOME is private: the fixtures keep what must outlive one run, and what the tests read back,
+    // in a folder they declare by its absolute path (a HOME-relative one would live in the repository's provider home).
+    providers[name] = { command: [path], writable: [join(home, AGENT_STATE)] };
   }
   writeFileSync(join(repo, '.svc', 'config.json'), JSON.stringify({ providers }));
   if (opts.policy !== undefined) writeFileSync(join(repo, '.svc', 'policy.json'), JSON.stringify(opts.policy));
