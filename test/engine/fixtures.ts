@@ -23,6 +23,22 @@ function git(cwd: string, args: string[]): string {
 /** Under the test HOME: the folder fixture providers may write across runs (declared `writable` in config.json). */
 export const AGENT_STATE = 'agent-state';
 
+/**
+ * Where a fixture provider's `$HOME/agent-state/<name>` is kept outside its sandbox: in its repository's provider home,
+ * `~/.svc/homes/command-<provider>/<key>/state/agent-state/` (src/spawn/provider-home.ts). The path when no such file
+ * exists yet is one that never will, so a caller can wait for it.
+ */
+export function agentStateFile(home: string, name: string): string {
+  const homes = join(home, '.svc', 'homes');
+  for (const provider of existsSync(homes) ? readdirSync(homes) : []) {
+    for (const key of readdirSync(join(homes, provider))) {
+      const path = join(homes, provider, key, 'state', AGENT_STATE, name);
+      if (existsSync(path)) return path;
+    }
+  }
+  return join(homes, 'not-yet', name);
+}
+
 /** A repo on branch main with one commit, pushed to a bare origin at <root>/acme/api.git (so owner/name is acme/api). */
 export function makeRepo(opts: { policy?: unknown; providers?: Record<string, string> } = {}): TestRepo {
   const root = mkdtempSync(join(tmpdir(), 'svc-'));
@@ -46,9 +62,8 @@ export function makeRepo(opts: { policy?: unknown; providers?: Record<string, st
     const path = join(bin, `${name}.sh`);
     writeFileSync(path, script);
     chmodSync(path, 0o755);
-    // Inside the sandbox HOME is private: the fixtures keep what must outlive one run, and what the tests read back,
-    // in a folder they declare by its absolute path (a HOME-relative one would live in the repository's provider home).
-    providers[name] = { command: [path], writable: [join(home, AGENT_STATE)] };
+    // Inside the sandbox HOME is read-only: the fixtures keep what must outlive one run in a folder they declare.
+    providers[name] = { command: [path], writable: [AGENT_STATE] };
   }
   writeFileSync(join(repo, '.svc', 'config.json'), JSON.stringify({ providers }));
   if (opts.policy !== undefined) writeFileSync(join(repo, '.svc', 'policy.json'), JSON.stringify(opts.policy));
