@@ -38,11 +38,13 @@ const LAYOUTS: Record<string, ProviderLayout> = {
     scrub: [],
   },
   gemini: {
-    files: under('.gemini', ['settings.json', 'GEMINI.md', '.env', 'system.md', 'trustedFolders.json']),
+    files: under('.gemini', ['settings.json', 'GEMINI.md', '.env', 'system.md', 'trustedFolders.json',
+      'keybindings.json']),
     dirs: under('.gemini', ['commands', 'extensions', 'agents', 'skills', 'policies']),
     login: under('.gemini', ['oauth_creds.json', 'google_accounts.json', 'mcp-oauth-tokens.json']),
+    // Its chats and checkpoints live in tmp/, beside the ripgrep it downloads to tmp/bin.
     kept: under('.gemini', ['tmp', 'history']),
-    scrub: [],
+    scrub: ['.gemini/tmp/bin'],
   },
   opencode: {
     files: under('.config/opencode', ['opencode.json', 'opencode.jsonc', 'config.json', 'AGENTS.md']),
