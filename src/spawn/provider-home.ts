@@ -10,6 +10,7 @@
 // or run it, follow a link an agent planted in a kept folder, or write anywhere outside `repoHome`.
 import { copyFileSync, lstatSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { BadSettingError } from '../errors.ts';
 import { providerLayout, type ProviderLayout } from './provider-layout.ts';
 
 export interface HomeMount {
@@ -83,8 +84,10 @@ function templateDir(path: string): string | null {
  * that is not a plain folder (a link it planted to lead svc elsewhere) is removed, never followed.
  */
 function plainFolder(base: string, rel: string): string {
+  const parts = rel.split('/').filter((p) => p !== '' && p !== '.');
+  if (parts.includes('..')) throw new BadSettingError(`The provider folder "${rel}" leaves the provider's home`);
   let dir = base;
-  for (const part of rel.split('/').filter(Boolean)) {
+  for (const part of parts) {
     dir = join(dir, part);
     const found = kind(dir);
     if (found === 'dir') continue;

@@ -88,6 +88,14 @@ describe('layProviderHome', () => {
     assert.equal(existsSync(layer), false);
   });
 
+  it('refuses a kept folder that would climb out of the provider home', () => {
+    assert.throws(() => layProviderHome({
+      provider: 'command', home, template: home, loginHome: home, repoHome: join(root, 'tool-home'), run: 'r1',
+      roots: [], declared: ['state/../../../escaped'],
+    }), BadSettingError);
+    assert.equal(existsSync(join(root, 'escaped')), false);
+  });
+
   it('lays claude\'s ~/.claude.json without its table of the user\'s other projects', () => {
     writeFileSync(join(home, '.claude.json'), JSON.stringify({ mcpServers: { op: {} }, projects: { '/x': {} } }));
     const mounts = layProviderHome({
