@@ -100,7 +100,9 @@ function suite(asNobody: boolean): void {
     writeFileSync(join(home, '.claude', 'projects', 'user-own', 's.jsonl'), 'USER-OWN-TRANSCRIPT');
     writeFileSync(join(home, '.claude.json'),
       JSON.stringify({ mcpServers: { op: { command: 'op-server' } }, projects: { '/other': { n: 'USER-OTHER' } } }));
-    env = { ...process.env, ...GIT_ENV, HOME: home, SVC_CONTROL_URL: '', PATH: `${bin}:${process.env.PATH}` };
+    // No Control Plane: shipping off, and a closed port should anything still try.
+    env = { ...process.env, ...GIT_ENV, HOME: home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
+      PATH: `${bin}:${process.env.PATH}` };
     delete env.SVC_SANDBOX;
     delete env.SVC_ORIGIN;
     delete env.SVC_PROVIDER_HOME_SCOPE;
