@@ -1,6 +1,11 @@
 // Runs every test: type-checks tests and sources, then node:test over test/**/*.test.ts (sources run directly).
-import { spawnSync } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+// The suite runs with a HOME of its own and a guard on the user's Control Plane port: a test that forgets to give a
+// server or CLI its own HOME and Control Plane URL must fail the run, never reach the user's real ~/.svc or the
+// Control Plane `npm start` left running on 127.0.0.1:47821.
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 function collect(dir, out = []) {
@@ -10,6 +15,27 @@ function collect(dir, out = []) {
     else if (name.endsWith('.test.ts')) out.push(full);
   }
   return out.sort();
+}
+
+const USER_CONTROL_PORT = 47821;
+
+/** A listener that records every connection made to it: no test may make one. Null when the port is taken. */
+function sentinel(port) {
+  const reached = [];
+  const server = createServer((socket) => {
+    socket.once('data', (chunk) => {
+      // The request line, and the brief of the run it is about (an ingest carries it): the trail back to the test.
+      const text = chunk.toString('latin1');
+      const where = /"(?:brief|repo_path)":"([^"]{1,120})"/.exec(text)?.[1] ?? '';
+      reached.push(`${port}: ${text.split('\r\n')[0]}${where ? ` (${where})` : ''}`);
+      socket.end('HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
+    });
+    socket.on('error', () => {});
+  });
+  return new Promise((resolve) => {
+    server.once('error', () => resolve(null));
+    server.listen(port, '127.0.0.1', () => resolve({ server, reached, port: server.address().port }));
+  });
 }
 
 const filter = process.argv.slice(2);
@@ -25,9 +51,30 @@ if (tsc.status !== 0) process.exit(tsc.status ?? 1);
 const tscUi = spawnSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'tsconfig.static.json'], { stdio: 'inherit' });
 if (tscUi.status !== 0) process.exit(tscUi.status ?? 1);
 
-const result = spawnSync(
+// The user's port is guarded when free (always, in CI). Either way the default-port fallback of every svc the tests
+// start with this environment goes to a second guard (SVC_CONTROL_PORT), and HOME is a folder made for this run.
+const guards = [await sentinel(USER_CONTROL_PORT), await sentinel(0)].filter(Boolean);
+if (guards.length < 2) {
+  console.error(`note: 127.0.0.1:${USER_CONTROL_PORT} is in use (a Control Plane of yours?): tests that inherit this ` +
+    'environment are kept off it; one that builds its own environment could still reach it unnoticed');
+}
+const home = mkdtempSync(join(tmpdir(), 'svc-test-home-'));
+const env = { ...process.env, HOME: home, SVC_CONTROL_PORT: String(guards.at(-1).port) };
+delete env.SVC_CONTROL_URL;
+delete env.SVC_CONTROL_TOKEN;
+
+const child = spawn(
   process.execPath,
   ['--disable-warning=ExperimentalWarning', '--test', '--test-concurrency=2', '--test-timeout=120000', '--test-reporter=spec', ...files],
-  { stdio: 'inherit' },
+  { stdio: 'inherit', env },
 );
-process.exit(result.status ?? 1);
+const status = await new Promise((resolve) => child.on('close', (code) => resolve(code ?? 1)));
+for (const guard of guards) guard.server.close();
+rmSync(home, { recursive: true, force: true });
+const reached = guards.flatMap((g) => g.reached);
+if (reached.length > 0) {
+  console.error(`\n✖ tests reached a Control Plane they did not start (${reached.length}):`);
+  for (const line of reached.slice(0, 20)) console.error(`  ${line}`);
+  process.exit(1);
+}
+process.exit(status);

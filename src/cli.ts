@@ -3,7 +3,8 @@
 import './quiet-sqlite-warning.ts';
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { runForeground } from './spawn/start.ts';
+import { exitLike, runLaunched } from './spawn/start.ts';
+import { watchLifeline } from './spawn/lifeline.ts';
 import { reexecClean } from './cli/server-flags.ts';
 import { secretsIn, takeHandoff, type Handoff } from './spawn/secrets-handoff.ts';
 import { trustParentProbe } from './spawn/sandbox-mode.ts';
@@ -12,23 +13,38 @@ import { exitStatusOf } from './cli/exit-status.ts';
 
 const MIN = [22, 13] as const;
 
-/** The Node the checkout pins (the `node` devDependency), next to this file's package; null when not installed. */
+const here = (relative: string) => fileURLToPath(new URL(relative, import.meta.url));
+// Only the one-folder bundle (scripts/bundle.js) has a bin/svc launcher next to dist/; a checkout has node_modules.
+const bundleRoot = existsSync(here('../bin/svc')) ? here('..').replace(/\/$/, '') : null;
+
+/**
+ * A Node this install carries: the checkout's pinned devDependency, or the bundle's node/bin/node (--with-node);
+ * null when there is none.
+ */
 function pinnedNode(): string | null {
-  const path = fileURLToPath(new URL('../node_modules/node/bin/node', import.meta.url));
+  const path = bundleRoot ? here('../node/bin/node') : here('../node_modules/node/bin/node');
   return existsSync(path) ? path : null;
+}
+
+/** What to do about an old Node, in the terms of how svc was installed. */
+function nodeAdvice(): string {
+  if (!bundleRoot) return 'run `npm ci` in the svc checkout to install the pinned one';
+  return `point SVC_NODE at a newer node, or put one at ${bundleRoot}/node/bin/node ` +
+    '(a bundle made with `npm run bundle -- --with-node` carries one there)';
 }
 const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
 if (major < MIN[0] || (major === MIN[0] && minor < MIN[1])) {
-  // Started by an older system Node (a global `svc` from `npm link`): the Node this checkout pins runs it instead.
+  // Started by an older Node (a global `svc` from `npm link`, a bundle's launcher finding an old node on PATH or in
+  // SVC_NODE): the Node this install carries runs it instead.
   const pinned = pinnedNode();
   if (!pinned) {
-    process.stderr.write(`svc needs Node.js >= ${MIN.join('.')} (found ${process.versions.node}); run \`npm ci\` in ` +
-      'the svc checkout to install the pinned one\n');
+    process.stderr.write(`svc needs Node.js >= ${MIN.join('.')} (found ${process.versions.node}); ${nodeAdvice()}\n`);
     process.exit(1);
   }
-  process.exit(runForeground([pinned, ...process.execArgv, process.argv[1]!, ...process.argv.slice(2)],
+  exitLike(await runLaunched([pinned, ...process.execArgv, process.argv[1]!, ...process.argv.slice(2)],
     { kind: 'svc-worker', base: process.env }));
 }
+watchLifeline(process.env);
 
 
 /**
@@ -54,7 +70,8 @@ type Loader = () => Promise<{ default: (io: import('./cli/io.ts').CliIo) => Prom
 const commands: Record<string, { summary: string; load: Loader }> = {
   control: { summary: 'Run or query the Control Plane (serve, status)', load: () => import('./cli/control.ts') },
   dashboard: {
-    summary: 'Open the Control Plane UI, starting it if needed (start, open)', load: () => import('./cli/dashboard.ts'),
+    summary: 'Open the Control Plane UI, starting it if needed (start, open, stop)',
+    load: () => import('./cli/dashboard.ts'),
   },
   start: {
     summary: 'Start a run from a brief, spec file, issue export or issue URL', load: () => import('./cli/start.ts'),
@@ -62,7 +79,12 @@ const commands: Record<string, { summary: string; load: Loader }> = {
   answer: { summary: 'Answer a blocked run', load: () => import('./cli/answer.ts') },
   runs: { summary: 'List and steer runs on the Control Plane', load: () => import('./cli/runs.ts') },
   ship: { summary: 'Re-send local runs to the Control Plane', load: () => import('./cli/ship.ts') },
+  prune: {
+    summary: "Remove ended runs' worktrees, svc/<run> branches and managed checkouts",
+    load: () => import('./cli/prune.ts'),
+  },
   receipt: { summary: 'Check an Evidence Receipt (verify)', load: () => import('./cli/receipt.ts') },
+  keys: { summary: 'List or rotate the receipt signing keys (list, rotate)', load: () => import('./cli/keys.ts') },
   deploy: { summary: 'Write or show deploy records (record, last)', load: () => import('./cli/deploy.ts') },
   trigger: { summary: 'Run the webhook trigger server (serve)', load: () => import('./cli/trigger.ts') },
   gate: {

@@ -1,9 +1,11 @@
 // The Ed25519 key pair that signs Evidence Receipts: made on first use under ~/.svc/keys/ (0600), public part
-// shareable.
+// shareable. Rotation keeps the public halves of earlier keys (keys/retired/) so the receipts they signed still verify.
 import {
   generateKeyPairSync, createPrivateKey, createPublicKey, createHash, sign, verify, type KeyObject,
 } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync, renameSync, chmodSync, existsSync, readdirSync } from 'node:fs';
+import {
+  mkdirSync, readFileSync, writeFileSync, renameSync, chmodSync, existsSync, readdirSync, unlinkSync,
+} from 'node:fs';
 import { join } from 'node:path';
 
 export interface SigningKey {
@@ -37,6 +39,11 @@ function writeAtomic(path: string, data: string, mode: number): void {
 
 export function keysDir(svcHome: string): string {
   return join(svcHome, 'keys');
+}
+
+/** Whether this machine has its signing key yet (it is made on first use). */
+export function hasSigningKey(svcHome: string): boolean {
+  return existsSync(join(keysDir(svcHome), PRIVATE_FILE));
 }
 
 /** Loads the key pair, generating it on first use; the private key file is mode 0600 in a 0700 folder. */
@@ -82,11 +89,14 @@ export function verifyBytes(publicKey: KeyObject, data: Buffer, signatureBase64:
   }
 }
 
-/** A public key the Control Plane accepts receipts from: its own (`local`) or a registered runner's (`runner`). */
+/**
+ * A public key the Control Plane accepts receipts from: its own (`local`), one it signed with before a rotation
+ * (`retired`), or a registered runner's (`runner`).
+ */
 export interface KnownKey {
   kid: string;
   name: string;
-  origin: 'local' | 'runner';
+  origin: 'local' | 'retired' | 'runner';
   publicKey: KeyObject;
 }
 
@@ -126,9 +136,80 @@ export function runnerKeys(svcHome: string): KnownKey[] {
   return keys;
 }
 
-/** Every key the Control Plane accepts receipts from: its own first, then the registered runner keys. */
+/** This machine's earlier signing keys: `<kid>.pub.pem` files that `svc keys rotate` moved the public halves to. */
+export function retiredKeysDir(svcHome: string): string {
+  return join(keysDir(svcHome), 'retired');
+}
+
+const RETIRED_KEY_FILE = /^([0-9a-f]{16})\.pub\.pem$/;
+
+/** Retired public keys, read on each call; a file whose key is not the kid its name says is skipped. */
+export function retiredKeys(svcHome: string): KnownKey[] {
+  let names: string[];
+  try {
+    names = readdirSync(retiredKeysDir(svcHome)).sort();
+  } catch {
+    return [];
+  }
+  const keys: KnownKey[] = [];
+  for (const file of names) {
+    const kid = RETIRED_KEY_FILE.exec(file)?.[1];
+    if (!kid) continue;
+    try {
+      const publicKey = createPublicKey(readFileSync(join(retiredKeysDir(svcHome), file), 'utf8'));
+      if (publicKey.asymmetricKeyType !== 'ed25519' || keyIdOf(publicKey) !== kid) continue;
+      keys.push({ kid, name: 'local', origin: 'retired', publicKey });
+    } catch {
+      continue;
+    }
+  }
+  return keys;
+}
+
+export interface Rotation {
+  /** The key that signed until now; null when there was none yet. */
+  old: string | null;
+  /** Whether the old key's public half was kept in keys/retired/ (false with `revoke`). */
+  kept: boolean;
+  new: string;
+}
+
+/**
+ * Makes a new signing key. The old public half goes to keys/retired/ first (unless `revoke`: a leaked key must stop
+ * verifying), then the new pair replaces the files, so no moment exists in which a receipt the old key signed is
+ * unknown. The old private key is gone afterwards: nothing can sign with it again.
+ */
+export function rotateSigningKey(svcHome: string, opts: { revoke?: boolean } = {}): Rotation {
+  const dir = keysDir(svcHome);
+  const hadKey = existsSync(join(dir, PRIVATE_FILE));
+  const old = hadKey ? loadOrCreateSigningKey(svcHome) : null;
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  if (old && !opts.revoke) {
+    mkdirSync(retiredKeysDir(svcHome), { recursive: true, mode: 0o700 });
+    const retired = join(retiredKeysDir(svcHome), `${old.kid}.pub.pem`);
+    const pem = old.publicKey.export({ type: 'spki', format: 'pem' }).toString();
+    if (!existsSync(retired)) writeAtomic(retired, pem, 0o644);
+  }
+  if (old && opts.revoke) {
+    // A revoked key may have been kept by an earlier rotation to this same key: it goes from there too.
+    try {
+      unlinkSync(join(retiredKeysDir(svcHome), `${old.kid}.pub.pem`));
+    } catch {
+      // Not there: nothing to remove.
+    }
+  }
+  // The temporary files are new ('wx'), so a planted link is never written through; each rename replaces the file.
+  const pair = generateKeyPairSync('ed25519');
+  writeAtomic(join(dir, PUBLIC_FILE), pair.publicKey.export({ type: 'spki', format: 'pem' }).toString(), 0o644);
+  writeAtomic(join(dir, PRIVATE_FILE), pair.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(), 0o600);
+  return { old: old?.kid ?? null, kept: old !== null && !opts.revoke, new: keyIdOf(pair.publicKey) };
+}
+
+/** Every key the Control Plane accepts receipts from: its own first, its retired ones, then registered runner keys. */
 export function knownKeys(svcHome: string): KnownKey[] {
   const own = loadOrCreateSigningKey(svcHome);
   const local: KnownKey = { kid: own.kid, name: 'local', origin: 'local', publicKey: own.publicKey };
-  return [local, ...runnerKeys(svcHome).filter((k) => k.kid !== own.kid)];
+  const retired = retiredKeys(svcHome).filter((k) => k.kid !== own.kid);
+  const seen = new Set([own.kid, ...retired.map((k) => k.kid)]);
+  return [local, ...retired, ...runnerKeys(svcHome).filter((k) => !seen.has(k.kid))];
 }

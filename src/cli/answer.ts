@@ -1,4 +1,5 @@
-// `svc answer <source>/<run> <text>`: answers a blocked run. A run found in this project's `.svc/runs/` gets the answer
+// `svc answer [<source>/]<run> <text>`: answers a blocked run. A run found in this project's `.svc/runs/` gets the
+// answer
 // file it waits for; any other run is answered through the Control Plane. A run neither knows is an error (exit 1),
 // never a stray file that nothing will read.
 import { resolve } from 'node:path';
@@ -6,17 +7,17 @@ import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
 import { UsageError, NotFoundError, FailedError, ConflictError } from '../errors.ts';
 import { writeAnswer, MAX_ANSWER_BYTES } from '../engine/answers.ts';
-import { isValidSegment } from '../engine/ids.ts';
-import { runDir } from '../engine/paths.ts';
-import { tryReadState, type RunState } from '../engine/run-state.ts';
-import { repoRoot } from '../engine/git.ts';
+import { findLocalRun } from './local-run.ts';
 import { readControlToken } from '../engine/control-token.ts';
 import { discoverControlUrl } from '../client/discover.ts';
 import { createControlClient, ControlApiError } from '../client/client.ts';
+import { parseRunRef } from './runs.ts';
 
-const HELP = `Usage: svc answer <source>/<run> <text> [--repo DIR]
+const HELP = `Usage: svc answer [<source>/]<run> <text> [--repo DIR]
 
-Answers a blocked run. When the run is in DIR's .svc/runs/ (default: the current
+Answers a blocked run. The run is named as "svc runs" takes it: <source>/<run>, or <run>
+alone (in the project: its run of that id; on the Control Plane: $SVC_SOURCE/<run>, default
+"local"). When the run is in DIR's .svc/runs/ (default: the current
 project), writes $SVC_CONTROL_ANSWER_DIR/<source>/<run>.json (default
 ~/.svc/control/answers), which the run picks up and continues with. Otherwise the
 answer goes through the Control Plane (SVC_CONTROL_URL, SVC_CONTROL_TOKEN).
@@ -24,21 +25,6 @@ answer goes through the Control Plane (SVC_CONTROL_URL, SVC_CONTROL_TOKEN).
 Exits 1 when the run is not blocked, or when neither the project nor the Control
 Plane knows it.
 `;
-
-/** The run's state when DIR (or the git repository holding it) has it under .svc/runs/. */
-function localState(dir: string, source: string, run: string): RunState | null {
-  const roots = [dir];
-  try {
-    roots.unshift(repoRoot(dir));
-  } catch {
-    // Not inside a git repository: DIR itself is the only place to look.
-  }
-  for (const root of roots) {
-    const state = tryReadState(runDir(root, run));
-    if (state && state.source === source && state.run === run) return state;
-  }
-  return null;
-}
 
 function notBlocked(source: string, run: string, status: string): ConflictError {
   return new ConflictError(`Run ${source}/${run} is ${status}, not blocked: nothing to answer`);
@@ -76,20 +62,19 @@ export default async function answer(io: CliIo): Promise<number> {
     return 0;
   }
   const { values, positionals } = parseFlags(io.argv, { repo: { type: 'string' } });
-  const [ref, ...words] = positionals;
-  const [source, run, extra] = (ref ?? '').split('/');
-  if (!isValidSegment(source) || !isValidSegment(run) || extra !== undefined) {
-    throw new UsageError('The first argument must be <source>/<run>');
-  }
+  const [given, ...words] = positionals;
+  const { source, run } = parseRunRef(given, io.env);
+  const bare = given !== undefined && !given.includes('/');
   const text = words.join(' ').trim();
-  if (!text) throw new UsageError('Give the answer text after <source>/<run>');
+  if (!text) throw new UsageError('Give the answer text after the run');
   if (Buffer.byteLength(text) > MAX_ANSWER_BYTES) {
     throw new UsageError(`The answer is longer than ${MAX_ANSWER_BYTES} bytes`);
   }
-  const state = localState(resolve(typeof values.repo === 'string' ? values.repo : process.cwd()), source, run);
+  const dir = resolve(typeof values.repo === 'string' ? values.repo : process.cwd());
+  const state = findLocalRun(dir, bare ? null : source, run)?.state;
   if (!state) return answerThroughControl(io, source, run, text);
-  if (state.status !== 'blocked') throw notBlocked(source, run, state.status);
-  const path = writeAnswer(io.env, source, run, text);
+  if (state.status !== 'blocked') throw notBlocked(state.source, run, state.status);
+  const path = writeAnswer(io.env, state.source, run, text);
   io.stdout(`Answer written to ${path}\n`);
   return 0;
 }

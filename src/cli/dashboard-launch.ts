@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { svcCliPath } from '../spawn/svc-paths.ts';
 import { serverRecordFile, readServerRecordFile } from '../client/server-record.ts';
 import { FailedError } from '../errors.ts';
+import { recordDashboardServer } from './dashboard-owner.ts';
 
 const START_DEADLINE_MS = 20_000;
 
@@ -66,6 +67,8 @@ export async function startControlInBackground(env: NodeJS.ProcessEnv): Promise<
     }
     const found = readServerRecordFile(record);
     if (found && found.pid === pid && (await isHealthy(found.url, 1_000))) {
+      // What `svc dashboard stop` may stop: this process, and only while it is still this process.
+      recordDashboardServer(env, pid, found.url);
       return { url: found.url.replace(/\/+$/, ''), pid, log };
     }
     await new Promise((resolve) => setTimeout(resolve, 100));

@@ -1,20 +1,27 @@
 // `svc dashboard [start|open] [--no-open]`: find a running Control Plane (DESIGN §4 discovery) or start one in the
 // background, then open the UI in the browser. It never puts the token in the URL: the UI asks for it.
+// `svc dashboard stop` stops the one it started (dashboard-owner.ts), never another.
 import { sendPendingRuns } from './pending-runs.ts';
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
-import { UsageError, FailedError, UnavailableError } from '../errors.ts';
+import { UsageError, FailedError, UnavailableError, ConflictError } from '../errors.ts';
 import { discoverControlUrl } from '../client/discover.ts';
 import { isHealthy, startControlInBackground, openBrowser } from './dashboard-launch.ts';
+import { stopDashboardServer } from './dashboard-owner.ts';
 
 const HELP = `Usage:
   svc dashboard [start|open] [--no-open]
+  svc dashboard stop
 
 Opens the Control Plane UI. A running Control Plane is reused (SVC_CONTROL_URL, then ~/.svc/control/server.json,
 then http://127.0.0.1:$SVC_CONTROL_PORT or 47821); otherwise one is started in the background with
 "svc control serve" (log: ~/.svc/control/server.log). "start" and "open" do the same.
 
   --no-open   print the URL instead of opening a browser
+
+"stop" stops the Control Plane that "svc dashboard" started in the background (SIGTERM; it finishes its requests and
+closes its database), and only that one: a Control Plane started another way (svc control serve in a terminal,
+systemd) is left running (exit 1, saying so). Exit 0 when it stopped or none is running.
 
 The browser is $BROWSER when set (run with the URL as its only argument), else xdg-open / open.
 `;
@@ -26,10 +33,11 @@ export default async function dashboard(io: CliIo): Promise<number> {
   }
   const { values, positionals } = parseFlags(io.argv, { 'no-open': { type: 'boolean' } });
   const [sub, ...extra] = positionals;
-  if (sub !== undefined && sub !== 'start' && sub !== 'open') {
-    throw new UsageError(`Unknown subcommand "dashboard ${sub}" (expected start or open)`);
+  if (sub !== undefined && sub !== 'start' && sub !== 'open' && sub !== 'stop') {
+    throw new UsageError(`Unknown subcommand "dashboard ${sub}" (expected start, open or stop)`);
   }
   if (extra.length > 0) throw new UsageError(`Unexpected argument "${extra[0]}"`);
+  if (sub === 'stop') return stop(io);
 
   const found = discoverControlUrl(io.env);
   let url = found.url;
@@ -68,5 +76,19 @@ export default async function dashboard(io: CliIo): Promise<number> {
     io.stderr(`Could not open a browser: ${opened.reason}. Set BROWSER to choose one, or open this URL yourself:\n`);
     io.stdout(`${url}\n`);
   }
+  return 0;
+}
+
+async function stop(io: CliIo): Promise<number> {
+  const outcome = await stopDashboardServer(io.env);
+  if (outcome.stopped) {
+    io.stderr(`Stopped the Control Plane at ${outcome.url} (pid ${outcome.pid})\n`);
+    return 0;
+  }
+  if (outcome.why === 'not-ours') {
+    throw new ConflictError(`The Control Plane at ${outcome.url} (pid ${outcome.pid}) was not started by ` +
+      'svc dashboard: stop it where it was started (Ctrl-C in its terminal, systemctl stop svc-control)');
+  }
+  io.stderr('No Control Plane started by svc dashboard is running\n');
   return 0;
 }

@@ -4,15 +4,18 @@ import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
 import { probeSandbox, BWRAP_HINT, type SandboxProbe } from '../spawn/probe.ts';
 import { which } from '../spawn/which.ts';
+import { describeFilter, type SyscallFilter } from '../spawn/seccomp.ts';
+import { memoryBound } from '../spawn/memory-cgroup.ts';
 import { safeJson } from '../safe-json.ts';
 
 const HELP = `Usage: svc doctor [--json]
 
 Checks that agent runs can be sandboxed here: bwrap (Debian package bubblewrap)
 on PATH, user namespaces, and a trial sandbox shaped like an agent's (own user,
-PID and network namespaces, and no capability left, whoever runs svc). Says
-whether svc runs as root and what that means. Exits 0 when sandboxing works,
-1 when it does not.
+PID and network namespaces, no capability left whoever runs svc, and the
+system-call filter). Says which system calls the filter refuses, what bounds an
+agent's memory here (a memory cgroup, or svc's watchdog), and whether svc runs
+as root and what that means. Exits 0 when sandboxing works, 1 when it does not.
 `;
 
 /** What running as root changes for an agent (the sandbox holds either way; docs/engine.md "The agent sandbox"). */
@@ -37,6 +40,13 @@ export function fixFor(probe: SandboxProbe, path: string | undefined, offPath: s
   return BWRAP_HINT;
 }
 
+/** One line on the system-call filter. */
+export function filterLine(filter: SyscallFilter): string {
+  if (filter.arch === null) return `none: ${filter.reason}`;
+  const calls = filter.refused.join(', ');
+  return `${filter.refused.length} calls refused (${filter.arch}; every other ABI refused): ${calls}`;
+}
+
 export default async function doctor(io: CliIo): Promise<number> {
   if (wantsHelp(io.argv)) {
     io.stdout(HELP);
@@ -47,14 +57,20 @@ export default async function doctor(io: CliIo): Promise<number> {
   const offPath = probe.bwrap === null ? which('bwrap', SYSTEM_BIN_DIRS.join(':')) : null;
   const fix = fixFor(probe, io.env.PATH, offPath);
   const root = process.getuid?.() === 0;
+  const filter = describeFilter();
+  const memory = memoryBound();
   if (values.json) {
-    io.stdout(`${safeJson({ sandbox: probe, fix, root, root_note: root ? ROOT_NOTE : null })}\n`);
+    const report = { sandbox: probe, fix, syscall_filter: filter, memory, root, root_note: root ? ROOT_NOTE : null };
+    io.stdout(`${safeJson(report)}\n`);
   } else {
     const found = probe.bwrap ?? (offPath ? `not on PATH (installed at ${offPath})` : 'not found');
     io.stdout(`bwrap:           ${found}\n`);
     io.stdout(`user namespaces: ${probe.userNamespaces ?? 'unknown'}\n`);
-    if (fix === null) io.stdout('sandbox:         works (no capabilities, own network namespace)\n');
+    const filtered = filter.arch ? ', system-call filter' : '';
+    if (fix === null) io.stdout(`sandbox:         works (no capabilities, own network namespace${filtered})\n`);
     else io.stdout(`sandbox:         does not work: ${probe.reason}\nfix:             ${fix}\n`);
+    io.stdout(`system calls:    ${filterLine(filter)}\n`);
+    io.stdout(`memory:          ${memory.mechanism}: ${memory.detail}\n`);
     io.stdout(`user:            ${root ? `root (uid 0). ${ROOT_NOTE}` : `uid ${process.getuid?.() ?? '?'}`}\n`);
   }
   return probe.ok ? 0 : 1;

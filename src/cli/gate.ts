@@ -14,13 +14,18 @@ Options:
   --host HOST      bind address (SVC_GATE_HOST, default 127.0.0.1); give
                    0.0.0.0 only where a NetworkPolicy admits the run pods alone
   --port PORT      port, 0 for any free one (SVC_GATE_PORT, default 3128)
-  --policy FILE    {"allow": [...], "deny": [...]} host patterns
+  --policy FILE    {"allow": [...], "deny": [...], "repos": {"<name>": {...}}}
+                   host patterns, per served repository
                    (SVC_GATE_POLICY_FILE; default: the model APIs only)
+  --per-job N      client connections one job may hold at once
+                   (SVC_GATE_MAX_PER_JOB, default 32; 256 in all)
   --help           this help
 
-Model keys come from the environment (ANTHROPIC_API_KEY, OPENAI_API_KEY,
-GEMINI_API_KEY, …), base URLs from ANTHROPIC_BASE_URL, OPENAI_BASE_URL,
-GOOGLE_GEMINI_BASE_URL. See docs/gate.md.
+Every client presents its job's credential, minted by the trigger server
+with the secret both read from SVC_GATE_SECRET_FILE (required, ≥ 32 bytes);
+anonymous clients get 407. Model keys come from the environment
+(ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY, …), base URLs from
+ANTHROPIC_BASE_URL, OPENAI_BASE_URL, GOOGLE_GEMINI_BASE_URL. See docs/gate.md.
 `;
 
 export default async function gate(io: CliIo): Promise<number> {
@@ -32,10 +37,19 @@ export default async function gate(io: CliIo): Promise<number> {
     host: { type: 'string' },
     port: { type: 'string' },
     policy: { type: 'string' },
+    'per-job': { type: 'string' },
   }, false);
   const portText = values.port ?? io.env.SVC_GATE_PORT ?? '3128';
   if (!/^\d{1,5}$/.test(portText) || Number(portText) > 65535) {
     throw new UsageError(`--port must be 0–65535, not "${portText}"`);
+  }
+  const perJobText = values['per-job'] ?? io.env.SVC_GATE_MAX_PER_JOB ?? '32';
+  if (!/^\d{1,3}$/.test(perJobText) || Number(perJobText) < 1 || Number(perJobText) > 256) {
+    throw new UsageError(`--per-job must be 1–256, not "${perJobText}"`);
+  }
+  const secretFile = io.env.SVC_GATE_SECRET_FILE;
+  if (!secretFile) {
+    throw new UsageError('SVC_GATE_SECRET_FILE is required: the secret job credentials are checked with');
   }
   const { serveGateForever } = await import('../gate/main.ts');
   const { GatePolicyError } = await import('../gate/policy.ts');
@@ -44,6 +58,8 @@ export default async function gate(io: CliIo): Promise<number> {
       host: values.host ?? io.env.SVC_GATE_HOST ?? '127.0.0.1',
       port: Number(portText),
       policyFile: values.policy ?? io.env.SVC_GATE_POLICY_FILE ?? null,
+      secretFile,
+      maxPerJob: Number(perJobText),
     }, io.env, io.stdout);
   } catch (err) {
     if (err instanceof GatePolicyError || err instanceof SyntaxError) {

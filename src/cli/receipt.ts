@@ -5,14 +5,15 @@ import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
 import { UsageError, NotFoundError, FailedError } from '../errors.ts';
 import { verifyReceipt, keyRingOf, receiptFromMarkdown } from '../engine/receipt.ts';
-import { keysDir, runnerKeys } from '../keys.ts';
+import { keysDir, runnerKeys, retiredKeys } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 
 const HELP = `Usage: svc receipt verify <file> [--key PUBLIC_KEY.pem]...
 
 Checks an Evidence Receipt (receipt.json, or a PR body holding one): the integrity digest over its
 canonical JSON, then the Ed25519 signature by the key its "kid" names. Known keys: this machine's
-~/.svc/keys/receipt-ed25519.pub.pem and any --key files (e.g. saved from GET /v1/keys).
+~/.svc/keys/receipt-ed25519.pub.pem, its earlier keys in ~/.svc/keys/retired/ (svc keys rotate), the runner
+keys in ~/.svc/keys/trusted/, and any --key files (e.g. saved from GET /v1/keys).
 Exit 0 when valid; 1 naming the problem: integrity mismatch, unknown key, bad signature.
 `;
 
@@ -42,7 +43,10 @@ export default async function receipt(io: CliIo): Promise<number> {
   if (existsSync(local)) pems.push(readFileSync(local, 'utf8'));
   for (const keyFile of values.key ?? []) pems.push(readFileSync(keyFile, 'utf8'));
   const ring = keyRingOf(pems);
-  for (const runner of runnerKeys(svcHomeOf(io.env))) ring.set(runner.kid, runner.publicKey);
+  // This machine's keys from before a rotation (svc keys rotate), then the registered runner keys.
+  for (const known of [...retiredKeys(svcHomeOf(io.env)), ...runnerKeys(svcHomeOf(io.env))]) {
+    ring.set(known.kid, known.publicKey);
+  }
   const result = verifyReceipt(value, ring);
   if (!result.ok) {
     io.stderr(`${result.message}\n`);

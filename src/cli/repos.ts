@@ -1,6 +1,6 @@
 // `svc repos list|add|remove`: edits the trigger server's served repositories file (docs/trigger.md). Every change
 // is checked as the server would check the whole file, and written atomically; nothing invalid is ever written.
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { chownSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
@@ -17,8 +17,11 @@ const HELP = `Usage: svc repos list [--file FILE]
        svc repos remove OWNER/NAME [--file FILE]
 
 Edits the repositories the trigger server serves, one line each. FILE: --file, else SVC_TRIGGER_REPOS,
-else ~/.svc/trigger/repos.conf. A bad entry is refused with its line and the reason. The server reads the
-file when it starts: restart it after a change. See docs/trigger.md "Served repositories".
+else ~/.svc/trigger/repos.conf. Under systemd the service's file is /var/lib/svc/trigger/repos.conf (the unit
+sets SVC_TRIGGER_REPOS to it): pass it with --file. A bad entry is refused with its line and the reason. A
+running server that serves FILE uses the change from its next delivery: no restart. Run as root, the file
+keeps the owner of the file it replaces (or of its folder), so the service can still read it.
+See docs/trigger.md "Served repositories".
 `;
 
 function readText(file: string): string | null {
@@ -30,12 +33,30 @@ function readText(file: string): string | null {
   }
 }
 
+/** Whose the new file is: the replaced file's owner, else its folder's (root editing the service's file). */
+function ownerFor(file: string): { uid: number; gid: number } | null {
+  for (const path of [file, dirname(file)]) {
+    try {
+      const st = statSync(path);
+      return { uid: st.uid, gid: st.gid };
+    } catch {
+      // not there yet: try the folder
+    }
+  }
+  return null;
+}
+
 function writeAtomically(file: string, text: string): void {
   mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+  const owner = ownerFor(file);
   const temp = `${file}.${process.pid}.tmp`;
   writeFileSync(temp, text.endsWith('\n') || text === '' ? text : `${text}\n`, { mode: 0o600 });
+  // Only root can give a file away; anyone else writes their own file, as before.
+  if (owner && process.getuid?.() === 0) chownSync(temp, owner.uid, owner.gid);
   renameSync(temp, file);
 }
+
+const LIVE = 'A trigger server serving this file uses it from its next delivery; no restart is needed.';
 
 /** The file's entries; an existing file that is already invalid is reported whole (exit 1): fix it first. */
 function entriesOf(file: string, text: string) {
@@ -75,7 +96,7 @@ function add(io: CliIo, file: string, tokens: string[]): number {
     throw err;
   }
   writeAtomically(file, after);
-  io.stdout(`Added ${formatServedRepo(added)}\nRestart the trigger server to serve it.\n`);
+  io.stdout(`Added ${formatServedRepo(added)} to ${file}\n${LIVE}\n`);
   return 0;
 }
 
@@ -87,7 +108,7 @@ function remove(io: CliIo, file: string, name: string | undefined): number {
   const result = removeServedRepo(text, name, file);
   if (!result.removed) throw new NotFoundError(`"${name}" is not in ${file}`);
   writeAtomically(file, result.text);
-  io.stdout(`Removed ${name}\nRestart the trigger server to stop serving it.\n`);
+  io.stdout(`Removed ${name} from ${file}\n${LIVE}\n`);
   return 0;
 }
 

@@ -1,7 +1,8 @@
-// `svc runs [list|show|stop|resume|retry|verify|answer]`: lists and steers runs through the typed client.
+// `svc runs [list|show|stop|resume|retry|verify|answer|logs]`: lists and steers runs through the typed client; `logs`
+// reads a run this project holds from its folder first (run-logs.ts).
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
-import { UsageError, FailedError } from '../errors.ts';
+import { UsageError, FailedError, NotFoundError } from '../errors.ts';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
 import { discoverControlUrl } from '../client/discover.ts';
 import type { RunFilter, RunRef } from '../client/types.ts';
@@ -10,6 +11,8 @@ import { formatRunDetails, formatRunTable, KEY_WIDTH } from './runs-format.ts';
 import { networkLine } from './network-line.ts';
 import { sendPendingRuns } from './pending-runs.ts';
 import { safeJson } from '../safe-json.ts';
+import { findLocalRun } from './local-run.ts';
+import { printLocalLogs, printControlLogs } from './run-logs.ts';
 
 const HELP = `Usage:
   svc runs [list] [--verdict V] [--status S] [--repo R] [--group ID] [--since T] [--until T]
@@ -17,12 +20,16 @@ const HELP = `Usage:
   svc runs show <source>/<run> [--json]
   svc runs stop|resume|retry|verify <source>/<run> [--json]
   svc runs answer <source>/<run> <answer text…> [--json]
+  svc runs logs <source>/<run> [-f|--follow]
 
 A run may be given as <run> alone; its source is then SVC_SOURCE (default "local").
 --verdict   verified | verified_with_gaps | not_verified | none (no verdict yet)
 --status    queued | running | blocked | stopping | succeeded | failed | stopped
 --since, --until   ISO-8601 time or unix ms
 --json      print the API's JSON instead of a table
+logs        the agent's output (its stdout and stderr lines; svc's own notes start with "[svc]"), from
+            the run's folder when this project holds the run, else from the Control Plane; -f keeps
+            printing until the run ends. The full provider output is the run's provider.log artifact.
 --url URL   Control Plane address (default: SVC_CONTROL_URL, ~/.svc/control/server.json, then
             http://127.0.0.1:\${SVC_CONTROL_PORT:-47821}); SVC_CONTROL_TOKEN is sent when set.
 `;
@@ -31,6 +38,7 @@ const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
 const FLAGS = {
   json: { type: 'boolean' },
+  follow: { type: 'boolean', short: 'f' },
   url: { type: 'string' },
   verdict: { type: 'string' },
   status: { type: 'string' },
@@ -116,6 +124,25 @@ async function dispatch(
   const listOnly = LIST_FLAGS.find((k) => values[k] !== undefined);
   if (listOnly) throw new UsageError(`--${listOnly} only applies to "svc runs list"`);
   const ref = parseRunRef(positionals[0], io.env);
+  if (values.follow !== undefined && sub !== 'logs') throw new UsageError('--follow only applies to "svc runs logs"');
+  if (sub === 'logs') {
+    if (positionals.length > 1) throw new UsageError(`Unexpected argument "${positionals[1]}"`);
+    if (json) throw new UsageError('--json does not apply to "svc runs logs"');
+    const follow = values.follow === true;
+    const local = findLocalRun(process.cwd(), positionals[0]!.includes('/') ? ref.source : null, ref.run);
+    if (local) {
+      await printLocalLogs(local.dir, io.stdout, { follow });
+      return 0;
+    }
+    try {
+      await printControlLogs(client, ref, io.stdout, follow);
+    } catch (err) {
+      if (!(err instanceof ControlApiError) || (err.code !== 'not_found' && err.code !== 'unreachable')) throw err;
+      const there = err.code === 'not_found' ? `the Control Plane at ${client.url} does not know it` : err.message;
+      throw new NotFoundError(`No run ${ref.source}/${ref.run}: it is not in this project's .svc/runs/, and ${there}`);
+    }
+    return 0;
+  }
   if (sub === 'show') {
     if (positionals.length > 1) throw new UsageError(`Unexpected argument "${positionals[1]}"`);
     const run = await client.getRun(ref);
@@ -139,7 +166,9 @@ async function dispatch(
     else io.stdout(`${sub[0]!.toUpperCase()}${sub.slice(1)} requested for ${ref.source}/${ref.run}\n`);
     return 0;
   }
-  throw new UsageError(`Unknown subcommand "runs ${sub}" (expected list, show, stop, resume, retry, verify or answer)`);
+  throw new UsageError(
+    `Unknown subcommand "runs ${sub}" (expected list, show, stop, resume, retry, verify, answer or logs)`,
+  );
 }
 
 export default async function runs(io: CliIo): Promise<number> {

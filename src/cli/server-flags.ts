@@ -24,14 +24,6 @@ export function missingServerFlags(execArgv: readonly string[], nodeOptions: str
 }
 
 /**
- * Re-executes the current command with the missing flags; returns only when nothing needs doing or exec is not
- * available (Windows, Node < 22.15) or fails, in which case the server simply runs with V8's defaults.
- */
-export function reexecWithServerFlags(): void {
-  reexecClean({ serverFlags: true });
-}
-
-/**
  * Replaces this process (same pid) with the same command when it needs the server flags or holds one of svc's secret
  * values in its environment: the new image's environment has no secret (they travel in a 0600 handoff file that the
  * new image reads and deletes first), so /proc/<pid>/environ of a long-lived svc no longer shows them (DESIGN §7a).

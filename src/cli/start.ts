@@ -14,6 +14,7 @@ import { isValidSegment } from '../engine/ids.ts';
 import { signsLater } from '../engine/evidence.ts';
 import { safeJson } from '../safe-json.ts';
 import { terminalSafe } from './terminal-text.ts';
+import { printLocalLogs, createEventTail } from './run-logs.ts';
 import type { RepoRename } from '../engine/repo-rename.ts';
 
 const HELP = `Usage: svc start <input> [options]
@@ -31,6 +32,8 @@ Options:
   --pr               work in a worktree on svc/<run> and open a pull request when .svc/policy.json allows
   --worktree         work in an isolated worktree (.svc/worktrees/<run>) on branch svc/<run>
   --detach           print {"source","run"} and return at once; the run goes on in the background
+  --follow, -f       stream the agent's output (its stdout and stderr lines, and its questions) to stderr
+                     while the run works in the foreground (later: svc runs logs <run> -f)
   --provider NAME    claude, codex, gemini, aider, opencode, or a command provider from .svc/config.json
   --repo DIR         the git repository (default: the current directory)
 
@@ -54,15 +57,31 @@ function runArg(value: string | undefined, flag: string): string {
   return value;
 }
 
-/** Foreground: the worker still gets its own process group; Ctrl-C here becomes a clean stop. */
-async function follow(io: CliIo, state: RunState, mode: WorkerMode): Promise<number> {
+/**
+ * Foreground: the worker still gets its own process group; Ctrl-C here becomes a clean stop. `showOutput` prints the
+ * agent's output from the run's events to stderr as it comes (stdout keeps its two JSON lines).
+ */
+async function follow(io: CliIo, state: RunState, mode: WorkerMode, showOutput: boolean): Promise<number> {
+  const dir = runDir(state.repo_path, state.run);
+  // Past what the run folder already holds (a resumed run's earlier output) before the worker writes anything.
+  const tail = showOutput ? createEventTail(dir) : null;
+  tail?.read();
   const child = spawnWorker(CLI_PATH, state, mode, io.env, true);
   // The run's address first, as --detach prints it, so a caller (e.g. a Kubernetes pod log) knows it at once.
   io.stdout(safeJson({ source: state.source, run: state.run }) + '\n');
   const onSignal = () => void stopLocalRun(state.repo_path, state.run);
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
-  await new Promise<void>((resolve) => child.on('close', () => resolve()));
+  let closed = false;
+  const ended = new Promise<void>((resolve) => child.on('close', () => {
+    closed = true;
+    resolve();
+  }));
+  const output = tail
+    ? printLocalLogs(dir, io.stderr, { follow: true, until: () => closed, agentOnly: true, tail })
+    : Promise.resolve();
+  await ended;
+  await output;
   process.off('SIGINT', onSignal);
   process.off('SIGTERM', onSignal);
   const final = readState(runDir(state.repo_path, state.run));
@@ -80,11 +99,13 @@ function sayRenamed(io: CliIo, renamed: RepoRename | null): void {
     `${renamed.from.map(terminalSafe).join(', ')} (their receipts keep the name they were signed with)\n`);
 }
 
-async function launch(io: CliIo, state: RunState, mode: WorkerMode, detach: boolean): Promise<number> {
+async function launch(
+  io: CliIo, state: RunState, mode: WorkerMode, detach: boolean, showOutput = false,
+): Promise<number> {
   const unconfined = sandboxPreflight(state.repo_path, io.env);
   if (unconfined) io.stderr(`svc start: ${unconfined}\n`);
   if (!detach) {
-    const code = follow(io, state, mode);
+    const code = follow(io, state, mode, showOutput);
     // Earlier runs the Control Plane never heard the end of go while this one works (issue 23 item 2).
     await sendPendingRuns(io, state.repo_path);
     return code;
@@ -106,6 +127,7 @@ export default async function start(io: CliIo): Promise<number> {
     pr: { type: 'boolean' },
     worktree: { type: 'boolean' },
     detach: { type: 'boolean' },
+    follow: { type: 'boolean', short: 'f' },
     provider: { type: 'string' },
     repo: { type: 'string' },
     stop: { type: 'string' },
@@ -117,6 +139,10 @@ export default async function start(io: CliIo): Promise<number> {
   });
   const repoDir = values.repo ?? process.cwd();
   const detach = values.detach === true;
+  const showOutput = values.follow === true;
+  if (showOutput && detach) {
+    throw new UsageError('--follow streams a run in the foreground: it cannot go with --detach');
+  }
 
   if (values.worker !== undefined) {
     // Internal: the detached worker process started by launch() above.
@@ -142,12 +168,12 @@ export default async function start(io: CliIo): Promise<number> {
     if (flag === 'verify' && !TERMINAL.has(state.status)) {
       throw new ConflictError(`Run ${run} is ${state.status}; verify it once it has ended`);
     }
-    return launch(io, state, flag, detach);
+    return launch(io, state, flag, detach, showOutput);
   }
   if (values.retry !== undefined) {
     const prepared = prepareRetry(repoDir, runArg(values.retry, '--retry'), values['run-id'] ?? null, io.env);
     sayRenamed(io, prepared.renamed);
-    return launch(io, prepared.state, 'start', detach);
+    return launch(io, prepared.state, 'start', detach, showOutput);
   }
   if (positionals.length === 0) throw new UsageError('svc start needs an input (see svc start --help)');
   const prepared = await prepareRun({
@@ -161,5 +187,5 @@ export default async function start(io: CliIo): Promise<number> {
     env: io.env,
   });
   sayRenamed(io, prepared.renamed);
-  return launch(io, prepared.state, 'start', detach);
+  return launch(io, prepared.state, 'start', detach, showOutput);
 }

@@ -12,7 +12,7 @@ Options:
   --host HOST         bind address (SVC_TRIGGER_HOST, default 127.0.0.1)
   --port PORT         port, 0 for any free one (SVC_TRIGGER_PORT, default 7373)
   --repos FILE        served repositories file (SVC_TRIGGER_REPOS, default ~/.svc/trigger/repos.conf
-                      when it exists); edit it with \`svc repos\`
+                      when it exists); edit it with \`svc repos\`: a change applies from the next delivery
   --repo DIR          serve this one checkout instead (SVC_TRIGGER_REPO; without either, the current directory)
   --concurrency N     jobs running at once (SVC_TRIGGER_CONCURRENCY, default 2)
   --db PATH           job database (SVC_TRIGGER_DB, default ~/.svc/trigger/trigger.db)

@@ -1,6 +1,7 @@
 // Which trigger routes and outbound integrations this process could use, from environment variable names only.
 // Values are read to test presence (and equality between route secrets) and never leave this function.
 import { safeEqual } from '../http/guards.ts';
+import { ROUTE_VENDORS, signatureHeaderNames, type VendorRoute } from '../webhook-vendors.ts';
 
 export interface IntegrationStatus {
   name: string;
@@ -9,6 +10,10 @@ export interface IntegrationStatus {
   configured: boolean;
   /** The names of the variables that configure it, so a user knows what to set. */
   variables: string[];
+  /** Trigger routes only: the path, the real service it fits, and the signature headers it reads (neutral first). */
+  route?: string;
+  service?: string;
+  headers?: string[];
 }
 
 interface Spec {
@@ -70,6 +75,13 @@ export function integrationStatus(env: NodeJS.ProcessEnv, extra: { githubPrs?: b
     let configured = s.needs.every((anyOf) => firstSet(env, anyOf) !== undefined) && !clashing.has(s.name);
     if (s.name === 'trackerb_comments') configured &&= /^https:\/\//i.test(env.TRACKERB_BASE_URL ?? '');
     if (s.name === 'github_prs') configured ||= extra.githubPrs === true;
-    return { name: s.name, kind: s.kind, configured, variables: s.needs.flat() };
+    const status: IntegrationStatus = { name: s.name, kind: s.kind, configured, variables: s.needs.flat() };
+    if (s.kind === 'trigger') status.route = `/${s.name}`;
+    if (s.name in ROUTE_VENDORS) {
+      const route = s.name as VendorRoute;
+      status.service = ROUTE_VENDORS[route].service;
+      status.headers = signatureHeaderNames(route);
+    }
+    return status;
   });
 }

@@ -112,11 +112,13 @@ export async function serveControlForever(
 ): Promise<number> {
   const log = createLogger('control');
   const running = await startControl(settings, env, log);
-  writeServerRecord(settings.svcHome, { url: running.url, pid: process.pid });
-  print(`${running.url}\n`);
-  log.info('listening', { url: running.url, db: settings.dbPath });
-  return exitCodeAfterSignal(log, 'shutting down', async () => {
+  // Handlers first: whoever sees the URL or server.json may signal at once, and must get a clean shutdown.
+  const exited = exitCodeAfterSignal(log, 'shutting down', async () => {
     await running.close();
     removeServerRecord(settings.svcHome, process.pid);
   });
+  writeServerRecord(settings.svcHome, { url: running.url, pid: process.pid });
+  print(`${running.url}\n`);
+  log.info('listening', { url: running.url, db: settings.dbPath });
+  return exited;
 }

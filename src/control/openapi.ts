@@ -92,8 +92,9 @@ export const operations: readonly Op[] = [
     tag: 'health', auth: 'none', ok: { status: 200, schema: 'Status' },
   },
   {
-    server: 'control', method: 'get', path: '/ready', id: 'getReady',
-    summary: 'Readiness: the database is open and usable', tag: 'health', auth: 'none',
+    server: 'both', method: 'get', path: '/ready', id: 'getReady',
+    summary: 'Readiness: the database is open and usable (trigger server: also listening and not shutting down)',
+    tag: 'health', auth: 'none',
     ok: { status: 200, schema: 'Status' }, errors: ['Unavailable'],
   },
   {
@@ -249,14 +250,17 @@ export const operations: readonly Op[] = [
     tag: 'ingest', loopbackOnly: true, body: 'ImportRequest', ok: { status: 200, schema: 'ImportResult' },
     errors: ['TooLarge', 'UnsupportedType'],
   },
-  webhook('errtrack', 'Error-tracker alert (errtrack-hook-signature: hex HMAC-SHA256 of the body)', SKIPPED),
-  webhook('chata', 'Chat-A slash command or events URL verification (v0 signature, 300 s window)', CHAT_REPLY),
-  webhook('trackera', 'Tracker-A issue event (TRACKERA-Signature, signed webhookTimestamp within 300 s)', SKIPPED),
-  webhook(
-    'trackerb', 'Tracker-B issue created/updated (X-Hub-Signature sha256=…; dedupe on delivery id and body)', SKIPPED,
-  ),
-  webhook('chatb', 'Chat-B activity (Authorization: HMAC <base64>; timestamp within 300 s)', CHAT_REPLY),
-  webhook('webhook', 'Source-host webhook (GITHUB_WEBHOOK_SECRET; X-Hub-Signature-256)', SKIPPED),
+  webhook('errtrack', 'Sentry alert (errtrack-hook-signature or Sentry-Hook-Signature: hex HMAC-SHA256 of the body)',
+    SKIPPED),
+  webhook('chata', 'Slack slash command or events URL verification (v0 signature in X-CHATA-Signature or '
+    + 'X-Slack-Signature, 300 s window)', CHAT_REPLY),
+  webhook('trackera', 'Linear issue event (TRACKERA-Signature or Linear-Signature, signed webhookTimestamp within '
+    + '300 s)', SKIPPED),
+  webhook('trackerb', 'Jira Cloud issue created/updated (X-Hub-Signature sha256=…; dedupe on '
+    + 'X-Atlassian-Webhook-Identifier and body)', SKIPPED),
+  webhook('chatb', 'Microsoft Teams outgoing-webhook activity (Authorization: HMAC <base64>; timestamp within 300 s)',
+    CHAT_REPLY),
+  webhook('webhook', 'GitHub webhook (GITHUB_WEBHOOK_SECRET; X-Hub-Signature-256)', SKIPPED),
   {
     server: 'trigger', method: 'get', path: '/status', id: 'getTriggerStatus',
     summary: 'Which routes and notifiers are configured (booleans and counts, never values) and the queue depth',

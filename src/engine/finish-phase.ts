@@ -35,7 +35,7 @@ export function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
     ctx.update({ head_sha: head });
     return diffCommits(state.workdir, base, head, run);
   }
-  return diffWorkingTree(state.workdir, base, run);
+  return diffWorkingTree(state.workdir, state.base_tree ?? base, run);
 }
 
 export function saveDiff(ctx: RunContext, diff: DiffResult): void {

@@ -206,18 +206,43 @@ function withScratch<T>(body: (tmp: string) => T): T {
   }
 }
 
-export function diffCommits(dir: string, base: string, head: string, run: GitRun = hostGit): DiffResult {
+/**
+ * `submodules`: also list gitlink (submodule) moves, as `Subproject commit` lines. Between two commits git reads only
+ * the gitlinks' ids, never a submodule's repository; the pod signer asks for them, since the branch it pushes carries
+ * them.
+ */
+export function diffCommits(
+  dir: string, base: string, head: string, run: GitRun = hostGit, opts: { submodules?: boolean } = {},
+): DiffResult {
+  const diff = opts.submodules
+    ? [...DIFF.filter((a) => !a.startsWith('--ignore-submodules')), '--ignore-submodules=none', '--submodule=short']
+    : DIFF;
   return withScratch((tmp) => {
     const patch = join(tmp, 'patch');
     const inTmp = (args: string[]) => git(dir, args, {}, run, [tmp]);
-    inTmp([...DIFF, '--binary', `--output=${patch}`, base, head]);
-    return toResult(inTmp([...DIFF, '--numstat', base, head]), patch);
+    inTmp([...diff, '--binary', `--output=${patch}`, base, head]);
+    return toResult(inTmp([...diff, '--numstat', base, head]), patch);
   });
 }
 
 /**
- * Diff of the working tree (tracked and untracked, embedded repositories left out) against base, through a throwaway
- * index so the user's index is untouched.
+ * The tree of everything in the working tree now (tracked and untracked, ignored files and embedded repositories left
+ * out), written through a throwaway index so the user's index is untouched: a run without a worktree diffs against it,
+ * so what was there before the run is not counted as the run's work.
+ */
+export function snapshotTree(dir: string, run: GitRun = hostGit): string {
+  return withScratch((tmp) => {
+    const env = { GIT_INDEX_FILE: join(tmp, 'index') };
+    const inTmp = (args: string[]) => git(dir, args, env, run, [tmp]);
+    inTmp(['read-tree', 'HEAD']);
+    addAll(dir, embeddedRepositories(dir, run, env, [tmp]), run, env, [tmp]);
+    return inTmp(['write-tree']).trim();
+  });
+}
+
+/**
+ * Diff of the working tree (tracked and untracked, embedded repositories left out) against base (a commit or a tree),
+ * through a throwaway index so the user's index is untouched.
  */
 export function diffWorkingTree(dir: string, base: string, run: GitRun = hostGit): DiffResult {
   return withScratch((tmp) => {

@@ -17,6 +17,7 @@ import { repoRoot, headSha, currentBranch, excludeEngineFolders, gitCommonDir } 
 import { runDir, artifactsDir } from './paths.ts';
 import { isRoutedRepoName, runRepoName } from './repo-name.ts';
 import { adoptRepoName, type RepoRename } from './repo-rename.ts';
+import { assertCheckoutFree, startingTree } from './checkout-start.ts';
 import { writeState, readState, isoNow, type RunState, type InputKind, type WorkerMode } from './run-state.ts';
 import { openEventLog } from './events-log.ts';
 import { identityOf } from './proc-group.ts';
@@ -120,10 +121,12 @@ function createRun(n: NewRun): PreparedRun {
   } catch {
     throw new BadInputError(`The repository at "${n.repo}" has no commits yet; commit something first`);
   }
+  const isolated = n.worktree || n.pr;
+  if (!isolated) assertCheckoutFree(n.repo);
+  const start = isolated ? null : startingTree(n.repo);
   mkdirSync(artifactsDir(dir), { recursive: true });
   assertPlainDir(dir);
   writeNoFollow(join(dir, 'spec.md'), n.spec);
-  const isolated = n.worktree || n.pr;
   const now = isoNow();
   const source = n.env.SVC_SOURCE && isValidSegment(n.env.SVC_SOURCE) ? n.env.SVC_SOURCE : 'local';
   const name = runRepoName(n.repo, n.env);
@@ -134,12 +137,14 @@ function createRun(n: NewRun): PreparedRun {
     brief: n.brief, origin: n.origin, provider: n.provider, branch: isolated ? `svc/${n.run}` : currentBranch(n.repo),
     pr_url: null, question: null, started_at: now, ended_at: null, updated_at: now, cost_usd: null, tokens_in: null,
     tokens_out: null, exit_code: null, error: null, repo_path: n.repo, input: n.input, workdir: n.repo,
-    worktree: isolated, pr: n.pr, base_sha: base, head_sha: null,
+    worktree: isolated, pr: n.pr, base_sha: base, base_tree: start?.tree ?? null, head_sha: null,
     spec_sha256: createHash('sha256').update(n.spec).digest('hex'), pid: null, pgid: null, proc_start: null,
     budget_usd: null, child: null, answers: [], base_branch: currentBranch(n.repo), push_target: pushTarget,
   };
   writeState(dir, state);
-  openEventLog(dir).append('run.status', { from: null, to: 'queued' });
+  const events = openEventLog(dir);
+  events.append('run.status', { from: null, to: 'queued' });
+  if (start?.dirty) events.append('log', { stream: 'svc', text: start.dirty });
   return { dir, state, renamed };
 }
 

@@ -61,7 +61,7 @@ function trackedRuns(repo: string): Set<string> {
   }
 }
 
-type Found = { run: string; state: RunState };
+export type Found = { run: string; state: RunState };
 
 /** The fields the rename reads, as the strings svc writes; anything else is not a run svc wrote. */
 function isRunState(value: unknown, run: string): value is RunState {
@@ -70,7 +70,7 @@ function isRunState(value: unknown, run: string): value is RunState {
 }
 
 /** This checkout's runs whose state svc can read safely, ended or not. */
-function localRuns(repo: string): Found[] {
+export function localRuns(repo: string): Found[] {
   const runs = openPlainPath(repo, ['.svc', 'runs']);
   if ('failed' in runs) return [];
   const tracked = trackedRuns(repo);
@@ -101,7 +101,7 @@ function localRuns(repo: string): Found[] {
  * Whether the worker a run's state names is still that process (pid and start time): it owns the state then. A run
  * left `running` by a worker that died is nobody's, and is renamed like an ended one.
  */
-function workerAlive(state: RunState): boolean {
+export function workerAlive(state: RunState): boolean {
   if (typeof state.pid !== 'number') return false;
   const started = procStart(state.pid);
   return started !== null && (state.proc_start === null || state.proc_start === started);

@@ -26,6 +26,11 @@ export interface RunState extends RunJson {
   worktree: boolean;
   pr: boolean;
   base_sha: string | null;
+  /**
+   * A run without a worktree: the tree its checkout held at the start, uncommitted and untracked files included; its
+   * diff and receipt cover only what changed after. Null for a worktree run; absent in older state files.
+   */
+  base_tree?: string | null;
   head_sha: string | null;
   spec_sha256: string;
   /** Runner process identity, checked before any signal (STYLE: Processes). */

@@ -114,8 +114,3 @@ function readUpTo(fd: number, cap: number): Buffer {
 export function readAgentFile(path: string, cap: number): string | null {
   return readPlain(path, (fd) => readUpTo(fd, cap).toString('utf8'));
 }
-
-/** The whole of a file an agent could write, the same way; null when it is larger than `max` bytes. */
-export function readAgentBytes(path: string, max: number): Buffer | null {
-  return readPlain(path, (fd, size) => (size > max ? null : readUpTo(fd, size)));
-}

@@ -1,13 +1,16 @@
 // Runs an agent (a provider or a check) in its own process group with argv (no shell), streams its lines and keeps a
 // capped copy of the output. Its environment is the spawn policy's 'agent' kind: `env` is the base it filters.
 // With a sandbox plan it runs inside bwrap, whose PID namespace ends everything in it when the agent's first process
-// exits. Without one, a tree guard records what the agent starts and kills all of it when that process exits.
+// exits, and in a memory cgroup of its own where the host allows one (all its memory bounded by the kernel). Without
+// one, a tree guard records what the agent starts and kills all of it when that process exits.
 import { readFileSync } from 'node:fs';
 import { startChild, type ChildProcess } from '../spawn/start.ts';
 import { bwrapArgv, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { createTreeGuard, sandboxMembers } from '../spawn/tree.ts';
 import { identityOf, signalGroup, type ProcIdentity } from './proc-group.ts';
-import { watchLimits, type WatchedLimits } from '../spawn/limit-watch.ts';
+import { memoryBreach, watchLimits, type WatchedLimits } from '../spawn/limit-watch.ts';
+import { openMemoryCgroup } from '../spawn/memory-cgroup.ts';
+import { closeFilterFd, openFilterFd } from '../spawn/seccomp.ts';
 
 /** Why svc ended the agent before it exited by itself: a limit it broke, or its wall-clock time. */
 export type EndedBy = { limit: 'processes' | 'memory' | 'disk' | 'time'; message: string } | null;
@@ -127,14 +130,26 @@ function createOutputCapture(maxBytes: number, onLine: SpawnGroupOptions['onLine
 export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
   const guard = opts.sandbox ? null : createTreeGuard();
   const [name, value] = guard ? guard.marker.split('=') as [string, string] : ['', ''];
-  const child = startChild(opts.sandbox ? bwrapArgv(opts.sandbox.bwrap, opts.sandbox.plan, argv) : argv, {
-    kind: 'agent',
-    base: opts.env,
-    extra: guard ? { ...opts.extra, [name]: value } : opts.extra,
-    cwd: opts.cwd,
-    detached: true,
-    stdio: [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
-  });
+  const sandbox = opts.sandbox;
+  const cgroup = sandbox ? openMemoryCgroup(opts.watch?.memoryBytes ?? sandbox.plan.limits.memoryBytes) : null;
+  const confined = sandbox ? bwrapArgv(sandbox.bwrap, sandbox.plan, argv) : argv;
+  const watch = opts.watch ? { ...opts.watch, cgroup } : undefined;
+  // bwrap reads the sandbox's system-call filter from fd 3; the child has its own copy once started.
+  const filter = sandbox ? openFilterFd() : null;
+  const stdio: Array<'ignore' | 'pipe' | number> = [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'];
+  let child: ChildProcess;
+  try {
+    child = startChild(cgroup ? cgroup.wrap(confined) : confined, {
+      kind: 'agent',
+      base: opts.env,
+      extra: guard ? { ...opts.extra, [name]: value } : opts.extra,
+      cwd: opts.cwd,
+      detached: true,
+      stdio: filter === null ? stdio : [...stdio, filter],
+    });
+  } finally {
+    closeFilterFd(filter);
+  }
   const identity = child.pid ? identityOf(child.pid) : { pid: 0, pgid: 0, proc_start: null };
   let sampler: NodeJS.Timeout | undefined;
   if (guard && child.pid) {
@@ -180,8 +195,8 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
       setTimeout(kill, 5_000).unref();
     }, opts.timeoutMs);
   }
-  const unwatch = opts.watch && child.pid
-    ? watchLimits(opts.watch, members, (breach) => {
+  const unwatch = watch && child.pid
+    ? watchLimits(watch, members, (breach) => {
       endedBy ??= breach;
       kill();
     })
@@ -190,12 +205,17 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
     child.on('error', (err) => {
       if (timer) clearTimeout(timer);
       unwatch();
+      cgroup?.remove();
       const msg = Buffer.from(`failed to start: ${err.message}\n`);
       resolve({ code: 127, signal: null, output: msg, truncated: false, endedBy });
     });
     child.on('close', (code, signal) => {
       if (timer) clearTimeout(timer);
       unwatch();
+      // The kernel may have killed for memory after the last sample (the agent then exited on its own).
+      const overMemory = watch ? memoryBreach(watch) : null;
+      if (overMemory) endedBy ??= { limit: 'memory', message: overMemory };
+      cgroup?.remove();
       resolve({ code, signal, output: capture.output(), truncated: capture.truncated(), endedBy });
     });
   });

@@ -21,6 +21,8 @@ export interface GateLimits {
   maxHeaderBytes: number;
   /** Client connections open at once, over every listener; more are closed at once. */
   maxConnections: number;
+  /** Client connections open at once from one TCP peer address (a pod), before it has said who it is. */
+  maxConnectionsPerPeer: number;
   /** A connection (either side) quiet this long is closed. Model streams can pause while the model thinks. */
   idleMs: number;
   /** Time allowed to open a connection to a destination. */
@@ -30,6 +32,7 @@ export interface GateLimits {
 export const DEFAULT_LIMITS: GateLimits = {
   maxHeaderBytes: 16 * 1024,
   maxConnections: 256,
+  maxConnectionsPerPeer: 256,
   idleMs: 10 * 60_000,
   connectTimeoutMs: 10_000,
 };
@@ -46,25 +49,31 @@ export interface GateContext {
 }
 
 /** A refusal as plain text; the connection closes after it. */
-export function refuse(res: ServerResponse, status: number, reason: string): void {
+export function refuse(
+  res: ServerResponse, status: number, reason: string, headers: Readonly<Record<string, string>> = {},
+): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
-  res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', connection: 'close' });
+  res.writeHead(status, { ...headers, 'content-type': 'text/plain; charset=utf-8', connection: 'close' });
   res.end(`svc gate: ${reason}\n`);
 }
 
 const STATUS_TEXT: Readonly<Record<number, string>> = {
-  400: 'Bad Request', 403: 'Forbidden', 431: 'Request Header Fields Too Large', 502: 'Bad Gateway',
-  504: 'Gateway Timeout',
+  400: 'Bad Request', 403: 'Forbidden', 405: 'Method Not Allowed', 407: 'Proxy Authentication Required',
+  429: 'Too Many Requests',
+  431: 'Request Header Fields Too Large', 502: 'Bad Gateway', 504: 'Gateway Timeout',
 };
 
 /** The same refusal written raw on a socket that left the HTTP parser (a CONNECT). */
-export function refuseRaw(socket: Duplex, status: number, reason: string): void {
+export function refuseRaw(
+  socket: Duplex, status: number, reason: string, headers: Readonly<Record<string, string>> = {},
+): void {
   const body = `svc gate: ${reason}\n`;
+  const extra = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
   socket.end(
-    `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Error'}\r\ncontent-type: text/plain; charset=utf-8\r\n` +
+    `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Error'}\r\n${extra}content-type: text/plain; charset=utf-8\r\n` +
       `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
   );
 }

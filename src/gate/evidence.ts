@@ -29,6 +29,12 @@ export interface EgressRecord {
   bytesDown: number;
   /** From arrival to the end of the connection. */
   ms: number;
+  /** For a tunnel: the server name its TLS ClientHello carried (null: none, or the hello never came). */
+  sni: string | null;
+  /** On a shared gate (`svc gate serve`): the job, run and repository whose credential the client presented. */
+  job?: string;
+  run?: string;
+  repo?: string;
 }
 
 export interface EgressLog {
@@ -60,6 +66,30 @@ function oneOf<T extends string>(value: unknown, allowed: readonly T[], fallback
   return allowed.find((a) => a === value) ?? fallback;
 }
 
+/** The record fields naming the job a shared gate's client spoke for (none on a run's own gate). */
+export function attributed(asker: { who: { job: string; run: string; repo: string } | null }): Partial<EgressRecord> {
+  return asker.who ? { job: asker.who.job, run: asker.who.run, repo: asker.who.repo } : {};
+}
+
+function attribution(o: Record<string, unknown>): Pick<EgressRecord, 'job' | 'run' | 'repo'> {
+  const job = str(o.job);
+  const run = str(o.run);
+  return job && run ? { job, run, repo: typeof o.repo === 'string' ? o.repo : '' } : {};
+}
+
+/** One record read back from untrusted JSON (a log line, a gate's answer); missing fields get neutral values. */
+export function readEgressRecord(value: unknown): EgressRecord {
+  const o = obj(value);
+  return {
+    time: str(o.time) ?? '', kind: oneOf(o.kind, ['connect', 'http', 'model'] as const, 'connect'),
+    host: str(o.host) ?? '', port: num(o.port), method: str(o.method), model: str(o.model),
+    decision: oneOf(o.decision, ['allowed', 'denied'] as const, 'denied'), rule: str(o.rule),
+    reason: str(o.reason), address: str(o.address), status: typeof o.status === 'number' ? o.status : null,
+    bytesUp: num(o.bytesUp), bytesDown: num(o.bytesDown), ms: num(o.ms), sni: str(o.sni),
+    ...attribution(o),
+  };
+}
+
 /** The records of an `egress.jsonl`; lines that do not parse are skipped (a crash can cut the last one short). */
 export function readEgressLog(path: string): EgressRecord[] {
   if (!existsSync(path)) return [];
@@ -72,14 +102,7 @@ export function readEgressLog(path: string): EgressRecord[] {
     } catch {
       continue;
     }
-    const o = obj(value);
-    records.push({
-      time: str(o.time) ?? '', kind: oneOf(o.kind, ['connect', 'http', 'model'] as const, 'connect'),
-      host: str(o.host) ?? '', port: num(o.port), method: str(o.method), model: str(o.model),
-      decision: oneOf(o.decision, ['allowed', 'denied'] as const, 'denied'), rule: str(o.rule),
-      reason: str(o.reason), address: str(o.address), status: typeof o.status === 'number' ? o.status : null,
-      bytesUp: num(o.bytesUp), bytesDown: num(o.bytesDown), ms: num(o.ms),
-    });
+    records.push(readEgressRecord(value));
   }
   return records;
 }

@@ -1,6 +1,8 @@
 // The gate's HTTP requests: absolute-form plain HTTP (`GET http://host/path`, forwarded as is) and the model API
 // mode (`/_model/<name>/...` from a CLI whose base URL is the bridge, forwarded over TLS with the real key in
-// place of whatever credential the client sent). Bodies stream both ways; nothing is buffered.
+// place of whatever credential the client sent). Bodies stream both ways; nothing is buffered. The gate restates
+// each request: its own request line, headers it chose and body framing it wrote (framing.ts), one request upstream
+// per decision, on a connection of its own.
 import { request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect as tlsConnect } from 'node:tls';
 import type { Duplex } from 'node:stream';
@@ -8,14 +10,19 @@ import { BadHostError, parseAuthority, type Destination } from './host.ts';
 import { decide } from './decide.ts';
 import { refuse, type GateContext } from './context.ts';
 import { CREDENTIAL_HEADERS } from './model-apis.ts';
-import type { EgressRecord } from './evidence.ts';
+import { attributed, type EgressRecord } from './evidence.ts';
+import { framingHeaders, requestFraming, type Framing } from './framing.ts';
+import { modelPath } from './model-path.ts';
+import type { Asker } from './clients.ts';
 
 // RFC 9110 §7.6.1: connection-specific fields are not forwarded; proxy-* are for us; host is set from the target.
 const HOP_BY_HOP = new Set([
   'connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer',
   'transfer-encoding', 'upgrade', 'host',
 ]);
-const MODEL_DROP = new Set([...HOP_BY_HOP, ...CREDENTIAL_HEADERS]);
+// A request's framing is the gate's own (framing.ts); the client's length never travels on.
+const REQUEST_DROP = new Set([...HOP_BY_HOP, 'content-length']);
+const MODEL_DROP = new Set([...REQUEST_DROP, ...CREDENTIAL_HEADERS]);
 
 /** rawHeaders without the dropped names and without any the Connection header lists. */
 function keepHeaders(raw: readonly string[], drop: ReadonlySet<string>): string[] {
@@ -41,23 +48,28 @@ interface Plan {
   tls: { host: string } | null;
 }
 
-export async function handleRequest(ctx: GateContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+/** One request of an admitted client; `url` is the target without a `/_job/<credential>` prefix. */
+export async function handleRequest(
+  ctx: GateContext, asker: Asker, url: string, req: IncomingMessage, res: ServerResponse,
+): Promise<void> {
   const started = Date.now();
-  const url = req.url ?? '';
   const base: EgressRecord = {
     time: new Date(started).toISOString(), kind: url.startsWith('/_model/') ? 'model' : 'http', host: '', port: 0,
     method: req.method ?? null, model: null, decision: 'denied', rule: null, reason: null, address: null,
-    status: null, bytesUp: 0, bytesDown: 0, ms: 0,
+    status: null, bytesUp: 0, bytesDown: 0, ms: 0, sni: null, ...attributed(asker),
   };
   const deny = (status: number, reason: string, extra: Partial<EgressRecord> = {}): void => {
     req.resume();
     refuse(res, status, reason);
     ctx.record({ ...base, ...extra, reason, status, ms: Date.now() - started });
   };
+  const method = req.method ?? 'GET';
+  const framing = requestFraming(method, req.rawHeaders);
+  if (framing.kind === 'refused') return deny(400, framing.reason);
   let plan: Plan;
   try {
     const planned = base.kind === 'model' ? planModel(ctx, url, req.rawHeaders) : planPlain(url, req.rawHeaders);
-    if (typeof planned === 'string') return deny(planned.startsWith('no model API') ? 403 : 400, planned);
+    if ('refused' in planned) return deny(planned.status, planned.refused);
     plan = planned.plan;
     base.model = planned.model;
   } catch (err) {
@@ -66,49 +78,57 @@ export async function handleRequest(ctx: GateContext, req: IncomingMessage, res:
   }
   base.host = plan.dest.host;
   base.port = plan.dest.port;
-  const decision = await decide(plan.dest, ctx.policy, ctx.resolve);
+  const decision = await decide(plan.dest, asker.policy, ctx.resolve);
   if (!decision.allowed) return deny(403, decision.reason, { rule: decision.rule, address: decision.address });
-  if (!res.socket || res.socket.destroyed) {
+  if (req.socket.destroyed) {
     ctx.record({ ...base, decision: 'allowed', rule: decision.rule, address: decision.address,
       reason: 'client went away before the connection opened', ms: Date.now() - started });
     return;
   }
-  send(ctx, req, res, plan, decision.address, (extra) =>
+  plan.headers.push(...framingHeaders(framing, method));
+  send(ctx, req, res, plan, framing, decision.address, (extra) =>
     ctx.record({ ...base, decision: 'allowed', rule: decision.rule, address: decision.address, ...extra,
       ms: Date.now() - started }),
   );
 }
 
-function planPlain(url: string, raw: readonly string[]): { plan: Plan; model: null } | string {
+type Planned = { plan: Plan; model: string | null } | { refused: string; status: number };
+
+function planPlain(url: string, raw: readonly string[]): Planned {
   if (!/^http:\/\//i.test(url)) {
-    return /^https:/i.test(url) ? 'https goes through CONNECT' : 'not a proxy request (CONNECT, http:// or /_model/)';
+    const https = /^https:/i.test(url);
+    const refused = https ? 'https goes through CONNECT' : 'not a proxy request (CONNECT, http:// or /_model/)';
+    return { refused, status: 400 };
   }
   let target: URL;
   try {
     target = new URL(url);
   } catch {
-    return 'the request target is not a URL';
+    return { refused: 'the request target is not a URL', status: 400 };
   }
-  if (target.username || target.password) return 'a URL with userinfo is refused';
+  if (target.username || target.password) return { refused: 'a URL with userinfo is refused', status: 400 };
   const dest = parseAuthority(target.host, 80);
-  const headers = [...keepHeaders(raw, HOP_BY_HOP), 'host', target.host];
+  const headers = [...keepHeaders(raw, REQUEST_DROP), 'host', target.host];
   return { plan: { dest, path: target.pathname + target.search, headers, tls: null }, model: null };
 }
 
-function planModel(ctx: GateContext, url: string, raw: readonly string[]): { plan: Plan; model: string } | string {
+function planModel(ctx: GateContext, url: string, raw: readonly string[]): Planned {
   const match = /^\/_model\/([a-z0-9-]+)(\/.*|\?.*)?$/.exec(url);
   const route = match ? ctx.models.get(match[1] ?? '') : undefined;
-  if (!match || !route) return `no model API "${(match?.[1] ?? url).slice(0, 60)}" is configured`;
+  if (!match || !route) {
+    return { refused: `no model API "${(match?.[1] ?? url).slice(0, 60)}" is configured`, status: 403 };
+  }
   const https = route.base.protocol === 'https:';
   const dest = parseAuthority(route.base.host, https ? 443 : 80);
-  const rest = match[2] ?? '';
-  const path = route.base.pathname.replace(/\/$/, '') + (rest.startsWith('?') ? `/${rest}` : rest);
+  const resolved = modelPath(route.base.pathname, match[2] ?? '');
+  if ('refused' in resolved) return { refused: resolved.refused, status: 403 };
   const headers = [...keepHeaders(raw, MODEL_DROP), 'host', route.base.host, route.header, route.value];
-  return { plan: { dest, path: path || '/', headers, tls: https ? { host: dest.host } : null }, model: route.name };
+  const plan = { dest, path: resolved.path, headers, tls: https ? { host: dest.host } : null };
+  return { plan, model: route.name };
 }
 
 function send(
-  ctx: GateContext, req: IncomingMessage, res: ServerResponse, plan: Plan, address: string,
+  ctx: GateContext, req: IncomingMessage, res: ServerResponse, plan: Plan, framing: Framing, address: string,
   record: (extra: Partial<EgressRecord>) => void,
 ): void {
   const raw = ctx.connect(address, plan.dest.port);
@@ -143,7 +163,10 @@ function send(
     answer.pipe(res);
     answer.on('error', () => res.destroy());
   });
-  req.pipe(upstream);
+  if (framing.kind === 'none') {
+    req.resume();
+    upstream.end();
+  } else req.pipe(upstream);
   res.on('close', () => {
     if (recorded) return;
     recorded = true;

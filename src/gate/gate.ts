@@ -1,18 +1,20 @@
 // The egress gate (DESIGN §7a, issue 20): an HTTP proxy svc runs outside the sandbox, listening on a Unix socket
 // that is the sandbox's only route out. It decides every destination by policy and by resolved address, holds
 // the model API keys, and records every connection. It must never connect to a name: only to a checked address.
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { chmodSync, rmSync } from 'node:fs';
 import { handleConnect } from './tunnel.ts';
 import { handleRequest } from './forward.ts';
+import { ClientBook, CHALLENGE, type Admission, type Asker, type GateClients } from './clients.ts';
+import { RunRecords } from './run-records.ts';
 import {
   DEFAULT_LIMITS, refuse, refuseRaw, tcpConnect, type ConnectFn, type GateContext, type GateLimits,
 } from './context.ts';
 import { systemResolver, type Resolver } from './decide.ts';
 import type { GatePolicy } from './policy.ts';
 import type { ModelRoute } from './model-apis.ts';
-import type { EgressRecord } from './evidence.ts';
+import { attributed, type EgressRecord } from './evidence.ts';
 import { createLogger, type Logger } from '../log.ts';
 
 export interface GateOptions {
@@ -31,6 +33,8 @@ export interface GateOptions {
   /** Trust for TLS model upstreams instead of the system roots: test servers only. */
   ca?: GateContext['ca'];
   limits?: Partial<GateLimits>;
+  /** A shared gate's clients: each must present a job credential, and gets its job's policy and share. */
+  clients?: GateClients;
   /** Where the gate's own faults go (never a record's content, never a key). */
   log?: Logger;
 }
@@ -43,27 +47,83 @@ export interface Gate {
   close(): Promise<void>;
 }
 
-function createGateServer(ctx: GateContext, sockets: Set<Socket>, log: Logger): Server {
+/** The record of a client the gate refused before deciding anything (no or a bad credential, over its share). */
+function refusedRecord(req: IncomingMessage, refusal: Admission & { admitted: false }): EgressRecord {
+  const connect = req.method === 'CONNECT';
+  return {
+    time: new Date().toISOString(), kind: connect ? 'connect' : refusal.url.startsWith('/_model/') ? 'model' : 'http',
+    host: connect ? refusal.url.slice(0, 300) : '', port: 0, method: connect ? null : req.method ?? null,
+    model: null, decision: 'denied', rule: null, reason: refusal.reason, address: null, status: refusal.status,
+    bytesUp: 0, bytesDown: 0, ms: 0, sni: null, ...attributed({ who: refusal.who }),
+  };
+}
+
+/** `GET /_job/<credential>/_egress`: the asking run's records and totals, and the policy it was decided by. */
+function answerEgress(asker: Asker, runs: RunRecords, req: IncomingMessage, res: ServerResponse): void {
+  req.resume();
+  if (req.method !== 'GET' || !asker.who) {
+    refuse(res, 405, 'the egress records are read with GET');
+    return;
+  }
+  const body = JSON.stringify({
+    ...runs.of(asker.who.run), run: asker.who.run,
+    policy: { allow: asker.policy.allow.map((p) => p.text), deny: asker.policy.deny.map((p) => p.text) },
+  });
+  res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+  res.end(body);
+}
+
+function createGateServer(
+  ctx: GateContext, book: ClientBook, runs: RunRecords, sockets: Set<Socket>, log: Logger,
+): Server {
   const server = createServer({ maxHeaderSize: ctx.limits.maxHeaderBytes, noDelay: true });
   server.headersTimeout = Math.min(ctx.limits.idleMs, 30_000);
   server.requestTimeout = 0; // a model request body may stream for a while; idle timeouts bound it instead
+  const perPeer = new Map<string, number>();
   server.on('connection', (socket: Socket) => {
-    if (sockets.size >= ctx.limits.maxConnections) {
+    const peer = socket.remoteAddress;
+    const fromPeer = peer === undefined ? 0 : perPeer.get(peer) ?? 0;
+    if (sockets.size >= ctx.limits.maxConnections || fromPeer >= ctx.limits.maxConnectionsPerPeer) {
       socket.destroy();
       return;
     }
     sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
+    if (peer !== undefined) perPeer.set(peer, fromPeer + 1);
+    socket.on('close', () => {
+      sockets.delete(socket);
+      if (peer === undefined) return;
+      const left = (perPeer.get(peer) ?? 1) - 1;
+      if (left <= 0) perPeer.delete(peer);
+      else perPeer.set(peer, left);
+    });
   });
   const onError = (err: unknown, where: () => void): void => {
     log.error('gate internal error', { error: err instanceof Error ? err.message : String(err) });
     where();
   };
+  const challenge = (status: number): Record<string, string> =>
+    status === 407 ? { 'proxy-authenticate': CHALLENGE } : {};
   server.on('request', (req, res) => {
-    handleRequest(ctx, req, res).catch((err) => onError(err, () => refuse(res, 502, 'internal error')));
+    const admission = book.admit(req);
+    if (!admission.admitted) {
+      req.resume();
+      refuse(res, admission.status, admission.reason, challenge(admission.status));
+      ctx.record(refusedRecord(req, admission));
+      return;
+    }
+    if (admission.url === '/_egress') return answerEgress(admission.asker, runs, req, res);
+    handleRequest(ctx, admission.asker, admission.url, req, res)
+      .catch((err) => onError(err, () => refuse(res, 502, 'internal error')));
   });
   server.on('connect', (req, socket, head) => {
-    handleConnect(ctx, req, socket, head).catch((err) => onError(err, () => refuseRaw(socket, 502, 'internal error')));
+    const admission = book.admit(req);
+    if (!admission.admitted) {
+      refuseRaw(socket, admission.status, admission.reason, challenge(admission.status));
+      ctx.record(refusedRecord(req, admission));
+      return;
+    }
+    handleConnect(ctx, admission.asker, req, socket, head)
+      .catch((err) => onError(err, () => refuseRaw(socket, 502, 'internal error')));
   });
   server.on('upgrade', (_req, socket) => refuseRaw(socket, 403, 'protocol upgrades are not forwarded'));
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
@@ -88,6 +148,7 @@ function listen(server: Server, where: string | number, host = '127.0.0.1'): Pro
 
 export async function startGate(options: GateOptions): Promise<Gate> {
   const records = options.onRecord ?? (() => {});
+  const runs = new RunRecords();
   const log = options.log ?? createLogger('gate');
   const ctx: GateContext = {
     policy: options.policy,
@@ -98,6 +159,7 @@ export async function startGate(options: GateOptions): Promise<Gate> {
     limits: { ...DEFAULT_LIMITS, ...options.limits },
     record: (r) => {
       try {
+        runs.add(r);
         records(r);
       } catch {
         // The evidence sink's failure must not break a connection; the writer surfaces its own errors.
@@ -105,18 +167,19 @@ export async function startGate(options: GateOptions): Promise<Gate> {
     },
   };
   const sockets = new Set<Socket>();
+  const book = new ClientBook(options.clients ?? null, ctx.policy);
   const servers: Server[] = [];
   const gate: Gate = { socketPath: options.socketPath ?? null, port: null, close: async () => {} };
   try {
     if (options.socketPath !== undefined) {
       rmSync(options.socketPath, { force: true });
-      const server = createGateServer(ctx, sockets, log);
+      const server = createGateServer(ctx, book, runs, sockets, log);
       servers.push(server);
       await listen(server, options.socketPath);
       chmodSync(options.socketPath, 0o600);
     }
     if (options.tcpPort !== undefined) {
-      const server = createGateServer(ctx, sockets, log);
+      const server = createGateServer(ctx, book, runs, sockets, log);
       servers.push(server);
       await listen(server, options.tcpPort, options.tcpHost);
       const address = server.address();

@@ -1,9 +1,11 @@
 // `svc gate serve`: the egress gate as a server of its own, for runs that are not svc's children: Kubernetes job pods
 // reach out only through it (scripts/k8s/gate.yaml, a NetworkPolicy allows them DNS, the Control Plane and this).
-// Reads its configuration once: the policy file, the model keys and base URLs from the environment.
+// Reads its configuration once: the policy file, the credential secret, the model keys and base URLs from the
+// environment. Every client presents its job's credential (clients.ts) and is decided by its repository's policy.
 import { readFileSync } from 'node:fs';
 import { startGate } from './gate.ts';
-import { parseGatePolicy, type GatePolicy } from './policy.ts';
+import { GatePolicyError, parseGatePolicy, type GatePolicy } from './policy.ts';
+import { readGateSecret } from './job-credential.ts';
 import { modelRoutesFromEnv } from './model-apis.ts';
 import { createLogger } from '../log.ts';
 import { exitCodeAfterSignal } from '../http/exit-on-signal.ts';
@@ -11,8 +13,18 @@ import { exitCodeAfterSignal } from '../http/exit-on-signal.ts';
 export interface GateServeSettings {
   host: string;
   port: number;
-  /** A JSON file `{"allow": [...], "deny": [...]}`; null: no network but the model APIs. */
+  /** A JSON file `{"allow": [...], "deny": [...], "repos": {...}}`; null: no network but the model APIs. */
   policyFile: string | null;
+  /** SVC_GATE_SECRET_FILE: the secret the trigger server mints job credentials with. */
+  secretFile: string;
+  /** Client connections one job may hold at once (its share of the connection limit). */
+  maxPerJob: number;
+}
+
+/** The operator's policies: the default, and one per served repository (by its name, as the trigger routes jobs). */
+export interface GatePolicies {
+  fallback: GatePolicy;
+  repos: ReadonlyMap<string, GatePolicy>;
 }
 
 /** Bases the operator set for the model APIs (a self-hosted endpoint); the rest use each API's own origin. */
@@ -20,9 +32,22 @@ const BASE_VARS: Record<string, string> = {
   anthropic: 'ANTHROPIC_BASE_URL', openai: 'OPENAI_BASE_URL', gemini: 'GOOGLE_GEMINI_BASE_URL',
 };
 
-export function loadGatePolicy(path: string | null): GatePolicy {
-  if (path === null) return { allow: [], deny: [] };
-  return parseGatePolicy(JSON.parse(readFileSync(path, 'utf8')) as { allow?: unknown; deny?: unknown });
+export function loadGatePolicy(path: string | null): GatePolicies {
+  if (path === null) return { fallback: { allow: [], deny: [] }, repos: new Map() };
+  const value = JSON.parse(readFileSync(path, 'utf8')) as { allow?: unknown; deny?: unknown; repos?: unknown };
+  const repos = new Map<string, GatePolicy>();
+  if (value.repos !== undefined) {
+    if (typeof value.repos !== 'object' || value.repos === null || Array.isArray(value.repos)) {
+      throw new GatePolicyError('repos', 'must be an object of repository name → {"allow", "deny"}');
+    }
+    for (const [name, entry] of Object.entries(value.repos as Record<string, unknown>)) {
+      if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) {
+        throw new GatePolicyError(`repos.${name}`, 'must be {"allow": [...], "deny": [...]}');
+      }
+      repos.set(name, parseGatePolicy(entry as { allow?: unknown; deny?: unknown }));
+    }
+  }
+  return { fallback: parseGatePolicy(value), repos };
 }
 
 /** Serves until SIGINT/SIGTERM; every connection is one JSON log line on stdout (the pod's log is the evidence). */
@@ -33,13 +58,20 @@ export async function serveGateForever(
   const bases: Record<string, string> = {};
   for (const [name, variable] of Object.entries(BASE_VARS)) if (env[variable]) bases[name] = env[variable]!;
   const routes = modelRoutesFromEnv(env, { bases });
-  const policy = loadGatePolicy(settings.policyFile);
-  const own = routes.map((r) => r.base.host);
+  const policies = loadGatePolicy(settings.policyFile);
+  const secret = readGateSecret(settings.secretFile);
+  const own = parseGatePolicy({ allow: routes.map((r) => r.base.host) }).allow;
+  const withModels = (p: GatePolicy): GatePolicy => ({ allow: [...p.allow, ...own], deny: p.deny });
+  const fallback = withModels(policies.fallback);
+  const repos = new Map([...policies.repos].map(([name, p]) => [name, withModels(p)]));
   const gate = await startGate({
-    policy: { allow: [...policy.allow, ...parseGatePolicy({ allow: own }).allow], deny: policy.deny },
+    policy: fallback,
     tcpPort: settings.port,
     tcpHost: settings.host,
     models: routes,
+    clients: { secret, maxPerClient: settings.maxPerJob, policyFor: (who) => repos.get(who.repo) ?? fallback },
+    // A pod has one address: what it holds, named or not yet named by a credential, is at most one job's share.
+    limits: { maxConnectionsPerPeer: settings.maxPerJob },
     onRecord: (record) => process.stdout.write(`${JSON.stringify({ egress: record })}\n`),
     log,
   });

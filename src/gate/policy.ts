@@ -30,9 +30,6 @@ export interface GatePolicy {
   deny: readonly HostPattern[];
 }
 
-/** No network at all. */
-export const CLOSED_POLICY: GatePolicy = { allow: [], deny: [] };
-
 /** `[v6]:port`, `[v6]`, a bare `v6` (no port), `host:port` or `host`. */
 function splitPort(text: string): { host: string; port: string | null } {
   if (text.startsWith('[')) {

@@ -1,20 +1,39 @@
 // CONNECT host:port (RFC 9110 §9.3.6): the TLS route out. The gate decides first, opens a TCP connection to the
-// address it checked, answers 200 and then only copies bytes both ways — it never sees inside the TLS.
+// address it checked and answers 200; then it reads the client's TLS ClientHello (never decrypting anything) and
+// copies bytes both ways only when the hello's server name is the host it decided. A shared address (a CDN, a cloud
+// front end) serves many names: without this check a tunnel to an allowed name could speak TLS to any other.
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { BadHostError, parseAuthority } from './host.ts';
+import { BadHostError, normaliseHost, parseAuthority, type Destination } from './host.ts';
 import { decide } from './decide.ts';
 import { refuseRaw, type GateContext } from './context.ts';
-import type { EgressRecord } from './evidence.ts';
+import { readClientHello, UNRECOGNIZED_NAME_ALERT } from './client-hello.ts';
+import { attributed, type EgressRecord } from './evidence.ts';
+import type { Asker } from './clients.ts';
+
+/** Why a hello's server name does not admit the tunnel to `dest`, or null when it does. */
+export function serverNameMismatch(dest: Destination, serverName: string | null): string | null {
+  // RFC 6066 puts no IP literal in server_name: a tunnel to a literal carries none. A tunnel to a name must carry
+  // it, or the server answers with its default site, which may be any name on that address.
+  if (serverName === null) return dest.literal ? null : `the TLS ClientHello names no server (CONNECT ${dest.host})`;
+  let named: string;
+  try {
+    named = normaliseHost(serverName).host;
+  } catch {
+    return `the TLS server name "${serverName.slice(0, 100)}" is not a host name`;
+  }
+  if (named === dest.host) return null;
+  return `the TLS server name "${serverName.slice(0, 100)}" is not the CONNECT host ${dest.host}`;
+}
 
 export async function handleConnect(
-  ctx: GateContext, req: IncomingMessage, client: Duplex, head: Buffer,
+  ctx: GateContext, asker: Asker, req: IncomingMessage, client: Duplex, head: Buffer,
 ): Promise<void> {
   const started = Date.now();
   const base: EgressRecord = {
     time: new Date(started).toISOString(), kind: 'connect', host: (req.url ?? '').slice(0, 300), port: 0,
     method: null, model: null, decision: 'denied', rule: null, reason: null, address: null, status: null,
-    bytesUp: 0, bytesDown: 0, ms: 0,
+    bytesUp: 0, bytesDown: 0, ms: 0, sni: null, ...attributed(asker),
   };
   client.on('error', () => client.destroy());
   const deny = (status: number, reason: string, extra: Partial<EgressRecord> = {}): void => {
@@ -22,7 +41,7 @@ export async function handleConnect(
     ctx.record({ ...base, ...extra, reason, status, ms: Date.now() - started });
   };
 
-  let dest;
+  let dest: Destination;
   try {
     dest = parseAuthority(req.url ?? '', null);
   } catch (err) {
@@ -31,7 +50,7 @@ export async function handleConnect(
   }
   base.host = dest.host;
   base.port = dest.port;
-  const decision = await decide(dest, ctx.policy, ctx.resolve);
+  const decision = await decide(dest, asker.policy, ctx.resolve);
   if (!decision.allowed) return deny(403, decision.reason, { rule: decision.rule, address: decision.address });
   if (client.destroyed) {
     ctx.record({ ...base, decision: 'allowed', rule: decision.rule, address: decision.address,
@@ -40,28 +59,61 @@ export async function handleConnect(
   }
 
   const upstream = ctx.connect(decision.address, dest.port);
-  const allowed: Partial<EgressRecord> = { decision: 'allowed', rule: decision.rule, address: decision.address };
+  const verdict: Partial<EgressRecord> = { decision: 'allowed', rule: decision.rule, address: decision.address };
   let opened = false;
+  let checked = false;
   let recorded = false;
+  let helloTimer: NodeJS.Timeout | undefined;
   // Before the tunnel opened, the client is owed its refusal (ended by refuseRaw, not cut off).
   const finish = (reason: string | null, status: number | null): void => {
     if (recorded) return;
     recorded = true;
-    if (opened) client.destroy();
+    clearTimeout(helloTimer);
+    if (opened && !client.writableEnded) client.destroy();
     upstream.destroy();
     ctx.record({
-      ...base, ...allowed, reason, status, bytesUp: upstream.bytesWritten, bytesDown: upstream.bytesRead,
+      ...base, ...verdict, reason, status, bytesUp: upstream.bytesWritten, bytesDown: upstream.bytesRead,
       ms: Date.now() - started,
     });
+  };
+  // The hello decides the tunnel: refused, the client gets a TLS alert and the destination got no byte.
+  const refuseHello = (reason: string, alert: boolean): void => {
+    verdict.decision = 'denied';
+    client.end(alert ? UNRECOGNIZED_NAME_ALERT : undefined, () => client.destroy());
+    finish(reason, null);
+  };
+  const awaitHello = (): void => {
+    let seen = head;
+    const check = (): void => {
+      const hello = readClientHello(seen);
+      if (hello.kind === 'more') return;
+      client.off('data', onData);
+      clearTimeout(helloTimer);
+      if (hello.kind === 'not-tls') return refuseHello('the tunnel does not start with TLS', false);
+      if (hello.kind === 'malformed') return refuseHello(hello.reason, true);
+      base.sni = hello.serverName;
+      const mismatch = serverNameMismatch(dest, hello.serverName);
+      if (mismatch) return refuseHello(mismatch, true);
+      checked = true;
+      client.pause();
+      upstream.write(seen);
+      upstream.pipe(client);
+      client.pipe(upstream);
+    };
+    const onData = (chunk: Buffer): void => {
+      seen = Buffer.concat([seen, chunk]);
+      check();
+    };
+    helloTimer = setTimeout(() => refuseHello('no TLS ClientHello in time', false), ctx.limits.connectTimeoutMs);
+    client.on('data', onData);
+    check();
   };
   upstream.setTimeout(ctx.limits.connectTimeoutMs);
   upstream.once('connect', () => {
     opened = true;
     upstream.setTimeout(ctx.limits.idleMs);
     client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-    if (head.length > 0) upstream.write(head);
-    upstream.pipe(client);
-    client.pipe(upstream);
+    awaitHello();
   });
   upstream.on('timeout', () => {
     if (!opened) refuseRaw(client, 504, `${dest.host}:${dest.port} did not answer`);
@@ -75,5 +127,8 @@ export async function handleConnect(
     if (!opened && !recorded) refuseRaw(client, 502, `cannot reach ${dest.host}:${dest.port}`);
     finish(opened ? null : 'connection closed', opened ? 200 : 502);
   });
-  client.on('close', () => finish(opened ? null : 'client went away', opened ? 200 : null));
+  client.on('close', () => {
+    if (!opened) finish('client went away', null);
+    else finish(checked ? null : 'client closed before its TLS ClientHello', 200);
+  });
 }

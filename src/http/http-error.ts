@@ -2,6 +2,8 @@
 // one table from codes to HTTP statuses: a handler throws HttpError(code, message), never a status. The codes are
 // the wire's (the error envelope's), not src/errors.ts's: a handler turns a domain error into one of these on purpose.
 
+import { isSvcError, type SvcErrorCode } from '../errors.ts';
+
 export const errorStatus = {
   bad_request: 400,
   invalid_json: 400,
@@ -73,4 +75,27 @@ export interface ErrorBody {
 /** The one error envelope, exactly as the spec says: {"error":{"code","message"}}. */
 export function errorBody(code: ErrorCode, message: string): ErrorBody {
   return { error: { code, message } };
+}
+
+/**
+ * The one mapping from svc's typed errors (src/errors.ts) to the wire: a handler that lets a domain error escape is
+ * answered with that error's 4xx/503 and its message (svc's own words about the request), never a 500. `failed`
+ * (something svc ran went wrong) stays an internal error: its message may carry what the request cannot see.
+ */
+const SVC_ERROR_CODES: Readonly<Record<SvcErrorCode, ErrorCode | null>> = {
+  usage: 'bad_request',
+  bad_input: 'bad_request',
+  bad_setting: 'not_configured',
+  not_found: 'not_found',
+  conflict: 'conflict',
+  refused: 'conflict',
+  unavailable: 'unavailable',
+  failed: null,
+};
+
+/** The HttpError a typed svc error answers as, or null for one that is a server failure (a 500). */
+export function httpErrorOf(err: unknown): HttpError | null {
+  if (!isSvcError(err)) return null;
+  const code = SVC_ERROR_CODES[err.code];
+  return code === null ? null : new HttpError(code, err.message);
 }

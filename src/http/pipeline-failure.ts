@@ -2,7 +2,7 @@
 // envelope and, for a mutating request refused before its handler ran, the onRefused hook; a database another process
 // keeps locked is a 503 with Retry-After; anything else is a 500 that names the request id and logs the cause.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { errorBody, isHttpError, type HttpError } from './http-error.ts';
+import { errorBody, httpErrorOf, isHttpError, type HttpError } from './http-error.ts';
 import { sendReply } from './respond.ts';
 import { closeAfterRefusal } from './close-after-refusal.ts';
 import { isDatabaseBusy } from './busy-database.ts';
@@ -27,9 +27,11 @@ function reportRefusal<D>(
 }
 
 export function answerFailure<D>(
-  req: IncomingMessage, res: ServerResponse, requestId: RequestId, admission: Admission<D> | undefined, err: unknown,
+  req: IncomingMessage, res: ServerResponse, requestId: RequestId, admission: Admission<D> | undefined, thrown: unknown,
   opts: PipelineOptions<D>,
 ): void {
+  // A typed svc error escaping a handler is its own answer (http-error.ts httpErrorOf), not a crash.
+  const err = httpErrorOf(thrown) ?? thrown;
   if (isHttpError(err)) {
     if (admission?.route && !SAFE_METHODS.has(req.method ?? 'GET')) {
       reportRefusal(admission.route, admission.params ?? {}, req, requestId, err, opts);

@@ -21,8 +21,12 @@ import type { Policy } from '../engine/policy.ts';
 import { readSeal, type Seal } from './seal.ts';
 import { copyRunFolder } from './run-copy.ts';
 import { readEvidence, EVIDENCE_ARTIFACT, type ReportedCheck, type RunEvidence } from '../engine/evidence.ts';
-import { verifyCommits, policyAt, type VerifiedCommits } from './verified-commits.ts';
+import { verifyCommits, policyAt, UnverifiableError } from './verified-commits.ts';
+import type { DiffResult } from '../engine/git.ts';
 import { RefusedError } from '../errors.ts';
+import { podGateNetwork } from './gate-network.ts';
+import type { ReceiptNetwork } from '../engine/receipt.ts';
+import type { EgressRecord } from '../gate/evidence.ts';
 
 export interface SignOptions {
   run: string;
@@ -83,30 +87,42 @@ function sha256Of(path: string): string {
   }
 }
 
+/** `head` and `diff` are null when the signer could not establish them (a not_verified receipt). */
 function receiptBody(
-  ctx: RunContext, opts: SignOptions, seal: Seal, commits: VerifiedCommits, head: string, checks: CheckResult[],
-  verdict: { verdict: Receipt['verdict']; gaps: string[] },
+  ctx: RunContext, opts: SignOptions, seal: Seal, diff: DiffResult | null, head: string | null, checks: CheckResult[],
+  verdict: { verdict: Receipt['verdict']; gaps: string[] }, network: ReceiptNetwork | null,
 ): ReceiptBody {
   const s = ctx.state;
   const issued = isoNow();
-  const { diff } = commits;
+  const signed = diff ?? { files: [], insertions: 0, deletions: 0, patch_sha256: '' };
   return {
     type: RECEIPT_TYPE, version: 1, source: opts.source, run: opts.run, group_id: strOr(s.group_id, opts.run),
     repo: repoOf(seal, s), branch: `svc/${opts.run}`, base_sha: seal.base_sha, head_sha: head,
     spec_sha256: sha256Of(join(ctx.dir, 'spec.md')), provider: strOr(s.provider, 'unknown'),
     checks: checks.map(({ artifact: _artifact, ...reported }) => reported),
     diff: {
-      files: diff.files.length, insertions: diff.insertions, deletions: diff.deletions, patch_sha256: diff.patch_sha256,
-      paths: diff.files.map((f) => f.path),
+      files: signed.files.length, insertions: signed.insertions, deletions: signed.deletions,
+      patch_sha256: signed.patch_sha256, paths: signed.files.map((f) => f.path),
     },
     cost: { usd: numOrNull(s.cost_usd), tokens_in: numOrNull(s.tokens_in), tokens_out: numOrNull(s.tokens_out) },
     verdict: verdict.verdict, gaps: verdict.gaps, started_at: strOr(s.started_at, issued),
     ended_at: typeof s.ended_at === 'string' ? s.ended_at : issued, issued_at: issued,
-    attestation: { by: 'pod-signer', verified: VERIFIED, reported: REPORTED },
+    // The network section comes from the gate (gate-network.ts), never from the run container's files.
+    attestation: { by: 'pod-signer', verified: network ? [...VERIFIED, 'network'] : VERIFIED, reported: REPORTED },
+    ...(network ? { network } : {}),
   };
 }
 
 const ENDED = { question: null, child: null } as const;
+
+/** As many `egress` events as a local run sends at most; egress.jsonl keeps every record the gate gave. */
+const EGRESS_EVENTS = 500;
+
+/** The gate's records as the run's evidence, as a local run's gate leaves them: events and egress.jsonl. */
+function recordPodEgress(ctx: RunContext, records: readonly EgressRecord[]): void {
+  for (const record of records.slice(0, EGRESS_EVENTS)) ctx.event('egress', { ...record });
+  ctx.saveArtifact('egress.jsonl', records.map((r) => JSON.stringify(r)).join('\n') + (records.length ? '\n' : ''));
+}
 
 /** Ends the run without a receipt: the signer could not establish what it would sign. */
 function refuse(ctx: RunContext, message: string): void {
@@ -114,9 +130,34 @@ function refuse(ctx: RunContext, message: string): void {
   ctx.setStatus('failed', { ...ENDED, error: `No receipt: ${message}`, ended_at: ctx.state.ended_at ?? isoNow() });
 }
 
+function issue(ctx: RunContext, opts: SignOptions, body: ReceiptBody): Receipt {
+  const receipt = issueReceipt(body, loadOrCreateSigningKey(svcHomeOf(opts.env)));
+  ctx.saveArtifact('receipt.json', JSON.stringify(receipt, null, 2) + '\n');
+  const { integrity, kid } = receipt;
+  ctx.event('receipt', { verdict: receipt.verdict, integrity, kid, gaps: receipt.gaps, by: 'pod-signer' });
+  ctx.update({ verdict: receipt.verdict });
+  ctx.say(`receipt issued by the signer: verdict ${receipt.verdict}`);
+  return receipt;
+}
+
+/**
+ * The workspace's commits could not be established (tampered or missing objects, a special file in its git folder, a
+ * git that ran out of time): a signed not_verified receipt saying why, with no head, diff or checks, and no PR.
+ */
+function signUnverified(
+  ctx: RunContext, opts: SignOptions, seal: Seal, reason: string, network: ReceiptNetwork | null,
+): void {
+  const gaps = [`the signer could not verify the run's commits: ${reason}`];
+  ctx.update({ base_sha: seal.base_sha, head_sha: null, branch: null, pr: opts.pr });
+  issue(ctx, opts, receiptBody(ctx, opts, seal, null, null, [], { verdict: 'not_verified', gaps }, network));
+  if (opts.pr) ctx.event('pr', { opened: false, reason: `verdict not_verified: ${reason}` });
+  const endedAt = typeof ctx.state.ended_at === 'string' ? ctx.state.ended_at : isoNow();
+  ctx.setStatus('failed', { ...ENDED, ended_at: endedAt, error: `Not verified: ${reason}` });
+}
+
 /** Checks the commits, judges by the base policy and signs; returns the receipt and the checks it judged by. */
 function signReceipt(
-  ctx: RunContext, opts: SignOptions, seal: Seal, evidence: RunEvidence,
+  ctx: RunContext, opts: SignOptions, seal: Seal, evidence: RunEvidence, network: ReceiptNetwork | null,
 ): { receipt: Receipt; policy: Policy; checks: CheckResult[] } {
   const head = typeof ctx.state.head_sha === 'string' ? ctx.state.head_sha : '';
   const branch = `svc/${opts.run}`;
@@ -138,19 +179,25 @@ function signReceipt(
     verdict: gaps.length && decided.verdict === 'verified' ? 'verified_with_gaps' as const : decided.verdict,
     gaps: [...decided.gaps, ...gaps],
   };
-  const body = receiptBody(ctx, opts, seal, commits, head, checks, verdict);
-  const receipt = issueReceipt(body, loadOrCreateSigningKey(svcHomeOf(opts.env)));
-  ctx.saveArtifact('receipt.json', JSON.stringify(receipt, null, 2) + '\n');
-  const { integrity, kid } = receipt;
-  ctx.event('receipt', { verdict: receipt.verdict, integrity, kid, gaps: receipt.gaps, by: 'pod-signer' });
-  ctx.update({ verdict: receipt.verdict });
-  ctx.say(`receipt issued by the signer: verdict ${receipt.verdict}`);
+  const receipt = issue(ctx, opts, receiptBody(ctx, opts, seal, commits.diff, head, checks, verdict, network));
   return { receipt, policy, checks };
 }
 
 /** The run's final status, and its pull request when asked for and allowed, as `svc start` would end it. */
 async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, evidence: RunEvidence): Promise<void> {
-  const { receipt, policy, checks } = signReceipt(ctx, opts, seal, evidence);
+  const gate = await podGateNetwork(opts.env, opts.run);
+  if (gate?.problem) ctx.say(`the gate's records could not be read (${gate.problem}): network not confined`);
+  if (gate) recordPodEgress(ctx, gate.records);
+  const network = gate?.network ?? null;
+  let signed: ReturnType<typeof signReceipt>;
+  try {
+    signed = signReceipt(ctx, opts, seal, evidence, network);
+  } catch (err) {
+    if (!(err instanceof UnverifiableError)) throw err;
+    signUnverified(ctx, opts, seal, err.message, network);
+    return;
+  }
+  const { receipt, policy, checks } = signed;
   const endedAt = typeof ctx.state.ended_at === 'string' ? ctx.state.ended_at : isoNow();
   const ended = { ...ENDED, ended_at: endedAt, exit_code: evidence.exit_code };
   if (evidence.outcome === 'over_budget') {

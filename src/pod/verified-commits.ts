@@ -3,11 +3,13 @@
 // attributes and refs are never read. Only its object files are, through a bare repository the signer made
 // (`objects/info/alternates`), and `git fetch` from that into a second, clean one, where index-pack names every object
 // by its own hash (a planted object whose content does not match its name is simply not there) and fsck checks it.
-// Must not: run git in the workspace, or trust a commit id the clean repository does not hold.
+// Must not: run git in the workspace, or trust a commit id the clean repository does not hold, or run any git without a
+// time limit (a hostile workspace must end the job, never hang it).
 import { RefusedError } from '../errors.ts';
-import { lstatSync, mkdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
-import { join, sep } from 'node:path';
-import { git, diffCommits, type DiffResult } from '../engine/git.ts';
+import { lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { isAbsolute, join, resolve, sep } from 'node:path';
+import { git, diffCommits, type DiffResult, type GitRun } from '../engine/git.ts';
+import { runSync } from '../spawn/start.ts';
 import { parsePolicy, DEFAULT_POLICY, PolicyError, type Policy } from '../engine/policy.ts';
 
 export class UnverifiableError extends RefusedError {
@@ -24,6 +26,62 @@ export interface VerifiedCommits {
 
 const SHA = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
 
+/** Each git the signer runs is killed after this long; the job's own deadline is hours away. */
+export const SIGNER_GIT_TIMEOUT_MS = 5 * 60_000;
+const GIT_OUTPUT_CAP = 256 * 1024 * 1024;
+
+/** The signer's git: the hardened host git with a time limit, so nothing in the workspace makes it wait forever. */
+export function signerGit(timeoutMs = SIGNER_GIT_TIMEOUT_MS): GitRun {
+  return (cwd, argv, { extra }) => runSync(argv, {
+    kind: 'tool', base: process.env, extra, cwd, maxBuffer: GIT_OUTPUT_CAP, timeout: timeoutMs,
+  });
+}
+
+/** git reads object folders of alternates that name alternates, five deep (git's own limit). */
+const ALTERNATE_DEPTH = 5;
+
+/** What a file the signer's git would open must be: a regular file or a folder. */
+function kindProblem(path: string): string | null {
+  const st = lstatSync(path, { throwIfNoEntry: false });
+  if (!st || st.isFile() || st.isDirectory()) return null;
+  const kind = st.isFIFO() ? 'a FIFO' : st.isSymbolicLink() ? 'a symbolic link' : st.isSocket() ? 'a socket'
+    : st.isCharacterDevice() || st.isBlockDevice() ? 'a device' : 'not a regular file';
+  return `${path} is ${kind}`;
+}
+
+/**
+ * Refuses an object folder holding anything but regular files and folders: a FIFO (at `info/alternates`, a pack, a
+ * loose object) blocks the git that opens it, a device never ends, a link leads elsewhere. Checked before any git
+ * runs; the run container has ended by then, so nothing changes the folder meanwhile. Alternates it names are
+ * checked the same way, and must stay inside the workspace.
+ */
+function refuseSpecialFiles(objects: string, root: string, depth = 0): void {
+  const pending = [objects];
+  while (pending.length) {
+    const dir = pending.pop()!;
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      const problem = kindProblem(path);
+      if (problem) throw new UnverifiableError(`The workspace's git objects hold a special file: ${problem}`);
+      if (entry.isDirectory()) pending.push(path);
+    }
+  }
+  const alternates = join(objects, 'info', 'alternates');
+  if (lstatSync(alternates, { throwIfNoEntry: false }) === undefined) return;
+  for (const line of readFileSync(alternates, 'utf8').split('\n')) {
+    const named = line.trim();
+    if (named === '' || named.startsWith('#')) continue;
+    let dir: string;
+    try {
+      dir = realpathSync(isAbsolute(named) ? named : resolve(objects, named));
+    } catch {
+      continue; // git skips an alternate it cannot open
+    }
+    if (!dir.startsWith(root + sep)) throw new UnverifiableError('The workspace\'s git objects borrow from outside it');
+    if (depth >= ALTERNATE_DEPTH) throw new UnverifiableError('The workspace\'s git alternates nest too deep');
+    refuseSpecialFiles(dir, root, depth + 1);
+  }
+}
 /** The workspace's object folder, refused when it (or .git) leads outside the workspace through a symbolic link. */
 function objectsDirOf(workspace: string): string {
   const gitDir = join(workspace, '.git');
@@ -32,31 +90,48 @@ function objectsDirOf(workspace: string): string {
   const root = realpathSync(workspace);
   const objects = realpathSync(join(gitDir, 'objects'));
   if (!objects.startsWith(root + sep)) throw new UnverifiableError('The workspace\'s git objects lead outside it');
+  refuseSpecialFiles(objects, root);
   return objects;
 }
 
 /** In a fresh bare repository of ours: `git` with its config and nothing else (no templates, no hooks). */
-function bare(path: string): (args: string[]) => string {
+function bare(path: string, run: GitRun): (args: string[]) => string {
   const templates = `${path}.templates`;
   mkdirSync(templates, { recursive: true });
-  git('/', ['init', '--quiet', '--bare', path], { GIT_TEMPLATE_DIR: templates });
-  return (args) => git(path, args, { GIT_DIR: path });
+  git('/', ['init', '--quiet', '--bare', path], { GIT_TEMPLATE_DIR: templates }, run);
+  return (args) => git(path, args, { GIT_DIR: path }, run);
 }
 
 /**
- * Copies base..head (and base's tree) from the workspace into `scratch`/clean.git, hash-checked, and diffs them there;
- * `originUrl` becomes that repository's origin.
- * Throws UnverifiableError when head or base is missing, was tampered with, or head does not descend from base.
+ * Copies base..head (and base's tree) from the workspace into `scratch`/clean.git, hash-checked, and diffs them there
+ * (submodule moves included: the branch pushed carries them); `originUrl` becomes that repository's origin.
+ * Throws UnverifiableError when head or base is missing, was tampered with, or head does not descend from base, when
+ * the workspace's objects hold a special file, or when a git does not finish in time.
  */
 export function verifyCommits(
   workspace: string, scratch: string, base: string, head: string, branch: string, originUrl: string | null = null,
+  run: GitRun = signerGit(),
 ): VerifiedCommits {
   if (!SHA.test(base) || !SHA.test(head)) throw new UnverifiableError('The run reported no head commit');
+  // Before any git: a FIFO or device in the objects would hang or flood the first git that opens it.
+  const objects = objectsDirOf(workspace);
+  try {
+    return copyAndDiff(objects, scratch, base, head, branch, originUrl, run);
+  } catch (err) {
+    if (err instanceof UnverifiableError) throw err;
+    // Any other git failure, a time limit among them: what the run made cannot be established.
+    throw new UnverifiableError(`The signer's git failed: ${(err as Error).message}`);
+  }
+}
+
+function copyAndDiff(
+  objects: string, scratch: string, base: string, head: string, branch: string, originUrl: string | null, run: GitRun,
+): VerifiedCommits {
   rmSync(scratch, { recursive: true, force: true });
   mkdirSync(scratch, { recursive: true, mode: 0o700 });
   const borrowPath = join(scratch, 'borrow.git');
-  const borrow = bare(borrowPath);
-  writeFileSync(join(borrowPath, 'objects', 'info', 'alternates'), `${objectsDirOf(workspace)}\n`);
+  const borrow = bare(borrowPath, run);
+  writeFileSync(join(borrowPath, 'objects', 'info', 'alternates'), `${objects}\n`);
   // Index files the agent could have planted beside the objects (they guide the walk, never name content): unused.
   borrow(['config', 'core.commitGraph', 'false']);
   borrow(['config', 'core.multiPackIndex', 'false']);
@@ -70,7 +145,7 @@ export function verifyCommits(
     throw new UnverifiableError(`The workspace does not hold ${named}`);
   }
   const repo = join(scratch, 'clean.git');
-  const clean = bare(repo);
+  const clean = bare(repo, run);
   try {
     clean(['-c', 'transfer.fsckObjects=true', '-c', 'protocol.file.allow=always', 'fetch', '--quiet', '--no-tags',
       '--update-shallow', `file://${borrowPath}`, `refs/svc/head:refs/heads/${branch}`,
@@ -90,16 +165,25 @@ export function verifyCommits(
   rmSync(borrowPath, { recursive: true, force: true });
   // The PR push reads origin from this repository's config (src/engine/git-push.ts): ours, holding the sealed URL.
   if (originUrl) clean(['config', 'remote.origin.url', originUrl]);
-  return { repo, diff: diffCommits(repo, base, head) };
+  let diff: DiffResult;
+  try {
+    diff = diffCommits(repo, base, head, run, { submodules: true });
+  } catch (err) {
+    throw new UnverifiableError(`The run's commits could not be diffed: ${(err as Error).message}`);
+  }
+  return { repo, diff };
 }
 
 /** `.svc/policy.json` as the base commit holds it (the checks the agent could not choose); defaults when absent. */
-export function policyAt(repo: string, base: string): Policy {
+export function policyAt(repo: string, base: string, run: GitRun = signerGit()): Policy {
   let text: string;
   try {
-    text = git(repo, ['cat-file', 'blob', `${base}:.svc/policy.json`], { GIT_DIR: repo });
-  } catch {
-    return DEFAULT_POLICY;
+    // Absent is the defaults; any other failure (a git out of time) must not quietly become "no checks required".
+    const listed = git(repo, ['ls-tree', '--name-only', base, '--', '.svc/policy.json'], { GIT_DIR: repo }, run);
+    if (listed.trim() === '') return DEFAULT_POLICY;
+    text = git(repo, ['cat-file', 'blob', `${base}:.svc/policy.json`], { GIT_DIR: repo }, run);
+  } catch (err) {
+    throw new UnverifiableError(`The base commit's policy could not be read: ${(err as Error).message}`);
   }
   let raw: unknown;
   try {

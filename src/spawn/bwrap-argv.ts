@@ -10,11 +10,13 @@
 //
 // Whoever runs svc, the agent gets no capabilities: its own user namespace (so even root's mounts are locked, and
 // `umount`/`mount -o remount` fail), every capability dropped, no new user namespaces, and no_new_privs (bwrap sets it
-// always, so no setuid program regains anything).
+// always, so no setuid program regains anything). Its system calls pass a seccomp filter (seccomp.ts, the list in
+// syscall-policy.ts) that bwrap reads from descriptor 3: whoever starts this argv passes openFilterFd() there.
 import { existsSync, statSync } from 'node:fs';
 import { systemView, isSystemPath } from './system-view.ts';
 import { limitArgv, type SandboxLimits } from './limits.ts';
 import { gateMounts, throughGate, type SandboxGate } from './sandbox-network.ts';
+import { filterArgv } from './seccomp.ts';
 import type { HomeMount } from './provider-home.ts';
 
 
@@ -74,8 +76,11 @@ const ISOLATION = [
 /** The argv that runs `command` inside bwrap; `bwrap` is the resolved path of the binary. */
 export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): string[] {
   // Every sandbox has its own network namespace: no host port, no LAN, no metadata service, no DNS.
-  const argv = [bwrap, ...ISOLATION, '--unshare-net', ...systemView()];
-  argv.push('--dev', '/dev', '--proc', '/proc', '--size', String(plan.limits.tmpBytes), '--tmpfs', '/tmp');
+  const argv = [bwrap, ...ISOLATION, ...filterArgv(), '--unshare-net', ...systemView()];
+  // Every tmpfs an agent can write has a size, so the host memory it can hold there is bounded and measurable
+  // (shared-memory.ts): /tmp, HOME and /dev/shm; /dev itself becomes read-only below.
+  const tmp = String(plan.limits.tmpBytes);
+  argv.push('--dev', '/dev', '--size', tmp, '--tmpfs', '/dev/shm', '--proc', '/proc', '--size', tmp, '--tmpfs', '/tmp');
   if (plan.home && plan.home !== '/' && !isSystemPath(plan.home)) {
     argv.push('--size', String(plan.limits.tmpBytes), '--tmpfs', plan.home);
     for (const m of (plan.homeMounts ?? []).filter((h) => existsSync(h.source) && within(h.target, plan.home!))) {
@@ -110,7 +115,7 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): 
   for (const dir of hiddenDirs) argv.push('--remount-ro', dir);
   const gate = plan.network === 'none' ? null : plan.network;
   if (gate) argv.push(...gateMounts(gate));
-  argv.push('--remount-ro', '/');
+  argv.push('--remount-ro', '/dev', '--remount-ro', '/');
   // The limits bind the agent's command, not svc's forwarder (a node process needs more address space than an
   // agent's memory limit may leave it).
   const limited = [...limitArgv(plan.limits), ...command];

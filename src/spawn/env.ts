@@ -11,6 +11,7 @@ export const SVC_SECRET_NAMES: ReadonlySet<string> = new Set([
   'ERRTRACK_AUTH_TOKEN', 'ERRTRACK_CLIENT_SECRET', 'SVC_ERRTRACK_WEBHOOK_SECRET',
   'GITHUB_TOKEN', 'GH_TOKEN', 'GITHUB_WEBHOOK_SECRET', 'TRACKERA_API_KEY', 'TRACKERA_WEBHOOK_SECRET',
   'TRACKERB_API_TOKEN', 'TRACKERB_WEBHOOK_SECRET', 'TRACKERB_EMAIL', 'CHATA_SIGNING_SECRET', 'CHATB_SECURITY_TOKEN',
+  'SVC_GATE_SECRET', 'SVC_GATE_SECRET_FILE',
 ]);
 
 /** The credentials a run's own svc uses (push, issue fetchers): handed to it through a pipe, never its environment. */
@@ -67,8 +68,12 @@ export function isLauncherName(name: string): boolean {
   return LAUNCHER_NAMES.has(name) || name.startsWith('LC_');
 }
 
+/** Names an old-Node launcher's pid (start.ts runLaunched): for the launched svc only, never its children. */
+export const LAUNCHER_PID_VAR = 'SVC_LAUNCHER_PID';
+
 /** Whether `name` of `base` passes to a child of `kind` (before `extra` is added). */
 function passes(kind: ChildKind, name: string): boolean {
+  if (name === LAUNCHER_PID_VAR) return false;
   switch (kind) {
     case 'agent':
     case 'tool':

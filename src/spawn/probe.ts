@@ -4,6 +4,7 @@ import { which } from './which.ts';
 import { runQuiet } from './start.ts';
 import { bwrapArgv } from './bwrap-argv.ts';
 import { DEFAULT_LIMITS } from './limits.ts';
+import { closeFilterFd, openFilterFd } from './seccomp.ts';
 
 export interface SandboxProbe {
   ok: boolean;
@@ -25,16 +26,22 @@ function readSysctl(path: string): string | null {
   }
 }
 
-/** The trial: an agent's own isolation (user, PID and network namespaces, no capabilities), reporting CapEff. */
+/**
+ * The trial: an agent's own isolation (user, PID and network namespaces, no capabilities, the system-call filter),
+ * reporting CapEff and the seccomp mode.
+ */
 function trialArgv(bwrap: string): string[] {
   const plan = {
     readable: [], writable: [], protect: [], hidden: [], protocolReadable: [], protocolWritable: [], home: null,
     cwd: '/', limits: DEFAULT_LIMITS, network: 'none' as const,
   };
-  return bwrapArgv(bwrap, plan, ['/bin/sh', '-c', 'grep ^CapEff: /proc/self/status']);
+  return bwrapArgv(bwrap, plan, ['/bin/sh', '-c', 'grep -E "^(CapEff|Seccomp):" /proc/self/status']);
 }
 
-/** Finds bwrap on PATH and runs a trial sandbox shaped like an agent's; it must hold no capability at all. */
+/**
+ * Finds bwrap on PATH and runs a trial sandbox shaped like an agent's; it must hold no capability at all, and run
+ * under the system-call filter where this architecture has one.
+ */
 export function probeSandbox(env: NodeJS.ProcessEnv): SandboxProbe {
   const clone = readSysctl('/proc/sys/kernel/unprivileged_userns_clone');
   const max = readSysctl('/proc/sys/user/max_user_namespaces');
@@ -43,11 +50,26 @@ export function probeSandbox(env: NodeJS.ProcessEnv): SandboxProbe {
     : `unprivileged_userns_clone=${clone ?? '-'} max_user_namespaces=${max ?? '-'}`;
   const bwrap = which('bwrap', env.PATH);
   if (!bwrap) return { ok: false, bwrap, userNamespaces, reason: 'bwrap not found on PATH' };
-  const trial = runQuiet(trialArgv(bwrap), { kind: 'probe', base: { PATH: env.PATH ?? '' }, timeout: 10_000 });
+  const filter = openFilterFd();
+  let trial;
+  try {
+    trial = runQuiet(trialArgv(bwrap), { kind: 'probe', base: { PATH: env.PATH ?? '' }, timeout: 10_000, fd3: filter });
+  } finally {
+    closeFilterFd(filter);
+  }
   if (trial.status === 0) {
     const caps = /^CapEff:\s*([0-9a-f]+)/m.exec(trial.stdout)?.[1];
-    if (caps !== undefined && /^0+$/.test(caps)) return { ok: true, bwrap, userNamespaces, reason: null };
-    return { ok: false, bwrap, userNamespaces, reason: `the trial sandbox kept capabilities (CapEff ${caps ?? '?'})` };
+    if (caps === undefined || !/^0+$/.test(caps)) {
+      const reason = `the trial sandbox kept capabilities (CapEff ${caps ?? '?'})`;
+      return { ok: false, bwrap, userNamespaces, reason };
+    }
+    // Mode 2: a filter is installed (0 none, 1 strict).
+    const seccomp = /^Seccomp:\s*(\d+)/m.exec(trial.stdout)?.[1];
+    if (filter !== null && seccomp !== '2') {
+      return { ok: false, bwrap, userNamespaces, reason: `the trial sandbox ran without its system-call filter ` +
+        `(Seccomp ${seccomp ?? '?'})` };
+    }
+    return { ok: true, bwrap, userNamespaces, reason: null };
   }
   const said = (trial.stderr || trial.error?.message || `exit ${trial.status}`).trim().split('\n')[0];
   const hint = clone === '0' || max === '0' ? ' (unprivileged user namespaces are disabled on this host)' : '';

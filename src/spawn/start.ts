@@ -2,7 +2,8 @@
 // to that). Every start names the child's kind, from which env.ts builds its environment; argv is always an array
 // run without a shell.
 import { execFile, execFileSync, spawn, spawnSync, type ChildProcess, type StdioOptions } from 'node:child_process';
-import { childEnv, type ChildKind } from './env.ts';
+import { constants as osConstants } from 'node:os';
+import { childEnv, LAUNCHER_PID_VAR, type ChildKind } from './env.ts';
 
 export type { ChildProcess };
 
@@ -44,6 +45,13 @@ export interface RunSyncOptions extends ChildSpec {
   timeout?: number;
   /** stderr: 'pipe' keeps it for the thrown error (`err.stderr`), 'ignore' drops it. */
   stderr?: 'pipe' | 'ignore';
+  /** A descriptor of this process the child gets as its fd 3 (a sandbox's seccomp program); null: none. */
+  fd3?: number | null;
+}
+
+/** stdin, stdout and stderr as given, then `fd3` when there is one. */
+function withFd3<T>(stdio: T[], fd3: number | null | undefined): Array<T | number> {
+  return fd3 === undefined || fd3 === null ? stdio : [...stdio, fd3];
 }
 
 /** Runs to completion and returns stdout; throws like execFileSync (the error carries `status` and `stderr`). */
@@ -51,7 +59,7 @@ export function runSync(argv: readonly string[], opts: RunSyncOptions): string {
   const [bin, args] = split(argv);
   return execFileSync(bin, args, {
     cwd: opts.cwd, env: envOf(opts), encoding: 'utf8', maxBuffer: opts.maxBuffer ?? 1024 * 1024, timeout: opts.timeout,
-    stdio: ['ignore', 'pipe', opts.stderr ?? 'pipe'], shell: false, windowsHide: true,
+    stdio: withFd3(['ignore', 'pipe', opts.stderr ?? 'pipe'], opts.fd3), shell: false, windowsHide: true,
   });
 }
 
@@ -63,10 +71,13 @@ export interface Finished {
 }
 
 /** Runs to completion without throwing (a trial, a probe). */
-export function runQuiet(argv: readonly string[], opts: ChildSpec & { timeout?: number }): Finished {
+export function runQuiet(
+  argv: readonly string[], opts: ChildSpec & { timeout?: number; fd3?: number | null },
+): Finished {
   const [bin, args] = split(argv);
   const r = spawnSync(bin, args, {
     cwd: opts.cwd, env: envOf(opts), encoding: 'utf8', timeout: opts.timeout, shell: false, windowsHide: true,
+    stdio: withFd3(['pipe', 'pipe', 'pipe'], opts.fd3),
   });
   return { status: r.status, stdout: r.stdout ?? '', stderr: r.stderr ?? '', error: r.error ?? null };
 }
@@ -89,12 +100,36 @@ export function runCollect(
   });
 }
 
-/** Runs in the foreground with this process's terminal (stdio inherited) and returns its exit status. */
-export function runForeground(argv: readonly string[], opts: ChildSpec): number {
+/** The signals a launcher hands on: every one a person or a service manager sends to stop or steer a process. */
+const FORWARDED: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2'];
+
+/**
+ * Runs `argv` as this process's stand-in (the old-Node launcher): the child gets this terminal's stdio, every signal
+ * sent to this process exactly once, and this process's pid, by which it notices when the launcher is gone (even by
+ * SIGKILL: see lifeline.ts). It runs in its own process group so a terminal's Ctrl-C, which reaches this group,
+ * arrives once (forwarded), not twice. Resolves with the child's exit code, or the signal that ended it.
+ */
+export function runLaunched(argv: readonly string[], opts: ChildSpec): Promise<number | NodeJS.Signals> {
   const [bin, args] = split(argv);
-  const r = spawnSync(bin, args, {
-    cwd: opts.cwd, env: envOf(opts), stdio: 'inherit', shell: false, windowsHide: true,
+  const child = spawn(bin, args, {
+    cwd: opts.cwd, env: childEnv(opts.kind, opts.base, { ...opts.extra, [LAUNCHER_PID_VAR]: String(process.pid) }),
+    stdio: 'inherit', detached: true, shell: false, windowsHide: true,
   });
-  if (r.error) throw r.error;
-  return r.status ?? (r.signal ? 128 : 1);
+  const handlers = FORWARDED.map((signal) => [signal, () => child.kill(signal)] as const);
+  for (const [signal, handler] of handlers) process.on(signal, handler);
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', (code, signal) => {
+      for (const [name, handler] of handlers) process.off(name, handler);
+      resolve(signal ?? code ?? 1);
+    });
+  });
+}
+
+/** Ends this process with `result` as its own: the exit code, or the same signal (so a shell sees what happened). */
+export function exitLike(result: number | NodeJS.Signals): never {
+  if (typeof result === 'number') process.exit(result);
+  process.kill(process.pid, result);
+  // A signal this process ignores or handles: the shell's convention for "ended by a signal".
+  process.exit(128 + (osConstants.signals[result] ?? 0));
 }

@@ -3,7 +3,7 @@
 import { createPipeline, type Route, type RequestListener } from '../http/pipeline.ts';
 import { MiB } from '../http/body.ts';
 import type { TriggerDeps } from './deps.ts';
-import { getHealth, getStatus } from './routes/health.ts';
+import { getHealth, getReady, getStatus } from './routes/health.ts';
 import { receiveErrtrack } from './routes/errtrack.ts';
 import { receiveChata } from './routes/chata.ts';
 import { receiveTrackera } from './routes/trackera.ts';
@@ -17,6 +17,7 @@ const raw = { body: 'raw', limit: MiB, auth: false } as const;
 
 export const triggerRoutes: readonly R[] = [
   { method: 'GET', pattern: '/health', handler: getHealth, auth: false },
+  { method: 'GET', pattern: '/ready', handler: getReady, auth: false },
   { method: 'GET', pattern: '/status', handler: getStatus, auth: false },
   { method: 'POST', pattern: '/errtrack', handler: receiveErrtrack, ...raw },
   { method: 'POST', pattern: '/chata', handler: receiveChata, ...raw },

@@ -11,4 +11,6 @@ export interface TriggerDeps {
   log: Logger;
   /** Deliveries refused because no served repository takes them (GET /status). */
   skips: SkipCounts;
+  /** The server listens and has not begun to shut down (GET /ready). */
+  accepting: () => boolean;
 }

@@ -7,6 +7,7 @@
 // workspace read-only and trusts only the sealed base, the pod spec and hash-checked git objects (src/pod/).
 // Must not: mount the key, the sealed volume or a service-account token into any container that runs agent code.
 import { podGateEnv } from './kubernetes-gate-env.ts';
+import { mintJobCredential } from '../gate/job-credential.ts';
 import { childEnv } from '../spawn/env.ts';
 import type { ExecJob } from './executor.ts';
 import type { KubernetesSettings } from './kubernetes-settings.ts';
@@ -40,9 +41,23 @@ export function signerArgs(args: readonly string[], runId: string): string[] {
   return ['pod', 'sign', '--run-id', runId, '--repo', WORKSPACE, '--sealed', SEALED_DIR, ...pr];
 }
 
+/**
+ * The pod's routes out through the gate, each carrying this job's gate credential: valid for the pod's whole
+ * deadline and ten minutes more, for this job, run and repository only (the gate applies that repository's policy).
+ */
+function gateEnv(
+  serverEnv: NodeJS.ProcessEnv, s: KubernetesSettings, job: Omit<ExecJob, 'workdir'>, runId: string,
+): EnvVar[] {
+  if (!s.gateUrl || !s.gateSecret) return [];
+  const expires = Date.now() + (s.activeDeadlineSeconds + 600) * 1000;
+  const credential = mintJobCredential(s.gateSecret, { job: job.id, run: runId, repo: job.repo?.name ?? '' }, expires);
+  return podGateEnv(s.gateUrl, serverEnv.SVC_CONTROL_URL, credential);
+}
+
 /** The trigger's allowlisted, non-secret variables, minus what names a trigger-host path or source. */
 function baseEnv(
   serverEnv: NodeJS.ProcessEnv, s: KubernetesSettings, job: Omit<ExecJob, 'workdir'>, home: string,
+  gate: readonly EnvVar[],
 ): EnvVar[] {
   const env = Object.entries(childEnv('launcher', serverEnv))
     .filter(([k]) => !['PATH', 'HOME', 'TMPDIR', 'SVC_SOURCE', 'SVC_CONTROL_ANSWER_DIR', 'SVC_REPO_NAME'].includes(k))
@@ -55,7 +70,7 @@ function baseEnv(
   // The pod is the agent's boundary (its own container, no service account token, and with a gate, a NetworkPolicy):
   // svc's bwrap sandbox would need user namespaces pods seldom have. The trigger server decides this, no repository.
   if (!env.some((e) => e.name === 'SVC_SERVER_SANDBOX')) env.push({ name: 'SVC_SERVER_SANDBOX', value: 'none' });
-  if (s.gateUrl) env.push(...podGateEnv(s.gateUrl, serverEnv.SVC_CONTROL_URL));
+  env.push(...gate);
   return env;
 }
 
@@ -105,6 +120,7 @@ export function buildPodSpec(
   const token: Mount[] = s.controlTokenSecret ? [{ name: 'control-token', mountPath: TOKEN_DIR, readOnly: true }] : [];
   const workspace: Mount = { name: 'workspace', mountPath: WORKSPACE };
   const from = workspaceOf(job, s);
+  const gate = gateEnv(serverEnv, s, job, runId);
   const clone = from && 'clone' in from
     ? [{
         name: 'clone',
@@ -113,7 +129,7 @@ export function buildPodSpec(
           WORKSPACE],
         env: [
           { name: 'HOME', value: POD_HOME },
-          ...(s.gateUrl ? podGateEnv(s.gateUrl, serverEnv.SVC_CONTROL_URL) : []),
+          ...gate,
         ],
         volumeMounts: [workspace, { name: 'home', mountPath: POD_HOME }, { name: 'tmp', mountPath: '/tmp' }],
         securityContext: security,
@@ -133,7 +149,7 @@ export function buildPodSpec(
     image: s.image,
     args: podArgs(job.args, runId),
     workingDir: WORKSPACE,
-    env: [...baseEnv(serverEnv, s, job, POD_HOME), { name: 'SVC_SIGN_LATER', value: '1' }],
+    env: [...baseEnv(serverEnv, s, job, POD_HOME, gate), { name: 'SVC_SIGN_LATER', value: '1' }],
     ...(s.envSecret ? { envFrom: [{ secretRef: { name: s.envSecret } }] } : {}),
     ...(resources ? { resources } : {}),
     volumeMounts: [workspace, { name: 'home', mountPath: POD_HOME }, { name: 'tmp', mountPath: '/tmp' }, ...token],
@@ -147,7 +163,7 @@ export function buildPodSpec(
     image: s.image,
     args: signerArgs(job.args, runId),
     workingDir: SIGNER_HOME,
-    env: baseEnv(serverEnv, s, job, SIGNER_HOME),
+    env: baseEnv(serverEnv, s, job, SIGNER_HOME, gate),
     ...(signerEnvFrom.length ? { envFrom: signerEnvFrom } : {}),
     ...(resources ? { resources } : {}),
     volumeMounts: [

@@ -1,5 +1,6 @@
 // The Kubernetes executor's SVC_K8S_* settings, read and checked once (docs/deploy.md). Apart from the Job and Pod
 // builders so both read them without importing each other (DESIGN §8: no circles).
+import { readGateSecret } from '../gate/job-credential.ts';
 
 export interface KubernetesSettings {
   image: string;
@@ -26,6 +27,8 @@ export interface KubernetesSettings {
   signerEnvSecret: string | undefined;
   /** `svc gate serve`'s URL (SVC_K8S_GATE_URL, e.g. http://svc-gate:3128): the pod's only route out. */
   gateUrl: string | undefined;
+  /** With a gate: the secret each pod's job credential is minted with (SVC_GATE_SECRET_FILE, shared with the gate). */
+  gateSecret: Buffer | undefined;
 }
 
 const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
@@ -76,5 +79,15 @@ export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv): KubernetesSet
     keysSecret: opt('SVC_K8S_KEYS_SECRET'),
     signerEnvSecret: opt('SVC_K8S_SIGNER_ENV_SECRET'),
     gateUrl: gateUrlOf(opt('SVC_K8S_GATE_URL')),
+    gateSecret: gateSecretOf(opt('SVC_K8S_GATE_URL'), opt('SVC_GATE_SECRET_FILE')),
   };
+}
+
+/** The gate refuses pods without a credential: a gate URL without the secret to mint one is a setting error. */
+function gateSecretOf(gateUrl: string | undefined, file: string | undefined): Buffer | undefined {
+  if (gateUrl === undefined) return undefined;
+  if (file === undefined) {
+    throw new RangeError('SVC_K8S_GATE_URL needs SVC_GATE_SECRET_FILE (the secret `svc gate serve` checks with)');
+  }
+  return readGateSecret(file);
 }

@@ -11,6 +11,7 @@ import {
   type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef,
 } from './executor.ts';
 import type { Logger } from '../log.ts';
+import { identityOf, signalGroup } from '../engine/proc-group.ts';
 
 export interface LocalExecutorOptions {
   /** Path of the svc CLI script (dist/cli.js); run with `execPath`. */
@@ -71,10 +72,13 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
       child.stderr?.setEncoding('utf8').on('data', (d: string) => {
         if (stderr.length < OUTPUT_CAP) stderr += d;
       });
+      // Recorded at spawn: the timeout signals this launcher's group only while it is still this launcher's.
+      const launcher = child.pid === undefined ? null : identityOf(child.pid);
       const timer = setTimeout(() => {
         timedOut = true;
-        signalGroup(child.pid, 'SIGTERM');
-        setTimeout(() => signalGroup(child.pid, 'SIGKILL'), 5_000).unref();
+        if (!launcher) return;
+        signalGroup(launcher, 'SIGTERM');
+        setTimeout(() => signalGroup(launcher, 'SIGKILL'), 5_000).unref();
       }, launchTimeoutMs);
       timer.unref();
       child.on('error', (err) => {
@@ -126,15 +130,6 @@ async function readState(path: string): Promise<Record<string, unknown> | 'missi
   } catch (err) {
     // A half-written file (the engine renames atomically, but be tolerant) reads as "not yet".
     return (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'missing' : null;
-  }
-}
-
-function signalGroup(pid: number | undefined, signal: NodeJS.Signals): void {
-  if (!pid) return;
-  try {
-    process.kill(-pid, signal);
-  } catch {
-    // already gone
   }
 }
 

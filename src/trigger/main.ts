@@ -23,6 +23,8 @@ import { createManagedCheckouts } from './managed-checkout.ts';
 import { createWalCheckpointer } from './wal-checkpointer.ts';
 import { startTriggerRetention } from './retention.ts';
 import { BadSettingError } from '../errors.ts';
+import type { RepoRouter } from './served-repos.ts';
+import type { LiveRepoRouter } from './served-repos-live.ts';
 import { closeGracefully, listen } from '../http/listen.ts';
 import { createHttpServer } from '../http/http-server.ts';
 import { readConnectionLimits } from '../http/connection-limits.ts';
@@ -71,7 +73,7 @@ function pickExecutor(
     return createLocalExecutor({ cliPath: settings.cliPath, env, log, ...(pollMs ? { pollMs } : {}) });
   }
   if (settings.executor === 'kubernetes') {
-    kubernetesReposCheck(settings);
+    kubernetesReposCheck(settings.repos);
     try {
       return createKubernetesExecutor({
         env,
@@ -91,13 +93,13 @@ function pickExecutor(
  * A pod clones its job's repository from the entry's clone URL; an entry with only a host checkout would run in
  * whatever SVC_K8S_REPO_URL or SVC_K8S_REPO_PVC holds. That is its repository only when it is the one served.
  */
-function kubernetesReposCheck(settings: TriggerSettings): void {
-  const entries = settings.repos.entries;
+function kubernetesReposCheck(repos: RepoRouter): void {
+  const entries = repos.entries;
   if (entries.length < 2) return;
   const local = entries.filter((e) => e.clone === null).map((e) => e.name);
   if (local.length === 0) return;
   throw new BadSettingError(`SVC_TRIGGER_EXECUTOR=kubernetes serves ${entries.length} repositories, so each needs a `
-    + `clone= URL for its pods to clone (${settings.repos.source}: ${local.join(', ')} only have a checkout=)`);
+    + `clone= URL for its pods to clone (${repos.source}: ${local.join(', ')} only have a checkout=)`);
 }
 
 /** Routes that can queue work: the ones the queue's shares are split between (queue-shares.ts). */
@@ -105,9 +107,14 @@ function configuredRoutes(settings: TriggerSettings): number {
   return ROUTES.filter((r) => settings.secrets[r].value && settings.secrets[r].unavailable === null).length;
 }
 
+/** Logged once the server listens: a start that fails shows its own error last, not under route warnings. */
 function logStartupProblems(settings: TriggerSettings, log: Logger): void {
-  for (const warning of settings.problems.warnings) log.warn(warning);
   for (const error of settings.problems.errors) log.error(error);
+  for (const warning of settings.problems.warnings) log.warn(warning);
+}
+
+function isLive(repos: RepoRouter): repos is LiveRepoRouter {
+  return typeof (repos as Partial<LiveRepoRouter>).attach === 'function';
 }
 
 export async function startTrigger(
@@ -120,7 +127,6 @@ export async function startTrigger(
   const connectionLimits = readConnectionLimits(env, 'SVC_TRIGGER');
   const clock = o.clock ?? Date.now;
   const executor = o.executor ?? pickExecutor(settings, env, log, o.pollMs);
-  logStartupProblems(settings, log);
   const db = openDatabase(settings.dbPath, triggerMigrations);
   const stores = createTriggerStores(db);
   const checkpointer = createWalCheckpointer({ db, path: settings.dbPath, log });
@@ -157,17 +163,35 @@ export async function startTrigger(
     clock, log, controlUrl: settings.controlUrl, notify,
   });
   const skips = createSkipCounts();
-  const deps = { settings, queue, clock, log, skips };
+  let accepting = false;
+  const deps = { settings, queue, clock, log, skips, accepting: () => accepting };
   const app = createTriggerApp(deps, o.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: o.bodyTimeoutMs } : {});
+  // GET /v1/repos on the Control Plane lists what is served here, and its UI filter offers them (issue 22); a
+  // reloaded file is reported again, and the report of the table it replaced stops retrying.
+  const reports: Array<Promise<void>> = [];
+  let lastReport: AbortController | undefined;
+  const report = (names: string[]): void => {
+    lastReport?.abort();
+    lastReport = new AbortController();
+    reports.push(reportServedRepos(names, {
+      controlUrl: settings.controlUrl, controlToken: settings.controlToken, source: settings.source,
+      fetch: o.fetch ?? fetch, log, signal: AbortSignal.any([shutdown.signal, lastReport.signal]),
+      ...(o.servedRetryMs ? { retryMs: o.servedRetryMs } : {}),
+    }));
+  };
+  if (isLive(settings.repos)) {
+    settings.repos.attach({
+      log,
+      ...(settings.executor === 'kubernetes' && !o.executor ? { check: kubernetesReposCheck } : {}),
+      onChange: (next) => report(next.entries.map((e) => e.name)),
+    });
+  }
   const { server, connections } = createHttpServer(app.listener, connectionLimits);
   const { url } = await listen(server, settings.host, settings.port);
+  accepting = true;
+  logStartupProblems(settings, log);
   runner.recover();
-  // GET /v1/repos on the Control Plane lists what is served here, and its UI filter offers them (issue 22).
-  const served = reportServedRepos(settings.repos.entries.map((e) => e.name), {
-    controlUrl: settings.controlUrl, controlToken: settings.controlToken, source: settings.source,
-    fetch: o.fetch ?? fetch, log, signal: shutdown.signal,
-    ...(o.servedRetryMs ? { retryMs: o.servedRetryMs } : {}),
-  });
+  report(settings.repos.entries.map((e) => e.name));
   const stopRetention = startTriggerRetention({
     stores, retention: settings.retention, clock, log, onPruned: () => checkpointer.nudge(),
   });
@@ -175,11 +199,12 @@ export async function startTrigger(
   let closing: Promise<void> | undefined;
   function close(): Promise<void> {
     closing ??= (async () => {
+      accepting = false;
       stopRetention();
       await closeGracefully(server, async () => {
         shutdown.abort();
         await runner!.close();
-        await served;
+        await Promise.all(reports);
       });
       await checkpointer.close();
       db.close();
@@ -197,6 +222,8 @@ export async function serveTriggerForever(
 ): Promise<number> {
   const log = triggerLogger();
   const running = await startTrigger(settings, env, { log });
+  // Handlers first: whoever sees the URL may signal at once, and must get a clean shutdown.
+  const exited = exitCodeAfterSignal(log, 'shutting down; queued jobs stay queued', () => running.close());
   print(`${running.url}\n`);
   const repos = settings.repos.entries.map((e) => e.name);
   log.info('listening', {
@@ -205,5 +232,5 @@ export async function serveTriggerForever(
   });
   // Whatever started the server sees its startup lines now, not a coalescing window later.
   stderrSink().flush();
-  return exitCodeAfterSignal(log, 'shutting down; queued jobs stay queued', () => running.close());
+  return exited;
 }

@@ -14,6 +14,18 @@ export { isRepoName };
 export const ROUTING_KINDS = ['errtrack', 'trackera', 'trackerb', 'chata', 'chatb'] as const;
 export type RoutingKind = (typeof ROUTING_KINDS)[number];
 
+/**
+ * Chat sources: a channel's mapping is a permission, not only a route. A message may start work only in an entry
+ * that names its channel, or in one that opted in to every channel with `chata=*` / `chatb=*`.
+ */
+export const CHAT_KINDS = ['chata', 'chatb'] as const;
+export type ChatKind = (typeof CHAT_KINDS)[number];
+export const EVERY_CHANNEL = '*';
+
+export function isChatKind(kind: RoutingKind): kind is ChatKind {
+  return kind === 'chata' || kind === 'chatb';
+}
+
 export interface ServedRepo {
   /** `owner/name` as the file spells it. */
   name: string;
@@ -117,6 +129,9 @@ function parseLine(text: string, line: number): ServedRepo | string | null {
     if (values.some((v) => !KEY_VALUE.test(v))) {
       return `${key}= needs one or more comma-separated values without spaces`;
     }
+    if (values.includes(EVERY_CHANNEL) && !isChatKind(key as RoutingKind)) {
+      return `${key}=* is not allowed: only chata=* and chatb=* open an entry to every channel (see "default")`;
+    }
     entry.keys[key as RoutingKind].push(...values);
   }
   if (entry.checkout === null && entry.clone === null) return 'each repository needs checkout=DIR or clone=URL';
@@ -138,7 +153,9 @@ function crossCheck(entries: readonly ServedRepo[], lines: readonly string[]): R
     claim(`repository "${entry.name}"`, `name:${entry.name.toLowerCase()}`, entry);
     if (entry.checkout) claim(`checkout ${entry.checkout}`, `checkout:${entry.checkout}`, entry);
     if (entry.isDefault) claim('"default"', 'default', entry);
+    // A chat channel may reach several entries (it then picks one with repo=); other keys route to exactly one.
     for (const kind of ROUTING_KINDS) {
+      if (isChatKind(kind)) continue;
       for (const value of new Set(entry.keys[kind].map((v) => keyOf(kind, v)))) {
         claim(`${kind}=${value}`, `key:${kind}:${value}`, entry);
       }

@@ -5,20 +5,26 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { pinPushTarget } from '../engine/git-push.ts';
 import {
-  keyOf, parseServedRepos, ReposFileError, ROUTING_KINDS, type ReposProblem, type RoutingKind, type ServedRepo,
+  EVERY_CHANNEL, isChatKind, keyOf, parseServedRepos, ReposFileError, ROUTING_KINDS, type ChatKind, type ReposProblem,
+  type RoutingKind, type ServedRepo,
 } from './served-repos-file.ts';
 
 export type Routed = { kind: 'repo'; repo: ServedRepo } | { kind: 'unserved'; reason: string };
 
 export interface RepoRouter {
   readonly entries: readonly ServedRepo[];
-  /** Where the table came from: the file's path, or `--repo` for the one-repository shorthand. */
+  /** Where the table came from: the file's path, or what named the one-repository shorthand (`--repo DIR`, …). */
   readonly source: string;
   byName(name: string): ServedRepo | undefined;
   /** A GitHub event: its repository.full_name must be served; `default` never applies. */
   github(fullName: string | null): Routed;
-  /** Another source's key (a project slug, team key, channel id), then the default entry. */
+  /** Another source's key (a project slug, team key), then the default entry. Chat goes through `chat`. */
   route(kind: RoutingKind, key: string | null): Routed;
+  /**
+   * A chat message: only an entry its channel may reach (it names the channel, or is open to every channel with
+   * `chata=*`); `option` (repo=owner/name, lower case) picks among those. A refusal names only reachable entries.
+   */
+  chat(kind: ChatKind, channel: string | null, option: string | null): Routed;
 }
 
 /** Text from a payload, fit for a skip reason and a log line. */
@@ -30,9 +36,15 @@ export function createRepoRouter(entries: readonly ServedRepo[], source: string)
   const byName = new Map(entries.map((e) => [e.name.toLowerCase(), e]));
   const byKey = new Map<string, ServedRepo>();
   for (const entry of entries) {
-    for (const kind of ROUTING_KINDS) for (const v of entry.keys[kind]) byKey.set(`${kind}:${keyOf(kind, v)}`, entry);
+    for (const kind of ROUTING_KINDS) {
+      if (isChatKind(kind)) continue;
+      for (const v of entry.keys[kind]) byKey.set(`${kind}:${keyOf(kind, v)}`, entry);
+    }
   }
   const fallback = entries.find((e) => e.isDefault);
+  const naming = (kind: ChatKind, channel: string | null): ServedRepo[] =>
+    channel === null || channel === EVERY_CHANNEL ? [] : entries.filter((e) => e.keys[kind].includes(channel));
+  const open = (kind: ChatKind): ServedRepo[] => entries.filter((e) => e.keys[kind].includes(EVERY_CHANNEL));
   return {
     entries,
     source,
@@ -52,6 +64,27 @@ export function createRepoRouter(entries: readonly ServedRepo[], source: string)
         : `${kind} key "${shown(key)}" is not served`;
       return { kind: 'unserved', reason: `${what} and no repository is the default` };
     },
+    chat(kind, channel, option) {
+      const named = naming(kind, channel);
+      const reach = [...named, ...open(kind).filter((e) => !named.includes(e))];
+      const where = channel === null ? `a ${kind} message with no channel` : `${kind} channel "${shown(channel)}"`;
+      const may = reach.length
+        ? `it may start work in ${reach.slice(0, 10).map((e) => e.name).join(', ')}`
+        : 'it may start work in no repository here';
+      if (option !== null) {
+        const repo = reach.find((e) => e.name.toLowerCase() === option.toLowerCase());
+        if (repo) return { kind: 'repo', repo };
+        // The same words whether the repository is served elsewhere or not at all: a channel learns only its own reach.
+        return { kind: 'unserved', reason: `${where} may not start work in "${shown(option)}" (${may})` };
+      }
+      if (named.length === 1) return { kind: 'repo', repo: named[0]! };
+      if (named.length > 1) {
+        return { kind: 'unserved', reason: `${where} reaches several repositories: add repo=owner/name (${may})` };
+      }
+      if (fallback && reach.includes(fallback)) return { kind: 'repo', repo: fallback };
+      const hint = reach.length ? `: add repo=owner/name (${may})` : ` (${may})`;
+      return { kind: 'unserved', reason: `${where} is mapped to no repository${hint}` };
+    },
   };
 }
 
@@ -60,7 +93,7 @@ export function createRepoRouter(entries: readonly ServedRepo[], source: string)
  * checkout's own `remote.origin.url` (read from its config file, as the push reads it), so GitHub events of another
  * repository are still refused; without such an origin it is `local/<folder>` and takes no GitHub event.
  */
-export function shorthandRepos(dir: string): RepoRouter {
+export function shorthandRepos(dir: string, source = `--repo ${dir}`): RepoRouter {
   let name: string | null = null;
   try {
     name = pinPushTarget(dir).repo;
@@ -72,11 +105,12 @@ export function shorthandRepos(dir: string): RepoRouter {
     name: name ?? `local/${folder}`,
     checkout: dir,
     clone: null,
-    keys: { errtrack: [], trackera: [], trackerb: [], chata: [], chatb: [] },
+    // One checkout serves everything the server's secrets let in: every channel of both chats may reach it.
+    keys: { errtrack: [], trackera: [], trackerb: [], chata: [EVERY_CHANNEL], chatb: [EVERY_CHANNEL] },
     isDefault: true,
     line: 0,
   };
-  const router = createRepoRouter([entry], '--repo');
+  const router = createRepoRouter([entry], source);
   if (name) return router;
   return {
     ...router,

@@ -5,7 +5,8 @@ import { join, resolve } from 'node:path';
 import { resolveRouteSecrets, type RouteSecrets, type SecretProblems } from './secrets.ts';
 import type { NotifyConfig } from './notify-channels.ts';
 import { DEFAULT_DEDUPE_DAYS, DEFAULT_JOB_DAYS, type TriggerRetention } from './retention.ts';
-import { loadServedRepos, shorthandRepos, type RepoRouter } from './served-repos.ts';
+import { shorthandRepos, type RepoRouter } from './served-repos.ts';
+import { liveServedRepos } from './served-repos-live.ts';
 import { existsSync } from 'node:fs';
 
 export const DEFAULT_TRIGGER_PORT = 7373;
@@ -84,21 +85,51 @@ export function defaultReposFile(env: NodeJS.ProcessEnv): string {
 /**
  * Which repositories the server serves. A flag beats a variable; `--repos FILE` and `--repo DIR` (or the two
  * variables) together are refused rather than one silently winning. With neither, the default file when it exists,
- * else the current directory as the one-repository shorthand (what the server did before issue 22).
+ * else the current directory as the one-repository shorthand (what the server did before issue 22). A repositories
+ * file that exists but loses to another source is named in a warning with what overrides it, and the router's
+ * `source` names the real source (flag, variable, default file or cwd) for the start-up log.
  */
-function resolveRepos(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string): RepoRouter {
+function resolveRepos(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string, warnings: string[]): RepoRouter {
   if (flags.repos !== undefined && flags.repo !== undefined) {
     throw new RangeError('Give --repos FILE or --repo DIR, not both');
   }
-  if (flags.repos !== undefined) return loadServedRepos(resolve(cwd, flags.repos));
-  if (flags.repo !== undefined) return shorthandRepos(resolve(cwd, flags.repo));
-  if (env.SVC_TRIGGER_REPOS && env.SVC_TRIGGER_REPO) {
+  if (env.SVC_TRIGGER_REPOS && env.SVC_TRIGGER_REPO && flags.repos === undefined && flags.repo === undefined) {
     throw new RangeError('Set SVC_TRIGGER_REPOS or SVC_TRIGGER_REPO, not both');
   }
-  if (env.SVC_TRIGGER_REPOS) return loadServedRepos(resolve(cwd, env.SVC_TRIGGER_REPOS));
-  if (env.SVC_TRIGGER_REPO) return shorthandRepos(resolve(cwd, env.SVC_TRIGGER_REPO));
-  const file = defaultReposFile(env);
-  return existsSync(file) ? loadServedRepos(file) : shorthandRepos(cwd);
+  const envFile = env.SVC_TRIGGER_REPOS ? resolve(cwd, env.SVC_TRIGGER_REPOS) : undefined;
+  const defaultFile = defaultReposFile(env);
+  let chosen: { router: RepoRouter; file?: string; by: string };
+  if (flags.repos !== undefined) {
+    const file = resolve(cwd, flags.repos);
+    chosen = { router: liveServedRepos(file), file, by: `--repos ${file}` };
+  } else if (flags.repo !== undefined) {
+    const dir = resolve(cwd, flags.repo);
+    chosen = { router: shorthandRepos(dir, `--repo ${dir}`), by: `--repo ${dir}` };
+  } else if (envFile) {
+    chosen = { router: liveServedRepos(envFile), file: envFile, by: `SVC_TRIGGER_REPOS=${envFile}` };
+  } else if (env.SVC_TRIGGER_REPO) {
+    const dir = resolve(cwd, env.SVC_TRIGGER_REPO);
+    chosen = { router: shorthandRepos(dir, `SVC_TRIGGER_REPO=${dir}`), by: `SVC_TRIGGER_REPO=${dir}` };
+  } else if (existsSync(defaultFile)) {
+    chosen = { router: liveServedRepos(defaultFile), file: defaultFile, by: defaultFile };
+  } else {
+    chosen = { router: shorthandRepos(cwd, `the current directory ${cwd}`), by: 'the current directory' };
+  }
+  for (const file of new Set([envFile, defaultFile])) {
+    if (file === undefined || file === chosen.file || !existsSync(file)) continue;
+    warnings.push(`The served repositories file ${file} exists but is not read: ${chosen.by} overrides it`);
+  }
+  return chosen.router;
+}
+
+/** Where managed job checkouts go (SVC_TRIGGER_CHECKOUTS); `svc prune --checkouts` reads the same. */
+export function checkoutsDirOf(env: NodeJS.ProcessEnv, cwd: string): string {
+  return resolve(cwd, env.SVC_TRIGGER_CHECKOUTS ?? join(env.HOME || homedir(), '.local', 'share', 'svc', 'checkouts'));
+}
+
+/** The trigger's job queue (--db, SVC_TRIGGER_DB); `svc prune --checkouts` reads the same. */
+export function triggerDbOf(env: NodeJS.ProcessEnv, cwd: string, flag?: string): string {
+  return resolve(cwd, flag ?? env.SVC_TRIGGER_DB ?? join(env.HOME || homedir(), '.svc', 'trigger', 'trigger.db'));
 }
 
 export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string): TriggerSettings {
@@ -112,7 +143,7 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
   if (filter.assignees.length === 0 && filter.labels.length === 0) {
     problems.warnings.push('Neither TRACKERB_ASSIGNEES nor TRACKERB_LABELS is set: every trackerb event is skipped');
   }
-  const repos = resolveRepos(env, flags, cwd);
+  const repos = resolveRepos(env, flags, cwd, problems.warnings);
   const concurrency = integer(flags.concurrency ?? env.SVC_TRIGGER_CONCURRENCY ?? '2', 'Concurrency', 1, 64);
   // One repository may use every slot; with more, one slot is always left for the others.
   const perRepo = repos.entries.length === 1 ? concurrency : Math.max(1, concurrency - 1);
@@ -121,12 +152,12 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     port: integer(flags.port ?? env.SVC_TRIGGER_PORT ?? String(DEFAULT_TRIGGER_PORT), 'Port', 0, 65535),
     repos,
     stateDir: join(home, '.svc', 'trigger'),
-    checkoutsDir: resolve(cwd, env.SVC_TRIGGER_CHECKOUTS ?? join(home, '.local', 'share', 'svc', 'checkouts')),
+    checkoutsDir: checkoutsDirOf(env, cwd),
     concurrency,
     repoConcurrency: integer(
       env.SVC_TRIGGER_REPO_CONCURRENCY ?? String(perRepo), 'SVC_TRIGGER_REPO_CONCURRENCY', 1, concurrency,
     ),
-    dbPath: resolve(cwd, flags.db ?? env.SVC_TRIGGER_DB ?? join(home, '.svc', 'trigger', 'trigger.db')),
+    dbPath: triggerDbOf(env, cwd, flags.db),
     queueMax: integer(env.SVC_TRIGGER_QUEUE_MAX ?? String(DEFAULT_QUEUE_MAX), 'SVC_TRIGGER_QUEUE_MAX', 1, 1_000_000),
     source: env.SVC_SOURCE || 'local',
     controlUrl: env.SVC_CONTROL_URL || undefined,

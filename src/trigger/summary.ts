@@ -90,7 +90,3 @@ function pieceText(piece: Piece): string {
 export function plainSummary(parts: SummaryParts): string {
   return parts.map((part) => part.map(pieceText).join('')).join(' · ');
 }
-
-export function buildSummary(input: SummaryInput): string {
-  return plainSummary(buildSummaryParts(input));
-}

@@ -10,7 +10,8 @@ class IntegrationsPage extends SimplePage {
   get spec() {
     return {
       title: 'Integrations',
-      intro: 'Webhook routes of the trigger server: configured means its secret is set in the environment.',
+      intro: 'Webhook routes of the trigger server and the service each fits (it reads that service\'s own '
+        + 'signature headers): configured means its secret is set in the environment.',
       path: '/v1/integrations',
     };
   }
@@ -28,10 +29,14 @@ class IntegrationsPage extends SimplePage {
     if (items.every((i) => typeof i.configured === 'boolean')) {
       return html`<ul class="tiles">${items.map((i) => html`<li class="tile ${i.configured ? 'ok' : 'off'}">
         <h2>${i.name ?? i.route ?? i.origin}</h2>
+        ${typeof i.service === 'string' ? html`<p class="service">Fits ${i.service}</p>` : ''}
         <p>${i.configured
           ? html`<span class="badge yes">configured</span>`
           : html`<span class="badge no">not configured</span>`}</p>
         ${i.route ? html`<p class="mono">${i.method ?? 'POST'} ${i.route}</p>` : ''}
+        ${Array.isArray(i.headers) && i.headers.length
+          ? html`<p class="muted">Signed with ${i.headers.join(', ')}</p>`
+          : ''}
         ${Array.isArray(i.variables ?? i.env)
           ? html`<p class="muted">Needs ${(i.variables ?? i.env).join(', ')}</p>`
           : i.variable ? html`<p class="muted">Needs ${i.variable}</p>` : ''}

@@ -57,6 +57,18 @@ describe('every page', { skip: skip ?? false }, () => {
     });
   }
 
+  it('names the real service each webhook route fits and the headers it is signed with', async () => {
+    const page = await browser.newPage();
+    await page.goto(`${control.url}/#/integrations`);
+    await settled(page);
+    const text = await page.locator('main').innerText();
+    for (const service of ['Sentry', 'Slack', 'Linear', 'Jira Cloud', 'Microsoft Teams (outgoing webhook)', 'GitHub']) {
+      assert.match(text, new RegExp(`Fits ${service.replace(/[()]/g, '\\$&')}`), service);
+    }
+    assert.match(text, /Signed with x-chata-signature, x-chata-request-timestamp, x-slack-signature/);
+    await page.close();
+  });
+
   it('renders the runs table and run detail on a narrow screen', async () => {
     const page = await browser.newPage({ width: 390, height: 844 });
     await page.goto(`${control.url}/#/runs`);

@@ -88,8 +88,28 @@ describe('svc answer', () => {
     assert.match(ended.stderr, /Run edge\/rended is failed, not blocked/);
   });
 
+  it('takes a bare run id for a project run, as svc runs does', async () => {
+    const r = await svc(['rblocked', 'use', 'sqlite', '--repo', project]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(JSON.parse(readFileSync(join(answers, 'local', 'rblocked.json'), 'utf8')).answer, 'use sqlite');
+    const ended = await svc(['rdone', 'hi', '--repo', project]);
+    assert.equal(ended.code, 1);
+    assert.match(ended.stderr, /Run local\/rdone is succeeded, not blocked/);
+  });
+
+  it('sends a bare run id to the Control Plane as $SVC_SOURCE/<run>, as svc runs does', async () => {
+    const r = await svc(['rremote', 'mysql'], { SVC_CONTROL_URL: control.url, SVC_SOURCE: 'edge' });
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /Answered edge\/rremote through the Control Plane/);
+    const local = await svc(['rremote', 'mysql'], { SVC_CONTROL_URL: control.url });
+    assert.equal(local.code, 1);
+    assert.match(local.stderr, /No run local\/rremote: .*does not know it/);
+  });
+
   it('keeps usage mistakes at exit 2', async () => {
-    assert.equal((await svc(['nope', 'x'])).code, 2);
+    assert.equal((await svc(['a/b/c', 'x'])).code, 2);
+    assert.equal((await svc(['bad!', 'x'])).code, 2);
     assert.equal((await svc(['local/rblocked'])).code, 2);
+    assert.equal((await svc(['rblocked', '--repo', project])).code, 2);
   });
 });

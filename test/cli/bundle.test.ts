@@ -97,6 +97,9 @@ describe('the copied folder', () => {
     const r = svc(['--version'], '/usr/bin:/bin');
     assert.equal(r.status, 1);
     assert.match(r.stderr, /^svc needs Node\.js >= 22\.13 \(found /);
+    // Advice for this folder, which has no checkout to run npm ci in: the launcher's SVC_NODE, or a node/bin/node.
+    assert.doesNotMatch(r.stderr, /npm ci|checkout/);
+    assert.ok(r.stderr.includes(`point SVC_NODE at a newer node, or put one at ${realpathSync(join(elsewhere, name))}/node/bin/node`), r.stderr);
   });
 
   it('says so when no node can be found', () => {
@@ -142,6 +145,16 @@ describe('the copied folder', () => {
       child.kill('SIGTERM');
       const [code] = await once(child, 'exit');
       assert.equal(code, 0);
+    }
+    // SVC_NODE naming an old node: svc on it hands the command to the node/bin/node the folder carries.
+    const system = spawnSync('/usr/bin/node', ['-p', 'process.versions.node'], { encoding: 'utf8' });
+    const [major = 0, minor = 0] = (system.stdout ?? '').split('.').map(Number);
+    if (system.status === 0 && (major < 22 || (major === 22 && minor < 13))) {
+      const r = spawnSync(join(folder, 'bin', 'svc'), ['--version'], {
+        cwd: dir, env: { PATH: '/usr/bin:/bin', HOME: home, SVC_NODE: '/usr/bin/node' }, encoding: 'utf8',
+      });
+      assert.equal(r.status, 0, r.stderr);
+      assert.equal(r.stdout, `${version}\n`);
     }
   });
 });

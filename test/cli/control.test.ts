@@ -181,8 +181,9 @@ describe('a busy port', () => {
       const args = ['--port', String(other.port), '--db', join(dir, 'trigger.db'), '--repo', dir];
       const r = await svc(['trigger', 'serve', ...args]);
       assert.equal(r.code, 1);
-      assert.match(r.stderr, new RegExp(`^svc trigger: Port ${other.port} on 127\\.0\\.0\\.1 is already in use ` +
-        'by another program\\. Stop it, or run this one on a free port: svc trigger serve --port 0$', 'm'));
+      // The real error is all it says: warnings about routes without secrets come only once a start succeeded.
+      assert.equal(r.stderr, `svc trigger: Port ${other.port} on 127.0.0.1 is already in use ` +
+        'by another program. Stop it, or run this one on a free port: svc trigger serve --port 0\n');
       assert.doesNotMatch(r.stderr, NO_STACK);
     } finally {
       await other.close();

@@ -5,6 +5,7 @@ import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync, chmodS
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer } from 'node:net';
+import { spawn } from 'node:child_process';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { runChild, type ChildResult } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -148,6 +149,59 @@ describe('svc dashboard', () => {
     const said = /^Could not open a browser: .*failing-opener\.sh exited with code 3\. Set BROWSER to choose one, or open /m;
     assert.match(r.stderr, said);
     assert.doesNotMatch(r.stderr, /Opened/);
+  });
+
+  it('stop ends the Control Plane it started, and only while that process is the one it started', async () => {
+    const home = join(dir, 'home-stop');
+    mkdirSync(home, { recursive: true });
+    const port = await freePort();
+    const env = { ...baseEnv, HOME: home, SVC_CONTROL_PORT: String(port), SVC_CONTROL_DB: join(dir, 'stop.db') };
+    const r = await run(['dashboard', 'start', '--no-open'], env);
+    assert.equal(r.code, 0, r.stderr);
+    const pid = JSON.parse(readFileSync(join(home, '.svc', 'control', 'server.json'), 'utf8')).pid as number;
+    started.push(pid);
+    const stopped = await run(['dashboard', 'stop'], env);
+    assert.equal(stopped.code, 0, stopped.stderr);
+    assert.equal(stopped.stderr, `Stopped the Control Plane at http://127.0.0.1:${port} (pid ${pid})\n`);
+    assert.equal(existsSync(`/proc/${pid}`), false, 'the server process is gone');
+    assert.equal(existsSync(join(home, '.svc', 'control', 'server.json')), false, 'it removed its record on the way out');
+    assert.equal(existsSync(join(home, '.svc', 'control', 'dashboard.json')), false);
+    const again = await run(['dashboard', 'stop'], env);
+    assert.equal(again.code, 0, again.stderr);
+    assert.equal(again.stderr, 'No Control Plane started by svc dashboard is running\n');
+  });
+
+  it('stop leaves a Control Plane it did not start running, even when a record names its pid', async () => {
+    const home = join(dir, 'home-not-ours');
+    mkdirSync(join(home, '.svc', 'control'), { recursive: true });
+    // server.json of a Control Plane started elsewhere (this test process stands in for it), and a dashboard record
+    // whose pid is that live process but whose start time is not: a recycled pid.
+    writeFileSync(join(home, '.svc', 'control', 'server.json'), JSON.stringify({ url: control.url, pid: process.pid }));
+    writeFileSync(join(home, '.svc', 'control', 'dashboard.json'), JSON.stringify({ pid: process.pid, proc_start: '1', url: control.url }));
+    const r = await run(['dashboard', 'stop'], { ...baseEnv, HOME: home });
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, new RegExp(`The Control Plane at .* \\(pid ${process.pid}\\) was not started by svc dashboard`));
+    assert.equal((await fetch(`${control.url}/health`)).status, 200, 'still serving');
+    assert.equal(existsSync(join(home, '.svc', 'control', 'dashboard.json')), false, 'the stale record is dropped');
+  });
+
+  it('stop never signals another program, even one whose pid and start time a planted record names exactly', async () => {
+    const home = join(dir, 'home-planted');
+    mkdirSync(join(home, '.svc', 'control'), { recursive: true });
+    const victim = spawn('sleep', ['300'], { stdio: 'ignore' });
+    try {
+      const pid = victim.pid!;
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const procStart = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+      writeFileSync(join(home, '.svc', 'control', 'dashboard.json'), JSON.stringify({ pid, proc_start: procStart, url: 'http://127.0.0.1:1' }));
+      const r = await run(['dashboard', 'stop'], { ...baseEnv, HOME: home });
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(r.stderr, 'No Control Plane started by svc dashboard is running\n');
+      assert.equal(victim.exitCode, null);
+      assert.equal(victim.signalCode, null, 'the other program got no signal');
+    } finally {
+      victim.kill('SIGKILL');
+    }
   });
 
   it('rejects an unknown subcommand with exit 2', async () => {

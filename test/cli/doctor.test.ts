@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { runChild } from '../helpers/run-child.ts';
 import { fixFor } from '../../src/cli/doctor.ts';
+import { letNobodyReach } from '../helpers/nobody-reach.ts';
 
 const CLI = join(import.meta.dirname, '../../dist/cli.js');
 
@@ -26,6 +27,31 @@ describe('svc doctor', () => {
     else assert.equal(report.root_note, null);
     const human = await runChild(process.execPath, [CLI, 'doctor']);
     assert.match(human.stdout, root ? /^user: +root \(uid 0\)\. svc runs as root/m : /^user: +uid \d+$/m);
+  });
+
+  it('says which system calls the filter refuses and what bounds an agent\'s memory, as root and as nobody', async () => {
+    const r = await runChild(process.execPath, [CLI, 'doctor', '--json']);
+    const report = JSON.parse(r.stdout) as {
+      syscall_filter: { arch: string | null; refused: string[] }; memory: { mechanism: string; detail: string };
+    };
+    if (process.arch === 'x64') {
+      assert.equal(report.syscall_filter.arch, 'x86_64');
+      for (const call of ['keyctl', 'io_uring_setup', 'ptrace', 'bpf', 'clone3 (ENOSYS)', 'unshare (new namespaces)']) {
+        assert.ok(report.syscall_filter.refused.includes(call), call);
+      }
+    }
+    assert.match(report.memory.mechanism, /^(cgroup|watchdog)$/);
+    const human = await runChild(process.execPath, [CLI, 'doctor']);
+    assert.match(human.stdout, /^system calls: +\d+ calls refused .*keyctl/m);
+    assert.match(human.stdout, new RegExp(`^memory: +${report.memory.mechanism}: `, 'm'));
+    if (process.getuid?.() !== 0) return;
+    letNobodyReach(CLI);
+    // nobody may make no cgroup on a host that delegates none: the watchdog counts, and doctor says why.
+    const nobody = await runChild('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', '--',
+      process.execPath, CLI, 'doctor', '--json'], { env: { ...process.env, HOME: tmpdir() } });
+    const asNobody = JSON.parse(nobody.stdout) as { memory: { mechanism: string; detail: string } };
+    if (asNobody.memory.mechanism === 'watchdog') assert.match(asNobody.memory.detail, /memfds.*No cgroup: /);
+    else assert.equal(asNobody.memory.mechanism, 'cgroup');
   });
 
   it('exits 1 saying where bwrap is installed when PATH holds only folders under /tmp', async () => {

@@ -9,9 +9,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { runChild } from '../helpers/run-child.ts';
+import { mintJobCredential } from '../../src/gate/job-credential.ts';
 
 const CLI = join(import.meta.dirname, '../../dist/cli.js');
 const REAL_KEY = 'sk-ant-gate-serve-real-1c2d';
+const SECRET = 'gate-serve-test-secret-0123456789abcdef';
+const CREDENTIAL = mintJobCredential(Buffer.from(SECRET), { job: 'j-serve', run: 'r-serve', repo: 'acme/web' },
+  Date.now() + 3600_000);
+const AUTH = { 'proxy-authorization': `Basic ${Buffer.from(`svc:${CREDENTIAL}`).toString('base64')}` };
 
 function upstream(host: string, seen: IncomingHttpHeaders[]): Promise<Server> {
   const server = createServer((req, res) => {
@@ -54,8 +59,12 @@ describe('svc gate serve', () => {
     loopback = await upstream('127.0.0.1', loopbackSeen);
     model = await upstream('127.0.0.1', modelSeen);
     writeFileSync(join(dir, 'policy.json'), JSON.stringify({ allow: [addr(allowed)] }));
+    writeFileSync(join(dir, 'gate-secret'), `${SECRET}\n`, { mode: 0o600 });
     gate = spawn(process.execPath, [CLI, 'gate', 'serve', '--port', '0', '--policy', join(dir, 'policy.json')], {
-      env: { PATH: process.env.PATH, HOME: dir, ANTHROPIC_API_KEY: REAL_KEY, ANTHROPIC_BASE_URL: `http://${addr(model)}` },
+      env: {
+        PATH: process.env.PATH, HOME: dir, ANTHROPIC_API_KEY: REAL_KEY, ANTHROPIC_BASE_URL: `http://${addr(model)}`,
+        SVC_GATE_SECRET_FILE: join(dir, 'gate-secret'),
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     gate.stdout!.setEncoding('utf8').on('data', (c: string) => (out += c));
@@ -73,19 +82,26 @@ describe('svc gate serve', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  it('refuses a client without its job credential with 407, spending nothing', async () => {
+    assert.equal(await viaGate(port, `http://${addr(allowed)}/x`), 407);
+    assert.equal(await viaGate(port, '/_model/anthropic/v1/messages'), 407);
+    assert.equal(allowedSeen.length + modelSeen.length, 0);
+  });
+
   it('forwards what the policy names, refuses a loopback address it does not, and logs both', async () => {
-    assert.equal(await viaGate(port, `http://${addr(allowed)}/x`), 200);
+    assert.equal(await viaGate(port, `http://${addr(allowed)}/x`, AUTH), 200);
     assert.equal(allowedSeen.length, 1);
-    assert.equal(await viaGate(port, `http://${addr(loopback)}/x`), 403);
+    assert.equal(await viaGate(port, `http://${addr(loopback)}/x`, AUTH), 403);
     assert.equal(loopbackSeen.length, 0);
     // The child writes its log lines on its own time: wait for the second one.
     for (let i = 0; i < 200 && !/"decision":"denied"/.test(out); i++) await new Promise((r) => setTimeout(r, 25));
-    assert.match(out, /"egress":\{[^\n]*"decision":"allowed"/);
+    assert.match(out, /"egress":\{[^\n]*"decision":"allowed"[^\n]*"job":"j-serve","run":"r-serve","repo":"acme\/web"/);
     assert.match(out, /"egress":\{[^\n]*"decision":"denied"/);
   });
 
   it('adds the real model key in place of the placeholder, for the model host only', async () => {
-    const status = await viaGate(port, '/_model/anthropic/v1/messages', { 'x-api-key': 'sk-ant-svc-gate-placeholder' });
+    const status = await viaGate(port, `/_job/${CREDENTIAL}/_model/anthropic/v1/messages`,
+      { 'x-api-key': 'sk-ant-svc-gate-placeholder' });
     assert.equal(status, 200);
     assert.equal(modelSeen.at(-1)?.['x-api-key'], REAL_KEY);
     assert.ok(allowedSeen.every((h) => h['x-api-key'] === undefined));
@@ -94,9 +110,21 @@ describe('svc gate serve', () => {
   it('refuses a malformed policy file with exit 2', async () => {
     writeFileSync(join(dir, 'bad.json'), JSON.stringify({ allow: ['http://nope/'] }));
     const res = await runChild(process.execPath, [CLI, 'gate', 'serve', '--port', '0', '--policy', join(dir, 'bad.json')],
-      { env: { PATH: process.env.PATH, HOME: dir } });
+      { env: { PATH: process.env.PATH, HOME: dir, SVC_GATE_SECRET_FILE: join(dir, 'gate-secret') } });
     assert.equal(res.code, 2);
     assert.match(res.stderr, /Gate policy: Network pattern "http:\/\/nope\/"/);
+  });
+
+  it('will not start without the credential secret, or with a short one (exit 2)', async () => {
+    const none = await runChild(process.execPath, [CLI, 'gate', 'serve', '--port', '0'],
+      { env: { PATH: process.env.PATH, HOME: dir } });
+    assert.equal(none.code, 2);
+    assert.match(none.stderr, /SVC_GATE_SECRET_FILE is required/);
+    writeFileSync(join(dir, 'short-secret'), 'short\n');
+    const short = await runChild(process.execPath, [CLI, 'gate', 'serve', '--port', '0'],
+      { env: { PATH: process.env.PATH, HOME: dir, SVC_GATE_SECRET_FILE: join(dir, 'short-secret') } });
+    assert.notEqual(short.code, 0);
+    assert.match(short.stderr, /at least 32 bytes/);
   });
 
   it('ends with exit 0 on SIGTERM', async () => {

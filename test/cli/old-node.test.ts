@@ -2,11 +2,13 @@
 // the system Node, which hands the command to the Node the checkout pins. Run from another folder, as a user would.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runChild } from '../helpers/run-child.ts';
+import { waitFor } from '../helpers/wait-for.ts';
+import { isPidAlive, readServerRecordFile } from '../../src/client/server-record.ts';
 
 const CLI = join(import.meta.dirname, '../../dist/cli.js');
 
@@ -36,6 +38,44 @@ describe('svc started by an older system Node', { skip: old ? false : 'no Node o
       assert.doesNotMatch(unknown.stderr, /needs Node\.js/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  /** `svc control serve` on port 0 through the launcher; resolves with the launcher and the real server's pid. */
+  async function launchServer(home: string) {
+    const launcher = spawn(old!, [CLI, 'control', 'serve', '--port', '0'], {
+      cwd: home, env: { PATH: process.env.PATH, HOME: home }, stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+      launcher.once('exit', (code, signal) => resolve({ code, signal }));
+    });
+    const record = await waitFor(() => readServerRecordFile(join(home, '.svc', 'control', 'server.json')),
+      'the Control Plane to write server.json');
+    assert.notEqual(record.pid, launcher.pid, 'the server runs in the pinned Node, a child of the launcher');
+    return { launcher, exited, serverPid: record.pid };
+  }
+
+  it('hands SIGTERM to the server it started and exits with its status', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'svc-old-node-'));
+    try {
+      const { launcher, exited, serverPid } = await launchServer(home);
+      launcher.kill('SIGTERM');
+      assert.deepEqual(await exited, { code: 0, signal: null });
+      await waitFor(() => !isPidAlive(serverPid), 'the server to end with its launcher');
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  it('never leaves the server running when the launcher itself is killed outright', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'svc-old-node-'));
+    try {
+      const { launcher, exited, serverPid } = await launchServer(home);
+      launcher.kill('SIGKILL');
+      assert.equal((await exited).signal, 'SIGKILL');
+      await waitFor(() => !isPidAlive(serverPid), 'the orphaned server to notice and stop');
+    } finally {
+      rmSync(home, { recursive: true, force: true });
     }
   });
 });

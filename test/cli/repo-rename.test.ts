@@ -26,8 +26,8 @@ function checkoutWithoutOrigin() {
     await t.cp.close();
     t.repo.cleanup();
   });
-  async function start(brief: string): Promise<{ run: string; stderr: string }> {
-    const res = await runChild(process.execPath, [CLI, 'start', '--brief', brief, '--provider', 'fake'],
+  async function start(brief: string, ...flags: string[]): Promise<{ run: string; stderr: string }> {
+    const res = await runChild(process.execPath, [CLI, 'start', '--brief', brief, '--provider', 'fake', ...flags],
       { cwd: t.repo.repo, env: t.env });
     assert.equal(res.code, 0, res.stderr);
     const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
@@ -53,7 +53,8 @@ describe('a checkout that gains an origin', () => {
     assert.doesNotMatch(first.stderr, /now named/);
 
     execFileSync('git', ['remote', 'add', 'origin', join(t.repo.root, 'acme', 'api.git')], { cwd: t.repo.repo });
-    const second = await start('append fixed again');
+    // The checkout is that run's while it works: a second run takes a worktree of its own.
+    const second = await start('append fixed again', '--worktree');
     assert.match(second.stderr, /this repository is now named acme\/api; 1 earlier run renamed from work \(their/);
     assert.equal(await listed(second.run), 'acme/api');
     assert.equal(await listed(first.run), 'acme/api', 'the earlier run now shows under the one name');
@@ -102,7 +103,8 @@ describe('a rename while an earlier run is still going', () => {
     writeFileSync(statePath, JSON.stringify({ ...ended, ...live }));
     execFileSync('git', ['remote', 'add', 'origin', join(t.repo.root, 'acme', 'api.git')], { cwd: t.repo.repo });
 
-    const second = await start('append fixed again');
+    // The checkout is that run's while it works: a second run takes a worktree of its own.
+    const second = await start('append fixed again', '--worktree');
     assert.doesNotMatch(second.stderr, /now named/);
     assert.equal((JSON.parse(readFileSync(statePath, 'utf8')) as { repo: string }).repo, 'work');
 

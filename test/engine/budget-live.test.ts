@@ -18,7 +18,7 @@ describe('the budget during an invocation', () => {
       providers: { spender: SLOW_SPENDER },
       policy: { max_usd: 1, checks: [{ name: 'partial', run: ['grep', '-q', 'partial work', 'a.txt'] }] },
     });
-    env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: '' };
+    env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0' };
   });
   after(() => repo.cleanup());
 

@@ -26,7 +26,8 @@ describe('file inputs named by webhook text', () => {
     const env: NodeJS.ProcessEnv = { ...process.env, ...GIT_ENV, HOME: repo.home };
     if (origin === undefined) delete env.SVC_ORIGIN;
     else env.SVC_ORIGIN = origin;
-    return prepareRun({ input, forceBrief: false, pr: false, worktree: false, provider: 'fake', repo: repo.repo, runId: null, env });
+    // Each prepared run stays queued; with a worktree of its own, none holds the checkout against the next.
+    return prepareRun({ input, forceBrief: false, pr: false, worktree: true, provider: 'fake', repo: repo.repo, runId: null, env });
   }
 
   it('treats a .md or .json path outside the repo as a brief when the run came from a webhook', async () => {

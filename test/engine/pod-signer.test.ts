@@ -9,10 +9,14 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
-import { verifyCommits, policyAt, UnverifiableError } from '../../src/pod/verified-commits.ts';
+import { createServer } from 'node:net';
+import { verifyCommits, policyAt, signerGit, UnverifiableError } from '../../src/pod/verified-commits.ts';
 import { copyRunFolder } from '../../src/pod/run-copy.ts';
 import { readEvidence, EvidenceError } from '../../src/engine/evidence.ts';
-import { reconcileChecks } from '../../src/pod/sign.ts';
+import { reconcileChecks, signRun } from '../../src/pod/sign.ts';
+import { git as svcGit } from '../../src/engine/git.ts';
+import { FailedError } from '../../src/errors.ts';
+import type { Receipt } from '../../src/engine/receipt.ts';
 import { writeSeal, readSeal, SealError } from '../../src/pod/seal.ts';
 import { DEFAULT_POLICY } from '../../src/engine/policy.ts';
 
@@ -51,6 +55,113 @@ function objectPath(ws: string, sha: string): string {
 }
 
 after(() => rmSync(root, { recursive: true, force: true }));
+
+const GITLINK_BEFORE = '1'.repeat(40);
+const GITLINK_AFTER = '2'.repeat(40);
+
+/** A workspace whose base has a submodule at vendor/lib; the run's commit edits README.md and moves the submodule. */
+function submoduleWorkspace(name: string): { ws: string; base: string; head: string } {
+  const origin = join(root, `${name}-origin`);
+  mkdirSync(origin);
+  git(origin, ['init', '-q', '-b', 'main']);
+  writeFileSync(join(origin, 'README.md'), 'readme\n');
+  git(origin, ['add', '-A']);
+  git(origin, ['update-index', '--add', '--cacheinfo', `160000,${GITLINK_BEFORE},vendor/lib`]);
+  git(origin, ['commit', '-qm', 'base with a submodule']);
+  const ws = join(root, `${name}-ws`);
+  git(root, ['clone', '-q', '--depth', '1', `file://${origin}`, ws]);
+  const base = git(ws, ['rev-parse', 'HEAD']);
+  git(ws, ['checkout', '-qb', 'svc/r1']);
+  writeFileSync(join(ws, 'README.md'), 'readme\nand a note\n');
+  git(ws, ['add', 'README.md']);
+  git(ws, ['update-index', '--cacheinfo', `160000,${GITLINK_AFTER},vendor/lib`]);
+  git(ws, ['commit', '-qm', 'agent']);
+  return { ws, base, head: git(ws, ['rev-parse', 'HEAD']) };
+}
+
+/** What a pod leaves the signer: the run folder in the workspace (state and evidence) and the seal of the base. */
+async function signPod(name: string, w: { ws: string; base: string; head: string }): Promise<Receipt | null> {
+  const run = 'r1';
+  const dir = join(w.ws, '.svc', 'runs', run);
+  mkdirSync(join(dir, 'artifacts'), { recursive: true });
+  const state = { run, source: 'k8s', status: 'running', head_sha: w.head, provider: 'command', started_at: 'x' };
+  writeFileSync(join(dir, 'state.json'), JSON.stringify(state));
+  const check = { name: 'test', argv: ['true'], required: true, exit_code: 0, duration_ms: 1, output_sha256: '' };
+  const evidence = { type: 'svc.run_evidence', version: 1, run, outcome: 'finished', error: null, exit_code: 0 };
+  writeFileSync(join(dir, 'artifacts', 'evidence.json'), JSON.stringify({ ...evidence, checks: [check] }));
+  const sealedDir = join(root, `${name}-sealed`);
+  mkdirSync(sealedDir);
+  const seal = { base_sha: w.base, origin_url: null, origin_problem: 'none', base_branch: 'main', sealed_at: 'x' };
+  writeFileSync(join(sealedDir, 'seal.json'), JSON.stringify(seal));
+  const home = join(root, `${name}-signer-home`);
+  mkdirSync(home);
+  const env = { PATH: process.env.PATH, HOME: home };
+  await signRun({ run, source: 'k8s', workspace: w.ws, sealedDir, pr: false, env, say: () => {} });
+  const receipt = join(home, 'work', '.svc', 'runs', run, 'artifacts', 'receipt.json');
+  return existsSync(receipt) ? JSON.parse(readFileSync(receipt, 'utf8')) as Receipt : null;
+}
+
+describe('the signer signs what is pushed', () => {
+  it('lists a submodule the run moved beside the file it edited, and hashes a patch that carries the move', async () => {
+    const w = submoduleWorkspace('submodule');
+    const v = verifyCommits(w.ws, join(root, 'submodule-scratch'), w.base, w.head, 'svc/r1');
+    assert.deepEqual(v.diff.files.map((f) => f.path), ['README.md', 'vendor/lib']);
+    assert.match(v.diff.patch, new RegExp(`^-Subproject commit ${GITLINK_BEFORE}$`, 'm'));
+    assert.match(v.diff.patch, new RegExp(`^\\+Subproject commit ${GITLINK_AFTER}$`, 'm'));
+    const receipt = await signPod('submodule-sign', submoduleWorkspace('submodule-sign'));
+    assert.deepEqual(receipt?.diff.paths, ['README.md', 'vendor/lib']);
+    assert.equal(receipt?.diff.files, 2);
+  });
+});
+
+describe('a hostile workspace ends the signer, never hangs it', () => {
+  it('refuses a FIFO planted at .git/objects/info/alternates before any git opens it', async () => {
+    const w = workspace('fifo');
+    const fifo = join(w.ws, '.git', 'objects', 'info', 'alternates');
+    rmSync(fifo, { force: true });
+    execFileSync('mkfifo', [fifo]);
+    assert.throws(() => verifyCommits(w.ws, join(root, 'fifo-scratch'), w.base, w.head, 'svc/r1'),
+      (err: unknown) => err instanceof UnverifiableError && /alternates is a FIFO/.test(err.message));
+    // The whole signer: a signed not_verified receipt that says why, with no head and no diff.
+    const receipt = await signPod('fifo', w);
+    assert.equal(receipt?.verdict, 'not_verified');
+    assert.equal(receipt?.head_sha, null);
+    assert.deepEqual(receipt?.diff.paths, []);
+    assert.match(receipt?.gaps.join('\n') ?? '', /could not verify the run's commits: .*alternates is a FIFO/);
+  });
+
+  it('refuses a socket and a link to a device among the object files', async () => {
+    const socketWs = workspace('socket');
+    const socketPath = join(socketWs.ws, '.git', 'objects', 'pack', 'pack-0.pack');
+    const server = createServer();
+    await new Promise<void>((done) => server.listen(socketPath, done));
+    try {
+      assert.throws(() => verifyCommits(socketWs.ws, join(root, 'socket-scratch'), socketWs.base, socketWs.head,
+        'svc/r1'), /pack-0\.pack is a socket/);
+    } finally {
+      server.close();
+    }
+    const linkWs = workspace('devlink');
+    symlinkSync('/dev/zero', join(linkWs.ws, '.git', 'objects', 'pack', 'pack-1.idx'));
+    assert.throws(() => verifyCommits(linkWs.ws, join(root, 'devlink-scratch'), linkWs.base, linkWs.head, 'svc/r1'),
+      /pack-1\.idx is a symbolic link/);
+  });
+
+  it('refuses alternates that borrow objects from outside the workspace', () => {
+    const w = workspace('borrow-out');
+    const elsewhere = workspace('borrow-elsewhere');
+    writeFileSync(join(w.ws, '.git', 'objects', 'info', 'alternates'), `${join(elsewhere.ws, '.git', 'objects')}\n`);
+    assert.throws(() => verifyCommits(w.ws, join(root, 'borrow-scratch'), w.base, w.head, 'svc/r1'),
+      /borrow from outside it/);
+  });
+
+  it('kills a git that waits past its time limit (a FIFO the checks could not see)', () => {
+    const fifo = join(root, 'stuck-fifo');
+    execFileSync('mkfifo', [fifo]);
+    // hash-object opens the FIFO and waits for a writer that never comes: only the limit ends it.
+    assert.throws(() => svcGit(root, ['hash-object', fifo], {}, signerGit(200)), FailedError);
+  });
+});
 
 describe('verifyCommits', () => {
   it('copies base..head into its own repository and diffs them there', () => {

@@ -17,7 +17,7 @@ describe('svc start --pr without what a pull request needs', () => {
     const checks = [{ name: 'fixed', run: ['grep', '-q', 'fixed', 'a.txt'] }];
     repo = makeRepo({ providers: { fake: EDIT_SCRIPT }, policy: { checks } });
     // No token, and a PATH on which no `gh` can be found.
-    env = { PATH: '/usr/bin:/bin', HOME: repo.home, LANG: 'C', ...GIT_ENV, SVC_SHIP: '0', SVC_CONTROL_URL: '' };
+    env = { PATH: '/usr/bin:/bin', HOME: repo.home, LANG: 'C', ...GIT_ENV, SVC_SHIP: '0', SVC_CONTROL_URL: 'http://127.0.0.1:9' };
   });
   after(() => repo.cleanup());
 

@@ -33,7 +33,7 @@ describe('provider lifecycle', () => {
 
   before(() => {
     repo = makeRepo({ providers: { detached: DETACHED_TOOL, late: ASK_LATE_EXIT } });
-    env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: '' };
+    env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0' };
   });
   after(() => repo.cleanup());
 

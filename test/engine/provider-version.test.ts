@@ -39,7 +39,7 @@ describe('provider CLI version check', () => {
 
   const run = async (provider: string) => {
     const PATH = `${bin}:${process.env.PATH}`;
-    const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: '', PATH };
+    const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0', PATH };
     const args = [CLI, 'start', '--brief', 'fix it', '--worktree', '--provider', provider];
     const res = await runChild(process.execPath, args, { cwd: repo.repo, env, stdio: ['ignore', 'pipe', 'pipe'] });
     const summary = JSON.parse(res.stdout.trim().split('\n').at(-1)!);

@@ -60,7 +60,7 @@ describe('the agent sandbox', { skip: bwrapWorks ? false : 'bwrap cannot run on 
     // Something for ~/.svc to hide besides the signing key svc makes on its first receipt.
     mkdirSync(join(repo.home, '.svc'), { recursive: true });
     writeFileSync(join(repo.home, '.svc', 'marker'), 'under svc home');
-    env = { ...process.env, ...GIT_ENV, ...SECRETS, HOME: repo.home, SVC_CONTROL_URL: '', SVC_CONTROL_TOKEN_FILE: tokenFile };
+    env = { ...process.env, ...GIT_ENV, ...SECRETS, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0', SVC_CONTROL_TOKEN_FILE: tokenFile };
     delete env.SVC_SANDBOX;
     delete env.SVC_ORIGIN;
   });
@@ -123,7 +123,7 @@ describe('when bwrap cannot run', () => {
     mkdirSync(fake);
     writeFileSync(join(fake, 'bwrap'), '#!/bin/sh\necho "bwrap: No permissions to creating new namespace" >&2\nexit 1\n');
     chmodSync(join(fake, 'bwrap'), 0o755);
-    env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: '', PATH: `${fake}:${process.env.PATH}` };
+    env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0', PATH: `${fake}:${process.env.PATH}` };
     delete env.SVC_SANDBOX;
     delete env.SVC_ORIGIN;
   });

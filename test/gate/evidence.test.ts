@@ -55,7 +55,7 @@ describe('egress evidence', () => {
   it('counts repeated refusals of one destination as one denial', () => {
     const denied = (host: string): EgressRecord => ({
       time: '', kind: 'connect', host, port: 443, method: null, model: null, decision: 'denied', rule: null,
-      reason: 'not allowed', address: null, status: 403, bytesUp: 0, bytesDown: 0, ms: 0,
+      reason: 'not allowed', address: null, status: 403, bytesUp: 0, bytesDown: 0, ms: 0, sni: null,
     });
     const summary = summarizeEgress([denied('a.example'), denied('a.example'), denied('b.example')]);
     assert.deepEqual(summary.denials.map((d) => [d.host, d.count]), [['a.example', 2], ['b.example', 1]]);

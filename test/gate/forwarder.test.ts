@@ -9,7 +9,7 @@ import { performance } from 'node:perf_hooks';
 import { startGate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
 import {
-  gateConnect, gateRequest, getOverSocket, recordingConnect, startUpstream, tableResolver, tempDir,
+  gateConnect, gateRequest, getOverTls, makeCert, recordingConnect, startUpstream, tableResolver, tempDir,
 } from './helpers.ts';
 
 const FORWARDER = fileURLToPath(new URL('../../src/gate/forwarder.ts', import.meta.url));
@@ -18,9 +18,14 @@ describe('gate forwarder', () => {
   it('listens on a loopback port and pipes each connection to the gate socket', async (t) => {
     const tmp = tempDir();
     const upstream = await startUpstream('127.0.0.2');
-    const { resolve } = tableResolver({ 'local.test': ['127.0.0.2'] });
+    const cert = makeCert(tmp.path);
+    const tlsUpstream = await startUpstream('127.0.0.2', cert);
+    const { resolve } = tableResolver({ 'local.test': ['127.0.0.2'], 'model.test': ['127.0.0.2'] });
     const gate = await startGate({
-      policy: parseGatePolicy({ allow: ['local.test', `127.0.0.2:${upstream.port}`] }), resolve,
+      policy: parseGatePolicy({
+        allow: ['local.test', 'model.test', `127.0.0.2:${upstream.port}`, `127.0.0.2:${tlsUpstream.port}`],
+      }),
+      resolve,
       connect: recordingConnect().connect, socketPath: join(tmp.path, 'gate.sock'),
     });
     const began = performance.now();
@@ -38,15 +43,16 @@ describe('gate forwarder', () => {
       const reply = await gateRequest({ port }, `http://local.test:${upstream.port}/via-forwarder`);
       assert.equal(reply.status, 200);
       assert.equal(reply.body, 'upstream GET /via-forwarder');
-      const opened = await gateConnect({ port }, `local.test:${upstream.port}`);
+      const opened = await gateConnect({ port }, `model.test:${tlsUpstream.port}`);
       assert.ok('socket' in opened);
-      assert.match(await getOverSocket(opened.socket, 'local.test', '/tunnel'), /upstream GET \/tunnel/);
+      assert.match(await getOverTls(opened.socket, 'model.test', '/tunnel', cert.cert), /upstream GET \/tunnel/);
       const refused = await gateRequest({ port }, 'http://elsewhere.example/');
       assert.equal(refused.status, 403);
     } finally {
       child.kill();
       await gate.close();
       await upstream.close();
+      await tlsUpstream.close();
       tmp.remove();
     }
   });

@@ -10,16 +10,19 @@ import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
 import {
-  gateConnect, gateRequest, getOverSocket, recordingConnect, startUpstream, tableResolver, tempDir,
-  type Reply, type Upstream,
+  gateConnect, gateRequest, getOverTls, recordingConnect, startUpstream, tableResolver, tempDir,
+  type Cert, type Reply, type Upstream,
 } from './helpers.ts';
+import { makeCert as makeCertFor } from '../trigger/standins.ts';
 
 describe('egress gate', () => {
   const tmp = tempDir();
   const recorder = recordingConnect();
   const records: EgressRecord[] = [];
   let upstream: Upstream;
+  let tlsUpstream: Upstream;
   let v6: Upstream;
+  let cert: Cert;
   let gate: Gate;
   let tcp: { port: number };
   let unix: { socketPath: string };
@@ -34,10 +37,13 @@ describe('egress gate', () => {
   });
 
   before(async () => {
+    cert = makeCertFor(tmp.path, 'local.test', ['DNS:local.test', 'IP:127.0.0.2', 'IP:::1']);
     upstream = await startUpstream('127.0.0.2');
-    v6 = await startUpstream('::1');
+    tlsUpstream = await startUpstream('127.0.0.2', cert);
+    v6 = await startUpstream('::1', cert);
     const policy = parseGatePolicy({
-      allow: ['*.test', `127.0.0.2:${upstream.port}`, `[::1]:${v6.port}`, 'forbidden.example'],
+      allow: ['*.test', `127.0.0.2:${upstream.port}`, `127.0.0.2:${tlsUpstream.port}`, `[::1]:${v6.port}`,
+        'forbidden.example'],
       deny: ['forbidden.example'],
     });
     gate = await startGate({
@@ -51,6 +57,7 @@ describe('egress gate', () => {
   after(async () => {
     await gate.close();
     await upstream.close();
+    await tlsUpstream.close();
     await v6.close();
     tmp.remove();
   });
@@ -67,16 +74,17 @@ describe('egress gate', () => {
 
   it('tunnels CONNECT over the Unix socket to a loopback address the policy names exactly', async () => {
     const before = recorder.calls.length;
-    const opened = await gateConnect(unix, `local.test:${upstream.port}`);
+    const opened = await gateConnect(unix, `local.test:${tlsUpstream.port}`);
     assert.ok('socket' in opened, 'the tunnel opened');
-    const text = await getOverSocket(opened.socket, 'local.test', '/through-tunnel');
+    const text = await getOverTls(opened.socket, 'local.test', '/through-tunnel', cert.cert);
     assert.match(text, /^HTTP\/1\.1 200/);
     assert.match(text, /upstream GET \/through-tunnel/);
-    assert.deepEqual(recorder.calls.slice(before), [{ address: '127.0.0.2', port: upstream.port }]);
-    const record = await recordFor('local.test', upstream.port);
+    assert.deepEqual(recorder.calls.slice(before), [{ address: '127.0.0.2', port: tlsUpstream.port }]);
+    const record = await recordFor('local.test', tlsUpstream.port);
     assert.equal(record.decision, 'allowed');
     assert.equal(record.kind, 'connect');
-    assert.equal(record.rule, `127.0.0.2:${upstream.port}`);
+    assert.equal(record.sni, 'local.test');
+    assert.equal(record.rule, `127.0.0.2:${tlsUpstream.port}`);
     assert.equal(record.address, '127.0.0.2');
     assert.ok(record.bytesUp > 0 && record.bytesDown > text.length - 1, 'counts bytes both ways');
   });
@@ -84,7 +92,7 @@ describe('egress gate', () => {
   it('tunnels CONNECT on 127.0.0.1:0 to [::1] named exactly', async () => {
     const opened = await gateConnect(tcp, `[::1]:${v6.port}`);
     assert.ok('socket' in opened);
-    assert.match(await getOverSocket(opened.socket, '[::1]', '/v6'), /upstream GET \/v6/);
+    assert.match(await getOverTls(opened.socket, '[::1]', '/v6', cert.cert), /upstream GET \/v6/);
   });
 
   it('forwards absolute-form plain HTTP and records the method', async () => {

@@ -6,7 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer as createHttpServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import { Socket, type AddressInfo } from 'node:net';
+import { Socket, createServer as createTcpServer, isIP, type AddressInfo } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import { tcpConnect, type ConnectFn } from '../../src/gate/context.ts';
 import type { Resolver } from '../../src/gate/decide.ts';
 import { makeCert as makeCertFor, type Cert } from '../trigger/standins.ts';
@@ -113,10 +114,18 @@ export interface Reply {
 export interface GateAddress {
   socketPath?: string;
   port?: number;
+  /** The client's own loopback address (a second "pod"): 127.0.0.1 when unset. */
+  localAddress?: string;
 }
 
-function via(gate: GateAddress): { socketPath: string } | { host: string; port: number } {
-  return gate.socketPath ? { socketPath: gate.socketPath } : { host: '127.0.0.1', port: gate.port ?? 0 };
+function via(gate: GateAddress): { socketPath: string } | { host: string; port: number; localAddress?: string } {
+  if (gate.socketPath) return { socketPath: gate.socketPath };
+  return { host: '127.0.0.1', port: gate.port ?? 0, ...(gate.localAddress ? { localAddress: gate.localAddress } : {}) };
+}
+
+/** `Proxy-Authorization` carrying a job credential, as a client sends it from `http://svc:<credential>@gate`. */
+export function proxyAuth(credential: string): Record<string, string> {
+  return { 'proxy-authorization': `Basic ${Buffer.from(`svc:${credential}`).toString('base64')}` };
 }
 
 /** One request to the gate with exactly this request target (absolute-form, or origin-form for /_model/). */
@@ -138,9 +147,11 @@ export function gateRequest(
 }
 
 /** CONNECT through the gate: the tunnel socket when the gate answered 200, else the refusal. */
-export function gateConnect(gate: GateAddress, authority: string): Promise<{ socket: Socket } | Reply> {
+export function gateConnect(
+  gate: GateAddress, authority: string, headers: Record<string, string> = {},
+): Promise<{ socket: Socket } | Reply> {
   return new Promise((resolve, reject) => {
-    const req = request({ ...via(gate), method: 'CONNECT', path: authority, agent: false });
+    const req = request({ ...via(gate), method: 'CONNECT', path: authority, headers, agent: false });
     req.on('connect', (res, socket, head) => {
       if (res.statusCode === 200) {
         if (head.length) socket.unshift(head);
@@ -167,4 +178,104 @@ export function getOverSocket(socket: Socket, host: string, path: string): Promi
     socket.on('error', reject);
     socket.write(`GET ${path} HTTP/1.1\r\nhost: ${host}\r\nconnection: close\r\n\r\n`);
   });
+}
+
+/**
+ * TLS over an open tunnel to `host` (the name the certificate is checked against; no SNI for an IP literal), with
+ * `servername` sent instead when given, then an HTTP/1.1 GET; resolves with the raw response once the server closes,
+ * rejects when the handshake fails (the gate refused the hello).
+ */
+export function getOverTls(
+  socket: Socket, host: string, path: string, ca: Buffer, servername?: string,
+): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const bare = host.replace(/^\[|\]$/g, '');
+    const sni = servername ?? (isIP(bare) ? undefined : bare);
+    const tls = tlsConnect({ socket, host: bare, servername: sni, ca });
+    let text = '';
+    tls.setEncoding('utf8');
+    tls.on('secureConnect', () => {
+      tls.write(`GET ${path} HTTP/1.1\r\nhost: ${host}\r\nconnection: close\r\n\r\n`);
+    });
+    tls.on('data', (d: string) => (text += d));
+    tls.on('end', () => resolve(text));
+    tls.on('error', reject);
+  });
+}
+
+/** One connection's bytes as a raw upstream saw them, complete once the gate closed it. */
+export interface RawConnection {
+  bytes: Promise<string>;
+}
+
+export interface RawUpstream {
+  port: number;
+  connections: RawConnection[];
+  close(): Promise<void>;
+}
+
+/** Where the first request in `text` ends (head plus body by its own framing), or -1 when it is not all there. */
+export function requestEnd(text: string): number {
+  const head = text.indexOf('\r\n\r\n');
+  if (head < 0) return -1;
+  const lines = text.slice(0, head).toLowerCase().split('\r\n');
+  const field = (name: string) => lines.find((l) => l.startsWith(`${name}:`))?.slice(name.length + 1).trim();
+  const start = head + 4;
+  if (field('transfer-encoding') === 'chunked') {
+    let at = start;
+    for (;;) {
+      const eol = text.indexOf('\r\n', at);
+      if (eol < 0) return -1;
+      const size = parseInt(text.slice(at, eol), 16);
+      if (Number.isNaN(size)) return -1;
+      if (size === 0) return text.indexOf('\r\n\r\n', eol) < 0 ? -1 : text.indexOf('\r\n\r\n', eol) + 4;
+      at = eol + 2 + size + 2;
+      if (at > text.length) return -1;
+    }
+  }
+  const length = Number(field('content-length') ?? '0');
+  return text.length >= start + length ? start + length : -1;
+}
+
+/** How many HTTP/1.1 requests a byte stream holds, each read by its own framing (what a destination would see). */
+export function countRequests(text: string): number {
+  let count = 0;
+  let rest = text;
+  while (rest.length > 0) {
+    const end = requestEnd(rest);
+    count += 1;
+    if (end < 0) break;
+    rest = rest.slice(end);
+  }
+  return count;
+}
+
+/**
+ * A raw TCP server on `host` that keeps every byte each connection sends and answers the first complete request
+ * with a small 200 (keep-alive, so whatever else the gate writes still arrives).
+ */
+export async function startRawUpstream(host: string): Promise<RawUpstream> {
+  const connections: RawConnection[] = [];
+  const server = createTcpServer((socket) => {
+    let text = '';
+    let answered = false;
+    socket.setEncoding('latin1');
+    socket.on('error', () => {});
+    connections.push({
+      bytes: new Promise((resolve) => socket.on('close', () => resolve(text))),
+    });
+    socket.on('data', (d: string) => {
+      text += d;
+      if (!answered && requestEnd(text) >= 0) {
+        answered = true;
+        socket.write('HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 2\r\n\r\nok');
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    connections,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
 }

@@ -11,7 +11,7 @@ import { parseGatePolicy, GatePolicyError } from '../../src/gate/policy.ts';
 import { MODEL_APIS, modelRoute, modelRoutesFromEnv } from '../../src/gate/model-apis.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
 import {
-  gateConnect, gateRequest, getOverSocket, makeCert, recordingConnect, startUpstream, tableResolver, tempDir,
+  gateConnect, gateRequest, getOverTls, makeCert, recordingConnect, startUpstream, tableResolver, tempDir,
   type Cert, type Upstream,
 } from './helpers.ts';
 
@@ -27,6 +27,7 @@ describe('egress gate model API mode', () => {
   let other: Upstream;
   let gate: Gate;
   let untrusted: Gate;
+  let models: ReturnType<typeof modelRoute>[];
 
   before(async () => {
     cert = makeCert(tmp.path);
@@ -38,7 +39,7 @@ describe('egress gate model API mode', () => {
       allow: ['model.test', `127.0.0.1:${tlsModel.port}`, `127.0.0.2:${plainModel.port}`, 'other.test',
         `127.0.0.2:${other.port}`],
     });
-    const models = [
+    models = [
       modelRoute('anthropic', `https://model.test:${tlsModel.port}`, 'x-api-key', REAL.anthropic),
       modelRoute('openai', `http://127.0.0.2:${plainModel.port}/v1`, 'authorization', `Bearer ${REAL.openai}`),
       modelRoute('gemini', `https://127.0.0.1:${tlsModel.port}`, 'x-goog-api-key', REAL.gemini),
@@ -106,12 +107,25 @@ describe('egress gate model API mode', () => {
     const headers = { 'x-api-key': 'sk-ant-svc-gate-placeholder' };
     const viaHttp = await gateRequest(unix(), `http://other.test:${other.port}/`, { headers });
     assert.equal(viaHttp.status, 200);
-    const opened = await gateConnect(unix(), `other.test:${other.port}`);
-    assert.ok('socket' in opened);
-    await getOverSocket(opened.socket, 'other.test', '/tunnel');
-    assert.equal(other.seen.length, 2);
+    const otherTls = await startUpstream('127.0.0.2', cert);
+    const literal = await startGate({
+      policy: parseGatePolicy({ allow: [`127.0.0.2:${otherTls.port}`] }), tcpPort: 0, models,
+      connect: recordingConnect().connect,
+    });
+    try {
+      const opened = await gateConnect({ port: literal.port ?? 0 }, `127.0.0.2:${otherTls.port}`);
+      assert.ok('socket' in opened);
+      await getOverTls(opened.socket, '127.0.0.2', '/tunnel', cert.cert);
+    } finally {
+      await literal.close();
+      await otherTls.close();
+    }
+    assert.equal(other.seen.length, 1);
+    assert.equal(otherTls.seen.length, 1);
     assert.equal(other.seen[0]?.headers['x-api-key'], 'sk-ant-svc-gate-placeholder');
-    const everything = JSON.stringify([...other.seen, ...plainModel.seen.map((s) => s.headers['x-api-key'])]);
+    const everything = JSON.stringify([
+      ...other.seen, ...otherTls.seen, ...plainModel.seen.map((s) => s.headers['x-api-key']),
+    ]);
     assert.ok(!everything.includes(REAL.anthropic), 'the anthropic key went nowhere but its own host');
   });
 

@@ -119,6 +119,21 @@ describe('GET /v1/integrations', () => {
     assert.deepEqual(chata.variables, ['CHATA_SIGNING_SECRET']);
   });
 
+  it('names the real service each webhook route fits and the signature headers it reads', async () => {
+    const res = await control.request('GET', '/v1/integrations');
+    const fits = Object.fromEntries(res.json.items.filter((i: { kind: string }) => i.kind === 'trigger')
+      .map((i: { route: string; service?: string; headers?: string[] }) => [i.route, [i.service ?? null, i.headers ?? []]]));
+    assert.deepEqual(fits, {
+      '/errtrack': ['Sentry', ['errtrack-hook-signature', 'sentry-hook-signature']],
+      '/chata': ['Slack', ['x-chata-signature', 'x-chata-request-timestamp', 'x-slack-signature', 'x-slack-request-timestamp']],
+      '/trackera': ['Linear', ['trackera-signature', 'linear-signature']],
+      '/trackerb': ['Jira Cloud', ['x-hub-signature']],
+      '/chatb': ['Microsoft Teams (outgoing webhook)', ['authorization']],
+      '/jobs': [null, []],
+      '/webhook': ['GitHub', ['x-hub-signature-256']],
+    });
+  });
+
   it('has no github_token setting to store a GitHub token in', async () => {
     const res = await control.request('PUT', '/v1/config', { body: { github_token: 'ghp_x' } });
     assert.equal(res.status, 400);

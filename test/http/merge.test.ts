@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { writeFileSync, mkdirSync } from 'node:fs';
 import { generateKeyPairSync } from 'node:crypto';
 import { issueReceipt, type Receipt } from '../../src/engine/receipt.ts';
-import { keyIdOf, trustedKeysDir } from '../../src/keys.ts';
+import { keyIdOf, trustedKeysDir, rotateSigningKey } from '../../src/keys.ts';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { makeRepo, startGithubStandIn, EDIT_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -219,6 +219,21 @@ describe('merge queue and review risk', () => {
       assert.doesNotMatch(JSON.stringify(keys), /PRIVATE/);
       const list = (await control.request('GET', '/v1/merge/queue')).json.items.find((e: { run: string }) => e.run === run.run);
       assert.equal(list.signed_by.name, 'ci-runner');
+    });
+
+    it('still accepts a receipt its own key signed before a rotation (svc keys rotate), and refuses it once revoked', async () => {
+      const run = await finished('fake');
+      const signedBy = (await control.request('GET', '/v1/keys')).json.keys[0].kid;
+      const rotated = rotateSigningKey(control.deps.settings.svcHome);
+      assert.equal(rotated.old, signedBy);
+      const add = await control.request('POST', '/v1/merge/queue', { body: { source: run.source, run: run.run } });
+      assert.equal(add.status, 201, add.text);
+      assert.deepEqual(add.json.signed_by, { kid: signedBy, name: 'local', origin: 'retired' });
+      const later = await finished('fake');
+      rotateSigningKey(control.deps.settings.svcHome, { revoke: true });
+      const refused = await control.request('POST', '/v1/merge/queue', { body: { source: later.source, run: later.run } });
+      assert.equal(refused.status, 409, refused.text);
+      assert.match(refused.json.error.message, new RegExp(`Unknown key.*${rotated.new}`));
     });
   });
 

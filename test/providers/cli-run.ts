@@ -127,7 +127,7 @@ export async function makeCliRepo(cliDir: string, extraEnv: NodeJS.ProcessEnv, a
     GITHUB_API_URL: github.url,
     ...SVC_SECRETS,
     ERRTRACK_AUTH_TOKEN: '',
-    SVC_CONTROL_URL: '',
+    SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
     ...extraEnv,
   };
   const svc = (args: string[], extra: NodeJS.ProcessEnv = {}) => {

@@ -123,7 +123,7 @@ function suite(asNobody: boolean): void {
       allowedSeen.length = 0;
       modelSeen.length = 0;
       const env: NodeJS.ProcessEnv = {
-        ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: '', ANTHROPIC_API_KEY: REAL_KEY,
+        ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0', ANTHROPIC_API_KEY: REAL_KEY,
         ANTHROPIC_BASE_URL: `http://${hostPort(model)}`, SVC_SANDBOX_FORWARDER: forwarder,
       };
       delete env.SVC_SANDBOX;
@@ -168,7 +168,7 @@ function suite(asNobody: boolean): void {
     }
 
     it('keeps a flood of connections bounded in events and memory, with exact totals in the receipt', async () => {
-      const env: NodeJS.ProcessEnv = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: '' };
+      const env: NodeJS.ProcessEnv = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0' };
       delete env.SVC_SANDBOX;
       const res = await svc(['start', '--brief', 'flood', '--provider', 'flood'], env);
       const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
@@ -183,7 +183,7 @@ function suite(asNobody: boolean): void {
     });
 
     it('says in the receipt that nothing was confined when the run had no sandbox', async () => {
-      const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: '', SVC_SANDBOX: 'none' };
+      const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0', SVC_SANDBOX: 'none' };
       const brief = `unconfined HOSTSVC=${hostPort(hostService)} ABSTRACT=${ABSTRACT_NAME}`;
       const res = await svc(['start', '--brief', brief, '--provider', 'probes', '--worktree'], env);
       const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
@@ -200,7 +200,7 @@ function suite(asNobody: boolean): void {
       writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ network: { allow: ['http://x/'] } }));
       if (asNobody) execFileSync('chown', [`${NOBODY}:${NOBODY}`, join(repo.repo, '.svc', 'policy.json')]);
       try {
-        const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: '' };
+        const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0' };
         const res = await svc(['start', '--brief', 'x', '--provider', 'probes'], env);
         assert.equal(res.code, 1, res.stderr);
         assert.match(res.stderr, /policy\.json network: Network pattern "http:\/\/x\/"/);

@@ -77,6 +77,18 @@ describe('parseServedRepos', () => {
       [4, 'trackera=eng is already on line 1'],
     ]);
   });
+  it('lets one chat channel reach several entries and opens an entry to every channel only with chata=*', () => {
+    const [api, web] = parseServedRepos([
+      'acme/api checkout=/srv/api chata=C1 chatb=19:x@thread.skype',
+      'acme/web checkout=/srv/web chata=C1,* chatb=*',
+    ].join('\n'), 'repos.conf');
+    assert.deepEqual([api!.keys.chata, web!.keys.chata, web!.keys.chatb], [['C1'], ['C1', '*'], ['*']]);
+    // "Every project" is what `default` says for the other sources; a wildcard there would be a second way.
+    assert.deepEqual(problems('acme/api checkout=/srv/api errtrack=*\nacme/web checkout=/srv/web trackerb=A,*'), [
+      [1, 'errtrack=* is not allowed: only chata=* and chatb=* open an entry to every channel (see "default")'],
+      [2, 'trackerb=* is not allowed: only chata=* and chatb=* open an entry to every channel (see "default")'],
+    ]);
+  });
   it('refuses a file that serves nothing', () => {
     assert.deepEqual(problems('# nothing yet\n'), [[1, 'the file serves no repository']]);
   });
@@ -131,8 +143,8 @@ describe('svc repos and svc trigger serve --repos', () => {
     assert.equal(readFileSync(file, 'utf8'), `acme/api checkout=${api} errtrack=api default\n`);
     const clone = svc(['repos', 'add', 'acme/web', 'clone=https://github.com/acme/web.git', 'trackerb=WEB'], env);
     assert.equal(clone.status, 0, clone.stderr);
-    assert.equal(clone.stdout, 'Added acme/web clone=https://github.com/acme/web.git trackerb=WEB\n'
-      + 'Restart the trigger server to serve it.\n');
+    assert.equal(clone.stdout, 'Added acme/web clone=https://github.com/acme/web.git trackerb=WEB to '
+      + `${file}\nA trigger server serving this file uses it from its next delivery; no restart is needed.\n`);
     const password = svc(['repos', 'add', 'acme/cd', 'clone=https://u:hunter2@github.com/acme/cd.git'], env);
     assert.equal(password.status, 2);
     assert.match(password.stderr, /repos\.conf:3: a clone URL must not hold a password/);

@@ -94,8 +94,9 @@ describe('one trigger server for an organisation with three repositories', () =>
     writeFileSync(file, [
       '# three repositories, no default: an event nobody mapped is refused',
       `Codertocat/Hello-World checkout=${api} errtrack=front-end trackera=LIN chata=${SLACK_CHANNEL}`,
-      `Octocoders/Hello-World checkout=${web} trackerb=KAN chatb=${TEAMS_CHANNEL}`,
-      `acme/ops checkout=${ops}`,
+      `Octocoders/Hello-World checkout=${web} trackerb=KAN chatb=${TEAMS_CHANNEL} chata=C0WEB`,
+      '# every chata channel may start work here, by naming it with repo=',
+      `acme/ops checkout=${ops} chata=*`,
       '',
     ].join('\n'));
     t = await startTestTrigger({ TRACKERB_ASSIGNEES: ASSIGNEE }, { repo: api, reposFile: file });
@@ -210,7 +211,7 @@ describe('one trigger server for an organisation with three repositories', () =>
     });
   });
 
-  describe('POST /chata: the channel, or repo=owner/name among the served ones', () => {
+  describe('POST /chata: a channel reaches only the repositories mapped to it; repo= picks among those', () => {
     it('routes a slash command by its channel', async () => {
       const { raw, headers } = slash('fix the login bug');
       const res = await post(`${t.url}/chata`, raw, headers);
@@ -218,27 +219,63 @@ describe('one trigger server for an organisation with three repositories', () =>
       const job = await ranIn(id, 'Codertocat/Hello-World', api);
       assert.deepEqual(job.args, ['start', 'fix the login bug', '--detach']);
     });
-    it('takes repo=owner/name out of the text and runs there, with no leading hyphen left behind', async () => {
+    it('takes repo= of an entry open to every channel (chata=*) out of the text and runs there', async () => {
       const { raw, headers } = slash('repo=acme/ops --tidy the runbook');
       const res = await post(`${t.url}/chata`, raw, headers);
       const id = /Queued job (j\w{26})/.exec(res.body.text as string)![1]!;
       const job = await ranIn(id, 'acme/ops', ops);
       assert.deepEqual(job.args, ['start', 'tidy the runbook', '--detach']);
     });
-    it('refuses repo= naming a repository that is not served, listing the served ones; nothing queued', async () => {
+    it('refuses repo= of a served repository another channel owns, naming only what this channel may reach',
+      async () => {
+        const depth = t.queue.depth();
+        const { raw, headers } = slash('repo=Octocoders/Hello-World add a debug endpoint');
+        const res = await post(`${t.url}/chata`, raw, headers);
+        assert.equal(res.status, 200);
+        assert.equal(res.body.status, 'skipped');
+        assert.equal(res.body.text, `Not queued: chata channel "${SLACK_CHANNEL}" may not start work in `
+          + '"octocoders/hello-world" (it may start work in Codertocat/Hello-World, acme/ops).');
+        assert.deepEqual(t.queue.depth(), depth);
+      });
+    it('refuses repo= from a channel nobody mapped, and lists only the entries open to every channel', async () => {
       const depth = t.queue.depth();
-      const { raw, headers } = slash('repo=acme/nope fix it');
+      const { raw, headers } = slash('repo=Codertocat/Hello-World add a debug endpoint', 'C0OTHER');
       const res = await post(`${t.url}/chata`, raw, headers);
-      assert.equal(res.status, 200);
       assert.equal(res.body.status, 'skipped');
-      assert.match(res.body.text as string, /^Not queued: repository "acme\/nope" is not served here \(served: /);
+      const reach = /may not start work in "codertocat\/hello-world" \(it may start work in acme\/ops\)\.$/;
+      assert.match(res.body.text as string, reach);
       assert.deepEqual(t.queue.depth(), depth);
+    });
+    it('answers an unknown repo= exactly as one it may not reach: the served list is never shown', async () => {
+      const { raw, headers } = slash('repo=acme/nope fix it', 'C0WEB');
+      const res = await post(`${t.url}/chata`, raw, headers);
+      assert.equal(res.body.status, 'skipped');
+      assert.equal(res.body.text, 'Not queued: chata channel "C0WEB" may not start work in "acme/nope" '
+        + '(it may start work in Octocoders/Hello-World, acme/ops).');
+      assert.doesNotMatch(res.body.text as string, /Codertocat/);
     });
     it('skips a channel nobody mapped when no repository is the default', async () => {
       const { raw, headers } = slash('fix it', 'C0OTHER');
       const res = await post(`${t.url}/chata`, raw, headers);
       assert.equal(res.body.status, 'skipped');
-      assert.match(res.body.reason as string, /chata key "C0OTHER" is not served/);
+      assert.match(res.body.reason as string, /chata channel "C0OTHER" is mapped to no repository: add repo=/);
+    });
+  });
+
+  describe('POST /chatb: the same rule', () => {
+    it('refuses repo= naming a repository the Teams channel is not mapped to; nothing queued', async () => {
+      const depth = t.queue.depth();
+      const now = new Date().toISOString();
+      const raw = withJson('teams-outgoing-webhook-message-mention.json', (v) => {
+        v.timestamp = now;
+        v.text = '<at>svc</at> repo=acme/ops add a debug endpoint';
+      });
+      const res = await post(`${t.url}/chatb`, raw, { authorization: sign.chatb(SECRETS.CHATB_SECURITY_TOKEN, raw) });
+      assert.equal(res.status, 200);
+      assert.equal(res.body.status, 'skipped');
+      assert.equal(res.body.text, `Not queued: chatb channel "${TEAMS_CHANNEL}" may not start work in "acme/ops" `
+        + '(it may start work in Octocoders/Hello-World).');
+      assert.deepEqual(t.queue.depth(), depth);
     });
   });
 
@@ -275,7 +312,9 @@ describe('a default repository', () => {
     api = makeRepo('acme/api');
     web = makeRepo('acme/web');
     const file = join(tempDir('svc-repos-file-'), 'repos.conf');
-    writeFileSync(file, `acme/api checkout=${api} trackerb=API\nacme/web checkout=${web} default\n`);
+    writeFileSync(file, [
+      `acme/api checkout=${api} trackerb=API chata=C0BOTH`, `acme/web checkout=${web} default chata=C0BOTH`, '',
+    ].join('\n'));
     t = await startTestTrigger({ TRACKERB_LABELS: '', TRACKERB_ASSIGNEES: ASSIGNEE }, { repo: api, reposFile: file });
   });
   after(async () => {
@@ -290,6 +329,27 @@ describe('a default repository', () => {
     assert.equal((await finished(t, res.body.job_id as string)).repo, 'acme/web');
     const jobs = await post(`${t.url}/jobs`, JSON.stringify({ brief: 'tidy' }), bearer);
     assert.equal((await finished(t, jobs.body.job_id as string)).repo, 'acme/web');
+  });
+  it('asks a channel mapped to two repositories to pick one with repo=, and runs where it picked', async () => {
+    const both = slash('tidy the logs', 'C0BOTH');
+    const refused = await post(`${t.url}/chata`, both.raw, both.headers);
+    assert.equal(refused.body.text, 'Not queued: chata channel "C0BOTH" reaches several repositories: add '
+      + 'repo=owner/name (it may start work in acme/api, acme/web).');
+    const picked = slash('repo=acme/web tidy the logs', 'C0BOTH');
+    const res = await post(`${t.url}/chata`, picked.raw, picked.headers);
+    const id = /Queued job (j\w{26})/.exec(res.body.text as string)![1]!;
+    assert.equal((await finished(t, id)).repo, 'acme/web');
+  });
+  it('never takes a chat message from a channel mapped to nothing: default routes, it does not grant', async () => {
+    const depth = t.queue.depth();
+    const { raw, headers } = slash('add a debug endpoint', 'C0ANYONE');
+    const res = await post(`${t.url}/chata`, raw, headers);
+    assert.equal(res.body.status, 'skipped');
+    assert.equal(res.body.text, 'Not queued: chata channel "C0ANYONE" is mapped to no repository '
+      + '(it may start work in no repository here).');
+    const named = slash('repo=acme/web add a debug endpoint', 'C0ANYONE');
+    assert.equal((await post(`${t.url}/chata`, named.raw, named.headers)).body.status, 'skipped');
+    assert.deepEqual(t.queue.depth(), depth);
   });
   it('never takes a GitHub event of another repository', async () => {
     const { raw, headers } = labeled('acme/other', 'x');

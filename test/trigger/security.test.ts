@@ -9,6 +9,8 @@ const stubExecutor: JobExecutor = { name: 'stub', launch: async () => ({ exitCod
 
 interface RouteCase {
   route: string;
+  /** The case's title when it is not the route's (a vendor's own headers on that route). */
+  name?: string;
   /** A body that queues a job; different for every n. */
   fresh(n: number): Buffer;
   /** Valid signature headers for raw with the given secret. */
@@ -88,6 +90,58 @@ const cases: RouteCase[] = [
     },
     okStatus: 200,
   },
+  // The same attacks under each vendor's own header names: one secret, one check, one replay window.
+  {
+    route: 'errtrack',
+    name: 'errtrack with Sentry\'s headers',
+    secret: SECRETS.SVC_ERRTRACK_WEBHOOK_SECRET,
+    fresh: (n) => withJson('sentry-event-alert-triggered.json', (v) => ((v.data as { event: Record<string, unknown> }).event.event_id = `s${n}`)),
+    signed: (raw, secret = SECRETS.SVC_ERRTRACK_WEBHOOK_SECRET) => ({ 'sentry-hook-signature': sign.hex(secret, raw), 'sentry-hook-resource': 'event_alert' }),
+    redeliver: (raw, first) => ({ raw, headers: { ...first, 'request-id': 'another' } }),
+    okStatus: 202,
+  },
+  {
+    route: 'chata',
+    name: 'chata with Slack\'s headers',
+    secret: SECRETS.CHATA_SIGNING_SECRET,
+    fresh: (n) => Buffer.from(fixture('slack-slash-command.txt').toString().replace('text=', `text=slack+bug+${n}`)),
+    signed: (raw, secret = SECRETS.CHATA_SIGNING_SECRET) => {
+      const ts = String(nowSeconds());
+      return { 'content-type': 'application/x-www-form-urlencoded', 'x-slack-request-timestamp': ts, 'x-slack-signature': sign.chata(secret, raw, ts) };
+    },
+    stale: (n) => {
+      const raw = Buffer.from(fixture('slack-slash-command.txt').toString().replace('text=', `text=slack+old+${n}`));
+      const ts = String(Math.floor(ago() / 1000));
+      return { raw, headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-slack-request-timestamp': ts, 'x-slack-signature': sign.chata(SECRETS.CHATA_SIGNING_SECRET, raw, ts) } };
+    },
+    redeliver: (raw) => {
+      const ts = String(nowSeconds() + 1);
+      return { raw, headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-slack-request-timestamp': ts, 'x-slack-signature': sign.chata(SECRETS.CHATA_SIGNING_SECRET, raw, ts) } };
+    },
+    okStatus: 200,
+  },
+  {
+    route: 'trackera',
+    name: 'trackera with Linear\'s headers',
+    secret: SECRETS.TRACKERA_WEBHOOK_SECRET,
+    fresh: (n) => withJson('linear-issue-update.json', (v) => ((v.webhookTimestamp = Date.now()), ((v.data as Record<string, unknown>).title = `linear ${n}`))),
+    signed: (raw, secret = SECRETS.TRACKERA_WEBHOOK_SECRET) => ({ 'linear-signature': sign.hex(secret, raw) }),
+    stale: () => {
+      const raw = withJson('linear-issue-update.json', (v) => ((v.webhookTimestamp = ago()), ((v.data as Record<string, unknown>).title = 'old')));
+      return { raw, headers: { 'linear-signature': sign.hex(SECRETS.TRACKERA_WEBHOOK_SECRET, raw) } };
+    },
+    redeliver: (raw, first) => ({ raw, headers: { ...first, 'linear-delivery': 'new' } }),
+    okStatus: 202,
+  },
+  {
+    route: 'trackerb',
+    name: 'trackerb with Jira\'s delivery id',
+    secret: SECRETS.TRACKERB_WEBHOOK_SECRET,
+    fresh: (n) => withJson('jira-issue-created.json', (v) => ((v.issue as { fields: Record<string, unknown> }).fields.summary = `jira ${n}`)),
+    signed: (raw, secret = SECRETS.TRACKERB_WEBHOOK_SECRET) => ({ 'x-hub-signature': `sha256=${sign.hex(secret, raw)}`, 'x-atlassian-webhook-identifier': `id-${raw.length}-${Math.random()}` }),
+    redeliver: (raw, first) => ({ raw, headers: { ...first, 'x-atlassian-webhook-identifier': 'a-brand-new-id' } }),
+    okStatus: 202,
+  },
   {
     route: 'webhook',
     secret: SECRETS.GITHUB_WEBHOOK_SECRET,
@@ -131,12 +185,12 @@ describe('security', () => {
   after(() => t.cleanup());
 
   for (const c of cases) {
-    describe(`/${c.route}`, () => {
+    describe(c.name ?? `/${c.route}`, () => {
       it('refuses a missing signature with 401 invalid_signature and queues nothing', async () => {
         const before = jobCount(t);
         const raw = c.fresh(++n);
         const headers = c.signed(raw);
-        for (const name of ['errtrack-hook-signature', 'x-chata-signature', 'trackera-signature', 'x-hub-signature', 'authorization', 'x-hub-signature-256']) delete headers[name];
+        for (const name of ['errtrack-hook-signature', 'x-chata-signature', 'trackera-signature', 'x-hub-signature', 'authorization', 'x-hub-signature-256', 'sentry-hook-signature', 'x-slack-signature', 'linear-signature']) delete headers[name];
         assertRefused(await post(`${t.url}/${c.route}`, raw, headers), 401, 'invalid_signature');
         assert.equal(jobCount(t), before);
       });

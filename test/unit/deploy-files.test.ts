@@ -84,6 +84,34 @@ describe('systemd answer folder', () => {
   });
 });
 
+describe('systemd svc-trigger.service repositories', () => {
+  it('serves the repositories file in its state folder, which a shorthand checkout would silently override', async () => {
+    const text = read('systemd/svc-trigger.service');
+    const env = Object.fromEntries(directives(text).filter(([k]) => k === 'Environment').map(([, v]) => {
+      const at = v.indexOf('=');
+      return [v.slice(0, at), v.slice(at + 1)];
+    }));
+    assert.equal(env.SVC_TRIGGER_REPO, undefined, 'SVC_TRIGGER_REPO wins over the file');
+    assert.equal(env.SVC_TRIGGER_REPOS, '/var/lib/svc/trigger/repos.conf');
+    assert.match(text, /^StateDirectory=.*\bsvc\/trigger\b/m);
+    // The unit's environment, moved into a temp root: the server reads the file `svc repos add --file` wrote.
+    const root = mkdtempSync(join(tmpdir(), 'svc-unit-'));
+    temps.push(root);
+    const moved = (v: string) => v.replace('/var/lib/svc', root);
+    const file = moved(env.SVC_TRIGGER_REPOS!);
+    const checkout = join(root, 'srv', 'api');
+    spawnSync('git', ['init', '-q', checkout]);
+    const cli = join(import.meta.dirname, '../../dist/cli.js');
+    const added = spawnSync(process.execPath, [cli, 'repos', 'add', 'acme/api', `checkout=${checkout}`, 'default',
+      '--file', file], { encoding: 'utf8', env: { PATH: process.env.PATH, HOME: root } });
+    assert.equal(added.status, 0, added.stderr);
+    const { resolveTriggerSettings } = await import('../../src/trigger/settings.ts');
+    const settings = resolveTriggerSettings({ HOME: moved(env.HOME!), SVC_TRIGGER_REPOS: file }, {}, root);
+    assert.equal(settings.repos.source, file);
+    assert.deepEqual(settings.repos.entries.map((e) => e.name), ['acme/api']);
+  });
+});
+
 describe('systemd svc-trigger.service credentials', () => {
   it('loads the /jobs token as a credential and points SVC_API_TOKEN_FILE at it', () => {
     const text = read('systemd/svc-trigger.service');
@@ -157,7 +185,7 @@ describe('kubernetes manifests', () => {
     assert.match(dep, /- name: SVC_TRIGGER_EXECUTOR\n\s+value: kubernetes/);
     assert.match(dep, /serviceAccountName: svc-trigger/);
     assert.match(dep, /livenessProbe:\n\s+httpGet:\n\s+path: \/health/);
-    assert.match(dep, /readinessProbe:\n\s+httpGet:\n\s+path: \/status/);
+    assert.match(dep, /readinessProbe:\n\s+httpGet:\n\s+path: \/ready/);
     const role = docs.get('Role')![0]!;
     assert.match(role, /resources: \["jobs"\]\n\s+verbs: \["create", "get", "list", "watch", "patch", "delete"\]/);
     assert.doesNotMatch(role, /secrets|"\*"/);

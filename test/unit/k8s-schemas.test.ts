@@ -4,15 +4,21 @@
 // at run time depends on it.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { Job } from 'kubernetes-models/batch/v1/Job';
 import { buildKubeJob } from '../../src/trigger/kubernetes-job.ts';
 import { kubernetesSettingsFromEnv } from '../../src/trigger/kubernetes-settings.ts';
 import { unknownFieldErrors, type K8sObject } from '../helpers/k8s-strict.ts';
+import { verifyJobCredential } from '../../src/gate/job-credential.ts';
 
 const K8S_DIR = join(import.meta.dirname, '../../scripts/k8s');
+// The secret the trigger mints pods' gate credentials with (shared with `svc gate serve`).
+const GATE_SECRET = 'k8s-schemas-test-gate-secret-0123456789abcdef';
+const GATE_SECRET_FILE = join(mkdtempSync(join(tmpdir(), 'svc-k8s-gate-')), 'gate-secret');
+writeFileSync(GATE_SECRET_FILE, `${GATE_SECRET}\n`, { mode: 0o600 });
 
 /** Each optional setting with a realistic value; the test builds a Job for every subset of them. */
 const OPTIONAL: Record<string, string> = {
@@ -74,19 +80,30 @@ describe('Kubernetes objects against the official schemas', () => {
   it('a Job whose pod reaches out through svc gate serve validates, and points every container at the gate', () => {
     const { SVC_K8S_REPO_PVC: _pvc, ...clone } = OPTIONAL;
     const env = { SVC_K8S_IMAGE: 'svc:1', SVC_CONTROL_URL: 'http://svc-control:47821', ...clone,
-      SVC_K8S_GATE_URL: 'http://svc-gate:3128', ANTHROPIC_API_KEY: 'real-key-never-in-a-pod' };
-    const object = buildKubeJob({ id: 'j1', args: ['start', 'x'] }, kubernetesSettingsFromEnv(env), 'default', env);
+      SVC_K8S_GATE_URL: 'http://svc-gate:3128', SVC_GATE_SECRET_FILE: GATE_SECRET_FILE,
+      ANTHROPIC_API_KEY: 'real-key-never-in-a-pod' };
+    const job = { id: 'j1', args: ['start', 'x'], repo: { name: 'acme/web', clone: 'https://git.example.test/w.git' } };
+    const object = buildKubeJob(job, kubernetesSettingsFromEnv(env), 'default', env);
     assert.equal(schemaErrors(() => new Job(object as ConstructorParameters<typeof Job>[0]).validate()), null);
     const text = JSON.stringify(object);
     assert.equal(text.includes('real-key-never-in-a-pod'), false);
+    assert.equal(text.includes(GATE_SECRET), false, 'the gate secret stays with the trigger');
     const spec = (object as any).spec.template.spec;
     for (const c of [...spec.initContainers.filter((i: any) => i.name !== 'seal'), ...spec.containers]) {
       const env = new Map((c.env as Array<{ name: string; value: string }>).map((e) => [e.name, e.value]));
-      assert.equal(env.get('HTTPS_PROXY'), 'http://svc-gate:3128', c.name);
-      assert.equal(env.get('ANTHROPIC_BASE_URL'), 'http://svc-gate:3128/_model/anthropic', c.name);
+      const proxy = /^http:\/\/svc:(g1\.[\w-]+\.[\w-]+)@svc-gate:3128$/.exec(env.get('HTTPS_PROXY') ?? '');
+      assert.ok(proxy, `${c.name}: ${env.get('HTTPS_PROXY')}`);
+      const who = verifyJobCredential(Buffer.from(GATE_SECRET), proxy[1] ?? '');
+      assert.equal(who?.job, 'j1');
+      assert.equal(who?.repo, 'acme/web');
+      assert.equal(env.get('ANTHROPIC_BASE_URL'), `http://svc-gate:3128/_job/${proxy[1]}/_model/anthropic`, c.name);
       assert.match(env.get('NO_PROXY') ?? '', /svc-control/);
+      assert.match(env.get('NO_PROXY') ?? '', /(^|,)svc-gate(,|$)/, 'model CLIs talk to the gate directly');
     }
     assert.throws(() => kubernetesSettingsFromEnv({ SVC_K8S_IMAGE: 'svc:1', SVC_K8S_GATE_URL: 'https://x/y' }), RangeError);
+    // A gate URL without the secret would give pods no credential: every one of their connections refused.
+    assert.throws(() => kubernetesSettingsFromEnv({ SVC_K8S_IMAGE: 'svc:1', SVC_K8S_GATE_URL: 'http://svc-gate:3128' }),
+      /SVC_GATE_SECRET_FILE/);
   });
 
   it('clones the routed repository: its clone URL over SVC_K8S_REPO_URL, REF and PVC, and names the run after it', () => {
@@ -124,7 +141,8 @@ describe('Kubernetes objects against the official schemas', () => {
     const variants: Array<[string, NodeJS.ProcessEnv]> = [['no options', base], ['every option', { ...base, ...OPTIONAL }]];
     const { SVC_K8S_REPO_PVC: _pvc, ...clone } = OPTIONAL;
     variants.push(['clone instead of PVC', { ...base, ...clone }]);
-    variants.push(['clone through the gate', { ...base, ...clone, SVC_K8S_GATE_URL: 'http://svc-gate:3128' }]);
+    variants.push(['clone through the gate',
+      { ...base, ...clone, SVC_K8S_GATE_URL: 'http://svc-gate:3128', SVC_GATE_SECRET_FILE: GATE_SECRET_FILE }]);
     for (const [name, value] of Object.entries(OPTIONAL)) variants.push([name, { ...base, [name]: value }]);
     for (const [label, env] of variants) {
       const object = buildKubeJob({ id: 'j1', args: ['start', 'x', '--detach'], origin: 'jobs' }, kubernetesSettingsFromEnv(env), 'default', env);

@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { createPipeline, HttpError, type Refusal, type Route } from '../../src/http/pipeline.ts';
 import { TAKEN_OVER } from '../../src/http/respond.ts';
 import { createLogger } from '../../src/log.ts';
+import { BadInputError, ConflictError, FailedError, NotFoundError } from '../../src/errors.ts';
 
 type Deps = { calls: string[] };
 
@@ -30,6 +31,15 @@ const routes: Array<Route<Deps>> = [
     method: 'GET', pattern: '/sync-refusal', auth: false,
     handler: () => {
       throw new HttpError('invalid_param', 'Parameter "x" is wrong');
+    },
+  },
+  {
+    method: 'GET', pattern: '/typed/:kind', auth: false,
+    handler: async (ctx) => {
+      if (ctx.params.kind === 'input') throw new BadInputError('The brief is empty');
+      if (ctx.params.kind === 'missing') throw new NotFoundError('No run r1');
+      if (ctx.params.kind === 'conflict') throw new ConflictError('The run already ended');
+      throw new FailedError('git exited 128: secret detail that must not leak');
     },
   },
   {
@@ -145,6 +155,19 @@ describe('request pipeline', () => {
     const answer = await ask(base, 'GET', '/bad-header-refusal');
     assert.equal(answer.status, 400);
     assert.deepEqual(envelope(answer), { code: 'invalid_param', message: 'Parameter "x" is wrong' });
+  });
+
+  it('answers a typed svc error a handler let escape with its own status and message, never a 500', async () => {
+    const expected = [['input', 400, 'bad_request', 'The brief is empty'], ['missing', 404, 'not_found', 'No run r1'],
+      ['conflict', 409, 'conflict', 'The run already ended']] as const;
+    for (const [kind, status, code, message] of expected) {
+      const answer = await ask(base, 'GET', `/typed/${kind}`);
+      assert.equal(answer.status, status, kind);
+      assert.deepEqual(envelope(answer), { code, message });
+    }
+    const failed = await ask(base, 'GET', '/typed/failed');
+    assert.equal(failed.status, 500, 'a failure of something svc ran stays a server error');
+    assert.ok(!failed.body.includes('secret detail'), failed.body);
   });
 
   it('answers 500 internal_error, without the detail, for a crash thrown either way, and logs it', async () => {

@@ -3,6 +3,7 @@
 import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { verifyChata } from '../verify.ts';
+import { signedHeaders } from '../../webhook-vendors.ts';
 import { readChata, CHATA_USAGE } from '../sources/chata.ts';
 import { isAllowedChataUrl } from '../notify-channels.ts';
 import { chataArgs } from '../../spawn/start-argv.ts';
@@ -16,9 +17,9 @@ function ephemeral(text: string, extra: Record<string, unknown> = {}): Reply {
 export async function receiveChata(ctx: TCtx): Promise<Reply> {
   const secret = secretFor(ctx, 'chata');
   const raw = rawOf(ctx);
-  const h = ctx.req.headers;
-  const timestamp = h['x-chata-request-timestamp'];
-  requireValid(ctx, 'chata', verifyChata(secret, raw, timestamp, h['x-chata-signature'], ctx.deps.clock()));
+  // Slack's own X-Slack-Signature / X-Slack-Request-Timestamp, or the spec's X-CHATA-* names: one scheme.
+  const { signature, timestamp } = signedHeaders(ctx.req.headers, 'chata');
+  requireValid(ctx, 'chata', verifyChata(secret, raw, timestamp, signature, ctx.deps.clock()));
   const input = readChata(mediaType(ctx), raw, parseJsonObject);
   if (input.kind === 'challenge') return json(200, { challenge: input.challenge });
   if (input.kind === 'skip') return skipped(input.reason);

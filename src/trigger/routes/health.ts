@@ -1,10 +1,23 @@
-// GET /health (liveness) and GET /status (which routes and notifiers are configured: booleans and counts, never
-// values).
+// GET /health (liveness), GET /ready (it can take work: listening, not shutting down, its database answers) and GET
+// /status (which routes and notifiers are configured: booleans and counts, never values).
+import { HttpError } from '../../http/http-error.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { ROUTES } from '../secrets.ts';
 import type { TCtx } from './common.ts';
 
 export function getHealth(): Reply {
+  return json(200, { status: 'ok' });
+}
+
+/** As the Control Plane's /ready: 200 when a delivery would be queued now, else 503 unavailable. */
+export function getReady(ctx: TCtx): Reply {
+  if (!ctx.deps.accepting()) throw new HttpError('unavailable', 'The trigger server is shutting down');
+  try {
+    ctx.deps.queue.depth();
+  } catch (err) {
+    ctx.deps.log.error('readiness check failed', { error: err instanceof Error ? err.message : String(err) });
+    throw new HttpError('unavailable', 'Database is not available');
+  }
   return json(200, { status: 'ok' });
 }
 

@@ -3,6 +3,7 @@
 import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { verifyTrackeraSignature, checkTrackeraTimestamp } from '../verify.ts';
+import { signedHeaders } from '../../webhook-vendors.ts';
 import { readTrackera } from '../sources/trackera.ts';
 import { stageTrackeraSnapshot, type StagedSnapshot } from '../trackera-snapshot.ts';
 import { trackeraArgs } from '../../spawn/start-argv.ts';
@@ -12,7 +13,9 @@ import { bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, unserved, ty
 export async function receiveTrackera(ctx: TCtx): Promise<Reply> {
   const secret = secretFor(ctx, 'trackera');
   const raw = rawOf(ctx);
-  requireValid(ctx, 'trackera', verifyTrackeraSignature(secret, raw, ctx.req.headers['trackera-signature']));
+  // Linear's own Linear-Signature, or the spec's TRACKERA-Signature.
+  const { signature } = signedHeaders(ctx.req.headers, 'trackera');
+  requireValid(ctx, 'trackera', verifyTrackeraSignature(secret, raw, signature));
   const body = parseJsonObject(raw);
   requireValid(ctx, 'trackera', checkTrackeraTimestamp(body.webhookTimestamp, ctx.deps.clock()));
   const input = readTrackera(body);

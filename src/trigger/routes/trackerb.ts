@@ -3,19 +3,21 @@
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { verifyTrackerb } from '../verify.ts';
+import { firstHeader, ROUTE_VENDORS, signedHeaders } from '../../webhook-vendors.ts';
 import { readTrackerb } from '../sources/trackerb.ts';
 import { briefPrArgs } from '../../spawn/start-argv.ts';
-import { bodyKey, enqueue, header, rawOf, requireValid, secretFor, skipped, unserved, type TCtx } from './common.ts';
+import { bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, unserved, type TCtx } from './common.ts';
 
 export async function receiveTrackerb(ctx: TCtx): Promise<Reply> {
   const secret = secretFor(ctx, 'trackerb');
   const raw = rawOf(ctx);
-  requireValid(ctx, 'trackerb', verifyTrackerb(secret, raw, ctx.req.headers['x-hub-signature']));
+  requireValid(ctx, 'trackerb', verifyTrackerb(secret, raw, signedHeaders(ctx.req.headers, 'trackerb').signature));
   const input = readTrackerb(parseJsonObject(raw), ctx.deps.settings.trackerbFilter);
   if (input.kind === 'skip') return skipped(input.reason);
   const routed = ctx.deps.settings.repos.route('trackerb', input.project);
   if (routed.kind === 'unserved') return skipped(unserved(ctx, 'trackerb', routed.reason));
-  const delivery = header(ctx, 'x-vendorb-webhook-identifier')?.trim();
+  // Jira's X-Atlassian-Webhook-Identifier is the same across its retries (vendor-webhooks.md §1.4).
+  const delivery = firstHeader(ctx.req.headers, ROUTE_VENDORS.trackerb.delivery)?.trim();
   const keys = [bodyKey('trackerb', raw), ...(delivery ? [`trackerb:delivery:${delivery.slice(0, 200)}`] : [])];
   const brief = input.brief;
   return enqueue(ctx, {

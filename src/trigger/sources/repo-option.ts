@@ -1,10 +1,10 @@
-// `repo=owner/name` in a chat command (issue 22): the one way a chat message picks a repository, and only among the
-// served ones. Taken out of the text before it becomes a brief; the rest is sanitized again, since removing the
-// token can leave a leading hyphen.
+// `repo=owner/name` in a chat command (issue 22): the one way a chat message picks a repository, and only among
+// the ones its channel may reach (served-repos.ts `chat`). Taken out of the text before it becomes a brief; the rest
+// is sanitized again, since removing the token can leave a leading hyphen.
 import { sanitizeBrief, DEFAULT_BRIEF_BYTES } from '../brief.ts';
 import { isRepoName } from '../served-repos-file.ts';
 import type { RepoRouter, Routed } from '../served-repos.ts';
-import type { RoutingKind } from '../served-repos-file.ts';
+import type { ChatKind } from '../served-repos-file.ts';
 
 export type RepoOption = { kind: 'option'; repo: string | null; text: string } | { kind: 'bad'; reason: string };
 
@@ -20,13 +20,7 @@ export function takeRepoOption(text: string): RepoOption {
   return { kind: 'option', repo, text: sanitizeBrief(text.replace(TOKEN, ' '), DEFAULT_BRIEF_BYTES) };
 }
 
-/** The repository a chat message names, else its channel's, else the default; or why none takes it. */
-export function routeChat(
-  router: RepoRouter, kind: RoutingKind, channel: string | null, option: string | null,
-): Routed {
-  if (option === null) return router.route(kind, channel);
-  const repo = router.byName(option);
-  if (repo) return { kind: 'repo', repo };
-  const served = router.entries.slice(0, 10).map((e) => e.name).join(', ');
-  return { kind: 'unserved', reason: `repository "${option}" is not served here (served: ${served})` };
+/** The repository a chat message may start work in (its channel's, or one it names with repo=); or why not. */
+export function routeChat(router: RepoRouter, kind: ChatKind, channel: string | null, option: string | null): Routed {
+  return router.chat(kind, channel, option);
 }

@@ -1,0 +1,170 @@
+// The agent's output of a run, as its events keep it (`log` events: the provider's stdout and stderr lines, svc's own
+// notes), for `svc runs logs` and `svc start --follow`: read from the run folder's events.jsonl, or from the Control
+// Plane for a run this project does not hold; followed until the run ends.
+// Event data is untrusted (the agent's output; for the Control Plane, whatever a runner shipped): read through typed
+// readers only, and printed through the CLI's terminal-safe printers.
+import { closeSync, openSync, readSync, fstatSync } from 'node:fs';
+import { setTimeout as delay } from 'node:timers/promises';
+import { eventsPath } from '../engine/paths.ts';
+import { tryReadState, type RunState } from '../engine/run-state.ts';
+import { procStart } from '../engine/proc-group.ts';
+import { TERMINAL } from '../run-json.ts';
+import { objOrNull, str } from '../untrusted.ts';
+import type { ControlClient } from '../client/client.ts';
+import type { RunRef } from '../client/types.ts';
+
+const POLL_MS = 200;
+
+/**
+ * The line an event shows as, or null for events that are not output (checks, artifacts, costs…). `agentOnly` keeps
+ * the agent's lines and its question, for a watcher that already prints svc's own notes (the foreground worker).
+ */
+export function logLine(kind: string, data: unknown, agentOnly = false): string | null {
+  const d = objOrNull(data);
+  if (!d) return null;
+  if (kind === 'log') {
+    const text = str(d.text);
+    if (text === null) return null;
+    if (str(d.stream) !== 'svc') return text;
+    return agentOnly ? null : `[svc] ${text}`;
+  }
+  if (kind === 'run.status' && !agentOnly) {
+    const to = str(d.to);
+    return to === null ? null : `[svc] status ${to}`;
+  }
+  if (kind === 'question') {
+    const question = str(d.question);
+    return question === null ? null : `[svc] blocked, waiting for an answer: ${question}`;
+  }
+  return null;
+}
+
+/** Reads events.jsonl from where it left off; only whole lines (a line being appended waits for its newline). */
+export function createEventTail(runDir: string) {
+  let offset = 0;
+  let rest = '';
+  return {
+    /** The events appended since the last call. */
+    read(): Array<{ kind: string; data: unknown }> {
+      let fd: number;
+      try {
+        fd = openSync(eventsPath(runDir), 'r');
+      } catch {
+        return [];
+      }
+      const chunks: Buffer[] = [];
+      try {
+        const size = fstatSync(fd).size;
+        while (offset < size) {
+          const buf = Buffer.alloc(Math.min(size - offset, 1 << 20));
+          const n = readSync(fd, buf, 0, buf.length, offset);
+          if (n === 0) break;
+          chunks.push(buf.subarray(0, n));
+          offset += n;
+        }
+      } finally {
+        closeSync(fd);
+      }
+      const text = rest + Buffer.concat(chunks).toString('utf8');
+      const lines = text.split('\n');
+      rest = lines.pop() ?? '';
+      const events: Array<{ kind: string; data: unknown }> = [];
+      for (const line of lines) {
+        try {
+          const event = objOrNull(JSON.parse(line));
+          const kind = event ? str(event.kind) : null;
+          if (event && kind !== null) events.push({ kind, data: event.data });
+        } catch {
+          // A line that is not JSON is not an event: skipped, as readEvents does.
+        }
+      }
+      return events;
+    },
+  };
+}
+
+export type EventTail = ReturnType<typeof createEventTail>;
+
+/** The run has ended, or its worker is gone without saying so (a crash): either way nothing more will be written. */
+function finished(state: RunState | null): boolean {
+  if (!state || TERMINAL.has(state.status)) return true;
+  if (state.pid === null || state.proc_start === null) return false;
+  return procStart(state.pid) !== state.proc_start;
+}
+
+const sleep = (ms: number, signal?: AbortSignal) => delay(ms, undefined, signal ? { signal } : {});
+
+/**
+ * Prints the run's output lines from its folder; with `follow`, keeps printing new ones until the run has ended (or
+ * `until` says so, for a caller that knows better, like the foreground `svc start` waiting on its worker). `tail`
+ * starts where a caller's own tail stopped (svc start --resume shows only what the new worker writes).
+ */
+export async function printLocalLogs(
+  runDir: string, print: (line: string) => void,
+  opts: { follow: boolean; until?: () => boolean; agentOnly?: boolean; tail?: EventTail },
+): Promise<void> {
+  const tail = opts.tail ?? createEventTail(runDir);
+  const flush = () => {
+    for (const e of tail.read()) {
+      const line = logLine(e.kind, e.data, opts.agentOnly);
+      if (line !== null) print(`${line}\n`);
+    }
+  };
+  flush();
+  if (!opts.follow) return;
+  const done = opts.until ?? (() => finished(tryReadState(runDir)));
+  // The state is read before the last flush: whatever the run wrote before it ended is printed.
+  while (!done()) {
+    await sleep(POLL_MS);
+    flush();
+  }
+  flush();
+}
+
+/** Same, for a run only the Control Plane has: pages of its events, then its live stream until it has ended. */
+export async function printControlLogs(
+  client: ControlClient, ref: RunRef, print: (line: string) => void, follow: boolean,
+): Promise<void> {
+  let last = 0;
+  const show = (kind: string, data: unknown) => {
+    const line = logLine(kind, data);
+    if (line !== null) print(`${line}\n`);
+  };
+  const catchUp = async () => {
+    for (;;) {
+      const page = await client.events(ref, { after: last, limit: 500 });
+      for (const e of page.items) {
+        show(e.kind, e.data);
+        last = Math.max(last, e.id);
+      }
+      if (!page.next_cursor || page.items.length === 0) return;
+    }
+  };
+  // Asked before the catch-up: a run that had ended then has all its events in it.
+  const endedAlready = follow && TERMINAL.has((await client.getRun(ref)).status);
+  await catchUp();
+  if (!follow || endedAlready) return;
+  const abort = new AbortController();
+  // The stream says nothing when a run ends without a status event (a runner's ingest of its final state): ask.
+  const watcher = (async () => {
+    while (!abort.signal.aborted) {
+      await sleep(2_000, abort.signal);
+      if (TERMINAL.has((await client.getRun(ref)).status)) abort.abort();
+    }
+  })().catch(() => abort.abort());
+  try {
+    for await (const message of client.streamRun(ref, { after: last, signal: abort.signal })) {
+      const id = Number(message.id);
+      if (Number.isSafeInteger(id) && id <= last) continue;
+      const event = objOrNull(message.data);
+      show(message.event, event ? event.data : null);
+      if (Number.isSafeInteger(id)) last = id;
+      const status = message.event === 'run.status' ? str(objOrNull(event?.data)?.to) : null;
+      if (status !== null && TERMINAL.has(status)) break;
+    }
+  } finally {
+    abort.abort();
+    await watcher;
+  }
+  await catchUp();
+}

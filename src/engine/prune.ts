@@ -1,0 +1,128 @@
+// What `svc prune` removes from a project: the worktrees (.svc/worktrees/<run>) and `svc/<run>` branches of runs that
+// have ended, once they are older than a given age. Must not: touch a run that has not ended (queued, running,
+// blocked, stopping), a branch svc did not make (a run without a worktree works on the person's own branch), the run
+// folders (.svc/runs/<run>: the run's record and receipt), or anything on a remote.
+import { lstatSync, readdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { git, currentBranch } from './git.ts';
+import { runsDir, runDir, worktreeDir } from './paths.ts';
+import { tryReadState, type RunState } from './run-state.ts';
+import { TERMINAL } from '../run-json.ts';
+
+export interface PruneTarget {
+  kind: 'worktree' | 'branch' | 'checkout';
+  /** The worktree's or checkout's path, or the branch's name. */
+  name: string;
+  /** The repository (or checkouts folder) it belongs to. */
+  where: string;
+  run: string | null;
+  /** Why it goes, or why it stays. */
+  reason: string;
+}
+
+export interface PrunePlan {
+  remove: PruneTarget[];
+  keep: PruneTarget[];
+}
+
+/** A run id as svc makes them (engine/ids.ts newRunId): only such `svc/<id>` branches without a run folder are ours. */
+const GENERATED_RUN_ID = /^r[0-9a-z]{26}$/;
+
+export function ago(ms: number): string {
+  const days = Math.floor(ms / 86_400_000);
+  if (days >= 1) return `${days}d ago`;
+  const hours = Math.floor(ms / 3_600_000);
+  return hours >= 1 ? `${hours}h ago` : `${Math.max(0, Math.floor(ms / 60_000))}m ago`;
+}
+
+/** When the run ended (or last changed), in unix ms; null when its state says neither. */
+export function endedAt(state: RunState): number | null {
+  for (const value of [state.ended_at, state.updated_at]) {
+    const t = typeof value === 'string' ? Date.parse(value) : NaN;
+    if (Number.isFinite(t)) return t;
+  }
+  return null;
+}
+
+export function isPlainDir(path: string): boolean {
+  return lstatSync(path, { throwIfNoEntry: false })?.isDirectory() === true;
+}
+
+export function listDir(path: string): string[] {
+  try {
+    return readdirSync(path).sort();
+  } catch {
+    return [];
+  }
+}
+
+/** Local `svc/*` branches with their tip's committer time (unix ms). */
+function svcBranches(repo: string): Map<string, number> {
+  const out = git(repo, ['for-each-ref', '--format=%(refname:short) %(committerdate:unix)', 'refs/heads/svc/']);
+  const branches = new Map<string, number>();
+  for (const line of out.split('\n')) {
+    const [name, time] = line.trim().split(' ');
+    if (name) branches.set(name, Number(time) * 1000);
+  }
+  return branches;
+}
+
+/** The plan for one repository (its main checkout's root): what goes, and what stays with the reason. */
+export function planProjectPrune(repo: string, olderThanMs: number, now = Date.now()): PrunePlan {
+  const plan: PrunePlan = { remove: [], keep: [] };
+  const branches = svcBranches(repo);
+  // git refuses to delete the branch the main checkout is on: it stays, and says why.
+  const checkedOut = currentBranch(repo);
+  const worktrees = new Set(listDir(join(repo, '.svc', 'worktrees')));
+  const add = (go: boolean, target: PruneTarget) => (go ? plan.remove : plan.keep).push(target);
+  const known = new Set<string>();
+  for (const run of listDir(runsDir(repo))) {
+    const state = tryReadState(runDir(repo, run));
+    if (!state || state.run !== run) continue;
+    known.add(run);
+    const branch = `svc/${run}`;
+    // Only what svc made for this run: its worktree and the branch it made there.
+    const hasTree = worktrees.has(run) && isPlainDir(worktreeDir(repo, run));
+    const hasBranch = state.worktree && state.branch === branch && branches.has(branch);
+    if (!hasTree && !hasBranch) continue;
+    const ended = TERMINAL.has(state.status);
+    const at = endedAt(state);
+    const old = at !== null && now - at >= olderThanMs;
+    const when = at === null ? 'at an unknown time' : ago(now - at);
+    const reason = ended ? `run ${state.status} ${when}` : `run is ${state.status}`;
+    if (hasTree) add(ended && old, { kind: 'worktree', name: worktreeDir(repo, run), where: repo, run, reason });
+    if (hasBranch && branch === checkedOut) {
+      plan.keep.push({ kind: 'branch', name: branch, where: repo, run, reason: 'checked out in the project' });
+    } else if (hasBranch) add(ended && old, { kind: 'branch', name: branch, where: repo, run, reason });
+  }
+  // Left behind by a run folder that is gone (deleted by hand): nothing can be running there.
+  for (const run of worktrees) {
+    if (known.has(run)) continue;
+    const path = worktreeDir(repo, run);
+    if (!isPlainDir(path)) continue;
+    const age = now - lstatSync(path).mtimeMs;
+    add(age >= olderThanMs, { kind: 'worktree', name: path, where: repo, run, reason: `no run folder, ${ago(age)}` });
+  }
+  for (const [branch, time] of branches) {
+    const run = branch.slice('svc/'.length);
+    if (known.has(run) || !GENERATED_RUN_ID.test(run) || branch === checkedOut) continue;
+    const age = now - time;
+    add(age >= olderThanMs, { kind: 'branch', name: branch, where: repo, run, reason: `no run folder, ${ago(age)}` });
+  }
+  return plan;
+}
+
+/** Carries out one removal of a project plan; worktrees before branches (git refuses a branch a worktree holds). */
+export function removeProjectTarget(target: PruneTarget): void {
+  if (target.kind === 'worktree') {
+    try {
+      git(target.where, ['worktree', 'remove', '--force', '--force', target.name]);
+    } catch {
+      // Not a worktree git knows (its registration was pruned, or it never finished): a plain folder of ours.
+      if (isPlainDir(target.name)) rmSync(target.name, { recursive: true, force: true });
+    }
+    git(target.where, ['worktree', 'prune']);
+    return;
+  }
+  if (target.kind === 'branch') git(target.where, ['branch', '-D', target.name]);
+}

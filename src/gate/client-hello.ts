@@ -1,0 +1,139 @@
+// The first flight of a CONNECT tunnel, read but never decrypted: a TLS ClientHello (RFC 8446 §4.1.2) and its
+// server_name extension (RFC 6066 §3). The gate decides a tunnel by the CONNECT host; the server name is what picks
+// the site on a shared address, so the two must agree. Pure functions on bytes; no I/O.
+
+/** The most ClientHello bytes the gate waits for (a post-quantum key share makes one ~2 KB; 2^14 is a record). */
+export const MAX_HELLO_BYTES = 64 * 1024;
+
+export type HelloReading =
+  | { kind: 'more' }
+  | { kind: 'not-tls' }
+  | { kind: 'malformed'; reason: string }
+  | { kind: 'hello'; serverName: string | null };
+
+const HANDSHAKE = 22;
+const CLIENT_HELLO = 1;
+const SERVER_NAME = 0;
+const HOST_NAME = 0;
+
+/**
+ * The handshake bytes carried by the leading handshake records (`ended`: another kind of record follows them, so no
+ * more will come), or what stops reading them.
+ */
+function handshakeBytes(buf: Buffer): { data: Buffer; ended: boolean } | HelloReading {
+  const parts: Buffer[] = [];
+  let at = 0;
+  while (at < buf.length) {
+    if (buf[at] !== HANDSHAKE) return at === 0 ? { kind: 'not-tls' } : { data: Buffer.concat(parts), ended: true };
+    if (buf.length < at + 5) break;
+    if (buf[at + 1] !== 3) return { kind: 'not-tls' };
+    const length = buf.readUInt16BE(at + 3);
+    if (length === 0 || length > 16384) return { kind: 'malformed', reason: 'a TLS record length is out of range' };
+    if (buf.length < at + 5 + length) break;
+    parts.push(buf.subarray(at + 5, at + 5 + length));
+    at += 5 + length;
+  }
+  return { data: Buffer.concat(parts), ended: false };
+}
+
+/**
+ * What the client's first bytes say: wait for more, not TLS at all, a broken hello, or the hello's server name
+ * (lower case, without a trailing dot; null when it sent none).
+ */
+export function readClientHello(buf: Buffer): HelloReading {
+  if (buf.length === 0) return { kind: 'more' };
+  if (buf.length > MAX_HELLO_BYTES) return { kind: 'malformed', reason: 'the TLS ClientHello is too large' };
+  const read = handshakeBytes(buf);
+  if ('kind' in read) return read;
+  const hs = read.data;
+  const more: HelloReading = read.ended
+    ? { kind: 'malformed', reason: 'the TLS ClientHello is cut short' }
+    : { kind: 'more' };
+  if (hs.length < 4) return more;
+  if (hs[0] !== CLIENT_HELLO) return { kind: 'malformed', reason: 'the first TLS message is not a ClientHello' };
+  const length = hs.readUIntBE(1, 3);
+  if (length > MAX_HELLO_BYTES) return { kind: 'malformed', reason: 'the TLS ClientHello is too large' };
+  if (hs.length < 4 + length) return more;
+  try {
+    return { kind: 'hello', serverName: serverNameOf(hs.subarray(4, 4 + length)) };
+  } catch (err) {
+    if (err instanceof HelloError) return { kind: 'malformed', reason: err.message };
+    throw err;
+  }
+}
+
+class HelloError extends Error {}
+
+/** A bounds-checked cursor: any read past the end is a malformed hello, never an exception of another kind. */
+class Cursor {
+  private at = 0;
+  private readonly buf: Buffer;
+  constructor(buf: Buffer) {
+    this.buf = buf;
+  }
+  get done(): boolean {
+    return this.at >= this.buf.length;
+  }
+  take(n: number): Buffer {
+    if (this.at + n > this.buf.length) throw new HelloError('the TLS ClientHello is cut short');
+    const out = this.buf.subarray(this.at, this.at + n);
+    this.at += n;
+    return out;
+  }
+  u8(): number {
+    return this.take(1)[0] as number;
+  }
+  u16(): number {
+    return this.take(2).readUInt16BE(0);
+  }
+  vector8(): Buffer {
+    return this.take(this.u8());
+  }
+  vector16(): Buffer {
+    return this.take(this.u16());
+  }
+}
+
+function serverNameOf(body: Buffer): string | null {
+  const hello = new Cursor(body);
+  hello.take(2 + 32); // legacy_version, random
+  hello.vector8(); // legacy_session_id
+  hello.vector16(); // cipher_suites
+  hello.vector8(); // legacy_compression_methods
+  if (hello.done) return null; // no extensions at all (TLS 1.2 and older may omit them)
+  const extensions = new Cursor(hello.vector16());
+  let name: string | null = null;
+  let seen = false;
+  while (!extensions.done) {
+    const type = extensions.u16();
+    const data = extensions.vector16();
+    if (type !== SERVER_NAME) continue;
+    if (seen) throw new HelloError('the TLS ClientHello names a server twice');
+    seen = true;
+    name = hostNameOf(data);
+  }
+  return name;
+}
+
+function hostNameOf(data: Buffer): string {
+  const outer = new Cursor(data);
+  const list = new Cursor(outer.vector16());
+  if (!outer.done) throw new HelloError('the TLS server_name extension has trailing bytes');
+  let host: string | null = null;
+  while (!list.done) {
+    const type = list.u8();
+    const value = list.vector16();
+    if (type !== HOST_NAME) continue;
+    // RFC 6066: at most one name of a type; a second is a way to show the gate one name and the server another.
+    if (host !== null) throw new HelloError('the TLS ClientHello names a server twice');
+    if (value.length === 0 || !/^[\x21-\x7e]+$/.test(value.toString('latin1'))) {
+      throw new HelloError('the TLS server name is not an ASCII host name');
+    }
+    host = value.toString('latin1').toLowerCase().replace(/\.$/, '');
+  }
+  if (host === null) throw new HelloError('the TLS server_name extension holds no host name');
+  return host;
+}
+
+/** A fatal TLS alert (RFC 8446 §6), so a client whose tunnel is refused after the 200 sees why: unrecognized_name. */
+export const UNRECOGNIZED_NAME_ALERT = Buffer.from([21, 3, 3, 0, 2, 2, 112]);

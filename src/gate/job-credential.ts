@@ -1,0 +1,84 @@
+// Who is asking the shared gate (`svc gate serve`): a per-job credential the trigger server mints when it starts a
+// job pod, an HMAC-SHA256 over the job id, run id, repository and expiry under a secret the two share
+// (SVC_GATE_SECRET_FILE, read once at start). The pod carries it as proxy credentials (`http://svc:<cred>@gate`) and
+// in its model base URLs (`/_job/<cred>/_model/<api>`); the gate verifies it in constant time, applies that job's
+// repository policy and attributes every connection to the run. No state: the gate needs only the secret.
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { BadSettingError } from '../errors.ts';
+import { obj, str } from '../untrusted.ts';
+
+/** The job a credential speaks for. */
+export interface JobIdentity {
+  job: string;
+  run: string;
+  /** The served repository entry's name the job was routed to ('' when none). */
+  repo: string;
+}
+
+const PREFIX = 'g1';
+/** A pod's credential outlives its job by this much at most (a run's own time limit is shorter). */
+export const CREDENTIAL_TTL_MS = 24 * 60 * 60_000;
+const MIN_SECRET_BYTES = 32;
+
+/** The shared secret from its file (trailing newline trimmed); at least 32 bytes, or the setting is refused. */
+export function readGateSecret(path: string, setting = 'SVC_GATE_SECRET_FILE'): Buffer {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8').replace(/\r?\n$/, '');
+  } catch (err) {
+    throw new BadSettingError(`${setting}: cannot read the file (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+  const secret = Buffer.from(text, 'utf8');
+  if (secret.length < MIN_SECRET_BYTES) {
+    const hint = 'openssl rand -hex 32';
+    throw new BadSettingError(`${setting}: the secret must be at least ${MIN_SECRET_BYTES} bytes (${hint})`);
+  }
+  return secret;
+}
+
+function mac(secret: Buffer, payload: string): Buffer {
+  return createHmac('sha256', secret).update(`svc-gate-credential\n${payload}`).digest();
+}
+
+/** `g1.<payload>.<mac>`, base64url parts: safe in a URL's userinfo and in a path segment. */
+export function mintJobCredential(secret: Buffer, who: JobIdentity, expiresAt: number): string {
+  const payload = Buffer.from(JSON.stringify({ job: who.job, run: who.run, repo: who.repo, exp: expiresAt }))
+    .toString('base64url');
+  return `${PREFIX}.${payload}.${mac(secret, payload).toString('base64url')}`;
+}
+
+/** The job a credential names, when its MAC is right and it has not expired; null for anything else. */
+export function verifyJobCredential(secret: Buffer, credential: string, now = Date.now()): JobIdentity | null {
+  if (credential.length > 2048) return null;
+  const parts = credential.split('.');
+  if (parts.length !== 3 || parts[0] !== PREFIX) return null;
+  const [, payload = '', given = ''] = parts;
+  if (!/^[A-Za-z0-9_-]+$/.test(payload) || !/^[A-Za-z0-9_-]+$/.test(given)) return null;
+  const expected = mac(secret, payload);
+  const actual = Buffer.from(given, 'base64url');
+  if (actual.length !== expected.length || !timingSafeEqual(actual, expected)) return null;
+  let value: unknown;
+  try {
+    value = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'));
+  } catch {
+    return null;
+  }
+  const o = obj(value);
+  const job = str(o.job);
+  const run = str(o.run);
+  const repo = typeof o.repo === 'string' ? o.repo : null;
+  const exp = typeof o.exp === 'number' ? o.exp : NaN;
+  if (!job || !run || repo === null || !(exp > now)) return null;
+  return { job, run, repo };
+}
+
+/** The credential in a `Proxy-Authorization: Basic base64(user:credential)` value (any user name), or null. */
+export function credentialFromProxyAuthorization(value: string | undefined): string | null {
+  if (value === undefined) return null;
+  const match = /^Basic\s+([A-Za-z0-9+/=]{1,4096})\s*$/i.exec(value);
+  if (!match) return null;
+  const decoded = Buffer.from(match[1] ?? '', 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  return colon < 0 ? null : decoded.slice(colon + 1);
+}

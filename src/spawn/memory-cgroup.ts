@@ -1,0 +1,214 @@
+// A memory cgroup per agent sandbox, where the host lets svc make one (DESIGN §7a "It ends"; docs/engine.md "The agent
+// sandbox"). The kernel then counts everything the sandbox's processes make the host hold (anonymous memory, page
+// cache, tmpfs files in /tmp, HOME and /dev/shm, memfds, SysV shared memory, kernel memory) against
+// limits.memory_mb, and OOM-kills inside the cgroup instead of letting it grow. svc reads the cgroup's OOM-kill count
+// to end the run as a limit failure.
+//
+// Where: the cgroup svc itself is in, in the memory hierarchy (cgroup v1's memory controller, or cgroup v2 when that
+// cgroup or its parent delegates the memory controller to its children: `memory` in its cgroup.subtree_control),
+// provided svc may make a child there (root, or a delegated subtree). Elsewhere (an ordinary user on a host without
+// delegation) there is no cgroup, and limit-watch.ts counts the sandbox's shared memory itself.
+//
+// The sandbox enters its cgroup before bwrap runs: a shell writes its own pid into cgroup.procs and then execs bwrap,
+// so no process of the sandbox ever runs outside it.
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { dirname, join } from 'node:path';
+
+export type CgroupVersion = 'v1' | 'v2';
+
+/** Where this process can make memory cgroups, or why it cannot. */
+export type MemoryCgroupSupport = { version: CgroupVersion; parent: string } | { version: null; reason: string };
+
+export interface MemoryCgroup {
+  path: string;
+  version: CgroupVersion;
+  /** Processes the kernel killed in it for want of memory. */
+  oomKills(): number;
+  /** `argv` run so that its first process joins the cgroup before it execs. */
+  wrap(argv: string[]): string[];
+  /** Removes the cgroup once its processes are gone (retried while busy; a later sweep takes one left behind). */
+  remove(): void;
+}
+
+const PREFIX = 'svc-';
+
+function read(path: string): string | null {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return null;
+  }
+}
+
+/** Octal escapes (`\040`) in mountinfo paths. */
+function unescape(path: string): string {
+  return path.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
+}
+
+/** The folder of this process's own cgroup in the hierarchy mounted as `fstype` (with `option` for v1). */
+function ownCgroupDir(fstype: 'cgroup' | 'cgroup2', option: string | null): string | null {
+  const mounts = (read('/proc/self/mountinfo') ?? '').split('\n');
+  const own = (read('/proc/self/cgroup') ?? '').split('\n');
+  for (const line of mounts) {
+    const [left, right] = line.split(' - ');
+    const fields = left?.split(' ') ?? [];
+    const [type, , superOptions] = right?.split(' ') ?? [];
+    if (type !== fstype || fields.length < 5) continue;
+    if (option && !(superOptions ?? '').split(',').includes(option)) continue;
+    const root = unescape(fields[3]!);
+    const mountPoint = unescape(fields[4]!);
+    // "4:memory:/a/b" (v1) or "0::/a/b" (v2): the path from the hierarchy's root.
+    const entry = own.find((l) => (option ? l.split(':')[1]?.split(',').includes(option) : l.startsWith('0::')));
+    const path = entry?.slice(entry.indexOf(':', entry.indexOf(':') + 1) + 1);
+    if (path === undefined) continue;
+    if (root !== '/' && path !== root && !path.startsWith(`${root}/`)) continue;
+    const dir = join(mountPoint, root === '/' ? path : path.slice(root.length));
+    if (existsSync(join(dir, 'cgroup.procs'))) return dir;
+  }
+  return null;
+}
+
+/** Whether a child can be made (and removed) under `parent`: the real test of permission. */
+function canMakeChild(parent: string): string | null {
+  const trial = join(parent, `${PREFIX}probe-${process.pid}-${randomBytes(4).toString('hex')}`);
+  try {
+    mkdirSync(trial);
+    rmdirSync(trial);
+    return null;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code ?? 'error';
+  }
+}
+
+let support: MemoryCgroupSupport | undefined;
+
+/**
+ * Where cgroup v2 lets svc make memory-limited children: its own cgroup, or (since v2 allows processes only in leaves
+ * of a delegated subtree, e.g. systemd's Delegate= with DelegateSubgroup=) the parent svc's leaf sits in.
+ */
+export function delegatingV2(own: string): string | null {
+  for (const dir of [own, dirname(own)]) {
+    if (!existsSync(join(dir, 'cgroup.procs'))) continue;
+    if ((read(join(dir, 'cgroup.subtree_control')) ?? '').split(/\s+/).includes('memory')) return dir;
+  }
+  return null;
+}
+
+/** Decided once per process: cgroup v1's memory controller first, then a v2 cgroup delegating memory. */
+export function memoryCgroupSupport(): MemoryCgroupSupport {
+  if (support) return support;
+  const v1 = ownCgroupDir('cgroup', 'memory');
+  const v2 = v1 ? null : ownCgroupDir('cgroup2', null);
+  const parent = v1 ?? (v2 ? delegatingV2(v2) : null);
+  if (!parent) {
+    const why = v2 ? `neither svc's cgroup ${v2} nor its parent delegates the memory controller (no "memory" in ` +
+      'its cgroup.subtree_control)' : 'no memory cgroup hierarchy is mounted';
+    support = { version: null, reason: why };
+    return support;
+  }
+  const refused = canMakeChild(parent);
+  support = refused
+    ? { version: null, reason: `svc may not make a cgroup in ${parent} (${refused})` }
+    : { version: v1 ? 'v1' : 'v2', parent };
+  return support;
+}
+
+/** A cgroup younger than this may be one another svc (in another PID namespace) is about to put a sandbox in. */
+const SWEEP_AGE_MS = 60_000;
+
+/** Removes cgroups an earlier svc process left behind (it died before its sandbox's end): empty, old ones only. */
+function sweep(parent: string): void {
+  let names: string[] = [];
+  try {
+    names = readdirSync(parent).filter((n) => n.startsWith(PREFIX));
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const pid = Number(/^svc-(\d+)-/.exec(name)?.[1]);
+    if (pid === process.pid || (pid > 0 && existsSync(`/proc/${pid}`))) continue;
+    try {
+      if (Date.now() - statSync(join(parent, name)).mtimeMs < SWEEP_AGE_MS) continue;
+      rmdirSync(join(parent, name));
+    } catch {
+      // still has processes, or not ours to remove
+    }
+  }
+}
+
+/** How often, 50 ms apart, svc tries to remove a sandbox's cgroup before leaving it to the next sweep. */
+const REMOVE_TRIES = 40;
+
+/**
+ * Removes the cgroup at `path`. Right after its last process was reaped the kernel may still count it as populated
+ * (EBUSY), so a busy cgroup is tried again shortly, a bounded number of times, without holding the process open.
+ */
+function removeSoon(path: string, tries: number): void {
+  try {
+    rmdirSync(path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EBUSY' || tries <= 1) return;
+    setTimeout(() => removeSoon(path, tries - 1), 50).unref();
+  }
+}
+
+function oomKillsIn(file: string): number {
+  return Number(/^oom_kill (\d+)$/m.exec(read(file) ?? '')?.[1] ?? 0);
+}
+
+/**
+ * A fresh cgroup holding at most `bytes` of memory (no swap beyond it), or null where svc cannot make one (then the
+ * watchdog counts instead) or the kernel refused the limit.
+ */
+export function openMemoryCgroup(bytes: number): MemoryCgroup | null {
+  const found = memoryCgroupSupport();
+  if (found.version === null) return null;
+  const { parent, version } = found;
+  sweep(parent);
+  const path = join(parent, `${PREFIX}${process.pid}-${randomBytes(6).toString('hex')}`);
+  try {
+    mkdirSync(path);
+  } catch {
+    return null;
+  }
+  const remove = () => removeSoon(path, REMOVE_TRIES);
+  try {
+    if (version === 'v1') {
+      writeFileSync(join(path, 'memory.limit_in_bytes'), String(bytes));
+      // With swap accounting, memory + swap gets the same bound (memory's must be set first).
+      if (existsSync(join(path, 'memory.memsw.limit_in_bytes'))) {
+        writeFileSync(join(path, 'memory.memsw.limit_in_bytes'), String(bytes));
+      }
+    } else {
+      writeFileSync(join(path, 'memory.max'), String(bytes));
+      if (existsSync(join(path, 'memory.swap.max'))) writeFileSync(join(path, 'memory.swap.max'), '0');
+    }
+  } catch {
+    remove();
+    return null;
+  }
+  const events = join(path, version === 'v1' ? 'memory.oom_control' : 'memory.events');
+  const procs = join(path, 'cgroup.procs');
+  return {
+    path,
+    version,
+    oomKills: () => oomKillsIn(events),
+    wrap: (argv) => ['/bin/sh', '-c', 'echo $$ > "$1" && shift && exec "$@"', 'svc-cgroup', procs, ...argv],
+    remove,
+  };
+}
+
+/** How an agent's memory is bounded on this host, for `svc doctor` (docs/engine.md "The agent sandbox"). */
+export function memoryBound(): { mechanism: 'cgroup' | 'watchdog'; cgroup: string | null; detail: string } {
+  const found = memoryCgroupSupport();
+  if (found.version !== null) {
+    const detail = `a memory cgroup (${found.version}) per sandbox under ${found.parent}: the kernel bounds all of ` +
+      'its memory (processes, page cache, tmpfs, memfds) at limits.memory_mb';
+    return { mechanism: 'cgroup', cgroup: found.parent, detail };
+  }
+  return { mechanism: 'watchdog', cgroup: null, detail: 'svc\'s watchdog adds the resident memory of the sandbox\'s ' +
+    'processes, the memfds they hold and its tmpfs (/tmp, HOME, /dev/shm) about every 250 ms and ends it past ' +
+    `limits.memory_mb; open files capped per process. No cgroup: ${found.reason}` };
+}
+

@@ -1,0 +1,97 @@
+// What `svc prune --checkouts` removes: the trigger's managed job checkouts (<checkouts>/<owner>/<name>/<job id>/,
+// managed-checkout.ts) of jobs that have ended, once older than a given age. Must not: remove the checkout of a job
+// the trigger's queue still has queued or running, one holding a run that has not ended, or one whose runs the Control
+// Plane has not heard the end of (.svc/ship-pending: the run folders there would be the only copy); never follows a
+// link; never touches the mirrors (~/.svc/trigger/repos/), which every later job fetches into.
+import { existsSync, lstatSync, rmdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { openConnection } from '../db/open.ts';
+import { userVersion } from '../db/migrate.ts';
+import { RefusedError } from '../errors.ts';
+import { triggerMigrations } from '../db/trigger-migrations.ts';
+import { createTriggerJobsStore, type JobStatus } from '../db/trigger-jobs-store.ts';
+import { runsDir, runDir } from '../engine/paths.ts';
+import { tryReadState } from '../engine/run-state.ts';
+import { pendingRuns } from '../engine/ship-pending.ts';
+import { TERMINAL } from '../run-json.ts';
+import { ago, endedAt, isPlainDir, listDir, type PrunePlan } from '../engine/prune.ts';
+
+/**
+ * Job statuses by id from the trigger's database; an empty lookup when there is no database here. It is never
+ * migrated from here (the trigger server that owns it does that at its start): one at another schema version than
+ * this svc's is refused, changing nothing.
+ */
+function jobStatuses(dbPath: string): { get(id: string): { status: JobStatus; finished_at: number | null } | null;
+  close(): void } {
+  if (!existsSync(dbPath)) return { get: () => null, close: () => {} };
+  const db = openConnection(dbPath);
+  const version = userVersion(db);
+  if (version !== triggerMigrations.length) {
+    db.close();
+    throw new RefusedError(`The trigger's job queue ${dbPath} is at schema version ${version}, this svc knows ` +
+      `${triggerMigrations.length}: prune with the svc version of the trigger server that uses it`);
+  }
+  const jobs = createTriggerJobsStore(db);
+  return { get: (id) => jobs.get(id) ?? null, close: () => db.close() };
+}
+
+/** Why the checkout must stay whatever its age, or null; and the newest time anything in it ended. */
+function inUse(dir: string): { why: string | null; last: number | null } {
+  let last: number | null = null;
+  for (const run of listDir(runsDir(dir))) {
+    const state = tryReadState(runDir(dir, run));
+    if (!state) continue;
+    if (!TERMINAL.has(state.status)) return { why: `run ${run} is ${state.status}`, last };
+    const at = endedAt(state);
+    if (at !== null) last = Math.max(last ?? 0, at);
+  }
+  if (pendingRuns(dir).length > 0) {
+    return { why: 'its runs have not reached the Control Plane (run svc ship there first)', last };
+  }
+  return { why: null, last };
+}
+
+export function planCheckoutPrune(checkouts: string, dbPath: string, olderThanMs: number, now = Date.now()): PrunePlan {
+  const plan: PrunePlan = { remove: [], keep: [] };
+  const jobs = jobStatuses(dbPath);
+  try {
+    for (const owner of listDir(checkouts)) {
+      for (const name of listDir(join(checkouts, owner))) {
+        for (const job of listDir(join(checkouts, owner, name))) {
+          const dir = join(checkouts, owner, name, job);
+          if (![join(checkouts, owner), join(checkouts, owner, name), dir].every(isPlainDir)) continue;
+          const row = jobs.get(job);
+          const base = { kind: 'checkout' as const, name: dir, where: checkouts, run: null };
+          if (row && (row.status === 'queued' || row.status === 'running')) {
+            plan.keep.push({ ...base, reason: `job ${job} is ${row.status}` });
+            continue;
+          }
+          const use = inUse(dir);
+          if (use.why) {
+            plan.keep.push({ ...base, reason: use.why });
+            continue;
+          }
+          const at = row?.finished_at ?? use.last ?? lstatSync(dir).mtimeMs;
+          const reason = `job ${row ? row.status : 'ended'} ${ago(now - at)}`;
+          (now - at >= olderThanMs ? plan.remove : plan.keep).push({ ...base, reason });
+        }
+      }
+    }
+  } finally {
+    jobs.close();
+  }
+  return plan;
+}
+
+/** Removes one checkout, then its repository's and owner's folders when they are left empty. */
+export function removeCheckout(checkouts: string, dir: string): void {
+  rmSync(dir, { recursive: true, force: true });
+  for (const parent of [join(dir, '..'), join(dir, '..', '..')]) {
+    if (parent === checkouts) break;
+    try {
+      rmdirSync(parent);
+    } catch {
+      break; // not empty
+    }
+  }
+}

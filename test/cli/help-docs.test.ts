@@ -1,0 +1,43 @@
+// Every command `svc help` lists has a row in the README's commands table, and the operator commands are in their
+// command's own help: a command nobody can find is not there.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { runChild } from '../helpers/run-child.ts';
+
+const ROOT = join(import.meta.dirname, '../..');
+const CLI = join(ROOT, 'dist/cli.js');
+
+async function svc(args: string[]): Promise<string> {
+  const home = mkdtempSync(join(tmpdir(), 'svc-help-'));
+  try {
+    const r = await runChild(process.execPath, [CLI, ...args], { cwd: home, env: { PATH: process.env.PATH, HOME: home } });
+    assert.equal(r.code, 0, r.stderr);
+    return r.stdout;
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
+describe('svc help and the README', () => {
+  it('gives every command svc help lists a row in the README commands table', async () => {
+    const help = await svc(['help']);
+    const names = [...help.matchAll(/^ {2}([a-z]+) {2,}/gm)].map((m) => m[1]!);
+    assert.ok(names.includes('prune') && names.includes('keys'), help);
+    const rows = readFileSync(join(ROOT, 'README.md'), 'utf8').split('\n').filter((l) => l.startsWith('| `svc '));
+    for (const name of names) {
+      assert.ok(rows.some((row) => row.includes(`\`svc ${name}`)), `README has no commands-table row for svc ${name}`);
+    }
+  });
+
+  it('documents the operator commands in their own help', async () => {
+    assert.match(await svc(['keys', '--help']), /svc keys rotate \[--revoke\]/);
+    assert.match(await svc(['prune', '--help']), /--older-than AGE/);
+    assert.match(await svc(['dashboard', '--help']), /svc dashboard stop/);
+    assert.match(await svc(['runs', '--help']), /svc runs logs <source>\/<run> \[-f\|--follow\]/);
+    assert.match(await svc(['start', '--help']), /--follow, -f/);
+    assert.match(await svc(['answer', '--help']), /svc answer \[<source>\/\]<run>/);
+  });
+});

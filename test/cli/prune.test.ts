@@ -1,0 +1,215 @@
+// `svc prune`: real runs in a real git repository leave worktrees and svc/<run> branches; prune removes those of runs
+// that ended longer ago than --older-than, never those of a run still running, never a branch svc did not make, never
+// the run folders; --dry-run lists and removes nothing. --checkouts does the same for the trigger's managed checkouts,
+// asking the trigger's own job queue (a real SQLite file made through its store) which jobs still run.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { makeRepo, CLI, GIT_ENV, AGENT_STATE, EDIT_SCRIPT, type TestRepo } from '../engine/fixtures.ts';
+import { waitFor } from '../helpers/wait-for.ts';
+import { closedPort } from '../helpers/closed-port.ts';
+import { openDatabase } from '../../src/db/open.ts';
+import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
+import { createTriggerJobsStore } from '../../src/db/trigger-jobs-store.ts';
+
+/** Edits like the fixture provider, but only once agent-state/go-<run> exists: a run the test holds running. */
+const GATED_SCRIPT = `#!/bin/sh
+cat > /dev/null
+while [ ! -e "$HOME/${AGENT_STATE}/go-$SVC_RUN_ID" ]; do sleep 0.05; done
+echo "fixed" >> a.txt
+`;
+
+const DAY = 86_400_000;
+
+interface Result { code: number | null; stdout: string; stderr: string }
+
+describe('svc prune', () => {
+  let repo: TestRepo;
+  let env: NodeJS.ProcessEnv;
+
+  before(async () => {
+    repo = makeRepo({ providers: { fake: EDIT_SCRIPT, gated: GATED_SCRIPT } });
+    env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_SHIP: '0', SVC_CONTROL_URL: `http://127.0.0.1:${await closedPort()}` };
+  });
+  after(() => repo.cleanup());
+
+  function svc(args: string[], cwd = repo.repo, extra: NodeJS.ProcessEnv = {}): Promise<Result> {
+    const child = spawn(process.execPath, [CLI, ...args], { cwd, env: { ...env, ...extra }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+    return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+  }
+  const git = (...args: string[]) => execFileSync('git', args, { cwd: repo.repo, encoding: 'utf8', env: { ...process.env, ...GIT_ENV } });
+  const branchExists = (name: string) => git('branch', '--list', name).trim() !== '';
+  const tree = (run: string) => join(repo.repo, '.svc', 'worktrees', run);
+  const statePath = (run: string) => join(repo.repo, '.svc', 'runs', run, 'state.json');
+
+  /** A finished --worktree run, made by svc start; `endedDaysAgo` moves its end back in its state.json. */
+  async function endedRun(endedDaysAgo: number): Promise<string> {
+    const r = await svc(['start', '--worktree', '--brief', 'append fixed', '--provider', 'fake']);
+    assert.equal(r.code, 0, r.stderr);
+    const { run } = JSON.parse(r.stdout.split('\n')[0]!);
+    const state = JSON.parse(readFileSync(statePath(run), 'utf8'));
+    const at = new Date(Date.now() - endedDaysAgo * DAY).toISOString();
+    writeFileSync(statePath(run), JSON.stringify({ ...state, ended_at: at, updated_at: at }));
+    return run;
+  }
+
+  it('--dry-run lists the worktree and branch of a run that ended over 7 days ago and removes nothing', async () => {
+    const old = await endedRun(10);
+    const young = await endedRun(1);
+    assert.ok(existsSync(tree(old)) && branchExists(`svc/${old}`));
+    // What an agent could leave in its worktree: links to things outside it, which removing the worktree must not follow.
+    const outside = join(repo.root, 'precious');
+    mkdirSync(outside);
+    writeFileSync(join(outside, 'keep.txt'), 'mine');
+    symlinkSync(outside, join(tree(old), 'link-to-dir'));
+    symlinkSync(join(outside, 'keep.txt'), join(tree(old), 'link-to-file'));
+    const r = await svc(['prune', '--dry-run']);
+    assert.equal(r.code, 0, r.stderr);
+    const root = execFileSync('git', ['rev-parse', '--show-toplevel'], { cwd: repo.repo, encoding: 'utf8' }).trim();
+    assert.match(r.stdout, new RegExp(`^Would remove worktree ${join(root, '.svc', 'worktrees', old)} \\(run succeeded 10d ago\\)$`, 'm'));
+    assert.match(r.stdout, new RegExp(`^Would remove branch svc/${old} \\(run succeeded 10d ago\\)$`, 'm'));
+    assert.match(r.stdout, new RegExp(`^Kept worktree .*${young} \\(run succeeded 1d ago\\)$`, 'm'));
+    assert.ok(existsSync(tree(old)) && branchExists(`svc/${old}`), 'nothing was removed');
+
+    const done = await svc(['prune']);
+    assert.equal(done.code, 0, done.stderr);
+    assert.match(done.stdout, new RegExp(`^Removed worktree .*${old} `, 'm'));
+    assert.match(done.stdout, new RegExp(`^Removed branch svc/${old} `, 'm'));
+    assert.equal(existsSync(tree(old)), false);
+    assert.equal(branchExists(`svc/${old}`), false);
+    assert.doesNotMatch(git('worktree', 'list'), new RegExp(old), 'git no longer lists the worktree');
+    assert.ok(existsSync(statePath(old)), 'the run folder, its record, stays');
+    assert.equal(readFileSync(join(outside, 'keep.txt'), 'utf8'), 'mine', 'nothing behind a link was removed');
+    assert.ok(existsSync(tree(young)) && branchExists(`svc/${young}`), 'the young run keeps both');
+  });
+
+  it('never removes the worktree or branch of a run that is still running, whatever --older-than says', async () => {
+    const started = await svc(['start', '--worktree', '--detach', '--brief', 'append fixed', '--provider', 'gated']);
+    assert.equal(started.code, 0, started.stderr);
+    const { run } = JSON.parse(started.stdout);
+    await waitFor(() => existsSync(tree(run)) && branchExists(`svc/${run}`), 'the run to make its worktree');
+    const r = await svc(['prune', '--older-than', '0', '--json']);
+    assert.equal(r.code, 0, r.stderr);
+    const out = JSON.parse(r.stdout) as { removed: Array<{ run: string }>; kept: Array<{ kind: string; run: string; reason: string }> };
+    assert.deepEqual(out.kept.filter((k) => k.run === run).map((k) => [k.kind, k.reason]), [['worktree', 'run is running'], ['branch', 'run is running']]);
+    assert.equal(out.removed.some((t) => t.run === run), false);
+    assert.ok(out.removed.length >= 2, 'the young ended run went this time');
+    assert.ok(existsSync(tree(run)) && branchExists(`svc/${run}`));
+    writeFileSync(join(repo.home, AGENT_STATE, `go-${run}`), '');
+    await waitFor(() => JSON.parse(readFileSync(statePath(run), 'utf8')).status === 'succeeded', 'the run to finish');
+    const after = await svc(['prune', '--older-than', '0']);
+    assert.equal(after.code, 0, after.stderr);
+    assert.equal(existsSync(tree(run)), false);
+    assert.equal(branchExists(`svc/${run}`), false);
+  });
+
+  it('removes a left-over svc/<run id> branch and worktree folder without a run folder, and never a branch svc did not make', async () => {
+    const orphan = 'r0123456789abcdefghjkmnpqrs';
+    git('branch', `svc/${orphan}`);
+    git('branch', 'svc/my-feature');
+    mkdirSync(tree('rleftover'), { recursive: true });
+    const old = new Date(Date.now() - 30 * DAY);
+    utimesSync(tree('rleftover'), old, old);
+    // A run without a worktree works on the person's own branch: prune never touches it.
+    const plain = await svc(['start', '--brief', 'append fixed', '--provider', 'fake']);
+    assert.equal(plain.code, 0, plain.stderr);
+    const r = await svc(['prune', '--older-than', '1d']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^Removed worktree .*rleftover \(no run folder, 30d ago\)$/m);
+    assert.match(r.stdout, new RegExp(`^Kept branch svc/${orphan} \\(no run folder, 0m ago\\)$`, 'm'));
+    const now = await svc(['prune', '--older-than', '0']);
+    assert.match(now.stdout, new RegExp(`^Removed branch svc/${orphan} `, 'm'));
+    assert.equal(branchExists(`svc/${orphan}`), false);
+    assert.ok(branchExists('svc/my-feature'), 'not a run id: not svc\'s');
+    assert.ok(branchExists('main'));
+    assert.doesNotMatch(now.stdout + r.stdout, /my-feature|main/);
+    // A svc/<run id> branch the person checked out in the project is theirs for now: git could not delete it anyway.
+    const onIt = 'r0123456789abcdefghjkmnpqrt';
+    git('checkout', '-q', '-b', `svc/${onIt}`);
+    try {
+      const held = await svc(['prune', '--older-than', '0']);
+      assert.equal(held.code, 0, held.stderr);
+      assert.ok(branchExists(`svc/${onIt}`));
+    } finally {
+      git('checkout', '-q', 'main');
+    }
+  });
+
+  it('--checkouts removes ended jobs\' managed checkouts and keeps those the queue still runs, with running runs or unshipped runs', async () => {
+    const checkouts = join(repo.root, 'checkouts');
+    const db = join(repo.root, 'trigger.db');
+    const job = (id: string) => join(checkouts, 'acme', 'api', id);
+    for (const id of ['jdone', 'jqueued', 'jrunning-run', 'jpending']) {
+      mkdirSync(join(checkouts, 'acme', 'api'), { recursive: true });
+      execFileSync('git', ['clone', '-q', repo.origin, job(id)], { env: { ...process.env, ...GIT_ENV } });
+    }
+    const runState = (id: string, run: string, status: string) => {
+      mkdirSync(join(job(id), '.svc', 'runs', run), { recursive: true });
+      const at = new Date(Date.now() - 10 * DAY).toISOString();
+      writeFileSync(join(job(id), '.svc', 'runs', run, 'state.json'), JSON.stringify({ source: 'local', run, status, ended_at: at, updated_at: at }));
+    };
+    runState('jdone', 'r1', 'succeeded');
+    const outside = join(repo.root, 'precious-checkout');
+    mkdirSync(outside);
+    writeFileSync(join(outside, 'keep.txt'), 'mine');
+    symlinkSync(outside, join(job('jdone'), 'link-to-dir'));
+    runState('jrunning-run', 'r2', 'running');
+    runState('jpending', 'r3', 'failed');
+    mkdirSync(join(job('jpending'), '.svc', 'ship-pending'), { recursive: true });
+    writeFileSync(join(job('jpending'), '.svc', 'ship-pending', 'r3'), '');
+    const trigger = openDatabase(db, triggerMigrations);
+    const jobs = createTriggerJobsStore(trigger);
+    jobs.insert({ id: 'jqueued', origin: 'jobs', repo: 'acme/api', brief: 'x', args: [], created_at: Date.now() - 20 * DAY });
+    trigger.close();
+    const extra = { SVC_TRIGGER_CHECKOUTS: checkouts, SVC_TRIGGER_DB: db };
+
+    const dry = await svc(['prune', '--checkouts', '--dry-run'], repo.root, extra);
+    assert.equal(dry.code, 0, dry.stderr);
+    assert.match(dry.stdout, new RegExp(`^Would remove checkout ${job('jdone')} \\(job ended 10d ago\\)$`, 'm'));
+    assert.ok(existsSync(job('jdone')));
+
+    const r = await svc(['prune', '--checkouts', '--older-than', '0'], repo.root, extra);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(existsSync(job('jdone')), false);
+    assert.equal(readFileSync(join(outside, 'keep.txt'), 'utf8'), 'mine', 'nothing behind a link was removed');
+    assert.match(r.stdout, new RegExp(`^Kept checkout ${job('jqueued')} \\(job jqueued is queued\\)$`, 'm'));
+    assert.match(r.stdout, new RegExp(`^Kept checkout ${job('jrunning-run')} \\(run r2 is running\\)$`, 'm'));
+    assert.match(r.stdout, new RegExp(`^Kept checkout ${job('jpending')} \\(its runs have not reached the Control Plane`, 'm'));
+    for (const id of ['jqueued', 'jrunning-run', 'jpending']) assert.ok(existsSync(job(id)), id);
+  });
+
+  it('--checkouts refuses a job queue at another schema version than its own, and removes nothing', async () => {
+    const checkouts = join(repo.root, 'checkouts-newer');
+    const db = join(repo.root, 'newer.db');
+    const dir = join(checkouts, 'acme', 'api', 'jold');
+    mkdirSync(dir, { recursive: true });
+    const old = new Date(Date.now() - 30 * DAY);
+    utimesSync(dir, old, old);
+    const newer = openDatabase(db, triggerMigrations);
+    newer.exec(`PRAGMA user_version = ${triggerMigrations.length + 1}`);
+    newer.close();
+    const r = await svc(['prune', '--checkouts', '--older-than', '0'], repo.root, { SVC_TRIGGER_CHECKOUTS: checkouts, SVC_TRIGGER_DB: db });
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /is at schema version \d+, this svc knows \d+/);
+    assert.ok(existsSync(dir));
+  });
+
+  it('refuses bad input with exit 2 and changes nothing', async () => {
+    const before = git('branch', '--list').trim();
+    for (const args of [['prune', '--older-than', '7'], ['prune', '--older-than', 'soon'], ['prune', '--repo', repo.home], ['prune', 'now']]) {
+      const r = await svc(args);
+      assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+    }
+    const outside = await svc(['prune'], repo.home);
+    assert.equal(outside.code, 2);
+    assert.match(outside.stderr, /Nothing to prune here/);
+    assert.equal(git('branch', '--list').trim(), before);
+  });
+});

@@ -1,0 +1,73 @@
+// A run without a worktree works in the user's own checkout: it must sign only what it changed, never files that were
+// there before it started, and a second such run in the same checkout must not rewrite the first one's files.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { makeRepo, readJson, CLI, GIT_ENV, EDIT_SCRIPT, type TestRepo } from './fixtures.ts';
+import { closedPort } from '../helpers/closed-port.ts';
+import { waitFor } from '../helpers/wait-for.ts';
+
+/** Waits for its release file, then edits a.txt: a run that holds the checkout as long as the test wants. */
+const HOLD_SCRIPT = `#!/bin/sh
+cat > /dev/null
+while [ ! -f "$HOME/agent-state/release" ]; do sleep 0.05; done
+echo "held" >> a.txt
+`;
+
+describe('a run without a worktree', () => {
+  let repo: TestRepo;
+  let env: NodeJS.ProcessEnv;
+
+  before(async () => {
+    repo = makeRepo({ providers: { fake: EDIT_SCRIPT, hold: HOLD_SCRIPT } });
+    env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: `http://127.0.0.1:${await closedPort()}` };
+  });
+  after(() => repo.cleanup());
+
+  function svc(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+    const child = spawn(process.execPath, [CLI, ...args], { cwd: repo.repo, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    return new Promise((resolve) => child.on('close', (status) => resolve({ status, stdout, stderr })));
+  }
+  const runFile = (run: string, name: string) => join(repo.repo, '.svc', 'runs', run, name);
+
+  it('diffs and signs only what it changed, and names the files that were already there', async () => {
+    writeFileSync(join(repo.repo, 'notes-before.txt'), 'PRIVATE-NOTES\n');
+    writeFileSync(join(repo.repo, 'a.txt'), 'hello\nuncommitted line\n');
+    const res = await svc(['start', '--brief', 'append fixed', '--provider', 'fake', '--detach']);
+    assert.equal(res.status, 0, res.stderr);
+    const { run } = JSON.parse(res.stdout.trim());
+    await waitFor(() => ['succeeded', 'failed'].includes(readJson(runFile(run, 'state.json')).status), 'the run to end');
+    const patch = readFileSync(runFile(run, 'artifacts/diff.patch'), 'utf8');
+    assert.match(patch, /^\+fixed$/m);
+    assert.doesNotMatch(patch, /PRIVATE-NOTES|^\+uncommitted line|notes-before|config\.json/m);
+    const stat = readJson(runFile(run, 'artifacts/diffstat.json'));
+    assert.deepEqual(stat.files.map((f: { path: string }) => f.path), ['a.txt']);
+    assert.equal(stat.insertions, 1);
+    const receipt = readJson(runFile(run, 'artifacts/receipt.json'));
+    assert.doesNotMatch(JSON.stringify(receipt), /notes-before/);
+    const events = readFileSync(runFile(run, 'events.jsonl'), 'utf8');
+    assert.match(events, /uncommitted or untracked file\(s\) at the start/);
+  });
+
+  it('refuses a second run in the same checkout while the first works, pointing to --worktree', async () => {
+    const first = await svc(['start', '--brief', 'hold the checkout', '--provider', 'hold', '--detach']);
+    assert.equal(first.status, 0, first.stderr);
+    const { run } = JSON.parse(first.stdout.trim());
+    await waitFor(() => readJson(runFile(run, 'state.json')).status === 'running', 'the first run to start');
+    const second = await svc(['start', '--brief', 'append fixed', '--provider', 'fake']);
+    assert.notEqual(second.status, 0);
+    assert.match(second.stderr, new RegExp(`${run}.*--worktree`, 's'));
+    const isolated = await svc(['start', '--brief', 'append fixed', '--provider', 'fake', '--worktree', '--detach']);
+    assert.equal(isolated.status, 0, isolated.stderr);
+    writeFileSync(join(repo.home, 'agent-state', 'release'), '');
+    await waitFor(() => readJson(runFile(run, 'state.json')).status === 'succeeded', 'the first run to end');
+    const after = await svc(['start', '--brief', 'append fixed', '--provider', 'fake']);
+    assert.equal(after.status, 0, after.stderr);
+  });
+});

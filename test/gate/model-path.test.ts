@@ -1,0 +1,81 @@
+// `/_model/<api>/<path>` reaches that API's base path and nothing above it: every spelling of a dot segment a
+// destination might decode is resolved by the gate, and a path that climbs out of the base is refused before any
+// connection opens (the real key would go with it). The upstream is a loopback server that records what it got.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { connect as netConnect } from 'node:net';
+import { startGate, type Gate } from '../../src/gate/gate.ts';
+import { parseGatePolicy } from '../../src/gate/policy.ts';
+import { modelRoute } from '../../src/gate/model-apis.ts';
+import { modelPath } from '../../src/gate/model-path.ts';
+import { gateRequest, recordingConnect, startUpstream, type Upstream } from './helpers.ts';
+
+/** The status line the gate answers to a request target written byte for byte (no client library rewriting it). */
+function rawStatus(port: number, target: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const socket = netConnect(port, '127.0.0.1');
+    let text = '';
+    socket.setEncoding('latin1');
+    socket.on('connect', () => socket.write(`GET ${target} HTTP/1.1\r\nHost: gate\r\nConnection: close\r\n\r\n`));
+    socket.on('data', (d: string) => (text += d));
+    socket.on('end', () => resolve(Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0)));
+    socket.on('error', reject);
+  });
+}
+
+describe('egress gate model API paths', () => {
+  const recorder = recordingConnect();
+  let upstream: Upstream;
+  let gate: Gate;
+
+  before(async () => {
+    upstream = await startUpstream('127.0.0.2');
+    gate = await startGate({
+      policy: parseGatePolicy({ allow: [`127.0.0.2:${upstream.port}`] }), tcpPort: 0, connect: recorder.connect,
+      models: [modelRoute('anthropic', `http://127.0.0.2:${upstream.port}/api/v1`, 'x-api-key', 'sk-REAL')],
+    });
+  });
+
+  after(async () => {
+    await gate.close();
+    await upstream.close();
+  });
+
+  const escapes = [
+    '/_model/anthropic/../admin/x', '/_model/anthropic/../../admin/x', '/_model/anthropic/%2e%2e/admin/x',
+    '/_model/anthropic/%2E%2e/%2e%2E/admin', '/_model/anthropic/.%2e/admin', '/_model/anthropic/messages/../../admin',
+    '/_model/anthropic/..%2fadmin', '/_model/anthropic/%2e%2e%2fadmin', '/_model/anthropic/..%5cadmin',
+    '/_model/anthropic/..\\admin', '/_model/anthropic/%252e%252e/admin', '/_model/anthropic/..;/admin',
+    '/_model/anthropic/.../admin', '/_model/anthropic/a/..%00/admin', '/_model/anthropic/..',
+  ];
+  for (const target of escapes) {
+    it(`refuses ${target} before connecting, with the key unsent`, async () => {
+      const calls = recorder.calls.length;
+      const seen = upstream.seen.length;
+      const status = await rawStatus(gate.port ?? 0, target);
+      assert.ok(status === 403 || status === 400, `refused, got ${status}`);
+      assert.equal(recorder.calls.length, calls, 'no connection opened');
+      assert.equal(upstream.seen.length, seen);
+    });
+  }
+
+  it('resolves dot segments that stay inside the base and forwards the resolved path', async () => {
+    const reply = await gateRequest({ port: gate.port ?? 0 }, '/_model/anthropic/messages/./batch/../count?x=a/../b');
+    assert.equal(reply.status, 200);
+    assert.equal(upstream.seen.at(-1)?.url, '/api/v1/messages/count?x=a/../b');
+    assert.equal(upstream.seen.at(-1)?.headers['x-api-key'], 'sk-REAL');
+  });
+
+  it('keeps ordinary paths as they were: the base, a trailing slash, a query alone', () => {
+    assert.deepEqual(modelPath('/v1', '/chat/completions'), { path: '/v1/chat/completions' });
+    assert.deepEqual(modelPath('/', '/v1/messages'), { path: '/v1/messages' });
+    assert.deepEqual(modelPath('/', ''), { path: '/' });
+    assert.deepEqual(modelPath('/v1', ''), { path: '/v1' });
+    assert.deepEqual(modelPath('/v1/', '/'), { path: '/v1/' });
+    assert.deepEqual(modelPath('/', '?key=1'), { path: '/?key=1' });
+    assert.deepEqual(modelPath('/', '/v1beta/models/gemini-pro:generateContent'), {
+      path: '/v1beta/models/gemini-pro:generateContent',
+    });
+    assert.ok('refused' in modelPath('/', '/..'));
+  });
+});

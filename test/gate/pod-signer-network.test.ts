@@ -1,0 +1,121 @@
+// End to end in one process: a job's connections go through a shared gate under its credential, the run container
+// leaves its evidence (and a network claim of its own in the run folder, which the agent could write), and the pod
+// signer signs a receipt whose network section is what the gate saw — confined, with the run's hosts and denials —
+// and leaves the gate's records as egress events and egress.jsonl. The Control Plane is a loopback stand-in.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startGate, type Gate } from '../../src/gate/gate.ts';
+import { parseGatePolicy } from '../../src/gate/policy.ts';
+import { mintJobCredential } from '../../src/gate/job-credential.ts';
+import { writeSeal } from '../../src/pod/seal.ts';
+import { signRun } from '../../src/pod/sign.ts';
+import { gateRequest, proxyAuth, recordingConnect, startUpstream, tableResolver, type Upstream } from './helpers.ts';
+
+const GIT_ENV = { GIT_AUTHOR_NAME: 'T', GIT_AUTHOR_EMAIL: 't@x', GIT_COMMITTER_NAME: 'T', GIT_COMMITTER_EMAIL: 't@x' };
+const SECRET = Buffer.from('pod-signer-network-secret-0123456789abcdef');
+const RUN = 'r-gate1';
+
+function git(cwd: string, args: string[]): string {
+  return execFileSync('git', args, { cwd, encoding: 'utf8', env: { ...process.env, ...GIT_ENV } }).trim();
+}
+
+describe('pod signer network section', () => {
+  const root = mkdtempSync(join(tmpdir(), 'svc-pod-gate-'));
+  let upstream: Upstream;
+  let gate: Gate;
+  let control: Server;
+  let controlUrl = '';
+
+  before(async () => {
+    upstream = await startUpstream('127.0.0.2');
+    const policy = parseGatePolicy({ allow: ['local.test', `127.0.0.2:${upstream.port}`] });
+    gate = await startGate({
+      policy, tcpPort: 0, connect: recordingConnect().connect,
+      resolve: tableResolver({ 'local.test': ['127.0.0.2'] }).resolve,
+      clients: { secret: SECRET, maxPerClient: 8, policyFor: () => policy },
+    });
+    // The Control Plane stand-in takes every batch the signer ships.
+    control = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end('{"ok":true}');
+      });
+    });
+    await new Promise<void>((r) => control.listen(0, '127.0.0.1', r));
+    controlUrl = `http://127.0.0.1:${(control.address() as AddressInfo).port}`;
+  });
+
+  after(async () => {
+    await gate.close();
+    await upstream.close();
+    control.closeAllConnections();
+    control.close();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  it("signs what the gate saw for the run, not what the run folder claims", async () => {
+    const credential = mintJobCredential(SECRET, { job: 'j1', run: RUN, repo: 'acme/web' }, Date.now() + 3600_000);
+    const at = { port: gate.port ?? 0 };
+    assert.equal((await gateRequest(at, `http://local.test:${upstream.port}/x`, { headers: proxyAuth(credential) }))
+      .status, 200);
+    assert.equal((await gateRequest(at, 'http://elsewhere.test/', { headers: proxyAuth(credential) })).status, 403);
+
+    // The pod's workspace: a clone with a policy at its base, sealed, then the agent's commit and run folder.
+    const origin = join(root, 'origin');
+    mkdirSync(join(origin, '.svc'), { recursive: true });
+    git(origin, ['init', '-q', '-b', 'main']);
+    writeFileSync(join(origin, '.svc', 'policy.json'), JSON.stringify({ checks: [{ name: 'test', run: ['true'] }] }));
+    writeFileSync(join(origin, 'f.txt'), '1\n');
+    git(origin, ['add', '-A']);
+    git(origin, ['commit', '-qm', 'base']);
+    const ws = join(root, 'ws');
+    git(root, ['clone', '-q', `file://${origin}`, ws]);
+    const sealed = join(root, 'sealed');
+    mkdirSync(sealed);
+    writeSeal(ws, sealed);
+    git(ws, ['checkout', '-qb', `svc/${RUN}`]);
+    writeFileSync(join(ws, 'f.txt'), '1\nfixed\n');
+    git(ws, ['commit', '-qam', 'agent']);
+    const runFolder = join(ws, '.svc', 'runs', RUN);
+    mkdirSync(join(runFolder, 'artifacts'), { recursive: true });
+    writeFileSync(join(runFolder, 'state.json'), JSON.stringify({
+      run: RUN, source: 'k8s', status: 'running', head_sha: git(ws, ['rev-parse', 'HEAD']),
+    }));
+    writeFileSync(join(runFolder, 'artifacts', 'evidence.json'), JSON.stringify({
+      type: 'svc.run_evidence', version: 1, run: RUN, outcome: 'finished', error: null, exit_code: 0,
+      checks: [{ name: 'test', argv: ['true'], required: true, exit_code: 0, duration_ms: 1, output_sha256: '' }],
+    }));
+    // What the agent might plant: a log claiming a connection the gate never saw.
+    writeFileSync(join(runFolder, 'artifacts', 'egress.jsonl'), '{"host":"planted.example","decision":"allowed"}\n');
+
+    const home = join(root, 'signer-home');
+    mkdirSync(home);
+    const state = await signRun({
+      run: RUN, source: 'k8s', workspace: ws, sealedDir: sealed, pr: false, say: () => {},
+      env: {
+        PATH: process.env.PATH, HOME: home, SVC_CONTROL_URL: controlUrl,
+        SVC_GATE_EVIDENCE_URL: `http://127.0.0.1:${gate.port}/_job/${credential}/_egress`,
+      },
+    });
+    const dir = join(home, 'work', '.svc', 'runs', RUN);
+    const receipt = JSON.parse(readFileSync(join(dir, 'artifacts', 'receipt.json'), 'utf8'));
+    assert.equal(receipt.network.confined, true, JSON.stringify(state));
+    assert.equal(receipt.network.connections, 2);
+    assert.equal(receipt.network.denied, 1);
+    assert.deepEqual(receipt.network.hosts.map((h: { host: string }) => h.host), ['local.test']);
+    assert.equal(receipt.network.denials[0].host, 'elsewhere.test');
+    assert.ok(receipt.attestation.verified.includes('network'));
+    const log = readFileSync(join(dir, 'artifacts', 'egress.jsonl'), 'utf8');
+    assert.doesNotMatch(log, /planted/);
+    assert.equal(log.trim().split('\n').length, 2);
+    const events = readFileSync(join(dir, 'events.jsonl'), 'utf8').split('\n').filter((l) => l.includes('"egress"'));
+    assert.equal(events.length, 2);
+  });
+});

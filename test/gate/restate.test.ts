@@ -1,0 +1,136 @@
+// The gate restates what it forwards: the destination reads exactly the requests the gate decided, framed by the
+// gate. Each attack here writes raw bytes to the gate the way a hostile agent would, and a raw TCP upstream on
+// loopback keeps every byte it was sent, so the test reads the stream a destination would parse.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { connect as netConnect } from 'node:net';
+import { startGate, type Gate } from '../../src/gate/gate.ts';
+import { parseGatePolicy } from '../../src/gate/policy.ts';
+import { modelRoute } from '../../src/gate/model-apis.ts';
+import type { EgressRecord } from '../../src/gate/evidence.ts';
+import {
+  countRequests, recordingConnect, startRawUpstream, tableResolver, type RawUpstream,
+} from './helpers.ts';
+
+/** Writes `text` on a new connection to the gate; resolves with every byte the gate answered once it closed. */
+function rawExchange(port: number, text: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = netConnect(port, '127.0.0.1');
+    let answer = '';
+    socket.setEncoding('latin1');
+    socket.on('connect', () => socket.write(text));
+    socket.on('data', (d: string) => (answer += d));
+    socket.on('end', () => {
+      socket.end();
+      resolve(answer);
+    });
+    socket.on('error', reject);
+  });
+}
+
+const SMUGGLED = 'GET /admin/delete-everything HTTP/1.1\r\nHost: internal.test\r\n\r\n';
+const chunk = (text: string) => `${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`;
+
+describe('egress gate request framing', () => {
+  const records: EgressRecord[] = [];
+  let raw: RawUpstream;
+  let gate: Gate;
+  let target: string;
+
+  before(async () => {
+    raw = await startRawUpstream('127.0.0.2');
+    const { resolve } = tableResolver({ 'local.test': ['127.0.0.2'] });
+    gate = await startGate({
+      policy: parseGatePolicy({ allow: ['local.test', `127.0.0.2:${raw.port}`] }), tcpPort: 0, resolve,
+      connect: recordingConnect().connect, onRecord: (r) => records.push(r),
+      models: [modelRoute('openai', `http://127.0.0.2:${raw.port}/v1`, 'authorization', 'Bearer real')],
+    });
+    target = `http://local.test:${raw.port}`;
+  });
+
+  after(async () => {
+    await gate.close();
+    await raw.close();
+  });
+
+  it('refuses a GET with Transfer-Encoding: chunked carrying a second request, and opens nothing', async () => {
+    const before = raw.connections.length;
+    const answer = await rawExchange(gate.port ?? 0,
+      `GET ${target}/innocent HTTP/1.1\r\nHost: local.test\r\nTransfer-Encoding: chunked\r\n\r\n` +
+      `${chunk(SMUGGLED)}0\r\n\r\n`);
+    assert.match(answer, /^HTTP\/1\.1 400 /);
+    assert.match(answer, /no body to transfer-encode/);
+    assert.equal(raw.connections.length, before, 'the destination got no connection');
+    const record = records.at(-1);
+    assert.equal(record?.decision, 'denied');
+    assert.equal(record?.status, 400);
+  });
+
+  it('refuses the same through the model API mode', async () => {
+    const before = raw.connections.length;
+    const answer = await rawExchange(gate.port ?? 0,
+      'GET /_model/openai/models HTTP/1.1\r\nHost: gate\r\nTransfer-Encoding: chunked\r\n\r\n' +
+      `${chunk(SMUGGLED)}0\r\n\r\n`);
+    assert.match(answer, /^HTTP\/1\.1 400 /);
+    assert.equal(raw.connections.length, before);
+  });
+
+  for (const method of ['GET', 'HEAD', 'DELETE', 'OPTIONS']) {
+    it(`refuses a ${method} whose Content-Length body is a second request`, async () => {
+      const before = raw.connections.length;
+      const answer = await rawExchange(gate.port ?? 0,
+        `${method} ${target}/x HTTP/1.1\r\nHost: local.test\r\nContent-Length: ${SMUGGLED.length}\r\n\r\n${SMUGGLED}`);
+      assert.match(answer, /^HTTP\/1\.1 400 /);
+      assert.equal(raw.connections.length, before);
+    });
+  }
+
+  it('refuses a transfer coding other than plain chunked', async () => {
+    const answer = await rawExchange(gate.port ?? 0,
+      `POST ${target}/x HTTP/1.1\r\nHost: local.test\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n`);
+    assert.match(answer, /^HTTP\/1\.1 400 /);
+  });
+
+  it('forwards a chunked POST whose body looks like a request as one request, chunked by the gate', async () => {
+    const before = raw.connections.length;
+    const answer = await rawExchange(gate.port ?? 0,
+      `POST ${target}/upload HTTP/1.1\r\nHost: local.test\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n` +
+      `\r\n${chunk('0\r\n\r\n')}${chunk(SMUGGLED)}0\r\n\r\n`);
+    assert.match(answer, /^HTTP\/1\.1 200 /);
+    assert.equal(raw.connections.length, before + 1);
+    const bytes = await raw.connections.at(-1)?.bytes ?? '';
+    assert.match(bytes, /^POST \/upload HTTP\/1\.1\r\n/);
+    assert.equal(countRequests(bytes), 1, `one request on the wire:\n${bytes}`);
+    assert.equal(bytes.match(/^transfer-encoding: chunked$/gim)?.length, 1);
+    assert.doesNotMatch(bytes, /^content-length:/im);
+  });
+
+  it('forwards a Content-Length POST with the length the gate wrote, and nothing after it', async () => {
+    const body = `{"x":1}${SMUGGLED}`;
+    const answer = await rawExchange(gate.port ?? 0,
+      `POST /_model/openai/chat/completions HTTP/1.1\r\nHost: gate\r\nContent-Length: ${body.length}\r\n` +
+      `Connection: close\r\n\r\n${body}`);
+    assert.match(answer, /^HTTP\/1\.1 200 /);
+    const bytes = await raw.connections.at(-1)?.bytes ?? '';
+    assert.match(bytes, /^POST \/v1\/chat\/completions HTTP\/1\.1\r\n/);
+    assert.equal(countRequests(bytes), 1);
+    assert.equal(bytes.match(/^content-length: (\d+)$/im)?.[1], String(body.length));
+    assert.ok(bytes.endsWith(body), 'the body ends the stream');
+  });
+
+  it('decides each request of a keep-alive connection and sends each on its own upstream connection', async () => {
+    const before = raw.connections.length;
+    const recordsBefore = records.length;
+    const answer = await rawExchange(gate.port ?? 0,
+      `GET ${target}/one HTTP/1.1\r\nHost: local.test\r\n\r\n` +
+      `GET ${target}/two HTTP/1.1\r\nHost: local.test\r\nConnection: close\r\n\r\n`);
+    assert.equal(answer.match(/HTTP\/1\.1 200 /g)?.length, 2);
+    assert.equal(raw.connections.length, before + 2);
+    const streams = await Promise.all(raw.connections.slice(before).map((c) => c.bytes));
+    assert.deepEqual(streams.map(countRequests), [1, 1]);
+    assert.match(streams[0] ?? '', /^GET \/one /);
+    assert.match(streams[1] ?? '', /^GET \/two /);
+    assert.doesNotMatch(streams[0] ?? '', /content-length|transfer-encoding/i, 'a GET goes without a body');
+    assert.equal(records.length, recordsBefore + 2);
+  });
+});
