@@ -10,6 +10,7 @@ import { secretsIn, takeHandoff, type Handoff } from './spawn/secrets-handoff.ts
 import { trustParentProbe } from './spawn/sandbox-mode.ts';
 import { terminalSafe } from './cli/terminal-text.ts';
 import { exitStatusOf } from './cli/exit-status.ts';
+import { errorMessage } from './errors.ts';
 
 const MIN = [22, 13] as const;
 
@@ -75,6 +76,14 @@ const commands: Record<string, { summary: string; load: Loader }> = {
   },
   start: {
     summary: 'Start a run from a brief, spec file, issue export or issue URL', load: () => import('./cli/start.ts'),
+  },
+  init: {
+    summary: 'Write a stand-in agent that needs no API key into .svc/ (a first run)',
+    load: () => import('./cli/init.ts'),
+  },
+  trust: {
+    summary: "Allow this repository's .svc/config.json to widen CLI runs' sandbox (--list, --revoke)",
+    load: () => import('./cli/trust.ts'),
   },
   answer: { summary: 'Answer a blocked run', load: () => import('./cli/answer.ts') },
   runs: { summary: 'List and steer runs on the Control Plane', load: () => import('./cli/runs.ts') },
@@ -165,7 +174,7 @@ async function main(argv: string[]): Promise<number> {
       verbose,
     });
   } catch (err) {
-    const message = err instanceof Error ? err.message : String(err);
+    const message = errorMessage(err);
     printErr(`svc ${name}: ${message}\n`);
     if (verbose && err instanceof Error && err.stack) printErr(`${err.stack}\n`);
     return exitStatusOf(err);
@@ -177,7 +186,7 @@ main(process.argv.slice(2)).then(
     process.exitCode = code;
   },
   (err: unknown) => {
-    printErr(`svc: ${err instanceof Error ? err.message : String(err)}\n`);
+    printErr(`svc: ${errorMessage(err)}\n`);
     process.exitCode = 1;
   },
 );

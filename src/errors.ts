@@ -90,3 +90,8 @@ export class FailedError extends SvcError<'failed'> {
     super('failed', message, options);
   }
 }
+
+/** What a caught value says, for a log line or a message: an Error's message, else its string form. */
+export function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

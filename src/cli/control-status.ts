@@ -2,7 +2,7 @@
 // it
 // answers and how many runs it holds. Exit 0 when reachable, 1 when not (or when the token is missing or wrong).
 import type { CliIo } from './io.ts';
-import { UnavailableError } from '../errors.ts';
+import { UnavailableError, errorMessage } from '../errors.ts';
 import { discoverControlUrl, type Discovered } from '../client/discover.ts';
 import { createControlClient, ControlApiError } from '../client/client.ts';
 import { safeJson } from '../safe-json.ts';
@@ -26,7 +26,7 @@ function reason(err: unknown, url: string, via: Discovered['via'], hasToken: boo
     if (err.status === 0) return `The Control Plane is not reachable at ${url}: ${startHint(via)}`;
     return `The Control Plane at ${url} answered ${err.status} ${err.code}: ${err.message}`;
   }
-  return `The Control Plane at ${url} gave an unexpected answer (${err instanceof Error ? err.message : String(err)})`;
+  return `The Control Plane at ${url} gave an unexpected answer (${errorMessage(err)})`;
 }
 
 export async function controlStatus(io: CliIo, json: boolean): Promise<number> {

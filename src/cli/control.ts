@@ -1,7 +1,7 @@
 // `svc control serve|status`: run the Control Plane, or ask a running one whether it is up and how many runs it holds.
 import type { CliIo } from './io.ts';
 import { parseFlags, subcommand } from './io.ts';
-import { UsageError, UnavailableError } from '../errors.ts';
+import { UsageError, UnavailableError, errorMessage } from '../errors.ts';
 
 const HELP = `Usage:
   svc control serve [--host HOST] [--port PORT] [--db PATH]
@@ -32,7 +32,7 @@ export default async function control(io: CliIo): Promise<number> {
     try {
       settings = resolveControlSettings(io.env, values, STATIC_DIR);
     } catch (err) {
-      throw new UsageError(err instanceof Error ? err.message : String(err));
+      throw new UsageError(errorMessage(err));
     }
     try {
       return await serveControlForever(settings, io.env, io.stdout);

@@ -4,7 +4,7 @@
 import { sendPendingRuns } from './pending-runs.ts';
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
-import { UsageError, FailedError, UnavailableError, ConflictError } from '../errors.ts';
+import { UsageError, FailedError, UnavailableError, ConflictError, errorMessage } from '../errors.ts';
 import { discoverControlUrl } from '../client/discover.ts';
 import { isHealthy, startControlInBackground, openBrowser } from './dashboard-launch.ts';
 import { stopDashboardServer } from './dashboard-owner.ts';
@@ -54,7 +54,7 @@ export default async function dashboard(io: CliIo): Promise<number> {
     try {
       started = await startControlInBackground(io.env);
     } catch (err) {
-      throw new FailedError(err instanceof Error ? err.message : String(err), { cause: err });
+      throw new FailedError(errorMessage(err), { cause: err });
     }
     url = started.url;
     io.stderr(`Started the Control Plane at ${url} (pid ${started.pid}, log ${started.log})\n`);

@@ -19,6 +19,7 @@ const HELP = `Usage:
                   [--limit N] [--cursor C] [--json]
   svc runs show <source>/<run> [--json]
   svc runs stop|resume|retry|verify <source>/<run> [--json]
+  svc runs pr <source>/<run> [--json]   open the PR of a --pr run whose verified work could not be opened then
   svc runs answer <source>/<run> <answer text…> [--json]
   svc runs logs <source>/<run> [-f|--follow]
 
@@ -50,7 +51,7 @@ const FLAGS = {
   cursor: { type: 'string' },
 } as const;
 
-const ACTIONS = ['stop', 'resume', 'retry', 'verify'] as const;
+const ACTIONS = ['stop', 'resume', 'retry', 'verify', 'pr'] as const;
 
 export function parseRunRef(text: string | undefined, env: NodeJS.ProcessEnv): RunRef {
   if (!text) throw new UsageError('Missing run: give <source>/<run>');
@@ -163,12 +164,12 @@ async function dispatch(
     const run = await client[sub as (typeof ACTIONS)[number]](ref);
     if (json) print(run);
     else if (sub === 'retry' && run?.run) io.stdout(`Retrying ${ref.source}/${ref.run} as ${run.source}/${run.run}\n`);
+    else if (sub === 'pr') io.stdout(`Pull request requested for ${ref.source}/${ref.run}\n`);
     else io.stdout(`${sub[0]!.toUpperCase()}${sub.slice(1)} requested for ${ref.source}/${ref.run}\n`);
     return 0;
   }
-  throw new UsageError(
-    `Unknown subcommand "runs ${sub}" (expected list, show, stop, resume, retry, verify, answer or logs)`,
-  );
+  const expected = 'list, show, stop, resume, retry, verify, pr, answer or logs';
+  throw new UsageError(`Unknown subcommand "runs ${sub}" (expected ${expected})`);
 }
 
 export default async function runs(io: CliIo): Promise<number> {

@@ -6,6 +6,7 @@ import { parseFlags, wantsHelp } from './io.ts';
 import { UsageError, NotFoundError, ConflictError } from '../errors.ts';
 import { prepareRun, prepareRetry, spawnWorker, resolveRepo, sandboxPreflight } from '../engine/launch.ts';
 import { executeRun } from '../engine/runner.ts';
+import { openPrLater } from '../engine/pr-later.ts';
 import { stopLocalRun } from '../engine/stop.ts';
 import { runDir } from '../engine/paths.ts';
 import { readState, tryReadState, type RunState, type WorkerMode } from '../engine/run-state.ts';
@@ -35,6 +36,7 @@ Options:
   --follow, -f       stream the agent's output (its stdout and stderr lines, and its questions) to stderr
                      while the run works in the foreground (later: svc runs logs <run> -f)
   --provider NAME    claude, codex, gemini, aider, opencode, or a command provider from .svc/config.json
+                     (no agent CLI yet? \`svc init\` writes a stand-in that needs no API key)
   --repo DIR         the git repository (default: the current directory)
 
 Steering an existing run (local, no Control Plane needed):
@@ -42,6 +44,8 @@ Steering an existing run (local, no Control Plane needed):
   --resume RUN       continue a stopped or failed run in the same worktree
   --retry RUN        start a new run in the same group with the same spec
   --verify RUN       re-run the checks and re-issue the receipt
+  --open-pr RUN      open the pull request of a --pr run whose work was verified but whose PR could not be opened
+                     (no credentials then, an unreachable origin): pushes its branch and opens the PR now
 `;
 
 const CLI_EXTENSION = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
@@ -134,6 +138,7 @@ export default async function start(io: CliIo): Promise<number> {
     resume: { type: 'string' },
     retry: { type: 'string' },
     verify: { type: 'string' },
+    'open-pr': { type: 'string' },
     'run-id': { type: 'string' },
     worker: { type: 'string' },
   });
@@ -157,6 +162,12 @@ export default async function start(io: CliIo): Promise<number> {
     io.stdout(summary(state));
     return 0;
   }
+  if (values['open-pr'] !== undefined) {
+    const dir = runDir(resolveRepo(repoDir), runArg(values['open-pr'], '--open-pr'));
+    if (!tryReadState(dir)) throw new NotFoundError(`No run ${values['open-pr']} in this repository`);
+    io.stdout(summary(await openPrLater(dir, io.env, (t) => io.stderr(`svc start: ${t}\n`))));
+    return 0;
+  }
   for (const flag of ['resume', 'verify'] as const) {
     const run = values[flag];
     if (run === undefined) continue;
@@ -171,7 +182,7 @@ export default async function start(io: CliIo): Promise<number> {
     return launch(io, state, flag, detach, showOutput);
   }
   if (values.retry !== undefined) {
-    const prepared = prepareRetry(repoDir, runArg(values.retry, '--retry'), values['run-id'] ?? null, io.env);
+    const prepared = await prepareRetry(repoDir, runArg(values.retry, '--retry'), values['run-id'] ?? null, io.env);
     sayRenamed(io, prepared.renamed);
     return launch(io, prepared.state, 'start', detach, showOutput);
   }

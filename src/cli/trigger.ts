@@ -1,7 +1,7 @@
 // `svc trigger serve`: the webhook trigger server (DESIGN §5). Flags win over SVC_TRIGGER_* variables.
 import type { CliIo } from './io.ts';
 import { parseFlags, subcommand } from './io.ts';
-import { UsageError, UnavailableError } from '../errors.ts';
+import { UsageError, UnavailableError, errorMessage } from '../errors.ts';
 
 const HELP = `Usage: svc trigger serve [options]
 
@@ -39,7 +39,7 @@ export default async function trigger(io: CliIo): Promise<number> {
   try {
     settings = resolveTriggerSettings(io.env, values, process.cwd());
   } catch (err) {
-    throw new UsageError(err instanceof Error ? err.message : String(err));
+    throw new UsageError(errorMessage(err));
   }
   const { serveTriggerForever } = await import('../trigger/main.ts');
   try {

@@ -120,6 +120,7 @@ export function createControlClient(options: ControlClientOptions) {
     resume: action('resume'),
     retry: action('retry'),
     verify: action('verify'),
+    pr: action('pr'),
     answer: (ref: RunRef, answer: string) => call<Run>(runPath(ref, '/answer'), { method: 'POST', body: { answer } }),
     events: (ref: RunRef, query: { after?: number; limit?: number } = {}) =>
       call<Page<RunEvent>>(runPath(ref, '/events'), { query: q(query) }),

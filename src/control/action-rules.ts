@@ -3,7 +3,7 @@
 import { ACTIVE_STATUSES, TERMINAL } from '../run-json.ts';
 import type { RunRow } from '../db/run-types.ts';
 
-export const RUN_ACTIONS = ['stop', 'resume', 'retry', 'verify', 'delete', 'answer'] as const;
+export const RUN_ACTIONS = ['stop', 'resume', 'retry', 'verify', 'delete', 'answer', 'pr'] as const;
 export type RunAction = (typeof RUN_ACTIONS)[number];
 
 const FINISHED = TERMINAL;
@@ -14,19 +14,35 @@ const ALLOWED_FROM: Record<RunAction, ReadonlySet<string>> = {
   verify: FINISHED,
   delete: FINISHED,
   answer: new Set(['blocked']),
+  // A --pr run that did its work but could not open its PR ends failed; the engine checks the rest (pr-later.ts).
+  pr: new Set(['failed']),
 };
 // Actions that start a process in the run's repository: only a run this server recorded the folder of, in a project
 // the operator registered (src/control/projects.ts; issue 20 item 6).
-const NEEDS_LOCAL = new Set<RunAction>(['resume', 'retry', 'verify']);
+const NEEDS_LOCAL = new Set<RunAction>(['resume', 'retry', 'verify', 'pr']);
 
 /** Whether a folder is a registered project (projects.ts isRegisteredProject, bound to the server's deps). */
 export type IsRegistered = (path: string) => boolean;
+
+/** Why a run cannot get its pull request later, as far as its row tells (the engine checks the receipt and policy). */
+function prRefusal(row: RunRow, id: string): string | null {
+  if (row.pr_url) return `Run ${id} already has its pull request: ${row.pr_url}`;
+  if (!row.branch?.startsWith('svc/')) return `Run ${id} was not started with --pr`;
+  if (row.verdict !== 'verified' && row.verdict !== 'verified_with_gaps') {
+    return `Run ${id} has verdict ${row.verdict ?? 'none'}: only verified work gets a pull request`;
+  }
+  return null;
+}
 
 /** The message of the 409 invalid_transition the server answers `action` with, or null when it would accept it. */
 export function actionRefusal(
   row: RunRow, localSource: string, action: RunAction, registered: IsRegistered,
 ): string | null {
   const id = `${row.source}/${row.run}`;
+  if (action === 'pr') {
+    const problem = prRefusal(row, id);
+    if (problem !== null) return problem;
+  }
   if (NEEDS_LOCAL.has(action)) {
     if (row.source !== localSource) return `Run ${id} belongs to another source; only stop and answer reach it`;
     if (!row.repo_path) {

@@ -19,7 +19,7 @@ import {
   listRegisteredProjects,
 } from './handlers/catalog.ts';
 import { ingestRuns, importRuns } from './handlers/ingest.ts';
-import { startRun, stopRun, resumeRun, retryRun, verifyRun, answerRun } from './handlers/actions.ts';
+import { startRun, stopRun, resumeRun, retryRun, verifyRun, answerRun, openRunPr } from './handlers/actions.ts';
 import { listMergeQueue, addToMergeQueue, runMergeQueue } from './handlers/merge.ts';
 import { getReviewRisk } from './handlers/risk.ts';
 import { getOpenapi } from './handlers/openapi.ts';
@@ -46,6 +46,8 @@ export const controlRoutes: readonly R[] = [
   { method: 'POST', pattern: `${RUN}/retry`, handler: audited('run.retry', retryRun),
     loopbackOnly: true, body: 'optional-json' },
   { method: 'POST', pattern: `${RUN}/verify`, handler: audited('run.verify', verifyRun), body: 'optional-json' },
+  { method: 'POST', pattern: `${RUN}/pr`, handler: audited('run.pr', openRunPr),
+    loopbackOnly: true, body: 'optional-json' },
   { method: 'POST', pattern: `${RUN}/answer`, handler: audited('run.answer', answerRun), body: 'json' },
   { method: 'GET', pattern: `${RUN}/events`, handler: listEvents },
   { method: 'GET', pattern: `${RUN}/stream`, handler: streamRun },

@@ -9,6 +9,7 @@ import { TAKEN_OVER } from '../http/respond.ts';
 import { isHttpError } from '../http/http-error.ts';
 import { isLoopbackAddress, proxyHeaderOf } from '../http/guards.ts';
 import type { ControlDeps } from './deps.ts';
+import { errorMessage } from '../errors.ts';
 
 const notes = new WeakMap<object, Record<string, unknown>>();
 
@@ -127,7 +128,7 @@ export function audited(action: string, handler: Handler<ControlDeps>): Handler<
       });
     } catch (err) {
       // The action already happened; losing its audit row is logged loudly rather than turning success into a 500.
-      const error = err instanceof Error ? err.message : String(err);
+      const error = errorMessage(err);
       ctx.deps.log.error('audit append failed', { request_id: ctx.requestId, action, error });
     }
     if (failed) throw failure;

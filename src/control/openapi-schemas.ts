@@ -87,7 +87,7 @@ export const schemas = {
       },
       refusals: {
         type: 'object',
-        description: 'Per action (stop, resume, retry, verify, delete, answer): null when the server would ' +
+        description: 'Per action (stop, resume, retry, verify, delete, answer, pr): null when the server would ' +
           'accept it, else the message of its 409 invalid_transition',
         additionalProperties: { type: ['string', 'null'] },
       },

@@ -137,6 +137,8 @@ export const operations: readonly Op[] = [
     loopbackOnly: true, errors: ['NotFound', 'Conflict', 'TooLarge', 'UnsupportedType', 'TooMany'],
   }),
   action('verify', 'Re-run the checks and re-issue the receipt'),
+  action('pr', 'Open the pull request of a failed --pr run whose verified work could not be opened as one ' +
+    '(no credentials then); 409 when the run has its PR or is not such a run', { loopbackOnly: true }),
   action('answer', 'Answer a blocked run (409 unless blocked)', { body: 'Answer', bodyOptional: false }),
   {
     server: 'control', method: 'get', path: `${RUN}/events`, id: 'listEvents', summary: "A run's events after an id",

@@ -3,6 +3,7 @@
 // row when the window ends. A drive-by page's 6,554 refusals in 10 s become two rows (docs/control-config.md).
 import type { AuditInput, AuditStore } from '../db/audit-store.ts';
 import type { Logger } from '../log.ts';
+import { errorMessage } from '../errors.ts';
 
 /** How long repeats of one refusal are counted before their row is written. */
 export const REFUSAL_WINDOW_MS = 60_000;
@@ -38,7 +39,7 @@ export function createRefusalTally(
       flush(false);
     } catch (err) {
       // A failed write (disk full, locked) loses those counts; it must not take the server down from a timer.
-      log.error('refusal audit flush failed', { error: err instanceof Error ? err.message : String(err) });
+      log.error('refusal audit flush failed', { error: errorMessage(err) });
     }
   }, windowMs);
   timer.unref();

@@ -6,6 +6,7 @@ import type { ControlDeps } from './deps.ts';
 import { readEffectiveConfig } from './config-schema.ts';
 import { transaction } from '../db/open.ts';
 import { DEFAULT_AUDIT_RETENTION_DAYS } from './settings.ts';
+import { errorMessage } from '../errors.ts';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 /** Rows per transaction: a sweep of a large backlog never holds the write lock for long. */
@@ -64,7 +65,7 @@ export function startRetentionSweeps(deps: ControlDeps, everyMs = RETENTION_SWEE
       pruneExpiredRuns(deps);
       pruneAuditLog(deps);
     } catch (err) {
-      deps.log.error('retention sweep failed', { error: err instanceof Error ? err.message : String(err) });
+      deps.log.error('retention sweep failed', { error: errorMessage(err) });
     }
   }
   sweep();

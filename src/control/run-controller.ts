@@ -9,6 +9,7 @@ import type { RunRow } from '../db/run-types.ts';
 import type { ControlStores } from '../db/control-stores.ts';
 import type { Logger } from '../log.ts';
 import { stopLocalRun } from '../engine/stop.ts';
+import { operatorPassedEnv } from '../engine/operator-config.ts';
 import { TERMINAL } from '../run-json.ts';
 import type { RunEventBus } from './event-bus.ts';
 import type { ControlSettings } from './settings.ts';
@@ -39,10 +40,11 @@ const STDERR_CAP = 16 * 1024;
 /** The credentials a launched run uses itself (push, ingest, issue fetch); they travel in the handoff pipe only. */
 
 // What a launched run may inherit is the spawn policy's 'control-launcher' allowlist minus every secret value, plus
-// how to reach this server. The secrets it needs go through a pipe on its fd 3 that it reads and closes at start
-// (DESIGN §7a).
+// how to reach this server, and the names the operator passes to agents (~/.svc/operator.json "env"). The secrets it
+// needs go through a pipe on its fd 3 that it reads and closes at start (DESIGN §7a).
 export function childSpec(deps: RunControllerDeps): ChildSpec {
   const extra: Record<string, string> = {
+    ...operatorPassedEnv(deps.env),
     SVC_CONTROL_URL: deps.url(),
     SVC_SOURCE: deps.settings.source,
     SVC_CONTROL_ANSWER_DIR: deps.settings.answerDir,

@@ -51,7 +51,7 @@ export function resolveControlSettings(
   const portText = flags.port ?? env.SVC_CONTROL_PORT ?? String(DEFAULT_PORT);
   const port = Number(portText);
   if (!/^\d+$/.test(portText) || port > 65535) {
-    throw new RangeError(`Port must be an integer from 0 to 65535 (got "${portText}")`);
+    throw new BadSettingError(`Port must be an integer from 0 to 65535 (got "${portText}")`);
   }
   return {
     host: flags.host ?? env.SVC_CONTROL_HOST ?? '127.0.0.1',

@@ -16,7 +16,7 @@ import { canonicalJson } from '../canonical-json.ts';
 import { openPullRequest } from './pr.ts';
 import { isoNow } from './run-state.ts';
 import { fence } from './text.ts';
-import { agentSandbox, gateEnv, postAgentGit, type RunSandbox } from './sandbox.ts';
+import { agentSandbox, agentExtraEnv, postAgentGit, type RunSandbox } from './sandbox.ts';
 
 /** Commits (worktree) and diffs what the agent left, with svc's git in its own sandbox (src/engine/sandbox.ts). */
 export function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
@@ -33,7 +33,8 @@ export function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
     }
     const head = headSha(state.workdir, run);
     ctx.update({ head_sha: head });
-    return diffCommits(state.workdir, base, head, run);
+    // Gitlink moves too: the branch pushed carries them, so the receipt lists them.
+    return diffCommits(state.workdir, base, head, run, { submodules: true });
   }
   return diffWorkingTree(state.workdir, state.base_tree ?? base, run);
 }
@@ -52,7 +53,7 @@ export async function verifyWork(
     sandboxFor: (argv) => agentSandbox(ctx, sandbox, argv[0]!, null, policy.limits),
     timeoutMs: policy.limits.check_timeout_s * 1000,
     env: ctx.env,
-    extra: { ...gateEnv(sandbox), SVC_RUN_ID: ctx.state.run },
+    extra: { ...agentExtraEnv(sandbox), SVC_RUN_ID: ctx.state.run },
     onSpawn: (id) => ctx.setChild(id),
     saveArtifact: (p, c) => ctx.saveArtifact(p, c),
     event: (k, d) => {

@@ -10,6 +10,7 @@ import { writeFileSync, mkdtempSync, rmSync, mkdirSync, existsSync, copyFileSync
 import { join, resolve } from 'node:path';
 import { tmpdir } from 'node:os';
 import { git } from './git.ts';
+import { askpassEnv, TOKEN_GIT_CONFIG } from './git-token.ts';
 
 /** Keys that change where `origin` points or where a push goes; their presence makes svc refuse to push. */
 const REDIRECTING_KEYS = /^(url\..*\.(insteadof|pushinsteadof)|remote\.origin\.pushurl)$/;
@@ -104,16 +105,16 @@ export function pinnedOrigin(workdir: string, target: PushTarget): Origin {
   return { url: target.url, commonDir: now.commonDir };
 }
 
-/** What the clean push may use: the token (through GIT_ASKPASS) and whether the user's own git config applies. */
+/** What the clean push may use: the token, through the askpass svc wrote (src/engine/git-token.ts). */
 export interface PushAuth {
   askpass: string | null;
   token: string | null;
 }
 
 /**
- * Pushes `branch` (as it is in `workdir`) to `origin.url` from a bare repository svc made. With a token, global and
- * system config are off too (a credential helper or proxy there would see it); without one, the user's own
- * credentials apply as for any push of theirs, but still nothing from the repository's config.
+ * Pushes `branch` (as it is in `workdir`) to `origin.url` from a bare repository svc made. Like every git of svc's,
+ * it reads no global or system config (src/engine/host-git.ts): without the token, the user's own ssh setup applies
+ * (GIT_SSH_COMMAND, ~/.ssh), never a credential helper or URL rule from a git config file.
  */
 export function cleanPush(workdir: string, origin: Origin, branch: string, auth: PushAuth): void {
   const sha = git(workdir, ['rev-parse', '--verify', `refs/heads/${branch}^{commit}`]).trim();
@@ -121,7 +122,6 @@ export function cleanPush(workdir: string, origin: Origin, branch: string, auth:
   try {
     const bare = join(dir, 'push.git');
     const isolated: Record<string, string> = { GIT_DIR: bare, GIT_TEMPLATE_DIR: join(dir, 'no-templates') };
-    if (auth.token) Object.assign(isolated, { GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' });
     mkdirSync(isolated.GIT_TEMPLATE_DIR!);
     git(dir, ['init', '--quiet', '--bare', bare], isolated);
     mkdirSync(join(bare, 'objects', 'info'), { recursive: true });
@@ -134,10 +134,9 @@ export function cleanPush(workdir: string, origin: Origin, branch: string, auth:
       git(dir, ['push', '--quiet', origin.url, refspec], isolated);
       return;
     }
-    // credential.helper= empties the helper list; the askpass answers with the token, which lives in env only.
-    git(dir, ['-c', 'credential.helper=', 'push', '--quiet', origin.url, refspec], {
-      ...isolated, GIT_ASKPASS: auth.askpass, SVC_GIT_PUSH_TOKEN: auth.token, GIT_TERMINAL_PROMPT: '0',
-    });
+    // The askpass answers with the token for origin.url alone; the token lives in this child's env only.
+    git(dir, [...TOKEN_GIT_CONFIG, 'push', '--quiet', origin.url, refspec],
+      { ...isolated, ...askpassEnv(auth.askpass, auth.token, origin.url) });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

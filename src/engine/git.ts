@@ -1,23 +1,18 @@
 // Thin git wrappers: argv arrays through the spawn policy (never a shell), errors carry git's own message.
-// Every git runs without svc's credentials in its environment and with every program a repository can name switched
-// off (hooks, fsmonitor, submodule recursion, external diff and textconv). The calls that read a worktree after the
-// agent worked in it also run inside a sandbox of their own (a `GitRun` from src/engine/sandbox.ts), so whatever the
-// agent planted that git might still run (an embedded repository's filter) runs with nothing to read or reach.
+// Every git runs without svc's credentials in its environment, with no global or system config, and with every program
+// a repository can name switched off (hooks, fsmonitor, submodule recursion, external diff and textconv): the argv
+// and environment come from src/engine/host-git.ts, the one place that decides them. The calls that read a worktree
+// after the agent worked in it also run inside a sandbox of their own (a `GitRun` from src/engine/sandbox.ts), so
+// whatever the agent planted that git might still run (an embedded repository's filter) runs with nothing to read or
+// reach.
 import { readFileSync, appendFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { join, basename, resolve } from 'node:path';
 import { tmpdir } from 'node:os';
 import { createHash } from 'node:crypto';
 import { runSync } from '../spawn/start.ts';
 import { FailedError } from '../errors.ts';
-
-/**
- * No hook, fsmonitor or submodule program runs for any git svc starts (core.hooksPath=/dev/null holds no hooks), and
- * git never descends into an embedded repository, whose own config (filters, textconv) the agent wrote. The `-c`
- * values reach every git this one starts, through GIT_CONFIG_PARAMETERS.
- */
-export const SAFE_GIT_CONFIG = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false',
-  '-c', 'submodule.recurse=false', '-c', 'diff.ignoreSubmodules=all', '-c', 'status.submoduleSummary=false',
-  '-c', 'push.recurseSubmodules=no', '-c', 'fetch.recurseSubmodules=false', '-c', 'core.untrackedCache=false'] as const;
+import { gitArgv, gitBaseEnv, gitExtraEnv, filterOverrides } from './host-git.ts';
+import { GitRedirectedError, redirectedUrl } from './git-redirect.ts';
 
 /** Runs one git argv (already hardened) and returns stdout; `scratch` are folders it writes besides the repository. */
 export type GitRun = (
@@ -28,18 +23,21 @@ const GIT_OUTPUT_CAP = 256 * 1024 * 1024;
 
 /** git on the host, for svc's own work on trusted state (before the agent, or its pushes of what git committed). */
 export const hostGit: GitRun = (cwd, argv, { extra }) =>
-  runSync(argv, { kind: 'tool', base: process.env, extra, cwd, maxBuffer: GIT_OUTPUT_CAP });
+  runSync(argv, { kind: 'tool', base: gitBaseEnv(process.env), extra, cwd, maxBuffer: GIT_OUTPUT_CAP });
 
 /** `extra` is added to the stripped environment for this one call only (e.g. the push credential, an index file). */
 export function git(
   cwd: string, args: string[], extra: Record<string, string> = {}, run: GitRun = hostGit, scratch: string[] = [],
 ): string {
   try {
-    return run(cwd, ['git', ...SAFE_GIT_CONFIG, ...args], { extra, scratch });
+    return run(cwd, gitArgv(args), { extra: gitExtraEnv(extra), scratch });
   } catch (err) {
     const stderr = String((err as { stderr?: unknown }).stderr ?? '').trim();
     const command = args.find((a, i) => !a.startsWith('-') && args[i - 1] !== '-c') ?? args[0];
-    throw new FailedError(`git ${command} failed${stderr ? `: ${stderr.split('\n')[0]}` : ''}`);
+    const message = `git ${command} failed${stderr ? `: ${stderr.split('\n')[0]}` : ''}`;
+    const redirected = redirectedUrl(stderr);
+    if (redirected !== null) throw new GitRedirectedError(redirected, message);
+    throw new FailedError(message);
   }
 }
 
@@ -88,8 +86,22 @@ export function excludeEngineFolders(common: string): void {
   if (wanted.length) appendFileSync(path, `${text && !text.endsWith('\n') ? '\n' : ''}${wanted.join('\n')}\n`);
 }
 
+/** `git config -z --get-regexp` in `repo` (includes applied, as the git that runs next would read them), or ''. */
+function configMatching(repo: string, pattern: string): string {
+  try {
+    return git(repo, ['config', '-z', '--get-regexp', pattern]);
+  } catch {
+    return ''; // git config exits 1 when nothing matches
+  }
+}
+
+/**
+ * A worktree of `repo` at `base`, checked out on the host with no filter program the repository's config names (an
+ * agent may have written that config): files are checked out as committed (a git-lfs file as its pointer).
+ */
 export function createWorktree(repo: string, path: string, branch: string, base: string): void {
-  git(repo, ['worktree', 'add', '-b', branch, path, base]);
+  const noFilters = filterOverrides(configMatching(repo, '^filter\\.'));
+  git(repo, ['worktree', 'add', '-b', branch, path, base], noFilters);
 }
 
 /**
@@ -208,8 +220,8 @@ function withScratch<T>(body: (tmp: string) => T): T {
 
 /**
  * `submodules`: also list gitlink (submodule) moves, as `Subproject commit` lines. Between two commits git reads only
- * the gitlinks' ids, never a submodule's repository; the pod signer asks for them, since the branch it pushes carries
- * them.
+ * the gitlinks' ids, never a submodule's repository; every signer of a pushed branch (the run's own finish, the pod
+ * signer) asks for them, since the branch carries them.
  */
 export function diffCommits(
   dir: string, base: string, head: string, run: GitRun = hostGit, opts: { submodules?: boolean } = {},

@@ -9,8 +9,7 @@ import { createHash } from 'node:crypto';
 import { BadInputError, RefusedError } from '../errors.ts';
 import { classifyInput, isWebhookOrigin } from './classify.ts';
 import { buildTask } from './spec.ts';
-import { loadEngineConfig } from './config.ts';
-import { resolveProvider } from './providers.ts';
+import { refuseOutsideView, runSettings } from './run-settings.ts';
 import { loadPolicy, PolicyError } from './policy.ts';
 import { newRunId, isValidSegment } from './ids.ts';
 import { repoRoot, headSha, currentBranch, excludeEngineFolders, gitCommonDir } from './git.ts';
@@ -24,6 +23,8 @@ import { identityOf } from './proc-group.ts';
 import { assertPlainDir, openAppendNoFollow, writeNoFollow } from './safe-fs.ts';
 import { resolveSandbox, unsandboxedWarning, probeDone } from '../spawn/sandbox-mode.ts';
 import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts';
+import { checkPrPossible } from './pr-check.ts';
+import { signsLater } from './evidence.ts';
 
 /**
  * Refuses (a SvcError: unavailable or refused) a run whose agents cannot be sandboxed as its policy and origin require
@@ -67,11 +68,18 @@ export function resolveRepo(dir: string): string {
   }
 }
 
-/** Checks provider and policy up front so a bad setup fails the command, not a detached worker nobody watches. */
-function preflight(repo: string, provider: string | null, env: NodeJS.ProcessEnv): string {
+/**
+ * Checks provider and policy up front so a bad setup fails the command, not a detached worker nobody watches: the
+ * provider under the settings rule (an untrusted file's widening settings refuse a CLI run), and, sandboxed, that a
+ * command provider names nothing its sandbox would not show. `worktree`: the run will work in a worktree of its own.
+ */
+function preflight(repo: string, provider: string | null, env: NodeJS.ProcessEnv, worktree: boolean): string {
   try {
-    loadPolicy(repo);
-    return resolveProvider(provider, loadEngineConfig(repo), env).name;
+    const policy = loadPolicy(repo);
+    const workdir = worktree ? join(repo, '.svc', 'worktrees', 'new-run') : repo;
+    const settings = runSettings(provider, repo, workdir, env);
+    if (resolveSandbox(policy.sandbox, env).kind === 'bwrap') refuseOutsideView(settings.provider, repo, workdir, env);
+    return settings.provider.name;
   } catch (err) {
     if (err instanceof PolicyError) throw new RefusedError(`Refusing to start: ${err.message}`, { cause: err });
     throw err;
@@ -148,12 +156,39 @@ function createRun(n: NewRun): PreparedRun {
   return { dir, state, renamed };
 }
 
+/**
+ * A --pr run is refused before anything is written when its pull request could not be opened: no GitHub credential,
+ * or an origin that does not answer as configured (src/engine/pr-check.ts). A config that names no single origin is
+ * left for createRun to refuse with its own fix.
+ */
+async function prPreflight(repo: string, pr: boolean, env: NodeJS.ProcessEnv): Promise<void> {
+  // A Kubernetes pod's run container holds no GitHub credential by design: its signer container opens the PR.
+  if (signsLater(env)) return;
+  let target: PushTarget | null;
+  try {
+    target = pushTargetFor(repo, pr);
+  } catch (err) {
+    if (err instanceof PushRefusedError) return;
+    throw err;
+  }
+  if (target === null) return;
+  try {
+    await checkPrPossible(target, env);
+  } catch (err) {
+    if (err instanceof RefusedError) {
+      throw new RefusedError(`Refusing to start a --pr run: ${err.message} (nothing was started)`, { cause: err });
+    }
+    throw err;
+  }
+}
+
 export async function prepareRun(opts: StartOptions): Promise<PreparedRun> {
   const repo = resolveRepo(opts.repo);
   const confineTo = isWebhookOrigin(opts.env.SVC_ORIGIN) ? repo : null;
   const input = classifyInput(opts.input, { forceBrief: opts.forceBrief, cwd: process.cwd(), confineTo });
   const task = await buildTask(input, repo, opts.env);
-  const provider = preflight(repo, opts.provider, opts.env);
+  const provider = preflight(repo, opts.provider, opts.env, opts.worktree || opts.pr);
+  await prPreflight(repo, opts.pr, opts.env);
   return createRun({
     repo, run: opts.runId ?? newRunId(), groupId: null, ...task, provider, pr: opts.pr, worktree: opts.worktree,
     input: { kind: input.kind, value: input.kind === 'brief' ? task.brief : input.value }, env: opts.env,
@@ -161,14 +196,15 @@ export async function prepareRun(opts: StartOptions): Promise<PreparedRun> {
 }
 
 /** A new run in the same group with the same spec, provider and flags (DESIGN §3: retry never changes the old run). */
-export function prepareRetry(
+export async function prepareRetry(
   repoDir: string, oldRun: string, newRun: string | null, env: NodeJS.ProcessEnv,
-): PreparedRun {
+): Promise<PreparedRun> {
   const repo = resolveRepo(repoDir);
   const oldDir = runDir(repo, oldRun);
   if (!existsSync(oldDir)) throw new BadInputError(`No run ${oldRun} in ${repo}`);
   const old = readState(oldDir);
-  const provider = preflight(repo, old.provider, env);
+  const provider = preflight(repo, old.provider, env, old.worktree);
+  await prPreflight(repo, old.pr, env);
   return createRun({
     repo, run: newRun ?? newRunId(), groupId: old.group_id, spec: readFileSync(join(oldDir, 'spec.md'), 'utf8'),
     brief: old.brief, origin: old.origin, provider, pr: old.pr, worktree: old.worktree, input: old.input,

@@ -11,11 +11,13 @@ import { tokenGoesTo, withAskpassSync } from './git-token.ts';
 import { which } from '../spawn/which.ts';
 import { runSync, type ChildSpec } from '../spawn/start.ts';
 import { FailedError, RefusedError } from '../errors.ts';
+import { GitRedirectedError, redirectRefusal } from './git-redirect.ts';
+import { GIT_ISOLATION_ENV } from './host-git.ts';
 
 export { githubHost } from './git-token.ts';
 
-export const NO_CREDENTIALS =
-  'No GitHub credentials: set GITHUB_TOKEN or GH_TOKEN, or log in with gh (nothing was pushed)';
+export const NO_CREDENTIALS_FIX = 'set GITHUB_TOKEN or GH_TOKEN, or log in with gh';
+export const NO_CREDENTIALS = `No GitHub credentials: ${NO_CREDENTIALS_FIX} (nothing was pushed)`;
 
 export interface PrRequest {
   workdir: string;
@@ -35,9 +37,9 @@ export interface PrResult {
   via: 'rest' | 'gh';
 }
 
-// gh may run git itself: the same no-hooks rule, through git's environment config (GIT_CONFIG_COUNT).
+// gh may run git itself: no global or system config, and no hooks, through git's environment config.
 const GH_GIT_CONFIG = {
-  GIT_CONFIG_COUNT: '2',
+  ...GIT_ISOLATION_ENV, GIT_CONFIG_COUNT: '2',
   GIT_CONFIG_KEY_0: 'core.hooksPath', GIT_CONFIG_VALUE_0: '/dev/null',
   GIT_CONFIG_KEY_1: 'core.fsmonitor', GIT_CONFIG_VALUE_1: 'false',
 };
@@ -120,23 +122,34 @@ function createViaGh(req: PrRequest, gh: string): PrResult {
  * rules, helpers or proxies (src/engine/git-push.ts); the token goes along only to an https URL on the token's own
  * GitHub host.
  */
-export function pushBranch(
+export async function pushBranch(
   workdir: string, target: PushTarget, branch: string, token: string | null, env: NodeJS.ProcessEnv,
-): void {
+): Promise<void> {
   const origin = pinnedOrigin(workdir, target);
-  if (!token || !tokenGoesTo(origin.url, env)) {
-    cleanPush(workdir, origin, branch, { askpass: null, token: null });
-    return;
+  try {
+    if (!token || !tokenGoesTo(origin.url, env)) {
+      cleanPush(workdir, origin, branch, { askpass: null, token: null });
+      return;
+    }
+    withAskpassSync((askpass) => cleanPush(workdir, origin, branch, { askpass, token }));
+  } catch (err) {
+    if (err instanceof GitRedirectedError) throw await redirectRefusal(origin.url, 'git-receive-pack', env);
+    throw err;
   }
-  withAskpassSync((askpass) => cleanPush(workdir, origin, branch, { askpass, token }));
+}
+
+/** What opens the pull request: the token (from the environment or `gh auth token`), else gh itself; null: nothing. */
+export function githubCredential(env: NodeJS.ProcessEnv): { token: string | null; gh: string | null } | null {
+  const token = githubToken(env);
+  const gh = token ? null : which('gh', env.PATH);
+  return token || gh ? { token, gh } : null;
 }
 
 export async function openPullRequest(req: PrRequest): Promise<PrResult> {
-  const token = githubToken(req.env);
-  const gh = token ? null : which('gh', req.env.PATH);
+  const credential = githubCredential(req.env);
   // Nothing is pushed when no pull request could be opened afterwards: a branch without its PR helps nobody.
-  if (!token && !gh) throw new RefusedError(NO_CREDENTIALS);
-  pushBranch(req.workdir, req.target, req.branch, token, req.env);
-  if (token) return createViaRest(req, token);
-  return createViaGh(req, gh!);
+  if (!credential) throw new RefusedError(NO_CREDENTIALS);
+  await pushBranch(req.workdir, req.target, req.branch, credential.token, req.env);
+  if (credential.token) return createViaRest(req, credential.token);
+  return createViaGh(req, credential.gh!);
 }

@@ -41,12 +41,9 @@ export function providerHomeKey(repoPath: string, env: NodeJS.ProcessEnv): strin
   return keyOf(basename(real), `path:${real}`);
 }
 
-/** `~/.svc/homes/<provider>/<key>`: a built-in by its name, a `command` provider as `command-<name>`. */
-export function providerHomeDir(
-  env: NodeJS.ProcessEnv, repoPath: string, provider: { name: string; kind: string },
-): string {
-  const family = provider.kind === 'command' ? `command-${provider.name}` : provider.kind;
-  return join(svcHomeOf(env), 'homes', family, providerHomeKey(repoPath, env));
+/** `~/.svc/homes/<provider>/<key>`, for a built-in CLI by its name. */
+export function providerHomeDir(env: NodeJS.ProcessEnv, repoPath: string, provider: { kind: string }): string {
+  return join(svcHomeOf(env), 'homes', provider.kind, providerHomeKey(repoPath, env));
 }
 
 /** The operator's template for what the CLIs obey: ~/.svc/provider-template when it is a folder, else HOME itself. */

@@ -10,8 +10,9 @@ import { takeAnswer, takeStopRequest } from './answers.ts';
 import { oneLine } from './text.ts';
 import { budgetQuestion, budgetReached, budgetStopMessage, extendsBudget } from './budget.ts';
 import { writeNoFollow, readAgentFile } from './safe-fs.ts';
-import { agentSandbox, gateEnv, protocolFiles, watchedLimits, type ProtocolFiles, type RunSandbox } from './sandbox.ts';
-import { releaseProviderHome } from './sandbox.ts';
+import {
+  agentSandbox, agentExtraEnv, protocolFiles, releaseProviderHome, watchedLimits, type ProtocolFiles, type RunSandbox,
+} from './sandbox.ts';
 import type { RunLimits } from './policy-limits.ts';
 import { untestedProviderWarning } from './provider-version-check.ts';
 
@@ -176,7 +177,7 @@ function startAttempt(
 ): GroupRun {
   const { taskFile, questionFile, answerFile } = files;
   const extra = {
-    ...gateEnv(opts.sandbox),
+    ...agentExtraEnv(opts.sandbox),
     // Some CLIs (opencode) take their project folder from $PWD, not the working directory: it must name the worktree.
     PWD: ctx.state.workdir,
     SVC_TASK_FILE: taskFile,

@@ -13,6 +13,10 @@ export interface ResolvedProvider {
   argv: string[];
   /** Whether the prompt is written to stdin (it is always in SVC_TASK_FILE too). */
   stdinPrompt: boolean;
+  /** A command provider's folders writable in its sandbox (absolute), as setting-authority.ts allowed them. */
+  writable?: string[];
+  /** False: its sandbox shows the program file alone, not the folder it lives in (a repository's own provider). */
+  showFolder?: boolean;
 }
 
 const BUILTIN_ARGS: Record<(typeof BUILTIN_PROVIDERS)[number], { args: string[]; stdin: boolean }> = {
@@ -63,7 +67,10 @@ function resolveNamed(name: string, config: EngineConfig, pathVar: string | unde
       const where = pathVar ?? '';
       throw new ProviderMissingError(`Provider "${name}" runs "${bin}", which was not found on PATH (${where})`);
     }
-    return { name, kind: 'command', argv: [path, ...rest], stdinPrompt: true };
+    return {
+      name, kind: 'command', argv: [path, ...rest], stdinPrompt: true, writable: configured.writable ?? [],
+      showFolder: configured.showFolder ?? true,
+    };
   }
   if (!isBuiltin(name)) return null;
   const path = which(name, pathVar);
@@ -98,6 +105,7 @@ export function resolveProvider(
   }
   throw new ProviderMissingError(
     `No provider found: looked for ${BUILTIN_PROVIDERS.join(', ')} on PATH and a "provider" in .svc/config.json. ` +
-      'Install one or pass --provider NAME',
+      'Install one and pass --provider NAME, or try svc with no API key: `svc init` writes a command provider ' +
+      '(a small script svc runs as the agent) into .svc/ (README "Quick start")',
   );
 }

@@ -4,8 +4,9 @@ import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { openRunContext, type RunContext } from './run-context.ts';
 import { loadPolicy, type Policy } from './policy.ts';
-import { loadEngineConfig } from './config.ts';
-import { resolveProvider } from './providers.ts';
+import { passedEnvFor, runSettings } from './run-settings.ts';
+import { loadOperatorConfig } from './operator-config.ts';
+import { cappedLimits } from './setting-authority.ts';
 import { createWorktree } from './git.ts';
 import { identityOf, signalGroup } from './proc-group.ts';
 import { isChildOf } from './worker-identity.ts';
@@ -19,6 +20,7 @@ import { openRunGate } from './egress.ts';
 import { signsLater, evidenceOf, EVIDENCE_ARTIFACT, type RunEvidence } from './evidence.ts';
 import { failedRequiredCheck, requiredCheckError, type CheckResult } from './checks.ts';
 import { pushTargetFor } from './launch.ts';
+import { errorMessage } from '../errors.ts';
 
 function prepareWorkdir(ctx: RunContext): void {
   const { state } = ctx;
@@ -73,11 +75,27 @@ function pinPushTarget(ctx: RunContext): void {
 const RESUMED_NOTE =
   'This run was resumed: your earlier changes are already in the working tree. Continue the task from there.';
 
-async function startOrResume(ctx: RunContext, mode: WorkerMode): Promise<void> {
+/** The project's policy with its limits held within the operator's caps (each lowered one said in the log). */
+function runPolicy(ctx: RunContext): Policy {
   const policy = loadPolicy(ctx.state.repo_path);
+  const { limits, notes } = cappedLimits(policy.limits, loadOperatorConfig(ctx.env).limits);
+  for (const note of notes) ctx.event('log', { stream: 'svc', text: note });
+  return notes.length ? { ...policy, limits } : policy;
+}
+
+async function startOrResume(ctx: RunContext, mode: WorkerMode): Promise<void> {
+  const policy = runPolicy(ctx);
   pinPushTarget(ctx);
-  const provider = resolveProvider(ctx.state.provider || null, loadEngineConfig(ctx.state.repo_path), ctx.env);
-  const sandbox = await withGate(ctx, policy);
+  const { state } = ctx;
+  const workdir = state.worktree ? worktreeDir(state.repo_path, state.run) : state.repo_path;
+  const settings = runSettings(state.provider || null, state.repo_path, workdir, ctx.env);
+  // What the settings rule left out of this run (a server-started run's refusals among them), before the agent starts.
+  for (const note of settings.notes) {
+    ctx.event('log', { stream: 'svc', text: note });
+    ctx.say(note);
+  }
+  const provider = settings.provider;
+  const sandbox = await withGate(ctx, policy, settings.passedEnv);
   try {
     prepareWorkdir(ctx);
     const spec = readFileSync(join(ctx.dir, 'spec.md'), 'utf8');
@@ -97,9 +115,9 @@ async function startOrResume(ctx: RunContext, mode: WorkerMode): Promise<void> {
 }
 
 /** The run's sandbox mode and, when sandboxed, its egress gate (closed by the caller once the checks are done). */
-async function withGate(ctx: RunContext, policy: Policy): Promise<RunSandbox> {
+async function withGate(ctx: RunContext, policy: Policy, passed: Record<string, string>): Promise<RunSandbox> {
   const mode = runSandboxMode(ctx, policy);
-  return { mode, gate: mode.kind === 'none' ? null : await openRunGate(ctx, policy) };
+  return { mode, gate: mode.kind === 'none' ? null : await openRunGate(ctx, policy), passed };
 }
 
 /** Not allowed past its budget: the checks still run on what exists and a receipt says so; no PR, status stopped. */
@@ -119,8 +137,8 @@ async function finishOverBudget(
 }
 
 async function reverify(ctx: RunContext): Promise<void> {
-  const policy = loadPolicy(ctx.state.repo_path);
-  const sandbox = await withGate(ctx, policy);
+  const policy = runPolicy(ctx);
+  const sandbox = await withGate(ctx, policy, passedEnvFor(ctx.state.repo_path, ctx.state.workdir, ctx.env));
   try {
     ctx.event('log', { stream: 'svc', text: 'verify: re-running checks' });
     const diff = collectDiff(ctx, sandbox);
@@ -166,7 +184,7 @@ export async function executeRun(
       ctx.setStatus('stopped', { ended_at: isoNow(), question: null, child: null });
     }
   } catch (err) {
-    const message = err instanceof Error ? err.message : String(err);
+    const message = errorMessage(err);
     if (mode === 'verify') ctx.event('error', { message });
     else ctx.setStatus('failed', { error: message, ended_at: isoNow(), question: null });
   } finally {

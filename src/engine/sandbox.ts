@@ -6,10 +6,10 @@ import { homedir } from 'node:os';
 import type { RunContext } from './run-context.ts';
 import type { Policy } from './policy.ts';
 import type { RunLimits } from './policy-limits.ts';
-import { loadEngineConfig } from './config.ts';
 import { plainSubdir } from './safe-fs.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { hostGit, type GitRun } from './git.ts';
+import { gitBaseEnv } from './host-git.ts';
 import { agentSandboxPlan, gitSandboxPlan } from '../spawn/agent-plan.ts';
 import { bwrapArgv, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { runSync } from '../spawn/start.ts';
@@ -25,6 +25,8 @@ import { dropRunLayer } from '../spawn/provider-home.ts';
 export interface RunSandbox {
   mode: SandboxMode;
   gate: RunGate | null;
+  /** What svc's environment passes to the agent and the checks by name (run-settings.ts), sandboxed or not. */
+  passed: Record<string, string>;
 }
 
 /** The run's protocol files: the task the agent reads, and the folders its question and its answer live in. */
@@ -51,6 +53,11 @@ export function protocolFiles(ctx: RunContext): ProtocolFiles {
 /** What a sandboxed child adds to its environment: the gate's proxies, model base URLs and placeholder keys. */
 export function gateEnv(sandbox: RunSandbox): Record<string, string> {
   return sandbox.mode.kind === 'none' ? {} : sandbox.gate?.env ?? {};
+}
+
+/** Everything a provider or check adds to the spawn policy's allowlist: the passed names, then the gate's. */
+export function agentExtraEnv(sandbox: RunSandbox): Record<string, string> {
+  return { ...sandbox.passed, ...gateEnv(sandbox) };
 }
 
 /** This run's sandbox mode; throws SandboxUnavailableError when it needs bwrap and bwrap cannot run. */
@@ -85,15 +92,12 @@ export function watchedLimits(limits: RunLimits, diskDir: string | null): Watche
 
 /** The sandbox for `program` (a provider of family `provider`, or a check when `provider` is null). */
 export function agentSandbox(
-  ctx: RunContext, sandbox: RunSandbox, program: string, provider: { name: string; kind: string } | null,
-  limits: RunLimits,
+  ctx: RunContext, sandbox: RunSandbox, program: string,
+  provider: { name: string; kind: string; writable?: string[]; showFolder?: boolean } | null, limits: RunLimits,
 ): { bwrap: string; plan: SandboxPlan } | null {
   const { mode } = sandbox;
   if (mode.kind === 'none') return null;
   const files = protocolFiles(ctx);
-  const configured = provider?.kind === 'command'
-    ? loadEngineConfig(ctx.state.repo_path).providers[provider.name]
-    : undefined;
   const home = ctx.env.HOME || homedir();
   const plan = agentSandboxPlan({
     workdir: ctx.state.workdir,
@@ -105,11 +109,14 @@ export function agentSandbox(
     home,
     // A check gets no provider's login folders.
     provider: provider?.kind ?? 'check',
-    declared: configured?.writable ?? [],
-    providerHome: provider
+    // A command provider's folders, as the settings rule allowed them (run-settings.ts).
+    declared: provider?.kind === 'command' ? provider.writable ?? [] : [],
+    // A built-in CLI's own folders come from the repository's provider home (provider-home.ts).
+    providerHome: provider && provider.kind !== 'command'
       ? { template: providerTemplate(ctx.env, home), repoHome: repoProviderHome(ctx, provider), run: ctx.state.run }
       : null,
     program,
+    showProgramFolder: provider?.kind !== 'command' || provider.showFolder !== false,
     env: ctx.env,
     limits: sandboxLimits(limits),
     gate: sandbox.gate?.sandbox ?? null,
@@ -118,7 +125,7 @@ export function agentSandbox(
 }
 
 /** This repository's home for `provider` (provider-home-key.ts). */
-function repoProviderHome(ctx: RunContext, provider: { name: string; kind: string }): string {
+function repoProviderHome(ctx: RunContext, provider: { kind: string }): string {
   return providerHomeDir(ctx.env, ctx.state.repo_path, provider);
 }
 
@@ -126,7 +133,7 @@ function repoProviderHome(ctx: RunContext, provider: { name: string; kind: strin
 export function releaseProviderHome(
   ctx: RunContext, sandbox: RunSandbox, provider: { name: string; kind: string },
 ): void {
-  if (sandbox.mode.kind === 'none') return;
+  if (sandbox.mode.kind === 'none' || provider.kind === 'command') return;
   try {
     dropRunLayer(repoProviderHome(ctx, provider), ctx.state.run);
   } catch {
@@ -147,7 +154,7 @@ export function postAgentGit(ctx: RunContext, { mode }: RunSandbox): GitRun {
     const filter = openFilterFd();
     try {
       return runSync(bwrapArgv(mode.bwrap, plan, argv), {
-        kind: 'tool', base: process.env, extra, cwd, maxBuffer: 256 * MIB, fd3: filter,
+        kind: 'tool', base: gitBaseEnv(process.env), extra, cwd, maxBuffer: 256 * MIB, fd3: filter,
       });
     } finally {
       closeFilterFd(filter);

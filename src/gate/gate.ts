@@ -16,6 +16,7 @@ import type { GatePolicy } from './policy.ts';
 import type { ModelRoute } from './model-apis.ts';
 import { attributed, type EgressRecord } from './evidence.ts';
 import { createLogger, type Logger } from '../log.ts';
+import { errorMessage } from '../errors.ts';
 
 export interface GateOptions {
   policy: GatePolicy;
@@ -98,7 +99,7 @@ function createGateServer(
     });
   });
   const onError = (err: unknown, where: () => void): void => {
-    log.error('gate internal error', { error: err instanceof Error ? err.message : String(err) });
+    log.error('gate internal error', { error: errorMessage(err) });
     where();
   };
   const challenge = (status: number): Record<string, string> =>

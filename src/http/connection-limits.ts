@@ -1,5 +1,6 @@
 // The per-server bounds on connections (DESIGN-style table in README "Known limits"): read from SVC_<SERVER>_* once at
 // startup, each an integer in a range, so a typo fails the start instead of silently lifting a bound.
+import { BadSettingError } from '../errors.ts';
 
 export interface ConnectionLimits {
   /** Open connections of the whole server. */
@@ -14,13 +15,13 @@ export interface ConnectionLimits {
  */
 export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = { total: 4_096, perPeer: 1_024 };
 
-/** An integer setting from the environment, or its default; out of range or not an integer throws RangeError. */
+/** An integer setting from the environment, or its default; out of range or not an integer throws BadSettingError. */
 export function envInteger(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
   const text = env[name];
   if (text === undefined || text === '') return fallback;
   const n = Number(text);
   if (!/^\d+$/.test(text) || n < min || n > max) {
-    throw new RangeError(`${name} must be an integer from ${min} to ${max} (got "${text}")`);
+    throw new BadSettingError(`${name} must be an integer from ${min} to ${max} (got "${text}")`);
   }
   return n;
 }

@@ -1,5 +1,6 @@
 // Once-only shutdown on SIGINT/SIGTERM for the servers' main.ts files (STYLE: Processes); nothing else installs it.
 import type { Logger } from '../log.ts';
+import { errorMessage } from '../errors.ts';
 
 /**
  * Resolves with the exit code after the first SIGINT or SIGTERM: 0 once `stop` has finished, 1 (logged) if it failed.
@@ -15,7 +16,7 @@ export function exitCodeAfterSignal(log: Logger, message: string, stop: () => Pr
       stop().then(
         () => resolve(0),
         (err: unknown) => {
-          log.error('shutdown failed', { error: err instanceof Error ? err.message : String(err) });
+          log.error('shutdown failed', { error: errorMessage(err) });
           resolve(1);
         },
       );

@@ -8,6 +8,7 @@ import { closeAfterRefusal } from './close-after-refusal.ts';
 import { isDatabaseBusy } from './busy-database.ts';
 import type { RequestId } from './request-ctx.ts';
 import type { Admission, PipelineOptions, Route } from './pipeline-types.ts';
+import { errorMessage } from '../errors.ts';
 
 const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
 
@@ -21,7 +22,7 @@ function reportRefusal<D>(
     opts.onRefused!({ route, params, method, req, peer, requestId: requestId.get(), error });
   } catch (err) {
     // The refusal is answered either way; a failing hook is logged, never turned into a 500.
-    const message = err instanceof Error ? err.message : String(err);
+    const message = errorMessage(err);
     opts.log.error('refusal hook failed', { request_id: requestId.get(), error: message });
   }
 }
@@ -54,7 +55,7 @@ export function answerFailure<D>(
     sendReply(res, { status: 503, headers: { 'retry-after': '1' }, body: errorBody('unavailable', message) });
     return;
   }
-  const error = err instanceof Error ? err.message : String(err);
+  const error = errorMessage(err);
   opts.log.error('unhandled error', { request_id: requestId.get(), error });
   closeAfterRefusal(req, res);
   sendReply(res, { status: 500, body: errorBody('internal_error', `Internal error (request ${requestId.get()})`) });

@@ -6,7 +6,7 @@
 import { request } from 'node:http';
 import { summarizeEgress, readEgressRecord, type EgressRecord } from '../gate/evidence.ts';
 import { obj, str } from '../untrusted.ts';
-import { UnavailableError } from '../errors.ts';
+import { UnavailableError, errorMessage } from '../errors.ts';
 import type { ReceiptNetwork } from '../engine/receipt.ts';
 
 /** At most this many hosts and denials are listed (the receipt of a local run lists as many). */
@@ -59,7 +59,7 @@ export async function podGateNetwork(
   try {
     answer = obj(await getJson(url));
   } catch (err) {
-    return { network: none, records: [], problem: err instanceof Error ? err.message : String(err) };
+    return { network: none, records: [], problem: errorMessage(err) };
   }
   if (answer.run !== run) return { network: none, records: [], problem: 'the gate answered for another run' };
   const records = arr(answer.records).map(readEgressRecord);

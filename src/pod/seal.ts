@@ -1,7 +1,7 @@
 // `svc pod seal`: before any agent code runs in a Kubernetes pod, record what the signer will trust about the
 // repository: the base commit and where a pull request goes. It is written to a volume that only this init container
 // and the signer mount (the run container never does), so nothing the agent does can change it.
-import { FailedError } from '../errors.ts';
+import { FailedError, errorMessage } from '../errors.ts';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { headSha, currentBranch } from '../engine/git.ts';
@@ -33,7 +33,7 @@ export function writeSeal(repo: string, sealedDir: string): Seal {
   try {
     origin_url = resolveOrigin(repo).url;
   } catch (err) {
-    origin_problem = err instanceof Error ? err.message : String(err);
+    origin_problem = errorMessage(err);
   }
   const seal: Seal = {
     base_sha: headSha(repo), origin_url, origin_problem, base_branch: currentBranch(repo),

@@ -23,7 +23,7 @@ import { copyRunFolder } from './run-copy.ts';
 import { readEvidence, EVIDENCE_ARTIFACT, type ReportedCheck, type RunEvidence } from '../engine/evidence.ts';
 import { verifyCommits, policyAt, UnverifiableError } from './verified-commits.ts';
 import type { DiffResult } from '../engine/git.ts';
-import { RefusedError } from '../errors.ts';
+import { RefusedError, errorMessage } from '../errors.ts';
 import { podGateNetwork } from './gate-network.ts';
 import type { ReceiptNetwork } from '../engine/receipt.ts';
 import type { EgressRecord } from '../gate/evidence.ts';
@@ -241,7 +241,7 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
       try {
         await judge(ctx, opts, readSeal(opts.sealedDir), evidence);
       } catch (err) {
-        refuse(ctx, err instanceof Error ? err.message : String(err));
+        refuse(ctx, errorMessage(err));
       }
     }
   } finally {

@@ -34,11 +34,14 @@ export interface AgentPlanInput {
   declared: string[];
   /**
    * Where the provider's HOME comes from: the operator's template, the repository's own home for this provider and
-   * the run (its fresh folders). Null for a check, whose HOME stays empty.
+   * the run (its fresh folders). Null for a check, whose HOME stays empty, and a `command` provider, which gets only
+   * the folders the operator granted it.
    */
-  providerHome: { template: string; repoHome: string; run: string } | null;
+  providerHome?: { template: string; repoHome: string; run: string } | null;
   /** The program about to run (its install stays visible). */
   program: string;
+  /** False: show the program file alone, not its folder or install (a repository's own command provider). */
+  showProgramFolder?: boolean;
   /** svc's own environment: names the credential files and folders to mask, and PATH to keep visible. */
   env: NodeJS.ProcessEnv;
   limits?: SandboxLimits;
@@ -107,12 +110,15 @@ function realOrNull(path: string): string | null {
   }
 }
 
-/** Where `program` and the PATH folder entries really live (links in `.bin` point into packages). */
-function programFolders(program: string, pathDirs: string[]): string[] {
+/**
+ * Where `program` and the PATH folder entries really live (links in `.bin` point into packages). `ownFolder` false:
+ * of the program itself only the file (and its link target) is shown, never the folder it sits in.
+ */
+function programFolders(program: string, pathDirs: string[], ownFolder = true): string[] {
   const folders: string[] = [];
   const real = isAbsolute(program) ? realOrNull(program) : null;
-  if (isAbsolute(program)) folders.push(dirname(program));
-  if (real) folders.push(installOf(real));
+  if (isAbsolute(program)) folders.push(ownFolder ? dirname(program) : program);
+  if (real) folders.push(ownFolder ? installOf(real) : real);
   for (const dir of pathDirs) {
     if (isSystemPath(dir)) continue;
     if (dir.endsWith('/node_modules/.bin')) {
@@ -151,22 +157,16 @@ function outermost(paths: string[], avoid: (p: string) => boolean): string[] {
 }
 
 /**
- * The provider's folders split by where they live: those under HOME (the CLI's own, and a `command` provider's
- * HOME-relative ones) come from the repository's provider home; those a provider names by absolute path are bound
- * where they are.
+ * The provider's folders split by where they live: a built-in CLI's own come from the repository's provider home
+ * (provider-home.ts); the folders an operator granted a `command` provider are bound where they are.
  */
 function homeAndOutside(input: AgentPlanInput): { mounts: HomeMount[]; outside: string[] } {
-  const all = providerFolders(input.provider, input.home, input.declared);
-  const absolute = new Set(input.declared.filter((d) => isAbsolute(d)));
-  const outside = all.filter((p) => absolute.has(p));
+  const roots = providerFolders(input.provider, input.home);
+  const outside = providerFolders(input.provider, input.home, input.declared).filter((p) => !roots.includes(p));
   if (!input.providerHome) return { mounts: [], outside };
-  const roots = new Set(providerFolders(input.provider, input.home));
-  const inHome = all.filter((p) => !absolute.has(p) && within(p, input.home) && p !== input.home);
-  const rel = (p: string) => relative(input.home, p);
   const mounts = layProviderHome({
     provider: input.provider, home: input.home, loginHome: input.home, ...input.providerHome,
-    roots: inHome.filter((p) => roots.has(p)).map(rel),
-    declared: inHome.filter((p) => !roots.has(p)).map(rel),
+    roots: roots.filter((p) => within(p, input.home) && p !== input.home).map((p) => relative(input.home, p)),
   });
   return { mounts, outside };
 }
@@ -178,7 +178,8 @@ export function agentSandboxPlan(input: AgentPlanInput): SandboxPlan {
   const git = gitDirs(input.workdir, input.repo);
   const paths = pathFolders(input.env, input.home, input.svcHome);
   const svcHome = input.svcHome;
-  const readable = outermost([...git, ...paths, ...programFolders(input.program, paths)],
+  const program = programFolders(input.program, paths, input.showProgramFolder !== false);
+  const readable = outermost([...git, ...paths, ...program],
     (p) => within(p, svcHome) || within(input.home, p));
   return {
     readable,

@@ -1,8 +1,11 @@
 // The one place that decides a child's environment (DESIGN §7a). Every child svc starts asks here, by kind.
 //
-// Two shapes of rule. Agents and svc's own tools get a denylist (svc's names plus every SVC_* variable): providers
-// need their own logins (ANTHROPIC_API_KEY, OPENAI_API_KEY, HOME, PATH…), which svc cannot enumerate; svc's secrets
-// it can. Launchers, fetchers and probes get an allowlist: they need a handful of names, so anything else stays out.
+// Two shapes of rule. svc's own tools (git, gh) get a denylist (svc's names plus every SVC_* variable). Everything
+// else gets an allowlist. An agent (a provider or a check) gets the same one whoever started its run, a person at the
+// CLI or a server: locale, PATH, TERM, TZ, CA bundles, the proxy variables, the providers' own documented variables
+// (AGENT_NAMES below), plus what its call site adds by name: the gate's variables, the run's protocol files, and the
+// names the operator lists (~/.svc/operator.json "env", src/engine/operator-config.ts). Nothing else of the user's
+// shell (AWS_SECRET_ACCESS_KEY, NPM_TOKEN, DATABASE_URL…) reaches it.
 
 /** Credentials svc itself reads; no agent or tool ever receives them through its environment. */
 export const SVC_SECRET_NAMES: ReadonlySet<string> = new Set([
@@ -23,9 +26,36 @@ export const WORKER_SECRET_NAMES = [...RUN_SECRET_NAMES, 'SVC_CONTROL_TOKEN'] as
 /** SVC_* variables an untrusted child may still see (they carry no credential). */
 const SVC_NAMES_PASSED: ReadonlySet<string> = new Set(['SVC_SOURCE']);
 
+/**
+ * What an agent inherits of svc's environment. Who it is: HOME, USER, LOGNAME, SHELL (claude runs its Bash tool with
+ * it). Locale and terminal: LANG, LANGUAGE, LC_*, TERM, COLORTERM, TZ. Certificates: the CA bundle variables of
+ * OpenSSL, Node, curl, Python and git. Proxies (a sandboxed agent's are replaced by the gate's). The providers' own:
+ * their API keys (a sandboxed agent gets the gate's placeholders instead) and base URLs, and the documented settings
+ * of each CLI (models, telemetry), by name or by prefix. Not TMPDIR: inside the sandbox /tmp is its own.
+ */
+const AGENT_NAMES: ReadonlySet<string> = new Set([
+  'PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'LANG', 'LANGUAGE', 'TERM', 'COLORTERM', 'TZ',
+  'SSL_CERT_FILE', 'SSL_CERT_DIR', 'NODE_EXTRA_CA_CERTS', 'CURL_CA_BUNDLE', 'REQUESTS_CA_BUNDLE', 'GIT_SSL_CAINFO',
+  'HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'NO_PROXY', 'http_proxy', 'https_proxy', 'all_proxy', 'no_proxy',
+  'ANTHROPIC_API_KEY', 'ANTHROPIC_BASE_URL', 'ANTHROPIC_MODEL', 'ANTHROPIC_SMALL_FAST_MODEL', 'OPENAI_API_KEY',
+  'OPENAI_BASE_URL', 'GEMINI_API_KEY', 'GOOGLE_API_KEY', 'GOOGLE_GEMINI_BASE_URL', 'OPENROUTER_API_KEY', 'GROQ_API_KEY',
+  'MISTRAL_API_KEY', 'DEEPSEEK_API_KEY', 'XAI_API_KEY', 'DISABLE_TELEMETRY', 'DISABLE_AUTOUPDATER',
+  'DISABLE_ERROR_REPORTING',
+]);
+
+/** Prefixes of the providers' own settings (claude, codex, gemini, aider, opencode) and of the locale. */
+const AGENT_PREFIXES = ['LC_', 'CLAUDE_CODE_', 'CODEX_', 'GEMINI_', 'AIDER_', 'OPENCODE_'];
+
+/** Whether an agent (a provider or a check) inherits `name` from svc's environment. */
+export function isAgentName(name: string): boolean {
+  if (isSecretName(name)) return false;
+  if (name.startsWith('SVC_')) return SVC_NAMES_PASSED.has(name);
+  return AGENT_NAMES.has(name) || AGENT_PREFIXES.some((p) => name.startsWith(p));
+}
+
 /** What a child is, which decides what it may inherit. */
 export type ChildKind =
-  | 'agent' // a provider or a check: untrusted, sandboxed
+  | 'agent' // a provider or a check: untrusted, sandboxed; an allowlist (isAgentName)
   | 'tool' // git, gh, a browser opener started by svc itself for its own work
   | 'svc' // svc starting itself, keeping its non-secret SVC_* configuration
   | 'svc-worker' // the detached run worker and the background Control Plane: today they inherit svc's whole env
@@ -76,6 +106,7 @@ function passes(kind: ChildKind, name: string): boolean {
   if (name === LAUNCHER_PID_VAR) return false;
   switch (kind) {
     case 'agent':
+      return isAgentName(name);
     case 'tool':
       return !isSecretName(name) && (!name.startsWith('SVC_') || SVC_NAMES_PASSED.has(name));
     case 'svc':

@@ -1,5 +1,6 @@
 // The config and login folders each built-in provider CLI writes; they stay writable inside the sandbox.
 import { join } from 'node:path';
+import { neverWritable } from './never-writable.ts';
 
 const FOLDERS: Record<string, string[]> = {
   claude: ['.claude', '.claude.json', '.config/claude'],
@@ -12,5 +13,6 @@ const FOLDERS: Record<string, string[]> = {
 /** Absolute paths of the folders `provider` may write under `home`; `declared` comes from a command provider. */
 export function providerFolders(provider: string, home: string, declared: string[] = []): string[] {
   const own = FOLDERS[provider] ?? [];
-  return [...own, ...declared].map((p) => (p.startsWith('/') ? p : join(home, p)));
+  const asked = declared.map((p) => (p.startsWith('/') ? p : join(home, p))).filter((p) => !neverWritable(p, home));
+  return [...own.map((p) => join(home, p)), ...asked];
 }

@@ -2,15 +2,13 @@
 // sandbox"). Inside the sandbox HOME is a private tmpfs; into it go, in this order:
 //   - the CLI's folders (provider-folders.ts), each a fresh folder under the invocation's layer, holding copies of the
 //     template's files the CLI obeys (its settings, instruction files): the CLI may write there, nothing persists;
-//   - its session state and transcripts (and a `command` provider's HOME-relative folders) from the repository's own
-//     home, writable and kept;
+//   - its session state and transcripts from the repository's own home, writable and kept;
 //   - the template's folders of things it runs (hooks, plugins, commands, agents), read-only;
 //   - the user's login files from the real HOME, read-only.
 // Must not: show one repository's home to another's run, keep anything an agent wrote where the CLI would later obey
 // or run it, follow a link an agent planted in a kept folder, or write anywhere outside `repoHome`.
 import { copyFileSync, lstatSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { BadSettingError } from '../errors.ts';
 import { providerLayout, type ProviderLayout } from './provider-layout.ts';
 
 export interface HomeMount {
@@ -33,9 +31,8 @@ export interface ProviderHomeInput {
   repoHome: string;
   /** This run's name: its fresh folders are `laid/<run>`, replaced at every invocation. */
   run: string;
-  /** The CLI's folders relative to HOME (provider-folders.ts), and a `command` provider's HOME-relative ones. */
+  /** The CLI's folders relative to HOME (provider-folders.ts). */
   roots: string[];
-  declared: string[];
 }
 
 /** Files among the CLI's folders (the rest are folders): their fresh copy comes from the template, or nothing. */
@@ -84,10 +81,8 @@ function templateDir(path: string): string | null {
  * that is not a plain folder (a link it planted to lead svc elsewhere) is removed, never followed.
  */
 function plainFolder(base: string, rel: string): string {
-  const parts = rel.split('/').filter((p) => p !== '' && p !== '.');
-  if (parts.includes('..')) throw new BadSettingError(`The provider folder "${rel}" leaves the provider's home`);
   let dir = base;
-  for (const part of parts) {
+  for (const part of rel.split('/').filter(Boolean)) {
     dir = join(dir, part);
     const found = kind(dir);
     if (found === 'dir') continue;
@@ -144,7 +139,7 @@ export function layProviderHome(input: ProviderHomeInput): HomeMount[] {
   const layer = runLayer(input.repoHome, input.run);
   rmSync(layer, { recursive: true, force: true });
   mkdirSync(layer, { recursive: true, mode: 0o700 });
-  const kept = [...new Set([...layout.kept, ...input.declared])];
+  const { kept } = layout;
   const target = (rel: string) => join(input.home, rel);
   const fresh: HomeMount[] = [];
   for (const root of input.roots) {

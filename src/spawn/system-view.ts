@@ -63,3 +63,8 @@ export function systemView(): string[] {
 export function isSystemPath(path: string): boolean {
   return SYSTEM_FOLDERS.some((f) => path === f || path.startsWith(`${f}/`));
 }
+
+/** True for a path under one of the /etc entries the system view shows. */
+export function isEtcShown(path: string): boolean {
+  return ETC_ENTRIES.some((e) => path === `/etc/${e}` || path.startsWith(`/etc/${e}/`));
+}

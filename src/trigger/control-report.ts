@@ -1,6 +1,7 @@
 // Tells the Control Plane about each completion summary (POST /v1/ingest `notifications`), best effort only, and
 // which repositories this server serves (`served_repos`), at start until accepted.
 import { setTimeout as sleep } from 'node:timers/promises';
+import { errorMessage } from '../errors.ts';
 
 export interface NotificationReport {
   job_id: string;
@@ -49,7 +50,7 @@ export function createControlReporter(opts: ControlReportOptions): (n: Notificat
     } catch (err) {
       opts.log.warn('Control Plane unreachable for the notification report', {
         job_id: notification.job_id,
-        error: err instanceof Error ? err.message : String(err),
+        error: errorMessage(err),
       });
     }
   };
@@ -102,7 +103,7 @@ export async function reportServedRepos(names: readonly string[], opts: ServedRe
       why = { status: res.status };
     } catch (err) {
       if (opts.signal.aborted) return;
-      why = { error: err instanceof Error ? err.message : String(err) };
+      why = { error: errorMessage(err) };
     }
     const wait = waits[Math.min(attempt, waits.length - 1)] ?? 300_000;
     opts.log.warn('Control Plane did not take the served repositories; retrying', { ...why, retry_ms: wait });

@@ -14,6 +14,7 @@ import {
   type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef,
 } from './executor.ts';
 import type { Logger } from '../log.ts';
+import { errorMessage } from '../errors.ts';
 
 export interface KubernetesExecutorOptions {
   env: NodeJS.ProcessEnv;
@@ -31,7 +32,7 @@ export interface KubernetesExecutorOptions {
 }
 
 function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
+  return errorMessage(err);
 }
 
 export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobExecutor {

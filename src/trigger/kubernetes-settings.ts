@@ -1,6 +1,7 @@
 // The Kubernetes executor's SVC_K8S_* settings, read and checked once (docs/deploy.md). Apart from the Job and Pod
 // builders so both read them without importing each other (DESIGN §8: no circles).
 import { readGateSecret } from '../gate/job-credential.ts';
+import { BadSettingError } from '../errors.ts';
 
 export interface KubernetesSettings {
   image: string;
@@ -35,14 +36,14 @@ const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
 function seconds(text: string | undefined, fallback: number, name: string): number {
   if (text === undefined || text === '') return fallback;
-  if (!/^\d+$/.test(text)) throw new RangeError(`${name} must be a whole number of seconds (got "${text}")`);
+  if (!/^\d+$/.test(text)) throw new BadSettingError(`${name} must be a whole number of seconds (got "${text}")`);
   return Number(text);
 }
 
 function podSource(value: string | undefined): string {
   if (value === undefined || value === '') return 'k8s';
   if (!SEGMENT.test(value)) {
-    throw new RangeError(
+    throw new BadSettingError(
       `SVC_K8S_SOURCE must be a run source name: letters, digits, ".", "_" or "-" (got "${value.slice(0, 64)}")`,
     );
   }
@@ -52,14 +53,14 @@ function podSource(value: string | undefined): string {
 function gateUrlOf(value: string | undefined): string | undefined {
   if (value === undefined) return undefined;
   if (!/^http:\/\/[A-Za-z0-9.-]+(:\d{1,5})?\/?$/.test(value)) {
-    throw new RangeError(`SVC_K8S_GATE_URL must be http://<service>[:port] (got "${value.slice(0, 64)}")`);
+    throw new BadSettingError(`SVC_K8S_GATE_URL must be http://<service>[:port] (got "${value.slice(0, 64)}")`);
   }
   return value;
 }
 
 export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv): KubernetesSettings {
   if (!env.SVC_K8S_IMAGE) {
-    throw new RangeError('SVC_TRIGGER_EXECUTOR=kubernetes needs SVC_K8S_IMAGE (the svc container image)');
+    throw new BadSettingError('SVC_TRIGGER_EXECUTOR=kubernetes needs SVC_K8S_IMAGE (the svc container image)');
   }
   const opt = (name: string) => env[name] || undefined;
   return {
@@ -87,7 +88,7 @@ export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv): KubernetesSet
 function gateSecretOf(gateUrl: string | undefined, file: string | undefined): Buffer | undefined {
   if (gateUrl === undefined) return undefined;
   if (file === undefined) {
-    throw new RangeError('SVC_K8S_GATE_URL needs SVC_GATE_SECRET_FILE (the secret `svc gate serve` checks with)');
+    throw new BadSettingError('SVC_K8S_GATE_URL needs SVC_GATE_SECRET_FILE (the secret `svc gate serve` checks with)');
   }
   return readGateSecret(file);
 }

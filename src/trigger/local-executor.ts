@@ -12,6 +12,7 @@ import {
 } from './executor.ts';
 import type { Logger } from '../log.ts';
 import { identityOf, signalGroup } from '../engine/proc-group.ts';
+import { operatorPassedEnv } from '../engine/operator-config.ts';
 
 export interface LocalExecutorOptions {
   /** Path of the svc CLI script (dist/cli.js); run with `execPath`. */
@@ -56,8 +57,9 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
         base: opts.env,
         // SVC_JOB_ID lets a trackera run find the payload of its own delivery (trackera-snapshot.ts); SVC_REPO_NAME
         // names the run after the served entry, never after whatever the checkout's origin says (repo-name.ts).
+        // The names the operator passes to agents (~/.svc/operator.json "env") cross the launcher's allowlist too.
         extra: {
-          SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}),
+          ...operatorPassedEnv(opts.env), SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}),
           ...(job.repo ? { SVC_REPO_NAME: job.repo.name } : {}), ...pipe.extra,
         },
         // Own process group, so a timeout can signal the launcher and everything it started, and a

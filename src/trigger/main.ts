@@ -22,7 +22,7 @@ import { createJobWorkdirs } from './job-workdir.ts';
 import { createManagedCheckouts } from './managed-checkout.ts';
 import { createWalCheckpointer } from './wal-checkpointer.ts';
 import { startTriggerRetention } from './retention.ts';
-import { BadSettingError } from '../errors.ts';
+import { BadSettingError, errorMessage } from '../errors.ts';
 import type { RepoRouter } from './served-repos.ts';
 import type { LiveRepoRouter } from './served-repos-live.ts';
 import { closeGracefully, listen } from '../http/listen.ts';
@@ -83,7 +83,7 @@ function pickExecutor(
         ...(pollMs ? { pollMs } : {}),
       });
     } catch (err) {
-      throw new BadSettingError(err instanceof Error ? err.message : String(err), { cause: err });
+      throw new BadSettingError(errorMessage(err), { cause: err });
     }
   }
   throw new BadSettingError(`Unknown SVC_TRIGGER_EXECUTOR "${settings.executor}" (known: local, kubernetes)`);

@@ -1,12 +1,14 @@
 // git for managed checkouts (issue 22 item 3): asynchronous (a fetch must not hold the server's event loop), every
-// call through the spawn policy with svc's hardening (SAFE_GIT_CONFIG: no hooks, fsmonitor or submodules).
-// Talking to the origin, the GitHub token goes only where the push would send it (src/engine/git-token.ts), through
-// GIT_ASKPASS, with no system or global config to carry it elsewhere (a helper, a proxy, a URL rule). Local work on
-// svc's own mirror and checkouts reads no config but the repository's own, which svc wrote.
+// call through the spawn policy with svc's host git (src/engine/host-git.ts: no global or system config, no hooks,
+// fsmonitor, submodules or redirects). Talking to the origin, the GitHub token goes only to the URL the push would
+// send it to (src/engine/git-token.ts: scheme, host, port and path), through GIT_ASKPASS. A redirect fails the
+// fetch with a message naming both places (src/engine/git-redirect.ts). Local work on svc's own mirror and checkouts
+// reads no config but the repository's own, which svc wrote.
 // Must not: put the token in argv, a URL, a file or an error message.
 import { runCollect } from '../spawn/start.ts';
-import { SAFE_GIT_CONFIG } from '../engine/git.ts';
-import { askpassEnv, tokenGoesTo, withAskpass } from '../engine/git-token.ts';
+import { gitArgv, gitBaseEnv, gitExtraEnv } from '../engine/host-git.ts';
+import { askpassEnv, tokenGoesTo, withAskpass, TOKEN_GIT_CONFIG } from '../engine/git-token.ts';
+import { redirectedUrl, redirectRefusal } from '../engine/git-redirect.ts';
 
 /** git's own reason a managed-checkout step failed (its first stderr line); never holds the token. */
 export class ManagedGitError extends Error {
@@ -23,7 +25,6 @@ export interface ManagedGitOptions {
   networkTimeoutMs: number;
 }
 
-const ISOLATED = { GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', GIT_TERMINAL_PROMPT: '0' };
 const OUTPUT_CAP = 4 * 1024 * 1024;
 
 /** Drops a user name or password from a URL, for messages. */
@@ -39,11 +40,17 @@ export interface ManagedGit {
 }
 
 export function createManagedGit(opts: ManagedGitOptions): ManagedGit {
-  async function run(cwd: string, argv: string[], extra: Record<string, string>, what: string, timeout?: number) {
-    const done = await runCollect(['git', ...SAFE_GIT_CONFIG, ...argv], {
-      kind: 'tool', base: opts.env, extra, cwd, maxBuffer: OUTPUT_CAP, ...(timeout ? { timeout } : {}),
+  const base = gitBaseEnv(opts.env);
+  async function run(
+    cwd: string, argv: string[], extra: Record<string, string>, what: string, timeout?: number, url?: string,
+  ) {
+    const done = await runCollect(gitArgv(argv), {
+      kind: 'tool', base, extra: gitExtraEnv(extra), cwd, maxBuffer: OUTPUT_CAP, ...(timeout ? { timeout } : {}),
     });
     if (done.status === 0) return done.stdout;
+    if (url !== undefined && redirectedUrl(done.stderr) !== null) {
+      throw new ManagedGitError(`${what}: ${(await redirectRefusal(url, 'git-upload-pack', opts.env)).message}`);
+    }
     const reason = done.stderr.split('\n').map((l) => l.trim()).find(Boolean)
       ?? (done.status === null ? `no answer within ${Math.round((timeout ?? 0) / 1000)} s` : `exit ${done.status}`);
     throw new ManagedGitError(`${what}: ${reason.slice(0, 300)}`);
@@ -51,16 +58,16 @@ export function createManagedGit(opts: ManagedGitOptions): ManagedGit {
 
   const token = opts.env.GITHUB_TOKEN || opts.env.GH_TOKEN || null;
   return {
-    local: (cwd, args, what) => run(cwd, args, ISOLATED, what),
+    local: (cwd, args, what) => run(cwd, args, {}, what),
     async remote(cwd, url, args, what) {
       const timeout = opts.networkTimeoutMs;
       if (!token || !tokenGoesTo(url, opts.env)) {
-        // The user's own credentials (ssh keys, their helper) as for any git of theirs; never svc's token.
-        return run(cwd, args, { GIT_TERMINAL_PROMPT: '0' }, what, timeout);
+        // The user's own ssh setup as for any git of theirs; never svc's token.
+        return run(cwd, args, {}, what, timeout, url);
       }
-      // credential.helper= empties the helper list; the askpass answers with the token, which lives in env only.
-      return withAskpass((askpass) => run(cwd, ['-c', 'credential.helper=', ...args],
-        { ...ISOLATED, ...askpassEnv(askpass, token) }, what, timeout));
+      // The askpass answers with the token for `url` alone; the token lives in this child's env only.
+      return withAskpass((askpass) => run(cwd, [...TOKEN_GIT_CONFIG, ...args],
+        askpassEnv(askpass, token, url), what, timeout, url));
     },
   };
 }

@@ -8,6 +8,7 @@ import type { Piece, SummaryParts } from './summary.ts';
 import type { Poster } from './https-post.ts';
 import type { NotificationReport } from './control-report.ts';
 import type { Logger } from '../log.ts';
+import { errorMessage } from '../errors.ts';
 
 export interface NotifierOptions {
   stores: TriggerStores;
@@ -65,7 +66,7 @@ export function createNotifier(opts: NotifierOptions): (jobId: string) => Promis
         error = null;
         break;
       } catch (err) {
-        error = err instanceof Error ? err.message : String(err);
+        error = errorMessage(err);
         opts.log.warn('completion summary failed', {
           job_id: jobId, channel: delivery.channel, host: delivery.url.host, attempt: tried, error,
         });
@@ -103,7 +104,7 @@ export function createNotifier(opts: NotifierOptions): (jobId: string) => Promis
     try {
       await deliver(jobId);
     } catch (err) {
-      opts.log.error('notifier error', { job_id: jobId, error: err instanceof Error ? err.message : String(err) });
+      opts.log.error('notifier error', { job_id: jobId, error: errorMessage(err) });
     } finally {
       inFlight.delete(jobId);
     }

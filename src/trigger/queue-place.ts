@@ -8,6 +8,7 @@ import type { DedupeBatch } from '../db/trigger-dedupe-store.ts';
 import { newJobId } from './job-id.ts';
 import type { EnqueueRequest, EnqueueResult } from './delivery.ts';
 import { shareLedger, type QueueShares, type ShareLedger } from './queue-shares.ts';
+import { errorMessage } from '../errors.ts';
 
 /** A delivery that could not be committed: answered with an error (500), never with a job id. */
 export interface PlaceFailure {
@@ -55,7 +56,7 @@ function placeAll(
 }
 
 function failure(err: unknown): PlaceFailure {
-  return { kind: 'error', message: err instanceof Error ? err.message : String(err) };
+  return { kind: 'error', message: errorMessage(err) };
 }
 
 /** Commits a batch; every outcome is durable (or an error) when this returns. */

@@ -4,6 +4,7 @@
 // are never pruned.
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { Logger } from '../log.ts';
+import { errorMessage } from '../errors.ts';
 
 export const DAY_MS = 86_400_000;
 export const DEFAULT_DEDUPE_DAYS = 30;
@@ -88,7 +89,7 @@ export function startTriggerRetention(opts: RetentionSweeperOptions): () => void
   }
 
   function failed(err: unknown): void {
-    opts.log.error('trigger retention sweep failed', { error: err instanceof Error ? err.message : String(err) });
+    opts.log.error('trigger retention sweep failed', { error: errorMessage(err) });
     finish();
   }
 

@@ -8,6 +8,7 @@ import type { Logger } from '../log.ts';
 import { WorkdirError, type JobWorkdirs } from './job-workdir.ts';
 import type { ServedRepo } from './served-repos-file.ts';
 import { countActive, markServed, pickNext, type Turns } from './runner-turns.ts';
+import { errorMessage } from '../errors.ts';
 
 export interface Runner {
   /** Start as many queued jobs as free slots allow. */
@@ -122,7 +123,7 @@ export function createRunner(opts: RunnerOptions): Runner {
 
   function guarded(job: JobRow, work: Promise<void>): Promise<void> {
     return work.catch((err: unknown) => {
-      log.error('job crashed', { job_id: job.id, error: err instanceof Error ? err.message : String(err) });
+      log.error('job crashed', { job_id: job.id, error: errorMessage(err) });
       try {
         finish(job, 'failed', null, null, null, 'internal error while running the job');
       } catch {

@@ -7,6 +7,7 @@
 import { statSync } from 'node:fs';
 import type { Logger } from '../log.ts';
 import { loadServedRepos, type RepoRouter } from './served-repos.ts';
+import { errorMessage } from '../errors.ts';
 
 export interface LiveHooks {
   log: Logger;
@@ -47,7 +48,7 @@ export function liveServedRepos(file: string): LiveRepoRouter {
       hooks?.log.info('served repositories reloaded', { repos_from: file, repos: next.entries.map((e) => e.name) });
       hooks?.onChange?.(next);
     } catch (err) {
-      const error = err instanceof Error ? err.message : String(err);
+      const error = errorMessage(err);
       hooks?.log.error('served repositories file changed but is not used; the previous table stays', {
         repos_from: file, error,
       });

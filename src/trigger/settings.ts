@@ -8,6 +8,7 @@ import { DEFAULT_DEDUPE_DAYS, DEFAULT_JOB_DAYS, type TriggerRetention } from './
 import { shorthandRepos, type RepoRouter } from './served-repos.ts';
 import { liveServedRepos } from './served-repos-live.ts';
 import { existsSync } from 'node:fs';
+import { BadSettingError } from '../errors.ts';
 
 export const DEFAULT_TRIGGER_PORT = 7373;
 export const DEFAULT_QUEUE_MAX = 100;
@@ -52,7 +53,7 @@ export interface TriggerFlags {
 function integer(text: string, name: string, min: number, max: number): number {
   const n = Number(text);
   if (!/^\d+$/.test(text) || n < min || n > max) {
-    throw new RangeError(`${name} must be an integer from ${min} to ${max} (got "${text}")`);
+    throw new BadSettingError(`${name} must be an integer from ${min} to ${max} (got "${text}")`);
   }
   return n;
 }
@@ -91,10 +92,10 @@ export function defaultReposFile(env: NodeJS.ProcessEnv): string {
  */
 function resolveRepos(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string, warnings: string[]): RepoRouter {
   if (flags.repos !== undefined && flags.repo !== undefined) {
-    throw new RangeError('Give --repos FILE or --repo DIR, not both');
+    throw new BadSettingError('Give --repos FILE or --repo DIR, not both');
   }
   if (env.SVC_TRIGGER_REPOS && env.SVC_TRIGGER_REPO && flags.repos === undefined && flags.repo === undefined) {
-    throw new RangeError('Set SVC_TRIGGER_REPOS or SVC_TRIGGER_REPO, not both');
+    throw new BadSettingError('Set SVC_TRIGGER_REPOS or SVC_TRIGGER_REPO, not both');
   }
   const envFile = env.SVC_TRIGGER_REPOS ? resolve(cwd, env.SVC_TRIGGER_REPOS) : undefined;
   const defaultFile = defaultReposFile(env);
@@ -144,7 +145,8 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     problems.warnings.push('Neither TRACKERB_ASSIGNEES nor TRACKERB_LABELS is set: every trackerb event is skipped');
   }
   const repos = resolveRepos(env, flags, cwd, problems.warnings);
-  const concurrency = integer(flags.concurrency ?? env.SVC_TRIGGER_CONCURRENCY ?? '2', 'Concurrency', 1, 64);
+  const concurrencyFrom = flags.concurrency !== undefined ? '--concurrency' : 'SVC_TRIGGER_CONCURRENCY';
+  const concurrency = integer(flags.concurrency ?? env.SVC_TRIGGER_CONCURRENCY ?? '2', concurrencyFrom, 1, 64);
   // One repository may use every slot; with more, one slot is always left for the others.
   const perRepo = repos.entries.length === 1 ? concurrency : Math.max(1, concurrency - 1);
   return {

@@ -3,6 +3,7 @@
 // while this thread copies pages and waits for fsync.
 import '../quiet-sqlite-warning.ts';
 import { parentPort, workerData } from 'node:worker_threads';
+import { errorMessage } from '../errors.ts';
 
 // Loaded after quiet-sqlite-warning.ts has filtered node:sqlite's ExperimentalWarning (hence the dynamic import).
 const { openConnection } = await import('../db/open.ts');
@@ -22,7 +23,7 @@ port.on('message', (message: unknown) => {
     checkpoint.get();
   } catch (err) {
     // SQLITE_BUSY (another checkpointer) or a transient I/O error: the next request tries again.
-    error = err instanceof Error ? err.message : String(err);
+    error = errorMessage(err);
   }
   port.postMessage({ done: true, error });
 });

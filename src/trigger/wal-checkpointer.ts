@@ -7,6 +7,7 @@
 import { Worker } from 'node:worker_threads';
 import type { Db } from '../db/open.ts';
 import type { Logger } from '../log.ts';
+import { errorMessage } from '../errors.ts';
 
 const WORKER = new URL(`./wal-checkpoint-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url);
 
@@ -72,7 +73,7 @@ export function createWalCheckpointer(opts: WalCheckpointerOptions): WalCheckpoi
     try {
       worker ??= start();
     } catch (err) {
-      fallBack(err instanceof Error ? err.message : String(err));
+      fallBack(errorMessage(err));
       return;
     }
     dirty = false;

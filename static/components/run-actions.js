@@ -1,6 +1,6 @@
 // @ts-check
-// <svc-run-actions>: stop, resume, retry, verify and delete, each confirmed first. Run detail lists the reason the
-// server would refuse each action (`refusals`): such buttons are disabled and the reason is shown under them. A
+// <svc-run-actions>: stop, resume, retry, verify, open PR and delete, each confirmed first. Run detail lists the reason
+// the server would refuse each action (`refusals`): such buttons are disabled and the reason is shown under them. A
 // refusal that still happens (loopback_only, a race) is shown with the server's reason first, then its code.
 import { html, render } from '../lib/html.js';
 import { api, runPath } from '../lib/api.js';
@@ -12,7 +12,7 @@ import { TERMINAL } from '../lib/run-status.js';
 /**
  * @typedef {{
  *   name: string, label: string, method: string, suffix: string, when: (s: string) => boolean, title: string,
- *   body: string, danger?: boolean,
+ *   body: string, danger?: boolean, shown?: (run: Record<string, unknown>) => boolean,
  * }} Action
  * @type {Action[]}
  */
@@ -35,6 +35,14 @@ const ACTIONS = [
     title: 'Verify again?', body: 'The checks run again and a new Evidence Receipt is issued.',
   },
   {
+    // Only on a --pr run (branch svc/…) without a PR whose work was verified: the one case it is for.
+    name: 'pr', label: 'Open PR', method: 'POST', suffix: '/pr', when: (s) => s === 'failed',
+    shown: (run) => !run.pr_url && String(run.branch ?? '').startsWith('svc/') &&
+      (run.verdict === 'verified' || run.verdict === 'verified_with_gaps'),
+    title: 'Open the pull request now?',
+    body: 'The run\'s verified work is pushed to its pinned origin and the pull request is opened with its receipt.',
+  },
+  {
     name: 'delete', label: 'Delete', method: 'DELETE', suffix: '', when: (s) => TERMINAL.has(s),
     title: 'Delete this run?',
     body: 'The run, its events and its artifacts are removed from the Control Plane. This cannot be undone.',
@@ -48,6 +56,8 @@ class RunActions extends HTMLElement {
     /** @type {{source: string, run: string} | null} */
     this.runId = null;
     this.status = '';
+    /** @type {Record<string, unknown>} */
+    this.run = {};
     this.busy = false;
     /**
      * Per action: null when the server would accept it, else its reason (from run detail).
@@ -69,6 +79,7 @@ class RunActions extends HTMLElement {
   /** @param {{status: string}} run @param {any} [body] */
   update(run, body) {
     this.status = run.status;
+    this.run = run;
     const r = body?.refusals;
     this.refusals = r && typeof r === 'object' ? r : null;
     this.renderButtons();
@@ -86,11 +97,12 @@ class RunActions extends HTMLElement {
     // they are spelled out under the buttons. Status reasons stay in each button's tooltip.
     /** @type {Map<string, string[]>} reason → labels of the actions it disables */
     const why = new Map();
-    for (const a of ACTIONS) {
+    const actions = ACTIONS.filter((a) => !a.shown || a.shown(this.run));
+    for (const a of actions) {
       const reason = this.refusal(a);
       if (reason && a.when(this.status)) why.set(reason, [...(why.get(reason) ?? []), a.label]);
     }
-    render(box, html`${ACTIONS.map((a) => {
+    render(box, html`${actions.map((a) => {
       const reason = this.refusal(a);
       return html`<button type="button" data-run-action="${a.name}" class="${a.danger ? 'danger-outline' : ''}"
         ${reason === null && !this.busy ? '' : html`disabled`} title="${reason ?? a.body}">${a.label}</button>`;

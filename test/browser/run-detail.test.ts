@@ -120,6 +120,22 @@ describe('run detail page', { skip: skip ?? false }, () => {
     assert.equal((await control.request('GET', `/v1/runs/local/${RUNNING.run}`)).json.status, 'running');
   });
 
+  it('offers Open PR only on a verified --pr run without its pull request, with the server\'s reason', async () => {
+    const now = Date.now();
+    await ingest(control, { runs: [{ run: 'rprlater0001', status: 'failed', verdict: 'verified', repo: 'acme/billing',
+      branch: 'svc/rprlater0001', brief: 'verified, PR not opened', started_at: iso(now - 60_000), ended_at: iso(now),
+      updated_at: iso(now), error: 'Pull request not opened: GitHub answered 401' }] });
+    await page.goto(`${control.url}/#/runs/local/rprlater0001`);
+    const button = page.locator('button[data-run-action=pr]');
+    await button.waitFor();
+    // Shipped from an unregistered project: the server would refuse, and the page says why before a click.
+    assert.equal(await button.isDisabled(), true);
+    assert.match((await button.getAttribute('title')) ?? '', /registered project|import/);
+    await page.goto(`${control.url}/#/runs/local/${RECEIPTED.run}`);
+    await page.locator('button[data-run-action=verify]').waitFor();
+    assert.equal(await page.locator('button[data-run-action=pr]').count(), 0, 'a run with its PR has no Open PR');
+  });
+
   it('logged no console errors and no CSP violations', () => {
     // The dropped stream is reported by Chromium as an incomplete chunked body: that one was caused on purpose.
     assert.deepEqual(unexpected(browser.problems, [/ERR_INCOMPLETE_CHUNKED_ENCODING/]), []);

@@ -102,6 +102,16 @@ describe('svc runs show and actions', () => {
     });
   }
 
+  it('posts pr and says the pull request was requested', async () => {
+    api.seen.length = 0;
+    api.answer = (_req, res) => sendJson(res, 202, RUN);
+    const r = await svc(['pr', 'local/r01abc']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(api.seen[0]!.method, 'POST');
+    assert.equal(api.seen[0]!.url, '/v1/runs/local/r01abc/pr');
+    assert.equal(r.stdout, 'Pull request requested for local/r01abc\n');
+  });
+
   it('reports the new run id on retry', async () => {
     api.answer = (_req, res) => sendJson(res, 202, { ...RUN, run: 'r02new' });
     const r = await svc(['retry', 'local/r01abc']);

@@ -24,19 +24,15 @@ function git(cwd: string, args: string[]): string {
 export const AGENT_STATE = 'agent-state';
 
 /**
- * Where a fixture provider's `$HOME/agent-state/<name>` is kept outside its sandbox: in its repository's provider home,
- * `~/.svc/homes/command-<provider>/<key>/state/agent-state/` (src/spawn/provider-home.ts). The path when no such file
- * exists yet is one that never will, so a caller can wait for it.
+ * Inside the sandbox HOME is private: the fixtures keep what must outlive one run in a folder under the real HOME. A
+ * repository cannot make a host folder writable (setting-authority.ts), so the test HOME's operator file defines the
+ * same providers with that folder writable, as an operator would. A server with another HOME needs its own grant.
  */
-export function agentStateFile(home: string, name: string): string {
-  const homes = join(home, '.svc', 'homes');
-  for (const provider of existsSync(homes) ? readdirSync(homes) : []) {
-    for (const key of readdirSync(join(homes, provider))) {
-      const path = join(homes, provider, key, 'state', AGENT_STATE, name);
-      if (existsSync(path)) return path;
-    }
-  }
-  return join(homes, 'not-yet', name);
+export function grantAgentState(home: string, providers: Record<string, { command: string[] }>): void {
+  const granted = Object.fromEntries(Object.entries(providers).map(([n, p]) => [n, { ...p, writable: [AGENT_STATE] }]));
+  mkdirSync(join(home, '.svc'), { recursive: true });
+  mkdirSync(join(home, AGENT_STATE), { recursive: true });
+  writeFileSync(join(home, '.svc', 'operator.json'), JSON.stringify({ providers: granted }));
 }
 
 /** A repo on branch main with one commit, pushed to a bare origin at <root>/acme/api.git (so owner/name is acme/api). */
@@ -57,15 +53,15 @@ export function makeRepo(opts: { policy?: unknown; providers?: Record<string, st
   git(repo, ['remote', 'add', 'origin', origin]);
   git(repo, ['push', '-q', 'origin', 'main']);
   mkdirSync(join(repo, '.svc'), { recursive: true });
-  const providers: Record<string, { command: string[]; writable: string[] }> = {};
+  const providers: Record<string, { command: string[] }> = {};
   for (const [name, script] of Object.entries(opts.providers ?? { fake: EDIT_SCRIPT })) {
     const path = join(bin, `${name}.sh`);
     writeFileSync(path, script);
     chmodSync(path, 0o755);
-    // Inside the sandbox HOME is read-only: the fixtures keep what must outlive one run in a folder they declare.
-    providers[name] = { command: [path], writable: [AGENT_STATE] };
+    providers[name] = { command: [path] };
   }
   writeFileSync(join(repo, '.svc', 'config.json'), JSON.stringify({ providers }));
+  grantAgentState(home, providers);
   if (opts.policy !== undefined) writeFileSync(join(repo, '.svc', 'policy.json'), JSON.stringify(opts.policy));
   return { root, repo, origin, home, bin, cleanup: () => rmSync(root, { recursive: true, force: true }) };
 }

@@ -155,9 +155,9 @@ describe('pushing the run branch', () => {
     return text.split('\n').filter(Boolean);
   }
 
-  it('hands the token to git push through GIT_ASKPASS when origin is the GitHub host', () => {
+  it('hands the token to git push through GIT_ASKPASS when origin is the GitHub host', async () => {
     const dir = repoWithOrigin(`${url}/acme/api.git`);
-    assert.throws(() => pushBranch(dir, pinPushTarget(dir), 'svc/r1', 'push-token-123', { GITHUB_API_URL: url }), /git push failed/);
+    await assert.rejects(() => pushBranch(dir, pinPushTarget(dir), 'svc/r1', 'push-token-123', { GITHUB_API_URL: url }), /git push failed/);
     const sent = headers().filter((h) => h !== '-');
     assert.ok(sent.length > 0, 'git retried with credentials');
     assert.equal(Buffer.from(sent[0]!.replace(/^Basic /, ''), 'base64').toString(), 'x-access-token:push-token-123');
@@ -200,29 +200,29 @@ describe('pushing the run branch', () => {
       setConfig(dir, rules(evil, url));
       assert.throws(() => pinPushTarget(dir), PushRefusedError);
     });
-    it(`refuses to push, and sends nothing anywhere, when ${name} appears in .git/config after pinning`, () => {
+    it(`refuses to push, and sends nothing anywhere, when ${name} appears in .git/config after pinning`, async () => {
       const dir = repoWithOrigin(`${url}/acme/api.git`);
       const target = pinPushTarget(dir);
       setConfig(dir, rules(evil, url));
-      assert.throws(() => pushBranch(dir, target, 'svc/r1', 'push-token-123', { GITHUB_API_URL: url }), /changed during the run/);
+      await assert.rejects(() => pushBranch(dir, target, 'svc/r1', 'push-token-123', { GITHUB_API_URL: url }), /changed during the run/);
       assert.deepEqual(evilSeen(), []);
       assert.deepEqual(headers(), []);
     });
   }
 
-  it('refuses to push when origin was repointed after pinning, even to another repository on the same host', () => {
+  it('refuses to push when origin was repointed after pinning, even to another repository on the same host', async () => {
     const dir = repoWithOrigin(`${url}/acme/api.git`);
     const target = pinPushTarget(dir);
     assert.deepEqual(target, { url: `${url}/acme/api.git`, repo: 'acme/api' });
     execFileSync('git', ['remote', 'set-url', 'origin', `${url}/mallory/loot.git`], { cwd: dir });
-    assert.throws(
+    await assert.rejects(
       () => pushBranch(dir, target, 'svc/r1', 'push-token-123', { GITHUB_API_URL: url }),
       (err: Error) => err instanceof PushRefusedError && /origin changed during the run/.test(err.message) && err.message.includes('/mallory/loot.git'),
     );
     assert.deepEqual(headers(), [], 'nothing reached the host, with or without the token');
   });
 
-  it('ignores credential helpers, askpass, proxies, TLS settings and includes that .git/config names', () => {
+  it('ignores credential helpers, askpass, proxies, TLS settings and includes that .git/config names', async () => {
     const dir = repoWithOrigin(`${url}/acme/api.git`);
     const helper = spy('helper');
     const askpass = spy('askpass');
@@ -233,20 +233,20 @@ describe('pushing the run branch', () => {
       ['http.proxy', evil], ['https.proxy', evil], [`http.${url}/.proxy`, evil], ['http.sslVerify', 'false'],
       ['include.path', included], [`includeIf.gitdir:${dir}/.path`, included], ['core.sshCommand', helper.path],
     ]);
-    assert.throws(() => pushBranch(dir, pinPushTarget(dir), 'svc/r1', 'push-token-123', { GITHUB_API_URL: url }), /git push failed/);
+    await assert.rejects(() => pushBranch(dir, pinPushTarget(dir), 'svc/r1', 'push-token-123', { GITHUB_API_URL: url }), /git push failed/);
     assertTokenOnlyAtGithub();
     assert.deepEqual(evilSeen(), [], 'neither the planted proxy nor the included insteadOf was used');
     assert.equal(helper.ran(), '', 'no planted credential helper ran');
     assert.equal(askpass.ran(), '', 'the planted askpass never ran');
   });
 
-  it('ignores URL rules and credential helpers in the global git config when it carries the token', () => {
+  it('ignores URL rules and credential helpers in the global git config when it carries the token', async () => {
     const dir = repoWithOrigin(`${url}/acme/api.git`);
     const helper = spy('global-helper');
     const globalConfig = join(process.env.HOME!, '.gitconfig');
     writeFileSync(globalConfig, `[url "${evil}/"]\n\tpushInsteadOf = ${url}/\n[credential]\n\thelper = !${helper.path}\n`);
     try {
-      assert.throws(() => pushBranch(dir, pinPushTarget(dir), 'svc/r1', 'push-token-123', { GITHUB_API_URL: url }), /git push failed/);
+      await assert.rejects(() => pushBranch(dir, pinPushTarget(dir), 'svc/r1', 'push-token-123', { GITHUB_API_URL: url }), /git push failed/);
     } finally {
       rmSync(globalConfig);
     }
@@ -262,9 +262,9 @@ describe('pushing the run branch', () => {
     assert.deepEqual(evilSeen(), []);
   });
 
-  it('never offers the token to an origin on another host', () => {
+  it('never offers the token to an origin on another host', async () => {
     const dir = repoWithOrigin(`${url}/acme/api.git`);
-    assert.throws(() => pushBranch(dir, pinPushTarget(dir), 'svc/r1', 'push-token-123', { GITHUB_API_URL: 'https://github.example' }), /git push failed/);
+    await assert.rejects(() => pushBranch(dir, pinPushTarget(dir), 'svc/r1', 'push-token-123', { GITHUB_API_URL: 'https://github.example' }), /git push failed/);
     const seen = headers();
     assert.ok(seen.length > 0, 'git reached the server');
     assert.deepEqual(seen.filter((h) => h !== '-'), []);

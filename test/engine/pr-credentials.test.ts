@@ -1,13 +1,25 @@
-// `svc start --pr` without GitHub credentials (issue 23 item 5): the run does its work and says why there is no pull
-// request, and pushes nothing (a branch without its PR helps nobody); a repository without an origin is told how to
-// add one.
+// `svc start --pr` checks, before the agent starts, that its pull request could be opened: GitHub credentials exist
+// and the pinned origin answers `git ls-remote` as configured (a redirect is named, never followed). A run whose work
+// was verified but whose PR could not be opened (the API refused the token then) opens it later with
+// `svc start --open-pr RUN`; a repository without an origin is told how to add one.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
+import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
-import { makeRepo, readJson, CLI, EDIT_SCRIPT, GIT_ENV, type TestRepo } from './fixtures.ts';
+import { tmpdir } from 'node:os';
+import { makeRepo, readJson, startGithubStandIn, CLI, EDIT_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
+import { makeCert } from '../trigger/standins.ts';
+
+const TOKEN = 'pr-check-token-5c1e';
+
+function runsOf(repo: TestRepo): string[] {
+  const dir = join(repo.repo, '.svc', 'runs');
+  return existsSync(dir) ? readdirSync(dir) : [];
+}
 
 describe('svc start --pr without what a pull request needs', () => {
   let repo: TestRepo;
@@ -21,27 +33,151 @@ describe('svc start --pr without what a pull request needs', () => {
   });
   after(() => repo.cleanup());
 
-  async function start(): Promise<any> {
+  it('refuses before the agent starts without GitHub credentials, names the fix and writes no run', async () => {
     const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--pr', '--provider', 'fake'],
       { cwd: repo.repo, env });
-    const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
-    return readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
-  }
+    assert.notEqual(res.code, 0);
+    assert.match(res.stderr, /Refusing to start a --pr run: No GitHub credentials: set GITHUB_TOKEN or GH_TOKEN, or log in with gh/);
+    assert.match(res.stderr, /\(nothing was started\)/);
+    assert.deepEqual(runsOf(repo), []);
+  });
 
-  it('pushes nothing when no pull request could be opened, and says so', async () => {
-    const state = await start();
-    assert.equal(state.status, 'failed');
-    assert.match(state.error, /No GitHub credentials: set GITHUB_TOKEN or GH_TOKEN, or log in with gh/);
-    assert.match(state.error, /\(nothing was pushed\)/);
-    assert.equal(existsSync(join(repo.origin, 'refs', 'heads', 'svc', state.run)), false, 'no branch was pushed');
+  it('refuses before the agent starts when the origin does not answer as configured', async () => {
+    execFileSync('git', ['remote', 'set-url', 'origin', join(repo.root, 'nowhere', 'api.git')], { cwd: repo.repo });
+    try {
+      const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'x', '--pr', '--provider', 'fake'],
+        { cwd: repo.repo, env: { ...env, GITHUB_TOKEN: TOKEN } });
+      assert.notEqual(res.code, 0);
+      assert.match(res.stderr, /Refusing to start a --pr run: The origin ".*nowhere\/api\.git" cannot be reached as configured/);
+      assert.match(res.stderr, /git remote set-url origin URL/);
+      assert.deepEqual(runsOf(repo), []);
+    } finally {
+      execFileSync('git', ['remote', 'set-url', 'origin', repo.origin], { cwd: repo.repo });
+    }
   });
 
   it('names `git remote add origin` when the repository has no origin', async () => {
     execFileSync('git', ['remote', 'remove', 'origin'], { cwd: repo.repo });
+    try {
+      const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'x', '--pr', '--provider', 'fake'],
+        { cwd: repo.repo, env: { ...env, GITHUB_TOKEN: TOKEN } });
+      assert.notEqual(res.code, 0);
+      assert.match(res.stderr, /found 0\): add the GitHub repository, /);
+      assert.match(res.stderr, /`git remote add origin https:\/\/github\.com\/OWNER\/NAME\.git`/);
+    } finally {
+      execFileSync('git', ['remote', 'add', 'origin', repo.origin], { cwd: repo.repo });
+    }
+  });
+});
+
+describe('svc start --pr whose origin redirects', () => {
+  let repo: TestRepo;
+  let root: string;
+  let origin: HttpsServer;
+  let other: HttpsServer;
+  const seenByOther: Array<string | null> = [];
+  const seenByOrigin: Array<string | null> = [];
+
+  before(async () => {
+    root = mkdtempSync(join(tmpdir(), 'svc-redirect-'));
+    const cert = makeCert(root);
+    writeFileSync(join(root, 'ca.pem'), cert.cert);
+    other = createHttpsServer(cert, (req, res) => {
+      seenByOther.push(req.headers.authorization ?? null);
+      res.writeHead(401, { 'www-authenticate': 'Basic realm="other"' }).end();
+    });
+    await new Promise<void>((r) => other.listen(0, '127.0.0.1', () => r()));
+    const otherPort = (other.address() as { port: number }).port;
+    origin = createHttpsServer(cert, (req, res) => {
+      seenByOrigin.push(req.headers.authorization ?? null);
+      res.writeHead(301, { location: `https://127.0.0.1:${otherPort}${req.url}` }).end();
+    });
+    await new Promise<void>((r) => origin.listen(0, '127.0.0.1', () => r()));
+    repo = makeRepo({ providers: { fake: EDIT_SCRIPT }, policy: { checks: [] } });
+  });
+  after(async () => {
+    await new Promise((r) => origin.close(r));
+    await new Promise((r) => other.close(r));
+    repo.cleanup();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  it('refuses before the agent starts, names both hosts, and the other host never sees the token', async () => {
+    const port = (origin.address() as { port: number }).port;
+    const otherPort = (other.address() as { port: number }).port;
+    execFileSync('git', ['remote', 'set-url', 'origin', `https://127.0.0.1:${port}/acme/api.git`], { cwd: repo.repo });
+    const env = { PATH: '/usr/bin:/bin', HOME: repo.home, LANG: 'C', ...GIT_ENV, SVC_SHIP: '0', SVC_CONTROL_URL: '',
+      GITHUB_TOKEN: TOKEN, GITHUB_API_URL: `https://127.0.0.1:${port}/api/v3`, GIT_SSL_CAINFO: join(root, 'ca.pem') };
     const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'x', '--pr', '--provider', 'fake'],
       { cwd: repo.repo, env });
     assert.notEqual(res.code, 0);
-    assert.match(res.stderr, /found 0\): add the GitHub repository, /);
-    assert.match(res.stderr, /`git remote add origin https:\/\/github\.com\/OWNER\/NAME\.git`/);
+    assert.match(res.stderr, new RegExp(`The git server at "https://127\\.0\\.0\\.1:${port}/acme/api\\.git" ` +
+      `redirected to "https://127\\.0\\.0\\.1:${otherPort}/acme/api\\.git": svc follows no redirect`));
+    assert.ok(seenByOrigin.length > 0, 'git asked the origin');
+    assert.deepEqual(seenByOther.filter((h) => h !== null), [], 'the other host never got a credential');
+    assert.deepEqual(seenByOrigin.filter((h) => h !== null), [], 'nothing was sent before the redirect either');
+    assert.deepEqual(runsOf(repo), [], 'no run was made, so no agent ran');
+  });
+});
+
+describe('a verified --pr run whose pull request could not be opened', () => {
+  let repo: TestRepo;
+  let github: StandIn;
+  let refusing: Server;
+  let env: NodeJS.ProcessEnv;
+  let run: string;
+
+  before(async () => {
+    github = await startGithubStandIn();
+    // The GitHub API refuses the token while the run finishes (revoked, rate-limited): the PR cannot be opened then.
+    refusing = createServer((req, res) => {
+      req.resume();
+      res.writeHead(401, { 'content-type': 'application/json' }).end('{"message":"Bad credentials"}');
+    });
+    await new Promise<void>((r) => refusing.listen(0, '127.0.0.1', () => r()));
+    const checks = [{ name: 'fixed', run: ['grep', '-q', 'fixed', 'a.txt'] }];
+    repo = makeRepo({ providers: { fake: EDIT_SCRIPT }, policy: { checks } });
+    env = { PATH: '/usr/bin:/bin', HOME: repo.home, LANG: 'C', ...GIT_ENV, SVC_SHIP: '0', SVC_CONTROL_URL: '',
+      GITHUB_TOKEN: TOKEN };
+    const refusingUrl = `http://127.0.0.1:${(refusing.address() as { port: number }).port}`;
+    const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--pr', '--provider', 'fake'],
+      { cwd: repo.repo, env: { ...env, GITHUB_API_URL: refusingUrl } });
+    run = (JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string }).run;
+  });
+  after(async () => {
+    await github.close();
+    await new Promise((r) => refusing.close(r));
+    repo.cleanup();
+  });
+
+  it('ends failed with verdict verified, saying why there is no pull request', () => {
+    const state = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
+    assert.equal(state.status, 'failed');
+    assert.equal(state.verdict, 'verified');
+    assert.equal(state.pr_url, null);
+    assert.match(state.error, /Pull request not opened: GitHub answered 401/);
+  });
+
+  it('opens it with svc start --open-pr once the credential works, and the run ends succeeded', async () => {
+    const res = await runChild(process.execPath, [CLI, 'start', '--open-pr', run],
+      { cwd: repo.repo, env: { ...env, GITHUB_API_URL: github.url } });
+    assert.equal(res.code, 0, res.stderr);
+    const state = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
+    assert.equal(state.status, 'succeeded');
+    assert.equal(state.error, null);
+    assert.match(state.pr_url, /\/pull\/\d+$/);
+    const created = github.requests.filter((r) => r.method === 'POST');
+    assert.equal(created.length, 1);
+    assert.equal(created[0]!.body.head, `svc/${run}`);
+    assert.match(created[0]!.body.body, /svc-receipt/);
+    assert.ok(existsSync(join(repo.origin, 'refs', 'heads', 'svc', run)), 'the branch was pushed');
+  });
+
+  it('refuses a second --open-pr: the run has its pull request', async () => {
+    const res = await runChild(process.execPath, [CLI, 'start', '--open-pr', run],
+      { cwd: repo.repo, env: { ...env, GITHUB_API_URL: github.url } });
+    assert.notEqual(res.code, 0);
+    assert.match(res.stderr, /already has its pull request/);
+    assert.equal(github.requests.filter((r) => r.method === 'POST').length, 1);
   });
 });

@@ -4,8 +4,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { makeRepo, readJson, processesMentioning, CLI, GIT_ENV, AGENT_STATE, agentStateFile, type TestRepo }
-  from './fixtures.ts';
+import { makeRepo, readJson, processesMentioning, CLI, GIT_ENV, AGENT_STATE, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
@@ -47,9 +46,8 @@ describe('provider lifecycle', () => {
     const start = await svc(['start', '--brief', 'long job', '--detach', '--worktree', '--provider', 'detached']);
     assert.equal(start.code, 0, start.stderr);
     const { run } = JSON.parse(start.stdout.trim());
-    // Named in the tool's command line by its path inside the sandbox; kept in the repository's provider home.
     const toolFile = join(repo.home, AGENT_STATE, `${run}.tool`);
-    await waitFor(() => existsSync(agentStateFile(repo.home, `${run}.tool`)) || null, 'the tool to start');
+    await waitFor(() => existsSync(toolFile) || null, 'the tool to start');
     assert.ok(processesMentioning(toolFile).length >= 1, 'the setsid tool runs');
     const stop = await svc(['start', '--stop', run]);
     assert.equal(stop.code, 0, stop.stderr);

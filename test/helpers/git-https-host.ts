@@ -2,6 +2,7 @@
 // so a real `git push` lands in a real bare repository under `root`. It asks for Basic credentials (401) the way
 // GitHub does, accepts only `password` when one is given, and records every request with its Authorization header.
 import { createServer, type Server } from 'node:https';
+import { request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { spawn, execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 
@@ -28,9 +29,26 @@ export function basicPassword(header: string | null): string | null {
   return text.slice(text.indexOf(':') + 1);
 }
 
-export async function startGitHttpsHost(opts: { root: string; key: Buffer; cert: Buffer; password: string | null }): Promise<GitHttpsHost> {
+/**
+ * Passes a request under /api/v3/ to the REST stand-in at `api` (plain http, path without /api/v3), as GitHub
+ * Enterprise serves its API on the git host's own origin: the push token's origin is then the API's too.
+ */
+function toApi(api: string, req: IncomingMessage, res: ServerResponse): void {
+  const path = (req.url ?? '/').slice('/api/v3'.length) || '/';
+  const out = httpRequest(`${api}${path}`, { method: req.method, headers: req.headers }, (answer) => {
+    res.writeHead(answer.statusCode ?? 502, answer.headers);
+    answer.pipe(res);
+  });
+  out.on('error', () => res.writeHead(502).end());
+  req.pipe(out);
+}
+
+export async function startGitHttpsHost(
+  opts: { root: string; key: Buffer; cert: Buffer; password: string | null; api?: string },
+): Promise<GitHttpsHost> {
   const requests: GitRequest[] = [];
   const server: Server = createServer({ key: opts.key, cert: opts.cert }, (req, res) => {
+    if (opts.api && req.url?.startsWith('/api/v3/')) return toApi(opts.api, req, res);
     const authorization = req.headers.authorization ?? null;
     const url = new URL(req.url ?? '/', 'https://127.0.0.1');
     requests.push({ method: req.method ?? '', path: req.url ?? '', authorization });

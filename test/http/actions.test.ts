@@ -5,7 +5,7 @@ import { existsSync, readFileSync, symlinkSync, mkdirSync, rmSync } from 'node:f
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
-import { makeRepo, startGithubStandIn, processesMentioning, agentStateFile, ASK_SCRIPT, EDIT_SCRIPT, SLEEP_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
+import { makeRepo, grantAgentState, startGithubStandIn, processesMentioning, AGENT_STATE, ASK_SCRIPT, EDIT_SCRIPT, SLEEP_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { verifyReceipt, receiptFromMarkdown } from '../../src/engine/receipt.ts';
 import { keyIdOf } from '../../src/keys.ts';
@@ -28,6 +28,8 @@ describe('run actions on the Control Plane', () => {
     github = await startGithubStandIn();
     repo = makeRepo({ policy: POLICY, providers: { fake: EDIT_SCRIPT, ask: ASK_SCRIPT, sleepy: SLEEP_SCRIPT, flaky: FLAKY_SCRIPT } });
     control = await startTestControl({ env: { GITHUB_API_URL: github.url, GITHUB_TOKEN: 'gh-test-token', ...GIT_ENV }, projects: [repo.repo] });
+    // The Control Plane's runs use its HOME: its operator file grants the fixtures' folder there.
+    grantAgentState(control.home, JSON.parse(readFileSync(join(repo.repo, '.svc', 'config.json'), 'utf8')).providers);
   });
   after(async () => {
     await control.close();
@@ -111,7 +113,7 @@ describe('run actions on the Control Plane', () => {
   it('stops a running run and leaves no process behind', async () => {
     const res = await control.request('POST', '/v1/start', { body: { brief: 'sleep', repo: repo.repo, provider: 'sleepy' } });
     const { source, run } = res.json;
-    await waitFor(() => existsSync(agentStateFile(control.home, `${run}.up`)) || null, 'the provider to start');
+    await waitFor(() => existsSync(join(control.home, AGENT_STATE, `${run}.up`)) || null, 'the provider to start');
     assert.ok(processesMentioning(`svc-grandchild-${run}`).length >= 1, 'the grandchild runs');
     const stop = await control.request('POST', `/v1/runs/${source}/${run}/stop`, { body: {} });
     assert.equal(stop.status, 202);

@@ -140,6 +140,7 @@ function probes(repo: string): Probe[] {
     c('POST', `${RUN_PATH}/stop`, 409, {}), c('POST', '/v1/runs/local/r000003/stop', 202),
     c('POST', `${RUN_PATH}/resume`, 409, {}), c('POST', `${RUN_PATH}/retry`, 409),
     c('POST', `${RUN_PATH}/verify`, 409, {}), c('POST', `${RUN_PATH}/answer`, 409, { answer: 'yes' }),
+    c('POST', `${RUN_PATH}/pr`, 409, {}),
     c('GET', `${RUN_PATH}/events?limit=10`, 200), c('GET', `${RUN_PATH}/stream`, 200), c('GET', '/v1/stream?after=0', 200), c('GET', `${RUN_PATH}/artifact/diffstat.json`, 200),
     c('GET', `${RUN_PATH}/artifact/missing.txt`, 404),
     c('GET', '/v1/stats', 200), c('GET', '/v1/stats/cost', 200), c('GET', '/v1/audit', 200),

@@ -181,10 +181,11 @@ describe('security', () => {
     ];
     const loopbackOnly = controlRoutes.filter((r) => r.loopbackOnly);
 
-    it('marks start, stop, resume, retry, delete, merge run, config, keys, repos, projects and import loopback-only', () => {
+    it('marks start, stop, resume, retry, pr, delete, merge run, config, keys, repos, projects and import loopback-only', () => {
       const marked = loopbackOnly.map((r) => `${r.method} ${r.pattern}`).sort();
       const expected = ['POST /v1/runs', 'POST /v1/start', 'DELETE /v1/runs/:source/:run', 'POST /v1/runs/:source/:run/stop',
-        'POST /v1/runs/:source/:run/resume', 'POST /v1/runs/:source/:run/retry', 'POST /v1/merge/run', 'PUT /v1/config',
+        'POST /v1/runs/:source/:run/resume', 'POST /v1/runs/:source/:run/retry', 'POST /v1/runs/:source/:run/pr',
+        'POST /v1/merge/run', 'PUT /v1/config',
         'GET /v1/keys', 'GET /v1/repos', 'GET /v1/projects', 'POST /v1/import'];
       assert.deepEqual(marked, expected.sort());
     });

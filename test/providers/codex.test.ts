@@ -35,6 +35,8 @@ describe('codex CLI end to end', { skip }, () => {
     ].join('\n');
     mkdirSync(join(repo.home, '.codex'), { recursive: true });
     writeFileSync(join(repo.home, '.codex', 'config.toml'), config);
+    // SCRIPTED_API_KEY is no provider's documented variable: the agent gets it only because the operator lists it.
+    writeFileSync(join(repo.home, '.svc', 'operator.json'), JSON.stringify({ env: ['SCRIPTED_API_KEY'] }));
   });
   after(async () => {
     await repo?.close();

@@ -7,7 +7,7 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSyn
   from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { makeRepo, readJson, agentStateFile, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
+import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { letNobodyReach } from '../helpers/nobody-reach.ts';
 import { probeSandbox } from '../../src/spawn/probe.ts';
@@ -353,7 +353,7 @@ function suite(asNobody: boolean): void {
   }
 
   const invocations = (run: string) =>
-    readFileSync(agentStateFile(repo.home, `invocations-${run}`), 'utf8').trim().split('\n').length;
+    readFileSync(join(repo.home, 'agent-state', `invocations-${run}`), 'utf8').trim().split('\n').length;
 
   it('lets a waiting agent read its answer and say so: one invocation, no second session', async () => {
     const run = await startDetached('waits', 'ask and wait');

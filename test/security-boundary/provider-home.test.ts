@@ -3,7 +3,7 @@
 // (it runs the SessionStart hook its settings name, reads its transcripts) and like a hostile agent (repository A's
 // run plants a hook, instructions, an MCP server and a transcript in its home). Repository B's run must neither run
 // A's hook nor read A's transcripts; A's next run must not get its hook back; what A's run kept as session state is
-// there for A's next run. Also a `command` provider's HOME-relative folder. As root and, when root, as nobody.
+// there for A's next run. As root and, when root, as nobody.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -58,14 +58,6 @@ fi
 exit 0
 `;
 
-/** A `command` provider keeping state in a HOME-relative folder it declares; it reports what it finds there. */
-const TOOL = `#!/bin/sh
-cat > /dev/null
-tag=$(grep -o 'TAG=[A-Za-z0-9-]*' "$SVC_TASK_FILE" | head -1 | cut -d= -f2)
-echo "tool-state:[$(cat "$HOME"/.tool-state/* 2>/dev/null | tr '\\n' ' ')]" > found.txt
-echo "$tag" > "$HOME/.tool-state/$SVC_RUN_ID"
-`;
-
 /** Every file under `dir`, as paths relative to it. */
 function filesUnder(dir: string): string[] {
   if (!existsSync(dir)) return [];
@@ -88,11 +80,7 @@ function suite(asNobody: boolean): void {
     const bin = join(a.root, 'clis');
     mkdirSync(bin);
     writeFileSync(join(bin, 'claude'), STAND_IN);
-    writeFileSync(join(bin, 'tool.sh'), TOOL);
     chmodSync(join(bin, 'claude'), 0o755);
-    chmodSync(join(bin, 'tool.sh'), 0o755);
-    const config = { providers: { tool: { command: [join(bin, 'tool.sh')], writable: ['.tool-state'] } } };
-    for (const r of [a, b]) writeFileSync(join(r.repo, '.svc', 'config.json'), JSON.stringify(config));
     // The operator's own claude: its settings, its login, its own transcripts of other work, its ~/.claude.json.
     mkdirSync(join(home, '.claude', 'projects', 'user-own'), { recursive: true });
     writeFileSync(join(home, '.claude', 'settings.json'), '{"model":"operator-choice"}');
@@ -172,16 +160,6 @@ function suite(asNobody: boolean): void {
     assert.doesNotMatch(again.line('claude-json'), /evil/);
     assert.equal(existsSync(join(again.state.workdir, 'README.md')), false);
     assert.match(again.line('transcripts'), /\{"task":"A-TASK-1"\}/, 'A\'s kept session state is there for A');
-  });
-
-  it('keeps a command provider\'s HOME-relative folder per repository, never in the real HOME', async () => {
-    const first = await start(a, 'tool', 'TAG=A-TOOL-1');
-    assert.equal(first.line('tool-state'), '');
-    const other = await start(b, 'tool', 'TAG=B-TOOL-1');
-    assert.equal(other.line('tool-state'), '', 'B does not see A\'s folder');
-    const again = await start(a, 'tool', 'TAG=A-TOOL-2');
-    assert.equal(again.line('tool-state').trim(), 'A-TOOL-1', 'A finds what it kept');
-    assert.equal(existsSync(join(home, '.tool-state')), false);
   });
 }
 

@@ -69,10 +69,11 @@ describe('the push target, end to end', () => {
     certPath = join(root, 'cert.pem');
     for (const dir of ['github', 'evil']) mkdirSync(join(root, dir, dir === 'evil' ? 'mallory' : 'acme'), { recursive: true });
     execFileSync('git', ['init', '-q', '--bare', join(root, 'evil', 'mallory', 'loot.git')]);
-    github = await startGitHttpsHost({ root: join(root, 'github'), ...cert, password: TOKEN });
+    rest = await startGithubStandIn({ originOf: (owner, name) => join(root, 'github', owner, `${name}.git`) });
+    // GitHub Enterprise's shape: the API under /api/v3 on the git host's own origin (the token's one origin).
+    github = await startGitHttpsHost({ root: join(root, 'github'), ...cert, password: TOKEN, api: rest.url });
     // The evil host takes any password, so a push that reached it with the token would land and be seen.
     evil = await startGitHttpsHost({ root: join(root, 'evil'), ...cert, password: null });
-    rest = await startGithubStandIn({ originOf: (owner, name) => join(root, 'github', owner, `${name}.git`) });
     proxy = createServer((req, res) => {
       proxySeen.push(`${req.method} ${req.url}`);
       res.writeHead(403).end();
@@ -105,8 +106,9 @@ describe('the push target, end to end', () => {
 
   async function runPr(repo: TestRepo, sandbox: 'bwrap' | 'none'): Promise<Record<string, any>> {
     const env = {
-      PATH: process.env.PATH, HOME: repo.home, LANG: 'C', ...GIT_ENV, GITHUB_API_URL: rest.url, GITHUB_TOKEN: TOKEN,
-      GIT_SSL_CAINFO: certPath, GIT_TERMINAL_PROMPT: '0', SVC_SHIP: '0', ...(sandbox === 'none' ? { SVC_SANDBOX: 'none' } : {}),
+      PATH: process.env.PATH, HOME: repo.home, LANG: 'C', ...GIT_ENV, GITHUB_API_URL: `${github.url}/api/v3`, GITHUB_TOKEN: TOKEN,
+      GIT_SSL_CAINFO: certPath, NODE_EXTRA_CA_CERTS: certPath, GIT_TERMINAL_PROMPT: '0', SVC_SHIP: '0',
+      ...(sandbox === 'none' ? { SVC_SANDBOX: 'none' } : {}),
     };
     const brief = `EVIL=${evil.url} PROXY=${proxyUrl} append fixed to a.txt`;
     const res = await runChild(process.execPath, [CLI, 'start', '--brief', brief, '--pr', '--provider', 'agent'], { cwd: repo.repo, env });
@@ -176,7 +178,8 @@ describe('the push target, end to end', () => {
     // The worker kept the pin in memory and wrote it back over the agent's edit.
     assert.equal(state.push_target.url, `${github.url}/acme/repoint.git`);
     assertNothingReachedEvil();
-    assert.deepEqual(pushesTo('repoint'), [], 'nothing was pushed anywhere');
+    // The --pr check before the agent read the origin (git-upload-pack); nothing was sent to it (git-receive-pack).
+    assert.deepEqual(pushesTo('repoint').filter((r) => r.path.includes('git-receive-pack')), [], 'nothing was pushed');
     assert.equal(rest.requests.some((r) => r.path.includes('/repoint/')), false, 'no pull request was asked for');
     assert.equal(existsSync(join(state.workdir, 'helper-ran')), false, 'the planted credential helper never ran');
   });

@@ -44,7 +44,7 @@ describe('svc trigger', () => {
     assert.match(help.stdout, /^Usage: svc trigger serve/);
     const bad = spawnSync(process.execPath, [CLI, 'trigger', 'serve', '--concurrency', '0'], { encoding: 'utf8', env: { PATH: process.env.PATH, HOME: tempDir() } });
     assert.equal(bad.status, 2);
-    assert.match(bad.stderr, /Concurrency must be an integer/);
+    assert.match(bad.stderr, /--concurrency must be an integer/);
   });
 
   it('prints its real URL, serves /health, and exits 0 on SIGTERM', async () => {

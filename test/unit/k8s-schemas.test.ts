@@ -11,6 +11,7 @@ import { parseAllDocuments } from 'yaml';
 import { Job } from 'kubernetes-models/batch/v1/Job';
 import { buildKubeJob } from '../../src/trigger/kubernetes-job.ts';
 import { kubernetesSettingsFromEnv } from '../../src/trigger/kubernetes-settings.ts';
+import { BadSettingError } from '../../src/errors.ts';
 import { unknownFieldErrors, type K8sObject } from '../helpers/k8s-strict.ts';
 import { verifyJobCredential } from '../../src/gate/job-credential.ts';
 
@@ -100,7 +101,7 @@ describe('Kubernetes objects against the official schemas', () => {
       assert.match(env.get('NO_PROXY') ?? '', /svc-control/);
       assert.match(env.get('NO_PROXY') ?? '', /(^|,)svc-gate(,|$)/, 'model CLIs talk to the gate directly');
     }
-    assert.throws(() => kubernetesSettingsFromEnv({ SVC_K8S_IMAGE: 'svc:1', SVC_K8S_GATE_URL: 'https://x/y' }), RangeError);
+    assert.throws(() => kubernetesSettingsFromEnv({ SVC_K8S_IMAGE: 'svc:1', SVC_K8S_GATE_URL: 'https://x/y' }), BadSettingError);
     // A gate URL without the secret would give pods no credential: every one of their connections refused.
     assert.throws(() => kubernetesSettingsFromEnv({ SVC_K8S_IMAGE: 'svc:1', SVC_K8S_GATE_URL: 'http://svc-gate:3128' }),
       /SVC_GATE_SECRET_FILE/);

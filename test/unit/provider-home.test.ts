@@ -27,7 +27,7 @@ describe('layProviderHome', () => {
   after(() => rmSync(root, { recursive: true, force: true }));
 
   const lay = (run: string) => layProviderHome({
-    provider: 'opencode', home, template: home, loginHome: home, repoHome, run, declared: [],
+    provider: 'opencode', home, template: home, loginHome: home, repoHome, run,
     roots: ['.config/opencode', '.local/share/opencode', '.cache/opencode', '.local/state/opencode'],
   });
 
@@ -88,19 +88,11 @@ describe('layProviderHome', () => {
     assert.equal(existsSync(layer), false);
   });
 
-  it('refuses a kept folder that would climb out of the provider home', () => {
-    assert.throws(() => layProviderHome({
-      provider: 'command', home, template: home, loginHome: home, repoHome: join(root, 'tool-home'), run: 'r1',
-      roots: [], declared: ['state/../../../escaped'],
-    }), BadSettingError);
-    assert.equal(existsSync(join(root, 'escaped')), false);
-  });
-
   it('lays claude\'s ~/.claude.json without its table of the user\'s other projects', () => {
     writeFileSync(join(home, '.claude.json'), JSON.stringify({ mcpServers: { op: {} }, projects: { '/x': {} } }));
     const mounts = layProviderHome({
       provider: 'claude', home, template: home, loginHome: home, repoHome: join(root, 'claude-home'), run: 'r1',
-      roots: ['.claude', '.claude.json'], declared: [],
+      roots: ['.claude', '.claude.json'],
     });
     const file = mounts.find((m) => m.target === join(home, '.claude.json'))!;
     assert.deepEqual(JSON.parse(readFileSync(file.source, 'utf8')), { mcpServers: { op: {} } });
@@ -137,11 +129,9 @@ describe('providerHomeKey', () => {
     assert.throws(() => providerHomeKey(repo, { SVC_PROVIDER_HOME_SCOPE: '../x' }), BadSettingError);
   });
 
-  it('puts a home under ~/.svc/homes/<provider>/, a command provider as command-<name>', () => {
+  it('puts a built-in CLI\'s home under ~/.svc/homes/<provider>/', () => {
     const env = { HOME: '/h' };
-    const key = providerHomeKey(repo, env);
-    assert.equal(providerHomeDir(env, repo, { name: 'claude', kind: 'claude' }), `/h/.svc/homes/claude/${key}`);
-    assert.equal(providerHomeDir(env, repo, { name: 'tool', kind: 'command' }), `/h/.svc/homes/command-tool/${key}`);
+    assert.equal(providerHomeDir(env, repo, { kind: 'claude' }), `/h/.svc/homes/claude/${providerHomeKey(repo, env)}`);
   });
 
   it('takes ~/.svc/provider-template as the template when it is a folder, else HOME', () => {

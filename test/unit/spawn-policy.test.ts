@@ -17,6 +17,12 @@ describe('childEnv', () => {
       PATH: '/bin', HOME: '/h', SVC_SOURCE: 's', SVC_TASK_FILE: '/x',
     });
   });
+  it('gives an agent an allowlist: the user\'s other variables stay out, the providers\' own and the locale pass', () => {
+    const shell = { ...base, AWS_SECRET_ACCESS_KEY: 'a', NPM_TOKEN: 'n', DATABASE_URL: 'd', LC_ALL: 'C', TZ: 'UTC',
+      CLAUDE_CODE_USE_BEDROCK: '1', ANTHROPIC_API_KEY: 'k', SSL_CERT_FILE: '/c', TMPDIR: '/var/t' };
+    assert.deepEqual(childEnv('agent', shell), { PATH: '/bin', HOME: '/h', SVC_SOURCE: 's', LC_ALL: 'C', TZ: 'UTC',
+      CLAUDE_CODE_USE_BEDROCK: '1', ANTHROPIC_API_KEY: 'k', SSL_CERT_FILE: '/c' });
+  });
   it('lets a child svc keep its non-secret SVC_* configuration, never a token', () => {
     const env = childEnv('svc', base);
     assert.equal(env.SVC_ORIGIN, 'cli');

@@ -1,4 +1,4 @@
-// Run actions (DESIGN §3, §4): start (idempotent by request_id), stop, resume, retry, verify, answer.
+// Run actions (DESIGN §3, §4): start (idempotent by request_id), stop, resume, retry, verify, answer, pr.
 // Local runs are steered through the run controller; runs of another source get a control request for their next
 // ingest.
 import { controlStartArgs, resumeArgs, retryArgs } from '../../spawn/start-argv.ts';
@@ -154,6 +154,20 @@ export const verifyRun: Handler<ControlDeps> = (ctx) => {
   checkAllowed(ctx, row, 'verify');
   const repo = row.repo_path!;
   deps.engine.launch(row.source, row.run, ['start', '--detach', '--verify', row.run, '--repo', repo], 'event-only');
+  return json(202, runToJson(row));
+};
+
+/**
+ * Opens the pull request of a --pr run whose work was verified but whose PR could not be opened (no credentials then):
+ * `svc start --open-pr` in the run's repository, with this server's credentials in its handoff pipe. What it finds
+ * (a receipt that does not verify, a verdict the policy does not accept, still no credential) is the run's error event.
+ */
+export const openRunPr: Handler<ControlDeps> = (ctx) => {
+  const { deps } = ctx;
+  const row = loadRun(ctx);
+  checkAllowed(ctx, row, 'pr');
+  const repo = row.repo_path!;
+  deps.engine.launch(row.source, row.run, ['start', '--open-pr', row.run, '--repo', repo], 'event-only');
   return json(202, runToJson(row));
 };
 

@@ -3,6 +3,7 @@ import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import type { Reply } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
+import { errorMessage } from '../../errors.ts';
 
 // Pre-encoded: /health is the hottest, cheapest route (DESIGN §7 bar: ≥ 0.85 × plain node:http).
 const OK: Reply = {
@@ -17,7 +18,7 @@ export const getReady: Handler<ControlDeps> = (ctx) => {
   try {
     ctx.deps.stores.runs.ping();
   } catch (err) {
-    ctx.deps.log.error('readiness check failed', { error: err instanceof Error ? err.message : String(err) });
+    ctx.deps.log.error('readiness check failed', { error: errorMessage(err) });
     throw new HttpError('unavailable', 'Database is not available');
   }
   return OK;

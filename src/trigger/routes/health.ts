@@ -4,6 +4,7 @@ import { HttpError } from '../../http/http-error.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { ROUTES } from '../secrets.ts';
 import type { TCtx } from './common.ts';
+import { errorMessage } from '../../errors.ts';
 
 export function getHealth(): Reply {
   return json(200, { status: 'ok' });
@@ -15,7 +16,7 @@ export function getReady(ctx: TCtx): Reply {
   try {
     ctx.deps.queue.depth();
   } catch (err) {
-    ctx.deps.log.error('readiness check failed', { error: err instanceof Error ? err.message : String(err) });
+    ctx.deps.log.error('readiness check failed', { error: errorMessage(err) });
     throw new HttpError('unavailable', 'Database is not available');
   }
   return json(200, { status: 'ok' });

@@ -1,5 +1,6 @@
 // The author of the last commit to the culprit file, only when the file resolves inside the project (no path escape).
 import { runCollect } from '../../spawn/start.ts';
+import { gitArgv, gitExtraEnv } from '../../engine/host-git.ts';
 import { realpath, stat } from 'node:fs/promises';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
 
@@ -37,8 +38,8 @@ export async function resolveInsideRepo(repoDir: string, candidate: string): Pro
 /** `git log -1 --format=%an -- <file>` with argv (no shell) and a deadline; null when git has no answer. */
 export function lastCommitAuthor(repoDir: string, relPath: string, timeoutMs = 3000): Promise<string | null> {
   const base = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/' };
-  return runCollect(['git', '--literal-pathspecs', 'log', '-1', '--format=%an', '--', relPath], {
-    kind: 'probe', base, cwd: repoDir, timeout: timeoutMs, maxBuffer: 64 * 1024,
+  return runCollect(gitArgv(['--literal-pathspecs', 'log', '-1', '--format=%an', '--', relPath]), {
+    kind: 'probe', base, extra: gitExtraEnv(), cwd: repoDir, timeout: timeoutMs, maxBuffer: 64 * 1024,
   }).then((r) => (r.error ? null : r.stdout.trim() || null));
 }
 

@@ -1,0 +1,57 @@
+// `svc init`: a first run with no API key. Writes a stand-in agent (a `command` provider: a short shell script svc runs
+// inside the sandbox, in the working tree) into the repository's .svc/, so `svc start "…"` works before any model CLI
+// is installed or logged in. Replace it with a real provider later.
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { CliIo } from './io.ts';
+import { parseFlags, wantsHelp } from './io.ts';
+import { ConflictError } from '../errors.ts';
+import { resolveRepo } from '../engine/launch.ts';
+
+const HELP = `Usage: svc init [--repo DIR] [--force]
+
+Writes a stand-in agent that needs no API key into the repository's .svc/:
+  .svc/agent.sh      writes the task it was given (stdin) to svc-hello.md
+  .svc/config.json   {"provider": "hello", "providers": {"hello": {"command": ["sh", ".svc/agent.sh"]}}}
+Then \`svc start "say hello"\` runs it in the sandbox and records the diff, checks and receipt.
+Commit .svc/ before a --worktree or --pr run: a worktree holds only what is committed.
+
+Options:
+  --repo DIR   the repository (default: the current directory)
+  --force      overwrite an existing .svc/config.json or .svc/agent.sh
+`;
+
+/** The stand-in agent; the same text is in README.md and docs/engine.md. */
+export const STAND_IN_AGENT = `#!/bin/sh
+# A stand-in agent: no model, no API key. svc runs it in the sandbox, in the run's working tree, with the task on
+# stdin (and in $SVC_TASK_FILE); what it changes there becomes the run's diff. A JSON line on stdout reports cost.
+cat > svc-hello.md
+echo '{"type":"svc.cost","usd":0,"tokens_in":0,"tokens_out":0}'
+`;
+
+export const STAND_IN_CONFIG = { provider: 'hello', providers: { hello: { command: ['sh', '.svc/agent.sh'] } } };
+
+export default async function init(io: CliIo): Promise<number> {
+  if (wantsHelp(io.argv)) {
+    io.stdout(HELP);
+    return 0;
+  }
+  const { values } = parseFlags(io.argv, { repo: { type: 'string' }, force: { type: 'boolean' } }, false);
+  const repo = resolveRepo(values.repo ?? process.cwd());
+  const dir = join(repo, '.svc');
+  const config = join(dir, 'config.json');
+  const agent = join(dir, 'agent.sh');
+  for (const path of [config, agent]) {
+    if (existsSync(path) && !values.force) {
+      throw new ConflictError(`${path} already exists; pass --force to overwrite it`);
+    }
+  }
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(agent, STAND_IN_AGENT, { mode: 0o755 });
+  writeFileSync(config, JSON.stringify(STAND_IN_CONFIG, null, 2) + '\n');
+  io.stdout(`Wrote ${agent} and ${config}: a stand-in agent named "hello" that needs no API key.\n` +
+    'Try: svc start "say hello"   (then look at svc-hello.md and .svc/runs/<run>/artifacts/)\n' +
+    'Commit .svc/ before a --worktree or --pr run. To use a real agent, install one (claude, codex, gemini, aider, ' +
+    'opencode) and remove "provider" from .svc/config.json, or pass --provider NAME.\n');
+  return 0;
+}

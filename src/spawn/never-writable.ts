@@ -1,0 +1,67 @@
+// Folders no sandbox ever gets writable, whoever asks (the operator included; DESIGN §7a): system folders, HOME itself,
+// and what a program outside the sandbox reads or runs: shell start-up files, git's and systemd's config, autostart
+// entries, folders on PATH, ~/.ssh, credentials, svc's home. A folder that holds one of them is refused too (binding
+// ~/.local would bind ~/.local/bin, ~/.config would bind ~/.config/git). Links are followed first: a declared folder
+// that is a link into one is refused.
+import { existsSync, realpathSync } from 'node:fs';
+import { basename, dirname, isAbsolute, join } from 'node:path';
+import { within } from './bwrap-argv.ts';
+
+/** Whole trees of the system: nothing in them, and nothing holding them, is ever writable. */
+const SYSTEM_TREES = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32', '/etc', '/boot', '/var', '/run',
+  '/proc', '/sys', '/dev', '/opt', '/srv', '/snap', '/nix', '/mnt', '/media'];
+
+/** Under HOME: read or run by the user's shell, git, ssh, systemd, the desktop, editors and credential helpers. */
+const HOME_TREES = [
+  '.bashrc', '.bash_profile', '.bash_login', '.bash_logout', '.bash_aliases', '.profile', '.zshrc', '.zshenv',
+  '.zprofile', '.zlogin', '.zlogout', '.zsh', '.oh-my-zsh', '.cshrc', '.tcshrc', '.login', '.logout', '.kshrc',
+  '.mkshrc', '.inputrc', '.pam_environment', '.xprofile', '.xinitrc', '.xsession', '.xsessionrc', '.Xresources',
+  '.config/git', '.gitconfig', '.git-credentials', '.config/systemd', '.local/share/systemd',
+  '.config/autostart', '.config/environment.d', '.config/fish', '.config/nvim', '.local/share/applications',
+  '.local/bin', 'bin', '.ssh', '.gnupg', '.netrc', '.npmrc', '.pypirc', '.aws', '.azure', '.kube', '.docker',
+  '.config/gh', '.config/hub', '.config/gcloud', '.password-store', '.vault-token', '.vimrc', '.vim', '.emacs',
+  '.emacs.d', '.svc',
+  // The built-in agent CLIs' own folders: the user's CLIs read them, and they are the template and the login every
+  // repository's runs are laid from (provider-home.ts); a run gets its own copies, never these.
+  '.claude', '.claude.json', '.config/claude', '.codex', '.gemini', '.config/opencode', '.local/share/opencode',
+];
+
+/** The path with every link in its existing part resolved (a missing tail is kept as written). */
+function resolved(path: string): string {
+  let head = path;
+  const tail: string[] = [];
+  while (!existsSync(head) && dirname(head) !== head) {
+    tail.unshift(basename(head));
+    head = dirname(head);
+  }
+  try {
+    return join(realpathSync(head), ...tail);
+  } catch {
+    return path;
+  }
+}
+
+/**
+ * Why `path` (absolute) can never be writable inside a sandbox, or null when it may be. `pathDirs` are the folders
+ * on svc's PATH (their programs run outside). A relative path is refused: only absolute ones are ever bound.
+ */
+export function neverWritable(path: string, home: string, pathDirs: readonly string[] = []): string | null {
+  if (!isAbsolute(path)) return 'it is not an absolute path';
+  for (const p of new Set([path, resolved(path)])) {
+    const why = reason(p, resolved(home), pathDirs);
+    if (why) return p === path ? why : `it is a link to ${p}, and ${why}`;
+  }
+  return null;
+}
+
+function reason(path: string, home: string, pathDirs: readonly string[]): string | null {
+  if (within(home, path)) return path === home ? 'it is HOME itself' : 'it holds HOME';
+  const clash = (tree: string) => within(path, tree) || within(tree, path);
+  const system = SYSTEM_TREES.find(clash);
+  if (system) return `it is a system folder (${system})`;
+  const homeTree = HOME_TREES.map((t) => join(home, t)).find(clash);
+  if (homeTree) return `programs outside the sandbox read or run ${homeTree}`;
+  const onPath = pathDirs.filter(isAbsolute).find((d) => d !== '/' && clash(d));
+  if (onPath) return `${onPath} is on PATH: its programs run outside the sandbox`;
+  return null;
+}

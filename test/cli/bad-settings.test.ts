@@ -1,0 +1,32 @@
+// A setting with a value svc cannot use stops a server before it listens, with exit status 2 (the person must change
+// what they set) and the variable named — wherever in start-up the setting happens to be read.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { runChild } from '../helpers/run-child.ts';
+
+const CLI = join(import.meta.dirname, '../../dist/cli.js');
+
+describe('a bad setting', () => {
+  const cases: Array<[string, string[], string]> = [
+    ['control', ['control', 'serve', '--port', '0'], 'SVC_CONTROL_MAX_CONNECTIONS'],
+    ['control', ['control', 'serve', '--port', '0'], 'SVC_CONTROL_MAX_STREAMS'],
+    ['trigger', ['trigger', 'serve', '--port', '0'], 'SVC_TRIGGER_MAX_CONNECTIONS'],
+    ['trigger', ['trigger', 'serve', '--port', '0'], 'SVC_TRIGGER_CONCURRENCY'],
+  ];
+  for (const [server, args, name] of cases) {
+    it(`${name}=x stops the ${server} server with exit 2, naming the variable`, async () => {
+      const home = mkdtempSync(join(tmpdir(), 'svc-bad-setting-'));
+      try {
+        const env = { PATH: process.env.PATH, HOME: home, [name]: 'x' };
+        const r = await runChild(process.execPath, [CLI, ...args], { cwd: home, env });
+        assert.equal(r.code, 2, r.stderr);
+        assert.match(r.stderr, new RegExp(name));
+      } finally {
+        rmSync(home, { recursive: true, force: true });
+      }
+    });
+  }
+});
