@@ -1,4 +1,4 @@
-// A job's way to its agent (issue 20 "Done when"): from `POST /jobs` on a real `svc trigger serve` to the first byte
+// A job's way to its agent: from `POST /jobs` on a real `svc trigger serve` to the first byte
 // the agent writes, sandboxed with its egress gate, as a user's first instruction would travel. The provider writes
 // one byte into a FIFO the bench is already reading (figure-sandbox.ts), so nothing polls between byte and clock.
 import { execFileSync } from 'node:child_process';

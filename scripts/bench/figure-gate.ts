@@ -1,4 +1,4 @@
-// The egress gate's cost (issue 20): what it adds to a model request's first byte, and how fast a CONNECT tunnel
+// The egress gate's cost: what it adds to a model request's first byte, and how fast a CONNECT tunnel
 // streams. The path is the sandbox's: client → forwarder (loopback TCP) → Unix socket → gate (own process) →
 // upstream. Upstreams are loopback servers in this process; the gate's policy names only their exact addresses.
 import { spawn, execFileSync } from 'node:child_process';
@@ -146,7 +146,7 @@ export async function measureGate(ctx: BenchContext): Promise<Row[]> {
       },
       {
         figure: 'egress gate: added time to first byte', value: added, unit: 'ms', bar: `≤ ${ADDED_BAR_MS} ms`,
-        pass: Number.isFinite(added) && added <= ADDED_BAR_MS, note: 'difference of the medians above (issue 20)',
+        pass: Number.isFinite(added) && added <= ADDED_BAR_MS, note: 'difference of the medians above',
       },
       {
         figure: 'egress gate: CONNECT tunnel throughput', value: rate, unit: 'MB/s', bar: `≥ ${THROUGHPUT_BAR} MB/s`,

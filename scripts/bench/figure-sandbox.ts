@@ -1,4 +1,4 @@
-// The cost of the agent sandbox (issue 9): time from spawning `svc start --detach` to the provider's first byte, with
+// The cost of the agent sandbox: time from spawning `svc start --detach` to the provider's first byte, with
 // the bwrap sandbox and without it (SVC_SANDBOX=none), interleaved, median of several runs each. The provider writes
 // one byte into a FIFO the bench is already reading, so no polling stands between the byte and the clock.
 import { spawn, execFileSync } from 'node:child_process';
@@ -99,6 +99,6 @@ export async function measureSandbox(ctx: BenchContext): Promise<Row[]> {
       figure: 'svc start → provider first byte, bwrap sandbox', value: boxedMs, unit: 'ms', bar: `≤ ${START_BAR_MS} ms`,
       pass: Number.isFinite(boxedMs) && boxedMs <= START_BAR_MS, note: `median of ${times}, --detach`,
     },
-    { figure: 'agent sandbox: added time to first byte', value: added, unit: 'ms', bar: `≤ ${ADDED_BAR_MS} ms`, pass: Number.isFinite(added) && added <= ADDED_BAR_MS, note: 'difference of the medians above (issue 9)' },
+    { figure: 'agent sandbox: added time to first byte', value: added, unit: 'ms', bar: `≤ ${ADDED_BAR_MS} ms`, pass: Number.isFinite(added) && added <= ADDED_BAR_MS, note: 'difference of the medians above' },
   ];
 }

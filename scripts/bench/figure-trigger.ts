@@ -44,7 +44,7 @@ export async function measureTrigger(ctx: BenchContext): Promise<Row[]> {
   const repo = join(ctx.tmp, 'trigger-repo');
   mkdirSync(repo, { recursive: true });
   // The served repository the GitHub deliveries name (acme/api): with `--repo`, its origin says which one it is, and
-  // an event for any other repository is skipped, not queued (issue 22).
+  // an event for any other repository is skipped, not queued.
   execFileSync('git', ['init', '-q', '-b', 'main'], { cwd: repo });
   execFileSync('git', ['remote', 'add', 'origin', 'https://github.com/acme/api.git'], { cwd: repo });
   const secret = randomBytes(24).toString('hex');

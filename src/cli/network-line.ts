@@ -1,4 +1,4 @@
-// The `network` line of `svc runs show` (issue 20 §5): what the run's receipt says about the agent's network, read
+// The `network` line of `svc runs show`: what the run's receipt says about the agent's network, read
 // through typed readers (the receipt came from a server; a forged one must not crash the CLI).
 import { obj, str } from '../untrusted.ts';
 

@@ -1,5 +1,5 @@
 // Before a command that talks to the Control Plane: the project's runs it has not heard the end of are sent first
-// (issue 23 item 2; src/engine/ship-pending.ts), so `svc runs show` finds a run made while no Control Plane ran.
+// (src/engine/ship-pending.ts), so `svc runs show` finds a run made while no Control Plane ran.
 import { lstatSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import type { CliIo } from './io.ts';

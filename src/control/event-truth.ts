@@ -1,4 +1,4 @@
-// Keeps a run's event history telling each fact once, as the Control Plane saw it (issue 11 item 5):
+// Keeps a run's event history telling each fact once, as the Control Plane saw it:
 // - a `run.status` event's `from` is the status recorded before it. A runner that never saw the Control
 //   Plane's `stopping` ships `running→stopped`; stored after `running→stopping`, it reads `stopping→stopped`.
 //   A transition already recorded (the Control Plane wrote `stopping→stopped` for a worker that died) is not

@@ -5,7 +5,7 @@ import { isValidMs, parseTime } from './params.ts';
 
 /**
  * How far a body time may run ahead of the Control Plane's clock: room for a runner's clock drifting ahead, far too
- * little to park a run in the future, where no real update could ever be newer than it (issue 19, finding 5).
+ * little to park a run in the future, where no real update could ever be newer than it.
  */
 export const MAX_FUTURE_MS = 5 * 60 * 1000;
 

@@ -1,4 +1,4 @@
-// Which projects the Control Plane may start a process in (issue 20 item 6): those the operator registered with
+// Which projects the Control Plane may start a process in: those the operator registered with
 // POST /v1/import (the projects table) and those the `repos` setting names. Never a path only a caller named: a
 // planted folder must not get a run through the API. Paths are compared by real path (symlinks resolved).
 import { realpathSync } from 'node:fs';

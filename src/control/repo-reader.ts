@@ -1,4 +1,4 @@
-// The git a start request needs, behind one interface the handlers get in deps (issue 24): which repository holds a
+// The git a start request needs, behind one interface the handlers get in deps: which repository holds a
 // folder, and its "owner/name". Handlers never run git themselves; they stay (ctx) => Reply over their deps.
 import { repoRoot, repoName } from '../engine/git.ts';
 

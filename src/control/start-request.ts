@@ -25,7 +25,7 @@ export function bad(message: string): never {
 }
 
 /**
- * Runs start only in a project the operator registered, never in a folder a caller names (issue 20 item 6): `repo` is
+ * Runs start only in a project the operator registered, never in a folder a caller names: `repo` is
  * a registered project's folder or a folder inside one (the nearest registered folder above it, real paths).
  */
 function checkRegistered(deps: ControlDeps, repo: string): void {

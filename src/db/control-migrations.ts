@@ -148,8 +148,8 @@ export const controlMigrations: readonly Migration[] = [
   BEGIN UPDATE runs SET json = NULL WHERE rowid = NEW.rowid; END;
   `,
   // 4: the projects the operator registered (POST /v1/import): /v1/start, retry, resume and verify run only in these
-  // or the `repos` setting (issue 20 item 6). And deleted runs, so a runner re-shipping one (`svc ship`) does not
-  // bring it back (issue 23 item 7); an explicit import does, and forgets the tombstone.
+  // or the `repos` setting. And deleted runs, so a runner re-shipping one (`svc ship`) does not
+  // bring it back; an explicit import does, and forgets the tombstone.
   `
   CREATE TABLE projects (
     path TEXT PRIMARY KEY,
@@ -162,7 +162,7 @@ export const controlMigrations: readonly Migration[] = [
     PRIMARY KEY (source, run)
   ) STRICT;
   `,
-  // 5: the repositories each trigger server serves (issue 22), as it last reported them in an ingest batch's
+  // 5: the repositories each trigger server serves, as it last reported them in an ingest batch's
   // served_repos: GET /v1/repos lists them beside the names runs carry, so the UI can filter by one with no run yet.
   `
   CREATE TABLE served_repos (

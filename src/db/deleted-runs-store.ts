@@ -1,5 +1,5 @@
 // deleted_runs: runs an operator deleted (DELETE /v1/runs/…), so a runner that ships one again (`svc ship`, a late
-// flush) does not bring it back (issue 23 item 7). An explicit POST /v1/import of its project does, and forgets it.
+// flush) does not bring it back. An explicit POST /v1/import of its project does, and forgets it.
 //
 // Methods other code relies on:
 //   add(source, run, now)   → records the deletion

@@ -1,5 +1,5 @@
 // projects: the repositories the operator registered (POST /v1/import). With the `repos` setting they are the only
-// places the Control Plane starts a process in (issue 20 item 6). Paths are stored as real paths (symlinks resolved).
+// places the Control Plane starts a process in. Paths are stored as real paths (symlinks resolved).
 //
 // Methods other code relies on:
 //   add(path, now)  → true when the path was new

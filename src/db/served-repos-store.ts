@@ -1,4 +1,4 @@
-// served_repos: the repositories each trigger server serves, by the source it reports as (issue 22). A report
+// served_repos: the repositories each trigger server serves, by the source it reports as. A report
 // replaces its source's list whole, so an entry removed from the server's file is gone after its next start.
 //
 // Methods other code relies on:

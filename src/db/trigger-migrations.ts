@@ -111,7 +111,7 @@ export const triggerMigrations: readonly Migration[] = [
   END;
   ALTER TABLE jobs ADD COLUMN summary_parts TEXT;
   `,
-  // 6: one server, many repositories (issue 22). `repo` is the served owner/name a job was routed to (NULL for jobs
+  // 6: one server, many repositories. `repo` is the served owner/name a job was routed to (NULL for jobs
   // accepted before: they run in the default repository); `workdir` the directory its `svc start` ran in, recorded
   // before launch so a restart re-attaches to the right run folder. No index: the runner groups the queued jobs
   // (bounded by SVC_TRIGGER_QUEUE_MAX) by repository, and an index would cost every delivery's commit.

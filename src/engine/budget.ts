@@ -1,4 +1,4 @@
-// The max_usd budget (DESIGN §6, issue 9 item 7): checked on every cost line while the provider runs, and again when
+// The max_usd budget (DESIGN §6): checked on every cost line while the provider runs, and again when
 // it exits (some CLIs report cost only at the end). Reaching it blocks the run with one question; "yes" extends it.
 
 export function budgetReached(spent: number | null, budget: number | null): boolean {

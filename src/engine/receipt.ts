@@ -34,7 +34,7 @@ export interface ReceiptBody {
    */
   attestation?: { by: 'pod-signer'; verified: string[]; reported: string[] };
   /**
-   * The agent's network (issue 20): whether it was confined to the egress gate, the project's patterns, and what the
+   * The agent's network: whether it was confined to the egress gate, the project's patterns, and what the
    * gate saw (connections, per-host counts, denials). `confined: false` makes no claim about where it connected.
    */
   network?: ReceiptNetwork;

@@ -1,5 +1,5 @@
 // The repository name a run records (its `repo`, what the Control Plane lists and filters by). A run the trigger
-// server started is named by the served entry its job was routed to (issue 22), which the launcher passes as
+// server started is named by the served entry its job was routed to, which the launcher passes as
 // SVC_REPO_NAME; anything else is named from the checkout's origin (git.ts repoName).
 import { isWebhookOrigin } from './classify.ts';
 import { repoName } from './git.ts';

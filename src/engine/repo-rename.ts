@@ -1,4 +1,4 @@
-// One repository, one name (issue 23 item 9). A run's `repo` is read from the checkout when the run is made
+// One repository, one name. A run's `repo` is read from the checkout when the run is made
 // (repo-name.ts: its origin's owner/name, else its folder name), so a checkout that gains an origin, or moves to
 // another one, would show in the Control Plane under two names: its earlier runs under the old one. The first run
 // made under a new name therefore renames the checkout's earlier runs that have ended, records it in each run's own

@@ -1,4 +1,4 @@
-// Runs the Control Plane has not heard the end of (issue 23 item 2): a run whose final shipping failed (no Control
+// Runs the Control Plane has not heard the end of: a run whose final shipping failed (no Control
 // Plane reachable) leaves a marker, `.svc/ship-pending/<run>`, and the next svc command in the project that reaches a
 // Control Plane sends it (`svc start`, `svc runs`, `svc dashboard`, and `svc ship` by hand). Markers are plain empty
 // files, written and read without following a link.

@@ -1,4 +1,4 @@
-// Every connection through the egress gate is evidence (issue 20 §5): one record per CONNECT tunnel, plain-HTTP
+// Every connection through the egress gate is evidence: one record per CONNECT tunnel, plain-HTTP
 // request or model API request, allowed or denied. This file owns the record's shape, the `egress.jsonl` writer
 // and reader, and the summary a receipt carries. It never records paths, headers or bodies: hosts and counts only.
 import { createWriteStream, readFileSync, existsSync } from 'node:fs';

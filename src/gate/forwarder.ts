@@ -1,4 +1,4 @@
-// The sandbox's end of the bridge (issue 20 §2): listens on 127.0.0.1:<port> inside the sandbox's own network
+// The sandbox's end of the bridge: listens on 127.0.0.1:<port> inside the sandbox's own network
 // namespace and pipes each connection, byte for byte, to the gate's Unix socket. It decides nothing — the gate
 // does. Runs before the agent as `node dist/gate/forwarder.js <socket> <port>`, prints the port it listens on,
 // and imports only node:net and node:fs so it starts in a few milliseconds.

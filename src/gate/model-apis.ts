@@ -1,4 +1,4 @@
-// The model APIs the gate can hold keys for (issue 20 §4): where each lives, which header carries its key, and
+// The model APIs the gate can hold keys for: where each lives, which header carries its key, and
 // the environment variables svc reads the key from (once, at start — the agent never sees them). A CLI inside the
 // sandbox is pointed at `http://127.0.0.1:<port>/_model/<name>` with a placeholder key; the gate forwards to `base`
 // and puts the real key in `header`, for that host only.

@@ -1,6 +1,6 @@
 // Hands svc's secrets to a child svc it starts, or to this same process after it re-executes itself: never through
 // the environment, which /proc/<pid>/environ shows to every process of the same user for the whole life of the
-// process (DESIGN §7a, issue 9 item 4).
+// process (DESIGN §7a).
 // - A child svc (the run's worker, the launcher a server starts, the dashboard's Control Plane) gets them through an
 //   inherited pipe on fd 3 that the parent writes and closes right after the spawn; the child reads it to the end and
 //   closes it before it does anything else. Nothing touches the disk, and no other process can open the pipe: a

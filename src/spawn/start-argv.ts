@@ -1,4 +1,4 @@
-// The argv of every `svc start` svc starts itself (issue 19 item 9: one home): by the trigger server for each origin
+// The argv of every `svc start` svc starts itself (one home): by the trigger server for each origin
 // (spec "Per-route behaviour"), by the Control Plane for start, resume and retry, and by `svc start` for its worker.
 // Never a deploy argument, never a shell; text from outside always follows "--" or `--brief`, so it is never read as
 // an option.

@@ -1,4 +1,4 @@
-// Where svc keeps its own things and where its CLI is: one home for both (issue 19 item 9), so every process svc
+// Where svc keeps its own things and where its CLI is: one home for both, so every process svc
 // starts, and every sandbox that must not show them, agrees on the paths.
 import { homedir } from 'node:os';
 import { join } from 'node:path';

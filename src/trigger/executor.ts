@@ -35,7 +35,7 @@ export interface ExecJob {
   args: readonly string[];
   /** Where the job came from (errtrack, chata, …); passed to the run as SVC_ORIGIN so the run records it. */
   origin?: string;
-  /** The routed repository's directory the job runs in (its checkout, or a managed worktree): issue 22. */
+  /** The routed repository's directory the job runs in (its checkout, or a managed worktree). */
   workdir: string;
   /**
    * The served entry the job was routed to: its owner/name becomes the run's `repo` (SVC_REPO_NAME), and a pod

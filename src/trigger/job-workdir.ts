@@ -1,4 +1,4 @@
-// Which directory a job runs in (issue 22): the routed repository's checkout, or for a clone URL the job's own
+// Which directory a job runs in: the routed repository's checkout, or for a clone URL the job's own
 // checkout of the freshly fetched mirror (managed-checkout.ts). Never another repository's, never the server's cwd.
 import { FailedError } from '../errors.ts';
 import type { JobRow } from '../db/trigger-jobs-store.ts';

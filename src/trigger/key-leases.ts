@@ -1,5 +1,5 @@
 // Deliveries that share a dedupe key take turns: while one is between its cheap checks and its commit, a copy of
-// it waits, then finds the committed job and answers "duplicate" without building a brief (issue 21: 51 copies of
+// it waits, then finds the committed job and answers "duplicate" without building a brief (51 copies of
 // one errtrack delivery ran `git log` 51 times). Memory: one entry per key in flight, removed on release.
 
 export interface KeyLeases {

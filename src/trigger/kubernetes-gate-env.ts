@@ -1,4 +1,4 @@
-// A job pod's network (issue 20 §7): a NetworkPolicy (scripts/k8s/gate.yaml) lets the pod reach DNS, the Control
+// A job pod's network: a NetworkPolicy (scripts/k8s/gate.yaml) lets the pod reach DNS, the Control
 // Plane and `svc gate serve` only, so everything else goes through the gate. These variables point each container's
 // programs at it: git and the CLIs by the proxy variables, the model CLIs by a base URL on the gate with a placeholder
 // key (the real keys live in the gate's Secret; env entries win over a Secret's envFrom, so a key left in the pod's

@@ -1,4 +1,4 @@
-// The pod of one Kubernetes job, split so that only the signer can read the runner's signing key (issue 9 item 5).
+// The pod of one Kubernetes job, split so that only the signer can read the runner's signing key.
 // Init containers run one after another, and each one's processes are all gone before the next starts:
 //   clone  → git clone into the shared workspace: the routed repository's clone URL, else SVC_K8S_REPO_URL;
 //   seal   → `svc pod seal` records the base commit and origin URL in a volume the run container never mounts;
@@ -64,7 +64,7 @@ function baseEnv(
     .map(([k, v]) => ({ name: k, value: String(v) }));
   env.push({ name: 'HOME', value: home }, { name: 'TMPDIR', value: '/tmp' }, { name: 'SVC_SOURCE', value: s.source });
   if (job.origin) env.push({ name: 'SVC_ORIGIN', value: job.origin });
-  // The run's `repo` is the served entry the job was routed to (issue 22), not what the clone's origin says.
+  // The run's `repo` is the served entry the job was routed to, not what the clone's origin says.
   if (job.repo) env.push({ name: 'SVC_REPO_NAME', value: job.repo.name });
   if (s.controlTokenSecret) env.push({ name: 'SVC_CONTROL_TOKEN_FILE', value: `${TOKEN_DIR}/token` });
   // The pod is the agent's boundary (its own container, no service account token, and with a gate, a NetworkPolicy):

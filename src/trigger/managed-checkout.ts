@@ -1,4 +1,4 @@
-// Checkouts svc manages for a `clone=URL` repository (issue 22 item 3). Per repository, under the trigger's state
+// Checkouts svc manages for a `clone=URL` repository. Per repository, under the trigger's state
 // folder (repo-dirs.ts): `mirror.git`, a bare repository that only svc writes, fetched from the origin before every
 // job; and `jobs/<job id>/`, each job's own clone of it at the freshly fetched default branch, whose origin is the
 // clone URL. The job's `svc start` runs there: its policy and config are the base commit's files, never the server's

@@ -1,4 +1,4 @@
-// How the bounded queue is shared between routes, so a flood on one route can never 429 another (issue 21).
+// How the bounded queue is shared between routes, so a flood on one route can never 429 another.
 // Half of SVC_TRIGGER_QUEUE_MAX is reserved, split evenly between the routes that are configured; the other half
 // is a pool any route may borrow from, first come. A route is answered 429 only when its own reserve is used up
 // and the pool is full. Plain data.

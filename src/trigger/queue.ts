@@ -13,7 +13,7 @@ export type Admission = { kind: 'duplicate'; jobId: string } | { kind: 'full' } 
 
 export interface JobQueue {
   /**
-   * Cheap checks first (issue 21): waits while another delivery with any of these keys is in flight, then answers
+   * Cheap checks first: waits while another delivery with any of these keys is in flight, then answers
    * duplicate (a committed job holds a key) or full (the origin's share is used up) before any brief is built.
    * On `open`, call release() once the delivery's enqueue settled (or it gave up).
    */

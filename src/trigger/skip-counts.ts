@@ -1,4 +1,4 @@
-// Counts of deliveries refused because no served repository takes them (issue 22), per route, for GET /status.
+// Counts of deliveries refused because no served repository takes them, per route, for GET /status.
 // In memory: they describe this process's traffic (the log has each one), not the queue.
 
 export interface SkipCounts {

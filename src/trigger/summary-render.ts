@@ -1,5 +1,5 @@
 // Renders a completion summary (summary.ts parts) for each vendor that takes one, so text that came out of a run is
-// shown as data and never becomes a link, a format or a mention there (issue 21):
+// shown as data and never becomes a link, a format or a mention there:
 // - chata (Slack-like mrkdwn): `&`, `<`, `>` escaped everywhere (the vendor's own rule: `<!here>`, `<@U…>` and
 //   `<url|text>` need a raw `<`), and agent text in an inline code span (no auto-link, no bold), backticks swapped.
 // - trackera (Linear-like CommonMark): svc's words backslash-escaped, agent text in a code span whose fence is longer

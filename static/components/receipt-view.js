@@ -16,7 +16,7 @@ const text = (v) => (v === null || v === undefined || v === ''
 const short = (v) => (typeof v === 'string' && /^[0-9a-f]{16,}$/i.test(v) ? v.slice(0, 12) : text(v));
 
 /**
- * The agent's network as the receipt records it (issue 20): confined to the egress gate, with the hosts it reached and
+ * The agent's network as the receipt records it: confined to the egress gate, with the hosts it reached and
  * what it was refused, or plainly not confined. Every connection is in the run's egress.jsonl artifact.
  * @param {any} n
  */

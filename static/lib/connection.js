@@ -57,7 +57,7 @@ export function isStale(c) {
 
 /**
  * The topbar's word for the state: one word for a reachable server on every page, "Connected", whether or not
- * the page has a live stream (issue 23: "Live" on some pages and "Connected" on others read as two states).
+ * the page has a live stream ("Live" on some pages and "Connected" on others read as two states).
  * connectionTitle says whether this page updates live.
  * @param {Connection} c
  */

@@ -8,13 +8,16 @@ import { join } from 'node:path';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 
-const MOVED = '1111111111111111111111111111111111111111';
+const BEFORE = '2222222222222222222222222222222222222222';
 
-/** Edits a file and moves the submodule's gitlink in the index, as an agent with git would. */
+/**
+ * Edits a file and makes the submodule's folder a repository of its own: svc's `git add -A` then records that
+ * repository's commit as the gitlink, so the branch carries a submodule move the agent chose.
+ */
 const MOVES_SUBMODULE = `#!/bin/sh
 cat > /dev/null
 echo "fixed" >> a.txt
-git update-index --cacheinfo 160000,${MOVED},vendor/lib
+cd vendor/lib && git init -q && git -c user.name=a -c user.email=a@b commit -q --allow-empty -m moved
 `;
 
 describe('the receipt of a run that moves a submodule', () => {
@@ -24,7 +27,7 @@ describe('the receipt of a run that moves a submodule', () => {
     repo = makeRepo({ providers: { mover: MOVES_SUBMODULE } });
     const git = (args: string[]) => execFileSync('git', args, { cwd: repo.repo, env: { ...process.env, ...GIT_ENV } });
     mkdirSync(join(repo.repo, 'vendor', 'lib'), { recursive: true });
-    git(['update-index', '--add', '--cacheinfo', `160000,${'2'.repeat(40)},vendor/lib`]);
+    git(['update-index', '--add', '--cacheinfo', `160000,${BEFORE},vendor/lib`]);
     writeFileSync(join(repo.repo, '.gitmodules'), '[submodule "lib"]\n\tpath = vendor/lib\n\turl = ./lib.git\n');
     git(['add', '.gitmodules']);
     git(['commit', '-qm', 'add a submodule']);
@@ -40,7 +43,8 @@ describe('the receipt of a run that moves a submodule', () => {
     const state = readJson(join(dir, 'state.json'));
     const tree = execFileSync('git', ['ls-tree', state.head_sha, 'vendor/lib'], { cwd: repo.repo, encoding: 'utf8' });
     // Only if the run's commit carries the move does the receipt have anything to say about it.
-    assert.match(tree, new RegExp(`160000 commit ${MOVED}`), `the branch carries the move: ${r.stderr}`);
+    assert.match(tree, /^160000 commit [0-9a-f]{40}\tvendor\/lib$/m, `no gitlink: ${state.status} ${state.error}`);
+    assert.ok(!tree.includes(BEFORE), `the branch carries a moved gitlink: ${tree}`);
     const receipt = readJson(join(dir, 'artifacts', 'receipt.json'));
     assert.deepEqual([...receipt.diff.paths].sort(), ['a.txt', 'vendor/lib']);
   });

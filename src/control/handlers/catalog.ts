@@ -76,7 +76,7 @@ function repoName(value: string): string {
 
 /**
  * Repository names: those runs carry, the `repos` setting's, and those trigger servers report serving (ingest
- * `served_repos`, issue 22), each once; `served_by` names the sources serving it (empty when none reported it).
+ * `served_repos`), each once; `served_by` names the sources serving it (empty when none reported it).
  */
 export const listRepos: Handler<ControlDeps> = (ctx) => {
   checkQueryKeys(ctx.query, []);

@@ -20,7 +20,7 @@ export const ingestRuns: Handler<ControlDeps> = (ctx) => {
   // repo_path steers local actions (stop signals the process recorded in that folder, resume, retry and verify run
   // there), so a batch's repo_path is kept only for this server's own source and only when it names a project the
   // operator registered (/v1/import or the `repos` setting): a CLI run in a registered project can be retried like
-  // one started here (issue 23 item 4), a planted folder gets nothing. Runs shipped without one are steered through
+  // one started here, a planted folder gets nothing. Runs shipped without one are steered through
   // control requests in their runner's next ingest response (docs/control-data.md).
   const { deps } = ctx;
   for (const run of batch.runs) {
@@ -28,7 +28,7 @@ export const ingestRuns: Handler<ControlDeps> = (ctx) => {
     if (!path || batch.source !== deps.settings.source || !isRegisteredProject(deps, path)) delete run.repo_path;
     delete run.pid;
   }
-  // A run the operator deleted stays deleted when its runner ships it again (issue 23 item 7): it, its events and
+  // A run the operator deleted stays deleted when its runner ships it again: it, its events and
   // its artifacts are dropped and named in "deleted", so the shipper knows.
   const deleted = new Set(batch.runs.map((r) => r.run).filter((run) => deps.stores.deletedRuns.has(batch.source, run)));
   for (const item of [...batch.events, ...batch.artifacts]) {

@@ -49,7 +49,7 @@ export function skipped(reason: string): Reply {
 }
 
 /**
- * A delivery no served repository takes (issue 22): counted for GET /status and logged, never queued. Returns the
+ * A delivery no served repository takes: counted for GET /status and logged, never queued. Returns the
  * reason for the route's 2xx "skipped" answer, which its vendor does not retry.
  */
 export function unserved(ctx: TCtx, route: RouteName, reason: string): string {
@@ -96,7 +96,7 @@ function duplicate(ctx: TCtx, origin: Origin, jobId: string, replies: Replies): 
 }
 
 /**
- * Cheap checks first (issue 21): a repeat or a delivery whose route's queue share is full is answered before
+ * Cheap checks first: a repeat or a delivery whose route's queue share is full is answered before
  * `prepare` runs. Then dedupe keys, job and reply target commit together and the reply goes out; 429 without a job
  * id when the share filled meanwhile.
  */

@@ -32,7 +32,7 @@ export function validateJobsBrief(value: unknown): string {
 
 /**
  * The served repository a `/jobs` body names, else the default one. A caller with the token is told exactly what is
- * wrong (400), never routed somewhere it did not name (issue 22).
+ * wrong (400), never routed somewhere it did not name.
  */
 function jobsRepo(ctx: TCtx, value: unknown): string {
   const router = ctx.deps.settings.repos;

@@ -24,7 +24,7 @@ export async function receiveSourceHost(ctx: TCtx): Promise<Reply> {
   }
   const input = readSourceHost(event, body);
   if (input.kind === 'skip') return skipped(input.reason);
-  // The event names its repository: only that one, if served, ever takes it (issue 22).
+  // The event names its repository: only that one, if served, ever takes it.
   const routed = ctx.deps.settings.repos.github(input.repository);
   if (routed.kind === 'unserved') return skipped(unserved(ctx, 'webhook', routed.reason));
   const delivery = header(ctx, 'x-github-delivery')?.trim();

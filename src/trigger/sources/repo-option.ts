@@ -1,4 +1,4 @@
-// `repo=owner/name` in a chat command (issue 22): the one way a chat message picks a repository, and only among
+// `repo=owner/name` in a chat command: the one way a chat message picks a repository, and only among
 // the ones its channel may reach (served-repos.ts `chat`). Taken out of the text before it becomes a brief; the rest
 // is sanitized again, since removing the token can leave a leading hyphen.
 import { sanitizeBrief, DEFAULT_BRIEF_BYTES } from '../brief.ts';

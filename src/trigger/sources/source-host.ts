@@ -32,7 +32,7 @@ export function eventShape(body: Obj): 'issues' | 'issue_comment' | 'other' {
   return isJsonObject(body.comment) ? 'issue_comment' : 'issues';
 }
 
-/** Thrown when the unsigned event header names an event the signed body is not (issue 21: a relabelled delivery). */
+/** Thrown when the unsigned event header names an event the signed body is not (a relabelled delivery). */
 export class EventMismatchError extends BadInputError {
   constructor(header: string, shape: string) {
     const body = shape === 'other' ? 'neither an issue nor an issue-comment event' : `an "${shape}" event`;
@@ -51,7 +51,7 @@ export function checkEventHeader(event: string, body: Obj): void {
 
 /**
  * Why an `issues` event starts nothing, true to the event: only `opened` can lack the label; a `labeled` event
- * added another label; any other action (closed, edited, …) never starts a job, labelled or not (issue 23).
+ * added another label; any other action (closed, edited, …) never starts a job, labelled or not.
  */
 function issuesSkipReason(action: string, body: Obj, issue: Obj): string {
   const label = `"${TRIGGER_LABEL}" label`;
