@@ -10,6 +10,7 @@
 import { copyFileSync, lstatSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { providerLayout, type ProviderLayout } from './provider-layout.ts';
+import { within } from './bwrap-argv.ts';
 
 export interface HomeMount {
   /** Host path bound at `target` (the same path as the CLI expects under HOME). */
@@ -19,7 +20,7 @@ export interface HomeMount {
 }
 
 export interface ProviderHomeInput {
-  /** Provider family: a built-in name, "command", or "check". */
+  /** The built-in CLI (provider-layout.ts); any other name lays only its fresh folders. */
   provider: string;
   /** The HOME the sandbox shows (the user's HOME path); targets are under it. */
   home: string;
@@ -37,8 +38,6 @@ export interface ProviderHomeInput {
 
 /** Files among the CLI's folders (the rest are folders): their fresh copy comes from the template, or nothing. */
 const FILE_ROOT = /\.(json|ya?ml|toml)$/;
-
-const within = (path: string, dir: string): boolean => path === dir || path.startsWith(`${dir}/`);
 
 /** The fresh folders of `run`'s invocations; removed when its provider is done. */
 export function runLayer(repoHome: string, run: string): string {
