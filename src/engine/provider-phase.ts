@@ -11,7 +11,7 @@ import { oneLine } from './text.ts';
 import { budgetQuestion, budgetReached, budgetStopMessage, extendsBudget } from './budget.ts';
 import { writeNoFollow, readAgentFile } from './safe-fs.ts';
 import {
-  agentSandbox, agentExtraEnv, protocolFiles, watchedLimits, type ProtocolFiles, type RunSandbox,
+  agentSandbox, agentExtraEnv, protocolFiles, releaseProviderHome, watchedLimits, type ProtocolFiles, type RunSandbox,
 } from './sandbox.ts';
 import type { RunLimits } from './policy-limits.ts';
 import { untestedProviderWarning } from './provider-version-check.ts';
@@ -88,6 +88,7 @@ export async function runProvider(
   try {
     return await runProviderAttempts(ctx, provider, spec, opts);
   } finally {
+    releaseProviderHome(ctx, opts.sandbox, provider);
     await versionCheck;
   }
 }

@@ -18,6 +18,8 @@ import type { SandboxLimits } from '../spawn/limits.ts';
 import type { WatchedLimits } from '../spawn/limit-watch.ts';
 import { ignoredPolicyNote, resolveSandbox, unsandboxedWarning, type SandboxMode } from '../spawn/sandbox-mode.ts';
 import type { RunGate } from './egress.ts';
+import { providerHomeDir, providerTemplate } from './provider-home-key.ts';
+import { dropRunLayer } from '../spawn/provider-home.ts';
 
 /** How this run's agents are confined: the mode, and (sandboxed) the egress gate that is their only route out. */
 export interface RunSandbox {
@@ -96,6 +98,7 @@ export function agentSandbox(
   const { mode } = sandbox;
   if (mode.kind === 'none') return null;
   const files = protocolFiles(ctx);
+  const home = ctx.env.HOME || homedir();
   const plan = agentSandboxPlan({
     workdir: ctx.state.workdir,
     repo: ctx.state.repo_path,
@@ -103,11 +106,15 @@ export function agentSandbox(
     askDir: files.askDir,
     answerDir: files.answerDir,
     svcHome: svcHomeOf(ctx.env),
-    home: ctx.env.HOME || homedir(),
+    home,
     // A check gets no provider's login folders.
     provider: provider?.kind ?? 'check',
     // A command provider's folders, as the settings rule allowed them (run-settings.ts).
     declared: provider?.kind === 'command' ? provider.writable ?? [] : [],
+    // A built-in CLI's own folders come from the repository's provider home (provider-home.ts).
+    providerHome: provider && provider.kind !== 'command'
+      ? { template: providerTemplate(ctx.env, home), repoHome: repoProviderHome(ctx, provider), run: ctx.state.run }
+      : null,
     program,
     showProgramFolder: provider?.kind !== 'command' || provider.showFolder !== false,
     env: ctx.env,
@@ -115,6 +122,23 @@ export function agentSandbox(
     gate: sandbox.gate?.sandbox ?? null,
   });
   return { bwrap: mode.bwrap, plan };
+}
+
+/** This repository's home for `provider` (provider-home-key.ts). */
+function repoProviderHome(ctx: RunContext, provider: { kind: string }): string {
+  return providerHomeDir(ctx.env, ctx.state.repo_path, provider);
+}
+
+/** Once the provider is done: its invocations' fresh folders go (what it kept stays in the repository's home). */
+export function releaseProviderHome(
+  ctx: RunContext, sandbox: RunSandbox, provider: { name: string; kind: string },
+): void {
+  if (sandbox.mode.kind === 'none' || provider.kind === 'command') return;
+  try {
+    dropRunLayer(repoProviderHome(ctx, provider), ctx.state.run);
+  } catch {
+    // left for the run's next invocation to replace, or for the operator to remove with the home
+  }
 }
 
 /**

@@ -2,14 +2,16 @@
 // sandbox"). The rule, in words: the system folders read-only (system-view.ts); the program's own install and the
 // folders on PATH read-only; the run's working directory writable, its git metadata read-only (svc commits the
 // agent's work after it exits, so the agent never needs to write it, and cannot plant hooks or URL rules in it); an
-// empty private HOME holding only the provider's own config and login folders (writable); a private /tmp; and the
+// empty private HOME holding only the provider's own folders, laid for this invocation from the operator's template,
+// the repository's own kept session state and the user's login read-only (provider-home.ts); a private /tmp; and the
 // run's protocol files: the task readable, the question and answer folders writable. Nothing else is mounted, so svc's
 // home, the servers' databases and token files, ~/.ssh and every other credential are not there at all; the masks in
 // `hidden` only matter where a bound tree (a declared folder, a PATH folder) happens to contain one.
 import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, type Dirent } from 'node:fs';
-import { dirname, isAbsolute, join, resolve } from 'node:path';
+import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { isSecretName } from './env.ts';
 import { providerFolders } from './provider-folders.ts';
+import { layProviderHome, type HomeMount } from './provider-home.ts';
 import { within, type SandboxPlan } from './bwrap-argv.ts';
 import type { SandboxGate } from './sandbox-network.ts';
 import { isSystemPath } from './system-view.ts';
@@ -30,6 +32,12 @@ export interface AgentPlanInput {
   /** Provider family (a builtin name, "command", or "check") and the folders a command provider declares writable. */
   provider: string;
   declared: string[];
+  /**
+   * Where the provider's HOME comes from: the operator's template, the repository's own home for this provider and
+   * the run (its fresh folders). Null for a check, whose HOME stays empty, and a `command` provider, which gets only
+   * the folders the operator granted it.
+   */
+  providerHome?: { template: string; repoHome: string; run: string } | null;
   /** The program about to run (its install stays visible). */
   program: string;
   /** False: show the program file alone, not its folder or install (a repository's own command provider). */
@@ -76,7 +84,7 @@ export function gitDirs(workdir: string, repo: string): string[] {
   return dirs;
 }
 
-/** Folder-shaped provider entries are made on first use, so a CLI can keep its login between runs. */
+/** Folders named by absolute path are made on first use, so a CLI can keep what it writes there between runs. */
 function ensureFolders(paths: string[]): void {
   for (const path of paths) {
     if (existsSync(path) || /\.(json|ya?ml|toml)$/.test(path)) continue;
@@ -148,8 +156,23 @@ function outermost(paths: string[], avoid: (p: string) => boolean): string[] {
   return kept;
 }
 
+/**
+ * The provider's folders split by where they live: a built-in CLI's own come from the repository's provider home
+ * (provider-home.ts); the folders an operator granted a `command` provider are bound where they are.
+ */
+function homeAndOutside(input: AgentPlanInput): { mounts: HomeMount[]; outside: string[] } {
+  const roots = providerFolders(input.provider, input.home);
+  const outside = providerFolders(input.provider, input.home, input.declared).filter((p) => !roots.includes(p));
+  if (!input.providerHome) return { mounts: [], outside };
+  const mounts = layProviderHome({
+    provider: input.provider, home: input.home, loginHome: input.home, ...input.providerHome,
+    roots: roots.filter((p) => within(p, input.home) && p !== input.home).map((p) => relative(input.home, p)),
+  });
+  return { mounts, outside };
+}
+
 export function agentSandboxPlan(input: AgentPlanInput): SandboxPlan {
-  const folders = providerFolders(input.provider, input.home, input.declared);
+  const { mounts, outside: folders } = homeAndOutside(input);
   ensureFolders(folders);
   const engine = join(input.repo, '.svc');
   const git = gitDirs(input.workdir, input.repo);
@@ -176,6 +199,7 @@ export function agentSandboxPlan(input: AgentPlanInput): SandboxPlan {
     protocolReadable: [input.ioDir],
     protocolWritable: [input.askDir, input.answerDir],
     home: input.home,
+    homeMounts: mounts,
     cwd: input.workdir,
     limits: input.limits ?? DEFAULT_LIMITS,
     network: input.gate ?? 'none',

@@ -17,6 +17,7 @@ import { systemView, isSystemPath } from './system-view.ts';
 import { limitArgv, type SandboxLimits } from './limits.ts';
 import { gateMounts, throughGate, type SandboxGate } from './sandbox-network.ts';
 import { filterArgv } from './seccomp.ts';
+import type { HomeMount } from './provider-home.ts';
 
 
 export interface SandboxPlan {
@@ -33,6 +34,8 @@ export interface SandboxPlan {
   protocolWritable: string[];
   /** The HOME the agent sees: an empty private tmpfs; the provider's folders are bound into it. */
   home: string | null;
+  /** Bound into HOME first, in order: the provider's fresh, kept, template and login paths (provider-home.ts). */
+  homeMounts?: HomeMount[];
   /** The working directory inside the sandbox (same path as outside). */
   cwd: string;
   /** Kernel limits inside the sandbox (processes, memory, file size, tmpfs sizes). */
@@ -80,6 +83,9 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): 
   argv.push('--dev', '/dev', '--size', tmp, '--tmpfs', '/dev/shm', '--proc', '/proc', '--size', tmp, '--tmpfs', '/tmp');
   if (plan.home && plan.home !== '/' && !isSystemPath(plan.home)) {
     argv.push('--size', String(plan.limits.tmpBytes), '--tmpfs', plan.home);
+    for (const m of (plan.homeMounts ?? []).filter((h) => existsSync(h.source) && within(h.target, plan.home!))) {
+      argv.push(m.writable ? '--bind' : '--ro-bind', m.source, m.target);
+    }
   }
   const readable = plan.readable.filter((p) => existsSync(p) && !isSystemPath(p));
   const writable = plan.writable.filter((p) => existsSync(p));

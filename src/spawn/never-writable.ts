@@ -21,6 +21,9 @@ const HOME_TREES = [
   '.local/bin', 'bin', '.ssh', '.gnupg', '.netrc', '.npmrc', '.pypirc', '.aws', '.azure', '.kube', '.docker',
   '.config/gh', '.config/hub', '.config/gcloud', '.password-store', '.vault-token', '.vimrc', '.vim', '.emacs',
   '.emacs.d', '.svc',
+  // The built-in agent CLIs' own folders: the user's CLIs read them, and they are the template and the login every
+  // repository's runs are laid from (provider-home.ts); a run gets its own copies, never these.
+  '.claude', '.claude.json', '.config/claude', '.codex', '.gemini', '.config/opencode', '.local/share/opencode',
 ];
 
 /** The path with every link in its existing part resolved (a missing tail is kept as written). */

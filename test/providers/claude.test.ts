@@ -7,7 +7,7 @@ import type { ScriptedServer } from './gemini-model-server.ts';
 import { skipUnlessInstalled, requireProviderCli, makeCliRepo, CLI_TEST } from './cli-run.ts';
 import { fixTheTest, SUMMARY, type CliRepo } from './cli-run.ts';
 import { assertKeyOnlyAtTheGate, assertNoSecretSent, assertTaskFenced, verifiedFixRun } from './conformance.ts';
-import { blockedThenAnswered, stopLeavesNothing } from './conformance.ts';
+import { assertSessionKeptPerRepository, blockedThenAnswered, stopLeavesNothing } from './conformance.ts';
 
 const skip = skipUnlessInstalled('claude');
 const KEY = 'scripted-anthropic-key';
@@ -59,6 +59,8 @@ describe('claude CLI end to end', { skip }, () => {
     assertNoSecretSent(server);
     assert.ok(server.requests.every((r) => r.path.startsWith('/v1/messages')));
     assertKeyOnlyAtTheGate(server, repo.home, KEY, 'x-api-key');
+    // Its transcript is the repository's, kept in its provider home; the user's ~/.claude got nothing.
+    assertSessionKeptPerRepository(repo.home, 'claude', /^\.claude\/projects\/.+\.jsonl$/, ['.claude'], []);
   });
 
   it('asks through $SVC_QUESTION_FILE, blocks, and finishes once svc answer re-invokes it', CLI_TEST, async () => {

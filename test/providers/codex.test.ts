@@ -9,7 +9,7 @@ import type { ScriptedServer } from './gemini-model-server.ts';
 import { skipUnlessInstalled, requireProviderCli, makeCliRepo, CLI_TEST } from './cli-run.ts';
 import { fixTheTest, BROKEN, SUMMARY, type CliRepo } from './cli-run.ts';
 import { assertNoSecretSent, assertTaskFenced, verifiedFixRun } from './conformance.ts';
-import { blockedThenAnswered, stopLeavesNothing } from './conformance.ts';
+import { assertSessionKeptPerRepository, blockedThenAnswered, stopLeavesNothing } from './conformance.ts';
 
 const skip = skipUnlessInstalled('codex');
 const KEY = 'scripted-codex-key';
@@ -62,6 +62,9 @@ describe('codex CLI end to end', { skip }, () => {
     // What the CLI sent: the task fenced as untrusted data, the key it was given, none of svc's secrets.
     assertTaskFenced(server);
     assertNoSecretSent(server);
+    // Its session is the repository's, kept in its provider home; the user's ~/.codex still holds only its config.
+    assertSessionKeptPerRepository(repo.home, 'codex', /^\.codex\/sessions\/.+\.jsonl$/, ['.codex'],
+      ['.codex/config.toml']);
     assert.ok(server.requests.every((r) => r.headers.authorization === `Bearer ${KEY}` && r.path === '/v1/responses'));
   });
 

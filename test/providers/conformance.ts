@@ -1,7 +1,7 @@
 // The checks every provider's end-to-end test makes the same way: what the CLI sent the model (the task fenced as
 // data, none of svc's secrets), a blocked-then-answered run, and a stop during a long tool call that leaves nothing.
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { processAlive, processesMentioning } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -57,6 +57,26 @@ export function assertKeyOnlyAtTheGate(server: Scripted, home: string, key: stri
   for (const { path, text } of filesUnder(home)) {
     assert.ok(!text.includes(key.slice(-12)), `${path} holds the real key`);
   }
+}
+
+/**
+ * The CLI ran through its repository's provider home (src/spawn/provider-home.ts): its session state is kept under
+ * ~/.svc/homes/<cli>/<key>/state/ (a file there matches `kept`), its invocations' fresh folders are gone, and the
+ * user's own folders of the CLI (`real`, relative to HOME) hold only `template`, the files the test put there.
+ */
+export function assertSessionKeptPerRepository(
+  home: string, cli: string, kept: RegExp, real: string[], template: string[],
+): void {
+  const homes = join(home, '.svc', 'homes', cli);
+  const keys = readdirSync(homes);
+  assert.equal(keys.length, 1, `one home for the one repository: ${keys.join(' ')}`);
+  const state = join(homes, keys[0]!, 'state');
+  const files = filesUnder(state).map((f) => f.path.slice(state.length + 1));
+  assert.ok(files.some((f) => kept.test(f)), `no ${kept} among the kept files:\n${files.join('\n')}`);
+  assert.deepEqual(existsSync(join(homes, keys[0]!, 'laid')) ? readdirSync(join(homes, keys[0]!, 'laid')) : [], []);
+  const left = real.flatMap((dir) => (existsSync(join(home, dir)) ? filesUnder(join(home, dir)) : []))
+    .map((f) => f.path.slice(home.length + 1));
+  assert.deepEqual(left.sort(), [...template].sort(), 'nothing of the run landed in the user\'s own folders');
 }
 
 export interface FixRun {

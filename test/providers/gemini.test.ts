@@ -7,7 +7,7 @@ import { startGeminiModelServer, type ScriptedServer } from './gemini-model-serv
 import { skipUnlessInstalled, requireProviderCli, makeCliRepo, CLI_TEST } from './cli-run.ts';
 import { fixTheTest, SUMMARY, type CliRepo } from './cli-run.ts';
 import { assertKeyOnlyAtTheGate, assertNoSecretSent, assertTaskFenced, verifiedFixRun } from './conformance.ts';
-import { blockedThenAnswered, stopLeavesNothing } from './conformance.ts';
+import { assertSessionKeptPerRepository, blockedThenAnswered, stopLeavesNothing } from './conformance.ts';
 
 const skip = skipUnlessInstalled('gemini');
 
@@ -52,6 +52,8 @@ describe('gemini CLI end to end', { skip }, () => {
     assertTaskFenced(server);
     assertNoSecretSent(server);
     assertKeyOnlyAtTheGate(server, repo.home, 'scripted-gemini-key', 'x-goog-api-key');
+    // Its chat is the repository's, kept in its provider home; the user's ~/.gemini still holds only its settings.
+    assertSessionKeptPerRepository(repo.home, 'gemini', /^\.gemini\/tmp\/.+/, ['.gemini'], ['.gemini/settings.json']);
     assert.ok(server.requests.every((r) => r.headers['x-goog-api-key'] === 'scripted-gemini-key'));
   });
 

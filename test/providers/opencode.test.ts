@@ -8,7 +8,7 @@ import { startChatCompletionsServer, type ChatServer } from './chat-completions-
 import { skipUnlessInstalled, requireProviderCli, makeCliRepo, CLI_TEST } from './cli-run.ts';
 import { fixTheTest, SUMMARY, type CliRepo } from './cli-run.ts';
 import { assertNoSecretSent, assertTaskFenced, verifiedFixRun } from './conformance.ts';
-import { blockedThenAnswered, stopLeavesNothing } from './conformance.ts';
+import { assertSessionKeptPerRepository, blockedThenAnswered, stopLeavesNothing } from './conformance.ts';
 
 const skip = skipUnlessInstalled('opencode');
 /** USD per million tokens, as the model entry in opencode.json prices it; opencode reports cost from these. */
@@ -57,6 +57,9 @@ describe('opencode CLI end to end', { skip }, () => {
     // What the CLI sent: the task fenced as untrusted data (in the task file opencode read), none of svc's secrets.
     assertTaskFenced(server);
     assertNoSecretSent(server);
+    // Its session database is the repository's, kept in its provider home; the user's folders got nothing new.
+    assertSessionKeptPerRepository(repo.home, 'opencode', /^\.local\/share\/opencode\/.+/,
+      ['.config/opencode', '.local/share/opencode', '.local/state/opencode'], ['.config/opencode/opencode.json']);
     assert.ok(server.requests.every((r) => r.headers.authorization === 'Bearer scripted-opencode-key'));
   });
 

@@ -1,0 +1,63 @@
+// What each built-in provider CLI keeps in its HOME, sorted by who may change it (DESIGN §7a "Repositories don't
+// meet"). Paths are relative to HOME. The rule: what the CLI obeys or executes (settings and their hooks, MCP server
+// lists, instruction files, plugins, commands, agents) comes from the operator's template and never persists what an
+// agent wrote; the user's login is read-only; only the CLI's session state and transcripts are kept, and they belong
+// to one repository. Everything else the CLI writes under its folders lasts one invocation.
+
+export interface ProviderLayout {
+  /** Files the CLI obeys: copied from the template into the invocation's fresh folders (writable copies, dropped). */
+  files: string[];
+  /** Folders of things the CLI runs or obeys: bound read-only from the template. */
+  dirs: string[];
+  /** The user's own login: bound read-only from the real HOME. */
+  login: string[];
+  /** Session state and transcripts: the repository's own, writable, kept between its runs. */
+  kept: string[];
+  /** Inside a kept folder, what is removed before every invocation (downloaded programs the CLI would run). */
+  scrub: string[];
+}
+
+const NONE: ProviderLayout = { files: [], dirs: [], login: [], kept: [], scrub: [] };
+
+const under = (root: string, names: string[]): string[] => names.map((n) => `${root}/${n}`);
+
+const LAYOUTS: Record<string, ProviderLayout> = {
+  claude: {
+    // ~/.claude.json is a root of its own (provider-folders.ts): laid from the template, minus its per-project table.
+    files: under('.claude', ['settings.json', 'CLAUDE.md']),
+    dirs: under('.claude', ['commands', 'agents', 'skills', 'plugins', 'hooks', 'output-styles', 'rules']),
+    login: ['.claude/.credentials.json'],
+    kept: under('.claude', ['projects', 'todos', 'file-history']),
+    scrub: [],
+  },
+  codex: {
+    files: under('.codex', ['config.toml', 'AGENTS.md', 'AGENTS.override.md', 'hooks.json']),
+    dirs: under('.codex', ['prompts', 'skills', 'rules']),
+    login: ['.codex/auth.json'],
+    kept: under('.codex', ['sessions', 'archived_sessions']),
+    scrub: [],
+  },
+  gemini: {
+    files: under('.gemini', ['settings.json', 'GEMINI.md', '.env', 'system.md', 'trustedFolders.json',
+      'keybindings.json']),
+    dirs: under('.gemini', ['commands', 'extensions', 'agents', 'skills', 'policies']),
+    login: under('.gemini', ['oauth_creds.json', 'google_accounts.json', 'mcp-oauth-tokens.json']),
+    // Its chats and checkpoints live in tmp/, beside the ripgrep it downloads to tmp/bin.
+    kept: under('.gemini', ['tmp', 'history']),
+    scrub: ['.gemini/tmp/bin'],
+  },
+  opencode: {
+    files: under('.config/opencode', ['opencode.json', 'opencode.jsonc', 'config.json', 'AGENTS.md']),
+    dirs: under('.config/opencode', ['agent', 'agents', 'command', 'commands', 'plugin', 'plugins', 'mode', 'modes',
+      'tool', 'tools', 'skill', 'skills', 'themes']),
+    login: under('.local/share/opencode', ['auth.json', 'mcp-auth.json']),
+    // Its session database and storage live in the data folder, beside its login and the tools it downloads.
+    kept: ['.local/share/opencode'],
+    scrub: ['.local/share/opencode/bin'],
+  },
+};
+
+/** The layout of `provider` (a built-in name); a `command` provider's or a check's is empty. */
+export function providerLayout(provider: string): ProviderLayout {
+  return LAYOUTS[provider] ?? NONE;
+}
