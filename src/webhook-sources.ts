@@ -161,7 +161,9 @@ export type ChatKind = Extract<Source, { routing: 'channel' }>['name'];
 export type VendorRoute = Extract<Source, { families: unknown }>['name'];
 
 export const SOURCE_NAMES: readonly SourceName[] = SOURCES.map((s) => s.name);
-export const ROUTING_KINDS: readonly RoutingKind[] = SOURCES.flatMap((s) => (s.routing === 'key' || s.routing === 'channel' ? [s.name] : []));
+export const ROUTING_KINDS: readonly RoutingKind[] = SOURCES.flatMap((s) => (
+  s.routing === 'key' || s.routing === 'channel' ? [s.name] : []
+));
 export const CHAT_KINDS: readonly ChatKind[] = SOURCES.flatMap((s) => (s.routing === 'channel' ? [s.name] : []));
 
 const BY_NAME = new Map<string, WebhookSource>(SOURCES.map((s) => [s.name, s]));

@@ -106,7 +106,7 @@ export function shorthandRepos(dir: string, source = `--repo ${dir}`): RepoRoute
     checkout: dir,
     clone: null,
     // One checkout serves everything the server's secrets let in: every channel of both chats may reach it.
-    keys: { errtrack: [], trackera: [], trackerb: [], chata: [EVERY_CHANNEL], chatb: [EVERY_CHANNEL] },
+    keys: Object.fromEntries(ROUTING_KINDS.map((k) => [k, isChatKind(k) ? [EVERY_CHANNEL] : []])) as ServedRepo['keys'],
     isDefault: true,
     line: 0,
   };
