@@ -51,6 +51,8 @@ export interface WebhookSource {
   resource?: readonly string[];
   delivery?: readonly string[];
   routing: Routing;
+  /** What a `key` or `channel` source's routing key is, as `svc repos` help names it (`trackera=TEAM`). */
+  keyName?: string;
   /** The channel its completion summary goes back to (trigger/notify-channels.ts), if any. */
   reply?: string;
   outbound?: readonly Outbound[];
@@ -66,6 +68,7 @@ export const SOURCES = [
     families: [{ signature: 'errtrack-hook-signature' }, { signature: 'sentry-hook-signature' }],
     resource: ['errtrack-hook-resource', 'sentry-hook-resource'],
     routing: 'key',
+    keyName: 'SLUG',
     outbound: [{ name: 'errtrack_fetch', needs: [['ERRTRACK_AUTH_TOKEN']] }],
     api: {
       summary: 'Sentry alert (errtrack-hook-signature or Sentry-Hook-Signature: hex HMAC-SHA256 of the body)',
@@ -78,6 +81,7 @@ export const SOURCES = [
     secret: ['TRACKERA_WEBHOOK_SECRET'],
     families: [{ signature: 'trackera-signature' }, { signature: 'linear-signature' }],
     routing: 'key',
+    keyName: 'TEAM',
     reply: 'trackera',
     outbound: [{ name: 'trackera_comments', needs: [['TRACKERA_API_KEY']] }],
     api: {
@@ -94,6 +98,7 @@ export const SOURCES = [
     families: [{ signature: 'x-hub-signature' }],
     delivery: ['x-vendorb-webhook-identifier', 'x-atlassian-webhook-identifier'],
     routing: 'key',
+    keyName: 'PROJECT',
     reply: 'trackerb',
     outbound: [{
       name: 'trackerb_comments', needs: [['TRACKERB_BASE_URL'], ['TRACKERB_EMAIL'], ['TRACKERB_API_TOKEN']],
@@ -114,6 +119,7 @@ export const SOURCES = [
       { signature: 'x-slack-signature', timestamp: 'x-slack-request-timestamp' },
     ],
     routing: 'channel',
+    keyName: 'CHANNEL',
     reply: 'chata',
     api: {
       summary: 'Slack slash command or events URL verification (v0 signature in X-CHATA-Signature or '
@@ -129,6 +135,7 @@ export const SOURCES = [
     // Teams signs with `Authorization: HMAC <base64>`, the spec's name too.
     families: [{ signature: 'authorization' }],
     routing: 'channel',
+    keyName: 'CHANNEL',
     api: {
       summary: 'Microsoft Teams outgoing-webhook activity (Authorization: HMAC <base64>; timestamp within 300 s)',
       answer: 'chat',
