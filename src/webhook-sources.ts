@@ -146,6 +146,8 @@ export const SOURCES = [
     service: 'GitHub',
     secret: ['GITHUB_WEBHOOK_SECRET'],
     families: [{ signature: 'x-hub-signature-256' }],
+    resource: ['x-github-event'],
+    delivery: ['x-github-delivery'],
     routing: 'full-name',
     api: { summary: 'GitHub webhook (GITHUB_WEBHOOK_SECRET; X-Hub-Signature-256)', answer: 'skipped' },
   },

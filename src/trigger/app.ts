@@ -9,7 +9,7 @@ import { receiveChata } from './routes/chata.ts';
 import { receiveTrackera } from './routes/trackera.ts';
 import { receiveTrackerb } from './routes/trackerb.ts';
 import { receiveChatb } from './routes/chatb.ts';
-import { receiveSourceHost } from './routes/source-host.ts';
+import { receiveWebhook } from './routes/webhook.ts';
 import { createJob, getJob } from './routes/jobs.ts';
 import { SOURCES, type SourceName } from '../webhook-sources.ts';
 
@@ -23,7 +23,7 @@ const RECEIVERS: Record<SourceName, R['handler']> = {
   trackera: receiveTrackera,
   trackerb: receiveTrackerb,
   chatb: receiveChatb,
-  webhook: receiveSourceHost,
+  webhook: receiveWebhook,
   jobs: createJob,
 };
 

@@ -17,7 +17,7 @@ export interface RepoRouter {
   readonly source: string;
   byName(name: string): ServedRepo | undefined;
   /** A GitHub event: its repository.full_name must be served; `default` never applies. */
-  github(fullName: string | null): Routed;
+  webhook(fullName: string | null): Routed;
   /** Another source's key (a project slug, team key), then the default entry. Chat goes through `chat`. */
   route(kind: RoutingKind, key: string | null): Routed;
   /**
@@ -49,7 +49,7 @@ export function createRepoRouter(entries: readonly ServedRepo[], source: string)
     entries,
     source,
     byName: (name) => byName.get(name.toLowerCase()),
-    github(fullName) {
+    webhook(fullName) {
       if (!fullName) return { kind: 'unserved', reason: 'the event names no repository' };
       const repo = byName.get(fullName.toLowerCase());
       if (repo) return { kind: 'repo', repo };
@@ -114,7 +114,7 @@ export function shorthandRepos(dir: string, source = `--repo ${dir}`): RepoRoute
   if (name) return router;
   return {
     ...router,
-    github: () => ({
+    webhook: () => ({
       kind: 'unserved', reason: 'the served checkout has no GitHub origin; name it in a repositories file',
     }),
   };

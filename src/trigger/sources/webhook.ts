@@ -1,4 +1,4 @@
-// Source-host webhook (POST /webhook): an issue opened with label `svc` or labelled `svc`, or a comment starting
+// The webhook source (GitHub, POST /webhook): an issue opened with label `svc` or labelled `svc`, or a comment starting
 // `/svc`, by someone with write-level association, becomes a job; everything else is skipped.
 import { isJsonObject, obj } from '../../untrusted.ts';
 import { BadInputError } from '../../errors.ts';
@@ -10,7 +10,7 @@ export const COMMENT_PREFIX = '/svc';
 const TRUSTED = new Set(['OWNER', 'MEMBER', 'COLLABORATOR']);
 
 /** `repository` is the event's repository.full_name, which alone routes it (served-repos.ts); null when absent. */
-export type SourceHostInput =
+export type WebhookInput =
   | { kind: 'job'; brief: string; repository: string | null }
   | { kind: 'skip'; reason: string };
 
@@ -62,7 +62,7 @@ function issuesSkipReason(action: string, body: Obj, issue: Obj): string {
     `issues.labeled "${TRIGGER_LABEL}" do`;
 }
 
-export function readSourceHost(event: string, body: Obj): SourceHostInput {
+export function readWebhook(event: string, body: Obj): WebhookInput {
   const issue = obj(body.issue);
   const repo = str(obj(body.repository).full_name);
   const repository = repo === '' ? null : repo;
