@@ -53,6 +53,11 @@ export interface WebhookSource {
   routing: Routing;
   /** What a `key` or `channel` source's routing key is, as `svc repos` help names it (`trackera=TEAM`). */
   keyName?: string;
+  /**
+   * The most UTF-8 bytes of a job's brief: longer text is cut on a character boundary; a longer `jobs` brief (svc's
+   * own API) is refused instead (spec "Per-route behaviour").
+   */
+  briefBytes: number;
   /** The channel its completion summary goes back to (trigger/notify-channels.ts), if any. */
   reply?: string;
   outbound?: readonly Outbound[];
@@ -67,6 +72,7 @@ export const SOURCES = [
     secret: ['SVC_ERRTRACK_WEBHOOK_SECRET', 'ERRTRACK_CLIENT_SECRET'],
     families: [{ signature: 'errtrack-hook-signature' }, { signature: 'sentry-hook-signature' }],
     resource: ['errtrack-hook-resource', 'sentry-hook-resource'],
+    briefBytes: 1500,
     routing: 'key',
     keyName: 'SLUG',
     outbound: [{ name: 'errtrack_fetch', needs: [['ERRTRACK_AUTH_TOKEN']] }],
@@ -80,6 +86,7 @@ export const SOURCES = [
     service: 'Linear',
     secret: ['TRACKERA_WEBHOOK_SECRET'],
     families: [{ signature: 'trackera-signature' }, { signature: 'linear-signature' }],
+    briefBytes: 1500,
     routing: 'key',
     keyName: 'TEAM',
     reply: 'trackera',
@@ -97,6 +104,7 @@ export const SOURCES = [
     // Jira's admin webhooks sign with exactly the WebSub header the spec names.
     families: [{ signature: 'x-hub-signature' }],
     delivery: ['x-vendorb-webhook-identifier', 'x-atlassian-webhook-identifier'],
+    briefBytes: 1500,
     routing: 'key',
     keyName: 'PROJECT',
     reply: 'trackerb',
@@ -118,6 +126,7 @@ export const SOURCES = [
       { signature: 'x-chata-signature', timestamp: 'x-chata-request-timestamp' },
       { signature: 'x-slack-signature', timestamp: 'x-slack-request-timestamp' },
     ],
+    briefBytes: 1500,
     routing: 'channel',
     keyName: 'CHANNEL',
     reply: 'chata',
@@ -134,6 +143,7 @@ export const SOURCES = [
     secretForm: 'base64',
     // Teams signs with `Authorization: HMAC <base64>`, the spec's name too.
     families: [{ signature: 'authorization' }],
+    briefBytes: 1500,
     routing: 'channel',
     keyName: 'CHANNEL',
     api: {
@@ -148,6 +158,7 @@ export const SOURCES = [
     families: [{ signature: 'x-hub-signature-256' }],
     resource: ['x-github-event'],
     delivery: ['x-github-delivery'],
+    briefBytes: 1500,
     routing: 'full-name',
     api: { summary: 'GitHub webhook (GITHUB_WEBHOOK_SECRET; X-Hub-Signature-256)', answer: 'skipped' },
   },
@@ -156,6 +167,7 @@ export const SOURCES = [
     name: 'jobs',
     secret: ['SVC_API_TOKEN'],
     secretFile: 'SVC_API_TOKEN_FILE',
+    briefBytes: 4096,
     routing: 'named',
   },
 ] as const satisfies readonly WebhookSource[];

@@ -2,7 +2,8 @@
 // `/svc`, by someone with write-level association, becomes a job; everything else is skipped.
 import { isJsonObject, obj } from '../../untrusted.ts';
 import { BadInputError } from '../../errors.ts';
-import { sanitizeBrief, DEFAULT_BRIEF_BYTES } from '../brief.ts';
+import { sanitizeBrief } from '../brief.ts';
+import { sourceOf } from '../../webhook-sources.ts';
 
 export const TRIGGER_LABEL = 'svc';
 export const COMMENT_PREFIX = '/svc';
@@ -69,7 +70,7 @@ export function readWebhook(event: string, body: Obj): WebhookInput {
   const ref = `${repo}#${typeof issue.number === 'number' || typeof issue.number === 'string' ? issue.number : ''}`;
   const issueBrief = (): string => {
     const body = issue.body ? ` — ${str(issue.body)}` : '';
-    return sanitizeBrief(`${ref} ${str(issue.title)}${body}`, DEFAULT_BRIEF_BYTES);
+    return sanitizeBrief(`${ref} ${str(issue.title)}${body}`, sourceOf('webhook').briefBytes);
   };
   if (event === 'issues') {
     if (body.action === 'labeled' && obj(body.label).name === TRIGGER_LABEL) {
@@ -93,7 +94,7 @@ export function readWebhook(event: string, body: Obj): WebhookInput {
       return { kind: 'skip', reason: 'comment author may not start jobs' };
     }
     const ask = text.slice(COMMENT_PREFIX.length);
-    const brief = sanitizeBrief(`${ref} ${str(issue.title)} — ${ask}`, DEFAULT_BRIEF_BYTES);
+    const brief = sanitizeBrief(`${ref} ${str(issue.title)} — ${ask}`, sourceOf('webhook').briefBytes);
     return { kind: 'job', brief, repository };
   }
   return { kind: 'skip', reason: `event "${event}" does not start a job` };
