@@ -10,10 +10,22 @@ import {
   formatServedRepo, parseServedRepos, removeServedRepo, ReposFileError,
 } from '../trigger/served-repos-file.ts';
 import { checkoutProblems } from '../trigger/served-repos.ts';
+import { ROUTING_KINDS, sourceOf } from '../webhook-sources.ts';
+
+/** `svc repos add`'s arguments, one routing key per source that has them, wrapped under the command. */
+function addUsage(): string {
+  const words = ['(checkout=DIR | clone=URL)', ...ROUTING_KINDS.map((k) => `[${k}=${sourceOf(k).keyName},…]`),
+    '[default]', '[--file FILE]'];
+  const lines = ['       svc repos add OWNER/NAME'];
+  for (const word of words) {
+    if (lines.at(-1)!.length + word.length + 1 > 110) lines.push(' '.repeat(20));
+    lines[lines.length - 1] += ` ${word}`;
+  }
+  return lines.join('\n');
+}
 
 const HELP = `Usage: svc repos list [--file FILE]
-       svc repos add OWNER/NAME (checkout=DIR | clone=URL) [errtrack=SLUG,…] [trackera=TEAM,…]
-                     [trackerb=PROJECT,…] [chata=CHANNEL,…] [chatb=CHANNEL,…] [default] [--file FILE]
+${addUsage()}
        svc repos remove OWNER/NAME [--file FILE]
 
 Edits the repositories the trigger server serves, one line each. FILE: --file, else SVC_TRIGGER_REPOS,

@@ -2,10 +2,13 @@
 import type { CliIo } from './io.ts';
 import { parseFlags, subcommand } from './io.ts';
 import { UsageError, UnavailableError, errorMessage } from '../errors.ts';
+import { SOURCES, type WebhookSource } from '../webhook-sources.ts';
+
+const SIGNED = SOURCES.filter((s: WebhookSource) => s.families).map((s) => `/${s.name}`).join(', ');
 
 const HELP = `Usage: svc trigger serve [options]
 
-Accepts signed webhooks (errtrack, chata, trackera, trackerb, chatb, source host) and POST /jobs,
+Accepts signed webhooks (${SIGNED}) and POST /jobs,
 queues them durably and runs each as \`svc start … --detach\` in the project, then reports back.
 
 Options:

@@ -1,7 +1,7 @@
 // Which trigger routes and outbound integrations this process could use, from environment variable names only.
 // Values are read to test presence (and equality between route secrets) and never leave this function.
 import { safeEqual } from '../http/guards.ts';
-import { ROUTE_VENDORS, signatureHeaderNames, type VendorRoute } from '../webhook-vendors.ts';
+import { SOURCES, signatureHeaderNames, type Outbound, type WebhookSource } from '../webhook-sources.ts';
 
 export interface IntegrationStatus {
   name: string;
@@ -16,54 +16,30 @@ export interface IntegrationStatus {
   headers?: string[];
 }
 
-interface Spec {
-  name: string;
-  kind: 'trigger' | 'outbound';
-  /** Each inner list is "any one of"; every outer entry is required. */
-  needs: string[][];
-  /** Route secrets: equal to another route secret disables the route (DESIGN §5). */
-  secret?: boolean;
-}
+/** Pull requests are the engine's, not a source's: the one outbound integration the source table does not hold. */
+const GITHUB_PRS: Outbound = { name: 'github_prs', needs: [['GITHUB_TOKEN', 'GH_TOKEN']] };
 
-const SPECS: readonly Spec[] = [
-  {
-    name: 'errtrack', kind: 'trigger', needs: [['SVC_ERRTRACK_WEBHOOK_SECRET', 'ERRTRACK_CLIENT_SECRET']], secret: true,
-  },
-  { name: 'chata', kind: 'trigger', needs: [['CHATA_SIGNING_SECRET']], secret: true },
-  { name: 'trackera', kind: 'trigger', needs: [['TRACKERA_WEBHOOK_SECRET']], secret: true },
-  {
-    name: 'trackerb', kind: 'trigger', needs: [['TRACKERB_WEBHOOK_SECRET'], ['TRACKERB_ASSIGNEES', 'TRACKERB_LABELS']],
-    secret: true,
-  },
-  { name: 'chatb', kind: 'trigger', needs: [['CHATB_SECURITY_TOKEN']], secret: true },
-  { name: 'jobs', kind: 'trigger', needs: [['SVC_API_TOKEN', 'SVC_API_TOKEN_FILE']], secret: true },
-  { name: 'webhook', kind: 'trigger', needs: [['GITHUB_WEBHOOK_SECRET']], secret: true },
-  { name: 'trackera_comments', kind: 'outbound', needs: [['TRACKERA_API_KEY']] },
-  {
-    name: 'trackerb_comments', kind: 'outbound',
-    needs: [['TRACKERB_BASE_URL'], ['TRACKERB_EMAIL'], ['TRACKERB_API_TOKEN']],
-  },
-  { name: 'github_prs', kind: 'outbound', needs: [['GITHUB_TOKEN', 'GH_TOKEN']] },
-  { name: 'errtrack_fetch', kind: 'outbound', needs: [['ERRTRACK_AUTH_TOKEN']] },
-];
+/** What a route needs: its secret (or the file holding it), then whatever else it needs to take an event. */
+function routeNeeds(s: WebhookSource): (readonly string[])[] {
+  return [[...s.secret, ...(s.secretFile ? [s.secretFile] : [])], ...(s.needs ?? [])];
+}
 
 function present(env: NodeJS.ProcessEnv, name: string): boolean {
   return typeof env[name] === 'string' && env[name]!.trim() !== '';
 }
 
-function firstSet(env: NodeJS.ProcessEnv, names: string[]): string | undefined {
+function firstSet(env: NodeJS.ProcessEnv, names: readonly string[]): string | undefined {
   return names.find((n) => present(env, n));
 }
 
 /** `extra` lets callers add facts the environment cannot show (a github token in config, `gh` on PATH). */
 export function integrationStatus(env: NodeJS.ProcessEnv, extra: { githubPrs?: boolean } = {}): IntegrationStatus[] {
-  // Secrets shared between routes disable every route in the pair, as the trigger server does at startup.
-  const secrets = SPECS.filter((s) => s.secret && s.name !== 'jobs').map((s) => {
-    const name = firstSet(env, s.needs[0]!);
+  // Secrets shared between routes disable every route in the pair, as the trigger server does at startup (a secret
+  // file is not read here: only its variable's name is looked at).
+  const secrets = SOURCES.map((s) => {
+    const name = firstSet(env, s.secret);
     return { route: s.name, value: name ? env[name]! : undefined };
   });
-  const apiToken = present(env, 'SVC_API_TOKEN') ? env.SVC_API_TOKEN! : undefined;
-  if (apiToken) secrets.push({ route: 'jobs', value: apiToken });
   const clashing = new Set<string>();
   for (const a of secrets) {
     for (const b of secrets) {
@@ -71,17 +47,24 @@ export function integrationStatus(env: NodeJS.ProcessEnv, extra: { githubPrs?: b
       if (safeEqual(a.value, b.value)) clashing.add(a.route);
     }
   }
-  return SPECS.map((s) => {
-    let configured = s.needs.every((anyOf) => firstSet(env, anyOf) !== undefined) && !clashing.has(s.name);
-    if (s.name === 'trackerb_comments') configured &&= /^https:\/\//i.test(env.TRACKERB_BASE_URL ?? '');
-    if (s.name === 'github_prs') configured ||= extra.githubPrs === true;
-    const status: IntegrationStatus = { name: s.name, kind: s.kind, configured, variables: s.needs.flat() };
-    if (s.kind === 'trigger') status.route = `/${s.name}`;
-    if (s.name in ROUTE_VENDORS) {
-      const route = s.name as VendorRoute;
-      status.service = ROUTE_VENDORS[route].service;
-      status.headers = signatureHeaderNames(route);
+  const routes = SOURCES.map((s: WebhookSource): IntegrationStatus => {
+    const needs = routeNeeds(s);
+    const configured = needs.every((anyOf) => firstSet(env, anyOf) !== undefined) && !clashing.has(s.name);
+    const status: IntegrationStatus = {
+      name: s.name, kind: 'trigger', configured, variables: needs.flat(), route: `/${s.name}`,
+    };
+    if (s.service) {
+      status.service = s.service;
+      status.headers = signatureHeaderNames(s);
     }
     return status;
   });
+  const outbound = [...SOURCES.flatMap((s: WebhookSource) => s.outbound ?? []), GITHUB_PRS].map((o) => {
+    let configured = o.needs.every((anyOf) => firstSet(env, anyOf) !== undefined);
+    if (o.https) configured &&= /^https:\/\//i.test(env[o.https] ?? '');
+    if (o === GITHUB_PRS) configured ||= extra.githubPrs === true;
+    const status: IntegrationStatus = { name: o.name, kind: 'outbound', configured, variables: o.needs.flat() };
+    return status;
+  });
+  return [...routes, ...outbound];
 }

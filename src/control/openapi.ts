@@ -3,6 +3,7 @@
 // real response of any route has a status or body this document does not give it (issue 23).
 import { schemas, pageSchemas, responses } from './openapi-schemas.ts';
 import { RUN_STATUSES, VERDICTS } from '../run-json.ts';
+import { SOURCES, type WebhookSource } from '../webhook-sources.ts';
 
 type Server = 'control' | 'trigger' | 'both';
 // token: SVC_CONTROL_TOKEN when the Control Plane has one (optional security); api-token: SVC_API_TOKEN, required.
@@ -252,17 +253,9 @@ export const operations: readonly Op[] = [
     tag: 'ingest', loopbackOnly: true, body: 'ImportRequest', ok: { status: 200, schema: 'ImportResult' },
     errors: ['TooLarge', 'UnsupportedType'],
   },
-  webhook('errtrack', 'Sentry alert (errtrack-hook-signature or Sentry-Hook-Signature: hex HMAC-SHA256 of the body)',
-    SKIPPED),
-  webhook('chata', 'Slack slash command or events URL verification (v0 signature in X-CHATA-Signature or '
-    + 'X-Slack-Signature, 300 s window)', CHAT_REPLY),
-  webhook('trackera', 'Linear issue event (TRACKERA-Signature or Linear-Signature, signed webhookTimestamp within '
-    + '300 s)', SKIPPED),
-  webhook('trackerb', 'Jira Cloud issue created/updated (X-Hub-Signature sha256=…; dedupe on '
-    + 'X-Atlassian-Webhook-Identifier and body)', SKIPPED),
-  webhook('chatb', 'Microsoft Teams outgoing-webhook activity (Authorization: HMAC <base64>; timestamp within 300 s)',
-    CHAT_REPLY),
-  webhook('webhook', 'GitHub webhook (GITHUB_WEBHOOK_SECRET; X-Hub-Signature-256)', SKIPPED),
+  ...SOURCES.flatMap((s: WebhookSource) => (s.api
+    ? [webhook(s.name, s.api.summary, s.api.answer === 'chat' ? CHAT_REPLY : SKIPPED)]
+    : [])),
   {
     server: 'trigger', method: 'get', path: '/status', id: 'getTriggerStatus',
     summary: 'Which routes and notifiers are configured (booleans and counts, never values) and the queue depth',

@@ -49,6 +49,11 @@ export interface TriggerJobsStore {
   countByStatus(status: JobStatus): number;
   /** Queued jobs per origin (only origins with some), from the trigger-kept queued_by_origin table: O(origins). */
   queuedByOrigin(): Map<string, number>;
+  /**
+   * Gives each origin a queued_by_origin row (counting its queued jobs) unless it has one: a source added to
+   * src/webhook-sources.ts needs no migration of its own. The server calls it once at start.
+   */
+  countOrigins(origins: readonly string[]): void;
   /** Queued jobs per (repo, origin) pair: one pass over the queued jobs (bounded by the queue's size). */
   queuedGroups(): Array<{ repo: string | null; origin: string; n: number }>;
   /** The oldest queued job of one repository and origin. */
@@ -75,6 +80,9 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
   const get = db.prepare('SELECT * FROM jobs WHERE id = ?');
   const count = db.prepare('SELECT n FROM job_counts WHERE status = ?');
   const byOrigin = db.prepare('SELECT origin, n FROM queued_by_origin WHERE n > 0');
+  const addOrigin = db.prepare(`INSERT OR IGNORE INTO queued_by_origin (origin, n)
+    SELECT ?, count(*) FROM jobs WHERE status = 'queued' AND origin = ?`);
+  const hasOrigin = db.prepare('SELECT 1 FROM queued_by_origin WHERE origin = ?');
   const groups = db.prepare(
     "SELECT repo, origin, count(*) AS n FROM jobs WHERE status = 'queued' GROUP BY repo, origin",
   );
@@ -99,6 +107,9 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
     },
     countByStatus(status) {
       return (count.get(status) as { n: number } | undefined)?.n ?? 0;
+    },
+    countOrigins(origins) {
+      for (const origin of origins) if (!hasOrigin.get(origin)) addOrigin.run(origin, origin);
     },
     queuedByOrigin() {
       const counts = new Map<string, number>();

@@ -9,23 +9,29 @@ import { receiveChata } from './routes/chata.ts';
 import { receiveTrackera } from './routes/trackera.ts';
 import { receiveTrackerb } from './routes/trackerb.ts';
 import { receiveChatb } from './routes/chatb.ts';
-import { receiveSourceHost } from './routes/source-host.ts';
+import { receiveWebhook } from './routes/webhook.ts';
 import { createJob, getJob } from './routes/jobs.ts';
+import { SOURCES, type SourceName } from '../webhook-sources.ts';
 
 type R = Route<TriggerDeps>;
 const raw = { body: 'raw', limit: MiB, auth: false } as const;
+
+/** Each source's handler (its record is in src/webhook-sources.ts); a source without one does not compile. */
+const RECEIVERS: Record<SourceName, R['handler']> = {
+  errtrack: receiveErrtrack,
+  chata: receiveChata,
+  trackera: receiveTrackera,
+  trackerb: receiveTrackerb,
+  chatb: receiveChatb,
+  webhook: receiveWebhook,
+  jobs: createJob,
+};
 
 export const triggerRoutes: readonly R[] = [
   { method: 'GET', pattern: '/health', handler: getHealth, auth: false },
   { method: 'GET', pattern: '/ready', handler: getReady, auth: false },
   { method: 'GET', pattern: '/status', handler: getStatus, auth: false },
-  { method: 'POST', pattern: '/errtrack', handler: receiveErrtrack, ...raw },
-  { method: 'POST', pattern: '/chata', handler: receiveChata, ...raw },
-  { method: 'POST', pattern: '/trackera', handler: receiveTrackera, ...raw },
-  { method: 'POST', pattern: '/trackerb', handler: receiveTrackerb, ...raw },
-  { method: 'POST', pattern: '/chatb', handler: receiveChatb, ...raw },
-  { method: 'POST', pattern: '/webhook', handler: receiveSourceHost, ...raw },
-  { method: 'POST', pattern: '/jobs', handler: createJob, ...raw },
+  ...SOURCES.map((s): R => ({ method: 'POST', pattern: `/${s.name}`, handler: RECEIVERS[s.name], ...raw })),
   { method: 'GET', pattern: '/jobs/:id', handler: getJob, auth: false },
 ];
 

@@ -1,10 +1,8 @@
 // Turns untrusted text into a one-line brief for `svc start`: no control characters, capped on a UTF-8 boundary, never
 // an option.
 
-/** Default cap for briefs whose origin has no cap of its own (spec fixes only trackerb's 1500 bytes). */
+/** Default cap; each source's own is its record's `briefBytes` (src/webhook-sources.ts). */
 export const DEFAULT_BRIEF_BYTES = 1500;
-/** `/jobs` accepts briefs up to this many bytes and refuses longer ones instead of cutting them. */
-export const JOBS_BRIEF_BYTES = 4096;
 
 // C0, DEL, C1, and the Unicode line/paragraph separators and bidi controls that can disguise text in a terminal.
 const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;

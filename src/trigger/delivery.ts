@@ -1,8 +1,9 @@
 // A delivery on its way into the queue: what the routes hand the queue and what it answers. Types only, apart from
 // queue.ts so the queue and its placement share them without a circle (DESIGN §8).
+import type { SourceName } from '../webhook-sources.ts';
 
-// A new origin also needs its row in queued_by_origin (a trigger migration), or its jobs go uncounted by the shares.
-export type Origin = 'errtrack' | 'chata' | 'trackera' | 'trackerb' | 'chatb' | 'jobs' | 'webhook';
+/** A job's origin is its source's name (src/webhook-sources.ts), as the job database stores it. */
+export type Origin = SourceName;
 
 export interface ReplyTarget {
   channel: string;

@@ -129,6 +129,7 @@ export async function startTrigger(
   const executor = o.executor ?? pickExecutor(settings, env, log, o.pollMs);
   const db = openDatabase(settings.dbPath, triggerMigrations);
   const stores = createTriggerStores(db);
+  stores.jobs.countOrigins(ROUTES);
   const checkpointer = createWalCheckpointer({ db, path: settings.dbPath, log });
   const shutdown = new AbortController();
   const notify = createNotifier({

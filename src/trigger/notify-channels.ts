@@ -59,6 +59,14 @@ export function isAllowedChataUrl(value: unknown, prefix: string): value is stri
 /** What trackera's GraphQL API answers to commentCreate. */
 type TrackeraCommentAnswer = { errors?: unknown; data?: { commentCreate?: { success?: unknown } } };
 
+/** Whether a channel could send a summary now (GET /status): its settings are there, never their values. */
+export function replyConfigured(channel: string, config: NotifyConfig): boolean {
+  if (channel === 'chata') return config.chataHooksPrefix !== '';
+  if (channel === 'trackera') return Boolean(config.trackeraApiKey);
+  if (channel === 'trackerb') return config.trackerb !== undefined;
+  return false;
+}
+
 /** How one origin's summary is sent; `parts` are rendered in that vendor's format (summary-render.ts). */
 export function prepareDelivery(
   channel: string, target: Record<string, unknown>, parts: SummaryParts, config: NotifyConfig,

@@ -2,9 +2,11 @@
 // member of the pair is disabled (spec "Authentication": a secret equal to another disables its route).
 import { readFileSync } from 'node:fs';
 import { decodeChatbKey } from './verify.ts';
+import { SOURCE_NAMES, sourceOf, type SourceName } from '../webhook-sources.ts';
 
-export const ROUTES = ['errtrack', 'chata', 'trackera', 'trackerb', 'chatb', 'webhook', 'jobs'] as const;
-export type RouteName = (typeof ROUTES)[number];
+/** Every route that can start a job, in the source table's order (src/webhook-sources.ts). */
+export const ROUTES = SOURCE_NAMES;
+export type RouteName = SourceName;
 
 export interface RouteSecret {
   /** The variable an operator sets (named in 503 replies and logs; its value never is). */
@@ -21,48 +23,39 @@ export interface SecretProblems {
   errors: string[];
 }
 
-function readTokenFile(path: string, problems: SecretProblems): string | undefined {
+function readTokenFile(variable: string, path: string, problems: SecretProblems): string | undefined {
   try {
     return readFileSync(path, 'utf8').trim() || undefined;
   } catch (err) {
-    problems.errors.push(`SVC_API_TOKEN_FILE could not be read: ${(err as NodeJS.ErrnoException).code ?? 'error'}`);
+    problems.errors.push(`${variable} could not be read: ${(err as NodeJS.ErrnoException).code ?? 'error'}`);
     return undefined;
   }
 }
 
+/** The first of the route's variables that is set, else its file variable's file, else the first (unset). */
 function pick(
-  env: NodeJS.ProcessEnv, primary: string, fallback?: string,
+  env: NodeJS.ProcessEnv, route: RouteName, problems: SecretProblems,
 ): { variable: string; value: string | undefined } {
-  if (env[primary]) return { variable: primary, value: env[primary] };
-  if (fallback && env[fallback]) return { variable: fallback, value: env[fallback] };
-  return { variable: primary, value: undefined };
+  const { secret, secretFile } = sourceOf(route);
+  const variable = secret.find((name) => env[name]);
+  if (variable) return { variable, value: env[variable] };
+  if (secretFile && env[secretFile]) {
+    return { variable: secretFile, value: readTokenFile(secretFile, env[secretFile], problems) };
+  }
+  return { variable: secret[0]!, value: undefined };
 }
 
 export function resolveRouteSecrets(env: NodeJS.ProcessEnv): { secrets: RouteSecrets; problems: SecretProblems } {
   const problems: SecretProblems = { warnings: [], errors: [] };
-  const api = env.SVC_API_TOKEN
-    ? { variable: 'SVC_API_TOKEN', value: env.SVC_API_TOKEN }
-    : env.SVC_API_TOKEN_FILE
-      ? { variable: 'SVC_API_TOKEN_FILE', value: readTokenFile(env.SVC_API_TOKEN_FILE, problems) }
-      : { variable: 'SVC_API_TOKEN', value: undefined };
-  const raw: Record<RouteName, { variable: string; value: string | undefined }> = {
-    errtrack: pick(env, 'SVC_ERRTRACK_WEBHOOK_SECRET', 'ERRTRACK_CLIENT_SECRET'),
-    chata: pick(env, 'CHATA_SIGNING_SECRET'),
-    trackera: pick(env, 'TRACKERA_WEBHOOK_SECRET'),
-    trackerb: pick(env, 'TRACKERB_WEBHOOK_SECRET'),
-    chatb: pick(env, 'CHATB_SECURITY_TOKEN'),
-    webhook: pick(env, 'GITHUB_WEBHOOK_SECRET'),
-    jobs: api,
-  };
   const secrets = {} as RouteSecrets;
   for (const route of ROUTES) {
-    const { variable, value } = raw[route];
+    const { variable, value } = pick(env, route, problems);
     let unavailable: string | null = null;
     if (!value) {
       unavailable = `Route /${route} is not configured: set ${variable}`;
       problems.warnings.push(`${variable} is not set: /${route} answers 503 not_configured`);
-    } else if (route === 'chatb' && !decodeChatbKey(value)) {
-      unavailable = `Route /chatb is disabled: ${variable} is not valid base64`;
+    } else if (sourceOf(route).secretForm === 'base64' && !decodeChatbKey(value)) {
+      unavailable = `Route /${route} is disabled: ${variable} is not valid base64`;
       problems.errors.push(unavailable);
     }
     secrets[route] = { variable, value, unavailable };

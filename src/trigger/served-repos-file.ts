@@ -7,23 +7,18 @@
 //   acme/web       clone=https://github.com/acme/web.git  trackerb=WEB chatb=19:abc@thread.tacv2
 import { BadSettingError } from '../errors.ts';
 import { isRepoName } from '../engine/repo-name.ts';
+import { CHAT_KINDS, ROUTING_KINDS, type ChatKind, type RoutingKind } from '../webhook-sources.ts';
 
-export { isRepoName };
+export { isRepoName, ROUTING_KINDS, type ChatKind, type RoutingKind };
 
-/** Sources whose events name no repository: the operator maps their keys to one (GitHub routes by full_name). */
-export const ROUTING_KINDS = ['errtrack', 'trackera', 'trackerb', 'chata', 'chatb'] as const;
-export type RoutingKind = (typeof ROUTING_KINDS)[number];
-
-/**
- * Chat sources: a channel's mapping is a permission, not only a route. A message may start work only in an entry
- * that names its channel, or in one that opted in to every channel with `chata=*` / `chatb=*`.
- */
-export const CHAT_KINDS = ['chata', 'chatb'] as const;
-export type ChatKind = (typeof CHAT_KINDS)[number];
+// Sources whose events name no repository (routing 'key' or 'channel' in src/webhook-sources.ts): the operator maps
+// their keys to one (GitHub routes by full_name). Chat sources: a channel's mapping is a permission, not only a
+// route. A message may start work only in an entry that names its channel, or in one that opted in to every channel
+// with `<chat>=*`.
 export const EVERY_CHANNEL = '*';
 
 export function isChatKind(kind: RoutingKind): kind is ChatKind {
-  return kind === 'chata' || kind === 'chatb';
+  return (CHAT_KINDS as readonly string[]).includes(kind);
 }
 
 export interface ServedRepo {
@@ -60,7 +55,7 @@ const KEY_VALUE = /^[^\s,=#]{1,200}$/;
 
 /** Team, project and slug keys are matched without case (vendors show them in either); channel ids exactly. */
 export function keyOf(kind: RoutingKind, value: string): string {
-  return kind === 'chata' || kind === 'chatb' ? value : value.toLowerCase();
+  return isChatKind(kind) ? value : value.toLowerCase();
 }
 
 /** Why a clone URL is refused, or null: https, ssh, scp-like or file URLs, never a password in the file. */
@@ -84,7 +79,7 @@ export function cloneUrlProblem(url: string): string | null {
 }
 
 function emptyKeys(): Record<RoutingKind, string[]> {
-  return { errtrack: [], trackera: [], trackerb: [], chata: [], chatb: [] };
+  return Object.fromEntries(ROUTING_KINDS.map((kind) => [kind, []])) as unknown as Record<RoutingKind, string[]>;
 }
 
 /** Strips a `#` comment: one at the line's start or after whitespace (a `#` inside a token stays). */

@@ -62,7 +62,7 @@ export function liveServedRepos(file: string): LiveRepoRouter {
     },
     source: file,
     byName: (name) => fresh().byName(name),
-    github: (fullName) => fresh().github(fullName),
+    webhook: (fullName) => fresh().webhook(fullName),
     route: (kind, key) => fresh().route(kind, key),
     chat: (kind, channel, option) => fresh().chat(kind, channel, option),
     attach(h) {

@@ -17,7 +17,7 @@ export interface RepoRouter {
   readonly source: string;
   byName(name: string): ServedRepo | undefined;
   /** A GitHub event: its repository.full_name must be served; `default` never applies. */
-  github(fullName: string | null): Routed;
+  webhook(fullName: string | null): Routed;
   /** Another source's key (a project slug, team key), then the default entry. Chat goes through `chat`. */
   route(kind: RoutingKind, key: string | null): Routed;
   /**
@@ -49,7 +49,7 @@ export function createRepoRouter(entries: readonly ServedRepo[], source: string)
     entries,
     source,
     byName: (name) => byName.get(name.toLowerCase()),
-    github(fullName) {
+    webhook(fullName) {
       if (!fullName) return { kind: 'unserved', reason: 'the event names no repository' };
       const repo = byName.get(fullName.toLowerCase());
       if (repo) return { kind: 'repo', repo };
@@ -106,7 +106,7 @@ export function shorthandRepos(dir: string, source = `--repo ${dir}`): RepoRoute
     checkout: dir,
     clone: null,
     // One checkout serves everything the server's secrets let in: every channel of both chats may reach it.
-    keys: { errtrack: [], trackera: [], trackerb: [], chata: [EVERY_CHANNEL], chatb: [EVERY_CHANNEL] },
+    keys: Object.fromEntries(ROUTING_KINDS.map((k) => [k, isChatKind(k) ? [EVERY_CHANNEL] : []])) as ServedRepo['keys'],
     isDefault: true,
     line: 0,
   };
@@ -114,7 +114,7 @@ export function shorthandRepos(dir: string, source = `--repo ${dir}`): RepoRoute
   if (name) return router;
   return {
     ...router,
-    github: () => ({
+    webhook: () => ({
       kind: 'unserved', reason: 'the served checkout has no GitHub origin; name it in a repositories file',
     }),
   };

@@ -93,8 +93,8 @@ export function verifyTrackerb(secret: string, raw: Buffer, signature: Header): 
   return verifySha256Prefixed(secret, raw, signature);
 }
 
-/** source host: `X-Hub-Signature-256: sha256=<hex>` over the raw body. */
-export function verifySourceHost(secret: string, raw: Buffer, signature: Header): VerifyResult {
+/** webhook (GitHub): `X-Hub-Signature-256: sha256=<hex>` over the raw body. */
+export function verifyWebhook(secret: string, raw: Buffer, signature: Header): VerifyResult {
   return verifySha256Prefixed(secret, raw, signature);
 }
 

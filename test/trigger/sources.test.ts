@@ -11,7 +11,7 @@ import { readTrackera } from '../../src/trigger/sources/trackera.ts';
 import { stageTrackeraSnapshot } from '../../src/trigger/trackera-snapshot.ts';
 import { readErrtrackAlert, buildErrtrackBrief } from '../../src/trigger/sources/errtrack.ts';
 import { resolveInsideRepo } from '../../src/trigger/sources/culprit-author.ts';
-import { readSourceHost } from '../../src/trigger/sources/source-host.ts';
+import { readWebhook } from '../../src/trigger/sources/webhook.ts';
 import { resolveRouteSecrets } from '../../src/trigger/secrets.ts';
 import { fixture, makeRepo, tempDir } from './helpers.ts';
 
@@ -188,19 +188,19 @@ describe('errtrack brief', () => {
   });
 });
 
-describe('readSourceHost', () => {
+describe('readWebhook', () => {
   const issue = { number: 5, title: 'Crash on save', body: 'stack', labels: [{ name: 'svc' }], author_association: 'OWNER' };
   it('queues an issue labelled svc and a trusted /svc comment', () => {
-    assert.equal(readSourceHost('issues', { action: 'labeled', label: { name: 'svc' }, issue, repository: { full_name: 'a/b' } }).kind, 'job');
-    assert.equal(readSourceHost('issues', { action: 'opened', issue, repository: { full_name: 'a/b' } }).kind, 'job');
+    assert.equal(readWebhook('issues', { action: 'labeled', label: { name: 'svc' }, issue, repository: { full_name: 'a/b' } }).kind, 'job');
+    assert.equal(readWebhook('issues', { action: 'opened', issue, repository: { full_name: 'a/b' } }).kind, 'job');
     const comment = { id: 1, body: '/svc please fix', author_association: 'MEMBER' };
-    assert.equal(readSourceHost('issue_comment', { action: 'created', comment, issue }).kind, 'job');
+    assert.equal(readWebhook('issue_comment', { action: 'created', comment, issue }).kind, 'job');
   });
   it('skips comments from outsiders, other labels and other events', () => {
-    assert.equal(readSourceHost('issue_comment', { action: 'created', comment: { body: '/svc x', author_association: 'NONE' }, issue }).kind, 'skip');
-    assert.equal(readSourceHost('issue_comment', { action: 'created', comment: { body: '/svcx', author_association: 'OWNER' }, issue }).kind, 'skip');
-    assert.equal(readSourceHost('issues', { action: 'labeled', label: { name: 'bug' }, issue }).kind, 'skip');
-    assert.equal(readSourceHost('push', {}).kind, 'skip');
+    assert.equal(readWebhook('issue_comment', { action: 'created', comment: { body: '/svc x', author_association: 'NONE' }, issue }).kind, 'skip');
+    assert.equal(readWebhook('issue_comment', { action: 'created', comment: { body: '/svcx', author_association: 'OWNER' }, issue }).kind, 'skip');
+    assert.equal(readWebhook('issues', { action: 'labeled', label: { name: 'bug' }, issue }).kind, 'skip');
+    assert.equal(readWebhook('push', {}).kind, 'skip');
   });
 });
 
@@ -240,7 +240,7 @@ describe('source readers on hostile JSON (issue 11 item 1)', () => {
   });
   it('source-host reads an issue whose number is an object', () => {
     const body = { action: 'labeled', label: { name: poison }, issue: { number: poison }, repository: poison };
-    assert.equal(readSourceHost('issues', body).kind, 'skip');
+    assert.equal(readWebhook('issues', body).kind, 'skip');
   });
 });
 

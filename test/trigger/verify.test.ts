@@ -6,7 +6,7 @@ import {
   verifyTrackeraSignature,
   checkTrackeraTimestamp,
   verifyTrackerb,
-  verifySourceHost,
+  verifyWebhook,
   verifyChatbSignature,
   checkChatbTimestamp,
   decodeChatbKey,
@@ -53,7 +53,7 @@ describe('verifyTrackerb (published X-Hub-Signature vector)', () => {
   });
   it('uses the same scheme for the source host under X-Hub-Signature-256', () => {
     const raw = Buffer.from('{"a":1}');
-    assert.deepEqual(verifySourceHost('s', raw, `sha256=${sign.hex('s', raw)}`), { ok: true });
+    assert.deepEqual(verifyWebhook('s', raw, `sha256=${sign.hex('s', raw)}`), { ok: true });
   });
 });
 

@@ -3,7 +3,7 @@
 import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { verifyChata } from '../verify.ts';
-import { signedHeaders } from '../../webhook-vendors.ts';
+import { signedHeaders } from '../../webhook-sources.ts';
 import { readChata, CHATA_USAGE } from '../sources/chata.ts';
 import { isAllowedChataUrl } from '../notify-channels.ts';
 import { chataArgs } from '../../spawn/start-argv.ts';

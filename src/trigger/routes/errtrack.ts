@@ -2,7 +2,7 @@
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { verifyErrtrack } from '../verify.ts';
-import { firstHeader, ROUTE_VENDORS, signedHeaders } from '../../webhook-vendors.ts';
+import { firstHeader, signedHeaders, sourceOf } from '../../webhook-sources.ts';
 import { readErrtrackAlert, buildErrtrackBrief } from '../sources/errtrack.ts';
 import { errtrackArgs } from '../../spawn/start-argv.ts';
 import { bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, unserved, type TCtx } from './common.ts';
@@ -13,7 +13,7 @@ export async function receiveErrtrack(ctx: TCtx): Promise<Reply> {
   // Sentry's own Sentry-Hook-Signature / Sentry-Hook-Resource, or the spec's errtrack-hook-* names.
   const { signature } = signedHeaders(ctx.req.headers, 'errtrack');
   requireValid(ctx, 'errtrack', verifyErrtrack(secret, raw, signature));
-  const resource = firstHeader(ctx.req.headers, ROUTE_VENDORS.errtrack.resource);
+  const resource = firstHeader(ctx.req.headers, sourceOf('errtrack').resource);
   const alert = readErrtrackAlert(resource, parseJsonObject(raw));
   if ('skip' in alert) return skipped(alert.skip);
   const routed = ctx.deps.settings.repos.route('errtrack', alert.projectSlug);

@@ -3,6 +3,8 @@
 import { HttpError } from '../../http/http-error.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { ROUTES } from '../secrets.ts';
+import { replyConfigured } from '../notify-channels.ts';
+import { SOURCES, type WebhookSource } from '../../webhook-sources.ts';
 import type { TCtx } from './common.ts';
 import { errorMessage } from '../../errors.ts';
 
@@ -31,11 +33,9 @@ export function getStatus(ctx: TCtx): Reply {
   }
   return json(200, {
     routes,
-    notifiers: {
-      chata: settings.notify.chataHooksPrefix !== '',
-      trackera: Boolean(settings.notify.trackeraApiKey),
-      trackerb: settings.notify.trackerb !== undefined,
-    },
+    notifiers: Object.fromEntries(SOURCES.flatMap((s: WebhookSource) => (s.reply
+      ? [[s.reply, replyConfigured(s.reply, settings.notify)]]
+      : []))),
     trackerb_filter: {
       assignees: settings.trackerbFilter.assignees.length > 0,
       labels: settings.trackerbFilter.labels.length > 0,

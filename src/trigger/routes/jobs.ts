@@ -3,7 +3,8 @@ import { HttpError } from '../../http/http-error.ts';
 import { checkBodyKeys, parseJsonObject } from '../../http/body.ts';
 import { checkJsonContentType, isLoopbackAddress, isLoopbackHost, safeEqual } from '../../http/guards.ts';
 import { json, type Reply } from '../../http/respond.ts';
-import { hasControlChars, JOBS_BRIEF_BYTES } from '../brief.ts';
+import { hasControlChars } from '../brief.ts';
+import { sourceOf } from '../../webhook-sources.ts';
 import { jobsArgs } from '../../spawn/start-argv.ts';
 import { jobJson } from '../queue.ts';
 import { JOB_ID } from '../job-id.ts';
@@ -23,7 +24,8 @@ function requireBearer(ctx: TCtx): void {
 export function validateJobsBrief(value: unknown): string {
   const refuse = (rule: string) => new HttpError('invalid_param', `"brief" must ${rule}`);
   if (typeof value !== 'string' || value.trim() === '') throw refuse('be a non-empty string');
-  if (Buffer.byteLength(value, 'utf8') > JOBS_BRIEF_BYTES) throw refuse(`be at most ${JOBS_BRIEF_BYTES} bytes`);
+  const max = sourceOf('jobs').briefBytes;
+  if (Buffer.byteLength(value, 'utf8') > max) throw refuse(`be at most ${max} bytes`);
   if (hasControlChars(value)) throw refuse('be one line without control characters');
   const brief = value.trim();
   if (/^[-\u2010-\u2015\u2212]/u.test(brief)) throw refuse('not start with "-"');

@@ -3,7 +3,7 @@
 import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { verifyTrackeraSignature, checkTrackeraTimestamp } from '../verify.ts';
-import { signedHeaders } from '../../webhook-vendors.ts';
+import { signedHeaders } from '../../webhook-sources.ts';
 import { readTrackera } from '../sources/trackera.ts';
 import { stageTrackeraSnapshot, type StagedSnapshot } from '../trackera-snapshot.ts';
 import { trackeraArgs } from '../../spawn/start-argv.ts';

@@ -3,7 +3,7 @@
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { verifyTrackerb } from '../verify.ts';
-import { firstHeader, ROUTE_VENDORS, signedHeaders } from '../../webhook-vendors.ts';
+import { firstHeader, signedHeaders, sourceOf } from '../../webhook-sources.ts';
 import { readTrackerb } from '../sources/trackerb.ts';
 import { briefPrArgs } from '../../spawn/start-argv.ts';
 import { bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, unserved, type TCtx } from './common.ts';
@@ -17,7 +17,7 @@ export async function receiveTrackerb(ctx: TCtx): Promise<Reply> {
   const routed = ctx.deps.settings.repos.route('trackerb', input.project);
   if (routed.kind === 'unserved') return skipped(unserved(ctx, 'trackerb', routed.reason));
   // Jira's X-Atlassian-Webhook-Identifier is the same across its retries (vendor-webhooks.md §1.4).
-  const delivery = firstHeader(ctx.req.headers, ROUTE_VENDORS.trackerb.delivery)?.trim();
+  const delivery = firstHeader(ctx.req.headers, sourceOf('trackerb').delivery)?.trim();
   const keys = [bodyKey('trackerb', raw), ...(delivery ? [`trackerb:delivery:${delivery.slice(0, 200)}`] : [])];
   const brief = input.brief;
   return enqueue(ctx, {

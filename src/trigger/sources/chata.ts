@@ -1,6 +1,7 @@
 // chata payloads: slash commands (form body) become `svc start <text>`; url_verification answers the challenge.
 import { describe } from '../../untrusted.ts';
-import { sanitizeBrief, DEFAULT_BRIEF_BYTES } from '../brief.ts';
+import { sanitizeBrief } from '../brief.ts';
+import { sourceOf } from '../../webhook-sources.ts';
 
 export type ChataInput =
   | { kind: 'command'; text: string; responseUrl: string | null; user: string | null; channel: string | null }
@@ -9,7 +10,7 @@ export type ChataInput =
 
 /** Slash-command text as an argv element: one line, leading hyphens stripped so it is never an option (spec rule 1). */
 export function chataText(raw: string): string {
-  return sanitizeBrief(raw, DEFAULT_BRIEF_BYTES);
+  return sanitizeBrief(raw, sourceOf('chata').briefBytes);
 }
 
 export function readChata(

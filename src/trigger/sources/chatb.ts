@@ -1,6 +1,7 @@
 // chatb activities: message text with `<at>…</at>` mentions and every other tag removed (spec "Brief content by
 // origin").
-import { sanitizeBrief, DEFAULT_BRIEF_BYTES } from '../brief.ts';
+import { sanitizeBrief } from '../brief.ts';
+import { sourceOf } from '../../webhook-sources.ts';
 import { obj, str } from '../../untrusted.ts';
 
 const ENTITIES: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'", nbsp: ' ', '#39': "'" };
@@ -10,7 +11,7 @@ export function chatbText(html: string): string {
     .replace(/<at\b[^>]*>[\s\S]*?<\/at>/gi, ' ')
     .replace(/<[^>]*>/g, ' ')
     .replace(/&(amp|lt|gt|quot|apos|nbsp|#39);/g, (_m, name: string) => ENTITIES[name] ?? ' ');
-  return sanitizeBrief(stripped, DEFAULT_BRIEF_BYTES);
+  return sanitizeBrief(stripped, sourceOf('chatb').briefBytes);
 }
 
 export interface ChatbActivity {

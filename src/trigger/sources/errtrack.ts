@@ -2,10 +2,9 @@
 // last author (spec "Brief content by origin"). Everything is untrusted text: sanitized, capped, adds no authority.
 import { objOrNull as obj } from '../../untrusted.ts';
 import { sanitizeBrief } from '../brief.ts';
+import { sourceOf } from '../../webhook-sources.ts';
 import { latestDeployLine } from '../../engine/deploys.ts';
 import { culpritAuthor } from './culprit-author.ts';
-
-export const ERRTRACK_BRIEF_BYTES = 1500;
 
 export interface ErrtrackAlert {
   /** Vendor identity of the alert, stable across the vendor's retries (which change Request-ID). */
@@ -101,5 +100,5 @@ export async function buildErrtrackBrief(alert: ErrtrackAlert, repoDir: string |
   if (deploy) parts.push(deploy);
   const author = repoDir ? await culpritAuthor(repoDir, alert.fileCandidates) : null;
   if (author) parts.push(`last commit to ${author.file} by ${author.author}`);
-  return sanitizeBrief(parts.join('; '), ERRTRACK_BRIEF_BYTES);
+  return sanitizeBrief(parts.join('; '), sourceOf('errtrack').briefBytes);
 }

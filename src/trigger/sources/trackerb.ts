@@ -1,10 +1,10 @@
 // trackerb: issue_created, or issue_updated touching assignee or labels, for configured assignees or labels only;
 // brief = key + summary + description (ADF flattened), one line, 1500 bytes (spec "Per-route behaviour", rule 7).
 import { sanitizeBrief } from '../brief.ts';
+import { sourceOf } from '../../webhook-sources.ts';
 import { flattenAdf } from '../adf.ts';
 import { obj, str, type Obj } from '../../untrusted.ts';
 
-export const TRACKERB_BRIEF_BYTES = 1500;
 const ISSUE_KEY = /^[A-Za-z][A-Za-z0-9_]*-\d+$/;
 
 export interface TrackerbFilter {
@@ -78,7 +78,8 @@ export function readTrackerb(body: Obj, filter: TrackerbFilter): TrackerbInput {
   }
   const summary = str(fields.summary) ?? '';
   const description = flattenAdf(fields.description);
-  const brief = sanitizeBrief(`${key}: ${summary}${description ? ` — ${description}` : ''}`, TRACKERB_BRIEF_BYTES);
+  const text = `${key}: ${summary}${description ? ` — ${description}` : ''}`;
+  const brief = sanitizeBrief(text, sourceOf('trackerb').briefBytes);
   // The project's key, else the issue key's prefix (KAN-22 is project KAN's issue 22).
   const project = str(obj(fields.project).key) ?? key.slice(0, key.lastIndexOf('-'));
   return { kind: 'job', key, brief, project };

@@ -1,8 +1,9 @@
-// Source-host webhook (POST /webhook): an issue opened with label `svc` or labelled `svc`, or a comment starting
+// The webhook source (GitHub, POST /webhook): an issue opened with label `svc` or labelled `svc`, or a comment starting
 // `/svc`, by someone with write-level association, becomes a job; everything else is skipped.
 import { isJsonObject, obj } from '../../untrusted.ts';
 import { BadInputError } from '../../errors.ts';
-import { sanitizeBrief, DEFAULT_BRIEF_BYTES } from '../brief.ts';
+import { sanitizeBrief } from '../brief.ts';
+import { sourceOf } from '../../webhook-sources.ts';
 
 export const TRIGGER_LABEL = 'svc';
 export const COMMENT_PREFIX = '/svc';
@@ -10,7 +11,7 @@ export const COMMENT_PREFIX = '/svc';
 const TRUSTED = new Set(['OWNER', 'MEMBER', 'COLLABORATOR']);
 
 /** `repository` is the event's repository.full_name, which alone routes it (served-repos.ts); null when absent. */
-export type SourceHostInput =
+export type WebhookInput =
   | { kind: 'job'; brief: string; repository: string | null }
   | { kind: 'skip'; reason: string };
 
@@ -62,14 +63,14 @@ function issuesSkipReason(action: string, body: Obj, issue: Obj): string {
     `issues.labeled "${TRIGGER_LABEL}" do`;
 }
 
-export function readSourceHost(event: string, body: Obj): SourceHostInput {
+export function readWebhook(event: string, body: Obj): WebhookInput {
   const issue = obj(body.issue);
   const repo = str(obj(body.repository).full_name);
   const repository = repo === '' ? null : repo;
   const ref = `${repo}#${typeof issue.number === 'number' || typeof issue.number === 'string' ? issue.number : ''}`;
   const issueBrief = (): string => {
     const body = issue.body ? ` — ${str(issue.body)}` : '';
-    return sanitizeBrief(`${ref} ${str(issue.title)}${body}`, DEFAULT_BRIEF_BYTES);
+    return sanitizeBrief(`${ref} ${str(issue.title)}${body}`, sourceOf('webhook').briefBytes);
   };
   if (event === 'issues') {
     if (body.action === 'labeled' && obj(body.label).name === TRIGGER_LABEL) {
@@ -93,7 +94,7 @@ export function readSourceHost(event: string, body: Obj): SourceHostInput {
       return { kind: 'skip', reason: 'comment author may not start jobs' };
     }
     const ask = text.slice(COMMENT_PREFIX.length);
-    const brief = sanitizeBrief(`${ref} ${str(issue.title)} — ${ask}`, DEFAULT_BRIEF_BYTES);
+    const brief = sanitizeBrief(`${ref} ${str(issue.title)} — ${ask}`, sourceOf('webhook').briefBytes);
     return { kind: 'job', brief, repository };
   }
   return { kind: 'skip', reason: `event "${event}" does not start a job` };
