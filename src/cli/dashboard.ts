@@ -60,7 +60,7 @@ export default async function dashboard(io: CliIo): Promise<number> {
     io.stderr(`Started the Control Plane at ${url} (pid ${started.pid}, log ${started.log})\n`);
   }
   if (io.env.SVC_CONTROL_TOKEN) io.stderr('This Control Plane has a token: the UI asks for it once per browser tab.\n');
-  // Runs of this project made while no Control Plane ran appear in the UI it opens (issue 23 item 2).
+  // Runs of this project made while no Control Plane ran appear in the UI it opens.
   await sendPendingRuns({ ...io, env: { ...io.env, SVC_CONTROL_URL: url } }, process.cwd());
 
   if (values['no-open']) {

@@ -110,7 +110,7 @@ async function launch(
   if (unconfined) io.stderr(`svc start: ${unconfined}\n`);
   if (!detach) {
     const code = follow(io, state, mode, showOutput);
-    // Earlier runs the Control Plane never heard the end of go while this one works (issue 23 item 2).
+    // Earlier runs the Control Plane never heard the end of go while this one works.
     await sendPendingRuns(io, state.repo_path);
     return code;
   }

@@ -18,7 +18,7 @@ const ALLOWED_FROM: Record<RunAction, ReadonlySet<string>> = {
   pr: new Set(['failed']),
 };
 // Actions that start a process in the run's repository: only a run this server recorded the folder of, in a project
-// the operator registered (src/control/projects.ts; issue 20 item 6).
+// the operator registered (src/control/projects.ts).
 const NEEDS_LOCAL = new Set<RunAction>(['resume', 'retry', 'verify', 'pr']);
 
 /** Whether a folder is a registered project (projects.ts isRegisteredProject, bound to the server's deps). */

@@ -139,7 +139,7 @@ export async function importProject(deps: ControlDeps, path: unknown): Promise<I
     }
   })();
   if ('failed' in runs && (runs.kind === 'link' || !isRepo)) {
-    // A repository with no runs yet is imported to register it, so runs may be started there (issue 20 item 6).
+    // A repository with no runs yet is imported to register it, so runs may be started there.
     const why = runs.kind === 'link' ? ` (${runs.failed} ${skipReason('link')})` : '';
     throw new HttpError('invalid_param', `Field "path" is neither a git repository nor a folder with .svc/runs${why}`);
   }

@@ -1,6 +1,6 @@
 // The OpenAPI 3.1 description of both servers as data: one operation list, one builder.
 // test/http/openapi.test.ts fails when a route in controlRoutes/triggerRoutes is missing here or vice versa, and when a
-// real response of any route has a status or body this document does not give it (issue 23).
+// real response of any route has a status or body this document does not give it.
 import { schemas, pageSchemas, responses } from './openapi-schemas.ts';
 import { RUN_STATUSES, VERDICTS } from '../run-json.ts';
 import { SOURCES, type WebhookSource } from '../webhook-sources.ts';

@@ -128,7 +128,7 @@ export function checkLoopbackOnly(req: IncomingMessage, boundToLoopback: boolean
 /**
  * The first header that says a proxy relayed the request (RFC 7239 `Forwarded`, the de-facto `X-Forwarded-*` and
  * `X-Real-IP`, RFC 9110 `Via`), else undefined. A reverse proxy on the same host connects from 127.0.0.1, so
- * without this every client of the proxy would pass the loopback peer check (issue 9 item 8).
+ * without this every client of the proxy would pass the loopback peer check.
  */
 export function proxyHeaderOf(req: IncomingMessage): string | undefined {
   for (const name of Object.keys(req.headers)) {

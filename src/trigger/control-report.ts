@@ -74,7 +74,7 @@ export interface ServedReposReportOptions {
 const SERVED_RETRY_MS = [1_000, 5_000, 30_000, 60_000, 300_000];
 
 /**
- * Tells the Control Plane which repositories this server serves (ingest `served_repos`, issue 22), once at start: the
+ * Tells the Control Plane which repositories this server serves (ingest `served_repos`), once at start: the
  * file is read only then. The Control Plane keeps the list, so one accepted report is enough; until one is, it is
  * retried (a Control Plane started after the trigger server still learns them). Resolves when accepted or shut down.
  */

@@ -51,7 +51,7 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
       // The launcher's environment is the allowlist (no secret); what the run uses itself arrives in a pipe (fd 3).
       const pipe = handoffPipe(['ignore', 'pipe', 'pipe']);
       const child = startChild([opts.execPath ?? process.execPath, opts.cliPath, ...job.args], {
-        // The routed repository's directory: its policy and config are the ones the run reads (issue 22).
+        // The routed repository's directory: its policy and config are the ones the run reads.
         cwd: job.workdir,
         kind: 'launcher',
         base: opts.env,

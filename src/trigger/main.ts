@@ -167,7 +167,7 @@ export async function startTrigger(
   let accepting = false;
   const deps = { settings, queue, clock, log, skips, accepting: () => accepting };
   const app = createTriggerApp(deps, o.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: o.bodyTimeoutMs } : {});
-  // GET /v1/repos on the Control Plane lists what is served here, and its UI filter offers them (issue 22); a
+  // GET /v1/repos on the Control Plane lists what is served here, and its UI filter offers them; a
   // reloaded file is reported again, and the report of the table it replaced stops retrying.
   const reports: Array<Promise<void>> = [];
   let lastReport: AbortController | undefined;

@@ -1,4 +1,4 @@
-// git for managed checkouts (issue 22 item 3): asynchronous (a fetch must not hold the server's event loop), every
+// git for managed checkouts: asynchronous (a fetch must not hold the server's event loop), every
 // call through the spawn policy with svc's host git (src/engine/host-git.ts: no global or system config, no hooks,
 // fsmonitor, submodules or redirects). Talking to the origin, the GitHub token goes only to the URL the push would
 // send it to (src/engine/git-token.ts: scheme, host, port and path), through GIT_ASKPASS. A redirect fails the

@@ -40,7 +40,7 @@ const ENCODED_PATH_STEP = /%(2e|2f|5c)/i;
  * True only for an https URL under the configured hooks prefix (spec: any other URL is never contacted). The URL
  * must read exactly as the WHATWG parser writes it: dot segments (also `%2e%2e`), backslashes, tabs and newlines
  * (`.<TAB>.`), other control characters, an upper-case host or a default port all change it under parsing, so
- * such a URL is refused instead of being sent somewhere its text did not say (issue 21: `…/hooks/../admin/x`).
+ * such a URL is refused instead of being sent somewhere its text did not say (`…/hooks/../admin/x`).
  * Encoded dots and slashes are refused too, and the prefix must end at a path boundary.
  */
 export function isAllowedChataUrl(value: unknown, prefix: string): value is string {

@@ -29,7 +29,7 @@ export interface RunnerOptions {
   stores: TriggerStores;
   executor: JobExecutor;
   concurrency: number;
-  /** Jobs of one repository active at once (issue 22); default `concurrency`. */
+  /** Jobs of one repository active at once; default `concurrency`. */
   repoConcurrency?: number;
   /** Where each job runs: its routed repository's directory. */
   workdirs: JobWorkdirs;

@@ -1,4 +1,4 @@
-// The served repositories file (issue 22): one line per repository, read whole and refused whole when any line is
+// The served repositories file: one line per repository, read whole and refused whole when any line is
 // wrong, so the trigger server never starts with a routing table it half understood. Pure text in, entries out;
 // the file system checks (does the checkout exist) live in served-repos-check.ts.
 //

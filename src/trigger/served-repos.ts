@@ -1,4 +1,4 @@
-// Which served repository an event belongs to (issue 22): exactly one, or a reason it is refused. Never a guess: a
+// Which served repository an event belongs to: exactly one, or a reason it is refused. Never a guess: a
 // GitHub event goes only to the entry named by its repository.full_name; other sources by the keys the operator
 // mapped, then the entry marked `default`, else nothing.
 import { existsSync, readFileSync, statSync } from 'node:fs';

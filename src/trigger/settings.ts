@@ -86,7 +86,7 @@ export function defaultReposFile(env: NodeJS.ProcessEnv): string {
 /**
  * Which repositories the server serves. A flag beats a variable; `--repos FILE` and `--repo DIR` (or the two
  * variables) together are refused rather than one silently winning. With neither, the default file when it exists,
- * else the current directory as the one-repository shorthand (what the server did before issue 22). A repositories
+ * else the current directory as the one-repository shorthand. A repositories
  * file that exists but loses to another source is named in a warning with what overrides it, and the router's
  * `source` names the real source (flag, variable, default file or cwd) for the start-up log.
  */

@@ -126,7 +126,7 @@ export const deleteRun: Handler<ControlDeps> = (ctx) => {
   if (outcome === 'active') {
     throw new HttpError('invalid_transition', `Run ${source}/${run} is still active; stop it before deleting`);
   }
-  // Remembered so its runner re-shipping it (`svc ship`) does not bring it back (issue 23 item 7).
+  // Remembered so its runner re-shipping it (`svc ship`) does not bring it back.
   ctx.deps.stores.deletedRuns.add(source, run, ctx.deps.clock());
   return json(200, { deleted: true });
 };
