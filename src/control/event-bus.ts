@@ -3,7 +3,7 @@
 import { UnavailableError } from '../errors.ts';
 import type { ControlStores } from '../db/control-stores.ts';
 import type { EventRow } from '../db/events-store.ts';
-import { iso } from '../db/run-row-json.ts';
+import { iso } from '../iso-time.ts';
 
 /** One event, encoded once: `json` is the DESIGN §3 event JSON, `frame` the complete SSE frame. */
 export interface EncodedEvent {

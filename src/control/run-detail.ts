@@ -3,7 +3,7 @@
 import type { ControlStores } from '../db/control-stores.ts';
 import type { RunRow } from '../db/run-types.ts';
 import { obj, str } from '../untrusted.ts';
-import { iso } from '../db/run-row-json.ts';
+import { iso } from '../iso-time.ts';
 
 /** An answer given while the run is still blocked: it has not reached the run yet. */
 export interface PendingAnswer {

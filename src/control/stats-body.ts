@@ -1,7 +1,7 @@
 // The bodies of GET /v1/stats and /v1/stats/cost from a stats store: the same code on the expensive-reads thread
 // (expensive-reads-worker.ts) and on the main thread when that thread cannot run. Reads only; no HTTP here.
 import { TERMINAL_STATUSES } from '../run-json.ts';
-import { iso } from '../db/run-row-json.ts';
+import { iso } from '../iso-time.ts';
 import { DAY_MS, type CostGroup, type StatsFilter, type StatsStore } from '../db/stats-store.ts';
 
 function window(f: StatsFilter) {

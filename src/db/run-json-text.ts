@@ -1,6 +1,6 @@
 // Run JSON as text in one pass, for the runs list: byte-identical to JSON.stringify(runToJson(row)) (a test compares
 // them over odd rows), without building an object per row or a Date per time. Must not change what a run looks like.
-import { iso } from './run-row-json.ts';
+import { iso } from '../iso-time.ts';
 import { RUN_JSON_FIELDS as PUBLIC_RUN_COLUMNS } from '../run-json.ts';
 import type { PublicRunTuple } from './run-types.ts';
 

@@ -3,9 +3,7 @@
 import type { RunJson } from '../run-json.ts';
 import type { RunRow } from './run-types.ts';
 
-export function iso(ms: number | null): string | null {
-  return ms === null ? null : new Date(ms).toISOString();
-}
+import { iso } from '../iso-time.ts';
 
 /** DESIGN §3 Run JSON. `repo_path`, `pid` and `extra` are internal and never leave the server. */
 export function runToJson(row: RunRow): RunJson {

@@ -14,7 +14,7 @@ import { loadOrCreateSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { canonicalJson } from '../canonical-json.ts';
 import { openPullRequest } from './pr.ts';
-import { isoNow } from './run-state.ts';
+import { isoNow } from '../iso-time.ts';
 import { fence } from './text.ts';
 import { agentSandbox, agentExtraEnv, postAgentGit, type RunSandbox } from './sandbox.ts';
 

@@ -13,7 +13,8 @@
 // the start it runs in: a run it cannot rename is left for the next start.
 import { join } from 'node:path';
 import { git } from './git.ts';
-import { writeState, isoNow, type RunState } from './run-state.ts';
+import { writeState, type RunState } from './run-state.ts';
+import { isoNow } from '../iso-time.ts';
 import { runDir } from './paths.ts';
 import { openEventLog } from './events-log.ts';
 import { markPending } from './ship-pending.ts';

@@ -2,7 +2,8 @@
 import { join, dirname, basename } from 'node:path';
 import { createHash } from 'node:crypto';
 import { openEventLog, type EventLog } from './events-log.ts';
-import { readState, writeState, isoNow, type RunState } from './run-state.ts';
+import { readState, writeState, type RunState } from './run-state.ts';
+import { isoNow } from '../iso-time.ts';
 import type { RunStatus } from '../run-json.ts';
 import { artifactsDir } from './paths.ts';
 import { terminateGroup, type ProcIdentity } from './proc-group.ts';

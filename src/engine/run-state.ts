@@ -81,7 +81,3 @@ export function writeState(dir: string, state: RunState): void {
   assertPlainDir(dir);
   writeJsonAtomic(statePath(dir), state);
 }
-
-export function isoNow(now: number = Date.now()): string {
-  return new Date(now).toISOString();
-}

@@ -2,7 +2,8 @@
 // grace.
 import { existsSync } from 'node:fs';
 import { runDir } from './paths.ts';
-import { tryReadState, writeState, isoNow, type RunState } from './run-state.ts';
+import { tryReadState, writeState, type RunState } from './run-state.ts';
+import { isoNow } from '../iso-time.ts';
 import { TERMINAL } from '../run-json.ts';
 import { openEventLog } from './events-log.ts';
 import { signalGroup, waitGroupGone, terminateGroup } from './proc-group.ts';

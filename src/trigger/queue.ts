@@ -7,6 +7,7 @@ import { placeBatch, precheck, type PlaceOutcome } from './queue-place.ts';
 import { queueShares, type QueueShares } from './queue-shares.ts';
 import { createKeyLeases } from './key-leases.ts';
 import type { EnqueueRequest, EnqueueResult, Origin } from './delivery.ts';
+import { iso } from '../iso-time.ts';
 
 /** What the cheap checks say before a delivery does any work; `open` holds its keys until `release()`. */
 export type Admission = { kind: 'duplicate'; jobId: string } | { kind: 'full' } | { kind: 'open'; release: () => void };
@@ -117,10 +118,6 @@ export function createJobQueue(opts: JobQueueOptions): JobQueue {
       return { queued: stores.jobs.countByStatus('queued'), running: stores.jobs.countByStatus('running') };
     },
   };
-}
-
-function iso(ms: number | null): string | null {
-  return ms === null ? null : new Date(ms).toISOString();
 }
 
 /** The job JSON of DESIGN §5. */

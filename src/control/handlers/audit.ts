@@ -4,7 +4,7 @@ import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
 import { checkQueryKeys, parseLimit } from '../params.ts';
-import { iso } from '../../db/run-row-json.ts';
+import { iso } from '../../iso-time.ts';
 import { encodeCursor, decodeCursor } from '../id-cursor.ts';
 
 function parseVerify(value: string | null): boolean {

@@ -4,7 +4,7 @@ import { json } from '../../http/respond.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
 import { checkQueryKeys, parseLimit } from '../params.ts';
-import { iso } from '../../db/run-row-json.ts';
+import { iso } from '../../iso-time.ts';
 import { BUILTIN_PROVIDERS } from '../config-schema.ts';
 import { readEffectiveConfig } from '../config-schema.ts';
 import { findOnPath, createVersionProbe, describeProviders, type VersionProbe } from '../provider-detect.ts';
