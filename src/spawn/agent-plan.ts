@@ -11,8 +11,8 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, type Di
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { isSecretName } from './env.ts';
 import { providerFolders } from './provider-folders.ts';
-import { layProviderHome, type HomeMount } from './provider-home.ts';
-import { within, type SandboxPlan } from './bwrap-argv.ts';
+import { layProviderHome } from './provider-home.ts';
+import { within, type HomeMount, type SandboxPlan } from './bwrap-argv.ts';
 import type { SandboxGate } from './sandbox-network.ts';
 import { isSystemPath } from './system-view.ts';
 import { DEFAULT_LIMITS, type SandboxLimits } from './limits.ts';

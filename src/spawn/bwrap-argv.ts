@@ -17,8 +17,14 @@ import { systemView, isSystemPath } from './system-view.ts';
 import { limitArgv, type SandboxLimits } from './limits.ts';
 import { gateMounts, throughGate, type SandboxGate } from './sandbox-network.ts';
 import { filterArgv } from './seccomp.ts';
-import type { HomeMount } from './provider-home.ts';
 
+
+export interface HomeMount {
+  /** Host path bound at `target` (the same path as the CLI expects under HOME). */
+  source: string;
+  target: string;
+  writable: boolean;
+}
 
 export interface SandboxPlan {
   /** Read-only paths beyond the system folders: the program's install, folders on PATH, the git metadata. */

@@ -10,14 +10,7 @@
 import { copyFileSync, lstatSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { providerLayout, type ProviderLayout } from './provider-layout.ts';
-import { within } from './bwrap-argv.ts';
-
-export interface HomeMount {
-  /** Host path bound at `target` (the same path as the CLI expects under HOME). */
-  source: string;
-  target: string;
-  writable: boolean;
-}
+import { within, type HomeMount } from './bwrap-argv.ts';
 
 export interface ProviderHomeInput {
   /** The built-in CLI (provider-layout.ts); any other name lays only its fresh folders. */
