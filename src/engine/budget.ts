@@ -11,8 +11,19 @@ export function budgetQuestion(spent: number, budget: number, maxUsd: number | n
 }
 
 /** Whether an answer to the budget question allows more spending. */
-export function extendsBudget(answer: string): boolean {
+function extendsBudget(answer: string): boolean {
   return /^\s*(y|yes|continue|ok)\b/i.test(answer);
+}
+
+/**
+ * The one rule for an answer to the budget question, wherever the run waits for it (provider paused, or exited): "yes"
+ * raises the budget by max_usd (else by the budget itself); anything else ends the run with the stop message.
+ */
+export function answerBudget(
+  answer: string, spent: number, budget: number, maxUsd: number | null,
+): { budget_usd: number } | { stop: string } {
+  if (extendsBudget(answer)) return { budget_usd: budget + (maxUsd ?? budget) };
+  return { stop: budgetStopMessage(spent, budget) };
 }
 
 /** Why a run that was not allowed past its budget ended (its run error; the checks still ran). */

@@ -45,9 +45,7 @@ export function saveDiff(ctx: RunContext, diff: DiffResult): void {
   ctx.saveArtifact('diffstat.json', JSON.stringify({ files, insertions, deletions, patch_sha256 }, null, 2));
 }
 
-export async function verifyWork(
-  ctx: RunContext, policy: Policy, diff: DiffResult, sandbox: RunSandbox,
-): Promise<CheckResult[]> {
+export async function verifyWork(ctx: RunContext, policy: Policy, sandbox: RunSandbox): Promise<CheckResult[]> {
   return runChecks(policy.checks, {
     cwd: ctx.state.workdir,
     sandboxFor: (argv) => agentSandbox(ctx, sandbox, argv[0]!, null, policy.limits),
@@ -61,10 +59,7 @@ export async function verifyWork(
       ctx.say(`check ${String(d.name)} exit ${String(d.exit_code)}`);
     },
     stopped: () => ctx.stopRequested(),
-  }).finally(() => {
-    ctx.setChild(null);
-    void diff;
-  });
+  }).finally(() => ctx.setChild(null));
 }
 
 /** At most this many hosts and denials are listed in a receipt; egress.jsonl has every connection. */

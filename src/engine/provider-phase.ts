@@ -8,7 +8,7 @@ import { spawnGroup, type GroupResult, type GroupRun } from './spawn-group.ts';
 import { createUsageParser, addUsage, type Usage } from './usage-parsers.ts';
 import { takeAnswer, takeStopRequest } from './answers.ts';
 import { oneLine } from './text.ts';
-import { budgetQuestion, budgetReached, budgetStopMessage, extendsBudget } from './budget.ts';
+import { answerBudget, budgetQuestion, budgetReached } from './budget.ts';
 import { writeNoFollow, readAgentFile } from './safe-fs.ts';
 import {
   agentSandbox, agentExtraEnv, protocolFiles, releaseProviderHome, watchedLimits, type ProtocolFiles, type RunSandbox,
@@ -219,12 +219,12 @@ function pollBudgetAnswer(ctx: RunContext, proc: GroupRun, a: Attempt, maxUsd: n
   if (answer === null) return;
   a.budgetAsked = false;
   ctx.event('answer', { answer });
-  const budget = ctx.state.budget_usd ?? 0;
-  if (extendsBudget(answer)) {
-    ctx.setStatus('running', { question: null, budget_usd: budget + (maxUsd ?? budget) });
+  const decided = answerBudget(answer, ctx.state.cost_usd ?? 0, ctx.state.budget_usd ?? 0, maxUsd);
+  if ('budget_usd' in decided) {
+    ctx.setStatus('running', { question: null, budget_usd: decided.budget_usd });
     proc.resume();
   } else {
-    a.overBudget = budgetStopMessage(ctx.state.cost_usd ?? 0, budget);
+    a.overBudget = decided.stop;
     ctx.setStatus('running', { question: null });
     proc.kill();
   }
@@ -299,11 +299,12 @@ async function budgetAfterExit(
   const answer = await waitForAnswer(ctx);
   if (answer === null) return { kind: 'stopped' };
   ctx.event('answer', { answer });
-  if (!extendsBudget(answer)) {
+  const decided = answerBudget(answer, total.cost_usd!, budget, maxUsd);
+  if ('stop' in decided) {
     ctx.setStatus('running', { question: null });
-    return { kind: 'over-budget', exitCode, error: budgetStopMessage(total.cost_usd!, budget) };
+    return { kind: 'over-budget', exitCode, error: decided.stop };
   }
-  ctx.setStatus('running', { question: null, budget_usd: budget + (maxUsd ?? budget) });
+  ctx.setStatus('running', { question: null, budget_usd: decided.budget_usd });
   return null;
 }
 

@@ -32,25 +32,39 @@ function prepareWorkdir(ctx: RunContext): void {
 }
 
 /** `checkAnyway`: a limit ended the provider, and the checks still say what its work is worth (not_verified). */
-async function finish(
-  ctx: RunContext, policy: Policy, sandbox: RunSandbox, failure: string | null, exitCode: number | null,
-  checkAnyway = false,
-): Promise<void> {
+/**
+ * How the provider phase ended: `failure` is null when it succeeded. A run a limit ended (`limit`) or its budget
+ * ended (`over-budget`) still has its checks run on what exists; one past its budget opens no PR and is `stopped`.
+ */
+interface Ending {
+  kind: 'done' | 'failed' | 'limit' | 'over-budget';
+  failure: string | null;
+  exitCode: number | null;
+}
+
+/** The one finish sequence: diff, checks, the receipt (or the pod's evidence), the PR when allowed, the status. */
+async function finish(ctx: RunContext, policy: Policy, sandbox: RunSandbox, end: Ending): Promise<void> {
   const diff = collectDiff(ctx, sandbox);
   saveDiff(ctx, diff);
-  const checks = failure && !checkAnyway ? [] : await verifyWork(ctx, policy, diff, sandbox);
+  const checks = end.kind === 'failed' ? [] : await verifyWork(ctx, policy, sandbox);
   if (ctx.stopRequested()) return;
   const ended = isoNow();
   ctx.update({ ended_at: ended });
-  if (signsLater(ctx.env)) return leaveEvidence(ctx, 'finished', failure, exitCode, checks);
-  const receipt = writeReceipt(ctx, checks, diff, failure !== null, sandbox);
-  const checkFailed = failure === null ? failedRequiredCheck(checks) : null;
-  let error = failure ?? (checkFailed ? requiredCheckError(checkFailed) : null);
+  const overBudget = end.kind === 'over-budget';
+  if (signsLater(ctx.env)) {
+    return leaveEvidence(ctx, overBudget ? 'over_budget' : 'finished', end.failure, end.exitCode, checks);
+  }
+  const receipt = writeReceipt(ctx, checks, diff, end.failure !== null, sandbox);
+  const checkFailed = end.failure === null ? failedRequiredCheck(checks) : null;
+  let error = end.failure ?? (checkFailed ? requiredCheckError(checkFailed) : null);
   if (!error) error = await maybeOpenPr(ctx, policy, receipt);
   else if (ctx.state.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
-  const failed_check = checkFailed?.name ?? null;
-  const status = error ? 'failed' : 'succeeded';
-  ctx.setStatus(status, { error, failed_check, ended_at: ended, exit_code: exitCode, question: null });
+  const status = overBudget ? 'stopped' : error ? 'failed' : 'succeeded';
+  const failed_check = overBudget ? undefined : checkFailed?.name ?? null;
+  ctx.setStatus(status, {
+    error, ...(failed_check === undefined ? {} : { failed_check }), ended_at: ended, exit_code: end.exitCode,
+    question: null,
+  });
 }
 
 /**
@@ -105,11 +119,9 @@ async function startOrResume(ctx: RunContext, mode: WorkerMode): Promise<void> {
       maxUsd: policy.max_usd, notes, sandbox, limits: policy.limits,
     });
     if (outcome.kind === 'stopped' || ctx.stopRequested()) return;
-    if (outcome.kind === 'failed') await finish(ctx, policy, sandbox, outcome.error, outcome.exitCode);
-    else if (outcome.kind === 'limit') await finish(ctx, policy, sandbox, outcome.error, outcome.exitCode, true);
-    else if (outcome.kind === 'over-budget') {
-      await finishOverBudget(ctx, policy, sandbox, outcome.error, outcome.exitCode);
-    } else await finish(ctx, policy, sandbox, null, 0);
+    await finish(ctx, policy, sandbox, outcome.kind === 'done'
+      ? { kind: 'done', failure: null, exitCode: 0 }
+      : { kind: outcome.kind, failure: outcome.error, exitCode: outcome.exitCode });
   } finally {
     await sandbox.gate?.close();
   }
@@ -121,22 +133,6 @@ async function withGate(ctx: RunContext, policy: Policy, passed: Record<string, 
   return { mode, gate: mode.kind === 'none' ? null : await openRunGate(ctx, policy), passed };
 }
 
-/** Not allowed past its budget: the checks still run on what exists and a receipt says so; no PR, status stopped. */
-async function finishOverBudget(
-  ctx: RunContext, policy: Policy, sandbox: RunSandbox, error: string, exitCode: number | null,
-): Promise<void> {
-  const diff = collectDiff(ctx, sandbox);
-  saveDiff(ctx, diff);
-  const checks = await verifyWork(ctx, policy, diff, sandbox);
-  if (ctx.stopRequested()) return;
-  const ended = isoNow();
-  ctx.update({ ended_at: ended });
-  if (signsLater(ctx.env)) return leaveEvidence(ctx, 'over_budget', error, exitCode, checks);
-  const receipt = writeReceipt(ctx, checks, diff, true, sandbox);
-  if (ctx.state.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
-  ctx.setStatus('stopped', { error, ended_at: ended, exit_code: exitCode, question: null });
-}
-
 async function reverify(ctx: RunContext): Promise<void> {
   const policy = runPolicy(ctx);
   const sandbox = await withGate(ctx, policy, passedEnvFor(ctx.state.repo_path, ctx.state.workdir, ctx.env));
@@ -144,7 +140,7 @@ async function reverify(ctx: RunContext): Promise<void> {
     ctx.event('log', { stream: 'svc', text: 'verify: re-running checks' });
     const diff = collectDiff(ctx, sandbox);
     saveDiff(ctx, diff);
-    const checks = await verifyWork(ctx, policy, diff, sandbox);
+    const checks = await verifyWork(ctx, policy, sandbox);
     if (ctx.stopRequested()) return;
     // A run its checks failed is judged again on these checks; one that failed before them stays failed.
     const failedBeforeChecks = ctx.state.status === 'failed' && ctx.state.error !== null && !ctx.state.failed_check;

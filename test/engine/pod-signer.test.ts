@@ -95,7 +95,7 @@ async function signPod(name: string, w: { ws: string; base: string; head: string
   writeFileSync(join(sealedDir, 'seal.json'), JSON.stringify(seal));
   const home = join(root, `${name}-signer-home`);
   mkdirSync(home);
-  const env = { PATH: process.env.PATH, HOME: home };
+  const env = { PATH: process.env.PATH, HOME: home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0' };
   await signRun({ run, source: 'k8s', workspace: w.ws, sealedDir, pr: false, env, say: () => {} });
   const receipt = join(home, 'work', '.svc', 'runs', run, 'artifacts', 'receipt.json');
   return existsSync(receipt) ? JSON.parse(readFileSync(receipt, 'utf8')) as Receipt : null;

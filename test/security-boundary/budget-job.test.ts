@@ -25,6 +25,7 @@ describe('the budget during an invocation of a /jobs job', () => {
     const config = JSON.parse(readFileSync(join(repo.repo, '.svc', 'config.json'), 'utf8'));
     writeFileSync(join(repo.repo, '.svc', 'config.json'), JSON.stringify({ ...config, provider: 'spender' }));
     const env = { PATH: process.env.PATH, HOME: repo.home, LANG: 'C', ...GIT_ENV, SVC_API_TOKEN: API_TOKEN,
+      SVC_CONTROL_URL: 'http://127.0.0.1:9',
       SVC_TRIGGER_DB: join(repo.root, 'trigger.db'), SVC_SANDBOX: process.env.SVC_SANDBOX };
     if (env.SVC_SANDBOX === undefined) delete env.SVC_SANDBOX;
     trigger = await serve(['trigger', 'serve', '--port', '0', '--repo', repo.repo], env);

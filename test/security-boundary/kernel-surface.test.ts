@@ -121,7 +121,7 @@ function suite(asNobody: boolean): void {
     if (asNobody) letNobodyReach(CLI);
     repo = makeRepo({ providers: PROVIDERS, policy: { checks: [{ name: 'exists', run: ['test', '-f', 'a.txt'] }] } });
     writeFileSync(join(repo.home, 'agent-state', 'probe.py'), PROBE_CALLS);
-    env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: '' };
+    env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0' };
     delete env.SVC_SANDBOX;
     delete env.SVC_ORIGIN;
     if (asNobody) execFileSync('chown', ['-R', `${NOBODY}:${NOBODY}`, repo.root]);

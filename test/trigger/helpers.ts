@@ -86,6 +86,8 @@ export async function startTestTrigger(
     HOME: home,
     LANG: 'C.UTF-8',
     TRACKERB_LABELS: 'svc',
+    // Runs its jobs start ship nowhere unless the test names a Control Plane it started (extraEnv).
+    SVC_CONTROL_URL: 'http://127.0.0.1:9',
     ...SECRETS,
     ...extraEnv,
   };
