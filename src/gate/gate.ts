@@ -3,6 +3,7 @@
 // the model API keys, and records every connection. It must never connect to a name: only to a checked address.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { chmodSync, rmSync } from 'node:fs';
 import { handleConnect } from './tunnel.ts';
 import { handleRequest } from './forward.ts';
@@ -74,6 +75,10 @@ function answerEgress(asker: Asker, runs: RunRecords, req: IncomingMessage, res:
   res.end(body);
 }
 
+function destroyOnError(this: Duplex): void {
+  this.destroy();
+}
+
 function createGateServer(
   ctx: GateContext, book: ClientBook, runs: RunRecords, sockets: Set<Socket>, log: Logger,
 ): Server {
@@ -116,7 +121,13 @@ function createGateServer(
     handleRequest(ctx, admission.asker, admission.url, req, res)
       .catch((err) => onError(err, () => refuse(res, 502, 'internal error')));
   });
+  // Once a socket leaves the HTTP parser (CONNECT, Upgrade) node no longer listens for its errors: a peer's reset
+  // while the gate writes its refusal would be an unhandled 'error' and end the process. Listen before anything else.
+  const quietly = (socket: Duplex): void => {
+    if (!socket.listeners('error').includes(destroyOnError)) socket.on('error', destroyOnError);
+  };
   server.on('connect', (req, socket, head) => {
+    quietly(socket);
     const admission = book.admit(req);
     if (!admission.admitted) {
       refuseRaw(socket, admission.status, admission.reason, challenge(admission.status));
@@ -126,8 +137,12 @@ function createGateServer(
     handleConnect(ctx, admission.asker, req, socket, head)
       .catch((err) => onError(err, () => refuseRaw(socket, 502, 'internal error')));
   });
-  server.on('upgrade', (_req, socket) => refuseRaw(socket, 403, 'protocol upgrades are not forwarded'));
+  server.on('upgrade', (_req, socket) => {
+    quietly(socket);
+    refuseRaw(socket, 403, 'protocol upgrades are not forwarded');
+  });
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+    quietly(socket);
     const tooBig = err.code === 'HPE_HEADER_OVERFLOW';
     if (socket.writable) refuseRaw(socket, tooBig ? 431 : 400, tooBig ? 'request head too large' : 'malformed request');
     else socket.destroy();
