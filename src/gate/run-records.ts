@@ -6,14 +6,15 @@
 // is never answered for with a partial record set. Nothing is kept across a restart: the answer says since when.
 import type { EgressHost, EgressDenial, EgressRecord } from './evidence.ts';
 
-const RECORDS_PER_RUN = 1_000;
-/** Distinct (host, port) destinations and distinct refusals counted per run. */
-const DESTINATIONS_PER_RUN = 500;
+const RECORDS_PER_RUN = 250;
+/** Distinct (host, port) destinations, and distinct refusals, counted per run. */
+const DESTINATIONS_PER_RUN = 250;
 const RUNS_KEPT = 500;
 /** Runs let go whose ids are still remembered (an id is a few dozen bytes). */
 const EVICTED_KEPT = 50_000;
-/** Longest host, reason, rule or server name kept (a host name is at most 253). */
-const TEXT_MAX = 300;
+/** Longest host, rule or server name kept (a host name is at most 253), and longest reason. */
+const NAME_MAX = 256;
+const REASON_MAX = 300;
 
 export interface RunEgress {
   /** Every connection the run made, and how many were denied (exact, even past the records kept). */
@@ -40,13 +41,24 @@ interface RunTally {
 
 export type RunAnswer = { known: true; egress: RunEgress } | { known: false; evicted: boolean };
 
-const cut = (text: string | null): string | null => (text === null ? null : text.slice(0, TEXT_MAX));
+/**
+ * At most `max` characters, in a string of its own: a slice of a longer string can keep all of it alive (V8 shares
+ * the parent), so a record kept for a run's lifetime could hold a whole request head.
+ */
+function own(text: string, max: number): string {
+  return Buffer.from(text.slice(0, max), 'utf8').toString('utf8');
+}
 
-/** The record with its free-text fields bounded: what the gate keeps in memory and writes out. */
-export function boundedRecord(record: EgressRecord): EgressRecord {
+const ownOrNull = (text: string | null, max = NAME_MAX): string | null => (text === null ? null : own(text, max));
+
+/** The record with its text fields bounded and copied: what the gate keeps in memory and writes out. */
+export function boundedRecord(r: EgressRecord): EgressRecord {
   return {
-    ...record, host: record.host.slice(0, TEXT_MAX), rule: cut(record.rule), reason: cut(record.reason),
-    address: cut(record.address), sni: cut(record.sni), method: cut(record.method), model: cut(record.model),
+    ...r, host: own(r.host, NAME_MAX), rule: ownOrNull(r.rule), reason: ownOrNull(r.reason, REASON_MAX),
+    address: ownOrNull(r.address), sni: ownOrNull(r.sni), method: ownOrNull(r.method), model: ownOrNull(r.model),
+    ...(r.job !== undefined ? { job: own(r.job, NAME_MAX) } : {}),
+    ...(r.run !== undefined ? { run: own(r.run, NAME_MAX) } : {}),
+    ...(r.repo !== undefined ? { repo: own(r.repo, NAME_MAX) } : {}),
   };
 }
 
