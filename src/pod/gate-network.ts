@@ -108,9 +108,11 @@ export async function podGateNetwork(
   }
   const since = timeOf(answer.since);
   const started = timeOf(startedAt);
-  if (since === null || started === null || since > started) {
-    return unconfined(`the gate has kept records since ${str(answer.since) ?? 'an unknown time'}, ` +
-      `after the run started (${startedAt || 'unknown'}): it restarted during the run`);
+  if (since === null) return unconfined('the gate did not say since when it has kept records');
+  if (started === null) return unconfined('the run\'s start is unknown, so the gate may have missed part of it');
+  if (since > started) {
+    return unconfined(`the gate has kept records since ${str(answer.since)}, after the run started ` +
+      `(${startedAt}): it restarted during the run`);
   }
   const records = arr(answer.records).map(readEgressRecord);
   const hosts = arr(answer.hosts).map(readHost);
