@@ -11,10 +11,17 @@ export type HelloReading =
   | { kind: 'malformed'; reason: string }
   | { kind: 'hello'; serverName: string | null };
 
+/** Data events the gate takes before the hello is complete: a client sending it in crumbs only costs the gate. */
+export const MAX_HELLO_PIECES = 4096;
+
 const HANDSHAKE = 22;
 const CLIENT_HELLO = 1;
 const SERVER_NAME = 0;
 const HOST_NAME = 0;
+// Extensions that carry the real server name encrypted (RFC 9849 ECH; the ESNI draft): the clear server_name is then a
+// cover name the gate would check while the server answers as the hidden one.
+const ENCRYPTED_CLIENT_HELLO = 0xfe0d;
+const ENCRYPTED_SERVER_NAME = 0xffce;
 
 /**
  * The handshake bytes carried by the leading handshake records (`ended`: another kind of record follows them, so no
@@ -59,6 +66,55 @@ export function readClientHello(buf: Buffer): HelloReading {
   } catch (err) {
     if (err instanceof HelloError) return { kind: 'malformed', reason: err.message };
     throw err;
+  }
+}
+
+/** Where the buffer must reach before reading it again can tell more: the end of the first incomplete record. */
+function bytesWanted(buf: Buffer): number {
+  let at = 0;
+  for (;;) {
+    if (buf.length < at + 5) return at + 5;
+    const end = at + 5 + buf.readUInt16BE(at + 3);
+    if (buf.length < end) return end;
+    at = end;
+  }
+}
+
+const TOO_MANY_PIECES: HelloReading = { kind: 'malformed', reason: 'the TLS ClientHello came in too many pieces' };
+
+/**
+ * A hello as it arrives in pieces. Keeps the pieces and reads them only once a record they announced is complete, so
+ * a hello sent a byte at a time costs the gate a few readings, not one per byte; past MAX_HELLO_PIECES it is refused.
+ */
+export class HelloAssembler {
+  private pieces: Buffer[] = [];
+  private total = 0;
+  private wanted = 1;
+  private count = 0;
+  /** How many times the bytes were read (what a crumbling client can make the gate do). */
+  readings = 0;
+
+  /** Every byte so far, in one buffer. */
+  bytes(): Buffer {
+    if (this.pieces.length !== 1) this.pieces = [Buffer.concat(this.pieces, this.total)];
+    return this.pieces[0] ?? Buffer.alloc(0);
+  }
+
+  push(piece: Buffer): HelloReading {
+    if (piece.length === 0) return { kind: 'more' };
+    this.count += 1;
+    this.pieces.push(piece);
+    this.total += piece.length;
+    if (this.total < this.wanted) {
+      return this.count > MAX_HELLO_PIECES ? TOO_MANY_PIECES : { kind: 'more' };
+    }
+    const seen = this.bytes();
+    this.readings += 1;
+    const reading = readClientHello(seen);
+    if (reading.kind !== 'more') return reading;
+    if (this.count > MAX_HELLO_PIECES) return TOO_MANY_PIECES;
+    this.wanted = Math.max(this.total + 1, bytesWanted(seen));
+    return reading;
   }
 }
 
@@ -107,6 +163,9 @@ function serverNameOf(body: Buffer): string | null {
   while (!extensions.done) {
     const type = extensions.u16();
     const data = extensions.vector16();
+    if (type === ENCRYPTED_CLIENT_HELLO || type === ENCRYPTED_SERVER_NAME) {
+      throw new HelloError('the TLS ClientHello hides its server name (encrypted ClientHello): refused');
+    }
     if (type !== SERVER_NAME) continue;
     if (seen) throw new HelloError('the TLS ClientHello names a server twice');
     seen = true;

@@ -3,11 +3,12 @@
 // the model API keys, and records every connection. It must never connect to a name: only to a checked address.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { chmodSync, rmSync } from 'node:fs';
 import { handleConnect } from './tunnel.ts';
 import { handleRequest } from './forward.ts';
 import { ClientBook, CHALLENGE, type Admission, type Asker, type GateClients } from './clients.ts';
-import { RunRecords } from './run-records.ts';
+import { RunRecords, boundedRecord } from './run-records.ts';
 import {
   DEFAULT_LIMITS, refuse, refuseRaw, tcpConnect, type ConnectFn, type GateContext, type GateLimits,
 } from './context.ts';
@@ -59,19 +60,38 @@ function refusedRecord(req: IncomingMessage, refusal: Admission & { admitted: fa
   };
 }
 
-/** `GET /_job/<credential>/_egress`: the asking run's records and totals, and the policy it was decided by. */
+/**
+ * `GET /_job/<credential>/_egress`: the asking run's totals, counts per destination and refusal, first records, and
+ * the policy it was decided by, with `since` (this gate's start: it saw nothing before). A run this gate never saw
+ * since its start, or let go, is a 404: an empty answer would read as a run that made no connection.
+ */
 function answerEgress(asker: Asker, runs: RunRecords, req: IncomingMessage, res: ServerResponse): void {
   req.resume();
   if (req.method !== 'GET' || !asker.who) {
     refuse(res, 405, 'the egress records are read with GET');
     return;
   }
+  const run = asker.who.run;
+  const answer = runs.of(run);
+  const headers = { 'content-type': 'application/json', 'cache-control': 'no-store' };
+  if (!answer.known) {
+    const reason = answer.evicted
+      ? 'this gate let the run\'s records go (it keeps the most recently active runs)'
+      : 'this gate has no record of the run since it started';
+    res.writeHead(404, headers);
+    res.end(JSON.stringify({ run, since: runs.since, known: false, evicted: answer.evicted, reason }));
+    return;
+  }
   const body = JSON.stringify({
-    ...runs.of(asker.who.run), run: asker.who.run,
+    ...answer.egress, run, since: runs.since, known: true,
     policy: { allow: asker.policy.allow.map((p) => p.text), deny: asker.policy.deny.map((p) => p.text) },
   });
-  res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+  res.writeHead(200, headers);
   res.end(body);
+}
+
+function destroyOnError(this: Duplex): void {
+  this.destroy();
 }
 
 function createGateServer(
@@ -116,7 +136,13 @@ function createGateServer(
     handleRequest(ctx, admission.asker, admission.url, req, res)
       .catch((err) => onError(err, () => refuse(res, 502, 'internal error')));
   });
+  // Once a socket leaves the HTTP parser (CONNECT, Upgrade) node no longer listens for its errors: a peer's reset
+  // while the gate writes its refusal would be an unhandled 'error' and end the process. Listen before anything else.
+  const quietly = (socket: Duplex): void => {
+    if (!socket.listeners('error').includes(destroyOnError)) socket.on('error', destroyOnError);
+  };
   server.on('connect', (req, socket, head) => {
+    quietly(socket);
     const admission = book.admit(req);
     if (!admission.admitted) {
       refuseRaw(socket, admission.status, admission.reason, challenge(admission.status));
@@ -126,8 +152,12 @@ function createGateServer(
     handleConnect(ctx, admission.asker, req, socket, head)
       .catch((err) => onError(err, () => refuseRaw(socket, 502, 'internal error')));
   });
-  server.on('upgrade', (_req, socket) => refuseRaw(socket, 403, 'protocol upgrades are not forwarded'));
+  server.on('upgrade', (_req, socket) => {
+    quietly(socket);
+    refuseRaw(socket, 403, 'protocol upgrades are not forwarded');
+  });
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+    quietly(socket);
     const tooBig = err.code === 'HPE_HEADER_OVERFLOW';
     if (socket.writable) refuseRaw(socket, tooBig ? 431 : 400, tooBig ? 'request head too large' : 'malformed request');
     else socket.destroy();
@@ -158,8 +188,9 @@ export async function startGate(options: GateOptions): Promise<Gate> {
     models: new Map((options.models ?? []).map((m) => [m.name, m])),
     ca: options.ca,
     limits: { ...DEFAULT_LIMITS, ...options.limits },
-    record: (r) => {
+    record: (whole) => {
       try {
+        const r = boundedRecord(whole);
         runs.add(r);
         records(r);
       } catch {

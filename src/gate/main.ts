@@ -21,10 +21,19 @@ export interface GateServeSettings {
   maxPerJob: number;
 }
 
-/** The operator's policies: the default, and one per served repository (by its name, as the trigger routes jobs). */
+/**
+ * The operator's policies: the default, and one per served repository (by its name, as the trigger routes jobs),
+ * keyed in lower case: owner/name is compared without regard to case, as GitHub compares it, so a job routed as
+ * `Acme/Web` is never decided by the default lists when the file names `acme/web`.
+ */
 export interface GatePolicies {
   fallback: GatePolicy;
   repos: ReadonlyMap<string, GatePolicy>;
+}
+
+/** The policy a job for `repo` is decided by: its repository's entry (any case), else the default. */
+export function repoPolicy(policies: GatePolicies, repo: string): GatePolicy {
+  return policies.repos.get(repo.toLowerCase()) ?? policies.fallback;
 }
 
 /** Bases the operator set for the model APIs (a self-hosted endpoint); the rest use each API's own origin. */
@@ -44,7 +53,11 @@ export function loadGatePolicy(path: string | null): GatePolicies {
       if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) {
         throw new GatePolicyError(`repos.${name}`, 'must be {"allow": [...], "deny": [...]}');
       }
-      repos.set(name, parseGatePolicy(entry as { allow?: unknown; deny?: unknown }));
+      const key = name.toLowerCase();
+      if (repos.has(key)) {
+        throw new GatePolicyError(`repos.${name}`, 'names a repository already listed (in another case)');
+      }
+      repos.set(key, parseGatePolicy(entry as { allow?: unknown; deny?: unknown }));
     }
   }
   return { fallback: parseGatePolicy(value), repos };
@@ -63,13 +76,17 @@ export async function serveGateForever(
   const own = parseGatePolicy({ allow: routes.map((r) => r.base.host) }).allow;
   const withModels = (p: GatePolicy): GatePolicy => ({ allow: [...p.allow, ...own], deny: p.deny });
   const fallback = withModels(policies.fallback);
-  const repos = new Map([...policies.repos].map(([name, p]) => [name, withModels(p)]));
+  const served: GatePolicies = {
+    fallback, repos: new Map([...policies.repos].map(([name, p]) => [name, withModels(p)])),
+  };
+  // The gate cannot know which names the trigger serves: it says which it has, for the operator to compare.
+  log.info('gate repository policies', { repos: [...served.repos.keys()] });
   const gate = await startGate({
     policy: fallback,
     tcpPort: settings.port,
     tcpHost: settings.host,
     models: routes,
-    clients: { secret, maxPerClient: settings.maxPerJob, policyFor: (who) => repos.get(who.repo) ?? fallback },
+    clients: { secret, maxPerClient: settings.maxPerJob, policyFor: (who) => repoPolicy(served, who.repo) },
     // A pod has one address: what it holds, named or not yet named by a credential, is at most one job's share.
     limits: { maxConnectionsPerPeer: settings.maxPerJob },
     onRecord: (record) => process.stdout.write(`${JSON.stringify({ egress: record })}\n`),

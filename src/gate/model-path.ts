@@ -6,8 +6,9 @@
 export type ModelPath = { path: string } | { refused: string };
 
 const BAD_RAW = /[\\\x00-\x20\x7f#]/;
-// %2f / %5c (a slash the server may decode), %25 (a second round of decoding), controls.
-const BAD_ESCAPE = /%(2f|5c|25|[01][0-9a-f]|7f)/i;
+// %2f / %5c (a slash the server may decode), %25 (a second round of decoding), %3b (`..%3b` is `..;`, a dot segment
+// to a servlet container once decoded), controls.
+const BAD_ESCAPE = /%(2f|5c|25|3b|[01][0-9a-f]|7f)/i;
 const BROKEN_ESCAPE = /%(?![0-9a-f]{2})/i;
 
 /** `rest` is what follows `/_model/<api>`: empty, `/…` or `?…`. `basePath` is the route's base URL pathname. */
@@ -17,7 +18,7 @@ export function modelPath(basePath: string, rest: string): ModelPath {
   const query = mark < 0 ? '' : rest.slice(mark);
   if (BAD_RAW.test(rest)) return { refused: 'the model API path holds a backslash, space, control byte or "#"' };
   if (BROKEN_ESCAPE.test(rest)) return { refused: 'the model API path holds a broken %-escape' };
-  if (BAD_ESCAPE.test(rawPath)) return { refused: 'the model API path holds an encoded slash, backslash or "%"' };
+  if (BAD_ESCAPE.test(rawPath)) return { refused: 'the model API path holds an encoded slash, backslash, ";" or "%"' };
   const base = basePath.split('/').filter((s) => s !== '');
   const stack = [...base];
   const segments = rawPath === '' ? [] : rawPath.slice(1).split('/');

@@ -1,36 +1,128 @@
 // What a shared gate keeps of each run's connections, so the run's pod signer can ask for them (GET
 // /_job/<credential>/_egress) and put a network section the gate itself vouches for in the receipt. Bounded: a hostile
-// agent can open connections without end, so each run keeps its first records and exact totals, and the gate keeps
-// the most recent runs only.
-import type { EgressRecord } from './evidence.ts';
+// agent can open connections without end, so each run keeps exact totals, exact counts per destination and per
+// refusal up to a number of distinct ones (past that it is marked overflowed, never silently short), and its first
+// records as evidence. The gate keeps the runs most recently active; a run it let go is remembered as evicted, so it
+// is never answered for with a partial record set. Nothing is kept across a restart: the answer says since when.
+import type { EgressHost, EgressDenial, EgressRecord } from './evidence.ts';
 
-const RECORDS_PER_RUN = 5_000;
+const RECORDS_PER_RUN = 250;
+/** Distinct (host, port) destinations, and distinct refusals, counted per run. */
+const DESTINATIONS_PER_RUN = 250;
 const RUNS_KEPT = 500;
+/** Runs let go whose ids are still remembered (an id is a few dozen bytes). */
+const EVICTED_KEPT = 50_000;
+/** Longest host, rule or server name kept (a host name is at most 253), and longest reason. */
+const NAME_MAX = 256;
+const REASON_MAX = 300;
 
 export interface RunEgress {
   /** Every connection the run made, and how many were denied (exact, even past the records kept). */
   connections: number;
   denied: number;
+  /** Per destination, exact for every destination listed. */
+  hosts: EgressHost[];
+  /** Per distinct refusal (host, port, reason), exact for every one listed. */
+  denials: EgressDenial[];
+  /** More distinct destinations or refusals came than are counted: `hosts`/`denials` do not name them all. */
+  overflow: boolean;
+  /** The run's first records, as evidence; `connections` says how many there were in all. */
   records: EgressRecord[];
 }
 
-export class RunRecords {
-  private readonly runs = new Map<string, RunEgress>();
+interface RunTally {
+  connections: number;
+  denied: number;
+  hosts: Map<string, EgressHost>;
+  denials: Map<string, EgressDenial>;
+  overflow: boolean;
+  records: EgressRecord[];
+}
 
-  add(record: EgressRecord): void {
-    if (!record.run) return;
-    let run = this.runs.get(record.run);
-    if (!run) {
-      run = { connections: 0, denied: 0, records: [] };
-      this.runs.set(record.run, run);
-      if (this.runs.size > RUNS_KEPT) this.runs.delete(this.runs.keys().next().value as string);
-    }
+export type RunAnswer = { known: true; egress: RunEgress } | { known: false; evicted: boolean };
+
+/**
+ * At most `max` characters, in a string of its own: a slice of a longer string can keep all of it alive (V8 shares
+ * the parent), so a record kept for a run's lifetime could hold a whole request head.
+ */
+function own(text: string, max: number): string {
+  return Buffer.from(text.slice(0, max), 'utf8').toString('utf8');
+}
+
+const ownOrNull = (text: string | null, max = NAME_MAX): string | null => (text === null ? null : own(text, max));
+
+/** The record with its text fields bounded and copied: what the gate keeps in memory and writes out. */
+export function boundedRecord(r: EgressRecord): EgressRecord {
+  return {
+    ...r, host: own(r.host, NAME_MAX), rule: ownOrNull(r.rule), reason: ownOrNull(r.reason, REASON_MAX),
+    address: ownOrNull(r.address), sni: ownOrNull(r.sni), method: ownOrNull(r.method), model: ownOrNull(r.model),
+    ...(r.job !== undefined ? { job: own(r.job, NAME_MAX) } : {}),
+    ...(r.run !== undefined ? { run: own(r.run, NAME_MAX) } : {}),
+    ...(r.repo !== undefined ? { repo: own(r.repo, NAME_MAX) } : {}),
+  };
+}
+
+export class RunRecords {
+  /** Since when this gate has seen every connection (its start). */
+  readonly since = new Date().toISOString();
+  private readonly runs = new Map<string, RunTally>();
+  private readonly evicted = new Set<string>();
+
+  add(input: EgressRecord): void {
+    if (!input.run || this.evicted.has(input.run)) return;
+    const record = boundedRecord(input);
+    const id = input.run;
+    let run = this.runs.get(id);
+    if (run) this.runs.delete(id); // re-inserted below: the map's order is least recently active first
+    else run = { connections: 0, denied: 0, hosts: new Map(), denials: new Map(), overflow: false, records: [] };
+    this.runs.set(id, run);
+    if (this.runs.size > RUNS_KEPT) this.evict(this.runs.keys().next().value as string);
     run.connections += 1;
     if (record.decision === 'denied') run.denied += 1;
     if (run.records.length < RECORDS_PER_RUN) run.records.push(record);
+    const key = `${record.host}\u0000${record.port}`;
+    let host = run.hosts.get(key);
+    if (!host && run.hosts.size < DESTINATIONS_PER_RUN) {
+      host = { host: record.host, port: record.port, allowed: 0, denied: 0, bytesUp: 0, bytesDown: 0 };
+      run.hosts.set(key, host);
+    }
+    if (!host) run.overflow = true;
+    else {
+      host.bytesUp += record.bytesUp;
+      host.bytesDown += record.bytesDown;
+      if (record.decision === 'allowed') host.allowed += 1;
+      else host.denied += 1;
+    }
+    if (record.decision === 'allowed') return;
+    const reason = record.reason ?? 'denied';
+    const dkey = `${key}\u0000${reason}`;
+    let denial = run.denials.get(dkey);
+    if (!denial && run.denials.size < DESTINATIONS_PER_RUN) {
+      denial = { host: record.host, port: record.port, reason, count: 0 };
+      run.denials.set(dkey, denial);
+    }
+    if (denial) denial.count += 1;
+    else run.overflow = true;
   }
 
-  of(run: string): RunEgress {
-    return this.runs.get(run) ?? { connections: 0, denied: 0, records: [] };
+  private evict(id: string): void {
+    this.runs.delete(id);
+    this.evicted.add(id);
+    if (this.evicted.size > EVICTED_KEPT) this.evicted.delete(this.evicted.values().next().value as string);
+  }
+
+  /** The run's egress; unknown when this gate never saw it (since its start) or let it go. */
+  of(id: string): RunAnswer {
+    const run = this.runs.get(id);
+    if (!run) return { known: false, evicted: this.evicted.has(id) };
+    const byCount = <T>(count: (t: T) => number) => (a: T, b: T) => count(b) - count(a);
+    return {
+      known: true,
+      egress: {
+        connections: run.connections, denied: run.denied, overflow: run.overflow, records: run.records,
+        hosts: [...run.hosts.values()].sort(byCount((h) => h.allowed + h.denied)),
+        denials: [...run.denials.values()].sort(byCount((d) => d.count)),
+      },
+    };
   }
 }

@@ -7,7 +7,7 @@ import type { Duplex } from 'node:stream';
 import { BadHostError, normaliseHost, parseAuthority, type Destination } from './host.ts';
 import { decide } from './decide.ts';
 import { refuseRaw, type GateContext } from './context.ts';
-import { readClientHello, UNRECOGNIZED_NAME_ALERT } from './client-hello.ts';
+import { HelloAssembler, UNRECOGNIZED_NAME_ALERT, type HelloReading } from './client-hello.ts';
 import { attributed, type EgressRecord } from './evidence.ts';
 import type { Asker } from './clients.ts';
 
@@ -83,30 +83,26 @@ export async function handleConnect(
     finish(reason, null);
   };
   const awaitHello = (): void => {
-    let seen = head;
-    const check = (): void => {
-      const hello = readClientHello(seen);
-      if (hello.kind === 'more') return;
+    const hello = new HelloAssembler();
+    const settle = (reading: HelloReading): void => {
+      if (reading.kind === 'more') return;
       client.off('data', onData);
       clearTimeout(helloTimer);
-      if (hello.kind === 'not-tls') return refuseHello('the tunnel does not start with TLS', false);
-      if (hello.kind === 'malformed') return refuseHello(hello.reason, true);
-      base.sni = hello.serverName;
-      const mismatch = serverNameMismatch(dest, hello.serverName);
+      if (reading.kind === 'not-tls') return refuseHello('the tunnel does not start with TLS', false);
+      if (reading.kind === 'malformed') return refuseHello(reading.reason, true);
+      base.sni = reading.serverName;
+      const mismatch = serverNameMismatch(dest, reading.serverName);
       if (mismatch) return refuseHello(mismatch, true);
       checked = true;
       client.pause();
-      upstream.write(seen);
+      upstream.write(hello.bytes());
       upstream.pipe(client);
       client.pipe(upstream);
     };
-    const onData = (chunk: Buffer): void => {
-      seen = Buffer.concat([seen, chunk]);
-      check();
-    };
+    const onData = (chunk: Buffer): void => settle(hello.push(chunk));
     helloTimer = setTimeout(() => refuseHello('no TLS ClientHello in time', false), ctx.limits.connectTimeoutMs);
     client.on('data', onData);
-    check();
+    settle(hello.push(head));
   };
   upstream.setTimeout(ctx.limits.connectTimeoutMs);
   upstream.once('connect', () => {

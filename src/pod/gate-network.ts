@@ -1,10 +1,10 @@
 // A pod's receipt network section, from the shared gate itself. The agent's pod reaches out only through
 // `svc gate serve` (a NetworkPolicy, scripts/k8s/gate.yaml), which records every connection under the job's
 // credential. Once the run container has ended — with it every process the agent started — the signer asks the gate
-// for that run's records (SVC_GATE_EVIDENCE_URL, `/_job/<credential>/_egress`) and summarises them as a local run's
-// receipt does: it establishes the section itself, the run container's files have no say in it.
+// for that run's counts and records (SVC_GATE_EVIDENCE_URL, `/_job/<credential>/_egress`) and lists them as a local
+// run's receipt does: it establishes the section itself, the run container's files have no say in it.
 import { request } from 'node:http';
-import { summarizeEgress, readEgressRecord, type EgressRecord } from '../gate/evidence.ts';
+import { readEgressRecord, type EgressDenial, type EgressHost, type EgressRecord } from '../gate/evidence.ts';
 import { obj, str } from '../untrusted.ts';
 import { UnavailableError, errorMessage } from '../errors.ts';
 import type { ReceiptNetwork } from '../engine/receipt.ts';
@@ -14,7 +14,8 @@ const ROWS = 50;
 const TIMEOUT_MS = 10_000;
 const MAX_BYTES = 16 * 1024 * 1024;
 
-function getJson(url: string): Promise<unknown> {
+/** The gate's answer: its status and JSON body (a 404 carries why, and since when the gate has seen connections). */
+function getJson(url: string): Promise<{ status: number; body: unknown }> {
   return new Promise((resolve, reject) => {
     const req = request(url, { method: 'GET', agent: false, timeout: TIMEOUT_MS }, (res) => {
       const chunks: Buffer[] = [];
@@ -25,11 +26,12 @@ function getJson(url: string): Promise<unknown> {
         else chunks.push(c);
       });
       res.on('end', () => {
-        if (res.statusCode !== 200) return reject(new UnavailableError(`the gate answered ${res.statusCode}`));
+        const status = res.statusCode ?? 0;
+        if (status !== 200 && status !== 404) return reject(new UnavailableError(`the gate answered ${status}`));
         try {
-          resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+          resolve({ status, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) });
         } catch {
-          reject(new UnavailableError('the gate answered something that is not JSON'));
+          reject(new UnavailableError(`the gate answered ${status} with something that is not JSON`));
         }
       });
       res.on('error', reject);
@@ -42,43 +44,100 @@ function getJson(url: string): Promise<unknown> {
 
 const arr = (value: unknown): unknown[] => (Array.isArray(value) ? value : []);
 const strings = (value: unknown): string[] => arr(value).map(str).filter((s): s is string => s !== null);
+const count = (value: unknown): number =>
+  typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : 0;
+
+function readHost(value: unknown): EgressHost {
+  const o = obj(value);
+  return {
+    host: str(o.host) ?? '', port: count(o.port), allowed: count(o.allowed), denied: count(o.denied),
+    bytesUp: count(o.bytesUp), bytesDown: count(o.bytesDown),
+  };
+}
+
+function readDenial(value: unknown): EgressDenial {
+  const o = obj(value);
+  return { host: str(o.host) ?? '', port: count(o.port), reason: str(o.reason) ?? 'denied', count: count(o.count) };
+}
+
+/** The time in an ISO string, or null when it is not one. */
+function timeOf(value: unknown): number | null {
+  const text = str(value);
+  const ms = text === null ? NaN : Date.parse(text);
+  return Number.isFinite(ms) ? ms : null;
+}
+
+export interface PodGateNetwork {
+  network: ReceiptNetwork;
+  records: EgressRecord[];
+  /** Why the section is not confined (the signer says it in the run's log); null when it is. */
+  problem: string | null;
+  /** What the receipt must list as gaps: the gate could not account for the run's network in full. */
+  gaps: string[];
+}
 
 /**
- * The network section for `run`, or null when the pod has no gate (no SVC_GATE_EVIDENCE_URL). A gate that cannot
- * be read gives `confined: false` and the reason: the signer vouches only for what the gate told it.
+ * The network section for `run`, or null when the pod has no gate (no SVC_GATE_EVIDENCE_URL). `startedAt` is when the
+ * run began (the seal's time, written before the agent started). A gate that cannot be read, does not know the run
+ * (it restarted since, or let the run's records go) or started after the run gives `confined: false`, the reason
+ * and a gap: the signer vouches only for what the gate saw, and a gate that missed part of the run saw too little.
  */
 export async function podGateNetwork(
-  env: NodeJS.ProcessEnv, run: string,
-): Promise<{ network: ReceiptNetwork; records: EgressRecord[]; problem: string | null } | null> {
+  env: NodeJS.ProcessEnv, run: string, startedAt: string,
+): Promise<PodGateNetwork | null> {
   const url = env.SVC_GATE_EVIDENCE_URL;
   if (!url) return null;
   const none: ReceiptNetwork = {
     confined: false, allow: [], deny: [], connections: 0, denied: 0, hosts: [], denials: [],
   };
+  const unconfined = (problem: string): PodGateNetwork =>
+    ({ network: none, records: [], problem, gaps: [`the network is not accounted for: ${problem}`] });
+  let status: number;
   let answer: Record<string, unknown>;
   try {
-    answer = obj(await getJson(url));
+    const got = await getJson(url);
+    status = got.status;
+    answer = obj(got.body);
   } catch (err) {
-    return { network: none, records: [], problem: errorMessage(err) };
+    return unconfined(`the gate's records could not be read: ${errorMessage(err)}`);
   }
-  if (answer.run !== run) return { network: none, records: [], problem: 'the gate answered for another run' };
+  if (answer.run !== run) return unconfined('the gate answered for another run');
+  if (status === 404) {
+    const why = answer.evicted === true ? 'the gate let the run\'s records go' : 'the gate has no record of the run';
+    return unconfined(`${why} (it has kept records since ${str(answer.since) ?? 'an unknown time'})`);
+  }
+  const since = timeOf(answer.since);
+  const started = timeOf(startedAt);
+  if (since === null) return unconfined('the gate did not say since when it has kept records');
+  if (started === null) return unconfined('the run\'s start is unknown, so the gate may have missed part of it');
+  if (since > started) {
+    return unconfined(`the gate has kept records since ${str(answer.since)}, after the run started ` +
+      `(${startedAt}): it restarted during the run`);
+  }
   const records = arr(answer.records).map(readEgressRecord);
-  const summary = summarizeEgress(records);
+  const hosts = arr(answer.hosts).map(readHost);
+  const denials = arr(answer.denials).map(readDenial).sort((a, b) => b.count - a.count);
+  const connections = count(answer.connections);
+  const gaps: string[] = [];
+  if (answer.overflow === true) {
+    gaps.push('the network is not fully accounted for: the run reached more distinct destinations or refusals ' +
+      'than the gate counts one by one; the totals are exact, the hosts and denials listed are not all of them');
+  }
   const policy = obj(answer.policy);
-  const count = (value: unknown, fallback: number) => (typeof value === 'number' ? value : fallback);
   return {
     network: {
       confined: true,
       allow: strings(policy.allow),
       deny: strings(policy.deny),
-      connections: count(answer.connections, summary.connections),
-      denied: count(answer.denied, summary.denied),
-      hosts: summary.hosts.filter((h) => h.allowed > 0).slice(0, ROWS).map((h) => ({
+      connections,
+      denied: count(answer.denied),
+      hosts: hosts.filter((h) => h.allowed > 0).sort((a, b) => b.allowed - a.allowed).slice(0, ROWS).map((h) => ({
         host: h.host, port: h.port, connections: h.allowed, bytes_up: h.bytesUp, bytes_down: h.bytesDown,
       })),
-      denials: summary.denials.slice(0, ROWS),
+      denials: denials.slice(0, ROWS),
     },
     records,
     problem: null,
+    gaps,
   };
 }

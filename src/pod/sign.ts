@@ -141,16 +141,23 @@ function issue(ctx: RunContext, opts: SignOptions, body: ReceiptBody): Receipt {
   return receipt;
 }
 
+/** The gate's network section for the receipt, and the gaps it leaves (a gate that missed part of the run). */
+interface GateNetwork {
+  section: ReceiptNetwork;
+  gaps: string[];
+}
+
 /**
  * The workspace's commits could not be established (tampered or missing objects, a special file in its git folder, a
  * git that ran out of time): a signed not_verified receipt saying why, with no head, diff or checks, and no PR.
  */
 function signUnverified(
-  ctx: RunContext, opts: SignOptions, seal: Seal, reason: string, network: ReceiptNetwork | null,
+  ctx: RunContext, opts: SignOptions, seal: Seal, reason: string, network: GateNetwork | null,
 ): void {
-  const gaps = [`the signer could not verify the run's commits: ${reason}`];
+  const gaps = [`the signer could not verify the run's commits: ${reason}`, ...(network?.gaps ?? [])];
   ctx.update({ base_sha: seal.base_sha, head_sha: null, branch: null, pr: opts.pr });
-  issue(ctx, opts, receiptBody(ctx, opts, seal, null, null, [], { verdict: 'not_verified', gaps }, network));
+  issue(ctx, opts, receiptBody(ctx, opts, seal, null, null, [], { verdict: 'not_verified', gaps },
+    network?.section ?? null));
   if (opts.pr) ctx.event('pr', { opened: false, reason: `verdict not_verified: ${reason}` });
   const endedAt = typeof ctx.state.ended_at === 'string' ? ctx.state.ended_at : isoNow();
   ctx.setStatus('failed', { ...ENDED, ended_at: endedAt, error: `Not verified: ${reason}` });
@@ -158,7 +165,7 @@ function signUnverified(
 
 /** Checks the commits, judges by the base policy and signs; returns the receipt and the checks it judged by. */
 function signReceipt(
-  ctx: RunContext, opts: SignOptions, seal: Seal, evidence: RunEvidence, network: ReceiptNetwork | null,
+  ctx: RunContext, opts: SignOptions, seal: Seal, evidence: RunEvidence, network: GateNetwork | null,
 ): { receipt: Receipt; policy: Policy; checks: CheckResult[] } {
   const head = typeof ctx.state.head_sha === 'string' ? ctx.state.head_sha : '';
   const branch = `svc/${opts.run}`;
@@ -173,23 +180,26 @@ function signReceipt(
   ctx.saveArtifact('diff.patch', commits.diff.patch);
   const policy = policyAt(commits.repo, seal.base_sha);
   const runFailed = evidence.error !== null;
-  const { checks, gaps } = runFailed ? { checks: [], gaps: [] } : reconcileChecks(policy, evidence.checks);
+  const reconciled = runFailed ? { checks: [], gaps: [] } : reconcileChecks(policy, evidence.checks);
+  const checks = reconciled.checks;
+  const gaps = [...reconciled.gaps, ...(network?.gaps ?? [])];
   const decided = decideVerdict({ checks, diffFiles: commits.diff.files.length, runFailed });
   // A required check missing or changed already failed the verdict (its exit code is null); anything else is a gap.
   const verdict = {
     verdict: gaps.length && decided.verdict === 'verified' ? 'verified_with_gaps' as const : decided.verdict,
     gaps: [...decided.gaps, ...gaps],
   };
-  const receipt = issue(ctx, opts, receiptBody(ctx, opts, seal, commits.diff, head, checks, verdict, network));
+  const receipt = issue(ctx, opts,
+    receiptBody(ctx, opts, seal, commits.diff, head, checks, verdict, network?.section ?? null));
   return { receipt, policy, checks };
 }
 
 /** The run's final status, and its pull request when asked for and allowed, as `svc start` would end it. */
 async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, evidence: RunEvidence): Promise<void> {
-  const gate = await podGateNetwork(opts.env, opts.run);
-  if (gate?.problem) ctx.say(`the gate's records could not be read (${gate.problem}): network not confined`);
+  const gate = await podGateNetwork(opts.env, opts.run, seal.sealed_at);
+  if (gate?.problem) ctx.say(`${gate.problem}: network not confined`);
   if (gate) recordPodEgress(ctx, gate.records);
-  const network = gate?.network ?? null;
+  const network = gate ? { section: gate.network, gaps: gate.gaps } : null;
   let signed: ReturnType<typeof signReceipt>;
   try {
     signed = signReceipt(ctx, opts, seal, evidence, network);

@@ -47,6 +47,8 @@ describe('egress gate model API paths', () => {
     '/_model/anthropic/..%2fadmin', '/_model/anthropic/%2e%2e%2fadmin', '/_model/anthropic/..%5cadmin',
     '/_model/anthropic/..\\admin', '/_model/anthropic/%252e%252e/admin', '/_model/anthropic/..;/admin',
     '/_model/anthropic/.../admin', '/_model/anthropic/a/..%00/admin', '/_model/anthropic/..',
+    // `..%3b` is `..;` once a servlet container decodes it: `..` to it, a plain segment to the gate.
+    '/_model/anthropic/..%3b/admin', '/_model/anthropic/..%3B/..%3B/admin', '/_model/anthropic/%2e%2e%3bx/admin',
   ];
   for (const target of escapes) {
     it(`refuses ${target} before connecting, with the key unsent`, async () => {

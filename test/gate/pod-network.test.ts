@@ -19,6 +19,9 @@ describe('pod receipt network from the shared gate', () => {
   let gate: Gate;
   const url = (credential: string) => `http://127.0.0.1:${gate.port}/_job/${credential}/_egress`;
 
+  // The run began after the gate started: the gate saw all of it.
+  let started = '';
+
   before(async () => {
     upstream = await startUpstream('127.0.0.2');
     const policy = parseGatePolicy({ allow: ['local.test', `127.0.0.2:${upstream.port}`], deny: ['blocked.test'] });
@@ -27,6 +30,7 @@ describe('pod receipt network from the shared gate', () => {
       resolve: tableResolver({ 'local.test': ['127.0.0.2'] }).resolve,
       clients: { secret: SECRET, maxPerClient: 8, policyFor: () => policy },
     });
+    started = new Date().toISOString();
     const at = { port: gate.port ?? 0 };
     const as = (who: JobIdentity) => ({ headers: proxyAuth(cred(who)) });
     assert.equal((await gateRequest(at, `http://local.test:${upstream.port}/a`, as(A))).status, 200);
@@ -40,7 +44,7 @@ describe('pod receipt network from the shared gate', () => {
   });
 
   it("gives the run's own connections, confined, with the policy the gate applied", async () => {
-    const got = await podGateNetwork({ SVC_GATE_EVIDENCE_URL: url(cred(A)) }, 'run-a');
+    const got = await podGateNetwork({ SVC_GATE_EVIDENCE_URL: url(cred(A)) }, 'run-a', started);
     assert.equal(got?.problem, null);
     const network = got?.network;
     assert.equal(network?.confined, true);
@@ -56,15 +60,15 @@ describe('pod receipt network from the shared gate', () => {
   });
 
   it("never vouches for another run's records: a credential for run B read for run A is refused", async () => {
-    const got = await podGateNetwork({ SVC_GATE_EVIDENCE_URL: url(cred(B)) }, 'run-a');
+    const got = await podGateNetwork({ SVC_GATE_EVIDENCE_URL: url(cred(B)) }, 'run-a', started);
     assert.equal(got?.network.confined, false);
     assert.match(got?.problem ?? '', /another run/);
   });
 
   it('says not confined when the gate refuses the credential, and nothing when the pod has no gate', async () => {
-    const forged = await podGateNetwork({ SVC_GATE_EVIDENCE_URL: url('g1.e30.AAAA') }, 'run-a');
+    const forged = await podGateNetwork({ SVC_GATE_EVIDENCE_URL: url('g1.e30.AAAA') }, 'run-a', started);
     assert.equal(forged?.network.confined, false);
     assert.match(forged?.problem ?? '', /407/);
-    assert.equal(await podGateNetwork({}, 'run-a'), null);
+    assert.equal(await podGateNetwork({}, 'run-a', started), null);
   });
 });

@@ -25,6 +25,37 @@ function git(cwd: string, args: string[]): string {
   return execFileSync('git', args, { cwd, encoding: 'utf8', env: { ...process.env, ...GIT_ENV } }).trim();
 }
 
+/** The pod's workspace for `run` under `root/name`: sealed at its base, then the agent's commit and run folder. */
+function prepareWorkspace(root: string, name: string, run: string): string {
+  const origin = join(root, `${name}-origin`);
+  mkdirSync(join(origin, '.svc'), { recursive: true });
+  git(origin, ['init', '-q', '-b', 'main']);
+  writeFileSync(join(origin, '.svc', 'policy.json'), JSON.stringify({ checks: [{ name: 'test', run: ['true'] }] }));
+  writeFileSync(join(origin, 'f.txt'), '1\n');
+  git(origin, ['add', '-A']);
+  git(origin, ['commit', '-qm', 'base']);
+  const ws = join(root, name);
+  git(root, ['clone', '-q', `file://${origin}`, ws]);
+  const sealed = join(root, `${name}-sealed`);
+  mkdirSync(sealed);
+  writeSeal(ws, sealed);
+  git(ws, ['checkout', '-qb', `svc/${run}`]);
+  writeFileSync(join(ws, 'f.txt'), '1\nfixed\n');
+  git(ws, ['commit', '-qam', 'agent']);
+  const runFolder = join(ws, '.svc', 'runs', run);
+  mkdirSync(join(runFolder, 'artifacts'), { recursive: true });
+  writeFileSync(join(runFolder, 'state.json'), JSON.stringify({
+    run, source: 'k8s', status: 'running', head_sha: git(ws, ['rev-parse', 'HEAD']),
+  }));
+  writeFileSync(join(runFolder, 'artifacts', 'evidence.json'), JSON.stringify({
+    type: 'svc.run_evidence', version: 1, run, outcome: 'finished', error: null, exit_code: 0,
+    checks: [{ name: 'test', argv: ['true'], required: true, exit_code: 0, duration_ms: 1, output_sha256: '' }],
+  }));
+  // What the agent might plant: a log claiming a connection the gate never saw.
+  writeFileSync(join(runFolder, 'artifacts', 'egress.jsonl'), '{"host":"planted.example","decision":"allowed"}\n');
+  return ws;
+}
+
 describe('pod signer network section', () => {
   const root = mkdtempSync(join(tmpdir(), 'svc-pod-gate-'));
   let upstream: Upstream;
@@ -66,39 +97,11 @@ describe('pod signer network section', () => {
     assert.equal((await gateRequest(at, `http://local.test:${upstream.port}/x`, { headers: proxyAuth(credential) }))
       .status, 200);
     assert.equal((await gateRequest(at, 'http://elsewhere.test/', { headers: proxyAuth(credential) })).status, 403);
-
-    // The pod's workspace: a clone with a policy at its base, sealed, then the agent's commit and run folder.
-    const origin = join(root, 'origin');
-    mkdirSync(join(origin, '.svc'), { recursive: true });
-    git(origin, ['init', '-q', '-b', 'main']);
-    writeFileSync(join(origin, '.svc', 'policy.json'), JSON.stringify({ checks: [{ name: 'test', run: ['true'] }] }));
-    writeFileSync(join(origin, 'f.txt'), '1\n');
-    git(origin, ['add', '-A']);
-    git(origin, ['commit', '-qm', 'base']);
-    const ws = join(root, 'ws');
-    git(root, ['clone', '-q', `file://${origin}`, ws]);
-    const sealed = join(root, 'sealed');
-    mkdirSync(sealed);
-    writeSeal(ws, sealed);
-    git(ws, ['checkout', '-qb', `svc/${RUN}`]);
-    writeFileSync(join(ws, 'f.txt'), '1\nfixed\n');
-    git(ws, ['commit', '-qam', 'agent']);
-    const runFolder = join(ws, '.svc', 'runs', RUN);
-    mkdirSync(join(runFolder, 'artifacts'), { recursive: true });
-    writeFileSync(join(runFolder, 'state.json'), JSON.stringify({
-      run: RUN, source: 'k8s', status: 'running', head_sha: git(ws, ['rev-parse', 'HEAD']),
-    }));
-    writeFileSync(join(runFolder, 'artifacts', 'evidence.json'), JSON.stringify({
-      type: 'svc.run_evidence', version: 1, run: RUN, outcome: 'finished', error: null, exit_code: 0,
-      checks: [{ name: 'test', argv: ['true'], required: true, exit_code: 0, duration_ms: 1, output_sha256: '' }],
-    }));
-    // What the agent might plant: a log claiming a connection the gate never saw.
-    writeFileSync(join(runFolder, 'artifacts', 'egress.jsonl'), '{"host":"planted.example","decision":"allowed"}\n');
-
+    const ws = prepareWorkspace(root, 'ws', RUN);
     const home = join(root, 'signer-home');
     mkdirSync(home);
     const state = await signRun({
-      run: RUN, source: 'k8s', workspace: ws, sealedDir: sealed, pr: false, say: () => {},
+      run: RUN, source: 'k8s', workspace: ws, sealedDir: join(root, 'ws-sealed'), pr: false, say: () => {},
       env: {
         PATH: process.env.PATH, HOME: home, SVC_CONTROL_URL: controlUrl,
         SVC_GATE_EVIDENCE_URL: `http://127.0.0.1:${gate.port}/_job/${credential}/_egress`,
@@ -117,5 +120,48 @@ describe('pod signer network section', () => {
     assert.equal(log.trim().split('\n').length, 2);
     const events = readFileSync(join(dir, 'events.jsonl'), 'utf8').split('\n').filter((l) => l.includes('"egress"'));
     assert.equal(events.length, 2);
+  });
+
+  it('signs not confined, with a gap, when the gate restarted during the run (saw only what came after)', async () => {
+    const run = 'r-gate-restart';
+    const policy = parseGatePolicy({ allow: ['local.test', `127.0.0.2:${upstream.port}`] });
+    const options = {
+      policy, tcpPort: 0, connect: recordingConnect().connect,
+      resolve: tableResolver({ 'local.test': ['127.0.0.2'] }).resolve,
+      clients: { secret: SECRET, maxPerClient: 8, policyFor: () => policy },
+    };
+    const credential = mintJobCredential(SECRET, { job: 'j2', run, repo: 'acme/web' }, Date.now() + 3600_000);
+    const first = await startGate(options);
+    const ws = prepareWorkspace(root, 'ws-restart', run);
+    const target = `http://local.test:${upstream.port}/before-restart`;
+    const headers = proxyAuth(credential);
+    assert.equal((await gateRequest({ port: first.port ?? 0 }, target, { headers })).status, 200);
+    await first.close();
+    const restarted = await startGate(options);
+    try {
+      // One connection after the restart: the new gate knows the run, but only since it started.
+      const after = { port: restarted.port ?? 0 };
+      assert.equal((await gateRequest(after, 'http://elsewhere.test/', { headers })).status, 403);
+      const home = join(root, 'signer-home-restart');
+      mkdirSync(home);
+      const said: string[] = [];
+      await signRun({
+        run, source: 'k8s', workspace: ws, sealedDir: join(root, 'ws-restart-sealed'), pr: false,
+        say: (text) => said.push(text),
+        env: {
+          PATH: process.env.PATH, HOME: home, SVC_CONTROL_URL: controlUrl,
+          SVC_GATE_EVIDENCE_URL: `http://127.0.0.1:${restarted.port}/_job/${credential}/_egress`,
+        },
+      });
+      const dir = join(home, 'work', '.svc', 'runs', run);
+      const receipt = JSON.parse(readFileSync(join(dir, 'artifacts', 'receipt.json'), 'utf8'));
+      assert.equal(receipt.network.confined, false);
+      assert.equal(receipt.network.connections, 0, 'nothing is vouched for from a partial record');
+      assert.equal(receipt.verdict, 'verified_with_gaps');
+      assert.ok(receipt.gaps.some((g: string) => /network is not accounted for.*restarted/.test(g)), receipt.gaps);
+      assert.ok(said.some((line) => /restarted during the run/.test(line)));
+    } finally {
+      await restarted.close();
+    }
   });
 });
