@@ -1,4 +1,4 @@
-// The egress gate: an HTTP proxy svc runs outside the sandbox, listening on a Unix socket
+// The egress gate (DESIGN §7a): an HTTP proxy svc runs outside the sandbox, listening on a Unix socket
 // that is the sandbox's only route out. It decides every destination by policy and by resolved address, holds
 // the model API keys, and records every connection. It must never connect to a name: only to a checked address.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';

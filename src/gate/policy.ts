@@ -1,4 +1,4 @@
-// The egress gate's policy: host patterns to allow and to deny. Deny wins; an empty allow
+// The egress gate's policy (DESIGN §7a): host patterns to allow and to deny. Deny wins; an empty allow
 // list means no network. Patterns are parsed once, up front, and a bad one is refused by name — a typo must not
 // silently widen or narrow the gate. Matching is pure; resolving and address rules live in decide.ts.
 import { BadHostError, normaliseHost, parsePort } from './host.ts';
