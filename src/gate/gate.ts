@@ -63,7 +63,8 @@ function refusedRecord(req: IncomingMessage, refusal: Admission & { admitted: fa
 /**
  * `GET /_job/<credential>/_egress`: the asking run's totals, counts per destination and refusal, first records, and
  * the policy it was decided by, with `since` (this gate's start: it saw nothing before). A run this gate never saw
- * since its start, or let go, is a 404: an empty answer would read as a run that made no connection.
+ * since its start, or let go, is a 404 with `since`, `evicted` and the policy: only the asker can tell from `since`
+ * whether "never saw" means "made no connection" (the gate ran all along) or "the gate was not there to see".
  */
 function answerEgress(asker: Asker, runs: RunRecords, req: IncomingMessage, res: ServerResponse): void {
   req.resume();
@@ -74,17 +75,17 @@ function answerEgress(asker: Asker, runs: RunRecords, req: IncomingMessage, res:
   const run = asker.who.run;
   const answer = runs.of(run);
   const headers = { 'content-type': 'application/json', 'cache-control': 'no-store' };
+  const policy = { allow: asker.policy.allow.map((p) => p.text), deny: asker.policy.deny.map((p) => p.text) };
   if (!answer.known) {
     const reason = answer.evicted
       ? 'this gate let the run\'s records go (it keeps the most recently active runs)'
       : 'this gate has no record of the run since it started';
     res.writeHead(404, headers);
-    res.end(JSON.stringify({ run, since: runs.since, known: false, evicted: answer.evicted, reason }));
+    res.end(JSON.stringify({ run, since: runs.since, known: false, evicted: answer.evicted, reason, policy }));
     return;
   }
   const body = JSON.stringify({
-    ...answer.egress, run, since: runs.since, known: true,
-    policy: { allow: asker.policy.allow.map((p) => p.text), deny: asker.policy.deny.map((p) => p.text) },
+    ...answer.egress, run, since: runs.since, known: true, policy,
   });
   res.writeHead(200, headers);
   res.end(body);

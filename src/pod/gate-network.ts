@@ -102,10 +102,6 @@ export async function podGateNetwork(
     return unconfined(`the gate's records could not be read: ${errorMessage(err)}`);
   }
   if (answer.run !== run) return unconfined('the gate answered for another run');
-  if (status === 404) {
-    const why = answer.evicted === true ? 'the gate let the run\'s records go' : 'the gate has no record of the run';
-    return unconfined(`${why} (it has kept records since ${str(answer.since) ?? 'an unknown time'})`);
-  }
   const since = timeOf(answer.since);
   const started = timeOf(startedAt);
   if (since === null) return unconfined('the gate did not say since when it has kept records');
@@ -114,6 +110,10 @@ export async function podGateNetwork(
     return unconfined(`the gate has kept records since ${str(answer.since)}, after the run started ` +
       `(${startedAt}): it restarted during the run`);
   }
+  if (status === 404 && answer.evicted === true) {
+    return unconfined(`the gate let the run's records go (it has kept records since ${str(answer.since)})`);
+  }
+  // A 404 from a gate that ran since before the run started and let nothing of it go: the run made no connection.
   const records = arr(answer.records).map(readEgressRecord);
   const hosts = arr(answer.hosts).map(readHost);
   const denials = arr(answer.denials).map(readDenial).sort((a, b) => b.count - a.count);

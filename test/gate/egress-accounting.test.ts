@@ -67,7 +67,7 @@ describe('pod receipt network: what the gate did not see is never signed as conf
     const second = await open();
     const unknown = await podGateNetwork(evidenceUrl(second, 'r-restart'), 'r-restart', started);
     assert.equal(unknown?.network.confined, false);
-    assert.match(unknown?.problem ?? '', /no record of the run/);
+    assert.match(unknown?.problem ?? '', /restarted during the run/);
     assert.equal(unknown?.gaps.length, 1);
     // One connection after the restart: the gate knows the run again, but only since it started.
     await requests(second, 'r-restart', 1, () => 'http://denied.test/', 403);
@@ -75,6 +75,19 @@ describe('pod receipt network: what the gate did not see is never signed as conf
     assert.equal(partial?.network.confined, false);
     assert.match(partial?.problem ?? '', /restarted during the run/);
     assert.equal(partial?.gaps.length, 1);
+  });
+
+  it('a run that made no connection through a gate that ran all along: confined, none, with the policy', async () => {
+    const gate = await open();
+    // The seal is written before the agent starts, so the run starts after the gate did.
+    await new Promise((r) => setTimeout(r, 5));
+    const started = new Date().toISOString();
+    const got = await podGateNetwork(evidenceUrl(gate, 'r-offline'), 'r-offline', started);
+    assert.equal(got?.problem, null);
+    assert.equal(got?.network.confined, true);
+    assert.equal(got?.network.connections, 0);
+    assert.deepEqual(got?.gaps, []);
+    assert.ok((got?.network.allow.length ?? 0) > 0, 'the policy the gate would have applied is listed');
   });
 
   it('a run whose records the gate let go for 500 other runs: not confined, with a gap', async () => {
