@@ -2,7 +2,7 @@
 // the agent writes, sandboxed with its egress gate, as a user's first instruction would travel. The provider writes
 // one byte into a FIFO the bench is already reading (figure-sandbox.ts), so nothing polls between byte and clock.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { startTrigger } from './processes.ts';
@@ -42,13 +42,10 @@ export async function measureDispatch(ctx: BenchContext): Promise<Row[]> {
   mkdirSync(fifoDir, { recursive: true });
   const fifo = join(fifoDir, 'first');
   execFileSync('mkfifo', [fifo]);
-  const env = { ...ctx.env, SVC_SHIP: '0', SVC_CONTROL_URL: '', SVC_API_TOKEN: TOKEN };
+  // A closed port: the trigger passes the URL (not SVC_SHIP) to its runs, and an empty one means the default port.
+  const env = { ...ctx.env, SVC_SHIP: '0', SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_API_TOKEN: TOKEN };
   const repo = makeRepo(root, fifoDir, env);
   execFileSync('git', ['remote', 'add', 'origin', 'https://github.com/bench/dispatch.git'], { cwd: repo });
-  // The trigger's jobs run the project's default provider: make it the bench's `first`.
-  const configPath = join(repo, '.svc', 'config.json');
-  const config = JSON.parse(readFileSync(configPath, 'utf8')) as Record<string, unknown>;
-  writeFileSync(configPath, JSON.stringify({ ...config, provider: 'first' }));
   const server = await startTrigger(['--port', '0', '--repo', repo, '--db', join(root, 'trigger.db')], env);
   const times: number[] = [];
   const seen = new Set<string>();

@@ -20,13 +20,17 @@ export function makeRepo(root: string, fifoDir: string, env: NodeJS.ProcessEnv):
   const git = (args: string[]) => execFileSync('git', args, { cwd: repo, env, stdio: 'ignore' });
   git(['init', '-q', '-b', 'main']);
   writeFileSync(join(repo, 'a.txt'), 'a\n');
+  // Committed, as a project commits its .svc/: the trigger's jobs run the default provider, the bench's `first`.
+  writeFileSync(join(repo, '.svc', 'config.json'), JSON.stringify({ provider: 'first' }));
   git(['add', '.']);
   git(['-c', 'user.name=bench', '-c', 'user.email=bench@localhost', 'commit', '-qm', 'init']);
   const provider = join(root, 'first-byte.sh');
   writeFileSync(provider, `#!/bin/sh\nprintf x > "${join(fifoDir, 'first')}"\ncat > /dev/null\n`);
   chmodSync(provider, 0o755);
-  const config = { providers: { first: { command: [provider], writable: [fifoDir] } } };
-  writeFileSync(join(repo, '.svc', 'config.json'), JSON.stringify(config));
+  // A folder outside the run's tree is the operator's to grant (DESIGN §7a), so the provider is the operator's.
+  const operator = { providers: { first: { command: [provider], writable: [fifoDir] } } };
+  mkdirSync(join(env.HOME!, '.svc'), { recursive: true });
+  writeFileSync(join(env.HOME!, '.svc', 'operator.json'), JSON.stringify(operator));
   return repo;
 }
 
@@ -76,7 +80,7 @@ export async function measureSandbox(ctx: BenchContext): Promise<Row[]> {
   mkdirSync(fifoDir, { recursive: true });
   const fifo = join(fifoDir, 'first');
   execFileSync('mkfifo', [fifo]);
-  const env = { ...ctx.env, SVC_SHIP: '0', SVC_CONTROL_URL: '' };
+  const env = { ...ctx.env, SVC_SHIP: '0', SVC_CONTROL_URL: 'http://127.0.0.1:9' };
   const repo = makeRepo(root, fifoDir, env);
   const times = ctx.options.quick ? 3 : 7;
   const bare: number[] = [];

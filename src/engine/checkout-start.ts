@@ -2,7 +2,7 @@
 // one tree would each sign the other's work), and the tree it starts from, so its diff covers only its own changes.
 import { RefusedError } from '../errors.ts';
 import { TERMINAL } from '../run-json.ts';
-import { git, snapshotTree } from './git.ts';
+import { snapshotTree, workingChanges } from './git.ts';
 import { localRuns, workerAlive } from './repo-rename.ts';
 import type { RunState } from './run-state.ts';
 
@@ -24,12 +24,14 @@ export function assertCheckoutFree(repo: string): void {
     `with --worktree (its own checkout), or wait for it to end (svc runs stop ${busy.run} ends it now)`);
 }
 
-/** The checkout's starting tree, and a note for the run log when it held changes not in HEAD (else null). */
-export function startingTree(repo: string): { tree: string; dirty: string | null } {
-  const tree = snapshotTree(repo);
-  const changed = git(repo, ['diff', '--name-only', '--no-renames', 'HEAD', tree]).split('\n').filter(Boolean);
-  const dirty = changed.length === 0 ? null
-    : `the checkout had ${changed.length} uncommitted or untracked file(s) at the start (e.g. ${changed[0]}); ` +
-      'the diff and receipt cover only what changed after';
-  return { tree, dirty };
+/**
+ * The checkout's starting tree (null when it is HEAD's: the run then diffs against its base commit), and a note for
+ * the run log when it held changes not in HEAD (else null). A clean checkout costs one `git status`.
+ */
+export function startingTree(repo: string): { tree: string | null; dirty: string | null } {
+  const { changed, embedded } = workingChanges(repo);
+  if (changed.length === 0) return { tree: null, dirty: null };
+  const dirty = `the checkout had ${changed.length} uncommitted or untracked file(s) at the start ` +
+    `(e.g. ${changed[0]}); the diff and receipt cover only what changed after`;
+  return { tree: snapshotTree(repo, embedded), dirty };
 }

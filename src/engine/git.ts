@@ -238,16 +238,37 @@ export function diffCommits(
 }
 
 /**
- * The tree of everything in the working tree now (tracked and untracked, ignored files and embedded repositories left
- * out), written through a throwaway index so the user's index is untouched: a run without a worktree diffs against it,
- * so what was there before the run is not counted as the run's work.
+ * What `git status` says differs from HEAD in the working tree (tracked changes and untracked files, ignored ones left
+ * out), and the embedded repositories among the untracked (listed as `path/`, as git never looks inside them).
  */
-export function snapshotTree(dir: string, run: GitRun = hostGit): string {
+export function workingChanges(dir: string, run: GitRun = hostGit): { changed: string[]; embedded: string[] } {
+  const out = git(dir, ['status', '--porcelain=v1', '-z', '--untracked-files=all', '--ignore-submodules=all'], {}, run);
+  const changed: string[] = [];
+  const embedded: string[] = [];
+  const entries = out.split('\0');
+  for (let i = 0; i < entries.length; i++) {
+    const entry = entries[i]!;
+    if (entry.length < 4) continue;
+    const path = entry.slice(3);
+    // A rename or copy carries its source as the next entry.
+    if (entry[0] === 'R' || entry[0] === 'C') i++;
+    if (entry.startsWith('?? ') && path.endsWith('/')) embedded.push(path.slice(0, -1));
+    else changed.push(path);
+  }
+  return { changed, embedded };
+}
+
+/**
+ * The tree of everything in the working tree now (tracked and untracked, ignored files and the `embedded`
+ * repositories left out), written through a throwaway index so the user's index is untouched: a run without a
+ * worktree diffs against it, so what was there before the run is not counted as the run's work.
+ */
+export function snapshotTree(dir: string, embedded: string[], run: GitRun = hostGit): string {
   return withScratch((tmp) => {
     const env = { GIT_INDEX_FILE: join(tmp, 'index') };
     const inTmp = (args: string[]) => git(dir, args, env, run, [tmp]);
     inTmp(['read-tree', 'HEAD']);
-    addAll(dir, embeddedRepositories(dir, run, env, [tmp]), run, env, [tmp]);
+    addAll(dir, embedded, run, env, [tmp]);
     return inTmp(['write-tree']).trim();
   });
 }
