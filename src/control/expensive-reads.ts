@@ -1,15 +1,15 @@
-// Reads that scan many runs — GET /v1/stats and /v1/stats/cost over any window, runs pages filtered by a source or
-// by two of verdict, repo and status (src/control/handlers/runs.ts isExpensivePage) — run on one
-// worker thread with its own read-only connection (expensive-reads-worker.ts), one at a time, so a client looping
+// Reads that scan many runs — GET /v1/stats and /v1/stats/cost over any window — run on one worker thread with its own read-only connection (expensive-reads-worker.ts), one at a time, so a client looping
 // them (random `since` values defeat any cache) costs the event loop nothing and everyone else's requests stay
 // fast. At most MAX_QUEUED wait or run there; past that such a read is 503 unavailable with Retry-After: 1 at once.
 // node:sqlite is synchronous: on the main thread, every such read held up every other request for its whole time.
 // Without a worker (an in-memory DB, or the thread failed) the same code runs on the main thread as before.
+// Filtered runs pages stay on the main thread: each walks an index and stops after its page (the bench's filtered
+// page takes ~0.1 ms), and sending them here made 32 clients paging a filter get 503s and kept the thread's memory.
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../log.ts';
-import type { RunFilter } from '../db/run-types.ts';
 import type { StatsFilter, StatsStore } from '../db/stats-store.ts';
 import { HttpError } from '../http/http-error.ts';
+import { errorMessage } from '../errors.ts';
 import { statsBody, costBody } from './stats-body.ts';
 
 const WORKER = new URL(`./expensive-reads-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url);
@@ -22,17 +22,13 @@ export const MAX_QUEUED = 8;
  */
 export const IDLE_MS = 30_000;
 
-export type ExpensiveRequest =
-  | { id: number; kind: 'stats' | 'cost'; filter: StatsFilter }
-  | { id: number; kind: 'page'; filter: RunFilter };
+export type ExpensiveRequest = { id: number; kind: 'stats' | 'cost'; filter: StatsFilter };
 
 type Reply = { id: number; value: unknown } | { id: number; error: string };
 
 export interface ExpensiveReads {
   stats(filter: StatsFilter): Promise<Record<string, unknown>>;
   cost(filter: StatsFilter): Promise<Record<string, unknown>>;
-  /** A filtered runs page; undefined when a run on it lacks its stored text (the caller builds it, filling that). */
-  page(filter: RunFilter): Promise<Uint8Array | undefined>;
   close(): Promise<void>;
 }
 
@@ -48,7 +44,7 @@ export interface ExpensiveReadsOptions {
 
 export class ExpensiveReadsBusyError extends HttpError {
   constructor() {
-    const message = 'Too many expensive reads (stats, filtered pages) under way; try again';
+    const message = 'Too many expensive reads (stats) under way; try again';
     super('unavailable', message, { 'retry-after': '1' });
   }
 }
@@ -72,9 +68,8 @@ export function createExpensiveReads(opts: ExpensiveReadsOptions): ExpensiveRead
   type Waiting = { request: ExpensiveRequest; resolve: (v: unknown) => void; reject: (e: Error) => void };
   const pending = new Map<number, Waiting>();
 
-  /** A read as the main thread answers it: a page is null, for the caller to build (it may write texts). */
+  /** A read as the main thread answers it. */
   function inline(request: ExpensiveRequest): unknown {
-    if (request.kind === 'page') return null;
     return request.kind === 'stats' ? statsBody(opts.stats, request.filter) : costBody(opts.stats, request.filter);
   }
 
@@ -137,7 +132,7 @@ export function createExpensiveReads(opts: ExpensiveReadsOptions): ExpensiveRead
     try {
       worker ??= start();
     } catch (err) {
-      fallBack(err instanceof Error ? err.message : String(err));
+      fallBack(errorMessage(err));
       return undefined;
     }
     const full = { ...request, id: nextId++ } as ExpensiveRequest;
@@ -154,11 +149,6 @@ export function createExpensiveReads(opts: ExpensiveReadsOptions): ExpensiveRead
     async cost(filter) {
       const sent = send({ kind: 'cost', filter });
       return sent ? (sent as Promise<Record<string, unknown>>) : costBody(opts.stats, filter);
-    },
-    async page(filter) {
-      const sent = send({ kind: 'page', filter });
-      if (!sent) return undefined;
-      return ((await sent) as Uint8Array | null) ?? undefined;
     },
     async close() {
       closed = true;

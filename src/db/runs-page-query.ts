@@ -27,15 +27,6 @@ export function createRunsPageQuery(db: Db): RunsPageQuery {
   return (filter, frame) => readPage(filter, frame) ?? transaction(db, () => fillThenRead(filter, frame));
 }
 
-/**
- * The page as createRunsPageQuery reads it, for a connection that never writes (the expensive-reads thread,
- * src/control/expensive-reads-worker.ts): undefined when a run on the page lacks its stored text, which only the
- * writing connection's createRunsPageQuery fills in.
- */
-export function createRunsReadOnlyPage(db: Db): (filter: RunFilter, frame: PageFrame) => Uint8Array | undefined {
-  return createPageReader(db).readPage;
-}
-
 function createPageReader(db: Db) {
   const beginRead = db.prepare('BEGIN');
   const commitRead = db.prepare('COMMIT');

@@ -65,20 +65,8 @@ function reply(body: Uint8Array): HandlerResult {
   return { status: 200, headers: PAGE_HEADERS, body: Buffer.from(body.buffer, body.byteOffset, body.byteLength) };
 }
 
-/**
- * Whether the page may scan or sort many runs to fill itself (an expensive read). A time window, a cursor and one of
- * verdict, repo or status walk an index in list order and stop after the page; a retry group is a handful of runs.
- * A source alone sorts every run of that source, and two of verdict, repo and status filter one index by the other.
- */
-function isExpensivePage(f: RunFilter): boolean {
-  if (f.group_id !== undefined) return false;
-  if (f.source !== undefined) return true;
-  return [f.verdict, f.repo, f.status].filter((v) => v !== undefined).length >= 2;
-}
-
 export const listRuns: Handler<ControlDeps> = (ctx) => {
   const filter = parseRunFilter(ctx.query);
-  if (isExpensivePage(filter)) return listExpensivePage(ctx.deps, filter);
   const runs = ctx.deps.stores.runs;
   let cache = pageCaches.get(runs);
   if (!cache) pageCaches.set(runs, (cache = createRunsPageCache(runs)));
@@ -86,16 +74,6 @@ export const listRuns: Handler<ControlDeps> = (ctx) => {
   if (owned) releaseWhenSent(ctx.res, body);
   return reply(body);
 };
-
-/**
- * Expensive pages are read on the expensive-reads thread (src/control/expensive-reads.ts) and not cached: a client
- * looping ad-hoc filters then costs the event loop nothing. A page whose runs still lack their stored text is built
- * here, where the text can be written.
- */
-async function listExpensivePage(deps: ControlDeps, filter: RunFilter): Promise<HandlerResult> {
-  const body = await deps.reads.page(filter);
-  return reply(body ?? deps.stores.runs.pageJson(filter, pageFrame));
-}
 
 export const getRun: Handler<ControlDeps> = (ctx) => {
   const { source, run } = runParams(ctx);
