@@ -38,9 +38,15 @@ function sleep(ms: number): Promise<void> {
 // The question file is in a folder the agent writes: it may be a symbolic link to a secret, a FIFO or huge.
 const QUESTION_CAP = 64 * 1024;
 
-function readQuestion(path: string): string | null {
+/**
+ * The question the provider wrote, taken (the file is removed), or null when there is none. While the provider runs,
+ * an empty file is one it has opened and not yet written (a shell's `>` creates before it writes): left for the next
+ * look; once it exited, an empty file is a question without words.
+ */
+function readQuestion(path: string, running: boolean): string | null {
   if (!existsSync(path)) return null;
   const text = readAgentFile(path, QUESTION_CAP) ?? '';
+  if (running && text.trim() === '') return null;
   rmSync(path, { force: true });
   return oneLine(text, 2000) || 'The provider asked for input without saying what';
 }
@@ -246,7 +252,7 @@ function askBudgetIfReached(ctx: RunContext, proc: GroupRun, a: Attempt, maxUsd:
 
 /** A question the running provider wrote blocks the run; an answer that arrives is handed over while it runs. */
 function pollQuestion(ctx: RunContext, a: Attempt, files: ProtocolFiles): void {
-  const question = ctx.state.status === 'blocked' ? null : readQuestion(files.questionFile);
+  const question = ctx.state.status === 'blocked' ? null : readQuestion(files.questionFile, true);
   if (question) block(ctx, question);
   if (ctx.state.status !== 'blocked' || ctx.stopRequested()) return;
   const answer = takeAnswer(ctx.env, ctx.state.source, ctx.state.run, ctx.dir);
@@ -320,7 +326,7 @@ async function outcomeAfterExit(
   }
 
   // A question written just before exit, or still unanswered when the provider exited: wait, then re-invoke.
-  const late = ctx.state.status === 'blocked' ? null : readQuestion(files.questionFile);
+  const late = ctx.state.status === 'blocked' ? null : readQuestion(files.questionFile, false);
   if (late) block(ctx, late);
   if (ctx.state.status === 'blocked') {
     const answer = await waitForAnswer(ctx);

@@ -1,0 +1,48 @@
+// An agent asks by writing $SVC_QUESTION_FILE. A shell's `>` creates the file before it writes: svc must not take the
+// empty file it may see in between as a question without words.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
+import { runChild } from '../helpers/run-child.ts';
+import { waitFor } from '../helpers/wait-for.ts';
+
+/** Opens the question file, writes it a moment later and exits; invoked again with the answer, writes it down. */
+const SLOW_ASK = `#!/bin/sh
+cat > /dev/null
+if grep -q "Answer 1 from the operator" "$SVC_TASK_FILE"; then
+  grep -A2 "Answer 1 from the operator" "$SVC_TASK_FILE" | tail -1 >> a.txt
+  exit 0
+fi
+: > "$SVC_QUESTION_FILE"
+sleep 1
+echo "Which colour should a.txt name?" > "$SVC_QUESTION_FILE"
+`;
+
+describe('a question file written in two steps', () => {
+  let repo: TestRepo;
+  let env: NodeJS.ProcessEnv;
+
+  before(() => {
+    repo = makeRepo({ providers: { slow: SLOW_ASK } });
+    env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_SHIP: '0', SVC_CONTROL_URL: 'http://127.0.0.1:9' };
+  });
+  after(() => repo.cleanup());
+
+  it('blocks with the words the agent wrote, and goes on with the answer', async () => {
+    const child = spawn(process.execPath, [CLI, 'start', '--brief', 'ask slowly', '--provider', 'slow', '--detach'],
+      { cwd: repo.repo, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    await new Promise((resolve) => child.on('close', resolve));
+    const { run } = JSON.parse(out.trim().split('\n')[0]!) as { run: string };
+    const state = () => readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
+    const blocked = await waitFor(() => (state().status === 'blocked' ? state() : null), 'the run to block');
+    assert.equal(blocked.question, 'Which colour should a.txt name?');
+    const answered = await runChild(process.execPath, [CLI, 'answer', `local/${run}`, 'teal'], { cwd: repo.repo, env });
+    assert.equal(answered.code, 0, answered.stderr);
+    const done = await waitFor(() => (['succeeded', 'failed'].includes(state().status) ? state() : null), 'the end');
+    assert.equal(done.status, 'succeeded', done.error);
+  });
+});
