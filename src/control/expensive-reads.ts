@@ -1,4 +1,5 @@
-// Reads that scan many runs — GET /v1/stats and /v1/stats/cost over any window — run on one worker thread with its own read-only connection (expensive-reads-worker.ts), one at a time, so a client looping
+// Reads that scan many runs — GET /v1/stats and /v1/stats/cost over any window — run on one worker thread with its
+// own read-only connection (expensive-reads-worker.ts), one at a time, so a client looping
 // them (random `since` values defeat any cache) costs the event loop nothing and everyone else's requests stay
 // fast. At most MAX_QUEUED wait or run there; past that such a read is 503 unavailable with Retry-After: 1 at once.
 // node:sqlite is synchronous: on the main thread, every such read held up every other request for its whole time.
