@@ -85,7 +85,7 @@ describe('svc\'s git with a poisoned global git config', () => {
 
   it('runs nothing it names during svc start --pr (worktree add, commit, diff, checks, push)', async () => {
     const env = { PATH: `${repo.bin}:/usr/bin:/bin`, HOME: repo.home, LANG: 'C', ...GIT_ENV, SVC_SHIP: '0',
-      SVC_CONTROL_URL: '', GITHUB_TOKEN: 'not-for-a-local-origin', GITHUB_API_URL: github.url };
+      SVC_CONTROL_URL: 'http://127.0.0.1:9', GITHUB_TOKEN: 'not-for-a-local-origin', GITHUB_API_URL: github.url };
     const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--pr', '--provider', 'fake'],
       { cwd: repo.repo, env });
     const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };

@@ -106,7 +106,7 @@ describe('svc start --pr whose origin redirects', () => {
     const port = (origin.address() as { port: number }).port;
     const otherPort = (other.address() as { port: number }).port;
     execFileSync('git', ['remote', 'set-url', 'origin', `https://127.0.0.1:${port}/acme/api.git`], { cwd: repo.repo });
-    const env = { PATH: '/usr/bin:/bin', HOME: repo.home, LANG: 'C', ...GIT_ENV, SVC_SHIP: '0', SVC_CONTROL_URL: '',
+    const env = { PATH: '/usr/bin:/bin', HOME: repo.home, LANG: 'C', ...GIT_ENV, SVC_SHIP: '0', SVC_CONTROL_URL: 'http://127.0.0.1:9',
       GITHUB_TOKEN: TOKEN, GITHUB_API_URL: `https://127.0.0.1:${port}/api/v3`, GIT_SSL_CAINFO: join(root, 'ca.pem') };
     const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'x', '--pr', '--provider', 'fake'],
       { cwd: repo.repo, env });
@@ -137,7 +137,7 @@ describe('a verified --pr run whose pull request could not be opened', () => {
     await new Promise<void>((r) => refusing.listen(0, '127.0.0.1', () => r()));
     const checks = [{ name: 'fixed', run: ['grep', '-q', 'fixed', 'a.txt'] }];
     repo = makeRepo({ providers: { fake: EDIT_SCRIPT }, policy: { checks } });
-    env = { PATH: '/usr/bin:/bin', HOME: repo.home, LANG: 'C', ...GIT_ENV, SVC_SHIP: '0', SVC_CONTROL_URL: '',
+    env = { PATH: '/usr/bin:/bin', HOME: repo.home, LANG: 'C', ...GIT_ENV, SVC_SHIP: '0', SVC_CONTROL_URL: 'http://127.0.0.1:9',
       GITHUB_TOKEN: TOKEN };
     const refusingUrl = `http://127.0.0.1:${(refusing.address() as { port: number }).port}`;
     const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--pr', '--provider', 'fake'],

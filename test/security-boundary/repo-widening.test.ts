@@ -38,7 +38,7 @@ function script(dir: string, name: string, text: string): string {
 
 function setup(): { repo: TestRepo; env: NodeJS.ProcessEnv } {
   const repo = makeRepo({ providers: {} });
-  const env: NodeJS.ProcessEnv = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: '', SVC_SHIP: '0' };
+  const env: NodeJS.ProcessEnv = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0' };
   delete env.SVC_SANDBOX;
   delete env.SVC_ORIGIN;
   return { repo, env };
