@@ -12,7 +12,8 @@ import { git, currentBranch } from './git.ts';
 import { worktreeDir } from './paths.ts';
 import { type RunState } from './run-state.ts';
 import { isValidSegment } from './ids.ts';
-import { listPlain, openPlainDirIn, openPlainPath, readPlainIn, skipReason } from './plain-tree.ts';
+import { localRuns, trackedNames } from './local-runs.ts';
+import { listPlain, openPlainPath, skipReason } from './plain-tree.ts';
 import { UnsafePathError } from './safe-fs.ts';
 import { TERMINAL } from '../run-json.ts';
 
@@ -51,8 +52,6 @@ export function endedAt(state: RunState): number | null {
   return null;
 }
 
-const MAX_STATE_BYTES = 1024 * 1024;
-
 /**
  * The plain folders (or with `kind` 'file', the plain files) directly in `<root>/<parts…>`, sorted; none when any
  * level on the way is a link or not a folder. Links in it are left out, never followed.
@@ -65,55 +64,6 @@ export function plainEntries(root: string, parts: readonly string[], kind: 'dir'
   } finally {
     dir.close();
   }
-}
-
-/**
- * The names directly under `<repo>/<folder>` that git tracks anything in: a repository's own content (a committed
- * run state, pending marker or worktree folder), never something svc made. None when `repo` is not a checkout.
- */
-export function trackedNames(repo: string, folder: string): Set<string> {
-  const depth = folder.split('/').length;
-  try {
-    const files = git(repo, ['ls-files', '-z', '--', folder]).split('\0');
-    return new Set(files.map((f) => f.split('/')[depth]).filter((name): name is string => Boolean(name)));
-  } catch {
-    return new Set();
-  }
-}
-
-/** The run states in `<repo>/.svc/runs` svc wrote (untracked, read without following a link), by run id. */
-export function untrackedRunStates(repo: string): Map<string, RunState> {
-  const states = new Map<string, RunState>();
-  const runs = openPlainPath(repo, ['.svc', 'runs']);
-  if ('failed' in runs) return states;
-  const tracked = trackedNames(repo, '.svc/runs');
-  try {
-    for (const entry of listPlain(runs)) {
-      if (entry.kind !== 'dir' || !isValidSegment(entry.name) || tracked.has(entry.name)) continue;
-      const dir = openPlainDirIn(runs, entry.name);
-      if (typeof dir === 'string') continue;
-      try {
-        const bytes = readPlainIn(dir, 'state.json', MAX_STATE_BYTES);
-        if (!Buffer.isBuffer(bytes)) continue;
-        const state: unknown = JSON.parse(bytes.toString('utf8'));
-        if (isState(state, entry.name)) states.set(entry.name, state);
-      } catch {
-        // not JSON: not a run svc wrote
-      } finally {
-        dir.close();
-      }
-    }
-  } finally {
-    runs.close();
-  }
-  return states;
-}
-
-/** A state object for `run` whose status is a string; the other fields prune reads are checked where they are read. */
-function isState(value: unknown, run: string): value is RunState {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
-  const fields = value as Record<string, unknown>;
-  return fields.run === run && typeof fields.status === 'string';
 }
 
 /**
@@ -161,7 +111,7 @@ export function planProjectPrune(repo: string, olderThanMs: number, now = Date.n
     .filter((name) => isValidSegment(name) && !trackedTrees.has(name)));
   const add = (go: boolean, target: PruneTarget) => (go ? plan.remove : plan.keep).push(target);
   const known = new Set<string>();
-  for (const [run, state] of untrackedRunStates(repo)) {
+  for (const { run, state } of localRuns(repo)) {
     known.add(run);
     const branch = `svc/${run}`;
     // Only what svc made for this run: its worktree and the branch it made there.

@@ -12,23 +12,18 @@
 // FIFO opened, a size cap), skips run folders git tracks (a cloned repository's, not this machine's), and never fails
 // the start it runs in: a run it cannot rename is left for the next start.
 import { join } from 'node:path';
-import { git } from './git.ts';
 import { writeState, type RunState } from './run-state.ts';
 import { isoNow } from '../iso-time.ts';
 import { runDir } from './paths.ts';
 import { openEventLog } from './events-log.ts';
 import { markPending } from './ship-pending.ts';
-import { isValidSegment } from './ids.ts';
 import { readAgentFile, writeNoFollow } from './safe-fs.ts';
-import { listPlain, openPlainDirIn, openPlainPath, readPlainIn } from './plain-tree.ts';
+import { localRuns, type Found } from './local-runs.ts';
 import { TERMINAL } from '../run-json.ts';
 import { isWebhookOrigin } from './classify.ts';
-import { isJsonObject } from '../untrusted.ts';
 import { procStart } from './proc-group.ts';
 
 const NAMES_FILE = join('info', 'svc-repo-names');
-/** A state.json larger than this is not one svc wrote. */
-const MAX_STATE_BYTES = 1024 * 1024;
 const MAX_NAMES_BYTES = 1024 * 1024;
 
 export interface RepoRename {
@@ -52,50 +47,10 @@ function writeNames(file: string, names: Map<string, string>): void {
   writeNoFollow(file, [...names].map(([path, name]) => `${name}\t${path}\n`).join(''));
 }
 
-/** The run folders git tracks under .svc/runs: committed by someone, so not runs of this machine to rename. */
-function trackedRuns(repo: string): Set<string> {
-  try {
-    const files = git(repo, ['ls-files', '-z', '--', '.svc/runs']).split('\0');
-    return new Set(files.map((f) => f.split('/')[2]).filter((run): run is string => Boolean(run)));
-  } catch {
-    return new Set();
-  }
-}
-
-export type Found = { run: string; state: RunState };
-
 /** The fields the rename reads, as the strings svc writes; anything else is not a run svc wrote. */
-function isRunState(value: unknown, run: string): value is RunState {
-  if (!isJsonObject(value) || value.run !== run) return false;
+function isRenamable(state: RunState): boolean {
+  const value = state as unknown as Record<string, unknown>;
   return ['repo', 'repo_path', 'status', 'origin'].every((key) => typeof value[key] === 'string');
-}
-
-/** This checkout's runs whose state svc can read safely, ended or not. */
-export function localRuns(repo: string): Found[] {
-  const runs = openPlainPath(repo, ['.svc', 'runs']);
-  if ('failed' in runs) return [];
-  const tracked = trackedRuns(repo);
-  const found: Found[] = [];
-  try {
-    for (const entry of listPlain(runs)) {
-      if (entry.kind !== 'dir' || !isValidSegment(entry.name) || tracked.has(entry.name)) continue;
-      const dir = openPlainDirIn(runs, entry.name);
-      if (typeof dir === 'string') continue;
-      try {
-        const bytes = readPlainIn(dir, 'state.json', MAX_STATE_BYTES);
-        if (!Buffer.isBuffer(bytes)) continue;
-        const state: unknown = JSON.parse(bytes.toString('utf8'));
-        if (isRunState(state, entry.name)) found.push({ run: entry.name, state });
-      } catch {
-        // not JSON: not a run svc wrote
-      } finally {
-        dir.close();
-      }
-    }
-  } finally {
-    runs.close();
-  }
-  return found;
 }
 
 /**
@@ -139,7 +94,7 @@ export function adoptRepoName(repo: string, gitDir: string, name: string): RepoR
     const now = isoNow();
     for (const found of localRuns(repo)) {
       const { state } = found;
-      if (state.repo === name || state.repo_path !== repo) continue;
+      if (!isRenamable(state) || state.repo === name || state.repo_path !== repo) continue;
       // A run a trigger server started carries the name its job was routed to: that is not the checkout's to change.
       if (isWebhookOrigin(state.origin)) continue;
       if ((!TERMINAL.has(state.status) && workerAlive(state)) || !rename(repo, found, name, now)) {

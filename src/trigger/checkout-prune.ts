@@ -17,9 +17,8 @@ import { createTriggerJobsStore, type JobStatus } from '../db/trigger-jobs-store
 import { TERMINAL } from '../run-json.ts';
 import { UnsafePathError } from '../engine/safe-fs.ts';
 import { isValidSegment } from '../engine/ids.ts';
-import {
-  ago, assertOwnFolder, endedAt, plainEntries, trackedNames, untrackedRunStates, type PrunePlan,
-} from '../engine/prune.ts';
+import { ago, assertOwnFolder, endedAt, plainEntries, type PrunePlan } from '../engine/prune.ts';
+import { localRuns, trackedNames } from '../engine/local-runs.ts';
 
 /**
  * Job statuses by id from the trigger's database; an empty lookup when there is no database here. It is never
@@ -43,7 +42,7 @@ function jobStatuses(dbPath: string): { get(id: string): { status: JobStatus; fi
 /** Why the checkout must stay whatever its age, or null; and the newest time anything in it ended. */
 function inUse(dir: string): { why: string | null; last: number | null } {
   let last: number | null = null;
-  for (const [run, state] of untrackedRunStates(dir)) {
+  for (const { run, state } of localRuns(dir)) {
     if (!TERMINAL.has(state.status)) return { why: `run ${run} is ${state.status}`, last };
     const at = endedAt(state);
     if (at !== null) last = Math.max(last ?? 0, at);
