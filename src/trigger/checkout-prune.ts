@@ -77,8 +77,10 @@ export function planCheckoutPrune(checkouts: string, dbPath: string, olderThanMs
             continue;
           }
           const at = row?.finished_at ?? use.last ?? lstatSync(dir).mtimeMs;
-          const reason = `job ${row ? row.status : 'ended'} ${ago(now - at)}`;
-          (now - at >= olderThanMs ? plan.remove : plan.keep).push({ ...base, reason });
+          // A folder's mtime can read a fraction of a millisecond after `now`: its age is then 0, never negative.
+          const age = Math.max(0, now - at);
+          const reason = `job ${row ? row.status : 'ended'} ${ago(age)}`;
+          (age >= olderThanMs ? plan.remove : plan.keep).push({ ...base, reason });
         }
       }
     }
