@@ -120,4 +120,11 @@ export const triggerMigrations: readonly Migration[] = [
   ALTER TABLE jobs ADD COLUMN repo TEXT;
   ALTER TABLE jobs ADD COLUMN workdir TEXT;
   `,
+  // 7: dedupe keys are found by a UNIQUE index on the key, the plain way: the in-memory index migration 4 made room
+  // for saved write work the webhook bars do not need. A key held twice (never written so, but an index cannot be
+  // built over one) keeps its first claim.
+  `
+  DELETE FROM dedupe_keys WHERE id NOT IN (SELECT min(id) FROM dedupe_keys GROUP BY key);
+  CREATE UNIQUE INDEX dedupe_keys_by_key ON dedupe_keys (key);
+  `,
 ];
