@@ -1,5 +1,5 @@
 // Dedupe keys (body hashes and vendor delivery ids), claimed in the same transaction as the job they belong to.
-// The key is UNIQUE (trigger migration 7): SQLite finds a repeat, and no second writer can claim a key twice.
+// The key is the table's primary key (trigger migration 7): SQLite finds a repeat, and no key is claimed twice.
 import type { Db } from './open.ts';
 
 export interface TriggerDedupeStore {

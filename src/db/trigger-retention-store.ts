@@ -13,8 +13,8 @@ export interface TriggerRetentionStore {
 
 export function createTriggerRetentionStore(db: Db): TriggerRetentionStore {
   const dedupe = db.prepare(
-    `DELETE FROM dedupe_keys WHERE id IN
-     (SELECT id FROM dedupe_keys WHERE created_at < ? ORDER BY created_at ${LIMIT_PARAM})`,
+    `DELETE FROM dedupe_keys WHERE key IN
+     (SELECT key FROM dedupe_keys WHERE created_at < ? ORDER BY created_at ${LIMIT_PARAM})`,
   );
   // finished_at is set only by finish(), i.e. for terminal jobs; the status test keeps that an invariant here too.
   const jobs = db.prepare(

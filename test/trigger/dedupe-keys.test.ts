@@ -1,4 +1,4 @@
-// Dedupe keys (trigger-dedupe-store.ts, UNIQUE on the key): a delivery is a duplicate exactly when a committed row
+// Dedupe keys (trigger-dedupe-store.ts, the key is the primary key): a delivery is a duplicate exactly when a committed row
 // (from any connection) holds one of its keys; expired keys, a rolled-back delivery and DBs from before the UNIQUE
 // index never change that.
 import { describe, it } from 'node:test';
@@ -54,7 +54,7 @@ describe('dedupe keys', () => {
     assert.equal(keyCount(stores), 1);
     assert.throws(() => stores.db.prepare(
       "INSERT INTO dedupe_keys (key, job_id, created_at) VALUES ('p', ?, 2)",
-    ).run(jobOf(stores, 'p')), /UNIQUE/);
+    ).run(jobOf(stores, 'p')), /UNIQUE|PRIMARY KEY/);
   });
 
   it('forgets expired keys: they are no longer duplicates', () => {
@@ -67,7 +67,7 @@ describe('dedupe keys', () => {
     assert.deepEqual(place(stores, 5 * day, delivery('old-1'), delivery('new')), ['queued', `dup:${jobOf(stores, 'new')}`]);
   });
 
-  it('keeps the keys of a DB from before the append-only table and the UNIQUE index, and they still deduplicate', () => {
+  it('keeps the keys of a DB from before migrations 4 and 7, and they still deduplicate', () => {
     const dir = tempDir('svc-dedupe-v3-');
     temp.dirs.push(dir);
     const path = join(dir, 'trigger.db');
@@ -90,7 +90,7 @@ describe('dedupe keys', () => {
     assert.deepEqual(place(stores, 4, delivery('webhook:delivery:d1')), ['queued']);
   });
 
-  it('builds the UNIQUE index over a DB whose append-only table held a key twice, keeping the first claim', () => {
+  it('migrates an append-only table that held a key twice, keeping the first claim', () => {
     const dir = tempDir('svc-dedupe-v6-');
     temp.dirs.push(dir);
     const path = join(dir, 'trigger.db');
