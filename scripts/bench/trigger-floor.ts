@@ -57,10 +57,13 @@ const rungs: Array<{ name: string; start: () => Promise<ServerProcess> }> = [
   } }] : []),
 ];
 
+// RUNGS=3,4 measures only those rungs (1-based), e.g. the floor and svc side by side.
+const only = (process.env.RUNGS ?? '').split(',').filter(Boolean).map(Number);
+const chosen = only.length ? rungs.filter((_, i) => only.includes(i + 1)) : rungs;
 const ceiling = await startCeiling();
 try {
   process.stdout.write('| rung | req/s | ceiling | ratio | p99 | server CPU per request |\n|---|---:|---:|---:|---:|---:|\n');
-  for (const rung of rungs) {
+  for (const rung of chosen) {
     const server = await rung.start();
     const job: LoadJob = { url: server.url, connections: 16, warmupMs: 500, durationMs: 2000, request: github ? { kind: 'github', secret, template: githubIssuesTemplate() } : { kind: 'trackerb', secret, template: trackerbTemplate() }, expect: [202] };
     const ceilingJob: LoadJob = { ...job, url: ceiling.url, request: { kind: 'get', path: '/health' }, expect: [200] };

@@ -20,6 +20,7 @@ import { createSkipCounts } from './skip-counts.ts';
 import { createJobWorkdirs } from './job-workdir.ts';
 import { createManagedCheckouts } from './managed-checkout.ts';
 import { startTriggerRetention } from './retention.ts';
+import { createWalCheckpointer } from './wal-checkpointer.ts';
 import { BadSettingError, errorMessage } from '../errors.ts';
 import type { RepoRouter } from './served-repos.ts';
 import type { LiveRepoRouter } from './served-repos-live.ts';
@@ -122,6 +123,7 @@ export async function startTrigger(
   const db = openDatabase(settings.dbPath, triggerMigrations);
   const stores = createTriggerStores(db);
   stores.jobs.countOrigins(ROUTES);
+  const checkpointer = createWalCheckpointer({ db, path: settings.dbPath, log });
   const shutdown = new AbortController();
   const notify = createNotifier({
     stores,
@@ -142,7 +144,10 @@ export async function startTrigger(
   let runner: Runner | undefined;
   const queue = createJobQueue({
     stores, clock, maxQueued: settings.queueMax, routes: configuredRoutes(settings),
-    onEnqueued: () => setImmediate(() => runner?.kick()),
+    onEnqueued: () => {
+      checkpointer.nudge();
+      setImmediate(() => runner?.kick());
+    },
   });
   const managed = createManagedCheckouts({
     stateDir: settings.stateDir, checkoutsDir: settings.checkoutsDir, env, log,
@@ -194,6 +199,7 @@ export async function startTrigger(
         await runner!.close();
         await Promise.all(reports);
       });
+      await checkpointer.close();
       db.close();
     })();
     return closing;
