@@ -20,9 +20,10 @@ function delivery(...keys: string[]): EnqueueRequest {
   return { origin: 'jobs', repo: 'acme/api', brief: 'b', args: ['start', '--brief', 'b', '--detach'], dedupeKeys: keys };
 }
 
-function place(stores: TriggerStores, now: number, ...deliveries: EnqueueRequest[]): string[] {
+/** The deliveries in one group commit (one event-loop turn), as each was answered. */
+async function place(stores: TriggerStores, now: number, ...deliveries: EnqueueRequest[]): Promise<string[]> {
   const queue = createJobQueue({ stores, clock: () => now, maxQueued: 1_000_000, onEnqueued() {} });
-  return deliveries.map((d) => queue.enqueue(d))
+  return (await Promise.all(deliveries.map((d) => queue.enqueue(d))))
     .map((o) => (o.kind === 'queued' ? 'queued' : o.kind === 'duplicate' ? `dup:${o.jobId}` : o.kind));
 }
 
@@ -34,22 +35,22 @@ function keyCount(stores: TriggerStores): number {
   return (stores.db.prepare('SELECT count(*) AS n FROM dedupe_keys').get() as { n: number }).n;
 }
 
-describe('dedupe keys', () => {
-  it('finds a key another connection committed', () => {
+describe('dedupe keys', async () => {
+  it('finds a key another connection committed', async () => {
     const { db, path } = temp.open();
     const stores = createTriggerStores(db);
-    assert.deepEqual(place(stores, 1, delivery('a')), ['queued']);
+    assert.deepEqual(await place(stores, 1, delivery('a')), ['queued']);
     const other = createTriggerStores(openDatabase(path, triggerMigrations));
-    assert.deepEqual(place(other, 2, delivery('b', 'c')), ['queued']);
+    assert.deepEqual(await place(other, 2, delivery('b', 'c')), ['queued']);
     const expected = [`dup:${jobOf(stores, 'c')}`, `dup:${jobOf(stores, 'a')}`];
-    assert.deepEqual(place(stores, 3, delivery('x', 'c'), delivery('a')), expected);
-    assert.deepEqual(place(other, 4, delivery('a')), [`dup:${jobOf(stores, 'a')}`]);
+    assert.deepEqual(await place(stores, 3, delivery('x', 'c'), delivery('a')), expected);
+    assert.deepEqual(await place(other, 4, delivery('a')), [`dup:${jobOf(stores, 'a')}`]);
     other.db.close();
   });
 
-  it('claims a key twice in one delivery once, and refuses a second row for a key at the database', () => {
+  it('claims a key twice in one delivery once, and refuses a second row for a key at the database', async () => {
     const stores = createTriggerStores(temp.open().db);
-    const out = place(stores, 1, delivery('p', 'p'), delivery('q', 'p'));
+    const out = await place(stores, 1, delivery('p', 'p'), delivery('q', 'p'));
     assert.deepEqual(out, ['queued', `dup:${jobOf(stores, 'p')}`]);
     assert.equal(keyCount(stores), 1);
     assert.throws(() => stores.db.prepare(
@@ -57,17 +58,17 @@ describe('dedupe keys', () => {
     ).run(jobOf(stores, 'p')), /UNIQUE|PRIMARY KEY/);
   });
 
-  it('forgets expired keys: they are no longer duplicates', () => {
+  it('forgets expired keys: they are no longer duplicates', async () => {
     const stores = createTriggerStores(temp.open().db);
     const day = 86_400_000;
-    place(stores, 0, delivery('old-1', 'old-2'));
-    place(stores, 5 * day, delivery('new'));
+    await place(stores, 0, delivery('old-1', 'old-2'));
+    await place(stores, 5 * day, delivery('new'));
     assert.deepEqual(pruneAll(stores, { dedupeDays: 1, jobDays: 30 }, 5 * day), { dedupeKeys: 2, jobs: 0 });
     assert.equal(keyCount(stores), 1);
-    assert.deepEqual(place(stores, 5 * day, delivery('old-1'), delivery('new')), ['queued', `dup:${jobOf(stores, 'new')}`]);
+    assert.deepEqual(await place(stores, 5 * day, delivery('old-1'), delivery('new')), ['queued', `dup:${jobOf(stores, 'new')}`]);
   });
 
-  it('keeps the keys of a DB from before migrations 4 and 7, and they still deduplicate', () => {
+  it('keeps the keys of a DB from before migrations 4 and 7, and they still deduplicate', async () => {
     const dir = tempDir('svc-dedupe-v3-');
     temp.dirs.push(dir);
     const path = join(dir, 'trigger.db');
@@ -84,13 +85,13 @@ describe('dedupe keys', () => {
     temp.dbs.push(db);
     const stores = createTriggerStores(db);
     const again = [delivery('webhook:delivery:d1'), delivery('webhook:body:aa'), delivery('webhook:body:bb')];
-    assert.deepEqual(place(stores, 3, ...again), ['dup:j1', 'dup:j1', 'queued']);
+    assert.deepEqual(await place(stores, 3, ...again), ['dup:j1', 'dup:j1', 'queued']);
     // The foreign key still cascades: deleting the job deletes its keys.
     db.exec("DELETE FROM jobs WHERE id = 'j1'");
-    assert.deepEqual(place(stores, 4, delivery('webhook:delivery:d1')), ['queued']);
+    assert.deepEqual(await place(stores, 4, delivery('webhook:delivery:d1')), ['queued']);
   });
 
-  it('migrates an append-only table that held a key twice, keeping the first claim', () => {
+  it('migrates an append-only table that held a key twice, keeping the first claim', async () => {
     const dir = tempDir('svc-dedupe-v6-');
     temp.dirs.push(dir);
     const path = join(dir, 'trigger.db');
@@ -103,6 +104,6 @@ describe('dedupe keys', () => {
     temp.dbs.push(db);
     const stores = createTriggerStores(db);
     assert.equal(keyCount(stores), 1);
-    assert.deepEqual(place(stores, 3, delivery('k')), ['dup:j1']);
+    assert.deepEqual(await place(stores, 3, delivery('k')), ['dup:j1']);
   });
 });

@@ -1,4 +1,4 @@
-// The durable job queue: one transaction per delivery, its failure isolation and its shares, and job ids.
+// The durable job queue: its group commit, the failure isolation of one delivery, its shares, and job ids.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Db } from '../../src/db/open.ts';
@@ -29,57 +29,60 @@ function count(db: Db, table: string): number {
 }
 
 describe('job queue', () => {
-  it('commits each delivery before it answers, each with its own job, and wakes the dispatcher', () => {
-    const { queue, kicks } = setup(1000);
-    const results = [1, 2, 3].map((n) => queue.enqueue(delivery(n)));
+  it('commits the deliveries of one event-loop turn together, each with its own job, and wakes the dispatcher', async () => {
+    const { queue, db, kicks } = setup(1000);
+    const results = await Promise.all([1, 2, 3].map((n) => queue.enqueue(delivery(n))));
     assert.deepEqual(results.map((r) => r.kind), ['queued', 'queued', 'queued']);
     const ids = results.map((r) => (r.kind === 'queued' ? r.jobId : ''));
     assert.equal(new Set(ids).size, 3);
     for (const id of ids) assert.equal(queue.get(id)?.status, 'queued');
-    assert.equal(kicks(), 3);
-  });
-
-  it('answers a retry of a delivery as a duplicate of the first', () => {
-    const { queue, kicks } = setup(1000);
-    const first = queue.enqueue(delivery(7));
-    const second = queue.enqueue(delivery(7));
-    assert.equal(first.kind, 'queued');
-    assert.deepEqual(second, { kind: 'duplicate', jobId: first.kind === 'queued' ? first.jobId : '' });
     assert.equal(kicks(), 1);
+    assert.equal(count(db, 'jobs'), 3);
   });
 
-  it('fails only the delivery that could not be written, leaving nothing of it behind', () => {
+  it('answers a retry of a delivery in the same turn as a duplicate of the first', async () => {
+    const { queue } = setup(1000);
+    const [first, second] = await Promise.all([queue.enqueue(delivery(7)), queue.enqueue(delivery(7))]);
+    assert.equal(first?.kind, 'queued');
+    assert.deepEqual(second, { kind: 'duplicate', jobId: first?.kind === 'queued' ? first.jobId : '' });
+  });
+
+  it('fails only the delivery that could not be written, leaving nothing of it, and commits the rest', async () => {
     const { queue, db } = setup(1000);
-    queue.enqueue(delivery(1));
     // A BigInt in the reply target makes JSON.stringify throw after the job row and its keys were inserted.
-    assert.throws(() => queue.enqueue(delivery(2, { bad: 1n })), DeliveryNotCommittedError);
-    queue.enqueue(delivery(3));
+    const results = await Promise.allSettled([
+      queue.enqueue(delivery(1)), queue.enqueue(delivery(2, { bad: 1n })), queue.enqueue(delivery(3)),
+    ]);
+    assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
+    assert.ok(results[1]?.status === 'rejected' && results[1].reason instanceof DeliveryNotCommittedError);
     assert.equal(count(db, 'jobs'), 2);
     assert.equal(count(db, 'reply_targets'), 2);
     assert.equal(count(db, 'dedupe_keys'), 4);
     // Nothing of the failed delivery survived: the vendor's retry is queued, not answered as a duplicate.
-    assert.equal(queue.enqueue(delivery(2)).kind, 'queued');
+    assert.equal((await queue.enqueue(delivery(2))).kind, 'queued');
   });
 
-  it('answers full with no job once the queue holds maxQueued jobs', () => {
+  it('answers full with no job once the queue holds maxQueued jobs, counting within a turn', async () => {
     const { queue } = setup(2);
-    const results = [1, 2, 3].map((n) => queue.enqueue(delivery(n)));
+    const results = await Promise.all([1, 2, 3].map((n) => queue.enqueue(delivery(n))));
     assert.deepEqual(results.map((r) => r.kind), ['queued', 'queued', 'full']);
     assert.deepEqual(queue.depth(), { queued: 2, running: 0 });
   });
 
-  it('keeps each route its reserve when another route took the whole pool', () => {
+  it('keeps each route its reserve when another route took the whole pool', async () => {
     // 8 waiting jobs over 2 routes: 2 reserved each, 4 shared.
     const { queue } = setup(8, 2);
-    const flood = Array.from({ length: 9 }, (_, n) => queue.enqueue({ ...delivery(n), origin: 'jobs' }));
+    const flood = await Promise.all(
+      Array.from({ length: 9 }, (_, n) => queue.enqueue({ ...delivery(n), origin: 'jobs' })),
+    );
     assert.equal(flood.filter((r) => r.kind === 'queued').length, 6);
-    const other = [10, 11, 12].map((n) => queue.enqueue(delivery(n)));
+    const other = await Promise.all([10, 11, 12].map((n) => queue.enqueue(delivery(n))));
     assert.deepEqual(other.map((r) => r.kind), ['queued', 'queued', 'full']);
   });
 
   it('answers the cheap checks before any work: duplicate of a committed job, full share, else open', async () => {
     const { queue } = setup(2);
-    const first = queue.enqueue(delivery(1));
+    const first = await queue.enqueue(delivery(1));
     assert.equal(first.kind, 'queued');
     const holder = first.kind === 'queued' ? { kind: 'duplicate', jobId: first.jobId } : {};
     assert.deepEqual(await queue.admit('trackerb', ['trackerb:delivery:1']), holder);
@@ -87,7 +90,7 @@ describe('job queue', () => {
     assert.equal(open.kind, 'open');
     // A copy in flight waits for the first holder of its key, then sees what that one committed.
     const copy = queue.admit('trackerb', ['trackerb:body:2']);
-    const second = queue.enqueue(delivery(2));
+    const second = await queue.enqueue(delivery(2));
     if (open.kind === 'open') open.release();
     assert.deepEqual(await copy, second.kind === 'queued' ? { kind: 'duplicate', jobId: second.jobId } : {});
     assert.deepEqual(await queue.admit('trackerb', ['trackerb:body:3']), { kind: 'full' });

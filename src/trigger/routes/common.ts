@@ -109,14 +109,14 @@ export async function enqueue(ctx: TCtx, intake: Intake, replies: Replies = acce
   if (admission.kind === 'duplicate') return duplicate(ctx, origin, admission.jobId, replies);
   try {
     const job = await intake.prepare();
-    return commit(ctx, { origin, repo, ...job, dedupeKeys, reply: intake.reply }, replies);
+    return await commit(ctx, { origin, repo, ...job, dedupeKeys, reply: intake.reply }, replies);
   } finally {
     admission.release();
   }
 }
 
-function commit(ctx: TCtx, request: EnqueueRequest, replies: Replies): Reply {
-  const result = ctx.deps.queue.enqueue(request);
+async function commit(ctx: TCtx, request: EnqueueRequest, replies: Replies): Promise<Reply> {
+  const result = await ctx.deps.queue.enqueue(request);
   if (result.kind === 'full') throw full(ctx, request.origin);
   if (result.kind === 'duplicate') return duplicate(ctx, request.origin, result.jobId, replies);
   ctx.deps.log.info('job queued', { route: request.origin, job_id: result.jobId, repo: request.repo });
