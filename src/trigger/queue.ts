@@ -1,6 +1,6 @@
 // The durable job queue: per delivery its dedupe keys and its route's share are checked, then the job row, its keys
 // and its reply target written, and committed before any 2xx (DESIGN §5). Deliveries of one event-loop turn share
-// the COMMIT: kept because the peer bar needs it (docs/bench.md: ~2.7× the deliveries per CPU second of one commit
+// the COMMIT: kept because the peer bar needs it (docs/bench.md: about twice the deliveries per second of a commit
 // each), written with a savepoint per delivery so one that cannot be written still fails alone.
 import { errorMessage, FailedError } from '../errors.ts';
 import { transaction } from '../db/open.ts';
