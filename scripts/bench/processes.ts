@@ -17,9 +17,14 @@ export interface ServerProcess {
   stop(): Promise<void>;
 }
 
-/** Spawns `node <args>` (the pinned Node, no shell) and resolves with the first line of stdout that looks like a URL. */
-export function startServer(args: string[], env: NodeJS.ProcessEnv, timeoutMs = 30_000): Promise<ServerProcess> {
-  const child = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+/**
+ * Spawns `node <args>` (the pinned Node, or `command`; no shell) and resolves with the first line of stdout that
+ * looks like a URL.
+ */
+export function startServer(
+  args: string[], env: NodeJS.ProcessEnv, timeoutMs = 30_000, command = process.execPath, cwd?: string,
+): Promise<ServerProcess> {
+  const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'], ...(cwd ? { cwd } : {}) });
   let err = '';
   let out = '';
   child.stderr?.on('data', (d: Buffer) => {

@@ -1,5 +1,6 @@
 // A minimal keep-alive HTTP/1.1 client over one net.Socket: one request in flight, responses framed by
-// Content-Length or chunked encoding. It exists because http.Agent tops out below a plain node:http server on
+// Content-Length or chunked encoding; a server that closes after each answer (HTTP/1.0 or `Connection: close`, as
+// the Python peer does) gets a new connection for the next request, its connect counted in that request's time. It exists because http.Agent tops out below a plain node:http server on
 // this machine (measured ~47k vs ~66k req/s), which would hide any gap between the ceiling and our servers.
 import { connect, type Socket } from 'node:net';
 
@@ -13,6 +14,8 @@ export interface RequestSpec {
 export interface RawResponse {
   status: number;
   body: Buffer;
+  /** The server closes the connection after this answer. */
+  close?: boolean;
 }
 
 export interface RawConnection {
@@ -38,12 +41,14 @@ export function parseResponse(buf: Buffer): { response: RawResponse; used: numbe
   if (end < 0) return null;
   const head = buf.toString('latin1', 0, end);
   const status = Number(head.slice(9, 12));
+  const close = head.startsWith('HTTP/1.0')
+    ? !/\r\nconnection:\s*keep-alive/i.test(head) : /\r\nconnection:\s*close/i.test(head);
   const length = /\r\ncontent-length:\s*(\d+)/i.exec(head);
   const start = end + 4;
   if (length) {
     const total = start + Number(length[1]);
     if (buf.length < total) return null;
-    return { response: { status, body: buf.subarray(start, total) }, used: total };
+    return { response: { status, body: buf.subarray(start, total), close }, used: total };
   }
   if (/\r\ntransfer-encoding:\s*chunked/i.test(head)) {
     const parts: Buffer[] = [];
@@ -54,15 +59,16 @@ export function parseResponse(buf: Buffer): { response: RawResponse; used: numbe
       const size = parseInt(buf.toString('latin1', at, lineEnd), 16);
       const dataEnd = lineEnd + 2 + size;
       if (buf.length < dataEnd + 2) return null;
-      if (size === 0) return { response: { status, body: Buffer.concat(parts) }, used: dataEnd + 2 };
+      if (size === 0) return { response: { status, body: Buffer.concat(parts), close }, used: dataEnd + 2 };
       parts.push(buf.subarray(lineEnd + 2, dataEnd));
       at = dataEnd + 2;
     }
   }
-  return { response: { status, body: Buffer.alloc(0) }, used: start };
+  return { response: { status, body: Buffer.alloc(0), close }, used: start };
 }
 
-export function openConnection(host: string, port: number): Promise<RawConnection> {
+/** One socket, resolved once connected, with one request in flight at a time. */
+function dial(host: string, port: number): Promise<{ socket: Socket; send(bytes: Buffer): Promise<RawResponse> }> {
   return new Promise((resolve, reject) => {
     const socket: Socket = connect(port, host);
     socket.setNoDelay(true);
@@ -87,18 +93,33 @@ export function openConnection(host: string, port: number): Promise<RawConnectio
       reject(err);
     });
     socket.on('close', () => fail(new Error('connection closed')));
-    socket.once('connect', () =>
-      resolve({
-        request(bytes) {
-          return new Promise((res, rej) => {
-            pending = { resolve: res, reject: rej };
-            socket.write(bytes);
-          });
-        },
-        close() {
-          socket.destroy();
-        },
-      }),
-    );
+    socket.once('connect', () => resolve({
+      socket,
+      send(bytes) {
+        return new Promise((res, rej) => {
+          pending = { resolve: res, reject: rej };
+          socket.write(bytes);
+        });
+      },
+    }));
   });
+}
+
+export async function openConnection(host: string, port: number): Promise<RawConnection> {
+  let current = await dial(host, port);
+  let reconnect = false;
+  return {
+    async request(bytes) {
+      if (reconnect) {
+        current.socket.destroy();
+        current = await dial(host, port);
+      }
+      const response = await current.send(bytes);
+      reconnect = response.close === true;
+      return response;
+    },
+    close() {
+      current.socket.destroy();
+    },
+  };
 }

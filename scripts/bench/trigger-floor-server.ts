@@ -1,65 +1,93 @@
-// The trigger figure's floors: a plain node:http server doing only part of what a signed webhook needs,
-// so the bench can say what the bytes, the verification and a durable commit cost on this machine before
-// any svc code runs. FLOOR_MODE: `read` (read the body, 202), `verify` (+ HMAC check, sha256 dedupe key,
-// JSON.parse), `commit` (+ job row, two dedupe keys and a reply target in one WAL transaction per
-// event-loop turn, answered after COMMIT). Prints its URL on stdout like the other bench servers.
+// The signed-webhook figure's floor (DESIGN §7): the plainest correct implementation of the job in a bare node:http
+// server. FLOOR_MODE `commit` (the floor): read the body (1 MiB cap), HMAC check over the raw bytes, sha256 body key
+// and the delivery id, JSON.parse, then ONE transaction per delivery with svc's pragmas (WAL, synchronous=NORMAL,
+// foreign keys): the keys are found or claimed under a UNIQUE index, the job row and its reply target written, and
+// the 202 sent after COMMIT. No batching, no caches. `read` and `verify` are the lower rungs of
+// trigger-floor.ts's ladder. Prints its URL on stdout like the other bench servers.
 import { createServer, type ServerResponse } from 'node:http';
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { DatabaseSync } from 'node:sqlite';
 
 const mode = process.env.FLOOR_MODE ?? 'read';
 const secret = process.env.FLOOR_SECRET ?? '';
-const reply = Buffer.from(JSON.stringify({ job_id: 'j01jd0000000000000000000000', status: 'queued' }));
-const headers = { 'content-type': 'application/json; charset=utf-8', 'content-length': String(reply.length), 'cache-control': 'no-store' };
+const MiB = 1024 * 1024;
+const headers = { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' };
 
 const db = mode === 'commit' ? new DatabaseSync(process.env.FLOOR_DB ?? ':memory:') : undefined;
-db?.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;');
-db?.exec(`CREATE TABLE jobs (id TEXT PRIMARY KEY, brief TEXT NOT NULL, created_at INTEGER NOT NULL) STRICT;
-  CREATE TABLE dedupe_keys (key TEXT PRIMARY KEY, job_id TEXT NOT NULL) STRICT;
-  CREATE TABLE reply_targets (job_id TEXT PRIMARY KEY, target TEXT NOT NULL) STRICT;`);
-const insertJob = db?.prepare('INSERT INTO jobs (id, brief, created_at) VALUES (?, ?, ?)');
-const insertKey = db?.prepare('INSERT INTO dedupe_keys (key, job_id) VALUES (?, ?)');
-const insertReply = db?.prepare('INSERT INTO reply_targets (job_id, target) VALUES (?, ?)');
+db?.exec(`PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;
+  PRAGMA busy_timeout = 5000; PRAGMA temp_store = MEMORY;`);
+db?.exec(`CREATE TABLE IF NOT EXISTS jobs (id TEXT PRIMARY KEY, status TEXT NOT NULL, brief TEXT NOT NULL,
+    args TEXT NOT NULL, created_at INTEGER NOT NULL) STRICT;
+  CREATE TABLE IF NOT EXISTS dedupe_keys (key TEXT PRIMARY KEY,
+    job_id TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE, created_at INTEGER NOT NULL) STRICT;
+  CREATE TABLE IF NOT EXISTS reply_targets (job_id TEXT PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,
+    channel TEXT NOT NULL, target TEXT NOT NULL, created_at INTEGER NOT NULL) STRICT;`);
+const findKey = db?.prepare('SELECT job_id FROM dedupe_keys WHERE key = ?');
+const insertJob = db?.prepare("INSERT INTO jobs (id, status, brief, args, created_at) VALUES (?, 'queued', ?, ?, ?)");
+const insertKey = db?.prepare('INSERT INTO dedupe_keys (key, job_id, created_at) VALUES (?, ?, ?)');
+const insertReply = db?.prepare('INSERT INTO reply_targets (job_id, channel, target, created_at) VALUES (?, ?, ?, ?)');
 
-let pending: Array<{ res: ServerResponse; keys: string[]; brief: string }> = [];
-let seq = 0;
-function commit(): void {
-  const batch = pending;
-  pending = [];
-  db!.exec('BEGIN IMMEDIATE');
-  for (const p of batch) {
-    const id = `j${(seq += 1)}`;
-    insertJob!.run(id, p.brief, Date.now());
-    for (const key of p.keys) insertKey!.run(key, id);
-    insertReply!.run(id, p.brief.slice(0, 16));
-  }
-  db!.exec('COMMIT');
-  for (const p of batch) answer(p.res, 202);
+function answer(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, headers);
+  res.end(JSON.stringify(body));
 }
 
-function answer(res: ServerResponse, status: number): void {
-  res.writeHead(status, headers);
-  res.end(reply);
+/** One delivery, one transaction: a key already held is a duplicate, else the job, its keys and reply target. */
+function commit(keys: string[], brief: string, target: string): { status: number; body: unknown } {
+  const now = Date.now();
+  db!.exec('BEGIN IMMEDIATE');
+  try {
+    for (const key of keys) {
+      const held = findKey!.get(key) as { job_id: string } | undefined;
+      if (held) {
+        db!.exec('COMMIT');
+        return { status: 200, body: { status: 'duplicate' } };
+      }
+    }
+    const id = `j${randomBytes(12).toString('hex')}`;
+    insertJob!.run(id, brief, JSON.stringify(['start', '--brief', brief, '--pr', '--detach']), now);
+    for (const key of keys) insertKey!.run(key, id, now);
+    insertReply!.run(id, 'reply', target, now);
+    db!.exec('COMMIT');
+    return { status: 202, body: { job_id: id, status: 'queued' } };
+  } catch (err) {
+    if (db!.isTransaction) db!.exec('ROLLBACK');
+    throw err;
+  }
 }
 
 const server = createServer({ keepAliveTimeout: 5_000 }, (req, res) => {
   const chunks: Buffer[] = [];
-  req.on('data', (chunk: Buffer) => chunks.push(chunk));
+  let size = 0;
+  req.on('data', (chunk: Buffer) => {
+    size += chunk.length;
+    if (size <= MiB) chunks.push(chunk);
+  });
   req.on('end', () => {
+    if (size > MiB) return answer(res, 413, { error: 'payload_too_large' });
     const raw = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-    if (mode === 'read') return answer(res, 202);
+    if (mode === 'read') return answer(res, 202, { status: 'queued' });
     const expected = createHmac('sha256', secret).update(raw).digest();
     // trackerb signs in X-Hub-Signature, the source host (GitHub) in X-Hub-Signature-256: both `sha256=<hex>`.
-    const signature = req.headers['x-hub-signature-256'] ?? req.headers['x-hub-signature'] ?? '';
-    const given = Buffer.from(String(signature).slice(7), 'hex');
-    if (given.length !== expected.length || !timingSafeEqual(given, expected)) return answer(res, 401);
+    const signature = String(req.headers['x-hub-signature-256'] ?? req.headers['x-hub-signature'] ?? '');
+    const given = Buffer.from(signature.startsWith('sha256=') ? signature.slice(7) : '', 'hex');
+    if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+      return answer(res, 401, { error: 'invalid_signature' });
+    }
+    let payload: { issue?: { key?: string; number?: number; title?: string; fields?: { summary?: string } } };
+    try {
+      payload = JSON.parse(raw.toString('utf8')) as typeof payload;
+    } catch {
+      return answer(res, 400, { error: 'invalid_json' });
+    }
     const bodyKey = createHash('sha256').update(raw).digest('hex');
-    const payload = JSON.parse(raw.toString('utf8')) as { issue?: { key?: string; number?: number } };
-    if (!db) return answer(res, 202);
-    if (pending.length === 0) setImmediate(commit);
+    if (!db) return answer(res, 202, { status: 'queued' });
     const delivery = req.headers['x-vendorb-webhook-identifier'] ?? req.headers['x-github-delivery'];
-    pending.push({ res, keys: [`body:${bodyKey}`, `delivery:${String(delivery)}`],
-      brief: String(payload.issue?.key ?? payload.issue?.number) });
+    const keys = [`body:${bodyKey}`, ...(delivery ? [`delivery:${String(delivery)}`] : [])];
+    const issue = payload.issue ?? {};
+    const brief = `${String(issue.key ?? issue.number)}: ${String(issue.fields?.summary ?? issue.title)}`;
+    const done = commit(keys, brief, JSON.stringify({ issue: issue.key ?? issue.number }));
+    answer(res, done.status, done.body);
   });
 });
 

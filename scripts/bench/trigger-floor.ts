@@ -1,9 +1,11 @@
-// `node scripts/bench/trigger-floor.ts [ROUNDS]`: the floor ladder behind the signed-webhook figure.
-// Each rung is measured exactly like the figure (16 connections, unique signed ~9 KB trackerb bodies,
-// alternating with the plain node:http ceiling, medians) and also reports the server's CPU per request
-// from /proc, which neighbours on the shared cores disturb far less than req/s. Rungs: plain node:http
-// reading the body; + verification and parse; + a durable group commit; `svc trigger serve` itself.
+// `node scripts/bench/trigger-floor.ts [ROUNDS] [trackerb|github]`: the floor ladder behind the signed-webhook figure.
+// Each rung is measured exactly like the figure (16 connections, unique signed ~9 KB trackerb or ~2.5 KB GitHub
+// bodies, alternating with the plain node:http ceiling, medians) and also reports the server's CPU per request
+// from /proc, which neighbours on the shared cores disturb far less than req/s. With `github` the last rung is the
+// peer, Loki Mode's Python trigger server (its stand-in, reference/loki-trigger-standin.py). Rungs: plain node:http
+// reading the body; + verification and parse; + one durable transaction per delivery; `svc trigger serve` itself.
 import { mkdtempSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -12,6 +14,7 @@ import { startCeiling, startServer, CLI, type ServerProcess } from './processes.
 import { runLoadInWorker } from './worker-client.ts';
 import { benchEnv } from './context.ts';
 import { BENCH_ASSIGNEE, trackerbTemplate } from './trackerb-payload.ts';
+import { githubIssuesTemplate } from './github-payload.ts';
 import { median } from './stats.ts';
 import { NODE_FLAGS } from './worker-client.ts';
 import type { LoadJob } from './load.ts';
@@ -19,6 +22,8 @@ import type { LoadJob } from './load.ts';
 const FLOOR = fileURLToPath(new URL('./trigger-floor-server.ts', import.meta.url));
 const STANDIN = fileURLToPath(new URL('./standin-svc.js', import.meta.url));
 const rounds = Number(process.argv[2] ?? 3);
+const github = process.argv[3] === 'github';
+const PEER = fileURLToPath(new URL('./reference/loki-trigger-standin.py', import.meta.url));
 const secret = randomBytes(24).toString('hex');
 const token = randomBytes(24).toString('hex');
 const tmp = mkdtempSync(join(tmpdir(), 'svc-floor-'));
@@ -31,7 +36,9 @@ function cpuMs(pid: number): number {
 async function svcTrigger(): Promise<ServerProcess> {
   const repo = join(tmp, 'repo');
   mkdirSync(repo, { recursive: true });
-  const env = { ...benchEnv(tmp), TRACKERB_WEBHOOK_SECRET: secret, TRACKERB_ASSIGNEES: BENCH_ASSIGNEE, SVC_API_TOKEN: token, SVC_TRIGGER_CLI: STANDIN, SVC_TRIGGER_QUEUE_MAX: '1000000' };
+  execFileSync('git', ['init', '-q', '-b', 'main'], { cwd: repo });
+  execFileSync('git', ['remote', 'add', 'origin', 'https://github.com/acme/api.git'], { cwd: repo });
+  const env = { ...benchEnv(tmp), ...(github ? { GITHUB_WEBHOOK_SECRET: secret } : { TRACKERB_WEBHOOK_SECRET: secret }), TRACKERB_ASSIGNEES: BENCH_ASSIGNEE, SVC_API_TOKEN: token, SVC_TRIGGER_CLI: STANDIN, SVC_TRIGGER_QUEUE_MAX: '1000000' };
   const server = await startServer([CLI, 'trigger', 'serve', '--port', '0', '--repo', repo, '--db', join(tmp, 'trigger.db'), '--concurrency', '2'], env);
   const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
   for (let i = 0; i < 2; i++) await fetch(`${server.url}/jobs`, { method: 'POST', headers, body: JSON.stringify({ brief: `Long-running bench job ${i}` }) });
@@ -39,18 +46,26 @@ async function svcTrigger(): Promise<ServerProcess> {
 }
 
 const rungs: Array<{ name: string; start: () => Promise<ServerProcess> }> = [
-  { name: 'plain node:http: read the 9 KB body, 202', start: () => startServer([...NODE_FLAGS, FLOOR], { ...process.env, FLOOR_MODE: 'read' }) },
+  { name: 'plain node:http: read the body, 202', start: () => startServer([...NODE_FLAGS, FLOOR], { ...process.env, FLOOR_MODE: 'read' }) },
   { name: '+ HMAC verify, sha256 key, JSON.parse', start: () => startServer([...NODE_FLAGS, FLOOR], { ...process.env, FLOOR_MODE: 'verify', FLOOR_SECRET: secret }) },
-  { name: '+ durable group commit (WAL, NORMAL)', start: () => startServer([...NODE_FLAGS, FLOOR], { ...process.env, FLOOR_MODE: 'commit', FLOOR_SECRET: secret, FLOOR_DB: join(tmp, 'floor.db') }) },
+  { name: '+ one transaction per delivery (WAL, NORMAL)', start: () => startServer([...NODE_FLAGS, FLOOR], { ...process.env, FLOOR_MODE: 'commit', FLOOR_SECRET: secret, FLOOR_DB: join(tmp, 'floor.db') }) },
   { name: 'svc trigger serve, 2 jobs running', start: svcTrigger },
+  ...(github ? [{ name: 'Loki Mode trigger server (stand-in, Python)', start: () => {
+    const cwd = join(tmp, 'loki');
+    mkdirSync(cwd, { recursive: true });
+    return startServer([PEER, '--queue-size', '1000000'], { ...process.env, GITHUB_WEBHOOK_SECRET: secret }, 30_000, 'python3', cwd);
+  } }] : []),
 ];
 
+// RUNGS=3,4 measures only those rungs (1-based), e.g. the floor and svc side by side.
+const only = (process.env.RUNGS ?? '').split(',').filter(Boolean).map(Number);
+const chosen = only.length ? rungs.filter((_, i) => only.includes(i + 1)) : rungs;
 const ceiling = await startCeiling();
 try {
   process.stdout.write('| rung | req/s | ceiling | ratio | p99 | server CPU per request |\n|---|---:|---:|---:|---:|---:|\n');
-  for (const rung of rungs) {
+  for (const rung of chosen) {
     const server = await rung.start();
-    const job: LoadJob = { url: server.url, connections: 16, warmupMs: 500, durationMs: 2000, request: { kind: 'trackerb', secret, template: trackerbTemplate() }, expect: [202] };
+    const job: LoadJob = { url: server.url, connections: 16, warmupMs: 500, durationMs: 2000, request: github ? { kind: 'github', secret, template: githubIssuesTemplate() } : { kind: 'trackerb', secret, template: trackerbTemplate() }, expect: [202] };
     const ceilingJob: LoadJob = { ...job, url: ceiling.url, request: { kind: 'get', path: '/health' }, expect: [200] };
     const rps: number[] = [], ceilings: number[] = [], p99: number[] = [], cpu: number[] = [];
     for (let i = 0; i < rounds; i++) {

@@ -120,4 +120,20 @@ export const triggerMigrations: readonly Migration[] = [
   ALTER TABLE jobs ADD COLUMN repo TEXT;
   ALTER TABLE jobs ADD COLUMN workdir TEXT;
   `,
+  // 7: dedupe keys are found by their key, the plain way: the key is the table's primary key (one B-tree, no
+  // AUTOINCREMENT), and the in-memory index migration 4 made room for is gone. A key held twice (never written so)
+  // keeps its first claim.
+  `
+  CREATE TABLE dedupe_keys_v7 (
+    key TEXT PRIMARY KEY,
+    job_id TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    created_at INTEGER NOT NULL
+  ) STRICT, WITHOUT ROWID;
+  INSERT OR IGNORE INTO dedupe_keys_v7 (key, job_id, created_at)
+    SELECT key, job_id, created_at FROM dedupe_keys ORDER BY id;
+  DROP TABLE dedupe_keys;
+  ALTER TABLE dedupe_keys_v7 RENAME TO dedupe_keys;
+  CREATE INDEX dedupe_keys_by_job ON dedupe_keys (job_id);
+  CREATE INDEX dedupe_keys_by_created ON dedupe_keys (created_at);
+  `,
 ];

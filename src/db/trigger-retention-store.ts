@@ -5,17 +5,16 @@ import type { Db } from './open.ts';
 import { LIMIT_PARAM } from './limit-param.ts';
 
 export interface TriggerRetentionStore {
-  /** Deletes up to `limit` dedupe keys created before `before`; returns the deleted rows. */
-  pruneDedupeKeys(before: number, limit: number): { id: number; key: string }[];
+  /** Deletes up to `limit` dedupe keys created before `before`; returns how many. */
+  pruneDedupeKeys(before: number, limit: number): number;
   /** Deletes up to `limit` succeeded, failed or interrupted jobs that finished before `before`; returns how many. */
   pruneFinishedJobs(before: number, limit: number): number;
 }
 
 export function createTriggerRetentionStore(db: Db): TriggerRetentionStore {
   const dedupe = db.prepare(
-    `DELETE FROM dedupe_keys WHERE id IN
-     (SELECT id FROM dedupe_keys WHERE created_at < ? ORDER BY created_at ${LIMIT_PARAM})
-     RETURNING id, key`,
+    `DELETE FROM dedupe_keys WHERE key IN
+     (SELECT key FROM dedupe_keys WHERE created_at < ? ORDER BY created_at ${LIMIT_PARAM})`,
   );
   // finished_at is set only by finish(), i.e. for terminal jobs; the status test keeps that an invariant here too.
   const jobs = db.prepare(
@@ -24,7 +23,7 @@ export function createTriggerRetentionStore(db: Db): TriggerRetentionStore {
   );
   return {
     pruneDedupeKeys(before, limit) {
-      return dedupe.all(before, limit) as { id: number; key: string }[];
+      return Number(dedupe.run(before, limit).changes);
     },
     pruneFinishedJobs(before, limit) {
       // changes() counts the jobs only, not the rows the cascade removed with them.

@@ -16,12 +16,11 @@ import type { JobExecutor } from './executor.ts';
 import type { TriggerSettings } from './settings.ts';
 import { ROUTES } from './secrets.ts';
 import { createLogger, type Logger } from '../log.ts';
-import { stderrSink } from './log-sink.ts';
 import { createSkipCounts } from './skip-counts.ts';
 import { createJobWorkdirs } from './job-workdir.ts';
 import { createManagedCheckouts } from './managed-checkout.ts';
-import { createWalCheckpointer } from './wal-checkpointer.ts';
 import { startTriggerRetention } from './retention.ts';
+import { createWalCheckpointer } from './wal-checkpointer.ts';
 import { BadSettingError, errorMessage } from '../errors.ts';
 import type { RepoRouter } from './served-repos.ts';
 import type { LiveRepoRouter } from './served-repos-live.ts';
@@ -54,12 +53,6 @@ export interface TriggerOverrides {
   notifyBackoffMs?: number;
   /** Waits between reports of the served repositories to the Control Plane (control-report.ts). */
   servedRetryMs?: readonly number[];
-}
-
-/** JSON lines on stderr, coalesced into few writes (log-sink.ts). */
-function triggerLogger(): Logger {
-  const sink = stderrSink();
-  return createLogger('trigger', (line) => sink.write(line));
 }
 
 /** Executors by SVC_TRIGGER_EXECUTOR; others (kubernetes) register here when they land. */
@@ -122,7 +115,7 @@ export async function startTrigger(
   env: NodeJS.ProcessEnv,
   o: TriggerOverrides = {},
 ): Promise<RunningTrigger> {
-  const log = o.log ?? triggerLogger();
+  const log = o.log ?? createLogger('trigger');
   // Read before anything opens: a bad SVC_TRIGGER_MAX_CONNECTIONS* fails the start with nothing to undo.
   const connectionLimits = readConnectionLimits(env, 'SVC_TRIGGER');
   const clock = o.clock ?? Date.now;
@@ -149,11 +142,12 @@ export async function startTrigger(
     ...(o.notifyBackoffMs !== undefined ? { backoffMs: o.notifyBackoffMs } : {}),
   });
   let runner: Runner | undefined;
-  // Every dedupe key goes into the in-memory index before the port opens.
-  stores.dedupe.warm();
   const queue = createJobQueue({
-    stores, clock, maxQueued: settings.queueMax, routes: configuredRoutes(settings), log,
-    onEnqueued: () => setImmediate(() => runner?.kick()), onCommitted: () => checkpointer.nudge(),
+    stores, clock, maxQueued: settings.queueMax, routes: configuredRoutes(settings),
+    onEnqueued: () => {
+      checkpointer.nudge();
+      setImmediate(() => runner?.kick());
+    },
   });
   const managed = createManagedCheckouts({
     stateDir: settings.stateDir, checkoutsDir: settings.checkoutsDir, env, log,
@@ -193,9 +187,7 @@ export async function startTrigger(
   logStartupProblems(settings, log);
   runner.recover();
   report(settings.repos.entries.map((e) => e.name));
-  const stopRetention = startTriggerRetention({
-    stores, retention: settings.retention, clock, log, onPruned: () => checkpointer.nudge(),
-  });
+  const stopRetention = startTriggerRetention({ stores, retention: settings.retention, clock, log });
 
   let closing: Promise<void> | undefined;
   function close(): Promise<void> {
@@ -221,7 +213,7 @@ export async function serveTriggerForever(
   env: NodeJS.ProcessEnv,
   print: (line: string) => void,
 ): Promise<number> {
-  const log = triggerLogger();
+  const log = createLogger('trigger');
   const running = await startTrigger(settings, env, { log });
   // Handlers first: whoever sees the URL may signal at once, and must get a clean shutdown.
   const exited = exitCodeAfterSignal(log, 'shutting down; queued jobs stay queued', () => running.close());
@@ -231,7 +223,5 @@ export async function serveTriggerForever(
     url: running.url, repos, repos_from: settings.repos.source, db: settings.dbPath, concurrency: settings.concurrency,
     repo_concurrency: settings.repoConcurrency,
   });
-  // Whatever started the server sees its startup lines now, not a coalescing window later.
-  stderrSink().flush();
   return exited;
 }

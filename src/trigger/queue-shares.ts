@@ -20,26 +20,9 @@ export function queueShares(max: number, routes: number): QueueShares {
   return { reserve, pool: Math.max(0, max - n * reserve) };
 }
 
-/** One transaction's view of the queue: each origin's queued count and how much of the pool is borrowed. */
-export interface ShareLedger {
-  /** Whether one more job of `origin` fits its share. */
-  admits(origin: string): boolean;
-  /** Counts a job placed for `origin` (call only after admits() said yes). */
-  take(origin: string): void;
-}
-
-export function shareLedger(shares: QueueShares, queued: ReadonlyMap<string, number>): ShareLedger {
-  const counts = new Map(queued);
+/** Whether one more job of `origin` fits its share, given each origin's queued count. */
+export function shareAdmits(shares: QueueShares, queued: ReadonlyMap<string, number>, origin: string): boolean {
   let borrowed = 0;
-  for (const n of counts.values()) borrowed += Math.max(0, n - shares.reserve);
-  return {
-    admits(origin) {
-      return (counts.get(origin) ?? 0) < shares.reserve || borrowed < shares.pool;
-    },
-    take(origin) {
-      const n = (counts.get(origin) ?? 0) + 1;
-      counts.set(origin, n);
-      if (n > shares.reserve) borrowed++;
-    },
-  };
+  for (const n of queued.values()) borrowed += Math.max(0, n - shares.reserve);
+  return (queued.get(origin) ?? 0) < shares.reserve || borrowed < shares.pool;
 }

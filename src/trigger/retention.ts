@@ -37,9 +37,7 @@ export function pruneBatch(
   stores: TriggerStores, retention: TriggerRetention, now: number, limit = BATCH,
 ): PruneCounts & { done: boolean } {
   const { dedupeBefore, jobsBefore } = cutoffs(retention, now);
-  const deleted = stores.retention.pruneDedupeKeys(dedupeBefore, limit);
-  stores.dedupe.forget(deleted);
-  const dedupeKeys = deleted.length;
+  const dedupeKeys = stores.retention.pruneDedupeKeys(dedupeBefore, limit);
   const jobs = stores.retention.pruneFinishedJobs(jobsBefore, limit);
   return { dedupeKeys, jobs, done: dedupeKeys < limit && jobs < limit };
 }
@@ -61,8 +59,6 @@ export interface RetentionSweeperOptions {
   clock: () => number;
   log: Logger;
   everyMs?: number;
-  /** Called after each sweep that deleted something (the WAL checkpointer's cue). */
-  onPruned?: () => void;
 }
 
 /** Sweeps now and every `everyMs`; returns stop(). A failed batch is logged and retried at the next sweep. */
@@ -76,7 +72,6 @@ export function startTriggerRetention(opts: RetentionSweeperOptions): () => void
   function finish(): void {
     if (total.dedupeKeys + total.jobs > 0) {
       opts.log.info('trigger retention sweep', { dedupe_keys: total.dedupeKeys, jobs: total.jobs, ...opts.retention });
-      opts.onPruned?.();
     }
     total = { dedupeKeys: 0, jobs: 0 };
     busy = false;

@@ -88,17 +88,11 @@ export function checkTrackeraTimestamp(webhookTimestamp: unknown, nowMs: number)
   return withinWindow(webhookTimestamp, nowMs) ? OK : fail('stale_timestamp');
 }
 
-/** trackerb: `X-Hub-Signature: sha256=<hex>` over the raw body (WebSub form; note: not `-256`). */
-export function verifyTrackerb(secret: string, raw: Buffer, signature: Header): VerifyResult {
-  return verifySha256Prefixed(secret, raw, signature);
-}
-
-/** webhook (GitHub): `X-Hub-Signature-256: sha256=<hex>` over the raw body. */
-export function verifyWebhook(secret: string, raw: Buffer, signature: Header): VerifyResult {
-  return verifySha256Prefixed(secret, raw, signature);
-}
-
-function verifySha256Prefixed(secret: string, raw: Buffer, signature: Header): VerifyResult {
+/**
+ * The WebSub / GitHub form, `sha256=<hex>` HMAC of the raw body: Jira's `X-Hub-Signature` and GitHub's
+ * `X-Hub-Signature-256` (which header is the source's record, src/webhook-sources.ts).
+ */
+export function verifyHubSignature(secret: string, raw: Buffer, signature: Header): VerifyResult {
   const sig = single(signature)?.trim();
   if (!sig) return fail('missing_signature');
   if (!sig.startsWith('sha256=')) return fail('malformed_signature');

@@ -4,6 +4,8 @@
 // own connection checkpoints PASSIVE (never blocking the writer) at most every `intervalMs` after commits.
 // The main connection keeps a large automatic checkpoint as a backstop: under a sustained burst the WAL
 // can only restart when one checkpoint catches up with the writer, so the backstop bounds its size.
+// Kept for speed because a bar needs it: without it the intake fell to about half of its plain floor on the shared
+// 2-core machine (docs/bench.md names the figure).
 import { Worker } from 'node:worker_threads';
 import type { Db } from '../db/open.ts';
 import type { Logger } from '../log.ts';

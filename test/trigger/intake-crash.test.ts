@@ -1,4 +1,4 @@
-// "Durable before 2xx" under a crash: deliveries are group-committed, each 202 waits for its batch's COMMIT, and a
+// "Durable before 2xx" under a crash: each delivery commits in its own transaction before its 202, and a
 // SIGKILL in the middle of a burst never loses one that was answered 202.
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';

@@ -5,8 +5,7 @@ import {
   verifyChata,
   verifyTrackeraSignature,
   checkTrackeraTimestamp,
-  verifyTrackerb,
-  verifyWebhook,
+  verifyHubSignature,
   verifyChatbSignature,
   checkChatbTimestamp,
   decodeChatbKey,
@@ -44,16 +43,16 @@ describe('verifyChata (published chat-A vector)', () => {
   });
 });
 
-describe('verifyTrackerb (published X-Hub-Signature vector)', () => {
+describe('verifyHubSignature (published X-Hub-Signature vector)', () => {
   it('accepts the third-party vector secret "wrong-secret", body "smth"', () => {
     const sig = 'sha256=beb656dd03b5a81bee94aab4966943bf694929fcd359c45a1947277df2541a5d';
-    assert.deepEqual(verifyTrackerb('wrong-secret', Buffer.from('smth'), sig), { ok: true });
-    assert.equal(verifyTrackerb('wrong-secret', Buffer.from('smth!'), sig).ok, false);
-    assert.deepEqual(verifyTrackerb('wrong-secret', Buffer.from('smth'), sig.slice(7)), { ok: false, reason: 'malformed_signature' });
+    assert.deepEqual(verifyHubSignature('wrong-secret', Buffer.from('smth'), sig), { ok: true });
+    assert.equal(verifyHubSignature('wrong-secret', Buffer.from('smth!'), sig).ok, false);
+    assert.deepEqual(verifyHubSignature('wrong-secret', Buffer.from('smth'), sig.slice(7)), { ok: false, reason: 'malformed_signature' });
   });
   it('uses the same scheme for the source host under X-Hub-Signature-256', () => {
     const raw = Buffer.from('{"a":1}');
-    assert.deepEqual(verifyWebhook('s', raw, `sha256=${sign.hex('s', raw)}`), { ok: true });
+    assert.deepEqual(verifyHubSignature('s', raw, `sha256=${sign.hex('s', raw)}`), { ok: true });
   });
 });
 

@@ -2,7 +2,7 @@
 // No signed timestamp: the delivery id and the body hash are the replay defence (spec "trackerb replay protection").
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
-import { verifyTrackerb } from '../verify.ts';
+import { verifyHubSignature } from '../verify.ts';
 import { firstHeader, signedHeaders, sourceOf } from '../../webhook-sources.ts';
 import { readTrackerb } from '../sources/trackerb.ts';
 import { briefPrArgs } from '../../spawn/start-argv.ts';
@@ -11,7 +11,7 @@ import { bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, unserved, ty
 export async function receiveTrackerb(ctx: TCtx): Promise<Reply> {
   const secret = secretFor(ctx, 'trackerb');
   const raw = rawOf(ctx);
-  requireValid(ctx, 'trackerb', verifyTrackerb(secret, raw, signedHeaders(ctx.req.headers, 'trackerb').signature));
+  requireValid(ctx, 'trackerb', verifyHubSignature(secret, raw, signedHeaders(ctx.req.headers, 'trackerb').signature));
   const input = readTrackerb(parseJsonObject(raw), ctx.deps.settings.trackerbFilter);
   if (input.kind === 'skip') return skipped(input.reason);
   const routed = ctx.deps.settings.repos.route('trackerb', input.project);

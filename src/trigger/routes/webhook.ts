@@ -1,7 +1,7 @@
 // POST /webhook (GitHub): `X-Hub-Signature-256: sha256=<hex>` with GITHUB_WEBHOOK_SECRET; see sources/webhook.ts.
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
-import { verifyWebhook } from '../verify.ts';
+import { verifyHubSignature } from '../verify.ts';
 import { firstHeader, signedHeaders, sourceOf } from '../../webhook-sources.ts';
 import { checkEventHeader, EventMismatchError, readWebhook } from '../sources/webhook.ts';
 import { HttpError } from '../../http/http-error.ts';
@@ -11,7 +11,7 @@ import { bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, unserved, ty
 export async function receiveWebhook(ctx: TCtx): Promise<Reply> {
   const secret = secretFor(ctx, 'webhook');
   const raw = rawOf(ctx);
-  requireValid(ctx, 'webhook', verifyWebhook(secret, raw, signedHeaders(ctx.req.headers, 'webhook').signature));
+  requireValid(ctx, 'webhook', verifyHubSignature(secret, raw, signedHeaders(ctx.req.headers, 'webhook').signature));
   const event = firstHeader(ctx.req.headers, sourceOf('webhook').resource) ?? '';
   const body = parseJsonObject(raw);
   try {

@@ -1,0 +1,109 @@
+// Dedupe keys (trigger-dedupe-store.ts, the key is the primary key): a delivery is a duplicate exactly when a committed row
+// (from any connection) holds one of its keys; expired keys, a rolled-back delivery and DBs from before the UNIQUE
+// index never change that.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import { openDatabase } from '../../src/db/open.ts';
+import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
+import { createTriggerStores, type TriggerStores } from '../../src/db/trigger-stores.ts';
+import { createJobQueue } from '../../src/trigger/queue.ts';
+import { pruneAll } from '../../src/trigger/retention.ts';
+import type { EnqueueRequest } from '../../src/trigger/delivery.ts';
+import { tempTriggerDbs } from './temp-dbs.ts';
+import { tempDir } from './helpers.ts';
+
+const temp = tempTriggerDbs('svc-dedupe-keys-');
+
+function delivery(...keys: string[]): EnqueueRequest {
+  return { origin: 'jobs', repo: 'acme/api', brief: 'b', args: ['start', '--brief', 'b', '--detach'], dedupeKeys: keys };
+}
+
+/** The deliveries in one group commit (one event-loop turn), as each was answered. */
+async function place(stores: TriggerStores, now: number, ...deliveries: EnqueueRequest[]): Promise<string[]> {
+  const queue = createJobQueue({ stores, clock: () => now, maxQueued: 1_000_000, onEnqueued() {} });
+  return (await Promise.all(deliveries.map((d) => queue.enqueue(d))))
+    .map((o) => (o.kind === 'queued' ? 'queued' : o.kind === 'duplicate' ? `dup:${o.jobId}` : o.kind));
+}
+
+function jobOf(stores: TriggerStores, key: string): string {
+  return (stores.db.prepare('SELECT job_id FROM dedupe_keys WHERE key = ?').get(key) as { job_id: string }).job_id;
+}
+
+function keyCount(stores: TriggerStores): number {
+  return (stores.db.prepare('SELECT count(*) AS n FROM dedupe_keys').get() as { n: number }).n;
+}
+
+describe('dedupe keys', async () => {
+  it('finds a key another connection committed', async () => {
+    const { db, path } = temp.open();
+    const stores = createTriggerStores(db);
+    assert.deepEqual(await place(stores, 1, delivery('a')), ['queued']);
+    const other = createTriggerStores(openDatabase(path, triggerMigrations));
+    assert.deepEqual(await place(other, 2, delivery('b', 'c')), ['queued']);
+    const expected = [`dup:${jobOf(stores, 'c')}`, `dup:${jobOf(stores, 'a')}`];
+    assert.deepEqual(await place(stores, 3, delivery('x', 'c'), delivery('a')), expected);
+    assert.deepEqual(await place(other, 4, delivery('a')), [`dup:${jobOf(stores, 'a')}`]);
+    other.db.close();
+  });
+
+  it('claims a key twice in one delivery once, and refuses a second row for a key at the database', async () => {
+    const stores = createTriggerStores(temp.open().db);
+    const out = await place(stores, 1, delivery('p', 'p'), delivery('q', 'p'));
+    assert.deepEqual(out, ['queued', `dup:${jobOf(stores, 'p')}`]);
+    assert.equal(keyCount(stores), 1);
+    assert.throws(() => stores.db.prepare(
+      "INSERT INTO dedupe_keys (key, job_id, created_at) VALUES ('p', ?, 2)",
+    ).run(jobOf(stores, 'p')), /UNIQUE|PRIMARY KEY/);
+  });
+
+  it('forgets expired keys: they are no longer duplicates', async () => {
+    const stores = createTriggerStores(temp.open().db);
+    const day = 86_400_000;
+    await place(stores, 0, delivery('old-1', 'old-2'));
+    await place(stores, 5 * day, delivery('new'));
+    assert.deepEqual(pruneAll(stores, { dedupeDays: 1, jobDays: 30 }, 5 * day), { dedupeKeys: 2, jobs: 0 });
+    assert.equal(keyCount(stores), 1);
+    assert.deepEqual(await place(stores, 5 * day, delivery('old-1'), delivery('new')), ['queued', `dup:${jobOf(stores, 'new')}`]);
+  });
+
+  it('keeps the keys of a DB from before migrations 4 and 7, and they still deduplicate', async () => {
+    const dir = tempDir('svc-dedupe-v3-');
+    temp.dirs.push(dir);
+    const path = join(dir, 'trigger.db');
+    const v3 = openDatabase(path, triggerMigrations.slice(0, 3));
+    v3.exec(`INSERT INTO jobs (id, origin, status, brief, args, created_at)
+      VALUES ('j1', 'jobs', 'queued', 'b', '[]', 1)`);
+    v3.exec(`INSERT INTO dedupe_keys (key, job_id, created_at)
+      VALUES ('webhook:body:aa', 'j1', 1), ('webhook:delivery:d1', 'j1', 2)`);
+    v3.close();
+    const raw = new DatabaseSync(path);
+    assert.equal((raw.prepare('PRAGMA user_version').get() as { user_version: number }).user_version, 3);
+    raw.close();
+    const db = openDatabase(path, triggerMigrations);
+    temp.dbs.push(db);
+    const stores = createTriggerStores(db);
+    const again = [delivery('webhook:delivery:d1'), delivery('webhook:body:aa'), delivery('webhook:body:bb')];
+    assert.deepEqual(await place(stores, 3, ...again), ['dup:j1', 'dup:j1', 'queued']);
+    // The foreign key still cascades: deleting the job deletes its keys.
+    db.exec("DELETE FROM jobs WHERE id = 'j1'");
+    assert.deepEqual(await place(stores, 4, delivery('webhook:delivery:d1')), ['queued']);
+  });
+
+  it('migrates an append-only table that held a key twice, keeping the first claim', async () => {
+    const dir = tempDir('svc-dedupe-v6-');
+    temp.dirs.push(dir);
+    const path = join(dir, 'trigger.db');
+    const v6 = openDatabase(path, triggerMigrations.slice(0, 6));
+    v6.exec(`INSERT INTO jobs (id, origin, status, brief, args, created_at)
+      VALUES ('j1', 'jobs', 'queued', 'b', '[]', 1), ('j2', 'jobs', 'queued', 'b', '[]', 2)`);
+    v6.exec(`INSERT INTO dedupe_keys (key, job_id, created_at) VALUES ('k', 'j1', 1), ('k', 'j2', 2)`);
+    v6.close();
+    const db = openDatabase(path, triggerMigrations);
+    temp.dbs.push(db);
+    const stores = createTriggerStores(db);
+    assert.equal(keyCount(stores), 1);
+    assert.deepEqual(await place(stores, 3, delivery('k')), ['dup:j1']);
+  });
+});
