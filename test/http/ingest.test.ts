@@ -52,12 +52,15 @@ describe('POST /v1/ingest', () => {
     assert.equal(res.json.events, 1);
   });
 
-  it('hands pending control requests for the source over once', async () => {
+  it("hands a run's pending control requests over once, to a batch that carries that run", async () => {
     cp.deps.stores.controlRequests.add('laptop', 'r1', 'stop');
     cp.deps.stores.controlRequests.add('laptop', 'r1', 'answer', { answer: 'Postgres' });
-    const first = await cp.request('POST', '/v1/ingest', { body: { source: 'laptop' } });
+    const other = await cp.request('POST', '/v1/ingest', { body: { source: 'laptop' } });
+    assert.deepEqual(other.json.control, [], 'a batch without r1 (a trigger server reporting its repositories) takes none');
+    const body = { source: 'laptop', runs: [{ run: 'r1', status: 'blocked', started_at: T0, updated_at: T0 }] };
+    const first = await cp.request('POST', '/v1/ingest', { body });
     assert.deepEqual(first.json.control.map((c: Record<string, unknown>) => [c.run, c.action, c.answer]), [['r1', 'stop', undefined], ['r1', 'answer', 'Postgres']]);
-    const second = await cp.request('POST', '/v1/ingest', { body: { source: 'laptop' } });
+    const second = await cp.request('POST', '/v1/ingest', { body });
     assert.deepEqual(second.json.control, []);
   });
 
