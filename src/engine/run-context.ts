@@ -9,7 +9,7 @@ import { artifactsDir } from './paths.ts';
 import { terminateGroup, type ProcIdentity } from './proc-group.ts';
 import { createShipper, type ControlItem } from './shipper.ts';
 import { createShipLoop } from './ship-loop.ts';
-import { takeAnswer, MAX_ANSWER_BYTES } from './answers.ts';
+import { takeAnswer, MAX_ANSWER_BYTES as MAX_ANSWER } from './answers.ts';
 import { plainSubdir, writeNoFollow } from './safe-fs.ts';
 
 export const STOP_GRACE_MS = 5_000;
@@ -47,7 +47,7 @@ export function openRunContext(
   function onControl(item: ControlItem): void {
     if (item.run !== state.run) return;
     if (item.action === 'stop') ctx.requestStop('stop requested through the Control Plane');
-    if (item.action === 'answer' && typeof item.answer === 'string') answers.push(item.answer.slice(0, MAX_ANSWER_BYTES));
+    if (item.action === 'answer' && typeof item.answer === 'string') answers.push(item.answer.slice(0, MAX_ANSWER));
   }
 
   // A linked file or folder the shipper left out is said once, in the run's log and to whoever watches the worker.

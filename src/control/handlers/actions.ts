@@ -184,7 +184,8 @@ export const answerRun: Handler<ControlDeps> = (ctx) => {
   checkAllowed(ctx, row, 'answer');
   const now = deps.clock();
   // One channel, as for stop: the answer folder for a run whose folder this server knows, else its next ingest.
-  if (reachable(ctx, row)) writeAnswer({ SVC_CONTROL_ANSWER_DIR: deps.settings.answerDir }, row.source, row.run, answer);
+  const env = { SVC_CONTROL_ANSWER_DIR: deps.settings.answerDir };
+  if (reachable(ctx, row)) writeAnswer(env, row.source, row.run, answer);
   else deps.stores.controlRequests.add(row.source, row.run, 'answer', { answer }, now);
   const event = { kind: 'answer', data: { answer, via: 'control' }, ts: now };
   deps.bus.publish([deps.stores.events.append(row.source, row.run, event)]);
