@@ -114,7 +114,7 @@ describe('POST /v1/import', () => {
     writeFileSync(join(runDir, 'state.json'), JSON.stringify({ source: 'local', run: 'r01', status: 'succeeded', verdict: 'verified', started_at: T0, ended_at: T0, updated_at: T0, repo: 'acme/api', repo_path: '/etc', pid: 1 }));
     writeFileSync(
       join(runDir, 'events.jsonl'),
-      [{ seq: 1, ts: T0, kind: 'log', data: { text: 'a' } }, { seq: 2, ts: T0, kind: 'receipt', data: {} }].map((e) => JSON.stringify(e)).join('\n') + '\n{"seq":3,"ts"',
+      [{ seq: 1, ts: T0, kind: 'log', data: { text: 'a' } }, { seq: 2, ts: T0, kind: 'receipt', data: {} }].map((e) => JSON.stringify(e)).join('\n') + '\nnot json\n{"seq":3,"ts"',
     );
     writeFileSync(join(runDir, 'artifacts', 'receipt.json'), '{"ok":true}');
     writeFileSync(join(runDir, 'artifacts', 'checks', 'unit.log'), 'passed');
@@ -134,8 +134,10 @@ describe('POST /v1/import', () => {
     assert.equal(res.json.events, 2);
     assert.equal(res.json.artifacts, 2);
     const skipped = res.json.skipped.map((s: { entry: string }) => s.entry);
-    assert.ok(skipped.includes('broken'));
+    assert.ok(skipped.includes('broken/state.json'));
+    // A complete line that is not JSON is listed; the unfinished last line is still being written, so left alone.
     assert.ok(skipped.includes('r01/events.jsonl:3'));
+    assert.ok(!skipped.includes('r01/events.jsonl:4'));
     assert.ok(skipped.includes('r01/artifacts/escape.txt'));
     assert.equal((await cp.request('GET', '/v1/runs/local/r01/artifact/checks/unit.log')).text, 'passed');
     assert.equal(cp.deps.stores.runs.get('local', 'r01')?.repo_path, project);
