@@ -71,13 +71,7 @@ export async function importProject(deps: ControlDeps, path: unknown): Promise<I
   if ('failed' in project) throw new HttpError('invalid_param', 'Field "path" is not a directory');
   project.close();
   const runs = openPlainPath(path, ['.svc', 'runs']);
-  const isRepo = (() => {
-    try {
-      return lstatSync(join(path, '.git')) !== null;
-    } catch {
-      return false;
-    }
-  })();
+  const isRepo = lstatSync(join(path, '.git'), { throwIfNoEntry: false }) !== undefined;
   if ('failed' in runs && (runs.kind === 'link' || !isRepo)) {
     // A repository with no runs yet is imported to register it, so runs may be started there.
     const why = runs.kind === 'link' ? ` (${runs.failed} ${skipReason('link')})` : '';
@@ -85,7 +79,10 @@ export async function importProject(deps: ControlDeps, path: unknown): Promise<I
   }
   const result: ImportResult = { runs: 0, events: 0, duplicates: 0, artifacts: 0, skipped: [] };
   const skip: Skip = (entry, reason) => {
-    if (result.skipped.length < MAX_SKIPPED) result.skipped.push({ entry, reason });
+    // Each batch of a run reads its folder again: an entry is listed once.
+    if (result.skipped.length < MAX_SKIPPED && !result.skipped.some((s) => s.entry === entry)) {
+      result.skipped.push({ entry, reason });
+    }
   };
   const inserted: EventRow[] = [];
   try {
@@ -105,7 +102,7 @@ export async function importProject(deps: ControlDeps, path: unknown): Promise<I
         try {
           // Read as the shipper reads it (readRunBatch), batch after batch from the start.
           let from: ShipOffsets = { events_offset: 0, artifacts: {} };
-          for (let line = 0, more = true; more; ) {
+          for (let line = 0, more = true, first = true; more; first = false) {
             const read = readRunBatch(folder, from, (entry, reason) => skip(`${name}/${entry}`, reason));
             const batch = read && importBatch(deps, path, read, line, skip);
             if (!read || !batch) break;
@@ -114,7 +111,7 @@ export async function importProject(deps: ControlDeps, path: unknown): Promise<I
             // Control requests belong to the run's next ingest, not to an import.
             const stored = storeBatch(deps, batch, { deliverControl: false });
             for (const row of stored.inserted) inserted.push(row);
-            if (line === 0) result.runs += stored.result.runs;
+            if (first) result.runs += stored.result.runs;
             result.events += stored.result.events;
             result.duplicates += stored.result.duplicates;
             result.artifacts += stored.result.artifacts;

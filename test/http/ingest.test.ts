@@ -144,6 +144,27 @@ describe('POST /v1/import', () => {
     assert.equal(cp.deps.stores.runs.get('local', 'r01')?.pid, null);
   });
 
+  it('reads a long events.jsonl in the batches the shipper sends, numbering its lines across them', async () => {
+    const long = mkdtempSync(join(tmpdir(), 'svc-'));
+    try {
+      const dir = join(long, '.svc', 'runs', 'rlong');
+      mkdirSync(join(dir, 'artifacts'), { recursive: true });
+      writeFileSync(join(dir, 'state.json'), JSON.stringify({ run: 'rlong', status: 'succeeded', started_at: T0, updated_at: T0 }));
+      const lines = Array.from({ length: 1200 }, (_, i) => JSON.stringify({ seq: i + 1, ts: T0, kind: 'log', data: { i } }));
+      lines[699] = 'not json';
+      writeFileSync(join(dir, 'events.jsonl'), lines.join('\n') + '\n');
+      writeFileSync(join(dir, 'artifacts', 'provider.log'), 'log');
+      symlinkSync('/etc/hostname', join(dir, 'artifacts', 'escape.txt'));
+      const res = await cp.request('POST', '/v1/import', { body: { path: long } });
+      assert.equal(res.status, 200, res.text);
+      assert.deepEqual([res.json.runs, res.json.events, res.json.artifacts], [1, 1199, 1]);
+      assert.deepEqual(res.json.skipped.map((s: { entry: string }) => s.entry).sort(), ['rlong/artifacts/escape.txt', 'rlong/events.jsonl:700']);
+      assert.equal(cp.deps.stores.events.list('local', 'rlong', { after: 0, limit: 5000 }).length, 1199);
+    } finally {
+      rmSync(long, { recursive: true, force: true });
+    }
+  });
+
   it('counts a second import as duplicates', async () => {
     const res = await cp.request('POST', '/v1/import', { body: { path: project } });
     assert.equal(res.json.events, 0);
