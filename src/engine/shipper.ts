@@ -7,6 +7,7 @@ import { closeSync, fstatSync } from 'node:fs';
 import { basename, join, extname } from 'node:path';
 import { createHash } from 'node:crypto';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
+import type { IngestResult } from '../client/types.ts';
 import { discoverControlUrl } from '../client/discover.ts';
 import { writeJsonAtomic } from './atomic.ts';
 import { toRunJson, type RunState } from './run-state.ts';
@@ -27,11 +28,8 @@ export interface ShipOffsets {
   artifacts: Record<string, string>;
 }
 
-export interface ControlItem {
-  run: string;
-  action: string;
-  [key: string]: unknown;
-}
+/** A stop or answer for this run, handed over in an ingest response. */
+export type ControlItem = IngestResult['control'][number];
 
 export interface Shipper {
   /** Sends everything not yet accepted; true when the Control Plane took it all. */
