@@ -1,7 +1,6 @@
 // `svc answer [<source>/]<run> <text>`: answers a blocked run. A run found in this project's `.svc/runs/` gets the
-// answer
-// file it waits for; any other run is answered through the Control Plane. A run neither knows is an error (exit 1),
-// never a stray file that nothing will read.
+// answer file it waits for; any other run is answered through the Control Plane (which picks the run's one channel).
+// A run neither knows is an error (exit 1), never a stray file that nothing will read.
 import { resolve } from 'node:path';
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';

@@ -3,7 +3,7 @@
 import { lstatSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import type { CliIo } from './io.ts';
-import { pendingRuns, shipPending } from '../engine/ship-pending.ts';
+import { pendingRuns, shipRuns } from '../engine/ship-pending.ts';
 
 /** The nearest folder from `cwd` up whose `.svc/ship-pending` lists a run; null when there is none. */
 function projectWithPending(cwd: string): string | null {
@@ -21,7 +21,7 @@ export async function sendPendingRuns(io: CliIo, cwd: string, budgetMs = 3_000):
   const repo = projectWithPending(cwd);
   if (!repo) return;
   try {
-    const { shipped, left, url } = await shipPending(repo, io.env, budgetMs);
+    const { shipped, left, url } = await shipRuns(repo, pendingRuns(repo), io.env, { budgetMs });
     if (shipped.length) {
       io.stderr(`svc: sent ${shipped.length} run${shipped.length === 1 ? '' : 's'} the Control Plane at ${url} ` +
         `had not seen${left.length ? ` (${left.length} still waiting)` : ''}\n`);

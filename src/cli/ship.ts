@@ -1,13 +1,14 @@
-// `svc ship`: re-sends every local run (state, events not yet accepted, artifacts) to the Control Plane.
-import { readdirSync, existsSync, lstatSync } from 'node:fs';
+// `svc ship`: sends the project's runs to the Control Plane now, by the path every finished run takes
+// (src/engine/ship-pending.ts): each resumes from its ship.json offsets, or from the start with --all.
+import { readdirSync, lstatSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
 import { FailedError } from '../errors.ts';
 import { resolveRepo } from '../engine/launch.ts';
 import { runsDir, runDir } from '../engine/paths.ts';
-import { createShipper } from '../engine/shipper.ts';
-import { rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { shipRuns } from '../engine/ship-pending.ts';
+import { isValidSegment } from '../engine/ids.ts';
 
 const HELP = `Usage: svc ship [--repo DIR] [--all]
 
@@ -24,22 +25,15 @@ export default async function ship(io: CliIo): Promise<number> {
   const { values } = parseFlags(io.argv, { repo: { type: 'string' }, all: { type: 'boolean' } }, false);
   const repo = resolveRepo(values.repo ?? process.cwd());
   const dir = runsDir(repo);
-  const runs = existsSync(dir) ? readdirSync(dir).sort() : [];
-  let failed = 0;
-  let url = '';
-  for (const run of runs) {
-    const rd = runDir(repo, run);
-    const skipped = (entry: string, reason: string): void => {
-      io.stderr(`svc ship: ${run}: ${entry} ${reason}; not shipped\n`);
-    };
-    // --all forgets the offsets; never through a linked run folder (the shipper refuses one and says so).
-    const plain = lstatSync(rd, { throwIfNoEntry: false })?.isDirectory() ?? false;
-    if (values.all && plain) rmSync(join(rd, 'ship.json'), { force: true });
-    const shipper = createShipper(rd, io.env, undefined, skipped);
-    url = shipper.url;
-    if (!(await shipper.flush())) failed++;
+  const runs = lstatSync(dir, { throwIfNoEntry: false }) ? readdirSync(dir).filter(isValidSegment).sort() : [];
+  // --all forgets the offsets; never through a linked run folder (the shipper refuses one and says so).
+  for (const run of values.all ? runs : []) {
+    if (lstatSync(runDir(repo, run)).isDirectory()) rmSync(join(runDir(repo, run), 'ship.json'), { force: true });
   }
-  if (failed > 0) throw new FailedError(`${failed} of ${runs.length} runs could not be sent to ${url}`);
-  io.stdout(`Shipped ${runs.length} run${runs.length === 1 ? '' : 's'}${url ? ` to ${url}` : ''}\n`);
+  const { shipped, left, url, failure } = await shipRuns(repo, runs, io.env, {
+    onSkip: (run, entry, reason) => io.stderr(`svc ship: ${run}: ${entry} ${reason}; not shipped\n`),
+  });
+  if (left.length > 0) throw new FailedError(`${left.length} of ${runs.length} runs not sent: ${failure}`);
+  io.stdout(`Shipped ${shipped.length} run${shipped.length === 1 ? '' : 's'}${url ? ` to ${url}` : ''}\n`);
   return 0;
 }

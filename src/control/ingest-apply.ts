@@ -91,7 +91,8 @@ export function storeBatch(
     if (batch.notifications.length > 0) notifications = stores.notifications.ingest(batch.notifications);
     if (batch.served_repos !== null) stores.servedRepos.replace(source, batch.served_repos, now);
     if (opts.deliverControl === false) return [];
-    const pending = stores.controlRequests.takePending(source, now);
+    // Each run's requests go to its own worker, which ships it at least every 2 s: no runner relays for another.
+    const pending = stores.controlRequests.takePending(source, batch.runs.map((r) => r.run), now);
     return pending.map((r) => ({ ...r.payload, id: r.id, run: r.run, action: r.action }));
   });
 

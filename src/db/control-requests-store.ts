@@ -1,9 +1,9 @@
-// Control requests for runs owned by another source: recorded here, handed to that source's runner in its next ingest
-// response.
+// Control requests (stop, answer) for runs this Control Plane cannot reach on disk: recorded here, handed to the run's
+// own worker in the response to its next ingest batch that carries the run.
 //
 // Methods other code relies on:
 //   add(source, run, action, payload?, at?) → id
-//   takePending(source, at?)    → the undelivered requests for that source, oldest first, now marked delivered
+//   takePending(source, runs, at?) → the undelivered requests for those runs, oldest first, now marked delivered
 //   pending(source)             → the undelivered requests, without marking them
 //   latest(source, run, action) → the run's newest request of that action with its delivered_at, or undefined
 //   deleteRun(source, run)      → number removed
@@ -21,7 +21,7 @@ export interface ControlRequest {
 
 export interface ControlRequestsStore {
   add(source: string, run: string, action: string, payload?: Record<string, unknown> | null, at?: number): number;
-  takePending(source: string, at?: number): ControlRequest[];
+  takePending(source: string, runs: string[], at?: number): ControlRequest[];
   pending(source: string): ControlRequest[];
   latest(source: string, run: string, action: string): (ControlRequest & { delivered_at: number | null }) | undefined;
   deleteRun(source: string, run: string): number;
@@ -49,7 +49,7 @@ export function createControlRequestsStore(db: Db): ControlRequestsStore {
       'WHERE source = ? AND delivered_at IS NULL ORDER BY id',
   );
   const markStmt = db.prepare(
-    'UPDATE control_requests SET delivered_at = ? WHERE source = ? AND delivered_at IS NULL ' +
+    'UPDATE control_requests SET delivered_at = ? WHERE source = ? AND run = ? AND delivered_at IS NULL ' +
       'RETURNING id, source, run, action, payload, created_at',
   );
   const deleteStmt = db.prepare('DELETE FROM control_requests WHERE source = ? AND run = ?');
@@ -64,9 +64,9 @@ export function createControlRequestsStore(db: Db): ControlRequestsStore {
       const row = addStmt.get(source, run, action, payloadText, at) as { id: number };
       return row.id;
     },
-    takePending(source, at = Date.now()) {
+    takePending(source, runs, at = Date.now()) {
       // RETURNING gives no order guarantee; runners apply requests oldest first.
-      const rows = markStmt.all(at, source) as unknown as Row[];
+      const rows = runs.flatMap((run) => markStmt.all(at, source, run) as unknown as Row[]);
       return rows.sort((a, b) => a.id - b.id).map(toRequest);
     },
     pending(source) {

@@ -6,7 +6,6 @@ import type { ResolvedProvider } from './providers.ts';
 import { buildPrompt } from './prompt.ts';
 import { spawnGroup, type GroupResult, type GroupRun } from './spawn-group.ts';
 import { createUsageParser, addUsage, type Usage } from './usage-parsers.ts';
-import { takeAnswer, takeStopRequest } from './answers.ts';
 import { oneLine } from './text.ts';
 import { answerBudget, budgetQuestion, budgetReached } from './budget.ts';
 import { writeNoFollow, readAgentFile } from './safe-fs.ts';
@@ -54,9 +53,8 @@ function readQuestion(path: string, running: boolean): string | null {
 /** Polls for the answer (or a stop); returns null when the run is being stopped. */
 async function waitForAnswer(ctx: RunContext): Promise<string | null> {
   for (;;) {
-    if (takeStopRequest(ctx.env, ctx.state.source, ctx.state.run)) ctx.requestStop('stop requested');
     if (ctx.stopRequested()) return null;
-    const answer = takeAnswer(ctx.env, ctx.state.source, ctx.state.run, ctx.dir);
+    const answer = ctx.takeAnswer();
     if (answer !== null) return answer;
     await sleep(POLL_MS);
   }
@@ -221,7 +219,7 @@ function startAttempt(
 function pollBudgetAnswer(ctx: RunContext, proc: GroupRun, a: Attempt, maxUsd: number | null): void {
   // A stop must reach a running process (a frozen one would sit out the SIGTERM grace period).
   if (ctx.stopRequested()) proc.resume();
-  const answer = ctx.stopRequested() ? null : takeAnswer(ctx.env, ctx.state.source, ctx.state.run, ctx.dir);
+  const answer = ctx.stopRequested() ? null : ctx.takeAnswer();
   if (answer === null) return;
   a.budgetAsked = false;
   ctx.event('answer', { answer });
@@ -255,7 +253,7 @@ function pollQuestion(ctx: RunContext, a: Attempt, files: ProtocolFiles): void {
   const question = ctx.state.status === 'blocked' ? null : readQuestion(files.questionFile, true);
   if (question) block(ctx, question);
   if (ctx.state.status !== 'blocked' || ctx.stopRequested()) return;
-  const answer = takeAnswer(ctx.env, ctx.state.source, ctx.state.run, ctx.dir);
+  const answer = ctx.takeAnswer();
   if (answer === null) return;
   unblock(ctx, answer, files.answerFile);
   a.answeredWhileRunning = true;
@@ -271,7 +269,6 @@ async function watchAttempt(
     return r;
   });
   while (!exited) {
-    if (takeStopRequest(ctx.env, ctx.state.source, ctx.state.run)) ctx.requestStop('stop requested');
     if (a.budgetAsked) pollBudgetAnswer(ctx, proc, a, maxUsd);
     else if (askBudgetIfReached(ctx, proc, a, maxUsd)) continue;
     else pollQuestion(ctx, a, files);

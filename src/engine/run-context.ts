@@ -9,8 +9,7 @@ import { artifactsDir } from './paths.ts';
 import { terminateGroup, type ProcIdentity } from './proc-group.ts';
 import { createShipper, type ControlItem } from './shipper.ts';
 import { createShipLoop } from './ship-loop.ts';
-import { writeAnswer, requestStopFile, answerAlreadyTaken } from './answers.ts';
-import { isValidSegment } from './ids.ts';
+import { takeAnswer, MAX_ANSWER_BYTES as MAX_ANSWER } from './answers.ts';
 import { plainSubdir, writeNoFollow } from './safe-fs.ts';
 
 export const STOP_GRACE_MS = 5_000;
@@ -28,6 +27,8 @@ export interface RunContext {
   setChild(identity: ProcIdentity | null): void;
   requestStop(reason: string): void;
   stopRequested(): boolean;
+  /** The answer waiting for the blocked run, by whichever one channel it came (docs/architecture.md, "Channels"). */
+  takeAnswer(): string | null;
   /** Progress lines for whoever watches the worker (terminal or runner.log). */
   say(text: string): void;
   shipSoon(): void;
@@ -41,19 +42,12 @@ export function openRunContext(
   let stopping = false;
   let child: ProcIdentity | null = null;
 
-  // Pending items come for every run of this source; those for other runs are relayed as files their runners watch.
+  // Requests the Control Plane could not deliver on disk come in this run's own ingest responses.
+  const answers: string[] = [];
   function onControl(item: ControlItem): void {
-    if (typeof item.run !== 'string' || !isValidSegment(item.run)) return;
-    if (item.action === 'stop') {
-      if (item.run === state.run) ctx.requestStop('stop requested through the Control Plane');
-      else requestStopFile(env, state.source, item.run);
-    }
-    if (item.action === 'answer' && typeof item.answer === 'string') {
-      const answerId = typeof item.answer_id === 'string' ? item.answer_id : undefined;
-      // This run may already have taken the same answer from the Control Plane's own file: don't leave a second copy.
-      if (item.run === state.run && answerId && answerAlreadyTaken(dir, answerId)) return;
-      writeAnswer(env, state.source, item.run, item.answer, answerId);
-    }
+    if (item.run !== state.run) return;
+    if (item.action === 'stop') ctx.requestStop('stop requested through the Control Plane');
+    if (item.action === 'answer' && typeof item.answer === 'string') answers.push(item.answer.slice(0, MAX_ANSWER));
   }
 
   // A linked file or folder the shipper left out is said once, in the run's log and to whoever watches the worker.
@@ -111,6 +105,7 @@ export function openRunContext(
       if (child) void terminateGroup(child, STOP_GRACE_MS);
     },
     stopRequested: () => stopping,
+    takeAnswer: () => answers.shift() ?? takeAnswer(env, state.source, state.run, dir),
     say(text) {
       opts.say?.(`[svc ${state.run}] ${text}\n`);
     },

@@ -1,7 +1,7 @@
-// A worker ships its run while it works: after a change, and at least every 2 s so control requests (stop, answer)
-// reach a blocked run; a Control Plane that does not answer is retried with backoff up to 30 s. On close, a final
-// flush gets a few quick tries, then leaves a marker: the next svc command in the project that reaches a Control
-// Plane sends the run (ship-pending.ts), or `svc ship` by hand.
+// A worker ships its run while it works: within 200 ms of a change, and every 2 s without one, so control requests
+// (stop, answer) reach a blocked run; a Control Plane that does not answer is retried with backoff up to 30 s. On
+// close, a final flush gets a few quick tries, then leaves a marker: the next svc command in the project that reaches
+// a Control Plane sends the run (ship-pending.ts), or `svc ship` by hand.
 import type { Shipper } from './shipper.ts';
 import { clearPending, markPending } from './ship-pending.ts';
 
@@ -13,33 +13,36 @@ export interface ShipLoop {
 
 export function createShipLoop(shipper: Shipper, dir: string, say: (text: string) => void): ShipLoop {
   let dirty = true;
-  let backoff = 250;
-  let nextShipAt = 0;
-  let shipping: Promise<unknown> = Promise.resolve();
+  /** A flush is running or backing off: the next one is already timed. Otherwise, while dirty, one is due in 200 ms. */
+  let held = false;
+  let backoff = 0;
   let closed = false;
+  let timer: NodeJS.Timeout | undefined;
+  let shipping: Promise<unknown> = Promise.resolve();
 
-  function tick(): void {
-    if (closed) return;
-    const now = Date.now();
-    if ((dirty || now - nextShipAt > 2_000) && now >= nextShipAt) {
+  function shipIn(ms: number): void {
+    clearTimeout(timer);
+    timer = setTimeout(() => {
       dirty = false;
+      held = true;
       shipping = shipper.flush().then((ok) => {
-        backoff = ok ? 250 : Math.min(backoff * 2, 30_000);
-        nextShipAt = Date.now() + (ok ? 200 : backoff);
-        if (!ok) dirty = true;
+        held = !ok;
+        backoff = ok ? 0 : Math.min(Math.max(backoff * 2, 250), 30_000);
+        if (!closed) shipIn(backoff || (dirty ? 200 : 2_000));
       });
-    }
+    }, ms).unref();
   }
-  const timer = setInterval(() => void shipping.then(tick), 200);
-  timer.unref();
+  shipIn(200);
 
   return {
     changed() {
+      if (dirty || closed) return;
       dirty = true;
+      if (!held) shipIn(200);
     },
     async close() {
       closed = true;
-      clearInterval(timer);
+      clearTimeout(timer);
       await shipping;
       for (const wait of [0, 250, 1_000]) {
         if (wait) await new Promise((r) => setTimeout(r, wait));

@@ -1,12 +1,13 @@
 // Sends a run's state, events and artifacts to the Control Plane (POST /v1/ingest), batched and resumable from
 // ship.json. A Control Plane that is down never fails a run: flush() reports false and the caller tries again later
-// (or `svc ship`).
+// (or `svc ship`). POST /v1/import reads run folders through the same readRunBatch.
 // Nothing is read through a symbolic link (src/engine/plain-tree.ts): a linked .svc, runs or run folder, state.json,
 // events.jsonl, artifacts/, artifact subfolder or file is left out and reported once through `onSkip`.
 import { closeSync, fstatSync } from 'node:fs';
 import { basename, join, extname } from 'node:path';
 import { createHash } from 'node:crypto';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
+import type { IngestResult } from '../client/types.ts';
 import { discoverControlUrl } from '../client/discover.ts';
 import { writeJsonAtomic } from './atomic.ts';
 import { toRunJson, type RunState } from './run-state.ts';
@@ -22,16 +23,13 @@ const MAX_ARTIFACT = 8 * 1024 * 1024;
 const MAX_STATE = 1024 * 1024;
 const MAX_ARTIFACT_DEPTH = 16;
 
-interface ShipOffsets {
+export interface ShipOffsets {
   events_offset: number;
   artifacts: Record<string, string>;
 }
 
-export interface ControlItem {
-  run: string;
-  action: string;
-  [key: string]: unknown;
-}
+/** A stop or answer for this run, handed over in an ingest response. */
+export type ControlItem = IngestResult['control'][number];
 
 export interface Shipper {
   /** Sends everything not yet accepted; true when the Control Plane took it all. */
@@ -55,12 +53,15 @@ function failureOf(err: unknown, url: string, hasToken: boolean): string {
   return `the Control Plane at ${url} answered ${err.status} ${err.code} (${err.message})`;
 }
 
-interface RunBatch {
-  state: RunState;
-  offsets: ShipOffsets;
-  events: unknown[];
-  next: number;
-  files: TreeFile[];
+/** One batch of a run folder, read after `from`; `next` is where the following batch starts. */
+export interface RunBatch {
+  state: Record<string, unknown>;
+  /** Complete lines of events.jsonl (blank ones included, so a caller can count them), at most EVENTS_PER_BATCH. */
+  lines: string[];
+  /** Artifacts changed since `from`, at most 8 MiB together. */
+  artifacts: TreeFile[];
+  next: ShipOffsets;
+  more: boolean;
 }
 
 /** Told once per entry (a path under the run folder, or the folder itself) that it was left out, and why. */
@@ -79,11 +80,12 @@ function readObjectIn(folder: PlainDir, name: string, skip: SkipReport): Record<
   }
   try {
     const value = JSON.parse(raw.toString('utf8')) as unknown;
-    const isObject = value !== null && typeof value === 'object' && !Array.isArray(value);
-    return isObject ? (value as Record<string, unknown>) : null;
+    if (value !== null && typeof value === 'object' && !Array.isArray(value)) return value as Record<string, unknown>;
   } catch {
-    return null;
+    // said below
   }
+  skip(name, 'is not a JSON object');
+  return null;
 }
 
 function readOffsets(folder: PlainDir, skip: SkipReport): ShipOffsets {
@@ -91,38 +93,31 @@ function readOffsets(folder: PlainDir, skip: SkipReport): ShipOffsets {
   return { events_offset: Number(o?.events_offset) || 0, artifacts: o?.artifacts ?? {} };
 }
 
-/** Complete lines from `offset`, at most `max` events; returns the byte offset after the last one taken. */
+/** Complete lines from `offset`, at most `max`; returns the byte offset after the last one taken. */
 function readEventLines(
   folder: PlainDir, offset: number, max: number, skip: SkipReport,
-): { events: unknown[]; next: number } {
+): { lines: string[]; next: number } {
   const fd = openPlainFileIn(folder, 'events.jsonl');
   if (typeof fd === 'string') {
     if (fd !== 'missing') skip('events.jsonl', skipReason(fd));
-    return { events: [], next: offset };
+    return { lines: [], next: offset };
   }
   let buf: Buffer;
   try {
     const size = fstatSync(fd).size;
-    if (size <= offset) return { events: [], next: offset };
+    if (size <= offset) return { lines: [], next: offset };
     buf = readRange(fd, offset, Math.min(size - offset, 16 * 1024 * 1024));
   } finally {
     closeSync(fd);
   }
-  const events: unknown[] = [];
+  const lines: string[] = [];
   let pos = 0;
-  while (events.length < max) {
-    const nl = buf.indexOf(10, pos);
-    if (nl === -1) break;
-    const line = buf.subarray(pos, nl).toString('utf8');
+  // A last line without its newline is still being written: left for the next read.
+  for (let nl = buf.indexOf(10); nl !== -1 && lines.length < max; nl = buf.indexOf(10, pos)) {
+    lines.push(buf.subarray(pos, nl).toString('utf8'));
     pos = nl + 1;
-    if (!line.trim()) continue;
-    try {
-      events.push(JSON.parse(line));
-    } catch {
-      // A torn line is skipped rather than blocking every later event.
-    }
   }
-  return { events, next: offset + pos };
+  return { lines, next: offset + pos };
 }
 
 function readArtifacts(folder: PlainDir, skip: SkipReport): TreeFile[] {
@@ -159,6 +154,39 @@ function isLoopbackUrl(url: string): boolean {
   }
 }
 
+/**
+ * The next batch of the open run folder after `from` (else after what ship.json records); null when there is no run
+ * to send: no state.json, or one that is not a JSON object or names another run (reported).
+ */
+export function readRunBatch(folder: PlainDir, from: ShipOffsets | null, skip: SkipReport): RunBatch | null {
+  const state = readObjectIn(folder, 'state.json', skip);
+  if (!state) return null;
+  // The folder names the run: a state.json claiming another run (edited by whoever can write the project) would
+  // otherwise overwrite that run's row with this folder's story.
+  const name = basename(folder.path);
+  if (state.run !== name) {
+    skip('state.json', `names run "${String(state.run)}", not "${name}"`);
+    return null;
+  }
+  const offsets = from ?? readOffsets(folder, skip);
+  const { lines, next } = readEventLines(folder, offsets.events_offset, EVENTS_PER_BATCH, skip);
+  const artifacts: TreeFile[] = [];
+  const sent = { ...offsets.artifacts };
+  let bytes = 0;
+  let full = false;
+  for (const file of readArtifacts(folder, skip)) {
+    const sha = createHash('sha256').update(file.content).digest('hex');
+    if (offsets.artifacts[file.rel] === sha) continue;
+    full = bytes + file.content.length > ARTIFACT_BYTES_PER_BATCH && artifacts.length > 0;
+    if (full) break;
+    bytes += file.content.length;
+    artifacts.push(file);
+    sent[file.rel] = sha;
+  }
+  const more = full || lines.length === EVENTS_PER_BATCH;
+  return { state, lines, artifacts, next: { events_offset: next, artifacts: sent }, more };
+}
+
 export function createShipper(
   dir: string, env: NodeJS.ProcessEnv, onControl?: (item: ControlItem) => void, onSkip?: SkipReport,
 ): Shipper {
@@ -173,47 +201,21 @@ export function createShipper(
     onSkip?.(entry, reason);
   };
 
-  /** What one batch holds, read from the run folder without following a link; null when there is no run to ship. */
-  function readBatch(): RunBatch | null {
+  /** Sends one batch; true when there is more to send. */
+  async function flushOnce(): Promise<boolean> {
     const folder = openRunFolder(dir);
     if ('failed' in folder) {
       if (folder.kind !== 'missing') skip(folder.failed, skipReason(folder.kind));
-      return null;
+      return false;
     }
+    let read: RunBatch | null;
     try {
-      const state = readObjectIn(folder, 'state.json', skip);
-      if (!state) return null;
-      // The folder names the run: a state.json claiming another run (edited by whoever can write the project) would
-      // otherwise overwrite that run's row with this folder's story.
-      if (state.run !== basename(dir)) {
-        skip('state.json', `names run "${String(state.run)}", not "${basename(dir)}"`);
-        return null;
-      }
-      const offsets = readOffsets(folder, skip);
-      const { events, next } = readEventLines(folder, offsets.events_offset, EVENTS_PER_BATCH, skip);
-      return { state: state as unknown as RunState, offsets, events, next, files: readArtifacts(folder, skip) };
+      read = readRunBatch(folder, null, skip);
     } finally {
       folder.close();
     }
-  }
-
-  async function flushOnce(): Promise<{ ok: boolean; more: boolean }> {
-    const read = readBatch();
-    if (!read) return { ok: true, more: false };
-    const { state, offsets, events, next } = read;
-    const artifacts: Array<{ run: string; path: string; content_type: string; content_base64: string }> = [];
-    const shippedNow: Record<string, string> = {};
-    let bytes = 0;
-    for (const { rel, content } of read.files) {
-      const sha = createHash('sha256').update(content).digest('hex');
-      if (offsets.artifacts[rel] === sha) continue;
-      if (bytes + content.length > ARTIFACT_BYTES_PER_BATCH && artifacts.length > 0) break;
-      bytes += content.length;
-      artifacts.push({
-        run: state.run, path: rel, content_type: contentTypeOf(rel), content_base64: content.toString('base64'),
-      });
-      shippedNow[rel] = sha;
-    }
+    if (!read) return false;
+    const state = read.state as unknown as RunState;
     const { source: _source, ...run } = toRunJson(state);
     const result = await client.ingest({
       source: state.source,
@@ -221,13 +223,21 @@ export function createShipper(
       // is a project its operator registered (then Retry and Verify work there), never a pid
       // (src/control/handlers/ingest.ts).
       runs: [sameMachine ? { ...run, repo_path: state.repo_path } : run],
-      events: events.map((e) => ({ ...(e as object), run: state.run })) as never,
-      artifacts,
+      // A line that is not JSON is skipped rather than blocking every later event.
+      events: read.lines.flatMap((line) => {
+        try {
+          return line.trim() ? [{ ...(JSON.parse(line) as object), run: state.run }] : [];
+        } catch {
+          return [];
+        }
+      }) as never,
+      artifacts: read.artifacts.map(({ rel, content }) => ({
+        run: state.run, path: rel, content_type: contentTypeOf(rel), content_base64: content.toString('base64'),
+      })),
     });
-    writeJsonAtomic(offsetsPath(dir), { events_offset: next, artifacts: { ...offsets.artifacts, ...shippedNow } });
+    writeJsonAtomic(offsetsPath(dir), read.next);
     for (const item of result.control ?? []) onControl?.(item);
-    const artifactsFull = artifacts.length > 0 && bytes >= ARTIFACT_BYTES_PER_BATCH;
-    return { ok: true, more: events.length === EVENTS_PER_BATCH || artifactsFull };
+    return read.more;
   }
 
   let failure: string | null = null;
@@ -236,10 +246,8 @@ export function createShipper(
     failure: () => failure,
     async flush() {
       try {
-        for (let i = 0; i < 1000; i++) {
-          const { more } = await flushOnce();
-          if (!more) break;
-        }
+        let more = true;
+        for (let i = 0; i < 1000 && more; i++) more = await flushOnce();
         failure = null;
         return true;
       } catch (err) {

@@ -56,15 +56,16 @@ describe('shipper', () => {
     assert.equal(await createShipper(dir, { SVC_CONTROL_URL: 'http://127.0.0.1:9', HOME: root }).flush(), false);
   });
 
-  it('hands control requests from the ingest response to the runner', async () => {
+  it("hands the run's own control requests from the ingest response to its worker, and no other run's", async () => {
     const dir = runFolder(root, 'rship3');
     await createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }).flush();
     control.deps.stores.controlRequests.add('local', 'rship3', 'stop');
-    control.deps.stores.controlRequests.add('local', 'rother', 'answer', { answer: 'yes' });
+    control.deps.stores.controlRequests.add('local', 'rship3', 'answer', { answer: 'yes' });
+    control.deps.stores.controlRequests.add('local', 'rother', 'answer', { answer: 'no' });
     const items: ControlItem[] = [];
     await createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }, (i) => items.push(i)).flush();
-    assert.deepEqual(items.map((i) => [i.run, i.action]), [['rship3', 'stop'], ['rother', 'answer']]);
-    assert.equal(items[1]!.answer, 'yes');
+    assert.deepEqual(items.map((i) => [i.run, i.action, i.answer]), [['rship3', 'stop', undefined], ['rship3', 'answer', 'yes']]);
+    assert.deepEqual(control.deps.stores.controlRequests.pending('local').map((p) => p.run), ['rother'], "kept for rother's own worker");
   });
 
   it('lets a run shipped from a registered project on this machine be retried and verified (issue 23 item 4)', async () => {

@@ -101,6 +101,8 @@ describe('run actions on the Control Plane', () => {
     assert.equal(blocked.question, 'Which database should the migration target?');
     const answered = await control.request('POST', `/v1/runs/${source}/${run}/answer`, { body: { answer: 'postgres fixed' } });
     assert.equal(answered.status, 202);
+    // One channel: a run this server started gets the answer file, never also a control request.
+    assert.deepEqual(control.deps.stores.controlRequests.pending(source), []);
     const done = await settled(source, run, 'succeeded');
     assert.equal(done.question, null);
     const events = (await control.request('GET', `/v1/runs/${source}/${run}/events?limit=500`)).json.items;
@@ -250,6 +252,15 @@ describe('run actions on the Control Plane', () => {
     }
   });
 
+  it('answers a run of its own source whose folder it does not know by its next ingest only, never also a file', async () => {
+    const source = control.deps.settings.source;
+    control.deps.stores.runs.upsert(source, { run: 'rcli1', status: 'blocked', started_at: Date.now(), question: 'q?' });
+    assert.equal((await control.request('POST', `/v1/runs/${source}/rcli1/answer`, { body: { answer: 'yes' } })).status, 202);
+    const pending = control.deps.stores.controlRequests.pending(source).filter((p) => p.run === 'rcli1');
+    assert.deepEqual(pending.map((p) => [p.action, p.payload]), [['answer', { answer: 'yes' }]]);
+    assert.equal(existsSync(join(control.deps.settings.answerDir, source, 'rcli1.json')), false);
+  });
+
   it('records a control request for a run of another source instead of signalling it', async () => {
     control.deps.stores.runs.upsert('far', { run: 'r1', status: 'blocked', started_at: Date.now(), question: 'q?' });
     const res = await control.request('POST', '/v1/runs/far/r1/answer', { body: { answer: 'yes' } });
@@ -258,7 +269,7 @@ describe('run actions on the Control Plane', () => {
     assert.equal(stop.status, 202);
     const pending = control.deps.stores.controlRequests.pending('far');
     assert.deepEqual(pending.map((p) => p.action), ['answer', 'stop']);
-    assert.equal(pending[0]!.payload?.answer, 'yes');
+    assert.deepEqual(pending[0]!.payload, { answer: 'yes' });
     const resume = await control.request('POST', '/v1/runs/far/r1/resume', { body: {} });
     assert.equal(resume.status, 409);
   });

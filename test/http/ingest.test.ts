@@ -52,12 +52,15 @@ describe('POST /v1/ingest', () => {
     assert.equal(res.json.events, 1);
   });
 
-  it('hands pending control requests for the source over once', async () => {
+  it("hands a run's pending control requests over once, to a batch that carries that run", async () => {
     cp.deps.stores.controlRequests.add('laptop', 'r1', 'stop');
     cp.deps.stores.controlRequests.add('laptop', 'r1', 'answer', { answer: 'Postgres' });
-    const first = await cp.request('POST', '/v1/ingest', { body: { source: 'laptop' } });
+    const other = await cp.request('POST', '/v1/ingest', { body: { source: 'laptop' } });
+    assert.deepEqual(other.json.control, [], 'a batch without r1 (a trigger server reporting its repositories) takes none');
+    const body = { source: 'laptop', runs: [{ run: 'r1', status: 'blocked', started_at: T0, updated_at: T0 }] };
+    const first = await cp.request('POST', '/v1/ingest', { body });
     assert.deepEqual(first.json.control.map((c: Record<string, unknown>) => [c.run, c.action, c.answer]), [['r1', 'stop', undefined], ['r1', 'answer', 'Postgres']]);
-    const second = await cp.request('POST', '/v1/ingest', { body: { source: 'laptop' } });
+    const second = await cp.request('POST', '/v1/ingest', { body });
     assert.deepEqual(second.json.control, []);
   });
 
@@ -111,7 +114,7 @@ describe('POST /v1/import', () => {
     writeFileSync(join(runDir, 'state.json'), JSON.stringify({ source: 'local', run: 'r01', status: 'succeeded', verdict: 'verified', started_at: T0, ended_at: T0, updated_at: T0, repo: 'acme/api', repo_path: '/etc', pid: 1 }));
     writeFileSync(
       join(runDir, 'events.jsonl'),
-      [{ seq: 1, ts: T0, kind: 'log', data: { text: 'a' } }, { seq: 2, ts: T0, kind: 'receipt', data: {} }].map((e) => JSON.stringify(e)).join('\n') + '\n{"seq":3,"ts"',
+      [{ seq: 1, ts: T0, kind: 'log', data: { text: 'a' } }, { seq: 2, ts: T0, kind: 'receipt', data: {} }].map((e) => JSON.stringify(e)).join('\n') + '\nnot json\n{"seq":3,"ts"',
     );
     writeFileSync(join(runDir, 'artifacts', 'receipt.json'), '{"ok":true}');
     writeFileSync(join(runDir, 'artifacts', 'checks', 'unit.log'), 'passed');
@@ -131,12 +134,35 @@ describe('POST /v1/import', () => {
     assert.equal(res.json.events, 2);
     assert.equal(res.json.artifacts, 2);
     const skipped = res.json.skipped.map((s: { entry: string }) => s.entry);
-    assert.ok(skipped.includes('broken'));
+    assert.ok(skipped.includes('broken/state.json'));
+    // A complete line that is not JSON is listed; the unfinished last line is still being written, so left alone.
     assert.ok(skipped.includes('r01/events.jsonl:3'));
+    assert.ok(!skipped.includes('r01/events.jsonl:4'));
     assert.ok(skipped.includes('r01/artifacts/escape.txt'));
     assert.equal((await cp.request('GET', '/v1/runs/local/r01/artifact/checks/unit.log')).text, 'passed');
     assert.equal(cp.deps.stores.runs.get('local', 'r01')?.repo_path, project);
     assert.equal(cp.deps.stores.runs.get('local', 'r01')?.pid, null);
+  });
+
+  it('reads a long events.jsonl in the batches the shipper sends, numbering its lines across them', async () => {
+    const long = mkdtempSync(join(tmpdir(), 'svc-'));
+    try {
+      const dir = join(long, '.svc', 'runs', 'rlong');
+      mkdirSync(join(dir, 'artifacts'), { recursive: true });
+      writeFileSync(join(dir, 'state.json'), JSON.stringify({ run: 'rlong', status: 'succeeded', started_at: T0, updated_at: T0 }));
+      const lines = Array.from({ length: 1200 }, (_, i) => JSON.stringify({ seq: i + 1, ts: T0, kind: 'log', data: { i } }));
+      lines[699] = 'not json';
+      writeFileSync(join(dir, 'events.jsonl'), lines.join('\n') + '\n');
+      writeFileSync(join(dir, 'artifacts', 'provider.log'), 'log');
+      symlinkSync('/etc/hostname', join(dir, 'artifacts', 'escape.txt'));
+      const res = await cp.request('POST', '/v1/import', { body: { path: long } });
+      assert.equal(res.status, 200, res.text);
+      assert.deepEqual([res.json.runs, res.json.events, res.json.artifacts], [1, 1199, 1]);
+      assert.deepEqual(res.json.skipped.map((s: { entry: string }) => s.entry).sort(), ['rlong/artifacts/escape.txt', 'rlong/events.jsonl:700']);
+      assert.equal(cp.deps.stores.events.list('local', 'rlong', { after: 0, limit: 5000 }).length, 1199);
+    } finally {
+      rmSync(long, { recursive: true, force: true });
+    }
   });
 
   it('counts a second import as duplicates', async () => {

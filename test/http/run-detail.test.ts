@@ -26,7 +26,8 @@ describe('GET /v1/runs/:source/:run detail fields', () => {
     assert.match(waiting.pending_answer.answered_at, /^\d{4}-\d\d-\d\dT/);
 
     // The runner checks in: its ingest response carries the answer, which is now delivered but not yet applied.
-    const ingest = await cp.request('POST', '/v1/ingest', { body: { source: 'far', runs: [], events: [], artifacts: [] } });
+    const checkIn = { run: 'rq1', status: 'blocked', started_at: new Date(now).toISOString(), updated_at: new Date(now).toISOString() };
+    const ingest = await cp.request('POST', '/v1/ingest', { body: { source: 'far', runs: [checkIn], events: [], artifacts: [] } });
     assert.deepEqual(ingest.json.control.map((c: { action: string }) => c.action), ['answer']);
     const delivered = (await cp.request('GET', '/v1/runs/far/rq1')).json;
     assert.match(delivered.pending_answer.delivered_at, /^\d{4}-\d\d-\d\dT/);

@@ -36,14 +36,16 @@ describe('artifacts store', () => {
 describe('control requests store', () => {
   const { stores } = memoryControlStores();
 
-  it('hands pending requests over once, oldest first, only to their source', () => {
+  it('hands pending requests over once, oldest first, only for the runs asked for, only to their source', () => {
     stores.controlRequests.add('remote', 'r1', 'stop');
     stores.controlRequests.add('remote', 'r2', 'answer', { answer: 'yes' });
-    stores.controlRequests.add('elsewhere', 'r3', 'stop');
-    assert.equal(stores.controlRequests.pending('remote').length, 2);
-    const taken = stores.controlRequests.takePending('remote', 100);
-    assert.deepEqual(taken.map((r) => [r.run, r.action, r.payload]), [['r1', 'stop', null], ['r2', 'answer', { answer: 'yes' }]]);
-    assert.equal(stores.controlRequests.takePending('remote').length, 0);
+    stores.controlRequests.add('remote', 'r1', 'answer', { answer: 'no' });
+    stores.controlRequests.add('elsewhere', 'r1', 'stop');
+    assert.equal(stores.controlRequests.pending('remote').length, 3);
+    const taken = stores.controlRequests.takePending('remote', ['r1'], 100);
+    assert.deepEqual(taken.map((r) => [r.run, r.action, r.payload]), [['r1', 'stop', null], ['r1', 'answer', { answer: 'no' }]]);
+    assert.equal(stores.controlRequests.takePending('remote', ['r1']).length, 0);
+    assert.deepEqual(stores.controlRequests.pending('remote').map((r) => r.run), ['r2']);
     assert.equal(stores.controlRequests.pending('elsewhere').length, 1);
   });
 });

@@ -1,8 +1,8 @@
 // Run actions (DESIGN §3, §4): start (idempotent by request_id), stop, resume, retry, verify, answer, pr.
-// Local runs are steered through the run controller; runs of another source get a control request for their next
-// ingest.
+// A run whose folder this server recorded is steered on disk (the run controller, the answer folder); any other gets a
+// control request for its own next ingest (docs/architecture.md, "Channels").
 import { controlStartArgs, resumeArgs, retryArgs } from '../../spawn/start-argv.ts';
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { basename } from 'node:path';
 import { HttpError } from '../../http/http-error.ts';
 import { checkBodyKeys, requireJsonObject } from '../../http/body.ts';
@@ -93,8 +93,9 @@ function loadRun(ctx: C): RunRow {
   return row;
 }
 
-function isLocal(ctx: C, row: RunRow): boolean {
-  return row.source === ctx.deps.settings.source;
+/** A run of this server's source whose folder it recorded (start, retry, import, a registered project's ingest). */
+function reachable(ctx: C, row: RunRow): boolean {
+  return row.source === ctx.deps.settings.source && row.repo_path !== null;
 }
 
 /** Throws the 409 the rules in ../action-rules.ts give for this action (the reason run detail lists too). */
@@ -112,9 +113,9 @@ export const stopRun: Handler<ControlDeps> = (ctx) => {
   deps.stores.runs.setStatus(row.source, row.run, 'stopping', now);
   const event = { kind: 'run.status', data: { from: row.status, to: 'stopping' }, ts: now };
   deps.bus.publish([deps.stores.events.append(row.source, row.run, event)]);
-  // Signalled here only when this server recorded the run's folder itself (start, retry, import); anything else is
-  // asked to stop by its own runner, which picks the request up from its next ingest response.
-  if (isLocal(ctx, row) && row.repo_path) void deps.engine.stop(row);
+  // Signalled here only when this server recorded the run's folder; anything else is asked to stop by its own worker,
+  // which picks the request up from its next ingest response.
+  if (reachable(ctx, row)) void deps.engine.stop(row);
   else deps.stores.controlRequests.add(row.source, row.run, 'stop', null, now);
   return json(202, runToJson(deps.stores.runs.get(row.source, row.run)!));
 };
@@ -182,15 +183,10 @@ export const answerRun: Handler<ControlDeps> = (ctx) => {
   const row = loadRun(ctx);
   checkAllowed(ctx, row, 'answer');
   const now = deps.clock();
-  const answerId = randomUUID();
-  if (isLocal(ctx, row)) {
-    writeAnswer({ SVC_CONTROL_ANSWER_DIR: deps.settings.answerDir }, row.source, row.run, answer, answerId);
-  }
-  // A run this server did not launch (CLI, trigger, another source) may watch another answer folder: its runner also
-  // gets the answer in its next ingest response. Both copies carry one answer_id, so the run uses the answer once.
-  if (!isLocal(ctx, row) || !row.repo_path) {
-    deps.stores.controlRequests.add(row.source, row.run, 'answer', { answer, answer_id: answerId }, now);
-  }
+  // One channel, as for stop: the answer folder for a run whose folder this server knows, else its next ingest.
+  const env = { SVC_CONTROL_ANSWER_DIR: deps.settings.answerDir };
+  if (reachable(ctx, row)) writeAnswer(env, row.source, row.run, answer);
+  else deps.stores.controlRequests.add(row.source, row.run, 'answer', { answer }, now);
   const event = { kind: 'answer', data: { answer, via: 'control' }, ts: now };
   deps.bus.publish([deps.stores.events.append(row.source, row.run, event)]);
   return json(202, runToJson(row));
