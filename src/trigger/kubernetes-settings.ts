@@ -2,6 +2,7 @@
 // builders so both read them without importing each other (DESIGN §8: no circles).
 import { readGateSecret } from '../gate/job-credential.ts';
 import { BadSettingError } from '../errors.ts';
+import { setting, settingInt, settingOr, type SettingName } from '../settings-registry.ts';
 
 export interface KubernetesSettings {
   image: string;
@@ -34,14 +35,7 @@ export interface KubernetesSettings {
 
 const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
-function seconds(text: string | undefined, fallback: number, name: string): number {
-  if (text === undefined || text === '') return fallback;
-  if (!/^\d+$/.test(text)) throw new BadSettingError(`${name} must be a whole number of seconds (got "${text}")`);
-  return Number(text);
-}
-
-function podSource(value: string | undefined): string {
-  if (value === undefined || value === '') return 'k8s';
+function podSource(value: string): string {
   if (!SEGMENT.test(value)) {
     throw new BadSettingError(
       `SVC_K8S_SOURCE must be a run source name: letters, digits, ".", "_" or "-" (got "${value.slice(0, 64)}")`,
@@ -59,12 +53,13 @@ function gateUrlOf(value: string | undefined): string | undefined {
 }
 
 export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv): KubernetesSettings {
-  if (!env.SVC_K8S_IMAGE) {
+  const image = setting(env, 'SVC_K8S_IMAGE');
+  if (!image) {
     throw new BadSettingError('SVC_TRIGGER_EXECUTOR=kubernetes needs SVC_K8S_IMAGE (the svc container image)');
   }
-  const opt = (name: string) => env[name] || undefined;
+  const opt = (name: SettingName) => setting(env, name);
   return {
-    image: env.SVC_K8S_IMAGE,
+    image,
     namespace: opt('SVC_K8S_NAMESPACE'),
     serviceAccount: opt('SVC_K8S_SERVICE_ACCOUNT'),
     cpu: opt('SVC_K8S_CPU'),
@@ -74,9 +69,9 @@ export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv): KubernetesSet
     repoPvc: opt('SVC_K8S_REPO_PVC'),
     envSecret: opt('SVC_K8S_ENV_SECRET'),
     controlTokenSecret: opt('SVC_K8S_CONTROL_TOKEN_SECRET'),
-    ttlSeconds: seconds(env.SVC_K8S_TTL_SECONDS, 3600, 'SVC_K8S_TTL_SECONDS'),
-    activeDeadlineSeconds: seconds(env.SVC_K8S_ACTIVE_DEADLINE_SECONDS, 6 * 3600, 'SVC_K8S_ACTIVE_DEADLINE_SECONDS'),
-    source: podSource(env.SVC_K8S_SOURCE),
+    ttlSeconds: settingInt(env, 'SVC_K8S_TTL_SECONDS'),
+    activeDeadlineSeconds: settingInt(env, 'SVC_K8S_ACTIVE_DEADLINE_SECONDS'),
+    source: podSource(settingOr(env, 'SVC_K8S_SOURCE')),
     keysSecret: opt('SVC_K8S_KEYS_SECRET'),
     signerEnvSecret: opt('SVC_K8S_SIGNER_ENV_SECRET'),
     gateUrl: gateUrlOf(opt('SVC_K8S_GATE_URL')),
