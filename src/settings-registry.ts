@@ -33,6 +33,8 @@ export interface Setting {
   choices?: readonly string[];
   /** The command-line flag that wins over the variable. */
   flag?: string;
+  /** The default as the docs say it, where another setting decides it. */
+  shown?: string;
 }
 
 const NONE = '—';
@@ -107,13 +109,14 @@ export const SETTINGS = {
   SVC_TRIGGER_REPO: text('trigger', 'cwd, when no repositories file', 'serve this one checkout instead', '--repo'),
   SVC_TRIGGER_CHECKOUTS: text('trigger', '`~/.local/share/svc/checkouts`', 'managed (`clone=`) job checkouts'),
   SVC_TRIGGER_CONCURRENCY: int('trigger', 2, [1, 64], 'jobs active at once', '--concurrency'),
-  SVC_TRIGGER_REPO_CONCURRENCY: int('trigger', 2, [1, 64], 'jobs of one repository active at once; default all ' +
-    'slots with one repository served, else one less (at most `SVC_TRIGGER_CONCURRENCY`)'),
+  SVC_TRIGGER_REPO_CONCURRENCY: { ...int('trigger', 2, [1, 64], 'jobs of one repository active at once, at most ' +
+    '`SVC_TRIGGER_CONCURRENCY`'), shown: 'all slots with one repository served, else one less' },
   SVC_TRIGGER_DB: text('trigger', '`~/.svc/trigger/trigger.db`', 'job database', '--db'),
   SVC_TRIGGER_QUEUE_MAX: int('trigger', 100, [1, 1_000_000], 'most jobs waiting, shared by the configured routes'),
   SVC_TRIGGER_DEDUPE_DAYS: int('trigger', 30, [1, 36_500], 'days a dedupe key is kept'),
   SVC_TRIGGER_JOB_DAYS: int('trigger', 30, [1, 36_500], 'days a finished job is kept (never less than the above)'),
-  SVC_TRIGGER_EXECUTOR: choice('trigger', ['local', 'kubernetes'], 'how jobs are launched'),
+  SVC_TRIGGER_EXECUTOR: choice('trigger', ['local', 'kubernetes'],
+    'how jobs are launched: child processes, or one Kubernetes Job each (below)'),
   SVC_TRIGGER_MAX_CONNECTIONS: int('trigger', 4096, [1, 1_000_000], 'open connections the server keeps'),
   SVC_TRIGGER_MAX_CONNECTIONS_PER_PEER: int('trigger', 1024, [1, 1_000_000],
     'open connections from one peer address (at most `SVC_TRIGGER_MAX_CONNECTIONS`)'),
@@ -183,6 +186,9 @@ export const SETTINGS = {
   SVC_HEALTH_URL: text('packaging', NONE, 'the container\'s health check'),
   SOURCE_DATE_EPOCH: text('packaging', '`0`', 'bundle file times'),
   SVC_TEST_CHROMIUM: text('packaging', NONE, 'browser path for tests'),
+  SVC_PROVIDER_CLIS: text('packaging', NONE, 'where `npm run test:providers` installed the agent CLIs it tests'),
+  SVC_FUZZ_SEED: text('packaging', 'random', 'replays a fuzz suite\'s failure (the seed it printed)'),
+  SVC_FUZZ_REQUESTS: text('packaging', NONE, 'requests per fuzz suite'),
 } as const satisfies Record<string, Setting>;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -191,7 +197,7 @@ export type IntSettingName = NameOf<{ range: readonly [number, number] }>;
 
 /** The route secrets, from the webhook sources' table: one record there is its whole definition. */
 const ROUTE_SECRETS: Readonly<Record<string, Setting>> = Object.fromEntries(SOURCES.flatMap((s) => {
-  const meaning = `\`/${s.name}\` ${'service' in s ? `(${s.service}) ` : ''}secret`;
+  const meaning = `\`/${s.name}\` secret${'service' in s ? `: ${s.service}` : ''}`;
   const names: string[] = [...s.secret, ...('secretFile' in s ? [s.secretFile] : [])];
   return names.map((name, i) => [name, { group: 'trigger', default: NONE, by: 'operator',
     meaning: i === 0 ? meaning : `or this, for the same (${names[0]} wins)` }]);

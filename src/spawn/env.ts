@@ -14,7 +14,7 @@ export const SVC_SECRET_NAMES: ReadonlySet<string> = new Set([
   'ERRTRACK_AUTH_TOKEN', 'ERRTRACK_CLIENT_SECRET', 'SVC_ERRTRACK_WEBHOOK_SECRET',
   'GITHUB_TOKEN', 'GH_TOKEN', 'GITHUB_WEBHOOK_SECRET', 'TRACKERA_API_KEY', 'TRACKERA_WEBHOOK_SECRET',
   'TRACKERB_API_TOKEN', 'TRACKERB_WEBHOOK_SECRET', 'TRACKERB_EMAIL', 'CHATA_SIGNING_SECRET', 'CHATB_SECURITY_TOKEN',
-  'SVC_GATE_SECRET', 'SVC_GATE_SECRET_FILE',
+  'SVC_GATE_SECRET_FILE',
 ]);
 
 /** The credentials a run's own svc uses (push, issue fetchers): handed to it through a pipe, never its environment. */

@@ -1,0 +1,49 @@
+// npm run docs:settings: writes the README's settings tables between its marker comments, from the one registry of
+// variables (src/settings-registry.ts) and the one table of what a repository or the operator sets in files
+// (src/engine/setting-authority.ts). test/unit/settings-registry.test.ts fails when the README differs from this.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { ALL_SETTINGS, SETTING_GROUPS, type Setting, type SettingGroup } from '../src/settings-registry.ts';
+import { SETTING_RULES } from '../src/engine/setting-authority.ts';
+
+export const START = '<!-- settings:start: written by `npm run docs:settings` from src/settings-registry.ts -->';
+export const END = '<!-- settings:end -->';
+
+function cell(s: Setting): string {
+  if (s.range) return `${s.shown ?? `\`${s.default}\``} (${s.range[0]}–${s.range[1]})`;
+  const others = (s.choices ?? []).slice(1).map((c) => `\`${c}\``);
+  return others.length ? `${s.default} (or ${others.join(', ')})` : String(s.default);
+}
+
+function table(group: SettingGroup): string[] {
+  const rows = Object.entries(ALL_SETTINGS).filter(([, s]) => s.group === group);
+  const name = (n: string, s: Setting) => `\`${n}\`${s.flag ? ` (\`${s.flag}\`)` : ''}`;
+  if (group === 'svc') {
+    return ['| variable | meaning |', '|---|---|', ...rows.map(([n, s]) => `| ${name(n, s)} | ${s.meaning} |`)];
+  }
+  return ['| variable | default | meaning |', '|---|---|---|',
+    ...rows.map(([n, s]) => `| ${name(n, s)} | ${cell(s)} | ${s.meaning} |`)];
+}
+
+/** The generated part of the README, markers excluded. */
+export function settingsMarkdown(): string {
+  const groups = Object.entries(SETTING_GROUPS) as [SettingGroup, string][];
+  const parts = groups.map(([group, title]) => [`**${title}**:`, '', ...table(group)].join('\n'));
+  const files = ['**Files a repository or the operator writes** (who may set each key: ' +
+    '[docs/engine.md](docs/engine.md#who-may-set-what)):', '',
+    '| file | key | set by | why |', '|---|---|---|---|',
+    ...SETTING_RULES.map((r) => `| \`${r.file}\` | \`${r.key}\` | ${r.authority} | ${r.why} |`)];
+  return [...parts, files.join('\n')].join('\n\n');
+}
+
+/** `readme` with its settings tables replaced by the registry's. */
+export function withSettings(readme: string): string {
+  const from = readme.indexOf(START);
+  const to = readme.indexOf(END);
+  if (from < 0 || to < from) throw new Error(`README.md lacks the markers ${START} … ${END}`);
+  return `${readme.slice(0, from + START.length)}\n${settingsMarkdown()}\n${readme.slice(to)}`;
+}
+
+if (import.meta.main) {
+  const path = new URL('../README.md', import.meta.url);
+  writeFileSync(path, withSettings(readFileSync(path, 'utf8')));
+}
