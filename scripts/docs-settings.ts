@@ -16,7 +16,7 @@ function cell(s: Setting): string {
 
 function table(group: SettingGroup): string[] {
   const rows = Object.entries(ALL_SETTINGS).filter(([, s]) => s.group === group);
-  const name = (n: string, s: Setting) => `\`${n}\`${s.flag ? ` (\`${s.flag}\`)` : ''}`;
+  const name = (n: string, s: Setting) => `\`${n}\`${s.flag ? ` (\`${s.flag}\`)` : ''}${s.secret ? ' (secret)' : ''}`;
   if (group === 'svc') {
     return ['| variable | meaning |', '|---|---|', ...rows.map(([n, s]) => `| ${name(n, s)} | ${s.meaning} |`)];
   }

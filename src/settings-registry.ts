@@ -12,7 +12,7 @@ export type SettingGroup = 'control' | 'engine' | 'trigger' | 'kubernetes' | 'ga
 /** The README's sections, in order: a title and the commands that read the group. */
 export const SETTING_GROUPS: Readonly<Record<SettingGroup, string>> = {
   control: 'Control Plane and clients (`svc control`, `svc runs`, `svc dashboard`, `svc answer`, `svc ship`, `run.sh`)',
-  engine: 'Run engine (`svc start`, `svc pod`; full table in [docs/engine.md](docs/engine.md#environment-the-engine-reads))',
+  engine: 'Run engine (`svc start`, `svc pod`; [docs/engine.md](docs/engine.md#environment-the-engine-reads))',
   trigger: 'Trigger server (`svc trigger serve`, `svc repos`; [docs/trigger.md](docs/trigger.md#variables))',
   kubernetes: 'Kubernetes executor (`SVC_TRIGGER_EXECUTOR=kubernetes`; ' +
     '[docs/deploy.md](docs/deploy.md#the-kubernetes-executor-svc_trigger_executorkubernetes))',
@@ -35,6 +35,8 @@ export interface Setting {
   flag?: string;
   /** The default as the docs say it, where another setting decides it. */
   shown?: string;
+  /** A credential: read once at start, never passed to an agent or a tool (src/spawn/env.ts, secrets-handoff.ts). */
+  secret?: true;
 }
 
 const NONE = '—';
@@ -44,21 +46,23 @@ const int = (group: SettingGroup, dflt: number, range: readonly [number, number]
   ({ group, default: dflt, meaning, by: 'operator', range, ...(flag ? { flag } : {}) }) as const;
 const choice = <C extends string>(group: SettingGroup, choices: readonly [C, ...C[]], meaning: string) =>
   ({ group, default: `\`${choices[0]}\``, meaning, by: 'operator', choices }) as const;
+const secret = (group: SettingGroup, dflt: string, meaning: string) =>
+  ({ ...text(group, dflt, meaning), secret: true }) as const;
 const bySvc = (meaning: string) => ({ group: 'svc', default: NONE, meaning, by: 'svc' }) as const;
 
 export const SETTINGS = {
   SVC_CONTROL_HOST: text('control', '`127.0.0.1`', 'bind address of `svc control serve`', '--host'),
   SVC_CONTROL_PORT: int('control', 47821, [0, 65535], 'listen port, and the port clients assume', '--port'),
   SVC_CONTROL_DB: text('control', '`~/.svc/control/control.db`', 'database file', '--db'),
-  SVC_CONTROL_TOKEN: text('control', NONE,
+  SVC_CONTROL_TOKEN: secret('control', NONE,
     'bearer token for `/v1/*`; required for a non-loopback bind; sent by clients and the shipper when set'),
-  SVC_CONTROL_TOKEN_FILE: text('control', '`~/.svc/control/token`', 'file holding the token (first line): the ' +
-    'Control Plane reads it when `SVC_CONTROL_TOKEN` is unset (unreadable or empty: exit 2); the shipper reads it first'),
+  SVC_CONTROL_TOKEN_FILE: secret('control', '`~/.svc/control/token`', 'file holding the token (first line): ' +
+    'the Control Plane reads it when `SVC_CONTROL_TOKEN` is unset (unreadable or empty: exit 2); the shipper first'),
   SVC_CONTROL_ALLOW_INSECURE_BIND: choice('control', ['0', '1'],
     '`1` accepts a tokenless non-loopback bind (loud warning; not recommended)'),
   SVC_CONTROL_ANSWER_DIR: text('control', '`~/.svc/control/answers`',
     'where answers for blocked runs are written (`<source>/<run>.json`) and runs wait for them'),
-  SVC_CONTROL_RUNNER_TOKENS_FILE: text('control', NONE, 'a file of `<source> <token>` lines: tokens that may only ' +
+  SVC_CONTROL_RUNNER_TOKENS_FILE: secret('control', NONE, 'a file of `<source> <token>` lines: tokens that may only ' +
     '`POST /v1/ingest` runs of their source ([runner tokens](#control-plane-api))'),
   SVC_CONTROL_MAX_CONNECTIONS: int('control', 4096, [1, 1_000_000],
     'open connections the Control Plane keeps; one more is answered 503 and closed ([known limits](#known-limits))'),
@@ -71,8 +75,8 @@ export const SETTINGS = {
   SVC_CONTROL_AUDIT_RETENTION_DAYS: int('control', 365, [0, 36_500], 'audit rows older than this are pruned hourly, ' +
     'anchored so the chain still verifies; `0` keeps them all. Not a `PUT /v1/config` key on purpose: whoever may ' +
     'change the config cannot shorten the record of it'),
-  SVC_CONTROL_URL: text('control', 'discovery', 'where clients, the shipper and the trigger server reach the Control ' +
-    'Plane. Discovery: this, then `~/.svc/control/server.json` if its pid is alive, then `SVC_CONTROL_PORT` on loopback'),
+  SVC_CONTROL_URL: text('control', 'discovery', 'where clients, the shipper and the trigger server reach the ' +
+    'Control Plane. Discovery: this, then `~/.svc/control/server.json` if its pid is alive, then `SVC_CONTROL_PORT`'),
   SVC_SOURCE: text('control', '`local`', 'the name of this instance in run addresses `<source>/<run>`'),
   BROWSER: text('control', '`xdg-open` / `open`',
     'program `svc dashboard` opens the URL with (first `:`-separated entry, no shell)'),
@@ -80,16 +84,16 @@ export const SETTINGS = {
     'a `--max-semi-space-size` given here (or on the `node` command line) wins: the servers then skip their re-exec'),
   HOME: text('control', 'the OS home', '`~/.svc/`: keys, databases, `server.json`, answers, provider homes'),
 
-  ERRTRACK_AUTH_TOKEN: text('engine', NONE, 'token for fetching an error-tracker issue URL; without it nothing is ' +
+  ERRTRACK_AUTH_TOKEN: secret('engine', NONE, 'token for fetching an error-tracker issue URL; without it nothing is ' +
     'fetched (exit 2). Sent only to the tracker host, through `curl --config -` on stdin'),
   ERRTRACK_URL: text('engine', '`sentry.io` hosts', 'error-tracker API base; required for issue URLs on other ' +
     'hosts (the token goes only to sentry.io hosts or this host)'),
-  TRACKERA_API_KEY: text('engine', NONE, 'reads a `trackera:<id>` issue when no saved snapshot exists; for the ' +
+  TRACKERA_API_KEY: secret('engine', NONE, 'reads a `trackera:<id>` issue when no saved snapshot exists; for the ' +
     'trigger server, a result comment on the trackera issue'),
   TRACKERA_API_URL: text('engine', '`https://api.linear.app/graphql`', 'the trackera GraphQL address (https only)'),
-  GITHUB_TOKEN: text('engine', NONE, 'opens pull requests (else `gh auth token`, else `gh pr create`); also the ' +
+  GITHUB_TOKEN: secret('engine', NONE, 'opens pull requests (else `gh auth token`, else `gh pr create`); also the ' +
     'Control Plane\'s merge queue, and the trigger\'s fetch of a `clone=` repository on the token\'s host'),
-  GH_TOKEN: text('engine', NONE, 'read when `GITHUB_TOKEN` is unset'),
+  GH_TOKEN: secret('engine', NONE, 'read when `GITHUB_TOKEN` is unset'),
   GITHUB_API_URL: text('engine', '`https://api.github.com`', 'GitHub REST base; its host is the one git origin ' +
     'the token is offered to'),
   GIT_SSL_CAINFO: text('engine', NONE, 'a CA bundle svc\'s git and its redirect check trust (with the other `GIT_*` ' +
@@ -97,8 +101,8 @@ export const SETTINGS = {
   SVC_SHIP: choice('engine', ['1', '0'], '`0` keeps the run local (nothing shipped)'),
   SVC_SANDBOX: choice('engine', ['bwrap', 'none'],
     '`none` runs the agent of a CLI-started run without the bwrap sandbox (loud warning); ignored for server runs'),
-  SVC_SERVER_SANDBOX: choice('engine', ['bwrap', 'none'], 'set on the Control Plane or trigger server: `none` runs ' +
-    'the runs it starts without the sandbox (its launchers pass it on); a repository\'s `"sandbox": "none"` never does'),
+  SVC_SERVER_SANDBOX: choice('engine', ['bwrap', 'none'], 'set on the Control Plane or trigger server: `none` ' +
+    'runs the runs it starts without the sandbox (its launchers pass it on); a repository\'s `"sandbox"` cannot'),
   SVC_PROVIDER_HOME_SCOPE: text('engine', NONE, 'a person\'s `svc start` only: provider homes shared by every ' +
     'repository started with this name, instead of one per repository; ignored for server-started runs'),
 
@@ -126,8 +130,8 @@ export const SETTINGS = {
   CHATA_HOOKS_PREFIX: text('trigger', '`https://hooks.slack.com/`',
     'chata summaries go only to `response_url`s under this https prefix'),
   TRACKERB_BASE_URL: text('trigger', NONE, 'with the two below: a result comment on the trackerb issue (https)'),
-  TRACKERB_EMAIL: text('trigger', NONE, 'the trackerb account the comment is posted as'),
-  TRACKERB_API_TOKEN: text('trigger', NONE, 'its API token'),
+  TRACKERB_EMAIL: secret('trigger', NONE, 'the trackerb account the comment is posted as'),
+  TRACKERB_API_TOKEN: secret('trigger', NONE, 'its API token'),
 
   SVC_K8S_IMAGE: text('kubernetes', 'required', 'image with svc'),
   SVC_K8S_NAMESPACE: text('kubernetes', 'the service account\'s', 'namespace for Jobs'),
@@ -153,11 +157,11 @@ export const SETTINGS = {
 
   SVC_SANDBOX_FORWARDER: choice('gate', ['auto', 'node'], '`auto`: systemd\'s socket activator and proxy bridge the ' +
     'gate into a sandbox where installed, else svc\'s node forwarder; `node` forces the latter'),
-  SVC_GATE_SECRET_FILE: text('gate', 'required', 'the secret (≥ 32 bytes) every client\'s job credential is made ' +
+  SVC_GATE_SECRET_FILE: secret('gate', 'required', 'the secret (≥ 32 bytes) every client\'s job credential is made ' +
     'with (else 407); the trigger mints pod credentials with the same file'),
   SVC_GATE_HOST: text('gate', '`127.0.0.1`', 'bind address', '--host'),
   SVC_GATE_PORT: int('gate', 3128, [0, 65535], 'port', '--port'),
-  SVC_GATE_POLICY_FILE: text('gate', 'the model APIs only', '`{"allow", "deny", "repos": {"<name>": {…}}}`', '--policy'),
+  SVC_GATE_POLICY_FILE: text('gate', 'the model APIs only', '`{"allow", "deny", "repos": {…}}`', '--policy'),
   SVC_GATE_MAX_PER_JOB: int('gate', 32, [1, 256], 'connections of one job at once', '--per-job'),
   ANTHROPIC_BASE_URL: text('gate', NONE, 'model API base the gate forwards to (the model keys, `ANTHROPIC_API_KEY`, ' +
     '`OPENAI_API_KEY`, `GEMINI_API_KEY`, …, are listed in src/gate/model-apis.ts)'),
@@ -200,11 +204,15 @@ const ROUTE_SECRETS: Readonly<Record<string, Setting>> = Object.fromEntries(SOUR
   const meaning = `\`/${s.name}\` secret${'service' in s ? `: ${s.service}` : ''}`;
   const names: string[] = [...s.secret, ...('secretFile' in s ? [s.secretFile] : [])];
   return names.map((name, i) => [name, { group: 'trigger', default: NONE, by: 'operator',
-    meaning: i === 0 ? meaning : `or this, for the same (${names[0]} wins)` }]);
+    meaning: i === 0 ? meaning : `or this, for the same (${names[0]} wins)`, secret: true }]);
 }));
 
 /** Every variable svc reads or sets, the route secrets included: what the README's tables list. */
 export const ALL_SETTINGS: Readonly<Record<string, Setting>> = { ...SETTINGS, ...ROUTE_SECRETS };
+
+/** The credentials svc reads: no agent or tool ever receives them through its environment. */
+export const SECRET_NAMES: ReadonlySet<string> =
+  new Set(Object.entries(ALL_SETTINGS).flatMap(([name, s]) => (s.secret ? [name] : [])));
 
 /** The variable's value; unset and empty are the same (undefined). */
 export function setting(env: NodeJS.ProcessEnv, name: SettingName): string | undefined {
@@ -247,7 +255,8 @@ export function settingChoice(env: NodeJS.ProcessEnv, name: NameOf<{ choices: re
   const choices: readonly string[] = SETTINGS[name].choices;
   const value = setting(env, name) ?? choices[0]!;
   if (!choices.includes(value)) {
-    throw new BadSettingError(`${name} must be ${choices.map((c) => `"${c}"`).join(' or ')} (got "${value.slice(0, 40)}")`);
+    const one = choices.map((c) => `"${c}"`).join(' or ');
+    throw new BadSettingError(`${name} must be ${one} (got "${value.slice(0, 40)}")`);
   }
   return value;
 }

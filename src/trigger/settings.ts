@@ -82,7 +82,7 @@ function resolveRepos(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string, 
   if (flags.repos !== undefined && flags.repo !== undefined) {
     throw new BadSettingError('Give --repos FILE or --repo DIR, not both');
   }
-  if (setting(env, 'SVC_TRIGGER_REPOS') && setting(env, 'SVC_TRIGGER_REPO') && flags.repos === undefined && flags.repo === undefined) {
+  if (env.SVC_TRIGGER_REPOS && env.SVC_TRIGGER_REPO && flags.repos === undefined && flags.repo === undefined) {
     throw new BadSettingError('Set SVC_TRIGGER_REPOS or SVC_TRIGGER_REPO, not both');
   }
   const envFile = env.SVC_TRIGGER_REPOS ? resolve(cwd, env.SVC_TRIGGER_REPOS) : undefined;
@@ -113,12 +113,12 @@ function resolveRepos(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string, 
 
 /** Where managed job checkouts go (SVC_TRIGGER_CHECKOUTS); `svc prune --checkouts` reads the same. */
 export function checkoutsDirOf(env: NodeJS.ProcessEnv, cwd: string): string {
-  return resolve(cwd, setting(env, 'SVC_TRIGGER_CHECKOUTS') ?? join(env.HOME || homedir(), '.local', 'share', 'svc', 'checkouts'));
+  return resolve(cwd, env.SVC_TRIGGER_CHECKOUTS ?? join(env.HOME || homedir(), '.local', 'share', 'svc', 'checkouts'));
 }
 
 /** The trigger's job queue (--db, SVC_TRIGGER_DB); `svc prune --checkouts` reads the same. */
 export function triggerDbOf(env: NodeJS.ProcessEnv, cwd: string, flag?: string): string {
-  return resolve(cwd, flag ?? setting(env, 'SVC_TRIGGER_DB') ?? join(env.HOME || homedir(), '.svc', 'trigger', 'trigger.db'));
+  return resolve(cwd, flag ?? env.SVC_TRIGGER_DB ?? join(env.HOME || homedir(), '.svc', 'trigger', 'trigger.db'));
 }
 
 export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string): TriggerSettings {

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ALL_SETTINGS, SETTINGS, settingChoice, settingInt } from '../../src/settings-registry.ts';
+import { ALL_SETTINGS, SECRET_NAMES, SETTINGS, settingChoice, settingInt } from '../../src/settings-registry.ts';
 import { withSettings } from '../../scripts/docs-settings.ts';
 import { resolveControlSettings } from '../../src/control/settings.ts';
 import { resolveTriggerSettings } from '../../src/trigger/settings.ts';
@@ -80,8 +80,21 @@ describe('the settings registry', () => {
       [{}, '-1', /^--concurrency must be an integer from 1 to 64/],
     ] as const) {
       const name = flag === undefined ? 'SVC_TRIGGER_QUEUE_MAX' : 'SVC_TRIGGER_CONCURRENCY';
-      assert.throws(() => settingInt(env, name, { flag }), (e) => e instanceof BadSettingError && named.test(e.message));
+      assert.throws(() => settingInt(env, name, { flag }),
+        (e) => e instanceof BadSettingError && named.test(e.message));
     }
+  });
+
+  it('marks as secret exactly the credentials no agent or tool may receive', () => {
+    assert.deepEqual([...SECRET_NAMES].sort(), ['CHATA_SIGNING_SECRET', 'CHATB_SECURITY_TOKEN', 'ERRTRACK_AUTH_TOKEN',
+      'ERRTRACK_CLIENT_SECRET', 'GH_TOKEN', 'GITHUB_TOKEN', 'GITHUB_WEBHOOK_SECRET', 'SVC_API_TOKEN', 'SVC_API_TOKEN_FILE',
+      'SVC_CONTROL_RUNNER_TOKENS_FILE', 'SVC_CONTROL_TOKEN', 'SVC_CONTROL_TOKEN_FILE', 'SVC_ERRTRACK_WEBHOOK_SECRET',
+      'SVC_GATE_SECRET_FILE', 'TRACKERA_API_KEY', 'TRACKERA_WEBHOOK_SECRET', 'TRACKERB_API_TOKEN', 'TRACKERB_EMAIL',
+      'TRACKERB_WEBHOOK_SECRET']);
+    // A credential-looking variable of the operator's without `secret` would reach agents (Kubernetes Secret names and
+    // what svc sets for its own children are not).
+    const looks = Object.keys(ALL_SETTINGS).filter((n) => /TOKEN|SECRET|_KEY$/.test(n) && !SECRET_NAMES.has(n));
+    assert.deepEqual(looks.filter((n) => !/^SVC_K8S_.*SECRET$/.test(n) && ALL_SETTINGS[n]!.by !== 'svc'), []);
   });
 
   it('takes only a choice\'s values', () => {
@@ -135,6 +148,7 @@ describe('every reader refuses a bad value as a setting error naming the variabl
     assert.deepEqual(control.connections, { total: 4096, perPeer: 1024 });
     assert.deepEqual(control.streams, { total: 2000, perRun: 100 });
     const trigger = resolveTriggerSettings({ HOME, SVC_TRIGGER_REPO: ROOT }, {}, ROOT);
-    assert.deepEqual([trigger.port, trigger.host, trigger.queueMax, trigger.executor], [7373, '127.0.0.1', 100, 'local']);
+    assert.deepEqual([trigger.port, trigger.host, trigger.queueMax], [7373, '127.0.0.1', 100]);
+    assert.equal(trigger.executor, 'local');
   });
 });
