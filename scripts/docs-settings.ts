@@ -2,11 +2,23 @@
 // variables (src/settings-registry.ts) and the one table of what a repository or the operator sets in files
 // (src/engine/setting-authority.ts). test/unit/settings-registry.test.ts fails when the README differs from this.
 import { readFileSync, writeFileSync } from 'node:fs';
-import { ALL_SETTINGS, SETTING_GROUPS, type Setting, type SettingGroup } from '../src/settings-registry.ts';
+import { ALL_SETTINGS, type Setting, type SettingGroup } from '../src/settings-registry.ts';
 import { SETTING_RULES } from '../src/engine/setting-authority.ts';
 
 export const START = '<!-- settings:start: written by `npm run docs:settings` from src/settings-registry.ts -->';
 export const END = '<!-- settings:end -->';
+
+/** The README's sections, in order: a title and the commands that read the group. */
+const SETTING_GROUPS: Readonly<Record<SettingGroup, string>> = {
+  control: 'Control Plane and clients (`svc control`, `svc runs`, `svc dashboard`, `svc answer`, `svc ship`, `run.sh`)',
+  engine: 'Run engine (`svc start`, `svc pod`; [docs/engine.md](docs/engine.md#environment-the-engine-reads))',
+  trigger: 'Trigger server (`svc trigger serve`, `svc repos`; [docs/trigger.md](docs/trigger.md#variables))',
+  kubernetes: 'Kubernetes executor (`SVC_TRIGGER_EXECUTOR=kubernetes`; ' +
+    '[docs/deploy.md](docs/deploy.md#the-kubernetes-executor-svc_trigger_executorkubernetes))',
+  gate: 'Egress gate (`svc gate serve`, and a run\'s own gate; [docs/gate.md](docs/gate.md))',
+  svc: 'Set by svc for the processes it starts (never read from you)',
+  packaging: 'Packaging and tests only',
+};
 
 function cell(s: Setting): string {
   if (s.range) return `${s.shown ?? `\`${s.default}\``} (${s.range[0]}–${s.range[1]})`;

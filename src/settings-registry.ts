@@ -7,19 +7,8 @@
 import { BadSettingError } from './errors.ts';
 import { SOURCES } from './webhook-sources.ts';
 
+/** The README's sections (scripts/docs-settings.ts names them and the commands that read each). */
 export type SettingGroup = 'control' | 'engine' | 'trigger' | 'kubernetes' | 'gate' | 'svc' | 'packaging';
-
-/** The README's sections, in order: a title and the commands that read the group. */
-export const SETTING_GROUPS: Readonly<Record<SettingGroup, string>> = {
-  control: 'Control Plane and clients (`svc control`, `svc runs`, `svc dashboard`, `svc answer`, `svc ship`, `run.sh`)',
-  engine: 'Run engine (`svc start`, `svc pod`; [docs/engine.md](docs/engine.md#environment-the-engine-reads))',
-  trigger: 'Trigger server (`svc trigger serve`, `svc repos`; [docs/trigger.md](docs/trigger.md#variables))',
-  kubernetes: 'Kubernetes executor (`SVC_TRIGGER_EXECUTOR=kubernetes`; ' +
-    '[docs/deploy.md](docs/deploy.md#the-kubernetes-executor-svc_trigger_executorkubernetes))',
-  gate: 'Egress gate (`svc gate serve`, and a run\'s own gate; [docs/gate.md](docs/gate.md))',
-  svc: 'Set by svc for the processes it starts (never read from you)',
-  packaging: 'Packaging and tests only',
-};
 
 export interface Setting {
   group: SettingGroup;

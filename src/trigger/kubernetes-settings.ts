@@ -4,32 +4,24 @@ import { readGateSecret } from '../gate/job-credential.ts';
 import { BadSettingError } from '../errors.ts';
 import { setting, settingInt, settingOr, type SettingName } from '../settings-registry.ts';
 
+/** Each field is its SVC_K8S_* variable (src/settings-registry.ts); `gateSecret` is SVC_GATE_SECRET_FILE's secret. */
 export interface KubernetesSettings {
   image: string;
   namespace: string | undefined;
   serviceAccount: string | undefined;
   cpu: string | undefined;
   memory: string | undefined;
-  /** Cloned into /workspace/repo by an init container before the run. */
   repoUrl: string | undefined;
   repoRef: string | undefined;
-  /** Or: a PersistentVolumeClaim holding the repository, mounted at /workspace/repo. */
   repoPvc: string | undefined;
-  /** Secret whose keys become the job pod's environment (provider API keys); never the trigger's own. */
   envSecret: string | undefined;
-  /** Secret with key `token`: mounted and passed as SVC_CONTROL_TOKEN_FILE so the run can ship. */
   controlTokenSecret: string | undefined;
   ttlSeconds: number;
   activeDeadlineSeconds: number;
-  /** SVC_SOURCE of the pods' runs (SVC_K8S_SOURCE, default `k8s`): never the trigger host's own `local`. */
   source: string;
-  /** Secret holding this runner's own receipt signing key (`receipt-ed25519.pem`): mounted in the signer only. */
   keysSecret: string | undefined;
-  /** Secret whose keys become the signer container's environment only (GITHUB_TOKEN for the pull request). */
   signerEnvSecret: string | undefined;
-  /** `svc gate serve`'s URL (SVC_K8S_GATE_URL, e.g. http://svc-gate:3128): the pod's only route out. */
   gateUrl: string | undefined;
-  /** With a gate: the secret each pod's job credential is minted with (SVC_GATE_SECRET_FILE, shared with the gate). */
   gateSecret: Buffer | undefined;
 }
 

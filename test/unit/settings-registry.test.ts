@@ -59,12 +59,20 @@ describe('the settings registry', () => {
     const docs = ['README.md', ...files('docs', /\.md$/).filter((f) => f !== 'docs/bench.md')];
     const stale = docs.flatMap((f) => svcNames(read(f)).filter((n) => !(n in ALL_SETTINGS)).map((n) => `${f}: ${n}`));
     assert.deepEqual([...new Set(stale)], []);
-    const home = { trigger: 'docs/trigger.md', kubernetes: 'docs/deploy.md', gate: 'docs/gate.md' } as const;
+    const home = { engine: 'docs/engine.md', trigger: 'docs/trigger.md', kubernetes: 'docs/deploy.md',
+      gate: 'docs/gate.md' } as const;
     for (const [group, doc] of Object.entries(home)) {
       const text = read(doc);
       const absent = Object.entries(ALL_SETTINGS).filter(([n, s]) => s.group === group && !text.includes(n));
       assert.deepEqual(absent.map(([n]) => n), [], `${doc} lacks these ${group} variables`);
     }
+  });
+
+  it('agrees with every docs table row that gives an integer\'s default', () => {
+    const rows = files('docs', /\.md$/).flatMap((f) => read(f).split('\n').filter((l) => l.startsWith('| `')));
+    const wrong = Object.entries(SETTINGS).flatMap(([n, s]) => ('range' in s && !('shown' in s)
+      ? rows.filter((r) => r.startsWith(`| \`${n}\` |`) && !r.includes(String(s.default))) : []));
+    assert.deepEqual(wrong, []);
   });
 
   it('gives an integer its default and range, and names the variable or flag of a bad value', () => {
