@@ -1,9 +1,10 @@
 // npm run docs:settings: writes the README's settings tables between its marker comments, from the one registry of
-// variables (src/settings-registry.ts) and the one table of what a repository or the operator sets in files
-// (src/engine/setting-authority.ts). test/unit/settings-registry.test.ts fails when the README differs from this.
+// variables (src/settings-registry.ts), the one table of what a repository or the operator sets in files
+// (src/engine/setting-authority.ts) and the Control Plane's config keys (src/control/config-schema.ts). test/unit/settings-registry.test.ts fails when the README differs from this.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { ALL_SETTINGS, type Setting, type SettingGroup } from '../src/settings-registry.ts';
 import { SETTING_RULES } from '../src/engine/setting-authority.ts';
+import { SETTINGS as CONTROL_CONFIG } from '../src/control/config-schema.ts';
 
 export const START = '<!-- settings:start: written by `npm run docs:settings` from src/settings-registry.ts -->';
 export const END = '<!-- settings:end -->';
@@ -44,7 +45,9 @@ export function settingsMarkdown(): string {
     '[docs/engine.md](docs/engine.md#who-may-set-what)):', '',
     '| file | key | set by | why |', '|---|---|---|---|',
     ...SETTING_RULES.map((r) => `| \`${r.file}\` | \`${r.key}\` | ${r.authority} | ${r.why} |`)];
-  return [...parts, files.join('\n')].join('\n\n');
+  const config = '**Control Plane config** (`PUT /v1/config`, kept in its database, set by whoever holds its token; ' +
+    `[docs/control-config.md](docs/control-config.md)): ${CONTROL_CONFIG.map((c) => `\`${c.key}\``).join(', ')}.`;
+  return [...parts, files.join('\n'), config].join('\n\n');
 }
 
 /** `readme` with its settings tables replaced by the registry's. */
