@@ -34,7 +34,7 @@ function table(group: SettingGroup): string[] {
     return ['| variable | meaning |', '|---|---|', ...rows.map(([n, s]) => `| ${name(n, s)} | ${s.meaning} |`)];
   }
   return ['| variable | default | meaning |', '|---|---|---|',
-    ...rows.map(([n, s]) => `| ${name(n, s)} | ${cell(s)} | ${s.meaning} |`)];
+    ...rows.map(([n, s]) => `| ${name(n, s)} | ${cell(s)} | ${s.meaning}${s.pattern ? ` (${s.pattern[1]})` : ''} |`)];
 }
 
 /** The generated part of the README, markers excluded. */

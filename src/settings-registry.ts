@@ -22,6 +22,8 @@ export interface Setting {
   choices?: readonly string[];
   /** The command-line flag that wins over the variable. */
   flag?: string;
+  /** What a text value must match, and how the error says it. */
+  pattern?: readonly [RegExp, string];
   /** The default as the docs say it, where another setting decides it. */
   shown?: string;
   /** A credential: read once at start, never passed to an agent or a tool (src/spawn/env.ts, secrets-handoff.ts). */
@@ -29,6 +31,8 @@ export interface Setting {
 }
 
 const NONE = '—';
+/** A run source, as run addresses `<source>/<run>` take it (src/engine/ids.ts). */
+const SOURCE: readonly [RegExp, string] = [/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, 'letters, digits, ".", "_" or "-"'];
 const text = (group: SettingGroup, dflt: string, meaning: string, flag?: string) =>
   ({ group, default: dflt, meaning, by: 'operator', ...(flag ? { flag } : {}) }) as const;
 const int = (group: SettingGroup, dflt: number, range: readonly [number, number], meaning: string, flag?: string) =>
@@ -66,7 +70,8 @@ export const SETTINGS = {
     'change the config cannot shorten the record of it'),
   SVC_CONTROL_URL: text('control', 'discovery', 'where clients, the shipper and the trigger server reach the ' +
     'Control Plane. Discovery: this, then `~/.svc/control/server.json` if its pid is alive, then `SVC_CONTROL_PORT`'),
-  SVC_SOURCE: text('control', '`local`', 'the name of this instance in run addresses `<source>/<run>`'),
+  SVC_SOURCE: { ...text('control', '`local`', 'the name of this instance in run addresses `<source>/<run>`'),
+    pattern: SOURCE },
   BROWSER: text('control', '`xdg-open` / `open`',
     'program `svc dashboard` opens the URL with (first `:`-separated entry, no shell)'),
   NODE_OPTIONS: text('control', NONE,
@@ -92,8 +97,9 @@ export const SETTINGS = {
     '`none` runs the agent of a CLI-started run without the bwrap sandbox (loud warning); ignored for server runs'),
   SVC_SERVER_SANDBOX: choice('engine', ['bwrap', 'none'], 'set on the Control Plane or trigger server: `none` ' +
     'runs the runs it starts without the sandbox (its launchers pass it on); a repository\'s `"sandbox"` cannot'),
-  SVC_PROVIDER_HOME_SCOPE: text('engine', NONE, 'a person\'s `svc start` only: provider homes shared by every ' +
-    'repository started with this name, instead of one per repository; ignored for server-started runs'),
+  SVC_PROVIDER_HOME_SCOPE: { ...text('engine', NONE, 'a person\'s `svc start` only: provider homes shared by ' +
+    'every repository started with this name, instead of one per repository; ignored for server-started runs'),
+  pattern: [/^[a-z0-9][a-z0-9_-]{0,63}$/, 'a simple lowercase name, `[a-z0-9_-]`'] },
 
   SVC_TRIGGER_HOST: text('trigger', '`127.0.0.1`', 'bind address', '--host'),
   SVC_TRIGGER_PORT: int('trigger', 7373, [0, 65535], 'port, `0` = any free port', '--port'),
@@ -134,13 +140,14 @@ export const SETTINGS = {
   SVC_K8S_SIGNER_ENV_SECRET: text('kubernetes', NONE, 'a Secret whose keys become the `signer`\'s environment only'),
   SVC_K8S_CONTROL_TOKEN_SECRET: text('kubernetes', NONE, 'a Secret with key `token`, mounted for the shippers'),
   SVC_K8S_KEYS_SECRET: text('kubernetes', NONE, 'a Secret with the runner\'s receipt key, mounted in `signer` only'),
-  SVC_K8S_SOURCE: text('kubernetes', '`k8s`', '`SVC_SOURCE` of the pods\' runs'),
+  SVC_K8S_SOURCE: { ...text('kubernetes', '`k8s`', '`SVC_SOURCE` of the pods\' runs'), pattern: SOURCE },
   SVC_K8S_TTL_SECONDS: int('kubernetes', 3600, [0, 31_536_000], '`ttlSecondsAfterFinished`'),
   SVC_K8S_ACTIVE_DEADLINE_SECONDS: int('kubernetes', 21600, [0, 31_536_000], '`activeDeadlineSeconds`'),
   SVC_K8S_API_URL: text('kubernetes', 'from `KUBERNETES_SERVICE_HOST`/`_PORT`', 'API server URL'),
   SVC_K8S_SA_DIR: text('kubernetes', '`/var/run/secrets/kubernetes.io/serviceaccount`', 'service-account mount'),
-  SVC_K8S_GATE_URL: text('kubernetes', NONE, '`svc gate serve`\'s URL, the pods\' only route out; needs ' +
+  SVC_K8S_GATE_URL: { ...text('kubernetes', NONE, '`svc gate serve`\'s URL, the pods\' only route out; needs ' +
     '`SVC_GATE_SECRET_FILE` (the secret each pod\'s gate credential is minted with)'),
+  pattern: [/^http:\/\/[A-Za-z0-9.-]+(:\d{1,5})?\/?$/, '`http://<service>[:port]`'] },
   KUBERNETES_SERVICE_HOST: text('kubernetes', NONE, 'set by Kubernetes in every pod: the API server'),
   KUBERNETES_SERVICE_PORT: text('kubernetes', '`443`', 'its port'),
 
@@ -203,9 +210,14 @@ export const ALL_SETTINGS: Readonly<Record<string, Setting>> = { ...SETTINGS, ..
 export const SECRET_NAMES: ReadonlySet<string> =
   new Set(Object.entries(ALL_SETTINGS).flatMap(([name, s]) => (s.secret ? [name] : [])));
 
-/** The variable's value; unset and empty are the same (undefined). */
+/** The variable's value; unset and empty are the same (undefined). One that misses its pattern is refused. */
 export function setting(env: NodeJS.ProcessEnv, name: SettingName): string | undefined {
-  return env[name] || undefined;
+  const value = env[name] || undefined;
+  const rule = (SETTINGS[name] as Setting).pattern;
+  if (value !== undefined && rule && !rule[0].test(value)) {
+    throw new BadSettingError(`${name} must be ${rule[1]} (got "${value.slice(0, 64)}")`);
+  }
+  return value;
 }
 
 /** The variable's value, else its default when the registry gives a literal one (`127.0.0.1`, not `~/…`). */

@@ -25,25 +25,6 @@ export interface KubernetesSettings {
   gateSecret: Buffer | undefined;
 }
 
-const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
-
-function podSource(value: string): string {
-  if (!SEGMENT.test(value)) {
-    throw new BadSettingError(
-      `SVC_K8S_SOURCE must be a run source name: letters, digits, ".", "_" or "-" (got "${value.slice(0, 64)}")`,
-    );
-  }
-  return value;
-}
-
-function gateUrlOf(value: string | undefined): string | undefined {
-  if (value === undefined) return undefined;
-  if (!/^http:\/\/[A-Za-z0-9.-]+(:\d{1,5})?\/?$/.test(value)) {
-    throw new BadSettingError(`SVC_K8S_GATE_URL must be http://<service>[:port] (got "${value.slice(0, 64)}")`);
-  }
-  return value;
-}
-
 export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv): KubernetesSettings {
   const image = setting(env, 'SVC_K8S_IMAGE');
   if (!image) {
@@ -63,10 +44,10 @@ export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv): KubernetesSet
     controlTokenSecret: opt('SVC_K8S_CONTROL_TOKEN_SECRET'),
     ttlSeconds: settingInt(env, 'SVC_K8S_TTL_SECONDS'),
     activeDeadlineSeconds: settingInt(env, 'SVC_K8S_ACTIVE_DEADLINE_SECONDS'),
-    source: podSource(settingOr(env, 'SVC_K8S_SOURCE')),
+    source: settingOr(env, 'SVC_K8S_SOURCE'),
     keysSecret: opt('SVC_K8S_KEYS_SECRET'),
     signerEnvSecret: opt('SVC_K8S_SIGNER_ENV_SECRET'),
-    gateUrl: gateUrlOf(opt('SVC_K8S_GATE_URL')),
+    gateUrl: opt('SVC_K8S_GATE_URL'),
     gateSecret: gateSecretOf(opt('SVC_K8S_GATE_URL'), opt('SVC_GATE_SECRET_FILE')),
   };
 }

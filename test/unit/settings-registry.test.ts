@@ -121,6 +121,7 @@ describe('every reader refuses a bad value as a setting error naming the variabl
     ['SVC_CONTROL_PORT', { SVC_CONTROL_PORT: '65536' }],
     ['SVC_CONTROL_AUDIT_RETENTION_DAYS', { SVC_CONTROL_AUDIT_RETENTION_DAYS: '-1' }],
     ['SVC_CONTROL_ALLOW_INSECURE_BIND', { SVC_CONTROL_ALLOW_INSECURE_BIND: 'yes' }],
+    ['SVC_SOURCE', { SVC_SOURCE: '../elsewhere' }],
   ];
   for (const [name, env] of cases) {
     it(`the Control Plane: ${name}`, () => {
@@ -138,9 +139,11 @@ describe('every reader refuses a bad value as a setting error naming the variabl
     }
   });
 
-  it('the Kubernetes executor: SVC_K8S_TTL_SECONDS', () => {
-    assert.throws(() => kubernetesSettingsFromEnv({ SVC_K8S_IMAGE: 'svc', SVC_K8S_TTL_SECONDS: '1h' }),
-      (e) => e instanceof BadSettingError && e.message.startsWith('SVC_K8S_TTL_SECONDS '));
+  it('the Kubernetes executor: SVC_K8S_TTL_SECONDS, SVC_K8S_GATE_URL', () => {
+    for (const [name, value] of [['SVC_K8S_TTL_SECONDS', '1h'], ['SVC_K8S_GATE_URL', 'https://gate']] as const) {
+      assert.throws(() => kubernetesSettingsFromEnv({ SVC_K8S_IMAGE: 'svc', [name]: value }),
+        (e) => e instanceof BadSettingError && e.message.startsWith(`${name} `));
+    }
   });
 
   it('the sandbox: SVC_SANDBOX for a CLI run, SVC_SERVER_SANDBOX for a server\'s', () => {
