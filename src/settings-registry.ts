@@ -92,7 +92,7 @@ export const SETTINGS = {
     'the token is offered to'),
   GIT_SSL_CAINFO: text('engine', NONE, 'a CA bundle svc\'s git and its redirect check trust (with the other `GIT_*` ' +
     'names svc\'s git inherits: [docs/engine.md](docs/engine.md#environment-the-engine-reads))'),
-  SVC_SHIP: choice('engine', ['1', '0'], '`0` keeps the run local (nothing shipped)'),
+  SVC_SHIP: text('engine', NONE, '`0` keeps the run local (nothing shipped); any other value ships'),
   SVC_SANDBOX: choice('engine', ['bwrap', 'none'],
     '`none` runs the agent of a CLI-started run without the bwrap sandbox (loud warning); ignored for server runs'),
   SVC_SERVER_SANDBOX: choice('engine', ['bwrap', 'none'], 'set on the Control Plane or trigger server: `none` ' +
