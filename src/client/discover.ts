@@ -1,6 +1,7 @@
 // Finds the Control Plane the way DESIGN §4 says: SVC_CONTROL_URL, then a live server.json, then the default port.
 import { serverRecordFile, readServerRecordFile, isPidAlive } from './server-record.ts';
-import { setting, SETTINGS } from '../settings-registry.ts';
+
+export const DEFAULT_CONTROL_PORT = 47821;
 
 export interface Discovered {
   url: string;
@@ -9,15 +10,14 @@ export interface Discovered {
 }
 
 export function discoverControlUrl(env: NodeJS.ProcessEnv): Discovered {
-  const explicit = setting(env, 'SVC_CONTROL_URL')?.trim();
+  const explicit = env.SVC_CONTROL_URL?.trim();
   if (explicit) return { url: stripSlash(explicit), via: 'SVC_CONTROL_URL' };
   const record = readServerRecordFile(serverRecordFile(env));
   // A stale file (server killed without cleanup) must not win over the default port.
   if (record && isPidAlive(record.pid)) return { url: stripSlash(record.url), via: 'server.json' };
-  // Lenient, unlike the server's reading: a run's shipper must not fail over a port it can fall back from.
-  const portText = setting(env, 'SVC_CONTROL_PORT')?.trim();
+  const portText = env.SVC_CONTROL_PORT?.trim();
   const valid = portText && /^\d+$/.test(portText) && Number(portText) > 0 && Number(portText) <= 65535;
-  const port = valid ? Number(portText) : SETTINGS.SVC_CONTROL_PORT.default;
+  const port = valid ? Number(portText) : DEFAULT_CONTROL_PORT;
   return { url: `http://127.0.0.1:${port}`, via: 'default' };
 }
 
