@@ -228,7 +228,7 @@ export function settingOr(env: NodeJS.ProcessEnv, name: SettingName): string {
 }
 
 /** `text` (a flag's or a variable's value, named `what`) as a whole number in [min, max]. */
-export function intIn(text: string, what: string, min: number, max: number): number {
+function intIn(text: string, what: string, min: number, max: number): number {
   const n = Number(text);
   if (!/^\d+$/.test(text) || n < min || n > max) {
     throw new BadSettingError(`${what} must be an integer from ${min} to ${max} (got "${text.slice(0, 40)}")`);

@@ -2,7 +2,7 @@
 // run by themselves; this one is for Kubernetes job pods.
 import type { CliIo } from './io.ts';
 import { parseFlags, subcommand } from './io.ts';
-import { UsageError } from '../errors.ts';
+import { BadSettingError, UsageError } from '../errors.ts';
 import { setting, settingInt, settingOr } from '../settings-registry.ts';
 
 const HELP = `Usage: svc gate serve [options]
@@ -42,7 +42,7 @@ export default async function gate(io: CliIo): Promise<number> {
   }, false);
   const secretFile = setting(io.env, 'SVC_GATE_SECRET_FILE');
   if (!secretFile) {
-    throw new UsageError('SVC_GATE_SECRET_FILE is required: the secret job credentials are checked with');
+    throw new BadSettingError('SVC_GATE_SECRET_FILE is required: the secret job credentials are checked with');
   }
   const { serveGateForever } = await import('../gate/main.ts');
   const { GatePolicyError } = await import('../gate/policy.ts');
