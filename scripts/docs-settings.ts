@@ -44,7 +44,10 @@ export function settingsMarkdown(): string {
   const files = ['**Files a repository or the operator writes** (who may set each key: ' +
     '[docs/engine.md](docs/engine.md#who-may-set-what)):', '',
     '| file | key | set by | why |', '|---|---|---|---|',
-    ...SETTING_RULES.map((r) => `| \`${r.file}\` | \`${r.key}\` | ${r.authority} | ${r.why} |`)];
+    ...SETTING_RULES.map((r) => {
+      const file = r.file === 'operator.json' ? '~/.svc/operator.json' : `.svc/${r.file}`;
+      return `| \`${file}\` | \`${r.key}\` | ${r.authority} | ${r.why} |`;
+    })];
   const config = '**Control Plane config** (`PUT /v1/config`, kept in its database, set by whoever holds its token; ' +
     `[docs/control-config.md](docs/control-config.md)): ${CONTROL_CONFIG.map((c) => `\`${c.key}\``).join(', ')}.`;
   return [...parts, files.join('\n'), config].join('\n\n');
