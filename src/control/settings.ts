@@ -6,7 +6,7 @@ import { readRunnerTokens, RunnerTokensError, type RunnerToken } from './runner-
 import { readConnectionLimits, type ConnectionLimits } from '../http/connection-limits.ts';
 import type { SubscriberLimits } from './event-bus.ts';
 import { BadSettingError } from '../errors.ts';
-import { setting, SETTINGS, settingChoice, settingInt } from '../settings-registry.ts';
+import { setting, SETTINGS, settingChoice, settingInt, settingOr } from '../settings-registry.ts';
 
 export interface ControlSettings {
   host: string;
@@ -49,14 +49,14 @@ export function resolveControlSettings(
     throw new RunnerTokensError('a runner token equals SVC_CONTROL_TOKEN');
   }
   return {
-    host: flags.host ?? setting(env, 'SVC_CONTROL_HOST') ?? '127.0.0.1',
+    host: flags.host ?? settingOr(env, 'SVC_CONTROL_HOST'),
     port: settingInt(env, 'SVC_CONTROL_PORT', { flag: flags.port }),
     dbPath: flags.db ?? setting(env, 'SVC_CONTROL_DB') ?? join(home, 'control', 'control.db'),
     token,
     allowInsecureBind: settingChoice(env, 'SVC_CONTROL_ALLOW_INSECURE_BIND') === '1',
     answerDir: setting(env, 'SVC_CONTROL_ANSWER_DIR') ?? join(home, 'control', 'answers'),
     svcHome: home,
-    source: setting(env, 'SVC_SOURCE') ?? 'local',
+    source: settingOr(env, 'SVC_SOURCE'),
     staticDir,
     runnerTokens,
     connections: readConnectionLimits(env, 'control'),
