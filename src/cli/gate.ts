@@ -2,7 +2,8 @@
 // run by themselves; this one is for Kubernetes job pods.
 import type { CliIo } from './io.ts';
 import { parseFlags, subcommand } from './io.ts';
-import { UsageError } from '../errors.ts';
+import { BadSettingError, UsageError } from '../errors.ts';
+import { setting, settingInt, settingOr } from '../settings-registry.ts';
 
 const HELP = `Usage: svc gate serve [options]
 
@@ -39,27 +40,19 @@ export default async function gate(io: CliIo): Promise<number> {
     policy: { type: 'string' },
     'per-job': { type: 'string' },
   }, false);
-  const portText = values.port ?? io.env.SVC_GATE_PORT ?? '3128';
-  if (!/^\d{1,5}$/.test(portText) || Number(portText) > 65535) {
-    throw new UsageError(`--port must be 0–65535, not "${portText}"`);
-  }
-  const perJobText = values['per-job'] ?? io.env.SVC_GATE_MAX_PER_JOB ?? '32';
-  if (!/^\d{1,3}$/.test(perJobText) || Number(perJobText) < 1 || Number(perJobText) > 256) {
-    throw new UsageError(`--per-job must be 1–256, not "${perJobText}"`);
-  }
-  const secretFile = io.env.SVC_GATE_SECRET_FILE;
+  const secretFile = setting(io.env, 'SVC_GATE_SECRET_FILE');
   if (!secretFile) {
-    throw new UsageError('SVC_GATE_SECRET_FILE is required: the secret job credentials are checked with');
+    throw new BadSettingError('SVC_GATE_SECRET_FILE is required: the secret job credentials are checked with');
   }
   const { serveGateForever } = await import('../gate/main.ts');
   const { GatePolicyError } = await import('../gate/policy.ts');
   try {
     return await serveGateForever({
-      host: values.host ?? io.env.SVC_GATE_HOST ?? '127.0.0.1',
-      port: Number(portText),
-      policyFile: values.policy ?? io.env.SVC_GATE_POLICY_FILE ?? null,
+      host: values.host ?? settingOr(io.env, 'SVC_GATE_HOST'),
+      port: settingInt(io.env, 'SVC_GATE_PORT', { flag: values.port }),
+      policyFile: values.policy ?? setting(io.env, 'SVC_GATE_POLICY_FILE') ?? null,
       secretFile,
-      maxPerJob: Number(perJobText),
+      maxPerJob: settingInt(io.env, 'SVC_GATE_MAX_PER_JOB', { flag: values['per-job'] }),
     }, io.env, io.stdout);
   } catch (err) {
     if (err instanceof GatePolicyError || err instanceof SyntaxError) {

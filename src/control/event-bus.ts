@@ -4,6 +4,7 @@ import { UnavailableError } from '../errors.ts';
 import type { ControlStores } from '../db/control-stores.ts';
 import type { EventRow } from '../db/events-store.ts';
 import { iso } from '../iso-time.ts';
+import { SETTINGS } from '../settings-registry.ts';
 
 /** One event, encoded once: `json` is the DESIGN §3 event JSON, `frame` the complete SSE frame. */
 export interface EncodedEvent {
@@ -51,7 +52,9 @@ export interface SubscriberLimits {
   perRun: number;
 }
 
-export const DEFAULT_SUBSCRIBER_LIMITS: SubscriberLimits = { total: 2_000, perRun: 100 };
+export const DEFAULT_SUBSCRIBER_LIMITS: SubscriberLimits = {
+  total: SETTINGS.SVC_CONTROL_MAX_STREAMS.default, perRun: SETTINGS.SVC_CONTROL_MAX_STREAMS_PER_RUN.default,
+};
 
 export interface RunEventBus {
   publish(rows: readonly EventRow[]): void;

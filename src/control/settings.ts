@@ -3,9 +3,10 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { readRunnerTokens, RunnerTokensError, type RunnerToken } from './runner-tokens.ts';
-import { envInteger, readConnectionLimits, type ConnectionLimits } from '../http/connection-limits.ts';
-import { DEFAULT_SUBSCRIBER_LIMITS, type SubscriberLimits } from './event-bus.ts';
+import { readConnectionLimits, type ConnectionLimits } from '../http/connection-limits.ts';
+import type { SubscriberLimits } from './event-bus.ts';
 import { BadSettingError } from '../errors.ts';
+import { setting, SETTINGS, settingChoice, settingInt, settingOr } from '../settings-registry.ts';
 
 export interface ControlSettings {
   host: string;
@@ -28,9 +29,8 @@ export interface ControlSettings {
   auditRetentionDays?: number;
 }
 
-export const DEFAULT_PORT = 47821;
 /** Default of SVC_CONTROL_AUDIT_RETENTION_DAYS (0 keeps the audit log forever). */
-export const DEFAULT_AUDIT_RETENTION_DAYS = 365;
+export const DEFAULT_AUDIT_RETENTION_DAYS = SETTINGS.SVC_CONTROL_AUDIT_RETENTION_DAYS.default;
 
 /** svc's home (~/.svc); one definition for every process: src/spawn/svc-paths.ts. */
 export const svcHome = svcHomeOf;
@@ -42,41 +42,34 @@ export function resolveControlSettings(
 ): ControlSettings {
   const home = svcHome(env);
   const token = controlToken(env);
-  const runnerTokens = readRunnerTokens(env.SVC_CONTROL_RUNNER_TOKENS_FILE);
+  const runnerTokens = readRunnerTokens(setting(env, 'SVC_CONTROL_RUNNER_TOKENS_FILE'));
   // Without the Control Plane's own token every route is open, so a runner token would restrict nothing.
   if (runnerTokens.length && !token) throw new RunnerTokensError('runner tokens need SVC_CONTROL_TOKEN (or its _FILE)');
   if (runnerTokens.some((r) => r.token === token)) {
     throw new RunnerTokensError('a runner token equals SVC_CONTROL_TOKEN');
   }
-  const portText = flags.port ?? env.SVC_CONTROL_PORT ?? String(DEFAULT_PORT);
-  const port = Number(portText);
-  if (!/^\d+$/.test(portText) || port > 65535) {
-    throw new BadSettingError(`Port must be an integer from 0 to 65535 (got "${portText}")`);
-  }
   return {
-    host: flags.host ?? env.SVC_CONTROL_HOST ?? '127.0.0.1',
-    port,
-    dbPath: flags.db ?? env.SVC_CONTROL_DB ?? join(home, 'control', 'control.db'),
+    host: flags.host ?? settingOr(env, 'SVC_CONTROL_HOST'),
+    port: settingInt(env, 'SVC_CONTROL_PORT', { flag: flags.port }),
+    dbPath: flags.db ?? setting(env, 'SVC_CONTROL_DB') ?? join(home, 'control', 'control.db'),
     token,
-    allowInsecureBind: env.SVC_CONTROL_ALLOW_INSECURE_BIND === '1',
-    answerDir: env.SVC_CONTROL_ANSWER_DIR ?? join(home, 'control', 'answers'),
+    allowInsecureBind: settingChoice(env, 'SVC_CONTROL_ALLOW_INSECURE_BIND') === '1',
+    answerDir: setting(env, 'SVC_CONTROL_ANSWER_DIR') ?? join(home, 'control', 'answers'),
     svcHome: home,
-    source: env.SVC_SOURCE || 'local',
+    source: settingOr(env, 'SVC_SOURCE'),
     staticDir,
     runnerTokens,
-    connections: readConnectionLimits(env, 'SVC_CONTROL'),
+    connections: readConnectionLimits(env, 'control'),
     streams: streamLimits(env),
     // An environment setting, not a PUT /v1/config one: whoever may change settings must not be able to shorten
     // the record of their own changes.
-    auditRetentionDays: envInteger(env, 'SVC_CONTROL_AUDIT_RETENTION_DAYS', DEFAULT_AUDIT_RETENTION_DAYS, 0, 36_500),
+    auditRetentionDays: settingInt(env, 'SVC_CONTROL_AUDIT_RETENTION_DAYS'),
   };
 }
 
 function streamLimits(env: NodeJS.ProcessEnv): SubscriberLimits {
-  const total = envInteger(env, 'SVC_CONTROL_MAX_STREAMS', DEFAULT_SUBSCRIBER_LIMITS.total, 1, 1_000_000);
-  const fallback = Math.min(DEFAULT_SUBSCRIBER_LIMITS.perRun, total);
-  const perRun = envInteger(env, 'SVC_CONTROL_MAX_STREAMS_PER_RUN', fallback, 1, total);
-  return { total, perRun };
+  const total = settingInt(env, 'SVC_CONTROL_MAX_STREAMS');
+  return { total, perRun: settingInt(env, 'SVC_CONTROL_MAX_STREAMS_PER_RUN', { max: total }) };
 }
 
 /**
@@ -85,7 +78,7 @@ function streamLimits(env: NodeJS.ProcessEnv): SubscriberLimits {
  */
 function controlToken(env: NodeJS.ProcessEnv): string | undefined {
   if (env.SVC_CONTROL_TOKEN) return env.SVC_CONTROL_TOKEN;
-  const file = env.SVC_CONTROL_TOKEN_FILE;
+  const file = setting(env, 'SVC_CONTROL_TOKEN_FILE');
   if (!file) return undefined;
   let text: string;
   try {

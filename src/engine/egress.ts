@@ -13,6 +13,7 @@ import { MODEL_APIS, modelRoutesFromEnv, type ModelRoute } from '../gate/model-a
 import { summarizeEgress, type EgressRecord, type EgressSummary } from '../gate/evidence.ts';
 import { sandboxGate, MODEL_BASE, PROXY_URL } from '../spawn/sandbox-network.ts';
 import type { SandboxGate } from '../spawn/sandbox-network.ts';
+import { settingChoice } from '../settings-registry.ts';
 
 /** Where each model API's base URL is configured for svc, and the variable its CLI reads inside the sandbox. */
 const BASE_URLS: Record<string, { env: string; fallback?: string }> = {
@@ -114,7 +115,7 @@ export async function openRunGate(ctx: RunContext, policy: Policy): Promise<RunG
   }
   return {
     // SVC_SANDBOX_FORWARDER=node keeps svc's own forwarder even where systemd's is installed (docs/gate.md).
-    sandbox: sandboxGate(socket, ctx.env.SVC_SANDBOX_FORWARDER !== 'node'),
+    sandbox: sandboxGate(socket, settingChoice(ctx.env, 'SVC_SANDBOX_FORWARDER') === 'auto'),
     env: agentEnv(routes, ctx.env),
     policy: policy.network,
     summary: () => ({ ...summarizeEgress(records), connections: total, denied }),

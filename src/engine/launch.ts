@@ -12,6 +12,7 @@ import { buildTask } from './spec.ts';
 import { refuseOutsideView, runSettings } from './run-settings.ts';
 import { loadPolicy, PolicyError } from './policy.ts';
 import { newRunId, isValidSegment } from './ids.ts';
+import { settingOr } from '../settings-registry.ts';
 import { repoRoot, headSha, currentBranch, excludeEngineFolders, gitCommonDir } from './git.ts';
 import { runDir, artifactsDir } from './paths.ts';
 import { isRoutedRepoName, runRepoName } from './repo-name.ts';
@@ -137,7 +138,7 @@ function createRun(n: NewRun): PreparedRun {
   assertPlainDir(dir);
   writeNoFollow(join(dir, 'spec.md'), n.spec);
   const now = isoNow();
-  const source = n.env.SVC_SOURCE && isValidSegment(n.env.SVC_SOURCE) ? n.env.SVC_SOURCE : 'local';
+  const source = settingOr(n.env, 'SVC_SOURCE');
   const name = runRepoName(n.repo, n.env);
   // A name the trigger routed (SVC_REPO_NAME) is the served entry's, not the checkout's: it renames nothing.
   const renamed = isRoutedRepoName(n.env) ? null : adoptRepoName(n.repo, gitDir, name);

@@ -6,11 +6,9 @@
 import { createHash } from 'node:crypto';
 import { realpathSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import { BadSettingError } from '../errors.ts';
+import { setting } from '../settings-registry.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { isRoutedRepoName } from './repo-name.ts';
-
-const SCOPE = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 
 function isCliRun(env: NodeJS.ProcessEnv): boolean {
   return !env.SVC_ORIGIN || env.SVC_ORIGIN === 'cli';
@@ -24,13 +22,8 @@ function keyOf(label: string, identity: string): string {
 
 /** The home's key for a run of the repository at `repoPath` started with `env`; throws on a malformed scope. */
 export function providerHomeKey(repoPath: string, env: NodeJS.ProcessEnv): string {
-  const scope = env.SVC_PROVIDER_HOME_SCOPE;
-  if (scope && isCliRun(env)) {
-    if (!SCOPE.test(scope)) {
-      throw new BadSettingError(`SVC_PROVIDER_HOME_SCOPE "${scope}" is not a simple lowercase name ([a-z0-9_-])`);
-    }
-    return `scope-${scope}`;
-  }
+  const scope = isCliRun(env) ? setting(env, 'SVC_PROVIDER_HOME_SCOPE') : undefined;
+  if (scope) return `scope-${scope}`;
   if (isRoutedRepoName(env)) return keyOf(env.SVC_REPO_NAME!.replace('/', '-'), `served:${env.SVC_REPO_NAME}`);
   let real = repoPath;
   try {

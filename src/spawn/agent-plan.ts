@@ -64,7 +64,7 @@ function configuredSecretPaths(env: NodeJS.ProcessEnv): string[] {
     const db = env[name];
     if (db && isAbsolute(db)) paths.push(db, `${db}-wal`, `${db}-shm`);
   }
-  for (const name of ['CREDENTIALS_DIRECTORY', 'SVC_CONTROL_ANSWER_DIR', 'SVC_REPOS_FILE']) {
+  for (const name of ['CREDENTIALS_DIRECTORY', 'SVC_CONTROL_ANSWER_DIR']) {
     const dir = env[name];
     if (dir && isAbsolute(dir)) paths.push(dir);
   }

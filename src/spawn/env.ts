@@ -6,16 +6,10 @@
 // (AGENT_NAMES below), plus what its call site adds by name: the gate's variables, the run's protocol files, and the
 // names the operator lists (~/.svc/operator.json "env", src/engine/operator-config.ts). Nothing else of the user's
 // shell (AWS_SECRET_ACCESS_KEY, NPM_TOKEN, DATABASE_URL…) reaches it.
+import { SECRET_NAMES } from '../settings-registry.ts';
 
-/** Credentials svc itself reads; no agent or tool ever receives them through its environment. */
-export const SVC_SECRET_NAMES: ReadonlySet<string> = new Set([
-  'SVC_CONTROL_TOKEN', 'SVC_CONTROL_TOKEN_FILE', 'SVC_CONTROL_RUNNER_TOKENS_FILE',
-  'SVC_API_TOKEN', 'SVC_API_TOKEN_FILE',
-  'ERRTRACK_AUTH_TOKEN', 'ERRTRACK_CLIENT_SECRET', 'SVC_ERRTRACK_WEBHOOK_SECRET',
-  'GITHUB_TOKEN', 'GH_TOKEN', 'GITHUB_WEBHOOK_SECRET', 'TRACKERA_API_KEY', 'TRACKERA_WEBHOOK_SECRET',
-  'TRACKERB_API_TOKEN', 'TRACKERB_WEBHOOK_SECRET', 'TRACKERB_EMAIL', 'CHATA_SIGNING_SECRET', 'CHATB_SECURITY_TOKEN',
-  'SVC_GATE_SECRET', 'SVC_GATE_SECRET_FILE',
-]);
+/** Credentials svc itself reads (the registry's secrets): no agent or tool receives them through its environment. */
+export const SVC_SECRET_NAMES: ReadonlySet<string> = SECRET_NAMES;
 
 /** The credentials a run's own svc uses (push, issue fetchers): handed to it through a pipe, never its environment. */
 export const RUN_SECRET_NAMES = ['GITHUB_TOKEN', 'GH_TOKEN', 'ERRTRACK_AUTH_TOKEN', 'TRACKERA_API_KEY'] as const;

@@ -2,7 +2,8 @@
 // (DESIGN §7a). Default: bwrap. Opting out is explicit: `"sandbox": "none"` in .svc/policy.json (any origin), or
 // SVC_SANDBOX=none for a run a person starts at the CLI. Without a working sandbox, nothing else runs an agent.
 import { isJsonObject } from '../untrusted.ts';
-import { RefusedError, UnavailableError } from '../errors.ts';
+import { UnavailableError } from '../errors.ts';
+import { settingChoice } from '../settings-registry.ts';
 import type { SandboxProbe } from './probe.ts';
 import { probeSandboxCached } from './probe-cache.ts';
 
@@ -12,9 +13,6 @@ export type SandboxMode = { kind: 'bwrap'; bwrap: string } | { kind: 'none'; why
 
 /** The sandbox was asked for and cannot run; the message names the package and the opt-out that applies. */
 export class SandboxUnavailableError extends UnavailableError {}
-
-/** A value of SVC_SANDBOX that is neither "bwrap" nor "none": refused, like an unknown policy key. */
-export class SandboxSettingError extends RefusedError {}
 
 let probed: SandboxProbe | null = null;
 
@@ -57,10 +55,7 @@ export const OPT_OUT_SERVER =
 export function resolveSandbox(policy: SandboxSetting | null, env: NodeJS.ProcessEnv): SandboxMode {
   const cli = !env.SVC_ORIGIN || env.SVC_ORIGIN === 'cli';
   const variable = cli ? 'SVC_SANDBOX' : 'SVC_SERVER_SANDBOX';
-  const fromEnv = env[variable] ?? '';
-  if (fromEnv !== '' && fromEnv !== 'bwrap' && fromEnv !== 'none') {
-    throw new SandboxSettingError(`${variable} must be "bwrap" or "none", not "${fromEnv.slice(0, 40)}"`);
-  }
+  const fromEnv = settingChoice(env, variable);
   if (cli && policy === 'none') return { kind: 'none', why: 'the project policy says "sandbox": "none"' };
   if (fromEnv === 'none') return { kind: 'none', why: `${variable}=none` };
   const probe = probeOnce(env);

@@ -117,7 +117,7 @@ export async function startTrigger(
 ): Promise<RunningTrigger> {
   const log = o.log ?? createLogger('trigger');
   // Read before anything opens: a bad SVC_TRIGGER_MAX_CONNECTIONS* fails the start with nothing to undo.
-  const connectionLimits = readConnectionLimits(env, 'SVC_TRIGGER');
+  const connectionLimits = readConnectionLimits(env, 'trigger');
   const clock = o.clock ?? Date.now;
   const executor = o.executor ?? pickExecutor(settings, env, log, o.pollMs);
   const db = openDatabase(settings.dbPath, triggerMigrations);

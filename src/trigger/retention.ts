@@ -7,8 +7,6 @@ import type { Logger } from '../log.ts';
 import { errorMessage } from '../errors.ts';
 
 export const DAY_MS = 86_400_000;
-export const DEFAULT_DEDUPE_DAYS = 30;
-export const DEFAULT_JOB_DAYS = 30;
 /** How often the server sweeps; the first sweep starts right after boot. */
 export const SWEEP_MS = 10 * 60_000;
 /** Rows per transaction: a few ms of work at most. */

@@ -4,16 +4,12 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { resolveRouteSecrets, type RouteSecrets, type SecretProblems } from './secrets.ts';
 import type { NotifyConfig } from './notify-channels.ts';
-import { DEFAULT_DEDUPE_DAYS, DEFAULT_JOB_DAYS, type TriggerRetention } from './retention.ts';
+import type { TriggerRetention } from './retention.ts';
 import { shorthandRepos, type RepoRouter } from './served-repos.ts';
 import { liveServedRepos } from './served-repos-live.ts';
 import { existsSync } from 'node:fs';
 import { BadSettingError } from '../errors.ts';
-
-export const DEFAULT_TRIGGER_PORT = 7373;
-export const DEFAULT_QUEUE_MAX = 100;
-export const DEFAULT_CHATA_HOOKS_PREFIX = 'https://hooks.slack.com/';
-export const DEFAULT_TRACKERA_API_URL = 'https://api.linear.app/graphql';
+import { setting, settingChoice, settingInt, settingOr } from '../settings-registry.ts';
 
 export interface TriggerSettings {
   host: string;
@@ -48,14 +44,6 @@ export interface TriggerFlags {
   repos?: string | undefined;
   concurrency?: string | undefined;
   db?: string | undefined;
-}
-
-function integer(text: string, name: string, min: number, max: number): number {
-  const n = Number(text);
-  if (!/^\d+$/.test(text) || n < min || n > max) {
-    throw new BadSettingError(`${name} must be an integer from ${min} to ${max} (got "${text}")`);
-  }
-  return n;
 }
 
 function list(value: string | undefined): string[] {
@@ -136,34 +124,31 @@ export function triggerDbOf(env: NodeJS.ProcessEnv, cwd: string, flag?: string):
 export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string): TriggerSettings {
   const home = env.HOME || homedir();
   const { secrets, problems } = resolveRouteSecrets(env);
-  const chataPrefix = httpsUrl(env.CHATA_HOOKS_PREFIX || DEFAULT_CHATA_HOOKS_PREFIX, 'CHATA_HOOKS_PREFIX', problems);
-  const trackeraUrl = httpsUrl(env.TRACKERA_API_URL || DEFAULT_TRACKERA_API_URL, 'TRACKERA_API_URL', problems);
+  const chataPrefix = httpsUrl(settingOr(env, 'CHATA_HOOKS_PREFIX'), 'CHATA_HOOKS_PREFIX', problems);
+  const trackeraUrl = httpsUrl(settingOr(env, 'TRACKERA_API_URL'), 'TRACKERA_API_URL', problems);
   const tb = env.TRACKERB_BASE_URL && env.TRACKERB_EMAIL && env.TRACKERB_API_TOKEN;
   const tbUrl = tb ? httpsUrl(env.TRACKERB_BASE_URL!, 'TRACKERB_BASE_URL', problems) : undefined;
-  const filter = { assignees: list(env.TRACKERB_ASSIGNEES), labels: list(env.TRACKERB_LABELS) };
+  const filter = { assignees: list(setting(env, 'TRACKERB_ASSIGNEES')), labels: list(setting(env, 'TRACKERB_LABELS')) };
   if (filter.assignees.length === 0 && filter.labels.length === 0) {
     problems.warnings.push('Neither TRACKERB_ASSIGNEES nor TRACKERB_LABELS is set: every trackerb event is skipped');
   }
   const repos = resolveRepos(env, flags, cwd, problems.warnings);
-  const concurrencyFrom = flags.concurrency !== undefined ? '--concurrency' : 'SVC_TRIGGER_CONCURRENCY';
-  const concurrency = integer(flags.concurrency ?? env.SVC_TRIGGER_CONCURRENCY ?? '2', concurrencyFrom, 1, 64);
+  const concurrency = settingInt(env, 'SVC_TRIGGER_CONCURRENCY', { flag: flags.concurrency });
   // One repository may use every slot; with more, one slot is always left for the others.
   const perRepo = repos.entries.length === 1 ? concurrency : Math.max(1, concurrency - 1);
   return {
-    host: flags.host ?? env.SVC_TRIGGER_HOST ?? '127.0.0.1',
-    port: integer(flags.port ?? env.SVC_TRIGGER_PORT ?? String(DEFAULT_TRIGGER_PORT), 'Port', 0, 65535),
+    host: flags.host ?? settingOr(env, 'SVC_TRIGGER_HOST'),
+    port: settingInt(env, 'SVC_TRIGGER_PORT', { flag: flags.port }),
     repos,
     stateDir: join(home, '.svc', 'trigger'),
     checkoutsDir: checkoutsDirOf(env, cwd),
     concurrency,
-    repoConcurrency: integer(
-      env.SVC_TRIGGER_REPO_CONCURRENCY ?? String(perRepo), 'SVC_TRIGGER_REPO_CONCURRENCY', 1, concurrency,
-    ),
+    repoConcurrency: settingInt(env, 'SVC_TRIGGER_REPO_CONCURRENCY', { max: concurrency, fallback: perRepo }),
     dbPath: triggerDbOf(env, cwd, flags.db),
-    queueMax: integer(env.SVC_TRIGGER_QUEUE_MAX ?? String(DEFAULT_QUEUE_MAX), 'SVC_TRIGGER_QUEUE_MAX', 1, 1_000_000),
-    source: env.SVC_SOURCE || 'local',
-    controlUrl: env.SVC_CONTROL_URL || undefined,
-    controlToken: env.SVC_CONTROL_TOKEN || undefined,
+    queueMax: settingInt(env, 'SVC_TRIGGER_QUEUE_MAX'),
+    source: settingOr(env, 'SVC_SOURCE'),
+    controlUrl: setting(env, 'SVC_CONTROL_URL'),
+    controlToken: setting(env, 'SVC_CONTROL_TOKEN'),
     secrets,
     notify: {
       // As the URL parser writes it, since a response_url must read exactly that way too (notify-channels.ts); that
@@ -177,16 +162,11 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     },
     trackerbFilter: filter,
     cliPath: env.SVC_TRIGGER_CLI ? resolve(cwd, env.SVC_TRIGGER_CLI) : defaultCliPath(),
-    executor: env.SVC_TRIGGER_EXECUTOR || 'local',
+    executor: settingChoice(env, 'SVC_TRIGGER_EXECUTOR'),
     problems,
     retention: {
-      dedupeDays: integer(
-        env.SVC_TRIGGER_DEDUPE_DAYS ?? String(DEFAULT_DEDUPE_DAYS),
-        'SVC_TRIGGER_DEDUPE_DAYS',
-        1,
-        36_500,
-      ),
-      jobDays: integer(env.SVC_TRIGGER_JOB_DAYS ?? String(DEFAULT_JOB_DAYS), 'SVC_TRIGGER_JOB_DAYS', 1, 36_500),
+      dedupeDays: settingInt(env, 'SVC_TRIGGER_DEDUPE_DAYS'),
+      jobDays: settingInt(env, 'SVC_TRIGGER_JOB_DAYS'),
     },
   };
 }

@@ -15,6 +15,10 @@ describe('a bad setting', () => {
     ['control', ['control', 'serve', '--port', '0'], 'SVC_CONTROL_MAX_STREAMS'],
     ['trigger', ['trigger', 'serve', '--port', '0'], 'SVC_TRIGGER_MAX_CONNECTIONS'],
     ['trigger', ['trigger', 'serve', '--port', '0'], 'SVC_TRIGGER_CONCURRENCY'],
+    ['control', ['control', 'serve'], 'SVC_CONTROL_PORT'],
+    ['control', ['control', 'serve', '--port', '0'], 'SVC_CONTROL_ALLOW_INSECURE_BIND'],
+    ['trigger', ['trigger', 'serve', '--port', '0'], 'SVC_TRIGGER_EXECUTOR'],
+    ['trigger', ['trigger', 'serve', '--port', '0'], 'SVC_TRIGGER_DEDUPE_DAYS'],
   ];
   for (const [server, args, name] of cases) {
     it(`${name}=x stops the ${server} server with exit 2, naming the variable`, async () => {

@@ -154,9 +154,9 @@ describe('when bwrap cannot run', () => {
     assert.match(res.stderr, /SVC_SANDBOX=none/);
   });
 
-  it('refuses an SVC_SANDBOX value it does not know', async () => {
+  it('refuses an SVC_SANDBOX value it does not know as a bad setting (exit 2)', async () => {
     const res = await start({ SVC_SANDBOX: 'off' });
-    assert.equal(res.code, 1);
+    assert.equal(res.code, 2);
     assert.match(res.stderr, /SVC_SANDBOX must be "bwrap" or "none"/);
   });
 

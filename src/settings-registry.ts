@@ -1,0 +1,263 @@
+// The one table of the environment svc reads: every variable with its default, meaning and who sets it, and the typed
+// readers that parse one (a bad value is a BadSettingError naming the variable, so every command exits 2 on it). The
+// README's tables are written from it (`npm run docs:settings`) and test/unit/settings-registry.test.ts fails when they
+// are stale, when src/ reads an SVC_ name missing here, or when an entry here is read nowhere. The keys a repository or
+// the operator sets in files are classified in src/engine/setting-authority.ts; the route secrets come from the
+// webhook sources' table. A leaf: every floor reads settings.
+import { BadSettingError } from './errors.ts';
+import { SOURCES } from './webhook-sources.ts';
+
+/** The README's sections (scripts/docs-settings.ts names them and the commands that read each). */
+export type SettingGroup = 'control' | 'engine' | 'trigger' | 'kubernetes' | 'gate' | 'svc' | 'packaging';
+
+export interface Setting {
+  group: SettingGroup;
+  /** Markdown, as the README shows it; for an integer, the value its reader falls back to. */
+  default: string | number;
+  meaning: string;
+  /** `svc`: set by svc for a process it starts; else the operator, in svc's environment. */
+  by: 'operator' | 'svc';
+  /** An integer's range; a choice's values (the first is the default). */
+  range?: readonly [number, number];
+  choices?: readonly string[];
+  /** The command-line flag that wins over the variable. */
+  flag?: string;
+  /** What a text value must match, and how the error says it. */
+  pattern?: readonly [RegExp, string];
+  /** The default as the docs say it, where another setting decides it. */
+  shown?: string;
+  /** A credential: read once at start, never passed to an agent or a tool (src/spawn/env.ts, secrets-handoff.ts). */
+  secret?: true;
+}
+
+const NONE = '—';
+/** A run source, as run addresses `<source>/<run>` take it (src/engine/ids.ts). */
+const SOURCE: readonly [RegExp, string] = [/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, 'letters, digits, ".", "_" or "-"'];
+const text = (group: SettingGroup, dflt: string, meaning: string, flag?: string) =>
+  ({ group, default: dflt, meaning, by: 'operator', ...(flag ? { flag } : {}) }) as const;
+const int = (group: SettingGroup, dflt: number, range: readonly [number, number], meaning: string, flag?: string) =>
+  ({ group, default: dflt, meaning, by: 'operator', range, ...(flag ? { flag } : {}) }) as const;
+const choice = <C extends string>(group: SettingGroup, choices: readonly [C, ...C[]], meaning: string) =>
+  ({ group, default: `\`${choices[0]}\``, meaning, by: 'operator', choices }) as const;
+const secret = (group: SettingGroup, dflt: string, meaning: string) =>
+  ({ ...text(group, dflt, meaning), secret: true }) as const;
+const bySvc = (meaning: string) => ({ group: 'svc', default: NONE, meaning, by: 'svc' }) as const;
+
+export const SETTINGS = {
+  SVC_CONTROL_HOST: text('control', '`127.0.0.1`', 'bind address of `svc control serve`', '--host'),
+  SVC_CONTROL_PORT: int('control', 47821, [0, 65535], 'listen port, and the port clients assume', '--port'),
+  SVC_CONTROL_DB: text('control', '`~/.svc/control/control.db`', 'database file', '--db'),
+  SVC_CONTROL_TOKEN: secret('control', NONE,
+    'bearer token for `/v1/*`; required for a non-loopback bind; sent by clients and the shipper when set'),
+  SVC_CONTROL_TOKEN_FILE: secret('control', '`~/.svc/control/token`', 'file holding the token (first line): ' +
+    'the Control Plane reads it when `SVC_CONTROL_TOKEN` is unset (unreadable or empty: exit 2); the shipper first'),
+  SVC_CONTROL_ALLOW_INSECURE_BIND: choice('control', ['0', '1'],
+    '`1` accepts a tokenless non-loopback bind (loud warning; not recommended)'),
+  SVC_CONTROL_ANSWER_DIR: text('control', '`~/.svc/control/answers`',
+    'where answers for blocked runs are written (`<source>/<run>.json`) and runs wait for them'),
+  SVC_CONTROL_RUNNER_TOKENS_FILE: secret('control', NONE, 'a file of `<source> <token>` lines: tokens that may only ' +
+    '`POST /v1/ingest` runs of their source ([runner tokens](#control-plane-api))'),
+  SVC_CONTROL_MAX_CONNECTIONS: int('control', 4096, [1, 1_000_000],
+    'open connections the Control Plane keeps; one more is answered 503 and closed ([known limits](#known-limits))'),
+  SVC_CONTROL_MAX_CONNECTIONS_PER_PEER: int('control', 1024, [1, 1_000_000],
+    'open connections from one peer address (at most `SVC_CONTROL_MAX_CONNECTIONS`)'),
+  SVC_CONTROL_MAX_STREAMS: int('control', 2000, [1, 1_000_000],
+    'event streams (`/v1/stream`, run streams) open at once; one more is answered 429'),
+  SVC_CONTROL_MAX_STREAMS_PER_RUN: int('control', 100, [1, 1_000_000],
+    'event streams of one run open at once (at most `SVC_CONTROL_MAX_STREAMS`)'),
+  SVC_CONTROL_AUDIT_RETENTION_DAYS: int('control', 365, [0, 36_500], 'audit rows older than this are pruned hourly, ' +
+    'anchored so the chain still verifies; `0` keeps them all. Not a `PUT /v1/config` key on purpose: whoever may ' +
+    'change the config cannot shorten the record of it'),
+  SVC_CONTROL_URL: text('control', 'discovery', 'where clients, the shipper and the trigger server reach the ' +
+    'Control Plane. Discovery: this, then `~/.svc/control/server.json` if its pid is alive, then `SVC_CONTROL_PORT`'),
+  SVC_SOURCE: { ...text('control', '`local`', 'the name of this instance in run addresses `<source>/<run>`'),
+    pattern: SOURCE },
+  BROWSER: text('control', '`xdg-open` / `open`',
+    'program `svc dashboard` opens the URL with (first `:`-separated entry, no shell)'),
+  NODE_OPTIONS: text('control', NONE,
+    'a `--max-semi-space-size` given here (or on the `node` command line) wins: the servers then skip their re-exec'),
+  HOME: text('control', 'the OS home', '`~/.svc/`: keys, databases, `server.json`, answers, provider homes'),
+
+  ERRTRACK_AUTH_TOKEN: secret('engine', NONE, 'token for fetching an error-tracker issue URL; without it nothing is ' +
+    'fetched (exit 2). Sent only to the tracker host, through `curl --config -` on stdin'),
+  ERRTRACK_URL: text('engine', '`sentry.io` hosts', 'error-tracker API base; required for issue URLs on other ' +
+    'hosts (the token goes only to sentry.io hosts or this host)'),
+  TRACKERA_API_KEY: secret('engine', NONE, 'reads a `trackera:<id>` issue when no saved snapshot exists; for the ' +
+    'trigger server, a result comment on the trackera issue'),
+  TRACKERA_API_URL: text('engine', '`https://api.linear.app/graphql`', 'the trackera GraphQL address (https only)'),
+  GITHUB_TOKEN: secret('engine', NONE, 'opens pull requests (else `gh auth token`, else `gh pr create`); also the ' +
+    'Control Plane\'s merge queue, and the trigger\'s fetch of a `clone=` repository on the token\'s host'),
+  GH_TOKEN: secret('engine', NONE, 'read when `GITHUB_TOKEN` is unset'),
+  GITHUB_API_URL: text('engine', '`https://api.github.com`', 'GitHub REST base; its host is the one git origin ' +
+    'the token is offered to'),
+  GIT_SSL_CAINFO: text('engine', NONE, 'a CA bundle svc\'s git and its redirect check trust (with the other `GIT_*` ' +
+    'names svc\'s git inherits: [docs/engine.md](docs/engine.md#environment-the-engine-reads))'),
+  SVC_SHIP: text('engine', NONE, '`0` keeps the run local (nothing shipped); any other value ships'),
+  SVC_SANDBOX: choice('engine', ['bwrap', 'none'],
+    '`none` runs the agent of a CLI-started run without the bwrap sandbox (loud warning); ignored for server runs'),
+  SVC_SERVER_SANDBOX: choice('engine', ['bwrap', 'none'], 'set on the Control Plane or trigger server: `none` ' +
+    'runs the runs it starts without the sandbox (its launchers pass it on); a repository\'s `"sandbox"` cannot'),
+  SVC_PROVIDER_HOME_SCOPE: { ...text('engine', NONE, 'a person\'s `svc start` only: provider homes shared by ' +
+    'every repository started with this name, instead of one per repository; ignored for server-started runs'),
+  pattern: [/^[a-z0-9][a-z0-9_-]{0,63}$/, 'a simple lowercase name, `[a-z0-9_-]`'] },
+
+  SVC_TRIGGER_HOST: text('trigger', '`127.0.0.1`', 'bind address', '--host'),
+  SVC_TRIGGER_PORT: int('trigger', 7373, [0, 65535], 'port, `0` = any free port', '--port'),
+  SVC_TRIGGER_REPOS: text('trigger', '`~/.svc/trigger/repos.conf` when it exists',
+    'the served repositories file; re-read when it changes', '--repos'),
+  SVC_TRIGGER_REPO: text('trigger', 'cwd, when no repositories file', 'serve this one checkout instead', '--repo'),
+  SVC_TRIGGER_CHECKOUTS: text('trigger', '`~/.local/share/svc/checkouts`', 'managed (`clone=`) job checkouts'),
+  SVC_TRIGGER_CONCURRENCY: int('trigger', 2, [1, 64], 'jobs active at once', '--concurrency'),
+  SVC_TRIGGER_REPO_CONCURRENCY: { ...int('trigger', 2, [1, 64], 'jobs of one repository active at once, at most ' +
+    '`SVC_TRIGGER_CONCURRENCY`'), shown: 'all slots with one repository served, else one less' },
+  SVC_TRIGGER_DB: text('trigger', '`~/.svc/trigger/trigger.db`', 'job database', '--db'),
+  SVC_TRIGGER_QUEUE_MAX: int('trigger', 100, [1, 1_000_000], 'most jobs waiting, shared by the configured routes'),
+  SVC_TRIGGER_DEDUPE_DAYS: int('trigger', 30, [1, 36_500], 'days a dedupe key is kept'),
+  SVC_TRIGGER_JOB_DAYS: int('trigger', 30, [1, 36_500], 'days a finished job is kept (never less than the above)'),
+  SVC_TRIGGER_EXECUTOR: choice('trigger', ['local', 'kubernetes'],
+    'how jobs are launched: child processes, or one Kubernetes Job each (below)'),
+  SVC_TRIGGER_MAX_CONNECTIONS: int('trigger', 4096, [1, 1_000_000], 'open connections the server keeps'),
+  SVC_TRIGGER_MAX_CONNECTIONS_PER_PEER: int('trigger', 1024, [1, 1_000_000],
+    'open connections from one peer address (at most `SVC_TRIGGER_MAX_CONNECTIONS`)'),
+  SVC_TRIGGER_CLI: text('trigger', 'the `dist/cli.js` next to the server', 'the `svc` run for each job (tests)'),
+  TRACKERB_ASSIGNEES: text('trigger', NONE, 'comma-separated account ids, emails or display names'),
+  TRACKERB_LABELS: text('trigger', NONE, 'comma-separated labels; with neither filter every trackerb event is skipped'),
+  CHATA_HOOKS_PREFIX: text('trigger', '`https://hooks.slack.com/`',
+    'chata summaries go only to `response_url`s under this https prefix'),
+  TRACKERB_BASE_URL: text('trigger', NONE, 'with the two below: a result comment on the trackerb issue (https)'),
+  TRACKERB_EMAIL: secret('trigger', NONE, 'the trackerb account the comment is posted as'),
+  TRACKERB_API_TOKEN: secret('trigger', NONE, 'its API token'),
+
+  SVC_K8S_IMAGE: text('kubernetes', 'required', 'image with svc'),
+  SVC_K8S_NAMESPACE: text('kubernetes', 'the service account\'s', 'namespace for Jobs'),
+  SVC_K8S_SERVICE_ACCOUNT: text('kubernetes', 'the namespace\'s default', 'service account of job pods'),
+  SVC_K8S_CPU: text('kubernetes', NONE, 'CPU request of job pods'),
+  SVC_K8S_MEMORY: text('kubernetes', NONE, 'memory request and limit of job pods'),
+  SVC_K8S_REPO_URL: text('kubernetes', NONE, 'git URL cloned for a repository without `clone=`'),
+  SVC_K8S_REPO_REF: text('kubernetes', NONE, 'its branch'),
+  SVC_K8S_REPO_PVC: text('kubernetes', NONE, 'or: a PersistentVolumeClaim holding that repository'),
+  SVC_K8S_ENV_SECRET: text('kubernetes', NONE, 'a Secret whose keys become the `run` and `signer` environment'),
+  SVC_K8S_SIGNER_ENV_SECRET: text('kubernetes', NONE, 'a Secret whose keys become the `signer`\'s environment only'),
+  SVC_K8S_CONTROL_TOKEN_SECRET: text('kubernetes', NONE, 'a Secret with key `token`, mounted for the shippers'),
+  SVC_K8S_KEYS_SECRET: text('kubernetes', NONE, 'a Secret with the runner\'s receipt key, mounted in `signer` only'),
+  SVC_K8S_SOURCE: { ...text('kubernetes', '`k8s`', '`SVC_SOURCE` of the pods\' runs'), pattern: SOURCE },
+  SVC_K8S_TTL_SECONDS: int('kubernetes', 3600, [0, 31_536_000], '`ttlSecondsAfterFinished`'),
+  SVC_K8S_ACTIVE_DEADLINE_SECONDS: int('kubernetes', 21600, [0, 31_536_000], '`activeDeadlineSeconds`'),
+  SVC_K8S_API_URL: text('kubernetes', 'from `KUBERNETES_SERVICE_HOST`/`_PORT`', 'API server URL'),
+  SVC_K8S_SA_DIR: text('kubernetes', '`/var/run/secrets/kubernetes.io/serviceaccount`', 'service-account mount'),
+  SVC_K8S_GATE_URL: { ...text('kubernetes', NONE, '`svc gate serve`\'s URL, the pods\' only route out; needs ' +
+    '`SVC_GATE_SECRET_FILE` (the secret each pod\'s gate credential is minted with)'),
+  pattern: [/^http:\/\/[A-Za-z0-9.-]+(:\d{1,5})?\/?$/, '`http://<service>[:port]`'] },
+  KUBERNETES_SERVICE_HOST: text('kubernetes', NONE, 'set by Kubernetes in every pod: the API server'),
+  KUBERNETES_SERVICE_PORT: text('kubernetes', '`443`', 'its port'),
+
+  SVC_SANDBOX_FORWARDER: choice('gate', ['auto', 'node'], '`auto`: systemd\'s socket activator and proxy bridge the ' +
+    'gate into a sandbox where installed, else svc\'s node forwarder; `node` forces the latter'),
+  SVC_GATE_SECRET_FILE: secret('gate', 'required', 'the secret (≥ 32 bytes) every client\'s job credential is made ' +
+    'with (else 407); the trigger mints pod credentials with the same file'),
+  SVC_GATE_HOST: text('gate', '`127.0.0.1`', 'bind address', '--host'),
+  SVC_GATE_PORT: int('gate', 3128, [0, 65535], 'port', '--port'),
+  SVC_GATE_POLICY_FILE: text('gate', 'the model APIs only', '`{"allow", "deny", "repos": {…}}`', '--policy'),
+  SVC_GATE_MAX_PER_JOB: int('gate', 32, [1, 256], 'connections of one job at once', '--per-job'),
+  ANTHROPIC_BASE_URL: text('gate', NONE, 'model API base the gate forwards to (the model keys, `ANTHROPIC_API_KEY`, ' +
+    '`OPENAI_API_KEY`, `GEMINI_API_KEY`, …, are listed in src/gate/model-apis.ts)'),
+  OPENAI_BASE_URL: text('gate', NONE, 'likewise'),
+  GOOGLE_GEMINI_BASE_URL: text('gate', NONE, 'likewise'),
+
+  SVC_ORIGIN: bySvc('the run\'s recorded origin: the trigger sets it per job, the Control Plane to `control`; a ' +
+    'webhook origin confines `.md`/`.json` inputs to the repository and keeps the server\'s sandbox rule'),
+  SVC_REPO_NAME: bySvc('the served repository a trigger job was routed to: the run\'s `repo`'),
+  SVC_JOB_ID: bySvc('the trigger job of a run: a `trackera:<id>` run reads that job\'s snapshot'),
+  SVC_SIGN_LATER: bySvc('`1` in a Kubernetes pod\'s `run` container: evidence instead of a receipt'),
+  SVC_GATE_EVIDENCE_URL: bySvc('a Kubernetes pod\'s gate address for the run\'s connections'),
+  SVC_SECRETS_HANDOFF: bySvc('the 0600 file under `~/.svc/handoff/` a re-executed svc reads its secrets from'),
+  SVC_HANDOFF_FD: bySvc('`3`, the inherited pipe a child svc reads its secrets and the sandbox probe from'),
+  SVC_LAUNCHER_PID: bySvc('the launcher a detached run worker watches'),
+  SVC_TASK_FILE: bySvc('for providers: the task'),
+  SVC_QUESTION_FILE: bySvc('for providers: where a question is written'),
+  SVC_ANSWER_FILE: bySvc('for providers: where its answer appears'),
+  SVC_RUN_ID: bySvc('for providers: the run'),
+  SVC_PROCESS_TREE: bySvc('marks an unsandboxed agent\'s processes, to end them all'),
+  SVC_GIT_PUSH_TOKEN: bySvc('the push\'s token, for svc\'s `GIT_ASKPASS` only'),
+  SVC_GIT_CREDENTIAL_URL: bySvc('the URL that askpass answers for'),
+  SVC_GIT_CREDENTIAL_USER_URL: bySvc('likewise, with the user name'),
+
+  SVC_NODE: text('packaging', '`node`', 'the Node `bin/svc` runs'),
+  SVC_HEALTH_URL: text('packaging', NONE, 'the container\'s health check'),
+  SOURCE_DATE_EPOCH: text('packaging', '`0`', 'bundle file times'),
+  SVC_TEST_CHROMIUM: text('packaging', NONE, 'browser path for tests'),
+  SVC_PROVIDER_CLIS: text('packaging', NONE, 'where `npm run test:providers` installed the agent CLIs it tests'),
+  SVC_FUZZ_SEED: text('packaging', 'random', 'replays a fuzz suite\'s failure (the seed it printed)'),
+  SVC_FUZZ_REQUESTS: text('packaging', NONE, 'requests per fuzz suite'),
+} as const satisfies Record<string, Setting>;
+
+export type SettingName = keyof typeof SETTINGS;
+type NameOf<Shape> = { [N in SettingName]: (typeof SETTINGS)[N] extends Shape ? N : never }[SettingName];
+export type IntSettingName = NameOf<{ range: readonly [number, number] }>;
+
+/** The route secrets, from the webhook sources' table: one record there is its whole definition. */
+const ROUTE_SECRETS: Readonly<Record<string, Setting>> = Object.fromEntries(SOURCES.flatMap((s) => {
+  const meaning = `\`/${s.name}\` secret${'service' in s ? `: ${s.service}` : ''}`;
+  const names: string[] = [...s.secret, ...('secretFile' in s ? [s.secretFile] : [])];
+  return names.map((name, i) => [name, { group: 'trigger', default: NONE, by: 'operator',
+    meaning: i === 0 ? meaning : `or this, for the same (${names[0]} wins)`, secret: true }]);
+}));
+
+/** Every variable svc reads or sets, the route secrets included: what the README's tables list. */
+export const ALL_SETTINGS: Readonly<Record<string, Setting>> = { ...SETTINGS, ...ROUTE_SECRETS };
+
+/** The credentials svc reads: no agent or tool ever receives them through its environment. */
+export const SECRET_NAMES: ReadonlySet<string> =
+  new Set(Object.entries(ALL_SETTINGS).flatMap(([name, s]) => (s.secret ? [name] : [])));
+
+/** The variable's value; unset and empty are the same (undefined). One that misses its pattern is refused. */
+export function setting(env: NodeJS.ProcessEnv, name: SettingName): string | undefined {
+  const value = env[name] || undefined;
+  const rule = (SETTINGS[name] as Setting).pattern;
+  if (value !== undefined && rule && !rule[0].test(value)) {
+    throw new BadSettingError(`${name} must be ${rule[1]} (got "${value.slice(0, 64)}")`);
+  }
+  return value;
+}
+
+/** The variable's value, else its default when the registry gives a literal one (`127.0.0.1`, not `~/…`). */
+export function settingOr(env: NodeJS.ProcessEnv, name: SettingName): string {
+  const fallback = /^`([^`~]*)`$/.exec(String(SETTINGS[name].default))?.[1];
+  if (fallback === undefined) throw new TypeError(`${name} has no literal default`);
+  return setting(env, name) ?? fallback;
+}
+
+/** `text` (a flag's or a variable's value, named `what`) as a whole number in [min, max]. */
+function intIn(text: string, what: string, min: number, max: number): number {
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || n < min || n > max) {
+    throw new BadSettingError(`${what} must be an integer from ${min} to ${max} (got "${text.slice(0, 40)}")`);
+  }
+  return n;
+}
+
+/**
+ * An integer variable in its range, else its default; `bound` narrows both where another setting bounds it (the
+ * connections of one peer are at most the server's). The flag, when given, wins and is checked the same way.
+ */
+export function settingInt(
+  env: NodeJS.ProcessEnv, name: IntSettingName, bound: { max?: number; fallback?: number; flag?: string } = {},
+): number {
+  const s: Setting = SETTINGS[name];
+  const [min, top] = s.range!;
+  const max = Math.min(bound.max ?? top, top);
+  if (bound.flag !== undefined) return intIn(bound.flag, s.flag ?? name, min, max);
+  const text = setting(env, name);
+  return text === undefined ? Math.min(bound.fallback ?? (s.default as number), max) : intIn(text, name, min, max);
+}
+
+/** One of a choice variable's values (its first when unset); anything else is a BadSettingError naming it. */
+export function settingChoice(env: NodeJS.ProcessEnv, name: NameOf<{ choices: readonly string[] }>): string {
+  const choices: readonly string[] = SETTINGS[name].choices;
+  const value = setting(env, name) ?? choices[0]!;
+  if (!choices.includes(value)) {
+    const one = choices.map((c) => `"${c}"`).join(' or ');
+    throw new BadSettingError(`${name} must be ${one} (got "${value.slice(0, 40)}")`);
+  }
+  return value;
+}
