@@ -1,5 +1,4 @@
 // The one way svc writes a time: ISO 8601 in UTC with milliseconds (DESIGN §3), as Date#toISOString does.
-// (db/run-json-text.ts fastIso writes the same bytes faster for the runs list; a test holds the two equal.)
 
 /** A time in epoch milliseconds as ISO text; null stays null. */
 export function iso(ms: number | null): string | null {

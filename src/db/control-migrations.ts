@@ -177,4 +177,9 @@ export const controlMigrations: readonly Migration[] = [
   `
   DROP INDEX runs_json_missing;
   `,
+  // 7: the runs list is built from the columns (src/control/handlers/runs.ts): the stored texts of migration 3 go.
+  `
+  DROP TRIGGER runs_json_stale;
+  ALTER TABLE runs DROP COLUMN json;
+  `,
 ];

@@ -1,5 +1,4 @@
 // A runs row as Run JSON (DESIGN §3): the one place a stored row becomes the wire's object, times as ISO strings.
-// run-json-text.ts writes the same bytes without building the object; a test holds the two equal.
 import type { RunJson } from '../run-json.ts';
 import type { RunRow } from './run-types.ts';
 

@@ -1,7 +1,5 @@
 // Runs table: upsert, patch, keyset-paged list and the small counts. Times are unix ms; the wire format lives in
-// run-row-json.ts. The store's other jobs live beside it and are composed here: a list page's bytes
-// (runs-page-query.ts), the change stamp the page cache trusts (runs-change-stamp.ts), the cascading delete
-// (run-delete.ts).
+// run-row-json.ts. The cascading delete lives beside it (run-delete.ts).
 //
 // Methods other code relies on:
 //   get(source, run)            → RunRow | undefined
@@ -12,8 +10,6 @@
 //   setStatus(source, run, status, at, extra?) → patch sugar that also stamps updated_at
 //   list(filter)                → newest first by (started_at, source, run), keyset after `filter.after`, at most
 //                                 `filter.limit` rows
-//   pageJson(filter, frame)     → the whole list page body as one cell (runs-page-query.ts)
-//   changeStamp()               → changes whenever the runs table may have changed; null inside an open transaction
 //   count()                     → number of runs
 //   countActive(source)         → runs of that source that are queued, running, blocked or stopping
 //   listEnded(before, limit)    → oldest terminal runs that ended before `before` (retention), as {source, run}
@@ -22,18 +18,12 @@
 //                                 artifacts, control and start requests
 import type { SQLInputValue, StatementSync } from 'node:sqlite';
 import type { Db } from './open.ts';
-import { inTransaction } from './tx.ts';
 import { ACTIVE_STATUSES, TERMINAL_STATUSES, type RunStatus } from '../run-json.ts';
-import { runTupleJson } from './run-json-text.ts';
-import {
-  PUBLIC_RUN_COLUMNS, type DeleteOutcome, type PageFrame, type RunFilter, type RunInput, type RunPatch, type RunRow,
-} from './run-types.ts';
+import type { DeleteOutcome, RunFilter, RunInput, RunPatch, RunRow } from './run-types.ts';
 
 // The types of the store's own interface, for its callers (their home is run-types.ts).
-export type { DeleteOutcome, PageFrame, RunFilter, RunInput, RunKey, RunPatch, RunRow } from './run-types.ts';
+export type { DeleteOutcome, RunFilter, RunInput, RunKey, RunPatch, RunRow } from './run-types.ts';
 import { buildWhere, ORDER } from './runs-where.ts';
-import { createRunsPageQuery } from './runs-page-query.ts';
-import { createRunsChangeStamp } from './runs-change-stamp.ts';
 import { createRunDelete } from './run-delete.ts';
 import { LIMIT_PARAM } from './limit-param.ts';
 
@@ -46,9 +36,6 @@ export interface RunsStore {
   patch(source: string, run: string, fields: RunPatch): boolean;
   setStatus(source: string, run: string, status: RunStatus, at: number, fields?: RunPatch): boolean;
   list(filter: RunFilter): RunRow[];
-  pageJson(filter: RunFilter, frame: PageFrame): Uint8Array;
-  /** Equal stamps mean no run changed in between (runs-change-stamp.ts). */
-  changeStamp(): string | null;
   count(): number;
   countActive(source: string): number;
   listEnded(before: number, limit: number): Array<{ source: string; run: string }>;
@@ -75,23 +62,15 @@ function updateClause(c: Column): string {
   return STICKY.has(c) ? `${c} = coalesce(excluded.${c}, runs.${c})` : `${c} = excluded.${c}`;
 }
 
-/** Every column of a RunRow: the stored JSON text (migration 3) is the list's business only. */
 const ROW_COLUMNS = ['source', 'run', ...COLUMNS].join(', ');
-/** What a write returns so the store can store the row's Run JSON text: rowid, then PUBLIC_RUN_COLUMNS. */
-const RETURNING = `RETURNING rowid, ${PUBLIC_RUN_COLUMNS.join(', ')}`;
 
 export function createRunsStore(db: Db): RunsStore {
   const getStmt = db.prepare(`SELECT ${ROW_COLUMNS} FROM runs WHERE source = ? AND run = ?`);
-  // json = NULL on every write path, then refreshJson stores the new text (a crash in between leaves NULL: the list
-  // page then writes it, never serves a stale text).
   const upsertStmt = db.prepare(
     `INSERT INTO runs (source, run, ${COLUMNS.join(', ')}) VALUES (?, ?, ${COLUMNS.map(() => '?').join(', ')})
-     ON CONFLICT (source, run) DO UPDATE SET
-     ${COLUMNS.map(updateClause).join(', ')}, json = NULL
-     WHERE excluded.updated_at >= runs.updated_at ${RETURNING}`,
+     ON CONFLICT (source, run) DO UPDATE SET ${COLUMNS.map(updateClause).join(', ')}
+     WHERE excluded.updated_at >= runs.updated_at`,
   );
-  upsertStmt.setReturnArrays(true);
-  const setJsonStmt = db.prepare('UPDATE runs SET json = ? WHERE rowid = ?');
   const countStmt = db.prepare('SELECT count(*) AS n FROM runs');
   // runs_by_status narrows to the (few) active rows before the source check.
   const countActiveStmt = db.prepare(
@@ -105,8 +84,7 @@ export function createRunsStore(db: Db): RunsStore {
   const pingStmt = db.prepare('SELECT 1 FROM runs LIMIT 1');
   const patchCache = new Map<string, StatementSync>();
   const listCache = new Map<string, StatementSync>();
-  const stamp = createRunsChangeStamp(db);
-  const deleteRun = createRunDelete(db, stamp.bump);
+  const deleteRun = createRunDelete(db);
 
   function listStatement(sql: string): StatementSync {
     let stmt = listCache.get(sql);
@@ -117,11 +95,6 @@ export function createRunsStore(db: Db): RunsStore {
     return stmt;
   }
 
-  /** Stores the Run JSON text of a row a write just returned (rowid, then PUBLIC_RUN_COLUMNS). */
-  function refreshJson(returned: readonly unknown[]): void {
-    setJsonStmt.run(runTupleJson(returned.slice(1)), returned[0] as number);
-  }
-
   function patch(source: string, run: string, fields: RunPatch): boolean {
     const given = fields as Record<string, unknown>;
     const keys = Object.keys(fields).filter((k) => COLUMN_SET.has(k) && given[k] !== undefined).sort();
@@ -130,17 +103,11 @@ export function createRunsStore(db: Db): RunsStore {
     let stmt = patchCache.get(sig);
     if (!stmt) {
       const sets = keys.map((k) => `${k} = ?`).join(', ');
-      stmt = db.prepare(`UPDATE runs SET ${sets}, json = NULL WHERE source = ? AND run = ? ${RETURNING}`);
-      stmt.setReturnArrays(true);
+      stmt = db.prepare(`UPDATE runs SET ${sets} WHERE source = ? AND run = ?`);
       patchCache.set(sig, stmt);
     }
     const values = keys.map((k) => (fields as Record<string, SQLInputValue>)[k]!);
-    stamp.bump();
-    return inTransaction(db, () => {
-      const returned = stmt.get(...values, source, run) as unknown as unknown[] | undefined;
-      if (returned) refreshJson(returned);
-      return returned !== undefined;
-    });
+    return stmt.run(...values, source, run).changes > 0;
   }
 
   return {
@@ -150,12 +117,7 @@ export function createRunsStore(db: Db): RunsStore {
     upsert(source, input) {
       const row: Record<string, unknown> = { group_id: input.run, updated_at: input.started_at, ...input };
       const values = COLUMNS.map((c) => (row[c] ?? null) as SQLInputValue);
-      stamp.bump();
-      return inTransaction(db, () => {
-        const returned = upsertStmt.get(source, input.run, ...values) as unknown as unknown[] | undefined;
-        if (returned) refreshJson(returned);
-        return returned !== undefined;
-      });
+      return upsertStmt.run(source, input.run, ...values).changes > 0;
     },
     patch,
     setStatus(source, run, status, at, fields = {}) {
@@ -165,8 +127,6 @@ export function createRunsStore(db: Db): RunsStore {
       const { sql, args } = buildListQuery(filter, ROW_COLUMNS);
       return listStatement(sql).all(...args) as unknown as RunRow[];
     },
-    pageJson: createRunsPageQuery(db),
-    changeStamp: stamp.read,
     count() {
       return Number((countStmt.get() as { n: number }).n);
     },

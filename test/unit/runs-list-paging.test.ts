@@ -1,0 +1,94 @@
+// The runs list's keyset paging: for every filter shape and limit, following the last row's key visits every
+// selected run once, in order, checked against a filter computed in JS over all rows (independent of the SQL).
+import { describe, it, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openDatabase } from '../../src/db/open.ts';
+import { controlMigrations } from '../../src/db/control-migrations.ts';
+import { createRunsStore, type RunFilter, type RunKey, type RunsStore } from '../../src/db/runs-store.ts';
+import { RUN_STATUSES, VERDICTS } from '../../src/run-json.ts';
+
+const ODD = ['plain', 'quote " and \\ backslash', 'ctl \u0001\u001f\n\t', 'lone \ud800 surrogate', 'astral 😀 ünï', '', '</script>'];
+
+/** Deterministic varied runs: ties on started_at, nulls, odd strings, odd numbers. */
+function seed(runs: RunsStore, n: number): void {
+  for (let i = 0; i < n; i++) {
+    const status = RUN_STATUSES[i % RUN_STATUSES.length]!;
+    runs.upsert(i % 3 === 0 ? 'ci' : 'local', {
+      run: `r${String(i).padStart(4, '0')}`,
+      status,
+      started_at: 1_700_000_000_000 + Math.floor(i / 3) * 1000,
+      updated_at: 1_700_000_000_000 + i * 1000,
+      ended_at: i % 4 === 0 ? null : 1_700_000_100_000 + i,
+      repo: i % 5 === 0 ? null : `acme/r${i % 4}`,
+      verdict: i % 6 === 0 ? null : VERDICTS[i % VERDICTS.length]!,
+      brief: ODD[i % ODD.length]!,
+      group_id: `g${i % 17}`,
+      cost_usd: i % 7 === 0 ? null : [0, -0, 0.1 + 0.2, 1e21, 123.456][i % 5]!,
+      tokens_in: i % 2 ? i * 1000 : null,
+      error: i % 9 === 0 ? ODD[(i + 3) % ODD.length]! : null,
+    });
+  }
+}
+
+/** The runs a filter selects, newest first, computed in JS over every row (independent of the SQL). */
+function expectedIds(runs: RunsStore, f: RunFilter): string[] {
+  const newer = (a: RunKey, b: RunKey): boolean =>
+    a.started_at !== b.started_at ? a.started_at > b.started_at : a.source !== b.source ? a.source > b.source : a.run > b.run;
+  return runs.list({ limit: 100_000 })
+    .filter((r) => (f.verdict === undefined || r.verdict === f.verdict) && (f.repo === undefined || r.repo === f.repo)
+      && (f.group_id === undefined || r.group_id === f.group_id) && (f.status === undefined || r.status === f.status)
+      && (f.since === undefined || r.started_at >= f.since) && (f.until === undefined || r.started_at < f.until)
+      && (f.after === undefined || newer(f.after, r)))
+    .map((r) => `${r.source}/${r.run}`);
+}
+
+/** Walks every page of a filter as GET /v1/runs does (one row past the page); returns how many pages it took. */
+function walk(runs: RunsStore, base: Omit<RunFilter, 'after'>): number {
+  let filter: RunFilter = { ...base };
+  const all = expectedIds(runs, base);
+  const seen: string[] = [];
+  for (let pages = 1; ; pages++) {
+    const rows = runs.list({ ...filter, limit: filter.limit + 1 });
+    const page = rows.slice(0, filter.limit);
+    assert.deepEqual(page.map((r) => `${r.source}/${r.run}`), all.slice(seen.length, seen.length + filter.limit));
+    seen.push(...page.map((r) => `${r.source}/${r.run}`));
+    const last = page[page.length - 1];
+    if (rows.length <= filter.limit || !last) {
+      assert.deepEqual(seen, all, `paging ${JSON.stringify(base)} visits every selected run once, in order`);
+      return pages;
+    }
+    filter = { ...base, after: { started_at: last.started_at, source: last.source, run: last.run } };
+  }
+}
+
+describe('runs list paging', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-runs-paging-'));
+  const path = join(dir, 'control.db');
+  const db = openDatabase(path, controlMigrations);
+  const runs = createRunsStore(db);
+  after(() => {
+    db.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  seed(runs, 400);
+
+  it('visits every selected run once, in order, for every filter shape and limit', () => {
+    const filters: Array<Omit<RunFilter, 'after'>> = [];
+    for (const limit of [1, 2, 7, 50, 500]) {
+      filters.push({ limit }, { limit, repo: 'acme/r1' }, { limit, verdict: null }, { limit, verdict: 'verified' },
+        { limit, status: 'running' }, { limit, group_id: 'g3' }, { limit, since: 1_700_000_030_000, until: 1_700_000_090_000 },
+        { limit, repo: 'acme/r2', verdict: 'not_verified', until: 1_700_000_100_000 }, { limit, repo: 'nope' },
+        { limit, until: 1_700_000_060_000 }, { limit, until: 1_700_000_060_001 }, { limit, until: 8.64e15 });
+    }
+    let pages = 0;
+    for (const f of filters) pages += walk(runs, f);
+    assert.ok(pages > 600, `walked ${pages} pages`);
+  });
+
+  it('never returns a column that is not a RunRow field', () => {
+    assert.deepEqual(Object.keys(runs.list({ limit: 1 })[0]!).sort(), Object.keys(runs.get('local', 'r0001')!).sort());
+  });
+});
