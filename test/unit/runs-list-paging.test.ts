@@ -1,5 +1,6 @@
-// The runs list's keyset paging: for every filter shape and limit, following the last row's key visits every
-// selected run once, in order, checked against a filter computed in JS over all rows (independent of the SQL).
+// The runs list's pages: for every filter shape and limit, following the last run's key visits every selected run
+// once, in order (checked against a filter computed in JS over all rows, independent of the SQL), and each run's
+// stored Run JSON text is JSON.stringify(runToJson(row)) of its row as it now stands, however it was written.
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -8,6 +9,7 @@ import { join } from 'node:path';
 import { openDatabase } from '../../src/db/open.ts';
 import { controlMigrations } from '../../src/db/control-migrations.ts';
 import { createRunsStore, type RunFilter, type RunKey, type RunsStore } from '../../src/db/runs-store.ts';
+import { runToJson } from '../../src/db/run-row-json.ts';
 import { RUN_STATUSES, VERDICTS } from '../../src/run-json.ts';
 
 const ODD = ['plain', 'quote " and \\ backslash', 'ctl \u0001\u001f\n\t', 'lone \ud800 surrogate', 'astral 😀 ünï', '', '</script>'];
@@ -33,6 +35,10 @@ function seed(runs: RunsStore, n: number): void {
   }
 }
 
+function missingTexts(db: { prepare(sql: string): { get(): unknown } }): number {
+  return (db.prepare('SELECT count(*) AS n FROM runs WHERE json IS NULL').get() as { n: number }).n;
+}
+
 /** The runs a filter selects, newest first, computed in JS over every row (independent of the SQL). */
 function expectedIds(runs: RunsStore, f: RunFilter): string[] {
   const newer = (a: RunKey, b: RunKey): boolean =>
@@ -51,16 +57,16 @@ function walk(runs: RunsStore, base: Omit<RunFilter, 'after'>): number {
   const all = expectedIds(runs, base);
   const seen: string[] = [];
   for (let pages = 1; ; pages++) {
-    const rows = runs.list({ ...filter, limit: filter.limit + 1 });
-    const page = rows.slice(0, filter.limit);
-    assert.deepEqual(page.map((r) => `${r.source}/${r.run}`), all.slice(seen.length, seen.length + filter.limit));
-    seen.push(...page.map((r) => `${r.source}/${r.run}`));
-    const last = page[page.length - 1];
-    if (rows.length <= filter.limit || !last) {
+    const { items, next } = runs.page(filter);
+    const rows = runs.list(filter);
+    assert.deepEqual(items, rows.map((r) => JSON.stringify(runToJson(r))), `filter ${JSON.stringify(filter)}`);
+    assert.deepEqual(rows.map((r) => `${r.source}/${r.run}`), all.slice(seen.length, seen.length + filter.limit));
+    seen.push(...rows.map((r) => `${r.source}/${r.run}`));
+    if (!next) {
       assert.deepEqual(seen, all, `paging ${JSON.stringify(base)} visits every selected run once, in order`);
       return pages;
     }
-    filter = { ...base, after: { started_at: last.started_at, source: last.source, run: last.run } };
+    filter = { ...base, after: next };
   }
 }
 
@@ -88,7 +94,34 @@ describe('runs list paging', () => {
     assert.ok(pages > 600, `walked ${pages} pages`);
   });
 
-  it('never returns a column that is not a RunRow field', () => {
-    assert.deepEqual(Object.keys(runs.list({ limit: 1 })[0]!).sort(), Object.keys(runs.get('local', 'r0001')!).sort());
+  it('keeps the text current through upsert, patch and setStatus, and not through an ignored older upsert', () => {
+    runs.setStatus('local', 'r0001', 'failed', 1_800_000_000_000, { error: 'now "failed"', ended_at: 1_800_000_000_000 });
+    runs.patch('ci', 'r0003', { brief: 'patched ✓', cost_usd: 2.5 });
+    runs.upsert('local', { run: 'r0002', status: 'stopped', started_at: 1, updated_at: 1_900_000_000_000, brief: 'upserted' });
+    assert.equal(runs.upsert('local', { run: 'r0002', status: 'running', started_at: 1, updated_at: 5 }), false);
+    walk(runs, { limit: 50 });
+    assert.match(runs.page({ limit: 500 }).items.join(), /"brief":"patched ✓"/);
+    assert.equal(missingTexts(db), 0);
+  });
+
+  it('serves a run that plain SQL changed, from this or another connection, as its columns now say', () => {
+    db.prepare("UPDATE runs SET status = 'stopped' WHERE run = 'r0399'").run();
+    const other = openDatabase(path, controlMigrations);
+    try {
+      other.prepare("UPDATE runs SET brief = 'from elsewhere' WHERE run IN ('r0398', 'r0010')").run();
+    } finally {
+      other.close();
+    }
+    assert.equal(missingTexts(db), 3, 'the trigger dropped each changed run\'s text');
+    assert.match(runs.page({ limit: 5 }).items.join(), /"run":"r0399","repo":[^}]*"status":"stopped"/);
+    walk(runs, { limit: 50 });
+    walk(runs, { limit: 7, repo: 'acme/r3' });
+    runs.patch('local', 'r0010', { cost_usd: 1 });
+    assert.equal(missingTexts(db), 2, 'a write through the store stores the text again');
+  });
+
+  it('never returns the internal json column as part of a run row', () => {
+    assert.equal('json' in runs.get('local', 'r0001')!, false);
+    assert.equal('json' in runs.list({ limit: 1 })[0]!, false);
   });
 });
