@@ -152,7 +152,8 @@ export function createRunsStore(db: Db): RunsStore {
       const rows = listStatement(sql, true).all(...args) as unknown as Array<[string | null, number, string, string]>;
       const page = rows.slice(0, filter.limit);
       // A run changed by plain SQL has no text (control migration 3's trigger drops it): made from its columns.
-      const text = (source: string, run: string): string => JSON.stringify(runToJson(this.get(source, run)!));
+      const text = (source: string, run: string): string =>
+        JSON.stringify(runToJson(getStmt.get(source, run) as unknown as RunRow));
       const items = page.map(([json, , source, run]) => json ?? text(source, run));
       const last = page[page.length - 1];
       const more = rows.length > filter.limit && last !== undefined;
