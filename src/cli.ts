@@ -5,7 +5,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { exitLike, runLaunched } from './spawn/start.ts';
 import { watchLifeline } from './spawn/lifeline.ts';
-import { reexecClean } from './cli/reexec-clean.ts';
+import { reexecClean } from './cli/server-flags.ts';
 import { secretsIn, takeHandoff, type Handoff } from './spawn/secrets-handoff.ts';
 import { trustParentProbe } from './spawn/sandbox-mode.ts';
 import { terminalSafe } from './cli/terminal-text.ts';
@@ -153,15 +153,15 @@ async function main(argv: string[]): Promise<number> {
     printErr(`svc: unknown command "${name}"\n\n${help()}`);
     return 2;
   }
-  // Only here, in the process entry: the long-running servers and a run's launcher re-execute themselves once, without
-  // svc's secret values in their environment (src/cli/reexec-clean.ts).
+  // Only here, in the process entry: the long-running servers and a run's launcher re-execute themselves once, the
+  // Control Plane with its V8 flags, each without svc's secret values in its environment (src/cli/server-flags.ts).
   // What the parent handed over is taken first: a pipe does not survive the re-exec, so its secrets cross it in the
   // re-exec's file instead.
   const handed = takeHandoff(process.env);
   const helpAsked = tail.includes('--help') || tail.includes('-h');
   const serve = (name === 'control' || name === 'trigger') && tail[0] === 'serve';
   if (!helpAsked && (serve || (name === 'start' && !tail.includes('--worker')))) {
-    reexecClean({ handed: handed.secrets });
+    reexecClean({ serverFlags: name === 'control', handed: handed.secrets });
   }
   const env = inMemoryEnv(handed);
   try {

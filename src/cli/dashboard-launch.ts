@@ -2,6 +2,7 @@
 // Children are argv arrays (never a shell); the server is detached so it outlives this command.
 import { startChild } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets, handoffPipe, sendHandoff } from '../spawn/secrets-handoff.ts';
+import { SERVER_NODE_FLAGS } from './server-flags.ts';
 import { mkdirSync, openSync, closeSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { svcCliPath } from '../spawn/svc-paths.ts';
@@ -40,10 +41,10 @@ export async function startControlInBackground(env: NodeJS.ProcessEnv): Promise<
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const log = join(dir, 'server.log');
   const fd = openSync(log, 'a', 0o600);
-  // Its secrets (the control token, what runs use) travel in a pipe on its fd 3, never in its environment, so it has
-  // no reason to re-execute itself, which would need a handoff file.
+  // Its secrets (the control token, what runs use) travel in a pipe on its fd 3, never in its environment; with the
+  // server's V8 flags already given it has no reason to re-execute itself, which would need a handoff file.
   const pipe = handoffPipe(['ignore', fd, fd]);
-  const child = startChild([process.execPath, cliEntry(), 'control', 'serve'], {
+  const child = startChild([process.execPath, ...SERVER_NODE_FLAGS, cliEntry(), 'control', 'serve'], {
     kind: 'svc-worker', base: withoutSecrets(env), extra: pipe.extra, detached: true, stdio: pipe.stdio,
   });
   sendHandoff(child, { secrets: secretsIn(env), probe: null });

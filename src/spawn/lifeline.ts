@@ -1,7 +1,7 @@
 // The launched side of the old-Node launcher (start.ts runLaunched): this process must never outlive the launcher,
 // however the launcher ended (SIGKILL included, which it cannot forward). A pipe would say so at once, but svc servers
-// re-execute themselves (cli/reexec-clean.ts) and an exec closes every descriptor Node opened; the launcher's pid, kept
-// in the environment across the exec, still works: once this process's parent is no longer the launcher, it stops as if
+// re-execute themselves (server-flags.ts) and an exec closes every descriptor Node opened; the launcher's pid, kept in
+// the environment across the exec, still works: once this process's parent is no longer the launcher, it stops as if
 // sent SIGTERM.
 import { LAUNCHER_PID_VAR } from './env.ts';
 

@@ -1,0 +1,57 @@
+// Gives `svc control serve` the V8 flags the long-running server needs by replacing this process once (same pid) with
+// the same command plus the flags, so every launch path gets them: npm start, systemd, the container, bin/svc, the
+// dashboard's background start, a plain `node dist/cli.js control serve`. Must never run inside anything but the CLI.
+//
+// Why a re-exec: V8 sizes the young generation when the isolate is created, so v8.setFlagsFromString is too late, and
+// the default (semi-spaces up to 32 MB on a big machine) let RSS reach ~250 MB under list load against the 150 MB bar
+// of DESIGN §7; with --max-semi-space-size=8 it stays ~110–160 MB at no measurable cost in throughput (docs/bench.md).
+
+export const SERVER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=8'];
+
+import { secretsIn, withoutSecrets, writeHandoff, dropHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
+
+type Execve = (file: string, args: string[], env: NodeJS.ProcessEnv) => never;
+
+/** `--max_semi_space_size=8` and `--max-semi-space-size` name the same V8 flag. */
+function flagName(arg: string): string {
+  return arg.split('=', 1)[0]!.replace(/_/g, '-');
+}
+
+/** The flags not already given on the command line or in NODE_OPTIONS (an operator's own value wins). */
+export function missingServerFlags(execArgv: readonly string[], nodeOptions: string | undefined): string[] {
+  const given = new Set([...execArgv, ...(nodeOptions ?? '').split(/\s+/)].filter(Boolean).map(flagName));
+  return SERVER_NODE_FLAGS.filter((flag) => !given.has(flagName(flag)));
+}
+
+/**
+ * Replaces this process (same pid) with the same command when it needs the server flags or holds one of svc's secret
+ * values in its environment: the new image's environment has no secret (they travel in a 0600 handoff file that the
+ * new image reads and deletes first), so /proc/<pid>/environ of a long-lived svc no longer shows them (DESIGN §7a).
+ * `handed` are secrets this process already took from its parent's pipe; they go along in the same file.
+ * Returns when there is nothing to do, or exec is unavailable or refused: the caller then keeps the secrets in
+ * memory and deletes them from process.env, which is all a process can do about its own environ.
+ */
+export function reexecClean(opts: { serverFlags: boolean; handed?: Secrets }): void {
+  const execve = (process as unknown as { execve?: Execve }).execve;
+  const script = process.argv[1];
+  if (typeof execve !== 'function' || !script) return;
+  const missing = opts.serverFlags ? missingServerFlags(process.execArgv, process.env.NODE_OPTIONS) : [];
+  const inEnv = secretsIn(process.env);
+  const secrets = { ...inEnv, ...opts.handed };
+  if (missing.length === 0 && Object.keys(inEnv).length === 0) return;
+  let handoff: Record<string, string> = {};
+  try {
+    handoff = writeHandoff(secrets, process.env);
+  } catch {
+    // No writable ~/.svc: keep the secrets where they are rather than lose them (those from a pipe would be lost).
+    if (missing.length === 0 || Object.keys(opts.handed ?? {}).length > 0) return;
+  }
+  const env = Object.keys(handoff).length ? { ...withoutSecrets(process.env), ...handoff } : process.env;
+  try {
+    const argv = [process.execPath, ...process.execArgv, ...missing, script, ...process.argv.slice(2)];
+    execve.call(process, process.execPath, argv, env);
+  } catch {
+    // Exec refused (e.g. a sandbox): serving as we are beats not serving.
+    dropHandoff(handoff);
+  }
+}

@@ -1,0 +1,63 @@
+import { describe, it, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { missingServerFlags, SERVER_NODE_FLAGS } from '../../src/cli/server-flags.ts';
+
+const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
+
+describe('server V8 flags', () => {
+  const dirs: string[] = [];
+  const children: ChildProcess[] = [];
+  after(() => {
+    for (const c of children) c.kill('SIGKILL');
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
+
+  it('asks for the semi-space flag unless the command line or NODE_OPTIONS already sets it', () => {
+    assert.deepEqual(missingServerFlags([], undefined), [...SERVER_NODE_FLAGS]);
+    assert.deepEqual(missingServerFlags(['--max-semi-space-size=16'], undefined), []);
+    assert.deepEqual(missingServerFlags(['--max_semi_space_size=2'], undefined), []);
+    assert.deepEqual(missingServerFlags([], '--trace-warnings  --max-semi-space-size=4'), []);
+    assert.deepEqual(missingServerFlags(['--cpu-prof'], '--trace-warnings'), [...SERVER_NODE_FLAGS]);
+  });
+
+  /** Starts `svc control serve` and returns the argv of the process once it prints its URL (same pid throughout). */
+  function serveArgv(env: NodeJS.ProcessEnv): Promise<{ argv: string[]; child: ChildProcess }> {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-'));
+    dirs.push(dir);
+    const child = spawn(process.execPath, [CLI, 'control', 'serve', '--port', '0', '--db', join(dir, 'c.db')], {
+      env: { PATH: process.env.PATH, HOME: dir, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children.push(child);
+    return new Promise((resolve, reject) => {
+      let out = '';
+      let err = '';
+      child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+      child.once('exit', (code) => reject(new Error(`serve exited ${code}: ${err}`)));
+      child.stdout!.on('data', (d: Buffer) => {
+        out += d.toString();
+        if (!/http:\/\/\S+/.test(out)) return;
+        const argv = readFileSync(`/proc/${child.pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
+        child.removeAllListeners('exit');
+        child.kill('SIGTERM');
+        resolve({ argv, child });
+      });
+    });
+  }
+
+  it('serves with --max-semi-space-size=8 in its own process when started without it', { skip: process.platform !== 'linux' }, async () => {
+    const { argv } = await serveArgv({});
+    assert.ok(argv.includes('--max-semi-space-size=8'), argv.join(' '));
+    assert.ok(argv.includes(CLI) && argv.slice(-6).join(' ').startsWith('control serve'), argv.join(' '));
+  });
+
+  it('keeps an operator-chosen value from NODE_OPTIONS and does not re-exec', { skip: process.platform !== 'linux' }, async () => {
+    const { argv } = await serveArgv({ NODE_OPTIONS: '--max-semi-space-size=16' });
+    assert.ok(!argv.some((a) => a.startsWith('--max-semi-space-size')), argv.join(' '));
+  });
+});
