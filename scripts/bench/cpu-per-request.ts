@@ -10,8 +10,10 @@ function cpuUs(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) * 10_000;
 }
 
+/** Runs a load job and adds the server's CPU per measured request (the warm-up's share of the CPU left out). */
 export async function loadWithCpu(job: LoadJob, pid: number): Promise<LoadResult & { cpuUsPerRequest: number }> {
   const before = cpuUs(pid);
-  const result = await runLoadInWorker({ ...job, warmupMs: 0 });
-  return { ...result, cpuUsPerRequest: (cpuUs(pid) - before) / Math.max(1, result.requests) };
+  const result = await runLoadInWorker(job);
+  const measuredShare = job.durationMs / (job.warmupMs + job.durationMs);
+  return { ...result, cpuUsPerRequest: ((cpuUs(pid) - before) * measuredShare) / Math.max(1, result.requests) };
 }

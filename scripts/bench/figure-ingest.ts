@@ -6,7 +6,8 @@
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { startControl, rssMb, type ServerProcess } from './processes.ts';
-import { openSseInWorkers, runLoadInWorker } from './worker-client.ts';
+import { openSseInWorkers } from './worker-client.ts';
+import { loadWithCpu } from './cpu-per-request.ts';
 import { meetsBar } from './stats.ts';
 import type { BenchContext } from './context.ts';
 import type { Row } from './report.ts';
@@ -21,11 +22,13 @@ const TICK_MS = 200;
 export async function fanIn(ctx: BenchContext, control: ServerProcess, dbPath: string, prefix = ''): Promise<Row[]> {
   const session = await openSseInWorkers({ url: control.url, path: '/v1/stream', subscribers: SUBSCRIBERS }, 2);
   const before = countEvents(dbPath);
-  const load = await runLoadInWorker({
+  const load = await loadWithCpu({
     url: control.url, connections: RUNNERS, warmupMs: ctx.warmupMs, durationMs: ctx.durationMs * ctx.rounds,
     intervalMs: TICK_MS, expect: [200],
     request: { kind: 'ingest', batch: (EVENTS_PER_RUN_SECOND * TICK_MS) / 1000, perSecond: EVENTS_PER_RUN_SECOND, source: 'fanin' },
-  });
+  }, control.pid);
+  // Server CPU per accepted event (all its work: ingest and the fan-out to the subscribers), and what one core makes of it.
+  const cpuPerEvent = (load.cpuUsPerRequest * load.requests) / Math.max(1, load.unitsPerSecond * load.seconds);
   const stored = countEvents(dbPath) - before;
   const sse = await session.finish(stored, 5_000);
   const lost = stored * session.connected - sse.delivered;
@@ -40,7 +43,8 @@ export async function fanIn(ctx: BenchContext, control: ServerProcess, dbPath: s
       p99Ms: load.latencyMs.p99, maxMs: load.latencyMs.max, bar: '≥ 40,000 events/s, ingest p99 ≤ 250 ms',
       pass: load.unexpected === 0 && meetsBar(load.unitsPerSecond, { kind: 'min', value: 40_000 })
         && meetsBar(load.latencyMs.p99, { kind: 'max', value: 250 }),
-      note: `${load.requests} batches measured; server RSS afterwards ${rssMb(control.pid).toFixed(0)} MB`,
+      note: `${load.requests} batches measured; server CPU ${cpuPerEvent.toFixed(1)} µs per event (one core: ` +
+        `${Math.round(1e6 / cpuPerEvent).toLocaleString('en-US')} events/s); server RSS afterwards ${rssMb(control.pid).toFixed(0)} MB`,
     },
     {
       figure: `${label}: SSE lag (runner send → subscriber)`, value: sse.p99, unit: 'ms p99', p50Ms: sse.p50,

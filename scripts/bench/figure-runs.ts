@@ -24,10 +24,11 @@ const FLOOR_BAR = '≥ 0.80× its floor, p99 ≤ 15 ms';
 const FLOOR_SERVER = fileURLToPath(new URL('./runs-floor-server.ts', import.meta.url));
 
 /** The primary list load against the floor: a bare server making the same page plainly over the same (pristine) DB. */
-async function floorRow(ctx: BenchContext, url: string, rows: number): Promise<Row> {
+async function floorRow(ctx: BenchContext, url: string, pid: number, rows: number): Promise<Row> {
   const floor = await startServer([FLOOR_SERVER, ensureRunsDb(ctx.outDir, rows, ctx.log)], ctx.env);
   try {
-    const c = await compareWithFloor(ctx, loadJob(ctx, url, UNIQUE_PAGE, GET_CONNECTIONS), floor.url);
+    const c = await compareWithFloor(ctx, loadJob(ctx, url, UNIQUE_PAGE, GET_CONNECTIONS), floor.url,
+      { target: pid, floor: floor.pid });
     ctx.log(describe(`GET /v1/runs?limit=50 (${rows} runs) vs its floor`, c));
     const label = `GET /v1/runs?limit=50 (${rows.toLocaleString('en-US')} runs), every request a different page, ` +
       'vs SELECT + JSON.stringify in bare node:http';
@@ -85,7 +86,7 @@ export async function measureRunsFigures(ctx: BenchContext): Promise<Row[]> {
 
     // The primary list row (DESIGN §7): what producing a page costs against the floor of that work, and against the
     // hello-world ceiling.
-    rows.push(await floorRow(ctx, control.url, ctx.options.runs));
+    rows.push(await floorRow(ctx, control.url, control.pid, ctx.options.runs));
     rows.push(await uncachedRow(ctx, control.url, ctx.options.runs));
 
     const plainPage = await compareWithCeiling(ctx, loadJob(ctx, ctx.ceiling.url, { kind: 'get', path: '/page' }, GET_CONNECTIONS));

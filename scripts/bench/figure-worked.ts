@@ -39,7 +39,8 @@ export async function measureWorkedIn(ctx: BenchContext): Promise<Row[]> {
     // 3. Measure on the worked-in process; the floor reads the same DB file.
     const floor = await startServer([FLOOR_SERVER, dbPath], ctx.env);
     try {
-      const list = await compareWithFloor(ctx, loadJob(ctx, control.url, { ...unique, base: MAX_TIME_MS - 1e12 }, GET_CONNECTIONS), floor.url);
+      const list = await compareWithFloor(ctx, loadJob(ctx, control.url, { ...unique, base: MAX_TIME_MS - 1e12 }, GET_CONNECTIONS), floor.url,
+        { target: control.pid, floor: floor.pid });
       ctx.log(describe('worked-in GET /v1/runs vs its floor', list));
       rows.push(comparisonRow(`${worked}: GET /v1/runs?limit=50 vs SELECT + JSON.stringify in bare node:http`, list,
         '≥ 0.80× its floor, p99 ≤ 15 ms', meetsBar(list.ratio, { kind: 'min', value: 0.8 }) && meetsBar(list.p99Ms, { kind: 'max', value: 15 }),
