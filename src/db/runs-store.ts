@@ -68,7 +68,7 @@ function updateClause(c: Column): string {
 
 /** Every column of a RunRow: the stored JSON text (control migration 3) is the page's business only. */
 const ROW_COLUMNS = ['source', 'run', ...COLUMNS].join(', ');
-/** A write returns the row as it now stands, and json = NULL until its text is stored (a crash leaves no stale text). */
+/** A patch returns the row as it now stands, and json = NULL until its text is stored (a crash leaves no stale one). */
 const RETURNING = `, json = NULL WHERE source = ? AND run = ? RETURNING rowid AS rowid_, ${ROW_COLUMNS}`;
 type Written = RunRow & { rowid_: number };
 
