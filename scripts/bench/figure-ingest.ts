@@ -50,7 +50,8 @@ export async function fanIn(ctx: BenchContext, control: ServerProcess, dbPath: s
       figure: `${label}: SSE lag (runner send → subscriber)`, value: sse.p99, unit: 'ms p99', p50Ms: sse.p50,
       p99Ms: sse.p99, maxMs: sse.max, bar: 'p99 ≤ 1 s, 0 lost',
       pass: session.failed === 0 && lost === 0 && meetsBar(sse.p99, { kind: 'max', value: 1000 }),
-      note: `${stored} events stored × ${session.connected} subscribers: ${lost} not delivered within 5 s`,
+      note: `${stored} events stored × ${session.connected} subscribers: ${lost} not delivered within 5 s; ` +
+        `${sse.reconnects} streams cut off for lagging and resumed with Last-Event-ID`,
     },
   ];
 }
