@@ -69,7 +69,7 @@ function updateClause(c: Column): string {
 /** Every column of a RunRow: the stored JSON text (control migration 3) is the page's business only. */
 const ROW_COLUMNS = ['source', 'run', ...COLUMNS].join(', ');
 /** A patch returns the row as it now stands, and json = NULL until its text is stored (a crash leaves no stale one). */
-const RETURNING = `, json = NULL WHERE source = ? AND run = ? RETURNING rowid AS rowid_, ${ROW_COLUMNS}`;
+const PATCH_TAIL = `, json = NULL WHERE source = ? AND run = ? RETURNING rowid AS rowid_, ${ROW_COLUMNS}`;
 type Written = RunRow & { rowid_: number };
 
 export function createRunsStore(db: Db): RunsStore {
@@ -122,7 +122,7 @@ export function createRunsStore(db: Db): RunsStore {
     let stmt = patchCache.get(sig);
     if (!stmt) {
       const sets = keys.map((k) => `${k} = ?`).join(', ');
-      stmt = db.prepare(`UPDATE runs SET ${sets}${RETURNING}`);
+      stmt = db.prepare(`UPDATE runs SET ${sets}${PATCH_TAIL}`);
       patchCache.set(sig, stmt);
     }
     return write(stmt, [...keys.map((k) => (fields as Record<string, SQLInputValue>)[k]!), source, run]);
