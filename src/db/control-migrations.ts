@@ -173,7 +173,7 @@ export const controlMigrations: readonly Migration[] = [
   ) STRICT;
   `,
   // 6: no background backfill of run JSON texts any more: a list page writes the texts its runs lack before it is
-  // read (src/db/runs-page-query.ts), so the partial index that found them for the backfill only cost every write.
+  // read (then src/db/runs-page-query.ts), so the partial index that found them for the backfill only cost every write.
   `
   DROP INDEX runs_json_missing;
   `,
