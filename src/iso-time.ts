@@ -1,7 +1,8 @@
 // The one way svc writes a time: ISO 8601 in UTC with milliseconds (DESIGN §3), as Date#toISOString does.
-// (db/run-json-text.ts fastIso writes the same bytes faster for the runs list; a test holds the two equal.)
 
 /** A time in epoch milliseconds as ISO text; null stays null. */
+export function iso(ms: number): string;
+export function iso(ms: number | null): string | null;
 export function iso(ms: number | null): string | null {
   return ms === null ? null : new Date(ms).toISOString();
 }

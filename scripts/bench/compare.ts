@@ -1,6 +1,7 @@
 // Measures a target against the ceiling in alternating rounds (ceiling, target, ceiling, target, …) and
 // keeps the medians, so a neighbour's burst of CPU use hits both sides instead of one.
 import { runLoadInWorker } from './worker-client.ts';
+import { loadWithCpu } from './cpu-per-request.ts';
 import type { LoadJob, LoadResult } from './load.ts';
 import type { BenchContext } from './context.ts';
 import { median, ratio } from './stats.ts';
@@ -17,6 +18,8 @@ export interface Comparison {
   maxMs: number;
   /** Each round's target / the ceiling round just before it, in order (shows the spread the median hides). */
   ratios: number[];
+  /** Median server CPU per request (µs) of the target and of the floor, when their pids were given. */
+  cpuUs?: { target: number; floor: number };
 }
 
 export function loadJob(ctx: BenchContext, url: string, request: LoadJob['request'], connections: number, expect = [200]): LoadJob {
@@ -45,20 +48,31 @@ export async function compareWithCeiling(ctx: BenchContext, target: LoadJob): Pr
  * Measures a target against the floor of its own work (DESIGN §7: a bare server doing only what the request needs,
  * e.g. the same page SQL): alternating rounds as with the ceiling, the floor answering the same requests.
  */
-export async function compareWithFloor(ctx: BenchContext, target: LoadJob, floorUrl: string): Promise<Comparison> {
+export async function compareWithFloor(
+  ctx: BenchContext, target: LoadJob, floorUrl: string, pids?: { target: number; floor: number },
+): Promise<Comparison> {
   const floors: number[] = [];
   const results: LoadResult[] = [];
+  const cpu = { target: [] as number[], floor: [] as number[] };
   const floorJob: LoadJob = { ...target, url: floorUrl };
   for (let i = 0; i < ctx.rounds; i++) {
-    floors.push((await runLoadInWorker(floorJob)).rps);
-    results.push(await runLoadInWorker(target));
+    const run = (job: LoadJob, pid: number | undefined) => (pid ? loadWithCpu(job, pid) : runLoadInWorker(job));
+    const floor = await run(floorJob, pids?.floor);
+    floors.push(floor.rps);
+    const result = await run(target, pids?.target);
+    results.push(result);
+    if ('cpuUsPerRequest' in floor && 'cpuUsPerRequest' in result) {
+      cpu.floor.push(floor.cpuUsPerRequest as number);
+      cpu.target.push(result.cpuUsPerRequest as number);
+    }
   }
   const rps = median(results.map((r) => r.rps));
   const floorRps = median(floors);
   const middle = results.slice().sort((a, b) => a.rps - b.rps)[Math.floor(results.length / 2)] as LoadResult;
   return { ceilingRps: floorRps, target: middle, rps, ratio: ratio(rps, floorRps),
     p50Ms: median(results.map((r) => r.latencyMs.p50)), p99Ms: median(results.map((r) => r.latencyMs.p99)),
-    maxMs: Math.max(...results.map((r) => r.latencyMs.max)), ratios: results.map((r, i) => ratio(r.rps, floors[i]!)) };
+    maxMs: Math.max(...results.map((r) => r.latencyMs.max)), ratios: results.map((r, i) => ratio(r.rps, floors[i]!)),
+    ...(pids ? { cpuUs: { target: median(cpu.target), floor: median(cpu.floor) } } : {}) };
 }
 
 /** One line for the log: what was measured and any non-2xx answers (a failing figure should explain itself). */
@@ -70,7 +84,8 @@ export function describe(label: string, c: Comparison): string {
 
 /** A table row for a comparison: value, p50/p99/max, ceiling, ratio, and every round's ratio in the notes. */
 export function comparisonRow(figure: string, c: Comparison, bar: string, pass: boolean | null, note = ''): Row {
-  const rounds = `rounds (target/ceiling): ${c.ratios.map((r) => `${r.toFixed(3)}×`).join(', ')}`;
+  const cpu = c.cpuUs ? `server CPU per request ${c.cpuUs.target.toFixed(0)} µs, floor ${c.cpuUs.floor.toFixed(0)} µs; ` : '';
+  const rounds = `${cpu}rounds (target/ceiling): ${c.ratios.map((r) => `${r.toFixed(3)}×`).join(', ')}`;
   return {
     figure, value: c.rps, unit: 'req/s', p50Ms: c.p50Ms, p99Ms: c.p99Ms, maxMs: c.maxMs, ceiling: c.ceilingRps, ratio: c.ratio, bar,
     pass: pass === null ? null : c.target.unexpected === 0 && pass, note: note ? `${note}; ${rounds}` : rounds,

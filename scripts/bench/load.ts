@@ -10,6 +10,8 @@ export interface LoadJob {
   connections: number;
   warmupMs: number;
   durationMs: number;
+  /** Each connection sends at most once per this many ms, as a runner's ship loop ticks (0 = as soon as answered). */
+  intervalMs?: number;
   /** Stop early once this many measured requests completed (0 = no cap). */
   maxRequests?: number;
   request: RequestKind;
@@ -60,7 +62,12 @@ export async function runLoad(job: LoadJob): Promise<LoadResult> {
   async function loop(index: number): Promise<void> {
     const conn = connections[index];
     if (!conn) return;
+    let sentAt = 0;
     while (!done) {
+      const wait = sentAt + (job.intervalMs ?? 0) - performance.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      if (done) break;
+      sentAt = performance.now();
       const next = make(index);
       const bytes = bytesOf(next.spec);
       const t0 = performance.now();

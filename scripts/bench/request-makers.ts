@@ -2,12 +2,14 @@
 // boundary). Bodies that must not be deduplicated (ingest seqs, webhooks, jobs) are unique per request.
 import { createHmac } from 'node:crypto';
 import type { RequestSpec } from './raw-client.ts';
+import { epochMs } from './sse-subscribers.ts';
 
 export type RequestKind =
   | { kind: 'get'; path: string; headers?: Record<string, string> }
   /** A GET whose path differs on every request: `@@N@@` becomes base − n (n = 1, 2, …), e.g. to defeat a response cache. */
   | { kind: 'get-unique'; path: string; base: number }
-  | { kind: 'ingest'; batch: number; source: string; token?: string }
+  /** `perSecond`: each connection's batch is the events its run wrote since its last one (at 500 at most), as a shipper. */
+  | { kind: 'ingest'; batch: number; source: string; token?: string; perSecond?: number }
   | { kind: 'jobs'; token: string }
   | { kind: 'trackerb'; secret: string; template: unknown }
   /** Source-host `issues` deliveries to POST /webhook, signed X-Hub-Signature-256, each a new issue and delivery id. */
@@ -29,20 +31,30 @@ function bearer(token: string | undefined): Record<string, string> {
   return token ? { authorization: `Bearer ${token}` } : {};
 }
 
-/** One run per connection; seqs keep rising so every event is new (ingest is idempotent on source,run,seq). */
-function ingestMaker(batch: number, source: string, token: string | undefined): RequestMaker {
+/**
+ * One run per connection, shipped as a runner's shipper ships it (its Run JSON and its next events); seqs keep rising
+ * so every event is new (ingest is idempotent on source,run,seq). Each event carries its send time for SSE lag.
+ */
+function ingestMaker(fixed: number, source: string, token: string | undefined, perSecond = 0): RequestMaker {
   const stamp = Date.now().toString(36);
   const seqs = new Map<number, number>();
+  const lastAt = new Map<number, number>();
   const text = 'bench output line: compiling module, running checks, writing artifacts';
   return (connection) => {
     const run = `rbench${stamp}c${connection}`;
     const first = seqs.get(connection) ?? 0;
+    const at = performance.now();
+    const last = lastAt.get(connection);
+    lastAt.set(connection, at);
+    const due = last === undefined ? fixed : Math.round((perSecond * (at - last)) / 1000);
+    const batch = perSecond ? Math.max(1, Math.min(500, due)) : fixed;
     seqs.set(connection, first + batch);
     const now = Date.now();
     const ts = new Date(now).toISOString();
+    const sent = epochMs();
     const events = [];
     for (let i = 0; i < batch; i++) {
-      events.push({ run, seq: first + i + 1, ts, kind: 'log', data: { stream: 'stdout', text: `${text} #${first + i + 1}` } });
+      events.push({ run, seq: first + i + 1, ts, kind: 'log', data: { stream: 'stdout', text: `${text} #${first + i + 1}`, bench_t: sent } });
     }
     const runJson = {
       run, repo: 'bench/ingest', group_id: run, status: 'running', verdict: null, brief: 'ingest bench', origin: 'bench',
@@ -145,7 +157,7 @@ export function createRequestMaker(kind: RequestKind): RequestMaker {
       return () => ({ spec: { method: 'GET', path: `${before}${kind.base - ++n}${after}`, headers: {} }, units: 1 });
     }
     case 'ingest':
-      return ingestMaker(kind.batch, kind.source, kind.token);
+      return ingestMaker(kind.batch, kind.source, kind.token, kind.perSecond);
     case 'jobs':
       return jobsMaker(kind.token);
     case 'trackerb':

@@ -6,8 +6,9 @@ import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { openDatabase } from '../../src/db/open.ts';
 import { controlMigrations } from '../../src/db/control-migrations.ts';
-import { PUBLIC_RUN_COLUMNS } from '../../src/db/run-types.ts';
-import { runTupleJson } from '../../src/db/run-json-text.ts';
+import { RUN_JSON_FIELDS } from '../../src/run-json.ts';
+import { runToJson } from '../../src/db/run-row-json.ts';
+import type { RunRow } from '../../src/db/run-types.ts';
 
 const DAY = 86_400_000;
 const BASE32 = '0123456789abcdefghjkmnpqrstvwxyz';
@@ -79,9 +80,10 @@ function generate(path: string, rows: number, now: number): void {
   try {
     const random = createRandom(rows);
     const indexes = db.prepare("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs' AND sql IS NOT NULL").all() as Array<{ name: string; sql: string }>;
-    // Public columns in Run JSON order, then repo_path and the stored Run JSON text (control migration 3).
-    const insert = db.prepare(`INSERT INTO runs (${PUBLIC_RUN_COLUMNS.join(', ')}, repo_path, json)
-      VALUES (${PUBLIC_RUN_COLUMNS.map(() => '?').join(', ')}, ?, ?)`);
+    // Public columns in Run JSON order (the columns are named after the fields), repo_path, and the Run JSON text the
+    // runs store writes with every row.
+    const insert = db.prepare(`INSERT INTO runs (${RUN_JSON_FIELDS.join(', ')}, repo_path, json)
+      VALUES (${RUN_JSON_FIELDS.map(() => '?').join(', ')}, ?, ?)`);
     const lastGroupByRepo = new Map<string, string>();
     const start = now - 90 * DAY;
     const step = (90 * DAY) / rows;
@@ -116,7 +118,8 @@ function generate(path: string, rows: number, now: number): void {
         tokensIn, tokensIn === null ? null : Math.floor(tokensIn / 8), terminal ? (status === 'succeeded' ? 0 : 1) : null,
         status === 'failed' ? 'check "test" failed (exit 1)' : null,
       ];
-      insert.run(...tuple, `/srv/repos/${repo}`, runTupleJson(tuple));
+      const row = Object.fromEntries(RUN_JSON_FIELDS.map((f, k) => [f, tuple[k]])) as unknown as RunRow;
+      insert.run(...tuple, `/srv/repos/${repo}`, JSON.stringify(runToJson(row)));
     }
     for (const index of indexes) db.exec(index.sql);
     db.exec('COMMIT');

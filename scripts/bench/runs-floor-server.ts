@@ -1,11 +1,10 @@
-// The floor for the runs list (DESIGN §7): a bare node:http server that answers `GET /v1/runs?limit=&until=` with the
-// very page SQL the Control Plane runs (src/db/runs-page-query.ts, one statement, the stored Run JSON texts joined
-// inside SQLite) over a copy of the same database, and writes the bytes. No router, guards, cache or envelope: what is
-// left is the work a page needs, so the Control Plane's ratio to it shows what everything else costs.
+// The floor for the runs list (DESIGN §7): the plainest correct implementation of `GET /v1/runs?limit=&until=` in a
+// bare node:http + node:sqlite server — the page SELECT of plain columns (one row past the page for the cursor), each
+// row's times as ISO text, and JSON.stringify of the page. No router, guards, cache or envelope, and nothing of svc's
+// own code: the Control Plane's ratio to it shows what its router, guards and audit cost.
 // `node runs-floor-server.ts <db>`; prints its URL on stdout once listening.
 import { createServer } from 'node:http';
 import { DatabaseSync } from 'node:sqlite';
-import { createRunsPageQuery } from '../../src/db/runs-page-query.ts';
 
 const dbPath = process.argv[2];
 if (!dbPath) {
@@ -13,25 +12,27 @@ if (!dbPath) {
   process.exit(2);
 }
 const db = new DatabaseSync(dbPath, { readOnly: true });
-const readPage = createRunsPageQuery(db);
+const COLUMNS = 'source, run, repo, group_id, status, verdict, brief, origin, provider, branch, pr_url, question, ' +
+  'started_at, ended_at, updated_at, cost_usd, tokens_in, tokens_out, exit_code, error';
+const ORDER = 'ORDER BY started_at DESC, source DESC, run DESC LIMIT ?';
+const all = db.prepare(`SELECT ${COLUMNS} FROM runs ${ORDER}`);
+const until = db.prepare(`SELECT ${COLUMNS} FROM runs WHERE started_at < ? ${ORDER}`);
+const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 const headers = { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' };
 
-function cursorOf(key: { started_at: number; source: string; run: string } | null): string {
-  return key ? JSON.stringify(Buffer.from(JSON.stringify([key.started_at, key.source, key.run])).toString('base64url'))
-    : 'null';
-}
+type Row = Record<string, unknown> & { started_at: number; ended_at: number | null; updated_at: number };
 
 const server = createServer({ keepAliveTimeout: 5_000 }, (req, res) => {
   const url = new URL(req.url ?? '/', 'http://floor');
   const limit = Number(url.searchParams.get('limit') ?? 50);
-  const until = url.searchParams.get('until');
-  const body = readPage({ limit, ...(until ? { until: Number(until) } : {}) },
-    (next) => ({ open: '{"items":[', close: `],"next_cursor":${cursorOf(next)}}` }));
-  if (!body) {
-    res.writeHead(500, headers).end('{"error":"a run on this page has no stored text"}');
-    return;
-  }
-  res.writeHead(200, { ...headers, 'content-length': String(body.byteLength) });
+  const before = url.searchParams.get('until');
+  const rows = (before === null ? all.all(limit + 1) : until.all(Number(before), limit + 1)) as Row[];
+  const items = rows.slice(0, limit).map((r) =>
+    ({ ...r, started_at: iso(r.started_at), ended_at: iso(r.ended_at), updated_at: iso(r.updated_at) }));
+  const last = rows.length > limit ? rows[limit - 1]! : null;
+  const next = last ? Buffer.from(JSON.stringify([last.started_at, last.source, last.run])).toString('base64url') : null;
+  const body = JSON.stringify({ items, next_cursor: next });
+  res.writeHead(200, { ...headers, 'content-length': String(Buffer.byteLength(body)) });
   res.end(body);
 });
 

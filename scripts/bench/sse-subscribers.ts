@@ -15,6 +15,8 @@ export interface SseResult {
   connected: number;
   failed: number;
   delivered: number;
+  /** Streams the server cut off for lagging, opened again with Last-Event-ID. */
+  reconnects: number;
   p50: number;
   p99: number;
   max: number;
@@ -76,16 +78,33 @@ export async function openSubscribers(job: SseJob): Promise<Subscribers> {
     }
   }
 
-  function subscribe(): Promise<boolean> {
+  let finished = false;
+  let reconnects = 0;
+  const ID = Buffer.from('id: ');
+
+  /**
+   * One subscriber. A stream the server cut off for lagging (its reader fell 4 MB behind) is opened again with
+   * Last-Event-ID, as EventSource does, so only an event never delivered even then counts as lost.
+   */
+  function subscribe(lastId = ''): Promise<boolean> {
     return new Promise((resolve) => {
       const socket = connect(Number(target.port), target.hostname);
       socket.setNoDelay(true);
       sockets.push(socket);
       let headerDone = false;
       let carry: Buffer | undefined;
+      let last = lastId;
       socket.on('error', () => resolve(false));
-      socket.on('close', () => resolve(false));
-      socket.on('connect', () => socket.write(request));
+      socket.on('close', () => {
+        resolve(false);
+        if (headerDone && !finished) {
+          reconnects += 1;
+          void subscribe(last);
+        }
+      });
+      socket.on('connect', () => socket.write(lastId
+        ? Buffer.concat([request.subarray(0, request.length - 2), Buffer.from(`last-event-id: ${lastId}\r\n\r\n`)])
+        : request));
       socket.on('data', (data: Buffer) => {
         const now = epochMs();
         let buf = carry ? Buffer.concat([carry, data]) : data;
@@ -105,13 +124,15 @@ export async function openSubscribers(job: SseJob): Promise<Subscribers> {
           buf = buf.subarray(end + 4);
         }
         // Only scan whole events; a TCP segment may end in the middle of a number.
-        const last = buf.lastIndexOf('\n\n');
-        if (last < 0) {
+        const whole = buf.lastIndexOf('\n\n');
+        if (whole < 0) {
           carry = buf;
           return;
         }
-        scan(buf.subarray(0, last), now);
-        carry = last + 2 < buf.length ? Buffer.from(buf.subarray(last + 2)) : undefined;
+        scan(buf.subarray(0, whole), now);
+        const id = buf.lastIndexOf(ID, whole);
+        if (id >= 0) last = buf.toString('latin1', id + ID.length, buf.indexOf(10, id));
+        carry = whole + 2 < buf.length ? Buffer.from(buf.subarray(whole + 2)) : undefined;
       });
     });
   }
@@ -131,11 +152,13 @@ export async function openSubscribers(job: SseJob): Promise<Subscribers> {
     async finish(total, graceMs) {
       const deadline = Date.now() + graceMs;
       while (histogram.count < total && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      finished = true;
       for (const s of sockets) s.destroy();
       return {
         connected,
         failed: results.length - connected,
         delivered: histogram.count,
+        reconnects,
         p50: histogram.percentile(50),
         p99: histogram.percentile(99),
         max: histogram.max(),

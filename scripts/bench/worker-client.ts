@@ -83,6 +83,7 @@ export async function openSseInWorkers(job: SseJob, processes: number): Promise<
         connected,
         failed,
         delivered: merged.count,
+        reconnects: results.reduce((n, r) => n + r.reconnects, 0),
         p50: merged.percentile(50),
         p99: merged.percentile(99),
         max: merged.max(),

@@ -4,6 +4,7 @@
 import type { AuditInput, AuditStore } from '../db/audit-store.ts';
 import type { Logger } from '../log.ts';
 import { errorMessage } from '../errors.ts';
+import { iso } from '../iso-time.ts';
 
 /** How long repeats of one refusal are counted before their row is written. */
 export const REFUSAL_WINDOW_MS = 60_000;
@@ -58,8 +59,8 @@ export function createRefusalTally(
         ...detail,
         count: t.repeats,
         repeated: true,
-        first_at: new Date(t.firstRepeatAt).toISOString(),
-        last_at: new Date(t.lastRepeatAt).toISOString(),
+        first_at: iso(t.firstRepeatAt),
+        last_at: iso(t.lastRepeatAt),
         window_ms: windowMs,
       },
     });

@@ -7,6 +7,7 @@ import { readEffectiveConfig } from './config-schema.ts';
 import { transaction } from '../db/open.ts';
 import { DEFAULT_AUDIT_RETENTION_DAYS } from './settings.ts';
 import { errorMessage } from '../errors.ts';
+import { iso } from '../iso-time.ts';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 /** Rows per transaction: a sweep of a large backlog never holds the write lock for long. */
@@ -34,7 +35,7 @@ export function pruneExpiredRuns(deps: ControlDeps, now = deps.clock()): number 
       action: 'runs.prune',
       target: null,
       outcome: 'ok',
-      detail: { deleted, retention_days: days, ended_before: new Date(before).toISOString() },
+      detail: { deleted, retention_days: days, ended_before: iso(before) },
     });
     deps.log.info('retention sweep', { deleted, retention_days: days });
   }

@@ -3,6 +3,7 @@ import type { StatementSync } from 'node:sqlite';
 import type { Db } from './open.ts';
 import { GENESIS_HASH, entryHash, type HashedEntry } from './audit-hash.ts';
 import { LIMIT_PARAM } from './limit-param.ts';
+import { iso } from '../iso-time.ts';
 
 export interface AuditInput {
   actor: string;
@@ -136,7 +137,7 @@ export function createAuditStore(db: Db, clock: () => number = Date.now): AuditS
             actor: 'system', peer: '', action: PRUNE_ACTION, target: null, outcome: 'ok',
             detail: {
               deleted, pruned_through_id: through.id, pruned_through_hash: through.hash,
-              before: new Date(before).toISOString(),
+              before: iso(before),
             },
           });
           deleteThrough.run(through.id);

@@ -135,8 +135,8 @@ export const controlMigrations: readonly Migration[] = [
   CREATE UNIQUE INDEX notifications_by_job ON notifications (job_id, channel) WHERE job_id IS NOT NULL;
   `,
   // 3: each run's Run JSON text, kept with the row so GET /v1/runs concatenates one cell per run inside SQLite instead
-  // of turning 20 cells per run into JS values (src/db/runs-store.ts). NULL means "not written yet": the list then
-  // builds that page from the columns, and a background backfill fills it. Any UPDATE that names a public column
+  // of turning 20 cells per run into JS values (src/db/runs-store.ts). NULL means "not written yet": a page then makes
+  // that run's text from its columns. Any UPDATE that names a public column
   // (including plain SQL that bypasses the store, from any connection) drops the text, so it can never be stale.
   `
   ALTER TABLE runs ADD COLUMN json TEXT;
@@ -173,7 +173,7 @@ export const controlMigrations: readonly Migration[] = [
   ) STRICT;
   `,
   // 6: no background backfill of run JSON texts any more: a list page writes the texts its runs lack before it is
-  // read (src/db/runs-page-query.ts), so the partial index that found them for the backfill only cost every write.
+  // read (then src/db/runs-page-query.ts), so the partial index that found them for the backfill only cost every write.
   `
   DROP INDEX runs_json_missing;
   `,

@@ -9,8 +9,7 @@ const ACTIVE: ReadonlySet<string> = new Set(ACTIVE_STATUSES);
 
 export type RunDelete = (source: string, run: string) => DeleteOutcome;
 
-/** `beforeWrite` runs before anything is deleted (the runs change stamp). */
-export function createRunDelete(db: Db, beforeWrite: () => void): RunDelete {
+export function createRunDelete(db: Db): RunDelete {
   const statusStmt = db.prepare('SELECT status FROM runs WHERE source = ? AND run = ?');
   // A start request_id whose run is gone may be used again (POST /v1/start answers a new run for it), so its
   // start request goes with it.
@@ -21,7 +20,6 @@ export function createRunDelete(db: Db, beforeWrite: () => void): RunDelete {
       const row = statusStmt.get(source, run) as { status: string } | undefined;
       if (!row) return 'not_found';
       if (ACTIVE.has(row.status)) return 'active';
-      beforeWrite();
       for (const stmt of cascade) stmt.run(source, run);
       return 'deleted';
     });

@@ -1,5 +1,4 @@
 // A runs row as Run JSON (DESIGN §3): the one place a stored row becomes the wire's object, times as ISO strings.
-// run-json-text.ts writes the same bytes without building the object; a test holds the two equal.
 import type { RunJson } from '../run-json.ts';
 import type { RunRow } from './run-types.ts';
 
@@ -20,9 +19,9 @@ export function runToJson(row: RunRow): RunJson {
     branch: row.branch,
     pr_url: row.pr_url,
     question: row.question,
-    started_at: iso(row.started_at)!,
+    started_at: iso(row.started_at),
     ended_at: iso(row.ended_at),
-    updated_at: iso(row.updated_at)!,
+    updated_at: iso(row.updated_at),
     cost_usd: row.cost_usd,
     tokens_in: row.tokens_in,
     tokens_out: row.tokens_out,

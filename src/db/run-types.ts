@@ -1,6 +1,6 @@
-// The runs table's row, filter and key types, apart from the store so the list's query, its WHERE builder and its
-// JSON text writer can share them without importing the store (no circles, DESIGN §8).
-import { RUN_JSON_FIELDS, type RunJson, type RunStatus, type Verdict } from '../run-json.ts';
+// The runs table's row, filter and key types, apart from the store so its WHERE builder and delete can share them
+// without importing the store (no circles, DESIGN §8).
+import type { RunJson, RunStatus, Verdict } from '../run-json.ts';
 
 /** A runs row: the Run JSON fields with times as unix ms, plus the internal columns that never leave the server. */
 export interface RunRow extends Omit<RunJson, 'started_at' | 'ended_at' | 'updated_at'> {
@@ -39,15 +39,4 @@ export interface RunFilter {
   limit: number;
 }
 
-/**
- * The Run JSON columns in Run JSON key order (DESIGN §3): everything but repo_path, pid and extra. Columns are named
- * after the fields.
- */
-export const PUBLIC_RUN_COLUMNS = RUN_JSON_FIELDS;
-/** One row of PUBLIC_RUN_COLUMNS, positionally (node:sqlite's array rows: no object per row). */
-export type PublicRunTuple = readonly unknown[];
-
 export type DeleteOutcome = 'deleted' | 'not_found' | 'active';
-
-/** What goes around a page's joined Run JSON texts, given the key of its last run when another page follows. */
-export type PageFrame = (next: RunKey | null) => { open: string; close: string };

@@ -1,7 +1,6 @@
 // Runs table: upsert, patch, keyset-paged list and the small counts. Times are unix ms; the wire format lives in
-// run-row-json.ts. The store's other jobs live beside it and are composed here: a list page's bytes
-// (runs-page-query.ts), the change stamp the page cache trusts (runs-change-stamp.ts), the cascading delete
-// (run-delete.ts).
+// run-row-json.ts, and every write stores the run's Run JSON text with its row, so a list page reads one cell per run
+// (docs/bench.md: without it the list's p99 bar fails). The cascading delete lives beside it (run-delete.ts).
 //
 // Methods other code relies on:
 //   get(source, run)            → RunRow | undefined
@@ -12,8 +11,7 @@
 //   setStatus(source, run, status, at, extra?) → patch sugar that also stamps updated_at
 //   list(filter)                → newest first by (started_at, source, run), keyset after `filter.after`, at most
 //                                 `filter.limit` rows
-//   pageJson(filter, frame)     → the whole list page body as one cell (runs-page-query.ts)
-//   changeStamp()               → changes whenever the runs table may have changed; null inside an open transaction
+//   page(filter)                → the same runs as Run JSON texts, and the last one's key when another page follows
 //   count()                     → number of runs
 //   countActive(source)         → runs of that source that are queued, running, blocked or stopping
 //   listEnded(before, limit)    → oldest terminal runs that ended before `before` (retention), as {source, run}
@@ -22,18 +20,13 @@
 //                                 artifacts, control and start requests
 import type { SQLInputValue, StatementSync } from 'node:sqlite';
 import type { Db } from './open.ts';
-import { inTransaction } from './tx.ts';
 import { ACTIVE_STATUSES, TERMINAL_STATUSES, type RunStatus } from '../run-json.ts';
-import { runTupleJson } from './run-json-text.ts';
-import {
-  PUBLIC_RUN_COLUMNS, type DeleteOutcome, type PageFrame, type RunFilter, type RunInput, type RunPatch, type RunRow,
-} from './run-types.ts';
+import { inTransaction } from './tx.ts';
+import { runToJson } from './run-row-json.ts';
+import type { DeleteOutcome, RunFilter, RunInput, RunKey, RunPatch, RunRow } from './run-types.ts';
 
 // The types of the store's own interface, for its callers (their home is run-types.ts).
-export type { DeleteOutcome, PageFrame, RunFilter, RunInput, RunKey, RunPatch, RunRow } from './run-types.ts';
-import { buildWhere, ORDER } from './runs-where.ts';
-import { createRunsPageQuery } from './runs-page-query.ts';
-import { createRunsChangeStamp } from './runs-change-stamp.ts';
+export type { DeleteOutcome, RunFilter, RunInput, RunKey, RunPatch, RunRow } from './run-types.ts';
 import { createRunDelete } from './run-delete.ts';
 import { LIMIT_PARAM } from './limit-param.ts';
 
@@ -46,9 +39,7 @@ export interface RunsStore {
   patch(source: string, run: string, fields: RunPatch): boolean;
   setStatus(source: string, run: string, status: RunStatus, at: number, fields?: RunPatch): boolean;
   list(filter: RunFilter): RunRow[];
-  pageJson(filter: RunFilter, frame: PageFrame): Uint8Array;
-  /** Equal stamps mean no run changed in between (runs-change-stamp.ts). */
-  changeStamp(): string | null;
+  page(filter: RunFilter): { items: string[]; next: RunKey | null };
   count(): number;
   countActive(source: string): number;
   listEnded(before: number, limit: number): Array<{ source: string; run: string }>;
@@ -75,22 +66,19 @@ function updateClause(c: Column): string {
   return STICKY.has(c) ? `${c} = coalesce(excluded.${c}, runs.${c})` : `${c} = excluded.${c}`;
 }
 
-/** Every column of a RunRow: the stored JSON text (migration 3) is the list's business only. */
+/** Every column of a RunRow: the stored JSON text (control migration 3) is the page's business only. */
 const ROW_COLUMNS = ['source', 'run', ...COLUMNS].join(', ');
-/** What a write returns so the store can store the row's Run JSON text: rowid, then PUBLIC_RUN_COLUMNS. */
-const RETURNING = `RETURNING rowid, ${PUBLIC_RUN_COLUMNS.join(', ')}`;
+/** A patch returns the row as it now stands, and json = NULL until its text is stored (a crash leaves no stale one). */
+const PATCH_TAIL = `, json = NULL WHERE source = ? AND run = ? RETURNING rowid AS rowid_, ${ROW_COLUMNS}`;
+type Written = RunRow & { rowid_: number };
 
 export function createRunsStore(db: Db): RunsStore {
   const getStmt = db.prepare(`SELECT ${ROW_COLUMNS} FROM runs WHERE source = ? AND run = ?`);
-  // json = NULL on every write path, then refreshJson stores the new text (a crash in between leaves NULL: the list
-  // page then writes it, never serves a stale text).
   const upsertStmt = db.prepare(
     `INSERT INTO runs (source, run, ${COLUMNS.join(', ')}) VALUES (?, ?, ${COLUMNS.map(() => '?').join(', ')})
-     ON CONFLICT (source, run) DO UPDATE SET
-     ${COLUMNS.map(updateClause).join(', ')}, json = NULL
-     WHERE excluded.updated_at >= runs.updated_at ${RETURNING}`,
+     ON CONFLICT (source, run) DO UPDATE SET ${COLUMNS.map(updateClause).join(', ')}, json = NULL
+     WHERE excluded.updated_at >= runs.updated_at RETURNING rowid AS rowid_, ${ROW_COLUMNS}`,
   );
-  upsertStmt.setReturnArrays(true);
   const setJsonStmt = db.prepare('UPDATE runs SET json = ? WHERE rowid = ?');
   const countStmt = db.prepare('SELECT count(*) AS n FROM runs');
   // runs_by_status narrows to the (few) active rows before the source check.
@@ -105,21 +93,25 @@ export function createRunsStore(db: Db): RunsStore {
   const pingStmt = db.prepare('SELECT 1 FROM runs LIMIT 1');
   const patchCache = new Map<string, StatementSync>();
   const listCache = new Map<string, StatementSync>();
-  const stamp = createRunsChangeStamp(db);
-  const deleteRun = createRunDelete(db, stamp.bump);
+  const deleteRun = createRunDelete(db);
 
-  function listStatement(sql: string): StatementSync {
+  function listStatement(sql: string, arrays = false): StatementSync {
     let stmt = listCache.get(sql);
     if (!stmt) {
       stmt = db.prepare(sql);
+      stmt.setReturnArrays(arrays);
       listCache.set(sql, stmt);
     }
     return stmt;
   }
 
-  /** Stores the Run JSON text of a row a write just returned (rowid, then PUBLIC_RUN_COLUMNS). */
-  function refreshJson(returned: readonly unknown[]): void {
-    setJsonStmt.run(runTupleJson(returned.slice(1)), returned[0] as number);
+  /** Runs one write that returns the row (or nothing when it changed none) and stores that row's Run JSON text. */
+  function write(stmt: StatementSync, args: SQLInputValue[]): boolean {
+    return inTransaction(db, () => {
+      const row = stmt.get(...args) as Written | undefined;
+      if (row) setJsonStmt.run(JSON.stringify(runToJson(row)), row.rowid_);
+      return row !== undefined;
+    });
   }
 
   function patch(source: string, run: string, fields: RunPatch): boolean {
@@ -130,17 +122,10 @@ export function createRunsStore(db: Db): RunsStore {
     let stmt = patchCache.get(sig);
     if (!stmt) {
       const sets = keys.map((k) => `${k} = ?`).join(', ');
-      stmt = db.prepare(`UPDATE runs SET ${sets}, json = NULL WHERE source = ? AND run = ? ${RETURNING}`);
-      stmt.setReturnArrays(true);
+      stmt = db.prepare(`UPDATE runs SET ${sets}${PATCH_TAIL}`);
       patchCache.set(sig, stmt);
     }
-    const values = keys.map((k) => (fields as Record<string, SQLInputValue>)[k]!);
-    stamp.bump();
-    return inTransaction(db, () => {
-      const returned = stmt.get(...values, source, run) as unknown as unknown[] | undefined;
-      if (returned) refreshJson(returned);
-      return returned !== undefined;
-    });
+    return write(stmt, [...keys.map((k) => (fields as Record<string, SQLInputValue>)[k]!), source, run]);
   }
 
   return {
@@ -150,12 +135,7 @@ export function createRunsStore(db: Db): RunsStore {
     upsert(source, input) {
       const row: Record<string, unknown> = { group_id: input.run, updated_at: input.started_at, ...input };
       const values = COLUMNS.map((c) => (row[c] ?? null) as SQLInputValue);
-      stamp.bump();
-      return inTransaction(db, () => {
-        const returned = upsertStmt.get(source, input.run, ...values) as unknown as unknown[] | undefined;
-        if (returned) refreshJson(returned);
-        return returned !== undefined;
-      });
+      return write(upsertStmt, [source, input.run, ...values]);
     },
     patch,
     setStatus(source, run, status, at, fields = {}) {
@@ -165,8 +145,19 @@ export function createRunsStore(db: Db): RunsStore {
       const { sql, args } = buildListQuery(filter, ROW_COLUMNS);
       return listStatement(sql).all(...args) as unknown as RunRow[];
     },
-    pageJson: createRunsPageQuery(db),
-    changeStamp: stamp.read,
+    page(filter) {
+      // One row past the page says whether another follows; one statement, so one snapshot.
+      const { sql, args } = buildListQuery({ ...filter, limit: filter.limit + 1 }, 'json, started_at, source, run');
+      const rows = listStatement(sql, true).all(...args) as unknown as Array<[string | null, number, string, string]>;
+      const page = rows.slice(0, filter.limit);
+      // A run changed by plain SQL has no text (control migration 3's trigger drops it): made from its columns.
+      const text = (source: string, run: string): string =>
+        JSON.stringify(runToJson(getStmt.get(source, run) as unknown as RunRow));
+      const items = page.map(([json, , source, run]) => json ?? text(source, run));
+      const last = page[page.length - 1];
+      const more = rows.length > filter.limit && last !== undefined;
+      return { items, next: more ? { started_at: last[1], source: last[2], run: last[3] } : null };
+    },
     count() {
       return Number((countStmt.get() as { n: number }).n);
     },
@@ -181,6 +172,45 @@ export function createRunsStore(db: Db): RunsStore {
     },
     delete: deleteRun,
   };
+}
+
+/** Newest first; the (started_at, source, run) key is unique, so a keyset cursor never skips or repeats a run. */
+const ORDER = 'ORDER BY started_at DESC, source DESC, run DESC';
+
+/** The list's WHERE clause (with a trailing space, or empty) and its arguments, for the list and page queries. */
+function buildWhere(filter: RunFilter): { clause: string; args: SQLInputValue[] } {
+  const where: string[] = [];
+  const args: SQLInputValue[] = [];
+  if (filter.verdict === null) where.push('verdict IS NULL');
+  else if (filter.verdict !== undefined) {
+    where.push('verdict = ?');
+    args.push(filter.verdict);
+  }
+  for (const col of ['repo', 'group_id', 'status', 'source'] as const) {
+    if (filter[col] === undefined) continue;
+    where.push(`${col} = ?`);
+    args.push(filter[col]);
+  }
+  if (filter.since !== undefined) {
+    where.push('started_at >= ?');
+    args.push(filter.since);
+  }
+  // A cursor and an `until` bound the same index column from above, and SQLite ranges the index on one of them and
+  // merely filters by the other: a cursor 50,000 runs down under `until` walked 50,000 index entries per page. One
+  // always implies the other, so only the tighter one goes into the query: with s < until ≤ cursor.started_at the
+  // cursor holds for every row, and with cursor.started_at < until the cursor (s ≤ cursor.started_at) implies until.
+  const cursorIsTighter =
+    filter.after !== undefined && filter.until !== undefined && filter.after.started_at < filter.until;
+  if (filter.until !== undefined && !cursorIsTighter) {
+    where.push('started_at < ?');
+    args.push(filter.until);
+  }
+  if (filter.after && (filter.until === undefined || cursorIsTighter)) {
+    // Row-value comparison keeps the keyset walk on the (started_at, source, run) index suffix.
+    where.push('(started_at, source, run) < (?, ?, ?)');
+    args.push(filter.after.started_at, filter.after.source, filter.after.run);
+  }
+  return { clause: where.length ? `WHERE ${where.join(' AND ')} ` : '', args };
 }
 
 /** The list query for a filter: pure, so tests can EXPLAIN it; one prepared statement per filter shape. */

@@ -6,29 +6,28 @@ import { errorBody, httpErrorOf, isHttpError, type HttpError } from './http-erro
 import { sendReply } from './respond.ts';
 import { closeAfterRefusal } from './close-after-refusal.ts';
 import { isDatabaseBusy } from './busy-database.ts';
-import type { RequestId } from './request-ctx.ts';
 import type { Admission, PipelineOptions, Route } from './pipeline-types.ts';
 import { errorMessage } from '../errors.ts';
 
 const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 function reportRefusal<D>(
-  route: Route<D>, params: Record<string, string>, req: IncomingMessage, requestId: RequestId, error: HttpError,
+  route: Route<D>, params: Record<string, string>, req: IncomingMessage, requestId: string, error: HttpError,
   opts: PipelineOptions<D>,
 ): void {
   try {
     const method = req.method ?? 'GET';
     const peer = req.socket.remoteAddress ?? '';
-    opts.onRefused!({ route, params, method, req, peer, requestId: requestId.get(), error });
+    opts.onRefused!({ route, params, method, req, peer, requestId, error });
   } catch (err) {
     // The refusal is answered either way; a failing hook is logged, never turned into a 500.
     const message = errorMessage(err);
-    opts.log.error('refusal hook failed', { request_id: requestId.get(), error: message });
+    opts.log.error('refusal hook failed', { request_id: requestId, error: message });
   }
 }
 
 export function answerFailure<D>(
-  req: IncomingMessage, res: ServerResponse, requestId: RequestId, admission: Admission<D> | undefined, thrown: unknown,
+  req: IncomingMessage, res: ServerResponse, requestId: string, admission: Admission<D> | undefined, thrown: unknown,
   opts: PipelineOptions<D>,
 ): void {
   // A typed svc error escaping a handler is its own answer (http-error.ts httpErrorOf), not a crash.
@@ -43,20 +42,20 @@ export function answerFailure<D>(
     } catch (sendErr) {
       // A header the error carried that Node will not write must not leave the request unanswered.
       if (res.headersSent) return void res.destroy();
-      opts.log.error('error reply failed', { request_id: requestId.get(), error: String(sendErr) });
+      opts.log.error('error reply failed', { request_id: requestId, error: String(sendErr) });
       sendReply(res, { status: err.status, body: errorBody(err.code, err.message) });
     }
     return;
   }
   if (isDatabaseBusy(err)) {
-    opts.log.warn('database busy: another process holds its write lock', { request_id: requestId.get() });
+    opts.log.warn('database busy: another process holds its write lock', { request_id: requestId });
     closeAfterRefusal(req, res);
     const message = 'The database is busy (another process holds its write lock); try again';
     sendReply(res, { status: 503, headers: { 'retry-after': '1' }, body: errorBody('unavailable', message) });
     return;
   }
   const error = errorMessage(err);
-  opts.log.error('unhandled error', { request_id: requestId.get(), error });
+  opts.log.error('unhandled error', { request_id: requestId, error });
   closeAfterRefusal(req, res);
-  sendReply(res, { status: 500, body: errorBody('internal_error', `Internal error (request ${requestId.get()})`) });
+  sendReply(res, { status: 500, body: errorBody('internal_error', `Internal error (request ${requestId})`) });
 }

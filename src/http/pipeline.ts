@@ -1,19 +1,19 @@
 // The request pipeline shared by both servers (DESIGN §4): Host → (UI file) → site → route → token → loopback →
 // Origin → type → body.
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { randomUUID } from 'node:crypto';
 import { createRouter } from './router.ts';
 import { HttpError } from './http-error.ts';
 import { sendReply, TAKEN_OVER, type HandlerResult } from './respond.ts';
 import { readBody, parseJson, MiB } from './body.ts';
 import {
   checkBearer, checkBearerOrRunner, checkFetchSite, checkHost, checkJsonContentType, checkLoopbackOnly, checkOrigin,
-  parseTarget,
+  requestUrl,
 } from './guards.ts';
-import { RequestCtx, RequestId } from './request-ctx.ts';
 import { answerFailure } from './pipeline-failure.ts';
 
 export type { Admission, Ctx, Handler, PipelineOptions, Refusal, Route } from './pipeline-types.ts';
-import type { Admission, PipelineOptions, Route } from './pipeline-types.ts';
+import type { Admission, Ctx, PipelineOptions, Route } from './pipeline-types.ts';
 
 export type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -45,7 +45,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
    * between; only a body to read or a handler that returns a promise makes it asynchronous.
    */
   function handle(
-    req: IncomingMessage, res: ServerResponse, requestId: RequestId, admission?: Admission<D>,
+    req: IncomingMessage, res: ServerResponse, requestId: string, admission?: Admission<D>,
   ): void | Promise<void> {
     const method = req.method ?? 'GET';
     // Node's own answer to a Host-less HTTP/1.1 request is a bare 400; both servers turn it off (requireHostHeader:
@@ -55,8 +55,8 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     }
     const loopback = opts.boundToLoopback();
     checkHost(req, loopback);
-    const target = parseTarget(req.url ?? '/');
-    const pathname = target.pathname;
+    const url = requestUrl(req.url ?? '/');
+    const pathname = url.pathname;
     if (opts.staticFiles && (method === 'GET' || method === 'HEAD') && !pathname.startsWith('/v1/')) {
       const file = opts.staticFiles.lookup(pathname, req.headers['if-none-match']);
       if (file) {
@@ -77,8 +77,10 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     if (route.loopbackOnly) checkLoopbackOnly(req, loopback);
     // checkOrigin only ever looks at a request that carries an Origin header.
     if (req.headers.origin !== undefined) checkOrigin(req, opts.ownOrigins?.() ?? noOrigins);
-    const ctx = new RequestCtx<D>(req, res, method, target, match.params, requestId, opts.deps);
-    ctx.runnerSource = runnerSource;
+    const ctx: Ctx<D> = {
+      req, res, method, url, params: match.params, query: url.searchParams, body: undefined, raw: undefined,
+      peer: req.socket.remoteAddress ?? '', requestId, runnerSource, deps: opts.deps,
+    };
     if (!wantsBody(route, req)) {
       if (route.body === 'optional-json') ctx.body = {};
       return answer(route, ctx, admission);
@@ -92,7 +94,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
   }
 
   /** The admitted request's handler and its reply. */
-  function answer(route: Route<D>, ctx: RequestCtx<D>, admission: Admission<D> | undefined): void | Promise<void> {
+  function answer(route: Route<D>, ctx: Ctx<D>, admission: Admission<D> | undefined): void | Promise<void> {
     // Admitted: from here on an error is the handler's own (the Control Plane's audited() records those).
     if (admission) admission.route = undefined;
     const result = route.handler(ctx);
@@ -103,12 +105,12 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     send(ctx, result as HandlerResult);
   }
 
-  function send(ctx: RequestCtx<D>, result: HandlerResult): void {
+  function send(ctx: Ctx<D>, result: HandlerResult): void {
     if (result !== TAKEN_OVER) sendReply(ctx.res, result, ctx.method === 'HEAD');
   }
 
   return (req, res) => {
-    const requestId = new RequestId();
+    const requestId = randomUUID();
     const admission: Admission<D> | undefined = opts.onRefused ? {} : undefined;
     let pending: void | Promise<void>;
     try {

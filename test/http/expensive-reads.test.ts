@@ -1,11 +1,10 @@
-// Expensive reads (stats, cost stats, filtered runs pages) run on their own thread with a bounded queue
+// Expensive reads (stats and cost stats) run on their own thread with a bounded queue
 // (src/control/expensive-reads.ts): the same answers as the main thread gives, 503 with Retry-After past the queue.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestControl, seedRuns, type TestControl } from '../helpers/control-server.ts';
 import { createExpensiveReads, ExpensiveReadsBusyError, IDLE_MS } from '../../src/control/expensive-reads.ts';
 import { statsBody, costBody } from '../../src/control/stats-body.ts';
-import { pageFrame } from '../../src/control/runs-page-frame.ts';
 import { createLogger, silentLogger } from '../../src/log.ts';
 
 const DAY = 86_400_000;
@@ -30,24 +29,6 @@ describe('expensive reads', () => {
       assert.deepEqual(cost.json, JSON.parse(JSON.stringify(costBody(cp.deps.stores.stats, f))));
     }
     assert.equal((await cp.request('GET', '/v1/stats')).json.runs, 340);
-  });
-
-  it('serves filtered runs pages from the thread byte for byte as the main thread builds them', async () => {
-    const filter = { limit: 50, status: 'failed' as const, source: 'laptop' };
-    const res = await cp.request('GET', '/v1/runs?status=failed&source=laptop&limit=50');
-    assert.equal(res.status, 200);
-    assert.equal(res.text, Buffer.from(cp.deps.stores.runs.pageJson(filter, pageFrame)).toString());
-    assert.equal(res.json.items.length, 40);
-  });
-
-  it('builds a filtered page on the main thread when a run on it lacks its stored text (the thread never writes)', async () => {
-    cp.deps.db.exec("UPDATE runs SET json = NULL WHERE source = 'laptop'");
-    const res = await cp.request('GET', '/v1/runs?source=laptop&limit=5');
-    assert.equal(res.status, 200, res.text);
-    assert.equal(res.json.items.length, 5);
-    assert.equal(res.json.items[0].source, 'laptop');
-    const missing = cp.deps.db.prepare("SELECT count(*) AS n FROM runs WHERE source = 'laptop' AND json IS NULL").get() as { n: number };
-    assert.equal(missing.n, 35);
   });
 
   it('refuses a read past the queue at once with 503 unavailable and Retry-After, and serves the ones queued', async () => {

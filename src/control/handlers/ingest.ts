@@ -30,10 +30,9 @@ export const ingestRuns: Handler<ControlDeps> = (ctx) => {
   }
   // A run the operator deleted stays deleted when its runner ships it again: it, its events and
   // its artifacts are dropped and named in "deleted", so the shipper knows.
-  const deleted = new Set(batch.runs.map((r) => r.run).filter((run) => deps.stores.deletedRuns.has(batch.source, run)));
-  for (const item of [...batch.events, ...batch.artifacts]) {
-    if (!deleted.has(item.run) && deps.stores.deletedRuns.has(batch.source, item.run)) deleted.add(item.run);
-  }
+  // One look-up per run the batch names, not per event.
+  const named = new Set([...batch.runs, ...batch.events, ...batch.artifacts].map((item) => item.run));
+  const deleted = new Set([...named].filter((run) => deps.stores.deletedRuns.has(batch.source, run)));
   if (deleted.size === 0) return json(200, applyBatch(deps, batch));
   const kept = {
     ...batch,

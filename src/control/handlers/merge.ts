@@ -5,6 +5,7 @@ import { HttpError } from '../../http/http-error.ts';
 import { requireJsonObject } from '../../http/body.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
+import { iso } from '../../iso-time.ts';
 import type { ControlDeps } from '../deps.ts';
 import { checkSegment, checkQueryKeys } from '../params.ts';
 import { checkBodyKeys } from '../../http/body.ts';
@@ -23,7 +24,7 @@ function entryJson(deps: ControlDeps, e: MergeEntry, signer?: Signer | null) {
   return {
     id: e.id, source: e.source, run: e.run, status: e.status, detail: e.detail, pr_url: row?.pr_url ?? null,
     verdict: row?.verdict ?? null, signed_by: signer,
-    added_at: new Date(e.added_at).toISOString(), updated_at: new Date(e.updated_at).toISOString(),
+    added_at: iso(e.added_at), updated_at: iso(e.updated_at),
   };
 }
 

@@ -10,7 +10,7 @@ import { encodeRunCursor } from '../../src/control/run-cursor.ts';
 
 type Item = { source: string; run: string; status: string; brief: string | null; verdict: string | null };
 
-describe('GET /v1/runs response cache', () => {
+describe('GET /v1/runs answers what the runs table holds now', () => {
   let cp: TestControl;
   let repo: TestRepo;
 

@@ -1,0 +1,19 @@
+// Server CPU per request (utime + stime from /proc/<pid>/stat over a load round ÷ requests answered): unlike req/s and
+// p99, it hardly moves when neighbours load the cores, so it decides between two ways of doing the same job.
+import { readFileSync } from 'node:fs';
+import { runLoadInWorker } from './worker-client.ts';
+import type { LoadJob, LoadResult } from './load.ts';
+
+/** utime + stime of a process in µs (clock ticks of 10 ms). */
+function cpuUs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10_000;
+}
+
+/** Runs a load job and adds the server's CPU per measured request (the warm-up's share of the CPU left out). */
+export async function loadWithCpu(job: LoadJob, pid: number): Promise<LoadResult & { cpuUsPerRequest: number }> {
+  const before = cpuUs(pid);
+  const result = await runLoadInWorker(job);
+  const measuredShare = job.durationMs / (job.warmupMs + job.durationMs);
+  return { ...result, cpuUsPerRequest: ((cpuUs(pid) - before) * measuredShare) / Math.max(1, result.requests) };
+}
