@@ -110,6 +110,9 @@ const commands: Record<string, { summary: string; load: Loader }> = {
   },
 };
 
+// Not in the help: the process `svc start` starts to do each run (src/cli/worker.ts).
+const worker = { summary: '', load: (() => import('./cli/worker.ts')) as Loader };
+
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
   return pkg.version;
@@ -148,7 +151,7 @@ async function main(argv: string[]): Promise<number> {
     printOut(help());
     return name === undefined ? 2 : 0;
   }
-  const command = commands[name];
+  const command = name === 'worker' ? worker : commands[name];
   if (!command) {
     printErr(`svc: unknown command "${name}"\n\n${help()}`);
     return 2;
@@ -160,7 +163,7 @@ async function main(argv: string[]): Promise<number> {
   const handed = takeHandoff(process.env);
   const helpAsked = tail.includes('--help') || tail.includes('-h');
   const serve = (name === 'control' || name === 'trigger') && tail[0] === 'serve';
-  if (!helpAsked && (serve || (name === 'start' && !tail.includes('--worker')))) {
+  if (!helpAsked && (serve || name === 'start')) {
     reexecClean({ serverFlags: name === 'control', handed: handed.secrets });
   }
   const env = inMemoryEnv(handed);
