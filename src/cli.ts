@@ -6,8 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { exitLike, runLaunched } from './spawn/start.ts';
 import { watchLifeline } from './spawn/lifeline.ts';
 import { reexecClean } from './cli/server-flags.ts';
-import { secretsIn, takeHandoff, type Handoff } from './spawn/secrets-handoff.ts';
-import { trustParentProbe } from './spawn/sandbox-mode.ts';
+import { secretsIn, takeHandoff, type Secrets } from './spawn/secrets-handoff.ts';
 import { terminalSafe } from './cli/terminal-text.ts';
 import { exitStatusOf } from './cli/exit-status.ts';
 import { errorMessage } from './errors.ts';
@@ -51,14 +50,12 @@ watchLifeline(process.env);
 /**
  * The environment commands read: process.env plus the secrets handed over (a pipe from the parent svc, or a file
  * after a re-exec), with every secret value deleted from process.env itself, so the secrets live in this object only
- * and nothing that reads process.env (or builds a child from it) finds them. The parent's sandbox probe, if it sent
- * one, is taken too: a run's worker then does not probe again.
+ * and nothing that reads process.env (or builds a child from it) finds them.
  */
-function inMemoryEnv(handed: Handoff): NodeJS.ProcessEnv {
-  trustParentProbe(handed.probe);
+function inMemoryEnv(handed: Secrets): NodeJS.ProcessEnv {
   const inherited = secretsIn(process.env);
   for (const name of Object.keys(inherited)) delete process.env[name];
-  return { ...process.env, ...inherited, ...handed.secrets };
+  return { ...process.env, ...inherited, ...handed };
 }
 
 // Every print of every command passes here: text from outside (briefs, errors, server answers) reaches no terminal raw.
@@ -164,7 +161,7 @@ async function main(argv: string[]): Promise<number> {
   const helpAsked = tail.includes('--help') || tail.includes('-h');
   const serve = (name === 'control' || name === 'trigger') && tail[0] === 'serve';
   if (!helpAsked && (serve || name === 'start')) {
-    reexecClean({ serverFlags: name === 'control', handed: handed.secrets });
+    reexecClean({ serverFlags: name === 'control', handed });
   }
   const env = inMemoryEnv(handed);
   try {

@@ -22,7 +22,6 @@ import { isoNow } from '../iso-time.ts';
 import { openEventLog } from './events-log.ts';
 import { identityOf } from './proc-group.ts';
 import { assertPlainDir, openAppendNoFollow, writeNoFollow } from './safe-fs.ts';
-import { probeDone } from '../spawn/sandbox-mode.ts';
 import type { PushTarget } from './git-push.ts';
 import { checkPrPossible } from './pr-check.ts';
 import { signsLater } from './evidence.ts';
@@ -174,7 +173,7 @@ function workerSecrets(env: NodeJS.ProcessEnv): Secrets {
   return Object.fromEntries(WORKER_SECRET_NAMES.filter((n) => all[n]).map((n) => [n, all[n]!]));
 }
 
-/** Spawns `svc start --worker MODE --run-id RUN --repo REPO` detached; output goes to worker.log unless inherited. */
+/** Spawns `svc worker MODE --run-id RUN --repo REPO` detached; output goes to worker.log unless inherited. */
 export function spawnWorker(
   cli: string, state: RunState, mode: WorkerMode, env: NodeJS.ProcessEnv, inherit: boolean,
 ): ReturnType<typeof startChild> {
@@ -182,8 +181,8 @@ export function spawnWorker(
   const log = inherit ? null : openAppendNoFollow(join(dir, 'worker.log'));
   const argv = workerArgv(cli, mode, state.run, state.repo_path);
   // The worker is an ancestor of the agent: its environment holds no secret value; the credentials it uses itself
-  // (push, ingest) and the sandbox probe this process already ran arrive in a pipe on its fd 3, which it reads to the
-  // end and closes before the provider starts (DESIGN §7a).
+  // (push, ingest) arrive in a pipe on its fd 3, which it reads to the end and closes before the provider starts
+  // (DESIGN §7a).
   const pipe = handoffPipe(inherit ? ['ignore', 'inherit', 'inherit'] : ['ignore', log!, log!]);
   const child = startChild(argv, {
     cwd: state.repo_path,
@@ -193,7 +192,7 @@ export function spawnWorker(
     detached: true,
     stdio: pipe.stdio,
   });
-  sendHandoff(child, { secrets: workerSecrets(env), probe: probeDone() });
+  sendHandoff(child, workerSecrets(env));
   if (log !== null) closeSync(log);
   if (child.pid && mode !== 'verify') {
     // Recorded before the worker runs, so a stop that comes right away can still find it.
