@@ -4,7 +4,6 @@ import type { CliIo } from './io.ts';
 import { parseFlags } from './io.ts';
 import { UsageError } from '../errors.ts';
 import { executeRun } from '../engine/worker.ts';
-import { resolveRepo } from '../engine/launch.ts';
 import { runDir } from '../engine/paths.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import type { WorkerMode } from '../engine/run-state.ts';
@@ -14,6 +13,7 @@ export default async function worker(io: CliIo): Promise<number> {
   const mode = positionals[0] as WorkerMode;
   if (!['start', 'resume', 'verify'].includes(mode)) throw new UsageError(`Unknown worker mode "${mode}"`);
   const run = values['run-id'];
-  if (!isValidSegment(run)) throw new UsageError('--run-id needs a run id');
-  return executeRun(runDir(resolveRepo(values.repo ?? process.cwd()), run), io.env, mode, io.stderr);
+  // The launcher passes the repository's root as it resolved it.
+  if (!isValidSegment(run) || !values.repo) throw new UsageError('svc worker needs --run-id RUN and --repo DIR');
+  return executeRun(runDir(values.repo, run), io.env, mode, io.stderr);
 }

@@ -28,7 +28,7 @@ export interface RunContext {
   setChild(identity: ProcIdentity | null): void;
   requestStop(reason: string): void;
   stopRequested(): boolean;
-  /** Progress lines for whoever watches the worker (terminal or runner.log). */
+  /** Progress lines for whoever watches the worker (terminal or worker.log). */
   say(text: string): void;
   shipSoon(): void;
   close(): Promise<void>;
@@ -63,7 +63,7 @@ export function openRunContext(
     try {
       ctx.event('log', { stream: 'svc', text });
     } catch {
-      // events.jsonl itself may be what was refused; the line above still reached runner.log.
+      // events.jsonl itself may be what was refused; the line above still reached worker.log.
     }
   }
 
