@@ -107,7 +107,7 @@ function sayRenamed(io: CliIo, renamed: RepoRename | null): void {
 /** A new run (or a retry) gets its worker: what its plan left out is said first (it is in the run's log too). */
 function launchNew(io: CliIo, prepared: PreparedRun, detach: boolean, showOutput: boolean): Promise<number> {
   sayRenamed(io, prepared.renamed);
-  for (const note of prepared.notes) io.stderr(`svc start: ${note}\n`);
+  for (const note of prepared.plan.notes) io.stderr(`svc start: ${note}\n`);
   return launch(io, prepared.state, prepared.plan, 'start', detach, showOutput);
 }
 

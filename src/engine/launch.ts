@@ -62,15 +62,11 @@ interface NewRun {
   provider: string | null;
 }
 
-/**
- * A new run's folder, state and plan, the notes its plan left for the log, and the rename of the checkout's earlier
- * runs this run's name caused (if any).
- */
+/** A new run's folder, state and plan, and the rename of the checkout's earlier runs its name caused (if any). */
 export interface PreparedRun {
   dir: string;
   state: RunState;
   plan: RunPlan;
-  notes: string[];
   renamed: RepoRename | null;
 }
 
@@ -78,7 +74,7 @@ export interface PreparedRun {
 async function createRun(n: NewRun): Promise<PreparedRun> {
   if (!isValidSegment(n.run)) throw new BadInputError(`Run id "${n.run}" is not a valid path segment`);
   const isolated = n.worktree || n.pr;
-  const { plan, notes } = n.plan ? { plan: n.plan, notes: [] } : planRun({
+  const plan = n.plan ?? planRun({
     repo: n.repo, workdir: isolated ? worktreeDir(n.repo, n.run) : n.repo, provider: n.provider, pr: n.pr, env: n.env,
   });
   await prPreflight(plan.push_target, n.env);
@@ -105,7 +101,8 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   const state: RunState = {
     source, run: n.run, repo: name, group_id: n.groupId ?? n.run, status: 'queued', verdict: null,
     brief: n.brief, origin: n.origin, provider: plan.provider.name,
-    branch: isolated ? `svc/${n.run}` : currentBranch(n.repo), pr_url: null, question: null, started_at: now, ended_at: null, updated_at: now, cost_usd: null, tokens_in: null,
+    branch: isolated ? `svc/${n.run}` : currentBranch(n.repo),
+    pr_url: null, question: null, started_at: now, ended_at: null, updated_at: now, cost_usd: null, tokens_in: null,
     tokens_out: null, exit_code: null, error: null, repo_path: n.repo, input: n.input, workdir: n.repo,
     worktree: isolated, pr: n.pr, base_sha: base, base_tree: start?.tree ?? null, head_sha: null,
     spec_sha256: createHash('sha256').update(n.spec).digest('hex'), pid: null, pgid: null, proc_start: null,
@@ -115,8 +112,10 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   writeState(dir, state);
   const events = openEventLog(dir);
   events.append('run.status', { from: null, to: 'queued' });
-  for (const text of start?.dirty ? [...notes, start.dirty] : notes) events.append('log', { stream: 'svc', text });
-  return { dir, state, plan, notes, renamed };
+  for (const text of start?.dirty ? [...plan.notes, start.dirty] : plan.notes) {
+    events.append('log', { stream: 'svc', text });
+  }
+  return { dir, state, plan, renamed };
 }
 
 /**

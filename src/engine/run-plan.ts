@@ -2,7 +2,7 @@
 // kept beside its state as plan.json. The worker, a resume, a retry and a verify read it and never resolve again, so a
 // repository's later change to .svc/policy.json or .svc/config.json (or to its origin) cannot reach a run made before
 // it. What a repository may set is decided by setting-authority.ts; the plan records the decision.
-import { existsSync, readFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { FailedError, RefusedError } from '../errors.ts';
@@ -41,6 +41,8 @@ export interface RunPlan {
   sandbox: SandboxMode;
   /** A --pr run's origin, read before any agent ran (git-push.ts); null for a run that opens no pull request. */
   push_target: PushTarget | null;
+  /** For the run's log: settings left out, limits lowered, a policy's sandbox opt-out ignored. */
+  notes: string[];
 }
 
 export interface PlanRequest {
@@ -57,9 +59,8 @@ export interface PlanRequest {
  * Resolves the plan, or refuses (a SvcError) a run that could not go as asked: a broken policy, a CLI run whose
  * provider needs settings of an untrusted file (a server-started run goes on without them, and `notes` say so), no
  * working sandbox, a command provider naming a file its sandbox would not show, a --pr run with no single origin.
- * `notes` are for the run's log: settings left out, limits lowered, a policy's sandbox opt-out ignored.
  */
-export function planRun(req: PlanRequest): { plan: RunPlan; notes: string[] } {
+export function planRun(req: PlanRequest): RunPlan {
   const { repo, env } = req;
   try {
     const policy = loadPolicy(repo);
@@ -79,13 +80,12 @@ export function planRun(req: PlanRequest): { plan: RunPlan; notes: string[] } {
     const sandbox = resolveSandbox(policy.sandbox, env);
     if (sandbox.kind === 'bwrap') refuseOutsideView(provider, repo, req.workdir, env);
     const capped = cappedLimits(policy.limits, operator.limits);
-    const ignored = ignoredPolicyNote(policy.sandbox, env);
-    const plan: RunPlan = {
+    const ignored = ignoredPolicyNote(policy.sandbox, env) ?? [];
+    return {
       policy: { ...policy, limits: capped.limits }, provider, passed_env: decided.env, sandbox,
       push_target: req.pr && policy.pr.open !== 'never' ? pinPushTarget(repo) : null,
+      notes: [...decided.notes, ...server ? widening.map(serverRefusal) : [], ...capped.notes].concat(ignored),
     };
-    const notes = [...decided.notes, ...(server ? widening.map(serverRefusal) : []), ...capped.notes];
-    return { plan, notes: ignored ? [...notes, ignored] : notes };
   } catch (err) {
     if (err instanceof PolicyError) throw new RefusedError(`Refusing to start: ${err.message}`, { cause: err });
     if (err instanceof PushRefusedError) {
@@ -103,17 +103,28 @@ export function writePlan(dir: string, plan: RunPlan): void {
   writeJsonAtomic(planPath(dir), plan);
 }
 
+/**
+ * The plan, provided it is svc's own file: owned by this user and writable by no one else (the run folder is hidden
+ * from every sandbox; this keeps another user who can write the project from planting one, e.g. with no sandbox).
+ */
 export function readPlan(dir: string): RunPlan {
-  let plan: unknown;
+  let plan: unknown = null;
   try {
-    plan = existsSync(planPath(dir)) ? JSON.parse(readFileSync(planPath(dir), 'utf8')) : null;
+    const fd = openSync(planPath(dir), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    try {
+      const st = fstatSync(fd);
+      const own = st.isFile() && st.uid === process.getuid?.() && (st.mode & 0o022) === 0;
+      if (own) plan = JSON.parse(readFileSync(fd, 'utf8'));
+    } finally {
+      closeSync(fd);
+    }
   } catch {
     plan = null;
   }
-  const keys = ['policy', 'provider', 'passed_env', 'sandbox', 'push_target'];
+  const keys = ['policy', 'provider', 'passed_env', 'sandbox', 'push_target', 'notes'];
   if (!isJsonObject(plan) || !keys.every((k) => k in plan)) {
-    throw new PlanUnreadableError(`The run has no readable plan (${planPath(dir)}): it was made by an older svc or ` +
-      'its folder was changed. Nothing is resolved again for a run made before: start a new run');
+    throw new PlanUnreadableError(`The run has no readable plan (${planPath(dir)}, svc's own file): it was made ` +
+      'by an older svc or its folder was changed. Nothing is resolved again for a run made before: start a new run');
   }
   return plan as unknown as RunPlan;
 }

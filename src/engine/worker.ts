@@ -174,9 +174,9 @@ export async function executeRun(
     else ctx.setStatus('failed', { error: message, ended_at: isoNow(), question: null });
   } finally {
     if (ctx.state.child) signalGroup(ctx.state.child, 'SIGKILL', childOwner);
+    ctx.update({ child: null, pid: mode === 'verify' ? ctx.state.pid : null });
     // An agent without a sandbox could have edited plan.json: the plan this worker read goes back, unchanged.
     if (plan) writePlan(dir, plan);
-    ctx.update({ child: null, pid: mode === 'verify' ? ctx.state.pid : null });
     await ctx.close();
   }
   return ctx.state.status === 'succeeded' ? 0 : 1;

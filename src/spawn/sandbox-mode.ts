@@ -1,6 +1,7 @@
 // Whether a run's agents are sandboxed, decided once per run (by its launcher, into the run's plan) from the project
-// policy, the origin and the host (DESIGN §7a). Default: bwrap. Opting out is explicit: `"sandbox": "none"` in .svc/policy.json (any origin), or
-// SVC_SANDBOX=none for a run a person starts at the CLI. Without a working sandbox, nothing else runs an agent.
+// policy, the origin and the host (DESIGN §7a). Default: bwrap. Opting out is explicit: `"sandbox": "none"` in
+// .svc/policy.json (any origin), or SVC_SANDBOX=none for a run a person starts at the CLI. Without a working sandbox,
+// nothing else runs an agent.
 import { RefusedError, UnavailableError } from '../errors.ts';
 import { probeSandboxCached } from './probe-cache.ts';
 

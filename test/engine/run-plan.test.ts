@@ -1,10 +1,11 @@
 // A run's plan is resolved once, when its launcher makes it (src/engine/run-plan.ts). The attack: a repository changes
 // its .svc/config.json and .svc/policy.json after a run started (a push, a person, another run's agent) to point the
 // provider at another program, add a check and switch the sandbox off, and waits for the run to be resumed or
-// retried. Neither picks the change up; a run folder whose plan is gone is refused rather than resolved again.
+// retried. Neither picks the change up; a run folder whose plan is gone, or is not svc's own file, is refused rather
+// than resolved again.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
@@ -88,5 +89,19 @@ describe('a run plan resolved once', () => {
     writeFileSync(join(dir, 'plan.json'), '{"policy":');
     assert.match((await svc(['--verify', retry])).stderr, /has no readable plan/);
     assert.equal(readFileSync(join(dir, 'state.json'), 'utf8'), before, 'the run is as it was');
+  });
+
+  it('refuses a plan that is not svc\'s own file: one another user planted, or one others may write', async () => {
+    const planted = { ...readJson(join(dirOf(run), 'plan.json')), sandbox: { kind: 'none', why: 'planted' } };
+    const path = join(dirOf(retry), 'plan.json');
+    writeFileSync(path, JSON.stringify(planted));
+    chmodSync(path, 0o666);
+    assert.match((await svc(['--verify', retry])).stderr, /has no readable plan/, 'writable by others');
+    if (process.getuid?.() === 0) {
+      chmodSync(path, 0o644);
+      chownSync(path, 65534, 65534);
+      assert.match((await svc(['--verify', retry])).stderr, /has no readable plan/, 'owned by another user');
+    }
+    assert.doesNotMatch(readFileSync(join(dirOf(retry), 'events.jsonl'), 'utf8'), /WITHOUT a sandbox/);
   });
 });
