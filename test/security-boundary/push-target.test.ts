@@ -220,12 +220,12 @@ echo "https://github.example/acme/api/pull/77"
     assert.equal(branchAt(repo.origin, state.branch), state.head_sha, 'the branch was pushed to the pinned (local) origin');
   });
 
-  it('sandboxed: the agent cannot change the config or the state file, and the branch lands at the pinned origin', { skip: bwrapWorks ? false : 'bwrap cannot run on this host' }, async () => {
+  it('sandboxed: the agent cannot change the config or the run\'s plan, and the branch lands at the pinned origin', { skip: bwrapWorks ? false : 'bwrap cannot run on this host' }, async () => {
     const repo = repoNamed('sandboxed', REPOINT);
     const state = await runPr(repo, 'bwrap');
     assert.equal(state.status, 'succeeded', `${state.error} ${state.stderr}`);
     assert.equal(existsSync(join(state.workdir, 'repointed')), false, 'git config is read-only inside the sandbox');
-    assert.equal(existsSync(join(state.workdir, 'state-rewritten')), false, 'the run folder is not visible inside the sandbox');
+    assert.equal(existsSync(join(state.workdir, 'plan-rewritten')), false, 'the run folder is not visible inside the sandbox');
     assert.equal(execFileSync('git', ['remote', 'get-url', 'origin'], { cwd: repo.repo, encoding: 'utf8' }).trim(), `${github.url}/acme/sandboxed.git`);
     assert.equal(branchAt(join(root, 'github', 'acme', 'sandboxed.git'), state.branch), state.head_sha, 'the branch landed');
     assertTokenOnlyAtGithub('sandboxed');
