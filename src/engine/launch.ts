@@ -62,9 +62,8 @@ interface NewRun {
   provider: string | null;
 }
 
-/** A new run's folder, state and plan, and the rename of the checkout's earlier runs its name caused (if any). */
+/** A new run's state and plan, and the rename of the checkout's earlier runs its name caused (if any). */
 export interface PreparedRun {
-  dir: string;
   state: RunState;
   plan: RunPlan;
   renamed: RepoRename | null;
@@ -115,7 +114,7 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   for (const text of start?.dirty ? [...plan.notes, start.dirty] : plan.notes) {
     events.append('log', { stream: 'svc', text });
   }
-  return { dir, state, plan, renamed };
+  return { state, plan, renamed };
 }
 
 /**
