@@ -15,7 +15,7 @@ async function job(t: TestTrigger, id: string): Promise<Record<string, unknown>>
   return (await get(`${t.url}/jobs/${id}`, bearer)).body;
 }
 
-describe('runner', () => {
+describe('the job loop', () => {
   it('gives `svc start` an allowlisted environment: no secret, key or token reaches it', async () => {
     const outbound = {
       TRACKERA_API_KEY: 'k-trackera-1',
