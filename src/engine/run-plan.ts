@@ -35,7 +35,7 @@ export interface RunPlan {
   policy: Policy;
   /** The provider, its program found on PATH, with what the settings rule allowed it (writable folders). */
   provider: ResolvedProvider;
-  /** Names of svc's environment passed to the agent and the checks; the values are read when each one starts. */
+  /** Names of svc's environment passed to the agent and the checks; the values come from the worker's environment. */
   passed_env: string[];
   /** Whether the agents are confined, and by which bwrap (DESIGN §7a). */
   sandbox: SandboxMode;
