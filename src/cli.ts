@@ -6,8 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { exitLike, runLaunched } from './spawn/start.ts';
 import { watchLifeline } from './spawn/lifeline.ts';
 import { reexecClean } from './cli/server-flags.ts';
-import { secretsIn, takeHandoff, type Handoff } from './spawn/secrets-handoff.ts';
-import { trustParentProbe } from './spawn/sandbox-mode.ts';
+import { secretsIn, takeHandoff, type Secrets } from './spawn/secrets-handoff.ts';
 import { terminalSafe } from './cli/terminal-text.ts';
 import { exitStatusOf } from './cli/exit-status.ts';
 import { errorMessage } from './errors.ts';
@@ -51,14 +50,12 @@ watchLifeline(process.env);
 /**
  * The environment commands read: process.env plus the secrets handed over (a pipe from the parent svc, or a file
  * after a re-exec), with every secret value deleted from process.env itself, so the secrets live in this object only
- * and nothing that reads process.env (or builds a child from it) finds them. The parent's sandbox probe, if it sent
- * one, is taken too: a run's worker then does not probe again.
+ * and nothing that reads process.env (or builds a child from it) finds them.
  */
-function inMemoryEnv(handed: Handoff): NodeJS.ProcessEnv {
-  trustParentProbe(handed.probe);
+function inMemoryEnv(handed: Secrets): NodeJS.ProcessEnv {
   const inherited = secretsIn(process.env);
   for (const name of Object.keys(inherited)) delete process.env[name];
-  return { ...process.env, ...inherited, ...handed.secrets };
+  return { ...process.env, ...inherited, ...handed };
 }
 
 // Every print of every command passes here: text from outside (briefs, errors, server answers) reaches no terminal raw.
@@ -110,6 +107,9 @@ const commands: Record<string, { summary: string; load: Loader }> = {
   },
 };
 
+// Not in the help: the process `svc start` starts to do each run (src/cli/worker.ts).
+const worker = { summary: '', load: (() => import('./cli/worker.ts')) as Loader };
+
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
   return pkg.version;
@@ -148,7 +148,7 @@ async function main(argv: string[]): Promise<number> {
     printOut(help());
     return name === undefined ? 2 : 0;
   }
-  const command = commands[name];
+  const command = name === 'worker' ? worker : commands[name];
   if (!command) {
     printErr(`svc: unknown command "${name}"\n\n${help()}`);
     return 2;
@@ -160,8 +160,8 @@ async function main(argv: string[]): Promise<number> {
   const handed = takeHandoff(process.env);
   const helpAsked = tail.includes('--help') || tail.includes('-h');
   const serve = (name === 'control' || name === 'trigger') && tail[0] === 'serve';
-  if (!helpAsked && (serve || (name === 'start' && !tail.includes('--worker')))) {
-    reexecClean({ serverFlags: name === 'control', handed: handed.secrets });
+  if (!helpAsked && (serve || name === 'start')) {
+    reexecClean({ serverFlags: name === 'control', handed });
   }
   const env = inMemoryEnv(handed);
   try {

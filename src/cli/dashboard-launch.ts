@@ -47,7 +47,7 @@ export async function startControlInBackground(env: NodeJS.ProcessEnv): Promise<
   const child = startChild([process.execPath, ...SERVER_NODE_FLAGS, cliEntry(), 'control', 'serve'], {
     kind: 'svc-worker', base: withoutSecrets(env), extra: pipe.extra, detached: true, stdio: pipe.stdio,
   });
-  sendHandoff(child, { secrets: secretsIn(env), probe: null });
+  sendHandoff(child, secretsIn(env));
   closeSync(fd);
   const pid = child.pid;
   let exited: number | null = null;

@@ -4,8 +4,9 @@ import { fileURLToPath } from 'node:url';
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
 import { UsageError, NotFoundError, ConflictError } from '../errors.ts';
-import { prepareRun, prepareRetry, spawnWorker, resolveRepo, sandboxPreflight } from '../engine/launch.ts';
-import { executeRun } from '../engine/runner.ts';
+import { prepareRun, prepareRetry, spawnWorker, resolveRepo, type PreparedRun } from '../engine/launch.ts';
+import { readPlan, type RunPlan } from '../engine/run-plan.ts';
+import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
 import { openPrLater } from '../engine/pr-later.ts';
 import { stopLocalRun } from '../engine/stop.ts';
 import { runDir } from '../engine/paths.ts';
@@ -95,7 +96,7 @@ async function follow(io: CliIo, state: RunState, mode: WorkerMode, showOutput: 
   return final.status === 'succeeded' || (mode === 'verify' && final.verdict !== 'not_verified') ? 0 : 1;
 }
 
-/** Issue 23 item 9: the checkout's name changed, so its earlier runs now carry the new one (repo-rename.ts). */
+/** The checkout's name changed, so its earlier runs now carry the new one (repo-rename.ts). */
 function sayRenamed(io: CliIo, renamed: RepoRename | null): void {
   if (!renamed) return;
   const runs = `${renamed.runs} earlier run${renamed.runs === 1 ? '' : 's'}`;
@@ -103,10 +104,17 @@ function sayRenamed(io: CliIo, renamed: RepoRename | null): void {
     `${renamed.from.map(terminalSafe).join(', ')} (their receipts keep the name they were signed with)\n`);
 }
 
+/** A new run (or a retry) gets its worker: what its plan left out is said first (it is in the run's log too). */
+function launchNew(io: CliIo, prepared: PreparedRun, detach: boolean, showOutput: boolean): Promise<number> {
+  sayRenamed(io, prepared.renamed);
+  for (const note of prepared.plan.notes) io.stderr(`svc start: ${note}\n`);
+  return launch(io, prepared.state, prepared.plan, 'start', detach, showOutput);
+}
+
 async function launch(
-  io: CliIo, state: RunState, mode: WorkerMode, detach: boolean, showOutput = false,
+  io: CliIo, state: RunState, plan: RunPlan, mode: WorkerMode, detach: boolean, showOutput = false,
 ): Promise<number> {
-  const unconfined = sandboxPreflight(state.repo_path, io.env);
+  const unconfined = unsandboxedWarning(plan.sandbox);
   if (unconfined) io.stderr(`svc start: ${unconfined}\n`);
   if (!detach) {
     const code = follow(io, state, mode, showOutput);
@@ -140,7 +148,6 @@ export default async function start(io: CliIo): Promise<number> {
     verify: { type: 'string' },
     'open-pr': { type: 'string' },
     'run-id': { type: 'string' },
-    worker: { type: 'string' },
   });
   const repoDir = values.repo ?? process.cwd();
   const detach = values.detach === true;
@@ -149,13 +156,6 @@ export default async function start(io: CliIo): Promise<number> {
     throw new UsageError('--follow streams a run in the foreground: it cannot go with --detach');
   }
 
-  if (values.worker !== undefined) {
-    // Internal: the detached worker process started by launch() above.
-    const mode = values.worker as WorkerMode;
-    if (!['start', 'resume', 'verify'].includes(mode)) throw new UsageError(`Unknown worker mode "${mode}"`);
-    const run = runArg(values['run-id'], '--run-id');
-    return executeRun(runDir(resolveRepo(repoDir), run), io.env, mode, io.stderr);
-  }
   if (values.stop !== undefined) {
     const state = await stopLocalRun(resolveRepo(repoDir), runArg(values.stop, '--stop'));
     if (!state) throw new NotFoundError(`No run ${values.stop} in this repository`);
@@ -171,7 +171,8 @@ export default async function start(io: CliIo): Promise<number> {
   for (const flag of ['resume', 'verify'] as const) {
     const run = values[flag];
     if (run === undefined) continue;
-    const state = tryReadState(runDir(resolveRepo(repoDir), runArg(run, `--${flag}`)));
+    const dir = runDir(resolveRepo(repoDir), runArg(run, `--${flag}`));
+    const state = tryReadState(dir);
     if (!state) throw new NotFoundError(`No run ${run} in this repository`);
     if (flag === 'resume' && state.status !== 'stopped' && state.status !== 'failed') {
       throw new ConflictError(`Run ${run} is ${state.status}; only stopped or failed runs can be resumed`);
@@ -179,12 +180,11 @@ export default async function start(io: CliIo): Promise<number> {
     if (flag === 'verify' && !TERMINAL.has(state.status)) {
       throw new ConflictError(`Run ${run} is ${state.status}; verify it once it has ended`);
     }
-    return launch(io, state, flag, detach, showOutput);
+    return launch(io, state, readPlan(dir), flag, detach, showOutput);
   }
   if (values.retry !== undefined) {
     const prepared = await prepareRetry(repoDir, runArg(values.retry, '--retry'), values['run-id'] ?? null, io.env);
-    sayRenamed(io, prepared.renamed);
-    return launch(io, prepared.state, 'start', detach, showOutput);
+    return launchNew(io, prepared, detach, showOutput);
   }
   if (positionals.length === 0) throw new UsageError('svc start needs an input (see svc start --help)');
   const prepared = await prepareRun({
@@ -197,6 +197,5 @@ export default async function start(io: CliIo): Promise<number> {
     runId: values['run-id'] ?? null,
     env: io.env,
   });
-  sayRenamed(io, prepared.renamed);
-  return launch(io, prepared.state, 'start', detach, showOutput);
+  return launchNew(io, prepared, detach, showOutput);
 }

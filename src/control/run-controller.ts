@@ -86,7 +86,7 @@ export function createRunController(deps: RunControllerDeps): RunController {
       const child = startChild([process.execPath, CLI, ...args], {
         ...spec, extra: { ...spec.extra, ...pipe.extra }, stdio: pipe.stdio,
       });
-      sendHandoff(child, { secrets: runSecrets(deps), probe: null });
+      sendHandoff(child, runSecrets(deps));
       let stderr = '';
       child.stderr?.on('data', (c: Buffer) => {
         if (stderr.length < STDERR_CAP) stderr += c.toString('utf8');

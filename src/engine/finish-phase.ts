@@ -6,6 +6,7 @@ import { createHash } from 'node:crypto';
 import type { RunContext } from './run-context.ts';
 import type { Policy } from './policy.ts';
 import { verdictAccepted } from './policy.ts';
+import type { RunPlan } from './run-plan.ts';
 import { commitAll, diffCommits, diffWorkingTree, headSha, type DiffResult } from './git.ts';
 import { runChecks, type CheckResult } from './checks.ts';
 import { decideVerdict } from './verdict.ts';
@@ -171,10 +172,11 @@ function checkRow(c: Receipt['checks'][number]): string {
  * Opens the PR only when asked (--pr), the diff is non-empty and the policy accepts the verdict; otherwise records why
  * not.
  */
-export async function maybeOpenPr(ctx: RunContext, policy: Policy, receipt: Receipt): Promise<string | null> {
+export async function maybeOpenPr(
+  ctx: RunContext, { policy, push_target: target }: Pick<RunPlan, 'policy' | 'push_target'>, receipt: Receipt,
+): Promise<string | null> {
   const { state } = ctx;
   if (!state.pr) return null;
-  const target = state.push_target;
   let reason: string | null = null;
   if (receipt.diff.files === 0) reason = 'the diff is empty';
   else if (policy.pr.open === 'never') reason = 'the policy says pr.open = "never"';

@@ -2,7 +2,7 @@
 // reads URL rewrites, push URLs, credential helpers, proxies, TLS settings and includes from it. So the push runs
 // from a throwaway bare repository svc creates (its config is git's defaults), borrowing the run's objects through
 // `objects/info/alternates`, to the `remote.origin.url` svc read from the config file itself.
-// That URL is read once, when the run is made, before any agent runs, and kept in the run's state (`push_target`);
+// That URL is read once, when the run is made, before any agent runs, and kept in the run's plan (`push_target`);
 // the push goes there and nowhere else, and is refused when the config names another origin by then.
 // Must not: let any program named by the repository's config run, or hand the token to a URL it did not check.
 import { RefusedError } from '../errors.ts';

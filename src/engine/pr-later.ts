@@ -1,12 +1,14 @@
 // Opens the pull request of a finished --pr run whose work was verified but whose PR could not be opened then (no
 // credential, an unreachable origin): `svc start --open-pr RUN` and the Control Plane's POST /v1/runs/{id}/pr. Nothing
-// is re-run: the receipt svc signed for the run (checked against svc's own key) goes into the PR as it is, the branch
-// goes to the push target pinned when the run was made, and the run ends succeeded once the PR is open.
+// is re-run: the receipt svc signed for the run (checked against svc's own key) goes into the PR as it is, under the
+// run's plan (its policy, and the push target pinned when the run was made), and the run ends succeeded once the PR
+// is open.
 // Must not: open a PR for a run whose verdict the policy does not accept, whose receipt is not svc's, or twice.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { openRunContext } from './run-context.ts';
-import { loadPolicy, verdictAccepted } from './policy.ts';
+import { verdictAccepted } from './policy.ts';
+import { readPlan, type RunPlan } from './run-plan.ts';
 import { verifyReceipt, keyRingOf, type Receipt } from './receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
@@ -17,13 +19,13 @@ import type { RunState } from './run-state.ts';
 import { ConflictError, FailedError } from '../errors.ts';
 
 /** Why `state` cannot get its pull request now, or null when it can (the receipt and policy are checked after). */
-export function prLaterRefusal(state: RunState): string | null {
+function prLaterRefusal(state: RunState, plan: RunPlan): string | null {
   const id = `${state.source}/${state.run}`;
   if (!state.pr) return `Run ${id} was not started with --pr`;
   if (state.pr_url) return `Run ${id} already has its pull request: ${state.pr_url}`;
   if (state.status !== 'failed') return `Run ${id} is ${state.status}; only a failed run without its PR gets one`;
   if (state.failed_check) return `Run ${id} failed its required check "${state.failed_check}"`;
-  if (!state.push_target) return `Run ${id} has no push target (none was pinned when it was made)`;
+  if (!plan.push_target) return `Run ${id} has no push target (none was pinned when it was made)`;
   return null;
 }
 
@@ -48,17 +50,18 @@ function ownReceipt(dir: string, state: RunState, env: NodeJS.ProcessEnv): Recei
 export async function openPrLater(dir: string, env: NodeJS.ProcessEnv, say: (t: string) => void): Promise<RunState> {
   const ctx = openRunContext(dir, env, { ship: env.SVC_SHIP !== '0', say });
   try {
-    const refusal = prLaterRefusal(ctx.state);
+    const plan = readPlan(dir);
+    const refusal = prLaterRefusal(ctx.state, plan);
     if (refusal !== null) throw new ConflictError(refusal);
     const receipt = ownReceipt(dir, ctx.state, env);
-    const policy = loadPolicy(ctx.state.repo_path);
+    const { policy } = plan;
     if (receipt.diff.files === 0 || !verdictAccepted(policy, receipt.verdict)) {
       throw new ConflictError(`Run ${ctx.state.source}/${ctx.state.run}: verdict ${receipt.verdict} ` +
         `(${receipt.diff.files} files) does not meet the policy's pr.open = "${policy.pr.open}"`);
     }
-    await checkPrPossible(ctx.state.push_target!, env);
+    await checkPrPossible(plan.push_target!, env);
     ctx.event('log', { stream: 'svc', text: 'opening the pull request the run could not open before' });
-    const error = await maybeOpenPr(ctx, policy, receipt);
+    const error = await maybeOpenPr(ctx, plan, receipt);
     if (error !== null) {
       ctx.update({ error });
       throw new FailedError(error);

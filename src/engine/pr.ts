@@ -26,7 +26,7 @@ export interface PrRequest {
   title: string;
   body: string;
   draft: boolean;
-  /** Pinned before the agent ran (state.push_target): the only place the branch goes and the PR is opened on. */
+  /** Pinned before the agent ran (the plan's push_target): the only place the branch goes and the PR is opened on. */
   target: PushTarget;
   env: NodeJS.ProcessEnv;
 }

@@ -10,7 +10,7 @@ export function buildPrompt(spec: string, opts: { answers: string[]; notes?: str
       ' these rules:',
     '- Make the smallest change that meets the acceptance criteria, and add or update tests.',
     '- Do not push, merge, deploy, or change CI, credentials or release settings.',
-    '- Do not commit; the runner commits and verifies your changes.',
+    '- Do not commit; svc commits and verifies your changes.',
     // How to ask, concretely: real CLIs reach the file through their shell tool, which expands the variable.
     '- If you cannot continue without a human decision, write one question to the file named by the environment',
     '  variable SVC_QUESTION_FILE (with your shell tool: printf \'%s\\n\' "Which …?" > "$SVC_QUESTION_FILE"), then' +

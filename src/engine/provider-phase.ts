@@ -298,7 +298,7 @@ async function budgetAfterExit(
 ): Promise<ProviderOutcome | null> {
   const budget = ctx.state.budget_usd;
   if (budget === null || !budgetReached(total.cost_usd, budget)) return null;
-  block(ctx, budgetQuestion(total.cost_usd!, budget, maxUsd));
+  if (ctx.state.status !== 'blocked') block(ctx, budgetQuestion(total.cost_usd!, budget, maxUsd));
   const answer = await waitForAnswer(ctx);
   if (answer === null) return { kind: 'stopped' };
   ctx.event('answer', { answer });
@@ -322,10 +322,11 @@ async function outcomeAfterExit(
     return { kind: 'limit', exitCode: result.code, error: limitMessage(provider.name, result.endedBy) };
   }
 
-  // A question written just before exit, or still unanswered when the provider exited: wait, then re-invoke.
+  // A question written just before exit, or still unanswered when the provider exited: wait, then re-invoke. A budget
+  // question still open when it exited is the budget's to answer (below), not a question to re-invoke it with.
   const late = ctx.state.status === 'blocked' ? null : readQuestion(files.questionFile, false);
   if (late) block(ctx, late);
-  if (ctx.state.status === 'blocked') {
+  if (ctx.state.status === 'blocked' && !a.budgetAsked) {
     const answer = await waitForAnswer(ctx);
     if (answer === null) return { kind: 'stopped' };
     unblock(ctx, answer, files.answerFile);

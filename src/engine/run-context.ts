@@ -29,7 +29,7 @@ export interface RunContext {
   stopRequested(): boolean;
   /** The answer waiting for the blocked run, by whichever one channel it came (docs/architecture.md, "Channels"). */
   takeAnswer(): string | null;
-  /** Progress lines for whoever watches the worker (terminal or runner.log). */
+  /** Progress lines for whoever watches the worker (terminal or worker.log). */
   say(text: string): void;
   shipSoon(): void;
   close(): Promise<void>;
@@ -57,7 +57,7 @@ export function openRunContext(
     try {
       ctx.event('log', { stream: 'svc', text });
     } catch {
-      // events.jsonl itself may be what was refused; the line above still reached runner.log.
+      // events.jsonl itself may be what was refused; the line above still reached worker.log.
     }
   }
 

@@ -4,9 +4,8 @@ import { writeJsonAtomic } from './atomic.ts';
 import { statePath } from './paths.ts';
 import { assertPlainDir } from './safe-fs.ts';
 import { RUN_JSON_FIELDS, type RunJson } from '../run-json.ts';
-import type { PushTarget } from './git-push.ts';
 
-/** What a run's worker process is asked to do with it (src/engine/runner.ts). */
+/** What a run's worker process is asked to do with it (src/engine/worker.ts). */
 export type WorkerMode = 'start' | 'resume' | 'verify';
 
 export type InputKind = 'errtrack-file' | 'issue-url' | 'spec-file' | 'trackera' | 'brief';
@@ -33,7 +32,7 @@ export interface RunState extends RunJson {
   base_tree?: string | null;
   head_sha: string | null;
   spec_sha256: string;
-  /** Runner process identity, checked before any signal (STYLE: Processes). */
+  /** The worker process's identity, checked before any signal (STYLE: Processes). */
   pid: number | null;
   pgid: number | null;
   proc_start: string | null;
@@ -46,13 +45,8 @@ export interface RunState extends RunJson {
   /** Branch the repo had checked out when the run was made (the PR base unless the policy names one). */
   base_branch: string | null;
   /**
-   * A --pr run's origin, read from the repository's config before any agent ran; the push and the pull request go
-   * there only (src/engine/git-push.ts). Null for a run that opens no pull request. Absent in older state files.
-   */
-  push_target?: PushTarget | null;
-  /**
    * The required check whose failure failed the run, else null: how a re-verify tells a run its checks failed from a
-   * run whose provider failed (src/engine/runner.ts). Absent in older state files.
+   * run whose provider failed (src/engine/worker.ts). Absent in older state files.
    */
   failed_check?: string | null;
 }

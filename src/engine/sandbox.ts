@@ -1,10 +1,9 @@
-// The worker's side of the agent sandbox (DESIGN §7a): which mode this run uses, where its protocol files live, the
-// bwrap plan for one provider or check, and the sandbox svc's own git runs in once the agent has touched the worktree.
-// What the plans allow is decided in src/spawn/agent-plan.ts.
+// The worker's side of the agent sandbox (DESIGN §7a): where its protocol files live, the bwrap plan for one provider
+// or check, and the sandbox svc's own git runs in once the agent has touched the worktree. Which mode a run uses is
+// in its plan (run-plan.ts); what the bwrap plans allow is decided in src/spawn/agent-plan.ts.
 import { join } from 'node:path';
 import { homedir } from 'node:os';
 import type { RunContext } from './run-context.ts';
-import type { Policy } from './policy.ts';
 import type { RunLimits } from './policy-limits.ts';
 import { plainSubdir } from './safe-fs.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
@@ -16,7 +15,7 @@ import { runSync } from '../spawn/start.ts';
 import { closeFilterFd, openFilterFd } from '../spawn/seccomp.ts';
 import type { SandboxLimits } from '../spawn/limits.ts';
 import type { WatchedLimits } from '../spawn/limit-watch.ts';
-import { ignoredPolicyNote, resolveSandbox, unsandboxedWarning, type SandboxMode } from '../spawn/sandbox-mode.ts';
+import type { SandboxMode } from '../spawn/sandbox-mode.ts';
 import type { RunGate } from './egress.ts';
 import { providerHomeDir, providerTemplate } from './provider-home-key.ts';
 import { dropRunLayer } from '../spawn/provider-home.ts';
@@ -25,7 +24,7 @@ import { dropRunLayer } from '../spawn/provider-home.ts';
 export interface RunSandbox {
   mode: SandboxMode;
   gate: RunGate | null;
-  /** What svc's environment passes to the agent and the checks by name (run-settings.ts), sandboxed or not. */
+  /** What svc's environment passes to the agent and the checks by name (the run's plan), sandboxed or not. */
   passed: Record<string, string>;
 }
 
@@ -58,19 +57,6 @@ export function gateEnv(sandbox: RunSandbox): Record<string, string> {
 /** Everything a provider or check adds to the spawn policy's allowlist: the passed names, then the gate's. */
 export function agentExtraEnv(sandbox: RunSandbox): Record<string, string> {
   return { ...sandbox.passed, ...gateEnv(sandbox) };
-}
-
-/** This run's sandbox mode; throws SandboxUnavailableError when it needs bwrap and bwrap cannot run. */
-export function runSandboxMode(ctx: RunContext, policy: Policy): SandboxMode {
-  const mode = resolveSandbox(policy.sandbox, ctx.env);
-  const ignored = ignoredPolicyNote(policy.sandbox, ctx.env);
-  if (ignored) ctx.event('log', { stream: 'svc', text: ignored });
-  const warning = unsandboxedWarning(mode);
-  if (warning) {
-    ctx.event('log', { stream: 'svc', text: warning });
-    ctx.say(warning);
-  }
-  return mode;
 }
 
 const MIB = 1024 * 1024;
@@ -109,7 +95,7 @@ export function agentSandbox(
     home,
     // A check gets no provider's login folders.
     provider: provider?.kind ?? 'check',
-    // A command provider's folders, as the settings rule allowed them (run-settings.ts).
+    // A command provider's folders, as the settings rule allowed them (run-plan.ts).
     declared: provider?.kind === 'command' ? provider.writable ?? [] : [],
     // A built-in CLI's own folders come from the repository's provider home (provider-home.ts).
     providerHome: provider && provider.kind !== 'command'

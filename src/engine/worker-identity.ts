@@ -19,16 +19,14 @@ const CLI_PATHS = new Set(
     .map((rel) => real(fileURLToPath(new URL(rel, import.meta.url)))),
 );
 
-/**
- * The worker argv is `node <cli> start --worker <mode> --run-id <run> --repo <repo>` (engine/launch.ts spawnWorker).
- */
+/** The worker argv is `node <cli> worker <mode> --run-id <run> --repo <repo>` (engine/launch.ts spawnWorker). */
 export function isWorkerOf(run: string): (pid: number) => boolean {
   return (pid) => {
     const argv = procList(pid, 'cmdline');
     if (!argv) return false;
+    const cli = argv.findIndex((a) => /cli\.[jt]s$/.test(a) && CLI_PATHS.has(real(a)));
     const at = argv.indexOf('--run-id');
-    if (!argv.includes('--worker') || at === -1 || argv[at + 1] !== run) return false;
-    return argv.some((a) => /cli\.[jt]s$/.test(a) && CLI_PATHS.has(real(a)));
+    return cli !== -1 && argv[cli + 1] === 'worker' && at !== -1 && argv[at + 1] === run;
   };
 }
 

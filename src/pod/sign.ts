@@ -16,7 +16,7 @@ import { decideVerdict } from '../engine/verdict.ts';
 import { issueReceipt, RECEIPT_TYPE, type Receipt, type ReceiptBody } from '../engine/receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { maybeOpenPr } from '../engine/finish-phase.ts';
-import { repoSlug } from '../engine/git-push.ts';
+import { repoSlug, type PushTarget } from '../engine/git-push.ts';
 import { failedRequiredCheck, requiredCheckError, type CheckResult } from '../engine/checks.ts';
 import type { Policy } from '../engine/policy.ts';
 import { readSeal, type Seal } from './seal.ts';
@@ -166,16 +166,15 @@ function signUnverified(
 /** Checks the commits, judges by the base policy and signs; returns the receipt and the checks it judged by. */
 function signReceipt(
   ctx: RunContext, opts: SignOptions, seal: Seal, evidence: RunEvidence, network: GateNetwork | null,
-): { receipt: Receipt; policy: Policy; checks: CheckResult[] } {
+): { receipt: Receipt; policy: Policy; checks: CheckResult[]; target: PushTarget | null } {
   const head = typeof ctx.state.head_sha === 'string' ? ctx.state.head_sha : '';
   const branch = `svc/${opts.run}`;
   const scratch = join(opts.env.HOME ?? '/tmp', 'git');
   const commits = verifyCommits(opts.workspace, scratch, seal.base_sha, head, branch, seal.origin_url);
-  // The PR is pushed from the signer's own repository to the sealed origin, whatever the copied state pinned.
+  // The PR is pushed from the signer's own repository to the sealed origin, whatever the copied plan pinned.
   const target = seal.origin_url ? { url: seal.origin_url, repo: repoSlug(seal.origin_url) } : null;
   ctx.update({
     base_sha: seal.base_sha, head_sha: head, branch, base_branch: seal.base_branch, pr: opts.pr, workdir: commits.repo,
-    push_target: target,
   });
   ctx.saveArtifact('diff.patch', commits.diff.patch);
   const policy = policyAt(commits.repo, seal.base_sha);
@@ -191,7 +190,7 @@ function signReceipt(
   };
   const receipt = issue(ctx, opts,
     receiptBody(ctx, opts, seal, commits.diff, head, checks, verdict, network?.section ?? null));
-  return { receipt, policy, checks };
+  return { receipt, policy, checks, target };
 }
 
 /** The run's final status, and its pull request when asked for and allowed, as `svc start` would end it. */
@@ -208,7 +207,7 @@ async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, evidence: R
     signUnverified(ctx, opts, seal, err.message, network);
     return;
   }
-  const { receipt, policy, checks } = signed;
+  const { receipt, policy, checks, target } = signed;
   const endedAt = typeof ctx.state.ended_at === 'string' ? ctx.state.ended_at : isoNow();
   const ended = { ...ENDED, ended_at: endedAt, exit_code: evidence.exit_code };
   if (evidence.outcome === 'over_budget') {
@@ -221,7 +220,7 @@ async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, evidence: R
   let error = evidence.error ?? (failed ? requiredCheckError(failed) : null);
   const noOrigin = opts.pr && !seal.origin_url;
   if (!error && noOrigin) error = `Pull request not opened: ${seal.origin_problem ?? 'no origin remote'}`;
-  else if (!error) error = await maybeOpenPr(ctx, policy, receipt);
+  else if (!error) error = await maybeOpenPr(ctx, { policy, push_target: target }, receipt);
   else if (opts.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
   ctx.setStatus(error ? 'failed' : 'succeeded', { ...ended, error, failed_check: failed?.name ?? null });
 }

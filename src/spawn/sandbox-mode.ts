@@ -1,10 +1,9 @@
-// Whether a run's agents are sandboxed, decided once per process from the project policy, the origin and the host
-// (DESIGN §7a). Default: bwrap. Opting out is explicit: `"sandbox": "none"` in .svc/policy.json (any origin), or
-// SVC_SANDBOX=none for a run a person starts at the CLI. Without a working sandbox, nothing else runs an agent.
-import { isJsonObject } from '../untrusted.ts';
+// Whether a run's agents are sandboxed, decided once per run (by its launcher, into the run's plan) from the project
+// policy, the origin and the host (DESIGN §7a). Default: bwrap. Opting out is explicit: `"sandbox": "none"` in
+// .svc/policy.json (any origin), or SVC_SANDBOX=none for a run a person starts at the CLI. Without a working sandbox,
+// nothing else runs an agent.
 import { UnavailableError } from '../errors.ts';
 import { settingChoice } from '../settings-registry.ts';
-import type { SandboxProbe } from './probe.ts';
 import { probeSandboxCached } from './probe-cache.ts';
 
 export type SandboxSetting = 'bwrap' | 'none';
@@ -14,32 +13,6 @@ export type SandboxMode = { kind: 'bwrap'; bwrap: string } | { kind: 'none'; why
 /** The sandbox was asked for and cannot run; the message names the package and the opt-out that applies. */
 export class SandboxUnavailableError extends UnavailableError {}
 
-let probed: SandboxProbe | null = null;
-
-/** The host probe, run once per run: by the process that makes or launches the run, then handed to its worker. */
-function probeOnce(env: NodeJS.ProcessEnv): SandboxProbe {
-  probed ??= probeSandboxCached(env);
-  return probed;
-}
-
-/** The probe this process ran or was handed, for the handoff to the run's worker; null when it needed none. */
-export function probeDone(): SandboxProbe | null {
-  return probed;
-}
-
-/**
- * Takes the probe the parent svc ran, as it arrived in the handoff pipe (src/spawn/secrets-handoff.ts): only that
- * parent can write the pipe, unlike the environment, which any launcher of svc sets. Anything not shaped like a probe
- * is ignored, and this process probes for itself when it needs to.
- */
-export function trustParentProbe(value: unknown): void {
-  if (probed !== null || !isJsonObject(value)) return;
-  const v = value as Record<string, unknown>;
-  const nullableString = (x: unknown): x is string | null => x === null || typeof x === 'string';
-  if (typeof v.ok !== 'boolean' || !nullableString(v.bwrap) || !nullableString(v.reason)) return;
-  if (!nullableString(v.userNamespaces) || (v.ok && !v.bwrap)) return;
-  probed = { ok: v.ok, bwrap: v.bwrap, userNamespaces: v.userNamespaces, reason: v.reason };
-}
 
 export const OPT_OUT_CLI = 'SVC_SANDBOX=none or "sandbox": "none" in the project\'s .svc/policy.json';
 export const OPT_OUT_SERVER =
@@ -58,7 +31,7 @@ export function resolveSandbox(policy: SandboxSetting | null, env: NodeJS.Proces
   const fromEnv = settingChoice(env, variable);
   if (cli && policy === 'none') return { kind: 'none', why: 'the project policy says "sandbox": "none"' };
   if (fromEnv === 'none') return { kind: 'none', why: `${variable}=none` };
-  const probe = probeOnce(env);
+  const probe = probeSandboxCached(env);
   if (probe.ok && probe.bwrap) return { kind: 'bwrap', bwrap: probe.bwrap };
   throw new SandboxUnavailableError(
     `Refusing to start: agents run in a bubblewrap sandbox and it does not work on this host (${probe.reason}). ` +

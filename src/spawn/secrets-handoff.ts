@@ -7,7 +7,6 @@
 //   socket's /proc/<pid>/fd link cannot be opened, and the parent's end is close-on-exec.
 // - A re-executed process (execve keeps no pipe svc can make from Node) gets them through a 0600 file in
 //   ~/.svc/handoff that the new image reads and deletes first.
-// The same message carries the sandbox probe the parent already ran, so a run's worker need not run it again.
 // Must not: write a value anywhere but that pipe or file, or accept a name that is not one of svc's secrets.
 import {
   mkdirSync, openSync, writeSync, closeSync, readFileSync, rmSync, chmodSync, readdirSync, statSync, fstatSync,
@@ -28,12 +27,6 @@ export const HANDOFF_FD_VAR = 'SVC_HANDOFF_FD';
 const HANDOFF_FD = 3;
 
 export type Secrets = Record<string, string>;
-
-/** What a parent svc hands over: secrets, and the sandbox probe it ran (null if none; the receiver checks it). */
-export interface Handoff {
-  secrets: Secrets;
-  probe: unknown;
-}
 
 /** Secret values in `env` (the `*_FILE` names hold paths and stay where they are). */
 export function secretsIn(env: NodeJS.ProcessEnv): Secrets {
@@ -86,7 +79,7 @@ export function writeHandoff(secrets: Secrets, env: NodeJS.ProcessEnv): Record<s
   const path = join(handoffDir(env), `${process.pid}-${randomBytes(12).toString('hex')}.json`);
   const fd = openSync(path, 'wx', 0o600);
   try {
-    writeSync(fd, message({ secrets, probe: null }));
+    writeSync(fd, message(secrets));
   } finally {
     closeSync(fd);
   }
@@ -99,11 +92,10 @@ export function dropHandoff(extra: Record<string, string>): void {
   if (path) rmSync(path, { force: true });
 }
 
-/** The JSON both channels carry: only svc's secret names with non-empty values, and the probe. */
-function message(handoff: Handoff): string {
-  const names = Object.keys(handoff.secrets).filter((n) => SVC_SECRET_NAMES.has(n) && handoff.secrets[n]);
-  const secrets = Object.fromEntries(names.map((n) => [n, handoff.secrets[n]]));
-  return JSON.stringify({ secrets, probe: handoff.probe });
+/** The JSON both channels carry: only svc's secret names with non-empty values. */
+function message(handed: Secrets): string {
+  const names = Object.keys(handed).filter((n) => SVC_SECRET_NAMES.has(n) && handed[n]);
+  return JSON.stringify({ secrets: Object.fromEntries(names.map((n) => [n, handed[n]])) });
 }
 
 /**
@@ -116,13 +108,13 @@ export function handoffPipe(
   return { stdio: [...stdio.slice(0, HANDOFF_FD), 'pipe'], extra: { [HANDOFF_FD_VAR]: String(HANDOFF_FD) } };
 }
 
-/** Writes the handoff into the child's pipe and closes it; a child that is already gone simply never reads it. */
-export function sendHandoff(child: ChildProcess, handoff: Handoff): void {
+/** Writes the secrets into the child's pipe and closes it; a child that is already gone simply never reads it. */
+export function sendHandoff(child: ChildProcess, secrets: Secrets): void {
   const pipe = child.stdio[HANDOFF_FD] as Writable | null | undefined;
   if (!pipe) return;
   pipe.on('error', () => {});
   // Closed once written: the data waits in the socket for the child, and this process need not wait for it.
-  pipe.end(message(handoff), () => pipe.destroy());
+  pipe.end(message(secrets), () => pipe.destroy());
 }
 
 /** Reads the inherited handoff pipe to its end and closes it; null unless fd 3 is the socket svc gave this process. */
@@ -152,9 +144,9 @@ function readFile(path: string): string | null {
   }
 }
 
-/** The secrets (svc's names only, non-empty strings) and the probe in one handoff message; nothing from bad JSON. */
-function parse(text: string | null): Handoff {
-  const out: Handoff = { secrets: {}, probe: null };
+/** The secrets (svc's names only, non-empty strings) in one handoff message; nothing from bad JSON. */
+function parse(text: string | null): Secrets {
+  const out: Secrets = {};
   if (text === null) return out;
   let value: unknown;
   try {
@@ -164,9 +156,8 @@ function parse(text: string | null): Handoff {
   }
   const body = obj(value);
   for (const [name, v] of Object.entries(obj(body.secrets))) {
-    if (SVC_SECRET_NAMES.has(name) && !name.endsWith('_FILE') && typeof v === 'string' && v) out.secrets[name] = v;
+    if (SVC_SECRET_NAMES.has(name) && !name.endsWith('_FILE') && typeof v === 'string' && v) out[name] = v;
   }
-  out.probe = body.probe ?? null;
   return out;
 }
 
@@ -175,12 +166,10 @@ function parse(text: string | null): Handoff {
  * `SVC_SECRETS_HANDOFF` names (deleted), and removes both names from `env`. A missing or malformed one hands over
  * nothing.
  */
-export function takeHandoff(env: NodeJS.ProcessEnv): Handoff {
+export function takeHandoff(env: NodeJS.ProcessEnv): Secrets {
   const fd = env[HANDOFF_FD_VAR];
   const path = env[HANDOFF_VAR];
   delete env[HANDOFF_FD_VAR];
   delete env[HANDOFF_VAR];
-  const piped = parse(fd === String(HANDOFF_FD) ? readPipe() : null);
-  const filed = parse(path ? readFile(path) : null);
-  return { secrets: { ...filed.secrets, ...piped.secrets }, probe: piped.probe ?? filed.probe };
+  return { ...parse(path ? readFile(path) : null), ...parse(fd === String(HANDOFF_FD) ? readPipe() : null) };
 }

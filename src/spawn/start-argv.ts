@@ -1,5 +1,5 @@
 // The argv of every `svc start` svc starts itself (one home): by the trigger server for each origin
-// (spec "Per-route behaviour"), by the Control Plane for start, resume and retry, and by `svc start` for its worker.
+// (spec "Per-route behaviour"), by the Control Plane for start, resume and retry; and `svc start`'s own `svc worker`.
 // Never a deploy argument, never a shell; text from outside always follows "--" or `--brief`, so it is never read as
 // an option.
 
@@ -41,9 +41,7 @@ export function retryArgs(from: string, run: string, repo: string): string[] {
   return ['start', '--detach', '--retry', from, '--run-id', run, '--repo', repo];
 }
 
-/**
- * The run's detached worker: `node <cli> start --worker MODE --run-id RUN --repo REPO` (worker-identity.ts checks it).
- */
+/** The run's detached worker: `node <cli> worker MODE --run-id RUN --repo REPO` (worker-identity.ts checks it). */
 export function workerArgv(cli: string, mode: string, run: string, repo: string): string[] {
-  return [process.execPath, cli, 'start', '--worker', mode, '--run-id', run, '--repo', repo];
+  return [process.execPath, cli, 'worker', mode, '--run-id', run, '--repo', repo];
 }

@@ -39,7 +39,7 @@ export interface ExecJob {
   workdir: string;
   /**
    * The served entry the job was routed to: its owner/name becomes the run's `repo` (SVC_REPO_NAME), and a pod
-   * clones its clone URL (kubernetes-pod.ts). Absent only for callers outside the runner (tests).
+   * clones its clone URL (kubernetes-pod.ts). Absent only for callers outside the job loop (tests).
    */
   repo?: { name: string; clone: string | null };
 }

@@ -1,5 +1,5 @@
 // How a job ends: its status, its error, and the summary its reply will carry, written in one place for every way a
-// job can end (its run's outcome, a launch that failed, a restart that lost it, a crash of the runner).
+// job can end (its run's outcome, a launch that failed, a restart that lost it, a crash of the job loop).
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow } from '../db/trigger-jobs-store.ts';
 import type { RunOutcome, RunRef } from './executor.ts';

@@ -67,7 +67,7 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
         detached: true,
         stdio: pipe.stdio,
       });
-      sendHandoff(child, { secrets: launcherSecrets(opts.env), probe: null });
+      sendHandoff(child, launcherSecrets(opts.env));
       child.stdout?.setEncoding('utf8').on('data', (d: string) => {
         if (stdout.length < OUTPUT_CAP) stdout += d;
       });

@@ -5,7 +5,7 @@ import { openDatabase } from '../db/open.ts';
 import { triggerMigrations } from '../db/trigger-migrations.ts';
 import { createTriggerStores, type TriggerStores } from '../db/trigger-stores.ts';
 import { createJobQueue, type JobQueue } from './queue.ts';
-import { createRunner, type Runner } from './runner.ts';
+import { createJobLoop, type JobLoop } from './job-loop.ts';
 import { createLocalExecutor } from './local-executor.ts';
 import { createKubernetesExecutor } from './kubernetes-executor.ts';
 import { createNotifier } from './notify.ts';
@@ -37,7 +37,7 @@ export interface RunningTrigger {
   connections: ConnectionCounts;
   stores: TriggerStores;
   queue: JobQueue;
-  runner: Runner;
+  jobLoop: JobLoop;
   close(): Promise<void>;
 }
 
@@ -141,19 +141,19 @@ export async function startTrigger(
     signal: shutdown.signal,
     ...(o.notifyBackoffMs !== undefined ? { backoffMs: o.notifyBackoffMs } : {}),
   });
-  let runner: Runner | undefined;
+  let jobLoop: JobLoop | undefined;
   const queue = createJobQueue({
     stores, clock, maxQueued: settings.queueMax, routes: configuredRoutes(settings),
     onEnqueued: () => {
       checkpointer.nudge();
-      setImmediate(() => runner?.kick());
+      setImmediate(() => jobLoop?.kick());
     },
   });
   const managed = createManagedCheckouts({
     stateDir: settings.stateDir, checkoutsDir: settings.checkoutsDir, env, log,
   });
   const workdirs = createJobWorkdirs(settings.repos, managed);
-  runner = createRunner({
+  jobLoop = createJobLoop({
     stores, executor, concurrency: settings.concurrency, repoConcurrency: settings.repoConcurrency, workdirs,
     clock, log, controlUrl: settings.controlUrl, notify,
   });
@@ -185,7 +185,7 @@ export async function startTrigger(
   const { url } = await listen(server, settings.host, settings.port);
   accepting = true;
   logStartupProblems(settings, log);
-  runner.recover();
+  jobLoop.recover();
   report(settings.repos.entries.map((e) => e.name));
   const stopRetention = startTriggerRetention({ stores, retention: settings.retention, clock, log });
 
@@ -196,7 +196,7 @@ export async function startTrigger(
       stopRetention();
       await closeGracefully(server, async () => {
         shutdown.abort();
-        await runner!.close();
+        await jobLoop!.close();
         await Promise.all(reports);
       });
       await checkpointer.close();
@@ -204,7 +204,7 @@ export async function startTrigger(
     })();
     return closing;
   }
-  return { url, server, connections, stores, queue, runner, close };
+  return { url, server, connections, stores, queue, jobLoop, close };
 }
 
 /** Serves until SIGINT/SIGTERM, then shuts down once and resolves with the exit code. */

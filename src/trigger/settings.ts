@@ -21,7 +21,7 @@ export interface TriggerSettings {
   /** Managed repositories' job checkouts (SVC_TRIGGER_CHECKOUTS): outside ~/.svc, so their agents see their git. */
   checkoutsDir: string;
   concurrency: number;
-  /** Jobs of one repository active at once, so a burst for one cannot take every slot (runner.ts). */
+  /** Jobs of one repository active at once, so a burst for one cannot take every slot (job-loop.ts). */
   repoConcurrency: number;
   dbPath: string;
   queueMax: number;

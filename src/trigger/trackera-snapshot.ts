@@ -12,7 +12,7 @@ export const TRACKERA_IDENTIFIER = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 const JOB_FILE = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
 export interface StagedSnapshot {
-  /** Puts the payload in place for this job (synchronous: done before the runner can launch the job). */
+  /** Puts the payload in place for this job (synchronous: done before the job loop can launch the job). */
   keep(jobId: string): void;
   /** Removes whatever keep() did not use; safe to call after keep(). */
   discard(): Promise<void>;

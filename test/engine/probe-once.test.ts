@@ -1,7 +1,7 @@
-// The sandbox probe runs at most once per run (issue 9), and once per boot while it works (src/spawn/probe-cache.ts):
-// `svc start` probes the host (or takes this boot's cached result) before it makes the run and hands the
-// result to the run's worker through the handoff pipe, so the worker does not run a second trial sandbox. Counted
-// with a `bwrap` on PATH that logs every call and then runs the real one.
+// The sandbox probe runs at most once per run, and once per boot while it works (src/spawn/probe-cache.ts):
+// `svc start` probes the host (or takes this boot's cached result) before it makes the run and keeps the sandbox mode
+// in the run's plan, so the worker and a verify run no second trial sandbox. Counted with a `bwrap` on PATH that logs
+// every call and then runs the real one.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
@@ -37,7 +37,7 @@ describe('the sandbox probe', { skip: probe.ok ? false : 'bwrap cannot run on th
     return { trials, others: lines.filter((l) => l.includes('fake.sh')).length };
   }
 
-  it('runs once for a run: the worker takes the probe its launcher ran', async () => {
+  it('runs once for a run: the worker takes the sandbox mode from the run\'s plan', async () => {
     const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', 'fake'], { cwd: repo.repo, env });
     assert.equal(res.code, 0, res.stderr);
     const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };

@@ -63,7 +63,7 @@ describe('stopping a run from outside its worker', () => {
   });
 
   it('does not signal a worker of another run, nor a provider child that lacks SVC_RUN_ID of the run', async () => {
-    const other = sleeper([CLI_TS, 'start', '--worker', 'start', '--run-id', 'rsomeoneelse']);
+    const other = sleeper([CLI_TS, 'worker', 'start', '--run-id', 'rsomeoneelse']);
     const child = sleeper();
     await waitFor(() => procStart(other.pid!) && procStart(child.pid!), 'start times');
     runFolder('rmismatch', {
@@ -76,7 +76,7 @@ describe('stopping a run from outside its worker', () => {
   });
 
   it('stops the worker and the provider child that really belong to the run', async () => {
-    const worker = sleeper([CLI_TS, 'start', '--worker', 'start', '--run-id', 'rmine']);
+    const worker = sleeper([CLI_TS, 'worker', 'start', '--run-id', 'rmine']);
     const child = sleeper([], { SVC_RUN_ID: 'rmine' });
     await waitFor(() => procStart(worker.pid!) && procStart(child.pid!), 'start times');
     runFolder('rmine', {

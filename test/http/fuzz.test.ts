@@ -60,7 +60,7 @@ function importProject(dir: string): string {
   const empty = join(project, '.svc', 'runs', 'rimp2');
   mkdirSync(join(empty, 'artifacts', 'checks'), { recursive: true });
   writeFileSync(join(empty, 'state.json'), JSON.stringify({ run: 'rimp2', status: 'failed', started_at: T0, repo: 'acme/api' }));
-  for (const f of ['events.jsonl', 'spec.md', 'runner.log', 'artifacts/egress.jsonl', 'artifacts/receipt.json',
+  for (const f of ['events.jsonl', 'spec.md', 'worker.log', 'plan.json', 'artifacts/egress.jsonl', 'artifacts/receipt.json',
     'artifacts/diffstat.json', 'artifacts/diff.patch', 'artifacts/evidence.json', 'artifacts/checks/unit.log']) {
     writeFileSync(join(empty, f), '');
   }

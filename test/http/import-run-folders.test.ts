@@ -10,7 +10,7 @@ import { startTestControl, type TestControl } from '../helpers/control-server.ts
 const T0 = '2026-02-01T10:00:00.000Z';
 
 /** Every file a finished run folder holds, as the engine writes them (src/engine/paths.ts, evidence.ts, receipt.ts). */
-const RUN_FILES = ['spec.md', 'question.txt', 'answer.txt', 'runner.log', 'provider.log', 'ship.json'];
+const RUN_FILES = ['spec.md', 'question.txt', 'answer.txt', 'worker.log', 'plan.json', 'provider.log', 'ship.json'];
 const ARTIFACT_FILES = [
   'receipt.json', 'evidence.json', 'egress.jsonl', 'diff.patch', 'diffstat.json', 'prompt.md', 'checks/unit.log',
   'checks/lint.log',

@@ -19,14 +19,14 @@ describe('secrets handoff', () => {
     assert.equal(statSync(path).mode & 0o777, 0o600);
     assert.equal(statSync(join(home, '.svc', 'handoff')).mode & 0o777, 0o700);
     const env: NodeJS.ProcessEnv = { [HANDOFF_VAR]: path, PATH: '/bin' };
-    assert.deepEqual(takeHandoff(env), { secrets: { GITHUB_TOKEN: 'gh-1' }, probe: null });
+    assert.deepEqual(takeHandoff(env), { GITHUB_TOKEN: 'gh-1' });
     assert.equal(existsSync(path), false, 'the receiver deleted the file');
     assert.equal(env[HANDOFF_VAR], undefined, 'and forgot its name');
   });
 
   it('hands nothing over when there is nothing to hand, and takes nothing from a missing or foreign file', () => {
     assert.deepEqual(writeHandoff({}, { HOME: home }), {});
-    const nothing = { secrets: {}, probe: null };
+    const nothing = {};
     assert.deepEqual(takeHandoff({ [HANDOFF_VAR]: join(home, 'gone.json') }), nothing);
     const foreign = join(home, 'foreign.json');
     writeFileSync(foreign, JSON.stringify({ secrets: { PATH: '/evil', LD_PRELOAD: '/evil.so', GH_TOKEN: 7 } }));
@@ -68,12 +68,11 @@ describe('secrets handoff', () => {
     return new Promise((resolve) => child.on('close', () => resolve(JSON.parse(out))));
   }
 
-  it('hands a child svc its secrets and the probe through a pipe on fd 3, which it reads and closes; no file is written', async () => {
+  it('hands a child svc its secrets through a pipe on fd 3, which it reads and closes; no file is written', async () => {
     const handoffDir = join(home, '.svc', 'handoff');
     const before = existsSync(handoffDir) ? readdirSync(handoffDir) : [];
-    const probe = { ok: true, bwrap: '/usr/bin/bwrap', userNamespaces: null, reason: null };
-    const got = await receive({ secrets: { GITHUB_TOKEN: 'gh-pipe', PATH: '/evil', SVC_CONTROL_TOKEN: '' }, probe }, {});
-    assert.deepEqual(got, { handed: { secrets: { GITHUB_TOKEN: 'gh-pipe' }, probe }, fd3Open: false, named: null });
+    const got = await receive({ GITHUB_TOKEN: 'gh-pipe', PATH: '/evil', SVC_CONTROL_TOKEN: '' }, {});
+    assert.deepEqual(got, { handed: { GITHUB_TOKEN: 'gh-pipe' }, fd3Open: false, named: null });
     assert.deepEqual(existsSync(handoffDir) ? readdirSync(handoffDir) : [], before, 'nothing on disk');
   });
 
@@ -84,7 +83,7 @@ describe('secrets handoff', () => {
     let out = '';
     child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
     const got = await new Promise<any>((resolve) => child.on('close', () => resolve(JSON.parse(out))));
-    assert.deepEqual(got.handed, { secrets: {}, probe: null });
+    assert.deepEqual(got.handed, {});
     assert.equal(got.named, null);
   });
 
@@ -97,7 +96,7 @@ describe('secrets handoff', () => {
       kind: 'svc-worker', base: { PATH: process.env.PATH, HOME: home, SVC_CONTROL_DB: join(home, 'reexec.db') },
       extra: pipe.extra, stdio: pipe.stdio,
     });
-    sendHandoff(child, { secrets: { SVC_CONTROL_TOKEN: token }, probe: null });
+    sendHandoff(child, { SVC_CONTROL_TOKEN: token });
     try {
       const url = await new Promise<string>((resolve) => {
         let out = '';

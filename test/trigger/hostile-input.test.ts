@@ -87,7 +87,7 @@ describe('50 concurrent trackera deliveries for one issue (issue 11 item 3)', ()
     // Each job's own snapshot is exactly the delivery it came from (its run reads it through SVC_JOB_ID).
     answers.forEach((a, i) => assert.deepEqual(readFileSync(join(dir, 'jobs', `${a.body.job_id as string}.json`)), bodies[i], `job of delivery ${i}`));
     assert.deepEqual([...readdirSync(dir), ...readdirSync(join(dir, 'jobs'))].filter((n) => n.endsWith('.tmp')), []);
-    await t.runner.idle();
+    await t.jobLoop.idle();
     const launched = t.calls().filter((c) => c.args.includes('trackera:LIN-34'));
     assert.equal(launched.length, 50);
     assert.deepEqual(new Set(launched.map((c) => c.env.SVC_JOB_ID)), new Set(answers.map((a) => a.body.job_id)));

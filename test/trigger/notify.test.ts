@@ -91,7 +91,7 @@ describe('completion summaries', () => {
       ids.push(id);
       await waitFor(async () => ((await get(`${t.url}/jobs/${id}`, bearer)).body.status === 'succeeded' ? true : null), 'the job');
     }
-    await t.runner.idle();
+    await t.jobLoop.idle();
     assert.equal(foreign.requests.length, 0);
     for (const id of ids) {
       assert.equal(t.stores.replies.get(id), undefined, `no reply target stored for ${id}`);
@@ -145,7 +145,7 @@ describe('completion summaries', () => {
     const before = hooks.requests.length + trackera.requests.length + trackerb.requests.length;
     const res = await post(`${t.url}/jobs`, JSON.stringify({ brief: 'nothing to notify' }), bearer);
     await waitFor(async () => ((await get(`${t.url}/jobs/${res.body.job_id as string}`, bearer)).body.status === 'succeeded' ? true : null), 'the job');
-    await t.runner.idle();
+    await t.jobLoop.idle();
     assert.equal(hooks.requests.length + trackera.requests.length + trackerb.requests.length, before);
   });
 });

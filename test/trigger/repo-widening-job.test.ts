@@ -53,7 +53,7 @@ describe('a served repository asking for a writable ~/.config/git', { skip: bwra
         assert.match(env, /^MY_TOOL_HOME=\/opt\/tool-6160$/m, 'the operator\'s name crossed the launcher');
         assert.equal(env.includes('aws-sekret-6161'), false);
       } finally {
-        await t.runner.idle();
+        await t.jobLoop.idle();
         await t.cleanup();
         rmSync(repo, { recursive: true, force: true });
       }

@@ -63,7 +63,7 @@ describe('served repositories on the Control Plane', () => {
       const names = ((await cp.request('GET', '/v1/repos')).json.items as Array<{ name: string }>).map((i) => i.name);
       assert.deepEqual(names, ['acme/api', 'acme/web'], 'no name guessed from the checkout');
     } finally {
-      await t.runner.idle();
+      await t.jobLoop.idle();
       await t.cleanup();
       await cp.close();
       for (const d of [api, web, dir]) rmSync(d, { recursive: true, force: true });

@@ -80,7 +80,7 @@ describe('trigger routes with real payloads', () => {
       const job = await finished(t, id);
       assert.deepEqual(job.args, ['start', 'pr --deploy fix the login bug', '--detach']);
       // hooks.slack.com is not under the configured prefix: no reply target, never contacted (checked once the notifier is done).
-      await t.runner.idle();
+      await t.jobLoop.idle();
       assert.equal(t.stores.replies.get(id), undefined);
       assert.ok(!posted.some((p) => p.url.includes('hooks.slack.com')));
     });

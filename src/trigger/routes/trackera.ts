@@ -24,7 +24,7 @@ export async function receiveTrackera(ctx: TCtx): Promise<Reply> {
   if (routed.kind === 'unserved') return skipped(unserved(ctx, 'trackera', routed.reason));
   const inbox = intakeDir(ctx.deps.settings.stateDir, routed.repo);
   // Staged (a file write) only once the cheap checks passed, before the commit; put in place in the same turn the
-  // job commits (before the runner can launch it).
+  // job commits (before the job loop can launch it).
   const identifier = input.identifier;
   let snapshot: StagedSnapshot | undefined;
   try {

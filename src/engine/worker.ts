@@ -1,12 +1,10 @@
 // The worker: drives one run through provider → checks → receipt → PR (mode "start"/"resume"), or re-verifies it
-// ("verify").
+// ("verify"), by the plan its launcher wrote (run-plan.ts): it resolves no setting itself.
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { openRunContext, type RunContext } from './run-context.ts';
-import { loadPolicy, type Policy } from './policy.ts';
-import { passedEnvFor, runSettings } from './run-settings.ts';
-import { loadOperatorConfig } from './operator-config.ts';
-import { cappedLimits } from './setting-authority.ts';
+import { readPlan, writePlan, type RunPlan } from './run-plan.ts';
+import { passedValues } from './operator-config.ts';
 import { createWorktree } from './git.ts';
 import { identityOf, signalGroup } from './proc-group.ts';
 import { isChildOf } from './worker-identity.ts';
@@ -16,15 +14,15 @@ import { type WorkerMode } from './run-state.ts';
 import { isoNow } from '../iso-time.ts';
 import { TERMINAL } from '../run-json.ts';
 import { worktreeDir } from './paths.ts';
-import { runSandboxMode, type RunSandbox } from './sandbox.ts';
+import type { RunSandbox } from './sandbox.ts';
 import { prepareMemoryCgroup } from '../spawn/memory-cgroup.ts';
-
-const MIB = 1024 * 1024;
+import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
 import { openRunGate } from './egress.ts';
 import { signsLater, evidenceOf, EVIDENCE_ARTIFACT, type RunEvidence } from './evidence.ts';
 import { failedRequiredCheck, requiredCheckError, type CheckResult } from './checks.ts';
-import { pushTargetFor } from './launch.ts';
 import { errorMessage } from '../errors.ts';
+
+const MIB = 1024 * 1024;
 
 function prepareWorkdir(ctx: RunContext): void {
   const { state } = ctx;
@@ -34,7 +32,6 @@ function prepareWorkdir(ctx: RunContext): void {
   if (state.workdir !== path) ctx.update({ workdir: path });
 }
 
-/** `checkAnyway`: a limit ended the provider, and the checks still say what its work is worth (not_verified). */
 /**
  * How the provider phase ended: `failure` is null when it succeeded. A run a limit ended (`limit`) or its budget
  * ended (`over-budget`) still has its checks run on what exists; one past its budget opens no PR and is `stopped`.
@@ -46,10 +43,10 @@ interface Ending {
 }
 
 /** The one finish sequence: diff, checks, the receipt (or the pod's evidence), the PR when allowed, the status. */
-async function finish(ctx: RunContext, policy: Policy, sandbox: RunSandbox, end: Ending): Promise<void> {
+async function finish(ctx: RunContext, plan: RunPlan, sandbox: RunSandbox, end: Ending): Promise<void> {
   const diff = collectDiff(ctx, sandbox);
   saveDiff(ctx, diff);
-  const checks = end.kind === 'failed' ? [] : await verifyWork(ctx, policy, sandbox);
+  const checks = end.kind === 'failed' ? [] : await verifyWork(ctx, plan.policy, sandbox);
   if (ctx.stopRequested()) return;
   const ended = isoNow();
   ctx.update({ ended_at: ended });
@@ -60,7 +57,7 @@ async function finish(ctx: RunContext, policy: Policy, sandbox: RunSandbox, end:
   const receipt = writeReceipt(ctx, checks, diff, end.failure !== null, sandbox);
   const checkFailed = end.failure === null ? failedRequiredCheck(checks) : null;
   let error = end.failure ?? (checkFailed ? requiredCheckError(checkFailed) : null);
-  if (!error) error = await maybeOpenPr(ctx, policy, receipt);
+  if (!error) error = await maybeOpenPr(ctx, plan, receipt);
   else if (ctx.state.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
   const status = overBudget ? 'stopped' : error ? 'failed' : 'succeeded';
   const failed_check = overBudget ? undefined : checkFailed?.name ?? null;
@@ -84,45 +81,20 @@ function leaveEvidence(
   ctx.say('evidence written: the signer container issues the receipt');
 }
 
-/** A run made by an older svc has no pinned push target: it is pinned here, still before this worker's agent runs. */
-function pinPushTarget(ctx: RunContext): void {
-  if (ctx.state.push_target !== undefined) return;
-  ctx.update({ push_target: pushTargetFor(ctx.state.repo_path, ctx.state.pr) });
-}
-
 const RESUMED_NOTE =
   'This run was resumed: your earlier changes are already in the working tree. Continue the task from there.';
 
-/** The project's policy with its limits held within the operator's caps (each lowered one said in the log). */
-function runPolicy(ctx: RunContext): Policy {
-  const policy = loadPolicy(ctx.state.repo_path);
-  const { limits, notes } = cappedLimits(policy.limits, loadOperatorConfig(ctx.env).limits);
-  for (const note of notes) ctx.event('log', { stream: 'svc', text: note });
-  return notes.length ? { ...policy, limits } : policy;
-}
-
-async function startOrResume(ctx: RunContext, mode: WorkerMode): Promise<void> {
-  const policy = runPolicy(ctx);
-  pinPushTarget(ctx);
-  const { state } = ctx;
-  const workdir = state.worktree ? worktreeDir(state.repo_path, state.run) : state.repo_path;
-  const settings = runSettings(state.provider || null, state.repo_path, workdir, ctx.env);
-  // What the settings rule left out of this run (a server-started run's refusals among them), before the agent starts.
-  for (const note of settings.notes) {
-    ctx.event('log', { stream: 'svc', text: note });
-    ctx.say(note);
-  }
-  const provider = settings.provider;
-  const sandbox = await withGate(ctx, policy, settings.passedEnv);
+async function startOrResume(ctx: RunContext, plan: RunPlan, mode: WorkerMode): Promise<void> {
+  const sandbox = await openSandbox(ctx, plan);
   try {
     prepareWorkdir(ctx);
     const spec = readFileSync(join(ctx.dir, 'spec.md'), 'utf8');
     const notes = mode === 'resume' ? [RESUMED_NOTE] : [];
-    const outcome = await runProvider(ctx, provider, spec, {
-      maxUsd: policy.max_usd, notes, sandbox, limits: policy.limits,
+    const outcome = await runProvider(ctx, plan.provider, spec, {
+      maxUsd: plan.policy.max_usd, notes, sandbox, limits: plan.policy.limits,
     });
     if (outcome.kind === 'stopped' || ctx.stopRequested()) return;
-    await finish(ctx, policy, sandbox, outcome.kind === 'done'
+    await finish(ctx, plan, sandbox, outcome.kind === 'done'
       ? { kind: 'done', failure: null, exitCode: 0 }
       : { kind: outcome.kind, failure: outcome.error, exitCode: outcome.exitCode });
   } finally {
@@ -130,23 +102,31 @@ async function startOrResume(ctx: RunContext, mode: WorkerMode): Promise<void> {
   }
 }
 
-/** The run's sandbox mode and, when sandboxed, its egress gate (closed by the caller once the checks are done). */
-async function withGate(ctx: RunContext, policy: Policy, passed: Record<string, string>): Promise<RunSandbox> {
-  const mode = runSandboxMode(ctx, policy);
+/**
+ * The plan's sandbox and, when sandboxed, the run's egress gate (closed by the caller once the checks are done), with
+ * the values of the environment the plan passes by name.
+ */
+async function openSandbox(ctx: RunContext, plan: RunPlan): Promise<RunSandbox> {
+  const mode = plan.sandbox;
+  const passed = passedValues(plan.passed_env, ctx.env);
+  const warning = unsandboxedWarning(mode);
+  if (warning) {
+    ctx.event('log', { stream: 'svc', text: warning });
+    ctx.say(warning);
+  }
   if (mode.kind === 'none') return { mode, gate: null, passed };
   // The first sandbox's memory cgroup is made while the gate and the worktree are prepared (memory-cgroup.ts).
-  prepareMemoryCgroup(policy.limits.memory_mb * MIB);
-  return { mode, gate: await openRunGate(ctx, policy), passed };
+  prepareMemoryCgroup(plan.policy.limits.memory_mb * MIB);
+  return { mode, gate: await openRunGate(ctx, plan.policy), passed };
 }
 
-async function reverify(ctx: RunContext): Promise<void> {
-  const policy = runPolicy(ctx);
-  const sandbox = await withGate(ctx, policy, passedEnvFor(ctx.state.repo_path, ctx.state.workdir, ctx.env));
+async function reverify(ctx: RunContext, plan: RunPlan): Promise<void> {
+  const sandbox = await openSandbox(ctx, plan);
   try {
     ctx.event('log', { stream: 'svc', text: 'verify: re-running checks' });
     const diff = collectDiff(ctx, sandbox);
     saveDiff(ctx, diff);
-    const checks = await verifyWork(ctx, policy, sandbox);
+    const checks = await verifyWork(ctx, plan.policy, sandbox);
     if (ctx.stopRequested()) return;
     // A run its checks failed is judged again on these checks; one that failed before them stays failed.
     const failedBeforeChecks = ctx.state.status === 'failed' && ctx.state.error !== null && !ctx.state.failed_check;
@@ -171,7 +151,9 @@ export async function executeRun(
   process.on('exit', () => {
     if (ctx.state.child) signalGroup(ctx.state.child, 'SIGKILL', childOwner);
   });
+  let plan: RunPlan | null = null;
   try {
+    plan = readPlan(dir);
     if (mode !== 'verify') {
       if (ctx.state.status === 'stopping' || (mode === 'start' && ctx.state.status === 'stopped')) {
         ctx.setStatus('stopped', { ended_at: ctx.state.ended_at ?? isoNow() });
@@ -179,9 +161,9 @@ export async function executeRun(
       }
       ctx.update({ ...identityOf(process.pid), ended_at: null, error: null });
       ctx.setStatus('running');
-      await startOrResume(ctx, mode);
+      await startOrResume(ctx, plan, mode);
     } else {
-      await reverify(ctx);
+      await reverify(ctx, plan);
     }
     if (ctx.stopRequested() && !TERMINAL.has(ctx.state.status)) {
       ctx.setStatus('stopped', { ended_at: isoNow(), question: null, child: null });
@@ -193,6 +175,8 @@ export async function executeRun(
   } finally {
     if (ctx.state.child) signalGroup(ctx.state.child, 'SIGKILL', childOwner);
     ctx.update({ child: null, pid: mode === 'verify' ? ctx.state.pid : null });
+    // An agent without a sandbox could have edited plan.json: the plan this worker read goes back, unchanged.
+    if (plan) writePlan(dir, plan);
     await ctx.close();
   }
   return ctx.state.status === 'succeeded' ? 0 : 1;

@@ -7,10 +7,10 @@ import { finishJob, jobEndOf, type JobEnd } from './job-finish.ts';
 import type { Logger } from '../log.ts';
 import { WorkdirError, type JobWorkdirs } from './job-workdir.ts';
 import type { ServedRepo } from './served-repos-file.ts';
-import { countActive, markServed, pickNext, type Turns } from './runner-turns.ts';
+import { countActive, markServed, pickNext, type Turns } from './job-turns.ts';
 import { errorMessage } from '../errors.ts';
 
-export interface Runner {
+export interface JobLoop {
   /** Start as many queued jobs as free slots allow. */
   kick(): void;
   /**
@@ -25,7 +25,7 @@ export interface Runner {
   idle(): Promise<void>;
 }
 
-export interface RunnerOptions {
+export interface JobLoopOptions {
   stores: TriggerStores;
   executor: JobExecutor;
   concurrency: number;
@@ -40,7 +40,7 @@ export interface RunnerOptions {
   notify: (jobId: string) => Promise<void>;
 }
 
-export function createRunner(opts: RunnerOptions): Runner {
+export function createJobLoop(opts: JobLoopOptions): JobLoop {
   const { stores, executor, log } = opts;
   const abort = new AbortController();
   const tasks = new Set<Promise<void>>();
@@ -48,7 +48,7 @@ export function createRunner(opts: RunnerOptions): Runner {
   let idleWaiters: Array<() => void> = [];
 
   // Active jobs and last start per origin and per repository: the next job comes from the repository, then the
-  // origin, with the fewest active, then the one served longest ago (runner-turns.ts), so a burst on one repository
+  // origin, with the fewest active, then the one served longest ago (job-turns.ts), so a burst on one repository
   // or one route does not make the others wait behind all of it (issues 21, 22). Within a pair, oldest first.
   const turns: Turns = { active: new Map(), served: new Map(), starts: 0 };
   const repoCap = opts.repoConcurrency ?? opts.concurrency;

@@ -4,7 +4,7 @@
 // a job for B by at most the one slot that frees first, and a flood on one route does not starve another route.
 import type { JobRow, TriggerJobsStore } from '../db/trigger-jobs-store.ts';
 
-/** The runner's in-memory view of who is running: keys are `repo:<name>` and `origin:<name>`. */
+/** The job loop's in-memory view of who is running: keys are `repo:<name>` and `origin:<name>`. */
 export interface Turns {
   active: Map<string, number>;
   /** The start counter's value when each key last had a job started (never: absent, i.e. first in line). */

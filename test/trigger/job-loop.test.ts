@@ -15,7 +15,7 @@ async function job(t: TestTrigger, id: string): Promise<Record<string, unknown>>
   return (await get(`${t.url}/jobs/${id}`, bearer)).body;
 }
 
-describe('runner', () => {
+describe('the job loop', () => {
   it('gives `svc start` an allowlisted environment: no secret, key or token reaches it', async () => {
     const outbound = {
       TRACKERA_API_KEY: 'k-trackera-1',
@@ -41,7 +41,7 @@ describe('runner', () => {
       // The one extra name: the descriptor of the pipe that carries what the run uses itself (issue 9 item 4); the
       // launcher reads it at start. Nothing is written to disk on the way.
       assert.equal(call.env.SVC_HANDOFF_FD, '3');
-      assert.deepEqual(call.handed, { secrets: { SVC_CONTROL_TOKEN: 'k-control-5', ERRTRACK_AUTH_TOKEN: 'k-errtrack-3' }, probe: null });
+      assert.deepEqual(call.handed, { secrets: { SVC_CONTROL_TOKEN: 'k-control-5', ERRTRACK_AUTH_TOKEN: 'k-errtrack-3' } });
       assert.equal(existsSync(join(t.home, '.svc', 'handoff')), false, 'no handoff file was written');
       for (const name of Object.keys(call.env)) {
         if (name !== 'SVC_HANDOFF_FD') assert.ok(isLauncherName(name), `unexpected ${name} in the child env`);

@@ -1,0 +1,153 @@
+// A run's plan: everything the run may do, resolved once by its launcher before anything of the run is written, and
+// kept beside its state as plan.json. The worker, a resume, a retry and a verify read it and never resolve again, so a
+// repository's later change to .svc/policy.json or .svc/config.json (or to its origin) cannot reach a run made before
+// it. What a repository may set is decided by setting-authority.ts; the plan records the decision.
+import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { isAbsolute, join } from 'node:path';
+import { FailedError, RefusedError } from '../errors.ts';
+import { readEngineConfigFile } from './config.ts';
+import { loadOperatorConfig } from './operator-config.ts';
+import { loadPolicy, PolicyError, type Policy } from './policy.ts';
+import { isTrusted, trustRecordOf } from './trust.ts';
+import { cappedLimits, decideSettings, serverRefusal, trustNeeded, wideningFor } from './setting-authority.ts';
+import { resolveProvider, type ResolvedProvider } from './providers.ts';
+import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts';
+import { writeJsonAtomic } from './atomic.ts';
+import { assertPlainDir } from './safe-fs.ts';
+import { agentSandboxPlan } from '../spawn/agent-plan.ts';
+import { shownBy } from '../spawn/plan-visibility.ts';
+import { svcHomeOf } from '../spawn/svc-paths.ts';
+import { ignoredPolicyNote, resolveSandbox, type SandboxMode } from '../spawn/sandbox-mode.ts';
+import { isJsonObject } from '../untrusted.ts';
+
+/** A CLI run's repository file asks for operator-only settings and the person has not trusted this exact file. */
+export class TrustNeededError extends RefusedError {}
+
+/** A command provider's argv names a file its sandbox does not show. */
+export class OutsideViewError extends RefusedError {}
+
+/** A run folder without a readable plan.json (made by an older svc, or changed by hand): nothing is re-resolved. */
+export class PlanUnreadableError extends FailedError {}
+
+export interface RunPlan {
+  /** The project's policy as it was when the run was made, its limits held within the operator's caps. */
+  policy: Policy;
+  /** The provider, its program found on PATH, with what the settings rule allowed it (writable folders). */
+  provider: ResolvedProvider;
+  /** Names of svc's environment passed to the agent and the checks; the values come from the worker's environment. */
+  passed_env: string[];
+  /** Whether the agents are confined, and by which bwrap (DESIGN §7a). */
+  sandbox: SandboxMode;
+  /** A --pr run's origin, read before any agent ran (git-push.ts); null for a run that opens no pull request. */
+  push_target: PushTarget | null;
+  /** For the run's log: settings left out, limits lowered, a policy's sandbox opt-out ignored. */
+  notes: string[];
+}
+
+export interface PlanRequest {
+  repo: string;
+  /** Where the run will work: a folder inside it is the run's own. */
+  workdir: string;
+  /** --provider, else the config's, else the first built-in on PATH. */
+  provider: string | null;
+  pr: boolean;
+  env: NodeJS.ProcessEnv;
+}
+
+/**
+ * Resolves the plan, or refuses (a SvcError) a run that could not go as asked: a broken policy, a CLI run whose
+ * provider needs settings of an untrusted file (a server-started run goes on without them, and `notes` say so), no
+ * working sandbox, a command provider naming a file its sandbox would not show, a --pr run with no single origin.
+ */
+export function planRun(req: PlanRequest): RunPlan {
+  const { repo, env } = req;
+  try {
+    const policy = loadPolicy(repo);
+    const file = readEngineConfigFile(repo);
+    const operator = loadOperatorConfig(env);
+    // A run a server started: the trigger server and the Control Plane always set SVC_ORIGIN (DESIGN §7a).
+    const server = !!env.SVC_ORIGIN && env.SVC_ORIGIN !== 'cli';
+    const decided = decideSettings(file?.config ?? null, operator, {
+      server, trusted: !server && file !== null && isTrusted(env, file.path, file.sha256), home: env.HOME || homedir(),
+      workdir: req.workdir, pathDirs: (env.PATH ?? '').split(':').filter(isAbsolute),
+    });
+    const provider = resolveProvider(req.provider, decided.config, env);
+    const widening = wideningFor(decided.widening, provider.name);
+    if (widening.length && !server && file) {
+      throw new TrustNeededError(trustNeeded(widening, file.path, trustRecordOf(env, file.path) !== null));
+    }
+    const sandbox = resolveSandbox(policy.sandbox, env);
+    if (sandbox.kind === 'bwrap') refuseOutsideView(provider, repo, req.workdir, env);
+    const capped = cappedLimits(policy.limits, operator.limits);
+    const ignored = ignoredPolicyNote(policy.sandbox, env) ?? [];
+    return {
+      policy: { ...policy, limits: capped.limits }, provider, passed_env: decided.env, sandbox,
+      push_target: req.pr && policy.pr.open !== 'never' ? pinPushTarget(repo) : null,
+      notes: [...decided.notes, ...server ? widening.map(serverRefusal) : [], ...capped.notes].concat(ignored),
+    };
+  } catch (err) {
+    if (err instanceof PolicyError) throw new RefusedError(`Refusing to start: ${err.message}`, { cause: err });
+    if (err instanceof PushRefusedError) {
+      throw new RefusedError(`Refusing to start a --pr run: ${err.message}`, { cause: err });
+    }
+    throw err;
+  }
+}
+
+const planPath = (dir: string) => join(dir, 'plan.json');
+
+/** Written by the launcher, beside state.json, before the run's worker starts; never changed after. */
+export function writePlan(dir: string, plan: RunPlan): void {
+  assertPlainDir(dir);
+  writeJsonAtomic(planPath(dir), plan);
+}
+
+/**
+ * The plan, provided it is svc's own file: owned by this user and writable by no one else (the run folder is hidden
+ * from every sandbox; this keeps another user who can write the project from planting one, e.g. with no sandbox).
+ */
+export function readPlan(dir: string): RunPlan {
+  let plan: unknown = null;
+  try {
+    const fd = openSync(planPath(dir), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    try {
+      const st = fstatSync(fd);
+      const own = st.isFile() && st.uid === process.getuid?.() && (st.mode & 0o022) === 0;
+      if (own) plan = JSON.parse(readFileSync(fd, 'utf8'));
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    plan = null;
+  }
+  const keys = ['policy', 'provider', 'passed_env', 'sandbox', 'push_target', 'notes'];
+  if (!isJsonObject(plan) || !keys.every((k) => k in plan)) {
+    throw new PlanUnreadableError(`The run has no readable plan (${planPath(dir)}, svc's own file): it was made ` +
+      'by an older svc or its folder was changed. Nothing is resolved again for a run made before: start a new run');
+  }
+  return plan as unknown as RunPlan;
+}
+
+/**
+ * Refuses a command provider whose program or script arguments (absolute paths) are not there inside its sandbox,
+ * before the run starts: inside it would only fail with "No such file". `workdir` is where the run will work.
+ */
+function refuseOutsideView(provider: ResolvedProvider, repo: string, workdir: string, env: NodeJS.ProcessEnv): void {
+  if (provider.kind !== 'command') return;
+  // The protocol folders do not exist yet; the plan only needs their names.
+  const io = join(workdir, '.svc-io');
+  const plan = agentSandboxPlan({
+    workdir, repo, ioDir: io, askDir: io, answerDir: io,
+    svcHome: svcHomeOf(env), home: env.HOME || homedir(), provider: 'command', declared: provider.writable ?? [],
+    program: provider.argv[0]!, showProgramFolder: provider.showFolder !== false, env, gate: null,
+  });
+  const missing = provider.argv.slice(1).find((arg) => isAbsolute(arg) && !shownBy(plan, arg));
+  if (!missing) return;
+  throw new OutsideViewError(
+    `Refusing to start: provider "${provider.name}" names ${missing}, which its sandbox does not show (it sees the ` +
+      'working tree, the folders on PATH, the system folders and its own program\'s folder). Put the script in the ' +
+      'repository and name it relative to it (e.g. ["sh", ".svc/agent.sh"]; a --worktree run sees what is ' +
+      'committed), or install it in a folder on PATH',
+  );
+}

@@ -1,0 +1,107 @@
+// A run's plan is resolved once, when its launcher makes it (src/engine/run-plan.ts). The attack: a repository changes
+// its .svc/config.json and .svc/policy.json after a run started (a push, a person, another run's agent) to point the
+// provider at another program, add a check and switch the sandbox off, and waits for the run to be resumed or
+// retried. Neither picks the change up; a run folder whose plan is gone, or is not svc's own file, is refused rather
+// than resolved again.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { chmodSync, chownSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
+import { runChild } from '../helpers/run-child.ts';
+import { probeSandbox } from '../../src/spawn/probe.ts';
+
+const bwrapWorks = probeSandbox(process.env).ok;
+
+/** Fails its first invocation, leaving a mark in the working tree; finishes the task on the next. */
+const FAILS_ONCE = `#!/bin/sh
+cat > /dev/null
+if [ -e tried.txt ]; then echo fixed >> a.txt; exit 0; fi
+echo once > tried.txt
+exit 3
+`;
+
+/** What the repository swaps in after the run started. */
+const SWAPPED_IN = `#!/bin/sh
+cat > /dev/null
+echo swapped > swapped-in-ran.txt
+`;
+
+describe('a run plan resolved once', () => {
+  let repo: TestRepo;
+  let env: NodeJS.ProcessEnv;
+  let run: string;
+  let retry: string;
+  const dirOf = (r: string) => join(repo.repo, '.svc', 'runs', r);
+  const svc = (args: string[]) => runChild(process.execPath, [CLI, 'start', ...args], { cwd: repo.repo, env });
+
+  before(async () => {
+    repo = makeRepo({ providers: { agent: FAILS_ONCE }, policy: { checks: [] } });
+    // The provider is the repository's own (no operator definition shadows it), so its file is what an attack edits.
+    rmSync(join(repo.home, '.svc', 'operator.json'));
+    writeFileSync(join(repo.bin, 'swapped.sh'), SWAPPED_IN);
+    chmodSync(join(repo.bin, 'swapped.sh'), 0o755);
+    env = { PATH: process.env.PATH, HOME: repo.home, LANG: 'C', ...GIT_ENV, SVC_SHIP: '0',
+      ...(bwrapWorks ? {} : { SVC_SANDBOX: 'none' }) };
+    const res = await svc(['--brief', 'append fixed', '--worktree', '--provider', 'agent']);
+    run = (JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string }).run;
+    assert.equal(readJson(join(dirOf(run), 'state.json')).status, 'failed', res.stderr);
+  });
+  after(() => repo.cleanup());
+
+  it('resumes by the plan: a provider, check and sandbox setting the repository changed since do not apply', async () => {
+    const plan = readFileSync(join(dirOf(run), 'plan.json'), 'utf8');
+    writeFileSync(join(repo.repo, '.svc', 'config.json'),
+      JSON.stringify({ providers: { agent: { command: [join(repo.bin, 'swapped.sh')] } } }));
+    writeFileSync(join(repo.repo, '.svc', 'policy.json'),
+      JSON.stringify({ checks: [{ name: 'late', run: ['false'] }], sandbox: 'none' }));
+    const res = await svc(['--resume', run]);
+    assert.equal(res.code, 0, res.stderr);
+    const state = readJson(join(dirOf(run), 'state.json'));
+    assert.equal(state.status, 'succeeded');
+    assert.equal(existsSync(join(state.workdir, 'swapped-in-ran.txt')), false, 'the swapped-in program never ran');
+    assert.match(readFileSync(join(state.workdir, 'a.txt'), 'utf8'), /fixed/);
+    const events = readFileSync(join(dirOf(run), 'events.jsonl'), 'utf8');
+    assert.doesNotMatch(events, /"name":"late"/, 'the check added since was not run');
+    if (bwrapWorks) assert.doesNotMatch(events, /WITHOUT a sandbox/, 'the sandbox stayed on');
+    assert.equal(readFileSync(join(dirOf(run), 'plan.json'), 'utf8'), plan, 'the plan is as the launcher wrote it');
+  });
+
+  it('retries with the earlier run\'s plan, not the repository\'s files of now', async () => {
+    const res = await svc(['--retry', run]);
+    retry = (JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string }).run;
+    assert.notEqual(retry, run);
+    assert.deepEqual(readJson(join(dirOf(retry), 'plan.json')), readJson(join(dirOf(run), 'plan.json')));
+    const state = readJson(join(dirOf(retry), 'state.json'));
+    assert.equal(existsSync(join(state.workdir, 'swapped-in-ran.txt')), false, 'the swapped-in program never ran');
+  });
+
+  it('refuses to resume, retry or verify a run whose plan is gone, and changes nothing', async () => {
+    const dir = dirOf(retry);
+    assert.equal(readJson(join(dir, 'state.json')).status, 'failed');
+    rmSync(join(dir, 'plan.json'));
+    const before = readFileSync(join(dir, 'state.json'), 'utf8');
+    for (const flag of ['--resume', '--retry', '--verify']) {
+      const res = await svc([flag, retry]);
+      assert.equal(res.code, 1, `${flag}: ${res.stderr}`);
+      assert.match(res.stderr, /has no readable plan .*plan\.json.*start a new run/, flag);
+    }
+    writeFileSync(join(dir, 'plan.json'), '{"policy":');
+    assert.match((await svc(['--verify', retry])).stderr, /has no readable plan/);
+    assert.equal(readFileSync(join(dir, 'state.json'), 'utf8'), before, 'the run is as it was');
+  });
+
+  it('refuses a plan that is not svc\'s own file: one another user planted, or one others may write', async () => {
+    const planted = { ...readJson(join(dirOf(run), 'plan.json')), sandbox: { kind: 'none', why: 'planted' } };
+    const path = join(dirOf(retry), 'plan.json');
+    writeFileSync(path, JSON.stringify(planted));
+    chmodSync(path, 0o666);
+    assert.match((await svc(['--verify', retry])).stderr, /has no readable plan/, 'writable by others');
+    if (process.getuid?.() === 0) {
+      chmodSync(path, 0o644);
+      chownSync(path, 65534, 65534);
+      assert.match((await svc(['--verify', retry])).stderr, /has no readable plan/, 'owned by another user');
+    }
+    assert.doesNotMatch(readFileSync(join(dirOf(retry), 'events.jsonl'), 'utf8'), /WITHOUT a sandbox/);
+  });
+});
