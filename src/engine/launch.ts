@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import { BadInputError, RefusedError } from '../errors.ts';
 import { classifyInput, isWebhookOrigin } from './classify.ts';
 import { buildTask } from './spec.ts';
-import { planRun, readPlan, writePlan, type RunPlan } from './run-plan.ts';
+import { planForRetry, planRun, writePlan, type RunPlan } from './run-plan.ts';
 import { newRunId, isValidSegment } from './ids.ts';
 import { settingOr } from '../settings-registry.ts';
 import { repoRoot, headSha, currentBranch, excludeEngineFolders, gitCommonDir } from './git.ts';
@@ -161,7 +161,7 @@ export async function prepareRetry(
   return createRun({
     repo, run: newRun ?? newRunId(), groupId: old.group_id, spec: readFileSync(join(oldDir, 'spec.md'), 'utf8'),
     brief: old.brief, origin: old.origin, pr: old.pr, worktree: old.worktree, input: old.input,
-    env: { ...env, SVC_SOURCE: old.source }, plan: readPlan(oldDir), provider: null,
+    env: { ...env, SVC_SOURCE: old.source }, plan: planForRetry(oldDir), provider: old.provider || null,
   });
 }
 

@@ -2,7 +2,7 @@
 // kept beside its state as plan.json. The worker, a resume, a retry and a verify read it and never resolve again, so a
 // repository's later change to .svc/policy.json or .svc/config.json (or to its origin) cannot reach a run made before
 // it. What a repository may set is decided by setting-authority.ts; the plan records the decision.
-import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { FailedError, RefusedError } from '../errors.ts';
@@ -124,9 +124,24 @@ export function readPlan(dir: string): RunPlan {
   const keys = ['policy', 'provider', 'passed_env', 'sandbox', 'push_target', 'notes'];
   if (!isJsonObject(plan) || !keys.every((k) => k in plan)) {
     throw new PlanUnreadableError(`The run has no readable plan (${planPath(dir)}, svc's own file): it was made ` +
-      'by an older svc or its folder was changed. Nothing is resolved again for a run made before: start a new run');
+      'by an older svc or its folder was changed. Nothing is resolved again for a run made before: retry it ' +
+      '(a new run, planned anew when the old one has no plan)');
   }
   return plan as unknown as RunPlan;
+}
+
+/**
+ * For a retry: the old run's plan, or null (plan the retry anew) when its folder has none at all, as runs made before
+ * svc kept plans have not. A retry is a new run the person asked for, so planning it is what `svc start` would do;
+ * a plan that is there but not svc's own file is still refused.
+ */
+export function planForRetry(dir: string): RunPlan | null {
+  try {
+    lstatSync(planPath(dir));
+  } catch {
+    return null;
+  }
+  return readPlan(dir);
 }
 
 /**

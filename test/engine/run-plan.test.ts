@@ -76,18 +76,26 @@ describe('a run plan resolved once', () => {
     assert.equal(existsSync(join(state.workdir, 'swapped-in-ran.txt')), false, 'the swapped-in program never ran');
   });
 
-  it('refuses to resume, retry or verify a run whose plan is gone, and changes nothing', async () => {
+  it('refuses to resume or verify a run whose plan is gone, and changes nothing; its retry is planned anew', async () => {
     const dir = dirOf(retry);
     assert.equal(readJson(join(dir, 'state.json')).status, 'failed');
     rmSync(join(dir, 'plan.json'));
     const before = readFileSync(join(dir, 'state.json'), 'utf8');
-    for (const flag of ['--resume', '--retry', '--verify']) {
+    for (const flag of ['--resume', '--verify']) {
       const res = await svc([flag, retry]);
       assert.equal(res.code, 1, `${flag}: ${res.stderr}`);
-      assert.match(res.stderr, /has no readable plan .*plan\.json.*start a new run/, flag);
+      assert.match(res.stderr, /has no readable plan .*plan\.json.*retry it/, flag);
     }
+    // A run made before svc kept plans has none: retrying it is a new run, planned as `svc start` plans one.
+    const again = await svc(['--retry', retry, '--detach']);
+    assert.doesNotMatch(again.stderr, /has no readable plan/);
+    assert.equal(again.code, 0, again.stderr);
+    const third = (JSON.parse(again.stdout.trim().split('\n')[0]!) as { run: string }).run;
+    assert.equal(existsSync(join(dirOf(third), 'plan.json')), true, again.stderr);
     writeFileSync(join(dir, 'plan.json'), '{"policy":');
-    assert.match((await svc(['--verify', retry])).stderr, /has no readable plan/);
+    for (const flag of ['--retry', '--verify']) {
+      assert.match((await svc([flag, retry])).stderr, /has no readable plan/, `${flag}: a broken plan is refused`);
+    }
     assert.equal(readFileSync(join(dir, 'state.json'), 'utf8'), before, 'the run is as it was');
   });
 
