@@ -23,7 +23,6 @@ import { openEventLog } from './events-log.ts';
 import { identityOf } from './proc-group.ts';
 import { assertPlainDir, openAppendNoFollow, writeNoFollow } from './safe-fs.ts';
 import { resolveSandbox, unsandboxedWarning, probeDone } from '../spawn/sandbox-mode.ts';
-import { prepareMemoryCgroup } from '../spawn/memory-cgroup.ts';
 import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts';
 import { checkPrPossible } from './pr-check.ts';
 import { signsLater } from './evidence.ts';
@@ -240,11 +239,8 @@ export function spawnWorker(
     detached: true,
     stdio: pipe.stdio,
   });
-  const probe = probeDone();
-  sendHandoff(child, { secrets: workerSecrets(env), probe });
+  sendHandoff(child, { secrets: workerSecrets(env), probe: probeDone() });
   if (log !== null) closeSync(log);
-  // A sandboxed run's memory cgroup is made now, while the worker loads (memory-cgroup.ts).
-  if (probe?.ok && child.pid) prepareMemoryCgroup(child.pid);
   if (child.pid && mode !== 'verify') {
     // Recorded before the worker runs, so a stop that comes right away can still find it.
     const fresh = readState(dir);

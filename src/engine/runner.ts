@@ -17,6 +17,9 @@ import { isoNow } from '../iso-time.ts';
 import { TERMINAL } from '../run-json.ts';
 import { worktreeDir } from './paths.ts';
 import { runSandboxMode, type RunSandbox } from './sandbox.ts';
+import { prepareMemoryCgroup } from '../spawn/memory-cgroup.ts';
+
+const MIB = 1024 * 1024;
 import { openRunGate } from './egress.ts';
 import { signsLater, evidenceOf, EVIDENCE_ARTIFACT, type RunEvidence } from './evidence.ts';
 import { failedRequiredCheck, requiredCheckError, type CheckResult } from './checks.ts';
@@ -131,6 +134,8 @@ async function startOrResume(ctx: RunContext, mode: WorkerMode): Promise<void> {
 async function withGate(ctx: RunContext, policy: Policy, passed: Record<string, string>): Promise<RunSandbox> {
   const mode = runSandboxMode(ctx, policy);
   if (mode.kind === 'none') return { mode, gate: null, passed };
+  // The first sandbox's memory cgroup is made while the gate and the worktree are prepared (memory-cgroup.ts).
+  prepareMemoryCgroup(policy.limits.memory_mb * MIB);
   return { mode, gate: await openRunGate(ctx, policy), passed };
 }
 

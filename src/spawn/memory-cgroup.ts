@@ -108,8 +108,7 @@ export function memoryCgroupSupport(): MemoryCgroupSupport {
     support = { version: null, reason: why };
     return support;
   }
-  // The cgroup a launcher made for this process shows already that svc may make them here.
-  const refused = existsSync(headStartPath(parent, process.pid)) ? null : canMakeChild(parent);
+  const refused = canMakeChild(parent);
   support = refused
     ? { version: null, reason: `svc may not make a cgroup in ${parent} (${refused})` }
     : { version: v1 ? 'v1' : 'v2', parent };
@@ -159,49 +158,50 @@ function oomKillsIn(file: string): number {
   return Number(/^oom_kill (\d+)$/m.exec(read(file) ?? '')?.[1] ?? 0);
 }
 
-/** The cgroup the launcher makes for its worker (`pid`) before that worker has even loaded. */
-function headStartPath(parent: string, pid: number): string {
-  return join(parent, `${PREFIX}${pid}-head-start`);
-}
+/** A cgroup made ahead of its sandbox (prepareMemoryCgroup), for the next openMemoryCgroup of the same size. */
+let prepared: { bytes: number; cgroup: MemoryCgroup } | null = null;
 
 /**
- * Made by the process that starts a run's worker, right after the spawn, and entered once by a throwaway process: on
- * cgroup v1 the first process to enter a fresh memory cgroup waits ~10 ms in the kernel, later ones do not (measured
- * here). That wait then passes while the worker loads, not before the agent's first byte. The worker's first
- * openMemoryCgroup takes it and sets its limit; nothing runs in it before that but the throwaway process. One the
- * worker never takes (a run that failed before its agent) is an empty cgroup the next sweep removes.
+ * Makes the next sandbox's cgroup now, and lets a throwaway process join it first: on cgroup v1 the first process to
+ * enter a fresh memory cgroup waits ~10 ms in the kernel, later ones do not (measured here). Called when a run starts,
+ * so that wait passes while the worker prepares the worktree and the gate instead of before the agent's first byte.
+ * Nothing else changes: the sandbox still enters the cgroup before bwrap runs.
  */
-export function prepareMemoryCgroup(workerPid: number): void {
-  const found = memoryCgroupSupport();
-  if (found.version === null) return;
-  const procs = join(headStartPath(found.parent, workerPid), 'cgroup.procs');
+export function prepareMemoryCgroup(bytes: number): void {
+  if (prepared) return;
+  const cgroup = makeMemoryCgroup(bytes);
+  if (!cgroup) return;
+  prepared = { bytes, cgroup };
+  const join = ['/bin/sh', '-c', 'echo $$ > "$1"', 'svc-cgroup-warm', `${cgroup.path}/cgroup.procs`];
   try {
-    mkdirSync(dirname(procs));
-    const argv = ['/bin/sh', '-c', 'echo $$ > "$1"', 'svc-cgroup-warm', procs];
-    startChild(argv, { kind: 'probe', base: process.env, stdio: 'ignore' }).on('error', () => {}).unref();
+    startChild(join, { kind: 'probe', base: process.env, stdio: 'ignore' }).on('error', () => {}).unref();
   } catch {
-    // Only a head start: the sandbox's own shell enters a cgroup either way.
+    // Only a head start: the sandbox's own shell enters the cgroup either way.
   }
+  process.once('exit', () => prepared?.cgroup.remove());
 }
 
-let headStartTaken = false;
-
 /**
- * A cgroup holding at most `bytes` of memory (no swap beyond it) — for this process's first sandbox the one its
- * launcher made ahead, else a fresh one — or null where svc cannot make one (then the watchdog counts instead) or the
- * kernel refused the limit.
+ * A cgroup holding at most `bytes` of memory (no swap beyond it) — the prepared one when its size matches, else a
+ * fresh one — or null where svc cannot make one (then the watchdog counts instead) or the kernel refused the limit.
  */
 export function openMemoryCgroup(bytes: number): MemoryCgroup | null {
+  if (prepared?.bytes === bytes) {
+    const { cgroup } = prepared;
+    prepared = null;
+    return cgroup;
+  }
+  return makeMemoryCgroup(bytes);
+}
+
+function makeMemoryCgroup(bytes: number): MemoryCgroup | null {
   const found = memoryCgroupSupport();
   if (found.version === null) return null;
   const { parent, version } = found;
   sweep(parent);
-  const ahead = headStartTaken ? null : headStartPath(parent, process.pid);
-  headStartTaken = true;
-  const fresh = () => join(parent, `${PREFIX}${process.pid}-${randomBytes(6).toString('hex')}`);
-  const path = ahead && existsSync(ahead) ? ahead : fresh();
+  const path = join(parent, `${PREFIX}${process.pid}-${randomBytes(6).toString('hex')}`);
   try {
-    if (path !== ahead) mkdirSync(path);
+    mkdirSync(path);
   } catch {
     return null;
   }
@@ -223,12 +223,10 @@ export function openMemoryCgroup(bytes: number): MemoryCgroup | null {
   }
   const events = join(path, version === 'v1' ? 'memory.oom_control' : 'memory.events');
   const procs = join(path, 'cgroup.procs');
-  // A cgroup made ahead under a reused pid may have counted kills before: only this sandbox's count.
-  const before = oomKillsIn(events);
   return {
     path,
     version,
-    oomKills: () => oomKillsIn(events) - before,
+    oomKills: () => oomKillsIn(events),
     wrap: (argv) => ['/bin/sh', '-c', 'echo $$ > "$1" && shift && exec "$@"', 'svc-cgroup', procs, ...argv],
     remove,
   };

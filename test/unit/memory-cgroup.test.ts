@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { delegatingV2, memoryCgroupSupport, openMemoryCgroup, prepareMemoryCgroup } from '../../src/spawn/memory-cgroup.ts';
+import { delegatingV2, memoryCgroupSupport, openMemoryCgroup } from '../../src/spawn/memory-cgroup.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
 /** A cgroup folder as cgroup2 shows it: cgroup.procs, and the controllers it hands its children. */
@@ -40,25 +40,6 @@ const support = memoryCgroupSupport();
 describe('a sandbox memory cgroup on this host', {
   skip: support.version ? false : `no memory cgroup here: ${support.version === null ? support.reason : ''}`,
 }, () => {
-  // Runs first: only a process's first sandbox takes the cgroup its launcher made.
-  it('gives the first sandbox the cgroup its launcher made ahead, with the limit set, and later ones fresh ones',
-    async () => {
-      prepareMemoryCgroup(process.pid);
-      const first = openMemoryCgroup(64 * 1024 * 1024);
-      const second = openMemoryCgroup(64 * 1024 * 1024);
-      assert.ok(first && second);
-      try {
-        assert.match(first.path, new RegExp(`/svc-${process.pid}-head-start$`));
-        assert.notEqual(second.path, first.path);
-        const limitFile = first.version === 'v1' ? 'memory.limit_in_bytes' : 'memory.max';
-        assert.equal(readFileSync(join(first.path, limitFile), 'utf8').trim(), String(64 * 1024 * 1024));
-      } finally {
-        first.remove();
-        second.remove();
-      }
-      await waitFor(() => !existsSync(first.path) && !existsSync(second.path), 'both cgroups to be removed');
-    });
-
   it('puts the wrapped command in a fresh cgroup with the limit, and removes the cgroup afterwards', async () => {
     const cgroup = openMemoryCgroup(96 * 1024 * 1024);
     assert.ok(cgroup);
