@@ -107,7 +107,7 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): 
   const writable = plan.writable.filter((p) => existsSync(p));
   const bound = [...readable, ...writable];
   // Protection matters only inside a writable tree; binding it elsewhere would show what was never meant to be seen.
-  const protect = plan.protect.filter((p) => existsSync(p) && writable.some((w) => within(p, w)));
+  const protect = [...new Set(plan.protect)].filter((p) => existsSync(p) && writable.some((w) => within(p, w)));
   // A mask is needed only where a bound tree would show the secret; elsewhere it is simply never mounted.
   const hidden = plan.hidden.filter((p) => existsSync(p) && bound.some((b) => within(p, b) && p !== b));
   const hiddenDirs = hidden.filter(isDir);
