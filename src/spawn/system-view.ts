@@ -1,7 +1,7 @@
 // The system part of every sandbox view (DESIGN §7a): the folders programs are installed in, read-only, and of /etc
 // only the entries programs need to run, resolve names and trust certificates. Everything else of the host (/home,
 // /root, /var, /run, /srv, /opt, /etc's credentials and service configuration) is simply not there.
-import { lstatSync, openSync, readlinkSync, statSync } from 'node:fs';
+import { existsSync, lstatSync, openSync, readlinkSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 
 /** Folders that hold programs and libraries (symbolic links in a merged-/usr system). */
@@ -39,36 +39,19 @@ function linksIntoView(link: string): boolean {
 /** Where the /etc files copied in start among the descriptors bwrap gets: right after the system-call filter's 3. */
 const ETC_FD = 4;
 
-let cached: { argv: string[]; files: string[] } | null = null;
+let cached: string[] | null = null;
+const etcFiles: string[] = [];
 
-function isFile(path: string): boolean {
-  try {
-    return statSync(path).isFile();
-  } catch {
-    return false;
-  }
+/** Fresh descriptors of the /etc files systemView copies in, in its order, for fd 4 on (bwrap-argv.ts). */
+export function openEtcFiles(): number[] {
+  systemView();
+  return etcFiles.map((path) => openSync(existsSync(path) ? path : '/dev/null', 'r'));
 }
 
 /** bwrap arguments that make the system view; read from the host once per process. */
 export function systemView(): string[] {
-  return view().argv;
-}
-
-/** Fresh descriptors of the /etc files systemView copies in, in its order, for fd 4 on (bwrap-argv.ts). */
-export function openEtcFiles(): number[] {
-  return view().files.map((path) => {
-    try {
-      return openSync(path, 'r');
-    } catch {
-      return openSync('/dev/null', 'r');
-    }
-  });
-}
-
-function view(): { argv: string[]; files: string[] } {
   if (cached) return cached;
   const argv: string[] = [];
-  const files: string[] = [];
   for (const folder of SYSTEM_FOLDERS) {
     const kind = kindOf(folder);
     if (kind === 'link') argv.push('--symlink', readlinkSync(folder), folder);
@@ -78,15 +61,16 @@ function view(): { argv: string[]; files: string[] } {
     const path = `/etc/${entry}`;
     const kind = kindOf(path);
     // A link into the view (/etc/mtab → /proc, /etc/localtime → /usr/share) stays a link; one out of it
-    // (resolv.conf → /run/…) is bound as the file it names, since its target folder is not in the view.
+    // (resolv.conf → /run/…) is shown as the file it names, since its target folder is not in the view.
     if (kind === 'link' && linksIntoView(path)) argv.push('--symlink', readlinkSync(path), path);
     // A file is copied in (read-only once bwrap remounts the root): every bind costs bwrap a pass over its mount
     // table (~0.17 ms each here), a copy does not.
-    else if (kind && isFile(path)) argv.push('--file', String(ETC_FD + files.push(path) - 1), path);
-    else if (kind) argv.push('--ro-bind', path, path);
+    else if (kind && statSync(path, { throwIfNoEntry: false })?.isFile()) {
+      argv.push('--file', String(ETC_FD + etcFiles.push(path) - 1), path);
+    } else if (kind) argv.push('--ro-bind', path, path);
   }
-  cached = { argv, files };
-  return cached;
+  cached = argv;
+  return argv;
 }
 
 /** True for a path the system view already shows (no need to bind it again). */
