@@ -133,7 +133,7 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
   const cgroup = sandbox ? openMemoryCgroup(opts.watch?.memoryBytes ?? sandbox.plan.limits.memoryBytes) : null;
   const confined = sandbox ? bwrapArgv(sandbox.bwrap, sandbox.plan, argv) : argv;
   const watch = opts.watch ? { ...opts.watch, cgroup } : undefined;
-  // bwrap reads the sandbox's system-call filter and /etc files from fd 3 on; the child has its own copies once started.
+  // bwrap reads the system-call filter and the /etc files from fd 3 on; the child has its own copies once started.
   const fds = sandbox ? openSandboxFds() : [];
   const stdio: Array<'ignore' | 'pipe' | number> = [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'];
   let child: ChildProcess;

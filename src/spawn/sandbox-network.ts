@@ -74,13 +74,12 @@ function bridge(start: string): string {
     'shift 2; exec "$@"',
   ].join('\n');
 }
-const NODE_BRIDGE = bridge(`"$1" "$2" ${GATE_SOCKET_INSIDE} ${FORWARDER_PORT} > "$fifo"`);
-const SYSTEMD_BRIDGE = bridge(`"$1" -l 127.0.0.1:${FORWARDER_PORT} "$2" ${GATE_SOCKET_INSIDE} 2> "$fifo" > /dev/null`);
 
 /** The command line that starts the forwarder, waits until it listens, then becomes `command`. */
 export function throughGate(gate: SandboxGate, command: string[]): string[] {
   const b = gate.bridge;
-  return b.kind === 'systemd'
-    ? ['/bin/sh', '-c', SYSTEMD_BRIDGE, 'svc-bridge', b.activate, b.proxyd, ...command]
-    : ['/bin/sh', '-c', NODE_BRIDGE, 'svc-bridge', b.node, b.forwarder, ...command];
+  const [start, one, two] = b.kind === 'systemd'
+    ? [`"$1" -l 127.0.0.1:${FORWARDER_PORT} "$2" ${GATE_SOCKET_INSIDE} 2> "$fifo" > /dev/null`, b.activate, b.proxyd]
+    : [`"$1" "$2" ${GATE_SOCKET_INSIDE} ${FORWARDER_PORT} > "$fifo"`, b.node, b.forwarder];
+  return ['/bin/sh', '-c', bridge(start), 'svc-bridge', one, two, ...command];
 }
