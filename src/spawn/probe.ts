@@ -50,12 +50,8 @@ export function probeSandbox(env: NodeJS.ProcessEnv): SandboxProbe {
   const bwrap = which('bwrap', env.PATH);
   if (!bwrap) return { ok: false, bwrap, userNamespaces, reason: 'bwrap not found on PATH' };
   const fds = openSandboxFds();
-  let trial;
-  try {
-    trial = runQuiet(trialArgv(bwrap), { kind: 'probe', base: { PATH: env.PATH ?? '' }, timeout: 10_000, fds });
-  } finally {
-    closeSandboxFds(fds);
-  }
+  const trial = runQuiet(trialArgv(bwrap), { kind: 'probe', base: { PATH: env.PATH ?? '' }, timeout: 10_000, fds });
+  closeSandboxFds(fds);
   if (trial.status === 0) {
     const caps = /^CapEff:\s*([0-9a-f]+)/m.exec(trial.stdout)?.[1];
     if (caps === undefined || !/^0+$/.test(caps)) {

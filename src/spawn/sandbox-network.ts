@@ -28,14 +28,10 @@ export const MODEL_BASE = `http://localhost:${FORWARDER_PORT}/_model`;
 const ACTIVATE = ['/usr/bin/systemd-socket-activate', '/bin/systemd-socket-activate'];
 const PROXYD = ['/usr/lib/systemd/systemd-socket-proxyd', '/lib/systemd/systemd-socket-proxyd'];
 
-let systemd: { activate: string; proxyd: string } | null | undefined;
-
 function systemdBridge(): { activate: string; proxyd: string } | null {
-  if (systemd !== undefined) return systemd;
   const activate = ACTIVATE.find((p) => existsSync(p));
   const proxyd = PROXYD.find((p) => existsSync(p));
-  systemd = activate && proxyd ? { activate, proxyd } : null;
-  return systemd;
+  return activate && proxyd ? { activate, proxyd } : null;
 }
 
 /** The gate as a sandbox plan names it: its socket on the host and the forwarder that bridges it in. */
