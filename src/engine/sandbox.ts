@@ -10,9 +10,8 @@ import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { hostGit, type GitRun } from './git.ts';
 import { gitBaseEnv } from './host-git.ts';
 import { agentSandboxPlan, gitSandboxPlan } from '../spawn/agent-plan.ts';
-import { bwrapArgv, type SandboxPlan } from '../spawn/bwrap-argv.ts';
+import { bwrapArgv, closeSandboxFds, openSandboxFds, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { runSync } from '../spawn/start.ts';
-import { closeFilterFd, openFilterFd } from '../spawn/seccomp.ts';
 import type { SandboxLimits } from '../spawn/limits.ts';
 import type { WatchedLimits } from '../spawn/limit-watch.ts';
 import type { SandboxMode } from '../spawn/sandbox-mode.ts';
@@ -137,13 +136,13 @@ export function postAgentGit(ctx: RunContext, { mode }: RunSandbox): GitRun {
   const svcHome = svcHomeOf(ctx.env);
   return (cwd, argv, { extra, scratch }) => {
     const plan = gitSandboxPlan({ workdir: cwd, repo: ctx.state.repo_path, scratch, home, svcHome, env: ctx.env });
-    const filter = openFilterFd();
+    const fds = openSandboxFds();
     try {
       return runSync(bwrapArgv(mode.bwrap, plan, argv), {
-        kind: 'tool', base: gitBaseEnv(process.env), extra, cwd, maxBuffer: 256 * MIB, fd3: filter,
+        kind: 'tool', base: gitBaseEnv(process.env), extra, cwd, maxBuffer: 256 * MIB, fds,
       });
     } finally {
-      closeFilterFd(filter);
+      closeSandboxFds(fds);
     }
   };
 }

@@ -5,12 +5,11 @@
 // one, a tree guard records what the agent starts and kills all of it when that process exits.
 import { readFileSync } from 'node:fs';
 import { startChild, type ChildProcess } from '../spawn/start.ts';
-import { bwrapArgv, type SandboxPlan } from '../spawn/bwrap-argv.ts';
+import { bwrapArgv, closeSandboxFds, openSandboxFds, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { createTreeGuard, sandboxMembers } from '../spawn/tree.ts';
 import { identityOf, signalGroup, type ProcIdentity } from './proc-group.ts';
 import { memoryBreach, watchLimits, type WatchedLimits } from '../spawn/limit-watch.ts';
 import { openMemoryCgroup } from '../spawn/memory-cgroup.ts';
-import { closeFilterFd, openFilterFd } from '../spawn/seccomp.ts';
 
 /** Why svc ended the agent before it exited by itself: a limit it broke, or its wall-clock time. */
 export type EndedBy = { limit: 'processes' | 'memory' | 'disk' | 'time'; message: string } | null;
@@ -134,8 +133,8 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
   const cgroup = sandbox ? openMemoryCgroup(opts.watch?.memoryBytes ?? sandbox.plan.limits.memoryBytes) : null;
   const confined = sandbox ? bwrapArgv(sandbox.bwrap, sandbox.plan, argv) : argv;
   const watch = opts.watch ? { ...opts.watch, cgroup } : undefined;
-  // bwrap reads the sandbox's system-call filter from fd 3; the child has its own copy once started.
-  const filter = sandbox ? openFilterFd() : null;
+  // bwrap reads the system-call filter and the /etc files from fd 3 on; the child has its own copies once started.
+  const fds = sandbox ? openSandboxFds() : [];
   const stdio: Array<'ignore' | 'pipe' | number> = [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'];
   let child: ChildProcess;
   try {
@@ -145,10 +144,10 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
       extra: guard ? { ...opts.extra, [name]: value } : opts.extra,
       cwd: opts.cwd,
       detached: true,
-      stdio: filter === null ? stdio : [...stdio, filter],
+      stdio: [...stdio, ...fds],
     });
   } finally {
-    closeFilterFd(filter);
+    closeSandboxFds(fds);
   }
   const identity = child.pid ? identityOf(child.pid) : { pid: 0, pgid: 0, proc_start: null };
   let sampler: NodeJS.Timeout | undefined;

@@ -11,12 +11,13 @@
 // Whoever runs svc, the agent gets no capabilities: its own user namespace (so even root's mounts are locked, and
 // `umount`/`mount -o remount` fail), every capability dropped, no new user namespaces, and no_new_privs (bwrap sets it
 // always, so no setuid program regains anything). Its system calls pass a seccomp filter (seccomp.ts, the list in
-// syscall-policy.ts) that bwrap reads from descriptor 3: whoever starts this argv passes openFilterFd() there.
-import { existsSync, statSync } from 'node:fs';
-import { systemView, isSystemPath } from './system-view.ts';
+// syscall-policy.ts) that bwrap reads from descriptor 3, and the /etc files it copies in from 4 on: whoever starts
+// this argv passes openSandboxFds() there.
+import { closeSync, existsSync, statSync } from 'node:fs';
+import { systemView, isSystemPath, openEtcFiles } from './system-view.ts';
 import { limitArgv, type SandboxLimits } from './limits.ts';
 import { gateMounts, throughGate, type SandboxGate } from './sandbox-network.ts';
-import { filterArgv } from './seccomp.ts';
+import { filterArgv, openFilterFd } from './seccomp.ts';
 
 
 export interface HomeMount {
@@ -79,6 +80,15 @@ const ISOLATION = [
   '--new-session', // no TIOCSTI into a terminal svc may hold
 ];
 
+/** Fresh descriptors for one bwrap start, for its fd 3 on; the caller closes them once the child has started. */
+export function openSandboxFds(): Array<number | 'ignore'> {
+  return [openFilterFd() ?? 'ignore', ...openEtcFiles()];
+}
+
+export function closeSandboxFds(fds: Array<number | 'ignore'>): void {
+  for (const fd of fds) if (fd !== 'ignore') closeSync(fd);
+}
+
 /** The argv that runs `command` inside bwrap; `bwrap` is the resolved path of the binary. */
 export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): string[] {
   // Every sandbox has its own network namespace: no host port, no LAN, no metadata service, no DNS.
@@ -97,7 +107,7 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): 
   const writable = plan.writable.filter((p) => existsSync(p));
   const bound = [...readable, ...writable];
   // Protection matters only inside a writable tree; binding it elsewhere would show what was never meant to be seen.
-  const protect = plan.protect.filter((p) => existsSync(p) && writable.some((w) => within(p, w)));
+  const protect = [...new Set(plan.protect)].filter((p) => existsSync(p) && writable.some((w) => within(p, w)));
   // A mask is needed only where a bound tree would show the secret; elsewhere it is simply never mounted.
   const hidden = plan.hidden.filter((p) => existsSync(p) && bound.some((b) => within(p, b) && p !== b));
   const hiddenDirs = hidden.filter(isDir);

@@ -9,7 +9,7 @@ import { which } from './which.ts';
 import { svcHomeOf } from './svc-paths.ts';
 
 // Bumped whenever the trial changes shape, so an old "works" is never reused for a new trial.
-const TRIAL_VERSION = 3;
+const TRIAL_VERSION = 4;
 
 function read(path: string): string {
   try {

@@ -2,9 +2,8 @@
 import { readFileSync } from 'node:fs';
 import { which } from './which.ts';
 import { runQuiet } from './start.ts';
-import { bwrapArgv } from './bwrap-argv.ts';
+import { bwrapArgv, closeSandboxFds, openSandboxFds } from './bwrap-argv.ts';
 import { DEFAULT_LIMITS } from './limits.ts';
-import { closeFilterFd, openFilterFd } from './seccomp.ts';
 
 export interface SandboxProbe {
   ok: boolean;
@@ -50,13 +49,9 @@ export function probeSandbox(env: NodeJS.ProcessEnv): SandboxProbe {
     : `unprivileged_userns_clone=${clone ?? '-'} max_user_namespaces=${max ?? '-'}`;
   const bwrap = which('bwrap', env.PATH);
   if (!bwrap) return { ok: false, bwrap, userNamespaces, reason: 'bwrap not found on PATH' };
-  const filter = openFilterFd();
-  let trial;
-  try {
-    trial = runQuiet(trialArgv(bwrap), { kind: 'probe', base: { PATH: env.PATH ?? '' }, timeout: 10_000, fd3: filter });
-  } finally {
-    closeFilterFd(filter);
-  }
+  const fds = openSandboxFds();
+  const trial = runQuiet(trialArgv(bwrap), { kind: 'probe', base: { PATH: env.PATH ?? '' }, timeout: 10_000, fds });
+  closeSandboxFds(fds);
   if (trial.status === 0) {
     const caps = /^CapEff:\s*([0-9a-f]+)/m.exec(trial.stdout)?.[1];
     if (caps === undefined || !/^0+$/.test(caps)) {
@@ -65,7 +60,7 @@ export function probeSandbox(env: NodeJS.ProcessEnv): SandboxProbe {
     }
     // Mode 2: a filter is installed (0 none, 1 strict).
     const seccomp = /^Seccomp:\s*(\d+)/m.exec(trial.stdout)?.[1];
-    if (filter !== null && seccomp !== '2') {
+    if (fds[0] !== 'ignore' && seccomp !== '2') {
       return { ok: false, bwrap, userNamespaces, reason: `the trial sandbox ran without its system-call filter ` +
         `(Seccomp ${seccomp ?? '?'})` };
     }

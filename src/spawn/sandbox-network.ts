@@ -28,14 +28,10 @@ export const MODEL_BASE = `http://localhost:${FORWARDER_PORT}/_model`;
 const ACTIVATE = ['/usr/bin/systemd-socket-activate', '/bin/systemd-socket-activate'];
 const PROXYD = ['/usr/lib/systemd/systemd-socket-proxyd', '/lib/systemd/systemd-socket-proxyd'];
 
-let systemd: { activate: string; proxyd: string } | null | undefined;
-
 function systemdBridge(): { activate: string; proxyd: string } | null {
-  if (systemd !== undefined) return systemd;
   const activate = ACTIVATE.find((p) => existsSync(p));
   const proxyd = PROXYD.find((p) => existsSync(p));
-  systemd = activate && proxyd ? { activate, proxyd } : null;
-  return systemd;
+  return activate && proxyd ? { activate, proxyd } : null;
 }
 
 /** The gate as a sandbox plan names it: its socket on the host and the forwarder that bridges it in. */
@@ -58,33 +54,28 @@ export function gateMounts(gate: SandboxGate): string[] {
 }
 
 // svc's forwarder prints its port once it listens; systemd's activator says "Listening on …" on stderr (and more on
-// each connection, so a reader keeps draining it). The FIFO makes the command wait for exactly that line.
-const WAIT = [
-  'fifo=/tmp/.svc-forwarder; mkfifo "$fifo" || exit 125',
-  'read -r ready < "$fifo"; rm -f "$fifo"',
-  'case "$ready" in [0-9]*|Listening*) ;;',
-  '  *) echo "svc: the egress gate forwarder did not start: $ready" >&2; exit 125;;',
-  'esac',
-];
-const [MAKE_FIFO, READ_READY, ...CHECK_READY] = WAIT;
-const NODE_BRIDGE = [
-  MAKE_FIFO,
-  `"$1" "$2" ${GATE_SOCKET_INSIDE} ${FORWARDER_PORT} > "$fifo" &`,
-  READ_READY, ...CHECK_READY,
-  'shift 2; exec "$@"',
-].join('\n');
-const SYSTEMD_BRIDGE = [
-  MAKE_FIFO,
-  `( "$1" -l 127.0.0.1:${FORWARDER_PORT} "$2" ${GATE_SOCKET_INSIDE} 2>&1 >/dev/null | ` +
-    '{ read -r line; echo "$line" > "$fifo"; exec cat > /dev/null; } ) &',
-  READ_READY, ...CHECK_READY,
-  'shift 2; exec "$@"',
-].join('\n');
+// each connection). The shell reads that first line from a FIFO before it becomes the command, then leaves a `cat`
+// draining the FIFO, so the forwarder never blocks on, or dies of, a full or closed pipe. The forwarder is started
+// straight from this shell, and the FIFO's name goes once both ends are open: nothing between it and the command.
+function bridge(start: string): string {
+  return [
+    'fifo=/tmp/.svc-forwarder; mkfifo "$fifo" || exit 125',
+    `${start} &`,
+    'exec 3< "$fifo"; rm -f "$fifo" &',
+    'read -r ready <&3',
+    'case "$ready" in [0-9]*|Listening*) ;;',
+    '  *) echo "svc: the egress gate forwarder did not start: $ready" >&2; exit 125;;',
+    'esac',
+    'cat <&3 > /dev/null 3<&- & exec 3<&-',
+    'shift 2; exec "$@"',
+  ].join('\n');
+}
 
 /** The command line that starts the forwarder, waits until it listens, then becomes `command`. */
 export function throughGate(gate: SandboxGate, command: string[]): string[] {
   const b = gate.bridge;
-  return b.kind === 'systemd'
-    ? ['/bin/sh', '-c', SYSTEMD_BRIDGE, 'svc-bridge', b.activate, b.proxyd, ...command]
-    : ['/bin/sh', '-c', NODE_BRIDGE, 'svc-bridge', b.node, b.forwarder, ...command];
+  const [start, one, two] = b.kind === 'systemd'
+    ? [`"$1" -l 127.0.0.1:${FORWARDER_PORT} "$2" ${GATE_SOCKET_INSIDE} 2> "$fifo" > /dev/null`, b.activate, b.proxyd]
+    : [`"$1" "$2" ${GATE_SOCKET_INSIDE} ${FORWARDER_PORT} > "$fifo"`, b.node, b.forwarder];
+  return ['/bin/sh', '-c', bridge(start), 'svc-bridge', one, two, ...command];
 }

@@ -8,7 +8,7 @@
 //
 // The bytes reach bwrap through a descriptor, never a path: an anonymous file (O_TMPFILE, no name at any moment)
 // written once per process, which every sandbox start reopens through /proc/self/fd for its own read offset.
-import { closeSync, mkdtempSync, openSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
+import { mkdtempSync, openSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { REFUSED_SYSCALLS, type SyscallRule } from './syscall-policy.ts';
@@ -177,11 +177,6 @@ export function openFilterFd(): number | null {
   if (!built) return null;
   anonymous ??= anonymousFile(built);
   return openSync(`/proc/self/fd/${anonymous}`, 'r');
-}
-
-/** Closes a descriptor openFilterFd returned (the child holds its own copy by now). */
-export function closeFilterFd(fd: number | null): void {
-  if (fd !== null) closeSync(fd);
 }
 
 /** bwrap's arguments that install the filter from SECCOMP_FD; [] without a filter. */

@@ -45,13 +45,8 @@ export interface RunSyncOptions extends ChildSpec {
   timeout?: number;
   /** stderr: 'pipe' keeps it for the thrown error (`err.stderr`), 'ignore' drops it. */
   stderr?: 'pipe' | 'ignore';
-  /** A descriptor of this process the child gets as its fd 3 (a sandbox's seccomp program); null: none. */
-  fd3?: number | null;
-}
-
-/** stdin, stdout and stderr as given, then `fd3` when there is one. */
-function withFd3<T>(stdio: T[], fd3: number | null | undefined): Array<T | number> {
-  return fd3 === undefined || fd3 === null ? stdio : [...stdio, fd3];
+  /** Descriptors of this process the child gets from its fd 3 on (a sandbox's, bwrap-argv.ts openSandboxFds). */
+  fds?: Array<number | 'ignore'>;
 }
 
 /** Runs to completion and returns stdout; throws like execFileSync (the error carries `status` and `stderr`). */
@@ -59,7 +54,7 @@ export function runSync(argv: readonly string[], opts: RunSyncOptions): string {
   const [bin, args] = split(argv);
   return execFileSync(bin, args, {
     cwd: opts.cwd, env: envOf(opts), encoding: 'utf8', maxBuffer: opts.maxBuffer ?? 1024 * 1024, timeout: opts.timeout,
-    stdio: withFd3(['ignore', 'pipe', opts.stderr ?? 'pipe'], opts.fd3), shell: false, windowsHide: true,
+    stdio: ['ignore', 'pipe', opts.stderr ?? 'pipe', ...opts.fds ?? []], shell: false, windowsHide: true,
   });
 }
 
@@ -72,12 +67,12 @@ export interface Finished {
 
 /** Runs to completion without throwing (a trial, a probe). */
 export function runQuiet(
-  argv: readonly string[], opts: ChildSpec & { timeout?: number; fd3?: number | null },
+  argv: readonly string[], opts: ChildSpec & { timeout?: number; fds?: Array<number | 'ignore'> },
 ): Finished {
   const [bin, args] = split(argv);
   const r = spawnSync(bin, args, {
     cwd: opts.cwd, env: envOf(opts), encoding: 'utf8', timeout: opts.timeout, shell: false, windowsHide: true,
-    stdio: withFd3(['pipe', 'pipe', 'pipe'], opts.fd3),
+    stdio: ['pipe', 'pipe', 'pipe', ...opts.fds ?? []],
   });
   return { status: r.status, stdout: r.stdout ?? '', stderr: r.stderr ?? '', error: r.error ?? null };
 }

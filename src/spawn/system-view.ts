@@ -1,7 +1,7 @@
 // The system part of every sandbox view (DESIGN §7a): the folders programs are installed in, read-only, and of /etc
 // only the entries programs need to run, resolve names and trust certificates. Everything else of the host (/home,
 // /root, /var, /run, /srv, /opt, /etc's credentials and service configuration) is simply not there.
-import { lstatSync, readlinkSync } from 'node:fs';
+import { existsSync, lstatSync, openSync, readlinkSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 
 /** Folders that hold programs and libraries (symbolic links in a merged-/usr system). */
@@ -36,7 +36,17 @@ function linksIntoView(link: string): boolean {
   return target.startsWith('/proc/') || isSystemPath(target);
 }
 
+/** Where the /etc files copied in start among the descriptors bwrap gets: right after the system-call filter's 3. */
+const ETC_FD = 4;
+
 let cached: string[] | null = null;
+const etcFiles: string[] = [];
+
+/** Fresh descriptors of the /etc files systemView copies in, in its order, for fd 4 on (bwrap-argv.ts). */
+export function openEtcFiles(): number[] {
+  systemView();
+  return etcFiles.map((path) => openSync(existsSync(path) ? path : '/dev/null', 'r'));
+}
 
 /** bwrap arguments that make the system view; read from the host once per process. */
 export function systemView(): string[] {
@@ -51,9 +61,13 @@ export function systemView(): string[] {
     const path = `/etc/${entry}`;
     const kind = kindOf(path);
     // A link into the view (/etc/mtab → /proc, /etc/localtime → /usr/share) stays a link; one out of it
-    // (resolv.conf → /run/…) is bound as the file it names, since its target folder is not in the view.
+    // (resolv.conf → /run/…) is shown as the file it names, since its target folder is not in the view.
     if (kind === 'link' && linksIntoView(path)) argv.push('--symlink', readlinkSync(path), path);
-    else if (kind) argv.push('--ro-bind', path, path);
+    // A file is copied in (read-only once bwrap remounts the root): every bind costs bwrap a pass over its mount
+    // table (~0.17 ms each here), a copy does not.
+    else if (kind && statSync(path, { throwIfNoEntry: false })?.isFile()) {
+      argv.push('--file', String(ETC_FD + etcFiles.push(path) - 1), path);
+    } else if (kind) argv.push('--ro-bind', path, path);
   }
   cached = argv;
   return argv;

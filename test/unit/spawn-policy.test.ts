@@ -5,8 +5,7 @@ import { mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
-import { bwrapArgv } from '../../src/spawn/bwrap-argv.ts';
-import { closeFilterFd, openFilterFd } from '../../src/spawn/seccomp.ts';
+import { bwrapArgv, closeSandboxFds, openSandboxFds } from '../../src/spawn/bwrap-argv.ts';
 import { childEnv } from '../../src/spawn/env.ts';
 import { providerFolders } from '../../src/spawn/provider-folders.ts';
 
@@ -89,11 +88,9 @@ describe('bwrapArgv under a real bwrap', { skip: bwrapWorks || process.env.CI ? 
         protocolWritable: [], home: null, cwd: worktree, limits: DEFAULT_LIMITS, network: 'none' as const,
       };
       const argv = bwrapArgv('bwrap', plan, ['sh', '-c', script]);
-      const filter = openFilterFd();
-      const run = spawnSync(argv[0]!, argv.slice(1), {
-        encoding: 'utf8', stdio: filter === null ? 'pipe' : ['pipe', 'pipe', 'pipe', filter],
-      });
-      closeFilterFd(filter);
+      const fds = openSandboxFds();
+      const run = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe', ...fds] });
+      closeSandboxFds(fds);
       assert.equal(run.status, 0, run.stderr);
       const lines = run.stdout.trim().split('\n');
       assert.equal(lines.includes('LEAK'), false);
