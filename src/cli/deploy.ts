@@ -2,7 +2,7 @@
 // deploys.
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
-import { UsageError, NotFoundError, FailedError } from '../errors.ts';
+import { UsageError, NotFoundError, FailedError, errorMessage } from '../errors.ts';
 import { recordDeploy, latestDeployLine } from '../engine/deploys.ts';
 import { resolveRepo } from '../engine/launch.ts';
 
@@ -18,7 +18,7 @@ function repoOrExit1(dir: string): string {
   try {
     return resolveRepo(dir);
   } catch (err) {
-    throw new FailedError((err as Error).message, { cause: err });
+    throw new FailedError(errorMessage(err), { cause: err });
   }
 }
 
@@ -33,13 +33,12 @@ export default async function deploy(io: CliIo): Promise<number> {
     'finished-at': { type: 'string' },
     repo: { type: 'string' },
   });
-  const sub = positionals[0];
-  if (sub !== 'last' && (sub !== 'record' || positionals.length > 1)) {
+  const [sub, ...extra] = positionals;
+  const { sha, health, 'finished-at': finishedAt } = values;
+  if (sub !== 'last' && (sub !== 'record' || extra.length)) {
     throw new UsageError('Usage: svc deploy record --sha SHA --health STATUS');
   }
-  if (sub === 'record' && (!values.sha || !values.health)) {
-    throw new UsageError('svc deploy record needs --sha and --health');
-  }
+  if (sub === 'record' && (!sha || !health)) throw new UsageError('svc deploy record needs --sha and --health');
   const repo = repoOrExit1(values.repo ?? process.cwd());
   if (sub === 'last') {
     const line = latestDeployLine(repo);
@@ -47,17 +46,11 @@ export default async function deploy(io: CliIo): Promise<number> {
     io.stdout(`${line}\n`);
     return 0;
   }
-  if (!values.sha || !values.health) throw new UsageError('svc deploy record needs --sha and --health');
   try {
-    const finishedAt = values['finished-at'];
-    const path = recordDeploy(repo, {
-      sha: values.sha,
-      health: values.health,
-      ...(finishedAt ? { finished_at: finishedAt } : {}),
-    });
-    io.stdout(`${path}\n`);
+    const record = { sha: sha!, health: health!, ...(finishedAt ? { finished_at: finishedAt } : {}) };
+    io.stdout(`${recordDeploy(repo, record)}\n`);
   } catch (err) {
-    throw new UsageError((err as Error).message);
+    throw new UsageError(errorMessage(err));
   }
   return 0;
 }

@@ -38,15 +38,14 @@ export default async function receipt(io: CliIo): Promise<number> {
     value = receiptFromMarkdown(text);
     if (value === null) throw new FailedError(`"${file}" is neither receipt JSON nor a PR body with a receipt`);
   }
+  const home = svcHomeOf(io.env);
   const pems: string[] = [];
-  const local = join(keysDir(svcHomeOf(io.env)), 'receipt-ed25519.pub.pem');
+  const local = join(keysDir(home), 'receipt-ed25519.pub.pem');
   if (existsSync(local)) pems.push(readFileSync(local, 'utf8'));
   for (const keyFile of values.key ?? []) pems.push(readFileSync(keyFile, 'utf8'));
   const ring = keyRingOf(pems);
   // This machine's keys from before a rotation (svc keys rotate), then the registered runner keys.
-  for (const known of [...retiredKeys(svcHomeOf(io.env)), ...runnerKeys(svcHomeOf(io.env))]) {
-    ring.set(known.kid, known.publicKey);
-  }
+  for (const known of [...retiredKeys(home), ...runnerKeys(home)]) ring.set(known.kid, known.publicKey);
   const result = verifyReceipt(value, ring);
   if (!result.ok) {
     io.stderr(`${result.message}\n`);
