@@ -114,7 +114,11 @@ function receiptBody(
   };
 }
 
-const ENDED = { question: null, child: null } as const;
+/** The fields every end of the run sets; the copied ended_at is kept only when it is a time's text. */
+function ended(ctx: RunContext) {
+  const at = ctx.state.ended_at;
+  return { question: null, child: null, ended_at: typeof at === 'string' ? at : isoNow() };
+}
 
 /** As many `egress` events as a local run sends at most; egress.jsonl keeps every record the gate gave. */
 const EGRESS_EVENTS = 500;
@@ -128,7 +132,7 @@ function recordPodEgress(ctx: RunContext, records: readonly EgressRecord[]): voi
 /** Ends the run without a receipt: the signer could not establish what it would sign. */
 function refuse(ctx: RunContext, message: string): void {
   ctx.event('receipt', { issued: false, reason: message });
-  ctx.setStatus('failed', { ...ENDED, error: `No receipt: ${message}`, ended_at: ctx.state.ended_at ?? isoNow() });
+  ctx.setStatus('failed', { ...ended(ctx), error: `No receipt: ${message}` });
 }
 
 function issue(ctx: RunContext, opts: SignOptions, body: ReceiptBody): Receipt {
@@ -159,8 +163,7 @@ function signUnverified(
   issue(ctx, opts, receiptBody(ctx, opts, seal, null, null, [], { verdict: 'not_verified', gaps },
     network?.section ?? null));
   if (opts.pr) ctx.event('pr', { opened: false, reason: `verdict not_verified: ${reason}` });
-  const endedAt = typeof ctx.state.ended_at === 'string' ? ctx.state.ended_at : isoNow();
-  ctx.setStatus('failed', { ...ENDED, ended_at: endedAt, error: `Not verified: ${reason}` });
+  ctx.setStatus('failed', { ...ended(ctx), error: `Not verified: ${reason}` });
 }
 
 /** Checks the commits, judges by the base policy and signs; returns the receipt and the checks it judged by. */
@@ -209,12 +212,11 @@ async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, evidence: R
     return;
   }
   const { receipt, policy, checks } = signed;
-  const endedAt = typeof ctx.state.ended_at === 'string' ? ctx.state.ended_at : isoNow();
-  const ended = { ...ENDED, ended_at: endedAt, exit_code: evidence.exit_code };
+  const end = { ...ended(ctx), exit_code: evidence.exit_code };
   if (evidence.outcome === 'over_budget') {
     const reason = `verdict ${receipt.verdict}: ${evidence.error ?? 'over budget'}`;
     if (opts.pr) ctx.event('pr', { opened: false, reason });
-    ctx.setStatus('stopped', { ...ended, error: evidence.error });
+    ctx.setStatus('stopped', { ...end, error: evidence.error });
     return;
   }
   const failed = evidence.error === null ? failedRequiredCheck(checks) : null;
@@ -223,7 +225,7 @@ async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, evidence: R
   if (!error && noOrigin) error = `Pull request not opened: ${seal.origin_problem ?? 'no origin remote'}`;
   else if (!error) error = await maybeOpenPr(ctx, policy, receipt);
   else if (opts.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
-  ctx.setStatus(error ? 'failed' : 'succeeded', { ...ended, error, failed_check: failed?.name ?? null });
+  ctx.setStatus(error ? 'failed' : 'succeeded', { ...end, error, failed_check: failed?.name ?? null });
 }
 
 /** Signs (or refuses) the run the pod spec named and ships it; returns its final state. */
