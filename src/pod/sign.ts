@@ -248,7 +248,7 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
       evidence = readEvidence(readFileSync(join(dir, 'artifacts', EVIDENCE_ARTIFACT), 'utf8'), opts.run);
     } catch (err) {
       // A run stopped before its checks leaves none; anything else without evidence ends failed, whatever it claims.
-      if (!stopped) refuse(ctx, `the run container left no usable evidence (${(err as Error).message})`);
+      if (!stopped) refuse(ctx, `the run container left no usable evidence (${errorMessage(err)})`);
     }
     if (evidence) {
       try {
