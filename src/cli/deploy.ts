@@ -1,7 +1,7 @@
 // `svc deploy record`: writes a deploy record under .svc/deploys/ (read into error-tracker briefs); svc itself never
 // deploys.
 import type { CliIo } from './io.ts';
-import { parseFlags, wantsHelp } from './io.ts';
+import { parseFlags, printsHelp } from './io.ts';
 import { UsageError, NotFoundError, FailedError, errorMessage } from '../errors.ts';
 import { recordDeploy, latestDeployLine } from '../engine/deploys.ts';
 import { resolveRepo } from '../engine/launch.ts';
@@ -23,10 +23,7 @@ function repoOrExit1(dir: string): string {
 }
 
 export default async function deploy(io: CliIo): Promise<number> {
-  if (wantsHelp(io.argv)) {
-    io.stdout(HELP);
-    return 0;
-  }
+  if (printsHelp(io, HELP)) return 0;
   const { values, positionals } = parseFlags(io.argv, {
     sha: { type: 'string' },
     health: { type: 'string' },

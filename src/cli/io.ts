@@ -27,6 +27,13 @@ export function wantsHelp(argv: string[]): boolean {
   return argv.includes('--help') || argv.includes('-h');
 }
 
+/** Prints `help` when the command line asks for it: the command then exits 0. */
+export function printsHelp(io: CliIo, help: string): boolean {
+  const asked = wantsHelp(io.argv);
+  if (asked) io.stdout(help);
+  return asked;
+}
+
 /**
  * A command with subcommands (`svc control serve`): the subcommand and its arguments, or the exit status when help
  * was printed instead (2 when no subcommand was given at all, 0 when help was asked for).

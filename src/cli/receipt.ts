@@ -2,7 +2,7 @@
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CliIo } from './io.ts';
-import { parseFlags, wantsHelp } from './io.ts';
+import { parseFlags, printsHelp } from './io.ts';
 import { UsageError, NotFoundError, FailedError } from '../errors.ts';
 import { verifyReceipt, keyRingOf, receiptFromMarkdown } from '../engine/receipt.ts';
 import { keysDir, runnerKeys, retiredKeys } from '../keys.ts';
@@ -18,10 +18,7 @@ Exit 0 when valid; 1 naming the problem: integrity mismatch, unknown key, bad si
 `;
 
 export default async function receipt(io: CliIo): Promise<number> {
-  if (wantsHelp(io.argv)) {
-    io.stdout(HELP);
-    return 0;
-  }
+  if (printsHelp(io, HELP)) return 0;
   const { values, positionals } = parseFlags(io.argv, { key: { type: 'string', multiple: true } });
   const [sub, file, ...rest] = positionals;
   if (sub !== 'verify' || !file || rest.length) throw new UsageError('Usage: svc receipt verify <file>');
