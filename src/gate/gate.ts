@@ -7,7 +7,7 @@ import type { Duplex } from 'node:stream';
 import { chmodSync, rmSync } from 'node:fs';
 import { handleConnect } from './tunnel.ts';
 import { handleRequest } from './forward.ts';
-import { ClientBook, CHALLENGE, type Admission, type Asker, type GateClients } from './clients.ts';
+import { ClientBook, CHALLENGE, countWhileOpen, type Admission, type Asker, type GateClients } from './clients.ts';
 import { RunRecords, boundedRecord } from './run-records.ts';
 import {
   DEFAULT_LIMITS, refuse, refuseRaw, tcpConnect, type ConnectFn, type GateContext, type GateLimits,
@@ -105,14 +105,8 @@ function createGateServer(
       return;
     }
     sockets.add(socket);
-    if (peer !== undefined) perPeer.set(peer, fromPeer + 1);
-    socket.on('close', () => {
-      sockets.delete(socket);
-      if (peer === undefined) return;
-      const left = (perPeer.get(peer) ?? 1) - 1;
-      if (left <= 0) perPeer.delete(peer);
-      else perPeer.set(peer, left);
-    });
+    socket.on('close', () => sockets.delete(socket));
+    if (peer !== undefined) countWhileOpen(perPeer, peer, socket);
   });
   const onError = (err: unknown, where: () => void): void => {
     log.error('gate internal error', { error: errorMessage(err) });
