@@ -31,7 +31,7 @@ function reason(err: unknown, url: string, via: Discovered['via'], hasToken: boo
 export async function controlStatus(io: CliIo, json: boolean): Promise<number> {
   const { url, via } = discoverControlUrl(io.env);
   const token = io.env.SVC_CONTROL_TOKEN || undefined;
-  const client = createControlClient({ url, ...(token ? { token } : {}), timeoutMs: 10_000 });
+  const client = createControlClient({ url, token, timeoutMs: 10_000 });
   let runs: number;
   try {
     await client.health();

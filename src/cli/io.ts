@@ -10,8 +10,6 @@ export interface CliIo {
   verbose: boolean;
 }
 
-export type Command = (io: CliIo) => Promise<number>;
-
 type Options = NonNullable<ParseArgsConfig['options']>;
 
 /** util.parseArgs with usage errors turned into exit-2 UsageErrors. */

@@ -174,7 +174,7 @@ export default async function runs(io: CliIo): Promise<number> {
   const args = first === undefined ? [] : rest;
   const url = typeof values.url === 'string' ? values.url : discoverControlUrl(io.env).url;
   const token = io.env.SVC_CONTROL_TOKEN || undefined;
-  const client = createControlClient({ url, ...(token ? { token } : {}) });
+  const client = createControlClient({ url, token });
   // Runs of this project the Control Plane never heard the end of reach it first (the shipper finds it as above).
   if (typeof values.url !== 'string') await sendPendingRuns(io, process.cwd());
   try {
