@@ -25,7 +25,7 @@ import { readEvidence, EVIDENCE_ARTIFACT, type ReportedCheck, type RunEvidence }
 import { verifyCommits, policyAt, UnverifiableError } from './verified-commits.ts';
 import type { DiffResult } from '../engine/git.ts';
 import { RefusedError, errorMessage } from '../errors.ts';
-import { podGateNetwork } from './gate-network.ts';
+import { podGateNetwork, type PodGateNetwork } from './gate-network.ts';
 import type { ReceiptNetwork } from '../engine/receipt.ts';
 import type { EgressRecord } from '../gate/evidence.ts';
 
@@ -145,30 +145,24 @@ function issue(ctx: RunContext, opts: SignOptions, body: ReceiptBody): Receipt {
   return receipt;
 }
 
-/** The gate's network section for the receipt, and the gaps it leaves (a gate that missed part of the run). */
-interface GateNetwork {
-  section: ReceiptNetwork;
-  gaps: string[];
-}
-
 /**
  * The workspace's commits could not be established (tampered or missing objects, a special file in its git folder, a
  * git that ran out of time): a signed not_verified receipt saying why, with no head, diff or checks, and no PR.
  */
 function signUnverified(
-  ctx: RunContext, opts: SignOptions, seal: Seal, reason: string, network: GateNetwork | null,
+  ctx: RunContext, opts: SignOptions, seal: Seal, reason: string, network: PodGateNetwork | null,
 ): void {
   const gaps = [`the signer could not verify the run's commits: ${reason}`, ...(network?.gaps ?? [])];
   ctx.update({ base_sha: seal.base_sha, head_sha: null, branch: null, pr: opts.pr });
   issue(ctx, opts, receiptBody(ctx, opts, seal, null, null, [], { verdict: 'not_verified', gaps },
-    network?.section ?? null));
+    network?.network ?? null));
   if (opts.pr) ctx.event('pr', { opened: false, reason: `verdict not_verified: ${reason}` });
   ctx.setStatus('failed', { ...ended(ctx), error: `Not verified: ${reason}` });
 }
 
 /** Checks the commits, judges by the base policy and signs; returns the receipt and the checks it judged by. */
 function signReceipt(
-  ctx: RunContext, opts: SignOptions, seal: Seal, evidence: RunEvidence, network: GateNetwork | null,
+  ctx: RunContext, opts: SignOptions, seal: Seal, evidence: RunEvidence, network: PodGateNetwork | null,
 ): { receipt: Receipt; policy: Policy; checks: CheckResult[] } {
   const head = typeof ctx.state.head_sha === 'string' ? ctx.state.head_sha : '';
   const branch = `svc/${opts.run}`;
@@ -193,7 +187,7 @@ function signReceipt(
     gaps: [...decided.gaps, ...gaps],
   };
   const receipt = issue(ctx, opts,
-    receiptBody(ctx, opts, seal, commits.diff, head, checks, verdict, network?.section ?? null));
+    receiptBody(ctx, opts, seal, commits.diff, head, checks, verdict, network?.network ?? null));
   return { receipt, policy, checks };
 }
 
@@ -202,13 +196,12 @@ async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, evidence: R
   const gate = await podGateNetwork(opts.env, opts.run, seal.sealed_at);
   if (gate?.problem) ctx.say(`${gate.problem}: network not confined`);
   if (gate) recordPodEgress(ctx, gate.records);
-  const network = gate ? { section: gate.network, gaps: gate.gaps } : null;
   let signed: ReturnType<typeof signReceipt>;
   try {
-    signed = signReceipt(ctx, opts, seal, evidence, network);
+    signed = signReceipt(ctx, opts, seal, evidence, gate);
   } catch (err) {
     if (!(err instanceof UnverifiableError)) throw err;
-    signUnverified(ctx, opts, seal, err.message, network);
+    signUnverified(ctx, opts, seal, err.message, gate);
     return;
   }
   const { receipt, policy, checks } = signed;
