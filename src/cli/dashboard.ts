@@ -4,7 +4,7 @@
 import { sendPendingRuns } from './pending-runs.ts';
 import type { CliIo } from './io.ts';
 import { parseFlags, printsHelp } from './io.ts';
-import { UsageError, FailedError, UnavailableError, ConflictError, errorMessage } from '../errors.ts';
+import { UsageError, UnavailableError, ConflictError } from '../errors.ts';
 import { discoverControlUrl } from '../client/discover.ts';
 import { isHealthy, startControlInBackground, openBrowser } from './dashboard-launch.ts';
 import { stopDashboardServer } from './dashboard-owner.ts';
@@ -47,12 +47,7 @@ export default async function dashboard(io: CliIo): Promise<number> {
     );
   } else {
     io.stderr('No Control Plane is running; starting one in the background…\n');
-    let started;
-    try {
-      started = await startControlInBackground(io.env);
-    } catch (err) {
-      throw new FailedError(errorMessage(err), { cause: err });
-    }
+    const started = await startControlInBackground(io.env);
     url = started.url;
     io.stderr(`Started the Control Plane at ${url} (pid ${started.pid}, log ${started.log})\n`);
   }
