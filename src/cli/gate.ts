@@ -39,14 +39,12 @@ export default async function gate(io: CliIo): Promise<number> {
     policy: { type: 'string' },
     'per-job': { type: 'string' },
   }, false);
-  const portText = values.port ?? io.env.SVC_GATE_PORT ?? '3128';
-  if (!/^\d{1,5}$/.test(portText) || Number(portText) > 65535) {
-    throw new UsageError(`--port must be 0–65535, not "${portText}"`);
-  }
-  const perJobText = values['per-job'] ?? io.env.SVC_GATE_MAX_PER_JOB ?? '32';
-  if (!/^\d{1,3}$/.test(perJobText) || Number(perJobText) < 1 || Number(perJobText) > 256) {
-    throw new UsageError(`--per-job must be 1–256, not "${perJobText}"`);
-  }
+  const intIn = (flag: string, text: string, min: number, max: number): number => {
+    if (/^\d{1,5}$/.test(text) && Number(text) >= min && Number(text) <= max) return Number(text);
+    throw new UsageError(`--${flag} must be ${min}–${max}, not "${text}"`);
+  };
+  const port = intIn('port', values.port ?? io.env.SVC_GATE_PORT ?? '3128', 0, 65535);
+  const maxPerJob = intIn('per-job', values['per-job'] ?? io.env.SVC_GATE_MAX_PER_JOB ?? '32', 1, 256);
   const secretFile = io.env.SVC_GATE_SECRET_FILE;
   if (!secretFile) {
     throw new UsageError('SVC_GATE_SECRET_FILE is required: the secret job credentials are checked with');
@@ -56,10 +54,10 @@ export default async function gate(io: CliIo): Promise<number> {
   try {
     return await serveGateForever({
       host: values.host ?? io.env.SVC_GATE_HOST ?? '127.0.0.1',
-      port: Number(portText),
+      port,
       policyFile: values.policy ?? io.env.SVC_GATE_POLICY_FILE ?? null,
       secretFile,
-      maxPerJob: Number(perJobText),
+      maxPerJob,
     }, io.env, io.stdout);
   } catch (err) {
     if (err instanceof GatePolicyError || err instanceof SyntaxError) {
