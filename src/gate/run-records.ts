@@ -68,10 +68,10 @@ export class RunRecords {
   private readonly runs = new Map<string, RunTally>();
   private readonly evicted = new Set<string>();
 
-  add(input: EgressRecord): void {
-    if (!input.run || this.evicted.has(input.run)) return;
-    const record = boundedRecord(input);
-    const id = input.run;
+  /** Counts a record the gate has already bounded (boundedRecord). */
+  add(record: EgressRecord): void {
+    const id = record.run;
+    if (!id || this.evicted.has(id)) return;
     let run = this.runs.get(id);
     if (run) this.runs.delete(id); // re-inserted below: the map's order is least recently active first
     else run = { connections: 0, denied: 0, hosts: new Map(), denials: new Map(), overflow: false, records: [] };
