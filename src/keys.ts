@@ -4,7 +4,7 @@ import {
   generateKeyPairSync, createPrivateKey, createPublicKey, createHash, sign, verify, type KeyObject,
 } from 'node:crypto';
 import {
-  mkdirSync, readFileSync, writeFileSync, renameSync, chmodSync, existsSync, readdirSync, unlinkSync,
+  mkdirSync, readFileSync, writeFileSync, renameSync, chmodSync, existsSync, readdirSync, rmSync,
 } from 'node:fs';
 import { join } from 'node:path';
 
@@ -12,13 +12,6 @@ export interface SigningKey {
   kid: string;
   privateKey: KeyObject;
   publicKey: KeyObject;
-}
-
-export interface PublicKeyInfo {
-  kid: string;
-  alg: 'EdDSA';
-  pem: string;
-  jwk: { kty: string; crv: string; x: string; kid: string; alg: 'EdDSA'; use: 'sig' };
 }
 
 const PRIVATE_FILE = 'receipt-ed25519.pem';
@@ -37,6 +30,21 @@ function writeAtomic(path: string, data: string, mode: number): void {
   chmodSync(path, mode);
 }
 
+function publicPem(publicKey: KeyObject): string {
+  return publicKey.export({ type: 'spki', format: 'pem' }).toString();
+}
+
+/**
+ * A new pair replaces the files, public half first. The temporary files are new ('wx'), so a planted link is never
+ * written through; each rename replaces the file.
+ */
+function writeNewPair(dir: string): KeyObject {
+  const pair = generateKeyPairSync('ed25519');
+  writeAtomic(join(dir, PUBLIC_FILE), publicPem(pair.publicKey), 0o644);
+  writeAtomic(join(dir, PRIVATE_FILE), pair.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(), 0o600);
+  return pair.publicKey;
+}
+
 export function keysDir(svcHome: string): string {
   return join(svcHome, 'keys');
 }
@@ -52,10 +60,8 @@ export function loadOrCreateSigningKey(svcHome: string): SigningKey {
   const privatePath = join(dir, PRIVATE_FILE);
   if (!existsSync(privatePath)) {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
-    const pair = generateKeyPairSync('ed25519');
     try {
-      writeAtomic(privatePath, pair.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(), 0o600);
-      writeAtomic(join(dir, PUBLIC_FILE), pair.publicKey.export({ type: 'spki', format: 'pem' }).toString(), 0o644);
+      writeNewPair(dir);
     } catch (err) {
       // Another process made the key first; use theirs.
       if (!existsSync(privatePath)) throw err;
@@ -66,15 +72,11 @@ export function loadOrCreateSigningKey(svcHome: string): SigningKey {
   return { kid: keyIdOf(publicKey), privateKey, publicKey };
 }
 
-export function publicKeyInfo(key: { publicKey: KeyObject }): PublicKeyInfo {
+export function publicKeyInfo(key: { publicKey: KeyObject }) {
   const kid = keyIdOf(key.publicKey);
-  const jwk = key.publicKey.export({ format: 'jwk' }) as { kty: string; crv: string; x: string };
-  return {
-    kid,
-    alg: 'EdDSA',
-    pem: key.publicKey.export({ type: 'spki', format: 'pem' }).toString(),
-    jwk: { kty: jwk.kty, crv: jwk.crv, x: jwk.x, kid, alg: 'EdDSA', use: 'sig' },
-  };
+  const { kty, crv, x } = key.publicKey.export({ format: 'jwk' }) as { kty: string; crv: string; x: string };
+  const alg = 'EdDSA' as const;
+  return { kid, alg, pem: publicPem(key.publicKey), jwk: { kty, crv, x, kid, alg, use: 'sig' } };
 }
 
 export function signBytes(key: SigningKey, data: Buffer): string {
@@ -110,9 +112,13 @@ export function trustedKeysDir(svcHome: string): string {
 
 const RUNNER_KEY_FILE = /^([A-Za-z0-9][A-Za-z0-9._-]{0,63}?)(?:\.pub)?\.pem$/;
 
-/** Registered runner keys, read on each call (no restart needed); unreadable or non-Ed25519 files are skipped. */
-export function runnerKeys(svcHome: string): KnownKey[] {
-  const dir = trustedKeysDir(svcHome);
+/**
+ * The Ed25519 public keys in `dir` whose file name matches `file` (its group 1 goes to `known`), read on each call (no
+ * restart needed). Unreadable or non-Ed25519 files are skipped, and so is a private key: never used from here.
+ */
+function publicKeysIn(
+  dir: string, file: RegExp, known: (named: string, key: KeyObject) => KnownKey | null,
+): KnownKey[] {
   let names: string[];
   try {
     names = readdirSync(dir).sort();
@@ -120,50 +126,37 @@ export function runnerKeys(svcHome: string): KnownKey[] {
     return [];
   }
   const keys: KnownKey[] = [];
-  for (const file of names) {
-    const name = RUNNER_KEY_FILE.exec(file)?.[1];
-    if (!name) continue;
+  for (const name of names) {
+    const named = file.exec(name)?.[1];
+    if (!named) continue;
     try {
-      const text = readFileSync(join(dir, file), 'utf8');
+      const text = readFileSync(join(dir, name), 'utf8');
       if (text.includes('PRIVATE KEY')) continue;
       const publicKey = createPublicKey(text);
-      if (publicKey.asymmetricKeyType !== 'ed25519') continue;
-      keys.push({ kid: keyIdOf(publicKey), name, origin: 'runner', publicKey });
+      const key = publicKey.asymmetricKeyType === 'ed25519' ? known(named, publicKey) : null;
+      if (key) keys.push(key);
     } catch {
       continue;
     }
   }
   return keys;
+}
+
+/** Registered runner keys. */
+export function runnerKeys(svcHome: string): KnownKey[] {
+  return publicKeysIn(trustedKeysDir(svcHome), RUNNER_KEY_FILE,
+    (name, publicKey) => ({ kid: keyIdOf(publicKey), name, origin: 'runner', publicKey }));
 }
 
 /** This machine's earlier signing keys: `<kid>.pub.pem` files that `svc keys rotate` moved the public halves to. */
-export function retiredKeysDir(svcHome: string): string {
+function retiredKeysDir(svcHome: string): string {
   return join(keysDir(svcHome), 'retired');
 }
 
-const RETIRED_KEY_FILE = /^([0-9a-f]{16})\.pub\.pem$/;
-
-/** Retired public keys, read on each call; a file whose key is not the kid its name says is skipped. */
+/** Retired public keys; a file whose key is not the kid its name says is skipped. */
 export function retiredKeys(svcHome: string): KnownKey[] {
-  let names: string[];
-  try {
-    names = readdirSync(retiredKeysDir(svcHome)).sort();
-  } catch {
-    return [];
-  }
-  const keys: KnownKey[] = [];
-  for (const file of names) {
-    const kid = RETIRED_KEY_FILE.exec(file)?.[1];
-    if (!kid) continue;
-    try {
-      const publicKey = createPublicKey(readFileSync(join(retiredKeysDir(svcHome), file), 'utf8'));
-      if (publicKey.asymmetricKeyType !== 'ed25519' || keyIdOf(publicKey) !== kid) continue;
-      keys.push({ kid, name: 'local', origin: 'retired', publicKey });
-    } catch {
-      continue;
-    }
-  }
-  return keys;
+  return publicKeysIn(retiredKeysDir(svcHome), /^([0-9a-f]{16})\.pub\.pem$/,
+    (kid, publicKey) => (keyIdOf(publicKey) === kid ? { kid, name: 'local', origin: 'retired', publicKey } : null));
 }
 
 export interface Rotation {
@@ -181,28 +174,19 @@ export interface Rotation {
  */
 export function rotateSigningKey(svcHome: string, opts: { revoke?: boolean } = {}): Rotation {
   const dir = keysDir(svcHome);
-  const hadKey = existsSync(join(dir, PRIVATE_FILE));
-  const old = hadKey ? loadOrCreateSigningKey(svcHome) : null;
+  const old = hasSigningKey(svcHome) ? loadOrCreateSigningKey(svcHome) : null;
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  if (old && !opts.revoke) {
-    mkdirSync(retiredKeysDir(svcHome), { recursive: true, mode: 0o700 });
+  if (old) {
     const retired = join(retiredKeysDir(svcHome), `${old.kid}.pub.pem`);
-    const pem = old.publicKey.export({ type: 'spki', format: 'pem' }).toString();
-    if (!existsSync(retired)) writeAtomic(retired, pem, 0o644);
-  }
-  if (old && opts.revoke) {
     // A revoked key may have been kept by an earlier rotation to this same key: it goes from there too.
-    try {
-      unlinkSync(join(retiredKeysDir(svcHome), `${old.kid}.pub.pem`));
-    } catch {
-      // Not there: nothing to remove.
+    if (opts.revoke) rmSync(retired, { force: true });
+    else if (!existsSync(retired)) {
+      mkdirSync(retiredKeysDir(svcHome), { recursive: true, mode: 0o700 });
+      writeAtomic(retired, publicPem(old.publicKey), 0o644);
     }
   }
-  // The temporary files are new ('wx'), so a planted link is never written through; each rename replaces the file.
-  const pair = generateKeyPairSync('ed25519');
-  writeAtomic(join(dir, PUBLIC_FILE), pair.publicKey.export({ type: 'spki', format: 'pem' }).toString(), 0o644);
-  writeAtomic(join(dir, PRIVATE_FILE), pair.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(), 0o600);
-  return { old: old?.kid ?? null, kept: old !== null && !opts.revoke, new: keyIdOf(pair.publicKey) };
+  const fresh = writeNewPair(dir);
+  return { old: old?.kid ?? null, kept: old !== null && !opts.revoke, new: keyIdOf(fresh) };
 }
 
 /** Every key the Control Plane accepts receipts from: its own first, its retired ones, then registered runner keys. */

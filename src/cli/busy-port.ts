@@ -1,10 +1,22 @@
 // What `svc control serve` and `svc trigger serve` say when their port is taken: who holds it, and what to do next.
 import { serverRecordFile, readServerRecordFile, isPidAlive } from '../client/server-record.ts';
 import { isHealthy } from './dashboard-launch.ts';
+import { UnavailableError } from '../errors.ts';
 
-/** The bind error node:net gives for a port another socket holds (matched by code, never by message text). */
-export function isAddressInUse(err: unknown): boolean {
-  return typeof err === 'object' && err !== null && (err as NodeJS.ErrnoException).code === 'EADDRINUSE';
+/**
+ * Runs `serve`; when its port is taken (node:net's EADDRINUSE, matched by code, never by message text), fails with
+ * the message saying who holds it and what to do next.
+ */
+export async function serveOnFreePort(
+  server: 'control' | 'trigger', at: { host: string; port: number }, env: NodeJS.ProcessEnv,
+  serve: () => Promise<number>,
+): Promise<number> {
+  try {
+    return await serve();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException | null)?.code !== 'EADDRINUSE') throw err;
+    throw new UnavailableError(await busyPortMessage(server, at.host, at.port, env));
+  }
 }
 
 /** The port of a URL (its scheme's default when none is written), or null when it does not parse. */
@@ -22,7 +34,7 @@ function portOf(url: string): number | null {
  * with its pid; else a server answering /health there is named as probably another svc; else another program.
  * Every case ends with the way out: `--port 0` for a free port.
  */
-export async function busyPortMessage(
+async function busyPortMessage(
   server: 'control' | 'trigger', host: string, port: number, env: NodeJS.ProcessEnv,
 ): Promise<string> {
   const url = `http://${host.includes(':') && !host.startsWith('[') ? `[${host}]` : host}:${port}`;

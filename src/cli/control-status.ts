@@ -1,6 +1,5 @@
 // `svc control status`: finds the Control Plane (SVC_CONTROL_URL, live server.json, default port) and reports whether
-// it
-// answers and how many runs it holds. Exit 0 when reachable, 1 when not (or when the token is missing or wrong).
+// it answers and how many runs it holds. Exit 0 when reachable, 1 when not (or when the token is missing or wrong).
 import type { CliIo } from './io.ts';
 import { UnavailableError, errorMessage } from '../errors.ts';
 import { discoverControlUrl, type Discovered } from '../client/discover.ts';
@@ -32,7 +31,7 @@ function reason(err: unknown, url: string, via: Discovered['via'], hasToken: boo
 export async function controlStatus(io: CliIo, json: boolean): Promise<number> {
   const { url, via } = discoverControlUrl(io.env);
   const token = io.env.SVC_CONTROL_TOKEN || undefined;
-  const client = createControlClient({ url, ...(token ? { token } : {}), timeoutMs: 10_000 });
+  const client = createControlClient({ url, token, timeoutMs: 10_000 });
   let runs: number;
   try {
     await client.health();

@@ -1,7 +1,7 @@
 // `svc control serve|status`: run the Control Plane, or ask a running one whether it is up and how many runs it holds.
 import type { CliIo } from './io.ts';
 import { parseFlags, subcommand } from './io.ts';
-import { UsageError, UnavailableError, errorMessage } from '../errors.ts';
+import { UsageError, errorMessage } from '../errors.ts';
 
 const HELP = `Usage:
   svc control serve [--host HOST] [--port PORT] [--db PATH]
@@ -34,13 +34,8 @@ export default async function control(io: CliIo): Promise<number> {
     } catch (err) {
       throw new UsageError(errorMessage(err));
     }
-    try {
-      return await serveControlForever(settings, io.env, io.stdout);
-    } catch (err) {
-      const { busyPortMessage, isAddressInUse } = await import('./busy-port.ts');
-      if (!isAddressInUse(err)) throw err;
-      throw new UnavailableError(await busyPortMessage('control', settings.host, settings.port, io.env));
-    }
+    const { serveOnFreePort } = await import('./busy-port.ts');
+    return serveOnFreePort('control', settings, io.env, () => serveControlForever(settings, io.env, io.stdout));
   }
   if (sub === 'status') {
     const { values, positionals } = parseFlags(rest, { json: { type: 'boolean' } });

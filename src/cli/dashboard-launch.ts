@@ -23,8 +23,6 @@ export async function isHealthy(url: string, timeoutMs = 2_000): Promise<boolean
   }
 }
 
-const cliEntry = svcCliPath;
-
 export interface Started {
   url: string;
   pid: number;
@@ -44,7 +42,7 @@ export async function startControlInBackground(env: NodeJS.ProcessEnv): Promise<
   // Its secrets (the control token, what runs use) travel in a pipe on its fd 3, never in its environment; with the
   // server's V8 flags already given it has no reason to re-execute itself, which would need a handoff file.
   const pipe = handoffPipe(['ignore', fd, fd]);
-  const child = startChild([process.execPath, ...SERVER_NODE_FLAGS, cliEntry(), 'control', 'serve'], {
+  const child = startChild([process.execPath, ...SERVER_NODE_FLAGS, svcCliPath(), 'control', 'serve'], {
     kind: 'svc-worker', base: withoutSecrets(env), extra: pipe.extra, detached: true, stdio: pipe.stdio,
   });
   sendHandoff(child, secretsIn(env));
@@ -87,18 +85,12 @@ function tail(path: string): string {
 }
 
 /**
- * The command that opens a URL: $BROWSER (its first colon-separated entry, run as a program with the URL as its
- * one argument, no shell), else the platform opener.
+ * The program that opens a URL, run with the URL as its one argument (no shell): $BROWSER (its first colon-separated
+ * entry), else the platform opener.
  */
-export function browserCommand(
-  env: NodeJS.ProcessEnv,
-  platform: NodeJS.Platform = process.platform,
-): { cmd: string; args: string[] } {
-  const fromEnv = env.BROWSER?.split(':').map((s) => s.trim()).find(Boolean);
-  if (fromEnv) return { cmd: fromEnv, args: [] };
-  if (platform === 'darwin') return { cmd: 'open', args: [] };
-  if (platform === 'win32') return { cmd: 'explorer.exe', args: [] };
-  return { cmd: 'xdg-open', args: [] };
+function browserOf(env: NodeJS.ProcessEnv): string {
+  const openers: Partial<Record<NodeJS.Platform, string>> = { darwin: 'open', win32: 'explorer.exe' };
+  return env.BROWSER?.split(':').map((s) => s.trim()).find(Boolean) ?? openers[process.platform] ?? 'xdg-open';
 }
 
 /** How handing the URL over went: the opener exited 0 or is still running (a browser in the foreground), or failed. */
@@ -113,9 +105,9 @@ const OPENER_GRACE_MS = 3_000;
 
 /** Opens the URL; resolves opened: false when the opener could not be started or exited non-zero. */
 export function openBrowser(url: string, env: NodeJS.ProcessEnv): Promise<OpenResult> {
-  const { cmd, args } = browserCommand(env);
+  const cmd = browserOf(env);
   return new Promise((resolve) => {
-    const child = startChild([cmd, ...args, url], { kind: 'tool', base: env, detached: true, stdio: 'ignore' });
+    const child = startChild([cmd, url], { kind: 'tool', base: env, detached: true, stdio: 'ignore' });
     const timer = setTimeout(() => {
       child.removeAllListeners('exit');
       child.unref();

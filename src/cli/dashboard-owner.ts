@@ -1,11 +1,12 @@
 // The record of the Control Plane `svc dashboard` started (~/.svc/control/dashboard.json: pid, its /proc start time,
 // url), and `svc dashboard stop`, which signals only that process: a server started any other way (a terminal,
 // systemd, another HOME) is never this command's to stop, and a recycled pid never matches the recorded start time.
-import { readFileSync, writeFileSync, rmSync, renameSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { serverRecordFile, readServerRecordFile, isPidAlive } from '../client/server-record.ts';
 import { procStart, procList } from '../engine/proc-group.ts';
 import { FailedError } from '../errors.ts';
+import { writeJsonAtomic } from '../engine/atomic.ts';
 
 export interface DashboardServer {
   pid: number;
@@ -20,11 +21,7 @@ export function dashboardRecordFile(env: NodeJS.ProcessEnv): string {
 /** Written once the server `svc dashboard` started answers; without a /proc start time nothing can be proven later. */
 export function recordDashboardServer(env: NodeJS.ProcessEnv, pid: number, url: string): void {
   const start = procStart(pid);
-  if (start === null) return;
-  const path = dashboardRecordFile(env);
-  const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, JSON.stringify({ pid, proc_start: start, url }) + '\n', { mode: 0o600, flag: 'wx' });
-  renameSync(tmp, path);
+  if (start !== null) writeJsonAtomic(dashboardRecordFile(env), { pid, proc_start: start, url }, 0o600);
 }
 
 function readDashboardRecord(path: string): DashboardServer | null {

@@ -3,8 +3,8 @@
 // `svc dashboard stop` stops the one it started (dashboard-owner.ts), never another.
 import { sendPendingRuns } from './pending-runs.ts';
 import type { CliIo } from './io.ts';
-import { parseFlags, wantsHelp } from './io.ts';
-import { UsageError, FailedError, UnavailableError, ConflictError, errorMessage } from '../errors.ts';
+import { parseFlags, printsHelp } from './io.ts';
+import { UsageError, UnavailableError, ConflictError } from '../errors.ts';
 import { discoverControlUrl } from '../client/discover.ts';
 import { isHealthy, startControlInBackground, openBrowser } from './dashboard-launch.ts';
 import { stopDashboardServer } from './dashboard-owner.ts';
@@ -27,10 +27,7 @@ The browser is $BROWSER when set (run with the URL as its only argument), else x
 `;
 
 export default async function dashboard(io: CliIo): Promise<number> {
-  if (wantsHelp(io.argv)) {
-    io.stdout(HELP);
-    return 0;
-  }
+  if (printsHelp(io, HELP)) return 0;
   const { values, positionals } = parseFlags(io.argv, { 'no-open': { type: 'boolean' } });
   const [sub, ...extra] = positionals;
   if (sub !== undefined && sub !== 'start' && sub !== 'open' && sub !== 'stop') {
@@ -50,12 +47,7 @@ export default async function dashboard(io: CliIo): Promise<number> {
     );
   } else {
     io.stderr('No Control Plane is running; starting one in the background…\n');
-    let started;
-    try {
-      started = await startControlInBackground(io.env);
-    } catch (err) {
-      throw new FailedError(errorMessage(err), { cause: err });
-    }
+    const started = await startControlInBackground(io.env);
     url = started.url;
     io.stderr(`Started the Control Plane at ${url} (pid ${started.pid}, log ${started.log})\n`);
   }

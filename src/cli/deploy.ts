@@ -1,8 +1,8 @@
 // `svc deploy record`: writes a deploy record under .svc/deploys/ (read into error-tracker briefs); svc itself never
 // deploys.
 import type { CliIo } from './io.ts';
-import { parseFlags, wantsHelp } from './io.ts';
-import { UsageError, NotFoundError, FailedError } from '../errors.ts';
+import { parseFlags, printsHelp } from './io.ts';
+import { UsageError, NotFoundError, FailedError, errorMessage } from '../errors.ts';
 import { recordDeploy, latestDeployLine } from '../engine/deploys.ts';
 import { resolveRepo } from '../engine/launch.ts';
 
@@ -18,28 +18,24 @@ function repoOrExit1(dir: string): string {
   try {
     return resolveRepo(dir);
   } catch (err) {
-    throw new FailedError((err as Error).message, { cause: err });
+    throw new FailedError(errorMessage(err), { cause: err });
   }
 }
 
 export default async function deploy(io: CliIo): Promise<number> {
-  if (wantsHelp(io.argv)) {
-    io.stdout(HELP);
-    return 0;
-  }
+  if (printsHelp(io, HELP)) return 0;
   const { values, positionals } = parseFlags(io.argv, {
     sha: { type: 'string' },
     health: { type: 'string' },
     'finished-at': { type: 'string' },
     repo: { type: 'string' },
   });
-  const sub = positionals[0];
-  if (sub !== 'last' && (sub !== 'record' || positionals.length > 1)) {
+  const [sub, ...extra] = positionals;
+  const { sha, health, 'finished-at': finishedAt } = values;
+  if (sub !== 'last' && (sub !== 'record' || extra.length)) {
     throw new UsageError('Usage: svc deploy record --sha SHA --health STATUS');
   }
-  if (sub === 'record' && (!values.sha || !values.health)) {
-    throw new UsageError('svc deploy record needs --sha and --health');
-  }
+  if (sub === 'record' && (!sha || !health)) throw new UsageError('svc deploy record needs --sha and --health');
   const repo = repoOrExit1(values.repo ?? process.cwd());
   if (sub === 'last') {
     const line = latestDeployLine(repo);
@@ -47,17 +43,11 @@ export default async function deploy(io: CliIo): Promise<number> {
     io.stdout(`${line}\n`);
     return 0;
   }
-  if (!values.sha || !values.health) throw new UsageError('svc deploy record needs --sha and --health');
   try {
-    const finishedAt = values['finished-at'];
-    const path = recordDeploy(repo, {
-      sha: values.sha,
-      health: values.health,
-      ...(finishedAt ? { finished_at: finishedAt } : {}),
-    });
-    io.stdout(`${path}\n`);
+    const record = { sha: sha!, health: health!, ...(finishedAt ? { finished_at: finishedAt } : {}) };
+    io.stdout(`${recordDeploy(repo, record)}\n`);
   } catch (err) {
-    throw new UsageError((err as Error).message);
+    throw new UsageError(errorMessage(err));
   }
   return 0;
 }

@@ -1,7 +1,7 @@
 // `svc doctor`: says whether agent runs can be sandboxed on this host, and why not. Exit 0 when they can.
 import { dirname } from 'node:path';
 import type { CliIo } from './io.ts';
-import { parseFlags, wantsHelp } from './io.ts';
+import { parseFlags, printsHelp } from './io.ts';
 import { probeSandbox, BWRAP_HINT, type SandboxProbe } from '../spawn/probe.ts';
 import { which } from '../spawn/which.ts';
 import { describeFilter, type SyscallFilter } from '../spawn/seccomp.ts';
@@ -48,10 +48,7 @@ export function filterLine(filter: SyscallFilter): string {
 }
 
 export default async function doctor(io: CliIo): Promise<number> {
-  if (wantsHelp(io.argv)) {
-    io.stdout(HELP);
-    return 0;
-  }
+  if (printsHelp(io, HELP)) return 0;
   const { values } = parseFlags(io.argv, { json: { type: 'boolean' } }, false);
   const probe = probeSandbox(io.env);
   const offPath = probe.bwrap === null ? which('bwrap', SYSTEM_BIN_DIRS.join(':')) : null;

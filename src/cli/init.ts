@@ -4,7 +4,7 @@
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CliIo } from './io.ts';
-import { parseFlags, wantsHelp } from './io.ts';
+import { parseFlags, printsHelp } from './io.ts';
 import { ConflictError } from '../errors.ts';
 import { resolveRepo } from '../engine/launch.ts';
 
@@ -32,10 +32,7 @@ echo '{"type":"svc.cost","usd":0,"tokens_in":0,"tokens_out":0}'
 export const STAND_IN_CONFIG = { provider: 'hello', providers: { hello: { command: ['sh', '.svc/agent.sh'] } } };
 
 export default async function init(io: CliIo): Promise<number> {
-  if (wantsHelp(io.argv)) {
-    io.stdout(HELP);
-    return 0;
-  }
+  if (printsHelp(io, HELP)) return 0;
   const { values } = parseFlags(io.argv, { repo: { type: 'string' }, force: { type: 'boolean' } }, false);
   const repo = resolveRepo(values.repo ?? process.cwd());
   const dir = join(repo, '.svc');

@@ -10,8 +10,6 @@ export interface CliIo {
   verbose: boolean;
 }
 
-export type Command = (io: CliIo) => Promise<number>;
-
 type Options = NonNullable<ParseArgsConfig['options']>;
 
 /** util.parseArgs with usage errors turned into exit-2 UsageErrors. */
@@ -25,6 +23,13 @@ export function parseFlags<O extends Options>(argv: string[], options: O, allowP
 
 export function wantsHelp(argv: string[]): boolean {
   return argv.includes('--help') || argv.includes('-h');
+}
+
+/** Prints `help` when the command line asks for it: the command then exits 0. */
+export function printsHelp(io: CliIo, help: string): boolean {
+  const asked = wantsHelp(io.argv);
+  if (asked) io.stdout(help);
+  return asked;
 }
 
 /**

@@ -1,7 +1,7 @@
 // `svc providers`: which agent CLIs this host can run, their versions, and whether each version lies in the range
 // the provider conformance suite tested (the same report as GET /v1/providers, for this PATH and project).
 import type { CliIo } from './io.ts';
-import { parseFlags, wantsHelp } from './io.ts';
+import { parseFlags, printsHelp } from './io.ts';
 import { BUILTIN_PROVIDERS } from '../engine/providers.ts';
 import { loadEngineConfig } from '../engine/config.ts';
 import { createVersionProbe, describeProviders } from '../control/provider-detect.ts';
@@ -34,10 +34,7 @@ function table(rows: ProviderReport[]): string {
 }
 
 export default async function providers(io: CliIo): Promise<number> {
-  if (wantsHelp(io.argv)) {
-    io.stdout(HELP);
-    return 0;
-  }
+  if (printsHelp(io, HELP)) return 0;
   const { values } = parseFlags(io.argv, { json: { type: 'boolean' }, repo: { type: 'string' } }, false);
   const config = loadEngineConfig(values.repo ?? process.cwd());
   const entries: ProviderEntry[] = [

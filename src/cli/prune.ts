@@ -3,8 +3,8 @@
 // (src/trigger/checkout-prune.ts). Never what a run that has not ended still uses; --dry-run only lists.
 import { resolve } from 'node:path';
 import type { CliIo } from './io.ts';
-import { parseFlags, wantsHelp } from './io.ts';
-import { UsageError, FailedError } from '../errors.ts';
+import { parseFlags, printsHelp } from './io.ts';
+import { UsageError, FailedError, errorMessage } from '../errors.ts';
 import { repoRoot } from '../engine/git.ts';
 import { planProjectPrune, removeProjectTarget, type PrunePlan, type PruneTarget } from '../engine/prune.ts';
 import { planCheckoutPrune, removeCheckout } from '../trigger/checkout-prune.ts';
@@ -45,10 +45,7 @@ function line(verb: string, t: PruneTarget): string {
 }
 
 export default async function prune(io: CliIo): Promise<number> {
-  if (wantsHelp(io.argv)) {
-    io.stdout(HELP);
-    return 0;
-  }
+  if (printsHelp(io, HELP)) return 0;
   const { values, positionals } = parseFlags(io.argv, {
     repo: { type: 'string', multiple: true },
     checkouts: { type: 'boolean' },
@@ -99,7 +96,7 @@ export default async function prune(io: CliIo): Promise<number> {
         removed.push(target);
       } catch (err) {
         failed++;
-        io.stderr(`svc prune: could not remove ${target.kind} ${target.name}: ${(err as Error).message}\n`);
+        io.stderr(`svc prune: could not remove ${target.kind} ${target.name}: ${errorMessage(err)}\n`);
       }
     }
   }

@@ -2,7 +2,7 @@
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CliIo } from './io.ts';
-import { parseFlags, wantsHelp } from './io.ts';
+import { parseFlags, printsHelp } from './io.ts';
 import { UsageError, NotFoundError, FailedError } from '../errors.ts';
 import { verifyReceipt, keyRingOf, receiptFromMarkdown } from '../engine/receipt.ts';
 import { keysDir, runnerKeys, retiredKeys } from '../keys.ts';
@@ -18,10 +18,7 @@ Exit 0 when valid; 1 naming the problem: integrity mismatch, unknown key, bad si
 `;
 
 export default async function receipt(io: CliIo): Promise<number> {
-  if (wantsHelp(io.argv)) {
-    io.stdout(HELP);
-    return 0;
-  }
+  if (printsHelp(io, HELP)) return 0;
   const { values, positionals } = parseFlags(io.argv, { key: { type: 'string', multiple: true } });
   const [sub, file, ...rest] = positionals;
   if (sub !== 'verify' || !file || rest.length) throw new UsageError('Usage: svc receipt verify <file>');
@@ -38,15 +35,14 @@ export default async function receipt(io: CliIo): Promise<number> {
     value = receiptFromMarkdown(text);
     if (value === null) throw new FailedError(`"${file}" is neither receipt JSON nor a PR body with a receipt`);
   }
+  const home = svcHomeOf(io.env);
   const pems: string[] = [];
-  const local = join(keysDir(svcHomeOf(io.env)), 'receipt-ed25519.pub.pem');
+  const local = join(keysDir(home), 'receipt-ed25519.pub.pem');
   if (existsSync(local)) pems.push(readFileSync(local, 'utf8'));
   for (const keyFile of values.key ?? []) pems.push(readFileSync(keyFile, 'utf8'));
   const ring = keyRingOf(pems);
   // This machine's keys from before a rotation (svc keys rotate), then the registered runner keys.
-  for (const known of [...retiredKeys(svcHomeOf(io.env)), ...runnerKeys(svcHomeOf(io.env))]) {
-    ring.set(known.kid, known.publicKey);
-  }
+  for (const known of [...retiredKeys(home), ...runnerKeys(home)]) ring.set(known.kid, known.publicKey);
   const result = verifyReceipt(value, ring);
   if (!result.ok) {
     io.stderr(`${result.message}\n`);

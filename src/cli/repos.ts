@@ -4,7 +4,7 @@ import { chownSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync
 import { dirname, resolve } from 'node:path';
 import type { CliIo } from './io.ts';
 import { parseFlags, wantsHelp } from './io.ts';
-import { UsageError, NotFoundError, FailedError } from '../errors.ts';
+import { UsageError, NotFoundError, FailedError, errorMessage } from '../errors.ts';
 import { defaultReposFile } from '../trigger/settings.ts';
 import {
   formatServedRepo, parseServedRepos, removeServedRepo, ReposFileError,
@@ -41,7 +41,7 @@ function readText(file: string): string | null {
     return readFileSync(file, 'utf8');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
-    throw new FailedError(`Cannot read ${file}: ${(err as Error).message}`);
+    throw new FailedError(`Cannot read ${file}: ${errorMessage(err)}`);
   }
 }
 

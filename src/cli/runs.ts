@@ -1,12 +1,12 @@
 // `svc runs [list|show|stop|resume|retry|verify|answer|logs]`: lists and steers runs through the typed client; `logs`
 // reads a run this project holds from its folder first (run-logs.ts).
 import type { CliIo } from './io.ts';
-import { parseFlags, wantsHelp } from './io.ts';
+import { parseFlags, printsHelp } from './io.ts';
 import { UsageError, FailedError, NotFoundError } from '../errors.ts';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
 import { discoverControlUrl } from '../client/discover.ts';
 import type { RunFilter, RunRef } from '../client/types.ts';
-import { RUN_STATUSES, VERDICTS, type RunStatus, type Verdict } from '../run-json.ts';
+import { RUN_STATUSES, VERDICTS, type Verdict } from '../run-json.ts';
 import { formatRunDetails, formatRunTable, KEY_WIDTH } from './runs-format.ts';
 import { networkLine } from './network-line.ts';
 import { sendPendingRuns } from './pending-runs.ts';
@@ -76,21 +76,15 @@ const LIST_FLAGS = ['verdict', 'status', 'repo', 'group', 'since', 'until', 'lim
 function listFilter(values: FlagValues): RunFilter {
   const filter: RunFilter = {};
   const pick = (key: string) => (typeof values[key] === 'string' ? (values[key] as string) : undefined);
-  const verdict = pick('verdict');
-  if (verdict !== undefined) {
-    const allowed: readonly string[] = [...VERDICTS, 'none'];
-    if (!allowed.includes(verdict)) {
-      throw new UsageError(`Invalid --verdict "${verdict}" (expected ${allowed.join(', ')})`);
-    }
-    filter.verdict = verdict as Verdict | 'none';
-  }
-  const status = pick('status');
-  if (status !== undefined) {
-    if (!(RUN_STATUSES as readonly string[]).includes(status)) {
-      throw new UsageError(`Invalid --status "${status}" (expected ${RUN_STATUSES.join(', ')})`);
-    }
-    filter.status = status as RunStatus;
-  }
+  const oneOf = <T extends string>(flag: string, allowed: readonly T[]): T | undefined => {
+    const value = pick(flag);
+    if (value === undefined || (allowed as readonly string[]).includes(value)) return value as T | undefined;
+    throw new UsageError(`Invalid --${flag} "${value}" (expected ${allowed.join(', ')})`);
+  };
+  const verdict = oneOf<Verdict | 'none'>('verdict', [...VERDICTS, 'none']);
+  if (verdict !== undefined) filter.verdict = verdict;
+  const status = oneOf('status', RUN_STATUSES);
+  if (status !== undefined) filter.status = status;
   const limit = pick('limit');
   if (limit !== undefined) {
     if (!/^[1-9]\d*$/.test(limit)) throw new UsageError(`Invalid --limit "${limit}" (expected a positive integer)`);
@@ -173,17 +167,14 @@ async function dispatch(
 }
 
 export default async function runs(io: CliIo): Promise<number> {
-  if (wantsHelp(io.argv)) {
-    io.stdout(HELP);
-    return 0;
-  }
+  if (printsHelp(io, HELP)) return 0;
   const { values, positionals } = parseFlags(io.argv, FLAGS);
   const [first, ...rest] = positionals;
   const sub = first === undefined || first === 'list' ? 'list' : first;
   const args = first === undefined ? [] : rest;
   const url = typeof values.url === 'string' ? values.url : discoverControlUrl(io.env).url;
   const token = io.env.SVC_CONTROL_TOKEN || undefined;
-  const client = createControlClient({ url, ...(token ? { token } : {}) });
+  const client = createControlClient({ url, token });
   // Runs of this project the Control Plane never heard the end of reach it first (the shipper finds it as above).
   if (typeof values.url !== 'string') await sendPendingRuns(io, process.cwd());
   try {

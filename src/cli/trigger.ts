@@ -1,7 +1,7 @@
 // `svc trigger serve`: the webhook trigger server (DESIGN §5). Flags win over SVC_TRIGGER_* variables.
 import type { CliIo } from './io.ts';
 import { parseFlags, subcommand } from './io.ts';
-import { UsageError, UnavailableError, errorMessage } from '../errors.ts';
+import { UsageError, errorMessage } from '../errors.ts';
 import { SOURCES, type WebhookSource } from '../webhook-sources.ts';
 
 const SIGNED = SOURCES.filter((s: WebhookSource) => s.families).map((s) => `/${s.name}`).join(', ');
@@ -45,11 +45,6 @@ export default async function trigger(io: CliIo): Promise<number> {
     throw new UsageError(errorMessage(err));
   }
   const { serveTriggerForever } = await import('../trigger/main.ts');
-  try {
-    return await serveTriggerForever(settings, io.env, io.stdout);
-  } catch (err) {
-    const { busyPortMessage, isAddressInUse } = await import('./busy-port.ts');
-    if (!isAddressInUse(err)) throw err;
-    throw new UnavailableError(await busyPortMessage('trigger', settings.host, settings.port, io.env));
-  }
+  const { serveOnFreePort } = await import('./busy-port.ts');
+  return serveOnFreePort('trigger', settings, io.env, () => serveTriggerForever(settings, io.env, io.stdout));
 }

@@ -1,18 +1,17 @@
 // `svc trust`: allow a repository's .svc/config.json to widen the sandbox of runs you start at the CLI (host folders
 // writable, environment passed in, a built-in provider replaced), for exactly the bytes you read. A changed file needs
 // trusting again. Runs a server starts never take these settings from a repository (src/engine/setting-authority.ts).
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { isAbsolute } from 'node:path';
 import type { CliIo } from './io.ts';
-import { parseFlags, wantsHelp } from './io.ts';
+import { parseFlags, printsHelp } from './io.ts';
 import { NotFoundError } from '../errors.ts';
 import { resolveRepo } from '../engine/launch.ts';
 import { readEngineConfigFile } from '../engine/config.ts';
 import { decideSettings } from '../engine/setting-authority.ts';
 import { addTrust, readTrust, revokeTrust, trustFile } from '../engine/trust.ts';
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 
 const HELP = `Usage: svc trust [--repo DIR]
        svc trust --list
@@ -44,10 +43,7 @@ function currentHash(path: string): string | null {
 }
 
 export default async function trust(io: CliIo): Promise<number> {
-  if (wantsHelp(io.argv)) {
-    io.stdout(HELP);
-    return 0;
-  }
+  if (printsHelp(io, HELP)) return 0;
   const { values, positionals } = parseFlags(io.argv, {
     repo: { type: 'string' }, list: { type: 'boolean' }, revoke: { type: 'boolean' },
   });

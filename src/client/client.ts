@@ -14,7 +14,7 @@ export interface ControlClientOptions {
   /** Base URL, e.g. http://127.0.0.1:47821 (no /v1). */
   url: string;
   /** Sent as `Authorization: Bearer <token>`; never put in URLs or errors. */
-  token?: string;
+  token?: string | undefined;
   fetch?: typeof fetch;
   /** Per-request timeout for non-streaming calls (default 30 s). */
   timeoutMs?: number;

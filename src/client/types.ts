@@ -43,11 +43,7 @@ export interface RunFilter extends PageQuery {
   until?: string | number;
 }
 
-export interface StatsFilter {
-  since?: string | number;
-  until?: string | number;
-  repo?: string;
-}
+export type StatsFilter = Pick<RunFilter, 'since' | 'until' | 'repo'>;
 
 export interface StartRequest {
   brief?: string;

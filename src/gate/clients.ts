@@ -43,11 +43,6 @@ export class ClientBook {
     this.policy = policy;
   }
 
-  /** Connections each job holds now (for tests and the log). */
-  held(job: JobIdentity): number {
-    return this.open.get(keyOf(job)) ?? 0;
-  }
-
   admit(req: IncomingMessage): Admission {
     const url = req.url ?? '';
     if (!this.clients) return { admitted: true, asker: { policy: this.policy, who: null }, url };
@@ -72,15 +67,20 @@ export class ClientBook {
         return { admitted: false, status: 429, reason, who, url: target };
       }
       this.owner.set(socket, key);
-      this.open.set(key, count + 1);
-      socket.once('close', () => {
-        const left = (this.open.get(key) ?? 1) - 1;
-        if (left <= 0) this.open.delete(key);
-        else this.open.set(key, left);
-      });
+      countWhileOpen(this.open, key, socket);
     }
     return { admitted: true, asker: { policy: this.clients.policyFor(who), who }, url: target };
   }
+}
+
+/** Counts `socket` under `key` until it closes; a key back at zero is removed. */
+export function countWhileOpen(open: Map<string, number>, key: string, socket: Socket): void {
+  open.set(key, (open.get(key) ?? 0) + 1);
+  socket.once('close', () => {
+    const left = (open.get(key) ?? 1) - 1;
+    if (left <= 0) open.delete(key);
+    else open.set(key, left);
+  });
 }
 
 function keyOf(who: JobIdentity): string {

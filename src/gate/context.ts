@@ -2,7 +2,7 @@
 // injectable so tests prove the address rules without a packet leaving the machine), the model routes, the limits
 // and the evidence sink. Also the one place a refusal is rendered.
 import { connect as netConnect, type Socket } from 'node:net';
-import type { ServerResponse } from 'node:http';
+import { STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { GatePolicy } from './policy.ts';
 import type { Resolver } from './decide.ts';
@@ -60,12 +60,6 @@ export function refuse(
   res.end(`svc gate: ${reason}\n`);
 }
 
-const STATUS_TEXT: Readonly<Record<number, string>> = {
-  400: 'Bad Request', 403: 'Forbidden', 405: 'Method Not Allowed', 407: 'Proxy Authentication Required',
-  429: 'Too Many Requests',
-  431: 'Request Header Fields Too Large', 502: 'Bad Gateway', 504: 'Gateway Timeout',
-};
-
 /** The same refusal written raw on a socket that left the HTTP parser (a CONNECT). */
 export function refuseRaw(
   socket: Duplex, status: number, reason: string, headers: Readonly<Record<string, string>> = {},
@@ -73,7 +67,7 @@ export function refuseRaw(
   const body = `svc gate: ${reason}\n`;
   const extra = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
   socket.end(
-    `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Error'}\r\n${extra}content-type: text/plain; charset=utf-8\r\n` +
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\n${extra}content-type: text/plain; charset=utf-8\r\n` +
       `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
   );
 }

@@ -66,9 +66,20 @@ function oneOf<T extends string>(value: unknown, allowed: readonly T[], fallback
   return allowed.find((a) => a === value) ?? fallback;
 }
 
-/** The record fields naming the job a shared gate's client spoke for (none on a run's own gate). */
-export function attributed(asker: { who: { job: string; run: string; repo: string } | null }): Partial<EgressRecord> {
-  return asker.who ? { job: asker.who.job, run: asker.who.run, repo: asker.who.repo } : {};
+/**
+ * The record of a connection arriving now: denied until decided, nothing measured yet, and on a shared gate the job
+ * its client spoke for (none on a run's own gate).
+ */
+export function arrivingRecord(
+  kind: EgressRecord['kind'], asker: { who: { job: string; run: string; repo: string } | null },
+  fields: Partial<EgressRecord> = {},
+): EgressRecord {
+  const { who } = asker;
+  return {
+    time: new Date().toISOString(), kind, host: '', port: 0, method: null, model: null, decision: 'denied', rule: null,
+    reason: null, address: null, status: null, bytesUp: 0, bytesDown: 0, ms: 0, sni: null,
+    ...(who ? { job: who.job, run: who.run, repo: who.repo } : {}), ...fields,
+  };
 }
 
 function attribution(o: Record<string, unknown>): Pick<EgressRecord, 'job' | 'run' | 'repo'> {
@@ -135,36 +146,61 @@ export interface EgressSummary {
   denials: EgressDenial[];
 }
 
-/** What a receipt says about a run's network: who it talked to, how much, and what it was refused. */
-export function summarizeEgress(records: readonly EgressRecord[]): EgressSummary {
-  const hosts = new Map<string, EgressHost>();
-  const denials = new Map<string, EgressDenial>();
-  const summary: EgressSummary = {
-    connections: 0, allowed: 0, denied: 0, bytesUp: 0, bytesDown: 0, hosts: [], denials: [],
-  };
-  for (const r of records) {
-    summary.connections += 1;
-    summary.bytesUp += r.bytesUp;
-    summary.bytesDown += r.bytesDown;
-    const key = `${r.host}\u0000${r.port}`;
-    const host = hosts.get(key) ?? { host: r.host, port: r.port, allowed: 0, denied: 0, bytesUp: 0, bytesDown: 0 };
-    hosts.set(key, host);
+/** Per-destination and per-refusal counts, keyed by host and port (and reason). */
+export interface EgressTally {
+  hosts: Map<string, EgressHost>;
+  denials: Map<string, EgressDenial>;
+}
+
+/**
+ * Counts one record into the tally, which holds at most `cap` destinations and `cap` refusals; false when the record
+ * named one past that (so it is counted in no entry).
+ */
+export function tallyRecord(t: EgressTally, r: EgressRecord, cap = Infinity): boolean {
+  const key = `${r.host}\u0000${r.port}`;
+  let host = t.hosts.get(key);
+  if (!host && t.hosts.size < cap) {
+    host = { host: r.host, port: r.port, allowed: 0, denied: 0, bytesUp: 0, bytesDown: 0 };
+    t.hosts.set(key, host);
+  }
+  if (host) {
     host.bytesUp += r.bytesUp;
     host.bytesDown += r.bytesDown;
-    if (r.decision === 'allowed') {
-      summary.allowed += 1;
-      host.allowed += 1;
-      continue;
-    }
-    summary.denied += 1;
-    host.denied += 1;
-    const reason = r.reason ?? 'denied';
-    const dkey = `${key}\u0000${reason}`;
-    const denial = denials.get(dkey) ?? { host: r.host, port: r.port, reason, count: 0 };
-    denials.set(dkey, denial);
-    denial.count += 1;
+    if (r.decision === 'allowed') host.allowed += 1;
+    else host.denied += 1;
   }
-  summary.hosts = [...hosts.values()].sort((a, b) => b.allowed + b.denied - (a.allowed + a.denied));
-  summary.denials = [...denials.values()].sort((a, b) => b.count - a.count);
-  return summary;
+  if (r.decision === 'allowed') return host !== undefined;
+  const reason = r.reason ?? 'denied';
+  const dkey = `${key}\u0000${reason}`;
+  let denial = t.denials.get(dkey);
+  if (!denial && t.denials.size < cap) {
+    denial = { host: r.host, port: r.port, reason, count: 0 };
+    t.denials.set(dkey, denial);
+  }
+  if (denial) denial.count += 1;
+  return host !== undefined && denial !== undefined;
+}
+
+/** The tally's destinations with the most connections first, and its refusals most frequent first. */
+export function sortedTally(t: EgressTally): { hosts: EgressHost[]; denials: EgressDenial[] } {
+  return {
+    hosts: [...t.hosts.values()].sort((a, b) => b.allowed + b.denied - (a.allowed + a.denied)),
+    denials: [...t.denials.values()].sort((a, b) => b.count - a.count),
+  };
+}
+
+/** What a receipt says about a run's network: who it talked to, how much, and what it was refused. */
+export function summarizeEgress(records: readonly EgressRecord[]): EgressSummary {
+  const tally: EgressTally = { hosts: new Map(), denials: new Map() };
+  let allowed = 0;
+  let bytesUp = 0;
+  let bytesDown = 0;
+  for (const r of records) {
+    tallyRecord(tally, r);
+    if (r.decision === 'allowed') allowed += 1;
+    bytesUp += r.bytesUp;
+    bytesDown += r.bytesDown;
+  }
+  const connections = records.length;
+  return { connections, allowed, denied: connections - allowed, bytesUp, bytesDown, ...sortedTally(tally) };
 }

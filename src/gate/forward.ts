@@ -10,7 +10,7 @@ import { BadHostError, parseAuthority, type Destination } from './host.ts';
 import { decide } from './decide.ts';
 import { refuse, type GateContext } from './context.ts';
 import { CREDENTIAL_HEADERS } from './model-apis.ts';
-import { attributed, type EgressRecord } from './evidence.ts';
+import { arrivingRecord, type EgressRecord } from './evidence.ts';
 import { framingHeaders, requestFraming, type Framing } from './framing.ts';
 import { modelPath } from './model-path.ts';
 import type { Asker } from './clients.ts';
@@ -53,11 +53,7 @@ export async function handleRequest(
   ctx: GateContext, asker: Asker, url: string, req: IncomingMessage, res: ServerResponse,
 ): Promise<void> {
   const started = Date.now();
-  const base: EgressRecord = {
-    time: new Date(started).toISOString(), kind: url.startsWith('/_model/') ? 'model' : 'http', host: '', port: 0,
-    method: req.method ?? null, model: null, decision: 'denied', rule: null, reason: null, address: null,
-    status: null, bytesUp: 0, bytesDown: 0, ms: 0, sni: null, ...attributed(asker),
-  };
+  const base = arrivingRecord(url.startsWith('/_model/') ? 'model' : 'http', asker, { method: req.method ?? null });
   const deny = (status: number, reason: string, extra: Partial<EgressRecord> = {}): void => {
     req.resume();
     refuse(res, status, reason);

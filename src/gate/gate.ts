@@ -7,7 +7,7 @@ import type { Duplex } from 'node:stream';
 import { chmodSync, rmSync } from 'node:fs';
 import { handleConnect } from './tunnel.ts';
 import { handleRequest } from './forward.ts';
-import { ClientBook, CHALLENGE, type Admission, type Asker, type GateClients } from './clients.ts';
+import { ClientBook, CHALLENGE, countWhileOpen, type Admission, type Asker, type GateClients } from './clients.ts';
 import { RunRecords, boundedRecord } from './run-records.ts';
 import {
   DEFAULT_LIMITS, refuse, refuseRaw, tcpConnect, type ConnectFn, type GateContext, type GateLimits,
@@ -15,7 +15,7 @@ import {
 import { systemResolver, type Resolver } from './decide.ts';
 import type { GatePolicy } from './policy.ts';
 import type { ModelRoute } from './model-apis.ts';
-import { attributed, type EgressRecord } from './evidence.ts';
+import { arrivingRecord, type EgressRecord } from './evidence.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { errorMessage } from '../errors.ts';
 
@@ -52,12 +52,10 @@ export interface Gate {
 /** The record of a client the gate refused before deciding anything (no or a bad credential, over its share). */
 function refusedRecord(req: IncomingMessage, refusal: Admission & { admitted: false }): EgressRecord {
   const connect = req.method === 'CONNECT';
-  return {
-    time: new Date().toISOString(), kind: connect ? 'connect' : refusal.url.startsWith('/_model/') ? 'model' : 'http',
-    host: connect ? refusal.url.slice(0, 300) : '', port: 0, method: connect ? null : req.method ?? null,
-    model: null, decision: 'denied', rule: null, reason: refusal.reason, address: null, status: refusal.status,
-    bytesUp: 0, bytesDown: 0, ms: 0, sni: null, ...attributed({ who: refusal.who }),
-  };
+  return arrivingRecord(connect ? 'connect' : refusal.url.startsWith('/_model/') ? 'model' : 'http', refusal, {
+    host: connect ? refusal.url.slice(0, 300) : '', method: connect ? null : req.method ?? null,
+    reason: refusal.reason, status: refusal.status,
+  });
 }
 
 /**
@@ -84,11 +82,8 @@ function answerEgress(asker: Asker, runs: RunRecords, req: IncomingMessage, res:
     res.end(JSON.stringify({ run, since: runs.since, known: false, evicted: answer.evicted, reason, policy }));
     return;
   }
-  const body = JSON.stringify({
-    ...answer.egress, run, since: runs.since, known: true, policy,
-  });
   res.writeHead(200, headers);
-  res.end(body);
+  res.end(JSON.stringify({ ...answer.egress, run, since: runs.since, known: true, policy }));
 }
 
 function destroyOnError(this: Duplex): void {
@@ -110,14 +105,8 @@ function createGateServer(
       return;
     }
     sockets.add(socket);
-    if (peer !== undefined) perPeer.set(peer, fromPeer + 1);
-    socket.on('close', () => {
-      sockets.delete(socket);
-      if (peer === undefined) return;
-      const left = (perPeer.get(peer) ?? 1) - 1;
-      if (left <= 0) perPeer.delete(peer);
-      else perPeer.set(peer, left);
-    });
+    socket.on('close', () => sockets.delete(socket));
+    if (peer !== undefined) countWhileOpen(perPeer, peer, socket);
   });
   const onError = (err: unknown, where: () => void): void => {
     log.error('gate internal error', { error: errorMessage(err) });

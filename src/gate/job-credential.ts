@@ -17,12 +17,11 @@ export interface JobIdentity {
 }
 
 const PREFIX = 'g1';
-/** A pod's credential outlives its job by this much at most (a run's own time limit is shorter). */
-export const CREDENTIAL_TTL_MS = 24 * 60 * 60_000;
 const MIN_SECRET_BYTES = 32;
 
 /** The shared secret from its file (trailing newline trimmed); at least 32 bytes, or the setting is refused. */
-export function readGateSecret(path: string, setting = 'SVC_GATE_SECRET_FILE'): Buffer {
+export function readGateSecret(path: string): Buffer {
+  const setting = 'SVC_GATE_SECRET_FILE';
   let text: string;
   try {
     text = readFileSync(path, 'utf8').replace(/\r?\n$/, '');

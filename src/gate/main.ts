@@ -8,6 +8,7 @@ import { GatePolicyError, parseGatePolicy, type GatePolicy } from './policy.ts';
 import { readGateSecret } from './job-credential.ts';
 import { modelRoutesFromEnv } from './model-apis.ts';
 import { createLogger } from '../log.ts';
+import { isJsonObject } from '../untrusted.ts';
 import { exitCodeAfterSignal } from '../http/exit-on-signal.ts';
 
 export interface GateServeSettings {
@@ -43,21 +44,20 @@ const BASE_VARS: Record<string, string> = {
 
 export function loadGatePolicy(path: string | null): GatePolicies {
   if (path === null) return { fallback: { allow: [], deny: [] }, repos: new Map() };
-  const value = JSON.parse(readFileSync(path, 'utf8')) as { allow?: unknown; deny?: unknown; repos?: unknown };
+  const value: unknown = JSON.parse(readFileSync(path, 'utf8'));
+  if (!isJsonObject(value)) throw new GatePolicyError(path, 'must be {"allow": [...], "deny": [...], "repos": {...}}');
   const repos = new Map<string, GatePolicy>();
   if (value.repos !== undefined) {
-    if (typeof value.repos !== 'object' || value.repos === null || Array.isArray(value.repos)) {
+    if (!isJsonObject(value.repos)) {
       throw new GatePolicyError('repos', 'must be an object of repository name → {"allow", "deny"}');
     }
-    for (const [name, entry] of Object.entries(value.repos as Record<string, unknown>)) {
-      if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) {
-        throw new GatePolicyError(`repos.${name}`, 'must be {"allow": [...], "deny": [...]}');
-      }
+    for (const [name, entry] of Object.entries(value.repos)) {
+      if (!isJsonObject(entry)) throw new GatePolicyError(`repos.${name}`, 'must be {"allow": [...], "deny": [...]}');
       const key = name.toLowerCase();
       if (repos.has(key)) {
         throw new GatePolicyError(`repos.${name}`, 'names a repository already listed (in another case)');
       }
-      repos.set(key, parseGatePolicy(entry as { allow?: unknown; deny?: unknown }));
+      repos.set(key, parseGatePolicy(entry));
     }
   }
   return { fallback: parseGatePolicy(value), repos };

@@ -4,7 +4,7 @@
 // refusal up to a number of distinct ones (past that it is marked overflowed, never silently short), and its first
 // records as evidence. The gate keeps the runs most recently active; a run it let go is remembered as evicted, so it
 // is never answered for with a partial record set. Nothing is kept across a restart: the answer says since when.
-import type { EgressHost, EgressDenial, EgressRecord } from './evidence.ts';
+import { sortedTally, tallyRecord, type EgressHost, type EgressDenial, type EgressRecord } from './evidence.ts';
 
 const RECORDS_PER_RUN = 250;
 /** Distinct (host, port) destinations, and distinct refusals, counted per run. */
@@ -68,10 +68,10 @@ export class RunRecords {
   private readonly runs = new Map<string, RunTally>();
   private readonly evicted = new Set<string>();
 
-  add(input: EgressRecord): void {
-    if (!input.run || this.evicted.has(input.run)) return;
-    const record = boundedRecord(input);
-    const id = input.run;
+  /** Counts a record the gate has already bounded (boundedRecord). */
+  add(record: EgressRecord): void {
+    const id = record.run;
+    if (!id || this.evicted.has(id)) return;
     let run = this.runs.get(id);
     if (run) this.runs.delete(id); // re-inserted below: the map's order is least recently active first
     else run = { connections: 0, denied: 0, hosts: new Map(), denials: new Map(), overflow: false, records: [] };
@@ -80,29 +80,7 @@ export class RunRecords {
     run.connections += 1;
     if (record.decision === 'denied') run.denied += 1;
     if (run.records.length < RECORDS_PER_RUN) run.records.push(record);
-    const key = `${record.host}\u0000${record.port}`;
-    let host = run.hosts.get(key);
-    if (!host && run.hosts.size < DESTINATIONS_PER_RUN) {
-      host = { host: record.host, port: record.port, allowed: 0, denied: 0, bytesUp: 0, bytesDown: 0 };
-      run.hosts.set(key, host);
-    }
-    if (!host) run.overflow = true;
-    else {
-      host.bytesUp += record.bytesUp;
-      host.bytesDown += record.bytesDown;
-      if (record.decision === 'allowed') host.allowed += 1;
-      else host.denied += 1;
-    }
-    if (record.decision === 'allowed') return;
-    const reason = record.reason ?? 'denied';
-    const dkey = `${key}\u0000${reason}`;
-    let denial = run.denials.get(dkey);
-    if (!denial && run.denials.size < DESTINATIONS_PER_RUN) {
-      denial = { host: record.host, port: record.port, reason, count: 0 };
-      run.denials.set(dkey, denial);
-    }
-    if (denial) denial.count += 1;
-    else run.overflow = true;
+    if (!tallyRecord(run, record, DESTINATIONS_PER_RUN)) run.overflow = true;
   }
 
   private evict(id: string): void {
@@ -115,14 +93,7 @@ export class RunRecords {
   of(id: string): RunAnswer {
     const run = this.runs.get(id);
     if (!run) return { known: false, evicted: this.evicted.has(id) };
-    const byCount = <T>(count: (t: T) => number) => (a: T, b: T) => count(b) - count(a);
-    return {
-      known: true,
-      egress: {
-        connections: run.connections, denied: run.denied, overflow: run.overflow, records: run.records,
-        hosts: [...run.hosts.values()].sort(byCount((h) => h.allowed + h.denied)),
-        denials: [...run.denials.values()].sort(byCount((d) => d.count)),
-      },
-    };
+    const { connections, denied, overflow, records } = run;
+    return { known: true, egress: { connections, denied, overflow, records, ...sortedTally(run) } };
   }
 }

@@ -8,7 +8,7 @@ import { BadHostError, normaliseHost, parseAuthority, type Destination } from '.
 import { decide } from './decide.ts';
 import { refuseRaw, type GateContext } from './context.ts';
 import { HelloAssembler, UNRECOGNIZED_NAME_ALERT, type HelloReading } from './client-hello.ts';
-import { attributed, type EgressRecord } from './evidence.ts';
+import { arrivingRecord, type EgressRecord } from './evidence.ts';
 import type { Asker } from './clients.ts';
 
 /** Why a hello's server name does not admit the tunnel to `dest`, or null when it does. */
@@ -30,11 +30,7 @@ export async function handleConnect(
   ctx: GateContext, asker: Asker, req: IncomingMessage, client: Duplex, head: Buffer,
 ): Promise<void> {
   const started = Date.now();
-  const base: EgressRecord = {
-    time: new Date(started).toISOString(), kind: 'connect', host: (req.url ?? '').slice(0, 300), port: 0,
-    method: null, model: null, decision: 'denied', rule: null, reason: null, address: null, status: null,
-    bytesUp: 0, bytesDown: 0, ms: 0, sni: null, ...attributed(asker),
-  };
+  const base = arrivingRecord('connect', asker, { host: (req.url ?? '').slice(0, 300) });
   client.on('error', () => client.destroy());
   const deny = (status: number, reason: string, extra: Partial<EgressRecord> = {}): void => {
     refuseRaw(client, status, reason);

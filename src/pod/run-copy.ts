@@ -12,16 +12,10 @@ const TOTAL_CAP = 256 * 1024 * 1024;
 const MAX_DEPTH = 8;
 const TOP_FILES = ['state.json', 'events.jsonl', 'spec.md', 'ship.json'];
 
-export class RunCopyError extends RefusedError {
-  constructor(message: string) {
-    super(message);
-  }
-}
-
 /** Copies `from` (untrusted) to a fresh `to`; returns the number of files copied. */
 export function copyRunFolder(from: string, to: string): number {
   const folder = openRunFolder(from);
-  if ('failed' in folder) throw new RunCopyError(`No run folder at ${from}`);
+  if ('failed' in folder) throw new RefusedError(`No run folder at ${from}`);
   try {
     rmSync(to, { recursive: true, force: true });
     mkdirSync(to, { recursive: true, mode: 0o700 });
@@ -36,7 +30,7 @@ function copyFrom(folder: PlainDir, to: string): number {
   let files = 0;
   const write = (dst: string, content: Buffer): void => {
     total += content.length;
-    if (total > TOTAL_CAP) throw new RunCopyError(`The run folder holds more than ${TOTAL_CAP} bytes`);
+    if (total > TOTAL_CAP) throw new RefusedError(`The run folder holds more than ${TOTAL_CAP} bytes`);
     mkdirSync(dirname(dst), { recursive: true, mode: 0o700 });
     writeFileSync(dst, content, { mode: 0o600, flag: 'wx' });
     files += 1;

@@ -21,12 +21,6 @@ export interface Seal {
 
 const SEAL_FILE = 'seal.json';
 
-export class SealError extends FailedError {
-  constructor(message: string) {
-    super(message);
-  }
-}
-
 export function writeSeal(repo: string, sealedDir: string): Seal {
   let origin_url: string | null = null;
   let origin_problem: string | null = null;
@@ -43,17 +37,17 @@ export function writeSeal(repo: string, sealedDir: string): Seal {
   return seal;
 }
 
-/** The seal the seal container wrote; throws SealError when it is missing or malformed. */
+/** The seal the seal container wrote; throws FailedError when it is missing or malformed. */
 export function readSeal(sealedDir: string): Seal {
   let raw: unknown;
   try {
     raw = JSON.parse(readFileSync(join(sealedDir, SEAL_FILE), 'utf8'));
   } catch {
-    throw new SealError(`No readable ${SEAL_FILE} in ${sealedDir}: the pod's seal step did not run`);
+    throw new FailedError(`No readable ${SEAL_FILE} in ${sealedDir}: the pod's seal step did not run`);
   }
   const s = obj(raw);
   const base = str(s.base_sha);
-  if (!base || !/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(base)) throw new SealError(`${SEAL_FILE} has no base commit`);
+  if (!base || !/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(base)) throw new FailedError(`${SEAL_FILE} has no base commit`);
   return {
     base_sha: base, origin_url: str(s.origin_url), origin_problem: str(s.origin_problem),
     base_branch: str(s.base_branch), sealed_at: str(s.sealed_at) ?? '',

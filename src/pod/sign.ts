@@ -25,7 +25,7 @@ import { readEvidence, EVIDENCE_ARTIFACT, type ReportedCheck, type RunEvidence }
 import { verifyCommits, policyAt, UnverifiableError } from './verified-commits.ts';
 import type { DiffResult } from '../engine/git.ts';
 import { RefusedError, errorMessage } from '../errors.ts';
-import { podGateNetwork } from './gate-network.ts';
+import { podGateNetwork, type PodGateNetwork } from './gate-network.ts';
 import type { ReceiptNetwork } from '../engine/receipt.ts';
 import type { EgressRecord } from '../gate/evidence.ts';
 
@@ -114,7 +114,11 @@ function receiptBody(
   };
 }
 
-const ENDED = { question: null, child: null } as const;
+/** The fields every end of the run sets; the copied ended_at is kept only when it is a time's text. */
+function ended(ctx: RunContext) {
+  const at = ctx.state.ended_at;
+  return { question: null, child: null, ended_at: typeof at === 'string' ? at : isoNow() };
+}
 
 /** As many `egress` events as a local run sends at most; egress.jsonl keeps every record the gate gave. */
 const EGRESS_EVENTS = 500;
@@ -128,7 +132,7 @@ function recordPodEgress(ctx: RunContext, records: readonly EgressRecord[]): voi
 /** Ends the run without a receipt: the signer could not establish what it would sign. */
 function refuse(ctx: RunContext, message: string): void {
   ctx.event('receipt', { issued: false, reason: message });
-  ctx.setStatus('failed', { ...ENDED, error: `No receipt: ${message}`, ended_at: ctx.state.ended_at ?? isoNow() });
+  ctx.setStatus('failed', { ...ended(ctx), error: `No receipt: ${message}` });
 }
 
 function issue(ctx: RunContext, opts: SignOptions, body: ReceiptBody): Receipt {
@@ -141,31 +145,24 @@ function issue(ctx: RunContext, opts: SignOptions, body: ReceiptBody): Receipt {
   return receipt;
 }
 
-/** The gate's network section for the receipt, and the gaps it leaves (a gate that missed part of the run). */
-interface GateNetwork {
-  section: ReceiptNetwork;
-  gaps: string[];
-}
-
 /**
  * The workspace's commits could not be established (tampered or missing objects, a special file in its git folder, a
  * git that ran out of time): a signed not_verified receipt saying why, with no head, diff or checks, and no PR.
  */
 function signUnverified(
-  ctx: RunContext, opts: SignOptions, seal: Seal, reason: string, network: GateNetwork | null,
+  ctx: RunContext, opts: SignOptions, seal: Seal, reason: string, network: PodGateNetwork | null,
 ): void {
   const gaps = [`the signer could not verify the run's commits: ${reason}`, ...(network?.gaps ?? [])];
   ctx.update({ base_sha: seal.base_sha, head_sha: null, branch: null, pr: opts.pr });
   issue(ctx, opts, receiptBody(ctx, opts, seal, null, null, [], { verdict: 'not_verified', gaps },
-    network?.section ?? null));
+    network?.network ?? null));
   if (opts.pr) ctx.event('pr', { opened: false, reason: `verdict not_verified: ${reason}` });
-  const endedAt = typeof ctx.state.ended_at === 'string' ? ctx.state.ended_at : isoNow();
-  ctx.setStatus('failed', { ...ENDED, ended_at: endedAt, error: `Not verified: ${reason}` });
+  ctx.setStatus('failed', { ...ended(ctx), error: `Not verified: ${reason}` });
 }
 
 /** Checks the commits, judges by the base policy and signs; returns the receipt and the checks it judged by. */
 function signReceipt(
-  ctx: RunContext, opts: SignOptions, seal: Seal, evidence: RunEvidence, network: GateNetwork | null,
+  ctx: RunContext, opts: SignOptions, seal: Seal, evidence: RunEvidence, network: PodGateNetwork | null,
 ): { receipt: Receipt; policy: Policy; checks: CheckResult[]; target: PushTarget | null } {
   const head = typeof ctx.state.head_sha === 'string' ? ctx.state.head_sha : '';
   const branch = `svc/${opts.run}`;
@@ -189,7 +186,7 @@ function signReceipt(
     gaps: [...decided.gaps, ...gaps],
   };
   const receipt = issue(ctx, opts,
-    receiptBody(ctx, opts, seal, commits.diff, head, checks, verdict, network?.section ?? null));
+    receiptBody(ctx, opts, seal, commits.diff, head, checks, verdict, network?.network ?? null));
   return { receipt, policy, checks, target };
 }
 
@@ -198,22 +195,20 @@ async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, evidence: R
   const gate = await podGateNetwork(opts.env, opts.run, seal.sealed_at);
   if (gate?.problem) ctx.say(`${gate.problem}: network not confined`);
   if (gate) recordPodEgress(ctx, gate.records);
-  const network = gate ? { section: gate.network, gaps: gate.gaps } : null;
   let signed: ReturnType<typeof signReceipt>;
   try {
-    signed = signReceipt(ctx, opts, seal, evidence, network);
+    signed = signReceipt(ctx, opts, seal, evidence, gate);
   } catch (err) {
     if (!(err instanceof UnverifiableError)) throw err;
-    signUnverified(ctx, opts, seal, err.message, network);
+    signUnverified(ctx, opts, seal, err.message, gate);
     return;
   }
   const { receipt, policy, checks, target } = signed;
-  const endedAt = typeof ctx.state.ended_at === 'string' ? ctx.state.ended_at : isoNow();
-  const ended = { ...ENDED, ended_at: endedAt, exit_code: evidence.exit_code };
+  const end = { ...ended(ctx), exit_code: evidence.exit_code };
   if (evidence.outcome === 'over_budget') {
     const reason = `verdict ${receipt.verdict}: ${evidence.error ?? 'over budget'}`;
     if (opts.pr) ctx.event('pr', { opened: false, reason });
-    ctx.setStatus('stopped', { ...ended, error: evidence.error });
+    ctx.setStatus('stopped', { ...end, error: evidence.error });
     return;
   }
   const failed = evidence.error === null ? failedRequiredCheck(checks) : null;
@@ -222,7 +217,7 @@ async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, evidence: R
   if (!error && noOrigin) error = `Pull request not opened: ${seal.origin_problem ?? 'no origin remote'}`;
   else if (!error) error = await maybeOpenPr(ctx, { policy, push_target: target }, receipt);
   else if (opts.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
-  ctx.setStatus(error ? 'failed' : 'succeeded', { ...ended, error, failed_check: failed?.name ?? null });
+  ctx.setStatus(error ? 'failed' : 'succeeded', { ...end, error, failed_check: failed?.name ?? null });
 }
 
 /** Signs (or refuses) the run the pod spec named and ships it; returns its final state. */
@@ -245,7 +240,7 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
       evidence = readEvidence(readFileSync(join(dir, 'artifacts', EVIDENCE_ARTIFACT), 'utf8'), opts.run);
     } catch (err) {
       // A run stopped before its checks leaves none; anything else without evidence ends failed, whatever it claims.
-      if (!stopped) refuse(ctx, `the run container left no usable evidence (${(err as Error).message})`);
+      if (!stopped) refuse(ctx, `the run container left no usable evidence (${errorMessage(err)})`);
     }
     if (evidence) {
       try {

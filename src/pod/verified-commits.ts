@@ -5,18 +5,14 @@
 // by its own hash (a planted object whose content does not match its name is simply not there) and fsck checks it.
 // Must not: run git in the workspace, or trust a commit id the clean repository does not hold, or run any git without a
 // time limit (a hostile workspace must end the job, never hang it).
-import { RefusedError } from '../errors.ts';
+import { RefusedError, errorMessage } from '../errors.ts';
 import { lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join, resolve, sep } from 'node:path';
 import { git, diffCommits, type DiffResult, type GitRun } from '../engine/git.ts';
 import { runSync } from '../spawn/start.ts';
 import { parsePolicy, DEFAULT_POLICY, PolicyError, type Policy } from '../engine/policy.ts';
 
-export class UnverifiableError extends RefusedError {
-  constructor(message: string) {
-    super(message);
-  }
-}
+export class UnverifiableError extends RefusedError {}
 
 export interface VerifiedCommits {
   /** Bare repository holding base, head and what lies between, with refs/heads/<branch> at head. */
@@ -120,7 +116,7 @@ export function verifyCommits(
   } catch (err) {
     if (err instanceof UnverifiableError) throw err;
     // Any other git failure, a time limit among them: what the run made cannot be established.
-    throw new UnverifiableError(`The signer's git failed: ${(err as Error).message}`);
+    throw new UnverifiableError(`The signer's git failed: ${errorMessage(err)}`);
   }
 }
 
@@ -151,7 +147,7 @@ function copyAndDiff(
       '--update-shallow', `file://${borrowPath}`, `refs/svc/head:refs/heads/${branch}`,
       'refs/svc/base:refs/svc/base']);
   } catch (err) {
-    throw new UnverifiableError(`The run's commits did not pass the hash check: ${(err as Error).message}`);
+    throw new UnverifiableError(`The run's commits did not pass the hash check: ${errorMessage(err)}`);
   }
   if (clean(['rev-parse', '--verify', `refs/heads/${branch}^{commit}`]).trim() !== head) {
     throw new UnverifiableError('The fetched head is not the reported commit');
@@ -169,7 +165,7 @@ function copyAndDiff(
   try {
     diff = diffCommits(repo, base, head, run, { submodules: true });
   } catch (err) {
-    throw new UnverifiableError(`The run's commits could not be diffed: ${(err as Error).message}`);
+    throw new UnverifiableError(`The run's commits could not be diffed: ${errorMessage(err)}`);
   }
   return { repo, diff };
 }
@@ -183,7 +179,7 @@ export function policyAt(repo: string, base: string, run: GitRun = signerGit()):
     if (listed.trim() === '') return DEFAULT_POLICY;
     text = git(repo, ['cat-file', 'blob', `${base}:.svc/policy.json`], { GIT_DIR: repo }, run);
   } catch (err) {
-    throw new UnverifiableError(`The base commit's policy could not be read: ${(err as Error).message}`);
+    throw new UnverifiableError(`The base commit's policy could not be read: ${errorMessage(err)}`);
   }
   let raw: unknown;
   try {

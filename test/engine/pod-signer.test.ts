@@ -17,7 +17,7 @@ import { reconcileChecks, signRun } from '../../src/pod/sign.ts';
 import { git as svcGit } from '../../src/engine/git.ts';
 import { FailedError } from '../../src/errors.ts';
 import type { Receipt } from '../../src/engine/receipt.ts';
-import { writeSeal, readSeal, SealError } from '../../src/pod/seal.ts';
+import { writeSeal, readSeal } from '../../src/pod/seal.ts';
 import { DEFAULT_POLICY } from '../../src/engine/policy.ts';
 
 const GIT_ENV = { GIT_AUTHOR_NAME: 'T', GIT_AUTHOR_EMAIL: 't@x', GIT_COMMITTER_NAME: 'T', GIT_COMMITTER_EMAIL: 't@x' };
@@ -263,9 +263,9 @@ describe('seal, evidence and checks', () => {
     assert.equal(seal.base_sha, git(ws, ['rev-parse', 'HEAD']));
     assert.match(seal.origin_url ?? '', /^file:\/\/.*seal-origin$/);
     assert.deepEqual(readSeal(dir).base_sha, seal.base_sha);
-    assert.throws(() => readSeal(join(root, 'no-seal')), SealError);
+    assert.throws(() => readSeal(join(root, 'no-seal')), FailedError);
     writeFileSync(join(dir, 'seal.json'), '{"base_sha":"HEAD"}');
-    assert.throws(() => readSeal(dir), SealError);
+    assert.throws(() => readSeal(dir), FailedError);
   });
 
   it('reads evidence through typed readers only', () => {
