@@ -4,12 +4,12 @@ import { createPipeline, type Route, type RequestListener } from '../http/pipeli
 import { MiB } from '../http/body.ts';
 import type { TriggerDeps } from './deps.ts';
 import { getHealth, getReady, getStatus } from './routes/health.ts';
-import { receiveErrtrack } from './routes/errtrack.ts';
-import { receiveChata } from './routes/chata.ts';
-import { receiveTrackera } from './routes/trackera.ts';
-import { receiveTrackerb } from './routes/trackerb.ts';
-import { receiveChatb } from './routes/chatb.ts';
-import { receiveWebhook } from './routes/webhook.ts';
+import { receiveErrtrack } from './sources/errtrack.ts';
+import { receiveChata } from './sources/chata.ts';
+import { receiveTrackera } from './sources/trackera.ts';
+import { receiveTrackerb } from './sources/trackerb.ts';
+import { receiveChatb } from './sources/chatb.ts';
+import { receiveWebhook } from './sources/webhook.ts';
 import { createJob, getJob } from './routes/jobs.ts';
 import { SOURCES, type SourceName } from '../webhook-sources.ts';
 

@@ -2,7 +2,7 @@ import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { symlinkSync, writeFileSync, rmSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { sanitizeBrief, capUtf8 } from '../../src/trigger/brief.ts';
+import { sanitizeBrief, capUtf8 } from '../../src/webhook-sources.ts';
 import { flattenAdf, adfDocument } from '../../src/trigger/adf.ts';
 import { readTrackerb } from '../../src/trigger/sources/trackerb.ts';
 import { chatbText } from '../../src/trigger/sources/chatb.ts';

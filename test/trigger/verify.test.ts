@@ -8,9 +8,9 @@ import {
   verifyHubSignature,
   verifyChatbSignature,
   checkChatbTimestamp,
-  decodeChatbKey,
   sign,
-} from '../../src/trigger/verify.ts';
+} from '../../src/trigger/intake.ts';
+import { decodeChatbKey } from '../../src/webhook-sources.ts';
 import { fixture } from './helpers.ts';
 
 const SLACK_SECRET = '8f742231b10e8888abcd99yyyzzz85a5';

@@ -5,7 +5,7 @@ import { json, type Reply } from '../../http/respond.ts';
 import { ROUTES } from '../secrets.ts';
 import { replyConfigured } from '../notify-channels.ts';
 import { SOURCES, type WebhookSource } from '../../webhook-sources.ts';
-import type { TCtx } from './common.ts';
+import type { TCtx } from '../intake.ts';
 import { errorMessage } from '../../errors.ts';
 
 export function getHealth(): Reply {

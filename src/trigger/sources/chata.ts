@@ -1,7 +1,14 @@
-// chata payloads: slash commands (form body) become `svc start <text>`; url_verification answers the challenge.
+// POST /chata: `v0=` signature over `v0:<ts>:<body>`; a slash command (form body) → `svc start <text> --detach`;
+// url_verification → the challenge.
+import { parseJsonObject } from '../../http/body.ts';
+import { json, type Reply } from '../../http/respond.ts';
 import { describe } from '../../untrusted.ts';
-import { sanitizeBrief } from '../brief.ts';
-import { sourceOf } from '../../webhook-sources.ts';
+import { sanitizeBrief, signedHeaders, sourceOf } from '../../webhook-sources.ts';
+import { isAllowedChataUrl } from '../notify-channels.ts';
+import { routeChat, takeRepoOption } from './repo-option.ts';
+import {
+  bodyKey, enqueue, mediaType, rawOf, requireValid, secretFor, skipped, unserved, verifyChata, type TCtx,
+} from '../intake.ts';
 
 export type ChataInput =
   | { kind: 'command'; text: string; responseUrl: string | null; user: string | null; channel: string | null }
@@ -13,9 +20,7 @@ export function chataText(raw: string): string {
   return sanitizeBrief(raw, sourceOf('chata').briefBytes);
 }
 
-export function readChata(
-  contentType: string, raw: Buffer, parseJsonObject: (b: Buffer) => Record<string, unknown>,
-): ChataInput {
+export function readChata(contentType: string, raw: Buffer): ChataInput {
   if (contentType === 'application/json') {
     const body = parseJsonObject(raw);
     if (body.type === 'url_verification' && typeof body.challenge === 'string') {
@@ -35,4 +40,51 @@ export function readChata(
   };
 }
 
-export const CHATA_USAGE = 'Usage: /svc <what to do>, e.g. /svc fix the flaky login test. Nothing was queued.';
+const CHATA_USAGE = 'Usage: /svc <what to do>, e.g. /svc fix the flaky login test. Nothing was queued.';
+
+export function chataArgs(text: string): string[] {
+  return ['start', text, '--detach'];
+}
+
+function ephemeral(text: string, extra: Record<string, unknown> = {}): Reply {
+  return json(200, { response_type: 'ephemeral', text, ...extra });
+}
+
+export async function receiveChata(ctx: TCtx): Promise<Reply> {
+  const secret = secretFor(ctx, 'chata');
+  const raw = rawOf(ctx);
+  // Slack's own X-Slack-Signature / X-Slack-Request-Timestamp, or the spec's X-CHATA-* names: one scheme.
+  const { signature, timestamp } = signedHeaders(ctx.req.headers, 'chata');
+  requireValid(ctx, 'chata', verifyChata(secret, raw, timestamp, signature, ctx.deps.clock()));
+  const input = readChata(mediaType(ctx), raw);
+  if (input.kind === 'challenge') return json(200, { challenge: input.challenge });
+  if (input.kind === 'skip') return skipped(input.reason);
+  const option = takeRepoOption(input.text);
+  if (option.kind === 'bad') return ephemeral(`${option.reason}. Nothing was queued.`);
+  if (option.text === '') return ephemeral(CHATA_USAGE);
+  const routed = routeChat(ctx.deps.settings.repos, 'chata', input.channel, option.repo);
+  if (routed.kind === 'unserved') {
+    const reason = unserved(ctx, 'chata', routed.reason);
+    return ephemeral(`Not queued: ${reason}.`, { status: 'skipped', reason });
+  }
+  // Reply target captured only after verification, and only for an https URL under the hooks prefix (spec).
+  const prefix = ctx.deps.settings.notify.chataHooksPrefix;
+  const reply = isAllowedChataUrl(input.responseUrl, prefix)
+    ? { channel: 'chata', target: { response_url: input.responseUrl } }
+    : undefined;
+  if (!reply && input.responseUrl) {
+    // Not under the prefix, or not as it reads once normalised (notify-channels.ts): the job runs, no summary goes.
+    ctx.deps.log.warn('chata response_url ignored: not under CHATA_HOOKS_PREFIX', { request_id: ctx.requestId });
+  }
+  const job = { brief: option.text, args: chataArgs(option.text) };
+  return enqueue(
+    ctx,
+    { origin: 'chata', repo: routed.repo.name, dedupeKeys: [bodyKey('chata', raw)], reply, job },
+    {
+      queued: (id) => ephemeral(`Queued job ${id}. You will get a summary here when its run ends.`),
+      duplicate: (id) => json(200, {
+        status: 'duplicate', response_type: 'ephemeral', text: `Already queued as job ${id}.`,
+      }),
+    },
+  );
+}

@@ -1,7 +1,7 @@
 // `repo=owner/name` in a chat command: the one way a chat message picks a repository, and only among
 // the ones its channel may reach (served-repos.ts `chat`). Taken out of the text before it becomes a brief; the rest
 // is sanitized again, since removing the token can leave a leading hyphen.
-import { sanitizeBrief, DEFAULT_BRIEF_BYTES } from '../brief.ts';
+import { sanitizeBrief, DEFAULT_BRIEF_BYTES } from '../../webhook-sources.ts';
 import { isRepoName } from '../served-repos-file.ts';
 import type { RepoRouter, Routed } from '../served-repos.ts';
 import type { ChatKind } from '../served-repos-file.ts';

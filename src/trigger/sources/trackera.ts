@@ -1,9 +1,16 @@
-// trackera: only issue events start jobs, as `svc start trackera:<identifier>`; the verified payload is kept for the
-// run
-// by ../trackera-snapshot.ts.
+// POST /trackera: hex HMAC of the body + signed webhookTimestamp within 300 s; only issue events start jobs, as
+// `svc start trackera:<identifier> --detach`; the verified payload is kept for the run by ../trackera-snapshot.ts.
+import { parseJsonObject } from '../../http/body.ts';
+import { json, type Reply } from '../../http/respond.ts';
 import { obj, str, describe } from '../../untrusted.ts';
-
-import { TRACKERA_IDENTIFIER as IDENTIFIER } from '../trackera-snapshot.ts';
+import { errorMessage } from '../../errors.ts';
+import { signedHeaders } from '../../webhook-sources.ts';
+import { stageTrackeraSnapshot, TRACKERA_IDENTIFIER as IDENTIFIER, type StagedSnapshot } from '../trackera-snapshot.ts';
+import { intakeDir } from '../repo-dirs.ts';
+import {
+  bodyKey, checkTrackeraTimestamp, enqueue, rawOf, requireValid, secretFor, skipped, unserved,
+  verifyTrackeraSignature, type TCtx,
+} from '../intake.ts';
 
 /** `teamKey` routes the issue to a served repository (trackera=… in the repositories file). */
 export type TrackeraInput =
@@ -32,4 +39,55 @@ export function readTrackera(body: Record<string, unknown>): TrackeraInput {
   // The team's key, else the identifier's prefix (ENG-123 is team ENG's issue 123).
   const teamKey = str(obj(data.team).key) ?? /^([A-Za-z0-9_]+)-\d+$/.exec(identifier)?.[1] ?? null;
   return { kind: 'issue', identifier, issueId, teamKey };
+}
+
+export function trackeraArgs(identifier: string): string[] {
+  return ['start', `trackera:${identifier}`, '--detach'];
+}
+
+export async function receiveTrackera(ctx: TCtx): Promise<Reply> {
+  const secret = secretFor(ctx, 'trackera');
+  const raw = rawOf(ctx);
+  // Linear's own Linear-Signature, or the spec's TRACKERA-Signature.
+  const { signature } = signedHeaders(ctx.req.headers, 'trackera');
+  requireValid(ctx, 'trackera', verifyTrackeraSignature(secret, raw, signature));
+  const body = parseJsonObject(raw);
+  requireValid(ctx, 'trackera', checkTrackeraTimestamp(body.webhookTimestamp, ctx.deps.clock()));
+  const input = readTrackera(body);
+  if (input.kind === 'skip') return skipped(input.reason);
+  const routed = ctx.deps.settings.repos.route('trackera', input.teamKey);
+  if (routed.kind === 'unserved') return skipped(unserved(ctx, 'trackera', routed.reason));
+  const inbox = intakeDir(ctx.deps.settings.stateDir, routed.repo);
+  // Staged (a file write) only once the cheap checks passed, before the commit; put in place in the same turn the
+  // job commits (before the job loop can launch it).
+  const identifier = input.identifier;
+  let snapshot: StagedSnapshot | undefined;
+  try {
+    return await enqueue(
+      ctx,
+      {
+        origin: 'trackera',
+        repo: routed.repo.name,
+        dedupeKeys: [bodyKey('trackera', raw)],
+        reply: { channel: 'trackera', target: { issue_id: input.issueId, identifier } },
+        prepare: async () => {
+          snapshot = await stageTrackeraSnapshot(inbox, identifier, raw);
+          return { brief: `trackera:${identifier}`, args: trackeraArgs(identifier) };
+        },
+      },
+      {
+        queued: (jobId) => {
+          try {
+            snapshot?.keep(jobId);
+          } catch (err) {
+            // The job is committed: its run falls back to the newest snapshot or the tracker API (docs/trigger.md).
+            ctx.deps.log.warn('trackera snapshot not kept', { job_id: jobId, error: errorMessage(err) });
+          }
+          return json(202, { job_id: jobId, status: 'queued' });
+        },
+      },
+    );
+  } finally {
+    await snapshot?.discard();
+  }
 }

@@ -1,9 +1,15 @@
-// trackerb: issue_created, or issue_updated touching assignee or labels, for configured assignees or labels only;
-// brief = key + summary + description (ADF flattened), one line, 1500 bytes (spec "Per-route behaviour", rule 7).
-import { sanitizeBrief } from '../brief.ts';
-import { sourceOf } from '../../webhook-sources.ts';
+// POST /trackerb: `X-Hub-Signature: sha256=<hex>`; issue_created, or issue_updated touching assignee or labels, for
+// configured assignees or labels only → `svc start --brief "<brief>" --pr --detach`; brief = key + summary +
+// description (ADF flattened), one line, 1500 bytes (spec "Per-route behaviour", rule 7). No signed timestamp: the
+// delivery id and the body hash are the replay defence (spec "trackerb replay protection").
+import { parseJsonObject } from '../../http/body.ts';
+import type { Reply } from '../../http/respond.ts';
+import { firstHeader, sanitizeBrief, signedHeaders, sourceOf } from '../../webhook-sources.ts';
 import { flattenAdf } from '../adf.ts';
 import { obj, str, type Obj } from '../../untrusted.ts';
+import {
+  briefPrArgs, bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, unserved, verifyHubSignature, type TCtx,
+} from '../intake.ts';
 
 const ISSUE_KEY = /^[A-Za-z][A-Za-z0-9_]*-\d+$/;
 
@@ -16,7 +22,6 @@ export interface TrackerbFilter {
 export type TrackerbInput =
   | { kind: 'job'; key: string; brief: string; project: string | null }
   | { kind: 'skip'; reason: string };
-
 
 /**
  * `trackerb:issue_created` in the spec; the real service says `jira:issue_created`: the part after the colon decides.
@@ -83,4 +88,25 @@ export function readTrackerb(body: Obj, filter: TrackerbFilter): TrackerbInput {
   // The project's key, else the issue key's prefix (KAN-22 is project KAN's issue 22).
   const project = str(obj(fields.project).key) ?? key.slice(0, key.lastIndexOf('-'));
   return { kind: 'job', key, brief, project };
+}
+
+export async function receiveTrackerb(ctx: TCtx): Promise<Reply> {
+  const secret = secretFor(ctx, 'trackerb');
+  const raw = rawOf(ctx);
+  requireValid(ctx, 'trackerb', verifyHubSignature(secret, raw, signedHeaders(ctx.req.headers, 'trackerb').signature));
+  const input = readTrackerb(parseJsonObject(raw), ctx.deps.settings.trackerbFilter);
+  if (input.kind === 'skip') return skipped(input.reason);
+  const routed = ctx.deps.settings.repos.route('trackerb', input.project);
+  if (routed.kind === 'unserved') return skipped(unserved(ctx, 'trackerb', routed.reason));
+  // Jira's X-Atlassian-Webhook-Identifier is the same across its retries (vendor-webhooks.md §1.4).
+  const delivery = firstHeader(ctx.req.headers, sourceOf('trackerb').delivery)?.trim();
+  const keys = [bodyKey('trackerb', raw), ...(delivery ? [`trackerb:delivery:${delivery.slice(0, 200)}`] : [])];
+  const brief = input.brief;
+  return enqueue(ctx, {
+    origin: 'trackerb',
+    repo: routed.repo.name,
+    dedupeKeys: keys,
+    reply: { channel: 'trackerb', target: { issue_key: input.key } },
+    job: { brief, args: briefPrArgs(brief) },
+  });
 }
