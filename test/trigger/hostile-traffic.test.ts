@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { sign } from '../../src/trigger/intake.ts';
 import { createHttpsPoster } from '../../src/trigger/https-post.ts';
 import { isAllowedChataUrl } from '../../src/trigger/notify-channels.ts';
-import { queueShares } from '../../src/trigger/queue-shares.ts';
+import { queueShares } from '../../src/trigger/queue.ts';
 import {
   SECRETS, fixture, get, nowSeconds, post, startTestTrigger, tempDir, withJson, type Res, type TestTrigger,
 } from './helpers.ts';

@@ -4,8 +4,7 @@ import { checkBodyKeys, parseJsonObject } from '../../http/body.ts';
 import { checkJsonContentType, isLoopbackAddress, isLoopbackHost, safeEqual } from '../../http/guards.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { hasControlChars, sourceOf } from '../../webhook-sources.ts';
-import { jobJson } from '../queue.ts';
-import { JOB_ID } from '../job-id.ts';
+import { jobJson, JOB_ID } from '../queue.ts';
 import { bodyKey, enqueue, secretFor, rawOf, type TCtx } from '../intake.ts';
 
 const JOBS_FIELDS = new Set(['brief', 'pr', 'request_id', 'repo']);
