@@ -60,7 +60,7 @@ export interface WebhookSource {
    * own API) is refused instead (spec "Per-route behaviour").
    */
   briefBytes: number;
-  /** The channel its completion summary goes back to (trigger/notify-channels.ts), if any. */
+  /** The channel its completion summary goes back to (its sender: trigger/sources/<name>.ts), if any. */
   reply?: string;
   outbound?: readonly Outbound[];
   /** OpenAPI: what the route takes, and its 200 answer besides the 202 (a skip, or the chat's own reply format). */
@@ -178,6 +178,8 @@ type Source = (typeof SOURCES)[number];
 export type SourceName = Source['name'];
 /** Sources whose events name no repository: the operator maps their keys (or channels) to one. */
 export type RoutingKind = Extract<Source, { routing: 'key' | 'channel' }>['name'];
+/** The channels a completion summary goes back by (each its sender, trigger/sources/<name>.ts). */
+export type ReplyName = Extract<Source, { reply: string }>['reply'];
 /** Chat sources: a channel's mapping is a permission, not only a route. */
 export type ChatKind = Extract<Source, { routing: 'channel' }>['name'];
 /** Sources that sign their deliveries with headers of their vendor's. */

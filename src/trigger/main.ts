@@ -11,7 +11,7 @@ import { createKubernetesExecutor } from './kubernetes-executor.ts';
 import { createNotifier } from './notify.ts';
 import { createHttpsPoster, type Poster } from './https-post.ts';
 import { createControlReporter, reportServedRepos } from './control-report.ts';
-import { createTriggerApp } from './app.ts';
+import { createTriggerApp, REPLIES } from './app.ts';
 import type { JobExecutor } from './executor.ts';
 import type { TriggerSettings } from './settings.ts';
 import { ROUTES } from './secrets.ts';
@@ -126,6 +126,7 @@ export async function startTrigger(
   const notify = createNotifier({
     stores,
     config: settings.notify,
+    replies: REPLIES,
     post: o.post ?? createHttpsPoster(),
     report: createControlReporter({
       controlUrl: settings.controlUrl,

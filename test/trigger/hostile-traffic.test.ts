@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { sign } from '../../src/trigger/intake.ts';
 import { createHttpsPoster } from '../../src/trigger/https-post.ts';
-import { isAllowedChataUrl } from '../../src/trigger/notify-channels.ts';
+import { isAllowedChataUrl } from '../../src/trigger/sources/chata.ts';
 import { queueShares } from '../../src/trigger/queue.ts';
 import {
   SECRETS, fixture, get, nowSeconds, post, startTestTrigger, tempDir, withJson, type Res, type TestTrigger,

@@ -1,5 +1,7 @@
 // POST /trackera: hex HMAC of the body + signed webhookTimestamp within 300 s; only issue events start jobs, as
 // `svc start trackera:<identifier> --detach`; the verified payload is kept for the run by ../trackera-snapshot.ts.
+// The summary goes back as an issue comment in Linear-like CommonMark: svc's words backslash-escaped, agent text in a
+// code span whose fence is longer than any backtick run inside it (a code span's content is literal, autolinks too).
 import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { obj, str, describe } from '../../untrusted.ts';
@@ -7,6 +9,9 @@ import { errorMessage } from '../../errors.ts';
 import { signedHeaders } from '../../webhook-sources.ts';
 import { stageTrackeraSnapshot, TRACKERA_IDENTIFIER as IDENTIFIER, type StagedSnapshot } from '../trackera-snapshot.ts';
 import { intakeDir } from '../repo-dirs.ts';
+import {
+  checkAnswer, PermanentError, SEPARATOR, type Piece, type ReplyChannel, type SummaryParts,
+} from '../summary.ts';
 import {
   bodyKey, checkTrackeraTimestamp, enqueue, rawOf, requireValid, secretFor, skipped, unserved,
   verifyTrackeraSignature, type TCtx,
@@ -91,3 +96,57 @@ export async function receiveTrackera(ctx: TCtx): Promise<Reply> {
     await snapshot?.discard();
   }
 }
+
+/** CommonMark lets any ASCII punctuation be backslash-escaped; svc's own words never need markup. */
+function markdownEscape(text: string): string {
+  return text.replace(/[!-/:-@[-`{-~]/g, (c) => `\\${c}`);
+}
+
+/** A CommonMark code span holding `text` literally: fence longer than its longest backtick run, padded if needed. */
+export function codeSpan(text: string): string {
+  if (text === '') return '';
+  const longest = Math.max(0, ...(text.match(/`+/g) ?? []).map((run) => run.length));
+  const fence = '`'.repeat(longest + 1);
+  const pad = text.startsWith('`') || text.endsWith('`') || (text.startsWith(' ') && text.endsWith(' ')) ? ' ' : '';
+  return `${fence}${pad}${text}${pad}${fence}`;
+}
+
+function markdownPiece(piece: Piece): string {
+  if ('own' in piece) return markdownEscape(piece.own);
+  if ('link' in piece) return `<${piece.link}>`;
+  return codeSpan(piece.data);
+}
+
+export function markdownSummary(parts: SummaryParts): string {
+  return parts.map((part) => part.map(markdownPiece).join('')).join(markdownEscape(SEPARATOR));
+}
+
+/** What trackera's GraphQL API answers to commentCreate. */
+type TrackeraCommentAnswer = { errors?: unknown; data?: { commentCreate?: { success?: unknown } } };
+
+export const trackeraReply: ReplyChannel = {
+  configured: (config) => Boolean(config.trackeraApiKey),
+  prepare(target, parts, config) {
+    if (!config.trackeraApiKey) return 'TRACKERA_API_KEY is not set';
+    if (typeof target.issue_id !== 'string') return 'no trackera issue id';
+    const url = new URL(config.trackeraApiUrl);
+    const key = config.trackeraApiKey;
+    const body = JSON.stringify({
+      query: 'mutation CommentCreate($input: CommentCreateInput!) { commentCreate(input: $input) { success } }',
+      variables: { input: { issueId: target.issue_id, body: markdownSummary(parts) } },
+    });
+    return {
+      channel: 'trackera',
+      url,
+      send: async (post) => {
+        // Personal API keys go in Authorization as-is, without "Bearer" (trackera GraphQL docs).
+        const res = await post(url, { authorization: key }, body);
+        checkAnswer(res.status, 'trackera API');
+        const answer = JSON.parse(res.text || '{}') as TrackeraCommentAnswer;
+        if (answer.errors || answer.data?.commentCreate?.success !== true) {
+          throw new PermanentError('trackera API refused the comment');
+        }
+      },
+    };
+  },
+};

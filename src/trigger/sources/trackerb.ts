@@ -1,11 +1,13 @@
 // POST /trackerb: `X-Hub-Signature: sha256=<hex>`; issue_created, or issue_updated touching assignee or labels, for
 // configured assignees or labels only → `svc start --brief "<brief>" --pr --detach`; brief = key + summary +
 // description (ADF flattened), one line, 1500 bytes (spec "Per-route behaviour", rule 7). No signed timestamp: the
-// delivery id and the body hash are the replay defence (spec "trackerb replay protection").
+// delivery id and the body hash are the replay defence (spec "trackerb replay protection"). The summary goes back as
+// an issue comment in ADF: agent text is a text node with only the `code` mark; svc's links carry a `link` mark.
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { firstHeader, sanitizeBrief, signedHeaders, sourceOf } from '../../webhook-sources.ts';
 import { flattenAdf } from '../adf.ts';
+import { checkAnswer, SEPARATOR, type ReplyChannel, type SummaryParts } from '../summary.ts';
 import { obj, str, type Obj } from '../../untrusted.ts';
 import {
   briefPrArgs, bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, unserved, verifyHubSignature, type TCtx,
@@ -110,3 +112,48 @@ export async function receiveTrackerb(ctx: TCtx): Promise<Reply> {
     job: { brief, args: briefPrArgs(brief) },
   });
 }
+
+type AdfText = { type: 'text'; text: string; marks?: Array<{ type: string; attrs?: Record<string, string> }> };
+
+/** One paragraph; ADF text nodes must not be empty, and plain neighbours are merged. */
+export function adfSummary(parts: SummaryParts): { type: 'doc'; version: 1; content: unknown[] } {
+  const nodes: AdfText[] = [];
+  const push = (node: AdfText): void => {
+    if (node.text === '') return;
+    const last = nodes[nodes.length - 1];
+    if (!node.marks && last && !last.marks) last.text += node.text;
+    else nodes.push(node);
+  };
+  parts.forEach((part, i) => {
+    if (i > 0) push({ type: 'text', text: SEPARATOR });
+    for (const piece of part) {
+      if ('own' in piece) push({ type: 'text', text: piece.own });
+      else if ('link' in piece) {
+        push({ type: 'text', text: piece.link, marks: [{ type: 'link', attrs: { href: piece.link } }] });
+      }
+      else push({ type: 'text', text: piece.data, marks: [{ type: 'code' }] });
+    }
+  });
+  return { type: 'doc', version: 1, content: [{ type: 'paragraph', content: nodes }] };
+}
+
+export const trackerbReply: ReplyChannel = {
+  configured: (config) => config.trackerb !== undefined,
+  prepare(target, parts, config) {
+    const tb = config.trackerb;
+    if (!tb) return 'TRACKERB_BASE_URL, TRACKERB_EMAIL and TRACKERB_API_TOKEN are not all set';
+    if (typeof target.issue_key !== 'string') return 'no trackerb issue key';
+    const base = tb.baseUrl.replace(/\/+$/, '');
+    const url = new URL(`${base}/rest/api/3/issue/${encodeURIComponent(target.issue_key)}/comment`);
+    const auth = `Basic ${Buffer.from(`${tb.email}:${tb.token}`).toString('base64')}`;
+    const body = JSON.stringify({ body: adfSummary(parts) });
+    return {
+      channel: 'trackerb',
+      url,
+      send: async (post) => {
+        const res = await post(url, { authorization: auth, accept: 'application/json' }, body);
+        checkAnswer(res.status, 'trackerb API');
+      },
+    };
+  },
+};
