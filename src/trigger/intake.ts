@@ -177,10 +177,10 @@ function withinWindow(whenMs: number, nowMs: number): boolean {
 }
 
 /**
- * errtrack: `errtrack-hook-signature` = hex HMAC-SHA256 of the body; no signed timestamp (dedupe is the replay
- * defence).
+ * errtrack's `errtrack-hook-signature` and trackera's `TRACKERA-Signature`: the bare hex HMAC-SHA256 of the body.
+ * errtrack has no signed timestamp (dedupe is the replay defence); trackera's is checked on the parsed body next.
  */
-export function verifyErrtrack(secret: string, raw: Buffer, signature: Header): VerifyResult {
+export function verifyHexBody(secret: string, raw: Buffer, signature: Header): VerifyResult {
   const sig = single(signature)?.trim();
   if (!sig) return fail('missing_signature');
   return matchesHex(hmac(secret, [raw]), sig);
@@ -200,16 +200,6 @@ export function verifyChata(
   const result = matchesHex(hmac(secret, [`v0:${ts}:`, raw]), sig.slice(3));
   if (!result.ok) return result;
   return withinWindow(Number(ts) * 1000, nowMs) ? OK : fail('stale_timestamp');
-}
-
-/**
- * trackera: `TRACKERA-Signature` = hex HMAC of the raw body; the window check runs on the signed `webhookTimestamp`
- * later.
- */
-export function verifyTrackeraSignature(secret: string, raw: Buffer, signature: Header): VerifyResult {
-  const sig = single(signature)?.trim();
-  if (!sig) return fail('missing_signature');
-  return matchesHex(hmac(secret, [raw]), sig);
 }
 
 /** trackera's `webhookTimestamp` is unix milliseconds inside the signed body (see fixtures/linear-*.json). */

@@ -7,7 +7,7 @@ import { json, type Reply } from '../../http/respond.ts';
 import { describe } from '../../untrusted.ts';
 import { sanitizeBrief, signedHeaders, sourceOf } from '../../webhook-sources.ts';
 import { checkAnswer, SEPARATOR, type Piece, type ReplyChannel, type SummaryParts } from '../summary.ts';
-import { routeChat, takeRepoOption } from './repo-option.ts';
+import { takeRepoOption } from './repo-option.ts';
 import {
   bodyKey, enqueue, mediaType, rawOf, requireValid, secretFor, skipped, unserved, verifyChata, type TCtx,
 } from '../intake.ts';
@@ -87,7 +87,7 @@ export async function receiveChata(ctx: TCtx): Promise<Reply> {
   const option = takeRepoOption(input.text);
   if (option.kind === 'bad') return ephemeral(`${option.reason}. Nothing was queued.`);
   if (option.text === '') return ephemeral(CHATA_USAGE);
-  const routed = routeChat(ctx.deps.settings.repos, 'chata', input.channel, option.repo);
+  const routed = ctx.deps.settings.repos.chat('chata', input.channel, option.repo);
   if (routed.kind === 'unserved') {
     const reason = unserved(ctx, 'chata', routed.reason);
     return ephemeral(`Not queued: ${reason}.`, { status: 'skipped', reason });

@@ -5,7 +5,7 @@ import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { decodeChatbKey, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import { obj, str } from '../../untrusted.ts';
-import { routeChat, takeRepoOption } from './repo-option.ts';
+import { takeRepoOption } from './repo-option.ts';
 import {
   briefPrArgs, bodyKey, checkChatbTimestamp, enqueue, rawOf, requireValid, secretFor, unserved,
   verifyChatbSignature, type TCtx,
@@ -60,7 +60,7 @@ export async function receiveChatb(ctx: TCtx): Promise<Reply> {
   const option = takeRepoOption(activity.text);
   if (option.kind === 'bad') return message(`${option.reason}. Nothing was queued.`);
   if (option.text === '') return message(USAGE);
-  const routed = routeChat(ctx.deps.settings.repos, 'chatb', activity.channel, option.repo);
+  const routed = ctx.deps.settings.repos.chat('chatb', activity.channel, option.repo);
   if (routed.kind === 'unserved') {
     const reason = unserved(ctx, 'chatb', routed.reason);
     return message(`Not queued: ${reason}.`, { status: 'skipped', reason });

@@ -8,7 +8,7 @@ import { firstHeader, sanitizeBrief, signedHeaders, sourceOf } from '../../webho
 import { latestDeployLine } from '../../engine/deploys.ts';
 import { culpritAuthor } from './culprit-author.ts';
 import {
-  bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, unserved, verifyErrtrack, type TCtx,
+  bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, unserved, verifyHexBody, type TCtx,
 } from '../intake.ts';
 
 export interface ErrtrackAlert {
@@ -118,7 +118,7 @@ export async function receiveErrtrack(ctx: TCtx): Promise<Reply> {
   const raw = rawOf(ctx);
   // Sentry's own Sentry-Hook-Signature / Sentry-Hook-Resource, or the spec's errtrack-hook-* names.
   const { signature } = signedHeaders(ctx.req.headers, 'errtrack');
-  requireValid(ctx, 'errtrack', verifyErrtrack(secret, raw, signature));
+  requireValid(ctx, 'errtrack', verifyHexBody(secret, raw, signature));
   const resource = firstHeader(ctx.req.headers, sourceOf('errtrack').resource);
   const alert = readErrtrackAlert(resource, parseJsonObject(raw));
   if ('skip' in alert) return skipped(alert.skip);

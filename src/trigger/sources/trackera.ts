@@ -14,7 +14,7 @@ import {
 } from '../summary.ts';
 import {
   bodyKey, checkTrackeraTimestamp, enqueue, rawOf, requireValid, secretFor, skipped, unserved,
-  verifyTrackeraSignature, type TCtx,
+  verifyHexBody, type TCtx,
 } from '../intake.ts';
 
 /** `teamKey` routes the issue to a served repository (trackera=… in the repositories file). */
@@ -55,7 +55,7 @@ export async function receiveTrackera(ctx: TCtx): Promise<Reply> {
   const raw = rawOf(ctx);
   // Linear's own Linear-Signature, or the spec's TRACKERA-Signature.
   const { signature } = signedHeaders(ctx.req.headers, 'trackera');
-  requireValid(ctx, 'trackera', verifyTrackeraSignature(secret, raw, signature));
+  requireValid(ctx, 'trackera', verifyHexBody(secret, raw, signature));
   const body = parseJsonObject(raw);
   requireValid(ctx, 'trackera', checkTrackeraTimestamp(body.webhookTimestamp, ctx.deps.clock()));
   const input = readTrackera(body);

@@ -6,14 +6,54 @@
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { firstHeader, sanitizeBrief, signedHeaders, sourceOf } from '../../webhook-sources.ts';
-import { flattenAdf } from '../adf.ts';
 import { checkAnswer, SEPARATOR, type ReplyChannel, type SummaryParts } from '../summary.ts';
-import { obj, str, type Obj } from '../../untrusted.ts';
+import { isJsonObject, obj, str, type Obj } from '../../untrusted.ts';
 import {
   briefPrArgs, bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, unserved, verifyHubSignature, type TCtx,
 } from '../intake.ts';
 
 const ISSUE_KEY = /^[A-Za-z][A-Za-z0-9_]*-\d+$/;
+
+// The description is a rich document (ADF): flattened to plain text before it becomes the brief.
+type Node = { type?: unknown; text?: unknown; content?: unknown; attrs?: unknown };
+
+const BLOCKS = new Set([
+  'paragraph', 'heading', 'blockquote', 'listItem', 'codeBlock', 'panel', 'tableRow', 'rule', 'mediaSingle', 'expand',
+]);
+const MAX_DEPTH = 64;
+
+function isNode(value: unknown): value is Node {
+  return isJsonObject(value);
+}
+
+function attr(node: Node, name: string): string | undefined {
+  const attrs = node.attrs;
+  if (!isNode(attrs)) return undefined;
+  const value = (attrs as Record<string, unknown>)[name];
+  return typeof value === 'string' ? value : undefined;
+}
+
+function walk(node: unknown, out: string[], depth: number): void {
+  if (depth > MAX_DEPTH || !isNode(node)) return;
+  const type = typeof node.type === 'string' ? node.type : '';
+  if (type === 'text' && typeof node.text === 'string') out.push(node.text);
+  else if (type === 'hardBreak') out.push('\n');
+  else if (type === 'mention') out.push(attr(node, 'text') ?? '');
+  else if (type === 'emoji') out.push(attr(node, 'text') ?? attr(node, 'shortName') ?? '');
+  else if (type === 'inlineCard' || type === 'blockCard') out.push(` ${attr(node, 'url') ?? ''} `);
+  else if (type === 'tableCell' || type === 'tableHeader') out.push(' | ');
+  if (Array.isArray(node.content)) for (const child of node.content) walk(child, out, depth + 1);
+  if (BLOCKS.has(type)) out.push('\n');
+}
+
+/** ADF doc → text with block boundaries as newlines; a plain string passes through; anything else → ''. */
+export function flattenAdf(value: unknown): string {
+  if (typeof value === 'string') return value;
+  if (!isNode(value)) return '';
+  const out: string[] = [];
+  walk(value, out, 0);
+  return out.join('').replace(/[ \t]+\n/g, '\n').replace(/\n{3,}/g, '\n\n').trim();
+}
 
 export interface TrackerbFilter {
   assignees: readonly string[];
