@@ -235,16 +235,3 @@ export function checkChatbTimestamp(timestamp: unknown, nowMs: number): VerifyRe
   if (!Number.isFinite(when)) return fail('missing_timestamp');
   return withinWindow(when, nowMs) ? OK : fail('stale_timestamp');
 }
-
-/** Helpers for tests and stand-ins: produce the header values a vendor would send. */
-export const sign = {
-  hex(secret: string | Buffer, raw: Buffer | string): string {
-    return hmac(secret, [raw]).toString('hex');
-  },
-  chata(secret: string, raw: Buffer | string, ts: string | number): string {
-    return `v0=${hmac(secret, [`v0:${ts}:`, raw]).toString('hex')}`;
-  },
-  chatb(token: string, raw: Buffer | string): string {
-    return `HMAC ${hmac(Buffer.from(token, 'base64'), [raw]).toString('base64')}`;
-  },
-};

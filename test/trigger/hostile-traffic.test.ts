@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { chmodSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
-import { sign } from '../../src/trigger/intake.ts';
+import { sign } from './helpers.ts';
 import { createHttpsPoster } from '../../src/trigger/https-post.ts';
 import { isAllowedChataUrl } from '../../src/trigger/sources/chata.ts';
 import { queueShares } from '../../src/trigger/queue.ts';

@@ -7,10 +7,9 @@ import {
   verifyHubSignature,
   verifyChatbSignature,
   checkChatbTimestamp,
-  sign,
 } from '../../src/trigger/intake.ts';
 import { decodeChatbKey } from '../../src/webhook-sources.ts';
-import { fixture } from './helpers.ts';
+import { fixture, sign } from './helpers.ts';
 
 const SLACK_SECRET = '8f742231b10e8888abcd99yyyzzz85a5';
 const SLACK_TS = '1531420618';
