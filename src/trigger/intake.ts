@@ -1,6 +1,5 @@
 // What every source's handler does alike (trigger/sources/<name>.ts): the secret present, the signature over the raw
-// bytes (every scheme, pure functions with an injected clock: nothing parses before it verifies), the body-hash dedupe
-// key, one reply shape, and the hand-off to the queue.
+// bytes (every scheme), the body-hash dedupe key, one reply shape, and the hand-off to the queue.
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { HttpError } from '../http/http-error.ts';
 import { json, type Reply } from '../http/respond.ts';
@@ -19,6 +18,109 @@ export function secretFor(ctx: TCtx, route: RouteName): string {
     throw new HttpError('not_configured', s.unavailable ?? `Route /${route} is not configured: set ${s.variable}`);
   }
   return s.value;
+}
+
+// The signature schemes: each a pure function over the raw bytes and an injected clock; nothing parses first.
+/** Why a delivery was refused; the handler turns any of these into 401 invalid_signature. */
+export type VerifyFailure =
+  | 'missing_signature' | 'malformed_signature' | 'bad_signature' | 'missing_timestamp' | 'stale_timestamp';
+export type VerifyResult = { ok: true } | { ok: false; reason: VerifyFailure };
+
+/** Signature windows are ±300 s (spec "Limits"; DESIGN §5). */
+export const WINDOW_MS = 300_000;
+
+const OK: VerifyResult = { ok: true };
+function fail(reason: VerifyFailure): VerifyResult {
+  return { ok: false, reason };
+}
+
+function single(value: Header): string | undefined {
+  if (Array.isArray(value)) return value.length === 1 ? value[0] : undefined;
+  return value;
+}
+
+function hmac(key: string | Buffer, parts: ReadonlyArray<string | Buffer>): Buffer {
+  const mac = createHmac('sha256', key);
+  for (const part of parts) mac.update(part);
+  return mac.digest();
+}
+
+/** Decode, check the byte length, then compare in constant time (octokit/webhooks-methods habit). */
+function matchesHex(expected: Buffer, hex: string): VerifyResult {
+  if (!/^[0-9a-fA-F]+$/.test(hex) || hex.length !== expected.length * 2) return fail('malformed_signature');
+  const given = Buffer.from(hex, 'hex');
+  return given.length === expected.length && timingSafeEqual(given, expected) ? OK : fail('bad_signature');
+}
+
+function matchesBase64(expected: Buffer, b64: string): VerifyResult {
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(b64) || b64.length % 4 !== 0) return fail('malformed_signature');
+  const given = Buffer.from(b64, 'base64');
+  if (given.length !== expected.length) return fail('malformed_signature');
+  return timingSafeEqual(given, expected) ? OK : fail('bad_signature');
+}
+
+function withinWindow(whenMs: number, nowMs: number): boolean {
+  return Number.isFinite(whenMs) && Math.abs(nowMs - whenMs) <= WINDOW_MS;
+}
+
+/**
+ * errtrack's `errtrack-hook-signature` and trackera's `TRACKERA-Signature`: the bare hex HMAC-SHA256 of the body.
+ * errtrack has no signed timestamp (dedupe is the replay defence); trackera's is checked on the parsed body next.
+ */
+export function verifyHexBody(secret: string, raw: Buffer, signature: Header): VerifyResult {
+  const sig = single(signature)?.trim();
+  if (!sig) return fail('missing_signature');
+  return matchesHex(hmac(secret, [raw]), sig);
+}
+
+/** chata: `v0=` + hex HMAC over `v0:<ts>:<raw>`; the timestamp header is unix seconds within ±300 s. */
+export function verifyChata(
+  secret: string, raw: Buffer, timestamp: Header, signature: Header, nowMs: number,
+): VerifyResult {
+  const sig = single(signature)?.trim();
+  const ts = single(timestamp)?.trim();
+  if (!sig) return fail('missing_signature');
+  if (!ts) return fail('missing_timestamp');
+  if (!/^\d{1,12}$/.test(ts)) return fail('missing_timestamp');
+  if (!sig.startsWith('v0=')) return fail('malformed_signature');
+  // Check the MAC before the clock so a forged request learns nothing from which check failed first.
+  const result = matchesHex(hmac(secret, [`v0:${ts}:`, raw]), sig.slice(3));
+  if (!result.ok) return result;
+  return withinWindow(Number(ts) * 1000, nowMs) ? OK : fail('stale_timestamp');
+}
+
+/** trackera's `webhookTimestamp` is unix milliseconds inside the signed body (see fixtures/linear-*.json). */
+export function checkTrackeraTimestamp(webhookTimestamp: unknown, nowMs: number): VerifyResult {
+  if (typeof webhookTimestamp !== 'number') return fail('missing_timestamp');
+  return withinWindow(webhookTimestamp, nowMs) ? OK : fail('stale_timestamp');
+}
+
+/**
+ * The WebSub / GitHub form, `sha256=<hex>` HMAC of the raw body: Jira's `X-Hub-Signature` and GitHub's
+ * `X-Hub-Signature-256` (which header is the source's record, src/webhook-sources.ts).
+ */
+export function verifyHubSignature(secret: string, raw: Buffer, signature: Header): VerifyResult {
+  const sig = single(signature)?.trim();
+  if (!sig) return fail('missing_signature');
+  if (!sig.startsWith('sha256=')) return fail('malformed_signature');
+  return matchesHex(hmac(secret, [raw]), sig.slice(7));
+}
+
+/** chatb: `Authorization: HMAC <base64>` = base64 HMAC of the raw body keyed by the base64-decoded token. */
+export function verifyChatbSignature(key: Buffer, raw: Buffer, authorization: Header): VerifyResult {
+  const header = single(authorization)?.trim();
+  if (!header) return fail('missing_signature');
+  const match = /^HMAC\s+(\S+)$/i.exec(header);
+  if (!match) return fail('malformed_signature');
+  return matchesBase64(hmac(key, [raw]), match[1]!);
+}
+
+/** chatb's Activity `timestamp` is an ISO-8601 string inside the signed body (DESIGN §5). */
+export function checkChatbTimestamp(timestamp: unknown, nowMs: number): VerifyResult {
+  if (typeof timestamp !== 'string' || timestamp.length > 64) return fail('missing_timestamp');
+  const when = Date.parse(timestamp);
+  if (!Number.isFinite(when)) return fail('missing_timestamp');
+  return withinWindow(when, nowMs) ? OK : fail('stale_timestamp');
 }
 
 /** 401 with nothing queued; the log says which check failed, the caller learns only that it failed. */
@@ -131,107 +233,4 @@ async function commit(ctx: TCtx, request: EnqueueRequest, replies: Replies): Pro
   if (result.kind === 'duplicate') return duplicate(ctx, request.origin, result.jobId, replies);
   ctx.deps.log.info('job queued', { route: request.origin, job_id: result.jobId, repo: request.repo });
   return replies.queued(result.jobId);
-}
-
-/** Why a delivery was refused; the handler turns any of these into 401 invalid_signature. */
-export type VerifyFailure =
-  | 'missing_signature' | 'malformed_signature' | 'bad_signature' | 'missing_timestamp' | 'stale_timestamp';
-export type VerifyResult = { ok: true } | { ok: false; reason: VerifyFailure };
-
-/** Signature windows are ±300 s (spec "Limits"; DESIGN §5). */
-export const WINDOW_MS = 300_000;
-
-const OK: VerifyResult = { ok: true };
-function fail(reason: VerifyFailure): VerifyResult {
-  return { ok: false, reason };
-}
-
-
-function single(value: Header): string | undefined {
-  if (Array.isArray(value)) return value.length === 1 ? value[0] : undefined;
-  return value;
-}
-
-function hmac(key: string | Buffer, parts: ReadonlyArray<string | Buffer>): Buffer {
-  const mac = createHmac('sha256', key);
-  for (const part of parts) mac.update(part);
-  return mac.digest();
-}
-
-/** Decode, check the byte length, then compare in constant time (octokit/webhooks-methods habit). */
-function matchesHex(expected: Buffer, hex: string): VerifyResult {
-  if (!/^[0-9a-fA-F]+$/.test(hex) || hex.length !== expected.length * 2) return fail('malformed_signature');
-  const given = Buffer.from(hex, 'hex');
-  return given.length === expected.length && timingSafeEqual(given, expected) ? OK : fail('bad_signature');
-}
-
-function matchesBase64(expected: Buffer, b64: string): VerifyResult {
-  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(b64) || b64.length % 4 !== 0) return fail('malformed_signature');
-  const given = Buffer.from(b64, 'base64');
-  if (given.length !== expected.length) return fail('malformed_signature');
-  return timingSafeEqual(given, expected) ? OK : fail('bad_signature');
-}
-
-function withinWindow(whenMs: number, nowMs: number): boolean {
-  return Number.isFinite(whenMs) && Math.abs(nowMs - whenMs) <= WINDOW_MS;
-}
-
-/**
- * errtrack's `errtrack-hook-signature` and trackera's `TRACKERA-Signature`: the bare hex HMAC-SHA256 of the body.
- * errtrack has no signed timestamp (dedupe is the replay defence); trackera's is checked on the parsed body next.
- */
-export function verifyHexBody(secret: string, raw: Buffer, signature: Header): VerifyResult {
-  const sig = single(signature)?.trim();
-  if (!sig) return fail('missing_signature');
-  return matchesHex(hmac(secret, [raw]), sig);
-}
-
-/** chata: `v0=` + hex HMAC over `v0:<ts>:<raw>`; the timestamp header is unix seconds within ±300 s. */
-export function verifyChata(
-  secret: string, raw: Buffer, timestamp: Header, signature: Header, nowMs: number,
-): VerifyResult {
-  const sig = single(signature)?.trim();
-  const ts = single(timestamp)?.trim();
-  if (!sig) return fail('missing_signature');
-  if (!ts) return fail('missing_timestamp');
-  if (!/^\d{1,12}$/.test(ts)) return fail('missing_timestamp');
-  if (!sig.startsWith('v0=')) return fail('malformed_signature');
-  // Check the MAC before the clock so a forged request learns nothing from which check failed first.
-  const result = matchesHex(hmac(secret, [`v0:${ts}:`, raw]), sig.slice(3));
-  if (!result.ok) return result;
-  return withinWindow(Number(ts) * 1000, nowMs) ? OK : fail('stale_timestamp');
-}
-
-/** trackera's `webhookTimestamp` is unix milliseconds inside the signed body (see fixtures/linear-*.json). */
-export function checkTrackeraTimestamp(webhookTimestamp: unknown, nowMs: number): VerifyResult {
-  if (typeof webhookTimestamp !== 'number') return fail('missing_timestamp');
-  return withinWindow(webhookTimestamp, nowMs) ? OK : fail('stale_timestamp');
-}
-
-/**
- * The WebSub / GitHub form, `sha256=<hex>` HMAC of the raw body: Jira's `X-Hub-Signature` and GitHub's
- * `X-Hub-Signature-256` (which header is the source's record, src/webhook-sources.ts).
- */
-export function verifyHubSignature(secret: string, raw: Buffer, signature: Header): VerifyResult {
-  const sig = single(signature)?.trim();
-  if (!sig) return fail('missing_signature');
-  if (!sig.startsWith('sha256=')) return fail('malformed_signature');
-  return matchesHex(hmac(secret, [raw]), sig.slice(7));
-}
-
-/** chatb: `Authorization: HMAC <base64>` = base64 HMAC of the raw body keyed by the base64-decoded token. */
-export function verifyChatbSignature(key: Buffer, raw: Buffer, authorization: Header): VerifyResult {
-  const header = single(authorization)?.trim();
-  if (!header) return fail('missing_signature');
-  const match = /^HMAC\s+(\S+)$/i.exec(header);
-  if (!match) return fail('malformed_signature');
-  return matchesBase64(hmac(key, [raw]), match[1]!);
-}
-
-/** chatb's Activity `timestamp` is an ISO-8601 string inside the signed body (DESIGN §5). */
-export function checkChatbTimestamp(timestamp: unknown, nowMs: number): VerifyResult {
-  if (typeof timestamp !== 'string' || timestamp.length > 64) return fail('missing_timestamp');
-  const when = Date.parse(timestamp);
-  if (!Number.isFinite(when)) return fail('missing_timestamp');
-  return withinWindow(when, nowMs) ? OK : fail('stale_timestamp');
 }
