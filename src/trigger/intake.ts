@@ -139,13 +139,8 @@ export function bodyKey(route: RouteName, raw: Buffer): string {
   return `${route}:body:${createHash('sha256').update(raw).digest('hex')}`;
 }
 
-export function header(ctx: TCtx, name: string): string | undefined {
-  const value = ctx.req.headers[name];
-  return Array.isArray(value) ? value[0] : value;
-}
-
 export function mediaType(ctx: TCtx): string {
-  return (header(ctx, 'content-type') ?? '').split(';')[0]!.trim().toLowerCase();
+  return (ctx.req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
 }
 
 export function skipped(reason: string): Reply {
@@ -167,7 +162,7 @@ export interface Replies {
   duplicate?: (jobId: string) => Reply;
 }
 
-export const accepted: Replies = { queued: (jobId) => json(202, { job_id: jobId, status: 'queued' }) };
+const accepted: Replies = { queued: (jobId) => json(202, { job_id: jobId, status: 'queued' }) };
 
 /**
  * The argv of the sources whose text is a brief (webhook, trackerb, chatb): `--brief` so the text is never
