@@ -165,7 +165,7 @@ export interface Replies {
 const accepted: Replies = { queued: (jobId) => json(202, { job_id: jobId, status: 'queued' }) };
 
 /**
- * The argv of the sources whose text is a brief (webhook, trackerb, chatb): `--brief` so the text is never
+ * The argv of the sources whose text is a brief (GitHub, Jira, Teams): `--brief` so the text is never
  * reclassified, `--pr` always. Text from outside follows `--brief`, so it is never read as an option.
  */
 export function briefPrArgs(brief: string): string[] {
