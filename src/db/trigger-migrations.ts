@@ -81,7 +81,7 @@ export const triggerMigrations: readonly Migration[] = [
   CREATE INDEX dedupe_keys_by_job ON dedupe_keys (job_id);
   CREATE INDEX dedupe_keys_by_created ON dedupe_keys (created_at);
   `,
-  // 5: queue shares (src/trigger/queue-shares.ts) need each origin's queued count in O(1), kept exact by triggers
+  // 5: queue shares (src/trigger/queue.ts) need each origin's queued count in O(1), kept exact by triggers
   // like job_counts. One row per origin, seeded here with the origins of its day; the server adds the row of any
   // newer origin at start (trigger-jobs-store.ts countOrigins). No index by origin: it cost ~2 µs per delivery on the
   // commit, and the runner's walk of the queue in age order to find an origin's oldest job is bounded by

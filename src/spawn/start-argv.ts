@@ -1,24 +1,7 @@
-// The argv of every `svc start` svc starts itself (one home): by the trigger server for each origin
-// (spec "Per-route behaviour"), by the Control Plane for start, resume and retry; and `svc start`'s own `svc worker`.
+// The argv of every `svc start` the Control Plane starts (start, resume and retry), and of `svc start`'s own `svc
+// worker`; each trigger source's argv is beside its handler (trigger/sources/<name>.ts, spec "Per-route behaviour").
 // Never a deploy argument, never a shell; text from outside always follows "--" or `--brief`, so it is never read as
 // an option.
-
-export function errtrackArgs(brief: string): string[] {
-  return ['start', brief, '--pr', '--detach'];
-}
-export function chataArgs(text: string): string[] {
-  return ['start', text, '--detach'];
-}
-export function trackeraArgs(identifier: string): string[] {
-  return ['start', `trackera:${identifier}`, '--detach'];
-}
-/** trackerb, chatb and the source-host route: `--brief` so text is never reclassified, `--pr` always. */
-export function briefPrArgs(brief: string): string[] {
-  return ['start', '--brief', brief, '--pr', '--detach'];
-}
-export function jobsArgs(brief: string, pr: boolean): string[] {
-  return ['start', '--brief', brief, ...(pr ? ['--pr'] : []), '--detach'];
-}
 
 /** `POST /v1/start`: `input` is a brief (with `brief: true`) or anything `svc start` classifies. */
 export function controlStartArgs(

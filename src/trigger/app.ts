@@ -4,14 +4,15 @@ import { createPipeline, type Route, type RequestListener } from '../http/pipeli
 import { MiB } from '../http/body.ts';
 import type { TriggerDeps } from './deps.ts';
 import { getHealth, getReady, getStatus } from './routes/health.ts';
-import { receiveErrtrack } from './routes/errtrack.ts';
-import { receiveChata } from './routes/chata.ts';
-import { receiveTrackera } from './routes/trackera.ts';
-import { receiveTrackerb } from './routes/trackerb.ts';
-import { receiveChatb } from './routes/chatb.ts';
-import { receiveWebhook } from './routes/webhook.ts';
+import { receiveErrtrack } from './sources/errtrack.ts';
+import { chataReply, receiveChata } from './sources/chata.ts';
+import { receiveTrackera, trackeraReply } from './sources/trackera.ts';
+import { receiveTrackerb, trackerbReply } from './sources/trackerb.ts';
+import { receiveChatb } from './sources/chatb.ts';
+import { receiveWebhook } from './sources/webhook.ts';
 import { createJob, getJob } from './routes/jobs.ts';
-import { SOURCES, type SourceName } from '../webhook-sources.ts';
+import { SOURCES, type ReplyName, type SourceName } from '../webhook-sources.ts';
+import type { ReplyChannel } from './summary.ts';
 
 type R = Route<TriggerDeps>;
 const raw = { body: 'raw', limit: MiB, auth: false } as const;
@@ -27,10 +28,17 @@ const RECEIVERS: Record<SourceName, R['handler']> = {
   jobs: createJob,
 };
 
+/** Each source's way back, by its record's `reply`: the notifier's senders and GET /status's `notifiers`. */
+export const REPLIES: Record<ReplyName, ReplyChannel> = {
+  chata: chataReply,
+  trackera: trackeraReply,
+  trackerb: trackerbReply,
+};
+
 export const triggerRoutes: readonly R[] = [
   { method: 'GET', pattern: '/health', handler: getHealth, auth: false },
   { method: 'GET', pattern: '/ready', handler: getReady, auth: false },
-  { method: 'GET', pattern: '/status', handler: getStatus, auth: false },
+  { method: 'GET', pattern: '/status', handler: (ctx) => getStatus(ctx, REPLIES), auth: false },
   ...SOURCES.map((s): R => ({ method: 'POST', pattern: `/${s.name}`, handler: RECEIVERS[s.name], ...raw })),
   { method: 'GET', pattern: '/jobs/:id', handler: getJob, auth: false },
 ];

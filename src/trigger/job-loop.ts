@@ -5,7 +5,7 @@ import type { JobRow } from '../db/trigger-jobs-store.ts';
 import type { JobExecutor, RunOutcome, RunRef } from './executor.ts';
 import { finishJob, jobEndOf, type JobEnd } from './job-finish.ts';
 import type { Logger } from '../log.ts';
-import { WorkdirError, type JobWorkdirs } from './job-workdir.ts';
+import { WorkdirError, type JobWorkdirs } from './served-repos.ts';
 import type { ServedRepo } from './served-repos-file.ts';
 import { countActive, markServed, pickNext, type Turns } from './job-turns.ts';
 import { errorMessage } from '../errors.ts';

@@ -5,7 +5,7 @@ import { secretsIn, handoffPipe, sendHandoff, type Secrets } from '../spawn/secr
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { oneLine } from './brief.ts';
+import { oneLine } from '../webhook-sources.ts';
 import {
   outcomeFromState, parseLaunchOutput, RUN_SEGMENT,
   type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef,

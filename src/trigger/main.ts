@@ -11,19 +11,17 @@ import { createKubernetesExecutor } from './kubernetes-executor.ts';
 import { createNotifier } from './notify.ts';
 import { createHttpsPoster, type Poster } from './https-post.ts';
 import { createControlReporter, reportServedRepos } from './control-report.ts';
-import { createTriggerApp } from './app.ts';
+import { createTriggerApp, REPLIES } from './app.ts';
 import type { JobExecutor } from './executor.ts';
 import type { TriggerSettings } from './settings.ts';
 import { ROUTES } from './secrets.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { createSkipCounts } from './skip-counts.ts';
-import { createJobWorkdirs } from './job-workdir.ts';
 import { createManagedCheckouts } from './managed-checkout.ts';
 import { startTriggerRetention } from './retention.ts';
 import { createWalCheckpointer } from './wal-checkpointer.ts';
 import { BadSettingError, errorMessage } from '../errors.ts';
-import type { RepoRouter } from './served-repos.ts';
-import type { LiveRepoRouter } from './served-repos-live.ts';
+import { createJobWorkdirs, type LiveRepoRouter, type RepoRouter } from './served-repos.ts';
 import { closeGracefully, listen } from '../http/listen.ts';
 import { createHttpServer } from '../http/http-server.ts';
 import { readConnectionLimits } from '../http/connection-limits.ts';
@@ -128,6 +126,7 @@ export async function startTrigger(
   const notify = createNotifier({
     stores,
     config: settings.notify,
+    replies: REPLIES,
     post: o.post ?? createHttpsPoster(),
     report: createControlReporter({
       controlUrl: settings.controlUrl,

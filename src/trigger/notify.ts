@@ -3,8 +3,7 @@
 import { isJsonObject } from '../untrusted.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { TriggerStores } from '../db/trigger-stores.ts';
-import { prepareDelivery, PermanentError, type NotifyConfig } from './notify-channels.ts';
-import type { Piece, SummaryParts } from './summary.ts';
+import { PermanentError, type NotifyConfig, type Piece, type ReplyChannel, type SummaryParts } from './summary.ts';
 import type { Poster } from './https-post.ts';
 import type { NotificationReport } from './control-report.ts';
 import type { Logger } from '../log.ts';
@@ -13,6 +12,8 @@ import { errorMessage } from '../errors.ts';
 export interface NotifierOptions {
   stores: TriggerStores;
   config: NotifyConfig;
+  /** Each reply channel's sender, by name (app.ts `REPLIES`). */
+  replies: Readonly<Record<string, ReplyChannel>>;
   post: Poster;
   report: (n: NotificationReport) => Promise<void>;
   log: Logger;
@@ -51,7 +52,10 @@ export function createNotifier(opts: NotifierOptions): (jobId: string) => Promis
     const target = opts.stores.replies.get(jobId);
     if (!job || !target || target.notify_status !== null || !job.summary) return;
     const parts = summaryParts(job.summary_parts, job.summary);
-    const delivery = prepareDelivery(target.channel, target.target, parts, opts.config);
+    const reply = Object.hasOwn(opts.replies, target.channel) ? opts.replies[target.channel] : undefined;
+    const delivery = reply
+      ? reply.prepare(target.target, parts, opts.config)
+      : `origin ${target.channel} takes no completion summary`;
     if (typeof delivery === 'string') {
       opts.log.info('completion summary not sent', { job_id: jobId, channel: target.channel, reason: delivery });
       opts.stores.replies.markNotified(jobId, 'skipped', opts.clock());

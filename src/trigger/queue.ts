@@ -2,15 +2,108 @@
 // and its reply target written, and committed before any 2xx (DESIGN §5). Deliveries of one event-loop turn share
 // the COMMIT: kept because the peer bar needs it (docs/bench.md: about twice the deliveries per second of a commit
 // each), written with a savepoint per delivery so one that cannot be written still fails alone.
+import { randomFillSync } from 'node:crypto';
 import { errorMessage, FailedError } from '../errors.ts';
 import { transaction } from '../db/open.ts';
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow } from '../db/trigger-jobs-store.ts';
-import { queueShares, shareAdmits } from './queue-shares.ts';
-import { createKeyLeases } from './key-leases.ts';
-import { newJobId } from './job-id.ts';
 import type { EnqueueRequest, EnqueueResult, Origin } from './delivery.ts';
 import { iso } from '../iso-time.ts';
+
+// How the bounded queue is shared between routes, so a flood on one route can never 429 another.
+// Half of SVC_TRIGGER_QUEUE_MAX is reserved, split evenly between the routes that are configured; the other half
+// is a pool any route may borrow from, first come. A route is answered 429 only when its own reserve is used up
+// and the pool is full. Plain data.
+export interface QueueShares {
+  /** Queued jobs every configured route can always place, whatever the other routes did. */
+  reserve: number;
+  /** Queued jobs beyond their reserve that all routes together may hold. */
+  pool: number;
+}
+
+/**
+ * Shares for `max` waiting jobs over `routes` configured routes. The reserve is at least one job, so with a tiny
+ * queue (max < 2 × routes) the bound is `routes × 1` rather than `max`: fairness wins over the exact figure.
+ */
+export function queueShares(max: number, routes: number): QueueShares {
+  const n = Math.max(1, routes);
+  const reserve = Math.max(1, Math.floor(max / (2 * n)));
+  return { reserve, pool: Math.max(0, max - n * reserve) };
+}
+
+/** Whether one more job of `origin` fits its share, given each origin's queued count. */
+export function shareAdmits(shares: QueueShares, queued: ReadonlyMap<string, number>, origin: string): boolean {
+  let borrowed = 0;
+  for (const n of queued.values()) borrowed += Math.max(0, n - shares.reserve);
+  return (queued.get(origin) ?? 0) < shares.reserve || borrowed < shares.pool;
+}
+
+// Time-sortable random job ids: `j` + 10 base32 chars of unix ms + 16 random base32 chars (26 in all, like run ids).
+
+const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
+
+// One getrandom call per 256 ids instead of one per id: ids are minted on the delivery hot path.
+const pool = Buffer.alloc(16 * 256);
+let poolOffset = pool.length;
+
+function random16(): Buffer {
+  if (poolOffset >= pool.length) {
+    randomFillSync(pool);
+    poolOffset = 0;
+  }
+  poolOffset += 16;
+  return pool.subarray(poolOffset - 16, poolOffset);
+}
+
+export function newJobId(now: number = Date.now()): string {
+  let time = '';
+  let t = Math.max(0, Math.floor(now));
+  for (let i = 0; i < 10; i++) {
+    time = ALPHABET[t % 32]! + time;
+    t = Math.floor(t / 32);
+  }
+  const bytes = random16();
+  let rand = '';
+  for (let i = 0; i < 16; i++) rand += ALPHABET[bytes[i]! % 32]!;
+  return `j${time}${rand}`;
+}
+
+export const JOB_ID = /^j[0-9a-z]{26}$/;
+
+// Deliveries that share a dedupe key take turns: while one is between its cheap checks and its commit, a copy of
+// it waits, then finds the committed job and answers "duplicate" without building a brief (51 copies of
+// one errtrack delivery ran `git log` 51 times). Memory: one entry per key in flight, removed on release.
+export interface KeyLeases {
+  /** Resolves once no other holder has any of these keys; the returned function releases them (idempotent). */
+  acquire(keys: readonly string[]): Promise<() => void>;
+  /** Keys held right now (tests: back to 0 when traffic stops). */
+  held(): number;
+}
+
+export function createKeyLeases(): KeyLeases {
+  const holders = new Map<string, Promise<void>>();
+  return {
+    async acquire(keys) {
+      const unique = [...new Set(keys)];
+      for (;;) {
+        const busy = unique.map((k) => holders.get(k)).filter((p): p is Promise<void> => p !== undefined);
+        if (busy.length === 0) break;
+        await Promise.all(busy);
+      }
+      let release!: () => void;
+      const done = new Promise<void>((resolve) => (release = resolve));
+      for (const k of unique) holders.set(k, done);
+      let released = false;
+      return () => {
+        if (released) return;
+        released = true;
+        for (const k of unique) if (holders.get(k) === done) holders.delete(k);
+        release();
+      };
+    },
+    held: () => holders.size,
+  };
+}
 
 /** What the cheap checks say before a delivery does any work; `open` holds its keys until `release()`. */
 export type Admission = { kind: 'duplicate'; jobId: string } | { kind: 'full' } | { kind: 'open'; release: () => void };

@@ -1,8 +1,7 @@
 // Route secrets from the environment: missing → the route answers 503 naming the variable; any two equal → every
 // member of the pair is disabled (spec "Authentication": a secret equal to another disables its route).
 import { readFileSync } from 'node:fs';
-import { decodeChatbKey } from './verify.ts';
-import { SOURCE_NAMES, sourceOf, type SourceName } from '../webhook-sources.ts';
+import { decodeChatbKey, SOURCE_NAMES, sourceOf, type SourceName } from '../webhook-sources.ts';
 
 /** Every route that can start a job, in the source table's order (src/webhook-sources.ts). */
 export const ROUTES = SOURCE_NAMES;

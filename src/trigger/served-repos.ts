@@ -1,9 +1,14 @@
 // Which served repository an event belongs to: exactly one, or a reason it is refused. Never a guess: a
 // GitHub event goes only to the entry named by its repository.full_name; other sources by the keys the operator
-// mapped, then the entry marked `default`, else nothing.
+// mapped, then the entry marked `default`, else nothing. Below: the table as the running server sees it (reread when
+// its file changes), and the directory a routed job runs in.
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { pinPushTarget } from '../engine/git-push.ts';
+import type { Logger } from '../log.ts';
+import { errorMessage, FailedError } from '../errors.ts';
+import type { JobRow } from '../db/trigger-jobs-store.ts';
+import { ManagedGitError, type ManagedCheckouts } from './managed-checkout.ts';
 import {
   EVERY_CHANNEL, isChatKind, keyOf, parseServedRepos, ReposFileError, ROUTING_KINDS, type ChatKind, type ReposProblem,
   type RoutingKind, type ServedRepo,
@@ -156,4 +161,126 @@ export function loadServedRepos(file: string): RepoRouter {
   const problems = checkoutProblems(entries, text.split(/\r?\n/));
   if (problems.length) throw new ReposFileError(file, problems);
   return createRepoRouter(entries, file);
+}
+
+// The served repositories file as the server sees it while running: read again when it changed, so `svc repos add`
+// and `svc repos remove` take effect without a restart. Changed means its inode, size, mtime or ctime differ from the
+// copy in use, checked with one stat() each time the table is consulted (a delivery being routed, a job launched, GET
+// /status): no timer, no watcher, and the first delivery after a write already sees it. A file that became invalid,
+// unreadable or missing keeps the table in use; that is logged once per change, never half applied.
+// Must not: serve a table the parser or the checkout check refused.
+export interface LiveHooks {
+  log: Logger;
+  /** Extra start-up rules a new table must also pass (the Kubernetes executor's); throws to refuse it. */
+  check?: (router: RepoRouter) => void;
+  /** A new table is in use (the Control Plane is told the new names). */
+  onChange?: (router: RepoRouter) => void;
+}
+
+export interface LiveRepoRouter extends RepoRouter {
+  /** Wires logging and the rules above once the server has them (settings are resolved before its logger exists). */
+  attach(hooks: LiveHooks): void;
+}
+
+function fingerprint(file: string): string {
+  try {
+    const st = statSync(file);
+    return `${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;
+  } catch (err) {
+    return `missing:${(err as NodeJS.ErrnoException).code ?? 'unreadable'}`;
+  }
+}
+
+/** Loads `file` now (throwing ReposFileError as the start-up check) and again whenever it changes. */
+export function liveServedRepos(file: string): LiveRepoRouter {
+  let seen = fingerprint(file);
+  let current = loadServedRepos(file);
+  let hooks: LiveHooks | undefined;
+
+  function fresh(): RepoRouter {
+    const now = fingerprint(file);
+    if (now === seen) return current;
+    seen = now;
+    try {
+      const next = loadServedRepos(file);
+      hooks?.check?.(next);
+      current = next;
+      hooks?.log.info('served repositories reloaded', { repos_from: file, repos: next.entries.map((e) => e.name) });
+      hooks?.onChange?.(next);
+    } catch (err) {
+      const error = errorMessage(err);
+      hooks?.log.error('served repositories file changed but is not used; the previous table stays', {
+        repos_from: file, error,
+      });
+    }
+    return current;
+  }
+
+  return {
+    get entries() {
+      return fresh().entries;
+    },
+    source: file,
+    byName: (name) => fresh().byName(name),
+    webhook: (fullName) => fresh().webhook(fullName),
+    route: (kind, key) => fresh().route(kind, key),
+    chat: (kind, channel, option) => fresh().chat(kind, channel, option),
+    attach(h) {
+      hooks = h;
+    },
+  };
+}
+
+// Which directory a job runs in: the routed repository's checkout, or for a clone URL the job's own
+// checkout of the freshly fetched mirror (managed-checkout.ts). Never another repository's, never the server's cwd.
+/** The job cannot run: its repository is gone from the table, or its checkout could not be made. */
+export class WorkdirError extends FailedError {
+  constructor(message: string) {
+    super(message);
+  }
+}
+
+export interface JobWorkdirs {
+  /** The served entry of a job: its recorded repository, or the default for a job accepted before migration 6. */
+  repoOf(job: JobRow): ServedRepo;
+  /** The directory to launch the job in; throws WorkdirError. */
+  prepare(job: JobRow, repo: ServedRepo): Promise<string>;
+  /** Where a running job's runs live after a restart: the recorded workdir, else its repository's checkout. */
+  recorded(job: JobRow): string | null;
+}
+
+/** `managed` makes the checkouts of clone= entries; without it (tests of routing alone) such a job fails. */
+export function createJobWorkdirs(router: RepoRouter, managed?: ManagedCheckouts): JobWorkdirs {
+  function repoOf(job: JobRow): ServedRepo {
+    const repo = job.repo === null ? router.entries.find((e) => e.isDefault) : router.byName(job.repo);
+    if (!repo) {
+      const what = job.repo === null
+        ? 'it was queued before routing and no repository is the default'
+        : `"${job.repo}" is no longer served`;
+      throw new WorkdirError(`The job has no repository to run in: ${what}`);
+    }
+    return repo;
+  }
+  return {
+    repoOf,
+    async prepare(job, repo) {
+      if (repo.checkout !== null) return repo.checkout;
+      if (!managed) throw new WorkdirError(`"${repo.name}" has a clone URL, and no managed checkouts are made here`);
+      try {
+        return await managed.prepare(repo, job);
+      } catch (err) {
+        // git's reason, as the job's error and in its summary; the next job of the repository fetches again.
+        if (err instanceof ManagedGitError) throw new WorkdirError(err.message);
+        throw err;
+      }
+    },
+    recorded(job) {
+      if (job.workdir !== null) return job.workdir;
+      try {
+        return repoOf(job).checkout;
+      } catch {
+        return null;
+      }
+    },
+  };
 }

@@ -3,10 +3,9 @@ import { svcCliPath } from '../spawn/svc-paths.ts';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { resolveRouteSecrets, type RouteSecrets, type SecretProblems } from './secrets.ts';
-import type { NotifyConfig } from './notify-channels.ts';
+import type { NotifyConfig } from './summary.ts';
 import type { TriggerRetention } from './retention.ts';
-import { shorthandRepos, type RepoRouter } from './served-repos.ts';
-import { liveServedRepos } from './served-repos-live.ts';
+import { liveServedRepos, shorthandRepos, type RepoRouter } from './served-repos.ts';
 import { existsSync } from 'node:fs';
 import { BadSettingError } from '../errors.ts';
 import { setting, settingChoice, settingInt, settingOr } from '../settings-registry.ts';
@@ -151,7 +150,7 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     controlToken: setting(env, 'SVC_CONTROL_TOKEN'),
     secrets,
     notify: {
-      // As the URL parser writes it, since a response_url must read exactly that way too (notify-channels.ts); that
+      // As the URL parser writes it, since a response_url must read exactly that way too (sources/chata.ts); that
       // also gives a bare origin its path's slash, so it cannot match "https://hooks.example.com.evil.net/".
       chataHooksPrefix: chataPrefix ? new URL(chataPrefix).href : '',
       trackeraApiUrl: trackeraUrl ?? '',

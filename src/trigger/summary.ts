@@ -1,5 +1,47 @@
-// The one-line completion summary every origin receives: status, verdict, PR URL, cost, duration, Control Plane link.
+// The one-line completion summary every origin receives: status, verdict, PR URL, cost, duration, Control Plane link;
+// and what a source's reply channel is (its sender and renderer are beside its handler, trigger/sources/<name>.ts).
+import { FailedError } from '../errors.ts';
 import type { RunOutcome, RunRef } from './executor.ts';
+import type { Poster } from './https-post.ts';
+
+export interface NotifyConfig {
+  /** chata summaries go only to response_urls under this https prefix. */
+  chataHooksPrefix: string;
+  trackeraApiUrl: string;
+  trackeraApiKey: string | undefined;
+  trackerb: { baseUrl: string; email: string; token: string } | undefined;
+}
+
+/** A prepared outbound message: where it goes (host only is ever reported) and how to send it once. */
+export interface Delivery {
+  channel: string;
+  url: URL;
+  send: (post: Poster) => Promise<void>;
+}
+
+/** A source's way back (its record's `reply`, src/webhook-sources.ts); notify.ts picks it by channel name. */
+export interface ReplyChannel {
+  /** Whether it could send a summary now (GET /status): its settings are there, never their values. */
+  configured(config: NotifyConfig): boolean;
+  /** The summary rendered in the vendor's format, ready to send; or why nothing is sent. */
+  prepare(target: Record<string, unknown>, parts: SummaryParts, config: NotifyConfig): Delivery | string;
+}
+
+/** Thrown for an answer that will not get better by retrying (4xx other than 408/429). */
+export class PermanentError extends FailedError {}
+
+/** Thrown for an answer that may get better: a 5xx, 408 or 429; the notifier tries again with backoff. */
+export class RetryableError extends FailedError {}
+
+export function checkAnswer(status: number, what: string): void {
+  if (status >= 200 && status < 300) return;
+  const message = `${what} answered HTTP ${status}`;
+  if (status >= 400 && status < 500 && status !== 408 && status !== 429) throw new PermanentError(message);
+  throw new RetryableError(message);
+}
+
+/** Between a summary's parts, in every vendor's rendering. */
+export const SEPARATOR = ' · ';
 
 export function formatDuration(ms: number): string {
   if (!Number.isFinite(ms) || ms < 0) return 'unknown';
@@ -88,5 +130,5 @@ function pieceText(piece: Piece): string {
 
 /** The plain one-line summary (GET /jobs, logs, the Control Plane report): no vendor reads it as markup. */
 export function plainSummary(parts: SummaryParts): string {
-  return parts.map((part) => part.map(pieceText).join('')).join(' · ');
+  return parts.map((part) => part.map(pieceText).join('')).join(SEPARATOR);
 }

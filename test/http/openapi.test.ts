@@ -7,7 +7,7 @@ import { startTestControl, makeRun, type TestControl } from '../helpers/control-
 import { checkResponse, findOperation, validate } from '../helpers/openapi-check.ts';
 import { startTestTrigger, type TestTrigger } from '../trigger/helpers.ts';
 import { makeRepo, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
-import { sign } from '../../src/trigger/verify.ts';
+import { sign } from '../trigger/helpers.ts';
 
 type Doc = { paths: Record<string, Record<string, any>>; servers: Array<{ url: string }>; components: Record<string, Record<string, unknown>> };
 const doc = buildOpenapi('0.0.0-test') as unknown as Doc;

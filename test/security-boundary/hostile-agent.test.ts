@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { generateKeyPairSync } from 'node:crypto';
 import { makeRepo, startGithubStandIn, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
-import { sign } from '../../src/trigger/verify.ts';
+import { sign } from '../trigger/helpers.ts';
 import { issueReceipt, type Receipt } from '../../src/engine/receipt.ts';
 import { keyIdOf } from '../../src/keys.ts';
 import { waitFor } from '../helpers/wait-for.ts';

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { sign } from '../../src/trigger/verify.ts';
+import { sign } from './helpers.ts';
 import { SECRETS, post, get, startTestTrigger, makeRepo } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 

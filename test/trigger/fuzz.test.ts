@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { sign } from '../../src/trigger/verify.ts';
+import { sign } from './helpers.ts';
 import { triggerRoutes } from '../../src/trigger/app.ts';
 import type { JobExecutor } from '../../src/trigger/executor.ts';
 import { SECRETS, fixture, get, startTestTrigger, type TestTrigger } from './helpers.ts';

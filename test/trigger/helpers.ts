@@ -3,6 +3,7 @@ import { mkdtempSync, mkdirSync, writeFileSync, readdirSync, readFileSync, rmSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
+import { createHmac } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { resolveTriggerSettings, type TriggerSettings } from '../../src/trigger/settings.ts';
 import { startTrigger, type RunningTrigger, type TriggerOverrides } from '../../src/trigger/main.ts';
@@ -152,3 +153,22 @@ export function withJson(name: string, edit: (value: Record<string, unknown>) =>
   edit(value);
   return Buffer.from(JSON.stringify(value));
 }
+
+function hmac(key: string | Buffer, parts: ReadonlyArray<string | Buffer>): Buffer {
+  const mac = createHmac('sha256', key);
+  for (const part of parts) mac.update(part);
+  return mac.digest();
+}
+
+/** The header values a vendor would send, computed here apart from the code under test. */
+export const sign = {
+  hex(secret: string | Buffer, raw: Buffer | string): string {
+    return hmac(secret, [raw]).toString('hex');
+  },
+  chata(secret: string, raw: Buffer | string, ts: string | number): string {
+    return `v0=${hmac(secret, [`v0:${ts}:`, raw]).toString('hex')}`;
+  },
+  chatb(token: string, raw: Buffer | string): string {
+    return `HMAC ${hmac(Buffer.from(token, 'base64'), [raw]).toString('base64')}`;
+  },
+};

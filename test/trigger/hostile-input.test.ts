@@ -3,7 +3,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { sign } from '../../src/trigger/verify.ts';
+import { sign } from './helpers.ts';
 import { SECRETS, fixture, post, startTestTrigger, type TestTrigger } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 

@@ -6,10 +6,10 @@ import assert from 'node:assert/strict';
 import { chmodSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
-import { sign } from '../../src/trigger/verify.ts';
+import { sign } from './helpers.ts';
 import { createHttpsPoster } from '../../src/trigger/https-post.ts';
-import { isAllowedChataUrl } from '../../src/trigger/notify-channels.ts';
-import { queueShares } from '../../src/trigger/queue-shares.ts';
+import { isAllowedChataUrl } from '../../src/trigger/sources/chata.ts';
+import { queueShares } from '../../src/trigger/queue.ts';
 import {
   SECRETS, fixture, get, nowSeconds, post, startTestTrigger, tempDir, withJson, type Res, type TestTrigger,
 } from './helpers.ts';

@@ -15,7 +15,7 @@ import { managedDir } from '../../src/trigger/repo-dirs.ts';
 import type { ServedRepo } from '../../src/trigger/served-repos-file.ts';
 import { createLogger } from '../../src/log.ts';
 import { SECRETS, get, post, startTestTrigger, tempDir, withJson, type TestTrigger } from './helpers.ts';
-import { sign } from '../../src/trigger/verify.ts';
+import { sign } from './helpers.ts';
 import { startGitHttpsHost, basicPassword, type GitHttpsHost } from '../helpers/git-https-host.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 

@@ -1,7 +1,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
-import { sign } from '../../src/trigger/verify.ts';
+import { sign } from './helpers.ts';
 import { createHttpsPoster } from '../../src/trigger/https-post.ts';
 import { SECRETS, fixture, withJson, post, get, nowSeconds, startTestTrigger, tempDir, type TestTrigger } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';

@@ -3,9 +3,8 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Db } from '../../src/db/open.ts';
 import { createTriggerStores } from '../../src/db/trigger-stores.ts';
-import { createJobQueue, DeliveryNotCommittedError, type JobQueue } from '../../src/trigger/queue.ts';
+import { createJobQueue, DeliveryNotCommittedError, newJobId, JOB_ID, type JobQueue } from '../../src/trigger/queue.ts';
 import { type EnqueueRequest } from '../../src/trigger/delivery.ts';
-import { newJobId, JOB_ID } from '../../src/trigger/job-id.ts';
 import { tempTriggerDbs } from './temp-dbs.ts';
 
 const temp = tempTriggerDbs('svc-queue-');

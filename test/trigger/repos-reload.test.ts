@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { chownSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { sign } from '../../src/trigger/verify.ts';
+import { sign } from './helpers.ts';
 import { resolveTriggerSettings } from '../../src/trigger/settings.ts';
 import { SECRETS, fixture, get, post, makeRepo, startTestTrigger, tempDir, type TestTrigger } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';

@@ -4,7 +4,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { sign } from '../../src/trigger/verify.ts';
+import { sign } from './helpers.ts';
 import {
   SECRETS, fixture, withJson, post, get, nowSeconds, startTestTrigger, makeRepo, tempDir, type TestTrigger,
 } from './helpers.ts';

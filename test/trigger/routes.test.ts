@@ -2,7 +2,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { sign } from '../../src/trigger/verify.ts';
+import { sign } from './helpers.ts';
 import { SECRETS, fixture, withJson, post, get, nowSeconds, startTestTrigger, type TestTrigger } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 

@@ -1,7 +1,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
-import { sign } from '../../src/trigger/verify.ts';
+import { sign } from './helpers.ts';
 import type { JobExecutor } from '../../src/trigger/executor.ts';
 import { SECRETS, fixture, withJson, post, nowSeconds, startTestTrigger, type TestTrigger, type Res } from './helpers.ts';
 

@@ -1,17 +1,15 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  verifyErrtrack,
+  verifyHexBody,
   verifyChata,
-  verifyTrackeraSignature,
   checkTrackeraTimestamp,
   verifyHubSignature,
   verifyChatbSignature,
   checkChatbTimestamp,
-  decodeChatbKey,
-  sign,
-} from '../../src/trigger/verify.ts';
-import { fixture } from './helpers.ts';
+} from '../../src/trigger/intake.ts';
+import { decodeChatbKey } from '../../src/webhook-sources.ts';
+import { fixture, sign } from './helpers.ts';
 
 const SLACK_SECRET = '8f742231b10e8888abcd99yyyzzz85a5';
 const SLACK_TS = '1531420618';
@@ -56,13 +54,13 @@ describe('verifyHubSignature (published X-Hub-Signature vector)', () => {
   });
 });
 
-describe('verifyTrackeraSignature and checkTrackeraTimestamp (trackera SDK body)', () => {
+describe('verifyHexBody and checkTrackeraTimestamp (trackera SDK body)', () => {
   const body = fixture('linear-comment-create-sdk-test.json');
   const sig = '8790fcbbea809950be9198408593c2a13f7591bba6c61adb589f709b5e1b186a';
 
   it('accepts the SDK test body signed with "SECRET"', () => {
     assert.equal(body.length, 550);
-    assert.deepEqual(verifyTrackeraSignature('SECRET', body, sig), { ok: true });
+    assert.deepEqual(verifyHexBody('SECRET', body, sig), { ok: true });
   });
   it('rejects the same body for its stale webhookTimestamp (milliseconds)', () => {
     const ts = (JSON.parse(body.toString()) as { webhookTimestamp: number }).webhookTimestamp;
@@ -100,12 +98,12 @@ describe('verifyChatbSignature (chat-B)', () => {
   });
 });
 
-describe('verifyErrtrack', () => {
+describe('verifyHexBody (errtrack)', () => {
   it('matches the reference cross-check vector over the compact fixture', () => {
     const compact = Buffer.from(JSON.stringify(JSON.parse(fixture('sentry-issue-created.json').toString())));
     const sig = 'eccba0d93d6cd71bcf17d134dc52df643fd30414626a969c57788e58f3d26454';
-    assert.deepEqual(verifyErrtrack('example-client-secret', compact, sig), { ok: true });
-    assert.equal(verifyErrtrack('example-client-secret', fixture('sentry-issue-created.json'), sig).ok, false);
-    assert.deepEqual(verifyErrtrack('example-client-secret', compact, 'zz'), { ok: false, reason: 'malformed_signature' });
+    assert.deepEqual(verifyHexBody('example-client-secret', compact, sig), { ok: true });
+    assert.equal(verifyHexBody('example-client-secret', fixture('sentry-issue-created.json'), sig).ok, false);
+    assert.deepEqual(verifyHexBody('example-client-secret', compact, 'zz'), { ok: false, reason: 'malformed_signature' });
   });
 });

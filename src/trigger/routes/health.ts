@@ -3,9 +3,9 @@
 import { HttpError } from '../../http/http-error.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { ROUTES } from '../secrets.ts';
-import { replyConfigured } from '../notify-channels.ts';
+import type { ReplyChannel } from '../summary.ts';
 import { SOURCES, type WebhookSource } from '../../webhook-sources.ts';
-import type { TCtx } from './common.ts';
+import type { TCtx } from '../intake.ts';
 import { errorMessage } from '../../errors.ts';
 
 export function getHealth(): Reply {
@@ -24,7 +24,8 @@ export function getReady(ctx: TCtx): Reply {
   return json(200, { status: 'ok' });
 }
 
-export function getStatus(ctx: TCtx): Reply {
+/** `replies`: each reply channel's sender (app.ts), asked only whether its settings are there. */
+export function getStatus(ctx: TCtx, replies: Readonly<Record<string, ReplyChannel>>): Reply {
   const { settings, queue } = ctx.deps;
   const routes: Record<string, { configured: boolean; enabled: boolean }> = {};
   for (const route of ROUTES) {
@@ -34,7 +35,7 @@ export function getStatus(ctx: TCtx): Reply {
   return json(200, {
     routes,
     notifiers: Object.fromEntries(SOURCES.flatMap((s: WebhookSource) => (s.reply
-      ? [[s.reply, replyConfigured(s.reply, settings.notify)]]
+      ? [[s.reply, replies[s.reply]?.configured(settings.notify) ?? false]]
       : []))),
     trackerb_filter: {
       assignees: settings.trackerbFilter.assignees.length > 0,

@@ -3,14 +3,15 @@ import { HttpError } from '../../http/http-error.ts';
 import { checkBodyKeys, parseJsonObject } from '../../http/body.ts';
 import { checkJsonContentType, isLoopbackAddress, isLoopbackHost, safeEqual } from '../../http/guards.ts';
 import { json, type Reply } from '../../http/respond.ts';
-import { hasControlChars } from '../brief.ts';
-import { sourceOf } from '../../webhook-sources.ts';
-import { jobsArgs } from '../../spawn/start-argv.ts';
-import { jobJson } from '../queue.ts';
-import { JOB_ID } from '../job-id.ts';
-import { bodyKey, enqueue, secretFor, rawOf, type TCtx } from './common.ts';
+import { hasControlChars, sourceOf } from '../../webhook-sources.ts';
+import { jobJson, JOB_ID } from '../queue.ts';
+import { bodyKey, enqueue, secretFor, rawOf, type TCtx } from '../intake.ts';
 
 const JOBS_FIELDS = new Set(['brief', 'pr', 'request_id', 'repo']);
+
+export function jobsArgs(brief: string, pr: boolean): string[] {
+  return ['start', '--brief', brief, ...(pr ? ['--pr'] : []), '--detach'];
+}
 
 function requireBearer(ctx: TCtx): void {
   const token = secretFor(ctx, 'jobs');

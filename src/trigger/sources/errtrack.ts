@@ -1,10 +1,15 @@
-// errtrack alert → brief: the task text plus release, environment, newest deploy record and the culprit file's
-// last author (spec "Brief content by origin"). Everything is untrusted text: sanitized, capped, adds no authority.
+// POST /errtrack: hex HMAC in `errtrack-hook-signature`, then alert → brief → `svc start "<brief>" --pr --detach`.
+// The brief is the task text plus release, environment, newest deploy record and the culprit file's last author
+// (spec "Brief content by origin"). Everything is untrusted text: sanitized, capped, adds no authority.
+import { parseJsonObject } from '../../http/body.ts';
+import type { Reply } from '../../http/respond.ts';
 import { objOrNull as obj } from '../../untrusted.ts';
-import { sanitizeBrief } from '../brief.ts';
-import { sourceOf } from '../../webhook-sources.ts';
+import { firstHeader, sanitizeBrief, signedHeaders, sourceOf } from '../../webhook-sources.ts';
 import { latestDeployLine } from '../../engine/deploys.ts';
 import { culpritAuthor } from './culprit-author.ts';
+import {
+  bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, unserved, verifyHexBody, type TCtx,
+} from '../intake.ts';
 
 export interface ErrtrackAlert {
   /** Vendor identity of the alert, stable across the vendor's retries (which change Request-ID). */
@@ -101,4 +106,34 @@ export async function buildErrtrackBrief(alert: ErrtrackAlert, repoDir: string |
   const author = repoDir ? await culpritAuthor(repoDir, alert.fileCandidates) : null;
   if (author) parts.push(`last commit to ${author.file} by ${author.author}`);
   return sanitizeBrief(parts.join('; '), sourceOf('errtrack').briefBytes);
+}
+
+/** The brief as `svc start`'s input, as the spec has it (sanitized: never an option), `--pr` always. */
+export function errtrackArgs(brief: string): string[] {
+  return ['start', brief, '--pr', '--detach'];
+}
+
+export async function receiveErrtrack(ctx: TCtx): Promise<Reply> {
+  const secret = secretFor(ctx, 'errtrack');
+  const raw = rawOf(ctx);
+  // Sentry's own Sentry-Hook-Signature / Sentry-Hook-Resource, or the spec's errtrack-hook-* names.
+  const { signature } = signedHeaders(ctx.req.headers, 'errtrack');
+  requireValid(ctx, 'errtrack', verifyHexBody(secret, raw, signature));
+  const resource = firstHeader(ctx.req.headers, sourceOf('errtrack').resource);
+  const alert = readErrtrackAlert(resource, parseJsonObject(raw));
+  if ('skip' in alert) return skipped(alert.skip);
+  const routed = ctx.deps.settings.repos.route('errtrack', alert.projectSlug);
+  if (routed.kind === 'unserved') return skipped(unserved(ctx, 'errtrack', routed.reason));
+  const served = routed.repo;
+  // The brief reads the routed checkout's deploy records and runs `git log` there: only after the cheap checks
+  // (dedupe, queue share) passed.
+  return enqueue(ctx, {
+    origin: 'errtrack',
+    repo: served.name,
+    dedupeKeys: [bodyKey('errtrack', raw), alert.identityKey],
+    prepare: async () => {
+      const brief = await buildErrtrackBrief(alert, served.checkout);
+      return { brief, args: errtrackArgs(brief) };
+    },
+  });
 }

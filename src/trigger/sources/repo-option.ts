@@ -1,10 +1,8 @@
 // `repo=owner/name` in a chat command: the one way a chat message picks a repository, and only among
 // the ones its channel may reach (served-repos.ts `chat`). Taken out of the text before it becomes a brief; the rest
 // is sanitized again, since removing the token can leave a leading hyphen.
-import { sanitizeBrief, DEFAULT_BRIEF_BYTES } from '../brief.ts';
+import { sanitizeBrief, DEFAULT_BRIEF_BYTES } from '../../webhook-sources.ts';
 import { isRepoName } from '../served-repos-file.ts';
-import type { RepoRouter, Routed } from '../served-repos.ts';
-import type { ChatKind } from '../served-repos-file.ts';
 
 export type RepoOption = { kind: 'option'; repo: string | null; text: string } | { kind: 'bad'; reason: string };
 
@@ -18,9 +16,4 @@ export function takeRepoOption(text: string): RepoOption {
   const [repo] = [...named] as [string];
   if (!isRepoName(repo)) return { kind: 'bad', reason: `repo=${repo.slice(0, 120)} is not an owner/name` };
   return { kind: 'option', repo, text: sanitizeBrief(text.replace(TOKEN, ' '), DEFAULT_BRIEF_BYTES) };
-}
-
-/** The repository a chat message may start work in (its channel's, or one it names with repo=); or why not. */
-export function routeChat(router: RepoRouter, kind: ChatKind, channel: string | null, option: string | null): Routed {
-  return router.chat(kind, channel, option);
 }

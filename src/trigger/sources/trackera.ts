@@ -1,9 +1,21 @@
-// trackera: only issue events start jobs, as `svc start trackera:<identifier>`; the verified payload is kept for the
-// run
-// by ../trackera-snapshot.ts.
+// POST /trackera: hex HMAC of the body + signed webhookTimestamp within 300 s; only issue events start jobs, as
+// `svc start trackera:<identifier> --detach`; the verified payload is kept for the run by ../trackera-snapshot.ts.
+// The summary goes back as an issue comment in Linear-like CommonMark: svc's words backslash-escaped, agent text in a
+// code span whose fence is longer than any backtick run inside it (a code span's content is literal, autolinks too).
+import { parseJsonObject } from '../../http/body.ts';
+import { json, type Reply } from '../../http/respond.ts';
 import { obj, str, describe } from '../../untrusted.ts';
-
-import { TRACKERA_IDENTIFIER as IDENTIFIER } from '../trackera-snapshot.ts';
+import { errorMessage } from '../../errors.ts';
+import { signedHeaders } from '../../webhook-sources.ts';
+import { stageTrackeraSnapshot, TRACKERA_IDENTIFIER as IDENTIFIER, type StagedSnapshot } from '../trackera-snapshot.ts';
+import { intakeDir } from '../repo-dirs.ts';
+import {
+  checkAnswer, PermanentError, SEPARATOR, type Piece, type ReplyChannel, type SummaryParts,
+} from '../summary.ts';
+import {
+  bodyKey, checkTrackeraTimestamp, enqueue, rawOf, requireValid, secretFor, skipped, unserved,
+  verifyHexBody, type TCtx,
+} from '../intake.ts';
 
 /** `teamKey` routes the issue to a served repository (trackera=… in the repositories file). */
 export type TrackeraInput =
@@ -33,3 +45,108 @@ export function readTrackera(body: Record<string, unknown>): TrackeraInput {
   const teamKey = str(obj(data.team).key) ?? /^([A-Za-z0-9_]+)-\d+$/.exec(identifier)?.[1] ?? null;
   return { kind: 'issue', identifier, issueId, teamKey };
 }
+
+export function trackeraArgs(identifier: string): string[] {
+  return ['start', `trackera:${identifier}`, '--detach'];
+}
+
+export async function receiveTrackera(ctx: TCtx): Promise<Reply> {
+  const secret = secretFor(ctx, 'trackera');
+  const raw = rawOf(ctx);
+  // Linear's own Linear-Signature, or the spec's TRACKERA-Signature.
+  const { signature } = signedHeaders(ctx.req.headers, 'trackera');
+  requireValid(ctx, 'trackera', verifyHexBody(secret, raw, signature));
+  const body = parseJsonObject(raw);
+  requireValid(ctx, 'trackera', checkTrackeraTimestamp(body.webhookTimestamp, ctx.deps.clock()));
+  const input = readTrackera(body);
+  if (input.kind === 'skip') return skipped(input.reason);
+  const routed = ctx.deps.settings.repos.route('trackera', input.teamKey);
+  if (routed.kind === 'unserved') return skipped(unserved(ctx, 'trackera', routed.reason));
+  const inbox = intakeDir(ctx.deps.settings.stateDir, routed.repo);
+  // Staged (a file write) only once the cheap checks passed, before the commit; put in place in the same turn the
+  // job commits (before the job loop can launch it).
+  const identifier = input.identifier;
+  let snapshot: StagedSnapshot | undefined;
+  try {
+    return await enqueue(
+      ctx,
+      {
+        origin: 'trackera',
+        repo: routed.repo.name,
+        dedupeKeys: [bodyKey('trackera', raw)],
+        reply: { channel: 'trackera', target: { issue_id: input.issueId, identifier } },
+        prepare: async () => {
+          snapshot = await stageTrackeraSnapshot(inbox, identifier, raw);
+          return { brief: `trackera:${identifier}`, args: trackeraArgs(identifier) };
+        },
+      },
+      {
+        queued: (jobId) => {
+          try {
+            snapshot?.keep(jobId);
+          } catch (err) {
+            // The job is committed: its run falls back to the newest snapshot or the tracker API (docs/trigger.md).
+            ctx.deps.log.warn('trackera snapshot not kept', { job_id: jobId, error: errorMessage(err) });
+          }
+          return json(202, { job_id: jobId, status: 'queued' });
+        },
+      },
+    );
+  } finally {
+    await snapshot?.discard();
+  }
+}
+
+/** CommonMark lets any ASCII punctuation be backslash-escaped; svc's own words never need markup. */
+function markdownEscape(text: string): string {
+  return text.replace(/[!-/:-@[-`{-~]/g, (c) => `\\${c}`);
+}
+
+/** A CommonMark code span holding `text` literally: fence longer than its longest backtick run, padded if needed. */
+export function codeSpan(text: string): string {
+  if (text === '') return '';
+  const longest = Math.max(0, ...(text.match(/`+/g) ?? []).map((run) => run.length));
+  const fence = '`'.repeat(longest + 1);
+  const pad = text.startsWith('`') || text.endsWith('`') || (text.startsWith(' ') && text.endsWith(' ')) ? ' ' : '';
+  return `${fence}${pad}${text}${pad}${fence}`;
+}
+
+function markdownPiece(piece: Piece): string {
+  if ('own' in piece) return markdownEscape(piece.own);
+  if ('link' in piece) return `<${piece.link}>`;
+  return codeSpan(piece.data);
+}
+
+export function markdownSummary(parts: SummaryParts): string {
+  return parts.map((part) => part.map(markdownPiece).join('')).join(markdownEscape(SEPARATOR));
+}
+
+/** What trackera's GraphQL API answers to commentCreate. */
+type TrackeraCommentAnswer = { errors?: unknown; data?: { commentCreate?: { success?: unknown } } };
+
+export const trackeraReply: ReplyChannel = {
+  configured: (config) => Boolean(config.trackeraApiKey),
+  prepare(target, parts, config) {
+    if (!config.trackeraApiKey) return 'TRACKERA_API_KEY is not set';
+    if (typeof target.issue_id !== 'string') return 'no trackera issue id';
+    const url = new URL(config.trackeraApiUrl);
+    const key = config.trackeraApiKey;
+    const body = JSON.stringify({
+      query: 'mutation CommentCreate($input: CommentCreateInput!) { commentCreate(input: $input) { success } }',
+      variables: { input: { issueId: target.issue_id, body: markdownSummary(parts) } },
+    });
+    return {
+      channel: 'trackera',
+      url,
+      send: async (post) => {
+        // Personal API keys go in Authorization as-is, without "Bearer" (trackera GraphQL docs).
+        const res = await post(url, { authorization: key }, body);
+        checkAnswer(res.status, 'trackera API');
+        const answer = JSON.parse(res.text || '{}') as TrackeraCommentAnswer;
+        if (answer.errors || answer.data?.commentCreate?.success !== true) {
+          throw new PermanentError('trackera API refused the comment');
+        }
+      },
+    };
+  },
+};

@@ -1,11 +1,59 @@
-// trackerb: issue_created, or issue_updated touching assignee or labels, for configured assignees or labels only;
-// brief = key + summary + description (ADF flattened), one line, 1500 bytes (spec "Per-route behaviour", rule 7).
-import { sanitizeBrief } from '../brief.ts';
-import { sourceOf } from '../../webhook-sources.ts';
-import { flattenAdf } from '../adf.ts';
-import { obj, str, type Obj } from '../../untrusted.ts';
+// POST /trackerb: `X-Hub-Signature: sha256=<hex>`; issue_created, or issue_updated touching assignee or labels, for
+// configured assignees or labels only → `svc start --brief "<brief>" --pr --detach`; brief = key + summary +
+// description (ADF flattened), one line, 1500 bytes (spec "Per-route behaviour", rule 7). No signed timestamp: the
+// delivery id and the body hash are the replay defence (spec "trackerb replay protection"). The summary goes back as
+// an issue comment in ADF: agent text is a text node with only the `code` mark; svc's links carry a `link` mark.
+import { parseJsonObject } from '../../http/body.ts';
+import type { Reply } from '../../http/respond.ts';
+import { firstHeader, sanitizeBrief, signedHeaders, sourceOf } from '../../webhook-sources.ts';
+import { checkAnswer, SEPARATOR, type ReplyChannel, type SummaryParts } from '../summary.ts';
+import { isJsonObject, obj, str, type Obj } from '../../untrusted.ts';
+import {
+  briefPrArgs, bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, unserved, verifyHubSignature, type TCtx,
+} from '../intake.ts';
 
 const ISSUE_KEY = /^[A-Za-z][A-Za-z0-9_]*-\d+$/;
+
+// The description is a rich document (ADF): flattened to plain text before it becomes the brief.
+type Node = { type?: unknown; text?: unknown; content?: unknown; attrs?: unknown };
+
+const BLOCKS = new Set([
+  'paragraph', 'heading', 'blockquote', 'listItem', 'codeBlock', 'panel', 'tableRow', 'rule', 'mediaSingle', 'expand',
+]);
+const MAX_DEPTH = 64;
+
+function isNode(value: unknown): value is Node {
+  return isJsonObject(value);
+}
+
+function attr(node: Node, name: string): string | undefined {
+  const attrs = node.attrs;
+  if (!isNode(attrs)) return undefined;
+  const value = (attrs as Record<string, unknown>)[name];
+  return typeof value === 'string' ? value : undefined;
+}
+
+function walk(node: unknown, out: string[], depth: number): void {
+  if (depth > MAX_DEPTH || !isNode(node)) return;
+  const type = typeof node.type === 'string' ? node.type : '';
+  if (type === 'text' && typeof node.text === 'string') out.push(node.text);
+  else if (type === 'hardBreak') out.push('\n');
+  else if (type === 'mention') out.push(attr(node, 'text') ?? '');
+  else if (type === 'emoji') out.push(attr(node, 'text') ?? attr(node, 'shortName') ?? '');
+  else if (type === 'inlineCard' || type === 'blockCard') out.push(` ${attr(node, 'url') ?? ''} `);
+  else if (type === 'tableCell' || type === 'tableHeader') out.push(' | ');
+  if (Array.isArray(node.content)) for (const child of node.content) walk(child, out, depth + 1);
+  if (BLOCKS.has(type)) out.push('\n');
+}
+
+/** ADF doc → text with block boundaries as newlines; a plain string passes through; anything else → ''. */
+export function flattenAdf(value: unknown): string {
+  if (typeof value === 'string') return value;
+  if (!isNode(value)) return '';
+  const out: string[] = [];
+  walk(value, out, 0);
+  return out.join('').replace(/[ \t]+\n/g, '\n').replace(/\n{3,}/g, '\n\n').trim();
+}
 
 export interface TrackerbFilter {
   assignees: readonly string[];
@@ -16,7 +64,6 @@ export interface TrackerbFilter {
 export type TrackerbInput =
   | { kind: 'job'; key: string; brief: string; project: string | null }
   | { kind: 'skip'; reason: string };
-
 
 /**
  * `trackerb:issue_created` in the spec; the real service says `jira:issue_created`: the part after the colon decides.
@@ -84,3 +131,69 @@ export function readTrackerb(body: Obj, filter: TrackerbFilter): TrackerbInput {
   const project = str(obj(fields.project).key) ?? key.slice(0, key.lastIndexOf('-'));
   return { kind: 'job', key, brief, project };
 }
+
+export async function receiveTrackerb(ctx: TCtx): Promise<Reply> {
+  const secret = secretFor(ctx, 'trackerb');
+  const raw = rawOf(ctx);
+  requireValid(ctx, 'trackerb', verifyHubSignature(secret, raw, signedHeaders(ctx.req.headers, 'trackerb').signature));
+  const input = readTrackerb(parseJsonObject(raw), ctx.deps.settings.trackerbFilter);
+  if (input.kind === 'skip') return skipped(input.reason);
+  const routed = ctx.deps.settings.repos.route('trackerb', input.project);
+  if (routed.kind === 'unserved') return skipped(unserved(ctx, 'trackerb', routed.reason));
+  // Jira's X-Atlassian-Webhook-Identifier is the same across its retries (vendor-webhooks.md §1.4).
+  const delivery = firstHeader(ctx.req.headers, sourceOf('trackerb').delivery)?.trim();
+  const keys = [bodyKey('trackerb', raw), ...(delivery ? [`trackerb:delivery:${delivery.slice(0, 200)}`] : [])];
+  const brief = input.brief;
+  return enqueue(ctx, {
+    origin: 'trackerb',
+    repo: routed.repo.name,
+    dedupeKeys: keys,
+    reply: { channel: 'trackerb', target: { issue_key: input.key } },
+    job: { brief, args: briefPrArgs(brief) },
+  });
+}
+
+type AdfText = { type: 'text'; text: string; marks?: Array<{ type: string; attrs?: Record<string, string> }> };
+
+/** One paragraph; ADF text nodes must not be empty, and plain neighbours are merged. */
+export function adfSummary(parts: SummaryParts): { type: 'doc'; version: 1; content: unknown[] } {
+  const nodes: AdfText[] = [];
+  const push = (node: AdfText): void => {
+    if (node.text === '') return;
+    const last = nodes[nodes.length - 1];
+    if (!node.marks && last && !last.marks) last.text += node.text;
+    else nodes.push(node);
+  };
+  parts.forEach((part, i) => {
+    if (i > 0) push({ type: 'text', text: SEPARATOR });
+    for (const piece of part) {
+      if ('own' in piece) push({ type: 'text', text: piece.own });
+      else if ('link' in piece) {
+        push({ type: 'text', text: piece.link, marks: [{ type: 'link', attrs: { href: piece.link } }] });
+      }
+      else push({ type: 'text', text: piece.data, marks: [{ type: 'code' }] });
+    }
+  });
+  return { type: 'doc', version: 1, content: [{ type: 'paragraph', content: nodes }] };
+}
+
+export const trackerbReply: ReplyChannel = {
+  configured: (config) => config.trackerb !== undefined,
+  prepare(target, parts, config) {
+    const tb = config.trackerb;
+    if (!tb) return 'TRACKERB_BASE_URL, TRACKERB_EMAIL and TRACKERB_API_TOKEN are not all set';
+    if (typeof target.issue_key !== 'string') return 'no trackerb issue key';
+    const base = tb.baseUrl.replace(/\/+$/, '');
+    const url = new URL(`${base}/rest/api/3/issue/${encodeURIComponent(target.issue_key)}/comment`);
+    const auth = `Basic ${Buffer.from(`${tb.email}:${tb.token}`).toString('base64')}`;
+    const body = JSON.stringify({ body: adfSummary(parts) });
+    return {
+      channel: 'trackerb',
+      url,
+      send: async (post) => {
+        const res = await post(url, { authorization: auth, accept: 'application/json' }, body);
+        checkAnswer(res.status, 'trackerb API');
+      },
+    };
+  },
+};

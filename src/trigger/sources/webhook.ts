@@ -1,9 +1,15 @@
-// The webhook source (GitHub, POST /webhook): an issue opened with label `svc` or labelled `svc`, or a comment starting
-// `/svc`, by someone with write-level association, becomes a job; everything else is skipped.
+// POST /webhook (GitHub): `X-Hub-Signature-256: sha256=<hex>` with GITHUB_WEBHOOK_SECRET. An issue opened with label
+// `svc` or labelled `svc`, or a comment starting `/svc`, by someone with write-level association, becomes
+// `svc start --brief "<brief>" --pr --detach`; everything else is skipped.
+import { parseJsonObject } from '../../http/body.ts';
+import { HttpError } from '../../http/http-error.ts';
+import type { Reply } from '../../http/respond.ts';
 import { isJsonObject, obj } from '../../untrusted.ts';
 import { BadInputError } from '../../errors.ts';
-import { sanitizeBrief } from '../brief.ts';
-import { sourceOf } from '../../webhook-sources.ts';
+import { firstHeader, sanitizeBrief, signedHeaders, sourceOf } from '../../webhook-sources.ts';
+import {
+  briefPrArgs, bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, unserved, verifyHubSignature, type TCtx,
+} from '../intake.ts';
 
 export const TRIGGER_LABEL = 'svc';
 export const COMMENT_PREFIX = '/svc';
@@ -98,4 +104,30 @@ export function readWebhook(event: string, body: Obj): WebhookInput {
     return { kind: 'job', brief, repository };
   }
   return { kind: 'skip', reason: `event "${event}" does not start a job` };
+}
+
+export async function receiveWebhook(ctx: TCtx): Promise<Reply> {
+  const secret = secretFor(ctx, 'webhook');
+  const raw = rawOf(ctx);
+  requireValid(ctx, 'webhook', verifyHubSignature(secret, raw, signedHeaders(ctx.req.headers, 'webhook').signature));
+  const event = firstHeader(ctx.req.headers, sourceOf('webhook').resource) ?? '';
+  const body = parseJsonObject(raw);
+  try {
+    checkEventHeader(event, body);
+  } catch (err) {
+    if (!(err instanceof EventMismatchError)) throw err;
+    const reason = 'event header does not match the body';
+    ctx.deps.log.warn('webhook refused', { route: 'webhook', reason, request_id: ctx.requestId });
+    throw new HttpError('invalid_param', err.message);
+  }
+  const input = readWebhook(event, body);
+  if (input.kind === 'skip') return skipped(input.reason);
+  // The event names its repository: only that one, if served, ever takes it.
+  const routed = ctx.deps.settings.repos.webhook(input.repository);
+  if (routed.kind === 'unserved') return skipped(unserved(ctx, 'webhook', routed.reason));
+  const delivery = firstHeader(ctx.req.headers, sourceOf('webhook').delivery)?.trim();
+  const keys = [bodyKey('webhook', raw), ...(delivery ? [`webhook:delivery:${delivery.slice(0, 200)}`] : [])];
+  const brief = input.brief;
+  const repo = routed.repo.name;
+  return enqueue(ctx, { origin: 'webhook', repo, dedupeKeys: keys, job: { brief, args: briefPrArgs(brief) } });
 }
