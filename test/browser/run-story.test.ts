@@ -49,8 +49,9 @@ describe('the run story (issue 13)', { skip: skip ?? false }, () => {
     await pending.waitFor();
     assert.equal(await page.locator('#answer-text').count(), 0, 'no empty form after a reload');
     assert.equal(await pending.getAttribute('data-delivered'), 'no');
-    // The runner checks in and collects the answer: the page says it was handed over.
-    await ingest(control, { source: REMOTE_BLOCKED.source });
+    // The runner's next batch carries the blocked run and collects its answer: the page says it was handed over.
+    await ingest(control, { source: REMOTE_BLOCKED.source, runs: [{ run: REMOTE_BLOCKED.run, status: 'blocked',
+      started_at: iso(Date.now() - 20 * 60_000), updated_at: iso(Date.now()) }] });
     await page.reload();
     await page.locator('[data-role=pending-answer][data-delivered=yes]').waitFor();
     assert.match((await pending.textContent()) ?? '', /collected the answer at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d/);
