@@ -205,7 +205,7 @@ export async function startTrigger(
       await closeGracefully(server, async () => {
         shutdown.abort();
         await runner!.close();
-        await Promise.all(reports);
+        await Promise.all([...reports, managed.idle()]);
       });
       await checkpointer.close();
       db.close();

@@ -12,6 +12,7 @@ import { copyFileSync, existsSync, mkdirSync, renameSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '../log.ts';
+import { errorMessage } from '../errors.ts';
 import { managedDir } from './repo-dirs.ts';
 import type { ServedRepo } from './served-repos-file.ts';
 import { trackeraInbox, TRACKERA_IDENTIFIER } from './trackera-snapshot.ts';
@@ -22,6 +23,8 @@ export { ManagedGitError } from './managed-git.ts';
 export interface ManagedCheckouts {
   /** Fetches the repository's mirror and makes `jobId`'s own checkout of its default branch; its path. */
   prepare(repo: ServedRepo, job: { id: string; args: readonly string[] }): Promise<string>;
+  /** Resolves once no fetch or checkout is under way (shutdown: the spare checkouts are made in the background). */
+  idle(): Promise<void>;
 }
 
 export interface ManagedCheckoutOptions {
@@ -45,8 +48,21 @@ export function mirrorDir(stateDir: string, repo: ServedRepo): string {
 
 export function jobCheckoutDir(checkoutsDir: string, repo: ServedRepo, jobId: string): string {
   if (!JOB_SEGMENT.test(jobId)) throw new RangeError('bad job id');
-  const [owner, name] = repo.name.toLowerCase().split('/') as [string, string];
-  return join(checkoutsDir, owner, name, jobId);
+  return join(checkoutsDir, ...repo.name.toLowerCase().split('/'), jobId);
+}
+
+/** The repository's spare checkout, beside its jobs' under a name no job id takes. */
+function spareDir(checkoutsDir: string, repo: ServedRepo): string {
+  return join(checkoutsDir, ...repo.name.toLowerCase().split('/'), '.next');
+}
+
+interface Asked {
+  /** `git ls-remote --symref URL HEAD refs/heads/*` as the origin answered it. */
+  listing: string;
+  branch: string;
+  sha: string;
+  /** The repository and its URL, for messages. */
+  where: string;
 }
 
 /** The remote's default branch from `git ls-remote --symref URL HEAD`, or null. */
@@ -58,6 +74,7 @@ export function defaultBranchOf(lsRemote: string): string | null {
 export function createManagedCheckouts(opts: ManagedCheckoutOptions): ManagedCheckouts {
   const git: ManagedGit = createManagedGit({ env: opts.env, networkTimeoutMs: opts.networkTimeoutMs ?? 15 * 60_000 });
   const chains = new Map<string, Promise<unknown>>();
+  const spares = new Map<string, { listing: string; sha: string }>();
 
   /** Runs `work` after every earlier one for the same repository has settled. */
   function serialized<T>(key: string, work: () => Promise<T>): Promise<T> {
@@ -70,29 +87,34 @@ export function createManagedCheckouts(opts: ManagedCheckoutOptions): ManagedChe
     return next;
   }
 
-  /** Brings the mirror up to date; the default branch's name and commit. */
-  async function fetchMirror(repo: ServedRepo, url: string): Promise<{ branch: string; sha: string }> {
+  /** The origin's default branch, its commit, and the whole answer naming every branch: what a job starts from. */
+  async function askOrigin(repo: ServedRepo, url: string): Promise<Asked> {
     const mirror = mirrorDir(opts.stateDir, repo);
     if (!existsSync(join(mirror, 'HEAD'))) {
       mkdirSync(mirror, { recursive: true, mode: 0o700 });
       await git.local(mirror, ['init', '--quiet', '--bare'], 'Could not make the mirror');
     }
     const where = `${repo.name} from ${shownUrl(url)}`;
-    const head = await git.remote(mirror, url, ['ls-remote', '--symref', url, 'HEAD'], `Could not reach ${where}`);
-    const branch = defaultBranchOf(head);
-    if (!branch) throw new ManagedGitError(`Could not fetch ${where}: the origin names no default branch (empty?)`);
-    const refspec = '+refs/heads/*:refs/heads/*';
-    await git.remote(mirror, url, ['fetch', '--quiet', '--prune', '--no-tags', '--no-write-fetch-head', url, refspec],
-      `Could not fetch ${where}`);
-    await git.local(mirror, ['symbolic-ref', 'HEAD', `refs/heads/${branch}`], 'Could not update the mirror');
-    const sha = (await git.local(mirror, ['rev-parse', '--verify', `refs/heads/${branch}^{commit}`],
-      `Could not fetch ${where}: no branch ${branch} after the fetch`)).trim();
-    return { branch, sha };
+    const listing = await git.remote(mirror, url, ['ls-remote', '--symref', url, 'HEAD', 'refs/heads/*'],
+      `Could not reach ${where}`);
+    const branch = defaultBranchOf(listing);
+    const sha = /^([0-9a-f]{40,64})\tHEAD$/m.exec(listing)?.[1];
+    if (!branch || !sha) throw new ManagedGitError(`Could not fetch ${where}: the origin names no default branch (empty?)`);
+    return { listing, branch, sha, where };
   }
 
-  /** The job's own clone of the mirror at `sha` on `branch`, whose origin is the clone URL. */
+  /** Brings the mirror's branches up to date; the default branch's commit now. */
+  async function fetchMirror(repo: ServedRepo, url: string, asked: Asked): Promise<string> {
+    const mirror = mirrorDir(opts.stateDir, repo);
+    await git.remote(mirror, url, ['fetch', '--quiet', '--prune', '--no-tags', '--no-write-fetch-head', url,
+      '+refs/heads/*:refs/heads/*'], `Could not fetch ${asked.where}`);
+    return (await git.local(mirror, ['rev-parse', '--verify', `refs/heads/${asked.branch}^{commit}`],
+      `Could not fetch ${asked.where}: no branch ${asked.branch} after the fetch`)).trim();
+  }
+
+  /** A clone of the mirror at `sha` on `branch`, whose origin is the clone URL. */
   async function makeCheckout(repo: ServedRepo, url: string, dir: string, branch: string, sha: string) {
-    await rm(dir, { recursive: true, force: true }); // a launch that never happened left it (the job is new)
+    await rm(dir, { recursive: true, force: true }); // a launch or a spare that never finished left it
     mkdirSync(join(dir, '..'), { recursive: true, mode: 0o700 });
     const mirror = mirrorDir(opts.stateDir, repo);
     // --local hardlinks the objects (no copy, no network); only svc's git ever writes a mirror object (they are
@@ -102,6 +124,36 @@ export function createManagedCheckouts(opts: ManagedCheckoutOptions): ManagedChe
     await git.local(dir, ['config', 'remote.origin.url', url], 'Could not make the job checkout');
     const head = (await git.local(dir, ['rev-parse', 'HEAD'], 'Could not make the job checkout')).trim();
     if (head !== sha) throw new ManagedGitError(`The job checkout is at ${head}, not the fetched ${sha}`);
+  }
+
+  /**
+   * The job's checkout of what the origin answers now: the spare, when it was made for that very answer (then the
+   * mirror has it too, and nothing is fetched); else the mirror is fetched and cloned. The commit; spare or not.
+   */
+  async function checkoutFor(repo: ServedRepo, url: string, dir: string, asked: Asked): Promise<string> {
+    const spare = spares.get(repo.name.toLowerCase());
+    spares.delete(repo.name.toLowerCase());
+    if (spare && spare.listing === asked.listing && spare.sha === asked.sha) {
+      await rm(dir, { recursive: true, force: true });
+      renameSync(spareDir(opts.checkoutsDir, repo), dir);
+      return asked.sha;
+    }
+    const sha = await fetchMirror(repo, url, asked);
+    await makeCheckout(repo, url, dir, asked.branch, sha);
+    return sha;
+  }
+
+  /** The next job's checkout, made while this one starts: it is used only if the origin then answers the same. */
+  async function makeSpare(repo: ServedRepo, url: string, asked: Asked, sha: string): Promise<void> {
+    if (spares.has(repo.name.toLowerCase())) return;
+    const dir = spareDir(opts.checkoutsDir, repo);
+    try {
+      await makeCheckout(repo, url, dir, asked.branch, sha);
+      spares.set(repo.name.toLowerCase(), { listing: asked.listing, sha });
+    } catch (err) {
+      await rm(dir, { recursive: true, force: true });
+      opts.log.warn('spare checkout failed', { repo: repo.name, error: errorMessage(err) });
+    }
   }
 
   /** A trackera delivery's snapshot was staged in the repository's intake folder: the job's run reads it here. */
@@ -118,17 +170,22 @@ export function createManagedCheckouts(opts: ManagedCheckoutOptions): ManagedChe
   }
 
   return {
+    idle: async () => {
+      while (chains.size > 0) await Promise.all(chains.values());
+    },
     async prepare(repo, job) {
       const url = repo.clone;
       if (url === null) throw new RangeError(`${repo.name} is not a managed repository`);
       const dir = jobCheckoutDir(opts.checkoutsDir, repo, job.id);
       const started = Date.now();
+      const key = repo.name.toLowerCase();
       try {
         // The checkout is made inside the turn too: the mirror's branch is still the commit just fetched.
-        const { branch, sha } = await serialized(repo.name.toLowerCase(), async () => {
-          const fetched = await fetchMirror(repo, url);
-          await makeCheckout(repo, url, dir, fetched.branch, fetched.sha);
-          return fetched;
+        const { branch, sha } = await serialized(key, async () => {
+          const asked = await askOrigin(repo, url);
+          const made = await checkoutFor(repo, url, dir, asked);
+          void serialized(key, () => makeSpare(repo, url, asked, made));
+          return { branch: asked.branch, sha: made };
         });
         handOverIntake(repo, dir, job);
         const ms = Date.now() - started;
