@@ -1,11 +1,15 @@
 // Checkouts svc manages for a `clone=URL` repository. Per repository, under the trigger's state
-// folder (repo-dirs.ts): `mirror.git`, a bare repository that only svc writes, fetched from the origin before every
-// job; and `jobs/<job id>/`, each job's own clone of it at the freshly fetched default branch, whose origin is the
-// clone URL. The job's `svc start` runs there: its policy and config are the base commit's files, never the server's
-// working directory, and its run's push goes to that origin by the push's own rules.
-// Fetches of one repository wait for each other (one promise chain per repository), so concurrent jobs never write
-// the mirror at once; different repositories fetch in parallel. A failed fetch fails that job with git's reason and
-// leaves the mirror as it was; the next job fetches again.
+// folder (repo-dirs.ts): `mirror.git`, a bare repository that only svc writes; and beside the jobs' checkouts
+// (`<checkouts>/<owner>/<name>/<job id>/`, each job's own clone of the mirror at the default branch, whose origin is
+// the clone URL) a spare `.next/`: the next job's checkout, made while this one starts. Before every job svc asks the
+// origin for its branches (ls-remote); when the answer is the one the spare was made for, the spare is renamed into
+// the job's place (nothing fetched, no file written), else the mirror is fetched and cloned. No run ever saw a spare:
+// a job starts from exactly the commit the origin named, with nothing an earlier job left. The job's `svc start`
+// runs there: its policy and config are the base commit's files, never the server's working directory, and its
+// run's push goes to that origin by the push's own rules.
+// Each repository's asks, fetches and checkouts wait for each other (one promise chain per repository), so
+// concurrent jobs never write the mirror at once; different repositories fetch in parallel. A failed fetch fails that
+// job with git's reason and leaves the mirror as it was; the next job fetches again.
 // Must not: touch another repository's folder, reuse a job's checkout for another job, or let the token out
 // (managed-git.ts).
 import { copyFileSync, existsSync, mkdirSync, renameSync } from 'node:fs';
@@ -21,7 +25,7 @@ import { createManagedGit, ManagedGitError, shownUrl, type ManagedGit } from './
 export { ManagedGitError } from './managed-git.ts';
 
 export interface ManagedCheckouts {
-  /** Fetches the repository's mirror and makes `jobId`'s own checkout of its default branch; its path. */
+  /** Makes `jobId`'s own checkout of the origin's default branch as it is now; its path. */
   prepare(repo: ServedRepo, job: { id: string; args: readonly string[] }): Promise<string>;
   /** Resolves once no fetch or checkout is under way (shutdown: the spare checkouts are made in the background). */
   idle(): Promise<void>;
@@ -51,19 +55,8 @@ export function jobCheckoutDir(checkoutsDir: string, repo: ServedRepo, jobId: st
   return join(checkoutsDir, ...repo.name.toLowerCase().split('/'), jobId);
 }
 
-/** The repository's spare checkout, beside its jobs' under a name no job id takes. */
-function spareDir(checkoutsDir: string, repo: ServedRepo): string {
-  return join(checkoutsDir, ...repo.name.toLowerCase().split('/'), '.next');
-}
-
-interface Asked {
-  /** `git ls-remote --symref URL HEAD refs/heads/*` as the origin answered it. */
-  listing: string;
-  branch: string;
-  sha: string;
-  /** The repository and its URL, for messages. */
-  where: string;
-}
+/** The origin's answer to `git ls-remote --symref URL HEAD refs/heads/*`, and its default branch. */
+type Asked = { listing: string; branch: string };
 
 /** The remote's default branch from `git ls-remote --symref URL HEAD`, or null. */
 export function defaultBranchOf(lsRemote: string): string | null {
@@ -74,7 +67,8 @@ export function defaultBranchOf(lsRemote: string): string | null {
 export function createManagedCheckouts(opts: ManagedCheckoutOptions): ManagedCheckouts {
   const git: ManagedGit = createManagedGit({ env: opts.env, networkTimeoutMs: opts.networkTimeoutMs ?? 15 * 60_000 });
   const chains = new Map<string, Promise<unknown>>();
-  const spares = new Map<string, { listing: string; sha: string }>();
+  /** Per repository, the origin's answer its spare checkout (`.next` beside its jobs' checkouts) was made for. */
+  const spares = new Map<string, string>();
 
   /** Runs `work` after every earlier one for the same repository has settled. */
   function serialized<T>(key: string, work: () => Promise<T>): Promise<T> {
@@ -87,7 +81,7 @@ export function createManagedCheckouts(opts: ManagedCheckoutOptions): ManagedChe
     return next;
   }
 
-  /** The origin's default branch, its commit, and the whole answer naming every branch: what a job starts from. */
+  /** `git ls-remote --symref URL HEAD refs/heads/*`: the default branch, its commit and every branch's. */
   async function askOrigin(repo: ServedRepo, url: string): Promise<Asked> {
     const mirror = mirrorDir(opts.stateDir, repo);
     if (!existsSync(join(mirror, 'HEAD'))) {
@@ -98,60 +92,48 @@ export function createManagedCheckouts(opts: ManagedCheckoutOptions): ManagedChe
     const listing = await git.remote(mirror, url, ['ls-remote', '--symref', url, 'HEAD', 'refs/heads/*'],
       `Could not reach ${where}`);
     const branch = defaultBranchOf(listing);
-    const sha = /^([0-9a-f]{40,64})\tHEAD$/m.exec(listing)?.[1];
-    if (!branch || !sha) throw new ManagedGitError(`Could not fetch ${where}: the origin names no default branch (empty?)`);
-    return { listing, branch, sha, where };
+    if (!branch) throw new ManagedGitError(`Could not fetch ${where}: the origin names no default branch (empty?)`);
+    return { listing, branch };
   }
 
-  /** Brings the mirror's branches up to date; the default branch's commit now. */
-  async function fetchMirror(repo: ServedRepo, url: string, asked: Asked): Promise<string> {
-    const mirror = mirrorDir(opts.stateDir, repo);
-    await git.remote(mirror, url, ['fetch', '--quiet', '--prune', '--no-tags', '--no-write-fetch-head', url,
-      '+refs/heads/*:refs/heads/*'], `Could not fetch ${asked.where}`);
-    return (await git.local(mirror, ['rev-parse', '--verify', `refs/heads/${asked.branch}^{commit}`],
-      `Could not fetch ${asked.where}: no branch ${asked.branch} after the fetch`)).trim();
-  }
-
-  /** A clone of the mirror at `sha` on `branch`, whose origin is the clone URL. */
-  async function makeCheckout(repo: ServedRepo, url: string, dir: string, branch: string, sha: string) {
-    await rm(dir, { recursive: true, force: true }); // a launch or a spare that never finished left it
+  /** A clone of the mirror's `branch` whose origin is the clone URL; its commit. */
+  async function makeCheckout(repo: ServedRepo, url: string, dir: string, branch: string): Promise<string> {
+    await rm(dir, { recursive: true, force: true }); // a spare that never finished left it
     mkdirSync(join(dir, '..'), { recursive: true, mode: 0o700 });
-    const mirror = mirrorDir(opts.stateDir, repo);
     // --local hardlinks the objects (no copy, no network); only svc's git ever writes a mirror object (they are
     // never rewritten in place), and an agent sees the checkout's git folder read-only.
-    await git.local(join(dir, '..'), ['clone', '--quiet', '--local', '--branch', branch, '--', mirror, dir],
-      'Could not make the job checkout');
+    await git.local(join(dir, '..'), ['clone', '--quiet', '--local', '--branch', branch, '--',
+      mirrorDir(opts.stateDir, repo), dir], 'Could not make the job checkout');
     await git.local(dir, ['config', 'remote.origin.url', url], 'Could not make the job checkout');
-    const head = (await git.local(dir, ['rev-parse', 'HEAD'], 'Could not make the job checkout')).trim();
-    if (head !== sha) throw new ManagedGitError(`The job checkout is at ${head}, not the fetched ${sha}`);
+    return (await git.local(dir, ['rev-parse', 'HEAD'], 'Could not make the job checkout')).trim();
   }
 
   /**
-   * The job's checkout of what the origin answers now: the spare, when it was made for that very answer (then the
-   * mirror has it too, and nothing is fetched); else the mirror is fetched and cloned. The commit; spare or not.
+   * The job's checkout of what the origin answers now: the spare when it was made for that very answer (the mirror
+   * holds it then, and nothing is fetched), else a fetch into the mirror and a clone of it. Its commit.
    */
-  async function checkoutFor(repo: ServedRepo, url: string, dir: string, asked: Asked): Promise<string> {
-    const spare = spares.get(repo.name.toLowerCase());
+  async function checkoutFor(repo: ServedRepo, url: string, dir: string, spare: string, asked: Asked) {
+    const ready = spares.get(repo.name.toLowerCase()) === asked.listing && existsSync(spare);
     spares.delete(repo.name.toLowerCase());
-    if (spare && spare.listing === asked.listing && spare.sha === asked.sha) {
-      await rm(dir, { recursive: true, force: true });
-      renameSync(spareDir(opts.checkoutsDir, repo), dir);
-      return asked.sha;
+    if (ready) {
+      await rm(dir, { recursive: true, force: true }); // a launch that never happened left it (the job is new)
+      renameSync(spare, dir);
+      return /^([0-9a-f]+)\tHEAD$/m.exec(asked.listing)![1]!;
     }
-    const sha = await fetchMirror(repo, url, asked);
-    await makeCheckout(repo, url, dir, asked.branch, sha);
-    return sha;
+    const fetch = ['fetch', '--quiet', '--prune', '--no-tags', '--no-write-fetch-head',
+      url, '+refs/heads/*:refs/heads/*'];
+    await git.remote(mirrorDir(opts.stateDir, repo), url, fetch, `Could not fetch ${repo.name} from ${shownUrl(url)}`);
+    return makeCheckout(repo, url, dir, asked.branch);
   }
 
-  /** The next job's checkout, made while this one starts: it is used only if the origin then answers the same. */
-  async function makeSpare(repo: ServedRepo, url: string, asked: Asked, sha: string): Promise<void> {
+  /** The next job's checkout, made once this one's is ready; kept only when it is the commit the origin named. */
+  async function makeSpare(repo: ServedRepo, url: string, spare: string, asked: Asked): Promise<void> {
     if (spares.has(repo.name.toLowerCase())) return;
-    const dir = spareDir(opts.checkoutsDir, repo);
     try {
-      await makeCheckout(repo, url, dir, asked.branch, sha);
-      spares.set(repo.name.toLowerCase(), { listing: asked.listing, sha });
+      const sha = await makeCheckout(repo, url, spare, asked.branch);
+      if (asked.listing.includes(`\n${sha}\tHEAD\n`)) spares.set(repo.name.toLowerCase(), asked.listing);
     } catch (err) {
-      await rm(dir, { recursive: true, force: true });
+      await rm(spare, { recursive: true, force: true });
       opts.log.warn('spare checkout failed', { repo: repo.name, error: errorMessage(err) });
     }
   }
@@ -177,15 +159,16 @@ export function createManagedCheckouts(opts: ManagedCheckoutOptions): ManagedChe
       const url = repo.clone;
       if (url === null) throw new RangeError(`${repo.name} is not a managed repository`);
       const dir = jobCheckoutDir(opts.checkoutsDir, repo, job.id);
+      const spare = join(dir, '..', '.next'); // no job id starts with a dot
       const started = Date.now();
       const key = repo.name.toLowerCase();
       try {
         // The checkout is made inside the turn too: the mirror's branch is still the commit just fetched.
         const { branch, sha } = await serialized(key, async () => {
           const asked = await askOrigin(repo, url);
-          const made = await checkoutFor(repo, url, dir, asked);
-          void serialized(key, () => makeSpare(repo, url, asked, made));
-          return { branch: asked.branch, sha: made };
+          const sha = await checkoutFor(repo, url, dir, spare, asked);
+          void serialized(key, () => makeSpare(repo, url, spare, asked));
+          return { branch: asked.branch, sha };
         });
         handOverIntake(repo, dir, job);
         const ms = Date.now() - started;

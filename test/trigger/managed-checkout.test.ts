@@ -218,13 +218,14 @@ describe('createManagedCheckouts', () => {
     await managed.idle();
   });
 
-  it('gives the next job the checkout made ahead only for the same origin, with nothing an earlier job left', async () => {
+  it('uses the checkout made ahead while the origin is unchanged; it holds nothing of an earlier job', async () => {
     const dir = tempDir('svc-managed-');
     dirs.push(dir);
     const origin = makeOrigin(join(dir, 'origins'), 'web');
     const { env, log } = wrappedGit(dir);
     const url = `file://${origin.bare}`;
-    const managed = createManagedCheckouts({ stateDir: join(dir, 'state'), checkoutsDir: join(dir, 'co'), env, log: quiet });
+    const co = join(dir, 'co');
+    const managed = createManagedCheckouts({ stateDir: join(dir, 'state'), checkoutsDir: co, env, log: quiet });
     const repo = served('acme/web', url);
     const fetches = () => readFileSync(join(log, 'argv'), 'utf8').split('\n').filter((l) => / fetch /.test(` ${l} `));
     const first = await managed.prepare(repo, { id: 'j1', args: [] });
@@ -257,7 +258,7 @@ describe('createManagedCheckouts', () => {
     assert.equal(fetches().length, 3);
     assert.equal(git(fourth, 'rev-parse', 'refs/remotes/origin/feature'), sha);
     assert.equal(existsSync(join(dir, 'hooked')), false);
-    assert.deepEqual(readdirSync(join(dir, 'co', 'acme', 'web')).sort(), ['.next', 'j1', 'j2', 'j3', 'j4']);
+    assert.deepEqual(readdirSync(join(co, 'acme', 'web')).sort(), ['.next', 'j1', 'j2', 'j3', 'j4']);
     await managed.idle();
   });
 
