@@ -46,7 +46,7 @@ export interface ManagedCheckoutOptions {
 
 const JOB_SEGMENT = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
 
-export function mirrorDir(stateDir: string, repo: ServedRepo): string {
+function mirrorDir(stateDir: string, repo: ServedRepo): string {
   return join(managedDir(stateDir, repo), 'mirror.git');
 }
 
@@ -57,12 +57,6 @@ export function jobCheckoutDir(checkoutsDir: string, repo: ServedRepo, jobId: st
 
 /** The origin's answer to `git ls-remote --symref URL HEAD refs/heads/*`, and its default branch. */
 type Asked = { listing: string; branch: string };
-
-/** The remote's default branch from `git ls-remote --symref URL HEAD`, or null. */
-export function defaultBranchOf(lsRemote: string): string | null {
-  const name = /^ref: refs\/heads\/(\S+)\tHEAD$/m.exec(lsRemote)?.[1];
-  return name && !name.startsWith('-') ? name : null;
-}
 
 export function createManagedCheckouts(opts: ManagedCheckoutOptions): ManagedCheckouts {
   const git: ManagedGit = createManagedGit({ env: opts.env, networkTimeoutMs: opts.networkTimeoutMs ?? 15 * 60_000 });
@@ -91,7 +85,7 @@ export function createManagedCheckouts(opts: ManagedCheckoutOptions): ManagedChe
     const where = `${repo.name} from ${shownUrl(url)}`;
     const listing = await git.remote(mirror, url, ['ls-remote', '--symref', url, 'HEAD', 'refs/heads/*'],
       `Could not reach ${where}`);
-    const branch = defaultBranchOf(listing);
+    const branch = /^ref: refs\/heads\/([^-\s]\S*)\tHEAD$/m.exec(listing)?.[1]; // never one git takes for an option
     if (!branch) throw new ManagedGitError(`Could not fetch ${where}: the origin names no default branch (empty?)`);
     return { listing, branch };
   }
