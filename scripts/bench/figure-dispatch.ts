@@ -120,6 +120,6 @@ export async function measureDispatch(ctx: BenchContext): Promise<Row[]> {
   return [
     row('POST /jobs → the agent\'s first byte (sandbox and gate)', served, 'a served checkout='),
     row('POST /jobs → the agent\'s first byte, managed clone= of 5,000 files', cloned,
-      'every job fetches the mirror (file://) and gets its own checkout'),
+      'every job asks the origin (file://) and gets its own checkout'),
   ];
 }
