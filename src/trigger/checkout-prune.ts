@@ -63,7 +63,7 @@ export function planCheckoutPrune(checkouts: string, dbPath: string, olderThanMs
   try {
     for (const owner of plainEntries(root, [])) {
       for (const name of plainEntries(root, [owner])) {
-        for (const job of plainEntries(root, [owner, name])) {
+        for (const job of plainEntries(root, [owner, name]).filter(isValidSegment)) { // not the spare (.next)
           const dir = join(checkouts, owner, name, job);
           const row = jobs.get(job);
           const base = { kind: 'checkout' as const, name: dir, where: checkouts, run: null };

@@ -3,7 +3,8 @@
 import { startChild } from '../spawn/start.ts';
 import { secretsIn, handoffPipe, sendHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
 import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { watch, type FSWatcher } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { oneLine } from '../webhook-sources.ts';
 import {
@@ -104,25 +105,43 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
     if (!RUN_SEGMENT.test(run.run)) return null;
     const path = join(f.workdir, '.svc', 'runs', run.run, 'state.json');
     const started = Date.now();
-    for (;;) {
-      if (signal.aborted) return 'aborted';
-      const state = await readState(path);
-      if (state === 'missing') {
-        // On re-attach there is no launch in flight: a missing state means the run is gone.
-        if (reattach || Date.now() - started > missingGraceMs) return null;
-      } else if (state) {
-        const outcome = outcomeFromState(state);
-        if (outcome) return outcome;
+    // The engine renames each state.json into place, so a watch on the run's folder sees the run end at once and its
+    // slot frees for the next job (a poll alone held it up to pollMs). The poll stays for a folder not there yet.
+    let wake = new AbortController();
+    const watcher = watchQuietly(dirname(path), (name) => name === 'state.json' && wake.abort());
+    try {
+      for (;;) {
+        if (signal.aborted) return 'aborted';
+        const state = await readState(path);
+        if (state === 'missing') {
+          // On re-attach there is no launch in flight: a missing state means the run is gone.
+          if (reattach || Date.now() - started > missingGraceMs) return null;
+        } else if (state) {
+          const outcome = outcomeFromState(state);
+          if (outcome) return outcome;
+        }
+        try {
+          await sleep(pollMs, undefined, { signal: AbortSignal.any([signal, wake.signal]) });
+        } catch {
+          if (signal.aborted) return 'aborted';
+          wake = new AbortController();
+        }
       }
-      try {
-        await sleep(pollMs, undefined, { signal });
-      } catch {
-        return 'aborted';
-      }
+    } finally {
+      watcher?.close();
     }
   }
 
   return { name: 'local', launch, follow };
+}
+
+/** A watch on `dir` calling `changed` with each changed entry's name; null where there is no such folder. */
+function watchQuietly(dir: string, changed: (name: string | null) => void): FSWatcher | null {
+  try {
+    return watch(dir, (_event, name) => changed(name)).on('error', () => {});
+  } catch {
+    return null;
+  }
 }
 
 async function readState(path: string): Promise<Record<string, unknown> | 'missing' | null> {

@@ -196,7 +196,7 @@ export async function startTrigger(
       await closeGracefully(server, async () => {
         shutdown.abort();
         await jobLoop!.close();
-        await Promise.all(reports);
+        await Promise.all([...reports, managed.idle()]);
       });
       await checkpointer.close();
       db.close();

@@ -1,17 +1,22 @@
 // Checkouts svc manages for a `clone=URL` repository. Per repository, under the trigger's state
-// folder (repo-dirs.ts): `mirror.git`, a bare repository that only svc writes, fetched from the origin before every
-// job; and `jobs/<job id>/`, each job's own clone of it at the freshly fetched default branch, whose origin is the
-// clone URL. The job's `svc start` runs there: its policy and config are the base commit's files, never the server's
-// working directory, and its run's push goes to that origin by the push's own rules.
-// Fetches of one repository wait for each other (one promise chain per repository), so concurrent jobs never write
-// the mirror at once; different repositories fetch in parallel. A failed fetch fails that job with git's reason and
-// leaves the mirror as it was; the next job fetches again.
+// folder (repo-dirs.ts): `mirror.git`, a bare repository that only svc writes; and beside the jobs' checkouts
+// (`<checkouts>/<owner>/<name>/<job id>/`, each job's own clone of the mirror at the default branch, whose origin is
+// the clone URL) a spare `.next/`: the next job's checkout, made while this one starts. Before every job svc asks the
+// origin for its branches (ls-remote); when the answer is the one the spare was made for, the spare is renamed into
+// the job's place (nothing fetched, no file written), else the mirror is fetched and cloned. No run ever saw a spare:
+// a job starts from exactly the commit the origin named, with nothing an earlier job left. The job's `svc start`
+// runs there: its policy and config are the base commit's files, never the server's working directory, and its
+// run's push goes to that origin by the push's own rules.
+// Each repository's asks, fetches and checkouts wait for each other (one promise chain per repository), so
+// concurrent jobs never write the mirror at once; different repositories fetch in parallel. A failed fetch fails that
+// job with git's reason and leaves the mirror as it was; the next job fetches again.
 // Must not: touch another repository's folder, reuse a job's checkout for another job, or let the token out
 // (managed-git.ts).
 import { copyFileSync, existsSync, mkdirSync, renameSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '../log.ts';
+import { errorMessage } from '../errors.ts';
 import { managedDir } from './repo-dirs.ts';
 import type { ServedRepo } from './served-repos-file.ts';
 import { trackeraInbox, TRACKERA_IDENTIFIER } from './trackera-snapshot.ts';
@@ -20,8 +25,10 @@ import { createManagedGit, ManagedGitError, shownUrl, type ManagedGit } from './
 export { ManagedGitError } from './managed-git.ts';
 
 export interface ManagedCheckouts {
-  /** Fetches the repository's mirror and makes `jobId`'s own checkout of its default branch; its path. */
+  /** Makes `jobId`'s own checkout of the origin's default branch as it is now; its path. */
   prepare(repo: ServedRepo, job: { id: string; args: readonly string[] }): Promise<string>;
+  /** Resolves once no fetch or checkout is under way (shutdown: the spare checkouts are made in the background). */
+  idle(): Promise<void>;
 }
 
 export interface ManagedCheckoutOptions {
@@ -39,25 +46,23 @@ export interface ManagedCheckoutOptions {
 
 const JOB_SEGMENT = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
 
-export function mirrorDir(stateDir: string, repo: ServedRepo): string {
+function mirrorDir(stateDir: string, repo: ServedRepo): string {
   return join(managedDir(stateDir, repo), 'mirror.git');
 }
 
 export function jobCheckoutDir(checkoutsDir: string, repo: ServedRepo, jobId: string): string {
   if (!JOB_SEGMENT.test(jobId)) throw new RangeError('bad job id');
-  const [owner, name] = repo.name.toLowerCase().split('/') as [string, string];
-  return join(checkoutsDir, owner, name, jobId);
+  return join(checkoutsDir, ...repo.name.toLowerCase().split('/'), jobId);
 }
 
-/** The remote's default branch from `git ls-remote --symref URL HEAD`, or null. */
-export function defaultBranchOf(lsRemote: string): string | null {
-  const name = /^ref: refs\/heads\/(\S+)\tHEAD$/m.exec(lsRemote)?.[1];
-  return name && !name.startsWith('-') ? name : null;
-}
+/** The origin's answer to `git ls-remote --symref URL HEAD refs/heads/*`, and its default branch. */
+type Asked = { listing: string; branch: string };
 
 export function createManagedCheckouts(opts: ManagedCheckoutOptions): ManagedCheckouts {
   const git: ManagedGit = createManagedGit({ env: opts.env, networkTimeoutMs: opts.networkTimeoutMs ?? 15 * 60_000 });
   const chains = new Map<string, Promise<unknown>>();
+  /** Per repository, the origin's answer its spare checkout (`.next` beside its jobs' checkouts) was made for. */
+  const spares = new Map<string, string>();
 
   /** Runs `work` after every earlier one for the same repository has settled. */
   function serialized<T>(key: string, work: () => Promise<T>): Promise<T> {
@@ -70,38 +75,61 @@ export function createManagedCheckouts(opts: ManagedCheckoutOptions): ManagedChe
     return next;
   }
 
-  /** Brings the mirror up to date; the default branch's name and commit. */
-  async function fetchMirror(repo: ServedRepo, url: string): Promise<{ branch: string; sha: string }> {
+  /** `git ls-remote --symref URL HEAD refs/heads/*`: the default branch, its commit and every branch's. */
+  async function askOrigin(repo: ServedRepo, url: string): Promise<Asked> {
     const mirror = mirrorDir(opts.stateDir, repo);
     if (!existsSync(join(mirror, 'HEAD'))) {
       mkdirSync(mirror, { recursive: true, mode: 0o700 });
       await git.local(mirror, ['init', '--quiet', '--bare'], 'Could not make the mirror');
     }
     const where = `${repo.name} from ${shownUrl(url)}`;
-    const head = await git.remote(mirror, url, ['ls-remote', '--symref', url, 'HEAD'], `Could not reach ${where}`);
-    const branch = defaultBranchOf(head);
+    const listing = await git.remote(mirror, url, ['ls-remote', '--symref', url, 'HEAD', 'refs/heads/*'],
+      `Could not reach ${where}`);
+    const branch = /^ref: refs\/heads\/([^-\s]\S*)\tHEAD$/m.exec(listing)?.[1]; // never one git takes for an option
     if (!branch) throw new ManagedGitError(`Could not fetch ${where}: the origin names no default branch (empty?)`);
-    const refspec = '+refs/heads/*:refs/heads/*';
-    await git.remote(mirror, url, ['fetch', '--quiet', '--prune', '--no-tags', '--no-write-fetch-head', url, refspec],
-      `Could not fetch ${where}`);
-    await git.local(mirror, ['symbolic-ref', 'HEAD', `refs/heads/${branch}`], 'Could not update the mirror');
-    const sha = (await git.local(mirror, ['rev-parse', '--verify', `refs/heads/${branch}^{commit}`],
-      `Could not fetch ${where}: no branch ${branch} after the fetch`)).trim();
-    return { branch, sha };
+    return { listing, branch };
   }
 
-  /** The job's own clone of the mirror at `sha` on `branch`, whose origin is the clone URL. */
-  async function makeCheckout(repo: ServedRepo, url: string, dir: string, branch: string, sha: string) {
-    await rm(dir, { recursive: true, force: true }); // a launch that never happened left it (the job is new)
+  /** A clone of the mirror's `branch` whose origin is the clone URL; its commit. */
+  async function makeCheckout(repo: ServedRepo, url: string, dir: string, branch: string): Promise<string> {
+    await rm(dir, { recursive: true, force: true }); // a spare that never finished left it
     mkdirSync(join(dir, '..'), { recursive: true, mode: 0o700 });
-    const mirror = mirrorDir(opts.stateDir, repo);
     // --local hardlinks the objects (no copy, no network); only svc's git ever writes a mirror object (they are
     // never rewritten in place), and an agent sees the checkout's git folder read-only.
-    await git.local(join(dir, '..'), ['clone', '--quiet', '--local', '--branch', branch, '--', mirror, dir],
-      'Could not make the job checkout');
+    await git.local(join(dir, '..'), ['clone', '--quiet', '--local', '--branch', branch, '--',
+      mirrorDir(opts.stateDir, repo), dir], 'Could not make the job checkout');
     await git.local(dir, ['config', 'remote.origin.url', url], 'Could not make the job checkout');
-    const head = (await git.local(dir, ['rev-parse', 'HEAD'], 'Could not make the job checkout')).trim();
-    if (head !== sha) throw new ManagedGitError(`The job checkout is at ${head}, not the fetched ${sha}`);
+    return (await git.local(dir, ['rev-parse', 'HEAD'], 'Could not make the job checkout')).trim();
+  }
+
+  /**
+   * The job's checkout of what the origin answers now: the spare when it was made for that very answer (the mirror
+   * holds it then, and nothing is fetched), else a fetch into the mirror and a clone of it. Its commit.
+   */
+  async function checkoutFor(repo: ServedRepo, url: string, dir: string, spare: string, asked: Asked) {
+    const ready = spares.get(repo.name.toLowerCase()) === asked.listing && existsSync(spare);
+    spares.delete(repo.name.toLowerCase());
+    if (ready) {
+      await rm(dir, { recursive: true, force: true }); // a launch that never happened left it (the job is new)
+      renameSync(spare, dir);
+      return /^([0-9a-f]+)\tHEAD$/m.exec(asked.listing)![1]!;
+    }
+    const fetch = ['fetch', '--quiet', '--prune', '--no-tags', '--no-write-fetch-head',
+      url, '+refs/heads/*:refs/heads/*'];
+    await git.remote(mirrorDir(opts.stateDir, repo), url, fetch, `Could not fetch ${repo.name} from ${shownUrl(url)}`);
+    return makeCheckout(repo, url, dir, asked.branch);
+  }
+
+  /** The next job's checkout, made once this one's is ready; kept only when it is the commit the origin named. */
+  async function makeSpare(repo: ServedRepo, url: string, spare: string, asked: Asked): Promise<void> {
+    if (spares.has(repo.name.toLowerCase())) return;
+    try {
+      const sha = await makeCheckout(repo, url, spare, asked.branch);
+      if (asked.listing.includes(`\n${sha}\tHEAD\n`)) spares.set(repo.name.toLowerCase(), asked.listing);
+    } catch (err) {
+      await rm(spare, { recursive: true, force: true });
+      opts.log.warn('spare checkout failed', { repo: repo.name, error: errorMessage(err) });
+    }
   }
 
   /** A trackera delivery's snapshot was staged in the repository's intake folder: the job's run reads it here. */
@@ -118,17 +146,23 @@ export function createManagedCheckouts(opts: ManagedCheckoutOptions): ManagedChe
   }
 
   return {
+    idle: async () => {
+      while (chains.size > 0) await Promise.all(chains.values());
+    },
     async prepare(repo, job) {
       const url = repo.clone;
       if (url === null) throw new RangeError(`${repo.name} is not a managed repository`);
       const dir = jobCheckoutDir(opts.checkoutsDir, repo, job.id);
+      const spare = join(dir, '..', '.next'); // no job id starts with a dot
       const started = Date.now();
+      const key = repo.name.toLowerCase();
       try {
         // The checkout is made inside the turn too: the mirror's branch is still the commit just fetched.
-        const { branch, sha } = await serialized(repo.name.toLowerCase(), async () => {
-          const fetched = await fetchMirror(repo, url);
-          await makeCheckout(repo, url, dir, fetched.branch, fetched.sha);
-          return fetched;
+        const { branch, sha } = await serialized(key, async () => {
+          const asked = await askOrigin(repo, url);
+          const sha = await checkoutFor(repo, url, dir, spare, asked);
+          void serialized(key, () => makeSpare(repo, url, spare, asked));
+          return { branch: asked.branch, sha };
         });
         handOverIntake(repo, dir, job);
         const ms = Date.now() - started;

@@ -151,7 +151,8 @@ describe('svc prune', () => {
     const checkouts = join(repo.root, 'checkouts');
     const db = join(repo.root, 'trigger.db');
     const job = (id: string) => join(checkouts, 'acme', 'api', id);
-    for (const id of ['jdone', 'jqueued', 'jrunning-run', 'jpending']) {
+    // '.next' is the server's checkout made ahead for the next job, which it may be renaming into a job's place.
+    for (const id of ['jdone', 'jqueued', 'jrunning-run', 'jpending', '.next']) {
       mkdirSync(join(checkouts, 'acme', 'api'), { recursive: true });
       execFileSync('git', ['clone', '-q', repo.origin, job(id)], { env: { ...process.env, ...GIT_ENV } });
     }
@@ -187,7 +188,8 @@ describe('svc prune', () => {
     assert.match(r.stdout, new RegExp(`^Kept checkout ${job('jqueued')} \\(job jqueued is queued\\)$`, 'm'));
     assert.match(r.stdout, new RegExp(`^Kept checkout ${job('jrunning-run')} \\(run r2 is running\\)$`, 'm'));
     assert.match(r.stdout, new RegExp(`^Kept checkout ${job('jpending')} \\(its runs have not reached the Control Plane`, 'm'));
-    for (const id of ['jqueued', 'jrunning-run', 'jpending']) assert.ok(existsSync(job(id)), id);
+    for (const id of ['jqueued', 'jrunning-run', 'jpending', '.next']) assert.ok(existsSync(job(id)), id);
+    assert.doesNotMatch(r.stdout, /\.next/);
   });
 
   it('--checkouts refuses a job queue at another schema version than its own, and removes nothing', async () => {

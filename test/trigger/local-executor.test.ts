@@ -2,7 +2,7 @@
 // its group, through the one process-lifetime module (engine/proc-group.ts), never by a bare pid.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLocalExecutor } from '../../src/trigger/local-executor.ts';
@@ -26,6 +26,29 @@ describe('the local executor', () => {
       assert.match(result.error ?? '', /did not finish within 500 ms/);
       const child = Number(readFileSync(join(dir, 'child.pid'), 'utf8'));
       await waitFor(() => !processAlive(child), 'the hung launcher\'s child to be ended with it');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('sees a run end when its state.json is replaced, without waiting for its poll', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-local-exec-'));
+    try {
+      const run = join(dir, '.svc', 'runs', 'r1');
+      mkdirSync(run, { recursive: true });
+      const state = (status: string) => {
+        writeFileSync(join(run, 'state.tmp'), JSON.stringify({ run: 'r1', status, verdict: null }));
+        renameSync(join(run, 'state.tmp'), join(run, 'state.json')); // as the engine writes it
+      };
+      state('running');
+      // An hour between polls: only the watch on the run's folder can end this follow within the test's time.
+      const executor = createLocalExecutor({ cliPath: '/bin/true', env: {}, log: silentLogger, pollMs: 3_600_000 });
+      const ac = new AbortController();
+      const followed = executor.follow({ source: 'local', run: 'r1' }, ac.signal, { reattach: false, workdir: dir });
+      setTimeout(() => state('succeeded'), 50);
+      const outcome = await followed;
+      assert.ok(outcome !== null && outcome !== 'aborted');
+      assert.equal(outcome.status, 'succeeded');
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -110,8 +110,6 @@ describe('a job of a clone= repository, through the trigger server', () => {
     // The policy the run reads is the base commit's, not the server's working directory's.
     assert.deepEqual(JSON.parse(readFileSync(join(call.cwd, '.svc', 'policy.json'), 'utf8')), { mark: 'first' });
     assert.ok(readdirSync(join(call.cwd, '.svc', 'runs')).includes((done.run as { run: string }).run));
-    assert.equal(git(join(t.home, '.svc', 'trigger', 'repos', 'acme', 'web', 'mirror.git'), 'symbolic-ref', 'HEAD'),
-      'refs/heads/trunk');
     // A job for acme/web never touched acme/api's folder.
     assert.equal(existsSync(join(t.home, '.svc', 'trigger', 'repos', 'acme', 'api')), false);
   });
@@ -217,6 +215,51 @@ describe('createManagedCheckouts', () => {
     assert.equal(fetches.length, 4, 'each job fetched');
     assert.equal(existsSync(join(log, 'overlaps')), false, 'no two fetches of one repository overlapped');
     git(join(managedDir(stateDir, repo), 'mirror.git'), 'fsck', '--no-progress');
+    await managed.idle();
+  });
+
+  it('uses the checkout made ahead while the origin is unchanged; it holds nothing of an earlier job', async () => {
+    const dir = tempDir('svc-managed-');
+    dirs.push(dir);
+    const origin = makeOrigin(join(dir, 'origins'), 'web');
+    const { env, log } = wrappedGit(dir);
+    const url = `file://${origin.bare}`;
+    const co = join(dir, 'co');
+    const managed = createManagedCheckouts({ stateDir: join(dir, 'state'), checkoutsDir: co, env, log: quiet });
+    const repo = served('acme/web', url);
+    const fetches = () => readFileSync(join(log, 'argv'), 'utf8').split('\n').filter((l) => / fetch /.test(` ${l} `));
+    const first = await managed.prepare(repo, { id: 'j1', args: [] });
+    // What a run may leave in its own checkout: untracked files, a changed tracked file, a hook, a config setting.
+    mkdirSync(join(first, '.svc', 'runs', 'r1'), { recursive: true });
+    writeFileSync(join(first, 'left.txt'), 'from job 1\n');
+    writeFileSync(join(first, '.svc', 'policy.json'), '{"mark":"job 1"}');
+    writeFileSync(join(first, '.git', 'hooks', 'post-checkout'), '#!/bin/sh\ntouch "$HOME/hooked"\n', { mode: 0o755 });
+    git(first, 'config', 'core.hooksPath', join(dir, 'hooks'));
+    function assertFresh(path: string, sha: string, mark: string): void {
+      assert.equal(git(path, 'rev-parse', 'HEAD'), sha);
+      assert.equal(git(path, 'rev-parse', '--abbrev-ref', 'HEAD'), 'trunk');
+      assert.equal(git(path, 'status', '--porcelain', '--ignored', '--untracked-files=all'), '');
+      assert.deepEqual(JSON.parse(readFileSync(join(path, '.svc', 'policy.json'), 'utf8')), { mark });
+      assert.equal(existsSync(join(path, '.git', 'hooks', 'post-checkout')), false);
+      assert.equal(spawnSync('git', ['config', '--local', 'core.hooksPath'], { cwd: path, env: GIT_ENV }).status, 1);
+      assert.equal(git(path, 'config', 'remote.origin.url'), url);
+    }
+    const second = await managed.prepare(repo, { id: 'j2', args: [] });
+    assertFresh(second, git(origin.bare, 'rev-parse', 'refs/heads/trunk'), 'first');
+    assert.equal(fetches().length, 1, 'the origin answered as before: the checkout made ahead, nothing fetched');
+    const sha = origin.commit('second');
+    const third = await managed.prepare(repo, { id: 'j3', args: [] });
+    assertFresh(third, sha, 'second');
+    assert.equal(fetches().length, 2, 'the origin moved: fetched');
+    // A branch other than the default moved: the checkout made ahead is not that answer's either.
+    git(origin.work, 'push', '-q', 'origin', 'trunk:feature', '--force');
+    const fourth = await managed.prepare(repo, { id: 'j4', args: [] });
+    assertFresh(fourth, sha, 'second');
+    assert.equal(fetches().length, 3);
+    assert.equal(git(fourth, 'rev-parse', 'refs/remotes/origin/feature'), sha);
+    assert.equal(existsSync(join(dir, 'hooked')), false);
+    assert.deepEqual(readdirSync(join(co, 'acme', 'web')).sort(), ['.next', 'j1', 'j2', 'j3', 'j4']);
+    await managed.idle();
   });
 
   describe('the token', () => {
@@ -254,6 +297,7 @@ describe('createManagedCheckouts', () => {
       const path = await managed.prepare(repo, { id: 'j1', args: [] });
       assert.equal(git(path, 'rev-parse', '--abbrev-ref', 'HEAD'), 'trunk');
       assert.ok(host.requests.some((r) => basicPassword(r.authorization) === TOKEN), 'the origin got the token');
+      await managed.idle();
       assert.doesNotMatch(readFileSync(join(log, 'argv'), 'utf8'), new RegExp(TOKEN));
       const stored = spawnSync('grep', ['-rl', TOKEN, stateDir], { encoding: 'utf8' });
       assert.equal(stored.status, 1, `the token is in ${stored.stdout}`);
