@@ -5,7 +5,7 @@
 // commits. The main connection keeps a large automatic checkpoint as a backstop: under a sustained burst the WAL
 // can only restart when one checkpoint catches up with the writer, so the backstop bounds its size.
 // Kept for speed because bars need it: the trigger's intake fell to about half of its plain floor without it, and
-// the Control Plane's fan-in spent its event loop in fsync (docs/bench.md names both figures).
+// the Control Plane's fan-in spent ~7 % of its event loop in the checkpoint's fsync (docs/bench.md has both figures).
 import { Worker } from 'node:worker_threads';
 import type { Db } from './open.ts';
 import type { Logger } from '../log.ts';
