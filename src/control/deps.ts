@@ -8,6 +8,7 @@ import type { Logger } from '../log.ts';
 import type { RefusalTally } from './refusal-tally.ts';
 import type { RepoReader } from './repo-reader.ts';
 import type { ExpensiveReads } from './expensive-reads.ts';
+import type { WalCheckpointer } from '../db/wal-checkpointer.ts';
 
 export interface ControlDeps {
   db: Db;
@@ -27,4 +28,6 @@ export interface ControlDeps {
   url: () => string;
   /** Counts refused requests into bounded audit rows (main.ts sets it); absent: each refusal is its own row. */
   refusals?: RefusalTally;
+  /** Checkpoints the WAL off the event loop after ingest commits (main.ts sets it); absent: SQLite's own, inline. */
+  checkpoints?: WalCheckpointer;
 }

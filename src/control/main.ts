@@ -3,6 +3,7 @@ import type { Server } from 'node:http';
 import { claimServerRecord, releaseServerRecord } from './server-record-claim.ts';
 import { fileURLToPath } from 'node:url';
 import { openDatabase } from '../db/open.ts';
+import { createWalCheckpointer } from '../db/wal-checkpointer.ts';
 import { controlMigrations } from '../db/control-migrations.ts';
 import { createControlStores } from '../db/control-stores.ts';
 import { createRunEventBus } from './event-bus.ts';
@@ -64,6 +65,7 @@ export async function startControl(
     db, stores, bus, engine, repos, reads, settings, env, clock: Date.now, log, url: () => url,
   };
   deps.refusals = createRefusalTally(stores.audit, deps.clock, log);
+  deps.checkpoints = createWalCheckpointer({ db, path: settings.dbPath, log });
   const origins = new Set<string>();
   const app = createControlApp(deps, { boundToLoopback: () => boundToLoopback, ownOrigins: () => origins });
   const { server, connections } = createHttpServer(app.listener, settings.connections);
@@ -83,6 +85,7 @@ export async function startControl(
         await deps.engine.close();
       });
       deps.refusals?.close();
+      await deps.checkpoints?.close();
       await reads.close();
       stores.close();
       db.close();

@@ -19,7 +19,7 @@ import { createLogger, type Logger } from '../log.ts';
 import { createSkipCounts } from './skip-counts.ts';
 import { createManagedCheckouts } from './managed-checkout.ts';
 import { startTriggerRetention } from './retention.ts';
-import { createWalCheckpointer } from './wal-checkpointer.ts';
+import { createWalCheckpointer } from '../db/wal-checkpointer.ts';
 import { BadSettingError, errorMessage } from '../errors.ts';
 import { createJobWorkdirs, type LiveRepoRouter, type RepoRouter } from './served-repos.ts';
 import { closeGracefully, listen } from '../http/listen.ts';

@@ -1,9 +1,11 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+import { BACKSTOP_PAGES } from '../../src/db/wal-checkpointer.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 const T0 = '2026-02-01T10:00:00.000Z';
 
@@ -248,5 +250,28 @@ describe('security', () => {
     const res = await open.request('POST', '/v1/import', { body: { path: '/tmp' } });
     assert.equal(res.status, 403);
     assert.equal(res.json.error.code, 'loopback_only');
+  });
+});
+
+describe('POST /v1/ingest and the WAL checkpoint', () => {
+  it('commits on the event loop and leaves copying the WAL into the database file to the checkpoint thread', async () => {
+    const cp = await startTestControl();
+    try {
+      const { db, settings } = cp.deps;
+      // The main connection checkpoints itself only past the backstop, far above what this batch writes.
+      const pragma = db.prepare('PRAGMA wal_autocheckpoint').get() as { wal_autocheckpoint: number };
+      assert.equal(pragma.wal_autocheckpoint, BACKSTOP_PAGES);
+      const before = statSync(settings.dbPath).size;
+      const events = Array.from({ length: 200 }, (_, i) =>
+        ({ run: 'w1', seq: i + 1, ts: T0, kind: 'log', data: { stream: 'stdout', text: 'x'.repeat(1000) } }));
+      const runs = [{ run: 'w1', status: 'running', started_at: T0, updated_at: T0 }];
+      const res = await cp.request('POST', '/v1/ingest', { body: { source: 'laptop', runs, events } });
+      assert.equal(res.status, 200, res.text);
+      // A 200 means committed: every event is in the WAL before any checkpoint copies it.
+      assert.equal((db.prepare('SELECT count(*) AS n FROM events').get() as { n: number }).n, 200);
+      await waitFor(() => statSync(settings.dbPath).size > before + 150_000, 'the checkpoint thread');
+    } finally {
+      await cp.close();
+    }
   });
 });

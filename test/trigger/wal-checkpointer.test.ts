@@ -1,5 +1,6 @@
-// The WAL checkpointer: checkpoints leave the event loop for a worker thread, fall back to the main
-// connection when the worker cannot run, and never put a non-JSON line into the server's stderr log.
+// The WAL checkpointer (src/db/wal-checkpointer.ts), run by both servers: checkpoints leave the event loop for a
+// worker thread, fall back to the main connection when the worker cannot run, and never put a non-JSON line into the
+// server's stderr log.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -8,7 +9,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openDatabase, type Db } from '../../src/db/open.ts';
 import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
-import { createWalCheckpointer, BACKSTOP_PAGES } from '../../src/trigger/wal-checkpointer.ts';
+import { createWalCheckpointer, BACKSTOP_PAGES } from '../../src/db/wal-checkpointer.ts';
 import { createLogger, silentLogger } from '../../src/log.ts';
 import { FAKE_SVC, SECRETS, makeRepo, post, tempDir } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';

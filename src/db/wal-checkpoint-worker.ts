@@ -1,4 +1,4 @@
-// Worker-thread side of the WAL checkpointer: its own connection to the trigger DB, one PASSIVE checkpoint
+// Worker-thread side of the WAL checkpointer: its own connection to the server's DB, one PASSIVE checkpoint
 // per request from the main thread. PASSIVE never takes the writer lock, so the main thread keeps committing
 // while this thread copies pages and waits for fsync.
 import '../quiet-sqlite-warning.ts';
@@ -6,7 +6,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { errorMessage } from '../errors.ts';
 
 // Loaded after quiet-sqlite-warning.ts has filtered node:sqlite's ExperimentalWarning (hence the dynamic import).
-const { openConnection } = await import('../db/open.ts');
+const { openConnection } = await import('./open.ts');
 
 const port = parentPort;
 if (!port) throw new TypeError('wal-checkpoint-worker must run as a worker thread');

@@ -1,13 +1,13 @@
-// Moves WAL checkpoints off the event loop. With synchronous=NORMAL a commit only appends to the WAL, but
-// every automatic checkpoint (each ~1,000 pages) copies pages into the DB and waits for two fsyncs on the
-// main thread — 10–30 ms stalls on this VM's disk during a burst of deliveries. Here a worker thread with its
-// own connection checkpoints PASSIVE (never blocking the writer) at most every `intervalMs` after commits.
-// The main connection keeps a large automatic checkpoint as a backstop: under a sustained burst the WAL
+// Moves WAL checkpoints off the event loop, for both servers. With synchronous=NORMAL a commit only appends to the
+// WAL, but every automatic checkpoint (each ~1,000 pages) copies pages into the DB and waits for two fsyncs on the
+// main thread — 10–30 ms stalls on this VM's disk during a burst of deliveries or ingest batches. Here a worker
+// thread with its own connection checkpoints PASSIVE (never blocking the writer) at most every `intervalMs` after
+// commits. The main connection keeps a large automatic checkpoint as a backstop: under a sustained burst the WAL
 // can only restart when one checkpoint catches up with the writer, so the backstop bounds its size.
-// Kept for speed because a bar needs it: without it the intake fell to about half of its plain floor on the shared
-// 2-core machine (docs/bench.md names the figure).
+// Kept for speed because bars need it: the trigger's intake fell to about half of its plain floor without it, and
+// the Control Plane's fan-in spent ~7 % of its event loop in the checkpoint's fsync (docs/bench.md has both figures).
 import { Worker } from 'node:worker_threads';
-import type { Db } from '../db/open.ts';
+import type { Db } from './open.ts';
 import type { Logger } from '../log.ts';
 import { errorMessage } from '../errors.ts';
 
