@@ -1,7 +1,7 @@
 // The OpenAPI 3.1 description of both servers as data: one operation list, one builder.
 // test/http/openapi.test.ts fails when a route in controlRoutes/triggerRoutes is missing here or vice versa, and when a
 // real response of any route has a status or body this document does not give it.
-import { schemas, pageSchemas, responses } from './openapi-schemas.ts';
+import { schemas, responses, ref } from './openapi-schemas.ts';
 import { RUN_STATUSES, VERDICTS } from '../run-json.ts';
 import { SOURCES, type WebhookSource } from '../webhook-sources.ts';
 
@@ -41,18 +41,16 @@ interface Ok {
 const RUN = '/v1/runs/{source}/{run}';
 const LIMIT = { type: 'integer', minimum: 1, default: 50 };
 const EVENT_ID = { type: 'integer', minimum: 0 };
-const RUN_FILTERS: Op['query'] = [
-  ['verdict', 'none = no receipt yet', { enum: [...VERDICTS, 'none'] }],
-  ['status', 'run status', { enum: [...RUN_STATUSES] }],
-  ['source', 'the source that sent the run'], ['repo', 'repository name'],
-  ['group_id', 'retry chain id'], ['since', 'ISO-8601 or unix ms'], ['until', 'ISO-8601 or unix ms'],
-  ['limit', 'default 50, clamped to 500', LIMIT], ['cursor', 'next_cursor of the previous page'],
-];
 const PAGE: Op['query'] = [
   ['limit', 'default 50, clamped to 500', LIMIT], ['cursor', 'next_cursor of the previous page'],
 ];
 const RANGE: Op['query'] = [
   ['since', 'ISO-8601 or unix ms'], ['until', 'ISO-8601 or unix ms'], ['repo', 'repository name'],
+];
+const RUN_FILTERS: Op['query'] = [
+  ['verdict', 'none = no receipt yet', { enum: [...VERDICTS, 'none'] }],
+  ['status', 'run status', { enum: [...RUN_STATUSES] }],
+  ['source', 'the source that sent the run'], ['group_id', 'retry chain id'], ...RANGE, ...PAGE,
 ];
 const SSE = {
   status: 200, type: 'text/event-stream',
@@ -65,11 +63,12 @@ const REPLAYED_RUN = {
 };
 const WEBHOOK_ERRORS: Err[] = ['Unauthorized', 'TooLarge', 'TooMany', 'Unavailable'];
 const START_ERRORS: Err[] = ['Conflict', 'TooLarge', 'UnsupportedType', 'TooMany'];
+const ACTION_ERRORS: Err[] = ['NotFound', 'Conflict', 'TooLarge', 'UnsupportedType'];
 
 function action(name: string, summary: string, extra: Partial<Op> = {}): Op {
   return {
     server: 'control', method: 'post', path: `${RUN}/${name}`, id: `${name}Run`, summary, tag: 'runs', body: 'Empty',
-    bodyOptional: true, ok: ACCEPTED_RUN, errors: ['NotFound', 'Conflict', 'TooLarge', 'UnsupportedType'], ...extra,
+    bodyOptional: true, ok: ACCEPTED_RUN, errors: ACTION_ERRORS, ...extra,
   };
 }
 
@@ -87,7 +86,7 @@ const CHAT_REPLY = {
   status: 200, schema: 'Open', description: "the chat's own reply format (also for a skipped or duplicate delivery)",
 };
 
-export const operations: readonly Op[] = [
+const operations: readonly Op[] = [
   {
     server: 'both', method: 'get', path: '/health', id: 'getHealth', summary: 'Liveness: the process answers',
     tag: 'health', auth: 'none', ok: { status: 200, schema: 'Status' },
@@ -128,14 +127,14 @@ export const operations: readonly Op[] = [
     summary: 'Delete a finished run (409 while queued, running or blocked); ' +
       'its runner shipping it again does not bring it back',
     tag: 'runs', loopbackOnly: true, body: 'Empty', bodyOptional: true, ok: { status: 200, schema: 'Deleted' },
-    errors: ['NotFound', 'Conflict', 'TooLarge', 'UnsupportedType'],
+    errors: ACTION_ERRORS,
   },
   action('stop', 'Stop a run (goes stopping, then stopped)', { loopbackOnly: true }),
   action('resume', 'Resume a stopped or failed run in its worktree (429 at max_concurrent_runs)', {
-    loopbackOnly: true, errors: ['NotFound', 'Conflict', 'TooLarge', 'UnsupportedType', 'TooMany'],
+    loopbackOnly: true, errors: [...ACTION_ERRORS, 'TooMany'],
   }),
   action('retry', 'Start a new run in the same group (429 at max_concurrent_runs)', {
-    loopbackOnly: true, errors: ['NotFound', 'Conflict', 'TooLarge', 'UnsupportedType', 'TooMany'],
+    loopbackOnly: true, errors: [...ACTION_ERRORS, 'TooMany'],
   }),
   action('verify', 'Re-run the checks and re-issue the receipt'),
   action('pr', 'Open the pull request of a failed --pr run whose verified work could not be opened as one ' +
@@ -214,7 +213,7 @@ export const operations: readonly Op[] = [
     summary: 'Queue a run whose PR and receipt the policy accepts', tag: 'merge', body: 'RunTarget',
     ok: { status: 201, schema: 'Open', description: 'queued' },
     also: [{ status: 200, schema: 'Open', description: 'already queued' }],
-    errors: ['NotFound', 'Conflict', 'TooLarge', 'UnsupportedType'],
+    errors: ACTION_ERRORS,
   },
   {
     server: 'control', method: 'post', path: '/v1/merge/run', id: 'runMergeQueue',
@@ -291,7 +290,7 @@ function security(op: Op): unknown[] {
 function okResponse(ok: Ok): Record<string, unknown> {
   if (ok.type === null) return { description: ok.description ?? 'OK' };
   const content = ok.schema
-    ? { 'application/json': { schema: { $ref: `#/components/schemas/${ok.schema}` } } }
+    ? { 'application/json': { schema: ref(ok.schema) } }
     : { [ok.type ?? 'application/json']: {} };
   return { description: ok.description ?? 'OK', content };
 }
@@ -330,7 +329,7 @@ function operation(op: Op): Record<string, unknown> {
   if (op.body) {
     out.requestBody = {
       required: !op.bodyOptional,
-      content: { 'application/json': { schema: { $ref: `#/components/schemas/${op.body}` } } },
+      content: { 'application/json': { schema: ref(op.body) } },
     };
   }
   if (op.server === 'both') out.servers = [CONTROL_SERVER, TRIGGER_SERVER];
@@ -379,7 +378,7 @@ export function buildOpenapi(version: string): Record<string, unknown> {
     tags: [...new Set(operations.map((o) => o.tag))].map((name) => ({ name, description: TAGS[name] ?? name })),
     paths,
     components: {
-      schemas: { ...schemas, ...pageSchemas },
+      schemas,
       responses,
       securitySchemes: {
         controlToken: { type: 'http', scheme: 'bearer', description: 'SVC_CONTROL_TOKEN (Control Plane /v1/*)' },
