@@ -5,8 +5,7 @@
 // agent's to write).
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createKubeApi, inClusterApiUrl, SERVICE_ACCOUNT_DIR, type KubeApi } from './kube-api.ts';
-import { kubeJobName } from './kubernetes-job.ts';
-import { createKubeJobs, type JobState } from './kubernetes-jobs.ts';
+import { createKubeJobs, kubeJobName, type JobState } from './kubernetes-jobs.ts';
 import { kubernetesSettingsFromEnv, type KubernetesSettings } from './kubernetes-settings.ts';
 import { RUN_CONTAINER, SIGNER_CONTAINER } from './kubernetes-pod.ts';
 import {
@@ -29,10 +28,6 @@ export interface KubernetesExecutorOptions {
   launchTimeoutMs?: number;
   /** After the Job ends, how long to wait for the shipped run to show a final status on the Control Plane. */
   shipGraceMs?: number;
-}
-
-function messageOf(err: unknown): string {
-  return errorMessage(err);
 }
 
 export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobExecutor {
@@ -95,7 +90,7 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
         await sleep(pollMs);
       }
     } catch (err) {
-      return { exitCode: null, run: null, error: `Kubernetes API: ${messageOf(err)}` };
+      return { exitCode: null, run: null, error: `Kubernetes API: ${errorMessage(err)}` };
     }
   }
 
@@ -165,7 +160,7 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
           return (await outcomeFromLog(name!)) ?? jobOutcome(state);
         }
       } catch (err) {
-        log.warn('kubernetes follow poll failed; retrying', { run: run.run, error: messageOf(err) });
+        log.warn('kubernetes follow poll failed; retrying', { run: run.run, error: errorMessage(err) });
       }
       try {
         await sleep(pollMs, undefined, { signal });
