@@ -38,11 +38,7 @@ export interface Subscriber {
 }
 
 /** Refused subscription: the bus already holds its total, or the run its per-run, number of subscribers. */
-export class SubscriberLimitError extends UnavailableError {
-  constructor(message: string) {
-    super(message);
-  }
-}
+export class SubscriberLimitError extends UnavailableError {}
 
 /** Bounds on live subscribers (docs/control-data.md): every subscriber holds a socket and up to its lag bound. */
 export interface SubscriberLimits {
