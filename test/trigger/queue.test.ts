@@ -97,7 +97,7 @@ describe('job queue', () => {
 });
 
 describe('job ids', () => {
-  it('stay well-formed and distinct across many refills of the random pool', () => {
+  it('stay well-formed and distinct when minted in the same millisecond', () => {
     const ids = new Set<string>();
     for (let i = 0; i < 2000; i++) {
       const id = newJobId(1_700_000_000_000);
