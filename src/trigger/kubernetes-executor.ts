@@ -13,7 +13,7 @@ import {
   type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef,
 } from './executor.ts';
 import type { Logger } from '../log.ts';
-import { errorMessage } from '../errors.ts';
+import { BadSettingError, errorMessage } from '../errors.ts';
 
 export interface KubernetesExecutorOptions {
   env: NodeJS.ProcessEnv;
@@ -34,7 +34,7 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
   const settings = opts.settings ?? kubernetesSettingsFromEnv(opts.env);
   const apiUrl = inClusterApiUrl(opts.env);
   if (!opts.api && !apiUrl) {
-    throw new RangeError(
+    throw new BadSettingError(
       'SVC_TRIGGER_EXECUTOR=kubernetes needs KUBERNETES_SERVICE_HOST (in a cluster) or SVC_K8S_API_URL',
     );
   }
