@@ -1,7 +1,6 @@
 // In-process fan-out of newly stored events to live subscribers (SSE streams). It never reads or writes the DB:
 // callers publish rows right after their transaction commits, and each event is serialized once for every subscriber.
 import { UnavailableError } from '../errors.ts';
-import type { ControlStores } from '../db/control-stores.ts';
 import type { EventRow } from '../db/events-store.ts';
 import { iso } from '../iso-time.ts';
 import { SETTINGS } from '../settings-registry.ts';
@@ -78,9 +77,7 @@ export function encodeEvent(row: EventRow): EncodedEvent {
   return { id: row.id, source: row.source, run: row.run, kind, json, frame };
 }
 
-export function createRunEventBus(
-  _stores?: ControlStores, limits: SubscriberLimits = DEFAULT_SUBSCRIBER_LIMITS,
-): RunEventBus {
+export function createRunEventBus(limits: SubscriberLimits = DEFAULT_SUBSCRIBER_LIMITS): RunEventBus {
   let count = 0;
   const all = new Set<Subscriber>();
   const bySource = new Map<string, Set<Subscriber>>();

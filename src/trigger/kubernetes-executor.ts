@@ -10,7 +10,7 @@ import { kubernetesSettingsFromEnv, type KubernetesSettings } from './kubernetes
 import { RUN_CONTAINER, SIGNER_CONTAINER } from './kubernetes-pod.ts';
 import {
   isTerminal, outcomeFromState, parseLaunchOutput, RUN_SEGMENT,
-  type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef,
+  type ExecJob, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef,
 } from './executor.ts';
 import type { Logger } from '../log.ts';
 import { BadSettingError, errorMessage } from '../errors.ts';
@@ -136,9 +136,7 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
     };
   }
 
-  async function follow(
-    run: RunRef, signal: AbortSignal, _opts: FollowOptions,
-  ): Promise<RunOutcome | null | 'aborted'> {
+  async function follow(run: RunRef, signal: AbortSignal): Promise<RunOutcome | null | 'aborted'> {
     if (!RUN_SEGMENT.test(run.source) || !RUN_SEGMENT.test(run.run)) return null;
     let name: string | null = known.get(`${run.source}/${run.run}`) ?? null;
     let missingSince: number | null = null;
