@@ -6,9 +6,30 @@ import { errorMessage, FailedError } from '../errors.ts';
 import { transaction } from '../db/open.ts';
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow } from '../db/trigger-jobs-store.ts';
-import type { EnqueueRequest, EnqueueResult, Origin } from './delivery.ts';
+import type { SourceName } from '../webhook-sources.ts';
 import { iso } from '../iso-time.ts';
 import { newRunId } from '../engine/ids.ts';
+
+/** A job's origin is its source's name (src/webhook-sources.ts), as the job database stores it. */
+export type Origin = SourceName;
+
+export interface ReplyTarget {
+  channel: string;
+  target: Record<string, unknown>;
+}
+
+export interface EnqueueRequest {
+  origin: Origin;
+  /** The served repository (owner/name) the delivery was routed to (served-repos.ts). */
+  repo: string;
+  brief: string;
+  /** The exact argv after `svc`. */
+  args: string[];
+  dedupeKeys: readonly string[];
+  reply?: ReplyTarget | undefined;
+}
+
+export type EnqueueResult = { kind: 'queued'; jobId: string } | { kind: 'duplicate'; jobId: string } | { kind: 'full' };
 
 // How the bounded queue is shared between routes, so a flood on one route can never 429 another.
 // Half of SVC_TRIGGER_QUEUE_MAX is reserved, split evenly between the routes that are configured; the other half

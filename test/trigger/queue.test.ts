@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import type { Db } from '../../src/db/open.ts';
 import { createTriggerStores } from '../../src/db/trigger-stores.ts';
 import { createJobQueue, DeliveryNotCommittedError, newJobId, JOB_ID, type JobQueue } from '../../src/trigger/queue.ts';
-import { type EnqueueRequest } from '../../src/trigger/delivery.ts';
+import { type EnqueueRequest } from '../../src/trigger/queue.ts';
 import { tempTriggerDbs } from './temp-dbs.ts';
 
 const temp = tempTriggerDbs('svc-queue-');
