@@ -42,17 +42,18 @@ function field(value: unknown, key: string): string | undefined {
   return typeof v === 'string' && NAME.test(v) ? v : undefined;
 }
 
+function runOf(holder: unknown): string | null {
+  const source = field(holder, 'source');
+  const run = field(holder, 'run');
+  return source && run ? `${source}/${run}` : null;
+}
+
 /**
  * `source/run` from the path, else from the body (merge queue), else from the reply (a started run), else the source.
  */
 export function targetOf(ctx: Ctx<ControlDeps>, action: string, reply: unknown): string | null {
   if (action.startsWith('config.')) return 'config';
-  for (const holder of [ctx.params, ctx.body, reply]) {
-    const source = field(holder, 'source');
-    const run = field(holder, 'run');
-    if (source && run) return `${source}/${run}`;
-  }
-  return field(ctx.body, 'source') ?? null;
+  return runOf(ctx.params) ?? runOf(ctx.body) ?? runOf(reply) ?? field(ctx.body, 'source') ?? null;
 }
 
 function outcomeOf(result: HandlerResult): { outcome: string; status: number } {
@@ -62,18 +63,8 @@ function outcomeOf(result: HandlerResult): { outcome: string; status: number } {
   return { outcome: code ?? String(result.status), status: result.status };
 }
 
+/** The audit action name of each handler made by audited(); a route whose handler has none is not audited. */
 const actions = new WeakMap<Handler<ControlDeps>, string>();
-
-/** The audit action name of a handler made by audited(), else undefined (the route is not audited). */
-export function auditedAction(handler: Handler<ControlDeps>): string | undefined {
-  return actions.get(handler);
-}
-
-function routeTarget(params: Record<string, string>): string | null {
-  const source = params.source;
-  const run = params.run;
-  return source && run && NAME.test(source) && NAME.test(run) ? `${source}/${run}` : null;
-}
 
 /**
  * Audits a mutating call the pipeline refused before its handler ran. The actor is `unauthenticated` for a missing or
@@ -81,7 +72,7 @@ function routeTarget(params: Record<string, string>): string | null {
  * a kind per window is a row, its repeats one more row with their count (refusal-tally.ts, docs/control-config.md).
  */
 export function recordRefusal(deps: ControlDeps, info: Refusal<ControlDeps>): void {
-  const action = auditedAction(info.route.handler);
+  const action = actions.get(info.route.handler);
   if (!action) return;
   const actor = info.error.code === 'unauthorized' ? 'unauthenticated'
     : deps.settings.token ? 'token'
@@ -90,7 +81,7 @@ export function recordRefusal(deps: ControlDeps, info: Refusal<ControlDeps>): vo
     actor,
     peer: info.peer,
     action,
-    target: action.startsWith('config.') ? 'config' : routeTarget(info.params),
+    target: action.startsWith('config.') ? 'config' : runOf(info.params),
     outcome: info.error.code,
     detail: { status: info.error.status, request_id: info.requestId, refused_by: 'pipeline' },
   };
@@ -128,8 +119,7 @@ export function audited(action: string, handler: Handler<ControlDeps>): Handler<
       });
     } catch (err) {
       // The action already happened; losing its audit row is logged loudly rather than turning success into a 500.
-      const error = errorMessage(err);
-      ctx.deps.log.error('audit append failed', { request_id: ctx.requestId, action, error });
+      ctx.deps.log.error('audit append failed', { request_id: ctx.requestId, action, error: errorMessage(err) });
     }
     if (failed) throw failure;
     return result!;

@@ -1,7 +1,6 @@
 // In-process fan-out of newly stored events to live subscribers (SSE streams). It never reads or writes the DB:
 // callers publish rows right after their transaction commits, and each event is serialized once for every subscriber.
 import { UnavailableError } from '../errors.ts';
-import type { ControlStores } from '../db/control-stores.ts';
 import type { EventRow } from '../db/events-store.ts';
 import { iso } from '../iso-time.ts';
 import { SETTINGS } from '../settings-registry.ts';
@@ -38,11 +37,7 @@ export interface Subscriber {
 }
 
 /** Refused subscription: the bus already holds its total, or the run its per-run, number of subscribers. */
-export class SubscriberLimitError extends UnavailableError {
-  constructor(message: string) {
-    super(message);
-  }
-}
+export class SubscriberLimitError extends UnavailableError {}
 
 /** Bounds on live subscribers (docs/control-data.md): every subscriber holds a socket and up to its lag bound. */
 export interface SubscriberLimits {
@@ -82,9 +77,7 @@ export function encodeEvent(row: EventRow): EncodedEvent {
   return { id: row.id, source: row.source, run: row.run, kind, json, frame };
 }
 
-export function createRunEventBus(
-  _stores?: ControlStores, limits: SubscriberLimits = DEFAULT_SUBSCRIBER_LIMITS,
-): RunEventBus {
+export function createRunEventBus(limits: SubscriberLimits = DEFAULT_SUBSCRIBER_LIMITS): RunEventBus {
   let count = 0;
   const all = new Set<Subscriber>();
   const bySource = new Map<string, Set<Subscriber>>();

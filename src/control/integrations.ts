@@ -63,8 +63,7 @@ export function integrationStatus(env: NodeJS.ProcessEnv, extra: { githubPrs?: b
     let configured = o.needs.every((anyOf) => firstSet(env, anyOf) !== undefined);
     if (o.https) configured &&= /^https:\/\//i.test(env[o.https] ?? '');
     if (o === GITHUB_PRS) configured ||= extra.githubPrs === true;
-    const status: IntegrationStatus = { name: o.name, kind: 'outbound', configured, variables: o.needs.flat() };
-    return status;
+    return { name: o.name, kind: 'outbound' as const, configured, variables: o.needs.flat() };
   });
   return [...routes, ...outbound];
 }

@@ -57,7 +57,7 @@ export async function startControl(
   let url = '';
   const boundToLoopback = isLoopbackHost(settings.host);
   const stores = createControlStores(db);
-  const bus = createRunEventBus(stores, settings.streams);
+  const bus = createRunEventBus(settings.streams);
   const engine = createRunController({ stores, bus, settings, env, clock: Date.now, log, url: () => url });
   const repos = createRepoReader();
   const reads = createExpensiveReads({ stats: stores.stats, path: settings.dbPath, log });

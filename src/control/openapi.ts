@@ -1,7 +1,7 @@
 // The OpenAPI 3.1 description of both servers as data: one operation list, one builder.
 // test/http/openapi.test.ts fails when a route in controlRoutes/triggerRoutes is missing here or vice versa, and when a
 // real response of any route has a status or body this document does not give it.
-import { schemas, pageSchemas, responses } from './openapi-schemas.ts';
+import { schemas, responses, ref } from './openapi-schemas.ts';
 import { RUN_STATUSES, VERDICTS } from '../run-json.ts';
 import { SOURCES, type WebhookSource } from '../webhook-sources.ts';
 
@@ -41,18 +41,16 @@ interface Ok {
 const RUN = '/v1/runs/{source}/{run}';
 const LIMIT = { type: 'integer', minimum: 1, default: 50 };
 const EVENT_ID = { type: 'integer', minimum: 0 };
-const RUN_FILTERS: Op['query'] = [
-  ['verdict', 'none = no receipt yet', { enum: [...VERDICTS, 'none'] }],
-  ['status', 'run status', { enum: [...RUN_STATUSES] }],
-  ['source', 'the source that sent the run'], ['repo', 'repository name'],
-  ['group_id', 'retry chain id'], ['since', 'ISO-8601 or unix ms'], ['until', 'ISO-8601 or unix ms'],
-  ['limit', 'default 50, clamped to 500', LIMIT], ['cursor', 'next_cursor of the previous page'],
-];
 const PAGE: Op['query'] = [
   ['limit', 'default 50, clamped to 500', LIMIT], ['cursor', 'next_cursor of the previous page'],
 ];
 const RANGE: Op['query'] = [
   ['since', 'ISO-8601 or unix ms'], ['until', 'ISO-8601 or unix ms'], ['repo', 'repository name'],
+];
+const RUN_FILTERS: Op['query'] = [
+  ['verdict', 'none = no receipt yet', { enum: [...VERDICTS, 'none'] }],
+  ['status', 'run status', { enum: [...RUN_STATUSES] }],
+  ['source', 'the source that sent the run'], ['group_id', 'retry chain id'], ...RANGE, ...PAGE,
 ];
 const SSE = {
   status: 200, type: 'text/event-stream',
@@ -65,11 +63,12 @@ const REPLAYED_RUN = {
 };
 const WEBHOOK_ERRORS: Err[] = ['Unauthorized', 'TooLarge', 'TooMany', 'Unavailable'];
 const START_ERRORS: Err[] = ['Conflict', 'TooLarge', 'UnsupportedType', 'TooMany'];
+const ACTION_ERRORS: Err[] = ['NotFound', 'Conflict', 'TooLarge', 'UnsupportedType'];
 
 function action(name: string, summary: string, extra: Partial<Op> = {}): Op {
   return {
     server: 'control', method: 'post', path: `${RUN}/${name}`, id: `${name}Run`, summary, tag: 'runs', body: 'Empty',
-    bodyOptional: true, ok: ACCEPTED_RUN, errors: ['NotFound', 'Conflict', 'TooLarge', 'UnsupportedType'], ...extra,
+    bodyOptional: true, ok: ACCEPTED_RUN, errors: ACTION_ERRORS, ...extra,
   };
 }
 
@@ -87,193 +86,123 @@ const CHAT_REPLY = {
   status: 200, schema: 'Open', description: "the chat's own reply format (also for a skipped or duplicate delivery)",
 };
 
-export const operations: readonly Op[] = [
-  {
-    server: 'both', method: 'get', path: '/health', id: 'getHealth', summary: 'Liveness: the process answers',
-    tag: 'health', auth: 'none', ok: { status: 200, schema: 'Status' },
-  },
-  {
-    server: 'both', method: 'get', path: '/ready', id: 'getReady',
-    summary: 'Readiness: the database is open and usable (trigger server: also listening and not shutting down)',
-    tag: 'health', auth: 'none',
-    ok: { status: 200, schema: 'Status' }, errors: ['Unavailable'],
-  },
-  {
-    server: 'control', method: 'get', path: '/v1/openapi.json', id: 'getOpenapi', summary: 'This document', tag: 'meta',
-    ok: { status: 200, schema: 'Open' },
-  },
-  {
-    server: 'control', method: 'get', path: '/v1/runs', id: 'listRuns',
-    summary: 'List runs, newest first, keyset-paged', tag: 'runs', query: RUN_FILTERS,
-    ok: { status: 200, schema: 'RunPage' }, errors: ['BadRequest'],
-  },
-  {
-    server: 'control', method: 'post', path: '/v1/runs', id: 'createRun',
-    summary: 'Start a run (same as POST /v1/start)', tag: 'runs', loopbackOnly: true, body: 'StartRequest',
-    ok: ACCEPTED_RUN, also: [REPLAYED_RUN], errors: START_ERRORS,
-  },
-  {
-    server: 'control', method: 'post', path: '/v1/start', id: 'startRun',
-    summary: 'Start a run in a registered project (POST /v1/import); ' +
-      'the same request_id and body return the same run (200)',
-    tag: 'runs', loopbackOnly: true, body: 'StartRequest', ok: ACCEPTED_RUN, also: [REPLAYED_RUN], errors: START_ERRORS,
-  },
-  {
-    server: 'control', method: 'get', path: RUN, id: 'getRun',
-    summary: 'One run, with its artifacts, pending answer and retry-group attempts', tag: 'runs',
-    ok: { status: 200, schema: 'RunDetail' }, errors: ['NotFound'],
-  },
-  {
-    server: 'control', method: 'delete', path: RUN, id: 'deleteRun',
-    summary: 'Delete a finished run (409 while queued, running or blocked); ' +
-      'its runner shipping it again does not bring it back',
-    tag: 'runs', loopbackOnly: true, body: 'Empty', bodyOptional: true, ok: { status: 200, schema: 'Deleted' },
-    errors: ['NotFound', 'Conflict', 'TooLarge', 'UnsupportedType'],
-  },
+/** One operation; `ok` as a schema name is a 200 answering it. */
+function op(
+  server: Server, verb: Op['method'], path: string, id: string, tag: string, summary: string,
+  rest: Omit<Partial<Op>, 'ok'> & { ok?: Ok | string } = {},
+): Op {
+  const ok = typeof rest.ok === 'string' ? { status: 200, schema: rest.ok } : rest.ok;
+  return { server, method: verb, path, id, tag, summary, ...rest, ok };
+}
+
+const operations: readonly Op[] = [
+  op('both', 'get', '/health', 'getHealth', 'health', 'Liveness: the process answers', { auth: 'none', ok: 'Status' }),
+  op('both', 'get', '/ready', 'getReady', 'health',
+    'Readiness: the database is open and usable (trigger server: also listening and not shutting down)',
+    { auth: 'none', ok: 'Status', errors: ['Unavailable'] }),
+  op('control', 'get', '/v1/openapi.json', 'getOpenapi', 'meta', 'This document', { ok: 'Open' }),
+  op('control', 'get', '/v1/runs', 'listRuns', 'runs', 'List runs, newest first, keyset-paged',
+    { query: RUN_FILTERS, ok: 'RunPage', errors: ['BadRequest'] }),
+  op('control', 'post', '/v1/runs', 'createRun', 'runs', 'Start a run (same as POST /v1/start)', {
+    loopbackOnly: true, body: 'StartRequest', ok: ACCEPTED_RUN, also: [REPLAYED_RUN], errors: START_ERRORS,
+  }),
+  op('control', 'post', '/v1/start', 'startRun', 'runs', 'Start a run in a registered project (POST /v1/import); ' +
+    'the same request_id and body return the same run (200)', {
+    loopbackOnly: true, body: 'StartRequest', ok: ACCEPTED_RUN, also: [REPLAYED_RUN], errors: START_ERRORS,
+  }),
+  op('control', 'get', RUN, 'getRun', 'runs', 'One run, with its artifacts, pending answer and retry-group attempts',
+    { ok: 'RunDetail', errors: ['NotFound'] }),
+  op('control', 'delete', RUN, 'deleteRun', 'runs', 'Delete a finished run (409 while queued, running or blocked); ' +
+    'its runner shipping it again does not bring it back', {
+    loopbackOnly: true, body: 'Empty', bodyOptional: true, ok: 'Deleted', errors: ACTION_ERRORS,
+  }),
   action('stop', 'Stop a run (goes stopping, then stopped)', { loopbackOnly: true }),
   action('resume', 'Resume a stopped or failed run in its worktree (429 at max_concurrent_runs)', {
-    loopbackOnly: true, errors: ['NotFound', 'Conflict', 'TooLarge', 'UnsupportedType', 'TooMany'],
+    loopbackOnly: true, errors: [...ACTION_ERRORS, 'TooMany'],
   }),
   action('retry', 'Start a new run in the same group (429 at max_concurrent_runs)', {
-    loopbackOnly: true, errors: ['NotFound', 'Conflict', 'TooLarge', 'UnsupportedType', 'TooMany'],
+    loopbackOnly: true, errors: [...ACTION_ERRORS, 'TooMany'],
   }),
   action('verify', 'Re-run the checks and re-issue the receipt'),
   action('pr', 'Open the pull request of a failed --pr run whose verified work could not be opened as one ' +
     '(no credentials then); 409 when the run has its PR or is not such a run', { loopbackOnly: true }),
   action('answer', 'Answer a blocked run (409 unless blocked)', { body: 'Answer', bodyOptional: false }),
-  {
-    server: 'control', method: 'get', path: `${RUN}/events`, id: 'listEvents', summary: "A run's events after an id",
-    tag: 'events',
+  op('control', 'get', `${RUN}/events`, 'listEvents', 'events', "A run's events after an id", {
     query: [
       ['after', 'event id', EVENT_ID], ['cursor', 'next_cursor of the previous page (not with after)'],
       ['limit', 'default 50, clamped to 500', LIMIT],
     ],
-    ok: { status: 200, schema: 'EventPage' }, errors: ['NotFound'],
-  },
-  {
-    server: 'control', method: 'get', path: `${RUN}/stream`, id: 'streamRun', summary: "Follow one run's events",
-    tag: 'events', query: [['after', 'event id', EVENT_ID]], ok: SSE, errors: ['NotFound', 'TooMany'],
-  },
-  {
-    server: 'control', method: 'get', path: `${RUN}/artifact/{path}`, id: 'getArtifact',
-    summary: 'A file recorded for the run (path may contain /; ETag is its sha256)', tag: 'runs',
+    ok: 'EventPage', errors: ['NotFound'],
+  }),
+  op('control', 'get', `${RUN}/stream`, 'streamRun', 'events', "Follow one run's events",
+    { query: [['after', 'event id', EVENT_ID]], ok: SSE, errors: ['NotFound', 'TooMany'] }),
+  op('control', 'get', `${RUN}/artifact/{path}`, 'getArtifact', 'runs',
+    'A file recorded for the run (path may contain /; ETag is its sha256)', {
     ok: { status: 200, type: '*/*' }, also: [{ status: 304, type: null, description: 'If-None-Match named its ETag' }],
     errors: ['NotFound'],
-  },
-  {
-    server: 'control', method: 'get', path: '/v1/stream', id: 'streamAll', summary: "Follow every run's events",
-    tag: 'events', query: [['after', 'event id', EVENT_ID]], ok: SSE, errors: ['TooMany'],
-  },
-  {
-    server: 'control', method: 'get', path: '/v1/stats', id: 'getStats',
-    summary: 'Counts by status and verdict, success rate, duration p50/p95, runs per day', tag: 'stats', query: RANGE,
-    ok: { status: 200, schema: 'Open' },
-  },
-  {
-    server: 'control', method: 'get', path: '/v1/stats/cost', id: 'getCostStats',
-    summary: 'Cost and tokens: total, unknown-cost runs, by provider, repo and day', tag: 'stats', query: RANGE,
-    ok: { status: 200, schema: 'Open' },
-  },
-  {
-    server: 'control', method: 'get', path: '/v1/audit', id: 'listAudit',
-    summary: 'Mutating actions as a hash chain, newest first', tag: 'admin', query: PAGE,
-    ok: { status: 200, schema: 'OpenPage' },
-  },
-  {
-    server: 'control', method: 'get', path: '/v1/config', id: 'getConfig',
-    summary: 'Configuration (secrets redacted) and its version', tag: 'admin', ok: { status: 200, schema: 'Config' },
-  },
-  {
-    server: 'control', method: 'put', path: '/v1/config', id: 'putConfig',
-    summary: 'Change settings: a partial object of settings, or {config, version?} as GET returns it; ' +
-      'If-Match: <version> guards lost updates',
-    tag: 'admin', loopbackOnly: true, body: 'ConfigUpdate', ok: { status: 200, schema: 'Config' },
-    errors: ['Conflict', 'TooLarge', 'UnsupportedType'],
-  },
-  {
-    server: 'control', method: 'get', path: '/v1/providers', id: 'listProviders',
-    summary: 'Coding-agent providers and whether they are installed (a bare array)', tag: 'catalog',
-    ok: { status: 200, schema: 'ProviderList' },
-  },
-  {
-    server: 'control', method: 'get', path: '/v1/integrations', id: 'listIntegrations',
-    summary: 'Each trigger route: configured or not (never values)', tag: 'catalog',
-    ok: { status: 200, schema: 'Open' },
-  },
-  {
-    server: 'control', method: 'get', path: '/v1/notifications', id: 'listNotifications',
-    summary: 'Outbound messages about runs and their delivery status', tag: 'catalog', query: PAGE,
-    ok: { status: 200, schema: 'OpenPage' },
-  },
-  {
-    server: 'control', method: 'get', path: '/v1/merge/queue', id: 'listMergeQueue',
-    summary: 'The merge queue in order', tag: 'merge', ok: { status: 200, schema: 'OpenList' },
-  },
-  {
-    server: 'control', method: 'post', path: '/v1/merge/queue', id: 'addToMergeQueue',
-    summary: 'Queue a run whose PR and receipt the policy accepts', tag: 'merge', body: 'RunTarget',
-    ok: { status: 201, schema: 'Open', description: 'queued' },
-    also: [{ status: 200, schema: 'Open', description: 'already queued' }],
-    errors: ['NotFound', 'Conflict', 'TooLarge', 'UnsupportedType'],
-  },
-  {
-    server: 'control', method: 'post', path: '/v1/merge/run', id: 'runMergeQueue',
-    summary: 'Merge queued runs in order, re-checking each', tag: 'merge', loopbackOnly: true, body: 'Empty',
-    bodyOptional: true, ok: { status: 200, schema: 'OpenList', description: 'what happened to each queued run' },
+  }),
+  op('control', 'get', '/v1/stream', 'streamAll', 'events', "Follow every run's events",
+    { query: [['after', 'event id', EVENT_ID]], ok: SSE, errors: ['TooMany'] }),
+  op('control', 'get', '/v1/stats', 'getStats', 'stats',
+    'Counts by status and verdict, success rate, duration p50/p95, runs per day', { query: RANGE, ok: 'Open' }),
+  op('control', 'get', '/v1/stats/cost', 'getCostStats', 'stats',
+    'Cost and tokens: total, unknown-cost runs, by provider, repo and day', { query: RANGE, ok: 'Open' }),
+  op('control', 'get', '/v1/audit', 'listAudit', 'admin', 'Mutating actions as a hash chain, newest first',
+    { query: PAGE, ok: 'OpenPage' }),
+  op('control', 'get', '/v1/config', 'getConfig', 'admin', 'Configuration (secrets redacted) and its version',
+    { ok: 'Config' }),
+  op('control', 'put', '/v1/config', 'putConfig', 'admin', 'Change settings: a partial object of settings, ' +
+    'or {config, version?} as GET returns it; If-Match: <version> guards lost updates', {
+    loopbackOnly: true, body: 'ConfigUpdate', ok: 'Config', errors: ['Conflict', 'TooLarge', 'UnsupportedType'],
+  }),
+  op('control', 'get', '/v1/providers', 'listProviders', 'catalog',
+    'Coding-agent providers and whether they are installed (a bare array)', { ok: 'ProviderList' }),
+  op('control', 'get', '/v1/integrations', 'listIntegrations', 'catalog',
+    'Each trigger route: configured or not (never values)', { ok: 'Open' }),
+  op('control', 'get', '/v1/notifications', 'listNotifications', 'catalog',
+    'Outbound messages about runs and their delivery status', { query: PAGE, ok: 'OpenPage' }),
+  op('control', 'get', '/v1/merge/queue', 'listMergeQueue', 'merge', 'The merge queue in order', { ok: 'OpenList' }),
+  op('control', 'post', '/v1/merge/queue', 'addToMergeQueue', 'merge',
+    'Queue a run whose PR and receipt the policy accepts', {
+    body: 'RunTarget', ok: { status: 201, schema: 'Open', description: 'queued' },
+    also: [{ status: 200, schema: 'Open', description: 'already queued' }], errors: ACTION_ERRORS,
+  }),
+  op('control', 'post', '/v1/merge/run', 'runMergeQueue', 'merge', 'Merge queued runs in order, re-checking each', {
+    loopbackOnly: true, body: 'Empty', bodyOptional: true,
+    ok: { status: 200, schema: 'OpenList', description: 'what happened to each queued run' },
     errors: ['TooLarge', 'UnsupportedType'],
-  },
-  {
-    server: 'control', method: 'get', path: '/v1/review/risk', id: 'getReviewRisk',
-    summary: "Review risk score from a run's diff", tag: 'runs', query: [['source', 'run source'], ['run', 'run id']],
-    ok: { status: 200, schema: 'ReviewRisk' }, errors: ['NotFound'],
-  },
-  {
-    server: 'control', method: 'get', path: '/v1/keys', id: 'getKeys',
-    summary: 'Ed25519 public keys that sign receipts (kid, PEM, JWK)', tag: 'admin', loopbackOnly: true,
-    ok: { status: 200, schema: 'Open' },
-  },
-  {
-    server: 'control', method: 'get', path: '/v1/repos', id: 'listRepos',
-    summary: 'Repository names: of runs, the repos setting, and those trigger servers serve', tag: 'admin',
-    loopbackOnly: true, ok: { status: 200, schema: 'RepoList' },
-  },
-  {
-    server: 'control', method: 'get', path: '/v1/projects', id: 'listProjects',
-    summary: 'Registered projects: where runs may be started (imported, or the repos setting)', tag: 'admin',
-    loopbackOnly: true, ok: { status: 200, schema: 'ProjectList' },
-  },
-  {
-    server: 'control', method: 'post', path: '/v1/ingest', id: 'ingestRuns',
-    summary: 'Shipper upload: runs upsert, events idempotent on (source, run, seq); body up to 16 MiB', tag: 'ingest',
-    body: 'IngestBatch', ok: { status: 200, schema: 'IngestResult' }, errors: ['TooLarge', 'UnsupportedType'],
-  },
-  {
-    server: 'control', method: 'post', path: '/v1/import', id: 'importRuns',
-    summary: 'Register a project (runs may then be started there) and read <path>/.svc/runs/* into the database',
-    tag: 'ingest', loopbackOnly: true, body: 'ImportRequest', ok: { status: 200, schema: 'ImportResult' },
-    errors: ['TooLarge', 'UnsupportedType'],
-  },
+  }),
+  op('control', 'get', '/v1/review/risk', 'getReviewRisk', 'runs', "Review risk score from a run's diff",
+    { query: [['source', 'run source'], ['run', 'run id']], ok: 'ReviewRisk', errors: ['NotFound'] }),
+  op('control', 'get', '/v1/keys', 'getKeys', 'admin', 'Ed25519 public keys that sign receipts (kid, PEM, JWK)',
+    { loopbackOnly: true, ok: 'Open' }),
+  op('control', 'get', '/v1/repos', 'listRepos', 'admin',
+    'Repository names: of runs, the repos setting, and those trigger servers serve',
+    { loopbackOnly: true, ok: 'RepoList' }),
+  op('control', 'get', '/v1/projects', 'listProjects', 'admin',
+    'Registered projects: where runs may be started (imported, or the repos setting)',
+    { loopbackOnly: true, ok: 'ProjectList' }),
+  op('control', 'post', '/v1/ingest', 'ingestRuns', 'ingest',
+    'Shipper upload: runs upsert, events idempotent on (source, run, seq); body up to 16 MiB',
+    { body: 'IngestBatch', ok: 'IngestResult', errors: ['TooLarge', 'UnsupportedType'] }),
+  op('control', 'post', '/v1/import', 'importRuns', 'ingest',
+    'Register a project (runs may then be started there) and read <path>/.svc/runs/* into the database', {
+    loopbackOnly: true, body: 'ImportRequest', ok: 'ImportResult', errors: ['TooLarge', 'UnsupportedType'],
+  }),
   ...SOURCES.flatMap((s: WebhookSource) => (s.api
     ? [webhook(s.name, s.api.summary, s.api.answer === 'chat' ? CHAT_REPLY : SKIPPED)]
     : [])),
-  {
-    server: 'trigger', method: 'get', path: '/status', id: 'getTriggerStatus',
-    summary: 'Which routes and notifiers are configured (booleans and counts, never values) and the queue depth',
-    tag: 'health', auth: 'none', ok: { status: 200, schema: 'Open' },
-  },
-  {
-    server: 'trigger', method: 'post', path: '/jobs', id: 'createJob',
-    summary: 'Queue a job directly (bearer SVC_API_TOKEN)', tag: 'jobs', auth: 'api-token', body: 'JobRequest',
-    ok: { status: 202, schema: 'Queued' }, also: [SKIPPED],
+  op('trigger', 'get', '/status', 'getTriggerStatus', 'health',
+    'Which routes and notifiers are configured (booleans and counts, never values) and the queue depth',
+    { auth: 'none', ok: 'Open' }),
+  op('trigger', 'post', '/jobs', 'createJob', 'jobs', 'Queue a job directly (bearer SVC_API_TOKEN)', {
+    auth: 'api-token', body: 'JobRequest', ok: { status: 202, schema: 'Queued' }, also: [SKIPPED],
     errors: ['Unauthorized', 'TooLarge', 'TooMany', 'UnsupportedType', 'Unavailable'],
-  },
-  {
-    server: 'trigger', method: 'get', path: '/jobs/{id}', id: 'getJob',
-    summary: 'One job and the run it follows (bearer SVC_API_TOKEN; ' +
-      'without one set, open to this machine on a loopback-bound server, else 503 not_configured)',
-    tag: 'jobs', auth: 'api-token-or-loopback', ok: { status: 200, schema: 'Job' },
-    errors: ['Unauthorized', 'NotFound', 'Unavailable'],
-  },
+  }),
+  op('trigger', 'get', '/jobs/{id}', 'getJob', 'jobs', 'One job and the run it follows (bearer SVC_API_TOKEN; ' +
+    'without one set, open to this machine on a loopback-bound server, else 503 not_configured)', {
+    auth: 'api-token-or-loopback', ok: 'Job', errors: ['Unauthorized', 'NotFound', 'Unavailable'],
+  }),
 ];
 
 export const CONTROL_SERVER = { url: 'http://127.0.0.1:47821', description: 'Control Plane (svc control serve)' };
@@ -291,7 +220,7 @@ function security(op: Op): unknown[] {
 function okResponse(ok: Ok): Record<string, unknown> {
   if (ok.type === null) return { description: ok.description ?? 'OK' };
   const content = ok.schema
-    ? { 'application/json': { schema: { $ref: `#/components/schemas/${ok.schema}` } } }
+    ? { 'application/json': { schema: ref(ok.schema) } }
     : { [ok.type ?? 'application/json']: {} };
   return { description: ok.description ?? 'OK', content };
 }
@@ -330,7 +259,7 @@ function operation(op: Op): Record<string, unknown> {
   if (op.body) {
     out.requestBody = {
       required: !op.bodyOptional,
-      content: { 'application/json': { schema: { $ref: `#/components/schemas/${op.body}` } } },
+      content: { 'application/json': { schema: ref(op.body) } },
     };
   }
   if (op.server === 'both') out.servers = [CONTROL_SERVER, TRIGGER_SERVER];
@@ -379,7 +308,7 @@ export function buildOpenapi(version: string): Record<string, unknown> {
     tags: [...new Set(operations.map((o) => o.tag))].map((name) => ({ name, description: TAGS[name] ?? name })),
     paths,
     components: {
-      schemas: { ...schemas, ...pageSchemas },
+      schemas,
       responses,
       securitySchemes: {
         controlToken: { type: 'http', scheme: 'bearer', description: 'SVC_CONTROL_TOKEN (Control Plane /v1/*)' },

@@ -5,7 +5,7 @@
 import type { ControlDeps } from './deps.ts';
 import { readEffectiveConfig } from './config-schema.ts';
 import { transaction } from '../db/open.ts';
-import { DEFAULT_AUDIT_RETENTION_DAYS } from './settings.ts';
+import { SETTINGS } from '../settings-registry.ts';
 import { errorMessage } from '../errors.ts';
 import { iso } from '../iso-time.ts';
 
@@ -47,7 +47,7 @@ const AUDIT_BATCH = 5_000;
 
 /** Deletes audit rows older than the retention, oldest first, in anchored batches; returns how many went. */
 export function pruneAuditLog(deps: ControlDeps, now = deps.clock()): number {
-  const days = deps.settings.auditRetentionDays ?? DEFAULT_AUDIT_RETENTION_DAYS;
+  const days = deps.settings.auditRetentionDays ?? SETTINGS.SVC_CONTROL_AUDIT_RETENTION_DAYS.default;
   if (!(days > 0)) return 0;
   let deleted = 0;
   for (;;) {

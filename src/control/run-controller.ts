@@ -1,6 +1,5 @@
 // How the Control Plane starts and steers runs on this machine: `svc start … --detach` children with an allowlisted
-// env.
-// It never runs a provider itself; stop goes through the engine's identity-checked process-group stop.
+// env. It never runs a provider itself; stop goes through the engine's identity-checked process-group stop.
 import { RUN_SECRET_NAMES } from '../spawn/env.ts';
 import { startChild, type ChildSpec } from '../spawn/start.ts';
 import { withoutSecrets, handoffPipe, sendHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
@@ -37,8 +36,6 @@ export interface RunController {
 const CLI = fileURLToPath(new URL(`../cli${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
 const STDERR_CAP = 16 * 1024;
 
-/** The credentials a launched run uses itself (push, ingest, issue fetch); they travel in the handoff pipe only. */
-
 // What a launched run may inherit is the spawn policy's 'control-launcher' allowlist minus every secret value, plus
 // how to reach this server, and the names the operator passes to agents (~/.svc/operator.json "env"). The secrets it
 // needs go through a pipe on its fd 3 that it reads and closes at start (DESIGN §7a).
@@ -53,6 +50,7 @@ export function childSpec(deps: RunControllerDeps): ChildSpec {
   return { kind: 'control-launcher', base: withoutSecrets(deps.env), extra };
 }
 
+/** The credentials a launched run uses itself (push, ingest, issue fetch); they travel in the handoff pipe only. */
 function runSecrets(deps: RunControllerDeps): Secrets {
   const out: Secrets = {};
   for (const name of RUN_SECRET_NAMES) if (deps.env[name]) out[name] = deps.env[name]!;

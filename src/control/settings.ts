@@ -6,7 +6,7 @@ import { readRunnerTokens, RunnerTokensError, type RunnerToken } from './runner-
 import { readConnectionLimits, type ConnectionLimits } from '../http/connection-limits.ts';
 import type { SubscriberLimits } from './event-bus.ts';
 import { BadSettingError } from '../errors.ts';
-import { setting, SETTINGS, settingChoice, settingInt, settingOr } from '../settings-registry.ts';
+import { setting, settingChoice, settingInt, settingOr } from '../settings-registry.ts';
 
 export interface ControlSettings {
   host: string;
@@ -29,18 +29,12 @@ export interface ControlSettings {
   auditRetentionDays?: number;
 }
 
-/** Default of SVC_CONTROL_AUDIT_RETENTION_DAYS (0 keeps the audit log forever). */
-export const DEFAULT_AUDIT_RETENTION_DAYS = SETTINGS.SVC_CONTROL_AUDIT_RETENTION_DAYS.default;
-
-/** svc's home (~/.svc); one definition for every process: src/spawn/svc-paths.ts. */
-export const svcHome = svcHomeOf;
-
 export function resolveControlSettings(
   env: NodeJS.ProcessEnv,
   flags: { host?: string | undefined; port?: string | undefined; db?: string | undefined },
   staticDir: string,
 ): ControlSettings {
-  const home = svcHome(env);
+  const home = svcHomeOf(env);
   const token = controlToken(env);
   const runnerTokens = readRunnerTokens(setting(env, 'SVC_CONTROL_RUNNER_TOKENS_FILE'));
   // Without the Control Plane's own token every route is open, so a runner token would restrict nothing.

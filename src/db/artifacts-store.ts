@@ -1,10 +1,4 @@
 // Artifacts table: files recorded for a run, content kept in the DB with its sha256 so reads need no filesystem path.
-//
-// Methods other code relies on:
-//   put(source, run, {path, content_type, content, created_at?}) → ArtifactMeta (replaces a file at the same path)
-//   get(source, run, path)      → ArtifactRow (with content) | undefined
-//   list(source, run)           → ArtifactMeta[] sorted by path (no content)
-//   deleteRun(source, run)      → number removed
 // Paths are validated by the caller (src/control/params.ts checkArtifactPath) before they reach this store.
 import { createHash } from 'node:crypto';
 import type { Db } from './open.ts';
@@ -31,10 +25,11 @@ export interface ArtifactInput {
 }
 
 export interface ArtifactsStore {
+  /** Replaces a file at the same path. */
   put(source: string, run: string, input: ArtifactInput): ArtifactMeta;
   get(source: string, run: string, path: string): ArtifactRow | undefined;
+  /** Sorted by path, without content. */
   list(source: string, run: string): ArtifactMeta[];
-  deleteRun(source: string, run: string): number;
 }
 
 export function createArtifactsStore(db: Db): ArtifactsStore {
@@ -51,7 +46,6 @@ export function createArtifactsStore(db: Db): ArtifactsStore {
     'SELECT source, run, path, content_type, sha256, size, created_at FROM artifacts ' +
       'WHERE source = ? AND run = ? ORDER BY path',
   );
-  const deleteStmt = db.prepare('DELETE FROM artifacts WHERE source = ? AND run = ?');
 
   return {
     put(source, run, { path, content_type, content, created_at = Date.now() }) {
@@ -64,9 +58,6 @@ export function createArtifactsStore(db: Db): ArtifactsStore {
     },
     list(source, run) {
       return listStmt.all(source, run) as unknown as ArtifactMeta[];
-    },
-    deleteRun(source, run) {
-      return Number(deleteStmt.run(source, run).changes);
     },
   };
 }

@@ -1,12 +1,5 @@
 // Control requests (stop, answer) for runs this Control Plane cannot reach on disk: recorded here, handed to the run's
 // own worker in the response to its next ingest batch that carries the run.
-//
-// Methods other code relies on:
-//   add(source, run, action, payload?, at?) → id
-//   takePending(source, runs, at?) → the undelivered requests for those runs, oldest first, now marked delivered
-//   pending(source)             → the undelivered requests, without marking them
-//   latest(source, run, action) → the run's newest request of that action with its delivered_at, or undefined
-//   deleteRun(source, run)      → number removed
 import type { Db } from './open.ts';
 
 export interface ControlRequest {
@@ -21,10 +14,12 @@ export interface ControlRequest {
 
 export interface ControlRequestsStore {
   add(source: string, run: string, action: string, payload?: Record<string, unknown> | null, at?: number): number;
+  /** The undelivered requests for those runs, oldest first, now marked delivered. */
   takePending(source: string, runs: string[], at?: number): ControlRequest[];
+  /** The undelivered requests, without marking them. */
   pending(source: string): ControlRequest[];
+  /** The run's newest request of that action. */
   latest(source: string, run: string, action: string): (ControlRequest & { delivered_at: number | null }) | undefined;
-  deleteRun(source: string, run: string): number;
 }
 
 interface Row {
@@ -52,7 +47,6 @@ export function createControlRequestsStore(db: Db): ControlRequestsStore {
     'UPDATE control_requests SET delivered_at = ? WHERE source = ? AND run = ? AND delivered_at IS NULL ' +
       'RETURNING id, source, run, action, payload, created_at',
   );
-  const deleteStmt = db.prepare('DELETE FROM control_requests WHERE source = ? AND run = ?');
   const latestStmt = db.prepare(
     'SELECT id, source, run, action, payload, created_at, delivered_at FROM control_requests ' +
       'WHERE source = ? AND run = ? AND action = ? ORDER BY id DESC LIMIT 1',
@@ -75,9 +69,6 @@ export function createControlRequestsStore(db: Db): ControlRequestsStore {
     latest(source, run, action) {
       const row = latestStmt.get(source, run, action) as (Row & { delivered_at: number | null }) | undefined;
       return row ? { ...toRequest(row), delivered_at: row.delivered_at } : undefined;
-    },
-    deleteRun(source, run) {
-      return Number(deleteStmt.run(source, run).changes);
     },
   };
 }

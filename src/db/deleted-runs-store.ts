@@ -1,15 +1,12 @@
 // deleted_runs: runs an operator deleted (DELETE /v1/runs/…), so a runner that ships one again (`svc ship`, a late
 // flush) does not bring it back. An explicit POST /v1/import of its project does, and forgets it.
-//
-// Methods other code relies on:
-//   add(source, run, now)   → records the deletion
-//   has(source, run)        → whether ingest must drop that run
-//   forget(source, run)     → an import brought it back
 import type { Db } from './open.ts';
 
 export interface DeletedRunsStore {
   add(source: string, run: string, now: number): void;
+  /** Whether ingest must drop that run. */
   has(source: string, run: string): boolean;
+  /** An import brought it back. */
   forget(source: string, run: string): void;
 }
 

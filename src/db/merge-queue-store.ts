@@ -1,11 +1,4 @@
 // merge_queue: runs waiting to be merged, in the order they were added; status queued → merged | failed.
-//
-// Methods other code relies on:
-//   add(source, run, at)   → the entry, or undefined when the run is already queued
-//   get(source, run)       → entry | undefined
-//   list()                 → every entry, oldest first
-//   queued()               → entries still waiting, oldest first
-//   setStatus(id, status, detail, at)
 import type { Db } from './open.ts';
 
 export type MergeStatus = 'queued' | 'merged' | 'failed';
@@ -21,8 +14,10 @@ export interface MergeEntry {
 }
 
 export interface MergeQueueStore {
+  /** Undefined when the run is already queued. */
   add(source: string, run: string, at: number): MergeEntry | undefined;
   get(source: string, run: string): MergeEntry | undefined;
+  /** Oldest first, as queued() for the entries still waiting. */
   list(): MergeEntry[];
   queued(): MergeEntry[];
   setStatus(id: number, status: MergeStatus, detail: string | null, at: number): void;

@@ -1,10 +1,5 @@
 // projects: the repositories the operator registered (POST /v1/import). With the `repos` setting they are the only
 // places the Control Plane starts a process in. Paths are stored as real paths (symlinks resolved).
-//
-// Methods other code relies on:
-//   add(path, now)  → true when the path was new
-//   has(path)       → whether that exact real path is registered
-//   list()          → every registered project, oldest first
 import type { Db } from './open.ts';
 
 export interface Project {
@@ -13,8 +8,11 @@ export interface Project {
 }
 
 export interface ProjectsStore {
+  /** True when the path was new. */
   add(path: string, now: number): boolean;
+  /** Whether that exact real path is registered. */
   has(path: string): boolean;
+  /** Oldest first. */
   list(): Project[];
 }
 

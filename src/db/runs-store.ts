@@ -1,23 +1,6 @@
 // Runs table: upsert, patch, keyset-paged list and the small counts. Times are unix ms; the wire format lives in
 // run-row-json.ts, and every write stores the run's Run JSON text with its row, so a list page reads one cell per run
 // (docs/bench.md: without it the list's p99 bar fails). The cascading delete lives beside it (run-delete.ts).
-//
-// Methods other code relies on:
-//   get(source, run)            → RunRow | undefined
-//   upsert(source, input)       → insert or replace the public fields; an older `updated_at` never overwrites a newer
-//                                 row; started_at keeps its first-seen value
-//   patch(source, run, fields)  → update only the given columns (e.g. {status, question, updated_at}); returns
-//                                 whether a row changed
-//   setStatus(source, run, status, at, extra?) → patch sugar that also stamps updated_at
-//   list(filter)                → newest first by (started_at, source, run), keyset after `filter.after`, at most
-//                                 `filter.limit` rows
-//   page(filter)                → the same runs as Run JSON texts, and the last one's key when another page follows
-//   count()                     → number of runs
-//   countActive(source)         → runs of that source that are queued, running, blocked or stopping
-//   listEnded(before, limit)    → oldest terminal runs that ended before `before` (retention), as {source, run}
-//   ping()                      → runs a trivial query; throws when the DB is unusable (/ready)
-//   delete(source, run)         → 'deleted' | 'not_found' | 'active' (active runs are kept); removes its events,
-//                                 artifacts, control and start requests
 import type { SQLInputValue, StatementSync } from 'node:sqlite';
 import type { Db } from './open.ts';
 import { ACTIVE_STATUSES, TERMINAL_STATUSES, type RunStatus } from '../run-json.ts';
@@ -35,15 +18,24 @@ const sqlList = (statuses: readonly string[]) => statuses.map((x) => `'${x}'`).j
 
 export interface RunsStore {
   get(source: string, run: string): RunRow | undefined;
+  /** The public fields; an older `updated_at` never overwrites a newer row; started_at keeps its first value. */
   upsert(source: string, input: RunInput): boolean;
+  /** Only the given columns; whether a row changed. */
   patch(source: string, run: string, fields: RunPatch): boolean;
+  /** patch that also stamps updated_at. */
   setStatus(source: string, run: string, status: RunStatus, at: number, fields?: RunPatch): boolean;
+  /** Newest first by (started_at, source, run), keyset after `filter.after`, at most `filter.limit` rows. */
   list(filter: RunFilter): RunRow[];
+  /** The same runs as Run JSON texts, and the last one's key when another page follows. */
   page(filter: RunFilter): { items: string[]; next: RunKey | null };
   count(): number;
+  /** Runs of that source that are queued, running, blocked or stopping. */
   countActive(source: string): number;
+  /** Oldest terminal runs that ended before `before` (retention). */
   listEnded(before: number, limit: number): Array<{ source: string; run: string }>;
+  /** Throws when the DB is unusable (/ready). */
   ping(): void;
+  /** Active runs are kept; a deleted one takes its events, artifacts, control and start requests along. */
   delete(source: string, run: string): DeleteOutcome;
 }
 

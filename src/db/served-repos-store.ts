@@ -1,9 +1,5 @@
 // served_repos: the repositories each trigger server serves, by the source it reports as. A report
 // replaces its source's list whole, so an entry removed from the server's file is gone after its next start.
-//
-// Methods other code relies on:
-//   replace(source, names, now) → the source's list becomes exactly `names`
-//   list()                      → every (source, name), by name then source
 import type { Db } from './open.ts';
 
 export interface ServedRepoRow {
@@ -13,7 +9,9 @@ export interface ServedRepoRow {
 }
 
 export interface ServedReposStore {
+  /** The source's list becomes exactly `names`. */
   replace(source: string, names: readonly string[], now: number): void;
+  /** Every (source, name), by name then source. */
   list(): ServedRepoRow[];
 }
 

@@ -1,10 +1,5 @@
 // start_requests: makes POST /v1/start idempotent by request_id (same id + same body → same run; different body →
 // conflict).
-//
-// Methods other code relies on:
-//   get(requestId)                       → {request_id, body_sha256, source, run, created_at} | undefined
-//   add({request_id, body_sha256, source, run, created_at}) → false when the id was already taken
-//   remove(requestId)                    → forgets an id (its run is gone, so the id may start a new run)
 import type { Db } from './open.ts';
 
 export interface StartRequest {
@@ -17,7 +12,9 @@ export interface StartRequest {
 
 export interface StartRequestsStore {
   get(requestId: string): StartRequest | undefined;
+  /** False when the id was already taken. */
   add(row: StartRequest): boolean;
+  /** Forgets an id (its run is gone, so the id may start a new run). */
   remove(requestId: string): boolean;
 }
 

@@ -62,20 +62,10 @@ const COST_COLUMNS =
   'sum(tokens_in) AS tokens_in, sum(tokens_out) AS tokens_out';
 
 function whereOf(f: StatsFilter, extra: string[] = []): { clause: string; args: SQLInputValue[]; sig: string } {
-  const where: string[] = [];
-  const args: SQLInputValue[] = [];
-  if (f.repo !== undefined) {
-    where.push('repo = ?');
-    args.push(f.repo);
-  }
-  if (f.since !== undefined) {
-    where.push('started_at >= ?');
-    args.push(f.since);
-  }
-  if (f.until !== undefined) {
-    where.push('started_at < ?');
-    args.push(f.until);
-  }
+  const given = ([['repo = ?', f.repo], ['started_at >= ?', f.since], ['started_at < ?', f.until]] as const)
+    .filter(([, value]) => value !== undefined);
+  const where: string[] = given.map(([sql]) => sql);
+  const args = given.map(([, value]) => value as SQLInputValue);
   where.push(...extra);
   return { clause: where.length ? `WHERE ${where.join(' AND ')}` : '', args, sig: where.join('&') };
 }

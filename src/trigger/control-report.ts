@@ -2,6 +2,7 @@
 // which repositories this server serves (`served_repos`), at start until accepted.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { errorMessage } from '../errors.ts';
+import type { Logger } from '../log.ts';
 
 export interface NotificationReport {
   job_id: string;
@@ -17,31 +18,36 @@ export interface NotificationReport {
   message: string;
 }
 
+/** Where and as whom both reports go. */
 export interface ControlReportOptions {
   controlUrl: string | undefined;
   controlToken: string | undefined;
   source: string;
   fetch: typeof fetch;
-  log: { warn(msg: string, fields?: Record<string, unknown>): void };
-  timeoutMs?: number;
+  log: Pick<Logger, 'info' | 'warn'>;
+}
+
+/** POST /v1/ingest with this server's token; the reply body is drained, never read. */
+async function postIngest(opts: ControlReportOptions, body: string, signal: AbortSignal): Promise<Response> {
+  const res = await opts.fetch(`${opts.controlUrl!.replace(/\/+$/, '')}/v1/ingest`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      ...(opts.controlToken ? { authorization: `Bearer ${opts.controlToken}` } : {}),
+    },
+    body,
+    signal,
+  });
+  await res.arrayBuffer();
+  return res;
 }
 
 export function createControlReporter(opts: ControlReportOptions): (n: NotificationReport) => Promise<void> {
   return async (notification) => {
     if (!opts.controlUrl) return;
     try {
-      const res = await opts.fetch(`${opts.controlUrl.replace(/\/+$/, '')}/v1/ingest`, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          ...(opts.controlToken ? { authorization: `Bearer ${opts.controlToken}` } : {}),
-        },
-        body: JSON.stringify({
-          source: opts.source, runs: [], events: [], artifacts: [], notifications: [notification],
-        }),
-        signal: AbortSignal.timeout(opts.timeoutMs ?? 5_000),
-      });
-      await res.arrayBuffer();
+      const body = { source: opts.source, runs: [], events: [], artifacts: [], notifications: [notification] };
+      const res = await postIngest(opts, JSON.stringify(body), AbortSignal.timeout(5_000));
       if (!res.ok) {
         opts.log.warn('Control Plane refused the notification report', {
           job_id: notification.job_id, status: res.status,
@@ -56,15 +62,7 @@ export function createControlReporter(opts: ControlReportOptions): (n: Notificat
   };
 }
 
-export interface ServedReposReportOptions {
-  controlUrl: string | undefined;
-  controlToken: string | undefined;
-  source: string;
-  fetch: typeof fetch;
-  log: {
-    info(msg: string, fields?: Record<string, unknown>): void;
-    warn(msg: string, fields?: Record<string, unknown>): void;
-  };
+export interface ServedReposReportOptions extends ControlReportOptions {
   /** Server shutdown: stops the retries and any request in flight. */
   signal: AbortSignal;
   /** Waits between attempts; the last one repeats. */
@@ -80,22 +78,12 @@ const SERVED_RETRY_MS = [1_000, 5_000, 30_000, 60_000, 300_000];
  */
 export async function reportServedRepos(names: readonly string[], opts: ServedReposReportOptions): Promise<void> {
   if (!opts.controlUrl) return;
-  const url = `${opts.controlUrl.replace(/\/+$/, '')}/v1/ingest`;
   const body = JSON.stringify({ source: opts.source, served_repos: names.map((name) => ({ name })) });
   const waits = opts.retryMs ?? SERVED_RETRY_MS;
   for (let attempt = 0; !opts.signal.aborted; attempt++) {
     let why: Record<string, unknown>;
     try {
-      const res = await opts.fetch(url, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          ...(opts.controlToken ? { authorization: `Bearer ${opts.controlToken}` } : {}),
-        },
-        body,
-        signal: AbortSignal.any([opts.signal, AbortSignal.timeout(5_000)]),
-      });
-      await res.arrayBuffer();
+      const res = await postIngest(opts, body, AbortSignal.any([opts.signal, AbortSignal.timeout(5_000)]));
       if (res.ok) {
         opts.log.info('served repositories reported to the Control Plane', { repos: names.length });
         return;

@@ -6,7 +6,7 @@ import { json, type Reply } from '../http/respond.ts';
 import type { Ctx } from '../http/pipeline.ts';
 import type { TriggerDeps } from './deps.ts';
 import type { SourceName as RouteName } from '../webhook-sources.ts';
-import type { EnqueueRequest, Origin, ReplyTarget } from './delivery.ts';
+import type { EnqueueRequest, Origin, ReplyTarget } from './queue.ts';
 
 export type TCtx = Ctx<TriggerDeps>;
 type Header = string | string[] | undefined;

@@ -5,16 +5,15 @@
 // agent's to write).
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createKubeApi, inClusterApiUrl, SERVICE_ACCOUNT_DIR, type KubeApi } from './kube-api.ts';
-import { kubeJobName } from './kubernetes-job.ts';
-import { createKubeJobs, type JobState } from './kubernetes-jobs.ts';
+import { createKubeJobs, kubeJobName, type JobState } from './kubernetes-jobs.ts';
 import { kubernetesSettingsFromEnv, type KubernetesSettings } from './kubernetes-settings.ts';
 import { RUN_CONTAINER, SIGNER_CONTAINER } from './kubernetes-pod.ts';
 import {
   isTerminal, outcomeFromState, parseLaunchOutput, RUN_SEGMENT,
-  type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef,
+  type ExecJob, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef,
 } from './executor.ts';
 import type { Logger } from '../log.ts';
-import { errorMessage } from '../errors.ts';
+import { BadSettingError, errorMessage } from '../errors.ts';
 
 export interface KubernetesExecutorOptions {
   env: NodeJS.ProcessEnv;
@@ -31,15 +30,11 @@ export interface KubernetesExecutorOptions {
   shipGraceMs?: number;
 }
 
-function messageOf(err: unknown): string {
-  return errorMessage(err);
-}
-
 export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobExecutor {
   const settings = opts.settings ?? kubernetesSettingsFromEnv(opts.env);
   const apiUrl = inClusterApiUrl(opts.env);
   if (!opts.api && !apiUrl) {
-    throw new RangeError(
+    throw new BadSettingError(
       'SVC_TRIGGER_EXECUTOR=kubernetes needs KUBERNETES_SERVICE_HOST (in a cluster) or SVC_K8S_API_URL',
     );
   }
@@ -95,7 +90,7 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
         await sleep(pollMs);
       }
     } catch (err) {
-      return { exitCode: null, run: null, error: `Kubernetes API: ${messageOf(err)}` };
+      return { exitCode: null, run: null, error: `Kubernetes API: ${errorMessage(err)}` };
     }
   }
 
@@ -141,9 +136,7 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
     };
   }
 
-  async function follow(
-    run: RunRef, signal: AbortSignal, _opts: FollowOptions,
-  ): Promise<RunOutcome | null | 'aborted'> {
+  async function follow(run: RunRef, signal: AbortSignal): Promise<RunOutcome | null | 'aborted'> {
     if (!RUN_SEGMENT.test(run.source) || !RUN_SEGMENT.test(run.run)) return null;
     let name: string | null = known.get(`${run.source}/${run.run}`) ?? null;
     let missingSince: number | null = null;
@@ -165,7 +158,7 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
           return (await outcomeFromLog(name!)) ?? jobOutcome(state);
         }
       } catch (err) {
-        log.warn('kubernetes follow poll failed; retrying', { run: run.run, error: messageOf(err) });
+        log.warn('kubernetes follow poll failed; retrying', { run: run.run, error: errorMessage(err) });
       }
       try {
         await sleep(pollMs, undefined, { signal });

@@ -20,7 +20,7 @@ import { createSkipCounts } from './skip-counts.ts';
 import { createManagedCheckouts } from './managed-checkout.ts';
 import { startTriggerRetention } from './retention.ts';
 import { createWalCheckpointer } from '../db/wal-checkpointer.ts';
-import { BadSettingError, errorMessage } from '../errors.ts';
+import { BadSettingError } from '../errors.ts';
 import { createJobWorkdirs, type LiveRepoRouter, type RepoRouter } from './served-repos.ts';
 import { closeGracefully, listen } from '../http/listen.ts';
 import { createHttpServer } from '../http/http-server.ts';
@@ -53,29 +53,15 @@ export interface TriggerOverrides {
   servedRetryMs?: readonly number[];
 }
 
-/** Executors by SVC_TRIGGER_EXECUTOR; others (kubernetes) register here when they land. */
-function pickExecutor(
-  settings: TriggerSettings,
-  env: NodeJS.ProcessEnv,
-  log: Logger,
-  pollMs: number | undefined,
-): JobExecutor {
+/** The executor SVC_TRIGGER_EXECUTOR names. */
+function pickExecutor(settings: TriggerSettings, env: NodeJS.ProcessEnv, log: Logger, pollMs?: number): JobExecutor {
   if (settings.executor === 'local') {
     return createLocalExecutor({ cliPath: settings.cliPath, env, log, ...(pollMs ? { pollMs } : {}) });
   }
   if (settings.executor === 'kubernetes') {
     kubernetesReposCheck(settings.repos);
-    try {
-      return createKubernetesExecutor({
-        env,
-        log,
-        controlUrl: settings.controlUrl,
-        controlToken: settings.controlToken,
-        ...(pollMs ? { pollMs } : {}),
-      });
-    } catch (err) {
-      throw new BadSettingError(errorMessage(err), { cause: err });
-    }
+    const { controlUrl, controlToken } = settings;
+    return createKubernetesExecutor({ env, log, controlUrl, controlToken, ...(pollMs ? { pollMs } : {}) });
   }
   throw new BadSettingError(`Unknown SVC_TRIGGER_EXECUTOR "${settings.executor}" (known: local, kubernetes)`);
 }
@@ -123,18 +109,14 @@ export async function startTrigger(
   stores.jobs.countOrigins(ROUTES);
   const checkpointer = createWalCheckpointer({ db, path: settings.dbPath, log });
   const shutdown = new AbortController();
+  const { controlUrl, controlToken, source } = settings;
+  const control = { controlUrl, controlToken, source, fetch: o.fetch ?? fetch, log };
   const notify = createNotifier({
     stores,
     config: settings.notify,
     replies: REPLIES,
     post: o.post ?? createHttpsPoster(),
-    report: createControlReporter({
-      controlUrl: settings.controlUrl,
-      controlToken: settings.controlToken,
-      source: settings.source,
-      fetch: o.fetch ?? fetch,
-      log,
-    }),
+    report: createControlReporter(control),
     log,
     clock,
     signal: shutdown.signal,
@@ -168,8 +150,7 @@ export async function startTrigger(
     lastReport?.abort();
     lastReport = new AbortController();
     reports.push(reportServedRepos(names, {
-      controlUrl: settings.controlUrl, controlToken: settings.controlToken, source: settings.source,
-      fetch: o.fetch ?? fetch, log, signal: AbortSignal.any([shutdown.signal, lastReport.signal]),
+      ...control, signal: AbortSignal.any([shutdown.signal, lastReport.signal]),
       ...(o.servedRetryMs ? { retryMs: o.servedRetryMs } : {}),
     }));
   };

@@ -2,13 +2,34 @@
 // and its reply target written, and committed before any 2xx (DESIGN §5). Deliveries of one event-loop turn share
 // the COMMIT: kept because the peer bar needs it (docs/bench.md: about twice the deliveries per second of a commit
 // each), written with a savepoint per delivery so one that cannot be written still fails alone.
-import { randomFillSync } from 'node:crypto';
 import { errorMessage, FailedError } from '../errors.ts';
 import { transaction } from '../db/open.ts';
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow } from '../db/trigger-jobs-store.ts';
-import type { EnqueueRequest, EnqueueResult, Origin } from './delivery.ts';
+import type { SourceName } from '../webhook-sources.ts';
 import { iso } from '../iso-time.ts';
+import { newRunId } from '../engine/ids.ts';
+
+/** A job's origin is its source's name (src/webhook-sources.ts), as the job database stores it. */
+export type Origin = SourceName;
+
+export interface ReplyTarget {
+  channel: string;
+  target: Record<string, unknown>;
+}
+
+export interface EnqueueRequest {
+  origin: Origin;
+  /** The served repository (owner/name) the delivery was routed to (served-repos.ts). */
+  repo: string;
+  brief: string;
+  /** The exact argv after `svc`. */
+  args: string[];
+  dedupeKeys: readonly string[];
+  reply?: ReplyTarget | undefined;
+}
+
+export type EnqueueResult = { kind: 'queued'; jobId: string } | { kind: 'duplicate'; jobId: string } | { kind: 'full' };
 
 // How the bounded queue is shared between routes, so a flood on one route can never 429 another.
 // Half of SVC_TRIGGER_QUEUE_MAX is reserved, split evenly between the routes that are configured; the other half
@@ -38,34 +59,9 @@ export function shareAdmits(shares: QueueShares, queued: ReadonlyMap<string, num
   return (queued.get(origin) ?? 0) < shares.reserve || borrowed < shares.pool;
 }
 
-// Time-sortable random job ids: `j` + 10 base32 chars of unix ms + 16 random base32 chars (26 in all, like run ids).
-
-const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
-
-// One getrandom call per 256 ids instead of one per id: ids are minted on the delivery hot path.
-const pool = Buffer.alloc(16 * 256);
-let poolOffset = pool.length;
-
-function random16(): Buffer {
-  if (poolOffset >= pool.length) {
-    randomFillSync(pool);
-    poolOffset = 0;
-  }
-  poolOffset += 16;
-  return pool.subarray(poolOffset - 16, poolOffset);
-}
-
+/** Time-sortable random job ids: a run id's 26 characters (engine/ids.ts) after a `j`. */
 export function newJobId(now: number = Date.now()): string {
-  let time = '';
-  let t = Math.max(0, Math.floor(now));
-  for (let i = 0; i < 10; i++) {
-    time = ALPHABET[t % 32]! + time;
-    t = Math.floor(t / 32);
-  }
-  const bytes = random16();
-  let rand = '';
-  for (let i = 0; i < 16; i++) rand += ALPHABET[bytes[i]! % 32]!;
-  return `j${time}${rand}`;
+  return `j${newRunId(now).slice(1)}`;
 }
 
 export const JOB_ID = /^j[0-9a-z]{26}$/;

@@ -22,20 +22,12 @@ export interface PruneCounts {
   jobs: number;
 }
 
-/** The cut-offs for `now`: keys created before `dedupeBefore`, jobs finished before `jobsBefore` go. */
-export function cutoffs(retention: TriggerRetention, now: number): { dedupeBefore: number; jobsBefore: number } {
-  return {
-    dedupeBefore: now - retention.dedupeDays * DAY_MS,
-    jobsBefore: now - Math.max(retention.jobDays, retention.dedupeDays) * DAY_MS,
-  };
-}
-
-/** One batch of work; `done` once nothing expired is left. */
+/** One batch of work; `done` once nothing expired is left. Jobs stay at least as long as their dedupe keys. */
 export function pruneBatch(
   stores: TriggerStores, retention: TriggerRetention, now: number, limit = BATCH,
 ): PruneCounts & { done: boolean } {
-  const { dedupeBefore, jobsBefore } = cutoffs(retention, now);
-  const dedupeKeys = stores.retention.pruneDedupeKeys(dedupeBefore, limit);
+  const dedupeKeys = stores.retention.pruneDedupeKeys(now - retention.dedupeDays * DAY_MS, limit);
+  const jobsBefore = now - Math.max(retention.jobDays, retention.dedupeDays) * DAY_MS;
   const jobs = stores.retention.pruneFinishedJobs(jobsBefore, limit);
   return { dedupeKeys, jobs, done: dedupeKeys < limit && jobs < limit };
 }
@@ -51,61 +43,37 @@ export function pruneAll(stores: TriggerStores, retention: TriggerRetention, now
   }
 }
 
-export interface RetentionSweeperOptions {
-  stores: TriggerStores;
-  retention: TriggerRetention;
-  clock: () => number;
-  log: Logger;
-  everyMs?: number;
-}
-
-/** Sweeps now and every `everyMs`; returns stop(). A failed batch is logged and retried at the next sweep. */
-export function startTriggerRetention(opts: RetentionSweeperOptions): () => void {
-  const everyMs = opts.everyMs ?? SWEEP_MS;
-  let stopped = false;
+/** Sweeps now and every SWEEP_MS; returns stop(). A failed batch is logged and retried at the next sweep. */
+export function startTriggerRetention(
+  opts: { stores: TriggerStores; retention: TriggerRetention; clock: () => number; log: Logger },
+): () => void {
+  // Set while a sweep is under way: a timer tick then starts no second one.
   let immediate: NodeJS.Immediate | undefined;
-  let busy = false;
-  let total: PruneCounts = { dedupeKeys: 0, jobs: 0 };
 
-  function finish(): void {
+  function step(now: number, total: PruneCounts): void {
+    immediate = undefined;
+    try {
+      const batch = pruneBatch(opts.stores, opts.retention, now);
+      total = { dedupeKeys: total.dedupeKeys + batch.dedupeKeys, jobs: total.jobs + batch.jobs };
+      if (!batch.done) {
+        immediate = setImmediate(step, now, total);
+        return;
+      }
+    } catch (err) {
+      opts.log.error('trigger retention sweep failed', { error: errorMessage(err) });
+    }
     if (total.dedupeKeys + total.jobs > 0) {
       opts.log.info('trigger retention sweep', { dedupe_keys: total.dedupeKeys, jobs: total.jobs, ...opts.retention });
-    }
-    total = { dedupeKeys: 0, jobs: 0 };
-    busy = false;
-  }
-
-  function account(batch: PruneCounts & { done: boolean }, now: number): void {
-    total = { dedupeKeys: total.dedupeKeys + batch.dedupeKeys, jobs: total.jobs + batch.jobs };
-    if (batch.done || stopped) finish();
-    else immediate = setImmediate(step, now);
-  }
-
-  function failed(err: unknown): void {
-    opts.log.error('trigger retention sweep failed', { error: errorMessage(err) });
-    finish();
-  }
-
-  function step(now: number): void {
-    immediate = undefined;
-    if (stopped) return finish();
-    try {
-      account(pruneBatch(opts.stores, opts.retention, now), now);
-    } catch (err) {
-      failed(err);
     }
   }
 
   function sweep(): void {
-    if (busy) return;
-    busy = true;
-    immediate = setImmediate(step, opts.clock());
+    immediate ??= setImmediate(step, opts.clock(), { dedupeKeys: 0, jobs: 0 });
   }
   sweep();
-  const timer = setInterval(sweep, everyMs);
+  const timer = setInterval(sweep, SWEEP_MS);
   timer.unref();
   return () => {
-    stopped = true;
     clearInterval(timer);
     if (immediate) clearImmediate(immediate);
   };

@@ -1,6 +1,6 @@
 // The served repositories file: one line per repository, read whole and refused whole when any line is
 // wrong, so the trigger server never starts with a routing table it half understood. Pure text in, entries out;
-// the file system checks (does the checkout exist) live in served-repos-check.ts.
+// the file system checks (does the checkout exist) live in served-repos.ts.
 //
 //   # owner/name   where                      routing keys …
 //   acme/api       checkout=/srv/acme/api     errtrack=api-backend trackera=API chata=C0123 default
@@ -8,8 +8,6 @@
 import { BadSettingError } from '../errors.ts';
 import { isRepoName } from '../engine/repo-name.ts';
 import { CHAT_KINDS, ROUTING_KINDS, type ChatKind, type RoutingKind } from '../webhook-sources.ts';
-
-export { isRepoName, ROUTING_KINDS, type ChatKind, type RoutingKind };
 
 // Sources whose events name no repository (routing 'key' or 'channel' in src/webhook-sources.ts): the operator maps
 // their keys to one (GitHub routes by full_name). Chat sources: a channel's mapping is a permission, not only a

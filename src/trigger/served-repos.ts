@@ -10,9 +10,9 @@ import { errorMessage, FailedError } from '../errors.ts';
 import type { JobRow } from '../db/trigger-jobs-store.ts';
 import { ManagedGitError, type ManagedCheckouts } from './managed-checkout.ts';
 import {
-  EVERY_CHANNEL, isChatKind, keyOf, parseServedRepos, ReposFileError, ROUTING_KINDS, type ChatKind, type ReposProblem,
-  type RoutingKind, type ServedRepo,
+  EVERY_CHANNEL, isChatKind, keyOf, parseServedRepos, ReposFileError, type ReposProblem, type ServedRepo,
 } from './served-repos-file.ts';
+import { ROUTING_KINDS, type ChatKind, type RoutingKind } from '../webhook-sources.ts';
 
 export type Routed = { kind: 'repo'; repo: ServedRepo } | { kind: 'unserved'; reason: string };
 
@@ -208,9 +208,8 @@ export function liveServedRepos(file: string): LiveRepoRouter {
       hooks?.log.info('served repositories reloaded', { repos_from: file, repos: next.entries.map((e) => e.name) });
       hooks?.onChange?.(next);
     } catch (err) {
-      const error = errorMessage(err);
       hooks?.log.error('served repositories file changed but is not used; the previous table stays', {
-        repos_from: file, error,
+        repos_from: file, error: errorMessage(err),
       });
     }
     return current;
@@ -234,11 +233,7 @@ export function liveServedRepos(file: string): LiveRepoRouter {
 // Which directory a job runs in: the routed repository's checkout, or for a clone URL the job's own
 // checkout of the freshly fetched mirror (managed-checkout.ts). Never another repository's, never the server's cwd.
 /** The job cannot run: its repository is gone from the table, or its checkout could not be made. */
-export class WorkdirError extends FailedError {
-  constructor(message: string) {
-    super(message);
-  }
-}
+export class WorkdirError extends FailedError {}
 
 export interface JobWorkdirs {
   /** The served entry of a job: its recorded repository, or the default for a job accepted before migration 6. */

@@ -60,14 +60,9 @@ function httpsUrl(value: string, what: string, problems: SecretProblems): string
   return undefined;
 }
 
-/** The CLI of this install (src/spawn/svc-paths.ts). */
-export const defaultCliPath = svcCliPath;
-
-export const REPOS_FILE_NAME = 'repos.conf';
-
 /** The default repositories file: `~/.svc/trigger/repos.conf` (also what `svc repos` edits without --file). */
 export function defaultReposFile(env: NodeJS.ProcessEnv): string {
-  return join(env.HOME || homedir(), '.svc', 'trigger', REPOS_FILE_NAME);
+  return join(env.HOME || homedir(), '.svc', 'trigger', 'repos.conf');
 }
 
 /**
@@ -160,7 +155,7 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
         : undefined,
     },
     trackerbFilter: filter,
-    cliPath: env.SVC_TRIGGER_CLI ? resolve(cwd, env.SVC_TRIGGER_CLI) : defaultCliPath(),
+    cliPath: env.SVC_TRIGGER_CLI ? resolve(cwd, env.SVC_TRIGGER_CLI) : svcCliPath(),
     executor: settingChoice(env, 'SVC_TRIGGER_EXECUTOR'),
     problems,
     retention: {

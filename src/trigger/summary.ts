@@ -1,6 +1,7 @@
 // The one-line completion summary every origin receives: status, verdict, PR URL, cost, duration, Control Plane link;
 // and what a source's reply channel is (its sender and renderer are beside its handler, trigger/sources/<name>.ts).
 import { FailedError } from '../errors.ts';
+import { VERDICTS } from '../run-json.ts';
 import type { RunOutcome, RunRef } from './executor.ts';
 import type { Poster } from './https-post.ts';
 
@@ -77,7 +78,6 @@ export type Piece = { own: string } | { data: string } | { link: string };
 /** The summary's parts, in order; each is shown as its pieces side by side, parts separated by " · ". */
 export type SummaryParts = Piece[][];
 
-const VERDICTS = new Set(['verified', 'verified_with_gaps', 'not_verified']);
 /** Agent-derived text is cut to this many characters: a summary is one line, not a log. */
 export const DATA_CHARS = 500;
 
@@ -108,7 +108,7 @@ export function buildSummaryParts(input: SummaryInput): SummaryParts {
   const o = input.outcome;
   if (o) {
     const verdict = o.verdict ?? 'none';
-    parts.push([{ own: 'verdict ' }, VERDICTS.has(verdict) || verdict === 'none' ? { own: verdict } : data(verdict)]);
+    parts.push([{ own: 'verdict ' }, [...VERDICTS, 'none'].includes(verdict) ? { own: verdict } : data(verdict)]);
     const pr = safeLink(o.pr_url);
     if (pr) parts.push([{ own: 'PR ' }, { link: pr }]);
     else parts.push(o.pr_url ? [{ own: 'PR ' }, data(o.pr_url)] : [{ own: 'no PR' }]);

@@ -4,7 +4,7 @@ import { mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { createKubernetesExecutor } from '../../src/trigger/kubernetes-executor.ts';
-import { buildKubeJob, kubeJobName, LABEL_RUN } from '../../src/trigger/kubernetes-job.ts';
+import { buildKubeJob, kubeJobName, LABEL_RUN } from '../../src/trigger/kubernetes-jobs.ts';
 import { kubernetesSettingsFromEnv } from '../../src/trigger/kubernetes-settings.ts';
 import { podArgs } from '../../src/trigger/kubernetes-pod.ts';
 import { silentLogger } from '../../src/log.ts';

@@ -10,7 +10,7 @@ import { mkdirSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createKubernetesExecutor } from '../../src/trigger/kubernetes-executor.ts';
-import { kubeJobName } from '../../src/trigger/kubernetes-job.ts';
+import { kubeJobName } from '../../src/trigger/kubernetes-jobs.ts';
 import { silentLogger } from '../../src/log.ts';
 import { verifyReceipt, keyRingOf, type Receipt } from '../../src/engine/receipt.ts';
 import { keyIdOf, trustedKeysDir } from '../../src/keys.ts';

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import type { Db } from '../../src/db/open.ts';
 import { createTriggerStores } from '../../src/db/trigger-stores.ts';
 import { createJobQueue, DeliveryNotCommittedError, newJobId, JOB_ID, type JobQueue } from '../../src/trigger/queue.ts';
-import { type EnqueueRequest } from '../../src/trigger/delivery.ts';
+import { type EnqueueRequest } from '../../src/trigger/queue.ts';
 import { tempTriggerDbs } from './temp-dbs.ts';
 
 const temp = tempTriggerDbs('svc-queue-');
@@ -97,7 +97,7 @@ describe('job queue', () => {
 });
 
 describe('job ids', () => {
-  it('stay well-formed and distinct across many refills of the random pool', () => {
+  it('stay well-formed and distinct when minted in the same millisecond', () => {
     const ids = new Set<string>();
     for (let i = 0; i < 2000; i++) {
       const id = newJobId(1_700_000_000_000);

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { Job } from 'kubernetes-models/batch/v1/Job';
-import { buildKubeJob } from '../../src/trigger/kubernetes-job.ts';
+import { buildKubeJob } from '../../src/trigger/kubernetes-jobs.ts';
 import { kubernetesSettingsFromEnv } from '../../src/trigger/kubernetes-settings.ts';
 import { BadSettingError } from '../../src/errors.ts';
 import { unknownFieldErrors, type K8sObject } from '../helpers/k8s-strict.ts';

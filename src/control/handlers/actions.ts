@@ -86,10 +86,14 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
   return json(202, runToJson(deps.stores.runs.get(source, run)!));
 };
 
-function loadRun(ctx: C): RunRow {
+/** The run in the path, once the rules in ../action-rules.ts allow `action` on it (else their 409, the reason run
+ * detail lists too). */
+function allowedRun(ctx: C, action: RunAction): RunRow {
   const { source, run } = runParams(ctx);
   const row = ctx.deps.stores.runs.get(source, run);
   if (!row) throw new HttpError('not_found', `No run ${source}/${run}`);
+  const refusal = actionRefusal(row, ctx.deps.settings.source, action, (path) => isRegisteredProject(ctx.deps, path));
+  if (refusal !== null) throw new HttpError('invalid_transition', refusal);
   return row;
 }
 
@@ -98,16 +102,9 @@ function reachable(ctx: C, row: RunRow): boolean {
   return row.source === ctx.deps.settings.source && row.repo_path !== null;
 }
 
-/** Throws the 409 the rules in ../action-rules.ts give for this action (the reason run detail lists too). */
-function checkAllowed(ctx: C, row: RunRow, action: RunAction): void {
-  const refusal = actionRefusal(row, ctx.deps.settings.source, action, (path) => isRegisteredProject(ctx.deps, path));
-  if (refusal !== null) throw new HttpError('invalid_transition', refusal);
-}
-
 export const stopRun: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
-  const row = loadRun(ctx);
-  checkAllowed(ctx, row, 'stop');
+  const row = allowedRun(ctx, 'stop');
   if (row.status === 'stopping') return json(202, runToJson(row));
   const now = deps.clock();
   deps.stores.runs.setStatus(row.source, row.run, 'stopping', now);
@@ -122,20 +119,16 @@ export const stopRun: Handler<ControlDeps> = (ctx) => {
 
 export const resumeRun: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
-  const row = loadRun(ctx);
-  checkAllowed(ctx, row, 'resume');
-  const repo = row.repo_path!;
+  const row = allowedRun(ctx, 'resume');
   checkConcurrency(deps);
-  const now = deps.clock();
-  deps.stores.runs.setStatus(row.source, row.run, 'running', now, { ended_at: null, error: null });
-  deps.engine.launch(row.source, row.run, resumeArgs(row.run, repo), 'fail-run');
+  deps.stores.runs.setStatus(row.source, row.run, 'running', deps.clock(), { ended_at: null, error: null });
+  deps.engine.launch(row.source, row.run, resumeArgs(row.run, row.repo_path!), 'fail-run');
   return json(202, runToJson(deps.stores.runs.get(row.source, row.run)!));
 };
 
 export const retryRun: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
-  const row = loadRun(ctx);
-  checkAllowed(ctx, row, 'retry');
+  const row = allowedRun(ctx, 'retry');
   const repo = row.repo_path!;
   checkConcurrency(deps);
   const now = deps.clock();
@@ -149,28 +142,23 @@ export const retryRun: Handler<ControlDeps> = (ctx) => {
   return json(202, runToJson(deps.stores.runs.get(row.source, run)!));
 };
 
-export const verifyRun: Handler<ControlDeps> = (ctx) => {
-  const { deps } = ctx;
-  const row = loadRun(ctx);
-  checkAllowed(ctx, row, 'verify');
-  const repo = row.repo_path!;
-  deps.engine.launch(row.source, row.run, ['start', '--detach', '--verify', row.run, '--repo', repo], 'event-only');
-  return json(202, runToJson(row));
-};
+/** A run checked again in the background: what it finds is the run's own events, so the answer is the run as is. */
+function launchOnRun(action: 'verify' | 'pr', flags: string[]): Handler<ControlDeps> {
+  return (ctx) => {
+    const row = allowedRun(ctx, action);
+    ctx.deps.engine.launch(row.source, row.run, ['start', ...flags, row.run, '--repo', row.repo_path!], 'event-only');
+    return json(202, runToJson(row));
+  };
+}
+
+export const verifyRun = launchOnRun('verify', ['--detach', '--verify']);
 
 /**
  * Opens the pull request of a --pr run whose work was verified but whose PR could not be opened (no credentials then):
  * `svc start --open-pr` in the run's repository, with this server's credentials in its handoff pipe. What it finds
  * (a receipt that does not verify, a verdict the policy does not accept, still no credential) is the run's error event.
  */
-export const openRunPr: Handler<ControlDeps> = (ctx) => {
-  const { deps } = ctx;
-  const row = loadRun(ctx);
-  checkAllowed(ctx, row, 'pr');
-  const repo = row.repo_path!;
-  deps.engine.launch(row.source, row.run, ['start', '--open-pr', row.run, '--repo', repo], 'event-only');
-  return json(202, runToJson(row));
-};
+export const openRunPr = launchOnRun('pr', ['--open-pr']);
 
 export const answerRun: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
@@ -180,8 +168,7 @@ export const answerRun: Handler<ControlDeps> = (ctx) => {
   if (typeof answer !== 'string' || answer.trim() === '' || Buffer.byteLength(answer) > MAX_ANSWER_BYTES) {
     bad(`"answer" must be a non-empty string of at most ${MAX_ANSWER_BYTES} bytes`);
   }
-  const row = loadRun(ctx);
-  checkAllowed(ctx, row, 'answer');
+  const row = allowedRun(ctx, 'answer');
   const now = deps.clock();
   // One channel, as for stop: the answer folder for a run whose folder this server knows, else its next ingest.
   const env = { SVC_CONTROL_ANSWER_DIR: deps.settings.answerDir };

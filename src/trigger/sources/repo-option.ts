@@ -2,7 +2,7 @@
 // the ones its channel may reach (served-repos.ts `chat`). Taken out of the text before it becomes a brief; the rest
 // is sanitized again, since removing the token can leave a leading hyphen.
 import { sanitizeBrief, DEFAULT_BRIEF_BYTES } from '../../webhook-sources.ts';
-import { isRepoName } from '../served-repos-file.ts';
+import { isRepoName } from '../../engine/repo-name.ts';
 
 export type RepoOption = { kind: 'option'; repo: string | null; text: string } | { kind: 'bad'; reason: string };
 
