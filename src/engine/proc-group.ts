@@ -2,6 +2,7 @@
 // An identity read back from a run folder is untrusted (anyone who can write the folder can edit state.json), so
 // callers that got it from disk pass an owner check (worker-identity.ts) that the live process must also pass.
 import { readFileSync, readdirSync } from 'node:fs';
+import { isPidAlive } from '../client/server-record.ts';
 
 export interface ProcIdentity {
   pid: number;
@@ -42,37 +43,17 @@ export function procList(pid: number, file: 'cmdline' | 'environ'): string[] | n
   }
 }
 
-/** Every live pid whose process group is `pgid`. */
-function groupMembers(pgid: number): number[] {
-  let names: string[];
+/** Every live pid. */
+function allPids(): number[] {
   try {
-    names = readdirSync('/proc');
+    return readdirSync('/proc').filter((n) => /^\d+$/.test(n)).map(Number);
   } catch {
     return [];
   }
-  return names.filter((n) => /^\d+$/.test(n)).map(Number).filter((pid) => procGroup(pid) === pgid);
 }
 
 export function identityOf(pid: number): ProcIdentity {
   return { pid, pgid: pid, proc_start: procStart(pid) };
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-export function groupAlive(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 /**
@@ -84,13 +65,13 @@ export function groupAlive(pgid: number): boolean {
  */
 export function signalGroup(id: ProcIdentity, signal: NodeJS.Signals, owner?: OwnerCheck): boolean {
   if (!Number.isSafeInteger(id.pid) || id.pid <= 1 || id.pgid !== id.pid || id.proc_start === null) return false;
-  if (alive(id.pid)) {
+  if (isPidAlive(id.pid)) {
     const now = procStart(id.pid);
     if (now === null || now !== id.proc_start) return false;
     if (procGroup(id.pid) !== id.pgid) return false;
     if (owner && !owner(id.pid)) return false;
   } else if (owner) {
-    const members = groupMembers(id.pgid);
+    const members = allPids().filter((pid) => procGroup(pid) === id.pgid);
     if (members.length === 0 || !members.every(owner)) return false;
   }
   try {
@@ -101,17 +82,14 @@ export function signalGroup(id: ProcIdentity, signal: NodeJS.Signals, owner?: Ow
   }
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
 export async function waitGroupGone(pgid: number, timeoutMs: number): Promise<boolean> {
+  // A negative pid names the group.
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (!groupAlive(pgid)) return true;
-    await sleep(50);
+    if (!isPidAlive(-pgid)) return true;
+    await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  return !groupAlive(pgid);
+  return !isPidAlive(-pgid);
 }
 
 /**
@@ -120,14 +98,8 @@ export async function waitGroupGone(pgid: number, timeoutMs: number): Promise<bo
  * leader is gone its orphans are reparented and no longer traceable to it.
  */
 function descendantGroups(id: ProcIdentity): ProcIdentity[] {
-  let names: string[];
-  try {
-    names = readdirSync('/proc');
-  } catch {
-    return [];
-  }
   const children = new Map<number, number[]>();
-  for (const pid of names.filter((n) => /^\d+$/.test(n)).map(Number)) {
+  for (const pid of allPids()) {
     const ppid = Number(statFields(pid)?.[1]);
     if (Number.isSafeInteger(ppid)) children.set(ppid, [...(children.get(ppid) ?? []), pid]);
   }
@@ -145,7 +117,7 @@ function descendantGroups(id: ProcIdentity): ProcIdentity[] {
  * resolves once they are empty.
  */
 export async function terminateGroup(id: ProcIdentity, graceMs: number, owner?: OwnerCheck): Promise<void> {
-  const groups = alive(id.pid) && (!owner || owner(id.pid)) ? [id, ...descendantGroups(id)] : [id];
+  const groups = isPidAlive(id.pid) && (!owner || owner(id.pid)) ? [id, ...descendantGroups(id)] : [id];
   const signalled = groups.filter((g) => signalGroup(g, 'SIGTERM', g === id ? owner : undefined));
   if (signalled.length === 0) return;
   const deadline = Date.now() + graceMs;
