@@ -1,8 +1,9 @@
 // Process groups we own: identity recorded at spawn (pid + /proc start time), checked before any signal.
 // An identity read back from a run folder is untrusted (anyone who can write the folder can edit state.json), so
 // callers that got it from disk pass an owner check (worker-identity.ts) that the live process must also pass.
-import { readFileSync, readdirSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { isPidAlive } from '../client/server-record.ts';
+import { allPids, statFields } from '../spawn/tree.ts';
 
 export interface ProcIdentity {
   pid: number;
@@ -14,17 +15,6 @@ export interface ProcIdentity {
 /** Whether the live process `pid` is the one the caller means (e.g. our worker for a given run). */
 export type OwnerCheck = (pid: number) => boolean;
 
-/** Fields of /proc/<pid>/stat after the command name: index 0 is field 3 (state), 2 is the group, 19 the start time. */
-function statFields(pid: number): string[] | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // The command name may hold spaces and parentheses; fields are counted after the last ')'.
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  } catch {
-    return null;
-  }
-}
-
 export function procStart(pid: number): string | null {
   return statFields(pid)?.[19] ?? null;
 }
@@ -32,24 +22,6 @@ export function procStart(pid: number): string | null {
 function procGroup(pid: number): number | null {
   const value = Number(statFields(pid)?.[2]);
   return Number.isSafeInteger(value) ? value : null;
-}
-
-/** A NUL-separated /proc file (cmdline, environ) as a list; null when it cannot be read. */
-export function procList(pid: number, file: 'cmdline' | 'environ'): string[] | null {
-  try {
-    return readFileSync(`/proc/${pid}/${file}`, 'utf8').split('\0').filter((s) => s !== '');
-  } catch {
-    return null;
-  }
-}
-
-/** Every live pid. */
-function allPids(): number[] {
-  try {
-    return readdirSync('/proc').filter((n) => /^\d+$/.test(n)).map(Number);
-  } catch {
-    return [];
-  }
 }
 
 export function identityOf(pid: number): ProcIdentity {
@@ -87,7 +59,7 @@ export async function waitGroupGone(pgid: number, timeoutMs: number): Promise<bo
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (!isPidAlive(-pgid)) return true;
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await sleep(50);
   }
   return !isPidAlive(-pgid);
 }
