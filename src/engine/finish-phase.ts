@@ -16,6 +16,7 @@ import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { canonicalJson } from '../canonical-json.ts';
 import { openPullRequest } from './pr.ts';
 import { isoNow } from '../iso-time.ts';
+import { errorMessage } from '../errors.ts';
 import { fence } from './text.ts';
 import { agentSandbox, agentExtraEnv, postAgentGit, type RunSandbox } from './sandbox.ts';
 
@@ -186,7 +187,7 @@ export async function maybeOpenPr(
     ctx.say(`pull request opened: ${pr.url}`);
     return null;
   } catch (err) {
-    const message = (err as Error).message;
+    const message = errorMessage(err);
     ctx.event('pr', { opened: false, reason: message });
     return `Pull request not opened: ${message}`;
   }

@@ -22,8 +22,6 @@ import { signsLater, evidenceOf, EVIDENCE_ARTIFACT, type RunEvidence } from './e
 import { failedRequiredCheck, requiredCheckError, type CheckResult } from './checks.ts';
 import { errorMessage } from '../errors.ts';
 
-const MIB = 1024 * 1024;
-
 function prepareWorkdir(ctx: RunContext): void {
   const { state } = ctx;
   if (!state.worktree) return;
@@ -112,7 +110,7 @@ async function openSandbox(ctx: RunContext, plan: RunPlan): Promise<RunSandbox> 
   }
   if (mode.kind === 'none') return { mode, gate: null, passed };
   // The first sandbox's memory cgroup is made while the gate and the worktree are prepared (memory-cgroup.ts).
-  prepareMemoryCgroup(plan.policy.limits.memory_mb * MIB);
+  prepareMemoryCgroup(plan.policy.limits.memory_mb * 1024 * 1024);
   return { mode, gate: await openRunGate(ctx, plan.policy), passed };
 }
 
