@@ -19,7 +19,6 @@ import { limitArgv, type SandboxLimits } from './limits.ts';
 import { gateMounts, throughGate, type SandboxGate } from './sandbox-network.ts';
 import { filterArgv, openFilterFd } from './seccomp.ts';
 
-
 export interface HomeMount {
   /** Host path bound at `target` (the same path as the CLI expects under HOME). */
   source: string;
@@ -53,7 +52,6 @@ export interface SandboxPlan {
    */
   network: 'none' | SandboxGate;
 }
-
 
 function isDir(path: string): boolean {
   try {
