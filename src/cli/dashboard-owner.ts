@@ -4,7 +4,8 @@
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { serverRecordFile, readServerRecordFile, isPidAlive } from '../client/server-record.ts';
-import { procStart, procList } from '../engine/proc-group.ts';
+import { procStart } from '../engine/proc-group.ts';
+import { procList } from '../spawn/tree.ts';
 import { FailedError } from '../errors.ts';
 import { writeJsonAtomic } from '../engine/atomic.ts';
 

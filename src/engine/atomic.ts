@@ -3,14 +3,10 @@ import { writeFileSync, renameSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { randomBytes } from 'node:crypto';
 
-export function writeFileAtomic(path: string, data: string | Buffer, mode = 0o644): void {
+export function writeJsonAtomic(path: string, value: unknown, mode = 0o644): void {
   mkdirSync(dirname(path), { recursive: true });
   const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
   // 'wx' (O_EXCL) refuses an existing name, symbolic links included, so the temp file is always our own new file.
-  writeFileSync(tmp, data, { mode, flag: 'wx' });
+  writeFileSync(tmp, JSON.stringify(value, null, 2) + '\n', { mode, flag: 'wx' });
   renameSync(tmp, path);
-}
-
-export function writeJsonAtomic(path: string, value: unknown, mode = 0o644): void {
-  writeFileAtomic(path, JSON.stringify(value, null, 2) + '\n', mode);
 }

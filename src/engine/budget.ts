@@ -10,11 +10,6 @@ export function budgetQuestion(spent: number, budget: number, maxUsd: number | n
     `Answer "yes" to allow another $${(maxUsd ?? budget).toFixed(2)}, anything else to stop.`;
 }
 
-/** Whether an answer to the budget question allows more spending. */
-function extendsBudget(answer: string): boolean {
-  return /^\s*(y|yes|continue|ok)\b/i.test(answer);
-}
-
 /**
  * The one rule for an answer to the budget question, wherever the run waits for it (provider paused, or exited): "yes"
  * raises the budget by max_usd (else by the budget itself); anything else ends the run with the stop message.
@@ -22,11 +17,7 @@ function extendsBudget(answer: string): boolean {
 export function answerBudget(
   answer: string, spent: number, budget: number, maxUsd: number | null,
 ): { budget_usd: number } | { stop: string } {
-  if (extendsBudget(answer)) return { budget_usd: budget + (maxUsd ?? budget) };
-  return { stop: budgetStopMessage(spent, budget) };
-}
-
-/** Why a run that was not allowed past its budget ended (its run error; the checks still ran). */
-export function budgetStopMessage(spent: number, budget: number): string {
-  return `Stopped at the max_usd budget: spent $${spent.toFixed(2)} of $${budget.toFixed(2)}`;
+  if (/^\s*(y|yes|continue|ok)\b/i.test(answer)) return { budget_usd: budget + (maxUsd ?? budget) };
+  // The run's error; the checks still run.
+  return { stop: `Stopped at the max_usd budget: spent $${spent.toFixed(2)} of $${budget.toFixed(2)}` };
 }

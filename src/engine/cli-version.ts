@@ -3,7 +3,8 @@
 import { readFileSync, realpathSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { runCollect } from '../spawn/start.ts';
-import { TESTED_CLIS } from './tested-clis.ts';
+import { TESTED_CLIS, untestedWarning } from './tested-clis.ts';
+import type { ResolvedProvider } from './providers.ts';
 
 /** The first version-looking token of the output (`1.2.3`, `v0.9.1-beta`), else its first line, capped. */
 export function versionFrom(output: string): string | null {
@@ -66,4 +67,17 @@ export function createVersionProbe(env: NodeJS.ProcessEnv, timeoutMs = 20_000): 
     }
     return pending;
   };
+}
+
+/**
+ * Warns when a run's built-in provider CLI is a version outside the range the conformance suite tested: its flags or
+ * output format may have changed, the first thing to suspect when such a run misbehaves. Null for a tested version,
+ * an unknown one, a command provider and aider.
+ */
+export async function untestedProviderWarning(
+  provider: ResolvedProvider, env: NodeJS.ProcessEnv,
+): Promise<string | null> {
+  if (provider.kind !== provider.name || !TESTED_CLIS[provider.name]) return null;
+  const version = await createVersionProbe(env)(provider.argv[0]!, provider.name);
+  return untestedWarning(provider.name, version);
 }

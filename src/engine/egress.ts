@@ -15,13 +15,8 @@ import { sandboxGate, MODEL_BASE, PROXY_URL } from '../spawn/sandbox-network.ts'
 import type { SandboxGate } from '../spawn/sandbox-network.ts';
 import { settingChoice } from '../settings-registry.ts';
 
-/** Where each model API's base URL is configured for svc, and the variable its CLI reads inside the sandbox. */
-const BASE_URLS: Record<string, { env: string; fallback?: string }> = {
-  anthropic: { env: 'ANTHROPIC_BASE_URL' },
-  // The OpenAI convention puts /v1 in the base URL; the CLI appends /responses or /chat/completions to it.
-  openai: { env: 'OPENAI_BASE_URL', fallback: 'https://api.openai.com/v1' },
-  gemini: { env: 'GOOGLE_GEMINI_BASE_URL' },
-};
+/** The OpenAI convention puts /v1 in the base URL; the CLI appends /responses or /chat/completions to it. */
+const CLI_BASES = { openai: 'https://api.openai.com/v1' };
 
 /** Connections kept for egress.jsonl and the receipt's hosts (~6 MB at most), and those also sent as run events. */
 const RECORDS_KEPT = 20_000;
@@ -35,16 +30,6 @@ export interface RunGate {
   policy: Policy['network'];
   summary(): EgressSummary;
   close(): Promise<void>;
-}
-
-/** The model routes svc holds keys for, with the operator's base URLs (a self-hosted or test endpoint) applied. */
-function routesFor(env: NodeJS.ProcessEnv): ModelRoute[] {
-  const bases: Record<string, string> = {};
-  for (const [name, { env: variable, fallback }] of Object.entries(BASE_URLS)) {
-    const base = env[variable] || fallback;
-    if (base) bases[name] = base.replace(/\/+$/, '');
-  }
-  return modelRoutesFromEnv(env, { bases });
 }
 
 /**
@@ -75,16 +60,15 @@ function agentEnv(routes: ModelRoute[], env: NodeJS.ProcessEnv): Record<string, 
   }
   for (const route of routes) {
     const api = MODEL_APIS[route.name];
-    const baseVar = BASE_URLS[route.name]?.env;
     if (api) for (const variable of api.env) vars[variable] = api.placeholder;
-    if (baseVar) vars[baseVar] = `${MODEL_BASE}/${route.name}`;
+    if (api?.baseEnv) vars[api.baseEnv] = `${MODEL_BASE}/${route.name}`;
   }
   return vars;
 }
 
 /** Starts the run's gate; its socket lives in a short private folder (a Unix socket path has ~107 bytes). */
 export async function openRunGate(ctx: RunContext, policy: Policy): Promise<RunGate> {
-  const routes = routesFor(ctx.env);
+  const routes = modelRoutesFromEnv(ctx.env, { bases: CLI_BASES });
   const folder = mkdtempSync('/tmp/svc-gate-');
   const socket = join(folder, 'gate.sock');
   const records: EgressRecord[] = [];

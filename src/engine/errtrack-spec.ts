@@ -31,7 +31,6 @@ export interface ErrtrackSummary {
   shortId: string | null;
 }
 
-
 function arr(value: unknown): unknown[] {
   return Array.isArray(value) ? value : [];
 }

@@ -11,8 +11,7 @@ export interface RunEvent {
 }
 
 export interface EventLog {
-  append(kind: string, data?: Record<string, unknown>): RunEvent;
-  lastSeq(): number;
+  append(kind: string, data?: Record<string, unknown>): void;
 }
 
 export function readEvents(dir: string): RunEvent[] {
@@ -31,7 +30,7 @@ export function readEvents(dir: string): RunEvent[] {
 }
 
 /** Opens the log; seq continues from the last line on disk so resumes and verifies never reuse a seq. */
-export function openEventLog(dir: string, onAppend?: (event: RunEvent) => void): EventLog {
+export function openEventLog(dir: string, onAppend?: () => void): EventLog {
   let seq = readEvents(dir).reduce((max, e) => Math.max(max, e.seq), 0);
   return {
     append(kind, data = {}) {
@@ -40,9 +39,7 @@ export function openEventLog(dir: string, onAppend?: (event: RunEvent) => void):
       // Never through a symbolic link: a planted events.jsonl -> ~/.bashrc must not get our lines appended.
       assertPlainDir(dir);
       appendNoFollow(eventsPath(dir), JSON.stringify(event) + '\n');
-      onAppend?.(event);
-      return event;
+      onAppend?.();
     },
-    lastSeq: () => seq,
   };
 }

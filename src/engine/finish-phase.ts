@@ -10,12 +10,13 @@ import type { RunPlan } from './run-plan.ts';
 import { commitAll, diffCommits, diffWorkingTree, headSha, type DiffResult } from './git.ts';
 import { runChecks, type CheckResult } from './checks.ts';
 import { decideVerdict } from './verdict.ts';
-import { issueReceipt, RECEIPT_TYPE, type Receipt, type ReceiptNetwork } from './receipt.ts';
+import { issueReceipt, confinedNetwork, RECEIPT_TYPE, UNCONFINED, type Receipt } from './receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { canonicalJson } from '../canonical-json.ts';
 import { openPullRequest } from './pr.ts';
 import { isoNow } from '../iso-time.ts';
+import { errorMessage } from '../errors.ts';
 import { fence } from './text.ts';
 import { agentSandbox, agentExtraEnv, postAgentGit, type RunSandbox } from './sandbox.ts';
 
@@ -63,27 +64,6 @@ export async function verifyWork(ctx: RunContext, policy: Policy, sandbox: RunSa
   }).finally(() => ctx.setChild(null));
 }
 
-/** At most this many hosts and denials are listed in a receipt; egress.jsonl has every connection. */
-const RECEIPT_NETWORK_ROWS = 50;
-
-/** The receipt's network section: confined to the gate (and what it saw), or plainly not confined. */
-function receiptNetwork(sandbox: RunSandbox): ReceiptNetwork {
-  const gate = sandbox.mode.kind === 'none' ? null : sandbox.gate;
-  if (!gate) return { confined: false, allow: [], deny: [], connections: 0, denied: 0, hosts: [], denials: [] };
-  const summary = gate.summary();
-  return {
-    confined: true,
-    allow: gate.policy.allow,
-    deny: gate.policy.deny,
-    connections: summary.connections,
-    denied: summary.denied,
-    hosts: summary.hosts.filter((h) => h.allowed > 0).slice(0, RECEIPT_NETWORK_ROWS).map((h) => ({
-      host: h.host, port: h.port, connections: h.allowed, bytes_up: h.bytesUp, bytes_down: h.bytesDown,
-    })),
-    denials: summary.denials.slice(0, RECEIPT_NETWORK_ROWS),
-  };
-}
-
 export function writeReceipt(
   ctx: RunContext, checks: CheckResult[], diff: DiffResult, runFailed: boolean, sandbox: RunSandbox,
 ): Receipt {
@@ -124,7 +104,8 @@ export function writeReceipt(
       started_at: state.started_at,
       ended_at: state.ended_at ?? isoNow(),
       issued_at: isoNow(),
-      network: receiptNetwork(sandbox),
+      network: sandbox.mode.kind !== 'none' && sandbox.gate
+        ? confinedNetwork(sandbox.gate.policy, sandbox.gate.summary()) : UNCONFINED,
     },
     loadOrCreateSigningKey(svcHomeOf(ctx.env)),
   );
@@ -206,7 +187,7 @@ export async function maybeOpenPr(
     ctx.say(`pull request opened: ${pr.url}`);
     return null;
   } catch (err) {
-    const message = (err as Error).message;
+    const message = errorMessage(err);
     ctx.event('pr', { opened: false, reason: message });
     return `Pull request not opened: ${message}`;
   }

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { startChild } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets, handoffPipe, sendHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
 import { createHash } from 'node:crypto';
-import { BadInputError, RefusedError } from '../errors.ts';
+import { BadInputError, RefusedError, errorMessage } from '../errors.ts';
 import { classifyInput, isWebhookOrigin } from './classify.ts';
 import { buildTask } from './spec.ts';
 import { planForRetry, planRun, writePlan, type RunPlan } from './run-plan.ts';
@@ -42,7 +42,7 @@ export function resolveRepo(dir: string): string {
   try {
     return repoRoot(dir);
   } catch (err) {
-    throw new BadInputError(`Not a git repository: "${dir}" (${(err as Error).message})`);
+    throw new BadInputError(`Not a git repository: "${dir}" (${errorMessage(err)})`);
   }
 }
 
@@ -164,7 +164,6 @@ export async function prepareRetry(
     env: { ...env, SVC_SOURCE: old.source }, plan: planForRetry(oldDir), provider: old.provider || null,
   });
 }
-
 
 /** What the worker itself uses: the push token, the Control Plane token for ingest, the issue fetchers' keys. */
 function workerSecrets(env: NodeJS.ProcessEnv): Secrets {

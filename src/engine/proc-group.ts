@@ -1,7 +1,9 @@
 // Process groups we own: identity recorded at spawn (pid + /proc start time), checked before any signal.
 // An identity read back from a run folder is untrusted (anyone who can write the folder can edit state.json), so
 // callers that got it from disk pass an owner check (worker-identity.ts) that the live process must also pass.
-import { readFileSync, readdirSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { isPidAlive } from '../client/server-record.ts';
+import { allPids, statFields } from '../spawn/tree.ts';
 
 export interface ProcIdentity {
   pid: number;
@@ -13,17 +15,6 @@ export interface ProcIdentity {
 /** Whether the live process `pid` is the one the caller means (e.g. our worker for a given run). */
 export type OwnerCheck = (pid: number) => boolean;
 
-/** Fields of /proc/<pid>/stat after the command name: index 0 is field 3 (state), 2 is the group, 19 the start time. */
-function statFields(pid: number): string[] | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // The command name may hold spaces and parentheses; fields are counted after the last ')'.
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  } catch {
-    return null;
-  }
-}
-
 export function procStart(pid: number): string | null {
   return statFields(pid)?.[19] ?? null;
 }
@@ -33,46 +24,8 @@ function procGroup(pid: number): number | null {
   return Number.isSafeInteger(value) ? value : null;
 }
 
-/** A NUL-separated /proc file (cmdline, environ) as a list; null when it cannot be read. */
-export function procList(pid: number, file: 'cmdline' | 'environ'): string[] | null {
-  try {
-    return readFileSync(`/proc/${pid}/${file}`, 'utf8').split('\0').filter((s) => s !== '');
-  } catch {
-    return null;
-  }
-}
-
-/** Every live pid whose process group is `pgid`. */
-function groupMembers(pgid: number): number[] {
-  let names: string[];
-  try {
-    names = readdirSync('/proc');
-  } catch {
-    return [];
-  }
-  return names.filter((n) => /^\d+$/.test(n)).map(Number).filter((pid) => procGroup(pid) === pgid);
-}
-
 export function identityOf(pid: number): ProcIdentity {
   return { pid, pgid: pid, proc_start: procStart(pid) };
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-export function groupAlive(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 /**
@@ -84,13 +37,13 @@ export function groupAlive(pgid: number): boolean {
  */
 export function signalGroup(id: ProcIdentity, signal: NodeJS.Signals, owner?: OwnerCheck): boolean {
   if (!Number.isSafeInteger(id.pid) || id.pid <= 1 || id.pgid !== id.pid || id.proc_start === null) return false;
-  if (alive(id.pid)) {
+  if (isPidAlive(id.pid)) {
     const now = procStart(id.pid);
     if (now === null || now !== id.proc_start) return false;
     if (procGroup(id.pid) !== id.pgid) return false;
     if (owner && !owner(id.pid)) return false;
   } else if (owner) {
-    const members = groupMembers(id.pgid);
+    const members = allPids().filter((pid) => procGroup(pid) === id.pgid);
     if (members.length === 0 || !members.every(owner)) return false;
   }
   try {
@@ -101,17 +54,14 @@ export function signalGroup(id: ProcIdentity, signal: NodeJS.Signals, owner?: Ow
   }
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
 export async function waitGroupGone(pgid: number, timeoutMs: number): Promise<boolean> {
+  // A negative pid names the group.
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (!groupAlive(pgid)) return true;
+    if (!isPidAlive(-pgid)) return true;
     await sleep(50);
   }
-  return !groupAlive(pgid);
+  return !isPidAlive(-pgid);
 }
 
 /**
@@ -120,14 +70,8 @@ export async function waitGroupGone(pgid: number, timeoutMs: number): Promise<bo
  * leader is gone its orphans are reparented and no longer traceable to it.
  */
 function descendantGroups(id: ProcIdentity): ProcIdentity[] {
-  let names: string[];
-  try {
-    names = readdirSync('/proc');
-  } catch {
-    return [];
-  }
   const children = new Map<number, number[]>();
-  for (const pid of names.filter((n) => /^\d+$/.test(n)).map(Number)) {
+  for (const pid of allPids()) {
     const ppid = Number(statFields(pid)?.[1]);
     if (Number.isSafeInteger(ppid)) children.set(ppid, [...(children.get(ppid) ?? []), pid]);
   }
@@ -145,7 +89,7 @@ function descendantGroups(id: ProcIdentity): ProcIdentity[] {
  * resolves once they are empty.
  */
 export async function terminateGroup(id: ProcIdentity, graceMs: number, owner?: OwnerCheck): Promise<void> {
-  const groups = alive(id.pid) && (!owner || owner(id.pid)) ? [id, ...descendantGroups(id)] : [id];
+  const groups = isPidAlive(id.pid) && (!owner || owner(id.pid)) ? [id, ...descendantGroups(id)] : [id];
   const signalled = groups.filter((g) => signalGroup(g, 'SIGTERM', g === id ? owner : undefined));
   if (signalled.length === 0) return;
   const deadline = Date.now() + graceMs;

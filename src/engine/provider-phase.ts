@@ -1,5 +1,6 @@
 // Runs the provider until it is done: questions (SVC_QUESTION_FILE) block the run until an answer file arrives,
 // and reaching the policy's max_usd blocks it asking whether to continue (DESIGN §6).
+import { setTimeout as sleep } from 'node:timers/promises';
 import { existsSync, rmSync } from 'node:fs';
 import type { RunContext } from './run-context.ts';
 import type { ResolvedProvider } from './providers.ts';
@@ -13,7 +14,7 @@ import {
   agentSandbox, agentExtraEnv, protocolFiles, releaseProviderHome, watchedLimits, type ProtocolFiles, type RunSandbox,
 } from './sandbox.ts';
 import type { RunLimits } from './policy-limits.ts';
-import { untestedProviderWarning } from './provider-version-check.ts';
+import { untestedProviderWarning } from './cli-version.ts';
 
 const LOG_LINE_CAP = 4000;
 const LOG_EVENTS_CAP = 5000;
@@ -29,10 +30,6 @@ export type ProviderOutcome =
   // A policy limit ended the provider (time, processes, memory, disk, invocations): checks still run, verdict
   // not_verified.
   | { kind: 'limit'; exitCode: number | null; error: string };
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
 
 // The question file is in a folder the agent writes: it may be a symbolic link to a secret, a FIFO or huge.
 const QUESTION_CAP = 64 * 1024;

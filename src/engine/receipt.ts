@@ -4,6 +4,7 @@ import { canonicalJson } from '../canonical-json.ts';
 import { signBytes, verifyBytes, keyIdOf, type SigningKey } from '../keys.ts';
 import type { Verdict } from '../run-json.ts';
 import type { CheckResult } from './checks.ts';
+import type { EgressDenial, EgressHost } from '../gate/evidence.ts';
 
 export const RECEIPT_TYPE = 'svc.evidence_receipt';
 
@@ -47,7 +48,32 @@ export interface ReceiptNetwork {
   connections: number;
   denied: number;
   hosts: Array<{ host: string; port: number; connections: number; bytes_up: number; bytes_down: number }>;
-  denials: Array<{ host: string; port: number; reason: string; count: number }>;
+  denials: EgressDenial[];
+}
+
+export const UNCONFINED: ReceiptNetwork = {
+  confined: false, allow: [], deny: [], connections: 0, denied: 0, hosts: [], denials: [],
+};
+
+/** At most this many hosts and denials are listed; egress.jsonl (or the gate's log) has every connection. */
+const NETWORK_ROWS = 50;
+
+/** The section of a run the gate confined: its patterns, the totals, and the busiest hosts and refusals. */
+export function confinedNetwork(
+  policy: { allow: string[]; deny: string[] },
+  seen: { connections: number; denied: number; hosts: EgressHost[]; denials: EgressDenial[] },
+): ReceiptNetwork {
+  return {
+    confined: true,
+    allow: policy.allow,
+    deny: policy.deny,
+    connections: seen.connections,
+    denied: seen.denied,
+    hosts: seen.hosts.filter((h) => h.allowed > 0).sort((a, b) => b.allowed - a.allowed).slice(0, NETWORK_ROWS).map(
+      (h) => ({ host: h.host, port: h.port, connections: h.allowed, bytes_up: h.bytesUp, bytes_down: h.bytesDown }),
+    ),
+    denials: [...seen.denials].sort((a, b) => b.count - a.count).slice(0, NETWORK_ROWS),
+  };
 }
 
 export interface Receipt extends ReceiptBody {

@@ -1,7 +1,7 @@
 // The worker's handle on one run: state rewrites, events, artifacts, stop requests and shipping, in one place.
 import { join, dirname, basename } from 'node:path';
 import { createHash } from 'node:crypto';
-import { openEventLog, type EventLog } from './events-log.ts';
+import { openEventLog } from './events-log.ts';
 import { readState, writeState, type RunState } from './run-state.ts';
 import { isoNow } from '../iso-time.ts';
 import type { RunStatus } from '../run-json.ts';
@@ -18,7 +18,6 @@ export interface RunContext {
   dir: string;
   state: RunState;
   env: NodeJS.ProcessEnv;
-  log: EventLog;
   update(fields: Partial<RunState>): void;
   setStatus(to: RunStatus, fields?: Partial<RunState>): void;
   event(kind: string, data?: Record<string, unknown>): void;
@@ -31,7 +30,6 @@ export interface RunContext {
   takeAnswer(): string | null;
   /** Progress lines for whoever watches the worker (terminal or worker.log). */
   say(text: string): void;
-  shipSoon(): void;
   close(): Promise<void>;
 }
 
@@ -65,12 +63,12 @@ export function openRunContext(
     ? createShipLoop(createShipper(dir, env, onControl, onSkip), dir, (text) => ctx.say(text))
     : null;
   const markDirty = () => shipping?.changed();
+  const log = openEventLog(dir, markDirty);
 
   const ctx: RunContext = {
     dir,
     state,
     env,
-    log: openEventLog(dir, markDirty),
     update(fields) {
       Object.assign(state, fields, { updated_at: isoNow() });
       writeState(dir, state);
@@ -85,7 +83,7 @@ export function openRunContext(
       }
     },
     event(kind, data = {}) {
-      ctx.log.append(kind, data);
+      log.append(kind, data);
     },
     saveArtifact(path, content) {
       // Every folder level and the file itself are checked: no symbolic link planted under artifacts/ is followed.
@@ -109,7 +107,6 @@ export function openRunContext(
     say(text) {
       opts.say?.(`[svc ${state.run}] ${text}\n`);
     },
-    shipSoon: markDirty,
     async close() {
       await shipping?.close();
     },

@@ -16,7 +16,7 @@ import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts'
 import { writeJsonAtomic } from './atomic.ts';
 import { assertPlainDir } from './safe-fs.ts';
 import { agentSandboxPlan } from '../spawn/agent-plan.ts';
-import { shownBy } from '../spawn/plan-visibility.ts';
+import { shownBy } from '../spawn/bwrap-argv.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { ignoredPolicyNote, resolveSandbox, type SandboxMode } from '../spawn/sandbox-mode.ts';
 import { isJsonObject } from '../untrusted.ts';

@@ -48,14 +48,12 @@ export function protocolFiles(ctx: RunContext): ProtocolFiles {
   };
 }
 
-/** What a sandboxed child adds to its environment: the gate's proxies, model base URLs and placeholder keys. */
-export function gateEnv(sandbox: RunSandbox): Record<string, string> {
-  return sandbox.mode.kind === 'none' ? {} : sandbox.gate?.env ?? {};
-}
-
-/** Everything a provider or check adds to the spawn policy's allowlist: the passed names, then the gate's. */
+/**
+ * Everything a provider or check adds to the spawn policy's allowlist: the passed names, then (sandboxed) the gate's
+ * proxies, model base URLs and placeholder keys.
+ */
 export function agentExtraEnv(sandbox: RunSandbox): Record<string, string> {
-  return { ...sandbox.passed, ...gateEnv(sandbox) };
+  return { ...sandbox.passed, ...sandbox.mode.kind === 'none' ? {} : sandbox.gate?.env };
 }
 
 const MIB = 1024 * 1024;
@@ -97,9 +95,10 @@ export function agentSandbox(
     // A command provider's folders, as the settings rule allowed them (run-plan.ts).
     declared: provider?.kind === 'command' ? provider.writable ?? [] : [],
     // A built-in CLI's own folders come from the repository's provider home (provider-home.ts).
-    providerHome: provider && provider.kind !== 'command'
-      ? { template: providerTemplate(ctx.env, home), repoHome: repoProviderHome(ctx, provider), run: ctx.state.run }
-      : null,
+    providerHome: provider && provider.kind !== 'command' ? {
+      template: providerTemplate(ctx.env, home), repoHome: providerHomeDir(ctx.env, ctx.state.repo_path, provider),
+      run: ctx.state.run,
+    } : null,
     program,
     showProgramFolder: provider?.kind !== 'command' || provider.showFolder !== false,
     env: ctx.env,
@@ -109,18 +108,13 @@ export function agentSandbox(
   return { bwrap: mode.bwrap, plan };
 }
 
-/** This repository's home for `provider` (provider-home-key.ts). */
-function repoProviderHome(ctx: RunContext, provider: { kind: string }): string {
-  return providerHomeDir(ctx.env, ctx.state.repo_path, provider);
-}
-
 /** Once the provider is done: its invocations' fresh folders go (what it kept stays in the repository's home). */
 export function releaseProviderHome(
   ctx: RunContext, sandbox: RunSandbox, provider: { name: string; kind: string },
 ): void {
   if (sandbox.mode.kind === 'none' || provider.kind === 'command') return;
   try {
-    dropRunLayer(repoProviderHome(ctx, provider), ctx.state.run);
+    dropRunLayer(providerHomeDir(ctx.env, ctx.state.repo_path, provider), ctx.state.run);
   } catch {
     // left for the run's next invocation to replace, or for the operator to remove with the home
   }

@@ -2,6 +2,7 @@
 // (stop, answer) reach a blocked run; a Control Plane that does not answer is retried with backoff up to 30 s. On
 // close, a final flush gets a few quick tries, then leaves a marker: the next svc command in the project that reaches
 // a Control Plane sends the run (ship-pending.ts), or `svc ship` by hand.
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Shipper } from './shipper.ts';
 import { clearPending, markPending } from './ship-pending.ts';
 
@@ -45,7 +46,7 @@ export function createShipLoop(shipper: Shipper, dir: string, say: (text: string
       clearTimeout(timer);
       await shipping;
       for (const wait of [0, 250, 1_000]) {
-        if (wait) await new Promise((r) => setTimeout(r, wait));
+        if (wait) await sleep(wait);
         if (await shipper.flush()) {
           clearPending(dir);
           return;

@@ -10,6 +10,7 @@ import { createControlClient, ControlApiError, type ControlClient } from '../cli
 import type { IngestResult } from '../client/types.ts';
 import { discoverControlUrl } from '../client/discover.ts';
 import { writeJsonAtomic } from './atomic.ts';
+import { errorMessage } from '../errors.ts';
 import { toRunJson, type RunState } from './run-state.ts';
 import { readControlToken } from './control-token.ts';
 import {
@@ -41,9 +42,7 @@ export interface Shipper {
 
 /** What stopped a flush: nothing answered, the token was refused, or what the Control Plane answered instead. */
 function failureOf(err: unknown, url: string, hasToken: boolean): string {
-  if (!(err instanceof ControlApiError)) {
-    return `shipping to ${url} failed (${err instanceof Error ? err.message : String(err)})`;
-  }
+  if (!(err instanceof ControlApiError)) return `shipping to ${url} failed (${errorMessage(err)})`;
   if (err.status === 0) return `no Control Plane answered at ${url}`;
   if (err.status === 401) {
     return hasToken

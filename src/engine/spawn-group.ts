@@ -3,10 +3,9 @@
 // With a sandbox plan it runs inside bwrap, whose PID namespace ends everything in it when the agent's first process
 // exits, and in a memory cgroup of its own where the host allows one (all its memory bounded by the kernel). Without
 // one, a tree guard records what the agent starts and kills all of it when that process exits.
-import { readFileSync } from 'node:fs';
 import { startChild, type ChildProcess } from '../spawn/start.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds, type SandboxPlan } from '../spawn/bwrap-argv.ts';
-import { createTreeGuard, sandboxMembers } from '../spawn/tree.ts';
+import { createTreeGuard, sandboxMembers, statFields } from '../spawn/tree.ts';
 import { identityOf, signalGroup, type ProcIdentity } from './proc-group.ts';
 import { memoryBreach, watchLimits, type WatchedLimits } from '../spawn/limit-watch.ts';
 import { openMemoryCgroup } from '../spawn/memory-cgroup.ts';
@@ -54,16 +53,6 @@ const PAUSE_ROUNDS = 200;
 /** Stopped, traced, in the kernel (stops on its way out), zombie or dead; '' = gone. */
 const STOPPED_STATES: ReadonlySet<string> = new Set(['T', 't', 'D', 'Z', 'X', '']);
 
-/** A process's state letter from /proc/<pid>/stat ('' when it is gone). */
-function procState(pid: number): string {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
-    return stat.charAt(stat.lastIndexOf(')') + 2);
-  } catch {
-    return '';
-  }
-}
-
 /** Signals every pid, skipping those gone meanwhile. */
 function signalEach(pids: readonly number[], sig: NodeJS.Signals): void {
   for (const pid of pids) {
@@ -82,7 +71,7 @@ function signalEach(pids: readonly number[], sig: NodeJS.Signals): void {
 function stopAll(members: () => number[]): void {
   signalEach(members(), 'SIGSTOP');
   for (let round = 0; round < PAUSE_ROUNDS; round++) {
-    const running = members().filter((pid) => !STOPPED_STATES.has(procState(pid)));
+    const running = members().filter((pid) => !STOPPED_STATES.has(statFields(pid)?.[0] ?? ''));
     if (running.length === 0) return;
     signalEach(running, 'SIGSTOP');
   }

@@ -1,7 +1,7 @@
 // Turns a classified input into the task spec (Markdown) and the run's one-line brief.
 import { readFileSync } from 'node:fs';
 import { basename } from 'node:path';
-import { BadInputError } from '../errors.ts';
+import { BadInputError, errorMessage } from '../errors.ts';
 import type { ClassifiedInput } from './classify.ts';
 import { normalizeExport, summarize, renderErrtrackSpec } from './errtrack-spec.ts';
 import { fetchIssueExport } from './errtrack-fetch.ts';
@@ -55,7 +55,7 @@ export async function buildTask(input: ClassifiedInput, repo: string, env: NodeJ
       try {
         return { ...errtrackTask(raw), origin };
       } catch (err) {
-        throw new BadInputError(`${basename(input.value)}: ${(err as Error).message}`, { cause: err });
+        throw new BadInputError(`${basename(input.value)}: ${errorMessage(err)}`, { cause: err });
       }
     }
     case 'issue-url': {

@@ -1,5 +1,6 @@
 // Stops a run from outside its worker (CLI, Control Plane): identity-checked SIGTERM to its group, SIGKILL after the
 // grace.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { existsSync } from 'node:fs';
 import { runDir } from './paths.ts';
 import { tryReadState, writeState, type RunState } from './run-state.ts';
@@ -9,10 +10,6 @@ import { openEventLog } from './events-log.ts';
 import { signalGroup, waitGroupGone, terminateGroup } from './proc-group.ts';
 import { STOP_GRACE_MS } from './run-context.ts';
 import { isWorkerOf, isChildOf } from './worker-identity.ts';
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
 
 export async function stopLocalRun(repo: string, run: string, graceMs = STOP_GRACE_MS): Promise<RunState | null> {
   const dir = runDir(repo, run);

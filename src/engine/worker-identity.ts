@@ -3,7 +3,7 @@
 // state.json is writable by whoever can write the project, so a recorded pid alone never justifies a signal.
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { procList } from './proc-group.ts';
+import { procList } from '../spawn/tree.ts';
 
 function real(path: string): string {
   try {

@@ -8,7 +8,7 @@ import { passedValues } from './operator-config.ts';
 import { createWorktree } from './git.ts';
 import { identityOf, signalGroup } from './proc-group.ts';
 import { isChildOf } from './worker-identity.ts';
-import { runProvider } from './provider-phase.ts';
+import { runProvider, type ProviderOutcome } from './provider-phase.ts';
 import { collectDiff, saveDiff, verifyWork, writeReceipt, maybeOpenPr } from './finish-phase.ts';
 import { type WorkerMode } from './run-state.ts';
 import { isoNow } from '../iso-time.ts';
@@ -22,8 +22,6 @@ import { signsLater, evidenceOf, EVIDENCE_ARTIFACT, type RunEvidence } from './e
 import { failedRequiredCheck, requiredCheckError, type CheckResult } from './checks.ts';
 import { errorMessage } from '../errors.ts';
 
-const MIB = 1024 * 1024;
-
 function prepareWorkdir(ctx: RunContext): void {
   const { state } = ctx;
   if (!state.worktree) return;
@@ -33,17 +31,15 @@ function prepareWorkdir(ctx: RunContext): void {
 }
 
 /**
- * How the provider phase ended: `failure` is null when it succeeded. A run a limit ended (`limit`) or its budget
- * ended (`over-budget`) still has its checks run on what exists; one past its budget opens no PR and is `stopped`.
+ * The one finish sequence: diff, checks, the receipt (or the pod's evidence), the PR when allowed, the status. A run
+ * a limit or its budget ended still has its checks run on what exists; one past its budget opens no PR and is
+ * `stopped`.
  */
-interface Ending {
-  kind: 'done' | 'failed' | 'limit' | 'over-budget';
-  failure: string | null;
-  exitCode: number | null;
-}
-
-/** The one finish sequence: diff, checks, the receipt (or the pod's evidence), the PR when allowed, the status. */
-async function finish(ctx: RunContext, plan: RunPlan, sandbox: RunSandbox, end: Ending): Promise<void> {
+async function finish(
+  ctx: RunContext, plan: RunPlan, sandbox: RunSandbox, end: Exclude<ProviderOutcome, { kind: 'stopped' }>,
+): Promise<void> {
+  const failure = end.kind === 'done' ? null : end.error;
+  const exitCode = end.kind === 'done' ? 0 : end.exitCode;
   const diff = collectDiff(ctx, sandbox);
   saveDiff(ctx, diff);
   const checks = end.kind === 'failed' ? [] : await verifyWork(ctx, plan.policy, sandbox);
@@ -52,17 +48,17 @@ async function finish(ctx: RunContext, plan: RunPlan, sandbox: RunSandbox, end: 
   ctx.update({ ended_at: ended });
   const overBudget = end.kind === 'over-budget';
   if (signsLater(ctx.env)) {
-    return leaveEvidence(ctx, overBudget ? 'over_budget' : 'finished', end.failure, end.exitCode, checks);
+    return leaveEvidence(ctx, overBudget ? 'over_budget' : 'finished', failure, exitCode, checks);
   }
-  const receipt = writeReceipt(ctx, checks, diff, end.failure !== null, sandbox);
-  const checkFailed = end.failure === null ? failedRequiredCheck(checks) : null;
-  let error = end.failure ?? (checkFailed ? requiredCheckError(checkFailed) : null);
+  const receipt = writeReceipt(ctx, checks, diff, failure !== null, sandbox);
+  const checkFailed = failure === null ? failedRequiredCheck(checks) : null;
+  let error = failure ?? (checkFailed ? requiredCheckError(checkFailed) : null);
   if (!error) error = await maybeOpenPr(ctx, plan, receipt);
   else if (ctx.state.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
   const status = overBudget ? 'stopped' : error ? 'failed' : 'succeeded';
   const failed_check = overBudget ? undefined : checkFailed?.name ?? null;
   ctx.setStatus(status, {
-    error, ...(failed_check === undefined ? {} : { failed_check }), ended_at: ended, exit_code: end.exitCode,
+    error, ...(failed_check === undefined ? {} : { failed_check }), ended_at: ended, exit_code: exitCode,
     question: null,
   });
 }
@@ -94,9 +90,7 @@ async function startOrResume(ctx: RunContext, plan: RunPlan, mode: WorkerMode): 
       maxUsd: plan.policy.max_usd, notes, sandbox, limits: plan.policy.limits,
     });
     if (outcome.kind === 'stopped' || ctx.stopRequested()) return;
-    await finish(ctx, plan, sandbox, outcome.kind === 'done'
-      ? { kind: 'done', failure: null, exitCode: 0 }
-      : { kind: outcome.kind, failure: outcome.error, exitCode: outcome.exitCode });
+    await finish(ctx, plan, sandbox, outcome);
   } finally {
     await sandbox.gate?.close();
   }
@@ -116,7 +110,7 @@ async function openSandbox(ctx: RunContext, plan: RunPlan): Promise<RunSandbox> 
   }
   if (mode.kind === 'none') return { mode, gate: null, passed };
   // The first sandbox's memory cgroup is made while the gate and the worktree are prepared (memory-cgroup.ts).
-  prepareMemoryCgroup(plan.policy.limits.memory_mb * MIB);
+  prepareMemoryCgroup(plan.policy.limits.memory_mb * 1024 * 1024);
   return { mode, gate: await openRunGate(ctx, plan.policy), passed };
 }
 

@@ -37,11 +37,6 @@ export function repoPolicy(policies: GatePolicies, repo: string): GatePolicy {
   return policies.repos.get(repo.toLowerCase()) ?? policies.fallback;
 }
 
-/** Bases the operator set for the model APIs (a self-hosted endpoint); the rest use each API's own origin. */
-const BASE_VARS: Record<string, string> = {
-  anthropic: 'ANTHROPIC_BASE_URL', openai: 'OPENAI_BASE_URL', gemini: 'GOOGLE_GEMINI_BASE_URL',
-};
-
 export function loadGatePolicy(path: string | null): GatePolicies {
   if (path === null) return { fallback: { allow: [], deny: [] }, repos: new Map() };
   const value: unknown = JSON.parse(readFileSync(path, 'utf8'));
@@ -68,9 +63,7 @@ export async function serveGateForever(
   settings: GateServeSettings, env: NodeJS.ProcessEnv, say: (text: string) => void,
 ): Promise<number> {
   const log = createLogger('gate');
-  const bases: Record<string, string> = {};
-  for (const [name, variable] of Object.entries(BASE_VARS)) if (env[variable]) bases[name] = env[variable]!;
-  const routes = modelRoutesFromEnv(env, { bases });
+  const routes = modelRoutesFromEnv(env);
   const policies = loadGatePolicy(settings.policyFile);
   const secret = readGateSecret(settings.secretFile);
   const own = parseGatePolicy({ allow: routes.map((r) => r.base.host) }).allow;

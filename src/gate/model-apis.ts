@@ -16,6 +16,11 @@ export interface ModelApi {
   env: readonly string[];
   /** What the agent's environment gets instead of the key. */
   placeholder: string;
+  /**
+   * The variable that moves the upstream (a self-hosted or test endpoint) for svc, and that the API's CLI reads for
+   * where to send requests — in the agent's environment it names the gate.
+   */
+  baseEnv?: string;
 }
 
 const bearer = (base: string, env: string[]): ModelApi => ({
@@ -26,12 +31,15 @@ const bearer = (base: string, env: string[]): ModelApi => ({
 export const MODEL_APIS: Readonly<Record<string, ModelApi>> = {
   anthropic: {
     base: 'https://api.anthropic.com', header: 'x-api-key', prefix: '', env: ['ANTHROPIC_API_KEY'],
-    placeholder: 'sk-ant-svc-gate-placeholder',
+    placeholder: 'sk-ant-svc-gate-placeholder', baseEnv: 'ANTHROPIC_BASE_URL',
   },
-  openai: { ...bearer('https://api.openai.com', ['OPENAI_API_KEY']), placeholder: 'sk-svc-gate-placeholder' },
+  openai: {
+    ...bearer('https://api.openai.com', ['OPENAI_API_KEY']), placeholder: 'sk-svc-gate-placeholder',
+    baseEnv: 'OPENAI_BASE_URL',
+  },
   gemini: {
     base: 'https://generativelanguage.googleapis.com', header: 'x-goog-api-key', prefix: '',
-    env: ['GEMINI_API_KEY', 'GOOGLE_API_KEY'], placeholder: 'svc-gate-placeholder',
+    env: ['GEMINI_API_KEY', 'GOOGLE_API_KEY'], placeholder: 'svc-gate-placeholder', baseEnv: 'GOOGLE_GEMINI_BASE_URL',
   },
   openrouter: bearer('https://openrouter.ai', ['OPENROUTER_API_KEY']),
   groq: bearer('https://api.groq.com', ['GROQ_API_KEY']),
@@ -55,8 +63,9 @@ export interface ModelRoute {
 }
 
 /**
- * Routes for the given names (or every name of the table) whose key is in `env`, with `bases` overriding the
- * upstream (tests and self-hosted endpoints). Reads `env` once; the caller passes a snapshot.
+ * Routes for the given names (or every name of the table) whose key is in `env`. The upstream is the operator's
+ * `baseEnv` if set, else `bases` (the caller's default), else the table's. Reads `env` once; the caller passes a
+ * snapshot.
  */
 export function modelRoutesFromEnv(
   env: Readonly<Record<string, string | undefined>>,
@@ -69,7 +78,8 @@ export function modelRoutesFromEnv(
     if (!api) throw new GatePolicyError(name, 'is not a known model API');
     const key = api.env.map((v) => env[v]).find((v) => v !== undefined && v !== '');
     if (key === undefined) continue;
-    routes.push(modelRoute(name, opts.bases?.[name] ?? api.base, api.header, api.prefix + key));
+    const base = (api.baseEnv && env[api.baseEnv]) || opts.bases?.[name] || api.base;
+    routes.push(modelRoute(name, base, api.header, api.prefix + key));
   }
   return routes;
 }

@@ -7,10 +7,7 @@ import { request } from 'node:http';
 import { readEgressRecord, type EgressDenial, type EgressHost, type EgressRecord } from '../gate/evidence.ts';
 import { obj, str } from '../untrusted.ts';
 import { UnavailableError, errorMessage } from '../errors.ts';
-import type { ReceiptNetwork } from '../engine/receipt.ts';
-
-/** At most this many hosts and denials are listed (the receipt of a local run lists as many). */
-const ROWS = 50;
+import { confinedNetwork, UNCONFINED, type ReceiptNetwork } from '../engine/receipt.ts';
 const TIMEOUT_MS = 10_000;
 const MAX_BYTES = 16 * 1024 * 1024;
 
@@ -87,11 +84,8 @@ export async function podGateNetwork(
 ): Promise<PodGateNetwork | null> {
   const url = env.SVC_GATE_EVIDENCE_URL;
   if (!url) return null;
-  const none: ReceiptNetwork = {
-    confined: false, allow: [], deny: [], connections: 0, denied: 0, hosts: [], denials: [],
-  };
   const unconfined = (problem: string): PodGateNetwork =>
-    ({ network: none, records: [], problem, gaps: [`the network is not accounted for: ${problem}`] });
+    ({ network: UNCONFINED, records: [], problem, gaps: [`the network is not accounted for: ${problem}`] });
   let status: number;
   let answer: Record<string, unknown>;
   try {
@@ -114,30 +108,15 @@ export async function podGateNetwork(
     return unconfined(`the gate let the run's records go (it has kept records since ${str(answer.since)})`);
   }
   // A 404 from a gate that ran since before the run started and let nothing of it go: the run made no connection.
-  const records = arr(answer.records).map(readEgressRecord);
-  const hosts = arr(answer.hosts).map(readHost);
-  const denials = arr(answer.denials).map(readDenial).sort((a, b) => b.count - a.count);
-  const connections = count(answer.connections);
   const gaps: string[] = [];
   if (answer.overflow === true) {
     gaps.push('the network is not fully accounted for: the run reached more distinct destinations or refusals ' +
       'than the gate counts one by one; the totals are exact, the hosts and denials listed are not all of them');
   }
   const policy = obj(answer.policy);
-  return {
-    network: {
-      confined: true,
-      allow: strings(policy.allow),
-      deny: strings(policy.deny),
-      connections,
-      denied: count(answer.denied),
-      hosts: hosts.filter((h) => h.allowed > 0).sort((a, b) => b.allowed - a.allowed).slice(0, ROWS).map((h) => ({
-        host: h.host, port: h.port, connections: h.allowed, bytes_up: h.bytesUp, bytes_down: h.bytesDown,
-      })),
-      denials: denials.slice(0, ROWS),
-    },
-    records,
-    problem: null,
-    gaps,
-  };
+  const network = confinedNetwork({ allow: strings(policy.allow), deny: strings(policy.deny) }, {
+    connections: count(answer.connections), denied: count(answer.denied),
+    hosts: arr(answer.hosts).map(readHost), denials: arr(answer.denials).map(readDenial),
+  });
+  return { network, records: arr(answer.records).map(readEgressRecord), problem: null, gaps };
 }

@@ -14,11 +14,10 @@
 // syscall-policy.ts) that bwrap reads from descriptor 3, and the /etc files it copies in from 4 on: whoever starts
 // this argv passes openSandboxFds() there.
 import { closeSync, existsSync, statSync } from 'node:fs';
-import { systemView, isSystemPath, openEtcFiles } from './system-view.ts';
+import { systemView, isSystemPath, isEtcShown, openEtcFiles } from './system-view.ts';
 import { limitArgv, type SandboxLimits } from './limits.ts';
 import { gateMounts, throughGate, type SandboxGate } from './sandbox-network.ts';
 import { filterArgv, openFilterFd } from './seccomp.ts';
-
 
 export interface HomeMount {
   /** Host path bound at `target` (the same path as the CLI expects under HOME). */
@@ -54,7 +53,6 @@ export interface SandboxPlan {
   network: 'none' | SandboxGate;
 }
 
-
 function isDir(path: string): boolean {
   try {
     return statSync(path).isDirectory();
@@ -65,6 +63,17 @@ function isDir(path: string): boolean {
 
 export function within(path: string, dir: string): boolean {
   return path === dir || dir === '/' || path.startsWith(dir.endsWith('/') ? dir : `${dir}/`);
+}
+
+/**
+ * Whether a host path is there inside the sandbox `plan` describes: what a command provider's argv may name (a script
+ * outside the view would fail inside with "No such file", which only the provider's own log would say).
+ */
+export function shownBy(plan: SandboxPlan, path: string): boolean {
+  if (plan.hidden.some((h) => within(path, h))) return false;
+  if (isSystemPath(path) || isEtcShown(path)) return true;
+  const bound = [...plan.readable, ...plan.writable, ...plan.protocolReadable, ...plan.protocolWritable, plan.cwd];
+  return bound.some((dir) => within(path, dir));
 }
 
 /** The namespaces and privileges: the same for every sandbox svc starts. */

@@ -8,9 +8,6 @@
 // shell (AWS_SECRET_ACCESS_KEY, NPM_TOKEN, DATABASE_URL…) reaches it.
 import { SECRET_NAMES } from '../settings-registry.ts';
 
-/** Credentials svc itself reads (the registry's secrets): no agent or tool receives them through its environment. */
-export const SVC_SECRET_NAMES: ReadonlySet<string> = SECRET_NAMES;
-
 /** The credentials a run's own svc uses (push, issue fetchers): handed to it through a pipe, never its environment. */
 export const RUN_SECRET_NAMES = ['GITHUB_TOKEN', 'GH_TOKEN', 'ERRTRACK_AUTH_TOKEN', 'TRACKERA_API_KEY'] as const;
 
@@ -58,9 +55,9 @@ export type ChildKind =
   | 'fetch' // curl fetching from an outside API: paths, proxies and CA settings only
   | 'probe'; // `<cli> --version`, `git log` for a culprit: PATH and HOME only
 
-/** True when `name` must never reach an agent's or a tool's environment. */
+/** True when `name` (a credential svc reads, or its _FILE) must never reach an agent's or a tool's environment. */
 export function isSecretName(name: string): boolean {
-  return SVC_SECRET_NAMES.has(name) || name.endsWith('_FILE') && SVC_SECRET_NAMES.has(name.slice(0, -5));
+  return SECRET_NAMES.has(name) || name.endsWith('_FILE') && SECRET_NAMES.has(name.slice(0, -5));
 }
 
 // SVC_CONTROL_ANSWER_DIR is a folder, not a secret: a run waits there for the answer the Control Plane writes.

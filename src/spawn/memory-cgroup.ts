@@ -15,6 +15,7 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, statSync, 
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { startChild } from './start.ts';
+import { unescapeMount } from './shared-memory.ts';
 
 export type CgroupVersion = 'v1' | 'v2';
 
@@ -42,11 +43,6 @@ function read(path: string): string | null {
   }
 }
 
-/** Octal escapes (`\040`) in mountinfo paths. */
-function unescape(path: string): string {
-  return path.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
-}
-
 /** The folder of this process's own cgroup in the hierarchy mounted as `fstype` (with `option` for v1). */
 function ownCgroupDir(fstype: 'cgroup' | 'cgroup2', option: string | null): string | null {
   const mounts = (read('/proc/self/mountinfo') ?? '').split('\n');
@@ -57,8 +53,8 @@ function ownCgroupDir(fstype: 'cgroup' | 'cgroup2', option: string | null): stri
     const [type, , superOptions] = right?.split(' ') ?? [];
     if (type !== fstype || fields.length < 5) continue;
     if (option && !(superOptions ?? '').split(',').includes(option)) continue;
-    const root = unescape(fields[3]!);
-    const mountPoint = unescape(fields[4]!);
+    const root = unescapeMount(fields[3]!);
+    const mountPoint = unescapeMount(fields[4]!);
     // "4:memory:/a/b" (v1) or "0::/a/b" (v2): the path from the hierarchy's root.
     const entry = own.find((l) => (option ? l.split(':')[1]?.split(',').includes(option) : l.startsWith('0::')));
     const path = entry?.slice(entry.indexOf(':', entry.indexOf(':') + 1) + 1);

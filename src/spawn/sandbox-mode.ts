@@ -13,7 +13,6 @@ export type SandboxMode = { kind: 'bwrap'; bwrap: string } | { kind: 'none'; why
 /** The sandbox was asked for and cannot run; the message names the package and the opt-out that applies. */
 export class SandboxUnavailableError extends UnavailableError {}
 
-
 export const OPT_OUT_CLI = 'SVC_SANDBOX=none or "sandbox": "none" in the project\'s .svc/policy.json';
 export const OPT_OUT_SERVER =
   'SVC_SERVER_SANDBOX=none in the environment of the server itself (the Control Plane or the trigger server)';

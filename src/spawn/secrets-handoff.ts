@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { svcHomeOf } from './svc-paths.ts';
 import type { Writable } from 'node:stream';
 import type { ChildProcess } from './start.ts';
-import { SVC_SECRET_NAMES } from './env.ts';
+import { SECRET_NAMES } from '../settings-registry.ts';
 import { obj } from '../untrusted.ts';
 
 /** The variable that names the handoff file of a re-executed process (a path, not a secret). */
@@ -31,7 +31,7 @@ export type Secrets = Record<string, string>;
 /** Secret values in `env` (the `*_FILE` names hold paths and stay where they are). */
 export function secretsIn(env: NodeJS.ProcessEnv): Secrets {
   const out: Secrets = {};
-  for (const name of SVC_SECRET_NAMES) {
+  for (const name of SECRET_NAMES) {
     const value = env[name];
     if (!name.endsWith('_FILE') && value) out[name] = value;
   }
@@ -42,7 +42,7 @@ export function secretsIn(env: NodeJS.ProcessEnv): Secrets {
 export function withoutSecrets(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const out: NodeJS.ProcessEnv = {};
   for (const [name, value] of Object.entries(env)) {
-    const secretValue = SVC_SECRET_NAMES.has(name) && !name.endsWith('_FILE');
+    const secretValue = SECRET_NAMES.has(name) && !name.endsWith('_FILE');
     if (value === undefined || name === HANDOFF_VAR || name === HANDOFF_FD_VAR || secretValue) continue;
     out[name] = value;
   }
@@ -74,7 +74,7 @@ function handoffDir(env: NodeJS.ProcessEnv): string {
  * if the new image never started.
  */
 export function writeHandoff(secrets: Secrets, env: NodeJS.ProcessEnv): Record<string, string> {
-  const names = Object.keys(secrets).filter((n) => SVC_SECRET_NAMES.has(n) && secrets[n]);
+  const names = Object.keys(secrets).filter((n) => SECRET_NAMES.has(n) && secrets[n]);
   if (names.length === 0) return {};
   const path = join(handoffDir(env), `${process.pid}-${randomBytes(12).toString('hex')}.json`);
   const fd = openSync(path, 'wx', 0o600);
@@ -94,7 +94,7 @@ export function dropHandoff(extra: Record<string, string>): void {
 
 /** The JSON both channels carry: only svc's secret names with non-empty values. */
 function message(handed: Secrets): string {
-  const names = Object.keys(handed).filter((n) => SVC_SECRET_NAMES.has(n) && handed[n]);
+  const names = Object.keys(handed).filter((n) => SECRET_NAMES.has(n) && handed[n]);
   return JSON.stringify({ secrets: Object.fromEntries(names.map((n) => [n, handed[n]])) });
 }
 
@@ -156,7 +156,7 @@ function parse(text: string | null): Secrets {
   }
   const body = obj(value);
   for (const [name, v] of Object.entries(obj(body.secrets))) {
-    if (SVC_SECRET_NAMES.has(name) && !name.endsWith('_FILE') && typeof v === 'string' && v) out[name] = v;
+    if (SECRET_NAMES.has(name) && !name.endsWith('_FILE') && typeof v === 'string' && v) out[name] = v;
   }
   return out;
 }

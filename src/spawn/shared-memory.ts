@@ -33,7 +33,7 @@ function addMemfds(pid: number, seen: Map<string, number>): void {
 }
 
 /** Octal escapes (`\040`) in mountinfo paths. */
-function unescape(path: string): string {
+export function unescapeMount(path: string): string {
   return path.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
 }
 
@@ -52,7 +52,7 @@ function addTmpfs(pid: number, seen: Map<string, number>): void {
     const device = fields[2]!;
     if (seen.has(device)) continue;
     try {
-      const fs = statfsSync(`/proc/${pid}/root${unescape(fields[4]!)}`);
+      const fs = statfsSync(`/proc/${pid}/root${unescapeMount(fields[4]!)}`);
       seen.set(device, (fs.blocks - fs.bfree) * fs.bsize);
     } catch {
       // unmounted meanwhile, or hidden under a later mount

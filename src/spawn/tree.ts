@@ -22,19 +22,26 @@ function pauseMs(ms: number): void {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }
 
-function readProc(pid: number): Proc | null {
+/** Fields of /proc/<pid>/stat after the command name: index 0 is field 3 (state), 2 is the group, 19 the start time. */
+export function statFields(pid: number): string[] | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // A zombie has already died; only its parent's wait() removes it.
-    if (fields[0] === 'Z' || fields[0] === 'X') return null;
-    return { pid, ppid: Number(fields[1]), start: fields[19] ?? '' };
+    // The command name may hold spaces and parentheses; fields are counted after the last ')'.
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   } catch {
     return null;
   }
 }
 
-function allPids(): number[] {
+function readProc(pid: number): Proc | null {
+  const fields = statFields(pid);
+  // A zombie has already died; only its parent's wait() removes it.
+  if (!fields || fields[0] === 'Z' || fields[0] === 'X') return null;
+  return { pid, ppid: Number(fields[1]), start: fields[19] ?? '' };
+}
+
+/** Every live pid. */
+export function allPids(): number[] {
   try {
     return readdirSync('/proc').filter((n) => /^\d+$/.test(n)).map(Number);
   } catch {
@@ -59,11 +66,12 @@ export function sandboxMembers(outerPid: number): number[] {
   return procs.filter((p) => pidNamespace(p.pid) === inner).map((p) => p.pid);
 }
 
-function carriesMarker(pid: number, marker: string): boolean {
+/** A NUL-separated /proc file (cmdline, environ) as a list; null when it cannot be read. */
+export function procList(pid: number, file: 'cmdline' | 'environ'): string[] | null {
   try {
-    return readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').includes(marker);
+    return readFileSync(`/proc/${pid}/${file}`, 'utf8').split('\0').filter((s) => s !== '');
   } catch {
-    return false;
+    return null;
   }
 }
 
@@ -107,7 +115,7 @@ export function createTreeGuard(): TreeGuard {
       found.set(p.pid, p);
       queue.push(...(children.get(p.pid) ?? []));
     }
-    for (const p of procs) if (!found.has(p.pid) && carriesMarker(p.pid, marker)) found.set(p.pid, p);
+    for (const p of procs) if (!found.has(p.pid) && procList(p.pid, 'environ')?.includes(marker)) found.set(p.pid, p);
     return [...found.values()];
   }
 

@@ -9,10 +9,6 @@ import { MODEL_APIS } from '../gate/model-apis.ts';
 
 type EnvVar = { name: string; value: string };
 
-const BASE_URL_VARS: Record<string, string> = {
-  anthropic: 'ANTHROPIC_BASE_URL', openai: 'OPENAI_BASE_URL', gemini: 'GOOGLE_GEMINI_BASE_URL',
-};
-
 /**
  * The gate URL (`http://svc-gate:3128`) as the pod's proxy, with the job's `credential`; `controlUrl`'s host stays
  * direct (the policy allows it).
@@ -34,8 +30,8 @@ export function podGateEnv(gateUrl: string, controlUrl: string | undefined, cred
   }
   vars.push({ name: 'NO_PROXY', value: direct }, { name: 'no_proxy', value: direct });
   vars.push({ name: 'NODE_USE_ENV_PROXY', value: '1' });
-  for (const [api, variable] of Object.entries(BASE_URL_VARS)) {
-    vars.push({ name: variable, value: `${gate}/_job/${credential}/_model/${api}` });
+  for (const [name, api] of Object.entries(MODEL_APIS)) {
+    if (api.baseEnv) vars.push({ name: api.baseEnv, value: `${gate}/_job/${credential}/_model/${name}` });
   }
   // Where the signer reads the run's connections back from the gate, for the receipt (src/pod/gate-network.ts).
   vars.push({ name: 'SVC_GATE_EVIDENCE_URL', value: `${gate}/_job/${credential}/_egress` });

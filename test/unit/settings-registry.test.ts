@@ -28,7 +28,7 @@ function files(dir: string, keep: RegExp): string[] {
 
 const read = (path: string) => readFileSync(join(ROOT, path), 'utf8');
 /** Names that look like variables and are constants of the code. */
-const NOT_VARIABLES = new Set(['SVC_ERROR_CODES', 'SVC_NAMES_PASSED', 'SVC_SECRET_NAMES']);
+const NOT_VARIABLES = new Set(['SVC_ERROR_CODES', 'SVC_NAMES_PASSED']);
 const SVC_NAME = /(?<![A-Za-z0-9_])SVC_[A-Z0-9_]*[A-Z0-9](?![A-Za-z0-9_])/g;
 const svcNames = (text: string) => [...text.matchAll(SVC_NAME)].map((m) => m[0]).filter((n) => !NOT_VARIABLES.has(n));
 
