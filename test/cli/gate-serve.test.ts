@@ -93,10 +93,14 @@ describe('svc gate serve', () => {
     assert.equal(allowedSeen.length, 1);
     assert.equal(await viaGate(port, `http://${addr(loopback)}/x`, AUTH), 403);
     assert.equal(loopbackSeen.length, 0);
-    // The child writes its log lines on its own time: wait for the second one.
-    for (let i = 0; i < 200 && !/"decision":"denied"/.test(out); i++) await new Promise((r) => setTimeout(r, 25));
-    assert.match(out, /"egress":\{[^\n]*"decision":"allowed"[^\n]*"job":"j-serve","run":"r-serve","repo":"acme\/web"/);
-    assert.match(out, /"egress":\{[^\n]*"decision":"denied"/);
+    // The child writes its log lines on its own time, and the test before left 407 lines: wait for this test's two.
+    const allowedLine = /"egress":\{[^\n]*"decision":"allowed"[^\n]*"job":"j-serve","run":"r-serve","repo":"acme\/web"/;
+    const loopbackLine = /"egress":\{[^\n]*"decision":"denied"[^\n]*"status":403/;
+    for (let i = 0; i < 200 && !(allowedLine.test(out) && loopbackLine.test(out)); i++) {
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    assert.match(out, allowedLine);
+    assert.match(out, loopbackLine);
   });
 
   it('adds the real model key in place of the placeholder, for the model host only', async () => {
