@@ -15,9 +15,6 @@ import { sandboxGate, MODEL_BASE, PROXY_URL } from '../spawn/sandbox-network.ts'
 import type { SandboxGate } from '../spawn/sandbox-network.ts';
 import { settingChoice } from '../settings-registry.ts';
 
-/** The OpenAI convention puts /v1 in the base URL; the CLI appends /responses or /chat/completions to it. */
-const CLI_BASES = { openai: 'https://api.openai.com/v1' };
-
 /** Connections kept for egress.jsonl and the receipt's hosts (~6 MB at most), and those also sent as run events. */
 const RECORDS_KEPT = 20_000;
 const EVENTS_KEPT = 500;
@@ -68,7 +65,7 @@ function agentEnv(routes: ModelRoute[], env: NodeJS.ProcessEnv): Record<string, 
 
 /** Starts the run's gate; its socket lives in a short private folder (a Unix socket path has ~107 bytes). */
 export async function openRunGate(ctx: RunContext, policy: Policy): Promise<RunGate> {
-  const routes = modelRoutesFromEnv(ctx.env, { bases: CLI_BASES });
+  const routes = modelRoutesFromEnv(ctx.env);
   const folder = mkdtempSync('/tmp/svc-gate-');
   const socket = join(folder, 'gate.sock');
   const records: EgressRecord[] = [];

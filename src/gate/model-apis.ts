@@ -33,8 +33,9 @@ export const MODEL_APIS: Readonly<Record<string, ModelApi>> = {
     base: 'https://api.anthropic.com', header: 'x-api-key', prefix: '', env: ['ANTHROPIC_API_KEY'],
     placeholder: 'sk-ant-svc-gate-placeholder', baseEnv: 'ANTHROPIC_BASE_URL',
   },
+  // The OpenAI convention puts /v1 in the base URL; its CLIs append /responses or /chat/completions to it.
   openai: {
-    ...bearer('https://api.openai.com', ['OPENAI_API_KEY']), placeholder: 'sk-svc-gate-placeholder',
+    ...bearer('https://api.openai.com/v1', ['OPENAI_API_KEY']), placeholder: 'sk-svc-gate-placeholder',
     baseEnv: 'OPENAI_BASE_URL',
   },
   gemini: {

@@ -208,6 +208,11 @@ describe('model routes', () => {
     ]);
   });
 
+  it('sends OpenAI calls under /v1 for every gate (a run\'s, `svc gate serve`, a job pod\'s): its CLIs append the rest', () => {
+    const [openai] = modelRoutesFromEnv({ OPENAI_API_KEY: 'o-key' }, { names: ['openai'] });
+    assert.equal(openai?.base.href, 'https://api.openai.com/v1');
+  });
+
   it('refuses plain http to anything but a loopback address, and unknown names', () => {
     assert.throws(() => modelRoute('openai', 'http://api.openai.com', 'authorization', 'k'), GatePolicyError);
     assert.throws(() => modelRoute('openai', 'http://10.0.0.1', 'authorization', 'k'), GatePolicyError);
