@@ -1,16 +1,6 @@
-// A memory cgroup per agent sandbox, where the host lets svc make one (DESIGN §7a "It ends"; docs/engine.md "The agent
-// sandbox"). The kernel then counts everything the sandbox's processes make the host hold (anonymous memory, page
-// cache, tmpfs files in /tmp, HOME and /dev/shm, memfds, SysV shared memory, kernel memory) against
-// limits.memory_mb, and OOM-kills inside the cgroup instead of letting it grow. svc reads the cgroup's OOM-kill count
-// to end the run as a limit failure.
-//
-// Where: the cgroup svc itself is in, in the memory hierarchy (cgroup v1's memory controller, or cgroup v2 when that
-// cgroup or its parent delegates the memory controller to its children: `memory` in its cgroup.subtree_control),
-// provided svc may make a child there (root, or a delegated subtree). Elsewhere (an ordinary user on a host without
-// delegation) there is no cgroup, and limit-watch.ts counts the sandbox's shared memory itself.
-//
-// The sandbox enters its cgroup before bwrap runs: a shell writes its own pid into cgroup.procs and then execs bwrap,
-// so no process of the sandbox ever runs outside it.
+// A memory cgroup per agent sandbox where the host lets svc make one (DESIGN §7a "It ends"; docs/engine.md "Memory"
+// says where, and what the kernel then counts; elsewhere limits.ts's watchdog counts). The sandbox enters it before
+// bwrap runs: a shell writes its own pid into cgroup.procs and then execs bwrap, so nothing of it runs outside.
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';

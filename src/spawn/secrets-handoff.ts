@@ -1,12 +1,6 @@
-// Hands svc's secrets to a child svc it starts, or to this same process after it re-executes itself: never through
-// the environment, which /proc/<pid>/environ shows to every process of the same user for the whole life of the
-// process (DESIGN §7a).
-// - A child svc (the run's worker, the launcher a server starts, the dashboard's Control Plane) gets them through an
-//   inherited pipe on fd 3 that the parent writes and closes right after the spawn; the child reads it to the end and
-//   closes it before it does anything else. Nothing touches the disk, and no other process can open the pipe: a
-//   socket's /proc/<pid>/fd link cannot be opened, and the parent's end is close-on-exec.
-// - A re-executed process (execve keeps no pipe svc can make from Node) gets them through a 0600 file in
-//   ~/.svc/handoff that the new image reads and deletes first.
+// Hands svc's secrets to a child svc (a pipe on fd 3) or to this process after a re-exec (a 0600 file in
+// ~/.svc/handoff), never through the environment, which /proc/<pid>/environ shows to the same user (DESIGN §7a;
+// docs/engine.md "Secrets of the worker" says why no other process can read either).
 // Must not: write a value anywhere but that pipe or file, or accept a name that is not one of svc's secrets.
 import {
   mkdirSync, openSync, writeSync, closeSync, readFileSync, rmSync, chmodSync, readdirSync, statSync, fstatSync,
