@@ -4,8 +4,7 @@
 import { connect as netConnect, type Socket } from 'node:net';
 import { STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { GatePolicy } from './policy.ts';
-import type { Resolver } from './decide.ts';
+import type { GatePolicy, Resolver } from './policy.ts';
 import type { ModelRoute } from './model-apis.ts';
 import type { EgressRecord } from './evidence.ts';
 

@@ -7,7 +7,7 @@ import { request as httpRequest, type IncomingMessage, type ServerResponse } fro
 import { connect as tlsConnect } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import { BadHostError, parseAuthority, type Destination } from './host.ts';
-import { decide } from './decide.ts';
+import { decide } from './policy.ts';
 import { refuse, type GateContext } from './context.ts';
 import { CREDENTIAL_HEADERS } from './model-apis.ts';
 import { arrivingRecord, type EgressRecord } from './evidence.ts';

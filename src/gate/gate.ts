@@ -12,8 +12,7 @@ import { RunRecords, boundedRecord } from './run-records.ts';
 import {
   DEFAULT_LIMITS, refuse, refuseRaw, tcpConnect, type ConnectFn, type GateContext, type GateLimits,
 } from './context.ts';
-import { systemResolver, type Resolver } from './decide.ts';
-import type { GatePolicy } from './policy.ts';
+import { systemResolver, type GatePolicy, type Resolver } from './policy.ts';
 import type { ModelRoute } from './model-apis.ts';
 import { arrivingRecord, type EgressRecord } from './evidence.ts';
 import { createLogger, type Logger } from '../log.ts';

@@ -56,31 +56,31 @@ export function normaliseHost(raw: string): { host: string; literal: boolean } {
   return { host, literal: false };
 }
 
+/** `[v6]:port`, `[v6]`, `host:port` or `host`; a bare IPv6 literal (more than one colon) comes back whole. */
+export function splitHostPort(raw: string): { host: string; port: string | null } {
+  if (raw.startsWith('[')) {
+    const close = raw.indexOf(']');
+    const rest = raw.slice(close + 1);
+    if (close < 0 || (rest !== '' && !rest.startsWith(':')) || isIP(raw.slice(1, close)) !== 6) {
+      throw new BadHostError(`host "${raw}" is not a host name`);
+    }
+    return { host: raw.slice(1, close), port: rest === '' ? null : rest.slice(1) };
+  }
+  const colon = raw.indexOf(':');
+  if (colon < 0 || colon !== raw.lastIndexOf(':')) return { host: raw, port: null };
+  return { host: raw.slice(0, colon), port: raw.slice(colon + 1) };
+}
+
 /**
  * `host:port`, `[v6]:port`, or without the port when `defaultPort` is given. A bare IPv6 literal without brackets
  * is refused: its last group could be read as a port.
  */
 export function parseAuthority(raw: string, defaultPort: number | null): Destination {
   if (raw.length > MAX_AUTHORITY) throw new BadHostError('host is too long');
-  let hostText: string;
-  let portText: string | null;
-  if (raw.startsWith('[')) {
-    const close = raw.indexOf(']');
-    if (close < 0) throw new BadHostError(`host "${raw}" is not a host name`);
-    hostText = raw.slice(1, close);
-    const rest = raw.slice(close + 1);
-    if (rest !== '' && !rest.startsWith(':')) throw new BadHostError(`host "${raw}" is not a host name`);
-    portText = rest === '' ? null : rest.slice(1);
-    if (isIP(hostText) !== 6) throw new BadHostError(`host "${raw}" is not a host name`);
-  } else {
-    const colon = raw.indexOf(':');
-    if (colon !== raw.lastIndexOf(':')) throw new BadHostError(`IPv6 host "${raw}" needs [brackets]`);
-    hostText = colon < 0 ? raw : raw.slice(0, colon);
-    portText = colon < 0 ? null : raw.slice(colon + 1);
-  }
-  if (portText === null && defaultPort === null) throw new BadHostError(`"${raw}" has no port`);
-  const port = portText === null ? (defaultPort as number) : parsePort(portText);
-  return { ...normaliseHost(hostText), port };
+  const { host, port } = splitHostPort(raw);
+  if (!raw.startsWith('[') && host.includes(':')) throw new BadHostError(`IPv6 host "${raw}" needs [brackets]`);
+  if (port === null && defaultPort === null) throw new BadHostError(`"${raw}" has no port`);
+  return { ...normaliseHost(host), port: port === null ? (defaultPort as number) : parsePort(port) };
 }
 
 /** `host:port` for messages and records, with brackets around IPv6. */

@@ -5,7 +5,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { BadHostError, normaliseHost, parseAuthority, type Destination } from './host.ts';
-import { decide } from './decide.ts';
+import { decide } from './policy.ts';
 import { refuseRaw, type GateContext } from './context.ts';
 import { HelloAssembler, UNRECOGNIZED_NAME_ALERT, type HelloReading } from './client-hello.ts';
 import { arrivingRecord, type EgressRecord } from './evidence.ts';
