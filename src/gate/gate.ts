@@ -7,10 +7,10 @@ import type { Duplex } from 'node:stream';
 import { chmodSync, rmSync } from 'node:fs';
 import { handleConnect } from './tunnel.ts';
 import { handleRequest } from './forward.ts';
-import { ClientBook, CHALLENGE, countWhileOpen, type Admission, type Asker, type GateClients } from './clients.ts';
 import { RunRecords, boundedRecord } from './run-records.ts';
 import {
-  DEFAULT_LIMITS, refuse, refuseRaw, tcpConnect, type ConnectFn, type GateContext, type GateLimits,
+  ClientBook, CHALLENGE, countWhileOpen, DEFAULT_LIMITS, refuse, refuseRaw, tcpConnect, type Admission, type Asker,
+  type ConnectFn, type GateClients, type GateContext, type GateLimits,
 } from './context.ts';
 import { systemResolver, type GatePolicy, type Resolver } from './policy.ts';
 import type { ModelRoute } from './model-apis.ts';

@@ -4,8 +4,10 @@
 // agent) and every address it resolves to is checked; the caller connects to the returned address, so there is no
 // window for a DNS rebinding.
 import { lookup } from 'node:dns/promises';
-import { BadHostError, formatDestination, normaliseHost, parsePort, splitHostPort, type Destination } from './host.ts';
-import { canonicalAddress, refusedRange } from './address.ts';
+import {
+  BadHostError, canonicalAddress, formatDestination, normaliseHost, parsePort, refusedRange, splitHostPort,
+  type Destination,
+} from './address.ts';
 
 export class GatePolicyError extends Error {
   readonly pattern: string;
@@ -82,17 +84,6 @@ export function matchesHost(pattern: HostPattern, host: string, port: number): b
   }
 }
 
-/** Whether the pattern names this resolved address (deny lists apply to addresses as well as names). */
-export function matchesAddress(pattern: HostPattern, address: string, port: number): boolean {
-  return pattern.kind === 'address' && matchesHost(pattern, address, port);
-}
-
-/** The allow entry naming exactly this address and port: the only way past the address rules. */
-export function exactAddressRule(policy: GatePolicy, address: string, port: number): HostPattern | null {
-  const canonical = canonicalAddress(address);
-  return policy.allow.find((p) => p.kind === 'address' && p.port === port && p.host === canonical) ?? null;
-}
-
 /** Every address a name resolves to (the gate refuses the name when any of them is refused). */
 export type Resolver = (host: string) => Promise<string[]>;
 
@@ -101,23 +92,15 @@ export async function systemResolver(host: string): Promise<string[]> {
   return found.map((a) => a.address);
 }
 
-export interface Allowed {
-  allowed: true;
-  /** The allow pattern that let it through (the exact-address entry when that is what admitted the address). */
-  rule: string;
-  address: string;
-}
+/**
+ * Allowed: `rule` is the allow pattern that let it through (the exact-address entry when that admitted the address).
+ * Denied: `rule` is the deny entry that refused it, if one did; `reason` is plain, for the client and the log.
+ */
+export type Decision =
+  | { allowed: true; rule: string; address: string }
+  | { allowed: false; rule: string | null; reason: string; address: string | null };
 
-export interface Denied {
-  allowed: false;
-  /** The pattern that refused it, when one did (a deny entry). */
-  rule: string | null;
-  /** Short plain reason for the client and the log. */
-  reason: string;
-  address: string | null;
-}
-
-export type Decision = Allowed | Denied;
+type Denied = Decision & { allowed: false };
 
 function denied(reason: string, rule: string | null = null, address: string | null = null): Denied {
   return { allowed: false, rule, reason, address };
@@ -142,13 +125,16 @@ export async function decide(dest: Destination, policy: GatePolicy, resolve: Res
   }
   let exact: string | null = null;
   for (const address of addresses) {
-    const byAddress = policy.deny.find((p) => matchesAddress(p, address, dest.port));
+    // Deny lists apply to resolved addresses as well as names.
+    const byAddress = policy.deny.find((p) => p.kind === 'address' && matchesHost(p, address, dest.port));
     if (byAddress) {
       return denied(`${where} resolves to ${address}, denied by "${byAddress.text}"`, byAddress.text, address);
     }
     const range = refusedRange(address);
     if (range === null) continue;
-    const named = exactAddressRule(policy, address, dest.port);
+    // Only an allow entry naming exactly this address and port gets past the address rules.
+    const canonical = canonicalAddress(address);
+    const named = policy.allow.find((p) => p.kind === 'address' && p.port === dest.port && p.host === canonical);
     if (named) {
       exact = named.text;
       continue;

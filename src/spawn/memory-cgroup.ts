@@ -25,6 +25,12 @@ export interface MemoryCgroup {
 
 const PREFIX = 'svc-';
 
+/** The limit, its swap bound and the OOM-kill count, by version. */
+const CGROUP_FILES = {
+  v1: { limit: 'memory.limit_in_bytes', swap: 'memory.memsw.limit_in_bytes', events: 'memory.oom_control' },
+  v2: { limit: 'memory.max', swap: 'memory.swap.max', events: 'memory.events' },
+} as const;
+
 function read(path: string): string | null {
   try {
     return readFileSync(path, 'utf8');
@@ -140,10 +146,6 @@ function removeSoon(path: string, tries: number): void {
   }
 }
 
-function oomKillsIn(file: string): number {
-  return Number(/^oom_kill (\d+)$/m.exec(read(file) ?? '')?.[1] ?? 0);
-}
-
 /** A cgroup made ahead of its sandbox (prepareMemoryCgroup), for the next openMemoryCgroup of the same size. */
 let prepared: { bytes: number; cgroup: MemoryCgroup } | null = null;
 
@@ -192,28 +194,22 @@ function makeMemoryCgroup(bytes: number): MemoryCgroup | null {
     return null;
   }
   const remove = () => removeSoon(path, REMOVE_TRIES);
+  const files = CGROUP_FILES[version];
   try {
-    if (version === 'v1') {
-      writeFileSync(join(path, 'memory.limit_in_bytes'), String(bytes));
-      // With swap accounting, memory + swap gets the same bound (memory's must be set first).
-      if (existsSync(join(path, 'memory.memsw.limit_in_bytes'))) {
-        writeFileSync(join(path, 'memory.memsw.limit_in_bytes'), String(bytes));
-      }
-    } else {
-      writeFileSync(join(path, 'memory.max'), String(bytes));
-      if (existsSync(join(path, 'memory.swap.max'))) writeFileSync(join(path, 'memory.swap.max'), '0');
-    }
+    writeFileSync(join(path, files.limit), String(bytes));
+    // No swap beyond the limit: v1 bounds memory + swap together (memory's must be set first), v2 swap alone.
+    const swap = join(path, files.swap);
+    if (existsSync(swap)) writeFileSync(swap, version === 'v1' ? String(bytes) : '0');
   } catch {
     remove();
     return null;
   }
-  const events = join(path, version === 'v1' ? 'memory.oom_control' : 'memory.events');
-  const procs = join(path, 'cgroup.procs');
   return {
     path,
     version,
-    oomKills: () => oomKillsIn(events),
-    wrap: (argv) => ['/bin/sh', '-c', 'echo $$ > "$1" && shift && exec "$@"', 'svc-cgroup', procs, ...argv],
+    oomKills: () => Number(/^oom_kill (\d+)$/m.exec(read(join(path, files.events)) ?? '')?.[1] ?? 0),
+    wrap: (argv) => ['/bin/sh', '-c', 'echo $$ > "$1" && shift && exec "$@"', 'svc-cgroup', join(path, 'cgroup.procs'),
+      ...argv],
     remove,
   };
 }

@@ -3,7 +3,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { decide, parseGatePolicy } from '../../src/gate/policy.ts';
-import { parseAuthority } from '../../src/gate/host.ts';
+import { parseAuthority } from '../../src/gate/address.ts';
 import { tableResolver } from './helpers.ts';
 
 const { resolve, lookups } = tableResolver({
