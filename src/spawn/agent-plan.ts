@@ -9,6 +9,7 @@ import { layProviderHome } from './provider-home.ts';
 import { within, type HomeMount, type SandboxPlan } from './bwrap-argv.ts';
 import type { SandboxGate } from './sandbox-network.ts';
 import { isSystemPath } from './system-view.ts';
+import { HOME_CREDENTIALS } from './never-writable.ts';
 import { DEFAULT_LIMITS, type SandboxLimits } from './limits.ts';
 
 export interface AgentPlanInput {
@@ -42,10 +43,6 @@ export interface AgentPlanInput {
   /** The run's egress gate (its only route out); null: no network at all. */
   gate: SandboxGate | null;
 }
-
-/** Credentials a user's HOME commonly holds: masked wherever a bound folder would show them. */
-const HOME_CREDENTIALS = ['.ssh', '.git-credentials', '.netrc', '.npmrc', '.pypirc', '.config/gh', '.config/hub',
-  '.aws', '.azure', '.config/gcloud', '.kube', '.docker', '.gnupg', '.password-store', '.vault-token'];
 
 /** Path names of credential files and data svc was configured with (env values). */
 function configuredSecretPaths(env: NodeJS.ProcessEnv): string[] {
