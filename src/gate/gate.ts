@@ -58,10 +58,8 @@ function refusedRecord(req: IncomingMessage, refusal: Admission & { admitted: fa
 }
 
 /**
- * `GET /_job/<credential>/_egress`: the asking run's totals, counts per destination and refusal, first records, and
- * the policy it was decided by, with `since` (this gate's start: it saw nothing before). A run this gate never saw
- * since its start, or let go, is a 404 with `since`, `evicted` and the policy: only the asker can tell from `since`
- * whether "never saw" means "made no connection" (the gate ran all along) or "the gate was not there to see".
+ * `GET /_job/<credential>/_egress` (docs/gate.md): the asking run's records, or a 404 for a run this gate never saw
+ * or let go. Both carry `since`: only the asker can tell whether "never saw" means "made no connection".
  */
 function answerEgress(asker: Asker, runs: RunRecords, req: IncomingMessage, res: ServerResponse): void {
   req.resume();

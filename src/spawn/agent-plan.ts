@@ -15,7 +15,6 @@ import { DEFAULT_LIMITS, type SandboxLimits } from './limits.ts';
 export interface AgentPlanInput {
   /** The run's working directory: its worktree, or the repository itself for a run without one. */
   workdir: string;
-  /** The repository's main checkout. */
   repo: string;
   /** Folder holding the task (read-only inside), and the folders the question and the answer live in (writable). */
   ioDir: string;

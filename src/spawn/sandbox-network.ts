@@ -12,7 +12,6 @@ export interface SandboxGate {
   bridge: { kind: 'systemd'; activate: string; proxyd: string } | { kind: 'node'; node: string; forwarder: string };
 }
 
-/** Where the gate's socket appears inside the sandbox. */
 export const GATE_SOCKET_INSIDE = '/run/svc/gate.sock';
 /** The forwarder's port on the sandbox's own loopback (nothing else listens there). */
 export const FORWARDER_PORT = 3128;

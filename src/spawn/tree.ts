@@ -35,7 +35,6 @@ function readProc(pid: number): Proc | null {
   return { pid, ppid: Number(fields[1]), start: fields[19] ?? '' };
 }
 
-/** Every live pid. */
 export function allPids(): number[] {
   try {
     return readdirSync('/proc').filter((n) => /^\d+$/.test(n)).map(Number);
