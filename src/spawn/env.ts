@@ -37,7 +37,6 @@ export function isAgentName(name: string): boolean {
 export type ChildKind =
   | 'agent' // a provider or a check: untrusted, sandboxed; an allowlist (isAgentName)
   | 'tool' // git, gh, a browser opener started by svc itself for its own work
-  | 'svc' // svc starting itself, keeping its non-secret SVC_* configuration
   | 'svc-worker' // the detached run worker and the background Control Plane: today they inherit svc's whole env
   | 'launcher' // `svc start` from the trigger server (and a Kubernetes job pod's env): a short allowlist
   | 'control-launcher' // `svc start` from the Control Plane: locale, paths, provider logins, engine credentials
@@ -89,8 +88,6 @@ function passes(kind: ChildKind, name: string): boolean {
       return isAgentName(name);
     case 'tool':
       return !isSecretName(name) && (!name.startsWith('SVC_') || SVC_NAMES_PASSED.has(name));
-    case 'svc':
-      return !isSecretName(name);
     case 'svc-worker':
       return true;
     case 'launcher':

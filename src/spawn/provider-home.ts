@@ -35,27 +35,11 @@ export function keptDir(repoHome: string): string {
   return join(repoHome, 'state');
 }
 
-function kind(path: string): 'dir' | 'file' | 'link' | 'other' | null {
+/** What is at `path`; `follow`: through links (the template is the operator's), never for what an agent could write. */
+function kind(path: string, follow = false): 'dir' | 'file' | 'link' | 'other' | null {
   try {
-    const st = lstatSync(path);
+    const st = follow ? statSync(path) : lstatSync(path);
     return st.isSymbolicLink() ? 'link' : st.isDirectory() ? 'dir' : st.isFile() ? 'file' : 'other';
-  } catch {
-    return null;
-  }
-}
-
-/** The template's entry when it is a file (links followed: the template is the operator's), else null. */
-function templateFile(path: string): string | null {
-  try {
-    return statSync(path).isFile() ? path : null;
-  } catch {
-    return null;
-  }
-}
-
-function templateDir(path: string): string | null {
-  try {
-    return statSync(path).isDirectory() ? path : null;
   } catch {
     return null;
   }
@@ -131,8 +115,8 @@ export function layProviderHome(input: ProviderHomeInput): HomeMount[] {
     if (kept.some((k) => within(root, k))) continue;
     const dest = join(layer, root);
     if (FILE_ROOT.test(root)) {
-      const source = templateFile(join(input.template, root));
-      if (!source) continue;
+      const source = join(input.template, root);
+      if (kind(source, true) !== 'file') continue;
       copyInto(source, dest, root);
       if (kind(dest) === 'file') fresh.push({ source: dest, target: target(root), writable: true });
       continue;
@@ -141,9 +125,9 @@ export function layProviderHome(input: ProviderHomeInput): HomeMount[] {
     fresh.push({ source: dest, target: target(root), writable: true });
   }
   for (const rel of layout.files) {
-    const source = templateFile(join(input.template, rel));
+    const source = join(input.template, rel);
     const root = layout.roots.find((r) => within(rel, r) && !kept.some((k) => within(r, k)));
-    if (source && root) copyInto(source, join(layer, rel), rel);
+    if (root && kind(source, true) === 'file') copyInto(source, join(layer, rel), rel);
   }
   const state = keptDir(input.repoHome);
   mkdirSync(state, { recursive: true, mode: 0o700 });
@@ -153,12 +137,12 @@ export function layProviderHome(input: ProviderHomeInput): HomeMount[] {
     return { source, target: target(rel), writable: true };
   });
   const dirs = layout.dirs.flatMap((rel) => {
-    const source = templateDir(join(input.template, rel));
-    return source ? [{ source, target: target(rel), writable: false }] : [];
+    const source = join(input.template, rel);
+    return kind(source, true) === 'dir' ? [{ source, target: target(rel), writable: false }] : [];
   });
   const login = layout.login.flatMap((rel) => {
     const source = join(input.loginHome, rel);
-    return kind(source) === 'file' || templateFile(source) ? [{ source, target: target(rel), writable: false }] : [];
+    return kind(source, true) === 'file' ? [{ source, target: target(rel), writable: false }] : [];
   });
   return [...fresh, ...persisted, ...dirs, ...login];
 }

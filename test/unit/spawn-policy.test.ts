@@ -22,12 +22,6 @@ describe('childEnv', () => {
     assert.deepEqual(childEnv('agent', shell), { PATH: '/bin', HOME: '/h', SVC_SOURCE: 's', LC_ALL: 'C', TZ: 'UTC',
       CLAUDE_CODE_USE_BEDROCK: '1', ANTHROPIC_API_KEY: 'k', SSL_CERT_FILE: '/c' });
   });
-  it('lets a child svc keep its non-secret SVC_* configuration, never a token', () => {
-    const env = childEnv('svc', base);
-    assert.equal(env.SVC_ORIGIN, 'cli');
-    assert.equal(env.GITHUB_TOKEN, undefined);
-    assert.equal(env.SVC_API_TOKEN_FILE, undefined);
-  });
   it('gives a launcher and a fetcher only their allowlisted names, and a probe PATH and HOME', () => {
     const wide = { ...base, LC_ALL: 'C', HTTPS_PROXY: 'http://p', OPENAI_API_KEY: 'o', SVC_CONTROL_URL: 'http://c',
       GITHUB_API_URL: 'https://ghe.example/api/v3' };
