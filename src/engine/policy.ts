@@ -4,9 +4,76 @@ import { isJsonObject } from '../untrusted.ts';
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Verdict } from '../run-json.ts';
-import { PolicyError } from './policy-error.ts';
-import { DEFAULT_LIMITS, parseLimits, type RunLimits } from './policy-limits.ts';
+import { RefusedError } from '../errors.ts';
 import { GatePolicyError, parseGatePolicy } from '../gate/policy.ts';
+
+/** A .svc/policy.json that svc refuses: the message names the key and what it must be. */
+export class PolicyError extends RefusedError {}
+
+/**
+ * `limits` (DESIGN §7a "It ends"): what one run's agents may spend. Every key is optional; the defaults are what a user
+ * would expect of an unattended run on a shared build host (docs/engine.md "Limits").
+ */
+export interface RunLimits {
+  /** Wall-clock seconds for one provider invocation, and for the whole run's provider phase. */
+  provider_timeout_s: number;
+  run_timeout_s: number;
+  /** Wall-clock seconds for one check. */
+  check_timeout_s: number;
+  /** Processes at once inside a sandbox. */
+  processes: number;
+  /** Resident memory of a sandbox's processes together (each process's writable memory is capped the same). */
+  memory_mb: number;
+  /** The largest file an agent may write, and how much the worktree may grow in all. */
+  file_mb: number;
+  disk_mb: number;
+  /** How many times a run's provider is invoked (the first, plus one per answered question or resume). */
+  invocations: number;
+}
+
+export const DEFAULT_LIMITS: RunLimits = {
+  provider_timeout_s: 3600,
+  run_timeout_s: 4 * 3600,
+  check_timeout_s: 900,
+  processes: 1024,
+  memory_mb: 8192,
+  file_mb: 1024,
+  disk_mb: 4096,
+  invocations: 25,
+};
+
+const MAXIMA: RunLimits = {
+  provider_timeout_s: 7 * 24 * 3600,
+  run_timeout_s: 7 * 24 * 3600,
+  check_timeout_s: 24 * 3600,
+  processes: 65536,
+  memory_mb: 1024 * 1024,
+  file_mb: 1024 * 1024,
+  disk_mb: 1024 * 1024,
+  invocations: 1000,
+};
+
+/**
+ * A file's `limits` (policy.json's, or the operator's caps, which have no maximum): known keys only, each a whole
+ * number; `fail` makes the error that file's reader throws.
+ */
+export function readLimits(
+  raw: unknown, where: string, bounded: boolean, fail: (message: string) => Error,
+): Partial<RunLimits> {
+  if (!isJsonObject(raw)) throw fail(`${where} limits must be an object`);
+  const limits: Partial<RunLimits> = {};
+  for (const [key, value] of Object.entries(raw)) {
+    if (!(key in DEFAULT_LIMITS)) {
+      throw fail(`Unknown key "${key}" in ${where} limits (allowed: ${Object.keys(DEFAULT_LIMITS).join(', ')})`);
+    }
+    const max = bounded ? MAXIMA[key as keyof RunLimits] : Infinity;
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > max) {
+      throw fail(`${where} limits.${key} must be a whole number ${bounded ? `from 1 to ${max}` : 'of at least 1'}`);
+    }
+    limits[key as keyof RunLimits] = value;
+  }
+  return limits;
+}
 
 export interface CheckSpec {
   name: string;
@@ -27,8 +94,6 @@ export interface Policy {
   /** Whether a file was found; with none, the defaults apply (PR only on verified, as draft). */
   fromFile: boolean;
 }
-
-export { PolicyError };
 
 export const DEFAULT_POLICY: Policy = {
   checks: [], pr: { open: 'verified', draft: true, base: null }, max_usd: null, sandbox: null, limits: DEFAULT_LIMITS,
@@ -119,8 +184,10 @@ export function parsePolicy(raw: unknown): Policy {
     }
     sandbox = raw.sandbox;
   }
+  const limits = raw.limits === undefined || raw.limits === null
+    ? {} : readLimits(raw.limits, 'policy.json', true, (message) => new PolicyError(message));
   return {
-    checks, pr, max_usd: maxUsd, sandbox, limits: parseLimits(raw.limits), network: parseNetwork(raw.network),
+    checks, pr, max_usd: maxUsd, sandbox, limits: { ...DEFAULT_LIMITS, ...limits }, network: parseNetwork(raw.network),
     fromFile: true,
   };
 }

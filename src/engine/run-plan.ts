@@ -6,11 +6,12 @@ import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync } fr
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { FailedError, RefusedError } from '../errors.ts';
-import { readEngineConfigFile } from './config.ts';
-import { loadOperatorConfig } from './operator-config.ts';
+import { loadOperatorConfig, readEngineConfigFile } from './config.ts';
 import { loadPolicy, PolicyError, type Policy } from './policy.ts';
 import { isTrusted, trustRecordOf } from './trust.ts';
-import { cappedLimits, decideSettings, serverRefusal, trustNeeded, wideningFor } from './setting-authority.ts';
+import {
+  cappedLimits, decideSettings, serverRefusal, startedByServer, trustNeeded, wideningFor,
+} from './setting-authority.ts';
 import { resolveProvider, type ResolvedProvider } from './providers.ts';
 import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts';
 import { writeJsonAtomic } from './atomic.ts';
@@ -66,8 +67,7 @@ export function planRun(req: PlanRequest): RunPlan {
     const policy = loadPolicy(repo);
     const file = readEngineConfigFile(repo);
     const operator = loadOperatorConfig(env);
-    // A run a server started: the trigger server and the Control Plane always set SVC_ORIGIN (DESIGN §7a).
-    const server = !!env.SVC_ORIGIN && env.SVC_ORIGIN !== 'cli';
+    const server = startedByServer(env);
     const decided = decideSettings(file?.config ?? null, operator, {
       server, trusted: !server && file !== null && isTrusted(env, file.path, file.sha256), home: env.HOME || homedir(),
       workdir: req.workdir, pathDirs: (env.PATH ?? '').split(':').filter(isAbsolute),

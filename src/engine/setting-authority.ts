@@ -8,9 +8,8 @@
 import { join } from 'node:path';
 import { within } from '../spawn/bwrap-argv.ts';
 import { neverWritable } from '../spawn/never-writable.ts';
-import type { EngineConfig, ProviderEntry } from './config.ts';
-import type { OperatorConfig } from './operator-config.ts';
-import type { RunLimits } from './policy-limits.ts';
+import type { EngineConfig, OperatorConfig, ProviderEntry } from './config.ts';
+import type { RunLimits } from './policy.ts';
 import { BUILTIN_PROVIDERS } from './providers.ts';
 
 export type Authority = 'repository' | 'operator';
@@ -46,6 +45,11 @@ export const SETTING_RULES: readonly SettingRule[] = [
   { file: 'operator.json', key: 'providers', authority: 'operator', why: 'providers, built-in names included' },
   { file: 'operator.json', key: 'limits', authority: 'operator', why: 'caps on every run\'s limits' },
 ];
+
+/** A run a server started: the trigger server and the Control Plane always set SVC_ORIGIN (DESIGN §7a). */
+export function startedByServer(env: NodeJS.ProcessEnv): boolean {
+  return !!env.SVC_ORIGIN && env.SVC_ORIGIN !== 'cli';
+}
 
 /** How the run was started, and what the repository's file is worth. */
 export interface SettingsUse {

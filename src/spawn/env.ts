@@ -4,7 +4,7 @@
 // else gets an allowlist. An agent (a provider or a check) gets the same one whoever started its run, a person at the
 // CLI or a server: locale, PATH, TERM, TZ, CA bundles, the proxy variables, the providers' own documented variables
 // (AGENT_NAMES below), plus what its call site adds by name: the gate's variables, the run's protocol files, and the
-// names the operator lists (~/.svc/operator.json "env", src/engine/operator-config.ts). Nothing else of the user's
+// names the operator lists (~/.svc/operator.json "env", src/engine/config.ts). Nothing else of the user's
 // shell (AWS_SECRET_ACCESS_KEY, NPM_TOKEN, DATABASE_URL…) reaches it.
 import { SECRET_NAMES } from '../settings-registry.ts';
 
