@@ -37,11 +37,7 @@ export function evidenceOf(
   };
 }
 
-export class EvidenceError extends RefusedError {
-  constructor(message: string) {
-    super(message);
-  }
-}
+export class EvidenceError extends RefusedError {}
 
 const MAX_CHECKS = 200;
 

@@ -8,10 +8,8 @@ import { isAbsolute, join } from 'node:path';
 import { FailedError, RefusedError } from '../errors.ts';
 import { loadOperatorConfig, readEngineConfigFile } from './config.ts';
 import { loadPolicy, PolicyError, type Policy } from './policy.ts';
-import { isTrusted, trustRecordOf } from './trust.ts';
-import {
-  cappedLimits, decideSettings, serverRefusal, startedByServer, trustNeeded, wideningFor,
-} from './setting-authority.ts';
+import { trustOf } from './trust.ts';
+import { cappedLimits, decideSettings, serverRefusal, startedByServer, trustNeeded } from './setting-authority.ts';
 import { resolveProvider, type ResolvedProvider } from './providers.ts';
 import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts';
 import { writeJsonAtomic } from './atomic.ts';
@@ -68,14 +66,16 @@ export function planRun(req: PlanRequest): RunPlan {
     const file = readEngineConfigFile(repo);
     const operator = loadOperatorConfig(env);
     const server = startedByServer(env);
+    const trust = !server && file !== null ? trustOf(env, file.path, file.sha256) : null;
     const decided = decideSettings(file?.config ?? null, operator, {
-      server, trusted: !server && file !== null && isTrusted(env, file.path, file.sha256), home: env.HOME || homedir(),
+      server, trusted: trust === 'trusted', home: env.HOME || homedir(),
       workdir: req.workdir, pathDirs: (env.PATH ?? '').split(':').filter(isAbsolute),
     });
     const provider = resolveProvider(req.provider, decided.config, env);
-    const widening = wideningFor(decided.widening, provider.name);
+    // The provider's own settings and the file-wide ones (`env`) matter to this run.
+    const widening = decided.widening.filter((w) => w.provider === null || w.provider === provider.name);
     if (widening.length && !server && file) {
-      throw new TrustNeededError(trustNeeded(widening, file.path, trustRecordOf(env, file.path) !== null));
+      throw new TrustNeededError(trustNeeded(widening, file.path, trust === 'changed'));
     }
     const sandbox = resolveSandbox(policy.sandbox, env);
     if (sandbox.kind === 'bwrap') refuseOutsideView(provider, repo, req.workdir, env);

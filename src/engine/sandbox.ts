@@ -14,10 +14,10 @@ import { gitBaseEnv } from './host-git.ts';
 import { agentSandboxPlan, gitSandboxPlan } from '../spawn/agent-plan.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { runSync } from '../spawn/start.ts';
-import type { SandboxLimits } from '../spawn/limits.ts';
 import type { WatchedLimits } from '../spawn/limit-watch.ts';
 import type { SandboxMode } from '../spawn/sandbox-mode.ts';
 import type { RunGate } from './egress.ts';
+import type { ResolvedProvider } from './providers.ts';
 import { dropRunLayer } from '../spawn/provider-home.ts';
 import { setting } from '../settings-registry.ts';
 import { isRoutedRepoName } from './repo-name.ts';
@@ -62,16 +62,6 @@ export function agentExtraEnv(sandbox: RunSandbox): Record<string, string> {
 
 const MIB = 1024 * 1024;
 
-/** The kernel's share of the policy limits (prlimit inside the sandbox). */
-export function sandboxLimits(limits: RunLimits): SandboxLimits {
-  return {
-    processes: limits.processes,
-    memoryBytes: limits.memory_mb * MIB,
-    fileBytes: limits.file_mb * MIB,
-    tmpBytes: Math.min(limits.disk_mb, 1024) * MIB,
-  };
-}
-
 /** svc's share of the policy limits, watched while the agent runs; `diskDir` is the worktree. */
 export function watchedLimits(limits: RunLimits, diskDir: string | null): WatchedLimits {
   return { processes: limits.processes, memoryBytes: limits.memory_mb * MIB, diskDir, diskBytes: limits.disk_mb * MIB };
@@ -79,8 +69,7 @@ export function watchedLimits(limits: RunLimits, diskDir: string | null): Watche
 
 /** The sandbox for `program` (a provider of family `provider`, or a check when `provider` is null). */
 export function agentSandbox(
-  ctx: RunContext, sandbox: RunSandbox, program: string,
-  provider: { name: string; kind: string; writable?: string[]; showFolder?: boolean } | null, limits: RunLimits,
+  ctx: RunContext, sandbox: RunSandbox, program: string, provider: ResolvedProvider | null, limits: RunLimits,
 ): { bwrap: string; plan: SandboxPlan } | null {
   const { mode } = sandbox;
   if (mode.kind === 'none') return null;
@@ -106,7 +95,11 @@ export function agentSandbox(
     program,
     showProgramFolder: provider?.kind !== 'command' || provider.showFolder !== false,
     env: ctx.env,
-    limits: sandboxLimits(limits),
+    // The kernel's share of the policy limits (prlimit inside the sandbox).
+    limits: {
+      processes: limits.processes, memoryBytes: limits.memory_mb * MIB, fileBytes: limits.file_mb * MIB,
+      tmpBytes: Math.min(limits.disk_mb, 1024) * MIB,
+    },
     gate: sandbox.gate?.sandbox ?? null,
   });
   return { bwrap: mode.bwrap, plan };

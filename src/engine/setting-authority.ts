@@ -82,10 +82,7 @@ export interface DecidedSettings {
   notes: string[];
 }
 
-interface Collect {
-  widening: Widening[];
-  notes: string[];
-}
+type Collect = Pick<DecidedSettings, 'widening' | 'notes'>;
 
 /** The entry's folders that may be writable; a repository's outside its tree only when `widen`. */
 function folders(
@@ -135,11 +132,6 @@ export function decideSettings(repo: EngineConfig | null, operator: OperatorConf
   if (asked.length && widen) env.push(...asked.filter((n) => !env.includes(n)));
   else if (asked.length) out.widening.push({ provider: null, setting: 'env', what: asked.join(', ') });
   return { config: { provider: repo?.provider ?? null, providers }, env, widening: out.widening, notes: out.notes };
-}
-
-/** Whether `w` matters to a run of `provider`: its own settings and the file-wide ones. */
-export function wideningFor(widening: readonly Widening[], provider: string): Widening[] {
-  return widening.filter((w) => w.provider === null || w.provider === provider);
 }
 
 const OPERATOR_FILES = '~/.svc/operator.json or /etc/svc/operator.json';

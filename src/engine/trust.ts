@@ -20,7 +20,7 @@ export function trustFile(env: NodeJS.ProcessEnv): string {
 }
 
 /** The real path a record is keyed by: links resolved, so two names of one file share one record. */
-export function trustKey(path: string): string {
+function trustKey(path: string): string {
   for (const real of [() => realpathSync(path), () => join(realpathSync(dirname(path)), basename(path))]) {
     try {
       return real();
@@ -50,16 +50,11 @@ function writeTrust(env: NodeJS.ProcessEnv, files: TrustRecord[]): void {
   writeJsonAtomic(trustFile(env), { version: 1, files }, 0o600);
 }
 
-/** Whether `path` with these exact bytes (their sha256) was trusted. */
-export function isTrusted(env: NodeJS.ProcessEnv, path: string, sha256: string): boolean {
+/** Whether `path` was trusted with these exact bytes (their sha256), or trusted and changed since, or never. */
+export function trustOf(env: NodeJS.ProcessEnv, path: string, sha256: string): 'trusted' | 'changed' | null {
   const key = trustKey(path);
-  return readTrust(env).some((r) => r.path === key && r.sha256 === sha256);
-}
-
-/** The record for `path` whatever its hash (to say "changed since you trusted it"). */
-export function trustRecordOf(env: NodeJS.ProcessEnv, path: string): TrustRecord | null {
-  const key = trustKey(path);
-  return readTrust(env).find((r) => r.path === key) ?? null;
+  const record = readTrust(env).find((r) => r.path === key);
+  return record ? (record.sha256 === sha256 ? 'trusted' : 'changed') : null;
 }
 
 export function addTrust(env: NodeJS.ProcessEnv, path: string, sha256: string, now = new Date()): TrustRecord {

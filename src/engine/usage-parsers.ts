@@ -1,6 +1,6 @@
 // Cost and token figures from each provider's own output, as increments; a provider that reports nothing leaves them
 // null.
-import { isJsonObject } from '../untrusted.ts';
+import { isJsonObject, obj } from '../untrusted.ts';
 
 export interface Usage {
   cost_usd: number | null;
@@ -23,10 +23,6 @@ function json(line: string): Record<string, unknown> | null {
   } catch {
     return null;
   }
-}
-
-function obj(value: unknown): Record<string, unknown> {
-  return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : {};
 }
 
 /** `claude -p --output-format json`: the result object carries total_cost_usd and usage. */
