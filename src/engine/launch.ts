@@ -9,8 +9,7 @@ import { secretsIn, withoutSecrets, handoffPipe, sendHandoff, type Secrets } fro
 import { createHash } from 'node:crypto';
 import { BadInputError, RefusedError, errorMessage } from '../errors.ts';
 import { TERMINAL } from '../run-json.ts';
-import { classifyInput, isWebhookOrigin } from './classify.ts';
-import { buildTask } from './spec.ts';
+import { buildTask, classifyInput, isWebhookOrigin } from './spec.ts';
 import { planForRetry, planRun, writePlan, type RunPlan } from './run-plan.ts';
 import { newRunId, isValidSegment } from './ids.ts';
 import { settingOr } from '../settings-registry.ts';

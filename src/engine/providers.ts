@@ -20,32 +20,26 @@ export interface ResolvedProvider {
 }
 
 const BUILTIN_ARGS: Record<(typeof BUILTIN_PROVIDERS)[number], { args: string[]; stdin: boolean }> = {
-  // claude -p reads the prompt from stdin. stream-json (which -p wants with --verbose) prints each message as it
-  // happens, so the run's log shows the agent working; its last line is the result with total_cost_usd and usage.
-  // acceptEdits approves its file edits only: headless, every Bash call was denied (the agent could neither run the
-  // tests nor write its question), so Bash is allowed too. bypassPermissions would do it, but claude refuses it as
-  // root.
+  // stream-json (which -p wants with --verbose) shows each message as it happens; its last line carries the cost.
+  // acceptEdits alone denies every headless Bash call (no tests, no question), so Bash is allowed too;
+  // bypassPermissions would do it, but claude refuses it as root.
   claude: {
     args: ['-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'acceptEdits',
       '--allowedTools', 'Bash'],
     stdin: true,
   },
-  // codex exec reads the prompt from stdin with "-"; --json prints JSONL events; exec never asks for approval
-  // (--full-auto is gone: 0.169 rejects it and exits). Its own sandbox is off, as every other CLI's is: svc's sandbox
-  // is the boundary. Under workspace-write every command failed where codex could not set up its nested bwrap
-  // ("execvp codex-linux-sandbox"), and even where it can, $SVC_QUESTION_FILE lies outside the workspace it may write.
+  // exec never asks for approval. Its own sandbox is off, as every other CLI's is: svc's is the boundary, and under
+  // workspace-write its nested bwrap fails ("execvp codex-linux-sandbox") and $SVC_QUESTION_FILE is out of its reach.
   codex: { args: ['exec', '--json', '--sandbox', 'danger-full-access', '-'], stdin: true },
-  // gemini runs headless when stdin is not a TTY; --yolo approves tool calls. A fresh worktree is a folder gemini does
-  // not trust, where it refuses to run headless: --skip-trust trusts it for this session only (nothing is written to
-  // the user's trustedFolders.json).
+  // Headless when stdin is not a TTY. It refuses to run headless in a folder it does not trust (a fresh worktree):
+  // --skip-trust trusts it for this session only, writing nothing to the user's trustedFolders.json.
   gemini: { args: ['--output-format', 'json', '--yolo', '--skip-trust'], stdin: true },
   // aider takes the task from a file; svc commits, so aider's own auto-commits are off.
   aider: {
     args: ['--yes-always', '--no-auto-commits', '--no-pretty', '--no-stream', '--message-file', '{task_file}'],
     stdin: false,
   },
-  // opencode run takes a message and attached files. --file takes an array and would swallow a message after it, so
-  // the message comes first.
+  // --file takes an array and would swallow a message after it, so the message comes first.
   opencode: {
     args: ['run', '--format', 'json', 'Do the task described in the attached file.', '--file', '{task_file}'],
     stdin: false,
@@ -54,7 +48,7 @@ const BUILTIN_ARGS: Record<(typeof BUILTIN_PROVIDERS)[number], { args: string[];
 
 export class ProviderMissingError extends UnavailableError {}
 
-function isBuiltin(name: string): name is (typeof BUILTIN_PROVIDERS)[number] {
+export function isBuiltin(name: string): name is (typeof BUILTIN_PROVIDERS)[number] {
   return (BUILTIN_PROVIDERS as readonly string[]).includes(name);
 }
 
@@ -79,10 +73,7 @@ function resolveNamed(name: string, config: EngineConfig, pathVar: string | unde
   return { name, kind: name, argv: [path, ...spec.args], stdinPrompt: spec.stdin };
 }
 
-/**
- * Picks --provider, else config "provider", else the first builtin found on PATH; says what it looked for when none
- * is.
- */
+/** Picks --provider, else config "provider", else the first builtin on PATH; says what it looked for when none is. */
 export function resolveProvider(
   requested: string | null, config: EngineConfig, env: NodeJS.ProcessEnv,
 ): ResolvedProvider {

@@ -10,7 +10,7 @@ import { within } from '../spawn/bwrap-argv.ts';
 import { neverWritable } from '../spawn/never-writable.ts';
 import type { EngineConfig, OperatorConfig, ProviderEntry } from './config.ts';
 import type { RunLimits } from './policy.ts';
-import { BUILTIN_PROVIDERS } from './providers.ts';
+import { isBuiltin } from './providers.ts';
 
 export type Authority = 'repository' | 'operator';
 
@@ -119,7 +119,7 @@ export function decideSettings(repo: EngineConfig | null, operator: OperatorConf
       if (!same) out.notes.push(`.svc/config.json providers.${name} is not used: the operator defines "${name}"`);
       continue;
     }
-    if ((BUILTIN_PROVIDERS as readonly string[]).includes(name) && !widen) {
+    if (isBuiltin(name) && !widen) {
       out.widening.push({ provider: name, setting: `providers.${name}`, what: `redefines the built-in "${name}"` });
       continue;
     }
