@@ -8,15 +8,11 @@ import { dirname, join } from 'node:path';
 import { runCollect } from '../spawn/start.ts';
 import type { ResolvedProvider } from './providers.ts';
 
-export interface TestedCli {
-  /** The npm package the suite installs. */
-  package: string;
-  /** The exact version it drove. */
-  version: string;
-}
-
-/** aider is on PyPI only, out of these machines' reach: no version of it was driven, so it has no entry. */
-export const TESTED_CLIS: Readonly<Record<string, TestedCli>> = {
+/**
+ * The npm package the suite installs and the exact version it drove. aider is on PyPI only, out of these machines'
+ * reach: no version of it was driven, so it has no entry.
+ */
+export const TESTED_CLIS: Readonly<Record<string, { package: string; version: string }>> = {
   claude: { package: '@anthropic-ai/claude-code', version: '2.1.330' },
   codex: { package: '@openai/codex', version: '0.169.0' },
   gemini: { package: '@google/gemini-cli', version: '0.61.0' },
@@ -71,7 +67,7 @@ export function untestedWarning(provider: string, version: string | null): strin
 }
 
 /** The first version-looking token of the output (`1.2.3`, `v0.9.1-beta`), else its first line, capped. */
-export function versionFrom(output: string): string | null {
+function versionFrom(output: string): string | null {
   const match = /\bv?(\d+\.\d+(?:\.\d+)?(?:[-+][0-9A-Za-z.-]+)?)\b/.exec(output);
   if (match) return match[1]!;
   const line = output.split('\n').find((l) => l.trim())?.trim();

@@ -145,30 +145,16 @@ export function renderErrtrackSpec(s: ErrtrackSummary): string {
     ...(s.shortId ? [`- Issue: ${s.shortId}`] : []),
     ...(s.link ? [`- Link: ${s.link}`] : []),
   ];
+  const section = (title: string, lines: string[]) => [`## ${title}`, '', ...lines, ''];
   return [
     `# Fix: ${s.title}`,
     '',
-    '## Error',
-    '',
-    error,
-    '',
-    '## Stack trace',
-    '',
-    ...(frames.length ? frames : ['(no stack trace in the export)']),
-    '',
-    '## Breadcrumbs',
-    '',
-    ...(s.breadcrumbs.length ? s.breadcrumbs.map((b) => `- ${b}`) : ['(none recorded)']),
-    '',
-    '## Context',
-    '',
-    ...context,
-    '',
-    '## Acceptance criteria',
-    '',
-    `- The error "${oneLine(error, 300)}" no longer occurs.`,
-    '- A regression test covers it.',
-    '- Existing tests pass.',
-    '',
+    ...section('Error', [error]),
+    ...section('Stack trace', frames.length ? frames : ['(no stack trace in the export)']),
+    ...section('Breadcrumbs', s.breadcrumbs.length ? s.breadcrumbs.map((b) => `- ${b}`) : ['(none recorded)']),
+    ...section('Context', context),
+    ...section('Acceptance criteria', [
+      `- The error "${oneLine(error, 300)}" no longer occurs.`, '- A regression test covers it.', '- Existing tests pass.',
+    ]),
   ].join('\n');
 }
