@@ -110,39 +110,20 @@ function writeReceipt(
 ): Receipt {
   const { state } = ctx;
   const { verdict, gaps } = decideVerdict({ checks, diffFiles: diff.files.length, runFailed });
-  const spec = readFileSync(join(ctx.dir, 'spec.md'));
-  const receipt = issueReceipt(
-    {
-      type: RECEIPT_TYPE,
-      version: 1,
-      source: state.source,
-      run: state.run,
-      group_id: state.group_id,
-      repo: state.repo,
-      branch: state.branch,
-      base_sha: state.base_sha,
-      head_sha: state.head_sha,
-      spec_sha256: createHash('sha256').update(spec).digest('hex'),
-      provider: state.provider,
-      checks: checks.map(({ artifact: _artifact, ...recorded }) => recorded),
-      diff: {
-        files: diff.files.length,
-        insertions: diff.insertions,
-        deletions: diff.deletions,
-        patch_sha256: diff.patch_sha256,
-        paths: diff.files.map((f) => f.path),
-      },
-      cost: { usd: state.cost_usd, tokens_in: state.tokens_in, tokens_out: state.tokens_out },
-      verdict,
-      gaps,
-      started_at: state.started_at,
-      ended_at: state.ended_at ?? isoNow(),
-      issued_at: isoNow(),
-      network: sandbox.mode.kind !== 'none' && sandbox.gate
-        ? confinedNetwork(sandbox.gate.policy, sandbox.gate.summary()) : UNCONFINED,
+  const { source, run, group_id, repo, branch, base_sha, head_sha, provider, started_at } = state;
+  const receipt = issueReceipt({
+    type: RECEIPT_TYPE, version: 1, source, run, group_id, repo, branch, base_sha, head_sha,
+    spec_sha256: createHash('sha256').update(readFileSync(join(ctx.dir, 'spec.md'))).digest('hex'), provider,
+    checks: checks.map(({ artifact: _artifact, ...recorded }) => recorded),
+    diff: {
+      files: diff.files.length, insertions: diff.insertions, deletions: diff.deletions,
+      patch_sha256: diff.patch_sha256, paths: diff.files.map((f) => f.path),
     },
-    loadOrCreateSigningKey(svcHomeOf(ctx.env)),
-  );
+    cost: { usd: state.cost_usd, tokens_in: state.tokens_in, tokens_out: state.tokens_out },
+    verdict, gaps, started_at, ended_at: state.ended_at ?? isoNow(), issued_at: isoNow(),
+    network: sandbox.mode.kind !== 'none' && sandbox.gate
+      ? confinedNetwork(sandbox.gate.policy, sandbox.gate.summary()) : UNCONFINED,
+  }, loadOrCreateSigningKey(svcHomeOf(ctx.env)));
   ctx.saveArtifact('receipt.json', JSON.stringify(receipt, null, 2) + '\n');
   ctx.event('receipt', { verdict, integrity: receipt.integrity, kid: receipt.kid, gaps });
   ctx.update({ verdict });

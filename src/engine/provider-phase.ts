@@ -314,19 +314,6 @@ function recordAttempt(ctx: RunContext, result: GroupResult, a: Attempt, log: Ou
   return total;
 }
 
-/** Reached the budget by the time the provider exited: asks whether to go on; null when the run goes on. */
-async function budgetAfterExit(
-  ctx: RunContext, total: Usage, exitCode: number | null, maxUsd: number | null,
-): Promise<ProviderOutcome | null> {
-  const budget = ctx.state.budget_usd;
-  if (!budgetReached(total.cost_usd, budget)) return null;
-  if (ctx.state.status !== 'blocked') block(ctx, budgetQuestion(total.cost_usd!, budget!, maxUsd));
-  const answer = await waitForAnswer(ctx);
-  if (answer === null) return { kind: 'stopped' };
-  const stop = answerBudget(ctx, answer, maxUsd);
-  return stop === null ? null : { kind: 'over-budget', exitCode, error: stop };
-}
-
 /** What an invocation's exit means for the run: an outcome, or 'again' to invoke the provider once more. */
 async function outcomeAfterExit(
   ctx: RunContext, provider: ResolvedProvider, maxUsd: number | null, files: ProtocolFiles, a: Attempt,
@@ -352,8 +339,14 @@ async function outcomeAfterExit(
   // after asking, as the prompt tells them) re-invokes it with the answer.
   if (a.answeredWhileRunning && existsSync(files.answerFile)) return 'again';
 
-  const overBudget = await budgetAfterExit(ctx, total, result.code, maxUsd);
-  if (overBudget) return overBudget;
+  // Reached the budget by the time it exited: ask whether to go on.
+  if (budgetReached(total.cost_usd, ctx.state.budget_usd)) {
+    if (ctx.state.status !== 'blocked') block(ctx, budgetQuestion(total.cost_usd!, ctx.state.budget_usd!, maxUsd));
+    const answer = await waitForAnswer(ctx);
+    if (answer === null) return { kind: 'stopped' };
+    const stop = answerBudget(ctx, answer, maxUsd);
+    if (stop !== null) return { kind: 'over-budget', exitCode: result.code, error: stop };
+  }
   if (result.code !== 0) {
     const how = result.signal ? `was killed by ${result.signal}` : `exited with code ${result.code}`;
     return { kind: 'failed', exitCode: result.code, error: `Provider ${provider.name} ${how}` };

@@ -6,9 +6,8 @@ import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync } fr
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { FailedError, RefusedError } from '../errors.ts';
-import { loadOperatorConfig, readEngineConfigFile } from './config.ts';
+import { loadOperatorConfig, readEngineConfigFile, trustOf } from './config.ts';
 import { loadPolicy, PolicyError, type Policy } from './policy.ts';
-import { trustOf } from './trust.ts';
 import { cappedLimits, decideSettings, serverRefusal, startedByServer, trustNeeded } from './setting-authority.ts';
 import { resolveProvider, type ResolvedProvider } from './providers.ts';
 import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts';

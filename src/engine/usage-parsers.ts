@@ -154,21 +154,13 @@ function wholeDocument(parse: UsageParser): UsageParser {
   };
 }
 
+/** A fresh parser for one invocation of a provider of this kind; a command provider's for any other. */
 export function createUsageParser(kind: string): UsageParser {
-  switch (kind) {
-    case 'claude':
-      return wholeDocument(claude);
-    case 'codex':
-      return codex;
-    case 'gemini':
-      return wholeDocument(gemini);
-    case 'opencode':
-      return opencode;
-    case 'aider':
-      return createAider();
-    default:
-      return command;
-  }
+  const parsers: Record<string, () => UsageParser> = {
+    claude: () => wholeDocument(claude), codex: () => codex, gemini: () => wholeDocument(gemini),
+    opencode: () => opencode, aider: createAider,
+  };
+  return (parsers[kind] ?? (() => command))();
 }
 
 /** Adds an increment; a figure stays null until something reports it (unknown is never 0). */
