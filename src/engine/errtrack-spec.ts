@@ -154,7 +154,9 @@ export function renderErrtrackSpec(s: ErrtrackSummary): string {
     ...section('Breadcrumbs', s.breadcrumbs.length ? s.breadcrumbs.map((b) => `- ${b}`) : ['(none recorded)']),
     ...section('Context', context),
     ...section('Acceptance criteria', [
-      `- The error "${oneLine(error, 300)}" no longer occurs.`, '- A regression test covers it.', '- Existing tests pass.',
+      `- The error "${oneLine(error, 300)}" no longer occurs.`,
+      '- A regression test covers it.',
+      '- Existing tests pass.',
     ]),
   ].join('\n');
 }

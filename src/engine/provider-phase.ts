@@ -4,10 +4,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { existsSync, rmSync } from 'node:fs';
 import type { RunContext } from './run-context.ts';
-import type { ResolvedProvider } from './providers.ts';
 import { buildPrompt } from './spec.ts';
 import { spawnGroup, type GroupResult, type GroupRun } from './spawn-group.ts';
-import { createUsageParser, addUsage, type Usage } from './usage-parsers.ts';
+import { createUsageParser, addUsage, type ResolvedProvider, type Usage } from './providers.ts';
 import { oneLine } from './text.ts';
 import { writeNoFollow, readAgentFile } from './safe-fs.ts';
 import {
