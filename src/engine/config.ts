@@ -9,7 +9,7 @@ import { readFileSync, existsSync, realpathSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
 import { BadSettingError } from '../errors.ts';
-import { readLimits, type RunLimits } from './policy.ts';
+import { onlyKeys, readLimits, type RunLimits } from './policy.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { isSecretName } from '../spawn/env.ts';
 import { writeJsonAtomic } from './atomic.ts';
@@ -30,6 +30,8 @@ export interface EngineConfig {
   /** The operator's caps on every run's limits (operator.json only). */
   limits?: Partial<RunLimits>;
 }
+
+const badSetting = (message: string): Error => new BadSettingError(message);
 
 /** A folder a provider may write: absolute, or relative to HOME without climbing out of it. */
 function isFolderName(value: unknown): value is string {
@@ -72,11 +74,7 @@ export function parseEngineConfig(bytes: Buffer, where: string, keys: readonly s
     throw new BadSettingError(`${where} is not valid JSON`);
   }
   if (!isJsonObject(raw)) throw new BadSettingError(`${where} must hold a JSON object`);
-  for (const key of Object.keys(raw)) {
-    if (!keys.includes(key)) {
-      throw new BadSettingError(`Unknown key "${key}" in ${where} (allowed: ${keys.join(', ')})`);
-    }
-  }
+  onlyKeys(raw, keys, where, badSetting);
   const providers: EngineConfig['providers'] = {};
   const list = raw.providers ?? {};
   if (!isJsonObject(list)) throw new BadSettingError(`${where} providers must be an object`);
@@ -89,7 +87,7 @@ export function parseEngineConfig(bytes: Buffer, where: string, keys: readonly s
   }
   const config: EngineConfig = { provider: (raw.provider as string | undefined) ?? null, providers };
   if (raw.env !== undefined) config.env = raw.env as string[];
-  if (raw.limits !== undefined) config.limits = readLimits(raw.limits, where, false, (m) => new BadSettingError(m));
+  if (raw.limits !== undefined) config.limits = readLimits(raw.limits, where, false, badSetting);
   return config;
 }
 
@@ -98,9 +96,7 @@ function readProvider(name: string, value: unknown, file: string): ProviderEntry
   const where = `${file} providers.${name}`;
   const command = (value as { command?: unknown } | null)?.command;
   const writable = (value as { writable?: unknown } | null)?.writable;
-  const keys = typeof value === 'object' && value !== null ? Object.keys(value) : [];
-  const extra = keys.filter((k) => k !== 'command' && k !== 'writable');
-  if (extra.length) throw new BadSettingError(`Unknown key "${extra[0]}" in ${where} (allowed: command, writable)`);
+  if (typeof value === 'object' && value !== null) onlyKeys(value, ['command', 'writable'], where, badSetting);
   if (!/^[a-z0-9][a-z0-9_-]{0,31}$/.test(name)) {
     throw new BadSettingError(`Provider name "${name}" in ${file} is not a simple lowercase name`);
   }

@@ -54,6 +54,17 @@ const MAXIMA: RunLimits = {
 };
 
 /**
+ * Refuses a key that is not `allowed` (a typo must not silently loosen anything); `fail` makes the error of the file
+ * being read.
+ */
+export function onlyKeys(
+  value: object, allowed: readonly string[], where: string, fail = (message: string): Error => new PolicyError(message),
+): void {
+  const unknown = Object.keys(value).find((key) => !allowed.includes(key));
+  if (unknown !== undefined) throw fail(`Unknown key "${unknown}" in ${where} (allowed: ${allowed.join(', ')})`);
+}
+
+/**
  * A file's `limits` (policy.json's, or the operator's caps, which have no maximum): known keys only, each a whole
  * number; `fail` makes the error that file's reader throws.
  */
@@ -62,10 +73,8 @@ export function readLimits(
 ): Partial<RunLimits> {
   if (!isJsonObject(raw)) throw fail(`${where} limits must be an object`);
   const limits: Partial<RunLimits> = {};
+  onlyKeys(raw, Object.keys(DEFAULT_LIMITS), `${where} limits`, fail);
   for (const [key, value] of Object.entries(raw)) {
-    if (!(key in DEFAULT_LIMITS)) {
-      throw fail(`Unknown key "${key}" in ${where} limits (allowed: ${Object.keys(DEFAULT_LIMITS).join(', ')})`);
-    }
     const max = bounded ? MAXIMA[key as keyof RunLimits] : Infinity;
     if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > max) {
       throw fail(`${where} limits.${key} must be a whole number ${bounded ? `from 1 to ${max}` : 'of at least 1'}`);
@@ -100,13 +109,6 @@ export const DEFAULT_POLICY: Policy = {
   network: { allow: [], deny: [] }, fromFile: false,
 };
 
-function onlyKeys(value: Record<string, unknown>, allowed: string[], where: string): void {
-  for (const key of Object.keys(value)) {
-    if (!allowed.includes(key)) {
-      throw new PolicyError(`Unknown key "${key}" in ${where} (allowed: ${allowed.join(', ')})`);
-    }
-  }
-}
 
 function parseCheck(raw: unknown, i: number): CheckSpec {
   const where = `policy.json checks[${i}]`;
