@@ -1,9 +1,7 @@
-// The engine's settings files: the repository's .svc/config.json (the default provider and `command` providers, argv
-// arrays, no shell) and the operator's (DESIGN §7a) `/etc/svc/operator.json`, then `~/.svc/operator.json` (the latter
-// wins per provider name), of the same provider shape. Only the operator's files, never a repository, may pass
-// environment into the agent, make host folders writable for it, define a provider under a built-in's name, or cap
-// the limits a repository's policy sets; neither is ever visible inside a sandbox. Which of these settings a run may
-// use is decided in one place, setting-authority.ts.
+// The engine's settings files (docs/engine.md "Who may set what"): the repository's .svc/config.json (the default
+// provider and `command` providers, argv arrays, no shell), the operator's `/etc/svc/operator.json`, then
+// `~/.svc/operator.json` (the latter wins per provider name), and the record of the config files a person trusted.
+// Which of these settings a run may use is decided in one place, setting-authority.ts.
 import { isJsonObject } from '../untrusted.ts';
 import { readFileSync, existsSync, realpathSync } from 'node:fs';
 import { createHash } from 'node:crypto';
@@ -110,11 +108,8 @@ function readProvider(name: string, value: unknown, file: string): ProviderEntry
 }
 
 export interface OperatorConfig {
-  /** Names of svc's environment variables the agent and the checks receive (never one of svc's own secrets). */
   env: string[];
-  /** Command providers the operator defines; a built-in's name replaces that built-in. */
   providers: Record<string, ProviderEntry>;
-  /** Caps on a repository's `limits` (and on the defaults): the lower of the two applies. */
   limits: Partial<RunLimits>;
   /** The files read, for messages. */
   files: string[];

@@ -11,23 +11,17 @@ import { GatePolicyError, parseGatePolicy } from '../gate/policy.ts';
 export class PolicyError extends RefusedError {}
 
 /**
- * `limits` (DESIGN §7a "It ends"): what one run's agents may spend. Every key is optional; the defaults are what a user
- * would expect of an unattended run on a shared build host (docs/engine.md "Limits").
+ * `limits` (DESIGN §7a "It ends"): what one run's agents may spend, each key and what enforces it in docs/engine.md
+ * "Limits". The defaults are what a user would expect of an unattended run on a shared build host.
  */
 export interface RunLimits {
-  /** Wall-clock seconds for one provider invocation, and for the whole run's provider phase. */
   provider_timeout_s: number;
   run_timeout_s: number;
-  /** Wall-clock seconds for one check. */
   check_timeout_s: number;
-  /** Processes at once inside a sandbox. */
   processes: number;
-  /** Resident memory of a sandbox's processes together (each process's writable memory is capped the same). */
   memory_mb: number;
-  /** The largest file an agent may write, and how much the worktree may grow in all. */
   file_mb: number;
   disk_mb: number;
-  /** How many times a run's provider is invoked (the first, plus one per answered question or resume). */
   invocations: number;
 }
 
@@ -96,7 +90,6 @@ export interface Policy {
   max_usd: number | null;
   /** How agents are confined (DESIGN §7a): null when the file does not say, which means "bwrap". */
   sandbox: 'bwrap' | 'none' | null;
-  /** What one run's agents may spend (time, processes, memory, disk, invocations). */
   limits: RunLimits;
   /** Where the agents may connect through the egress gate (docs/gate.md); the model APIs are always reachable. */
   network: { allow: string[]; deny: string[] };

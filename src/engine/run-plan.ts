@@ -129,11 +129,7 @@ export function readPlan(dir: string): RunPlan {
   return plan as unknown as RunPlan;
 }
 
-/**
- * For a retry: the old run's plan, or null (plan the retry anew) when its folder has none at all, as runs made before
- * svc kept plans have not. A retry is a new run the person asked for, so planning it is what `svc start` would do;
- * a plan that is there but not svc's own file is still refused.
- */
+/** For a retry: the old run's plan, or null (plan the retry anew) when its folder has none at all (docs/engine.md). */
 export function planForRetry(dir: string): RunPlan | null {
   try {
     lstatSync(planPath(dir));

@@ -138,11 +138,8 @@ export function postAgentGit(ctx: RunContext, { mode }: RunSandbox): GitRun {
   };
 }
 
-// Which provider home a run's agent gets (DESIGN §7a "Repositories don't meet"): one per provider and repository,
-// under ~/.svc/homes/<provider>/<key>/, and where the CLI's template comes from. The key comes from who the run is
-// for, never from the repository's files: a trigger-routed job's served entry (its checkout is a fresh clone per
-// job), else the checkout's real path. A person at the CLI may name a scope of their own (SVC_PROVIDER_HOME_SCOPE)
-// that several of their repositories share; a server-started run never takes it.
+// Which provider home a run's agent gets (DESIGN §7a "Repositories don't meet"; docs/engine.md "Provider homes"): one
+// per provider and repository, keyed by who the run is for, never by the repository's files.
 /** A readable, collision-free folder name: the last part of the identity, then a hash of all of it. */
 function keyOf(label: string, identity: string): string {
   const slug = label.toLowerCase().replace(/[^a-z0-9._-]+/g, '-').replace(/^[.-]+/, '').slice(0, 40) || 'repo';

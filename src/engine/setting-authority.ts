@@ -1,10 +1,7 @@
-// Who may set what (DESIGN §7a, "A repository never widens it"): the one place that classifies every setting svc reads
-// from a repository's committed .svc/ and from the operator's files, and decides which of a repository's settings a
-// run uses. The rule: a repository may set what runs inside the sandbox with its own authority (checks, PR rules, its
-// egress allow list, limits, its own command providers); what would widen the sandbox (host folders made writable,
-// environment passed in, a built-in provider replaced) comes from the operator, or, for a run a person starts at the
-// CLI, from a repository file that person trusted (`svc trust`). A run a server started never takes it from a
-// repository. Some folders are never writable for anyone (src/spawn/never-writable.ts).
+// Who may set what (DESIGN §7a, "A repository never widens it"; docs/engine.md "Who may set what"): the one place that
+// classifies every setting svc reads from a repository's .svc/ and the operator's files, and decides which of a
+// repository's settings a run uses. What would widen the sandbox comes from the operator, or, for a run a person
+// starts at the CLI, from a repository file that person trusted (`svc trust`).
 import { join } from 'node:path';
 import { within } from '../spawn/bwrap-argv.ts';
 import { neverWritable } from '../spawn/never-writable.ts';
