@@ -13,7 +13,7 @@ import { runDir } from '../engine/paths.ts';
 import { readState, tryReadState, type RunState, type WorkerMode } from '../engine/run-state.ts';
 import { TERMINAL } from '../run-json.ts';
 import { isValidSegment } from '../engine/ids.ts';
-import { signsLater } from '../engine/evidence.ts';
+import { signsLater } from '../engine/receipt.ts';
 import { safeJson } from '../safe-json.ts';
 import { terminalSafe } from './terminal-text.ts';
 import { printLocalLogs, createEventTail } from './run-logs.ts';

@@ -8,7 +8,10 @@ import { verdictAccepted } from './policy.ts';
 import type { RunPlan } from './run-plan.ts';
 import { commitAll, diffCommits, diffWorkingTree, headSha, type DiffResult } from './git.ts';
 import { decideVerdict, failedRequiredCheck, requiredCheckError, runChecks, type CheckResult } from './checks.ts';
-import { issueReceipt, confinedNetwork, RECEIPT_TYPE, UNCONFINED, type Receipt } from './receipt.ts';
+import {
+  issueReceipt, confinedNetwork, evidenceOf, signsLater, EVIDENCE_ARTIFACT, RECEIPT_TYPE, UNCONFINED, type Receipt,
+  type RunEvidence,
+} from './receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { canonicalJson } from '../canonical-json.ts';
@@ -18,7 +21,6 @@ import { errorMessage } from '../errors.ts';
 import { fence } from './text.ts';
 import { postAgentGit, type RunSandbox } from './sandbox.ts';
 import type { ProviderOutcome } from './provider-phase.ts';
-import { signsLater, evidenceOf, EVIDENCE_ARTIFACT, type RunEvidence } from './evidence.ts';
 
 /**
  * The one finish sequence: diff, checks, the receipt (or the pod's evidence), the PR when allowed, the status. A run

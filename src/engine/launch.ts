@@ -27,7 +27,7 @@ import { identityOf } from './proc-group.ts';
 import { assertPlainDir, openAppendNoFollow, writeNoFollow } from './safe-fs.ts';
 import type { PushTarget } from './git-push.ts';
 import { checkPrPossible } from './pr-check.ts';
-import { signsLater } from './evidence.ts';
+import { signsLater } from './receipt.ts';
 
 export interface StartOptions {
   input: string;
