@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { readRunnerTokens, RunnerTokensError, type RunnerToken } from './runner-tokens.ts';
-import { readConnectionLimits, type ConnectionLimits } from '../http/connection-limits.ts';
+import { readConnectionLimits, type ConnectionLimits } from '../http/http-server.ts';
 import type { SubscriberLimits } from './event-bus.ts';
 import { BadSettingError } from '../errors.ts';
 import { setting, settingChoice, settingInt, settingOr } from '../settings-registry.ts';
