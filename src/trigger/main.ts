@@ -29,7 +29,7 @@ import {
 export interface RunningTrigger {
   url: string;
   server: Server;
-  /** Open connections as the connection caps count them (src/http/connection-guard.ts). */
+  /** Open connections as the connection caps count them (src/http/http-server.ts). */
   connections: ConnectionCounts;
   stores: TriggerStores;
   queue: JobQueue;
