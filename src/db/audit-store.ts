@@ -1,18 +1,42 @@
-// Append-only audit log as a hash chain: each row's hash covers the previous hash, so edits and deletions show.
+// Append-only audit log as a hash chain: each row's hash is sha256 over the previous hash and the canonical JSON of
+// its entry, so edits and deletions show.
+import { createHash } from 'node:crypto';
 import type { StatementSync } from 'node:sqlite';
+import { canonicalJson } from '../canonical-json.ts';
 import { inTransaction, transaction, type Db } from './open.ts';
-import { GENESIS_HASH, entryHash, type HashedEntry } from './audit-hash.ts';
 import { LIMIT_PARAM } from './limit-param.ts';
 import { iso } from '../iso-time.ts';
 
-export interface AuditInput {
+/** 64 zeros: the prev_hash of the first entry, so the genesis row is hashed like every other. */
+export const GENESIS_HASH = '0'.repeat(64);
+
+/** The fields an entry's hash covers; `at` is unix ms (the wire's ISO string parses back to the same number). */
+export interface HashedEntry {
+  id: number;
+  at: number;
   actor: string;
   peer: string;
   action: string;
   target: string | null;
   outcome: string;
-  detail?: Record<string, unknown> | null;
+  detail: Record<string, unknown> | null;
 }
+
+export function entryHash(prevHash: string, entry: HashedEntry): string {
+  const body = canonicalJson({
+    id: entry.id,
+    at: entry.at,
+    actor: entry.actor,
+    peer: entry.peer,
+    action: entry.action,
+    target: entry.target,
+    outcome: entry.outcome,
+    detail: entry.detail,
+  });
+  return createHash('sha256').update(prevHash).update(body).digest('hex');
+}
+
+export type AuditInput = Omit<HashedEntry, 'id' | 'at' | 'detail'> & { detail?: Record<string, unknown> | null };
 
 /** A stored entry: the hashed fields plus the chain links. */
 export interface AuditEntry extends HashedEntry {
