@@ -2,7 +2,7 @@
 import { sendPendingRuns } from './pending-runs.ts';
 import { fileURLToPath } from 'node:url';
 import type { CliIo } from './io.ts';
-import { parseFlags, wantsHelp } from './io.ts';
+import { parseFlags, printsHelp } from './io.ts';
 import { UsageError, NotFoundError, ConflictError } from '../errors.ts';
 import { prepareRun, prepareRetry, spawnWorker, resolveRepo, type PreparedRun } from '../engine/launch.ts';
 import { readPlan, type RunPlan } from '../engine/run-plan.ts';
@@ -130,10 +130,7 @@ async function launch(
 }
 
 export default async function start(io: CliIo): Promise<number> {
-  if (wantsHelp(io.argv)) {
-    io.stdout(HELP);
-    return 0;
-  }
+  if (printsHelp(io, HELP)) return 0;
   const { values, positionals } = parseFlags(io.argv, {
     brief: { type: 'boolean' },
     pr: { type: 'boolean' },
