@@ -1,14 +1,15 @@
-// The durable job queue: per delivery its dedupe keys and its route's share are checked, then the job row, its keys
-// and its reply target written, and committed before any 2xx (DESIGN §5). Deliveries of one event-loop turn share
-// the COMMIT: kept because the peer bar needs it (docs/bench.md: about twice the deliveries per second of a commit
-// each), written with a savepoint per delivery so one that cannot be written still fails alone.
+// The durable job queue: per delivery its route's share is checked, then the job row, its dedupe keys (a key another
+// job holds makes it a duplicate) and its reply target written, and committed before any 2xx (DESIGN §5). Deliveries
+// of one event-loop turn share the COMMIT: kept because the peer bar needs it (docs/bench.md: about twice the
+// deliveries per second of a commit each); one that cannot be written still fails alone.
 import { errorMessage, FailedError } from '../errors.ts';
 import { transaction } from '../db/open.ts';
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow } from '../db/trigger-jobs-store.ts';
 import type { SourceName } from '../webhook-sources.ts';
 import { iso } from '../iso-time.ts';
-import { newRunId } from '../engine/ids.ts';
+import { encodeTime } from '../engine/ids.ts';
+import { randomUUID } from 'node:crypto';
 
 /** A job's origin is its source's name (src/webhook-sources.ts), as the job database stores it. */
 export type Origin = SourceName;
@@ -59,9 +60,13 @@ export function shareAdmits(shares: QueueShares, queued: ReadonlyMap<string, num
   return (queued.get(origin) ?? 0) < shares.reserve || borrowed < shares.pool;
 }
 
-/** Time-sortable random job ids: a run id's 26 characters (engine/ids.ts) after a `j`. */
+/**
+ * Job ids: `j`, a run id's time (engine/ids.ts) so the jobs table's key grows at its end, then 64 random bits of a
+ * UUID, which Node draws from a buffer (a randomBytes call per id was ~3 % of the intake's CPU).
+ */
 export function newJobId(now: number = Date.now()): string {
-  return `j${newRunId(now).slice(1)}`;
+  const uuid = randomUUID();
+  return `j${encodeTime(now)}${uuid.slice(0, 8)}${uuid.slice(28)}`;
 }
 
 export const JOB_ID = /^j[0-9a-z]{26}$/;
@@ -105,7 +110,7 @@ export function createKeyLeases(): KeyLeases {
 export type Admission = { kind: 'duplicate'; jobId: string } | { kind: 'full' } | { kind: 'open'; release: () => void };
 
 type Pending = { request: EnqueueRequest; resolve: (r: EnqueueResult) => void; reject: (e: unknown) => void };
-type Verdict = { kind: 'duplicate'; jobId: string } | { kind: 'full' } | { kind: 'open' };
+type Refusal = { kind: 'duplicate'; jobId: string } | { kind: 'full' };
 
 export interface JobQueue {
   /**
@@ -145,20 +150,25 @@ export function createJobQueue(opts: JobQueueOptions): JobQueue {
   // answer "duplicate", so a storm of one signed delivery costs one build, not one per copy.
   const leases = createKeyLeases();
 
-  function verdict(origin: string, keys: readonly string[]): Verdict {
+  function refusal(origin: string, keys: readonly string[], queued: ReadonlyMap<string, number>): Refusal | undefined {
     const holder = stores.dedupe.holder(keys);
     if (holder !== undefined) return { kind: 'duplicate', jobId: holder };
-    return shareAdmits(shares, stores.jobs.queuedByOrigin(), origin) ? { kind: 'open' } : { kind: 'full' };
+    return shareAdmits(shares, queued, origin) ? undefined : { kind: 'full' };
   }
 
-  function place(request: EnqueueRequest, now: number): EnqueueResult {
-    const found = verdict(request.origin, request.dedupeKeys);
-    if (found.kind !== 'open') return found;
-    const jobId = newJobId(now);
-    const { origin, brief, args, repo } = request;
+  /** `queued`: each origin's queued jobs, counted up as this transaction queues more. */
+  function place(request: EnqueueRequest, jobId: string, now: number, queued: Map<string, number>): EnqueueResult {
+    const { origin, brief, args, repo, dedupeKeys, reply } = request;
+    // Only a full share looks the keys up first, so that a repeat is still answered duplicate, not 429.
+    if (!shareAdmits(shares, queued, origin)) return refusal(origin, dedupeKeys, queued) ?? { kind: 'full' };
     stores.jobs.insert({ id: jobId, origin, brief, args, created_at: now, repo });
-    stores.dedupe.claim(request.dedupeKeys, jobId, now);
-    if (request.reply) stores.replies.insert(jobId, request.reply.channel, request.reply.target, now);
+    const holder = stores.dedupe.claim(dedupeKeys, jobId, now);
+    if (holder !== undefined) {
+      stores.jobs.remove(jobId);
+      return { kind: 'duplicate', jobId: holder };
+    }
+    if (reply) stores.replies.insert(jobId, reply.channel, reply.target, now);
+    queued.set(origin, (queued.get(origin) ?? 0) + 1);
     return { kind: 'queued', jobId };
   }
 
@@ -172,15 +182,17 @@ export function createJobQueue(opts: JobQueueOptions): JobQueue {
     const outcomes: (EnqueueResult | Error)[] = [];
     try {
       transaction(stores.db, () => {
+        const queued = stores.jobs.queuedByOrigin();
         for (const p of batch) {
-          stores.db.exec('SAVEPOINT delivery');
+          const jobId = newJobId(now);
           try {
-            outcomes.push(place(p.request, now));
+            outcomes.push(place(p.request, jobId, now, queued));
           } catch (err) {
-            stores.db.exec('ROLLBACK TO delivery');
+            // Unless SQLite ended the transaction, its job row goes, and its keys and reply target with it (cascade).
+            if (!stores.db.isTransaction) throw err;
+            stores.jobs.remove(jobId);
             outcomes.push(new DeliveryNotCommittedError(errorMessage(err)));
           }
-          stores.db.exec('RELEASE delivery');
         }
       });
     } catch (err) {
@@ -199,8 +211,8 @@ export function createJobQueue(opts: JobQueueOptions): JobQueue {
     async admit(origin, keys) {
       const release = await leases.acquire(keys);
       try {
-        const found = verdict(origin, keys);
-        if (found.kind !== 'open') {
+        const found = refusal(origin, keys, stores.jobs.queuedByOrigin());
+        if (found) {
           release();
           return found;
         }
