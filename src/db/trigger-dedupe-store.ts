@@ -14,7 +14,7 @@ export interface TriggerDedupeStore {
 
 export function createTriggerDedupeStore(db: Db): TriggerDedupeStore {
   const find = db.prepare('SELECT job_id FROM dedupe_keys WHERE key = ?');
-  const insert = db.prepare('INSERT INTO dedupe_keys (key, job_id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING');
+  const add = db.prepare('INSERT INTO dedupe_keys (key, job_id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING');
   return {
     holder(keys) {
       for (const key of keys) {
@@ -25,7 +25,7 @@ export function createTriggerDedupeStore(db: Db): TriggerDedupeStore {
     },
     claim(keys, jobId, at) {
       for (const key of keys) {
-        if (insert.run(key, jobId, at).changes === 1) continue;
+        if (add.run(key, jobId, at).changes === 1) continue;
         const holder = (find.get(key) as { job_id: string }).job_id;
         if (holder !== jobId) return holder;
       }

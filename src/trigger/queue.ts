@@ -74,35 +74,26 @@ export const JOB_ID = /^j[0-9a-z]{26}$/;
 // Deliveries that share a dedupe key take turns: while one is between its cheap checks and its commit, a copy of
 // it waits, then finds the committed job and answers "duplicate" without building a brief (51 copies of
 // one errtrack delivery ran `git log` 51 times). Memory: one entry per key in flight, removed on release.
-export interface KeyLeases {
-  /** Resolves once no other holder has any of these keys; the returned function releases them (idempotent). */
-  acquire(keys: readonly string[]): Promise<() => void>;
-  /** Keys held right now (tests: back to 0 when traffic stops). */
-  held(): number;
-}
-
-export function createKeyLeases(): KeyLeases {
+// `acquire` resolves once no other holder has any of these keys; the function it returns releases them (idempotent).
+function keyLeases(): (keys: readonly string[]) => Promise<() => void> {
   const holders = new Map<string, Promise<void>>();
-  return {
-    async acquire(keys) {
-      const unique = [...new Set(keys)];
-      for (;;) {
-        const busy = unique.map((k) => holders.get(k)).filter((p): p is Promise<void> => p !== undefined);
-        if (busy.length === 0) break;
-        await Promise.all(busy);
-      }
-      let release!: () => void;
-      const done = new Promise<void>((resolve) => (release = resolve));
-      for (const k of unique) holders.set(k, done);
-      let released = false;
-      return () => {
-        if (released) return;
-        released = true;
-        for (const k of unique) if (holders.get(k) === done) holders.delete(k);
-        release();
-      };
-    },
-    held: () => holders.size,
+  return async (keys) => {
+    const unique = [...new Set(keys)];
+    for (;;) {
+      const busy = unique.map((k) => holders.get(k)).filter((p): p is Promise<void> => p !== undefined);
+      if (busy.length === 0) break;
+      await Promise.all(busy);
+    }
+    let release!: () => void;
+    const done = new Promise<void>((resolve) => (release = resolve));
+    for (const k of unique) holders.set(k, done);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      for (const k of unique) if (holders.get(k) === done) holders.delete(k);
+      release();
+    };
   };
 }
 
@@ -146,9 +137,7 @@ export class DeliveryNotCommittedError extends FailedError {
 export function createJobQueue(opts: JobQueueOptions): JobQueue {
   const { stores } = opts;
   const shares = queueShares(opts.maxQueued, opts.routes ?? 1);
-  // Not for speed: while one copy of a delivery builds its job (errtrack runs `git log`), its copies wait and then
-  // answer "duplicate", so a storm of one signed delivery costs one build, not one per copy.
-  const leases = createKeyLeases();
+  const acquire = keyLeases();
 
   function refusal(origin: string, keys: readonly string[], queued: ReadonlyMap<string, number>): Refusal | undefined {
     const holder = stores.dedupe.holder(keys);
@@ -209,7 +198,7 @@ export function createJobQueue(opts: JobQueueOptions): JobQueue {
 
   return {
     async admit(origin, keys) {
-      const release = await leases.acquire(keys);
+      const release = await acquire(keys);
       try {
         const found = refusal(origin, keys, stores.jobs.queuedByOrigin());
         if (found) {
