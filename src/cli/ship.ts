@@ -3,7 +3,7 @@
 import { readdirSync, lstatSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CliIo } from './io.ts';
-import { parseFlags, wantsHelp } from './io.ts';
+import { parseFlags, printsHelp } from './io.ts';
 import { FailedError } from '../errors.ts';
 import { resolveRepo } from '../engine/launch.ts';
 import { runsDir, runDir } from '../engine/paths.ts';
@@ -18,10 +18,7 @@ Token: SVC_CONTROL_TOKEN_FILE, ~/.svc/control/token, or SVC_CONTROL_TOKEN.
 `;
 
 export default async function ship(io: CliIo): Promise<number> {
-  if (wantsHelp(io.argv)) {
-    io.stdout(HELP);
-    return 0;
-  }
+  if (printsHelp(io, HELP)) return 0;
   const { values } = parseFlags(io.argv, { repo: { type: 'string' }, all: { type: 'boolean' } }, false);
   const repo = resolveRepo(values.repo ?? process.cwd());
   const dir = runsDir(repo);

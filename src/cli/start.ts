@@ -2,7 +2,7 @@
 import { sendPendingRuns } from './pending-runs.ts';
 import { fileURLToPath } from 'node:url';
 import type { CliIo } from './io.ts';
-import { parseFlags, wantsHelp } from './io.ts';
+import { parseFlags, printsHelp } from './io.ts';
 import { UsageError, NotFoundError, ConflictError } from '../errors.ts';
 import { prepareRun, prepareRetry, spawnWorker, resolveRepo, type PreparedRun } from '../engine/launch.ts';
 import { readPlan, type RunPlan } from '../engine/run-plan.ts';
@@ -13,7 +13,7 @@ import { runDir } from '../engine/paths.ts';
 import { readState, tryReadState, type RunState, type WorkerMode } from '../engine/run-state.ts';
 import { TERMINAL } from '../run-json.ts';
 import { isValidSegment } from '../engine/ids.ts';
-import { signsLater } from '../engine/evidence.ts';
+import { signsLater } from '../engine/receipt.ts';
 import { safeJson } from '../safe-json.ts';
 import { terminalSafe } from './terminal-text.ts';
 import { printLocalLogs, createEventTail } from './run-logs.ts';
@@ -130,10 +130,7 @@ async function launch(
 }
 
 export default async function start(io: CliIo): Promise<number> {
-  if (wantsHelp(io.argv)) {
-    io.stdout(HELP);
-    return 0;
-  }
+  if (printsHelp(io, HELP)) return 0;
   const { values, positionals } = parseFlags(io.argv, {
     brief: { type: 'boolean' },
     pr: { type: 'boolean' },

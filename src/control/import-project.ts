@@ -106,7 +106,7 @@ export async function importProject(deps: ControlDeps, path: unknown): Promise<I
             const read = readRunBatch(folder, from, (entry, reason) => skip(`${name}/${entry}`, reason));
             const batch = read && importBatch(deps, path, read, line, skip);
             if (!read || !batch) break;
-            // An explicit import brings back a run that was deleted (ingest does not: deleted-runs-store.ts).
+            // An explicit import brings back a run that was deleted (ingest does not: control-stores.ts deletedRuns).
             deps.stores.deletedRuns.forget(batch.source, name);
             // Control requests belong to the run's next ingest, not to an import.
             const stored = storeBatch(deps, batch, { deliverControl: false });

@@ -1,7 +1,6 @@
 // Writes a validated ingest batch in ONE transaction (all or nothing), then publishes the new events to live streams.
 import { HttpError } from '../http/http-error.ts';
-import { transaction } from '../db/open.ts';
-import { inTransaction } from '../db/tx.ts';
+import { inTransaction, transaction } from '../db/open.ts';
 import type { EventRow } from '../db/events-store.ts';
 import type { ControlDeps } from './deps.ts';
 import type { IngestBatch } from './ingest-validate.ts';

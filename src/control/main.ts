@@ -14,10 +14,9 @@ import { startRetentionSweeps } from './retention.ts';
 import { createRefusalTally } from './refusal-tally.ts';
 import { createExpensiveReads } from './expensive-reads.ts';
 import { isLoopbackHost } from '../http/guards.ts';
-import { closeGracefully, listen } from '../http/listen.ts';
-import { createHttpServer } from '../http/http-server.ts';
-import type { ConnectionCounts } from '../http/connection-guard.ts';
-import { exitCodeAfterSignal } from '../http/exit-on-signal.ts';
+import {
+  closeGracefully, listen, createHttpServer, type ConnectionCounts, exitCodeAfterSignal,
+} from '../http/http-server.ts';
 import type { ControlSettings } from './settings.ts';
 import type { ControlDeps } from './deps.ts';
 import { createLogger, type Logger } from '../log.ts';

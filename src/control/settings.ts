@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { readRunnerTokens, RunnerTokensError, type RunnerToken } from './runner-tokens.ts';
-import { readConnectionLimits, type ConnectionLimits } from '../http/connection-limits.ts';
+import { readConnectionLimits, type ConnectionLimits } from '../http/http-server.ts';
 import type { SubscriberLimits } from './event-bus.ts';
 import { BadSettingError } from '../errors.ts';
 import { setting, settingChoice, settingInt, settingOr } from '../settings-registry.ts';
@@ -21,7 +21,7 @@ export interface ControlSettings {
   staticDir: string;
   /** SVC_CONTROL_RUNNER_TOKENS_FILE: tokens that may only POST /v1/ingest for their own source (runner-tokens.ts). */
   runnerTokens: readonly RunnerToken[];
-  /** SVC_CONTROL_MAX_CONNECTIONS(_PER_PEER); defaults when left out (src/http/connection-limits.ts). */
+  /** SVC_CONTROL_MAX_CONNECTIONS(_PER_PEER); defaults when left out (src/http/http-server.ts). */
   connections?: ConnectionLimits;
   /** SVC_CONTROL_MAX_STREAMS(_PER_RUN); defaults when left out (src/control/event-bus.ts). */
   streams?: SubscriberLimits;

@@ -1,7 +1,7 @@
 // The repository name a run records (its `repo`, what the Control Plane lists and filters by). A run the trigger
 // server started is named by the served entry its job was routed to, which the launcher passes as
 // SVC_REPO_NAME; anything else is named from the checkout's origin (git.ts repoName).
-import { isWebhookOrigin } from './classify.ts';
+import { isWebhookOrigin } from './spec.ts';
 import { repoName } from './git.ts';
 
 // GitHub's own limits: an owner is 1-39 alphanumerics or single hyphens; a name 1-100 of [A-Za-z0-9._-].

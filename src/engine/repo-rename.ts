@@ -20,7 +20,7 @@ import { markPending } from './ship-pending.ts';
 import { readAgentFile, writeNoFollow } from './safe-fs.ts';
 import { localRuns, type Found } from './local-runs.ts';
 import { TERMINAL } from '../run-json.ts';
-import { isWebhookOrigin } from './classify.ts';
+import { isWebhookOrigin } from './spec.ts';
 import { procStart } from './proc-group.ts';
 
 const NAMES_FILE = join('info', 'svc-repo-names');

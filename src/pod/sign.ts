@@ -9,21 +9,21 @@ import { runDir } from '../engine/paths.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { readState, type RunState } from '../engine/run-state.ts';
 import { isoNow } from '../iso-time.ts';
-import { decideVerdict } from '../engine/verdict.ts';
-import { issueReceipt, RECEIPT_TYPE, type Receipt, type ReceiptBody } from '../engine/receipt.ts';
+import {
+  issueReceipt, readEvidence, EVIDENCE_ARTIFACT, RECEIPT_TYPE, type Receipt, type ReceiptBody, type ReceiptNetwork,
+  type ReportedCheck, type RunEvidence,
+} from '../engine/receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { maybeOpenPr } from '../engine/finish-phase.ts';
 import { repoSlug, type PushTarget } from '../engine/git-push.ts';
-import { failedRequiredCheck, requiredCheckError, type CheckResult } from '../engine/checks.ts';
+import { decideVerdict, failedRequiredCheck, requiredCheckError, type CheckResult } from '../engine/checks.ts';
 import type { Policy } from '../engine/policy.ts';
 import { readSeal, type Seal } from './seal.ts';
 import { copyRunFolder } from './run-copy.ts';
-import { readEvidence, EVIDENCE_ARTIFACT, type ReportedCheck, type RunEvidence } from '../engine/evidence.ts';
 import { verifyCommits, policyAt, UnverifiableError } from './verified-commits.ts';
 import type { DiffResult } from '../engine/git.ts';
 import { RefusedError, errorMessage } from '../errors.ts';
 import { podGateNetwork, type PodGateNetwork } from './gate-network.ts';
-import type { ReceiptNetwork } from '../engine/receipt.ts';
 import type { EgressRecord } from '../gate/evidence.ts';
 
 export interface SignOptions {

@@ -13,7 +13,7 @@ import {
 } from './executor.ts';
 import type { Logger } from '../log.ts';
 import { identityOf, signalGroup } from '../engine/proc-group.ts';
-import { operatorPassedEnv } from '../engine/operator-config.ts';
+import { operatorPassedEnv } from '../engine/config.ts';
 
 export interface LocalExecutorOptions {
   /** Path of the svc CLI script (dist/cli.js); run with `execPath`. */

@@ -1,5 +1,5 @@
 // How a provider's HOME is laid for one invocation (src/spawn/provider-home.ts) and whose home a run gets
-// (src/engine/provider-home-key.ts), on real folders in a temp dir.
+// (src/engine/sandbox.ts), on real folders in a temp dir.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync }
@@ -7,7 +7,7 @@ import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, sy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { layProviderHome, dropRunLayer, runLayer, keptDir } from '../../src/spawn/provider-home.ts';
-import { providerHomeDir, providerHomeKey, providerTemplate } from '../../src/engine/provider-home-key.ts';
+import { providerHomeDir, providerHomeKey, providerTemplate } from '../../src/engine/sandbox.ts';
 import { BadSettingError } from '../../src/errors.ts';
 
 describe('layProviderHome', () => {
