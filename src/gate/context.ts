@@ -16,16 +16,12 @@ export function tcpConnect(address: string, port: number): Socket {
   return netConnect({ host: address, port, noDelay: true });
 }
 
+/** docs/gate.md "Limits" says what each bounds. */
 export interface GateLimits {
-  /** Largest request head the gate parses (node:http maxHeaderSize). */
   maxHeaderBytes: number;
-  /** Client connections open at once, over every listener; more are closed at once. */
   maxConnections: number;
-  /** Client connections open at once from one TCP peer address (a pod), before it has said who it is. */
   maxConnectionsPerPeer: number;
-  /** A connection (either side) quiet this long is closed. Model streams can pause while the model thinks. */
   idleMs: number;
-  /** Time allowed to open a connection to a destination. */
   connectTimeoutMs: number;
 }
 

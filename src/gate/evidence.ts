@@ -3,32 +3,26 @@
 // summary a receipt carries. It never records paths, headers or bodies: hosts and counts only.
 import { obj, str } from '../untrusted.ts';
 
+/** One connection; docs/gate.md "The log" says what each field holds. */
 export interface EgressRecord {
   /** ISO time the request reached the gate. */
   time: string;
-  /** connect: a CONNECT tunnel (TLS); http: an absolute-form plain HTTP request; model: `/_model/<name>/...`. */
   kind: 'connect' | 'http' | 'model';
   host: string;
   port: number;
-  /** The HTTP method, for http and model requests (a tunnel's content is opaque). */
   method: string | null;
   /** The model API name, for model requests. */
   model: string | null;
   decision: 'allowed' | 'denied';
-  /** The pattern that decided: the allow entry, or the deny entry; null when no entry matched. */
   rule: string | null;
-  /** Why it was denied, or why an allowed connection failed; null when it went through. */
   reason: string | null;
-  /** The address the gate checked and connected to (or refused). */
   address: string | null;
   /** The status the client got, for http and model requests and refusals. */
   status: number | null;
-  /** Bytes sent to and received from the destination, on the wire (TLS records included for model requests). */
   bytesUp: number;
   bytesDown: number;
   /** From arrival to the end of the connection. */
   ms: number;
-  /** For a tunnel: the server name its TLS ClientHello carried (null: none, or the hello never came). */
   sni: string | null;
   /** On a shared gate (`svc gate serve`): the job, run and repository whose credential the client presented. */
   job?: string;

@@ -1,8 +1,6 @@
-// The gate's HTTP requests: absolute-form plain HTTP (`GET http://host/path`, forwarded as is) and the model API
-// mode (`/_model/<name>/...` from a CLI whose base URL is the bridge, forwarded over TLS with the real key in
-// place of whatever credential the client sent). Bodies stream both ways; nothing is buffered. The gate restates
-// each request: its own request line, headers it chose and body framing it wrote (framing.ts), one request upstream
-// per decision, on a connection of its own.
+// The gate's HTTP requests (docs/gate.md "Modes"): absolute-form plain HTTP, and the model API mode, forwarded with the
+// real key in place of whatever credential the client sent. Each is restated (its own request line, chosen headers,
+// framing.ts) on a connection of its own, one per decision; bodies stream both ways, nothing is buffered.
 import { request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect as tlsConnect } from 'node:tls';
 import type { Duplex } from 'node:stream';

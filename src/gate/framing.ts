@@ -1,8 +1,6 @@
-// How the gate frames a request body it forwards. The gate never passes the client's framing on: node's parser has
-// already read the body by the client's Content-Length or chunked coding, and the gate writes its own framing for
-// exactly those bytes. A method that carries no body gets none — a Transfer-Encoding or a non-zero Content-Length
-// there is refused, because a destination that ignores it would read the "body" as a second request the gate never
-// decided (request smuggling).
+// How the gate frames a request body it forwards: its own framing for exactly the bytes node's parser read, never the
+// client's. A body on a method that carries none is refused: a destination that ignored it would read it as a second
+// request the gate never decided (request smuggling).
 
 /** Methods whose request has no meaning for a body (RFC 9110 §9.3); CONNECT never reaches here. */
 const NO_BODY = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS', 'TRACE']);

@@ -1,8 +1,6 @@
-// Who is asking the shared gate (`svc gate serve`): a per-job credential the trigger server mints when it starts a
-// job pod, an HMAC-SHA256 over the job id, run id, repository and expiry under a secret the two share
-// (SVC_GATE_SECRET_FILE, read once at start). The pod carries it as proxy credentials (`http://svc:<cred>@gate`) and
-// in its model base URLs (`/_job/<cred>/_model/<api>`); the gate verifies it in constant time, applies that job's
-// repository policy and attributes every connection to the run. No state: the gate needs only the secret.
+// Who is asking the shared gate (`svc gate serve`; docs/gate.md "Job credentials"): a per-job credential the trigger
+// server mints for a job pod, an HMAC-SHA256 over the job, run, repository and expiry under a secret the two share
+// (SVC_GATE_SECRET_FILE, read once at start), verified in constant time. No state: the gate needs only the secret.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { BadSettingError } from '../errors.ts';

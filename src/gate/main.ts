@@ -1,7 +1,6 @@
-// `svc gate serve`: the egress gate as a server of its own, for runs that are not svc's children: Kubernetes job pods
-// reach out only through it (scripts/k8s/gate.yaml, a NetworkPolicy allows them DNS, the Control Plane and this).
+// `svc gate serve` (docs/gate.md): the egress gate as a server of its own, the only route out of Kubernetes job pods.
 // Reads its configuration once: the policy file, the credential secret, the model keys and base URLs from the
-// environment. Every client presents its job's credential (clients.ts) and is decided by its repository's policy.
+// environment. Every client presents its job's credential (context.ts ClientBook) and gets its repository's policy.
 import { readFileSync } from 'node:fs';
 import { startGate } from './gate.ts';
 import { GatePolicyError, parseGatePolicy, type GatePolicy } from './policy.ts';

@@ -2,9 +2,7 @@
 // Bounded, since a hostile agent can open connections without end: exact totals, exact counts up to a number of
 // distinct destinations and refusals (past that marked overflowed, never silently short), the first records, the
 // most recently active runs; a run let go is remembered as evicted, never answered for with a partial record set.
-import {
-  sortedTally, tallyRecord, type EgressHost, type EgressDenial, type EgressRecord, type EgressTally,
-} from './evidence.ts';
+import { sortedTally, tallyRecord, type EgressRecord, type EgressSummary, type EgressTally } from './evidence.ts';
 
 const RECORDS_PER_RUN = 250;
 /** Distinct (host, port) destinations, and distinct refusals, counted per run. */
@@ -16,19 +14,13 @@ const EVICTED_KEPT = 50_000;
 const NAME_MAX = 256;
 const REASON_MAX = 300;
 
-export interface RunEgress {
-  /** Every connection the run made, and how many were denied (exact, even past the records kept). */
-  connections: number;
-  denied: number;
-  /** Per destination, exact for every destination listed. */
-  hosts: EgressHost[];
-  /** Per distinct refusal (host, port, reason), exact for every one listed. */
-  denials: EgressDenial[];
+/** Totals exact even past the records kept; each host and denial listed exact. */
+export type RunEgress = Pick<EgressSummary, 'connections' | 'denied' | 'hosts' | 'denials'> & {
   /** More distinct destinations or refusals came than are counted: `hosts`/`denials` do not name them all. */
   overflow: boolean;
   /** The run's first records, as evidence; `connections` says how many there were in all. */
   records: EgressRecord[];
-}
+};
 
 type RunTally = EgressTally & Pick<RunEgress, 'connections' | 'denied' | 'overflow' | 'records'>;
 

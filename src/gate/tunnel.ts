@@ -1,7 +1,5 @@
-// CONNECT host:port (RFC 9110 §9.3.6): the TLS route out. The gate decides first, opens a TCP connection to the
-// address it checked and answers 200; then it reads the client's TLS ClientHello (never decrypting anything) and
-// copies bytes both ways only when the hello's server name is the host it decided. A shared address (a CDN, a cloud
-// front end) serves many names: without this check a tunnel to an allowed name could speak TLS to any other.
+// CONNECT host:port, the TLS route out (docs/gate.md "Modes"): decided and connected first, then bytes are copied only
+// once the client's ClientHello (never decrypted) names the host decided, since a shared address serves many names.
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { BadHostError, normaliseHost, parseAuthority, type Destination } from './address.ts';

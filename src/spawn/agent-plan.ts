@@ -26,11 +26,7 @@ export interface AgentPlanInput {
   /** Provider family (a builtin name, "command", or "check") and the folders a command provider declares writable. */
   provider: string;
   declared: string[];
-  /**
-   * Where the provider's HOME comes from: the operator's template, the repository's own home for this provider and
-   * the run (its fresh folders). Null for a check, whose HOME stays empty, and a `command` provider, which gets only
-   * the folders the operator granted it.
-   */
+  /** Where a built-in CLI's HOME is laid from (provider-home.ts); null for a check or a `command` provider. */
   providerHome?: { template: string; repoHome: string; run: string } | null;
   /** The program about to run (its install stays visible). */
   program: string;
@@ -206,11 +202,8 @@ export interface GitPlanInput {
 }
 
 /**
- * The view svc's own git gets when it reads the worktree after the agent (add, status, commit, diff): the worktree
- * and the git directory writable, nothing else, no network, no HOME. Whatever the agent planted that git might run
- * (an embedded repository's filters, attributes) runs here, with nothing to read and nowhere to send it: of HOME
- * only the user's git config, of the host only the system and PATH folders. The
- * repository's config, hooks and info stay read-only, so nothing can be planted for the user's next git either.
+ * The view svc's own git gets when it reads the worktree after the agent (docs/engine.md "Nothing the agent wrote runs
+ * outside a sandbox"): whatever the agent planted that git might run runs here, with nothing to read or send.
  */
 export function gitSandboxPlan(input: GitPlanInput): SandboxPlan {
   const git = gitDirs(input.workdir, input.repo);

@@ -1,7 +1,6 @@
 // Whether a run's agents are sandboxed, decided once per run (by its launcher, into the run's plan) from the project
-// policy, the origin and the host (DESIGN §7a). Default: bwrap. Opting out is explicit: `"sandbox": "none"` in
-// .svc/policy.json (any origin), or SVC_SANDBOX=none for a run a person starts at the CLI. Without a working sandbox,
-// nothing else runs an agent.
+// policy, the origin and the host (DESIGN §7a; docs/engine.md "Choosing it"). Default: bwrap, and without a working
+// sandbox no agent runs unless the opt-out that applies to its origin says so.
 import { UnavailableError } from '../errors.ts';
 import { settingChoice } from '../settings-registry.ts';
 import { probeSandboxCached } from './probe.ts';
@@ -18,11 +17,9 @@ export const OPT_OUT_SERVER =
   'SVC_SERVER_SANDBOX=none in the environment of the server itself (the Control Plane or the trigger server)';
 
 /**
- * The sandbox for a run svc is about to start with `env`. `policy` is the project's choice (null: not set, which means
- * bwrap). A run a person started at the CLI (no SVC_ORIGIN, or "cli") may opt out by its policy or SVC_SANDBOX. A run a
- * server started (the trigger server and the Control Plane always set SVC_ORIGIN) may not: a repository's policy is
- * written by whoever can push to it, and the agent itself may have written it. Only the server's own configuration,
- * SVC_SERVER_SANDBOX=none, which its launchers pass on by name, switches the sandbox off for it (DESIGN §7a).
+ * The sandbox for a run svc is about to start with `env`; `policy` is the project's choice (null: bwrap). Only a run a
+ * person started at the CLI may opt out by its policy or SVC_SANDBOX: a repository's policy is written by whoever can
+ * push to it, the agent included. A server's run goes unsandboxed only by SVC_SERVER_SANDBOX=none (DESIGN §7a).
  */
 export function resolveSandbox(policy: SandboxSetting | null, env: NodeJS.ProcessEnv): SandboxMode {
   const cli = !env.SVC_ORIGIN || env.SVC_ORIGIN === 'cli';
