@@ -35,10 +35,7 @@ export interface SandboxPlan {
   cwd: string;
   /** Kernel limits inside the sandbox (processes, memory, file size, tmpfs sizes). */
   limits: SandboxLimits;
-  /**
-   * 'none': an empty network namespace, only its own loopback. A gate: the same, plus the egress gate's Unix socket
-   * bound in and svc's forwarder started before the command (sandbox-network.ts), the only route out.
-   */
+  /** 'none': its own network namespace, just its loopback; or the gate bridged into it (sandbox-network.ts). */
   network: 'none' | SandboxGate;
 }
 
