@@ -1,6 +1,6 @@
 // The gate's HTTP requests (docs/gate.md "Modes"): absolute-form plain HTTP, and the model API mode, forwarded with the
 // real key in place of whatever credential the client sent. Each is restated (its own request line, chosen headers,
-// framing.ts) on a connection of its own, one per decision; bodies stream both ways, nothing is buffered.
+// body framing) on a connection of its own, one per decision; bodies stream both ways, nothing is buffered.
 import { request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect as tlsConnect } from 'node:tls';
 import type { Duplex } from 'node:stream';
@@ -9,7 +9,6 @@ import { decide } from './policy.ts';
 import { refuse, type Asker, type GateContext } from './context.ts';
 import { CREDENTIAL_HEADERS } from './model-apis.ts';
 import { arrivingRecord, type EgressRecord } from './evidence.ts';
-import { framingHeaders, requestFraming, type Framing } from './framing.ts';
 import { modelPath } from './model-path.ts';
 
 // RFC 9110 §7.6.1: connection-specific fields are not forwarded; proxy-* are for us; host is set from the target.
@@ -17,7 +16,7 @@ const HOP_BY_HOP = new Set([
   'connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer',
   'transfer-encoding', 'upgrade', 'host',
 ]);
-// A request's framing is the gate's own (framing.ts); the client's length never travels on.
+// A request's framing is the gate's own (requestFraming); the client's length never travels on.
 const REQUEST_DROP = new Set([...HOP_BY_HOP, 'content-length']);
 const MODEL_DROP = new Set([...REQUEST_DROP, ...CREDENTIAL_HEADERS]);
 
@@ -35,6 +34,56 @@ function keepHeaders(raw: readonly string[], drop: ReadonlySet<string>): string[
     if (!drop.has(name) && !listed.has(name)) out.push(raw[i] ?? '', raw[i + 1] ?? '');
   }
   return out;
+}
+
+// The body framing the gate writes is its own, for exactly the bytes node's parser read, never the client's. A body on
+// a method that carries none is refused: a destination that ignored it would read it as a second request the gate
+// never decided (request smuggling).
+/** Methods whose request has no meaning for a body (RFC 9110 §9.3); CONNECT never reaches here. */
+const NO_BODY = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS', 'TRACE']);
+
+export type Framing =
+  | { kind: 'none' }
+  | { kind: 'length'; bytes: number }
+  | { kind: 'chunked' }
+  | { kind: 'refused'; reason: string };
+
+function values(raw: readonly string[], name: string): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]?.toLowerCase() === name) out.push(raw[i + 1] ?? '');
+  return out;
+}
+
+/** The framing the gate writes upstream for a request with this method and these raw headers. */
+export function requestFraming(method: string, raw: readonly string[]): Framing {
+  const codings = values(raw, 'transfer-encoding');
+  const lengths = values(raw, 'content-length');
+  if (codings.length > 0 && lengths.length > 0) {
+    return { kind: 'refused', reason: 'a request with both Transfer-Encoding and Content-Length is refused' };
+  }
+  if (codings.length > 0) {
+    if (NO_BODY.has(method)) return { kind: 'refused', reason: `a ${method} request has no body to transfer-encode` };
+    // Only plain chunked: a coding the gate would drop (gzip, chunked) changes what the destination reads.
+    if (codings.length > 1 || codings[0]?.trim().toLowerCase() !== 'chunked') {
+      return { kind: 'refused', reason: 'only "Transfer-Encoding: chunked" is forwarded' };
+    }
+    return { kind: 'chunked' };
+  }
+  if (lengths.length > 1) return { kind: 'refused', reason: 'a request with more than one Content-Length is refused' };
+  const text = lengths[0]?.trim();
+  if (text === undefined) return { kind: 'none' };
+  if (!/^\d{1,15}$/.test(text)) return { kind: 'refused', reason: 'the Content-Length is not a number' };
+  const bytes = Number(text);
+  if (bytes === 0) return { kind: 'none' };
+  if (NO_BODY.has(method)) return { kind: 'refused', reason: `a ${method} request with a body is refused` };
+  return { kind: 'length', bytes };
+}
+
+/** The header pair the gate adds for the framing (none for a bodiless request: node then sends no length). */
+export function framingHeaders(framing: Framing, method: string): string[] {
+  if (framing.kind === 'chunked') return ['transfer-encoding', 'chunked'];
+  if (framing.kind === 'length') return ['content-length', String(framing.bytes)];
+  return NO_BODY.has(method) ? [] : ['content-length', '0'];
 }
 
 interface Plan {
