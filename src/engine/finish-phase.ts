@@ -36,7 +36,7 @@ export function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
     const head = headSha(state.workdir, run);
     ctx.update({ head_sha: head });
     // Gitlink moves too: the branch pushed carries them, so the receipt lists them.
-    return diffCommits(state.workdir, base, head, run, { submodules: true });
+    return diffCommits(state.workdir, base, head, run);
   }
   return diffWorkingTree(state.workdir, state.base_tree ?? base, run);
 }

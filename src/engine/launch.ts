@@ -24,7 +24,7 @@ import { openEventLog } from './events-log.ts';
 import { identityOf } from './proc-group.ts';
 import { assertPlainDir, openAppendNoFollow, writeNoFollow } from './safe-fs.ts';
 import type { PushTarget } from './git-push.ts';
-import { checkPrPossible } from './pr-check.ts';
+import { checkPrPossible } from './pr.ts';
 import { signsLater } from './evidence.ts';
 
 export interface StartOptions {
@@ -120,7 +120,7 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
 
 /**
  * A --pr run is refused before anything is written when its pull request could not be opened: no GitHub credential,
- * or an origin that does not answer as configured (src/engine/pr-check.ts).
+ * or an origin that does not answer as configured (src/engine/pr.ts).
  */
 async function prPreflight(target: PushTarget | null, env: NodeJS.ProcessEnv): Promise<void> {
   // A Kubernetes pod's run container holds no GitHub credential by design: its signer container opens the PR.

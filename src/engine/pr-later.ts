@@ -13,7 +13,7 @@ import { verifyReceipt, keyRingOf, type Receipt } from './receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { maybeOpenPr } from './finish-phase.ts';
-import { checkPrPossible } from './pr-check.ts';
+import { checkPrPossible } from './pr.ts';
 import { artifactsDir } from './paths.ts';
 import type { RunState } from './run-state.ts';
 import { ConflictError, FailedError } from '../errors.ts';
