@@ -9,7 +9,8 @@ import { spawnGroup, type GroupResult, type GroupRun } from './spawn-group.ts';
 import { createUsageParser, addUsage, type Usage } from './usage-parsers.ts';
 import { oneLine } from './text.ts';
 import { answerBudget, budgetQuestion, budgetReached } from './budget.ts';
-import { writeNoFollow, readAgentFile } from './safe-fs.ts';
+import { writeNoFollow } from './safe-fs.ts';
+import { readAgentFile } from './plain-tree.ts';
 import {
   agentSandbox, agentExtraEnv, protocolFiles, releaseProviderHome, watchedLimits, type ProtocolFiles, type RunSandbox,
 } from './sandbox.ts';
