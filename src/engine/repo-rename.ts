@@ -1,22 +1,13 @@
-// One repository, one name. A run's `repo` is read from the checkout when the run is made
-// (repo-name.ts: its origin's owner/name, else its folder name), so a checkout that gains an origin, or moves to
-// another one, would show in the Control Plane under two names: its earlier runs under the old one. The first run
-// made under a new name therefore renames the checkout's earlier runs that have ended, records it in each run's own
-// events, and leaves them for shipping (ship-pending.ts), so every list, filter and stat shows the one current name.
-// Receipts are never touched: each keeps the name it was signed with, which is what the evidence was about.
-//
-// The last name svc used for each checkout is kept in the repository's `info/svc-repo-names` (one `name<TAB>path`
-// line per checkout, so linked worktrees don't share one), which both the agent's sandbox and svc's git sandbox mount
-// read-only: an agent can't make svc rename runs, and a start whose name did not change costs one small file read.
-// The scan reads the run folders the way every other reader of a project does (plain-tree.ts: no link followed, no
-// FIFO opened, a size cap), skips run folders git tracks (a cloned repository's, not this machine's), and never fails
-// the start it runs in: a run it cannot rename is left for the next start.
+// One repository, one name (docs/engine.md): the first run made under a new name renames the checkout's earlier
+// ended runs, says so in each run's events and marks them for shipping. Receipts keep the name they were signed with.
+// The last name per checkout is in the repository's `info/svc-repo-names` (`name<TAB>path` lines), which sandboxes
+// mount read-only, so an agent can't make svc rename runs. It never fails the start it runs in.
 import { join } from 'node:path';
 import { writeState, type RunState } from './run-state.ts';
 import { isoNow } from '../iso-time.ts';
 import { runDir } from './paths.ts';
 import { openEventLog } from './events-log.ts';
-import { markPending } from './ship-pending.ts';
+import { markPending } from './ship-loop.ts';
 import { writeNoFollow } from './safe-fs.ts';
 import { readAgentFile } from './plain-tree.ts';
 import { localRuns, type Found } from './local-runs.ts';
@@ -34,7 +25,7 @@ export interface RepoRename {
   runs: number;
 }
 
-/** `path → name` from the names file; a file that is missing, a link or too large reads as empty. */
+/** `path → name` from the names file; a file that is missing or a link reads as empty. */
 function readNames(file: string): Map<string, string> {
   const names = new Map<string, string>();
   for (const line of (readAgentFile(file, MAX_NAMES_BYTES) ?? '').split('\n')) {
@@ -78,11 +69,9 @@ function rename(repo: string, found: Found, name: string, now: string): boolean 
 }
 
 /**
- * Gives this checkout's ended runs the name `name` when it differs from the last name svc used here; null when
- * nothing was renamed. `gitDir` is the repository's common git directory (git.ts gitCommonDir). The name is recorded
- * only after a scan that found nothing left to rename: runs whose worker is still alive (it owns their state, and a
- * resumed or re-verified run's worker may write the old name back), or that could not be renamed, are looked at again
- * by the next start.
+ * Gives this checkout's ended runs the name `name` when it differs from the last name svc used here (`gitDir` holds
+ * the names file); null when nothing was renamed. The name is recorded only once no run is left to rename: a run whose
+ * worker is alive owns its state (and may write the old name back), so the next start looks at it again.
  */
 export function adoptRepoName(repo: string, gitDir: string, name: string): RepoRename | null {
   try {

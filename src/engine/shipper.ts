@@ -1,9 +1,7 @@
 // Sends a run's state, events and artifacts to the Control Plane (POST /v1/ingest), batched and resumable from
-// ship.json. A Control Plane that is down never fails a run: flush() reports false and the caller tries again later
-// (or `svc ship`). POST /v1/import reads run folders through the same readRunBatch.
-// Nothing is read through a symbolic link (src/engine/plain-tree.ts): a linked .svc, runs or run folder, state.json,
-// events.jsonl, artifacts/, artifact subfolder or file is left out and reported once through `onSkip`.
-import { closeSync, fstatSync } from 'node:fs';
+// ship.json; POST /v1/import reads run folders through the same readRunBatch. A Control Plane that is down never fails
+// a run: flush() reports false. Nothing is read through a link (plain-tree.ts); what is left out is reported once.
+import { closeSync, fstatSync, readFileSync } from 'node:fs';
 import { basename, join, extname } from 'node:path';
 import { createHash } from 'node:crypto';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
@@ -12,7 +10,8 @@ import { discoverControlUrl } from '../client/discover.ts';
 import { writeJsonAtomic } from './atomic.ts';
 import { errorMessage } from '../errors.ts';
 import { toRunJson, type RunState } from './run-state.ts';
-import { readControlToken } from './control-token.ts';
+import { svcHomeOf } from '../spawn/svc-paths.ts';
+import { isLoopbackAddress } from '../http/guards.ts';
 import {
   openPlainDirIn, openPlainFileIn, openRunFolder, readPlainIn, readPlainTree, readRange, skipReason, type PlainDir,
   type TreeFile,
@@ -65,10 +64,6 @@ export interface RunBatch {
 
 /** Told once per entry (a path under the run folder, or the folder itself) that it was left out, and why. */
 export type SkipReport = (entry: string, reason: string) => void;
-
-function offsetsPath(dir: string): string {
-  return join(dir, 'ship.json');
-}
 
 /** A JSON object file of the run folder; null when missing, not an object, or not a plain file (then reported). */
 function readObjectIn(folder: PlainDir, name: string, skip: SkipReport): Record<string, unknown> | null {
@@ -143,14 +138,17 @@ export function contentTypeOf(path: string): string {
   return 'application/octet-stream';
 }
 
-/** A Control Plane on this machine (a loopback URL) may learn the run's folder; a remote one never does. */
-function isLoopbackUrl(url: string): boolean {
-  try {
-    const host = new URL(url).hostname;
-    return host === 'localhost' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
-  } catch {
-    return false;
+/** The Control Plane token: from a file (not inherited by providers), else SVC_CONTROL_TOKEN (stripped from them). */
+export function readControlToken(env: NodeJS.ProcessEnv): string | undefined {
+  for (const file of [env.SVC_CONTROL_TOKEN_FILE, join(svcHomeOf(env), 'control', 'token')]) {
+    try {
+      const token = file ? readFileSync(file, 'utf8').trim() : '';
+      if (token) return token;
+    } catch {
+      // missing: the next source
+    }
   }
+  return env.SVC_CONTROL_TOKEN || undefined;
 }
 
 /**
@@ -192,7 +190,8 @@ export function createShipper(
   const { url } = discoverControlUrl(env);
   const token = readControlToken(env);
   const client: ControlClient = createControlClient({ url, ...(token ? { token } : {}), timeoutMs: 10_000 });
-  const sameMachine = isLoopbackUrl(url);
+  // A Control Plane on this machine may learn the run's folder; a remote one never does.
+  const sameMachine = isLoopbackAddress(URL.parse(url)?.hostname.replace(/^\[|\]$/g, ''));
   const reported = new Set<string>();
   const skip: SkipReport = (entry, reason) => {
     if (reported.has(entry)) return;
@@ -234,7 +233,7 @@ export function createShipper(
         run: state.run, path: rel, content_type: contentTypeOf(rel), content_base64: content.toString('base64'),
       })),
     });
-    writeJsonAtomic(offsetsPath(dir), read.next);
+    writeJsonAtomic(join(dir, 'ship.json'), read.next);
     for (const item of result.control ?? []) onControl?.(item);
     return read.more;
   }
