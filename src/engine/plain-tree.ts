@@ -99,6 +99,20 @@ export function listPlain(dir: PlainDir): Array<{ name: string; kind: EntryKind 
   return names.sort().map((name) => ({ name, kind: kindOf(at(dir, name)) }));
 }
 
+/**
+ * The plain folders (or with `kind` 'file', the plain files) directly in `<root>/<parts…>`, sorted; none when any
+ * level on the way is a link or not a folder. Links in it are left out, never followed.
+ */
+export function plainEntries(root: string, parts: readonly string[], kind: 'dir' | 'file' = 'dir'): string[] {
+  const dir = openPlainPath(root, parts);
+  if ('failed' in dir) return [];
+  try {
+    return listPlain(dir).filter((e) => e.kind === kind).map((e) => e.name);
+  } finally {
+    dir.close();
+  }
+}
+
 /** An fd for reading the regular file at `path` (never through a link), or what stands there instead. */
 function openPlainFile(path: string): number | EntryKind {
   let fd: number;

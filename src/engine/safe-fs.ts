@@ -14,7 +14,8 @@ export function assertPlainDir(dir: string): void {
   try {
     st = lstatSync(dir);
   } catch (err) {
-    throw new UnsafePathError(`Run folder "${dir}" is missing (${(err as NodeJS.ErrnoException).code ?? 'unreadable'})`);
+    const code = (err as NodeJS.ErrnoException).code ?? 'unreadable';
+    throw new UnsafePathError(`Run folder "${dir}" is missing (${code})`);
   }
   if (st.isSymbolicLink() || !st.isDirectory()) {
     throw new UnsafePathError(`Refusing to write into "${dir}": it is not a plain directory`);

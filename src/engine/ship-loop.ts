@@ -3,13 +3,14 @@
 // not answer is retried with backoff up to 30 s. On close, a final flush gets a few quick tries, then leaves a marker,
 // `.svc/ship-pending/<run>` (a plain empty file, never reached through a link): the one recovery is shipRuns, before
 // the next svc command in the project that reaches a Control Plane, or `svc ship` by hand.
-import { lstatSync, readdirSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { plainSubdir, writeNoFollow } from './safe-fs.ts';
 import { isValidSegment } from './ids.ts';
 import { runDir } from './paths.ts';
+import { plainEntries } from './plain-tree.ts';
 import { createShipper, type Shipper } from './shipper.ts';
 
 export interface ShipLoop {
@@ -85,10 +86,7 @@ export function createShipLoop(shipper: Shipper, dir: string, say: (text: string
 
 /** Runs waiting to be shipped in `repo`, oldest name first. */
 export function pendingRuns(repo: string): string[] {
-  const dir = join(repo, '.svc', 'ship-pending');
-  const stat = lstatSync(dir, { throwIfNoEntry: false });
-  if (!stat?.isDirectory()) return [];
-  return readdirSync(dir).filter(isValidSegment).sort();
+  return plainEntries(repo, ['.svc', 'ship-pending'], 'file').filter(isValidSegment);
 }
 
 /**
