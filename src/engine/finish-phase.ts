@@ -27,7 +27,7 @@ export function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
   const run = postAgentGit(ctx, sandbox);
   if (state.worktree) {
     const message = `svc: ${state.brief.slice(0, 72)}\n\nRun ${state.source}/${state.run}`;
-    const { skipped } = commitAll(state.workdir, message, state.repo_path, run);
+    const skipped = commitAll(state.workdir, message, state.repo_path, run);
     for (const path of skipped) {
       const text = `embedded repository ${JSON.stringify(path)} not committed (svc never commits a nested repository)`;
       ctx.event('log', { stream: 'svc', text });

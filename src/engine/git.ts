@@ -49,10 +49,8 @@ export function gitExtraEnv(extra: Record<string, string> = {}): Record<string, 
   return { ...extra, ...GIT_ISOLATION_ENV };
 }
 
-/**
- * Switches off every filter driver that `configEntries` (`git config -z --get-regexp '^filter\.'` output) defines,
- * through GIT_CONFIG_COUNT, whose keys may hold any character (a `-c` key cannot hold '=').
- */
+// Switches off every filter driver named in `git config -z --get-regexp '^filter\.'` output, through
+// GIT_CONFIG_COUNT, whose keys may hold any character (a `-c` key cannot hold '=').
 function filterOverrides(configEntries: string): Record<string, string> {
   const drivers = new Set<string>();
   for (const entry of configEntries.split('\0')) {
@@ -178,20 +176,19 @@ function addAll(inDir: GitIn, skip: string[]): void {
 }
 
 /**
- * Commits everything in a worktree but embedded repositories (returned in `skipped`). The committer comes from the
- * main checkout `repo`'s config, read on the host (the sandboxed `run` sees no ~/.gitconfig), else a neutral one.
+ * Commits everything in a worktree but embedded repositories (returned), if anything changed. The committer comes from
+ * the main checkout `repo`'s config, read on the host (the sandboxed `run` sees no ~/.gitconfig), else a neutral one.
  */
-export function commitAll(
-  dir: string, message: string, repo: string, run: GitRun,
-): { committed: boolean; skipped: string[] } {
+export function commitAll(dir: string, message: string, repo: string, run: GitRun): string[] {
   const name = gitConfig(repo, ['user.name']).trim() || 'svc';
   const email = gitConfig(repo, ['user.email']).trim() || 'svc@localhost';
   const inDir: GitIn = (args) => git(dir, args, {}, run);
   const skipped = embeddedRepositories(inDir);
   addAll(inDir, skipped);
-  if (inDir(['status', '--porcelain', '--ignore-submodules=all']).trim() === '') return { committed: false, skipped };
-  inDir(['-c', `user.name=${name}`, '-c', `user.email=${email}`, 'commit', '-q', '--no-verify', '-m', message]);
-  return { committed: true, skipped };
+  if (inDir(['status', '--porcelain', '--ignore-submodules=all']).trim() !== '') {
+    inDir(['-c', `user.name=${name}`, '-c', `user.email=${email}`, 'commit', '-q', '--no-verify', '-m', message]);
+  }
+  return skipped;
 }
 
 export interface DiffFile {
@@ -211,10 +208,24 @@ export interface DiffResult {
 /** A patch larger than this is not kept whole: the receipt and the diff folder list the files and hash the patch. */
 const PATCH_CAP = 32 * 1024 * 1024;
 
-/** The diff from `--numstat` output and the patch git wrote to `patchFile` (whole up to PATCH_CAP, else a note). */
-function toResult(numstat: string, patchFile: string): DiffResult {
+/** A throwaway folder for one diff's patch file (and index), removed afterwards. */
+function withScratch<T>(body: (tmp: string) => T): T {
+  const tmp = mkdtempSync(join(tmpdir(), 'svc-diff-'));
+  try {
+    return body(tmp);
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+/** One `git diff` of `revs`: its numstat, and its patch through a file in `tmp`, whole up to PATCH_CAP, else a note. */
+function runDiff(inTmp: GitIn, tmp: string, opts: string[], revs: string[]): DiffResult {
+  // --no-ext-diff / --no-textconv: diff drivers are programs named by repository config, like hooks.
+  const diff = ['diff', '--no-ext-diff', '--no-textconv', ...opts];
+  const patchFile = join(tmp, 'patch');
+  inTmp([...diff, '--binary', `--output=${patchFile}`, ...revs]);
   const count = (n: string) => (n === '-' ? 0 : Number(n));
-  const files = numstat.split('\n').filter((l) => l.trim()).map((l) => {
+  const files = inTmp([...diff, '--numstat', ...revs]).split('\n').filter((l) => l.trim()).map((l) => {
     const [ins = '0', del = '0', ...rest] = l.split('\t');
     return { path: rest.join('\t'), insertions: count(ins), deletions: count(del) };
   });
@@ -232,31 +243,13 @@ function toResult(numstat: string, patchFile: string): DiffResult {
   };
 }
 
-// --no-ext-diff / --no-textconv: diff drivers are programs named by repository config, like hooks.
-const DIFF = ['diff', '--no-ext-diff', '--no-textconv'];
-
-/** A throwaway folder for one diff's patch file (and index), removed afterwards. */
-function withScratch<T>(body: (tmp: string) => T): T {
-  const tmp = mkdtempSync(join(tmpdir(), 'svc-diff-'));
-  try {
-    return body(tmp);
-  } finally {
-    rmSync(tmp, { recursive: true, force: true });
-  }
-}
-
 /**
  * Lists gitlink (submodule) moves too, as `Subproject commit` lines: between two commits git reads only the gitlinks'
  * ids, never a submodule's repository, and a pushed branch carries them.
  */
 export function diffCommits(dir: string, base: string, head: string, run: GitRun = hostGit): DiffResult {
-  const diff = [...DIFF, '--ignore-submodules=none', '--submodule=short'];
-  return withScratch((tmp) => {
-    const patch = join(tmp, 'patch');
-    const inTmp: GitIn = (args) => git(dir, args, {}, run, [tmp]);
-    inTmp([...diff, '--binary', `--output=${patch}`, base, head]);
-    return toResult(inTmp([...diff, '--numstat', base, head]), patch);
-  });
+  return withScratch((tmp) => runDiff((args) => git(dir, args, {}, run, [tmp]), tmp,
+    ['--ignore-submodules=none', '--submodule=short'], [base, head]));
 }
 
 /**
@@ -305,10 +298,6 @@ export function snapshotTree(dir: string, embedded: string[], run: GitRun = host
 
 /** Diff of the working tree (embedded repositories left out) against base (a commit or a tree). */
 export function diffWorkingTree(dir: string, base: string, run: GitRun = hostGit): DiffResult {
-  return withWorkingIndex(dir, base, run, null, (inTmp, tmp) => {
-    const diff = [...DIFF, '--ignore-submodules=all', '--cached'];
-    const patch = join(tmp, 'patch');
-    inTmp([...diff, '--binary', `--output=${patch}`, base]);
-    return toResult(inTmp([...diff, '--numstat', base]), patch);
-  });
+  return withWorkingIndex(dir, base, run, null,
+    (inTmp, tmp) => runDiff(inTmp, tmp, ['--ignore-submodules=all', '--cached'], [base]));
 }
