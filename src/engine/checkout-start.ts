@@ -4,7 +4,7 @@ import { RefusedError } from '../errors.ts';
 import { TERMINAL } from '../run-json.ts';
 import { snapshotTree, workingChanges } from './git.ts';
 import { localRuns } from './local-runs.ts';
-import { workerAlive } from './repo-rename.ts';
+import { workerAlive } from './repo-name.ts';
 import type { RunState } from './run-state.ts';
 
 /** A run just made has no worker yet; one still without a worker after this never got one. */

@@ -12,12 +12,13 @@ import { errorMessage } from '../errors.ts';
 import { toRunJson, type RunState } from './run-state.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { isLoopbackAddress } from '../http/guards.ts';
+import { isJsonObject } from '../untrusted.ts';
 import {
   openPlainDirIn, openPlainFileIn, openRunFolder, readPlainIn, readPlainTree, readRange, skipReason, type PlainDir,
   type TreeFile,
 } from './plain-tree.ts';
 
-export const EVENTS_PER_BATCH = 500;
+const EVENTS_PER_BATCH = 500;
 const ARTIFACT_BYTES_PER_BATCH = 8 * 1024 * 1024;
 const MAX_ARTIFACT = 8 * 1024 * 1024;
 const MAX_STATE = 1024 * 1024;
@@ -73,8 +74,8 @@ function readObjectIn(folder: PlainDir, name: string, skip: SkipReport): Record<
     return null;
   }
   try {
-    const value = JSON.parse(raw.toString('utf8')) as unknown;
-    if (value !== null && typeof value === 'object' && !Array.isArray(value)) return value as Record<string, unknown>;
+    const value: unknown = JSON.parse(raw.toString('utf8'));
+    if (isJsonObject(value)) return value;
   } catch {
     // said below
   }
@@ -82,15 +83,8 @@ function readObjectIn(folder: PlainDir, name: string, skip: SkipReport): Record<
   return null;
 }
 
-function readOffsets(folder: PlainDir, skip: SkipReport): ShipOffsets {
-  const o = readObjectIn(folder, 'ship.json', skip) as Partial<ShipOffsets> | null;
-  return { events_offset: Number(o?.events_offset) || 0, artifacts: o?.artifacts ?? {} };
-}
-
-/** Complete lines from `offset`, at most `max`; returns the byte offset after the last one taken. */
-function readEventLines(
-  folder: PlainDir, offset: number, max: number, skip: SkipReport,
-): { lines: string[]; next: number } {
+/** Complete lines from `offset`, at most EVENTS_PER_BATCH; returns the byte offset after the last one taken. */
+function readEventLines(folder: PlainDir, offset: number, skip: SkipReport): { lines: string[]; next: number } {
   const fd = openPlainFileIn(folder, 'events.jsonl');
   if (typeof fd === 'string') {
     if (fd !== 'missing') skip('events.jsonl', skipReason(fd));
@@ -107,7 +101,7 @@ function readEventLines(
   const lines: string[] = [];
   let pos = 0;
   // A last line without its newline is still being written: left for the next read.
-  for (let nl = buf.indexOf(10); nl !== -1 && lines.length < max; nl = buf.indexOf(10, pos)) {
+  for (let nl = buf.indexOf(10); nl !== -1 && lines.length < EVENTS_PER_BATCH; nl = buf.indexOf(10, pos)) {
     lines.push(buf.subarray(pos, nl).toString('utf8'));
     pos = nl + 1;
   }
@@ -121,7 +115,6 @@ function readArtifacts(folder: PlainDir, skip: SkipReport): TreeFile[] {
     return [];
   }
   try {
-    // Files over the cap were always left out; they are reported now too.
     const files = readPlainTree(dir, {
       maxFile: MAX_ARTIFACT, maxDepth: MAX_ARTIFACT_DEPTH, skip: (rel, why) => skip(`artifacts/${rel}`, why),
     });
@@ -165,8 +158,9 @@ export function readRunBatch(folder: PlainDir, from: ShipOffsets | null, skip: S
     skip('state.json', `names run "${String(state.run)}", not "${name}"`);
     return null;
   }
-  const offsets = from ?? readOffsets(folder, skip);
-  const { lines, next } = readEventLines(folder, offsets.events_offset, EVENTS_PER_BATCH, skip);
+  const saved = from ? null : readObjectIn(folder, 'ship.json', skip) as Partial<ShipOffsets> | null;
+  const offsets = from ?? { events_offset: Number(saved?.events_offset) || 0, artifacts: saved?.artifacts ?? {} };
+  const { lines, next } = readEventLines(folder, offsets.events_offset, skip);
   const artifacts: TreeFile[] = [];
   const sent = { ...offsets.artifacts };
   let bytes = 0;
@@ -249,7 +243,7 @@ export function createShipper(
         failure = null;
         return true;
       } catch (err) {
-        failure = failureOf(err, url, token !== undefined && token !== '');
+        failure = failureOf(err, url, token !== undefined);
         return false;
       }
     },
