@@ -46,23 +46,12 @@ function quote(value: string): string {
 
 /** One GET through `curl --config -`: argv carries no URL and no secret, only the config switch. */
 function curlJson(url: string, token: string): Promise<unknown> {
-  const config = [
-    `url = ${quote(url)}`,
-    `header = ${quote(`Authorization: Bearer ${token}`)}`,
-    'header = "Accept: application/json"',
-    'proto = "=https,http"',
-    'silent',
-    'show-error',
-    'fail',
-    'max-time = 30',
-    'max-filesize = 20000000',
-    '',
-  ].join('\n');
+  const config = [`url = ${quote(url)}`, `header = ${quote(`Authorization: Bearer ${token}`)}`,
+    'header = "Accept: application/json"', 'proto = "=https,http"', 'silent', 'show-error', 'fail', 'max-time = 30',
+    'max-filesize = 20000000', ''].join('\n');
   return new Promise((resolve, reject) => {
     // Paths, proxies and CA settings only (the spawn policy's 'fetch' kind): the token travels on stdin.
-    const child = startChild(['curl', '--config', '-'], {
-      kind: 'fetch', base: process.env, stdio: ['pipe', 'pipe', 'pipe'],
-    });
+    const child = startChild(['curl', '--config', '-'], { kind: 'fetch', base: process.env, stdio: 'pipe' });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout?.on('data', (c: Buffer) => out.push(c));

@@ -24,12 +24,8 @@ const TOKEN_USER = 'x-access-token';
 
 /** Whether the token may go to `url`: https on https://github.com's (or GITHUB_API_URL's) host and port, bare. */
 function tokenGoesTo(url: string, env: NodeJS.ProcessEnv): boolean {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    return false; // scp-like ssh or a local path: the user's own credentials, never ours
-  }
+  const parsed = URL.parse(url);
+  if (!parsed) return false; // scp-like ssh or a local path: the user's own credentials, never ours
   const api = env.GITHUB_API_URL ? new URL(env.GITHUB_API_URL) : null;
   const own = !api || api.hostname === 'api.github.com' ? { hostname: 'github.com', port: '' } : api;
   return parsed.protocol === 'https:' && parsed.hostname === own.hostname && parsed.port === own.port &&
@@ -89,24 +85,16 @@ function shown(url: URL): string {
  * does not redirect or cannot be asked. TLS trusts what git would: GIT_SSL_CAINFO when the operator set it.
  */
 function redirectTarget(url: string, service: string, env: NodeJS.ProcessEnv): Promise<string | null> {
-  let target: URL;
-  try {
-    target = new URL(`${url.replace(/\/+$/, '')}/info/refs?service=${service}`);
-  } catch {
-    return Promise.resolve(null);
-  }
-  const secure = target.protocol === 'https:';
-  if (!secure && target.protocol !== 'http:') return Promise.resolve(null);
+  const target = URL.parse(`${url.replace(/\/+$/, '')}/info/refs?service=${service}`);
+  const secure = target?.protocol === 'https:';
+  if (!target || (!secure && target.protocol !== 'http:')) return Promise.resolve(null);
   return new Promise((resolve) => {
     const answered = (res: IncomingMessage): void => {
       res.resume();
-      const location = res.headers.location;
+      const { location } = res.headers;
       const status = res.statusCode ?? 0;
-      try {
-        resolve(status >= 300 && status < 400 && location ? shown(new URL(location, target)) : null);
-      } catch {
-        resolve(null);
-      }
+      const to = status >= 300 && status < 400 && location ? URL.parse(location, target.href) : null;
+      resolve(to ? shown(to) : null);
     };
     try {
       const ca = secure && env.GIT_SSL_CAINFO ? readFileSync(env.GIT_SSL_CAINFO) : undefined;
@@ -126,12 +114,8 @@ export async function redirectRefusal(
   url: string, service: 'git-upload-pack' | 'git-receive-pack', env: NodeJS.ProcessEnv,
 ): Promise<CredentialRedirectError> {
   const to = await redirectTarget(url, service, env);
-  let from = url;
-  try {
-    from = shown(new URL(url));
-  } catch {
-    // not a URL git could have been redirected from; named as given
-  }
+  const parsed = URL.parse(url);
+  const from = parsed ? shown(parsed) : url; // else not a URL git could have been redirected from; named as given
   const where = to ? `"${to}"` : 'another address (the server did not say where)';
   return new CredentialRedirectError(`The git server at "${from}" redirected to ${where}: svc follows no redirect, ` +
     'so a credential never reaches another host; set the remote to the address it now lives at');

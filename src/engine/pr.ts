@@ -89,12 +89,8 @@ async function createViaRest(req: PrRequest, token: string): Promise<PrResult> {
 /** gh's `--repo` value, `[HOST/]OWNER/REPO`: gh then never picks the repository from the config's remotes. */
 function ghRepo(target: PushTarget): string {
   if (!target.repo) throw new RefusedError('Cannot tell the GitHub owner/name of origin');
-  let host: string | null = null;
-  try {
-    host = new URL(target.url).hostname || null;
-  } catch {
-    host = /^[^@/]+@([^:/]+):/.exec(target.url)?.[1] ?? null; // scp-like git@host:owner/name
-  }
+  // A URL's host, else an scp-like git@host:owner/name's.
+  const host = URL.parse(target.url)?.hostname || /^[^@/]+@([^:/]+):/.exec(target.url)?.[1];
   return host ? `${host}/${target.repo}` : target.repo;
 }
 
