@@ -183,18 +183,15 @@ export interface TreeFile {
   content: Buffer;
 }
 
-export interface TreeOptions {
-  maxFile: number;
-  maxDepth: number;
-  skip: (rel: string, reason: string) => void;
-}
-
 /**
  * Hands every regular file under `dir` (up to `maxDepth` folders down, sorted) to `visit` as it is read, without
  * following a link; nothing is kept, so a caller can stop (throw) at a total of its own. Links, special files, files
  * over `maxFile` bytes and folders too deep go to `skip(rel, reason)`.
  */
-export function walkPlainTree(dir: PlainDir, opts: TreeOptions, visit: (file: TreeFile) => void, prefix = ''): void {
+export function walkPlainTree(
+  dir: PlainDir, opts: { maxFile: number; maxDepth: number; skip: (rel: string, reason: string) => void },
+  visit: (file: TreeFile) => void, prefix = '',
+): void {
   for (const { name, kind } of listPlain(dir)) {
     const rel = prefix ? `${prefix}/${name}` : name;
     if (kind === 'dir') {
@@ -218,13 +215,6 @@ export function walkPlainTree(dir: PlainDir, opts: TreeOptions, visit: (file: Tr
     if (typeof content === 'string') opts.skip(rel, skipReason(content, opts.maxFile));
     else visit({ rel, content });
   }
-}
-
-/** walkPlainTree's files as a list. */
-export function readPlainTree(dir: PlainDir, opts: TreeOptions): TreeFile[] {
-  const out: TreeFile[] = [];
-  walkPlainTree(dir, opts, (file) => out.push(file));
-  return out;
 }
 
 /**

@@ -13,12 +13,6 @@ import { runDir } from './paths.ts';
 import { plainEntries } from './plain-tree.ts';
 import { createShipper, type Shipper } from './shipper.ts';
 
-export interface ShipLoop {
-  /** Something of the run changed: ship it soon. */
-  changed(): void;
-  close(): Promise<void>;
-}
-
 /** The project of a run folder `<repo>/.svc/runs/<run>`. */
 function projectOf(dir: string): string {
   return dirname(dirname(dirname(dir)));
@@ -36,7 +30,10 @@ function clearPending(dir: string): void {
   rmSync(join(projectOf(dir), '.svc', 'ship-pending', basename(dir)), { force: true });
 }
 
-export function createShipLoop(shipper: Shipper, dir: string, say: (text: string) => void): ShipLoop {
+/** `changed()`: something of the run changed, so ship it soon. */
+export function createShipLoop(
+  shipper: Shipper, dir: string, say: (text: string) => void,
+): { changed(): void; close(): Promise<void> } {
   let dirty = true;
   /** A flush is running or backing off: the next one is already timed. Otherwise, while dirty, one is due in 200 ms. */
   let held = false;

@@ -14,8 +14,8 @@ import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { isLoopbackAddress } from '../http/guards.ts';
 import { isJsonObject } from '../untrusted.ts';
 import {
-  openPlainDirIn, openPlainFileIn, openRunFolder, readPlainIn, readPlainTree, readRange, skipReason, type PlainDir,
-  type TreeFile,
+  openPlainDirIn, openPlainFileIn, openRunFolder, readPlainIn, readRange, skipReason, walkPlainTree,
+  type PlainDir, type TreeFile,
 } from './plain-tree.ts';
 
 const EVENTS_PER_BATCH = 500;
@@ -115,10 +115,12 @@ function readArtifacts(folder: PlainDir, skip: SkipReport): TreeFile[] {
     return [];
   }
   try {
-    const files = readPlainTree(dir, {
-      maxFile: MAX_ARTIFACT, maxDepth: MAX_ARTIFACT_DEPTH, skip: (rel, why) => skip(`artifacts/${rel}`, why),
+    const files: TreeFile[] = [];
+    const skipIn = (rel: string, why: string) => skip(`artifacts/${rel}`, why);
+    walkPlainTree(dir, { maxFile: MAX_ARTIFACT, maxDepth: MAX_ARTIFACT_DEPTH, skip: skipIn }, (file) => {
+      if (!file.rel.endsWith('.tmp')) files.push(file);
     });
-    return files.filter(({ rel }) => !rel.endsWith('.tmp'));
+    return files;
   } finally {
     dir.close();
   }
