@@ -1,14 +1,13 @@
 // git for managed checkouts: asynchronous (a fetch must not hold the server's event loop), every
-// call through the spawn policy with svc's host git (src/engine/host-git.ts: no global or system config, no hooks,
+// call through the spawn policy with svc's host git (src/engine/git.ts: no global or system config, no hooks,
 // fsmonitor, submodules or redirects). Talking to the origin, the GitHub token goes only to the URL the push would
 // send it to (src/engine/git-token.ts: scheme, host, port and path), through GIT_ASKPASS. A redirect fails the
-// fetch with a message naming both places (src/engine/git-redirect.ts). Local work on svc's own mirror and checkouts
+// fetch with a message naming both places. Local work on svc's own mirror and checkouts
 // reads no config but the repository's own, which svc wrote.
 // Must not: put the token in argv, a URL, a file or an error message.
 import { runCollect } from '../spawn/start.ts';
-import { gitArgv, gitBaseEnv, gitExtraEnv } from '../engine/host-git.ts';
-import { askpassEnv, tokenGoesTo, withAskpass, TOKEN_GIT_CONFIG } from '../engine/git-token.ts';
-import { redirectedUrl, redirectRefusal } from '../engine/git-redirect.ts';
+import { gitArgv, gitBaseEnv, gitExtraEnv } from '../engine/git.ts';
+import { redirectedUrl, redirectRefusal, withGitToken } from '../engine/git-token.ts';
 
 /** git's own reason a managed-checkout step failed (its first stderr line); never holds the token. */
 export class ManagedGitError extends Error {
@@ -59,15 +58,7 @@ export function createManagedGit(opts: ManagedGitOptions): ManagedGit {
   const token = opts.env.GITHUB_TOKEN || opts.env.GH_TOKEN || null;
   return {
     local: (cwd, args, what) => run(cwd, args, {}, what),
-    async remote(cwd, url, args, what) {
-      const timeout = opts.networkTimeoutMs;
-      if (!token || !tokenGoesTo(url, opts.env)) {
-        // The user's own ssh setup as for any git of theirs; never svc's token.
-        return run(cwd, args, {}, what, timeout, url);
-      }
-      // The askpass answers with the token for `url` alone; the token lives in this child's env only.
-      return withAskpass((askpass) => run(cwd, [...TOKEN_GIT_CONFIG, ...args],
-        askpassEnv(askpass, token, url), what, timeout, url));
-    },
+    remote: (cwd, url, args, what) => withGitToken(url, token, opts.env,
+      (config, extra) => run(cwd, [...config, ...args], extra, what, opts.networkTimeoutMs, url)),
   };
 }

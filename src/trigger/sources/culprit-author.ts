@@ -1,6 +1,6 @@
 // The author of the last commit to the culprit file, only when the file resolves inside the project (no path escape).
 import { runCollect } from '../../spawn/start.ts';
-import { gitArgv, gitExtraEnv } from '../../engine/host-git.ts';
+import { gitArgv, gitExtraEnv } from '../../engine/git.ts';
 import { realpath, stat } from 'node:fs/promises';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
 
