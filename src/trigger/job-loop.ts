@@ -3,7 +3,7 @@
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow, TriggerJobsStore } from '../db/trigger-jobs-store.ts';
 import type { JobExecutor, RunOutcome, RunRef } from './executor.ts';
-import { finishJob, jobEndOf, type JobEnd } from './job-finish.ts';
+import { buildSummaryParts, plainSummary } from './summary.ts';
 import type { Logger } from '../log.ts';
 import { WorkdirError, type JobWorkdirs } from './served-repos.ts';
 import type { ServedRepo } from './served-repos-file.ts';
@@ -22,6 +22,15 @@ export interface JobLoop {
   active(): number;
   /** Resolves once no job is active (tests and shutdown). */
   idle(): Promise<void>;
+}
+
+/** How a job ended, with what its summary says. */
+interface JobEnd {
+  status: 'succeeded' | 'failed' | 'interrupted';
+  run?: RunRef | null;
+  outcome?: RunOutcome | null;
+  exitCode?: number | null;
+  error: string | null;
 }
 
 export interface JobLoopOptions {
@@ -51,7 +60,6 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
   // or one route does not make the others wait behind all of it (issues 21, 22). Within a pair, oldest first.
   const turns: Turns = { active: new Map(), served: new Map(), starts: 0 };
   const repoCap = opts.repoConcurrency ?? opts.concurrency;
-  const finishDeps = { stores, log, clock: opts.clock, controlUrl: opts.controlUrl };
 
   function track(job: JobRow, task: Promise<void>): void {
     tasks.add(task);
@@ -68,22 +76,36 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
     });
   }
 
-  function finish(
-    job: JobRow, status: JobEnd, run: RunRef | null, outcome: RunOutcome | null, exitCode: number | null,
-    error: string | null,
-  ): void {
-    finishJob(finishDeps, job, { status, run, outcome, exitCode, error });
+  /**
+   * Records how the job ended and the summary its reply will carry (plain text and the parts each channel renders),
+   * for every way a job can end: its run's outcome, a failed launch, a restart that lost it, a crash of this loop.
+   */
+  function finish(job: JobRow, end: JobEnd): void {
+    const { status, run = null, outcome = null, exitCode = null, error } = end;
+    const now = opts.clock();
+    const startedMs = outcome?.started_at ? Date.parse(outcome.started_at) : (job.started_at ?? now);
+    const endedMs = outcome?.ended_at ? Date.parse(outcome.ended_at) : now;
+    const parts = buildSummaryParts({
+      jobId: job.id, status, run, outcome, durationMs: endedMs - startedMs, error, controlUrl: opts.controlUrl,
+    });
+    const summary = plainSummary(parts);
+    const summary_parts = JSON.stringify(parts);
+    stores.jobs.finish(job.id, { status, finished_at: now, exit_code: exitCode, summary, summary_parts, error });
+    log.info('job finished', { job_id: job.id, status, run: run ? `${run.source}/${run.run}` : null });
   }
 
   async function followToEnd(job: JobRow, run: RunRef, reattach: boolean, workdir: string): Promise<void> {
     const outcome = await executor.follow(run, abort.signal, { reattach, workdir });
     if (outcome === 'aborted') return; // shutting down: stays running, re-attached on restart
     if (outcome === null) {
-      const status = reattach ? 'interrupted' : 'failed';
-      finish(job, status, run, null, null, reattach ? 'run state not found after restart' : 'run state never appeared');
+      const error = reattach ? 'run state not found after restart' : 'run state never appeared';
+      finish(job, { status: reattach ? 'interrupted' : 'failed', run, error });
     } else {
-      const { status, error } = jobEndOf(outcome);
-      finish(job, status, run, outcome, null, error);
+      // Only a succeeded run makes a succeeded job.
+      const error = outcome.status === 'stopped' ? 'run stopped'
+        : outcome.status === 'failed' ? (outcome.error ?? 'run failed')
+        : null;
+      finish(job, { status: outcome.status === 'succeeded' ? 'succeeded' : 'failed', run, outcome, error });
     }
     await opts.notify(job.id);
   }
@@ -97,7 +119,7 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
       return { workdir, repo };
     } catch (err) {
       if (!(err instanceof WorkdirError)) throw err;
-      finish(job, 'failed', null, null, null, err.message);
+      finish(job, { status: 'failed', error: err.message });
       await opts.notify(job.id);
       return null;
     }
@@ -112,7 +134,7 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
       id: job.id, args: job.args, origin: job.origin, workdir, repo: { name: repo.name, clone: repo.clone },
     });
     if (!launched.run || launched.error) {
-      finish(job, 'failed', null, null, launched.exitCode, launched.error ?? 'launch failed');
+      finish(job, { status: 'failed', exitCode: launched.exitCode, error: launched.error ?? 'launch failed' });
       await opts.notify(job.id);
       return;
     }
@@ -124,7 +146,7 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
     return work.catch((err: unknown) => {
       log.error('job crashed', { job_id: job.id, error: errorMessage(err) });
       try {
-        finish(job, 'failed', null, null, null, 'internal error while running the job');
+        finish(job, { status: 'failed', error: 'internal error while running the job' });
       } catch {
         // the DB is gone (shutdown); the job is re-attached or interrupted on restart
       }
@@ -155,7 +177,7 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
         track(job, guarded(job, followToEnd(job, run, true, workdir)));
       } else {
         // It was launching when the server stopped: which run it started (if any) is unknown.
-        finish(job, 'interrupted', null, null, null, 'the server stopped before the run was recorded');
+        finish(job, { status: 'interrupted', error: 'the server stopped before the run was recorded' });
         void opts.notify(job.id);
       }
     }

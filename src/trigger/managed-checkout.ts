@@ -1,5 +1,5 @@
 // Checkouts svc manages for a `clone=URL` repository. Per repository, under the trigger's state
-// folder (repo-dirs.ts): `mirror.git`, a bare repository that only svc writes; and beside the jobs' checkouts
+// folder (managedDir): `mirror.git`, a bare repository that only svc writes; and beside the jobs' checkouts
 // (`<checkouts>/<owner>/<name>/<job id>/`, each job's own clone of the mirror at the default branch, whose origin is
 // the clone URL) a spare `.next/`: the next job's checkout, made while this one starts. Before every job svc asks the
 // origin for its branches (ls-remote); when the answer is the one the spare was made for, the spare is renamed into
@@ -17,7 +17,6 @@ import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '../log.ts';
 import { errorMessage } from '../errors.ts';
-import { managedDir } from './repo-dirs.ts';
 import type { ServedRepo } from './served-repos-file.ts';
 import { trackeraInbox, TRACKERA_IDENTIFIER } from './trackera-snapshot.ts';
 import { createManagedGit, ManagedGitError, shownUrl, type ManagedGit } from './managed-git.ts';
@@ -42,6 +41,20 @@ export interface ManagedCheckoutOptions {
   log: Logger;
   /** Default 15 minutes: a first clone of a large repository takes a while. */
   networkTimeoutMs?: number;
+}
+
+/** `<stateDir>/repos/<owner>/<name>`: a managed repository's mirror and intake files. */
+export function managedDir(stateDir: string, repo: ServedRepo): string {
+  const [owner, name] = repo.name.toLowerCase().split('/') as [string, string];
+  return join(stateDir, 'repos', owner, name);
+}
+
+/**
+ * The folder whose `.svc/inbox` receives a delivery's files before its job runs (a trackera snapshot): the checkout,
+ * or the managed folder, from which each job's checkout gets them at launch.
+ */
+export function intakeDir(stateDir: string, repo: ServedRepo): string {
+  return repo.checkout ?? managedDir(stateDir, repo);
 }
 
 const JOB_SEGMENT = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;

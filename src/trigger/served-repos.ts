@@ -12,7 +12,10 @@ import { ManagedGitError, type ManagedCheckouts } from './managed-checkout.ts';
 import {
   EVERY_CHANNEL, isChatKind, keyOf, parseServedRepos, ReposFileError, type ReposProblem, type ServedRepo,
 } from './served-repos-file.ts';
-import { ROUTING_KINDS, type ChatKind, type RoutingKind } from '../webhook-sources.ts';
+import {
+  DEFAULT_BRIEF_BYTES, ROUTING_KINDS, sanitizeBrief, type ChatKind, type RoutingKind,
+} from '../webhook-sources.ts';
+import { isRepoName } from '../engine/repo-name.ts';
 
 export type Routed = { kind: 'repo'; repo: ServedRepo } | { kind: 'unserved'; reason: string };
 
@@ -91,6 +94,25 @@ export function createRepoRouter(entries: readonly ServedRepo[], source: string)
       return { kind: 'unserved', reason: `${where} is mapped to no repository${hint}` };
     },
   };
+}
+
+export type RepoOption = { kind: 'option'; repo: string | null; text: string } | { kind: 'bad'; reason: string };
+
+const REPO_TOKEN = /(^|\s)repo=(\S*)/gi;
+
+/**
+ * `repo=owner/name` in a chat command: the one way a chat message picks a repository, and only among the ones its
+ * channel may reach (`chat` above). Taken out of the text before it becomes a brief; the rest is sanitized again,
+ * since removing the token can leave a leading hyphen.
+ */
+export function takeRepoOption(text: string): RepoOption {
+  const named = new Set<string>();
+  for (const m of text.matchAll(REPO_TOKEN)) named.add(m[2]!.toLowerCase());
+  if (named.size === 0) return { kind: 'option', repo: null, text };
+  if (named.size > 1) return { kind: 'bad', reason: 'name one repository with repo=owner/name, not several' };
+  const [repo] = [...named] as [string];
+  if (!isRepoName(repo)) return { kind: 'bad', reason: `repo=${repo.slice(0, 120)} is not an owner/name` };
+  return { kind: 'option', repo, text: sanitizeBrief(text.replace(REPO_TOKEN, ' '), DEFAULT_BRIEF_BYTES) };
 }
 
 /**
