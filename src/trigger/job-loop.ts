@@ -5,8 +5,9 @@ import type { JobRow, TriggerJobsStore } from '../db/trigger-jobs-store.ts';
 import type { JobExecutor, RunOutcome, RunRef } from './executor.ts';
 import { buildSummaryParts, plainSummary } from './summary.ts';
 import type { Logger } from '../log.ts';
-import { WorkdirError, type JobWorkdirs } from './served-repos.ts';
+import type { RepoRouter } from './served-repos.ts';
 import type { ServedRepo } from './served-repos-file.ts';
+import { ManagedGitError, type ManagedCheckouts } from './managed-checkout.ts';
 import { errorMessage } from '../errors.ts';
 
 export interface JobLoop {
@@ -39,8 +40,9 @@ export interface JobLoopOptions {
   concurrency: number;
   /** Jobs of one repository active at once; default `concurrency`. */
   repoConcurrency?: number;
-  /** Where each job runs: its routed repository's directory. */
-  workdirs: JobWorkdirs;
+  /** Where each job runs: its routed repository's checkout, or for a clone URL its own managed checkout. */
+  repos: RepoRouter;
+  managed: ManagedCheckouts;
   clock: () => number;
   log: Logger;
   controlUrl: string | undefined;
@@ -110,19 +112,34 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
     await opts.notify(job.id);
   }
 
-  /** The routed repository and its directory, recorded before launch; null (and the job failed) when there is none. */
+  /** The served entry of a job: its recorded repository, or the default for a job accepted before migration 6. */
+  function repoOf(job: JobRow): ServedRepo | undefined {
+    return job.repo === null ? opts.repos.entries.find((e) => e.isDefault) : opts.repos.byName(job.repo);
+  }
+
+  /**
+   * The routed repository and its directory (never another repository's, never the server's cwd), recorded before
+   * launch; null, and the job failed, when its repository is no longer served or its checkout could not be made.
+   */
   async function workdirOf(job: JobRow): Promise<{ workdir: string; repo: ServedRepo } | null> {
-    try {
-      const repo = opts.workdirs.repoOf(job);
-      const workdir = await opts.workdirs.prepare(job, repo);
-      stores.jobs.setWorkdir(job.id, workdir);
-      return { workdir, repo };
-    } catch (err) {
-      if (!(err instanceof WorkdirError)) throw err;
-      finish(job, { status: 'failed', error: err.message });
-      await opts.notify(job.id);
-      return null;
+    const repo = repoOf(job);
+    let error = job.repo === null
+      ? 'The job has no repository to run in: it was queued before routing and no repository is the default'
+      : `The job has no repository to run in: "${job.repo}" is no longer served`;
+    if (repo) {
+      try {
+        const workdir = repo.checkout ?? await opts.managed.prepare(repo, job);
+        stores.jobs.setWorkdir(job.id, workdir);
+        return { workdir, repo };
+      } catch (err) {
+        // git's reason, as the job's error and in its summary; the next job of the repository fetches again.
+        if (!(err instanceof ManagedGitError)) throw err;
+        error = err.message;
+      }
     }
+    finish(job, { status: 'failed', error });
+    await opts.notify(job.id);
+    return null;
   }
 
   async function runJob(job: JobRow): Promise<void> {
@@ -168,7 +185,8 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
 
   function recover(): void {
     for (const job of stores.jobs.listRunning()) {
-      const workdir = opts.workdirs.recorded(job);
+      // Where its runs live: the recorded workdir, else its repository's checkout.
+      const workdir = job.workdir ?? repoOf(job)?.checkout ?? null;
       if (job.run_source && job.run_id && workdir !== null) {
         log.info('re-attaching job to its run', { job_id: job.id, run: `${job.run_source}/${job.run_id}` });
         const run = { source: job.run_source, run: job.run_id };

@@ -21,7 +21,7 @@ import { createManagedCheckouts } from './managed-checkout.ts';
 import { startTriggerRetention } from './retention.ts';
 import { createWalCheckpointer } from '../db/wal-checkpointer.ts';
 import { BadSettingError } from '../errors.ts';
-import { createJobWorkdirs, type LiveRepoRouter, type RepoRouter } from './served-repos.ts';
+import type { LiveRepoRouter, RepoRouter } from './served-repos.ts';
 import { closeGracefully, listen } from '../http/listen.ts';
 import { createHttpServer } from '../http/http-server.ts';
 import { readConnectionLimits } from '../http/connection-limits.ts';
@@ -133,9 +133,9 @@ export async function startTrigger(
   const managed = createManagedCheckouts({
     stateDir: settings.stateDir, checkoutsDir: settings.checkoutsDir, env, log,
   });
-  const workdirs = createJobWorkdirs(settings.repos, managed);
   jobLoop = createJobLoop({
-    stores, executor, concurrency: settings.concurrency, repoConcurrency: settings.repoConcurrency, workdirs,
+    stores, executor, concurrency: settings.concurrency, repoConcurrency: settings.repoConcurrency,
+    repos: settings.repos, managed,
     clock, log, controlUrl: settings.controlUrl, notify,
   });
   const skips = createSkipCounts();

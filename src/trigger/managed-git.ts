@@ -6,17 +6,13 @@
 // reads no config but the repository's own, which svc wrote.
 // Must not: put the token in argv, a URL, a file or an error message.
 import { runCollect } from '../spawn/start.ts';
+import { FailedError } from '../errors.ts';
 import { gitArgv, gitBaseEnv, gitExtraEnv } from '../engine/host-git.ts';
 import { askpassEnv, tokenGoesTo, withAskpass, TOKEN_GIT_CONFIG } from '../engine/git-token.ts';
 import { redirectedUrl, redirectRefusal } from '../engine/git-redirect.ts';
 
 /** git's own reason a managed-checkout step failed (its first stderr line); never holds the token. */
-export class ManagedGitError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'ManagedGitError';
-  }
-}
+export class ManagedGitError extends FailedError {}
 
 export interface ManagedGitOptions {
   /** The server's environment: GITHUB_TOKEN or GH_TOKEN, GITHUB_API_URL (the token's host), PATH, HOME, CA settings. */

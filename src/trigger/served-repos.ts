@@ -1,14 +1,12 @@
 // Which served repository an event belongs to: exactly one, or a reason it is refused. Never a guess: a
 // GitHub event goes only to the entry named by its repository.full_name; other sources by the keys the operator
 // mapped, then the entry marked `default`, else nothing. Below: the table as the running server sees it (reread when
-// its file changes), and the directory a routed job runs in.
+// its file changes).
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { pinPushTarget } from '../engine/git-push.ts';
 import type { Logger } from '../log.ts';
-import { errorMessage, FailedError } from '../errors.ts';
-import type { JobRow } from '../db/trigger-jobs-store.ts';
-import { ManagedGitError, type ManagedCheckouts } from './managed-checkout.ts';
+import { errorMessage } from '../errors.ts';
 import {
   EVERY_CHANNEL, isChatKind, keyOf, parseServedRepos, ReposFileError, type ReposProblem, type ServedRepo,
 } from './served-repos-file.ts';
@@ -248,56 +246,6 @@ export function liveServedRepos(file: string): LiveRepoRouter {
     chat: (kind, channel, option) => fresh().chat(kind, channel, option),
     attach(h) {
       hooks = h;
-    },
-  };
-}
-
-// Which directory a job runs in: the routed repository's checkout, or for a clone URL the job's own
-// checkout of the freshly fetched mirror (managed-checkout.ts). Never another repository's, never the server's cwd.
-/** The job cannot run: its repository is gone from the table, or its checkout could not be made. */
-export class WorkdirError extends FailedError {}
-
-export interface JobWorkdirs {
-  /** The served entry of a job: its recorded repository, or the default for a job accepted before migration 6. */
-  repoOf(job: JobRow): ServedRepo;
-  /** The directory to launch the job in; throws WorkdirError. */
-  prepare(job: JobRow, repo: ServedRepo): Promise<string>;
-  /** Where a running job's runs live after a restart: the recorded workdir, else its repository's checkout. */
-  recorded(job: JobRow): string | null;
-}
-
-/** `managed` makes the checkouts of clone= entries; without it (tests of routing alone) such a job fails. */
-export function createJobWorkdirs(router: RepoRouter, managed?: ManagedCheckouts): JobWorkdirs {
-  function repoOf(job: JobRow): ServedRepo {
-    const repo = job.repo === null ? router.entries.find((e) => e.isDefault) : router.byName(job.repo);
-    if (!repo) {
-      const what = job.repo === null
-        ? 'it was queued before routing and no repository is the default'
-        : `"${job.repo}" is no longer served`;
-      throw new WorkdirError(`The job has no repository to run in: ${what}`);
-    }
-    return repo;
-  }
-  return {
-    repoOf,
-    async prepare(job, repo) {
-      if (repo.checkout !== null) return repo.checkout;
-      if (!managed) throw new WorkdirError(`"${repo.name}" has a clone URL, and no managed checkouts are made here`);
-      try {
-        return await managed.prepare(repo, job);
-      } catch (err) {
-        // git's reason, as the job's error and in its summary; the next job of the repository fetches again.
-        if (err instanceof ManagedGitError) throw new WorkdirError(err.message);
-        throw err;
-      }
-    },
-    recorded(job) {
-      if (job.workdir !== null) return job.workdir;
-      try {
-        return repoOf(job).checkout;
-      } catch {
-        return null;
-      }
     },
   };
 }
