@@ -14,14 +14,14 @@ import { createControlReporter, reportServedRepos } from './control-report.ts';
 import { createTriggerApp, REPLIES } from './app.ts';
 import type { JobExecutor } from './executor.ts';
 import type { TriggerSettings } from './settings.ts';
-import { ROUTES } from './secrets.ts';
+import { SOURCE_NAMES } from '../webhook-sources.ts';
 import { createLogger, type Logger } from '../log.ts';
-import { createSkipCounts } from './skip-counts.ts';
+import { createSkipCounts } from './deps.ts';
 import { createManagedCheckouts } from './managed-checkout.ts';
 import { startTriggerRetention } from './retention.ts';
 import { createWalCheckpointer } from '../db/wal-checkpointer.ts';
 import { BadSettingError } from '../errors.ts';
-import type { LiveRepoRouter, RepoRouter } from './served-repos.ts';
+import type { RepoRouter } from './served-repos.ts';
 import { closeGracefully, listen } from '../http/listen.ts';
 import { createHttpServer } from '../http/http-server.ts';
 import { readConnectionLimits } from '../http/connection-limits.ts';
@@ -53,17 +53,13 @@ export interface TriggerOverrides {
   servedRetryMs?: readonly number[];
 }
 
-/** The executor SVC_TRIGGER_EXECUTOR names. */
+/** The executor SVC_TRIGGER_EXECUTOR names (the settings registry allows only these two). */
 function pickExecutor(settings: TriggerSettings, env: NodeJS.ProcessEnv, log: Logger, pollMs?: number): JobExecutor {
-  if (settings.executor === 'local') {
-    return createLocalExecutor({ cliPath: settings.cliPath, env, log, ...(pollMs ? { pollMs } : {}) });
-  }
-  if (settings.executor === 'kubernetes') {
-    kubernetesReposCheck(settings.repos);
-    const { controlUrl, controlToken } = settings;
-    return createKubernetesExecutor({ env, log, controlUrl, controlToken, ...(pollMs ? { pollMs } : {}) });
-  }
-  throw new BadSettingError(`Unknown SVC_TRIGGER_EXECUTOR "${settings.executor}" (known: local, kubernetes)`);
+  const poll = pollMs ? { pollMs } : {};
+  if (settings.executor === 'local') return createLocalExecutor({ cliPath: settings.cliPath, env, ...poll });
+  kubernetesReposCheck(settings.repos);
+  const { controlUrl, controlToken } = settings;
+  return createKubernetesExecutor({ env, log, controlUrl, controlToken, ...poll });
 }
 
 /**
@@ -79,19 +75,10 @@ function kubernetesReposCheck(repos: RepoRouter): void {
     + `clone= URL for its pods to clone (${repos.source}: ${local.join(', ')} only have a checkout=)`);
 }
 
-/** Routes that can queue work: the ones the queue's shares are split between (queue-shares.ts). */
-function configuredRoutes(settings: TriggerSettings): number {
-  return ROUTES.filter((r) => settings.secrets[r].value && settings.secrets[r].unavailable === null).length;
-}
-
 /** Logged once the server listens: a start that fails shows its own error last, not under route warnings. */
 function logStartupProblems(settings: TriggerSettings, log: Logger): void {
   for (const error of settings.problems.errors) log.error(error);
   for (const warning of settings.problems.warnings) log.warn(warning);
-}
-
-function isLive(repos: RepoRouter): repos is LiveRepoRouter {
-  return typeof (repos as Partial<LiveRepoRouter>).attach === 'function';
 }
 
 export async function startTrigger(
@@ -106,7 +93,7 @@ export async function startTrigger(
   const executor = o.executor ?? pickExecutor(settings, env, log, o.pollMs);
   const db = openDatabase(settings.dbPath, triggerMigrations);
   const stores = createTriggerStores(db);
-  stores.jobs.countOrigins(ROUTES);
+  stores.jobs.countOrigins(SOURCE_NAMES);
   const checkpointer = createWalCheckpointer({ db, path: settings.dbPath, log });
   const shutdown = new AbortController();
   const { controlUrl, controlToken, source } = settings;
@@ -124,7 +111,9 @@ export async function startTrigger(
   });
   let jobLoop: JobLoop | undefined;
   const queue = createJobQueue({
-    stores, clock, maxQueued: settings.queueMax, routes: configuredRoutes(settings),
+    stores, clock, maxQueued: settings.queueMax,
+    // The routes that can queue work: the queue's shares are split between them.
+    routes: SOURCE_NAMES.filter((r) => settings.secrets[r].value && settings.secrets[r].unavailable === null).length,
     onEnqueued: () => {
       checkpointer.nudge();
       setImmediate(() => jobLoop?.kick());
@@ -154,13 +143,11 @@ export async function startTrigger(
       ...(o.servedRetryMs ? { retryMs: o.servedRetryMs } : {}),
     }));
   };
-  if (isLive(settings.repos)) {
-    settings.repos.attach({
-      log,
-      ...(settings.executor === 'kubernetes' && !o.executor ? { check: kubernetesReposCheck } : {}),
-      onChange: (next) => report(next.entries.map((e) => e.name)),
-    });
-  }
+  settings.repos.attach?.({
+    log,
+    ...(settings.executor === 'kubernetes' && !o.executor ? { check: kubernetesReposCheck } : {}),
+    onChange: (next) => report(next.entries.map((e) => e.name)),
+  });
   const { server, connections } = createHttpServer(app.listener, connectionLimits);
   const { url } = await listen(server, settings.host, settings.port);
   accepting = true;

@@ -31,6 +31,8 @@ export interface RepoRouter {
    * `chata=*`); `option` (repo=owner/name, lower case) picks among those. A refusal names only reachable entries.
    */
   chat(kind: ChatKind, channel: string | null, option: string | null): Routed;
+  /** A table read from a file: wires logging and the rules below once the server has them (settings come first). */
+  attach?(hooks: LiveHooks): void;
 }
 
 /** Text from a payload, fit for a skip reason and a log line. */
@@ -197,11 +199,6 @@ export interface LiveHooks {
   onChange?: (router: RepoRouter) => void;
 }
 
-export interface LiveRepoRouter extends RepoRouter {
-  /** Wires logging and the rules above once the server has them (settings are resolved before its logger exists). */
-  attach(hooks: LiveHooks): void;
-}
-
 function fingerprint(file: string): string {
   try {
     const st = statSync(file);
@@ -212,7 +209,7 @@ function fingerprint(file: string): string {
 }
 
 /** Loads `file` now (throwing ReposFileError as the start-up check) and again whenever it changes. */
-export function liveServedRepos(file: string): LiveRepoRouter {
+export function liveServedRepos(file: string): RepoRouter {
   let seen = fingerprint(file);
   let current = loadServedRepos(file);
   let hooks: LiveHooks | undefined;

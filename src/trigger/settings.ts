@@ -2,11 +2,11 @@
 import { svcCliPath } from '../spawn/svc-paths.ts';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { resolveRouteSecrets, type RouteSecrets, type SecretProblems } from './secrets.ts';
 import type { NotifyConfig } from './summary.ts';
 import type { TriggerRetention } from './retention.ts';
 import { liveServedRepos, shorthandRepos, type RepoRouter } from './served-repos.ts';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { decodeChatbKey, SOURCE_NAMES, sourceOf, type SourceName } from '../webhook-sources.ts';
 import { BadSettingError } from '../errors.ts';
 import { setting, settingChoice, settingInt, settingOr } from '../settings-registry.ts';
 
@@ -163,4 +163,73 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
       jobDays: settingInt(env, 'SVC_TRIGGER_JOB_DAYS'),
     },
   };
+}
+
+// Route secrets: missing → the route answers 503 naming the variable; any two equal → both routes are disabled
+// (spec "Authentication": a secret equal to another disables its route).
+export interface RouteSecret {
+  /** The variable an operator sets (named in 503 replies and logs; its value never is). */
+  variable: string;
+  value: string | undefined;
+  /** Why the route cannot serve, or null when it can. */
+  unavailable: string | null;
+}
+
+export type RouteSecrets = Record<SourceName, RouteSecret>;
+
+export interface SecretProblems {
+  warnings: string[];
+  errors: string[];
+}
+
+function readTokenFile(variable: string, path: string, problems: SecretProblems): string | undefined {
+  try {
+    return readFileSync(path, 'utf8').trim() || undefined;
+  } catch (err) {
+    problems.errors.push(`${variable} could not be read: ${(err as NodeJS.ErrnoException).code ?? 'error'}`);
+    return undefined;
+  }
+}
+
+/** The first of the route's variables that is set, else its file variable's file, else the first (unset). */
+function pick(
+  env: NodeJS.ProcessEnv, route: SourceName, problems: SecretProblems,
+): { variable: string; value: string | undefined } {
+  const { secret, secretFile } = sourceOf(route);
+  const variable = secret.find((name) => env[name]);
+  if (variable) return { variable, value: env[variable] };
+  if (secretFile && env[secretFile]) {
+    return { variable: secretFile, value: readTokenFile(secretFile, env[secretFile], problems) };
+  }
+  return { variable: secret[0]!, value: undefined };
+}
+
+export function resolveRouteSecrets(env: NodeJS.ProcessEnv): { secrets: RouteSecrets; problems: SecretProblems } {
+  const problems: SecretProblems = { warnings: [], errors: [] };
+  const secrets = {} as RouteSecrets;
+  for (const route of SOURCE_NAMES) {
+    const { variable, value } = pick(env, route, problems);
+    let unavailable: string | null = null;
+    if (!value) {
+      unavailable = `Route /${route} is not configured: set ${variable}`;
+      problems.warnings.push(`${variable} is not set: /${route} answers 503 not_configured`);
+    } else if (sourceOf(route).secretForm === 'base64' && !decodeChatbKey(value)) {
+      unavailable = `Route /${route} is disabled: ${variable} is not valid base64`;
+      problems.errors.push(unavailable);
+    }
+    secrets[route] = { variable, value, unavailable };
+  }
+  for (let i = 0; i < SOURCE_NAMES.length; i++) {
+    for (let j = i + 1; j < SOURCE_NAMES.length; j++) {
+      const a = secrets[SOURCE_NAMES[i]!];
+      const b = secrets[SOURCE_NAMES[j]!];
+      if (!a.value || a.value !== b.value) continue;
+      const reason = `${a.variable} and ${b.variable} are equal; every secret must differ`;
+      for (const [s, name] of [[a, SOURCE_NAMES[i]!], [b, SOURCE_NAMES[j]!]] as const) {
+        s.unavailable = `Route /${name} is disabled: ${reason}`;
+      }
+      problems.errors.push(`Disabled /${SOURCE_NAMES[i]} and /${SOURCE_NAMES[j]}: ${reason}`);
+    }
+  }
+  return { secrets, problems };
 }

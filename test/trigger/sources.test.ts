@@ -10,7 +10,7 @@ import { readTrackera } from '../../src/trigger/sources/trackera.ts';
 import { stageTrackeraSnapshot } from '../../src/trigger/trackera-snapshot.ts';
 import { readErrtrackAlert, buildErrtrackBrief, resolveInsideRepo } from '../../src/trigger/sources/errtrack.ts';
 import { readWebhook } from '../../src/trigger/sources/webhook.ts';
-import { resolveRouteSecrets } from '../../src/trigger/secrets.ts';
+import { resolveRouteSecrets } from '../../src/trigger/settings.ts';
 import { fixture, makeRepo, tempDir } from './helpers.ts';
 
 function json(name: string): Record<string, unknown> {
