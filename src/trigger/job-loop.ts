@@ -20,7 +20,6 @@ export interface JobLoop {
   recover(): void;
   /** Stop taking jobs, let in-flight launches record their run, stop following; resolves when idle. */
   close(): Promise<void>;
-  active(): number;
   /** Resolves once no job is active (tests and shutdown). */
   idle(): Promise<void>;
 }
@@ -96,20 +95,24 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
     log.info('job finished', { job_id: job.id, status, run: run ? `${run.source}/${run.run}` : null });
   }
 
+  async function finishAndNotify(job: JobRow, end: JobEnd): Promise<void> {
+    finish(job, end);
+    await opts.notify(job.id);
+  }
+
   async function followToEnd(job: JobRow, run: RunRef, reattach: boolean, workdir: string): Promise<void> {
     const outcome = await executor.follow(run, abort.signal, { reattach, workdir });
     if (outcome === 'aborted') return; // shutting down: stays running, re-attached on restart
     if (outcome === null) {
       const error = reattach ? 'run state not found after restart' : 'run state never appeared';
-      finish(job, { status: reattach ? 'interrupted' : 'failed', run, error });
-    } else {
-      // Only a succeeded run makes a succeeded job.
-      const error = outcome.status === 'stopped' ? 'run stopped'
-        : outcome.status === 'failed' ? (outcome.error ?? 'run failed')
-        : null;
-      finish(job, { status: outcome.status === 'succeeded' ? 'succeeded' : 'failed', run, outcome, error });
+      return finishAndNotify(job, { status: reattach ? 'interrupted' : 'failed', run, error });
     }
-    await opts.notify(job.id);
+    // Only a succeeded run makes a succeeded job.
+    const error = outcome.status === 'stopped' ? 'run stopped'
+      : outcome.status === 'failed' ? (outcome.error ?? 'run failed')
+      : null;
+    const status = outcome.status === 'succeeded' ? 'succeeded' : 'failed';
+    await finishAndNotify(job, { status, run, outcome, error });
   }
 
   /** The served entry of a job: its recorded repository, or the default for a job accepted before migration 6. */
@@ -137,8 +140,7 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
         error = err.message;
       }
     }
-    finish(job, { status: 'failed', error });
-    await opts.notify(job.id);
+    await finishAndNotify(job, { status: 'failed', error });
     return null;
   }
 
@@ -151,9 +153,8 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
       id: job.id, args: job.args, origin: job.origin, workdir, repo: { name: repo.name, clone: repo.clone },
     });
     if (!launched.run || launched.error) {
-      finish(job, { status: 'failed', exitCode: launched.exitCode, error: launched.error ?? 'launch failed' });
-      await opts.notify(job.id);
-      return;
+      const error = launched.error ?? 'launch failed';
+      return finishAndNotify(job, { status: 'failed', exitCode: launched.exitCode, error });
     }
     stores.jobs.setRun(job.id, launched.run.source, launched.run.run, launched.exitCode);
     await followToEnd(job, launched.run, false, workdir);
@@ -206,7 +207,6 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
   return {
     kick,
     recover,
-    active: () => tasks.size,
     idle() {
       return tasks.size === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve));
     },
@@ -231,11 +231,6 @@ interface Turns {
   starts: number;
 }
 
-interface Candidate {
-  order: number[];
-  head: JobRow;
-}
-
 /** Negative when `a` comes first, positive when `b` does, 0 on a tie. */
 function compare(a: readonly number[], b: readonly number[]): number {
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
@@ -248,7 +243,7 @@ function older(a: JobRow, b: JobRow): boolean {
 
 /** The next job to start, or undefined when nothing queued may start now. */
 function pickNext(jobs: TriggerJobsStore, turns: Turns, repoCap: number): JobRow | undefined {
-  let best: Candidate | undefined;
+  let best: { order: number[]; head: JobRow } | undefined;
   for (const group of jobs.queuedGroups()) {
     const repo = `repo:${group.repo ?? ''}`;
     const origin = `origin:${group.origin}`;
@@ -270,15 +265,13 @@ function keysOf(job: Pick<JobRow, 'origin' | 'repo'>): [string, string] {
   return [`origin:${job.origin}`, `repo:${job.repo ?? ''}`];
 }
 
-function bump(turns: Turns, key: string, by: number): void {
-  const n = (turns.active.get(key) ?? 0) + by;
-  if (n > 0) turns.active.set(key, n);
-  else turns.active.delete(key);
-}
-
 /** A job of `job`'s origin and repository started (+1) or ended (-1). */
 function countActive(turns: Turns, job: Pick<JobRow, 'origin' | 'repo'>, by: 1 | -1): void {
-  for (const key of keysOf(job)) bump(turns, key, by);
+  for (const key of keysOf(job)) {
+    const n = (turns.active.get(key) ?? 0) + by;
+    if (n > 0) turns.active.set(key, n);
+    else turns.active.delete(key);
+  }
 }
 
 /** Records that `job`'s origin and repository just had their turn. */

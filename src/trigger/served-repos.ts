@@ -154,8 +154,8 @@ export function shorthandRepos(dir: string, source = `--repo ${dir}`): RepoRoute
 export function checkoutProblems(entries: readonly ServedRepo[], lines: readonly string[]): ReposProblem[] {
   const problems: ReposProblem[] = [];
   for (const entry of entries) {
-    const text = lines[entry.line - 1]?.trim() ?? entry.name;
     if (entry.checkout === null) continue;
+    const text = lines[entry.line - 1]?.trim() ?? entry.name;
     let dir = false;
     try {
       dir = statSync(entry.checkout).isDirectory();
@@ -185,11 +185,8 @@ export function loadServedRepos(file: string): RepoRouter {
   return createRepoRouter(entries, file);
 }
 
-// The served repositories file as the server sees it while running: read again when it changed, so `svc repos add`
-// and `svc repos remove` take effect without a restart. Changed means its inode, size, mtime or ctime differ from the
-// copy in use, checked with one stat() each time the table is consulted (a delivery being routed, a job launched, GET
-// /status): no timer, no watcher, and the first delivery after a write already sees it. A file that became invalid,
-// unreadable or missing keeps the table in use; that is logged once per change, never half applied.
+// The file as the running server sees it: read again when one stat() at each use shows it changed (docs/trigger.md
+// "Changes need no restart"); a file that became invalid, unreadable or missing keeps the table in use.
 // Must not: serve a table the parser or the checkout check refused.
 export interface LiveHooks {
   log: Logger;

@@ -15,7 +15,7 @@ import { pinPushTarget } from '../../src/engine/git-push.ts';
 import { CredentialRedirectError } from '../../src/engine/git-redirect.ts';
 import { askpassEnv, withAskpassSync } from '../../src/engine/git-token.ts';
 import { createManagedCheckouts } from '../../src/trigger/managed-checkout.ts';
-import { ManagedGitError } from '../../src/trigger/managed-git.ts';
+import { ManagedGitError } from '../../src/trigger/managed-checkout.ts';
 import type { ServedRepo } from '../../src/trigger/served-repos-file.ts';
 import { createLogger } from '../../src/log.ts';
 
