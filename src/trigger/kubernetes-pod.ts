@@ -203,10 +203,7 @@ export function buildPodSpec(
         image: s.image,
         command: ['git', 'clone', '--depth', '50', ...(from.ref ? ['--branch', from.ref] : []), '--', from.clone,
           WORKSPACE],
-        env: [
-          { name: 'HOME', value: POD_HOME },
-          ...gate,
-        ],
+        env: [{ name: 'HOME', value: POD_HOME }, ...gate],
         volumeMounts: [workspace, { name: 'home', mountPath: POD_HOME }, { name: 'tmp', mountPath: '/tmp' }],
         securityContext: security,
       }]

@@ -130,7 +130,7 @@ export async function startTrigger(
   const skips = createSkipCounts();
   let accepting = false;
   const deps = { settings, queue, clock, log, skips, accepting: () => accepting };
-  const app = createTriggerApp(deps, o.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: o.bodyTimeoutMs } : {});
+  const listener = createTriggerApp(deps, o.bodyTimeoutMs);
   // GET /v1/repos on the Control Plane lists what is served here, and its UI filter offers them; a
   // reloaded file is reported again, and the report of the table it replaced stops retrying.
   const reports: Array<Promise<void>> = [];
@@ -148,7 +148,7 @@ export async function startTrigger(
     ...(settings.executor === 'kubernetes' && !o.executor ? { check: kubernetesReposCheck } : {}),
     onChange: (next) => report(next.entries.map((e) => e.name)),
   });
-  const { server, connections } = createHttpServer(app.listener, connectionLimits);
+  const { server, connections } = createHttpServer(listener, connectionLimits);
   const { url } = await listen(server, settings.host, settings.port);
   accepting = true;
   logStartupProblems(settings, log);

@@ -81,23 +81,17 @@ function resolveRepos(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string, 
   }
   const envFile = env.SVC_TRIGGER_REPOS ? resolve(cwd, env.SVC_TRIGGER_REPOS) : undefined;
   const defaultFile = defaultReposFile(env);
-  let chosen: { router: RepoRouter; file?: string; by: string };
-  if (flags.repos !== undefined) {
-    const file = resolve(cwd, flags.repos);
-    chosen = { router: liveServedRepos(file), file, by: `--repos ${file}` };
-  } else if (flags.repo !== undefined) {
-    const dir = resolve(cwd, flags.repo);
-    chosen = { router: shorthandRepos(dir, `--repo ${dir}`), by: `--repo ${dir}` };
-  } else if (envFile) {
-    chosen = { router: liveServedRepos(envFile), file: envFile, by: `SVC_TRIGGER_REPOS=${envFile}` };
-  } else if (env.SVC_TRIGGER_REPO) {
+  const fromFile = (file: string, by: string) => ({ router: liveServedRepos(file), file, by });
+  const fromDir = (dir: string, by: string) => ({ router: shorthandRepos(dir, by), file: undefined, by });
+  let chosen: { router: RepoRouter; file: string | undefined; by: string };
+  if (flags.repos !== undefined) chosen = fromFile(resolve(cwd, flags.repos), `--repos ${resolve(cwd, flags.repos)}`);
+  else if (flags.repo !== undefined) chosen = fromDir(resolve(cwd, flags.repo), `--repo ${resolve(cwd, flags.repo)}`);
+  else if (envFile) chosen = fromFile(envFile, `SVC_TRIGGER_REPOS=${envFile}`);
+  else if (env.SVC_TRIGGER_REPO) {
     const dir = resolve(cwd, env.SVC_TRIGGER_REPO);
-    chosen = { router: shorthandRepos(dir, `SVC_TRIGGER_REPO=${dir}`), by: `SVC_TRIGGER_REPO=${dir}` };
-  } else if (existsSync(defaultFile)) {
-    chosen = { router: liveServedRepos(defaultFile), file: defaultFile, by: defaultFile };
-  } else {
-    chosen = { router: shorthandRepos(cwd, `the current directory ${cwd}`), by: 'the current directory' };
-  }
+    chosen = fromDir(dir, `SVC_TRIGGER_REPO=${dir}`);
+  } else if (existsSync(defaultFile)) chosen = fromFile(defaultFile, defaultFile);
+  else chosen = fromDir(cwd, `the current directory ${cwd}`);
   for (const file of new Set([envFile, defaultFile])) {
     if (file === undefined || file === chosen.file || !existsSync(file)) continue;
     warnings.push(`The served repositories file ${file} exists but is not read: ${chosen.by} overrides it`);
@@ -182,15 +176,6 @@ export interface SecretProblems {
   errors: string[];
 }
 
-function readTokenFile(variable: string, path: string, problems: SecretProblems): string | undefined {
-  try {
-    return readFileSync(path, 'utf8').trim() || undefined;
-  } catch (err) {
-    problems.errors.push(`${variable} could not be read: ${(err as NodeJS.ErrnoException).code ?? 'error'}`);
-    return undefined;
-  }
-}
-
 /** The first of the route's variables that is set, else its file variable's file, else the first (unset). */
 function pick(
   env: NodeJS.ProcessEnv, route: SourceName, problems: SecretProblems,
@@ -198,10 +183,13 @@ function pick(
   const { secret, secretFile } = sourceOf(route);
   const variable = secret.find((name) => env[name]);
   if (variable) return { variable, value: env[variable] };
-  if (secretFile && env[secretFile]) {
-    return { variable: secretFile, value: readTokenFile(secretFile, env[secretFile], problems) };
+  if (!secretFile || !env[secretFile]) return { variable: secret[0]!, value: undefined };
+  try {
+    return { variable: secretFile, value: readFileSync(env[secretFile], 'utf8').trim() || undefined };
+  } catch (err) {
+    problems.errors.push(`${secretFile} could not be read: ${(err as NodeJS.ErrnoException).code ?? 'error'}`);
+    return { variable: secretFile, value: undefined };
   }
-  return { variable: secret[0]!, value: undefined };
 }
 
 export function resolveRouteSecrets(env: NodeJS.ProcessEnv): { secrets: RouteSecrets; problems: SecretProblems } {
@@ -219,17 +207,14 @@ export function resolveRouteSecrets(env: NodeJS.ProcessEnv): { secrets: RouteSec
     }
     secrets[route] = { variable, value, unavailable };
   }
-  for (let i = 0; i < SOURCE_NAMES.length; i++) {
-    for (let j = i + 1; j < SOURCE_NAMES.length; j++) {
-      const a = secrets[SOURCE_NAMES[i]!];
-      const b = secrets[SOURCE_NAMES[j]!];
-      if (!a.value || a.value !== b.value) continue;
-      const reason = `${a.variable} and ${b.variable} are equal; every secret must differ`;
-      for (const [s, name] of [[a, SOURCE_NAMES[i]!], [b, SOURCE_NAMES[j]!]] as const) {
-        s.unavailable = `Route /${name} is disabled: ${reason}`;
-      }
-      problems.errors.push(`Disabled /${SOURCE_NAMES[i]} and /${SOURCE_NAMES[j]}: ${reason}`);
+  SOURCE_NAMES.forEach((a, i) => {
+    for (const b of SOURCE_NAMES.slice(i + 1)) {
+      if (!secrets[a].value || secrets[a].value !== secrets[b].value) continue;
+      const reason = `${secrets[a].variable} and ${secrets[b].variable} are equal; every secret must differ`;
+      secrets[a].unavailable = `Route /${a} is disabled: ${reason}`;
+      secrets[b].unavailable = `Route /${b} is disabled: ${reason}`;
+      problems.errors.push(`Disabled /${a} and /${b}: ${reason}`);
     }
-  }
+  });
   return { secrets, problems };
 }

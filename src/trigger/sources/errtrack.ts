@@ -98,9 +98,9 @@ export function readErrtrackAlert(resource: string | undefined, payload: Obj): E
   return { skip: `resource "${resource ?? 'unknown'}" does not start a job` };
 }
 
-// The culprit file's last author: only a file that resolves inside the project (no path escape).
 /**
- * Maps a stack-frame filename to a file inside repoDir, or null; symlinks are resolved before the containment check.
+ * The culprit file: a stack-frame filename as a file inside repoDir, or null; symlinks are resolved before the
+ * containment check (no path escape).
  */
 export async function resolveInsideRepo(repoDir: string, candidate: string): Promise<string | null> {
   if (
@@ -130,22 +130,18 @@ export async function resolveInsideRepo(repoDir: string, candidate: string): Pro
   return null;
 }
 
-/** `git log -1 --format=%an -- <file>` with argv (no shell) and a deadline; null when git has no answer. */
-function lastCommitAuthor(repoDir: string, relPath: string, timeoutMs = 3000): Promise<string | null> {
-  const base = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/' };
-  return runCollect(gitArgv(['--literal-pathspecs', 'log', '-1', '--format=%an', '--', relPath]), {
-    kind: 'probe', base, extra: gitExtraEnv(), cwd: repoDir, timeout: timeoutMs, maxBuffer: 64 * 1024,
-  }).then((r) => (r.error ? null : r.stdout.trim() || null));
-}
-
-/** First candidate that resolves inside the repo, with its last author. */
+/** The first candidate that resolves inside the repo, with its last commit's author (`git log`, no shell, 3 s). */
 export async function culpritAuthor(
   repoDir: string, candidates: readonly string[],
 ): Promise<{ file: string; author: string } | null> {
   for (const candidate of candidates.slice(0, 20)) {
     const file = await resolveInsideRepo(repoDir, candidate);
     if (!file) continue;
-    const author = await lastCommitAuthor(repoDir, file);
+    const base = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/' };
+    const log = await runCollect(gitArgv(['--literal-pathspecs', 'log', '-1', '--format=%an', '--', file]), {
+      kind: 'probe', base, extra: gitExtraEnv(), cwd: repoDir, timeout: 3000, maxBuffer: 64 * 1024,
+    });
+    const author = log.error ? null : log.stdout.trim();
     return author ? { file, author } : null;
   }
   return null;
