@@ -13,7 +13,7 @@ import { makeCert } from '../trigger/standins.ts';
 import { pinPushTarget, pushBranch } from '../../src/engine/git-push.ts';
 import { CredentialRedirectError, withGitToken } from '../../src/engine/git-token.ts';
 import { createManagedCheckouts } from '../../src/trigger/managed-checkout.ts';
-import { ManagedGitError } from '../../src/trigger/managed-git.ts';
+import { ManagedGitError } from '../../src/trigger/managed-checkout.ts';
 import type { ServedRepo } from '../../src/trigger/served-repos-file.ts';
 import { createLogger } from '../../src/log.ts';
 
