@@ -285,14 +285,18 @@ const TAGS: Record<string, string> = {
   jobs: 'Jobs queued directly on the trigger server (bearer SVC_API_TOKEN), and any job looked up by id',
 };
 
-export function buildOpenapi(version: string): Record<string, unknown> {
+/** With `ownUrl` (a bound server's), that URL is named first wherever the Control Plane's default URL is. */
+export function buildOpenapi(version: string, ownUrl = ''): Record<string, unknown> {
+  const own = (servers: Array<typeof CONTROL_SERVER>) => (ownUrl
+    ? [{ url: ownUrl, description: 'this Control Plane' }, ...servers.filter((s) => s.url !== ownUrl)]
+    : servers);
   const paths: Record<string, Record<string, unknown>> = {};
   for (const op of operations) {
     const item = (paths[op.path] ??= {});
     // Trigger-only paths name their server on the path item; the shared one (/health) on the operation.
     // Every path item names its server(s): root servers list both, so a client knows the trigger server's URL too.
     if (op.server === 'trigger') item.servers = [TRIGGER_SERVER];
-    if (op.server === 'control') item.servers = [CONTROL_SERVER];
+    if (op.server === 'control') item.servers = own([CONTROL_SERVER]);
     item[op.method] = operation(op);
   }
   return {
@@ -304,7 +308,7 @@ export function buildOpenapi(version: string): Record<string, unknown> {
         'Every /v1 call needs Authorization: Bearer <SVC_CONTROL_TOKEN> when the Control Plane has a token ' +
         '(security lists it as optional for that reason).',
     },
-    servers: [CONTROL_SERVER, TRIGGER_SERVER],
+    servers: own([CONTROL_SERVER, TRIGGER_SERVER]),
     tags: [...new Set(operations.map((o) => o.tag))].map((name) => ({ name, description: TAGS[name] ?? name })),
     paths,
     components: {

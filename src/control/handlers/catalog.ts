@@ -3,12 +3,11 @@ import { basename } from 'node:path';
 import { json } from '../../http/respond.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
-import { checkQueryKeys, parseLimit } from '../params.ts';
+import { checkQueryKeys, decodeCursor, encodeCursor, parseLimit } from '../params.ts';
 import { iso } from '../../iso-time.ts';
 import { BUILTIN_PROVIDERS, readEffectiveConfig } from '../config-schema.ts';
 import { findOnPath, createVersionProbe, describeProviders, type VersionProbe } from '../provider-detect.ts';
 import { integrationStatus } from '../integrations.ts';
-import { encodeCursor, decodeCursor } from '../id-cursor.ts';
 import { knownKeys, publicKeyInfo } from '../../keys.ts';
 import { listProjects } from '../projects.ts';
 
