@@ -26,8 +26,8 @@ export interface ControlDeps {
   log: Logger;
   /** The URL the server listens on once bound (for links and the engine's SVC_CONTROL_URL). */
   url: () => string;
-  /** Counts refused requests into bounded audit rows (main.ts sets it); absent: each refusal is its own row. */
-  refusals?: RefusalTally;
-  /** Checkpoints the WAL off the event loop after ingest commits (main.ts sets it); absent: SQLite's own, inline. */
-  checkpoints?: WalCheckpointer;
+  /** Counts refused requests into bounded audit rows. */
+  refusals: RefusalTally;
+  /** Checkpoints the WAL off the event loop after ingest commits. */
+  checkpoints: WalCheckpointer;
 }

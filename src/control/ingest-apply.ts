@@ -28,7 +28,7 @@ export function applyBatch(
   deps: ControlDeps, batch: IngestBatch, opts: { deliverControl?: boolean } = {},
 ): IngestResult {
   const { result, inserted } = transaction(deps.db, () => storeBatch(deps, batch, opts));
-  deps.checkpoints?.nudge();
+  deps.checkpoints.nudge();
   deps.bus.publish(inserted);
   return result;
 }

@@ -63,9 +63,9 @@ export async function startControl(
   const reads = createExpensiveReads({ stats: stores.stats, path: settings.dbPath, log });
   const deps: ControlDeps = {
     db, stores, bus, engine, repos, reads, settings, env, clock: Date.now, log, url: () => url,
+    refusals: createRefusalTally(stores.audit, Date.now, log),
+    checkpoints: createWalCheckpointer({ db, path: settings.dbPath, log }),
   };
-  deps.refusals = createRefusalTally(stores.audit, deps.clock, log);
-  deps.checkpoints = createWalCheckpointer({ db, path: settings.dbPath, log });
   const origins = new Set<string>();
   const app = createControlApp(deps, { boundToLoopback: () => boundToLoopback, ownOrigins: () => origins });
   const { server, connections } = createHttpServer(app.listener, settings.connections);
@@ -84,8 +84,8 @@ export async function startControl(
         bus.close();
         await deps.engine.close();
       });
-      deps.refusals?.close();
-      await deps.checkpoints?.close();
+      deps.refusals.close();
+      await deps.checkpoints.close();
       await reads.close();
       stores.close();
       db.close();
