@@ -1,14 +1,53 @@
 // Typed client for the Control Plane /v1 API (DESIGN §4) over global fetch; published as `svc/client`.
 // Must not import node:sqlite or anything server-side: Node programs use it with no other part of svc.
-import { ControlApiError, errorFromResponse } from './api-error.ts';
 import { readSse } from './sse-reader.ts';
 import type {
   Artifact, ConfigDocument, IngestBatch, IngestResult, JsonObject, Page, PageQuery, Provider, ReviewRisk,
   Run, RunEvent, RunFilter, RunRef, StartRequest, StatsFilter, StreamMessage,
 } from './types.ts';
 
-export { ControlApiError } from './api-error.ts';
 export type * from './types.ts';
+
+/**
+ * The header a Control Plane error names its field in (src/http/http-error.ts ERROR_FIELD_HEADER). Written out here
+ * because src/client imports nothing server-side; the client test against a real Control Plane keeps the two equal.
+ */
+const ERROR_FIELD_HEADER = 'svc-error-field';
+
+/**
+ * The one error a client call throws: status and code from the server's {"error":{"code","message"}} envelope, and
+ * the request field it is about (from ERROR_FIELD_HEADER), so a caller never parses the message.
+ */
+export class ControlApiError extends Error {
+  readonly status: number;
+  readonly code: string;
+  /** The request field the server named (a setting's key for PUT /v1/config), or null when it named none. */
+  readonly field: string | null;
+
+  /** status 0 with code "unreachable" means no HTTP answer at all (refused, DNS, timeout). */
+  constructor(status: number, code: string, message: string, field: string | null = null) {
+    super(message);
+    this.name = 'ControlApiError';
+    this.status = status;
+    this.code = code;
+    this.field = field;
+  }
+}
+
+/** Builds the error from a non-2xx response, tolerating proxies that answer with HTML or nothing. */
+async function errorFromResponse(res: Response): Promise<ControlApiError> {
+  const field = res.headers.get(ERROR_FIELD_HEADER);
+  const text = await res.text().catch(() => '');
+  try {
+    const { error } = JSON.parse(text) as { error?: { code?: unknown; message?: unknown } };
+    if (typeof error?.code === 'string' && typeof error.message === 'string') {
+      return new ControlApiError(res.status, error.code, error.message, field);
+    }
+  } catch {
+    // not the envelope: a generic error below
+  }
+  return new ControlApiError(res.status, 'http_error', `HTTP ${res.status} ${res.statusText}`.trim(), field);
+}
 
 export interface ControlClientOptions {
   /** Base URL, e.g. http://127.0.0.1:47821 (no /v1). */

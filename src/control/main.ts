@@ -1,7 +1,9 @@
 // Boots the Control Plane: the only place that listens, writes server.json and installs signal handlers.
 import type { Server } from 'node:http';
-import { claimServerRecord, releaseServerRecord } from './server-record-claim.ts';
+import { mkdirSync, writeFileSync, rmSync, renameSync } from 'node:fs';
+import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { readServerRecordFile, isPidAlive, type ServerRecord } from '../client/server-record.ts';
 import { openDatabase } from '../db/open.ts';
 import { createWalCheckpointer } from '../db/wal-checkpointer.ts';
 import { controlMigrations } from '../db/control-migrations.ts';
@@ -67,8 +69,8 @@ export async function startControl(
     checkpoints: createWalCheckpointer({ db, path: settings.dbPath, log }),
   };
   const origins = new Set<string>();
-  const app = createControlApp(deps, { boundToLoopback: () => boundToLoopback, ownOrigins: () => origins });
-  const { server, connections } = createHttpServer(app.listener, settings.connections);
+  const listener = createControlApp(deps, () => boundToLoopback, () => origins);
+  const { server, connections } = createHttpServer(listener, settings.connections);
   const bound = await listen(server, settings.host, settings.port);
   url = bound.url;
   origins.add(url);
@@ -93,6 +95,42 @@ export async function startControl(
     return closing;
   }
   return { url, server, connections, deps, close };
+}
+
+function recordPath(svcHome: string): string {
+  return join(svcHome, 'control', 'server.json');
+}
+
+/** Whether a Control Plane answers /health at url (loopback or wherever the record says it listens). */
+async function answers(url: string): Promise<boolean> {
+  try {
+    const res = await fetch(`${url.replace(/\/+$/, '')}/health`, { signal: AbortSignal.timeout(500) });
+    await res.body?.cancel();
+    return res.ok;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Records this server in server.json ({url,pid}, what clients find it by) unless the file names another live Control
+ * Plane: its pid alive and its URL answering /health (a dead pid, a recycled pid or a silent URL is a stale record,
+ * taken over). Answers the record kept instead, if any. Written atomically so a client never reads half a record.
+ */
+async function claimServerRecord(svcHome: string, own: ServerRecord): Promise<ServerRecord | null> {
+  const path = recordPath(svcHome);
+  const found = readServerRecordFile(path);
+  if (found && found.pid !== own.pid && isPidAlive(found.pid) && (await answers(found.url))) return found;
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, JSON.stringify(own) + '\n', { mode: 0o600 });
+  renameSync(tmp, path);
+  return null;
+}
+
+/** Removes the record only when it is this process's own, so a first server that still answers stays findable. */
+function releaseServerRecord(svcHome: string, pid: number): void {
+  if (readServerRecordFile(recordPath(svcHome))?.pid === pid) rmSync(recordPath(svcHome), { force: true });
 }
 
 /** Serves until SIGINT/SIGTERM, then shuts down once: stop accepting, end streams, close the DB, exit 0. */
