@@ -46,9 +46,8 @@ function checkBindPolicy(settings: ControlSettings, log: Logger): void {
         'Set SVC_CONTROL_TOKEN, bind 127.0.0.1, or set SVC_CONTROL_ALLOW_INSECURE_BIND=1',
     );
   }
-  const warning = 'INSECURE: serving the Control Plane on a non-loopback address with no token ' +
-    '(SVC_CONTROL_ALLOW_INSECURE_BIND=1)';
-  log.warn(warning, { host: settings.host });
+  log.warn('INSECURE: serving the Control Plane on a non-loopback address with no token ' +
+    '(SVC_CONTROL_ALLOW_INSECURE_BIND=1)', { host: settings.host });
 }
 
 export async function startControl(

@@ -64,6 +64,21 @@ export function optionalTime(query: URLSearchParams, name: string): number | und
   return value === null ? undefined : parseTime(name, value);
 }
 
+/** `since` (inclusive) and `until` (exclusive) start times and `repo`: the window of the runs list and the stats. */
+export function parseWindow(query: URLSearchParams): { since?: number; until?: number; repo?: string } {
+  const since = optionalTime(query, 'since');
+  const until = optionalTime(query, 'until');
+  const repo = query.get('repo');
+  if (repo !== null && (repo.length === 0 || repo.length > 512)) {
+    throw new HttpError('invalid_param', 'Parameter "repo" must be 1 to 512 characters');
+  }
+  return {
+    ...(since !== undefined ? { since } : {}),
+    ...(until !== undefined ? { until } : {}),
+    ...(repo !== null ? { repo } : {}),
+  };
+}
+
 /** A non-negative integer id (event cursors, Last-Event-ID). */
 export function parseId(name: string, value: string): number {
   if (!/^[0-9]{1,15}$/.test(value)) {

@@ -15,12 +15,8 @@ import { listProjects } from '../projects.ts';
 const probes = new WeakMap<ControlDeps, VersionProbe>();
 
 function probeFor(deps: ControlDeps): VersionProbe {
-  let probe = probes.get(deps);
-  if (!probe) {
-    probe = createVersionProbe(deps.env);
-    probes.set(deps, probe);
-  }
-  return probe;
+  if (!probes.has(deps)) probes.set(deps, createVersionProbe(deps.env));
+  return probes.get(deps)!;
 }
 
 export const listProviders: Handler<ControlDeps> = async (ctx) => {
