@@ -90,19 +90,15 @@ export function createControlClient(options: ControlClientOptions) {
     return `${base}${path}${qs ? `?${qs}` : ''}`;
   }
 
-  function headers(extra: Record<string, string> = {}): Record<string, string> {
-    const h: Record<string, string> = { accept: 'application/json', ...extra };
-    if (options.token) h.authorization = `Bearer ${options.token}`;
-    return h;
-  }
-
   async function send(path: string, call: Call, signal?: AbortSignal): Promise<Response> {
-    const init: RequestInit = { method: call.method ?? 'GET', headers: headers(call.headers) };
+    const headers: Record<string, string> = { accept: 'application/json', ...call.headers };
+    if (options.token) headers.authorization = `Bearer ${options.token}`;
+    const init: RequestInit = { method: call.method ?? 'GET', headers };
+    init.signal = signal ?? AbortSignal.timeout(timeoutMs);
     if (call.body !== undefined) {
       init.body = JSON.stringify(call.body);
-      (init.headers as Record<string, string>)['content-type'] = 'application/json';
+      headers['content-type'] = 'application/json';
     }
-    init.signal = signal ?? AbortSignal.timeout(timeoutMs);
     let res: Response;
     try {
       res = await doFetch(url(path, call.query), init);

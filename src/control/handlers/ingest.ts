@@ -21,7 +21,7 @@ function applyBatch(deps: ControlDeps, batch: IngestBatch): IngestResult {
 export const ingestRuns: Handler<ControlDeps> = (ctx) => {
   // Everything is validated before the first write: a bad batch changes nothing.
   const batch = validateBatch(ctx.body, ctx.deps.clock());
-  // A runner token ships its own source's runs only (runner-tokens.ts).
+  // A runner token ships its own source's runs only (settings.ts).
   if (ctx.runnerSource !== undefined && batch.source !== ctx.runnerSource) {
     throw new HttpError('forbidden_source', `This token may only ship runs of source "${ctx.runnerSource}"`);
   }
