@@ -3,8 +3,7 @@
 import './quiet-sqlite-warning.ts';
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { exitLike, runLaunched } from './spawn/start.ts';
-import { watchLifeline } from './spawn/lifeline.ts';
+import { exitLike, runLaunched, watchLifeline } from './spawn/start.ts';
 import { reexecClean } from './cli/server-flags.ts';
 import { secretsIn, takeHandoff, type Secrets } from './spawn/secrets-handoff.ts';
 import { terminalSafe } from './cli/terminal-text.ts';

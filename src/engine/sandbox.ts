@@ -13,7 +13,7 @@ import { gitBaseEnv, hostGit, type GitRun } from './git.ts';
 import { agentSandboxPlan, gitSandboxPlan } from '../spawn/agent-plan.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { runSync } from '../spawn/start.ts';
-import type { WatchedLimits } from '../spawn/limit-watch.ts';
+import type { WatchedLimits } from '../spawn/limits.ts';
 import type { SandboxMode } from '../spawn/sandbox-mode.ts';
 import type { RunGate } from './egress.ts';
 import type { ResolvedProvider } from './providers.ts';

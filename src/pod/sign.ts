@@ -1,9 +1,6 @@
-// `svc pod sign`: the signer container of a Kubernetes job pod, the only one that mounts the runner's signing key.
-// It starts after every process of the run container has ended, runs no code from the repository or the run (no
-// checks, no hooks, no diff drivers), and takes from the run container's files only what it labels "reported".
-// What it establishes itself: the run's identity (pod spec), the base (seal), the head commit and the diff
-// (hash-checked objects, src/pod/verified-commits.ts), the check list and PR rules (the base commit's policy), and the
-// verdict it derives from those. docs/deploy.md "Receipts from pods" is the operator's version of this.
+// `svc pod sign`: the signer container of a Kubernetes job pod, the only one that mounts the runner's signing key
+// (docs/deploy.md "Receipts from pods"). It runs no code from the repository or the run, and takes from the run
+// container's files only what it labels "reported"; the rest (VERIFIED below) it establishes itself.
 import { readFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';

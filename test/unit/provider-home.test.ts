@@ -28,7 +28,6 @@ describe('layProviderHome', () => {
 
   const lay = (run: string) => layProviderHome({
     provider: 'opencode', home, template: home, loginHome: home, repoHome, run,
-    roots: ['.config/opencode', '.local/share/opencode', '.cache/opencode', '.local/state/opencode'],
   });
 
   it('copies obeyed files into fresh folders, binds template folders and the login read-only, keeps the state', () => {
@@ -92,7 +91,6 @@ describe('layProviderHome', () => {
     writeFileSync(join(home, '.claude.json'), JSON.stringify({ mcpServers: { op: {} }, projects: { '/x': {} } }));
     const mounts = layProviderHome({
       provider: 'claude', home, template: home, loginHome: home, repoHome: join(root, 'claude-home'), run: 'r1',
-      roots: ['.claude', '.claude.json'],
     });
     const file = mounts.find((m) => m.target === join(home, '.claude.json'))!;
     assert.deepEqual(JSON.parse(readFileSync(file.source, 'utf8')), { mcpServers: { op: {} } });
