@@ -1,29 +1,12 @@
-// The one table of the trigger server's sources: one record per route that can start a job. The trigger's route
-// table, its secrets, its routing keys and GET /status, the Control Plane's integrations and the OpenAPI document all
-// iterate it, so a new source is one record here and its module (trigger/sources/<name>.ts: reader, handler, argv).
-// Beside the table, the rules every source's text and secret pass through: the brief sanitizer (one line, capped on
-// a UTF-8 boundary, never an option) and the base64 key form.
+// The one table of the trigger server's sources: one record per route that can start a job, which the trigger's
+// routes, secrets and routing keys, GET /status, the Control Plane's integrations and the OpenAPI document iterate
+// (docs/architecture.md "A webhook source"); and beside it the brief sanitizer every source's text goes through.
 // A leaf: the trigger and the Control Plane are one floor and may not import each other, so what both read lives here.
-//
-// Header names: the spec's neutral names (`X-CHATA-Signature`, …) stay; each route also reads its vendor's own names,
-// with the same secret, the same check and the same replay window, so Slack, Sentry, Linear, Jira and Teams connect
-// as they are (/work/shared/reference/vendor-webhooks.md). Must not: add a second way to verify; only where the values
-// come from.
+// Each route reads the spec's neutral header names and its vendor's own, with one secret and one check
+// (/work/shared/reference/vendor-webhooks.md): never a second way to verify, only where the values come from.
 import type { IncomingHttpHeaders } from 'node:http';
 
 type Header = string | string[] | undefined;
-
-/** One family of headers that travel together: a signature and, where the scheme signs one, its timestamp. */
-export interface HeaderFamily {
-  signature: string;
-  timestamp?: string;
-}
-
-/**
- * How an event finds its served repository (served-repos.ts): a key the operator maps (`kind=KEY` in the repositories
- * file), a chat channel (a permission as well as a route), the repository's own full name, or the request names it.
- */
-export type Routing = 'key' | 'channel' | 'full-name' | 'named';
 
 /** An outbound integration a source uses (the completion comment, an API it reads); for GET /v1/integrations. */
 export interface Outbound {
@@ -47,12 +30,19 @@ export interface WebhookSource {
   secretForm?: 'base64';
   /** Other variables the route needs to take any event (each inner list "any one of"). */
   needs?: readonly (readonly string[])[];
-  /** Neutral (spec) names first, then the vendor's. Lower case, as Node gives request headers. */
-  families?: readonly HeaderFamily[];
+  /**
+   * Headers that travel together, a signature and, where the scheme signs one, its timestamp: neutral (spec) names
+   * first, then the vendor's. Lower case, as Node gives request headers.
+   */
+  families?: readonly { signature: string; timestamp?: string }[];
   /** Other headers read from the delivery (the event resource, the delivery id), neutral name first. */
   resource?: readonly string[];
   delivery?: readonly string[];
-  routing: Routing;
+  /**
+   * How an event finds its served repository (served-repos.ts): a key the operator maps (`kind=KEY` in the
+   * repositories file), a chat channel (a permission as well as a route), its repository's full name, or the request.
+   */
+  routing: 'key' | 'channel' | 'full-name' | 'named';
   /** What a `key` or `channel` source's routing key is, as `svc repos` help names it (`trackera=TEAM`). */
   keyName?: string;
   /**
@@ -234,18 +224,14 @@ export function decodeChatbKey(token: string): Buffer | null {
 export const DEFAULT_BRIEF_BYTES = 1500;
 
 // C0, DEL, C1, and the Unicode line/paragraph separators and bidi controls that can disguise text in a terminal.
-const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
 
 /** True when text holds a character that `oneLine` would remove. */
 export function hasControlChars(text: string): boolean {
-  CONTROL.lastIndex = 0;
-  const found = CONTROL.test(text);
-  CONTROL.lastIndex = 0;
-  return found;
+  return CONTROL.test(text);
 }
 
-// Whitespace and the characters of CONTROL: every run of them becomes one space in one pass over the text
-// (CONTROL, then /\s+/, took two passes over every delivery's issue body, a third longer).
+// Whitespace and the characters of CONTROL, so that every run of them becomes one space in one pass.
 const SPACE_OR_CONTROL = new RegExp(`[\\s${CONTROL.source.slice(1, -1)}]+`, 'g');
 
 /** Collapses every run of whitespace and control characters into one space and trims. */
@@ -260,9 +246,7 @@ let scratch = new Uint8Array(0);
 /** Cuts to at most maxBytes of UTF-8 without splitting a character (or a surrogate pair). */
 export function capUtf8(text: string, maxBytes: number): string {
   if (Buffer.byteLength(text, 'utf8') <= maxBytes) return text;
-  // encodeInto stops before the first code point that would not fit and says how many UTF-16 units it took: the
-  // same cut as adding up each character's UTF-8 size (a lone surrogate counts as U+FFFD's 3 bytes both ways), in
-  // one native pass instead of a call per character (a 4.5 KB brief capped at 1,500 bytes: 35 → 8 µs).
+  // encodeInto stops before the first code point that would not fit and says how many UTF-16 units it took.
   if (scratch.length < maxBytes) scratch = new Uint8Array(maxBytes);
   const { read } = encoder.encodeInto(text, scratch.subarray(0, Math.max(0, maxBytes)));
   return text.slice(0, read).trimEnd();
@@ -275,10 +259,8 @@ export function stripLeadingHyphens(text: string): string {
 
 /** The one sanitizer every origin goes through: one line, no leading hyphen, capped. */
 export function sanitizeBrief(text: string, maxBytes = DEFAULT_BRIEF_BYTES): string {
-  // Only the start of a long text can reach the brief, so a long issue body is cleaned from its head first: cleaning
-  // a prefix gives a prefix of the cleaned whole (a whitespace run cut at the end is trimmed, nothing else changes),
-  // so once the head alone is well past the cap, cutting it gives the very same brief. A 1 MiB body then costs what
-  // a 3 KB one does instead of milliseconds of regex work per delivery. Otherwise (mostly whitespace) the whole text.
+  // Cleaning a prefix gives a prefix of the cleaned whole, so once the cleaned head alone is well past the cap,
+  // cutting it gives the very same brief: a 1 MiB body costs what a 3 KB one does. Else the whole text is cleaned.
   const head = maxBytes * 2 + 64;
   if (text.length > head) {
     const cleaned = stripLeadingHyphens(oneLine(text.slice(0, head)));

@@ -7,7 +7,7 @@ import { parseFlags, printsHelp } from './io.ts';
 import { UsageError, NotFoundError, FailedError, ConflictError } from '../errors.ts';
 import { writeAnswer, MAX_ANSWER_BYTES } from '../engine/answers.ts';
 import { findLocalRun } from './run-logs.ts';
-import { readControlToken } from '../engine/control-token.ts';
+import { readControlToken } from '../engine/shipper.ts';
 import { discoverControlUrl } from '../client/discover.ts';
 import { createControlClient, ControlApiError } from '../client/client.ts';
 import { parseRunRef } from './runs.ts';

@@ -1,5 +1,5 @@
 // `svc ship`: sends the project's runs to the Control Plane now, by the path every finished run takes
-// (src/engine/ship-pending.ts): each resumes from its ship.json offsets, or from the start with --all.
+// (src/engine/ship-loop.ts): each resumes from its ship.json offsets, or from the start with --all.
 import { readdirSync, lstatSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CliIo } from './io.ts';
@@ -7,7 +7,7 @@ import { parseFlags, printsHelp } from './io.ts';
 import { FailedError } from '../errors.ts';
 import { resolveRepo } from '../engine/launch.ts';
 import { runsDir, runDir } from '../engine/paths.ts';
-import { shipRuns } from '../engine/ship-pending.ts';
+import { shipRuns } from '../engine/ship-loop.ts';
 import { isValidSegment } from '../engine/ids.ts';
 
 const HELP = `Usage: svc ship [--repo DIR] [--all]

@@ -17,7 +17,7 @@ import { signsLater } from '../engine/receipt.ts';
 import { safeJson } from '../safe-json.ts';
 import { terminalSafe } from './terminal-text.ts';
 import { printLocalLogs, createEventTail } from './run-logs.ts';
-import type { RepoRename } from '../engine/repo-rename.ts';
+import type { RepoRename } from '../engine/repo-name.ts';
 
 const HELP = `Usage: svc start <input> [options]
 
@@ -96,7 +96,7 @@ async function follow(io: CliIo, state: RunState, mode: WorkerMode, showOutput: 
   return final.status === 'succeeded' || (mode === 'verify' && final.verdict !== 'not_verified') ? 0 : 1;
 }
 
-/** The checkout's name changed, so its earlier runs now carry the new one (repo-rename.ts). */
+/** The checkout's name changed, so its earlier runs now carry the new one (engine/repo-name.ts). */
 function sayRenamed(io: CliIo, renamed: RepoRename | null): void {
   if (!renamed) return;
   const runs = `${renamed.runs} earlier run${renamed.runs === 1 ? '' : 's'}`;

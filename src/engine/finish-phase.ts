@@ -90,14 +90,14 @@ function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
   let diff: DiffResult;
   if (state.worktree) {
     const message = `svc: ${state.brief.slice(0, 72)}\n\nRun ${state.source}/${state.run}`;
-    const { skipped } = commitAll(state.workdir, message, state.repo_path, run);
+    const skipped = commitAll(state.workdir, message, state.repo_path, run);
     for (const path of skipped) {
       ctx.note(`embedded repository ${JSON.stringify(path)} not committed (svc never commits a nested repository)`);
     }
     const head = headSha(state.workdir, run);
     ctx.update({ head_sha: head });
     // Gitlink moves too: the branch pushed carries them, so the receipt lists them.
-    diff = diffCommits(state.workdir, base, head, run, { submodules: true });
+    diff = diffCommits(state.workdir, base, head, run);
   } else {
     diff = diffWorkingTree(state.workdir, state.base_tree ?? base, run);
   }

@@ -18,15 +18,14 @@ import {
 } from './git.ts';
 import { localRuns } from './local-runs.ts';
 import { runDir, artifactsDir, worktreeDir } from './paths.ts';
-import { isRoutedRepoName, runRepoName } from './repo-name.ts';
-import { adoptRepoName, workerAlive, type RepoRename } from './repo-rename.ts';
+import { adoptRepoName, isRoutedRepoName, runRepoName, workerAlive, type RepoRename } from './repo-name.ts';
 import { writeState, readState, type RunState, type InputKind, type WorkerMode } from './run-state.ts';
 import { isoNow } from '../iso-time.ts';
 import { openEventLog } from './events-log.ts';
 import { identityOf } from './proc-group.ts';
 import { assertPlainDir, openAppendNoFollow, writeNoFollow } from './safe-fs.ts';
 import type { PushTarget } from './git-push.ts';
-import { checkPrPossible } from './pr-check.ts';
+import { checkPrPossible } from './pr.ts';
 import { signsLater } from './receipt.ts';
 
 export interface StartOptions {
@@ -122,7 +121,7 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
 
 /**
  * A --pr run is refused before anything is written when its pull request could not be opened: no GitHub credential,
- * or an origin that does not answer as configured (src/engine/pr-check.ts).
+ * or an origin that does not answer as configured (src/engine/pr.ts).
  */
 async function prPreflight(target: PushTarget | null, env: NodeJS.ProcessEnv): Promise<void> {
   // A Kubernetes pod's run container holds no GitHub credential by design: its signer container opens the PR.

@@ -8,7 +8,8 @@ import { buildPrompt } from './spec.ts';
 import { spawnGroup, type GroupResult, type GroupRun } from './spawn-group.ts';
 import { createUsageParser, addUsage, type ResolvedProvider, type Usage } from './providers.ts';
 import { oneLine } from './text.ts';
-import { writeNoFollow, readAgentFile } from './safe-fs.ts';
+import { writeNoFollow } from './safe-fs.ts';
+import { readAgentFile } from './plain-tree.ts';
 import {
   agentSandbox, agentExtraEnv, protocolFiles, releaseProviderHome, watchedLimits, type ProtocolFiles, type RunSandbox,
 } from './sandbox.ts';

@@ -77,7 +77,7 @@ export function checkBearer(req: IncomingMessage, token: string | undefined): vo
   checkBearerOrRunner(req, token, []);
 }
 
-/** A bearer token that opens only the routes marked `runner`, for one source (src/control/runner-tokens.ts). */
+/** A bearer token that opens only the routes marked `runner`, for one source (src/control/settings.ts). */
 export interface RunnerCredential {
   source: string;
   token: string;

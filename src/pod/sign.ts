@@ -15,13 +15,13 @@ import {
 } from '../engine/receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { maybeOpenPr } from '../engine/finish-phase.ts';
-import { repoSlug, type PushTarget } from '../engine/git-push.ts';
+import type { PushTarget } from '../engine/git-push.ts';
 import { decideVerdict, failedRequiredCheck, requiredCheckError, type CheckResult } from '../engine/checks.ts';
 import type { Policy } from '../engine/policy.ts';
 import { readSeal, type Seal } from './seal.ts';
 import { copyRunFolder } from './run-copy.ts';
 import { verifyCommits, policyAt, UnverifiableError } from './verified-commits.ts';
-import type { DiffResult } from '../engine/git.ts';
+import { repoSlug, type DiffResult } from '../engine/git.ts';
 import { RefusedError, errorMessage } from '../errors.ts';
 import { podGateNetwork, type PodGateNetwork } from './gate-network.ts';
 import type { EgressRecord } from '../gate/evidence.ts';

@@ -161,7 +161,7 @@ function copyAndDiff(
   if (originUrl) clean(['config', 'remote.origin.url', originUrl]);
   let diff: DiffResult;
   try {
-    diff = diffCommits(repo, base, head, run, { submodules: true });
+    diff = diffCommits(repo, base, head, run);
   } catch (err) {
     throw new UnverifiableError(`The run's commits could not be diffed: ${errorMessage(err)}`);
   }

@@ -43,16 +43,9 @@ export const triggerRoutes: readonly R[] = [
   { method: 'GET', pattern: '/jobs/:id', handler: getJob, auth: false },
 ];
 
-export interface TriggerAppOptions {
-  /** A body that has not fully arrived after this long is refused (slow-body guard); default 10 s. */
-  bodyTimeoutMs?: number;
-}
-
-export function createTriggerApp(
-  deps: TriggerDeps,
-  opts: TriggerAppOptions = {},
-): { listener: RequestListener; routes: readonly R[] } {
-  const listener = createPipeline<TriggerDeps>({
+/** `bodyTimeoutMs`: a body that has not fully arrived after this long is refused (the slow-body guard). */
+export function createTriggerApp(deps: TriggerDeps, bodyTimeoutMs = 10_000): RequestListener {
+  return createPipeline<TriggerDeps>({
     routes: triggerRoutes,
     deps,
     // Every route is signed or bearer-protected, so the DNS-rebinding Host guard buys nothing here and would
@@ -60,7 +53,6 @@ export function createTriggerApp(
     boundToLoopback: () => false,
     token: undefined,
     log: deps.log,
-    bodyTimeoutMs: opts.bodyTimeoutMs ?? 10_000,
+    bodyTimeoutMs,
   });
-  return { listener, routes: triggerRoutes };
 }

@@ -2,7 +2,6 @@
 import type { TriggerSettings } from './settings.ts';
 import type { JobQueue } from './queue.ts';
 import type { Logger } from '../log.ts';
-import type { SkipCounts } from './skip-counts.ts';
 
 export interface TriggerDeps {
   settings: TriggerSettings;
@@ -13,4 +12,18 @@ export interface TriggerDeps {
   skips: SkipCounts;
   /** The server listens and has not begun to shut down (GET /ready). */
   accepting: () => boolean;
+}
+
+/** Deliveries refused because no served repository takes them, per route: this process's traffic, not the queue. */
+export interface SkipCounts {
+  count(route: string): void;
+  snapshot(): Record<string, number>;
+}
+
+export function createSkipCounts(): SkipCounts {
+  const counts = new Map<string, number>();
+  return {
+    count: (route) => counts.set(route, (counts.get(route) ?? 0) + 1),
+    snapshot: () => Object.fromEntries([...counts].sort(([a], [b]) => a.localeCompare(b))),
+  };
 }

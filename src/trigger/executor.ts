@@ -7,11 +7,9 @@ export interface RunRef {
   run: string;
 }
 
-export type RunEndStatus = 'succeeded' | 'failed' | 'stopped';
-
 /** The parts of a run's final state.json a completion summary needs. */
 export interface RunOutcome {
-  status: RunEndStatus;
+  status: 'succeeded' | 'failed' | 'stopped';
   verdict: string | null;
   pr_url: string | null;
   cost_usd: number | null;
@@ -67,36 +65,39 @@ export interface JobExecutor {
 /** Run and source ids are path segments under .svc/runs: anything else is refused (DESIGN §3). */
 export const RUN_SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
-export function isTerminal(status: unknown): status is RunEndStatus {
-  return status === 'succeeded' || status === 'failed' || status === 'stopped';
-}
-
-/** Finds the `{"source","run"}` line in launcher output (the last valid one wins). */
-export function parseLaunchOutput(stdout: string): RunRef | null {
-  const lines = stdout.split('\n').map((l) => l.trim()).filter((l) => l.startsWith('{'));
+/** The last line of `text` that is a JSON object `pick` accepts (a launcher's run line, a signer's summary). */
+export function lastJsonLine<T>(text: string, pick: (value: Record<string, unknown>) => T | null): T | null {
+  const lines = text.split('\n').map((l) => l.trim()).filter((l) => l.startsWith('{'));
   for (let i = lines.length - 1; i >= 0; i--) {
     try {
-      const value = JSON.parse(lines[i]!) as Record<string, unknown>;
-      const { source, run } = value;
-      if (typeof source === 'string' && typeof run === 'string' && RUN_SEGMENT.test(source) && RUN_SEGMENT.test(run)) {
-        return { source, run };
-      }
+      const found = pick(JSON.parse(lines[i]!) as Record<string, unknown>);
+      if (found) return found;
     } catch {
-      // not the line we want
+      // not such a line
     }
   }
   return null;
+}
+
+/** The `{"source","run"}` line in launcher output (the last valid one wins). */
+export function parseLaunchOutput(stdout: string): RunRef | null {
+  return lastJsonLine(stdout, ({ source, run }) => (
+    typeof source === 'string' && typeof run === 'string' && RUN_SEGMENT.test(source) && RUN_SEGMENT.test(run)
+      ? { source, run }
+      : null
+  ));
 }
 
 function str(value: unknown): string | null {
   return typeof value === 'string' ? value : null;
 }
 
-/** Reads the summary fields out of a terminal state.json object. */
+/** The summary fields of a run's state (its state.json, or the signer's last line), once its status is final. */
 export function outcomeFromState(state: Record<string, unknown>): RunOutcome | null {
-  if (!isTerminal(state.status)) return null;
+  const status = state.status;
+  if (status !== 'succeeded' && status !== 'failed' && status !== 'stopped') return null;
   return {
-    status: state.status,
+    status,
     verdict: str(state.verdict),
     pr_url: str(state.pr_url),
     cost_usd: typeof state.cost_usd === 'number' ? state.cost_usd : null,

@@ -1,4 +1,5 @@
-// Outbound POSTs for completion summaries: HTTPS only, bounded time and response size, optional extra CA (tests).
+// Outbound HTTPS with a bounded time and response size and an optional extra CA: completion summaries, and the
+// Kubernetes API when its CA is pinned (kube-api.ts).
 import { request } from 'node:https';
 
 export interface PostResult {
@@ -9,40 +10,49 @@ export interface PostResult {
 /** Sends a JSON body; rejects on network errors, resolves with any HTTP status. */
 export type Poster = (url: URL, headers: Record<string, string>, body: string) => Promise<PostResult>;
 
-const RESPONSE_CAP = 256 * 1024;
+export interface HttpsOptions {
+  method: string;
+  headers: Record<string, string>;
+  ca?: string | Buffer | undefined;
+  timeoutMs: number;
+  /** Characters of the answer kept; the rest is read and dropped. */
+  cap?: number;
+}
+
+/** One request to an https URL (anything else is refused before a byte is sent). */
+export function httpsRequest(url: URL | string, opts: HttpsOptions, body?: string): Promise<PostResult> {
+  return new Promise((resolve, reject) => {
+    const protocol = new URL(url).protocol;
+    if (protocol !== 'https:') {
+      reject(new Error(`refusing to send to a non-https address (${protocol})`));
+      return;
+    }
+    const { method, headers, ca, timeoutMs, cap = Infinity } = opts;
+    const req = request(url, { method, headers, timeout: timeoutMs, ...(ca ? { ca } : {}) }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => {
+        if (text.length < cap) text += d;
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
 
 export function createHttpsPoster(opts: { ca?: string | Buffer; timeoutMs?: number } = {}): Poster {
-  const timeoutMs = opts.timeoutMs ?? 10_000;
-  return (url, headers, body) =>
-    new Promise((resolve, reject) => {
-      if (url.protocol !== 'https:') {
-        reject(new Error(`refusing to send to a non-https address (${url.protocol})`));
-        return;
-      }
-      const req = request(
-        url,
-        {
-          method: 'POST',
-          headers: {
-            'content-type': 'application/json; charset=utf-8',
-            'content-length': String(Buffer.byteLength(body)),
-            ...headers,
-          },
-          timeout: timeoutMs,
-          ...(opts.ca ? { ca: opts.ca } : {}),
-        },
-        (res) => {
-          let text = '';
-          res.setEncoding('utf8');
-          res.on('data', (d: string) => {
-            if (text.length < RESPONSE_CAP) text += d;
-          });
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-          res.on('error', reject);
-        },
-      );
-      req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
-      req.on('error', reject);
-      req.end(body);
-    });
+  return (url, headers, body) => httpsRequest(url, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json; charset=utf-8',
+      'content-length': String(Buffer.byteLength(body)),
+      ...headers,
+    },
+    ca: opts.ca,
+    timeoutMs: opts.timeoutMs ?? 10_000,
+    cap: 256 * 1024,
+  }, body);
 }

@@ -3,10 +3,11 @@
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow, TriggerJobsStore } from '../db/trigger-jobs-store.ts';
 import type { JobExecutor, RunOutcome, RunRef } from './executor.ts';
-import { finishJob, jobEndOf, type JobEnd } from './job-finish.ts';
+import { buildSummaryParts, plainSummary } from './summary.ts';
 import type { Logger } from '../log.ts';
-import { WorkdirError, type JobWorkdirs } from './served-repos.ts';
+import type { RepoRouter } from './served-repos.ts';
 import type { ServedRepo } from './served-repos-file.ts';
+import { ManagedGitError, type ManagedCheckouts } from './managed-checkout.ts';
 import { errorMessage } from '../errors.ts';
 
 export interface JobLoop {
@@ -19,9 +20,17 @@ export interface JobLoop {
   recover(): void;
   /** Stop taking jobs, let in-flight launches record their run, stop following; resolves when idle. */
   close(): Promise<void>;
-  active(): number;
   /** Resolves once no job is active (tests and shutdown). */
   idle(): Promise<void>;
+}
+
+/** How a job ended, with what its summary says. */
+interface JobEnd {
+  status: 'succeeded' | 'failed' | 'interrupted';
+  run?: RunRef | null;
+  outcome?: RunOutcome | null;
+  exitCode?: number | null;
+  error: string | null;
 }
 
 export interface JobLoopOptions {
@@ -30,8 +39,9 @@ export interface JobLoopOptions {
   concurrency: number;
   /** Jobs of one repository active at once; default `concurrency`. */
   repoConcurrency?: number;
-  /** Where each job runs: its routed repository's directory. */
-  workdirs: JobWorkdirs;
+  /** Where each job runs: its routed repository's checkout, or for a clone URL its own managed checkout. */
+  repos: RepoRouter;
+  managed: ManagedCheckouts;
   clock: () => number;
   log: Logger;
   controlUrl: string | undefined;
@@ -51,7 +61,6 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
   // or one route does not make the others wait behind all of it (issues 21, 22). Within a pair, oldest first.
   const turns: Turns = { active: new Map(), served: new Map(), starts: 0 };
   const repoCap = opts.repoConcurrency ?? opts.concurrency;
-  const finishDeps = { stores, log, clock: opts.clock, controlUrl: opts.controlUrl };
 
   function track(job: JobRow, task: Promise<void>): void {
     tasks.add(task);
@@ -68,39 +77,71 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
     });
   }
 
-  function finish(
-    job: JobRow, status: JobEnd, run: RunRef | null, outcome: RunOutcome | null, exitCode: number | null,
-    error: string | null,
-  ): void {
-    finishJob(finishDeps, job, { status, run, outcome, exitCode, error });
+  /**
+   * Records how the job ended and the summary its reply will carry (plain text and the parts each channel renders),
+   * for every way a job can end: its run's outcome, a failed launch, a restart that lost it, a crash of this loop.
+   */
+  function finish(job: JobRow, end: JobEnd): void {
+    const { status, run = null, outcome = null, exitCode = null, error } = end;
+    const now = opts.clock();
+    const startedMs = outcome?.started_at ? Date.parse(outcome.started_at) : (job.started_at ?? now);
+    const endedMs = outcome?.ended_at ? Date.parse(outcome.ended_at) : now;
+    const parts = buildSummaryParts({
+      jobId: job.id, status, run, outcome, durationMs: endedMs - startedMs, error, controlUrl: opts.controlUrl,
+    });
+    const summary = plainSummary(parts);
+    const summary_parts = JSON.stringify(parts);
+    stores.jobs.finish(job.id, { status, finished_at: now, exit_code: exitCode, summary, summary_parts, error });
+    log.info('job finished', { job_id: job.id, status, run: run ? `${run.source}/${run.run}` : null });
+  }
+
+  async function finishAndNotify(job: JobRow, end: JobEnd): Promise<void> {
+    finish(job, end);
+    await opts.notify(job.id);
   }
 
   async function followToEnd(job: JobRow, run: RunRef, reattach: boolean, workdir: string): Promise<void> {
     const outcome = await executor.follow(run, abort.signal, { reattach, workdir });
     if (outcome === 'aborted') return; // shutting down: stays running, re-attached on restart
     if (outcome === null) {
-      const status = reattach ? 'interrupted' : 'failed';
-      finish(job, status, run, null, null, reattach ? 'run state not found after restart' : 'run state never appeared');
-    } else {
-      const { status, error } = jobEndOf(outcome);
-      finish(job, status, run, outcome, null, error);
+      const error = reattach ? 'run state not found after restart' : 'run state never appeared';
+      return finishAndNotify(job, { status: reattach ? 'interrupted' : 'failed', run, error });
     }
-    await opts.notify(job.id);
+    // Only a succeeded run makes a succeeded job.
+    const error = outcome.status === 'stopped' ? 'run stopped'
+      : outcome.status === 'failed' ? (outcome.error ?? 'run failed')
+      : null;
+    const status = outcome.status === 'succeeded' ? 'succeeded' : 'failed';
+    await finishAndNotify(job, { status, run, outcome, error });
   }
 
-  /** The routed repository and its directory, recorded before launch; null (and the job failed) when there is none. */
+  /** The served entry of a job: its recorded repository, or the default for a job accepted before migration 6. */
+  function repoOf(job: JobRow): ServedRepo | undefined {
+    return job.repo === null ? opts.repos.entries.find((e) => e.isDefault) : opts.repos.byName(job.repo);
+  }
+
+  /**
+   * The routed repository and its directory (never another repository's, never the server's cwd), recorded before
+   * launch; null, and the job failed, when its repository is no longer served or its checkout could not be made.
+   */
   async function workdirOf(job: JobRow): Promise<{ workdir: string; repo: ServedRepo } | null> {
-    try {
-      const repo = opts.workdirs.repoOf(job);
-      const workdir = await opts.workdirs.prepare(job, repo);
-      stores.jobs.setWorkdir(job.id, workdir);
-      return { workdir, repo };
-    } catch (err) {
-      if (!(err instanceof WorkdirError)) throw err;
-      finish(job, 'failed', null, null, null, err.message);
-      await opts.notify(job.id);
-      return null;
+    const repo = repoOf(job);
+    let error = job.repo === null
+      ? 'The job has no repository to run in: it was queued before routing and no repository is the default'
+      : `The job has no repository to run in: "${job.repo}" is no longer served`;
+    if (repo) {
+      try {
+        const workdir = repo.checkout ?? await opts.managed.prepare(repo, job);
+        stores.jobs.setWorkdir(job.id, workdir);
+        return { workdir, repo };
+      } catch (err) {
+        // git's reason, as the job's error and in its summary; the next job of the repository fetches again.
+        if (!(err instanceof ManagedGitError)) throw err;
+        error = err.message;
+      }
     }
+    await finishAndNotify(job, { status: 'failed', error });
+    return null;
   }
 
   async function runJob(job: JobRow): Promise<void> {
@@ -112,9 +153,8 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
       id: job.id, args: job.args, origin: job.origin, workdir, repo: { name: repo.name, clone: repo.clone },
     });
     if (!launched.run || launched.error) {
-      finish(job, 'failed', null, null, launched.exitCode, launched.error ?? 'launch failed');
-      await opts.notify(job.id);
-      return;
+      const error = launched.error ?? 'launch failed';
+      return finishAndNotify(job, { status: 'failed', exitCode: launched.exitCode, error });
     }
     stores.jobs.setRun(job.id, launched.run.source, launched.run.run, launched.exitCode);
     await followToEnd(job, launched.run, false, workdir);
@@ -124,7 +164,7 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
     return work.catch((err: unknown) => {
       log.error('job crashed', { job_id: job.id, error: errorMessage(err) });
       try {
-        finish(job, 'failed', null, null, null, 'internal error while running the job');
+        finish(job, { status: 'failed', error: 'internal error while running the job' });
       } catch {
         // the DB is gone (shutdown); the job is re-attached or interrupted on restart
       }
@@ -146,7 +186,8 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
 
   function recover(): void {
     for (const job of stores.jobs.listRunning()) {
-      const workdir = opts.workdirs.recorded(job);
+      // Where its runs live: the recorded workdir, else its repository's checkout.
+      const workdir = job.workdir ?? repoOf(job)?.checkout ?? null;
       if (job.run_source && job.run_id && workdir !== null) {
         log.info('re-attaching job to its run', { job_id: job.id, run: `${job.run_source}/${job.run_id}` });
         const run = { source: job.run_source, run: job.run_id };
@@ -155,7 +196,7 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
         track(job, guarded(job, followToEnd(job, run, true, workdir)));
       } else {
         // It was launching when the server stopped: which run it started (if any) is unknown.
-        finish(job, 'interrupted', null, null, null, 'the server stopped before the run was recorded');
+        finish(job, { status: 'interrupted', error: 'the server stopped before the run was recorded' });
         void opts.notify(job.id);
       }
     }
@@ -166,7 +207,6 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
   return {
     kick,
     recover,
-    active: () => tasks.size,
     idle() {
       return tasks.size === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve));
     },
@@ -191,11 +231,6 @@ interface Turns {
   starts: number;
 }
 
-interface Candidate {
-  order: number[];
-  head: JobRow;
-}
-
 /** Negative when `a` comes first, positive when `b` does, 0 on a tie. */
 function compare(a: readonly number[], b: readonly number[]): number {
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
@@ -208,7 +243,7 @@ function older(a: JobRow, b: JobRow): boolean {
 
 /** The next job to start, or undefined when nothing queued may start now. */
 function pickNext(jobs: TriggerJobsStore, turns: Turns, repoCap: number): JobRow | undefined {
-  let best: Candidate | undefined;
+  let best: { order: number[]; head: JobRow } | undefined;
   for (const group of jobs.queuedGroups()) {
     const repo = `repo:${group.repo ?? ''}`;
     const origin = `origin:${group.origin}`;
@@ -230,15 +265,13 @@ function keysOf(job: Pick<JobRow, 'origin' | 'repo'>): [string, string] {
   return [`origin:${job.origin}`, `repo:${job.repo ?? ''}`];
 }
 
-function bump(turns: Turns, key: string, by: number): void {
-  const n = (turns.active.get(key) ?? 0) + by;
-  if (n > 0) turns.active.set(key, n);
-  else turns.active.delete(key);
-}
-
 /** A job of `job`'s origin and repository started (+1) or ended (-1). */
 function countActive(turns: Turns, job: Pick<JobRow, 'origin' | 'repo'>, by: 1 | -1): void {
-  for (const key of keysOf(job)) bump(turns, key, by);
+  for (const key of keysOf(job)) {
+    const n = (turns.active.get(key) ?? 0) + by;
+    if (n > 0) turns.active.set(key, n);
+    else turns.active.delete(key);
+  }
 }
 
 /** Records that `job`'s origin and repository just had their turn. */

@@ -2,8 +2,8 @@
 // Global fetch cannot pin a per-request CA in Node ≥ 22.13 (that needs undici's Agent, a dependency), so an
 // https API server with a CA file goes through node:https with `ca`; plain http (kubectl proxy, tests) uses fetch.
 import { readFileSync } from 'node:fs';
-import { request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
+import { httpsRequest } from './https-post.ts';
 
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 
@@ -70,42 +70,21 @@ export function createKubeApi(opts: KubeApiOptions): KubeApi {
     return { status, body, text };
   }
 
-  async function viaFetch(
-    method: string, url: string, payload: string | undefined, contentType: string | undefined,
-  ): Promise<KubeResponse> {
-    const res = await (opts.fetch ?? fetch)(url, {
-      method,
-      headers: headers(contentType),
-      signal: AbortSignal.timeout(timeoutMs),
-      ...(payload !== undefined ? { body: payload } : {}),
-    });
-    return parse(res.status, await res.text());
-  }
-
-  function viaHttps(
-    method: string, url: string, payload: string | undefined, contentType: string | undefined,
-  ): Promise<KubeResponse> {
-    return new Promise((resolve, reject) => {
-      const req = httpsRequest(url, { method, headers: headers(contentType), ca, timeout: timeoutMs }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve(parse(res.statusCode ?? 0, Buffer.concat(chunks).toString('utf8'))));
-        res.on('error', reject);
-      });
-      req.on('timeout', () => req.destroy(new Error(`Kubernetes API did not answer within ${timeoutMs} ms`)));
-      req.on('error', reject);
-      req.end(payload);
-    });
-  }
-
   return {
     namespace,
-    request(method, path, body, contentType) {
+    async request(method, path, body, contentType) {
       const url = `${base}${path}`;
       const payload = body === undefined ? undefined : JSON.stringify(body);
       const type = payload === undefined ? undefined : (contentType ?? 'application/json');
-      const send = ca && url.startsWith('https:') && !opts.fetch ? viaHttps : viaFetch;
-      return send(method, url, payload, type);
+      const init = { method, headers: headers(type) };
+      if (ca && url.startsWith('https:') && !opts.fetch) {
+        const { status, text } = await httpsRequest(url, { ...init, ca, timeoutMs }, payload);
+        return parse(status, text);
+      }
+      const res = await (opts.fetch ?? fetch)(url, {
+        ...init, signal: AbortSignal.timeout(timeoutMs), ...(payload !== undefined ? { body: payload } : {}),
+      });
+      return parse(res.status, await res.text());
     },
   };
 }

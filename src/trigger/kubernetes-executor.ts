@@ -1,19 +1,73 @@
-// SVC_TRIGGER_EXECUTOR=kubernetes: each job becomes a batch/v1 Job running `svc start …` in its own pod.
-// launch: create the Job (idempotent on its name) under a run id the pod spec fixes, wait for the run container's
-// `{"source","run"}` line naming that run, label the Job with it. follow: poll the Control Plane for the run and the
-// Job for its end; the final summary line is read from the signer container only (the run container's log is the
-// agent's to write).
+// SVC_TRIGGER_EXECUTOR=kubernetes: each job becomes a batch/v1 Job running `svc start …` in its own pod
+// (kubernetes-pod.ts). launch: create the Job (idempotent on its name) under a run id the pod spec fixes, wait for the
+// run container's `{"source","run"}` line naming that run, label the Job with it. follow: poll the Control Plane for
+// the run and the Job for its end; the final summary line is read from the signer container only (the run
+// container's log is the agent's to write).
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createKubeApi, inClusterApiUrl, SERVICE_ACCOUNT_DIR, type KubeApi } from './kube-api.ts';
-import { createKubeJobs, kubeJobName, type JobState } from './kubernetes-jobs.ts';
-import { kubernetesSettingsFromEnv, type KubernetesSettings } from './kubernetes-settings.ts';
-import { RUN_CONTAINER, SIGNER_CONTAINER } from './kubernetes-pod.ts';
 import {
-  isTerminal, outcomeFromState, parseLaunchOutput, RUN_SEGMENT,
+  buildPodSpec, kubernetesSettingsFromEnv, RUN_CONTAINER, SIGNER_CONTAINER, type KubernetesSettings, type PodJob,
+} from './kubernetes-pod.ts';
+import {
+  lastJsonLine, outcomeFromState, parseLaunchOutput, RUN_SEGMENT,
   type ExecJob, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef,
 } from './executor.ts';
 import type { Logger } from '../log.ts';
-import { BadSettingError, errorMessage } from '../errors.ts';
+import { BadSettingError, errorMessage, FailedError } from '../errors.ts';
+import { newRunId } from '../engine/ids.ts';
+
+const LABEL_MANAGED = 'app.kubernetes.io/managed-by';
+const LABEL_JOB = 'svc.dev/job-id';
+export const LABEL_RUN = 'svc.dev/run';
+
+/** DNS-1123 label: lowercase alphanumerics and '-', at most 63 characters. */
+export function kubeJobName(jobId: string): string {
+  return `svc-${jobId.toLowerCase().replace(/[^a-z0-9-]+/g, '-')}`.slice(0, 63).replace(/-+$/, '');
+}
+
+export function buildKubeJob(
+  job: PodJob, s: KubernetesSettings, namespace: string, serverEnv: NodeJS.ProcessEnv, runId: string = newRunId(),
+): Record<string, unknown> {
+  const name = kubeJobName(job.id);
+  const labels = { [LABEL_MANAGED]: 'svc-trigger', [LABEL_JOB]: name.slice(4) };
+  return {
+    apiVersion: 'batch/v1',
+    kind: 'Job',
+    metadata: { name, namespace, labels },
+    spec: {
+      // A run is not idempotent (it may open a PR): never let Kubernetes start it a second time.
+      backoffLimit: 0,
+      ttlSecondsAfterFinished: s.ttlSeconds,
+      activeDeadlineSeconds: s.activeDeadlineSeconds,
+      template: { metadata: { labels }, spec: buildPodSpec(job, s, serverEnv, runId) },
+    },
+  };
+}
+
+type JobState = { phase: 'running' | 'complete' | 'failed' | 'missing'; reason: string | null };
+
+/** The part of a Job's `status` read here. */
+type JobStatus = {
+  succeeded?: number;
+  failed?: number;
+  conditions?: Array<{ type: string; status: string; reason?: string; message?: string }>;
+};
+
+/** The names of the items of a Kubernetes list answer. */
+function itemNames(body: unknown): string[] {
+  const items = (body as { items?: Array<{ metadata?: { name?: string } }> } | null)?.items ?? [];
+  return items.flatMap((item) => (item.metadata?.name ? [item.metadata.name] : []));
+}
+
+/** `--run-id` of the signer container in a Job as the API returned it, or null. */
+function runIdOf(job: unknown): string | null {
+  type Spec = { spec?: { template?: { spec?: { containers?: Array<{ name?: unknown; args?: unknown }> } } } };
+  const containers = (job as Spec | null)?.spec?.template?.spec?.containers;
+  const args = Array.isArray(containers) ? containers.find((c) => c?.name === SIGNER_CONTAINER)?.args : undefined;
+  if (!Array.isArray(args)) return null;
+  const value: unknown = args[args.indexOf('--run-id') + 1];
+  return typeof value === 'string' && RUN_SEGMENT.test(value) && args.includes('--run-id') ? value : null;
+}
 
 export interface KubernetesExecutorOptions {
   env: NodeJS.ProcessEnv;
@@ -43,14 +97,71 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
     serviceAccountDir: opts.env.SVC_K8S_SA_DIR || SERVICE_ACCOUNT_DIR,
     ...(settings.namespace ? { namespace: settings.namespace } : {}),
   });
-  const ns = encodeURIComponent(settings.namespace || api.namespace);
-  const { jobState, podLog, createJob, labelRun, findJob } = createKubeJobs(api, ns, settings, opts.env, opts.log);
+  const namespace = settings.namespace || api.namespace;
+  const ns = encodeURIComponent(namespace);
+  const jobsPath = `/apis/batch/v1/namespaces/${ns}/jobs`;
   const pollMs = opts.pollMs ?? 2000;
   const launchTimeoutMs = opts.launchTimeoutMs ?? 15 * 60_000;
   const shipGraceMs = opts.shipGraceMs ?? 60_000;
   const log = opts.log;
   /** Run → Kubernetes Job name for runs launched by this process (the label covers restarts). */
   const known = new Map<string, string>();
+
+  async function jobState(name: string): Promise<JobState> {
+    const res = await api.request('GET', `${jobsPath}/${encodeURIComponent(name)}`);
+    if (res.status === 404) return { phase: 'missing', reason: null };
+    if (res.status !== 200) throw new FailedError(`Kubernetes API answered ${res.status} reading Job ${name}`);
+    const status = ((res.body as { status?: Record<string, unknown> }).status ?? {}) as JobStatus;
+    const done = (status.conditions ?? [])
+      .find((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True');
+    if (done?.type === 'Complete' || (status.succeeded ?? 0) > 0) return { phase: 'complete', reason: null };
+    if (done?.type === 'Failed' || (status.failed ?? 0) > 0) {
+      return { phase: 'failed', reason: done?.message ?? done?.reason ?? 'pod failed' };
+    }
+    return { phase: 'running', reason: null };
+  }
+
+  async function podLog(name: string, container: string): Promise<string> {
+    const selector = encodeURIComponent(`job-name=${name}`);
+    const pods = await api.request('GET', `/api/v1/namespaces/${ns}/pods?labelSelector=${selector}`);
+    let text = '';
+    for (const pod of itemNames(pods.body)) {
+      const podPath = `/api/v1/namespaces/${ns}/pods/${encodeURIComponent(pod)}`;
+      const res = await api.request('GET', `${podPath}/log?container=${container}&limitBytes=65536`);
+      if (res.status === 200) text += `${res.text}\n`;
+    }
+    return text;
+  }
+
+  /** The run id the Job's pod spec fixed: ours when we created it, else the existing Job's (a restart mid-launch). */
+  async function createJob(job: ExecJob, name: string): Promise<{ runId: string } | { refused: string }> {
+    const runId = newRunId();
+    const res = await api.request('POST', jobsPath, buildKubeJob(job, settings, namespace, opts.env, runId));
+    if (res.status === 201 || res.status === 200 || res.status === 202) return { runId };
+    if (res.status === 409) {
+      const found = runIdOf((await api.request('GET', `${jobsPath}/${encodeURIComponent(name)}`)).body);
+      if (found) return { runId: found };
+      return { refused: `Kubernetes Job ${name} already exists without a run id in its pod spec` };
+    }
+    const message = (res.body as { message?: unknown } | null)?.message;
+    const detail = typeof message === 'string' ? `: ${message.slice(0, 200)}` : '';
+    return { refused: `Kubernetes API refused Job ${name} (${res.status}${detail})` };
+  }
+
+  /** A label lets a restarted server find the Job of a run it re-attaches to. */
+  async function labelRun(name: string, run: RunRef): Promise<void> {
+    const patch = { metadata: { labels: { [LABEL_RUN]: run.run }, annotations: { 'svc.dev/source': run.source } } };
+    const path = `${jobsPath}/${encodeURIComponent(name)}`;
+    const res = await api.request('PATCH', path, patch, 'application/merge-patch+json');
+    if (res.status !== 200) {
+      log.warn('could not label the Kubernetes Job with its run', { kube_job: name, status: res.status });
+    }
+  }
+
+  async function findJob(run: RunRef): Promise<string | null> {
+    const res = await api.request('GET', `${jobsPath}?labelSelector=${encodeURIComponent(`${LABEL_RUN}=${run.run}`)}`);
+    return itemNames(res.body)[0] ?? null;
+  }
 
   /** Whether the run container announced the run the pod spec fixed (a line naming any other run is ignored). */
   async function announced(name: string, runId: string): Promise<RunRef | null> {
@@ -104,27 +215,10 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
         headers: { accept: 'application/json', ...auth },
         signal: AbortSignal.timeout(10_000),
       });
-      if (!res.ok) return null;
-      const state = (await res.json()) as Record<string, unknown>;
-      return isTerminal(state.status) ? outcomeFromState(state) : null;
+      return res.ok ? outcomeFromState((await res.json()) as Record<string, unknown>) : null;
     } catch {
       return null;
     }
-  }
-
-  /** The signer ends by printing the run's final summary line: prefer it to the Job's bare status. */
-  async function outcomeFromLog(name: string): Promise<RunOutcome | null> {
-    const text = await podLog(name, SIGNER_CONTAINER);
-    const lines = text.split('\n').map((l) => l.trim()).filter((l) => l.startsWith('{'));
-    for (let i = lines.length - 1; i >= 0; i--) {
-      try {
-        const outcome = outcomeFromState(JSON.parse(lines[i]!) as Record<string, unknown>);
-        if (outcome) return outcome;
-      } catch {
-        // not a summary line
-      }
-    }
-    return null;
   }
 
   function jobOutcome(state: JobState): RunOutcome {
@@ -155,7 +249,7 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
         } else if (state.phase !== 'running') {
           // Not the Control Plane's copy while the pod ran: the run container (the agent, with the Control Plane
           // token) could ship any status there. Only the signer writes its own log, and its summary line comes last.
-          return (await outcomeFromLog(name!)) ?? jobOutcome(state);
+          return lastJsonLine(await podLog(name!, SIGNER_CONTAINER), outcomeFromState) ?? jobOutcome(state);
         }
       } catch (err) {
         log.warn('kubernetes follow poll failed; retrying', { run: run.run, error: errorMessage(err) });

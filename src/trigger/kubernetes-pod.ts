@@ -1,29 +1,84 @@
-// The pod of one Kubernetes job, split so that only the signer can read the runner's signing key.
-// Init containers run one after another, and each one's processes are all gone before the next starts:
-//   clone  → git clone into the shared workspace: the routed repository's clone URL, else SVC_K8S_REPO_URL;
-//   seal   → `svc pod seal` records the base commit and origin URL in a volume the run container never mounts;
-//   run    → `svc start …` with SVC_SIGN_LATER=1: provider and checks, evidence written, no receipt, no PR.
-// Then the one container, `signer`, runs `svc pod sign`: the only mount of the key Secret in the pod. It reads the
-// workspace read-only and trusts only the sealed base, the pod spec and hash-checked git objects (src/pod/).
+// The pod of one Kubernetes job (containers and mounts: docs/deploy.md), split so that only the signer can read the
+// runner's signing key; the signer trusts only the sealed base, the pod spec and hash-checked git objects (src/pod/).
 // Must not: mount the key, the sealed volume or a service-account token into any container that runs agent code.
-import { podGateEnv } from './kubernetes-gate-env.ts';
-import { mintJobCredential } from '../gate/job-credential.ts';
+import { mintJobCredential, readGateSecret } from '../gate/job-credential.ts';
 import { childEnv } from '../spawn/env.ts';
 import type { ExecJob } from './executor.ts';
-import type { KubernetesSettings } from './kubernetes-settings.ts';
+import { MODEL_APIS } from '../gate/model-apis.ts';
+import { BadSettingError } from '../errors.ts';
+import { setting, settingInt, settingOr, type SettingName } from '../settings-registry.ts';
 
 export const RUN_CONTAINER = 'run';
 export const SIGNER_CONTAINER = 'signer';
-export const WORKSPACE = '/workspace/repo';
+const WORKSPACE = '/workspace/repo';
 const TOKEN_DIR = '/var/run/svc/control-token';
 const POD_HOME = '/home/svc';
 const SEALED_DIR = '/var/run/svc/sealed';
 const SIGNER_HOME = '/var/run/svc/signer';
 // keys.ts reads the pair from $HOME/.svc/keys; a mounted key is used as is (the folder is read-only, nothing is made).
-export const SIGNER_KEYS_DIR = `${SIGNER_HOME}/.svc/keys`;
+const SIGNER_KEYS_DIR = `${SIGNER_HOME}/.svc/keys`;
 
 type Mount = { name: string; mountPath: string; readOnly?: boolean };
 type EnvVar = { name: string; value: string };
+/** The pod clones its own checkout (deploy.md): the server's workdir means nothing there. */
+export type PodJob = Omit<ExecJob, 'workdir'>;
+
+/** The SVC_K8S_* settings, read once (docs/deploy.md); `gateSecret` is SVC_GATE_SECRET_FILE's secret. */
+export interface KubernetesSettings {
+  image: string;
+  namespace: string | undefined;
+  serviceAccount: string | undefined;
+  cpu: string | undefined;
+  memory: string | undefined;
+  repoUrl: string | undefined;
+  repoRef: string | undefined;
+  repoPvc: string | undefined;
+  envSecret: string | undefined;
+  controlTokenSecret: string | undefined;
+  ttlSeconds: number;
+  activeDeadlineSeconds: number;
+  source: string;
+  keysSecret: string | undefined;
+  signerEnvSecret: string | undefined;
+  gateUrl: string | undefined;
+  gateSecret: Buffer | undefined;
+}
+
+export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv): KubernetesSettings {
+  const image = setting(env, 'SVC_K8S_IMAGE');
+  if (!image) {
+    throw new BadSettingError('SVC_TRIGGER_EXECUTOR=kubernetes needs SVC_K8S_IMAGE (the svc container image)');
+  }
+  const opt = (name: SettingName) => setting(env, name);
+  return {
+    image,
+    namespace: opt('SVC_K8S_NAMESPACE'),
+    serviceAccount: opt('SVC_K8S_SERVICE_ACCOUNT'),
+    cpu: opt('SVC_K8S_CPU'),
+    memory: opt('SVC_K8S_MEMORY'),
+    repoUrl: opt('SVC_K8S_REPO_URL'),
+    repoRef: opt('SVC_K8S_REPO_REF'),
+    repoPvc: opt('SVC_K8S_REPO_PVC'),
+    envSecret: opt('SVC_K8S_ENV_SECRET'),
+    controlTokenSecret: opt('SVC_K8S_CONTROL_TOKEN_SECRET'),
+    ttlSeconds: settingInt(env, 'SVC_K8S_TTL_SECONDS'),
+    activeDeadlineSeconds: settingInt(env, 'SVC_K8S_ACTIVE_DEADLINE_SECONDS'),
+    source: settingOr(env, 'SVC_K8S_SOURCE'),
+    keysSecret: opt('SVC_K8S_KEYS_SECRET'),
+    signerEnvSecret: opt('SVC_K8S_SIGNER_ENV_SECRET'),
+    gateUrl: opt('SVC_K8S_GATE_URL'),
+    gateSecret: gateSecretOf(opt('SVC_K8S_GATE_URL'), opt('SVC_GATE_SECRET_FILE')),
+  };
+}
+
+/** The gate refuses pods without a credential: a gate URL without the secret to mint one is a setting error. */
+function gateSecretOf(gateUrl: string | undefined, file: string | undefined): Buffer | undefined {
+  if (gateUrl === undefined) return undefined;
+  if (file === undefined) {
+    throw new BadSettingError('SVC_K8S_GATE_URL needs SVC_GATE_SECRET_FILE (the secret `svc gate serve` checks with)');
+  }
+  return readGateSecret(file);
+}
 
 /**
  * The run container's `svc start` argv: in the foreground (the launcher's trailing --detach goes), always in a
@@ -42,21 +97,42 @@ export function signerArgs(args: readonly string[], runId: string): string[] {
 }
 
 /**
- * The pod's routes out through the gate, each carrying this job's gate credential: valid for the pod's whole
- * deadline and ten minutes more, for this job, run and repository only (the gate applies that repository's policy).
+ * The pod's routes out through the gate (docs/gate.md: a NetworkPolicy leaves it no other), each carrying this job's
+ * gate credential, valid for the pod's whole deadline and ten minutes more, for this job, run and repository only:
+ * the proxy variables, the model CLIs' base URLs with placeholder keys, and where the signer reads the evidence.
  */
 function gateEnv(
-  serverEnv: NodeJS.ProcessEnv, s: KubernetesSettings, job: Omit<ExecJob, 'workdir'>, runId: string,
+  serverEnv: NodeJS.ProcessEnv, s: KubernetesSettings, job: PodJob, runId: string,
 ): EnvVar[] {
   if (!s.gateUrl || !s.gateSecret) return [];
   const expires = Date.now() + (s.activeDeadlineSeconds + 600) * 1000;
   const credential = mintJobCredential(s.gateSecret, { job: job.id, run: runId, repo: job.repo?.name ?? '' }, expires);
-  return podGateEnv(s.gateUrl, serverEnv.SVC_CONTROL_URL, credential);
+  const gate = s.gateUrl.replace(/\/+$/, '');
+  let control = '';
+  try {
+    control = serverEnv.SVC_CONTROL_URL ? new URL(serverEnv.SVC_CONTROL_URL).hostname : '';
+  } catch {
+    // not a URL: nothing to exempt
+  }
+  const direct = ['localhost', '127.0.0.1', new URL(gate).hostname, ...(control ? [control] : [])].join(',');
+  const proxy = gate.replace(/^http:\/\//, `http://svc:${credential}@`);
+  const vars: EnvVar[] = ['HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'http_proxy', 'https_proxy', 'all_proxy']
+    .map((name) => ({ name, value: proxy }));
+  vars.push({ name: 'NO_PROXY', value: direct }, { name: 'no_proxy', value: direct });
+  vars.push({ name: 'NODE_USE_ENV_PROXY', value: '1' });
+  for (const [name, api] of Object.entries(MODEL_APIS)) {
+    if (api.baseEnv) vars.push({ name: api.baseEnv, value: `${gate}/_job/${credential}/_model/${name}` });
+  }
+  vars.push({ name: 'SVC_GATE_EVIDENCE_URL', value: `${gate}/_job/${credential}/_egress` });
+  for (const api of Object.values(MODEL_APIS)) {
+    for (const variable of api.env) vars.push({ name: variable, value: api.placeholder });
+  }
+  return vars;
 }
 
 /** The trigger's allowlisted, non-secret variables, minus what names a trigger-host path or source. */
 function baseEnv(
-  serverEnv: NodeJS.ProcessEnv, s: KubernetesSettings, job: Omit<ExecJob, 'workdir'>, home: string,
+  serverEnv: NodeJS.ProcessEnv, s: KubernetesSettings, job: PodJob, home: string,
   gate: readonly EnvVar[],
 ): EnvVar[] {
   const env = Object.entries(childEnv('launcher', serverEnv))
@@ -80,7 +156,7 @@ function baseEnv(
  */
 type Workspace = { clone: string; ref: string | undefined } | { pvc: string } | null;
 
-function workspaceOf(job: Omit<ExecJob, 'workdir'>, s: KubernetesSettings): Workspace {
+function workspaceOf(job: PodJob, s: KubernetesSettings): Workspace {
   if (job.repo?.clone) return { clone: job.repo.clone, ref: undefined };
   if (s.repoPvc) return { pvc: s.repoPvc };
   if (s.repoUrl) return { clone: s.repoUrl, ref: s.repoRef };
@@ -113,7 +189,7 @@ function resourcesOf(s: KubernetesSettings): Record<string, unknown> | undefined
 }
 
 export function buildPodSpec(
-  job: Omit<ExecJob, 'workdir'>, s: KubernetesSettings, serverEnv: NodeJS.ProcessEnv, runId: string,
+  job: PodJob, s: KubernetesSettings, serverEnv: NodeJS.ProcessEnv, runId: string,
 ): Record<string, unknown> {
   const security = { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } };
   const resources = resourcesOf(s);
@@ -127,10 +203,7 @@ export function buildPodSpec(
         image: s.image,
         command: ['git', 'clone', '--depth', '50', ...(from.ref ? ['--branch', from.ref] : []), '--', from.clone,
           WORKSPACE],
-        env: [
-          { name: 'HOME', value: POD_HOME },
-          ...gate,
-        ],
+        env: [{ name: 'HOME', value: POD_HOME }, ...gate],
         volumeMounts: [workspace, { name: 'home', mountPath: POD_HOME }, { name: 'tmp', mountPath: '/tmp' }],
         securityContext: security,
       }]

@@ -11,7 +11,6 @@ import {
   outcomeFromState, parseLaunchOutput, RUN_SEGMENT,
   type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef,
 } from './executor.ts';
-import type { Logger } from '../log.ts';
 import { identityOf, signalGroup } from '../engine/proc-group.ts';
 import { operatorPassedEnv } from '../engine/config.ts';
 
@@ -19,37 +18,35 @@ export interface LocalExecutorOptions {
   /** Path of the svc CLI script (dist/cli.js); run with `execPath`. */
   cliPath: string;
   execPath?: string;
-  /** The server's environment; only allowlisted names are passed on. */
+  /** The server's environment: only allowlisted names are passed on, and the secrets below through a pipe. */
   env: NodeJS.ProcessEnv;
-  log: Logger;
   pollMs?: number;
   /** A launcher still running after this long is killed (SIGTERM, then SIGKILL). */
   launchTimeoutMs?: number;
-  /** How long a freshly launched run may take to write its first state.json. */
-  missingGraceMs?: number;
 }
 
 const OUTPUT_CAP = 64 * 1024;
+/** How long a freshly launched run may take to write its first state.json. */
+const MISSING_GRACE_MS = 60_000;
 
 /** What a job's run uses itself: ingest to the Control Plane, the push, an error-tracker fetch; no webhook secret. */
 const LAUNCHER_SECRETS = ['SVC_CONTROL_TOKEN', 'GITHUB_TOKEN', 'GH_TOKEN', 'ERRTRACK_AUTH_TOKEN'];
 
-function launcherSecrets(env: NodeJS.ProcessEnv): Secrets {
-  const all = secretsIn(env);
-  return Object.fromEntries(LAUNCHER_SECRETS.filter((n) => all[n]).map((n) => [n, all[n]!]));
-}
-
 export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
   const pollMs = opts.pollMs ?? 1000;
   const launchTimeoutMs = opts.launchTimeoutMs ?? 120_000;
-  const missingGraceMs = opts.missingGraceMs ?? 60_000;
+  // What every launch hands on is the server's, read once here: the run's own secrets (sent down a pipe on the
+  // launcher's fd 3, never its environment) and the values of the names the operator passes to agents
+  // (operator.json "env"), which cross the launcher's allowlist.
+  const all = secretsIn(opts.env);
+  const secrets: Secrets = Object.fromEntries(LAUNCHER_SECRETS.filter((n) => all[n]).map((n) => [n, all[n]!]));
+  const operatorEnv = operatorPassedEnv(opts.env);
 
   function launch(job: ExecJob): Promise<LaunchResult> {
     return new Promise((resolve) => {
       let stdout = '';
       let stderr = '';
       let timedOut = false;
-      // The launcher's environment is the allowlist (no secret); what the run uses itself arrives in a pipe (fd 3).
       const pipe = handoffPipe(['ignore', 'pipe', 'pipe']);
       const child = startChild([opts.execPath ?? process.execPath, opts.cliPath, ...job.args], {
         // The routed repository's directory: its policy and config are the ones the run reads.
@@ -58,9 +55,8 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
         base: opts.env,
         // SVC_JOB_ID lets a trackera run find the payload of its own delivery (trackera-snapshot.ts); SVC_REPO_NAME
         // names the run after the served entry, never after whatever the checkout's origin says (repo-name.ts).
-        // The names the operator passes to agents (~/.svc/operator.json "env") cross the launcher's allowlist too.
         extra: {
-          ...operatorPassedEnv(opts.env), SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}),
+          ...operatorEnv, SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}),
           ...(job.repo ? { SVC_REPO_NAME: job.repo.name } : {}), ...pipe.extra,
         },
         // Own process group, so a timeout can signal the launcher and everything it started, and a
@@ -68,7 +64,7 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
         detached: true,
         stdio: pipe.stdio,
       });
-      sendHandoff(child, launcherSecrets(opts.env));
+      sendHandoff(child, secrets);
       child.stdout?.setEncoding('utf8').on('data', (d: string) => {
         if (stdout.length < OUTPUT_CAP) stdout += d;
       });
@@ -115,7 +111,7 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
         const state = await readState(path);
         if (state === 'missing') {
           // On re-attach there is no launch in flight: a missing state means the run is gone.
-          if (reattach || Date.now() - started > missingGraceMs) return null;
+          if (reattach || Date.now() - started > MISSING_GRACE_MS) return null;
         } else if (state) {
           const outcome = outcomeFromState(state);
           if (outcome) return outcome;

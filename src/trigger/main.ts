@@ -14,14 +14,14 @@ import { createControlReporter, reportServedRepos } from './control-report.ts';
 import { createTriggerApp, REPLIES } from './app.ts';
 import type { JobExecutor } from './executor.ts';
 import type { TriggerSettings } from './settings.ts';
-import { ROUTES } from './secrets.ts';
+import { SOURCE_NAMES } from '../webhook-sources.ts';
 import { createLogger, type Logger } from '../log.ts';
-import { createSkipCounts } from './skip-counts.ts';
+import { createSkipCounts } from './deps.ts';
 import { createManagedCheckouts } from './managed-checkout.ts';
 import { startTriggerRetention } from './retention.ts';
 import { createWalCheckpointer } from '../db/wal-checkpointer.ts';
 import { BadSettingError } from '../errors.ts';
-import { createJobWorkdirs, type LiveRepoRouter, type RepoRouter } from './served-repos.ts';
+import type { RepoRouter } from './served-repos.ts';
 import {
   closeGracefully, listen, createHttpServer, readConnectionLimits, type ConnectionCounts, exitCodeAfterSignal,
 } from '../http/http-server.ts';
@@ -51,17 +51,13 @@ export interface TriggerOverrides {
   servedRetryMs?: readonly number[];
 }
 
-/** The executor SVC_TRIGGER_EXECUTOR names. */
+/** The executor SVC_TRIGGER_EXECUTOR names (the settings registry allows only these two). */
 function pickExecutor(settings: TriggerSettings, env: NodeJS.ProcessEnv, log: Logger, pollMs?: number): JobExecutor {
-  if (settings.executor === 'local') {
-    return createLocalExecutor({ cliPath: settings.cliPath, env, log, ...(pollMs ? { pollMs } : {}) });
-  }
-  if (settings.executor === 'kubernetes') {
-    kubernetesReposCheck(settings.repos);
-    const { controlUrl, controlToken } = settings;
-    return createKubernetesExecutor({ env, log, controlUrl, controlToken, ...(pollMs ? { pollMs } : {}) });
-  }
-  throw new BadSettingError(`Unknown SVC_TRIGGER_EXECUTOR "${settings.executor}" (known: local, kubernetes)`);
+  const poll = pollMs ? { pollMs } : {};
+  if (settings.executor === 'local') return createLocalExecutor({ cliPath: settings.cliPath, env, ...poll });
+  kubernetesReposCheck(settings.repos);
+  const { controlUrl, controlToken } = settings;
+  return createKubernetesExecutor({ env, log, controlUrl, controlToken, ...poll });
 }
 
 /**
@@ -77,19 +73,10 @@ function kubernetesReposCheck(repos: RepoRouter): void {
     + `clone= URL for its pods to clone (${repos.source}: ${local.join(', ')} only have a checkout=)`);
 }
 
-/** Routes that can queue work: the ones the queue's shares are split between (queue-shares.ts). */
-function configuredRoutes(settings: TriggerSettings): number {
-  return ROUTES.filter((r) => settings.secrets[r].value && settings.secrets[r].unavailable === null).length;
-}
-
 /** Logged once the server listens: a start that fails shows its own error last, not under route warnings. */
 function logStartupProblems(settings: TriggerSettings, log: Logger): void {
   for (const error of settings.problems.errors) log.error(error);
   for (const warning of settings.problems.warnings) log.warn(warning);
-}
-
-function isLive(repos: RepoRouter): repos is LiveRepoRouter {
-  return typeof (repos as Partial<LiveRepoRouter>).attach === 'function';
 }
 
 export async function startTrigger(
@@ -104,7 +91,7 @@ export async function startTrigger(
   const executor = o.executor ?? pickExecutor(settings, env, log, o.pollMs);
   const db = openDatabase(settings.dbPath, triggerMigrations);
   const stores = createTriggerStores(db);
-  stores.jobs.countOrigins(ROUTES);
+  stores.jobs.countOrigins(SOURCE_NAMES);
   const checkpointer = createWalCheckpointer({ db, path: settings.dbPath, log });
   const shutdown = new AbortController();
   const { controlUrl, controlToken, source } = settings;
@@ -122,7 +109,9 @@ export async function startTrigger(
   });
   let jobLoop: JobLoop | undefined;
   const queue = createJobQueue({
-    stores, clock, maxQueued: settings.queueMax, routes: configuredRoutes(settings),
+    stores, clock, maxQueued: settings.queueMax,
+    // The routes that can queue work: the queue's shares are split between them.
+    routes: SOURCE_NAMES.filter((r) => settings.secrets[r].value && settings.secrets[r].unavailable === null).length,
     onEnqueued: () => {
       checkpointer.nudge();
       setImmediate(() => jobLoop?.kick());
@@ -131,15 +120,15 @@ export async function startTrigger(
   const managed = createManagedCheckouts({
     stateDir: settings.stateDir, checkoutsDir: settings.checkoutsDir, env, log,
   });
-  const workdirs = createJobWorkdirs(settings.repos, managed);
   jobLoop = createJobLoop({
-    stores, executor, concurrency: settings.concurrency, repoConcurrency: settings.repoConcurrency, workdirs,
+    stores, executor, concurrency: settings.concurrency, repoConcurrency: settings.repoConcurrency,
+    repos: settings.repos, managed,
     clock, log, controlUrl: settings.controlUrl, notify,
   });
   const skips = createSkipCounts();
   let accepting = false;
   const deps = { settings, queue, clock, log, skips, accepting: () => accepting };
-  const app = createTriggerApp(deps, o.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: o.bodyTimeoutMs } : {});
+  const listener = createTriggerApp(deps, o.bodyTimeoutMs);
   // GET /v1/repos on the Control Plane lists what is served here, and its UI filter offers them; a
   // reloaded file is reported again, and the report of the table it replaced stops retrying.
   const reports: Array<Promise<void>> = [];
@@ -152,14 +141,12 @@ export async function startTrigger(
       ...(o.servedRetryMs ? { retryMs: o.servedRetryMs } : {}),
     }));
   };
-  if (isLive(settings.repos)) {
-    settings.repos.attach({
-      log,
-      ...(settings.executor === 'kubernetes' && !o.executor ? { check: kubernetesReposCheck } : {}),
-      onChange: (next) => report(next.entries.map((e) => e.name)),
-    });
-  }
-  const { server, connections } = createHttpServer(app.listener, connectionLimits);
+  settings.repos.attach?.({
+    log,
+    ...(settings.executor === 'kubernetes' && !o.executor ? { check: kubernetesReposCheck } : {}),
+    onChange: (next) => report(next.entries.map((e) => e.name)),
+  });
+  const { server, connections } = createHttpServer(listener, connectionLimits);
   const { url } = await listen(server, settings.host, settings.port);
   accepting = true;
   logStartupProblems(settings, log);

@@ -1,28 +1,21 @@
-// Checkouts svc manages for a `clone=URL` repository. Per repository, under the trigger's state
-// folder (repo-dirs.ts): `mirror.git`, a bare repository that only svc writes; and beside the jobs' checkouts
-// (`<checkouts>/<owner>/<name>/<job id>/`, each job's own clone of the mirror at the default branch, whose origin is
-// the clone URL) a spare `.next/`: the next job's checkout, made while this one starts. Before every job svc asks the
-// origin for its branches (ls-remote); when the answer is the one the spare was made for, the spare is renamed into
-// the job's place (nothing fetched, no file written), else the mirror is fetched and cloned. No run ever saw a spare:
-// a job starts from exactly the commit the origin named, with nothing an earlier job left. The job's `svc start`
-// runs there: its policy and config are the base commit's files, never the server's working directory, and its
-// run's push goes to that origin by the push's own rules.
-// Each repository's asks, fetches and checkouts wait for each other (one promise chain per repository), so
-// concurrent jobs never write the mirror at once; different repositories fetch in parallel. A failed fetch fails that
-// job with git's reason and leaves the mirror as it was; the next job fetches again.
-// Must not: touch another repository's folder, reuse a job's checkout for another job, or let the token out
-// (managed-git.ts).
+// Checkouts svc manages for a `clone=URL` repository (docs/trigger.md "Managed checkouts"): per repository a bare
+// mirror only svc writes, and per job its own clone of it at the commit the origin names now, or the spare made for
+// that very answer. Each repository's git work waits for its earlier work (one promise chain per repository).
+// git runs asynchronously (a fetch must not hold the server's event loop) with svc's host git (engine/git.ts);
+// the GitHub token goes only where the push would send it (engine/git-token.ts), through GIT_ASKPASS, and a
+// redirect fails the fetch naming both places.
+// Must not: touch another repository's folder, reuse a job's checkout for another job, or let the token out in argv,
+// a URL, a file or an error message.
 import { copyFileSync, existsSync, mkdirSync, renameSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '../log.ts';
-import { errorMessage } from '../errors.ts';
-import { managedDir } from './repo-dirs.ts';
 import type { ServedRepo } from './served-repos-file.ts';
 import { trackeraInbox, TRACKERA_IDENTIFIER } from './trackera-snapshot.ts';
-import { createManagedGit, ManagedGitError, shownUrl, type ManagedGit } from './managed-git.ts';
-
-export { ManagedGitError } from './managed-git.ts';
+import { runCollect } from '../spawn/start.ts';
+import { errorMessage, FailedError } from '../errors.ts';
+import { gitArgv, gitBaseEnv, gitExtraEnv } from '../engine/git.ts';
+import { redirectedUrl, redirectRefusal, withGitToken } from '../engine/git-token.ts';
 
 export interface ManagedCheckouts {
   /** Makes `jobId`'s own checkout of the origin's default branch as it is now; its path. */
@@ -44,6 +37,20 @@ export interface ManagedCheckoutOptions {
   networkTimeoutMs?: number;
 }
 
+/** `<stateDir>/repos/<owner>/<name>`: a managed repository's mirror and intake files. */
+export function managedDir(stateDir: string, repo: ServedRepo): string {
+  const [owner, name] = repo.name.toLowerCase().split('/') as [string, string];
+  return join(stateDir, 'repos', owner, name);
+}
+
+/**
+ * The folder whose `.svc/inbox` receives a delivery's files before its job runs (a trackera snapshot): the checkout,
+ * or the managed folder, from which each job's checkout gets them at launch.
+ */
+export function intakeDir(stateDir: string, repo: ServedRepo): string {
+  return repo.checkout ?? managedDir(stateDir, repo);
+}
+
 const JOB_SEGMENT = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
 
 function mirrorDir(stateDir: string, repo: ServedRepo): string {
@@ -58,8 +65,48 @@ export function jobCheckoutDir(checkoutsDir: string, repo: ServedRepo, jobId: st
 /** The origin's answer to `git ls-remote --symref URL HEAD refs/heads/*`, and its default branch. */
 type Asked = { listing: string; branch: string };
 
+/** git's own reason a managed-checkout step failed (its first stderr line); never holds the token. */
+export class ManagedGitError extends FailedError {}
+
+const OUTPUT_CAP = 4 * 1024 * 1024;
+
+/** Drops a user name or password from a URL, for messages. */
+export function shownUrl(url: string): string {
+  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^@/]*@/i, '$1');
+}
+
+/**
+ * git for managed checkouts: `local` on svc's own mirror and checkouts (only their own config applies), `remote`
+ * talking to `url` (ls-remote, fetch), with the token when `url` is on the token's host. Each returns stdout. A git
+ * talking to the origin longer than `networkTimeoutMs` is killed (a hung server, a huge first clone).
+ */
+function createManagedGit(opts: { env: NodeJS.ProcessEnv; networkTimeoutMs: number }) {
+  const base = gitBaseEnv(opts.env);
+  async function run(
+    cwd: string, argv: string[], extra: Record<string, string>, what: string, timeout?: number, url?: string,
+  ): Promise<string> {
+    const done = await runCollect(gitArgv(argv), {
+      kind: 'tool', base, extra: gitExtraEnv(extra), cwd, maxBuffer: OUTPUT_CAP, ...(timeout ? { timeout } : {}),
+    });
+    if (done.status === 0) return done.stdout;
+    if (url !== undefined && redirectedUrl(done.stderr) !== null) {
+      throw new ManagedGitError(`${what}: ${(await redirectRefusal(url, 'git-upload-pack', opts.env)).message}`);
+    }
+    const reason = done.stderr.split('\n').map((l) => l.trim()).find(Boolean)
+      ?? (done.status === null ? `no answer within ${Math.round((timeout ?? 0) / 1000)} s` : `exit ${done.status}`);
+    throw new ManagedGitError(`${what}: ${reason.slice(0, 300)}`);
+  }
+
+  const token = opts.env.GITHUB_TOKEN || opts.env.GH_TOKEN || null;
+  return {
+    local: (cwd: string, args: string[], what: string) => run(cwd, args, {}, what),
+    remote: (cwd: string, url: string, args: string[], what: string) => withGitToken(url, token, opts.env,
+      (config, extra) => run(cwd, [...config, ...args], extra, what, opts.networkTimeoutMs, url)),
+  };
+}
+
 export function createManagedCheckouts(opts: ManagedCheckoutOptions): ManagedCheckouts {
-  const git: ManagedGit = createManagedGit({ env: opts.env, networkTimeoutMs: opts.networkTimeoutMs ?? 15 * 60_000 });
+  const git = createManagedGit({ env: opts.env, networkTimeoutMs: opts.networkTimeoutMs ?? 15 * 60_000 });
   const chains = new Map<string, Promise<unknown>>();
   /** Per repository, the origin's answer its spare checkout (`.next` beside its jobs' checkouts) was made for. */
   const spares = new Map<string, string>();

@@ -4,10 +4,10 @@ import { isJsonObject } from '../untrusted.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import { PermanentError, type NotifyConfig, type Piece, type ReplyChannel, type SummaryParts } from './summary.ts';
+import { errorMessage, FailedError } from '../errors.ts';
 import type { Poster } from './https-post.ts';
 import type { NotificationReport } from './control-report.ts';
 import type { Logger } from '../log.ts';
-import { errorMessage } from '../errors.ts';
 
 export interface NotifierOptions {
   stores: TriggerStores;
@@ -42,6 +42,14 @@ export function summaryParts(stored: string | null, plain: string): SummaryParts
   return [[{ data: plain }]];
 }
 
+/** A 2xx passes; a 4xx other than 408/429 will not get better by retrying; anything else may. */
+function checkStatus(status: number, what: string): void {
+  if (status >= 200 && status < 300) return;
+  const message = `${what} answered HTTP ${status}`;
+  if (status >= 400 && status < 500 && status !== 408 && status !== 429) throw new PermanentError(message);
+  throw new FailedError(message);
+}
+
 export function createNotifier(opts: NotifierOptions): (jobId: string) => Promise<void> {
   const attempts = opts.attempts ?? 4;
   const backoffMs = opts.backoffMs ?? 1000;
@@ -51,13 +59,14 @@ export function createNotifier(opts: NotifierOptions): (jobId: string) => Promis
     const job = opts.stores.jobs.get(jobId);
     const target = opts.stores.replies.get(jobId);
     if (!job || !target || target.notify_status !== null || !job.summary) return;
+    const { channel } = target;
     const parts = summaryParts(job.summary_parts, job.summary);
-    const reply = Object.hasOwn(opts.replies, target.channel) ? opts.replies[target.channel] : undefined;
+    const reply = Object.hasOwn(opts.replies, channel) ? opts.replies[channel] : undefined;
     const delivery = reply
       ? reply.prepare(target.target, parts, opts.config)
-      : `origin ${target.channel} takes no completion summary`;
+      : `origin ${channel} takes no completion summary`;
     if (typeof delivery === 'string') {
-      opts.log.info('completion summary not sent', { job_id: jobId, channel: target.channel, reason: delivery });
+      opts.log.info('completion summary not sent', { job_id: jobId, channel, reason: delivery });
       opts.stores.replies.markNotified(jobId, 'skipped', opts.clock());
       return;
     }
@@ -66,13 +75,15 @@ export function createNotifier(opts: NotifierOptions): (jobId: string) => Promis
     for (; tried < attempts; ) {
       tried++;
       try {
-        await delivery.send(opts.post);
+        const answer = await opts.post(delivery.url, delivery.headers, delivery.body);
+        checkStatus(answer.status, delivery.what);
+        delivery.check?.(answer.text);
         error = null;
         break;
       } catch (err) {
         error = errorMessage(err);
         opts.log.warn('completion summary failed', {
-          job_id: jobId, channel: delivery.channel, host: delivery.url.host, attempt: tried, error,
+          job_id: jobId, channel, host: delivery.url.host, attempt: tried, error,
         });
         if (err instanceof PermanentError || tried >= attempts) break;
         try {
@@ -85,15 +96,14 @@ export function createNotifier(opts: NotifierOptions): (jobId: string) => Promis
     const status = error === null ? 'sent' : 'failed';
     opts.stores.replies.markNotified(jobId, status, opts.clock());
     if (status === 'failed') {
-      const fields = { job_id: jobId, channel: delivery.channel, attempts: tried, error };
-      opts.log.error('completion summary gave up', fields);
+      opts.log.error('completion summary gave up', { job_id: jobId, channel, attempts: tried, error });
     }
     await opts.report({
       job_id: jobId,
       source: job.run_source,
       run: job.run_id,
       origin: job.origin,
-      channel: delivery.channel,
+      channel,
       target: delivery.url.host,
       status,
       attempts: tried,

@@ -1,18 +1,19 @@
 // Which served repository an event belongs to: exactly one, or a reason it is refused. Never a guess: a
 // GitHub event goes only to the entry named by its repository.full_name; other sources by the keys the operator
 // mapped, then the entry marked `default`, else nothing. Below: the table as the running server sees it (reread when
-// its file changes), and the directory a routed job runs in.
+// its file changes).
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { pinPushTarget } from '../engine/git-push.ts';
 import type { Logger } from '../log.ts';
-import { errorMessage, FailedError } from '../errors.ts';
-import type { JobRow } from '../db/trigger-jobs-store.ts';
-import { ManagedGitError, type ManagedCheckouts } from './managed-checkout.ts';
+import { errorMessage } from '../errors.ts';
 import {
   EVERY_CHANNEL, isChatKind, keyOf, parseServedRepos, ReposFileError, type ReposProblem, type ServedRepo,
 } from './served-repos-file.ts';
-import { ROUTING_KINDS, type ChatKind, type RoutingKind } from '../webhook-sources.ts';
+import {
+  DEFAULT_BRIEF_BYTES, ROUTING_KINDS, sanitizeBrief, type ChatKind, type RoutingKind,
+} from '../webhook-sources.ts';
+import { isRepoName } from '../engine/repo-name.ts';
 
 export type Routed = { kind: 'repo'; repo: ServedRepo } | { kind: 'unserved'; reason: string };
 
@@ -30,6 +31,8 @@ export interface RepoRouter {
    * `chata=*`); `option` (repo=owner/name, lower case) picks among those. A refusal names only reachable entries.
    */
   chat(kind: ChatKind, channel: string | null, option: string | null): Routed;
+  /** A table read from a file: wires logging and the rules below once the server has them (settings come first). */
+  attach?(hooks: LiveHooks): void;
 }
 
 /** Text from a payload, fit for a skip reason and a log line. */
@@ -93,6 +96,25 @@ export function createRepoRouter(entries: readonly ServedRepo[], source: string)
   };
 }
 
+export type RepoOption = { kind: 'option'; repo: string | null; text: string } | { kind: 'bad'; reason: string };
+
+const REPO_TOKEN = /(^|\s)repo=(\S*)/gi;
+
+/**
+ * `repo=owner/name` in a chat command: the one way a chat message picks a repository, and only among the ones its
+ * channel may reach (`chat` above). Taken out of the text before it becomes a brief; the rest is sanitized again,
+ * since removing the token can leave a leading hyphen.
+ */
+export function takeRepoOption(text: string): RepoOption {
+  const named = new Set<string>();
+  for (const m of text.matchAll(REPO_TOKEN)) named.add(m[2]!.toLowerCase());
+  if (named.size === 0) return { kind: 'option', repo: null, text };
+  if (named.size > 1) return { kind: 'bad', reason: 'name one repository with repo=owner/name, not several' };
+  const [repo] = [...named] as [string];
+  if (!isRepoName(repo)) return { kind: 'bad', reason: `repo=${repo.slice(0, 120)} is not an owner/name` };
+  return { kind: 'option', repo, text: sanitizeBrief(text.replace(REPO_TOKEN, ' '), DEFAULT_BRIEF_BYTES) };
+}
+
 /**
  * The `--repo DIR` shorthand: one checkout, the default for every source. Its name is the owner/name of the
  * checkout's own `remote.origin.url` (read from its config file, as the push reads it), so GitHub events of another
@@ -132,8 +154,8 @@ export function shorthandRepos(dir: string, source = `--repo ${dir}`): RepoRoute
 export function checkoutProblems(entries: readonly ServedRepo[], lines: readonly string[]): ReposProblem[] {
   const problems: ReposProblem[] = [];
   for (const entry of entries) {
-    const text = lines[entry.line - 1]?.trim() ?? entry.name;
     if (entry.checkout === null) continue;
+    const text = lines[entry.line - 1]?.trim() ?? entry.name;
     let dir = false;
     try {
       dir = statSync(entry.checkout).isDirectory();
@@ -163,11 +185,8 @@ export function loadServedRepos(file: string): RepoRouter {
   return createRepoRouter(entries, file);
 }
 
-// The served repositories file as the server sees it while running: read again when it changed, so `svc repos add`
-// and `svc repos remove` take effect without a restart. Changed means its inode, size, mtime or ctime differ from the
-// copy in use, checked with one stat() each time the table is consulted (a delivery being routed, a job launched, GET
-// /status): no timer, no watcher, and the first delivery after a write already sees it. A file that became invalid,
-// unreadable or missing keeps the table in use; that is logged once per change, never half applied.
+// The file as the running server sees it: read again when one stat() at each use shows it changed (docs/trigger.md
+// "Changes need no restart"); a file that became invalid, unreadable or missing keeps the table in use.
 // Must not: serve a table the parser or the checkout check refused.
 export interface LiveHooks {
   log: Logger;
@@ -175,11 +194,6 @@ export interface LiveHooks {
   check?: (router: RepoRouter) => void;
   /** A new table is in use (the Control Plane is told the new names). */
   onChange?: (router: RepoRouter) => void;
-}
-
-export interface LiveRepoRouter extends RepoRouter {
-  /** Wires logging and the rules above once the server has them (settings are resolved before its logger exists). */
-  attach(hooks: LiveHooks): void;
 }
 
 function fingerprint(file: string): string {
@@ -192,7 +206,7 @@ function fingerprint(file: string): string {
 }
 
 /** Loads `file` now (throwing ReposFileError as the start-up check) and again whenever it changes. */
-export function liveServedRepos(file: string): LiveRepoRouter {
+export function liveServedRepos(file: string): RepoRouter {
   let seen = fingerprint(file);
   let current = loadServedRepos(file);
   let hooks: LiveHooks | undefined;
@@ -226,56 +240,6 @@ export function liveServedRepos(file: string): LiveRepoRouter {
     chat: (kind, channel, option) => fresh().chat(kind, channel, option),
     attach(h) {
       hooks = h;
-    },
-  };
-}
-
-// Which directory a job runs in: the routed repository's checkout, or for a clone URL the job's own
-// checkout of the freshly fetched mirror (managed-checkout.ts). Never another repository's, never the server's cwd.
-/** The job cannot run: its repository is gone from the table, or its checkout could not be made. */
-export class WorkdirError extends FailedError {}
-
-export interface JobWorkdirs {
-  /** The served entry of a job: its recorded repository, or the default for a job accepted before migration 6. */
-  repoOf(job: JobRow): ServedRepo;
-  /** The directory to launch the job in; throws WorkdirError. */
-  prepare(job: JobRow, repo: ServedRepo): Promise<string>;
-  /** Where a running job's runs live after a restart: the recorded workdir, else its repository's checkout. */
-  recorded(job: JobRow): string | null;
-}
-
-/** `managed` makes the checkouts of clone= entries; without it (tests of routing alone) such a job fails. */
-export function createJobWorkdirs(router: RepoRouter, managed?: ManagedCheckouts): JobWorkdirs {
-  function repoOf(job: JobRow): ServedRepo {
-    const repo = job.repo === null ? router.entries.find((e) => e.isDefault) : router.byName(job.repo);
-    if (!repo) {
-      const what = job.repo === null
-        ? 'it was queued before routing and no repository is the default'
-        : `"${job.repo}" is no longer served`;
-      throw new WorkdirError(`The job has no repository to run in: ${what}`);
-    }
-    return repo;
-  }
-  return {
-    repoOf,
-    async prepare(job, repo) {
-      if (repo.checkout !== null) return repo.checkout;
-      if (!managed) throw new WorkdirError(`"${repo.name}" has a clone URL, and no managed checkouts are made here`);
-      try {
-        return await managed.prepare(repo, job);
-      } catch (err) {
-        // git's reason, as the job's error and in its summary; the next job of the repository fetches again.
-        if (err instanceof ManagedGitError) throw new WorkdirError(err.message);
-        throw err;
-      }
-    },
-    recorded(job) {
-      if (job.workdir !== null) return job.workdir;
-      try {
-        return repoOf(job).checkout;
-      } catch {
-        return null;
-      }
     },
   };
 }

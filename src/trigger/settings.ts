@@ -2,11 +2,11 @@
 import { svcCliPath } from '../spawn/svc-paths.ts';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { resolveRouteSecrets, type RouteSecrets, type SecretProblems } from './secrets.ts';
 import type { NotifyConfig } from './summary.ts';
 import type { TriggerRetention } from './retention.ts';
 import { liveServedRepos, shorthandRepos, type RepoRouter } from './served-repos.ts';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { decodeChatbKey, SOURCE_NAMES, sourceOf, type SourceName } from '../webhook-sources.ts';
 import { BadSettingError } from '../errors.ts';
 import { setting, settingChoice, settingInt, settingOr } from '../settings-registry.ts';
 
@@ -81,23 +81,17 @@ function resolveRepos(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string, 
   }
   const envFile = env.SVC_TRIGGER_REPOS ? resolve(cwd, env.SVC_TRIGGER_REPOS) : undefined;
   const defaultFile = defaultReposFile(env);
-  let chosen: { router: RepoRouter; file?: string; by: string };
-  if (flags.repos !== undefined) {
-    const file = resolve(cwd, flags.repos);
-    chosen = { router: liveServedRepos(file), file, by: `--repos ${file}` };
-  } else if (flags.repo !== undefined) {
-    const dir = resolve(cwd, flags.repo);
-    chosen = { router: shorthandRepos(dir, `--repo ${dir}`), by: `--repo ${dir}` };
-  } else if (envFile) {
-    chosen = { router: liveServedRepos(envFile), file: envFile, by: `SVC_TRIGGER_REPOS=${envFile}` };
-  } else if (env.SVC_TRIGGER_REPO) {
+  const fromFile = (file: string, by: string) => ({ router: liveServedRepos(file), file, by });
+  const fromDir = (dir: string, by: string) => ({ router: shorthandRepos(dir, by), file: undefined, by });
+  let chosen: { router: RepoRouter; file: string | undefined; by: string };
+  if (flags.repos !== undefined) chosen = fromFile(resolve(cwd, flags.repos), `--repos ${resolve(cwd, flags.repos)}`);
+  else if (flags.repo !== undefined) chosen = fromDir(resolve(cwd, flags.repo), `--repo ${resolve(cwd, flags.repo)}`);
+  else if (envFile) chosen = fromFile(envFile, `SVC_TRIGGER_REPOS=${envFile}`);
+  else if (env.SVC_TRIGGER_REPO) {
     const dir = resolve(cwd, env.SVC_TRIGGER_REPO);
-    chosen = { router: shorthandRepos(dir, `SVC_TRIGGER_REPO=${dir}`), by: `SVC_TRIGGER_REPO=${dir}` };
-  } else if (existsSync(defaultFile)) {
-    chosen = { router: liveServedRepos(defaultFile), file: defaultFile, by: defaultFile };
-  } else {
-    chosen = { router: shorthandRepos(cwd, `the current directory ${cwd}`), by: 'the current directory' };
-  }
+    chosen = fromDir(dir, `SVC_TRIGGER_REPO=${dir}`);
+  } else if (existsSync(defaultFile)) chosen = fromFile(defaultFile, defaultFile);
+  else chosen = fromDir(cwd, `the current directory ${cwd}`);
   for (const file of new Set([envFile, defaultFile])) {
     if (file === undefined || file === chosen.file || !existsSync(file)) continue;
     warnings.push(`The served repositories file ${file} exists but is not read: ${chosen.by} overrides it`);
@@ -163,4 +157,64 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
       jobDays: settingInt(env, 'SVC_TRIGGER_JOB_DAYS'),
     },
   };
+}
+
+// Route secrets: missing → the route answers 503 naming the variable; any two equal → both routes are disabled
+// (spec "Authentication": a secret equal to another disables its route).
+export interface RouteSecret {
+  /** The variable an operator sets (named in 503 replies and logs; its value never is). */
+  variable: string;
+  value: string | undefined;
+  /** Why the route cannot serve, or null when it can. */
+  unavailable: string | null;
+}
+
+export type RouteSecrets = Record<SourceName, RouteSecret>;
+
+export interface SecretProblems {
+  warnings: string[];
+  errors: string[];
+}
+
+/** The first of the route's variables that is set, else its file variable's file, else the first (unset). */
+function pick(
+  env: NodeJS.ProcessEnv, route: SourceName, problems: SecretProblems,
+): { variable: string; value: string | undefined } {
+  const { secret, secretFile } = sourceOf(route);
+  const variable = secret.find((name) => env[name]);
+  if (variable) return { variable, value: env[variable] };
+  if (!secretFile || !env[secretFile]) return { variable: secret[0]!, value: undefined };
+  try {
+    return { variable: secretFile, value: readFileSync(env[secretFile], 'utf8').trim() || undefined };
+  } catch (err) {
+    problems.errors.push(`${secretFile} could not be read: ${(err as NodeJS.ErrnoException).code ?? 'error'}`);
+    return { variable: secretFile, value: undefined };
+  }
+}
+
+export function resolveRouteSecrets(env: NodeJS.ProcessEnv): { secrets: RouteSecrets; problems: SecretProblems } {
+  const problems: SecretProblems = { warnings: [], errors: [] };
+  const secrets = {} as RouteSecrets;
+  for (const route of SOURCE_NAMES) {
+    const { variable, value } = pick(env, route, problems);
+    let unavailable: string | null = null;
+    if (!value) {
+      unavailable = `Route /${route} is not configured: set ${variable}`;
+      problems.warnings.push(`${variable} is not set: /${route} answers 503 not_configured`);
+    } else if (sourceOf(route).secretForm === 'base64' && !decodeChatbKey(value)) {
+      unavailable = `Route /${route} is disabled: ${variable} is not valid base64`;
+      problems.errors.push(unavailable);
+    }
+    secrets[route] = { variable, value, unavailable };
+  }
+  SOURCE_NAMES.forEach((a, i) => {
+    for (const b of SOURCE_NAMES.slice(i + 1)) {
+      if (!secrets[a].value || secrets[a].value !== secrets[b].value) continue;
+      const reason = `${secrets[a].variable} and ${secrets[b].variable} are equal; every secret must differ`;
+      secrets[a].unavailable = `Route /${a} is disabled: ${reason}`;
+      secrets[b].unavailable = `Route /${b} is disabled: ${reason}`;
+      problems.errors.push(`Disabled /${a} and /${b}: ${reason}`);
+    }
+  });
+  return { secrets, problems };
 }

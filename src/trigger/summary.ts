@@ -3,7 +3,6 @@
 import { FailedError } from '../errors.ts';
 import { VERDICTS } from '../run-json.ts';
 import type { RunOutcome, RunRef } from './executor.ts';
-import type { Poster } from './https-post.ts';
 
 export interface NotifyConfig {
   /** chata summaries go only to response_urls under this https prefix. */
@@ -13,11 +12,15 @@ export interface NotifyConfig {
   trackerb: { baseUrl: string; email: string; token: string } | undefined;
 }
 
-/** A prepared outbound message: where it goes (host only is ever reported) and how to send it once. */
+/** A summary ready to send once: where (only its host is ever reported), with what, and who answers. */
 export interface Delivery {
-  channel: string;
   url: URL;
-  send: (post: Poster) => Promise<void>;
+  headers: Record<string, string>;
+  body: string;
+  /** Names the answerer in errors ("trackera API"). */
+  what: string;
+  /** Throws PermanentError when a 2xx answer still says no (trackera's GraphQL errors). */
+  check?: (answer: string) => void;
 }
 
 /** A source's way back (its record's `reply`, src/webhook-sources.ts); notify.ts picks it by channel name. */
@@ -28,18 +31,8 @@ export interface ReplyChannel {
   prepare(target: Record<string, unknown>, parts: SummaryParts, config: NotifyConfig): Delivery | string;
 }
 
-/** Thrown for an answer that will not get better by retrying (4xx other than 408/429). */
+/** Thrown for an answer that will not get better by retrying; the notifier retries anything else. */
 export class PermanentError extends FailedError {}
-
-/** Thrown for an answer that may get better: a 5xx, 408 or 429; the notifier tries again with backoff. */
-export class RetryableError extends FailedError {}
-
-export function checkAnswer(status: number, what: string): void {
-  if (status >= 200 && status < 300) return;
-  const message = `${what} answered HTTP ${status}`;
-  if (status >= 400 && status < 500 && status !== 408 && status !== 429) throw new PermanentError(message);
-  throw new RetryableError(message);
-}
 
 /** Between a summary's parts, in every vendor's rendering. */
 export const SEPARATOR = ' · ';
@@ -124,11 +117,12 @@ export function buildSummaryParts(input: SummaryInput): SummaryParts {
   return parts;
 }
 
-function pieceText(piece: Piece): string {
-  return 'own' in piece ? piece.own : 'data' in piece ? piece.data : piece.link;
+/** The parts in one vendor's markup: each piece by `piece`, the parts joined by `separator`. */
+export function renderSummary(parts: SummaryParts, piece: (p: Piece) => string, separator = SEPARATOR): string {
+  return parts.map((part) => part.map(piece).join('')).join(separator);
 }
 
 /** The plain one-line summary (GET /jobs, logs, the Control Plane report): no vendor reads it as markup. */
 export function plainSummary(parts: SummaryParts): string {
-  return parts.map((part) => part.map(pieceText).join('')).join(SEPARATOR);
+  return renderSummary(parts, (p) => ('own' in p ? p.own : 'data' in p ? p.data : p.link));
 }

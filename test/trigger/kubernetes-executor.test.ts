@@ -3,10 +3,10 @@ import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { createKubernetesExecutor } from '../../src/trigger/kubernetes-executor.ts';
-import { buildKubeJob, kubeJobName, LABEL_RUN } from '../../src/trigger/kubernetes-jobs.ts';
-import { kubernetesSettingsFromEnv } from '../../src/trigger/kubernetes-settings.ts';
-import { podArgs } from '../../src/trigger/kubernetes-pod.ts';
+import {
+  buildKubeJob, createKubernetesExecutor, kubeJobName, LABEL_RUN,
+} from '../../src/trigger/kubernetes-executor.ts';
+import { kubernetesSettingsFromEnv, podArgs } from '../../src/trigger/kubernetes-pod.ts';
 import { silentLogger } from '../../src/log.ts';
 import { startKubeStandIn, podSecrets, type KubeStandIn } from './kube-stand-in.ts';
 import { startTestTrigger, tempDir, post, get, SECRETS, type TestTrigger } from './helpers.ts';

@@ -6,7 +6,6 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, wr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLocalExecutor } from '../../src/trigger/local-executor.ts';
-import { silentLogger } from '../../src/log.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { processAlive } from '../engine/fixtures.ts';
 
@@ -19,7 +18,7 @@ describe('the local executor', () => {
       writeFileSync(hang, `#!/bin/sh\nsleep 300 &\necho $! > "${dir}/child.pid"\nwait\n`);
       chmodSync(hang, 0o755);
       const executor = createLocalExecutor({
-        cliPath: hang, execPath: '/bin/sh', env: { PATH: process.env.PATH }, log: silentLogger, launchTimeoutMs: 500,
+        cliPath: hang, execPath: '/bin/sh', env: { PATH: process.env.PATH }, launchTimeoutMs: 500,
       });
       const result = await executor.launch({ id: 'job-1', args: ['start'], workdir: dir });
       assert.equal(result.run, null);
@@ -42,7 +41,7 @@ describe('the local executor', () => {
       };
       state('running');
       // An hour between polls: only the watch on the run's folder can end this follow within the test's time.
-      const executor = createLocalExecutor({ cliPath: '/bin/true', env: {}, log: silentLogger, pollMs: 3_600_000 });
+      const executor = createLocalExecutor({ cliPath: '/bin/true', env: {}, pollMs: 3_600_000 });
       const ac = new AbortController();
       const followed = executor.follow({ source: 'local', run: 'r1' }, ac.signal, { reattach: false, workdir: dir });
       setTimeout(() => state('succeeded'), 50);

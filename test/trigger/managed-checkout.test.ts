@@ -9,9 +9,8 @@ import {
   chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
-import { createManagedCheckouts } from '../../src/trigger/managed-checkout.ts';
-import { ManagedGitError } from '../../src/trigger/managed-git.ts';
-import { managedDir } from '../../src/trigger/repo-dirs.ts';
+import { createManagedCheckouts, managedDir } from '../../src/trigger/managed-checkout.ts';
+import { ManagedGitError } from '../../src/trigger/managed-checkout.ts';
 import type { ServedRepo } from '../../src/trigger/served-repos-file.ts';
 import { createLogger } from '../../src/log.ts';
 import { SECRETS, get, post, startTestTrigger, tempDir, withJson, type TestTrigger } from './helpers.ts';

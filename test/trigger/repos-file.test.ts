@@ -7,8 +7,7 @@ import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseServedRepos, ReposFileError } from '../../src/trigger/served-repos-file.ts';
-import { loadServedRepos } from '../../src/trigger/served-repos.ts';
-import { takeRepoOption } from '../../src/trigger/sources/repo-option.ts';
+import { loadServedRepos, takeRepoOption } from '../../src/trigger/served-repos.ts';
 import { makeRepo, tempDir } from './helpers.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));

@@ -8,10 +8,9 @@ import { chatbText } from '../../src/trigger/sources/chatb.ts';
 import { chataText } from '../../src/trigger/sources/chata.ts';
 import { readTrackera } from '../../src/trigger/sources/trackera.ts';
 import { stageTrackeraSnapshot } from '../../src/trigger/trackera-snapshot.ts';
-import { readErrtrackAlert, buildErrtrackBrief } from '../../src/trigger/sources/errtrack.ts';
-import { resolveInsideRepo } from '../../src/trigger/sources/culprit-author.ts';
+import { readErrtrackAlert, buildErrtrackBrief, resolveInsideRepo } from '../../src/trigger/sources/errtrack.ts';
 import { readWebhook } from '../../src/trigger/sources/webhook.ts';
-import { resolveRouteSecrets } from '../../src/trigger/secrets.ts';
+import { resolveRouteSecrets } from '../../src/trigger/settings.ts';
 import { fixture, makeRepo, tempDir } from './helpers.ts';
 
 function json(name: string): Record<string, unknown> {

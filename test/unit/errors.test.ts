@@ -11,7 +11,7 @@ import {
 } from '../../src/errors.ts';
 import { EXIT_STATUS, exitStatusOf } from '../../src/cli/exit-status.ts';
 import { HttpError } from '../../src/http/http-error.ts';
-import { ControlApiError } from '../../src/client/api-error.ts';
+import { ControlApiError } from '../../src/client/client.ts';
 import { classifyInput } from '../../src/engine/spec.ts';
 import { resolveRepo } from '../../src/engine/launch.ts';
 import { PolicyError } from '../../src/engine/policy.ts';

@@ -9,7 +9,7 @@ import { ALL_SETTINGS, SECRET_NAMES, SETTINGS, settingChoice, settingInt } from 
 import { withSettings } from '../../scripts/docs-settings.ts';
 import { resolveControlSettings } from '../../src/control/settings.ts';
 import { resolveTriggerSettings } from '../../src/trigger/settings.ts';
-import { kubernetesSettingsFromEnv } from '../../src/trigger/kubernetes-settings.ts';
+import { kubernetesSettingsFromEnv } from '../../src/trigger/kubernetes-pod.ts';
 import { readConnectionLimits } from '../../src/http/http-server.ts';
 import { resolveSandbox } from '../../src/spawn/sandbox-mode.ts';
 import { BadSettingError } from '../../src/errors.ts';

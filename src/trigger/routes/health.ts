@@ -2,9 +2,8 @@
 // /status (which routes and notifiers are configured: booleans and counts, never values).
 import { HttpError } from '../../http/http-error.ts';
 import { json, type Reply } from '../../http/respond.ts';
-import { ROUTES } from '../secrets.ts';
 import type { ReplyChannel } from '../summary.ts';
-import { SOURCES, type WebhookSource } from '../../webhook-sources.ts';
+import { SOURCE_NAMES, SOURCES, type WebhookSource } from '../../webhook-sources.ts';
 import type { TCtx } from '../intake.ts';
 import { errorMessage } from '../../errors.ts';
 
@@ -28,7 +27,7 @@ export function getReady(ctx: TCtx): Reply {
 export function getStatus(ctx: TCtx, replies: Readonly<Record<string, ReplyChannel>>): Reply {
   const { settings, queue } = ctx.deps;
   const routes: Record<string, { configured: boolean; enabled: boolean }> = {};
-  for (const route of ROUTES) {
+  for (const route of SOURCE_NAMES) {
     const s = settings.secrets[route];
     routes[`/${route}`] = { configured: Boolean(s.value), enabled: s.unavailable === null };
   }

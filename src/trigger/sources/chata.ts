@@ -6,8 +6,8 @@ import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { describe } from '../../untrusted.ts';
 import { sanitizeBrief, signedHeaders, sourceOf } from '../../webhook-sources.ts';
-import { checkAnswer, SEPARATOR, type Piece, type ReplyChannel, type SummaryParts } from '../summary.ts';
-import { takeRepoOption } from './repo-option.ts';
+import { renderSummary, type Piece, type ReplyChannel } from '../summary.ts';
+import { takeRepoOption } from '../served-repos.ts';
 import {
   bodyKey, enqueue, mediaType, rawOf, requireValid, secretFor, skipped, unserved, verifyChata, type TCtx,
 } from '../intake.ts';
@@ -126,25 +126,14 @@ function slackPiece(piece: Piece): string {
   return `\`${slackEscape(piece.data.replace(/`/g, 'ˋ'))}\``;
 }
 
-export function slackSummary(parts: SummaryParts): string {
-  return parts.map((part) => part.map(slackPiece).join('')).join(SEPARATOR);
-}
-
 export const chataReply: ReplyChannel = {
   configured: (config) => config.chataHooksPrefix !== '',
   prepare(target, parts, config) {
     if (!isAllowedChataUrl(target.response_url, config.chataHooksPrefix)) {
       return 'response_url is not under CHATA_HOOKS_PREFIX';
     }
-    const url = new URL(target.response_url);
-    const body = JSON.stringify({ response_type: 'ephemeral', replace_original: false, text: slackSummary(parts) });
-    return {
-      channel: 'chata',
-      url,
-      send: async (post) => {
-        const res = await post(url, {}, body);
-        checkAnswer(res.status, 'chata response_url');
-      },
-    };
+    const text = renderSummary(parts, slackPiece);
+    const body = JSON.stringify({ response_type: 'ephemeral', replace_original: false, text });
+    return { url: new URL(target.response_url), headers: {}, body, what: 'chata response_url' };
   },
 };

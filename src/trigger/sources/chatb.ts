@@ -5,7 +5,7 @@ import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { decodeChatbKey, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import { obj, str } from '../../untrusted.ts';
-import { takeRepoOption } from './repo-option.ts';
+import { takeRepoOption } from '../served-repos.ts';
 import {
   briefPrArgs, bodyKey, checkChatbTimestamp, enqueue, rawOf, requireValid, secretFor, unserved,
   verifyChatbSignature, type TCtx,

@@ -6,7 +6,10 @@ import type { Reply } from '../../http/respond.ts';
 import { objOrNull as obj } from '../../untrusted.ts';
 import { firstHeader, sanitizeBrief, signedHeaders, sourceOf } from '../../webhook-sources.ts';
 import { latestDeployLine } from '../../engine/deploys.ts';
-import { culpritAuthor } from './culprit-author.ts';
+import { runCollect } from '../../spawn/start.ts';
+import { gitArgv, gitExtraEnv } from '../../engine/git.ts';
+import { realpath, stat } from 'node:fs/promises';
+import { isAbsolute, relative, resolve, sep } from 'node:path';
 import {
   bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, unserved, verifyHexBody, type TCtx,
 } from '../intake.ts';
@@ -93,6 +96,55 @@ export function readErrtrackAlert(resource: string | undefined, payload: Obj): E
     };
   }
   return { skip: `resource "${resource ?? 'unknown'}" does not start a job` };
+}
+
+/**
+ * The culprit file: a stack-frame filename as a file inside repoDir, or null; symlinks are resolved before the
+ * containment check (no path escape).
+ */
+export async function resolveInsideRepo(repoDir: string, candidate: string): Promise<string | null> {
+  if (
+    !candidate || candidate.length > 1024 || candidate.includes('\0') ||
+    /^[a-z][a-z0-9+.-]*:/i.test(candidate) || candidate.startsWith('<')
+  ) {
+    return null;
+  }
+  let root: string;
+  try {
+    root = await realpath(repoDir);
+  } catch {
+    return null;
+  }
+  const tries = isAbsolute(candidate) ? [candidate, resolve(root, `.${candidate}`)] : [resolve(root, candidate)];
+  for (const path of tries) {
+    try {
+      const real = await realpath(path);
+      if (!real.startsWith(root + sep)) continue;
+      const rel = relative(root, real);
+      if (rel.split(sep)[0] === '.git' || !(await stat(real)).isFile()) continue;
+      return rel;
+    } catch {
+      // not there: try the next reading
+    }
+  }
+  return null;
+}
+
+/** The first candidate that resolves inside the repo, with its last commit's author (`git log`, no shell, 3 s). */
+export async function culpritAuthor(
+  repoDir: string, candidates: readonly string[],
+): Promise<{ file: string; author: string } | null> {
+  for (const candidate of candidates.slice(0, 20)) {
+    const file = await resolveInsideRepo(repoDir, candidate);
+    if (!file) continue;
+    const base = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/' };
+    const log = await runCollect(gitArgv(['--literal-pathspecs', 'log', '-1', '--format=%an', '--', file]), {
+      kind: 'probe', base, extra: gitExtraEnv(), cwd: repoDir, timeout: 3000, maxBuffer: 64 * 1024,
+    });
+    const author = log.error ? null : log.stdout.trim();
+    return author ? { file, author } : null;
+  }
+  return null;
 }
 
 /** The brief; `repoDir` (the routed checkout) adds the deploy line and culprit author, null for a managed clone. */

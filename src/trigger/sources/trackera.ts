@@ -8,10 +8,8 @@ import { obj, str, describe } from '../../untrusted.ts';
 import { errorMessage } from '../../errors.ts';
 import { signedHeaders } from '../../webhook-sources.ts';
 import { stageTrackeraSnapshot, TRACKERA_IDENTIFIER as IDENTIFIER, type StagedSnapshot } from '../trackera-snapshot.ts';
-import { intakeDir } from '../repo-dirs.ts';
-import {
-  checkAnswer, PermanentError, SEPARATOR, type Piece, type ReplyChannel, type SummaryParts,
-} from '../summary.ts';
+import { intakeDir } from '../managed-checkout.ts';
+import { PermanentError, renderSummary, SEPARATOR, type Piece, type ReplyChannel } from '../summary.ts';
 import {
   bodyKey, checkTrackeraTimestamp, enqueue, rawOf, requireValid, secretFor, skipped, unserved,
   verifyHexBody, type TCtx,
@@ -103,7 +101,7 @@ function markdownEscape(text: string): string {
 }
 
 /** A CommonMark code span holding `text` literally: fence longer than its longest backtick run, padded if needed. */
-export function codeSpan(text: string): string {
+function codeSpan(text: string): string {
   if (text === '') return '';
   const longest = Math.max(0, ...(text.match(/`+/g) ?? []).map((run) => run.length));
   const fence = '`'.repeat(longest + 1);
@@ -117,10 +115,6 @@ function markdownPiece(piece: Piece): string {
   return codeSpan(piece.data);
 }
 
-export function markdownSummary(parts: SummaryParts): string {
-  return parts.map((part) => part.map(markdownPiece).join('')).join(markdownEscape(SEPARATOR));
-}
-
 /** What trackera's GraphQL API answers to commentCreate. */
 type TrackeraCommentAnswer = { errors?: unknown; data?: { commentCreate?: { success?: unknown } } };
 
@@ -129,21 +123,20 @@ export const trackeraReply: ReplyChannel = {
   prepare(target, parts, config) {
     if (!config.trackeraApiKey) return 'TRACKERA_API_KEY is not set';
     if (typeof target.issue_id !== 'string') return 'no trackera issue id';
-    const url = new URL(config.trackeraApiUrl);
-    const key = config.trackeraApiKey;
+    const text = renderSummary(parts, markdownPiece, markdownEscape(SEPARATOR));
     const body = JSON.stringify({
       query: 'mutation CommentCreate($input: CommentCreateInput!) { commentCreate(input: $input) { success } }',
-      variables: { input: { issueId: target.issue_id, body: markdownSummary(parts) } },
+      variables: { input: { issueId: target.issue_id, body: text } },
     });
     return {
-      channel: 'trackera',
-      url,
-      send: async (post) => {
-        // Personal API keys go in Authorization as-is, without "Bearer" (trackera GraphQL docs).
-        const res = await post(url, { authorization: key }, body);
-        checkAnswer(res.status, 'trackera API');
-        const answer = JSON.parse(res.text || '{}') as TrackeraCommentAnswer;
-        if (answer.errors || answer.data?.commentCreate?.success !== true) {
+      url: new URL(config.trackeraApiUrl),
+      // Personal API keys go in Authorization as-is, without "Bearer" (trackera GraphQL docs).
+      headers: { authorization: config.trackeraApiKey },
+      body,
+      what: 'trackera API',
+      check(answer) {
+        const parsed = JSON.parse(answer || '{}') as TrackeraCommentAnswer;
+        if (parsed.errors || parsed.data?.commentCreate?.success !== true) {
           throw new PermanentError('trackera API refused the comment');
         }
       },

@@ -6,7 +6,7 @@
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { firstHeader, sanitizeBrief, signedHeaders, sourceOf } from '../../webhook-sources.ts';
-import { checkAnswer, SEPARATOR, type ReplyChannel, type SummaryParts } from '../summary.ts';
+import { SEPARATOR, type ReplyChannel, type SummaryParts } from '../summary.ts';
 import { isJsonObject, obj, str, type Obj } from '../../untrusted.ts';
 import {
   briefPrArgs, bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, unserved, verifyHubSignature, type TCtx,
@@ -156,7 +156,7 @@ export async function receiveTrackerb(ctx: TCtx): Promise<Reply> {
 type AdfText = { type: 'text'; text: string; marks?: Array<{ type: string; attrs?: Record<string, string> }> };
 
 /** One paragraph; ADF text nodes must not be empty, and plain neighbours are merged. */
-export function adfSummary(parts: SummaryParts): { type: 'doc'; version: 1; content: unknown[] } {
+function adfSummary(parts: SummaryParts): { type: 'doc'; version: 1; content: unknown[] } {
   const nodes: AdfText[] = [];
   const push = (node: AdfText): void => {
     if (node.text === '') return;
@@ -184,16 +184,14 @@ export const trackerbReply: ReplyChannel = {
     if (!tb) return 'TRACKERB_BASE_URL, TRACKERB_EMAIL and TRACKERB_API_TOKEN are not all set';
     if (typeof target.issue_key !== 'string') return 'no trackerb issue key';
     const base = tb.baseUrl.replace(/\/+$/, '');
-    const url = new URL(`${base}/rest/api/3/issue/${encodeURIComponent(target.issue_key)}/comment`);
-    const auth = `Basic ${Buffer.from(`${tb.email}:${tb.token}`).toString('base64')}`;
-    const body = JSON.stringify({ body: adfSummary(parts) });
     return {
-      channel: 'trackerb',
-      url,
-      send: async (post) => {
-        const res = await post(url, { authorization: auth, accept: 'application/json' }, body);
-        checkAnswer(res.status, 'trackerb API');
+      url: new URL(`${base}/rest/api/3/issue/${encodeURIComponent(target.issue_key)}/comment`),
+      headers: {
+        authorization: `Basic ${Buffer.from(`${tb.email}:${tb.token}`).toString('base64')}`,
+        accept: 'application/json',
       },
+      body: JSON.stringify({ body: adfSummary(parts) }),
+      what: 'trackerb API',
     };
   },
 };

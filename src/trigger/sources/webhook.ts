@@ -5,14 +5,13 @@ import { parseJsonObject } from '../../http/body.ts';
 import { HttpError } from '../../http/http-error.ts';
 import type { Reply } from '../../http/respond.ts';
 import { isJsonObject, obj } from '../../untrusted.ts';
-import { BadInputError } from '../../errors.ts';
 import { firstHeader, sanitizeBrief, signedHeaders, sourceOf } from '../../webhook-sources.ts';
 import {
   briefPrArgs, bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, unserved, verifyHubSignature, type TCtx,
 } from '../intake.ts';
 
-export const TRIGGER_LABEL = 'svc';
-export const COMMENT_PREFIX = '/svc';
+const TRIGGER_LABEL = 'svc';
+const COMMENT_PREFIX = '/svc';
 // Anyone can open issues and comment on a public repository: only these associations may start work.
 const TRUSTED = new Set(['OWNER', 'MEMBER', 'COLLABORATOR']);
 
@@ -31,29 +30,17 @@ function hasLabel(issue: Obj): boolean {
 }
 
 /**
- * The event a signed body is, by its shape: `issue_comment` carries an issue and a comment, `issues` an issue
- * alone; anything else (a `pull_request` body has `pull_request` and no `issue`) is `other`.
+ * The unsigned event header must agree with the signed body's shape for an event svc acts on (`issue_comment`
+ * carries an issue and a comment, `issues` an issue alone, a `pull_request` body has no `issue`): why not, or null.
+ * Other events are skipped whatever their body, so they are not checked (GitHub adds event types).
  */
-export function eventShape(body: Obj): 'issues' | 'issue_comment' | 'other' {
-  if (!isJsonObject(body.issue) || isJsonObject(body.pull_request)) return 'other';
-  return isJsonObject(body.comment) ? 'issue_comment' : 'issues';
-}
-
-/** Thrown when the unsigned event header names an event the signed body is not (a relabelled delivery). */
-export class EventMismatchError extends BadInputError {
-  constructor(header: string, shape: string) {
-    const body = shape === 'other' ? 'neither an issue nor an issue-comment event' : `an "${shape}" event`;
-    super(`X-GitHub-Event "${header.slice(0, 64)}" does not match the signed body, which is ${body}`);
-  }
-}
-
-/**
- * The header is not signed, so an event svc acts on (`issues`, `issue_comment`) must agree with the signed body's
- * shape. Other events are skipped whatever their body, so they are not checked (GitHub adds event types).
- */
-export function checkEventHeader(event: string, body: Obj): void {
-  const shape = eventShape(body);
-  if ((event === 'issues' || event === 'issue_comment') && shape !== event) throw new EventMismatchError(event, shape);
+export function eventMismatch(event: string, body: Obj): string | null {
+  if (event !== 'issues' && event !== 'issue_comment') return null;
+  const shape = !isJsonObject(body.issue) || isJsonObject(body.pull_request) ? 'other'
+    : isJsonObject(body.comment) ? 'issue_comment' : 'issues';
+  if (shape === event) return null;
+  const is = shape === 'other' ? 'neither an issue nor an issue-comment event' : `an "${shape}" event`;
+  return `X-GitHub-Event "${event.slice(0, 64)}" does not match the signed body, which is ${is}`;
 }
 
 /**
@@ -112,13 +99,11 @@ export async function receiveWebhook(ctx: TCtx): Promise<Reply> {
   requireValid(ctx, 'webhook', verifyHubSignature(secret, raw, signedHeaders(ctx.req.headers, 'webhook').signature));
   const event = firstHeader(ctx.req.headers, sourceOf('webhook').resource) ?? '';
   const body = parseJsonObject(raw);
-  try {
-    checkEventHeader(event, body);
-  } catch (err) {
-    if (!(err instanceof EventMismatchError)) throw err;
+  const mismatch = eventMismatch(event, body);
+  if (mismatch !== null) {
     const reason = 'event header does not match the body';
     ctx.deps.log.warn('webhook refused', { route: 'webhook', reason, request_id: ctx.requestId });
-    throw new HttpError('invalid_param', err.message);
+    throw new HttpError('invalid_param', mismatch);
   }
   const input = readWebhook(event, body);
   if (input.kind === 'skip') return skipped(input.reason);
