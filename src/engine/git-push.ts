@@ -6,7 +6,7 @@ import { RefusedError } from '../errors.ts';
 import { writeFileSync, mkdtempSync, rmSync, mkdirSync, existsSync, copyFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
-import { git, gitCommonDir, gitConfig, repoSlug } from './git.ts';
+import { git, gitCommonDir, repoSlug, tryGit } from './git.ts';
 import { GitRedirectedError, redirectRefusal, withGitToken } from './git-token.ts';
 
 /** Thrown when the repository's config could redirect the push; nothing was pushed. */
@@ -21,7 +21,7 @@ export interface Origin {
 
 /** Every `name value` line of a config file matching `pattern`, read by git itself with includes off. */
 function configEntries(file: string, pattern: string): string[] {
-  return gitConfig('/', ['--file', file, '--no-includes', '--get-regexp', pattern]).split('\n').filter(Boolean);
+  return tryGit('/', ['config', '--file', file, '--no-includes', '--get-regexp', pattern]).split('\n').filter(Boolean);
 }
 
 /**

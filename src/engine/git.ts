@@ -22,7 +22,7 @@ const SAFE_GIT_CONFIG = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor
 ] as const;
 
 /** No global or system config or attributes, and never a terminal prompt (svc runs unattended). */
-export const GIT_ISOLATION_ENV: Readonly<Record<string, string>> = {
+const GIT_ISOLATION_ENV: Readonly<Record<string, string>> = {
   GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1', GIT_ATTR_NOSYSTEM: '1', GIT_TERMINAL_PROMPT: '0',
 };
 
@@ -93,10 +93,10 @@ export function git(
   }
 }
 
-/** `git config ARGS` in `dir`, or '' when nothing matches (git config then exits 1). */
-export function gitConfig(dir: string, args: string[]): string {
+/** git's stdout, or '' when it fails (as `git config` does when nothing matches). */
+export function tryGit(dir: string, args: string[]): string {
   try {
-    return git(dir, ['config', ...args]);
+    return git(dir, args);
   } catch {
     return '';
   }
@@ -123,13 +123,7 @@ export function repoSlug(url: string): string | null {
 
 /** "owner/name" from the origin remote, else the folder name. */
 export function repoName(dir: string): string {
-  let url = '';
-  try {
-    url = git(dir, ['remote', 'get-url', 'origin']).trim();
-  } catch {
-    // no origin
-  }
-  return repoSlug(url) ?? basename(dir);
+  return repoSlug(tryGit(dir, ['remote', 'get-url', 'origin']).trim()) ?? basename(dir);
 }
 
 /** The repository's git directory shared by all its worktrees (where config, hooks and info live). */
@@ -154,7 +148,7 @@ export function excludeEngineFolders(common: string): void {
  * agent may have written that config): files are checked out as committed (a git-lfs file as its pointer).
  */
 export function createWorktree(repo: string, path: string, branch: string, base: string): void {
-  const noFilters = filterOverrides(gitConfig(repo, ['-z', '--get-regexp', '^filter\\.']));
+  const noFilters = filterOverrides(tryGit(repo, ['config', '-z', '--get-regexp', '^filter\\.']));
   git(repo, ['worktree', 'add', '-b', branch, path, base], noFilters);
 }
 
@@ -180,8 +174,8 @@ function addAll(inDir: GitIn, skip: string[]): void {
  * the main checkout `repo`'s config, read on the host (the sandboxed `run` sees no ~/.gitconfig), else a neutral one.
  */
 export function commitAll(dir: string, message: string, repo: string, run: GitRun): string[] {
-  const name = gitConfig(repo, ['user.name']).trim() || 'svc';
-  const email = gitConfig(repo, ['user.email']).trim() || 'svc@localhost';
+  const name = tryGit(repo, ['config', 'user.name']).trim() || 'svc';
+  const email = tryGit(repo, ['config', 'user.email']).trim() || 'svc@localhost';
   const inDir: GitIn = (args) => git(dir, args, {}, run);
   const skipped = embeddedRepositories(inDir);
   addAll(inDir, skipped);

@@ -1,7 +1,7 @@
 // The runs this machine made in a checkout, read the way every reader of a project reads them: each level opened
 // without following a link (plain-tree.ts), no FIFO opened, a size cap, and run folders git tracks skipped (a cloned
 // repository's content, never a run of svc's here). Prune, the repository rename and the checkout lock all read here.
-import { git } from './git.ts';
+import { tryGit } from './git.ts';
 import { isValidSegment } from './ids.ts';
 import { listPlain, openPlainDirIn, openPlainPath, readPlainIn } from './plain-tree.ts';
 import type { RunState } from './run-state.ts';
@@ -18,12 +18,8 @@ export type Found = { run: string; state: RunState };
  */
 export function trackedNames(repo: string, folder: string): Set<string> {
   const depth = folder.split('/').length;
-  try {
-    const files = git(repo, ['ls-files', '-z', '--', folder]).split('\0');
-    return new Set(files.map((f) => f.split('/')[depth]).filter((name): name is string => Boolean(name)));
-  } catch {
-    return new Set();
-  }
+  const files = tryGit(repo, ['ls-files', '-z', '--', folder]).split('\0');
+  return new Set(files.map((f) => f.split('/')[depth]).filter((name): name is string => Boolean(name)));
 }
 
 /**

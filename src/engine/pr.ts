@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { pushBranch, shownUrl, type PushTarget } from './git-push.ts';
 import { redirectedUrl, redirectRefusal, withGitToken } from './git-token.ts';
-import { GIT_ISOLATION_ENV, gitArgv, gitBaseEnv, gitExtraEnv } from './git.ts';
+import { gitArgv, gitBaseEnv, gitExtraEnv } from './git.ts';
 import { which } from '../spawn/which.ts';
 import { runCollect, runSync, type ChildSpec } from '../spawn/start.ts';
 import { FailedError, RefusedError } from '../errors.ts';
@@ -37,13 +37,9 @@ export interface PrResult {
  * run reads no global or system config and runs no hooks.
  */
 function ghEnv(env: NodeJS.ProcessEnv): ChildSpec {
-  return {
-    kind: 'tool', base: env, extra: {
-      ...GIT_ISOLATION_ENV, GIT_CONFIG_COUNT: '2',
-      GIT_CONFIG_KEY_0: 'core.hooksPath', GIT_CONFIG_VALUE_0: '/dev/null',
-      GIT_CONFIG_KEY_1: 'core.fsmonitor', GIT_CONFIG_VALUE_1: 'false',
-    },
-  };
+  const noHooks = { GIT_CONFIG_COUNT: '2', GIT_CONFIG_KEY_0: 'core.hooksPath', GIT_CONFIG_VALUE_0: '/dev/null',
+    GIT_CONFIG_KEY_1: 'core.fsmonitor', GIT_CONFIG_VALUE_1: 'false' };
+  return { kind: 'tool', base: env, extra: gitExtraEnv(noHooks) };
 }
 
 /** What opens the pull request: the token (from the environment or `gh auth token`), else gh itself; null: nothing. */
