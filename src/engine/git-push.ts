@@ -24,10 +24,7 @@ function configEntries(file: string, pattern: string): string[] {
   return tryGit('/', ['config', '--file', file, '--no-includes', '--get-regexp', pattern]).split('\n').filter(Boolean);
 }
 
-/**
- * Reads origin from the repository's own config file (never global or system config, never an include) and refuses
- * when that file holds rules that would send a push somewhere else than its `url`.
- */
+/** Origin as the repository's own config file says it (no include), refused when its rules send pushes elsewhere. */
 export function resolveOrigin(workdir: string): Origin {
   const commonDir = gitCommonDir(workdir);
   const file = join(commonDir, 'config');
@@ -89,10 +86,7 @@ function pinnedOrigin(workdir: string, target: PushTarget): Origin {
   return now;
 }
 
-/**
- * Pushes `branch` (as it is in `workdir`) from a bare repository svc made to `origin.url`, with `config` and `extra`
- * (the token's askpass, when it may go there). Without the token the user's own ssh setup applies.
- */
+/** Pushes `branch` of `workdir` from a bare repository svc made to `origin.url` (with the token's config, if any). */
 function cleanPush(workdir: string, origin: Origin, branch: string, config: string[], extra: Record<string, string>) {
   const sha = git(workdir, ['rev-parse', '--verify', `refs/heads/${branch}^{commit}`]).trim();
   const dir = mkdtempSync(join(tmpdir(), 'svc-push-'));

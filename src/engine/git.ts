@@ -143,10 +143,7 @@ export function excludeEngineFolders(common: string): void {
   if (wanted.length) appendFileSync(path, `${text && !text.endsWith('\n') ? '\n' : ''}${wanted.join('\n')}\n`);
 }
 
-/**
- * A worktree of `repo` at `base`, checked out on the host with no filter program the repository's config names (an
- * agent may have written that config): files are checked out as committed (a git-lfs file as its pointer).
- */
+/** A worktree of `repo` at `base`, checked out as committed: no filter the repository's config names runs. */
 export function createWorktree(repo: string, path: string, branch: string, base: string): void {
   const noFilters = filterOverrides(tryGit(repo, ['config', '-z', '--get-regexp', '^filter\\.']));
   git(repo, ['worktree', 'add', '-b', branch, path, base], noFilters);
@@ -246,10 +243,7 @@ export function diffCommits(dir: string, base: string, head: string, run: GitRun
     ['--ignore-submodules=none', '--submodule=short'], [base, head]));
 }
 
-/**
- * What `git status` says differs from HEAD in the working tree (tracked changes and untracked files, ignored ones left
- * out), and the embedded repositories among the untracked (listed as `path/`, as git never looks inside them).
- */
+/** The paths `git status` lists as changed or untracked (not ignored), and the embedded repositories apart. */
 export function workingChanges(dir: string, run: GitRun = hostGit): { changed: string[]; embedded: string[] } {
   const out = git(dir, ['status', '--porcelain=v1', '-z', '--untracked-files=all', '--ignore-submodules=all'], {}, run);
   const changed: string[] = [];
@@ -282,10 +276,7 @@ function withWorkingIndex<T>(
   });
 }
 
-/**
- * The tree of everything in the working tree now: a run without a worktree diffs against it, so what was there
- * before the run is not counted as the run's work.
- */
+/** The tree of the working tree now: a run without a worktree diffs against it, not against HEAD. */
 export function snapshotTree(dir: string, embedded: string[], run: GitRun = hostGit): string {
   return withWorkingIndex(dir, 'HEAD', run, embedded, (inTmp) => inTmp(['write-tree']).trim());
 }

@@ -22,10 +22,7 @@ export function trackedNames(repo: string, folder: string): Set<string> {
   return new Set(files.map((f) => f.split('/')[depth]).filter((name): name is string => Boolean(name)));
 }
 
-/**
- * The run states in `<repo>/.svc/runs` svc wrote, by folder: an object naming its own run with a string status. The
- * other fields are checked where they are read.
- */
+/** The run states svc wrote in `<repo>/.svc/runs`: objects naming their folder's run, with a string status. */
 export function localRuns(repo: string): Found[] {
   const runs = openPlainPath(repo, ['.svc', 'runs']);
   if ('failed' in runs) return [];

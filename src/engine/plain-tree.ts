@@ -99,10 +99,7 @@ export function listPlain(dir: PlainDir): Array<{ name: string; kind: EntryKind 
   return names.sort().map((name) => ({ name, kind: kindOf(at(dir, name)) }));
 }
 
-/**
- * The plain folders (or with `kind` 'file', the plain files) directly in `<root>/<parts…>`, sorted; none when any
- * level on the way is a link or not a folder. Links in it are left out, never followed.
- */
+/** The plain folders (or files) directly in `<root>/<parts…>`, sorted; none when a level on the way is not plain. */
 export function plainEntries(root: string, parts: readonly string[], kind: 'dir' | 'file' = 'dir'): string[] {
   const dir = openPlainPath(root, parts);
   if ('failed' in dir) return [];

@@ -32,10 +32,7 @@ export interface PrResult {
   via: 'rest' | 'gh';
 }
 
-/**
- * gh keeps its own login under HOME and never gets svc's tokens (it is only used when none is set); the git it may
- * run reads no global or system config and runs no hooks.
- */
+/** gh keeps its own login under HOME, never svc's tokens; the git it runs reads no global config and runs no hook. */
 function ghEnv(env: NodeJS.ProcessEnv): ChildSpec {
   const noHooks = { GIT_CONFIG_COUNT: '2', GIT_CONFIG_KEY_0: 'core.hooksPath', GIT_CONFIG_VALUE_0: '/dev/null',
     GIT_CONFIG_KEY_1: 'core.fsmonitor', GIT_CONFIG_VALUE_1: 'false' };

@@ -1,9 +1,6 @@
 // Small text helpers for untrusted input: one-line sanitising with a byte cap, and fences that content cannot close.
 
-/**
- * Collapses whitespace and control characters to single spaces and caps the UTF-8 length (DESIGN: brief is one line,
- * capped).
- */
+/** Whitespace and control characters collapsed to single spaces, capped at `maxBytes` of UTF-8 (DESIGN: a brief). */
 export function oneLine(text: string, maxBytes = 1500): string {
   // eslint-disable-next-line no-control-regex
   const flat = text.replace(/[\u0000-\u001f\u007f\u2028\u2029]+/g, ' ').replace(/\s+/g, ' ').trim();
