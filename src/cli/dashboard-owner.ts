@@ -7,7 +7,7 @@ import { serverRecordFile, readServerRecordFile, isPidAlive } from '../client/se
 import { procStart } from '../engine/proc-group.ts';
 import { procList } from '../spawn/tree.ts';
 import { FailedError } from '../errors.ts';
-import { writeJsonAtomic } from '../engine/atomic.ts';
+import { writeJsonAtomic } from '../engine/safe-fs.ts';
 
 export interface DashboardServer {
   pid: number;

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
 import type { IngestResult } from '../client/types.ts';
 import { discoverControlUrl } from '../client/discover.ts';
-import { writeJsonAtomic } from './atomic.ts';
+import { writeJsonAtomic } from './safe-fs.ts';
 import { errorMessage } from '../errors.ts';
 import { toRunJson, type RunState } from './run-state.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';

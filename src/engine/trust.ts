@@ -5,7 +5,7 @@ import { existsSync, readFileSync, realpathSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { isJsonObject } from '../untrusted.ts';
 import { BadSettingError } from '../errors.ts';
-import { writeJsonAtomic } from './atomic.ts';
+import { writeJsonAtomic } from './safe-fs.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 
 export interface TrustRecord {
