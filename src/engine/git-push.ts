@@ -65,10 +65,7 @@ export function pinPushTarget(repo: string): PushTarget {
   return { url, repo: repoSlug(url) };
 }
 
-/**
- * The origin to push to: the pinned target, provided the config still names it and still holds no redirecting rule.
- * Anything else means the config changed during the run (an unsandboxed agent can write it): nothing is pushed.
- */
+/** The pinned target, while the config still names it with no redirecting rule (else it changed during the run). */
 function pinnedOrigin(workdir: string, target: PushTarget): Origin {
   const pinned = `svc pinned "${shownUrl(target.url)}" when the run was made`;
   let now: Origin;

@@ -12,10 +12,7 @@ const MAX_STATE_BYTES = 1024 * 1024;
 
 export type Found = { run: string; state: RunState };
 
-/**
- * The names directly under `<repo>/<folder>` that git tracks anything in: a repository's own content (a committed
- * run state, pending marker or worktree folder), never something svc made. None when `repo` is not a checkout.
- */
+/** The names under `<repo>/<folder>` that git tracks anything in: the repository's own content, never svc's. */
 export function trackedNames(repo: string, folder: string): Set<string> {
   const depth = folder.split('/').length;
   const files = tryGit(repo, ['ls-files', '-z', '--', folder]).split('\0');

@@ -181,9 +181,8 @@ export interface TreeFile {
 }
 
 /**
- * Hands every regular file under `dir` (up to `maxDepth` folders down, sorted) to `visit` as it is read, without
- * following a link; nothing is kept, so a caller can stop (throw) at a total of its own. Links, special files, files
- * over `maxFile` bytes and folders too deep go to `skip(rel, reason)`.
+ * Hands every regular file under `dir` (up to `maxDepth` folders down, sorted) to `visit` as it is read, so a caller
+ * can stop (throw) at a total of its own; links, special files, files over `maxFile` and deeper folders go to `skip`.
  */
 export function walkPlainTree(
   dir: PlainDir, opts: { maxFile: number; maxDepth: number; skip: (rel: string, reason: string) => void },

@@ -133,10 +133,7 @@ async function lsRemote(url: string, token: string | null, env: NodeJS.ProcessEn
   }
 }
 
-/**
- * Refuses (RefusedError, or CredentialRedirectError when the origin redirects) unless a pull request could be opened
- * for `target` with what `env` holds: a credential exists, and the origin answers as the push would ask it.
- */
+/** Refuses (a RefusedError) unless a credential in `env` exists and the origin answers as the push would ask it. */
 export async function checkPrPossible(target: PushTarget, env: NodeJS.ProcessEnv): Promise<void> {
   const credential = githubCredential(env);
   if (credential === null) throw new RefusedError(NO_CREDENTIALS);

@@ -146,10 +146,7 @@ export function readControlToken(env: NodeJS.ProcessEnv): string | undefined {
   return env.SVC_CONTROL_TOKEN || undefined;
 }
 
-/**
- * The next batch of the open run folder after `from` (else after what ship.json records); null when there is no run
- * to send: no state.json, or one that is not a JSON object or names another run (reported).
- */
+/** The next batch after `from` (else after ship.json's offsets); null without a state.json of this folder's run. */
 export function readRunBatch(folder: PlainDir, from: ShipOffsets | null, skip: SkipReport): RunBatch | null {
   const state = readObjectIn(folder, 'state.json', skip);
   if (!state) return null;
@@ -213,9 +210,8 @@ export function createShipper(
     const { source: _source, ...run } = toRunJson(state);
     const result = await client.ingest({
       source: state.source,
-      // The run JSON, plus the run's folder for a Control Plane on this machine: it keeps that only when the folder
-      // is a project its operator registered (then Retry and Verify work there), never a pid
-      // (src/control/handlers/ingest.ts).
+      // The run's folder goes only to a Control Plane on this machine, which keeps it only for a project its operator
+      // registered, so Retry and Verify work there (src/control/handlers/ingest.ts).
       runs: [sameMachine ? { ...run, repo_path: state.repo_path } : run],
       // A line that is not JSON is skipped rather than blocking every later event.
       events: read.lines.flatMap((line) => {

@@ -5,10 +5,8 @@ export function oneLine(text: string, maxBytes = 1500): string {
   // eslint-disable-next-line no-control-regex
   const flat = text.replace(/[\u0000-\u001f\u007f\u2028\u2029]+/g, ' ').replace(/\s+/g, ' ').trim();
   if (Buffer.byteLength(flat) <= maxBytes) return flat;
-  let out = Buffer.from(flat).subarray(0, maxBytes - 3).toString('utf8');
   // A cut through a multi-byte character leaves U+FFFD; drop it.
-  out = out.replace(/\uFFFD+$/, '');
-  return `${out}...`;
+  return `${Buffer.from(flat).subarray(0, maxBytes - 3).toString('utf8').replace(/\uFFFD+$/, '')}...`;
 }
 
 /** A backtick fence longer than any backtick run inside the content, so the data cannot end the block early. */
