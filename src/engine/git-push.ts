@@ -37,11 +37,11 @@ export function resolveOrigin(workdir: string): Origin {
   }
   const urls = configEntries(file, '^remote\\.origin\\.url$').map((line) => line.slice(line.indexOf(' ') + 1));
   if (urls.length !== 1 || !urls[0]) {
-    const found = `found ${urls.length}`;
     const fix = urls.length === 0
-      ? ': add the GitHub repository, `git remote add origin https://github.com/OWNER/NAME.git`'
-      : ': keep one, `git config --unset-all remote.origin.url`, then `git remote set-url origin URL`';
-    throw new PushRefusedError(`The repository's git config must name exactly one remote.origin.url (${found})${fix}`);
+      ? 'add the GitHub repository, `git remote add origin https://github.com/OWNER/NAME.git`'
+      : 'keep one, `git config --unset-all remote.origin.url`, then `git remote set-url origin URL`';
+    throw new PushRefusedError(
+      `The repository's git config must name exactly one remote.origin.url (found ${urls.length}): ${fix}`);
   }
   return { url: urls[0], commonDir };
 }

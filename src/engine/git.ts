@@ -133,9 +133,8 @@ export function gitCommonDir(repo: string): string {
 
 /** Keeps the engine's own folders out of `git status` and `git add -A` without touching tracked files. */
 export function excludeEngineFolders(common: string): void {
-  const info = join(common, 'info');
-  mkdirSync(info, { recursive: true });
-  const path = join(info, 'exclude');
+  mkdirSync(join(common, 'info'), { recursive: true });
+  const path = join(common, 'info', 'exclude');
   const text = existsSync(path) ? readFileSync(path, 'utf8') : '';
   const lines = text.split('\n');
   const folders = ['/.svc/runs/', '/.svc/worktrees/', '/.svc/inbox/', '/.svc/ship-pending/'];

@@ -93,9 +93,8 @@ function createViaGh(req: PrRequest, gh: string): PrResult {
   try {
     const bodyFile = join(dir, 'body.md');
     writeFileSync(bodyFile, req.body);
-    const args = ['pr', 'create', '--repo', repo, '--head', req.branch, '--base', req.base, '--title', req.title];
-    args.push('--body-file', bodyFile);
-    if (req.draft) args.push('--draft');
+    const args = ['pr', 'create', '--repo', repo, '--head', req.branch, '--base', req.base, '--title', req.title,
+      '--body-file', bodyFile, ...(req.draft ? ['--draft'] : [])];
     const out = runSync([gh, ...args], { ...ghEnv(req.env), cwd: req.workdir, maxBuffer: 16 * 1024 * 1024 });
     const url = out.trim().split('\n').pop() ?? '';
     const number = /\/pull\/(\d+)/.exec(url)?.[1];

@@ -59,14 +59,9 @@ function readNames(file: string): Map<string, string> {
   return names;
 }
 
-function writeNames(file: string, names: Map<string, string>): void {
-  writeNoFollow(file, [...names].map(([path, name]) => `${name}\t${path}\n`).join(''));
-}
-
 /** The fields the rename reads, as the strings svc writes; anything else is not a run svc wrote. */
 function isRenamable(state: RunState): boolean {
-  const value = state as unknown as Record<string, unknown>;
-  return ['repo', 'repo_path', 'status', 'origin'].every((key) => typeof value[key] === 'string');
+  return (['repo', 'repo_path', 'status', 'origin'] as const).every((key) => typeof state[key] === 'string');
 }
 
 /** Whether the worker a run's state names is still that process (pid and start time): then it owns the state. */
@@ -114,7 +109,9 @@ export function adoptRepoName(repo: string, gitDir: string, name: string): RepoR
       from.add(state.repo);
       renamed += 1;
     }
-    if (renamed === 0 && left === 0) writeNames(file, names.set(repo, name));
+    if (renamed === 0 && left === 0) {
+      writeNoFollow(file, [...names.set(repo, name)].map(([path, named]) => `${named}\t${path}\n`).join(''));
+    }
     return renamed ? { to: name, from: [...from].sort(), runs: renamed } : null;
   } catch {
     // Never the reason a run does not start: the next start tries again.

@@ -92,9 +92,7 @@ function readEventLines(folder: PlainDir, offset: number, skip: SkipReport): { l
   }
   let buf: Buffer;
   try {
-    const size = fstatSync(fd).size;
-    if (size <= offset) return { lines: [], next: offset };
-    buf = readRange(fd, offset, Math.min(size - offset, 16 * 1024 * 1024));
+    buf = readRange(fd, offset, Math.max(0, Math.min(fstatSync(fd).size - offset, 16 * 1024 * 1024)));
   } finally {
     closeSync(fd);
   }
