@@ -17,7 +17,7 @@ import { svcCliPath } from '../spawn/svc-paths.ts';
 import { serverRecordFile, readServerRecordFile, isPidAlive } from '../client/server-record.ts';
 import { procStart } from '../engine/proc-group.ts';
 import { procList } from '../spawn/tree.ts';
-import { writeJsonAtomic } from '../engine/atomic.ts';
+import { writeJsonAtomic } from '../engine/safe-fs.ts';
 const HELP = `Usage:
   svc dashboard [start|open] [--no-open]
   svc dashboard stop

@@ -10,7 +10,7 @@ import { BadSettingError } from '../errors.ts';
 import { onlyKeys, readLimits, type RunLimits } from './policy.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { isSecretName } from '../spawn/env.ts';
-import { writeJsonAtomic } from './atomic.ts';
+import { writeJsonAtomic } from './safe-fs.ts';
 
 export interface ProviderEntry {
   command: string[];

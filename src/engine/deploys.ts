@@ -2,7 +2,7 @@
 // deploys.
 import { readdirSync, readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { writeJsonAtomic } from './atomic.ts';
+import { writeJsonAtomic } from './safe-fs.ts';
 import { oneLine } from './text.ts';
 import { BadInputError } from '../errors.ts';
 

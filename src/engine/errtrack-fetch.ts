@@ -15,10 +15,8 @@ export function issueApiUrls(pageUrl: string, env: NodeJS.ProcessEnv): IssueApi 
   const page = new URL(pageUrl);
   const pageHost = page.hostname.toLowerCase().replace(/\.$/, '');
   if (!env.ERRTRACK_URL && pageHost !== 'sentry.io' && !pageHost.endsWith('.sentry.io')) {
-    throw new BadSettingError(
-      `Refusing to send ERRTRACK_AUTH_TOKEN to "${page.host}": without ERRTRACK_URL only sentry.io hosts get it. ` +
-        "Set ERRTRACK_URL to your error tracker's address to use another host",
-    );
+    throw new BadSettingError(`Refusing to send ERRTRACK_AUTH_TOKEN to "${page.host}": without ERRTRACK_URL only ` +
+      "sentry.io hosts get it. Set ERRTRACK_URL to your error tracker's address to use another host");
   }
   const id = /\/issues\/(\d+)/.exec(page.pathname)?.[1];
   if (!id) throw new BadInputError(`Not an issue URL: "${pageUrl}"`);
@@ -78,10 +76,8 @@ function curlJson(url: string, token: string): Promise<unknown> {
 export async function fetchIssueExport(pageUrl: string, env: NodeJS.ProcessEnv): Promise<ErrtrackExport> {
   const token = env.ERRTRACK_AUTH_TOKEN;
   if (!token) {
-    throw new BadSettingError(
-      'ERRTRACK_AUTH_TOKEN is not set, so nothing was fetched. ' +
-        'Set it, or save the issue as JSON and run: svc start <file.json>',
-    );
+    throw new BadSettingError('ERRTRACK_AUTH_TOKEN is not set, so nothing was fetched. ' +
+      'Set it, or save the issue as JSON and run: svc start <file.json>');
   }
   if (!/^[\x21-\x7e]+$/.test(token) || token.includes('"') || token.includes('\\')) {
     throw new BadSettingError('ERRTRACK_AUTH_TOKEN contains characters a token cannot have');

@@ -6,7 +6,7 @@ import { RefusedError } from '../errors.ts';
 import { writeFileSync, mkdtempSync, rmSync, mkdirSync, existsSync, copyFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
-import { git, gitCommonDir, gitConfig, repoSlug } from './git.ts';
+import { git, gitCommonDir, repoSlug, tryGit } from './git.ts';
 import { GitRedirectedError, redirectRefusal, withGitToken } from './git-token.ts';
 
 /** Thrown when the repository's config could redirect the push; nothing was pushed. */
@@ -21,13 +21,10 @@ export interface Origin {
 
 /** Every `name value` line of a config file matching `pattern`, read by git itself with includes off. */
 function configEntries(file: string, pattern: string): string[] {
-  return gitConfig('/', ['--file', file, '--no-includes', '--get-regexp', pattern]).split('\n').filter(Boolean);
+  return tryGit('/', ['config', '--file', file, '--no-includes', '--get-regexp', pattern]).split('\n').filter(Boolean);
 }
 
-/**
- * Reads origin from the repository's own config file (never global or system config, never an include) and refuses
- * when that file holds rules that would send a push somewhere else than its `url`.
- */
+/** Origin as the repository's own config file says it (no include), refused when its rules send pushes elsewhere. */
 export function resolveOrigin(workdir: string): Origin {
   const commonDir = gitCommonDir(workdir);
   const file = join(commonDir, 'config');
@@ -40,11 +37,11 @@ export function resolveOrigin(workdir: string): Origin {
   }
   const urls = configEntries(file, '^remote\\.origin\\.url$').map((line) => line.slice(line.indexOf(' ') + 1));
   if (urls.length !== 1 || !urls[0]) {
-    const found = `found ${urls.length}`;
     const fix = urls.length === 0
-      ? ': add the GitHub repository, `git remote add origin https://github.com/OWNER/NAME.git`'
-      : ': keep one, `git config --unset-all remote.origin.url`, then `git remote set-url origin URL`';
-    throw new PushRefusedError(`The repository's git config must name exactly one remote.origin.url (${found})${fix}`);
+      ? 'add the GitHub repository, `git remote add origin https://github.com/OWNER/NAME.git`'
+      : 'keep one, `git config --unset-all remote.origin.url`, then `git remote set-url origin URL`';
+    throw new PushRefusedError(
+      `The repository's git config must name exactly one remote.origin.url (found ${urls.length}): ${fix}`);
   }
   return { url: urls[0], commonDir };
 }
@@ -68,10 +65,7 @@ export function pinPushTarget(repo: string): PushTarget {
   return { url, repo: repoSlug(url) };
 }
 
-/**
- * The origin to push to: the pinned target, provided the config still names it and still holds no redirecting rule.
- * Anything else means the config changed during the run (an unsandboxed agent can write it): nothing is pushed.
- */
+/** The pinned target, while the config still names it with no redirecting rule (else it changed during the run). */
 function pinnedOrigin(workdir: string, target: PushTarget): Origin {
   const pinned = `svc pinned "${shownUrl(target.url)}" when the run was made`;
   let now: Origin;
@@ -89,10 +83,7 @@ function pinnedOrigin(workdir: string, target: PushTarget): Origin {
   return now;
 }
 
-/**
- * Pushes `branch` (as it is in `workdir`) from a bare repository svc made to `origin.url`, with `config` and `extra`
- * (the token's askpass, when it may go there). Without the token the user's own ssh setup applies.
- */
+/** Pushes `branch` of `workdir` from a bare repository svc made to `origin.url` (with the token's config, if any). */
 function cleanPush(workdir: string, origin: Origin, branch: string, config: string[], extra: Record<string, string>) {
   const sha = git(workdir, ['rev-parse', '--verify', `refs/heads/${branch}^{commit}`]).trim();
   const dir = mkdtempSync(join(tmpdir(), 'svc-push-'));

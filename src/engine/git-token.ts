@@ -20,8 +20,6 @@ case "$1" in
 esac
 `;
 
-const TOKEN_USER = 'x-access-token';
-
 /** Whether the token may go to `url`: https on https://github.com's (or GITHUB_API_URL's) host and port, bare. */
 function tokenGoesTo(url: string, env: NodeJS.ProcessEnv): boolean {
   const parsed = URL.parse(url);
@@ -55,7 +53,7 @@ export async function withGitToken<T>(
     writeFileSync(askpass, ASKPASS, { mode: 0o700 });
     return await body(['-c', 'credential.useHttpPath=true'], {
       GIT_ASKPASS: askpass, SVC_GIT_PUSH_TOKEN: token, GIT_TERMINAL_PROMPT: '0',
-      SVC_GIT_CREDENTIAL_URL: credentialUrl(url), SVC_GIT_CREDENTIAL_USER_URL: credentialUrl(url, TOKEN_USER),
+      SVC_GIT_CREDENTIAL_URL: credentialUrl(url), SVC_GIT_CREDENTIAL_USER_URL: credentialUrl(url, 'x-access-token'),
     });
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -22,7 +22,7 @@ const SAFE_GIT_CONFIG = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor
 ] as const;
 
 /** No global or system config or attributes, and never a terminal prompt (svc runs unattended). */
-export const GIT_ISOLATION_ENV: Readonly<Record<string, string>> = {
+const GIT_ISOLATION_ENV: Readonly<Record<string, string>> = {
   GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1', GIT_ATTR_NOSYSTEM: '1', GIT_TERMINAL_PROMPT: '0',
 };
 
@@ -93,10 +93,10 @@ export function git(
   }
 }
 
-/** `git config ARGS` in `dir`, or '' when nothing matches (git config then exits 1). */
-export function gitConfig(dir: string, args: string[]): string {
+/** git's stdout, or '' when it fails (as `git config` does when nothing matches). */
+export function tryGit(dir: string, args: string[]): string {
   try {
-    return git(dir, ['config', ...args]);
+    return git(dir, args);
   } catch {
     return '';
   }
@@ -123,13 +123,7 @@ export function repoSlug(url: string): string | null {
 
 /** "owner/name" from the origin remote, else the folder name. */
 export function repoName(dir: string): string {
-  let url = '';
-  try {
-    url = git(dir, ['remote', 'get-url', 'origin']).trim();
-  } catch {
-    // no origin
-  }
-  return repoSlug(url) ?? basename(dir);
+  return repoSlug(tryGit(dir, ['remote', 'get-url', 'origin']).trim()) ?? basename(dir);
 }
 
 /** The repository's git directory shared by all its worktrees (where config, hooks and info live). */
@@ -139,9 +133,8 @@ export function gitCommonDir(repo: string): string {
 
 /** Keeps the engine's own folders out of `git status` and `git add -A` without touching tracked files. */
 export function excludeEngineFolders(common: string): void {
-  const info = join(common, 'info');
-  mkdirSync(info, { recursive: true });
-  const path = join(info, 'exclude');
+  mkdirSync(join(common, 'info'), { recursive: true });
+  const path = join(common, 'info', 'exclude');
   const text = existsSync(path) ? readFileSync(path, 'utf8') : '';
   const lines = text.split('\n');
   const folders = ['/.svc/runs/', '/.svc/worktrees/', '/.svc/inbox/', '/.svc/ship-pending/'];
@@ -149,12 +142,9 @@ export function excludeEngineFolders(common: string): void {
   if (wanted.length) appendFileSync(path, `${text && !text.endsWith('\n') ? '\n' : ''}${wanted.join('\n')}\n`);
 }
 
-/**
- * A worktree of `repo` at `base`, checked out on the host with no filter program the repository's config names (an
- * agent may have written that config): files are checked out as committed (a git-lfs file as its pointer).
- */
+/** A worktree of `repo` at `base`, checked out as committed: no filter the repository's config names runs. */
 export function createWorktree(repo: string, path: string, branch: string, base: string): void {
-  const noFilters = filterOverrides(gitConfig(repo, ['-z', '--get-regexp', '^filter\\.']));
+  const noFilters = filterOverrides(tryGit(repo, ['config', '-z', '--get-regexp', '^filter\\.']));
   git(repo, ['worktree', 'add', '-b', branch, path, base], noFilters);
 }
 
@@ -180,8 +170,8 @@ function addAll(inDir: GitIn, skip: string[]): void {
  * the main checkout `repo`'s config, read on the host (the sandboxed `run` sees no ~/.gitconfig), else a neutral one.
  */
 export function commitAll(dir: string, message: string, repo: string, run: GitRun): string[] {
-  const name = gitConfig(repo, ['user.name']).trim() || 'svc';
-  const email = gitConfig(repo, ['user.email']).trim() || 'svc@localhost';
+  const name = tryGit(repo, ['config', 'user.name']).trim() || 'svc';
+  const email = tryGit(repo, ['config', 'user.email']).trim() || 'svc@localhost';
   const inDir: GitIn = (args) => git(dir, args, {}, run);
   const skipped = embeddedRepositories(inDir);
   addAll(inDir, skipped);
@@ -252,10 +242,7 @@ export function diffCommits(dir: string, base: string, head: string, run: GitRun
     ['--ignore-submodules=none', '--submodule=short'], [base, head]));
 }
 
-/**
- * What `git status` says differs from HEAD in the working tree (tracked changes and untracked files, ignored ones left
- * out), and the embedded repositories among the untracked (listed as `path/`, as git never looks inside them).
- */
+/** The paths `git status` lists as changed or untracked (not ignored), and the embedded repositories apart. */
 export function workingChanges(dir: string, run: GitRun = hostGit): { changed: string[]; embedded: string[] } {
   const out = git(dir, ['status', '--porcelain=v1', '-z', '--untracked-files=all', '--ignore-submodules=all'], {}, run);
   const changed: string[] = [];
@@ -288,10 +275,7 @@ function withWorkingIndex<T>(
   });
 }
 
-/**
- * The tree of everything in the working tree now: a run without a worktree diffs against it, so what was there
- * before the run is not counted as the run's work.
- */
+/** The tree of the working tree now: a run without a worktree diffs against it, not against HEAD. */
 export function snapshotTree(dir: string, embedded: string[], run: GitRun = hostGit): string {
   return withWorkingIndex(dir, 'HEAD', run, embedded, (inTmp) => inTmp(['write-tree']).trim());
 }

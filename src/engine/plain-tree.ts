@@ -99,10 +99,7 @@ export function listPlain(dir: PlainDir): Array<{ name: string; kind: EntryKind 
   return names.sort().map((name) => ({ name, kind: kindOf(at(dir, name)) }));
 }
 
-/**
- * The plain folders (or with `kind` 'file', the plain files) directly in `<root>/<parts…>`, sorted; none when any
- * level on the way is a link or not a folder. Links in it are left out, never followed.
- */
+/** The plain folders (or files) directly in `<root>/<parts…>`, sorted; none when a level on the way is not plain. */
 export function plainEntries(root: string, parts: readonly string[], kind: 'dir' | 'file' = 'dir'): string[] {
   const dir = openPlainPath(root, parts);
   if ('failed' in dir) return [];
@@ -184,9 +181,8 @@ export interface TreeFile {
 }
 
 /**
- * Hands every regular file under `dir` (up to `maxDepth` folders down, sorted) to `visit` as it is read, without
- * following a link; nothing is kept, so a caller can stop (throw) at a total of its own. Links, special files, files
- * over `maxFile` bytes and folders too deep go to `skip(rel, reason)`.
+ * Hands every regular file under `dir` (up to `maxDepth` folders down, sorted) to `visit` as it is read, so a caller
+ * can stop (throw) at a total of its own; links, special files, files over `maxFile` and deeper folders go to `skip`.
  */
 export function walkPlainTree(
   dir: PlainDir, opts: { maxFile: number; maxDepth: number; skip: (rel: string, reason: string) => void },

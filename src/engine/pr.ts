@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { pushBranch, shownUrl, type PushTarget } from './git-push.ts';
 import { redirectedUrl, redirectRefusal, withGitToken } from './git-token.ts';
-import { GIT_ISOLATION_ENV, gitArgv, gitBaseEnv, gitExtraEnv } from './git.ts';
+import { gitArgv, gitBaseEnv, gitExtraEnv } from './git.ts';
 import { which } from '../spawn/which.ts';
 import { runCollect, runSync, type ChildSpec } from '../spawn/start.ts';
 import { FailedError, RefusedError } from '../errors.ts';
@@ -32,18 +32,11 @@ export interface PrResult {
   via: 'rest' | 'gh';
 }
 
-/**
- * gh keeps its own login under HOME and never gets svc's tokens (it is only used when none is set); the git it may
- * run reads no global or system config and runs no hooks.
- */
+/** gh keeps its own login under HOME, never svc's tokens; the git it runs reads no global config and runs no hook. */
 function ghEnv(env: NodeJS.ProcessEnv): ChildSpec {
-  return {
-    kind: 'tool', base: env, extra: {
-      ...GIT_ISOLATION_ENV, GIT_CONFIG_COUNT: '2',
-      GIT_CONFIG_KEY_0: 'core.hooksPath', GIT_CONFIG_VALUE_0: '/dev/null',
-      GIT_CONFIG_KEY_1: 'core.fsmonitor', GIT_CONFIG_VALUE_1: 'false',
-    },
-  };
+  const noHooks = { GIT_CONFIG_COUNT: '2', GIT_CONFIG_KEY_0: 'core.hooksPath', GIT_CONFIG_VALUE_0: '/dev/null',
+    GIT_CONFIG_KEY_1: 'core.fsmonitor', GIT_CONFIG_VALUE_1: 'false' };
+  return { kind: 'tool', base: env, extra: gitExtraEnv(noHooks) };
 }
 
 /** What opens the pull request: the token (from the environment or `gh auth token`), else gh itself; null: nothing. */
@@ -100,9 +93,8 @@ function createViaGh(req: PrRequest, gh: string): PrResult {
   try {
     const bodyFile = join(dir, 'body.md');
     writeFileSync(bodyFile, req.body);
-    const args = ['pr', 'create', '--repo', repo, '--head', req.branch, '--base', req.base, '--title', req.title];
-    args.push('--body-file', bodyFile);
-    if (req.draft) args.push('--draft');
+    const args = ['pr', 'create', '--repo', repo, '--head', req.branch, '--base', req.base, '--title', req.title,
+      '--body-file', bodyFile, ...(req.draft ? ['--draft'] : [])];
     const out = runSync([gh, ...args], { ...ghEnv(req.env), cwd: req.workdir, maxBuffer: 16 * 1024 * 1024 });
     const url = out.trim().split('\n').pop() ?? '';
     const number = /\/pull\/(\d+)/.exec(url)?.[1];
@@ -140,10 +132,7 @@ async function lsRemote(url: string, token: string | null, env: NodeJS.ProcessEn
   }
 }
 
-/**
- * Refuses (RefusedError, or CredentialRedirectError when the origin redirects) unless a pull request could be opened
- * for `target` with what `env` holds: a credential exists, and the origin answers as the push would ask it.
- */
+/** Refuses (a RefusedError) unless a credential in `env` exists and the origin answers as the push would ask it. */
 export async function checkPrPossible(target: PushTarget, env: NodeJS.ProcessEnv): Promise<void> {
   const credential = githubCredential(env);
   if (credential === null) throw new RefusedError(NO_CREDENTIALS);

@@ -28,11 +28,7 @@ export function isRepoName(text: string): boolean {
   return OWNER.test(owner) && NAME.test(name) && name !== '.' && name !== '..' && !name.toLowerCase().endsWith('.git');
 }
 
-/**
- * SVC_REPO_NAME counts only for a run a trigger server started (a webhook origin, which only a launcher sets): a
- * person's shell or the Control Plane (which never passes it) gets the checkout's name. The repository's content
- * cannot reach it: it is the launcher's environment, read before any file of the checkout is.
- */
+/** SVC_REPO_NAME names only a run a trigger server started (a webhook origin, which only a launcher sets). */
 export function runRepoName(dir: string, env: NodeJS.ProcessEnv): string {
   return isRoutedRepoName(env) ? env.SVC_REPO_NAME! : repoName(dir);
 }
@@ -63,20 +59,12 @@ function readNames(file: string): Map<string, string> {
   return names;
 }
 
-function writeNames(file: string, names: Map<string, string>): void {
-  writeNoFollow(file, [...names].map(([path, name]) => `${name}\t${path}\n`).join(''));
-}
-
 /** The fields the rename reads, as the strings svc writes; anything else is not a run svc wrote. */
 function isRenamable(state: RunState): boolean {
-  const value = state as unknown as Record<string, unknown>;
-  return ['repo', 'repo_path', 'status', 'origin'].every((key) => typeof value[key] === 'string');
+  return (['repo', 'repo_path', 'status', 'origin'] as const).every((key) => typeof state[key] === 'string');
 }
 
-/**
- * Whether the worker a run's state names is still that process (pid and start time): it owns the state then. A run
- * left `running` by a worker that died is nobody's, and is renamed like an ended one.
- */
+/** Whether the worker a run's state names is still that process (pid and start time): then it owns the state. */
 export function workerAlive(state: RunState): boolean {
   if (typeof state.pid !== 'number') return false;
   const started = procStart(state.pid);
@@ -97,9 +85,8 @@ function rename(repo: string, found: Found, name: string, now: string): boolean 
 }
 
 /**
- * Gives this checkout's ended runs the name `name` when it differs from the last name svc used here (`gitDir` holds
- * the names file); null when nothing was renamed. The name is recorded only once no run is left to rename: a run whose
- * worker is alive owns its state (and may write the old name back), so the next start looks at it again.
+ * Gives this checkout's ended runs `name` when it differs from the last name svc used here; null when none was
+ * renamed. The name is recorded only once no run is left to rename: the next start looks at those again.
  */
 export function adoptRepoName(repo: string, gitDir: string, name: string): RepoRename | null {
   try {
@@ -122,7 +109,9 @@ export function adoptRepoName(repo: string, gitDir: string, name: string): RepoR
       from.add(state.repo);
       renamed += 1;
     }
-    if (renamed === 0 && left === 0) writeNames(file, names.set(repo, name));
+    if (renamed === 0 && left === 0) {
+      writeNoFollow(file, [...names.set(repo, name)].map(([path, named]) => `${named}\t${path}\n`).join(''));
+    }
     return renamed ? { to: name, from: [...from].sort(), runs: renamed } : null;
   } catch {
     // Never the reason a run does not start: the next start tries again.

@@ -1,8 +1,7 @@
 // The run as the engine keeps it in state.json: the run JSON of DESIGN §3 plus what the engine needs to steer it.
 import { readFileSync } from 'node:fs';
-import { writeJsonAtomic } from './atomic.ts';
 import { statePath } from './paths.ts';
-import { assertPlainDir } from './safe-fs.ts';
+import { assertPlainDir, writeJsonAtomic } from './safe-fs.ts';
 import { RUN_JSON_FIELDS, type RunJson } from '../run-json.ts';
 
 /** What a run's worker process is asked to do with it (src/engine/worker.ts). */

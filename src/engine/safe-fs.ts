@@ -1,7 +1,8 @@
 // Writes into a run folder that never follow a symbolic link: a provider works next to .svc/runs/<run>/ and a
 // crafted project can ship one, so events.jsonl, answer.txt or an artifact must not become a path to another file.
-import { lstatSync, openSync, writeSync, closeSync, mkdirSync, constants } from 'node:fs';
-import { join, relative, sep, isAbsolute } from 'node:path';
+import { lstatSync, openSync, writeSync, closeSync, mkdirSync, constants, renameSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative, sep, isAbsolute } from 'node:path';
+import { randomBytes } from 'node:crypto';
 
 const APPEND = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW;
 const TRUNCATE = constants.O_WRONLY | constants.O_TRUNC | constants.O_CREAT | constants.O_NOFOLLOW;
@@ -73,4 +74,13 @@ export function writeNoFollow(path: string, data: string | Buffer, mode = 0o644)
 /** An fd for appending (e.g. a child's log), refusing a symbolic link at `path`. */
 export function openAppendNoFollow(path: string, mode = 0o644): number {
   return openNoFollow(path, APPEND, mode, 'open');
+}
+
+/** Writes through a temp file and a rename, so a reader never sees half a state.json or answer file. */
+export function writeJsonAtomic(path: string, value: unknown, mode = 0o644): void {
+  mkdirSync(dirname(path), { recursive: true });
+  const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  // 'wx' (O_EXCL) refuses an existing name, symbolic links included, so the temp file is always our own new file.
+  writeFileSync(tmp, JSON.stringify(value, null, 2) + '\n', { mode, flag: 'wx' });
+  renameSync(tmp, path);
 }

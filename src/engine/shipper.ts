@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
 import type { IngestResult } from '../client/types.ts';
 import { discoverControlUrl } from '../client/discover.ts';
-import { writeJsonAtomic } from './atomic.ts';
+import { writeJsonAtomic } from './safe-fs.ts';
 import { errorMessage } from '../errors.ts';
 import { toRunJson, type RunState } from './run-state.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
@@ -92,9 +92,7 @@ function readEventLines(folder: PlainDir, offset: number, skip: SkipReport): { l
   }
   let buf: Buffer;
   try {
-    const size = fstatSync(fd).size;
-    if (size <= offset) return { lines: [], next: offset };
-    buf = readRange(fd, offset, Math.min(size - offset, 16 * 1024 * 1024));
+    buf = readRange(fd, offset, Math.max(0, Math.min(fstatSync(fd).size - offset, 16 * 1024 * 1024)));
   } finally {
     closeSync(fd);
   }
@@ -146,10 +144,7 @@ export function readControlToken(env: NodeJS.ProcessEnv): string | undefined {
   return env.SVC_CONTROL_TOKEN || undefined;
 }
 
-/**
- * The next batch of the open run folder after `from` (else after what ship.json records); null when there is no run
- * to send: no state.json, or one that is not a JSON object or names another run (reported).
- */
+/** The next batch after `from` (else after ship.json's offsets); null without a state.json of this folder's run. */
 export function readRunBatch(folder: PlainDir, from: ShipOffsets | null, skip: SkipReport): RunBatch | null {
   const state = readObjectIn(folder, 'state.json', skip);
   if (!state) return null;
@@ -213,9 +208,8 @@ export function createShipper(
     const { source: _source, ...run } = toRunJson(state);
     const result = await client.ingest({
       source: state.source,
-      // The run JSON, plus the run's folder for a Control Plane on this machine: it keeps that only when the folder
-      // is a project its operator registered (then Retry and Verify work there), never a pid
-      // (src/control/handlers/ingest.ts).
+      // The run's folder goes only to a Control Plane on this machine, which keeps it only for a project its operator
+      // registered, so Retry and Verify work there (src/control/handlers/ingest.ts).
       runs: [sameMachine ? { ...run, repo_path: state.repo_path } : run],
       // A line that is not JSON is skipped rather than blocking every later event.
       events: read.lines.flatMap((line) => {
