@@ -181,10 +181,8 @@ export const ROUTING_KINDS: readonly RoutingKind[] = SOURCES.flatMap((s) => (
 ));
 export const CHAT_KINDS: readonly ChatKind[] = SOURCES.flatMap((s) => (s.routing === 'channel' ? [s.name] : []));
 
-const BY_NAME = new Map<string, WebhookSource>(SOURCES.map((s) => [s.name, s]));
-
 export function sourceOf(name: SourceName): WebhookSource {
-  return BY_NAME.get(name)!;
+  return SOURCES.find((s) => s.name === name)!;
 }
 
 /** The signature and timestamp of the first family whose signature header the delivery carries (else the first). */
