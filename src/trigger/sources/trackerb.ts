@@ -15,26 +15,17 @@ import {
 const ISSUE_KEY = /^[A-Za-z][A-Za-z0-9_]*-\d+$/;
 
 // The description is a rich document (ADF): flattened to plain text before it becomes the brief.
-type Node = { type?: unknown; text?: unknown; content?: unknown; attrs?: unknown };
-
 const BLOCKS = new Set([
   'paragraph', 'heading', 'blockquote', 'listItem', 'codeBlock', 'panel', 'tableRow', 'rule', 'mediaSingle', 'expand',
 ]);
 const MAX_DEPTH = 64;
 
-function isNode(value: unknown): value is Node {
-  return isJsonObject(value);
-}
-
-function attr(node: Node, name: string): string | undefined {
-  const attrs = node.attrs;
-  if (!isNode(attrs)) return undefined;
-  const value = (attrs as Record<string, unknown>)[name];
-  return typeof value === 'string' ? value : undefined;
+function attr(node: Obj, name: string): string | undefined {
+  return str(obj(node.attrs)[name]) ?? undefined;
 }
 
 function walk(node: unknown, out: string[], depth: number): void {
-  if (depth > MAX_DEPTH || !isNode(node)) return;
+  if (depth > MAX_DEPTH || !isJsonObject(node)) return;
   const type = typeof node.type === 'string' ? node.type : '';
   if (type === 'text' && typeof node.text === 'string') out.push(node.text);
   else if (type === 'hardBreak') out.push('\n');
@@ -49,7 +40,7 @@ function walk(node: unknown, out: string[], depth: number): void {
 /** ADF doc → text with block boundaries as newlines; a plain string passes through; anything else → ''. */
 export function flattenAdf(value: unknown): string {
   if (typeof value === 'string') return value;
-  if (!isNode(value)) return '';
+  if (!isJsonObject(value)) return '';
   const out: string[] = [];
   walk(value, out, 0);
   return out.join('').replace(/[ \t]+\n/g, '\n').replace(/\n{3,}/g, '\n\n').trim();

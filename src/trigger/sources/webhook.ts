@@ -4,7 +4,7 @@
 import { parseJsonObject } from '../../http/body.ts';
 import { HttpError } from '../../http/http-error.ts';
 import type { Reply } from '../../http/respond.ts';
-import { isJsonObject, obj } from '../../untrusted.ts';
+import { isJsonObject, obj, type Obj } from '../../untrusted.ts';
 import { firstHeader, sanitizeBrief, signedHeaders, sourceOf } from '../../webhook-sources.ts';
 import {
   briefPrArgs, bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, unserved, verifyHubSignature, type TCtx,
@@ -20,7 +20,6 @@ export type WebhookInput =
   | { kind: 'job'; brief: string; repository: string | null }
   | { kind: 'skip'; reason: string };
 
-type Obj = Record<string, unknown>;
 function str(value: unknown): string {
   return typeof value === 'string' ? value : '';
 }
