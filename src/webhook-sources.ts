@@ -203,6 +203,12 @@ export function firstHeader(headers: IncomingHttpHeaders, names: readonly string
   return undefined;
 }
 
+/** The vendor's delivery id as a dedupe key (the same across the vendor's retries), when the delivery carries one. */
+export function deliveryKeys(headers: IncomingHttpHeaders, name: SourceName): string[] {
+  const id = firstHeader(headers, sourceOf(name).delivery)?.trim();
+  return id ? [`${name}:delivery:${id.slice(0, 200)}`] : [];
+}
+
 /** Every header name a route reads its signature from, as a vendor writes it (docs, Integrations page). */
 export function signatureHeaderNames(source: WebhookSource): string[] {
   return (source.families ?? []).flatMap((f) => (f.timestamp ? [f.signature, f.timestamp] : [f.signature]));

@@ -5,7 +5,7 @@
 // an issue comment in ADF: agent text is a text node with only the `code` mark; svc's links carry a `link` mark.
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
-import { firstHeader, sanitizeBrief, signedHeaders, sourceOf } from '../../webhook-sources.ts';
+import { deliveryKeys, sanitizeBrief, signedHeaders, sourceOf } from '../../webhook-sources.ts';
 import { SEPARATOR, type ReplyChannel, type SummaryParts } from '../summary.ts';
 import { isJsonObject, obj, str, type Obj } from '../../untrusted.ts';
 import {
@@ -132,8 +132,7 @@ export async function receiveTrackerb(ctx: TCtx): Promise<Reply> {
   const routed = ctx.deps.settings.repos.route('trackerb', input.project);
   if (routed.kind === 'unserved') return skipped(unserved(ctx, 'trackerb', routed.reason));
   // Jira's X-Atlassian-Webhook-Identifier is the same across its retries (vendor-webhooks.md §1.4).
-  const delivery = firstHeader(ctx.req.headers, sourceOf('trackerb').delivery)?.trim();
-  const keys = [bodyKey('trackerb', raw), ...(delivery ? [`trackerb:delivery:${delivery.slice(0, 200)}`] : [])];
+  const keys = [bodyKey('trackerb', raw), ...deliveryKeys(ctx.req.headers, 'trackerb')];
   const brief = input.brief;
   return enqueue(ctx, {
     origin: 'trackerb',
