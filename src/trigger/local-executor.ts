@@ -128,7 +128,7 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
     }
   }
 
-  return { name: 'local', launch, follow };
+  return { launch, follow };
 }
 
 /** A watch on `dir` calling `changed` with each changed entry's name; null where there is no such folder. */
