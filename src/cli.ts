@@ -3,8 +3,7 @@
 import './quiet-sqlite-warning.ts';
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { exitLike, runLaunched } from './spawn/start.ts';
-import { watchLifeline } from './spawn/lifeline.ts';
+import { exitLike, runLaunched, watchLifeline } from './spawn/start.ts';
 import { reexecClean } from './cli/server-flags.ts';
 import { secretsIn, takeHandoff, type Secrets } from './spawn/secrets-handoff.ts';
 import { terminalSafe } from './cli/terminal-text.ts';
@@ -65,50 +64,31 @@ const printErr = (text: string) => process.stderr.write(terminalSafe(text));
 type Loader = () => Promise<{ default: (io: import('./cli/io.ts').CliIo) => Promise<number> }>;
 
 // Lazy imports keep `svc --version` fast and keep node:sqlite out of commands that don't need it.
-const commands: Record<string, { summary: string; load: Loader }> = {
-  control: { summary: 'Run or query the Control Plane (serve, status)', load: () => import('./cli/control.ts') },
-  dashboard: {
-    summary: 'Open the Control Plane UI, starting it if needed (start, open, stop)',
-    load: () => import('./cli/dashboard.ts'),
-  },
-  start: {
-    summary: 'Start a run from a brief, spec file, issue export or issue URL', load: () => import('./cli/start.ts'),
-  },
-  init: {
-    summary: 'Write a stand-in agent that needs no API key into .svc/ (a first run)',
-    load: () => import('./cli/init.ts'),
-  },
-  trust: {
-    summary: "Allow this repository's .svc/config.json to widen CLI runs' sandbox (--list, --revoke)",
-    load: () => import('./cli/trust.ts'),
-  },
-  answer: { summary: 'Answer a blocked run', load: () => import('./cli/answer.ts') },
-  runs: { summary: 'List and steer runs on the Control Plane', load: () => import('./cli/runs.ts') },
-  ship: { summary: 'Re-send local runs to the Control Plane', load: () => import('./cli/ship.ts') },
-  prune: {
-    summary: "Remove ended runs' worktrees, svc/<run> branches and managed checkouts",
-    load: () => import('./cli/prune.ts'),
-  },
-  receipt: { summary: 'Check an Evidence Receipt (verify)', load: () => import('./cli/receipt.ts') },
-  keys: { summary: 'List or rotate the receipt signing keys (list, rotate)', load: () => import('./cli/keys.ts') },
-  deploy: { summary: 'Write or show deploy records (record, last)', load: () => import('./cli/deploy.ts') },
-  trigger: { summary: 'Run the webhook trigger server (serve)', load: () => import('./cli/trigger.ts') },
-  gate: {
-    summary: 'Run the egress gate as its own server, for Kubernetes job pods (serve)',
-    load: () => import('./cli/gate.ts'),
-  },
-  repos: {
-    summary: "Edit the trigger server's served repositories (list, add, remove)", load: () => import('./cli/repos.ts'),
-  },
-  doctor: { summary: 'Check that agent runs can be sandboxed on this host', load: () => import('./cli/doctor.ts') },
-  pod: { summary: 'Steps of a Kubernetes job pod around its run (seal, sign)', load: () => import('./cli/pod.ts') },
-  providers: {
-    summary: 'List agent CLIs, their versions and whether svc tested them', load: () => import('./cli/providers.ts'),
-  },
+const commands: Record<string, [summary: string, load: Loader]> = {
+  control: ['Run or query the Control Plane (serve, status)', () => import('./cli/control.ts')],
+  dashboard: ['Open the Control Plane UI, starting it if needed (start, open, stop)',
+    () => import('./cli/dashboard.ts')],
+  start: ['Start a run from a brief, spec file, issue export or issue URL', () => import('./cli/start.ts')],
+  init: ['Write a stand-in agent that needs no API key into .svc/ (a first run)', () => import('./cli/init.ts')],
+  trust: ["Allow this repository's .svc/config.json to widen CLI runs' sandbox (--list, --revoke)",
+    () => import('./cli/trust.ts')],
+  answer: ['Answer a blocked run', () => import('./cli/answer.ts')],
+  runs: ['List and steer runs on the Control Plane', () => import('./cli/runs.ts')],
+  ship: ['Re-send local runs to the Control Plane', () => import('./cli/ship.ts')],
+  prune: ["Remove ended runs' worktrees, svc/<run> branches and managed checkouts", () => import('./cli/prune.ts')],
+  receipt: ['Check an Evidence Receipt (verify)', () => import('./cli/receipt.ts')],
+  keys: ['List or rotate the receipt signing keys (list, rotate)', () => import('./cli/keys.ts')],
+  deploy: ['Write or show deploy records (record, last)', () => import('./cli/deploy.ts')],
+  trigger: ['Run the webhook trigger server (serve)', () => import('./cli/trigger.ts')],
+  gate: ['Run the egress gate as its own server, for Kubernetes job pods (serve)', () => import('./cli/gate.ts')],
+  repos: ["Edit the trigger server's served repositories (list, add, remove)", () => import('./cli/repos.ts')],
+  doctor: ['Check that agent runs can be sandboxed on this host', () => import('./cli/doctor.ts')],
+  pod: ['Steps of a Kubernetes job pod around its run (seal, sign)', () => import('./cli/pod.ts')],
+  providers: ['List agent CLIs, their versions and whether svc tested them', () => import('./cli/providers.ts')],
 };
 
 // Not in the help: the process `svc start` starts to do each run (src/cli/worker.ts).
-const worker = { summary: '', load: (() => import('./cli/worker.ts')) as Loader };
+const worker: Loader = () => import('./cli/worker.ts');
 
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
@@ -116,7 +96,7 @@ function version(): string {
 }
 
 function help(): string {
-  const lines = Object.entries(commands).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`);
+  const lines = Object.entries(commands).map(([name, [summary]]) => `  ${name.padEnd(10)} ${summary}`);
   return [
     'Usage: svc <command> [options]',
     '',
@@ -148,8 +128,8 @@ async function main(argv: string[]): Promise<number> {
     printOut(help());
     return name === undefined ? 2 : 0;
   }
-  const command = name === 'worker' ? worker : commands[name];
-  if (!command) {
+  const load = name === 'worker' ? worker : commands[name]?.[1];
+  if (!load) {
     printErr(`svc: unknown command "${name}"\n\n${help()}`);
     return 2;
   }
@@ -165,7 +145,7 @@ async function main(argv: string[]): Promise<number> {
   }
   const env = inMemoryEnv(handed);
   try {
-    const mod = await command.load();
+    const mod = await load();
     return await mod.default({
       argv: tail,
       env,

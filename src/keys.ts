@@ -149,9 +149,7 @@ export function runnerKeys(svcHome: string): KnownKey[] {
 }
 
 /** This machine's earlier signing keys: `<kid>.pub.pem` files that `svc keys rotate` moved the public halves to. */
-function retiredKeysDir(svcHome: string): string {
-  return join(keysDir(svcHome), 'retired');
-}
+const retiredKeysDir = (svcHome: string) => join(keysDir(svcHome), 'retired');
 
 /** Retired public keys; a file whose key is not the kid its name says is skipped. */
 export function retiredKeys(svcHome: string): KnownKey[] {
@@ -159,20 +157,15 @@ export function retiredKeys(svcHome: string): KnownKey[] {
     (kid, publicKey) => (keyIdOf(publicKey) === kid ? { kid, name: 'local', origin: 'retired', publicKey } : null));
 }
 
-export interface Rotation {
-  /** The key that signed until now; null when there was none yet. */
-  old: string | null;
-  /** Whether the old key's public half was kept in keys/retired/ (false with `revoke`). */
-  kept: boolean;
-  new: string;
-}
-
 /**
  * Makes a new signing key. The old public half goes to keys/retired/ first (unless `revoke`: a leaked key must stop
  * verifying), then the new pair replaces the files, so no moment exists in which a receipt the old key signed is
- * unknown. The old private key is gone afterwards: nothing can sign with it again.
+ * unknown. The old private key is gone afterwards: nothing can sign with it again. Answers the old kid (null when
+ * there was none) and whether its public half was kept.
  */
-export function rotateSigningKey(svcHome: string, opts: { revoke?: boolean } = {}): Rotation {
+export function rotateSigningKey(
+  svcHome: string, opts: { revoke?: boolean } = {},
+): { old: string | null; kept: boolean; new: string } {
   const dir = keysDir(svcHome);
   const old = hasSigningKey(svcHome) ? loadOrCreateSigningKey(svcHome) : null;
   mkdirSync(dir, { recursive: true, mode: 0o700 });

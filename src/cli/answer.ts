@@ -3,11 +3,11 @@
 // A run neither knows is an error (exit 1), never a stray file that nothing will read.
 import { resolve } from 'node:path';
 import type { CliIo } from './io.ts';
-import { parseFlags, wantsHelp } from './io.ts';
+import { parseFlags, printsHelp } from './io.ts';
 import { UsageError, NotFoundError, FailedError, ConflictError } from '../errors.ts';
 import { writeAnswer, MAX_ANSWER_BYTES } from '../engine/answers.ts';
-import { findLocalRun } from './local-run.ts';
-import { readControlToken } from '../engine/control-token.ts';
+import { findLocalRun } from './run-logs.ts';
+import { readControlToken } from '../engine/shipper.ts';
 import { discoverControlUrl } from '../client/discover.ts';
 import { createControlClient, ControlApiError } from '../client/client.ts';
 import { parseRunRef } from './runs.ts';
@@ -56,10 +56,7 @@ async function answerThroughControl(io: CliIo, source: string, run: string, text
 }
 
 export default async function answer(io: CliIo): Promise<number> {
-  if (wantsHelp(io.argv)) {
-    io.stdout(HELP);
-    return 0;
-  }
+  if (printsHelp(io, HELP)) return 0;
   const { values, positionals } = parseFlags(io.argv, { repo: { type: 'string' } });
   const [given, ...words] = positionals;
   const { source, run } = parseRunRef(given, io.env);

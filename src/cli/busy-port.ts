@@ -1,6 +1,6 @@
 // What `svc control serve` and `svc trigger serve` say when their port is taken: who holds it, and what to do next.
 import { serverRecordFile, readServerRecordFile, isPidAlive } from '../client/server-record.ts';
-import { isHealthy } from './dashboard-launch.ts';
+import { isHealthy } from './dashboard.ts';
 import { UnavailableError } from '../errors.ts';
 
 /**

@@ -1,7 +1,11 @@
-// `svc control serve|status`: run the Control Plane, or ask a running one whether it is up and how many runs it holds.
+// `svc control serve|status`: run the Control Plane, or ask a running one whether it is up and how many runs it holds
+// (exit 0 when it answers, 1 when not, or when the token is missing or wrong).
 import type { CliIo } from './io.ts';
 import { parseFlags, subcommand } from './io.ts';
-import { UsageError, errorMessage } from '../errors.ts';
+import { UsageError, UnavailableError, errorMessage } from '../errors.ts';
+import { discoverControlUrl, type Discovered } from '../client/discover.ts';
+import { createControlClient, ControlApiError } from '../client/client.ts';
+import { safeJson } from '../safe-json.ts';
 
 const HELP = `Usage:
   svc control serve [--host HOST] [--port PORT] [--db PATH]
@@ -40,8 +44,52 @@ export default async function control(io: CliIo): Promise<number> {
   if (sub === 'status') {
     const { values, positionals } = parseFlags(rest, { json: { type: 'boolean' } });
     if (positionals.length) throw new UsageError(`Unexpected argument "${positionals[0]}"`);
-    const { controlStatus } = await import('./control-status.ts');
     return controlStatus(io, Boolean(values.json));
   }
   throw new UsageError(`Unknown subcommand "control ${sub}" (expected serve or status)`);
+}
+
+/** The next step when nothing answers, by how the address was found. */
+function startHint(via: Discovered['via']): string {
+  if (via === 'SVC_CONTROL_URL') {
+    return 'start the server SVC_CONTROL_URL names, or unset SVC_CONTROL_URL to use a local one';
+  }
+  const stale = via === 'server.json' ? 'the server recorded in ~/.svc/control/server.json does not answer; ' : '';
+  return `${stale}start one with "svc control serve" (in this terminal) or "svc dashboard" (in the background)`;
+}
+
+function reason(err: unknown, url: string, via: Discovered['via'], hasToken: boolean): string {
+  if (err instanceof ControlApiError) {
+    if (err.status === 401) {
+      return hasToken
+        ? `The Control Plane at ${url} refused SVC_CONTROL_TOKEN: the token is wrong`
+        : `The Control Plane at ${url} needs a token: set SVC_CONTROL_TOKEN`;
+    }
+    if (err.status === 0) return `The Control Plane is not reachable at ${url}: ${startHint(via)}`;
+    return `The Control Plane at ${url} answered ${err.status} ${err.code}: ${err.message}`;
+  }
+  return `The Control Plane at ${url} gave an unexpected answer (${errorMessage(err)})`;
+}
+
+async function controlStatus(io: CliIo, json: boolean): Promise<number> {
+  const { url, via } = discoverControlUrl(io.env);
+  const token = io.env.SVC_CONTROL_TOKEN || undefined;
+  const client = createControlClient({ url, token, timeoutMs: 10_000 });
+  let runs: number;
+  try {
+    await client.health();
+    const stats = await client.stats();
+    runs = Number(stats.runs);
+    if (!Number.isSafeInteger(runs)) throw new UnavailableError('/v1/stats has no run count');
+  } catch (err) {
+    const message = reason(err, url, via, token !== undefined);
+    if (json) {
+      io.stdout(`${safeJson({ reachable: false, url, via, error: message })}\n`);
+      return 1;
+    }
+    throw new UnavailableError(message, { cause: err });
+  }
+  if (json) io.stdout(`${safeJson({ reachable: true, url, via, runs })}\n`);
+  else io.stdout(`reachable ${url} — ${runs} run${runs === 1 ? '' : 's'}\n`);
+  return 0;
 }

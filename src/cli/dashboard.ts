@@ -1,14 +1,23 @@
 // `svc dashboard [start|open] [--no-open]`: find a running Control Plane (DESIGN §4 discovery) or start one in the
 // background, then open the UI in the browser. It never puts the token in the URL: the UI asks for it.
-// `svc dashboard stop` stops the one it started (dashboard-owner.ts), never another.
+// `svc dashboard stop` stops the one it started, never another: its record (~/.svc/control/dashboard.json) holds the
+// pid and its /proc start time, so a server started any other way, or a recycled pid, never matches.
+// Children are argv arrays (never a shell); the server is detached so it outlives this command.
+import { mkdirSync, openSync, closeSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { sendPendingRuns } from './pending-runs.ts';
 import type { CliIo } from './io.ts';
 import { parseFlags, printsHelp } from './io.ts';
-import { UsageError, UnavailableError, ConflictError } from '../errors.ts';
+import { UsageError, UnavailableError, ConflictError, FailedError } from '../errors.ts';
 import { discoverControlUrl } from '../client/discover.ts';
-import { isHealthy, startControlInBackground, openBrowser } from './dashboard-launch.ts';
-import { stopDashboardServer } from './dashboard-owner.ts';
-
+import { startChild } from '../spawn/start.ts';
+import { secretsIn, withoutSecrets, handoffPipe, sendHandoff } from '../spawn/secrets-handoff.ts';
+import { SERVER_NODE_FLAGS } from './server-flags.ts';
+import { svcCliPath } from '../spawn/svc-paths.ts';
+import { serverRecordFile, readServerRecordFile, isPidAlive } from '../client/server-record.ts';
+import { procStart } from '../engine/proc-group.ts';
+import { procList } from '../spawn/tree.ts';
+import { writeJsonAtomic } from '../engine/safe-fs.ts';
 const HELP = `Usage:
   svc dashboard [start|open] [--no-open]
   svc dashboard stop
@@ -71,16 +80,176 @@ export default async function dashboard(io: CliIo): Promise<number> {
   return 0;
 }
 
+
+const START_DEADLINE_MS = 20_000;
+
+/** True when GET <url>/health answers 2xx within the timeout. */
+export async function isHealthy(url: string, timeoutMs = 2_000): Promise<boolean> {
+  try {
+    const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(timeoutMs) });
+    await res.body?.cancel();
+    return res.ok;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Starts `svc control serve` detached with its output appended to ~/.svc/control/server.log, then waits until it has
+ * written server.json with its own pid and answers /health. Fails with the log's tail if the server exits first.
+ */
+async function startControlInBackground(env: NodeJS.ProcessEnv): Promise<{ url: string; pid: number; log: string }> {
+  const record = serverRecordFile(env);
+  const dir = join(record, '..');
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const log = join(dir, 'server.log');
+  const fd = openSync(log, 'a', 0o600);
+  // Its secrets (the control token, what runs use) travel in a pipe on its fd 3, never in its environment; with the
+  // server's V8 flags already given it has no reason to re-execute itself, which would need a handoff file.
+  const pipe = handoffPipe(['ignore', fd, fd]);
+  const child = startChild([process.execPath, ...SERVER_NODE_FLAGS, svcCliPath(), 'control', 'serve'], {
+    kind: 'svc-worker', base: withoutSecrets(env), extra: pipe.extra, detached: true, stdio: pipe.stdio,
+  });
+  sendHandoff(child, secretsIn(env));
+  closeSync(fd);
+  const pid = child.pid;
+  let exited: number | null = null;
+  child.once('exit', (code) => {
+    exited = code ?? 1;
+  });
+  child.once('error', () => {
+    exited = 1;
+  });
+  child.unref();
+  if (pid === undefined) throw new FailedError(`Could not start the Control Plane (see ${log})`);
+
+  const deadline = Date.now() + START_DEADLINE_MS;
+  while (Date.now() < deadline) {
+    if (exited !== null) {
+      throw new FailedError(`The Control Plane exited with code ${exited} while starting:\n${tail(log)}`);
+    }
+    const found = readServerRecordFile(record);
+    if (found && found.pid === pid && (await isHealthy(found.url, 1_000))) {
+      // What `svc dashboard stop` may stop: this process, and only while it is still this process (without a /proc
+      // start time nothing can be proven later).
+      const start = procStart(pid);
+      if (start !== null) writeJsonAtomic(dashboardRecordFile(env), { pid, proc_start: start, url: found.url }, 0o600);
+      return { url: found.url.replace(/\/+$/, ''), pid, log };
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new FailedError(
+    `The Control Plane did not become ready within ${START_DEADLINE_MS / 1000}s (pid ${pid}, log ${log})`,
+  );
+}
+
+function tail(path: string): string {
+  try {
+    return readFileSync(path, 'utf8').trimEnd().split('\n').slice(-8).join('\n');
+  } catch {
+    return '(no log)';
+  }
+}
+
+/**
+ * The program that opens a URL, run with the URL as its one argument (no shell): $BROWSER (its first colon-separated
+ * entry), else the platform opener.
+ */
+function browserOf(env: NodeJS.ProcessEnv): string {
+  const openers: Partial<Record<NodeJS.Platform, string>> = { darwin: 'open', win32: 'explorer.exe' };
+  return env.BROWSER?.split(':').map((s) => s.trim()).find(Boolean) ?? openers[process.platform] ?? 'xdg-open';
+}
+
+/** How handing the URL over went: the opener exited 0 or is still running (a browser in the foreground), or failed. */
+type OpenResult = { opened: true; cmd: string } | { opened: false; cmd: string; reason: string };
+
+/**
+ * How long to wait for the opener to exit. xdg-open fails within milliseconds when it finds no browser (exit 3) or
+ * the browser refuses (exit 4), but some browsers it hands the URL to stay in the foreground until closed: an opener
+ * still running after this is taken to have opened the page, and left to run.
+ */
+const OPENER_GRACE_MS = 3_000;
+
+/** Opens the URL; resolves opened: false when the opener could not be started or exited non-zero. */
+function openBrowser(url: string, env: NodeJS.ProcessEnv): Promise<OpenResult> {
+  const cmd = browserOf(env);
+  return new Promise((resolve) => {
+    const child = startChild([cmd, url], { kind: 'tool', base: env, detached: true, stdio: 'ignore' });
+    const timer = setTimeout(() => {
+      child.removeAllListeners('exit');
+      child.unref();
+      resolve({ opened: true, cmd });
+    }, OPENER_GRACE_MS);
+    child.once('error', (err) => {
+      clearTimeout(timer);
+      const why = (err as NodeJS.ErrnoException).code ?? err.message;
+      resolve({ opened: false, cmd, reason: `${cmd} could not be started (${why})` });
+    });
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      const how = signal ? `was killed by ${signal}` : `exited with code ${code}`;
+      if (code === 0) resolve({ opened: true, cmd });
+      else resolve({ opened: false, cmd, reason: `${cmd} ${how}` });
+    });
+  });
+}
+
+interface DashboardServer {
+  pid: number;
+  proc_start: string;
+  url: string;
+}
+
+const dashboardRecordFile = (env: NodeJS.ProcessEnv) => join(serverRecordFile(env), '..', 'dashboard.json');
+
+function readDashboardRecord(path: string): DashboardServer | null {
+  try {
+    const value = JSON.parse(readFileSync(path, 'utf8')) as Partial<DashboardServer> | null;
+    if (!value || !Number.isInteger(value.pid) || (value.pid as number) <= 1) return null;
+    if (typeof value.proc_start !== 'string' || typeof value.url !== 'string') return null;
+    return { pid: value.pid as number, proc_start: value.proc_start, url: value.url };
+  } catch {
+    return null;
+  }
+}
+
+/** The recorded process is still the one started: same pid, same start time, and it is `svc control serve`. */
+function isTheStartedServer(record: DashboardServer): boolean {
+  if (procStart(record.pid) !== record.proc_start) return false;
+  const argv = procList(record.pid, 'cmdline') ?? [];
+  const at = argv.indexOf('control');
+  return at >= 0 && argv[at + 1] === 'serve';
+}
+
+const STOP_DEADLINE_MS = 30_000;
+
+/**
+ * SIGTERM to the server `svc dashboard` started, then waits for it to exit (it lets requests finish and closes its
+ * database). A live Control Plane someone else started is theirs to stop.
+ */
 async function stop(io: CliIo): Promise<number> {
-  const outcome = await stopDashboardServer(io.env);
-  if (outcome.stopped) {
-    io.stderr(`Stopped the Control Plane at ${outcome.url} (pid ${outcome.pid})\n`);
+  const path = dashboardRecordFile(io.env);
+  const record = readDashboardRecord(path);
+  if (!record || !isTheStartedServer(record)) {
+    rmSync(path, { force: true });
+    const other = readServerRecordFile(serverRecordFile(io.env));
+    if (other && isPidAlive(other.pid)) {
+      throw new ConflictError(`The Control Plane at ${other.url} (pid ${other.pid}) was not started by ` +
+        'svc dashboard: stop it where it was started (Ctrl-C in its terminal, systemctl stop svc-control)');
+    }
+    io.stderr('No Control Plane started by svc dashboard is running\n');
     return 0;
   }
-  if (outcome.why === 'not-ours') {
-    throw new ConflictError(`The Control Plane at ${outcome.url} (pid ${outcome.pid}) was not started by ` +
-      'svc dashboard: stop it where it was started (Ctrl-C in its terminal, systemctl stop svc-control)');
+  process.kill(record.pid, 'SIGTERM');
+  const deadline = Date.now() + STOP_DEADLINE_MS;
+  while (procStart(record.pid) === record.proc_start) {
+    if (Date.now() > deadline) {
+      throw new FailedError(`The Control Plane (pid ${record.pid}) is still shutting down after ` +
+        `${STOP_DEADLINE_MS / 1000}s; see ~/.svc/control/server.log`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
   }
-  io.stderr('No Control Plane started by svc dashboard is running\n');
+  rmSync(path, { force: true });
+  io.stderr(`Stopped the Control Plane at ${record.url} (pid ${record.pid})\n`);
   return 0;
 }

@@ -1,11 +1,10 @@
-// The agent's output of a run, as its events keep it (`log` events: the provider's stdout and stderr lines, svc's own
-// notes), for `svc runs logs` and `svc start --follow`: read from the run folder's events.jsonl, or from the Control
-// Plane for a run this project does not hold; followed until the run ends.
-// Event data is untrusted (the agent's output; for the Control Plane, whatever a runner shipped): read through typed
-// readers only, and printed through the CLI's terminal-safe printers.
+// The agent's output of a run (`log` events: the provider's stdout and stderr lines, svc's own notes) for `svc runs
+// logs` and `svc start --follow`, from the run folder's events.jsonl or the Control Plane, followed until the run ends.
+// Event data is untrusted: read through typed readers only, printed through the CLI's terminal-safe printers.
 import { closeSync, openSync, readSync, fstatSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
-import { eventsPath } from '../engine/paths.ts';
+import { eventsPath, runDir } from '../engine/paths.ts';
+import { repoRoot } from '../engine/git.ts';
 import { tryReadState, type RunState } from '../engine/run-state.ts';
 import { procStart } from '../engine/proc-group.ts';
 import { TERMINAL } from '../run-json.ts';
@@ -83,8 +82,6 @@ export function createEventTail(runDir: string) {
   };
 }
 
-export type EventTail = ReturnType<typeof createEventTail>;
-
 /** The run has ended, or its worker is gone without saying so (a crash): either way nothing more will be written. */
 function finished(state: RunState | null): boolean {
   if (!state || TERMINAL.has(state.status)) return true;
@@ -101,7 +98,7 @@ const sleep = (ms: number, signal?: AbortSignal) => delay(ms, undefined, signal 
  */
 export async function printLocalLogs(
   runDir: string, print: (line: string) => void,
-  opts: { follow: boolean; until?: () => boolean; agentOnly?: boolean; tail?: EventTail },
+  opts: { follow: boolean; until?: () => boolean; agentOnly?: boolean; tail?: ReturnType<typeof createEventTail> },
 ): Promise<void> {
   const tail = opts.tail ?? createEventTail(runDir);
   const flush = () => {
@@ -167,4 +164,24 @@ export async function printControlLogs(
     await watcher;
   }
   await catchUp();
+}
+
+/**
+ * A run this project holds in `.svc/runs/`, found from a folder inside it (or the folder itself when it is no git
+ * repository): its folder and state. `source` null (a bare run id) takes the project's run of that id whatever its
+ * source: a run folder's name is its id, so there is only one.
+ */
+export function findLocalRun(dir: string, source: string | null, run: string): { dir: string; state: RunState } | null {
+  const roots = [dir];
+  try {
+    roots.unshift(repoRoot(dir));
+  } catch {
+    // Not inside a git repository: DIR itself is the only place to look.
+  }
+  for (const root of roots) {
+    const folder = runDir(root, run);
+    const state = tryReadState(folder);
+    if (state && (source === null || state.source === source) && state.run === run) return { dir: folder, state };
+  }
+  return null;
 }

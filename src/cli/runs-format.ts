@@ -1,6 +1,7 @@
 // Renders runs for people: a fixed-column table for lists, key/value lines for one run. No I/O here.
 import type { Run } from '../client/types.ts';
 import { oneLine } from './terminal-text.ts';
+import { obj, str } from '../untrusted.ts';
 
 const COLUMNS: Array<{ title: string; width: number; value: (r: Run) => string }> = [
   { title: 'RUN', width: 34, value: (r) => `${r.source}/${r.run}` },
@@ -67,4 +68,24 @@ export function formatRunDetails(run: Run): string {
     lines.push(`${key.padEnd(KEY_WIDTH)}${detailValue(key, value)}`);
   }
   return `${lines.join('\n')}\n`;
+}
+
+// The `network` line of `svc runs show` reads the run's receipt through typed readers: it came from a server, and a
+// forged one must not crash the CLI.
+const HOSTS_SHOWN = 4;
+
+function count(value: unknown): number {
+  return typeof value === 'number' && Number.isFinite(value) ? value : 0;
+}
+
+/** One line, or null when the receipt has no network section (an older receipt, or none yet). */
+export function networkLine(receipt: unknown): string | null {
+  const network = obj(obj(receipt).network);
+  if (typeof network.confined !== 'boolean') return null;
+  if (!network.confined) return 'not confined (no sandbox): the agent could reach any host';
+  const hosts = Array.isArray(network.hosts) ? network.hosts.map(obj) : [];
+  const names = hosts.slice(0, HOSTS_SHOWN).map((h) => `${str(h.host) ?? '?'}:${count(h.port)}`);
+  const more = hosts.length > HOSTS_SHOWN ? ` and ${hosts.length - HOSTS_SHOWN} more` : '';
+  const reached = hosts.length ? ` to ${names.join(', ')}${more}` : '';
+  return `through the gate: ${count(network.connections)} connections${reached}, ${count(network.denied)} denied`;
 }

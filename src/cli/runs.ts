@@ -7,12 +7,10 @@ import { createControlClient, ControlApiError, type ControlClient } from '../cli
 import { discoverControlUrl } from '../client/discover.ts';
 import type { RunFilter, RunRef } from '../client/types.ts';
 import { RUN_STATUSES, VERDICTS, type Verdict } from '../run-json.ts';
-import { formatRunDetails, formatRunTable, KEY_WIDTH } from './runs-format.ts';
-import { networkLine } from './network-line.ts';
+import { formatRunDetails, formatRunTable, KEY_WIDTH, networkLine } from './runs-format.ts';
 import { sendPendingRuns } from './pending-runs.ts';
 import { safeJson } from '../safe-json.ts';
-import { findLocalRun } from './local-run.ts';
-import { printLocalLogs, printControlLogs } from './run-logs.ts';
+import { findLocalRun, printLocalLogs, printControlLogs } from './run-logs.ts';
 
 const HELP = `Usage:
   svc runs [list] [--verdict V] [--status S] [--repo R] [--group ID] [--since T] [--until T]

@@ -1,14 +1,10 @@
 // Gives `svc control serve` the V8 flags the long-running server needs by replacing this process once (same pid) with
-// the same command plus the flags, so every launch path gets them: npm start, systemd, the container, bin/svc, the
-// dashboard's background start, a plain `node dist/cli.js control serve`. Must never run inside anything but the CLI.
-//
-// Why a re-exec: V8 sizes the young generation when the isolate is created, so v8.setFlagsFromString is too late, and
-// the default (semi-spaces up to 32 MB on a big machine) let RSS reach ~250 MB under list load against the 150 MB bar
-// of DESIGN §7; with --max-semi-space-size=8 it stays ~110–160 MB at no measurable cost in throughput (docs/bench.md).
+// the same command plus the flags, so every launch path gets them (npm start, systemd, the container, bin/svc, the
+// dashboard). A re-exec because V8 sizes the young generation when the isolate is created; without
+// --max-semi-space-size=8 RSS passed DESIGN §7's memory bar under list load (docs/bench.md). Only the CLI runs this.
+import { secretsIn, withoutSecrets, writeHandoff, dropHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
 
 export const SERVER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=8'];
-
-import { secretsIn, withoutSecrets, writeHandoff, dropHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
 
 type Execve = (file: string, args: string[], env: NodeJS.ProcessEnv) => never;
 

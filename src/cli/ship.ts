@@ -1,13 +1,13 @@
 // `svc ship`: sends the project's runs to the Control Plane now, by the path every finished run takes
-// (src/engine/ship-pending.ts): each resumes from its ship.json offsets, or from the start with --all.
+// (src/engine/ship-loop.ts): each resumes from its ship.json offsets, or from the start with --all.
 import { readdirSync, lstatSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CliIo } from './io.ts';
-import { parseFlags, wantsHelp } from './io.ts';
+import { parseFlags, printsHelp } from './io.ts';
 import { FailedError } from '../errors.ts';
 import { resolveRepo } from '../engine/launch.ts';
 import { runsDir, runDir } from '../engine/paths.ts';
-import { shipRuns } from '../engine/ship-pending.ts';
+import { shipRuns } from '../engine/ship-loop.ts';
 import { isValidSegment } from '../engine/ids.ts';
 
 const HELP = `Usage: svc ship [--repo DIR] [--all]
@@ -18,10 +18,7 @@ Token: SVC_CONTROL_TOKEN_FILE, ~/.svc/control/token, or SVC_CONTROL_TOKEN.
 `;
 
 export default async function ship(io: CliIo): Promise<number> {
-  if (wantsHelp(io.argv)) {
-    io.stdout(HELP);
-    return 0;
-  }
+  if (printsHelp(io, HELP)) return 0;
   const { values } = parseFlags(io.argv, { repo: { type: 'string' }, all: { type: 'boolean' } }, false);
   const repo = resolveRepo(values.repo ?? process.cwd());
   const dir = runsDir(repo);

@@ -2,7 +2,7 @@
 import { sendPendingRuns } from './pending-runs.ts';
 import { fileURLToPath } from 'node:url';
 import type { CliIo } from './io.ts';
-import { parseFlags, wantsHelp } from './io.ts';
+import { parseFlags, printsHelp } from './io.ts';
 import { UsageError, NotFoundError, ConflictError } from '../errors.ts';
 import { prepareRun, prepareRetry, spawnWorker, resolveRepo, type PreparedRun } from '../engine/launch.ts';
 import { readPlan, type RunPlan } from '../engine/run-plan.ts';
@@ -13,11 +13,11 @@ import { runDir } from '../engine/paths.ts';
 import { readState, tryReadState, type RunState, type WorkerMode } from '../engine/run-state.ts';
 import { TERMINAL } from '../run-json.ts';
 import { isValidSegment } from '../engine/ids.ts';
-import { signsLater } from '../engine/evidence.ts';
+import { signsLater } from '../engine/receipt.ts';
 import { safeJson } from '../safe-json.ts';
 import { terminalSafe } from './terminal-text.ts';
 import { printLocalLogs, createEventTail } from './run-logs.ts';
-import type { RepoRename } from '../engine/repo-rename.ts';
+import type { RepoRename } from '../engine/repo-name.ts';
 
 const HELP = `Usage: svc start <input> [options]
 
@@ -96,7 +96,7 @@ async function follow(io: CliIo, state: RunState, mode: WorkerMode, showOutput: 
   return final.status === 'succeeded' || (mode === 'verify' && final.verdict !== 'not_verified') ? 0 : 1;
 }
 
-/** The checkout's name changed, so its earlier runs now carry the new one (repo-rename.ts). */
+/** The checkout's name changed, so its earlier runs now carry the new one (engine/repo-name.ts). */
 function sayRenamed(io: CliIo, renamed: RepoRename | null): void {
   if (!renamed) return;
   const runs = `${renamed.runs} earlier run${renamed.runs === 1 ? '' : 's'}`;
@@ -130,10 +130,7 @@ async function launch(
 }
 
 export default async function start(io: CliIo): Promise<number> {
-  if (wantsHelp(io.argv)) {
-    io.stdout(HELP);
-    return 0;
-  }
+  if (printsHelp(io, HELP)) return 0;
   const { values, positionals } = parseFlags(io.argv, {
     brief: { type: 'boolean' },
     pr: { type: 'boolean' },

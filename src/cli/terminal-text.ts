@@ -1,7 +1,5 @@
-// The one filter between the CLI and a terminal: every byte a command prints passes through terminalSafe (src/cli.ts
-// wraps stdout and stderr with it), so no text from outside — briefs, questions, errors, answers, run fields, server
-// messages — can move the cursor, recolour, retitle the window or rewrite what was printed. JSON goes through
-// safeJson (src/safe-json.ts) first, which escapes instead, so it still parses to the original text.
+// The one filter between the CLI and a terminal (src/cli.ts wraps stdout and stderr with it): no text from outside
+// can move the cursor, recolour, retitle the window or rewrite what was printed. JSON is escaped by safeJson first.
 
 /**
  * C0 controls except the newline the CLI lays out its output with, DEL, C1 controls (U+009B is a one-byte CSI), and

@@ -8,9 +8,8 @@ import type { CliIo } from './io.ts';
 import { parseFlags, printsHelp } from './io.ts';
 import { NotFoundError } from '../errors.ts';
 import { resolveRepo } from '../engine/launch.ts';
-import { readEngineConfigFile } from '../engine/config.ts';
+import { addTrust, readEngineConfigFile, readTrust, revokeTrust, trustFile } from '../engine/config.ts';
 import { decideSettings } from '../engine/setting-authority.ts';
-import { addTrust, readTrust, revokeTrust, trustFile } from '../engine/trust.ts';
 import { createHash } from 'node:crypto';
 
 const HELP = `Usage: svc trust [--repo DIR]

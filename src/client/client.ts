@@ -1,14 +1,53 @@
 // Typed client for the Control Plane /v1 API (DESIGN §4) over global fetch; published as `svc/client`.
 // Must not import node:sqlite or anything server-side: Node programs use it with no other part of svc.
-import { ControlApiError, errorFromResponse } from './api-error.ts';
 import { readSse } from './sse-reader.ts';
 import type {
   Artifact, ConfigDocument, IngestBatch, IngestResult, JsonObject, Page, PageQuery, Provider, ReviewRisk,
   Run, RunEvent, RunFilter, RunRef, StartRequest, StatsFilter, StreamMessage,
 } from './types.ts';
 
-export { ControlApiError } from './api-error.ts';
 export type * from './types.ts';
+
+/**
+ * The header a Control Plane error names its field in (src/http/http-error.ts ERROR_FIELD_HEADER). Written out here
+ * because src/client imports nothing server-side; the client test against a real Control Plane keeps the two equal.
+ */
+const ERROR_FIELD_HEADER = 'svc-error-field';
+
+/**
+ * The one error a client call throws: status and code from the server's {"error":{"code","message"}} envelope, and
+ * the request field it is about (from ERROR_FIELD_HEADER), so a caller never parses the message.
+ */
+export class ControlApiError extends Error {
+  readonly status: number;
+  readonly code: string;
+  /** The request field the server named (a setting's key for PUT /v1/config), or null when it named none. */
+  readonly field: string | null;
+
+  /** status 0 with code "unreachable" means no HTTP answer at all (refused, DNS, timeout). */
+  constructor(status: number, code: string, message: string, field: string | null = null) {
+    super(message);
+    this.name = 'ControlApiError';
+    this.status = status;
+    this.code = code;
+    this.field = field;
+  }
+}
+
+/** Builds the error from a non-2xx response, tolerating proxies that answer with HTML or nothing. */
+async function errorFromResponse(res: Response): Promise<ControlApiError> {
+  const field = res.headers.get(ERROR_FIELD_HEADER);
+  const text = await res.text().catch(() => '');
+  try {
+    const { error } = JSON.parse(text) as { error?: { code?: unknown; message?: unknown } };
+    if (typeof error?.code === 'string' && typeof error.message === 'string') {
+      return new ControlApiError(res.status, error.code, error.message, field);
+    }
+  } catch {
+    // not the envelope: a generic error below
+  }
+  return new ControlApiError(res.status, 'http_error', `HTTP ${res.status} ${res.statusText}`.trim(), field);
+}
 
 export interface ControlClientOptions {
   /** Base URL, e.g. http://127.0.0.1:47821 (no /v1). */
@@ -51,19 +90,15 @@ export function createControlClient(options: ControlClientOptions) {
     return `${base}${path}${qs ? `?${qs}` : ''}`;
   }
 
-  function headers(extra: Record<string, string> = {}): Record<string, string> {
-    const h: Record<string, string> = { accept: 'application/json', ...extra };
-    if (options.token) h.authorization = `Bearer ${options.token}`;
-    return h;
-  }
-
   async function send(path: string, call: Call, signal?: AbortSignal): Promise<Response> {
-    const init: RequestInit = { method: call.method ?? 'GET', headers: headers(call.headers) };
+    const headers: Record<string, string> = { accept: 'application/json', ...call.headers };
+    if (options.token) headers.authorization = `Bearer ${options.token}`;
+    const init: RequestInit = { method: call.method ?? 'GET', headers };
+    init.signal = signal ?? AbortSignal.timeout(timeoutMs);
     if (call.body !== undefined) {
       init.body = JSON.stringify(call.body);
-      (init.headers as Record<string, string>)['content-type'] = 'application/json';
+      headers['content-type'] = 'application/json';
     }
-    init.signal = signal ?? AbortSignal.timeout(timeoutMs);
     let res: Response;
     try {
       res = await doFetch(url(path, call.query), init);

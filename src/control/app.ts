@@ -11,12 +11,7 @@ import { getStats, getCostStats } from './handlers/stats.ts';
 import { listAudit } from './handlers/audit.ts';
 import { getConfig, putConfig } from './handlers/config.ts';
 import {
-  listProviders,
-  listIntegrations,
-  listNotifications,
-  getKeys,
-  listRepos,
-  listRegisteredProjects,
+  listProviders, listIntegrations, listNotifications, getKeys, listRepos, listRegisteredProjects,
 } from './handlers/catalog.ts';
 import { ingestRuns, importRuns } from './handlers/ingest.ts';
 import { startRun, stopRun, resumeRun, retryRun, verifyRun, answerRun, openRunPr } from './handlers/actions.ts';
@@ -28,6 +23,8 @@ import { audited, recordRefusal } from './audited.ts';
 type R = Route<ControlDeps>;
 const RUN = '/v1/runs/:source/:run';
 const INGEST_LIMIT = 16 * MiB;
+/** A run action only this machine may ask for, with an optional `{}` body. */
+const LOCAL_ACTION = { loopbackOnly: true, body: 'optional-json' } as const;
 
 export const controlRoutes: readonly R[] = [
   { method: 'GET', pattern: '/health', handler: getHealth, auth: false },
@@ -37,17 +34,12 @@ export const controlRoutes: readonly R[] = [
   { method: 'POST', pattern: '/v1/runs', handler: audited('run.start', startRun), loopbackOnly: true, body: 'json' },
   { method: 'POST', pattern: '/v1/start', handler: audited('run.start', startRun), loopbackOnly: true, body: 'json' },
   { method: 'GET', pattern: RUN, handler: getRun },
-  { method: 'DELETE', pattern: RUN, handler: audited('run.delete', deleteRun),
-    loopbackOnly: true, body: 'optional-json' },
-  { method: 'POST', pattern: `${RUN}/stop`, handler: audited('run.stop', stopRun),
-    loopbackOnly: true, body: 'optional-json' },
-  { method: 'POST', pattern: `${RUN}/resume`, handler: audited('run.resume', resumeRun),
-    loopbackOnly: true, body: 'optional-json' },
-  { method: 'POST', pattern: `${RUN}/retry`, handler: audited('run.retry', retryRun),
-    loopbackOnly: true, body: 'optional-json' },
+  { method: 'DELETE', pattern: RUN, handler: audited('run.delete', deleteRun), ...LOCAL_ACTION },
+  { method: 'POST', pattern: `${RUN}/stop`, handler: audited('run.stop', stopRun), ...LOCAL_ACTION },
+  { method: 'POST', pattern: `${RUN}/resume`, handler: audited('run.resume', resumeRun), ...LOCAL_ACTION },
+  { method: 'POST', pattern: `${RUN}/retry`, handler: audited('run.retry', retryRun), ...LOCAL_ACTION },
   { method: 'POST', pattern: `${RUN}/verify`, handler: audited('run.verify', verifyRun), body: 'optional-json' },
-  { method: 'POST', pattern: `${RUN}/pr`, handler: audited('run.pr', openRunPr),
-    loopbackOnly: true, body: 'optional-json' },
+  { method: 'POST', pattern: `${RUN}/pr`, handler: audited('run.pr', openRunPr), ...LOCAL_ACTION },
   { method: 'POST', pattern: `${RUN}/answer`, handler: audited('run.answer', answerRun), body: 'json' },
   { method: 'GET', pattern: `${RUN}/events`, handler: listEvents },
   { method: 'GET', pattern: `${RUN}/stream`, handler: streamRun },
@@ -64,8 +56,7 @@ export const controlRoutes: readonly R[] = [
   { method: 'GET', pattern: '/v1/notifications', handler: listNotifications },
   { method: 'GET', pattern: '/v1/merge/queue', handler: listMergeQueue },
   { method: 'POST', pattern: '/v1/merge/queue', handler: audited('merge.enqueue', addToMergeQueue), body: 'json' },
-  { method: 'POST', pattern: '/v1/merge/run', handler: audited('merge.run', runMergeQueue),
-    loopbackOnly: true, body: 'optional-json' },
+  { method: 'POST', pattern: '/v1/merge/run', handler: audited('merge.run', runMergeQueue), ...LOCAL_ACTION },
   { method: 'GET', pattern: '/v1/review/risk', handler: getReviewRisk },
   { method: 'GET', pattern: '/v1/keys', handler: getKeys, loopbackOnly: true },
   { method: 'GET', pattern: '/v1/repos', handler: listRepos, loopbackOnly: true },
@@ -76,28 +67,19 @@ export const controlRoutes: readonly R[] = [
     loopbackOnly: true, body: 'json', limit: INGEST_LIMIT },
 ];
 
-export interface ControlApp {
-  listener: RequestListener;
-  routes: readonly R[];
-}
-
-export interface ControlAppOptions {
-  boundToLoopback: () => boolean;
-  ownOrigins?: () => ReadonlySet<string>;
-}
-
-export function createControlApp(deps: ControlDeps, opts: ControlAppOptions): ControlApp {
-  const listener = createPipeline<ControlDeps>({
+export function createControlApp(
+  deps: ControlDeps, boundToLoopback: () => boolean, ownOrigins: () => ReadonlySet<string>,
+): RequestListener {
+  return createPipeline<ControlDeps>({
     routes: controlRoutes,
     deps,
-    boundToLoopback: opts.boundToLoopback,
+    boundToLoopback,
     token: deps.settings.token,
     runnerTokens: deps.settings.runnerTokens,
-    ...(opts.ownOrigins ? { ownOrigins: opts.ownOrigins } : {}),
+    ownOrigins,
     staticFiles: createStaticFiles(deps.settings.staticDir),
     log: deps.log,
     // "Every mutating call recorded with actor and peer address": refusals by the guards too.
     onRefused: (info) => recordRefusal(deps, info),
   });
-  return { listener, routes: controlRoutes };
 }

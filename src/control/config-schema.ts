@@ -44,9 +44,6 @@ export const SETTINGS: readonly Setting[] = [
     description: 'Days to keep ended runs (with their events and artifacts) after they end; 0 keeps them forever',
   },
 ];
-// No setting is secret today (the GitHub token comes from the environment only); the redaction below stays so a
-// future secret setting is never shown or logged.
-
 export const REDACTED = '***';
 
 const PROVIDER_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
@@ -123,9 +120,8 @@ function checkValue(setting: Setting, value: unknown): void {
 }
 
 /**
- * Validates a partial update against the schema and merges it over `current`; nothing is applied unless every key
- * passes.
- * A secret sent back as "***" (what GET shows) keeps the stored value; null puts a setting back to its default.
+ * Validates a partial update and merges it over `current`; nothing is applied unless every key passes. A secret sent
+ * back as "***" (what GET shows) keeps the stored value; null puts a setting back to its default.
  */
 export function mergeConfig(
   current: ConfigValues, update: Record<string, unknown>, schema: readonly Setting[] = SETTINGS,

@@ -6,7 +6,6 @@ import type { RunController } from './run-controller.ts';
 import type { ControlSettings } from './settings.ts';
 import type { Logger } from '../log.ts';
 import type { RefusalTally } from './refusal-tally.ts';
-import type { RepoReader } from './repo-reader.ts';
 import type { ExpensiveReads } from './expensive-reads.ts';
 import type { WalCheckpointer } from '../db/wal-checkpointer.ts';
 
@@ -15,8 +14,13 @@ export interface ControlDeps {
   stores: ControlStores;
   bus: RunEventBus;
   engine: RunController;
-  /** The git a request needs (a folder's repository root, its name): handlers never run git themselves. */
-  repos: RepoReader;
+  /** The git a request needs: handlers never run git themselves (main.ts gives the host's hardened git). */
+  repos: {
+    /** The root of the git repository holding `dir`, or null when `dir` is in none (or git cannot read it). */
+    rootOf(dir: string): string | null;
+    /** "owner/name" from the repository's origin remote, else its folder name. */
+    nameOf(root: string): string;
+  };
   /** Stats and filtered runs pages, off the event loop (expensive-reads.ts). */
   reads: ExpensiveReads;
   settings: ControlSettings;
@@ -26,8 +30,8 @@ export interface ControlDeps {
   log: Logger;
   /** The URL the server listens on once bound (for links and the engine's SVC_CONTROL_URL). */
   url: () => string;
-  /** Counts refused requests into bounded audit rows (main.ts sets it); absent: each refusal is its own row. */
-  refusals?: RefusalTally;
-  /** Checkpoints the WAL off the event loop after ingest commits (main.ts sets it); absent: SQLite's own, inline. */
-  checkpoints?: WalCheckpointer;
+  /** Counts refused requests into bounded audit rows. */
+  refusals: RefusalTally;
+  /** Checkpoints the WAL off the event loop after ingest commits. */
+  checkpoints: WalCheckpointer;
 }

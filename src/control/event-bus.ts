@@ -18,7 +18,6 @@ export interface EncodedEvent {
 /** The events of one publish that a subscriber should see, ascending by id, with their frames joined once. */
 export interface EncodedBatch {
   events: EncodedEvent[];
-  /** All frames concatenated: one socket write per subscriber per publish, shared by every subscriber of the scope. */
   text: string;
   /**
    * `text` as UTF-8, encoded once per publish: writing a string makes every response encode (and measure) it again,
@@ -41,13 +40,12 @@ export class SubscriberLimitError extends UnavailableError {}
 
 /** Bounds on live subscribers (docs/control-data.md): every subscriber holds a socket and up to its lag bound. */
 export interface SubscriberLimits {
-  /** All streams together. */
   total: number;
   /** Streams of one run (`/v1/runs/{source}/{run}/stream` or `/v1/stream?source=&run=`). */
   perRun: number;
 }
 
-export const DEFAULT_SUBSCRIBER_LIMITS: SubscriberLimits = {
+const DEFAULT_LIMITS: SubscriberLimits = {
   total: SETTINGS.SVC_CONTROL_MAX_STREAMS.default, perRun: SETTINGS.SVC_CONTROL_MAX_STREAMS_PER_RUN.default,
 };
 
@@ -77,21 +75,18 @@ export function encodeEvent(row: EventRow): EncodedEvent {
   return { id: row.id, source: row.source, run: row.run, kind, json, frame };
 }
 
-export function createRunEventBus(limits: SubscriberLimits = DEFAULT_SUBSCRIBER_LIMITS): RunEventBus {
+/** A subscriber's scope: '' for every event, the source, or `source/run` (segments hold no `/`). */
+function scopeOf(source: string | undefined, run: string | undefined): string {
+  if (source === undefined) return '';
+  return run === undefined ? source : `${source}/${run}`;
+}
+
+export function createRunEventBus(limits: SubscriberLimits = DEFAULT_LIMITS): RunEventBus {
   let count = 0;
-  const all = new Set<Subscriber>();
-  const bySource = new Map<string, Set<Subscriber>>();
-  const byRun = new Map<string, Set<Subscriber>>();
+  const scopes = new Map<string, Set<Subscriber>>();
   let closed = false;
 
-  function bucket(sub: Subscriber): { map: Map<string, Set<Subscriber>> | null; key: string } {
-    if (sub.source !== undefined && sub.run !== undefined) return { map: byRun, key: `${sub.source}/${sub.run}` };
-    if (sub.source !== undefined) return { map: bySource, key: sub.source };
-    return { map: null, key: '' };
-  }
-
-  function deliverAll(set: Set<Subscriber> | undefined, events: EncodedEvent[]): void {
-    if (!set || set.size === 0 || events.length === 0) return;
+  function deliverAll(set: Set<Subscriber>, events: EncodedEvent[]): void {
     const text = events.length === 1 ? events[0]!.frame : events.map((e) => e.frame).join('');
     const batch: EncodedBatch = { events, text, bytes: Buffer.from(text) };
     for (const sub of set) {
@@ -103,47 +98,35 @@ export function createRunEventBus(limits: SubscriberLimits = DEFAULT_SUBSCRIBER_
     }
   }
 
-  /** Groups a publish by scope key, only for keys somebody listens to. */
-  function groupBy(
-    map: Map<string, Set<Subscriber>>, events: EncodedEvent[], keyOf: (e: EncodedEvent) => string,
-  ): void {
-    if (map.size === 0) return;
-    const groups = new Map<string, EncodedEvent[]>();
-    for (const ev of events) {
-      const key = keyOf(ev);
-      if (!map.has(key)) continue;
-      let list = groups.get(key);
-      if (!list) groups.set(key, (list = []));
-      list.push(ev);
-    }
-    for (const [key, list] of groups) deliverAll(map.get(key), list);
-  }
-
   return {
     publish(rows) {
-      if (closed || rows.length === 0 || (all.size === 0 && bySource.size === 0 && byRun.size === 0)) return;
-      const events = rows.map(encodeEvent);
-      deliverAll(all, events);
-      groupBy(bySource, events, (e) => e.source);
-      groupBy(byRun, events, (e) => `${e.source}/${e.run}`);
+      if (closed || rows.length === 0 || scopes.size === 0) return;
+      // Grouped by scope, only for scopes somebody listens to.
+      const groups = new Map<string, EncodedEvent[]>();
+      for (const ev of rows.map(encodeEvent)) {
+        for (const scope of ['', ev.source, scopeOf(ev.source, ev.run)]) {
+          if (!scopes.has(scope)) continue;
+          let list = groups.get(scope);
+          if (!list) groups.set(scope, (list = []));
+          list.push(ev);
+        }
+      }
+      for (const [scope, list] of groups) deliverAll(scopes.get(scope)!, list);
     },
     subscribe(sub) {
       if (closed) {
         sub.end();
         return () => {};
       }
-      const { map, key } = bucket(sub);
+      const scope = scopeOf(sub.source, sub.source === undefined ? undefined : sub.run);
       if (count >= limits.total) {
         throw new SubscriberLimitError(`The server already serves ${limits.total} event streams`);
       }
-      let set = map ? map.get(key) : all;
-      if (map === byRun && (set?.size ?? 0) >= limits.perRun) {
-        throw new SubscriberLimitError(`Run ${key} already has ${limits.perRun} event streams`);
+      let set = scopes.get(scope);
+      if (sub.source !== undefined && sub.run !== undefined && (set?.size ?? 0) >= limits.perRun) {
+        throw new SubscriberLimitError(`Run ${scope} already has ${limits.perRun} event streams`);
       }
-      if (!set) {
-        set = new Set();
-        map!.set(key, set);
-      }
+      if (!set) scopes.set(scope, (set = new Set()));
       set.add(sub);
       count++;
       const owner = set;
@@ -155,7 +138,7 @@ export function createRunEventBus(limits: SubscriberLimits = DEFAULT_SUBSCRIBER_
         if (closed) return;
         owner.delete(sub);
         count--;
-        if (map && owner.size === 0 && map.get(key) === owner) map.delete(key);
+        if (owner.size === 0 && scopes.get(scope) === owner) scopes.delete(scope);
       };
     },
     size() {
@@ -164,14 +147,8 @@ export function createRunEventBus(limits: SubscriberLimits = DEFAULT_SUBSCRIBER_
     close() {
       if (closed) return;
       closed = true;
-      const subs = [
-        ...all,
-        ...[...bySource.values()].flatMap((s) => [...s]),
-        ...[...byRun.values()].flatMap((s) => [...s]),
-      ];
-      all.clear();
-      bySource.clear();
-      byRun.clear();
+      const subs = [...scopes.values()].flatMap((s) => [...s]);
+      scopes.clear();
       count = 0;
       for (const sub of subs) {
         try {

@@ -1,10 +1,7 @@
 // One SSE stream of events: replay from the DB after a given id, then live from the bus — no gap, no duplicate.
-//
-// Why no gap: the bus only ever carries rows that are already committed, and a commit plus its publish happen in one
-// synchronous turn of this thread. So the stream subscribes first, replays the DB in pages (yielding to the socket
-// between full pages), and flips to live in the same turn as the last, short page: everything published before the
-// flip was committed before that read and is in it; everything after arrives live. Events delivered while replaying
-// are dropped on purpose because the next page re-reads them. Ids only grow, so `id <= lastSent` rules out duplicates.
+// A commit and its publish happen in one synchronous turn, so the stream subscribes first, replays in pages and
+// flips to live in the same turn as the last, short page; events delivered while replaying are dropped because the
+// next page re-reads them (docs/control-data.md).
 import type { ServerResponse } from 'node:http';
 import { openSse } from '../http/sse.ts';
 import { HttpError } from '../http/http-error.ts';
@@ -17,11 +14,6 @@ const PAGE = 500;
  * written before the socket can push back, so rows alone would not bound what a reader that never reads costs.
  */
 const PAGE_BYTES = 256 * 1024;
-
-export interface StreamScope {
-  source?: string;
-  run?: string;
-}
 
 function waitForDrain(res: ServerResponse): Promise<void> {
   return new Promise((resolve) => {
@@ -48,7 +40,7 @@ function subscribeOrRefuse(deps: ControlDeps, sub: Subscriber): () => void {
 }
 
 export async function streamEvents(
-  deps: ControlDeps, res: ServerResponse, scope: StreamScope, after: number,
+  deps: ControlDeps, res: ServerResponse, scope: { source?: string; run?: string }, after: number,
 ): Promise<void> {
   let lastSent = after;
   let live = false;

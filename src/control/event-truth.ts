@@ -1,19 +1,13 @@
-// Keeps a run's event history telling each fact once, as the Control Plane saw it:
-// - a `run.status` event's `from` is the status recorded before it. A runner that never saw the Control
-//   Plane's `stopping` ships `running→stopped`; stored after `running→stopping`, it reads `stopping→stopped`.
-//   A transition already recorded (the Control Plane wrote `stopping→stopped` for a worker that died) is not
-//   stored twice. While the Control Plane holds a run as `stopping`, the runner's transitions to a live status
-//   (queued, running, blocked) happened before the stop reached it and arrive late: the runs table already
-//   ignores them (an older `updated_at` never overwrites a newer one), and the history does too.
-// - an `answer` the Control Plane recorded when it took the answer is not stored again when the runner ships its
-//   own event for using it: the first answer event after a question is the one that counts.
-// Runs inside the ingest transaction, before each insert; reads the run's newest events through the store.
-import type { EventsStore, EventInput } from '../db/events-store.ts';
+// Keeps a run's event history telling each fact once, as the Control Plane saw it (docs/control-data.md, "One event
+// per fact"): a `run.status` event's `from` is the status recorded before it, a transition already recorded or made
+// late while the run is `stopping` is not stored, nor is the runner's own copy of an answer the Control Plane took.
+// Runs inside the ingest transaction; reads the run's newest events through the store.
+import type { EventsStore, EventInput, EventRow } from '../db/events-store.ts';
 import { obj, str } from '../untrusted.ts';
 
 const LIVE: ReadonlySet<string> = new Set(['queued', 'running', 'blocked']);
 
-export type Verdict = { keep: true; event: EventInput } | { keep: false };
+type Exchange = { kind: string; data: Record<string, unknown> } | null;
 
 function dataOf(text: string): Record<string, unknown> {
   try {
@@ -23,20 +17,12 @@ function dataOf(text: string): Record<string, unknown> {
   }
 }
 
-export interface EventTruth {
-  /** The event to store (maybe with a corrected `from`), or keep:false when it repeats a recorded fact. */
-  check(ev: EventInput): Verdict;
-  /** Tells the checker whether the insert stored the event (a duplicate seq stores nothing). */
-  stored(ev: EventInput, inserted: boolean): void;
-}
-
-export function createEventTruth(events: EventsStore): EventTruth {
-  // Per run, the status / exchange as of the events checked so far in this batch (undefined: ask the store).
+export function createEventTruth(events: EventsStore): { insert(ev: EventInput): EventRow | null } {
+  // Per run, the status / exchange as of the events stored so far in this batch (undefined: ask the store).
   const status = new Map<string, string | null>();
-  const exchange = new Map<string, { kind: string; data: Record<string, unknown> } | null>();
+  const exchange = new Map<string, Exchange>();
 
-  function lastStatus(ev: EventInput): string | null {
-    const key = `${ev.source}\n${ev.run}`;
+  function lastStatus(ev: EventInput, key: string): string | null {
     if (!status.has(key)) {
       const row = events.latest(ev.source, ev.run, 'run.status');
       status.set(key, row ? str(dataOf(row.data).to) : null);
@@ -44,8 +30,7 @@ export function createEventTruth(events: EventsStore): EventTruth {
     return status.get(key) ?? null;
   }
 
-  function lastExchange(ev: EventInput): { kind: string; data: Record<string, unknown> } | null {
-    const key = `${ev.source}\n${ev.run}`;
+  function lastExchange(ev: EventInput, key: string): Exchange {
     if (!exchange.has(key)) {
       const question = events.latest(ev.source, ev.run, 'question');
       const answer = events.latest(ev.source, ev.run, 'answer');
@@ -55,39 +40,47 @@ export function createEventTruth(events: EventsStore): EventTruth {
     return exchange.get(key) ?? null;
   }
 
+  /** The event to store (maybe with a corrected `from`), or null when it repeats a recorded fact. */
+  function corrected(ev: EventInput, key: string): EventInput | null {
+    if (ev.kind === 'run.status') {
+      const data = dataOf(ev.data);
+      const to = str(data.to);
+      const before = lastStatus(ev, key);
+      if (to === null || before === null) return ev;
+      if (to === before || (before === 'stopping' && LIVE.has(to))) return null;
+      return data.from === before ? ev : { ...ev, data: JSON.stringify({ ...data, from: before }) };
+    }
+    if (ev.kind === 'answer') {
+      const last = lastExchange(ev, key);
+      const data = dataOf(ev.data);
+      const fromControl = last?.kind === 'answer' && last.data.via === 'control';
+      if (fromControl && data.via === undefined && last.data.answer === data.answer) return null;
+    }
+    return ev;
+  }
+
   return {
-    check(ev) {
-      if (ev.kind === 'run.status') {
-        const data = dataOf(ev.data);
-        const to = str(data.to);
-        const before = lastStatus(ev);
-        if (to === null || before === null) return { keep: true, event: ev };
-        if (to === before || (before === 'stopping' && LIVE.has(to))) return { keep: false };
-        if (data.from === before) return { keep: true, event: ev };
-        return { keep: true, event: { ...ev, data: JSON.stringify({ ...data, from: before }) } };
-      }
-      if (ev.kind === 'answer') {
-        const last = lastExchange(ev);
-        const data = dataOf(ev.data);
-        const fromControl = last?.kind === 'answer' && last.data.via === 'control';
-        if (fromControl && data.via === undefined && last.data.answer === data.answer) return { keep: false };
-      }
-      return { keep: true, event: ev };
-    },
-    stored(ev, inserted) {
+    /** Stores the event as corrected; null when it repeats a recorded fact or its seq is already stored. */
+    insert(shipped) {
       // Most events (logs) change nothing here: no key is built for them on the ingest hot path.
-      const tracked = ev.kind === 'run.status' || ev.kind === 'question' || ev.kind === 'answer';
-      if (inserted && !tracked) return;
-      const key = `${ev.source}\n${ev.run}`;
-      // A duplicate seq changed nothing: forget what this batch assumed and read the store again next time.
-      if (!inserted) {
+      const tracked = shipped.kind === 'run.status' || shipped.kind === 'question' || shipped.kind === 'answer';
+      if (!tracked) {
+        const id = events.insert(shipped);
+        return id === null ? null : { id, ...shipped };
+      }
+      const key = `${shipped.source}\n${shipped.run}`;
+      const ev = corrected(shipped, key);
+      if (!ev) return null;
+      const id = events.insert(ev);
+      if (id === null) {
+        // A duplicate seq changed nothing: forget what this batch assumed and read the store again next time.
         status.delete(key);
         exchange.delete(key);
-      } else if (ev.kind === 'run.status') {
-        status.set(key, str(dataOf(ev.data).to));
-      } else {
-        exchange.set(key, { kind: ev.kind, data: dataOf(ev.data) });
+        return null;
       }
+      if (ev.kind === 'run.status') status.set(key, str(dataOf(ev.data).to));
+      else exchange.set(key, { kind: ev.kind, data: dataOf(ev.data) });
+      return { id, ...ev };
     },
   };
 }

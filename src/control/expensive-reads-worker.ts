@@ -8,7 +8,7 @@ import { errorMessage } from '../errors.ts';
 // Loaded after quiet-sqlite-warning.ts has filtered node:sqlite's ExperimentalWarning (hence the dynamic imports).
 const { openConnection } = await import('../db/open.ts');
 const { createStatsStore } = await import('../db/stats-store.ts');
-const { statsBody, costBody } = await import('./stats-body.ts');
+const { STATS_BODIES } = await import('./stats-body.ts');
 
 const port = parentPort;
 if (!port) throw new TypeError('expensive-reads-worker must run as a worker thread');
@@ -19,8 +19,7 @@ const stats = createStatsStore(db);
 
 port.on('message', (request: ExpensiveRequest) => {
   try {
-    const value = request.kind === 'stats' ? statsBody(stats, request.filter) : costBody(stats, request.filter);
-    port.postMessage({ id: request.id, value });
+    port.postMessage({ id: request.id, value: STATS_BODIES[request.kind](stats, request.filter) });
   } catch (err) {
     port.postMessage({ id: request.id, error: errorMessage(err) });
   }

@@ -1,17 +1,13 @@
-// Reads that scan many runs — GET /v1/stats and /v1/stats/cost over any window — run on one worker thread with its
-// own read-only connection (expensive-reads-worker.ts), one at a time, so a client looping
-// them (random `since` values defeat any cache) costs the event loop nothing and everyone else's requests stay
-// fast. At most MAX_QUEUED wait or run there; past that such a read is 503 unavailable with Retry-After: 1 at once.
-// node:sqlite is synchronous: on the main thread, every such read held up every other request for its whole time.
-// Without a worker (an in-memory DB, or the thread failed) the same code runs on the main thread as before.
-// Filtered runs pages stay on the main thread: each walks an index and stops after its page (the bench's filtered
-// page takes ~0.1 ms), and sending them here made 32 clients paging a filter get 503s and kept the thread's memory.
+// Reads that scan many runs — GET /v1/stats and /v1/stats/cost over any window — run one at a time on a worker thread
+// with its own read-only connection (expensive-reads-worker.ts), so a client looping them holds up nobody else's
+// requests (node:sqlite is synchronous). At most MAX_QUEUED wait or run there, then 503 with Retry-After: 1. Without
+// the thread (an in-memory DB, or it failed) the same code runs on the main thread (docs/control-config.md).
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../log.ts';
 import type { StatsFilter, StatsStore } from '../db/stats-store.ts';
 import { HttpError } from '../http/http-error.ts';
 import { errorMessage } from '../errors.ts';
-import { statsBody, costBody } from './stats-body.ts';
+import { STATS_BODIES } from './stats-body.ts';
 
 const WORKER = new URL(`./expensive-reads-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url);
 
@@ -69,11 +65,6 @@ export function createExpensiveReads(opts: ExpensiveReadsOptions): ExpensiveRead
   type Waiting = { request: ExpensiveRequest; resolve: (v: unknown) => void; reject: (e: Error) => void };
   const pending = new Map<number, Waiting>();
 
-  /** A read as the main thread answers it. */
-  function inline(request: ExpensiveRequest): unknown {
-    return request.kind === 'stats' ? statsBody(opts.stats, request.filter) : costBody(opts.stats, request.filter);
-  }
-
   function fallBack(reason: string): void {
     if (failed) return;
     failed = true;
@@ -81,7 +72,7 @@ export function createExpensiveReads(opts: ExpensiveReadsOptions): ExpensiveRead
     // The reads that were waiting on the thread are answered here instead: a failed thread is never a failed request.
     for (const p of pending.values()) {
       try {
-        p.resolve(inline(p.request));
+        p.resolve(STATS_BODIES[p.request.kind](opts.stats, p.request.filter));
       } catch (err) {
         p.reject(err instanceof Error ? err : new ExpensiveReadFailedError(String(err)));
       }
@@ -142,15 +133,13 @@ export function createExpensiveReads(opts: ExpensiveReadsOptions): ExpensiveRead
     return done;
   }
 
+  async function read(kind: ExpensiveRequest['kind'], filter: StatsFilter): Promise<Record<string, unknown>> {
+    return (send({ kind, filter }) ?? STATS_BODIES[kind](opts.stats, filter)) as Record<string, unknown>;
+  }
+
   return {
-    async stats(filter) {
-      const sent = send({ kind: 'stats', filter });
-      return sent ? (sent as Promise<Record<string, unknown>>) : statsBody(opts.stats, filter);
-    },
-    async cost(filter) {
-      const sent = send({ kind: 'cost', filter });
-      return sent ? (sent as Promise<Record<string, unknown>>) : costBody(opts.stats, filter);
-    },
+    stats: (filter) => read('stats', filter),
+    cost: (filter) => read('cost', filter),
     async close() {
       closed = true;
       if (idleTimer) clearTimeout(idleTimer);

@@ -1,9 +1,6 @@
-// POST /v1/import: registers the project (src/control/projects.ts) and reads <project>/.svc/runs/*/{state.json,
-// events.jsonl,artifacts/**} in the batches the shipper reads (src/engine/shipper.ts) and stores them through the same
-// validation and store as ingest, all in ONE transaction: a failed import changes nothing (no project registered
-// without its runs). No symbolic link is ever followed below the project folder (src/engine/plain-tree.ts): a linked
-// .svc, runs folder, run folder, state.json, events.jsonl, artifacts/, artifact subfolder or file is skipped and
-// listed, so a project cannot make the Control Plane serve ~/.svc/keys.
+// POST /v1/import: registers the project and stores its .svc/runs/* as the shipper reads them (src/engine/shipper.ts),
+// through ingest's validation and store, in ONE transaction. No symbolic link below the project folder is followed
+// (src/engine/plain-tree.ts), so a project cannot make the Control Plane serve ~/.svc/keys (docs/control-data.md).
 import { lstatSync, realpathSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import { HttpError } from '../http/http-error.ts';
@@ -18,14 +15,6 @@ import { listPlain, openPlainDirIn, openPlainPath, skipReason } from '../engine/
 import { readRunBatch, type RunBatch, type ShipOffsets } from '../engine/shipper.ts';
 
 const MAX_SKIPPED = 100;
-
-export interface ImportResult {
-  runs: number;
-  events: number;
-  duplicates: number;
-  artifacts: number;
-  skipped: Array<{ entry: string; reason: string }>;
-}
 
 type Skip = (entry: string, reason: string) => void;
 
@@ -62,7 +51,7 @@ function importBatch(
   return { source, runs: [run], events, artifacts, notifications: [], served_repos: null };
 }
 
-export async function importProject(deps: ControlDeps, path: unknown): Promise<ImportResult> {
+export function importProject(deps: ControlDeps, path: unknown) {
   if (typeof path !== 'string' || !isAbsolute(path) || path.includes('\0')) {
     throw new HttpError('invalid_param', 'Field "path" must be an absolute path');
   }
@@ -77,19 +66,19 @@ export async function importProject(deps: ControlDeps, path: unknown): Promise<I
     const why = runs.kind === 'link' ? ` (${runs.failed} ${skipReason('link')})` : '';
     throw new HttpError('invalid_param', `Field "path" is neither a git repository nor a folder with .svc/runs${why}`);
   }
-  const result: ImportResult = { runs: 0, events: 0, duplicates: 0, artifacts: 0, skipped: [] };
+  const skipped: Array<{ entry: string; reason: string }> = [];
+  const result = { runs: 0, events: 0, duplicates: 0, artifacts: 0, skipped };
   const skip: Skip = (entry, reason) => {
     // Each batch of a run reads its folder again: an entry is listed once.
-    if (result.skipped.length < MAX_SKIPPED && !result.skipped.some((s) => s.entry === entry)) {
-      result.skipped.push({ entry, reason });
+    if (skipped.length < MAX_SKIPPED && !skipped.some((s) => s.entry === entry)) {
+      skipped.push({ entry, reason });
     }
   };
   const inserted: EventRow[] = [];
   try {
     // Read and stored in one transaction (reads are synchronous, nothing awaits inside): all of it or nothing.
     transaction(deps.db, () => {
-      // Importing is how the operator registers a project: /v1/start, retry, resume and verify run only in registered
-      // ones.
+      // Importing is how the operator registers a project: runs start, retry, resume and verify only in those.
       deps.stores.projects.add(realpathSync(path), deps.clock());
       if ('failed' in runs) return;
       for (const { name } of listPlain(runs)) {
@@ -106,7 +95,7 @@ export async function importProject(deps: ControlDeps, path: unknown): Promise<I
             const read = readRunBatch(folder, from, (entry, reason) => skip(`${name}/${entry}`, reason));
             const batch = read && importBatch(deps, path, read, line, skip);
             if (!read || !batch) break;
-            // An explicit import brings back a run that was deleted (ingest does not: deleted-runs-store.ts).
+            // An explicit import brings back a run that was deleted (ingest does not: control-stores.ts deletedRuns).
             deps.stores.deletedRuns.forget(batch.source, name);
             // Control requests belong to the run's next ingest, not to an import.
             const stored = storeBatch(deps, batch, { deliverControl: false });

@@ -2,13 +2,11 @@
 import { HttpError } from '../http/http-error.ts';
 import { checkBodyKeys } from '../http/body.ts';
 import type { RunInput } from '../db/runs-store.ts';
-import { RUN_STATUSES, VERDICTS, type RunStatus, type Verdict } from '../run-json.ts';
+import { RUN_STATUSES, VERDICTS, type RunStatus } from '../run-json.ts';
 import type { EventInput } from '../db/events-store.ts';
-import { SEGMENT, checkArtifactPath } from './params.ts';
-import { ingestTime } from './ingest-time.ts';
+import { SEGMENT, checkArtifactPath, isValidMs, parseTime } from './params.ts';
 import { safeContentType, OCTET_STREAM } from './content-type.ts';
-import type { NotificationInput } from '../db/notifications-store.ts';
-import { validateNotification } from './ingest-notifications.ts';
+import { NOTIFICATION_STATUSES, type NotificationInput, type NotificationStatus } from '../db/notifications-store.ts';
 import { isJsonObject, nestsDeeperThan } from '../untrusted.ts';
 import { MAX_JSON_DEPTH } from '../http/json-depth.ts';
 import { isRepoName } from '../engine/repo-name.ts';
@@ -41,14 +39,40 @@ const MAX_TEXT = 64 * 1024;
 const TEXT_FIELDS = ['repo', 'brief', 'origin', 'provider', 'branch', 'pr_url', 'question', 'error'] as const;
 const INT_FIELDS = ['tokens_in', 'tokens_out', 'exit_code', 'pid'] as const;
 
+/**
+ * How far a body time may run ahead of the Control Plane's clock: room for a runner's clock drifting ahead, far too
+ * little to park a run in the future, where no real update could ever be newer than it (docs/control-data.md).
+ */
+export const MAX_FUTURE_MS = 5 * 60 * 1000;
+
 function bad(where: string, what: string): never {
   throw new HttpError('invalid_param', `${where} ${what}`);
 }
 
-const isObj = isJsonObject;
+/** Null when `v` is absent or null, else `v` when `ok` says so, else 400 naming `where`. */
+function orNull<T>(where: string, v: unknown, ok: (x: unknown) => boolean, what: string): T | null {
+  if (v === undefined || v === null) return null;
+  return ok(v) ? (v as T) : bad(where, what);
+}
 
 function segment(where: string, v: unknown): string {
   return typeof v === 'string' && SEGMENT.test(v) ? v : bad(where, `must match ${SEGMENT.source}`);
+}
+
+/** Unix ms as a number, or an ISO-8601 / unix-ms string; 400 when unreadable or more than MAX_FUTURE_MS ahead. */
+function ingestTime(where: string, v: unknown, now: number): number {
+  let ms: number | null = isValidMs(v) ? v : null;
+  if (ms === null && typeof v === 'string') {
+    try {
+      ms = parseTime(where, v);
+    } catch {
+      // named below
+    }
+  }
+  if (ms === null) return bad(where, 'must be an ISO-8601 time or unix milliseconds');
+  const minutes = MAX_FUTURE_MS / 60_000;
+  if (ms > now + MAX_FUTURE_MS) bad(where, `is more than ${minutes} minutes ahead of the Control Plane's clock`);
+  return ms;
 }
 
 function optionalTime(where: string, v: unknown, now: number): number | null {
@@ -56,7 +80,7 @@ function optionalTime(where: string, v: unknown, now: number): number | null {
 }
 
 export function validateRun(v: unknown, where: string, source: string, now: number): RunInput {
-  if (!isObj(v)) return bad(where, 'must be an object');
+  if (!isJsonObject(v)) return bad(where, 'must be an object');
   const run = segment(`${where}.run`, v.run);
   if (v.source !== undefined && v.source !== source) bad(`${where}.source`, 'must match the batch source');
   if (!(RUN_STATUSES as readonly unknown[]).includes(v.status)) {
@@ -75,39 +99,25 @@ export function validateRun(v: unknown, where: string, source: string, now: numb
     updated_at: Math.min(updated, now),
     group_id: v.group_id === undefined || v.group_id === null ? run : segment(`${where}.group_id`, v.group_id),
   };
-  if (v.verdict !== undefined && v.verdict !== null && !(VERDICTS as readonly unknown[]).includes(v.verdict)) {
-    bad(`${where}.verdict`, `must be one of ${VERDICTS.join(', ')} or null`);
-  }
-  input.verdict = (v.verdict ?? null) as Verdict | null;
+  input.verdict = orNull(`${where}.verdict`, v.verdict, (x) => (VERDICTS as readonly unknown[]).includes(x),
+    `must be one of ${VERDICTS.join(', ')} or null`);
   for (const f of TEXT_FIELDS) {
-    const x = v[f];
-    if (x !== undefined && x !== null && (typeof x !== 'string' || x.length > MAX_TEXT)) {
-      bad(`${where}.${f}`, 'must be a string or null');
-    }
-    input[f] = (x ?? null) as string | null;
+    input[f] = orNull(`${where}.${f}`, v[f], (x) => typeof x === 'string' && x.length <= MAX_TEXT,
+      'must be a string or null');
   }
   for (const f of INT_FIELDS) {
-    const x = v[f];
-    if (x !== undefined && x !== null && !Number.isSafeInteger(x)) bad(`${where}.${f}`, 'must be an integer or null');
-    input[f] = (x ?? null) as number | null;
+    input[f] = orNull(`${where}.${f}`, v[f], Number.isSafeInteger, 'must be an integer or null');
   }
   // Unknown cost stays null; a measured cost is a finite, non-negative number.
-  const cost = v.cost_usd;
-  if (cost !== undefined && cost !== null && (typeof cost !== 'number' || !Number.isFinite(cost) || cost < 0)) {
-    bad(`${where}.cost_usd`, 'must be a non-negative number or null');
-  }
-  input.cost_usd = (cost ?? null) as number | null;
-  const repoPath = v.repo_path;
-  const absolute = typeof repoPath === 'string' && repoPath.startsWith('/') && !repoPath.includes('\0');
-  if (repoPath !== undefined && repoPath !== null && !absolute) {
-    bad(`${where}.repo_path`, 'must be an absolute path or null');
-  }
-  input.repo_path = (repoPath ?? null) as string | null;
+  input.cost_usd = orNull(`${where}.cost_usd`, v.cost_usd,
+    (x) => typeof x === 'number' && Number.isFinite(x) && x >= 0, 'must be a non-negative number or null');
+  input.repo_path = orNull(`${where}.repo_path`, v.repo_path,
+    (x) => typeof x === 'string' && x.startsWith('/') && !x.includes('\0'), 'must be an absolute path or null');
   return input;
 }
 
 export function validateEvent(v: unknown, where: string, source: string, now: number): EventInput {
-  if (!isObj(v)) return bad(where, 'must be an object');
+  if (!isJsonObject(v)) return bad(where, 'must be an object');
   if (v.source !== undefined && v.source !== source) bad(`${where}.source`, 'must match the batch source');
   const seq = v.seq;
   if (!Number.isSafeInteger(seq) || (seq as number) < 0) bad(`${where}.seq`, 'must be a non-negative integer');
@@ -121,14 +131,14 @@ export function validateEvent(v: unknown, where: string, source: string, now: nu
     source,
     run: segment(`${where}.run`, v.run),
     seq: seq as number,
-    ts: v.ts === undefined || v.ts === null ? now : ingestTime(`${where}.ts`, v.ts, now),
+    ts: optionalTime(`${where}.ts`, v.ts, now) ?? now,
     kind: v.kind as string,
     data,
   };
 }
 
 function validateArtifact(v: unknown, where: string): ArtifactUpload {
-  if (!isObj(v)) return bad(where, 'must be an object');
+  if (!isJsonObject(v)) return bad(where, 'must be an object');
   const run = segment(`${where}.run`, v.run);
   if (typeof v.path !== 'string') bad(`${where}.path`, 'must be a string');
   try {
@@ -142,6 +152,44 @@ function validateArtifact(v: unknown, where: string): ArtifactUpload {
   const type = v.content_type === undefined ? OCTET_STREAM : safeContentType(v.content_type);
   const content = Buffer.from(v.content_base64 as string, 'base64');
   return { run, path: v.path as string, content_type: type, content };
+}
+
+function text(where: string, v: unknown, required: boolean, max = 4096): string | null {
+  if ((v === undefined || v === null) && required) bad(where, 'is required');
+  return orNull(where, v, (x) => typeof x === 'string' && x.length > 0 && x.length <= max,
+    `must be a string of 1 to ${max} characters`);
+}
+
+/**
+ * A delivery record from the trigger server, checked for shape and types only: the store cuts targets to a host and
+ * scrubs URLs from errors.
+ */
+function validateNotification(v: unknown, where: string, source: string, now: number): NotificationInput {
+  if (!isJsonObject(v)) return bad(where, 'must be an object');
+  if (!(NOTIFICATION_STATUSES as readonly unknown[]).includes(v.status)) {
+    bad(`${where}.status`, `must be one of ${NOTIFICATION_STATUSES.join(', ')}`);
+  }
+  const run = orNull<string>(`${where}.run`, v.run, (x) => typeof x === 'string' && SEGMENT.test(x),
+    `must match ${SEGMENT.source}`);
+  const attempts = v.attempts ?? 0;
+  if (!Number.isSafeInteger(attempts) || (attempts as number) < 0) {
+    bad(`${where}.attempts`, 'must be a non-negative integer');
+  }
+  const created = optionalTime(`${where}.created_at`, v.created_at, now) ?? now;
+  return {
+    job_id: text(`${where}.job_id`, v.job_id, false, 128),
+    // A notification about a run belongs to the batch's source; one about a job alone has none.
+    source: run === null ? null : source,
+    run,
+    origin: text(`${where}.origin`, v.origin, true, 64)!,
+    channel: text(`${where}.channel`, v.channel, true, 64)!,
+    target: text(`${where}.target`, v.target, false),
+    status: v.status as NotificationStatus,
+    attempts: attempts as number,
+    error: text(`${where}.error`, v.error, false),
+    created_at: created,
+    updated_at: optionalTime(`${where}.updated_at`, v.updated_at, now) ?? created,
+  };
 }
 
 function list(body: Obj, key: string): unknown[] {
@@ -158,7 +206,7 @@ function servedRepos(body: Obj): string[] | null {
   const seen = new Set<string>();
   return items.map((item, i) => {
     const where = `served_repos[${i}]`;
-    if (!isObj(item)) return bad(where, 'must be an object');
+    if (!isJsonObject(item)) return bad(where, 'must be an object');
     for (const key of Object.keys(item)) if (key !== 'name') bad(`${where}: unknown field "${key}"`, 'in served_repos');
     const name = item.name;
     if (typeof name !== 'string' || !isRepoName(name)) return bad(`${where}.name`, 'must be a repository owner/name');
@@ -169,7 +217,7 @@ function servedRepos(body: Obj): string[] | null {
 }
 
 export function validateBatch(body: unknown, now: number): IngestBatch {
-  if (!isObj(body)) return bad('Body', 'must be a JSON object');
+  if (!isJsonObject(body)) return bad('Body', 'must be a JSON object');
   checkBodyKeys(body, BATCH_KEYS, 'in ingest body');
   const source = segment('"source"', body.source);
   return {

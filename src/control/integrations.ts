@@ -2,19 +2,8 @@
 // Values are read to test presence (and equality between route secrets) and never leave this function.
 import { safeEqual } from '../http/guards.ts';
 import { SOURCES, signatureHeaderNames, type Outbound, type WebhookSource } from '../webhook-sources.ts';
+import { findOnPath } from './provider-detect.ts';
 
-export interface IntegrationStatus {
-  name: string;
-  kind: 'trigger' | 'outbound';
-  /** Every variable the integration needs is set (for routes: its secret, and the secret is unique). */
-  configured: boolean;
-  /** The names of the variables that configure it, so a user knows what to set. */
-  variables: string[];
-  /** Trigger routes only: the path, the real service it fits, and the signature headers it reads (neutral first). */
-  route?: string;
-  service?: string;
-  headers?: string[];
-}
 
 /** Pull requests are the engine's, not a source's: the one outbound integration the source table does not hold. */
 const GITHUB_PRS: Outbound = { name: 'github_prs', needs: [['GITHUB_TOKEN', 'GH_TOKEN']] };
@@ -32,8 +21,12 @@ function firstSet(env: NodeJS.ProcessEnv, names: readonly string[]): string | un
   return names.find((n) => present(env, n));
 }
 
-/** `extra` lets callers add facts the environment cannot show (a github token in config, `gh` on PATH). */
-export function integrationStatus(env: NodeJS.ProcessEnv, extra: { githubPrs?: boolean } = {}): IntegrationStatus[] {
+/**
+ * One entry per route and outbound integration: `configured` when every variable it needs is set (for routes: its
+ * secret, and the secret is unique), `variables` naming them so a user knows what to set; a route adds its path, the
+ * real service it fits and the signature headers it reads (neutral first).
+ */
+export function integrationStatus(env: NodeJS.ProcessEnv) {
   // Secrets shared between routes disable every route in the pair, as the trigger server does at startup (a secret
   // file is not read here: only its variable's name is looked at).
   const secrets = SOURCES.map((s) => {
@@ -47,22 +40,18 @@ export function integrationStatus(env: NodeJS.ProcessEnv, extra: { githubPrs?: b
       if (safeEqual(a.value, b.value)) clashing.add(a.route);
     }
   }
-  const routes = SOURCES.map((s: WebhookSource): IntegrationStatus => {
+  const routes = SOURCES.map((s: WebhookSource) => {
     const needs = routeNeeds(s);
     const configured = needs.every((anyOf) => firstSet(env, anyOf) !== undefined) && !clashing.has(s.name);
-    const status: IntegrationStatus = {
-      name: s.name, kind: 'trigger', configured, variables: needs.flat(), route: `/${s.name}`,
-    };
-    if (s.service) {
-      status.service = s.service;
-      status.headers = signatureHeaderNames(s);
-    }
-    return status;
+    const service = s.service ? { service: s.service, headers: signatureHeaderNames(s) } : {};
+    const route = `/${s.name}`;
+    return { name: s.name, kind: 'trigger' as const, configured, variables: needs.flat(), route, ...service };
   });
   const outbound = [...SOURCES.flatMap((s: WebhookSource) => s.outbound ?? []), GITHUB_PRS].map((o) => {
     let configured = o.needs.every((anyOf) => firstSet(env, anyOf) !== undefined);
     if (o.https) configured &&= /^https:\/\//i.test(env[o.https] ?? '');
-    if (o === GITHUB_PRS) configured ||= extra.githubPrs === true;
+    // `gh` on PATH opens pull requests with its own login.
+    if (o === GITHUB_PRS) configured ||= findOnPath('gh', env.PATH) !== null;
     return { name: o.name, kind: 'outbound' as const, configured, variables: o.needs.flat() };
   });
   return [...routes, ...outbound];

@@ -1,23 +1,24 @@
 // Boots the Control Plane: the only place that listens, writes server.json and installs signal handlers.
 import type { Server } from 'node:http';
-import { claimServerRecord, releaseServerRecord } from './server-record-claim.ts';
+import { mkdirSync, writeFileSync, rmSync, renameSync } from 'node:fs';
+import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { readServerRecordFile, isPidAlive, type ServerRecord } from '../client/server-record.ts';
 import { openDatabase } from '../db/open.ts';
 import { createWalCheckpointer } from '../db/wal-checkpointer.ts';
 import { controlMigrations } from '../db/control-migrations.ts';
 import { createControlStores } from '../db/control-stores.ts';
 import { createRunEventBus } from './event-bus.ts';
 import { createRunController } from './run-controller.ts';
-import { createRepoReader } from './repo-reader.ts';
+import { repoRoot, repoName } from '../engine/git.ts';
 import { createControlApp } from './app.ts';
 import { startRetentionSweeps } from './retention.ts';
 import { createRefusalTally } from './refusal-tally.ts';
 import { createExpensiveReads } from './expensive-reads.ts';
 import { isLoopbackHost } from '../http/guards.ts';
-import { closeGracefully, listen } from '../http/listen.ts';
-import { createHttpServer } from '../http/http-server.ts';
-import type { ConnectionCounts } from '../http/connection-guard.ts';
-import { exitCodeAfterSignal } from '../http/exit-on-signal.ts';
+import {
+  closeGracefully, listen, createHttpServer, type ConnectionCounts, exitCodeAfterSignal,
+} from '../http/http-server.ts';
 import type { ControlSettings } from './settings.ts';
 import type { ControlDeps } from './deps.ts';
 import { createLogger, type Logger } from '../log.ts';
@@ -44,9 +45,8 @@ function checkBindPolicy(settings: ControlSettings, log: Logger): void {
         'Set SVC_CONTROL_TOKEN, bind 127.0.0.1, or set SVC_CONTROL_ALLOW_INSECURE_BIND=1',
     );
   }
-  const warning = 'INSECURE: serving the Control Plane on a non-loopback address with no token ' +
-    '(SVC_CONTROL_ALLOW_INSECURE_BIND=1)';
-  log.warn(warning, { host: settings.host });
+  log.warn('INSECURE: serving the Control Plane on a non-loopback address with no token ' +
+    '(SVC_CONTROL_ALLOW_INSECURE_BIND=1)', { host: settings.host });
 }
 
 export async function startControl(
@@ -59,16 +59,25 @@ export async function startControl(
   const stores = createControlStores(db);
   const bus = createRunEventBus(settings.streams);
   const engine = createRunController({ stores, bus, settings, env, clock: Date.now, log, url: () => url });
-  const repos = createRepoReader();
+  const repos: ControlDeps['repos'] = {
+    rootOf(dir) {
+      try {
+        return repoRoot(dir);
+      } catch {
+        return null;
+      }
+    },
+    nameOf: repoName,
+  };
   const reads = createExpensiveReads({ stats: stores.stats, path: settings.dbPath, log });
   const deps: ControlDeps = {
     db, stores, bus, engine, repos, reads, settings, env, clock: Date.now, log, url: () => url,
+    refusals: createRefusalTally(stores.audit, Date.now, log),
+    checkpoints: createWalCheckpointer({ db, path: settings.dbPath, log }),
   };
-  deps.refusals = createRefusalTally(stores.audit, deps.clock, log);
-  deps.checkpoints = createWalCheckpointer({ db, path: settings.dbPath, log });
   const origins = new Set<string>();
-  const app = createControlApp(deps, { boundToLoopback: () => boundToLoopback, ownOrigins: () => origins });
-  const { server, connections } = createHttpServer(app.listener, settings.connections);
+  const listener = createControlApp(deps, () => boundToLoopback, () => origins);
+  const { server, connections } = createHttpServer(listener, settings.connections);
   const bound = await listen(server, settings.host, settings.port);
   url = bound.url;
   origins.add(url);
@@ -84,8 +93,8 @@ export async function startControl(
         bus.close();
         await deps.engine.close();
       });
-      deps.refusals?.close();
-      await deps.checkpoints?.close();
+      deps.refusals.close();
+      await deps.checkpoints.close();
       await reads.close();
       stores.close();
       db.close();
@@ -93,6 +102,42 @@ export async function startControl(
     return closing;
   }
   return { url, server, connections, deps, close };
+}
+
+function recordPath(svcHome: string): string {
+  return join(svcHome, 'control', 'server.json');
+}
+
+/** Whether a Control Plane answers /health at url (loopback or wherever the record says it listens). */
+async function answers(url: string): Promise<boolean> {
+  try {
+    const res = await fetch(`${url.replace(/\/+$/, '')}/health`, { signal: AbortSignal.timeout(500) });
+    await res.body?.cancel();
+    return res.ok;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Records this server in server.json ({url,pid}, what clients find it by) unless the file names another live Control
+ * Plane: its pid alive and its URL answering /health (a dead pid, a recycled pid or a silent URL is a stale record,
+ * taken over). Answers the record kept instead, if any. Written atomically so a client never reads half a record.
+ */
+async function claimServerRecord(svcHome: string, own: ServerRecord): Promise<ServerRecord | null> {
+  const path = recordPath(svcHome);
+  const found = readServerRecordFile(path);
+  if (found && found.pid !== own.pid && isPidAlive(found.pid) && (await answers(found.url))) return found;
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, JSON.stringify(own) + '\n', { mode: 0o600 });
+  renameSync(tmp, path);
+  return null;
+}
+
+/** Removes the record only when it is this process's own, so a first server that still answers stays findable. */
+function releaseServerRecord(svcHome: string, pid: number): void {
+  if (readServerRecordFile(recordPath(svcHome))?.pid === pid) rmSync(recordPath(svcHome), { force: true });
 }
 
 /** Serves until SIGINT/SIGTERM, then shuts down once: stop accepting, end streams, close the DB, exit 0. */

@@ -6,8 +6,8 @@ import { RUN_STATUSES, VERDICTS } from '../run-json.ts';
 import { SOURCES, type WebhookSource } from '../webhook-sources.ts';
 
 type Server = 'control' | 'trigger' | 'both';
-// token: SVC_CONTROL_TOKEN when the Control Plane has one (optional security); api-token: SVC_API_TOKEN, required.
-type Auth = 'token' | 'none' | 'api-token' | 'api-token-or-loopback' | 'signature';
+// Left out: SVC_CONTROL_TOKEN when the Control Plane has one (optional security); api-token: SVC_API_TOKEN, required.
+type Auth = 'none' | 'api-token' | 'api-token-or-loopback' | 'signature';
 /** A documented error answer; `Other` is every operation's `default` and is never listed by status. */
 type Err = Exclude<keyof typeof responses, 'Other'>;
 
@@ -61,9 +61,9 @@ const ACCEPTED_RUN = { status: 202, schema: 'Run' };
 const REPLAYED_RUN = {
   status: 200, schema: 'Run', description: 'the run an earlier request with this request_id and body started',
 };
-const WEBHOOK_ERRORS: Err[] = ['Unauthorized', 'TooLarge', 'TooMany', 'Unavailable'];
-const START_ERRORS: Err[] = ['Conflict', 'TooLarge', 'UnsupportedType', 'TooMany'];
-const ACTION_ERRORS: Err[] = ['NotFound', 'Conflict', 'TooLarge', 'UnsupportedType'];
+const WEBHOOK_ERRORS: Err[] = ['Unauthorized', 'TooMany', 'Unavailable'];
+const START_ERRORS: Err[] = ['Conflict', 'TooMany'];
+const ACTION_ERRORS: Err[] = ['NotFound', 'Conflict'];
 
 function action(name: string, summary: string, extra: Partial<Op> = {}): Op {
   return {
@@ -153,7 +153,7 @@ const operations: readonly Op[] = [
     { ok: 'Config' }),
   op('control', 'put', '/v1/config', 'putConfig', 'admin', 'Change settings: a partial object of settings, ' +
     'or {config, version?} as GET returns it; If-Match: <version> guards lost updates', {
-    loopbackOnly: true, body: 'ConfigUpdate', ok: 'Config', errors: ['Conflict', 'TooLarge', 'UnsupportedType'],
+    loopbackOnly: true, body: 'ConfigUpdate', ok: 'Config', errors: ['Conflict'],
   }),
   op('control', 'get', '/v1/providers', 'listProviders', 'catalog',
     'Coding-agent providers and whether they are installed (a bare array)', { ok: 'ProviderList' }),
@@ -170,7 +170,6 @@ const operations: readonly Op[] = [
   op('control', 'post', '/v1/merge/run', 'runMergeQueue', 'merge', 'Merge queued runs in order, re-checking each', {
     loopbackOnly: true, body: 'Empty', bodyOptional: true,
     ok: { status: 200, schema: 'OpenList', description: 'what happened to each queued run' },
-    errors: ['TooLarge', 'UnsupportedType'],
   }),
   op('control', 'get', '/v1/review/risk', 'getReviewRisk', 'runs', "Review risk score from a run's diff",
     { query: [['source', 'run source'], ['run', 'run id']], ok: 'ReviewRisk', errors: ['NotFound'] }),
@@ -184,11 +183,10 @@ const operations: readonly Op[] = [
     { loopbackOnly: true, ok: 'ProjectList' }),
   op('control', 'post', '/v1/ingest', 'ingestRuns', 'ingest',
     'Shipper upload: runs upsert, events idempotent on (source, run, seq); body up to 16 MiB',
-    { body: 'IngestBatch', ok: 'IngestResult', errors: ['TooLarge', 'UnsupportedType'] }),
+    { body: 'IngestBatch', ok: 'IngestResult' }),
   op('control', 'post', '/v1/import', 'importRuns', 'ingest',
-    'Register a project (runs may then be started there) and read <path>/.svc/runs/* into the database', {
-    loopbackOnly: true, body: 'ImportRequest', ok: 'ImportResult', errors: ['TooLarge', 'UnsupportedType'],
-  }),
+    'Register a project (runs may then be started there) and read <path>/.svc/runs/* into the database',
+    { loopbackOnly: true, body: 'ImportRequest', ok: 'ImportResult' }),
   ...SOURCES.flatMap((s: WebhookSource) => (s.api
     ? [webhook(s.name, s.api.summary, s.api.answer === 'chat' ? CHAT_REPLY : SKIPPED)]
     : [])),
@@ -197,7 +195,7 @@ const operations: readonly Op[] = [
     { auth: 'none', ok: 'Open' }),
   op('trigger', 'post', '/jobs', 'createJob', 'jobs', 'Queue a job directly (bearer SVC_API_TOKEN)', {
     auth: 'api-token', body: 'JobRequest', ok: { status: 202, schema: 'Queued' }, also: [SKIPPED],
-    errors: ['Unauthorized', 'TooLarge', 'TooMany', 'UnsupportedType', 'Unavailable'],
+    errors: ['Unauthorized', 'TooMany', 'Unavailable'],
   }),
   op('trigger', 'get', '/jobs/{id}', 'getJob', 'jobs', 'One job and the run it follows (bearer SVC_API_TOKEN; ' +
     'without one set, open to this machine on a loopback-bound server, else 503 not_configured)', {
@@ -240,7 +238,10 @@ function operation(op: Op): Record<string, unknown> {
   }));
   const oks = [op.ok ?? { status: 200 }, ...(op.also ?? [])];
   const errors = new Set<Err>([...ANY_ROUTE, ...(op.errors ?? [])]);
-  if (op.auth === undefined || op.auth === 'token') errors.add('Unauthorized');
+  if (op.auth === undefined) errors.add('Unauthorized');
+  // A body is read by the pipeline: 413 past its cap, and 415 for a JSON body sent as another type.
+  if (op.body) errors.add('TooLarge');
+  if (op.body && op.auth !== 'signature') errors.add('UnsupportedType');
   const errorRefs = [...errors].sort((a, b) => ERROR_STATUS[a] - ERROR_STATUS[b])
     .map((e) => [String(ERROR_STATUS[e]), { $ref: `#/components/responses/${e}` }]);
   const out: Record<string, unknown> = {
@@ -285,14 +286,18 @@ const TAGS: Record<string, string> = {
   jobs: 'Jobs queued directly on the trigger server (bearer SVC_API_TOKEN), and any job looked up by id',
 };
 
-export function buildOpenapi(version: string): Record<string, unknown> {
+/** With `ownUrl` (a bound server's), that URL is named first wherever the Control Plane's default URL is. */
+export function buildOpenapi(version: string, ownUrl = ''): Record<string, unknown> {
+  const own = (servers: Array<typeof CONTROL_SERVER>) => (ownUrl
+    ? [{ url: ownUrl, description: 'this Control Plane' }, ...servers.filter((s) => s.url !== ownUrl)]
+    : servers);
   const paths: Record<string, Record<string, unknown>> = {};
   for (const op of operations) {
     const item = (paths[op.path] ??= {});
     // Trigger-only paths name their server on the path item; the shared one (/health) on the operation.
     // Every path item names its server(s): root servers list both, so a client knows the trigger server's URL too.
     if (op.server === 'trigger') item.servers = [TRIGGER_SERVER];
-    if (op.server === 'control') item.servers = [CONTROL_SERVER];
+    if (op.server === 'control') item.servers = own([CONTROL_SERVER]);
     item[op.method] = operation(op);
   }
   return {
@@ -304,7 +309,7 @@ export function buildOpenapi(version: string): Record<string, unknown> {
         'Every /v1 call needs Authorization: Bearer <SVC_CONTROL_TOKEN> when the Control Plane has a token ' +
         '(security lists it as optional for that reason).',
     },
-    servers: [CONTROL_SERVER, TRIGGER_SERVER],
+    servers: own([CONTROL_SERVER, TRIGGER_SERVER]),
     tags: [...new Set(operations.map((o) => o.tag))].map((name) => ({ name, description: TAGS[name] ?? name })),
     paths,
     components: {

@@ -1,7 +1,7 @@
-// Shared request-parameter parsing for Control Plane handlers: path segments, limit, times, strict query keys, Run
-// JSON.
+// Shared request-parameter parsing for Control Plane handlers: path segments, limit, times, strict query keys, cursors.
 // Every bad value is 400 invalid_param naming the parameter (DESIGN §3, §4); nothing here touches the DB.
 import { HttpError } from '../http/http-error.ts';
+import type { RunKey } from '../db/run-types.ts';
 
 /** DESIGN §3: both `<source>` and `<run>` path segments. */
 export const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
@@ -64,6 +64,21 @@ export function optionalTime(query: URLSearchParams, name: string): number | und
   return value === null ? undefined : parseTime(name, value);
 }
 
+/** `since` (inclusive) and `until` (exclusive) start times and `repo`: the window of the runs list and the stats. */
+export function parseWindow(query: URLSearchParams): { since?: number; until?: number; repo?: string } {
+  const since = optionalTime(query, 'since');
+  const until = optionalTime(query, 'until');
+  const repo = query.get('repo');
+  if (repo !== null && (repo.length === 0 || repo.length > 512)) {
+    throw new HttpError('invalid_param', 'Parameter "repo" must be 1 to 512 characters');
+  }
+  return {
+    ...(since !== undefined ? { since } : {}),
+    ...(until !== undefined ? { until } : {}),
+    ...(repo !== null ? { repo } : {}),
+  };
+}
+
 /** A non-negative integer id (event cursors, Last-Event-ID). */
 export function parseId(name: string, value: string): number {
   if (!/^[0-9]{1,15}$/.test(value)) {
@@ -87,4 +102,45 @@ export function checkArtifactPath(path: string): string {
     path.split('/').some((s) => s === '' || s === '.' || s === '..');
   if (bad) throw new HttpError('invalid_param', 'Artifact path must be relative with no "..", NUL or backslash');
   return path;
+}
+
+/** The runs list's opaque keyset cursor: base64url of JSON [started_at, source, run] of the last row sent. */
+export function encodeRunCursor(key: RunKey): string {
+  return Buffer.from(JSON.stringify([key.started_at, key.source, key.run])).toString('base64url');
+}
+
+/** Anything but a cursor this server made is 400 invalid_param: a client must not guess its way into the index. */
+export function decodeRunCursor(text: string): RunKey {
+  const bad = (): never => {
+    throw new HttpError('invalid_param', 'Parameter "cursor" is not a cursor this server issued');
+  };
+  if (text.length > 400 || !/^[A-Za-z0-9_-]+$/.test(text)) return bad();
+  let value: unknown;
+  try {
+    value = JSON.parse(Buffer.from(text, 'base64url').toString('utf8'));
+  } catch {
+    return bad();
+  }
+  if (!Array.isArray(value) || value.length !== 3) return bad();
+  const [startedAt, source, run] = value as unknown[];
+  if (!Number.isSafeInteger(startedAt) || typeof source !== 'string' || typeof run !== 'string') return bad();
+  if (!SEGMENT.test(source) || !SEGMENT.test(run)) return bad();
+  return { started_at: startedAt as number, source, run };
+}
+
+/** The audit and notification lists' cursors: base64url of a tagged integer tuple. */
+export function encodeCursor(tag: string, parts: readonly number[]): string {
+  return Buffer.from(`${tag}:${parts.join(':')}`, 'utf8').toString('base64url');
+}
+
+/** Decodes a cursor this server issued for `tag` with `count` integers; anything else is 400 invalid_param. */
+export function decodeCursor(tag: string, count: number, text: string | null): number[] | null {
+  if (text === null) return null;
+  const bad = new HttpError('invalid_param', 'Parameter "cursor" is not a cursor this list issued');
+  if (!/^[A-Za-z0-9_-]{1,200}$/.test(text)) throw bad;
+  const fields = Buffer.from(text, 'base64url').toString('utf8').split(':');
+  if (fields.length !== count + 1 || fields[0] !== tag) throw bad;
+  const parts = fields.slice(1).map((f) => (/^[0-9]{1,16}$/.test(f) ? Number(f) : Number.NaN));
+  if (!parts.every(Number.isSafeInteger)) throw bad;
+  return parts;
 }

@@ -4,6 +4,7 @@
 import { realpathSync } from 'node:fs';
 import type { ControlDeps } from './deps.ts';
 import { readEffectiveConfig } from './config-schema.ts';
+import { iso } from '../iso-time.ts';
 
 export function realOrNull(path: string): string | null {
   try {
@@ -22,16 +23,10 @@ export function isRegisteredProject(deps: ControlDeps, path: string): boolean {
   return repos.some((p) => realOrNull(p) === real);
 }
 
-export interface RegisteredProject {
-  path: string;
-  via: 'import' | 'repos';
-  registered_at: number | null;
-}
-
 /** Every registered project, for GET /v1/projects and the start page's choices: imports first, then `repos`. */
-export function listProjects(deps: ControlDeps): RegisteredProject[] {
-  const out: RegisteredProject[] = deps.stores.projects.list()
-    .map((p) => ({ path: p.path, via: 'import', registered_at: p.registered_at }));
+export function listProjects(deps: ControlDeps) {
+  const out: Array<{ path: string; via: 'import' | 'repos'; registered_at: string | null }> = deps.stores.projects
+    .list().map((p) => ({ path: p.path, via: 'import', registered_at: iso(p.registered_at) }));
   const seen = new Set(out.map((p) => p.path));
   for (const path of readEffectiveConfig(deps.stores.config).config.repos as string[]) {
     if (seen.has(realOrNull(path) ?? path)) continue;

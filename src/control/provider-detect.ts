@@ -3,8 +3,7 @@
 // `svc providers`.
 import { isAbsolute } from 'node:path';
 import { which } from '../spawn/which.ts';
-import { versionStanding, type VersionStanding } from '../engine/tested-clis.ts';
-import type { VersionProbe } from '../engine/cli-version.ts';
+import { versionStanding, type VersionProbe, type VersionStanding } from '../engine/cli-version.ts';
 
 export { createVersionProbe, type VersionProbe } from '../engine/cli-version.ts';
 

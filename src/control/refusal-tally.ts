@@ -7,12 +7,9 @@ import { errorMessage } from '../errors.ts';
 import { iso } from '../iso-time.ts';
 
 /** How long repeats of one refusal are counted before their row is written. */
-export const REFUSAL_WINDOW_MS = 60_000;
-/**
- * Distinct refusals tracked in one window; past this (a flood from many addresses), repeats of a new key are
- * counted under peer `*` for their action and reason, so memory stays bounded whatever the peers.
- */
-export const MAX_REFUSAL_KEYS = 1_000;
+const WINDOW_MS = 60_000;
+/** Distinct refusals tracked in one window; past this, repeats of a new key are counted under peer `*`. */
+const MAX_KEYS = 1_000;
 
 interface Tally {
   input: AuditInput;
@@ -23,7 +20,7 @@ interface Tally {
 }
 
 export interface RefusalTally {
-  /** Records a refusal: written now if it is the first of its kind in the window, else counted. */
+  /** Written now if it is the first of its kind in the window, else counted. */
   record(input: AuditInput): void;
   /** Writes the count of every window that has ended (all of them with `all`), and forgets those windows. */
   flush(all?: boolean): void;
@@ -31,9 +28,7 @@ export interface RefusalTally {
   close(): void;
 }
 
-export function createRefusalTally(
-  audit: AuditStore, clock: () => number, log: Logger, windowMs = REFUSAL_WINDOW_MS,
-): RefusalTally {
+export function createRefusalTally(audit: AuditStore, clock: () => number, log: Logger): RefusalTally {
   const open = new Map<string, Tally>();
   const timer = setInterval(() => {
     try {
@@ -42,7 +37,7 @@ export function createRefusalTally(
       // A failed write (disk full, locked) loses those counts; it must not take the server down from a timer.
       log.error('refusal audit flush failed', { error: errorMessage(err) });
     }
-  }, windowMs);
+  }, WINDOW_MS);
   timer.unref();
 
   function keyOf(input: AuditInput): string {
@@ -61,7 +56,7 @@ export function createRefusalTally(
         repeated: true,
         first_at: iso(t.firstRepeatAt),
         last_at: iso(t.lastRepeatAt),
-        window_ms: windowMs,
+        window_ms: WINDOW_MS,
       },
     });
   }
@@ -69,7 +64,7 @@ export function createRefusalTally(
   function flush(all = false): void {
     const now = clock();
     for (const [key, t] of open) {
-      if (!all && now - t.startedAt < windowMs) continue;
+      if (!all && now - t.startedAt < WINDOW_MS) continue;
       open.delete(key);
       writeRepeats(t);
     }
@@ -79,12 +74,12 @@ export function createRefusalTally(
     const now = clock();
     let key = keyOf(input);
     let t = open.get(key);
-    if (t && now - t.startedAt >= windowMs) {
+    if (t && now - t.startedAt >= WINDOW_MS) {
       open.delete(key);
       writeRepeats(t);
       t = undefined;
     }
-    if (!t && open.size >= MAX_REFUSAL_KEYS) {
+    if (!t && open.size >= MAX_KEYS) {
       const pooled = { ...input, peer: '*', target: null };
       key = keyOf(pooled);
       t = open.get(key);

@@ -30,11 +30,7 @@ export function pruneExpiredRuns(deps: ControlDeps, now = deps.clock()): number 
   }
   if (deleted > 0) {
     deps.stores.audit.append({
-      actor: 'system',
-      peer: '',
-      action: 'runs.prune',
-      target: null,
-      outcome: 'ok',
+      actor: 'system', peer: '', action: 'runs.prune', target: null, outcome: 'ok',
       detail: { deleted, retention_days: days, ended_before: iso(before) },
     });
     deps.log.info('retention sweep', { deleted, retention_days: days });

@@ -8,7 +8,7 @@ import type { RunRow } from '../db/run-types.ts';
 import type { ControlStores } from '../db/control-stores.ts';
 import type { Logger } from '../log.ts';
 import { stopLocalRun } from '../engine/stop.ts';
-import { operatorPassedEnv } from '../engine/operator-config.ts';
+import { operatorPassedEnv } from '../engine/config.ts';
 import { TERMINAL } from '../run-json.ts';
 import type { RunEventBus } from './event-bus.ts';
 import type { ControlSettings } from './settings.ts';

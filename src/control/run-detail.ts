@@ -1,37 +1,17 @@
 // What GET /v1/runs/{source}/{run} adds to the Run JSON for someone looking at one run: the answer that is waiting
-// to reach a blocked run, and the attempts of its retry group. The list stays plain Run JSON.
+// to reach a blocked run, and the attempts of its retry group (docs/control-data.md). The list stays plain Run JSON.
 import type { ControlStores } from '../db/control-stores.ts';
 import type { RunRow } from '../db/run-types.ts';
 import { obj, str } from '../untrusted.ts';
 import { iso } from '../iso-time.ts';
 
-/** An answer given while the run is still blocked: it has not reached the run yet. */
-export interface PendingAnswer {
-  answer: string;
-  answered_at: string;
-  /**
-   * `ingest`: handed to the run's own runner in its next ingest response;
-   * `answer_folder`: written where this machine's run reads it.
-   */
-  via: 'ingest' | 'answer_folder';
-  /** When the runner collected it (via ingest), or null while it waits for the runner's next check-in. */
-  delivered_at: string | null;
-}
-
-export interface Attempt {
-  source: string;
-  run: string;
-  status: string;
-  verdict: string | null;
-  started_at: string;
-}
-
 /** Attempts listed per group at most (a retry chain is short; this bounds a hostile one). */
-export const MAX_ATTEMPTS = 100;
+const MAX_ATTEMPTS = 100;
 
 type Stores = Pick<ControlStores, 'events' | 'controlRequests' | 'runs'>;
 
-export function pendingAnswer(stores: Stores, row: RunRow): PendingAnswer | null {
+/** An answer given while the run is still blocked, so it has not reached the run yet; else null. */
+export function pendingAnswer(stores: Stores, row: RunRow) {
   if (row.status !== 'blocked') return null;
   const answer = stores.events.latest(row.source, row.run, 'answer');
   if (!answer) return null;
@@ -44,6 +24,7 @@ export function pendingAnswer(stores: Stores, row: RunRow): PendingAnswer | null
   } catch {
     // Stored event data is JSON; an unreadable one still means an answer was given.
   }
+  // Handed to the run's own runner in its next ingest response, or written where this machine's run reads it.
   const request = stores.controlRequests.latest(row.source, row.run, 'answer');
   const viaIngest = request !== undefined && request.created_at >= answer.ts;
   return {
@@ -55,7 +36,7 @@ export function pendingAnswer(stores: Stores, row: RunRow): PendingAnswer | null
 }
 
 /** Every run of the row's group, oldest first (attempt 1 first). */
-export function attempts(stores: Stores, row: RunRow): Attempt[] {
+export function attempts(stores: Stores, row: RunRow) {
   return stores.runs
     .list({ group_id: row.group_id, limit: MAX_ATTEMPTS })
     .reverse()

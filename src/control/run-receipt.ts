@@ -19,7 +19,7 @@ export interface Signer {
   origin: KnownKey['origin'];
 }
 
-export type ReceiptVerdict = { ok: true; receipt: Receipt; signer: Signer } | { ok: false; reason: string };
+type ReceiptVerdict = { ok: true; receipt: Receipt; signer: Signer } | { ok: false; reason: string };
 
 /**
  * A run file as stored by ingest, else straight from the run folder when the repo is on this machine: every folder
@@ -47,10 +47,6 @@ export function readRunFile(deps: ControlDeps, row: RunRow, path: string): Buffe
   }
 }
 
-function policyOf(row: RunRow): Policy {
-  return row.repo_path ? loadPolicy(row.repo_path) : DEFAULT_POLICY;
-}
-
 export function checkRunReceipt(deps: ControlDeps, row: RunRow): ReceiptVerdict {
   if (!row.pr_url) return { ok: false, reason: `Run ${row.source}/${row.run} has no pull request` };
   const raw = readRunFile(deps, row, 'receipt.json');
@@ -75,7 +71,7 @@ export function checkRunReceipt(deps: ControlDeps, row: RunRow): ReceiptVerdict 
   }
   let policy: Policy;
   try {
-    policy = policyOf(row);
+    policy = row.repo_path ? loadPolicy(row.repo_path) : DEFAULT_POLICY;
   } catch (err) {
     return { ok: false, reason: `Policy: ${(err as Error).message}` };
   }

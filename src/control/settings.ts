@@ -2,11 +2,11 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
-import { readRunnerTokens, RunnerTokensError, type RunnerToken } from './runner-tokens.ts';
-import { readConnectionLimits, type ConnectionLimits } from '../http/connection-limits.ts';
+import { readConnectionLimits, type ConnectionLimits } from '../http/http-server.ts';
 import type { SubscriberLimits } from './event-bus.ts';
 import { BadSettingError } from '../errors.ts';
 import { setting, settingChoice, settingInt, settingOr } from '../settings-registry.ts';
+import { SEGMENT } from './params.ts';
 
 export interface ControlSettings {
   host: string;
@@ -19,9 +19,9 @@ export interface ControlSettings {
   svcHome: string;
   source: string;
   staticDir: string;
-  /** SVC_CONTROL_RUNNER_TOKENS_FILE: tokens that may only POST /v1/ingest for their own source (runner-tokens.ts). */
+  /** SVC_CONTROL_RUNNER_TOKENS_FILE: tokens that may only POST /v1/ingest for their own source (below). */
   runnerTokens: readonly RunnerToken[];
-  /** SVC_CONTROL_MAX_CONNECTIONS(_PER_PEER); defaults when left out (src/http/connection-limits.ts). */
+  /** SVC_CONTROL_MAX_CONNECTIONS(_PER_PEER); defaults when left out (src/http/http-server.ts). */
   connections?: ConnectionLimits;
   /** SVC_CONTROL_MAX_STREAMS(_PER_RUN); defaults when left out (src/control/event-bus.ts). */
   streams?: SubscriberLimits;
@@ -74,14 +74,62 @@ function controlToken(env: NodeJS.ProcessEnv): string | undefined {
   if (env.SVC_CONTROL_TOKEN) return env.SVC_CONTROL_TOKEN;
   const file = setting(env, 'SVC_CONTROL_TOKEN_FILE');
   if (!file) return undefined;
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code ?? 'error';
-    throw new BadSettingError(`SVC_CONTROL_TOKEN_FILE could not be read (${code})`);
-  }
-  const token = text.split('\n', 1)[0]!.trim();
+  const token = readSettingFile('SVC_CONTROL_TOKEN_FILE', file).split('\n', 1)[0]!.trim();
   if (!token) throw new BadSettingError('SVC_CONTROL_TOKEN_FILE is empty');
   return token;
+}
+
+/** A file a setting names, read once at start: unreadable is an error naming the setting, never silently nothing. */
+function readSettingFile(name: string, file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new BadSettingError(`${name} could not be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+}
+
+// Runner tokens: a token per runner (a laptop, a CI job, a Kubernetes job pod) that opens only POST /v1/ingest, and
+// only for batches of its source; with the Control Plane's own token a runner could also change the config, delete or
+// stop any run and rewrite other runners' runs.
+export interface RunnerToken {
+  source: string;
+  token: string;
+}
+
+/** Long enough to be a real secret; `openssl rand -hex 32` gives 64. */
+const MIN_TOKEN_LENGTH = 24;
+
+export class RunnerTokensError extends BadSettingError {
+  constructor(message: string) {
+    super(`SVC_CONTROL_RUNNER_TOKENS_FILE: ${message}`);
+  }
+}
+
+/**
+ * One `<source> <token>` per line; blank lines and `#` comments are skipped. Every problem names its line, never the
+ * token. A source may have several tokens (rotation); a token may not appear twice.
+ */
+export function parseRunnerTokens(text: string): RunnerToken[] {
+  const tokens: RunnerToken[] = [];
+  const seen = new Set<string>();
+  text.split('\n').forEach((raw, i) => {
+    const line = raw.trim();
+    if (line === '' || line.startsWith('#')) return;
+    const parts = line.split(/\s+/);
+    if (parts.length !== 2) throw new RunnerTokensError(`line ${i + 1} must be "<source> <token>"`);
+    const [source, token] = parts as [string, string];
+    if (!SEGMENT.test(source)) throw new RunnerTokensError(`line ${i + 1}: "${source}" is not a valid source name`);
+    if (token.length < MIN_TOKEN_LENGTH) {
+      throw new RunnerTokensError(`line ${i + 1}: the token must be at least ${MIN_TOKEN_LENGTH} characters`);
+    }
+    if (seen.has(token)) throw new RunnerTokensError(`line ${i + 1}: this token is already given to a source`);
+    seen.add(token);
+    tokens.push({ source, token });
+  });
+  return tokens;
+}
+
+/** The file's tokens; unset: none. */
+export function readRunnerTokens(file: string | undefined): RunnerToken[] {
+  return file ? parseRunnerTokens(readSettingFile('SVC_CONTROL_RUNNER_TOKENS_FILE', file)) : [];
 }

@@ -4,7 +4,7 @@ import { existsSync, statSync } from 'node:fs';
 import { isAbsolute, dirname, resolve } from 'node:path';
 import { HttpError } from '../http/http-error.ts';
 import { checkBodyKeys, requireJsonObject } from '../http/body.ts';
-import { isIssueUrl } from '../engine/classify.ts';
+import { isIssueUrl } from '../engine/spec.ts';
 import type { ControlDeps } from './deps.ts';
 import { isRegisteredProject, realOrNull, unregisteredMessage } from './projects.ts';
 

@@ -64,3 +64,6 @@ export function costBody(stats: StatsStore, f: StatsFilter): Record<string, unkn
     per_day: stats.costBy(f, 'day').map((g) => ({ date: dateOf(Number(g.key)), ...costFigures(g) })),
   };
 }
+
+/** Each expensive read's body, by the kind the thread is asked for. */
+export const STATS_BODIES = { stats: statsBody, cost: costBody };

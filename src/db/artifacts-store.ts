@@ -24,15 +24,9 @@ export interface ArtifactInput {
   created_at?: number;
 }
 
-export interface ArtifactsStore {
-  /** Replaces a file at the same path. */
-  put(source: string, run: string, input: ArtifactInput): ArtifactMeta;
-  get(source: string, run: string, path: string): ArtifactRow | undefined;
-  /** Sorted by path, without content. */
-  list(source: string, run: string): ArtifactMeta[];
-}
+export type ArtifactsStore = ReturnType<typeof createArtifactsStore>;
 
-export function createArtifactsStore(db: Db): ArtifactsStore {
+export function createArtifactsStore(db: Db) {
   // node:sqlite binds a zero-length view of a zero-length ArrayBuffer (an empty file read into Buffer.alloc(0), an
   // empty subarray) as NULL, not as an empty blob; coalesce makes every empty file an empty blob.
   const putStmt = db.prepare(
@@ -48,15 +42,18 @@ export function createArtifactsStore(db: Db): ArtifactsStore {
   );
 
   return {
-    put(source, run, { path, content_type, content, created_at = Date.now() }) {
+    /** Replaces a file at the same path. */
+    put(source: string, run: string, input: ArtifactInput): ArtifactMeta {
+      const { path, content_type, content, created_at = Date.now() } = input;
       const sha256 = createHash('sha256').update(content).digest('hex');
       putStmt.run(source, run, path, content_type, sha256, content.length, content, created_at);
       return { source, run, path, content_type, sha256, size: content.length, created_at };
     },
-    get(source, run, path) {
+    get(source: string, run: string, path: string) {
       return getStmt.get(source, run, path) as ArtifactRow | undefined;
     },
-    list(source, run) {
+    /** Sorted by path, without content. */
+    list(source: string, run: string) {
       return listStmt.all(source, run) as unknown as ArtifactMeta[];
     },
   };

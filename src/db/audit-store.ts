@@ -1,18 +1,42 @@
-// Append-only audit log as a hash chain: each row's hash covers the previous hash, so edits and deletions show.
+// Append-only audit log as a hash chain: each row's hash is sha256 over the previous hash and the canonical JSON of
+// its entry, so edits and deletions show.
+import { createHash } from 'node:crypto';
 import type { StatementSync } from 'node:sqlite';
-import type { Db } from './open.ts';
-import { GENESIS_HASH, entryHash, type HashedEntry } from './audit-hash.ts';
+import { canonicalJson } from '../canonical-json.ts';
+import { inTransaction, transaction, type Db } from './open.ts';
 import { LIMIT_PARAM } from './limit-param.ts';
 import { iso } from '../iso-time.ts';
 
-export interface AuditInput {
+/** 64 zeros: the prev_hash of the first entry, so the genesis row is hashed like every other. */
+export const GENESIS_HASH = '0'.repeat(64);
+
+/** The fields an entry's hash covers; `at` is unix ms (the wire's ISO string parses back to the same number). */
+export interface HashedEntry {
+  id: number;
+  at: number;
   actor: string;
   peer: string;
   action: string;
   target: string | null;
   outcome: string;
-  detail?: Record<string, unknown> | null;
+  detail: Record<string, unknown> | null;
 }
+
+export function entryHash(prevHash: string, entry: HashedEntry): string {
+  const body = canonicalJson({
+    id: entry.id,
+    at: entry.at,
+    actor: entry.actor,
+    peer: entry.peer,
+    action: entry.action,
+    target: entry.target,
+    outcome: entry.outcome,
+    detail: entry.detail,
+  });
+  return createHash('sha256').update(prevHash).update(body).digest('hex');
+}
+
+export type AuditInput = Omit<HashedEntry, 'id' | 'at' | 'detail'> & { detail?: Record<string, unknown> | null };
 
 /** A stored entry: the hashed fields plus the chain links. */
 export interface AuditEntry extends HashedEntry {
@@ -26,22 +50,7 @@ export interface AuditPage {
   nextBeforeId: number | null;
 }
 
-export interface AuditStore {
-  append(input: AuditInput): AuditEntry;
-  /** Newest first, keyset-paged on id so rows appended meanwhile cause no duplicates or gaps. */
-  list(opts: { limit: number; beforeId?: number | null }): AuditPage;
-  /**
-   * Deletes the oldest rows written before `before` (unix ms), at most `maxRows`, in one transaction with the
-   * `audit.prune` row that anchors what stays (see verifyChain); answers how many went.
-   */
-  pruneBefore(before: number, maxRows: number): number;
-  /**
-   * Recomputes the chain oldest first; returns the id of the first row that does not match, or null. After a prune
-   * the oldest row kept must sit right after the newest `audit.prune` row's `pruned_through_id` and link to its
-   * `pruned_through_hash`, so cutting rows off the old end outside a prune still shows.
-   */
-  verifyChain(): number | null;
-}
+export type AuditStore = ReturnType<typeof createAuditStore>;
 
 /** The action of the row a prune appends; its detail anchors the chain's new start. */
 export const PRUNE_ACTION = 'audit.prune';
@@ -55,7 +64,7 @@ function toEntry(row: Row): AuditEntry {
   return { ...row, detail: row.detail === null ? null : (JSON.parse(row.detail) as Record<string, unknown>) };
 }
 
-export function createAuditStore(db: Db, clock: () => number = Date.now): AuditStore {
+export function createAuditStore(db: Db, clock: () => number = Date.now) {
   const last = db.prepare('SELECT id, hash FROM audit ORDER BY id DESC LIMIT 1');
   const insert = db.prepare(
     'INSERT INTO audit (id, at, actor, peer, action, target, outcome, detail, prev_hash, hash) ' +
@@ -109,47 +118,38 @@ export function createAuditStore(db: Db, clock: () => number = Date.now): AuditS
   }
 
   return {
-    append(input) {
+    append(input: AuditInput): AuditEntry {
       // Reading the tail and inserting must be one step, or two writers could chain onto the same parent.
-      if (db.isTransaction) return appendLocked(input);
-      db.exec('BEGIN IMMEDIATE');
-      try {
-        const entry = appendLocked(input);
-        db.exec('COMMIT');
-        return entry;
-      } catch (err) {
-        if (db.isTransaction) db.exec('ROLLBACK');
-        throw err;
-      }
+      return inTransaction(db, () => appendLocked(input));
     },
-    list({ limit, beforeId }) {
+    /** Newest first, keyset-paged on id so rows appended meanwhile cause no duplicates or gaps. */
+    list({ limit, beforeId }: { limit: number; beforeId?: number | null }) {
       return beforeId === undefined || beforeId === null ? page(newest, [], limit) : page(older, [beforeId], limit);
     },
-    pruneBefore(before, maxRows) {
-      db.exec('BEGIN IMMEDIATE');
-      try {
+    /**
+     * Deletes the oldest rows written before `before` (unix ms), at most `maxRows`, in one transaction with the
+     * `audit.prune` row that anchors what stays (see verifyChain); answers how many went.
+     */
+    pruneBefore(before: number, maxRows: number): number {
+      return transaction(db, () => {
         // Ids grow with time, so "the oldest rows before the cutoff" is a prefix of the chain: id <= through.
         const through = expiredThrough.get(maxRows - 1, before) as { id: number; hash: string } | undefined;
-        let deleted = 0;
-        if (through) {
-          deleted = (countThrough.get(through.id) as { n: number }).n;
-          appendLocked({
-            actor: 'system', peer: '', action: PRUNE_ACTION, target: null, outcome: 'ok',
-            detail: {
-              deleted, pruned_through_id: through.id, pruned_through_hash: through.hash,
-              before: iso(before),
-            },
-          });
-          deleteThrough.run(through.id);
-        }
-        db.exec('COMMIT');
+        if (!through) return 0;
+        const deleted = (countThrough.get(through.id) as { n: number }).n;
+        appendLocked({
+          actor: 'system', peer: '', action: PRUNE_ACTION, target: null, outcome: 'ok',
+          detail: { deleted, pruned_through_id: through.id, pruned_through_hash: through.hash, before: iso(before) },
+        });
+        deleteThrough.run(through.id);
         return deleted;
-      } catch (err) {
-        if (db.isTransaction) db.exec('ROLLBACK');
-        throw err;
-      }
+      });
     },
-    verifyChain() {
+    /**
+     * Recomputes the chain oldest first; returns the id of the first row that does not match, or null. After a prune
+     * the oldest row kept must sit right after the newest `audit.prune` row's `pruned_through_id` and link to its
+     * `pruned_through_hash`, so cutting rows off the old end outside a prune still shows.
+     */
+    verifyChain(): number | null {
       const first = oldest.get() as { id: number; prev_hash: string } | undefined;
       if (!first) return null;
       let prev = chainStart(first);

@@ -1,6 +1,6 @@
 // The one-row config table: a JSON body and a version that rises by one on every write (for If-Match).
 import { ConflictError } from '../errors.ts';
-import type { Db } from './open.ts';
+import { transaction, type Db } from './open.ts';
 
 export interface StoredConfig {
   /** Stored values only; merge with the schema's defaults before use. */
@@ -18,16 +18,9 @@ export class ConfigVersionConflict extends ConflictError {
   }
 }
 
-export interface ConfigStore {
-  read(): StoredConfig;
-  /**
-   * Computes the new body from the current one and writes it in one transaction, so two writers cannot both win.
-   * Throws ConfigVersionConflict when `expectedVersion` is given and is not the stored version.
-   */
-  update(fn: (current: Record<string, unknown>) => Record<string, unknown>, expectedVersion?: number): StoredConfig;
-}
+export type ConfigStore = ReturnType<typeof createConfigStore>;
 
-export function createConfigStore(db: Db, clock: () => number = Date.now): ConfigStore {
+export function createConfigStore(db: Db, clock: () => number = Date.now) {
   const select = db.prepare('SELECT version, body, updated_at FROM config WHERE id = 1');
   const upsert = db.prepare(
     'INSERT INTO config (id, version, body, updated_at) VALUES (1, ?, ?, ?) ' +
@@ -44,9 +37,12 @@ export function createConfigStore(db: Db, clock: () => number = Date.now): Confi
 
   return {
     read,
-    update(fn, expectedVersion) {
-      db.exec('BEGIN IMMEDIATE');
-      try {
+    /**
+     * Computes the new body from the current one and writes it in one transaction, so two writers cannot both win.
+     * Throws ConfigVersionConflict when `expectedVersion` is given and is not the stored version.
+     */
+    update(fn: (current: Record<string, unknown>) => Record<string, unknown>, expectedVersion?: number): StoredConfig {
+      return transaction(db, () => {
         const current = read();
         if (expectedVersion !== undefined && expectedVersion !== current.version) {
           throw new ConfigVersionConflict(current.version);
@@ -54,12 +50,8 @@ export function createConfigStore(db: Db, clock: () => number = Date.now): Confi
         const values = fn(current.values);
         const next = { values, version: current.version + 1, updated_at: clock() };
         upsert.run(next.version, JSON.stringify(values), next.updated_at);
-        db.exec('COMMIT');
         return next;
-      } catch (err) {
-        if (db.isTransaction) db.exec('ROLLBACK');
-        throw err;
-      }
+      });
     },
   };
 }

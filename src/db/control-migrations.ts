@@ -134,10 +134,8 @@ export const controlMigrations: readonly Migration[] = [
   );
   CREATE UNIQUE INDEX notifications_by_job ON notifications (job_id, channel) WHERE job_id IS NOT NULL;
   `,
-  // 3: each run's Run JSON text, kept with the row so GET /v1/runs concatenates one cell per run inside SQLite instead
-  // of turning 20 cells per run into JS values (src/db/runs-store.ts). NULL means "not written yet": a page then makes
-  // that run's text from its columns. Any UPDATE that names a public column
-  // (including plain SQL that bypasses the store, from any connection) drops the text, so it can never be stale.
+  // 3: each run's Run JSON text, kept with the row for GET /v1/runs (src/db/runs-store.ts); NULL means "not written
+  // yet". Any UPDATE that names a public column, even plain SQL from any connection, drops it, so it is never stale.
   `
   ALTER TABLE runs ADD COLUMN json TEXT;
   CREATE INDEX runs_json_missing ON runs (started_at) WHERE json IS NULL;
@@ -147,9 +145,8 @@ export const controlMigrations: readonly Migration[] = [
   WHEN NEW.json IS NOT NULL AND NEW.json IS OLD.json
   BEGIN UPDATE runs SET json = NULL WHERE rowid = NEW.rowid; END;
   `,
-  // 4: the projects the operator registered (POST /v1/import): /v1/start, retry, resume and verify run only in these
-  // or the `repos` setting. And deleted runs, so a runner re-shipping one (`svc ship`) does not
-  // bring it back; an explicit import does, and forgets the tombstone.
+  // 4: the projects the operator registered (POST /v1/import), and deleted runs, so re-shipping one does not bring it
+  // back (src/db/control-stores.ts).
   `
   CREATE TABLE projects (
     path TEXT PRIMARY KEY,
@@ -162,8 +159,7 @@ export const controlMigrations: readonly Migration[] = [
     PRIMARY KEY (source, run)
   ) STRICT;
   `,
-  // 5: the repositories each trigger server serves, as it last reported them in an ingest batch's
-  // served_repos: GET /v1/repos lists them beside the names runs carry, so the UI can filter by one with no run yet.
+  // 5: the repositories each trigger server serves, as it last reported them (GET /v1/repos).
   `
   CREATE TABLE served_repos (
     source TEXT NOT NULL,
@@ -172,8 +168,7 @@ export const controlMigrations: readonly Migration[] = [
     PRIMARY KEY (source, name)
   ) STRICT;
   `,
-  // 6: no background backfill of run JSON texts any more: a list page writes the texts its runs lack before it is
-  // read (then src/db/runs-page-query.ts), so the partial index that found them for the backfill only cost every write.
+  // 6: nothing backfills run JSON texts, so the partial index that found the missing ones only cost every write.
   `
   DROP INDEX runs_json_missing;
   `,

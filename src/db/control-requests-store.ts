@@ -12,30 +12,15 @@ export interface ControlRequest {
   created_at: number;
 }
 
-export interface ControlRequestsStore {
-  add(source: string, run: string, action: string, payload?: Record<string, unknown> | null, at?: number): number;
-  /** The undelivered requests for those runs, oldest first, now marked delivered. */
-  takePending(source: string, runs: string[], at?: number): ControlRequest[];
-  /** The undelivered requests, without marking them. */
-  pending(source: string): ControlRequest[];
-  /** The run's newest request of that action. */
-  latest(source: string, run: string, action: string): (ControlRequest & { delivered_at: number | null }) | undefined;
-}
+export type ControlRequestsStore = ReturnType<typeof createControlRequestsStore>;
 
-interface Row {
-  id: number;
-  source: string;
-  run: string;
-  action: string;
-  payload: string | null;
-  created_at: number;
-}
+type Row = Omit<ControlRequest, 'payload'> & { payload: string | null };
 
 function toRequest(row: Row): ControlRequest {
   return { ...row, payload: row.payload === null ? null : (JSON.parse(row.payload) as Record<string, unknown>) };
 }
 
-export function createControlRequestsStore(db: Db): ControlRequestsStore {
+export function createControlRequestsStore(db: Db) {
   const addStmt = db.prepare(
     'INSERT INTO control_requests (source, run, action, payload, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id',
   );
@@ -53,20 +38,23 @@ export function createControlRequestsStore(db: Db): ControlRequestsStore {
   );
 
   return {
-    add(source, run, action, payload = null, at = Date.now()) {
+    add(source: string, run: string, action: string, payload: Record<string, unknown> | null = null, at = Date.now()) {
       const payloadText = payload === null ? null : JSON.stringify(payload);
       const row = addStmt.get(source, run, action, payloadText, at) as { id: number };
       return row.id;
     },
-    takePending(source, runs, at = Date.now()) {
+    /** The undelivered requests for those runs, oldest first, now marked delivered. */
+    takePending(source: string, runs: string[], at = Date.now()) {
       // RETURNING gives no order guarantee; runners apply requests oldest first.
       const rows = runs.flatMap((run) => markStmt.all(at, source, run) as unknown as Row[]);
       return rows.sort((a, b) => a.id - b.id).map(toRequest);
     },
-    pending(source) {
+    /** The undelivered requests, without marking them. */
+    pending(source: string) {
       return (pendingStmt.all(source) as unknown as Row[]).map(toRequest);
     },
-    latest(source, run, action) {
+    /** The run's newest request of that action. */
+    latest(source: string, run: string, action: string) {
       const row = latestStmt.get(source, run, action) as (Row & { delivered_at: number | null }) | undefined;
       return row ? { ...toRequest(row), delivered_at: row.delivered_at } : undefined;
     },

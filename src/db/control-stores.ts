@@ -1,37 +1,18 @@
-// All Control Plane stores over one connection; each prepares its statements once.
+// All Control Plane stores over one connection; each prepares its statements once. The small tables' stores are here.
 import type { Db } from './open.ts';
-import { createRunsStore, type RunsStore } from './runs-store.ts';
-import { createEventsStore, type EventsStore } from './events-store.ts';
-import { createArtifactsStore, type ArtifactsStore } from './artifacts-store.ts';
-import { createControlRequestsStore, type ControlRequestsStore } from './control-requests-store.ts';
-import { createAuditStore, type AuditStore } from './audit-store.ts';
-import { createConfigStore, type ConfigStore } from './config-store.ts';
-import { createNotificationsStore, type NotificationsStore } from './notifications-store.ts';
-import { createStatsStore, type StatsStore } from './stats-store.ts';
-import { createStartRequestsStore, type StartRequestsStore } from './start-requests-store.ts';
-import { createMergeQueueStore, type MergeQueueStore } from './merge-queue-store.ts';
-import { createProjectsStore, type ProjectsStore } from './projects-store.ts';
-import { createDeletedRunsStore, type DeletedRunsStore } from './deleted-runs-store.ts';
-import { createServedReposStore, type ServedReposStore } from './served-repos-store.ts';
+import { createRunsStore } from './runs-store.ts';
+import { createEventsStore } from './events-store.ts';
+import { createArtifactsStore } from './artifacts-store.ts';
+import { createControlRequestsStore } from './control-requests-store.ts';
+import { createAuditStore } from './audit-store.ts';
+import { createConfigStore } from './config-store.ts';
+import { createNotificationsStore } from './notifications-store.ts';
+import { createStatsStore } from './stats-store.ts';
+import { createMergeQueueStore } from './merge-queue-store.ts';
 
-export interface ControlStores {
-  runs: RunsStore;
-  events: EventsStore;
-  artifacts: ArtifactsStore;
-  controlRequests: ControlRequestsStore;
-  audit: AuditStore;
-  config: ConfigStore;
-  notifications: NotificationsStore;
-  stats: StatsStore;
-  startRequests: StartRequestsStore;
-  mergeQueue: MergeQueueStore;
-  projects: ProjectsStore;
-  deletedRuns: DeletedRunsStore;
-  servedRepos: ServedReposStore;
-  close(): void;
-}
+export type ControlStores = ReturnType<typeof createControlStores>;
 
-export function createControlStores(db: Db): ControlStores {
+export function createControlStores(db: Db) {
   return {
     runs: createRunsStore(db),
     events: createEventsStore(db),
@@ -47,5 +28,105 @@ export function createControlStores(db: Db): ControlStores {
     deletedRuns: createDeletedRunsStore(db),
     servedRepos: createServedReposStore(db),
     close() {},
+  };
+}
+
+export interface StartRequest {
+  request_id: string;
+  body_sha256: string;
+  source: string;
+  run: string;
+  created_at: number;
+}
+
+/** start_requests: POST /v1/start is idempotent by request_id (same id + same body → same run; else a conflict). */
+function createStartRequestsStore(db: Db) {
+  const getStmt = db.prepare(
+    'SELECT request_id, body_sha256, source, run, created_at FROM start_requests WHERE request_id = ?',
+  );
+  const addStmt = db.prepare(
+    'INSERT INTO start_requests (request_id, body_sha256, source, run, created_at) VALUES (?, ?, ?, ?, ?) ' +
+      'ON CONFLICT (request_id) DO NOTHING',
+  );
+  const removeStmt = db.prepare('DELETE FROM start_requests WHERE request_id = ?');
+  return {
+    get(requestId: string) {
+      return getStmt.get(requestId) as StartRequest | undefined;
+    },
+    /** False when the id was already taken. */
+    add(row: StartRequest): boolean {
+      return Number(addStmt.run(row.request_id, row.body_sha256, row.source, row.run, row.created_at).changes) > 0;
+    },
+    /** Forgets an id (its run is gone, so the id may start a new run). */
+    remove(requestId: string): boolean {
+      return Number(removeStmt.run(requestId).changes) > 0;
+    },
+  };
+}
+
+/**
+ * projects: the repositories the operator registered (POST /v1/import), stored as real paths. With the `repos`
+ * setting they are the only places the Control Plane starts a process in.
+ */
+function createProjectsStore(db: Db) {
+  const addStmt = db.prepare('INSERT INTO projects (path, registered_at) VALUES (?, ?) ON CONFLICT (path) DO NOTHING');
+  const hasStmt = db.prepare('SELECT 1 AS found FROM projects WHERE path = ?');
+  const listStmt = db.prepare('SELECT path, registered_at FROM projects ORDER BY registered_at, path');
+  return {
+    /** True when the path was new. */
+    add(path: string, now: number): boolean {
+      return Number(addStmt.run(path, now).changes) > 0;
+    },
+    has(path: string): boolean {
+      return hasStmt.get(path) !== undefined;
+    },
+    /** Oldest first. */
+    list() {
+      return listStmt.all() as unknown as Array<{ path: string; registered_at: number }>;
+    },
+  };
+}
+
+/**
+ * deleted_runs: runs an operator deleted, so a runner that ships one again (`svc ship`, a late flush) does not bring
+ * it back. An explicit POST /v1/import of its project does, and forgets it.
+ */
+function createDeletedRunsStore(db: Db) {
+  const addStmt = db.prepare(
+    `INSERT INTO deleted_runs (source, run, deleted_at) VALUES (?, ?, ?)
+     ON CONFLICT (source, run) DO UPDATE SET deleted_at = excluded.deleted_at`,
+  );
+  const hasStmt = db.prepare('SELECT 1 AS found FROM deleted_runs WHERE source = ? AND run = ?');
+  const forgetStmt = db.prepare('DELETE FROM deleted_runs WHERE source = ? AND run = ?');
+  return {
+    add(source: string, run: string, now: number): void {
+      addStmt.run(source, run, now);
+    },
+    has(source: string, run: string): boolean {
+      return hasStmt.get(source, run) !== undefined;
+    },
+    forget(source: string, run: string): void {
+      forgetStmt.run(source, run);
+    },
+  };
+}
+
+/** served_repos: each trigger server's repositories; a report replaces its source's list whole. */
+function createServedReposStore(db: Db) {
+  const clearStmt = db.prepare('DELETE FROM served_repos WHERE source = ?');
+  const addStmt = db.prepare(
+    'INSERT INTO served_repos (source, name, reported_at) VALUES (?, ?, ?) ON CONFLICT (source, name) DO NOTHING',
+  );
+  const listStmt = db.prepare('SELECT source, name, reported_at FROM served_repos ORDER BY name, source');
+  return {
+    // Called inside the ingest batch's transaction (ingest-apply.ts): all or nothing with the rest of the batch.
+    replace(source: string, names: readonly string[], now: number): void {
+      clearStmt.run(source);
+      for (const name of names) addStmt.run(source, name, now);
+    },
+    /** Every (source, name), by name then source. */
+    list() {
+      return listStmt.all() as unknown as Array<{ source: string; name: string; reported_at: number }>;
+    },
   };
 }

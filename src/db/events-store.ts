@@ -1,16 +1,5 @@
 // Events table: idempotent insert on (source, run, seq), ascending reads by id. `data` is stored as JSON text, never
 // re-parsed here.
-//
-// Methods other code relies on:
-//   insert(ev)                  → the new id, or null when (source, run, seq) was already stored
-//   append(source, run, {kind, data, ts?}) → EventRow; for events the Control Plane itself originates
-//       (e.g. `answer`). They take NEGATIVE seq numbers (-1, -2, …) so they can never collide with the runner's
-//       own 0, 1, 2, …
-//   list(source, run, {after, limit}) → one run's events with id > after, ascending
-//   listAll({after, limit, source?, run?}) → events across runs with id > after, ascending (stream replay)
-//   maxId()                     → highest id stored (0 when empty)
-//   latest(source, run, kind)   → the run's newest event of that kind (highest id), or undefined
-//   deleteRun(source, run)      → number removed
 import type { Db } from './open.ts';
 import { LIMIT_PARAM } from './limit-param.ts';
 import { ConflictError } from '../errors.ts';
@@ -33,17 +22,9 @@ export interface EventPage {
   limit: number;
 }
 
-export interface EventsStore {
-  insert(ev: EventInput): number | null;
-  append(source: string, run: string, ev: { kind: string; data?: unknown; ts?: number }): EventRow;
-  list(source: string, run: string, page: EventPage): EventRow[];
-  listAll(page: EventPage & { source?: string; run?: string }): EventRow[];
-  maxId(): number;
-  latest(source: string, run: string, kind: string): EventRow | undefined;
-  deleteRun(source: string, run: string): number;
-}
+export type EventsStore = ReturnType<typeof createEventsStore>;
 
-export function createEventsStore(db: Db): EventsStore {
+export function createEventsStore(db: Db) {
   const insertStmt = db.prepare(
     'INSERT INTO events (source, run, seq, ts, kind, data) VALUES (?, ?, ?, ?, ?, ?) ' +
       'ON CONFLICT (source, run, seq) DO NOTHING',
@@ -58,6 +39,7 @@ export function createEventsStore(db: Db): EventsStore {
     'SELECT * FROM events WHERE source = ? AND run = ? AND kind = ? ORDER BY id DESC LIMIT 1',
   );
 
+  /** The new id, or null when (source, run, seq) was already stored. */
   function insert(ev: EventInput): number | null {
     // run() + lastInsertRowid measured ~2x faster than RETURNING on the ingest hot path.
     const r = insertStmt.run(ev.source, ev.run, ev.seq, ev.ts, ev.kind, ev.data);
@@ -66,7 +48,12 @@ export function createEventsStore(db: Db): EventsStore {
 
   return {
     insert,
-    append(source, run, { kind, data = {}, ts = Date.now() }) {
+    /**
+     * An event the Control Plane itself originates (e.g. `answer`): its seq is negative (-1, -2, …), so it never
+     * collides with the runner's own 0, 1, 2, …
+     */
+    append(source: string, run: string, ev: { kind: string; data?: unknown; ts?: number }): EventRow {
+      const { kind, data = {}, ts = Date.now() } = ev;
       const m = (minSeq.get(source, run) as { m: number | null }).m;
       const seq = m === null || m >= 0 ? -1 : m - 1;
       const text = JSON.stringify(data);
@@ -74,10 +61,11 @@ export function createEventsStore(db: Db): EventsStore {
       if (id === null) throw new ConflictError(`Event seq ${seq} of ${source}/${run} already exists`);
       return { id, source, run, seq, ts, kind, data: text };
     },
-    list(source, run, { after, limit }) {
+    list(source: string, run: string, { after, limit }: EventPage) {
       return listRun.all(source, run, after, limit) as unknown as EventRow[];
     },
-    listAll({ after, limit, source, run }) {
+    /** Events across runs with id > after, ascending (stream replay). */
+    listAll({ after, limit, source, run }: EventPage & { source?: string; run?: string }) {
       if (source !== undefined && run !== undefined) {
         return listRun.all(source, run, after, limit) as unknown as EventRow[];
       }
@@ -87,10 +75,11 @@ export function createEventsStore(db: Db): EventsStore {
     maxId() {
       return Number((maxStmt.get() as { m: number }).m);
     },
-    latest(source, run, kind) {
+    /** The run's newest event of that kind. */
+    latest(source: string, run: string, kind: string) {
       return latestStmt.get(source, run, kind) as EventRow | undefined;
     },
-    deleteRun(source, run) {
+    deleteRun(source: string, run: string) {
       return Number(deleteStmt.run(source, run).changes);
     },
   };

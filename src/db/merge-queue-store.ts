@@ -13,17 +13,9 @@ export interface MergeEntry {
   updated_at: number;
 }
 
-export interface MergeQueueStore {
-  /** Undefined when the run is already queued. */
-  add(source: string, run: string, at: number): MergeEntry | undefined;
-  get(source: string, run: string): MergeEntry | undefined;
-  /** Oldest first, as queued() for the entries still waiting. */
-  list(): MergeEntry[];
-  queued(): MergeEntry[];
-  setStatus(id: number, status: MergeStatus, detail: string | null, at: number): void;
-}
+export type MergeQueueStore = ReturnType<typeof createMergeQueueStore>;
 
-export function createMergeQueueStore(db: Db): MergeQueueStore {
+export function createMergeQueueStore(db: Db) {
   const cols = 'id, source, run, status, detail, added_at, updated_at';
   const addStmt = db.prepare(
     `INSERT INTO merge_queue (source, run, status, detail, added_at, updated_at) VALUES (?, ?, 'queued', NULL, ?, ?)
@@ -37,19 +29,21 @@ export function createMergeQueueStore(db: Db): MergeQueueStore {
   const queuedStmt = db.prepare(`SELECT ${cols} FROM merge_queue WHERE status = 'queued' ORDER BY added_at, id`);
   const setStmt = db.prepare('UPDATE merge_queue SET status = ?, detail = ?, updated_at = ? WHERE id = ?');
   return {
-    add(source, run, at) {
+    /** Undefined when the run is already queued. */
+    add(source: string, run: string, at: number) {
       return addStmt.get(source, run, at, at) as MergeEntry | undefined;
     },
-    get(source, run) {
+    get(source: string, run: string) {
       return getStmt.get(source, run) as MergeEntry | undefined;
     },
+    /** Oldest first, as queued() for the entries still waiting. */
     list() {
       return listStmt.all() as unknown as MergeEntry[];
     },
     queued() {
       return queuedStmt.all() as unknown as MergeEntry[];
     },
-    setStatus(id, status, detail, at) {
+    setStatus(id: number, status: MergeStatus, detail: string | null, at: number): void {
       setStmt.run(status, detail, at, id);
     },
   };

@@ -1,8 +1,7 @@
-// Outbound messages about runs (completion summaries to chat and trackers) and how their delivery went.
-// Rows arrive from the trigger server through POST /v1/ingest; `target` holds a host, never a URL with secrets in it.
-import type { Db } from './open.ts';
-import { inTransaction } from './tx.ts';
-import { hostOnly, scrubError } from './notification-scrub.ts';
+// Outbound messages about runs (completion summaries to chat and trackers) and how their delivery went, as the
+// trigger server reports them through POST /v1/ingest. Chat reply URLs carry capability tokens in their path, so
+// whoever the caller is, a target is stored as a host and URLs in error text lose their path.
+import { inTransaction, type Db } from './open.ts';
 import { LIMIT_PARAM } from './limit-param.ts';
 
 export const NOTIFICATION_STATUSES = ['pending', 'sent', 'failed'] as const;
@@ -22,30 +21,12 @@ export interface NotificationInput {
   updated_at: number;
 }
 
-export interface NotificationRow extends NotificationInput {
-  id: number;
-}
-
-export interface NotificationKey {
-  created_at: number;
-  id: number;
-}
-
-export interface NotificationsStore {
-  /**
-   * Upserts by (job_id, channel) so the trigger server can re-send a notification as its delivery progresses;
-   * an older `updated_at` never overwrites a newer row. Rows without a job id are always inserted.
-   * Targets are cut to a host and URLs in errors to scheme and host, whatever the caller already did.
-   * Returns how many rows were inserted or changed. Composes with an open transaction (ingest's).
-   */
-  ingest(list: readonly NotificationInput[]): number;
-  /** Newest first by (created_at, id), strictly after `after`. */
-  list(opts: { limit: number; after?: NotificationKey | null }): NotificationRow[];
-}
+type NotificationRow = NotificationInput & { id: number };
+export type NotificationsStore = ReturnType<typeof createNotificationsStore>;
 
 const COLUMNS = 'id, job_id, source, run, origin, channel, target, status, attempts, error, created_at, updated_at';
 
-export function createNotificationsStore(db: Db): NotificationsStore {
+export function createNotificationsStore(db: Db) {
   const upsert = db.prepare(
     'INSERT INTO notifications ' +
       '(job_id, source, run, origin, channel, target, status, attempts, error, created_at, updated_at) ' +
@@ -63,7 +44,11 @@ export function createNotificationsStore(db: Db): NotificationsStore {
   );
 
   return {
-    ingest(list) {
+    /**
+     * Upserts by (job_id, channel), so a re-sent notification updates its row; an older `updated_at` never overwrites
+     * a newer one, and rows without a job id are always inserted. How many rows changed.
+     */
+    ingest(list: readonly NotificationInput[]): number {
       return inTransaction(db, () => {
         let changed = 0;
         for (const n of list) {
@@ -78,9 +63,36 @@ export function createNotificationsStore(db: Db): NotificationsStore {
         return changed;
       });
     },
-    list({ limit, after }) {
+    /** Newest first by (created_at, id), strictly after `after`. */
+    list({ limit, after }: { limit: number; after?: { created_at: number; id: number } | null }) {
       const rows = after ? older.all(after.created_at, after.id, limit) : newest.all(limit);
       return rows as unknown as NotificationRow[];
     },
   };
+}
+
+/** A URL becomes its host (no user info, path or query); a bare host name stays; anything else becomes null. */
+function hostOnly(target: string | null): string | null {
+  if (target === null || target.length === 0) return null;
+  try {
+    const url = new URL(target);
+    if (url.hostname) return url.host.slice(0, 255);
+  } catch {
+    // not a URL: judged below
+  }
+  return /^[A-Za-z0-9.-]{1,253}(:\d{1,5})?$/.test(target) ? target : null;
+}
+
+/** Error text with every URL cut to scheme and host, capped at 500 characters. */
+function scrubError(error: string | null): string | null {
+  if (error === null || error.length === 0) return null;
+  const scrubbed = error.replace(/\b[a-z][a-z0-9+.-]*:\/\/[^\s"'<>]+/gi, (match) => {
+    try {
+      const url = new URL(match);
+      return `${url.protocol}//${url.host}/…`;
+    } catch {
+      return '[url]';
+    }
+  });
+  return scrubbed.slice(0, 500);
 }

@@ -6,8 +6,7 @@ import { migrate, type Migration } from './migrate.ts';
 
 export type Db = DatabaseSync;
 
-/** A connection with the pragmas every connection needs, without migrations (a second connection to a DB that its
- * owner already opened and migrated, such as the trigger's WAL checkpoint thread). */
+/** Without migrations: a second connection to a DB its owner already migrated (the WAL checkpoint thread). */
 export function openConnection(path: string): Db {
   const db = new DatabaseSync(path);
   db.exec('PRAGMA journal_mode = WAL');
@@ -41,4 +40,9 @@ export function transaction<T>(db: Db, fn: () => T): T {
     if (db.isTransaction) db.exec('ROLLBACK');
     throw err;
   }
+}
+
+/** transaction() unless one is already open, so store methods compose inside a caller's transaction. */
+export function inTransaction<T>(db: Db, fn: () => T): T {
+  return db.isTransaction ? fn() : transaction(db, fn);
 }

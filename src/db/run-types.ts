@@ -1,5 +1,4 @@
-// The runs table's row, filter and key types, apart from the store so its WHERE builder and delete can share them
-// without importing the store (no circles, DESIGN §8).
+// The runs table's row, filter and key types, apart from the store so its callers need not import it.
 import type { RunJson, RunStatus, Verdict } from '../run-json.ts';
 
 /** A runs row: the Run JSON fields with times as unix ms, plus the internal columns that never leave the server. */

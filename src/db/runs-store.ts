@@ -1,43 +1,18 @@
-// Runs table: upsert, patch, keyset-paged list and the small counts. Times are unix ms; the wire format lives in
-// run-row-json.ts, and every write stores the run's Run JSON text with its row, so a list page reads one cell per run
-// (docs/bench.md: without it the list's p99 bar fails). The cascading delete lives beside it (run-delete.ts).
+// Runs table: upsert, patch, keyset-paged list, counts and the cascading delete. Times are unix ms. Every write stores
+// the run's Run JSON text with its row, so a list page reads one cell per run (docs/bench.md: the list's p99 bar).
 import type { SQLInputValue, StatementSync } from 'node:sqlite';
-import type { Db } from './open.ts';
+import { inTransaction, type Db } from './open.ts';
 import { ACTIVE_STATUSES, TERMINAL_STATUSES, type RunStatus } from '../run-json.ts';
-import { inTransaction } from './tx.ts';
 import { runToJson } from './run-row-json.ts';
 import type { DeleteOutcome, RunFilter, RunInput, RunKey, RunPatch, RunRow } from './run-types.ts';
-
-// The types of the store's own interface, for its callers (their home is run-types.ts).
-export type { DeleteOutcome, RunFilter, RunInput, RunKey, RunPatch, RunRow } from './run-types.ts';
-import { createRunDelete } from './run-delete.ts';
 import { LIMIT_PARAM } from './limit-param.ts';
+
+export type { DeleteOutcome, RunFilter, RunInput, RunKey, RunPatch, RunRow } from './run-types.ts';
+export type RunsStore = ReturnType<typeof createRunsStore>;
 
 /** The status lists as SQL literals: constants of ours, never input. */
 const sqlList = (statuses: readonly string[]) => statuses.map((x) => `'${x}'`).join(', ');
-
-export interface RunsStore {
-  get(source: string, run: string): RunRow | undefined;
-  /** The public fields; an older `updated_at` never overwrites a newer row; started_at keeps its first value. */
-  upsert(source: string, input: RunInput): boolean;
-  /** Only the given columns; whether a row changed. */
-  patch(source: string, run: string, fields: RunPatch): boolean;
-  /** patch that also stamps updated_at. */
-  setStatus(source: string, run: string, status: RunStatus, at: number, fields?: RunPatch): boolean;
-  /** Newest first by (started_at, source, run), keyset after `filter.after`, at most `filter.limit` rows. */
-  list(filter: RunFilter): RunRow[];
-  /** The same runs as Run JSON texts, and the last one's key when another page follows. */
-  page(filter: RunFilter): { items: string[]; next: RunKey | null };
-  count(): number;
-  /** Runs of that source that are queued, running, blocked or stopping. */
-  countActive(source: string): number;
-  /** Oldest terminal runs that ended before `before` (retention). */
-  listEnded(before: number, limit: number): Array<{ source: string; run: string }>;
-  /** Throws when the DB is unusable (/ready). */
-  ping(): void;
-  /** Active runs are kept; a deleted one takes its events, artifacts, control and start requests along. */
-  delete(source: string, run: string): DeleteOutcome;
-}
+const ACTIVE: ReadonlySet<string> = new Set(ACTIVE_STATUSES);
 
 const COLUMNS = [
   'repo', 'repo_path', 'group_id', 'status', 'verdict', 'brief', 'origin', 'provider', 'branch', 'pr_url', 'question',
@@ -64,7 +39,7 @@ const ROW_COLUMNS = ['source', 'run', ...COLUMNS].join(', ');
 const PATCH_TAIL = `, json = NULL WHERE source = ? AND run = ? RETURNING rowid AS rowid_, ${ROW_COLUMNS}`;
 type Written = RunRow & { rowid_: number };
 
-export function createRunsStore(db: Db): RunsStore {
+export function createRunsStore(db: Db) {
   const getStmt = db.prepare(`SELECT ${ROW_COLUMNS} FROM runs WHERE source = ? AND run = ?`);
   const upsertStmt = db.prepare(
     `INSERT INTO runs (source, run, ${COLUMNS.join(', ')}) VALUES (?, ?, ${COLUMNS.map(() => '?').join(', ')})
@@ -85,7 +60,10 @@ export function createRunsStore(db: Db): RunsStore {
   const pingStmt = db.prepare('SELECT 1 FROM runs LIMIT 1');
   const patchCache = new Map<string, StatementSync>();
   const listCache = new Map<string, StatementSync>();
-  const deleteRun = createRunDelete(db);
+  const statusStmt = db.prepare('SELECT status FROM runs WHERE source = ? AND run = ?');
+  // A start request_id whose run is gone may start a new run, so its start request goes with it.
+  const cascade = ['events', 'artifacts', 'control_requests', 'start_requests', 'runs'].map((table) =>
+    db.prepare(`DELETE FROM ${table} WHERE source = ? AND run = ?`));
 
   function listStatement(sql: string, arrays = false): StatementSync {
     let stmt = listCache.get(sql);
@@ -121,24 +99,27 @@ export function createRunsStore(db: Db): RunsStore {
   }
 
   return {
-    get(source, run) {
+    get(source: string, run: string) {
       return getStmt.get(source, run) as RunRow | undefined;
     },
-    upsert(source, input) {
+    /** An older `updated_at` never overwrites a newer row; started_at keeps its first value. */
+    upsert(source: string, input: RunInput) {
       const row: Record<string, unknown> = { group_id: input.run, updated_at: input.started_at, ...input };
       const values = COLUMNS.map((c) => (row[c] ?? null) as SQLInputValue);
       return write(upsertStmt, [source, input.run, ...values]);
     },
+    /** Only the given columns; whether a row changed. */
     patch,
-    setStatus(source, run, status, at, fields = {}) {
+    setStatus(source: string, run: string, status: RunStatus, at: number, fields: RunPatch = {}) {
       return patch(source, run, { ...fields, status, updated_at: at });
     },
-    list(filter) {
+    /** Newest first by (started_at, source, run), keyset after `filter.after`, at most `filter.limit` rows. */
+    list(filter: RunFilter) {
       const { sql, args } = buildListQuery(filter, ROW_COLUMNS);
       return listStatement(sql).all(...args) as unknown as RunRow[];
     },
-    page(filter) {
-      // One row past the page says whether another follows; one statement, so one snapshot.
+    /** The same runs as Run JSON texts, and the last one's key when another page follows (one row past the page). */
+    page(filter: RunFilter): { items: string[]; next: RunKey | null } {
       const { sql, args } = buildListQuery({ ...filter, limit: filter.limit + 1 }, 'json, started_at, source, run');
       const rows = listStatement(sql, true).all(...args) as unknown as Array<[string | null, number, string, string]>;
       const page = rows.slice(0, filter.limit);
@@ -153,16 +134,28 @@ export function createRunsStore(db: Db): RunsStore {
     count() {
       return Number((countStmt.get() as { n: number }).n);
     },
-    countActive(source) {
+    /** Runs of that source that are queued, running, blocked or stopping. */
+    countActive(source: string) {
       return Number((countActiveStmt.get(source) as { n: number }).n);
     },
-    listEnded(before, limit) {
+    /** Oldest terminal runs that ended before `before` (retention). */
+    listEnded(before: number, limit: number) {
       return listEndedStmt.all(before, before, limit) as unknown as Array<{ source: string; run: string }>;
     },
+    /** Throws when the DB is unusable (/ready). */
     ping() {
       pingStmt.get();
     },
-    delete: deleteRun,
+    /** Active runs are kept; a deleted one takes its events, artifacts, control and start requests along. */
+    delete(source: string, run: string): DeleteOutcome {
+      return inTransaction(db, () => {
+        const row = statusStmt.get(source, run) as { status: string } | undefined;
+        if (!row) return 'not_found';
+        if (ACTIVE.has(row.status)) return 'active';
+        for (const stmt of cascade) stmt.run(source, run);
+        return 'deleted';
+      });
+    },
   };
 }
 

@@ -38,16 +38,7 @@ export interface CostGroup {
   tokens_out: number | null;
 }
 
-export interface StatsStore {
-  counts(f: StatsFilter): RunCounts;
-  /** Nearest-rank percentiles of ended_at - started_at over ended runs, in ms; null when no run has ended. */
-  durationPercentiles(f: StatsFilter, ps: readonly number[]): { ended: number; values: (number | null)[] };
-  runsPerDay(f: StatsFilter): DayCount[];
-  costTotal(f: StatsFilter): CostGroup;
-  costBy(f: StatsFilter, by: 'provider' | 'repo' | 'day'): CostGroup[];
-  /** Every distinct non-null `repo` of runs, sorted. */
-  distinctRepos(): string[];
-}
+export type StatsStore = ReturnType<typeof createStatsStore>;
 
 // Conditional sums over the closed sets in one scan: no temp B-tree, unlike GROUP BY status, verdict.
 const COUNT_COLUMNS = [
@@ -70,7 +61,7 @@ function whereOf(f: StatsFilter, extra: string[] = []): { clause: string; args: 
   return { clause: where.length ? `WHERE ${where.join(' AND ')}` : '', args, sig: where.join('&') };
 }
 
-export function createStatsStore(db: Db): StatsStore {
+export function createStatsStore(db: Db) {
   const cache = new Map<string, StatementSync>();
   // A loose index scan: one index seek per distinct repo instead of reading all 1,000,000 index entries.
   const repos = db.prepare(
@@ -92,7 +83,7 @@ export function createStatsStore(db: Db): StatsStore {
   }
 
   return {
-    counts(f) {
+    counts(f: StatsFilter): RunCounts {
       const { stmt, args } = prepared('n', f, (w) => `SELECT ${COUNT_COLUMNS} FROM runs ${w}`);
       const row = stmt.get(...args) as Record<string, number | null>;
       const byStatus: Record<string, number> = {};
@@ -103,7 +94,8 @@ export function createStatsStore(db: Db): StatsStore {
       }
       return { runs: Number(row.runs ?? 0), byStatus, byVerdict };
     },
-    durationPercentiles(f, ps) {
+    /** Nearest-rank percentiles of ended_at - started_at over ended runs, in ms; null when no run has ended. */
+    durationPercentiles(f: StatsFilter, ps: readonly number[]): { ended: number; values: (number | null)[] } {
       const ended = ['ended_at IS NOT NULL'];
       const count = prepared('dn', f, (w) => `SELECT count(*) AS n FROM runs ${w}`, ended);
       const n = Number((count.stmt.get(...count.args) as { n: number }).n);
@@ -123,7 +115,7 @@ export function createStatsStore(db: Db): StatsStore {
       const row = pick.stmt.get(...pick.args, ...ranks.map((r) => r - 1)) as Record<string, number | null>;
       return { ended: n, values: ranks.map((_, i) => (row[`p${i}`] === null ? null : Number(row[`p${i}`]))) };
     },
-    runsPerDay(f) {
+    runsPerDay(f: StatsFilter) {
       const { stmt, args } = prepared(
         'day',
         f,
@@ -134,11 +126,11 @@ export function createStatsStore(db: Db): StatsStore {
       );
       return stmt.all(...args) as unknown as DayCount[];
     },
-    costTotal(f) {
+    costTotal(f: StatsFilter) {
       const { stmt, args } = prepared('ct', f, (w) => `SELECT NULL AS key, ${COST_COLUMNS} FROM runs ${w}`);
       return stmt.get(...args) as unknown as CostGroup;
     },
-    costBy(f, by) {
+    costBy(f: StatsFilter, by: 'provider' | 'repo' | 'day') {
       // `+repo` keeps the planner on the covering index (runs_by_repo would avoid a sort but look up every row).
       const expr = by === 'day' ? `started_at / ${DAY_MS}` : `+${by}`;
       const order = by === 'day' ? 'key' : 'runs DESC, key';
@@ -149,7 +141,8 @@ export function createStatsStore(db: Db): StatsStore {
       );
       return stmt.all(...args) as unknown as CostGroup[];
     },
-    distinctRepos() {
+    /** Every distinct non-null `repo` of runs, sorted. */
+    distinctRepos(): string[] {
       return (repos.all() as Array<{ repo: string }>).map((r) => r.repo);
     },
   };

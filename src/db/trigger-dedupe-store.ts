@@ -1,17 +1,20 @@
 // Dedupe keys (body hashes and vendor delivery ids), claimed in the same transaction as the job they belong to.
-// The key is the table's primary key (trigger migration 7): SQLite finds a repeat, and no key is claimed twice.
+// The key is the table's primary key (trigger migration 7): a claim is one INSERT, and SQLite finds a repeat.
 import type { Db } from './open.ts';
 
 export interface TriggerDedupeStore {
   /** The job that holds any of these keys: committed, or claimed earlier in the open transaction. */
   holder(keys: readonly string[]): string | undefined;
-  /** Inside the job's transaction; a key repeated within one delivery is claimed once. */
-  claim(keys: readonly string[], jobId: string, at: number): void;
+  /**
+   * Inside the job's transaction: claims the keys for the job, or returns the other job that holds one (the caller
+   * then removes its job, and the keys it claimed go with it). A key repeated within one delivery is claimed once.
+   */
+  claim(keys: readonly string[], jobId: string, at: number): string | undefined;
 }
 
 export function createTriggerDedupeStore(db: Db): TriggerDedupeStore {
   const find = db.prepare('SELECT job_id FROM dedupe_keys WHERE key = ?');
-  const insert = db.prepare('INSERT OR IGNORE INTO dedupe_keys (key, job_id, created_at) VALUES (?, ?, ?)');
+  const add = db.prepare('INSERT INTO dedupe_keys (key, job_id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING');
   return {
     holder(keys) {
       for (const key of keys) {
@@ -21,7 +24,12 @@ export function createTriggerDedupeStore(db: Db): TriggerDedupeStore {
       return undefined;
     },
     claim(keys, jobId, at) {
-      for (const key of keys) insert.run(key, jobId, at);
+      for (const key of keys) {
+        if (add.run(key, jobId, at).changes === 1) continue;
+        const holder = (find.get(key) as { job_id: string }).job_id;
+        if (holder !== jobId) return holder;
+      }
+      return undefined;
     },
   };
 }

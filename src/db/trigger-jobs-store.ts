@@ -45,6 +45,8 @@ export interface JobEnd {
 
 export interface TriggerJobsStore {
   insert(job: NewJob): void;
+  /** Deletes a job with its dedupe keys and reply target (ON DELETE CASCADE): one its transaction did not keep. */
+  remove(id: string): void;
   get(id: string): JobRow | undefined;
   countByStatus(status: JobStatus): number;
   /** Queued jobs per origin (only origins with some), from the trigger-kept queued_by_origin table: O(origins). */
@@ -77,6 +79,7 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
   const insert = db.prepare(
     "INSERT INTO jobs (id, origin, status, brief, args, created_at, repo) VALUES (?, ?, 'queued', ?, ?, ?, ?)",
   );
+  const remove = db.prepare('DELETE FROM jobs WHERE id = ?');
   const get = db.prepare('SELECT * FROM jobs WHERE id = ?');
   const count = db.prepare('SELECT n FROM job_counts WHERE status = ?');
   const byOrigin = db.prepare('SELECT origin, n FROM queued_by_origin WHERE n > 0');
@@ -101,6 +104,9 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
   return {
     insert(job) {
       insert.run(job.id, job.origin, job.brief, JSON.stringify(job.args), job.created_at, job.repo);
+    },
+    remove(id) {
+      remove.run(id);
     },
     get(id) {
       return toJob(get.get(id) as Row | undefined);

@@ -1,6 +1,5 @@
-// Worker-thread side of the WAL checkpointer: its own connection to the server's DB, one PASSIVE checkpoint
-// per request from the main thread. PASSIVE never takes the writer lock, so the main thread keeps committing
-// while this thread copies pages and waits for fsync.
+// Worker-thread side of the WAL checkpointer: its own connection, one PASSIVE checkpoint (it never takes the writer
+// lock) per request from the main thread.
 import '../quiet-sqlite-warning.ts';
 import { parentPort, workerData } from 'node:worker_threads';
 import { errorMessage } from '../errors.ts';

@@ -1,11 +1,6 @@
-// Moves WAL checkpoints off the event loop, for both servers. With synchronous=NORMAL a commit only appends to the
-// WAL, but every automatic checkpoint (each ~1,000 pages) copies pages into the DB and waits for two fsyncs on the
-// main thread — 10–30 ms stalls on this VM's disk during a burst of deliveries or ingest batches. Here a worker
-// thread with its own connection checkpoints PASSIVE (never blocking the writer) at most every `intervalMs` after
-// commits. The main connection keeps a large automatic checkpoint as a backstop: under a sustained burst the WAL
-// can only restart when one checkpoint catches up with the writer, so the backstop bounds its size.
-// Kept for speed because bars need it: the trigger's intake fell to about half of its plain floor without it, and
-// the Control Plane's fan-in spent ~7 % of its event loop in the checkpoint's fsync (docs/bench.md has both figures).
+// Moves WAL checkpoints (a copy and two fsyncs: 10–30 ms stalls) off both servers' event loop: a worker thread with
+// its own connection checkpoints PASSIVE at most every `intervalMs` after commits, and the main connection keeps a
+// large automatic checkpoint as a backstop that bounds the WAL under a sustained burst. Kept for speed (docs/bench.md).
 import { Worker } from 'node:worker_threads';
 import type { Db } from './open.ts';
 import type { Logger } from '../log.ts';
@@ -24,14 +19,9 @@ export interface WalCheckpointer {
   close(): Promise<void>;
 }
 
-export interface WalCheckpointerOptions {
-  db: Db;
-  path: string;
-  log: Logger;
-  intervalMs?: number;
-}
-
-export function createWalCheckpointer(opts: WalCheckpointerOptions): WalCheckpointer {
+export function createWalCheckpointer(
+  opts: { db: Db; path: string; log: Logger; intervalMs?: number },
+): WalCheckpointer {
   const { db, log } = opts;
   const intervalMs = opts.intervalMs ?? 100;
   if (opts.path === ':memory:') return { nudge() {}, async close() {} };

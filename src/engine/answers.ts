@@ -3,7 +3,7 @@
 import { existsSync, readFileSync, renameSync, mkdirSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { writeJsonAtomic } from './atomic.ts';
+import { writeJsonAtomic } from './safe-fs.ts';
 import { answerFilePath } from './paths.ts';
 
 export const MAX_ANSWER_BYTES = 64 * 1024;

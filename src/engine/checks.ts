@@ -1,11 +1,13 @@
-// Runs the policy's checks (argv arrays, never a shell) with capped output, one `check` event and artifact each.
+// Runs the policy's checks (argv arrays, never a shell) in the agent's sandbox with capped output, one `check` event
+// and log artifact each; and the verdict of DESIGN §3 they give.
 import { createHash } from 'node:crypto';
 import { spawnGroup } from './spawn-group.ts';
-import type { CheckSpec } from './policy.ts';
-import type { SandboxPlan } from '../spawn/bwrap-argv.ts';
+import type { Policy } from './policy.ts';
+import type { Verdict } from '../run-json.ts';
+import type { RunContext } from './run-context.ts';
+import { agentSandbox, agentExtraEnv, type RunSandbox } from './sandbox.ts';
 
-export const CHECK_OUTPUT_CAP = 256 * 1024;
-export const CHECK_TIMEOUT_MS = 15 * 60 * 1000;
+const CHECK_OUTPUT_CAP = 256 * 1024;
 
 export interface CheckResult {
   name: string;
@@ -32,56 +34,53 @@ export function requiredCheckError(check: CheckOutcome): string {
   return `Required check "${check.name}" failed (exit ${check.exit_code})`;
 }
 
-export function artifactName(name: string): string {
-  return `checks/${name.replace(/[^A-Za-z0-9._-]/g, '_')}.log`;
-}
-
-export interface CheckHooks {
-  /** svc's environment; checks get the spawn policy's 'agent' environment derived from it, plus `extra`. */
-  env: NodeJS.ProcessEnv;
-  extra?: Record<string, string>;
-  cwd: string;
-  /** Wall-clock time for one check (policy limits.check_timeout_s). */
-  timeoutMs?: number;
-  /** The sandbox each check runs in (it runs code the agent wrote); null when the run has none. */
-  sandboxFor: (argv: string[]) => { bwrap: string; plan: SandboxPlan } | null;
-  /** Called with the running check's group so a stop can reach it. */
-  onSpawn?: (identity: { pid: number; pgid: number; proc_start: string | null }) => void;
-  saveArtifact: (path: string, content: Buffer) => void;
-  event: (kind: string, data: Record<string, unknown>) => void;
-  stopped: () => boolean;
-}
-
-export async function runChecks(checks: CheckSpec[], hooks: CheckHooks): Promise<CheckResult[]> {
+/** The checks, one after another in the run's working tree, each in a process group a stop can reach. */
+export async function runChecks(ctx: RunContext, policy: Policy, sandbox: RunSandbox): Promise<CheckResult[]> {
   const results: CheckResult[] = [];
-  for (const check of checks) {
-    if (hooks.stopped()) break;
-    const started = Date.now();
-    const run = spawnGroup(check.run, {
-      cwd: hooks.cwd,
-      env: hooks.env,
-      extra: hooks.extra,
-      maxBytes: CHECK_OUTPUT_CAP,
-      timeoutMs: hooks.timeoutMs ?? CHECK_TIMEOUT_MS,
-      sandbox: hooks.sandboxFor(check.run),
-    });
-    hooks.onSpawn?.(run.identity);
-    const done = await run.done;
-    const output = done.truncated ? Buffer.concat([done.output, Buffer.from('\n[output truncated]\n')]) : done.output;
-    const artifact = artifactName(check.name);
-    hooks.saveArtifact(artifact, output);
-    const result: CheckResult = {
-      name: check.name,
-      argv: check.run,
-      required: check.required,
-      exit_code: done.code,
-      duration_ms: Date.now() - started,
-      output_sha256: createHash('sha256').update(output).digest('hex'),
-      artifact,
-    };
-    const { name, exit_code, duration_ms, required } = result;
-    hooks.event('check', { name, exit_code, duration_ms, required, artifact });
-    results.push(result);
+  try {
+    for (const { name, run: argv, required } of policy.checks) {
+      if (ctx.stopRequested()) break;
+      const started = Date.now();
+      const run = spawnGroup(argv, {
+        cwd: ctx.state.workdir,
+        env: ctx.env,
+        extra: { ...agentExtraEnv(sandbox), SVC_RUN_ID: ctx.state.run },
+        maxBytes: CHECK_OUTPUT_CAP,
+        timeoutMs: policy.limits.check_timeout_s * 1000,
+        // A check runs code the agent wrote: in the sandbox, with no provider's login folders.
+        sandbox: agentSandbox(ctx, sandbox, argv[0]!, null, policy.limits),
+      });
+      ctx.setChild(run.identity);
+      const done = await run.done;
+      const output = done.truncated ? Buffer.concat([done.output, Buffer.from('\n[output truncated]\n')]) : done.output;
+      const artifact = `checks/${name.replace(/[^A-Za-z0-9._-]/g, '_')}.log`;
+      ctx.saveArtifact(artifact, output);
+      const exit_code = done.code;
+      const duration_ms = Date.now() - started;
+      const output_sha256 = createHash('sha256').update(output).digest('hex');
+      results.push({ name, argv, required, exit_code, duration_ms, output_sha256, artifact });
+      ctx.event('check', { name, exit_code, duration_ms, required, artifact });
+      ctx.say(`check ${name} exit ${exit_code}`);
+    }
+  } finally {
+    ctx.setChild(null);
   }
   return results;
+}
+
+/** The verdict from the check results, the diff and whether the run itself failed; gaps say what was missing. */
+export function decideVerdict(
+  input: { checks: CheckResult[]; diffFiles: number; runFailed: boolean },
+): { verdict: Verdict; gaps: string[] } {
+  const requiredFailed = input.checks.filter((c) => c.required && c.exit_code !== 0);
+  if (input.runFailed || requiredFailed.length > 0) {
+    const gaps = requiredFailed.map((c) => `required check "${c.name}" failed`);
+    if (input.runFailed) gaps.unshift('the run failed');
+    return { verdict: 'not_verified', gaps };
+  }
+  const gaps: string[] = [];
+  if (!input.checks.some((c) => c.required)) gaps.push('no required checks configured');
+  for (const c of input.checks) if (!c.required && c.exit_code !== 0) gaps.push(`optional check "${c.name}" failed`);
+  if (input.diffFiles === 0) gaps.push('the diff is empty');
+  return { verdict: gaps.length === 0 ? 'verified' : 'verified_with_gaps', gaps };
 }

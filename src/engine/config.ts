@@ -1,11 +1,16 @@
-// The project's engine config .svc/config.json: the default provider and `command` providers (argv arrays, no shell).
-// The operator's file (operator-config.ts) has the same provider shape. Which of these settings a run may use is
-// decided in one place, setting-authority.ts.
+// The engine's settings files (docs/engine.md "Who may set what"): the repository's .svc/config.json (the default
+// provider and `command` providers, argv arrays, no shell), the operator's `/etc/svc/operator.json`, then
+// `~/.svc/operator.json` (the latter wins per provider name), and the record of the config files a person trusted.
+// Which of these settings a run may use is decided in one place, setting-authority.ts.
 import { isJsonObject } from '../untrusted.ts';
-import { readFileSync, existsSync } from 'node:fs';
+import { readFileSync, existsSync, realpathSync } from 'node:fs';
 import { createHash } from 'node:crypto';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { BadSettingError } from '../errors.ts';
+import { onlyKeys, readLimits, type RunLimits } from './policy.ts';
+import { svcHomeOf } from '../spawn/svc-paths.ts';
+import { isSecretName } from '../spawn/env.ts';
+import { writeJsonAtomic } from './safe-fs.ts';
 
 export interface ProviderEntry {
   command: string[];
@@ -20,14 +25,11 @@ export interface EngineConfig {
   providers: Record<string, ProviderEntry>;
   /** Names of svc's environment variables passed to the agent and the checks (an operator setting). */
   env?: string[];
+  /** The operator's caps on every run's limits (operator.json only). */
+  limits?: Partial<RunLimits>;
 }
 
-/** The repository's config file as read: its parsed settings, where it is, and the hash of the exact bytes parsed. */
-export interface EngineConfigFile {
-  config: EngineConfig;
-  path: string;
-  sha256: string;
-}
+const badSetting = (message: string): Error => new BadSettingError(message);
 
 /** A folder a provider may write: absolute, or relative to HOME without climbing out of it. */
 function isFolderName(value: unknown): value is string {
@@ -35,12 +37,15 @@ function isFolderName(value: unknown): value is string {
 }
 
 /** An environment variable's name, as a shell would take it. */
-export function isEnvName(value: unknown): value is string {
+function isEnvName(value: unknown): value is string {
   return typeof value === 'string' && /^[A-Za-z_][A-Za-z0-9_]{0,127}$/.test(value);
 }
 
-/** Reads `<repo>/.svc/config.json` once; null when there is none. The hash is of the bytes that were parsed. */
-export function readEngineConfigFile(repo: string): EngineConfigFile | null {
+/**
+ * Reads `<repo>/.svc/config.json` once, with its path and the hash of the exact bytes parsed (for `svc trust`); null
+ * when there is none.
+ */
+export function readEngineConfigFile(repo: string): { config: EngineConfig; path: string; sha256: string } | null {
   const path = join(repo, '.svc', 'config.json');
   if (!existsSync(path)) return null;
   const bytes = readFileSync(path);
@@ -55,42 +60,32 @@ export function loadEngineConfig(repo: string): EngineConfig {
   return readEngineConfigFile(repo)?.config ?? { provider: null, providers: {} };
 }
 
-/** Parses a config file's bytes; `where` names the file in errors, `keys` are the top-level keys it may hold. */
+/**
+ * Parses a config file's bytes: `provider`, `providers` and `env` are read; `where` names the file in errors, `keys`
+ * are the top-level keys it may hold (the others are the caller's to read).
+ */
 export function parseEngineConfig(bytes: Buffer, where: string, keys: readonly string[]): EngineConfig {
-  return parseEngineConfigValue(parseJsonFile(bytes, where), where, keys);
-}
-
-export function parseJsonFile(bytes: Buffer, where: string): unknown {
+  let raw: unknown;
   try {
-    return JSON.parse(bytes.toString('utf8'));
+    raw = JSON.parse(bytes.toString('utf8'));
   } catch {
     throw new BadSettingError(`${where} is not valid JSON`);
   }
-}
-
-/** The parsed form: `provider`, `providers`, `env` are read; other keys in `keys` are the caller's to read. */
-export function parseEngineConfigValue(raw: unknown, where: string, keys: readonly string[]): EngineConfig {
   if (!isJsonObject(raw)) throw new BadSettingError(`${where} must hold a JSON object`);
-  const o = raw as Record<string, unknown>;
-  for (const key of Object.keys(o)) {
-    if (!keys.includes(key)) {
-      throw new BadSettingError(`Unknown key "${key}" in ${where} (allowed: ${keys.join(', ')})`);
-    }
-  }
+  onlyKeys(raw, keys, where, badSetting);
   const providers: EngineConfig['providers'] = {};
-  const list = o.providers ?? {};
+  const list = raw.providers ?? {};
   if (!isJsonObject(list)) throw new BadSettingError(`${where} providers must be an object`);
-  for (const [name, value] of Object.entries(list as Record<string, unknown>)) {
-    providers[name] = readProvider(name, value, where);
-  }
-  if (o.provider !== undefined && o.provider !== null && typeof o.provider !== 'string') {
+  for (const [name, value] of Object.entries(list)) providers[name] = readProvider(name, value, where);
+  if (raw.provider !== undefined && raw.provider !== null && typeof raw.provider !== 'string') {
     throw new BadSettingError(`${where} provider must be a name`);
   }
-  if (o.env !== undefined && (!Array.isArray(o.env) || !o.env.every(isEnvName))) {
+  if (raw.env !== undefined && (!Array.isArray(raw.env) || !raw.env.every(isEnvName))) {
     throw new BadSettingError(`${where} env must be an array of environment variable names`);
   }
-  const config: EngineConfig = { provider: (o.provider as string | undefined) ?? null, providers };
-  if (o.env !== undefined) config.env = o.env as string[];
+  const config: EngineConfig = { provider: (raw.provider as string | undefined) ?? null, providers };
+  if (raw.env !== undefined) config.env = raw.env as string[];
+  if (raw.limits !== undefined) config.limits = readLimits(raw.limits, where, false, badSetting);
   return config;
 }
 
@@ -99,9 +94,7 @@ function readProvider(name: string, value: unknown, file: string): ProviderEntry
   const where = `${file} providers.${name}`;
   const command = (value as { command?: unknown } | null)?.command;
   const writable = (value as { writable?: unknown } | null)?.writable;
-  const keys = typeof value === 'object' && value !== null ? Object.keys(value) : [];
-  const extra = keys.filter((k) => k !== 'command' && k !== 'writable');
-  if (extra.length) throw new BadSettingError(`Unknown key "${extra[0]}" in ${where} (allowed: command, writable)`);
+  if (typeof value === 'object' && value !== null) onlyKeys(value, ['command', 'writable'], where, badSetting);
   if (!/^[a-z0-9][a-z0-9_-]{0,31}$/.test(name)) {
     throw new BadSettingError(`Provider name "${name}" in ${file} is not a simple lowercase name`);
   }
@@ -112,4 +105,119 @@ function readProvider(name: string, value: unknown, file: string): ProviderEntry
     throw new BadSettingError(`${where}.writable must be an array of folder paths (absolute or under HOME)`);
   }
   return writable === undefined ? { command: command as string[] } : { command: command as string[], writable };
+}
+
+export interface OperatorConfig {
+  env: string[];
+  providers: Record<string, ProviderEntry>;
+  limits: Partial<RunLimits>;
+  /** The files read, for messages. */
+  files: string[];
+}
+
+/** Both operator files merged; a broken one is an error naming it (fail closed, like the repository's config). */
+export function loadOperatorConfig(env: NodeJS.ProcessEnv): OperatorConfig {
+  const merged: OperatorConfig = { env: [], providers: {}, limits: {}, files: [] };
+  for (const path of ['/etc/svc/operator.json', join(svcHomeOf(env), 'operator.json')]) {
+    if (!existsSync(path)) continue;
+    const config = parseEngineConfig(readFileSync(path), path, ['env', 'providers', 'limits']);
+    // The system file's caps and the home file's both hold: the lower wins.
+    for (const [key, cap] of Object.entries(config.limits ?? {}) as [keyof RunLimits, number][]) {
+      merged.limits[key] = Math.min(merged.limits[key] ?? cap, cap);
+    }
+    merged.files.push(path);
+    for (const name of config.env ?? []) if (!merged.env.includes(name)) merged.env.push(name);
+    Object.assign(merged.providers, config.providers);
+  }
+  return merged;
+}
+
+/** The values of the names the operator passes, taken from `env` (svc's own secrets never among them). */
+export function passedValues(names: readonly string[], env: NodeJS.ProcessEnv): Record<string, string> {
+  const values: Record<string, string> = {};
+  for (const name of names) {
+    const value = env[name];
+    if (value !== undefined && !isSecretName(name) && !name.startsWith('SVC_')) values[name] = value;
+  }
+  return values;
+}
+
+/**
+ * What a server's launcher adds to its run's allowlisted environment: the operator's names, so they reach the run's
+ * agents as they do a CLI run's. An unreadable operator file passes nothing here; the run itself then fails on it.
+ */
+export function operatorPassedEnv(env: NodeJS.ProcessEnv): Record<string, string> {
+  try {
+    return passedValues(loadOperatorConfig(env).env, env);
+  } catch {
+    return {};
+  }
+}
+
+// Which repository config files a person trusted (`svc trust`), as direnv does: the file's real path and the sha256 of
+// its exact bytes, kept in ~/.svc/trust.json (never visible inside a sandbox). A changed file is not trusted until
+// trusted again. Only CLI runs consult it; a run a server started never widens on a repository's word.
+export interface TrustRecord {
+  /** The config file's real path. */
+  path: string;
+  sha256: string;
+  trusted_at: string;
+}
+
+export function trustFile(env: NodeJS.ProcessEnv): string {
+  return join(svcHomeOf(env), 'trust.json');
+}
+
+/** The real path a record is keyed by: links resolved, so two names of one file share one record. */
+function trustKey(path: string): string {
+  for (const real of [() => realpathSync(path), () => join(realpathSync(dirname(path)), basename(path))]) {
+    try {
+      return real();
+    } catch {
+      // gone: a record of a removed file is still found by the path it was trusted under
+    }
+  }
+  return path;
+}
+
+export function readTrust(env: NodeJS.ProcessEnv): TrustRecord[] {
+  const path = trustFile(env);
+  if (!existsSync(path)) return [];
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(path, 'utf8'));
+  } catch {
+    throw new BadSettingError(`${path} is not valid JSON; remove it and trust your repositories again`);
+  }
+  const files = isJsonObject(raw) ? raw.files : undefined;
+  if (!Array.isArray(files)) throw new BadSettingError(`${path} must hold {"version":1,"files":[…]}`);
+  return files.filter((f): f is TrustRecord => isJsonObject(f) && typeof f.path === 'string' &&
+    typeof f.sha256 === 'string' && typeof f.trusted_at === 'string');
+}
+
+function writeTrust(env: NodeJS.ProcessEnv, files: TrustRecord[]): void {
+  writeJsonAtomic(trustFile(env), { version: 1, files }, 0o600);
+}
+
+/** Whether `path` was trusted with these exact bytes (their sha256), or trusted and changed since, or never. */
+export function trustOf(env: NodeJS.ProcessEnv, path: string, sha256: string): 'trusted' | 'changed' | null {
+  const key = trustKey(path);
+  const record = readTrust(env).find((r) => r.path === key);
+  return record ? (record.sha256 === sha256 ? 'trusted' : 'changed') : null;
+}
+
+export function addTrust(env: NodeJS.ProcessEnv, path: string, sha256: string, now = new Date()): TrustRecord {
+  const record = { path: trustKey(path), sha256, trusted_at: now.toISOString() };
+  writeTrust(env, [...readTrust(env).filter((r) => r.path !== record.path), record]);
+  return record;
+}
+
+/** Removes the record for `path`; false when there was none. */
+export function revokeTrust(env: NodeJS.ProcessEnv, path: string): boolean {
+  const key = trustKey(path);
+  const files = readTrust(env);
+  const kept = files.filter((r) => r.path !== key);
+  if (kept.length === files.length) return false;
+  writeTrust(env, kept);
+  return true;
 }

@@ -2,7 +2,7 @@
 // deploys.
 import { readdirSync, readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { writeJsonAtomic } from './atomic.ts';
+import { writeJsonAtomic } from './safe-fs.ts';
 import { oneLine } from './text.ts';
 import { BadInputError } from '../errors.ts';
 
@@ -20,9 +20,10 @@ function parseRecord(raw: unknown): DeployRecord | null {
   return { sha: o.sha.toLowerCase(), finished_at: o.finished_at, health };
 }
 
-export function readDeploys(repoDir: string): DeployRecord[] {
+/** `last deploy <sha7> <finished_at> health=<status>` for the newest record, or null when there is none. */
+export function latestDeployLine(repoDir: string): string | null {
   const dir = join(repoDir, '.svc', 'deploys');
-  if (!existsSync(dir)) return [];
+  if (!existsSync(dir)) return null;
   const out: DeployRecord[] = [];
   for (const name of readdirSync(dir)) {
     if (!name.endsWith('.json')) continue;
@@ -33,12 +34,7 @@ export function readDeploys(repoDir: string): DeployRecord[] {
       // A broken record is skipped; the others still tell the story.
     }
   }
-  return out.sort((a, b) => Date.parse(b.finished_at) - Date.parse(a.finished_at));
-}
-
-/** `last deploy <sha7> <finished_at> health=<status>` for the newest record, or null when there is none. */
-export function latestDeployLine(repoDir: string): string | null {
-  const latest = readDeploys(repoDir)[0];
+  const latest = out.sort((a, b) => Date.parse(b.finished_at) - Date.parse(a.finished_at))[0];
   if (!latest) return null;
   const health = oneLine(latest.health, 40).replace(/\s+/g, '_') || 'unknown';
   return `last deploy ${latest.sha.slice(0, 7)} ${new Date(latest.finished_at).toISOString()} health=${health}`;

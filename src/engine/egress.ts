@@ -1,7 +1,5 @@
 // A run's egress gate (DESIGN §7a, docs/gate.md): started by the worker before the provider, outside the sandbox,
-// closed after the checks. It holds the model API keys read from svc's environment (the agent gets placeholders and a
-// base URL on the bridge), allows what the project's `network` policy allows plus the model APIs, and turns every
-// connection into evidence: an `egress` run event, the `egress.jsonl` artifact and the receipt's network summary.
+// closed after the checks; every connection becomes evidence (an `egress` event, `egress.jsonl`, the receipt).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { isIP } from 'node:net';

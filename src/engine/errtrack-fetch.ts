@@ -4,33 +4,19 @@ import { isLoopbackAddress } from '../http/guards.ts';
 import { BadInputError, BadSettingError, FailedError } from '../errors.ts';
 import type { ErrtrackExport } from './errtrack-spec.ts';
 
-export interface IssueApi {
-  host: string;
-  issueUrl: string;
-  eventUrl: string;
-}
-
-/**
- * sentry.io or one of its subdomains (e.g. acme.sentry.io, us.sentry.io): the only hosts trusted without ERRTRACK_URL.
- */
-function isSentryHost(hostname: string): boolean {
-  const host = hostname.toLowerCase().replace(/\.$/, '');
-  return host === 'sentry.io' || host.endsWith('.sentry.io');
-}
+type IssueApi = { host: string; issueUrl: string; eventUrl: string };
 
 /**
  * Maps an issue page URL to its REST URLs; `ERRTRACK_URL` replaces the API base (`/api/0` added when it has no path).
- * The token goes to the API host only: with ERRTRACK_URL that host (the page's host is never contacted), without it
- * the page's own host, which must then be sentry.io or a subdomain — an issue URL from a chat message or alert must
- * not be able to name the host that receives ERRTRACK_AUTH_TOKEN.
+ * The token goes to the API host only: the ERRTRACK_URL host, else the page's own, which must then be sentry.io or a
+ * subdomain — an issue URL from a chat message or alert must not name the host that receives ERRTRACK_AUTH_TOKEN.
  */
 export function issueApiUrls(pageUrl: string, env: NodeJS.ProcessEnv): IssueApi {
   const page = new URL(pageUrl);
-  if (!env.ERRTRACK_URL && !isSentryHost(page.hostname)) {
-    throw new BadSettingError(
-      `Refusing to send ERRTRACK_AUTH_TOKEN to "${page.host}": without ERRTRACK_URL only sentry.io hosts get it. ` +
-        "Set ERRTRACK_URL to your error tracker's address to use another host",
-    );
+  const pageHost = page.hostname.toLowerCase().replace(/\.$/, '');
+  if (!env.ERRTRACK_URL && pageHost !== 'sentry.io' && !pageHost.endsWith('.sentry.io')) {
+    throw new BadSettingError(`Refusing to send ERRTRACK_AUTH_TOKEN to "${page.host}": without ERRTRACK_URL only ` +
+      "sentry.io hosts get it. Set ERRTRACK_URL to your error tracker's address to use another host");
   }
   const id = /\/issues\/(\d+)/.exec(page.pathname)?.[1];
   if (!id) throw new BadInputError(`Not an issue URL: "${pageUrl}"`);
@@ -44,7 +30,7 @@ export function issueApiUrls(pageUrl: string, env: NodeJS.ProcessEnv): IssueApi 
     base = `${override.protocol}//${override.host}${path === '' ? '/api/0' : path}`;
   }
   const api = new URL(base);
-  const local = isLoopbackAddress(api.hostname.replace(/^\[|\]$/g, '')) || api.hostname === 'localhost';
+  const local = isLoopbackAddress(api.hostname.replace(/^\[|\]$/g, ''));
   if (api.protocol !== 'https:' && !(api.protocol === 'http:' && local)) {
     throw new BadSettingError(`Refusing to send ERRTRACK_AUTH_TOKEN over ${api.protocol} to ${api.host}: use https`);
   }
@@ -57,24 +43,13 @@ function quote(value: string): string {
 }
 
 /** One GET through `curl --config -`: argv carries no URL and no secret, only the config switch. */
-export function curlJson(url: string, token: string, curlPath = 'curl'): Promise<unknown> {
-  const config = [
-    `url = ${quote(url)}`,
-    `header = ${quote(`Authorization: Bearer ${token}`)}`,
-    'header = "Accept: application/json"',
-    'proto = "=https,http"',
-    'silent',
-    'show-error',
-    'fail',
-    'max-time = 30',
-    'max-filesize = 20000000',
-    '',
-  ].join('\n');
+function curlJson(url: string, token: string): Promise<unknown> {
+  const config = [`url = ${quote(url)}`, `header = ${quote(`Authorization: Bearer ${token}`)}`,
+    'header = "Accept: application/json"', 'proto = "=https,http"', 'silent', 'show-error', 'fail', 'max-time = 30',
+    'max-filesize = 20000000', ''].join('\n');
   return new Promise((resolve, reject) => {
     // Paths, proxies and CA settings only (the spawn policy's 'fetch' kind): the token travels on stdin.
-    const child = startChild([curlPath, '--config', '-'], {
-      kind: 'fetch', base: process.env, stdio: ['pipe', 'pipe', 'pipe'],
-    });
+    const child = startChild(['curl', '--config', '-'], { kind: 'fetch', base: process.env, stdio: 'pipe' });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout?.on('data', (c: Buffer) => out.push(c));
@@ -101,10 +76,8 @@ export function curlJson(url: string, token: string, curlPath = 'curl'): Promise
 export async function fetchIssueExport(pageUrl: string, env: NodeJS.ProcessEnv): Promise<ErrtrackExport> {
   const token = env.ERRTRACK_AUTH_TOKEN;
   if (!token) {
-    throw new BadSettingError(
-      'ERRTRACK_AUTH_TOKEN is not set, so nothing was fetched. ' +
-        'Set it, or save the issue as JSON and run: svc start <file.json>',
-    );
+    throw new BadSettingError('ERRTRACK_AUTH_TOKEN is not set, so nothing was fetched. ' +
+      'Set it, or save the issue as JSON and run: svc start <file.json>');
   }
   if (!/^[\x21-\x7e]+$/.test(token) || token.includes('"') || token.includes('\\')) {
     throw new BadSettingError('ERRTRACK_AUTH_TOKEN contains characters a token cannot have');

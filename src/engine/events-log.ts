@@ -10,10 +10,6 @@ export interface RunEvent {
   data: Record<string, unknown>;
 }
 
-export interface EventLog {
-  append(kind: string, data?: Record<string, unknown>): void;
-}
-
 export function readEvents(dir: string): RunEvent[] {
   const path = eventsPath(dir);
   if (!existsSync(path)) return [];
@@ -30,7 +26,9 @@ export function readEvents(dir: string): RunEvent[] {
 }
 
 /** Opens the log; seq continues from the last line on disk so resumes and verifies never reuse a seq. */
-export function openEventLog(dir: string, onAppend?: () => void): EventLog {
+export function openEventLog(
+  dir: string, onAppend?: () => void,
+): { append(kind: string, data?: Record<string, unknown>): void } {
   let seq = readEvents(dir).reduce((max, e) => Math.max(max, e.seq), 0);
   return {
     append(kind, data = {}) {

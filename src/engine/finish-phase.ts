@@ -1,16 +1,17 @@
-// After the provider: commit (worktree) and diff, run the checks, decide the verdict, sign the receipt, open the PR if
-// allowed.
+// After the provider: commit (worktree) and diff, run the checks, decide the verdict, sign the receipt (or, in a
+// Kubernetes pod, leave the evidence), open the PR if allowed, set the status; and `svc start --verify`'s re-check.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import type { RunContext } from './run-context.ts';
-import type { Policy } from './policy.ts';
 import { verdictAccepted } from './policy.ts';
 import type { RunPlan } from './run-plan.ts';
 import { commitAll, diffCommits, diffWorkingTree, headSha, type DiffResult } from './git.ts';
-import { runChecks, type CheckResult } from './checks.ts';
-import { decideVerdict } from './verdict.ts';
-import { issueReceipt, confinedNetwork, RECEIPT_TYPE, UNCONFINED, type Receipt } from './receipt.ts';
+import { decideVerdict, failedRequiredCheck, requiredCheckError, runChecks, type CheckResult } from './checks.ts';
+import {
+  issueReceipt, confinedNetwork, evidenceOf, signsLater, EVIDENCE_ARTIFACT, RECEIPT_TYPE, UNCONFINED, type Receipt,
+  type RunEvidence,
+} from './receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { canonicalJson } from '../canonical-json.ts';
@@ -18,97 +19,113 @@ import { openPullRequest } from './pr.ts';
 import { isoNow } from '../iso-time.ts';
 import { errorMessage } from '../errors.ts';
 import { fence } from './text.ts';
-import { agentSandbox, agentExtraEnv, postAgentGit, type RunSandbox } from './sandbox.ts';
+import { postAgentGit, type RunSandbox } from './sandbox.ts';
+import type { ProviderOutcome } from './provider-phase.ts';
 
-/** Commits (worktree) and diffs what the agent left, with svc's git in its own sandbox (src/engine/sandbox.ts). */
-export function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
+/**
+ * The one finish sequence: diff, checks, the receipt (or the pod's evidence), the PR when allowed, the status. A run
+ * a limit or its budget ended still has its checks run on what exists; one past its budget opens no PR and is
+ * `stopped`.
+ */
+export async function finish(
+  ctx: RunContext, plan: RunPlan, sandbox: RunSandbox, end: Exclude<ProviderOutcome, { kind: 'stopped' }>,
+): Promise<void> {
+  const failure = end.kind === 'done' ? null : end.error;
+  const exitCode = end.kind === 'done' ? 0 : end.exitCode;
+  const diff = collectDiff(ctx, sandbox);
+  const checks = end.kind === 'failed' ? [] : await runChecks(ctx, plan.policy, sandbox);
+  if (ctx.stopRequested()) return;
+  const ended = isoNow();
+  ctx.update({ ended_at: ended });
+  const overBudget = end.kind === 'over-budget';
+  if (signsLater(ctx.env)) {
+    return leaveEvidence(ctx, overBudget ? 'over_budget' : 'finished', failure, exitCode, checks);
+  }
+  const receipt = writeReceipt(ctx, checks, diff, failure !== null, sandbox);
+  const checkFailed = failure === null ? failedRequiredCheck(checks) : null;
+  let error = failure ?? (checkFailed ? requiredCheckError(checkFailed) : null);
+  if (!error) error = await maybeOpenPr(ctx, plan, receipt);
+  else if (ctx.state.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
+  const status = overBudget ? 'stopped' : error ? 'failed' : 'succeeded';
+  const failed_check = overBudget ? undefined : checkFailed?.name ?? null;
+  ctx.setStatus(status, {
+    error, ...(failed_check === undefined ? {} : { failed_check }), ended_at: ended, exit_code: exitCode,
+    question: null,
+  });
+}
+
+/**
+ * In a Kubernetes pod's run container (SVC_SIGN_LATER=1, no key there): the evidence for the signer container, and
+ * the run stays `running`: the signer issues the receipt, opens the PR and sets the final status (src/pod/sign.ts).
+ */
+function leaveEvidence(
+  ctx: RunContext, outcome: RunEvidence['outcome'], error: string | null, exitCode: number | null,
+  checks: CheckResult[],
+): void {
+  const evidence = evidenceOf(ctx.state.run, outcome, error, exitCode, checks);
+  ctx.saveArtifact(EVIDENCE_ARTIFACT, JSON.stringify(evidence, null, 2) + '\n');
+  ctx.event('evidence', { outcome, checks: checks.length });
+  ctx.say('evidence written: the signer container issues the receipt');
+}
+
+/** `--verify`: the diff and the checks again, and a new receipt; the run's status stays. */
+export async function reverify(ctx: RunContext, plan: RunPlan, sandbox: RunSandbox): Promise<void> {
+  ctx.event('log', { stream: 'svc', text: 'verify: re-running checks' });
+  const diff = collectDiff(ctx, sandbox);
+  const checks = await runChecks(ctx, plan.policy, sandbox);
+  if (ctx.stopRequested()) return;
+  // A run its checks failed is judged again on these checks; one that failed before them stays failed.
+  const failedBeforeChecks = ctx.state.status === 'failed' && ctx.state.error !== null && !ctx.state.failed_check;
+  writeReceipt(ctx, checks, diff, failedBeforeChecks, sandbox);
+}
+
+/**
+ * Commits (worktree) and diffs what the agent left, with svc's git in its own sandbox (src/engine/sandbox.ts); saves
+ * diff.patch and diffstat.json.
+ */
+function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
   const { state } = ctx;
   const base = state.base_sha ?? 'HEAD';
   const run = postAgentGit(ctx, sandbox);
+  let diff: DiffResult;
   if (state.worktree) {
     const message = `svc: ${state.brief.slice(0, 72)}\n\nRun ${state.source}/${state.run}`;
-    const { skipped } = commitAll(state.workdir, message, state.repo_path, run);
+    const skipped = commitAll(state.workdir, message, state.repo_path, run);
     for (const path of skipped) {
-      const text = `embedded repository ${JSON.stringify(path)} not committed (svc never commits a nested repository)`;
-      ctx.event('log', { stream: 'svc', text });
-      ctx.say(text);
+      ctx.note(`embedded repository ${JSON.stringify(path)} not committed (svc never commits a nested repository)`);
     }
     const head = headSha(state.workdir, run);
     ctx.update({ head_sha: head });
     // Gitlink moves too: the branch pushed carries them, so the receipt lists them.
-    return diffCommits(state.workdir, base, head, run, { submodules: true });
+    diff = diffCommits(state.workdir, base, head, run);
+  } else {
+    diff = diffWorkingTree(state.workdir, state.base_tree ?? base, run);
   }
-  return diffWorkingTree(state.workdir, state.base_tree ?? base, run);
-}
-
-export function saveDiff(ctx: RunContext, diff: DiffResult): void {
   ctx.saveArtifact('diff.patch', diff.patch);
   const { files, insertions, deletions, patch_sha256 } = diff;
   ctx.saveArtifact('diffstat.json', JSON.stringify({ files, insertions, deletions, patch_sha256 }, null, 2));
+  return diff;
 }
 
-export async function verifyWork(ctx: RunContext, policy: Policy, sandbox: RunSandbox): Promise<CheckResult[]> {
-  return runChecks(policy.checks, {
-    cwd: ctx.state.workdir,
-    sandboxFor: (argv) => agentSandbox(ctx, sandbox, argv[0]!, null, policy.limits),
-    timeoutMs: policy.limits.check_timeout_s * 1000,
-    env: ctx.env,
-    extra: { ...agentExtraEnv(sandbox), SVC_RUN_ID: ctx.state.run },
-    onSpawn: (id) => ctx.setChild(id),
-    saveArtifact: (p, c) => ctx.saveArtifact(p, c),
-    event: (k, d) => {
-      ctx.event(k, d);
-      ctx.say(`check ${String(d.name)} exit ${String(d.exit_code)}`);
-    },
-    stopped: () => ctx.stopRequested(),
-  }).finally(() => ctx.setChild(null));
-}
-
-export function writeReceipt(
+function writeReceipt(
   ctx: RunContext, checks: CheckResult[], diff: DiffResult, runFailed: boolean, sandbox: RunSandbox,
 ): Receipt {
   const { state } = ctx;
   const { verdict, gaps } = decideVerdict({ checks, diffFiles: diff.files.length, runFailed });
-  const spec = readFileSync(join(ctx.dir, 'spec.md'));
-  const receipt = issueReceipt(
-    {
-      type: RECEIPT_TYPE,
-      version: 1,
-      source: state.source,
-      run: state.run,
-      group_id: state.group_id,
-      repo: state.repo,
-      branch: state.branch,
-      base_sha: state.base_sha,
-      head_sha: state.head_sha,
-      spec_sha256: createHash('sha256').update(spec).digest('hex'),
-      provider: state.provider,
-      checks: checks.map((c) => ({
-        name: c.name,
-        argv: c.argv,
-        required: c.required,
-        exit_code: c.exit_code,
-        duration_ms: c.duration_ms,
-        output_sha256: c.output_sha256,
-      })),
-      diff: {
-        files: diff.files.length,
-        insertions: diff.insertions,
-        deletions: diff.deletions,
-        patch_sha256: diff.patch_sha256,
-        paths: diff.files.map((f) => f.path),
-      },
-      cost: { usd: state.cost_usd, tokens_in: state.tokens_in, tokens_out: state.tokens_out },
-      verdict,
-      gaps,
-      started_at: state.started_at,
-      ended_at: state.ended_at ?? isoNow(),
-      issued_at: isoNow(),
-      network: sandbox.mode.kind !== 'none' && sandbox.gate
-        ? confinedNetwork(sandbox.gate.policy, sandbox.gate.summary()) : UNCONFINED,
+  const { source, run, group_id, repo, branch, base_sha, head_sha, provider, started_at } = state;
+  const receipt = issueReceipt({
+    type: RECEIPT_TYPE, version: 1, source, run, group_id, repo, branch, base_sha, head_sha,
+    spec_sha256: createHash('sha256').update(readFileSync(join(ctx.dir, 'spec.md'))).digest('hex'), provider,
+    checks: checks.map(({ artifact: _artifact, ...recorded }) => recorded),
+    diff: {
+      files: diff.files.length, insertions: diff.insertions, deletions: diff.deletions,
+      patch_sha256: diff.patch_sha256, paths: diff.files.map((f) => f.path),
     },
-    loadOrCreateSigningKey(svcHomeOf(ctx.env)),
-  );
+    cost: { usd: state.cost_usd, tokens_in: state.tokens_in, tokens_out: state.tokens_out },
+    verdict, gaps, started_at, ended_at: state.ended_at ?? isoNow(), issued_at: isoNow(),
+    network: sandbox.mode.kind !== 'none' && sandbox.gate
+      ? confinedNetwork(sandbox.gate.policy, sandbox.gate.summary()) : UNCONFINED,
+  }, loadOrCreateSigningKey(svcHomeOf(ctx.env)));
   ctx.saveArtifact('receipt.json', JSON.stringify(receipt, null, 2) + '\n');
   ctx.event('receipt', { verdict, integrity: receipt.integrity, kid: receipt.kid, gaps });
   ctx.update({ verdict });
@@ -116,7 +133,7 @@ export function writeReceipt(
   return receipt;
 }
 
-export function prBody(ctx: RunContext, receipt: Receipt): string {
+function prBody(ctx: RunContext, receipt: Receipt): string {
   const checks = receipt.checks.map(checkRow);
   const cost = receipt.cost.usd === null ? 'not reported' : `$${receipt.cost.usd.toFixed(4)}`;
   return [

@@ -1,16 +1,15 @@
-// Where svc's GitHub token may go over git, and how: one rule for the push (pr.ts), the --pr check (pr-check.ts) and
-// the trigger server's fetch of a managed repository (src/trigger/managed-checkout.ts). The token goes only to an
-// https URL on the token's own GitHub origin (scheme, host and port), with no user name, password, query or fragment,
-// and only through GIT_ASKPASS: never in argv, a URL, a file or a log. The askpass answers only git's prompt for that
-// one URL (credential.useHttpPath makes git name the path too) and refuses, on stderr, any other; git follows no
-// redirect (src/engine/host-git.ts), so the URL it asks about is the one svc gave it.
+// Where svc's GitHub token may go over git (docs/engine.md, "A credential goes to exactly one origin"): only to an
+// https URL on the token's own host and port, only through an askpass that answers for that one URL, and never
+// after a redirect (git follows none; svc names where it pointed without sending a credential there).
 // Must not: write the token anywhere but the environment of the one git child that asks for it.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
+import { FailedError, RefusedError } from '../errors.ts';
 
-// Answers git's username/password prompts for the one URL svc named, and nothing else; the token is in this process's
-// environment only (never a file or argv). Quoted variables in a `case` pattern match literally.
+// Quoted variables in a `case` pattern match literally.
 const ASKPASS = `#!/bin/sh
 case "$1" in
   "Username for '$SVC_GIT_CREDENTIAL_URL': ") printf '%s\\n' x-access-token ;;
@@ -21,41 +20,18 @@ case "$1" in
 esac
 `;
 
-const TOKEN_USER = 'x-access-token';
-
-/** The web host a GitHub token belongs to: github.com, or the GITHUB_API_URL host (GitHub Enterprise). */
-export function githubHost(env: NodeJS.ProcessEnv): string {
-  return tokenOrigin(env).hostname;
-}
-
-/** The origin a GitHub token belongs to: https://github.com, or GITHUB_API_URL's host and port (GitHub Enterprise). */
-export function tokenOrigin(env: NodeJS.ProcessEnv): { hostname: string; port: string } {
+/** Whether the token may go to `url`: https on https://github.com's (or GITHUB_API_URL's) host and port, bare. */
+function tokenGoesTo(url: string, env: NodeJS.ProcessEnv): boolean {
+  const parsed = URL.parse(url);
+  if (!parsed) return false; // scp-like ssh or a local path: the user's own credentials, never ours
   const api = env.GITHUB_API_URL ? new URL(env.GITHUB_API_URL) : null;
-  if (!api || api.hostname === 'api.github.com') return { hostname: 'github.com', port: '' };
-  return { hostname: api.hostname, port: api.port };
-}
-
-/**
- * Whether the token may be offered to `url`: https on the token's own host and port, with no credentials, query or
- * fragment of its own.
- */
-export function tokenGoesTo(url: string, env: NodeJS.ProcessEnv): boolean {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    return false; // scp-like ssh or a local path: the user's own credentials, never ours
-  }
-  const own = tokenOrigin(env);
+  const own = !api || api.hostname === 'api.github.com' ? { hostname: 'github.com', port: '' } : api;
   return parsed.protocol === 'https:' && parsed.hostname === own.hostname && parsed.port === own.port &&
     !parsed.username && !parsed.password && !parsed.search && !parsed.hash;
 }
 
-/**
- * The URL as git names it in a credential prompt with credential.useHttpPath (scheme, authority as written, path
- * without its outer slashes); `user` is put in front of the host as git does once it has a user name.
- */
-export function credentialUrl(url: string, user: string | null = null): string {
+/** The URL as git names it in a prompt with credential.useHttpPath, with `user` before the host once it has one. */
+function credentialUrl(url: string, user: string | null = null): string {
   const m = /^([a-z][a-z0-9+.-]*):\/\/([^/?#]*)([^?#]*)/i.exec(url);
   if (!m) throw new RangeError('not a URL with an authority');
   const path = m[3]!.replace(/^\/+|\/+$/g, '');
@@ -63,39 +39,82 @@ export function credentialUrl(url: string, user: string | null = null): string {
 }
 
 /**
- * The git arguments and environment names that make one git child answer a credential prompt for `url` with `token`
- * and nothing else: git names the path in its prompt, and the askpass answers only for that URL.
+ * Runs `body` with the git `-c` settings and environment that answer a credential prompt for `url` with `token` and
+ * nothing else, or with none when the token may not go there (the user's own ssh setup then applies).
  */
-export function askpassEnv(askpass: string, token: string, url: string): Record<string, string> {
-  return {
-    GIT_ASKPASS: askpass, SVC_GIT_PUSH_TOKEN: token, GIT_TERMINAL_PROMPT: '0',
-    SVC_GIT_CREDENTIAL_URL: credentialUrl(url), SVC_GIT_CREDENTIAL_USER_URL: credentialUrl(url, TOKEN_USER),
-  };
-}
-
-/** The `-c` settings a git that may be handed the token runs with (its prompt names the repository's path too). */
-export const TOKEN_GIT_CONFIG = ['-c', 'credential.useHttpPath=true'] as const;
-
-/** Runs `body` with an askpass script in a private temporary folder, removed afterwards. */
-export async function withAskpass<T>(body: (askpass: string) => T | Promise<T>): Promise<T> {
+export async function withGitToken<T>(
+  url: string, token: string | null, env: NodeJS.ProcessEnv,
+  body: (config: string[], extra: Record<string, string>) => T | Promise<T>,
+): Promise<T> {
+  if (!token || !tokenGoesTo(url, env)) return body([], {});
   const dir = mkdtempSync(join(tmpdir(), 'svc-askpass-'));
   try {
     const askpass = join(dir, 'askpass');
     writeFileSync(askpass, ASKPASS, { mode: 0o700 });
-    return await body(askpass);
+    return await body(['-c', 'credential.useHttpPath=true'], {
+      GIT_ASKPASS: askpass, SVC_GIT_PUSH_TOKEN: token, GIT_TERMINAL_PROMPT: '0',
+      SVC_GIT_CREDENTIAL_URL: credentialUrl(url), SVC_GIT_CREDENTIAL_USER_URL: credentialUrl(url, 'x-access-token'),
+    });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
-/** The synchronous form of withAskpass, for the push. */
-export function withAskpassSync<T>(body: (askpass: string) => T): T {
-  const dir = mkdtempSync(join(tmpdir(), 'svc-askpass-'));
-  try {
-    const askpass = join(dir, 'askpass');
-    writeFileSync(askpass, ASKPASS, { mode: 0o700 });
-    return body(askpass);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+const REDIRECT = /unable to access '([^']+)': The requested URL returned error: (30[123578])/;
+
+/** git's stderr named an HTTP redirect it did not follow. */
+export class GitRedirectedError extends FailedError {}
+
+/** A git that could carry a credential was redirected; nothing was sent to the other host. */
+export class CredentialRedirectError extends RefusedError {}
+
+/** The URL git named when its stderr says the server answered a redirect, else null. */
+export function redirectedUrl(stderr: string): string | null {
+  return REDIRECT.exec(stderr)?.[1] ?? null;
+}
+
+/** `scheme://host[:port]/path` of a URL, for a message: no user name, password, query or fragment. */
+function shown(url: URL): string {
+  return `${url.protocol}//${url.host}${url.pathname.replace(/\/info\/refs$/, '')}`;
+}
+
+/**
+ * Where `url`'s server sends git's first request (`info/refs?service=`), asked without a credential; null when it
+ * does not redirect or cannot be asked. TLS trusts what git would: GIT_SSL_CAINFO when the operator set it.
+ */
+function redirectTarget(url: string, service: string, env: NodeJS.ProcessEnv): Promise<string | null> {
+  const target = URL.parse(`${url.replace(/\/+$/, '')}/info/refs?service=${service}`);
+  const secure = target?.protocol === 'https:';
+  if (!target || (!secure && target.protocol !== 'http:')) return Promise.resolve(null);
+  return new Promise((resolve) => {
+    const answered = (res: IncomingMessage): void => {
+      res.resume();
+      const { location } = res.headers;
+      const status = res.statusCode ?? 0;
+      const to = status >= 300 && status < 400 && location ? URL.parse(location, target.href) : null;
+      resolve(to ? shown(to) : null);
+    };
+    try {
+      const ca = secure && env.GIT_SSL_CAINFO ? readFileSync(env.GIT_SSL_CAINFO) : undefined;
+      const options = { method: 'GET', headers: { 'user-agent': 'git/svc' }, timeout: 30_000, ...(ca ? { ca } : {}) };
+      const req = (secure ? httpsRequest : httpRequest)(target, options, answered);
+      req.on('timeout', () => req.destroy());
+      req.on('error', () => resolve(null));
+      req.end();
+    } catch {
+      resolve(null);
+    }
+  });
+}
+
+/** The refusal for a git to `url` that met a redirect: it names both places when the server says where it points. */
+export async function redirectRefusal(
+  url: string, service: 'git-upload-pack' | 'git-receive-pack', env: NodeJS.ProcessEnv,
+): Promise<CredentialRedirectError> {
+  const to = await redirectTarget(url, service, env);
+  const parsed = URL.parse(url);
+  const from = parsed ? shown(parsed) : url; // else not a URL git could have been redirected from; named as given
+  const where = to ? `"${to}"` : 'another address (the server did not say where)';
+  return new CredentialRedirectError(`The git server at "${from}" redirected to ${where}: svc follows no redirect, ` +
+    'so a credential never reaches another host; set the remote to the address it now lives at');
 }

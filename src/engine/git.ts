@@ -1,29 +1,83 @@
-// Thin git wrappers: argv arrays through the spawn policy (never a shell), errors carry git's own message.
-// Every git runs without svc's credentials in its environment, with no global or system config, and with every program
-// a repository can name switched off (hooks, fsmonitor, submodule recursion, external diff and textconv): the argv
-// and environment come from src/engine/host-git.ts, the one place that decides them. The calls that read a worktree
-// after the agent worked in it also run inside a sandbox of their own (a `GitRun` from src/engine/sandbox.ts), so
-// whatever the agent planted that git might still run (an embedded repository's filter) runs with nothing to read or
-// reach.
+// svc's git: argv arrays through the spawn policy (never a shell), errors carry git's own message. Every git svc
+// starts, here or elsewhere, takes its argv and environment from this file: no global or system config, no operator
+// GIT_* that could re-enable what it turns off, and every program a repository can name switched off (docs/engine.md,
+// "svc's own git reads no global or system config"). Once the agent has worked in a tree, git runs in a sandbox of its
+// own (a `GitRun` from src/engine/sandbox.ts).
 import { readFileSync, appendFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { join, basename, resolve } from 'node:path';
 import { tmpdir } from 'node:os';
 import { createHash } from 'node:crypto';
 import { runSync } from '../spawn/start.ts';
 import { FailedError } from '../errors.ts';
-import { gitArgv, gitBaseEnv, gitExtraEnv, filterOverrides } from './host-git.ts';
-import { GitRedirectedError, redirectedUrl } from './git-redirect.ts';
+import { GitRedirectedError, redirectedUrl } from './git-token.ts';
+
+// Held whatever any config says; the `-c` values reach every git this one starts, through GIT_CONFIG_PARAMETERS.
+// No credential helper: svc's token reaches git only through its own askpass (src/engine/git-token.ts).
+const SAFE_GIT_CONFIG = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false',
+  '-c', 'submodule.recurse=false', '-c', 'diff.ignoreSubmodules=all', '-c', 'status.submoduleSummary=false',
+  '-c', 'push.recurseSubmodules=no', '-c', 'fetch.recurseSubmodules=false', '-c', 'core.untrackedCache=false',
+  '-c', 'core.attributesFile=/dev/null', '-c', 'core.excludesFile=/dev/null', '-c', 'credential.helper=',
+  '-c', 'http.followRedirects=false', '-c', 'protocol.ext.allow=never', '-c', 'commit.gpgSign=false',
+  '-c', 'tag.gpgSign=false', '-c', 'log.showSignature=false', '-c', 'gc.auto=0', '-c', 'maintenance.auto=false',
+] as const;
+
+/** No global or system config or attributes, and never a terminal prompt (svc runs unattended). */
+const GIT_ISOLATION_ENV: Readonly<Record<string, string>> = {
+  GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1', GIT_ATTR_NOSYSTEM: '1', GIT_TERMINAL_PROMPT: '0',
+};
+
+// The operator's GIT_* names that only say who commits or how to reach a server; every other one stays out.
+const GIT_NAMES_PASSED = new Set(['GIT_AUTHOR_NAME', 'GIT_AUTHOR_EMAIL', 'GIT_COMMITTER_NAME', 'GIT_COMMITTER_EMAIL',
+  'GIT_SSH_COMMAND', 'GIT_SSH', 'GIT_SSL_CAINFO', 'GIT_SSL_CAPATH', 'GIT_HTTP_LOW_SPEED_LIMIT',
+  'GIT_HTTP_LOW_SPEED_TIME']);
+
+/** `env` without the GIT_* names svc does not pass on (the base for every git child's environment). */
+export function gitBaseEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const out: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(env)) {
+    if (!name.startsWith('GIT_') || GIT_NAMES_PASSED.has(name)) out[name] = value;
+  }
+  return out;
+}
+
+export function gitArgv(args: readonly string[]): string[] {
+  return ['git', ...SAFE_GIT_CONFIG, ...args];
+}
+
+/** The extra environment of one git: what the call site chose, then the isolation (`extra` cannot undo it). */
+export function gitExtraEnv(extra: Record<string, string> = {}): Record<string, string> {
+  return { ...extra, ...GIT_ISOLATION_ENV };
+}
+
+// Switches off every filter driver named in `git config -z --get-regexp '^filter\.'` output, through
+// GIT_CONFIG_COUNT, whose keys may hold any character (a `-c` key cannot hold '=').
+function filterOverrides(configEntries: string): Record<string, string> {
+  const drivers = new Set<string>();
+  for (const entry of configEntries.split('\0')) {
+    const m = /^filter\.(.+)\.[^.]+$/s.exec(entry.split('\n', 1)[0] ?? '');
+    if (m) drivers.add(m[1]!);
+  }
+  const env: Record<string, string> = {};
+  let n = 0;
+  for (const name of drivers) {
+    for (const [setting, value] of [['clean', ''], ['smudge', ''], ['process', ''], ['required', 'false']]) {
+      env[`GIT_CONFIG_KEY_${n}`] = `filter.${name}.${setting}`;
+      env[`GIT_CONFIG_VALUE_${n}`] = value!;
+      n += 1;
+    }
+  }
+  if (n) env.GIT_CONFIG_COUNT = String(n);
+  return env;
+}
 
 /** Runs one git argv (already hardened) and returns stdout; `scratch` are folders it writes besides the repository. */
 export type GitRun = (
   cwd: string, argv: string[], opts: { extra: Record<string, string>; scratch: string[] },
 ) => string;
 
-const GIT_OUTPUT_CAP = 256 * 1024 * 1024;
-
 /** git on the host, for svc's own work on trusted state (before the agent, or its pushes of what git committed). */
 export const hostGit: GitRun = (cwd, argv, { extra }) =>
-  runSync(argv, { kind: 'tool', base: gitBaseEnv(process.env), extra, cwd, maxBuffer: GIT_OUTPUT_CAP });
+  runSync(argv, { kind: 'tool', base: gitBaseEnv(process.env), extra, cwd, maxBuffer: 256 * 1024 * 1024 });
 
 /** `extra` is added to the stripped environment for this one call only (e.g. the push credential, an index file). */
 export function git(
@@ -35,9 +89,16 @@ export function git(
     const stderr = String((err as { stderr?: unknown }).stderr ?? '').trim();
     const command = args.find((a, i) => !a.startsWith('-') && args[i - 1] !== '-c') ?? args[0];
     const message = `git ${command} failed${stderr ? `: ${stderr.split('\n')[0]}` : ''}`;
-    const redirected = redirectedUrl(stderr);
-    if (redirected !== null) throw new GitRedirectedError(redirected, message);
-    throw new FailedError(message);
+    throw redirectedUrl(stderr) === null ? new FailedError(message) : new GitRedirectedError(message);
+  }
+}
+
+/** git's stdout, or '' when it fails (as `git config` does when nothing matches). */
+export function tryGit(dir: string, args: string[]): string {
+  try {
+    return git(dir, args);
+  } catch {
+    return '';
   }
 }
 
@@ -54,16 +115,15 @@ export function currentBranch(dir: string): string | null {
   return name === 'HEAD' ? null : name;
 }
 
-/** "owner/name" from the origin remote (https or ssh form), else the folder name. */
-export function repoName(dir: string): string {
-  let url = '';
-  try {
-    url = git(dir, ['remote', 'get-url', 'origin']).trim();
-  } catch {
-    return basename(dir);
-  }
+/** "owner/name" of a remote URL (https, ssh or scp-like form, or a path), or null. */
+export function repoSlug(url: string): string | null {
   const m = /[:/]([^/:]+)\/([^/]+?)(?:\.git)?\/?$/.exec(url);
-  return m ? `${m[1]}/${m[2]}` : basename(dir);
+  return m ? `${m[1]}/${m[2]}` : null;
+}
+
+/** "owner/name" from the origin remote, else the folder name. */
+export function repoName(dir: string): string {
+  return repoSlug(tryGit(dir, ['remote', 'get-url', 'origin']).trim()) ?? basename(dir);
 }
 
 /** The repository's git directory shared by all its worktrees (where config, hooks and info live). */
@@ -71,14 +131,10 @@ export function gitCommonDir(repo: string): string {
   return resolve(repo, git(repo, ['rev-parse', '--git-common-dir']).trim());
 }
 
-/**
- * Keeps the engine's own folders out of `git status` and `git add -A` without touching tracked files. `common` is
- * gitCommonDir(repo).
- */
+/** Keeps the engine's own folders out of `git status` and `git add -A` without touching tracked files. */
 export function excludeEngineFolders(common: string): void {
-  const info = join(common, 'info');
-  mkdirSync(info, { recursive: true });
-  const path = join(info, 'exclude');
+  mkdirSync(join(common, 'info'), { recursive: true });
+  const path = join(common, 'info', 'exclude');
   const text = existsSync(path) ? readFileSync(path, 'utf8') : '';
   const lines = text.split('\n');
   const folders = ['/.svc/runs/', '/.svc/worktrees/', '/.svc/inbox/', '/.svc/ship-pending/'];
@@ -86,73 +142,43 @@ export function excludeEngineFolders(common: string): void {
   if (wanted.length) appendFileSync(path, `${text && !text.endsWith('\n') ? '\n' : ''}${wanted.join('\n')}\n`);
 }
 
-/** `git config -z --get-regexp` in `repo` (includes applied, as the git that runs next would read them), or ''. */
-function configMatching(repo: string, pattern: string): string {
-  try {
-    return git(repo, ['config', '-z', '--get-regexp', pattern]);
-  } catch {
-    return ''; // git config exits 1 when nothing matches
-  }
-}
-
-/**
- * A worktree of `repo` at `base`, checked out on the host with no filter program the repository's config names (an
- * agent may have written that config): files are checked out as committed (a git-lfs file as its pointer).
- */
+/** A worktree of `repo` at `base`, checked out as committed: no filter the repository's config names runs. */
 export function createWorktree(repo: string, path: string, branch: string, base: string): void {
-  const noFilters = filterOverrides(configMatching(repo, '^filter\\.'));
+  const noFilters = filterOverrides(tryGit(repo, ['config', '-z', '--get-regexp', '^filter\\.']));
   git(repo, ['worktree', 'add', '-b', branch, path, base], noFilters);
 }
 
-/**
- * The committer, read on the host from the repository's trusted config (the sandboxed git sees no HOME, so no
- * ~/.gitconfig): the configured name and email, else a neutral identity.
- */
-function identityArgs(repo: string): string[] {
-  const read = (key: string): string => {
-    try {
-      return git(repo, ['config', key]).trim();
-    } catch {
-      return '';
-    }
-  };
-  const name = read('user.name') || 'svc';
-  const email = read('user.email') || 'svc@localhost';
-  return ['-c', `user.name=${name}`, '-c', `user.email=${email}`];
-}
+/** One git in a worktree, already bound to where it runs and its environment. */
+type GitIn = (args: string[]) => string;
 
 /**
  * Repositories the agent made inside the worktree (git lists an untracked one as `path/`). svc never adds them: a
  * gitlink names a commit nobody can fetch, and git would have to look inside, where the agent wrote the config.
  */
-export function embeddedRepositories(dir: string, run: GitRun = hostGit, extra: Record<string, string> = {},
-  scratch: string[] = []): string[] {
-  const listed = git(dir, ['ls-files', '--others', '--exclude-standard', '-z'], extra, run, scratch);
+function embeddedRepositories(inDir: GitIn): string[] {
+  const listed = inDir(['ls-files', '--others', '--exclude-standard', '-z']);
   return listed.split('\0').filter((p) => p.endsWith('/')).map((p) => p.slice(0, -1));
 }
 
 /** `git add -A` of everything but the embedded repositories. */
-function addAll(dir: string, skip: string[], run: GitRun, extra: Record<string, string> = {}, scratch: string[] = []) {
-  const pathspec = skip.length ? ['--', '.', ...skip.map((p) => `:(exclude,literal)${p}`)] : [];
-  git(dir, ['add', '-A', ...pathspec], extra, run, scratch);
+function addAll(inDir: GitIn, skip: string[]): void {
+  inDir(['add', '-A', ...skip.length ? ['--', '.', ...skip.map((p) => `:(exclude,literal)${p}`)] : []]);
 }
 
 /**
- * Commits everything in a worktree but embedded repositories (returned in `skipped`); `committed` is false when there
- * was nothing to commit. `repo` is the main checkout (its config names the committer); `run` is where git runs (the
- * git sandbox after an agent).
+ * Commits everything in a worktree but embedded repositories (returned), if anything changed. The committer comes from
+ * the main checkout `repo`'s config, read on the host (the sandboxed `run` sees no ~/.gitconfig), else a neutral one.
  */
-export function commitAll(
-  dir: string, message: string, repo: string = dir, run: GitRun = hostGit,
-): { committed: boolean; skipped: string[] } {
-  const identity = identityArgs(repo);
-  const skipped = embeddedRepositories(dir, run);
-  addAll(dir, skipped, run);
-  if (git(dir, ['status', '--porcelain', '--ignore-submodules=all'], {}, run).trim() === '') {
-    return { committed: false, skipped };
+export function commitAll(dir: string, message: string, repo: string, run: GitRun): string[] {
+  const name = tryGit(repo, ['config', 'user.name']).trim() || 'svc';
+  const email = tryGit(repo, ['config', 'user.email']).trim() || 'svc@localhost';
+  const inDir: GitIn = (args) => git(dir, args, {}, run);
+  const skipped = embeddedRepositories(inDir);
+  addAll(inDir, skipped);
+  if (inDir(['status', '--porcelain', '--ignore-submodules=all']).trim() !== '') {
+    inDir(['-c', `user.name=${name}`, '-c', `user.email=${email}`, 'commit', '-q', '--no-verify', '-m', message]);
   }
-  git(dir, [...identity, 'commit', '-q', '--no-verify', '-m', message], {}, run);
-  return { committed: true, skipped };
+  return skipped;
 }
 
 export interface DiffFile {
@@ -169,44 +195,8 @@ export interface DiffResult {
   patch_sha256: string;
 }
 
-function parseNumstat(text: string): DiffFile[] {
-  return text
-    .split('\n')
-    .filter((l) => l.trim())
-    .map((l) => {
-      const [ins = '0', del = '0', ...rest] = l.split('\t');
-      const count = (n: string) => (n === '-' ? 0 : Number(n));
-      return { path: rest.join('\t'), insertions: count(ins), deletions: count(del) };
-    });
-}
-
 /** A patch larger than this is not kept whole: the receipt and the diff folder list the files and hash the patch. */
-export const PATCH_CAP = 32 * 1024 * 1024;
-
-/** Reads the patch git wrote to `file`: whole up to PATCH_CAP, else a note; the hash always covers all of it. */
-function readPatch(file: string): { patch: string; patch_sha256: string } {
-  const bytes = readFileSync(file);
-  const patch_sha256 = createHash('sha256').update(bytes).digest('hex');
-  if (bytes.length <= PATCH_CAP) return { patch: bytes.toString('utf8'), patch_sha256 };
-  return {
-    patch: `# svc: the patch is ${bytes.length} bytes, more than the ${PATCH_CAP}-byte cap; it is not kept here.\n` +
-      `# Its files are in diffstat.json; its sha256 is ${patch_sha256}.\n`,
-    patch_sha256,
-  };
-}
-
-function toResult(numstat: string, patchFile: string): DiffResult {
-  const files = parseNumstat(numstat);
-  return {
-    files,
-    insertions: files.reduce((n, f) => n + f.insertions, 0),
-    deletions: files.reduce((n, f) => n + f.deletions, 0),
-    ...readPatch(patchFile),
-  };
-}
-
-// --no-ext-diff / --no-textconv: diff drivers are programs named by repository config, like hooks.
-const DIFF = ['diff', '--no-ext-diff', '--no-textconv', '--ignore-submodules=all'];
+const PATCH_CAP = 32 * 1024 * 1024;
 
 /** A throwaway folder for one diff's patch file (and index), removed afterwards. */
 function withScratch<T>(body: (tmp: string) => T): T {
@@ -218,29 +208,41 @@ function withScratch<T>(body: (tmp: string) => T): T {
   }
 }
 
-/**
- * `submodules`: also list gitlink (submodule) moves, as `Subproject commit` lines. Between two commits git reads only
- * the gitlinks' ids, never a submodule's repository; every signer of a pushed branch (the run's own finish, the pod
- * signer) asks for them, since the branch carries them.
- */
-export function diffCommits(
-  dir: string, base: string, head: string, run: GitRun = hostGit, opts: { submodules?: boolean } = {},
-): DiffResult {
-  const diff = opts.submodules
-    ? [...DIFF.filter((a) => !a.startsWith('--ignore-submodules')), '--ignore-submodules=none', '--submodule=short']
-    : DIFF;
-  return withScratch((tmp) => {
-    const patch = join(tmp, 'patch');
-    const inTmp = (args: string[]) => git(dir, args, {}, run, [tmp]);
-    inTmp([...diff, '--binary', `--output=${patch}`, base, head]);
-    return toResult(inTmp([...diff, '--numstat', base, head]), patch);
+/** One `git diff` of `revs`: its numstat, and its patch through a file in `tmp`, whole up to PATCH_CAP, else a note. */
+function runDiff(inTmp: GitIn, tmp: string, opts: string[], revs: string[]): DiffResult {
+  // --no-ext-diff / --no-textconv: diff drivers are programs named by repository config, like hooks.
+  const diff = ['diff', '--no-ext-diff', '--no-textconv', ...opts];
+  const patchFile = join(tmp, 'patch');
+  inTmp([...diff, '--binary', `--output=${patchFile}`, ...revs]);
+  const count = (n: string) => (n === '-' ? 0 : Number(n));
+  const files = inTmp([...diff, '--numstat', ...revs]).split('\n').filter((l) => l.trim()).map((l) => {
+    const [ins = '0', del = '0', ...rest] = l.split('\t');
+    return { path: rest.join('\t'), insertions: count(ins), deletions: count(del) };
   });
+  const bytes = readFileSync(patchFile);
+  const patch_sha256 = createHash('sha256').update(bytes).digest('hex');
+  const patch = bytes.length <= PATCH_CAP ? bytes.toString('utf8')
+    : `# svc: the patch is ${bytes.length} bytes, more than the ${PATCH_CAP}-byte cap; it is not kept here.\n` +
+      `# Its files are in diffstat.json; its sha256 is ${patch_sha256}.\n`;
+  return {
+    files,
+    insertions: files.reduce((n, f) => n + f.insertions, 0),
+    deletions: files.reduce((n, f) => n + f.deletions, 0),
+    patch,
+    patch_sha256,
+  };
 }
 
 /**
- * What `git status` says differs from HEAD in the working tree (tracked changes and untracked files, ignored ones left
- * out), and the embedded repositories among the untracked (listed as `path/`, as git never looks inside them).
+ * Lists gitlink (submodule) moves too, as `Subproject commit` lines: between two commits git reads only the gitlinks'
+ * ids, never a submodule's repository, and a pushed branch carries them.
  */
+export function diffCommits(dir: string, base: string, head: string, run: GitRun = hostGit): DiffResult {
+  return withScratch((tmp) => runDiff((args) => git(dir, args, {}, run, [tmp]), tmp,
+    ['--ignore-submodules=none', '--submodule=short'], [base, head]));
+}
+
+/** The paths `git status` lists as changed or untracked (not ignored), and the embedded repositories apart. */
 export function workingChanges(dir: string, run: GitRun = hostGit): { changed: string[]; embedded: string[] } {
   const out = git(dir, ['status', '--porcelain=v1', '-z', '--untracked-files=all', '--ignore-submodules=all'], {}, run);
   const changed: string[] = [];
@@ -259,32 +261,27 @@ export function workingChanges(dir: string, run: GitRun = hostGit): { changed: s
 }
 
 /**
- * The tree of everything in the working tree now (tracked and untracked, ignored files and the `embedded`
- * repositories left out), written through a throwaway index so the user's index is untouched: a run without a
- * worktree diffs against it, so what was there before the run is not counted as the run's work.
+ * Runs `body` with a throwaway index read from `from` and then given everything in the working tree (ignored files
+ * and the embedded repositories left out; by default those git finds then), so the user's index is untouched.
  */
-export function snapshotTree(dir: string, embedded: string[], run: GitRun = hostGit): string {
+function withWorkingIndex<T>(
+  dir: string, from: string, run: GitRun, embedded: string[] | null, body: (inTmp: GitIn, tmp: string) => T,
+): T {
   return withScratch((tmp) => {
-    const env = { GIT_INDEX_FILE: join(tmp, 'index') };
-    const inTmp = (args: string[]) => git(dir, args, env, run, [tmp]);
-    inTmp(['read-tree', 'HEAD']);
-    addAll(dir, embedded, run, env, [tmp]);
-    return inTmp(['write-tree']).trim();
+    const inTmp: GitIn = (args) => git(dir, args, { GIT_INDEX_FILE: join(tmp, 'index') }, run, [tmp]);
+    inTmp(['read-tree', from]);
+    addAll(inTmp, embedded ?? embeddedRepositories(inTmp));
+    return body(inTmp, tmp);
   });
 }
 
-/**
- * Diff of the working tree (tracked and untracked, embedded repositories left out) against base (a commit or a tree),
- * through a throwaway index so the user's index is untouched.
- */
+/** The tree of the working tree now: a run without a worktree diffs against it, not against HEAD. */
+export function snapshotTree(dir: string, embedded: string[], run: GitRun = hostGit): string {
+  return withWorkingIndex(dir, 'HEAD', run, embedded, (inTmp) => inTmp(['write-tree']).trim());
+}
+
+/** Diff of the working tree (embedded repositories left out) against base (a commit or a tree). */
 export function diffWorkingTree(dir: string, base: string, run: GitRun = hostGit): DiffResult {
-  return withScratch((tmp) => {
-    const env = { GIT_INDEX_FILE: join(tmp, 'index') };
-    const patch = join(tmp, 'patch');
-    const inTmp = (args: string[]) => git(dir, args, env, run, [tmp]);
-    inTmp(['read-tree', base]);
-    addAll(dir, embeddedRepositories(dir, run, env, [tmp]), run, env, [tmp]);
-    inTmp([...DIFF, '--cached', '--binary', `--output=${patch}`, base]);
-    return toResult(inTmp([...DIFF, '--cached', '--numstat', base]), patch);
-  });
+  return withWorkingIndex(dir, base, run, null,
+    (inTmp, tmp) => runDiff(inTmp, tmp, ['--ignore-submodules=all', '--cached'], [base]));
 }

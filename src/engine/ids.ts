@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
 const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
-function encodeTime(ms: number): string {
+export function encodeTime(ms: number): string {
   let out = '';
   let n = ms;
   for (let i = 0; i < 10; i++) {

@@ -8,24 +8,25 @@ import { startChild } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets, handoffPipe, sendHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
 import { createHash } from 'node:crypto';
 import { BadInputError, RefusedError, errorMessage } from '../errors.ts';
-import { classifyInput, isWebhookOrigin } from './classify.ts';
-import { buildTask } from './spec.ts';
+import { TERMINAL } from '../run-json.ts';
+import { buildTask, classifyInput, isWebhookOrigin } from './spec.ts';
 import { planForRetry, planRun, writePlan, type RunPlan } from './run-plan.ts';
 import { newRunId, isValidSegment } from './ids.ts';
 import { settingOr } from '../settings-registry.ts';
-import { repoRoot, headSha, currentBranch, excludeEngineFolders, gitCommonDir } from './git.ts';
+import {
+  repoRoot, headSha, currentBranch, excludeEngineFolders, gitCommonDir, snapshotTree, workingChanges,
+} from './git.ts';
+import { localRuns } from './local-runs.ts';
 import { runDir, artifactsDir, worktreeDir } from './paths.ts';
-import { isRoutedRepoName, runRepoName } from './repo-name.ts';
-import { adoptRepoName, type RepoRename } from './repo-rename.ts';
-import { assertCheckoutFree, startingTree } from './checkout-start.ts';
+import { adoptRepoName, isRoutedRepoName, runRepoName, workerAlive, type RepoRename } from './repo-name.ts';
 import { writeState, readState, type RunState, type InputKind, type WorkerMode } from './run-state.ts';
 import { isoNow } from '../iso-time.ts';
 import { openEventLog } from './events-log.ts';
 import { identityOf } from './proc-group.ts';
 import { assertPlainDir, openAppendNoFollow, writeNoFollow } from './safe-fs.ts';
 import type { PushTarget } from './git-push.ts';
-import { checkPrPossible } from './pr-check.ts';
-import { signsLater } from './evidence.ts';
+import { checkPrPossible } from './pr.ts';
+import { signsLater } from './receipt.ts';
 
 export interface StartOptions {
   input: string;
@@ -120,7 +121,7 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
 
 /**
  * A --pr run is refused before anything is written when its pull request could not be opened: no GitHub credential,
- * or an origin that does not answer as configured (src/engine/pr-check.ts).
+ * or an origin that does not answer as configured (src/engine/pr.ts).
  */
 async function prPreflight(target: PushTarget | null, env: NodeJS.ProcessEnv): Promise<void> {
   // A Kubernetes pod's run container holds no GitHub credential by design: its signer container opens the PR.
@@ -198,4 +199,38 @@ export function spawnWorker(
     writeState(dir, { ...fresh, ...identityOf(child.pid) });
   }
   return child;
+}
+
+/** A run just made has no worker yet; one still without a worker after this never got one. */
+const UNSTARTED_GRACE_MS = 60_000;
+
+function holdsCheckout(state: RunState, now: number): boolean {
+  if (state.worktree !== false || TERMINAL.has(state.status)) return false;
+  if (state.pid === null) return now - Date.parse(state.started_at) < UNSTARTED_GRACE_MS;
+  return workerAlive(state);
+}
+
+/**
+ * Refuses a run without a worktree while another such run is working in the same checkout: two runs writing one tree
+ * would each sign the other's work.
+ */
+function assertCheckoutFree(repo: string): void {
+  const now = Date.now();
+  const busy = localRuns(repo).find((found) => found.state.repo_path === repo && holdsCheckout(found.state, now));
+  if (!busy) return;
+  throw new RefusedError(`Run ${busy.run} is already working in this checkout without a worktree; start this run ` +
+    `with --worktree (its own checkout), or wait for it to end (svc runs stop ${busy.run} ends it now)`);
+}
+
+/**
+ * The checkout's starting tree, so a run without a worktree diffs only its own changes (null when it is HEAD's: the run
+ * then diffs against its base commit), and a note for the run log when it held changes not in HEAD (else null). A
+ * clean checkout costs one `git status`.
+ */
+function startingTree(repo: string): { tree: string | null; dirty: string | null } {
+  const { changed, embedded } = workingChanges(repo);
+  if (changed.length === 0) return { tree: null, dirty: null };
+  const dirty = `the checkout had ${changed.length} uncommitted or untracked file(s) at the start ` +
+    `(e.g. ${changed[0]}); the diff and receipt cover only what changed after`;
+  return { tree: snapshotTree(repo, embedded), dirty };
 }

@@ -1,7 +1,7 @@
 // The runs this machine made in a checkout, read the way every reader of a project reads them: each level opened
 // without following a link (plain-tree.ts), no FIFO opened, a size cap, and run folders git tracks skipped (a cloned
 // repository's content, never a run of svc's here). Prune, the repository rename and the checkout lock all read here.
-import { git } from './git.ts';
+import { tryGit } from './git.ts';
 import { isValidSegment } from './ids.ts';
 import { listPlain, openPlainDirIn, openPlainPath, readPlainIn } from './plain-tree.ts';
 import type { RunState } from './run-state.ts';
@@ -12,24 +12,14 @@ const MAX_STATE_BYTES = 1024 * 1024;
 
 export type Found = { run: string; state: RunState };
 
-/**
- * The names directly under `<repo>/<folder>` that git tracks anything in: a repository's own content (a committed
- * run state, pending marker or worktree folder), never something svc made. None when `repo` is not a checkout.
- */
+/** The names under `<repo>/<folder>` that git tracks anything in: the repository's own content, never svc's. */
 export function trackedNames(repo: string, folder: string): Set<string> {
   const depth = folder.split('/').length;
-  try {
-    const files = git(repo, ['ls-files', '-z', '--', folder]).split('\0');
-    return new Set(files.map((f) => f.split('/')[depth]).filter((name): name is string => Boolean(name)));
-  } catch {
-    return new Set();
-  }
+  const files = tryGit(repo, ['ls-files', '-z', '--', folder]).split('\0');
+  return new Set(files.map((f) => f.split('/')[depth]).filter((name): name is string => Boolean(name)));
 }
 
-/**
- * The run states in `<repo>/.svc/runs` svc wrote, by folder: an object naming its own run with a string status. The
- * other fields are checked where they are read.
- */
+/** The run states svc wrote in `<repo>/.svc/runs`: objects naming their folder's run, with a string status. */
 export function localRuns(repo: string): Found[] {
   const runs = openPlainPath(repo, ['.svc', 'runs']);
   if ('failed' in runs) return [];

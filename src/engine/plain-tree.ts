@@ -1,12 +1,7 @@
 // Reads a run folder (or any tree a project or an agent could write) without ever following a symbolic link: each
-// folder is opened with O_NOFOLLOW|O_DIRECTORY and the next name is looked up *inside that open folder*, so a link
-// planted anywhere — the run folder, artifacts/, events.jsonl, a subfolder, a file — is seen, skipped and reported,
-// never resolved. It never writes (writes are src/engine/safe-fs.ts).
-//
-// Node has no openat(2). On Linux `/proc/self/fd/<fd>/<name>` is the same lookup: the kernel resolves the fd's magic
-// link to the folder it holds open, then looks `name` up there, so swapping a folder for a link after we opened it
-// changes nothing. Where /proc is absent the lexical path is used instead (every component still checked, but a swap
-// between two steps is then possible; DESIGN §7a).
+// folder is opened with O_NOFOLLOW|O_DIRECTORY and the next name is looked up inside that open folder, through
+// `/proc/self/fd/<fd>/<name>` (the openat(2) Node lacks), so a folder swapped for a link after it was opened changes
+// nothing. Without /proc the lexical path is used (each component still checked; DESIGN §7a). Writes are safe-fs.ts.
 import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readdirSync, readSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 
@@ -15,25 +10,18 @@ const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOL
 const FILE_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 const PROC_FD = existsSync('/proc/self/fd');
 
-/** The reason a skipped entry is reported with, in the import response, a run's log and `svc ship`'s warnings. */
-export const LINK_REASON = 'is a symbolic link (never followed)';
-
 /** What stands at a name: only `dir` and `file` are ever opened. */
 export type EntryKind = 'dir' | 'file' | 'link' | 'other' | 'missing';
 
-/** A folder held open; names are looked up inside it, not through the path it was reached by. */
+/** A folder held open; names are looked up inside it, not through `path` (the lexical path, for messages only). */
 export interface PlainDir {
-  /** The lexical path, for messages only. */
   readonly path: string;
+  readonly fd: number;
   close(): void;
 }
 
-interface OpenDir extends PlainDir {
-  readonly fd: number;
-}
-
 function at(dir: PlainDir, name: string): string {
-  return PROC_FD ? `/proc/self/fd/${(dir as OpenDir).fd}/${name}` : join(dir.path, name);
+  return PROC_FD ? `/proc/self/fd/${dir.fd}/${name}` : join(dir.path, name);
 }
 
 function kindOf(path: string): EntryKind {
@@ -55,11 +43,22 @@ function kindOfError(err: unknown): EntryKind {
   return 'other';
 }
 
-function wrap(fd: number, path: string): OpenDir {
+/**
+ * Opens `path` as a folder (`shown` in messages); its last component must not be a link (the ones before it are the
+ * caller's, e.g. the project folder an operator named). Returns what stands there instead when it is not a folder.
+ */
+function openPlainDir(path: string, shown = path): PlainDir | EntryKind {
+  let fd: number;
+  try {
+    fd = openSync(path, DIR_FLAGS);
+  } catch (err) {
+    const kind = kindOfError(err);
+    return kind === 'other' ? kindOf(path) : kind;
+  }
   let open = true;
   return {
     fd,
-    path,
+    path: shown,
     close() {
       if (open) closeSync(fd);
       open = false;
@@ -67,24 +66,9 @@ function wrap(fd: number, path: string): OpenDir {
   };
 }
 
-/**
- * Opens `path` as a folder; its last component must not be a link (the ones before it are the caller's, e.g. the
- * project folder an operator named). Returns what stands there instead when it is not a plain folder.
- */
-export function openPlainDir(path: string): PlainDir | EntryKind {
-  try {
-    return wrap(openSync(path, DIR_FLAGS), path);
-  } catch (err) {
-    const kind = kindOfError(err);
-    return kind === 'other' ? kindOf(path) : kind;
-  }
-}
-
 /** Opens the folder `name` inside `dir`, or says what stands there instead. */
 export function openPlainDirIn(dir: PlainDir, name: string): PlainDir | EntryKind {
-  const opened = openPlainDir(at(dir, name));
-  if (typeof opened === 'string') return opened;
-  return wrap((opened as OpenDir).fd, join(dir.path, name));
+  return openPlainDir(at(dir, name), join(dir.path, name));
 }
 
 /**
@@ -108,29 +92,44 @@ export function openPlainPath(root: string, parts: readonly string[]): PlainDir 
 export function listPlain(dir: PlainDir): Array<{ name: string; kind: EntryKind }> {
   let names: string[];
   try {
-    names = readdirSync(PROC_FD ? `/proc/self/fd/${(dir as OpenDir).fd}` : dir.path);
+    names = readdirSync(PROC_FD ? `/proc/self/fd/${dir.fd}` : dir.path);
   } catch {
     return [];
   }
   return names.sort().map((name) => ({ name, kind: kindOf(at(dir, name)) }));
 }
 
-/** An fd for reading the regular file `name` in `dir` (never through a link), or what stands there instead. */
-export function openPlainFileIn(dir: PlainDir, name: string): number | EntryKind {
+/** The plain folders (or files) directly in `<root>/<parts…>`, sorted; none when a level on the way is not plain. */
+export function plainEntries(root: string, parts: readonly string[], kind: 'dir' | 'file' = 'dir'): string[] {
+  const dir = openPlainPath(root, parts);
+  if ('failed' in dir) return [];
+  try {
+    return listPlain(dir).filter((e) => e.kind === kind).map((e) => e.name);
+  } finally {
+    dir.close();
+  }
+}
+
+/** An fd for reading the regular file at `path` (never through a link), or what stands there instead. */
+function openPlainFile(path: string): number | EntryKind {
   let fd: number;
   try {
-    fd = openSync(at(dir, name), FILE_FLAGS);
+    fd = openSync(path, FILE_FLAGS);
   } catch (err) {
     return kindOfError(err);
   }
   try {
     if (fstatSync(fd).isFile()) return fd;
-    closeSync(fd);
-    return 'other';
   } catch {
-    closeSync(fd);
-    return 'other';
+    // unreadable: as good as not a file
   }
+  closeSync(fd);
+  return 'other';
+}
+
+/** An fd for reading the regular file `name` in `dir` (never through a link), or what stands there instead. */
+export function openPlainFileIn(dir: PlainDir, name: string): number | EntryKind {
+  return openPlainFile(at(dir, name));
 }
 
 /** Up to `length` bytes of `fd` from `position`. */
@@ -139,6 +138,19 @@ export function readRange(fd: number, position: number, length: number): Buffer 
   let size = 0;
   for (let n = 1; n > 0 && size < length; size += n) n = readSync(fd, buf, size, length - size, position + size);
   return buf.subarray(0, size);
+}
+
+/** At most `cap` bytes of a file an agent wrote (its question): null unless a regular file reached without a link. */
+export function readAgentFile(path: string, cap: number): string | null {
+  const fd = openPlainFile(path);
+  if (typeof fd === 'string') return null;
+  try {
+    return readRange(fd, 0, cap).toString('utf8');
+  } catch {
+    return null;
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** The whole regular file `name` in `dir`; 'too_large' past `max` bytes; else what stands there instead. */
@@ -155,7 +167,7 @@ export function readPlainIn(dir: PlainDir, name: string, max: number): Buffer | 
 
 /** Why an entry that is not what was wanted is skipped, in words for a report. */
 export function skipReason(kind: EntryKind | 'too_large', max?: number): string {
-  if (kind === 'link') return LINK_REASON;
+  if (kind === 'link') return 'is a symbolic link (never followed)';
   if (kind === 'missing') return 'is missing';
   if (kind === 'too_large') return `is larger than ${max ?? 0} bytes`;
   if (kind === 'dir') return 'is a folder, not a file';
@@ -168,18 +180,14 @@ export interface TreeFile {
   content: Buffer;
 }
 
-export interface TreeOptions {
-  maxFile: number;
-  maxDepth: number;
-  skip: (rel: string, reason: string) => void;
-}
-
 /**
- * Hands every regular file under `dir` (up to `maxDepth` folders down, sorted) to `visit` as it is read, without
- * following a link; nothing is kept, so a caller can stop (throw) at a total of its own. Links, special files, files
- * over `maxFile` bytes and folders too deep go to `skip(rel, reason)`.
+ * Hands every regular file under `dir` (up to `maxDepth` folders down, sorted) to `visit` as it is read, so a caller
+ * can stop (throw) at a total of its own; links, special files, files over `maxFile` and deeper folders go to `skip`.
  */
-export function walkPlainTree(dir: PlainDir, opts: TreeOptions, visit: (file: TreeFile) => void, prefix = ''): void {
+export function walkPlainTree(
+  dir: PlainDir, opts: { maxFile: number; maxDepth: number; skip: (rel: string, reason: string) => void },
+  visit: (file: TreeFile) => void, prefix = '',
+): void {
   for (const { name, kind } of listPlain(dir)) {
     const rel = prefix ? `${prefix}/${name}` : name;
     if (kind === 'dir') {
@@ -203,13 +211,6 @@ export function walkPlainTree(dir: PlainDir, opts: TreeOptions, visit: (file: Tr
     if (typeof content === 'string') opts.skip(rel, skipReason(content, opts.maxFile));
     else visit({ rel, content });
   }
-}
-
-/** walkPlainTree's files as a list. */
-export function readPlainTree(dir: PlainDir, opts: TreeOptions): TreeFile[] {
-  const out: TreeFile[] = [];
-  walkPlainTree(dir, opts, (file) => out.push(file));
-  return out;
 }
 
 /**

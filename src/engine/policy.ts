@@ -4,9 +4,79 @@ import { isJsonObject } from '../untrusted.ts';
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Verdict } from '../run-json.ts';
-import { PolicyError } from './policy-error.ts';
-import { DEFAULT_LIMITS, parseLimits, type RunLimits } from './policy-limits.ts';
+import { RefusedError } from '../errors.ts';
 import { GatePolicyError, parseGatePolicy } from '../gate/policy.ts';
+
+/** A .svc/policy.json that svc refuses: the message names the key and what it must be. */
+export class PolicyError extends RefusedError {}
+
+/**
+ * `limits` (DESIGN §7a "It ends"): what one run's agents may spend, each key and what enforces it in docs/engine.md
+ * "Limits". The defaults are what a user would expect of an unattended run on a shared build host.
+ */
+export interface RunLimits {
+  provider_timeout_s: number;
+  run_timeout_s: number;
+  check_timeout_s: number;
+  processes: number;
+  memory_mb: number;
+  file_mb: number;
+  disk_mb: number;
+  invocations: number;
+}
+
+export const DEFAULT_LIMITS: RunLimits = {
+  provider_timeout_s: 3600,
+  run_timeout_s: 4 * 3600,
+  check_timeout_s: 900,
+  processes: 1024,
+  memory_mb: 8192,
+  file_mb: 1024,
+  disk_mb: 4096,
+  invocations: 25,
+};
+
+const MAXIMA: RunLimits = {
+  provider_timeout_s: 7 * 24 * 3600,
+  run_timeout_s: 7 * 24 * 3600,
+  check_timeout_s: 24 * 3600,
+  processes: 65536,
+  memory_mb: 1024 * 1024,
+  file_mb: 1024 * 1024,
+  disk_mb: 1024 * 1024,
+  invocations: 1000,
+};
+
+/**
+ * Refuses a key that is not `allowed` (a typo must not silently loosen anything); `fail` makes the error of the file
+ * being read.
+ */
+export function onlyKeys(
+  value: object, allowed: readonly string[], where: string, fail = (message: string): Error => new PolicyError(message),
+): void {
+  const unknown = Object.keys(value).find((key) => !allowed.includes(key));
+  if (unknown !== undefined) throw fail(`Unknown key "${unknown}" in ${where} (allowed: ${allowed.join(', ')})`);
+}
+
+/**
+ * A file's `limits` (policy.json's, or the operator's caps, which have no maximum): known keys only, each a whole
+ * number; `fail` makes the error that file's reader throws.
+ */
+export function readLimits(
+  raw: unknown, where: string, bounded: boolean, fail: (message: string) => Error,
+): Partial<RunLimits> {
+  if (!isJsonObject(raw)) throw fail(`${where} limits must be an object`);
+  const limits: Partial<RunLimits> = {};
+  onlyKeys(raw, Object.keys(DEFAULT_LIMITS), `${where} limits`, fail);
+  for (const [key, value] of Object.entries(raw)) {
+    const max = bounded ? MAXIMA[key as keyof RunLimits] : Infinity;
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > max) {
+      throw fail(`${where} limits.${key} must be a whole number ${bounded ? `from 1 to ${max}` : 'of at least 1'}`);
+    }
+    limits[key as keyof RunLimits] = value;
+  }
+  return limits;
+}
 
 export interface CheckSpec {
   name: string;
@@ -20,7 +90,6 @@ export interface Policy {
   max_usd: number | null;
   /** How agents are confined (DESIGN §7a): null when the file does not say, which means "bwrap". */
   sandbox: 'bwrap' | 'none' | null;
-  /** What one run's agents may spend (time, processes, memory, disk, invocations). */
   limits: RunLimits;
   /** Where the agents may connect through the egress gate (docs/gate.md); the model APIs are always reachable. */
   network: { allow: string[]; deny: string[] };
@@ -28,20 +97,11 @@ export interface Policy {
   fromFile: boolean;
 }
 
-export { PolicyError };
-
 export const DEFAULT_POLICY: Policy = {
   checks: [], pr: { open: 'verified', draft: true, base: null }, max_usd: null, sandbox: null, limits: DEFAULT_LIMITS,
   network: { allow: [], deny: [] }, fromFile: false,
 };
 
-function onlyKeys(value: Record<string, unknown>, allowed: string[], where: string): void {
-  for (const key of Object.keys(value)) {
-    if (!allowed.includes(key)) {
-      throw new PolicyError(`Unknown key "${key}" in ${where} (allowed: ${allowed.join(', ')})`);
-    }
-  }
-}
 
 function parseCheck(raw: unknown, i: number): CheckSpec {
   const where = `policy.json checks[${i}]`;
@@ -119,8 +179,10 @@ export function parsePolicy(raw: unknown): Policy {
     }
     sandbox = raw.sandbox;
   }
+  const limits = raw.limits === undefined || raw.limits === null
+    ? {} : readLimits(raw.limits, 'policy.json', true, (message) => new PolicyError(message));
   return {
-    checks, pr, max_usd: maxUsd, sandbox, limits: parseLimits(raw.limits), network: parseNetwork(raw.network),
+    checks, pr, max_usd: maxUsd, sandbox, limits: { ...DEFAULT_LIMITS, ...limits }, network: parseNetwork(raw.network),
     fromFile: true,
   };
 }

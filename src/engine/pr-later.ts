@@ -1,8 +1,5 @@
-// Opens the pull request of a finished --pr run whose work was verified but whose PR could not be opened then (no
-// credential, an unreachable origin): `svc start --open-pr RUN` and the Control Plane's POST /v1/runs/{id}/pr. Nothing
-// is re-run: the receipt svc signed for the run (checked against svc's own key) goes into the PR as it is, under the
-// run's plan (its policy, and the push target pinned when the run was made), and the run ends succeeded once the PR
-// is open.
+// `svc start --open-pr RUN` (docs/engine.md, "Opening the pull request later"): the PR of a verified --pr run that
+// could not open it then, with the receipt svc signed as it is, under the run's plan; nothing is re-run.
 // Must not: open a PR for a run whose verdict the policy does not accept, whose receipt is not svc's, or twice.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -13,7 +10,7 @@ import { verifyReceipt, keyRingOf, type Receipt } from './receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { maybeOpenPr } from './finish-phase.ts';
-import { checkPrPossible } from './pr-check.ts';
+import { checkPrPossible } from './pr.ts';
 import { artifactsDir } from './paths.ts';
 import type { RunState } from './run-state.ts';
 import { ConflictError, FailedError } from '../errors.ts';

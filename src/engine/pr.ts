@@ -1,23 +1,18 @@
-// Opens the receipt-carrying pull request: push svc/<run> to origin, then GitHub REST (or gh). Never merges, never
-// deploys.
-// The GitHub token reaches exactly one child, the push (through GIT_ASKPASS), and only when origin is that GitHub host;
-// origin is what the repository's config file said when the run was made (the run's pinned push target), read by svc,
-// never rewritten by the config's URL rules; the pull request is opened on that same repository.
+// Opens the receipt-carrying pull request: push svc/<run> to the run's pinned target (git-push.ts), then GitHub REST
+// (or gh), on that same repository. Never merges, never deploys. Before a --pr run starts, checkPrPossible refuses
+// one whose PR could not be opened afterwards (docs/engine.md, "A `--pr` run checks first").
+// Must not: send the token anywhere the push would not (git-token.ts), or change the repository.
 import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
-import { pinnedOrigin, cleanPush, type PushTarget } from './git-push.ts';
-import { tokenGoesTo, withAskpassSync } from './git-token.ts';
+import { pushBranch, shownUrl, type PushTarget } from './git-push.ts';
+import { redirectedUrl, redirectRefusal, withGitToken } from './git-token.ts';
+import { gitArgv, gitBaseEnv, gitExtraEnv } from './git.ts';
 import { which } from '../spawn/which.ts';
-import { runSync, type ChildSpec } from '../spawn/start.ts';
+import { runCollect, runSync, type ChildSpec } from '../spawn/start.ts';
 import { FailedError, RefusedError } from '../errors.ts';
-import { GitRedirectedError, redirectRefusal } from './git-redirect.ts';
-import { GIT_ISOLATION_ENV } from './host-git.ts';
 
-export { githubHost } from './git-token.ts';
-
-export const NO_CREDENTIALS_FIX = 'set GITHUB_TOKEN or GH_TOKEN, or log in with gh';
-export const NO_CREDENTIALS = `No GitHub credentials: ${NO_CREDENTIALS_FIX} (nothing was pushed)`;
+const NO_CREDENTIALS = 'No GitHub credentials: set GITHUB_TOKEN or GH_TOKEN, or log in with gh';
 
 export interface PrRequest {
   workdir: string;
@@ -37,29 +32,26 @@ export interface PrResult {
   via: 'rest' | 'gh';
 }
 
-// gh may run git itself: no global or system config, and no hooks, through git's environment config.
-const GH_GIT_CONFIG = {
-  ...GIT_ISOLATION_ENV, GIT_CONFIG_COUNT: '2',
-  GIT_CONFIG_KEY_0: 'core.hooksPath', GIT_CONFIG_VALUE_0: '/dev/null',
-  GIT_CONFIG_KEY_1: 'core.fsmonitor', GIT_CONFIG_VALUE_1: 'false',
-};
-
-/** gh keeps its own login under HOME; it never gets svc's tokens (it is only used when none is set). */
+/** gh keeps its own login under HOME, never svc's tokens; the git it runs reads no global config and runs no hook. */
 function ghEnv(env: NodeJS.ProcessEnv): ChildSpec {
-  return { kind: 'tool', base: env, extra: GH_GIT_CONFIG };
+  const noHooks = { GIT_CONFIG_COUNT: '2', GIT_CONFIG_KEY_0: 'core.hooksPath', GIT_CONFIG_VALUE_0: '/dev/null',
+    GIT_CONFIG_KEY_1: 'core.fsmonitor', GIT_CONFIG_VALUE_1: 'false' };
+  return { kind: 'tool', base: env, extra: gitExtraEnv(noHooks) };
 }
 
-function githubToken(env: NodeJS.ProcessEnv): string | null {
-  if (env.GITHUB_TOKEN) return env.GITHUB_TOKEN;
-  if (env.GH_TOKEN) return env.GH_TOKEN;
+/** What opens the pull request: the token (from the environment or `gh auth token`), else gh itself; null: nothing. */
+function githubCredential(env: NodeJS.ProcessEnv): { token: string | null; gh: string | null } | null {
+  const set = env.GITHUB_TOKEN || env.GH_TOKEN;
+  if (set) return { token: set, gh: null };
   const gh = which('gh', env.PATH);
   if (!gh) return null;
+  let token: string | null = null;
   try {
-    const token = runSync([gh, 'auth', 'token'], { ...ghEnv(env), stderr: 'ignore' }).trim();
-    return token || null;
+    token = runSync([gh, 'auth', 'token'], { ...ghEnv(env), stderr: 'ignore' }).trim() || null;
   } catch {
-    return null;
+    // not logged in that way: gh itself opens the PR
   }
+  return token ? { token, gh: null } : { token: null, gh };
 }
 
 async function createViaRest(req: PrRequest, token: string): Promise<PrResult> {
@@ -90,12 +82,8 @@ async function createViaRest(req: PrRequest, token: string): Promise<PrResult> {
 /** gh's `--repo` value, `[HOST/]OWNER/REPO`: gh then never picks the repository from the config's remotes. */
 function ghRepo(target: PushTarget): string {
   if (!target.repo) throw new RefusedError('Cannot tell the GitHub owner/name of origin');
-  let host: string | null = null;
-  try {
-    host = new URL(target.url).hostname || null;
-  } catch {
-    host = /^[^@/]+@([^:/]+):/.exec(target.url)?.[1] ?? null; // scp-like git@host:owner/name
-  }
+  // A URL's host, else an scp-like git@host:owner/name's.
+  const host = URL.parse(target.url)?.hostname || /^[^@/]+@([^:/]+):/.exec(target.url)?.[1];
   return host ? `${host}/${target.repo}` : target.repo;
 }
 
@@ -105,9 +93,8 @@ function createViaGh(req: PrRequest, gh: string): PrResult {
   try {
     const bodyFile = join(dir, 'body.md');
     writeFileSync(bodyFile, req.body);
-    const args = ['pr', 'create', '--repo', repo, '--head', req.branch, '--base', req.base, '--title', req.title];
-    args.push('--body-file', bodyFile);
-    if (req.draft) args.push('--draft');
+    const args = ['pr', 'create', '--repo', repo, '--head', req.branch, '--base', req.base, '--title', req.title,
+      '--body-file', bodyFile, ...(req.draft ? ['--draft'] : [])];
     const out = runSync([gh, ...args], { ...ghEnv(req.env), cwd: req.workdir, maxBuffer: 16 * 1024 * 1024 });
     const url = out.trim().split('\n').pop() ?? '';
     const number = /\/pull\/(\d+)/.exec(url)?.[1];
@@ -117,39 +104,41 @@ function createViaGh(req: PrRequest, gh: string): PrResult {
   }
 }
 
-/**
- * Pushes the branch to the run's pinned target, provided the config still names it, never through the config's URL
- * rules, helpers or proxies (src/engine/git-push.ts); the token goes along only to an https URL on the token's own
- * GitHub host.
- */
-export async function pushBranch(
-  workdir: string, target: PushTarget, branch: string, token: string | null, env: NodeJS.ProcessEnv,
-): Promise<void> {
-  const origin = pinnedOrigin(workdir, target);
-  try {
-    if (!token || !tokenGoesTo(origin.url, env)) {
-      cleanPush(workdir, origin, branch, { askpass: null, token: null });
-      return;
-    }
-    withAskpassSync((askpass) => cleanPush(workdir, origin, branch, { askpass, token }));
-  } catch (err) {
-    if (err instanceof GitRedirectedError) throw await redirectRefusal(origin.url, 'git-receive-pack', env);
-    throw err;
-  }
-}
-
-/** What opens the pull request: the token (from the environment or `gh auth token`), else gh itself; null: nothing. */
-export function githubCredential(env: NodeJS.ProcessEnv): { token: string | null; gh: string | null } | null {
-  const token = githubToken(env);
-  const gh = token ? null : which('gh', env.PATH);
-  return token || gh ? { token, gh } : null;
-}
-
 export async function openPullRequest(req: PrRequest): Promise<PrResult> {
   const credential = githubCredential(req.env);
   // Nothing is pushed when no pull request could be opened afterwards: a branch without its PR helps nobody.
-  if (!credential) throw new RefusedError(NO_CREDENTIALS);
+  if (!credential) throw new RefusedError(`${NO_CREDENTIALS} (nothing was pushed)`);
   await pushBranch(req.workdir, req.target, req.branch, credential.token, req.env);
   if (credential.token) return createViaRest(req, credential.token);
   return createViaGh(req, credential.gh!);
+}
+
+const LS_REMOTE_TIMEOUT_MS = 60_000;
+
+/** `git ls-remote URL HEAD` with the credential the push would use; git's first stderr line when it fails. */
+async function lsRemote(url: string, token: string | null, env: NodeJS.ProcessEnv): Promise<string | null> {
+  const cwd = mkdtempSync(join(tmpdir(), 'svc-ls-remote-'));
+  try {
+    const done = await withGitToken(url, token, env, (config, extra) => runCollect(
+      gitArgv([...config, 'ls-remote', '--quiet', '--', url, 'HEAD']),
+      { kind: 'tool', base: gitBaseEnv(env), extra: gitExtraEnv(extra), cwd, timeout: LS_REMOTE_TIMEOUT_MS },
+    ));
+    if (done.status === 0) return null;
+    if (redirectedUrl(done.stderr) !== null) throw await redirectRefusal(url, 'git-upload-pack', env);
+    return done.stderr.split('\n').map((l) => l.trim()).find(Boolean)
+      ?? (done.status === null ? `no answer within ${LS_REMOTE_TIMEOUT_MS / 1000} s` : `exit ${done.status}`);
+  } finally {
+    rmSync(cwd, { recursive: true, force: true });
+  }
+}
+
+/** Refuses (a RefusedError) unless a credential in `env` exists and the origin answers as the push would ask it. */
+export async function checkPrPossible(target: PushTarget, env: NodeJS.ProcessEnv): Promise<void> {
+  const credential = githubCredential(env);
+  if (credential === null) throw new RefusedError(NO_CREDENTIALS);
+  const problem = await lsRemote(target.url, credential.token, env);
+  if (problem !== null) {
+    throw new RefusedError(`The origin "${shownUrl(target.url)}" cannot be reached as configured (${problem}): ` +
+      'fix the credential (GITHUB_TOKEN, GH_TOKEN or gh auth login) or `git remote set-url origin URL`');
+  }
 }

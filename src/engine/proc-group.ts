@@ -1,9 +1,11 @@
 // Process groups we own: identity recorded at spawn (pid + /proc start time), checked before any signal.
 // An identity read back from a run folder is untrusted (anyone who can write the folder can edit state.json), so
-// callers that got it from disk pass an owner check (worker-identity.ts) that the live process must also pass.
+// callers that got it from disk pass an owner check (isWorkerOf, isChildOf) that the live process must also pass.
 import { setTimeout as sleep } from 'node:timers/promises';
+import { realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { isPidAlive } from '../client/server-record.ts';
-import { allPids, statFields } from '../spawn/tree.ts';
+import { allPids, procList, statFields } from '../spawn/tree.ts';
 
 export interface ProcIdentity {
   pid: number;
@@ -100,4 +102,34 @@ export async function terminateGroup(id: ProcIdentity, graceMs: number, owner?: 
   if (!(await left(deadline - Date.now()))) return;
   signalled.forEach((g) => signalGroup(g, 'SIGKILL', g === id ? owner : undefined));
   await left(5_000);
+}
+
+function real(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    return path;
+  }
+}
+
+// The CLI of this install, whether it runs from the sources (src/cli.ts) or the build (dist/cli.js).
+const CLI_PATHS = new Set(
+  ['../cli.ts', '../cli.js', '../../src/cli.ts', '../../dist/cli.js']
+    .map((rel) => real(fileURLToPath(new URL(rel, import.meta.url)))),
+);
+
+/** The worker argv is `node <cli> worker <mode> --run-id <run> --repo <repo>` (engine/launch.ts spawnWorker). */
+export function isWorkerOf(run: string): OwnerCheck {
+  return (pid) => {
+    const argv = procList(pid, 'cmdline');
+    if (!argv) return false;
+    const cli = argv.findIndex((a) => /cli\.[jt]s$/.test(a) && CLI_PATHS.has(real(a)));
+    const at = argv.indexOf('--run-id');
+    return cli !== -1 && argv[cli + 1] === 'worker' && at !== -1 && argv[at + 1] === run;
+  };
+}
+
+/** Providers and checks are started with SVC_RUN_ID=<run> in their environment (provider-phase.ts, checks.ts). */
+export function isChildOf(run: string): OwnerCheck {
+  return (pid) => procList(pid, 'environ')?.includes(`SVC_RUN_ID=${run}`) ?? false;
 }

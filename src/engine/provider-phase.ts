@@ -1,19 +1,19 @@
 // Runs the provider until it is done: questions (SVC_QUESTION_FILE) block the run until an answer file arrives,
-// and reaching the policy's max_usd blocks it asking whether to continue (DESIGN §6).
+// and reaching the policy's max_usd blocks it asking whether to continue (DESIGN §6). The budget is checked on every
+// cost line while the provider runs, and again when it exits (some CLIs report cost only at the end).
 import { setTimeout as sleep } from 'node:timers/promises';
 import { existsSync, rmSync } from 'node:fs';
 import type { RunContext } from './run-context.ts';
-import type { ResolvedProvider } from './providers.ts';
-import { buildPrompt } from './prompt.ts';
+import { buildPrompt } from './spec.ts';
 import { spawnGroup, type GroupResult, type GroupRun } from './spawn-group.ts';
-import { createUsageParser, addUsage, type Usage } from './usage-parsers.ts';
+import { createUsageParser, addUsage, type ResolvedProvider, type Usage } from './providers.ts';
 import { oneLine } from './text.ts';
-import { answerBudget, budgetQuestion, budgetReached } from './budget.ts';
-import { writeNoFollow, readAgentFile } from './safe-fs.ts';
+import { writeNoFollow } from './safe-fs.ts';
+import { readAgentFile } from './plain-tree.ts';
 import {
   agentSandbox, agentExtraEnv, protocolFiles, releaseProviderHome, watchedLimits, type ProtocolFiles, type RunSandbox,
 } from './sandbox.ts';
-import type { RunLimits } from './policy-limits.ts';
+import type { RunLimits } from './policy.ts';
 import { untestedProviderWarning } from './cli-version.ts';
 
 const LOG_LINE_CAP = 4000;
@@ -68,6 +68,30 @@ function unblock(ctx: RunContext, answer: string, answerFile: string): void {
   ctx.setStatus('running', { question: null, answers: [...ctx.state.answers, answer] });
 }
 
+function budgetReached(spent: number | null, budget: number | null): boolean {
+  return budget !== null && spent !== null && spent >= budget;
+}
+
+function budgetQuestion(spent: number, budget: number, maxUsd: number | null): string {
+  return `The run has spent $${spent.toFixed(2)}, reaching its budget of $${budget.toFixed(2)} (max_usd). Continue? ` +
+    `Answer "yes" to allow another $${(maxUsd ?? budget).toFixed(2)}, anything else to stop.`;
+}
+
+/**
+ * The one rule for an answer to the budget question, wherever the run waits for it (provider paused, or exited): "yes"
+ * raises the budget by max_usd (else by the budget itself) and returns null; anything else returns the run's error.
+ */
+function answerBudget(ctx: RunContext, answer: string, maxUsd: number | null): string | null {
+  ctx.event('answer', { answer });
+  const budget = ctx.state.budget_usd ?? 0;
+  if (/^\s*(y|yes|continue|ok)\b/i.test(answer)) {
+    ctx.setStatus('running', { question: null, budget_usd: budget + (maxUsd ?? budget) });
+    return null;
+  }
+  ctx.setStatus('running', { question: null });
+  return `Stopped at the max_usd budget: spent $${(ctx.state.cost_usd ?? 0).toFixed(2)} of $${budget.toFixed(2)}`;
+}
+
 const LIMIT_KEYS = { time: 'provider_timeout_s or run_timeout_s', processes: 'processes', memory: 'memory_mb',
   disk: 'disk_mb' } as const;
 
@@ -77,17 +101,32 @@ function limitMessage(name: string, ended: NonNullable<GroupResult['endedBy']>):
 
 type ProviderOptions = { maxUsd: number | null; notes: string[]; sandbox: RunSandbox; limits: RunLimits };
 
-/** Runs the provider; meanwhile checks its version (without delaying its start) and logs a warning if untested. */
+/**
+ * Invokes the provider until an invocation ends the run's provider phase (done, failed, stopped or limited);
+ * meanwhile checks its version (without delaying its start) and logs a warning if untested.
+ */
 export async function runProvider(
   ctx: RunContext, provider: ResolvedProvider, spec: string, opts: ProviderOptions,
 ): Promise<ProviderOutcome> {
   const versionCheck = untestedProviderWarning(provider, ctx.env).then((warning) => {
-    if (!warning) return;
-    ctx.event('log', { stream: 'svc', text: warning });
-    ctx.say(warning);
+    if (warning) ctx.note(warning);
   }, () => undefined);
   try {
-    return await runProviderAttempts(ctx, provider, spec, opts);
+    const files = protocolFiles(ctx);
+    const log = createOutputLog(ctx);
+    if (ctx.state.budget_usd === null && opts.maxUsd !== null) ctx.update({ budget_usd: opts.maxUsd });
+    const runDeadline = Date.now() + opts.limits.run_timeout_s * 1000;
+    for (let number = 1; ; number++) {
+      if (ctx.stopRequested()) return { kind: 'stopped' };
+      const a = newAttempt(ctx, number, runDeadline - Date.now());
+      const limited = limitBeforeAttempt(provider.name, a, opts.limits);
+      if (limited) return limited;
+      const proc = startAttempt(ctx, provider, opts, files, spec, a, log);
+      const result = await watchAttempt(ctx, proc, a, files, opts.maxUsd);
+      const total = recordAttempt(ctx, result, a, log);
+      const next = await outcomeAfterExit(ctx, provider, opts.maxUsd, files, a, result, total);
+      if (next !== 'again') return next;
+    }
   } finally {
     releaseProviderHome(ctx, opts.sandbox, provider);
     await versionCheck;
@@ -120,6 +159,10 @@ type OutputLog = ReturnType<typeof createOutputLog>;
 
 /** What one invocation of the provider accumulates while it runs. */
 interface Attempt {
+  /** 1 for the first invocation of the run. */
+  number: number;
+  /** What is left of the run's time (limits.run_timeout_s). */
+  remainingMs: number;
   /** The run's totals when this invocation started; `usage` is what it added since. */
   before: Usage;
   usage: Usage;
@@ -131,52 +174,43 @@ interface Attempt {
   answeredWhileRunning: boolean;
 }
 
-function newAttempt(ctx: RunContext): Attempt {
+function newAttempt(ctx: RunContext, number: number, remainingMs: number): Attempt {
   const { cost_usd, tokens_in, tokens_out } = ctx.state;
   return {
-    before: { cost_usd, tokens_in, tokens_out }, usage: { cost_usd: null, tokens_in: null, tokens_out: null },
+    number, remainingMs, before: { cost_usd, tokens_in, tokens_out },
+    usage: { cost_usd: null, tokens_in: null, tokens_out: null },
     budgetAsked: false, overBudget: null, answeredWhileRunning: false,
   };
 }
 
 /** The policy's invocation count and run time, checked before each invocation; null while both allow another. */
-function limitBeforeAttempt(
-  name: string, attempt: number, limits: RunLimits, remainingMs: number,
-): ProviderOutcome | null {
-  if (attempt > limits.invocations) {
+function limitBeforeAttempt(name: string, a: Attempt, limits: RunLimits): ProviderOutcome | null {
+  if (a.number > limits.invocations) {
     return { kind: 'limit', exitCode: null, error: `Provider ${name} was invoked ${limits.invocations} times ` +
       'in this run, the policy\'s limits.invocations: not invoked again' };
   }
-  if (remainingMs <= 0) {
+  if (a.remainingMs <= 0) {
     return { kind: 'limit', exitCode: null, error: `The run reached limits.run_timeout_s (${limits.run_timeout_s} s)` };
   }
   return null;
 }
 
-/** Writes the prompt to $SVC_TASK_FILE and resets the question and answer files; returns the prompt. */
-function writeProtocolFiles(ctx: RunContext, files: ProtocolFiles, spec: string, notes: string[]): string {
-  const prompt = buildPrompt(spec, { answers: ctx.state.answers, notes });
-  writeNoFollow(files.taskFile, prompt);
-  rmSync(files.questionFile, { force: true });
-  // Every invocation finds the latest answer at $SVC_ANSWER_FILE (the prompt has all of them); none before the first.
-  const latest = ctx.state.answers.at(-1);
-  if (latest === undefined) rmSync(files.answerFile, { force: true });
-  else writeNoFollow(files.answerFile, latest);
-  return prompt;
-}
-
-interface AttemptStart {
-  attempt: number;
-  prompt: string;
-  remainingMs: number;
-}
-
-/** Starts one invocation in the sandbox; its output lines feed the usage parser and the output log. */
+/**
+ * Starts one invocation in the sandbox, the prompt written to $SVC_TASK_FILE and the question and answer files reset
+ * first; its output lines feed the usage parser and the output log.
+ */
 function startAttempt(
-  ctx: RunContext, provider: ResolvedProvider, opts: ProviderOptions, files: ProtocolFiles, start: AttemptStart,
-  a: Attempt, log: OutputLog,
+  ctx: RunContext, provider: ResolvedProvider, opts: ProviderOptions, files: ProtocolFiles, spec: string, a: Attempt,
+  log: OutputLog,
 ): GroupRun {
   const { taskFile, questionFile, answerFile } = files;
+  const prompt = buildPrompt(spec, { answers: ctx.state.answers, notes: opts.notes });
+  writeNoFollow(taskFile, prompt);
+  rmSync(questionFile, { force: true });
+  // Every invocation finds the latest answer at $SVC_ANSWER_FILE (the prompt has all of them); none before the first.
+  const latest = ctx.state.answers.at(-1);
+  if (latest === undefined) rmSync(answerFile, { force: true });
+  else writeNoFollow(answerFile, latest);
   const extra = {
     ...agentExtraEnv(opts.sandbox),
     // Some CLIs (opencode) take their project folder from $PWD, not the working directory: it must name the worktree.
@@ -190,17 +224,15 @@ function startAttempt(
   const argv = provider.argv.map((arg) => (arg === '{task_file}' ? taskFile : arg));
   const parse = createUsageParser(provider.kind);
   // provider and attempt as fields too, so the run page's timeline never parses the text.
-  const startedText = `provider ${provider.name} started (attempt ${start.attempt})`;
-  ctx.event('log', { stream: 'svc', text: startedText, provider: provider.name, attempt: start.attempt });
-  ctx.say(startedText);
+  ctx.note(`provider ${provider.name} started (attempt ${a.number})`, { provider: provider.name, attempt: a.number });
   const proc = spawnGroup(argv, {
     cwd: ctx.state.workdir,
     env: ctx.env,
     extra,
     sandbox: agentSandbox(ctx, opts.sandbox, argv[0]!, provider, opts.limits),
     watch: watchedLimits(opts.limits, ctx.state.workdir),
-    timeoutMs: Math.min(opts.limits.provider_timeout_s * 1000, start.remainingMs),
-    ...(provider.stdinPrompt ? { stdin: start.prompt } : {}),
+    timeoutMs: Math.min(opts.limits.provider_timeout_s * 1000, a.remainingMs),
+    ...(provider.stdinPrompt ? { stdin: prompt } : {}),
     maxBytes: 1,
     onLine(stream, line) {
       const inc = parse(line);
@@ -219,16 +251,9 @@ function pollBudgetAnswer(ctx: RunContext, proc: GroupRun, a: Attempt, maxUsd: n
   const answer = ctx.stopRequested() ? null : ctx.takeAnswer();
   if (answer === null) return;
   a.budgetAsked = false;
-  ctx.event('answer', { answer });
-  const decided = answerBudget(answer, ctx.state.cost_usd ?? 0, ctx.state.budget_usd ?? 0, maxUsd);
-  if ('budget_usd' in decided) {
-    ctx.setStatus('running', { question: null, budget_usd: decided.budget_usd });
-    proc.resume();
-  } else {
-    a.overBudget = decided.stop;
-    ctx.setStatus('running', { question: null });
-    proc.kill();
-  }
+  a.overBudget = answerBudget(ctx, answer, maxUsd);
+  if (a.overBudget === null) proc.resume();
+  else proc.kill();
 }
 
 /** Freezes the provider and asks whether to go on once its spending reaches the budget; true if it asked. */
@@ -289,25 +314,6 @@ function recordAttempt(ctx: RunContext, result: GroupResult, a: Attempt, log: Ou
   return total;
 }
 
-/** Reached the budget by the time the provider exited: asks whether to go on; null when the run goes on. */
-async function budgetAfterExit(
-  ctx: RunContext, total: Usage, exitCode: number | null, maxUsd: number | null,
-): Promise<ProviderOutcome | null> {
-  const budget = ctx.state.budget_usd;
-  if (budget === null || !budgetReached(total.cost_usd, budget)) return null;
-  if (ctx.state.status !== 'blocked') block(ctx, budgetQuestion(total.cost_usd!, budget, maxUsd));
-  const answer = await waitForAnswer(ctx);
-  if (answer === null) return { kind: 'stopped' };
-  ctx.event('answer', { answer });
-  const decided = answerBudget(answer, total.cost_usd!, budget, maxUsd);
-  if ('stop' in decided) {
-    ctx.setStatus('running', { question: null });
-    return { kind: 'over-budget', exitCode, error: decided.stop };
-  }
-  ctx.setStatus('running', { question: null, budget_usd: decided.budget_usd });
-  return null;
-}
-
 /** What an invocation's exit means for the run: an outcome, or 'again' to invoke the provider once more. */
 async function outcomeAfterExit(
   ctx: RunContext, provider: ResolvedProvider, maxUsd: number | null, files: ProtocolFiles, a: Attempt,
@@ -333,34 +339,17 @@ async function outcomeAfterExit(
   // after asking, as the prompt tells them) re-invokes it with the answer.
   if (a.answeredWhileRunning && existsSync(files.answerFile)) return 'again';
 
-  const overBudget = await budgetAfterExit(ctx, total, result.code, maxUsd);
-  if (overBudget) return overBudget;
+  // Reached the budget by the time it exited: ask whether to go on.
+  if (budgetReached(total.cost_usd, ctx.state.budget_usd)) {
+    if (ctx.state.status !== 'blocked') block(ctx, budgetQuestion(total.cost_usd!, ctx.state.budget_usd!, maxUsd));
+    const answer = await waitForAnswer(ctx);
+    if (answer === null) return { kind: 'stopped' };
+    const stop = answerBudget(ctx, answer, maxUsd);
+    if (stop !== null) return { kind: 'over-budget', exitCode: result.code, error: stop };
+  }
   if (result.code !== 0) {
     const how = result.signal ? `was killed by ${result.signal}` : `exited with code ${result.code}`;
     return { kind: 'failed', exitCode: result.code, error: `Provider ${provider.name} ${how}` };
   }
   return { kind: 'done' };
-}
-
-/** Invokes the provider until an invocation ends the run's provider phase (done, failed, stopped or limited). */
-async function runProviderAttempts(
-  ctx: RunContext, provider: ResolvedProvider, spec: string, opts: ProviderOptions,
-): Promise<ProviderOutcome> {
-  const files = protocolFiles(ctx);
-  const log = createOutputLog(ctx);
-  if (ctx.state.budget_usd === null && opts.maxUsd !== null) ctx.update({ budget_usd: opts.maxUsd });
-  const runDeadline = Date.now() + opts.limits.run_timeout_s * 1000;
-  for (let attempt = 1; ; attempt++) {
-    if (ctx.stopRequested()) return { kind: 'stopped' };
-    const remainingMs = runDeadline - Date.now();
-    const limited = limitBeforeAttempt(provider.name, attempt, opts.limits, remainingMs);
-    if (limited) return limited;
-    const prompt = writeProtocolFiles(ctx, files, spec, opts.notes);
-    const a = newAttempt(ctx);
-    const proc = startAttempt(ctx, provider, opts, files, { attempt, prompt, remainingMs }, a, log);
-    const result = await watchAttempt(ctx, proc, a, files, opts.maxUsd);
-    const total = recordAttempt(ctx, result, a, log);
-    const next = await outcomeAfterExit(ctx, provider, opts.maxUsd, files, a, result, total);
-    if (next !== 'again') return next;
-  }
 }

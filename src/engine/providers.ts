@@ -1,5 +1,8 @@
-// Provider adapters: each tool's documented non-interactive invocation, plus `command` providers from .svc/config.json.
+// Provider adapters: each built-in tool's documented non-interactive invocation and how its own output reports cost
+// and tokens (as increments; a provider that reports nothing leaves them null), plus `command` providers from
+// .svc/config.json.
 import { UnavailableError } from '../errors.ts';
+import { isJsonObject, obj } from '../untrusted.ts';
 import { which } from '../spawn/which.ts';
 import type { EngineConfig } from './config.ts';
 
@@ -19,42 +22,210 @@ export interface ResolvedProvider {
   showFolder?: boolean;
 }
 
-const BUILTIN_ARGS: Record<(typeof BUILTIN_PROVIDERS)[number], { args: string[]; stdin: boolean }> = {
-  // claude -p reads the prompt from stdin. stream-json (which -p wants with --verbose) prints each message as it
-  // happens, so the run's log shows the agent working; its last line is the result with total_cost_usd and usage.
-  // acceptEdits approves its file edits only: headless, every Bash call was denied (the agent could neither run the
-  // tests nor write its question), so Bash is allowed too. bypassPermissions would do it, but claude refuses it as
-  // root.
+export interface Usage {
+  cost_usd: number | null;
+  tokens_in: number | null;
+  tokens_out: number | null;
+}
+
+export type UsageParser = (line: string) => Usage | null;
+
+function num(value: unknown): number | null {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : null;
+}
+
+function json(line: string): Record<string, unknown> | null {
+  const t = line.trim();
+  if (!t.startsWith('{')) return null;
+  try {
+    const v = JSON.parse(t) as unknown;
+    return isJsonObject(v) ? v : null;
+  } catch {
+    return null;
+  }
+}
+
+/** `claude -p --output-format json`: the result object carries total_cost_usd and usage. */
+function claude(line: string): Usage | null {
+  const o = json(line);
+  if (!o || o.type !== 'result') return null;
+  const u = obj(o.usage);
+  const cacheIn = (num(u.cache_creation_input_tokens) ?? 0) + (num(u.cache_read_input_tokens) ?? 0);
+  const input = num(u.input_tokens);
+  return {
+    cost_usd: num(o.total_cost_usd) ?? num(o.cost_usd),
+    tokens_in: input === null ? null : input + cacheIn,
+    tokens_out: num(u.output_tokens),
+  };
+}
+
+/** `codex exec --json`: turn.completed events carry usage; codex reports no price. */
+function codex(line: string): Usage | null {
+  const o = json(line);
+  if (!o || o.type !== 'turn.completed') return null;
+  const u = obj(o.usage);
+  return { cost_usd: null, tokens_in: num(u.input_tokens), tokens_out: num(u.output_tokens) };
+}
+
+/**
+ * `gemini --output-format json`: stats per model (tokens.prompt / tokens.candidates) or flat inputTokens/outputTokens.
+ */
+function gemini(line: string): Usage | null {
+  const o = json(line);
+  if (!o || !o.stats) return null;
+  const stats = obj(o.stats);
+  let tin = num(stats.inputTokens);
+  let tout = num(stats.outputTokens);
+  for (const model of Object.values(obj(stats.models))) {
+    const t = obj(obj(model).tokens);
+    // A model entry without token counts reports nothing: the figure stays null rather than 0.
+    const prompt = num(t.prompt);
+    const candidates = num(t.candidates);
+    if (prompt !== null) tin = (tin ?? 0) + prompt;
+    if (candidates !== null) tout = (tout ?? 0) + candidates;
+  }
+  return { cost_usd: null, tokens_in: tin, tokens_out: tout };
+}
+
+/**
+ * `opencode run --format json`: each step_finish part carries cost and tokens (input excludes the cache figures, which
+ * are added as claude's are).
+ */
+function opencode(line: string): Usage | null {
+  const o = json(line);
+  if (!o) return null;
+  const part = obj(o.part);
+  const cost = num(part.cost) ?? num(o.cost);
+  const tokens = obj(part.tokens ?? o.tokens);
+  if (cost === null && tokens.input === undefined) return null;
+  const input = num(tokens.input);
+  const cache = obj(tokens.cache);
+  const cacheIn = (num(cache.read) ?? 0) + (num(cache.write) ?? 0);
+  return { cost_usd: cost, tokens_in: input === null ? null : input + cacheIn, tokens_out: num(tokens.output) };
+}
+
+function kilo(text: string): number {
+  return text.endsWith('k') ? Math.round(Number(text.slice(0, -1)) * 1000) : Number(text);
+}
+
+const AIDER_TOKENS = /^Tokens: ([\d.]+k?) sent, (?:[\d.]+k? cache (?:write|hit), )*([\d.]+k?) received\.(.*)$/;
+const AIDER_COST = /^\s*Cost: \$([\d.]+) message, \$[\d.]+ session\.\s*$/;
+
+/**
+ * aider's usage report per message (aider/coders/base_coder.py): "Tokens: 2.5k sent[, 1.9k cache write][, 1.9k cache
+ * hit], 61 received. Cost: $0.0081 message, $0.0081 session." The cost goes on the next line when a message both hit
+ * and wrote the prompt cache, and is absent for a model aider has no price for. Only a cost line right after a
+ * report without one counts, so model text quoting an old report is not counted twice. The session total is never
+ * read: the per-message figures are increments.
+ */
+function createAider(): UsageParser {
+  let costMayFollow = false;
+  return (line) => {
+    const expectingCost = costMayFollow;
+    costMayFollow = false;
+    const tokens = AIDER_TOKENS.exec(line.trim());
+    if (tokens) {
+      const cost = AIDER_COST.exec(tokens[3]!);
+      costMayFollow = !cost;
+      return { cost_usd: cost ? Number(cost[1]) : null, tokens_in: kilo(tokens[1]!), tokens_out: kilo(tokens[2]!) };
+    }
+    const cost = expectingCost ? AIDER_COST.exec(line) : null;
+    return cost ? { cost_usd: Number(cost[1]), tokens_in: null, tokens_out: null } : null;
+  };
+}
+
+/**
+ * `command` providers report with a JSON line {"type":"svc.cost","usd":…,"tokens_in":…,"tokens_out":…} (an
+ * increment).
+ */
+function command(line: string): Usage | null {
+  const o = json(line);
+  if (!o) return null;
+  if (o.type === 'svc.cost') {
+    return { cost_usd: num(o.usd), tokens_in: num(o.tokens_in), tokens_out: num(o.tokens_out) };
+  }
+  return claude(line);
+}
+
+/**
+ * Tools that print one JSON result may pretty-print it over many lines: gather from a line that is exactly `{` to a
+ * line that is exactly `}` (nested braces are indented) and hand the compacted object to the line parser.
+ */
+function wholeDocument(parse: UsageParser): UsageParser {
+  let lines: string[] | null = null;
+  return (line) => {
+    const single = parse(line);
+    if (single) return single;
+    const bare = line.trimEnd();
+    if (lines === null) {
+      if (bare === '{') lines = [line];
+      return null;
+    }
+    lines.push(line);
+    if (lines.length > 100_000) lines = null;
+    if (bare !== '}' || lines === null) return null;
+    const text = lines.join('\n');
+    lines = null;
+    try {
+      return parse(JSON.stringify(JSON.parse(text)));
+    } catch {
+      return null;
+    }
+  };
+}
+
+type Builtin = { args: string[]; stdin: boolean; usage: () => UsageParser };
+
+const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Builtin> = {
+  // stream-json (which -p wants with --verbose) shows each message as it happens; its last line carries the cost.
+  // acceptEdits alone denies every headless Bash call (no tests, no question), so Bash is allowed too;
+  // bypassPermissions would do it, but claude refuses it as root.
   claude: {
     args: ['-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'acceptEdits',
       '--allowedTools', 'Bash'],
     stdin: true,
+    usage: () => wholeDocument(claude),
   },
-  // codex exec reads the prompt from stdin with "-"; --json prints JSONL events; exec never asks for approval
-  // (--full-auto is gone: 0.169 rejects it and exits). Its own sandbox is off, as every other CLI's is: svc's sandbox
-  // is the boundary. Under workspace-write every command failed where codex could not set up its nested bwrap
-  // ("execvp codex-linux-sandbox"), and even where it can, $SVC_QUESTION_FILE lies outside the workspace it may write.
-  codex: { args: ['exec', '--json', '--sandbox', 'danger-full-access', '-'], stdin: true },
-  // gemini runs headless when stdin is not a TTY; --yolo approves tool calls. A fresh worktree is a folder gemini does
-  // not trust, where it refuses to run headless: --skip-trust trusts it for this session only (nothing is written to
-  // the user's trustedFolders.json).
-  gemini: { args: ['--output-format', 'json', '--yolo', '--skip-trust'], stdin: true },
+  // exec never asks for approval. Its own sandbox is off, as every other CLI's is: svc's is the boundary, and under
+  // workspace-write its nested bwrap fails ("execvp codex-linux-sandbox") and $SVC_QUESTION_FILE is out of its reach.
+  codex: { args: ['exec', '--json', '--sandbox', 'danger-full-access', '-'], stdin: true, usage: () => codex },
+  // Headless when stdin is not a TTY. It refuses to run headless in a folder it does not trust (a fresh worktree):
+  // --skip-trust trusts it for this session only, writing nothing to the user's trustedFolders.json.
+  gemini: {
+    args: ['--output-format', 'json', '--yolo', '--skip-trust'], stdin: true, usage: () => wholeDocument(gemini),
+  },
   // aider takes the task from a file; svc commits, so aider's own auto-commits are off.
   aider: {
     args: ['--yes-always', '--no-auto-commits', '--no-pretty', '--no-stream', '--message-file', '{task_file}'],
     stdin: false,
+    usage: createAider,
   },
-  // opencode run takes a message and attached files. --file takes an array and would swallow a message after it, so
-  // the message comes first.
+  // --file takes an array and would swallow a message after it, so the message comes first.
   opencode: {
     args: ['run', '--format', 'json', 'Do the task described in the attached file.', '--file', '{task_file}'],
     stdin: false,
+    usage: () => opencode,
   },
 };
 
+/** A fresh parser for one invocation of a provider of this kind; a command provider's for any other. */
+export function createUsageParser(kind: string): UsageParser {
+  return isBuiltin(kind) ? BUILTINS[kind].usage() : command;
+}
+
+/** Adds an increment; a figure stays null until something reports it (unknown is never 0). */
+export function addUsage(total: Usage, inc: Usage): Usage {
+  const add = (a: number | null, b: number | null) => (b === null ? a : (a ?? 0) + b);
+  return {
+    cost_usd: add(total.cost_usd, inc.cost_usd),
+    tokens_in: add(total.tokens_in, inc.tokens_in),
+    tokens_out: add(total.tokens_out, inc.tokens_out),
+  };
+}
+
 export class ProviderMissingError extends UnavailableError {}
 
-function isBuiltin(name: string): name is (typeof BUILTIN_PROVIDERS)[number] {
+export function isBuiltin(name: string): name is (typeof BUILTIN_PROVIDERS)[number] {
   return (BUILTIN_PROVIDERS as readonly string[]).includes(name);
 }
 
@@ -75,14 +246,11 @@ function resolveNamed(name: string, config: EngineConfig, pathVar: string | unde
   if (!isBuiltin(name)) return null;
   const path = which(name, pathVar);
   if (!path) return null;
-  const spec = BUILTIN_ARGS[name];
+  const spec = BUILTINS[name];
   return { name, kind: name, argv: [path, ...spec.args], stdinPrompt: spec.stdin };
 }
 
-/**
- * Picks --provider, else config "provider", else the first builtin found on PATH; says what it looked for when none
- * is.
- */
+/** Picks --provider, else config "provider", else the first builtin on PATH; says what it looked for when none is. */
 export function resolveProvider(
   requested: string | null, config: EngineConfig, env: NodeJS.ProcessEnv,
 ): ResolvedProvider {

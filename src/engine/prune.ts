@@ -1,11 +1,7 @@
 // What `svc prune` removes from a project: the worktrees (.svc/worktrees/<run>) and `svc/<run>` branches of runs that
-// have ended, once they are older than a given age. Must not: touch a run that has not ended (queued, running,
-// blocked, stopping), a branch svc did not make (a run without a worktree works on the person's own branch), the run
-// folders (.svc/runs/<run>: the run's record and receipt), or anything on a remote.
-//
-// A repository can commit `.svc`, `.svc/worktrees` or `.svc/runs` as a symbolic link, or commit files there: every
-// level is opened without following a link (src/engine/plain-tree.ts), what git tracks there is the repository's
-// content and never a run of svc's, and a worktree is removed only once its real path is the one svc made.
+// have ended, once older than a given age. Nothing is read through a link, what git tracks under .svc is the
+// repository's content, and a worktree is removed only once its real path is the one svc made.
+// Must not: touch a run that has not ended, a branch svc did not make, the run folders, or anything on a remote.
 import { lstatSync, realpathSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { git, currentBranch } from './git.ts';
@@ -13,7 +9,7 @@ import { worktreeDir } from './paths.ts';
 import { type RunState } from './run-state.ts';
 import { isValidSegment } from './ids.ts';
 import { localRuns, trackedNames } from './local-runs.ts';
-import { listPlain, openPlainPath, skipReason } from './plain-tree.ts';
+import { openPlainPath, plainEntries, skipReason } from './plain-tree.ts';
 import { UnsafePathError } from './safe-fs.ts';
 import { TERMINAL } from '../run-json.ts';
 
@@ -50,20 +46,6 @@ export function endedAt(state: RunState): number | null {
     if (Number.isFinite(t)) return t;
   }
   return null;
-}
-
-/**
- * The plain folders (or with `kind` 'file', the plain files) directly in `<root>/<parts…>`, sorted; none when any
- * level on the way is a link or not a folder. Links in it are left out, never followed.
- */
-export function plainEntries(root: string, parts: readonly string[], kind: 'dir' | 'file' = 'dir'): string[] {
-  const dir = openPlainPath(root, parts);
-  if ('failed' in dir) return [];
-  try {
-    return listPlain(dir).filter((e) => e.kind === kind).map((e) => e.name);
-  } finally {
-    dir.close();
-  }
 }
 
 /**

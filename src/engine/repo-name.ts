@@ -1,8 +1,22 @@
-// The repository name a run records (its `repo`, what the Control Plane lists and filters by). A run the trigger
-// server started is named by the served entry its job was routed to, which the launcher passes as
-// SVC_REPO_NAME; anything else is named from the checkout's origin (git.ts repoName).
-import { isWebhookOrigin } from './classify.ts';
+// The repository name a run records (its `repo`, what the Control Plane lists and filters by): the served entry a
+// trigger server routed its job to (SVC_REPO_NAME), else the checkout's origin (git.ts repoName). One repository, one
+// name (docs/engine.md): the first run made under a new name renames the checkout's earlier ended runs, says so in
+// their events and marks them for shipping; receipts keep the name they were signed with. The last name per checkout
+// is in the repository's `info/svc-repo-names` (`name<TAB>path` lines), which sandboxes mount read-only, so an agent
+// can't make svc rename runs. The rename never fails the start it runs in.
+import { join } from 'node:path';
 import { repoName } from './git.ts';
+import { writeState, type RunState } from './run-state.ts';
+import { isoNow } from '../iso-time.ts';
+import { runDir } from './paths.ts';
+import { openEventLog } from './events-log.ts';
+import { markPending } from './ship-loop.ts';
+import { writeNoFollow } from './safe-fs.ts';
+import { readAgentFile } from './plain-tree.ts';
+import { localRuns, type Found } from './local-runs.ts';
+import { TERMINAL } from '../run-json.ts';
+import { isWebhookOrigin } from './spec.ts';
+import { procStart } from './proc-group.ts';
 
 // GitHub's own limits: an owner is 1-39 alphanumerics or single hyphens; a name 1-100 of [A-Za-z0-9._-].
 const OWNER = /^[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}$/;
@@ -14,11 +28,7 @@ export function isRepoName(text: string): boolean {
   return OWNER.test(owner) && NAME.test(name) && name !== '.' && name !== '..' && !name.toLowerCase().endsWith('.git');
 }
 
-/**
- * SVC_REPO_NAME counts only for a run a trigger server started (a webhook origin, which only a launcher sets): a
- * person's shell or the Control Plane (which never passes it) gets the checkout's name. The repository's content
- * cannot reach it: it is the launcher's environment, read before any file of the checkout is.
- */
+/** SVC_REPO_NAME names only a run a trigger server started (a webhook origin, which only a launcher sets). */
 export function runRepoName(dir: string, env: NodeJS.ProcessEnv): string {
   return isRoutedRepoName(env) ? env.SVC_REPO_NAME! : repoName(dir);
 }
@@ -27,4 +37,84 @@ export function runRepoName(dir: string, env: NodeJS.ProcessEnv): string {
 export function isRoutedRepoName(env: NodeJS.ProcessEnv): boolean {
   const routed = env.SVC_REPO_NAME;
   return isWebhookOrigin(env.SVC_ORIGIN) && routed !== undefined && isRepoName(routed);
+}
+
+const NAMES_FILE = join('info', 'svc-repo-names');
+const MAX_NAMES_BYTES = 1024 * 1024;
+
+export interface RepoRename {
+  to: string;
+  /** The names the renamed runs had, each once. */
+  from: string[];
+  runs: number;
+}
+
+/** `path → name` from the names file; a file that is missing or a link reads as empty. */
+function readNames(file: string): Map<string, string> {
+  const names = new Map<string, string>();
+  for (const line of (readAgentFile(file, MAX_NAMES_BYTES) ?? '').split('\n')) {
+    const tab = line.indexOf('\t');
+    if (tab > 0) names.set(line.slice(tab + 1), line.slice(0, tab));
+  }
+  return names;
+}
+
+/** The fields the rename reads, as the strings svc writes; anything else is not a run svc wrote. */
+function isRenamable(state: RunState): boolean {
+  return (['repo', 'repo_path', 'status', 'origin'] as const).every((key) => typeof state[key] === 'string');
+}
+
+/** Whether the worker a run's state names is still that process (pid and start time): then it owns the state. */
+export function workerAlive(state: RunState): boolean {
+  if (typeof state.pid !== 'number') return false;
+  const started = procStart(state.pid);
+  return started !== null && (state.proc_start === null || state.proc_start === started);
+}
+
+/** Renames one run; false when it could not be (a link, a folder svc can't write): left for a later start. */
+function rename(repo: string, found: Found, name: string, now: string): boolean {
+  const dir = runDir(repo, found.run);
+  try {
+    writeState(dir, { ...found.state, repo: name, updated_at: now });
+    openEventLog(dir).append('log', { stream: 'svc', text: `repository renamed from ${found.state.repo} to ${name}` });
+    markPending(dir);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Gives this checkout's ended runs `name` when it differs from the last name svc used here; null when none was
+ * renamed. The name is recorded only once no run is left to rename: the next start looks at those again.
+ */
+export function adoptRepoName(repo: string, gitDir: string, name: string): RepoRename | null {
+  try {
+    const file = join(gitDir, NAMES_FILE);
+    const names = readNames(file);
+    if (names.get(repo) === name) return null;
+    const from = new Set<string>();
+    let renamed = 0;
+    let left = 0;
+    const now = isoNow();
+    for (const found of localRuns(repo)) {
+      const { state } = found;
+      if (!isRenamable(state) || state.repo === name || state.repo_path !== repo) continue;
+      // A run a trigger server started carries the name its job was routed to: that is not the checkout's to change.
+      if (isWebhookOrigin(state.origin)) continue;
+      if ((!TERMINAL.has(state.status) && workerAlive(state)) || !rename(repo, found, name, now)) {
+        left += 1;
+        continue;
+      }
+      from.add(state.repo);
+      renamed += 1;
+    }
+    if (renamed === 0 && left === 0) {
+      writeNoFollow(file, [...names.set(repo, name)].map(([path, named]) => `${named}\t${path}\n`).join(''));
+    }
+    return renamed ? { to: name, from: [...from].sort(), runs: renamed } : null;
+  } catch {
+    // Never the reason a run does not start: the next start tries again.
+    return null;
+  }
 }

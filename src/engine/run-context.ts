@@ -30,6 +30,8 @@ export interface RunContext {
   takeAnswer(): string | null;
   /** Progress lines for whoever watches the worker (terminal or worker.log). */
   say(text: string): void;
+  /** A line of svc's own in the run's log (with any further fields), also said to whoever watches the worker. */
+  note(text: string, fields?: Record<string, unknown>): void;
   close(): Promise<void>;
 }
 
@@ -106,6 +108,10 @@ export function openRunContext(
     takeAnswer: () => answers.shift() ?? takeAnswer(env, state.source, state.run, dir),
     say(text) {
       opts.say?.(`[svc ${state.run}] ${text}\n`);
+    },
+    note(text, fields = {}) {
+      ctx.event('log', { stream: 'svc', text, ...fields });
+      ctx.say(text);
     },
     async close() {
       await shipping?.close();

@@ -6,15 +6,12 @@ import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync } fr
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { FailedError, RefusedError } from '../errors.ts';
-import { readEngineConfigFile } from './config.ts';
-import { loadOperatorConfig } from './operator-config.ts';
+import { loadOperatorConfig, readEngineConfigFile, trustOf } from './config.ts';
 import { loadPolicy, PolicyError, type Policy } from './policy.ts';
-import { isTrusted, trustRecordOf } from './trust.ts';
-import { cappedLimits, decideSettings, serverRefusal, trustNeeded, wideningFor } from './setting-authority.ts';
+import { cappedLimits, decideSettings, serverRefusal, startedByServer, trustNeeded } from './setting-authority.ts';
 import { resolveProvider, type ResolvedProvider } from './providers.ts';
 import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts';
-import { writeJsonAtomic } from './atomic.ts';
-import { assertPlainDir } from './safe-fs.ts';
+import { assertPlainDir, writeJsonAtomic } from './safe-fs.ts';
 import { agentSandboxPlan } from '../spawn/agent-plan.ts';
 import { shownBy } from '../spawn/bwrap-argv.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
@@ -66,16 +63,17 @@ export function planRun(req: PlanRequest): RunPlan {
     const policy = loadPolicy(repo);
     const file = readEngineConfigFile(repo);
     const operator = loadOperatorConfig(env);
-    // A run a server started: the trigger server and the Control Plane always set SVC_ORIGIN (DESIGN §7a).
-    const server = !!env.SVC_ORIGIN && env.SVC_ORIGIN !== 'cli';
+    const server = startedByServer(env);
+    const trust = !server && file !== null ? trustOf(env, file.path, file.sha256) : null;
     const decided = decideSettings(file?.config ?? null, operator, {
-      server, trusted: !server && file !== null && isTrusted(env, file.path, file.sha256), home: env.HOME || homedir(),
+      server, trusted: trust === 'trusted', home: env.HOME || homedir(),
       workdir: req.workdir, pathDirs: (env.PATH ?? '').split(':').filter(isAbsolute),
     });
     const provider = resolveProvider(req.provider, decided.config, env);
-    const widening = wideningFor(decided.widening, provider.name);
+    // The provider's own settings and the file-wide ones (`env`) matter to this run.
+    const widening = decided.widening.filter((w) => w.provider === null || w.provider === provider.name);
     if (widening.length && !server && file) {
-      throw new TrustNeededError(trustNeeded(widening, file.path, trustRecordOf(env, file.path) !== null));
+      throw new TrustNeededError(trustNeeded(widening, file.path, trust === 'changed'));
     }
     const sandbox = resolveSandbox(policy.sandbox, env);
     if (sandbox.kind === 'bwrap') refuseOutsideView(provider, repo, req.workdir, env);
@@ -130,11 +128,7 @@ export function readPlan(dir: string): RunPlan {
   return plan as unknown as RunPlan;
 }
 
-/**
- * For a retry: the old run's plan, or null (plan the retry anew) when its folder has none at all, as runs made before
- * svc kept plans have not. A retry is a new run the person asked for, so planning it is what `svc start` would do;
- * a plan that is there but not svc's own file is still refused.
- */
+/** For a retry: the old run's plan, or null (plan the retry anew) when its folder has none at all (docs/engine.md). */
 export function planForRetry(dir: string): RunPlan | null {
   try {
     lstatSync(planPath(dir));

@@ -1,8 +1,7 @@
 // The run as the engine keeps it in state.json: the run JSON of DESIGN §3 plus what the engine needs to steer it.
 import { readFileSync } from 'node:fs';
-import { writeJsonAtomic } from './atomic.ts';
 import { statePath } from './paths.ts';
-import { assertPlainDir } from './safe-fs.ts';
+import { assertPlainDir, writeJsonAtomic } from './safe-fs.ts';
 import { RUN_JSON_FIELDS, type RunJson } from '../run-json.ts';
 
 /** What a run's worker process is asked to do with it (src/engine/worker.ts). */
@@ -10,9 +9,7 @@ export type WorkerMode = 'start' | 'resume' | 'verify';
 
 export type InputKind = 'errtrack-file' | 'issue-url' | 'spec-file' | 'trackera' | 'brief';
 
-/**
- * The engine always knows where a run came from and what it was asked, so these Run JSON fields are never null here.
- */
+/** The engine always knows where a run came from and what it was asked: these Run JSON fields are never null here. */
 export interface RunState extends RunJson {
   repo: string;
   brief: string;
@@ -25,10 +22,7 @@ export interface RunState extends RunJson {
   worktree: boolean;
   pr: boolean;
   base_sha: string | null;
-  /**
-   * A run without a worktree: the tree its checkout held at the start, uncommitted and untracked files included; its
-   * diff and receipt cover only what changed after. Null for a worktree run; absent in older state files.
-   */
+  /** A run without a worktree: the tree its checkout held at the start, which its diff is taken against. */
   base_tree?: string | null;
   head_sha: string | null;
   spec_sha256: string;
@@ -44,10 +38,7 @@ export interface RunState extends RunJson {
   answers: string[];
   /** Branch the repo had checked out when the run was made (the PR base unless the policy names one). */
   base_branch: string | null;
-  /**
-   * The required check whose failure failed the run, else null: how a re-verify tells a run its checks failed from a
-   * run whose provider failed (src/engine/worker.ts). Absent in older state files.
-   */
+  /** The required check whose failure failed the run: a re-verify tells it from a run whose provider failed. */
   failed_check?: string | null;
 }
 

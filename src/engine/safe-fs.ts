@@ -1,7 +1,8 @@
 // Writes into a run folder that never follow a symbolic link: a provider works next to .svc/runs/<run>/ and a
 // crafted project can ship one, so events.jsonl, answer.txt or an artifact must not become a path to another file.
-import { lstatSync, openSync, writeSync, closeSync, mkdirSync, fstatSync, readSync, constants } from 'node:fs';
-import { join, relative, sep, isAbsolute } from 'node:path';
+import { lstatSync, openSync, writeSync, closeSync, mkdirSync, constants, renameSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative, sep, isAbsolute } from 'node:path';
+import { randomBytes } from 'node:crypto';
 
 const APPEND = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW;
 const TRUNCATE = constants.O_WRONLY | constants.O_TRUNC | constants.O_CREAT | constants.O_NOFOLLOW;
@@ -14,15 +15,12 @@ export function assertPlainDir(dir: string): void {
   try {
     st = lstatSync(dir);
   } catch (err) {
-    throw new UnsafePathError(`Run folder "${dir}" is missing (${errnoOf(err) ?? 'unreadable'})`);
+    const code = (err as NodeJS.ErrnoException).code ?? 'unreadable';
+    throw new UnsafePathError(`Run folder "${dir}" is missing (${code})`);
   }
   if (st.isSymbolicLink() || !st.isDirectory()) {
     throw new UnsafePathError(`Refusing to write into "${dir}": it is not a plain directory`);
   }
-}
-
-function errnoOf(err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException).code;
 }
 
 /** Creates `root/<rel dirs>` as needed and checks each level is a plain directory; returns the full directory path. */
@@ -43,14 +41,18 @@ export function plainSubdir(root: string, rel: string): string {
   return dir;
 }
 
-function writeWith(path: string, flags: number, data: string | Buffer, mode: number): void {
-  let fd: number;
+/** Opens `path` to write, refusing a symbolic link there. */
+function openNoFollow(path: string, flags: number, mode: number, what: string): number {
   try {
-    fd = openSync(path, flags, mode);
+    return openSync(path, flags, mode);
   } catch (err) {
-    if (errnoOf(err) === 'ELOOP') throw new UnsafePathError(`Refusing to write "${path}": it is a symbolic link`);
-    throw err;
+    if ((err as NodeJS.ErrnoException).code !== 'ELOOP') throw err;
+    throw new UnsafePathError(`Refusing to ${what} "${path}": it is a symbolic link`);
   }
+}
+
+function writeWith(path: string, flags: number, data: string | Buffer, mode: number): void {
+  const fd = openNoFollow(path, flags, mode, 'write');
   try {
     const buf = typeof data === 'string' ? Buffer.from(data) : data;
     for (let off = 0; off < buf.length; ) off += writeSync(fd, buf, off);
@@ -71,46 +73,14 @@ export function writeNoFollow(path: string, data: string | Buffer, mode = 0o644)
 
 /** An fd for appending (e.g. a child's log), refusing a symbolic link at `path`. */
 export function openAppendNoFollow(path: string, mode = 0o644): number {
-  try {
-    return openSync(path, APPEND, mode);
-  } catch (err) {
-    if (errnoOf(err) === 'ELOOP') throw new UnsafePathError(`Refusing to open "${path}": it is a symbolic link`);
-    throw err;
-  }
+  return openNoFollow(path, APPEND, mode, 'open');
 }
 
-/**
- * Runs `read` on `path` opened without following a link (O_NONBLOCK: a planted FIFO cannot block); null unless it is a
- * regular file.
- */
-function readPlain<T>(path: string, read: (fd: number, size: number) => T | null): T | null {
-  let fd: number;
-  try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-  } catch {
-    return null;
-  }
-  try {
-    const st = fstatSync(fd);
-    return st.isFile() ? read(fd, st.size) : null;
-  } catch {
-    return null;
-  } finally {
-    closeSync(fd);
-  }
-}
-
-function readUpTo(fd: number, cap: number): Buffer {
-  const buf = Buffer.alloc(cap);
-  let size = 0;
-  for (let n = 1; n > 0 && size < cap; size += n) n = readSync(fd, buf, size, cap - size, null);
-  return buf.subarray(0, size);
-}
-
-/**
- * Reads at most `cap` bytes of a file an agent wrote (its question): null unless it is a regular file reached without
- * a symbolic link.
- */
-export function readAgentFile(path: string, cap: number): string | null {
-  return readPlain(path, (fd) => readUpTo(fd, cap).toString('utf8'));
+/** Writes through a temp file and a rename, so a reader never sees half a state.json or answer file. */
+export function writeJsonAtomic(path: string, value: unknown, mode = 0o644): void {
+  mkdirSync(dirname(path), { recursive: true });
+  const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  // 'wx' (O_EXCL) refuses an existing name, symbolic links included, so the temp file is always our own new file.
+  writeFileSync(tmp, JSON.stringify(value, null, 2) + '\n', { mode, flag: 'wx' });
+  renameSync(tmp, path);
 }

@@ -1,23 +1,26 @@
 // The worker's side of the agent sandbox (DESIGN §7a): where its protocol files live, the bwrap plan for one provider
 // or check, and the sandbox svc's own git runs in once the agent has touched the worktree. Which mode a run uses is
 // in its plan (run-plan.ts); what the bwrap plans allow is decided in src/spawn/agent-plan.ts.
-import { join } from 'node:path';
+import { createHash } from 'node:crypto';
+import { realpathSync, statSync } from 'node:fs';
+import { basename, join } from 'node:path';
 import { homedir } from 'node:os';
 import type { RunContext } from './run-context.ts';
-import type { RunLimits } from './policy-limits.ts';
+import type { RunLimits } from './policy.ts';
 import { plainSubdir } from './safe-fs.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
-import { hostGit, type GitRun } from './git.ts';
-import { gitBaseEnv } from './host-git.ts';
+import { gitBaseEnv, hostGit, type GitRun } from './git.ts';
 import { agentSandboxPlan, gitSandboxPlan } from '../spawn/agent-plan.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { runSync } from '../spawn/start.ts';
-import type { SandboxLimits } from '../spawn/limits.ts';
-import type { WatchedLimits } from '../spawn/limit-watch.ts';
+import type { WatchedLimits } from '../spawn/limits.ts';
 import type { SandboxMode } from '../spawn/sandbox-mode.ts';
 import type { RunGate } from './egress.ts';
-import { providerHomeDir, providerTemplate } from './provider-home-key.ts';
+import type { ResolvedProvider } from './providers.ts';
 import { dropRunLayer } from '../spawn/provider-home.ts';
+import { setting } from '../settings-registry.ts';
+import { isRoutedRepoName } from './repo-name.ts';
+import { startedByServer } from './setting-authority.ts';
 
 /** How this run's agents are confined: the mode, and (sandboxed) the egress gate that is their only route out. */
 export interface RunSandbox {
@@ -58,16 +61,6 @@ export function agentExtraEnv(sandbox: RunSandbox): Record<string, string> {
 
 const MIB = 1024 * 1024;
 
-/** The kernel's share of the policy limits (prlimit inside the sandbox). */
-export function sandboxLimits(limits: RunLimits): SandboxLimits {
-  return {
-    processes: limits.processes,
-    memoryBytes: limits.memory_mb * MIB,
-    fileBytes: limits.file_mb * MIB,
-    tmpBytes: Math.min(limits.disk_mb, 1024) * MIB,
-  };
-}
-
 /** svc's share of the policy limits, watched while the agent runs; `diskDir` is the worktree. */
 export function watchedLimits(limits: RunLimits, diskDir: string | null): WatchedLimits {
   return { processes: limits.processes, memoryBytes: limits.memory_mb * MIB, diskDir, diskBytes: limits.disk_mb * MIB };
@@ -75,8 +68,7 @@ export function watchedLimits(limits: RunLimits, diskDir: string | null): Watche
 
 /** The sandbox for `program` (a provider of family `provider`, or a check when `provider` is null). */
 export function agentSandbox(
-  ctx: RunContext, sandbox: RunSandbox, program: string,
-  provider: { name: string; kind: string; writable?: string[]; showFolder?: boolean } | null, limits: RunLimits,
+  ctx: RunContext, sandbox: RunSandbox, program: string, provider: ResolvedProvider | null, limits: RunLimits,
 ): { bwrap: string; plan: SandboxPlan } | null {
   const { mode } = sandbox;
   if (mode.kind === 'none') return null;
@@ -102,7 +94,11 @@ export function agentSandbox(
     program,
     showProgramFolder: provider?.kind !== 'command' || provider.showFolder !== false,
     env: ctx.env,
-    limits: sandboxLimits(limits),
+    // The kernel's share of the policy limits (prlimit inside the sandbox).
+    limits: {
+      processes: limits.processes, memoryBytes: limits.memory_mb * MIB, fileBytes: limits.file_mb * MIB,
+      tmpBytes: Math.min(limits.disk_mb, 1024) * MIB,
+    },
     gate: sandbox.gate?.sandbox ?? null,
   });
   return { bwrap: mode.bwrap, plan };
@@ -139,4 +135,42 @@ export function postAgentGit(ctx: RunContext, { mode }: RunSandbox): GitRun {
       closeSandboxFds(fds);
     }
   };
+}
+
+// Which provider home a run's agent gets (DESIGN §7a "Repositories don't meet"; docs/engine.md "Provider homes"): one
+// per provider and repository, keyed by who the run is for, never by the repository's files.
+/** A readable, collision-free folder name: the last part of the identity, then a hash of all of it. */
+function keyOf(label: string, identity: string): string {
+  const slug = label.toLowerCase().replace(/[^a-z0-9._-]+/g, '-').replace(/^[.-]+/, '').slice(0, 40) || 'repo';
+  return `${slug}-${createHash('sha256').update(identity).digest('hex').slice(0, 16)}`;
+}
+
+/** The home's key for a run of the repository at `repoPath` started with `env`; throws on a malformed scope. */
+export function providerHomeKey(repoPath: string, env: NodeJS.ProcessEnv): string {
+  const scope = !startedByServer(env) ? setting(env, 'SVC_PROVIDER_HOME_SCOPE') : undefined;
+  if (scope) return `scope-${scope}`;
+  if (isRoutedRepoName(env)) return keyOf(env.SVC_REPO_NAME!.replace('/', '-'), `served:${env.SVC_REPO_NAME}`);
+  let real = repoPath;
+  try {
+    real = realpathSync(repoPath);
+  } catch {
+    // a checkout that is gone by now: its path as recorded is still its identity
+  }
+  return keyOf(basename(real), `path:${real}`);
+}
+
+/** `~/.svc/homes/<provider>/<key>`, for a built-in CLI by its name. */
+export function providerHomeDir(env: NodeJS.ProcessEnv, repoPath: string, provider: { kind: string }): string {
+  return join(svcHomeOf(env), 'homes', provider.kind, providerHomeKey(repoPath, env));
+}
+
+/** The operator's template for what the CLIs obey: ~/.svc/provider-template when it is a folder, else HOME itself. */
+export function providerTemplate(env: NodeJS.ProcessEnv, home: string): string {
+  const explicit = join(svcHomeOf(env), 'provider-template');
+  try {
+    if (statSync(explicit).isDirectory()) return explicit;
+  } catch {
+    // none: the user's own CLI folders are the template
+  }
+  return home;
 }

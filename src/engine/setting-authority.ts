@@ -1,17 +1,13 @@
-// Who may set what (DESIGN §7a, "A repository never widens it"): the one place that classifies every setting svc reads
-// from a repository's committed .svc/ and from the operator's files, and decides which of a repository's settings a
-// run uses. The rule: a repository may set what runs inside the sandbox with its own authority (checks, PR rules, its
-// egress allow list, limits, its own command providers); what would widen the sandbox (host folders made writable,
-// environment passed in, a built-in provider replaced) comes from the operator, or, for a run a person starts at the
-// CLI, from a repository file that person trusted (`svc trust`). A run a server started never takes it from a
-// repository. Some folders are never writable for anyone (src/spawn/never-writable.ts).
+// Who may set what (DESIGN §7a, "A repository never widens it"; docs/engine.md "Who may set what"): the one place that
+// classifies every setting svc reads from a repository's .svc/ and the operator's files, and decides which of a
+// repository's settings a run uses. What would widen the sandbox comes from the operator, or, for a run a person
+// starts at the CLI, from a repository file that person trusted (`svc trust`).
 import { join } from 'node:path';
 import { within } from '../spawn/bwrap-argv.ts';
 import { neverWritable } from '../spawn/never-writable.ts';
-import type { EngineConfig, ProviderEntry } from './config.ts';
-import type { OperatorConfig } from './operator-config.ts';
-import type { RunLimits } from './policy-limits.ts';
-import { BUILTIN_PROVIDERS } from './providers.ts';
+import type { EngineConfig, OperatorConfig, ProviderEntry } from './config.ts';
+import type { RunLimits } from './policy.ts';
+import { isBuiltin } from './providers.ts';
 
 export type Authority = 'repository' | 'operator';
 
@@ -47,6 +43,11 @@ export const SETTING_RULES: readonly SettingRule[] = [
   { file: 'operator.json', key: 'limits', authority: 'operator', why: 'caps on every run\'s limits' },
 ];
 
+/** A run a server started: the trigger server and the Control Plane always set SVC_ORIGIN (DESIGN §7a). */
+export function startedByServer(env: NodeJS.ProcessEnv): boolean {
+  return !!env.SVC_ORIGIN && env.SVC_ORIGIN !== 'cli';
+}
+
 /** How the run was started, and what the repository's file is worth. */
 export interface SettingsUse {
   /** A server started the run (SVC_ORIGIN names a server origin). */
@@ -78,10 +79,7 @@ export interface DecidedSettings {
   notes: string[];
 }
 
-interface Collect {
-  widening: Widening[];
-  notes: string[];
-}
+type Collect = Pick<DecidedSettings, 'widening' | 'notes'>;
 
 /** The entry's folders that may be writable; a repository's outside its tree only when `widen`. */
 function folders(
@@ -118,7 +116,7 @@ export function decideSettings(repo: EngineConfig | null, operator: OperatorConf
       if (!same) out.notes.push(`.svc/config.json providers.${name} is not used: the operator defines "${name}"`);
       continue;
     }
-    if ((BUILTIN_PROVIDERS as readonly string[]).includes(name) && !widen) {
+    if (isBuiltin(name) && !widen) {
       out.widening.push({ provider: name, setting: `providers.${name}`, what: `redefines the built-in "${name}"` });
       continue;
     }
@@ -131,11 +129,6 @@ export function decideSettings(repo: EngineConfig | null, operator: OperatorConf
   if (asked.length && widen) env.push(...asked.filter((n) => !env.includes(n)));
   else if (asked.length) out.widening.push({ provider: null, setting: 'env', what: asked.join(', ') });
   return { config: { provider: repo?.provider ?? null, providers }, env, widening: out.widening, notes: out.notes };
-}
-
-/** Whether `w` matters to a run of `provider`: its own settings and the file-wide ones. */
-export function wideningFor(widening: readonly Widening[], provider: string): Widening[] {
-  return widening.filter((w) => w.provider === null || w.provider === provider);
 }
 
 const OPERATOR_FILES = '~/.svc/operator.json or /etc/svc/operator.json';

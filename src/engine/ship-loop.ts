@@ -1,18 +1,39 @@
-// A worker ships its run while it works: within 200 ms of a change, and every 2 s without one, so control requests
-// (stop, answer) reach a blocked run; a Control Plane that does not answer is retried with backoff up to 30 s. On
-// close, a final flush gets a few quick tries, then leaves a marker: the next svc command in the project that reaches
-// a Control Plane sends the run (ship-pending.ts), or `svc ship` by hand.
+// When a run goes through its shipper (docs/architecture.md, "Channels"). Its worker ships it while it works: within
+// 200 ms of a change, and every 2 s without one, so control requests reach a blocked run; a Control Plane that does
+// not answer is retried with backoff up to 30 s. On close, a final flush gets a few quick tries, then leaves a marker,
+// `.svc/ship-pending/<run>` (a plain empty file, never reached through a link): the one recovery is shipRuns, before
+// the next svc command in the project that reaches a Control Plane, or `svc ship` by hand.
+import { rmSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Shipper } from './shipper.ts';
-import { clearPending, markPending } from './ship-pending.ts';
+import { plainSubdir, writeNoFollow } from './safe-fs.ts';
+import { isValidSegment } from './ids.ts';
+import { runDir } from './paths.ts';
+import { plainEntries } from './plain-tree.ts';
+import { createShipper, type Shipper } from './shipper.ts';
 
-export interface ShipLoop {
-  /** Something of the run changed: ship it soon. */
-  changed(): void;
-  close(): Promise<void>;
+/** The project of a run folder `<repo>/.svc/runs/<run>`. */
+function projectOf(dir: string): string {
+  return dirname(dirname(dirname(dir)));
 }
 
-export function createShipLoop(shipper: Shipper, dir: string, say: (text: string) => void): ShipLoop {
+export function markPending(dir: string): void {
+  try {
+    writeNoFollow(join(plainSubdir(projectOf(dir), join('.svc', 'ship-pending')), basename(dir)), '');
+  } catch {
+    // a project svc cannot write: `svc ship` remains the way
+  }
+}
+
+function clearPending(dir: string): void {
+  rmSync(join(projectOf(dir), '.svc', 'ship-pending', basename(dir)), { force: true });
+}
+
+/** `changed()`: something of the run changed, so ship it soon. */
+export function createShipLoop(
+  shipper: Shipper, dir: string, say: (text: string) => void,
+): { changed(): void; close(): Promise<void> } {
   let dirty = true;
   /** A flush is running or backing off: the next one is already timed. Otherwise, while dirty, one is due in 200 ms. */
   let held = false;
@@ -58,4 +79,36 @@ export function createShipLoop(shipper: Shipper, dir: string, say: (text: string
         '(or run `svc ship`)');
     },
   };
+}
+
+/** Runs waiting to be shipped in `repo`, oldest name first. */
+export function pendingRuns(repo: string): string[] {
+  return plainEntries(repo, ['.svc', 'ship-pending'], 'file').filter(isValidSegment);
+}
+
+/**
+ * Sends `runs` of `repo` through their shippers while `budgetMs` lasts; one shipped whole loses its marker. Stops at
+ * the first failure (the Control Plane may simply still be down): the caller says what is left.
+ */
+export async function shipRuns(
+  repo: string, runs: string[], env: NodeJS.ProcessEnv,
+  opts: { budgetMs?: number; onSkip?: (run: string, entry: string, reason: string) => void } = {},
+): Promise<{ shipped: string[]; left: string[]; url: string | null; failure: string | null }> {
+  const shipped: string[] = [];
+  let url: string | null = null;
+  let failure: string | null = null;
+  const deadline = performance.now() + (opts.budgetMs ?? Infinity);
+  for (const run of runs) {
+    if (performance.now() > deadline) break;
+    const dir = runDir(repo, run);
+    const shipper = createShipper(dir, env, undefined, opts.onSkip && ((entry, why) => opts.onSkip!(run, entry, why)));
+    url = shipper.url;
+    if (!(await shipper.flush())) {
+      failure = shipper.failure();
+      break;
+    }
+    clearPending(dir);
+    shipped.push(run);
+  }
+  return { shipped, left: runs.filter((r) => !shipped.includes(r)), url, failure };
 }

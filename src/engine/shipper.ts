@@ -1,24 +1,24 @@
 // Sends a run's state, events and artifacts to the Control Plane (POST /v1/ingest), batched and resumable from
-// ship.json. A Control Plane that is down never fails a run: flush() reports false and the caller tries again later
-// (or `svc ship`). POST /v1/import reads run folders through the same readRunBatch.
-// Nothing is read through a symbolic link (src/engine/plain-tree.ts): a linked .svc, runs or run folder, state.json,
-// events.jsonl, artifacts/, artifact subfolder or file is left out and reported once through `onSkip`.
-import { closeSync, fstatSync } from 'node:fs';
+// ship.json; POST /v1/import reads run folders through the same readRunBatch. A Control Plane that is down never fails
+// a run: flush() reports false. Nothing is read through a link (plain-tree.ts); what is left out is reported once.
+import { closeSync, fstatSync, readFileSync } from 'node:fs';
 import { basename, join, extname } from 'node:path';
 import { createHash } from 'node:crypto';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
 import type { IngestResult } from '../client/types.ts';
 import { discoverControlUrl } from '../client/discover.ts';
-import { writeJsonAtomic } from './atomic.ts';
+import { writeJsonAtomic } from './safe-fs.ts';
 import { errorMessage } from '../errors.ts';
 import { toRunJson, type RunState } from './run-state.ts';
-import { readControlToken } from './control-token.ts';
+import { svcHomeOf } from '../spawn/svc-paths.ts';
+import { isLoopbackAddress } from '../http/guards.ts';
+import { isJsonObject } from '../untrusted.ts';
 import {
-  openPlainDirIn, openPlainFileIn, openRunFolder, readPlainIn, readPlainTree, readRange, skipReason, type PlainDir,
-  type TreeFile,
+  openPlainDirIn, openPlainFileIn, openRunFolder, readPlainIn, readRange, skipReason, walkPlainTree,
+  type PlainDir, type TreeFile,
 } from './plain-tree.ts';
 
-export const EVENTS_PER_BATCH = 500;
+const EVENTS_PER_BATCH = 500;
 const ARTIFACT_BYTES_PER_BATCH = 8 * 1024 * 1024;
 const MAX_ARTIFACT = 8 * 1024 * 1024;
 const MAX_STATE = 1024 * 1024;
@@ -66,10 +66,6 @@ export interface RunBatch {
 /** Told once per entry (a path under the run folder, or the folder itself) that it was left out, and why. */
 export type SkipReport = (entry: string, reason: string) => void;
 
-function offsetsPath(dir: string): string {
-  return join(dir, 'ship.json');
-}
-
 /** A JSON object file of the run folder; null when missing, not an object, or not a plain file (then reported). */
 function readObjectIn(folder: PlainDir, name: string, skip: SkipReport): Record<string, unknown> | null {
   const raw = readPlainIn(folder, name, MAX_STATE);
@@ -78,8 +74,8 @@ function readObjectIn(folder: PlainDir, name: string, skip: SkipReport): Record<
     return null;
   }
   try {
-    const value = JSON.parse(raw.toString('utf8')) as unknown;
-    if (value !== null && typeof value === 'object' && !Array.isArray(value)) return value as Record<string, unknown>;
+    const value: unknown = JSON.parse(raw.toString('utf8'));
+    if (isJsonObject(value)) return value;
   } catch {
     // said below
   }
@@ -87,15 +83,8 @@ function readObjectIn(folder: PlainDir, name: string, skip: SkipReport): Record<
   return null;
 }
 
-function readOffsets(folder: PlainDir, skip: SkipReport): ShipOffsets {
-  const o = readObjectIn(folder, 'ship.json', skip) as Partial<ShipOffsets> | null;
-  return { events_offset: Number(o?.events_offset) || 0, artifacts: o?.artifacts ?? {} };
-}
-
-/** Complete lines from `offset`, at most `max`; returns the byte offset after the last one taken. */
-function readEventLines(
-  folder: PlainDir, offset: number, max: number, skip: SkipReport,
-): { lines: string[]; next: number } {
+/** Complete lines from `offset`, at most EVENTS_PER_BATCH; returns the byte offset after the last one taken. */
+function readEventLines(folder: PlainDir, offset: number, skip: SkipReport): { lines: string[]; next: number } {
   const fd = openPlainFileIn(folder, 'events.jsonl');
   if (typeof fd === 'string') {
     if (fd !== 'missing') skip('events.jsonl', skipReason(fd));
@@ -103,16 +92,14 @@ function readEventLines(
   }
   let buf: Buffer;
   try {
-    const size = fstatSync(fd).size;
-    if (size <= offset) return { lines: [], next: offset };
-    buf = readRange(fd, offset, Math.min(size - offset, 16 * 1024 * 1024));
+    buf = readRange(fd, offset, Math.max(0, Math.min(fstatSync(fd).size - offset, 16 * 1024 * 1024)));
   } finally {
     closeSync(fd);
   }
   const lines: string[] = [];
   let pos = 0;
   // A last line without its newline is still being written: left for the next read.
-  for (let nl = buf.indexOf(10); nl !== -1 && lines.length < max; nl = buf.indexOf(10, pos)) {
+  for (let nl = buf.indexOf(10); nl !== -1 && lines.length < EVENTS_PER_BATCH; nl = buf.indexOf(10, pos)) {
     lines.push(buf.subarray(pos, nl).toString('utf8'));
     pos = nl + 1;
   }
@@ -126,11 +113,12 @@ function readArtifacts(folder: PlainDir, skip: SkipReport): TreeFile[] {
     return [];
   }
   try {
-    // Files over the cap were always left out; they are reported now too.
-    const files = readPlainTree(dir, {
-      maxFile: MAX_ARTIFACT, maxDepth: MAX_ARTIFACT_DEPTH, skip: (rel, why) => skip(`artifacts/${rel}`, why),
+    const files: TreeFile[] = [];
+    const skipIn = (rel: string, why: string) => skip(`artifacts/${rel}`, why);
+    walkPlainTree(dir, { maxFile: MAX_ARTIFACT, maxDepth: MAX_ARTIFACT_DEPTH, skip: skipIn }, (file) => {
+      if (!file.rel.endsWith('.tmp')) files.push(file);
     });
-    return files.filter(({ rel }) => !rel.endsWith('.tmp'));
+    return files;
   } finally {
     dir.close();
   }
@@ -143,20 +131,20 @@ export function contentTypeOf(path: string): string {
   return 'application/octet-stream';
 }
 
-/** A Control Plane on this machine (a loopback URL) may learn the run's folder; a remote one never does. */
-function isLoopbackUrl(url: string): boolean {
-  try {
-    const host = new URL(url).hostname;
-    return host === 'localhost' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
-  } catch {
-    return false;
+/** The Control Plane token: from a file (not inherited by providers), else SVC_CONTROL_TOKEN (stripped from them). */
+export function readControlToken(env: NodeJS.ProcessEnv): string | undefined {
+  for (const file of [env.SVC_CONTROL_TOKEN_FILE, join(svcHomeOf(env), 'control', 'token')]) {
+    try {
+      const token = file ? readFileSync(file, 'utf8').trim() : '';
+      if (token) return token;
+    } catch {
+      // missing: the next source
+    }
   }
+  return env.SVC_CONTROL_TOKEN || undefined;
 }
 
-/**
- * The next batch of the open run folder after `from` (else after what ship.json records); null when there is no run
- * to send: no state.json, or one that is not a JSON object or names another run (reported).
- */
+/** The next batch after `from` (else after ship.json's offsets); null without a state.json of this folder's run. */
 export function readRunBatch(folder: PlainDir, from: ShipOffsets | null, skip: SkipReport): RunBatch | null {
   const state = readObjectIn(folder, 'state.json', skip);
   if (!state) return null;
@@ -167,8 +155,9 @@ export function readRunBatch(folder: PlainDir, from: ShipOffsets | null, skip: S
     skip('state.json', `names run "${String(state.run)}", not "${name}"`);
     return null;
   }
-  const offsets = from ?? readOffsets(folder, skip);
-  const { lines, next } = readEventLines(folder, offsets.events_offset, EVENTS_PER_BATCH, skip);
+  const saved = from ? null : readObjectIn(folder, 'ship.json', skip) as Partial<ShipOffsets> | null;
+  const offsets = from ?? { events_offset: Number(saved?.events_offset) || 0, artifacts: saved?.artifacts ?? {} };
+  const { lines, next } = readEventLines(folder, offsets.events_offset, skip);
   const artifacts: TreeFile[] = [];
   const sent = { ...offsets.artifacts };
   let bytes = 0;
@@ -192,7 +181,8 @@ export function createShipper(
   const { url } = discoverControlUrl(env);
   const token = readControlToken(env);
   const client: ControlClient = createControlClient({ url, ...(token ? { token } : {}), timeoutMs: 10_000 });
-  const sameMachine = isLoopbackUrl(url);
+  // A Control Plane on this machine may learn the run's folder; a remote one never does.
+  const sameMachine = isLoopbackAddress(URL.parse(url)?.hostname.replace(/^\[|\]$/g, ''));
   const reported = new Set<string>();
   const skip: SkipReport = (entry, reason) => {
     if (reported.has(entry)) return;
@@ -218,9 +208,8 @@ export function createShipper(
     const { source: _source, ...run } = toRunJson(state);
     const result = await client.ingest({
       source: state.source,
-      // The run JSON, plus the run's folder for a Control Plane on this machine: it keeps that only when the folder
-      // is a project its operator registered (then Retry and Verify work there), never a pid
-      // (src/control/handlers/ingest.ts).
+      // The run's folder goes only to a Control Plane on this machine, which keeps it only for a project its operator
+      // registered, so Retry and Verify work there (src/control/handlers/ingest.ts).
       runs: [sameMachine ? { ...run, repo_path: state.repo_path } : run],
       // A line that is not JSON is skipped rather than blocking every later event.
       events: read.lines.flatMap((line) => {
@@ -234,7 +223,7 @@ export function createShipper(
         run: state.run, path: rel, content_type: contentTypeOf(rel), content_base64: content.toString('base64'),
       })),
     });
-    writeJsonAtomic(offsetsPath(dir), read.next);
+    writeJsonAtomic(join(dir, 'ship.json'), read.next);
     for (const item of result.control ?? []) onControl?.(item);
     return read.more;
   }
@@ -250,7 +239,7 @@ export function createShipper(
         failure = null;
         return true;
       } catch (err) {
-        failure = failureOf(err, url, token !== undefined && token !== '');
+        failure = failureOf(err, url, token !== undefined);
         return false;
       }
     },

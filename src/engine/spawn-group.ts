@@ -7,22 +7,19 @@ import { startChild, type ChildProcess } from '../spawn/start.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { createTreeGuard, sandboxMembers, statFields } from '../spawn/tree.ts';
 import { identityOf, signalGroup, type ProcIdentity } from './proc-group.ts';
-import { memoryBreach, watchLimits, type WatchedLimits } from '../spawn/limit-watch.ts';
+import { memoryBreach, watchLimits, type WatchedLimits } from '../spawn/limits.ts';
 import { openMemoryCgroup } from '../spawn/memory-cgroup.ts';
-
-/** Why svc ended the agent before it exited by itself: a limit it broke, or its wall-clock time. */
-export type EndedBy = { limit: 'processes' | 'memory' | 'disk' | 'time'; message: string } | null;
 
 export interface GroupResult {
   code: number | null;
   signal: NodeJS.Signals | null;
   output: Buffer;
   truncated: boolean;
-  endedBy: EndedBy;
+  /** Why svc ended the agent before it exited by itself: a limit it broke, or its wall-clock time. */
+  endedBy: { limit: 'processes' | 'memory' | 'disk' | 'time'; message: string } | null;
 }
 
 export interface GroupRun {
-  child: ChildProcess;
   identity: ProcIdentity;
   /** Freezes (SIGSTOP) or thaws (SIGCONT) every process of the agent, e.g. while a budget question waits. */
   pause(): void;
@@ -32,16 +29,16 @@ export interface GroupRun {
   done: Promise<GroupResult>;
 }
 
-export interface SpawnGroupOptions {
+interface SpawnGroupOptions {
   cwd: string;
   /** The environment the agent's is derived from (svc's own); the spawn policy drops svc's secrets and SVC_*. */
   env: NodeJS.ProcessEnv;
   /** Added by name after filtering (SVC_TASK_FILE, SVC_RUN_ID…). */
-  extra?: Record<string, string>;
+  extra: Record<string, string>;
   stdin?: string;
   onLine?: (stream: 'stdout' | 'stderr', line: string) => void;
   maxBytes: number;
-  timeoutMs?: number;
+  timeoutMs: number;
   /** bwrap's path and what the agent may see; null runs it unconfined (policy or SVC_SANDBOX said "none"). */
   sandbox: { bwrap: string; plan: SandboxPlan } | null;
   /** Limits svc watches while the agent runs (processes, memory, worktree growth); breaking one ends it. */
@@ -53,7 +50,6 @@ const PAUSE_ROUNDS = 200;
 /** Stopped, traced, in the kernel (stops on its way out), zombie or dead; '' = gone. */
 const STOPPED_STATES: ReadonlySet<string> = new Set(['T', 't', 'D', 'Z', 'X', '']);
 
-/** Signals every pid, skipping those gone meanwhile. */
 function signalEach(pids: readonly number[], sig: NodeJS.Signals): void {
   for (const pid of pids) {
     try {
@@ -173,16 +169,12 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
     signalAll('SIGKILL');
     signalGroup(identity, 'SIGKILL');
   };
-  let endedBy: EndedBy = null;
-  let timer: NodeJS.Timeout | undefined;
-  if (opts.timeoutMs) {
-    const seconds = Math.round(opts.timeoutMs / 1000);
-    timer = setTimeout(() => {
-      endedBy ??= { limit: 'time', message: `still running after ${seconds} s` };
-      signalGroup(identity, 'SIGTERM');
-      setTimeout(kill, 5_000).unref();
-    }, opts.timeoutMs);
-  }
+  let endedBy: GroupResult['endedBy'] = null;
+  const timer = setTimeout(() => {
+    endedBy ??= { limit: 'time', message: `still running after ${Math.round(opts.timeoutMs / 1000)} s` };
+    signalGroup(identity, 'SIGTERM');
+    setTimeout(kill, 5_000).unref();
+  }, opts.timeoutMs);
   const unwatch = watch && child.pid
     ? watchLimits(watch, members, (breach) => {
       endedBy ??= breach;
@@ -191,14 +183,14 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
     : () => undefined;
   const done = new Promise<GroupResult>((resolve) => {
     child.on('error', (err) => {
-      if (timer) clearTimeout(timer);
+      clearTimeout(timer);
       unwatch();
       cgroup?.remove();
       const msg = Buffer.from(`failed to start: ${err.message}\n`);
       resolve({ code: 127, signal: null, output: msg, truncated: false, endedBy });
     });
     child.on('close', (code, signal) => {
-      if (timer) clearTimeout(timer);
+      clearTimeout(timer);
       unwatch();
       // The kernel may have killed for memory after the last sample (the agent then exited on its own).
       const overMemory = watch ? memoryBreach(watch) : null;
@@ -207,5 +199,5 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
       resolve({ code, signal, output: capture.output(), truncated: capture.truncated(), endedBy });
     });
   });
-  return { child, identity, done, pause: () => stopAll(members), resume: () => signalAll('SIGCONT'), kill };
+  return { identity, done, pause: () => stopAll(members), resume: () => signalAll('SIGCONT'), kill };
 }

@@ -7,9 +7,8 @@ import { tryReadState, writeState, type RunState } from './run-state.ts';
 import { isoNow } from '../iso-time.ts';
 import { TERMINAL } from '../run-json.ts';
 import { openEventLog } from './events-log.ts';
-import { signalGroup, waitGroupGone, terminateGroup } from './proc-group.ts';
+import { isChildOf, isWorkerOf, signalGroup, terminateGroup, waitGroupGone } from './proc-group.ts';
 import { STOP_GRACE_MS } from './run-context.ts';
-import { isWorkerOf, isChildOf } from './worker-identity.ts';
 
 export async function stopLocalRun(repo: string, run: string, graceMs = STOP_GRACE_MS): Promise<RunState | null> {
   const dir = runDir(repo, run);

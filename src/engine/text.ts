@@ -1,17 +1,12 @@
 // Small text helpers for untrusted input: one-line sanitising with a byte cap, and fences that content cannot close.
 
-/**
- * Collapses whitespace and control characters to single spaces and caps the UTF-8 length (DESIGN: brief is one line,
- * capped).
- */
+/** Whitespace and control characters collapsed to single spaces, capped at `maxBytes` of UTF-8 (DESIGN: a brief). */
 export function oneLine(text: string, maxBytes = 1500): string {
   // eslint-disable-next-line no-control-regex
   const flat = text.replace(/[\u0000-\u001f\u007f\u2028\u2029]+/g, ' ').replace(/\s+/g, ' ').trim();
   if (Buffer.byteLength(flat) <= maxBytes) return flat;
-  let out = Buffer.from(flat).subarray(0, maxBytes - 3).toString('utf8');
   // A cut through a multi-byte character leaves U+FFFD; drop it.
-  out = out.replace(/\uFFFD+$/, '');
-  return `${out}...`;
+  return `${Buffer.from(flat).subarray(0, maxBytes - 3).toString('utf8').replace(/\uFFFD+$/, '')}...`;
 }
 
 /** A backtick fence longer than any backtick run inside the content, so the data cannot end the block early. */

@@ -4,12 +4,11 @@ import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { openRunContext, type RunContext } from './run-context.ts';
 import { readPlan, writePlan, type RunPlan } from './run-plan.ts';
-import { passedValues } from './operator-config.ts';
+import { passedValues } from './config.ts';
 import { createWorktree } from './git.ts';
-import { identityOf, signalGroup } from './proc-group.ts';
-import { isChildOf } from './worker-identity.ts';
-import { runProvider, type ProviderOutcome } from './provider-phase.ts';
-import { collectDiff, saveDiff, verifyWork, writeReceipt, maybeOpenPr } from './finish-phase.ts';
+import { identityOf, isChildOf, signalGroup } from './proc-group.ts';
+import { runProvider } from './provider-phase.ts';
+import { finish, reverify } from './finish-phase.ts';
 import { type WorkerMode } from './run-state.ts';
 import { isoNow } from '../iso-time.ts';
 import { TERMINAL } from '../run-json.ts';
@@ -18,8 +17,6 @@ import type { RunSandbox } from './sandbox.ts';
 import { prepareMemoryCgroup } from '../spawn/memory-cgroup.ts';
 import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
 import { openRunGate } from './egress.ts';
-import { signsLater, evidenceOf, EVIDENCE_ARTIFACT, type RunEvidence } from './evidence.ts';
-import { failedRequiredCheck, requiredCheckError, type CheckResult } from './checks.ts';
 import { errorMessage } from '../errors.ts';
 
 function prepareWorkdir(ctx: RunContext): void {
@@ -30,59 +27,14 @@ function prepareWorkdir(ctx: RunContext): void {
   if (state.workdir !== path) ctx.update({ workdir: path });
 }
 
-/**
- * The one finish sequence: diff, checks, the receipt (or the pod's evidence), the PR when allowed, the status. A run
- * a limit or its budget ended still has its checks run on what exists; one past its budget opens no PR and is
- * `stopped`.
- */
-async function finish(
-  ctx: RunContext, plan: RunPlan, sandbox: RunSandbox, end: Exclude<ProviderOutcome, { kind: 'stopped' }>,
-): Promise<void> {
-  const failure = end.kind === 'done' ? null : end.error;
-  const exitCode = end.kind === 'done' ? 0 : end.exitCode;
-  const diff = collectDiff(ctx, sandbox);
-  saveDiff(ctx, diff);
-  const checks = end.kind === 'failed' ? [] : await verifyWork(ctx, plan.policy, sandbox);
-  if (ctx.stopRequested()) return;
-  const ended = isoNow();
-  ctx.update({ ended_at: ended });
-  const overBudget = end.kind === 'over-budget';
-  if (signsLater(ctx.env)) {
-    return leaveEvidence(ctx, overBudget ? 'over_budget' : 'finished', failure, exitCode, checks);
-  }
-  const receipt = writeReceipt(ctx, checks, diff, failure !== null, sandbox);
-  const checkFailed = failure === null ? failedRequiredCheck(checks) : null;
-  let error = failure ?? (checkFailed ? requiredCheckError(checkFailed) : null);
-  if (!error) error = await maybeOpenPr(ctx, plan, receipt);
-  else if (ctx.state.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
-  const status = overBudget ? 'stopped' : error ? 'failed' : 'succeeded';
-  const failed_check = overBudget ? undefined : checkFailed?.name ?? null;
-  ctx.setStatus(status, {
-    error, ...(failed_check === undefined ? {} : { failed_check }), ended_at: ended, exit_code: exitCode,
-    question: null,
-  });
-}
-
-/**
- * In a Kubernetes pod's run container (SVC_SIGN_LATER=1, no key there): the evidence for the signer container, and
- * the run stays `running`: the signer issues the receipt, opens the PR and sets the final status (src/pod/sign.ts).
- */
-function leaveEvidence(
-  ctx: RunContext, outcome: RunEvidence['outcome'], error: string | null, exitCode: number | null,
-  checks: CheckResult[],
-): void {
-  const evidence = evidenceOf(ctx.state.run, outcome, error, exitCode, checks);
-  ctx.saveArtifact(EVIDENCE_ARTIFACT, JSON.stringify(evidence, null, 2) + '\n');
-  ctx.event('evidence', { outcome, checks: checks.length });
-  ctx.say('evidence written: the signer container issues the receipt');
-}
-
 const RESUMED_NOTE =
   'This run was resumed: your earlier changes are already in the working tree. Continue the task from there.';
 
-async function startOrResume(ctx: RunContext, plan: RunPlan, mode: WorkerMode): Promise<void> {
+/** The provider and the finish (start, resume), or the checks again (verify), in the plan's sandbox. */
+async function work(ctx: RunContext, plan: RunPlan, mode: WorkerMode): Promise<void> {
   const sandbox = await openSandbox(ctx, plan);
   try {
+    if (mode === 'verify') return await reverify(ctx, plan, sandbox);
     prepareWorkdir(ctx);
     const spec = readFileSync(join(ctx.dir, 'spec.md'), 'utf8');
     const notes = mode === 'resume' ? [RESUMED_NOTE] : [];
@@ -104,30 +56,11 @@ async function openSandbox(ctx: RunContext, plan: RunPlan): Promise<RunSandbox> 
   const mode = plan.sandbox;
   const passed = passedValues(plan.passed_env, ctx.env);
   const warning = unsandboxedWarning(mode);
-  if (warning) {
-    ctx.event('log', { stream: 'svc', text: warning });
-    ctx.say(warning);
-  }
+  if (warning) ctx.note(warning);
   if (mode.kind === 'none') return { mode, gate: null, passed };
   // The first sandbox's memory cgroup is made while the gate and the worktree are prepared (memory-cgroup.ts).
   prepareMemoryCgroup(plan.policy.limits.memory_mb * 1024 * 1024);
   return { mode, gate: await openRunGate(ctx, plan.policy), passed };
-}
-
-async function reverify(ctx: RunContext, plan: RunPlan): Promise<void> {
-  const sandbox = await openSandbox(ctx, plan);
-  try {
-    ctx.event('log', { stream: 'svc', text: 'verify: re-running checks' });
-    const diff = collectDiff(ctx, sandbox);
-    saveDiff(ctx, diff);
-    const checks = await verifyWork(ctx, plan.policy, sandbox);
-    if (ctx.stopRequested()) return;
-    // A run its checks failed is judged again on these checks; one that failed before them stays failed.
-    const failedBeforeChecks = ctx.state.status === 'failed' && ctx.state.error !== null && !ctx.state.failed_check;
-    writeReceipt(ctx, checks, diff, failedBeforeChecks, sandbox);
-  } finally {
-    await sandbox.gate?.close();
-  }
 }
 
 /** Runs in the detached worker process; the exit code is 0 when the run succeeded. */
@@ -155,10 +88,8 @@ export async function executeRun(
       }
       ctx.update({ ...identityOf(process.pid), ended_at: null, error: null });
       ctx.setStatus('running');
-      await startOrResume(ctx, plan, mode);
-    } else {
-      await reverify(ctx, plan);
     }
+    await work(ctx, plan, mode);
     if (ctx.stopRequested() && !TERMINAL.has(ctx.state.status)) {
       ctx.setStatus('stopped', { ended_at: isoNow(), question: null, child: null });
     }

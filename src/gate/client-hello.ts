@@ -94,7 +94,6 @@ export class HelloAssembler {
   /** How many times the bytes were read (what a crumbling client can make the gate do). */
   readings = 0;
 
-  /** Every byte so far, in one buffer. */
   bytes(): Buffer {
     if (this.pieces.length !== 1) this.pieces = [Buffer.concat(this.pieces, this.total)];
     return this.pieces[0] ?? Buffer.alloc(0);

@@ -1,7 +1,6 @@
-// Every connection through the egress gate is evidence: one record per CONNECT tunnel, plain-HTTP
-// request or model API request, allowed or denied. This file owns the record's shape, the `egress.jsonl` writer
-// and reader, and the summary a receipt carries. It never records paths, headers or bodies: hosts and counts only.
-import { createWriteStream, readFileSync, existsSync } from 'node:fs';
+// Every connection through the egress gate is evidence: one record per CONNECT tunnel, plain-HTTP request or model
+// API request, allowed or denied (docs/gate.md "The log"). This file owns the record's shape, its reader and the
+// summary a receipt carries. It never records paths, headers or bodies: hosts and counts only.
 import { obj, str } from '../untrusted.ts';
 
 export interface EgressRecord {
@@ -35,27 +34,6 @@ export interface EgressRecord {
   job?: string;
   run?: string;
   repo?: string;
-}
-
-export interface EgressLog {
-  write(record: EgressRecord): void;
-  /** Flushes and closes the file. */
-  close(): Promise<void>;
-}
-
-/** Appends records as JSON lines to `path` (created if missing). */
-export function createEgressLog(path: string): EgressLog {
-  const stream = createWriteStream(path, { flags: 'a', mode: 0o600 });
-  // A write error must not take the gate down; it surfaces when close() is awaited.
-  let failure: Error | null = null;
-  stream.on('error', (err) => (failure = err));
-  return {
-    write: (record) => void stream.write(JSON.stringify(record) + '\n'),
-    close: () =>
-      new Promise((resolve, reject) => {
-        stream.end(() => (failure ? reject(failure) : resolve()));
-      }),
-  };
 }
 
 function num(value: unknown): number {
@@ -99,23 +77,6 @@ export function readEgressRecord(value: unknown): EgressRecord {
     bytesUp: num(o.bytesUp), bytesDown: num(o.bytesDown), ms: num(o.ms), sni: str(o.sni),
     ...attribution(o),
   };
-}
-
-/** The records of an `egress.jsonl`; lines that do not parse are skipped (a crash can cut the last one short). */
-export function readEgressLog(path: string): EgressRecord[] {
-  if (!existsSync(path)) return [];
-  const records: EgressRecord[] = [];
-  for (const line of readFileSync(path, 'utf8').split('\n')) {
-    if (line === '') continue;
-    let value: unknown;
-    try {
-      value = JSON.parse(line);
-    } catch {
-      continue;
-    }
-    records.push(readEgressRecord(value));
-  }
-  return records;
 }
 
 export interface EgressHost {

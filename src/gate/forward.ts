@@ -6,14 +6,13 @@
 import { request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect as tlsConnect } from 'node:tls';
 import type { Duplex } from 'node:stream';
-import { BadHostError, parseAuthority, type Destination } from './host.ts';
-import { decide } from './decide.ts';
-import { refuse, type GateContext } from './context.ts';
+import { BadHostError, parseAuthority, type Destination } from './address.ts';
+import { decide } from './policy.ts';
+import { refuse, type Asker, type GateContext } from './context.ts';
 import { CREDENTIAL_HEADERS } from './model-apis.ts';
 import { arrivingRecord, type EgressRecord } from './evidence.ts';
 import { framingHeaders, requestFraming, type Framing } from './framing.ts';
 import { modelPath } from './model-path.ts';
-import type { Asker } from './clients.ts';
 
 // RFC 9110 §7.6.1: connection-specific fields are not forwarded; proxy-* are for us; host is set from the target.
 const HOP_BY_HOP = new Set([

@@ -7,13 +7,12 @@ import type { Duplex } from 'node:stream';
 import { chmodSync, rmSync } from 'node:fs';
 import { handleConnect } from './tunnel.ts';
 import { handleRequest } from './forward.ts';
-import { ClientBook, CHALLENGE, countWhileOpen, type Admission, type Asker, type GateClients } from './clients.ts';
 import { RunRecords, boundedRecord } from './run-records.ts';
 import {
-  DEFAULT_LIMITS, refuse, refuseRaw, tcpConnect, type ConnectFn, type GateContext, type GateLimits,
+  ClientBook, CHALLENGE, countWhileOpen, DEFAULT_LIMITS, refuse, refuseRaw, tcpConnect, type Admission, type Asker,
+  type ConnectFn, type GateClients, type GateContext, type GateLimits,
 } from './context.ts';
-import { systemResolver, type Resolver } from './decide.ts';
-import type { GatePolicy } from './policy.ts';
+import { systemResolver, type GatePolicy, type Resolver } from './policy.ts';
 import type { ModelRoute } from './model-apis.ts';
 import { arrivingRecord, type EgressRecord } from './evidence.ts';
 import { createLogger, type Logger } from '../log.ts';
@@ -59,10 +58,8 @@ function refusedRecord(req: IncomingMessage, refusal: Admission & { admitted: fa
 }
 
 /**
- * `GET /_job/<credential>/_egress`: the asking run's totals, counts per destination and refusal, first records, and
- * the policy it was decided by, with `since` (this gate's start: it saw nothing before). A run this gate never saw
- * since its start, or let go, is a 404 with `since`, `evicted` and the policy: only the asker can tell from `since`
- * whether "never saw" means "made no connection" (the gate ran all along) or "the gate was not there to see".
+ * `GET /_job/<credential>/_egress` (docs/gate.md): the asking run's records, or a 404 for a run this gate never saw
+ * or let go. Both carry `since`: only the asker can tell whether "never saw" means "made no connection".
  */
 function answerEgress(asker: Asker, runs: RunRecords, req: IncomingMessage, res: ServerResponse): void {
   req.resume();

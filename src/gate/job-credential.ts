@@ -8,7 +8,6 @@ import { readFileSync } from 'node:fs';
 import { BadSettingError } from '../errors.ts';
 import { obj, str } from '../untrusted.ts';
 
-/** The job a credential speaks for. */
 export interface JobIdentity {
   job: string;
   run: string;

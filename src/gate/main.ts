@@ -9,7 +9,7 @@ import { readGateSecret } from './job-credential.ts';
 import { modelRoutesFromEnv } from './model-apis.ts';
 import { createLogger } from '../log.ts';
 import { isJsonObject } from '../untrusted.ts';
-import { exitCodeAfterSignal } from '../http/exit-on-signal.ts';
+import { exitCodeAfterSignal } from '../http/http-server.ts';
 
 export interface GateServeSettings {
   host: string;

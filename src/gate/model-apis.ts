@@ -54,7 +54,6 @@ export const CREDENTIAL_HEADERS: readonly string[] = [
   'authorization', 'proxy-authorization', 'x-api-key', 'x-goog-api-key', 'api-key', 'cookie',
 ];
 
-/** One model API the running gate serves, with its real key. */
 export interface ModelRoute {
   name: string;
   /** Parsed upstream base; its host and port go through the policy and address rules like any destination. */
@@ -64,22 +63,19 @@ export interface ModelRoute {
 }
 
 /**
- * Routes for the given names (or every name of the table) whose key is in `env`. The upstream is the operator's
- * `baseEnv` if set, else `bases` (the caller's default), else the table's. Reads `env` once; the caller passes a
- * snapshot.
+ * Routes for the given names (or every name of the table) whose key is in `env`; the upstream is the operator's
+ * `baseEnv` if set, else the table's. Reads `env` once; the caller passes a snapshot.
  */
 export function modelRoutesFromEnv(
-  env: Readonly<Record<string, string | undefined>>,
-  opts: { names?: readonly string[]; bases?: Readonly<Record<string, string>>; table?: Record<string, ModelApi> } = {},
+  env: Readonly<Record<string, string | undefined>>, opts: { names?: readonly string[] } = {},
 ): ModelRoute[] {
-  const table = opts.table ?? MODEL_APIS;
   const routes: ModelRoute[] = [];
-  for (const name of opts.names ?? Object.keys(table)) {
-    const api = table[name];
+  for (const name of opts.names ?? Object.keys(MODEL_APIS)) {
+    const api = MODEL_APIS[name];
     if (!api) throw new GatePolicyError(name, 'is not a known model API');
     const key = api.env.map((v) => env[v]).find((v) => v !== undefined && v !== '');
     if (key === undefined) continue;
-    const base = (api.baseEnv && env[api.baseEnv]) || opts.bases?.[name] || api.base;
+    const base = (api.baseEnv && env[api.baseEnv]) || api.base;
     routes.push(modelRoute(name, base, api.header, api.prefix + key));
   }
   return routes;

@@ -1,9 +1,13 @@
-// The egress gate's policy (DESIGN §7a): host patterns to allow and to deny. Deny wins; an empty allow
-// list means no network. Patterns are parsed once, up front, and a bad one is refused by name — a typo must not
-// silently widen or narrow the gate. Matching is pure; resolving and address rules live in decide.ts.
-import { BadHostError, normaliseHost, parsePort } from './host.ts';
-import { canonicalAddress } from './address.ts';
-import { isIP } from 'node:net';
+// The egress gate's policy and its one decision (DESIGN §7a, docs/gate.md): host patterns to allow and to deny, deny
+// winning, an empty allow list meaning no network. Patterns are parsed once, up front, and a bad one is refused by
+// name: a typo must not silently widen or narrow the gate. A name is checked, then resolved here (never by the
+// agent) and every address it resolves to is checked; the caller connects to the returned address, so there is no
+// window for a DNS rebinding.
+import { lookup } from 'node:dns/promises';
+import {
+  BadHostError, canonicalAddress, formatDestination, normaliseHost, parsePort, refusedRange, splitHostPort,
+  type Destination,
+} from './address.ts';
 
 export class GatePolicyError extends Error {
   readonly pattern: string;
@@ -30,25 +34,11 @@ export interface GatePolicy {
   deny: readonly HostPattern[];
 }
 
-/** `[v6]:port`, `[v6]`, a bare `v6` (no port), `host:port` or `host`. */
-function splitPort(text: string): { host: string; port: string | null } {
-  if (text.startsWith('[')) {
-    const close = text.indexOf(']');
-    const rest = text.slice(close + 1);
-    if (close < 0 || (rest !== '' && !rest.startsWith(':'))) throw new BadHostError('brackets are unbalanced');
-    if (isIP(text.slice(1, close)) !== 6) throw new BadHostError('brackets hold only an IPv6 address');
-    return { host: text.slice(1, close), port: rest === '' ? null : rest.slice(1) };
-  }
-  const colon = text.indexOf(':');
-  if (colon < 0 || colon !== text.lastIndexOf(':')) return { host: text, port: null };
-  return { host: text.slice(0, colon), port: text.slice(colon + 1) };
-}
-
 export function parseHostPattern(text: string): HostPattern {
   if (typeof text !== 'string' || text === '') throw new GatePolicyError(String(text), 'is empty');
   if (/\s/.test(text) || text.includes('://')) throw new GatePolicyError(text, 'must be a host with an optional :port');
   try {
-    const { host, port } = splitPort(text);
+    const { host, port } = splitHostPort(text);
     const portNumber = port === null ? null : parsePort(port);
     if (host === '*') return { text, kind: 'any', host: '', port: portNumber };
     if (host.startsWith('*.')) {
@@ -94,13 +84,64 @@ export function matchesHost(pattern: HostPattern, host: string, port: number): b
   }
 }
 
-/** Whether the pattern names this resolved address (deny lists apply to addresses as well as names). */
-export function matchesAddress(pattern: HostPattern, address: string, port: number): boolean {
-  return pattern.kind === 'address' && matchesHost(pattern, address, port);
+/** Every address a name resolves to (the gate refuses the name when any of them is refused). */
+export type Resolver = (host: string) => Promise<string[]>;
+
+export async function systemResolver(host: string): Promise<string[]> {
+  const found = await lookup(host, { all: true, verbatim: true });
+  return found.map((a) => a.address);
 }
 
-/** The allow entry naming exactly this address and port: the only way past the address rules. */
-export function exactAddressRule(policy: GatePolicy, address: string, port: number): HostPattern | null {
-  const canonical = canonicalAddress(address);
-  return policy.allow.find((p) => p.kind === 'address' && p.port === port && p.host === canonical) ?? null;
+/**
+ * Allowed: `rule` is the allow pattern that let it through (the exact-address entry when that admitted the address).
+ * Denied: `rule` is the deny entry that refused it, if one did; `reason` is plain, for the client and the log.
+ */
+export type Decision =
+  | { allowed: true; rule: string; address: string }
+  | { allowed: false; rule: string | null; reason: string; address: string | null };
+
+type Denied = Decision & { allowed: false };
+
+function denied(reason: string, rule: string | null = null, address: string | null = null): Denied {
+  return { allowed: false, rule, reason, address };
+}
+
+export async function decide(dest: Destination, policy: GatePolicy, resolve: Resolver): Promise<Decision> {
+  const where = formatDestination(dest.host, dest.port);
+  const deny = policy.deny.find((p) => matchesHost(p, dest.host, dest.port));
+  if (deny) return denied(`${where} is denied by "${deny.text}"`, deny.text);
+  const allow = policy.allow.find((p) => matchesHost(p, dest.host, dest.port));
+  if (!allow) return denied(`${where} is not in the allow list`);
+
+  let addresses: string[];
+  if (dest.literal) addresses = [dest.host];
+  else {
+    try {
+      addresses = await resolve(dest.host);
+    } catch {
+      return denied(`${dest.host} does not resolve`);
+    }
+    if (addresses.length === 0) return denied(`${dest.host} does not resolve`);
+  }
+  let exact: string | null = null;
+  for (const address of addresses) {
+    // Deny lists apply to resolved addresses as well as names.
+    const byAddress = policy.deny.find((p) => p.kind === 'address' && matchesHost(p, address, dest.port));
+    if (byAddress) {
+      return denied(`${where} resolves to ${address}, denied by "${byAddress.text}"`, byAddress.text, address);
+    }
+    const range = refusedRange(address);
+    if (range === null) continue;
+    // Only an allow entry naming exactly this address and port gets past the address rules.
+    const canonical = canonicalAddress(address);
+    const named = policy.allow.find((p) => p.kind === 'address' && p.port === dest.port && p.host === canonical);
+    if (named) {
+      exact = named.text;
+      continue;
+    }
+    const why = dest.literal ? `${where} is in ${range}` : `${where} resolves to ${address} (${range})`;
+    return denied(`${why}; only an allow entry naming that exact address and port admits it`, null, address);
+  }
+  const address = addresses[0] as string;
+  return { allowed: true, rule: exact ?? allow.text, address };
 }

@@ -1,10 +1,10 @@
-// What a shared gate keeps of each run's connections, so the run's pod signer can ask for them (GET
-// /_job/<credential>/_egress) and put a network section the gate itself vouches for in the receipt. Bounded: a hostile
-// agent can open connections without end, so each run keeps exact totals, exact counts per destination and per
-// refusal up to a number of distinct ones (past that it is marked overflowed, never silently short), and its first
-// records as evidence. The gate keeps the runs most recently active; a run it let go is remembered as evicted, so it
-// is never answered for with a partial record set. Nothing is kept across a restart: the answer says since when.
-import { sortedTally, tallyRecord, type EgressHost, type EgressDenial, type EgressRecord } from './evidence.ts';
+// What a shared gate keeps of each run's connections, for the run's pod signer (docs/gate.md "svc gate serve").
+// Bounded, since a hostile agent can open connections without end: exact totals, exact counts up to a number of
+// distinct destinations and refusals (past that marked overflowed, never silently short), the first records, the
+// most recently active runs; a run let go is remembered as evicted, never answered for with a partial record set.
+import {
+  sortedTally, tallyRecord, type EgressHost, type EgressDenial, type EgressRecord, type EgressTally,
+} from './evidence.ts';
 
 const RECORDS_PER_RUN = 250;
 /** Distinct (host, port) destinations, and distinct refusals, counted per run. */
@@ -30,14 +30,7 @@ export interface RunEgress {
   records: EgressRecord[];
 }
 
-interface RunTally {
-  connections: number;
-  denied: number;
-  hosts: Map<string, EgressHost>;
-  denials: Map<string, EgressDenial>;
-  overflow: boolean;
-  records: EgressRecord[];
-}
+type RunTally = EgressTally & Pick<RunEgress, 'connections' | 'denied' | 'overflow' | 'records'>;
 
 export type RunAnswer = { known: true; egress: RunEgress } | { known: false; evicted: boolean };
 

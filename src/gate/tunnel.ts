@@ -4,12 +4,11 @@
 // front end) serves many names: without this check a tunnel to an allowed name could speak TLS to any other.
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { BadHostError, normaliseHost, parseAuthority, type Destination } from './host.ts';
-import { decide } from './decide.ts';
-import { refuseRaw, type GateContext } from './context.ts';
+import { BadHostError, normaliseHost, parseAuthority, type Destination } from './address.ts';
+import { decide } from './policy.ts';
+import { refuseRaw, type Asker, type GateContext } from './context.ts';
 import { HelloAssembler, UNRECOGNIZED_NAME_ALERT, type HelloReading } from './client-hello.ts';
 import { arrivingRecord, type EgressRecord } from './evidence.ts';
-import type { Asker } from './clients.ts';
 
 /** Why a hello's server name does not admit the tunnel to `dest`, or null when it does. */
 export function serverNameMismatch(dest: Destination, serverName: string | null): string | null {

@@ -29,10 +29,6 @@ export function hostnameOf(hostHeader: string): string {
  */
 const HOST_VALUE = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::[0-9]{1,5})?$/;
 
-export function isWellFormedHost(host: string): boolean {
-  return HOST_VALUE.test(host);
-}
-
 /** How many Host field lines the request carried (Node keeps only the first in `req.headers`). */
 function hostLines(req: IncomingMessage): number {
   const raw = req.rawHeaders ?? [];
@@ -55,7 +51,7 @@ export function checkHost(req: IncomingMessage, boundToLoopback: boolean): void 
   // Clients send the same few Host values over and over; an exact value once accepted needs no parsing again.
   const accepted = boundToLoopback ? acceptedLoopbackHosts : acceptedHosts;
   if (host !== undefined && accepted.has(host)) return;
-  if (host !== undefined && host !== '' && !isWellFormedHost(host)) {
+  if (host !== undefined && host !== '' && !HOST_VALUE.test(host)) {
     throw new HttpError('bad_request', 'Host header is not a host name or address with an optional port');
   }
   if (boundToLoopback && (!host || !LOOPBACK_HOSTS.has(hostnameOf(host)))) {
@@ -78,15 +74,10 @@ export function safeEqual(a: string, b: string): boolean {
 }
 
 export function checkBearer(req: IncomingMessage, token: string | undefined): void {
-  if (!token) return;
-  const header = req.headers.authorization ?? '';
-  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
-  if (!match || !safeEqual(match[1]!, token)) {
-    throw new HttpError('unauthorized', 'Missing or wrong bearer token', { 'www-authenticate': 'Bearer' });
-  }
+  checkBearerOrRunner(req, token, []);
 }
 
-/** A bearer token that opens only the routes marked `runner`, for one source (src/control/runner-tokens.ts). */
+/** A bearer token that opens only the routes marked `runner`, for one source (src/control/settings.ts). */
 export interface RunnerCredential {
   source: string;
   token: string;

@@ -1,31 +1,208 @@
-// Creates either server's node:http Server with the timeouts and connection caps they share (README "Known limits"),
-// so the two cannot drift apart. Does not listen: listen.ts binds, main.ts decides when.
+// The node:http server both servers share, so the two cannot drift apart: its timeouts and connection caps (README
+// "Known limits"), the envelope for requests Node's parser refuses, binding, and shutting down.
 import { createServer, type Server } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { RequestListener } from './pipeline.ts';
-import { guardConnections, type ConnectionCounts } from './connection-guard.ts';
-import { DEFAULT_CONNECTION_LIMITS, type ConnectionLimits } from './connection-limits.ts';
+import { errorBody, errorStatus, type ErrorCode } from './http-error.ts';
+import { JSON_TYPE } from './respond.ts';
+import { SETTINGS, settingInt } from '../settings-registry.ts';
+import type { Logger } from '../log.ts';
+import { errorMessage } from '../errors.ts';
 
-/** The time bounds every connection lives under (milliseconds). */
-export const SERVER_TIMEOUTS = {
-  /** An idle keep-alive connection is closed after this. */
+/** Milliseconds: an idle keep-alive connection is closed after keepAliveTimeout; headers and the whole request must
+ * have arrived within theirs (else 408 and closed), checked every connectionsCheckingInterval. */
+const SERVER_TIMEOUTS = {
   keepAliveTimeout: 5_000,
-  /** The request line and headers must have arrived within this (a silent socket gets 408 and is closed). */
   headersTimeout: 20_000,
-  /** The whole request, body included, must have arrived within this (408). */
   requestTimeout: 60_000,
-  /** How often Node checks the two above: a silent socket is gone at most this long after headersTimeout. */
   connectionsCheckingInterval: 5_000,
 } as const;
 
-export interface HttpServer {
-  server: Server;
-  connections: ConnectionCounts;
-}
-
 export function createHttpServer(
   listener: RequestListener, limits: ConnectionLimits = DEFAULT_CONNECTION_LIMITS,
-): HttpServer {
+): { server: Server; connections: ConnectionCounts } {
   // requireHostHeader is off so a Host-less HTTP/1.1 request gets the pipeline's envelope, not Node's bare 400.
   const server = createServer({ ...SERVER_TIMEOUTS, requireHostHeader: false }, listener);
   return { server, connections: guardConnections(server, limits) };
+}
+
+/** Open connections of the whole server, and from one peer address. */
+export interface ConnectionLimits {
+  total: number;
+  perPeer: number;
+}
+
+const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
+  total: SETTINGS.SVC_CONTROL_MAX_CONNECTIONS.default, perPeer: SETTINGS.SVC_CONTROL_MAX_CONNECTIONS_PER_PEER.default,
+};
+
+/** The server's `_MAX_CONNECTIONS` and `_MAX_CONNECTIONS_PER_PEER`. */
+export function readConnectionLimits(env: NodeJS.ProcessEnv, server: 'control' | 'trigger'): ConnectionLimits {
+  const [all, peer] = server === 'control'
+    ? ['SVC_CONTROL_MAX_CONNECTIONS', 'SVC_CONTROL_MAX_CONNECTIONS_PER_PEER'] as const
+    : ['SVC_TRIGGER_MAX_CONNECTIONS', 'SVC_TRIGGER_MAX_CONNECTIONS_PER_PEER'] as const;
+  const total = settingInt(env, all);
+  return { total, perPeer: settingInt(env, peer, { max: total }) };
+}
+
+export interface ConnectionCounts {
+  /** Open connections admitted (refused ones are never counted). */
+  total(): number;
+  /** Open admitted connections from this address. */
+  of(peer: string): number;
+  /** Connections refused at a cap since start. */
+  refused(): number;
+}
+
+/** `::ffff:127.0.0.1` and `127.0.0.1` are one peer. */
+function peerOf(socket: Socket): string {
+  const address = socket.remoteAddress ?? '';
+  return address.startsWith('::ffff:') ? address.slice(7) : address;
+}
+
+function guardConnections(server: Server, limits: ConnectionLimits): ConnectionCounts {
+  const perPeer = new Map<string, number>();
+  let total = 0;
+  let refused = 0;
+  // First in line: a refused socket is answered and closed before the HTTP parser is told about it.
+  server.prependListener('connection', (socket: Socket) => {
+    const peer = peerOf(socket);
+    const mine = perPeer.get(peer) ?? 0;
+    if (total >= limits.total || mine >= limits.perPeer) {
+      refused++;
+      const which = total >= limits.total
+        ? `${limits.total} connections in total`
+        : `${limits.perPeer} connections from ${peer}`;
+      rawReply(socket, 'unavailable', `Too many open connections: the server allows ${which}`, { 'retry-after': '5' });
+      return;
+    }
+    total++;
+    perPeer.set(peer, mine + 1);
+    socket.once('close', () => {
+      total--;
+      const left = (perPeer.get(peer) ?? 1) - 1;
+      if (left === 0) perPeer.delete(peer);
+      else perPeer.set(peer, left);
+    });
+  });
+  return {
+    total: () => total,
+    of: (peer) => perPeer.get(peer) ?? 0,
+    refused: () => refused,
+  };
+}
+
+/** Node's parser error code → our code; anything not listed is a plain 400. */
+const PARSER_CODES: Record<string, ErrorCode> = {
+  HPE_HEADER_OVERFLOW: 'header_too_large',
+  HPE_URI_TOO_LONG: 'uri_too_long',
+  ERR_HTTP_REQUEST_TIMEOUT: 'request_timeout',
+  HPE_HEADERS_TIMEOUT: 'request_timeout',
+};
+
+/** Answers with the envelope, then destroys the socket: a half-closed one stays until a silent peer hangs up. */
+function rawReply(socket: Duplex, code: ErrorCode, message: string, headers: Record<string, string> = {}): void {
+  const body = JSON.stringify(errorBody(code, message));
+  const status = errorStatus[code];
+  let extra = '';
+  for (const [name, value] of Object.entries(headers)) extra += `${name}: ${value}\r\n`;
+  socket.on('error', () => socket.destroy());
+  socket.end(
+    `HTTP/1.1 ${status} ${code}\r\ncontent-type: ${JSON_TYPE}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
+      `cache-control: no-store\r\nx-content-type-options: nosniff\r\nconnection: close\r\n${extra}\r\n${body}`,
+    () => socket.destroy(),
+  );
+}
+
+/** A response already in flight on this socket (pipelining) must not get raw bytes spliced into it. */
+function responseInFlight(socket: Duplex): boolean {
+  return Boolean((socket as unknown as { _httpMessage?: unknown })._httpMessage);
+}
+
+/** Requests Node's parser refuses, and CONNECT, never reach a route: they get the envelope all the same. */
+function answerClientErrors(server: Server): void {
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
+    if (err.code === 'ECONNRESET' || !socket.writable || responseInFlight(socket)) {
+      socket.destroy();
+      return;
+    }
+    const code = PARSER_CODES[err.code ?? ''] ?? 'bad_request';
+    rawReply(socket, code, code === 'bad_request' ? 'malformed HTTP request' : 'request refused before routing');
+  });
+  server.on('connect', (_req, socket: Duplex) => {
+    rawReply(socket, 'method_not_allowed', 'CONNECT is not supported');
+  });
+}
+
+/** Resolves with the base URL once bound (port 0 → the port the OS gave); rejects with the bind error. */
+export async function listen(server: Server, host: string, port: number): Promise<{ url: string; port: number }> {
+  answerClientErrors(server);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address();
+  const bound = typeof address === 'object' && address ? address.port : port;
+  return { url: `http://${urlHost(host)}:${bound}`, port: bound };
+}
+
+/** An IPv6 literal goes in brackets inside a URL (RFC 3986 §3.2.2). */
+export function urlHost(host: string): string {
+  return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+}
+
+/**
+ * Stops accepting and closes idle keep-alive connections, runs `whileDraining` (end streams, let work finish), then
+ * waits for the open requests to end — cutting any still open `graceMs` after `whileDraining` settles.
+ */
+export async function closeGracefully(
+  server: Server,
+  whileDraining: () => void | Promise<void>,
+  graceMs = 2_000,
+): Promise<void> {
+  // Listen for 'close' before anything can await: with no open connections it fires on the next tick, and a
+  // listener attached later would never run (the unref'd timer then lets the process exit mid-shutdown).
+  const closed = new Promise<void>((resolve) => server.once('close', () => resolve()));
+  server.close();
+  server.closeIdleConnections();
+  await whileDraining();
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(() => {
+      server.closeAllConnections();
+      resolve();
+    }, graceMs);
+    timer.unref();
+    void closed.then(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
+
+/**
+ * Resolves with the exit code after the first SIGINT or SIGTERM: 0 once `stop` has finished, 1 (logged) if it failed.
+ * The handlers are `once`, so a second Ctrl-C while stopping takes Node's default and ends the process at once.
+ */
+export function exitCodeAfterSignal(log: Logger, message: string, stop: () => Promise<void>): Promise<number> {
+  return new Promise<number>((resolve) => {
+    let stopping = false;
+    const onSignal = (signal: string): void => {
+      if (stopping) return;
+      stopping = true;
+      log.info(message, { signal });
+      stop().then(
+        () => resolve(0),
+        (err: unknown) => {
+          log.error('shutdown failed', { error: errorMessage(err) });
+          resolve(1);
+        },
+      );
+    };
+    process.once('SIGINT', () => onSignal('SIGINT'));
+    process.once('SIGTERM', () => onSignal('SIGTERM'));
+  });
 }

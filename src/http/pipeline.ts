@@ -1,19 +1,89 @@
 // The request pipeline shared by both servers (DESIGN §4): Host → (UI file) → site → route → token → loopback →
-// Origin → type → body.
+// Origin → type → body, then the handler; and the one answer for whatever failed on the way.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { randomUUID } from 'node:crypto';
-import { createRouter } from './router.ts';
-import { HttpError } from './http-error.ts';
+import { createRouter, type Method } from './router.ts';
+import { errorBody, httpErrorOf, isHttpError, HttpError } from './http-error.ts';
 import { sendReply, TAKEN_OVER, type HandlerResult } from './respond.ts';
 import { readBody, parseJson, MiB } from './body.ts';
 import {
   checkBearer, checkBearerOrRunner, checkFetchSite, checkHost, checkJsonContentType, checkLoopbackOnly, checkOrigin,
-  requestUrl,
+  requestUrl, type RunnerCredential,
 } from './guards.ts';
-import { answerFailure } from './pipeline-failure.ts';
+import { closeAfterRefusal } from './close-after-refusal.ts';
+import { isDatabaseBusy } from './busy-database.ts';
+import type { StaticFiles } from './static-files.ts';
+import type { Logger } from '../log.ts';
+import { errorMessage } from '../errors.ts';
 
-export type { Admission, Ctx, Handler, PipelineOptions, Refusal, Route } from './pipeline-types.ts';
-import type { Admission, Ctx, PipelineOptions, Route } from './pipeline-types.ts';
+export interface Ctx<D> {
+  req: IncomingMessage;
+  res: ServerResponse;
+  method: string;
+  url: URL;
+  params: Record<string, string>;
+  query: URLSearchParams;
+  /** Parsed JSON body for `body: 'json'` routes. */
+  body: unknown;
+  /** Raw bytes for `body: 'raw'` and `body: 'json'` routes. */
+  raw: Buffer | undefined;
+  peer: string;
+  requestId: string;
+  /** Set when a runner token (not the server's own) authenticated the request: the source it may act for. */
+  runnerSource: string | undefined;
+  deps: D;
+}
+
+export type Handler<D> = (ctx: Ctx<D>) => HandlerResult | Promise<HandlerResult>;
+
+export interface Route<D> {
+  method: Method;
+  pattern: string;
+  handler: Handler<D>;
+  /** Bearer token required when the server has one (default: true for /v1/*). */
+  auth?: boolean;
+  loopbackOnly?: boolean;
+  /** Runner tokens (PipelineOptions.runnerTokens) are accepted here too; the handler checks ctx.runnerSource. */
+  runner?: boolean;
+  /** 'json' enforces content type and parses; 'raw' hands over bytes; default none (body ignored). */
+  body?: 'json' | 'raw' | 'optional-json';
+  limit?: number;
+}
+
+export interface PipelineOptions<D> {
+  routes: ReadonlyArray<Route<D>>;
+  deps: D;
+  boundToLoopback: () => boolean;
+  token?: string | undefined;
+  /** Tokens that open only `runner` routes, each for one source. */
+  runnerTokens?: readonly RunnerCredential[];
+  ownOrigins?: () => ReadonlySet<string>;
+  staticFiles?: StaticFiles;
+  log: Logger;
+  /** Refuse a body still arriving after this many ms (slow-body guard); readBody's default otherwise. */
+  bodyTimeoutMs?: number;
+  /**
+   * Told about a mutating request that matched a route but was refused before its handler ran (401, 403, 415, 413,
+   * 400 invalid_json): the Control Plane audits those. Errors from the handler itself never reach it.
+   */
+  onRefused?: (info: Refusal<D>) => void;
+}
+
+export interface Refusal<D> {
+  route: Route<D>;
+  params: Record<string, string>;
+  method: string;
+  req: IncomingMessage;
+  peer: string;
+  requestId: string;
+  error: HttpError;
+}
+
+/** Set while a request is between its route match and its handler; only allocated when onRefused is set. */
+export interface Admission<D> {
+  route?: Route<D> | undefined;
+  params?: Record<string, string>;
+}
 
 export type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -98,7 +168,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     // Admitted: from here on an error is the handler's own (the Control Plane's audited() records those).
     if (admission) admission.route = undefined;
     const result = route.handler(ctx);
-    // Any thenable, not only a native Promise, is awaited (as `await` did before this path became synchronous).
+    // Any thenable, not only a native Promise, is awaited, as `await` would.
     if (typeof (result as { then?: unknown }).then === 'function') {
       return Promise.resolve(result).then((settled) => send(ctx, settled));
     }
@@ -121,6 +191,60 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     }
     pending?.catch((err: unknown) => answerFailure(req, res, requestId, admission, err, opts));
   };
+}
+
+const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+function reportRefusal<D>(
+  route: Route<D>, params: Record<string, string>, req: IncomingMessage, requestId: string, error: HttpError,
+  opts: PipelineOptions<D>,
+): void {
+  try {
+    const method = req.method ?? 'GET';
+    const peer = req.socket.remoteAddress ?? '';
+    opts.onRefused!({ route, params, method, req, peer, requestId, error });
+  } catch (err) {
+    // The refusal is answered either way; a failing hook is logged, never turned into a 500.
+    const message = errorMessage(err);
+    opts.log.error('refusal hook failed', { request_id: requestId, error: message });
+  }
+}
+
+// How a request that failed is answered: a refusal (an HttpError, from a guard or a handler) gets the error envelope
+// and, for a mutating request refused before its handler ran, the onRefused hook; a database another process keeps
+// locked is a 503 with Retry-After; anything else is a 500 that names the request id and logs the cause.
+function answerFailure<D>(
+  req: IncomingMessage, res: ServerResponse, requestId: string, admission: Admission<D> | undefined, thrown: unknown,
+  opts: PipelineOptions<D>,
+): void {
+  // A typed svc error escaping a handler is its own answer (http-error.ts httpErrorOf), not a crash.
+  const err = httpErrorOf(thrown) ?? thrown;
+  if (isHttpError(err)) {
+    if (admission?.route && !SAFE_METHODS.has(req.method ?? 'GET')) {
+      reportRefusal(admission.route, admission.params ?? {}, req, requestId, err, opts);
+    }
+    closeAfterRefusal(req, res);
+    try {
+      sendReply(res, { status: err.status, headers: err.headers, body: errorBody(err.code, err.message) });
+    } catch (sendErr) {
+      // A header the error carried that Node will not write must not leave the request unanswered.
+      if (res.headersSent) return void res.destroy();
+      opts.log.error('error reply failed', { request_id: requestId, error: String(sendErr) });
+      sendReply(res, { status: err.status, body: errorBody(err.code, err.message) });
+    }
+    return;
+  }
+  if (isDatabaseBusy(err)) {
+    opts.log.warn('database busy: another process holds its write lock', { request_id: requestId });
+    closeAfterRefusal(req, res);
+    const message = 'The database is busy (another process holds its write lock); try again';
+    sendReply(res, { status: 503, headers: { 'retry-after': '1' }, body: errorBody('unavailable', message) });
+    return;
+  }
+  const error = errorMessage(err);
+  opts.log.error('unhandled error', { request_id: requestId, error });
+  closeAfterRefusal(req, res);
+  sendReply(res, { status: 500, body: errorBody('internal_error', `Internal error (request ${requestId})`) });
 }
 
 export { HttpError };

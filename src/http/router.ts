@@ -63,12 +63,7 @@ function decodeSegment(raw: string): string {
   }
 }
 
-export interface Router<H> {
-  match(method: string, pathname: string): Match<H>;
-  routes(): ReadonlyArray<{ method: string; pattern: string }>;
-}
-
-export function createRouter<H>(defs: ReadonlyArray<RouteDef<H>>): Router<H> {
+export function createRouter<H>(defs: ReadonlyArray<RouteDef<H>>): { match(method: string, path: string): Match<H> } {
   const table: Compiled<H>[] = [];
   const byShape = new Map<string, Compiled<H>>();
   // Routes without parameters by their exact path: /health and /v1/runs are found without splitting the path or
@@ -129,7 +124,7 @@ export function createRouter<H>(defs: ReadonlyArray<RouteDef<H>>): Router<H> {
   }
 
   return {
-    match(method, pathname) {
+    match(method: string, pathname: string) {
       const exact = literal.get(pathname);
       if (exact) return found(exact, method, {});
       const parts = pathname === '/' ? [] : pathname.slice(1).split('/');
@@ -138,9 +133,6 @@ export function createRouter<H>(defs: ReadonlyArray<RouteDef<H>>): Router<H> {
         if (params) return found(entry, method, params);
       }
       throw new HttpError('not_found', `No route for "${pathname}"`);
-    },
-    routes() {
-      return defs.map((d) => ({ method: d.method, pattern: d.pattern }));
     },
   };
 }

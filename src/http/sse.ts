@@ -14,22 +14,13 @@ export interface SseStream {
   onClose(fn: () => void): void;
 }
 
-/** Default lag bound: bytes written, not yet taken by the reader (docs/control-data.md, "Event JSON and streams"). */
-export const MAX_PENDING_BYTES = 4 * 1024 * 1024;
-export const HEARTBEAT_MS = 15_000;
+/** The lag bound: bytes written, not yet taken by the reader (docs/control-data.md, "Event JSON and streams"). */
+const MAX_PENDING_BYTES = 4 * 1024 * 1024;
+const HEARTBEAT_MS = 15_000;
+/** How long the browser waits before reconnecting. */
+const RETRY_MS = 2_000;
 
-export interface SseOptions {
-  heartbeatMs?: number;
-  /** Tells the browser how long to wait before reconnecting. */
-  retryMs?: number;
-  /** A subscriber with more than this many bytes waiting for it is dropped. */
-  maxPendingBytes?: number;
-}
-
-export function openSse(
-  res: ServerResponse,
-  { heartbeatMs = HEARTBEAT_MS, retryMs = 2_000, maxPendingBytes = MAX_PENDING_BYTES }: SseOptions = {},
-): SseStream {
+export function openSse(res: ServerResponse): SseStream {
   res.writeHead(200, {
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-store',
@@ -40,14 +31,14 @@ export function openSse(
   // HEAD gets the headers and ends: a body-less response sends nothing on write(), so an open HEAD stream would hang.
   const head = res.req?.method === 'HEAD';
   if (head) res.end();
-  else res.write(`retry: ${retryMs}\n\n`);
+  else res.write(`retry: ${RETRY_MS}\n\n`);
   let closed = head;
   let dropped = false;
   /** Bytes handed to the response so far; minus what is still pending, it is what the reader has taken. */
   let written = 0;
   let takenAtLastBeat = -1;
   const closers: Array<() => void> = [];
-  const timer = head ? undefined : setInterval(beat, heartbeatMs);
+  const timer = head ? undefined : setInterval(beat, HEARTBEAT_MS);
   timer?.unref();
 
   /**
@@ -66,7 +57,7 @@ export function openSse(
   function put(frames: string | Buffer): void {
     written += typeof frames === 'string' ? Buffer.byteLength(frames) : frames.length;
     res.write(frames);
-    if (res.writableLength > maxPendingBytes) drop();
+    if (res.writableLength > MAX_PENDING_BYTES) drop();
   }
 
   /**

@@ -27,11 +27,7 @@ interface StaticFile {
   etag: string;
 }
 
-export interface StaticFiles {
-  /** Reply for a URL path, or null when no such file was found at boot. */
-  lookup(pathname: string, ifNoneMatch?: string): Reply | null;
-  paths(): string[];
-}
+export type StaticFiles = ReturnType<typeof createStaticFiles>;
 
 function walk(root: string, dir: string, out: Map<string, StaticFile>): void {
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
@@ -48,7 +44,7 @@ function walk(root: string, dir: string, out: Map<string, StaticFile>): void {
   }
 }
 
-export function createStaticFiles(root: string): StaticFiles {
+export function createStaticFiles(root: string) {
   const files = new Map<string, StaticFile>();
   try {
     if (statSync(root).isDirectory()) walk(root, root, files);
@@ -56,7 +52,8 @@ export function createStaticFiles(root: string): StaticFiles {
     // No static folder: the API still works; the UI answers 404.
   }
   return {
-    lookup(pathname, ifNoneMatch) {
+    /** Reply for a URL path, or null when no such file was found at boot. */
+    lookup(pathname: string, ifNoneMatch?: string): Reply | null {
       const key = pathname === '/' ? '/index.html' : pathname;
       const file = files.get(key);
       if (!file) return null;
@@ -69,9 +66,6 @@ export function createStaticFiles(root: string): StaticFiles {
       };
       if (ifNoneMatch === file.etag) return { status: 304, headers };
       return { status: 200, headers, body: file.body };
-    },
-    paths() {
-      return [...files.keys()];
     },
   };
 }

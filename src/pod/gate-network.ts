@@ -1,8 +1,5 @@
-// A pod's receipt network section, from the shared gate itself. The agent's pod reaches out only through
-// `svc gate serve` (a NetworkPolicy, scripts/k8s/gate.yaml), which records every connection under the job's
-// credential. Once the run container has ended — with it every process the agent started — the signer asks the gate
-// for that run's counts and records (SVC_GATE_EVIDENCE_URL, `/_job/<credential>/_egress`) and lists them as a local
-// run's receipt does: it establishes the section itself, the run container's files have no say in it.
+// A pod's receipt network section, from the shared gate itself (docs/gate.md "svc gate serve"): once the run container
+// has ended, the signer asks the gate for the run's counts and records; the run container's files have no say in it.
 import { request } from 'node:http';
 import { readEgressRecord, type EgressDenial, type EgressHost, type EgressRecord } from '../gate/evidence.ts';
 import { obj, str } from '../untrusted.ts';
@@ -57,7 +54,6 @@ function readDenial(value: unknown): EgressDenial {
   return { host: str(o.host) ?? '', port: count(o.port), reason: str(o.reason) ?? 'denied', count: count(o.count) };
 }
 
-/** The time in an ISO string, or null when it is not one. */
 function timeOf(value: unknown): number | null {
   const text = str(value);
   const ms = text === null ? NaN : Date.parse(text);
@@ -74,10 +70,8 @@ export interface PodGateNetwork {
 }
 
 /**
- * The network section for `run`, or null when the pod has no gate (no SVC_GATE_EVIDENCE_URL). `startedAt` is when the
- * run began (the seal's time, written before the agent started). A gate that cannot be read, does not know the run
- * (it restarted since, or let the run's records go) or started after the run gives `confined: false`, the reason
- * and a gap: the signer vouches only for what the gate saw, and a gate that missed part of the run saw too little.
+ * The network section for `run`, or null when the pod has no gate. `startedAt` is the seal's time. A gate that may
+ * have missed part of the run gives `confined: false`, the reason and a gap: the signer vouches only for what it saw.
  */
 export async function podGateNetwork(
   env: NodeJS.ProcessEnv, run: string, startedAt: string,

@@ -1,7 +1,6 @@
 // Copies a run folder the agent could write (the pod's shared workspace) into the signer's own folder before the
-// signer reads or ships any of it: regular files only, every folder and file opened without following a symbolic
-// link (src/engine/plain-tree.ts; the signer's mounts hold the key, and a planted link must not turn a shipped
-// artifact into a copy of it), with size caps. A receipt.json found there is dropped: only the signer issues one.
+// signer reads or ships any of it: regular files only, opened without following a link (the signer's mounts hold the
+// key), with size caps. A receipt.json found there is dropped: only the signer issues one.
 import { RefusedError } from '../errors.ts';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { headSha, currentBranch } from '../engine/git.ts';
 import { resolveOrigin } from '../engine/git-push.ts';
-import { writeJsonAtomic } from '../engine/atomic.ts';
+import { writeJsonAtomic } from '../engine/safe-fs.ts';
 import { obj, str } from '../untrusted.ts';
 
 export interface Seal {

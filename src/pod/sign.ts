@@ -1,9 +1,6 @@
-// `svc pod sign`: the signer container of a Kubernetes job pod, the only one that mounts the runner's signing key.
-// It starts after every process of the run container has ended, runs no code from the repository or the run (no
-// checks, no hooks, no diff drivers), and takes from the run container's files only what it labels "reported".
-// What it establishes itself: the run's identity (pod spec), the base (seal), the head commit and the diff
-// (hash-checked objects, src/pod/verified-commits.ts), the check list and PR rules (the base commit's policy), and the
-// verdict it derives from those. docs/deploy.md "Receipts from pods" is the operator's version of this.
+// `svc pod sign`: the signer container of a Kubernetes job pod, the only one that mounts the runner's signing key
+// (docs/deploy.md "Receipts from pods"). It runs no code from the repository or the run, and takes from the run
+// container's files only what it labels "reported"; the rest (VERIFIED below) it establishes itself.
 import { readFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
@@ -12,21 +9,21 @@ import { runDir } from '../engine/paths.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { readState, type RunState } from '../engine/run-state.ts';
 import { isoNow } from '../iso-time.ts';
-import { decideVerdict } from '../engine/verdict.ts';
-import { issueReceipt, RECEIPT_TYPE, type Receipt, type ReceiptBody } from '../engine/receipt.ts';
+import {
+  issueReceipt, readEvidence, EVIDENCE_ARTIFACT, RECEIPT_TYPE, type Receipt, type ReceiptBody, type ReceiptNetwork,
+  type ReportedCheck, type RunEvidence,
+} from '../engine/receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { maybeOpenPr } from '../engine/finish-phase.ts';
-import { repoSlug, type PushTarget } from '../engine/git-push.ts';
-import { failedRequiredCheck, requiredCheckError, type CheckResult } from '../engine/checks.ts';
+import type { PushTarget } from '../engine/git-push.ts';
+import { decideVerdict, failedRequiredCheck, requiredCheckError, type CheckResult } from '../engine/checks.ts';
 import type { Policy } from '../engine/policy.ts';
 import { readSeal, type Seal } from './seal.ts';
 import { copyRunFolder } from './run-copy.ts';
-import { readEvidence, EVIDENCE_ARTIFACT, type ReportedCheck, type RunEvidence } from '../engine/evidence.ts';
 import { verifyCommits, policyAt, UnverifiableError } from './verified-commits.ts';
-import type { DiffResult } from '../engine/git.ts';
+import { repoSlug, type DiffResult } from '../engine/git.ts';
 import { RefusedError, errorMessage } from '../errors.ts';
 import { podGateNetwork, type PodGateNetwork } from './gate-network.ts';
-import type { ReceiptNetwork } from '../engine/receipt.ts';
 import type { EgressRecord } from '../gate/evidence.ts';
 
 export interface SignOptions {

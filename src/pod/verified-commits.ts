@@ -1,8 +1,6 @@
-// The signer's own copy of a run's commits, every object re-hashed on the way in, so the diff it signs and the branch
-// it pushes are exactly what the commit ids name. The workspace was writable by the agent: its git config, hooks,
-// attributes and refs are never read. Only its object files are, through a bare repository the signer made
-// (`objects/info/alternates`), and `git fetch` from that into a second, clean one, where index-pack names every object
-// by its own hash (a planted object whose content does not match its name is simply not there) and fsck checks it.
+// The signer's own copy of a run's commits, every object re-hashed on the way in (docs/deploy.md "What a receipt from
+// a pod attests"): only the workspace's object files are read, through a bare repository the signer made
+// (`objects/info/alternates`), and fetched into a second, clean one, where index-pack names every object by its hash.
 // Must not: run git in the workspace, or trust a commit id the clean repository does not hold, or run any git without a
 // time limit (a hostile workspace must end the job, never hang it).
 import { RefusedError, errorMessage } from '../errors.ts';
@@ -163,7 +161,7 @@ function copyAndDiff(
   if (originUrl) clean(['config', 'remote.origin.url', originUrl]);
   let diff: DiffResult;
   try {
-    diff = diffCommits(repo, base, head, run, { submodules: true });
+    diff = diffCommits(repo, base, head, run);
   } catch (err) {
     throw new UnverifiableError(`The run's commits could not be diffed: ${errorMessage(err)}`);
   }

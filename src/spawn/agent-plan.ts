@@ -1,26 +1,20 @@
 // What an agent (a provider or a check) may see and write inside its sandbox (DESIGN §7a; docs/engine.md "The agent
-// sandbox"). The rule, in words: the system folders read-only (system-view.ts); the program's own install and the
-// folders on PATH read-only; the run's working directory writable, its git metadata read-only (svc commits the
-// agent's work after it exits, so the agent never needs to write it, and cannot plant hooks or URL rules in it); an
-// empty private HOME holding only the provider's own folders, laid for this invocation from the operator's template,
-// the repository's own kept session state and the user's login read-only (provider-home.ts); a private /tmp; and the
-// run's protocol files: the task readable, the question and answer folders writable. Nothing else is mounted, so svc's
-// home, the servers' databases and token files, ~/.ssh and every other credential are not there at all; the masks in
-// `hidden` only matter where a bound tree (a declared folder, a PATH folder) happens to contain one.
+// sandbox" has the rule in words). Nothing is mounted but what the plan names, so svc's home and every credential are
+// simply absent; the masks in `hidden` only matter where a bound tree (a declared folder, a PATH folder) holds one.
 import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, type Dirent } from 'node:fs';
-import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { isSecretName } from './env.ts';
-import { providerFolders } from './provider-folders.ts';
+import { providerFolders } from './provider-layout.ts';
 import { layProviderHome } from './provider-home.ts';
 import { within, type HomeMount, type SandboxPlan } from './bwrap-argv.ts';
 import type { SandboxGate } from './sandbox-network.ts';
 import { isSystemPath } from './system-view.ts';
+import { HOME_CREDENTIALS } from './never-writable.ts';
 import { DEFAULT_LIMITS, type SandboxLimits } from './limits.ts';
 
 export interface AgentPlanInput {
   /** The run's working directory: its worktree, or the repository itself for a run without one. */
   workdir: string;
-  /** The repository's main checkout. */
   repo: string;
   /** Folder holding the task (read-only inside), and the folders the question and the answer live in (writable). */
   ioDir: string;
@@ -48,10 +42,6 @@ export interface AgentPlanInput {
   /** The run's egress gate (its only route out); null: no network at all. */
   gate: SandboxGate | null;
 }
-
-/** Credentials a user's HOME commonly holds: masked wherever a bound folder would show them. */
-const HOME_CREDENTIALS = ['.ssh', '.git-credentials', '.netrc', '.npmrc', '.pypirc', '.config/gh', '.config/hub',
-  '.aws', '.azure', '.config/gcloud', '.kube', '.docker', '.gnupg', '.password-store', '.vault-token'];
 
 /** Path names of credential files and data svc was configured with (env values). */
 function configuredSecretPaths(env: NodeJS.ProcessEnv): string[] {
@@ -164,10 +154,8 @@ function homeAndOutside(input: AgentPlanInput): { mounts: HomeMount[]; outside: 
   const roots = providerFolders(input.provider, input.home);
   const outside = providerFolders(input.provider, input.home, input.declared).filter((p) => !roots.includes(p));
   if (!input.providerHome) return { mounts: [], outside };
-  const mounts = layProviderHome({
-    provider: input.provider, home: input.home, loginHome: input.home, ...input.providerHome,
-    roots: roots.filter((p) => within(p, input.home) && p !== input.home).map((p) => relative(input.home, p)),
-  });
+  const mounts = layProviderHome({ provider: input.provider, home: input.home, loginHome: input.home,
+    ...input.providerHome });
   return { mounts, outside };
 }
 

@@ -1,18 +1,7 @@
-// Builds the bubblewrap command line that confines an agent (a provider, a check, or svc's own git over the agent's
-// work), DESIGN §7a.
-//
-// The view is an allowlist. bwrap starts from an empty tmpfs root; only what this file binds exists inside: the system
-// folders read-only (system-view.ts), a fresh /dev and /proc (own PID namespace: no ancestor's environ or cmdline), a
-// private /tmp, an empty HOME, then the plan's read-only and writable paths, read-only re-binds that protect what must
-// not change inside a writable tree (`.git`), masks over anything secret that a bound tree happens to contain, and the
-// run's protocol files. Last the root itself becomes read-only. A later mount covers an earlier one, so the order of
-// the steps below is the policy.
-//
-// Whoever runs svc, the agent gets no capabilities: its own user namespace (so even root's mounts are locked, and
-// `umount`/`mount -o remount` fail), every capability dropped, no new user namespaces, and no_new_privs (bwrap sets it
-// always, so no setuid program regains anything). Its system calls pass a seccomp filter (seccomp.ts, the list in
-// syscall-policy.ts) that bwrap reads from descriptor 3, and the /etc files it copies in from 4 on: whoever starts
-// this argv passes openSandboxFds() there.
+// Builds the bubblewrap command line that confines an agent, a check, or svc's own git over the agent's work (DESIGN
+// §7a; docs/engine.md "The agent sandbox" lists what is seen and refused). The view is an allowlist on an empty root
+// and a later mount covers an earlier one, so the order of the steps in bwrapArgv is the policy. The seccomp filter
+// comes on descriptor 3 and the /etc files from 4 on: whoever starts this argv passes openSandboxFds() there.
 import { closeSync, existsSync, statSync } from 'node:fs';
 import { systemView, isSystemPath, isEtcShown, openEtcFiles } from './system-view.ts';
 import { limitArgv, type SandboxLimits } from './limits.ts';

@@ -1,11 +1,6 @@
-// The one place that decides a child's environment (DESIGN §7a). Every child svc starts asks here, by kind.
-//
-// Two shapes of rule. svc's own tools (git, gh) get a denylist (svc's names plus every SVC_* variable). Everything
-// else gets an allowlist. An agent (a provider or a check) gets the same one whoever started its run, a person at the
-// CLI or a server: locale, PATH, TERM, TZ, CA bundles, the proxy variables, the providers' own documented variables
-// (AGENT_NAMES below), plus what its call site adds by name: the gate's variables, the run's protocol files, and the
-// names the operator lists (~/.svc/operator.json "env", src/engine/operator-config.ts). Nothing else of the user's
-// shell (AWS_SECRET_ACCESS_KEY, NPM_TOKEN, DATABASE_URL…) reaches it.
+// The one place that decides a child's environment (DESIGN §7a; docs/engine.md "The agent's environment"). svc's own
+// tools get a denylist (svc's names and every SVC_*); every other kind an allowlist: an agent the same one whoever
+// started its run, plus what its call site adds by name.
 import { SECRET_NAMES } from '../settings-registry.ts';
 
 /** The credentials a run's own svc uses (push, issue fetchers): handed to it through a pipe, never its environment. */
@@ -17,13 +12,7 @@ export const WORKER_SECRET_NAMES = [...RUN_SECRET_NAMES, 'SVC_CONTROL_TOKEN'] as
 /** SVC_* variables an untrusted child may still see (they carry no credential). */
 const SVC_NAMES_PASSED: ReadonlySet<string> = new Set(['SVC_SOURCE']);
 
-/**
- * What an agent inherits of svc's environment. Who it is: HOME, USER, LOGNAME, SHELL (claude runs its Bash tool with
- * it). Locale and terminal: LANG, LANGUAGE, LC_*, TERM, COLORTERM, TZ. Certificates: the CA bundle variables of
- * OpenSSL, Node, curl, Python and git. Proxies (a sandboxed agent's are replaced by the gate's). The providers' own:
- * their API keys (a sandboxed agent gets the gate's placeholders instead) and base URLs, and the documented settings
- * of each CLI (models, telemetry), by name or by prefix. Not TMPDIR: inside the sandbox /tmp is its own.
- */
+/** What an agent inherits of svc's environment (docs/engine.md lists why). Not TMPDIR: /tmp is its own. */
 const AGENT_NAMES: ReadonlySet<string> = new Set([
   'PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'LANG', 'LANGUAGE', 'TERM', 'COLORTERM', 'TZ',
   'SSL_CERT_FILE', 'SSL_CERT_DIR', 'NODE_EXTRA_CA_CERTS', 'CURL_CA_BUNDLE', 'REQUESTS_CA_BUNDLE', 'GIT_SSL_CAINFO',
@@ -48,7 +37,6 @@ export function isAgentName(name: string): boolean {
 export type ChildKind =
   | 'agent' // a provider or a check: untrusted, sandboxed; an allowlist (isAgentName)
   | 'tool' // git, gh, a browser opener started by svc itself for its own work
-  | 'svc' // svc starting itself, keeping its non-secret SVC_* configuration
   | 'svc-worker' // the detached run worker and the background Control Plane: today they inherit svc's whole env
   | 'launcher' // `svc start` from the trigger server (and a Kubernetes job pod's env): a short allowlist
   | 'control-launcher' // `svc start` from the Control Plane: locale, paths, provider logins, engine credentials
@@ -100,8 +88,6 @@ function passes(kind: ChildKind, name: string): boolean {
       return isAgentName(name);
     case 'tool':
       return !isSecretName(name) && (!name.startsWith('SVC_') || SVC_NAMES_PASSED.has(name));
-    case 'svc':
-      return !isSecretName(name);
     case 'svc-worker':
       return true;
     case 'launcher':

@@ -1,16 +1,6 @@
-// A memory cgroup per agent sandbox, where the host lets svc make one (DESIGN §7a "It ends"; docs/engine.md "The agent
-// sandbox"). The kernel then counts everything the sandbox's processes make the host hold (anonymous memory, page
-// cache, tmpfs files in /tmp, HOME and /dev/shm, memfds, SysV shared memory, kernel memory) against
-// limits.memory_mb, and OOM-kills inside the cgroup instead of letting it grow. svc reads the cgroup's OOM-kill count
-// to end the run as a limit failure.
-//
-// Where: the cgroup svc itself is in, in the memory hierarchy (cgroup v1's memory controller, or cgroup v2 when that
-// cgroup or its parent delegates the memory controller to its children: `memory` in its cgroup.subtree_control),
-// provided svc may make a child there (root, or a delegated subtree). Elsewhere (an ordinary user on a host without
-// delegation) there is no cgroup, and limit-watch.ts counts the sandbox's shared memory itself.
-//
-// The sandbox enters its cgroup before bwrap runs: a shell writes its own pid into cgroup.procs and then execs bwrap,
-// so no process of the sandbox ever runs outside it.
+// A memory cgroup per agent sandbox where the host lets svc make one (DESIGN §7a "It ends"; docs/engine.md "Memory"
+// says where, and what the kernel then counts; elsewhere limits.ts's watchdog counts). The sandbox enters it before
+// bwrap runs: a shell writes its own pid into cgroup.procs and then execs bwrap, so nothing of it runs outside.
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
@@ -34,6 +24,12 @@ export interface MemoryCgroup {
 }
 
 const PREFIX = 'svc-';
+
+/** The limit, its swap bound and the OOM-kill count, by version. */
+const CGROUP_FILES = {
+  v1: { limit: 'memory.limit_in_bytes', swap: 'memory.memsw.limit_in_bytes', events: 'memory.oom_control' },
+  v2: { limit: 'memory.max', swap: 'memory.swap.max', events: 'memory.events' },
+} as const;
 
 function read(path: string): string | null {
   try {
@@ -150,10 +146,6 @@ function removeSoon(path: string, tries: number): void {
   }
 }
 
-function oomKillsIn(file: string): number {
-  return Number(/^oom_kill (\d+)$/m.exec(read(file) ?? '')?.[1] ?? 0);
-}
-
 /** A cgroup made ahead of its sandbox (prepareMemoryCgroup), for the next openMemoryCgroup of the same size. */
 let prepared: { bytes: number; cgroup: MemoryCgroup } | null = null;
 
@@ -202,28 +194,22 @@ function makeMemoryCgroup(bytes: number): MemoryCgroup | null {
     return null;
   }
   const remove = () => removeSoon(path, REMOVE_TRIES);
+  const files = CGROUP_FILES[version];
   try {
-    if (version === 'v1') {
-      writeFileSync(join(path, 'memory.limit_in_bytes'), String(bytes));
-      // With swap accounting, memory + swap gets the same bound (memory's must be set first).
-      if (existsSync(join(path, 'memory.memsw.limit_in_bytes'))) {
-        writeFileSync(join(path, 'memory.memsw.limit_in_bytes'), String(bytes));
-      }
-    } else {
-      writeFileSync(join(path, 'memory.max'), String(bytes));
-      if (existsSync(join(path, 'memory.swap.max'))) writeFileSync(join(path, 'memory.swap.max'), '0');
-    }
+    writeFileSync(join(path, files.limit), String(bytes));
+    // No swap beyond the limit: v1 bounds memory + swap together (memory's must be set first), v2 swap alone.
+    const swap = join(path, files.swap);
+    if (existsSync(swap)) writeFileSync(swap, version === 'v1' ? String(bytes) : '0');
   } catch {
     remove();
     return null;
   }
-  const events = join(path, version === 'v1' ? 'memory.oom_control' : 'memory.events');
-  const procs = join(path, 'cgroup.procs');
   return {
     path,
     version,
-    oomKills: () => oomKillsIn(events),
-    wrap: (argv) => ['/bin/sh', '-c', 'echo $$ > "$1" && shift && exec "$@"', 'svc-cgroup', procs, ...argv],
+    oomKills: () => Number(/^oom_kill (\d+)$/m.exec(read(join(path, files.events)) ?? '')?.[1] ?? 0),
+    wrap: (argv) => ['/bin/sh', '-c', 'echo $$ > "$1" && shift && exec "$@"', 'svc-cgroup', join(path, 'cgroup.procs'),
+      ...argv],
     remove,
   };
 }

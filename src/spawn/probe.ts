@@ -1,9 +1,13 @@
-// Whether bubblewrap can sandbox an agent on this host, and if not, why (for `svc doctor` and run refusals).
-import { readFileSync } from 'node:fs';
+// Whether bubblewrap can sandbox an agent on this host, and if not, why (for `svc doctor` and run refusals). A working
+// result is kept for this boot in `~/.svc/sandbox-probe.json` (~13 ms a run otherwise), used only while the boot, the
+// user, the bwrap binary and the user-namespace sysctls are unchanged; a failure is probed again each time.
+import { lstatSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { which } from './which.ts';
-import { runQuiet } from './start.ts';
+import { runSync } from './start.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds } from './bwrap-argv.ts';
 import { DEFAULT_LIMITS } from './limits.ts';
+import { svcHomeOf } from './svc-paths.ts';
 
 export interface SandboxProbe {
   ok: boolean;
@@ -16,6 +20,9 @@ export interface SandboxProbe {
 
 export const BWRAP_HINT = 'install the Debian package "bubblewrap" (apt-get install bubblewrap), or opt out: ' +
   'SVC_SANDBOX=none for a CLI run, "sandbox": "none" in .svc/policy.json for any run';
+
+// Bumped whenever the trial changes shape, so an old "works" is never reused for a new trial.
+const TRIAL_VERSION = 4;
 
 function readSysctl(path: string): string | null {
   try {
@@ -37,9 +44,19 @@ function trialArgv(bwrap: string): string[] {
   return bwrapArgv(bwrap, plan, ['/bin/sh', '-c', 'grep -E "^(CapEff|Seccomp):" /proc/self/status']);
 }
 
+/** The trial's stdout, or why it failed. */
+function runTrial(bwrap: string, env: NodeJS.ProcessEnv, fds: Array<number | 'ignore'>): string | { failed: string } {
+  try {
+    return runSync(trialArgv(bwrap), { kind: 'probe', base: { PATH: env.PATH ?? '' }, timeout: 10_000, fds });
+  } catch (err) {
+    const { stderr, status, message } = err as { stderr?: unknown; status?: unknown; message?: string };
+    return { failed: `${stderr ?? ''}` || message || `exit ${String(status)}` };
+  }
+}
+
 /**
  * Finds bwrap on PATH and runs a trial sandbox shaped like an agent's; it must hold no capability at all, and run
- * under the system-call filter where this architecture has one.
+ * under the system-call filter where this architecture has one. `svc doctor` always probes afresh.
  */
 export function probeSandbox(env: NodeJS.ProcessEnv): SandboxProbe {
   const clone = readSysctl('/proc/sys/kernel/unprivileged_userns_clone');
@@ -50,23 +67,66 @@ export function probeSandbox(env: NodeJS.ProcessEnv): SandboxProbe {
   const bwrap = which('bwrap', env.PATH);
   if (!bwrap) return { ok: false, bwrap, userNamespaces, reason: 'bwrap not found on PATH' };
   const fds = openSandboxFds();
-  const trial = runQuiet(trialArgv(bwrap), { kind: 'probe', base: { PATH: env.PATH ?? '' }, timeout: 10_000, fds });
+  const trial = runTrial(bwrap, env, fds);
   closeSandboxFds(fds);
-  if (trial.status === 0) {
-    const caps = /^CapEff:\s*([0-9a-f]+)/m.exec(trial.stdout)?.[1];
-    if (caps === undefined || !/^0+$/.test(caps)) {
-      const reason = `the trial sandbox kept capabilities (CapEff ${caps ?? '?'})`;
-      return { ok: false, bwrap, userNamespaces, reason };
-    }
-    // Mode 2: a filter is installed (0 none, 1 strict).
-    const seccomp = /^Seccomp:\s*(\d+)/m.exec(trial.stdout)?.[1];
-    if (fds[0] !== 'ignore' && seccomp !== '2') {
-      return { ok: false, bwrap, userNamespaces, reason: `the trial sandbox ran without its system-call filter ` +
-        `(Seccomp ${seccomp ?? '?'})` };
-    }
-    return { ok: true, bwrap, userNamespaces, reason: null };
+  if (typeof trial !== 'string') {
+    const said = trial.failed.trim().split('\n')[0];
+    const hint = clone === '0' || max === '0' ? ' (unprivileged user namespaces are disabled on this host)' : '';
+    return { ok: false, bwrap, userNamespaces, reason: `a trial bwrap sandbox failed: ${said}${hint}` };
   }
-  const said = (trial.stderr || trial.error?.message || `exit ${trial.status}`).trim().split('\n')[0];
-  const hint = clone === '0' || max === '0' ? ' (unprivileged user namespaces are disabled on this host)' : '';
-  return { ok: false, bwrap, userNamespaces, reason: `a trial bwrap sandbox failed: ${said}${hint}` };
+  const caps = /^CapEff:\s*([0-9a-f]+)/m.exec(trial)?.[1];
+  if (caps === undefined || !/^0+$/.test(caps)) {
+    return { ok: false, bwrap, userNamespaces, reason: `the trial sandbox kept capabilities (CapEff ${caps ?? '?'})` };
+  }
+  // Mode 2: a filter is installed (0 none, 1 strict).
+  const seccomp = /^Seccomp:\s*(\d+)/m.exec(trial)?.[1];
+  if (fds[0] !== 'ignore' && seccomp !== '2') {
+    return { ok: false, bwrap, userNamespaces, reason: `the trial sandbox ran without its system-call filter ` +
+      `(Seccomp ${seccomp ?? '?'})` };
+  }
+  return { ok: true, bwrap, userNamespaces, reason: null };
+}
+
+/** What the cached result depends on; null when the binary cannot be read. */
+function cacheKey(bwrap: string): string | null {
+  try {
+    const binary = statSync(bwrap);
+    return [TRIAL_VERSION, readSysctl('/proc/sys/kernel/random/boot_id') ?? '-', process.getuid?.() ?? '-', bwrap,
+      binary.size, binary.mtimeMs, readSysctl('/proc/sys/user/max_user_namespaces') ?? '-',
+      readSysctl('/proc/sys/kernel/unprivileged_userns_clone') ?? '-'].join('|');
+  } catch {
+    return null;
+  }
+}
+
+function readCache(path: string, key: string): SandboxProbe | null {
+  try {
+    if (!lstatSync(path).isFile()) return null;
+    const cached = JSON.parse(readFileSync(path, 'utf8')) as { key?: unknown; probe?: SandboxProbe };
+    return cached.key === key && cached.probe?.ok === true ? cached.probe : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The probe for this host, from this boot's cache when it still applies. */
+export function probeSandboxCached(env: NodeJS.ProcessEnv): SandboxProbe {
+  const bwrap = which('bwrap', env.PATH);
+  const key = bwrap ? cacheKey(bwrap) : null;
+  if (!key) return probeSandbox(env);
+  const home = svcHomeOf(env);
+  const path = join(home, 'sandbox-probe.json');
+  const cached = readCache(path, key);
+  if (cached) return cached;
+  const probe = probeSandbox(env);
+  if (!probe.ok) return probe;
+  try {
+    mkdirSync(home, { recursive: true, mode: 0o700 });
+    const temp = `${path}.${process.pid}.tmp`;
+    writeFileSync(temp, JSON.stringify({ key, probe }), { mode: 0o600, flag: 'wx' });
+    renameSync(temp, path);
+  } catch {
+    // no writable ~/.svc: the next run probes again
+  }
+  return probe;
 }

@@ -1,19 +1,14 @@
-// Lays a provider CLI's HOME for one invocation (DESIGN §7a "Repositories don't meet"; docs/engine.md "The agent
-// sandbox"). Inside the sandbox HOME is a private tmpfs; into it go, in this order:
-//   - the CLI's folders (provider-folders.ts), each a fresh folder under the invocation's layer, holding copies of the
-//     template's files the CLI obeys (its settings, instruction files): the CLI may write there, nothing persists;
-//   - its session state and transcripts from the repository's own home, writable and kept;
-//   - the template's folders of things it runs (hooks, plugins, commands, agents), read-only;
-//   - the user's login files from the real HOME, read-only.
-// Must not: show one repository's home to another's run, keep anything an agent wrote where the CLI would later obey
-// or run it, follow a link an agent planted in a kept folder, or write anywhere outside `repoHome`.
+// Lays a provider CLI's HOME for one invocation (DESIGN §7a "Repositories don't meet"; docs/engine.md "Provider
+// homes" gives the order and the sources of each mount). Must not: show one repository's home to another's run, keep
+// anything an agent wrote where the CLI would later obey or run it, follow a link an agent planted in a kept folder,
+// or write anywhere outside `repoHome`.
 import { copyFileSync, lstatSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { providerLayout, type ProviderLayout } from './provider-layout.ts';
 import { within, type HomeMount } from './bwrap-argv.ts';
 
 export interface ProviderHomeInput {
-  /** The built-in CLI (provider-layout.ts); any other name lays only its fresh folders. */
+  /** The built-in CLI (provider-layout.ts); any other name lays nothing. */
   provider: string;
   /** The HOME the sandbox shows (the user's HOME path); targets are under it. */
   home: string;
@@ -25,8 +20,6 @@ export interface ProviderHomeInput {
   repoHome: string;
   /** This run's name: its fresh folders are `laid/<run>`, replaced at every invocation. */
   run: string;
-  /** The CLI's folders relative to HOME (provider-folders.ts). */
-  roots: string[];
 }
 
 /** Files among the CLI's folders (the rest are folders): their fresh copy comes from the template, or nothing. */
@@ -42,27 +35,11 @@ export function keptDir(repoHome: string): string {
   return join(repoHome, 'state');
 }
 
-function kind(path: string): 'dir' | 'file' | 'link' | 'other' | null {
+/** What is at `path`; `follow`: through links (the template is the operator's), never for what an agent could write. */
+function kind(path: string, follow = false): 'dir' | 'file' | 'link' | 'other' | null {
   try {
-    const st = lstatSync(path);
+    const st = follow ? statSync(path) : lstatSync(path);
     return st.isSymbolicLink() ? 'link' : st.isDirectory() ? 'dir' : st.isFile() ? 'file' : 'other';
-  } catch {
-    return null;
-  }
-}
-
-/** The template's entry when it is a file (links followed: the template is the operator's), else null. */
-function templateFile(path: string): string | null {
-  try {
-    return statSync(path).isFile() ? path : null;
-  } catch {
-    return null;
-  }
-}
-
-function templateDir(path: string): string | null {
-  try {
-    return statSync(path).isDirectory() ? path : null;
   } catch {
     return null;
   }
@@ -134,12 +111,12 @@ export function layProviderHome(input: ProviderHomeInput): HomeMount[] {
   const { kept } = layout;
   const target = (rel: string) => join(input.home, rel);
   const fresh: HomeMount[] = [];
-  for (const root of input.roots) {
+  for (const root of layout.roots) {
     if (kept.some((k) => within(root, k))) continue;
     const dest = join(layer, root);
     if (FILE_ROOT.test(root)) {
-      const source = templateFile(join(input.template, root));
-      if (!source) continue;
+      const source = join(input.template, root);
+      if (kind(source, true) !== 'file') continue;
       copyInto(source, dest, root);
       if (kind(dest) === 'file') fresh.push({ source: dest, target: target(root), writable: true });
       continue;
@@ -148,9 +125,9 @@ export function layProviderHome(input: ProviderHomeInput): HomeMount[] {
     fresh.push({ source: dest, target: target(root), writable: true });
   }
   for (const rel of layout.files) {
-    const source = templateFile(join(input.template, rel));
-    const root = input.roots.find((r) => within(rel, r) && !kept.some((k) => within(r, k)));
-    if (source && root) copyInto(source, join(layer, rel), rel);
+    const source = join(input.template, rel);
+    const root = layout.roots.find((r) => within(rel, r) && !kept.some((k) => within(r, k)));
+    if (root && kind(source, true) === 'file') copyInto(source, join(layer, rel), rel);
   }
   const state = keptDir(input.repoHome);
   mkdirSync(state, { recursive: true, mode: 0o700 });
@@ -160,12 +137,12 @@ export function layProviderHome(input: ProviderHomeInput): HomeMount[] {
     return { source, target: target(rel), writable: true };
   });
   const dirs = layout.dirs.flatMap((rel) => {
-    const source = templateDir(join(input.template, rel));
-    return source ? [{ source, target: target(rel), writable: false }] : [];
+    const source = join(input.template, rel);
+    return kind(source, true) === 'dir' ? [{ source, target: target(rel), writable: false }] : [];
   });
   const login = layout.login.flatMap((rel) => {
     const source = join(input.loginHome, rel);
-    return kind(source) === 'file' || templateFile(source) ? [{ source, target: target(rel), writable: false }] : [];
+    return kind(source, true) === 'file' ? [{ source, target: target(rel), writable: false }] : [];
   });
   return [...fresh, ...persisted, ...dirs, ...login];
 }

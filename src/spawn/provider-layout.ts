@@ -1,10 +1,13 @@
 // What each built-in provider CLI keeps in its HOME, sorted by who may change it (DESIGN §7a "Repositories don't
-// meet"). Paths are relative to HOME. The rule: what the CLI obeys or executes (settings and their hooks, MCP server
-// lists, instruction files, plugins, commands, agents) comes from the operator's template and never persists what an
-// agent wrote; the user's login is read-only; only the CLI's session state and transcripts are kept, and they belong
-// to one repository. Everything else the CLI writes under its folders lasts one invocation.
+// meet"; docs/engine.md "Provider homes"). Paths are relative to HOME. What the CLI obeys or executes comes from the
+// operator's template and never persists what an agent wrote; the user's login is read-only; only the CLI's session
+// state and transcripts are kept, and they belong to one repository.
+import { join } from 'node:path';
+import { neverWritable } from './never-writable.ts';
 
 export interface ProviderLayout {
+  /** The CLI's config and login folders: writable inside the sandbox, laid fresh for each invocation. */
+  roots: string[];
   /** Files the CLI obeys: copied from the template into the invocation's fresh folders (writable copies, dropped). */
   files: string[];
   /** Folders of things the CLI runs or obeys: bound read-only from the template. */
@@ -17,13 +20,14 @@ export interface ProviderLayout {
   scrub: string[];
 }
 
-const NONE: ProviderLayout = { files: [], dirs: [], login: [], kept: [], scrub: [] };
+const NONE: ProviderLayout = { roots: [], files: [], dirs: [], login: [], kept: [], scrub: [] };
 
 const under = (root: string, names: string[]): string[] => names.map((n) => `${root}/${n}`);
 
 const LAYOUTS: Record<string, ProviderLayout> = {
   claude: {
-    // ~/.claude.json is a root of its own (provider-folders.ts): laid from the template, minus its per-project table.
+    // ~/.claude.json is a root of its own: laid from the template, minus its per-project table.
+    roots: ['.claude', '.claude.json', '.config/claude'],
     files: under('.claude', ['settings.json', 'CLAUDE.md']),
     dirs: under('.claude', ['commands', 'agents', 'skills', 'plugins', 'hooks', 'output-styles', 'rules']),
     login: ['.claude/.credentials.json'],
@@ -31,6 +35,7 @@ const LAYOUTS: Record<string, ProviderLayout> = {
     scrub: [],
   },
   codex: {
+    roots: ['.codex'],
     files: under('.codex', ['config.toml', 'AGENTS.md', 'AGENTS.override.md', 'hooks.json']),
     dirs: under('.codex', ['prompts', 'skills', 'rules']),
     login: ['.codex/auth.json'],
@@ -38,6 +43,7 @@ const LAYOUTS: Record<string, ProviderLayout> = {
     scrub: [],
   },
   gemini: {
+    roots: ['.gemini'],
     files: under('.gemini', ['settings.json', 'GEMINI.md', '.env', 'system.md', 'trustedFolders.json',
       'keybindings.json']),
     dirs: under('.gemini', ['commands', 'extensions', 'agents', 'skills', 'policies']),
@@ -47,6 +53,7 @@ const LAYOUTS: Record<string, ProviderLayout> = {
     scrub: ['.gemini/tmp/bin'],
   },
   opencode: {
+    roots: ['.config/opencode', '.local/share/opencode', '.cache/opencode', '.local/state/opencode'],
     files: under('.config/opencode', ['opencode.json', 'opencode.jsonc', 'config.json', 'AGENTS.md']),
     dirs: under('.config/opencode', ['agent', 'agents', 'command', 'commands', 'plugin', 'plugins', 'mode', 'modes',
       'tool', 'tools', 'skill', 'skills', 'themes']),
@@ -55,9 +62,16 @@ const LAYOUTS: Record<string, ProviderLayout> = {
     kept: ['.local/share/opencode'],
     scrub: ['.local/share/opencode/bin'],
   },
+  aider: { ...NONE, roots: ['.aider', '.aider.conf.yml', '.cache/aider'] },
 };
 
 /** The layout of `provider` (a built-in name); a `command` provider's or a check's is empty. */
 export function providerLayout(provider: string): ProviderLayout {
   return LAYOUTS[provider] ?? NONE;
+}
+
+/** Absolute paths of the folders `provider` may write under `home`; `declared` comes from a command provider. */
+export function providerFolders(provider: string, home: string, declared: string[] = []): string[] {
+  const asked = declared.map((p) => (p.startsWith('/') ? p : join(home, p))).filter((p) => !neverWritable(p, home));
+  return [...providerLayout(provider).roots.map((p) => join(home, p)), ...asked];
 }

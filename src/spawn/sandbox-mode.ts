@@ -4,7 +4,7 @@
 // nothing else runs an agent.
 import { UnavailableError } from '../errors.ts';
 import { settingChoice } from '../settings-registry.ts';
-import { probeSandboxCached } from './probe-cache.ts';
+import { probeSandboxCached } from './probe.ts';
 
 export type SandboxSetting = 'bwrap' | 'none';
 

@@ -1,12 +1,7 @@
-// The sandbox's only route out (DESIGN §7a, docs/gate.md): its network namespace holds nothing but its own loopback;
-// the egress gate's Unix socket is bound in at a fixed path, and a forwarder listens on the sandbox's loopback and
-// passes each connection to it. The agent's environment names the forwarder as its proxy and as its model APIs' base
-// URL; unsetting those leaves it no route at all, since nothing else is there.
-//
-// The forwarder is systemd's socket activator and socket proxy where the host has them (two small C programs: listening
-// within a millisecond, so the agent starts without waiting), else svc's own (src/gate/forwarder.ts, a node process,
-// ~30 ms before it listens). Either way the command starts only once the forwarder listens, so its first connection
-// never meets a closed port.
+// The sandbox's only route out (DESIGN §7a, docs/gate.md): its network namespace holds only its own loopback, where a
+// forwarder passes each connection to the egress gate's Unix socket, bound in. The forwarder is systemd's socket
+// activator and proxy where the host has them (listening within a millisecond), else svc's own (src/gate/forwarder.ts,
+// ~30 ms); either way the command starts only once it listens.
 import { existsSync, realpathSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,7 +12,6 @@ export interface SandboxGate {
   bridge: { kind: 'systemd'; activate: string; proxyd: string } | { kind: 'node'; node: string; forwarder: string };
 }
 
-/** Where the gate's socket appears inside the sandbox. */
 export const GATE_SOCKET_INSIDE = '/run/svc/gate.sock';
 /** The forwarder's port on the sandbox's own loopback (nothing else listens there). */
 export const FORWARDER_PORT = 3128;

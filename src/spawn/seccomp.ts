@@ -1,13 +1,6 @@
-// The agent sandbox's system-call filter (DESIGN §7a): a classic-BPF seccomp program svc builds itself from the list
-// in syscall-policy.ts, and the descriptor bwrap reads it from (`--seccomp 3`).
-//
-// The program first checks the ABI: only the host's own (x86_64 or aarch64) passes, so a call through another table
-// (i386's int 0x80, x32's numbers with bit 30 set, arm32) cannot dodge the list; those get ENOSYS. Then each listed
-// number goes to its rule; everything else is allowed. On any other architecture svc builds no filter and says so
-// (`svc doctor`), rather than guess at a syscall table.
-//
-// The bytes reach bwrap through a descriptor, never a path: an anonymous file (O_TMPFILE, no name at any moment)
-// written once per process, which every sandbox start reopens through /proc/self/fd for its own read offset.
+// The agent sandbox's system-call filter (DESIGN §7a; docs/engine.md): a classic-BPF program built from the list in
+// syscall-policy.ts. Only the host's own ABI passes (a call through another table could dodge the list: ENOSYS); each
+// listed number goes to its rule, everything else is allowed. bwrap reads it from an anonymous file, never a path.
 import { mkdtempSync, openSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

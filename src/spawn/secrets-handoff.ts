@@ -1,12 +1,6 @@
-// Hands svc's secrets to a child svc it starts, or to this same process after it re-executes itself: never through
-// the environment, which /proc/<pid>/environ shows to every process of the same user for the whole life of the
-// process (DESIGN §7a).
-// - A child svc (the run's worker, the launcher a server starts, the dashboard's Control Plane) gets them through an
-//   inherited pipe on fd 3 that the parent writes and closes right after the spawn; the child reads it to the end and
-//   closes it before it does anything else. Nothing touches the disk, and no other process can open the pipe: a
-//   socket's /proc/<pid>/fd link cannot be opened, and the parent's end is close-on-exec.
-// - A re-executed process (execve keeps no pipe svc can make from Node) gets them through a 0600 file in
-//   ~/.svc/handoff that the new image reads and deletes first.
+// Hands svc's secrets to a child svc (a pipe on fd 3) or to this process after a re-exec (a 0600 file in
+// ~/.svc/handoff), never through the environment, which /proc/<pid>/environ shows to the same user (DESIGN §7a;
+// docs/engine.md "Secrets of the worker" says why no other process can read either).
 // Must not: write a value anywhere but that pipe or file, or accept a name that is not one of svc's secrets.
 import {
   mkdirSync, openSync, writeSync, closeSync, readFileSync, rmSync, chmodSync, readdirSync, statSync, fstatSync,
@@ -28,14 +22,18 @@ const HANDOFF_FD = 3;
 
 export type Secrets = Record<string, string>;
 
-/** Secret values in `env` (the `*_FILE` names hold paths and stay where they are). */
-export function secretsIn(env: NodeJS.ProcessEnv): Secrets {
+/** svc's secret names with non-empty string values in `from` (`*_FILE` names hold paths and stay where they are). */
+function onlySecrets(from: Readonly<Record<string, unknown>>): Secrets {
   const out: Secrets = {};
   for (const name of SECRET_NAMES) {
-    const value = env[name];
-    if (!name.endsWith('_FILE') && value) out[name] = value;
+    const value = from[name];
+    if (!name.endsWith('_FILE') && typeof value === 'string' && value) out[name] = value;
   }
   return out;
+}
+
+export function secretsIn(env: NodeJS.ProcessEnv): Secrets {
+  return onlySecrets(env);
 }
 
 /** `env` without any of svc's secret values and without a stale handoff path or descriptor. */
@@ -74,12 +72,12 @@ function handoffDir(env: NodeJS.ProcessEnv): string {
  * if the new image never started.
  */
 export function writeHandoff(secrets: Secrets, env: NodeJS.ProcessEnv): Record<string, string> {
-  const names = Object.keys(secrets).filter((n) => SECRET_NAMES.has(n) && secrets[n]);
-  if (names.length === 0) return {};
+  const handed = onlySecrets(secrets);
+  if (Object.keys(handed).length === 0) return {};
   const path = join(handoffDir(env), `${process.pid}-${randomBytes(12).toString('hex')}.json`);
   const fd = openSync(path, 'wx', 0o600);
   try {
-    writeSync(fd, message(secrets));
+    writeSync(fd, JSON.stringify({ secrets: handed }));
   } finally {
     closeSync(fd);
   }
@@ -90,12 +88,6 @@ export function writeHandoff(secrets: Secrets, env: NodeJS.ProcessEnv): Record<s
 export function dropHandoff(extra: Record<string, string>): void {
   const path = extra[HANDOFF_VAR];
   if (path) rmSync(path, { force: true });
-}
-
-/** The JSON both channels carry: only svc's secret names with non-empty values. */
-function message(handed: Secrets): string {
-  const names = Object.keys(handed).filter((n) => SECRET_NAMES.has(n) && handed[n]);
-  return JSON.stringify({ secrets: Object.fromEntries(names.map((n) => [n, handed[n]])) });
 }
 
 /**
@@ -114,7 +106,7 @@ export function sendHandoff(child: ChildProcess, secrets: Secrets): void {
   if (!pipe) return;
   pipe.on('error', () => {});
   // Closed once written: the data waits in the socket for the child, and this process need not wait for it.
-  pipe.end(message(secrets), () => pipe.destroy());
+  pipe.end(JSON.stringify({ secrets: onlySecrets(secrets) }), () => pipe.destroy());
 }
 
 /** Reads the inherited handoff pipe to its end and closes it; null unless fd 3 is the socket svc gave this process. */
@@ -144,21 +136,13 @@ function readFile(path: string): string | null {
   }
 }
 
-/** The secrets (svc's names only, non-empty strings) in one handoff message; nothing from bad JSON. */
+/** The secrets in one handoff message; nothing from bad JSON. */
 function parse(text: string | null): Secrets {
-  const out: Secrets = {};
-  if (text === null) return out;
-  let value: unknown;
   try {
-    value = JSON.parse(text);
+    return text === null ? {} : onlySecrets(obj(obj(JSON.parse(text)).secrets));
   } catch {
-    return out;
+    return {};
   }
-  const body = obj(value);
-  for (const [name, v] of Object.entries(obj(body.secrets))) {
-    if (SECRET_NAMES.has(name) && !name.endsWith('_FILE') && typeof v === 'string' && v) out[name] = v;
-  }
-  return out;
 }
 
 /**

@@ -1,8 +1,6 @@
-// Memory a sandbox makes the host hold that no process's resident set shows, counted by svc's watchdog where no memory
-// cgroup bounds the sandbox (limit-watch.ts; memory-cgroup.ts says when): memfds its processes hold open (filled with
-// write(), never mapped, they are in nobody's RSS), and the used space of every tmpfs in its mount namespace (/tmp,
-// HOME, /dev/shm and bwrap's own, deleted-but-open files included). Each memfd and each tmpfs counts once however many
-// processes hold it. Not seen: a memfd only in flight in a Unix socket and detached SysV segments (docs/engine.md).
+// Memory a sandbox makes the host hold that no resident set shows, counted by the watchdog where no memory cgroup
+// bounds the sandbox (docs/engine.md "Memory"): the memfds its processes hold open and the used space of every tmpfs
+// in its mount namespace, each counted once.
 import { readdirSync, readFileSync, readlinkSync, statSync, statfsSync } from 'node:fs';
 
 function readlinkOrNull(path: string): string | null {

@@ -24,7 +24,7 @@ export function retryArgs(from: string, run: string, repo: string): string[] {
   return ['start', '--detach', '--retry', from, '--run-id', run, '--repo', repo];
 }
 
-/** The run's detached worker: `node <cli> worker MODE --run-id RUN --repo REPO` (worker-identity.ts checks it). */
+/** The run's detached worker: `node <cli> worker MODE --run-id RUN --repo REPO` (proc-group.ts checks it). */
 export function workerArgv(cli: string, mode: string, run: string, repo: string): string[] {
   return [process.execPath, cli, 'worker', mode, '--run-id', run, '--repo', repo];
 }

@@ -1,7 +1,8 @@
 // Starts children: the only file in src/ that imports node:child_process (test/unit/spawn-imports.test.ts holds it
 // to that). Every start names the child's kind, from which env.ts builds its environment; argv is always an array
-// run without a shell.
-import { execFile, execFileSync, spawn, spawnSync, type ChildProcess, type StdioOptions } from 'node:child_process';
+// run without a shell. Three ways, by what the caller needs: startChild (streaming or long-lived), runSync (to the
+// end, throws on failure), runCollect (to the end, async, never throws); runLaunched is the old-Node launcher.
+import { execFile, execFileSync, spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
 import { constants as osConstants } from 'node:os';
 import { childEnv, LAUNCHER_PID_VAR, type ChildKind } from './env.ts';
 
@@ -15,14 +16,12 @@ export interface ChildSpec {
   cwd?: string;
 }
 
-function envOf(spec: ChildSpec): NodeJS.ProcessEnv {
-  return childEnv(spec.kind, spec.base, spec.extra);
-}
-
-function split(argv: readonly string[]): [string, string[]] {
+/** The program, its arguments, and the options every start shares. */
+function prepare(argv: readonly string[], spec: ChildSpec) {
   const [bin, ...args] = argv;
   if (bin === undefined) throw new RangeError('a child needs a program to run');
-  return [bin, args];
+  const options = { cwd: spec.cwd, env: childEnv(spec.kind, spec.base, spec.extra), shell: false, windowsHide: true };
+  return { bin, args, options };
 }
 
 export interface StartOptions extends ChildSpec {
@@ -33,11 +32,8 @@ export interface StartOptions extends ChildSpec {
 
 /** A long-lived or streaming child. */
 export function startChild(argv: readonly string[], opts: StartOptions): ChildProcess {
-  const [bin, args] = split(argv);
-  return spawn(bin, args, {
-    cwd: opts.cwd, env: envOf(opts), detached: opts.detached ?? false, stdio: opts.stdio ?? 'pipe',
-    shell: false, windowsHide: true,
-  });
+  const { bin, args, options } = prepare(argv, opts);
+  return spawn(bin, args, { ...options, detached: opts.detached ?? false, stdio: opts.stdio ?? 'pipe' });
 }
 
 export interface RunSyncOptions extends ChildSpec {
@@ -51,10 +47,10 @@ export interface RunSyncOptions extends ChildSpec {
 
 /** Runs to completion and returns stdout; throws like execFileSync (the error carries `status` and `stderr`). */
 export function runSync(argv: readonly string[], opts: RunSyncOptions): string {
-  const [bin, args] = split(argv);
+  const { bin, args, options } = prepare(argv, opts);
   return execFileSync(bin, args, {
-    cwd: opts.cwd, env: envOf(opts), encoding: 'utf8', maxBuffer: opts.maxBuffer ?? 1024 * 1024, timeout: opts.timeout,
-    stdio: ['ignore', 'pipe', opts.stderr ?? 'pipe', ...opts.fds ?? []], shell: false, windowsHide: true,
+    ...options, encoding: 'utf8', maxBuffer: opts.maxBuffer ?? 1024 * 1024, timeout: opts.timeout,
+    stdio: ['ignore', 'pipe', opts.stderr ?? 'pipe', ...opts.fds ?? []],
   });
 }
 
@@ -65,33 +61,18 @@ export interface Finished {
   error: Error | null;
 }
 
-/** Runs to completion without throwing (a trial, a probe). */
-export function runQuiet(
-  argv: readonly string[], opts: ChildSpec & { timeout?: number; fds?: Array<number | 'ignore'> },
-): Finished {
-  const [bin, args] = split(argv);
-  const r = spawnSync(bin, args, {
-    cwd: opts.cwd, env: envOf(opts), encoding: 'utf8', timeout: opts.timeout, shell: false, windowsHide: true,
-    stdio: ['pipe', 'pipe', 'pipe', ...opts.fds ?? []],
-  });
-  return { status: r.status, stdout: r.stdout ?? '', stderr: r.stderr ?? '', error: r.error ?? null };
-}
-
-/** The async form of runQuiet, with a cap on what it keeps of the output. */
+/** Runs to completion without throwing, keeping at most `maxBuffer` of the output. */
 export function runCollect(
   argv: readonly string[], opts: ChildSpec & { timeout?: number; maxBuffer?: number },
 ): Promise<Finished> {
-  const [bin, args] = split(argv);
-  const options = {
-    cwd: opts.cwd, env: envOf(opts), timeout: opts.timeout, maxBuffer: opts.maxBuffer ?? 64 * 1024, shell: false,
-    windowsHide: true,
-  };
+  const { bin, args, options } = prepare(argv, opts);
   return new Promise((resolve) => {
-    execFile(bin, args, options, (err, stdout, stderr) => {
-      const code = (err as { code?: unknown } | null)?.code;
-      const status = err ? (typeof code === 'number' ? code : null) : 0;
-      resolve({ status, stdout: `${stdout}`, stderr: `${stderr}`, error: err });
-    });
+    execFile(bin, args, { ...options, timeout: opts.timeout, maxBuffer: opts.maxBuffer ?? 64 * 1024 },
+      (err, stdout, stderr) => {
+        const code = (err as { code?: unknown } | null)?.code;
+        const status = err ? (typeof code === 'number' ? code : null) : 0;
+        resolve({ status, stdout: `${stdout}`, stderr: `${stderr}`, error: err });
+      });
   });
 }
 
@@ -100,16 +81,13 @@ const FORWARDED: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SI
 
 /**
  * Runs `argv` as this process's stand-in (the old-Node launcher): the child gets this terminal's stdio, every signal
- * sent to this process exactly once, and this process's pid, by which it notices when the launcher is gone (even by
- * SIGKILL: see lifeline.ts). It runs in its own process group so a terminal's Ctrl-C, which reaches this group,
- * arrives once (forwarded), not twice. Resolves with the child's exit code, or the signal that ended it.
+ * sent to this process exactly once, and this process's pid (watchLifeline). It runs in its own process group so a
+ * terminal's Ctrl-C, which reaches this group, arrives once (forwarded), not twice. Resolves with the child's exit
+ * code, or the signal that ended it.
  */
 export function runLaunched(argv: readonly string[], opts: ChildSpec): Promise<number | NodeJS.Signals> {
-  const [bin, args] = split(argv);
-  const child = spawn(bin, args, {
-    cwd: opts.cwd, env: childEnv(opts.kind, opts.base, { ...opts.extra, [LAUNCHER_PID_VAR]: String(process.pid) }),
-    stdio: 'inherit', detached: true, shell: false, windowsHide: true,
-  });
+  const extra = { ...opts.extra, [LAUNCHER_PID_VAR]: String(process.pid) };
+  const child = startChild(argv, { ...opts, extra, stdio: 'inherit', detached: true });
   const handlers = FORWARDED.map((signal) => [signal, () => child.kill(signal)] as const);
   for (const [signal, handler] of handlers) process.on(signal, handler);
   return new Promise((resolve, reject) => {
@@ -127,4 +105,24 @@ export function exitLike(result: number | NodeJS.Signals): never {
   process.kill(process.pid, result);
   // A signal this process ignores or handles: the shell's convention for "ended by a signal".
   process.exit(128 + (osConstants.signals[result] ?? 0));
+}
+
+/**
+ * The launched side: this process must never outlive its launcher, however it ended (SIGKILL included, which it
+ * cannot forward). A pipe would not survive svc servers' re-exec (server-flags.ts), the launcher's pid in the
+ * environment does: once this process's parent is no longer the launcher, it stops as if sent SIGTERM.
+ */
+export function watchLifeline(env: NodeJS.ProcessEnv): void {
+  const launcher = Number(env[LAUNCHER_PID_VAR]);
+  if (!Number.isInteger(launcher) || launcher <= 1) return;
+  const check = (): void => {
+    if (process.ppid !== launcher) {
+      clearInterval(timer);
+      process.kill(process.pid, 'SIGTERM');
+    }
+  };
+  const timer = setInterval(check, 500);
+  // The watch alone must not keep this process alive once its work is done.
+  timer.unref();
+  check();
 }

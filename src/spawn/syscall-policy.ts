@@ -1,8 +1,5 @@
-// The system calls an agent's sandbox refuses (DESIGN §7a; docs/engine.md "The agent sandbox"), each with its reason.
-// This list is the whole policy: seccomp.ts turns it into the kernel filter bwrap installs before the agent's command
-// runs. Everything not named here is allowed; what is named is kernel attack surface no coding agent (a model CLI, git,
-// node, npm, python, a compiler, a test runner) needs. Numbers are per architecture: x86_64 and aarch64's generic
-// table; the filter refuses any other ABI (i386 through int 0x80, x32, arm32) outright.
+// The system calls an agent's sandbox refuses, each with its reason: the whole policy (seccomp.ts compiles it into
+// the filter; docs/engine.md lists it). Numbers are per architecture: x86_64 and aarch64's generic table.
 
 /**
  * How a call is refused. 'eperm' always. 'enosys' always, as if the kernel had no such call: libc then falls back to

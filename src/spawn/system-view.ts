@@ -5,7 +5,7 @@ import { existsSync, lstatSync, openSync, readlinkSync, statSync } from 'node:fs
 import { dirname, resolve } from 'node:path';
 
 /** Folders that hold programs and libraries (symbolic links in a merged-/usr system). */
-const SYSTEM_FOLDERS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
+export const SYSTEM_FOLDERS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
 
 /**
  * /etc entries a program may need: users and groups by name (no password hashes: those are in shadow, not here),

@@ -1,11 +1,6 @@
-// The processes an agent started, found without cgroups or prctl (neither is reachable from Node): a process group is
-// not enough, since `setsid` or a double fork leaves it. Three ways in, used together:
-// - inside a sandbox, every process in its PID namespace (/proc/<pid>/ns/pid names it);
-// - without one, every descendant seen by repeated PPid walks while the agent runs (a process that forks and exits
-//   between two walks can hide its child, so:)
-// - every process whose environment carries the agent's marker (SVC_PROCESS_TREE=<nonce>, inherited unless a process
-//   deliberately clears it). A process that both escapes between walks and scrubs its environment is the documented
-//   limit of running without a sandbox.
+// The processes an agent started, found without cgroups or prctl (neither is reachable from Node; a process group is
+// not enough, since `setsid` or a double fork leaves it): inside a sandbox, its PID namespace; without one, repeated
+// PPid walks plus the environment marker SVC_PROCESS_TREE=<nonce> (docs/engine.md "Without the sandbox": its limit).
 import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 
@@ -40,13 +35,16 @@ function readProc(pid: number): Proc | null {
   return { pid, ppid: Number(fields[1]), start: fields[19] ?? '' };
 }
 
-/** Every live pid. */
 export function allPids(): number[] {
   try {
     return readdirSync('/proc').filter((n) => /^\d+$/.test(n)).map(Number);
   } catch {
     return [];
   }
+}
+
+function liveProcs(): Proc[] {
+  return allPids().map(readProc).filter((p): p is Proc => p !== null);
 }
 
 function pidNamespace(pid: number): string | null {
@@ -60,7 +58,7 @@ function pidNamespace(pid: number): string | null {
 /** Host pids of every process in the PID namespace that `outerPid` (the bwrap svc started) created. */
 export function sandboxMembers(outerPid: number): number[] {
   const own = pidNamespace(outerPid);
-  const procs = allPids().map(readProc).filter((p): p is Proc => p !== null);
+  const procs = liveProcs();
   const inner = procs.filter((p) => p.ppid === outerPid).map((p) => pidNamespace(p.pid)).find((ns) => ns && ns !== own);
   if (!inner) return [];
   return procs.filter((p) => pidNamespace(p.pid) === inner).map((p) => p.pid);
@@ -104,9 +102,8 @@ export function createTreeGuard(): TreeGuard {
   let root: Proc | null = null;
 
   function scan(): Proc[] {
-    const procs = allPids().filter((pid) => pid !== process.pid).map(readProc).filter((p): p is Proc => p !== null);
-    const children = new Map<number, Proc[]>();
-    for (const p of procs) children.set(p.ppid, [...(children.get(p.ppid) ?? []), p]);
+    const procs = liveProcs().filter((p) => p.pid !== process.pid);
+    const children = Map.groupBy(procs, (p) => p.ppid);
     const live = new Map(procs.map((p) => [p.pid, p]));
     const found = new Map<number, Proc>();
     const queue = [...known.values(), ...(root ? [root] : [])].filter((p) => live.get(p.pid)?.start === p.start);
@@ -126,9 +123,7 @@ export function createTreeGuard(): TreeGuard {
     },
     sample() {
       if (!root) return;
-      const procs = allPids().map(readProc).filter((p): p is Proc => p !== null);
-      const children = new Map<number, Proc[]>();
-      for (const p of procs) children.set(p.ppid, [...(children.get(p.ppid) ?? []), p]);
+      const children = Map.groupBy(liveProcs(), (p) => p.ppid);
       const queue = [root, ...known.values()];
       for (let p = queue.shift(); p !== undefined; p = queue.shift()) {
         for (const c of children.get(p.pid) ?? []) {

@@ -17,7 +17,8 @@ import { createTriggerJobsStore, type JobStatus } from '../db/trigger-jobs-store
 import { TERMINAL } from '../run-json.ts';
 import { UnsafePathError } from '../engine/safe-fs.ts';
 import { isValidSegment } from '../engine/ids.ts';
-import { ago, assertOwnFolder, endedAt, plainEntries, type PrunePlan } from '../engine/prune.ts';
+import { ago, assertOwnFolder, endedAt, type PrunePlan } from '../engine/prune.ts';
+import { plainEntries } from '../engine/plain-tree.ts';
 import { localRuns, trackedNames } from '../engine/local-runs.ts';
 
 /**

@@ -226,6 +226,5 @@ async function commit(ctx: TCtx, request: EnqueueRequest, replies: Replies): Pro
   const result = await ctx.deps.queue.enqueue(request);
   if (result.kind === 'full') throw full(ctx, request.origin);
   if (result.kind === 'duplicate') return duplicate(ctx, request.origin, result.jobId, replies);
-  ctx.deps.log.info('job queued', { route: request.origin, job_id: result.jobId, repo: request.repo });
   return replies.queued(result.jobId);
 }

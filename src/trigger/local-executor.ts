@@ -12,7 +12,7 @@ import {
   type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef,
 } from './executor.ts';
 import { identityOf, signalGroup } from '../engine/proc-group.ts';
-import { operatorPassedEnv } from '../engine/operator-config.ts';
+import { operatorPassedEnv } from '../engine/config.ts';
 
 export interface LocalExecutorOptions {
   /** Path of the svc CLI script (dist/cli.js); run with `execPath`. */

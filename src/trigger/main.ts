@@ -22,16 +22,14 @@ import { startTriggerRetention } from './retention.ts';
 import { createWalCheckpointer } from '../db/wal-checkpointer.ts';
 import { BadSettingError } from '../errors.ts';
 import type { RepoRouter } from './served-repos.ts';
-import { closeGracefully, listen } from '../http/listen.ts';
-import { createHttpServer } from '../http/http-server.ts';
-import { readConnectionLimits } from '../http/connection-limits.ts';
-import type { ConnectionCounts } from '../http/connection-guard.ts';
-import { exitCodeAfterSignal } from '../http/exit-on-signal.ts';
+import {
+  closeGracefully, listen, createHttpServer, readConnectionLimits, type ConnectionCounts, exitCodeAfterSignal,
+} from '../http/http-server.ts';
 
 export interface RunningTrigger {
   url: string;
   server: Server;
-  /** Open connections as the connection caps count them (src/http/connection-guard.ts). */
+  /** Open connections as the connection caps count them (src/http/http-server.ts). */
   connections: ConnectionCounts;
   stores: TriggerStores;
   queue: JobQueue;

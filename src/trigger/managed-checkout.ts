@@ -1,9 +1,9 @@
 // Checkouts svc manages for a `clone=URL` repository (docs/trigger.md "Managed checkouts"): per repository a bare
 // mirror only svc writes, and per job its own clone of it at the commit the origin names now, or the spare made for
 // that very answer. Each repository's git work waits for its earlier work (one promise chain per repository).
-// git runs asynchronously (a fetch must not hold the server's event loop) with svc's host git (engine/host-git.ts);
+// git runs asynchronously (a fetch must not hold the server's event loop) with svc's host git (engine/git.ts);
 // the GitHub token goes only where the push would send it (engine/git-token.ts), through GIT_ASKPASS, and a
-// redirect fails the fetch naming both places (engine/git-redirect.ts).
+// redirect fails the fetch naming both places.
 // Must not: touch another repository's folder, reuse a job's checkout for another job, or let the token out in argv,
 // a URL, a file or an error message.
 import { copyFileSync, existsSync, mkdirSync, renameSync } from 'node:fs';
@@ -13,9 +13,8 @@ import type { Logger } from '../log.ts';
 import type { ServedRepo } from './served-repos-file.ts';
 import { runCollect } from '../spawn/start.ts';
 import { errorMessage, FailedError } from '../errors.ts';
-import { gitArgv, gitBaseEnv, gitExtraEnv } from '../engine/host-git.ts';
-import { askpassEnv, tokenGoesTo, withAskpass, TOKEN_GIT_CONFIG } from '../engine/git-token.ts';
-import { redirectedUrl, redirectRefusal } from '../engine/git-redirect.ts';
+import { gitArgv, gitBaseEnv, gitExtraEnv } from '../engine/git.ts';
+import { redirectedUrl, redirectRefusal, withGitToken } from '../engine/git-token.ts';
 
 export interface ManagedCheckouts {
   /** Makes `jobId`'s own checkout of the origin's default branch as it is now; its path. */
@@ -108,16 +107,8 @@ function createManagedGit(opts: { env: NodeJS.ProcessEnv; networkTimeoutMs: numb
   const token = opts.env.GITHUB_TOKEN || opts.env.GH_TOKEN || null;
   return {
     local: (cwd: string, args: string[], what: string) => run(cwd, args, {}, what),
-    async remote(cwd: string, url: string, args: string[], what: string): Promise<string> {
-      const timeout = opts.networkTimeoutMs;
-      if (!token || !tokenGoesTo(url, opts.env)) {
-        // The user's own ssh setup as for any git of theirs; never svc's token.
-        return run(cwd, args, {}, what, timeout, url);
-      }
-      // The askpass answers with the token for `url` alone; the token lives in this child's env only.
-      return withAskpass((askpass) => run(cwd, [...TOKEN_GIT_CONFIG, ...args],
-        askpassEnv(askpass, token, url), what, timeout, url));
-    },
+    remote: (cwd: string, url: string, args: string[], what: string) => withGitToken(url, token, opts.env,
+      (config, extra) => run(cwd, [...config, ...args], extra, what, opts.networkTimeoutMs, url)),
   };
 }
 

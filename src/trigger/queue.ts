@@ -1,14 +1,15 @@
-// The durable job queue: per delivery its dedupe keys and its route's share are checked, then the job row, its keys
-// and its reply target written, and committed before any 2xx (DESIGN §5). Deliveries of one event-loop turn share
-// the COMMIT: kept because the peer bar needs it (docs/bench.md: about twice the deliveries per second of a commit
-// each), written with a savepoint per delivery so one that cannot be written still fails alone.
+// The durable job queue: per delivery its route's share is checked, then the job row, its dedupe keys (a key another
+// job holds makes it a duplicate) and its reply target written, and committed before any 2xx (DESIGN §5). Deliveries
+// of one event-loop turn share the COMMIT: kept because the peer bar needs it (docs/bench.md: about twice the
+// deliveries per second of a commit each); one that cannot be written still fails alone.
 import { errorMessage, FailedError } from '../errors.ts';
 import { transaction } from '../db/open.ts';
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow } from '../db/trigger-jobs-store.ts';
 import type { SourceName } from '../webhook-sources.ts';
 import { iso } from '../iso-time.ts';
-import { newRunId } from '../engine/ids.ts';
+import { encodeTime } from '../engine/ids.ts';
+import { randomUUID } from 'node:crypto';
 
 /** A job's origin is its source's name (src/webhook-sources.ts), as the job database stores it. */
 export type Origin = SourceName;
@@ -59,9 +60,13 @@ export function shareAdmits(shares: QueueShares, queued: ReadonlyMap<string, num
   return (queued.get(origin) ?? 0) < shares.reserve || borrowed < shares.pool;
 }
 
-/** Time-sortable random job ids: a run id's 26 characters (engine/ids.ts) after a `j`. */
+/**
+ * Job ids: `j`, a run id's time (engine/ids.ts) so the jobs table's key grows at its end, then 64 random bits of a
+ * UUID, which Node draws from a buffer (a randomBytes call per id was ~3 % of the intake's CPU).
+ */
 export function newJobId(now: number = Date.now()): string {
-  return `j${newRunId(now).slice(1)}`;
+  const uuid = randomUUID();
+  return `j${encodeTime(now)}${uuid.slice(0, 8)}${uuid.slice(28)}`;
 }
 
 export const JOB_ID = /^j[0-9a-z]{26}$/;
@@ -69,35 +74,26 @@ export const JOB_ID = /^j[0-9a-z]{26}$/;
 // Deliveries that share a dedupe key take turns: while one is between its cheap checks and its commit, a copy of
 // it waits, then finds the committed job and answers "duplicate" without building a brief (51 copies of
 // one errtrack delivery ran `git log` 51 times). Memory: one entry per key in flight, removed on release.
-export interface KeyLeases {
-  /** Resolves once no other holder has any of these keys; the returned function releases them (idempotent). */
-  acquire(keys: readonly string[]): Promise<() => void>;
-  /** Keys held right now (tests: back to 0 when traffic stops). */
-  held(): number;
-}
-
-export function createKeyLeases(): KeyLeases {
+// `acquire` resolves once no other holder has any of these keys; the function it returns releases them (idempotent).
+function keyLeases(): (keys: readonly string[]) => Promise<() => void> {
   const holders = new Map<string, Promise<void>>();
-  return {
-    async acquire(keys) {
-      const unique = [...new Set(keys)];
-      for (;;) {
-        const busy = unique.map((k) => holders.get(k)).filter((p): p is Promise<void> => p !== undefined);
-        if (busy.length === 0) break;
-        await Promise.all(busy);
-      }
-      let release!: () => void;
-      const done = new Promise<void>((resolve) => (release = resolve));
-      for (const k of unique) holders.set(k, done);
-      let released = false;
-      return () => {
-        if (released) return;
-        released = true;
-        for (const k of unique) if (holders.get(k) === done) holders.delete(k);
-        release();
-      };
-    },
-    held: () => holders.size,
+  return async (keys) => {
+    const unique = [...new Set(keys)];
+    for (;;) {
+      const busy = unique.map((k) => holders.get(k)).filter((p): p is Promise<void> => p !== undefined);
+      if (busy.length === 0) break;
+      await Promise.all(busy);
+    }
+    let release!: () => void;
+    const done = new Promise<void>((resolve) => (release = resolve));
+    for (const k of unique) holders.set(k, done);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      for (const k of unique) if (holders.get(k) === done) holders.delete(k);
+      release();
+    };
   };
 }
 
@@ -105,7 +101,7 @@ export function createKeyLeases(): KeyLeases {
 export type Admission = { kind: 'duplicate'; jobId: string } | { kind: 'full' } | { kind: 'open'; release: () => void };
 
 type Pending = { request: EnqueueRequest; resolve: (r: EnqueueResult) => void; reject: (e: unknown) => void };
-type Verdict = { kind: 'duplicate'; jobId: string } | { kind: 'full' } | { kind: 'open' };
+type Refusal = { kind: 'duplicate'; jobId: string } | { kind: 'full' };
 
 export interface JobQueue {
   /**
@@ -141,24 +137,27 @@ export class DeliveryNotCommittedError extends FailedError {
 export function createJobQueue(opts: JobQueueOptions): JobQueue {
   const { stores } = opts;
   const shares = queueShares(opts.maxQueued, opts.routes ?? 1);
-  // Not for speed: while one copy of a delivery builds its job (errtrack runs `git log`), its copies wait and then
-  // answer "duplicate", so a storm of one signed delivery costs one build, not one per copy.
-  const leases = createKeyLeases();
+  const acquire = keyLeases();
 
-  function verdict(origin: string, keys: readonly string[]): Verdict {
+  function refusal(origin: string, keys: readonly string[], queued: ReadonlyMap<string, number>): Refusal | undefined {
     const holder = stores.dedupe.holder(keys);
     if (holder !== undefined) return { kind: 'duplicate', jobId: holder };
-    return shareAdmits(shares, stores.jobs.queuedByOrigin(), origin) ? { kind: 'open' } : { kind: 'full' };
+    return shareAdmits(shares, queued, origin) ? undefined : { kind: 'full' };
   }
 
-  function place(request: EnqueueRequest, now: number): EnqueueResult {
-    const found = verdict(request.origin, request.dedupeKeys);
-    if (found.kind !== 'open') return found;
-    const jobId = newJobId(now);
-    const { origin, brief, args, repo } = request;
+  /** `queued`: each origin's queued jobs, counted up as this transaction queues more. */
+  function place(request: EnqueueRequest, jobId: string, now: number, queued: Map<string, number>): EnqueueResult {
+    const { origin, brief, args, repo, dedupeKeys, reply } = request;
+    // Only a full share looks the keys up first, so that a repeat is still answered duplicate, not 429.
+    if (!shareAdmits(shares, queued, origin)) return refusal(origin, dedupeKeys, queued) ?? { kind: 'full' };
     stores.jobs.insert({ id: jobId, origin, brief, args, created_at: now, repo });
-    stores.dedupe.claim(request.dedupeKeys, jobId, now);
-    if (request.reply) stores.replies.insert(jobId, request.reply.channel, request.reply.target, now);
+    const holder = stores.dedupe.claim(dedupeKeys, jobId, now);
+    if (holder !== undefined) {
+      stores.jobs.remove(jobId);
+      return { kind: 'duplicate', jobId: holder };
+    }
+    if (reply) stores.replies.insert(jobId, reply.channel, reply.target, now);
+    queued.set(origin, (queued.get(origin) ?? 0) + 1);
     return { kind: 'queued', jobId };
   }
 
@@ -172,15 +171,17 @@ export function createJobQueue(opts: JobQueueOptions): JobQueue {
     const outcomes: (EnqueueResult | Error)[] = [];
     try {
       transaction(stores.db, () => {
+        const queued = stores.jobs.queuedByOrigin();
         for (const p of batch) {
-          stores.db.exec('SAVEPOINT delivery');
+          const jobId = newJobId(now);
           try {
-            outcomes.push(place(p.request, now));
+            outcomes.push(place(p.request, jobId, now, queued));
           } catch (err) {
-            stores.db.exec('ROLLBACK TO delivery');
+            // Unless SQLite ended the transaction, its job row goes, and its keys and reply target with it (cascade).
+            if (!stores.db.isTransaction) throw err;
+            stores.jobs.remove(jobId);
             outcomes.push(new DeliveryNotCommittedError(errorMessage(err)));
           }
-          stores.db.exec('RELEASE delivery');
         }
       });
     } catch (err) {
@@ -197,10 +198,10 @@ export function createJobQueue(opts: JobQueueOptions): JobQueue {
 
   return {
     async admit(origin, keys) {
-      const release = await leases.acquire(keys);
+      const release = await acquire(keys);
       try {
-        const found = verdict(origin, keys);
-        if (found.kind !== 'open') {
+        const found = refusal(origin, keys, stores.jobs.queuedByOrigin());
+        if (found) {
           release();
           return found;
         }

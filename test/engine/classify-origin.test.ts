@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { writeFileSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeRepo, GIT_ENV, type TestRepo } from './fixtures.ts';
-import { classifyInput, isWebhookOrigin } from '../../src/engine/classify.ts';
+import { classifyInput, isWebhookOrigin } from '../../src/engine/spec.ts';
 import { prepareRun } from '../../src/engine/launch.ts';
 
 describe('file inputs named by webhook text', () => {

@@ -10,10 +10,8 @@ import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { GIT_ENV } from './fixtures.ts';
 import { makeCert } from '../trigger/standins.ts';
-import { pushBranch } from '../../src/engine/pr.ts';
-import { pinPushTarget } from '../../src/engine/git-push.ts';
-import { CredentialRedirectError } from '../../src/engine/git-redirect.ts';
-import { askpassEnv, withAskpassSync } from '../../src/engine/git-token.ts';
+import { pinPushTarget, pushBranch } from '../../src/engine/git-push.ts';
+import { CredentialRedirectError, withGitToken } from '../../src/engine/git-token.ts';
 import { createManagedCheckouts } from '../../src/trigger/managed-checkout.ts';
 import { ManagedGitError } from '../../src/trigger/managed-checkout.ts';
 import type { ServedRepo } from '../../src/trigger/served-repos-file.ts';
@@ -133,17 +131,18 @@ describe('where the push token may go', () => {
   });
 
   describe('the askpass', () => {
-    const ask = (askpass: string, url: string, prompt: string) => spawnSync(askpass, [prompt], {
-      env: { PATH: '/usr/bin:/bin', ...askpassEnv(askpass, TOKEN, url) }, encoding: 'utf8',
-    });
-
-    it('answers the prompts for its one URL', () => {
-      withAskpassSync((askpass) => {
-        const url = 'https://github.example:8443/acme/api.git';
-        const user = ask(askpass, url, "Username for 'https://github.example:8443/acme/api.git': ");
-        const pass = ask(askpass, url, "Password for 'https://x-access-token@github.example:8443/acme/api.git': ");
-        assert.deepEqual([user.status, user.stdout, pass.status, pass.stdout], [0, 'x-access-token\n', 0, `${TOKEN}\n`]);
+    // The askpass git would be given for `url` (the token's host is github.example:8443), asked `prompt`.
+    const ask = (url: string, prompt: string) => withGitToken(url, TOKEN,
+      { GITHUB_API_URL: 'https://github.example:8443/api/v3' }, (config, extra) => {
+        assert.deepEqual(config, ['-c', 'credential.useHttpPath=true']);
+        return spawnSync(extra.GIT_ASKPASS!, [prompt], { env: { PATH: '/usr/bin:/bin', ...extra }, encoding: 'utf8' });
       });
+
+    it('answers the prompts for its one URL', async () => {
+      const url = 'https://github.example:8443/acme/api.git';
+      const user = await ask(url, "Username for 'https://github.example:8443/acme/api.git': ");
+      const pass = await ask(url, "Password for 'https://x-access-token@github.example:8443/acme/api.git': ");
+      assert.deepEqual([user.status, user.stdout, pass.status, pass.stdout], [0, 'x-access-token\n', 0, `${TOKEN}\n`]);
     });
 
     for (const [what, prompt] of [
@@ -153,14 +152,12 @@ describe('where the push token may go', () => {
       ['plain http', "Password for 'http://x-access-token@github.example:8443/acme/api.git': "],
       ['a proxy', "Password for 'http://proxy.example:3128': "],
     ] as const) {
-      it(`refuses a prompt for ${what} and logs the refusal`, () => {
-        withAskpassSync((askpass) => {
-          const r = ask(askpass, 'https://github.example:8443/acme/api.git', prompt);
-          assert.notEqual(r.status, 0);
-          assert.equal(r.stdout, '');
-          assert.match(r.stderr, /^svc askpass: refused a credential for ".+": the token is only for "https:\/\/github\.example:8443\/acme\/api\.git"/);
-          assert.equal(r.stderr.includes(TOKEN), false);
-        });
+      it(`refuses a prompt for ${what} and logs the refusal`, async () => {
+        const r = await ask('https://github.example:8443/acme/api.git', prompt);
+        assert.notEqual(r.status, 0);
+        assert.equal(r.stdout, '');
+        assert.match(r.stderr, /^svc askpass: refused a credential for ".+": the token is only for "https:\/\/github\.example:8443\/acme\/api\.git"/);
+        assert.equal(r.stderr.includes(TOKEN), false);
       });
     }
   });

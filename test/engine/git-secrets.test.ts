@@ -6,8 +6,7 @@ import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { makeRepo, startGithubStandIn, readJson, CLI, EDIT_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from './fixtures.ts';
 import { makeCert } from '../trigger/standins.ts';
-import { pushBranch } from '../../src/engine/pr.ts';
-import { PushRefusedError, pinPushTarget } from '../../src/engine/git-push.ts';
+import { PushRefusedError, pinPushTarget, pushBranch } from '../../src/engine/git-push.ts';
 
 const SECRETS = {
   GITHUB_TOKEN: 'gh-secret-token-1', GH_TOKEN: 'gh-secret-token-2', ERRTRACK_AUTH_TOKEN: 'errtrack-secret-3',

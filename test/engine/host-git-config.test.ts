@@ -9,8 +9,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'n
 import { join } from 'node:path';
 import { makeRepo, readJson, startGithubStandIn, CLI, EDIT_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
-import { pushBranch } from '../../src/engine/pr.ts';
-import { pinPushTarget } from '../../src/engine/git-push.ts';
+import { pinPushTarget, pushBranch } from '../../src/engine/git-push.ts';
 import { createWorktree } from '../../src/engine/git.ts';
 import { createManagedCheckouts } from '../../src/trigger/managed-checkout.ts';
 import { createLogger } from '../../src/log.ts';

@@ -12,11 +12,10 @@ import { tmpdir } from 'node:os';
 import { createServer } from 'node:net';
 import { verifyCommits, policyAt, signerGit, UnverifiableError } from '../../src/pod/verified-commits.ts';
 import { copyRunFolder } from '../../src/pod/run-copy.ts';
-import { readEvidence, EvidenceError } from '../../src/engine/evidence.ts';
+import { readEvidence, EvidenceError, type Receipt } from '../../src/engine/receipt.ts';
 import { reconcileChecks, signRun } from '../../src/pod/sign.ts';
 import { git as svcGit } from '../../src/engine/git.ts';
 import { FailedError } from '../../src/errors.ts';
-import type { Receipt } from '../../src/engine/receipt.ts';
 import { writeSeal, readSeal } from '../../src/pod/seal.ts';
 import { DEFAULT_POLICY } from '../../src/engine/policy.ts';
 

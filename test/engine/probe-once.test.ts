@@ -1,4 +1,4 @@
-// The sandbox probe runs at most once per run, and once per boot while it works (src/spawn/probe-cache.ts):
+// The sandbox probe runs at most once per run, and once per boot while it works (src/spawn/probe.ts):
 // `svc start` probes the host (or takes this boot's cached result) before it makes the run and keeps the sandbox mode
 // in the run's plan, so the worker and a verify run no second trial sandbox. Counted with a `bwrap` on PATH that logs
 // every call and then runs the real one.

@@ -4,8 +4,7 @@ import { readFileSync, mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { normalizeExport, summarize, renderErrtrackSpec } from '../../src/engine/errtrack-spec.ts';
-import { classifyInput } from '../../src/engine/classify.ts';
-import { buildPrompt } from '../../src/engine/prompt.ts';
+import { buildPrompt, classifyInput } from '../../src/engine/spec.ts';
 import { oneLine } from '../../src/engine/text.ts';
 
 const FIXTURES = new URL('./fixtures', import.meta.url).pathname;

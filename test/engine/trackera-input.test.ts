@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { trackeraSpec } from '../../src/engine/trackera-input.ts';
+import { trackeraSpec } from '../../src/engine/spec.ts';
 
 function issue(title: string): string {
   return JSON.stringify({ type: 'Issue', action: 'update', data: { identifier: 'LIN-34', title, description: `about ${title}` } });

@@ -3,8 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, writeFileSync, chmodSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createUsageParser, addUsage, type Usage } from '../../src/engine/usage-parsers.ts';
-import { resolveProvider, BUILTIN_PROVIDERS } from '../../src/engine/providers.ts';
+import { createUsageParser, addUsage, resolveProvider, BUILTIN_PROVIDERS, type Usage } from '../../src/engine/providers.ts';
 
 const NONE: Usage = { cost_usd: null, tokens_in: null, tokens_out: null };
 

@@ -2,9 +2,8 @@
 // addresses are refused; only an allow entry naming the exact address and port admits one. Nothing connects.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { decide } from '../../src/gate/decide.ts';
-import { parseGatePolicy } from '../../src/gate/policy.ts';
-import { parseAuthority } from '../../src/gate/host.ts';
+import { decide, parseGatePolicy } from '../../src/gate/policy.ts';
+import { parseAuthority } from '../../src/gate/address.ts';
 import { tableResolver } from './helpers.ts';
 
 const { resolve, lookups } = tableResolver({

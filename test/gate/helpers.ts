@@ -9,7 +9,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import { Socket, createServer as createTcpServer, isIP, type AddressInfo } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { tcpConnect, type ConnectFn } from '../../src/gate/context.ts';
-import type { Resolver } from '../../src/gate/decide.ts';
+import type { Resolver } from '../../src/gate/policy.ts';
 import { makeCert as makeCertFor, type Cert } from '../trigger/standins.ts';
 
 export type { Cert };

@@ -199,8 +199,9 @@ describe('egress gate model streaming', () => {
 describe('model routes', () => {
   it('reads keys from the environment snapshot, first variable found wins, bases overridable', () => {
     const routes = modelRoutesFromEnv(
-      { ANTHROPIC_API_KEY: 'a-key', GOOGLE_API_KEY: 'g-key', OPENAI_API_KEY: '' },
-      { names: ['anthropic', 'openai', 'gemini'], bases: { anthropic: 'http://127.0.0.2:9999' } },
+      { ANTHROPIC_API_KEY: 'a-key', ANTHROPIC_BASE_URL: 'http://127.0.0.2:9999', GOOGLE_API_KEY: 'g-key',
+        OPENAI_API_KEY: '' },
+      { names: ['anthropic', 'openai', 'gemini'] },
     );
     assert.deepEqual(routes.map((r) => [r.name, r.base.href, r.header, r.value]), [
       ['anthropic', 'http://127.0.0.2:9999/', 'x-api-key', 'a-key'],

@@ -3,7 +3,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { GatePolicyError, matchesHost, parseGatePolicy, parseHostPattern } from '../../src/gate/policy.ts';
-import { BadHostError, parseAuthority } from '../../src/gate/host.ts';
+import { BadHostError, parseAuthority } from '../../src/gate/address.ts';
 
 describe('parseHostPattern', () => {
   it('reads names, wildcards, ports and addresses in their normal spelling', () => {

@@ -2,7 +2,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import { connect } from 'node:net';
-import { listen } from '../../src/http/listen.ts';
+import { listen } from '../../src/http/http-server.ts';
 
 /** Sends raw bytes and collects everything the server writes until it closes the socket. */
 function raw(port: number, bytes: string): Promise<string> {

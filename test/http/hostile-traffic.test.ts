@@ -7,9 +7,7 @@ import { startTestControl, makeRun, type TestControl } from '../helpers/control-
 import { openSseClient } from '../helpers/sse-client.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { startTestTrigger, type TestTrigger } from '../trigger/helpers.ts';
-import { createHttpServer } from '../../src/http/http-server.ts';
-import { listen } from '../../src/http/listen.ts';
-import type { ConnectionCounts } from '../../src/http/connection-guard.ts';
+import { createHttpServer, listen, type ConnectionCounts } from '../../src/http/http-server.ts';
 import type { EventRow } from '../../src/db/events-store.ts';
 
 /** A raw client socket on 127.0.0.1 that records what it received, when the server ended it and when it closed. */

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
-import { parseRunnerTokens, readRunnerTokens, RunnerTokensError } from '../../src/control/runner-tokens.ts';
+import { parseRunnerTokens, readRunnerTokens, RunnerTokensError } from '../../src/control/settings.ts';
 import { resolveControlSettings } from '../../src/control/settings.ts';
 
 const MAIN = 'main-token-0123456789abcdefghijkl';

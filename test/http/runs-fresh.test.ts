@@ -6,7 +6,7 @@ import { startTestControl, seedRuns, makeRun, type TestControl } from '../helper
 import { makeRepo, SLEEP_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { runToJson } from '../../src/db/run-row-json.ts';
-import { encodeRunCursor } from '../../src/control/run-cursor.ts';
+import { encodeRunCursor } from '../../src/control/params.ts';
 
 type Item = { source: string; run: string; status: string; brief: string | null; verdict: string | null };
 

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { openDatabase, type Db } from '../../src/db/open.ts';
 import { controlMigrations } from '../../src/db/control-migrations.ts';
 import { createAuditStore, type AuditStore } from '../../src/db/audit-store.ts';
-import { GENESIS_HASH, entryHash, type HashedEntry } from '../../src/db/audit-hash.ts';
+import { GENESIS_HASH, entryHash, type HashedEntry } from '../../src/db/audit-store.ts';
 import { canonicalJson } from '../../src/canonical-json.ts';
 
 function entry(i: number) {

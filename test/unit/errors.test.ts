@@ -11,10 +11,10 @@ import {
 } from '../../src/errors.ts';
 import { EXIT_STATUS, exitStatusOf } from '../../src/cli/exit-status.ts';
 import { HttpError } from '../../src/http/http-error.ts';
-import { ControlApiError } from '../../src/client/api-error.ts';
-import { classifyInput } from '../../src/engine/classify.ts';
+import { ControlApiError } from '../../src/client/client.ts';
+import { classifyInput } from '../../src/engine/spec.ts';
 import { resolveRepo } from '../../src/engine/launch.ts';
-import { PolicyError } from '../../src/engine/policy-error.ts';
+import { PolicyError } from '../../src/engine/policy.ts';
 import { failedRequiredCheck } from '../../src/engine/checks.ts';
 
 describe('typed errors', () => {

@@ -3,9 +3,9 @@ import assert from 'node:assert/strict';
 import { HttpError, errorBody, errorStatus, invalidField, isHttpError } from '../../src/http/http-error.ts';
 
 // DESIGN §4's status table, written out again so a change to either side is noticed; 408/414/431 are issue 11's
-// codes for requests Node's parser refuses before routing (src/http/client-errors.ts); proxied_request is issue 9's
+// codes for requests Node's parser refuses before routing (src/http/http-server.ts); proxied_request is issue 9's
 // refusal of a loopback-only route relayed by a proxy (src/http/guards.ts); forbidden_source is a runner token's
-// batch for another source (src/control/runner-tokens.ts).
+// batch for another source (src/control/settings.ts).
 const DESIGN_TABLE: Record<number, string[]> = {
   400: ['bad_request', 'invalid_json', 'invalid_param'],
   401: ['unauthorized', 'invalid_signature'],

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { networkLine } from '../../src/cli/network-line.ts';
+import { networkLine } from '../../src/cli/runs-format.ts';
 
 describe('the network line of svc runs show', () => {
   it('says what the gate saw: connections, the first hosts, denials', () => {

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { listPlain, openPlainPath, readPlainIn, readPlainTree, type PlainDir } from '../../src/engine/plain-tree.ts';
+import { listPlain, openPlainPath, readPlainIn, walkPlainTree, type PlainDir } from '../../src/engine/plain-tree.ts';
 
 describe('plain-tree', () => {
   let root: string;
@@ -41,8 +41,10 @@ describe('plain-tree', () => {
     const dir = openPlainPath(tree, []) as PlainDir;
     const skipped: string[] = [];
     try {
-      const files = readPlainTree(dir, { maxFile: 10, maxDepth: 2, skip: (rel, why) => skipped.push(`${rel} ${why}`) });
-      assert.deepEqual(files.map((f) => f.rel), ['ok.txt']);
+      const files: string[] = [];
+      const skip = (rel: string, why: string) => skipped.push(`${rel} ${why}`);
+      walkPlainTree(dir, { maxFile: 10, maxDepth: 2, skip }, (f) => files.push(f.rel));
+      assert.deepEqual(files, ['ok.txt']);
     } finally {
       dir.close();
     }

@@ -1,5 +1,5 @@
 // How a provider's HOME is laid for one invocation (src/spawn/provider-home.ts) and whose home a run gets
-// (src/engine/provider-home-key.ts), on real folders in a temp dir.
+// (src/engine/sandbox.ts), on real folders in a temp dir.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync }
@@ -7,7 +7,7 @@ import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, sy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { layProviderHome, dropRunLayer, runLayer, keptDir } from '../../src/spawn/provider-home.ts';
-import { providerHomeDir, providerHomeKey, providerTemplate } from '../../src/engine/provider-home-key.ts';
+import { providerHomeDir, providerHomeKey, providerTemplate } from '../../src/engine/sandbox.ts';
 import { BadSettingError } from '../../src/errors.ts';
 
 describe('layProviderHome', () => {
@@ -28,7 +28,6 @@ describe('layProviderHome', () => {
 
   const lay = (run: string) => layProviderHome({
     provider: 'opencode', home, template: home, loginHome: home, repoHome, run,
-    roots: ['.config/opencode', '.local/share/opencode', '.cache/opencode', '.local/state/opencode'],
   });
 
   it('copies obeyed files into fresh folders, binds template folders and the login read-only, keeps the state', () => {
@@ -92,7 +91,6 @@ describe('layProviderHome', () => {
     writeFileSync(join(home, '.claude.json'), JSON.stringify({ mcpServers: { op: {} }, projects: { '/x': {} } }));
     const mounts = layProviderHome({
       provider: 'claude', home, template: home, loginHome: home, repoHome: join(root, 'claude-home'), run: 'r1',
-      roots: ['.claude', '.claude.json'],
     });
     const file = mounts.find((m) => m.target === join(home, '.claude.json'))!;
     assert.deepEqual(JSON.parse(readFileSync(file.source, 'utf8')), { mcpServers: { op: {} } });

@@ -6,11 +6,10 @@ import { mkdtempSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cappedLimits, decideSettings, SETTING_RULES, type SettingsUse } from '../../src/engine/setting-authority.ts';
-import { loadOperatorConfig } from '../../src/engine/operator-config.ts';
-import { DEFAULT_LIMITS } from '../../src/engine/policy-limits.ts';
+import { loadOperatorConfig } from '../../src/engine/config.ts';
 import { neverWritable } from '../../src/spawn/never-writable.ts';
 import { parseEngineConfig, type EngineConfig } from '../../src/engine/config.ts';
-import { parsePolicy, PolicyError } from '../../src/engine/policy.ts';
+import { DEFAULT_LIMITS, parsePolicy, PolicyError } from '../../src/engine/policy.ts';
 import { BadSettingError } from '../../src/errors.ts';
 
 const NO_OPERATOR = { env: [], providers: {}, limits: {}, files: [] };

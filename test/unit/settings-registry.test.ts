@@ -10,7 +10,7 @@ import { withSettings } from '../../scripts/docs-settings.ts';
 import { resolveControlSettings } from '../../src/control/settings.ts';
 import { resolveTriggerSettings } from '../../src/trigger/settings.ts';
 import { kubernetesSettingsFromEnv } from '../../src/trigger/kubernetes-pod.ts';
-import { readConnectionLimits } from '../../src/http/connection-limits.ts';
+import { readConnectionLimits } from '../../src/http/http-server.ts';
 import { resolveSandbox } from '../../src/spawn/sandbox-mode.ts';
 import { BadSettingError } from '../../src/errors.ts';
 import { DEFAULT_CONTROL_PORT } from '../../src/client/discover.ts';

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds } from '../../src/spawn/bwrap-argv.ts';
 import { childEnv } from '../../src/spawn/env.ts';
-import { providerFolders } from '../../src/spawn/provider-folders.ts';
+import { providerFolders } from '../../src/spawn/provider-layout.ts';
 
 describe('childEnv', () => {
   const base = { PATH: '/bin', HOME: '/h', GITHUB_TOKEN: 'g', SVC_API_TOKEN_FILE: '/t', SVC_ORIGIN: 'cli', SVC_SOURCE: 's' };
@@ -21,12 +21,6 @@ describe('childEnv', () => {
       CLAUDE_CODE_USE_BEDROCK: '1', ANTHROPIC_API_KEY: 'k', SSL_CERT_FILE: '/c', TMPDIR: '/var/t' };
     assert.deepEqual(childEnv('agent', shell), { PATH: '/bin', HOME: '/h', SVC_SOURCE: 's', LC_ALL: 'C', TZ: 'UTC',
       CLAUDE_CODE_USE_BEDROCK: '1', ANTHROPIC_API_KEY: 'k', SSL_CERT_FILE: '/c' });
-  });
-  it('lets a child svc keep its non-secret SVC_* configuration, never a token', () => {
-    const env = childEnv('svc', base);
-    assert.equal(env.SVC_ORIGIN, 'cli');
-    assert.equal(env.GITHUB_TOKEN, undefined);
-    assert.equal(env.SVC_API_TOKEN_FILE, undefined);
   });
   it('gives a launcher and a fetcher only their allowlisted names, and a probe PATH and HOME', () => {
     const wide = { ...base, LC_ALL: 'C', HTTPS_PROXY: 'http://p', OPENAI_API_KEY: 'o', SVC_CONTROL_URL: 'http://c',

@@ -1,8 +1,8 @@
-// The tested CLI versions live in one source file (src/engine/tested-clis.ts); the suite's pins decide them.
+// The tested CLI versions live in one source file (src/engine/cli-version.ts); the suite's pins decide them.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { TESTED_CLIS, testedRange, versionStanding, untestedWarning } from '../../src/engine/tested-clis.ts';
+import { TESTED_CLIS, testedRange, versionStanding, untestedWarning } from '../../src/engine/cli-version.ts';
 
 const PINS = new URL('../providers/versions.json', import.meta.url);
 

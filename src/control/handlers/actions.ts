@@ -20,7 +20,7 @@ import { oneLine } from '../../engine/text.ts';
 import { readEffectiveConfig } from '../config-schema.ts';
 import { actionRefusal, type RunAction } from '../action-rules.ts';
 import { isRegisteredProject } from '../projects.ts';
-import { bad, parseStart, type StartBody } from '../start-request.ts';
+import { bad, parseStart } from '../start-request.ts';
 
 type C = Ctx<ControlDeps>;
 
@@ -38,12 +38,6 @@ function checkConcurrency(deps: ControlDeps): void {
       'try again when one ends',
     { 'retry-after': String(RETRY_AFTER_SECONDS) },
   );
-}
-
-function startArgs(s: StartBody, run: string): string[] {
-  return controlStartArgs({
-    repo: s.repo, run, pr: s.pr, provider: s.provider ?? null, brief: s.input.kind === 'brief', input: s.input.value,
-  });
 }
 
 export const startRun: Handler<ControlDeps> = (ctx) => {
@@ -82,12 +76,14 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
     return { existing: undefined };
   });
   if (outcome.existing) return json(200, runToJson(outcome.existing));
-  deps.engine.launch(source, run, startArgs(s, run), 'fail-run');
+  const args = controlStartArgs({
+    repo: s.repo, run, pr: s.pr, provider: s.provider, brief: s.input.kind === 'brief', input: s.input.value,
+  });
+  deps.engine.launch(source, run, args, 'fail-run');
   return json(202, runToJson(deps.stores.runs.get(source, run)!));
 };
 
-/** The run in the path, once the rules in ../action-rules.ts allow `action` on it (else their 409, the reason run
- * detail lists too). */
+/** The run in the path, once ../action-rules.ts allows `action` on it (else its 409, which run detail lists too). */
 function allowedRun(ctx: C, action: RunAction): RunRow {
   const { source, run } = runParams(ctx);
   const row = ctx.deps.stores.runs.get(source, run);
@@ -153,11 +149,7 @@ function launchOnRun(action: 'verify' | 'pr', flags: string[]): Handler<ControlD
 
 export const verifyRun = launchOnRun('verify', ['--detach', '--verify']);
 
-/**
- * Opens the pull request of a --pr run whose work was verified but whose PR could not be opened (no credentials then):
- * `svc start --open-pr` in the run's repository, with this server's credentials in its handoff pipe. What it finds
- * (a receipt that does not verify, a verdict the policy does not accept, still no credential) is the run's error event.
- */
+/** `svc start --open-pr` for a --pr run whose verified work could not be opened as a PR (docs/engine.md). */
 export const openRunPr = launchOnRun('pr', ['--open-pr']);
 
 export const answerRun: Handler<ControlDeps> = (ctx) => {

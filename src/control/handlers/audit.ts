@@ -3,9 +3,8 @@ import { json } from '../../http/respond.ts';
 import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
-import { checkQueryKeys, parseLimit } from '../params.ts';
+import { checkQueryKeys, decodeCursor, encodeCursor, parseLimit } from '../params.ts';
 import { iso } from '../../iso-time.ts';
-import { encodeCursor, decodeCursor } from '../id-cursor.ts';
 
 function parseVerify(value: string | null): boolean {
   if (value === null || value === 'false' || value === '0') return false;

@@ -3,12 +3,11 @@ import { basename } from 'node:path';
 import { json } from '../../http/respond.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
-import { checkQueryKeys, parseLimit } from '../params.ts';
+import { checkQueryKeys, decodeCursor, encodeCursor, parseLimit } from '../params.ts';
 import { iso } from '../../iso-time.ts';
 import { BUILTIN_PROVIDERS, readEffectiveConfig } from '../config-schema.ts';
-import { findOnPath, createVersionProbe, describeProviders, type VersionProbe } from '../provider-detect.ts';
+import { createVersionProbe, describeProviders, type VersionProbe } from '../provider-detect.ts';
 import { integrationStatus } from '../integrations.ts';
-import { encodeCursor, decodeCursor } from '../id-cursor.ts';
 import { knownKeys, publicKeyInfo } from '../../keys.ts';
 import { listProjects } from '../projects.ts';
 
@@ -16,12 +15,8 @@ import { listProjects } from '../projects.ts';
 const probes = new WeakMap<ControlDeps, VersionProbe>();
 
 function probeFor(deps: ControlDeps): VersionProbe {
-  let probe = probes.get(deps);
-  if (!probe) {
-    probe = createVersionProbe(deps.env);
-    probes.set(deps, probe);
-  }
-  return probe;
+  if (!probes.has(deps)) probes.set(deps, createVersionProbe(deps.env));
+  return probes.get(deps)!;
 }
 
 export const listProviders: Handler<ControlDeps> = async (ctx) => {
@@ -40,8 +35,7 @@ export const listProviders: Handler<ControlDeps> = async (ctx) => {
 
 export const listIntegrations: Handler<ControlDeps> = (ctx) => {
   checkQueryKeys(ctx.query, []);
-  const githubPrs = findOnPath('gh', ctx.deps.env.PATH) !== null;
-  return json(200, { items: integrationStatus(ctx.deps.env, { githubPrs }) });
+  return json(200, { items: integrationStatus(ctx.deps.env) });
 };
 
 export const listNotifications: Handler<ControlDeps> = (ctx) => {
@@ -96,8 +90,5 @@ export const listRepos: Handler<ControlDeps> = (ctx) => {
 /** The projects runs may be started in (src/control/projects.ts): full paths, so loopback only like /v1/config. */
 export const listRegisteredProjects: Handler<ControlDeps> = (ctx) => {
   checkQueryKeys(ctx.query, []);
-  const items = listProjects(ctx.deps).map((p) => ({
-    ...p, registered_at: p.registered_at === null ? null : iso(p.registered_at),
-  }));
-  return json(200, { items });
+  return json(200, { items: listProjects(ctx.deps) });
 };

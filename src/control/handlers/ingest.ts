@@ -1,36 +1,40 @@
 // POST /v1/ingest (the shipper's batches) and POST /v1/import (a project's .svc/runs read from disk).
-import { requireJsonObject } from '../../http/body.ts';
+import { checkBodyKeys, requireJsonObject } from '../../http/body.ts';
 import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
+import { transaction } from '../../db/open.ts';
 import type { ControlDeps } from '../deps.ts';
-import { validateBatch } from '../ingest-validate.ts';
-import { applyBatch } from '../ingest-apply.ts';
+import { validateBatch, type IngestBatch } from '../ingest-validate.ts';
+import { storeBatch, type IngestResult } from '../ingest-apply.ts';
 import { importProject } from '../import-project.ts';
 import { isRegisteredProject } from '../projects.ts';
-import { checkBodyKeys } from '../../http/body.ts';
+
+/** One transaction (all or nothing), then the new events to live streams. */
+function applyBatch(deps: ControlDeps, batch: IngestBatch): IngestResult {
+  const { result, inserted } = transaction(deps.db, () => storeBatch(deps, batch));
+  deps.checkpoints.nudge();
+  deps.bus.publish(inserted);
+  return result;
+}
 
 export const ingestRuns: Handler<ControlDeps> = (ctx) => {
   // Everything is validated before the first write: a bad batch changes nothing.
   const batch = validateBatch(ctx.body, ctx.deps.clock());
-  // A runner token ships its own source's runs only (runner-tokens.ts).
+  // A runner token ships its own source's runs only (settings.ts).
   if (ctx.runnerSource !== undefined && batch.source !== ctx.runnerSource) {
     throw new HttpError('forbidden_source', `This token may only ship runs of source "${ctx.runnerSource}"`);
   }
-  // repo_path steers local actions (stop signals the process recorded in that folder, resume, retry and verify run
-  // there), so a batch's repo_path is kept only for this server's own source and only when it names a project the
-  // operator registered (/v1/import or the `repos` setting): a CLI run in a registered project can be retried like
-  // one started here, a planted folder gets nothing. Runs shipped without one are steered through
-  // control requests in their runner's next ingest response (docs/control-data.md).
+  // repo_path steers local actions (stop, resume, retry, verify run there), so it is kept only for this server's own
+  // source in a registered project: a planted folder gets nothing (docs/control-data.md).
   const { deps } = ctx;
   for (const run of batch.runs) {
     const path = run.repo_path;
     if (!path || batch.source !== deps.settings.source || !isRegisteredProject(deps, path)) delete run.repo_path;
     delete run.pid;
   }
-  // A run the operator deleted stays deleted when its runner ships it again: it, its events and
-  // its artifacts are dropped and named in "deleted", so the shipper knows.
-  // One look-up per run the batch names, not per event.
+  // A run the operator deleted stays deleted when its runner ships it again: it, its events and its artifacts are
+  // dropped and named in "deleted", so the shipper knows. One look-up per run the batch names, not per event.
   const named = new Set([...batch.runs, ...batch.events, ...batch.artifacts].map((item) => item.run));
   const deleted = new Set([...named].filter((run) => deps.stores.deletedRuns.has(batch.source, run)));
   if (deleted.size === 0) return json(200, applyBatch(deps, batch));
@@ -43,8 +47,8 @@ export const ingestRuns: Handler<ControlDeps> = (ctx) => {
   return json(200, { ...applyBatch(deps, kept), deleted: [...deleted].sort() });
 };
 
-export const importRuns: Handler<ControlDeps> = async (ctx) => {
+export const importRuns: Handler<ControlDeps> = (ctx) => {
   const body = requireJsonObject(ctx.body);
   checkBodyKeys(body, ['path']);
-  return json(200, await importProject(ctx.deps, (body as { path?: unknown }).path));
+  return json(200, importProject(ctx.deps, body.path));
 };

@@ -5,9 +5,10 @@ import { json, JSON_TYPE } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
 import type { RunFilter } from '../../db/run-types.ts';
 import { VERDICTS, RUN_STATUSES, type Verdict, type RunStatus } from '../../run-json.ts';
-import { checkQueryKeys, checkSegment, optionalTime, parseLimit, runParams } from '../params.ts';
+import {
+  checkQueryKeys, checkSegment, decodeRunCursor, encodeRunCursor, parseLimit, parseWindow, runParams,
+} from '../params.ts';
 import { runToJson } from '../../db/run-row-json.ts';
-import { decodeRunCursor, encodeRunCursor } from '../run-cursor.ts';
 import { pendingAnswer, attempts } from '../run-detail.ts';
 import { actionRefusals } from '../action-rules.ts';
 import { isRegisteredProject } from '../projects.ts';
@@ -28,26 +29,15 @@ function parseStatus(value: string): RunStatus {
 
 function parseRunFilter(query: URLSearchParams): RunFilter {
   checkQueryKeys(query, LIST_KEYS);
-  const filter: RunFilter = { limit: parseLimit(query.get('limit')) };
+  const filter: RunFilter = { limit: parseLimit(query.get('limit')), ...parseWindow(query) };
   const verdict = query.get('verdict');
   if (verdict !== null) filter.verdict = parseVerdict(verdict);
-  const repo = query.get('repo');
-  if (repo !== null) {
-    if (repo.length === 0 || repo.length > 512) {
-      throw new HttpError('invalid_param', 'Parameter "repo" must be 1 to 512 characters');
-    }
-    filter.repo = repo;
-  }
   const group = query.get('group_id');
   if (group !== null) filter.group_id = checkSegment('group_id', group);
   const source = query.get('source');
   if (source !== null) filter.source = checkSegment('source', source);
   const status = query.get('status');
   if (status !== null) filter.status = parseStatus(status);
-  const since = optionalTime(query, 'since');
-  if (since !== undefined) filter.since = since;
-  const until = optionalTime(query, 'until');
-  if (until !== undefined) filter.until = until;
   const cursor = query.get('cursor');
   if (cursor !== null) filter.after = decodeRunCursor(cursor);
   return filter;

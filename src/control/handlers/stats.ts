@@ -5,26 +5,17 @@ import { json } from '../../http/respond.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
 import { HttpError } from '../../http/http-error.ts';
-import { checkQueryKeys, optionalTime } from '../params.ts';
+import { checkQueryKeys, parseWindow } from '../params.ts';
 import type { StatsFilter } from '../../db/stats-store.ts';
 
-/** `since` (inclusive), `until` (exclusive), `repo`: the same filters and formats as GET /v1/runs. */
+/** The same window as GET /v1/runs, where `until` before `since` is a mistake worth naming. */
 function filterOf(query: URLSearchParams): StatsFilter {
   checkQueryKeys(query, ['since', 'until', 'repo']);
-  const since = optionalTime(query, 'since');
-  const until = optionalTime(query, 'until');
-  const repo = query.get('repo');
-  if (repo !== null && (repo.length === 0 || repo.length > 512)) {
-    throw new HttpError('invalid_param', 'Parameter "repo" must be a repository name');
-  }
-  if (since !== undefined && until !== undefined && until < since) {
+  const filter = parseWindow(query);
+  if (filter.since !== undefined && filter.until !== undefined && filter.until < filter.since) {
     throw new HttpError('invalid_param', 'Parameter "until" is before "since"');
   }
-  return {
-    ...(since !== undefined ? { since } : {}),
-    ...(until !== undefined ? { until } : {}),
-    ...(repo !== null ? { repo } : {}),
-  };
+  return filter;
 }
 
 export const getStats: Handler<ControlDeps> = async (ctx) => {

@@ -7,7 +7,7 @@ import { objOrNull as obj, type Obj } from '../../untrusted.ts';
 import { firstHeader, sanitizeBrief, signedHeaders, sourceOf } from '../../webhook-sources.ts';
 import { latestDeployLine } from '../../engine/deploys.ts';
 import { runCollect } from '../../spawn/start.ts';
-import { gitArgv, gitExtraEnv } from '../../engine/host-git.ts';
+import { gitArgv, gitExtraEnv } from '../../engine/git.ts';
 import { realpath, stat } from 'node:fs/promises';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
 import {
