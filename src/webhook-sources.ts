@@ -181,10 +181,8 @@ export const ROUTING_KINDS: readonly RoutingKind[] = SOURCES.flatMap((s) => (
 ));
 export const CHAT_KINDS: readonly ChatKind[] = SOURCES.flatMap((s) => (s.routing === 'channel' ? [s.name] : []));
 
-const BY_NAME = new Map<string, WebhookSource>(SOURCES.map((s) => [s.name, s]));
-
 export function sourceOf(name: SourceName): WebhookSource {
-  return BY_NAME.get(name)!;
+  return SOURCES.find((s) => s.name === name)!;
 }
 
 /** The signature and timestamp of the first family whose signature header the delivery carries (else the first). */
@@ -203,6 +201,12 @@ export function firstHeader(headers: IncomingHttpHeaders, names: readonly string
     if (value !== undefined) return Array.isArray(value) ? value[0] : value;
   }
   return undefined;
+}
+
+/** The vendor's delivery id as a dedupe key (the same across the vendor's retries), when the delivery carries one. */
+export function deliveryKeys(headers: IncomingHttpHeaders, name: SourceName): string[] {
+  const id = firstHeader(headers, sourceOf(name).delivery)?.trim();
+  return id ? [`${name}:delivery:${id.slice(0, 200)}`] : [];
 }
 
 /** Every header name a route reads its signature from, as a vendor writes it (docs, Integrations page). */

@@ -57,7 +57,6 @@ export interface FollowOptions {
  *   with 'aborted' when `signal` fires (server shutdown: the job stays `running` and is re-attached later).
  */
 export interface JobExecutor {
-  readonly name: string;
   launch(job: ExecJob): Promise<LaunchResult>;
   follow(run: RunRef, signal: AbortSignal, opts: FollowOptions): Promise<RunOutcome | null | 'aborted'>;
 }

@@ -56,9 +56,7 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
   let closed = false;
   let idleWaiters: Array<() => void> = [];
 
-  // Active jobs and last start per origin and per repository: the next job comes from the repository, then the
-  // origin, with the fewest active, then the one served longest ago (below), so a burst on one repository
-  // or one route does not make the others wait behind all of it (issues 21, 22). Within a pair, oldest first.
+  // Active jobs and last start per origin and per repository: whose turn it is (the rule at the file's end).
   const turns: Turns = { active: new Map(), served: new Map(), starts: 0 };
   const repoCap = opts.repoConcurrency ?? opts.concurrency;
 

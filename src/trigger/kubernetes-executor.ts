@@ -262,5 +262,5 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
     }
   }
 
-  return { name: 'kubernetes', launch, follow };
+  return { launch, follow };
 }

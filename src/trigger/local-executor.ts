@@ -44,8 +44,7 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
 
   function launch(job: ExecJob): Promise<LaunchResult> {
     return new Promise((resolve) => {
-      let stdout = '';
-      let stderr = '';
+      const output = { stdout: '', stderr: '' };
       let timedOut = false;
       const pipe = handoffPipe(['ignore', 'pipe', 'pipe']);
       const child = startChild([opts.execPath ?? process.execPath, opts.cliPath, ...job.args], {
@@ -65,12 +64,11 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
         stdio: pipe.stdio,
       });
       sendHandoff(child, secrets);
-      child.stdout?.setEncoding('utf8').on('data', (d: string) => {
-        if (stdout.length < OUTPUT_CAP) stdout += d;
-      });
-      child.stderr?.setEncoding('utf8').on('data', (d: string) => {
-        if (stderr.length < OUTPUT_CAP) stderr += d;
-      });
+      for (const name of ['stdout', 'stderr'] as const) {
+        child[name]?.setEncoding('utf8').on('data', (d: string) => {
+          if (output[name].length < OUTPUT_CAP) output[name] += d;
+        });
+      }
       // Recorded at spawn: the timeout signals this launcher's group only while it is still this launcher's.
       const launcher = child.pid === undefined ? null : identityOf(child.pid);
       const timer = setTimeout(() => {
@@ -86,10 +84,12 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
       });
       child.on('close', (code) => {
         clearTimeout(timer);
-        const run = code === 0 ? parseLaunchOutput(stdout) : null;
+        const run = code === 0 ? parseLaunchOutput(output.stdout) : null;
         let error: string | null = null;
         if (timedOut) error = `svc start did not finish within ${launchTimeoutMs} ms`;
-        else if (code !== 0) error = `svc start exited with ${code ?? 'a signal'}: ${lastLine(stderr) || 'no output'}`;
+        else if (code !== 0) {
+          error = `svc start exited with ${code ?? 'a signal'}: ${lastLine(output.stderr) || 'no output'}`;
+        }
         else if (!run) error = 'svc start printed no {"source","run"} line';
         resolve({ exitCode: code, run, error });
       });
@@ -128,7 +128,7 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
     }
   }
 
-  return { name: 'local', launch, follow };
+  return { launch, follow };
 }
 
 /** A watch on `dir` calling `changed` with each changed entry's name; null where there is no such folder. */

@@ -11,7 +11,6 @@ import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '../log.ts';
 import type { ServedRepo } from './served-repos-file.ts';
-import { trackeraInbox, TRACKERA_IDENTIFIER } from './trackera-snapshot.ts';
 import { runCollect } from '../spawn/start.ts';
 import { errorMessage, FailedError } from '../errors.ts';
 import { gitArgv, gitBaseEnv, gitExtraEnv } from '../engine/git.ts';
@@ -49,6 +48,14 @@ export function managedDir(stateDir: string, repo: ServedRepo): string {
  */
 export function intakeDir(stateDir: string, repo: ServedRepo): string {
   return repo.checkout ?? managedDir(stateDir, repo);
+}
+
+/** A trackera issue identifier (ENG-123): a file name in the inbox. */
+export const TRACKERA_IDENTIFIER = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
+
+/** Where a repository's trackera deliveries wait for their runs (sources/trackera.ts stages them). */
+export function trackeraInbox(repoDir: string): string {
+  return join(repoDir, '.svc', 'inbox', 'trackera');
 }
 
 const JOB_SEGMENT = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;

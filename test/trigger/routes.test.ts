@@ -295,7 +295,6 @@ describe('trigger configuration', () => {
       { SVC_TRIGGER_QUEUE_MAX: '1', SVC_TRIGGER_CONCURRENCY: '1' },
       {
         executor: {
-          name: 'gated',
           launch: async () => (await gate, { exitCode: 1, run: null, error: 'gated' }),
           follow: async () => null,
         },

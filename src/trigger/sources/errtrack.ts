@@ -3,7 +3,7 @@
 // (spec "Brief content by origin"). Everything is untrusted text: sanitized, capped, adds no authority.
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
-import { objOrNull as obj } from '../../untrusted.ts';
+import { objOrNull as obj, type Obj } from '../../untrusted.ts';
 import { firstHeader, sanitizeBrief, signedHeaders, sourceOf } from '../../webhook-sources.ts';
 import { latestDeployLine } from '../../engine/deploys.ts';
 import { runCollect } from '../../spawn/start.ts';
@@ -31,8 +31,6 @@ export interface ErrtrackAlert {
 function slugFromUrl(url: string | null): string | null {
   return url ? (/\/projects\/[^/]+\/([^/?#]+)\/events\//.exec(url)?.[1] ?? null) : null;
 }
-
-type Obj = Record<string, unknown>;
 
 function text(value: unknown): string | null {
   return typeof value === 'string' && value.trim() !== '' ? value : typeof value === 'number' ? String(value) : null;

@@ -1,5 +1,5 @@
 // POST /trackera: hex HMAC of the body + signed webhookTimestamp within 300 s; only issue events start jobs, as
-// `svc start trackera:<identifier> --detach`; the verified payload is kept for the run by ../trackera-snapshot.ts.
+// `svc start trackera:<identifier> --detach`; the verified payload is kept for the run (below).
 // The summary goes back as an issue comment in Linear-like CommonMark: svc's words backslash-escaped, agent text in a
 // code span whose fence is longer than any backtick run inside it (a code span's content is literal, autolinks too).
 import { parseJsonObject } from '../../http/body.ts';
@@ -7,8 +7,11 @@ import { json, type Reply } from '../../http/respond.ts';
 import { obj, str, describe } from '../../untrusted.ts';
 import { errorMessage } from '../../errors.ts';
 import { signedHeaders } from '../../webhook-sources.ts';
-import { stageTrackeraSnapshot, TRACKERA_IDENTIFIER as IDENTIFIER, type StagedSnapshot } from '../trackera-snapshot.ts';
-import { intakeDir } from '../managed-checkout.ts';
+import { intakeDir, trackeraInbox, TRACKERA_IDENTIFIER as IDENTIFIER } from '../managed-checkout.ts';
+import { renameSync } from 'node:fs';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
 import { PermanentError, renderSummary, SEPARATOR, type Piece, type ReplyChannel } from '../summary.ts';
 import {
   bodyKey, checkTrackeraTimestamp, enqueue, rawOf, requireValid, secretFor, skipped, unserved,
@@ -93,6 +96,43 @@ export async function receiveTrackera(ctx: TCtx): Promise<Reply> {
   } finally {
     await snapshot?.discard();
   }
+}
+
+// The verified payload a job's run reads instead of calling the tracker API (no key in the child; docs/trigger.md):
+// staged under unique names before the job is queued, put in place as `jobs/<job id>.json` and `<identifier>.json`
+// only once the job is committed; a refused or duplicate delivery leaves neither behind.
+export interface StagedSnapshot {
+  /** Puts the payload in place for this job (synchronous: done before the job loop can launch the job). */
+  keep(jobId: string): void;
+  /** Removes whatever keep() did not use; safe to call after keep(). */
+  discard(): Promise<void>;
+}
+
+export async function stageTrackeraSnapshot(repoDir: string, identifier: string, raw: Buffer): Promise<StagedSnapshot> {
+  if (!IDENTIFIER.test(identifier)) throw new RangeError('bad trackera identifier');
+  const dir = trackeraInbox(repoDir);
+  await mkdir(join(dir, 'jobs'), { recursive: true, mode: 0o700 });
+  const latestTmp = join(dir, `.${randomUUID()}.tmp`);
+  const jobTmp = join(dir, 'jobs', `.${randomUUID()}.tmp`);
+  const staged = [latestTmp, jobTmp];
+  try {
+    await Promise.all(staged.map((path) => writeFile(path, raw, { mode: 0o600 })));
+  } catch (err) {
+    await Promise.all(staged.map((path) => rm(path, { force: true })));
+    throw err;
+  }
+  return {
+    keep(jobId) {
+      if (!IDENTIFIER.test(jobId)) throw new RangeError('bad job id'); // a file name, as an identifier is
+      renameSync(jobTmp, join(dir, 'jobs', `${jobId}.json`));
+      staged.splice(staged.indexOf(jobTmp), 1);
+      renameSync(latestTmp, join(dir, `${identifier}.json`));
+      staged.splice(staged.indexOf(latestTmp), 1);
+    },
+    async discard() {
+      await Promise.all(staged.splice(0).map((path) => rm(path, { force: true })));
+    },
+  };
 }
 
 /** CommonMark lets any ASCII punctuation be backslash-escaped; svc's own words never need markup. */

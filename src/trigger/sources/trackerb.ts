@@ -5,7 +5,7 @@
 // an issue comment in ADF: agent text is a text node with only the `code` mark; svc's links carry a `link` mark.
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
-import { firstHeader, sanitizeBrief, signedHeaders, sourceOf } from '../../webhook-sources.ts';
+import { deliveryKeys, sanitizeBrief, signedHeaders, sourceOf } from '../../webhook-sources.ts';
 import { SEPARATOR, type ReplyChannel, type SummaryParts } from '../summary.ts';
 import { isJsonObject, obj, str, type Obj } from '../../untrusted.ts';
 import {
@@ -15,26 +15,17 @@ import {
 const ISSUE_KEY = /^[A-Za-z][A-Za-z0-9_]*-\d+$/;
 
 // The description is a rich document (ADF): flattened to plain text before it becomes the brief.
-type Node = { type?: unknown; text?: unknown; content?: unknown; attrs?: unknown };
-
 const BLOCKS = new Set([
   'paragraph', 'heading', 'blockquote', 'listItem', 'codeBlock', 'panel', 'tableRow', 'rule', 'mediaSingle', 'expand',
 ]);
 const MAX_DEPTH = 64;
 
-function isNode(value: unknown): value is Node {
-  return isJsonObject(value);
-}
-
-function attr(node: Node, name: string): string | undefined {
-  const attrs = node.attrs;
-  if (!isNode(attrs)) return undefined;
-  const value = (attrs as Record<string, unknown>)[name];
-  return typeof value === 'string' ? value : undefined;
+function attr(node: Obj, name: string): string | undefined {
+  return str(obj(node.attrs)[name]) ?? undefined;
 }
 
 function walk(node: unknown, out: string[], depth: number): void {
-  if (depth > MAX_DEPTH || !isNode(node)) return;
+  if (depth > MAX_DEPTH || !isJsonObject(node)) return;
   const type = typeof node.type === 'string' ? node.type : '';
   if (type === 'text' && typeof node.text === 'string') out.push(node.text);
   else if (type === 'hardBreak') out.push('\n');
@@ -49,7 +40,7 @@ function walk(node: unknown, out: string[], depth: number): void {
 /** ADF doc → text with block boundaries as newlines; a plain string passes through; anything else → ''. */
 export function flattenAdf(value: unknown): string {
   if (typeof value === 'string') return value;
-  if (!isNode(value)) return '';
+  if (!isJsonObject(value)) return '';
   const out: string[] = [];
   walk(value, out, 0);
   return out.join('').replace(/[ \t]+\n/g, '\n').replace(/\n{3,}/g, '\n\n').trim();
@@ -141,8 +132,7 @@ export async function receiveTrackerb(ctx: TCtx): Promise<Reply> {
   const routed = ctx.deps.settings.repos.route('trackerb', input.project);
   if (routed.kind === 'unserved') return skipped(unserved(ctx, 'trackerb', routed.reason));
   // Jira's X-Atlassian-Webhook-Identifier is the same across its retries (vendor-webhooks.md §1.4).
-  const delivery = firstHeader(ctx.req.headers, sourceOf('trackerb').delivery)?.trim();
-  const keys = [bodyKey('trackerb', raw), ...(delivery ? [`trackerb:delivery:${delivery.slice(0, 200)}`] : [])];
+  const keys = [bodyKey('trackerb', raw), ...deliveryKeys(ctx.req.headers, 'trackerb')];
   const brief = input.brief;
   return enqueue(ctx, {
     origin: 'trackerb',

@@ -4,8 +4,8 @@
 import { parseJsonObject } from '../../http/body.ts';
 import { HttpError } from '../../http/http-error.ts';
 import type { Reply } from '../../http/respond.ts';
-import { isJsonObject, obj } from '../../untrusted.ts';
-import { firstHeader, sanitizeBrief, signedHeaders, sourceOf } from '../../webhook-sources.ts';
+import { isJsonObject, obj, type Obj } from '../../untrusted.ts';
+import { deliveryKeys, firstHeader, sanitizeBrief, signedHeaders, sourceOf } from '../../webhook-sources.ts';
 import {
   briefPrArgs, bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, unserved, verifyHubSignature, type TCtx,
 } from '../intake.ts';
@@ -20,7 +20,6 @@ export type WebhookInput =
   | { kind: 'job'; brief: string; repository: string | null }
   | { kind: 'skip'; reason: string };
 
-type Obj = Record<string, unknown>;
 function str(value: unknown): string {
   return typeof value === 'string' ? value : '';
 }
@@ -110,8 +109,7 @@ export async function receiveWebhook(ctx: TCtx): Promise<Reply> {
   // The event names its repository: only that one, if served, ever takes it.
   const routed = ctx.deps.settings.repos.webhook(input.repository);
   if (routed.kind === 'unserved') return skipped(unserved(ctx, 'webhook', routed.reason));
-  const delivery = firstHeader(ctx.req.headers, sourceOf('webhook').delivery)?.trim();
-  const keys = [bodyKey('webhook', raw), ...(delivery ? [`webhook:delivery:${delivery.slice(0, 200)}`] : [])];
+  const keys = [bodyKey('webhook', raw), ...deliveryKeys(ctx.req.headers, 'webhook')];
   const brief = input.brief;
   const repo = routed.repo.name;
   return enqueue(ctx, { origin: 'webhook', repo, dedupeKeys: keys, job: { brief, args: briefPrArgs(brief) } });
