@@ -23,11 +23,7 @@ export type ExpensiveRequest = { id: number; kind: 'stats' | 'cost'; filter: Sta
 
 type Reply = { id: number; value: unknown } | { id: number; error: string };
 
-export interface ExpensiveReads {
-  stats(filter: StatsFilter): Promise<Record<string, unknown>>;
-  cost(filter: StatsFilter): Promise<Record<string, unknown>>;
-  close(): Promise<void>;
-}
+export type ExpensiveReads = ReturnType<typeof createExpensiveReads>;
 
 export interface ExpensiveReadsOptions {
   /** The main connection's stats store, for reads that stay on the main thread. */
@@ -53,7 +49,7 @@ class ExpensiveReadFailedError extends Error {
   }
 }
 
-export function createExpensiveReads(opts: ExpensiveReadsOptions): ExpensiveReads {
+export function createExpensiveReads(opts: ExpensiveReadsOptions) {
   const { log } = opts;
   const maxQueued = opts.maxQueued ?? MAX_QUEUED;
   const idleMs = opts.idleMs ?? IDLE_MS;
@@ -138,8 +134,8 @@ export function createExpensiveReads(opts: ExpensiveReadsOptions): ExpensiveRead
   }
 
   return {
-    stats: (filter) => read('stats', filter),
-    cost: (filter) => read('cost', filter),
+    stats: (filter: StatsFilter) => read('stats', filter),
+    cost: (filter: StatsFilter) => read('cost', filter),
     async close() {
       closed = true;
       if (idleTimer) clearTimeout(idleTimer);
