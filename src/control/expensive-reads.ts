@@ -13,10 +13,7 @@ const WORKER = new URL(`./expensive-reads-worker${import.meta.url.endsWith('.ts'
 
 /** Expensive reads waiting or running on the thread; a normal client's read waits behind at most this many. */
 export const MAX_QUEUED = 8;
-/**
- * An idle thread is ended after this long: it holds ~20 MB of RSS (its own isolate and connection) that a server
- * nobody asks for stats should not keep; the next expensive read starts a new one (tens of ms).
- */
+/** An idle thread (~20 MB of RSS) is ended after this long; the next expensive read starts a new one (tens of ms). */
 export const IDLE_MS = 30_000;
 
 export type ExpensiveRequest = { id: number; kind: 'stats' | 'cost'; filter: StatsFilter };
