@@ -65,17 +65,12 @@ export interface StreamOptions {
   signal?: AbortSignal;
 }
 
-type Query = Record<string, string | number | boolean | undefined | null>;
-
 interface Call {
   method?: string;
-  query?: Query;
+  /** Query parameters; undefined, null and '' are left out. */
+  query?: object;
   body?: unknown;
   headers?: Record<string, string>;
-}
-
-function q(value: object | undefined): Query {
-  return (value ?? {}) as Query;
 }
 
 export function createControlClient(options: ControlClientOptions) {
@@ -83,7 +78,7 @@ export function createControlClient(options: ControlClientOptions) {
   const doFetch = options.fetch ?? globalThis.fetch;
   const timeoutMs = options.timeoutMs ?? 30_000;
 
-  function url(path: string, query: Query = {}): string {
+  function url(path: string, query: object = {}): string {
     const params = new URLSearchParams();
     for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== null && v !== '') params.set(k, String(v));
     const qs = params.toString();
@@ -147,7 +142,7 @@ export function createControlClient(options: ControlClientOptions) {
     health: () => call<JsonObject>('/health'),
     ready: () => call<JsonObject>('/ready'),
     openapi: () => call<JsonObject>('/v1/openapi.json'),
-    listRuns: (filter: RunFilter = {}) => call<Page<Run>>('/v1/runs', { query: q(filter) }),
+    listRuns: (filter: RunFilter = {}) => call<Page<Run>>('/v1/runs', { query: filter }),
     getRun: (ref: RunRef) => call<Run>(runPath(ref)),
     deleteRun: (ref: RunRef) => call<{ deleted: boolean }>(runPath(ref), { method: 'DELETE' }),
     start: (request: StartRequest) => call<Run>('/v1/start', { method: 'POST', body: request }),
@@ -158,7 +153,7 @@ export function createControlClient(options: ControlClientOptions) {
     pr: action('pr'),
     answer: (ref: RunRef, answer: string) => call<Run>(runPath(ref, '/answer'), { method: 'POST', body: { answer } }),
     events: (ref: RunRef, query: { after?: number; limit?: number } = {}) =>
-      call<Page<RunEvent>>(runPath(ref, '/events'), { query: q(query) }),
+      call<Page<RunEvent>>(runPath(ref, '/events'), { query }),
     async artifact(ref: RunRef, path: string): Promise<Artifact> {
       const encoded = path.split('/').map(encodeURIComponent).join('/');
       const res = await send(runPath(ref, `/artifact/${encoded}`), { headers: { accept: '*/*' } });
@@ -168,9 +163,9 @@ export function createControlClient(options: ControlClientOptions) {
         body: new Uint8Array(await res.arrayBuffer()),
       };
     },
-    stats: (filter: StatsFilter = {}) => call<JsonObject>('/v1/stats', { query: q(filter) }),
-    costStats: (filter: StatsFilter = {}) => call<JsonObject>('/v1/stats/cost', { query: q(filter) }),
-    audit: (query: PageQuery = {}) => call<Page<JsonObject>>('/v1/audit', { query: q(query) }),
+    stats: (filter: StatsFilter = {}) => call<JsonObject>('/v1/stats', { query: filter }),
+    costStats: (filter: StatsFilter = {}) => call<JsonObject>('/v1/stats/cost', { query: filter }),
+    audit: (query: PageQuery = {}) => call<Page<JsonObject>>('/v1/audit', { query }),
     getConfig: () => call<ConfigDocument>('/v1/config'),
     putConfig: (config: Record<string, unknown>, opts: { ifMatch?: number } = {}) =>
       call<ConfigDocument>('/v1/config', {
@@ -180,7 +175,7 @@ export function createControlClient(options: ControlClientOptions) {
       }),
     providers: () => call<Provider[]>('/v1/providers'),
     integrations: () => call<JsonObject>('/v1/integrations'),
-    notifications: (query: PageQuery = {}) => call<Page<JsonObject>>('/v1/notifications', { query: q(query) }),
+    notifications: (query: PageQuery = {}) => call<Page<JsonObject>>('/v1/notifications', { query }),
     mergeQueue: () => call<JsonObject>('/v1/merge/queue'),
     addToMergeQueue: (ref: RunRef) =>
       call<JsonObject>('/v1/merge/queue', { method: 'POST', body: { source: ref.source, run: ref.run } }),

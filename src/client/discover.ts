@@ -11,16 +11,12 @@ export interface Discovered {
 
 export function discoverControlUrl(env: NodeJS.ProcessEnv): Discovered {
   const explicit = env.SVC_CONTROL_URL?.trim();
-  if (explicit) return { url: stripSlash(explicit), via: 'SVC_CONTROL_URL' };
+  if (explicit) return { url: explicit.replace(/\/+$/, ''), via: 'SVC_CONTROL_URL' };
   const record = readServerRecordFile(serverRecordFile(env));
   // A stale file (server killed without cleanup) must not win over the default port.
-  if (record && isPidAlive(record.pid)) return { url: stripSlash(record.url), via: 'server.json' };
+  if (record && isPidAlive(record.pid)) return { url: record.url.replace(/\/+$/, ''), via: 'server.json' };
   const portText = env.SVC_CONTROL_PORT?.trim();
   const valid = portText && /^\d+$/.test(portText) && Number(portText) > 0 && Number(portText) <= 65535;
   const port = valid ? Number(portText) : DEFAULT_CONTROL_PORT;
   return { url: `http://127.0.0.1:${port}`, via: 'default' };
-}
-
-function stripSlash(url: string): string {
-  return url.replace(/\/+$/, '');
 }

@@ -98,6 +98,10 @@ export interface IngestResult {
   duplicates: number;
   artifacts: number;
   control: Array<{ run: string; action: string; [extra: string]: unknown }>;
+  /** Present when the batch carried notifications. */
+  notifications?: number;
+  /** Present when the batch carried served_repos: how many the source now serves. */
+  served_repos?: number;
 }
 
 export interface Artifact {

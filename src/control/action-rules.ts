@@ -6,13 +6,12 @@ import type { RunRow } from '../db/run-types.ts';
 export const RUN_ACTIONS = ['stop', 'resume', 'retry', 'verify', 'delete', 'answer', 'pr'] as const;
 export type RunAction = (typeof RUN_ACTIONS)[number];
 
-const FINISHED = TERMINAL;
 const ALLOWED_FROM: Record<RunAction, ReadonlySet<string>> = {
   stop: new Set(ACTIVE_STATUSES),
   resume: new Set(['stopped', 'failed']),
-  retry: FINISHED,
-  verify: FINISHED,
-  delete: FINISHED,
+  retry: TERMINAL,
+  verify: TERMINAL,
+  delete: TERMINAL,
   answer: new Set(['blocked']),
   // A --pr run that did its work but could not open its PR ends failed; the engine checks the rest (pr-later.ts).
   pr: new Set(['failed']),

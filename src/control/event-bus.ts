@@ -49,15 +49,7 @@ const DEFAULT_LIMITS: SubscriberLimits = {
   total: SETTINGS.SVC_CONTROL_MAX_STREAMS.default, perRun: SETTINGS.SVC_CONTROL_MAX_STREAMS_PER_RUN.default,
 };
 
-export interface RunEventBus {
-  publish(rows: readonly EventRow[]): void;
-  /** Throws SubscriberLimitError when a limit is reached; answers the unsubscribe function. */
-  subscribe(sub: Subscriber): () => void;
-  /** Number of live subscribers. */
-  size(): number;
-  /** Ends every subscriber; later subscribe calls end at once. */
-  close(): void;
-}
+export type RunEventBus = ReturnType<typeof createRunEventBus>;
 
 /** Event JSON built by concatenation: `data` is already JSON text, so it is embedded, never re-parsed. */
 export function eventJson(row: EventRow): string {
@@ -81,7 +73,7 @@ function scopeOf(source: string | undefined, run: string | undefined): string {
   return run === undefined ? source : `${source}/${run}`;
 }
 
-export function createRunEventBus(limits: SubscriberLimits = DEFAULT_LIMITS): RunEventBus {
+export function createRunEventBus(limits: SubscriberLimits = DEFAULT_LIMITS) {
   let count = 0;
   const scopes = new Map<string, Set<Subscriber>>();
   let closed = false;
@@ -99,7 +91,7 @@ export function createRunEventBus(limits: SubscriberLimits = DEFAULT_LIMITS): Ru
   }
 
   return {
-    publish(rows) {
+    publish(rows: readonly EventRow[]): void {
       if (closed || rows.length === 0 || scopes.size === 0) return;
       // Grouped by scope, only for scopes somebody listens to.
       const groups = new Map<string, EncodedEvent[]>();
@@ -113,7 +105,8 @@ export function createRunEventBus(limits: SubscriberLimits = DEFAULT_LIMITS): Ru
       }
       for (const [scope, list] of groups) deliverAll(scopes.get(scope)!, list);
     },
-    subscribe(sub) {
+    /** Throws SubscriberLimitError when a limit is reached; answers the unsubscribe function. */
+    subscribe(sub: Subscriber): () => void {
       if (closed) {
         sub.end();
         return () => {};
@@ -141,9 +134,11 @@ export function createRunEventBus(limits: SubscriberLimits = DEFAULT_LIMITS): Ru
         if (owner.size === 0 && scopes.get(scope) === owner) scopes.delete(scope);
       };
     },
+    /** Number of live subscribers. */
     size() {
       return count;
     },
+    /** Ends every subscriber; later subscribe calls end at once. */
     close() {
       if (closed) return;
       closed = true;

@@ -13,21 +13,14 @@ const WORKER = new URL(`./expensive-reads-worker${import.meta.url.endsWith('.ts'
 
 /** Expensive reads waiting or running on the thread; a normal client's read waits behind at most this many. */
 export const MAX_QUEUED = 8;
-/**
- * An idle thread is ended after this long: it holds ~20 MB of RSS (its own isolate and connection) that a server
- * nobody asks for stats should not keep; the next expensive read starts a new one (tens of ms).
- */
+/** An idle thread (~20 MB of RSS) is ended after this long; the next expensive read starts a new one (tens of ms). */
 export const IDLE_MS = 30_000;
 
 export type ExpensiveRequest = { id: number; kind: 'stats' | 'cost'; filter: StatsFilter };
 
 type Reply = { id: number; value: unknown } | { id: number; error: string };
 
-export interface ExpensiveReads {
-  stats(filter: StatsFilter): Promise<Record<string, unknown>>;
-  cost(filter: StatsFilter): Promise<Record<string, unknown>>;
-  close(): Promise<void>;
-}
+export type ExpensiveReads = ReturnType<typeof createExpensiveReads>;
 
 export interface ExpensiveReadsOptions {
   /** The main connection's stats store, for reads that stay on the main thread. */
@@ -53,7 +46,7 @@ class ExpensiveReadFailedError extends Error {
   }
 }
 
-export function createExpensiveReads(opts: ExpensiveReadsOptions): ExpensiveReads {
+export function createExpensiveReads(opts: ExpensiveReadsOptions) {
   const { log } = opts;
   const maxQueued = opts.maxQueued ?? MAX_QUEUED;
   const idleMs = opts.idleMs ?? IDLE_MS;
@@ -138,8 +131,8 @@ export function createExpensiveReads(opts: ExpensiveReadsOptions): ExpensiveRead
   }
 
   return {
-    stats: (filter) => read('stats', filter),
-    cost: (filter) => read('cost', filter),
+    stats: (filter: StatsFilter) => read('stats', filter),
+    cost: (filter: StatsFilter) => read('cost', filter),
     async close() {
       closed = true;
       if (idleTimer) clearTimeout(idleTimer);

@@ -2,12 +2,6 @@
 // receipt's repo on the receipt's branch, and GitHub is told the receipt's head commit so later pushes are refused.
 import type { Receipt } from '../engine/receipt.ts';
 
-interface PullRef {
-  owner: string;
-  repo: string;
-  number: string;
-}
-
 interface PullJson {
   state?: unknown;
   base?: { repo?: { full_name?: unknown } | null };
@@ -17,7 +11,7 @@ interface PullJson {
 const NAME = /^(?!\.{1,2}$)[A-Za-z0-9._-]{1,100}$/;
 
 /** owner/repo/number from a PR page URL; names are checked so a stored URL cannot steer the API path elsewhere. */
-export function pullOf(prUrl: string): PullRef | null {
+function pullOf(prUrl: string): { owner: string; repo: string; number: string } | null {
   const m = /\/([^/]+)\/([^/]+)\/pull\/(\d+)\/?$/.exec(prUrl);
   if (!m || !NAME.test(m[1]!) || !NAME.test(m[2]!)) return null;
   return { owner: m[1]!, repo: m[2]!, number: m[3]! };
@@ -37,7 +31,7 @@ function same(a: unknown, b: string): boolean {
 }
 
 /** Why the PR is not the one the receipt covers, or null when it is. */
-export function pullMismatch(pull: PullJson, receipt: Receipt): string | null {
+function pullMismatch(pull: PullJson, receipt: Receipt): string | null {
   if (!same(pull.base?.repo?.full_name, receipt.repo)) {
     const base = String(pull.base?.repo?.full_name ?? 'an unknown repository');
     return `The pull request is in ${base}, not ${receipt.repo} as the receipt says`;

@@ -6,17 +6,8 @@ import type { EventRow } from '../db/events-store.ts';
 import type { ControlDeps } from './deps.ts';
 import type { IngestBatch } from './ingest-validate.ts';
 import { createEventTruth } from './event-truth.ts';
+import type { IngestResult } from '../client/types.ts';
 
-export interface IngestResult {
-  runs: number;
-  events: number;
-  duplicates: number;
-  artifacts: number;
-  control: Array<{ run: string; action: string; [key: string]: unknown }>;
-  notifications?: number;
-  /** Present when the batch carried served_repos: how many the source now serves. */
-  served_repos?: number;
-}
 
 /** The batch's answer, and the events it added, to publish once the enclosing transaction has committed. */
 export function storeBatch(

@@ -141,11 +141,7 @@ function validateArtifact(v: unknown, where: string): ArtifactUpload {
   if (!isJsonObject(v)) return bad(where, 'must be an object');
   const run = segment(`${where}.run`, v.run);
   if (typeof v.path !== 'string') bad(`${where}.path`, 'must be a string');
-  try {
-    checkArtifactPath(v.path as string);
-  } catch {
-    bad(`${where}.path`, 'must be relative with no "..", NUL or backslash');
-  }
+  checkArtifactPath(v.path as string, `${where}.path`);
   if (typeof v.content_base64 !== 'string' || !BASE64.test(v.content_base64)) {
     bad(`${where}.content_base64`, 'must be base64');
   }

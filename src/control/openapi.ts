@@ -257,12 +257,8 @@ function operation(op: Op): Record<string, unknown> {
     },
   };
   if (op.loopbackOnly) out['x-loopback-only'] = true;
-  if (op.body) {
-    out.requestBody = {
-      required: !op.bodyOptional,
-      content: { 'application/json': { schema: ref(op.body) } },
-    };
-  }
+  const content = op.body && { 'application/json': { schema: ref(op.body) } };
+  if (content) out.requestBody = { required: !op.bodyOptional, content };
   if (op.server === 'both') out.servers = [CONTROL_SERVER, TRIGGER_SERVER];
   return out;
 }

@@ -91,7 +91,7 @@ export function parseId(name: string, value: string): number {
  * An artifact path as recorded for a run: relative, `/`-separated, no empty, `.` or `..` segments,
  * no NUL or backslash (which some filesystems treat as a separator).
  */
-export function checkArtifactPath(path: string): string {
+export function checkArtifactPath(path: string, name = 'Artifact path'): string {
   const bad =
     path.length === 0 ||
     path.length > 1024 ||
@@ -100,7 +100,7 @@ export function checkArtifactPath(path: string): string {
     path.includes('\0') ||
     /^[A-Za-z]:/.test(path) ||
     path.split('/').some((s) => s === '' || s === '.' || s === '..');
-  if (bad) throw new HttpError('invalid_param', 'Artifact path must be relative with no "..", NUL or backslash');
+  if (bad) throw new HttpError('invalid_param', `${name} must be relative with no "..", NUL or backslash`);
   return path;
 }
 

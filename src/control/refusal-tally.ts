@@ -19,16 +19,9 @@ interface Tally {
   lastRepeatAt: number;
 }
 
-export interface RefusalTally {
-  /** Written now if it is the first of its kind in the window, else counted. */
-  record(input: AuditInput): void;
-  /** Writes the count of every window that has ended (all of them with `all`), and forgets those windows. */
-  flush(all?: boolean): void;
-  /** Stops the timer and writes every open count. */
-  close(): void;
-}
+export type RefusalTally = ReturnType<typeof createRefusalTally>;
 
-export function createRefusalTally(audit: AuditStore, clock: () => number, log: Logger): RefusalTally {
+export function createRefusalTally(audit: AuditStore, clock: () => number, log: Logger) {
   const open = new Map<string, Tally>();
   const timer = setInterval(() => {
     try {
@@ -61,6 +54,7 @@ export function createRefusalTally(audit: AuditStore, clock: () => number, log: 
     });
   }
 
+  /** Writes the count of every window that has ended (all of them with `all`), and forgets those windows. */
   function flush(all = false): void {
     const now = clock();
     for (const [key, t] of open) {
@@ -70,6 +64,7 @@ export function createRefusalTally(audit: AuditStore, clock: () => number, log: 
     }
   }
 
+  /** Written now if it is the first of its kind in the window, else counted. */
   function record(input: AuditInput): void {
     const now = clock();
     let key = keyOf(input);
@@ -102,6 +97,7 @@ export function createRefusalTally(audit: AuditStore, clock: () => number, log: 
   return {
     record,
     flush,
+    /** Stops the timer and writes every open count. */
     close() {
       clearInterval(timer);
       flush(true);

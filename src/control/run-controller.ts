@@ -25,13 +25,8 @@ export interface RunControllerDeps {
   url: () => string;
 }
 
-export interface RunController {
-  /** Runs `svc <args…>` (a start/resume/retry/verify launcher); if it fails, the run says why. */
-  launch(source: string, run: string, args: string[], onFailure: 'fail-run' | 'event-only'): void;
-  /** Stops a local run (status already set to stopping by the caller); resolves once it is stopped. */
-  stop(row: RunRow): Promise<void>;
-  close(): Promise<void>;
-}
+export type RunController = ReturnType<typeof createRunController>;
+type OnFailure = 'fail-run' | 'event-only';
 
 const CLI = fileURLToPath(new URL(`../cli${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
 const STDERR_CAP = 16 * 1024;
@@ -58,7 +53,7 @@ function runSecrets(deps: RunControllerDeps): Secrets {
   return out;
 }
 
-export function createRunController(deps: RunControllerDeps): RunController {
+export function createRunController(deps: RunControllerDeps) {
   const pending = new Set<Promise<unknown>>();
 
   function track<T>(p: Promise<T>): Promise<T> {
@@ -67,7 +62,7 @@ export function createRunController(deps: RunControllerDeps): RunController {
     return p;
   }
 
-  function recordFailure(source: string, run: string, message: string, mode: 'fail-run' | 'event-only'): void {
+  function recordFailure(source: string, run: string, message: string, mode: OnFailure): void {
     const now = deps.clock();
     const row = deps.stores.runs.get(source, run);
     if (mode === 'fail-run' && row && (row.status === 'queued' || row.status === 'running')) {
@@ -78,7 +73,8 @@ export function createRunController(deps: RunControllerDeps): RunController {
   }
 
   return {
-    launch(source, run, args, onFailure) {
+    /** Runs `svc <args…>` (a start/resume/retry/verify launcher); if it fails, the run says why. */
+    launch(source: string, run: string, args: string[], onFailure: OnFailure): void {
       const spec = childSpec(deps);
       const pipe = handoffPipe(['ignore', 'ignore', 'pipe']);
       const child = startChild([process.execPath, CLI, ...args], {
@@ -106,7 +102,8 @@ export function createRunController(deps: RunControllerDeps): RunController {
         }),
       );
     },
-    stop(row) {
+    /** Stops a local run (status already set to stopping by the caller); resolves once it is stopped. */
+    stop(row: RunRow): Promise<void> {
       return track(
         (async () => {
           let status = 'stopped';

@@ -22,9 +22,8 @@ export interface Signer {
 type ReceiptVerdict = { ok: true; receipt: Receipt; signer: Signer } | { ok: false; reason: string };
 
 /**
- * A run file as stored by ingest, else straight from the run folder when the repo is on this machine: every folder
- * below the repo (.svc, runs, the run, artifacts, any subfolder) and the file itself are opened without following a
- * symbolic link (src/engine/plain-tree.ts); a link is logged and read as "no such file".
+ * A run file as stored by ingest, else from the run folder when the repo is on this machine, following no symbolic
+ * link below the repo (src/engine/plain-tree.ts): a link is logged and read as "no such file".
  */
 export function readRunFile(deps: ControlDeps, row: RunRow, path: string): Buffer | null {
   const stored = deps.stores.artifacts.get(row.source, row.run, path);

@@ -24,10 +24,7 @@ export function bad(message: string): never {
   throw new HttpError('invalid_param', message);
 }
 
-/**
- * Runs start only in a project the operator registered, never in a folder a caller names: `repo` is
- * a registered project's folder or a folder inside one (the nearest registered folder above it, real paths).
- */
+/** Runs start only in a project the operator registered: `repo` is its folder or inside it (real paths). */
 function checkRegistered(deps: ControlDeps, repo: string): void {
   const real = realOrNull(repo);
   for (let dir = real; dir !== null; dir = dirname(dir) === dir ? null : dirname(dir)) {

@@ -67,10 +67,7 @@ function repoName(value: string): string {
   return /^([A-Za-z]:)?[\\/]/.test(value) ? basename(value.replace(/\\/g, '/').replace(/\/+$/, '')) : value;
 }
 
-/**
- * Repository names: those runs carry, the `repos` setting's, and those trigger servers report serving (ingest
- * `served_repos`), each once; `served_by` names the sources serving it (empty when none reported it).
- */
+/** Repository names of runs, of the `repos` setting and of what trigger servers serve, each once with `served_by`. */
 export const listRepos: Handler<ControlDeps> = (ctx) => {
   checkQueryKeys(ctx.query, []);
   const { config } = readEffectiveConfig(ctx.deps.stores.config);

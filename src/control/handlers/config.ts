@@ -1,7 +1,7 @@
 // GET/PUT /v1/config: validated, versioned settings; secrets are always redacted on the way out.
 import { isJsonObject } from '../../untrusted.ts';
 import { HttpError } from '../../http/http-error.ts';
-import { requireJsonObject } from '../../http/body.ts';
+import { checkBodyKeys, requireJsonObject } from '../../http/body.ts';
 import { json } from '../../http/respond.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
@@ -33,11 +33,7 @@ function parseIfMatch(header: string | undefined): number | undefined {
 function updateOf(body: unknown): { update: Record<string, unknown>; version: number | undefined } {
   const record = requireJsonObject(body);
   if (!Object.hasOwn(record, 'config')) return { update: record, version: undefined };
-  for (const key of Object.keys(record)) {
-    if (key !== 'config' && key !== 'version') {
-      throw new HttpError('invalid_param', `Unknown field "${key.slice(0, 128)}" next to "config"`);
-    }
-  }
+  checkBodyKeys(record, ['config', 'version'], 'next to "config"');
   const { config, version } = record;
   if (!isJsonObject(config)) throw new HttpError('invalid_param', 'Field "config" must be an object of settings');
   if (version !== undefined && (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 0)) {

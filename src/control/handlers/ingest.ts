@@ -6,7 +6,8 @@ import { json } from '../../http/respond.ts';
 import { transaction } from '../../db/open.ts';
 import type { ControlDeps } from '../deps.ts';
 import { validateBatch, type IngestBatch } from '../ingest-validate.ts';
-import { storeBatch, type IngestResult } from '../ingest-apply.ts';
+import { storeBatch } from '../ingest-apply.ts';
+import type { IngestResult } from '../../client/types.ts';
 import { importProject } from '../import-project.ts';
 import { isRegisteredProject } from '../projects.ts';
 

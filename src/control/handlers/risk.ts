@@ -47,10 +47,7 @@ function count(value: unknown): number {
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : 0;
 }
 
-/**
- * diffstat.json is an artifact, and any ingest client can upload artifacts: it is read like any untrusted JSON
- * (typed readers, no method called on its values); entries without a string path are dropped.
- */
+/** diffstat.json is an artifact any ingest client can upload: untrusted JSON; entries without a path are dropped. */
 function parseFiles(raw: Buffer | null): FileStat[] | null {
   if (!raw) return null;
   let value: unknown;

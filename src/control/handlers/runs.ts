@@ -57,9 +57,8 @@ export const getRun: Handler<ControlDeps> = (ctx) => {
   checkQueryKeys(ctx.query, []);
   const row = ctx.deps.stores.runs.get(source, run);
   if (!row) throw new HttpError('not_found', `Run ${source}/${run} not found`);
-  // Detail adds the artifact index (paths only, no content) so a client can find `artifact/<path>` links,
-  // the answer still on its way to a blocked run, the attempts of its retry group (src/control/run-detail.ts), and
-  // why each action would be refused (src/control/action-rules.ts, the same rules the action handlers apply).
+  // The artifact index (paths only) for `artifact/<path>` links, and why each action would be refused (the same
+  // rules the action handlers apply).
   const { stores, settings } = ctx.deps;
   const artifacts = stores.artifacts
     .list(source, run)

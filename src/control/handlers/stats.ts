@@ -18,12 +18,8 @@ function filterOf(query: URLSearchParams): StatsFilter {
   return filter;
 }
 
-export const getStats: Handler<ControlDeps> = async (ctx) => {
-  const filter = filterOf(ctx.query);
-  return json(200, await ctx.deps.reads.stats(filter));
-};
+export const getStats: Handler<ControlDeps> = async (ctx) =>
+  json(200, await ctx.deps.reads.stats(filterOf(ctx.query)));
 
-export const getCostStats: Handler<ControlDeps> = async (ctx) => {
-  const filter = filterOf(ctx.query);
-  return json(200, await ctx.deps.reads.cost(filter));
-};
+export const getCostStats: Handler<ControlDeps> = async (ctx) =>
+  json(200, await ctx.deps.reads.cost(filterOf(ctx.query)));
