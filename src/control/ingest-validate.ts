@@ -10,7 +10,7 @@ import { safeContentType, OCTET_STREAM } from './content-type.ts';
 import type { NotificationInput } from '../db/notifications-store.ts';
 import { validateNotification } from './ingest-notifications.ts';
 import { isJsonObject, nestsDeeperThan } from '../untrusted.ts';
-import { MAX_JSON_DEPTH } from '../http/json-depth.ts';
+import { MAX_JSON_DEPTH } from '../http/body.ts';
 import { isRepoName } from '../engine/repo-name.ts';
 
 export interface ArtifactUpload {

@@ -6,7 +6,7 @@ import type { ControlDeps } from '../deps.ts';
 import type { RunFilter } from '../../db/run-types.ts';
 import { VERDICTS, RUN_STATUSES, type Verdict, type RunStatus } from '../../run-json.ts';
 import { checkQueryKeys, checkSegment, optionalTime, parseLimit, runParams } from '../params.ts';
-import { runToJson } from '../../db/run-row-json.ts';
+import { runToJson } from '../../db/runs-store.ts';
 import { decodeRunCursor, encodeRunCursor } from '../run-cursor.ts';
 import { pendingAnswer, attempts } from '../run-detail.ts';
 import { actionRefusals } from '../action-rules.ts';
