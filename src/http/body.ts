@@ -5,13 +5,10 @@ import { HttpError } from './http-error.ts';
 
 export const MiB = 1024 * 1024;
 
-export interface ReadBodyOptions {
-  limit: number;
-  /** Abort a body that trickles in slower than this (slowloris); ms of total time allowed. */
-  timeoutMs?: number;
-}
-
-export function readBody(req: IncomingMessage, { limit, timeoutMs = 30_000 }: ReadBodyOptions): Promise<Buffer> {
+/** `timeoutMs`: the total time a body may take, so one that trickles in (slowloris) is refused. */
+export function readBody(
+  req: IncomingMessage, { limit, timeoutMs = 30_000 }: { limit: number; timeoutMs?: number },
+): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
   // A refused body is never drained (resume() would read it all): the pipeline answers and closes the connection.
   if (Number.isFinite(declared) && declared > limit) {
