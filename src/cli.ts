@@ -16,10 +16,7 @@ const here = (relative: string) => fileURLToPath(new URL(relative, import.meta.u
 // Only the one-folder bundle (scripts/bundle.js) has a bin/svc launcher next to dist/; a checkout has node_modules.
 const bundleRoot = existsSync(here('../bin/svc')) ? here('..').replace(/\/$/, '') : null;
 
-/**
- * A Node this install carries: the checkout's pinned devDependency, or the bundle's node/bin/node (--with-node);
- * null when there is none.
- */
+/** A Node this install carries: the checkout's pinned devDependency, or the bundle's node/bin/node (--with-node). */
 function pinnedNode(): string | null {
   const path = bundleRoot ? here('../node/bin/node') : here('../node_modules/node/bin/node');
   return existsSync(path) ? path : null;
@@ -44,7 +41,6 @@ if (major < MIN[0] || (major === MIN[0] && minor < MIN[1])) {
     { kind: 'svc-worker', base: process.env }));
 }
 watchLifeline(process.env);
-
 
 /**
  * The environment commands read: process.env plus the secrets handed over (a pipe from the parent svc, or a file
@@ -146,16 +142,9 @@ async function main(argv: string[]): Promise<number> {
   const env = inMemoryEnv(handed);
   try {
     const mod = await load();
-    return await mod.default({
-      argv: tail,
-      env,
-      stdout: printOut,
-      stderr: printErr,
-      verbose,
-    });
+    return await mod.default({ argv: tail, env, stdout: printOut, stderr: printErr, verbose });
   } catch (err) {
-    const message = errorMessage(err);
-    printErr(`svc ${name}: ${message}\n`);
+    printErr(`svc ${name}: ${errorMessage(err)}\n`);
     if (verbose && err instanceof Error && err.stack) printErr(`${err.stack}\n`);
     return exitStatusOf(err);
   }

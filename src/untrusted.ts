@@ -34,7 +34,7 @@ export function describe(value: unknown): string {
 /**
  * Whether a parsed value nests arrays/objects deeper than `max` (a scalar is depth 0, `[]` is 1). Walks with its own
  * stack, so even a value parsed from a file with no depth check (import) cannot overflow ours; request bodies are
- * already capped by src/http/json-depth.ts before they parse.
+ * already capped by src/http/body.ts before they parse.
  */
 export function nestsDeeperThan(value: unknown, max: number): boolean {
   const stack: Array<{ value: unknown; depth: number }> = [{ value, depth: 0 }];

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { openDatabase } from '../../src/db/open.ts';
 import { controlMigrations } from '../../src/db/control-migrations.ts';
 import { RUN_JSON_FIELDS } from '../../src/run-json.ts';
-import { runToJson } from '../../src/db/run-row-json.ts';
+import { runToJson } from '../../src/db/runs-store.ts';
 import type { RunRow } from '../../src/db/run-types.ts';
 
 const DAY = 86_400_000;

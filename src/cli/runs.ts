@@ -10,6 +10,7 @@ import { RUN_STATUSES, VERDICTS, type Verdict } from '../run-json.ts';
 import { formatRunDetails, formatRunTable, KEY_WIDTH, networkLine } from './runs-format.ts';
 import { sendPendingRuns } from './pending-runs.ts';
 import { safeJson } from '../safe-json.ts';
+import { isValidSegment } from '../engine/ids.ts';
 import { findLocalRun, printLocalLogs, printControlLogs } from './run-logs.ts';
 
 const HELP = `Usage:
@@ -33,8 +34,6 @@ logs        the agent's output (its stdout and stderr lines; svc's own notes sta
             http://127.0.0.1:\${SVC_CONTROL_PORT:-47821}); SVC_CONTROL_TOKEN is sent when set.
 `;
 
-const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
-
 const FLAGS = {
   json: { type: 'boolean' },
   follow: { type: 'boolean', short: 'f' },
@@ -55,7 +54,7 @@ export function parseRunRef(text: string | undefined, env: NodeJS.ProcessEnv): R
   if (!text) throw new UsageError('Missing run: give <source>/<run>');
   const parts = text.split('/');
   const [source, run] = parts.length === 1 ? [env.SVC_SOURCE || 'local', parts[0]] : parts;
-  if (parts.length > 2 || !source || !run || !SEGMENT.test(source) || !SEGMENT.test(run)) {
+  if (parts.length > 2 || !isValidSegment(source) || !isValidSegment(run)) {
     throw new UsageError(`Invalid run "${text}": expected <source>/<run>`);
   }
   return { source, run };

@@ -1,6 +1,5 @@
 // `svc start`: make a run from a brief, spec, issue export, issue URL or tracker reference, and run it (DESIGN §6).
 import { sendPendingRuns } from './pending-runs.ts';
-import { fileURLToPath } from 'node:url';
 import type { CliIo } from './io.ts';
 import { parseFlags, printsHelp } from './io.ts';
 import { UsageError, NotFoundError, ConflictError } from '../errors.ts';
@@ -18,6 +17,7 @@ import { safeJson } from '../safe-json.ts';
 import { terminalSafe } from './terminal-text.ts';
 import { printLocalLogs, createEventTail } from './run-logs.ts';
 import type { RepoRename } from '../engine/repo-name.ts';
+import { svcCliPath } from '../spawn/svc-paths.ts';
 
 const HELP = `Usage: svc start <input> [options]
 
@@ -49,9 +49,6 @@ Steering an existing run (local, no Control Plane needed):
                      (no credentials then, an unreachable origin): pushes its branch and opens the PR now
 `;
 
-const CLI_EXTENSION = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
-export const CLI_PATH = fileURLToPath(new URL(`../cli${CLI_EXTENSION}`, import.meta.url));
-
 function summary(state: RunState): string {
   const { source, run, status, verdict, pr_url, error } = state;
   return safeJson({ source, run, status, verdict, pr_url, error }) + '\n';
@@ -71,7 +68,7 @@ async function follow(io: CliIo, state: RunState, mode: WorkerMode, showOutput: 
   // Past what the run folder already holds (a resumed run's earlier output) before the worker writes anything.
   const tail = showOutput ? createEventTail(dir) : null;
   tail?.read();
-  const child = spawnWorker(CLI_PATH, state, mode, io.env, true);
+  const child = spawnWorker(svcCliPath(), state, mode, io.env, true);
   // The run's address first, as --detach prints it, so a caller (e.g. a Kubernetes pod log) knows it at once.
   io.stdout(safeJson({ source: state.source, run: state.run }) + '\n');
   const onSignal = () => void stopLocalRun(state.repo_path, state.run);
@@ -122,7 +119,7 @@ async function launch(
     await sendPendingRuns(io, state.repo_path);
     return code;
   }
-  const child = spawnWorker(CLI_PATH, state, mode, io.env, false);
+  const child = spawnWorker(svcCliPath(), state, mode, io.env, false);
   child.unref();
   io.stdout(safeJson({ source: state.source, run: state.run }) + '\n');
   await sendPendingRuns(io, state.repo_path, 1_500);

@@ -8,7 +8,7 @@ import { SEGMENT, checkArtifactPath, isValidMs, parseTime } from './params.ts';
 import { safeContentType, OCTET_STREAM } from './content-type.ts';
 import { NOTIFICATION_STATUSES, type NotificationInput, type NotificationStatus } from '../db/notifications-store.ts';
 import { isJsonObject, nestsDeeperThan } from '../untrusted.ts';
-import { MAX_JSON_DEPTH } from '../http/json-depth.ts';
+import { MAX_JSON_DEPTH } from '../http/body.ts';
 import { isRepoName } from '../engine/repo-name.ts';
 
 export interface ArtifactUpload {

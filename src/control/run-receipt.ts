@@ -3,7 +3,7 @@
 import type { ControlDeps } from './deps.ts';
 import type { RunRow } from '../db/run-types.ts';
 import { nestsDeeperThan } from '../untrusted.ts';
-import { MAX_JSON_DEPTH } from '../http/json-depth.ts';
+import { MAX_JSON_DEPTH } from '../http/body.ts';
 import { knownKeys, type KnownKey } from '../keys.ts';
 import { verifyReceipt, type Receipt } from '../engine/receipt.ts';
 import { loadPolicy, verdictAccepted, DEFAULT_POLICY, type Policy } from '../engine/policy.ts';

@@ -3,7 +3,8 @@
 import type { SQLInputValue, StatementSync } from 'node:sqlite';
 import { inTransaction, type Db } from './open.ts';
 import { ACTIVE_STATUSES, TERMINAL_STATUSES, type RunStatus } from '../run-json.ts';
-import { runToJson } from './run-row-json.ts';
+import type { RunJson } from '../run-json.ts';
+import { iso } from '../iso-time.ts';
 import type { DeleteOutcome, RunFilter, RunInput, RunKey, RunPatch, RunRow } from './run-types.ts';
 import { LIMIT_PARAM } from './limit-param.ts';
 
@@ -203,4 +204,33 @@ export function buildListQuery(filter: RunFilter, columns = ROW_COLUMNS): { sql:
   const { clause, args } = buildWhere(filter);
   args.push(filter.limit);
   return { sql: `SELECT ${columns} FROM runs ${clause}${ORDER} ${LIMIT_PARAM}`, args };
+}
+
+/**
+ * A runs row as DESIGN §3 Run JSON, times as ISO strings: the one place a stored row becomes the wire's object.
+ * `repo_path`, `pid` and `extra` are internal and never leave the server.
+ */
+export function runToJson(row: RunRow): RunJson {
+  return {
+    source: row.source,
+    run: row.run,
+    repo: row.repo,
+    group_id: row.group_id,
+    status: row.status,
+    verdict: row.verdict,
+    brief: row.brief,
+    origin: row.origin,
+    provider: row.provider,
+    branch: row.branch,
+    pr_url: row.pr_url,
+    question: row.question,
+    started_at: iso(row.started_at),
+    ended_at: iso(row.ended_at),
+    updated_at: iso(row.updated_at),
+    cost_usd: row.cost_usd,
+    tokens_in: row.tokens_in,
+    tokens_out: row.tokens_out,
+    exit_code: row.exit_code,
+    error: row.error,
+  };
 }

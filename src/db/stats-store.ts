@@ -4,10 +4,9 @@ import type { SQLInputValue, StatementSync } from 'node:sqlite';
 import type { Db } from './open.ts';
 import { RUN_STATUSES, VERDICTS } from '../run-json.ts';
 
+/** Runs of `repo` with since <= started_at < until. */
 export interface StatsFilter {
-  /** started_at >= since */
   since?: number;
-  /** started_at < until */
   until?: number;
   repo?: string;
 }

@@ -129,12 +129,9 @@ export function proxyHeaderOf(req: IncomingMessage): string | undefined {
 }
 
 /**
- * Fetch Metadata (W3C Fetch Metadata Request Headers): a browser says where a request comes from. A page of another
- * site (`cross-site`) or of another origin of this site (`same-site`: another port of localhost) gets nothing, nor
- * does a `no-cors` request (an <img>, <script> or no-cors fetch: it reads nothing back, so only load is its point).
- * A plain GET carries no Origin, so checkOrigin never sees it; this refuses it before any work. The UI itself
- * (`same-origin`), an address typed in the browser (`none`) and clients that send no such header (curl, the CLI)
- * pass. Cheap enough for every request: two header lookups.
+ * Fetch Metadata: a page of another site or origin (`cross-site`, `same-site`: another port of localhost) gets
+ * nothing, nor does a `no-cors` request (it reads nothing back: only load is its point), GETs included, which carry no
+ * Origin for checkOrigin. The UI (`same-origin`), a typed address (`none`) and curl or the CLI (no header) pass.
  */
 export function checkFetchSite(req: IncomingMessage): void {
   const site = req.headers['sec-fetch-site'];

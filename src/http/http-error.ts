@@ -68,12 +68,8 @@ export function isHttpError(value: unknown): value is HttpError {
   return value instanceof HttpError;
 }
 
-export interface ErrorBody {
-  error: { code: ErrorCode; message: string };
-}
-
 /** The one error envelope, exactly as the spec says: {"error":{"code","message"}}. */
-export function errorBody(code: ErrorCode, message: string): ErrorBody {
+export function errorBody(code: ErrorCode, message: string): { error: { code: ErrorCode; message: string } } {
   return { error: { code, message } };
 }
 

@@ -155,15 +155,13 @@ export function urlHost(host: string): string {
   return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
 }
 
+const GRACE_MS = 2_000;
+
 /**
  * Stops accepting and closes idle keep-alive connections, runs `whileDraining` (end streams, let work finish), then
- * waits for the open requests to end — cutting any still open `graceMs` after `whileDraining` settles.
+ * waits for the open requests to end — cutting any still open GRACE_MS after `whileDraining` settles.
  */
-export async function closeGracefully(
-  server: Server,
-  whileDraining: () => void | Promise<void>,
-  graceMs = 2_000,
-): Promise<void> {
+export async function closeGracefully(server: Server, whileDraining: () => void | Promise<void>): Promise<void> {
   // Listen for 'close' before anything can await: with no open connections it fires on the next tick, and a
   // listener attached later would never run (the unref'd timer then lets the process exit mid-shutdown).
   const closed = new Promise<void>((resolve) => server.once('close', () => resolve()));
@@ -174,7 +172,7 @@ export async function closeGracefully(
     const timer = setTimeout(() => {
       server.closeAllConnections();
       resolve();
-    }, graceMs);
+    }, GRACE_MS);
     timer.unref();
     void closed.then(() => {
       clearTimeout(timer);

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { startTestControl, seedRuns, makeRun, type TestControl } from '../helpers/control-server.ts';
 import { makeRepo, SLEEP_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-import { runToJson } from '../../src/db/run-row-json.ts';
+import { runToJson } from '../../src/db/runs-store.ts';
 import { encodeRunCursor } from '../../src/control/params.ts';
 
 type Item = { source: string; run: string; status: string; brief: string | null; verdict: string | null };

@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { checkArtifactPath, checkQueryKeys, parseLimit, parseTime, runParams } from '../../src/control/params.ts';
-import { runToJson } from '../../src/db/run-row-json.ts';
+import { runToJson } from '../../src/db/runs-store.ts';
 import { decodeRunCursor, encodeRunCursor } from '../../src/control/params.ts';
 import { HttpError } from '../../src/http/http-error.ts';
 

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { openDatabase } from '../../src/db/open.ts';
 import { controlMigrations } from '../../src/db/control-migrations.ts';
 import { createRunsStore, type RunFilter, type RunKey, type RunsStore } from '../../src/db/runs-store.ts';
-import { runToJson } from '../../src/db/run-row-json.ts';
+import { runToJson } from '../../src/db/runs-store.ts';
 import { RUN_STATUSES, VERDICTS } from '../../src/run-json.ts';
 
 const ODD = ['plain', 'quote " and \\ backslash', 'ctl \u0001\u001f\n\t', 'lone \ud800 surrogate', 'astral 😀 ünï', '', '</script>'];

@@ -10,7 +10,7 @@ import type { Handler, Ctx } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
 import { runParams } from '../params.ts';
-import { runToJson } from '../../db/run-row-json.ts';
+import { runToJson } from '../../db/runs-store.ts';
 import { transaction } from '../../db/open.ts';
 import type { RunRow } from '../../db/run-types.ts';
 import { canonicalJson } from '../../canonical-json.ts';

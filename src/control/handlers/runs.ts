@@ -8,7 +8,7 @@ import { VERDICTS, RUN_STATUSES, type Verdict, type RunStatus } from '../../run-
 import {
   checkQueryKeys, checkSegment, decodeRunCursor, encodeRunCursor, parseLimit, parseWindow, runParams,
 } from '../params.ts';
-import { runToJson } from '../../db/run-row-json.ts';
+import { runToJson } from '../../db/runs-store.ts';
 import { pendingAnswer, attempts } from '../run-detail.ts';
 import { actionRefusals } from '../action-rules.ts';
 import { isRegisteredProject } from '../projects.ts';
