@@ -5,10 +5,7 @@ import type { Db } from './open.ts';
 export interface TriggerDedupeStore {
   /** The job that holds any of these keys: committed, or claimed earlier in the open transaction. */
   holder(keys: readonly string[]): string | undefined;
-  /**
-   * Inside the job's transaction: claims the keys for the job, or returns the other job that holds one (the caller
-   * then removes its job, and the keys it claimed go with it). A key repeated within one delivery is claimed once.
-   */
+  /** Claims the keys in the job's transaction, or returns another job that holds one (a repeated key counts once). */
   claim(keys: readonly string[], jobId: string, at: number): string | undefined;
 }
 

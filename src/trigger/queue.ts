@@ -146,17 +146,24 @@ export function createJobQueue(opts: JobQueueOptions): JobQueue {
   }
 
   /** `queued`: each origin's queued jobs, counted up as this transaction queues more. */
-  function place(request: EnqueueRequest, jobId: string, now: number, queued: Map<string, number>): EnqueueResult {
+  function place(request: EnqueueRequest, now: number, queued: Map<string, number>): EnqueueResult {
     const { origin, brief, args, repo, dedupeKeys, reply } = request;
     // Only a full share looks the keys up first, so that a repeat is still answered duplicate, not 429.
     if (!shareAdmits(shares, queued, origin)) return refusal(origin, dedupeKeys, queued) ?? { kind: 'full' };
+    const jobId = newJobId(now);
     stores.jobs.insert({ id: jobId, origin, brief, args, created_at: now, repo });
-    const holder = stores.dedupe.claim(dedupeKeys, jobId, now);
-    if (holder !== undefined) {
-      stores.jobs.remove(jobId);
-      return { kind: 'duplicate', jobId: holder };
+    try {
+      const holder = stores.dedupe.claim(dedupeKeys, jobId, now);
+      if (holder !== undefined) {
+        stores.jobs.remove(jobId);
+        return { kind: 'duplicate', jobId: holder };
+      }
+      if (reply) stores.replies.insert(jobId, reply.channel, reply.target, now);
+    } catch (err) {
+      // Nothing of it stays: its job row goes, and its keys with it (cascade), unless SQLite ended the transaction.
+      if (stores.db.isTransaction) stores.jobs.remove(jobId);
+      throw err;
     }
-    if (reply) stores.replies.insert(jobId, reply.channel, reply.target, now);
     queued.set(origin, (queued.get(origin) ?? 0) + 1);
     return { kind: 'queued', jobId };
   }
@@ -173,13 +180,10 @@ export function createJobQueue(opts: JobQueueOptions): JobQueue {
       transaction(stores.db, () => {
         const queued = stores.jobs.queuedByOrigin();
         for (const p of batch) {
-          const jobId = newJobId(now);
           try {
-            outcomes.push(place(p.request, jobId, now, queued));
+            outcomes.push(place(p.request, now, queued));
           } catch (err) {
-            // Unless SQLite ended the transaction, its job row goes, and its keys and reply target with it (cascade).
             if (!stores.db.isTransaction) throw err;
-            stores.jobs.remove(jobId);
             outcomes.push(new DeliveryNotCommittedError(errorMessage(err)));
           }
         }
