@@ -192,48 +192,40 @@ export function buildPodSpec(
   job: PodJob, s: KubernetesSettings, serverEnv: NodeJS.ProcessEnv, runId: string,
 ): Record<string, unknown> {
   const security = { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } };
+  const container = (name: string, spec: Record<string, unknown>) => (
+    { name, image: s.image, ...spec, securityContext: security }
+  );
   const resources = resourcesOf(s);
   const token: Mount[] = s.controlTokenSecret ? [{ name: 'control-token', mountPath: TOKEN_DIR, readOnly: true }] : [];
   const workspace: Mount = { name: 'workspace', mountPath: WORKSPACE };
   const from = workspaceOf(job, s);
   const gate = gateEnv(serverEnv, s, job, runId);
   const clone = from && 'clone' in from
-    ? [{
-        name: 'clone',
-        image: s.image,
+    ? [container('clone', {
         command: ['git', 'clone', '--depth', '50', ...(from.ref ? ['--branch', from.ref] : []), '--', from.clone,
           WORKSPACE],
         env: [{ name: 'HOME', value: POD_HOME }, ...gate],
         volumeMounts: [workspace, { name: 'home', mountPath: POD_HOME }, { name: 'tmp', mountPath: '/tmp' }],
-        securityContext: security,
-      }]
+      })]
     : [];
   // Before any agent code runs: what the signer will diff against and push to.
-  const seal = {
-    name: 'seal',
-    image: s.image,
+  const seal = container('seal', {
     args: ['pod', 'seal', '--repo', WORKSPACE, '--sealed', SEALED_DIR],
     env: [{ name: 'HOME', value: SEALED_DIR }],
     volumeMounts: [{ ...workspace, readOnly: true }, { name: 'sealed', mountPath: SEALED_DIR }],
-    securityContext: security,
-  };
-  const run = {
-    name: RUN_CONTAINER,
-    image: s.image,
+  });
+  const run = container(RUN_CONTAINER, {
     args: podArgs(job.args, runId),
     workingDir: WORKSPACE,
     env: [...baseEnv(serverEnv, s, job, POD_HOME, gate), { name: 'SVC_SIGN_LATER', value: '1' }],
     ...(s.envSecret ? { envFrom: [{ secretRef: { name: s.envSecret } }] } : {}),
     ...(resources ? { resources } : {}),
     volumeMounts: [workspace, { name: 'home', mountPath: POD_HOME }, { name: 'tmp', mountPath: '/tmp' }, ...token],
-    securityContext: security,
-  };
+  });
   const signerEnvFrom = [s.envSecret, s.signerEnvSecret]
     .filter((n): n is string => !!n)
     .map((name) => ({ secretRef: { name } }));
-  const signer = {
-    name: SIGNER_CONTAINER,
-    image: s.image,
+  const signer = container(SIGNER_CONTAINER, {
     args: signerArgs(job.args, runId),
     workingDir: SIGNER_HOME,
     env: baseEnv(serverEnv, s, job, SIGNER_HOME, gate),
@@ -247,8 +239,7 @@ export function buildPodSpec(
       ...token,
       ...(s.keysSecret ? [{ name: 'signing-key', mountPath: SIGNER_KEYS_DIR, readOnly: true }] : []),
     ],
-    securityContext: security,
-  };
+  });
   return {
     restartPolicy: 'Never',
     ...(s.serviceAccount ? { serviceAccountName: s.serviceAccount } : {}),
