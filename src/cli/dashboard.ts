@@ -11,7 +11,7 @@ import { parseFlags, printsHelp } from './io.ts';
 import { UsageError, UnavailableError, ConflictError, FailedError } from '../errors.ts';
 import { discoverControlUrl } from '../client/discover.ts';
 import { startChild } from '../spawn/start.ts';
-import { secretsIn, withoutSecrets, handoffPipe, sendHandoff } from '../spawn/secrets-handoff.ts';
+import { secretsIn, withoutSecrets } from '../spawn/secrets-handoff.ts';
 import { SERVER_NODE_FLAGS } from './server-flags.ts';
 import { svcCliPath } from '../spawn/svc-paths.ts';
 import { serverRecordFile, readServerRecordFile, isPidAlive } from '../client/server-record.ts';
@@ -106,11 +106,9 @@ async function startControlInBackground(env: NodeJS.ProcessEnv): Promise<{ url: 
   const fd = openSync(log, 'a', 0o600);
   // Its secrets (the control token, what runs use) travel in a pipe on its fd 3, never in its environment; with the
   // server's V8 flags already given it has no reason to re-execute itself, which would need a handoff file.
-  const pipe = handoffPipe(['ignore', fd, fd]);
   const child = startChild([process.execPath, ...SERVER_NODE_FLAGS, svcCliPath(), 'control', 'serve'], {
-    kind: 'svc-worker', base: withoutSecrets(env), extra: pipe.extra, detached: true, stdio: pipe.stdio,
+    kind: 'svc-worker', base: withoutSecrets(env), detached: true, stdio: ['ignore', fd, fd], secrets: secretsIn(env),
   });
-  sendHandoff(child, secretsIn(env));
   closeSync(fd);
   const pid = child.pid;
   let exited: number | null = null;

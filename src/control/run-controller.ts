@@ -2,7 +2,7 @@
 // env. It never runs a provider itself; stop goes through the engine's identity-checked process-group stop.
 import { RUN_SECRET_NAMES } from '../spawn/env.ts';
 import { startChild, type ChildSpec } from '../spawn/start.ts';
-import { withoutSecrets, handoffPipe, sendHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
+import { withoutSecrets, type Secrets } from '../spawn/secrets-handoff.ts';
 import { fileURLToPath } from 'node:url';
 import type { RunRow } from '../db/run-types.ts';
 import type { ControlStores } from '../db/control-stores.ts';
@@ -76,11 +76,9 @@ export function createRunController(deps: RunControllerDeps) {
     /** Runs `svc <args…>` (a start/resume/retry/verify launcher); if it fails, the run says why. */
     launch(source: string, run: string, args: string[], onFailure: OnFailure): void {
       const spec = childSpec(deps);
-      const pipe = handoffPipe(['ignore', 'ignore', 'pipe']);
       const child = startChild([process.execPath, CLI, ...args], {
-        ...spec, extra: { ...spec.extra, ...pipe.extra }, stdio: pipe.stdio,
+        ...spec, stdio: ['ignore', 'ignore', 'pipe'], secrets: runSecrets(deps),
       });
-      sendHandoff(child, runSecrets(deps));
       let stderr = '';
       child.stderr?.on('data', (c: Buffer) => {
         if (stderr.length < STDERR_CAP) stderr += c.toString('utf8');

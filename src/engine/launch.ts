@@ -5,7 +5,7 @@ import { workerArgv } from '../spawn/start-argv.ts';
 import { existsSync, mkdirSync, closeSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startChild } from '../spawn/start.ts';
-import { secretsIn, withoutSecrets, handoffPipe, sendHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
+import { secretsIn, withoutSecrets, type Secrets } from '../spawn/secrets-handoff.ts';
 import { createHash } from 'node:crypto';
 import { BadInputError, RefusedError, errorMessage } from '../errors.ts';
 import { TERMINAL } from '../run-json.ts';
@@ -182,16 +182,15 @@ export function spawnWorker(
   // The worker is an ancestor of the agent: its environment holds no secret value; the credentials it uses itself
   // (push, ingest) arrive in a pipe on its fd 3, which it reads to the end and closes before the provider starts
   // (DESIGN §7a).
-  const pipe = handoffPipe(inherit ? ['ignore', 'inherit', 'inherit'] : ['ignore', log!, log!]);
   const child = startChild(argv, {
     cwd: state.repo_path,
     kind: 'svc-worker',
     base: withoutSecrets(env),
-    extra: { SVC_SOURCE: state.source, ...pipe.extra },
+    extra: { SVC_SOURCE: state.source },
     detached: true,
-    stdio: pipe.stdio,
+    stdio: inherit ? ['ignore', 'inherit', 'inherit'] : ['ignore', log!, log!],
+    secrets: workerSecrets(env),
   });
-  sendHandoff(child, workerSecrets(env));
   if (log !== null) closeSync(log);
   if (child.pid && mode !== 'verify') {
     // Recorded before the worker runs, so a stop that comes right away can still find it.

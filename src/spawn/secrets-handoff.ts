@@ -1,6 +1,7 @@
-// Hands svc's secrets to a child svc (a pipe on fd 3) or to this process after a re-exec (a 0600 file in
-// ~/.svc/handoff), never through the environment, which /proc/<pid>/environ shows to the same user (DESIGN §7a;
-// docs/engine.md "Secrets of the worker" says why no other process can read either).
+// Takes the secrets a child svc was handed (a pipe on fd 3, sent by start.ts startChild) and hands them across this
+// process's own re-exec (a 0600 file in ~/.svc/handoff), never through the environment, which /proc/<pid>/environ
+// shows to the same user (DESIGN §7a; docs/engine.md "Secrets of the worker" says why no other process can read
+// either).
 // Must not: write a value anywhere but that pipe or file, or accept a name that is not one of svc's secrets.
 import {
   mkdirSync, openSync, writeSync, closeSync, readFileSync, rmSync, chmodSync, readdirSync, statSync, fstatSync,
@@ -8,17 +9,13 @@ import {
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { svcHomeOf } from './svc-paths.ts';
-import type { Writable } from 'node:stream';
-import type { ChildProcess } from './start.ts';
+import { HANDOFF_FD, HANDOFF_FD_VAR } from './start.ts';
 import { SECRET_NAMES } from '../settings-registry.ts';
 import { obj } from '../untrusted.ts';
 
 /** The variable that names the handoff file of a re-executed process (a path, not a secret). */
 export const HANDOFF_VAR = 'SVC_SECRETS_HANDOFF';
-/** The variable that tells a child svc to read its handoff from the inherited pipe (a descriptor number). */
-export const HANDOFF_FD_VAR = 'SVC_HANDOFF_FD';
-/** Where that pipe lands in the child: right after stdin, stdout and stderr. */
-const HANDOFF_FD = 3;
+export { HANDOFF_FD_VAR };
 
 export type Secrets = Record<string, string>;
 
@@ -67,7 +64,7 @@ function handoffDir(env: NodeJS.ProcessEnv): string {
 }
 
 /**
- * For a re-exec only (a child svc gets `handoffPipe`): writes `secrets` to a fresh 0600 file and returns the extra
+ * For a re-exec only (a child svc gets its secrets through startChild's `secrets`): writes `secrets` to a fresh 0600 file and returns the extra
  * environment that names it, or `{}` when there is nothing to hand over. The caller removes the file (`dropHandoff`)
  * if the new image never started.
  */
@@ -88,25 +85,6 @@ export function writeHandoff(secrets: Secrets, env: NodeJS.ProcessEnv): Record<s
 export function dropHandoff(extra: Record<string, string>): void {
   const path = extra[HANDOFF_VAR];
   if (path) rmSync(path, { force: true });
-}
-
-/**
- * `stdio` for a child svc that takes its handoff from a pipe on fd 3, and the environment that tells it so. Start
- * the child with both, then call `sendHandoff` at once.
- */
-export function handoffPipe(
-  stdio: Array<'ignore' | 'inherit' | 'pipe' | number>,
-): { stdio: Array<'ignore' | 'inherit' | 'pipe' | number>; extra: Record<string, string> } {
-  return { stdio: [...stdio.slice(0, HANDOFF_FD), 'pipe'], extra: { [HANDOFF_FD_VAR]: String(HANDOFF_FD) } };
-}
-
-/** Writes the secrets into the child's pipe and closes it; a child that is already gone simply never reads it. */
-export function sendHandoff(child: ChildProcess, secrets: Secrets): void {
-  const pipe = child.stdio[HANDOFF_FD] as Writable | null | undefined;
-  if (!pipe) return;
-  pipe.on('error', () => {});
-  // Closed once written: the data waits in the socket for the child, and this process need not wait for it.
-  pipe.end(JSON.stringify({ secrets: onlySecrets(secrets) }), () => pipe.destroy());
 }
 
 /** Reads the inherited handoff pipe to its end and closes it; null unless fd 3 is the socket svc gave this process. */

@@ -4,7 +4,9 @@
 // end, throws on failure), runCollect (to the end, async, never throws); runLaunched is the old-Node launcher.
 import { execFile, execFileSync, spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
 import { constants as osConstants } from 'node:os';
+import type { Writable } from 'node:stream';
 import { childEnv, LAUNCHER_PID_VAR, type ChildKind } from './env.ts';
+import { SECRET_NAMES } from '../settings-registry.ts';
 
 export type { ChildProcess };
 
@@ -24,16 +26,48 @@ function prepare(argv: readonly string[], spec: ChildSpec) {
   return { bin, args, options };
 }
 
+/** The variable that tells a child svc to read its handed secrets from the pipe on HANDOFF_FD. */
+export const HANDOFF_FD_VAR = 'SVC_HANDOFF_FD';
+/** Where that pipe lands in the child: right after stdin, stdout and stderr. */
+export const HANDOFF_FD = 3;
+
 export interface StartOptions extends ChildSpec {
   stdio?: StdioOptions;
   /** Its own process group (and session leader-free): a group signal then reaches it and what it started. */
   detached?: boolean;
+  /**
+   * svc's secrets for a child svc, written to a pipe on its fd 3 and never into its environment, which
+   * /proc/<pid>/environ shows to the same user (DESIGN §7a; the child takes them with secrets-handoff.ts takeHandoff).
+   */
+  secrets?: Readonly<Record<string, string>>;
 }
 
 /** A long-lived or streaming child. */
 export function startChild(argv: readonly string[], opts: StartOptions): ChildProcess {
-  const { bin, args, options } = prepare(argv, opts);
-  return spawn(bin, args, { ...options, detached: opts.detached ?? false, stdio: opts.stdio ?? 'pipe' });
+  const { secrets } = opts;
+  if (secrets === undefined) {
+    const { bin, args, options } = prepare(argv, opts);
+    return spawn(bin, args, { ...options, detached: opts.detached ?? false, stdio: opts.stdio ?? 'pipe' });
+  }
+  const { bin, args, options } = prepare(argv, { ...opts, extra: { ...opts.extra, [HANDOFF_FD_VAR]: `${HANDOFF_FD}` } });
+  const given: StdioOptions = Array.isArray(opts.stdio) ? opts.stdio : ['ignore', 'pipe', 'pipe'];
+  const stdio: StdioOptions = [...given.slice(0, HANDOFF_FD), 'pipe'];
+  const child = spawn(bin, args, { ...options, detached: opts.detached ?? false, stdio });
+  sendSecrets(child, secrets);
+  return child;
+}
+
+/** Writes svc's secrets into the child's pipe and closes it; a child that is already gone simply never reads it. */
+function sendSecrets(child: ChildProcess, secrets: Readonly<Record<string, string>>): void {
+  const pipe = child.stdio[HANDOFF_FD] as Writable | null | undefined;
+  if (!pipe) return;
+  const handed: Record<string, string> = {};
+  for (const [name, value] of Object.entries(secrets)) {
+    if (SECRET_NAMES.has(name) && !name.endsWith('_FILE') && value) handed[name] = value;
+  }
+  pipe.on('error', () => {});
+  // Closed once written: the data waits in the socket for the child, and this process need not wait for it.
+  pipe.end(JSON.stringify({ secrets: handed }), () => pipe.destroy());
 }
 
 export interface RunSyncOptions extends ChildSpec {

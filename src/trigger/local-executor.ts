@@ -1,7 +1,7 @@
 // Default executor: `node <cli> start …` as a child process with an allowlisted env, then polls
 // <repo>/.svc/runs/<run>/state.json.
 import { startChild } from '../spawn/start.ts';
-import { secretsIn, handoffPipe, sendHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
+import { secretsIn, type Secrets } from '../spawn/secrets-handoff.ts';
 import { readFile } from 'node:fs/promises';
 import { watch, type FSWatcher } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -46,7 +46,6 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
     return new Promise((resolve) => {
       const output = { stdout: '', stderr: '' };
       let timedOut = false;
-      const pipe = handoffPipe(['ignore', 'pipe', 'pipe']);
       const child = startChild([opts.execPath ?? process.execPath, opts.cliPath, ...job.args], {
         // The routed repository's directory: its policy and config are the ones the run reads.
         cwd: job.workdir,
@@ -56,14 +55,14 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
         // names the run after the served entry, never after whatever the checkout's origin says (repo-name.ts).
         extra: {
           ...operatorEnv, SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}),
-          ...(job.repo ? { SVC_REPO_NAME: job.repo.name } : {}), ...pipe.extra,
+          ...(job.repo ? { SVC_REPO_NAME: job.repo.name } : {}),
         },
         // Own process group, so a timeout can signal the launcher and everything it started, and a
         // Ctrl-C on the server's terminal does not reach runs the launcher detached.
         detached: true,
-        stdio: pipe.stdio,
+        stdio: ['ignore', 'pipe', 'pipe'],
+        secrets,
       });
-      sendHandoff(child, secrets);
       for (const name of ['stdout', 'stderr'] as const) {
         child[name]?.setEncoding('utf8').on('data', (d: string) => {
           if (output[name].length < OUTPUT_CAP) output[name] += d;

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, statSync, existsSync, readdirSync, writeFileSync, 
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import {
-  writeHandoff, takeHandoff, withoutSecrets, secretsIn, handoffPipe, sendHandoff, HANDOFF_VAR, HANDOFF_FD_VAR,
+  writeHandoff, takeHandoff, withoutSecrets, secretsIn, HANDOFF_VAR, HANDOFF_FD_VAR,
 } from '../../src/spawn/secrets-handoff.ts';
 import { startChild } from '../../src/spawn/start.ts';
 import { resolveControlSettings } from '../../src/control/settings.ts';
@@ -57,12 +57,11 @@ describe('secrets handoff', () => {
     process.stdout.write(JSON.stringify({ handed, fd3Open: open, named: process.env.${HANDOFF_FD_VAR} ?? null }));
   `;
 
-  function receive(handoff: Parameters<typeof sendHandoff>[1], env: Record<string, string>): Promise<any> {
-    const pipe = handoffPipe(['ignore', 'pipe', 'inherit']);
+  function receive(handoff: Record<string, string>, env: Record<string, string>): Promise<any> {
     const child = startChild([process.execPath, '--input-type=module', '-e', RECEIVER], {
-      kind: 'svc-worker', base: { PATH: process.env.PATH, HOME: home }, extra: { ...pipe.extra, ...env }, stdio: pipe.stdio,
+      kind: 'svc-worker', base: { PATH: process.env.PATH, HOME: home }, extra: env, stdio: ['ignore', 'pipe', 'inherit'],
+      secrets: handoff,
     });
-    sendHandoff(child, handoff);
     let out = '';
     child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
     return new Promise((resolve) => child.on('close', () => resolve(JSON.parse(out))));
@@ -89,14 +88,12 @@ describe('secrets handoff', () => {
 
   it('keeps what a pipe handed over across the Control Plane\u2019s re-exec (a pipe does not survive execve)', async () => {
     const cli = new URL('../../dist/cli.js', import.meta.url).pathname;
-    const pipe = handoffPipe(['ignore', 'pipe', 'inherit']);
     const token = 'reexec-token-5d1a';
     // No V8 flags given, so `control serve` re-executes itself to add them.
     const child = startChild([process.execPath, cli, 'control', 'serve', '--port', '0'], {
       kind: 'svc-worker', base: { PATH: process.env.PATH, HOME: home, SVC_CONTROL_DB: join(home, 'reexec.db') },
-      extra: pipe.extra, stdio: pipe.stdio,
+      stdio: ['ignore', 'pipe', 'inherit'], secrets: { SVC_CONTROL_TOKEN: token },
     });
-    sendHandoff(child, { SVC_CONTROL_TOKEN: token });
     try {
       const url = await new Promise<string>((resolve) => {
         let out = '';
