@@ -6,8 +6,6 @@
 // (/work/shared/reference/vendor-webhooks.md): never a second way to verify, only where the values come from.
 import type { IncomingHttpHeaders } from 'node:http';
 
-type Header = string | string[] | undefined;
-
 /** An outbound integration a source uses (the completion comment, an API it reads); for GET /v1/integrations. */
 export interface Outbound {
   name: string;
@@ -35,6 +33,12 @@ export interface WebhookSource {
    * first, then the vendor's. Lower case, as Node gives request headers.
    */
   families?: readonly { signature: string; timestamp?: string }[];
+  /**
+   * How the signature reads (trigger/intake.ts checks it before anything parses the body; without one, the secret is
+   * a bearer token): HMAC-SHA256 keyed by the secret over the raw body, or over `v0:<ts>:<body>` where the family
+   * has a timestamp (unix seconds, ±300 s); written as `mac` after `prefix`, which a header must start with.
+   */
+  scheme?: { mac: 'hex' | 'base64'; prefix?: RegExp };
   /** Other headers read from the delivery (the event resource, the delivery id), neutral name first. */
   resource?: readonly string[];
   delivery?: readonly string[];
@@ -50,6 +54,11 @@ export interface WebhookSource {
    * own API) is refused instead (spec "Per-route behaviour").
    */
   briefBytes: number;
+  /**
+   * The job's `svc` argv, BRIEF standing for the brief (its own element, never an option); none where the request
+   * says whether to open a PR (`jobs`).
+   */
+  argv?: readonly string[];
   /** The channel its completion summary goes back to (its sender: trigger/sources/<name>.ts), if any. */
   reply?: string;
   outbound?: readonly Outbound[];
@@ -57,14 +66,19 @@ export interface WebhookSource {
   api?: { summary: string; answer: 'skipped' | 'chat' };
 }
 
+/** Where a job's brief goes in its record's `argv`. */
+export const BRIEF = '<brief>';
+
 export const SOURCES = [
   {
     name: 'errtrack',
     service: 'Sentry',
     secret: ['SVC_ERRTRACK_WEBHOOK_SECRET', 'ERRTRACK_CLIENT_SECRET'],
     families: [{ signature: 'errtrack-hook-signature' }, { signature: 'sentry-hook-signature' }],
+    scheme: { mac: 'hex' },
     resource: ['errtrack-hook-resource', 'sentry-hook-resource'],
     briefBytes: 1500,
+    argv: ['start', BRIEF, '--pr', '--detach'],
     routing: 'key',
     keyName: 'SLUG',
     outbound: [{ name: 'errtrack_fetch', needs: [['ERRTRACK_AUTH_TOKEN']] }],
@@ -77,8 +91,11 @@ export const SOURCES = [
     name: 'trackera',
     service: 'Linear',
     secret: ['TRACKERA_WEBHOOK_SECRET'],
+    // Its signed time is the body's webhookTimestamp (ms), checked once the body is parsed.
     families: [{ signature: 'trackera-signature' }, { signature: 'linear-signature' }],
+    scheme: { mac: 'hex' },
     briefBytes: 1500,
+    argv: ['start', BRIEF, '--detach'],
     routing: 'key',
     keyName: 'TEAM',
     reply: 'trackera',
@@ -95,8 +112,10 @@ export const SOURCES = [
     needs: [['TRACKERB_ASSIGNEES', 'TRACKERB_LABELS']],
     // Jira's admin webhooks sign with exactly the WebSub header the spec names.
     families: [{ signature: 'x-hub-signature' }],
+    scheme: { mac: 'hex', prefix: /^sha256=/ },
     delivery: ['x-vendorb-webhook-identifier', 'x-atlassian-webhook-identifier'],
     briefBytes: 1500,
+    argv: ['start', '--brief', BRIEF, '--pr', '--detach'],
     routing: 'key',
     keyName: 'PROJECT',
     reply: 'trackerb',
@@ -118,7 +137,9 @@ export const SOURCES = [
       { signature: 'x-chata-signature', timestamp: 'x-chata-request-timestamp' },
       { signature: 'x-slack-signature', timestamp: 'x-slack-request-timestamp' },
     ],
+    scheme: { mac: 'hex', prefix: /^v0=/ },
     briefBytes: 1500,
+    argv: ['start', BRIEF, '--detach'],
     routing: 'channel',
     keyName: 'CHANNEL',
     reply: 'chata',
@@ -133,9 +154,11 @@ export const SOURCES = [
     service: 'Microsoft Teams (outgoing webhook)',
     secret: ['CHATB_SECURITY_TOKEN'],
     secretForm: 'base64',
-    // Teams signs with `Authorization: HMAC <base64>`, the spec's name too.
+    // Teams signs with `Authorization: HMAC <base64>`, the spec's name too; its signed time is the Activity's.
     families: [{ signature: 'authorization' }],
+    scheme: { mac: 'base64', prefix: /^HMAC\s+/i },
     briefBytes: 1500,
+    argv: ['start', '--brief', BRIEF, '--pr', '--detach'],
     routing: 'channel',
     keyName: 'CHANNEL',
     api: {
@@ -148,9 +171,11 @@ export const SOURCES = [
     service: 'GitHub',
     secret: ['GITHUB_WEBHOOK_SECRET'],
     families: [{ signature: 'x-hub-signature-256' }],
+    scheme: { mac: 'hex', prefix: /^sha256=/ },
     resource: ['x-github-event'],
     delivery: ['x-github-delivery'],
     briefBytes: 1500,
+    argv: ['start', '--brief', BRIEF, '--pr', '--detach'],
     routing: 'full-name',
     api: { summary: 'GitHub webhook (GITHUB_WEBHOOK_SECRET; X-Hub-Signature-256)', answer: 'skipped' },
   },
@@ -164,7 +189,7 @@ export const SOURCES = [
   },
 ] as const satisfies readonly WebhookSource[];
 
-type Source = (typeof SOURCES)[number];
+export type Source = (typeof SOURCES)[number];
 export type SourceName = Source['name'];
 /** Sources whose events name no repository: the operator maps their keys (or channels) to one. */
 export type RoutingKind = Extract<Source, { routing: 'key' | 'channel' }>['name'];
@@ -172,8 +197,6 @@ export type RoutingKind = Extract<Source, { routing: 'key' | 'channel' }>['name'
 export type ReplyName = Extract<Source, { reply: string }>['reply'];
 /** Chat sources: a channel's mapping is a permission, not only a route. */
 export type ChatKind = Extract<Source, { routing: 'channel' }>['name'];
-/** Sources that sign their deliveries with headers of their vendor's. */
-export type VendorRoute = Extract<Source, { families: unknown }>['name'];
 
 export const SOURCE_NAMES: readonly SourceName[] = SOURCES.map((s) => s.name);
 export const ROUTING_KINDS: readonly RoutingKind[] = SOURCES.flatMap((s) => (
@@ -185,15 +208,6 @@ export function sourceOf(name: SourceName): WebhookSource {
   return SOURCES.find((s) => s.name === name)!;
 }
 
-/** The signature and timestamp of the first family whose signature header the delivery carries (else the first). */
-export function signedHeaders(
-  headers: IncomingHttpHeaders, route: VendorRoute,
-): { signature: Header; timestamp: Header } {
-  const families = sourceOf(route).families!;
-  const family = families.find((f) => headers[f.signature] !== undefined) ?? families[0]!;
-  return { signature: headers[family.signature], timestamp: family.timestamp ? headers[family.timestamp] : undefined };
-}
-
 /** The first of `names` the delivery carries, as one string (a repeated header reads as its first value). */
 export function firstHeader(headers: IncomingHttpHeaders, names: readonly string[] | undefined): string | undefined {
   for (const name of names ?? []) {
@@ -201,12 +215,6 @@ export function firstHeader(headers: IncomingHttpHeaders, names: readonly string
     if (value !== undefined) return Array.isArray(value) ? value[0] : value;
   }
   return undefined;
-}
-
-/** The vendor's delivery id as a dedupe key (the same across the vendor's retries), when the delivery carries one. */
-export function deliveryKeys(headers: IncomingHttpHeaders, name: SourceName): string[] {
-  const id = firstHeader(headers, sourceOf(name).delivery)?.trim();
-  return id ? [`${name}:delivery:${id.slice(0, 200)}`] : [];
 }
 
 /** Every header name a route reads its signature from, as a vendor writes it (docs, Integrations page). */

@@ -1,5 +1,5 @@
 // The trigger server as a pure factory: one ordered route table compiled at boot (STYLE habit 1).
-// Webhook routes take the raw body (1 MiB) and verify it in the handler before anything parses it (DESIGN §5).
+// Webhook routes take the raw body (1 MiB), which intake.ts `admit` verifies before a handler parses it (DESIGN §5).
 import { createPipeline, type Route, type RequestListener } from '../http/pipeline.ts';
 import { MiB } from '../http/body.ts';
 import type { TriggerDeps } from './deps.ts';
@@ -13,12 +13,17 @@ import { receiveWebhook } from './sources/webhook.ts';
 import { createJob, getJob } from './routes/jobs.ts';
 import { SOURCES, type ReplyName, type SourceName } from '../webhook-sources.ts';
 import type { ReplyChannel } from './summary.ts';
+import { admit, type TCtx } from './intake.ts';
+import type { Reply } from '../http/respond.ts';
 
 type R = Route<TriggerDeps>;
 const raw = { body: 'raw', limit: MiB, auth: false } as const;
 
-/** Each source's handler (its record is in src/webhook-sources.ts); a source without one does not compile. */
-const RECEIVERS: Record<SourceName, R['handler']> = {
+/**
+ * Each source's handler, given the bytes its route's check passed (its record is in src/webhook-sources.ts); a
+ * source without one does not compile.
+ */
+const RECEIVERS: Record<SourceName, (ctx: TCtx, raw: Buffer) => Reply | Promise<Reply>> = {
   errtrack: receiveErrtrack,
   chata: receiveChata,
   trackera: receiveTrackera,
@@ -39,7 +44,10 @@ export const triggerRoutes: readonly R[] = [
   { method: 'GET', pattern: '/health', handler: getHealth, auth: false },
   { method: 'GET', pattern: '/ready', handler: getReady, auth: false },
   { method: 'GET', pattern: '/status', handler: (ctx) => getStatus(ctx, REPLIES), auth: false },
-  ...SOURCES.map((s): R => ({ method: 'POST', pattern: `/${s.name}`, handler: RECEIVERS[s.name], ...raw })),
+  ...SOURCES.map((s): R => {
+    const receive = RECEIVERS[s.name];
+    return { method: 'POST', pattern: `/${s.name}`, handler: (ctx) => receive(ctx, admit(ctx, s)), ...raw };
+  }),
   { method: 'GET', pattern: '/jobs/:id', handler: getJob, auth: false },
 ];
 

@@ -1,15 +1,23 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import {
-  verifyHexBody,
-  verifyChata,
-  checkTrackeraTimestamp,
-  verifyHubSignature,
-  verifyChatbSignature,
-  checkChatbTimestamp,
-} from '../../src/trigger/intake.ts';
-import { decodeChatbKey } from '../../src/webhook-sources.ts';
+import { checkBodyTime, checkSignature } from '../../src/trigger/intake.ts';
+import { decodeChatbKey, sourceOf, type SourceName } from '../../src/webhook-sources.ts';
 import { fixture, sign } from './helpers.ts';
+
+// Each route's scheme, as its record names it: the checks the trigger runs on its deliveries.
+type Header = string | string[] | undefined;
+const scheme = (route: SourceName) => sourceOf(route).scheme!;
+const verifyChata = (secret: string, raw: Buffer, ts: Header, sig: Header, now: number) =>
+  checkSignature(scheme('chata'), secret, raw, sig, ts, now);
+const hexBody = (route: 'errtrack' | 'trackera') => (secret: string, raw: Buffer, sig: Header) =>
+  checkSignature(scheme(route), secret, raw, sig, null, 0);
+const hub = (route: 'trackerb' | 'webhook') => (secret: string, raw: Buffer, sig: Header) =>
+  checkSignature(scheme(route), secret, raw, sig, null, 0);
+const verifyHubSignature = hub('trackerb');
+const verifyChatbSignature = (key: Buffer, raw: Buffer, sig: Header) =>
+  checkSignature(scheme('chatb'), key, raw, sig, null, 0);
+const checkTrackeraTimestamp = (value: unknown, now: number) => checkBodyTime('ms', value, now);
+const checkChatbTimestamp = (value: unknown, now: number) => checkBodyTime('iso', value, now);
 
 const SLACK_SECRET = '8f742231b10e8888abcd99yyyzzz85a5';
 const SLACK_TS = '1531420618';
@@ -50,11 +58,12 @@ describe('verifyHubSignature (published X-Hub-Signature vector)', () => {
   });
   it('uses the same scheme for the source host under X-Hub-Signature-256', () => {
     const raw = Buffer.from('{"a":1}');
-    assert.deepEqual(verifyHubSignature('s', raw, `sha256=${sign.hex('s', raw)}`), { ok: true });
+    assert.deepEqual(hub('webhook')('s', raw, `sha256=${sign.hex('s', raw)}`), { ok: true });
   });
 });
 
 describe('verifyHexBody and checkTrackeraTimestamp (trackera SDK body)', () => {
+  const verifyHexBody = hexBody('trackera');
   const body = fixture('linear-comment-create-sdk-test.json');
   const sig = '8790fcbbea809950be9198408593c2a13f7591bba6c61adb589f709b5e1b186a';
 
@@ -99,6 +108,7 @@ describe('verifyChatbSignature (chat-B)', () => {
 });
 
 describe('verifyHexBody (errtrack)', () => {
+  const verifyHexBody = hexBody('errtrack');
   it('matches the reference cross-check vector over the compact fixture', () => {
     const compact = Buffer.from(JSON.stringify(JSON.parse(fixture('sentry-issue-created.json').toString())));
     const sig = 'eccba0d93d6cd71bcf17d134dc52df643fd30414626a969c57788e58f3d26454';

@@ -1,24 +1,16 @@
 // POST /jobs and GET /jobs/<id>: bearer SVC_API_TOKEN (constant time), validated briefs, the job JSON of DESIGN §5.
 import { HttpError } from '../../http/http-error.ts';
 import { checkBodyKeys, parseJsonObject } from '../../http/body.ts';
-import { checkJsonContentType, isLoopbackAddress, isLoopbackHost, safeEqual } from '../../http/guards.ts';
+import { checkJsonContentType, isLoopbackAddress, isLoopbackHost } from '../../http/guards.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { hasControlChars, sourceOf } from '../../webhook-sources.ts';
 import { jobJson, JOB_ID } from '../queue.ts';
-import { bodyKey, enqueue, secretFor, rawOf, type TCtx } from '../intake.ts';
+import { enqueue, requireBearer, secretFor, type TCtx } from '../intake.ts';
 
 const JOBS_FIELDS = new Set(['brief', 'pr', 'request_id', 'repo']);
 
 export function jobsArgs(brief: string, pr: boolean): string[] {
   return ['start', '--brief', brief, ...(pr ? ['--pr'] : []), '--detach'];
-}
-
-function requireBearer(ctx: TCtx): void {
-  const token = secretFor(ctx, 'jobs');
-  const match = /^Bearer\s+(\S+)\s*$/i.exec(ctx.req.headers.authorization ?? '');
-  if (!match || !safeEqual(match[1]!, token)) {
-    throw new HttpError('unauthorized', 'Missing or wrong bearer token', { 'www-authenticate': 'Bearer' });
-  }
 }
 
 /** Refuses instead of repairing: a caller with a token gets told exactly what is wrong with its brief. */
@@ -52,10 +44,9 @@ function jobsRepo(ctx: TCtx, value: unknown): string {
   return repo.name;
 }
 
-export async function createJob(ctx: TCtx): Promise<Reply> {
-  requireBearer(ctx);
+/** Its bearer token was checked (intake.ts `admit`). */
+export async function createJob(ctx: TCtx, raw: Buffer): Promise<Reply> {
   checkJsonContentType(ctx.req);
-  const raw = rawOf(ctx);
   const body = parseJsonObject(raw);
   checkBodyKeys(body, JOBS_FIELDS);
   const brief = validateJobsBrief(body.brief);
@@ -67,8 +58,7 @@ export async function createJob(ctx: TCtx): Promise<Reply> {
     throw new HttpError('invalid_param', '"request_id" must be a string of at most 200 characters');
   }
   const repo = jobsRepo(ctx, body.repo);
-  const args = jobsArgs(brief, body.pr === true);
-  return enqueue(ctx, { origin: 'jobs', repo, dedupeKeys: [bodyKey('jobs', raw)], job: { brief, args } });
+  return enqueue(ctx, { origin: 'jobs', repo, brief, args: jobsArgs(brief, body.pr === true) });
 }
 
 /**
@@ -78,7 +68,7 @@ export async function createJob(ctx: TCtx): Promise<Reply> {
  */
 function mayReadJobs(ctx: TCtx): void {
   const secret = ctx.deps.settings.secrets.jobs;
-  if (secret.value && !secret.unavailable) return requireBearer(ctx);
+  if (secret.value && !secret.unavailable) return requireBearer(ctx, secret.value);
   if (isLoopbackHost(ctx.deps.settings.host) && isLoopbackAddress(ctx.req.socket.remoteAddress)) return;
   secretFor(ctx, 'jobs');
 }

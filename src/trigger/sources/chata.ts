@@ -5,12 +5,10 @@
 import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { describe } from '../../untrusted.ts';
-import { sanitizeBrief, signedHeaders, sourceOf } from '../../webhook-sources.ts';
+import { sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import { renderSummary, type Piece, type ReplyChannel } from '../summary.ts';
 import { takeRepoOption } from '../served-repos.ts';
-import {
-  bodyKey, enqueue, mediaType, rawOf, requireValid, secretFor, skipped, unserved, verifyChata, type TCtx,
-} from '../intake.ts';
+import { enqueue, mediaType, skipped, unserved, type TCtx } from '../intake.ts';
 
 export type ChataInput =
   | { kind: 'command'; text: string; responseUrl: string | null; user: string | null; channel: string | null }
@@ -67,20 +65,15 @@ export function isAllowedChataUrl(value: unknown, prefix: string): value is stri
   return prefix.endsWith('/') || value.length === prefix.length || '/?#'.includes(value[prefix.length]!);
 }
 
-export function chataArgs(text: string): string[] {
-  return ['start', text, '--detach'];
-}
-
 function ephemeral(text: string, extra: Record<string, unknown> = {}): Reply {
   return json(200, { response_type: 'ephemeral', text, ...extra });
 }
 
-export async function receiveChata(ctx: TCtx): Promise<Reply> {
-  const secret = secretFor(ctx, 'chata');
-  const raw = rawOf(ctx);
-  // Slack's own X-Slack-Signature / X-Slack-Request-Timestamp, or the spec's X-CHATA-* names: one scheme.
-  const { signature, timestamp } = signedHeaders(ctx.req.headers, 'chata');
-  requireValid(ctx, 'chata', verifyChata(secret, raw, timestamp, signature, ctx.deps.clock()));
+function notQueued(reason: string): Reply {
+  return ephemeral(`Not queued: ${reason}.`, { status: 'skipped', reason });
+}
+
+export async function receiveChata(ctx: TCtx, raw: Buffer): Promise<Reply> {
   const input = readChata(mediaType(ctx), raw);
   if (input.kind === 'challenge') return json(200, { challenge: input.challenge });
   if (input.kind === 'skip') return skipped(input.reason);
@@ -88,10 +81,7 @@ export async function receiveChata(ctx: TCtx): Promise<Reply> {
   if (option.kind === 'bad') return ephemeral(`${option.reason}. Nothing was queued.`);
   if (option.text === '') return ephemeral(CHATA_USAGE);
   const routed = ctx.deps.settings.repos.chat('chata', input.channel, option.repo);
-  if (routed.kind === 'unserved') {
-    const reason = unserved(ctx, 'chata', routed.reason);
-    return ephemeral(`Not queued: ${reason}.`, { status: 'skipped', reason });
-  }
+  if (routed.kind === 'unserved') return unserved(ctx, 'chata', routed.reason, notQueued);
   // Reply target captured only after verification, and only for an https URL under the hooks prefix (spec).
   const prefix = ctx.deps.settings.notify.chataHooksPrefix;
   const reply = isAllowedChataUrl(input.responseUrl, prefix)
@@ -101,10 +91,9 @@ export async function receiveChata(ctx: TCtx): Promise<Reply> {
     // Not under the prefix, or not as it reads once normalised (above): the job runs, no summary goes.
     ctx.deps.log.warn('chata response_url ignored: not under CHATA_HOOKS_PREFIX', { request_id: ctx.requestId });
   }
-  const job = { brief: option.text, args: chataArgs(option.text) };
   return enqueue(
     ctx,
-    { origin: 'chata', repo: routed.repo.name, dedupeKeys: [bodyKey('chata', raw)], reply, job },
+    { origin: 'chata', repo: routed.repo.name, reply, brief: option.text },
     {
       queued: (id) => ephemeral(`Queued job ${id}. You will get a summary here when its run ends.`),
       duplicate: (id) => json(200, {

@@ -3,13 +3,10 @@
 // --brief "<brief>" --pr --detach`, answered synchronously (chatb cannot be posted to later).
 import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
-import { decodeChatbKey, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
+import { sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import { obj, str } from '../../untrusted.ts';
 import { takeRepoOption } from '../served-repos.ts';
-import {
-  briefPrArgs, bodyKey, checkChatbTimestamp, enqueue, rawOf, requireValid, secretFor, unserved,
-  verifyChatbSignature, type TCtx,
-} from '../intake.ts';
+import { checkBodyTime, enqueue, requireValid, unserved, type TCtx } from '../intake.ts';
 
 const ENTITIES: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'", nbsp: ' ', '#39': "'" };
 
@@ -49,27 +46,24 @@ function message(text: string, extra: Record<string, unknown> = {}): Reply {
   return json(200, { type: 'message', text, ...extra });
 }
 
+function notQueued(reason: string): Reply {
+  return message(`Not queued: ${reason}.`, { status: 'skipped', reason });
+}
+
 const USAGE = 'Tell me what to do after the mention, e.g. "fix the flaky login test". Nothing was queued.';
 
-export async function receiveChatb(ctx: TCtx): Promise<Reply> {
-  const key = decodeChatbKey(secretFor(ctx, 'chatb'))!;
-  const raw = rawOf(ctx);
-  requireValid(ctx, 'chatb', verifyChatbSignature(key, raw, ctx.req.headers.authorization));
+export async function receiveChatb(ctx: TCtx, raw: Buffer): Promise<Reply> {
   const activity = readChatb(parseJsonObject(raw));
-  requireValid(ctx, 'chatb', checkChatbTimestamp(activity.timestamp, ctx.deps.clock()));
+  requireValid(ctx, 'chatb', checkBodyTime('iso', activity.timestamp, ctx.deps.clock()));
   const option = takeRepoOption(activity.text);
   if (option.kind === 'bad') return message(`${option.reason}. Nothing was queued.`);
   if (option.text === '') return message(USAGE);
   const routed = ctx.deps.settings.repos.chat('chatb', activity.channel, option.repo);
-  if (routed.kind === 'unserved') {
-    const reason = unserved(ctx, 'chatb', routed.reason);
-    return message(`Not queued: ${reason}.`, { status: 'skipped', reason });
-  }
-  const keys = [bodyKey('chatb', raw), ...(activity.id ? [`chatb:activity:${activity.id}`] : [])];
-  const job = { brief: option.text, args: briefPrArgs(option.text) };
+  if (routed.kind === 'unserved') return unserved(ctx, 'chatb', routed.reason, notQueued);
+  const keys = activity.id ? [`chatb:activity:${activity.id}`] : [];
   return enqueue(
     ctx,
-    { origin: 'chatb', repo: routed.repo.name, dedupeKeys: keys, job },
+    { origin: 'chatb', repo: routed.repo.name, keys, brief: option.text },
     {
       queued: (id) => message(`Queued svc job ${id}`),
       duplicate: (id) => message(`Already queued as svc job ${id}`, { status: 'duplicate' }),

@@ -4,15 +4,13 @@
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { objOrNull as obj, type Obj } from '../../untrusted.ts';
-import { firstHeader, sanitizeBrief, signedHeaders, sourceOf } from '../../webhook-sources.ts';
+import { firstHeader, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import { latestDeployLine } from '../../engine/deploys.ts';
 import { runCollect } from '../../spawn/start.ts';
 import { gitArgv, gitExtraEnv } from '../../engine/git.ts';
 import { realpath, stat } from 'node:fs/promises';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
-import {
-  bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, unserved, verifyHexBody, type TCtx,
-} from '../intake.ts';
+import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
 
 export interface ErrtrackAlert {
   /** Vendor identity of the alert, stable across the vendor's retries (which change Request-ID). */
@@ -158,32 +156,15 @@ export async function buildErrtrackBrief(alert: ErrtrackAlert, repoDir: string |
   return sanitizeBrief(parts.join('; '), sourceOf('errtrack').briefBytes);
 }
 
-/** The brief as `svc start`'s input, as the spec has it (sanitized: never an option), `--pr` always. */
-export function errtrackArgs(brief: string): string[] {
-  return ['start', brief, '--pr', '--detach'];
-}
-
-export async function receiveErrtrack(ctx: TCtx): Promise<Reply> {
-  const secret = secretFor(ctx, 'errtrack');
-  const raw = rawOf(ctx);
-  // Sentry's own Sentry-Hook-Signature / Sentry-Hook-Resource, or the spec's errtrack-hook-* names.
-  const { signature } = signedHeaders(ctx.req.headers, 'errtrack');
-  requireValid(ctx, 'errtrack', verifyHexBody(secret, raw, signature));
+export async function receiveErrtrack(ctx: TCtx, raw: Buffer): Promise<Reply> {
   const resource = firstHeader(ctx.req.headers, sourceOf('errtrack').resource);
   const alert = readErrtrackAlert(resource, parseJsonObject(raw));
   if ('skip' in alert) return skipped(alert.skip);
   const routed = ctx.deps.settings.repos.route('errtrack', alert.projectSlug);
-  if (routed.kind === 'unserved') return skipped(unserved(ctx, 'errtrack', routed.reason));
-  const served = routed.repo;
+  if (routed.kind === 'unserved') return unserved(ctx, 'errtrack', routed.reason);
+  const { name, checkout } = routed.repo;
   // The brief reads the routed checkout's deploy records and runs `git log` there: only after the cheap checks
   // (dedupe, queue share) passed.
-  return enqueue(ctx, {
-    origin: 'errtrack',
-    repo: served.name,
-    dedupeKeys: [bodyKey('errtrack', raw), alert.identityKey],
-    prepare: async () => {
-      const brief = await buildErrtrackBrief(alert, served.checkout);
-      return { brief, args: errtrackArgs(brief) };
-    },
-  });
+  const prepare = () => buildErrtrackBrief(alert, checkout);
+  return enqueue(ctx, { origin: 'errtrack', repo: name, keys: [alert.identityKey], prepare });
 }

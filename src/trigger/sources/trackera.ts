@@ -6,17 +6,13 @@ import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { obj, str, describe } from '../../untrusted.ts';
 import { errorMessage } from '../../errors.ts';
-import { signedHeaders } from '../../webhook-sources.ts';
 import { intakeDir, trackeraInbox, TRACKERA_IDENTIFIER as IDENTIFIER } from '../managed-checkout.ts';
 import { renameSync } from 'node:fs';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { PermanentError, renderSummary, SEPARATOR, type Piece, type ReplyChannel } from '../summary.ts';
-import {
-  bodyKey, checkTrackeraTimestamp, enqueue, rawOf, requireValid, secretFor, skipped, unserved,
-  verifyHexBody, type TCtx,
-} from '../intake.ts';
+import { checkBodyTime, enqueue, requireValid, skipped, unserved, type TCtx } from '../intake.ts';
 
 /** `teamKey` routes the issue to a served repository (trackera=… in the repositories file). */
 export type TrackeraInput =
@@ -47,22 +43,13 @@ export function readTrackera(body: Record<string, unknown>): TrackeraInput {
   return { kind: 'issue', identifier, issueId, teamKey };
 }
 
-export function trackeraArgs(identifier: string): string[] {
-  return ['start', `trackera:${identifier}`, '--detach'];
-}
-
-export async function receiveTrackera(ctx: TCtx): Promise<Reply> {
-  const secret = secretFor(ctx, 'trackera');
-  const raw = rawOf(ctx);
-  // Linear's own Linear-Signature, or the spec's TRACKERA-Signature.
-  const { signature } = signedHeaders(ctx.req.headers, 'trackera');
-  requireValid(ctx, 'trackera', verifyHexBody(secret, raw, signature));
+export async function receiveTrackera(ctx: TCtx, raw: Buffer): Promise<Reply> {
   const body = parseJsonObject(raw);
-  requireValid(ctx, 'trackera', checkTrackeraTimestamp(body.webhookTimestamp, ctx.deps.clock()));
+  requireValid(ctx, 'trackera', checkBodyTime('ms', body.webhookTimestamp, ctx.deps.clock()));
   const input = readTrackera(body);
   if (input.kind === 'skip') return skipped(input.reason);
   const routed = ctx.deps.settings.repos.route('trackera', input.teamKey);
-  if (routed.kind === 'unserved') return skipped(unserved(ctx, 'trackera', routed.reason));
+  if (routed.kind === 'unserved') return unserved(ctx, 'trackera', routed.reason);
   const inbox = intakeDir(ctx.deps.settings.stateDir, routed.repo);
   // Staged (a file write) only once the cheap checks passed, before the commit; put in place in the same turn the
   // job commits (before the job loop can launch it).
@@ -74,11 +61,10 @@ export async function receiveTrackera(ctx: TCtx): Promise<Reply> {
       {
         origin: 'trackera',
         repo: routed.repo.name,
-        dedupeKeys: [bodyKey('trackera', raw)],
         reply: { channel: 'trackera', target: { issue_id: input.issueId, identifier } },
         prepare: async () => {
           snapshot = await stageTrackeraSnapshot(inbox, identifier, raw);
-          return { brief: `trackera:${identifier}`, args: trackeraArgs(identifier) };
+          return `trackera:${identifier}`;
         },
       },
       {

@@ -5,12 +5,10 @@
 // an issue comment in ADF: agent text is a text node with only the `code` mark; svc's links carry a `link` mark.
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
-import { deliveryKeys, sanitizeBrief, signedHeaders, sourceOf } from '../../webhook-sources.ts';
+import { sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import { SEPARATOR, type ReplyChannel, type SummaryParts } from '../summary.ts';
 import { isJsonObject, obj, str, type Obj } from '../../untrusted.ts';
-import {
-  briefPrArgs, bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, unserved, verifyHubSignature, type TCtx,
-} from '../intake.ts';
+import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
 
 const ISSUE_KEY = /^[A-Za-z][A-Za-z0-9_]*-\d+$/;
 
@@ -123,24 +121,13 @@ export function readTrackerb(body: Obj, filter: TrackerbFilter): TrackerbInput {
   return { kind: 'job', key, brief, project };
 }
 
-export async function receiveTrackerb(ctx: TCtx): Promise<Reply> {
-  const secret = secretFor(ctx, 'trackerb');
-  const raw = rawOf(ctx);
-  requireValid(ctx, 'trackerb', verifyHubSignature(secret, raw, signedHeaders(ctx.req.headers, 'trackerb').signature));
+export async function receiveTrackerb(ctx: TCtx, raw: Buffer): Promise<Reply> {
   const input = readTrackerb(parseJsonObject(raw), ctx.deps.settings.trackerbFilter);
   if (input.kind === 'skip') return skipped(input.reason);
   const routed = ctx.deps.settings.repos.route('trackerb', input.project);
-  if (routed.kind === 'unserved') return skipped(unserved(ctx, 'trackerb', routed.reason));
-  // Jira's X-Atlassian-Webhook-Identifier is the same across its retries (vendor-webhooks.md §1.4).
-  const keys = [bodyKey('trackerb', raw), ...deliveryKeys(ctx.req.headers, 'trackerb')];
-  const brief = input.brief;
-  return enqueue(ctx, {
-    origin: 'trackerb',
-    repo: routed.repo.name,
-    dedupeKeys: keys,
-    reply: { channel: 'trackerb', target: { issue_key: input.key } },
-    job: { brief, args: briefPrArgs(brief) },
-  });
+  if (routed.kind === 'unserved') return unserved(ctx, 'trackerb', routed.reason);
+  const reply = { channel: 'trackerb', target: { issue_key: input.key } } as const;
+  return enqueue(ctx, { origin: 'trackerb', repo: routed.repo.name, reply, brief: input.brief });
 }
 
 type AdfText = { type: 'text'; text: string; marks?: Array<{ type: string; attrs?: Record<string, string> }> };

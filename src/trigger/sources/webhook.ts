@@ -5,10 +5,8 @@ import { parseJsonObject } from '../../http/body.ts';
 import { HttpError } from '../../http/http-error.ts';
 import type { Reply } from '../../http/respond.ts';
 import { isJsonObject, obj, type Obj } from '../../untrusted.ts';
-import { deliveryKeys, firstHeader, sanitizeBrief, signedHeaders, sourceOf } from '../../webhook-sources.ts';
-import {
-  briefPrArgs, bodyKey, enqueue, rawOf, requireValid, secretFor, skipped, unserved, verifyHubSignature, type TCtx,
-} from '../intake.ts';
+import { firstHeader, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
+import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
 
 const TRIGGER_LABEL = 'svc';
 const COMMENT_PREFIX = '/svc';
@@ -92,10 +90,7 @@ export function readWebhook(event: string, body: Obj): WebhookInput {
   return { kind: 'skip', reason: `event "${event}" does not start a job` };
 }
 
-export async function receiveWebhook(ctx: TCtx): Promise<Reply> {
-  const secret = secretFor(ctx, 'webhook');
-  const raw = rawOf(ctx);
-  requireValid(ctx, 'webhook', verifyHubSignature(secret, raw, signedHeaders(ctx.req.headers, 'webhook').signature));
+export async function receiveWebhook(ctx: TCtx, raw: Buffer): Promise<Reply> {
   const event = firstHeader(ctx.req.headers, sourceOf('webhook').resource) ?? '';
   const body = parseJsonObject(raw);
   const mismatch = eventMismatch(event, body);
@@ -108,9 +103,6 @@ export async function receiveWebhook(ctx: TCtx): Promise<Reply> {
   if (input.kind === 'skip') return skipped(input.reason);
   // The event names its repository: only that one, if served, ever takes it.
   const routed = ctx.deps.settings.repos.webhook(input.repository);
-  if (routed.kind === 'unserved') return skipped(unserved(ctx, 'webhook', routed.reason));
-  const keys = [bodyKey('webhook', raw), ...deliveryKeys(ctx.req.headers, 'webhook')];
-  const brief = input.brief;
-  const repo = routed.repo.name;
-  return enqueue(ctx, { origin: 'webhook', repo, dedupeKeys: keys, job: { brief, args: briefPrArgs(brief) } });
+  if (routed.kind === 'unserved') return unserved(ctx, 'webhook', routed.reason);
+  return enqueue(ctx, { origin: 'webhook', repo: routed.repo.name, brief: input.brief });
 }
