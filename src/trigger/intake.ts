@@ -52,26 +52,20 @@ export function admit(ctx: TCtx, source: Source): Buffer {
   return raw;
 }
 
-/** Why a delivery was refused; the handler turns any of these into 401 invalid_signature. */
-export type VerifyFailure =
-  | 'missing_signature' | 'malformed_signature' | 'bad_signature' | 'missing_timestamp' | 'stale_timestamp';
-export type VerifyResult = { ok: true } | { ok: false; reason: VerifyFailure };
+/** Why a delivery was refused (null: it passed); the caller is answered 401 invalid_signature whichever it is. */
+export type Refusal =
+  | 'missing_signature' | 'malformed_signature' | 'bad_signature' | 'missing_timestamp' | 'stale_timestamp' | null;
 
 /** Signature windows are ±300 s (spec "Limits"; DESIGN §5). */
 const WINDOW_MS = 300_000;
-
-const OK: VerifyResult = { ok: true };
-function fail(reason: VerifyFailure): VerifyResult {
-  return { ok: false, reason };
-}
 
 function single(value: Header): string | undefined {
   if (Array.isArray(value)) return value.length === 1 ? value[0] : undefined;
   return value;
 }
 
-function withinWindow(whenMs: number, nowMs: number): VerifyResult {
-  return Number.isFinite(whenMs) && Math.abs(nowMs - whenMs) <= WINDOW_MS ? OK : fail('stale_timestamp');
+function withinWindow(whenMs: number, nowMs: number): Refusal {
+  return Number.isFinite(whenMs) && Math.abs(nowMs - whenMs) <= WINDOW_MS ? null : 'stale_timestamp';
 }
 
 /**
@@ -81,48 +75,44 @@ function withinWindow(whenMs: number, nowMs: number): VerifyResult {
  */
 export function checkSignature(
   scheme: Scheme, key: string | Buffer, raw: Buffer, signature: Header, timestamp: Header | null, nowMs: number,
-): VerifyResult {
+): Refusal {
   const sig = single(signature)?.trim();
-  if (!sig) return fail('missing_signature');
+  if (!sig) return 'missing_signature';
   const ts = timestamp === null ? null : single(timestamp)?.trim() ?? '';
-  if (ts !== null && !/^\d{1,12}$/.test(ts)) return fail('missing_timestamp');
+  if (ts !== null && !/^\d{1,12}$/.test(ts)) return 'missing_timestamp';
   const prefix = scheme.prefix?.exec(sig);
-  if (prefix === null) return fail('malformed_signature');
+  if (prefix === null) return 'malformed_signature';
   const mac = createHmac('sha256', key);
   if (ts !== null) mac.update(`v0:${ts}:`);
-  const result = matches(scheme.mac, mac.update(raw).digest(), sig.slice(prefix?.[0].length ?? 0));
-  return !result.ok || ts === null ? result : withinWindow(Number(ts) * 1000, nowMs);
+  const refusal = matches(scheme.mac, mac.update(raw).digest(), sig.slice(prefix?.[0].length ?? 0));
+  return refusal ?? (ts === null ? null : withinWindow(Number(ts) * 1000, nowMs));
 }
 
 /** Decode, check the byte length, then compare in constant time (octokit/webhooks-methods habit). */
-function matches(form: Scheme['mac'], expected: Buffer, text: string): VerifyResult {
+function matches(form: Scheme['mac'], expected: Buffer, text: string): Refusal {
   const wellFormed = form === 'hex'
     ? /^[0-9a-fA-F]+$/.test(text) && text.length === expected.length * 2
     : /^[A-Za-z0-9+/]+={0,2}$/.test(text) && text.length % 4 === 0;
   const given = wellFormed ? Buffer.from(text, form) : undefined;
-  if (given?.length !== expected.length) return fail('malformed_signature');
-  return timingSafeEqual(given, expected) ? OK : fail('bad_signature');
+  if (given?.length !== expected.length) return 'malformed_signature';
+  return timingSafeEqual(given, expected) ? null : 'bad_signature';
 }
 
 /**
  * A time the signed body carries, checked once the handler parsed it: trackera's `webhookTimestamp` (unix ms,
  * fixtures/linear-*.json) and chatb's Activity `timestamp` (ISO-8601, DESIGN §5).
  */
-export function checkBodyTime(form: 'ms' | 'iso', value: unknown, nowMs: number): VerifyResult {
-  if (form === 'ms') return typeof value === 'number' ? withinWindow(value, nowMs) : fail('missing_timestamp');
+export function checkBodyTime(form: 'ms' | 'iso', value: unknown, nowMs: number): Refusal {
+  if (form === 'ms') return typeof value === 'number' ? withinWindow(value, nowMs) : 'missing_timestamp';
   const when = typeof value === 'string' && value.length <= 64 ? Date.parse(value) : NaN;
-  return Number.isNaN(when) ? fail('missing_timestamp') : withinWindow(when, nowMs);
+  return Number.isNaN(when) ? 'missing_timestamp' : withinWindow(when, nowMs);
 }
 
 /** 401 with nothing queued; the log says which check failed, the caller learns only that it failed. */
-export function requireValid(ctx: TCtx, route: SourceName, result: VerifyResult): void {
-  if (result.ok) return;
-  ctx.deps.log.warn('webhook refused', { route, reason: result.reason, request_id: ctx.requestId, peer: ctx.peer });
+export function requireValid(ctx: TCtx, route: SourceName, reason: Refusal): void {
+  if (reason === null) return;
+  ctx.deps.log.warn('webhook refused', { route, reason, request_id: ctx.requestId, peer: ctx.peer });
   throw new HttpError('invalid_signature', 'Signature is missing, wrong or stale');
-}
-
-export function mediaType(ctx: TCtx): string {
-  return (ctx.req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
 }
 
 export function skipped(reason: string): Reply {

@@ -233,6 +233,8 @@ describe('trigger routes with real payloads', () => {
       const status = await get(`${t.url}/status`);
       const routes = status.body.routes as Record<string, { configured: boolean; enabled: boolean }>;
       assert.deepEqual(routes['/chatb'], { configured: true, enabled: true });
+      // Each reply channel is reported by whether its settings are there: only CHATA_HOOKS_PREFIX is set here.
+      assert.deepEqual(status.body.notifiers, { chata: true, trackera: false, trackerb: false });
       const text = JSON.stringify(status.body);
       for (const secret of Object.values(SECRETS)) assert.ok(!text.includes(secret));
     });

@@ -3,7 +3,7 @@
 import { HttpError } from '../../http/http-error.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import type { ReplyChannel } from '../summary.ts';
-import { SOURCE_NAMES, SOURCES, type WebhookSource } from '../../webhook-sources.ts';
+import { SOURCE_NAMES } from '../../webhook-sources.ts';
 import type { TCtx } from '../intake.ts';
 import { errorMessage } from '../../errors.ts';
 
@@ -33,9 +33,7 @@ export function getStatus(ctx: TCtx, replies: Readonly<Record<string, ReplyChann
   }
   return json(200, {
     routes,
-    notifiers: Object.fromEntries(SOURCES.flatMap((s: WebhookSource) => (s.reply
-      ? [[s.reply, replies[s.reply]?.configured(settings.notify) ?? false]]
-      : []))),
+    notifiers: Object.fromEntries(Object.entries(replies).map(([name, r]) => [name, r.configured(settings.notify)])),
     trackerb_filter: {
       assignees: settings.trackerbFilter.assignees.length > 0,
       labels: settings.trackerbFilter.labels.length > 0,

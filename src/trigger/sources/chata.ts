@@ -1,19 +1,17 @@
-// POST /chata: `v0=` signature over `v0:<ts>:<body>`; a slash command (form body) → `svc start <text> --detach`;
-// url_verification → the challenge. The summary goes back to the command's response_url in Slack-like mrkdwn: `&`,
-// `<`, `>` escaped everywhere (the vendor's own rule: `<!here>`, `<@U…>` and `<url|text>` need a raw `<`), and agent
-// text in an inline code span (no auto-link, no bold), backticks swapped.
+// POST /chata (Slack): a slash command (form body) becomes a job, url_verification is answered its challenge; the
+// summary goes back to the command's response_url in mrkdwn (docs/trigger.md "Completion summaries").
 import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { describe } from '../../untrusted.ts';
 import { sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import { renderSummary, type Piece, type ReplyChannel } from '../summary.ts';
 import { takeRepoOption } from '../served-repos.ts';
-import { enqueue, mediaType, skipped, unserved, type TCtx } from '../intake.ts';
+import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
 
 export type ChataInput =
-  | { kind: 'command'; text: string; responseUrl: string | null; user: string | null; channel: string | null }
+  | { kind: 'command'; text: string; responseUrl: string | null; channel: string | null }
   | { kind: 'challenge'; challenge: string }
-  | { kind: 'skip'; reason: string; eventId: string | null };
+  | { kind: 'skip'; reason: string };
 
 /** Slash-command text as an argv element: one line, leading hyphens stripped so it is never an option (spec rule 1). */
 export function chataText(raw: string): string {
@@ -26,18 +24,12 @@ export function readChata(contentType: string, raw: Buffer): ChataInput {
     if (body.type === 'url_verification' && typeof body.challenge === 'string') {
       return { kind: 'challenge', challenge: body.challenge.slice(0, 512) };
     }
-    const eventId = typeof body.event_id === 'string' ? body.event_id : null;
-    return { kind: 'skip', reason: `event type "${describe(body.type)}" does not start a job`, eventId };
+    return { kind: 'skip', reason: `event type "${describe(body.type)}" does not start a job` };
   }
   const form = new URLSearchParams(raw.toString('utf8'));
-  if (form.has('ssl_check')) return { kind: 'skip', reason: 'ssl_check', eventId: null };
-  return {
-    kind: 'command',
-    text: chataText(form.get('text') ?? ''),
-    responseUrl: form.get('response_url'),
-    user: form.get('user_id'),
-    channel: form.get('channel_id') || null,
-  };
+  if (form.has('ssl_check')) return { kind: 'skip', reason: 'ssl_check' };
+  const text = chataText(form.get('text') ?? '');
+  return { kind: 'command', text, responseUrl: form.get('response_url'), channel: form.get('channel_id') || null };
 }
 
 const CHATA_USAGE = 'Usage: /svc <what to do>, e.g. /svc fix the flaky login test. Nothing was queued.';
@@ -46,11 +38,8 @@ const CHATA_USAGE = 'Usage: /svc <what to do>, e.g. /svc fix the flaky login tes
 const ENCODED_PATH_STEP = /%(2e|2f|5c)/i;
 
 /**
- * True only for an https URL under the configured hooks prefix (spec: any other URL is never contacted). The URL
- * must read exactly as the WHATWG parser writes it: dot segments (also `%2e%2e`), backslashes, tabs and newlines
- * (`.<TAB>.`), other control characters, an upper-case host or a default port all change it under parsing, so
- * such a URL is refused instead of being sent somewhere its text did not say (`…/hooks/../admin/x`).
- * Encoded dots and slashes are refused too, and the prefix must end at a path boundary.
+ * True only for an https URL under the hooks prefix at a path boundary, as the WHATWG parser writes it back, without
+ * encoded path steps: anything parsing would change is refused, not repaired (docs/trigger.md "Reply URLs").
  */
 export function isAllowedChataUrl(value: unknown, prefix: string): value is string {
   if (typeof value !== 'string' || value.length > 2048 || !prefix.startsWith('https://')) return false;
@@ -74,7 +63,7 @@ function notQueued(reason: string): Reply {
 }
 
 export async function receiveChata(ctx: TCtx, raw: Buffer): Promise<Reply> {
-  const input = readChata(mediaType(ctx), raw);
+  const input = readChata((ctx.req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase(), raw);
   if (input.kind === 'challenge') return json(200, { challenge: input.challenge });
   if (input.kind === 'skip') return skipped(input.reason);
   const option = takeRepoOption(input.text);
@@ -96,9 +85,7 @@ export async function receiveChata(ctx: TCtx, raw: Buffer): Promise<Reply> {
     { origin: 'chata', repo: routed.repo.name, reply, brief: option.text },
     {
       queued: (id) => ephemeral(`Queued job ${id}. You will get a summary here when its run ends.`),
-      duplicate: (id) => json(200, {
-        status: 'duplicate', response_type: 'ephemeral', text: `Already queued as job ${id}.`,
-      }),
+      duplicate: (id) => ephemeral(`Already queued as job ${id}.`, { status: 'duplicate' }),
     },
   );
 }

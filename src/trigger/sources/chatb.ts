@@ -1,6 +1,5 @@
-// POST /chatb: `Authorization: HMAC <base64>` keyed by the decoded token + Activity timestamp within 300 s; the
-// message text, `<at>…</at>` mentions and every other tag removed (spec "Brief content by origin") → `svc start
-// --brief "<brief>" --pr --detach`, answered synchronously (chatb cannot be posted to later).
+// POST /chatb (Teams outgoing webhook): the message text without its tags is the brief; answered synchronously, as
+// chatb cannot be posted to later.
 import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
@@ -18,14 +17,6 @@ export function chatbText(html: string): string {
   return sanitizeBrief(stripped, sourceOf('chatb').briefBytes);
 }
 
-export interface ChatbActivity {
-  id: string | null;
-  timestamp: unknown;
-  text: string;
-  /** The channel the message was posted in: routes it (chatb=… in the repositories file). */
-  channel: string | null;
-}
-
 /** `channelData.teamsChannelId`, else `channelData.channel.id`, else the conversation id without its `;messageid=`. */
 function channelOf(body: Record<string, unknown>): string | null {
   const data = obj(body.channelData);
@@ -33,7 +24,8 @@ function channelOf(body: Record<string, unknown>): string | null {
   return str(data.teamsChannelId) ?? str(obj(data.channel).id) ?? (conversation ? conversation.split(';')[0]! : null);
 }
 
-export function readChatb(body: Record<string, unknown>): ChatbActivity {
+/** The activity's `channel` (where the message was posted) routes it: chatb=… in the repositories file. */
+export function readChatb(body: Record<string, unknown>) {
   return {
     id: typeof body.id === 'string' && body.id.length <= 256 ? body.id : null,
     timestamp: body.timestamp,

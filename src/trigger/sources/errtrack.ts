@@ -1,6 +1,5 @@
-// POST /errtrack: hex HMAC in `errtrack-hook-signature`, then alert → brief → `svc start "<brief>" --pr --detach`.
-// The brief is the task text plus release, environment, newest deploy record and the culprit file's last author
-// (spec "Brief content by origin"). Everything is untrusted text: sanitized, capped, adds no authority.
+// POST /errtrack (Sentry): an alert's brief is its text plus release, environment, newest deploy record and the
+// culprit file's last author (docs/trigger.md "Briefs"); all of it untrusted text, sanitized and capped.
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { objOrNull as obj, type Obj } from '../../untrusted.ts';

@@ -1,7 +1,5 @@
-// POST /trackera: hex HMAC of the body + signed webhookTimestamp within 300 s; only issue events start jobs, as
-// `svc start trackera:<identifier> --detach`; the verified payload is kept for the run (below).
-// The summary goes back as an issue comment in Linear-like CommonMark: svc's words backslash-escaped, agent text in a
-// code span whose fence is longer than any backtick run inside it (a code span's content is literal, autolinks too).
+// POST /trackera (Linear): an issue event starts `trackera:<identifier>`, its verified payload kept for the run; the
+// summary goes back as an issue comment in CommonMark (docs/trigger.md "Completion summaries").
 import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { obj, str, describe } from '../../untrusted.ts';

@@ -1,8 +1,6 @@
-// POST /trackerb: `X-Hub-Signature: sha256=<hex>`; issue_created, or issue_updated touching assignee or labels, for
-// configured assignees or labels only → `svc start --brief "<brief>" --pr --detach`; brief = key + summary +
-// description (ADF flattened), one line, 1500 bytes (spec "Per-route behaviour", rule 7). No signed timestamp: the
-// delivery id and the body hash are the replay defence (spec "trackerb replay protection"). The summary goes back as
-// an issue comment in ADF: agent text is a text node with only the `code` mark; svc's links carry a `link` mark.
+// POST /trackerb (Jira Cloud): a created issue, or an update touching assignee or labels, for the configured
+// assignees or labels; no signed timestamp, so its delivery id and body hash are the replay defence (spec "trackerb
+// replay protection"). The summary goes back as an issue comment in ADF (docs/trigger.md "Completion summaries").
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { sanitizeBrief, sourceOf } from '../../webhook-sources.ts';

@@ -1,6 +1,5 @@
-// POST /webhook (GitHub): `X-Hub-Signature-256: sha256=<hex>` with GITHUB_WEBHOOK_SECRET. An issue opened with label
-// `svc` or labelled `svc`, or a comment starting `/svc`, by someone with write-level association, becomes
-// `svc start --brief "<brief>" --pr --detach`; everything else is skipped.
+// POST /webhook (GitHub): an issue opened with label `svc` or labelled `svc`, or a comment starting `/svc`, by someone
+// with write-level association, becomes a job; everything else is skipped.
 import { parseJsonObject } from '../../http/body.ts';
 import { HttpError } from '../../http/http-error.ts';
 import type { Reply } from '../../http/respond.ts';
