@@ -11,25 +11,8 @@ export interface ErrtrackExport {
   event: Obj | null;
 }
 
-export interface Frame {
-  file: string;
-  line: number | null;
-  fn: string;
-  inApp: boolean;
-}
-
-export interface ErrtrackSummary {
-  title: string;
-  errorType: string | null;
-  errorValue: string | null;
-  frames: Frame[];
-  breadcrumbs: string[];
-  release: string | null;
-  environment: string | null;
-  culprit: string | null;
-  link: string | null;
-  shortId: string | null;
-}
+type Frame = ReturnType<typeof toFrame>;
+export type ErrtrackSummary = ReturnType<typeof summarize>;
 
 function arr(value: unknown): unknown[] {
   return Array.isArray(value) ? value : [];
@@ -72,7 +55,7 @@ function breadcrumbValues(event: Obj | null): Obj[] {
   return values.map(obj).filter((v): v is Obj => v !== null);
 }
 
-function toFrame(raw: Obj): Frame {
+function toFrame(raw: Obj) {
   const file = str(raw.filename) ?? str(raw.absPath) ?? str(raw.abs_path) ?? str(raw.module) ?? '<unknown>';
   const lineValue = raw.lineNo ?? raw.lineno;
   const line = typeof lineValue === 'number' ? lineValue : null;
@@ -81,7 +64,7 @@ function toFrame(raw: Obj): Frame {
 }
 
 /** Frames newest call first, in-app frames before library frames (stable within each group). */
-function framesOf(values: Obj[]): Frame[] {
+function framesOf(values: Obj[]) {
   const frames: Frame[] = [];
   for (const value of [...values].reverse()) {
     const raw = arr(obj(value.stacktrace)?.frames).map(obj).filter((f): f is Obj => f !== null);
@@ -111,7 +94,7 @@ function releaseOf(issue: Obj | null, event: Obj | null): string | null {
   return str(obj(r)?.version) ?? str(r) ?? tagValue(event, 'release') ?? str(obj(issue?.lastRelease)?.version) ?? null;
 }
 
-export function summarize(exp: ErrtrackExport): ErrtrackSummary {
+export function summarize(exp: ErrtrackExport) {
   const { issue, event } = exp;
   const values = exceptionValues(event);
   const top = values[values.length - 1] ?? null;
@@ -135,7 +118,7 @@ export function summarize(exp: ErrtrackExport): ErrtrackSummary {
 
 export function renderErrtrackSpec(s: ErrtrackSummary): string {
   const error = [s.errorType, s.errorValue].filter(Boolean).join(': ') || s.title;
-  const frameLine = (f: ErrtrackSummary['frames'][number]) =>
+  const frameLine = (f: Frame) =>
     `- ${f.file}:${f.line ?? '?'} in ${f.fn}${f.inApp ? '' : ' (library)'}`;
   const frames = s.frames.slice(0, 40).map(frameLine);
   const context = [

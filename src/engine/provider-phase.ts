@@ -1,6 +1,5 @@
-// Runs the provider until it is done: questions (SVC_QUESTION_FILE) block the run until an answer file arrives,
-// and reaching the policy's max_usd blocks it asking whether to continue (DESIGN §6). The budget is checked on every
-// cost line while the provider runs, and again when it exits (some CLIs report cost only at the end).
+// Runs the provider until it is done; its questions and the max_usd budget block the run until answered
+// (docs/engine.md "Blocked runs and the budget").
 import { setTimeout as sleep } from 'node:timers/promises';
 import { existsSync, rmSync } from 'node:fs';
 import type { RunContext } from './run-context.ts';

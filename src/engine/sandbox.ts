@@ -31,16 +31,9 @@ export interface RunSandbox {
 }
 
 /** The run's protocol files: the task the agent reads, and the folders its question and its answer live in. */
-export interface ProtocolFiles {
-  taskFile: string;
-  answerFile: string;
-  questionFile: string;
-  ioDir: string;
-  askDir: string;
-  answerDir: string;
-}
+export type ProtocolFiles = ReturnType<typeof protocolFiles>;
 
-export function protocolFiles(ctx: RunContext): ProtocolFiles {
+export function protocolFiles(ctx: RunContext) {
   const askDir = plainSubdir(ctx.dir, join('io', 'ask'));
   // Writable inside: an agent that read its answer removes the file to say so.
   const answerDir = plainSubdir(ctx.dir, join('io', 'answer'));
