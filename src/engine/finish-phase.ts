@@ -123,8 +123,7 @@ function writeReceipt(
     },
     cost: { usd: state.cost_usd, tokens_in: state.tokens_in, tokens_out: state.tokens_out },
     verdict, gaps, started_at, ended_at: state.ended_at ?? isoNow(), issued_at: isoNow(),
-    network: sandbox.mode.kind !== 'none' && sandbox.gate
-      ? confinedNetwork(sandbox.gate.policy, sandbox.gate.summary()) : UNCONFINED,
+    network: sandbox.gate ? confinedNetwork(sandbox.gate.policy, sandbox.gate.summary()) : UNCONFINED,
   }, loadOrCreateSigningKey(svcHomeOf(ctx.env)));
   ctx.saveArtifact('receipt.json', JSON.stringify(receipt, null, 2) + '\n');
   ctx.event('receipt', { verdict, integrity: receipt.integrity, kid: receipt.kid, gaps });

@@ -26,8 +26,11 @@ import { startedByServer } from './setting-authority.ts';
 export interface RunSandbox {
   mode: SandboxMode;
   gate: RunGate | null;
-  /** What svc's environment passes to the agent and the checks by name (the run's plan), sandboxed or not. */
-  passed: Record<string, string>;
+  /**
+   * What every provider and check adds to the spawn policy's allowlist: the names the plan passes, then (sandboxed) the
+   * gate's proxies, model base URLs and placeholder keys.
+   */
+  env: Record<string, string>;
 }
 
 /** The run's protocol files: the task the agent reads, and the folders its question and its answer live in. */
@@ -42,14 +45,6 @@ export function protocolFiles(ctx: RunContext) {
     taskFile: join(ioDir, 'prompt.md'), answerFile: join(answerDir, 'answer.txt'),
     questionFile: join(askDir, 'question.txt'), ioDir, askDir, answerDir,
   };
-}
-
-/**
- * Everything a provider or check adds to the spawn policy's allowlist: the passed names, then (sandboxed) the gate's
- * proxies, model base URLs and placeholder keys.
- */
-export function agentExtraEnv(sandbox: RunSandbox): Record<string, string> {
-  return { ...sandbox.passed, ...sandbox.mode.kind === 'none' ? {} : sandbox.gate?.env };
 }
 
 const MIB = 1024 * 1024;
