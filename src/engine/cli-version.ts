@@ -1,8 +1,5 @@
-// Which version of an agent CLI is installed: read from the npm package the executable belongs to when it is one
-// (free, and npm-installed CLIs can take seconds to answer --version on a busy host), else from `<path> --version`.
-// And the versions the conformance suite (`npm run test:providers`) drove end to end, and the range each proves: the
-// same major line from that version up (caret semantics; for 0.x the same minor). One home for these figures:
-// test/unit/tested-clis.test.ts holds them equal to the pins in test/providers/versions.json.
+// Which version of an agent CLI is installed, and the range `npm run test:providers` proved for it (docs/engine.md
+// "Providers"; test/unit/tested-clis.test.ts holds the figures equal to test/providers/versions.json).
 import { readFileSync, realpathSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { runCollect } from '../spawn/start.ts';
