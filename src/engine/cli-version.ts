@@ -99,7 +99,7 @@ export type VersionProbe = (path: string, provider?: string) => Promise<string |
  * A built-in's version from its npm package, else `<path> --version` with a timeout and a minimal environment (no
  * tokens reach it); cached by path, size and mtime so an upgrade is noticed without re-running every binary.
  */
-export function createVersionProbe(env: NodeJS.ProcessEnv, timeoutMs = 20_000): VersionProbe {
+export function createVersionProbe(env: NodeJS.ProcessEnv): VersionProbe {
   const cache = new Map<string, Promise<string | null>>();
   const base: NodeJS.ProcessEnv = { PATH: env.PATH ?? '', HOME: env.HOME ?? '' };
   return function probe(path, provider) {
@@ -114,7 +114,7 @@ export function createVersionProbe(env: NodeJS.ProcessEnv, timeoutMs = 20_000): 
     if (!pending) {
       const pkg = provider ? TESTED_CLIS[provider]?.package : undefined;
       const fromPackage = pkg ? packageVersion(path, pkg) : null;
-      const spec = { kind: 'probe', base, extra: { LANG: 'C', NO_COLOR: '1' }, timeout: timeoutMs } as const;
+      const spec = { kind: 'probe', base, extra: { LANG: 'C', NO_COLOR: '1' }, timeout: 20_000 } as const;
       const asked = () => runCollect([path, '--version'], spec).then((r) => {
         const out = r.stdout.trim() || r.stderr.trim();
         return r.error && !out ? null : versionFrom(out);

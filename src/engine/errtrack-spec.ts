@@ -36,23 +36,11 @@ export function normalizeExport(input: unknown): ErrtrackExport {
   );
 }
 
-function exceptionValues(event: Obj | null): Obj[] {
-  if (!event) return [];
-  for (const entry of arr(event.entries)) {
-    const e = obj(entry);
-    if (e?.type === 'exception') return arr(obj(e.data)?.values).map(obj).filter((v): v is Obj => v !== null);
-  }
-  return arr(obj(event.exception)?.values).map(obj).filter((v): v is Obj => v !== null);
-}
-
-function breadcrumbValues(event: Obj | null): Obj[] {
-  if (!event) return [];
-  let values: unknown[] = arr(obj(event.breadcrumbs)?.values);
-  for (const entry of arr(event.entries)) {
-    const e = obj(entry);
-    if (e?.type === 'breadcrumbs') values = arr(obj(e.data)?.values);
-  }
-  return values.map(obj).filter((v): v is Obj => v !== null);
+/** The objects of the event's `type` section: its entry of that type (an issue export's form), else its own field. */
+function sectionValues(event: Obj | null, type: 'exception' | 'breadcrumbs'): Obj[] {
+  const entry = arr(event?.entries).map(obj).find((e) => e?.type === type);
+  const values = entry ? obj(entry.data)?.values : obj(event?.[type])?.values;
+  return arr(values).map(obj).filter((v): v is Obj => v !== null);
 }
 
 function toFrame(raw: Obj) {
@@ -96,7 +84,7 @@ function releaseOf(issue: Obj | null, event: Obj | null): string | null {
 
 export function summarize(exp: ErrtrackExport) {
   const { issue, event } = exp;
-  const values = exceptionValues(event);
+  const values = sectionValues(event, 'exception');
   const top = values[values.length - 1] ?? null;
   const meta = obj(issue?.metadata) ?? obj(event?.metadata);
   const errorType = str(top?.type) ?? str(meta?.type);
@@ -107,7 +95,7 @@ export function summarize(exp: ErrtrackExport) {
     errorType: errorType && oneLine(errorType, 200),
     errorValue: errorValue && oneLine(errorValue, 1000),
     frames: framesOf(values),
-    breadcrumbs: breadcrumbValues(event).slice(-30).map(crumbLine),
+    breadcrumbs: sectionValues(event, 'breadcrumbs').slice(-30).map(crumbLine),
     release: releaseOf(issue, event),
     environment: str(event?.environment) ?? tagValue(event, 'environment'),
     culprit: str(event?.culprit) ?? str(issue?.culprit),
