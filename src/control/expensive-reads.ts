@@ -6,7 +6,7 @@ import { Worker } from 'node:worker_threads';
 import type { Logger } from '../log.ts';
 import type { StatsFilter, StatsStore } from '../db/stats-store.ts';
 import { HttpError } from '../http/http-error.ts';
-import { errorMessage } from '../errors.ts';
+import { errorMessage, FailedError } from '../errors.ts';
 import { STATS_BODIES } from './stats-body.ts';
 
 const WORKER = new URL(`./expensive-reads-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url);
@@ -39,13 +39,6 @@ export class ExpensiveReadsBusyError extends HttpError {
   }
 }
 
-class ExpensiveReadFailedError extends Error {
-  constructor(message: string) {
-    super(`Expensive read failed: ${message}`);
-    this.name = 'ExpensiveReadFailedError';
-  }
-}
-
 export function createExpensiveReads(opts: ExpensiveReadsOptions) {
   const { log } = opts;
   const maxQueued = opts.maxQueued ?? MAX_QUEUED;
@@ -67,7 +60,7 @@ export function createExpensiveReads(opts: ExpensiveReadsOptions) {
       try {
         p.resolve(STATS_BODIES[p.request.kind](opts.stats, p.request.filter));
       } catch (err) {
-        p.reject(err instanceof Error ? err : new ExpensiveReadFailedError(String(err)));
+        p.reject(err instanceof Error ? err : new FailedError(`Expensive read failed: ${String(err)}`));
       }
     }
     pending.clear();
@@ -93,7 +86,7 @@ export function createExpensiveReads(opts: ExpensiveReadsOptions) {
       const waiting = pending.get(reply.id);
       if (!waiting) return;
       pending.delete(reply.id);
-      if ('error' in reply) waiting.reject(new ExpensiveReadFailedError(reply.error));
+      if ('error' in reply) waiting.reject(new FailedError(`Expensive read failed: ${reply.error}`));
       else waiting.resolve(reply.value);
       if (pending.size === 0 && !closed) {
         if (idleTimer) clearTimeout(idleTimer);
@@ -136,7 +129,7 @@ export function createExpensiveReads(opts: ExpensiveReadsOptions) {
     async close() {
       closed = true;
       if (idleTimer) clearTimeout(idleTimer);
-      for (const p of pending.values()) p.reject(new ExpensiveReadFailedError('the server is closing'));
+      for (const p of pending.values()) p.reject(new FailedError('Expensive read failed: the server is closing'));
       pending.clear();
       const w = worker;
       worker = undefined;

@@ -167,10 +167,8 @@ function validateNotification(v: unknown, where: string, source: string, now: nu
   }
   const run = orNull<string>(`${where}.run`, v.run, (x) => typeof x === 'string' && SEGMENT.test(x),
     `must match ${SEGMENT.source}`);
-  const attempts = v.attempts ?? 0;
-  if (!Number.isSafeInteger(attempts) || (attempts as number) < 0) {
-    bad(`${where}.attempts`, 'must be a non-negative integer');
-  }
+  const attempts = orNull<number>(`${where}.attempts`, v.attempts,
+    (x) => Number.isSafeInteger(x) && (x as number) >= 0, 'must be a non-negative integer') ?? 0;
   const created = optionalTime(`${where}.created_at`, v.created_at, now) ?? now;
   return {
     job_id: text(`${where}.job_id`, v.job_id, false, 128),
@@ -181,7 +179,7 @@ function validateNotification(v: unknown, where: string, source: string, now: nu
     channel: text(`${where}.channel`, v.channel, true, 64)!,
     target: text(`${where}.target`, v.target, false),
     status: v.status as NotificationStatus,
-    attempts: attempts as number,
+    attempts,
     error: text(`${where}.error`, v.error, false),
     created_at: created,
     updated_at: optionalTime(`${where}.updated_at`, v.updated_at, now) ?? created,

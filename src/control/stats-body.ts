@@ -50,15 +50,11 @@ function costFigures(g: CostGroup) {
 }
 
 export function costBody(stats: StatsStore, f: StatsFilter): Record<string, unknown> {
-  const total = costFigures(stats.costTotal(f));
+  const { cost_usd: total, ...figures } = costFigures(stats.costTotal(f));
   return {
     ...window(f),
-    total_usd: total.cost_usd,
-    runs: total.runs,
-    runs_with_cost: total.runs_with_cost,
-    runs_unknown_cost: total.runs_unknown_cost,
-    tokens_in: total.tokens_in,
-    tokens_out: total.tokens_out,
+    total_usd: total,
+    ...figures,
     by_provider: stats.costBy(f, 'provider').map((g) => ({ provider: g.key, ...costFigures(g) })),
     by_repo: stats.costBy(f, 'repo').map((g) => ({ repo: g.key, ...costFigures(g) })),
     per_day: stats.costBy(f, 'day').map((g) => ({ date: dateOf(Number(g.key)), ...costFigures(g) })),

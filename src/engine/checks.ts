@@ -5,7 +5,7 @@ import { spawnGroup } from './spawn-group.ts';
 import type { Policy } from './policy.ts';
 import type { Verdict } from '../run-json.ts';
 import type { RunContext } from './run-context.ts';
-import { agentSandbox, agentExtraEnv, type RunSandbox } from './sandbox.ts';
+import { agentSandbox, type RunSandbox } from './sandbox.ts';
 
 const CHECK_OUTPUT_CAP = 256 * 1024;
 
@@ -44,7 +44,7 @@ export async function runChecks(ctx: RunContext, policy: Policy, sandbox: RunSan
       const run = spawnGroup(argv, {
         cwd: ctx.state.workdir,
         env: ctx.env,
-        extra: { ...agentExtraEnv(sandbox), SVC_RUN_ID: ctx.state.run },
+        extra: { ...sandbox.env, SVC_RUN_ID: ctx.state.run },
         maxBytes: CHECK_OUTPUT_CAP,
         timeoutMs: policy.limits.check_timeout_s * 1000,
         // A check runs code the agent wrote: in the sandbox, with no provider's login folders.

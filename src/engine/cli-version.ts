@@ -1,8 +1,5 @@
-// Which version of an agent CLI is installed: read from the npm package the executable belongs to when it is one
-// (free, and npm-installed CLIs can take seconds to answer --version on a busy host), else from `<path> --version`.
-// And the versions the conformance suite (`npm run test:providers`) drove end to end, and the range each proves: the
-// same major line from that version up (caret semantics; for 0.x the same minor). One home for these figures:
-// test/unit/tested-clis.test.ts holds them equal to the pins in test/providers/versions.json.
+// Which version of an agent CLI is installed, and the range `npm run test:providers` proved for it (docs/engine.md
+// "Providers"; test/unit/tested-clis.test.ts holds the figures equal to test/providers/versions.json).
 import { readFileSync, realpathSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { runCollect } from '../spawn/start.ts';
@@ -102,7 +99,7 @@ export type VersionProbe = (path: string, provider?: string) => Promise<string |
  * A built-in's version from its npm package, else `<path> --version` with a timeout and a minimal environment (no
  * tokens reach it); cached by path, size and mtime so an upgrade is noticed without re-running every binary.
  */
-export function createVersionProbe(env: NodeJS.ProcessEnv, timeoutMs = 20_000): VersionProbe {
+export function createVersionProbe(env: NodeJS.ProcessEnv): VersionProbe {
   const cache = new Map<string, Promise<string | null>>();
   const base: NodeJS.ProcessEnv = { PATH: env.PATH ?? '', HOME: env.HOME ?? '' };
   return function probe(path, provider) {
@@ -117,7 +114,7 @@ export function createVersionProbe(env: NodeJS.ProcessEnv, timeoutMs = 20_000): 
     if (!pending) {
       const pkg = provider ? TESTED_CLIS[provider]?.package : undefined;
       const fromPackage = pkg ? packageVersion(path, pkg) : null;
-      const spec = { kind: 'probe', base, extra: { LANG: 'C', NO_COLOR: '1' }, timeout: timeoutMs } as const;
+      const spec = { kind: 'probe', base, extra: { LANG: 'C', NO_COLOR: '1' }, timeout: 20_000 } as const;
       const asked = () => runCollect([path, '--version'], spec).then((r) => {
         const out = r.stdout.trim() || r.stderr.trim();
         return r.error && !out ? null : versionFrom(out);

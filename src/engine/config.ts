@@ -1,7 +1,5 @@
-// The engine's settings files (docs/engine.md "Who may set what"): the repository's .svc/config.json (the default
-// provider and `command` providers, argv arrays, no shell), the operator's `/etc/svc/operator.json`, then
-// `~/.svc/operator.json` (the latter wins per provider name), and the record of the config files a person trusted.
-// Which of these settings a run may use is decided in one place, setting-authority.ts.
+// The engine's settings files: the repository's .svc/config.json, the operator's /etc/svc/operator.json then
+// ~/.svc/operator.json, and the config files a person trusted (docs/engine.md "Who may set what").
 import { isJsonObject } from '../untrusted.ts';
 import { readFileSync, existsSync, realpathSync } from 'node:fs';
 import { createHash } from 'node:crypto';

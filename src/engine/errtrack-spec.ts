@@ -11,25 +11,8 @@ export interface ErrtrackExport {
   event: Obj | null;
 }
 
-export interface Frame {
-  file: string;
-  line: number | null;
-  fn: string;
-  inApp: boolean;
-}
-
-export interface ErrtrackSummary {
-  title: string;
-  errorType: string | null;
-  errorValue: string | null;
-  frames: Frame[];
-  breadcrumbs: string[];
-  release: string | null;
-  environment: string | null;
-  culprit: string | null;
-  link: string | null;
-  shortId: string | null;
-}
+type Frame = ReturnType<typeof toFrame>;
+export type ErrtrackSummary = ReturnType<typeof summarize>;
 
 function arr(value: unknown): unknown[] {
   return Array.isArray(value) ? value : [];
@@ -53,26 +36,14 @@ export function normalizeExport(input: unknown): ErrtrackExport {
   );
 }
 
-function exceptionValues(event: Obj | null): Obj[] {
-  if (!event) return [];
-  for (const entry of arr(event.entries)) {
-    const e = obj(entry);
-    if (e?.type === 'exception') return arr(obj(e.data)?.values).map(obj).filter((v): v is Obj => v !== null);
-  }
-  return arr(obj(event.exception)?.values).map(obj).filter((v): v is Obj => v !== null);
+/** The objects of the event's `type` section: its entry of that type (an issue export's form), else its own field. */
+function sectionValues(event: Obj | null, type: 'exception' | 'breadcrumbs'): Obj[] {
+  const entry = arr(event?.entries).map(obj).find((e) => e?.type === type);
+  const values = entry ? obj(entry.data)?.values : obj(event?.[type])?.values;
+  return arr(values).map(obj).filter((v): v is Obj => v !== null);
 }
 
-function breadcrumbValues(event: Obj | null): Obj[] {
-  if (!event) return [];
-  let values: unknown[] = arr(obj(event.breadcrumbs)?.values);
-  for (const entry of arr(event.entries)) {
-    const e = obj(entry);
-    if (e?.type === 'breadcrumbs') values = arr(obj(e.data)?.values);
-  }
-  return values.map(obj).filter((v): v is Obj => v !== null);
-}
-
-function toFrame(raw: Obj): Frame {
+function toFrame(raw: Obj) {
   const file = str(raw.filename) ?? str(raw.absPath) ?? str(raw.abs_path) ?? str(raw.module) ?? '<unknown>';
   const lineValue = raw.lineNo ?? raw.lineno;
   const line = typeof lineValue === 'number' ? lineValue : null;
@@ -81,7 +52,7 @@ function toFrame(raw: Obj): Frame {
 }
 
 /** Frames newest call first, in-app frames before library frames (stable within each group). */
-function framesOf(values: Obj[]): Frame[] {
+function framesOf(values: Obj[]) {
   const frames: Frame[] = [];
   for (const value of [...values].reverse()) {
     const raw = arr(obj(value.stacktrace)?.frames).map(obj).filter((f): f is Obj => f !== null);
@@ -111,9 +82,9 @@ function releaseOf(issue: Obj | null, event: Obj | null): string | null {
   return str(obj(r)?.version) ?? str(r) ?? tagValue(event, 'release') ?? str(obj(issue?.lastRelease)?.version) ?? null;
 }
 
-export function summarize(exp: ErrtrackExport): ErrtrackSummary {
+export function summarize(exp: ErrtrackExport) {
   const { issue, event } = exp;
-  const values = exceptionValues(event);
+  const values = sectionValues(event, 'exception');
   const top = values[values.length - 1] ?? null;
   const meta = obj(issue?.metadata) ?? obj(event?.metadata);
   const errorType = str(top?.type) ?? str(meta?.type);
@@ -124,7 +95,7 @@ export function summarize(exp: ErrtrackExport): ErrtrackSummary {
     errorType: errorType && oneLine(errorType, 200),
     errorValue: errorValue && oneLine(errorValue, 1000),
     frames: framesOf(values),
-    breadcrumbs: breadcrumbValues(event).slice(-30).map(crumbLine),
+    breadcrumbs: sectionValues(event, 'breadcrumbs').slice(-30).map(crumbLine),
     release: releaseOf(issue, event),
     environment: str(event?.environment) ?? tagValue(event, 'environment'),
     culprit: str(event?.culprit) ?? str(issue?.culprit),
@@ -135,7 +106,7 @@ export function summarize(exp: ErrtrackExport): ErrtrackSummary {
 
 export function renderErrtrackSpec(s: ErrtrackSummary): string {
   const error = [s.errorType, s.errorValue].filter(Boolean).join(': ') || s.title;
-  const frameLine = (f: ErrtrackSummary['frames'][number]) =>
+  const frameLine = (f: Frame) =>
     `- ${f.file}:${f.line ?? '?'} in ${f.fn}${f.inApp ? '' : ' (library)'}`;
   const frames = s.frames.slice(0, 40).map(frameLine);
   const context = [

@@ -123,8 +123,7 @@ function writeReceipt(
     },
     cost: { usd: state.cost_usd, tokens_in: state.tokens_in, tokens_out: state.tokens_out },
     verdict, gaps, started_at, ended_at: state.ended_at ?? isoNow(), issued_at: isoNow(),
-    network: sandbox.mode.kind !== 'none' && sandbox.gate
-      ? confinedNetwork(sandbox.gate.policy, sandbox.gate.summary()) : UNCONFINED,
+    network: sandbox.gate ? confinedNetwork(sandbox.gate.policy, sandbox.gate.summary()) : UNCONFINED,
   }, loadOrCreateSigningKey(svcHomeOf(ctx.env)));
   ctx.saveArtifact('receipt.json', JSON.stringify(receipt, null, 2) + '\n');
   ctx.event('receipt', { verdict, integrity: receipt.integrity, kid: receipt.kid, gaps });
@@ -166,23 +165,25 @@ function checkRow(c: Receipt['checks'][number]): string {
   return `| ${c.name} | ${c.required ? 'required' : 'optional'} | ${result} |`;
 }
 
-/**
- * Opens the PR only when asked (--pr), the diff is non-empty and the policy accepts the verdict; otherwise records why
- * not.
- */
-export async function maybeOpenPr(
-  ctx: RunContext, { policy, push_target: target }: Pick<RunPlan, 'policy' | 'push_target'>, receipt: Receipt,
-): Promise<string | null> {
-  const { state } = ctx;
-  if (!state.pr) return null;
-  let reason: string | null = null;
-  if (receipt.diff.files === 0) reason = 'the diff is empty';
-  else if (policy.pr.open === 'never') reason = 'the policy says pr.open = "never"';
-  else if (!verdictAccepted(policy, receipt.verdict)) {
-    reason = `verdict ${receipt.verdict} does not meet the policy's pr.open = "${policy.pr.open}"`;
+type PrPlan = Pick<RunPlan, 'policy' | 'push_target'>;
+
+/** Why a --pr run with this receipt gets no pull request under its plan; null when it gets one. */
+export function prWithheld({ policy, push_target }: PrPlan, receipt: Receipt): string | null {
+  if (receipt.diff.files === 0) return 'the diff is empty';
+  if (policy.pr.open === 'never') return 'the policy says pr.open = "never"';
+  if (!verdictAccepted(policy, receipt.verdict)) {
+    return `verdict ${receipt.verdict} does not meet the policy's pr.open = "${policy.pr.open}"`;
   }
   // pr.open was "never" when the run was made, so no target was pinned; a policy changed since cannot add one.
-  else if (!target) reason = 'no push target was pinned when the run was made (pr.open was "never" then)';
+  return push_target ? null : 'no push target was pinned when the run was made (pr.open was "never" then)';
+}
+
+/** Opens the PR only when asked (--pr) and not withheld (prWithheld); otherwise records why not. */
+export async function maybeOpenPr(ctx: RunContext, plan: PrPlan, receipt: Receipt): Promise<string | null> {
+  const { state } = ctx;
+  const { policy, push_target: target } = plan;
+  if (!state.pr) return null;
+  const reason = prWithheld(plan, receipt);
   if (reason !== null || !target) {
     ctx.event('pr', { opened: false, reason });
     ctx.say(`no pull request: ${reason}`);

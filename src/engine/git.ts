@@ -1,8 +1,5 @@
-// svc's git: argv arrays through the spawn policy (never a shell), errors carry git's own message. Every git svc
-// starts, here or elsewhere, takes its argv and environment from this file: no global or system config, no operator
-// GIT_* that could re-enable what it turns off, and every program a repository can name switched off (docs/engine.md,
-// "svc's own git reads no global or system config"). Once the agent has worked in a tree, git runs in a sandbox of its
-// own (a `GitRun` from src/engine/sandbox.ts).
+// svc's git, the argv and environment of every git svc starts (docs/engine.md "svc's own git reads no global or system
+// config"); once the agent has worked in a tree, it runs in a sandbox of its own (a `GitRun` from sandbox.ts).
 import { readFileSync, appendFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { join, basename, resolve } from 'node:path';
 import { tmpdir } from 'node:os';
@@ -12,7 +9,6 @@ import { FailedError } from '../errors.ts';
 import { GitRedirectedError, redirectedUrl } from './git-token.ts';
 
 // Held whatever any config says; the `-c` values reach every git this one starts, through GIT_CONFIG_PARAMETERS.
-// No credential helper: svc's token reaches git only through its own askpass (src/engine/git-token.ts).
 const SAFE_GIT_CONFIG = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false',
   '-c', 'submodule.recurse=false', '-c', 'diff.ignoreSubmodules=all', '-c', 'status.submoduleSummary=false',
   '-c', 'push.recurseSubmodules=no', '-c', 'fetch.recurseSubmodules=false', '-c', 'core.untrackedCache=false',

@@ -1,6 +1,5 @@
-// The runs this machine made in a checkout, read the way every reader of a project reads them: each level opened
-// without following a link (plain-tree.ts), no FIFO opened, a size cap, and run folders git tracks skipped (a cloned
-// repository's content, never a run of svc's here). Prune, the repository rename and the checkout lock all read here.
+// The runs this machine made in a checkout: read without following a link (plain-tree.ts), with a size cap, and
+// skipping run folders git tracks (a cloned repository's content, never a run of svc's here).
 import { tryGit } from './git.ts';
 import { isValidSegment } from './ids.ts';
 import { listPlain, openPlainDirIn, openPlainPath, readPlainIn } from './plain-tree.ts';

@@ -1,7 +1,5 @@
-// Reads a run folder (or any tree a project or an agent could write) without ever following a symbolic link: each
-// folder is opened with O_NOFOLLOW|O_DIRECTORY and the next name is looked up inside that open folder, through
-// `/proc/self/fd/<fd>/<name>` (the openat(2) Node lacks), so a folder swapped for a link after it was opened changes
-// nothing. Without /proc the lexical path is used (each component still checked; DESIGN §7a). Writes are safe-fs.ts.
+// Reads a tree a project or an agent could write without ever following a symbolic link: each name is looked up inside
+// the folder already open, through /proc/self/fd (docs/engine.md "Shipping to the Control Plane"). Writes: safe-fs.ts.
 import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readdirSync, readSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 

@@ -4,25 +4,23 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { openRunContext } from './run-context.ts';
-import { verdictAccepted } from './policy.ts';
-import { readPlan, type RunPlan } from './run-plan.ts';
+import { readPlan } from './run-plan.ts';
 import { verifyReceipt, keyRingOf, type Receipt } from './receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
-import { maybeOpenPr } from './finish-phase.ts';
+import { maybeOpenPr, prWithheld } from './finish-phase.ts';
 import { checkPrPossible } from './pr.ts';
 import { artifactsDir } from './paths.ts';
 import type { RunState } from './run-state.ts';
 import { ConflictError, FailedError } from '../errors.ts';
 
 /** Why `state` cannot get its pull request now, or null when it can (the receipt and policy are checked after). */
-function prLaterRefusal(state: RunState, plan: RunPlan): string | null {
+function prLaterRefusal(state: RunState): string | null {
   const id = `${state.source}/${state.run}`;
   if (!state.pr) return `Run ${id} was not started with --pr`;
   if (state.pr_url) return `Run ${id} already has its pull request: ${state.pr_url}`;
   if (state.status !== 'failed') return `Run ${id} is ${state.status}; only a failed run without its PR gets one`;
   if (state.failed_check) return `Run ${id} failed its required check "${state.failed_check}"`;
-  if (!plan.push_target) return `Run ${id} has no push target (none was pinned when it was made)`;
   return null;
 }
 
@@ -48,14 +46,11 @@ export async function openPrLater(dir: string, env: NodeJS.ProcessEnv, say: (t: 
   const ctx = openRunContext(dir, env, { ship: env.SVC_SHIP !== '0', say });
   try {
     const plan = readPlan(dir);
-    const refusal = prLaterRefusal(ctx.state, plan);
+    const refusal = prLaterRefusal(ctx.state);
     if (refusal !== null) throw new ConflictError(refusal);
     const receipt = ownReceipt(dir, ctx.state, env);
-    const { policy } = plan;
-    if (receipt.diff.files === 0 || !verdictAccepted(policy, receipt.verdict)) {
-      throw new ConflictError(`Run ${ctx.state.source}/${ctx.state.run}: verdict ${receipt.verdict} ` +
-        `(${receipt.diff.files} files) does not meet the policy's pr.open = "${policy.pr.open}"`);
-    }
+    const withheld = prWithheld(plan, receipt);
+    if (withheld !== null) throw new ConflictError(`Run ${ctx.state.source}/${ctx.state.run}: ${withheld}`);
     await checkPrPossible(plan.push_target!, env);
     ctx.event('log', { stream: 'svc', text: 'opening the pull request the run could not open before' });
     const error = await maybeOpenPr(ctx, plan, receipt);

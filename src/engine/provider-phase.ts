@@ -1,6 +1,5 @@
-// Runs the provider until it is done: questions (SVC_QUESTION_FILE) block the run until an answer file arrives,
-// and reaching the policy's max_usd blocks it asking whether to continue (DESIGN §6). The budget is checked on every
-// cost line while the provider runs, and again when it exits (some CLIs report cost only at the end).
+// Runs the provider until it is done; its questions and the max_usd budget block the run until answered
+// (docs/engine.md "Blocked runs and the budget").
 import { setTimeout as sleep } from 'node:timers/promises';
 import { existsSync, rmSync } from 'node:fs';
 import type { RunContext } from './run-context.ts';
@@ -11,8 +10,9 @@ import { oneLine } from './text.ts';
 import { writeNoFollow } from './safe-fs.ts';
 import { readAgentFile } from './plain-tree.ts';
 import {
-  agentSandbox, agentExtraEnv, protocolFiles, releaseProviderHome, watchedLimits, type ProtocolFiles, type RunSandbox,
+  agentSandbox, protocolFiles, releaseProviderHome, watchedLimits, type ProtocolFiles, type RunSandbox,
 } from './sandbox.ts';
+import type { RunPlan } from './run-plan.ts';
 import type { RunLimits } from './policy.ts';
 import { untestedProviderWarning } from './cli-version.ts';
 
@@ -99,32 +99,31 @@ function limitMessage(name: string, ended: NonNullable<GroupResult['endedBy']>):
   return `Provider ${name} was ended by svc: ${ended.message} (policy limits.${LIMIT_KEYS[ended.limit]})`;
 }
 
-type ProviderOptions = { maxUsd: number | null; notes: string[]; sandbox: RunSandbox; limits: RunLimits };
-
 /**
- * Invokes the provider until an invocation ends the run's provider phase (done, failed, stopped or limited);
+ * Invokes the plan's provider until an invocation ends the run's provider phase (done, failed, stopped or limited);
  * meanwhile checks its version (without delaying its start) and logs a warning if untested.
  */
 export async function runProvider(
-  ctx: RunContext, provider: ResolvedProvider, spec: string, opts: ProviderOptions,
+  ctx: RunContext, plan: RunPlan, spec: string, opts: { notes: string[]; sandbox: RunSandbox },
 ): Promise<ProviderOutcome> {
+  const { provider, policy: { max_usd: maxUsd, limits } } = plan;
   const versionCheck = untestedProviderWarning(provider, ctx.env).then((warning) => {
     if (warning) ctx.note(warning);
   }, () => undefined);
   try {
     const files = protocolFiles(ctx);
     const log = createOutputLog(ctx);
-    if (ctx.state.budget_usd === null && opts.maxUsd !== null) ctx.update({ budget_usd: opts.maxUsd });
-    const runDeadline = Date.now() + opts.limits.run_timeout_s * 1000;
+    if (ctx.state.budget_usd === null && maxUsd !== null) ctx.update({ budget_usd: maxUsd });
+    const runDeadline = Date.now() + limits.run_timeout_s * 1000;
     for (let number = 1; ; number++) {
       if (ctx.stopRequested()) return { kind: 'stopped' };
       const a = newAttempt(ctx, number, runDeadline - Date.now());
-      const limited = limitBeforeAttempt(provider.name, a, opts.limits);
+      const limited = limitBeforeAttempt(provider.name, a, limits);
       if (limited) return limited;
-      const proc = startAttempt(ctx, provider, opts, files, spec, a, log);
-      const result = await watchAttempt(ctx, proc, a, files, opts.maxUsd);
+      const proc = startAttempt(ctx, plan, opts, files, spec, a, log);
+      const result = await watchAttempt(ctx, proc, a, files, maxUsd);
       const total = recordAttempt(ctx, result, a, log);
-      const next = await outcomeAfterExit(ctx, provider, opts.maxUsd, files, a, result, total);
+      const next = await outcomeAfterExit(ctx, provider, maxUsd, files, a, result, total);
       if (next !== 'again') return next;
     }
   } finally {
@@ -200,8 +199,8 @@ function limitBeforeAttempt(name: string, a: Attempt, limits: RunLimits): Provid
  * first; its output lines feed the usage parser and the output log.
  */
 function startAttempt(
-  ctx: RunContext, provider: ResolvedProvider, opts: ProviderOptions, files: ProtocolFiles, spec: string, a: Attempt,
-  log: OutputLog,
+  ctx: RunContext, { provider, policy: { limits } }: RunPlan, opts: { notes: string[]; sandbox: RunSandbox },
+  files: ProtocolFiles, spec: string, a: Attempt, log: OutputLog,
 ): GroupRun {
   const { taskFile, questionFile, answerFile } = files;
   const prompt = buildPrompt(spec, { answers: ctx.state.answers, notes: opts.notes });
@@ -212,7 +211,7 @@ function startAttempt(
   if (latest === undefined) rmSync(answerFile, { force: true });
   else writeNoFollow(answerFile, latest);
   const extra = {
-    ...agentExtraEnv(opts.sandbox),
+    ...opts.sandbox.env,
     // Some CLIs (opencode) take their project folder from $PWD, not the working directory: it must name the worktree.
     PWD: ctx.state.workdir,
     SVC_TASK_FILE: taskFile,
@@ -229,9 +228,9 @@ function startAttempt(
     cwd: ctx.state.workdir,
     env: ctx.env,
     extra,
-    sandbox: agentSandbox(ctx, opts.sandbox, argv[0]!, provider, opts.limits),
-    watch: watchedLimits(opts.limits, ctx.state.workdir),
-    timeoutMs: Math.min(opts.limits.provider_timeout_s * 1000, a.remainingMs),
+    sandbox: agentSandbox(ctx, opts.sandbox, argv[0]!, provider, limits),
+    watch: watchedLimits(limits, ctx.state.workdir),
+    timeoutMs: Math.min(limits.provider_timeout_s * 1000, a.remainingMs),
     ...(provider.stdinPrompt ? { stdin: prompt } : {}),
     maxBytes: 1,
     onLine(stream, line) {

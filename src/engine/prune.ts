@@ -1,7 +1,5 @@
-// What `svc prune` removes from a project: the worktrees (.svc/worktrees/<run>) and `svc/<run>` branches of runs that
-// have ended, once older than a given age. Nothing is read through a link, what git tracks under .svc is the
-// repository's content, and a worktree is removed only once its real path is the one svc made.
-// Must not: touch a run that has not ended, a branch svc did not make, the run folders, or anything on a remote.
+// What `svc prune` removes from a project: the worktrees and `svc/<run>` branches of runs that ended long enough ago
+// (docs/deploy.md, what it never touches). Must not: touch a run that has not ended or a branch svc did not make.
 import { lstatSync, realpathSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { git, currentBranch } from './git.ts';

@@ -97,11 +97,9 @@ export function issueReceipt(body: ReceiptBody, key: SigningKey): Receipt {
   return { ...withKid, integrity: digest.toString('hex'), signature: signBytes(key, digest) };
 }
 
-export type ReceiptProblem = 'malformed' | 'integrity_mismatch' | 'unknown_key' | 'bad_signature';
-
 export interface ReceiptCheck {
   ok: boolean;
-  problem: ReceiptProblem | null;
+  problem: 'malformed' | 'integrity_mismatch' | 'unknown_key' | 'bad_signature' | null;
   message: string;
   receipt: Receipt | null;
 }
@@ -118,7 +116,7 @@ export function keyRingOf(pems: string[]): KeyRing {
   return ring;
 }
 
-function rejected(problem: ReceiptProblem, message: string): ReceiptCheck {
+function rejected(problem: NonNullable<ReceiptCheck['problem']>, message: string): ReceiptCheck {
   return { ok: false, problem, message, receipt: null };
 }
 

@@ -1,9 +1,5 @@
-// The repository name a run records (its `repo`, what the Control Plane lists and filters by): the served entry a
-// trigger server routed its job to (SVC_REPO_NAME), else the checkout's origin (git.ts repoName). One repository, one
-// name (docs/engine.md): the first run made under a new name renames the checkout's earlier ended runs, says so in
-// their events and marks them for shipping; receipts keep the name they were signed with. The last name per checkout
-// is in the repository's `info/svc-repo-names` (`name<TAB>path` lines), which sandboxes mount read-only, so an agent
-// can't make svc rename runs. The rename never fails the start it runs in.
+// The repository name a run records: the served entry a trigger server routed its job to (SVC_REPO_NAME), else the
+// checkout's origin; and the rename of the checkout's earlier runs (docs/engine.md "One repository, one name").
 import { join } from 'node:path';
 import { repoName } from './git.ts';
 import { writeState, type RunState } from './run-state.ts';

@@ -14,32 +14,14 @@ import { plainSubdir, writeNoFollow } from './safe-fs.ts';
 
 export const STOP_GRACE_MS = 5_000;
 
-export interface RunContext {
-  dir: string;
-  state: RunState;
-  env: NodeJS.ProcessEnv;
-  update(fields: Partial<RunState>): void;
-  setStatus(to: RunStatus, fields?: Partial<RunState>): void;
-  event(kind: string, data?: Record<string, unknown>): void;
-  saveArtifact(path: string, content: string | Buffer): void;
-  /** The provider or check now running (its own process group), so a stop can reach it. */
-  setChild(identity: ProcIdentity | null): void;
-  requestStop(reason: string): void;
-  stopRequested(): boolean;
-  /** The answer waiting for the blocked run, by whichever one channel it came (docs/architecture.md, "Channels"). */
-  takeAnswer(): string | null;
-  /** Progress lines for whoever watches the worker (terminal or worker.log). */
-  say(text: string): void;
-  /** A line of svc's own in the run's log (with any further fields), also said to whoever watches the worker. */
-  note(text: string, fields?: Record<string, unknown>): void;
-  close(): Promise<void>;
-}
+export type RunContext = ReturnType<typeof openRunContext>;
 
 export function openRunContext(
   dir: string, env: NodeJS.ProcessEnv, opts: { ship: boolean; say?: (t: string) => void },
-): RunContext {
+) {
   const state = readState(dir);
   let stopping = false;
+  // Only a child this process started: state.child may still be what state.json said (untrusted) at start.
   let child: ProcIdentity | null = null;
 
   // Requests the Control Plane could not deliver on disk come in this run's own ingest responses.
@@ -67,16 +49,16 @@ export function openRunContext(
   const markDirty = () => shipping?.changed();
   const log = openEventLog(dir, markDirty);
 
-  const ctx: RunContext = {
+  const ctx = {
     dir,
     state,
     env,
-    update(fields) {
+    update(fields: Partial<RunState>): void {
       Object.assign(state, fields, { updated_at: isoNow() });
       writeState(dir, state);
       markDirty();
     },
-    setStatus(to, fields = {}) {
+    setStatus(to: RunStatus, fields: Partial<RunState> = {}): void {
       const from = state.status;
       ctx.update({ ...fields, status: to });
       if (from !== to) {
@@ -84,36 +66,40 @@ export function openRunContext(
         ctx.say(`status ${to}${fields.error ? `: ${fields.error}` : ''}`);
       }
     },
-    event(kind, data = {}) {
+    event(kind: string, data: Record<string, unknown> = {}): void {
       log.append(kind, data);
     },
-    saveArtifact(path, content) {
+    saveArtifact(path: string, content: string | Buffer): void {
       // Every folder level and the file itself are checked: no symbolic link planted under artifacts/ is followed.
       plainSubdir(dir, 'artifacts');
       writeNoFollow(join(plainSubdir(artifactsDir(dir), dirname(path)), basename(path)), content);
       const bytes = Buffer.isBuffer(content) ? content : Buffer.from(content);
       ctx.event('artifact', { path, size: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') });
     },
-    setChild(identity) {
+    /** The provider or check now running (its own process group), so a stop can reach it. */
+    setChild(identity: ProcIdentity | null): void {
       child = identity;
       ctx.update({ child: identity });
     },
-    requestStop(reason) {
+    requestStop(reason: string): void {
       if (stopping) return;
       stopping = true;
       ctx.say(`stopping: ${reason}`);
       if (child) void terminateGroup(child, STOP_GRACE_MS);
     },
-    stopRequested: () => stopping,
-    takeAnswer: () => answers.shift() ?? takeAnswer(env, state.source, state.run, dir),
-    say(text) {
+    stopRequested: (): boolean => stopping,
+    /** The answer waiting for the blocked run, by whichever one channel it came (docs/architecture.md, "Channels"). */
+    takeAnswer: (): string | null => answers.shift() ?? takeAnswer(env, state.source, state.run, dir),
+    /** Progress lines for whoever watches the worker (terminal or worker.log). */
+    say(text: string): void {
       opts.say?.(`[svc ${state.run}] ${text}\n`);
     },
-    note(text, fields = {}) {
+    /** A line of svc's own in the run's log (with any further fields), also said to whoever watches the worker. */
+    note(text: string, fields: Record<string, unknown> = {}): void {
       ctx.event('log', { stream: 'svc', text, ...fields });
       ctx.say(text);
     },
-    async close() {
+    async close(): Promise<void> {
       await shipping?.close();
     },
   };

@@ -1,7 +1,5 @@
-// A run's plan: everything the run may do, resolved once by its launcher before anything of the run is written, and
-// kept beside its state as plan.json. The worker, a resume, a retry and a verify read it and never resolve again, so a
-// repository's later change to .svc/policy.json or .svc/config.json (or to its origin) cannot reach a run made before
-// it. What a repository may set is decided by setting-authority.ts; the plan records the decision.
+// A run's plan: everything the run may do, resolved once by its launcher and kept as plan.json; the worker, a resume,
+// a retry and a verify only read it (docs/architecture.md, path b).
 import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';

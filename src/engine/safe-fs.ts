@@ -41,18 +41,18 @@ export function plainSubdir(root: string, rel: string): string {
   return dir;
 }
 
-/** Opens `path` to write, refusing a symbolic link there. */
-function openNoFollow(path: string, flags: number, mode: number, what: string): number {
+/** Opens `path` to write (a new file readable by all), refusing a symbolic link there. */
+function openNoFollow(path: string, flags: number, what: string): number {
   try {
-    return openSync(path, flags, mode);
+    return openSync(path, flags, 0o644);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ELOOP') throw err;
     throw new UnsafePathError(`Refusing to ${what} "${path}": it is a symbolic link`);
   }
 }
 
-function writeWith(path: string, flags: number, data: string | Buffer, mode: number): void {
-  const fd = openNoFollow(path, flags, mode, 'write');
+function writeWith(path: string, flags: number, data: string | Buffer): void {
+  const fd = openNoFollow(path, flags, 'write');
   try {
     const buf = typeof data === 'string' ? Buffer.from(data) : data;
     for (let off = 0; off < buf.length; ) off += writeSync(fd, buf, off);
@@ -62,18 +62,18 @@ function writeWith(path: string, flags: number, data: string | Buffer, mode: num
 }
 
 /** Appends with O_APPEND (whole lines never interleave) and O_NOFOLLOW. */
-export function appendNoFollow(path: string, data: string | Buffer, mode = 0o644): void {
-  writeWith(path, APPEND, data, mode);
+export function appendNoFollow(path: string, data: string | Buffer): void {
+  writeWith(path, APPEND, data);
 }
 
 /** Replaces the file's content in place, refusing a symbolic link at `path`. */
-export function writeNoFollow(path: string, data: string | Buffer, mode = 0o644): void {
-  writeWith(path, TRUNCATE, data, mode);
+export function writeNoFollow(path: string, data: string | Buffer): void {
+  writeWith(path, TRUNCATE, data);
 }
 
 /** An fd for appending (e.g. a child's log), refusing a symbolic link at `path`. */
-export function openAppendNoFollow(path: string, mode = 0o644): number {
-  return openNoFollow(path, APPEND, mode, 'open');
+export function openAppendNoFollow(path: string): number {
+  return openNoFollow(path, APPEND, 'open');
 }
 
 /** Writes through a temp file and a rename, so a reader never sees half a state.json or answer file. */

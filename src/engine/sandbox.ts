@@ -26,21 +26,17 @@ import { startedByServer } from './setting-authority.ts';
 export interface RunSandbox {
   mode: SandboxMode;
   gate: RunGate | null;
-  /** What svc's environment passes to the agent and the checks by name (the run's plan), sandboxed or not. */
-  passed: Record<string, string>;
+  /**
+   * What every provider and check adds to the spawn policy's allowlist: the names the plan passes, then (sandboxed) the
+   * gate's proxies, model base URLs and placeholder keys.
+   */
+  env: Record<string, string>;
 }
 
 /** The run's protocol files: the task the agent reads, and the folders its question and its answer live in. */
-export interface ProtocolFiles {
-  taskFile: string;
-  answerFile: string;
-  questionFile: string;
-  ioDir: string;
-  askDir: string;
-  answerDir: string;
-}
+export type ProtocolFiles = ReturnType<typeof protocolFiles>;
 
-export function protocolFiles(ctx: RunContext): ProtocolFiles {
+export function protocolFiles(ctx: RunContext) {
   const askDir = plainSubdir(ctx.dir, join('io', 'ask'));
   // Writable inside: an agent that read its answer removes the file to say so.
   const answerDir = plainSubdir(ctx.dir, join('io', 'answer'));
@@ -49,14 +45,6 @@ export function protocolFiles(ctx: RunContext): ProtocolFiles {
     taskFile: join(ioDir, 'prompt.md'), answerFile: join(answerDir, 'answer.txt'),
     questionFile: join(askDir, 'question.txt'), ioDir, askDir, answerDir,
   };
-}
-
-/**
- * Everything a provider or check adds to the spawn policy's allowlist: the passed names, then (sandboxed) the gate's
- * proxies, model base URLs and placeholder keys.
- */
-export function agentExtraEnv(sandbox: RunSandbox): Record<string, string> {
-  return { ...sandbox.passed, ...sandbox.mode.kind === 'none' ? {} : sandbox.gate?.env };
 }
 
 const MIB = 1024 * 1024;

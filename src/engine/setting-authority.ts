@@ -1,7 +1,5 @@
-// Who may set what (DESIGN §7a, "A repository never widens it"; docs/engine.md "Who may set what"): the one place that
-// classifies every setting svc reads from a repository's .svc/ and the operator's files, and decides which of a
-// repository's settings a run uses. What would widen the sandbox comes from the operator, or, for a run a person
-// starts at the CLI, from a repository file that person trusted (`svc trust`).
+// Who may set what (docs/engine.md "Who may set what"): the one place that classifies every setting of a repository's
+// .svc/ and the operator's files, and decides which of a repository's settings a run uses.
 import { join } from 'node:path';
 import { within } from '../spawn/bwrap-argv.ts';
 import { neverWritable } from '../spawn/never-writable.ts';

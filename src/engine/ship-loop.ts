@@ -1,8 +1,5 @@
-// When a run goes through its shipper (docs/architecture.md, "Channels"). Its worker ships it while it works: within
-// 200 ms of a change, and every 2 s without one, so control requests reach a blocked run; a Control Plane that does
-// not answer is retried with backoff up to 30 s. On close, a final flush gets a few quick tries, then leaves a marker,
-// `.svc/ship-pending/<run>` (a plain empty file, never reached through a link): the one recovery is shipRuns, before
-// the next svc command in the project that reaches a Control Plane, or `svc ship` by hand.
+// When a run goes through its shipper, and the one recovery (the `.svc/ship-pending/<run>` marker and shipRuns):
+// docs/engine.md "Shipping to the Control Plane".
 import { rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';

@@ -1,6 +1,5 @@
-// Sends a run's state, events and artifacts to the Control Plane (POST /v1/ingest), batched and resumable from
-// ship.json; POST /v1/import reads run folders through the same readRunBatch. A Control Plane that is down never fails
-// a run: flush() reports false. Nothing is read through a link (plain-tree.ts); what is left out is reported once.
+// Sends a run's state, events and artifacts to the Control Plane (POST /v1/ingest), resumable from ship.json; POST
+// /v1/import reads run folders through the same readRunBatch (docs/engine.md "Shipping to the Control Plane").
 import { closeSync, fstatSync, readFileSync } from 'node:fs';
 import { basename, join, extname } from 'node:path';
 import { createHash } from 'node:crypto';
@@ -32,13 +31,7 @@ export interface ShipOffsets {
 /** A stop or answer for this run, handed over in an ingest response. */
 export type ControlItem = IngestResult['control'][number];
 
-export interface Shipper {
-  /** Sends everything not yet accepted; true when the Control Plane took it all. */
-  flush(): Promise<boolean>;
-  url: string;
-  /** Why the last flush failed, in words for "not shipped: …" (null after a flush that worked). */
-  failure(): string | null;
-}
+export type Shipper = ReturnType<typeof createShipper>;
 
 /** What stopped a flush: nothing answered, the token was refused, or what the Control Plane answered instead. */
 function failureOf(err: unknown, url: string, hasToken: boolean): string {
@@ -177,7 +170,7 @@ export function readRunBatch(folder: PlainDir, from: ShipOffsets | null, skip: S
 
 export function createShipper(
   dir: string, env: NodeJS.ProcessEnv, onControl?: (item: ControlItem) => void, onSkip?: SkipReport,
-): Shipper {
+) {
   const { url } = discoverControlUrl(env);
   const token = readControlToken(env);
   const client: ControlClient = createControlClient({ url, ...(token ? { token } : {}), timeoutMs: 10_000 });
@@ -231,8 +224,10 @@ export function createShipper(
   let failure: string | null = null;
   return {
     url,
-    failure: () => failure,
-    async flush() {
+    /** Why the last flush failed, in words for "not shipped: …" (null after a flush that worked). */
+    failure: (): string | null => failure,
+    /** Sends everything not yet accepted; true when the Control Plane took it all. */
+    async flush(): Promise<boolean> {
       try {
         let more = true;
         for (let i = 0; i < 1000 && more; i++) more = await flushOnce();

@@ -1,8 +1,5 @@
-// Runs an agent (a provider or a check) in its own process group with argv (no shell), streams its lines and keeps a
-// capped copy of the output. Its environment is the spawn policy's 'agent' kind: `env` is the base it filters.
-// With a sandbox plan it runs inside bwrap, whose PID namespace ends everything in it when the agent's first process
-// exits, and in a memory cgroup of its own where the host allows one (all its memory bounded by the kernel). Without
-// one, a tree guard records what the agent starts and kills all of it when that process exits.
+// Runs an agent (a provider or a check) in its own process group, argv without a shell, its lines streamed and a capped
+// copy of its output kept: in bwrap and a memory cgroup, or unconfined under a tree guard (docs/engine.md "Limits").
 import { startChild, type ChildProcess } from '../spawn/start.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { createTreeGuard, sandboxMembers, statFields } from '../spawn/tree.ts';

@@ -38,9 +38,7 @@ async function work(ctx: RunContext, plan: RunPlan, mode: WorkerMode): Promise<v
     prepareWorkdir(ctx);
     const spec = readFileSync(join(ctx.dir, 'spec.md'), 'utf8');
     const notes = mode === 'resume' ? [RESUMED_NOTE] : [];
-    const outcome = await runProvider(ctx, plan.provider, spec, {
-      maxUsd: plan.policy.max_usd, notes, sandbox, limits: plan.policy.limits,
-    });
+    const outcome = await runProvider(ctx, plan, spec, { notes, sandbox });
     if (outcome.kind === 'stopped' || ctx.stopRequested()) return;
     await finish(ctx, plan, sandbox, outcome);
   } finally {
@@ -57,10 +55,11 @@ async function openSandbox(ctx: RunContext, plan: RunPlan): Promise<RunSandbox> 
   const passed = passedValues(plan.passed_env, ctx.env);
   const warning = unsandboxedWarning(mode);
   if (warning) ctx.note(warning);
-  if (mode.kind === 'none') return { mode, gate: null, passed };
+  if (mode.kind === 'none') return { mode, gate: null, env: passed };
   // The first sandbox's memory cgroup is made while the gate and the worktree are prepared (memory-cgroup.ts).
   prepareMemoryCgroup(plan.policy.limits.memory_mb * 1024 * 1024);
-  return { mode, gate: await openRunGate(ctx, plan.policy), passed };
+  const gate = await openRunGate(ctx, plan.policy);
+  return { mode, gate, env: { ...passed, ...gate.env } };
 }
 
 /** Runs in the detached worker process; the exit code is 0 when the run succeeded. */

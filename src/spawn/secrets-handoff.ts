@@ -64,9 +64,9 @@ function handoffDir(env: NodeJS.ProcessEnv): string {
 }
 
 /**
- * For a re-exec only (a child svc gets its secrets through startChild's `secrets`): writes `secrets` to a fresh 0600 file and returns the extra
- * environment that names it, or `{}` when there is nothing to hand over. The caller removes the file (`dropHandoff`)
- * if the new image never started.
+ * For a re-exec only (a child svc gets its secrets through startChild's `secrets`): writes `secrets` to a fresh
+ * 0600 file and returns the extra environment that names it, or `{}` when there is nothing to hand over. The caller
+ * removes the file (`dropHandoff`) if the new image never started.
  */
 export function writeHandoff(secrets: Secrets, env: NodeJS.ProcessEnv): Record<string, string> {
   const handed = onlySecrets(secrets);

@@ -49,7 +49,8 @@ export function startChild(argv: readonly string[], opts: StartOptions): ChildPr
     const { bin, args, options } = prepare(argv, opts);
     return spawn(bin, args, { ...options, detached: opts.detached ?? false, stdio: opts.stdio ?? 'pipe' });
   }
-  const { bin, args, options } = prepare(argv, { ...opts, extra: { ...opts.extra, [HANDOFF_FD_VAR]: `${HANDOFF_FD}` } });
+  const extra = { ...opts.extra, [HANDOFF_FD_VAR]: `${HANDOFF_FD}` };
+  const { bin, args, options } = prepare(argv, { ...opts, extra });
   const given: StdioOptions = Array.isArray(opts.stdio) ? opts.stdio : ['ignore', 'pipe', 'pipe'];
   const stdio: StdioOptions = [...given.slice(0, HANDOFF_FD), 'pipe'];
   const child = spawn(bin, args, { ...options, detached: opts.detached ?? false, stdio });
