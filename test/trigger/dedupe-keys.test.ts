@@ -28,9 +28,9 @@ async function place(stores: TriggerStores, now: number, ...deliveries: EnqueueR
     .map((o) => (o.kind === 'queued' ? 'queued' : o.kind === 'duplicate' ? `dup:${o.jobId}` : o.kind));
 }
 
-/** How the store keeps a key: the first 16 bytes of its SHA-256. */
-function stored(key: string): Buffer {
-  return hash('sha256', key, 'buffer').subarray(0, 16);
+/** How the store keeps a key: a prefix of its SHA-256. */
+function stored(key: string): string {
+  return hash('sha256', key, 'base64url').slice(0, 22);
 }
 
 function jobOf(stores: TriggerStores, key: string): string {
