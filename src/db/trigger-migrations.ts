@@ -136,16 +136,4 @@ export const triggerMigrations: readonly Migration[] = [
   CREATE INDEX dedupe_keys_by_job ON dedupe_keys (job_id);
   CREATE INDEX dedupe_keys_by_created ON dedupe_keys (created_at);
   `,
-  // 8: a dedupe key is stored as a prefix of its SHA-256 (trigger-dedupe-store.ts hashes the old rows, which wait in
-  // dedupe_keys_text). No created_at nor index by age: a key's job id begins with its creation time (queue.ts).
-  `
-  ALTER TABLE dedupe_keys RENAME TO dedupe_keys_text;
-  DROP INDEX dedupe_keys_by_job;
-  DROP INDEX dedupe_keys_by_created;
-  CREATE TABLE dedupe_keys (
-    key TEXT PRIMARY KEY,
-    job_id TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE
-  ) STRICT, WITHOUT ROWID;
-  CREATE INDEX dedupe_keys_by_job ON dedupe_keys (job_id);
-  `,
 ];

@@ -5,8 +5,8 @@ import type { Db } from './open.ts';
 import { LIMIT_PARAM } from './limit-param.ts';
 
 export interface TriggerRetentionStore {
-  /** Deletes up to `limit` dedupe keys of jobs whose id sorts before `beforeId`; returns how many. */
-  pruneDedupeKeys(beforeId: string, limit: number): number;
+  /** Deletes up to `limit` dedupe keys created before `before`; returns how many. */
+  pruneDedupeKeys(before: number, limit: number): number;
   /** Deletes up to `limit` succeeded, failed or interrupted jobs that finished before `before`; returns how many. */
   pruneFinishedJobs(before: number, limit: number): number;
 }
@@ -14,7 +14,7 @@ export interface TriggerRetentionStore {
 export function createTriggerRetentionStore(db: Db): TriggerRetentionStore {
   const dedupe = db.prepare(
     `DELETE FROM dedupe_keys WHERE key IN
-     (SELECT key FROM dedupe_keys WHERE job_id < ? ORDER BY job_id ${LIMIT_PARAM})`,
+     (SELECT key FROM dedupe_keys WHERE created_at < ? ORDER BY created_at ${LIMIT_PARAM})`,
   );
   // finished_at is set only by finish(), i.e. for terminal jobs; the status test keeps that an invariant here too.
   const jobs = db.prepare(
@@ -22,8 +22,8 @@ export function createTriggerRetentionStore(db: Db): TriggerRetentionStore {
      AND status IN ('succeeded', 'failed', 'interrupted') ORDER BY finished_at ${LIMIT_PARAM})`,
   );
   return {
-    pruneDedupeKeys(beforeId, limit) {
-      return Number(dedupe.run(beforeId, limit).changes);
+    pruneDedupeKeys(before, limit) {
+      return Number(dedupe.run(before, limit).changes);
     },
     pruneFinishedJobs(before, limit) {
       // changes() counts the jobs only, not the rows the cascade removed with them.

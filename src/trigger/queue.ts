@@ -153,7 +153,7 @@ export function createJobQueue(opts: JobQueueOptions): JobQueue {
     const jobId = newJobId(now);
     stores.jobs.insert({ id: jobId, origin, brief, args, created_at: now, repo });
     try {
-      const holder = stores.dedupe.claim(dedupeKeys, jobId);
+      const holder = stores.dedupe.claim(dedupeKeys, jobId, now);
       if (holder !== undefined) {
         stores.jobs.remove(jobId);
         return { kind: 'duplicate', jobId: holder };

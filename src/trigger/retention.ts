@@ -5,7 +5,6 @@
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { Logger } from '../log.ts';
 import { errorMessage } from '../errors.ts';
-import { encodeTime } from '../engine/ids.ts';
 
 export const DAY_MS = 86_400_000;
 /** How often the server sweeps; the first sweep starts right after boot. */
@@ -27,9 +26,7 @@ export interface PruneCounts {
 export function pruneBatch(
   stores: TriggerStores, retention: TriggerRetention, now: number, limit = BATCH,
 ): PruneCounts & { done: boolean } {
-  // A job id begins with its creation time (queue.ts newJobId), which is also its dedupe keys' age.
-  const dedupeBefore = `j${encodeTime(Math.max(0, now - retention.dedupeDays * DAY_MS))}`;
-  const dedupeKeys = stores.retention.pruneDedupeKeys(dedupeBefore, limit);
+  const dedupeKeys = stores.retention.pruneDedupeKeys(now - retention.dedupeDays * DAY_MS, limit);
   const jobsBefore = now - Math.max(retention.jobDays, retention.dedupeDays) * DAY_MS;
   const jobs = stores.retention.pruneFinishedJobs(jobsBefore, limit);
   return { dedupeKeys, jobs, done: dedupeKeys < limit && jobs < limit };

@@ -1,11 +1,10 @@
-// Dedupe keys (trigger-dedupe-store.ts, the key's SHA-256 prefix is the primary key): a delivery is a duplicate exactly when a committed row
+// Dedupe keys (trigger-dedupe-store.ts, the key is the primary key): a delivery is a duplicate exactly when a committed row
 // (from any connection) holds one of its keys; expired keys, a rolled-back delivery and DBs from before the UNIQUE
 // index never change that.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import { hash } from 'node:crypto';
 import { openDatabase } from '../../src/db/open.ts';
 import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
 import { createTriggerStores, type TriggerStores } from '../../src/db/trigger-stores.ts';
@@ -28,14 +27,8 @@ async function place(stores: TriggerStores, now: number, ...deliveries: EnqueueR
     .map((o) => (o.kind === 'queued' ? 'queued' : o.kind === 'duplicate' ? `dup:${o.jobId}` : o.kind));
 }
 
-/** How the store keeps a key: a prefix of its SHA-256. */
-function stored(key: string): string {
-  return hash('sha256', key, 'base64url').slice(0, 22);
-}
-
 function jobOf(stores: TriggerStores, key: string): string {
-  const row = stores.db.prepare('SELECT job_id FROM dedupe_keys WHERE key = ?').get(stored(key));
-  return (row as { job_id: string }).job_id;
+  return (stores.db.prepare('SELECT job_id FROM dedupe_keys WHERE key = ?').get(key) as { job_id: string }).job_id;
 }
 
 function keyCount(stores: TriggerStores): number {
@@ -61,8 +54,8 @@ describe('dedupe keys', async () => {
     assert.deepEqual(out, ['queued', `dup:${jobOf(stores, 'p')}`]);
     assert.equal(keyCount(stores), 1);
     assert.throws(() => stores.db.prepare(
-      'INSERT INTO dedupe_keys (key, job_id) VALUES (?, ?)',
-    ).run(stored('p'), jobOf(stores, 'p')), /UNIQUE|PRIMARY KEY/);
+      "INSERT INTO dedupe_keys (key, job_id, created_at) VALUES ('p', ?, 2)",
+    ).run(jobOf(stores, 'p')), /UNIQUE|PRIMARY KEY/);
   });
 
   it('forgets expired keys: they are no longer duplicates', async () => {
@@ -75,7 +68,7 @@ describe('dedupe keys', async () => {
     assert.deepEqual(await place(stores, 5 * day, delivery('old-1'), delivery('new')), ['queued', `dup:${jobOf(stores, 'new')}`]);
   });
 
-  it('keeps the keys of a DB from before migrations 4, 7 and 8, and they still deduplicate', async () => {
+  it('keeps the keys of a DB from before migrations 4 and 7, and they still deduplicate', async () => {
     const dir = tempDir('svc-dedupe-v3-');
     temp.dirs.push(dir);
     const path = join(dir, 'trigger.db');
