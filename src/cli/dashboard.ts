@@ -37,12 +37,11 @@ The browser is $BROWSER when set (run with the URL as its only argument), else x
 
 export default async function dashboard(io: CliIo): Promise<number> {
   if (printsHelp(io, HELP)) return 0;
-  const { values, positionals } = parseFlags(io.argv, { 'no-open': { type: 'boolean' } });
-  const [sub, ...extra] = positionals;
+  const { values, positionals } = parseFlags(io.argv, { 'no-open': { type: 'boolean' } }, 1);
+  const sub = positionals[0];
   if (sub !== undefined && sub !== 'start' && sub !== 'open' && sub !== 'stop') {
     throw new UsageError(`Unknown subcommand "dashboard ${sub}" (expected start, open or stop)`);
   }
-  if (extra.length > 0) throw new UsageError(`Unexpected argument "${extra[0]}"`);
   if (sub === 'stop') return stop(io);
 
   const found = discoverControlUrl(io.env);

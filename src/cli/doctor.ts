@@ -49,7 +49,7 @@ export function filterLine(filter: SyscallFilter): string {
 
 export default async function doctor(io: CliIo): Promise<number> {
   if (printsHelp(io, HELP)) return 0;
-  const { values } = parseFlags(io.argv, { json: { type: 'boolean' } }, false);
+  const { values } = parseFlags(io.argv, { json: { type: 'boolean' } }, 0);
   const probe = probeSandbox(io.env);
   const offPath = probe.bwrap === null ? which('bwrap', SYSTEM_BIN_DIRS.join(':')) : null;
   const fix = fixFor(probe, io.env.PATH, offPath);

@@ -33,7 +33,7 @@ export const STAND_IN_CONFIG = { provider: 'hello', providers: { hello: { comman
 
 export default async function init(io: CliIo): Promise<number> {
   if (printsHelp(io, HELP)) return 0;
-  const { values } = parseFlags(io.argv, { repo: { type: 'string' }, force: { type: 'boolean' } }, false);
+  const { values } = parseFlags(io.argv, { repo: { type: 'string' }, force: { type: 'boolean' } }, 0);
   const repo = resolveRepo(values.repo ?? process.cwd());
   const dir = join(repo, '.svc');
   const config = join(dir, 'config.json');

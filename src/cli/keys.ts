@@ -26,8 +26,7 @@ Run it as the user whose ~/.svc the Control Plane and the runs use (HOME=/var/li
 `;
 
 function list(io: CliIo, argv: string[]): number {
-  const { values, positionals } = parseFlags(argv, { json: { type: 'boolean' } });
-  if (positionals.length) throw new UsageError(`Unexpected argument "${positionals[0]}"`);
+  const { values } = parseFlags(argv, { json: { type: 'boolean' } }, 0);
   const home = svcHomeOf(io.env);
   // Listing makes no key: without one yet, only the retired and runner keys are known.
   const known = hasSigningKey(home) ? knownKeys(home) : [...retiredKeys(home), ...runnerKeys(home)];
@@ -43,8 +42,7 @@ function list(io: CliIo, argv: string[]): number {
 }
 
 function rotate(io: CliIo, argv: string[]): number {
-  const { values, positionals } = parseFlags(argv, { revoke: { type: 'boolean' }, json: { type: 'boolean' } });
-  if (positionals.length) throw new UsageError(`Unexpected argument "${positionals[0]}"`);
+  const { values } = parseFlags(argv, { revoke: { type: 'boolean' }, json: { type: 'boolean' } }, 0);
   const home = svcHomeOf(io.env);
   const done = rotateSigningKey(home, { revoke: values.revoke === true });
   if (values.json) {

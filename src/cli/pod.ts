@@ -26,7 +26,7 @@ export default async function pod(io: CliIo): Promise<number> {
   }
   const { values } = parseFlags(rest, {
     repo: { type: 'string' }, sealed: { type: 'string' }, 'run-id': { type: 'string' }, pr: { type: 'boolean' },
-  }, false);
+  }, 0);
   if (!values.repo || !values.sealed) throw new UsageError(`svc pod ${step} needs --repo and --sealed`);
   if (step === 'seal') {
     const seal = writeSeal(values.repo, values.sealed);

@@ -46,14 +46,13 @@ function line(verb: string, t: PruneTarget): string {
 
 export default async function prune(io: CliIo): Promise<number> {
   if (printsHelp(io, HELP)) return 0;
-  const { values, positionals } = parseFlags(io.argv, {
+  const { values } = parseFlags(io.argv, {
     repo: { type: 'string', multiple: true },
     checkouts: { type: 'boolean' },
     'older-than': { type: 'string' },
     'dry-run': { type: 'boolean' },
     json: { type: 'boolean' },
-  });
-  if (positionals.length) throw new UsageError(`Unexpected argument "${positionals[0]}"`);
+  }, 0);
   const olderThan = parseAge(values['older-than'] ?? '7d');
   const dryRun = values['dry-run'] === true;
   const repos = (values.repo ?? []).map((dir) => {

@@ -19,7 +19,7 @@ Token: SVC_CONTROL_TOKEN_FILE, ~/.svc/control/token, or SVC_CONTROL_TOKEN.
 
 export default async function ship(io: CliIo): Promise<number> {
   if (printsHelp(io, HELP)) return 0;
-  const { values } = parseFlags(io.argv, { repo: { type: 'string' }, all: { type: 'boolean' } }, false);
+  const { values } = parseFlags(io.argv, { repo: { type: 'string' }, all: { type: 'boolean' } }, 0);
   const repo = resolveRepo(values.repo ?? process.cwd());
   const dir = runsDir(repo);
   const runs = lstatSync(dir, { throwIfNoEntry: false }) ? readdirSync(dir).filter(isValidSegment).sort() : [];
