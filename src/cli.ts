@@ -42,11 +42,7 @@ if (major < MIN[0] || (major === MIN[0] && minor < MIN[1])) {
 }
 watchLifeline(process.env);
 
-/**
- * The environment commands read: process.env plus the secrets handed over (a pipe from the parent svc, or a file
- * after a re-exec), with every secret value deleted from process.env itself, so the secrets live in this object only
- * and nothing that reads process.env (or builds a child from it) finds them.
- */
+/** process.env plus the secrets handed over, which are deleted from process.env so they live in this object only. */
 function inMemoryEnv(handed: Secrets): NodeJS.ProcessEnv {
   const inherited = secretsIn(process.env);
   for (const name of Object.keys(inherited)) delete process.env[name];
@@ -129,10 +125,8 @@ async function main(argv: string[]): Promise<number> {
     printErr(`svc: unknown command "${name}"\n\n${help()}`);
     return 2;
   }
-  // Only here, in the process entry: the long-running servers and a run's launcher re-execute themselves once, the
-  // Control Plane with its V8 flags, each without svc's secret values in its environment (src/cli/server-flags.ts).
-  // What the parent handed over is taken first: a pipe does not survive the re-exec, so its secrets cross it in the
-  // re-exec's file instead.
+  // The servers and a run's launcher re-execute once without secrets in their environment (server-flags.ts); a
+  // parent's pipe does not survive that, so what it handed over is taken first.
   const handed = takeHandoff(process.env);
   const helpAsked = tail.includes('--help') || tail.includes('-h');
   const serve = (name === 'control' || name === 'trigger') && tail[0] === 'serve';
