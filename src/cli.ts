@@ -9,6 +9,7 @@ import { secretsIn, takeHandoff, type Secrets } from './spawn/secrets-handoff.ts
 import { terminalSafe } from './cli/terminal-text.ts';
 import { exitStatusOf } from './cli/exit-status.ts';
 import { errorMessage } from './errors.ts';
+import { wantsHelp } from './cli/io.ts';
 
 const MIN = [22, 13] as const;
 
@@ -111,12 +112,8 @@ async function main(argv: string[]): Promise<number> {
     printOut(`${version()}\n`);
     return 0;
   }
+  if (name === 'help' && tail[0]) return main([tail[0], '--help']);
   if (name === undefined || name === 'help' || name === '--help' || name === '-h') {
-    if (name === 'help' && tail[0]) {
-      if (commands[tail[0]]) return main([tail[0], '--help']);
-      printErr(`svc: unknown command "${tail[0]}"\n\n${help()}`);
-      return 2;
-    }
     printOut(help());
     return name === undefined ? 2 : 0;
   }
@@ -128,7 +125,7 @@ async function main(argv: string[]): Promise<number> {
   // The servers and a run's launcher re-execute once without secrets in their environment (server-flags.ts); a
   // parent's pipe does not survive that, so what it handed over is taken first.
   const handed = takeHandoff(process.env);
-  const helpAsked = tail.includes('--help') || tail.includes('-h');
+  const helpAsked = wantsHelp(tail);
   const serve = (name === 'control' || name === 'trigger') && tail[0] === 'serve';
   if (!helpAsked && (serve || name === 'start')) {
     reexecClean({ serverFlags: name === 'control', handed });
