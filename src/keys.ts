@@ -136,7 +136,7 @@ function publicKeysIn(
   return keys;
 }
 
-export function runnerKeys(svcHome: string): KnownKey[] {
+function runnerKeys(svcHome: string): KnownKey[] {
   return publicKeysIn(trustedKeysDir(svcHome), RUNNER_KEY_FILE,
     (name, publicKey) => ({ kid: keyIdOf(publicKey), name, origin: 'runner', publicKey }));
 }
@@ -145,7 +145,7 @@ export function runnerKeys(svcHome: string): KnownKey[] {
 const retiredKeysDir = (svcHome: string) => join(keysDir(svcHome), 'retired');
 
 /** Retired public keys; a file whose key is not the kid its name says is skipped. */
-export function retiredKeys(svcHome: string): KnownKey[] {
+function retiredKeys(svcHome: string): KnownKey[] {
   return publicKeysIn(retiredKeysDir(svcHome), /^([0-9a-f]{16})\.pub\.pem$/,
     (kid, publicKey) => (keyIdOf(publicKey) === kid ? { kid, name: 'local', origin: 'retired', publicKey } : null));
 }
@@ -173,11 +173,14 @@ export function rotateSigningKey(
   return { old: old?.kid ?? null, kept: old !== null && !opts.revoke, new: keyIdOf(fresh) };
 }
 
-/** Every key the Control Plane accepts receipts from: its own first, its retired ones, then registered runner keys. */
-export function knownKeys(svcHome: string): KnownKey[] {
-  const own = loadOrCreateSigningKey(svcHome);
-  const local: KnownKey = { kid: own.kid, name: 'local', origin: 'local', publicKey: own.publicKey };
-  const retired = retiredKeys(svcHome).filter((k) => k.kid !== own.kid);
-  const seen = new Set([own.kid, ...retired.map((k) => k.kid)]);
-  return [local, ...retired, ...runnerKeys(svcHome).filter((k) => !seen.has(k.kid))];
+/**
+ * Every key the Control Plane accepts receipts from: its own first (made on first use unless `make` is false), its
+ * retired ones, then registered runner keys.
+ */
+export function knownKeys(svcHome: string, make = true): KnownKey[] {
+  const own = make || hasSigningKey(svcHome) ? loadOrCreateSigningKey(svcHome) : null;
+  const local: KnownKey[] = own ? [{ kid: own.kid, name: 'local', origin: 'local', publicKey: own.publicKey }] : [];
+  const retired = retiredKeys(svcHome).filter((k) => k.kid !== own?.kid);
+  const seen = new Set([...local, ...retired].map((k) => k.kid));
+  return [...local, ...retired, ...runnerKeys(svcHome).filter((k) => !seen.has(k.kid))];
 }

@@ -3,7 +3,7 @@
 import type { CliIo } from './io.ts';
 import { parseFlags, subcommand } from './io.ts';
 import { UsageError } from '../errors.ts';
-import { knownKeys, rotateSigningKey, keysDir, hasSigningKey, retiredKeys, runnerKeys } from '../keys.ts';
+import { knownKeys, rotateSigningKey, keysDir, hasSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { safeJson } from '../safe-json.ts';
 
@@ -28,9 +28,7 @@ Run it as the user whose ~/.svc the Control Plane and the runs use (HOME=/var/li
 function list(io: CliIo, argv: string[]): number {
   const { values } = parseFlags(argv, { json: { type: 'boolean' } }, 0);
   const home = svcHomeOf(io.env);
-  // Listing makes no key: without one yet, only the retired and runner keys are known.
-  const known = hasSigningKey(home) ? knownKeys(home) : [...retiredKeys(home), ...runnerKeys(home)];
-  const keys = known.map(({ kid, name, origin }) => ({ kid, name, origin }));
+  const keys = knownKeys(home, false).map(({ kid, name, origin }) => ({ kid, name, origin }));
   if (values.json) {
     io.stdout(`${safeJson({ keys }, 2)}\n`);
     return 0;
