@@ -1,6 +1,5 @@
-// `svc answer [<source>/]<run> <text>`: answers a blocked run. A run found in this project's `.svc/runs/` gets the
-// answer file it waits for; any other run is answered through the Control Plane (which picks the run's one channel).
-// A run neither knows is an error (exit 1), never a stray file that nothing will read.
+// `svc answer`: a run of this project gets the answer file it waits for, any other one goes through the Control Plane;
+// a run neither knows is an error (exit 1), never a stray file that nothing will read.
 import { resolve } from 'node:path';
 import type { CliIo } from './io.ts';
 import { parseFlags, printsHelp } from './io.ts';

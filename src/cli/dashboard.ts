@@ -91,10 +91,7 @@ export async function isHealthy(url: string, timeoutMs = 2_000): Promise<boolean
   }
 }
 
-/**
- * Starts `svc control serve` detached with its output appended to ~/.svc/control/server.log, then waits until it has
- * written server.json with its own pid and answers /health. Fails with the log's tail if the server exits first.
- */
+/** Starts `svc control serve` detached, logging to server.log, and waits until its server.json answers /health. */
 async function startControlInBackground(env: NodeJS.ProcessEnv): Promise<{ url: string; pid: number; log: string }> {
   const record = serverRecordFile(env);
   const dir = join(record, '..');
@@ -125,8 +122,7 @@ async function startControlInBackground(env: NodeJS.ProcessEnv): Promise<{ url: 
     }
     const found = readServerRecordFile(record);
     if (found && found.pid === pid && (await isHealthy(found.url, 1_000))) {
-      // What `svc dashboard stop` may stop: this process, and only while it is still this process (without a /proc
-      // start time nothing can be proven later).
+      // What `svc dashboard stop` may stop, while it is still this process (no /proc start time: nothing to prove).
       const start = procStart(pid);
       if (start !== null) writeJsonAtomic(dashboardRecordFile(env), { pid, proc_start: start, url: found.url }, 0o600);
       return { url: found.url.replace(/\/+$/, ''), pid, log };
@@ -192,10 +188,7 @@ function isTheStartedServer(record: { pid: number; proc_start?: unknown }): bool
 
 const STOP_DEADLINE_MS = 30_000;
 
-/**
- * SIGTERM to the server `svc dashboard` started, then waits for it to exit (it lets requests finish and closes its
- * database). A live Control Plane someone else started is theirs to stop.
- */
+/** SIGTERM to the server `svc dashboard` started, then waits for it to exit; one started otherwise is left alone. */
 async function stop(io: CliIo): Promise<number> {
   const path = dashboardRecordFile(io.env);
   const record = readServerRecordFile(path);

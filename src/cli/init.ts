@@ -1,6 +1,4 @@
-// `svc init`: a first run with no API key. Writes a stand-in agent (a `command` provider: a short shell script svc runs
-// inside the sandbox, in the working tree) into the repository's .svc/, so `svc start "…"` works before any model CLI
-// is installed or logged in. Replace it with a real provider later.
+// `svc init`: a first run with no API key, by a stand-in `command` provider in the repository's .svc/.
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CliIo } from './io.ts';

@@ -1,5 +1,4 @@
-// `svc keys list|rotate`: the receipt signing keys of this machine's ~/.svc (src/keys.ts). Rotation keeps the old
-// public half, so receipts signed before it still verify and stay mergeable; `--revoke` drops it for a leaked key.
+// `svc keys list|rotate`: the receipt signing keys of this machine's ~/.svc (src/keys.ts).
 import type { CliIo } from './io.ts';
 import { parseFlags, subcommand } from './io.ts';
 import { UsageError } from '../errors.ts';

@@ -1,6 +1,5 @@
-// `svc prune`: removes what ended runs leave behind and nothing prunes by itself: worktrees and `svc/<run>` branches in
-// a project (src/engine/prune.ts), and with --checkouts the trigger's managed job checkouts
-// (src/trigger/checkout-prune.ts). Never what a run that has not ended still uses; --dry-run only lists.
+// `svc prune`: what ended runs leave behind in a project (src/engine/prune.ts) and, with --checkouts, the trigger's
+// managed job checkouts (src/trigger/checkout-prune.ts).
 import { resolve } from 'node:path';
 import type { CliIo } from './io.ts';
 import { parseFlags, printsHelp } from './io.ts';

@@ -63,7 +63,7 @@ function writeAtomically(file: string, text: string): void {
   const owner = ownerFor(file);
   const temp = `${file}.${process.pid}.tmp`;
   writeFileSync(temp, text.endsWith('\n') || text === '' ? text : `${text}\n`, { mode: 0o600 });
-  // Only root can give a file away; anyone else writes their own file, as before.
+  // Only root can give a file away.
   if (owner && process.getuid?.() === 0) chownSync(temp, owner.uid, owner.gid);
   renameSync(temp, file);
 }

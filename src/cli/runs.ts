@@ -1,5 +1,4 @@
-// `svc runs [list|show|stop|resume|retry|verify|answer|logs]`: lists and steers runs through the typed client; `logs`
-// reads a run this project holds from its folder first (run-logs.ts).
+// `svc runs`: lists and steers runs through the typed client; `logs` reads a run of this project from its folder.
 import type { CliIo } from './io.ts';
 import { parseFlags, printsHelp } from './io.ts';
 import { UsageError, FailedError, NotFoundError } from '../errors.ts';

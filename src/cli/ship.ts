@@ -1,5 +1,4 @@
-// `svc ship`: sends the project's runs to the Control Plane now, by the path every finished run takes
-// (src/engine/ship-loop.ts): each resumes from its ship.json offsets, or from the start with --all.
+// `svc ship`: sends the project's runs to the Control Plane now, by the path every finished run takes (ship-loop.ts).
 import { readdirSync, lstatSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CliIo } from './io.ts';
