@@ -136,19 +136,8 @@ function publicKeysIn(
   return keys;
 }
 
-function runnerKeys(svcHome: string): KnownKey[] {
-  return publicKeysIn(trustedKeysDir(svcHome), RUNNER_KEY_FILE,
-    (name, publicKey) => ({ kid: keyIdOf(publicKey), name, origin: 'runner', publicKey }));
-}
-
 /** This machine's earlier signing keys: `<kid>.pub.pem` files that `svc keys rotate` moved the public halves to. */
 const retiredKeysDir = (svcHome: string) => join(keysDir(svcHome), 'retired');
-
-/** Retired public keys; a file whose key is not the kid its name says is skipped. */
-function retiredKeys(svcHome: string): KnownKey[] {
-  return publicKeysIn(retiredKeysDir(svcHome), /^([0-9a-f]{16})\.pub\.pem$/,
-    (kid, publicKey) => (keyIdOf(publicKey) === kid ? { kid, name: 'local', origin: 'retired', publicKey } : null));
-}
 
 /**
  * Makes a new signing key. The old public half goes to keys/retired/ first (unless `revoke`), so no receipt the old
@@ -175,12 +164,15 @@ export function rotateSigningKey(
 
 /**
  * Every key the Control Plane accepts receipts from: its own first (made on first use unless `make` is false), its
- * retired ones, then registered runner keys.
+ * retired ones (a file whose key is not the kid its name says is skipped), then registered runner keys.
  */
 export function knownKeys(svcHome: string, make = true): KnownKey[] {
   const own = make || hasSigningKey(svcHome) ? loadOrCreateSigningKey(svcHome) : null;
   const local: KnownKey[] = own ? [{ kid: own.kid, name: 'local', origin: 'local', publicKey: own.publicKey }] : [];
-  const retired = retiredKeys(svcHome).filter((k) => k.kid !== own?.kid);
+  const retired = publicKeysIn(retiredKeysDir(svcHome), /^([0-9a-f]{16})\.pub\.pem$/, (kid, publicKey) =>
+    (keyIdOf(publicKey) === kid && kid !== own?.kid ? { kid, name: 'local', origin: 'retired', publicKey } : null));
   const seen = new Set([...local, ...retired].map((k) => k.kid));
-  return [...local, ...retired, ...runnerKeys(svcHome).filter((k) => !seen.has(k.kid))];
+  const runners = publicKeysIn(trustedKeysDir(svcHome), RUNNER_KEY_FILE,
+    (name, publicKey) => ({ kid: keyIdOf(publicKey), name, origin: 'runner', publicKey }));
+  return [...local, ...retired, ...runners.filter((k) => !seen.has(k.kid))];
 }
