@@ -9,6 +9,7 @@ import { secretsIn, takeHandoff, type Secrets } from './spawn/secrets-handoff.ts
 import { terminalSafe } from './cli/terminal-text.ts';
 import { exitStatusOf } from './cli/exit-status.ts';
 import { errorMessage } from './errors.ts';
+import { wantsHelp } from './cli/io.ts';
 
 const MIN = [22, 13] as const;
 
@@ -42,11 +43,7 @@ if (major < MIN[0] || (major === MIN[0] && minor < MIN[1])) {
 }
 watchLifeline(process.env);
 
-/**
- * The environment commands read: process.env plus the secrets handed over (a pipe from the parent svc, or a file
- * after a re-exec), with every secret value deleted from process.env itself, so the secrets live in this object only
- * and nothing that reads process.env (or builds a child from it) finds them.
- */
+/** process.env plus the secrets handed over, which are deleted from process.env so they live in this object only. */
 function inMemoryEnv(handed: Secrets): NodeJS.ProcessEnv {
   const inherited = secretsIn(process.env);
   for (const name of Object.keys(inherited)) delete process.env[name];
@@ -115,12 +112,8 @@ async function main(argv: string[]): Promise<number> {
     printOut(`${version()}\n`);
     return 0;
   }
+  if (name === 'help' && tail[0]) return main([tail[0], '--help']);
   if (name === undefined || name === 'help' || name === '--help' || name === '-h') {
-    if (name === 'help' && tail[0]) {
-      if (commands[tail[0]]) return main([tail[0], '--help']);
-      printErr(`svc: unknown command "${tail[0]}"\n\n${help()}`);
-      return 2;
-    }
     printOut(help());
     return name === undefined ? 2 : 0;
   }
@@ -129,12 +122,10 @@ async function main(argv: string[]): Promise<number> {
     printErr(`svc: unknown command "${name}"\n\n${help()}`);
     return 2;
   }
-  // Only here, in the process entry: the long-running servers and a run's launcher re-execute themselves once, the
-  // Control Plane with its V8 flags, each without svc's secret values in its environment (src/cli/server-flags.ts).
-  // What the parent handed over is taken first: a pipe does not survive the re-exec, so its secrets cross it in the
-  // re-exec's file instead.
+  // The servers and a run's launcher re-execute once without secrets in their environment (server-flags.ts); a
+  // parent's pipe does not survive that, so what it handed over is taken first.
   const handed = takeHandoff(process.env);
-  const helpAsked = tail.includes('--help') || tail.includes('-h');
+  const helpAsked = wantsHelp(tail);
   const serve = (name === 'control' || name === 'trigger') && tail[0] === 'serve';
   if (!helpAsked && (serve || name === 'start')) {
     reexecClean({ serverFlags: name === 'control', handed });

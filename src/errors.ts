@@ -11,8 +11,7 @@ export type SvcErrorCode = (typeof ERROR_CODES)[number];
 
 /**
  * The base of every typed error in svc; `code` is what callers and tests look at, never `message`. The wire's errors
- * keep their own codes: HttpError (src/http/http-error.ts, the envelope a server answers) and ControlApiError
- * (src/client/client.ts, the envelope a client received); the CLI turns the latter into one of these.
+ * (HttpError, ControlApiError) keep their own codes; the CLI turns a ControlApiError into one of these.
  */
 export class SvcError<C extends SvcErrorCode = SvcErrorCode> extends Error {
   readonly code: C;

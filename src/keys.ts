@@ -34,10 +34,7 @@ function publicPem(publicKey: KeyObject): string {
   return publicKey.export({ type: 'spki', format: 'pem' }).toString();
 }
 
-/**
- * A new pair replaces the files, public half first. The temporary files are new ('wx'), so a planted link is never
- * written through; each rename replaces the file.
- */
+/** A new pair replaces the files, public half first; a new temporary file ('wx') is never a planted link. */
 function writeNewPair(dir: string): KeyObject {
   const pair = generateKeyPairSync('ed25519');
   writeAtomic(join(dir, PUBLIC_FILE), publicPem(pair.publicKey), 0o644);
@@ -112,10 +109,7 @@ export function trustedKeysDir(svcHome: string): string {
 
 const RUNNER_KEY_FILE = /^([A-Za-z0-9][A-Za-z0-9._-]{0,63}?)(?:\.pub)?\.pem$/;
 
-/**
- * The Ed25519 public keys in `dir` whose file name matches `file` (its group 1 goes to `known`), read on each call (no
- * restart needed). Unreadable or non-Ed25519 files are skipped, and so is a private key: never used from here.
- */
+/** The Ed25519 public keys in `dir` whose name matches `file` (group 1 goes to `known`), read on each call. */
 function publicKeysIn(
   dir: string, file: RegExp, known: (named: string, key: KeyObject) => KnownKey | null,
 ): KnownKey[] {
@@ -142,26 +136,12 @@ function publicKeysIn(
   return keys;
 }
 
-/** Registered runner keys. */
-export function runnerKeys(svcHome: string): KnownKey[] {
-  return publicKeysIn(trustedKeysDir(svcHome), RUNNER_KEY_FILE,
-    (name, publicKey) => ({ kid: keyIdOf(publicKey), name, origin: 'runner', publicKey }));
-}
-
 /** This machine's earlier signing keys: `<kid>.pub.pem` files that `svc keys rotate` moved the public halves to. */
 const retiredKeysDir = (svcHome: string) => join(keysDir(svcHome), 'retired');
 
-/** Retired public keys; a file whose key is not the kid its name says is skipped. */
-export function retiredKeys(svcHome: string): KnownKey[] {
-  return publicKeysIn(retiredKeysDir(svcHome), /^([0-9a-f]{16})\.pub\.pem$/,
-    (kid, publicKey) => (keyIdOf(publicKey) === kid ? { kid, name: 'local', origin: 'retired', publicKey } : null));
-}
-
 /**
- * Makes a new signing key. The old public half goes to keys/retired/ first (unless `revoke`: a leaked key must stop
- * verifying), then the new pair replaces the files, so no moment exists in which a receipt the old key signed is
- * unknown. The old private key is gone afterwards: nothing can sign with it again. Answers the old kid (null when
- * there was none) and whether its public half was kept.
+ * Makes a new signing key. The old public half goes to keys/retired/ first (unless `revoke`), so no receipt the old
+ * key signed is ever unknown; its private key is gone afterwards. Answers the old kid and whether it was kept.
  */
 export function rotateSigningKey(
   svcHome: string, opts: { revoke?: boolean } = {},
@@ -182,11 +162,17 @@ export function rotateSigningKey(
   return { old: old?.kid ?? null, kept: old !== null && !opts.revoke, new: keyIdOf(fresh) };
 }
 
-/** Every key the Control Plane accepts receipts from: its own first, its retired ones, then registered runner keys. */
-export function knownKeys(svcHome: string): KnownKey[] {
-  const own = loadOrCreateSigningKey(svcHome);
-  const local: KnownKey = { kid: own.kid, name: 'local', origin: 'local', publicKey: own.publicKey };
-  const retired = retiredKeys(svcHome).filter((k) => k.kid !== own.kid);
-  const seen = new Set([own.kid, ...retired.map((k) => k.kid)]);
-  return [local, ...retired, ...runnerKeys(svcHome).filter((k) => !seen.has(k.kid))];
+/**
+ * Every key the Control Plane accepts receipts from: its own first (made on first use unless `make` is false), its
+ * retired ones (a file whose key is not the kid its name says is skipped), then registered runner keys.
+ */
+export function knownKeys(svcHome: string, make = true): KnownKey[] {
+  const own = make || hasSigningKey(svcHome) ? loadOrCreateSigningKey(svcHome) : null;
+  const local: KnownKey[] = own ? [{ kid: own.kid, name: 'local', origin: 'local', publicKey: own.publicKey }] : [];
+  const retired = publicKeysIn(retiredKeysDir(svcHome), /^([0-9a-f]{16})\.pub\.pem$/, (kid, publicKey) =>
+    (keyIdOf(publicKey) === kid && kid !== own?.kid ? { kid, name: 'local', origin: 'retired', publicKey } : null));
+  const seen = new Set([...local, ...retired].map((k) => k.kid));
+  const runners = publicKeysIn(trustedKeysDir(svcHome), RUNNER_KEY_FILE,
+    (name, publicKey) => ({ kid: keyIdOf(publicKey), name, origin: 'runner', publicKey }));
+  return [...local, ...retired, ...runners.filter((k) => !seen.has(k.kid))];
 }

@@ -1,9 +1,6 @@
-// The one table of the environment svc reads: every variable with its default, meaning and who sets it, and the typed
-// readers that parse one (a bad value is a BadSettingError naming the variable, so every command exits 2 on it). The
-// README's tables are written from it (`npm run docs:settings`) and test/unit/settings-registry.test.ts fails when they
-// are stale, when src/ reads an SVC_ name missing here, or when an entry here is read nowhere. The keys a repository or
-// the operator sets in files are classified in src/engine/setting-authority.ts; the route secrets come from the
-// webhook sources' table. A leaf: every floor reads settings.
+// The one table of the environment svc reads, and the typed readers that parse a variable (a bad value is a
+// BadSettingError naming it: exit 2). The README's tables are written from it (`npm run docs:settings`); its test
+// fails when they are stale or an entry is read nowhere. A leaf: every floor reads settings.
 import { BadSettingError } from './errors.ts';
 import { SOURCES } from './webhook-sources.ts';
 
@@ -50,7 +47,8 @@ export const SETTINGS = {
   SVC_CONTROL_TOKEN: secret('control', NONE,
     'bearer token for `/v1/*`; required for a non-loopback bind; sent by clients and the shipper when set'),
   SVC_CONTROL_TOKEN_FILE: secret('control', '`~/.svc/control/token`', 'file holding the token (first line): ' +
-    'the Control Plane reads it when `SVC_CONTROL_TOKEN` is unset (unreadable or empty: exit 2); the shipper first'),
+    'the Control Plane reads it when `SVC_CONTROL_TOKEN` is unset (unreadable or empty: exit 2); the shipper and ' +
+    'the CLI read it first'),
   SVC_CONTROL_ALLOW_INSECURE_BIND: choice('control', ['0', '1'],
     '`1` accepts a tokenless non-loopback bind (loud warning; not recommended)'),
   SVC_CONTROL_ANSWER_DIR: text('control', '`~/.svc/control/answers`',

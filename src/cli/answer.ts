@@ -1,16 +1,13 @@
-// `svc answer [<source>/]<run> <text>`: answers a blocked run. A run found in this project's `.svc/runs/` gets the
-// answer file it waits for; any other run is answered through the Control Plane (which picks the run's one channel).
-// A run neither knows is an error (exit 1), never a stray file that nothing will read.
+// `svc answer`: a run of this project gets the answer file it waits for, any other one goes through the Control Plane;
+// a run neither knows is an error (exit 1), never a stray file that nothing will read.
 import { resolve } from 'node:path';
 import type { CliIo } from './io.ts';
 import { parseFlags, printsHelp } from './io.ts';
-import { UsageError, NotFoundError, FailedError, ConflictError } from '../errors.ts';
+import { UsageError, NotFoundError, ConflictError } from '../errors.ts';
 import { writeAnswer, MAX_ANSWER_BYTES } from '../engine/answers.ts';
 import { findLocalRun } from './run-logs.ts';
-import { readControlToken } from '../engine/shipper.ts';
-import { discoverControlUrl } from '../client/discover.ts';
-import { createControlClient, ControlApiError } from '../client/client.ts';
-import { parseRunRef } from './runs.ts';
+import { ControlApiError } from '../client/client.ts';
+import { controlClientOf, controlFailure, parseRunRef } from './runs.ts';
 
 const HELP = `Usage: svc answer [<source>/]<run> <text> [--repo DIR]
 
@@ -30,9 +27,7 @@ function notBlocked(source: string, run: string, status: string): ConflictError 
 }
 
 async function answerThroughControl(io: CliIo, source: string, run: string, text: string): Promise<number> {
-  const { url } = discoverControlUrl(io.env);
-  const token = readControlToken(io.env);
-  const client = createControlClient({ url, ...(token ? { token } : {}), timeoutMs: 10_000 });
+  const { url, client } = controlClientOf(io.env);
   try {
     const found = await client.getRun({ source, run });
     if (found.status !== 'blocked') throw notBlocked(source, run, found.status);
@@ -49,7 +44,7 @@ async function answerThroughControl(io: CliIo, source: string, run: string, text
         `No run ${source}/${run} in this project's .svc/runs/ (use --repo DIR), and ${err.message}`,
       );
     }
-    throw err instanceof ControlApiError ? new FailedError(`${err.message} (${err.status} ${err.code})`) : err;
+    throw controlFailure(err);
   }
   io.stdout(`Answered ${source}/${run} through the Control Plane at ${url}\n`);
   return 0;

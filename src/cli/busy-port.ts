@@ -3,10 +3,7 @@ import { serverRecordFile, readServerRecordFile, isPidAlive } from '../client/se
 import { isHealthy } from './dashboard.ts';
 import { UnavailableError } from '../errors.ts';
 
-/**
- * Runs `serve`; when its port is taken (node:net's EADDRINUSE, matched by code, never by message text), fails with
- * the message saying who holds it and what to do next.
- */
+/** Runs `serve`; when its port is taken (EADDRINUSE), fails saying who holds it and what to do next. */
 export async function serveOnFreePort(
   server: 'control' | 'trigger', at: { host: string; port: number }, env: NodeJS.ProcessEnv,
   serve: () => Promise<number>,
@@ -29,11 +26,7 @@ function portOf(url: string): number | null {
   }
 }
 
-/**
- * The message for a busy port. A live Control Plane recorded in ~/.svc/control/server.json on that port is named
- * with its pid; else a server answering /health there is named as probably another svc; else another program.
- * Every case ends with the way out: `--port 0` for a free port.
- */
+/** Who holds the port: the Control Plane server.json names, else a server answering /health, else a program. */
 async function busyPortMessage(
   server: 'control' | 'trigger', host: string, port: number, env: NodeJS.ProcessEnv,
 ): Promise<string> {

@@ -3,8 +3,8 @@
 import type { CliIo } from './io.ts';
 import { parseFlags, subcommand } from './io.ts';
 import { UsageError, UnavailableError, errorMessage } from '../errors.ts';
-import { discoverControlUrl, type Discovered } from '../client/discover.ts';
-import { createControlClient, ControlApiError } from '../client/client.ts';
+import { ControlApiError } from '../client/client.ts';
+import { controlClientOf } from './runs.ts';
 import { safeJson } from '../safe-json.ts';
 
 const HELP = `Usage:
@@ -24,12 +24,8 @@ export default async function control(io: CliIo): Promise<number> {
   if (typeof parsed === 'number') return parsed;
   const { sub, rest } = parsed;
   if (sub === 'serve') {
-    const { values, positionals } = parseFlags(rest, {
-      host: { type: 'string' },
-      port: { type: 'string' },
-      db: { type: 'string' },
-    });
-    if (positionals.length) throw new UsageError(`Unexpected argument "${positionals[0]}"`);
+    const flags = { host: { type: 'string' }, port: { type: 'string' }, db: { type: 'string' } } as const;
+    const { values } = parseFlags(rest, flags, 0);
     const { resolveControlSettings } = await import('../control/settings.ts');
     const { serveControlForever, STATIC_DIR } = await import('../control/main.ts');
     let settings;
@@ -42,15 +38,13 @@ export default async function control(io: CliIo): Promise<number> {
     return serveOnFreePort('control', settings, io.env, () => serveControlForever(settings, io.env, io.stdout));
   }
   if (sub === 'status') {
-    const { values, positionals } = parseFlags(rest, { json: { type: 'boolean' } });
-    if (positionals.length) throw new UsageError(`Unexpected argument "${positionals[0]}"`);
-    return controlStatus(io, Boolean(values.json));
+    return controlStatus(io, Boolean(parseFlags(rest, { json: { type: 'boolean' } }, 0).values.json));
   }
   throw new UsageError(`Unknown subcommand "control ${sub}" (expected serve or status)`);
 }
 
 /** The next step when nothing answers, by how the address was found. */
-function startHint(via: Discovered['via']): string {
+function startHint(via: string): string {
   if (via === 'SVC_CONTROL_URL') {
     return 'start the server SVC_CONTROL_URL names, or unset SVC_CONTROL_URL to use a local one';
   }
@@ -58,7 +52,7 @@ function startHint(via: Discovered['via']): string {
   return `${stale}start one with "svc control serve" (in this terminal) or "svc dashboard" (in the background)`;
 }
 
-function reason(err: unknown, url: string, via: Discovered['via'], hasToken: boolean): string {
+function reason(err: unknown, url: string, via: string, hasToken: boolean): string {
   if (err instanceof ControlApiError) {
     if (err.status === 401) {
       return hasToken
@@ -72,9 +66,7 @@ function reason(err: unknown, url: string, via: Discovered['via'], hasToken: boo
 }
 
 async function controlStatus(io: CliIo, json: boolean): Promise<number> {
-  const { url, via } = discoverControlUrl(io.env);
-  const token = io.env.SVC_CONTROL_TOKEN || undefined;
-  const client = createControlClient({ url, token, timeoutMs: 10_000 });
+  const { url, via, client, hasToken } = controlClientOf(io.env);
   let runs: number;
   try {
     await client.health();
@@ -82,7 +74,7 @@ async function controlStatus(io: CliIo, json: boolean): Promise<number> {
     runs = Number(stats.runs);
     if (!Number.isSafeInteger(runs)) throw new UnavailableError('/v1/stats has no run count');
   } catch (err) {
-    const message = reason(err, url, via, token !== undefined);
+    const message = reason(err, url, via, hasToken);
     if (json) {
       io.stdout(`${safeJson({ reachable: false, url, via, error: message })}\n`);
       return 1;

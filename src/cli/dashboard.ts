@@ -1,10 +1,8 @@
-// `svc dashboard [start|open] [--no-open]`: find a running Control Plane (DESIGN §4 discovery) or start one in the
-// background, then open the UI in the browser. It never puts the token in the URL: the UI asks for it.
-// `svc dashboard stop` stops the one it started, never another: its record (~/.svc/control/dashboard.json) holds the
-// pid and its /proc start time, so a server started any other way, or a recycled pid, never matches.
-// Children are argv arrays (never a shell); the server is detached so it outlives this command.
+// `svc dashboard`: finds a running Control Plane or starts one in the background, then opens the UI (never with the
+// token in the URL). `stop` stops only the one it started: dashboard.json holds its pid and /proc start time.
 import { mkdirSync, openSync, closeSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import { sendPendingRuns } from './pending-runs.ts';
 import type { CliIo } from './io.ts';
 import { parseFlags, printsHelp } from './io.ts';
@@ -37,12 +35,11 @@ The browser is $BROWSER when set (run with the URL as its only argument), else x
 
 export default async function dashboard(io: CliIo): Promise<number> {
   if (printsHelp(io, HELP)) return 0;
-  const { values, positionals } = parseFlags(io.argv, { 'no-open': { type: 'boolean' } });
-  const [sub, ...extra] = positionals;
+  const { values, positionals } = parseFlags(io.argv, { 'no-open': { type: 'boolean' } }, 1);
+  const sub = positionals[0];
   if (sub !== undefined && sub !== 'start' && sub !== 'open' && sub !== 'stop') {
     throw new UsageError(`Unknown subcommand "dashboard ${sub}" (expected start, open or stop)`);
   }
-  if (extra.length > 0) throw new UsageError(`Unexpected argument "${extra[0]}"`);
   if (sub === 'stop') return stop(io);
 
   const found = discoverControlUrl(io.env);
@@ -70,16 +67,16 @@ export default async function dashboard(io: CliIo): Promise<number> {
   }
   // Exit 0 either way: the server runs. stdout stays empty when a browser has the page, and holds the URL when the
   // person (or a script) must open it: that is the one thing to act on.
-  const opened = await openBrowser(`${url}/`, io.env);
-  if (opened.opened) {
-    io.stderr(`Opened ${url}/ in the browser (${opened.cmd})\n`);
+  const cmd = browserOf(io.env);
+  const failure = await openBrowser(cmd, `${url}/`, io.env);
+  if (failure === null) {
+    io.stderr(`Opened ${url}/ in the browser (${cmd})\n`);
   } else {
-    io.stderr(`Could not open a browser: ${opened.reason}. Set BROWSER to choose one, or open this URL yourself:\n`);
+    io.stderr(`Could not open a browser: ${failure}. Set BROWSER to choose one, or open this URL yourself:\n`);
     io.stdout(`${url}\n`);
   }
   return 0;
 }
-
 
 const START_DEADLINE_MS = 20_000;
 
@@ -94,10 +91,7 @@ export async function isHealthy(url: string, timeoutMs = 2_000): Promise<boolean
   }
 }
 
-/**
- * Starts `svc control serve` detached with its output appended to ~/.svc/control/server.log, then waits until it has
- * written server.json with its own pid and answers /health. Fails with the log's tail if the server exits first.
- */
+/** Starts `svc control serve` detached, logging to server.log, and waits until its server.json answers /health. */
 async function startControlInBackground(env: NodeJS.ProcessEnv): Promise<{ url: string; pid: number; log: string }> {
   const record = serverRecordFile(env);
   const dir = join(record, '..');
@@ -128,13 +122,12 @@ async function startControlInBackground(env: NodeJS.ProcessEnv): Promise<{ url: 
     }
     const found = readServerRecordFile(record);
     if (found && found.pid === pid && (await isHealthy(found.url, 1_000))) {
-      // What `svc dashboard stop` may stop: this process, and only while it is still this process (without a /proc
-      // start time nothing can be proven later).
+      // What `svc dashboard stop` may stop, while it is still this process (no /proc start time: nothing to prove).
       const start = procStart(pid);
       if (start !== null) writeJsonAtomic(dashboardRecordFile(env), { pid, proc_start: start, url: found.url }, 0o600);
       return { url: found.url.replace(/\/+$/, ''), pid, log };
     }
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await delay(100);
   }
   throw new FailedError(
     `The Control Plane did not become ready within ${START_DEADLINE_MS / 1000}s (pid ${pid}, log ${log})`,
@@ -149,71 +142,45 @@ function tail(path: string): string {
   }
 }
 
-/**
- * The program that opens a URL, run with the URL as its one argument (no shell): $BROWSER (its first colon-separated
- * entry), else the platform opener.
- */
+/** The program that opens a URL: $BROWSER (its first colon-separated entry), else the platform opener. */
 function browserOf(env: NodeJS.ProcessEnv): string {
   const openers: Partial<Record<NodeJS.Platform, string>> = { darwin: 'open', win32: 'explorer.exe' };
   return env.BROWSER?.split(':').map((s) => s.trim()).find(Boolean) ?? openers[process.platform] ?? 'xdg-open';
 }
 
-/** How handing the URL over went: the opener exited 0 or is still running (a browser in the foreground), or failed. */
-type OpenResult = { opened: true; cmd: string } | { opened: false; cmd: string; reason: string };
-
 /**
- * How long to wait for the opener to exit. xdg-open fails within milliseconds when it finds no browser (exit 3) or
- * the browser refuses (exit 4), but some browsers it hands the URL to stay in the foreground until closed: an opener
- * still running after this is taken to have opened the page, and left to run.
+ * xdg-open fails within milliseconds when it finds no browser (exit 3) or the browser refuses (exit 4), but some
+ * browsers stay in the foreground until closed: an opener still running after this has opened the page.
  */
 const OPENER_GRACE_MS = 3_000;
 
-/** Opens the URL; resolves opened: false when the opener could not be started or exited non-zero. */
-function openBrowser(url: string, env: NodeJS.ProcessEnv): Promise<OpenResult> {
-  const cmd = browserOf(env);
+/** Runs `cmd URL` (no shell); resolves null when it opened the page, else why not. */
+function openBrowser(cmd: string, url: string, env: NodeJS.ProcessEnv): Promise<string | null> {
   return new Promise((resolve) => {
     const child = startChild([cmd, url], { kind: 'tool', base: env, detached: true, stdio: 'ignore' });
     const timer = setTimeout(() => {
       child.removeAllListeners('exit');
       child.unref();
-      resolve({ opened: true, cmd });
+      resolve(null);
     }, OPENER_GRACE_MS);
     child.once('error', (err) => {
       clearTimeout(timer);
-      const why = (err as NodeJS.ErrnoException).code ?? err.message;
-      resolve({ opened: false, cmd, reason: `${cmd} could not be started (${why})` });
+      resolve(`${cmd} could not be started (${(err as NodeJS.ErrnoException).code ?? err.message})`);
     });
     child.once('exit', (code, signal) => {
       clearTimeout(timer);
-      const how = signal ? `was killed by ${signal}` : `exited with code ${code}`;
-      if (code === 0) resolve({ opened: true, cmd });
-      else resolve({ opened: false, cmd, reason: `${cmd} ${how}` });
+      resolve(code === 0 ? null : `${cmd} ${signal ? `was killed by ${signal}` : `exited with code ${code}`}`);
     });
   });
 }
 
-interface DashboardServer {
-  pid: number;
-  proc_start: string;
-  url: string;
-}
-
 const dashboardRecordFile = (env: NodeJS.ProcessEnv) => join(serverRecordFile(env), '..', 'dashboard.json');
 
-function readDashboardRecord(path: string): DashboardServer | null {
-  try {
-    const value = JSON.parse(readFileSync(path, 'utf8')) as Partial<DashboardServer> | null;
-    if (!value || !Number.isInteger(value.pid) || (value.pid as number) <= 1) return null;
-    if (typeof value.proc_start !== 'string' || typeof value.url !== 'string') return null;
-    return { pid: value.pid as number, proc_start: value.proc_start, url: value.url };
-  } catch {
-    return null;
-  }
-}
-
 /** The recorded process is still the one started: same pid, same start time, and it is `svc control serve`. */
-function isTheStartedServer(record: DashboardServer): boolean {
-  if (procStart(record.pid) !== record.proc_start) return false;
+function isTheStartedServer(record: { pid: number; proc_start?: unknown }): boolean {
+  if (record.pid <= 1 || typeof record.proc_start !== 'string' || procStart(record.pid) !== record.proc_start) {
+    return false;
+  }
   const argv = procList(record.pid, 'cmdline') ?? [];
   const at = argv.indexOf('control');
   return at >= 0 && argv[at + 1] === 'serve';
@@ -221,13 +188,10 @@ function isTheStartedServer(record: DashboardServer): boolean {
 
 const STOP_DEADLINE_MS = 30_000;
 
-/**
- * SIGTERM to the server `svc dashboard` started, then waits for it to exit (it lets requests finish and closes its
- * database). A live Control Plane someone else started is theirs to stop.
- */
+/** SIGTERM to the server `svc dashboard` started, then waits for it to exit; one started otherwise is left alone. */
 async function stop(io: CliIo): Promise<number> {
   const path = dashboardRecordFile(io.env);
-  const record = readDashboardRecord(path);
+  const record = readServerRecordFile(path);
   if (!record || !isTheStartedServer(record)) {
     rmSync(path, { force: true });
     const other = readServerRecordFile(serverRecordFile(io.env));
@@ -245,7 +209,7 @@ async function stop(io: CliIo): Promise<number> {
       throw new FailedError(`The Control Plane (pid ${record.pid}) is still shutting down after ` +
         `${STOP_DEADLINE_MS / 1000}s; see ~/.svc/control/server.log`);
     }
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await delay(100);
   }
   rmSync(path, { force: true });
   io.stderr(`Stopped the Control Plane at ${record.url} (pid ${record.pid})\n`);

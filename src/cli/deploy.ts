@@ -1,5 +1,4 @@
-// `svc deploy record`: writes a deploy record under .svc/deploys/ (read into error-tracker briefs); svc itself never
-// deploys.
+// `svc deploy record|last`: deploy records under .svc/deploys/, read into error-tracker briefs; svc never deploys.
 import type { CliIo } from './io.ts';
 import { parseFlags, printsHelp } from './io.ts';
 import { UsageError, NotFoundError, FailedError, errorMessage } from '../errors.ts';

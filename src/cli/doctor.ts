@@ -27,10 +27,7 @@ export const ROOT_NOTE = 'svc runs as root: the agent still gets no capability (
 /** Where a package manager puts bwrap: looked at only to tell "not installed" from "installed, but not on PATH". */
 const SYSTEM_BIN_DIRS = ['/usr/bin', '/bin', '/usr/local/bin', '/usr/sbin', '/sbin'];
 
-/**
- * The next step. svc looks for bwrap on PATH only, so a PATH without the system folders (e.g. one holding only
- * folders under /tmp, as a pinned Node's launcher may set) hides an installed bwrap: say where it is, not "install".
- */
+/** The next step: a PATH without the system folders hides an installed bwrap, so say where it is, not "install". */
 export function fixFor(probe: SandboxProbe, path: string | undefined, offPath: string | null): string | null {
   if (probe.ok) return null;
   if (probe.bwrap === null && offPath !== null) {
@@ -49,7 +46,7 @@ export function filterLine(filter: SyscallFilter): string {
 
 export default async function doctor(io: CliIo): Promise<number> {
   if (printsHelp(io, HELP)) return 0;
-  const { values } = parseFlags(io.argv, { json: { type: 'boolean' } }, false);
+  const { values } = parseFlags(io.argv, { json: { type: 'boolean' } }, 0);
   const probe = probeSandbox(io.env);
   const offPath = probe.bwrap === null ? which('bwrap', SYSTEM_BIN_DIRS.join(':')) : null;
   const fix = fixFor(probe, io.env.PATH, offPath);

@@ -39,7 +39,7 @@ export default async function gate(io: CliIo): Promise<number> {
     port: { type: 'string' },
     policy: { type: 'string' },
     'per-job': { type: 'string' },
-  }, false);
+  }, 0);
   const secretFile = setting(io.env, 'SVC_GATE_SECRET_FILE');
   if (!secretFile) {
     throw new BadSettingError('SVC_GATE_SECRET_FILE is required: the secret job credentials are checked with');

@@ -1,6 +1,4 @@
-// `svc init`: a first run with no API key. Writes a stand-in agent (a `command` provider: a short shell script svc runs
-// inside the sandbox, in the working tree) into the repository's .svc/, so `svc start "…"` works before any model CLI
-// is installed or logged in. Replace it with a real provider later.
+// `svc init`: a first run with no API key, by a stand-in `command` provider in the repository's .svc/.
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CliIo } from './io.ts';
@@ -33,7 +31,7 @@ export const STAND_IN_CONFIG = { provider: 'hello', providers: { hello: { comman
 
 export default async function init(io: CliIo): Promise<number> {
   if (printsHelp(io, HELP)) return 0;
-  const { values } = parseFlags(io.argv, { repo: { type: 'string' }, force: { type: 'boolean' } }, false);
+  const { values } = parseFlags(io.argv, { repo: { type: 'string' }, force: { type: 'boolean' } }, 0);
   const repo = resolveRepo(values.repo ?? process.cwd());
   const dir = join(repo, '.svc');
   const config = join(dir, 'config.json');

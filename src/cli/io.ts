@@ -12,13 +12,17 @@ export interface CliIo {
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
-/** util.parseArgs with usage errors turned into exit-2 UsageErrors. */
-export function parseFlags<O extends Options>(argv: string[], options: O, allowPositionals = true) {
+/** util.parseArgs with usage errors, and more than `maxPositionals` arguments, turned into exit-2 UsageErrors. */
+export function parseFlags<O extends Options>(argv: string[], options: O, maxPositionals = Infinity) {
+  let parsed;
   try {
-    return parseArgs({ args: argv, options, allowPositionals, strict: true });
+    parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
   } catch (err) {
     throw new UsageError(err instanceof Error ? err.message.replace(/\. To specify.*$/s, '') : String(err));
   }
+  const extra = parsed.positionals[maxPositionals];
+  if (extra !== undefined) throw new UsageError(`Unexpected argument "${extra}"`);
+  return parsed;
 }
 
 export function wantsHelp(argv: string[]): boolean {

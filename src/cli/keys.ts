@@ -1,9 +1,8 @@
-// `svc keys list|rotate`: the receipt signing keys of this machine's ~/.svc (src/keys.ts). Rotation keeps the old
-// public half, so receipts signed before it still verify and stay mergeable; `--revoke` drops it for a leaked key.
+// `svc keys list|rotate`: the receipt signing keys of this machine's ~/.svc (src/keys.ts).
 import type { CliIo } from './io.ts';
 import { parseFlags, subcommand } from './io.ts';
 import { UsageError } from '../errors.ts';
-import { knownKeys, rotateSigningKey, keysDir, hasSigningKey, retiredKeys, runnerKeys } from '../keys.ts';
+import { knownKeys, rotateSigningKey, keysDir, hasSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { safeJson } from '../safe-json.ts';
 
@@ -26,12 +25,9 @@ Run it as the user whose ~/.svc the Control Plane and the runs use (HOME=/var/li
 `;
 
 function list(io: CliIo, argv: string[]): number {
-  const { values, positionals } = parseFlags(argv, { json: { type: 'boolean' } });
-  if (positionals.length) throw new UsageError(`Unexpected argument "${positionals[0]}"`);
+  const { values } = parseFlags(argv, { json: { type: 'boolean' } }, 0);
   const home = svcHomeOf(io.env);
-  // Listing makes no key: without one yet, only the retired and runner keys are known.
-  const known = hasSigningKey(home) ? knownKeys(home) : [...retiredKeys(home), ...runnerKeys(home)];
-  const keys = known.map(({ kid, name, origin }) => ({ kid, name, origin }));
+  const keys = knownKeys(home, false).map(({ kid, name, origin }) => ({ kid, name, origin }));
   if (values.json) {
     io.stdout(`${safeJson({ keys }, 2)}\n`);
     return 0;
@@ -43,8 +39,7 @@ function list(io: CliIo, argv: string[]): number {
 }
 
 function rotate(io: CliIo, argv: string[]): number {
-  const { values, positionals } = parseFlags(argv, { revoke: { type: 'boolean' }, json: { type: 'boolean' } });
-  if (positionals.length) throw new UsageError(`Unexpected argument "${positionals[0]}"`);
+  const { values } = parseFlags(argv, { revoke: { type: 'boolean' }, json: { type: 'boolean' } }, 0);
   const home = svcHomeOf(io.env);
   const done = rotateSigningKey(home, { revoke: values.revoke === true });
   if (values.json) {

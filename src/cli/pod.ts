@@ -2,7 +2,7 @@
 // Both take every path and the run id from their argv, which the pod spec fixed; neither reads a file the agent
 // wrote as anything but untrusted input.
 import type { CliIo } from './io.ts';
-import { parseFlags, wantsHelp } from './io.ts';
+import { parseFlags, subcommand } from './io.ts';
 import { UsageError } from '../errors.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { writeSeal } from '../pod/seal.ts';
@@ -19,14 +19,12 @@ Steps of a Kubernetes job pod (the trigger server's Kubernetes executor writes t
 `;
 
 export default async function pod(io: CliIo): Promise<number> {
-  const [step, ...rest] = io.argv;
-  if (wantsHelp(io.argv) || step === undefined) {
-    io.stdout(HELP);
-    return step === undefined ? 2 : 0;
-  }
+  const picked = subcommand(io, HELP);
+  if (typeof picked === 'number') return picked;
+  const { sub: step, rest } = picked;
   const { values } = parseFlags(rest, {
     repo: { type: 'string' }, sealed: { type: 'string' }, 'run-id': { type: 'string' }, pr: { type: 'boolean' },
-  }, false);
+  }, 0);
   if (!values.repo || !values.sealed) throw new UsageError(`svc pod ${step} needs --repo and --sealed`);
   if (step === 'seal') {
     const seal = writeSeal(values.repo, values.sealed);

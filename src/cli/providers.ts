@@ -35,7 +35,7 @@ function table(rows: ProviderReport[]): string {
 
 export default async function providers(io: CliIo): Promise<number> {
   if (printsHelp(io, HELP)) return 0;
-  const { values } = parseFlags(io.argv, { json: { type: 'boolean' }, repo: { type: 'string' } }, false);
+  const { values } = parseFlags(io.argv, { json: { type: 'boolean' }, repo: { type: 'string' } }, 0);
   const config = loadEngineConfig(values.repo ?? process.cwd());
   const entries: ProviderEntry[] = [
     ...BUILTIN_PROVIDERS.map((name) => ({ name, kind: 'builtin' as const, binary: name })),

@@ -1,6 +1,5 @@
-// `svc prune`: removes what ended runs leave behind and nothing prunes by itself: worktrees and `svc/<run>` branches in
-// a project (src/engine/prune.ts), and with --checkouts the trigger's managed job checkouts
-// (src/trigger/checkout-prune.ts). Never what a run that has not ended still uses; --dry-run only lists.
+// `svc prune`: what ended runs leave behind in a project (src/engine/prune.ts) and, with --checkouts, the trigger's
+// managed job checkouts (src/trigger/checkout-prune.ts).
 import { resolve } from 'node:path';
 import type { CliIo } from './io.ts';
 import { parseFlags, printsHelp } from './io.ts';
@@ -46,14 +45,13 @@ function line(verb: string, t: PruneTarget): string {
 
 export default async function prune(io: CliIo): Promise<number> {
   if (printsHelp(io, HELP)) return 0;
-  const { values, positionals } = parseFlags(io.argv, {
+  const { values } = parseFlags(io.argv, {
     repo: { type: 'string', multiple: true },
     checkouts: { type: 'boolean' },
     'older-than': { type: 'string' },
     'dry-run': { type: 'boolean' },
     json: { type: 'boolean' },
-  });
-  if (positionals.length) throw new UsageError(`Unexpected argument "${positionals[0]}"`);
+  }, 0);
   const olderThan = parseAge(values['older-than'] ?? '7d');
   const dryRun = values['dry-run'] === true;
   const repos = (values.repo ?? []).map((dir) => {

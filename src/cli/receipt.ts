@@ -1,11 +1,10 @@
 // `svc receipt verify <file>`: checks an Evidence Receipt's integrity and signature and says exactly what is wrong.
-import { readFileSync, existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import type { CliIo } from './io.ts';
 import { parseFlags, printsHelp } from './io.ts';
 import { UsageError, NotFoundError, FailedError } from '../errors.ts';
 import { verifyReceipt, keyRingOf, receiptFromMarkdown } from '../engine/receipt.ts';
-import { keysDir, runnerKeys, retiredKeys } from '../keys.ts';
+import { knownKeys } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 
 const HELP = `Usage: svc receipt verify <file> [--key PUBLIC_KEY.pem]...
@@ -35,14 +34,9 @@ export default async function receipt(io: CliIo): Promise<number> {
     value = receiptFromMarkdown(text);
     if (value === null) throw new FailedError(`"${file}" is neither receipt JSON nor a PR body with a receipt`);
   }
-  const home = svcHomeOf(io.env);
-  const pems: string[] = [];
-  const local = join(keysDir(home), 'receipt-ed25519.pub.pem');
-  if (existsSync(local)) pems.push(readFileSync(local, 'utf8'));
-  for (const keyFile of values.key ?? []) pems.push(readFileSync(keyFile, 'utf8'));
-  const ring = keyRingOf(pems);
-  // This machine's keys from before a rotation (svc keys rotate), then the registered runner keys.
-  for (const known of [...retiredKeys(home), ...runnerKeys(home)]) ring.set(known.kid, known.publicKey);
+  const ring = keyRingOf((values.key ?? []).map((keyFile) => readFileSync(keyFile, 'utf8')));
+  // This machine's key (never made here), its keys from before a rotation, then the registered runner keys.
+  for (const known of knownKeys(svcHomeOf(io.env), false)) ring.set(known.kid, known.publicKey);
   const result = verifyReceipt(value, ring);
   if (!result.ok) {
     io.stderr(`${result.message}\n`);

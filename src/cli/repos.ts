@@ -3,7 +3,7 @@
 import { chownSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { CliIo } from './io.ts';
-import { parseFlags, wantsHelp } from './io.ts';
+import { parseFlags, subcommand } from './io.ts';
 import { UsageError, NotFoundError, FailedError, errorMessage } from '../errors.ts';
 import { defaultReposFile } from '../trigger/settings.ts';
 import {
@@ -63,7 +63,7 @@ function writeAtomically(file: string, text: string): void {
   const owner = ownerFor(file);
   const temp = `${file}.${process.pid}.tmp`;
   writeFileSync(temp, text.endsWith('\n') || text === '' ? text : `${text}\n`, { mode: 0o600 });
-  // Only root can give a file away; anyone else writes their own file, as before.
+  // Only root can give a file away.
   if (owner && process.getuid?.() === 0) chownSync(temp, owner.uid, owner.gid);
   renameSync(temp, file);
 }
@@ -125,15 +125,13 @@ function remove(io: CliIo, file: string, name: string | undefined): number {
 }
 
 export default async function repos(io: CliIo): Promise<number> {
-  if (wantsHelp(io.argv) || io.argv.length === 0) {
-    io.stdout(HELP);
-    return io.argv.length === 0 ? 2 : 0;
-  }
-  const { values, positionals } = parseFlags(io.argv, { file: { type: 'string' } });
-  const [sub, ...rest] = positionals;
+  const picked = subcommand(io, HELP);
+  if (typeof picked === 'number') return picked;
+  const { values, positionals: rest } = parseFlags(picked.rest, { file: { type: 'string' } });
+  const { sub } = picked;
   const file = resolve(values.file ?? (io.env.SVC_TRIGGER_REPOS || defaultReposFile(io.env)));
   if (sub === 'list' && rest.length === 0) return list(io, file);
   if (sub === 'add') return add(io, file, rest);
   if (sub === 'remove' && rest.length <= 1) return remove(io, file, rest[0]);
-  throw new UsageError(`Unknown or malformed subcommand "${sub ?? ''}" (expected list, add or remove)`);
+  throw new UsageError(`Unknown or malformed subcommand "${sub}" (expected list, add or remove)`);
 }

@@ -1,6 +1,5 @@
-// The agent's output of a run (`log` events: the provider's stdout and stderr lines, svc's own notes) for `svc runs
-// logs` and `svc start --follow`, from the run folder's events.jsonl or the Control Plane, followed until the run ends.
-// Event data is untrusted: read through typed readers only, printed through the CLI's terminal-safe printers.
+// A run's output (`log` events) for `svc runs logs` and `svc start --follow`, from its events.jsonl or the Control
+// Plane, followed until the run ends. Event data is untrusted: read through typed readers only.
 import { closeSync, openSync, readSync, fstatSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import { eventsPath, runDir } from '../engine/paths.ts';
@@ -51,20 +50,15 @@ export function createEventTail(runDir: string) {
       } catch {
         return [];
       }
-      const chunks: Buffer[] = [];
+      let text = rest;
       try {
-        const size = fstatSync(fd).size;
-        while (offset < size) {
-          const buf = Buffer.alloc(Math.min(size - offset, 1 << 20));
-          const n = readSync(fd, buf, 0, buf.length, offset);
-          if (n === 0) break;
-          chunks.push(buf.subarray(0, n));
-          offset += n;
-        }
+        const added = Buffer.alloc(Math.max(0, fstatSync(fd).size - offset));
+        const n = readSync(fd, added, 0, added.length, offset);
+        offset += n;
+        text += added.toString('utf8', 0, n);
       } finally {
         closeSync(fd);
       }
-      const text = rest + Buffer.concat(chunks).toString('utf8');
       const lines = text.split('\n');
       rest = lines.pop() ?? '';
       const events: Array<{ kind: string; data: unknown }> = [];
@@ -92,9 +86,8 @@ function finished(state: RunState | null): boolean {
 const sleep = (ms: number, signal?: AbortSignal) => delay(ms, undefined, signal ? { signal } : {});
 
 /**
- * Prints the run's output lines from its folder; with `follow`, keeps printing new ones until the run has ended (or
- * `until` says so, for a caller that knows better, like the foreground `svc start` waiting on its worker). `tail`
- * starts where a caller's own tail stopped (svc start --resume shows only what the new worker writes).
+ * Prints the run's output lines from its folder; with `follow`, until the run has ended or `until` says so (the
+ * foreground `svc start`). `tail` starts where the caller's own tail stopped.
  */
 export async function printLocalLogs(
   runDir: string, print: (line: string) => void,
@@ -167,9 +160,8 @@ export async function printControlLogs(
 }
 
 /**
- * A run this project holds in `.svc/runs/`, found from a folder inside it (or the folder itself when it is no git
- * repository): its folder and state. `source` null (a bare run id) takes the project's run of that id whatever its
- * source: a run folder's name is its id, so there is only one.
+ * A run this project holds in `.svc/runs/`, found from a folder inside it (or the folder itself outside git). `source`
+ * null (a bare run id) takes the project's run of that id: a run folder's name is its id, so there is only one.
  */
 export function findLocalRun(dir: string, source: string | null, run: string): { dir: string; state: RunState } | null {
   const roots = [dir];

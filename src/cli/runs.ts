@@ -1,10 +1,10 @@
-// `svc runs [list|show|stop|resume|retry|verify|answer|logs]`: lists and steers runs through the typed client; `logs`
-// reads a run this project holds from its folder first (run-logs.ts).
+// `svc runs`: lists and steers runs through the typed client; `logs` reads a run of this project from its folder.
 import type { CliIo } from './io.ts';
 import { parseFlags, printsHelp } from './io.ts';
 import { UsageError, FailedError, NotFoundError } from '../errors.ts';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
 import { discoverControlUrl } from '../client/discover.ts';
+import { readControlToken } from '../engine/shipper.ts';
 import type { RunFilter, RunRef } from '../client/types.ts';
 import { RUN_STATUSES, VERDICTS, type Verdict } from '../run-json.ts';
 import { formatRunDetails, formatRunTable, KEY_WIDTH, networkLine } from './runs-format.ts';
@@ -31,7 +31,8 @@ logs        the agent's output (its stdout and stderr lines; svc's own notes sta
             the run's folder when this project holds the run, else from the Control Plane; -f keeps
             printing until the run ends. The full provider output is the run's provider.log artifact.
 --url URL   Control Plane address (default: SVC_CONTROL_URL, ~/.svc/control/server.json, then
-            http://127.0.0.1:\${SVC_CONTROL_PORT:-47821}); SVC_CONTROL_TOKEN is sent when set.
+            http://127.0.0.1:\${SVC_CONTROL_PORT:-47821}). Token: SVC_CONTROL_TOKEN_FILE,
+            ~/.svc/control/token, or SVC_CONTROL_TOKEN.
 `;
 
 const FLAGS = {
@@ -49,6 +50,20 @@ const FLAGS = {
 } as const;
 
 const ACTIONS = ['stop', 'resume', 'retry', 'verify', 'pr'] as const;
+
+/** The Control Plane a command talks to: `url`, else the one found as DESIGN §4 says; the token as the shipper's. */
+export function controlClientOf(env: NodeJS.ProcessEnv, url?: string) {
+  const found = url ? { url, via: '--url' } : discoverControlUrl(env);
+  const token = readControlToken(env);
+  const client = createControlClient({ url: found.url, token, timeoutMs: 10_000 });
+  return { ...found, client, hasToken: token !== undefined };
+}
+
+/** A Control Plane error answer as the failure a command exits 1 with; any other error as it is. */
+export function controlFailure(err: unknown): unknown {
+  if (!(err instanceof ControlApiError)) return err;
+  return new FailedError(err.status === 0 ? err.message : `${err.message} (${err.status} ${err.code})`);
+}
 
 export function parseRunRef(text: string | undefined, env: NodeJS.ProcessEnv): RunRef {
   if (!text) throw new UsageError('Missing run: give <source>/<run>');
@@ -117,8 +132,8 @@ async function dispatch(
   if (listOnly) throw new UsageError(`--${listOnly} only applies to "svc runs list"`);
   const ref = parseRunRef(positionals[0], io.env);
   if (values.follow !== undefined && sub !== 'logs') throw new UsageError('--follow only applies to "svc runs logs"');
+  if (sub !== 'answer' && positionals.length > 1) throw new UsageError(`Unexpected argument "${positionals[1]}"`);
   if (sub === 'logs') {
-    if (positionals.length > 1) throw new UsageError(`Unexpected argument "${positionals[1]}"`);
     if (json) throw new UsageError('--json does not apply to "svc runs logs"');
     const follow = values.follow === true;
     const local = findLocalRun(process.cwd(), positionals[0]!.includes('/') ? ref.source : null, ref.run);
@@ -136,7 +151,6 @@ async function dispatch(
     return 0;
   }
   if (sub === 'show') {
-    if (positionals.length > 1) throw new UsageError(`Unexpected argument "${positionals[1]}"`);
     const run = await client.getRun(ref);
     if (json) print(run);
     else io.stdout(formatRunDetails(run) + (await networkOf(client, ref)));
@@ -151,7 +165,6 @@ async function dispatch(
     return 0;
   }
   if ((ACTIONS as readonly string[]).includes(sub)) {
-    if (positionals.length > 1) throw new UsageError(`Unexpected argument "${positionals[1]}"`);
     const run = await client[sub as (typeof ACTIONS)[number]](ref);
     if (json) print(run);
     else if (sub === 'retry' && run?.run) io.stdout(`Retrying ${ref.source}/${ref.run} as ${run.source}/${run.run}\n`);
@@ -169,18 +182,13 @@ export default async function runs(io: CliIo): Promise<number> {
   const [first, ...rest] = positionals;
   const sub = first === undefined || first === 'list' ? 'list' : first;
   const args = first === undefined ? [] : rest;
-  const url = typeof values.url === 'string' ? values.url : discoverControlUrl(io.env).url;
-  const token = io.env.SVC_CONTROL_TOKEN || undefined;
-  const client = createControlClient({ url, token });
+  const { client } = controlClientOf(io.env, values.url);
   // Runs of this project the Control Plane never heard the end of reach it first (the shipper finds it as above).
-  if (typeof values.url !== 'string') await sendPendingRuns(io, process.cwd());
+  if (values.url === undefined) await sendPendingRuns(io, process.cwd());
   try {
     return await dispatch(io, client, sub, args, values);
   } catch (err) {
-    if (err instanceof ControlApiError) {
-      throw new FailedError(err.status === 0 ? err.message : `${err.message} (${err.status} ${err.code})`);
-    }
-    throw err;
+    throw controlFailure(err);
   }
 }
 

@@ -1,7 +1,5 @@
-// Gives `svc control serve` the V8 flags the long-running server needs by replacing this process once (same pid) with
-// the same command plus the flags, so every launch path gets them (npm start, systemd, the container, bin/svc, the
-// dashboard). A re-exec because V8 sizes the young generation when the isolate is created; without
-// --max-semi-space-size=8 RSS passed DESIGN §7's memory bar under list load (docs/bench.md). Only the CLI runs this.
+// Gives `svc control serve` its V8 flags on every launch path by re-executing this process once (same pid): V8 sizes
+// the young generation when the isolate is created (docs/bench.md "RSS"). Only the CLI runs this.
 import { secretsIn, withoutSecrets, writeHandoff, dropHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
 
 export const SERVER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=8'];
@@ -20,12 +18,9 @@ export function missingServerFlags(execArgv: readonly string[], nodeOptions: str
 }
 
 /**
- * Replaces this process (same pid) with the same command when it needs the server flags or holds one of svc's secret
- * values in its environment: the new image's environment has no secret (they travel in a 0600 handoff file that the
- * new image reads and deletes first), so /proc/<pid>/environ of a long-lived svc no longer shows them (DESIGN §7a).
- * `handed` are secrets this process already took from its parent's pipe; they go along in the same file.
- * Returns when there is nothing to do, or exec is unavailable or refused: the caller then keeps the secrets in
- * memory and deletes them from process.env, which is all a process can do about its own environ.
+ * Re-executes this process when it needs the server flags or holds a secret in its environment, which then crosses
+ * in a 0600 handoff file with the `handed` ones, so /proc/<pid>/environ never shows them (DESIGN §7a). Returns when
+ * there is nothing to do or exec is unavailable or refused: the caller keeps the secrets in memory only.
  */
 export function reexecClean(opts: { serverFlags: boolean; handed?: Secrets }): void {
   const execve = (process as unknown as { execve?: Execve }).execve;

@@ -1,5 +1,4 @@
-// `svc ship`: sends the project's runs to the Control Plane now, by the path every finished run takes
-// (src/engine/ship-loop.ts): each resumes from its ship.json offsets, or from the start with --all.
+// `svc ship`: sends the project's runs to the Control Plane now, by the path every finished run takes (ship-loop.ts).
 import { readdirSync, lstatSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CliIo } from './io.ts';
@@ -19,7 +18,7 @@ Token: SVC_CONTROL_TOKEN_FILE, ~/.svc/control/token, or SVC_CONTROL_TOKEN.
 
 export default async function ship(io: CliIo): Promise<number> {
   if (printsHelp(io, HELP)) return 0;
-  const { values } = parseFlags(io.argv, { repo: { type: 'string' }, all: { type: 'boolean' } }, false);
+  const { values } = parseFlags(io.argv, { repo: { type: 'string' }, all: { type: 'boolean' } }, 0);
   const repo = resolveRepo(values.repo ?? process.cwd());
   const dir = runsDir(repo);
   const runs = lstatSync(dir, { throwIfNoEntry: false }) ? readdirSync(dir).filter(isValidSegment).sort() : [];

@@ -59,10 +59,7 @@ function runArg(value: string | undefined, flag: string): string {
   return value;
 }
 
-/**
- * Foreground: the worker still gets its own process group; Ctrl-C here becomes a clean stop. `showOutput` prints the
- * agent's output from the run's events to stderr as it comes (stdout keeps its two JSON lines).
- */
+/** Foreground: the worker still gets its own process group; Ctrl-C here becomes a clean stop. */
 async function follow(io: CliIo, state: RunState, mode: WorkerMode, showOutput: boolean): Promise<number> {
   const dir = runDir(state.repo_path, state.run);
   // Past what the run folder already holds (a resumed run's earlier output) before the worker writes anything.

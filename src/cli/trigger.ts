@@ -29,14 +29,10 @@ export default async function trigger(io: CliIo): Promise<number> {
   if (typeof parsed === 'number') return parsed;
   const { sub, rest } = parsed;
   if (sub !== 'serve') throw new UsageError(`Unknown subcommand "${sub}" (expected "serve")`);
-  const { values } = parseFlags(
-    rest,
-    {
-      host: { type: 'string' }, port: { type: 'string' }, repo: { type: 'string' }, repos: { type: 'string' },
-      concurrency: { type: 'string' }, db: { type: 'string' },
-    },
-    false,
-  );
+  const { values } = parseFlags(rest, {
+    host: { type: 'string' }, port: { type: 'string' }, repo: { type: 'string' }, repos: { type: 'string' },
+    concurrency: { type: 'string' }, db: { type: 'string' },
+  }, 0);
   const { resolveTriggerSettings } = await import('../trigger/settings.ts');
   let settings;
   try {

@@ -8,10 +8,7 @@ import type {
 
 export type * from './types.ts';
 
-/**
- * The header a Control Plane error names its field in (src/http/http-error.ts ERROR_FIELD_HEADER). Written out here
- * because src/client imports nothing server-side; the client test against a real Control Plane keeps the two equal.
- */
+/** src/http/http-error.ts ERROR_FIELD_HEADER, written out because src/client imports nothing server-side. */
 const ERROR_FIELD_HEADER = 'svc-error-field';
 
 /**

@@ -16,13 +16,16 @@ export function serverRecordFile(env: NodeJS.ProcessEnv): string {
   return join(env.HOME || homedir(), '.svc', 'control', 'server.json');
 }
 
-/** The record, or null when the file is missing, unreadable or not `{url: string, pid: number}`. */
-export function readServerRecordFile(path: string): ServerRecord | null {
+/**
+ * The record, or null when the file is missing, unreadable or not `{url: string, pid: number}`; any other field
+ * (dashboard.json's proc_start) comes along unchecked.
+ */
+export function readServerRecordFile(path: string): (ServerRecord & Record<string, unknown>) | null {
   try {
     const value = JSON.parse(readFileSync(path, 'utf8')) as Partial<ServerRecord> | null;
     if (!value || typeof value.url !== 'string' || typeof value.pid !== 'number') return null;
     if (!Number.isInteger(value.pid) || value.pid <= 0) return null;
-    return { url: value.url, pid: value.pid };
+    return { ...value, url: value.url, pid: value.pid };
   } catch {
     return null;
   }

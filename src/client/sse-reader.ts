@@ -4,18 +4,14 @@ import type { StreamMessage } from './types.ts';
 
 /** Yields one message per blank-line-terminated block that carried data; comments (`: ping`) are skipped. */
 export async function* readSse(body: AsyncIterable<Uint8Array>): AsyncGenerator<StreamMessage> {
+  // A TextDecoder drops the stream's leading BOM itself, as the spec's decoding step says.
   const decoder = new TextDecoder();
   let buffer = '';
   let id: string | null = null;
   let event = '';
   let data: string[] = [];
-  let first = true;
   for await (const chunk of body) {
     buffer += decoder.decode(chunk, { stream: true });
-    if (first && buffer.length > 0) {
-      if (buffer.charCodeAt(0) === 0xfeff) buffer = buffer.slice(1);
-      first = false;
-    }
     // A trailing lone \r may be the first half of \r\n: keep it for the next chunk.
     let match: RegExpExecArray | null;
     const lineEnd = /\r\n|\r(?!$)|\n/g;
