@@ -5,6 +5,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { chmodSync, rmSync } from 'node:fs';
+import { once } from 'node:events';
 import { handleConnect } from './tunnel.ts';
 import { handleRequest } from './forward.ts';
 import { RunRecords, boundedRecord } from './run-records.ts';
@@ -152,16 +153,11 @@ function createGateServer(
   return server;
 }
 
-function listen(server: Server, where: string | number, host = '127.0.0.1'): Promise<void> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    const done = (): void => {
-      server.off('error', reject);
-      resolve();
-    };
-    if (typeof where === 'string') server.listen(where, done);
-    else server.listen(where, host, done);
-  });
+/** Resolves once `server` listens; rejects with the error that stopped it. */
+async function listen(server: Server, where: string | number, host = '127.0.0.1'): Promise<void> {
+  if (typeof where === 'string') server.listen(where);
+  else server.listen(where, host);
+  await once(server, 'listening');
 }
 
 export async function startGate(options: GateOptions): Promise<Gate> {
