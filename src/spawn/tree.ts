@@ -106,8 +106,8 @@ export function createTreeGuard(): TreeGuard {
   const known = new Map<number, Proc>();
   let root: Proc | null = null;
 
-  function scan(): Proc[] {
-    const procs = liveProcs().filter((p) => p.pid !== process.pid);
+  /** Of `procs`, the root and the known processes still alive (same start time), and all their descendants. */
+  function descendants(procs: Proc[]): Map<number, Proc> {
     const children = Map.groupBy(procs, (p) => p.ppid);
     const live = new Map(procs.map((p) => [p.pid, p]));
     const found = new Map<number, Proc>();
@@ -117,6 +117,12 @@ export function createTreeGuard(): TreeGuard {
       found.set(p.pid, p);
       queue.push(...(children.get(p.pid) ?? []));
     }
+    return found;
+  }
+
+  function scan(): Proc[] {
+    const procs = liveProcs().filter((p) => p.pid !== process.pid);
+    const found = descendants(procs);
     for (const p of procs) if (!found.has(p.pid) && procList(p.pid, 'environ')?.includes(marker)) found.set(p.pid, p);
     return [...found.values()];
   }
@@ -127,16 +133,7 @@ export function createTreeGuard(): TreeGuard {
       root = readProc(rootPid);
     },
     sample() {
-      if (!root) return;
-      const children = Map.groupBy(liveProcs(), (p) => p.ppid);
-      const queue = [root, ...known.values()];
-      for (let p = queue.shift(); p !== undefined; p = queue.shift()) {
-        for (const c of children.get(p.pid) ?? []) {
-          if (known.get(c.pid)?.start === c.start) continue;
-          known.set(c.pid, c);
-          queue.push(c);
-        }
-      }
+      if (root) for (const [pid, p] of descendants(liveProcs())) known.set(pid, p);
     },
     members() {
       return scan().map((p) => p.pid);
