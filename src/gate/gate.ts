@@ -153,13 +153,6 @@ function createGateServer(
   return server;
 }
 
-/** Resolves once `server` listens; rejects with the error that stopped it. */
-async function listen(server: Server, where: string | number, host = '127.0.0.1'): Promise<void> {
-  if (typeof where === 'string') server.listen(where);
-  else server.listen(where, host);
-  await once(server, 'listening');
-}
-
 export async function startGate(options: GateOptions): Promise<Gate> {
   const records = options.onRecord ?? (() => {});
   const runs = new RunRecords();
@@ -185,19 +178,23 @@ export async function startGate(options: GateOptions): Promise<Gate> {
   const book = new ClientBook(options.clients ?? null, ctx.policy);
   const servers: Server[] = [];
   const gate: Gate = { socketPath: options.socketPath ?? null, port: null, close: async () => {} };
+  /** A server of the gate's, resolved once it listens on a socket path or a TCP port. */
+  const serve = async (where: string | number): Promise<Server> => {
+    const server = createGateServer(ctx, book, runs, sockets, log);
+    servers.push(server);
+    if (typeof where === 'string') server.listen(where);
+    else server.listen(where, options.tcpHost ?? '127.0.0.1');
+    await once(server, 'listening');
+    return server;
+  };
   try {
     if (options.socketPath !== undefined) {
       rmSync(options.socketPath, { force: true });
-      const server = createGateServer(ctx, book, runs, sockets, log);
-      servers.push(server);
-      await listen(server, options.socketPath);
+      await serve(options.socketPath);
       chmodSync(options.socketPath, 0o600);
     }
     if (options.tcpPort !== undefined) {
-      const server = createGateServer(ctx, book, runs, sockets, log);
-      servers.push(server);
-      await listen(server, options.tcpPort, options.tcpHost);
-      const address = server.address();
+      const address = (await serve(options.tcpPort)).address();
       gate.port = typeof address === 'object' && address ? address.port : null;
     }
   } catch (err) {

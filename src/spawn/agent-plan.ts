@@ -45,14 +45,8 @@ function configuredSecretPaths(env: NodeJS.ProcessEnv): string[] {
   for (const [name, value] of Object.entries(env)) {
     if (!value || !isAbsolute(value)) continue;
     if (name.endsWith('_FILE') && isSecretName(name)) paths.push(value);
-  }
-  for (const name of ['SVC_CONTROL_DB', 'SVC_TRIGGER_DB']) {
-    const db = env[name];
-    if (db && isAbsolute(db)) paths.push(db, `${db}-wal`, `${db}-shm`);
-  }
-  for (const name of ['CREDENTIALS_DIRECTORY', 'SVC_CONTROL_ANSWER_DIR']) {
-    const dir = env[name];
-    if (dir && isAbsolute(dir)) paths.push(dir);
+    if (name === 'SVC_CONTROL_DB' || name === 'SVC_TRIGGER_DB') paths.push(value, `${value}-wal`, `${value}-shm`);
+    if (name === 'CREDENTIALS_DIRECTORY' || name === 'SVC_CONTROL_ANSWER_DIR') paths.push(value);
   }
   return paths;
 }
