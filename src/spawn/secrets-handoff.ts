@@ -9,6 +9,7 @@ import {
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { svcHomeOf } from './svc-paths.ts';
+import { readOrNull } from './tree.ts';
 import { HANDOFF_FD, HANDOFF_FD_VAR, secretsIn } from './start.ts';
 import { SECRET_NAMES } from '../settings-registry.ts';
 import { obj } from '../untrusted.ts';
@@ -90,14 +91,11 @@ function readPipe(): string | null {
   }
 }
 
-function readFile(path: string): string | null {
-  try {
-    return readFileSync(path, 'utf8');
-  } catch {
-    return null;
-  } finally {
-    rmSync(path, { force: true });
-  }
+/** The handoff file's text, removed once read (or found unreadable). */
+function takeFile(path: string): string | null {
+  const text = readOrNull(path);
+  rmSync(path, { force: true });
+  return text;
 }
 
 /** The secrets in one handoff message; nothing from bad JSON. */
@@ -119,5 +117,5 @@ export function takeHandoff(env: NodeJS.ProcessEnv): Secrets {
   const path = env[HANDOFF_VAR];
   delete env[HANDOFF_FD_VAR];
   delete env[HANDOFF_VAR];
-  return { ...parse(path ? readFile(path) : null), ...parse(fd === String(HANDOFF_FD) ? readPipe() : null) };
+  return { ...parse(path ? takeFile(path) : null), ...parse(fd === String(HANDOFF_FD) ? readPipe() : null) };
 }
