@@ -22,12 +22,7 @@ const MODEL_DROP = new Set([...REQUEST_DROP, ...CREDENTIAL_HEADERS]);
 
 /** rawHeaders without the dropped names and without any the Connection header lists. */
 function keepHeaders(raw: readonly string[], drop: ReadonlySet<string>): string[] {
-  const listed = new Set<string>();
-  for (let i = 0; i < raw.length; i += 2) {
-    if (raw[i]?.toLowerCase() === 'connection') {
-      for (const token of (raw[i + 1] ?? '').split(',')) listed.add(token.trim().toLowerCase());
-    }
-  }
+  const listed = new Set(values(raw, 'connection').flatMap((v) => v.split(',')).map((t) => t.trim().toLowerCase()));
   const out: string[] = [];
   for (let i = 0; i < raw.length; i += 2) {
     const name = (raw[i] ?? '').toLowerCase();

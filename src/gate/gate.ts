@@ -5,6 +5,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { chmodSync, rmSync } from 'node:fs';
+import { once } from 'node:events';
 import { handleConnect } from './tunnel.ts';
 import { handleRequest } from './forward.ts';
 import { RunRecords, boundedRecord } from './run-records.ts';
@@ -152,18 +153,6 @@ function createGateServer(
   return server;
 }
 
-function listen(server: Server, where: string | number, host = '127.0.0.1'): Promise<void> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    const done = (): void => {
-      server.off('error', reject);
-      resolve();
-    };
-    if (typeof where === 'string') server.listen(where, done);
-    else server.listen(where, host, done);
-  });
-}
-
 export async function startGate(options: GateOptions): Promise<Gate> {
   const records = options.onRecord ?? (() => {});
   const runs = new RunRecords();
@@ -189,19 +178,23 @@ export async function startGate(options: GateOptions): Promise<Gate> {
   const book = new ClientBook(options.clients ?? null, ctx.policy);
   const servers: Server[] = [];
   const gate: Gate = { socketPath: options.socketPath ?? null, port: null, close: async () => {} };
+  /** A server of the gate's, resolved once it listens on a socket path or a TCP port. */
+  const serve = async (where: string | number): Promise<Server> => {
+    const server = createGateServer(ctx, book, runs, sockets, log);
+    servers.push(server);
+    if (typeof where === 'string') server.listen(where);
+    else server.listen(where, options.tcpHost ?? '127.0.0.1');
+    await once(server, 'listening');
+    return server;
+  };
   try {
     if (options.socketPath !== undefined) {
       rmSync(options.socketPath, { force: true });
-      const server = createGateServer(ctx, book, runs, sockets, log);
-      servers.push(server);
-      await listen(server, options.socketPath);
+      await serve(options.socketPath);
       chmodSync(options.socketPath, 0o600);
     }
     if (options.tcpPort !== undefined) {
-      const server = createGateServer(ctx, book, runs, sockets, log);
-      servers.push(server);
-      await listen(server, options.tcpPort, options.tcpHost);
-      const address = server.address();
+      const address = (await serve(options.tcpPort)).address();
       gate.port = typeof address === 'object' && address ? address.port : null;
     }
   } catch (err) {

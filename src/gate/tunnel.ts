@@ -45,14 +45,14 @@ export async function handleConnect(
   base.port = dest.port;
   const decision = await decide(dest, asker.policy, ctx.resolve);
   if (!decision.allowed) return deny(403, decision.reason, { rule: decision.rule, address: decision.address });
+  const verdict: Partial<EgressRecord> = { decision: 'allowed', rule: decision.rule, address: decision.address };
   if (client.destroyed) {
-    ctx.record({ ...base, decision: 'allowed', rule: decision.rule, address: decision.address,
-      reason: 'client went away before the connection opened', ms: Date.now() - started });
+    const reason = 'client went away before the connection opened';
+    ctx.record({ ...base, ...verdict, reason, ms: Date.now() - started });
     return;
   }
 
   const upstream = ctx.connect(decision.address, dest.port);
-  const verdict: Partial<EgressRecord> = { decision: 'allowed', rule: decision.rule, address: decision.address };
   let opened = false;
   let checked = false;
   let recorded = false;

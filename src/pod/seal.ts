@@ -20,6 +20,8 @@ export interface Seal {
 }
 
 const SEAL_FILE = 'seal.json';
+/** A full commit id, SHA-1 or SHA-256. */
+export const COMMIT_ID = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
 
 export function writeSeal(repo: string, sealedDir: string): Seal {
   let origin_url: string | null = null;
@@ -47,7 +49,7 @@ export function readSeal(sealedDir: string): Seal {
   }
   const s = obj(raw);
   const base = str(s.base_sha);
-  if (!base || !/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(base)) throw new FailedError(`${SEAL_FILE} has no base commit`);
+  if (!base || !COMMIT_ID.test(base)) throw new FailedError(`${SEAL_FILE} has no base commit`);
   return {
     base_sha: base, origin_url: str(s.origin_url), origin_problem: str(s.origin_problem),
     base_branch: str(s.base_branch), sealed_at: str(s.sealed_at) ?? '',

@@ -9,6 +9,7 @@ import { isAbsolute, join, resolve, sep } from 'node:path';
 import { git, diffCommits, type DiffResult, type GitRun } from '../engine/git.ts';
 import { runSync } from '../spawn/start.ts';
 import { parsePolicy, DEFAULT_POLICY, PolicyError, type Policy } from '../engine/policy.ts';
+import { COMMIT_ID } from './seal.ts';
 
 export class UnverifiableError extends RefusedError {}
 
@@ -17,8 +18,6 @@ export interface VerifiedCommits {
   repo: string;
   diff: DiffResult;
 }
-
-const SHA = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
 
 /** Each git the signer runs is killed after this long; the job's own deadline is hours away. */
 export const SIGNER_GIT_TIMEOUT_MS = 5 * 60_000;
@@ -106,7 +105,7 @@ export function verifyCommits(
   workspace: string, scratch: string, base: string, head: string, branch: string, originUrl: string | null = null,
   run: GitRun = signerGit(),
 ): VerifiedCommits {
-  if (!SHA.test(base) || !SHA.test(head)) throw new UnverifiableError('The run reported no head commit');
+  if (!COMMIT_ID.test(base) || !COMMIT_ID.test(head)) throw new UnverifiableError('The run reported no head commit');
   // Before any git: a FIFO or device in the objects would hang or flood the first git that opens it.
   const objects = objectsDirOf(workspace);
   try {

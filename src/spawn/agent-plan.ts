@@ -6,7 +6,7 @@ import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { isSecretName } from './env.ts';
 import { providerFolders } from './provider-layout.ts';
 import { layProviderHome } from './provider-home.ts';
-import { within, type HomeMount, type SandboxPlan } from './bwrap-argv.ts';
+import { within, type SandboxPlan } from './bwrap-argv.ts';
 import type { SandboxGate } from './sandbox-network.ts';
 import { isSystemPath } from './system-view.ts';
 import { HOME_CREDENTIALS } from './never-writable.ts';
@@ -45,14 +45,8 @@ function configuredSecretPaths(env: NodeJS.ProcessEnv): string[] {
   for (const [name, value] of Object.entries(env)) {
     if (!value || !isAbsolute(value)) continue;
     if (name.endsWith('_FILE') && isSecretName(name)) paths.push(value);
-  }
-  for (const name of ['SVC_CONTROL_DB', 'SVC_TRIGGER_DB']) {
-    const db = env[name];
-    if (db && isAbsolute(db)) paths.push(db, `${db}-wal`, `${db}-shm`);
-  }
-  for (const name of ['CREDENTIALS_DIRECTORY', 'SVC_CONTROL_ANSWER_DIR']) {
-    const dir = env[name];
-    if (dir && isAbsolute(dir)) paths.push(dir);
+    if (name === 'SVC_CONTROL_DB' || name === 'SVC_TRIGGER_DB') paths.push(value, `${value}-wal`, `${value}-shm`);
+    if (name === 'CREDENTIALS_DIRECTORY' || name === 'SVC_CONTROL_ANSWER_DIR') paths.push(value);
   }
   return paths;
 }
@@ -142,21 +136,14 @@ function outermost(paths: string[], avoid: (p: string) => boolean): string[] {
   return kept;
 }
 
-/**
- * The provider's folders split by where they live: a built-in CLI's own come from the repository's provider home
- * (provider-home.ts); the folders an operator granted a `command` provider are bound where they are.
- */
-function homeAndOutside(input: AgentPlanInput): { mounts: HomeMount[]; outside: string[] } {
-  const roots = providerFolders(input.provider, input.home);
-  const outside = providerFolders(input.provider, input.home, input.declared).filter((p) => !roots.includes(p));
-  if (!input.providerHome) return { mounts: [], outside };
-  const mounts = layProviderHome({ provider: input.provider, home: input.home, loginHome: input.home,
-    ...input.providerHome });
-  return { mounts, outside };
-}
-
 export function agentSandboxPlan(input: AgentPlanInput): SandboxPlan {
-  const { mounts, outside: folders } = homeAndOutside(input);
+  // A built-in CLI's own folders come from the repository's provider home (provider-home.ts); the folders an operator
+  // granted a `command` provider are bound where they are.
+  const roots = providerFolders(input.provider, input.home);
+  const folders = providerFolders(input.provider, input.home, input.declared).filter((p) => !roots.includes(p));
+  const mounts = input.providerHome
+    ? layProviderHome({ provider: input.provider, home: input.home, loginHome: input.home, ...input.providerHome })
+    : [];
   ensureFolders(folders);
   const engine = join(input.repo, '.svc');
   const git = gitDirs(input.workdir, input.repo);

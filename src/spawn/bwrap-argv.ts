@@ -2,8 +2,8 @@
 // §7a; docs/engine.md "The agent sandbox" lists what is seen and refused). The view is an allowlist on an empty root
 // and a later mount covers an earlier one, so the order of the steps in bwrapArgv is the policy. The seccomp filter
 // comes on descriptor 3 and the /etc files from 4 on: whoever starts this argv passes openSandboxFds() there.
-import { closeSync, existsSync, statSync } from 'node:fs';
-import { systemView, isSystemPath, isEtcShown, openEtcFiles } from './system-view.ts';
+import { closeSync, existsSync } from 'node:fs';
+import { systemView, isSystemPath, isEtcShown, openEtcFiles, pathKind } from './system-view.ts';
 import { limitArgv, type SandboxLimits } from './limits.ts';
 import { gateMounts, throughGate, type SandboxGate } from './sandbox-network.ts';
 import { filterArgv, openFilterFd } from './seccomp.ts';
@@ -37,14 +37,6 @@ export interface SandboxPlan {
   limits: SandboxLimits;
   /** 'none': its own network namespace, just its loopback; or the gate bridged into it (sandbox-network.ts). */
   network: 'none' | SandboxGate;
-}
-
-function isDir(path: string): boolean {
-  try {
-    return statSync(path).isDirectory();
-  } catch {
-    return false;
-  }
 }
 
 export function within(path: string, dir: string): boolean {
@@ -105,13 +97,13 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): 
   const protect = [...new Set(plan.protect)].filter((p) => existsSync(p) && writable.some((w) => within(p, w)));
   // A mask is needed only where a bound tree would show the secret; elsewhere it is simply never mounted.
   const hidden = plan.hidden.filter((p) => existsSync(p) && bound.some((b) => within(p, b) && p !== b));
-  const hiddenDirs = hidden.filter(isDir);
+  const hiddenDirs = hidden.filter((p) => pathKind(p, true) === 'dir');
   const inHidden = (p: string) => hiddenDirs.some((h) => within(p, h));
   for (const path of readable.filter((p) => !inHidden(p))) argv.push('--ro-bind', path, path);
   for (const path of writable.filter((p) => !inHidden(p) || p === plan.cwd)) argv.push('--bind', path, path);
   for (const path of protect) argv.push('--ro-bind', path, path);
   for (const path of hidden) {
-    if (isDir(path)) argv.push('--tmpfs', path);
+    if (hiddenDirs.includes(path)) argv.push('--tmpfs', path);
     else argv.push('--ro-bind', '/dev/null', path);
   }
   // The working directory that a mask just covered (a worktree under .svc/worktrees) is bound again, protected.

@@ -7,6 +7,7 @@ import { lstat, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { which } from './which.ts';
 import { sharedMemoryBytes } from './shared-memory.ts';
+import { readOrNull } from './tree.ts';
 import type { MemoryCgroup } from './memory-cgroup.ts';
 
 export interface SandboxLimits {
@@ -71,11 +72,7 @@ const DISK_SAMPLE_MS = 5_000;
 const PAGE = 4096;
 
 function residentBytes(pid: number): number {
-  try {
-    return Number(readFileSync(`/proc/${pid}/statm`, 'latin1').split(' ')[1]) * PAGE || 0;
-  } catch {
-    return 0;
-  }
+  return Number(readOrNull(`/proc/${pid}/statm`)?.split(' ')[1]) * PAGE || 0;
 }
 
 /** Bytes under `dir` (files as their size, skipping `.git`), counted without following links; stops past `cap`. */

@@ -1,11 +1,12 @@
 // A memory cgroup per agent sandbox where the host lets svc make one (DESIGN §7a "It ends"; docs/engine.md "Memory"
 // says where, and what the kernel then counts; elsewhere limits.ts's watchdog counts). The sandbox enters it before
 // bwrap runs: a shell writes its own pid into cgroup.procs and then execs bwrap, so nothing of it runs outside.
-import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { startChild } from './start.ts';
 import { unescapeMount } from './shared-memory.ts';
+import { readOrNull } from './tree.ts';
 
 export type CgroupVersion = 'v1' | 'v2';
 
@@ -31,18 +32,10 @@ const CGROUP_FILES = {
   v2: { limit: 'memory.max', swap: 'memory.swap.max', events: 'memory.events' },
 } as const;
 
-function read(path: string): string | null {
-  try {
-    return readFileSync(path, 'utf8');
-  } catch {
-    return null;
-  }
-}
-
 /** The folder of this process's own cgroup in the hierarchy mounted as `fstype` (with `option` for v1). */
 function ownCgroupDir(fstype: 'cgroup' | 'cgroup2', option: string | null): string | null {
-  const mounts = (read('/proc/self/mountinfo') ?? '').split('\n');
-  const own = (read('/proc/self/cgroup') ?? '').split('\n');
+  const mounts = (readOrNull('/proc/self/mountinfo') ?? '').split('\n');
+  const own = (readOrNull('/proc/self/cgroup') ?? '').split('\n');
   for (const line of mounts) {
     const [left, right] = line.split(' - ');
     const fields = left?.split(' ') ?? [];
@@ -83,7 +76,7 @@ let support: MemoryCgroupSupport | undefined;
 export function delegatingV2(own: string): string | null {
   for (const dir of [own, dirname(own)]) {
     if (!existsSync(join(dir, 'cgroup.procs'))) continue;
-    if ((read(join(dir, 'cgroup.subtree_control')) ?? '').split(/\s+/).includes('memory')) return dir;
+    if ((readOrNull(join(dir, 'cgroup.subtree_control')) ?? '').split(/\s+/).includes('memory')) return dir;
   }
   return null;
 }
@@ -207,7 +200,7 @@ function makeMemoryCgroup(bytes: number): MemoryCgroup | null {
   return {
     path,
     version,
-    oomKills: () => Number(/^oom_kill (\d+)$/m.exec(read(join(path, files.events)) ?? '')?.[1] ?? 0),
+    oomKills: () => Number(/^oom_kill (\d+)$/m.exec(readOrNull(join(path, files.events)) ?? '')?.[1] ?? 0),
     wrap: (argv) => ['/bin/sh', '-c', 'echo $$ > "$1" && shift && exec "$@"', 'svc-cgroup', join(path, 'cgroup.procs'),
       ...argv],
     remove,

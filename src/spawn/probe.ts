@@ -8,6 +8,7 @@ import { runSync } from './start.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds } from './bwrap-argv.ts';
 import { DEFAULT_LIMITS } from './limits.ts';
 import { svcHomeOf } from './svc-paths.ts';
+import { readOrNull } from './tree.ts';
 
 export interface SandboxProbe {
   ok: boolean;
@@ -25,11 +26,7 @@ export const BWRAP_HINT = 'install the Debian package "bubblewrap" (apt-get inst
 const TRIAL_VERSION = 4;
 
 function readSysctl(path: string): string | null {
-  try {
-    return readFileSync(path, 'utf8').trim();
-  } catch {
-    return null;
-  }
+  return readOrNull(path)?.trim() ?? null;
 }
 
 /**

@@ -2,10 +2,11 @@
 // homes" gives the order and the sources of each mount). Must not: show one repository's home to another's run, keep
 // anything an agent wrote where the CLI would later obey or run it, follow a link an agent planted in a kept folder,
 // or write anywhere outside `repoHome`.
-import { copyFileSync, lstatSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { providerLayout, type ProviderLayout } from './provider-layout.ts';
 import { within, type HomeMount } from './bwrap-argv.ts';
+import { pathKind } from './system-view.ts';
 
 export interface ProviderHomeInput {
   /** The built-in CLI (provider-layout.ts); any other name lays nothing. */
@@ -35,16 +36,6 @@ export function keptDir(repoHome: string): string {
   return join(repoHome, 'state');
 }
 
-/** What is at `path`; `follow`: through links (the template is the operator's), never for what an agent could write. */
-function kind(path: string, follow = false): 'dir' | 'file' | 'link' | 'other' | null {
-  try {
-    const st = follow ? statSync(path) : lstatSync(path);
-    return st.isSymbolicLink() ? 'link' : st.isDirectory() ? 'dir' : st.isFile() ? 'file' : 'other';
-  } catch {
-    return null;
-  }
-}
-
 /**
  * `base/rel` as a real folder, made where missing. A kept folder is the agent's to write, so any part of the way
  * that is not a plain folder (a link it planted to lead svc elsewhere) is removed, never followed.
@@ -53,7 +44,7 @@ function plainFolder(base: string, rel: string): string {
   let dir = base;
   for (const part of rel.split('/').filter(Boolean)) {
     dir = join(dir, part);
-    const found = kind(dir);
+    const found = pathKind(dir);
     if (found === 'dir') continue;
     if (found !== null) rmSync(dir, { force: true, recursive: true });
     mkdirSync(dir, { mode: 0o700 });
@@ -67,7 +58,7 @@ function removeBelow(base: string, rel: string): void {
   let dir = base;
   for (const part of parts.slice(0, -1)) {
     dir = join(dir, part);
-    if (kind(dir) !== 'dir') return;
+    if (pathKind(dir) !== 'dir') return;
   }
   rmSync(join(dir, parts.at(-1)!), { force: true, recursive: true });
 }
@@ -116,9 +107,9 @@ export function layProviderHome(input: ProviderHomeInput): HomeMount[] {
     const dest = join(layer, root);
     if (FILE_ROOT.test(root)) {
       const source = join(input.template, root);
-      if (kind(source, true) !== 'file') continue;
+      if (pathKind(source, true) !== 'file') continue;
       copyInto(source, dest, root);
-      if (kind(dest) === 'file') fresh.push({ source: dest, target: target(root), writable: true });
+      if (pathKind(dest) === 'file') fresh.push({ source: dest, target: target(root), writable: true });
       continue;
     }
     mkdirSync(dest, { recursive: true, mode: 0o700 });
@@ -127,7 +118,7 @@ export function layProviderHome(input: ProviderHomeInput): HomeMount[] {
   for (const rel of layout.files) {
     const source = join(input.template, rel);
     const root = layout.roots.find((r) => within(rel, r) && !kept.some((k) => within(r, k)));
-    if (root && kind(source, true) === 'file') copyInto(source, join(layer, rel), rel);
+    if (root && pathKind(source, true) === 'file') copyInto(source, join(layer, rel), rel);
   }
   const state = keptDir(input.repoHome);
   mkdirSync(state, { recursive: true, mode: 0o700 });
@@ -138,11 +129,11 @@ export function layProviderHome(input: ProviderHomeInput): HomeMount[] {
   });
   const dirs = layout.dirs.flatMap((rel) => {
     const source = join(input.template, rel);
-    return kind(source, true) === 'dir' ? [{ source, target: target(rel), writable: false }] : [];
+    return pathKind(source, true) === 'dir' ? [{ source, target: target(rel), writable: false }] : [];
   });
   const login = layout.login.flatMap((rel) => {
     const source = join(input.loginHome, rel);
-    return kind(source, true) === 'file' ? [{ source, target: target(rel), writable: false }] : [];
+    return pathKind(source, true) === 'file' ? [{ source, target: target(rel), writable: false }] : [];
   });
   return [...fresh, ...persisted, ...dirs, ...login];
 }

@@ -22,16 +22,11 @@ export const MODEL_BASE = `http://localhost:${FORWARDER_PORT}/_model`;
 const ACTIVATE = ['/usr/bin/systemd-socket-activate', '/bin/systemd-socket-activate'];
 const PROXYD = ['/usr/lib/systemd/systemd-socket-proxyd', '/lib/systemd/systemd-socket-proxyd'];
 
-function systemdBridge(): { activate: string; proxyd: string } | null {
-  const activate = ACTIVATE.find((p) => existsSync(p));
-  const proxyd = PROXYD.find((p) => existsSync(p));
-  return activate && proxyd ? { activate, proxyd } : null;
-}
-
 /** The gate as a sandbox plan names it: its socket on the host and the forwarder that bridges it in. */
 export function sandboxGate(socket: string, useSystemd = true): SandboxGate {
-  const found = useSystemd ? systemdBridge() : null;
-  if (found) return { socket, bridge: { kind: 'systemd', ...found } };
+  const activate = ACTIVATE.find((p) => existsSync(p));
+  const proxyd = PROXYD.find((p) => existsSync(p));
+  if (useSystemd && activate && proxyd) return { socket, bridge: { kind: 'systemd', activate, proxyd } };
   const built = fileURLToPath(new URL('../gate/forwarder.js', import.meta.url));
   // Run from the sources (tests), the forwarder is the .ts file, which this node runs as it is.
   const forwarder = existsSync(built) ? built : built.replace(/\.js$/, '.ts');

@@ -9,29 +9,16 @@ import {
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { svcHomeOf } from './svc-paths.ts';
-import { HANDOFF_FD, HANDOFF_FD_VAR } from './start.ts';
+import { readOrNull } from './tree.ts';
+import { HANDOFF_FD, HANDOFF_FD_VAR, secretsIn } from './start.ts';
 import { SECRET_NAMES } from '../settings-registry.ts';
 import { obj } from '../untrusted.ts';
 
 /** The variable that names the handoff file of a re-executed process (a path, not a secret). */
 export const HANDOFF_VAR = 'SVC_SECRETS_HANDOFF';
-export { HANDOFF_FD_VAR };
+export { HANDOFF_FD_VAR, secretsIn };
 
 export type Secrets = Record<string, string>;
-
-/** svc's secret names with non-empty string values in `from` (`*_FILE` names hold paths and stay where they are). */
-function onlySecrets(from: Readonly<Record<string, unknown>>): Secrets {
-  const out: Secrets = {};
-  for (const name of SECRET_NAMES) {
-    const value = from[name];
-    if (!name.endsWith('_FILE') && typeof value === 'string' && value) out[name] = value;
-  }
-  return out;
-}
-
-export function secretsIn(env: NodeJS.ProcessEnv): Secrets {
-  return onlySecrets(env);
-}
 
 /** `env` without any of svc's secret values and without a stale handoff path or descriptor. */
 export function withoutSecrets(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
@@ -69,7 +56,7 @@ function handoffDir(env: NodeJS.ProcessEnv): string {
  * removes the file (`dropHandoff`) if the new image never started.
  */
 export function writeHandoff(secrets: Secrets, env: NodeJS.ProcessEnv): Record<string, string> {
-  const handed = onlySecrets(secrets);
+  const handed = secretsIn(secrets);
   if (Object.keys(handed).length === 0) return {};
   const path = join(handoffDir(env), `${process.pid}-${randomBytes(12).toString('hex')}.json`);
   const fd = openSync(path, 'wx', 0o600);
@@ -104,20 +91,17 @@ function readPipe(): string | null {
   }
 }
 
-function readFile(path: string): string | null {
-  try {
-    return readFileSync(path, 'utf8');
-  } catch {
-    return null;
-  } finally {
-    rmSync(path, { force: true });
-  }
+/** The handoff file's text, removed once read (or found unreadable). */
+function takeFile(path: string): string | null {
+  const text = readOrNull(path);
+  rmSync(path, { force: true });
+  return text;
 }
 
 /** The secrets in one handoff message; nothing from bad JSON. */
 function parse(text: string | null): Secrets {
   try {
-    return text === null ? {} : onlySecrets(obj(obj(JSON.parse(text)).secrets));
+    return text === null ? {} : secretsIn(obj(obj(JSON.parse(text)).secrets));
   } catch {
     return {};
   }
@@ -133,5 +117,5 @@ export function takeHandoff(env: NodeJS.ProcessEnv): Secrets {
   const path = env[HANDOFF_VAR];
   delete env[HANDOFF_FD_VAR];
   delete env[HANDOFF_VAR];
-  return { ...parse(path ? readFile(path) : null), ...parse(fd === String(HANDOFF_FD) ? readPipe() : null) };
+  return { ...parse(path ? takeFile(path) : null), ...parse(fd === String(HANDOFF_FD) ? readPipe() : null) };
 }

@@ -1,15 +1,8 @@
 // Memory a sandbox makes the host hold that no resident set shows, counted by the watchdog where no memory cgroup
 // bounds the sandbox (docs/engine.md "Memory"): the memfds its processes hold open and the used space of every tmpfs
 // in its mount namespace, each counted once.
-import { readdirSync, readFileSync, readlinkSync, statSync, statfsSync } from 'node:fs';
-
-function readlinkOrNull(path: string): string | null {
-  try {
-    return readlinkSync(path);
-  } catch {
-    return null;
-  }
-}
+import { readdirSync, statSync, statfsSync } from 'node:fs';
+import { readOrNull, readlinkOrNull } from './tree.ts';
 
 /** Bytes the memfds open in `pid` occupy (allocated blocks, so a sparse ftruncate costs nothing), once each. */
 function addMemfds(pid: number, seen: Map<string, number>): void {
@@ -37,13 +30,7 @@ export function unescapeMount(path: string): string {
 
 /** Used bytes of each tmpfs mounted in `pid`'s mount namespace, keyed by device so each counts once. */
 function addTmpfs(pid: number, seen: Map<string, number>): void {
-  let mounts: string;
-  try {
-    mounts = readFileSync(`/proc/${pid}/mountinfo`, 'utf8');
-  } catch {
-    return;
-  }
-  for (const line of mounts.split('\n')) {
+  for (const line of (readOrNull(`/proc/${pid}/mountinfo`) ?? '').split('\n')) {
     const [left, right] = line.split(' - ');
     const fields = left?.split(' ') ?? [];
     if (!right?.startsWith('tmpfs ') || fields.length < 5) continue;

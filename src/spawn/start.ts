@@ -45,15 +45,12 @@ export interface StartOptions extends ChildSpec {
 /** A long-lived or streaming child. */
 export function startChild(argv: readonly string[], opts: StartOptions): ChildProcess {
   const { secrets } = opts;
-  if (secrets === undefined) {
-    const { bin, args, options } = prepare(argv, opts);
-    return spawn(bin, args, { ...options, detached: opts.detached ?? false, stdio: opts.stdio ?? 'pipe' });
-  }
-  const extra = { ...opts.extra, [HANDOFF_FD_VAR]: `${HANDOFF_FD}` };
+  const extra = secrets === undefined ? opts.extra : { ...opts.extra, [HANDOFF_FD_VAR]: `${HANDOFF_FD}` };
   const { bin, args, options } = prepare(argv, { ...opts, extra });
+  const detached = opts.detached ?? false;
+  if (secrets === undefined) return spawn(bin, args, { ...options, detached, stdio: opts.stdio ?? 'pipe' });
   const given: StdioOptions = Array.isArray(opts.stdio) ? opts.stdio : ['ignore', 'pipe', 'pipe'];
-  const stdio: StdioOptions = [...given.slice(0, HANDOFF_FD), 'pipe'];
-  const child = spawn(bin, args, { ...options, detached: opts.detached ?? false, stdio });
+  const child = spawn(bin, args, { ...options, detached, stdio: [...given.slice(0, HANDOFF_FD), 'pipe'] });
   sendSecrets(child, secrets);
   return child;
 }
@@ -62,13 +59,19 @@ export function startChild(argv: readonly string[], opts: StartOptions): ChildPr
 function sendSecrets(child: ChildProcess, secrets: Readonly<Record<string, string>>): void {
   const pipe = child.stdio[HANDOFF_FD] as Writable | null | undefined;
   if (!pipe) return;
-  const handed: Record<string, string> = {};
-  for (const [name, value] of Object.entries(secrets)) {
-    if (SECRET_NAMES.has(name) && !name.endsWith('_FILE') && value) handed[name] = value;
-  }
   pipe.on('error', () => {});
   // Closed once written: the data waits in the socket for the child, and this process need not wait for it.
-  pipe.end(JSON.stringify({ secrets: handed }), () => pipe.destroy());
+  pipe.end(JSON.stringify({ secrets: secretsIn(secrets) }), () => pipe.destroy());
+}
+
+/** svc's secret names with non-empty string values in `from` (`*_FILE` names hold paths and stay where they are). */
+export function secretsIn(from: Readonly<Record<string, unknown>>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of SECRET_NAMES) {
+    const value = from[name];
+    if (!name.endsWith('_FILE') && typeof value === 'string' && value) out[name] = value;
+  }
+  return out;
 }
 
 export interface RunSyncOptions extends ChildSpec {

@@ -22,10 +22,11 @@ const ETC_ENTRIES = [
   'python3', 'fonts', 'mtab',
 ];
 
-function kindOf(path: string): 'dir' | 'link' | 'file' | null {
+/** What is at `path`; `follow`: through links (only where the link is not an agent's to plant). */
+export function pathKind(path: string, follow = false): 'dir' | 'file' | 'link' | 'other' | null {
   try {
-    const stat = lstatSync(path);
-    return stat.isSymbolicLink() ? 'link' : stat.isDirectory() ? 'dir' : 'file';
+    const st = follow ? statSync(path) : lstatSync(path);
+    return st.isSymbolicLink() ? 'link' : st.isDirectory() ? 'dir' : st.isFile() ? 'file' : 'other';
   } catch {
     return null;
   }
@@ -53,21 +54,20 @@ export function systemView(): string[] {
   if (cached) return cached;
   const argv: string[] = [];
   for (const folder of SYSTEM_FOLDERS) {
-    const kind = kindOf(folder);
+    const kind = pathKind(folder);
     if (kind === 'link') argv.push('--symlink', readlinkSync(folder), folder);
     else if (kind === 'dir') argv.push('--ro-bind', folder, folder);
   }
   for (const entry of ETC_ENTRIES) {
     const path = `/etc/${entry}`;
-    const kind = kindOf(path);
+    const kind = pathKind(path);
     // A link into the view (/etc/mtab → /proc, /etc/localtime → /usr/share) stays a link; one out of it
     // (resolv.conf → /run/…) is shown as the file it names, since its target folder is not in the view.
     if (kind === 'link' && linksIntoView(path)) argv.push('--symlink', readlinkSync(path), path);
     // A file is copied in (read-only once bwrap remounts the root): every bind costs bwrap a pass over its mount
     // table (~0.17 ms each here), a copy does not.
-    else if (kind && statSync(path, { throwIfNoEntry: false })?.isFile()) {
-      argv.push('--file', String(ETC_FD + etcFiles.push(path) - 1), path);
-    } else if (kind) argv.push('--ro-bind', path, path);
+    else if (pathKind(path, true) === 'file') argv.push('--file', String(ETC_FD + etcFiles.push(path) - 1), path);
+    else if (kind) argv.push('--ro-bind', path, path);
   }
   cached = argv;
   return argv;

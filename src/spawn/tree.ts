@@ -12,6 +12,23 @@ interface Proc {
   start: string;
 }
 
+/** A file's text, or null (a /proc file goes with its process). */
+export function readOrNull(path: string): string | null {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return null;
+  }
+}
+
+export function readlinkOrNull(path: string): string | null {
+  try {
+    return readlinkSync(path);
+  } catch {
+    return null;
+  }
+}
+
 /** A pause that blocks (killAll runs in exit paths, where nothing async may be awaited). */
 function pauseMs(ms: number): void {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
@@ -19,13 +36,9 @@ function pauseMs(ms: number): void {
 
 /** Fields of /proc/<pid>/stat after the command name: index 0 is field 3 (state), 2 is the group, 19 the start time. */
 export function statFields(pid: number): string[] | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // The command name may hold spaces and parentheses; fields are counted after the last ')'.
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  } catch {
-    return null;
-  }
+  const stat = readOrNull(`/proc/${pid}/stat`);
+  // The command name may hold spaces and parentheses; fields are counted after the last ')'.
+  return stat === null ? null : stat.slice(stat.lastIndexOf(')') + 2).split(' ');
 }
 
 function readProc(pid: number): Proc | null {
@@ -48,11 +61,7 @@ function liveProcs(): Proc[] {
 }
 
 function pidNamespace(pid: number): string | null {
-  try {
-    return readlinkSync(`/proc/${pid}/ns/pid`);
-  } catch {
-    return null;
-  }
+  return readlinkOrNull(`/proc/${pid}/ns/pid`);
 }
 
 /** Host pids of every process in the PID namespace that `outerPid` (the bwrap svc started) created. */
@@ -66,11 +75,7 @@ export function sandboxMembers(outerPid: number): number[] {
 
 /** A NUL-separated /proc file (cmdline, environ) as a list; null when it cannot be read. */
 export function procList(pid: number, file: 'cmdline' | 'environ'): string[] | null {
-  try {
-    return readFileSync(`/proc/${pid}/${file}`, 'utf8').split('\0').filter((s) => s !== '');
-  } catch {
-    return null;
-  }
+  return readOrNull(`/proc/${pid}/${file}`)?.split('\0').filter((s) => s !== '') ?? null;
 }
 
 function signal(proc: Proc, sig: NodeJS.Signals): void {
@@ -101,8 +106,8 @@ export function createTreeGuard(): TreeGuard {
   const known = new Map<number, Proc>();
   let root: Proc | null = null;
 
-  function scan(): Proc[] {
-    const procs = liveProcs().filter((p) => p.pid !== process.pid);
+  /** Of `procs`, the root and the known processes still alive (same start time), and all their descendants. */
+  function descendants(procs: Proc[]): Map<number, Proc> {
     const children = Map.groupBy(procs, (p) => p.ppid);
     const live = new Map(procs.map((p) => [p.pid, p]));
     const found = new Map<number, Proc>();
@@ -112,6 +117,12 @@ export function createTreeGuard(): TreeGuard {
       found.set(p.pid, p);
       queue.push(...(children.get(p.pid) ?? []));
     }
+    return found;
+  }
+
+  function scan(): Proc[] {
+    const procs = liveProcs().filter((p) => p.pid !== process.pid);
+    const found = descendants(procs);
     for (const p of procs) if (!found.has(p.pid) && procList(p.pid, 'environ')?.includes(marker)) found.set(p.pid, p);
     return [...found.values()];
   }
@@ -122,16 +133,7 @@ export function createTreeGuard(): TreeGuard {
       root = readProc(rootPid);
     },
     sample() {
-      if (!root) return;
-      const children = Map.groupBy(liveProcs(), (p) => p.ppid);
-      const queue = [root, ...known.values()];
-      for (let p = queue.shift(); p !== undefined; p = queue.shift()) {
-        for (const c of children.get(p.pid) ?? []) {
-          if (known.get(c.pid)?.start === c.start) continue;
-          known.set(c.pid, c);
-          queue.push(c);
-        }
-      }
+      if (root) for (const [pid, p] of descendants(liveProcs())) known.set(pid, p);
     },
     members() {
       return scan().map((p) => p.pid);
