@@ -73,10 +73,6 @@ export function safeEqual(a: string, b: string): boolean {
   return timingSafeEqual(da, db) && a.length === b.length;
 }
 
-export function checkBearer(req: IncomingMessage, token: string | undefined): void {
-  checkBearerOrRunner(req, token, []);
-}
-
 /** A bearer token that opens only the routes marked `runner`, for one source (src/control/settings.ts). */
 export interface RunnerCredential {
   source: string;
@@ -84,13 +80,13 @@ export interface RunnerCredential {
 }
 
 /**
- * For a route runners may call: the server's own token (answers undefined), or a runner token (answers its source).
+ * The server's own token (answers undefined) or, on a route runners may call, a runner token (answers its source).
  * Every runner token is compared, in constant time each, whatever matched before.
  */
-export function checkBearerOrRunner(
+export function checkBearer(
   req: IncomingMessage,
   token: string | undefined,
-  runners: readonly RunnerCredential[],
+  runners: readonly RunnerCredential[] = [],
 ): string | undefined {
   if (!token) return undefined;
   const match = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');

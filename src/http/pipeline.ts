@@ -7,7 +7,7 @@ import { errorBody, httpErrorOf, isHttpError, HttpError } from './http-error.ts'
 import { sendReply, TAKEN_OVER, type HandlerResult } from './respond.ts';
 import { readBody, parseJson, MiB } from './body.ts';
 import {
-  checkBearer, checkBearerOrRunner, checkFetchSite, checkHost, checkJsonContentType, checkLoopbackOnly, checkOrigin,
+  checkBearer, checkFetchSite, checkHost, checkJsonContentType, checkLoopbackOnly, checkOrigin,
   requestUrl, type RunnerCredential,
 } from './guards.ts';
 import type { StaticFiles } from './static-files.ts';
@@ -90,9 +90,7 @@ function checkCredentials<D>(
   route: Route<D>, req: IncomingMessage, pathname: string, opts: PipelineOptions<D>,
 ): string | undefined {
   if (!(route.auth ?? pathname.startsWith('/v1/'))) return undefined;
-  if (route.runner && opts.runnerTokens?.length) return checkBearerOrRunner(req, opts.token, opts.runnerTokens);
-  checkBearer(req, opts.token);
-  return undefined;
+  return checkBearer(req, opts.token, route.runner ? opts.runnerTokens : undefined);
 }
 
 /** Whether the route reads a body for this request: always for json and raw, for optional-json when one is sent. */
