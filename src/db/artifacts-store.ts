@@ -24,8 +24,6 @@ export interface ArtifactInput {
   created_at?: number;
 }
 
-export type ArtifactsStore = ReturnType<typeof createArtifactsStore>;
-
 export function createArtifactsStore(db: Db) {
   // node:sqlite binds a zero-length view of a zero-length ArrayBuffer (an empty file read into Buffer.alloc(0), an
   // empty subarray) as NULL, not as an empty blob; coalesce makes every empty file an empty blob.

@@ -13,8 +13,6 @@ export interface MergeEntry {
   updated_at: number;
 }
 
-export type MergeQueueStore = ReturnType<typeof createMergeQueueStore>;
-
 export function createMergeQueueStore(db: Db) {
   const cols = 'id, source, run, status, detail, added_at, updated_at';
   const addStmt = db.prepare(

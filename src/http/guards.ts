@@ -163,7 +163,7 @@ export function checkJsonContentType(req: IncomingMessage): void {
 
 export function isLoopbackHost(host: string): boolean {
   const h = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
-  return h === 'localhost' || isLoopbackAddress(h);
+  return isLoopbackAddress(h);
 }
 
 /** `.`/`..` as a path segment, literally or percent-encoded (WHATWG URL treats `%2e` as a dot too). */
