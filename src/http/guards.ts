@@ -175,19 +175,12 @@ const DOT_SEGMENT = /^(?:\.|%2e){1,2}$/i;
  * starting with `//` as a path rather than a host. Dot segments and raw backslashes are 400 bad_request (DESIGN §4).
  */
 export function requestUrl(target: string): URL {
-  checkPath(target.split('?', 1)[0]!);
-  return parseUrl(target);
-}
-
-function checkPath(path: string): void {
+  const path = target.split('?', 1)[0]!;
   // The segment scan only runs when a dot or escape is present: /health stays on the fast path.
   const suspect = path.includes('.') || path.includes('%');
   if (path.includes('\\') || (suspect && path.split('/').some((segment) => DOT_SEGMENT.test(segment)))) {
     throw new HttpError('bad_request', 'Request path must not contain ".", ".." or backslash segments');
   }
-}
-
-function parseUrl(target: string): URL {
   try {
     return target.startsWith('/') ? new URL(`http://localhost${target}`) : new URL(target, 'http://localhost');
   } catch {

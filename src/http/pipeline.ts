@@ -106,9 +106,8 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
   const bodyTimeout = opts.bodyTimeoutMs === undefined ? {} : { timeoutMs: opts.bodyTimeoutMs };
 
   /**
-   * Runs the checks and the handler. Synchronous as far as it can be: a route without a body whose handler answers
-   * at once (/health, a runs page) is written from the parser's own callback, with no promise or microtask in
-   * between; only a body to read or a handler that returns a promise makes it asynchronous.
+   * Runs the checks and the handler, synchronously unless a body is read or the handler returns a promise: a bodyless
+   * route that answers at once is written from the parser's own callback (docs/bench.md).
    */
   function handle(
     req: IncomingMessage, res: ServerResponse, requestId: string, admission?: Admission<D>,
