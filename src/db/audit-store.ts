@@ -23,16 +23,9 @@ export interface HashedEntry {
 }
 
 export function entryHash(prevHash: string, entry: HashedEntry): string {
-  const body = canonicalJson({
-    id: entry.id,
-    at: entry.at,
-    actor: entry.actor,
-    peer: entry.peer,
-    action: entry.action,
-    target: entry.target,
-    outcome: entry.outcome,
-    detail: entry.detail,
-  });
+  // Only the hashed fields: a stored row passed here also carries its chain links.
+  const { id, at, actor, peer, action, target, outcome, detail } = entry;
+  const body = canonicalJson({ id, at, actor, peer, action, target, outcome, detail });
   return createHash('sha256').update(prevHash).update(body).digest('hex');
 }
 
@@ -156,13 +149,13 @@ export function createAuditStore(db: Db, clock: () => number = Date.now) {
       if (prev === undefined) return first.id;
       for (const raw of all.iterate()) {
         const row = raw as unknown as Row;
-        let detail: Record<string, unknown> | null;
+        let entry: AuditEntry;
         try {
-          detail = row.detail === null ? null : (JSON.parse(row.detail) as Record<string, unknown>);
+          entry = toEntry(row);
         } catch {
           return row.id;
         }
-        if (row.prev_hash !== prev || entryHash(prev, { ...row, detail }) !== row.hash) return row.id;
+        if (row.prev_hash !== prev || entryHash(prev, entry) !== row.hash) return row.id;
         prev = row.hash;
       }
       return null;

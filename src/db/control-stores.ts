@@ -1,14 +1,12 @@
 // All Control Plane stores over one connection; each prepares its statements once. The small tables' stores are here.
+import { createHash } from 'node:crypto';
 import type { Db } from './open.ts';
 import { createRunsStore } from './runs-store.ts';
 import { createEventsStore } from './events-store.ts';
-import { createArtifactsStore } from './artifacts-store.ts';
-import { createControlRequestsStore } from './control-requests-store.ts';
 import { createAuditStore } from './audit-store.ts';
 import { createConfigStore } from './config-store.ts';
 import { createNotificationsStore } from './notifications-store.ts';
 import { createStatsStore } from './stats-store.ts';
-import { createMergeQueueStore } from './merge-queue-store.ts';
 
 export type ControlStores = ReturnType<typeof createControlStores>;
 
@@ -127,6 +125,172 @@ function createServedReposStore(db: Db) {
     /** Every (source, name), by name then source. */
     list() {
       return listStmt.all() as unknown as Array<{ source: string; name: string; reported_at: number }>;
+    },
+  };
+}
+
+export interface ControlRequest {
+  id: number;
+  source: string;
+  run: string;
+  action: string;
+  /** Parsed payload object, or null. */
+  payload: Record<string, unknown> | null;
+  created_at: number;
+}
+
+type Row = Omit<ControlRequest, 'payload'> & { payload: string | null };
+
+function toRequest(row: Row): ControlRequest {
+  return { ...row, payload: row.payload === null ? null : (JSON.parse(row.payload) as Record<string, unknown>) };
+}
+
+/**
+ * control_requests: stop and answer requests for runs this Control Plane cannot reach on disk, handed to the run's
+ * own worker in the response to its next ingest batch that carries the run.
+ */
+function createControlRequestsStore(db: Db) {
+  const addStmt = db.prepare(
+    'INSERT INTO control_requests (source, run, action, payload, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id',
+  );
+  const pendingStmt = db.prepare(
+    'SELECT id, source, run, action, payload, created_at FROM control_requests ' +
+      'WHERE source = ? AND delivered_at IS NULL ORDER BY id',
+  );
+  const markStmt = db.prepare(
+    'UPDATE control_requests SET delivered_at = ? WHERE source = ? AND run = ? AND delivered_at IS NULL ' +
+      'RETURNING id, source, run, action, payload, created_at',
+  );
+  const latestStmt = db.prepare(
+    'SELECT id, source, run, action, payload, created_at, delivered_at FROM control_requests ' +
+      'WHERE source = ? AND run = ? AND action = ? ORDER BY id DESC LIMIT 1',
+  );
+
+  return {
+    add(source: string, run: string, action: string, payload: Record<string, unknown> | null = null, at = Date.now()) {
+      const payloadText = payload === null ? null : JSON.stringify(payload);
+      const row = addStmt.get(source, run, action, payloadText, at) as { id: number };
+      return row.id;
+    },
+    /** The undelivered requests for those runs, oldest first, now marked delivered. */
+    takePending(source: string, runs: string[], at = Date.now()) {
+      // RETURNING gives no order guarantee; runners apply requests oldest first.
+      const rows = runs.flatMap((run) => markStmt.all(at, source, run) as unknown as Row[]);
+      return rows.sort((a, b) => a.id - b.id).map(toRequest);
+    },
+    /** The undelivered requests, without marking them. */
+    pending(source: string) {
+      return (pendingStmt.all(source) as unknown as Row[]).map(toRequest);
+    },
+    /** The run's newest request of that action. */
+    latest(source: string, run: string, action: string) {
+      const row = latestStmt.get(source, run, action) as (Row & { delivered_at: number | null }) | undefined;
+      return row ? { ...toRequest(row), delivered_at: row.delivered_at } : undefined;
+    },
+  };
+}
+
+export interface ArtifactMeta {
+  source: string;
+  run: string;
+  path: string;
+  content_type: string;
+  sha256: string;
+  size: number;
+  created_at: number;
+}
+
+export interface ArtifactRow extends ArtifactMeta {
+  content: Uint8Array;
+}
+
+export interface ArtifactInput {
+  path: string;
+  content_type: string;
+  content: Uint8Array;
+  created_at?: number;
+}
+
+/**
+ * artifacts: files recorded for a run, content kept in the DB with its sha256 so reads need no filesystem path. Paths
+ * are validated by the caller (src/control/params.ts checkArtifactPath) before they reach this store.
+ */
+function createArtifactsStore(db: Db) {
+  // node:sqlite binds a zero-length view of a zero-length ArrayBuffer (an empty file read into Buffer.alloc(0), an
+  // empty subarray) as NULL, not as an empty blob; coalesce makes every empty file an empty blob.
+  const putStmt = db.prepare(
+    `INSERT INTO artifacts (source, run, path, content_type, sha256, size, content, created_at)
+     VALUES (?, ?, ?, ?, ?, ?, coalesce(?, X''), ?)
+     ON CONFLICT (source, run, path) DO UPDATE SET content_type = excluded.content_type, sha256 = excluded.sha256,
+     size = excluded.size, content = excluded.content, created_at = excluded.created_at`,
+  );
+  const getStmt = db.prepare('SELECT * FROM artifacts WHERE source = ? AND run = ? AND path = ?');
+  const listStmt = db.prepare(
+    'SELECT source, run, path, content_type, sha256, size, created_at FROM artifacts ' +
+      'WHERE source = ? AND run = ? ORDER BY path',
+  );
+
+  return {
+    /** Replaces a file at the same path. */
+    put(source: string, run: string, input: ArtifactInput): ArtifactMeta {
+      const { path, content_type, content, created_at = Date.now() } = input;
+      const sha256 = createHash('sha256').update(content).digest('hex');
+      putStmt.run(source, run, path, content_type, sha256, content.length, content, created_at);
+      return { source, run, path, content_type, sha256, size: content.length, created_at };
+    },
+    get(source: string, run: string, path: string) {
+      return getStmt.get(source, run, path) as ArtifactRow | undefined;
+    },
+    /** Sorted by path, without content. */
+    list(source: string, run: string) {
+      return listStmt.all(source, run) as unknown as ArtifactMeta[];
+    },
+  };
+}
+
+export type MergeStatus = 'queued' | 'merged' | 'failed';
+
+export interface MergeEntry {
+  id: number;
+  source: string;
+  run: string;
+  status: MergeStatus;
+  detail: string | null;
+  added_at: number;
+  updated_at: number;
+}
+
+/** merge_queue: runs waiting to be merged, in the order they were added; status queued → merged | failed. */
+function createMergeQueueStore(db: Db) {
+  const cols = 'id, source, run, status, detail, added_at, updated_at';
+  const addStmt = db.prepare(
+    `INSERT INTO merge_queue (source, run, status, detail, added_at, updated_at) VALUES (?, ?, 'queued', NULL, ?, ?)
+     ON CONFLICT (source, run) DO UPDATE SET status = 'queued', detail = NULL, added_at = excluded.added_at,
+     updated_at = excluded.updated_at
+     WHERE merge_queue.status = 'failed'
+     RETURNING ${cols}`,
+  );
+  const getStmt = db.prepare(`SELECT ${cols} FROM merge_queue WHERE source = ? AND run = ?`);
+  const listStmt = db.prepare(`SELECT ${cols} FROM merge_queue ORDER BY added_at, id`);
+  const queuedStmt = db.prepare(`SELECT ${cols} FROM merge_queue WHERE status = 'queued' ORDER BY added_at, id`);
+  const setStmt = db.prepare('UPDATE merge_queue SET status = ?, detail = ?, updated_at = ? WHERE id = ?');
+  return {
+    /** Undefined when the run is already queued. */
+    add(source: string, run: string, at: number) {
+      return addStmt.get(source, run, at, at) as MergeEntry | undefined;
+    },
+    get(source: string, run: string) {
+      return getStmt.get(source, run) as MergeEntry | undefined;
+    },
+    /** Oldest first, as queued() for the entries still waiting. */
+    list() {
+      return listStmt.all() as unknown as MergeEntry[];
+    },
+    queued() {
+      return queuedStmt.all() as unknown as MergeEntry[];
+    },
+    setStatus(id: number, status: MergeStatus, detail: string | null, at: number): void {
+      setStmt.run(status, detail, at, id);
     },
   };
 }

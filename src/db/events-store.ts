@@ -34,7 +34,6 @@ export function createEventsStore(db: Db) {
   const listAny = db.prepare(`SELECT * FROM events WHERE id > ? ORDER BY id ${LIMIT_PARAM}`);
   const listSource = db.prepare(`SELECT * FROM events WHERE id > ? AND source = ? ORDER BY id ${LIMIT_PARAM}`);
   const maxStmt = db.prepare('SELECT coalesce(max(id), 0) AS m FROM events');
-  const deleteStmt = db.prepare('DELETE FROM events WHERE source = ? AND run = ?');
   const latestStmt = db.prepare(
     'SELECT * FROM events WHERE source = ? AND run = ? AND kind = ? ORDER BY id DESC LIMIT 1',
   );
@@ -78,9 +77,6 @@ export function createEventsStore(db: Db) {
     /** The run's newest event of that kind. */
     latest(source: string, run: string, kind: string) {
       return latestStmt.get(source, run, kind) as EventRow | undefined;
-    },
-    deleteRun(source: string, run: string) {
-      return Number(deleteStmt.run(source, run).changes);
     },
   };
 }

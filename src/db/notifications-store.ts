@@ -22,7 +22,6 @@ export interface NotificationInput {
 }
 
 type NotificationRow = NotificationInput & { id: number };
-export type NotificationsStore = ReturnType<typeof createNotificationsStore>;
 
 const COLUMNS = 'id, job_id, source, run, origin, channel, target, status, attempts, error, created_at, updated_at';
 

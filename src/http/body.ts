@@ -43,12 +43,9 @@ export function readBody(
       }
       chunks.push(chunk);
     }
-    function onEnd(): void {
-      finish(null);
-    }
-    function onError(err: Error): void {
+    const onEnd = (): void => finish(null);
+    const onError = (err: Error): void =>
       finish(new HttpError('bad_request', `Request body could not be read: ${err.message}`));
-    }
     req.on('data', onData);
     req.on('end', onEnd);
     req.on('error', onError);

@@ -73,10 +73,6 @@ export function safeEqual(a: string, b: string): boolean {
   return timingSafeEqual(da, db) && a.length === b.length;
 }
 
-export function checkBearer(req: IncomingMessage, token: string | undefined): void {
-  checkBearerOrRunner(req, token, []);
-}
-
 /** A bearer token that opens only the routes marked `runner`, for one source (src/control/settings.ts). */
 export interface RunnerCredential {
   source: string;
@@ -84,13 +80,13 @@ export interface RunnerCredential {
 }
 
 /**
- * For a route runners may call: the server's own token (answers undefined), or a runner token (answers its source).
+ * The server's own token (answers undefined) or, on a route runners may call, a runner token (answers its source).
  * Every runner token is compared, in constant time each, whatever matched before.
  */
-export function checkBearerOrRunner(
+export function checkBearer(
   req: IncomingMessage,
   token: string | undefined,
-  runners: readonly RunnerCredential[],
+  runners: readonly RunnerCredential[] = [],
 ): string | undefined {
   if (!token) return undefined;
   const match = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
@@ -167,7 +163,7 @@ export function checkJsonContentType(req: IncomingMessage): void {
 
 export function isLoopbackHost(host: string): boolean {
   const h = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
-  return h === 'localhost' || isLoopbackAddress(h);
+  return isLoopbackAddress(h);
 }
 
 /** `.`/`..` as a path segment, literally or percent-encoded (WHATWG URL treats `%2e` as a dot too). */
@@ -179,19 +175,12 @@ const DOT_SEGMENT = /^(?:\.|%2e){1,2}$/i;
  * starting with `//` as a path rather than a host. Dot segments and raw backslashes are 400 bad_request (DESIGN §4).
  */
 export function requestUrl(target: string): URL {
-  checkPath(target.split('?', 1)[0]!);
-  return parseUrl(target);
-}
-
-function checkPath(path: string): void {
+  const path = target.split('?', 1)[0]!;
   // The segment scan only runs when a dot or escape is present: /health stays on the fast path.
   const suspect = path.includes('.') || path.includes('%');
   if (path.includes('\\') || (suspect && path.split('/').some((segment) => DOT_SEGMENT.test(segment)))) {
     throw new HttpError('bad_request', 'Request path must not contain ".", ".." or backslash segments');
   }
-}
-
-function parseUrl(target: string): URL {
   try {
     return target.startsWith('/') ? new URL(`http://localhost${target}`) : new URL(target, 'http://localhost');
   } catch {

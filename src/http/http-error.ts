@@ -49,10 +49,7 @@ export class HttpError extends Error {
   }
 }
 
-/**
- * The response header that names the request field an error is about. The spec fixes the error body to exactly
- * {"error":{"code","message"}}, so the field travels beside it, as data a client reads instead of parsing the message.
- */
+/** Names the request field an error is about, beside the spec's fixed body (docs/architecture.md). */
 export const ERROR_FIELD_HEADER = 'svc-error-field';
 
 /** A field name a header can carry as it is; anything else (a client's unknown key is any text) is not sent. */
@@ -74,9 +71,8 @@ export function errorBody(code: ErrorCode, message: string): { error: { code: Er
 }
 
 /**
- * The one mapping from svc's typed errors (src/errors.ts) to the wire: a handler that lets a domain error escape is
- * answered with that error's 4xx/503 and its message (svc's own words about the request), never a 500. `failed`
- * (something svc ran went wrong) stays an internal error: its message may carry what the request cannot see.
+ * svc's typed errors (src/errors.ts) on the wire: an escaped domain error is its 4xx/503 and message, never a 500.
+ * `failed` (something svc ran went wrong) stays a 500: its message may carry what the request cannot see.
  */
 const SVC_ERROR_CODES: Readonly<Record<SvcErrorCode, ErrorCode | null>> = {
   usage: 'bad_request',

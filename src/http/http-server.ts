@@ -49,10 +49,6 @@ export function readConnectionLimits(env: NodeJS.ProcessEnv, server: 'control' |
 export interface ConnectionCounts {
   /** Open connections admitted (refused ones are never counted). */
   total(): number;
-  /** Open admitted connections from this address. */
-  of(peer: string): number;
-  /** Connections refused at a cap since start. */
-  refused(): number;
 }
 
 /** `::ffff:127.0.0.1` and `127.0.0.1` are one peer. */
@@ -64,13 +60,11 @@ function peerOf(socket: Socket): string {
 function guardConnections(server: Server, limits: ConnectionLimits): ConnectionCounts {
   const perPeer = new Map<string, number>();
   let total = 0;
-  let refused = 0;
   // First in line: a refused socket is answered and closed before the HTTP parser is told about it.
   server.prependListener('connection', (socket: Socket) => {
     const peer = peerOf(socket);
     const mine = perPeer.get(peer) ?? 0;
     if (total >= limits.total || mine >= limits.perPeer) {
-      refused++;
       const which = total >= limits.total
         ? `${limits.total} connections in total`
         : `${limits.perPeer} connections from ${peer}`;
@@ -86,11 +80,7 @@ function guardConnections(server: Server, limits: ConnectionLimits): ConnectionC
       else perPeer.set(peer, left);
     });
   });
-  return {
-    total: () => total,
-    of: (peer) => perPeer.get(peer) ?? 0,
-    refused: () => refused,
-  };
+  return { total: () => total };
 }
 
 /** Node's parser error code → our code; anything not listed is a plain 400. */
@@ -151,7 +141,7 @@ export async function listen(server: Server, host: string, port: number): Promis
 }
 
 /** An IPv6 literal goes in brackets inside a URL (RFC 3986 §3.2.2). */
-export function urlHost(host: string): string {
+function urlHost(host: string): string {
   return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
 }
 

@@ -7,11 +7,9 @@ import { errorBody, httpErrorOf, isHttpError, HttpError } from './http-error.ts'
 import { sendReply, TAKEN_OVER, type HandlerResult } from './respond.ts';
 import { readBody, parseJson, MiB } from './body.ts';
 import {
-  checkBearer, checkBearerOrRunner, checkFetchSite, checkHost, checkJsonContentType, checkLoopbackOnly, checkOrigin,
+  checkBearer, checkFetchSite, checkHost, checkJsonContentType, checkLoopbackOnly, checkOrigin,
   requestUrl, type RunnerCredential,
 } from './guards.ts';
-import { closeAfterRefusal } from './close-after-refusal.ts';
-import { isDatabaseBusy } from './busy-database.ts';
 import type { StaticFiles } from './static-files.ts';
 import type { Logger } from '../log.ts';
 import { errorMessage } from '../errors.ts';
@@ -92,9 +90,7 @@ function checkCredentials<D>(
   route: Route<D>, req: IncomingMessage, pathname: string, opts: PipelineOptions<D>,
 ): string | undefined {
   if (!(route.auth ?? pathname.startsWith('/v1/'))) return undefined;
-  if (route.runner && opts.runnerTokens?.length) return checkBearerOrRunner(req, opts.token, opts.runnerTokens);
-  checkBearer(req, opts.token);
-  return undefined;
+  return checkBearer(req, opts.token, route.runner ? opts.runnerTokens : undefined);
 }
 
 /** Whether the route reads a body for this request: always for json and raw, for optional-json when one is sent. */
@@ -110,9 +106,8 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
   const bodyTimeout = opts.bodyTimeoutMs === undefined ? {} : { timeoutMs: opts.bodyTimeoutMs };
 
   /**
-   * Runs the checks and the handler. Synchronous as far as it can be: a route without a body whose handler answers
-   * at once (/health, a runs page) is written from the parser's own callback, with no promise or microtask in
-   * between; only a body to read or a handler that returns a promise makes it asynchronous.
+   * Runs the checks and the handler, synchronously unless a body is read or the handler returns a promise: a bodyless
+   * route that answers at once is written from the parser's own callback (docs/bench.md).
    */
   function handle(
     req: IncomingMessage, res: ServerResponse, requestId: string, admission?: Admission<D>,
@@ -218,33 +213,71 @@ function answerFailure<D>(
   opts: PipelineOptions<D>,
 ): void {
   // A typed svc error escaping a handler is its own answer (http-error.ts httpErrorOf), not a crash.
-  const err = httpErrorOf(thrown) ?? thrown;
-  if (isHttpError(err)) {
+  const cause = httpErrorOf(thrown) ?? thrown;
+  let err: HttpError;
+  if (isHttpError(cause)) {
+    err = cause;
     if (admission?.route && !SAFE_METHODS.has(req.method ?? 'GET')) {
       reportRefusal(admission.route, admission.params ?? {}, req, requestId, err, opts);
     }
-    closeAfterRefusal(req, res);
-    try {
-      sendReply(res, { status: err.status, headers: err.headers, body: errorBody(err.code, err.message) });
-    } catch (sendErr) {
-      // A header the error carried that Node will not write must not leave the request unanswered.
-      if (res.headersSent) return void res.destroy();
-      opts.log.error('error reply failed', { request_id: requestId, error: String(sendErr) });
-      sendReply(res, { status: err.status, body: errorBody(err.code, err.message) });
-    }
-    return;
-  }
-  if (isDatabaseBusy(err)) {
+  } else if (isDatabaseBusy(cause)) {
     opts.log.warn('database busy: another process holds its write lock', { request_id: requestId });
-    closeAfterRefusal(req, res);
     const message = 'The database is busy (another process holds its write lock); try again';
-    sendReply(res, { status: 503, headers: { 'retry-after': '1' }, body: errorBody('unavailable', message) });
-    return;
+    err = new HttpError('unavailable', message, { 'retry-after': '1' });
+  } else {
+    opts.log.error('unhandled error', { request_id: requestId, error: errorMessage(cause) });
+    err = new HttpError('internal_error', `Internal error (request ${requestId})`);
   }
-  const error = errorMessage(err);
-  opts.log.error('unhandled error', { request_id: requestId, error });
   closeAfterRefusal(req, res);
-  sendReply(res, { status: 500, body: errorBody('internal_error', `Internal error (request ${requestId})`) });
+  try {
+    sendReply(res, { status: err.status, headers: err.headers, body: errorBody(err.code, err.message) });
+  } catch (sendErr) {
+    // A header the error carried that Node will not write must not leave the request unanswered.
+    if (res.headersSent) return void res.destroy();
+    opts.log.error('error reply failed', { request_id: requestId, error: String(sendErr) });
+    sendReply(res, { status: err.status, body: errorBody(err.code, err.message) });
+  }
+}
+
+// A write that waited out SQLite's busy timeout because another process holds the database's write lock (an operator's
+// sqlite3 shell, a second server on the same file): the request will succeed later, so it is a 503, not a 500.
+// node:sqlite reports SQLite's own code in `errcode` (extended codes keep the primary one in their low byte).
+const SQLITE_BUSY = 5;
+const SQLITE_LOCKED = 6;
+
+export function isDatabaseBusy(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  const { code, errcode } = err as { code?: unknown; errcode?: unknown };
+  if (code !== 'ERR_SQLITE_ERROR' || typeof errcode !== 'number') return false;
+  const primary = errcode & 0xff;
+  return primary === SQLITE_BUSY || primary === SQLITE_LOCKED;
+}
+
+/**
+ * How long a refused connection lingers after its answer, half-closed and not read, before it is destroyed: long
+ * enough for the client to read the answer before the reset that closing on unread data sends (RFC 9112 §9.6).
+ */
+const REFUSED_LINGER_MS = 1_000;
+
+/**
+ * Closes the connection of a request answered before its body was read to the end: the answer goes out with
+ * `Connection: close` and nothing more of the body is read (draining an endless chunked body would read ~12 GiB in
+ * 5 s). Call before the reply is written; does nothing for a request without a body or whose body has fully arrived.
+ */
+function closeAfterRefusal(req: IncomingMessage, res: ServerResponse): void {
+  // `complete` is still false while a bodyless request is handled synchronously, so the framing headers decide.
+  const framed = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+  if (!framed || req.complete || res.headersSent) return;
+  // A paused request stops the parser reading the socket once its small buffer fills; Node does not drain a body
+  // for a response that closes the connection.
+  req.pause();
+  res.shouldKeepAlive = false;
+  res.once('finish', () => {
+    const socket = res.socket ?? req.socket;
+    const timer = setTimeout(() => socket.destroy(), REFUSED_LINGER_MS);
+    timer.unref();
+    socket.once('close', () => clearTimeout(timer));
+  });
 }
 
 export { HttpError };

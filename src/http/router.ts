@@ -16,7 +16,6 @@ export interface RouteDef<H> {
 export interface Match<H> {
   handler: H;
   params: Record<string, string>;
-  pattern: string;
 }
 
 type Segment = { kind: 'literal'; value: string } | { kind: 'param'; name: string } | { kind: 'tail'; name: string };
@@ -98,7 +97,7 @@ export function createRouter<H>(defs: ReadonlyArray<RouteDef<H>>): { match(metho
       const message = `Method ${method} is not allowed on this path`;
       throw new HttpError('method_not_allowed', message, { allow: allow.join(', ') });
     }
-    return { handler, params, pattern: entry.pattern };
+    return { handler, params };
   }
 
   function tryMatch(entry: Compiled<H>, parts: string[]): Record<string, string> | null {

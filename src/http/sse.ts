@@ -6,7 +6,6 @@ export interface SseStream {
   send(id: number | string, event: string, data: unknown): boolean;
   /** Writes ready-made frames (a replay page, a shared publish buffer), counted against the lag bound. */
   write(frames: string | Buffer): void;
-  comment(text: string): void;
   close(): void;
   readonly closed: boolean;
   /** True once the stream was cut off for lagging (closed too). */
@@ -89,9 +88,6 @@ export function openSse(res: ServerResponse): SseStream {
     },
     write(frames) {
       if (!closed) put(frames);
-    },
-    comment(text) {
-      if (!closed) put(`: ${text.replace(/[\r\n]/g, ' ')}\n\n`);
     },
     close() {
       if (closed) return;

@@ -5,7 +5,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { DatabaseSync } from 'node:sqlite';
 import { startTestControl, seedRuns, type TestControl } from '../helpers/control-server.ts';
-import { isDatabaseBusy } from '../../src/http/busy-database.ts';
+import { isDatabaseBusy } from '../../src/http/pipeline.ts';
 
 const T0 = '2026-02-01T10:00:00.000Z';
 const batch = (run: string) => ({

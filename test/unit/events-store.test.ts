@@ -37,9 +37,4 @@ describe('events store', () => {
     assert.deepEqual(stores.events.listAll({ after: 0, limit: 100, source: 't' }).map((e) => e.run), ['x']);
     assert.equal(stores.events.listAll({ after: 0, limit: 100, source: 's', run: 'r' }).length, 5);
   });
-
-  it('deletes one run\'s events', () => {
-    assert.equal(stores.events.deleteRun('s', 'r'), 5);
-    assert.equal(stores.events.list('s', 'r', { after: 0, limit: 10 }).length, 0);
-  });
 });

@@ -11,7 +11,7 @@ import { checkSegment, checkQueryKeys } from '../params.ts';
 import { checkBodyKeys } from '../../http/body.ts';
 import { checkRunReceipt, type Signer } from '../run-receipt.ts';
 import { noteAudit } from '../audited.ts';
-import type { MergeEntry } from '../../db/merge-queue-store.ts';
+import type { MergeEntry } from '../../db/control-stores.ts';
 import { mergeReceiptPull } from '../github-merge.ts';
 
 /** `signed_by` names the known key whose signature on the run's receipt checks out now, else null. */
