@@ -61,6 +61,21 @@ describe('job queue', () => {
     assert.equal((await queue.enqueue(delivery(2))).kind, 'queued');
   });
 
+  it('answers duplicate on a later key and keeps nothing of it, not even a key it claimed first', async () => {
+    const { queue, db } = setup(1000);
+    const first = await queue.enqueue(delivery(1));
+    assert.equal(first.kind, 'queued');
+    // A new body under a delivery id already taken: its body key is claimed before the delivery id is found held.
+    const reused = { ...delivery(2), dedupeKeys: ['trackerb:body:2', 'trackerb:delivery:1'] };
+    const holder = first.kind === 'queued' ? first.jobId : '';
+    assert.deepEqual(await queue.enqueue(reused), { kind: 'duplicate', jobId: holder });
+    assert.equal(count(db, 'jobs'), 1);
+    assert.equal(count(db, 'dedupe_keys'), 2);
+    assert.equal(count(db, 'reply_targets'), 1);
+    // That body, delivered under its own id, is a new job, not a duplicate of one that never was.
+    assert.equal((await queue.enqueue(delivery(2))).kind, 'queued');
+  });
+
   it('answers full with no job once the queue holds maxQueued jobs, counting within a turn', async () => {
     const { queue } = setup(2);
     const results = await Promise.all([1, 2, 3].map((n) => queue.enqueue(delivery(n))));
