@@ -45,6 +45,10 @@ export interface StartOptions extends ChildSpec {
 /** A long-lived or streaming child. */
 export function startChild(argv: readonly string[], opts: StartOptions): ChildProcess {
   const { secrets } = opts;
+  // Only a child svc reads and closes its fd 3 at start; an agent or a tool would keep the secrets it was handed.
+  if (secrets !== undefined && (opts.kind === 'agent' || opts.kind === 'tool')) {
+    throw new RangeError(`secrets go only to a child svc, never to a child of kind ${opts.kind}`);
+  }
   const extra = secrets === undefined ? opts.extra : { ...opts.extra, [HANDOFF_FD_VAR]: `${HANDOFF_FD}` };
   const { bin, args, options } = prepare(argv, { ...opts, extra });
   const detached = opts.detached ?? false;

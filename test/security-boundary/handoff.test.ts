@@ -13,6 +13,14 @@ describe('secrets handoff', () => {
   const home = mkdtempSync(join(tmpdir(), 'svc-handoff-'));
   after(() => rmSync(home, { recursive: true, force: true }));
 
+  it('refuses to hand secrets to an agent or a tool, which would keep fd 3 open with them', () => {
+    for (const kind of ['agent', 'tool'] as const) {
+      assert.throws(() => startChild(['/bin/true'], {
+        kind, base: { PATH: process.env.PATH }, secrets: { GITHUB_TOKEN: 'gh-never' },
+      }), RangeError);
+    }
+  });
+
   it('writes only svc secret names to a 0600 file in a 0700 folder, and names it in one variable', () => {
     const extra = writeHandoff({ GITHUB_TOKEN: 'gh-1', NOT_A_SECRET: 'x', SVC_CONTROL_TOKEN: '' }, { HOME: home });
     const path = extra[HANDOFF_VAR]!;
