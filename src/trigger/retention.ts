@@ -17,7 +17,7 @@ export interface TriggerRetention {
   jobDays: number;
 }
 
-export interface PruneCounts {
+interface PruneCounts {
   dedupeKeys: number;
   jobs: number;
 }
@@ -30,17 +30,6 @@ export function pruneBatch(
   const jobsBefore = now - Math.max(retention.jobDays, retention.dedupeDays) * DAY_MS;
   const jobs = stores.retention.pruneFinishedJobs(jobsBefore, limit);
   return { dedupeKeys, jobs, done: dedupeKeys < limit && jobs < limit };
-}
-
-/** Everything expired at `now`, synchronously (tests and tools; the server uses startTriggerRetention). */
-export function pruneAll(stores: TriggerStores, retention: TriggerRetention, now: number, limit = BATCH): PruneCounts {
-  const total = { dedupeKeys: 0, jobs: 0 };
-  for (;;) {
-    const step = pruneBatch(stores, retention, now, limit);
-    total.dedupeKeys += step.dedupeKeys;
-    total.jobs += step.jobs;
-    if (step.done) return total;
-  }
 }
 
 /** Sweeps now and every SWEEP_MS; returns stop(). A failed batch is logged and retried at the next sweep. */

@@ -9,7 +9,7 @@ import { openDatabase } from '../../src/db/open.ts';
 import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
 import { createTriggerStores, type TriggerStores } from '../../src/db/trigger-stores.ts';
 import { createJobQueue } from '../../src/trigger/queue.ts';
-import { pruneAll } from '../../src/trigger/retention.ts';
+import { pruneAll } from './helpers.ts';
 import type { EnqueueRequest } from '../../src/trigger/queue.ts';
 import { tempTriggerDbs } from './temp-dbs.ts';
 import { tempDir } from './helpers.ts';

@@ -8,6 +8,8 @@ import { fileURLToPath } from 'node:url';
 import { resolveTriggerSettings, type TriggerSettings } from '../../src/trigger/settings.ts';
 import { startTrigger, type RunningTrigger, type TriggerOverrides } from '../../src/trigger/main.ts';
 import { createLogger, type Logger } from '../../src/log.ts';
+import type { TriggerStores } from '../../src/db/trigger-stores.ts';
+import { pruneBatch, type TriggerRetention } from '../../src/trigger/retention.ts';
 
 export const FIXTURES = '/work/shared/fixtures/webhooks';
 export const FAKE_SVC = fileURLToPath(new URL('./fake-svc.mjs', import.meta.url));
@@ -172,3 +174,14 @@ export const sign = {
     return `HMAC ${hmac(Buffer.from(token, 'base64'), [raw]).toString('base64')}`;
   },
 };
+
+/** Everything expired at `now`, batch after batch, as the server's sweep does over several turns. */
+export function pruneAll(stores: TriggerStores, retention: TriggerRetention, now: number): { dedupeKeys: number; jobs: number } {
+  const total = { dedupeKeys: 0, jobs: 0 };
+  for (;;) {
+    const step = pruneBatch(stores, retention, now);
+    total.dedupeKeys += step.dedupeKeys;
+    total.jobs += step.jobs;
+    if (step.done) return total;
+  }
+}

@@ -9,8 +9,8 @@ import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
 import { createTriggerStores, type TriggerStores } from '../../src/db/trigger-stores.ts';
 import { createJobQueue, type JobQueue } from '../../src/trigger/queue.ts';
 import { type EnqueueRequest } from '../../src/trigger/queue.ts';
-import { DAY_MS, pruneAll } from '../../src/trigger/retention.ts';
-import { SECRETS, post, get, startTestTrigger, tempDir } from './helpers.ts';
+import { DAY_MS } from '../../src/trigger/retention.ts';
+import { SECRETS, post, get, pruneAll, startTestTrigger, tempDir } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
 const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
