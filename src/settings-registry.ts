@@ -48,7 +48,7 @@ export const SETTINGS = {
     'bearer token for `/v1/*`; required for a non-loopback bind; sent by clients and the shipper when set'),
   SVC_CONTROL_TOKEN_FILE: secret('control', '`~/.svc/control/token`', 'file holding the token (first line): ' +
     'the Control Plane reads it when `SVC_CONTROL_TOKEN` is unset (unreadable or empty: exit 2); the shipper and ' +
-    'the CLI read it first'),
+    'the CLI read it first (the default file only for a loopback Control Plane)'),
   SVC_CONTROL_ALLOW_INSECURE_BIND: choice('control', ['0', '1'],
     '`1` accepts a tokenless non-loopback bind (loud warning; not recommended)'),
   SVC_CONTROL_ANSWER_DIR: text('control', '`~/.svc/control/answers`',

@@ -32,7 +32,7 @@ logs        the agent's output (its stdout and stderr lines; svc's own notes sta
             printing until the run ends. The full provider output is the run's provider.log artifact.
 --url URL   Control Plane address (default: SVC_CONTROL_URL, ~/.svc/control/server.json, then
             http://127.0.0.1:\${SVC_CONTROL_PORT:-47821}). Token: SVC_CONTROL_TOKEN_FILE,
-            ~/.svc/control/token, or SVC_CONTROL_TOKEN.
+            ~/.svc/control/token (a loopback address only), or SVC_CONTROL_TOKEN.
 `;
 
 const FLAGS = {
@@ -54,7 +54,7 @@ const ACTIONS = ['stop', 'resume', 'retry', 'verify', 'pr'] as const;
 /** The Control Plane a command talks to: `url`, else the one found as DESIGN §4 says; the token as the shipper's. */
 export function controlClientOf(env: NodeJS.ProcessEnv, url?: string) {
   const found = url ? { url, via: '--url' } : discoverControlUrl(env);
-  const token = readControlToken(env);
+  const token = readControlToken(env, found.url);
   const client = createControlClient({ url: found.url, token, timeoutMs: 10_000 });
   return { ...found, client, hasToken: token !== undefined };
 }

@@ -13,7 +13,7 @@ const HELP = `Usage: svc ship [--repo DIR] [--all]
 
 Sends the runs under <repo>/.svc/runs to the Control Plane (SVC_CONTROL_URL, else server.json, else
 127.0.0.1:$SVC_CONTROL_PORT). Each run resumes from its ship.json offset; --all re-sends everything.
-Token: SVC_CONTROL_TOKEN_FILE, ~/.svc/control/token, or SVC_CONTROL_TOKEN.
+Token: SVC_CONTROL_TOKEN_FILE, ~/.svc/control/token (a loopback address only), or SVC_CONTROL_TOKEN.
 `;
 
 export default async function ship(io: CliIo): Promise<number> {

@@ -124,9 +124,14 @@ export function contentTypeOf(path: string): string {
   return 'application/octet-stream';
 }
 
-/** The Control Plane token: from a file (not inherited by providers), else SVC_CONTROL_TOKEN (stripped from them). */
-export function readControlToken(env: NodeJS.ProcessEnv): string | undefined {
-  for (const file of [env.SVC_CONTROL_TOKEN_FILE, join(svcHomeOf(env), 'control', 'token')]) {
+/**
+ * The Control Plane token for `url`: SVC_CONTROL_TOKEN_FILE, then ~/.svc/control/token, then SVC_CONTROL_TOKEN. The
+ * home file is the token of the Control Plane on this machine, so it goes only to a loopback address: a remote one
+ * (SVC_CONTROL_URL, --url) gets the token the operator named for it, never this machine's own.
+ */
+export function readControlToken(env: NodeJS.ProcessEnv, url: string): string | undefined {
+  const own = isLoopbackAddress(URL.parse(url)?.hostname.replace(/^\[|\]$/g, ''));
+  for (const file of [env.SVC_CONTROL_TOKEN_FILE, own ? join(svcHomeOf(env), 'control', 'token') : undefined]) {
     try {
       const token = file ? readFileSync(file, 'utf8').trim() : '';
       if (token) return token;
@@ -172,7 +177,7 @@ export function createShipper(
   dir: string, env: NodeJS.ProcessEnv, onControl?: (item: ControlItem) => void, onSkip?: SkipReport,
 ) {
   const { url } = discoverControlUrl(env);
-  const token = readControlToken(env);
+  const token = readControlToken(env, url);
   const client: ControlClient = createControlClient({ url, ...(token ? { token } : {}), timeoutMs: 10_000 });
   // A Control Plane on this machine may learn the run's folder; a remote one never does.
   const sameMachine = isLoopbackAddress(URL.parse(url)?.hostname.replace(/^\[|\]$/g, ''));

@@ -4,7 +4,7 @@ import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
-import { createShipper, type ControlItem } from '../../src/engine/shipper.ts';
+import { createShipper, readControlToken, type ControlItem } from '../../src/engine/shipper.ts';
 import { openEventLog } from '../../src/engine/events-log.ts';
 import { writeState, type RunState } from '../../src/engine/run-state.ts';
 
@@ -97,5 +97,26 @@ describe('shipper', () => {
     assert.equal(await createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }).flush(), true);
     assert.equal((await control.request('GET', '/v1/runs/local/rship6')).status, 404);
     assert.equal(control.deps.stores.events.list('local', 'rship6', { after: 0, limit: 10 }).length, 0);
+  });
+});
+
+describe('the Control Plane token a client sends', () => {
+  it("never sends this machine's own token file to a remote Control Plane (SVC_CONTROL_URL or --url elsewhere)", () => {
+    const home = mkdtempSync(join(tmpdir(), 'svc-token-'));
+    try {
+      mkdirSync(join(home, '.svc', 'control'), { recursive: true });
+      writeFileSync(join(home, '.svc', 'control', 'token'), 'own-local-token\n');
+      const env = { HOME: home };
+      assert.equal(readControlToken(env, 'http://127.0.0.1:47999'), 'own-local-token');
+      assert.equal(readControlToken(env, 'http://[::1]:47999'), 'own-local-token');
+      assert.equal(readControlToken(env, 'https://control.example.test'), undefined);
+      // What the operator named for any Control Plane still goes.
+      assert.equal(readControlToken({ ...env, SVC_CONTROL_TOKEN: 'named' }, 'https://control.example.test'), 'named');
+      writeFileSync(join(home, 'named-file'), 'from-file\n');
+      const named = { ...env, SVC_CONTROL_TOKEN_FILE: join(home, 'named-file') };
+      assert.equal(readControlToken(named, 'https://control.example.test'), 'from-file');
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
   });
 });
