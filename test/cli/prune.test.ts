@@ -99,7 +99,9 @@ describe('svc prune', () => {
     const started = await svc(['start', '--worktree', '--detach', '--brief', 'append fixed', '--provider', 'gated']);
     assert.equal(started.code, 0, started.stderr);
     const { run } = JSON.parse(started.stdout);
-    await waitFor(() => existsSync(tree(run)) && branchExists(`svc/${run}`), 'the run to make its worktree');
+    // Its worktree appears while the run may still say "queued": wait until it says "running", the reason checked.
+    const status = () => (existsSync(statePath(run)) ? JSON.parse(readFileSync(statePath(run), 'utf8')).status : null);
+    await waitFor(() => existsSync(tree(run)) && branchExists(`svc/${run}`) && status() === 'running', 'the run to start');
     const r = await svc(['prune', '--older-than', '0', '--json']);
     assert.equal(r.code, 0, r.stderr);
     const out = JSON.parse(r.stdout) as { removed: Array<{ run: string }>; kept: Array<{ kind: string; run: string; reason: string }> };
