@@ -83,7 +83,7 @@ function checkVersionHeader(req: IncomingMessage): void {
   }
 }
 
-/** Every answer here is JSON: a client must accept it (it also lists text/event-stream, which this server never sends). */
+/** Every answer here is JSON, so a client must accept that (its text/event-stream is never sent). */
 function checkAccept(req: IncomingMessage): void {
   const accept = header(req, 'accept');
   if (accept === undefined) return;
@@ -200,8 +200,9 @@ async function dispatch(ctx: C, tools: McpTools, method: string, params: Obj): P
       return { tools: tools.list() };
     case 'tools/call': {
       const name = params.name;
-      const tool = typeof name === 'string' ? tools.find(name) : undefined;
-      if (!tool) throw new JsonRpcError(INVALID_PARAMS, `Unknown tool: ${typeof name === 'string' ? name.slice(0, 64) : '?'}`);
+      if (typeof name !== 'string') throw new JsonRpcError(INVALID_PARAMS, '"name" must be a string');
+      const tool = tools.find(name);
+      if (!tool) throw new JsonRpcError(INVALID_PARAMS, `Unknown tool: ${name.slice(0, 64)}`);
       const args = params.arguments ?? {};
       if (!isJsonObject(args)) throw new JsonRpcError(INVALID_PARAMS, '"arguments" must be an object');
       return tools.call(ctx, tool, args);
