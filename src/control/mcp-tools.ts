@@ -233,7 +233,8 @@ export function createMcpTools(routes: () => readonly R[]) {
       // Refused before the handler ran, as the pipeline refuses: audited as the API action (when it is one).
       if (isHttpError(err)) {
         const { req, peer, requestId } = ctx;
-        recordRefusal(ctx.deps, { route, params, method: route.method, req, peer, requestId, error: err });
+        const info = { route, params, method: route.method, req, peer, requestId, error: err };
+        recordRefusal(ctx.deps, info, { refused_by: 'mcp', tool: tool.name });
       }
       throw err;
     }

@@ -355,7 +355,9 @@ describe('MCP server at /mcp, through the official TypeScript SDK client', () =>
       assert.equal(publicBind.deps.stores.runs.list({ limit: 10 }).length, 0);
       publicBind.deps.refusals.flush(true);
       const audit = publicBind.deps.stores.audit.list({ limit: 10 }).items;
-      assert.ok(audit.some((e) => e.action === 'run.start' && e.outcome === 'loopback_only'), JSON.stringify(audit));
+      const row = audit.find((e) => e.action === 'run.start' && e.outcome === 'loopback_only');
+      assert.ok(row, JSON.stringify(audit));
+      assert.deepEqual([row.actor, row.detail?.refused_by, row.detail?.tool], ['token', 'mcp', 'start_run']);
     });
 
     it('refuses a loopback-only tool relayed by a same-host proxy', async () => {
