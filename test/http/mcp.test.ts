@@ -120,6 +120,17 @@ describe('MCP server at /mcp, through the official TypeScript SDK client', () =>
     assert.deepEqual([row.actor, row.outcome, row.detail.via, row.detail.tool], ['token', 'ok', 'mcp', 'start_run']);
   });
 
+  it("is POST /v1/start's own start: the same request_id and body through either is the same run", async () => {
+    const body = { brief: 'append fixed to a.txt', repo: repo.repo, provider: 'fake', request_id: 'mcp-same-1' };
+    const started = await value(client, 'start_run', body);
+    const replay = await control.request('POST', '/v1/start', { body });
+    assert.deepEqual([replay.status, replay.json.run], [200, started.run]);
+    const conflict = await call(client, 'start_run', { ...body, brief: 'something else' });
+    assert.equal(refusalCode(conflict), 'conflict');
+    assert.equal((await value(client, 'start_run', body)).run, started.run);
+    await settled(started.run, 'succeeded', 'failed');
+  });
+
   it('answers a blocked run with answer_run and the run finishes with the answer', async () => {
     const started = await value(client, 'start_run', { brief: 'migrate', repo: repo.repo, provider: 'ask' });
     const blocked = await settled(started.run, 'blocked');
