@@ -6,6 +6,8 @@ import { isDatabaseBusy } from '../http/pipeline.ts';
 import { checkLoopbackOnly, isLoopbackHost } from '../http/guards.ts';
 import { HttpError, errorBody, httpErrorOf, isHttpError } from '../http/http-error.ts';
 import { TAKEN_OVER, type Reply } from '../http/respond.ts';
+import { jsonDepth, MAX_JSON_DEPTH } from '../http/body.ts';
+import { FailedError } from '../errors.ts';
 import { isJsonObject, describe as describeValue } from '../untrusted.ts';
 import { RUN_STATUSES, VERDICTS } from '../run-json.ts';
 import type { ControlDeps } from './deps.ts';
@@ -173,14 +175,23 @@ function queryValue(key: string, schema: Schema, value: unknown): string {
     `not ${describeValue(value)}`);
 }
 
-/** The reply's body as a value: JSON parsed (objects as they are), anything else as UTF-8 text. */
+/**
+ * The reply's body as a value: objects as they are, JSON text parsed, anything else as UTF-8 text. An artifact is a
+ * runner's file (untrusted): one that does not parse, or nests deeper than a request body may, stays text.
+ */
 function replyValue(reply: Reply): unknown {
   const body = reply.body;
   if (body === undefined || body === null) return {};
   if (typeof body !== 'string' && !Buffer.isBuffer(body)) return body;
-  const text = typeof body === 'string' ? body : body.toString('utf8');
+  const bytes = typeof body === 'string' ? Buffer.from(body) : body;
+  const text = bytes.toString('utf8');
   const type = Object.entries(reply.headers ?? {}).find(([k]) => k.toLowerCase() === 'content-type')?.[1] ?? '';
-  return /[/+]json\b/i.test(type) ? JSON.parse(text) : text;
+  if (!/[/+]json\b/i.test(type) || jsonDepth(bytes) > MAX_JSON_DEPTH) return text;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
 }
 
 function result(value: unknown, isError: boolean): ToolResult {
@@ -209,11 +220,11 @@ export type McpTools = ReturnType<typeof createMcpTools>;
 export function createMcpTools(routes: () => readonly R[]) {
   let resolved: Map<string, R> | undefined;
 
-  /** Each tool's route, found once; a tool naming no route is a bug in svc, found by the first call. */
+  /** Each tool's route, found once; a tool naming no route is a bug in svc (a FailedError: a 500 or -32603). */
   function routeOf(tool: ToolDef): R {
     resolved ??= new Map(TOOLS.map((t) => {
       const route = routes().find((r) => r.method === t.method && r.pattern === t.pattern);
-      if (!route) throw new Error(`MCP tool ${t.name} names no route ${t.method} ${t.pattern}`);
+      if (!route) throw new FailedError(`MCP tool ${t.name} names no route ${t.method} ${t.pattern}`);
       return [t.name, route];
     }));
     return resolved.get(tool.name)!;
@@ -246,7 +257,7 @@ export function createMcpTools(routes: () => readonly R[]) {
     };
     noteAudit(inner, { via: 'mcp', tool: tool.name });
     const reply = await route.handler(inner);
-    if (reply === TAKEN_OVER) throw new Error(`MCP tool ${tool.name} reached a streaming route`);
+    if (reply === TAKEN_OVER) throw new FailedError(`MCP tool ${tool.name} reached a streaming route`);
     return reply;
   }
 
@@ -262,6 +273,8 @@ export function createMcpTools(routes: () => readonly R[]) {
   return {
     /** tools/list: name, title, description, input schema (JSON Schema 2020-12) and annotations of each tool. */
     list() {
+      // Every tool's route is found before any is offered: a tool naming no route fails tools/list, loudly.
+      for (const t of TOOLS) routeOf(t);
       return TOOLS.map((t) => ({
         name: t.name, title: t.title, description: t.description,
         inputSchema: {

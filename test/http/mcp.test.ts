@@ -348,6 +348,20 @@ describe('MCP server at /mcp, through the official TypeScript SDK client', () =>
       assert.ok(rows.every((r: { outcome: string }) => r.outcome !== 'ok'), JSON.stringify(rows));
     });
 
+    it("hands a runner's hostile receipt back as text: not JSON, or nested 100,000 deep, crashes nothing", async () => {
+      seedRuns(control.deps, 2, {}, 'hostile');
+      const [first, second] = ['r000000', 'r000001'];
+      const json = 'application/json';
+      control.deps.stores.artifacts.put('hostile', first, { path: 'receipt.json', content_type: json, content: Buffer.from('{"verdict":') });
+      const deep = '['.repeat(100_000) + ']'.repeat(100_000);
+      control.deps.stores.artifacts.put('hostile', second, { path: 'receipt.json', content_type: json, content: Buffer.from(deep) });
+      const broken = await call(client, 'get_run_receipt', { source: 'hostile', run: first });
+      assert.deepEqual([broken.isError, broken.content[0]!.text, broken.structuredContent], [undefined, '{"verdict":', undefined]);
+      const nested = await call(client, 'get_run_receipt', { source: 'hostile', run: second });
+      assert.equal(nested.content[0]!.text, deep);
+      assert.equal(nested.structuredContent, undefined);
+    });
+
     it('answers an unknown tool or arguments that are not an object with JSON-RPC -32602', async () => {
       await assert.rejects(client.callTool({ name: 'rm_rf', arguments: {} }), (err: unknown) => err instanceof McpError && err.code === -32602);
       const auth = await session(control.url, BEARER);
