@@ -307,6 +307,14 @@ describe('MCP server at /mcp, through the official TypeScript SDK client', () =>
       assert.equal(get.headers.allow, 'POST, DELETE');
     });
 
+    it('answers a stateless 2026-07-28 request with a plain 400, so a dual-era client falls back to initialize', async () => {
+      const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientInfo': { name: 'c', version: '1' } };
+      const modern = { jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: meta } };
+      const res = await post(control.url, modern, { ...BEARER, 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/list' });
+      // Not a JSON-RPC error (which would mark a modern server): the API's envelope, nothing served.
+      assertEnvelope(res, 400, 'bad_request');
+    });
+
     it('ends a session for the SDK client with terminateSession', async () => {
       const { client: other, transport: t } = await connect(control.url);
       await t.terminateSession();
