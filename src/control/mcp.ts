@@ -46,16 +46,13 @@ const INSTRUCTIONS = 'svc runs coding agents on this machine and checks their wo
   'runs; start_run starts one in a registered project; a run that asks a question is blocked until answer_run. ' +
   "get_run_diff and get_run_receipt read a finished run's patch and signed Evidence Receipt.";
 
-interface Session {
-  version: string;
-}
+/** Each server's live session ids, least recently used first. */
+const sessionsOf = new WeakMap<ControlDeps, Set<string>>();
 
-const sessionsOf = new WeakMap<ControlDeps, Map<string, Session>>();
-
-function sessions(deps: ControlDeps): Map<string, Session> {
-  let map = sessionsOf.get(deps);
-  if (!map) sessionsOf.set(deps, (map = new Map()));
-  return map;
+function sessions(deps: ControlDeps): Set<string> {
+  let ids = sessionsOf.get(deps);
+  if (!ids) sessionsOf.set(deps, (ids = new Set()));
+  return ids;
 }
 
 function header(req: IncomingMessage, name: string): string | undefined {
@@ -63,16 +60,14 @@ function header(req: IncomingMessage, name: string): string | undefined {
   return typeof value === 'string' ? value : undefined;
 }
 
-/** The session the request names, most recently used last; 400 without one, 404 for one that ended (transports §). */
-function sessionOf(ctx: C): { id: string; session: Session } {
+/** The live session the request names; 400 without one, 404 for one that ended (transports §Session Management). */
+function sessionOf(ctx: C): string {
   const id = header(ctx.req, SESSION_HEADER);
   if (id === undefined) throw new HttpError('bad_request', 'Mcp-Session-Id header is required; send initialize first');
-  const map = sessions(ctx.deps);
-  const session = map.get(id);
-  if (!session) throw new HttpError('not_found', 'No such MCP session (it ended); send initialize again');
-  map.delete(id);
-  map.set(id, session);
-  return { id, session };
+  const ids = sessions(ctx.deps);
+  if (!ids.delete(id)) throw new HttpError('not_found', 'No such MCP session (it ended); send initialize again');
+  ids.add(id);
+  return id;
 }
 
 /** MCP-Protocol-Version, when sent, must be one this server speaks (transports §Protocol Version Header). */
@@ -140,10 +135,10 @@ function initialize(ctx: C, id: Id, params: Obj, version: string): Reply {
   const asked = params.protocolVersion;
   if (typeof asked !== 'string') throw new JsonRpcError(INVALID_PARAMS, '"protocolVersion" must be a string');
   const spoken = MCP_PROTOCOL_VERSIONS.includes(asked) ? asked : MCP_PROTOCOL_VERSIONS[0]!;
-  const map = sessions(ctx.deps);
-  if (map.size >= MAX_SESSIONS) map.delete(map.keys().next().value!);
+  const ids = sessions(ctx.deps);
+  if (ids.size >= MAX_SESSIONS) ids.delete(ids.values().next().value!);
   const session = randomUUID();
-  map.set(session, { version: spoken });
+  ids.add(session);
   const result = {
     protocolVersion: spoken,
     capabilities: { tools: { listChanged: false }, resources: { listChanged: false } },
@@ -246,8 +241,7 @@ function postMcp(tools: McpTools, version: string): Handler<ControlDeps> {
 
 /** DELETE /mcp ends the named session (transports §Session Management 5). */
 const deleteMcp: Handler<ControlDeps> = (ctx) => {
-  const { id } = sessionOf(ctx);
-  sessions(ctx.deps).delete(id);
+  sessions(ctx.deps).delete(sessionOf(ctx));
   return { status: 204 };
 };
 
