@@ -38,17 +38,17 @@ const RUN = '/v1/runs/:source/:run';
 const SOURCE = {
   type: 'string', pattern: SEGMENT.source, description: "The run's source (default: this Control Plane's own source)",
 };
-const RUN_ID = { type: 'string', pattern: SEGMENT.source, description: 'The run id, e.g. r20261128-134051-ab12' };
+const RUN_ID = { type: 'string', pattern: SEGMENT.source, description: 'The run id, e.g. r01m8h6m60vvg5jq5rmsxcgyxgw' };
 const ON_RUN = { source: SOURCE, run: RUN_ID };
 const LIMIT = { type: 'integer', minimum: 1, maximum: 500, description: 'Page size (default 50)' };
 const CURSOR = { type: 'string', description: 'next_cursor of the previous page' };
 const READ = { readOnlyHint: true, openWorldHint: false } as const;
 const ACT = { readOnlyHint: false, destructiveHint: false, openWorldHint: true } as const;
 
-function runAction(name: string, title: string, description: string, idempotent = false): ToolDef {
+function runAction(name: string, title: string, description: string, hints: Partial<ToolDef['hints']> = {}): ToolDef {
   return {
     name: `${name}_run`, title, description, method: 'POST', pattern: `${RUN}/${name}`, rest: 'none',
-    properties: ON_RUN, required: ['run'], hints: { ...ACT, idempotentHint: idempotent },
+    properties: ON_RUN, required: ['run'], hints: { ...ACT, ...hints },
   };
 }
 
@@ -97,7 +97,9 @@ const TOOLS: readonly ToolDef[] = [
     properties: { ...ON_RUN, answer: { type: 'string', description: 'The answer, as the agent will read it' } },
     required: ['run', 'answer'], hints: ACT,
   },
-  runAction('stop', 'Stop a run', 'Stop a queued, running or blocked run (it goes stopping, then stopped)', true),
+  runAction('stop', 'Stop a run', 'Stop a queued, running or blocked run (it goes stopping, then stopped)', {
+    destructiveHint: true, idempotentHint: true,
+  }),
   runAction('resume', 'Resume a run', 'Resume a stopped or failed run in its worktree'),
   runAction('retry', 'Retry a run', 'Start a new run with the same brief in the same retry group'),
   runAction('verify', 'Verify a run again', 'Re-run the checks and re-issue the Evidence Receipt'),
