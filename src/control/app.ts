@@ -17,7 +17,8 @@ import { ingestRuns, importRuns } from './handlers/ingest.ts';
 import { startRun, stopRun, resumeRun, retryRun, verifyRun, answerRun, openRunPr } from './handlers/actions.ts';
 import { listMergeQueue, addToMergeQueue, runMergeQueue } from './handlers/merge.ts';
 import { getReviewRisk } from './handlers/risk.ts';
-import { getOpenapi } from './handlers/openapi.ts';
+import { getOpenapi, VERSION } from './handlers/openapi.ts';
+import { mcpRoutes } from './mcp.ts';
 import { audited, recordRefusal } from './audited.ts';
 
 type R = Route<ControlDeps>;
@@ -65,6 +66,8 @@ export const controlRoutes: readonly R[] = [
     body: 'json', limit: INGEST_LIMIT, runner: true },
   { method: 'POST', pattern: '/v1/import', handler: audited('runs.import', importRuns),
     loopbackOnly: true, body: 'json', limit: INGEST_LIMIT },
+  // MCP (docs/mcp.md): its tools call the routes above through their own handlers.
+  ...mcpRoutes(() => controlRoutes, VERSION),
 ];
 
 export function createControlApp(

@@ -54,10 +54,10 @@ function outcomeOf(result: HandlerResult): { outcome: string; status: number } {
 }
 
 /**
- * Audits a mutating call the pipeline refused before its handler ran; nothing proves who sent a 401. Refusals are
- * counted, not each written (refusal-tally.ts).
+ * Audits a mutating call the pipeline refused before its handler ran (or the MCP tool layer did: `by` says so);
+ * nothing proves who sent a 401. Refusals are counted, not each written (refusal-tally.ts).
  */
-export function recordRefusal(deps: ControlDeps, info: Refusal<ControlDeps>): void {
+export function recordRefusal(deps: ControlDeps, info: Refusal<ControlDeps>, by: Record<string, unknown> = {}): void {
   const action = actions.get(info.route.handler);
   if (!action) return;
   deps.refusals.record({
@@ -66,7 +66,7 @@ export function recordRefusal(deps: ControlDeps, info: Refusal<ControlDeps>): vo
     action,
     target: action.startsWith('config.') ? 'config' : runOf(info.params),
     outcome: info.error.code,
-    detail: { status: info.error.status, request_id: info.requestId, refused_by: 'pipeline' },
+    detail: { status: info.error.status, request_id: info.requestId, refused_by: 'pipeline', ...by },
   });
 }
 

@@ -187,6 +187,17 @@ const operations: readonly Op[] = [
   op('control', 'post', '/v1/import', 'importRuns', 'ingest',
     'Register a project (runs may then be started there) and read <path>/.svc/runs/* into the database',
     { loopbackOnly: true, body: 'ImportRequest', ok: 'ImportResult' }),
+  // MCP (docs/mcp.md): JSON-RPC, so only the HTTP envelope is described here; tools/list describes the tools.
+  op('control', 'post', '/mcp', 'postMcp', 'mcp', 'MCP Streamable HTTP (revision 2025-11-25): one JSON-RPC message ' +
+    'per POST; initialize answers with an Mcp-Session-Id header that every later message carries', {
+    body: 'Open',
+    ok: { status: 200, schema: 'Open', description: 'the JSON-RPC response (application/json, never a stream)' },
+    also: [{ status: 202, type: null, description: 'a notification or a response, accepted' }],
+    errors: ['NotFound'],
+  }),
+  op('control', 'delete', '/mcp', 'deleteMcp', 'mcp', 'End the MCP session named by Mcp-Session-Id', {
+    ok: { status: 204, type: null, description: 'the session ended' }, errors: ['NotFound'],
+  }),
   ...SOURCES.flatMap((s: WebhookSource) => (s.api
     ? [webhook(s.name, s.api.summary, s.api.answer === 'chat' ? CHAT_REPLY : SKIPPED)]
     : [])),
@@ -277,6 +288,7 @@ const TAGS: Record<string, string> = {
   admin: 'Configuration, audit chain, receipt keys, repositories and registered projects',
   catalog: 'Providers, integrations and outbound notifications',
   merge: 'The merge queue',
+  mcp: 'Model Context Protocol endpoint: the tools and run resources of docs/mcp.md over Streamable HTTP',
   ingest: 'Runs arriving from runners (ingest) and from project folders (import)',
   webhooks: 'Signed deliveries to the trigger server that queue jobs',
   jobs: 'Jobs queued directly on the trigger server (bearer SVC_API_TOKEN), and any job looked up by id',

@@ -12,8 +12,10 @@ describe('package.json', () => {
   });
 
   it('keeps devDependencies to the toolchain', () => {
-    // kubernetes-models and yaml are test-only: the Kubernetes schema checks (test/unit/k8s-schemas.test.ts).
-    const allowed = new Set(['typescript', '@types/node', 'node', 'playwright-core', 'kubernetes-models', 'yaml']);
+    // kubernetes-models and yaml are test-only: the Kubernetes schema checks (test/unit/k8s-schemas.test.ts);
+    // @modelcontextprotocol/sdk too: the official MCP client test/http/mcp.test.ts connects with.
+    const allowed = new Set(['typescript', '@types/node', 'node', 'playwright-core', 'kubernetes-models', 'yaml',
+      '@modelcontextprotocol/sdk']);
     for (const name of Object.keys(pkg.devDependencies as object)) assert.ok(allowed.has(name), `unexpected devDependency ${name}`);
   });
 

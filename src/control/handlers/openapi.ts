@@ -6,7 +6,8 @@ import type { ControlDeps } from '../deps.ts';
 import { buildOpenapi } from '../openapi.ts';
 
 const PACKAGE_JSON = readFileSync(new URL('../../../package.json', import.meta.url), 'utf8');
-const VERSION = (JSON.parse(PACKAGE_JSON) as { version: string }).version;
+/** svc's version (package.json), as the document and the MCP server's serverInfo give it. */
+export const VERSION = (JSON.parse(PACKAGE_JSON) as { version: string }).version;
 /** One document per URL the server answers on, built when first asked for. */
 const documents = new Map<string, Record<string, unknown>>();
 

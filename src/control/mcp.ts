@@ -1,0 +1,255 @@
+// The Control Plane's MCP endpoint (docs/mcp.md): Streamable HTTP of MCP revision 2025-11-25 at /mcp. One JSON-RPC
+// message per POST, every request answered as application/json, a session from `initialize` (Mcp-Session-Id), DELETE
+// to end it; no server stream, so GET is the router's 405. The pipeline has already checked Host, token, Origin,
+// content type and size as for /v1; the tools are mcp-tools.ts. Sessions live in memory and hold no authority.
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import type { Ctx, Handler, Route } from '../http/pipeline.ts';
+import { HttpError, httpErrorOf, isHttpError } from '../http/http-error.ts';
+import { json, type Reply } from '../http/respond.ts';
+import { BadInputError, errorMessage } from '../errors.ts';
+import { isJsonObject, type Obj } from '../untrusted.ts';
+import type { ControlDeps } from './deps.ts';
+import { createMcpTools, type McpTools } from './mcp-tools.ts';
+
+type C = Ctx<ControlDeps>;
+type Id = string | number;
+
+/** What this server speaks, newest first; an `initialize` naming another version gets the newest (lifecycle §2). */
+export const MCP_PROTOCOL_VERSIONS: readonly string[] = ['2025-11-25', '2025-06-18'];
+const SESSION_HEADER = 'mcp-session-id';
+const VERSION_HEADER = 'mcp-protocol-version';
+/** Sessions kept per server; past this the least recently used one ends (its client gets 404 and initializes). */
+const MAX_SESSIONS = 256;
+const RUN_URI = /^svc:\/\/runs\/([^/]+)\/([^/]+)$/;
+
+// JSON-RPC 2.0 §5.1 codes, and MCP's "resource not found" (server/resources §Error Handling).
+const INVALID_REQUEST = -32600;
+const METHOD_NOT_FOUND = -32601;
+const INVALID_PARAMS = -32602;
+const INTERNAL_ERROR = -32603;
+const RESOURCE_NOT_FOUND = -32002;
+
+/** A JSON-RPC error answer to a request (HTTP 200): the request was read, and this is its answer. */
+class JsonRpcError extends BadInputError {
+  readonly rpcCode: number;
+  /** The id of a malformed request, when it could be read. */
+  readonly id: Id | undefined;
+  constructor(rpcCode: number, message: string, id?: Id) {
+    super(message);
+    this.rpcCode = rpcCode;
+    this.id = id;
+  }
+}
+
+const INSTRUCTIONS = 'svc runs coding agents on this machine and checks their work. list_runs and get_run show ' +
+  'runs; start_run starts one in a registered project; a run that asks a question is blocked until answer_run. ' +
+  "get_run_diff and get_run_receipt read a finished run's patch and signed Evidence Receipt.";
+
+/** Each server's live session ids, least recently used first. */
+const sessionsOf = new WeakMap<ControlDeps, Set<string>>();
+
+function sessions(deps: ControlDeps): Set<string> {
+  let ids = sessionsOf.get(deps);
+  if (!ids) sessionsOf.set(deps, (ids = new Set()));
+  return ids;
+}
+
+function header(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name];
+  return typeof value === 'string' ? value : undefined;
+}
+
+/** The live session the request names; 400 without one, 404 for one that ended (transports §Session Management). */
+function sessionOf(ctx: C): string {
+  const id = header(ctx.req, SESSION_HEADER);
+  if (id === undefined) throw new HttpError('bad_request', 'Mcp-Session-Id header is required; send initialize first');
+  const ids = sessions(ctx.deps);
+  if (!ids.delete(id)) throw new HttpError('not_found', 'No such MCP session (it ended); send initialize again');
+  ids.add(id);
+  return id;
+}
+
+/** MCP-Protocol-Version, when sent, must be one this server speaks (transports §Protocol Version Header). */
+function checkVersionHeader(req: IncomingMessage): void {
+  const version = req.headers[VERSION_HEADER];
+  if (version !== undefined && (typeof version !== 'string' || !MCP_PROTOCOL_VERSIONS.includes(version))) {
+    throw new HttpError('bad_request', `MCP-Protocol-Version must be one of ${MCP_PROTOCOL_VERSIONS.join(', ')}`);
+  }
+}
+
+/** Every answer here is JSON, so a client must accept that (its text/event-stream is never sent). */
+function checkAccept(req: IncomingMessage): void {
+  const accept = header(req, 'accept');
+  if (accept === undefined) return;
+  const types = accept.split(',').map((part) => part.split(';')[0]!.trim().toLowerCase());
+  if (!types.some((t) => t === 'application/json' || t === 'application/*' || t === '*/*')) {
+    throw new HttpError('bad_request', 'Accept must allow application/json (MCP answers every request as JSON)');
+  }
+}
+
+type Message =
+  | { kind: 'request'; id: Id; method: string; params: Obj }
+  | { kind: 'notification' }
+  | { kind: 'response' };
+
+function isId(value: unknown): value is Id {
+  return (typeof value === 'string' && value.length <= 256) || Number.isSafeInteger(value);
+}
+
+/**
+ * One JSON-RPC message (transports §Sending Messages: a single request, notification or response; batches ended with
+ * 2025-06-18). A malformed request whose id can be read is answered in JSON-RPC; anything else is a 400.
+ */
+function readMessage(body: unknown): Message {
+  if (Array.isArray(body)) throw new HttpError('bad_request', 'JSON-RPC batches are not part of MCP since 2025-06-18');
+  if (!isJsonObject(body)) throw new HttpError('bad_request', 'Body must be a JSON-RPC message object');
+  const { id, method, params } = body;
+  const hasId = Object.hasOwn(body, 'id');
+  const answerable = hasId && isId(id);
+  const invalid = (why: string): never => {
+    if (answerable) throw new JsonRpcError(INVALID_REQUEST, why, id);
+    throw new HttpError('bad_request', `Not a JSON-RPC 2.0 message: ${why}`);
+  };
+  if (body.jsonrpc !== '2.0') invalid('"jsonrpc" must be "2.0"');
+  if (method === undefined) {
+    const settles = Object.hasOwn(body, 'result') !== Object.hasOwn(body, 'error');
+    return answerable && settles ? { kind: 'response' } : invalid('neither a request, a notification nor a response');
+  }
+  if (typeof method !== 'string') invalid('"method" must be a string');
+  if (params !== undefined && !isJsonObject(params)) invalid('"params" must be an object');
+  if (!hasId) return { kind: 'notification' };
+  if (!answerable) invalid('"id" must be a string or an integer');
+  return { kind: 'request', id: id as Id, method: method as string, params: (params as Obj | undefined) ?? {} };
+}
+
+function rpcResult(id: Id, result: unknown, headers: Record<string, string> = {}): Reply {
+  return json(200, { jsonrpc: '2.0', id, result }, headers);
+}
+
+function rpcError(id: Id, code: number, message: string): Reply {
+  return json(200, { jsonrpc: '2.0', id, error: { code, message } });
+}
+
+function initialize(ctx: C, id: Id, params: Obj, version: string): Reply {
+  const asked = params.protocolVersion;
+  if (typeof asked !== 'string') throw new JsonRpcError(INVALID_PARAMS, '"protocolVersion" must be a string');
+  const spoken = MCP_PROTOCOL_VERSIONS.includes(asked) ? asked : MCP_PROTOCOL_VERSIONS[0]!;
+  const ids = sessions(ctx.deps);
+  if (ids.size >= MAX_SESSIONS) ids.delete(ids.values().next().value!);
+  const session = randomUUID();
+  ids.add(session);
+  const result = {
+    protocolVersion: spoken,
+    capabilities: { tools: { listChanged: false }, resources: { listChanged: false } },
+    serverInfo: { name: 'svc', title: 'svc Control Plane', version },
+    instructions: INSTRUCTIONS,
+  };
+  return rpcResult(id, result, { [SESSION_HEADER]: session });
+}
+
+/** A run resource's source and run from its URI, else invalid params. */
+function runOfUri(uri: unknown): { source: string; run: string } {
+  const match = typeof uri === 'string' ? RUN_URI.exec(uri) : null;
+  if (!match) throw new JsonRpcError(INVALID_PARAMS, 'Resource URI must be svc://runs/<source>/<run>');
+  return { source: match[1]!, run: match[2]! };
+}
+
+/** A refused read (the API's HttpError) as the JSON-RPC error MCP gives resources. */
+function resourceError(err: unknown): never {
+  const known = isHttpError(err) ? err : httpErrorOf(err);
+  if (!known) throw err;
+  if (known.code === 'not_found') throw new JsonRpcError(RESOURCE_NOT_FOUND, known.message);
+  throw new JsonRpcError(known.code === 'invalid_param' ? INVALID_PARAMS : INTERNAL_ERROR, known.message);
+}
+
+async function listResources(ctx: C, tools: McpTools, params: Obj) {
+  const cursor = params.cursor;
+  if (cursor !== undefined && typeof cursor !== 'string') throw new JsonRpcError(INVALID_PARAMS, 'Bad cursor');
+  const page = await tools.read(ctx, 'list_runs', cursor === undefined ? {} : { cursor }).catch(resourceError);
+  const { items, next_cursor: next } = page as { items: Array<Record<string, string | null>>; next_cursor: unknown };
+  const resources = items.map((r) => ({
+    uri: `svc://runs/${r.source}/${r.run}`, name: `${r.source}/${r.run}`, title: r.brief ?? r.run,
+    description: `${r.status}${r.repo ? ` in ${r.repo}` : ''}`, mimeType: 'application/json',
+  }));
+  return { resources, ...(typeof next === 'string' ? { nextCursor: next } : {}) };
+}
+
+async function readResource(ctx: C, tools: McpTools, params: Obj) {
+  const run = runOfUri(params.uri);
+  const detail = await tools.read(ctx, 'get_run', run).catch(resourceError);
+  return { contents: [{ uri: params.uri, mimeType: 'application/json', text: JSON.stringify(detail) }] };
+}
+
+const RUN_TEMPLATE = {
+  uriTemplate: 'svc://runs/{source}/{run}', name: 'run', title: 'A run',
+  description: 'One run as get_run shows it (Run JSON with artifacts, pending answer and attempts)',
+  mimeType: 'application/json',
+};
+
+async function dispatch(ctx: C, tools: McpTools, method: string, params: Obj): Promise<unknown> {
+  switch (method) {
+    case 'ping':
+      return {};
+    case 'tools/list':
+      return { tools: tools.list() };
+    case 'tools/call': {
+      const name = params.name;
+      if (typeof name !== 'string') throw new JsonRpcError(INVALID_PARAMS, '"name" must be a string');
+      const tool = tools.find(name);
+      if (!tool) throw new JsonRpcError(INVALID_PARAMS, `Unknown tool: ${name.slice(0, 64)}`);
+      const args = params.arguments ?? {};
+      if (!isJsonObject(args)) throw new JsonRpcError(INVALID_PARAMS, '"arguments" must be an object');
+      return tools.call(ctx, tool, args);
+    }
+    case 'resources/list':
+      return listResources(ctx, tools, params);
+    case 'resources/templates/list':
+      return { resourceTemplates: [RUN_TEMPLATE] };
+    case 'resources/read':
+      return readResource(ctx, tools, params);
+    default:
+      throw new JsonRpcError(METHOD_NOT_FOUND, `Method not found: ${method.slice(0, 64)}`);
+  }
+}
+
+function postMcp(tools: McpTools, version: string): Handler<ControlDeps> {
+  return async (ctx) => {
+    checkAccept(ctx.req);
+    let id: Id | undefined;
+    try {
+      const message = readMessage(ctx.body);
+      if (message.kind === 'request') id = message.id;
+      if (message.kind === 'request' && message.method === 'initialize') {
+        return initialize(ctx, message.id, message.params, version);
+      }
+      sessionOf(ctx);
+      checkVersionHeader(ctx.req);
+      // A notification or a client's response: accepted, nothing to answer (transports §Sending Messages 4).
+      if (message.kind !== 'request') return { status: 202 };
+      return rpcResult(message.id, await dispatch(ctx, tools, message.method, message.params));
+    } catch (err) {
+      const answerTo = err instanceof JsonRpcError ? (err.id ?? id) : id;
+      // Refusals of the HTTP request itself (no session, a malformed message without an id) keep the API's answer.
+      if (answerTo === undefined || isHttpError(err)) throw err;
+      if (err instanceof JsonRpcError) return rpcError(answerTo, err.rpcCode, err.message);
+      ctx.deps.log.error('mcp request failed', { request_id: ctx.requestId, error: errorMessage(err) });
+      return rpcError(answerTo, INTERNAL_ERROR, `Internal error (request ${ctx.requestId})`);
+    }
+  };
+}
+
+/** DELETE /mcp ends the named session (transports §Session Management 5). */
+const deleteMcp: Handler<ControlDeps> = (ctx) => {
+  sessions(ctx.deps).delete(sessionOf(ctx));
+  return { status: 204 };
+};
+
+/** The /mcp routes over the API's own route table (read lazily: app.ts passes the table these routes are part of). */
+export function mcpRoutes(routes: () => readonly Route<ControlDeps>[], version: string): Route<ControlDeps>[] {
+  const tools = createMcpTools(routes);
+  return [
+    { method: 'POST', pattern: '/mcp', handler: postMcp(tools, version), auth: true, body: 'json' },
+    { method: 'DELETE', pattern: '/mcp', handler: deleteMcp, auth: true },
+  ];
+}
