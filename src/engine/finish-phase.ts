@@ -16,6 +16,7 @@ import { loadOrCreateSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { canonicalJson } from '../canonical-json.ts';
 import { openPullRequest } from './pr.ts';
+import { followsOf, pushFollowUpRun } from './follow-up.ts';
 import { isoNow } from '../iso-time.ts';
 import { errorMessage } from '../errors.ts';
 import { fence } from './text.ts';
@@ -124,6 +125,7 @@ function writeReceipt(
     cost: { usd: state.cost_usd, tokens_in: state.tokens_in, tokens_out: state.tokens_out },
     verdict, gaps, started_at, ended_at: state.ended_at ?? isoNow(), issued_at: isoNow(),
     network: sandbox.gate ? confinedNetwork(sandbox.gate.policy, sandbox.gate.summary()) : UNCONFINED,
+    ...followsOf(state),
   }, loadOrCreateSigningKey(svcHomeOf(ctx.env)));
   ctx.saveArtifact('receipt.json', JSON.stringify(receipt, null, 2) + '\n');
   ctx.event('receipt', { verdict, integrity: receipt.integrity, kid: receipt.kid, gaps });
@@ -189,6 +191,8 @@ export async function maybeOpenPr(ctx: RunContext, plan: PrPlan, receipt: Receip
     ctx.say(`no pull request: ${reason}`);
     return null;
   }
+  // A follow-up pushes to the pull request it continues, and opens none.
+  if (state.follow_up) return pushFollowUpRun(ctx, target);
   try {
     const pr = await openPullRequest({
       workdir: state.workdir,

@@ -40,6 +40,21 @@ export interface RunState extends RunJson {
   base_branch: string | null;
   /** The required check whose failure failed the run: a re-verify tells it from a run whose provider failed. */
   failed_check?: string | null;
+  /** A follow-up run: the pull request it continues (absent on any other run). */
+  follow_up?: FollowUp | null;
+}
+
+/**
+ * A run that continues a pull request svc opened: it started from the head `branch` had on the origin, pushes its
+ * commits there (a fast forward or nothing), opens no PR of its own, and its receipt names the run before it.
+ */
+export interface FollowUp {
+  /** The PR's head branch on the origin (the svc/<run> branch of the run that opened it). */
+  branch: string;
+  /** The pull request's address, for the run's `pr_url` once the push landed; null when not known. */
+  pr_url: string | null;
+  /** The run before it on this PR and the integrity of that run's receipt; null when none was found. */
+  previous: { source: string; run: string; receipt: string | null } | null;
 }
 
 /** The wire form (DESIGN §3): exactly the run JSON fields, nothing engine-internal. */
