@@ -66,6 +66,12 @@ export interface TriggerJobsStore {
   claim(id: string, startedAt: number): boolean;
   setRun(id: string, source: string, run: string, exitCode: number | null): void;
   finish(id: string, end: JobEnd): boolean;
+  /**
+   * The jobs of a pull request svc opened, newest first: the job whose run `run` made its branch svc/<run>, and the
+   * follow-up jobs sent to that branch (their argv holds `--follow-up svc/<run>`). `run` is a run id (base32, no
+   * LIKE wildcard). A scan of the repository's jobs, made only for a follow-up delivery that passed its dedupe.
+   */
+  onPullRequestBranch(repo: string, run: string): JobRow[];
 }
 
 type Row = Omit<JobRow, 'args'> & { args: string };
@@ -96,6 +102,9 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
   const running = db.prepare("SELECT * FROM jobs WHERE status = 'running' ORDER BY created_at, id");
   const claim = db.prepare("UPDATE jobs SET status = 'running', started_at = ? WHERE id = ? AND status = 'queued'");
   const setRun = db.prepare('UPDATE jobs SET run_source = ?, run_id = ?, exit_code = ? WHERE id = ?');
+  const onBranch = db.prepare(
+    'SELECT * FROM jobs WHERE repo = ? AND (run_id = ? OR args LIKE ?) ORDER BY created_at DESC, id DESC LIMIT 500',
+  );
   const finish = db.prepare(
     'UPDATE jobs SET status = ?, finished_at = ?, exit_code = coalesce(?, exit_code), ' +
       'summary = ?, summary_parts = ?, error = ? ' +
@@ -136,6 +145,10 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
     },
     claim(id, startedAt) {
       return claim.run(startedAt, id).changes === 1;
+    },
+    onPullRequestBranch(repo, run) {
+      const followUps = `%${JSON.stringify(['--follow-up', `svc/${run}`]).slice(1, -1)}%`;
+      return (onBranch.all(repo, run, followUps) as Row[]).map((r) => toJob(r)!);
     },
     setRun(id, source, run, exitCode) {
       setRun.run(source, run, exitCode, id);

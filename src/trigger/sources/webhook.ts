@@ -6,6 +6,7 @@ import type { Reply } from '../../http/respond.ts';
 import { isJsonObject, obj, type Obj } from '../../untrusted.ts';
 import { firstHeader, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
+import { isPullRequestEvent, pullRequestEventMismatch, receivePullRequestEvent } from './github-pr.ts';
 
 const TRIGGER_LABEL = 'svc';
 const COMMENT_PREFIX = '/svc';
@@ -92,12 +93,14 @@ export function readWebhook(event: string, body: Obj): WebhookInput {
 export async function receiveWebhook(ctx: TCtx, raw: Buffer): Promise<Reply> {
   const event = firstHeader(ctx.req.headers, sourceOf('webhook').resource) ?? '';
   const body = parseJsonObject(raw);
-  const mismatch = eventMismatch(event, body);
+  const mismatch = eventMismatch(event, body) ?? pullRequestEventMismatch(event, body);
   if (mismatch !== null) {
     const reason = 'event header does not match the body';
     ctx.deps.log.warn('webhook refused', { route: 'webhook', reason, request_id: ctx.requestId });
     throw new HttpError('invalid_param', mismatch);
   }
+  // Comments and reviews on a pull request ask for a follow-up on it (github-pr.ts).
+  if (isPullRequestEvent(event, body)) return receivePullRequestEvent(ctx, event, body);
   const input = readWebhook(event, body);
   if (input.kind === 'skip') return skipped(input.reason);
   // The event names its repository: only that one, if served, ever takes it.
