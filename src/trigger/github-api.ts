@@ -25,7 +25,9 @@ const ANSWER_CAP = 1024 * 1024;
 export function createGithubApi(opts: GithubApiOptions): GithubApi {
   const base = (opts.base || 'https://api.github.com').replace(/\/+$/, '');
   const send = async (method: string, path: string, body?: string): Promise<unknown> => {
-    if (!opts.token) throw new UnavailableError('GITHUB_TOKEN (or GH_TOKEN) is not set: svc cannot call the GitHub API');
+    if (!opts.token) {
+      throw new UnavailableError('GITHUB_TOKEN (or GH_TOKEN) is not set: svc cannot call the GitHub API');
+    }
     const headers: Record<string, string> = {
       authorization: `Bearer ${opts.token}`, accept: 'application/vnd.github+json', 'user-agent': 'svc',
       'x-github-api-version': '2022-11-28',
