@@ -5,11 +5,13 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, renameSync, writeFileSync, readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { SECRETS, get, post, sign, startTestTrigger, tempDir, type TestTrigger } from './helpers.ts';
 import { makeCert, startStandIn, type StandIn, type Recorded } from './standins.ts';
 import { createGithubApi } from '../../src/trigger/github-api.ts';
 import { waitFor } from '../helpers/wait-for.ts';
+import { makeRepo as makeEngineRepo, startGithubStandIn, CLI } from '../engine/fixtures.ts';
 
 const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
 const REPO = { full_name: 'acme/api' };
@@ -192,5 +194,58 @@ describe('/svc follow-ups on svc\'s pull requests', () => {
       'src/app.js:3: rename x to total | README.md:9: say why in one line');
     assert.deepEqual(args.slice(3, 9), ['--follow-up', `svc/${first}`, '--pr-url', PR_URL, '--previous', `local/${run}`]);
     assert.ok(!args.includes('--previous-receipt'), 'the fake run left no receipt: none is named');
+  });
+});
+
+describe('a /svc follow-up through dist/cli.js start: new commits on the same pull request', () => {
+  it('pushes a fast forward to the PR branch the first run opened, and its receipt links back to that run', async () => {
+    const engineGithub = await startGithubStandIn();
+    const repo = makeEngineRepo({ policy: { checks: [{ name: 'fixed', run: ['grep', '-q', 'fixed', 'a.txt'] }] } });
+    writeFileSync(join(repo.repo, '.svc', 'config.json'), JSON.stringify({ provider: 'fake', providers: { fake: { command: [join(repo.bin, 'fake.sh')] } } }));
+    const cert = makeCert(tempDir('svc-cert-'));
+    const api = await startStandIn(cert);
+    const t = await startTestTrigger({ GITHUB_TOKEN: 'gh-token', GITHUB_API_URL: engineGithub.url },
+      { repo: repo.repo, home: repo.home, cliPath: CLI, github: createGithubApi({ base: api.url, token: 'gh-token', ca: cert.cert }) });
+    const git = (...args: string[]) => execFileSync('git', args, { cwd: repo.origin, encoding: 'utf8' }).trim();
+    const runFile = (run: string, ...path: string[]) => JSON.parse(readFileSync(join(repo.repo, '.svc', 'runs', run, ...path), 'utf8'));
+    try {
+      const opened = await send(t, 'issues', { action: 'labeled', label: { name: 'svc' }, repository: REPO,
+        issue: { number: 5, title: 'append fixed', labels: [{ name: 'svc' }] } });
+      assert.equal(opened.status, 202, JSON.stringify(opened.body));
+      const firstJob = await ended(t, opened.body.job_id as string);
+      assert.equal(firstJob.status, 'succeeded', String(firstJob.error));
+      const first = (firstJob.run as { run: string }).run;
+      const branch = `svc/${first}`;
+      const firstHead = git('rev-parse', `refs/heads/${branch}`);
+      assert.equal(firstHead, runFile(first, 'state.json').head_sha);
+      const pull = engineGithub.requests.filter((r) => r.method === 'POST');
+      assert.equal(pull.length, 1);
+      assert.equal(pull[0]!.body.head, branch);
+      api.respond = (req) => (req.method === 'GET' && req.path === '/repos/acme/api/pulls/1'
+        ? { status: 200, body: JSON.stringify(pullJson(1, branch)) } : { status: 404, body: '{}' });
+
+      const res = await send(t, 'issue_comment', prComment(1, '/svc fix the review comments'));
+      assert.equal(res.status, 202, JSON.stringify(res.body));
+      const job = await ended(t, res.body.job_id as string);
+      assert.equal(job.status, 'succeeded', String(job.error));
+      const run = (job.run as { run: string }).run;
+      const state = runFile(run, 'state.json');
+      const receipt = runFile(run, 'artifacts', 'receipt.json');
+      // The same branch moved forward by the follow-up's commit, on top of the first run's.
+      const head = git('rev-parse', `refs/heads/${branch}`);
+      assert.equal(head, state.head_sha);
+      assert.equal(git('rev-parse', `${head}^`), firstHead);
+      assert.equal(state.base_sha, firstHead);
+      assert.equal(state.pr_url, 'https://github.example/acme/api/pull/1');
+      assert.equal(engineGithub.requests.filter((r) => r.method === 'POST').length, 1, 'no second pull request');
+      assert.deepEqual(receipt.follows, { branch, source: 'local', run: first,
+        receipt: runFile(first, 'artifacts', 'receipt.json').integrity });
+    } finally {
+      await t.jobLoop.idle();
+      await t.cleanup();
+      await api.close();
+      await engineGithub.close();
+      repo.cleanup();
+    }
   });
 });
