@@ -25,14 +25,14 @@ export interface FollowUpRequest {
 }
 
 /** A branch svc names for a run (svc/<run>): the only kind a follow-up continues. */
-const SVC_BRANCH = /^svc\/[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
+const RUN_BRANCH = /^svc\/[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
 const DIGEST = /^[0-9a-f]{64}$/;
 
 /** The request checked, or a BadInputError naming the flag. */
 export function followUpRequest(values: {
   branch: string; prUrl?: string | undefined; previous?: string | undefined; previousReceipt?: string | undefined;
 }): FollowUpRequest {
-  if (!SVC_BRANCH.test(values.branch)) {
+  if (!RUN_BRANCH.test(values.branch)) {
     throw new BadInputError(`--follow-up needs a branch svc made for a run (svc/<run>), not "${values.branch}"`);
   }
   const prUrl = values.prUrl ?? null;

@@ -18,7 +18,7 @@ const COMMAND = /^\/svc(?:\s+|$)/;
 const TRUSTED = new Set(['OWNER', 'MEMBER', 'COLLABORATOR']);
 const ASSOCIATIONS = new Set([...TRUSTED, 'CONTRIBUTOR', 'FIRST_TIMER', 'FIRST_TIME_CONTRIBUTOR', 'MANNEQUIN', 'NONE']);
 /** The branch svc makes for a run (engine/launch.ts): svc/ + a run id. */
-const SVC_BRANCH = /^svc\/(r[0-9a-z]{26})$/;
+const RUN_BRANCH = /^svc\/(r[0-9a-z]{26})$/;
 const DIGEST = /^[0-9a-f]{64}$/;
 /** Review comments a brief carries at most, and the bytes of each one's text. */
 const MAX_COMMENTS = 30;
@@ -196,7 +196,7 @@ function followUpBrief(repo: string, a: FollowUpAsk, comments: ReviewComment[]):
 async function prepareFollowUp(ctx: TCtx, repo: string, a: FollowUpAsk): Promise<{ brief: string; args: string[] }> {
   const pull = await pullOf(ctx, repo, a);
   const head = obj(pull.head);
-  const run = SVC_BRANCH.exec(str(head.ref) ?? '')?.[1];
+  const run = RUN_BRANCH.exec(str(head.ref) ?? '')?.[1];
   const sameRepo = (str(obj(head.repo).full_name) ?? '').toLowerCase() === repo.toLowerCase();
   const chain = run && sameRepo ? ctx.deps.pulls.onPullRequestBranch(repo, run) : [];
   if (!run || !chain.some((j) => j.run_id === run)) {
