@@ -84,6 +84,7 @@ describe('/svc follow-ups on svc\'s pull requests', () => {
     // Named like svc's, but no run of this server made it; and one from a fork.
     pulls.set('/repos/acme/api/pulls/14', pullJson(14, `svc/r${'0'.repeat(26)}`));
     pulls.set('/repos/acme/api/pulls/15', pullJson(15, `svc/${first}`, 'mallory/api'));
+    pulls.set('/repos/acme/api/pulls/16', { ...pullJson(16, `svc/${first}`), state: 'closed' });
   });
   after(async () => {
     await t.jobLoop.idle();
@@ -132,6 +133,14 @@ describe('/svc follow-ups on svc\'s pull requests', () => {
     const unserved = await send(t, 'issue_comment', { ...prComment(12, '/svc fix it'), repository: { full_name: 'acme/other' } });
     assert.equal(unserved.body.status, 'skipped');
     assert.equal(replies().length, posted);
+    assert.equal(jobCount(), 1);
+  });
+
+  it('a follow-up on svc\'s PR once it is closed is refused with a reply; no job', async () => {
+    const res = await send(t, 'issue_comment', prComment(16, '/svc one more thing'));
+    assert.equal(res.body.status, 'refused');
+    const reply = await waitFor(() => replies().find((r) => r.path === '/repos/acme/api/issues/16/comments'), 'the closed reply');
+    assert.match((JSON.parse(reply.body) as { body: string }).body, /this pull request is closed/);
     assert.equal(jobCount(), 1);
   });
 

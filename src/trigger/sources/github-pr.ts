@@ -208,6 +208,10 @@ async function prepareFollowUp(ctx: TCtx, repo: string, a: FollowUpAsk): Promise
     throw new FollowUpNotQueued('the author may not ask for follow-ups', `${REPLY_HEAD} only a repository owner, ` +
       `member or collaborator may ask svc to change this pull request (this request's author is ${who}).`, true);
   }
+  if (str(pull.state) === 'closed') {
+    throw new FollowUpNotQueued('the pull request is closed', `${REPLY_HEAD} this pull request is closed. Reopen it ` +
+      'first, or ask for new work in an issue.', false);
+  }
   const going = chain.find((j) => j.status === 'queued' || j.status === 'running');
   if (going) {
     const what = going.run_id ? `run ${going.run_source}/${going.run_id} (job ${going.id})` : `job ${going.id}`;
