@@ -1,23 +1,23 @@
 // Everything a trigger handler may touch, passed in (STYLE habit 2): tests build this with temp paths.
 import type { TriggerSettings } from './settings.ts';
-import type { JobQueue } from './queue.ts';
-import type { Logger } from '../log.ts';
 import type { GithubApi } from './github-api.ts';
 import type { TriggerJobsStore } from '../db/trigger-jobs-store.ts';
+import type { JobQueue } from './queue.ts';
+import type { Logger } from '../log.ts';
 
 export interface TriggerDeps {
   settings: TriggerSettings;
   queue: JobQueue;
   clock: () => number;
   log: Logger;
-  /** Deliveries refused because no served repository takes them (GET /status). */
-  skips: SkipCounts;
-  /** The server listens and has not begun to shut down (GET /ready). */
-  accepting: () => boolean;
   /** GitHub's REST API (pull request follow-ups: read the PR and its review, reply). */
   github: GithubApi;
   /** The jobs of a pull request svc opened (sources/github-pr.ts). */
   pulls: Pick<TriggerJobsStore, 'onPullRequestBranch'>;
+  /** Deliveries refused because no served repository takes them (GET /status). */
+  skips: SkipCounts;
+  /** The server listens and has not begun to shut down (GET /ready). */
+  accepting: () => boolean;
 }
 
 /** Deliveries refused because no served repository takes them, per route: this process's traffic, not the queue. */
