@@ -207,7 +207,7 @@ describe('/svc follow-ups on svc\'s pull requests', () => {
 });
 
 describe('a /svc follow-up through dist/cli.js start: new commits on the same pull request', () => {
-  it('pushes a fast forward to the PR branch the first run opened, and its receipt links back to that run', async () => {
+  it('pushes a fast forward to the PR branch (on top of a person\'s commit), and its receipt links back to the first run', async () => {
     const engineGithub = await startGithubStandIn();
     const repo = makeEngineRepo({ policy: { checks: [{ name: 'fixed', run: ['grep', '-q', 'fixed', 'a.txt'] }] } });
     writeFileSync(join(repo.repo, '.svc', 'config.json'), JSON.stringify({ provider: 'fake', providers: { fake: { command: [join(repo.bin, 'fake.sh')] } } }));
@@ -233,6 +233,16 @@ describe('a /svc follow-up through dist/cli.js start: new commits on the same pu
       api.respond = (req) => (req.method === 'GET' && req.path === '/repos/acme/api/pulls/1'
         ? { status: 200, body: JSON.stringify(pullJson(1, branch)) } : { status: 404, body: '{}' });
 
+      // A person pushes to the PR's branch before asking: the follow-up builds on their commit, never over it.
+      const clone = tempDir('svc-human-');
+      const inClone = (...args: string[]) => execFileSync('git', args, { cwd: clone, encoding: 'utf8' }).trim();
+      inClone('clone', '-q', '--branch', branch, repo.origin, '.');
+      writeFileSync(join(clone, 'human.txt'), 'by hand\n');
+      inClone('add', '.');
+      inClone('-c', 'user.name=Grace', '-c', 'user.email=grace@example.test', 'commit', '-qm', 'by hand');
+      inClone('push', '-q', 'origin', branch);
+      const humanHead = inClone('rev-parse', 'HEAD');
+
       const res = await send(t, 'issue_comment', prComment(1, '/svc fix the review comments'));
       assert.equal(res.status, 202, JSON.stringify(res.body));
       const job = await ended(t, res.body.job_id as string);
@@ -240,11 +250,12 @@ describe('a /svc follow-up through dist/cli.js start: new commits on the same pu
       const run = (job.run as { run: string }).run;
       const state = runFile(run, 'state.json');
       const receipt = runFile(run, 'artifacts', 'receipt.json');
-      // The same branch moved forward by the follow-up's commit, on top of the first run's.
+      // The same branch moved forward by the follow-up's commit, on top of the person's, on top of the first run's.
       const head = git('rev-parse', `refs/heads/${branch}`);
       assert.equal(head, state.head_sha);
-      assert.equal(git('rev-parse', `${head}^`), firstHead);
-      assert.equal(state.base_sha, firstHead);
+      assert.equal(git('rev-parse', `${head}^`), humanHead);
+      assert.equal(git('rev-parse', `${head}^^`), firstHead);
+      assert.equal(state.base_sha, humanHead);
       assert.equal(state.pr_url, 'https://github.example/acme/api/pull/1');
       assert.equal(engineGithub.requests.filter((r) => r.method === 'POST').length, 1, 'no second pull request');
       assert.deepEqual(receipt.follows, { branch, source: 'local', run: first,
