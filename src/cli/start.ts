@@ -5,6 +5,7 @@ import { parseFlags, printsHelp } from './io.ts';
 import { UsageError, NotFoundError, ConflictError } from '../errors.ts';
 import { prepareRun, prepareRetry, spawnWorker, resolveRepo, type PreparedRun } from '../engine/launch.ts';
 import { readPlan, type RunPlan } from '../engine/run-plan.ts';
+import { followUpRequest } from '../engine/follow-up.ts';
 import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
 import { openPrLater } from '../engine/pr-later.ts';
 import { stopLocalRun } from '../engine/stop.ts';
@@ -18,7 +19,6 @@ import { terminalSafe } from './terminal-text.ts';
 import { printLocalLogs, createEventTail } from './run-logs.ts';
 import type { RepoRename } from '../engine/repo-name.ts';
 import { svcCliPath } from '../spawn/svc-paths.ts';
-import { followUpRequest } from '../engine/follow-up.ts';
 
 const HELP = `Usage: svc start <input> [options]
 
@@ -193,16 +193,16 @@ export default async function start(io: CliIo): Promise<number> {
   const prepared = await prepareRun({
     input: positionals.join(' '),
     forceBrief: values.brief === true,
+    followUp: values['follow-up'] === undefined ? null : followUpRequest({
+      branch: values['follow-up'], prUrl: values['pr-url'], previous: values.previous,
+      previousReceipt: values['previous-receipt'],
+    }),
     pr: values.pr === true,
     worktree: values.worktree === true,
     provider: values.provider ?? null,
     repo: repoDir,
     runId: values['run-id'] ?? null,
     env: io.env,
-    followUp: values['follow-up'] === undefined ? null : followUpRequest({
-      branch: values['follow-up'], prUrl: values['pr-url'], previous: values.previous,
-      previousReceipt: values['previous-receipt'],
-    }),
   });
   return launchNew(io, prepared, detach, showOutput);
 }

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import type { RunContext } from './run-context.ts';
 import { verdictAccepted } from './policy.ts';
+import { followsOf, pushFollowUpRun } from './follow-up.ts';
 import type { RunPlan } from './run-plan.ts';
 import { commitAll, diffCommits, diffWorkingTree, headSha, type DiffResult } from './git.ts';
 import { decideVerdict, failedRequiredCheck, requiredCheckError, runChecks, type CheckResult } from './checks.ts';
@@ -16,7 +17,6 @@ import { loadOrCreateSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { canonicalJson } from '../canonical-json.ts';
 import { openPullRequest } from './pr.ts';
-import { followsOf, pushFollowUpRun } from './follow-up.ts';
 import { isoNow } from '../iso-time.ts';
 import { errorMessage } from '../errors.ts';
 import { fence } from './text.ts';
@@ -116,6 +116,7 @@ function writeReceipt(
   const { source, run, group_id, repo, branch, base_sha, head_sha, provider, started_at } = state;
   const receipt = issueReceipt({
     type: RECEIPT_TYPE, version: 1, source, run, group_id, repo, branch, base_sha, head_sha,
+    ...followsOf(state),
     spec_sha256: createHash('sha256').update(readFileSync(join(ctx.dir, 'spec.md'))).digest('hex'), provider,
     checks: checks.map(({ artifact: _artifact, ...recorded }) => recorded),
     diff: {
@@ -125,7 +126,6 @@ function writeReceipt(
     cost: { usd: state.cost_usd, tokens_in: state.tokens_in, tokens_out: state.tokens_out },
     verdict, gaps, started_at, ended_at: state.ended_at ?? isoNow(), issued_at: isoNow(),
     network: sandbox.gate ? confinedNetwork(sandbox.gate.policy, sandbox.gate.summary()) : UNCONFINED,
-    ...followsOf(state),
   }, loadOrCreateSigningKey(svcHomeOf(ctx.env)));
   ctx.saveArtifact('receipt.json', JSON.stringify(receipt, null, 2) + '\n');
   ctx.event('receipt', { verdict, integrity: receipt.integrity, kid: receipt.kid, gaps });

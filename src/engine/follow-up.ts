@@ -10,11 +10,14 @@ import { localRuns } from './local-runs.ts';
 import { artifactsDir, runDir } from './paths.ts';
 import { BranchMovedError, pullRequestHead, pushFollowUp } from './pr.ts';
 import type { PushTarget } from './git-push.ts';
-import type { FollowUp, RunState } from './run-state.ts';
+import type { RunState } from './run-state.ts';
 import { signsLater, type ReceiptBody } from './receipt.ts';
 import type { RunContext } from './run-context.ts';
 import { TERMINAL } from '../run-json.ts';
 import { obj, str } from '../untrusted.ts';
+
+/** What a follow-up run records (state.json `follow_up`). */
+export type FollowUp = NonNullable<RunState['follow_up']>;
 
 /** What `svc start --follow-up BRANCH [--pr-url URL] [--previous SOURCE/RUN --previous-receipt HEX]` asks. */
 export interface FollowUpRequest {

@@ -107,6 +107,7 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   const renamed = isRoutedRepoName(n.env) ? null : adoptRepoName(n.repo, gitDir, name);
   const state: RunState = {
     source, run: n.run, repo: name, group_id: n.groupId ?? n.run, status: 'queued', verdict: null,
+    ...(follow ? { follow_up: follow.followUp } : {}),
     brief: n.brief, origin: n.origin, provider: plan.provider.name,
     branch: isolated ? `svc/${n.run}` : currentBranch(n.repo),
     pr_url: null, question: null, started_at: now, ended_at: null, updated_at: now, cost_usd: null, tokens_in: null,
@@ -114,7 +115,6 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
     worktree: isolated, pr: n.pr, base_sha: base, base_tree: start?.tree ?? null, head_sha: null,
     spec_sha256: createHash('sha256').update(n.spec).digest('hex'), pid: null, pgid: null, proc_start: null,
     budget_usd: null, child: null, answers: [], base_branch: currentBranch(n.repo),
-    ...(follow ? { follow_up: follow.followUp } : {}),
   };
   writePlan(dir, plan);
   writeState(dir, state);

@@ -9,8 +9,9 @@ import { fetchBranchHead, pushBranch, shownUrl, type PushTarget } from './git-pu
 import { redirectedUrl, redirectRefusal, withGitToken } from './git-token.ts';
 import { gitArgv, gitBaseEnv, gitExtraEnv } from './git.ts';
 import { which } from '../spawn/which.ts';
+import { errorMessage } from '../errors.ts';
 import { runCollect, runSync, type ChildSpec } from '../spawn/start.ts';
-import { FailedError, RefusedError, errorMessage } from '../errors.ts';
+import { FailedError, RefusedError } from '../errors.ts';
 
 const NO_CREDENTIALS = 'No GitHub credentials: set GITHUB_TOKEN or GH_TOKEN, or log in with gh';
 

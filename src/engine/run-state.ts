@@ -21,6 +21,15 @@ export interface RunState extends RunJson {
   workdir: string;
   worktree: boolean;
   pr: boolean;
+  /**
+   * A follow-up run (follow-up.ts): the PR's head `branch` on the origin it started from and pushes to, the PR's
+   * address (its `pr_url` once pushed), the run before it there and that run's receipt integrity. Absent otherwise.
+   */
+  follow_up?: {
+    branch: string;
+    pr_url: string | null;
+    previous: { source: string; run: string; receipt: string | null } | null;
+  } | null;
   base_sha: string | null;
   /** A run without a worktree: the tree its checkout held at the start, which its diff is taken against. */
   base_tree?: string | null;
@@ -40,21 +49,6 @@ export interface RunState extends RunJson {
   base_branch: string | null;
   /** The required check whose failure failed the run: a re-verify tells it from a run whose provider failed. */
   failed_check?: string | null;
-  /** A follow-up run: the pull request it continues (absent on any other run). */
-  follow_up?: FollowUp | null;
-}
-
-/**
- * A run that continues a pull request svc opened: it started from the head `branch` had on the origin, pushes its
- * commits there (a fast forward or nothing), opens no PR of its own, and its receipt names the run before it.
- */
-export interface FollowUp {
-  /** The PR's head branch on the origin (the svc/<run> branch of the run that opened it). */
-  branch: string;
-  /** The pull request's address, for the run's `pr_url` once the push landed; null when not known. */
-  pr_url: string | null;
-  /** The run before it on this PR and the integrity of that run's receipt; null when none was found. */
-  previous: { source: string; run: string; receipt: string | null } | null;
 }
 
 /** The wire form (DESIGN §3): exactly the run JSON fields, nothing engine-internal. */
