@@ -192,7 +192,7 @@ export async function maybeOpenPr(ctx: RunContext, plan: PrPlan, receipt: Receip
     return null;
   }
   // A follow-up pushes to the pull request it continues, and opens none.
-  if (state.follow_up) return pushFollowUpRun(ctx, target);
+  if (state.follow_up) return pushFollowUpRun(ctx, target, receipt);
   try {
     const pr = await openPullRequest({
       workdir: state.workdir,

@@ -8,10 +8,12 @@ import { BadInputError, RefusedError, errorMessage } from '../errors.ts';
 import { isValidSegment } from './ids.ts';
 import { localRuns } from './local-runs.ts';
 import { artifactsDir, runDir } from './paths.ts';
-import { BranchMovedError, pullRequestHead, pushFollowUp } from './pr.ts';
+import { BranchMovedError, commentOnPullRequest, pullRequestHead, pushFollowUp } from './pr.ts';
 import type { PushTarget } from './git-push.ts';
 import type { RunState } from './run-state.ts';
-import { signsLater, type ReceiptBody } from './receipt.ts';
+import { signsLater, type Receipt, type ReceiptBody } from './receipt.ts';
+import { canonicalJson } from '../canonical-json.ts';
+import { fence } from './text.ts';
 import type { RunContext } from './run-context.ts';
 import { TERMINAL } from '../run-json.ts';
 import { obj, str } from '../untrusted.ts';
@@ -127,7 +129,9 @@ export function followsOf(state: RunState): Pick<ReceiptBody, 'follows'> {
  * The finish of a follow-up whose work may be pushed: its commits go to the PR's branch (a fast forward), and the run
  * takes the PR's address. Returns the run's error when the push did not happen, else null.
  */
-export async function pushFollowUpRun(ctx: RunContext, target: PushTarget): Promise<string | null> {
+export async function pushFollowUpRun(
+  ctx: RunContext, target: PushTarget, receipt: Receipt,
+): Promise<string | null> {
   const { state } = ctx;
   const f = state.follow_up!;
   try {
@@ -145,5 +149,41 @@ export async function pushFollowUpRun(ctx: RunContext, target: PushTarget): Prom
   ctx.event('pr', { opened: false, follow_up: true, pushed: true, branch: f.branch, head_sha: state.head_sha,
     url: f.pr_url });
   ctx.say(`pushed to the pull request's branch ${f.branch}${f.pr_url ? ` (${f.pr_url})` : ''}`);
+  await commentReceipt(ctx, target, receipt);
   return null;
+}
+
+/** The follow-up's comment on its PR: what it pushed, the run before it, and its receipt (`svc receipt verify`). */
+export function receiptComment(state: RunState, receipt: Receipt): string {
+  const before = receipt.follows?.run ? `\`${receipt.follows.source}/${receipt.follows.run}\`` : 'an earlier run';
+  const link = receipt.follows?.receipt ? ` (its receipt's integrity \`${receipt.follows.receipt}\`)` : '';
+  return [
+    `Follow-up run \`${receipt.source}/${receipt.run}\` by svc pushed \`${(receipt.head_sha ?? '').slice(0, 12)}\` ` +
+      `to this pull request. Verdict: **${receipt.verdict}**. It follows ${before}${link}.`,
+    '',
+    'Task (untrusted text from the run input):',
+    fence(state.brief, 'text'),
+    '',
+    `Diff: ${receipt.diff.files} files, +${receipt.diff.insertions} -${receipt.diff.deletions}.`,
+    '',
+    '<details><summary>Evidence Receipt (verify with <code>svc receipt verify</code>)</summary>',
+    '',
+    '<!-- svc-receipt -->',
+    fence(canonicalJson(receipt), 'json'),
+    '',
+    '</details>',
+    '',
+  ].join('\n');
+}
+
+/** Posts the receipt on the PR (its number from pr_url); a failure is noted in the run's log, never fails the run. */
+async function commentReceipt(ctx: RunContext, target: PushTarget, receipt: Receipt): Promise<void> {
+  const number = /\/pull\/(\d+)$/.exec(ctx.state.follow_up?.pr_url ?? '')?.[1];
+  if (!number) return;
+  try {
+    await commentOnPullRequest(target, Number(number), receiptComment(ctx.state, receipt), ctx.env);
+    ctx.event('log', { stream: 'svc', text: `receipt commented on pull request #${number}` });
+  } catch (err) {
+    ctx.note(`the receipt was not commented on pull request #${number}: ${errorMessage(err)}`);
+  }
 }

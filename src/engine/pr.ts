@@ -189,3 +189,26 @@ export async function pushFollowUp(req: FollowUpPush): Promise<void> {
   }
   await pushBranch(req.workdir, req.target, req.branch, token, req.env, req.remote);
 }
+
+/**
+ * Posts `body` as a comment on pull request `number` of the pinned target's repository, with the token (REST), on the
+ * API host the token belongs to. A RefusedError without a token (gh alone does not post it).
+ */
+export async function commentOnPullRequest(
+  target: PushTarget, number: number, body: string, env: NodeJS.ProcessEnv,
+): Promise<void> {
+  const token = githubCredential(env)?.token;
+  if (!token) throw new RefusedError(`${NO_CREDENTIALS} (the comment needs a token)`);
+  if (!target.repo) throw new RefusedError('Cannot tell the GitHub owner/name of origin');
+  const base = (env.GITHUB_API_URL || 'https://api.github.com').replace(/\/+$/, '');
+  const res = await fetch(`${base}/repos/${target.repo}/issues/${number}/comments`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${token}`, accept: 'application/vnd.github+json', 'x-github-api-version': '2022-11-28',
+      'content-type': 'application/json', 'user-agent': 'svc',
+    },
+    body: JSON.stringify({ body }),
+    signal: AbortSignal.timeout(30_000),
+  });
+  if (!res.ok) throw new FailedError(`GitHub answered ${res.status} when commenting on the pull request`);
+}

@@ -116,7 +116,15 @@ describe('svc start --follow-up', () => {
     // A fast forward: the person's commit is an ancestor of the new head, which is one commit on top of it.
     execFileSync('git', ['merge-base', '--is-ancestor', human, head], { cwd: repo.origin });
     assert.equal(execFileSync('git', ['rev-parse', `${head}^`], { cwd: repo.origin, encoding: 'utf8' }).trim(), human);
-    assert.equal(github.requests.filter((r) => r.method === 'POST').length, pullsBefore, 'no second pull request');
+    const posts = github.requests.filter((r) => r.method === 'POST').slice(pullsBefore);
+    assert.deepEqual(posts.map((p) => p.path), ['/repos/acme/api/issues/1/comments'], 'no second pull request: a comment');
+    // The comment carries the follow-up's receipt, which verifies from the comment's text as from a PR body.
+    const comment = join(repo.root, 'comment.md');
+    writeFileSync(comment, posts[0]!.body.body);
+    assert.match(posts[0]!.body.body, new RegExp(`It follows \`local/${first}\``));
+    const fromComment = await svc(['receipt', 'verify', comment]);
+    assert.equal(fromComment.status, 0, fromComment.stderr + fromComment.stdout);
+    assert.match(fromComment.stdout, new RegExp(`run local/${run}`));
     const r = receipt(run);
     assert.deepEqual(r.follows, { branch, source: 'local', run: first, receipt: receipt(first).integrity });
     assert.deepEqual(r.diff.paths, ['a.txt'], 'the receipt covers only this run\'s changes');

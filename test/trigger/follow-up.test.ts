@@ -257,7 +257,9 @@ describe('a /svc follow-up through dist/cli.js start: new commits on the same pu
       assert.equal(git('rev-parse', `${head}^^`), firstHead);
       assert.equal(state.base_sha, humanHead);
       assert.equal(state.pr_url, 'https://github.example/acme/api/pull/1');
-      assert.equal(engineGithub.requests.filter((r) => r.method === 'POST').length, 1, 'no second pull request');
+      const posts = engineGithub.requests.filter((r) => r.method === 'POST').map((r) => r.path);
+      assert.deepEqual(posts, ['/repos/acme/api/pulls', '/repos/acme/api/issues/1/comments'],
+        'no second pull request; the follow-up\'s receipt as a comment on the first');
       assert.deepEqual(receipt.follows, { branch, source: 'local', run: first,
         receipt: runFile(first, 'artifacts', 'receipt.json').integrity });
     } finally {
