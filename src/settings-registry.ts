@@ -84,10 +84,11 @@ export const SETTINGS = {
     'trigger server, a result comment on the trackera issue'),
   TRACKERA_API_URL: text('engine', '`https://api.linear.app/graphql`', 'the trackera GraphQL address (https only)'),
   GITHUB_TOKEN: secret('engine', NONE, 'opens pull requests (else `gh auth token`, else `gh pr create`); also the ' +
-    'Control Plane\'s merge queue, and the trigger\'s fetch of a `clone=` repository on the token\'s host'),
+    'Control Plane\'s merge queue, the trigger\'s fetch of a `clone=` repository on the token\'s host, and its ' +
+    'pull request follow-ups (reading the PR and its review\'s comments, replying)'),
   GH_TOKEN: secret('engine', NONE, 'read when `GITHUB_TOKEN` is unset'),
   GITHUB_API_URL: text('engine', '`https://api.github.com`', 'GitHub REST base; its host is the one git origin ' +
-    'the token is offered to'),
+    'the token is offered to; the trigger server calls it over https only'),
   GIT_SSL_CAINFO: text('engine', NONE, 'a CA bundle svc\'s git and its redirect check trust (with the other `GIT_*` ' +
     'names svc\'s git inherits: [docs/engine.md](docs/engine.md#environment-the-engine-reads))'),
   SVC_SHIP: text('engine', NONE, '`0` keeps the run local (nothing shipped); any other value ships'),

@@ -5,6 +5,7 @@ import { parseFlags, printsHelp } from './io.ts';
 import { UsageError, NotFoundError, ConflictError } from '../errors.ts';
 import { prepareRun, prepareRetry, spawnWorker, resolveRepo, type PreparedRun } from '../engine/launch.ts';
 import { readPlan, type RunPlan } from '../engine/run-plan.ts';
+import { followUpRequest } from '../engine/follow-up.ts';
 import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
 import { openPrLater } from '../engine/pr-later.ts';
 import { stopLocalRun } from '../engine/stop.ts';
@@ -39,6 +40,13 @@ Options:
   --provider NAME    claude, codex, gemini, aider, opencode, or a command provider from .svc/config.json
                      (no agent CLI yet? \`svc init\` writes a stand-in that needs no API key)
   --repo DIR         the git repository (default: the current directory)
+  --follow-up BRANCH continue the pull request whose branch is BRANCH (svc/<run>, a branch svc made): start from
+                     its head on the origin now, push the new commits to it (a fast forward, never forced; nothing
+                     when someone pushed meanwhile), open no new pull request; implies --pr
+    --pr-url URL     the pull request's address (the run's pr_url once pushed)
+    --previous SOURCE/RUN, --previous-receipt SHA256
+                     the run before this one on that branch and its receipt's integrity, which the receipt's
+                     "follows" names (default: the newest ended run on the branch in this checkout)
 
 Steering an existing run (local, no Control Plane needed):
   --stop RUN         stop a run (SIGTERM to its process group, SIGKILL after 5 s)
@@ -139,6 +147,10 @@ export default async function start(io: CliIo): Promise<number> {
     verify: { type: 'string' },
     'open-pr': { type: 'string' },
     'run-id': { type: 'string' },
+    'follow-up': { type: 'string' },
+    'pr-url': { type: 'string' },
+    previous: { type: 'string' },
+    'previous-receipt': { type: 'string' },
   });
   const repoDir = values.repo ?? process.cwd();
   const detach = values.detach === true;
@@ -181,6 +193,10 @@ export default async function start(io: CliIo): Promise<number> {
   const prepared = await prepareRun({
     input: positionals.join(' '),
     forceBrief: values.brief === true,
+    followUp: values['follow-up'] === undefined ? null : followUpRequest({
+      branch: values['follow-up'], prUrl: values['pr-url'], previous: values.previous,
+      previousReceipt: values['previous-receipt'],
+    }),
     pr: values.pr === true,
     worktree: values.worktree === true,
     provider: values.provider ?? null,

@@ -48,6 +48,12 @@ export interface TriggerJobsStore {
   /** Deletes a job with its dedupe keys and reply target (ON DELETE CASCADE): one its transaction did not keep. */
   remove(id: string): void;
   get(id: string): JobRow | undefined;
+  /**
+   * The jobs of a pull request svc opened, newest first: the job whose run `run` made its branch svc/<run>, and the
+   * follow-up jobs sent to that branch (their argv holds `--follow-up svc/<run>`). `run` is a run id (base32, no
+   * LIKE wildcard). A scan of the repository's jobs, made only for a follow-up delivery that passed its dedupe.
+   */
+  onPullRequestBranch(repo: string, run: string): JobRow[];
   countByStatus(status: JobStatus): number;
   /** Queued jobs per origin (only origins with some), from the trigger-kept queued_by_origin table: O(origins). */
   queuedByOrigin(): Map<string, number>;
@@ -81,6 +87,9 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
   );
   const remove = db.prepare('DELETE FROM jobs WHERE id = ?');
   const get = db.prepare('SELECT * FROM jobs WHERE id = ?');
+  const onBranch = db.prepare(
+    'SELECT * FROM jobs WHERE repo = ? AND (run_id = ? OR args LIKE ?) ORDER BY created_at DESC, id DESC LIMIT 500',
+  );
   const count = db.prepare('SELECT n FROM job_counts WHERE status = ?');
   const byOrigin = db.prepare('SELECT origin, n FROM queued_by_origin WHERE n > 0');
   const addOrigin = db.prepare(`INSERT OR IGNORE INTO queued_by_origin (origin, n)
@@ -110,6 +119,10 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
     },
     get(id) {
       return toJob(get.get(id) as Row | undefined);
+    },
+    onPullRequestBranch(repo, run) {
+      const followUps = `%${JSON.stringify(['--follow-up', `svc/${run}`]).slice(1, -1)}%`;
+      return (onBranch.all(repo, run, followUps) as Row[]).map((r) => toJob(r)!);
     },
     countByStatus(status) {
       return (count.get(status) as { n: number } | undefined)?.n ?? 0;

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import type { RunContext } from './run-context.ts';
 import { verdictAccepted } from './policy.ts';
+import { followsOf, pushFollowUpRun } from './follow-up.ts';
 import type { RunPlan } from './run-plan.ts';
 import { commitAll, diffCommits, diffWorkingTree, headSha, type DiffResult } from './git.ts';
 import { decideVerdict, failedRequiredCheck, requiredCheckError, runChecks, type CheckResult } from './checks.ts';
@@ -115,6 +116,7 @@ function writeReceipt(
   const { source, run, group_id, repo, branch, base_sha, head_sha, provider, started_at } = state;
   const receipt = issueReceipt({
     type: RECEIPT_TYPE, version: 1, source, run, group_id, repo, branch, base_sha, head_sha,
+    ...followsOf(state),
     spec_sha256: createHash('sha256').update(readFileSync(join(ctx.dir, 'spec.md'))).digest('hex'), provider,
     checks: checks.map(({ artifact: _artifact, ...recorded }) => recorded),
     diff: {
@@ -189,6 +191,8 @@ export async function maybeOpenPr(ctx: RunContext, plan: PrPlan, receipt: Receip
     ctx.say(`no pull request: ${reason}`);
     return null;
   }
+  // A follow-up pushes to the pull request it continues, and opens none.
+  if (state.follow_up) return pushFollowUpRun(ctx, target, receipt);
   try {
     const pr = await openPullRequest({
       workdir: state.workdir,

@@ -3,7 +3,7 @@
 // objects, to the `remote.origin.url` svc read from the config file itself when the run was made (`push_target`).
 // Must not: let any program named by the repository's config run, or hand the token to a URL it did not check.
 import { RefusedError } from '../errors.ts';
-import { writeFileSync, mkdtempSync, rmSync, mkdirSync, existsSync, copyFileSync } from 'node:fs';
+import { writeFileSync, mkdtempSync, rmSync, mkdirSync, existsSync, copyFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { git, gitCommonDir, repoSlug, tryGit } from './git.ts';
@@ -83,36 +83,90 @@ function pinnedOrigin(workdir: string, target: PushTarget): Origin {
   return now;
 }
 
-/** Pushes `branch` of `workdir` from a bare repository svc made to `origin.url` (with the token's config, if any). */
-function cleanPush(workdir: string, origin: Origin, branch: string, config: string[], extra: Record<string, string>) {
+/** A bare repository svc makes in `dir` (no config but its own), borrowing the repository's objects. */
+function borrowingBare(dir: string, origin: Origin): Record<string, string> {
+  const bare = join(dir, 'push.git');
+  const isolated: Record<string, string> = { GIT_DIR: bare, GIT_TEMPLATE_DIR: join(dir, 'no-templates') };
+  mkdirSync(isolated.GIT_TEMPLATE_DIR!);
+  git(dir, ['init', '--quiet', '--bare', bare], isolated);
+  mkdirSync(join(bare, 'objects', 'info'), { recursive: true });
+  writeFileSync(join(bare, 'objects', 'info', 'alternates'), `${join(origin.commonDir, 'objects')}\n`);
+  const shallow = join(origin.commonDir, 'shallow');
+  if (existsSync(shallow)) copyFileSync(shallow, join(bare, 'shallow'));
+  return isolated;
+}
+
+/**
+ * Pushes `branch` of `workdir` from a bare repository svc made to `origin.url` (with the token's config, if any), as
+ * `remote` there. Never forced: git refuses a push that is not a fast forward of what the origin holds.
+ */
+function cleanPush(
+  workdir: string, origin: Origin, branch: string, remote: string, config: string[], extra: Record<string, string>,
+) {
   const sha = git(workdir, ['rev-parse', '--verify', `refs/heads/${branch}^{commit}`]).trim();
   const dir = mkdtempSync(join(tmpdir(), 'svc-push-'));
   try {
-    const bare = join(dir, 'push.git');
-    const isolated: Record<string, string> = { GIT_DIR: bare, GIT_TEMPLATE_DIR: join(dir, 'no-templates') };
-    mkdirSync(isolated.GIT_TEMPLATE_DIR!);
-    git(dir, ['init', '--quiet', '--bare', bare], isolated);
-    mkdirSync(join(bare, 'objects', 'info'), { recursive: true });
-    writeFileSync(join(bare, 'objects', 'info', 'alternates'), `${join(origin.commonDir, 'objects')}\n`);
-    const shallow = join(origin.commonDir, 'shallow');
-    if (existsSync(shallow)) copyFileSync(shallow, join(bare, 'shallow'));
+    const isolated = borrowingBare(dir, origin);
     git(dir, ['update-ref', `refs/heads/${branch}`, sha], isolated);
-    const refspec = `refs/heads/${branch}:refs/heads/${branch}`;
+    const refspec = `refs/heads/${branch}:refs/heads/${remote}`;
     git(dir, [...config, 'push', '--quiet', origin.url, refspec], { ...isolated, ...extra });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
-/** Pushes the branch to the run's pinned target, provided the config still names it; the token only where it may go. */
+/**
+ * Pushes the branch to the run's pinned target (as `remote`, by default the same name), provided the config still
+ * names it; the token only where it may go.
+ */
 export async function pushBranch(
   workdir: string, target: PushTarget, branch: string, token: string | null, env: NodeJS.ProcessEnv,
+  remote: string = branch,
 ): Promise<void> {
   const origin = pinnedOrigin(workdir, target);
   try {
-    await withGitToken(origin.url, token, env, (config, extra) => cleanPush(workdir, origin, branch, config, extra));
+    await withGitToken(origin.url, token, env,
+      (config, extra) => cleanPush(workdir, origin, branch, remote, config, extra));
   } catch (err) {
     if (err instanceof GitRedirectedError) throw await redirectRefusal(origin.url, 'git-receive-pack', env);
+    throw err;
+  }
+}
+
+/**
+ * Fetches `branch` from the pinned origin and returns its commit: from a bare repository svc made (so no program the
+ * repository's config names runs), borrowing the repository's objects; the pack received is then added to the
+ * repository's own objects, so a worktree can be made at that commit.
+ */
+function cleanFetch(origin: Origin, branch: string, config: string[], extra: Record<string, string>): string {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-fetch-'));
+  try {
+    const isolated = borrowingBare(dir, origin);
+    // Always one pack (never loose objects), so what arrived is exactly the files of objects/pack.
+    git(dir, [...config, '-c', 'fetch.unpackLimit=1', 'fetch', '--quiet', '--no-tags', '--no-write-fetch-head',
+      origin.url, `+refs/heads/${branch}:refs/svc/fetched`], { ...isolated, ...extra });
+    const sha = git(dir, ['rev-parse', '--verify', 'refs/svc/fetched^{commit}'], isolated).trim();
+    const from = join(isolated.GIT_DIR!, 'objects', 'pack');
+    const to = join(origin.commonDir, 'objects', 'pack');
+    mkdirSync(to, { recursive: true });
+    // The pack before its index: a reader never sees an index without its pack.
+    const files = readdirSync(from).sort((a, b) => Number(a.endsWith('.idx')) - Number(b.endsWith('.idx')));
+    for (const name of files) if (!existsSync(join(to, name))) copyFileSync(join(from, name), join(to, name));
+    return sha;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The commit `branch` names on the run's pinned target now, its objects fetched into the repository. */
+export async function fetchBranchHead(
+  repo: string, target: PushTarget, branch: string, token: string | null, env: NodeJS.ProcessEnv,
+): Promise<string> {
+  const origin = pinnedOrigin(repo, target);
+  try {
+    return await withGitToken(origin.url, token, env, (config, extra) => cleanFetch(origin, branch, config, extra));
+  } catch (err) {
+    if (err instanceof GitRedirectedError) throw await redirectRefusal(origin.url, 'git-upload-pack', env);
     throw err;
   }
 }

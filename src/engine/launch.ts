@@ -27,6 +27,7 @@ import { assertPlainDir, openAppendNoFollow, writeNoFollow } from './safe-fs.ts'
 import type { PushTarget } from './git-push.ts';
 import { checkPrPossible } from './pr.ts';
 import { signsLater } from './receipt.ts';
+import { followUpSpec, followUpStart, retriedFollowUp, type FollowUpRequest } from './follow-up.ts';
 
 export interface StartOptions {
   input: string;
@@ -37,6 +38,8 @@ export interface StartOptions {
   repo: string;
   runId: string | null;
   env: NodeJS.ProcessEnv;
+  /** --follow-up: continue the pull request on this branch (follow-up.ts). */
+  followUp?: FollowUpRequest | null;
 }
 
 export function resolveRepo(dir: string): string {
@@ -62,6 +65,7 @@ interface NewRun {
   plan: RunPlan | null;
   /** --provider, for a plan resolved here. */
   provider: string | null;
+  followUp?: FollowUpRequest | null;
 }
 
 /** A new run's state and plan, and the rename of the checkout's earlier runs its name caused (if any). */
@@ -79,13 +83,15 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
     repo: n.repo, workdir: isolated ? worktreeDir(n.repo, n.run) : n.repo, provider: n.provider, pr: n.pr, env: n.env,
   });
   await prPreflight(plan.push_target, n.env);
+  // A follow-up starts from the head its pull request's branch has on the origin now.
+  const follow = n.followUp ? await followUpStart(n.repo, plan.push_target, n.followUp, n.env) : null;
   const dir = runDir(n.repo, n.run);
   if (existsSync(dir)) throw new BadInputError(`Run ${n.run} already exists in ${n.repo}`);
   const gitDir = gitCommonDir(n.repo);
   excludeEngineFolders(gitDir);
   let base: string;
   try {
-    base = headSha(n.repo);
+    base = follow?.base ?? headSha(n.repo);
   } catch {
     throw new BadInputError(`The repository at "${n.repo}" has no commits yet; commit something first`);
   }
@@ -101,6 +107,7 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   const renamed = isRoutedRepoName(n.env) ? null : adoptRepoName(n.repo, gitDir, name);
   const state: RunState = {
     source, run: n.run, repo: name, group_id: n.groupId ?? n.run, status: 'queued', verdict: null,
+    ...(follow ? { follow_up: follow.followUp } : {}),
     brief: n.brief, origin: n.origin, provider: plan.provider.name,
     branch: isolated ? `svc/${n.run}` : currentBranch(n.repo),
     pr_url: null, question: null, started_at: now, ended_at: null, updated_at: now, cost_usd: null, tokens_in: null,
@@ -141,10 +148,12 @@ export async function prepareRun(opts: StartOptions): Promise<PreparedRun> {
   const confineTo = isWebhookOrigin(opts.env.SVC_ORIGIN) ? repo : null;
   const input = classifyInput(opts.input, { forceBrief: opts.forceBrief, cwd: process.cwd(), confineTo });
   const task = await buildTask(input, repo, opts.env);
+  const followUp = opts.followUp ?? null;
+  if (followUp) task.spec = followUpSpec(task.spec, followUp);
   return createRun({
-    repo, run: opts.runId ?? newRunId(), groupId: null, ...task, pr: opts.pr, worktree: opts.worktree,
-    input: { kind: input.kind, value: input.kind === 'brief' ? task.brief : input.value }, env: opts.env,
-    plan: null, provider: opts.provider,
+    repo, run: opts.runId ?? newRunId(), groupId: null, ...task, pr: opts.pr || followUp !== null,
+    worktree: opts.worktree, input: { kind: input.kind, value: input.kind === 'brief' ? task.brief : input.value },
+    env: opts.env, plan: null, provider: opts.provider, followUp,
   });
 }
 
@@ -163,6 +172,7 @@ export async function prepareRetry(
     repo, run: newRun ?? newRunId(), groupId: old.group_id, spec: readFileSync(join(oldDir, 'spec.md'), 'utf8'),
     brief: old.brief, origin: old.origin, pr: old.pr, worktree: old.worktree, input: old.input,
     env: { ...env, SVC_SOURCE: old.source }, plan: planForRetry(oldDir), provider: old.provider || null,
+    followUp: retriedFollowUp(old),
   });
 }
 

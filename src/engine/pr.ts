@@ -5,10 +5,11 @@
 import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
-import { pushBranch, shownUrl, type PushTarget } from './git-push.ts';
+import { fetchBranchHead, pushBranch, shownUrl, type PushTarget } from './git-push.ts';
 import { redirectedUrl, redirectRefusal, withGitToken } from './git-token.ts';
 import { gitArgv, gitBaseEnv, gitExtraEnv } from './git.ts';
 import { which } from '../spawn/which.ts';
+import { errorMessage } from '../errors.ts';
 import { runCollect, runSync, type ChildSpec } from '../spawn/start.ts';
 import { FailedError, RefusedError } from '../errors.ts';
 
@@ -141,4 +142,73 @@ export async function checkPrPossible(target: PushTarget, env: NodeJS.ProcessEnv
     throw new RefusedError(`The origin "${shownUrl(target.url)}" cannot be reached as configured (${problem}): ` +
       'fix the credential (GITHUB_TOKEN, GH_TOKEN or gh auth login) or `git remote set-url origin URL`');
   }
+}
+
+// A follow-up run continues a pull request svc opened (docs/engine.md, "Follow-up runs"): it starts from the head the
+// PR's branch has on the origin now and pushes to that branch, a fast forward or nothing.
+
+/** The PR branch's head on the pinned origin, fetched with the credential the push would use. */
+export async function pullRequestHead(
+  repo: string, target: PushTarget, branch: string, env: NodeJS.ProcessEnv,
+): Promise<string> {
+  try {
+    return await fetchBranchHead(repo, target, branch, githubCredential(env)?.token ?? null, env);
+  } catch (err) {
+    throw new RefusedError(`The pull request branch "${branch}" cannot be fetched from "${shownUrl(target.url)}" ` +
+      `(${errorMessage(err)}): nothing was started`, { cause: err });
+  }
+}
+
+/** The branch moved on the origin since the run fetched it (someone pushed): svc does not push over it. */
+export class BranchMovedError extends RefusedError {}
+
+export interface FollowUpPush {
+  workdir: string;
+  repo: string;
+  /** The run's own local branch (svc/<run>), pushed as `remote` on the origin. */
+  branch: string;
+  remote: string;
+  /** The commit the run started from: the head `remote` had when the run fetched it. */
+  base: string;
+  target: PushTarget;
+  env: NodeJS.ProcessEnv;
+}
+
+/**
+ * Pushes the run's commits to the PR's branch, never forced: refused (BranchMovedError, nothing pushed) when the branch
+ * no longer names the commit the run started from, and git itself refuses anything but a fast forward should a push
+ * land between that look and this push.
+ */
+export async function pushFollowUp(req: FollowUpPush): Promise<void> {
+  const token = githubCredential(req.env)?.token ?? null;
+  const now = await fetchBranchHead(req.repo, req.target, req.remote, token, req.env);
+  if (now !== req.base) {
+    throw new BranchMovedError(`the branch "${req.remote}" moved on the origin since this run started from it ` +
+      `(${req.base.slice(0, 12)} then, ${now.slice(0, 12)} now: someone pushed to it); svc never pushes over ` +
+      'commits it did not build on, so nothing was pushed: ask again (/svc …) for a follow-up on the new head');
+  }
+  await pushBranch(req.workdir, req.target, req.branch, token, req.env, req.remote);
+}
+
+/**
+ * Posts `body` as a comment on pull request `number` of the pinned target's repository, with the token (REST), on the
+ * API host the token belongs to. A RefusedError without a token (gh alone does not post it).
+ */
+export async function commentOnPullRequest(
+  target: PushTarget, number: number, body: string, env: NodeJS.ProcessEnv,
+): Promise<void> {
+  const token = githubCredential(env)?.token;
+  if (!token) throw new RefusedError(`${NO_CREDENTIALS} (the comment needs a token)`);
+  if (!target.repo) throw new RefusedError('Cannot tell the GitHub owner/name of origin');
+  const base = (env.GITHUB_API_URL || 'https://api.github.com').replace(/\/+$/, '');
+  const res = await fetch(`${base}/repos/${target.repo}/issues/${number}/comments`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${token}`, accept: 'application/vnd.github+json', 'x-github-api-version': '2022-11-28',
+      'content-type': 'application/json', 'user-agent': 'svc',
+    },
+    body: JSON.stringify({ body }),
+    signal: AbortSignal.timeout(30_000),
+  });
+  if (!res.ok) throw new FailedError(`GitHub answered ${res.status} when commenting on the pull request`);
 }

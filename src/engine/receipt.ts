@@ -19,6 +19,11 @@ export interface ReceiptBody {
   group_id: string;
   repo: string;
   branch: string | null;
+  /**
+   * Only on a follow-up run's receipt: the pull request branch it pushed to and the run before it there, with the
+   * integrity of that run's receipt (null when unknown), so a PR's receipts form a chain.
+   */
+  follows?: { branch: string; source: string | null; run: string | null; receipt: string | null };
   base_sha: string | null;
   head_sha: string | null;
   spec_sha256: string;

@@ -21,6 +21,15 @@ export interface RunState extends RunJson {
   workdir: string;
   worktree: boolean;
   pr: boolean;
+  /**
+   * A follow-up run (follow-up.ts): the PR's head `branch` on the origin it started from and pushes to, the PR's
+   * address (its `pr_url` once pushed), the run before it there and that run's receipt integrity. Absent otherwise.
+   */
+  follow_up?: {
+    branch: string;
+    pr_url: string | null;
+    previous: { source: string; run: string; receipt: string | null } | null;
+  } | null;
   base_sha: string | null;
   /** A run without a worktree: the tree its checkout held at the start, which its diff is taken against. */
   base_tree?: string | null;

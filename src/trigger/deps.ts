@@ -1,5 +1,7 @@
 // Everything a trigger handler may touch, passed in (STYLE habit 2): tests build this with temp paths.
 import type { TriggerSettings } from './settings.ts';
+import type { GithubApi } from './github-api.ts';
+import type { TriggerJobsStore } from '../db/trigger-jobs-store.ts';
 import type { JobQueue } from './queue.ts';
 import type { Logger } from '../log.ts';
 
@@ -8,6 +10,10 @@ export interface TriggerDeps {
   queue: JobQueue;
   clock: () => number;
   log: Logger;
+  /** GitHub's REST API (pull request follow-ups: read the PR and its review, reply). */
+  github: GithubApi;
+  /** The jobs of a pull request svc opened (sources/github-pr.ts). */
+  pulls: Pick<TriggerJobsStore, 'onPullRequestBranch'>;
   /** Deliveries refused because no served repository takes them (GET /status). */
   skips: SkipCounts;
   /** The server listens and has not begun to shut down (GET /ready). */

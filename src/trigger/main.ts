@@ -22,6 +22,7 @@ import { startTriggerRetention } from './retention.ts';
 import { createWalCheckpointer } from '../db/wal-checkpointer.ts';
 import { BadSettingError } from '../errors.ts';
 import type { RepoRouter } from './served-repos.ts';
+import { githubApiFrom, type GithubApi } from './github-api.ts';
 import {
   closeGracefully, listen, createHttpServer, readConnectionLimits, type ConnectionCounts, exitCodeAfterSignal,
 } from '../http/http-server.ts';
@@ -49,6 +50,8 @@ export interface TriggerOverrides {
   notifyBackoffMs?: number;
   /** Waits between reports of the served repositories to the Control Plane (control-report.ts). */
   servedRetryMs?: readonly number[];
+  /** GitHub's REST API; default from GITHUB_API_URL and GITHUB_TOKEN (github-api.ts). */
+  github?: GithubApi;
 }
 
 /** The executor SVC_TRIGGER_EXECUTOR names (the settings registry allows only these two). */
@@ -127,7 +130,8 @@ export async function startTrigger(
   });
   const skips = createSkipCounts();
   let accepting = false;
-  const deps = { settings, queue, clock, log, skips, accepting: () => accepting };
+  const github = o.github ?? githubApiFrom(env);
+  const deps = { settings, queue, clock, log, skips, accepting: () => accepting, github, pulls: stores.jobs };
   const listener = createTriggerApp(deps, o.bodyTimeoutMs);
   // GET /v1/repos on the Control Plane lists what is served here, and its UI filter offers them; a
   // reloaded file is reported again, and the report of the table it replaced stops retrying.

@@ -174,6 +174,8 @@ export async function startGithubStandIn(opts: { originOf?: (owner: string, repo
         const made = { owner: create[1]!, repo: create[2]!, number: n, head: body.head, base: body.base, head_sha: headSha(create[1]!, create[2]!, body.head) };
         pulls.set(n, made);
         res.writeHead(201).end(JSON.stringify({ ...pullJson(made), draft: body.draft }));
+      } else if (req.method === 'POST' && /^\/repos\/[^/]+\/[^/]+\/issues\/\d+\/comments$/.test(req.url ?? '')) {
+        res.writeHead(201).end(JSON.stringify({ id: requests.length }));
       } else if (req.method === 'GET' && one && !one[4] && found) {
         res.writeHead(200).end(JSON.stringify(pullJson(pull)));
       } else if (req.method === 'PUT' && one?.[4] && found) {

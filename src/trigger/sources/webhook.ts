@@ -5,6 +5,7 @@ import { HttpError } from '../../http/http-error.ts';
 import type { Reply } from '../../http/respond.ts';
 import { isJsonObject, obj, type Obj } from '../../untrusted.ts';
 import { firstHeader, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
+import { isPullRequestEvent, pullRequestEventMismatch, receivePullRequestEvent } from './github-pr.ts';
 import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
 
 const TRIGGER_LABEL = 'svc';
@@ -92,13 +93,15 @@ export function readWebhook(event: string, body: Obj): WebhookInput {
 export async function receiveWebhook(ctx: TCtx, raw: Buffer): Promise<Reply> {
   const event = firstHeader(ctx.req.headers, sourceOf('webhook').resource) ?? '';
   const body = parseJsonObject(raw);
-  const mismatch = eventMismatch(event, body);
+  const mismatch = eventMismatch(event, body) ?? pullRequestEventMismatch(event, body);
   if (mismatch !== null) {
     const reason = 'event header does not match the body';
     ctx.deps.log.warn('webhook refused', { route: 'webhook', reason, request_id: ctx.requestId });
     throw new HttpError('invalid_param', mismatch);
   }
   const input = readWebhook(event, body);
+  // Comments and reviews on a pull request ask for a follow-up on it (github-pr.ts).
+  if (isPullRequestEvent(event, body)) return receivePullRequestEvent(ctx, event, body);
   if (input.kind === 'skip') return skipped(input.reason);
   // The event names its repository: only that one, if served, ever takes it.
   const routed = ctx.deps.settings.repos.webhook(input.repository);

@@ -1,0 +1,189 @@
+// Follow-up runs (docs/engine.md, "Follow-up runs"): a run that continues a pull request svc opened. It starts from the
+// head the PR's branch has on the origin now (never a stale local copy), works on its own svc/<run> branch, pushes
+// its commits to the PR's branch as a fast forward or not at all, and its receipt names the run before it.
+// Must not: push over commits it did not build on (a person's), or open a second pull request.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { BadInputError, RefusedError, errorMessage } from '../errors.ts';
+import { isValidSegment } from './ids.ts';
+import { localRuns } from './local-runs.ts';
+import { artifactsDir, runDir } from './paths.ts';
+import { BranchMovedError, commentOnPullRequest, pullRequestHead, pushFollowUp } from './pr.ts';
+import type { PushTarget } from './git-push.ts';
+import type { RunState } from './run-state.ts';
+import { signsLater, type Receipt, type ReceiptBody } from './receipt.ts';
+import { canonicalJson } from '../canonical-json.ts';
+import { fence } from './text.ts';
+import type { RunContext } from './run-context.ts';
+import { TERMINAL } from '../run-json.ts';
+import { obj, str } from '../untrusted.ts';
+
+/** What a follow-up run records (state.json `follow_up`). */
+export type FollowUp = NonNullable<RunState['follow_up']>;
+
+/** What `svc start --follow-up BRANCH [--pr-url URL] [--previous SOURCE/RUN --previous-receipt HEX]` asks. */
+export interface FollowUpRequest {
+  branch: string;
+  prUrl: string | null;
+  previous: string | null;
+  previousReceipt: string | null;
+}
+
+/** A branch svc names for a run (svc/<run>): the only kind a follow-up continues. */
+const RUN_BRANCH = /^svc\/[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
+const DIGEST = /^[0-9a-f]{64}$/;
+
+/** The request checked, or a BadInputError naming the flag. */
+export function followUpRequest(values: {
+  branch: string; prUrl?: string | undefined; previous?: string | undefined; previousReceipt?: string | undefined;
+}): FollowUpRequest {
+  if (!RUN_BRANCH.test(values.branch)) {
+    throw new BadInputError(`--follow-up needs a branch svc made for a run (svc/<run>), not "${values.branch}"`);
+  }
+  const prUrl = values.prUrl ?? null;
+  if (prUrl !== null && (URL.parse(prUrl)?.href !== prUrl || !/^https?:/.test(prUrl))) {
+    throw new BadInputError('--pr-url must be an http(s) URL');
+  }
+  const previous = values.previous ?? null;
+  const parts = previous?.split('/');
+  if (parts && (parts.length !== 2 || !parts.every(isValidSegment))) {
+    throw new BadInputError('--previous must be SOURCE/RUN');
+  }
+  const previousReceipt = values.previousReceipt ?? null;
+  if (previousReceipt !== null && (!DIGEST.test(previousReceipt) || previous === null)) {
+    throw new BadInputError('--previous-receipt must be a receipt integrity (64 hex digits), with --previous');
+  }
+  return { branch: values.branch, prUrl, previous, previousReceipt };
+}
+
+/** The integrity of a run's receipt in this checkout, or null when it has none. */
+function receiptIntegrity(repo: string, run: string): string | null {
+  try {
+    const integrity = str(obj(JSON.parse(readFileSync(join(artifactsDir(runDir(repo, run)), 'receipt.json'), 'utf8')))
+      .integrity);
+    return integrity !== null && DIGEST.test(integrity) ? integrity : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The newest ended run of this checkout on the PR's branch (the run that opened it, or an earlier follow-up), for a
+ * follow-up started without --previous (at the CLI); null when this checkout holds none.
+ */
+function previousOnBranch(repo: string, branch: string): FollowUp['previous'] {
+  const onBranch = localRuns(repo).filter(({ state }) => TERMINAL.has(state.status) &&
+    (state.branch === branch && state.pr || state.follow_up?.branch === branch));
+  // Run ids sort by creation time.
+  const last = onBranch.sort((a, b) => a.run.localeCompare(b.run)).pop();
+  return last ? { source: last.state.source, run: last.run, receipt: receiptIntegrity(repo, last.run) } : null;
+}
+
+/**
+ * Where a follow-up starts: the PR branch's head fetched from the pinned origin now, and what the run records. Refused
+ * (nothing written) when it cannot push (no push target: the policy's pr.open is "never") or the branch is not there.
+ */
+export async function followUpStart(
+  repo: string, target: PushTarget | null, req: FollowUpRequest, env: NodeJS.ProcessEnv,
+): Promise<{ base: string; followUp: FollowUp }> {
+  // A pod's run container holds no GitHub credential, and its signer pushes the branch as a new pull request.
+  if (signsLater(env)) throw new RefusedError('Follow-up runs are not supported under the Kubernetes executor yet');
+  if (target === null) {
+    throw new RefusedError('Refusing to start a follow-up: the policy says pr.open = "never", so nothing could be ' +
+      'pushed to the pull request (nothing was started)');
+  }
+  const base = await pullRequestHead(repo, target, req.branch, env);
+  const [source, run] = req.previous?.split('/') ?? [];
+  const previous = source && run ? { source, run, receipt: req.previousReceipt } : previousOnBranch(repo, req.branch);
+  return { base, followUp: { branch: req.branch, pr_url: req.prUrl, previous } };
+}
+
+/** A retry of a follow-up continues the same pull request, after the same run, from the head its branch has then. */
+export function retriedFollowUp(old: RunState): FollowUpRequest | null {
+  const f = old.follow_up;
+  if (!f) return null;
+  const previous = f.previous ? `${f.previous.source}/${f.previous.run}` : null;
+  return { branch: f.branch, prUrl: f.pr_url, previous, previousReceipt: f.previous?.receipt ?? null };
+}
+
+/** The follow-up's task: the PR it continues, then the task as given (fenced as untrusted data by the prompt). */
+export function followUpSpec(spec: string, req: FollowUpRequest): string {
+  const pr = req.prUrl ? `the pull request ${req.prUrl}` : 'a pull request svc opened';
+  return [
+    `# Follow-up on ${pr}`, '',
+    `The working tree holds the pull request's branch \`${req.branch}\` as it is on the origin now: the earlier ` +
+      'work is already committed there. Make the changes asked below on top of it.', '',
+    spec,
+  ].join('\n');
+}
+
+/** The receipt's `follows` (a follow-up run's), else nothing. */
+export function followsOf(state: RunState): Pick<ReceiptBody, 'follows'> {
+  const f = state.follow_up;
+  if (!f) return {};
+  return { follows: { branch: f.branch, source: f.previous?.source ?? null, run: f.previous?.run ?? null,
+    receipt: f.previous?.receipt ?? null } };
+}
+
+/**
+ * The finish of a follow-up whose work may be pushed: its commits go to the PR's branch (a fast forward), and the run
+ * takes the PR's address. Returns the run's error when the push did not happen, else null.
+ */
+export async function pushFollowUpRun(
+  ctx: RunContext, target: PushTarget, receipt: Receipt,
+): Promise<string | null> {
+  const { state } = ctx;
+  const f = state.follow_up!;
+  try {
+    await pushFollowUp({
+      workdir: state.workdir, repo: state.repo_path, branch: state.branch!, remote: f.branch,
+      base: state.base_sha!, target, env: ctx.env,
+    });
+  } catch (err) {
+    const reason = errorMessage(err);
+    ctx.event('pr', { opened: false, follow_up: true, branch: f.branch, moved: err instanceof BranchMovedError,
+      reason });
+    return `Follow-up not pushed: ${reason}`;
+  }
+  ctx.update({ pr_url: f.pr_url });
+  ctx.event('pr', { opened: false, follow_up: true, pushed: true, branch: f.branch, head_sha: state.head_sha,
+    url: f.pr_url });
+  ctx.say(`pushed to the pull request's branch ${f.branch}${f.pr_url ? ` (${f.pr_url})` : ''}`);
+  await commentReceipt(ctx, target, receipt);
+  return null;
+}
+
+/** The follow-up's comment on its PR: what it pushed, the run before it, and its receipt (`svc receipt verify`). */
+export function receiptComment(state: RunState, receipt: Receipt): string {
+  const before = receipt.follows?.run ? `\`${receipt.follows.source}/${receipt.follows.run}\`` : 'an earlier run';
+  const link = receipt.follows?.receipt ? ` (its receipt's integrity \`${receipt.follows.receipt}\`)` : '';
+  return [
+    `Follow-up run \`${receipt.source}/${receipt.run}\` by svc pushed \`${(receipt.head_sha ?? '').slice(0, 12)}\` ` +
+      `to this pull request. Verdict: **${receipt.verdict}**. It follows ${before}${link}.`,
+    '',
+    'Task (untrusted text from the run input):',
+    fence(state.brief, 'text'),
+    '',
+    `Diff: ${receipt.diff.files} files, +${receipt.diff.insertions} -${receipt.diff.deletions}.`,
+    '',
+    '<details><summary>Evidence Receipt (verify with <code>svc receipt verify</code>)</summary>',
+    '',
+    '<!-- svc-receipt -->',
+    fence(canonicalJson(receipt), 'json'),
+    '',
+    '</details>',
+    '',
+  ].join('\n');
+}
+
+/** Posts the receipt on the PR (its number from pr_url); a failure is noted in the run's log, never fails the run. */
+async function commentReceipt(ctx: RunContext, target: PushTarget, receipt: Receipt): Promise<void> {
+  const number = /\/pull\/(\d+)$/.exec(ctx.state.follow_up?.pr_url ?? '')?.[1];
+  if (!number) return;
+  try {
+    await commentOnPullRequest(target, Number(number), receiptComment(ctx.state, receipt), ctx.env);
+    ctx.event('log', { stream: 'svc', text: `receipt commented on pull request #${number}` });
+  } catch (err) {
+    ctx.note(`the receipt was not commented on pull request #${number}: ${errorMessage(err)}`);
+  }
+}

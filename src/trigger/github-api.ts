@@ -1,0 +1,61 @@
+// The GitHub REST calls the trigger server makes itself: read a pull request and a review's comments, post a comment.
+// HTTPS only (https-post.ts), to GITHUB_API_URL (default https://api.github.com), with GITHUB_TOKEN (or GH_TOKEN)
+// read once at start; bounded in time and size. Must not: send the token anywhere but that API base.
+import { FailedError, UnavailableError } from '../errors.ts';
+import { httpsRequest } from './https-post.ts';
+
+export interface GithubApi {
+  /** The parsed JSON of a GET under the API base (`path` starts with `/`); a FailedError on any non-2xx answer. */
+  get(path: string): Promise<unknown>;
+  /** Posts `body` (Markdown, svc's own words) as a comment on issue or pull request `number` of `repo`. */
+  comment(repo: string, number: number, body: string): Promise<void>;
+}
+
+export interface GithubApiOptions {
+  /** GITHUB_API_URL; default https://api.github.com. */
+  base?: string | undefined;
+  token: string | null;
+  /** An extra CA to trust (tests' loopback stand-in). */
+  ca?: string | Buffer;
+  timeoutMs?: number;
+}
+
+const ANSWER_CAP = 1024 * 1024;
+
+export function createGithubApi(opts: GithubApiOptions): GithubApi {
+  const base = (opts.base || 'https://api.github.com').replace(/\/+$/, '');
+  const send = async (method: string, path: string, body?: string): Promise<unknown> => {
+    if (!opts.token) {
+      throw new UnavailableError('GITHUB_TOKEN (or GH_TOKEN) is not set: svc cannot call the GitHub API');
+    }
+    const headers: Record<string, string> = {
+      authorization: `Bearer ${opts.token}`, accept: 'application/vnd.github+json', 'user-agent': 'svc',
+      'x-github-api-version': '2022-11-28',
+      ...(body === undefined ? {} : {
+        'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)),
+      }),
+    };
+    const res = await httpsRequest(`${base}${path}`, {
+      method, headers, ca: opts.ca, timeoutMs: opts.timeoutMs ?? 10_000, cap: ANSWER_CAP,
+    }, body);
+    if (res.status < 200 || res.status > 299) {
+      throw new FailedError(`GitHub answered ${res.status} to ${method} ${path.slice(0, 200)}`);
+    }
+    try {
+      return res.text === '' ? null : JSON.parse(res.text);
+    } catch {
+      throw new FailedError(`GitHub's answer to ${method} ${path.slice(0, 200)} is not JSON`);
+    }
+  };
+  return {
+    get: (path) => send('GET', path),
+    async comment(repo, number, body) {
+      await send('POST', `/repos/${repo}/issues/${number}/comments`, JSON.stringify({ body }));
+    },
+  };
+}
+
+/** The server's client from its environment (read once, at start). */
+export function githubApiFrom(env: NodeJS.ProcessEnv): GithubApi {
+  return createGithubApi({ base: env.GITHUB_API_URL, token: env.GITHUB_TOKEN || env.GH_TOKEN || null });
+}

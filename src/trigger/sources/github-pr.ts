@@ -1,0 +1,291 @@
+// POST /webhook (GitHub), pull request follow-ups (docs/trigger.md, "Follow-ups on svc's pull requests"): `/svc
+// <instruction>` in a comment on svc's PR, in a review comment, or a submitted review with comments, by an OWNER,
+// MEMBER or COLLABORATOR, queues a follow-up run on the PR's branch (`svc start --follow-up svc/<run>`), which pushes
+// new commits to the same PR and whose receipt names the run before it. Beside webhook.ts, which reads issue events.
+// Must not: start a run on a PR svc did not open, for someone who may not write to the repository, or while another
+// run works on the same PR; put payload text in an API path or in a reply.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { json, type Reply } from '../../http/respond.ts';
+import { errorMessage, RefusedError } from '../../errors.ts';
+import { isJsonObject, obj, str, type Obj } from '../../untrusted.ts';
+import { oneLine, capUtf8, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
+import type { JobRow } from '../../db/trigger-jobs-store.ts';
+import { enqueue, skipped, unserved, type Intake, type TCtx } from '../intake.ts';
+
+const COMMAND = /^\/svc(?:\s+|$)/;
+// Anyone can comment on a public repository's pull requests: only these associations may change svc's PR.
+const TRUSTED = new Set(['OWNER', 'MEMBER', 'COLLABORATOR']);
+const ASSOCIATIONS = new Set([...TRUSTED, 'CONTRIBUTOR', 'FIRST_TIMER', 'FIRST_TIME_CONTRIBUTOR', 'MANNEQUIN', 'NONE']);
+/** The branch svc makes for a run (engine/launch.ts): svc/ + a run id. */
+const RUN_BRANCH = /^svc\/(r[0-9a-z]{26})$/;
+const DIGEST = /^[0-9a-f]{64}$/;
+/** Review comments a brief carries at most, and the bytes of each one's text. */
+const MAX_COMMENTS = 30;
+const COMMENT_BYTES = 300;
+
+export const PR_EVENTS = new Set(['pull_request_review', 'pull_request_review_comment']);
+
+/** A comment on the PR's code: where, and what it says (untrusted text). */
+export interface ReviewComment {
+  path: string;
+  line: number | null;
+  text: string;
+}
+
+/** A delivery that asks for a follow-up, as its payload says: checked against the server's records before queueing. */
+export interface FollowUpAsk {
+  kind: 'follow-up';
+  repository: string | null;
+  number: number;
+  instruction: string;
+  actor: string;
+  association: string;
+  /** The PR's head and base as the payload carries them; null for a comment on the PR's conversation (fetched). */
+  pull: Obj | null;
+  comments: ReviewComment[];
+  /** A submitted review: its comments are fetched; `needsComments` when only they would make it a request. */
+  review: { id: number; needsComments: boolean } | null;
+  /** The review a review comment belongs to (its review's event is then a duplicate of this one). */
+  reviewId: number | null;
+}
+
+export type PrInput = FollowUpAsk | { kind: 'skip'; reason: string };
+
+function int(value: unknown): number | null {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value > 0 ? value : null;
+}
+
+/** Whether the event is about a pull request: a comment on its conversation, a review, or a review comment. */
+export function isPullRequestEvent(event: string, body: Obj): boolean {
+  return PR_EVENTS.has(event) || (event === 'issue_comment' && isJsonObject(obj(body.issue).pull_request));
+}
+
+/** The unsigned event header against the signed body, for the review events: why they disagree, or null. */
+export function pullRequestEventMismatch(event: string, body: Obj): string | null {
+  if (!PR_EVENTS.has(event)) return null;
+  const part = event === 'pull_request_review' ? 'review' : 'comment';
+  if (isJsonObject(body.pull_request) && isJsonObject(body[part]) && !isJsonObject(body.issue)) return null;
+  return `X-GitHub-Event "${event}" does not match the signed body, which has no pull_request and ${part}`;
+}
+
+/** The text after `/svc`, or null when the text is not a `/svc` command. */
+function command(text: string): string | null {
+  const t = text.trim();
+  return COMMAND.test(t) ? t.replace(COMMAND, '').trim() : null;
+}
+
+function commentOf(c: Obj, text: string): ReviewComment {
+  return { path: str(c.path) ?? '', line: int(c.line) ?? int(c.original_line), text };
+}
+
+function ask(body: Obj, who: Obj, instruction: string, rest: Pick<FollowUpAsk, 'pull' | 'comments' | 'review' |
+  'reviewId'> & { number: number | null }): PrInput {
+  if (rest.number === null) return { kind: 'skip', reason: 'the event names no pull request number' };
+  return {
+    kind: 'follow-up', repository: str(obj(body.repository).full_name), instruction, ...rest, number: rest.number,
+    actor: str(obj(who.user).login) ?? '', association: str(who.author_association) ?? '',
+  };
+}
+
+/** What a pull request event asks, from its payload alone (no record or API is read here). */
+export function readPullRequestEvent(event: string, body: Obj): PrInput {
+  const action = str(body.action) ?? '';
+  if (event === 'issue_comment') {
+    if (action !== 'created') return { kind: 'skip', reason: `issue_comment.${action.slice(0, 64)} on a pull request` };
+    const comment = obj(body.comment);
+    const instruction = command(str(comment.body) ?? '');
+    if (instruction === null) return { kind: 'skip', reason: 'comment does not start with /svc' };
+    if (instruction === '') return { kind: 'skip', reason: '/svc with no instruction' };
+    return ask(body, comment, instruction, {
+      number: int(obj(body.issue).number), pull: null, comments: [], review: null, reviewId: null,
+    });
+  }
+  const pull = obj(body.pull_request);
+  if (event === 'pull_request_review_comment') {
+    if (action !== 'created') return { kind: 'skip', reason: `pull_request_review_comment.${action.slice(0, 64)}` };
+    const comment = obj(body.comment);
+    const instruction = command(str(comment.body) ?? '');
+    if (!instruction) return { kind: 'skip', reason: 'review comment does not start with /svc and an instruction' };
+    return ask(body, comment, instruction, {
+      number: int(pull.number), pull, comments: [commentOf(comment, instruction)], review: null,
+      reviewId: int(comment.pull_request_review_id),
+    });
+  }
+  if (action !== 'submitted') return { kind: 'skip', reason: `pull_request_review.${action.slice(0, 64)}` };
+  const review = obj(body.review);
+  const state = (str(review.state) ?? '').toLowerCase();
+  if (state !== 'commented' && state !== 'changes_requested') {
+    return { kind: 'skip', reason: `a review that is "${state.slice(0, 32)}" asks for no change` };
+  }
+  const id = int(review.id);
+  if (id === null) return { kind: 'skip', reason: 'the review has no id' };
+  // A review body that is a /svc command is a request by itself; any other review is one when it has comments.
+  const own = command(str(review.body) ?? '');
+  const instruction = own ?? oneLine(str(review.body) ?? '');
+  return ask(body, review, instruction, {
+    number: int(pull.number), pull, comments: [], review: { id, needsComments: !own }, reviewId: id,
+  });
+}
+
+/** A delivery that asked for a follow-up but gets none: why, and the reply posted on the PR (null: none). */
+export class FollowUpNotQueued extends RefusedError {
+  readonly reply: string | null;
+  readonly audit: boolean;
+  constructor(message: string, reply: string | null, audit: boolean) {
+    super(message);
+    this.reply = reply;
+    this.audit = audit;
+  }
+}
+
+const REPLY_HEAD = 'svc did not start a follow-up run:';
+
+/** The last run on the PR and its receipt's integrity, read from the run folder its job recorded (null: unreadable). */
+function receiptOf(job: JobRow): string | null {
+  if (job.workdir === null || job.run_id === null) return null;
+  try {
+    const path = join(job.workdir, '.svc', 'runs', job.run_id, 'artifacts', 'receipt.json');
+    const integrity = str(obj(JSON.parse(readFileSync(path, 'utf8'))).integrity);
+    return integrity !== null && DIGEST.test(integrity) ? integrity : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The PR's head and base, from the payload or (a conversation comment) from the API. */
+async function pullOf(ctx: TCtx, repo: string, a: FollowUpAsk): Promise<Obj> {
+  if (a.pull) return a.pull;
+  try {
+    return obj(await ctx.deps.github.get(`/repos/${repo}/pulls/${a.number}`));
+  } catch (err) {
+    throw new FollowUpNotQueued(`the pull request could not be read from the GitHub API (${errorMessage(err)})`,
+      null, false);
+  }
+}
+
+/** The review's comments on the code (the event does not carry them); none when they cannot be read. */
+async function reviewComments(ctx: TCtx, repo: string, a: FollowUpAsk): Promise<ReviewComment[]> {
+  if (!a.review) return a.comments;
+  let listed: unknown = [];
+  try {
+    listed = await ctx.deps.github.get(`/repos/${repo}/pulls/${a.number}/reviews/${a.review.id}/comments?per_page=100`);
+  } catch (err) {
+    ctx.deps.log.warn('review comments not read', { route: 'webhook', repo, pr: a.number, error: errorMessage(err) });
+  }
+  return (Array.isArray(listed) ? listed : []).map(obj)
+    .flatMap((c) => (str(c.body) ? [commentOf(c, oneLine(str(c.body)!))] : []));
+}
+
+/** The follow-up's one-line brief: the PR, the instruction, then each review comment as `path:line: text`. */
+function followUpBrief(repo: string, a: FollowUpAsk, comments: ReviewComment[]): string {
+  const shown = comments.slice(0, MAX_COMMENTS).map((c) =>
+    `${capUtf8(c.path, 200) || '(the pull request)'}${c.line ? `:${c.line}` : ''}: ${capUtf8(c.text, COMMENT_BYTES)}`);
+  const more = comments.length > MAX_COMMENTS ? [`(${comments.length - MAX_COMMENTS} more not shown)`] : [];
+  const instruction = a.instruction || 'Address the review comments.';
+  const review = shown.length ? ` — review comments: ${[...shown, ...more].join(' | ')}` : '';
+  return sanitizeBrief(`Follow-up on pull request ${repo}#${a.number}: ${instruction}${review}`,
+    sourceOf('webhook').briefBytes);
+}
+
+/**
+ * Everything that decides whether the follow-up is queued, once its dedupe keys are known to be new: svc's PR (its
+ * branch svc/<run>, not a fork's, and a job of this server ran <run>), who asks, nothing else working on the PR; then
+ * the run before it and the brief. Throws FollowUpNotQueued when it is not.
+ */
+async function prepareFollowUp(ctx: TCtx, repo: string, a: FollowUpAsk): Promise<{ brief: string; args: string[] }> {
+  const pull = await pullOf(ctx, repo, a);
+  const head = obj(pull.head);
+  const run = RUN_BRANCH.exec(str(head.ref) ?? '')?.[1];
+  const sameRepo = (str(obj(head.repo).full_name) ?? '').toLowerCase() === repo.toLowerCase();
+  const chain = run && sameRepo ? ctx.deps.pulls.onPullRequestBranch(repo, run) : [];
+  if (!run || !chain.some((j) => j.run_id === run)) {
+    throw new FollowUpNotQueued(`pull request #${a.number} is not svc's: its branch is not one a run of this server ` +
+      'made', null, false);
+  }
+  if (!TRUSTED.has(a.association)) {
+    const who = ASSOCIATIONS.has(a.association) ? a.association : 'not a member';
+    throw new FollowUpNotQueued('the author may not ask for follow-ups', `${REPLY_HEAD} only a repository owner, ` +
+      `member or collaborator may ask svc to change this pull request (this request's author is ${who}).`, true);
+  }
+  if (str(pull.state) === 'closed') {
+    throw new FollowUpNotQueued('the pull request is closed', `${REPLY_HEAD} this pull request is closed. Reopen it ` +
+      'first, or ask for new work in an issue.', false);
+  }
+  const going = chain.find((j) => j.status === 'queued' || j.status === 'running');
+  if (going) {
+    const what = going.run_id ? `run ${going.run_source}/${going.run_id} (job ${going.id})` : `job ${going.id}`;
+    throw new FollowUpNotQueued(`${what} is still working on this pull request`, `${REPLY_HEAD} ${what} is still ` +
+      'working on this pull request. Ask again once it has ended; svc runs one follow-up at a time per pull request.',
+    false);
+  }
+  const comments = await reviewComments(ctx, repo, a);
+  if (a.review?.needsComments && comments.length === 0) {
+    throw new FollowUpNotQueued('the review has no comments and its text is not a /svc command', null, false);
+  }
+  const previous = chain.find((j) => j.run_id !== null && j.run_source !== null)!;
+  const receipt = receiptOf(previous);
+  const url = str(pull.html_url);
+  const prUrl = url && URL.parse(url)?.href === url && /^https:\/\//.test(url) ? url : null;
+  const brief = followUpBrief(repo, a, comments);
+  return {
+    brief,
+    args: ['start', '--brief', brief, '--follow-up', `svc/${run}`, ...(prUrl ? ['--pr-url', prUrl] : []),
+      '--previous', `${previous.run_source}/${previous.run_id}`, ...(receipt ? ['--previous-receipt', receipt] : []),
+      '--detach'],
+  };
+}
+
+/** Follow-ups of one PR are decided one at a time, so two at once cannot both find the PR idle. */
+const lanes = new Map<string, Promise<unknown>>();
+
+function inLane<T>(key: string, work: () => Promise<T>): Promise<T> {
+  const next = (lanes.get(key) ?? Promise.resolve()).then(work, work);
+  const tail = next.then(() => undefined, () => undefined);
+  lanes.set(key, tail);
+  void tail.then(() => {
+    if (lanes.get(key) === tail) lanes.delete(key);
+  });
+  return next;
+}
+
+/** The refusal's reply on the PR, sent after the answer (best effort; logged when it fails). */
+function replyOnPr(ctx: TCtx, repo: string, a: FollowUpAsk, text: string): void {
+  ctx.deps.github.comment(repo, a.number, text).catch((err: unknown) => {
+    ctx.deps.log.warn('follow-up reply not posted', { route: 'webhook', repo, pr: a.number, error: errorMessage(err) });
+  });
+}
+
+export async function receivePullRequestEvent(ctx: TCtx, event: string, body: Obj): Promise<Reply> {
+  const a = readPullRequestEvent(event, body);
+  if (a.kind === 'skip') return skipped(a.reason);
+  const routed = ctx.deps.settings.repos.webhook(a.repository);
+  if (routed.kind === 'unserved') return unserved(ctx, 'webhook', routed.reason);
+  const repo = routed.repo.name;
+  // A review and its comments arrive as separate events: whichever comes first is the request, the rest duplicates.
+  const keys = a.reviewId === null ? [] : [`webhook:review:${repo.toLowerCase()}:${a.reviewId}`];
+  const intake: Intake = {
+    origin: 'webhook', repo, keys,
+    // The argv is known only once the records are read: set here, read by enqueue after prepare resolves.
+    prepare: async () => {
+      const made = await prepareFollowUp(ctx, repo, a);
+      intake.args = made.args;
+      return made.brief;
+    },
+  };
+  try {
+    return await inLane(`${repo.toLowerCase()}#${a.number}`, () => enqueue(ctx, intake));
+  } catch (err) {
+    if (!(err instanceof FollowUpNotQueued)) throw err;
+    const fields = { route: 'webhook', repo, pr: a.number, reason: err.message, request_id: ctx.requestId };
+    if (err.audit) {
+      ctx.deps.log.warn('audit: follow-up refused', {
+        ...fields, actor: a.actor.slice(0, 64), association: a.association.slice(0, 32), event,
+      });
+    } else {
+      ctx.deps.log.info('follow-up not queued', fields);
+    }
+    if (err.reply !== null) replyOnPr(ctx, repo, a, err.reply);
+    return json(200, { status: err.reply === null ? 'skipped' : 'refused', reason: err.message });
+  }
+}
