@@ -5,7 +5,7 @@ import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { processAlive, processesMentioning } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-import { longScript, type RecordedRequest, type Script } from './model-script.ts';
+import { ASKED, CONTINUED, longScript, type RecordedRequest, type Script } from './model-script.ts';
 import { BROKEN, FIXED, QUESTION, SVC_SECRETS, askForTheWord, summaryOf, type CliRepo } from './cli-run.ts';
 
 interface Scripted {
@@ -105,12 +105,17 @@ export async function verifiedFixRun(repo: CliRepo, provider: string): Promise<F
   return { run: summary.run, state: repo.state(summary.run), logs };
 }
 
-/** The CLI writes the question to $SVC_QUESTION_FILE and exits; `svc answer` re-invokes it, and the run finishes. */
+/**
+ * The CLI writes the question to $SVC_QUESTION_FILE and exits; `svc answer` re-invokes it in its own session, and the
+ * run finishes. The model server sees the session resumed: the first request after the answer carries the earlier
+ * turns (the task, the asking tool call and the model's reply) before svc's continuation with the answer.
+ */
 export async function blockedThenAnswered(repo: CliRepo, server: Scripted, provider: string): Promise<void> {
   server.setScript(askForTheWord());
   const run = await repo.startDetached('make the test pass', provider);
   const blocked = await repo.waitStatus(run, ['blocked']);
   assert.equal(blocked.question, QUESTION);
+  const before = server.requests.length;
   const answered = await repo.svc(['answer', `local/${run}`, FIXED]);
   assert.equal(answered.code, 0, answered.stderr);
   const done = await repo.waitStatus(run, ['succeeded', 'failed']);
@@ -120,6 +125,15 @@ export async function blockedThenAnswered(repo: CliRepo, server: Scripted, provi
   assert.equal(readFileSync(join(done.workdir, 'a.txt'), 'utf8'), `${FIXED}\n`);
   const started = new RegExp(`provider ${provider} started`);
   assert.equal(logs.filter((t) => started.test(t)).length, 2, 'the answer re-invoked the CLI once');
+  const resumed = server.requests.slice(before).find((r) => r.text.includes(CONTINUED));
+  assert.ok(resumed, 'no request after the answer carried svc\'s continuation');
+  for (const earlier of ['make the test pass', QUESTION, ASKED]) {
+    assert.ok(resumed.text.includes(earlier), `the resumed conversation lacks the earlier "${earlier}"`);
+  }
+  assert.ok(!resumed.text.includes('could not be continued'), 'a summary, not the session');
+  assert.equal(done.provider_session.resumed, 'session');
+  const receipt = JSON.parse(readFileSync(join(repo.repo, '.svc', 'runs', run, 'artifacts', 'receipt.json'), 'utf8'));
+  assert.equal(receipt.resumed, 'session');
 }
 
 /**
