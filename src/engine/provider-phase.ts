@@ -230,7 +230,8 @@ function startAttempt(
   const { prompt } = inv;
   writeNoFollow(taskFile, prompt);
   rmSync(questionFile, { force: true });
-  // Every invocation finds the latest answer at $SVC_ANSWER_FILE (the prompt has all of them); none before the first.
+  // Every invocation finds the latest answer at $SVC_ANSWER_FILE (the prompt, or the session it continues, has all of
+  // them); none before the first.
   const latest = ctx.state.answers.at(-1);
   if (latest === undefined) rmSync(answerFile, { force: true });
   else writeNoFollow(answerFile, latest);

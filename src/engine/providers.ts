@@ -226,9 +226,12 @@ function opencodeSession(line: string): SessionSighting | null {
   return sighting(shaped(o.sessionID, OPENCODE_SESSION), o.type === 'text' ? part.text : null);
 }
 
-/** A CLI without a session of its own (aider, a command provider): its last line of output is what it said. */
+/**
+ * A CLI without a session of its own (aider, a command provider): its last line of output that is not a JSON report
+ * (svc.cost) is what it said.
+ */
 function lastLine(line: string): SessionSighting | null {
-  return sighting(null, line);
+  return json(line) ? null : sighting(null, line);
 }
 
 type Builtin = {

@@ -144,6 +144,41 @@ describe('invoking a run\'s agent again', () => {
     });
   }
 
+  it('a failed run resumed with `svc start --resume` continues its session, told it was resumed', async () => {
+    const script = `#!/bin/sh
+[ "$1" = --version ] && { echo "0.0.1"; exit 0; }
+cat > /dev/null
+echo "svc-test argv: $*"
+grep -q "svc is continuing this session" "$SVC_TASK_FILE" && grep -q "This run was resumed" "$SVC_TASK_FILE" &&
+  echo "svc-test prompt: continuation, resumed"
+echo '{"type":"system","subtype":"init","session_id":"${UUID}"}'
+echo '{"type":"result","session_id":"${UUID}","usage":{"input_tokens":10,"output_tokens":5}}'
+case "$*" in *--resume*) echo teal > a.txt ;; *) exit 3 ;; esac
+`;
+    writeFileSync(join(bin, 'claude'), script);
+    chmodSync(join(bin, 'claude'), 0o755);
+    const env = {
+      ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
+      PATH: `${bin}:${process.env.PATH}`,
+    };
+    const opts = { cwd: repo.repo, env, stdio: ['ignore', 'pipe', 'pipe'] as ['ignore', 'pipe', 'pipe'] };
+    const first = await runChild(process.execPath,
+      [CLI, 'start', '--brief', 'name a colour', '--worktree', '--provider', 'claude'], opts);
+    const { run, status } = JSON.parse(first.stdout.trim().split('\n').at(-1)!) as { run: string; status: string };
+    assert.equal(status, 'failed', first.stderr);
+    const again = await runChild(process.execPath, [CLI, 'start', '--resume', run], opts);
+    const summary = JSON.parse(again.stdout.trim().split('\n').at(-1)!);
+    const dir = join(repo.repo, '.svc', 'runs', run);
+    const events = readFileSync(join(dir, 'events.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    const texts: string[] = events.filter((e) => e.kind === 'log').map((e) => String(e.data.text));
+    assert.equal(summary.status, 'succeeded', `${summary.error}\n${texts.join('\n')}`);
+    const argvs = texts.filter((t) => t.startsWith('svc-test argv: '));
+    assert.equal(argvs.length, 2);
+    assert.ok(argvs[1]!.endsWith(`--resume ${UUID}`), argvs[1]);
+    assert.ok(texts.includes('svc-test prompt: continuation, resumed'), texts.join('\n'));
+    assert.equal(readJson(join(dir, 'artifacts', 'receipt.json')).resumed, 'session');
+  });
+
   it('no session id printed: a fresh session with the question and the answer summarised', async () => {
     const r = await askedAndAnswered('claude', fakeCli({ ...FAKES.claude!, announce: '' }, ''));
     assert.ok(!r.argvs[1]!.includes('--resume'), r.argvs[1]);
