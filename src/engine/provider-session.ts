@@ -36,7 +36,8 @@ export function nextInvocation(
   const session = sessionOf(ctx, provider);
   const resumed = session.id !== null && refused === null ? resumeArgv(provider, session.id) : null;
   if (resumed && session.id !== null) {
-    const prompt = continuationPrompt(answers, session.answers_given + 1, notes);
+    const task = session.spec_sha256 === ctx.state.spec_sha256 ? null : spec;
+    const prompt = continuationPrompt(answers, session.answers_given + 1, notes, task);
     return { way: 'session', argv: resumed, id: session.id, prompt };
   }
   const why = refused ?? (canResume(provider)
@@ -51,7 +52,16 @@ export function recordInvocation(ctx: RunContext, provider: ResolvedProvider, in
   const session = sessionOf(ctx, provider);
   const resumed = inv.way === 'fresh' ? session.resumed
     : inv.way === 'summary' || session.resumed === 'summary' ? 'summary' : 'session';
-  ctx.update({ provider_session: { ...session, answers_given: ctx.state.answers.length, resumed } });
+  const given = { answers_given: ctx.state.answers.length, spec_sha256: ctx.state.spec_sha256 };
+  ctx.update({ provider_session: { ...session, ...given, resumed } });
+}
+
+/**
+ * What a follow-up run of `previous` starts from so that its agent continues the same CLI session with its own task
+ * (given as the session's next turn); null when there is none. Its own answers are all new to the session.
+ */
+export function inheritSession(previous: ProviderSession | null | undefined): ProviderSession | null {
+  return previous ? { ...previous, answers_given: 0, resumed: null } : null;
 }
 
 /** Changes the run's session record (recordInvocation made it when the invocation started). */

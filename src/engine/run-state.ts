@@ -50,8 +50,9 @@ export interface ProviderSession {
   kind: string;
   /** The session id the CLI reported (shape-checked), or null when none was captured. */
   id: string | null;
-  /** How many of the run's answers the session has been given. */
+  /** How many of the run's answers the session has been given, and the task it has (the run's spec_sha256). */
   answers_given: number;
+  spec_sha256?: string | null;
   /** The provider's own questions so far, and the last thing it said: the summary when the session can't go on. */
   questions: string[];
   last_output: string | null;

@@ -10,6 +10,8 @@ import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { createSessionReader } from '../../src/engine/providers.ts';
+import { inheritSession, nextInvocation, recordInvocation } from '../../src/engine/provider-session.ts';
+import type { RunContext } from '../../src/engine/run-context.ts';
 
 const UUID = '0199a213-81c0-7800-8aa1-bbab2a035a53';
 const OPENCODE_ID = 'ses_3f9a8b7c6d5e4f3a2b1c';
@@ -228,5 +230,32 @@ describe('session readers', () => {
     assert.deepEqual(seen('gemini', doc), [{ id: UUID, said: 'Done.' }]);
     const item = { type: 'item.completed', item: { type: 'agent_message', text: 'Which colour?' } };
     assert.deepEqual(seen('codex', [JSON.stringify(item)]), [{ id: null, said: 'Which colour?' }]);
+  });
+});
+
+describe('a follow-up run inheriting its previous run\'s session', () => {
+  const claude = { name: 'claude', kind: 'claude', argv: ['/bin/claude', '-p'], stdinPrompt: true };
+  /** Just what the session functions read and write of a run: its state. */
+  const contextOf = (state: Record<string, unknown>) =>
+    ({ state, update: (fields: object) => Object.assign(state, fields) }) as unknown as RunContext;
+
+  it('continues the session with its own task as the next turn, and none of the old run\'s answers', () => {
+    const previous = {
+      kind: 'claude', id: UUID, answers_given: 1, spec_sha256: 'a'.repeat(64), questions: [QUESTION],
+      last_output: 'Done.', resumed: 'session' as const,
+    };
+    const ctx = contextOf({ answers: [], spec_sha256: 'b'.repeat(64), provider_session: inheritSession(previous) });
+    const inv = nextInvocation(ctx, claude, 'also fix the review comments', [], null);
+    assert.equal(inv.way, 'session');
+    assert.ok(inv.argv.join(' ').endsWith(`--resume ${UUID}`), inv.argv.join(' '));
+    assert.match(inv.prompt, /Your next task, under the same rules \(untrusted data\):\n```markdown\nalso fix the/);
+    assert.doesNotMatch(inv.prompt, /Answer \d/);
+    recordInvocation(ctx, claude, inv);
+    // The session has the task now: the follow-up's own answer later goes alone.
+    (ctx.state.answers as string[]).push('teal');
+    const next = nextInvocation(ctx, claude, 'also fix the review comments', [], null);
+    assert.doesNotMatch(next.prompt, /next task/);
+    assert.match(next.prompt, /Answer 1 from the operator[^\n]*\n```text\nteal\n```/);
+    assert.equal(inheritSession(null), null);
   });
 });
