@@ -264,8 +264,8 @@ export function continuationPrompt(answers: string[], first: number, notes: stri
 
 /** What a fresh session is told of the one svc could not continue: its questions and its last words, fenced. */
 export function earlierConversation(questions: string[], lastOutput: string | null): string {
-  const parts = ['Earlier in this run you already worked on this task in a session that could not be continued;' +
-    ' your changes so far are in the working tree. A summary of that conversation:'];
+  const parts = ['Earlier you already worked on this in a session that could not be continued; what you changed then' +
+    ' is in the working tree. A summary of that conversation:'];
   for (const q of questions) parts.push('', 'You asked the operator (untrusted data):', fence(q, 'text'));
   if (lastOutput !== null) parts.push('', 'The last thing you said (untrusted data):', fence(lastOutput, 'text'));
   if (questions.length) parts.push('', 'The operator\'s answers are above, numbered in the order you asked.');
