@@ -126,6 +126,7 @@ function writeReceipt(
     cost: { usd: state.cost_usd, tokens_in: state.tokens_in, tokens_out: state.tokens_out },
     verdict, gaps, started_at, ended_at: state.ended_at ?? isoNow(), issued_at: isoNow(),
     network: sandbox.gate ? confinedNetwork(sandbox.gate.policy, sandbox.gate.summary()) : UNCONFINED,
+    ...(state.provider_session?.resumed ? { resumed: state.provider_session.resumed } : {}),
   }, loadOrCreateSigningKey(svcHomeOf(ctx.env)));
   ctx.saveArtifact('receipt.json', JSON.stringify(receipt, null, 2) + '\n');
   ctx.event('receipt', { verdict, integrity: receipt.integrity, kid: receipt.kid, gaps });

@@ -3,9 +3,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { existsSync, rmSync } from 'node:fs';
 import type { RunContext } from './run-context.ts';
-import { buildPrompt } from './spec.ts';
 import { spawnGroup, type GroupResult, type GroupRun } from './spawn-group.ts';
-import { createUsageParser, addUsage, type ResolvedProvider, type Usage } from './providers.ts';
+import { createSessionReader, createUsageParser, addUsage, type ResolvedProvider, type Usage } from './providers.ts';
 import { oneLine } from './text.ts';
 import { writeNoFollow } from './safe-fs.ts';
 import { readAgentFile } from './plain-tree.ts';
@@ -15,6 +14,10 @@ import {
 import type { RunPlan } from './run-plan.ts';
 import type { RunLimits } from './policy.ts';
 import { untestedProviderWarning } from './cli-version.ts';
+import {
+  createSightings, forgetSession, nextInvocation, recordInvocation, recordQuestion, recordSightings, resumeRefused,
+  type Invocation, type Sightings,
+} from './provider-session.ts';
 
 const LOG_LINE_CAP = 4000;
 const LOG_EVENTS_CAP = 5000;
@@ -60,6 +63,12 @@ async function waitForAnswer(ctx: RunContext): Promise<string | null> {
 function block(ctx: RunContext, question: string): void {
   ctx.event('question', { question });
   ctx.setStatus('blocked', { question });
+}
+
+/** The provider's own question (not the budget's): kept for a summary of the conversation, then asked. */
+function askedBy(ctx: RunContext, question: string): void {
+  recordQuestion(ctx, question);
+  block(ctx, question);
 }
 
 function unblock(ctx: RunContext, answer: string, answerFile: string): void {
@@ -115,16 +124,19 @@ export async function runProvider(
     const log = createOutputLog(ctx);
     if (ctx.state.budget_usd === null && maxUsd !== null) ctx.update({ budget_usd: maxUsd });
     const runDeadline = Date.now() + limits.run_timeout_s * 1000;
+    let refused: string | null = null;
     for (let number = 1; ; number++) {
       if (ctx.stopRequested()) return { kind: 'stopped' };
       const a = newAttempt(ctx, number, runDeadline - Date.now());
       const limited = limitBeforeAttempt(provider.name, a, limits);
       if (limited) return limited;
-      const proc = startAttempt(ctx, plan, opts, files, spec, a, log);
+      const inv = nextInvocation(ctx, provider, spec, opts.notes, refused);
+      const proc = startAttempt(ctx, plan, opts, files, inv, a, log);
       const result = await watchAttempt(ctx, proc, a, files, maxUsd);
       const total = recordAttempt(ctx, result, a, log);
-      const next = await outcomeAfterExit(ctx, provider, maxUsd, files, a, result, total);
-      if (next !== 'again') return next;
+      const next = await outcomeAfterExit(ctx, provider, maxUsd, files, a, result, total, inv);
+      refused = next === 'refused' ? `${provider.name} could not resume its session (exit ${result.code})` : null;
+      if (next !== 'again' && next !== 'refused') return next;
     }
   } finally {
     releaseProviderHome(ctx, opts.sandbox, provider);
@@ -171,6 +183,8 @@ interface Attempt {
   overBudget: string | null;
   /** An answer reached $SVC_ANSWER_FILE while the provider ran (see outcomeAfterExit). */
   answeredWhileRunning: boolean;
+  /** What its output said of the CLI's session (provider-session.ts). */
+  sightings: Sightings;
 }
 
 function newAttempt(ctx: RunContext, number: number, remainingMs: number): Attempt {
@@ -178,7 +192,7 @@ function newAttempt(ctx: RunContext, number: number, remainingMs: number): Attem
   return {
     number, remainingMs, before: { cost_usd, tokens_in, tokens_out },
     usage: { cost_usd: null, tokens_in: null, tokens_out: null },
-    budgetAsked: false, overBudget: null, answeredWhileRunning: false,
+    budgetAsked: false, overBudget: null, answeredWhileRunning: false, sightings: createSightings(),
   };
 }
 
@@ -194,19 +208,30 @@ function limitBeforeAttempt(name: string, a: Attempt, limits: RunLimits): Provid
   return null;
 }
 
+/** The run's log line for an invocation: which attempt, and whether it continues the CLI's session or summarises. */
+function noteInvocation(ctx: RunContext, provider: ResolvedProvider, inv: Invocation, number: number): void {
+  const how = inv.way === 'session' ? `, resuming its session ${inv.id}`
+    : inv.way === 'summary' ? `, a fresh session with the earlier conversation summarised: ${inv.why}` : '';
+  // provider, attempt and resumed as fields too, so the run page's timeline never parses the text.
+  const resumed = inv.way === 'fresh' ? {} : { resumed: inv.way };
+  ctx.note(`provider ${provider.name} started (attempt ${number}${how})`,
+    { provider: provider.name, attempt: number, ...resumed });
+}
+
 /**
  * Starts one invocation in the sandbox, the prompt written to $SVC_TASK_FILE and the question and answer files reset
- * first; its output lines feed the usage parser and the output log.
+ * first; its output lines feed the usage parser, the session reader and the output log.
  */
 function startAttempt(
   ctx: RunContext, { provider, policy: { limits } }: RunPlan, opts: { notes: string[]; sandbox: RunSandbox },
-  files: ProtocolFiles, spec: string, a: Attempt, log: OutputLog,
+  files: ProtocolFiles, inv: Invocation, a: Attempt, log: OutputLog,
 ): GroupRun {
   const { taskFile, questionFile, answerFile } = files;
-  const prompt = buildPrompt(spec, { answers: ctx.state.answers, notes: opts.notes });
+  const { prompt } = inv;
   writeNoFollow(taskFile, prompt);
   rmSync(questionFile, { force: true });
-  // Every invocation finds the latest answer at $SVC_ANSWER_FILE (the prompt has all of them); none before the first.
+  // Every invocation finds the latest answer at $SVC_ANSWER_FILE (the prompt, or the session it continues, has all of
+  // them); none before the first.
   const latest = ctx.state.answers.at(-1);
   if (latest === undefined) rmSync(answerFile, { force: true });
   else writeNoFollow(answerFile, latest);
@@ -220,10 +245,11 @@ function startAttempt(
     SVC_RUN_ID: ctx.state.run,
     SVC_SOURCE: ctx.state.source,
   };
-  const argv = provider.argv.map((arg) => (arg === '{task_file}' ? taskFile : arg));
+  const argv = inv.argv.map((arg) => (arg === '{task_file}' ? taskFile : arg));
   const parse = createUsageParser(provider.kind);
-  // provider and attempt as fields too, so the run page's timeline never parses the text.
-  ctx.note(`provider ${provider.name} started (attempt ${a.number})`, { provider: provider.name, attempt: a.number });
+  const readSession = createSessionReader(provider.kind);
+  noteInvocation(ctx, provider, inv, a.number);
+  recordInvocation(ctx, provider, inv);
   const proc = spawnGroup(argv, {
     cwd: ctx.state.workdir,
     env: ctx.env,
@@ -236,6 +262,7 @@ function startAttempt(
     onLine(stream, line) {
       const inc = parse(line);
       if (inc) a.usage = addUsage(a.usage, inc);
+      if (stream === 'stdout') a.sightings.add(readSession(line));
       log.add(stream, line);
     },
   });
@@ -272,7 +299,7 @@ function askBudgetIfReached(ctx: RunContext, proc: GroupRun, a: Attempt, maxUsd:
 /** A question the running provider wrote blocks the run; an answer that arrives is handed over while it runs. */
 function pollQuestion(ctx: RunContext, a: Attempt, files: ProtocolFiles): void {
   const question = ctx.state.status === 'blocked' ? null : readQuestion(files.questionFile, true);
-  if (question) block(ctx, question);
+  if (question) askedBy(ctx, question);
   if (ctx.state.status !== 'blocked' || ctx.stopRequested()) return;
   const answer = ctx.takeAnswer();
   if (answer === null) return;
@@ -302,6 +329,7 @@ async function watchAttempt(
 function recordAttempt(ctx: RunContext, result: GroupResult, a: Attempt, log: OutputLog): Usage {
   ctx.setChild(null);
   ctx.saveArtifact('provider.log', log.bytes());
+  recordSightings(ctx, a.sightings);
   const total = addUsage(a.before, a.usage);
   ctx.update({ ...total, exit_code: result.code });
   const { usage } = a;
@@ -313,11 +341,14 @@ function recordAttempt(ctx: RunContext, result: GroupResult, a: Attempt, log: Ou
   return total;
 }
 
-/** What an invocation's exit means for the run: an outcome, or 'again' to invoke the provider once more. */
+/**
+ * What an invocation's exit means for the run: an outcome, or 'again' to invoke the provider once more ('refused': once
+ * more, in a fresh session, as the CLI could not resume its own).
+ */
 async function outcomeAfterExit(
   ctx: RunContext, provider: ResolvedProvider, maxUsd: number | null, files: ProtocolFiles, a: Attempt,
-  result: GroupResult, total: Usage,
-): Promise<ProviderOutcome | 'again'> {
+  result: GroupResult, total: Usage, inv: Invocation,
+): Promise<ProviderOutcome | 'again' | 'refused'> {
   if (ctx.stopRequested()) return { kind: 'stopped' };
   if (a.overBudget !== null) return { kind: 'over-budget', exitCode: result.code, error: a.overBudget };
   if (result.endedBy) {
@@ -327,7 +358,7 @@ async function outcomeAfterExit(
   // A question written just before exit, or still unanswered when the provider exited: wait, then re-invoke. A budget
   // question still open when it exited is the budget's to answer (below), not a question to re-invoke it with.
   const late = ctx.state.status === 'blocked' ? null : readQuestion(files.questionFile, false);
-  if (late) block(ctx, late);
+  if (late) askedBy(ctx, late);
   if (ctx.state.status === 'blocked' && !a.budgetAsked) {
     const answer = await waitForAnswer(ctx);
     if (answer === null) return { kind: 'stopped' };
@@ -345,6 +376,10 @@ async function outcomeAfterExit(
     if (answer === null) return { kind: 'stopped' };
     const stop = answerBudget(ctx, answer, maxUsd);
     if (stop !== null) return { kind: 'over-budget', exitCode: result.code, error: stop };
+  }
+  if (resumeRefused(inv, result.code, a.usage)) {
+    forgetSession(ctx);
+    return 'refused';
   }
   if (result.code !== 0) {
     const how = result.signal ? `was killed by ${result.signal}` : `exited with code ${result.code}`;

@@ -151,7 +151,7 @@ function command(line: string): Usage | null {
  * Tools that print one JSON result may pretty-print it over many lines: gather from a line that is exactly `{` to a
  * line that is exactly `}` (nested braces are indented) and hand the compacted object to the line parser.
  */
-function wholeDocument(parse: UsageParser): UsageParser {
+function wholeDocument<T>(parse: (line: string) => T | null): (line: string) => T | null {
   let lines: string[] | null = null;
   return (line) => {
     const single = parse(line);
@@ -174,43 +174,138 @@ function wholeDocument(parse: UsageParser): UsageParser {
   };
 }
 
-type Builtin = { args: string[]; stdin: boolean; usage: () => UsageParser };
+/**
+ * What one output line says about the CLI's own session: its id (shape-checked: it goes back into an argv) and the
+ * text of the agent's last message (untrusted, for the summary a fresh session gets when the old one can't go on).
+ */
+export interface SessionSighting {
+  id: string | null;
+  said: string | null;
+}
+
+export type SessionReader = (line: string) => SessionSighting | null;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const OPENCODE_SESSION = /^ses_[0-9A-Za-z]{8,64}$/;
+
+function shaped(value: unknown, shape: RegExp): string | null {
+  return typeof value === 'string' && shape.test(value) ? value : null;
+}
+
+function sighting(id: string | null, said: unknown): SessionSighting | null {
+  const text = typeof said === 'string' && said.trim() !== '' ? said : null;
+  return id === null && text === null ? null : { id, said: text };
+}
+
+/** claude's stream-json: every event carries session_id (the init event first); the result event has the last text. */
+function claudeSession(line: string): SessionSighting | null {
+  const o = json(line);
+  return o ? sighting(shaped(o.session_id, UUID), o.type === 'result' ? o.result : null) : null;
+}
+
+/** codex's --json: thread.started names the thread (its session); an agent_message item is what the agent said. */
+function codexSession(line: string): SessionSighting | null {
+  const o = json(line);
+  if (!o) return null;
+  if (o.type === 'thread.started') return sighting(shaped(o.thread_id, UUID), null);
+  const item = obj(o.item);
+  return o.type === 'item.completed' && item.type === 'agent_message' ? sighting(null, item.text) : null;
+}
+
+/** gemini's JSON result names its session_id beside the response. */
+function geminiSession(line: string): SessionSighting | null {
+  const o = json(line);
+  return o ? sighting(shaped(o.session_id, UUID), o.response) : null;
+}
+
+/** opencode's JSON events each carry sessionID; a text part is what the agent said. */
+function opencodeSession(line: string): SessionSighting | null {
+  const o = json(line);
+  if (!o) return null;
+  const part = obj(o.part);
+  return sighting(shaped(o.sessionID, OPENCODE_SESSION), o.type === 'text' ? part.text : null);
+}
+
+/**
+ * A CLI without a session of its own (aider, a command provider): its last line of output that is not a JSON report
+ * (svc.cost) is what it said.
+ */
+function lastLine(line: string): SessionSighting | null {
+  return json(line) ? null : sighting(null, line);
+}
+
+type Builtin = {
+  args: string[];
+  stdin: boolean;
+  usage: () => UsageParser;
+  session: () => SessionReader;
+  /** The args that continue session `id` instead of starting one; absent: the CLI can't, and gets a summary. */
+  resume?: (id: string) => string[];
+};
+
+const CLAUDE_ARGS = ['-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'acceptEdits',
+  '--allowedTools', 'Bash'];
+const CODEX_ARGS = ['exec', '--json', '--sandbox', 'danger-full-access'];
+const GEMINI_ARGS = ['--output-format', 'json', '--yolo', '--skip-trust'];
+const OPENCODE_ARGS = ['--format', 'json', 'Do the task described in the attached file.', '--file', '{task_file}'];
 
 const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Builtin> = {
   // stream-json (which -p wants with --verbose) shows each message as it happens; its last line carries the cost.
   // acceptEdits alone denies every headless Bash call (no tests, no question), so Bash is allowed too;
-  // bypassPermissions would do it, but claude refuses it as root.
+  // bypassPermissions would do it, but claude refuses it as root. --resume continues a session kept under
+  // ~/.claude/projects (same id; the prompt on stdin is the next user turn).
   claude: {
-    args: ['-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'acceptEdits',
-      '--allowedTools', 'Bash'],
-    stdin: true,
-    usage: () => wholeDocument(claude),
+    args: CLAUDE_ARGS, stdin: true, usage: () => wholeDocument(claude), session: () => claudeSession,
+    resume: (id) => [...CLAUDE_ARGS, '--resume', id],
   },
   // exec never asks for approval. Its own sandbox is off, as every other CLI's is: svc's is the boundary, and under
   // workspace-write its nested bwrap fails ("execvp codex-linux-sandbox") and $SVC_QUESTION_FILE is out of its reach.
-  codex: { args: ['exec', '--json', '--sandbox', 'danger-full-access', '-'], stdin: true, usage: () => codex },
-  // Headless when stdin is not a TTY. It refuses to run headless in a folder it does not trust (a fresh worktree):
-  // --skip-trust trusts it for this session only, writing nothing to the user's trustedFolders.json.
-  gemini: {
-    args: ['--output-format', 'json', '--yolo', '--skip-trust'], stdin: true, usage: () => wholeDocument(gemini),
+  // `exec resume <id> -` continues the thread kept under ~/.codex/sessions; exec's own flags stay before it.
+  codex: {
+    args: [...CODEX_ARGS, '-'], stdin: true, usage: () => codex, session: () => codexSession,
+    resume: (id) => [...CODEX_ARGS, 'resume', id, '-'],
   },
-  // aider takes the task from a file; svc commits, so aider's own auto-commits are off.
+  // Headless when stdin is not a TTY. It refuses to run headless in a folder it does not trust (a fresh worktree):
+  // --skip-trust trusts it for this session only, writing nothing to the user's trustedFolders.json. --resume takes
+  // a session's uuid (its chats are kept per project under ~/.gemini/tmp).
+  gemini: {
+    args: GEMINI_ARGS, stdin: true, usage: () => wholeDocument(gemini), session: () => wholeDocument(geminiSession),
+    resume: (id) => [...GEMINI_ARGS, '--resume', id],
+  },
+  // aider takes the task from a file; svc commits, so aider's own auto-commits are off. It has no session to resume.
   aider: {
     args: ['--yes-always', '--no-auto-commits', '--no-pretty', '--no-stream', '--message-file', '{task_file}'],
     stdin: false,
     usage: createAider,
+    session: () => lastLine,
   },
-  // --file takes an array and would swallow a message after it, so the message comes first.
+  // --file takes an array and would swallow a message after it, so the message comes first. --session continues a
+  // session kept in its data folder (~/.local/share/opencode).
   opencode: {
-    args: ['run', '--format', 'json', 'Do the task described in the attached file.', '--file', '{task_file}'],
-    stdin: false,
-    usage: () => opencode,
+    args: ['run', ...OPENCODE_ARGS], stdin: false, usage: () => opencode, session: () => opencodeSession,
+    resume: (id) => ['run', '--session', id, ...OPENCODE_ARGS],
   },
 };
 
 /** A fresh parser for one invocation of a provider of this kind; a command provider's for any other. */
 export function createUsageParser(kind: string): UsageParser {
   return isBuiltin(kind) ? BUILTINS[kind].usage() : command;
+}
+
+/** A fresh session reader for one invocation of a provider of this kind. */
+export function createSessionReader(kind: string): SessionReader {
+  return isBuiltin(kind) ? BUILTINS[kind].session() : lastLine;
+}
+
+/** Whether this provider's CLI can continue a session of its own. */
+export function canResume(provider: { kind: string }): boolean {
+  return isBuiltin(provider.kind) && BUILTINS[provider.kind].resume !== undefined;
+}
+
+/** The argv that continues session `id` of this provider, or null when its CLI has no way to (aider, a command). */
+export function resumeArgv(provider: ResolvedProvider, id: string): string[] | null {
+  const resume = isBuiltin(provider.kind) ? BUILTINS[provider.kind].resume : undefined;
+  return resume ? [provider.argv[0]!, ...resume(id)] : null;
 }
 
 /** Adds an increment; a figure stays null until something reports it (unknown is never 0). */

@@ -47,6 +47,11 @@ export interface ReceiptBody {
    * gate saw (connections, per-host counts, denials). `confined: false` makes no claim about where it connected.
    */
   network?: ReceiptNetwork;
+  /**
+   * Only when the agent was invoked again (an answer, a resume): "session" if each time its CLI continued its own
+   * session, "summary" once a fresh session had to get the earlier conversation summarised (docs/engine.md).
+   */
+  resumed?: 'session' | 'summary';
 }
 
 export interface ReceiptNetwork {

@@ -49,6 +49,24 @@ export interface RunState extends RunJson {
   base_branch: string | null;
   /** The required check whose failure failed the run: a re-verify tells it from a run whose provider failed. */
   failed_check?: string | null;
+  /** The provider CLI's own session, so that invoking it again continues it (provider-session.ts). */
+  provider_session?: ProviderSession | null;
+}
+
+/** What svc knows of the provider CLI's session (its words are the agent's: untrusted, fenced when quoted). */
+export interface ProviderSession {
+  /** The provider family the id belongs to: a CLI is only ever handed its own kind's id. */
+  kind: string;
+  /** The session id the CLI reported (shape-checked), or null when none was captured. */
+  id: string | null;
+  /** How many of the run's answers the session has been given, and the task it has (the run's spec_sha256). */
+  answers_given: number;
+  spec_sha256?: string | null;
+  /** The provider's own questions so far, and the last thing it said: the summary when the session can't go on. */
+  questions: string[];
+  last_output: string | null;
+  /** How the agent was invoked again: "session" while every time resumed it, "summary" once one could not. */
+  resumed: 'session' | 'summary' | null;
 }
 
 /** The wire form (DESIGN §3): exactly the run JSON fields, nothing engine-internal. */

@@ -242,10 +242,32 @@ export function buildPrompt(spec: string, opts: { answers: string[]; notes?: str
     'Task (untrusted data):',
     fence(spec, 'markdown'),
   ];
-  for (const [i, answer] of opts.answers.entries()) {
-    const heading = `Answer ${i + 1} from the operator to your earlier question (untrusted data):`;
-    parts.push('', heading, fence(answer, 'text'));
-  }
+  for (const [i, answer] of opts.answers.entries()) parts.push('', answerHeading(i + 1), fence(answer, 'text'));
   for (const note of opts.notes ?? []) parts.push('', note);
   return parts.join('\n') + '\n';
+}
+
+const answerHeading = (n: number) => `Answer ${n} from the operator to your earlier question (untrusted data):`;
+
+/**
+ * The next turn of a CLI session that already holds the rules: a new task when it has another one (a follow-up run),
+ * the answers from number `first` on (the ones it has not been given), then svc's notes.
+ */
+export function continuationPrompt(answers: string[], first: number, notes: string[], task: string | null): string {
+  const parts = ['svc is continuing this session.'];
+  if (task !== null) parts.push('', 'Your next task, under the same rules (untrusted data):', fence(task, 'markdown'));
+  for (let n = first; n <= answers.length; n++) parts.push('', answerHeading(n), fence(answers[n - 1]!, 'text'));
+  for (const note of notes) parts.push('', note);
+  parts.push('', 'Continue the task from where you stopped, under the same rules as before.');
+  return parts.join('\n') + '\n';
+}
+
+/** What a fresh session is told of the one svc could not continue: its questions and its last words, fenced. */
+export function earlierConversation(questions: string[], lastOutput: string | null): string {
+  const parts = ['Earlier you already worked on this in a session that could not be continued; what you changed then' +
+    ' is in the working tree. A summary of that conversation:'];
+  for (const q of questions) parts.push('', 'You asked the operator (untrusted data):', fence(q, 'text'));
+  if (lastOutput !== null) parts.push('', 'The last thing you said (untrusted data):', fence(lastOutput, 'text'));
+  if (questions.length) parts.push('', 'The operator\'s answers are above, numbered in the order you asked.');
+  return parts.join('\n');
 }

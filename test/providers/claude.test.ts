@@ -8,6 +8,7 @@ import { skipUnlessInstalled, requireProviderCli, makeCliRepo, CLI_TEST } from '
 import { fixTheTest, SUMMARY, type CliRepo } from './cli-run.ts';
 import { assertKeyOnlyAtTheGate, assertNoSecretSent, assertTaskFenced, verifiedFixRun } from './conformance.ts';
 import { assertSessionKeptPerRepository, blockedThenAnswered, stopLeavesNothing } from './conformance.ts';
+import { sessionGoneThenSummary } from './conformance.ts';
 
 const skip = skipUnlessInstalled('claude');
 const KEY = 'scripted-anthropic-key';
@@ -66,6 +67,11 @@ describe('claude CLI end to end', { skip }, () => {
   it('asks through $SVC_QUESTION_FILE, blocks, and finishes once svc answer re-invokes it', CLI_TEST, async () => {
     await blockedThenAnswered(repo, server, 'claude');
   });
+
+  it('its session gone while the run waits: a fresh session with the earlier conversation summarised', CLI_TEST,
+    async () => {
+      await sessionGoneThenSummary(repo, server, 'claude');
+    });
 
   it('stop during a long Bash command leaves nothing running', CLI_TEST, async () => {
     await stopLeavesNothing(repo, server, 'claude');

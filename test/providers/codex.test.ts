@@ -10,6 +10,7 @@ import { skipUnlessInstalled, requireProviderCli, makeCliRepo, CLI_TEST } from '
 import { fixTheTest, BROKEN, SUMMARY, type CliRepo } from './cli-run.ts';
 import { assertNoSecretSent, assertTaskFenced, verifiedFixRun } from './conformance.ts';
 import { assertSessionKeptPerRepository, blockedThenAnswered, stopLeavesNothing } from './conformance.ts';
+import { sessionGoneThenSummary } from './conformance.ts';
 
 const skip = skipUnlessInstalled('codex');
 const KEY = 'scripted-codex-key';
@@ -71,6 +72,11 @@ describe('codex CLI end to end', { skip }, () => {
   it('asks through $SVC_QUESTION_FILE, blocks, and finishes once svc answer re-invokes it', CLI_TEST, async () => {
     await blockedThenAnswered(repo, server, 'codex');
   });
+
+  it('its session gone while the run waits: a fresh session with the earlier conversation summarised', CLI_TEST,
+    async () => {
+      await sessionGoneThenSummary(repo, server, 'codex');
+    });
 
   it('stop during a long exec_command leaves nothing running', CLI_TEST, async () => {
     await stopLeavesNothing(repo, server, 'codex');

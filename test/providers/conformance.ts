@@ -1,11 +1,11 @@
 // The checks every provider's end-to-end test makes the same way: what the CLI sent the model (the task fenced as
 // data, none of svc's secrets), a blocked-then-answered run, and a stop during a long tool call that leaves nothing.
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { processAlive, processesMentioning } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-import { longScript, type RecordedRequest, type Script } from './model-script.ts';
+import { ASKED, CONTINUED, longScript, type RecordedRequest, type Script } from './model-script.ts';
 import { BROKEN, FIXED, QUESTION, SVC_SECRETS, askForTheWord, summaryOf, type CliRepo } from './cli-run.ts';
 
 interface Scripted {
@@ -105,12 +105,17 @@ export async function verifiedFixRun(repo: CliRepo, provider: string): Promise<F
   return { run: summary.run, state: repo.state(summary.run), logs };
 }
 
-/** The CLI writes the question to $SVC_QUESTION_FILE and exits; `svc answer` re-invokes it, and the run finishes. */
+/**
+ * The CLI writes the question to $SVC_QUESTION_FILE and exits; `svc answer` re-invokes it in its own session, and the
+ * run finishes. The model server sees the session resumed: the first request after the answer carries the earlier
+ * turns (the task, the asking tool call and the model's reply) before svc's continuation with the answer.
+ */
 export async function blockedThenAnswered(repo: CliRepo, server: Scripted, provider: string): Promise<void> {
   server.setScript(askForTheWord());
   const run = await repo.startDetached('make the test pass', provider);
   const blocked = await repo.waitStatus(run, ['blocked']);
   assert.equal(blocked.question, QUESTION);
+  const before = server.requests.length;
   const answered = await repo.svc(['answer', `local/${run}`, FIXED]);
   assert.equal(answered.code, 0, answered.stderr);
   const done = await repo.waitStatus(run, ['succeeded', 'failed']);
@@ -120,6 +125,47 @@ export async function blockedThenAnswered(repo: CliRepo, server: Scripted, provi
   assert.equal(readFileSync(join(done.workdir, 'a.txt'), 'utf8'), `${FIXED}\n`);
   const started = new RegExp(`provider ${provider} started`);
   assert.equal(logs.filter((t) => started.test(t)).length, 2, 'the answer re-invoked the CLI once');
+  const resumed = server.requests.slice(before).find((r) => r.text.includes(CONTINUED));
+  assert.ok(resumed, 'no request after the answer carried svc\'s continuation');
+  for (const earlier of ['make the test pass', QUESTION, ASKED]) {
+    assert.ok(resumed.text.includes(earlier), `the resumed conversation lacks the earlier "${earlier}"`);
+  }
+  assert.ok(!resumed.text.includes('could not be continued'), 'a summary, not the session');
+  assert.equal(done.provider_session.resumed, 'session');
+  const receipt = JSON.parse(readFileSync(join(repo.repo, '.svc', 'runs', run, 'artifacts', 'receipt.json'), 'utf8'));
+  assert.equal(receipt.resumed, 'session');
+}
+
+/**
+ * The session's files are gone while the run waits (its provider home's kept state removed): the CLI refuses to resume,
+ * and svc invokes it once more in a fresh session whose prompt summarises the earlier conversation; the run finishes,
+ * and its log and receipt say it fell back to the summary.
+ */
+export async function sessionGoneThenSummary(repo: CliRepo, server: Scripted, provider: string): Promise<void> {
+  server.setScript(askForTheWord());
+  const run = await repo.startDetached('make the test pass', provider);
+  assert.equal((await repo.waitStatus(run, ['blocked'])).question, QUESTION);
+  // Gone between invocations: once the CLI has exited (a CLI whose folder vanishes under it may hang).
+  await waitFor(() => repo.state(run).child === null, 'the CLI to exit after asking', 300_000);
+  const homes = join(repo.home, '.svc', 'homes', provider);
+  for (const key of readdirSync(homes)) rmSync(join(homes, key, 'state'), { recursive: true, force: true });
+  const before = server.requests.length;
+  const answered = await repo.svc(['answer', `local/${run}`, FIXED]);
+  assert.equal(answered.code, 0, answered.stderr);
+  const done = await repo.waitStatus(run, ['succeeded', 'failed']);
+  const logs = repo.events(run).filter((e) => e.kind === 'log').map((e) => String(e.data.text).slice(0, 300));
+  assert.equal(done.status, 'succeeded', `${done.error}\n${logs.join('\n')}`);
+  assert.equal(readFileSync(join(done.workdir, 'a.txt'), 'utf8'), `${FIXED}\n`);
+  const starts = logs.filter((t) => t.startsWith(`provider ${provider} started`));
+  assert.equal(starts.length, 3, starts.join('\n'));
+  assert.match(starts[1]!, /resuming its session/);
+  assert.match(starts[2]!, new RegExp(`summarised: ${provider} could not resume its session`));
+  const fresh = server.requests.slice(before).find((r) => r.text.includes('could not be continued'));
+  assert.ok(fresh, 'no request after the answer carried the summary');
+  assert.ok(fresh.text.includes(QUESTION) && !fresh.text.includes(CONTINUED), 'the summary names the question');
+  assert.equal(done.provider_session.resumed, 'summary');
+  const receipt = JSON.parse(readFileSync(join(repo.repo, '.svc', 'runs', run, 'artifacts', 'receipt.json'), 'utf8'));
+  assert.equal(receipt.resumed, 'summary');
 }
 
 /**

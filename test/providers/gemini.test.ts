@@ -8,6 +8,7 @@ import { skipUnlessInstalled, requireProviderCli, makeCliRepo, CLI_TEST } from '
 import { fixTheTest, SUMMARY, type CliRepo } from './cli-run.ts';
 import { assertKeyOnlyAtTheGate, assertNoSecretSent, assertTaskFenced, verifiedFixRun } from './conformance.ts';
 import { assertSessionKeptPerRepository, blockedThenAnswered, stopLeavesNothing } from './conformance.ts';
+import { sessionGoneThenSummary } from './conformance.ts';
 
 const skip = skipUnlessInstalled('gemini');
 
@@ -60,6 +61,11 @@ describe('gemini CLI end to end', { skip }, () => {
   it('asks through $SVC_QUESTION_FILE, blocks, and finishes once svc answer re-invokes it', CLI_TEST, async () => {
     await blockedThenAnswered(repo, server, 'gemini');
   });
+
+  it('its session gone while the run waits: a fresh session with the earlier conversation summarised', CLI_TEST,
+    async () => {
+      await sessionGoneThenSummary(repo, server, 'gemini');
+    });
 
   it('stop during a long shell command leaves nothing running', CLI_TEST, async () => {
     await stopLeavesNothing(repo, server, 'gemini');

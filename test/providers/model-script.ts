@@ -44,27 +44,33 @@ export function fixScript(opts: { file: string; old: string; new: string; test: 
   ];
 }
 
+/** What the scripted model says once it has asked: a resumed session's earlier turns show it. */
+export const ASKED = 'Asked a question.';
+
 /**
  * Asks through $SVC_QUESTION_FILE first; once the answer is in the prompt, reads the file, writes the answer into it
- * and runs the test.
+ * and runs the test. A resumed session (svc's continuation prompt) still holds the asking turn and its tool result,
+ * which the steps count, so they start with it.
  */
 export function askScript(opts: { question: string; file: string; old: string; test: string }): Script {
   return (text) => {
+    const ask: Step = { tool: 'shell', command: `printf '%s\\n' '${opts.question}' > "$SVC_QUESTION_FILE"` };
     // The prompt as sent, or as a CLI's read tool shows an attached file (opencode numbers each line "N: ").
     const m = /Answer 1 from the operator[^\n]*\n(?:\d+: )?```text\n(?:\d+: )?([^\n]*)\n/.exec(text);
-    if (!m) {
-      const ask = `printf '%s\\n' '${opts.question}' > "$SVC_QUESTION_FILE"`;
-      return [{ tool: 'shell', command: ask }, { text: 'Asked a question.' }];
-    }
+    if (!m) return [ask, { text: ASKED }];
     // Read before editing, as an agent does (claude's Edit refuses a file it has not read in this session).
-    return [
+    const steps: Step[] = [
       { tool: 'read', path: opts.file },
       { tool: 'edit', path: opts.file, old: opts.old, new: m[1]! },
       { tool: 'shell', command: opts.test },
       { text: 'Applied the answer.' },
     ];
+    return text.includes(CONTINUED) ? [ask, ...steps] : steps;
   };
 }
+
+/** The first words of the prompt svc gives a CLI session it resumes (src/engine/spec.ts continuationPrompt). */
+export const CONTINUED = 'svc is continuing this session.';
 
 /** Starts a long tool call that records its shell's pid, so a test can stop the run and check nothing is left. */
 /**

@@ -9,6 +9,7 @@ import { skipUnlessInstalled, requireProviderCli, makeCliRepo, CLI_TEST } from '
 import { fixTheTest, SUMMARY, type CliRepo } from './cli-run.ts';
 import { assertNoSecretSent, assertTaskFenced, verifiedFixRun } from './conformance.ts';
 import { assertSessionKeptPerRepository, blockedThenAnswered, stopLeavesNothing } from './conformance.ts';
+import { sessionGoneThenSummary } from './conformance.ts';
 
 const skip = skipUnlessInstalled('opencode');
 /** USD per million tokens, as the model entry in opencode.json prices it; opencode reports cost from these. */
@@ -66,6 +67,11 @@ describe('opencode CLI end to end', { skip }, () => {
   it('asks through $SVC_QUESTION_FILE, blocks, and finishes once svc answer re-invokes it', CLI_TEST, async () => {
     await blockedThenAnswered(repo, server, 'opencode');
   });
+
+  it('its session gone while the run waits: a fresh session with the earlier conversation summarised', CLI_TEST,
+    async () => {
+      await sessionGoneThenSummary(repo, server, 'opencode');
+    });
 
   it('stop during a long shell command leaves nothing running', CLI_TEST, async () => {
     await stopLeavesNothing(repo, server, 'opencode');

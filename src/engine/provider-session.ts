@@ -1,0 +1,118 @@
+// How the provider is invoked each time in a run (docs/engine.md "Resuming the CLI's session"): the first time a
+// fresh session with the whole prompt; after that the CLI's own session continued with what is new (an answer, svc's
+// notes), or, where it can't be (no id captured, a CLI without sessions, a resume the CLI refused), a fresh session
+// with the earlier conversation summarised into the prompt. Which one happened goes to the log and the receipt.
+import type { RunContext } from './run-context.ts';
+import type { ProviderSession } from './run-state.ts';
+import { buildPrompt, continuationPrompt, earlierConversation } from './spec.ts';
+import { canResume, resumeArgv, type ResolvedProvider, type SessionSighting, type Usage } from './providers.ts';
+import { oneLine } from './text.ts';
+
+export type Invocation =
+  | { way: 'fresh'; argv: string[]; prompt: string }
+  | { way: 'session'; argv: string[]; prompt: string; id: string }
+  | { way: 'summary'; argv: string[]; prompt: string; why: string };
+
+/** Caps on what is kept of the agent's words for a summary. */
+const SAID_CAP = 4000;
+const QUESTIONS_KEPT = 20;
+
+function sessionOf(ctx: RunContext, provider: ResolvedProvider): ProviderSession {
+  const kept = ctx.state.provider_session;
+  if (kept && kept.kind === provider.kind) return kept;
+  return { kind: provider.kind, id: null, answers_given: 0, questions: [], last_output: null, resumed: null };
+}
+
+/**
+ * The argv and prompt of the next invocation. The provider was invoked before in this run (an answer, a resume after
+ * a stop) when the run has a provider_session; `refused`: why the CLI just failed to resume it (not tried again).
+ */
+export function nextInvocation(
+  ctx: RunContext, provider: ResolvedProvider, spec: string, notes: string[], refused: string | null,
+): Invocation {
+  const { answers, provider_session: before } = ctx.state;
+  const argv = provider.argv;
+  if (!before) return { way: 'fresh', argv, prompt: buildPrompt(spec, { answers, notes }) };
+  const session = sessionOf(ctx, provider);
+  const resumed = session.id !== null && refused === null ? resumeArgv(provider, session.id) : null;
+  if (resumed && session.id !== null) {
+    const task = session.spec_sha256 === ctx.state.spec_sha256 ? null : spec;
+    const prompt = continuationPrompt(answers, session.answers_given + 1, notes, task);
+    return { way: 'session', argv: resumed, id: session.id, prompt };
+  }
+  const why = refused ?? (canResume(provider)
+    ? 'no session id was captured from its earlier invocation'
+    : `${provider.name} has no session svc can resume`);
+  const summary = earlierConversation(session.questions, session.last_output);
+  return { way: 'summary', argv, why, prompt: buildPrompt(spec, { answers, notes: [summary, ...notes] }) };
+}
+
+/** Records that an invocation started the way it did: the answers it was given, and how the agent was invoked again. */
+export function recordInvocation(ctx: RunContext, provider: ResolvedProvider, inv: Invocation): void {
+  const session = sessionOf(ctx, provider);
+  const resumed = inv.way === 'fresh' ? session.resumed
+    : inv.way === 'summary' || session.resumed === 'summary' ? 'summary' : 'session';
+  const given = { answers_given: ctx.state.answers.length, spec_sha256: ctx.state.spec_sha256 };
+  ctx.update({ provider_session: { ...session, ...given, resumed } });
+}
+
+/**
+ * What a follow-up run of `previous` starts from so that its agent continues the same CLI session with its own task
+ * (given as the session's next turn); null when there is none. Its own answers are all new to the session.
+ */
+export function inheritSession(previous: ProviderSession | null | undefined): ProviderSession | null {
+  return previous ? { ...previous, answers_given: 0, resumed: null } : null;
+}
+
+/** Changes the run's session record (recordInvocation made it when the invocation started). */
+function change(ctx: RunContext, fields: Partial<ProviderSession>): void {
+  const session = ctx.state.provider_session;
+  if (session) ctx.update({ provider_session: { ...session, ...fields } });
+}
+
+/** What one invocation's output said of its session: the first id it reported, and its last words. */
+export function createSightings() {
+  let id: string | null = null;
+  let said: string | null = null;
+  return {
+    add(seen: SessionSighting | null): void {
+      if (!seen) return;
+      // The CLI names its session before any model output: a later id is never taken over the first.
+      if (id === null && seen.id !== null) id = seen.id;
+      if (seen.said !== null) said = seen.said;
+    },
+    get id() {
+      return id;
+    },
+    get said() {
+      return said;
+    },
+  };
+}
+export type Sightings = ReturnType<typeof createSightings>;
+
+/** Keeps what an invocation reported: a new id replaces the old one, and its last words are kept for a summary. */
+export function recordSightings(ctx: RunContext, seen: Sightings): void {
+  const session = ctx.state.provider_session;
+  if (!session) return;
+  const said = seen.said === null ? session.last_output : seen.said.slice(-SAID_CAP);
+  change(ctx, { id: seen.id ?? session.id, last_output: said });
+}
+
+/** A question the provider asked (not the budget's), kept for a summary. */
+export function recordQuestion(ctx: RunContext, question: string): void {
+  const questions = [...(ctx.state.provider_session?.questions ?? []), oneLine(question, 2000)];
+  change(ctx, { questions: questions.slice(-QUESTIONS_KEPT) });
+}
+
+/**
+ * Whether a resume was refused: the CLI failed before its model did anything (no tokens reported). A session id in its
+ * output proves nothing: claude echoes the id it was asked for in the error it prints when no such session exists.
+ */
+export function resumeRefused(inv: Invocation, code: number | null, usage: Usage): boolean {
+  return inv.way === 'session' && code !== 0 && !usage.tokens_in && !usage.tokens_out;
+}
+
+export function forgetSession(ctx: RunContext): void {
+  change(ctx, { id: null });
+}
