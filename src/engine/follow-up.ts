@@ -10,7 +10,8 @@ import { localRuns } from './local-runs.ts';
 import { artifactsDir, runDir } from './paths.ts';
 import { BranchMovedError, commentOnPullRequest, pullRequestHead, pushFollowUp } from './pr.ts';
 import type { PushTarget } from './git-push.ts';
-import type { RunState } from './run-state.ts';
+import { tryReadState, type ProviderSession, type RunState } from './run-state.ts';
+import { inheritSession } from './provider-session.ts';
 import { signsLater, type Receipt, type ReceiptBody } from './receipt.ts';
 import { canonicalJson } from '../canonical-json.ts';
 import { fence } from './text.ts';
@@ -96,6 +97,16 @@ export async function followUpStart(
   const [source, run] = req.previous?.split('/') ?? [];
   const previous = source && run ? { source, run, receipt: req.previousReceipt } : previousOnBranch(repo, req.branch);
   return { base, followUp: { branch: req.branch, pr_url: req.prUrl, previous } };
+}
+
+/**
+ * The CLI session a follow-up continues: the previous run's, when that run lives in this checkout and used the same
+ * provider (its task becomes the session's next turn); null starts a fresh session.
+ */
+export function followUpSession(repo: string, followUp: FollowUp, provider: string): ProviderSession | null {
+  const previous = followUp.previous ? tryReadState(runDir(repo, followUp.previous.run)) : null;
+  if (!previous || previous.source !== followUp.previous?.source || previous.provider !== provider) return null;
+  return inheritSession(previous.provider_session);
 }
 
 /** A retry of a follow-up continues the same pull request, after the same run, from the head its branch has then. */

@@ -27,7 +27,7 @@ import { assertPlainDir, openAppendNoFollow, writeNoFollow } from './safe-fs.ts'
 import type { PushTarget } from './git-push.ts';
 import { checkPrPossible } from './pr.ts';
 import { signsLater } from './receipt.ts';
-import { followUpSpec, followUpStart, retriedFollowUp, type FollowUpRequest } from './follow-up.ts';
+import { followUpSession, followUpSpec, followUpStart, retriedFollowUp, type FollowUpRequest } from './follow-up.ts';
 
 export interface StartOptions {
   input: string;
@@ -107,7 +107,9 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   const renamed = isRoutedRepoName(n.env) ? null : adoptRepoName(n.repo, gitDir, name);
   const state: RunState = {
     source, run: n.run, repo: name, group_id: n.groupId ?? n.run, status: 'queued', verdict: null,
-    ...(follow ? { follow_up: follow.followUp } : {}),
+    ...(follow ? {
+      follow_up: follow.followUp, provider_session: followUpSession(n.repo, follow.followUp, plan.provider.name),
+    } : {}),
     brief: n.brief, origin: n.origin, provider: plan.provider.name,
     branch: isolated ? `svc/${n.run}` : currentBranch(n.repo),
     pr_url: null, question: null, started_at: now, ended_at: null, updated_at: now, cost_usd: null, tokens_in: null,
