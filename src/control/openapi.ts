@@ -193,7 +193,8 @@ const operations: readonly Op[] = [
   op('both', 'get', '/metrics', 'getMetrics', 'health', 'Prometheus text exposition 0.0.4 (docs/deploy.md ' +
     '"Metrics"): the Control Plane\'s with its token when it has one (as /v1/*); the trigger server\'s as ' +
     'GET /jobs/{id} (bearer SVC_API_TOKEN; without one set, this machine under a loopback Host only)', {
-    auth: 'server-token', ok: { status: 200, type: 'text/plain; version=0.0.4; charset=utf-8' },
+    auth: 'server-token',
+    ok: { status: 200, type: 'text/plain', description: 'text/plain; version=0.0.4; charset=utf-8' },
     errors: ['Unauthorized', 'Unavailable'],
   }),
   op('trigger', 'get', '/status', 'getTriggerStatus', 'health',

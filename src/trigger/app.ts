@@ -3,7 +3,7 @@
 import { createPipeline, type Route, type RequestListener } from '../http/pipeline.ts';
 import { MiB } from '../http/body.ts';
 import type { TriggerDeps } from './deps.ts';
-import { getHealth, getReady, getStatus } from './routes/health.ts';
+import { getHealth, getReady, getStatus, getMetrics } from './routes/health.ts';
 import { receiveErrtrack } from './sources/errtrack.ts';
 import { chataReply, receiveChata } from './sources/chata.ts';
 import { receiveTrackera, trackeraReply } from './sources/trackera.ts';
@@ -14,7 +14,7 @@ import { createJob, getJob } from './routes/jobs.ts';
 import { SOURCES, type ReplyName, type SourceName } from '../webhook-sources.ts';
 import type { ReplyChannel } from './summary.ts';
 import { admit, type TCtx } from './intake.ts';
-import { countDelivery, getMetrics } from './metrics.ts';
+import { countDelivery } from './metrics.ts';
 import type { Reply } from '../http/respond.ts';
 
 type R = Route<TriggerDeps>;
@@ -54,7 +54,7 @@ export const triggerRoutes: readonly R[] = [
     };
   }),
   { method: 'GET', pattern: '/jobs/:id', handler: getJob, auth: false },
-  // Its token rule is GET /jobs/<id>'s (metrics.ts getMetrics).
+  // Its token rule is GET /jobs/<id>'s (routes/health.ts getMetrics).
   { method: 'GET', pattern: '/metrics', handler: getMetrics, auth: false },
 ];
 

@@ -5,11 +5,9 @@ import type { JobStatus } from '../db/trigger-jobs-store.ts';
 import type { RepoRouter } from './served-repos.ts';
 import type { Reply } from '../http/respond.ts';
 import type { Ctx } from '../http/pipeline.ts';
-import { MetricsRegistry, registerDbSize, metricsReply, type Counter, type RequestMetrics, createRequestMetrics,
+import {
+  MetricsRegistry, registerDbSize, createRequestMetrics, type Counter, type RequestMetrics,
 } from '../http/metrics.ts';
-import { HttpError } from '../http/http-error.ts';
-import { checkBearer, checkHost, isLoopbackAddress, isLoopbackHost } from '../http/guards.ts';
-import type { TriggerDeps } from './deps.ts';
 import { SOURCE_NAMES } from '../webhook-sources.ts';
 
 const JOB_STATES: readonly JobStatus[] = ['queued', 'running', 'succeeded', 'failed', 'interrupted'];
@@ -53,25 +51,6 @@ export function createTriggerMetrics(
     '(0 when none waits)', ['repo'], () => [...queue()].map(([repo, q]) => [[repo], q.oldest] as const));
   registerDbSize(registry, dbPath);
   return { registry, requests, deliveries };
-}
-
-/**
- * GET /metrics, read as GET /jobs/<id> is (routes/jobs.ts): with SVC_API_TOKEN set, its bearer; without it, only a
- * caller on this machine of a loopback-bound server, and then only under a loopback Host name, so a web page that
- * rebinds its own name to 127.0.0.1 cannot read it; else 503 naming the variable.
- */
-export function getMetrics(ctx: Ctx<TriggerDeps>): Reply {
-  const { settings, metrics } = ctx.deps;
-  const secret = settings.secrets.jobs;
-  if (secret.value && !secret.unavailable) {
-    checkBearer(ctx.req, secret.value);
-  } else if (isLoopbackHost(settings.host) && isLoopbackAddress(ctx.req.socket.remoteAddress)) {
-    checkHost(ctx.req, true);
-  } else {
-    throw new HttpError('not_configured', secret.unavailable ?? `GET /metrics needs ${secret.variable} on a server ` +
-      'reachable from other machines');
-  }
-  return metricsReply(metrics.registry);
 }
 
 const queuedDeliveries = new WeakSet<object>();
