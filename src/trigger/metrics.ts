@@ -45,10 +45,18 @@ export function createTriggerMetrics(
     }
     return byRepo;
   };
-  registry.gauge('svc_trigger_queue_depth', 'Jobs waiting to run, by served repository', ['repo'],
-    () => [...queue()].map(([repo, q]) => [[repo], q.n] as const));
+  // Both queue series come from one read per scrape: the depth (rendered first) keeps it for the age.
+  let read: Map<string, { n: number; oldest: number }> | null = null;
+  registry.gauge('svc_trigger_queue_depth', 'Jobs waiting to run, by served repository', ['repo'], () => {
+    read = queue();
+    return [...read].map(([repo, q]) => [[repo], q.n] as const);
+  });
   registry.gauge('svc_trigger_queue_oldest_age_seconds', 'Age of the oldest waiting job, by served repository ' +
-    '(0 when none waits)', ['repo'], () => [...queue()].map(([repo, q]) => [[repo], q.oldest] as const));
+    '(0 when none waits)', ['repo'], () => {
+    const q = read ?? queue();
+    read = null;
+    return [...q].map(([repo, v]) => [[repo], v.oldest] as const);
+  });
   registerDbSize(registry, dbPath);
   return { registry, requests, deliveries };
 }
