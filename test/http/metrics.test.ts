@@ -351,7 +351,7 @@ describe('GET /metrics on the trigger server', () => {
       assert.equal((await get(`${t.url}/metrics`, { authorization: 'Bearer api-token-8' })).status, 401);
     });
 
-    it('without SVC_API_TOKEN answers this machine under a loopback Host only (no DNS rebinding)', async () => {
+    it('without SVC_API_TOKEN answers this machine under a loopback Host only (no DNS rebinding), logging no request', async () => {
       const open = await startTestTrigger({ SVC_API_TOKEN: undefined });
       try {
         const res = await fetch(`${open.url}/metrics`);
@@ -360,6 +360,8 @@ describe('GET /metrics on the trigger server', () => {
         const rebound = await rawGet(`${open.url}/metrics`, { host: 'rebound.example:7373' });
         assert.equal(rebound.status, 403);
         assert.match(rebound.body, /forbidden_host/);
+        // SVC_ACCESS_LOG is off unless set: this server logged no request.
+        assert.deepEqual(open.logs.filter((l) => l.msg === 'request'), []);
       } finally {
         await open.cleanup();
       }
