@@ -66,6 +66,9 @@ export const SETTINGS = {
   SVC_CONTROL_AUDIT_RETENTION_DAYS: int('control', 365, [0, 36_500], 'audit rows older than this are pruned hourly, ' +
     'anchored so the chain still verifies; `0` keeps them all. Not a `PUT /v1/config` key on purpose: whoever may ' +
     'change the config cannot shorten the record of it'),
+  SVC_ACCESS_LOG: choice('control', ['0', '1'], '`1`: `svc control serve`, `svc trigger serve` and `svc gate serve` ' +
+    'log one `request` line per request on stderr: method, route template, status, duration, bytes, request id, ' +
+    'peer; never a path, query, header or body ([metrics](docs/deploy.md#metrics-and-the-access-log))'),
   SVC_CONTROL_URL: text('control', 'discovery', 'where clients, the shipper and the trigger server reach the ' +
     'Control Plane. Discovery: this, then `~/.svc/control/server.json` if its pid is alive, then `SVC_CONTROL_PORT`'),
   SVC_SOURCE: { ...text('control', '`local`', 'the name of this instance in run addresses `<source>/<run>`'),
@@ -154,6 +157,8 @@ export const SETTINGS = {
     'gate into a sandbox where installed, else svc\'s node forwarder; `node` forces the latter'),
   SVC_GATE_SECRET_FILE: secret('gate', 'required', 'the secret (≥ 32 bytes) every client\'s job credential is made ' +
     'with (else 407); the trigger mints pod credentials with the same file'),
+  SVC_GATE_METRICS_TOKEN_FILE: secret('gate', NONE, 'a file holding the bearer token `GET /metrics` needs ' +
+    '(≥ 16 characters, not the credential secret); unset: the gate serves no `/metrics`'),
   SVC_GATE_HOST: text('gate', '`127.0.0.1`', 'bind address', '--host'),
   SVC_GATE_PORT: int('gate', 3128, [0, 65535], 'port', '--port'),
   SVC_GATE_POLICY_FILE: text('gate', 'the model APIs only', '`{"allow", "deny", "repos": {…}}`', '--policy'),

@@ -3,7 +3,7 @@
 import type { CliIo } from './io.ts';
 import { parseFlags, subcommand } from './io.ts';
 import { BadSettingError, UsageError } from '../errors.ts';
-import { setting, settingInt, settingOr } from '../settings-registry.ts';
+import { setting, settingChoice, settingInt, settingOr } from '../settings-registry.ts';
 
 const HELP = `Usage: svc gate serve [options]
 
@@ -24,7 +24,8 @@ Options:
 
 Every client presents its job's credential, minted by the trigger server
 with the secret both read from SVC_GATE_SECRET_FILE (required, ≥ 32 bytes);
-anonymous clients get 407. Model keys come from the environment
+anonymous clients get 407. GET /metrics (Prometheus) needs the bearer token
+in SVC_GATE_METRICS_TOKEN_FILE; unset, it is not served. Model keys come from the environment
 (ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY, …), base URLs from
 ANTHROPIC_BASE_URL, OPENAI_BASE_URL, GOOGLE_GEMINI_BASE_URL. See docs/gate.md.
 `;
@@ -53,6 +54,8 @@ export default async function gate(io: CliIo): Promise<number> {
       policyFile: values.policy ?? setting(io.env, 'SVC_GATE_POLICY_FILE') ?? null,
       secretFile,
       maxPerJob: settingInt(io.env, 'SVC_GATE_MAX_PER_JOB', { flag: values['per-job'] }),
+      metricsTokenFile: setting(io.env, 'SVC_GATE_METRICS_TOKEN_FILE') ?? null,
+      accessLog: settingChoice(io.env, 'SVC_ACCESS_LOG') === '1',
     }, io.env, io.stdout);
   } catch (err) {
     if (err instanceof GatePolicyError || err instanceof SyntaxError) {

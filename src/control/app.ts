@@ -3,7 +3,7 @@ import { createPipeline, type Route, type RequestListener } from '../http/pipeli
 import { MiB } from '../http/body.ts';
 import { createStaticFiles } from '../http/static-files.ts';
 import type { ControlDeps } from './deps.ts';
-import { getHealth, getReady } from './handlers/health.ts';
+import { getHealth, getReady, getMetrics } from './handlers/health.ts';
 import { listRuns, getRun, deleteRun } from './handlers/runs.ts';
 import { listEvents, streamRun, streamAll } from './handlers/events.ts';
 import { getArtifact } from './handlers/artifacts.ts';
@@ -30,6 +30,8 @@ const LOCAL_ACTION = { loopbackOnly: true, body: 'optional-json' } as const;
 export const controlRoutes: readonly R[] = [
   { method: 'GET', pattern: '/health', handler: getHealth, auth: false },
   { method: 'GET', pattern: '/ready', handler: getReady, auth: false },
+  // The same token as /v1/* (DESIGN §4): counts of runs and traffic are the operator's business.
+  { method: 'GET', pattern: '/metrics', handler: getMetrics, auth: true },
   { method: 'GET', pattern: '/v1/openapi.json', handler: getOpenapi },
   { method: 'GET', pattern: '/v1/runs', handler: listRuns },
   { method: 'POST', pattern: '/v1/runs', handler: audited('run.start', startRun), loopbackOnly: true, body: 'json' },
@@ -84,5 +86,7 @@ export function createControlApp(
     log: deps.log,
     // "Every mutating call recorded with actor and peer address": refusals by the guards too.
     onRefused: (info) => recordRefusal(deps, info),
+    requests: deps.metrics.requests,
+    accessLog: deps.settings.accessLog === true,
   });
 }

@@ -8,6 +8,7 @@ import type { Logger } from '../log.ts';
 import type { RefusalTally } from './refusal-tally.ts';
 import type { ExpensiveReads } from './expensive-reads.ts';
 import type { WalCheckpointer } from '../db/wal-checkpointer.ts';
+import type { ControlMetrics } from './metrics.ts';
 
 export interface ControlDeps {
   db: Db;
@@ -34,4 +35,6 @@ export interface ControlDeps {
   refusals: RefusalTally;
   /** Checkpoints the WAL off the event loop after ingest commits. */
   checkpoints: WalCheckpointer;
+  /** GET /metrics's series, and the request counts every route adds to. */
+  metrics: ControlMetrics;
 }

@@ -15,6 +15,7 @@ import { createControlApp } from './app.ts';
 import { startRetentionSweeps } from './retention.ts';
 import { createRefusalTally } from './refusal-tally.ts';
 import { createExpensiveReads } from './expensive-reads.ts';
+import { createControlMetrics } from './metrics.ts';
 import { isLoopbackHost } from '../http/guards.ts';
 import {
   closeGracefully, listen, createHttpServer, type ConnectionCounts, exitCodeAfterSignal,
@@ -74,6 +75,7 @@ export async function startControl(
     db, stores, bus, engine, repos, reads, settings, env, clock: Date.now, log, url: () => url,
     refusals: createRefusalTally(stores.audit, Date.now, log),
     checkpoints: createWalCheckpointer({ db, path: settings.dbPath, log }),
+    metrics: createControlMetrics(stores.runs, () => bus.size(), settings.dbPath),
   };
   const origins = new Set<string>();
   const listener = createControlApp(deps, () => boundToLoopback, () => origins);

@@ -7,7 +7,7 @@ import { SOURCES, type WebhookSource } from '../webhook-sources.ts';
 
 type Server = 'control' | 'trigger' | 'both';
 // Left out: SVC_CONTROL_TOKEN when the Control Plane has one (optional security); api-token: SVC_API_TOKEN, required.
-type Auth = 'none' | 'api-token' | 'api-token-or-loopback' | 'signature';
+type Auth = 'none' | 'api-token' | 'api-token-or-loopback' | 'signature' | 'server-token';
 /** A documented error answer; `Other` is every operation's `default` and is never listed by status. */
 type Err = Exclude<keyof typeof responses, 'Other'>;
 
@@ -201,6 +201,13 @@ const operations: readonly Op[] = [
   ...SOURCES.flatMap((s: WebhookSource) => (s.api
     ? [webhook(s.name, s.api.summary, s.api.answer === 'chat' ? CHAT_REPLY : SKIPPED)]
     : [])),
+  op('both', 'get', '/metrics', 'getMetrics', 'health', 'Prometheus text exposition 0.0.4 (docs/deploy.md ' +
+    '"Metrics"): the Control Plane\'s with its token when it has one (as /v1/*); the trigger server\'s as ' +
+    'GET /jobs/{id} (bearer SVC_API_TOKEN; without one set, this machine under a loopback Host only)', {
+    auth: 'server-token',
+    ok: { status: 200, type: 'text/plain', description: 'text/plain; version=0.0.4; charset=utf-8' },
+    errors: ['Unauthorized', 'Unavailable'],
+  }),
   op('trigger', 'get', '/status', 'getTriggerStatus', 'health',
     'Which routes and notifiers are configured (booleans and counts, never values) and the queue depth',
     { auth: 'none', ok: 'Open' }),
@@ -223,6 +230,8 @@ function security(op: Op): unknown[] {
   if (op.auth === 'api-token') return [{ triggerApiToken: [] }];
   // Without SVC_API_TOKEN, a loopback-bound trigger server answers its own machine without one.
   if (op.auth === 'api-token-or-loopback') return [{ triggerApiToken: [] }, {}];
+  // GET /metrics: each server's own token rule (the operation's summary says which).
+  if (op.auth === 'server-token') return [{ controlToken: [] }, { triggerApiToken: [] }, {}];
   return [{ controlToken: [] }, {}];
 }
 

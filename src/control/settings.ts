@@ -27,6 +27,8 @@ export interface ControlSettings {
   streams?: SubscriberLimits;
   /** SVC_CONTROL_AUDIT_RETENTION_DAYS: audit rows older than this are pruned (0: never); 365 when left out. */
   auditRetentionDays?: number;
+  /** SVC_ACCESS_LOG=1: one log line per request (src/http/pipeline.ts); off when left out. */
+  accessLog?: boolean;
 }
 
 export function resolveControlSettings(
@@ -58,6 +60,7 @@ export function resolveControlSettings(
     // An environment setting, not a PUT /v1/config one: whoever may change settings must not be able to shorten
     // the record of their own changes.
     auditRetentionDays: settingInt(env, 'SVC_CONTROL_AUDIT_RETENTION_DAYS'),
+    accessLog: settingChoice(env, 'SVC_ACCESS_LOG') === '1',
   };
 }
 

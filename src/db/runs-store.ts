@@ -53,6 +53,9 @@ export function createRunsStore(db: Db) {
   const countActiveStmt = db.prepare(
     `SELECT count(*) AS n FROM runs WHERE status IN (${sqlList(ACTIVE_STATUSES)}) AND source = ?`,
   );
+  const activeByStatusStmt = db.prepare(
+    `SELECT status, count(*) AS n FROM runs WHERE status IN (${sqlList(ACTIVE_STATUSES)}) GROUP BY status`,
+  );
   // A run that ended before `before` started before it too: the started_at bound keeps the walk on runs_by_start.
   const listEndedStmt = db.prepare(
     `SELECT source, run FROM runs WHERE started_at < ? AND status IN (${sqlList(TERMINAL_STATUSES)})
@@ -138,6 +141,10 @@ export function createRunsStore(db: Db) {
     /** Runs of that source that are queued, running, blocked or stopping. */
     countActive(source: string) {
       return Number((countActiveStmt.get(source) as { n: number }).n);
+    },
+    /** Runs of every source that are queued, running, blocked or stopping, by status (only those with some). */
+    countActiveByStatus() {
+      return activeByStatusStmt.all() as unknown as Array<{ status: string; n: number }>;
     },
     /** Oldest terminal runs that ended before `before` (retention). */
     listEnded(before: number, limit: number) {

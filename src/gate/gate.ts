@@ -18,6 +18,7 @@ import type { ModelRoute } from './model-apis.ts';
 import { arrivingRecord, type EgressRecord } from './evidence.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { errorMessage } from '../errors.ts';
+import type { GateMetrics } from './metrics.ts';
 
 export interface GateOptions {
   policy: GatePolicy;
@@ -39,6 +40,8 @@ export interface GateOptions {
   clients?: GateClients;
   /** Where the gate's own faults go (never a record's content, never a key). */
   log?: Logger;
+  /** `svc gate serve` only: counts every record and answers GET /metrics (src/gate/metrics.ts). */
+  metrics?: GateMetrics;
 }
 
 export interface Gate {
@@ -89,7 +92,7 @@ function destroyOnError(this: Duplex): void {
 }
 
 function createGateServer(
-  ctx: GateContext, book: ClientBook, runs: RunRecords, sockets: Set<Socket>, log: Logger,
+  ctx: GateContext, book: ClientBook, runs: RunRecords, sockets: Set<Socket>, log: Logger, metrics?: GateMetrics,
 ): Server {
   const server = createServer({ maxHeaderSize: ctx.limits.maxHeaderBytes, noDelay: true });
   server.headersTimeout = Math.min(ctx.limits.idleMs, 30_000);
@@ -113,6 +116,7 @@ function createGateServer(
   const challenge = (status: number): Record<string, string> =>
     status === 407 ? { 'proxy-authenticate': CHALLENGE } : {};
   server.on('request', (req, res) => {
+    if (metrics?.answer(req, res)) return;
     const admission = book.admit(req);
     if (!admission.admitted) {
       req.resume();
@@ -169,6 +173,7 @@ export async function startGate(options: GateOptions): Promise<Gate> {
         const r = boundedRecord(whole);
         runs.add(r);
         records(r);
+        options.metrics?.recorded(r);
       } catch {
         // The evidence sink's failure must not break a connection; the writer surfaces its own errors.
       }
@@ -180,7 +185,7 @@ export async function startGate(options: GateOptions): Promise<Gate> {
   const gate: Gate = { socketPath: options.socketPath ?? null, port: null, close: async () => {} };
   /** A server of the gate's, resolved once it listens on a socket path or a TCP port. */
   const serve = async (where: string | number): Promise<Server> => {
-    const server = createGateServer(ctx, book, runs, sockets, log);
+    const server = createGateServer(ctx, book, runs, sockets, log, options.metrics);
     servers.push(server);
     if (typeof where === 'string') server.listen(where);
     else server.listen(where, options.tcpHost ?? '127.0.0.1');

@@ -9,6 +9,7 @@ import { modelRoutesFromEnv } from './model-apis.ts';
 import { createLogger } from '../log.ts';
 import { isJsonObject } from '../untrusted.ts';
 import { exitCodeAfterSignal } from '../http/http-server.ts';
+import { createGateMetrics, readMetricsToken } from './metrics.ts';
 
 export interface GateServeSettings {
   host: string;
@@ -19,6 +20,10 @@ export interface GateServeSettings {
   secretFile: string;
   /** Client connections one job may hold at once (its share of the connection limit). */
   maxPerJob: number;
+  /** SVC_GATE_METRICS_TOKEN_FILE: the bearer GET /metrics needs; null serves no /metrics. */
+  metricsTokenFile?: string | null;
+  /** SVC_ACCESS_LOG=1: one log line per connection on stderr. */
+  accessLog?: boolean;
 }
 
 /**
@@ -65,6 +70,7 @@ export async function serveGateForever(
   const routes = modelRoutesFromEnv(env);
   const policies = loadGatePolicy(settings.policyFile);
   const secret = readGateSecret(settings.secretFile);
+  const metricsToken = settings.metricsTokenFile ? readMetricsToken(settings.metricsTokenFile, secret) : null;
   const own = parseGatePolicy({ allow: routes.map((r) => r.base.host) }).allow;
   const withModels = (p: GatePolicy): GatePolicy => ({ allow: [...p.allow, ...own], deny: p.deny });
   const fallback = withModels(policies.fallback);
@@ -83,6 +89,7 @@ export async function serveGateForever(
     limits: { maxConnectionsPerPeer: settings.maxPerJob },
     onRecord: (record) => process.stdout.write(`${JSON.stringify({ egress: record })}\n`),
     log,
+    metrics: createGateMetrics(metricsToken, settings.accessLog ? log : null),
   });
   const host = settings.host.includes(':') ? `[${settings.host}]` : settings.host;
   say(`svc gate listening on http://${host}:${gate.port}` +

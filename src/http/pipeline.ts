@@ -13,6 +13,7 @@ import {
 import type { StaticFiles } from './static-files.ts';
 import type { Logger } from '../log.ts';
 import { errorMessage } from '../errors.ts';
+import type { RequestMetrics } from './metrics.ts';
 
 export interface Ctx<D> {
   req: IncomingMessage;
@@ -65,6 +66,10 @@ export interface PipelineOptions<D> {
    * 400 invalid_json): the Control Plane audits those. Errors from the handler itself never reach it.
    */
   onRefused?: (info: Refusal<D>) => void;
+  /** Counts every answered request by route template and status, with its latency (GET /metrics). */
+  requests?: RequestMetrics;
+  /** One `request` log line per answered request (SVC_ACCESS_LOG=1): never a path, query, header or body. */
+  accessLog?: boolean;
 }
 
 export interface Refusal<D> {
@@ -110,7 +115,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
    * route that answers at once is written from the parser's own callback (docs/bench.md).
    */
   function handle(
-    req: IncomingMessage, res: ServerResponse, requestId: string, admission?: Admission<D>,
+    req: IncomingMessage, res: ServerResponse, requestId: string, seen: Seen, admission?: Admission<D>,
   ): void | Promise<void> {
     const method = req.method ?? 'GET';
     // Node's own answer to a Host-less HTTP/1.1 request is a bare 400; both servers turn it off (requireHostHeader:
@@ -125,6 +130,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     if (opts.staticFiles && (method === 'GET' || method === 'HEAD') && !pathname.startsWith('/v1/')) {
       const file = opts.staticFiles.lookup(pathname, req.headers['if-none-match']);
       if (file) {
+        seen.route = STATIC_ROUTE;
         sendReply(res, file, method === 'HEAD');
         return;
       }
@@ -134,6 +140,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     if (req.headers['sec-fetch-site'] !== undefined || req.headers['sec-fetch-mode'] !== undefined) checkFetchSite(req);
     const match = router.match(method, pathname);
     const route = match.handler;
+    seen.route = route.pattern;
     if (admission) {
       admission.route = route;
       admission.params = match.params;
@@ -174,17 +181,56 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     if (result !== TAKEN_OVER) sendReply(ctx.res, result, ctx.method === 'HEAD');
   }
 
+  const accessLog = opts.accessLog ? opts.log : null;
+  const observed = opts.requests || accessLog ? observeAnswer(opts.requests, accessLog) : null;
+
   return (req, res) => {
     const requestId = randomUUID();
     const admission: Admission<D> | undefined = opts.onRefused ? {} : undefined;
+    const seen: Seen = { route: UNMATCHED_ROUTE };
+    if (observed) observed(req, res, requestId, seen);
     let pending: void | Promise<void>;
     try {
-      pending = handle(req, res, requestId, admission);
+      pending = handle(req, res, requestId, seen, admission);
     } catch (err) {
       answerFailure(req, res, requestId, admission, err, opts);
       return;
     }
     pending?.catch((err: unknown) => answerFailure(req, res, requestId, admission, err, opts));
+  };
+}
+
+/** The route template a request matched, for its metrics and access log line (never the raw path). */
+interface Seen {
+  route: string;
+}
+
+/** A request refused before any route matched it (Host, 404, 405); a UI file. */
+const UNMATCHED_ROUTE = 'unmatched';
+const STATIC_ROUTE = 'static';
+
+/**
+ * Counts a request once its answer has ended (or its client went away: status 0), and writes its access log line.
+ * Bytes are those written on the connection for this answer, head included.
+ */
+function observeAnswer(
+  requests: RequestMetrics | undefined, log: Logger | null,
+): (req: IncomingMessage, res: ServerResponse, requestId: string, seen: Seen) => void {
+  return (req, res, requestId, seen) => {
+    const started = performance.now();
+    const socket = req.socket;
+    const before = socket.bytesWritten;
+    const peer = log ? socket.remoteAddress ?? '' : '';
+    res.once('close', () => {
+      const seconds = (performance.now() - started) / 1000;
+      const status = res.headersSent ? res.statusCode : 0;
+      requests?.observe(seen.route, req.method, status, seconds);
+      if (!log) return;
+      log.info('request', {
+        method: req.method, route: seen.route, status, duration_ms: Math.round(seconds * 1e6) / 1e3,
+        bytes: socket.bytesWritten - before, request_id: requestId, peer,
+      });
+    });
   };
 }
 

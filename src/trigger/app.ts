@@ -3,7 +3,7 @@
 import { createPipeline, type Route, type RequestListener } from '../http/pipeline.ts';
 import { MiB } from '../http/body.ts';
 import type { TriggerDeps } from './deps.ts';
-import { getHealth, getReady, getStatus } from './routes/health.ts';
+import { getHealth, getReady, getStatus, getMetrics } from './routes/health.ts';
 import { receiveErrtrack } from './sources/errtrack.ts';
 import { chataReply, receiveChata } from './sources/chata.ts';
 import { receiveTrackera, trackeraReply } from './sources/trackera.ts';
@@ -14,6 +14,7 @@ import { createJob, getJob } from './routes/jobs.ts';
 import { SOURCES, type ReplyName, type SourceName } from '../webhook-sources.ts';
 import type { ReplyChannel } from './summary.ts';
 import { admit, type TCtx } from './intake.ts';
+import { countDelivery } from './metrics.ts';
 import type { Reply } from '../http/respond.ts';
 
 type R = Route<TriggerDeps>;
@@ -46,9 +47,15 @@ export const triggerRoutes: readonly R[] = [
   { method: 'GET', pattern: '/status', handler: (ctx) => getStatus(ctx, REPLIES), auth: false },
   ...SOURCES.map((s): R => {
     const receive = RECEIVERS[s.name];
-    return { method: 'POST', pattern: `/${s.name}`, handler: (ctx) => receive(ctx, admit(ctx, s)), ...raw };
+    const handle = (ctx: TCtx): Reply | Promise<Reply> => receive(ctx, admit(ctx, s));
+    return {
+      method: 'POST', pattern: `/${s.name}`, ...raw,
+      handler: (ctx) => countDelivery(ctx.deps.metrics.deliveries, s.name, ctx, handle),
+    };
   }),
   { method: 'GET', pattern: '/jobs/:id', handler: getJob, auth: false },
+  // Its token rule is GET /jobs/<id>'s (routes/health.ts getMetrics).
+  { method: 'GET', pattern: '/metrics', handler: getMetrics, auth: false },
 ];
 
 /** `bodyTimeoutMs`: a body that has not fully arrived after this long is refused (the slow-body guard). */
@@ -62,5 +69,7 @@ export function createTriggerApp(deps: TriggerDeps, bodyTimeoutMs = 10_000): Req
     token: undefined,
     log: deps.log,
     bodyTimeoutMs,
+    requests: deps.metrics.requests,
+    accessLog: deps.settings.accessLog,
   });
 }

@@ -4,6 +4,7 @@ import type { GithubApi } from './github-api.ts';
 import type { TriggerJobsStore } from '../db/trigger-jobs-store.ts';
 import type { JobQueue } from './queue.ts';
 import type { Logger } from '../log.ts';
+import type { TriggerMetrics } from './metrics.ts';
 
 export interface TriggerDeps {
   settings: TriggerSettings;
@@ -18,6 +19,8 @@ export interface TriggerDeps {
   skips: SkipCounts;
   /** The server listens and has not begun to shut down (GET /ready). */
   accepting: () => boolean;
+  /** GET /metrics's series, and the counts every route adds to. */
+  metrics: TriggerMetrics;
 }
 
 /** Deliveries refused because no served repository takes them, per route: this process's traffic, not the queue. */

@@ -10,6 +10,7 @@ import {
   BRIEF, decodeChatbKey, firstHeader, sourceOf, type Source, type SourceName, type WebhookSource,
 } from '../webhook-sources.ts';
 import type { EnqueueRequest, Origin, ReplyTarget } from './queue.ts';
+import { noteQueued } from './metrics.ts';
 
 export type TCtx = Ctx<TriggerDeps>;
 type Header = string | string[] | undefined;
@@ -196,5 +197,6 @@ async function commit(ctx: TCtx, request: EnqueueRequest, replies: Replies): Pro
   const result = await ctx.deps.queue.enqueue(request);
   if (result.kind === 'full') throw full(ctx, request.origin);
   if (result.kind === 'duplicate') return duplicate(ctx, request.origin, result.jobId, replies);
+  noteQueued(ctx);
   return replies.queued(result.jobId);
 }

@@ -17,6 +17,7 @@ import type { TriggerSettings } from './settings.ts';
 import { SOURCE_NAMES } from '../webhook-sources.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { createSkipCounts } from './deps.ts';
+import { createTriggerMetrics } from './metrics.ts';
 import { createManagedCheckouts } from './managed-checkout.ts';
 import { startTriggerRetention } from './retention.ts';
 import { createWalCheckpointer } from '../db/wal-checkpointer.ts';
@@ -131,7 +132,10 @@ export async function startTrigger(
   const skips = createSkipCounts();
   let accepting = false;
   const github = o.github ?? githubApiFrom(env);
-  const deps = { settings, queue, clock, log, skips, accepting: () => accepting, github, pulls: stores.jobs };
+  const metrics = createTriggerMetrics(stores, () => settings.repos, settings.dbPath, clock);
+  const deps = {
+    settings, queue, clock, log, skips, accepting: () => accepting, github, pulls: stores.jobs, metrics,
+  };
   const listener = createTriggerApp(deps, o.bodyTimeoutMs);
   // GET /v1/repos on the Control Plane lists what is served here, and its UI filter offers them; a
   // reloaded file is reported again, and the report of the table it replaced stops retrying.

@@ -34,6 +34,8 @@ export interface TriggerSettings {
   executor: string;
   problems: SecretProblems;
   retention: TriggerRetention;
+  /** SVC_ACCESS_LOG=1: one log line per request (src/http/pipeline.ts). */
+  accessLog: boolean;
 }
 
 export interface TriggerFlags {
@@ -156,6 +158,7 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
       dedupeDays: settingInt(env, 'SVC_TRIGGER_DEDUPE_DAYS'),
       jobDays: settingInt(env, 'SVC_TRIGGER_JOB_DAYS'),
     },
+    accessLog: settingChoice(env, 'SVC_ACCESS_LOG') === '1',
   };
 }
 

@@ -155,6 +155,8 @@ function probes(repo: string): Probe[] {
     c('POST', '/v1/ingest', 200, { source: 'far', runs: [{ run: 'rf1', status: 'running', started_at: '2026-01-01T00:00:00Z' }] }),
     c('POST', '/v1/import', 200, { path: repo }), c('POST', '/v1/import', 400, { path: 'relative' }),
     c('GET', '/v1/runs', 401, undefined, { authorization: 'Bearer wrong' }),
+    c('GET', '/metrics', 200), c('GET', '/metrics', 401, undefined, { authorization: 'Bearer wrong' }),
+    t('GET', '/metrics', 200, undefined, { authorization: `Bearer ${API}` }), t('GET', '/metrics', 401),
     t('GET', '/health', 200), t('GET', '/ready', 200), t('GET', '/status', 200),
     t('POST', '/errtrack', 401, '{}'), t('POST', '/chata', 401, 'a=1', { 'content-type': 'application/x-www-form-urlencoded' }),
     t('POST', '/trackera', 401, '{}'), t('POST', '/trackerb', 401, '{}'), t('POST', '/chatb', 401, '{}'),
@@ -177,6 +179,7 @@ function unconfiguredProbes(): Probe[] {
   return [
     { server: 'trigger', method: 'GET', path: '/jobs/j00000000000000000000000000', status: 404, headers: {} },
     { server: 'trigger', method: 'POST', path: '/webhook', status: 503, body: '{}', headers: {} },
+    { server: 'trigger', method: 'GET', path: '/metrics', status: 200, headers: {} },
   ];
 }
 

@@ -4,6 +4,7 @@ import type { Handler } from '../../http/pipeline.ts';
 import type { Reply } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
 import { errorMessage } from '../../errors.ts';
+import { metricsReply } from '../../http/metrics.ts';
 
 // Pre-encoded: /health is the hottest, cheapest route (DESIGN §7 bar: ≥ 0.85 × plain node:http).
 const OK: Reply = {
@@ -23,3 +24,6 @@ export const getReady: Handler<ControlDeps> = (ctx) => {
   }
   return OK;
 };
+
+/** Prometheus text (docs/deploy.md "Metrics"); the values read from the DB are read now. */
+export const getMetrics: Handler<ControlDeps> = (ctx) => metricsReply(ctx.deps.metrics.registry);

@@ -16,6 +16,7 @@ function applyBatch(deps: ControlDeps, batch: IngestBatch): IngestResult {
   const { result, inserted } = transaction(deps.db, () => storeBatch(deps, batch));
   deps.checkpoints.nudge();
   deps.bus.publish(inserted);
+  deps.metrics.observeEvents(inserted);
   return result;
 }
 

@@ -1,0 +1,99 @@
+// `svc gate serve`'s own series and access log (docs/deploy.md "Metrics"): every connection's record counted by kind,
+// decision, status and bytes as it ends, and GET /metrics for whoever holds SVC_GATE_METRICS_TOKEN_FILE's token.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { EgressRecord } from './evidence.ts';
+import type { Logger } from '../log.ts';
+import { BadSettingError } from '../errors.ts';
+import { safeEqual } from '../http/guards.ts';
+import {
+  MetricsRegistry, METRICS_TYPE, createRequestMetrics, registerModelUsage, type RequestMetrics,
+} from '../http/metrics.ts';
+
+export interface GateMetrics {
+  /** Counts a connection's record (and writes its access log line). */
+  recorded(record: EgressRecord): void;
+  /** Answers `GET /metrics` when the request is one (true), else leaves it to the proxy (false). */
+  answer(req: IncomingMessage, res: ServerResponse): boolean;
+}
+
+/** The bearer token from its file (first line); refused when empty or equal to the gate's credential secret. */
+export function readMetricsToken(path: string, gateSecret: Buffer): string {
+  const setting = 'SVC_GATE_METRICS_TOKEN_FILE';
+  let token: string;
+  try {
+    token = readFileSync(path, 'utf8').split(/\r?\n/, 1)[0]!.trim();
+  } catch (err) {
+    throw new BadSettingError(`${setting}: cannot read the file (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+  if (token.length < 16) throw new BadSettingError(`${setting}: the token must be at least 16 characters`);
+  if (safeEqual(token, gateSecret.toString('utf8'))) {
+    throw new BadSettingError(`${setting}: the token must differ from SVC_GATE_SECRET_FILE's secret`);
+  }
+  return token;
+}
+
+/** Route labels: a connection's kind, and the gate's own route (its credential never appears). */
+const ROUTE_OF: Readonly<Record<EgressRecord['kind'], string>> = { connect: 'connect', http: 'http', model: 'model' };
+const METRICS_ROUTE = '/metrics';
+
+/**
+ * `token`: the bearer `GET /metrics` needs; null serves no /metrics (the path is then an ordinary proxy request,
+ * refused 407 without a job credential). `accessLog`: where one line per connection goes (SVC_ACCESS_LOG=1).
+ */
+export function createGateMetrics(token: string | null, accessLog: Logger | null): GateMetrics {
+  const registry = new MetricsRegistry();
+  const requests: RequestMetrics = createRequestMetrics(registry);
+  const connections = registry.counter('svc_gate_connections_total', 'Client requests and tunnels the gate decided ' +
+    'or refused, by kind (connect, http, model) and decision (allowed, denied)', ['kind', 'decision']);
+  const bytes = registry.counter('svc_gate_bytes_total', 'Bytes the gate carried to (up) and from (down) ' +
+    'destinations', ['direction']);
+  bytes.inc(['up'], 0);
+  bytes.inc(['down'], 0);
+  registerModelUsage(registry);
+  const log = (method: string, route: string, status: number, seconds: number, size: number, peer: string): void => {
+    accessLog?.info('request', {
+      method, route, status, duration_ms: Math.round(seconds * 1e6) / 1e3, bytes: size, request_id: randomUUID(), peer,
+    });
+  };
+  return {
+    recorded(r) {
+      const route = ROUTE_OF[r.kind];
+      const method = r.method ?? 'CONNECT';
+      connections.inc([r.kind, r.decision]);
+      bytes.inc(['up'], r.bytesUp);
+      bytes.inc(['down'], r.bytesDown);
+      requests.observe(route, method, r.status ?? 0, r.ms / 1000);
+      // A record names the job its client spoke for, not the client's address: `peer` is the job's id.
+      log(method, route, r.status ?? 0, r.ms / 1000, r.bytesUp + r.bytesDown, r.job ? `job ${r.job}` : '');
+    },
+    answer(req, res) {
+      if (token === null || req.url !== METRICS_ROUTE) return false;
+      const started = performance.now();
+      req.resume();
+      const presented = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '')?.[1];
+      const headers: Record<string, string> = {
+        'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store',
+      };
+      let status: number;
+      let body: string;
+      if (req.method !== 'GET' && req.method !== 'HEAD') {
+        [status, body] = [405, 'svc gate: /metrics is read with GET\n'];
+        headers.allow = 'GET, HEAD';
+      } else if (presented === undefined || !safeEqual(presented, token)) {
+        [status, body] = [401, 'svc gate: missing or wrong bearer token\n'];
+        headers['www-authenticate'] = 'Bearer';
+      } else {
+        [status, body] = [200, registry.render()];
+        headers['content-type'] = METRICS_TYPE;
+      }
+      res.writeHead(status, { ...headers, 'content-length': String(Buffer.byteLength(body)) });
+      res.end(req.method === 'HEAD' ? undefined : body);
+      const seconds = (performance.now() - started) / 1000;
+      requests.observe(METRICS_ROUTE, req.method, status, seconds);
+      log(req.method ?? '', METRICS_ROUTE, status, seconds, Buffer.byteLength(body), req.socket.remoteAddress ?? '');
+      return true;
+    },
+  };
+}

@@ -1,0 +1,216 @@
+// svc's own Prometheus metrics (docs/deploy.md "Metrics"): counters, gauges read at scrape time and fixed-bucket
+// histograms, rendered in the text exposition format 0.0.4. Label values are bounded by the caller (a route template,
+// a closed set); a value is never a run id, a brief or any text a client chose. Never holds a token or a body.
+import { statSync } from 'node:fs';
+import type { Reply } from './respond.ts';
+
+export const METRICS_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
+
+const METRIC_NAME = /^svc_[a-z0-9_]+$/;
+const LABEL_NAME = /^[a-z_][a-z0-9_]*$/;
+
+/** A label value as the format writes it between quotes: backslash, double quote and line feed escaped. */
+export function escapeLabelValue(value: string): string {
+  return /[\\"\n]/.test(value) ? value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n') : value;
+}
+
+/** HELP text escapes only backslash and line feed (format 0.0.4). */
+function escapeHelp(text: string): string {
+  return text.replace(/\\/g, '\\\\').replace(/\n/g, '\\n');
+}
+
+function formatValue(n: number): string {
+  if (Number.isNaN(n)) return 'NaN';
+  if (!Number.isFinite(n)) return n > 0 ? '+Inf' : '-Inf';
+  return String(n);
+}
+
+function labelText(names: readonly string[], values: readonly string[], extra = ''): string {
+  if (names.length === 0 && extra === '') return '';
+  const parts = names.map((name, i) => `${name}="${escapeLabelValue(values[i] ?? '')}"`);
+  if (extra !== '') parts.push(extra);
+  return `{${parts.join(',')}}`;
+}
+
+interface Family {
+  name: string;
+  render(lines: string[]): void;
+}
+
+/** A cumulative count; `inc` is one map look-up and one addition (the hot paths' only cost). */
+export interface Counter {
+  inc(values?: readonly string[], by?: number): void;
+}
+
+export interface Histogram {
+  observe(values: readonly string[], value: number): void;
+}
+
+/** The series of a gauge, read when scraped: label values (in the declared order) and the value. */
+export type GaugeRead = () => Iterable<readonly [readonly string[], number]>;
+
+const KEY_SEPARATOR = '\u0000';
+
+/** One server's metrics: each server (Control Plane, trigger, gate) keeps its own, so /metrics shows its own. */
+export class MetricsRegistry {
+  private readonly families: Family[] = [];
+
+  private add(family: Family, help: string, type: string, labels: readonly string[]): void {
+    if (!METRIC_NAME.test(family.name) || this.families.some((f) => f.name === family.name)) {
+      throw new TypeError(`Bad or repeated metric name "${family.name}"`);
+    }
+    for (const l of labels) if (!LABEL_NAME.test(l) || l === 'le') throw new TypeError(`Bad label name "${l}"`);
+    const head = `# HELP ${family.name} ${escapeHelp(help)}\n# TYPE ${family.name} ${type}`;
+    const render = family.render.bind(family);
+    this.families.push({ name: family.name, render: (lines) => {
+      lines.push(head);
+      render(lines);
+    } });
+  }
+
+  counter(name: string, help: string, labels: readonly string[] = []): Counter {
+    const cells = new Map<string, { values: readonly string[]; n: number }>();
+    this.add({ name, render: (lines) => {
+      for (const c of cells.values()) lines.push(`${name}${labelText(labels, c.values)} ${formatValue(c.n)}`);
+    } }, help, 'counter', labels);
+    return {
+      inc(values = [], by = 1) {
+        const key = values.join(KEY_SEPARATOR);
+        const cell = cells.get(key);
+        if (cell) cell.n += by;
+        else cells.set(key, { values: [...values], n: by });
+      },
+    };
+  }
+
+  gauge(name: string, help: string, labels: readonly string[], read: GaugeRead): void {
+    this.collected(name, help, 'gauge', labels, read);
+  }
+
+  /** A counter kept elsewhere (a process-wide tally), read when scraped. */
+  counterFrom(name: string, help: string, labels: readonly string[], read: GaugeRead): void {
+    this.collected(name, help, 'counter', labels, read);
+  }
+
+  private collected(name: string, help: string, type: string, labels: readonly string[], read: GaugeRead): void {
+    this.add({ name, render: (lines) => {
+      for (const [values, n] of read()) lines.push(`${name}${labelText(labels, values)} ${formatValue(n)}`);
+    } }, help, type, labels);
+  }
+
+  /** `buckets`: upper bounds, ascending; `+Inf` is added. */
+  histogram(name: string, help: string, labels: readonly string[], buckets: readonly number[]): Histogram {
+    type Cell = { values: readonly string[]; counts: number[]; sum: number; count: number };
+    const cells = new Map<string, Cell>();
+    const bounds = buckets.map(formatValue);
+    this.add({ name, render: (lines) => {
+      for (const c of cells.values()) {
+        let cumulative = 0;
+        for (let i = 0; i < buckets.length; i++) {
+          cumulative += c.counts[i]!;
+          lines.push(`${name}_bucket${labelText(labels, c.values, `le="${bounds[i]}"`)} ${cumulative}`);
+        }
+        lines.push(`${name}_bucket${labelText(labels, c.values, 'le="+Inf"')} ${c.count}`);
+        lines.push(`${name}_sum${labelText(labels, c.values)} ${formatValue(c.sum)}`);
+        lines.push(`${name}_count${labelText(labels, c.values)} ${c.count}`);
+      }
+    } }, help, 'histogram', labels);
+    return {
+      observe(values, value) {
+        const key = values.join(KEY_SEPARATOR);
+        let cell = cells.get(key);
+        if (!cell) {
+          cell = { values: [...values], counts: new Array<number>(buckets.length).fill(0), sum: 0, count: 0 };
+          cells.set(key, cell);
+        }
+        let i = 0;
+        while (i < buckets.length && value > buckets[i]!) i++;
+        if (i < buckets.length) cell.counts[i]!++;
+        cell.sum += value;
+        cell.count++;
+      },
+    };
+  }
+
+  render(): string {
+    const lines: string[] = [];
+    for (const f of this.families) f.render(lines);
+    return `${lines.join('\n')}\n`;
+  }
+}
+
+/** GET /metrics's answer: the registry as text, never cached. */
+export function metricsReply(registry: MetricsRegistry): Reply {
+  return { status: 200, headers: { 'content-type': METRICS_TYPE, 'cache-control': 'no-store' },
+    body: registry.render() };
+}
+
+/** The server's SQLite file and its write-ahead log, in bytes, read when scraped (absent files count 0). */
+export function registerDbSize(registry: MetricsRegistry, dbPath: string): void {
+  const size = (path: string): number => statSync(path, { throwIfNoEntry: false })?.size ?? 0;
+  registry.gauge('svc_db_size_bytes', 'Size of the server\'s database file and its write-ahead log', ['file'],
+    () => dbPath === ':memory:' ? [] : [[['db'], size(dbPath)], [['wal'], size(`${dbPath}-wal`)]]);
+}
+
+/** Seconds: HTTP requests answer in milliseconds; a slow one (an export, a stream's life) lands in the top buckets. */
+export const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60];
+
+const METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'CONNECT']);
+
+/** A request method as a bounded label: any other token a client invents is `other`. */
+export function methodLabel(method: string | undefined): string {
+  return method !== undefined && METHODS.has(method) ? method : 'other';
+}
+
+/** The request series every server has, by route template (never a raw path), method and status. */
+export interface RequestMetrics {
+  observe(route: string, method: string | undefined, status: number, seconds: number): void;
+}
+
+export function createRequestMetrics(registry: MetricsRegistry): RequestMetrics {
+  const requests = registry.counter('svc_http_requests_total',
+    'HTTP requests answered, by route template, method and status', ['route', 'method', 'status']);
+  const latency = registry.histogram('svc_http_request_duration_seconds', 'Time from a request\'s arrival to the end ' +
+    'of its answer, by route template and method', ['route', 'method'], LATENCY_BUCKETS);
+  return {
+    observe(route, method, status, seconds) {
+      const m = methodLabel(method);
+      requests.inc([route, m, String(status)]);
+      latency.observe([route, m], seconds);
+    },
+  };
+}
+
+// Model use metered at the gate: process-wide, as the gate that meters it is the process's one server.
+const MODEL_LABEL_MAX = 64;
+const MODELS_MAX = 50;
+const modelTokens = new Map<string, number>();
+const modelUsd = new Map<string, number>();
+
+/** A model name from a response the gate read: kept when short and plain, else `other`; at most 50 distinct. */
+function modelLabel(model: string): string {
+  if (model.length === 0 || model.length > MODEL_LABEL_MAX || !/^[A-Za-z0-9._:/@-]+$/.test(model)) return 'other';
+  return model;
+}
+
+/**
+ * Counts one model call's tokens and metered cost (USD) for `provider` (a model API name from src/gate/model-apis.ts)
+ * and `model` (bounded: see modelLabel). Called by the gate where it reads a call's usage.
+ */
+export function countModelUsage(provider: string, model: string, tokens: number, usd: number): void {
+  let key = `${provider}${KEY_SEPARATOR}${modelLabel(model)}`;
+  if (!modelTokens.has(key) && modelTokens.size >= MODELS_MAX) key = `${provider}${KEY_SEPARATOR}other`;
+  if (Number.isFinite(tokens) && tokens > 0) modelTokens.set(key, (modelTokens.get(key) ?? 0) + tokens);
+  else modelTokens.set(key, modelTokens.get(key) ?? 0);
+  if (Number.isFinite(usd) && usd > 0) modelUsd.set(key, (modelUsd.get(key) ?? 0) + usd);
+}
+
+/** Registers the gate's model-use series (their values are countModelUsage's). */
+export function registerModelUsage(registry: MetricsRegistry): void {
+  const read = (map: Map<string, number>) => () => [...map].map(([key, n]) => [key.split(KEY_SEPARATOR), n] as const);
+  registry.counterFrom('svc_gate_model_tokens_total',
+    'Model tokens (input and output) metered at the gate, by model API and model', ['provider', 'model'],
+    read(modelTokens));
+  registry.counterFrom('svc_gate_model_cost_usd_total',
+    'Model cost metered at the gate, in US dollars, by model API and model', ['provider', 'model'], read(modelUsd));
+}

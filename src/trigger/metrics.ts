@@ -1,0 +1,96 @@
+// The trigger server's own series (docs/deploy.md "Metrics"): deliveries by origin and outcome, counted once per
+// delivery as its route answers; the queue per served repository and the jobs by state, read from the DB when scraped.
+import type { TriggerStores } from '../db/trigger-stores.ts';
+import type { JobStatus } from '../db/trigger-jobs-store.ts';
+import type { RepoRouter } from './served-repos.ts';
+import type { Reply } from '../http/respond.ts';
+import type { Ctx } from '../http/pipeline.ts';
+import {
+  MetricsRegistry, registerDbSize, createRequestMetrics, type Counter, type RequestMetrics,
+} from '../http/metrics.ts';
+import { SOURCE_NAMES } from '../webhook-sources.ts';
+
+const JOB_STATES: readonly JobStatus[] = ['queued', 'running', 'succeeded', 'failed', 'interrupted'];
+/** A queued job whose repository is no longer served (the table was reloaded) is counted here. */
+const UNSERVED = 'unserved';
+
+export interface TriggerMetrics {
+  registry: MetricsRegistry;
+  requests: RequestMetrics;
+  deliveries: Counter;
+}
+
+export function createTriggerMetrics(
+  stores: TriggerStores, repos: () => RepoRouter, dbPath: string, clock: () => number,
+): TriggerMetrics {
+  const registry = new MetricsRegistry();
+  const requests = createRequestMetrics(registry);
+  const deliveries = registry.counter('svc_trigger_deliveries_total', 'Webhook deliveries and /jobs requests that ' +
+    'reached their route, by origin and outcome (queued, duplicate, skipped, refused)', ['origin', 'outcome']);
+  // Every origin shows from the first scrape, so a rate() over a fresh server has its zero.
+  for (const origin of SOURCE_NAMES) deliveries.inc([origin, 'queued'], 0);
+  registry.gauge('svc_trigger_jobs', 'Jobs in the database by state', ['state'],
+    () => JOB_STATES.map((s) => [[s], stores.jobs.countByStatus(s)] as const));
+  const queue = (): Map<string, { n: number; oldest: number }> => {
+    const router = repos();
+    const byRepo = new Map(router.entries.map((e) => [e.name, { n: 0, oldest: 0 }]));
+    const now = clock();
+    for (const group of stores.jobs.queuedGroups()) {
+      const name = group.repo === null ? UNSERVED : router.byName(group.repo)?.name ?? UNSERVED;
+      const entry = byRepo.get(name) ?? { n: 0, oldest: 0 };
+      byRepo.set(name, entry);
+      entry.n += group.n;
+      const oldest = stores.jobs.oldestQueuedIn(group.repo, group.origin);
+      if (oldest) entry.oldest = Math.max(entry.oldest, (now - oldest.created_at) / 1000);
+    }
+    return byRepo;
+  };
+  // Both queue series come from one read per scrape: the depth (rendered first) keeps it for the age.
+  let read: Map<string, { n: number; oldest: number }> | null = null;
+  registry.gauge('svc_trigger_queue_depth', 'Jobs waiting to run, by served repository', ['repo'], () => {
+    read = queue();
+    return [...read].map(([repo, q]) => [[repo], q.n] as const);
+  });
+  registry.gauge('svc_trigger_queue_oldest_age_seconds', 'Age of the oldest waiting job, by served repository ' +
+    '(0 when none waits)', ['repo'], () => {
+    const q = read ?? queue();
+    read = null;
+    return [...q].map(([repo, v]) => [[repo], v.oldest] as const);
+  });
+  registerDbSize(registry, dbPath);
+  return { registry, requests, deliveries };
+}
+
+const queuedDeliveries = new WeakSet<object>();
+
+/** Marks the delivery of `ctx` as queued (intake.ts, once its job committed). */
+export function noteQueued(ctx: Ctx<unknown>): void {
+  queuedDeliveries.add(ctx);
+}
+
+/**
+ * A route's answer, counted under its outcome: an error is `refused`; a job committed is `queued`; a reply saying
+ * the delivery was already queued is `duplicate` (every source's duplicate reply carries `status: "duplicate"`);
+ * anything else answered (an event that starts no job, a usage reply, a challenge) is `skipped`.
+ */
+export function countDelivery<C extends Ctx<unknown>>(
+  deliveries: Counter, origin: string, ctx: C, answer: (ctx: C) => Reply | Promise<Reply>,
+): Reply | Promise<Reply> {
+  const outcome = (reply: Reply): Reply => {
+    const said = (reply.body as { status?: unknown } | undefined)?.status;
+    const kind = queuedDeliveries.has(ctx) ? 'queued' : said === 'duplicate' ? 'duplicate' : 'skipped';
+    deliveries.inc([origin, kind]);
+    return reply;
+  };
+  const refused = (err: unknown): never => {
+    deliveries.inc([origin, 'refused']);
+    throw err;
+  };
+  let reply: Reply | Promise<Reply>;
+  try {
+    reply = answer(ctx);
+  } catch (err) {
+    return refused(err);
+  }
+  return reply instanceof Promise ? reply.then(outcome, refused) : outcome(reply);
+}
