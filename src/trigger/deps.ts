@@ -2,6 +2,7 @@
 import type { TriggerSettings } from './settings.ts';
 import type { JobQueue } from './queue.ts';
 import type { Logger } from '../log.ts';
+import type { AnswerDesk } from './answers.ts';
 
 export interface TriggerDeps {
   settings: TriggerSettings;
@@ -12,6 +13,8 @@ export interface TriggerDeps {
   skips: SkipCounts;
   /** The server listens and has not begun to shut down (GET /ready). */
   accepting: () => boolean;
+  /** Answers to blocked runs that come in from where their jobs were asked (answers.ts). */
+  answers: AnswerDesk;
 }
 
 /** Deliveries refused because no served repository takes them, per route: this process's traffic, not the queue. */

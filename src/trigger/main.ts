@@ -17,6 +17,7 @@ import type { TriggerSettings } from './settings.ts';
 import { SOURCE_NAMES } from '../webhook-sources.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { createSkipCounts } from './deps.ts';
+import { createAnswerDesk } from './answers.ts';
 import { createManagedCheckouts } from './managed-checkout.ts';
 import { startTriggerRetention } from './retention.ts';
 import { createWalCheckpointer } from '../db/wal-checkpointer.ts';
@@ -105,6 +106,7 @@ export async function startTrigger(
     log,
     clock,
     signal: shutdown.signal,
+    publicUrl: settings.publicUrl,
     ...(o.notifyBackoffMs !== undefined ? { backoffMs: o.notifyBackoffMs } : {}),
   });
   let jobLoop: JobLoop | undefined;
@@ -123,11 +125,12 @@ export async function startTrigger(
   jobLoop = createJobLoop({
     stores, executor, concurrency: settings.concurrency, repoConcurrency: settings.repoConcurrency,
     repos: settings.repos, managed,
-    clock, log, controlUrl: settings.controlUrl, notify,
+    clock, log, publicUrl: settings.publicUrl, notify, progress: notify.progress,
   });
   const skips = createSkipCounts();
   let accepting = false;
-  const deps = { settings, queue, clock, log, skips, accepting: () => accepting };
+  const answers = createAnswerDesk({ stores, executor, clock, log, progress: notify.progress, note: notify.note });
+  const deps = { settings, queue, clock, log, skips, accepting: () => accepting, answers };
   const listener = createTriggerApp(deps, o.bodyTimeoutMs);
   // GET /v1/repos on the Control Plane lists what is served here, and its UI filter offers them; a
   // reloaded file is reported again, and the report of the table it replaced stops retrying.

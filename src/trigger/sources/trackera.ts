@@ -120,7 +120,7 @@ export async function stageTrackeraSnapshot(repoDir: string, identifier: string,
 }
 
 /** CommonMark lets any ASCII punctuation be backslash-escaped; svc's own words never need markup. */
-function markdownEscape(text: string): string {
+export function markdownEscape(text: string): string {
   return text.replace(/[!-/:-@[-`{-~]/g, (c) => `\\${c}`);
 }
 
@@ -133,7 +133,8 @@ function codeSpan(text: string): string {
   return `${fence}${pad}${text}${pad}${fence}`;
 }
 
-function markdownPiece(piece: Piece): string {
+/** One piece in CommonMark (GitHub's comments read it the same way: sources/webhook.ts). */
+export function markdownPiece(piece: Piece): string {
   if ('own' in piece) return markdownEscape(piece.own);
   if ('link' in piece) return `<${piece.link}>`;
   return codeSpan(piece.data);
