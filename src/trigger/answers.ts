@@ -84,6 +84,9 @@ export function createAnswerDesk(opts: AnswerDeskOptions): AnswerDesk {
       void opts.note?.(jobId, parts);
     },
     async answer(req) {
+      // A redelivery is a duplicate even once the job it answered has ended.
+      const earlier = stores.dedupe.holder(req.keys);
+      if (earlier !== undefined) return { kind: 'duplicate', jobId: earlier };
       const all = jobsOn(req.thread);
       const jobs = req.jobId ? all.filter((j) => j.id === req.jobId) : all;
       // A job named from elsewhere is refused (and audited) as that job's, not ignored.
@@ -94,8 +97,6 @@ export function createAnswerDesk(opts: AnswerDeskOptions): AnswerDesk {
       }
       const job = jobs[0] ?? elsewhere!;
       // Synchronous from the look-up to the claim: two copies of one delivery cannot both pass.
-      const holder = stores.dedupe.holder(req.keys);
-      if (holder !== undefined) return { kind: 'duplicate', jobId: holder };
       stores.dedupe.claim(req.keys, job.id, opts.clock());
       const refuse = (reason: string): AnswerOutcome => {
         audit(job, req, 'refused', reason);

@@ -1,0 +1,299 @@
+// A run a webhook started that blocks asks its question where the job was asked (a chata channel, a GitHub issue),
+// and is answered from there: by a person allowed to, through a signed delivery, once, audited. GitHub keeps one
+// progress comment edited in place. The attacks come first. Real server on port 0, fake svc that blocks, loopback
+// HTTPS stand-ins for GitHub's API and the chata hooks host.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createHttpsPoster } from '../../src/trigger/https-post.ts';
+import { chataReply } from '../../src/trigger/sources/chata.ts';
+import { githubReply } from '../../src/trigger/sources/webhook.ts';
+import type { NotifyConfig } from '../../src/trigger/summary.ts';
+import {
+  SECRETS, fixture, get, makeRepo, nowSeconds, post, sign, startTestTrigger, tempDir, type TestTrigger,
+} from './helpers.ts';
+import { waitFor } from '../helpers/wait-for.ts';
+import { makeCert, startStandIn, type Cert, type Recorded, type StandIn } from './standins.ts';
+
+const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
+const PUBLIC = 'https://svc.example.test';
+
+describe('questions go back to the origin, answers come in from it', () => {
+  let dir: string;
+  let cert: Cert;
+  let github: StandIn;
+  let hooks: StandIn;
+  let repo: string;
+  let reposFile: string;
+  let t: TestTrigger;
+  let commentSeq = 9000;
+
+  function mapChannels(channels: string): void {
+    writeFileSync(reposFile, `acme/api checkout=${repo} chata=${channels}\n`);
+  }
+
+  before(async () => {
+    dir = tempDir('svc-origin-');
+    cert = makeCert(dir);
+    [github, hooks] = await Promise.all([startStandIn(cert), startStandIn(cert)]);
+    // A created comment's id: its issue's number × 100 + how many came before it there (the first is N00).
+    github.respond = (req) => {
+      const issue = /\/issues\/(\d+)\/comments$/.exec(req.path)?.[1];
+      if (req.method !== 'POST' || !issue) return { status: 200, body: '{}' };
+      return { status: 201, body: JSON.stringify({ id: Number(issue) * 100 + onIssue(Number(issue)).length - 1 }) };
+    };
+    repo = makeRepo('acme/api');
+    reposFile = join(dir, 'repos.conf');
+    mapChannels('C1');
+    t = await startTestTrigger({
+      GITHUB_TOKEN: 'gh-token-11',
+      GITHUB_API_URL: github.url,
+      CHATA_HOOKS_PREFIX: `${hooks.url}/commands/`,
+      SVC_PUBLIC_URL: PUBLIC,
+      // Blocked runs hold their slots: every test's job gets one.
+      SVC_TRIGGER_CONCURRENCY: '16',
+    }, { repo, reposFile, post: createHttpsPoster({ ca: cert.cert }) });
+  });
+  after(async () => {
+    await t.cleanup();
+    await Promise.all([github.close(), hooks.close()]);
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(repo, { recursive: true, force: true });
+  });
+
+  function githubEvent(event: string, body: Record<string, unknown>, secret: string = SECRETS.GITHUB_WEBHOOK_SECRET) {
+    const raw = Buffer.from(JSON.stringify(body));
+    return {
+      raw,
+      send: (delivery: string = randomUUID()) => post(`${t.url}/webhook`, raw, {
+        'x-github-event': event, 'x-github-delivery': delivery, 'x-hub-signature-256': `sha256=${sign.hex(secret, raw)}`,
+      }),
+    };
+  }
+
+  async function labelIssue(number: number, title: string): Promise<string> {
+    const res = await githubEvent('issues', {
+      action: 'labeled', label: { name: 'svc' }, repository: { full_name: 'acme/api' },
+      issue: { number, title, body: '', labels: [{ name: 'svc' }], author_association: 'OWNER' },
+    }).send();
+    assert.equal(res.status, 202);
+    return res.body.job_id as string;
+  }
+
+  function comment(number: number, text: string, login: string, association: string, id = commentSeq++) {
+    return githubEvent('issue_comment', {
+      action: 'created', repository: { full_name: 'acme/api' }, issue: { number, title: 'an issue' },
+      comment: { id, body: text, user: { login, type: 'User' }, author_association: association },
+    });
+  }
+
+  function chata(channel: string, text: string, user = 'U1') {
+    const raw = Buffer.from(fixture('slack-slash-command.txt').toString()
+      .replace('text=', `text=${encodeURIComponent(text)}`)
+      .replace('channel_id=G8PSS9T3V', `channel_id=${channel}`)
+      .replace('user_id=U2CERLKJA', `user_id=${user}`)
+      .replace(/response_url=[^&]+/, `response_url=${encodeURIComponent(`${hooks.url}/commands/T1/${randomUUID()}`)}`));
+    const ts = String(nowSeconds());
+    return post(`${t.url}/chata`, raw, {
+      'content-type': 'application/x-www-form-urlencoded', 'x-chata-request-timestamp': ts,
+      'x-chata-signature': sign.chata(SECRETS.CHATA_SIGNING_SECRET, raw, ts),
+    });
+  }
+
+  async function job(id: string): Promise<Record<string, unknown>> {
+    return (await get(`${t.url}/jobs/${id}`, bearer)).body;
+  }
+
+  function answerCalls(): string[][] {
+    return t.calls().filter((c) => c.args[0] === 'answer').map((c) => c.args);
+  }
+
+  /** The GitHub requests about one issue: its comments created, and every edit of a comment svc made. */
+  function onIssue(number: number): Recorded[] {
+    return github.requests.filter((r) => r.path === `/repos/acme/api/issues/${number}/comments`);
+  }
+
+  async function blocked(number: number, title: string): Promise<{ id: string; commentId: number }> {
+    const id = await labelIssue(number, title);
+    const created = await waitFor(() => onIssue(number)[0], 'the progress comment');
+    const commentId = number * 100;
+    await waitFor(() => github.requests.find((r) => r.method === 'PATCH'
+      && r.path === `/repos/acme/api/issues/comments/${commentId}` && r.body.includes('waiting for an answer')),
+    'the question in the progress comment');
+    assert.match(created.body, /started/);
+    return { id, commentId };
+  }
+
+  it('refuses, with a reply, an answer from a commenter GitHub marks NONE or CONTRIBUTOR, and audits it', async () => {
+    const { id } = await blocked(21, 'ask-question about the database');
+    for (const [login, association] of [['mallory', 'NONE'], ['drive-by', 'CONTRIBUTOR']] as const) {
+      const res = await comment(21, '/svc answer drop every table', login, association).send();
+      assert.equal(res.status, 200);
+      assert.equal(res.body.status, 'refused');
+      assert.match(res.body.reason as string, new RegExp(`${association}.*only OWNER, MEMBER or COLLABORATOR`));
+      // The reply is a new comment on the issue, the login as data, not a mention.
+      const reply = await waitFor(() => onIssue(21).find((r) => r.body.includes(login)), `the refusal to ${login}`);
+      assert.equal(reply.method, 'POST');
+      assert.match(JSON.parse(reply.body).body as string, new RegExp(`did not take the answer from \`${login}\``));
+    }
+    assert.deepEqual(answerCalls(), []);
+    const audited = (await job(id)).answers as Array<Record<string, unknown>>;
+    assert.deepEqual(audited.map((a) => [a.who, a.outcome, a.origin]), [
+      ['mallory', 'refused', 'webhook'], ['drive-by', 'refused', 'webhook'],
+    ]);
+    assert.match(audited[0]!.place as string, /^github acme\/api#21 comment \d+$/);
+    assert.equal((await job(id)).status, 'running');
+  });
+
+  it('answers nothing for a forged comment event (bad signature): 401, no answer, no audit', async () => {
+    const { id } = await blocked(22, 'ask-question about caching');
+    const forged = comment(22, '/svc answer ship it', 'ada', 'OWNER');
+    const res = await post(`${t.url}/webhook`, forged.raw, {
+      'x-github-event': 'issue_comment', 'x-github-delivery': randomUUID(),
+      'x-hub-signature-256': `sha256=${sign.hex('not-the-secret', forged.raw)}`,
+    });
+    assert.equal(res.status, 401);
+    assert.deepEqual(answerCalls(), []);
+    assert.deepEqual((await job(id)).answers, []);
+  });
+
+  it('refuses an answer to a run that is not blocked, with the reason, audited', async () => {
+    const id = await labelIssue(23, 'stay-running forever');
+    await waitFor(async () => (await job(id)).run, 'the run to start');
+    const res = await comment(23, '/svc answer use staging', 'ada', 'OWNER').send();
+    assert.equal(res.body.status, 'refused');
+    assert.match(res.body.reason as string, /is running, not blocked/);
+    const audited = (await job(id)).answers as Array<Record<string, unknown>>;
+    assert.deepEqual(audited.map((a) => [a.who, a.outcome]), [['ada', 'refused']]);
+  });
+
+  it('refuses a chat answer from a channel that does not reach the job, or no longer may', async () => {
+    const before = answerCalls().length;
+    const queued = await chata('C1', 'ask-question fix the login test');
+    const id = /(j\w{26})/.exec(queued.body.text as string)![1]!;
+    await waitFor(() => hooks.requests.find((r) => r.body.includes(id) && r.body.includes('waiting for an answer')),
+      'the question in the chat');
+    // Another channel: no job was asked there; naming the job from there is refused and audited as that job's.
+    const stranger = await chata('C2', 'answer use staging', 'U9');
+    assert.equal(stranger.body.status, 'skipped');
+    assert.match(stranger.body.text as string, /no running svc job was asked here/);
+    const named = await chata('C2', `answer ${id} use staging`, 'U9');
+    assert.equal(named.body.status, 'refused');
+    assert.match(named.body.text as string, /was not asked here/);
+    // The channel the job was asked in, after the operator took its mapping away.
+    mapChannels('C3,C4');
+    const unmapped = await chata('C1', 'answer use staging', 'U2');
+    assert.equal(unmapped.body.status, 'refused');
+    assert.equal(answerCalls().length, before);
+    const audited = (await job(id)).answers as Array<Record<string, unknown>>;
+    assert.deepEqual(audited.map((a) => [a.who, a.place, a.outcome]), [
+      ['U9', 'chata channel C2', 'refused'], ['U2', 'chata channel C1', 'refused'],
+    ]);
+    // Mapped again: the same channel's answer is taken, and the run continues to its end.
+    mapChannels('C1');
+    const answered = await chata('C1', 'answer use staging, not prod', 'U2');
+    assert.equal(answered.body.status, 'answered');
+    assert.deepEqual(answerCalls().slice(before).map((a) => a.slice(-1)), [['use staging, not prod']]);
+    const done = await waitFor(async () => {
+      const j = await job(id);
+      return j.status === 'succeeded' ? j : null;
+    }, 'the answered job to end');
+    assert.deepEqual((done.answers as Array<Record<string, unknown>>).map((a) => a.outcome),
+      ['refused', 'refused', 'answered']);
+    const summary = await waitFor(() => hooks.requests.find((r) => r.body.includes(`svc job ${id} succeeded`)),
+      'the completion summary');
+    assert.ok(summary.body.includes(`<${PUBLIC}/#/runs/`), summary.body);
+  });
+
+  it('a chat-started run asks in the chat, the question fenced as data, and a link people can reach', async () => {
+    const queued = await chata('C1', 'ask-question tidy the README');
+    const id = /(j\w{26})/.exec(queued.body.text as string)![1]!;
+    const asked = await waitFor(() => hooks.requests.find((r) => r.body.includes(id)
+      && r.body.includes('waiting for an answer')), 'the question');
+    const text = JSON.parse(asked.body).text as string;
+    // The agent's question is a code span: no <!here>, no link svc did not mean.
+    assert.match(text, /question: `Which database should the &lt;!here&gt; migration target: ˋprodˋ or \[staging\]\(https:\/\/evil\.example\)\?`/);
+    assert.match(text, new RegExp(`<${PUBLIC}/#/runs/`));
+    assert.ok(!text.includes('127.0.0.1'));
+    const answered = await chata('C1', `answer ${id} the README only`);
+    assert.equal(answered.body.status, 'answered');
+    await waitFor(async () => (await job(id)).status === 'succeeded', 'the job to end');
+  });
+
+  it('a GitHub issue keeps one progress comment, edited in place: started, question, answered, ended', async () => {
+    const { id, commentId } = await blocked(24, 'ask-question which region');
+    const answer = comment(24, '/svc answer eu-west-1, please', 'ada', 'MEMBER');
+    const res = await answer.send('delivery-24');
+    assert.equal(res.status, 200);
+    assert.equal(res.body.status, 'answered');
+    // GitHub redelivers the same comment: it answers once.
+    const again = await answer.send('delivery-24');
+    assert.equal(again.body.status, 'duplicate');
+    const done = await waitFor(async () => {
+      const j = await job(id);
+      return j.status === 'succeeded' ? j : null;
+    }, 'the job to end');
+    const ended = await waitFor(() => github.requests.find((r) => r.method === 'PATCH'
+      && r.path === `/repos/acme/api/issues/comments/${commentId}` && r.body.includes('succeeded')), 'the ended edit');
+    const body = JSON.parse(ended.body).body as string;
+    assert.match(body, /^<!-- svc-progress -->/);
+    assert.match(body, /PR <https:\/\/git\.example\.test\/acme\/api\/pull\/8>/);
+    // CommonMark: svc's own punctuation backslash-escaped, which GitHub shows as written.
+    assert.match(body, /cost \\\$0\\\.50/);
+    assert.ok(body.includes(`<${PUBLIC}/#/runs/`));
+    // Created once; everything after is an edit of that one comment, and none of it links to a loopback address.
+    assert.equal(onIssue(24).length, 1);
+    const edits = github.requests.filter((r) => r.path === `/repos/acme/api/issues/comments/${commentId}`);
+    // The question, then (unless the run ended first) who answered, then the end, which is the last word.
+    assert.ok(edits.length >= 2, `${edits.length} edits`);
+    assert.ok(edits[0]!.body.includes('waiting for an answer'));
+    assert.ok(edits.at(-1)!.body.includes('succeeded'));
+    assert.ok(edits.every((r) => r.method === 'PATCH' && !r.body.includes('127.0.0.1')));
+    assert.equal(edits[0]!.headers.authorization, 'Bearer gh-token-11');
+    assert.deepEqual(answerCalls().filter((a) => a.at(-1) === 'eu-west-1, please').length, 1);
+    assert.deepEqual((done.answers as Array<Record<string, unknown>>).map((a) => [a.who, a.outcome]),
+      [['ada', 'answered']]);
+  });
+});
+
+describe('reply channels for questions', () => {
+  const config: NotifyConfig = {
+    chataHooksPrefix: 'https://hooks.example.test/', trackeraApiUrl: '', trackeraApiKey: undefined,
+    trackerb: undefined, chataBot: { apiUrl: 'https://chat.example.test/api/', token: 'xoxb-12' },
+    github: { apiUrl: 'https://api.github.example.test', token: 'gh-13' },
+  };
+  const parts = [[{ own: 'svc job j1 is waiting for an answer' }]];
+  const target = {
+    response_url: 'https://hooks.example.test/commands/T/1/x', response_url_until: 1_000, channel_id: 'C7',
+  };
+
+  it('chata: the response_url while it is valid, then the bot token to the channel', () => {
+    const early = chataReply.prepare(target, parts, config, 999);
+    assert.ok(typeof early !== 'string');
+    assert.equal(early.url.href, target.response_url);
+    const late = chataReply.prepare(target, parts, config, 1_001);
+    assert.ok(typeof late !== 'string');
+    assert.equal(late.url.href, 'https://chat.example.test/api/chat.postMessage');
+    assert.equal(late.headers.authorization, 'Bearer xoxb-12');
+    assert.equal(JSON.parse(late.body).channel, 'C7');
+    assert.throws(() => late.check!('{"ok":false,"error":"not_in_channel"}'));
+    // No bot token: nothing is sent to an expired response_url, and the log says why.
+    assert.match(chataReply.prepare(target, parts, { ...config, chataBot: undefined }, 1_001) as string,
+      /expired and CHATA_BOT_TOKEN is not set/);
+  });
+
+  it('GitHub: creates the comment, keeps its id, then edits that comment', () => {
+    const issue = { repo: 'acme/api', issue: 5 };
+    const first = githubReply.prepare(issue, parts, config, 0);
+    assert.ok(typeof first !== 'string');
+    assert.equal(first.method ?? 'POST', 'POST');
+    assert.equal(first.url.href, 'https://api.github.example.test/repos/acme/api/issues/5/comments');
+    assert.deepEqual(first.remember!('{"id":77}'), { comment_id: 77 });
+    const next = githubReply.prepare({ ...issue, comment_id: 77 }, parts, config, 0);
+    assert.ok(typeof next !== 'string');
+    assert.equal(next.method, 'PATCH');
+    assert.equal(next.url.href, 'https://api.github.example.test/repos/acme/api/issues/comments/77');
+  });
+});
