@@ -8,6 +8,7 @@ import type { AnswerAudit } from '../db/trigger-replies-store.ts';
 import type { JobExecutor } from './executor.ts';
 import type { Logger } from '../log.ts';
 import { stripLeadingHyphens } from '../webhook-sources.ts';
+import { json, type Reply } from '../http/respond.ts';
 import { ANSWER_COMMAND, data, type Progress, type SummaryParts } from './summary.ts';
 
 /** An answer as the route read it from a verified delivery. */
@@ -128,4 +129,16 @@ export function refusalParts(jobId: string, who: string, reason: string): Summar
     [{ own: `svc job ${jobId} did not take the answer from ` }, data(who)],
     [{ own: 'why: ' }, data(reason)],
   ];
+}
+
+/**
+ * The route's answer to an answer delivery (a 2xx the vendor does not retry: the audit is on disk), and for a refusal
+ * the reply where it was written, sent after. A chat, which answers in the response itself, words its own.
+ */
+export function answerReply(desk: AnswerDesk, outcome: AnswerOutcome, who: string): Reply {
+  if (outcome.kind === 'no_job') return json(200, { status: 'skipped', reason: outcome.reason });
+  if (outcome.kind === 'duplicate') return json(200, { status: 'duplicate', job_id: outcome.jobId });
+  if (outcome.kind === 'answered') return json(200, { status: 'answered', job_id: outcome.jobId, run: outcome.run });
+  desk.tell(outcome.jobId, refusalParts(outcome.jobId, who, outcome.reason));
+  return json(200, { status: 'refused', job_id: outcome.jobId, reason: outcome.reason });
 }

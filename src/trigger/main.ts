@@ -97,11 +97,12 @@ export async function startTrigger(
   const shutdown = new AbortController();
   const { controlUrl, controlToken, source } = settings;
   const control = { controlUrl, controlToken, source, fetch: o.fetch ?? fetch, log };
+  const post = o.post ?? createHttpsPoster();
   const notify = createNotifier({
     stores,
     config: settings.notify,
     replies: REPLIES,
-    post: o.post ?? createHttpsPoster(),
+    post,
     report: createControlReporter(control),
     log,
     clock,
@@ -130,7 +131,7 @@ export async function startTrigger(
   const skips = createSkipCounts();
   let accepting = false;
   const answers = createAnswerDesk({ stores, executor, clock, log, progress: notify.progress, note: notify.note });
-  const deps = { settings, queue, clock, log, skips, accepting: () => accepting, answers };
+  const deps = { settings, queue, clock, log, skips, accepting: () => accepting, answers, post };
   const listener = createTriggerApp(deps, o.bodyTimeoutMs);
   // GET /v1/repos on the Control Plane lists what is served here, and its UI filter offers them; a
   // reloaded file is reported again, and the report of the table it replaced stops retrying.

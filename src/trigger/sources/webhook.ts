@@ -2,12 +2,12 @@
 // with write-level association, becomes a job; everything else is skipped.
 import { parseJsonObject } from '../../http/body.ts';
 import { HttpError } from '../../http/http-error.ts';
-import { json, type Reply } from '../../http/respond.ts';
+import type { Reply } from '../../http/respond.ts';
 import { isJsonObject, obj, type Obj } from '../../untrusted.ts';
 import { firstHeader, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
 import { createHash } from 'node:crypto';
-import { answerText, refusalParts } from '../answers.ts';
+import { answerReply, answerText } from '../answers.ts';
 import { renderSummary, SEPARATOR, type ReplyChannel, type SummaryParts } from '../summary.ts';
 import { markdownEscape, markdownPiece } from './trackera.ts';
 
@@ -178,12 +178,8 @@ async function answerFromGithub(ctx: TCtx, answer: GithubAnswer): Promise<Reply>
       ...(answer.commentId ? [`webhook:comment:${answer.commentId}`] : []),
     ],
   });
-  if (outcome.kind === 'no_job') return skipped(outcome.reason);
-  if (outcome.kind === 'duplicate') return json(200, { status: 'duplicate', job_id: outcome.jobId });
-  if (outcome.kind === 'answered') return json(200, { status: 'answered', job_id: outcome.jobId, run: outcome.run });
-  // Refused with a reply where it was written, not dropped; the reply goes out after the audit is on disk.
-  ctx.deps.answers.tell(outcome.jobId, refusalParts(outcome.jobId, answer.login, outcome.reason));
-  return json(200, { status: 'refused', job_id: outcome.jobId, reason: outcome.reason });
+  // Refused with a reply where it was written, not dropped.
+  return answerReply(ctx.deps.answers, outcome, answer.login);
 }
 
 function githubHeaders(token: string): Record<string, string> {
