@@ -46,7 +46,7 @@ if (args[0] === 'answer') {
   const now = new Date().toISOString();
   const running = text.includes('stay-running');
   // A run that blocks with a question (the agent asks; issue 32): it waits until `svc answer` (above).
-  const asks = text.includes('ask-question');
+  const asks = text.includes('ask-question') || text.includes('trackera:ASKQ-');
   // A run whose error carries vendor markup (issue 21): every run in a project holding this file fails with its text.
   let hostile = null;
   try {

@@ -25,19 +25,31 @@ describe('questions go back to the origin, answers come in from it', () => {
   let cert: Cert;
   let github: StandIn;
   let hooks: StandIn;
+  let trackera: StandIn;
+  let trackerb: StandIn;
   let repo: string;
   let reposFile: string;
   let t: TestTrigger;
   let commentSeq = 9000;
 
   function mapChannels(channels: string): void {
-    writeFileSync(reposFile, `acme/api checkout=${repo} chata=${channels}\n`);
+    writeFileSync(reposFile, `acme/api checkout=${repo} chata=${channels} trackera=ASKQ trackerb=ASKB\n`);
   }
 
   before(async () => {
     dir = tempDir('svc-origin-');
     cert = makeCert(dir);
-    [github, hooks] = await Promise.all([startStandIn(cert), startStandIn(cert)]);
+    [github, hooks, trackera, trackerb] = await Promise.all(
+      [startStandIn(cert), startStandIn(cert), startStandIn(cert), startStandIn(cert)],
+    );
+    // trackera's GraphQL: comments are created; the issue's team has one member, u-member.
+    trackera.respond = (req) => ({ status: 200, body: req.body.includes('IssueTeam')
+      ? JSON.stringify({ data: { issue: { team: { members: { nodes: [{ id: 'u-member' }] } } } } })
+      : '{"data":{"commentCreate":{"success":true}}}' });
+    // trackerb's REST: comments are created; acc-member is the one account assignable to the issue.
+    trackerb.respond = (req) => (req.method === 'GET'
+      ? { status: 200, body: JSON.stringify(req.path.includes('accountId=acc-member') ? [{ accountId: 'acc-member' }] : []) }
+      : { status: 201, body: '{}' });
     // A created comment's id: its issue's number × 100 + how many came before it there (the first is N00).
     github.respond = (req) => {
       const issue = /\/issues\/(\d+)\/comments$/.exec(req.path)?.[1];
@@ -52,13 +64,18 @@ describe('questions go back to the origin, answers come in from it', () => {
       GITHUB_API_URL: github.url,
       CHATA_HOOKS_PREFIX: `${hooks.url}/commands/`,
       SVC_PUBLIC_URL: PUBLIC,
+      TRACKERA_API_URL: `${trackera.url}/graphql`,
+      TRACKERA_API_KEY: 'lin-key-14',
+      TRACKERB_BASE_URL: trackerb.url,
+      TRACKERB_EMAIL: 'bot@example.test',
+      TRACKERB_API_TOKEN: 'jira-token-15',
       // Blocked runs hold their slots: every test's job gets one.
       SVC_TRIGGER_CONCURRENCY: '16',
     }, { repo, reposFile, post: createHttpsPoster({ ca: cert.cert }) });
   });
   after(async () => {
     await t.cleanup();
-    await Promise.all([github.close(), hooks.close()]);
+    await Promise.all([github, hooks, trackera, trackerb].map((x) => x.close()));
     rmSync(dir, { recursive: true, force: true });
     rmSync(repo, { recursive: true, force: true });
   });
@@ -255,6 +272,73 @@ describe('questions go back to the origin, answers come in from it', () => {
     assert.deepEqual(answerCalls().filter((a) => a.at(-1) === 'eu-west-1, please').length, 1);
     assert.deepEqual((done.answers as Array<Record<string, unknown>>).map((a) => [a.who, a.outcome]),
       [['ada', 'answered']]);
+  });
+
+  function trackeraEvent(body: Record<string, unknown>) {
+    const raw = Buffer.from(JSON.stringify({ ...body, webhookTimestamp: Date.now() }));
+    return post(`${t.url}/trackera`, raw, { 'linear-signature': sign.hex(SECRETS.TRACKERA_WEBHOOK_SECRET, raw) });
+  }
+
+  function trackerbEvent(body: Record<string, unknown>) {
+    const raw = Buffer.from(JSON.stringify(body));
+    return post(`${t.url}/trackerb`, raw, {
+      'x-hub-signature': `sha256=${sign.hex(SECRETS.TRACKERB_WEBHOOK_SECRET, raw)}`,
+      'x-atlassian-webhook-identifier': randomUUID(),
+    });
+  }
+
+  it('a trackera issue asks in a comment; only a member of its team may answer it', async () => {
+    const queued = await trackeraEvent({
+      action: 'create', type: 'Issue', url: 'https://linear.example/x/issue/ASKQ-1',
+      data: { id: 'issue-askq-1', identifier: 'ASKQ-1', title: 'pick a region', team: { key: 'ASKQ' } },
+    });
+    assert.equal(queued.status, 202);
+    const id = queued.body.job_id as string;
+    await waitFor(() => trackera.requests.find((r) => r.body.includes('commentCreate')
+      && r.body.includes('waiting for an answer')), 'the question as a comment');
+    const say = (userId: string, body: string) => trackeraEvent({
+      action: 'create', type: 'Comment',
+      data: { id: randomUUID(), body, issueId: 'issue-askq-1', userId, user: { id: userId, name: userId } },
+    });
+    const stranger = await say('u-stranger', '/svc answer delete the backups');
+    assert.equal(stranger.body.status, 'refused');
+    assert.match(stranger.body.reason as string, /not a member of the issue's team/);
+    await waitFor(() => trackera.requests.find((r) => r.body.includes('did not take the answer')), 'the refusal');
+    const member = await say('u-member', '/svc answer eu-central');
+    assert.equal(member.body.status, 'answered');
+    const done = await waitFor(async () => {
+      const j = await job(id);
+      return j.status === 'succeeded' ? j : null;
+    }, 'the job to end');
+    assert.deepEqual((done.answers as Array<Record<string, unknown>>).map((a) => [a.who, a.outcome]),
+      [['u-stranger', 'refused'], ['u-member', 'answered']]);
+  });
+
+  it('a trackerb issue asks in a comment; only someone assignable to it may answer it', async () => {
+    const queued = await trackerbEvent({
+      webhookEvent: 'jira:issue_created',
+      issue: { id: '10001', key: 'ASKB-1', fields: { summary: 'ask-question pick a queue', labels: ['svc'],
+        project: { key: 'ASKB' } } },
+    });
+    assert.equal(queued.status, 202);
+    const id = queued.body.job_id as string;
+    await waitFor(() => trackerb.requests.find((r) => r.path === '/rest/api/3/issue/ASKB-1/comment'
+      && r.body.includes('waiting for an answer')), 'the question as a comment');
+    const say = (accountId: string, body: string) => trackerbEvent({
+      webhookEvent: 'comment_created', issue: { key: 'ASKB-1' },
+      comment: { id: String(commentSeq++), body, author: { accountId, displayName: accountId } },
+    });
+    const stranger = await say('acc-stranger', '/svc answer the fast queue');
+    assert.equal(stranger.body.status, 'refused');
+    assert.match(stranger.body.reason as string, /cannot be assigned this issue/);
+    const member = await say('acc-member', '/svc answer the durable queue');
+    assert.equal(member.body.status, 'answered');
+    const done = await waitFor(async () => {
+      const j = await job(id);
+      return j.status === 'succeeded' ? j : null;
+    }, 'the job to end');
+    assert.deepEqual((done.answers as Array<Record<string, unknown>>).map((a) => [a.who, a.outcome]),
+      [['acc-stranger', 'refused'], ['acc-member', 'answered']]);
   });
 });
 
