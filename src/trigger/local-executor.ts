@@ -9,7 +9,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { oneLine } from '../webhook-sources.ts';
 import {
   outcomeFromState, parseLaunchOutput, questionOf, RUN_SEGMENT,
-  type AnswerResult, type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef,
+  type AnswerResult, type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome,
+  type RunRef,
 } from './executor.ts';
 import { identityOf, signalGroup } from '../engine/proc-group.ts';
 import { operatorPassedEnv } from '../engine/config.ts';
@@ -142,7 +143,8 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
       // After `--`, the text is never read as an option (answers.ts also strips its leading hyphens).
       const args = ['answer', '--repo', workdir, '--', `${run.source}/${run.run}`, text];
       const child = startChild([opts.execPath ?? process.execPath, opts.cliPath, ...args], {
-        cwd: workdir, kind: 'launcher', base: opts.env, extra: operatorEnv, stdio: ['ignore', 'ignore', 'pipe'], secrets,
+        cwd: workdir, kind: 'launcher', base: opts.env, extra: operatorEnv, stdio: ['ignore', 'ignore', 'pipe'],
+        secrets,
       });
       child.stderr?.setEncoding('utf8').on('data', (d: string) => {
         if (stderr.length < OUTPUT_CAP) stderr += d;

@@ -1,7 +1,7 @@
 // The one-line completion summary every origin receives: status, verdict, PR URL, cost, duration, Control Plane link;
 // and what a source's reply channel is (its sender and renderer are beside its handler, trigger/sources/<name>.ts).
 import { FailedError } from '../errors.ts';
-import { VERDICTS } from '../run-json.ts';
+import { runPageUrl, VERDICTS } from '../run-json.ts';
 import type { RunOutcome, RunRef } from './executor.ts';
 
 export interface NotifyConfig {
@@ -66,8 +66,7 @@ export function formatDuration(ms: number): string {
 
 /** Where a person can look at the run (SVC_PUBLIC_URL's page of it); null when no public address is known. */
 export function runLink(publicUrl: string | undefined, run: RunRef): string | null {
-  if (!publicUrl) return null;
-  return `${publicUrl.replace(/\/+$/, '')}/#/runs/${encodeURIComponent(run.source)}/${encodeURIComponent(run.run)}`;
+  return publicUrl ? runPageUrl(publicUrl, run.source, run.run) : null;
 }
 
 /** The run's link as a summary part, or (no public address) where to look it up instead: never a loopback link. */

@@ -10,7 +10,9 @@ import { join } from 'node:path';
 import { createHttpsPoster } from '../../src/trigger/https-post.ts';
 import { chataReply } from '../../src/trigger/sources/chata.ts';
 import { githubReply } from '../../src/trigger/sources/webhook.ts';
-import type { NotifyConfig } from '../../src/trigger/summary.ts';
+import { buildSummaryParts, plainSummary, type NotifyConfig } from '../../src/trigger/summary.ts';
+import { resolveTriggerSettings } from '../../src/trigger/settings.ts';
+import { publicRunPage } from '../../src/engine/pr.ts';
 import {
   SECRETS, fixture, get, makeRepo, nowSeconds, post, sign, startTestTrigger, tempDir, type TestTrigger,
 } from './helpers.ts';
@@ -379,5 +381,42 @@ describe('reply channels for questions', () => {
     assert.ok(typeof next !== 'string');
     assert.equal(next.method, 'PATCH');
     assert.equal(next.url.href, 'https://api.github.example.test/repos/acme/api/issues/comments/77');
+  });
+});
+
+describe('SVC_PUBLIC_URL: links people can follow, never a loopback address', () => {
+  const run = { source: 'build-host', run: 'r1' };
+  const summary = (publicUrl: string | undefined) => plainSummary(buildSummaryParts({
+    jobId: 'j1', status: 'succeeded', run, outcome: null, durationMs: 1000, error: null, publicUrl,
+  }));
+
+  it('links the run page on the public address, and says where to look without one', () => {
+    assert.match(summary('https://svc.example.test'), /· https:\/\/svc\.example\.test\/#\/runs\/build-host\/r1$/);
+    assert.match(summary(undefined), /· see run build-host\/r1 on the Control Plane$/);
+  });
+
+  it('refuses a loopback SVC_PUBLIC_URL at start (an error, no link), whatever SVC_CONTROL_URL is', () => {
+    const home = tempDir('svc-public-');
+    const repo = makeRepo();
+    try {
+      for (const value of ['http://127.0.0.1:47821', 'http://localhost:8080/', 'http://[::1]:1/', 'ftp://svc.example']) {
+        const settings = resolveTriggerSettings({ HOME: home, SVC_PUBLIC_URL: value }, { repo }, repo);
+        assert.equal(settings.publicUrl, undefined, value);
+        assert.ok(settings.problems.errors.some((e) => e.startsWith('SVC_PUBLIC_URL')), value);
+      }
+      const good = resolveTriggerSettings({ HOME: home, SVC_PUBLIC_URL: 'https://svc.example.test/cp/' }, { repo }, repo);
+      assert.equal(good.publicUrl, 'https://svc.example.test/cp');
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+      rmSync(repo, { recursive: true, force: true });
+    }
+  });
+
+  it('links the run page from the PR body only on a public address', () => {
+    assert.equal(publicRunPage({ SVC_PUBLIC_URL: 'https://svc.example.test' }, 'local', 'r2'),
+      'https://svc.example.test/#/runs/local/r2');
+    for (const value of [undefined, 'http://127.0.0.1:47821', 'http://localhost/', 'not a url']) {
+      assert.equal(publicRunPage({ SVC_PUBLIC_URL: value }, 'local', 'r2'), null, String(value));
+    }
   });
 });

@@ -169,7 +169,8 @@ async function answerFromGithub(ctx: TCtx, answer: GithubAnswer): Promise<Reply>
   const digest = createHash('sha256').update(ctx.raw ?? '').digest('hex');
   const delivery = firstHeader(ctx.req.headers, sourceOf('webhook').delivery)?.trim();
   const refusal = (): string | null => (TRUSTED.has(answer.association) ? null
-    : `the comment's author is ${answer.association} on this repository: only OWNER, MEMBER or COLLABORATOR may answer`);
+    : `the comment's author is ${answer.association} on this repository: only OWNER, MEMBER or COLLABORATOR may `
+      + 'answer');
   const outcome = await ctx.deps.answers.answer({
     origin: 'webhook', thread: answer.thread, text: answer.text, who: answer.login, refusal,
     place: `github ${answer.repository}#${answer.thread.split('#')[1]} comment ${answer.commentId}`,
