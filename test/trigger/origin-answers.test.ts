@@ -35,7 +35,8 @@ describe('questions go back to the origin, answers come in from it', () => {
   let commentSeq = 9000;
 
   function mapChannels(channels: string): void {
-    writeFileSync(reposFile, `acme/api checkout=${repo} chata=${channels} trackera=ASKQ trackerb=ASKB\n`);
+    writeFileSync(reposFile,
+      `acme/api checkout=${repo} chata=${channels} chatb=19:team@thread.tacv2 trackera=ASKQ trackerb=ASKB\n`);
   }
 
   before(async () => {
@@ -288,6 +289,32 @@ describe('questions go back to the origin, answers come in from it', () => {
       'x-atlassian-webhook-identifier': randomUUID(),
     });
   }
+
+  function chatb(channel: string, text: string, from = 'Tim Jones') {
+    const raw = Buffer.from(JSON.stringify({
+      type: 'message', id: randomUUID(), timestamp: new Date().toISOString(), text: `<at>svc</at> ${text}`,
+      from: { id: '29:abc', name: from }, conversation: { id: `${channel};messageid=1` },
+      channelData: { teamsChannelId: channel },
+    }));
+    return post(`${t.url}/chatb`, raw, { authorization: sign.chatb(SECRETS.CHATB_SECURITY_TOKEN, raw) });
+  }
+
+  it('chatb cannot be asked later, but a run it started is answered from its channel', async () => {
+    const queued = await chatb('19:team@thread.tacv2', 'ask-question pick a colour');
+    const id = /(j\w{26})/.exec(queued.body.text as string)![1]!;
+    await waitFor(async () => (await job(id)).run, 'the run to start');
+    const elsewhere = await chatb('19:other@thread.tacv2', 'answer blue', 'Eve');
+    assert.equal(elsewhere.body.status, 'skipped');
+    const answered = await chatb('19:team@thread.tacv2', 'answer blue');
+    assert.equal(answered.body.status, 'answered');
+    assert.match(answered.body.text as string, new RegExp(`Answered svc job ${id}`));
+    const done = await waitFor(async () => {
+      const j = await job(id);
+      return j.status === 'succeeded' ? j : null;
+    }, 'the job to end');
+    assert.deepEqual((done.answers as Array<Record<string, unknown>>).map((a) => [a.who, a.place, a.outcome]),
+      [['Tim Jones', 'chatb channel 19:team@thread.tacv2', 'answered']]);
+  });
 
   it('a trackera issue asks in a comment; only a member of its team may answer it', async () => {
     const queued = await trackeraEvent({
