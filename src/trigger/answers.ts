@@ -139,6 +139,8 @@ export function answerReply(desk: AnswerDesk, outcome: AnswerOutcome, who: strin
   if (outcome.kind === 'no_job') return json(200, { status: 'skipped', reason: outcome.reason });
   if (outcome.kind === 'duplicate') return json(200, { status: 'duplicate', job_id: outcome.jobId });
   if (outcome.kind === 'answered') return json(200, { status: 'answered', job_id: outcome.jobId, run: outcome.run });
-  desk.tell(outcome.jobId, refusalParts(outcome.jobId, who, outcome.reason));
+  // One reply per person and job: a stranger's hundred comments do not make svc post a hundred (each is audited).
+  const refusals = desk.of(outcome.jobId).filter((a) => a.who === who && a.outcome === 'refused').length;
+  if (refusals === 1) desk.tell(outcome.jobId, refusalParts(outcome.jobId, who, outcome.reason));
   return json(200, { status: 'refused', job_id: outcome.jobId, reason: outcome.reason });
 }

@@ -158,10 +158,17 @@ describe('questions go back to the origin, answers come in from it', () => {
       assert.equal(reply.method, 'POST');
       assert.match(JSON.parse(reply.body).body as string, new RegExp(`did not take the answer from \`${login}\``));
     }
+    // Again from mallory: refused and audited, but svc does not reply twice to one person (replies go out in order,
+    // so once the reply to the next person is there, a second one to mallory would have been too).
+    assert.equal((await comment(21, '/svc answer drop it anyway', 'mallory', 'NONE').send()).body.status, 'refused');
+    assert.equal((await comment(21, '/svc answer me too', 'passer-by', 'NONE').send()).body.status, 'refused');
+    await waitFor(() => onIssue(21).find((r) => r.body.includes('passer-by')), 'the refusal to passer-by');
+    assert.equal(onIssue(21).filter((r) => r.body.includes('mallory')).length, 1);
     assert.deepEqual(answerCalls(), []);
     const audited = (await job(id)).answers as Array<Record<string, unknown>>;
     assert.deepEqual(audited.map((a) => [a.who, a.outcome, a.origin]), [
-      ['mallory', 'refused', 'webhook'], ['drive-by', 'refused', 'webhook'],
+      ['mallory', 'refused', 'webhook'], ['drive-by', 'refused', 'webhook'], ['mallory', 'refused', 'webhook'],
+      ['passer-by', 'refused', 'webhook'],
     ]);
     assert.match(audited[0]!.place as string, /^github acme\/api#21 comment \d+$/);
     assert.equal((await job(id)).status, 'running');
