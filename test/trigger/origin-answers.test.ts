@@ -5,7 +5,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createHttpsPoster } from '../../src/trigger/https-post.ts';
 import { chataReply } from '../../src/trigger/sources/chata.ts';
@@ -13,6 +13,7 @@ import { githubReply } from '../../src/trigger/sources/webhook.ts';
 import { buildSummaryParts, plainSummary, type NotifyConfig } from '../../src/trigger/summary.ts';
 import { resolveTriggerSettings } from '../../src/trigger/settings.ts';
 import { publicRunPage } from '../../src/engine/pr.ts';
+import { createLocalExecutor } from '../../src/trigger/local-executor.ts';
 import {
   SECRETS, fixture, get, makeRepo, nowSeconds, post, sign, startTestTrigger, tempDir, type TestTrigger,
 } from './helpers.ts';
@@ -451,6 +452,35 @@ describe('SVC_PUBLIC_URL: links people can follow, never a loopback address', ()
       'https://svc.example.test/#/runs/local/r2');
     for (const value of [undefined, 'http://127.0.0.1:47821', 'http://localhost/', 'not a url']) {
       assert.equal(publicRunPage({ SVC_PUBLIC_URL: value }, 'local', 'r2'), null, String(value));
+    }
+  });
+});
+
+describe('the answer reaches the run as `svc answer` hands it over (the real CLI)', () => {
+  it('writes the blocked run\'s answer file, and refuses a run that is not blocked', async () => {
+    const home = tempDir('svc-answer-home-');
+    const project = tempDir('svc-answer-project-');
+    const answers = join(home, 'answers');
+    try {
+      for (const [run, status] of [['rblocked', 'blocked'], ['rrunning', 'running']] as const) {
+        mkdirSync(join(project, '.svc', 'runs', run), { recursive: true });
+        writeFileSync(join(project, '.svc', 'runs', run, 'state.json'), JSON.stringify({ source: 'local', run, status }));
+      }
+      const executor = createLocalExecutor({
+        cliPath: join(import.meta.dirname, '../../dist/cli.js'),
+        env: { PATH: process.env.PATH, HOME: home, SVC_CONTROL_ANSWER_DIR: answers, SVC_CONTROL_URL: 'http://127.0.0.1:9' },
+      });
+      // Text that looks like an option still arrives as the answer: it goes after `--`.
+      const ok = await executor.answer!({ source: 'local', run: 'rblocked' }, 'use staging --force', project);
+      assert.deepEqual(ok, { ok: true });
+      const written = JSON.parse(readFileSync(join(answers, 'local', 'rblocked.json'), 'utf8')) as { answer: string };
+      assert.equal(written.answer, 'use staging --force');
+      const refused = await executor.answer!({ source: 'local', run: 'rrunning' }, 'use staging', project);
+      assert.equal(refused.ok, false);
+      assert.match((refused as { reason: string }).reason, /is running, not blocked/);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+      rmSync(project, { recursive: true, force: true });
     }
   });
 });
