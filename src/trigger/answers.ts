@@ -54,12 +54,17 @@ export interface AnswerDeskOptions {
   note?: (jobId: string, parts: SummaryParts) => Promise<boolean>;
 }
 
-/** The answer text of a `/svc answer <text>` command or comment, or null when it is not one. */
-export function answerText(text: string): string | null {
+/**
+ * A `/svc answer [<job id>] <text>` command or comment: the job it names (when several wait in one place) and the
+ * answer text; null when it is not one.
+ */
+export function answerCommand(text: string): { jobId: string | undefined; text: string } | null {
   const match = /^\/svc[ \t]+answer(?:[ \t\r\n]+([\s\S]*))?$/i.exec(text.trim());
   if (!match) return null;
+  const named = /^(j[0-9a-z]{26})(?:\s+|$)/.exec(match[1] ?? '');
+  const rest = named ? match[1]!.slice(named[0].length) : match[1] ?? '';
   // The text reaches `svc answer` after `--`; no leading hyphen makes it read like an option anywhere else either.
-  return stripLeadingHyphens(match[1] ?? '').trim();
+  return { jobId: named?.[1], text: stripLeadingHyphens(rest).trim() };
 }
 
 export function createAnswerDesk(opts: AnswerDeskOptions): AnswerDesk {

@@ -14,6 +14,7 @@ import { buildSummaryParts, plainSummary, type NotifyConfig } from '../../src/tr
 import { resolveTriggerSettings } from '../../src/trigger/settings.ts';
 import { publicRunPage } from '../../src/engine/pr.ts';
 import { createLocalExecutor } from '../../src/trigger/local-executor.ts';
+import { answerCommand } from '../../src/trigger/answers.ts';
 import {
   SECRETS, fixture, get, makeRepo, nowSeconds, post, sign, startTestTrigger, tempDir, type TestTrigger,
 } from './helpers.ts';
@@ -376,6 +377,19 @@ describe('questions go back to the origin, answers come in from it', () => {
     }, 'the job to end');
     assert.deepEqual((done.answers as Array<Record<string, unknown>>).map((a) => [a.who, a.outcome]),
       [['acc-stranger', 'refused'], ['acc-member', 'answered']]);
+  });
+});
+
+describe('the /svc answer command', () => {
+  it('reads the text, a job id when one is named, and never a leading hyphen', () => {
+    const job = `j${'0'.repeat(26)}`;
+    assert.deepEqual(answerCommand('/svc answer use staging'), { jobId: undefined, text: 'use staging' });
+    assert.deepEqual(answerCommand(`  /svc answer ${job}\nline one\nline two `), { jobId: job, text: 'line one\nline two' });
+    assert.deepEqual(answerCommand('/svc answer --help'), { jobId: undefined, text: 'help' });
+    assert.deepEqual(answerCommand('/SVC Answer'), { jobId: undefined, text: '' });
+    for (const other of ['/svc answering', '/svcanswer x', '/svc fix the answer', 'please /svc answer x', '']) {
+      assert.equal(answerCommand(other), null, other);
+    }
   });
 });
 

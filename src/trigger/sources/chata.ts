@@ -7,7 +7,7 @@ import { sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import {
   ANSWER_COMMAND, PermanentError, renderSummary, type Delivery, type NotifyConfig, type Piece, type ReplyChannel,
 } from '../summary.ts';
-import { answerText } from '../answers.ts';
+import { answerCommand } from '../answers.ts';
 import type { JobRow } from '../../db/trigger-jobs-store.ts';
 import { createHash } from 'node:crypto';
 import { takeRepoOption } from '../served-repos.ts';
@@ -148,8 +148,7 @@ function botPost(target: Record<string, unknown>, text: string, config: NotifyCo
  */
 async function answerFromChata(ctx: TCtx, input: Extract<ChataInput, { kind: 'command' }>): Promise<Reply> {
   const words = input.text.replace(/^answer\s*/i, '');
-  const named = /^(j[0-9a-z]{26})(?:\s+|$)/.exec(words);
-  const text = answerText(`${ANSWER_COMMAND} ${named ? words.slice(named[0].length) : words}`) ?? '';
+  const { jobId, text } = answerCommand(`${ANSWER_COMMAND} ${words}`) ?? { jobId: undefined, text: '' };
   const channel = input.channel ?? '';
   const refusal = (job: JobRow): string | null => {
     const routed = ctx.deps.settings.repos.chat('chata', input.channel, job.repo);
@@ -157,7 +156,7 @@ async function answerFromChata(ctx: TCtx, input: Extract<ChataInput, { kind: 'co
   };
   const digest = createHash('sha256').update(ctx.raw ?? '').digest('hex');
   const outcome = await ctx.deps.answers.answer({
-    origin: 'chata', thread: chataThread(channel), jobId: named?.[1], text, who: input.user, refusal,
+    origin: 'chata', thread: chataThread(channel), jobId, text, who: input.user, refusal,
     place: `chata channel ${channel}`, keys: [`chata:body:${digest}`],
   });
   if (outcome.kind === 'no_job') return ephemeral(`Not answered: ${outcome.reason}.`, { status: 'skipped' });

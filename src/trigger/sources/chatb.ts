@@ -6,7 +6,7 @@ import { sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import { obj, str } from '../../untrusted.ts';
 import { takeRepoOption } from '../served-repos.ts';
 import { checkBodyTime, enqueue, requireValid, unserved, type TCtx } from '../intake.ts';
-import { answerText } from '../answers.ts';
+import { answerCommand } from '../answers.ts';
 import { ANSWER_COMMAND } from '../summary.ts';
 import type { JobRow } from '../../db/trigger-jobs-store.ts';
 import { createHash } from 'node:crypto';
@@ -82,15 +82,14 @@ function chatbThread(channel: string): string {
  */
 async function answerFromChatb(ctx: TCtx, activity: ReturnType<typeof readChatb>): Promise<Reply> {
   const words = activity.text.replace(/^answer\s*/i, '');
-  const named = /^(j[0-9a-z]{26})(?:\s+|$)/.exec(words);
-  const text = answerText(`${ANSWER_COMMAND} ${named ? words.slice(named[0].length) : words}`) ?? '';
+  const { jobId, text } = answerCommand(`${ANSWER_COMMAND} ${words}`) ?? { jobId: undefined, text: '' };
   const channel = activity.channel ?? '';
   const refusal = (job: JobRow): string | null => {
     const routed = ctx.deps.settings.repos.chat('chatb', activity.channel, job.repo);
     return routed.kind === 'unserved' ? routed.reason : null;
   };
   const outcome = await ctx.deps.answers.answer({
-    origin: 'chatb', thread: chatbThread(channel), jobId: named?.[1], text, who: activity.user, refusal,
+    origin: 'chatb', thread: chatbThread(channel), jobId, text, who: activity.user, refusal,
     place: `chatb channel ${channel}`,
     keys: [`chatb:body:${createHash('sha256').update(ctx.raw ?? '').digest('hex')}`,
       ...(activity.id ? [`chatb:activity:${activity.id}`] : [])],

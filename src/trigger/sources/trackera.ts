@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { PermanentError, renderSummary, SEPARATOR, type Piece, type ReplyChannel } from '../summary.ts';
 import { checkBodyTime, enqueue, requireValid, skipped, unserved, type TCtx } from '../intake.ts';
-import { answerReply, answerText } from '../answers.ts';
+import { answerCommand, answerReply } from '../answers.ts';
 import type { JobRow } from '../../db/trigger-jobs-store.ts';
 import { createHash } from 'node:crypto';
 
@@ -189,6 +189,7 @@ export interface TrackeraAnswer {
   commentId: string;
   userId: string;
   who: string;
+  jobId: string | undefined;
   text: string;
 }
 
@@ -196,12 +197,12 @@ export interface TrackeraAnswer {
 export function readTrackeraAnswer(body: Record<string, unknown>): TrackeraAnswer | null {
   if (body.type !== 'Comment' || body.action !== 'create') return null;
   const data = obj(body.data);
-  const text = answerText(str(data.body) ?? '');
+  const command = answerCommand(str(data.body) ?? '');
   const issueId = str(data.issueId) ?? str(obj(data.issue).id);
   const userId = str(data.userId) ?? str(obj(data.user).id);
-  if (text === null || !issueId || !userId) return null;
+  if (command === null || !issueId || !userId) return null;
   const who = (str(obj(data.user).name) ?? userId).slice(0, 100);
-  return { issueId: issueId.slice(0, 100), commentId: (str(data.id) ?? '').slice(0, 100), userId, who, text };
+  return { issueId: issueId.slice(0, 100), commentId: (str(data.id) ?? '').slice(0, 100), userId, who, ...command };
 }
 
 /** What the tracker answers to the team-membership question. */
@@ -231,7 +232,8 @@ async function answerFromTrackera(ctx: TCtx, answer: TrackeraAnswer): Promise<Re
     return member === true ? null : member;
   };
   const outcome = await ctx.deps.answers.answer({
-    origin: 'trackera', thread: trackeraThread(answer.issueId), text: answer.text, who: answer.who, refusal,
+    origin: 'trackera', thread: trackeraThread(answer.issueId), jobId: answer.jobId, text: answer.text,
+    who: answer.who, refusal,
     place: `trackera issue ${answer.issueId} comment ${answer.commentId}`,
     keys: [`trackera:body:${createHash('sha256').update(ctx.raw ?? '').digest('hex')}`,
       ...(answer.commentId ? [`trackera:comment:${answer.commentId}`] : [])],

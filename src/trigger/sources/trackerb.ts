@@ -4,7 +4,7 @@
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { firstHeader, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
-import { answerReply, answerText } from '../answers.ts';
+import { answerCommand, answerReply } from '../answers.ts';
 import type { JobRow } from '../../db/trigger-jobs-store.ts';
 import { errorMessage } from '../../errors.ts';
 import { createHash } from 'node:crypto';
@@ -187,6 +187,7 @@ export interface TrackerbAnswer {
   commentId: string;
   accountId: string;
   who: string;
+  jobId: string | undefined;
   text: string;
 }
 
@@ -194,13 +195,15 @@ export interface TrackerbAnswer {
 export function readTrackerbAnswer(body: Obj): TrackerbAnswer | null {
   if (eventName(body) !== 'comment_created') return null;
   const comment = obj(body.comment);
-  const text = answerText(flattenAdf(comment.body));
+  const command = answerCommand(flattenAdf(comment.body));
   const key = str(obj(body.issue).key);
   const author = obj(comment.author);
   const accountId = str(author.accountId);
-  if (text === null || !key || !ISSUE_KEY.test(key) || !accountId) return null;
+  if (command === null || !key || !ISSUE_KEY.test(key) || !accountId) return null;
   const who = (str(author.displayName) ?? accountId).slice(0, 100);
-  return { key, commentId: (str(comment.id) ?? '').slice(0, 40), accountId: accountId.slice(0, 128), who, text };
+  return {
+    key, commentId: (str(comment.id) ?? '').slice(0, 40), accountId: accountId.slice(0, 128), who, ...command,
+  };
 }
 
 /** Whether the tracker lists the account among those assignable to the issue; or why that cannot be known. */
@@ -233,7 +236,8 @@ async function answerFromTrackerb(ctx: TCtx, answer: TrackerbAnswer): Promise<Re
   };
   const delivery = firstHeader(ctx.req.headers, sourceOf('trackerb').delivery)?.trim();
   const outcome = await ctx.deps.answers.answer({
-    origin: 'trackerb', thread: trackerbThread(answer.key), text: answer.text, who: answer.who, refusal,
+    origin: 'trackerb', thread: trackerbThread(answer.key), jobId: answer.jobId, text: answer.text,
+    who: answer.who, refusal,
     place: `trackerb issue ${answer.key} comment ${answer.commentId}`,
     keys: [`trackerb:body:${createHash('sha256').update(ctx.raw ?? '').digest('hex')}`,
       ...(delivery ? [`trackerb:delivery:${delivery.slice(0, 200)}`] : []),

@@ -7,7 +7,7 @@ import { isJsonObject, obj, type Obj } from '../../untrusted.ts';
 import { firstHeader, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
 import { createHash } from 'node:crypto';
-import { answerReply, answerText } from '../answers.ts';
+import { answerCommand, answerReply } from '../answers.ts';
 import { renderSummary, SEPARATOR, type ReplyChannel, type SummaryParts } from '../summary.ts';
 import { markdownEscape, markdownPiece } from './trackera.ts';
 
@@ -140,6 +140,7 @@ export function githubTarget(body: Obj): { channel: 'webhook'; target: Record<st
 export interface GithubAnswer {
   repository: string;
   thread: string;
+  jobId: string | undefined;
   text: string;
   login: string;
   association: string;
@@ -150,13 +151,13 @@ export interface GithubAnswer {
 export function readGithubAnswer(event: string, body: Obj): GithubAnswer | null {
   if (event !== 'issue_comment' || body.action !== 'created') return null;
   const comment = obj(body.comment);
-  const text = answerText(str(comment.body));
+  const command = answerCommand(str(comment.body));
   const repository = str(obj(body.repository).full_name);
   const number = issueNumber(body);
-  if (text === null || repository === '' || number === null) return null;
+  if (command === null || repository === '' || number === null) return null;
   const id = comment.id;
   return {
-    repository, thread: githubThread(repository, number), text,
+    repository, thread: githubThread(repository, number), ...command,
     login: str(obj(comment.user).login).slice(0, 100) || 'unknown',
     association: str(comment.author_association).slice(0, 40) || 'NONE',
     commentId: typeof id === 'number' || typeof id === 'string' ? String(id).slice(0, 40) : '',
@@ -172,7 +173,7 @@ async function answerFromGithub(ctx: TCtx, answer: GithubAnswer): Promise<Reply>
     : `the comment's author is ${answer.association} on this repository: only OWNER, MEMBER or COLLABORATOR may `
       + 'answer');
   const outcome = await ctx.deps.answers.answer({
-    origin: 'webhook', thread: answer.thread, text: answer.text, who: answer.login, refusal,
+    origin: 'webhook', thread: answer.thread, jobId: answer.jobId, text: answer.text, who: answer.login, refusal,
     place: `github ${answer.repository}#${answer.thread.split('#')[1]} comment ${answer.commentId}`,
     keys: [
       `webhook:body:${digest}`, ...(delivery ? [`webhook:delivery:${delivery.slice(0, 200)}`] : []),
