@@ -58,7 +58,10 @@ function pickExecutor(settings: TriggerSettings, env: NodeJS.ProcessEnv, log: Lo
   if (settings.executor === 'local') return createLocalExecutor({ cliPath: settings.cliPath, env, ...poll });
   kubernetesReposCheck(settings.repos);
   const { controlUrl, controlToken } = settings;
-  return createKubernetesExecutor({ env, log, controlUrl, controlToken, ...poll });
+  // An answer to a pod's run goes as a person's would: `svc answer`, which finds no such run in the server's checkout
+  // and hands it to the Control Plane, whose ingest answer reaches the pod.
+  const { answer } = createLocalExecutor({ cliPath: settings.cliPath, env });
+  return { ...createKubernetesExecutor({ env, log, controlUrl, controlToken, ...poll }), answer };
 }
 
 /**
