@@ -8,6 +8,7 @@ import type { AnswerAudit } from '../db/trigger-replies-store.ts';
 import type { JobExecutor } from './executor.ts';
 import type { Logger } from '../log.ts';
 import { stripLeadingHyphens } from '../webhook-sources.ts';
+import { MAX_ANSWER_BYTES } from '../engine/answers.ts';
 import { json, type Reply } from '../http/respond.ts';
 import { ANSWER_COMMAND, data, type Progress, type SummaryParts } from './summary.ts';
 
@@ -116,6 +117,9 @@ export function createAnswerDesk(opts: AnswerDeskOptions): AnswerDesk {
           `name one, "${ANSWER_COMMAND} <job id> <your answer>"`);
       }
       if (req.text === '') return refuse(`the answer is empty: write "${ANSWER_COMMAND} <your answer>"`);
+      if (Buffer.byteLength(req.text) > MAX_ANSWER_BYTES) {
+        return refuse(`the answer is longer than ${MAX_ANSWER_BYTES} bytes, the most a run takes`);
+      }
       if (!job.run_source || !job.run_id || !job.workdir) return refuse(`job ${job.id} has no run yet`);
       if (!opts.executor.answer) return refuse('this trigger server\'s executor cannot answer its runs');
       const run = { source: job.run_source, run: job.run_id };

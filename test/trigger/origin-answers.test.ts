@@ -194,8 +194,14 @@ describe('questions go back to the origin, answers come in from it', () => {
     const res = await comment(23, '/svc answer use staging', 'ada', 'OWNER').send();
     assert.equal(res.body.status, 'refused');
     assert.match(res.body.reason as string, /is running, not blocked/);
+    // An answer past what a run takes is refused here, before any child is started.
+    const calls = answerCalls().length;
+    const huge = await comment(23, `/svc answer ${'x'.repeat(70 * 1024)}`, 'ada', 'OWNER').send();
+    assert.equal(huge.body.status, 'refused');
+    assert.match(huge.body.reason as string, /longer than 65536 bytes/);
+    assert.equal(answerCalls().length, calls);
     const audited = (await job(id)).answers as Array<Record<string, unknown>>;
-    assert.deepEqual(audited.map((a) => [a.who, a.outcome]), [['ada', 'refused']]);
+    assert.deepEqual(audited.map((a) => [a.who, a.outcome]), [['ada', 'refused'], ['ada', 'refused']]);
   });
 
   it('refuses a chat answer from a channel that does not reach the job, or no longer may', async () => {
