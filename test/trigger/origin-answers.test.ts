@@ -414,6 +414,11 @@ describe('reply channels for questions', () => {
     const early = chataReply.prepare(target, parts, config, 999);
     assert.ok(typeof early !== 'string');
     assert.equal(early.url.href, target.response_url);
+    assert.deepEqual(early.remember!(''), { response_url_posts: 1 });
+    // Its fifth post used the response_url up: the sixth message goes by the bot token, even within the 30 minutes.
+    const spent = chataReply.prepare({ ...target, response_url_posts: 5 }, parts, config, 999);
+    assert.ok(typeof spent !== 'string');
+    assert.equal(spent.url.href, 'https://chat.example.test/api/chat.postMessage');
     const late = chataReply.prepare(target, parts, config, 1_001);
     assert.ok(typeof late !== 'string');
     assert.equal(late.url.href, 'https://chat.example.test/api/chat.postMessage');

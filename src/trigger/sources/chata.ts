@@ -115,8 +115,9 @@ function slackPiece(piece: Piece): string {
   return `\`${slackEscape(piece.data.replace(/`/g, 'ˋ'))}\``;
 }
 
-/** A response_url takes posts for 30 minutes after its command (vendor-webhooks.md §1.1). */
+/** A response_url takes at most 5 posts within 30 minutes of its command (vendor-webhooks.md §1.1). */
 const RESPONSE_URL_MS = 30 * 60_000;
+const RESPONSE_URL_POSTS = 5;
 
 function chataThread(channel: string): string {
   return `chata:${channel}`;
@@ -170,14 +171,20 @@ async function answerFromChata(ctx: TCtx, input: Extract<ChataInput, { kind: 'co
 export const chataReply: ReplyChannel = {
   configured: (config) => config.chataHooksPrefix !== '',
   prepare(target, parts, config, now) {
-    // Past its 30 minutes the response_url takes nothing: the bot token posts instead, where there is one.
+    // Past its 30 minutes or its 5 posts the response_url takes nothing: the bot token posts instead, if there is one.
     const until = target.response_url_until;
-    if (typeof until === 'number' && now > until) return botPost(target, renderSummary(parts, slackPiece), config);
+    const posts = typeof target.response_url_posts === 'number' ? target.response_url_posts : 0;
+    if ((typeof until === 'number' && now > until) || posts >= RESPONSE_URL_POSTS) {
+      return botPost(target, renderSummary(parts, slackPiece), config);
+    }
     if (!isAllowedChataUrl(target.response_url, config.chataHooksPrefix)) {
       return 'response_url is not under CHATA_HOOKS_PREFIX';
     }
     const text = renderSummary(parts, slackPiece);
     const body = JSON.stringify({ response_type: 'ephemeral', replace_original: false, text });
-    return { url: new URL(target.response_url), headers: {}, body, what: 'chata response_url' };
+    return {
+      url: new URL(target.response_url), headers: {}, body, what: 'chata response_url',
+      remember: () => ({ response_url_posts: posts + 1 }),
+    };
   },
 };
