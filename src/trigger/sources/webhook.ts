@@ -133,7 +133,9 @@ function issueNumber(body: Obj): number | null {
 export function githubTarget(body: Obj): { channel: 'webhook'; target: Record<string, unknown> } | undefined {
   const repo = str(obj(body.repository).full_name);
   const number = issueNumber(body);
-  if (!/^[A-Za-z0-9-]{1,39}\/[A-Za-z0-9._-]{1,100}$/.test(repo) || number === null) return undefined;
+  // A path segment of the API address: never `.` or `..`, which a URL would resolve into another path.
+  const segment = /^[A-Za-z0-9-]{1,39}\/[A-Za-z0-9._-]{1,100}$/.test(repo) && !/\/\.\.?$/.test(repo);
+  if (!segment || number === null) return undefined;
   return { channel: 'webhook', target: { repo, issue: number, thread: githubThread(repo, number) } };
 }
 
