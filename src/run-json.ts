@@ -40,3 +40,9 @@ export const RUN_JSON_FIELDS = [
   'source', 'run', 'repo', 'group_id', 'status', 'verdict', 'brief', 'origin', 'provider', 'branch', 'pr_url',
   'question', 'started_at', 'ended_at', 'updated_at', 'cost_usd', 'tokens_in', 'tokens_out', 'exit_code', 'error',
 ] as const satisfies ReadonlyArray<keyof RunJson>;
+
+// Where a person looks at a run: its page on the Control Plane as people reach it (SVC_PUBLIC_URL, vetted by whoever
+// reads it never to be a loopback address), for every link svc sends out (summaries, comments, PR bodies).
+export function runPageUrl(publicUrl: string, source: string, run: string): string {
+  return `${publicUrl.replace(/\/+$/, '')}/#/runs/${encodeURIComponent(source)}/${encodeURIComponent(run)}`;
+}

@@ -129,6 +129,12 @@ export const SETTINGS = {
   TRACKERB_BASE_URL: text('trigger', NONE, 'with the two below: a result comment on the trackerb issue (https)'),
   TRACKERB_EMAIL: secret('trigger', NONE, 'the trackerb account the comment is posted as'),
   TRACKERB_API_TOKEN: secret('trigger', NONE, 'its API token'),
+  SVC_PUBLIC_URL: text('trigger', NONE, 'the Control Plane\'s address as people reach it (https, or http on a ' +
+    'non-loopback host): every link svc sends out (summaries, questions, comments, PR bodies); unset or loopback: ' +
+    'the message names the run to look up on the Control Plane instead'),
+  CHATA_BOT_TOKEN: secret('trigger', NONE, 'a chata bot token (`chat:write`): a question asked after the command\'s ' +
+    '`response_url` expired (30 minutes) goes to the channel by `chat.postMessage`'),
+  CHATA_API_URL: text('trigger', '`https://slack.com/api/`', 'the chata Web API base the bot token posts to (https)'),
 
   SVC_K8S_IMAGE: text('kubernetes', 'required', 'image with svc'),
   SVC_K8S_NAMESPACE: text('kubernetes', 'the service account\'s', 'namespace for Jobs'),

@@ -177,6 +177,8 @@ export const SOURCES = [
     briefBytes: 1500,
     argv: ['start', '--brief', BRIEF, '--pr', '--detach'],
     routing: 'full-name',
+    // Its progress comment uses the GitHub token the pull requests use (the Integrations page's github_prs).
+    reply: 'webhook',
     api: { summary: 'GitHub webhook (GITHUB_WEBHOOK_SECRET; X-Hub-Signature-256)', answer: 'skipped' },
   },
   {

@@ -171,7 +171,10 @@ export const schemas = {
     repo: { type: 'string', description: 'a served repository (owner/name); default: the one marked default' },
   }, { description: 'a brief (or spec/issue reference) to run as `svc start`' }),
   Queued: obj(['job_id', 'status'], { job_id: str, status: { const: 'queued' } }),
-  Skipped: obj(['status'], { status: { enum: ['skipped', 'duplicate', 'refused'] }, reason: str }),
+  // `answered`/`refused`: a `/svc answer` comment answering a blocked run (docs/trigger.md "Questions and answers").
+  Skipped: obj(['status'], {
+    status: { enum: ['skipped', 'duplicate', 'answered', 'refused'] }, reason: str, job_id: str, run: str,
+  }),
   Open: { type: 'object', additionalProperties: true },
   OpenList: LIST({ type: 'object' }),
   RunPage: page('Run'),

@@ -80,7 +80,9 @@ function webhook(origin: string, summary: string, also: Ok): Op {
   };
 }
 const SKIPPED = {
-  status: 200, schema: 'Skipped', description: 'skipped (not an event that starts a job) or a duplicate delivery',
+  status: 200, schema: 'Skipped',
+  description: 'skipped (not an event that starts a job), a duplicate delivery, or an answer to a blocked run taken or '
+    + 'refused',
 };
 const CHAT_REPLY = {
   status: 200, schema: 'Open', description: "the chat's own reply format (also for a skipped or duplicate delivery)",

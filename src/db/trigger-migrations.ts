@@ -136,4 +136,20 @@ export const triggerMigrations: readonly Migration[] = [
   CREATE INDEX dedupe_keys_by_job ON dedupe_keys (job_id);
   CREATE INDEX dedupe_keys_by_created ON dedupe_keys (created_at);
   `,
+  // 8: every answer to a blocked run that came in from where the job was asked (a chat command, an issue comment):
+  // who, from where, and whether it answered the run or was refused and why (src/trigger/answers.ts). Kept as long
+  // as its job (cascade); one with no job to answer names none.
+  `
+  CREATE TABLE answers (
+    id INTEGER PRIMARY KEY,
+    job_id TEXT REFERENCES jobs (id) ON DELETE CASCADE,
+    origin TEXT NOT NULL,
+    place TEXT NOT NULL,
+    who TEXT NOT NULL,
+    outcome TEXT NOT NULL CHECK (outcome IN ('answered', 'refused')),
+    reason TEXT,
+    at INTEGER NOT NULL
+  ) STRICT;
+  CREATE INDEX answers_by_job ON answers (job_id);
+  `,
 ];

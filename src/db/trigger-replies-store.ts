@@ -1,4 +1,5 @@
-// Reply targets keyed by job id: written only after a delivery verified, read once the job ends.
+// Reply targets keyed by job id: written only after a delivery verified, read once the job ends; and the audit of
+// the answers that came back through them (trigger migration 8).
 import type { Db } from './open.ts';
 
 export type NotifyStatus = 'sent' | 'failed' | 'skipped';
@@ -10,10 +11,29 @@ export interface ReplyTargetRow {
   notify_status: NotifyStatus | null;
 }
 
+/** One answer that came in from a job's origin, taken or refused. */
+export interface AnswerAudit {
+  job_id: string | null;
+  origin: string;
+  /** Where it was written: `github acme/api#12 comment 99`, `chata channel C1`. */
+  place: string;
+  /** Who wrote it, as the vendor names them (a GitHub login, a chat user id). */
+  who: string;
+  outcome: 'answered' | 'refused';
+  reason: string | null;
+  at: number;
+}
+
 export interface TriggerRepliesStore {
+  /** Records an answer that came in (the audit row); never changes a job. */
+  audit(row: AnswerAudit): void;
+  /** The answers a job got, oldest first (GET /jobs/<id>). */
+  answersOf(jobId: string): AnswerAudit[];
   insert(jobId: string, channel: string, target: Record<string, unknown>, at: number): void;
   get(jobId: string): ReplyTargetRow | undefined;
   markNotified(jobId: string, status: NotifyStatus, at: number): void;
+  /** Keeps what a reply learned with its target (the id of GitHub's progress comment, the question being asked). */
+  updateTarget(jobId: string, target: Record<string, unknown>): void;
   /** Finished jobs whose summary never went out (the server stopped in between). */
   listPending(): string[];
 }
@@ -21,12 +41,25 @@ export interface TriggerRepliesStore {
 export function createTriggerRepliesStore(db: Db): TriggerRepliesStore {
   const insert = db.prepare('INSERT INTO reply_targets (job_id, channel, target, created_at) VALUES (?, ?, ?, ?)');
   const get = db.prepare('SELECT job_id, channel, target, notify_status FROM reply_targets WHERE job_id = ?');
+  const audit = db.prepare(
+    'INSERT INTO answers (job_id, origin, place, who, outcome, reason, at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+  );
+  const answersOf = db.prepare(
+    'SELECT job_id, origin, place, who, outcome, reason, at FROM answers WHERE job_id = ? ORDER BY id',
+  );
+  const update = db.prepare('UPDATE reply_targets SET target = ? WHERE job_id = ?');
   const mark = db.prepare('UPDATE reply_targets SET notify_status = ?, notified_at = ? WHERE job_id = ?');
   const pending = db.prepare(
     'SELECT r.job_id FROM reply_targets r JOIN jobs j ON j.id = r.job_id WHERE r.notify_status IS NULL ' +
       "AND j.status IN ('succeeded', 'failed', 'interrupted') ORDER BY j.finished_at",
   );
   return {
+    audit(row) {
+      audit.run(row.job_id, row.origin, row.place, row.who, row.outcome, row.reason, row.at);
+    },
+    answersOf(jobId) {
+      return answersOf.all(jobId) as unknown as AnswerAudit[];
+    },
     insert(jobId, channel, target, at) {
       insert.run(jobId, channel, JSON.stringify(target), at);
     },
@@ -38,6 +71,9 @@ export function createTriggerRepliesStore(db: Db): TriggerRepliesStore {
     },
     markNotified(jobId, status, at) {
       mark.run(status, at, jobId);
+    },
+    updateTarget(jobId, target) {
+      update.run(JSON.stringify(target), jobId);
     },
     listPending() {
       return (pending.all() as { job_id: string }[]).map((r) => r.job_id);

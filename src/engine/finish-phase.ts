@@ -16,7 +16,7 @@ import {
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { canonicalJson } from '../canonical-json.ts';
-import { openPullRequest } from './pr.ts';
+import { openPullRequest, publicRunPage } from './pr.ts';
 import { isoNow } from '../iso-time.ts';
 import { errorMessage } from '../errors.ts';
 import { fence } from './text.ts';
@@ -140,6 +140,7 @@ function prBody(ctx: RunContext, receipt: Receipt): string {
   const cost = receipt.cost.usd === null ? 'not reported' : `$${receipt.cost.usd.toFixed(4)}`;
   return [
     `Run \`${receipt.source}/${receipt.run}\` by svc (${receipt.provider}). Verdict: **${receipt.verdict}**.`,
+    ...runPageLines(ctx.env, receipt.source, receipt.run),
     '',
     'Task (untrusted text from the run input):',
     fence(ctx.state.brief, 'text'),
@@ -160,6 +161,12 @@ function prBody(ctx: RunContext, receipt: Receipt): string {
     '</details>',
     '',
   ].join('\n');
+}
+
+/** The run's page where people reach the Control Plane (SVC_PUBLIC_URL), else nothing: never a loopback link. */
+function runPageLines(env: NodeJS.ProcessEnv, source: string, run: string): string[] {
+  const page = publicRunPage(env, source, run);
+  return page ? ['', `Run page: ${page}`] : [];
 }
 
 /** One row of the PR body's table of checks. */

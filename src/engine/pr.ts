@@ -12,6 +12,18 @@ import { which } from '../spawn/which.ts';
 import { errorMessage } from '../errors.ts';
 import { runCollect, runSync, type ChildSpec } from '../spawn/start.ts';
 import { FailedError, RefusedError } from '../errors.ts';
+import { isLoopbackHost } from '../http/guards.ts';
+import { runPageUrl } from '../run-json.ts';
+
+/**
+ * The run's page for its PR body, on SVC_PUBLIC_URL; null when that is unset, not http(s), or a loopback address
+ * (a link in a PR must lead somewhere for whoever reads it).
+ */
+export function publicRunPage(env: NodeJS.ProcessEnv, source: string, run: string): string | null {
+  const base = URL.parse(env.SVC_PUBLIC_URL ?? '');
+  if (!base || !/^https?:$/.test(base.protocol) || base.username || isLoopbackHost(base.hostname)) return null;
+  return runPageUrl(base.href, source, run);
+}
 
 const NO_CREDENTIALS = 'No GitHub credentials: set GITHUB_TOKEN or GH_TOKEN, or log in with gh';
 

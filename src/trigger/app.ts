@@ -9,7 +9,7 @@ import { chataReply, receiveChata } from './sources/chata.ts';
 import { receiveTrackera, trackeraReply } from './sources/trackera.ts';
 import { receiveTrackerb, trackerbReply } from './sources/trackerb.ts';
 import { receiveChatb } from './sources/chatb.ts';
-import { receiveWebhook } from './sources/webhook.ts';
+import { githubReply, receiveWebhook } from './sources/webhook.ts';
 import { createJob, getJob } from './routes/jobs.ts';
 import { SOURCES, type ReplyName, type SourceName } from '../webhook-sources.ts';
 import type { ReplyChannel } from './summary.ts';
@@ -39,6 +39,7 @@ export const REPLIES: Record<ReplyName, ReplyChannel> = {
   chata: chataReply,
   trackera: trackeraReply,
   trackerb: trackerbReply,
+  webhook: githubReply,
 };
 
 export const triggerRoutes: readonly R[] = [

@@ -5,6 +5,8 @@ import type { TriggerJobsStore } from '../db/trigger-jobs-store.ts';
 import type { JobQueue } from './queue.ts';
 import type { Logger } from '../log.ts';
 import type { TriggerMetrics } from './metrics.ts';
+import type { AnswerDesk } from './answers.ts';
+import type { Poster } from './https-post.ts';
 
 export interface TriggerDeps {
   settings: TriggerSettings;
@@ -21,6 +23,10 @@ export interface TriggerDeps {
   accepting: () => boolean;
   /** GET /metrics's series, and the counts every route adds to. */
   metrics: TriggerMetrics;
+  /** Answers to blocked runs that come in from where their jobs were asked (answers.ts). */
+  answers: AnswerDesk;
+  /** Outbound HTTPS a handler asks a vendor with (who is on a tracker issue's team), as the notifier sends. */
+  post: Poster;
 }
 
 /** Deliveries refused because no served repository takes them, per route: this process's traffic, not the queue. */

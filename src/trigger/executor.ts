@@ -46,7 +46,15 @@ export interface FollowOptions {
   reattach: boolean;
   /** The directory the job's launcher ran in: its runs live under `<workdir>/.svc/runs/`. */
   workdir: string;
+  /**
+   * Told each time the run's state changes between waiting for an answer (`question`) and not (null): the same read
+   * of the run's state that sees it end, so a question reaches the job's origin without another watch.
+   */
+  onQuestion?: (question: string | null) => void;
 }
+
+/** An answer handed to a run by the one answer channel for where the run lives (`svc answer`): done, or why not. */
+export type AnswerResult = { ok: true } | { ok: false; reason: string };
 
 /**
  * The contract every executor keeps:
@@ -59,6 +67,17 @@ export interface FollowOptions {
 export interface JobExecutor {
   launch(job: ExecJob): Promise<LaunchResult>;
   follow(run: RunRef, signal: AbortSignal, opts: FollowOptions): Promise<RunOutcome | null | 'aborted'>;
+  /**
+   * Answers a blocked run as `svc answer` does (its answer file where the run lives, else the Control Plane); absent
+   * where the executor cannot reach its runs' machine.
+   */
+  answer?(run: RunRef, text: string, workdir: string): Promise<AnswerResult>;
+}
+
+/** The question a blocked run's state asks, or null while it is not blocked. */
+export function questionOf(state: Record<string, unknown>): string | null {
+  if (state.status !== 'blocked') return null;
+  return typeof state.question === 'string' && state.question.trim() !== '' ? state.question : 'the run is blocked';
 }
 
 /** Run and source ids are path segments under .svc/runs: anything else is refused (DESIGN §3). */

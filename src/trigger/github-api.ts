@@ -22,6 +22,14 @@ export interface GithubApiOptions {
 
 const ANSWER_CAP = 1024 * 1024;
 
+/** The headers of every GitHub REST call svc makes (these reads, and the notifier's progress comments). */
+export function githubHeaders(token: string): Record<string, string> {
+  return {
+    authorization: `Bearer ${token}`, accept: 'application/vnd.github+json', 'x-github-api-version': '2022-11-28',
+    'user-agent': 'svc-trigger',
+  };
+}
+
 export function createGithubApi(opts: GithubApiOptions): GithubApi {
   const base = (opts.base || 'https://api.github.com').replace(/\/+$/, '');
   const send = async (method: string, path: string, body?: string): Promise<unknown> => {
@@ -29,8 +37,7 @@ export function createGithubApi(opts: GithubApiOptions): GithubApi {
       throw new UnavailableError('GITHUB_TOKEN (or GH_TOKEN) is not set: svc cannot call the GitHub API');
     }
     const headers: Record<string, string> = {
-      authorization: `Bearer ${opts.token}`, accept: 'application/vnd.github+json', 'user-agent': 'svc',
-      'x-github-api-version': '2022-11-28',
+      ...githubHeaders(opts.token),
       ...(body === undefined ? {} : {
         'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)),
       }),

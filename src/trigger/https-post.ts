@@ -7,8 +7,8 @@ export interface PostResult {
   text: string;
 }
 
-/** Sends a JSON body; rejects on network errors, resolves with any HTTP status. */
-export type Poster = (url: URL, headers: Record<string, string>, body: string) => Promise<PostResult>;
+/** Sends a JSON body (POST unless `method` says PATCH); rejects on network errors, resolves with any HTTP status. */
+export type Poster = (url: URL, headers: Record<string, string>, body: string, method?: string) => Promise<PostResult>;
 
 export interface HttpsOptions {
   method: string;
@@ -44,8 +44,8 @@ export function httpsRequest(url: URL | string, opts: HttpsOptions, body?: strin
 }
 
 export function createHttpsPoster(opts: { ca?: string | Buffer; timeoutMs?: number } = {}): Poster {
-  return (url, headers, body) => httpsRequest(url, {
-    method: 'POST',
+  return (url, headers, body, method = 'POST') => httpsRequest(url, {
+    method,
     headers: {
       'content-type': 'application/json; charset=utf-8',
       'content-length': String(Buffer.byteLength(body)),

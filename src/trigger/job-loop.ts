@@ -3,7 +3,7 @@
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow, TriggerJobsStore } from '../db/trigger-jobs-store.ts';
 import type { JobExecutor, RunOutcome, RunRef } from './executor.ts';
-import { buildSummaryParts, plainSummary } from './summary.ts';
+import { buildSummaryParts, plainSummary, type Progress } from './summary.ts';
 import type { Logger } from '../log.ts';
 import type { RepoRouter } from './served-repos.ts';
 import type { ServedRepo } from './served-repos-file.ts';
@@ -44,9 +44,12 @@ export interface JobLoopOptions {
   managed: ManagedCheckouts;
   clock: () => number;
   log: Logger;
-  controlUrl: string | undefined;
+  /** SVC_PUBLIC_URL: the run link in summaries (none without it: never a loopback link). */
+  publicUrl: string | undefined;
   /** Sends the completion summary; must never throw (notify.ts guarantees it). */
   notify: (jobId: string) => Promise<void>;
+  /** Tells the job's origin its run started or asks a question (notify.ts `progress`); must never throw. */
+  progress?: (jobId: string, progress: Progress) => Promise<void>;
 }
 
 export function createJobLoop(opts: JobLoopOptions): JobLoop {
@@ -85,7 +88,7 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
     const startedMs = outcome?.started_at ? Date.parse(outcome.started_at) : (job.started_at ?? now);
     const endedMs = outcome?.ended_at ? Date.parse(outcome.ended_at) : now;
     const parts = buildSummaryParts({
-      jobId: job.id, status, run, outcome, durationMs: endedMs - startedMs, error, controlUrl: opts.controlUrl,
+      jobId: job.id, status, run, outcome, durationMs: endedMs - startedMs, error, publicUrl: opts.publicUrl,
     });
     const summary = plainSummary(parts);
     const summary_parts = JSON.stringify(parts);
@@ -99,7 +102,11 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
   }
 
   async function followToEnd(job: JobRow, run: RunRef, reattach: boolean, workdir: string): Promise<void> {
-    const outcome = await executor.follow(run, abort.signal, { reattach, workdir });
+    // The run's question goes to where the job came from; the answer comes back through the route (answers.ts).
+    const onQuestion = (question: string | null): void => {
+      if (question !== null) void opts.progress?.(job.id, { step: 'waiting', question });
+    };
+    const outcome = await executor.follow(run, abort.signal, { reattach, workdir, onQuestion });
     if (outcome === 'aborted') return; // shutting down: stays running, re-attached on restart
     if (outcome === null) {
       const error = reattach ? 'run state not found after restart' : 'run state never appeared';
@@ -155,6 +162,7 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
       return finishAndNotify(job, { status: 'failed', exitCode: launched.exitCode, error });
     }
     stores.jobs.setRun(job.id, launched.run.source, launched.run.run, launched.exitCode);
+    void opts.progress?.(job.id, { step: 'started' });
     await followToEnd(job, launched.run, false, workdir);
   }
 

@@ -9,8 +9,8 @@ import {
   buildPodSpec, kubernetesSettingsFromEnv, RUN_CONTAINER, SIGNER_CONTAINER, type KubernetesSettings, type PodJob,
 } from './kubernetes-pod.ts';
 import {
-  lastJsonLine, outcomeFromState, parseLaunchOutput, RUN_SEGMENT,
-  type ExecJob, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef,
+  lastJsonLine, outcomeFromState, parseLaunchOutput, questionOf, RUN_SEGMENT,
+  type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef,
 } from './executor.ts';
 import type { Logger } from '../log.ts';
 import { BadSettingError, errorMessage, FailedError } from '../errors.ts';
@@ -230,10 +230,28 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
     };
   }
 
-  async function follow(run: RunRef, signal: AbortSignal): Promise<RunOutcome | null | 'aborted'> {
+  /**
+   * The question a running pod's run asks, as it shipped it to the Control Plane (null: none, or no Control Plane).
+   * Only a question is read there while the pod runs, never the outcome (below): it is agent text, sent as data.
+   */
+  async function controlQuestion(run: RunRef): Promise<string | null> {
+    if (!opts.controlUrl) return null;
+    try {
+      const base = opts.controlUrl.replace(/\/+$/, '');
+      const url = `${base}/v1/runs/${encodeURIComponent(run.source)}/${encodeURIComponent(run.run)}`;
+      const auth = opts.controlToken ? { authorization: `Bearer ${opts.controlToken}` } : {};
+      const res = await (opts.fetch ?? fetch)(url, { headers: auth, signal: AbortSignal.timeout(10_000) });
+      return res.ok ? questionOf((await res.json()) as Record<string, unknown>) : null;
+    } catch {
+      return null;
+    }
+  }
+
+  async function follow(run: RunRef, signal: AbortSignal, f?: FollowOptions): Promise<RunOutcome | null | 'aborted'> {
     if (!RUN_SEGMENT.test(run.source) || !RUN_SEGMENT.test(run.run)) return null;
     let name: string | null = known.get(`${run.source}/${run.run}`) ?? null;
     let missingSince: number | null = null;
+    let asked: string | null = null;
     for (;;) {
       if (signal.aborted) return 'aborted';
       try {
@@ -250,6 +268,10 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
           // Not the Control Plane's copy while the pod ran: the run container (the agent, with the Control Plane
           // token) could ship any status there. Only the signer writes its own log, and its summary line comes last.
           return lastJsonLine(await podLog(name!, SIGNER_CONTAINER), outcomeFromState) ?? jobOutcome(state);
+        } else if (f?.onQuestion) {
+          const question = await controlQuestion(run);
+          if (question !== asked) f.onQuestion(question);
+          asked = question;
         }
       } catch (err) {
         log.warn('kubernetes follow poll failed; retrying', { run: run.run, error: errorMessage(err) });

@@ -8,8 +8,9 @@ import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { oneLine } from '../webhook-sources.ts';
 import {
-  outcomeFromState, parseLaunchOutput, RUN_SEGMENT,
-  type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef,
+  outcomeFromState, parseLaunchOutput, questionOf, RUN_SEGMENT,
+  type AnswerResult, type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome,
+  type RunRef,
 } from './executor.ts';
 import { identityOf, signalGroup } from '../engine/proc-group.ts';
 import { operatorPassedEnv } from '../engine/config.ts';
@@ -103,6 +104,8 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
     // The engine renames each state.json into place, so a watch on the run's folder sees the run end at once and its
     // slot frees for the next job (a poll alone held it up to pollMs). The poll stays for a folder not there yet.
     let wake = new AbortController();
+    // The question last told (null: none): a re-attached follow tells a waiting run's question again.
+    let asked: string | null = null;
     const watcher = watchQuietly(dirname(path), (name) => name === 'state.json' && wake.abort());
     try {
       for (;;) {
@@ -114,6 +117,9 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
         } else if (state) {
           const outcome = outcomeFromState(state);
           if (outcome) return outcome;
+          const question = questionOf(state);
+          if (question !== asked) f.onQuestion?.(question);
+          asked = question;
         }
         try {
           await sleep(pollMs, undefined, { signal: AbortSignal.any([signal, wake.signal]) });
@@ -127,7 +133,30 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
     }
   }
 
-  return { launch, follow };
+  /**
+   * `svc answer <source>/<run> <text> --repo <workdir>`, the same command a person types: it writes the run's answer
+   * file when the run is in that checkout, else answers through the Control Plane, and refuses a run not blocked.
+   */
+  function answer(run: RunRef, text: string, workdir: string): Promise<AnswerResult> {
+    return new Promise((resolve) => {
+      let stderr = '';
+      // After `--`, the text is never read as an option (answers.ts also strips its leading hyphens).
+      const args = ['answer', '--repo', workdir, '--', `${run.source}/${run.run}`, text];
+      const child = startChild([opts.execPath ?? process.execPath, opts.cliPath, ...args], {
+        cwd: workdir, kind: 'launcher', base: opts.env, extra: operatorEnv, stdio: ['ignore', 'ignore', 'pipe'],
+        secrets,
+      });
+      child.stderr?.setEncoding('utf8').on('data', (d: string) => {
+        if (stderr.length < OUTPUT_CAP) stderr += d;
+      });
+      child.on('error', (err) => resolve({ ok: false, reason: `could not start svc: ${err.message}` }));
+      child.on('close', (code) => resolve(code === 0 ? { ok: true } : {
+        ok: false, reason: lastLine(stderr) || `svc answer exited with ${code ?? 'a signal'}`,
+      }));
+    });
+  }
+
+  return { launch, follow, answer };
 }
 
 /** A watch on `dir` calling `changed` with each changed entry's name; null where there is no such folder. */

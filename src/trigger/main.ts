@@ -18,6 +18,7 @@ import { SOURCE_NAMES } from '../webhook-sources.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { createSkipCounts } from './deps.ts';
 import { createTriggerMetrics } from './metrics.ts';
+import { createAnswerDesk } from './answers.ts';
 import { createManagedCheckouts } from './managed-checkout.ts';
 import { startTriggerRetention } from './retention.ts';
 import { createWalCheckpointer } from '../db/wal-checkpointer.ts';
@@ -61,7 +62,10 @@ function pickExecutor(settings: TriggerSettings, env: NodeJS.ProcessEnv, log: Lo
   if (settings.executor === 'local') return createLocalExecutor({ cliPath: settings.cliPath, env, ...poll });
   kubernetesReposCheck(settings.repos);
   const { controlUrl, controlToken } = settings;
-  return createKubernetesExecutor({ env, log, controlUrl, controlToken, ...poll });
+  // An answer to a pod's run goes as a person's would: `svc answer`, which finds no such run in the server's checkout
+  // and hands it to the Control Plane, whose ingest answer reaches the pod.
+  const { answer } = createLocalExecutor({ cliPath: settings.cliPath, env });
+  return { ...createKubernetesExecutor({ env, log, controlUrl, controlToken, ...poll }), answer };
 }
 
 /**
@@ -100,15 +104,17 @@ export async function startTrigger(
   const shutdown = new AbortController();
   const { controlUrl, controlToken, source } = settings;
   const control = { controlUrl, controlToken, source, fetch: o.fetch ?? fetch, log };
+  const post = o.post ?? createHttpsPoster();
   const notify = createNotifier({
     stores,
     config: settings.notify,
     replies: REPLIES,
-    post: o.post ?? createHttpsPoster(),
+    post,
     report: createControlReporter(control),
     log,
     clock,
     signal: shutdown.signal,
+    publicUrl: settings.publicUrl,
     ...(o.notifyBackoffMs !== undefined ? { backoffMs: o.notifyBackoffMs } : {}),
   });
   let jobLoop: JobLoop | undefined;
@@ -127,14 +133,15 @@ export async function startTrigger(
   jobLoop = createJobLoop({
     stores, executor, concurrency: settings.concurrency, repoConcurrency: settings.repoConcurrency,
     repos: settings.repos, managed,
-    clock, log, controlUrl: settings.controlUrl, notify,
+    clock, log, publicUrl: settings.publicUrl, notify, progress: notify.progress,
   });
   const skips = createSkipCounts();
   let accepting = false;
   const github = o.github ?? githubApiFrom(env);
   const metrics = createTriggerMetrics(stores, () => settings.repos, settings.dbPath, clock);
+  const answers = createAnswerDesk({ stores, executor, clock, log, progress: notify.progress, note: notify.note });
   const deps = {
-    settings, queue, clock, log, skips, accepting: () => accepting, github, pulls: stores.jobs, metrics,
+    settings, queue, clock, log, skips, accepting: () => accepting, github, pulls: stores.jobs, metrics, answers, post,
   };
   const listener = createTriggerApp(deps, o.bodyTimeoutMs);
   // GET /v1/repos on the Control Plane lists what is served here, and its UI filter offers them; a

@@ -1,9 +1,13 @@
 // Sends a finished job's completion summary to its origin with retries, records the outcome, reports it to the
-// Control Plane. Never throws and never changes the job's status (spec rule 5).
+// Control Plane; and while the job runs, its progress (a question its run asks; on GitHub also that it started) the
+// same way. Never throws and never changes the job's status (spec rule 5).
 import { isJsonObject } from '../untrusted.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { TriggerStores } from '../db/trigger-stores.ts';
-import { PermanentError, type NotifyConfig, type Piece, type ReplyChannel, type SummaryParts } from './summary.ts';
+import {
+  buildProgressParts, PermanentError, plainSummary,
+  type Delivery, type NotifyConfig, type Piece, type Progress, type ReplyChannel, type SummaryParts,
+} from './summary.ts';
 import { errorMessage, FailedError } from '../errors.ts';
 import type { Poster } from './https-post.ts';
 import type { NotificationReport } from './control-report.ts';
@@ -23,6 +27,17 @@ export interface NotifierOptions {
   backoffMs?: number;
   /** Aborted at shutdown: retries stop and the summary stays pending for the next start. */
   signal?: AbortSignal;
+  /** SVC_PUBLIC_URL: the run link in progress messages. */
+  publicUrl?: string | undefined;
+}
+
+/** The completion summary's sender, with the two other messages a job's origin gets through the same channel. */
+export interface Notifier {
+  (jobId: string): Promise<void>;
+  /** The run started (only channels that keep a progress message) or asks a question: told to the job's origin. */
+  progress(jobId: string, progress: Progress): Promise<void>;
+  /** A message of its own to the job's origin (an answer refused there); true once it was sent. */
+  note(jobId: string, parts: SummaryParts): Promise<boolean>;
 }
 
 function isPiece(value: unknown): value is Piece {
@@ -50,10 +65,55 @@ function checkStatus(status: number, what: string): void {
   throw new FailedError(message);
 }
 
-export function createNotifier(opts: NotifierOptions): (jobId: string) => Promise<void> {
+type Sent = { error: string | null; tried: number; aborted?: true };
+
+export function createNotifier(opts: NotifierOptions): Notifier {
   const attempts = opts.attempts ?? 4;
   const backoffMs = opts.backoffMs ?? 1000;
-  const inFlight = new Set<string>();
+  // One message of a job at a time, in order: the progress comment a later edit PATCHes must exist first.
+  const queues = new Map<string, Promise<unknown>>();
+
+  function inTurn<T>(jobId: string, work: () => Promise<T>, fallback: T): Promise<T> {
+    const next = (queues.get(jobId) ?? Promise.resolve()).then(work).catch((err: unknown) => {
+      opts.log.error('notifier error', { job_id: jobId, error: errorMessage(err) });
+      return fallback;
+    });
+    queues.set(jobId, next);
+    void next.finally(() => queues.get(jobId) === next && queues.delete(jobId));
+    return next;
+  }
+
+  function channelOf(name: string): ReplyChannel | undefined {
+    return Object.hasOwn(opts.replies, name) ? opts.replies[name] : undefined;
+  }
+
+  /** Sends with the retries (`error` null when sent); keeps what the answer says to remember. */
+  async function send(jobId: string, channel: string, delivery: Delivery): Promise<Sent> {
+    let error: string | null = null;
+    let tried = 0;
+    for (; tried < attempts; ) {
+      tried++;
+      try {
+        const answer = await opts.post(delivery.url, delivery.headers, delivery.body, delivery.method);
+        checkStatus(answer.status, delivery.what);
+        delivery.check?.(answer.text);
+        const keep = delivery.remember?.(answer.text);
+        const target = keep ? opts.stores.replies.get(jobId) : undefined;
+        if (keep && target) opts.stores.replies.updateTarget(jobId, { ...target.target, ...keep });
+        return { error: null, tried };
+      } catch (err) {
+        error = errorMessage(err);
+        opts.log.warn('reply failed', { job_id: jobId, channel, host: delivery.url.host, attempt: tried, error });
+        if (err instanceof PermanentError || tried >= attempts) break;
+        try {
+          await sleep(backoffMs * 4 ** (tried - 1), undefined, opts.signal ? { signal: opts.signal } : {});
+        } catch {
+          return { error, tried, aborted: true };
+        }
+      }
+    }
+    return { error, tried };
+  }
 
   async function deliver(jobId: string): Promise<void> {
     const job = opts.stores.jobs.get(jobId);
@@ -61,38 +121,17 @@ export function createNotifier(opts: NotifierOptions): (jobId: string) => Promis
     if (!job || !target || target.notify_status !== null || !job.summary) return;
     const { channel } = target;
     const parts = summaryParts(job.summary_parts, job.summary);
-    const reply = Object.hasOwn(opts.replies, channel) ? opts.replies[channel] : undefined;
+    const reply = channelOf(channel);
     const delivery = reply
-      ? reply.prepare(target.target, parts, opts.config)
+      ? reply.prepare(target.target, parts, opts.config, opts.clock())
       : `origin ${channel} takes no completion summary`;
     if (typeof delivery === 'string') {
       opts.log.info('completion summary not sent', { job_id: jobId, channel, reason: delivery });
       opts.stores.replies.markNotified(jobId, 'skipped', opts.clock());
       return;
     }
-    let error: string | null = null;
-    let tried = 0;
-    for (; tried < attempts; ) {
-      tried++;
-      try {
-        const answer = await opts.post(delivery.url, delivery.headers, delivery.body);
-        checkStatus(answer.status, delivery.what);
-        delivery.check?.(answer.text);
-        error = null;
-        break;
-      } catch (err) {
-        error = errorMessage(err);
-        opts.log.warn('completion summary failed', {
-          job_id: jobId, channel, host: delivery.url.host, attempt: tried, error,
-        });
-        if (err instanceof PermanentError || tried >= attempts) break;
-        try {
-          await sleep(backoffMs * 4 ** (tried - 1), undefined, opts.signal ? { signal: opts.signal } : {});
-        } catch {
-          return; // shutting down: left pending, sent on the next start
-        }
-      }
-    }
+    const { error, tried, aborted } = await send(jobId, channel, delivery);
+    if (aborted) return; // shutting down: left pending, sent on the next start
     const status = error === null ? 'sent' : 'failed';
     opts.stores.replies.markNotified(jobId, status, opts.clock());
     if (status === 'failed') {
@@ -112,15 +151,43 @@ export function createNotifier(opts: NotifierOptions): (jobId: string) => Promis
     });
   }
 
-  return async function notifyJob(jobId: string): Promise<void> {
-    if (inFlight.has(jobId)) return;
-    inFlight.add(jobId);
-    try {
-      await deliver(jobId);
-    } catch (err) {
-      opts.log.error('notifier error', { job_id: jobId, error: errorMessage(err) });
-    } finally {
-      inFlight.delete(jobId);
+  /** A message while the job runs: only to a target whose summary has not gone yet. */
+  async function tell(jobId: string, parts: SummaryParts, kind: 'progress' | 'note'): Promise<boolean> {
+    const job = opts.stores.jobs.get(jobId);
+    const target = opts.stores.replies.get(jobId);
+    const reply = target ? channelOf(target.channel) : undefined;
+    if (!job || !target || !reply || target.notify_status !== null) return false;
+    const delivery = kind === 'note' && reply.note
+      ? reply.note(target.target, parts, opts.config)
+      : reply.prepare(target.target, parts, opts.config, opts.clock());
+    if (typeof delivery === 'string') {
+      opts.log.info(`${kind} not sent`, { job_id: jobId, channel: target.channel, reason: delivery });
+      return false;
     }
-  };
+    const { error, tried } = await send(jobId, target.channel, delivery);
+    await opts.report({
+      job_id: jobId, source: job.run_source, run: job.run_id, origin: job.origin, channel: target.channel,
+      target: delivery.url.host, status: error === null ? 'sent' : 'failed', attempts: tried, error,
+      message: plainSummary(parts),
+    });
+    return error === null;
+  }
+
+  const notifyJob = (jobId: string): Promise<void> => inTurn(jobId, () => deliver(jobId), undefined);
+  return Object.assign(notifyJob, {
+    progress(jobId: string, progress: Progress): Promise<void> {
+      return inTurn(jobId, async () => {
+        const job = opts.stores.jobs.get(jobId);
+        const target = opts.stores.replies.get(jobId);
+        if (!job?.run_source || !job.run_id || !target) return;
+        // Every origin hears a question; only one that keeps a progress message hears the rest.
+        if (progress.step !== 'waiting' && !channelOf(target.channel)?.progress) return;
+        const run = { source: job.run_source, run: job.run_id };
+        await tell(jobId, buildProgressParts(jobId, run, progress, opts.publicUrl), 'progress');
+      }, undefined);
+    },
+    note(jobId: string, parts: SummaryParts): Promise<boolean> {
+      return inTurn(jobId, () => tell(jobId, parts, 'note'), false);
+    },
+  });
 }

@@ -3,6 +3,7 @@ import { svcCliPath } from '../spawn/svc-paths.ts';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { NotifyConfig } from './summary.ts';
+import { isLoopbackHost } from '../http/guards.ts';
 import type { TriggerRetention } from './retention.ts';
 import { liveServedRepos, shorthandRepos, type RepoRouter } from './served-repos.ts';
 import { existsSync, readFileSync } from 'node:fs';
@@ -27,6 +28,8 @@ export interface TriggerSettings {
   source: string;
   controlUrl: string | undefined;
   controlToken: string | undefined;
+  /** SVC_PUBLIC_URL as people reach the Control Plane: the base of every run link svc sends out; never loopback. */
+  publicUrl: string | undefined;
   secrets: RouteSecrets;
   notify: NotifyConfig;
   trackerbFilter: { assignees: string[]; labels: string[] };
@@ -60,6 +63,40 @@ function httpsUrl(value: string, what: string, problems: SecretProblems): string
   }
   problems.errors.push(`${what} must be an https URL; its summaries are disabled`);
   return undefined;
+}
+
+/**
+ * SVC_PUBLIC_URL when it is an http(s) URL people can reach: a loopback host (or a bad URL) is refused with an
+ * error log and no link is sent rather than one that leads nowhere.
+ */
+function publicUrlOf(value: string | undefined, problems: SecretProblems): string | undefined {
+  if (!value) return undefined;
+  try {
+    const url = new URL(value);
+    if ((url.protocol === 'https:' || url.protocol === 'http:') && !url.username && !url.password) {
+      if (!isLoopbackHost(url.hostname)) return url.href.replace(/\/+$/, '');
+      problems.errors.push('SVC_PUBLIC_URL names a loopback address: messages say where to look instead of linking');
+      return undefined;
+    }
+  } catch {
+    // fall through
+  }
+  problems.errors.push('SVC_PUBLIC_URL must be an http(s) URL without credentials; messages carry no run link');
+  return undefined;
+}
+
+/** A question asked after a chata response_url expired goes by the bot token, when there is one. */
+function chataBot(env: NodeJS.ProcessEnv, problems: SecretProblems): NotifyConfig['chataBot'] {
+  const token = setting(env, 'CHATA_BOT_TOKEN');
+  const apiUrl = token ? httpsUrl(settingOr(env, 'CHATA_API_URL'), 'CHATA_API_URL', problems) : undefined;
+  return token && apiUrl ? { apiUrl: new URL(apiUrl).href, token } : undefined;
+}
+
+/** Progress comments on GitHub issues use the token the server already holds for clones and its runs' pushes. */
+function githubComments(env: NodeJS.ProcessEnv): NotifyConfig['github'] {
+  const token = setting(env, 'GITHUB_TOKEN') ?? setting(env, 'GH_TOKEN');
+  const apiUrl = (setting(env, 'GITHUB_API_URL') ?? 'https://api.github.com').replace(/\/+$/, '');
+  return token ? { apiUrl, token } : undefined;
 }
 
 /** The default repositories file: `~/.svc/trigger/repos.conf` (also what `svc repos` edits without --file). */
@@ -139,6 +176,7 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     source: settingOr(env, 'SVC_SOURCE'),
     controlUrl: setting(env, 'SVC_CONTROL_URL'),
     controlToken: setting(env, 'SVC_CONTROL_TOKEN'),
+    publicUrl: publicUrlOf(setting(env, 'SVC_PUBLIC_URL'), problems),
     secrets,
     notify: {
       // As the URL parser writes it, since a response_url must read exactly that way too (sources/chata.ts); that
@@ -149,6 +187,8 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
       trackerb: tb && tbUrl
         ? { baseUrl: tbUrl, email: env.TRACKERB_EMAIL!, token: env.TRACKERB_API_TOKEN! }
         : undefined,
+      chataBot: chataBot(env, problems),
+      github: githubComments(env),
     },
     trackerbFilter: filter,
     cliPath: env.SVC_TRIGGER_CLI ? resolve(cwd, env.SVC_TRIGGER_CLI) : svcCliPath(),

@@ -1,7 +1,7 @@
 // The one-line completion summary every origin receives: status, verdict, PR URL, cost, duration, Control Plane link;
 // and what a source's reply channel is (its sender and renderer are beside its handler, trigger/sources/<name>.ts).
 import { FailedError } from '../errors.ts';
-import { VERDICTS } from '../run-json.ts';
+import { runPageUrl, VERDICTS } from '../run-json.ts';
 import type { RunOutcome, RunRef } from './executor.ts';
 
 export interface NotifyConfig {
@@ -10,6 +10,10 @@ export interface NotifyConfig {
   trackeraApiUrl: string;
   trackeraApiKey: string | undefined;
   trackerb: { baseUrl: string; email: string; token: string } | undefined;
+  /** A chata bot token: a question goes to the channel by chat.postMessage once the response_url expired. */
+  chataBot?: { apiUrl: string; token: string } | undefined;
+  /** GitHub's REST base and token: the progress comment on a GitHub issue (sources/webhook.ts). */
+  github?: { apiUrl: string; token: string } | undefined;
 }
 
 /** A summary ready to send once: where (only its host is ever reported), with what, and who answers. */
@@ -21,14 +25,28 @@ export interface Delivery {
   what: string;
   /** Throws PermanentError when a 2xx answer still says no (trackera's GraphQL errors). */
   check?: (answer: string) => void;
+  /** PATCH edits what an earlier delivery made (GitHub's progress comment); POST when absent. */
+  method?: 'POST' | 'PATCH';
+  /** What to keep with the job's reply target from a 2xx answer (the id of the comment it made), if anything. */
+  remember?: (answer: string) => Record<string, unknown> | null;
 }
 
 /** A source's way back (its record's `reply`, src/webhook-sources.ts); notify.ts picks it by channel name. */
 export interface ReplyChannel {
   /** Whether it could send a summary now (GET /status): its settings are there, never their values. */
   configured(config: NotifyConfig): boolean;
-  /** The summary rendered in the vendor's format, ready to send; or why nothing is sent. */
-  prepare(target: Record<string, unknown>, parts: SummaryParts, config: NotifyConfig): Delivery | string;
+  /**
+   * The summary (or a progress message: the run started, its question) rendered in the vendor's format, ready to
+   * send; or why nothing is sent. `now` decides whether a reply address that expires still holds.
+   */
+  prepare(target: Record<string, unknown>, parts: SummaryParts, config: NotifyConfig, now: number): Delivery | string;
+  /**
+   * A message of its own beside what `prepare` keeps up to date (a refused answer's reply on GitHub, where `prepare`
+   * edits the one progress comment); absent: `prepare` serves.
+   */
+  note?(target: Record<string, unknown>, parts: SummaryParts, config: NotifyConfig): Delivery | string;
+  /** Sends progress (the run started) too, not only questions and the end: GitHub's one comment kept up to date. */
+  progress?: boolean;
 }
 
 /** Thrown for an answer that will not get better by retrying; the notifier retries anything else. */
@@ -46,10 +64,15 @@ export function formatDuration(ms: number): string {
   return `${Math.floor(m / 60)}h ${m % 60}m`;
 }
 
-/** Where a person can look at the run; null when no Control Plane address is known. */
-export function runLink(controlUrl: string | undefined, run: RunRef): string | null {
-  if (!controlUrl) return null;
-  return `${controlUrl.replace(/\/+$/, '')}/#/runs/${encodeURIComponent(run.source)}/${encodeURIComponent(run.run)}`;
+/** Where a person can look at the run (SVC_PUBLIC_URL's page of it); null when no public address is known. */
+export function runLink(publicUrl: string | undefined, run: RunRef): string | null {
+  return publicUrl ? runPageUrl(publicUrl, run.source, run.run) : null;
+}
+
+/** The run's link as a summary part, or (no public address) where to look it up instead: never a loopback link. */
+function runPart(publicUrl: string | undefined, run: RunRef): Piece[] {
+  const link = safeLink(runLink(publicUrl, run));
+  return link ? [{ link }] : [{ own: `see run ${run.source}/${run.run} on the Control Plane` }];
 }
 
 export interface SummaryInput {
@@ -59,7 +82,8 @@ export interface SummaryInput {
   outcome: RunOutcome | null;
   durationMs: number;
   error: string | null;
-  controlUrl: string | undefined;
+  /** SVC_PUBLIC_URL: the Control Plane as people reach it (never a loopback address; settings.ts drops one). */
+  publicUrl: string | undefined;
 }
 
 /**
@@ -74,7 +98,8 @@ export type SummaryParts = Piece[][];
 /** Agent-derived text is cut to this many characters: a summary is one line, not a log. */
 export const DATA_CHARS = 500;
 
-function data(text: string): Piece {
+/** Agent- or vendor-given text as a `data` piece: one line, cut to DATA_CHARS. */
+export function data(text: string): Piece {
   const line = text.replace(/[\s\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g, ' ').trim();
   return { data: line.length > DATA_CHARS ? `${line.slice(0, DATA_CHARS)}…` : line };
 }
@@ -112,10 +137,32 @@ export function buildSummaryParts(input: SummaryInput): SummaryParts {
   }
   parts.push([{ own: `took ${formatDuration(input.durationMs)}` }]);
   if (input.error) parts.push([{ own: 'error: ' }, data(input.error)]);
-  const link = input.run ? safeLink(runLink(input.controlUrl, input.run)) : null;
-  if (link) parts.push([{ link }]);
+  if (input.run) parts.push(runPart(input.publicUrl, input.run));
   return parts;
 }
+
+/** How far a webhook-started run got, as its origin is told while it runs (notify.ts `progress`). */
+export type Progress = { step: 'started' } | { step: 'waiting'; question: string } | { step: 'answered'; by: string };
+
+/** A progress message: svc's words, the run's question fenced as data (an agent wrote it), the run's link. */
+export function buildProgressParts(
+  jobId: string, run: RunRef, progress: Progress, publicUrl: string | undefined,
+): SummaryParts {
+  const parts: SummaryParts = [];
+  if (progress.step === 'started') parts.push([{ own: `svc job ${jobId} started` }]);
+  else if (progress.step === 'answered') {
+    parts.push([{ own: `svc job ${jobId} was answered by ` }, data(progress.by), { own: ' and continues' }]);
+  } else {
+    parts.push([{ own: `svc job ${jobId} is waiting for an answer` }]);
+    parts.push([{ own: 'question: ' }, data(progress.question)]);
+    parts.push([{ own: `answer with "${ANSWER_COMMAND} <your answer>"` }]);
+  }
+  parts.push(runPart(publicUrl, run));
+  return parts;
+}
+
+/** What a person writes at the origin (a chat command, an issue comment) to answer a waiting run. */
+export const ANSWER_COMMAND = '/svc answer';
 
 /** The parts in one vendor's markup: each piece by `piece`, the parts joined by `separator`. */
 export function renderSummary(parts: SummaryParts, piece: (p: Piece) => string, separator = SEPARATOR): string {

@@ -26,7 +26,7 @@ describe('svc start from the command line', () => {
       policy: { checks: [{ name: 'fixed', run: ['grep', '-q', 'fixed', 'a.txt'] }], max_usd: 1 },
       providers: { fake: EDIT_SCRIPT, ask: ASK_SCRIPT, spender: SPEND_SCRIPT, idle: '#!/bin/sh\ncat > /dev/null\n' },
     });
-    env = { ...process.env, ...GIT_ENV, HOME: repo.home, GITHUB_API_URL: github.url, GITHUB_TOKEN: 'gh-test-token', SVC_CONTROL_URL: control.url, SVC_CONTROL_ANSWER_DIR: join(repo.root, 'answers') };
+    env = { ...process.env, ...GIT_ENV, HOME: repo.home, GITHUB_API_URL: github.url, GITHUB_TOKEN: 'gh-test-token', SVC_CONTROL_URL: control.url, SVC_CONTROL_ANSWER_DIR: join(repo.root, 'answers'), SVC_PUBLIC_URL: 'https://svc.example.test' };
   });
   after(async () => {
     await control.close();
@@ -64,6 +64,9 @@ describe('svc start from the command line', () => {
     assert.ok(pull, 'the GitHub stand-in got the pull request');
     assert.equal(pull.body.draft, true);
     assert.equal(pull.headers.authorization, 'Bearer gh-test-token');
+    // The run's page where people reach the Control Plane (SVC_PUBLIC_URL), not the loopback SVC_CONTROL_URL.
+    assert.ok(pull.body.body.includes(`Run page: https://svc.example.test/#/runs/local/${run}`), pull.body.body);
+    assert.ok(!pull.body.body.includes(control.url));
     // The run signed with the key under HOME/.svc; the receipt embedded in the PR body must verify against it.
     const key = loadOrCreateSigningKey(join(repo.home, '.svc'));
     const fromPr = verifyReceipt(receiptFromMarkdown(pull.body.body), new Map([[key.kid, key.publicKey]]));

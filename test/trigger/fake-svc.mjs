@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Stand-in for `svc` in trigger tests: records argv and env under $HOME/fake-svc, then behaves like `svc start --detach`.
-import { mkdirSync, writeFileSync, readFileSync, closeSync } from 'node:fs';
+import { mkdirSync, writeFileSync, readFileSync, closeSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 
@@ -16,7 +16,24 @@ if (process.env.SVC_HANDOFF_FD === '3') {
 }
 writeFileSync(join(out, `call-${Date.now()}-${process.pid}.json`), JSON.stringify({ args, env: process.env, cwd: process.cwd(), handed }));
 
-if (text.includes('hang-forever')) {
+if (args[0] === 'answer') {
+  // `svc answer --repo DIR -- <source>/<run> <text>`: like svc, refuses a run that is not blocked; a blocked one takes
+  // the answer and (standing in for the worker that picks it up) continues to the end.
+  const dir = args[args.indexOf('--repo') + 1];
+  const [ref, answer] = args.slice(args.indexOf('--') + 1);
+  const run = ref.split('/')[1];
+  const path = join(dir, '.svc', 'runs', run, 'state.json');
+  const state = JSON.parse(readFileSync(path, 'utf8'));
+  if (state.status !== 'blocked') {
+    process.stderr.write(`svc: Run ${ref} is ${state.status}, not blocked: nothing to answer\n`);
+    process.exit(1);
+  }
+  const now = new Date().toISOString();
+  const ended = { ...state, status: 'succeeded', question: null, answers: [answer], verdict: 'verified',
+    pr_url: 'https://git.example.test/acme/api/pull/8', cost_usd: 0.5, ended_at: now };
+  writeFileSync(`${path}.tmp`, JSON.stringify(ended));
+  renameSync(`${path}.tmp`, path);
+} else if (text.includes('hang-forever')) {
   writeFileSync(join(out, 'hang.pid'), String(process.pid));
   setInterval(() => {}, 1 << 30);
 } else if (text.includes('launch-fail')) {
@@ -28,6 +45,8 @@ if (text.includes('hang-forever')) {
   mkdirSync(dir, { recursive: true });
   const now = new Date().toISOString();
   const running = text.includes('stay-running');
+  // A run that blocks with a question (the agent asks; issue 32): it waits until `svc answer` (above).
+  const asks = text.includes('ask-question') || text.includes('trackera:ASKQ-');
   // A run whose error carries vendor markup (issue 21): every run in a project holding this file fails with its text.
   let hostile = null;
   try {
@@ -38,13 +57,14 @@ if (text.includes('hang-forever')) {
   const state = {
     source: process.env.SVC_SOURCE || 'local',
     run,
-    status: running ? 'running' : hostile ? 'failed' : 'succeeded',
-    verdict: running ? null : 'verified',
-    pr_url: running ? null : 'https://git.example.test/acme/api/pull/7',
-    cost_usd: running ? null : 0.42,
+    status: asks ? 'blocked' : running ? 'running' : hostile ? 'failed' : 'succeeded',
+    verdict: running || asks ? null : 'verified',
+    pr_url: running || asks ? null : 'https://git.example.test/acme/api/pull/7',
+    cost_usd: running || asks ? null : 0.42,
     started_at: now,
-    ended_at: running ? null : now,
+    ended_at: running || asks ? null : now,
     error: hostile,
+    ...(asks ? { question: 'Which database should the <!here> migration target: `prod` or [staging](https://evil.example)?' } : {}),
   };
   writeFileSync(join(dir, 'state.json'), JSON.stringify(state));
   process.stdout.write(`${JSON.stringify({ source: state.source, run })}\n`);

@@ -249,6 +249,27 @@ describe('kubernetes executor', () => {
     ac.abort();
     assert.equal(await pending, 'aborted');
   });
+
+  // A pod's run ships its state to the Control Plane: a question it asks there reaches the job's origin (job-loop.ts).
+  it('tells the question a running pod\'s run asks, read from the Control Plane', async () => {
+    const cp = await startTestControl({ token: 'cp-token-q' });
+    try {
+      cp.deps.stores.runs.upsert('k8s', { run: 'rasks', status: 'blocked', started_at: Date.now(), question: 'Which DB?' });
+      const name = kubeJobName(jobId());
+      kube.jobs.set(name, { manifest: {}, labels: { [LABEL_RUN]: 'rasks' }, annotations: {}, status: {}, logs: {}, stderr: '', pod: null });
+      const asked: Array<string | null> = [];
+      const ac = new AbortController();
+      const pending = executor({ controlUrl: cp.url, controlToken: 'cp-token-q' }).follow(
+        { source: 'k8s', run: 'rasks' }, ac.signal, { reattach: false, workdir: '/', onQuestion: (q) => asked.push(q) },
+      );
+      await waitFor(() => asked.length === 1, 'the question');
+      assert.deepEqual(asked, ['Which DB?']);
+      ac.abort();
+      assert.equal(await pending, 'aborted');
+    } finally {
+      await cp.close();
+    }
+  });
 });
 
 describe('svc trigger serve with SVC_TRIGGER_EXECUTOR=kubernetes', () => {

@@ -35,6 +35,7 @@ describe('completion summaries', () => {
         TRACKERB_LABELS: 'svc',
         TRACKERB_ASSIGNEES: '712020:f1ad7cfd-7f82-4dc0-85e4-8bc47bcc08e4',
         SVC_CONTROL_URL: control.url,
+        SVC_PUBLIC_URL: 'https://svc.example.test/',
         SVC_CONTROL_TOKEN: 'control-token-10',
         SVC_SOURCE: 'build-host',
       },
@@ -72,7 +73,7 @@ describe('completion summaries', () => {
     const body = JSON.parse(sent.body) as { text: string; response_type: string };
     assert.equal(body.response_type, 'ephemeral');
     // Slack-like mrkdwn: svc's own links in explicit <…> (summary-render.ts).
-    assert.match(body.text, /succeeded · run build-host\/r\w+ · verdict verified · PR <https:\/\/git\.example\.test\/acme\/api\/pull\/7> · cost \$0\.42 · took \d+s · <http:\/\/127\.0\.0\.1:\d+\/#\/runs\/build-host\//);
+    assert.match(body.text, /succeeded · run build-host\/r\w+ · verdict verified · PR <https:\/\/git\.example\.test\/acme\/api\/pull\/7> · cost \$0\.42 · took \d+s · <https:\/\/svc\.example\.test\/#\/runs\/build-host\//);
     const report = await waitFor(() => ingested(id), 'the Control Plane report');
     assert.equal(report.status, 'sent');
     assert.equal(report.channel, 'chata');

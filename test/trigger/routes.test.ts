@@ -181,7 +181,7 @@ describe('trigger routes with real payloads', () => {
       assert.equal(res.status, 202);
       assert.deepEqual(Object.keys(res.body).sort(), ['job_id', 'status']);
       const job = await finished(t, res.body.job_id as string);
-      assert.deepEqual(Object.keys(job).sort(), ['args', 'brief', 'created_at', 'error', 'exit_code', 'finished_at', 'id', 'origin', 'repo', 'run', 'started_at', 'status', 'summary'].sort());
+      assert.deepEqual(Object.keys(job).sort(), ['answers', 'args', 'brief', 'created_at', 'error', 'exit_code', 'finished_at', 'id', 'origin', 'repo', 'run', 'started_at', 'status', 'summary'].sort());
       assert.deepEqual(job.args, ['start', '--brief', 'tidy the README', '--pr', '--detach']);
       assert.equal(job.exit_code, 0);
       assert.equal((job.run as { source: string }).source, 'local');
@@ -234,7 +234,7 @@ describe('trigger routes with real payloads', () => {
       const routes = status.body.routes as Record<string, { configured: boolean; enabled: boolean }>;
       assert.deepEqual(routes['/chatb'], { configured: true, enabled: true });
       // Each reply channel is reported by whether its settings are there: only CHATA_HOOKS_PREFIX is set here.
-      assert.deepEqual(status.body.notifiers, { chata: true, trackera: false, trackerb: false });
+      assert.deepEqual(status.body.notifiers, { chata: true, trackera: false, trackerb: false, webhook: false });
       const text = JSON.stringify(status.body);
       for (const secret of Object.values(SECRETS)) assert.ok(!text.includes(secret));
     });

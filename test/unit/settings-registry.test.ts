@@ -95,7 +95,7 @@ describe('the settings registry', () => {
   });
 
   it('marks as secret exactly the credentials no agent or tool may receive', () => {
-    assert.deepEqual([...SECRET_NAMES].sort(), ['CHATA_SIGNING_SECRET', 'CHATB_SECURITY_TOKEN', 'ERRTRACK_AUTH_TOKEN',
+    assert.deepEqual([...SECRET_NAMES].sort(), ['CHATA_BOT_TOKEN', 'CHATA_SIGNING_SECRET', 'CHATB_SECURITY_TOKEN', 'ERRTRACK_AUTH_TOKEN',
       'ERRTRACK_CLIENT_SECRET', 'GH_TOKEN', 'GITHUB_TOKEN', 'GITHUB_WEBHOOK_SECRET', 'SVC_API_TOKEN', 'SVC_API_TOKEN_FILE',
       'SVC_CONTROL_RUNNER_TOKENS_FILE', 'SVC_CONTROL_TOKEN', 'SVC_CONTROL_TOKEN_FILE', 'SVC_ERRTRACK_WEBHOOK_SECRET',
       'SVC_GATE_METRICS_TOKEN_FILE',

@@ -81,5 +81,7 @@ export function getJob(ctx: TCtx): Reply {
   }
   const job = ctx.deps.queue.get(id);
   if (!job) throw new HttpError('not_found', `No job "${id}"`);
-  return json(200, jobJson(job));
+  // Who answered its run from where the job was asked, and what was refused (answers.ts).
+  const answers = ctx.deps.answers.of(id).map((a) => ({ ...a, at: new Date(a.at).toISOString() }));
+  return json(200, { ...jobJson(job), answers });
 }

@@ -4,12 +4,17 @@ import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { describe } from '../../untrusted.ts';
 import { sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
-import { renderSummary, type Piece, type ReplyChannel } from '../summary.ts';
+import {
+  ANSWER_COMMAND, PermanentError, renderSummary, type Delivery, type NotifyConfig, type Piece, type ReplyChannel,
+} from '../summary.ts';
+import { answerCommand } from '../answers.ts';
+import type { JobRow } from '../../db/trigger-jobs-store.ts';
+import { createHash } from 'node:crypto';
 import { takeRepoOption } from '../served-repos.ts';
 import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
 
 export type ChataInput =
-  | { kind: 'command'; text: string; responseUrl: string | null; channel: string | null }
+  | { kind: 'command'; text: string; responseUrl: string | null; channel: string | null; user: string }
   | { kind: 'challenge'; challenge: string }
   | { kind: 'skip'; reason: string };
 
@@ -29,7 +34,10 @@ export function readChata(contentType: string, raw: Buffer): ChataInput {
   const form = new URLSearchParams(raw.toString('utf8'));
   if (form.has('ssl_check')) return { kind: 'skip', reason: 'ssl_check' };
   const text = chataText(form.get('text') ?? '');
-  return { kind: 'command', text, responseUrl: form.get('response_url'), channel: form.get('channel_id') || null };
+  const user = (form.get('user_id') || 'unknown').slice(0, 64);
+  return {
+    kind: 'command', text, responseUrl: form.get('response_url'), channel: form.get('channel_id') || null, user,
+  };
 }
 
 const CHATA_USAGE = 'Usage: /svc <what to do>, e.g. /svc fix the flaky login test. Nothing was queued.';
@@ -66,6 +74,7 @@ export async function receiveChata(ctx: TCtx, raw: Buffer): Promise<Reply> {
   const input = readChata((ctx.req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase(), raw);
   if (input.kind === 'challenge') return json(200, { challenge: input.challenge });
   if (input.kind === 'skip') return skipped(input.reason);
+  if (/^answer(\s|$)/i.test(input.text)) return answerFromChata(ctx, input);
   const option = takeRepoOption(input.text);
   if (option.kind === 'bad') return ephemeral(`${option.reason}. Nothing was queued.`);
   if (option.text === '') return ephemeral(CHATA_USAGE);
@@ -73,8 +82,12 @@ export async function receiveChata(ctx: TCtx, raw: Buffer): Promise<Reply> {
   if (routed.kind === 'unserved') return unserved(ctx, 'chata', routed.reason, notQueued);
   // Reply target captured only after verification, and only for an https URL under the hooks prefix (spec).
   const prefix = ctx.deps.settings.notify.chataHooksPrefix;
+  // The channel and the response_url's lifetime let a later question reach the channel (chataReply) and an answer
+  // there find its job (answerFromChata).
+  const thread = input.channel ? { channel_id: input.channel, thread: chataThread(input.channel) } : {};
+  const until = ctx.deps.clock() + RESPONSE_URL_MS;
   const reply = isAllowedChataUrl(input.responseUrl, prefix)
-    ? { channel: 'chata', target: { response_url: input.responseUrl } }
+    ? { channel: 'chata', target: { response_url: input.responseUrl, response_url_until: until, ...thread } }
     : undefined;
   if (!reply && input.responseUrl) {
     // Not under the prefix, or not as it reads once normalised (above): the job runs, no summary goes.
@@ -102,14 +115,76 @@ function slackPiece(piece: Piece): string {
   return `\`${slackEscape(piece.data.replace(/`/g, 'ˋ'))}\``;
 }
 
+/** A response_url takes at most 5 posts within 30 minutes of its command (vendor-webhooks.md §1.1). */
+const RESPONSE_URL_MS = 30 * 60_000;
+const RESPONSE_URL_POSTS = 5;
+
+function chataThread(channel: string): string {
+  return `chata:${channel}`;
+}
+
+/** The channel's bot-token post (chat.postMessage), for a message after the response_url expired. */
+function botPost(target: Record<string, unknown>, text: string, config: NotifyConfig): Delivery | string {
+  const bot = config.chataBot;
+  if (!bot) return 'the response_url expired and CHATA_BOT_TOKEN is not set';
+  if (typeof target.channel_id !== 'string') return 'the response_url expired and the job has no channel';
+  return {
+    url: new URL('chat.postMessage', bot.apiUrl.endsWith('/') ? bot.apiUrl : `${bot.apiUrl}/`),
+    headers: { authorization: `Bearer ${bot.token}` },
+    body: JSON.stringify({ channel: target.channel_id, text }),
+    what: 'chata API',
+    check(answer) {
+      // The Web API answers 200 with {"ok":false,"error"} when it refuses.
+      if ((JSON.parse(answer || '{}') as { ok?: unknown }).ok !== true) {
+        throw new PermanentError('chata API refused the message');
+      }
+    },
+  };
+}
+
+/**
+ * `/svc answer [<job id>] <text>` in the channel a job was asked in: answers its run. Only a channel still mapped to
+ * the job's repository may (the mapping is the permission, as for starting work); answered or refused, the person is
+ * told at once, ephemerally.
+ */
+async function answerFromChata(ctx: TCtx, input: Extract<ChataInput, { kind: 'command' }>): Promise<Reply> {
+  const words = input.text.replace(/^answer\s*/i, '');
+  const { jobId, text } = answerCommand(`${ANSWER_COMMAND} ${words}`) ?? { jobId: undefined, text: '' };
+  const channel = input.channel ?? '';
+  const refusal = (job: JobRow): string | null => {
+    const routed = ctx.deps.settings.repos.chat('chata', input.channel, job.repo);
+    return routed.kind === 'unserved' ? routed.reason : null;
+  };
+  const digest = createHash('sha256').update(ctx.raw ?? '').digest('hex');
+  const outcome = await ctx.deps.answers.answer({
+    origin: 'chata', thread: chataThread(channel), jobId, text, who: input.user, refusal,
+    place: `chata channel ${channel}`, keys: [`chata:body:${digest}`],
+  });
+  if (outcome.kind === 'no_job') return ephemeral(`Not answered: ${outcome.reason}.`, { status: 'skipped' });
+  if (outcome.kind === 'duplicate') return ephemeral('Already answered.', { status: 'duplicate' });
+  if (outcome.kind === 'answered') {
+    return ephemeral(`Answered job ${outcome.jobId} (run ${outcome.run}); it continues.`, { status: 'answered' });
+  }
+  return ephemeral(`Not answered (job ${outcome.jobId}): ${slackEscape(outcome.reason)}.`, { status: 'refused' });
+}
+
 export const chataReply: ReplyChannel = {
   configured: (config) => config.chataHooksPrefix !== '',
-  prepare(target, parts, config) {
+  prepare(target, parts, config, now) {
+    // Past its 30 minutes or its 5 posts the response_url takes nothing: the bot token posts instead, if there is one.
+    const until = target.response_url_until;
+    const posts = typeof target.response_url_posts === 'number' ? target.response_url_posts : 0;
+    if ((typeof until === 'number' && now > until) || posts >= RESPONSE_URL_POSTS) {
+      return botPost(target, renderSummary(parts, slackPiece), config);
+    }
     if (!isAllowedChataUrl(target.response_url, config.chataHooksPrefix)) {
       return 'response_url is not under CHATA_HOOKS_PREFIX';
     }
     const text = renderSummary(parts, slackPiece);
     const body = JSON.stringify({ response_type: 'ephemeral', replace_original: false, text });
-    return { url: new URL(target.response_url), headers: {}, body, what: 'chata response_url' };
+    return {
+      url: new URL(target.response_url), headers: {}, body, what: 'chata response_url',
+      remember: () => ({ response_url_posts: posts + 1 }),
+    };
   },
 };

@@ -256,6 +256,21 @@ function replyOnPr(ctx: TCtx, repo: string, a: FollowUpAsk, text: string): void 
   });
 }
 
+/** `github:<owner/name>#<number>`: the thread an answer on the same issue or PR finds its job by. */
+export function githubThread(repository: string, number: number): string {
+  return `github:${repository.toLowerCase()}#${number}`;
+}
+
+/** Where a GitHub job's progress comment goes: a repository and issue or PR number fit for an API path. */
+export function githubThreadTarget(
+  repo: string, number: number | null,
+): { channel: 'webhook'; target: Record<string, unknown> } | undefined {
+  // A path segment of the API address: never `.` or `..`, which a URL would resolve into another path.
+  const segment = /^[A-Za-z0-9-]{1,39}\/[A-Za-z0-9._-]{1,100}$/.test(repo) && !/\/\.\.?$/.test(repo);
+  if (!segment || number === null) return undefined;
+  return { channel: 'webhook', target: { repo, issue: number, thread: githubThread(repo, number) } };
+}
+
 export async function receivePullRequestEvent(ctx: TCtx, event: string, body: Obj): Promise<Reply> {
   const a = readPullRequestEvent(event, body);
   if (a.kind === 'skip') return skipped(a.reason);
@@ -265,7 +280,7 @@ export async function receivePullRequestEvent(ctx: TCtx, event: string, body: Ob
   // A review and its comments arrive as separate events: whichever comes first is the request, the rest duplicates.
   const keys = a.reviewId === null ? [] : [`webhook:review:${repo.toLowerCase()}:${a.reviewId}`];
   const intake: Intake = {
-    origin: 'webhook', repo, keys,
+    origin: 'webhook', repo, keys, reply: githubThreadTarget(a.repository ?? '', a.number),
     // The argv is known only once the records are read: set here, read by enqueue after prepare resolves.
     prepare: async () => {
       const made = await prepareFollowUp(ctx, repo, a);

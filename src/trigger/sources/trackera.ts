@@ -11,6 +11,9 @@ import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { PermanentError, renderSummary, SEPARATOR, type Piece, type ReplyChannel } from '../summary.ts';
 import { checkBodyTime, enqueue, requireValid, skipped, unserved, type TCtx } from '../intake.ts';
+import { answerCommand, answerReply } from '../answers.ts';
+import type { JobRow } from '../../db/trigger-jobs-store.ts';
+import { createHash } from 'node:crypto';
 
 /** `teamKey` routes the issue to a served repository (trackera=… in the repositories file). */
 export type TrackeraInput =
@@ -44,6 +47,8 @@ export function readTrackera(body: Record<string, unknown>): TrackeraInput {
 export async function receiveTrackera(ctx: TCtx, raw: Buffer): Promise<Reply> {
   const body = parseJsonObject(raw);
   requireValid(ctx, 'trackera', checkBodyTime('ms', body.webhookTimestamp, ctx.deps.clock()));
+  const answer = readTrackeraAnswer(body);
+  if (answer !== null) return answerFromTrackera(ctx, answer);
   const input = readTrackera(body);
   if (input.kind === 'skip') return skipped(input.reason);
   const routed = ctx.deps.settings.repos.route('trackera', input.teamKey);
@@ -59,7 +64,9 @@ export async function receiveTrackera(ctx: TCtx, raw: Buffer): Promise<Reply> {
       {
         origin: 'trackera',
         repo: routed.repo.name,
-        reply: { channel: 'trackera', target: { issue_id: input.issueId, identifier } },
+        reply: {
+          channel: 'trackera', target: { issue_id: input.issueId, identifier, thread: trackeraThread(input.issueId) },
+        },
         prepare: async () => {
           snapshot = await stageTrackeraSnapshot(inbox, identifier, raw);
           return `trackera:${identifier}`;
@@ -120,7 +127,7 @@ export async function stageTrackeraSnapshot(repoDir: string, identifier: string,
 }
 
 /** CommonMark lets any ASCII punctuation be backslash-escaped; svc's own words never need markup. */
-function markdownEscape(text: string): string {
+export function markdownEscape(text: string): string {
   return text.replace(/[!-/:-@[-`{-~]/g, (c) => `\\${c}`);
 }
 
@@ -133,7 +140,8 @@ function codeSpan(text: string): string {
   return `${fence}${pad}${text}${pad}${fence}`;
 }
 
-function markdownPiece(piece: Piece): string {
+/** One piece in CommonMark (GitHub's comments read it the same way: sources/webhook.ts). */
+export function markdownPiece(piece: Piece): string {
   if ('own' in piece) return markdownEscape(piece.own);
   if ('link' in piece) return `<${piece.link}>`;
   return codeSpan(piece.data);
@@ -167,3 +175,68 @@ export const trackeraReply: ReplyChannel = {
     };
   },
 };
+
+// Answers to a run a trackera issue's job asked: a `/svc answer <text>` comment on that issue, by a member of the
+// issue's team (asked of the tracker's API with TRACKERA_API_KEY; without it no answer can be checked, so none is
+// taken).
+
+function trackeraThread(issueId: string): string {
+  return `trackera:${issueId}`;
+}
+
+export interface TrackeraAnswer {
+  issueId: string;
+  commentId: string;
+  userId: string;
+  who: string;
+  jobId: string | undefined;
+  text: string;
+}
+
+/** A created `/svc answer <text>` comment, or null when the event is not one. */
+export function readTrackeraAnswer(body: Record<string, unknown>): TrackeraAnswer | null {
+  if (body.type !== 'Comment' || body.action !== 'create') return null;
+  const data = obj(body.data);
+  const command = answerCommand(str(data.body) ?? '');
+  const issueId = str(data.issueId) ?? str(obj(data.issue).id);
+  const userId = str(data.userId) ?? str(obj(data.user).id);
+  if (command === null || !issueId || !userId) return null;
+  const who = (str(obj(data.user).name) ?? userId).slice(0, 100);
+  return { issueId: issueId.slice(0, 100), commentId: (str(data.id) ?? '').slice(0, 100), userId, who, ...command };
+}
+
+/** What the tracker answers to the team-membership question. */
+type TeamAnswer = { data?: { issue?: { team?: { members?: { nodes?: unknown } } } } };
+
+/** Whether the user is a member of the issue's team, as the tracker's API says; or why that cannot be known. */
+async function onIssueTeam(ctx: TCtx, issueId: string, userId: string): Promise<true | string> {
+  const { trackeraApiKey, trackeraApiUrl } = ctx.deps.settings.notify;
+  if (!trackeraApiKey) return 'TRACKERA_API_KEY is not set, so the issue\'s team cannot be checked';
+  const query = 'query IssueTeam($id: String!) { issue(id: $id) { team { members(first: 250) { nodes { id } } } } }';
+  try {
+    const res = await ctx.deps.post(new URL(trackeraApiUrl), { authorization: trackeraApiKey },
+      JSON.stringify({ query, variables: { id: issueId } }));
+    if (res.status !== 200) return `the trackera API answered HTTP ${res.status} about the issue's team`;
+    const nodes = (JSON.parse(res.text) as TeamAnswer).data?.issue?.team?.members?.nodes;
+    const members = Array.isArray(nodes) ? nodes.map((n) => str(obj(n).id)) : [];
+    return members.includes(userId) ? true : 'the comment\'s author is not a member of the issue\'s team';
+  } catch (err) {
+    return `the trackera API could not say who is on the issue's team (${errorMessage(err)})`;
+  }
+}
+
+async function answerFromTrackera(ctx: TCtx, answer: TrackeraAnswer): Promise<Reply> {
+  const member = await onIssueTeam(ctx, answer.issueId, answer.userId);
+  const refusal = (job: JobRow): string | null => {
+    if (job.repo !== null && !ctx.deps.settings.repos.byName(job.repo)) return `"${job.repo}" is no longer served`;
+    return member === true ? null : member;
+  };
+  const outcome = await ctx.deps.answers.answer({
+    origin: 'trackera', thread: trackeraThread(answer.issueId), jobId: answer.jobId, text: answer.text,
+    who: answer.who, refusal,
+    place: `trackera issue ${answer.issueId} comment ${answer.commentId}`,
+    keys: [`trackera:body:${createHash('sha256').update(ctx.raw ?? '').digest('hex')}`,
+      ...(answer.commentId ? [`trackera:comment:${answer.commentId}`] : [])],
+  });
+  return answerReply(ctx.deps.answers, outcome, answer.who);
+}

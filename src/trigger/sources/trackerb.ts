@@ -3,7 +3,11 @@
 // replay protection"). The summary goes back as an issue comment in ADF (docs/trigger.md "Completion summaries").
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
-import { sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
+import { firstHeader, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
+import { answerCommand, answerReply } from '../answers.ts';
+import type { JobRow } from '../../db/trigger-jobs-store.ts';
+import { errorMessage } from '../../errors.ts';
+import { createHash } from 'node:crypto';
 import { SEPARATOR, type ReplyChannel, type SummaryParts } from '../summary.ts';
 import { isJsonObject, obj, str, type Obj } from '../../untrusted.ts';
 import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
@@ -120,11 +124,14 @@ export function readTrackerb(body: Obj, filter: TrackerbFilter): TrackerbInput {
 }
 
 export async function receiveTrackerb(ctx: TCtx, raw: Buffer): Promise<Reply> {
-  const input = readTrackerb(parseJsonObject(raw), ctx.deps.settings.trackerbFilter);
+  const body = parseJsonObject(raw);
+  const answer = readTrackerbAnswer(body);
+  if (answer !== null) return answerFromTrackerb(ctx, answer);
+  const input = readTrackerb(body, ctx.deps.settings.trackerbFilter);
   if (input.kind === 'skip') return skipped(input.reason);
   const routed = ctx.deps.settings.repos.route('trackerb', input.project);
   if (routed.kind === 'unserved') return unserved(ctx, 'trackerb', routed.reason);
-  const reply = { channel: 'trackerb', target: { issue_key: input.key } } as const;
+  const reply = { channel: 'trackerb', target: { issue_key: input.key, thread: trackerbThread(input.key) } } as const;
   return enqueue(ctx, { origin: 'trackerb', repo: routed.repo.name, reply, brief: input.brief });
 }
 
@@ -161,12 +168,80 @@ export const trackerbReply: ReplyChannel = {
     const base = tb.baseUrl.replace(/\/+$/, '');
     return {
       url: new URL(`${base}/rest/api/3/issue/${encodeURIComponent(target.issue_key)}/comment`),
-      headers: {
-        authorization: `Basic ${Buffer.from(`${tb.email}:${tb.token}`).toString('base64')}`,
-        accept: 'application/json',
-      },
+      headers: { authorization: basicAuth(tb), accept: 'application/json' },
       body: JSON.stringify({ body: adfSummary(parts) }),
       what: 'trackerb API',
     };
   },
 };
+
+// Answers to a run a trackerb issue's job asked: a `/svc answer <text>` comment on that issue by someone the tracker
+// says could be assigned the issue (its team), asked with the comment account (TRACKERB_*); without it none is taken.
+
+function trackerbThread(key: string): string {
+  return `trackerb:${key.toUpperCase()}`;
+}
+
+export interface TrackerbAnswer {
+  key: string;
+  commentId: string;
+  accountId: string;
+  who: string;
+  jobId: string | undefined;
+  text: string;
+}
+
+/** A `comment_created` event whose comment is `/svc answer <text>`, or null. */
+export function readTrackerbAnswer(body: Obj): TrackerbAnswer | null {
+  if (eventName(body) !== 'comment_created') return null;
+  const comment = obj(body.comment);
+  const command = answerCommand(flattenAdf(comment.body));
+  const key = str(obj(body.issue).key);
+  const author = obj(comment.author);
+  const accountId = str(author.accountId);
+  if (command === null || !key || !ISSUE_KEY.test(key) || !accountId) return null;
+  const who = (str(author.displayName) ?? accountId).slice(0, 100);
+  return {
+    key, commentId: (str(comment.id) ?? '').slice(0, 40), accountId: accountId.slice(0, 128), who, ...command,
+  };
+}
+
+/** Whether the tracker lists the account among those assignable to the issue; or why that cannot be known. */
+async function onIssueTeam(ctx: TCtx, key: string, accountId: string): Promise<true | string> {
+  const tb = ctx.deps.settings.notify.trackerb;
+  if (!tb) return 'TRACKERB_BASE_URL, TRACKERB_EMAIL and TRACKERB_API_TOKEN are not all set, so the issue\'s team ' +
+    'cannot be checked';
+  const query = new URLSearchParams({ issueKey: key, accountId });
+  const url = new URL(`${tb.baseUrl.replace(/\/+$/, '')}/rest/api/3/user/assignable/search?${query}`);
+  try {
+    const res = await ctx.deps.post(url, { authorization: basicAuth(tb), accept: 'application/json' }, '', 'GET');
+    if (res.status !== 200) return `the trackerb API answered HTTP ${res.status} about the issue's team`;
+    const users: unknown = JSON.parse(res.text);
+    const listed = Array.isArray(users) && users.some((u) => str(obj(u).accountId) === accountId);
+    return listed ? true : 'the comment\'s author cannot be assigned this issue (not on its team)';
+  } catch (err) {
+    return `the trackerb API could not say who is on the issue's team (${errorMessage(err)})`;
+  }
+}
+
+function basicAuth(tb: { email: string; token: string }): string {
+  return `Basic ${Buffer.from(`${tb.email}:${tb.token}`).toString('base64')}`;
+}
+
+async function answerFromTrackerb(ctx: TCtx, answer: TrackerbAnswer): Promise<Reply> {
+  const member = await onIssueTeam(ctx, answer.key, answer.accountId);
+  const refusal = (job: JobRow): string | null => {
+    if (job.repo !== null && !ctx.deps.settings.repos.byName(job.repo)) return `"${job.repo}" is no longer served`;
+    return member === true ? null : member;
+  };
+  const delivery = firstHeader(ctx.req.headers, sourceOf('trackerb').delivery)?.trim();
+  const outcome = await ctx.deps.answers.answer({
+    origin: 'trackerb', thread: trackerbThread(answer.key), jobId: answer.jobId, text: answer.text,
+    who: answer.who, refusal,
+    place: `trackerb issue ${answer.key} comment ${answer.commentId}`,
+    keys: [`trackerb:body:${createHash('sha256').update(ctx.raw ?? '').digest('hex')}`,
+      ...(delivery ? [`trackerb:delivery:${delivery.slice(0, 200)}`] : []),
+      ...(answer.commentId ? [`trackerb:comment:${answer.commentId}`] : [])],
+  });
+  return answerReply(ctx.deps.answers, outcome, answer.who);
+}

@@ -5,8 +5,15 @@ import { HttpError } from '../../http/http-error.ts';
 import type { Reply } from '../../http/respond.ts';
 import { isJsonObject, obj, type Obj } from '../../untrusted.ts';
 import { firstHeader, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
-import { isPullRequestEvent, pullRequestEventMismatch, receivePullRequestEvent } from './github-pr.ts';
+import {
+  githubThread, githubThreadTarget, isPullRequestEvent, pullRequestEventMismatch, receivePullRequestEvent,
+} from './github-pr.ts';
 import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
+import { createHash } from 'node:crypto';
+import { githubHeaders } from '../github-api.ts';
+import { answerCommand, answerReply } from '../answers.ts';
+import { renderSummary, SEPARATOR, type ReplyChannel, type SummaryParts } from '../summary.ts';
+import { markdownEscape, markdownPiece } from './trackera.ts';
 
 const TRIGGER_LABEL = 'svc';
 const COMMENT_PREFIX = '/svc';
@@ -99,6 +106,9 @@ export async function receiveWebhook(ctx: TCtx, raw: Buffer): Promise<Reply> {
     ctx.deps.log.warn('webhook refused', { route: 'webhook', reason, request_id: ctx.requestId });
     throw new HttpError('invalid_param', mismatch);
   }
+  // `/svc answer <text>` on an issue answers the run its job asked there; it never starts a job.
+  const answer = readGithubAnswer(event, body);
+  if (answer !== null) return answerFromGithub(ctx, answer);
   const input = readWebhook(event, body);
   // Comments and reviews on a pull request ask for a follow-up on it (github-pr.ts).
   if (isPullRequestEvent(event, body)) return receivePullRequestEvent(ctx, event, body);
@@ -106,5 +116,110 @@ export async function receiveWebhook(ctx: TCtx, raw: Buffer): Promise<Reply> {
   // The event names its repository: only that one, if served, ever takes it.
   const routed = ctx.deps.settings.repos.webhook(input.repository);
   if (routed.kind === 'unserved') return unserved(ctx, 'webhook', routed.reason);
-  return enqueue(ctx, { origin: 'webhook', repo: routed.repo.name, brief: input.brief });
+  return enqueue(ctx, { origin: 'webhook', repo: routed.repo.name, brief: input.brief, reply: githubTarget(body) });
 }
+
+// The job's conversation on GitHub: one progress comment kept up to date on the issue (or pull request) it was asked
+// in, and the answers that come back there (docs/trigger.md "What each origin gets").
+
+/** Marks svc's own progress comment (an HTML comment GitHub does not show). */
+const PROGRESS_MARK = '<!-- svc-progress -->';
+
+
+function issueNumber(body: Obj): number | null {
+  const n = obj(body.issue).number;
+  return typeof n === 'number' && Number.isSafeInteger(n) && n > 0 ? n : null;
+}
+
+/** Where a GitHub job's progress goes: the issue (or pull request) it was asked in. */
+export function githubTarget(body: Obj): ReturnType<typeof githubThreadTarget> {
+  return githubThreadTarget(str(obj(body.repository).full_name), issueNumber(body));
+}
+
+export interface GithubAnswer {
+  repository: string;
+  thread: string;
+  jobId: string | undefined;
+  text: string;
+  login: string;
+  association: string;
+  commentId: string;
+}
+
+/** A created comment `/svc answer <text>` on an issue or pull request, or null when it is not one. */
+export function readGithubAnswer(event: string, body: Obj): GithubAnswer | null {
+  if (event !== 'issue_comment' || body.action !== 'created') return null;
+  const comment = obj(body.comment);
+  const command = answerCommand(str(comment.body));
+  const repository = str(obj(body.repository).full_name);
+  const number = issueNumber(body);
+  if (command === null || repository === '' || number === null) return null;
+  const id = comment.id;
+  return {
+    repository, thread: githubThread(repository, number), ...command,
+    login: str(obj(comment.user).login).slice(0, 100) || 'unknown',
+    association: str(comment.author_association).slice(0, 40) || 'NONE',
+    commentId: typeof id === 'number' || typeof id === 'string' ? String(id).slice(0, 40) : '',
+  };
+}
+
+async function answerFromGithub(ctx: TCtx, answer: GithubAnswer): Promise<Reply> {
+  const routed = ctx.deps.settings.repos.webhook(answer.repository);
+  if (routed.kind === 'unserved') return unserved(ctx, 'webhook', routed.reason);
+  const digest = createHash('sha256').update(ctx.raw ?? '').digest('hex');
+  const delivery = firstHeader(ctx.req.headers, sourceOf('webhook').delivery)?.trim();
+  const refusal = (): string | null => (TRUSTED.has(answer.association) ? null
+    : `the comment's author is ${answer.association} on this repository: only OWNER, MEMBER or COLLABORATOR may `
+      + 'answer');
+  const outcome = await ctx.deps.answers.answer({
+    origin: 'webhook', thread: answer.thread, jobId: answer.jobId, text: answer.text, who: answer.login, refusal,
+    place: `github ${answer.repository}#${answer.thread.split('#')[1]} comment ${answer.commentId}`,
+    keys: [
+      `webhook:body:${digest}`, ...(delivery ? [`webhook:delivery:${delivery.slice(0, 200)}`] : []),
+      ...(answer.commentId ? [`webhook:comment:${answer.commentId}`] : []),
+    ],
+  });
+  // Refused with a reply where it was written, not dropped.
+  return answerReply(ctx.deps.answers, outcome, answer.login);
+}
+
+/** The comment's body: svc's marker, then the parts in GitHub's CommonMark (agent text in code spans). */
+function githubBody(parts: SummaryParts): string {
+  return `${PROGRESS_MARK}\n${renderSummary(parts, markdownPiece, markdownEscape(SEPARATOR))}`;
+}
+
+function commentId(answer: string): Record<string, unknown> | null {
+  const id = (JSON.parse(answer || '{}') as { id?: unknown }).id;
+  return typeof id === 'number' && Number.isSafeInteger(id) ? { comment_id: id } : null;
+}
+
+/**
+ * One comment per job, created by its first message (the run started) and edited in place after (its question,
+ * who answered, the end): the comment's id is kept with the job's reply target.
+ */
+export const githubReply: ReplyChannel = {
+  configured: (config) => config.github !== undefined,
+  progress: true,
+  prepare(target, parts, config) {
+    const gh = config.github;
+    if (!gh) return 'GITHUB_TOKEN is not set';
+    if (typeof target.repo !== 'string' || typeof target.issue !== 'number') return 'no GitHub issue';
+    const base = `${gh.apiUrl}/repos/${target.repo}/issues`;
+    const body = JSON.stringify({ body: githubBody(parts) });
+    const id = target.comment_id;
+    if (typeof id === 'number') {
+      return { url: new URL(`${base}/comments/${id}`), method: 'PATCH', headers: githubHeaders(gh.token), body,
+        what: 'GitHub API' };
+    }
+    return { url: new URL(`${base}/${target.issue}/comments`), headers: githubHeaders(gh.token), body,
+      what: 'GitHub API', remember: commentId };
+  },
+  note(target, parts, config) {
+    const gh = config.github;
+    if (!gh) return 'GITHUB_TOKEN is not set';
+    if (typeof target.repo !== 'string' || typeof target.issue !== 'number') return 'no GitHub issue';
+    const url = new URL(`${gh.apiUrl}/repos/${target.repo}/issues/${target.issue}/comments`);
+    return { url, headers: githubHeaders(gh.token), body: JSON.stringify({ body: githubBody(parts) }),
+      what: 'GitHub API' };
+  },
+};

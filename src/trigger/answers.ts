@@ -1,0 +1,155 @@
+// Answers to a blocked run that come in from where its job was asked (a chat command, an issue comment): the route
+// verified the delivery and says who wrote it and whether they may answer; this finds the job on that thread,
+// dedupes the delivery, hands the text to the run through the one answer channel (`svc answer`, the executor's
+// `answer`), audits who answered from where, and says what to reply. Never an answer without a running job.
+import type { TriggerStores } from '../db/trigger-stores.ts';
+import type { JobRow } from '../db/trigger-jobs-store.ts';
+import type { AnswerAudit } from '../db/trigger-replies-store.ts';
+import type { JobExecutor } from './executor.ts';
+import type { Logger } from '../log.ts';
+import { stripLeadingHyphens } from '../webhook-sources.ts';
+import { MAX_ANSWER_BYTES } from '../engine/answers.ts';
+import { json, type Reply } from '../http/respond.ts';
+import { ANSWER_COMMAND, data, type Progress, type SummaryParts } from './summary.ts';
+
+/** An answer as the route read it from a verified delivery. */
+export interface AnswerRequest {
+  origin: string;
+  /** The conversation the job was asked in, as its reply target's `thread` names it (`github:acme/api#12`). */
+  thread: string;
+  /** A job id the sender named (several jobs waiting in one chat channel), else any job of the thread. */
+  jobId?: string | undefined;
+  text: string;
+  /** Who wrote it and where, for the audit and the log. */
+  who: string;
+  place: string;
+  /** Why this sender may not answer this job (their association, a channel no longer mapped to its repository). */
+  refusal: (job: JobRow) => string | null;
+  /** The delivery's dedupe keys: a redelivered comment answers once. */
+  keys: readonly string[];
+}
+
+export type AnswerOutcome =
+  | { kind: 'answered'; jobId: string; run: string }
+  | { kind: 'duplicate'; jobId: string }
+  | { kind: 'refused'; jobId: string; reason: string }
+  /** No running job was asked here: the delivery is not an answer to anything (skipped, nothing recorded). */
+  | { kind: 'no_job'; reason: string };
+
+export interface AnswerDesk {
+  answer(request: AnswerRequest): Promise<AnswerOutcome>;
+  /** The audit of a job's answers, oldest first. */
+  of(jobId: string): AnswerAudit[];
+  /** Sends a message of its own to a job's origin (a refused answer's reply), in the background. */
+  tell(jobId: string, parts: SummaryParts): void;
+}
+
+export interface AnswerDeskOptions {
+  stores: TriggerStores;
+  executor: Pick<JobExecutor, 'answer'>;
+  clock: () => number;
+  log: Logger;
+  /** Tells a progress-keeping origin (GitHub) who answered (notify.ts `progress`). */
+  progress?: (jobId: string, progress: Progress) => Promise<void>;
+  /** A message of its own to a job's origin (notify.ts `note`). */
+  note?: (jobId: string, parts: SummaryParts) => Promise<boolean>;
+}
+
+/**
+ * A `/svc answer [<job id>] <text>` command or comment: the job it names (when several wait in one place) and the
+ * answer text; null when it is not one.
+ */
+export function answerCommand(text: string): { jobId: string | undefined; text: string } | null {
+  const match = /^\/svc[ \t]+answer(?:[ \t\r\n]+([\s\S]*))?$/i.exec(text.trim());
+  if (!match) return null;
+  const named = /^(j[0-9a-z]{26})(?:\s+|$)/.exec(match[1] ?? '');
+  const rest = named ? match[1]!.slice(named[0].length) : match[1] ?? '';
+  // The text reaches `svc answer` after `--`; no leading hyphen makes it read like an option anywhere else either.
+  return { jobId: named?.[1], text: stripLeadingHyphens(rest).trim() };
+}
+
+export function createAnswerDesk(opts: AnswerDeskOptions): AnswerDesk {
+  const { stores, log } = opts;
+
+  /** The running jobs asked in this thread (bounded by the server's concurrency). */
+  function jobsOn(thread: string): JobRow[] {
+    return stores.jobs.listRunning().filter((job) => stores.replies.get(job.id)?.target.thread === thread);
+  }
+
+  function audit(job: JobRow, req: AnswerRequest, outcome: 'answered' | 'refused', reason: string | null): void {
+    stores.replies.audit({
+      job_id: job.id, origin: req.origin, place: req.place, who: req.who, outcome, reason, at: opts.clock(),
+    });
+    const fields = { job_id: job.id, origin: req.origin, place: req.place, who: req.who };
+    if (outcome === 'answered') log.info('answer taken', fields);
+    else log.warn('answer refused', { ...fields, reason });
+  }
+
+  return {
+    of: (jobId) => stores.replies.answersOf(jobId),
+    tell(jobId, parts) {
+      void opts.note?.(jobId, parts);
+    },
+    async answer(req) {
+      // A redelivery is a duplicate even once the job it answered has ended.
+      const earlier = stores.dedupe.holder(req.keys);
+      if (earlier !== undefined) return { kind: 'duplicate', jobId: earlier };
+      const all = jobsOn(req.thread);
+      const jobs = req.jobId ? all.filter((j) => j.id === req.jobId) : all;
+      // A job named from elsewhere is refused (and audited) as that job's, not ignored.
+      const elsewhere = req.jobId && jobs.length === 0 ? stores.jobs.get(req.jobId) : undefined;
+      if (jobs.length === 0 && elsewhere?.status !== 'running') {
+        const named = req.jobId ? ` as job ${req.jobId}` : '';
+        return { kind: 'no_job', reason: `no running svc job was asked here${named}` };
+      }
+      const job = jobs[0] ?? elsewhere!;
+      // Synchronous from the look-up to the claim: two copies of one delivery cannot both pass.
+      stores.dedupe.claim(req.keys, job.id, opts.clock());
+      const refuse = (reason: string): AnswerOutcome => {
+        audit(job, req, 'refused', reason);
+        return { kind: 'refused', jobId: job.id, reason };
+      };
+      if (jobs.length === 0) return refuse(`job ${job.id} was not asked here: answer it where it was asked`);
+      const refusal = req.refusal(job);
+      if (refusal !== null) return refuse(refusal);
+      if (jobs.length > 1) {
+        return refuse(`${jobs.length} jobs run here (${jobs.map((j) => j.id).join(', ')}): ` +
+          `name one, "${ANSWER_COMMAND} <job id> <your answer>"`);
+      }
+      if (req.text === '') return refuse(`the answer is empty: write "${ANSWER_COMMAND} <your answer>"`);
+      if (Buffer.byteLength(req.text) > MAX_ANSWER_BYTES) {
+        return refuse(`the answer is longer than ${MAX_ANSWER_BYTES} bytes, the most a run takes`);
+      }
+      if (!job.run_source || !job.run_id || !job.workdir) return refuse(`job ${job.id} has no run yet`);
+      if (!opts.executor.answer) return refuse('this trigger server\'s executor cannot answer its runs');
+      const run = { source: job.run_source, run: job.run_id };
+      const result = await opts.executor.answer(run, req.text, job.workdir);
+      if (!result.ok) return refuse(result.reason);
+      audit(job, req, 'answered', null);
+      void opts.progress?.(job.id, { step: 'answered', by: req.who });
+      return { kind: 'answered', jobId: job.id, run: `${run.source}/${run.run}` };
+    },
+  };
+}
+
+/** What the origin is told when an answer is refused: svc's words, the vendor-given name and reason as data. */
+export function refusalParts(jobId: string, who: string, reason: string): SummaryParts {
+  return [
+    [{ own: `svc job ${jobId} did not take the answer from ` }, data(who)],
+    [{ own: 'why: ' }, data(reason)],
+  ];
+}
+
+/**
+ * The route's answer to an answer delivery (a 2xx the vendor does not retry: the audit is on disk), and for a refusal
+ * the reply where it was written, sent after. A chat, which answers in the response itself, words its own.
+ */
+export function answerReply(desk: AnswerDesk, outcome: AnswerOutcome, who: string): Reply {
+  if (outcome.kind === 'no_job') return json(200, { status: 'skipped', reason: outcome.reason });
+  if (outcome.kind === 'duplicate') return json(200, { status: 'duplicate', job_id: outcome.jobId });
+  if (outcome.kind === 'answered') return json(200, { status: 'answered', job_id: outcome.jobId, run: outcome.run });
+  // One reply per person and job: a stranger's hundred comments do not make svc post a hundred (each is audited).
+  const refusals = desk.of(outcome.jobId).filter((a) => a.who === who && a.outcome === 'refused').length;
+  if (refusals === 1) desk.tell(outcome.jobId, refusalParts(outcome.jobId, who, outcome.reason));
+  return json(200, { status: 'refused', job_id: outcome.jobId, reason: outcome.reason });
+}
