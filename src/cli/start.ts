@@ -9,7 +9,7 @@ import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
 import { openPrLater } from '../engine/pr-later.ts';
 import { stopLocalRun } from '../engine/stop.ts';
 import { runDir } from '../engine/paths.ts';
-import { readState, tryReadState, type RunState, type WorkerMode } from '../engine/run-state.ts';
+import { failureOf, readState, tryReadState, type RunState, type WorkerMode } from '../engine/run-state.ts';
 import { TERMINAL } from '../run-json.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { signsLater } from '../engine/receipt.ts';
@@ -51,7 +51,7 @@ Steering an existing run (local, no Control Plane needed):
 
 function summary(state: RunState): string {
   const { source, run, status, verdict, pr_url, error } = state;
-  return safeJson({ source, run, status, verdict, pr_url, error }) + '\n';
+  return safeJson({ source, run, status, verdict, pr_url, error, failure: state.failure ?? null }) + '\n';
 }
 
 function runArg(value: string | undefined, flag: string): string {
@@ -68,7 +68,7 @@ async function follow(io: CliIo, state: RunState, mode: WorkerMode, showOutput: 
   const child = spawnWorker(svcCliPath(), state, mode, io.env, true);
   // The run's address first, as --detach prints it, so a caller (e.g. a Kubernetes pod log) knows it at once.
   io.stdout(safeJson({ source: state.source, run: state.run }) + '\n');
-  const onSignal = () => void stopLocalRun(state.repo_path, state.run);
+  const onSignal = () => void stopLocalRun(state.repo_path, state.run, undefined, 'an interrupt of svc start');
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   let closed = false;
@@ -148,7 +148,7 @@ export default async function start(io: CliIo): Promise<number> {
   }
 
   if (values.stop !== undefined) {
-    const state = await stopLocalRun(resolveRepo(repoDir), runArg(values.stop, '--stop'));
+    const state = await stopLocalRun(resolveRepo(repoDir), runArg(values.stop, '--stop'), undefined, 'svc start --stop');
     if (!state) throw new NotFoundError(`No run ${values.stop} in this repository`);
     io.stdout(summary(state));
     return 0;
@@ -174,11 +174,12 @@ export default async function start(io: CliIo): Promise<number> {
     return launch(io, state, readPlan(dir), flag, detach, showOutput);
   }
   if (values.retry !== undefined) {
-    const prepared = await prepareRetry(repoDir, runArg(values.retry, '--retry'), values['run-id'] ?? null, io.env);
+    const retry = runArg(values.retry, '--retry');
+    const prepared = await saysFailure(io, prepareRetry(repoDir, retry, values['run-id'] ?? null, io.env));
     return launchNew(io, prepared, detach, showOutput);
   }
   if (positionals.length === 0) throw new UsageError('svc start needs an input (see svc start --help)');
-  const prepared = await prepareRun({
+  const prepared = await saysFailure(io, prepareRun({
     input: positionals.join(' '),
     forceBrief: values.brief === true,
     pr: values.pr === true,
@@ -187,6 +188,19 @@ export default async function start(io: CliIo): Promise<number> {
     repo: repoDir,
     runId: values['run-id'] ?? null,
     env: io.env,
-  });
+  }));
   return launchNew(io, prepared, detach, showOutput);
+}
+
+/**
+ * A run that could not be made prints why as `{"failure":{class,reason,retryable}}` on stdout before the error: the
+ * Control Plane that launched it records that class on the run it had already listed.
+ */
+async function saysFailure(io: CliIo, making: Promise<PreparedRun>): Promise<PreparedRun> {
+  try {
+    return await making;
+  } catch (err) {
+    io.stdout(safeJson({ failure: failureOf(err) }) + '\n');
+    throw err;
+  }
 }

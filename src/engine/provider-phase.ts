@@ -15,6 +15,7 @@ import {
 import type { RunPlan } from './run-plan.ts';
 import type { RunLimits } from './policy.ts';
 import { untestedProviderWarning } from './cli-version.ts';
+import { InfraError } from '../errors.ts';
 
 const LOG_LINE_CAP = 4000;
 const LOG_EVENTS_CAP = 5000;
@@ -123,6 +124,7 @@ export async function runProvider(
       const proc = startAttempt(ctx, plan, opts, files, spec, a, log);
       const result = await watchAttempt(ctx, proc, a, files, maxUsd);
       const total = recordAttempt(ctx, result, a, log);
+      if (result.sandboxFailed) throw sandboxFailure(provider.name, a, result);
       const next = await outcomeAfterExit(ctx, provider, maxUsd, files, a, result, total);
       if (next !== 'again') return next;
     }
@@ -311,6 +313,12 @@ function recordAttempt(ctx: RunContext, result: GroupResult, a: Attempt, log: Ou
     });
   }
   return total;
+}
+
+/** bwrap exited before running the provider: svc's infrastructure failed, not the agent (never ran in attempt 1). */
+function sandboxFailure(name: string, a: Attempt, result: GroupResult): InfraError {
+  return new InfraError(`the agent sandbox did not start: bwrap exited with code ${result.code} before running ` +
+    `provider ${name} (its output is in provider.log)`, { beforeAgent: a.number === 1 });
 }
 
 /** What an invocation's exit means for the run: an outcome, or 'again' to invoke the provider once more. */
