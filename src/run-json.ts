@@ -45,7 +45,7 @@ export const RUN_JSON_FIELDS = [
 ] as const satisfies ReadonlyArray<keyof RunJson>;
 
 // Failure classes (docs/engine.md "Why a run failed"): decided where the failure is known, never from its text.
-/** infra: svc's side (sandbox, gate, checkout, disk, the Control Plane at start); the only class worth a retry as is. */
+/** infra: svc's side (sandbox, gate, checkout, disk, the Control Plane at start), the one class worth a retry as is. */
 export const FAILURE_CLASSES = ['infra', 'config', 'agent', 'checks', 'policy', 'budget', 'limit', 'stopped'] as const;
 export type FailureClass = (typeof FAILURE_CLASSES)[number];
 export interface RunFailure {

@@ -148,7 +148,8 @@ export default async function start(io: CliIo): Promise<number> {
   }
 
   if (values.stop !== undefined) {
-    const state = await stopLocalRun(resolveRepo(repoDir), runArg(values.stop, '--stop'), undefined, 'svc start --stop');
+    const run = runArg(values.stop, '--stop');
+    const state = await stopLocalRun(resolveRepo(repoDir), run, undefined, 'svc start --stop');
     if (!state) throw new NotFoundError(`No run ${values.stop} in this repository`);
     io.stdout(summary(state));
     return 0;

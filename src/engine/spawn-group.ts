@@ -216,8 +216,8 @@ function withStatusFd(confined: string[], fd: number): string[] {
 const STATUS_CAP = 64 * 1024;
 
 /**
- * Reads bwrap's status lines: `{"child-pid": …}` once its namespaces exist, `{"exit-code": …}` only once the agent it
- * executed has exited (a failed mount or exec leaves that line out).
+ * Reads bwrap's status lines: `{"child-pid": …}` once its namespaces exist, `{"exit-code": …}` only once the
+ * agent it executed has exited (a failed mount or exec leaves that line out).
  */
 function readStatus(child: ChildProcess, fd: number): { agentExited(): boolean } {
   let text = '';

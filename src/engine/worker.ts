@@ -28,7 +28,8 @@ function prepareWorkdir(ctx: RunContext): void {
   try {
     if (!existsSync(path)) createWorktree(state.repo_path, path, state.branch!, state.base_sha ?? 'HEAD');
   } catch (err) {
-    throw new InfraError(`the run's checkout could not be made: ${errorMessage(err)}`, { beforeAgent: true, cause: err });
+    const message = `the run's checkout could not be made: ${errorMessage(err)}`;
+    throw new InfraError(message, { beforeAgent: true, cause: err });
   }
   if (state.workdir !== path) ctx.update({ workdir: path });
 }
@@ -65,7 +66,8 @@ async function openSandbox(ctx: RunContext, plan: RunPlan): Promise<RunSandbox> 
   // The first sandbox's memory cgroup is made while the gate and the worktree are prepared (memory-cgroup.ts).
   prepareMemoryCgroup(plan.policy.limits.memory_mb * 1024 * 1024);
   const gate = await openRunGate(ctx, plan.policy).catch((err: unknown) => {
-    throw new InfraError(`the run's egress gate did not start: ${errorMessage(err)}`, { beforeAgent: true, cause: err });
+    const message = `the run's egress gate did not start: ${errorMessage(err)}`;
+    throw new InfraError(message, { beforeAgent: true, cause: err });
   });
   return { mode, gate, env: { ...passed, ...gate.env } };
 }
