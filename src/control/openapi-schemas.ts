@@ -28,7 +28,8 @@ export const schemas = {
     error: nullable('string'),
     failure: {
       oneOf: [obj(['class', 'reason', 'retryable'], {
-        class: { enum: [...FAILURE_CLASSES] }, reason: { type: 'string', maxLength: 4096 }, retryable: { type: 'boolean' },
+        class: { enum: [...FAILURE_CLASSES] }, reason: { type: 'string', maxLength: 4096 },
+        retryable: { type: 'boolean' },
       }, { additionalProperties: false }), { type: 'null' }],
       description: 'why a run that did not succeed ended; null while it runs and when it succeeded (docs/engine.md ' +
         '"Why a run failed"); only infra is retryable',
@@ -168,6 +169,10 @@ export const schemas = {
     finished_at: time,
     run: { oneOf: [ref('RunTarget'), { type: 'null' }] },
     exit_code: nullable('integer'),
+    infra_retries: {
+      type: 'integer', minimum: 0,
+      description: 'times its run was started over automatically after an infra failure (never the job itself)',
+    },
     summary: nullable('string'),
     error: nullable('string'),
   }),

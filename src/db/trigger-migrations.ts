@@ -136,4 +136,9 @@ export const triggerMigrations: readonly Migration[] = [
   CREATE INDEX dedupe_keys_by_job ON dedupe_keys (job_id);
   CREATE INDEX dedupe_keys_by_created ON dedupe_keys (created_at);
   `,
+  // 8: how many times a job's run was started over automatically after an infra failure (src/engine/worker.ts),
+  // counted apart from the job itself, which the trigger server never retries.
+  `
+  ALTER TABLE jobs ADD COLUMN infra_retries INTEGER NOT NULL DEFAULT 0;
+  `,
 ];

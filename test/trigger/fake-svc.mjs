@@ -45,6 +45,8 @@ if (text.includes('hang-forever')) {
     started_at: now,
     ended_at: running ? null : now,
     error: hostile,
+    // A run its worker started over once after an infra failure (src/engine/worker.ts), as its state.json says.
+    ...(text.includes('infra-retried') ? { infra_retries: 1 } : {}),
   };
   writeFileSync(join(dir, 'state.json'), JSON.stringify(state));
   process.stdout.write(`${JSON.stringify({ source: state.source, run })}\n`);
