@@ -120,11 +120,13 @@ export function validateRun(v: unknown, where: string, source: string, now: numb
 const FAILURE_KEYS = new Set(['class', 'reason', 'retryable']);
 const MAX_REASON = 4096;
 
-/** A run's `failure`: null, or exactly {class, reason, retryable} on a run that ended failed or stopped. */
+/**
+ * A run's `failure`: null, or exactly {class, reason, retryable}. Kept only on a run that ended failed or stopped: a
+ * state.json that kept an earlier one while the run went on is not worth refusing its batch for.
+ */
 function validateFailure(where: string, v: unknown, status: RunStatus): RunFailure | null {
   if (v === undefined || v === null) return null;
   if (!isJsonObject(v)) return bad(where, 'must be an object or null');
-  if (status !== 'failed' && status !== 'stopped') bad(where, 'must be null unless the run is failed or stopped');
   for (const key of Object.keys(v)) if (!FAILURE_KEYS.has(key)) bad(`${where}: unknown field "${key}"`, 'in failure');
   if (!(FAILURE_CLASSES as readonly unknown[]).includes(v.class)) {
     bad(`${where}.class`, `must be one of ${FAILURE_CLASSES.join(', ')}`);
@@ -133,6 +135,7 @@ function validateFailure(where: string, v: unknown, status: RunStatus): RunFailu
     bad(`${where}.reason`, `must be a string of at most ${MAX_REASON} characters`);
   }
   if (typeof v.retryable !== 'boolean') bad(`${where}.retryable`, 'must be true or false');
+  if (status !== 'failed' && status !== 'stopped') return null;
   return { class: v.class as RunFailure['class'], reason: v.reason as string, retryable: v.retryable as boolean };
 }
 

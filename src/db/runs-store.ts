@@ -112,8 +112,10 @@ export function createRunsStore(db: Db) {
     },
     /** Only the given columns; whether a row changed. */
     patch,
+    /** A run that goes on (resumed, stopping) keeps no failure from before; one that ends is given its own. */
     setStatus(source: string, run: string, status: RunStatus, at: number, fields: RunPatch = {}) {
-      return patch(source, run, { ...fields, status, updated_at: at });
+      const ended = status === 'failed' || status === 'stopped';
+      return patch(source, run, { ...(ended ? {} : failureColumns(null)), ...fields, status, updated_at: at });
     },
     /** Newest first by (started_at, source, run), keyset after `filter.after`, at most `filter.limit` rows. */
     list(filter: RunFilter) {

@@ -119,7 +119,9 @@ export async function executeRun(
     plan = readPlan(dir);
     if (mode !== 'verify') {
       if (ctx.state.status === 'stopping' || (mode === 'start' && ctx.state.status === 'stopped')) {
-        const failure = ctx.state.failure ?? runFailure('stopped', 'stopped before its worker started');
+        const { failure: earlier } = ctx.state;
+        const failure = earlier?.class === 'stopped' ? earlier
+          : runFailure('stopped', 'stopped before its worker started');
         ctx.setStatus('stopped', { ended_at: ctx.state.ended_at ?? isoNow(), failure });
         return 1;
       }
