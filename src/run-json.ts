@@ -56,9 +56,13 @@ export interface RunFailure {
   retryable: boolean;
 }
 
+/** A reason is one line's worth: a git or forge error can run to kilobytes (the run's `error` keeps all of it). */
+const REASON_CAP = 2000;
+
 /** The failure of class `cls`: retryable exactly when it is svc's own infrastructure that failed. */
 export function runFailure(cls: FailureClass, reason: string): RunFailure {
-  return { class: cls, reason, retryable: cls === 'infra' };
+  const short = reason.length > REASON_CAP ? `${reason.slice(0, REASON_CAP - 1)}…` : reason;
+  return { class: cls, reason: short, retryable: cls === 'infra' };
 }
 
 /** A failure from another process's output (typed checks only, never a method call); null unless well-formed. */
@@ -66,5 +70,5 @@ export function readFailure(value: unknown): RunFailure | null {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return null;
   const v = value as Record<string, unknown>;
   if (!(FAILURE_CLASSES as readonly unknown[]).includes(v.class) || typeof v.reason !== 'string') return null;
-  return runFailure(v.class as FailureClass, v.reason.slice(0, 4096));
+  return runFailure(v.class as FailureClass, v.reason);
 }
