@@ -53,7 +53,7 @@ export function formatUsd(usd: number): string {
 
 function detailValue(key: keyof Run, value: Run[keyof Run]): string {
   if (key === 'cost_usd' && typeof value === 'number') return formatUsd(value);
-  if (key === 'failure') return failureText(value);
+  if (key === 'failure') return oneLine(failureText(value));
   return oneLine(String(value));
 }
 

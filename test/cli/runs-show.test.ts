@@ -87,6 +87,16 @@ describe('a failed run in svc runs', () => {
     assert.doesNotMatch(list.stdout, /succeeded/);
     const none = await svc(['list', '--failure', 'infra', '--json']);
     assert.deepEqual(JSON.parse(none.stdout).items, []);
+    // A reason from the server reaches the terminal as one safe line: no escape sequence, no second line.
+    seedRuns(control.deps, 1, {
+      run: 'rhostilereason', status: 'failed', failure_class: 'agent', failure_reason: 'gave up\u001b[2J\nroot# ',
+      failure_retryable: 0,
+    }, 'shown');
+    const hostile = await svc(['show', 'shown/rhostilereason']);
+    const line = hostile.stdout.split('\n').find((l) => l.startsWith('failure'))!;
+    assert.doesNotMatch(line, /\u001b/);
+    assert.match(line, /^failure    agent: gave up/);
+    assert.doesNotMatch(hostile.stdout, /^root# /m);
     const bad = await svc(['list', '--failure', 'gremlins']);
     assert.equal(bad.code, 2);
     assert.match(bad.stderr, /Invalid --failure "gremlins" \(expected infra, config, agent, checks, policy, budget, limit, stopped\)/);
