@@ -12,7 +12,7 @@ usage() {
 Usage: $PROG <command> [arguments]
 
 Commands:
-  list [--status S] [--verdict V] [--repo R] [--group ID] [--since T] [--until T] [--limit N] [--cursor C]
+  list [--status S] [--verdict V] [--failure F] [--repo R] [--group ID] [--since T] [--until T] [--limit N] [--cursor C]
                                      list runs, newest first (JSON page)
   show <source>/<run>                one run (JSON)
   start --repo /abs/path (--brief TEXT | --spec PATH | --issue URL) [--provider P] [--pr] [--request-id ID]
@@ -158,7 +158,7 @@ cmd_list() {
   while [ $# -gt 0 ]; do
     flag=$1
     case "$flag" in
-      --status|--verdict|--repo|--since|--until|--limit|--cursor) key=${flag#--} ;;
+      --status|--verdict|--failure|--repo|--since|--until|--limit|--cursor) key=${flag#--} ;;
       --group) key=group_id ;;
       *) die_usage "unknown list option \"$flag\"" ;;
     esac

@@ -51,6 +51,18 @@ export class RefusedError extends withCode('refused') {}
 export class UnavailableError extends withCode('unavailable') {}
 /** Something svc relied on failed while doing the work: a child process, the network, a remote answer. */
 export class FailedError extends withCode('failed') {}
+/**
+ * svc could not set a run up around its agent: the sandbox did not start, the gate died, the checkout could not be
+ * made. `beforeAgent`: the agent never ran in this attempt, so nothing was written and nothing spent (the one case a
+ * worker retries by itself, src/engine/worker.ts).
+ */
+export class InfraError extends FailedError {
+  readonly beforeAgent: boolean;
+  constructor(message: string, options: ErrorOptions & { beforeAgent: boolean }) {
+    super(message, options);
+    this.beforeAgent = options.beforeAgent;
+  }
+}
 
 /** What a caught value says, for a log line or a message: an Error's message, else its string form. */
 export function errorMessage(err: unknown): string {

@@ -33,16 +33,48 @@ export interface RunJson {
   tokens_out: number | null;
   exit_code: number | null;
   error: string | null;
+  /** Why a run that did not succeed ended (null while it runs and when it succeeded). */
+  failure: RunFailure | null;
 }
 
 /** Every Run JSON key, in the order DESIGN §3 lists them (and every serializer writes them). */
 export const RUN_JSON_FIELDS = [
   'source', 'run', 'repo', 'group_id', 'status', 'verdict', 'brief', 'origin', 'provider', 'branch', 'pr_url',
   'question', 'started_at', 'ended_at', 'updated_at', 'cost_usd', 'tokens_in', 'tokens_out', 'exit_code', 'error',
+  'failure',
 ] as const satisfies ReadonlyArray<keyof RunJson>;
 
 // Where a person looks at a run: its page on the Control Plane as people reach it (SVC_PUBLIC_URL, vetted by whoever
 // reads it never to be a loopback address), for every link svc sends out (summaries, comments, PR bodies).
 export function runPageUrl(publicUrl: string, source: string, run: string): string {
   return `${publicUrl.replace(/\/+$/, '')}/#/runs/${encodeURIComponent(source)}/${encodeURIComponent(run)}`;
+}
+
+// Failure classes (docs/engine.md "Why a run failed"): decided where the failure is known, never from its text.
+/** infra: svc's side (sandbox, gate, checkout, disk, the Control Plane at start), the one class worth a retry as is. */
+export const FAILURE_CLASSES = ['infra', 'config', 'agent', 'checks', 'policy', 'budget', 'limit', 'stopped'] as const;
+export type FailureClass = (typeof FAILURE_CLASSES)[number];
+export interface RunFailure {
+  class: FailureClass;
+  /** One line for people: what failed; a limit names the limit, a stop who stopped it. */
+  reason: string;
+  /** Whether running it again unchanged may succeed (an infra failure). */
+  retryable: boolean;
+}
+
+/** A reason is one line's worth: a git or forge error can run to kilobytes (the run's `error` keeps all of it). */
+const REASON_CAP = 2000;
+
+/** The failure of class `cls`: retryable exactly when it is svc's own infrastructure that failed. */
+export function runFailure(cls: FailureClass, reason: string): RunFailure {
+  const short = reason.length > REASON_CAP ? `${reason.slice(0, REASON_CAP - 1)}…` : reason;
+  return { class: cls, reason: short, retryable: cls === 'infra' };
+}
+
+/** A failure from another process's output (typed checks only, never a method call); null unless well-formed. */
+export function readFailure(value: unknown): RunFailure | null {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return null;
+  const v = value as Record<string, unknown>;
+  if (!(FAILURE_CLASSES as readonly unknown[]).includes(v.class) || typeof v.reason !== 'string') return null;
+  return runFailure(v.class as FailureClass, v.reason);
 }

@@ -94,6 +94,8 @@ export const SETTINGS = {
     'the token is offered to; the trigger server calls it over https only'),
   GIT_SSL_CAINFO: text('engine', NONE, 'a CA bundle svc\'s git and its redirect check trust (with the other `GIT_*` ' +
     'names svc\'s git inherits: [docs/engine.md](docs/engine.md#environment-the-engine-reads))'),
+  SVC_INFRA_RETRY_WAIT_S: int('engine', 5, [0, 600], 'seconds a run waits before its one automatic retry after ' +
+    'an `infra` failure before its agent ran ([docs/engine.md](docs/engine.md#why-a-run-failed))'),
   SVC_SHIP: text('engine', NONE, '`0` keeps the run local (nothing shipped); any other value ships'),
   SVC_SANDBOX: choice('engine', ['bwrap', 'none'],
     '`none` runs the agent of a CLI-started run without the bwrap sandbox (loud warning); ignored for server runs'),

@@ -2,6 +2,7 @@
 import type { Run } from '../client/types.ts';
 import { oneLine } from './terminal-text.ts';
 import { obj, str } from '../untrusted.ts';
+import { readFailure } from '../run-json.ts';
 
 const COLUMNS: Array<{ title: string; width: number; value: (r: Run) => string }> = [
   { title: 'RUN', width: 34, value: (r) => `${r.source}/${r.run}` },
@@ -32,7 +33,7 @@ export function formatRunTable(runs: Run[]): string {
 
 const DETAIL_FIELDS: Array<keyof Run & string> = [
   'status', 'verdict', 'repo', 'brief', 'question', 'origin', 'provider', 'branch', 'pr_url', 'group_id',
-  'started_at', 'ended_at', 'updated_at', 'cost_usd', 'tokens_in', 'tokens_out', 'exit_code', 'error',
+  'started_at', 'ended_at', 'updated_at', 'cost_usd', 'tokens_in', 'tokens_out', 'exit_code', 'error', 'failure',
 ];
 
 /** The widest key ("started_at", "updated_at", "tokens_out") plus one space: every value starts in one column. */
@@ -52,7 +53,18 @@ export function formatUsd(usd: number): string {
 
 function detailValue(key: keyof Run, value: Run[keyof Run]): string {
   if (key === 'cost_usd' && typeof value === 'number') return formatUsd(value);
+  if (key === 'failure') return oneLine(failureText(value));
   return oneLine(String(value));
+}
+
+/**
+ * A run's failure as one line, `class: reason (retryable)`; read by type alone, since the server's answer is
+ * untrusted.
+ */
+export function failureText(value: unknown): string {
+  const failure = readFailure(value);
+  if (!failure) return '-';
+  return `${failure.class}: ${failure.reason}${failure.retryable ? ' (retryable)' : ''}`;
 }
 
 export function formatRunDetails(run: Run): string {

@@ -6,7 +6,7 @@ import { createControlClient, ControlApiError, type ControlClient } from '../cli
 import { discoverControlUrl } from '../client/discover.ts';
 import { readControlToken } from '../engine/shipper.ts';
 import type { RunFilter, RunRef } from '../client/types.ts';
-import { RUN_STATUSES, VERDICTS, type Verdict } from '../run-json.ts';
+import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS, type Verdict } from '../run-json.ts';
 import { formatRunDetails, formatRunTable, KEY_WIDTH, networkLine } from './runs-format.ts';
 import { sendPendingRuns } from './pending-runs.ts';
 import { safeJson } from '../safe-json.ts';
@@ -14,8 +14,8 @@ import { isValidSegment } from '../engine/ids.ts';
 import { findLocalRun, printLocalLogs, printControlLogs } from './run-logs.ts';
 
 const HELP = `Usage:
-  svc runs [list] [--verdict V] [--status S] [--repo R] [--group ID] [--since T] [--until T]
-                  [--limit N] [--cursor C] [--json]
+  svc runs [list] [--verdict V] [--status S] [--failure F] [--repo R] [--group ID] [--since T]
+                  [--until T] [--limit N] [--cursor C] [--json]
   svc runs show <source>/<run> [--json]
   svc runs stop|resume|retry|verify <source>/<run> [--json]
   svc runs pr <source>/<run> [--json]   open the PR of a --pr run whose verified work could not be opened then
@@ -25,6 +25,7 @@ const HELP = `Usage:
 A run may be given as <run> alone; its source is then SVC_SOURCE (default "local").
 --verdict   verified | verified_with_gaps | not_verified | none (no verdict yet)
 --status    queued | running | blocked | stopping | succeeded | failed | stopped
+--failure   infra | config | agent | checks | policy | budget | limit | stopped (why a run did not succeed)
 --since, --until   ISO-8601 time or unix ms
 --json      print the API's JSON instead of a table
 logs        the agent's output (its stdout and stderr lines; svc's own notes start with "[svc]"), from
@@ -41,6 +42,7 @@ const FLAGS = {
   url: { type: 'string' },
   verdict: { type: 'string' },
   status: { type: 'string' },
+  failure: { type: 'string' },
   repo: { type: 'string' },
   group: { type: 'string' },
   since: { type: 'string' },
@@ -83,7 +85,7 @@ const PLAIN_FILTERS = [
 ] as const;
 
 /** Flags that only `list` takes. */
-const LIST_FLAGS = ['verdict', 'status', 'repo', 'group', 'since', 'until', 'limit', 'cursor'];
+const LIST_FLAGS = ['verdict', 'status', 'failure', 'repo', 'group', 'since', 'until', 'limit', 'cursor'];
 
 function listFilter(values: FlagValues): RunFilter {
   const filter: RunFilter = {};
@@ -97,6 +99,8 @@ function listFilter(values: FlagValues): RunFilter {
   if (verdict !== undefined) filter.verdict = verdict;
   const status = oneOf('status', RUN_STATUSES);
   if (status !== undefined) filter.status = status;
+  const failure = oneOf('failure', FAILURE_CLASSES);
+  if (failure !== undefined) filter.failure = failure;
   const limit = pick('limit');
   if (limit !== undefined) {
     if (!/^[1-9]\d*$/.test(limit)) throw new UsageError(`Invalid --limit "${limit}" (expected a positive integer)`);

@@ -10,7 +10,7 @@ import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
 import { openPrLater } from '../engine/pr-later.ts';
 import { stopLocalRun } from '../engine/stop.ts';
 import { runDir } from '../engine/paths.ts';
-import { readState, tryReadState, type RunState, type WorkerMode } from '../engine/run-state.ts';
+import { failureOf, readState, tryReadState, type RunState, type WorkerMode } from '../engine/run-state.ts';
 import { TERMINAL } from '../run-json.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { signsLater } from '../engine/receipt.ts';
@@ -19,6 +19,7 @@ import { terminalSafe } from './terminal-text.ts';
 import { printLocalLogs, createEventTail } from './run-logs.ts';
 import type { RepoRename } from '../engine/repo-name.ts';
 import { svcCliPath } from '../spawn/svc-paths.ts';
+import { RUN_EXIT_STATUS } from './exit-status.ts';
 
 const HELP = `Usage: svc start <input> [options]
 
@@ -59,7 +60,7 @@ Steering an existing run (local, no Control Plane needed):
 
 function summary(state: RunState): string {
   const { source, run, status, verdict, pr_url, error } = state;
-  return safeJson({ source, run, status, verdict, pr_url, error }) + '\n';
+  return safeJson({ source, run, status, verdict, pr_url, error, failure: state.failure ?? null }) + '\n';
 }
 
 function runArg(value: string | undefined, flag: string): string {
@@ -76,7 +77,7 @@ async function follow(io: CliIo, state: RunState, mode: WorkerMode, showOutput: 
   const child = spawnWorker(svcCliPath(), state, mode, io.env, true);
   // The run's address first, as --detach prints it, so a caller (e.g. a Kubernetes pod log) knows it at once.
   io.stdout(safeJson({ source: state.source, run: state.run }) + '\n');
-  const onSignal = () => void stopLocalRun(state.repo_path, state.run);
+  const onSignal = () => void stopLocalRun(state.repo_path, state.run, undefined, 'an interrupt of svc start');
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   let closed = false;
@@ -95,7 +96,8 @@ async function follow(io: CliIo, state: RunState, mode: WorkerMode, showOutput: 
   io.stdout(summary(final));
   // A pod's run container is an init container: failing it would keep the signer, which judges the run, from starting.
   if (signsLater(io.env)) return 0;
-  return final.status === 'succeeded' || (mode === 'verify' && final.verdict !== 'not_verified') ? 0 : 1;
+  if (final.status === 'succeeded' || (mode === 'verify' && final.verdict !== 'not_verified')) return 0;
+  return final.failure ? RUN_EXIT_STATUS[final.failure.class] : 1;
 }
 
 /** The checkout's name changed, so its earlier runs now carry the new one (engine/repo-name.ts). */
@@ -160,7 +162,8 @@ export default async function start(io: CliIo): Promise<number> {
   }
 
   if (values.stop !== undefined) {
-    const state = await stopLocalRun(resolveRepo(repoDir), runArg(values.stop, '--stop'));
+    const run = runArg(values.stop, '--stop');
+    const state = await stopLocalRun(resolveRepo(repoDir), run, undefined, 'svc start --stop');
     if (!state) throw new NotFoundError(`No run ${values.stop} in this repository`);
     io.stdout(summary(state));
     return 0;
@@ -186,11 +189,12 @@ export default async function start(io: CliIo): Promise<number> {
     return launch(io, state, readPlan(dir), flag, detach, showOutput);
   }
   if (values.retry !== undefined) {
-    const prepared = await prepareRetry(repoDir, runArg(values.retry, '--retry'), values['run-id'] ?? null, io.env);
+    const retry = runArg(values.retry, '--retry');
+    const prepared = await saysFailure(io, prepareRetry(repoDir, retry, values['run-id'] ?? null, io.env));
     return launchNew(io, prepared, detach, showOutput);
   }
   if (positionals.length === 0) throw new UsageError('svc start needs an input (see svc start --help)');
-  const prepared = await prepareRun({
+  const prepared = await saysFailure(io, prepareRun({
     input: positionals.join(' '),
     forceBrief: values.brief === true,
     followUp: values['follow-up'] === undefined ? null : followUpRequest({
@@ -203,6 +207,19 @@ export default async function start(io: CliIo): Promise<number> {
     repo: repoDir,
     runId: values['run-id'] ?? null,
     env: io.env,
-  });
+  }));
   return launchNew(io, prepared, detach, showOutput);
+}
+
+/**
+ * A run that could not be made prints why as `{"failure":{class,reason,retryable}}` on stdout before the error: the
+ * Control Plane that launched it records that class on the run it had already listed.
+ */
+async function saysFailure(io: CliIo, making: Promise<PreparedRun>): Promise<PreparedRun> {
+  try {
+    return await making;
+  } catch (err) {
+    io.stdout(safeJson({ failure: failureOf(err) }) + '\n');
+    throw err;
+  }
 }

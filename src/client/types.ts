@@ -1,5 +1,5 @@
 // Wire types of the Control Plane /v1 API (DESIGN §3–4), shared by the client and its callers.
-import type { RunJson, RunStatus, Verdict } from '../run-json.ts';
+import type { FailureClass, RunJson, RunStatus, Verdict } from '../run-json.ts';
 
 // Re-exported because `svc/client` publishes every type of this file (client.ts: export type *).
 export type { RunJson, RunStatus, Verdict };
@@ -36,6 +36,8 @@ export interface RunFilter extends PageQuery {
   /** `none` asks for runs that have no verdict yet (no receipt). */
   verdict?: Verdict | 'none';
   status?: RunStatus;
+  /** Runs that did not succeed for this class of reason. */
+  failure?: FailureClass;
   repo?: string;
   group_id?: string;
   /** ISO-8601 or unix ms. */

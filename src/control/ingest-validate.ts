@@ -1,8 +1,8 @@
 // Turns an untrusted ingest body into typed rows, or throws 400 naming the first bad field; nothing is written here.
 import { HttpError } from '../http/http-error.ts';
 import { checkBodyKeys } from '../http/body.ts';
-import type { RunInput } from '../db/runs-store.ts';
-import { RUN_STATUSES, VERDICTS, type RunStatus } from '../run-json.ts';
+import { failureColumns, type RunInput } from '../db/runs-store.ts';
+import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS, type RunFailure, type RunStatus } from '../run-json.ts';
 import type { EventInput } from '../db/events-store.ts';
 import { SEGMENT, checkArtifactPath, isValidMs, parseTime } from './params.ts';
 import { safeContentType, OCTET_STREAM } from './content-type.ts';
@@ -113,7 +113,30 @@ export function validateRun(v: unknown, where: string, source: string, now: numb
     (x) => typeof x === 'number' && Number.isFinite(x) && x >= 0, 'must be a non-negative number or null');
   input.repo_path = orNull(`${where}.repo_path`, v.repo_path,
     (x) => typeof x === 'string' && x.startsWith('/') && !x.includes('\0'), 'must be an absolute path or null');
+  Object.assign(input, failureColumns(validateFailure(`${where}.failure`, v.failure, input.status)));
   return input;
+}
+
+const FAILURE_KEYS = new Set(['class', 'reason', 'retryable']);
+const MAX_REASON = 4096;
+
+/**
+ * A run's `failure`: null, or exactly {class, reason, retryable}. Kept only on a run that ended failed or stopped: a
+ * state.json that kept an earlier one while the run went on is not worth refusing its batch for.
+ */
+function validateFailure(where: string, v: unknown, status: RunStatus): RunFailure | null {
+  if (v === undefined || v === null) return null;
+  if (!isJsonObject(v)) return bad(where, 'must be an object or null');
+  for (const key of Object.keys(v)) if (!FAILURE_KEYS.has(key)) bad(`${where}: unknown field "${key}"`, 'in failure');
+  if (!(FAILURE_CLASSES as readonly unknown[]).includes(v.class)) {
+    bad(`${where}.class`, `must be one of ${FAILURE_CLASSES.join(', ')}`);
+  }
+  if (typeof v.reason !== 'string' || v.reason.length > MAX_REASON) {
+    bad(`${where}.reason`, `must be a string of at most ${MAX_REASON} characters`);
+  }
+  if (typeof v.retryable !== 'boolean') bad(`${where}.retryable`, 'must be true or false');
+  if (status !== 'failed' && status !== 'stopped') return null;
+  return { class: v.class as RunFailure['class'], reason: v.reason as string, retryable: v.retryable as boolean };
 }
 
 export function validateEvent(v: unknown, where: string, source: string, now: number): EventInput {

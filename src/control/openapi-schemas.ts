@@ -1,6 +1,6 @@
 // Reusable OpenAPI 3.1 components (JSON Schema 2020-12) for the Control Plane and trigger server documents.
 // Shapes follow DESIGN §3–5; a field the design leaves open stays an open object rather than a guess.
-import { RUN_STATUSES, VERDICTS } from '../run-json.ts';
+import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS } from '../run-json.ts';
 
 const nullable = (type: string) => ({ type: [type, 'null'] });
 const time = { type: ['string', 'null'], format: 'date-time' };
@@ -26,6 +26,14 @@ export const schemas = {
     cost_usd: { type: ['number', 'null'], description: 'null when cost was not measured, never 0' },
     tokens_in: nullable('integer'), tokens_out: nullable('integer'), exit_code: nullable('integer'),
     error: nullable('string'),
+    failure: {
+      oneOf: [obj(['class', 'reason', 'retryable'], {
+        class: { enum: [...FAILURE_CLASSES] }, reason: { type: 'string', maxLength: 4096 },
+        retryable: { type: 'boolean' },
+      }, { additionalProperties: false }), { type: 'null' }],
+      description: 'why a run that did not succeed ended; null while it runs and when it succeeded (docs/engine.md ' +
+        '"Why a run failed"); only infra is retryable',
+    },
   }),
   RunDetail: {
     allOf: [ref('Run')],
@@ -161,6 +169,10 @@ export const schemas = {
     finished_at: time,
     run: { oneOf: [ref('RunTarget'), { type: 'null' }] },
     exit_code: nullable('integer'),
+    infra_retries: {
+      type: 'integer', minimum: 0,
+      description: 'times its run was started over automatically after an infra failure (never the job itself)',
+    },
     summary: nullable('string'),
     error: nullable('string'),
   }),

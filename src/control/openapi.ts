@@ -2,7 +2,7 @@
 // test/http/openapi.test.ts fails when a route in controlRoutes/triggerRoutes is missing here or vice versa, and when a
 // real response of any route has a status or body this document does not give it.
 import { schemas, responses, ref } from './openapi-schemas.ts';
-import { RUN_STATUSES, VERDICTS } from '../run-json.ts';
+import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS } from '../run-json.ts';
 import { SOURCES, type WebhookSource } from '../webhook-sources.ts';
 
 type Server = 'control' | 'trigger' | 'both';
@@ -50,6 +50,7 @@ const RANGE: Op['query'] = [
 const RUN_FILTERS: Op['query'] = [
   ['verdict', 'none = no receipt yet', { enum: [...VERDICTS, 'none'] }],
   ['status', 'run status', { enum: [...RUN_STATUSES] }],
+  ['failure', 'the class of failure of a run that did not succeed', { enum: [...FAILURE_CLASSES] }],
   ['source', 'the source that sent the run'], ['group_id', 'retry chain id'], ...RANGE, ...PAGE,
 ];
 const SSE = {

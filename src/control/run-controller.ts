@@ -9,7 +9,9 @@ import type { ControlStores } from '../db/control-stores.ts';
 import type { Logger } from '../log.ts';
 import { stopLocalRun } from '../engine/stop.ts';
 import { operatorPassedEnv } from '../engine/config.ts';
-import { TERMINAL } from '../run-json.ts';
+import { TERMINAL, readFailure, runFailure, type RunFailure } from '../run-json.ts';
+import { failureColumns } from '../db/runs-store.ts';
+import { obj } from '../untrusted.ts';
 import type { RunEventBus } from './event-bus.ts';
 import type { ControlSettings } from './settings.ts';
 
@@ -30,6 +32,8 @@ type OnFailure = 'fail-run' | 'event-only';
 
 const CLI = fileURLToPath(new URL(`../cli${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
 const STDERR_CAP = 16 * 1024;
+/** Who a run this server stops was stopped by, as its failure says. */
+const STOPPED_BY = 'the Control Plane (a stop request)';
 
 // What a launched run may inherit is the spawn policy's 'control-launcher' allowlist minus every secret value, plus
 // how to reach this server, and the names the operator passes to agents (~/.svc/operator.json "env"). The secrets it
@@ -53,6 +57,16 @@ function runSecrets(deps: RunControllerDeps): Secrets {
   return out;
 }
 
+/** The `{"failure":…}` line a launcher that could not make its run printed last, read as untrusted; else null. */
+function launcherFailure(stdout: string): RunFailure | null {
+  const last = stdout.trim().split('\n').pop() ?? '';
+  try {
+    return readFailure(obj(JSON.parse(last)).failure);
+  } catch {
+    return null;
+  }
+}
+
 export function createRunController(deps: RunControllerDeps) {
   const pending = new Set<Promise<unknown>>();
 
@@ -62,11 +76,15 @@ export function createRunController(deps: RunControllerDeps) {
     return p;
   }
 
-  function recordFailure(source: string, run: string, message: string, mode: OnFailure): void {
+  function recordFailure(
+    source: string, run: string, message: string, mode: OnFailure, failure: RunFailure | null,
+  ): void {
     const now = deps.clock();
     const row = deps.stores.runs.get(source, run);
     if (mode === 'fail-run' && row && (row.status === 'queued' || row.status === 'running')) {
-      deps.stores.runs.setStatus(source, run, 'failed', now, { error: message, ended_at: now });
+      // The launcher said why on stdout (src/cli/start.ts); one that said nothing failed on svc's side.
+      const columns = failureColumns(failure ?? runFailure('infra', message));
+      deps.stores.runs.setStatus(source, run, 'failed', now, { error: message, ended_at: now, ...columns });
     }
     if (row) deps.bus.publish([deps.stores.events.append(source, run, { kind: 'error', data: { message }, ts: now })]);
     deps.log.warn('run launch failed', { source, run, error: message });
@@ -77,23 +95,27 @@ export function createRunController(deps: RunControllerDeps) {
     launch(source: string, run: string, args: string[], onFailure: OnFailure): void {
       const spec = childSpec(deps);
       const child = startChild([process.execPath, CLI, ...args], {
-        ...spec, stdio: ['ignore', 'ignore', 'pipe'], secrets: runSecrets(deps),
+        ...spec, stdio: ['ignore', 'pipe', 'pipe'], secrets: runSecrets(deps),
       });
       let stderr = '';
+      let stdout = '';
       child.stderr?.on('data', (c: Buffer) => {
         if (stderr.length < STDERR_CAP) stderr += c.toString('utf8');
+      });
+      child.stdout?.on('data', (c: Buffer) => {
+        if (stdout.length < STDERR_CAP) stdout += c.toString('utf8');
       });
       track(
         new Promise<void>((resolve) => {
           child.on('error', (err) => {
-            recordFailure(source, run, `Could not start svc: ${err.message}`, onFailure);
+            recordFailure(source, run, `Could not start svc: ${err.message}`, onFailure, null);
             resolve();
           });
           child.on('close', (code) => {
             if (code !== 0) {
               const line = stderr.trim().split('\n').pop() ?? '';
               const why = line.replace(/^svc start: /, '') || `svc start exited with code ${code}`;
-              recordFailure(source, run, why, onFailure);
+              recordFailure(source, run, why, onFailure, launcherFailure(stdout));
             }
             resolve();
           });
@@ -106,11 +128,13 @@ export function createRunController(deps: RunControllerDeps) {
         (async () => {
           let status = 'stopped';
           let endedAt = deps.clock();
+          let failure: RunFailure | null = runFailure('stopped', `stopped by ${STOPPED_BY}`);
           if (row.repo_path) {
-            const state = await stopLocalRun(row.repo_path, row.run).catch(() => null);
+            const state = await stopLocalRun(row.repo_path, row.run, undefined, STOPPED_BY).catch(() => null);
             if (state) {
               status = state.status;
               endedAt = state.ended_at ? Date.parse(state.ended_at) : endedAt;
+              failure = state.failure ?? null;
             }
           }
           // The worker ships its own "stopped"; this covers a worker that was killed before it could.
@@ -118,9 +142,14 @@ export function createRunController(deps: RunControllerDeps) {
           const current = deps.stores.runs.get(row.source, row.run);
           if (current && !TERMINAL.has(current.status)) {
             const final = status === 'succeeded' || status === 'failed' ? status : 'stopped';
-            deps.stores.runs.setStatus(row.source, row.run, final, now, { ended_at: endedAt, question: null });
+            deps.stores.runs.setStatus(row.source, row.run, final, now, {
+              ended_at: endedAt, question: null, ...failureColumns(failure),
+            });
             const data = { from: current.status, to: 'stopped' };
             deps.bus.publish([deps.stores.events.append(row.source, row.run, { kind: 'run.status', data, ts: now })]);
+          } else if (current?.status === 'stopped' && current.failure_class === 'stopped' && failure) {
+            // The worker shipped the signal it got; who sent it is known here.
+            deps.stores.runs.patch(row.source, row.run, { ...failureColumns(failure), updated_at: now });
           }
         })(),
       );

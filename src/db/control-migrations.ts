@@ -172,4 +172,20 @@ export const controlMigrations: readonly Migration[] = [
   `
   DROP INDEX runs_json_missing;
   `,
+  // 7: why a run that did not succeed ended (the Run JSON's `failure`), and GET /v1/runs?failure=<class> on an index;
+  // the trigger that drops a stale Run JSON text learns the new columns.
+  `
+  ALTER TABLE runs ADD COLUMN failure_class TEXT;
+  ALTER TABLE runs ADD COLUMN failure_reason TEXT;
+  ALTER TABLE runs ADD COLUMN failure_retryable INTEGER;
+  CREATE INDEX runs_by_failure ON runs (failure_class, started_at DESC, source DESC, run DESC);
+  UPDATE runs SET json = json_insert(json, '$.failure', json('null')) WHERE json IS NOT NULL;
+  DROP TRIGGER runs_json_stale;
+  CREATE TRIGGER runs_json_stale AFTER UPDATE OF
+    source, run, repo, group_id, status, verdict, brief, origin, provider, branch, pr_url, question,
+    started_at, ended_at, updated_at, cost_usd, tokens_in, tokens_out, exit_code, error,
+    failure_class, failure_reason, failure_retryable ON runs
+  WHEN NEW.json IS NOT NULL AND NEW.json IS OLD.json
+  BEGIN UPDATE runs SET json = NULL WHERE rowid = NEW.rowid; END;
+  `,
 ];

@@ -1,14 +1,19 @@
 // The runs table's row, filter and key types, apart from the store so its callers need not import it.
-import type { RunJson, RunStatus, Verdict } from '../run-json.ts';
+import type { FailureClass, RunJson, RunStatus, Verdict } from '../run-json.ts';
 
 /** A runs row: the Run JSON fields with times as unix ms, plus the internal columns that never leave the server. */
-export interface RunRow extends Omit<RunJson, 'started_at' | 'ended_at' | 'updated_at'> {
+export interface RunRow extends Omit<RunJson, 'started_at' | 'ended_at' | 'updated_at' | 'failure'> {
   started_at: number;
   ended_at: number | null;
   updated_at: number;
   repo_path: string | null;
   pid: number | null;
   extra: string | null;
+  /** The Run JSON's `failure`, one column each (control migration 7), so the list can filter on the class. */
+  failure_class: FailureClass | null;
+  failure_reason: string | null;
+  /** 1 or 0 (SQLite has no boolean); null with no failure. */
+  failure_retryable: number | null;
 }
 
 /** What upsert takes: identity, status and start time are required; group_id defaults to the run id. */
@@ -29,6 +34,7 @@ export interface RunFilter {
   group_id?: string;
   status?: RunStatus;
   source?: string;
+  failure_class?: FailureClass;
   /** started_at >= since (inclusive). */
   since?: number;
   /** started_at < until (exclusive), so adjacent windows never count a run twice. */

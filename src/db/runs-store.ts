@@ -3,7 +3,7 @@
 import type { SQLInputValue, StatementSync } from 'node:sqlite';
 import { inTransaction, type Db } from './open.ts';
 import { ACTIVE_STATUSES, TERMINAL_STATUSES, type RunStatus } from '../run-json.ts';
-import type { RunJson } from '../run-json.ts';
+import type { RunFailure, RunJson } from '../run-json.ts';
 import { iso } from '../iso-time.ts';
 import type { DeleteOutcome, RunFilter, RunInput, RunKey, RunPatch, RunRow } from './run-types.ts';
 import { LIMIT_PARAM } from './limit-param.ts';
@@ -18,6 +18,7 @@ const ACTIVE: ReadonlySet<string> = new Set(ACTIVE_STATUSES);
 const COLUMNS = [
   'repo', 'repo_path', 'group_id', 'status', 'verdict', 'brief', 'origin', 'provider', 'branch', 'pr_url', 'question',
   'started_at', 'ended_at', 'updated_at', 'cost_usd', 'tokens_in', 'tokens_out', 'exit_code', 'error', 'pid', 'extra',
+  'failure_class', 'failure_reason', 'failure_retryable',
 ] as const;
 type Column = (typeof COLUMNS)[number];
 const COLUMN_SET: ReadonlySet<string> = new Set(COLUMNS);
@@ -114,8 +115,10 @@ export function createRunsStore(db: Db) {
     },
     /** Only the given columns; whether a row changed. */
     patch,
+    /** A run that goes on (resumed, stopping) keeps no failure from before; one that ends is given its own. */
     setStatus(source: string, run: string, status: RunStatus, at: number, fields: RunPatch = {}) {
-      return patch(source, run, { ...fields, status, updated_at: at });
+      const ended = status === 'failed' || status === 'stopped';
+      return patch(source, run, { ...(ended ? {} : failureColumns(null)), ...fields, status, updated_at: at });
     },
     /** Newest first by (started_at, source, run), keyset after `filter.after`, at most `filter.limit` rows. */
     list(filter: RunFilter) {
@@ -179,7 +182,7 @@ function buildWhere(filter: RunFilter): { clause: string; args: SQLInputValue[] 
     where.push('verdict = ?');
     args.push(filter.verdict);
   }
-  for (const col of ['repo', 'group_id', 'status', 'source'] as const) {
+  for (const col of ['repo', 'group_id', 'status', 'source', 'failure_class'] as const) {
     if (filter[col] === undefined) continue;
     where.push(`${col} = ?`);
     args.push(filter[col]);
@@ -239,5 +242,23 @@ export function runToJson(row: RunRow): RunJson {
     tokens_out: row.tokens_out,
     exit_code: row.exit_code,
     error: row.error,
+    failure: failureOfRow(row),
+  };
+}
+
+/** The row's failure columns as the Run JSON's object; null when the run has none. */
+function failureOfRow(row: RunRow): RunFailure | null {
+  if (row.failure_class === null) return null;
+  return { class: row.failure_class, reason: row.failure_reason ?? '', retryable: row.failure_retryable === 1 };
+}
+
+/** The columns of a Run JSON `failure` (all null for none), for an upsert or a patch. */
+export function failureColumns(
+  failure: RunFailure | null,
+): Pick<RunRow, 'failure_class' | 'failure_reason' | 'failure_retryable'> {
+  return {
+    failure_class: failure?.class ?? null,
+    failure_reason: failure?.reason ?? null,
+    failure_retryable: failure ? Number(failure.retryable) : null,
   };
 }

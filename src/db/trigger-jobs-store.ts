@@ -23,6 +23,8 @@ export interface JobRow {
   repo: string | null;
   /** Where its `svc start` ran (set just before launch); null until then. */
   workdir: string | null;
+  /** Automatic starts-over of its run after an infra failure (trigger migration 8); never the job's own retry. */
+  infra_retries: number;
 }
 
 export interface NewJob {
@@ -72,6 +74,8 @@ export interface TriggerJobsStore {
   claim(id: string, startedAt: number): boolean;
   setRun(id: string, source: string, run: string, exitCode: number | null): void;
   finish(id: string, end: JobEnd): boolean;
+  /** Records the infra retries its run reported (a count, not an increment: re-reading a run changes nothing). */
+  setInfraRetries(id: string, n: number): void;
 }
 
 type Row = Omit<JobRow, 'args'> & { args: string };
@@ -105,6 +109,7 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
   const running = db.prepare("SELECT * FROM jobs WHERE status = 'running' ORDER BY created_at, id");
   const claim = db.prepare("UPDATE jobs SET status = 'running', started_at = ? WHERE id = ? AND status = 'queued'");
   const setRun = db.prepare('UPDATE jobs SET run_source = ?, run_id = ?, exit_code = ? WHERE id = ?');
+  const setInfraRetries = db.prepare('UPDATE jobs SET infra_retries = ? WHERE id = ?');
   const finish = db.prepare(
     'UPDATE jobs SET status = ?, finished_at = ?, exit_code = coalesce(?, exit_code), ' +
       'summary = ?, summary_parts = ?, error = ? ' +
@@ -152,6 +157,9 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
     },
     setRun(id, source, run, exitCode) {
       setRun.run(source, run, exitCode, id);
+    },
+    setInfraRetries(id, n) {
+      setInfraRetries.run(n, id);
     },
     finish(id, end) {
       const { status, finished_at, exit_code, summary, summary_parts, error } = end;

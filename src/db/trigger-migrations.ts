@@ -152,4 +152,9 @@ export const triggerMigrations: readonly Migration[] = [
   ) STRICT;
   CREATE INDEX answers_by_job ON answers (job_id);
   `,
+  // 9: how many times a job's run was started over automatically after an infra failure (src/engine/worker.ts),
+  // counted apart from the job itself, which the trigger server never retries.
+  `
+  ALTER TABLE jobs ADD COLUMN infra_retries INTEGER NOT NULL DEFAULT 0;
+  `,
 ];

@@ -19,6 +19,7 @@ import { canonicalJson } from '../canonical-json.ts';
 import { openPullRequest, publicRunPage } from './pr.ts';
 import { isoNow } from '../iso-time.ts';
 import { errorMessage } from '../errors.ts';
+import { runFailure, type RunFailure } from '../run-json.ts';
 import { fence } from './text.ts';
 import { postAgentGit, type RunSandbox } from './sandbox.ts';
 import type { ProviderOutcome } from './provider-phase.ts';
@@ -42,17 +43,29 @@ export async function finish(
   if (signsLater(ctx.env)) {
     return leaveEvidence(ctx, overBudget ? 'over_budget' : 'finished', failure, exitCode, checks);
   }
-  const receipt = writeReceipt(ctx, checks, diff, failure !== null, sandbox);
   const checkFailed = failure === null ? failedRequiredCheck(checks) : null;
   let error = failure ?? (checkFailed ? requiredCheckError(checkFailed) : null);
-  if (!error) error = await maybeOpenPr(ctx, plan, receipt);
-  else if (ctx.state.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
+  const failed = endFailure(end, error);
+  const receipt = writeReceipt(ctx, checks, diff, failure !== null, sandbox, failed);
+  let prFailure: RunFailure | null = null;
+  if (!error) {
+    error = await maybeOpenPr(ctx, plan, receipt);
+    // The forge or the network said no after the agent's work was done and signed: svc's side (`svc runs pr` retries).
+    if (error) prFailure = runFailure('infra', error);
+  } else if (ctx.state.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
   const status = overBudget ? 'stopped' : error ? 'failed' : 'succeeded';
   const failed_check = overBudget ? undefined : checkFailed?.name ?? null;
   ctx.setStatus(status, {
     error, ...(failed_check === undefined ? {} : { failed_check }), ended_at: ended, exit_code: exitCode,
-    question: null,
+    question: null, failure: failed ?? prFailure,
   });
+}
+
+/** How the provider phase and the checks ended a run, as its failure (null when both went through). */
+function endFailure(end: Exclude<ProviderOutcome, { kind: 'stopped' }>, error: string | null): RunFailure | null {
+  if (error === null) return null;
+  const cls = { done: 'checks', failed: 'agent', 'over-budget': 'budget', limit: 'limit' } as const;
+  return runFailure(cls[end.kind], error);
 }
 
 /**
@@ -77,7 +90,10 @@ export async function reverify(ctx: RunContext, plan: RunPlan, sandbox: RunSandb
   if (ctx.stopRequested()) return;
   // A run its checks failed is judged again on these checks; one that failed before them stays failed.
   const failedBeforeChecks = ctx.state.status === 'failed' && ctx.state.error !== null && !ctx.state.failed_check;
-  writeReceipt(ctx, checks, diff, failedBeforeChecks, sandbox);
+  const checkFailed = failedRequiredCheck(checks);
+  const failure = failedBeforeChecks ? ctx.state.failure ?? null
+    : checkFailed ? runFailure('checks', requiredCheckError(checkFailed)) : null;
+  writeReceipt(ctx, checks, diff, failedBeforeChecks, sandbox, failure);
 }
 
 /**
@@ -110,6 +126,7 @@ function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
 
 function writeReceipt(
   ctx: RunContext, checks: CheckResult[], diff: DiffResult, runFailed: boolean, sandbox: RunSandbox,
+  failure: RunFailure | null,
 ): Receipt {
   const { state } = ctx;
   const { verdict, gaps } = decideVerdict({ checks, diffFiles: diff.files.length, runFailed });
@@ -127,6 +144,7 @@ function writeReceipt(
     verdict, gaps, started_at, ended_at: state.ended_at ?? isoNow(), issued_at: isoNow(),
     network: sandbox.gate ? confinedNetwork(sandbox.gate.policy, sandbox.gate.summary()) : UNCONFINED,
     ...(state.provider_session?.resumed ? { resumed: state.provider_session.resumed } : {}),
+    failure,
   }, loadOrCreateSigningKey(svcHomeOf(ctx.env)));
   ctx.saveArtifact('receipt.json', JSON.stringify(receipt, null, 2) + '\n');
   ctx.event('receipt', { verdict, integrity: receipt.integrity, kid: receipt.kid, gaps });

@@ -58,7 +58,7 @@ export async function openPrLater(dir: string, env: NodeJS.ProcessEnv, say: (t: 
       ctx.update({ error });
       throw new FailedError(error);
     }
-    ctx.setStatus('succeeded', { error: null });
+    ctx.setStatus('succeeded', { error: null, failure: null });
     return ctx.state;
   } finally {
     await ctx.close();

@@ -18,6 +18,7 @@ import {
   createSightings, forgetSession, nextInvocation, recordInvocation, recordQuestion, recordSightings, resumeRefused,
   type Invocation, type Sightings,
 } from './provider-session.ts';
+import { InfraError } from '../errors.ts';
 
 const LOG_LINE_CAP = 4000;
 const LOG_EVENTS_CAP = 5000;
@@ -134,6 +135,7 @@ export async function runProvider(
       const proc = startAttempt(ctx, plan, opts, files, inv, a, log);
       const result = await watchAttempt(ctx, proc, a, files, maxUsd);
       const total = recordAttempt(ctx, result, a, log);
+      if (result.sandboxFailed) throw sandboxFailure(provider.name, a, result);
       const next = await outcomeAfterExit(ctx, provider, maxUsd, files, a, result, total, inv);
       refused = next === 'refused' ? `${provider.name} could not resume its session (exit ${result.code})` : null;
       if (next !== 'again' && next !== 'refused') return next;
@@ -339,6 +341,12 @@ function recordAttempt(ctx: RunContext, result: GroupResult, a: Attempt, log: Ou
     });
   }
   return total;
+}
+
+/** bwrap exited before running the provider: svc's infrastructure failed, not the agent (never ran in attempt 1). */
+function sandboxFailure(name: string, a: Attempt, result: GroupResult): InfraError {
+  return new InfraError(`the agent sandbox did not start: bwrap exited with code ${result.code} before running ` +
+    `provider ${name} (its output is in provider.log)`, { beforeAgent: a.number === 1 });
 }
 
 /**

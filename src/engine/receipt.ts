@@ -3,7 +3,7 @@
 import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
 import { canonicalJson } from '../canonical-json.ts';
 import { signBytes, verifyBytes, keyIdOf, type SigningKey } from '../keys.ts';
-import type { Verdict } from '../run-json.ts';
+import type { RunFailure, Verdict } from '../run-json.ts';
 import type { CheckResult } from './checks.ts';
 import type { EgressDenial, EgressHost } from '../gate/evidence.ts';
 import { RefusedError } from '../errors.ts';
@@ -52,6 +52,11 @@ export interface ReceiptBody {
    * session, "summary" once a fresh session had to get the earlier conversation summarised (docs/engine.md).
    */
   resumed?: 'session' | 'summary';
+  /**
+   * Why the run failed, as known when the receipt was signed (null: it had not); absent on receipts issued before
+   * failure classes, which verify all the same.
+   */
+  failure?: RunFailure | null;
 }
 
 export interface ReceiptNetwork {

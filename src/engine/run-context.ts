@@ -21,6 +21,7 @@ export function openRunContext(
 ) {
   const state = readState(dir);
   let stopping = false;
+  let stoppedBy = '';
   // Only a child this process started: state.child may still be what state.json said (untrusted) at start.
   let child: ProcIdentity | null = null;
 
@@ -28,7 +29,7 @@ export function openRunContext(
   const answers: string[] = [];
   function onControl(item: ControlItem): void {
     if (item.run !== state.run) return;
-    if (item.action === 'stop') ctx.requestStop('stop requested through the Control Plane');
+    if (item.action === 'stop') ctx.requestStop('a stop request through the Control Plane');
     if (item.action === 'answer' && typeof item.answer === 'string') answers.push(item.answer.slice(0, MAX_ANSWER));
   }
 
@@ -84,10 +85,13 @@ export function openRunContext(
     requestStop(reason: string): void {
       if (stopping) return;
       stopping = true;
+      stoppedBy = reason;
       ctx.say(`stopping: ${reason}`);
       if (child) void terminateGroup(child, STOP_GRACE_MS);
     },
     stopRequested: (): boolean => stopping,
+    /** Who asked for the stop, as requestStop was told ('' before any). */
+    stoppedBy: (): string => stoppedBy,
     /** The answer waiting for the blocked run, by whichever one channel it came (docs/architecture.md, "Channels"). */
     takeAnswer: (): string | null => answers.shift() ?? takeAnswer(env, state.source, state.run, dir),
     /** Progress lines for whoever watches the worker (terminal or worker.log). */

@@ -2,7 +2,12 @@
 import { readFileSync } from 'node:fs';
 import { statePath } from './paths.ts';
 import { assertPlainDir, writeJsonAtomic } from './safe-fs.ts';
-import { RUN_JSON_FIELDS, type RunJson } from '../run-json.ts';
+import { RUN_JSON_FIELDS, runFailure, type FailureClass, type RunFailure, type RunJson } from '../run-json.ts';
+import { errorMessage, isSvcError, type SvcErrorCode } from '../errors.ts';
+import { ProviderMissingError } from './providers.ts';
+import { PolicyError } from './policy.ts';
+import { TrustNeededError } from './run-plan.ts';
+import { SandboxUnavailableError } from '../spawn/sandbox-mode.ts';
 
 /** What a run's worker process is asked to do with it (src/engine/worker.ts). */
 export type WorkerMode = 'start' | 'resume' | 'verify';
@@ -49,6 +54,8 @@ export interface RunState extends RunJson {
   base_branch: string | null;
   /** The required check whose failure failed the run: a re-verify tells it from a run whose provider failed. */
   failed_check?: string | null;
+  /** How many times the worker started the run over by itself after an infra failure before its agent ran (0 or 1). */
+  infra_retries?: number;
   /** The provider CLI's own session, so that invoking it again continues it (provider-session.ts). */
   provider_session?: ProviderSession | null;
 }
@@ -73,6 +80,8 @@ export interface ProviderSession {
 export function toRunJson(state: RunState): RunJson {
   const out: Record<string, unknown> = {};
   for (const key of RUN_JSON_FIELDS) out[key] = state[key];
+  // A state.json written before failure classes has none.
+  out.failure ??= null;
   return out as unknown as RunJson;
 }
 
@@ -92,4 +101,20 @@ export function writeState(dir: string, state: RunState): void {
   // The rename replaces a link named state.json rather than following it; the folder itself must not be a link.
   assertPlainDir(dir);
   writeJsonAtomic(statePath(dir), state);
+}
+
+// The one place a typed error becomes a failure class (docs/engine.md "Why a run failed"): by its code, and for the
+// few subclasses whose code says less than their meaning, by the subclass. Never by the message.
+const CLASS_OF_CODE: Readonly<Record<SvcErrorCode, FailureClass>> = {
+  usage: 'config', bad_input: 'config', bad_setting: 'config', not_found: 'config',
+  conflict: 'infra', refused: 'policy', unavailable: 'infra', failed: 'infra',
+};
+
+/** The failure an error that ended a run means; an error that is not svc's own (an errno: disk, files) is infra. */
+export function failureOf(err: unknown): RunFailure {
+  const reason = errorMessage(err);
+  // A CLI not installed, a host without bwrap, a bad policy or a config waiting for `svc trust`: the operator's to fix.
+  const config = err instanceof ProviderMissingError || err instanceof SandboxUnavailableError ||
+    err instanceof PolicyError || err instanceof TrustNeededError;
+  return runFailure(config ? 'config' : isSvcError(err) ? CLASS_OF_CODE[err.code] : 'infra', reason);
 }

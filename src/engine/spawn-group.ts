@@ -14,6 +14,11 @@ export interface GroupResult {
   truncated: boolean;
   /** Why svc ended the agent before it exited by itself: a limit it broke, or its wall-clock time. */
   endedBy: { limit: 'processes' | 'memory' | 'disk' | 'time'; message: string } | null;
+  /**
+   * bwrap exited by itself without ever reporting the agent's exit on its status descriptor: the sandbox could not be
+   * set up (namespaces, mounts, exec), so the agent never ran. Always false without a sandbox.
+   */
+  sandboxFailed: boolean;
 }
 
 export interface GroupRun {
@@ -113,10 +118,12 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
   const [name, value] = guard ? guard.marker.split('=') as [string, string] : ['', ''];
   const sandbox = opts.sandbox;
   const cgroup = sandbox ? openMemoryCgroup(opts.watch?.memoryBytes ?? sandbox.plan.limits.memoryBytes) : null;
-  const confined = sandbox ? bwrapArgv(sandbox.bwrap, sandbox.plan, argv) : argv;
   const watch = opts.watch ? { ...opts.watch, cgroup } : undefined;
   // bwrap reads the system-call filter and the /etc files from fd 3 on; the child has its own copies once started.
   const fds = sandbox ? openSandboxFds() : [];
+  // After them, bwrap's status descriptor: it reports the agent's exit there only if the agent really ran.
+  const statusFd = 3 + fds.length;
+  const confined = sandbox ? withStatusFd(bwrapArgv(sandbox.bwrap, sandbox.plan, argv), statusFd) : argv;
   const stdio: Array<'ignore' | 'pipe' | number> = [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'];
   let child: ChildProcess;
   try {
@@ -126,7 +133,7 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
       extra: guard ? { ...opts.extra, [name]: value } : opts.extra,
       cwd: opts.cwd,
       detached: true,
-      stdio: [...stdio, ...fds],
+      stdio: [...stdio, ...fds, ...(sandbox ? ['pipe' as const] : [])],
     });
   } finally {
     closeSandboxFds(fds);
@@ -149,6 +156,7 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
     return guard ? guard.members() : [child.pid, ...sandboxMembers(child.pid)];
   };
   const signalAll = (sig: NodeJS.Signals) => signalEach(members(), sig);
+  const status = sandbox ? readStatus(child, statusFd) : null;
   const capture = createOutputCapture(opts.maxBytes, opts.onLine);
   const out = capture.stream('stdout');
   const err = capture.stream('stderr');
@@ -184,7 +192,7 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
       unwatch();
       cgroup?.remove();
       const msg = Buffer.from(`failed to start: ${err.message}\n`);
-      resolve({ code: 127, signal: null, output: msg, truncated: false, endedBy });
+      resolve({ code: 127, signal: null, output: msg, truncated: false, endedBy, sandboxFailed: sandbox !== null });
     });
     child.on('close', (code, signal) => {
       clearTimeout(timer);
@@ -193,8 +201,37 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
       const overMemory = watch ? memoryBreach(watch) : null;
       if (overMemory) endedBy ??= { limit: 'memory', message: overMemory };
       cgroup?.remove();
-      resolve({ code, signal, output: capture.output(), truncated: capture.truncated(), endedBy });
+      const sandboxFailed = status !== null && signal === null && endedBy === null && !status.agentExited();
+      resolve({ code, signal, output: capture.output(), truncated: capture.truncated(), endedBy, sandboxFailed });
     });
   });
   return { identity, done, pause: () => stopAll(members), resume: () => signalAll('SIGCONT'), kill };
+}
+
+/** bwrap's argv with its JSON status going to descriptor `fd` (the options go before the command's `--`). */
+function withStatusFd(confined: string[], fd: number): string[] {
+  return [confined[0]!, '--json-status-fd', String(fd), ...confined.slice(1)];
+}
+
+const STATUS_CAP = 64 * 1024;
+
+/**
+ * Reads bwrap's status lines: `{"child-pid": …}` once its namespaces exist, `{"exit-code": …}` only once the
+ * agent it executed has exited (a failed mount or exec leaves that line out).
+ */
+function readStatus(child: ChildProcess, fd: number): { agentExited(): boolean } {
+  let text = '';
+  const pipe = child.stdio[fd] as NodeJS.ReadableStream | null | undefined;
+  pipe?.on('data', (chunk: Buffer) => {
+    if (text.length < STATUS_CAP) text += chunk.toString('utf8');
+  });
+  return {
+    agentExited: () => text.split('\n').some((line) => {
+      try {
+        return typeof (JSON.parse(line) as Record<string, unknown>)['exit-code'] === 'number';
+      } catch {
+        return false;
+      }
+    }),
+  };
 }

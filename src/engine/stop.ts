@@ -5,12 +5,15 @@ import { existsSync } from 'node:fs';
 import { runDir } from './paths.ts';
 import { tryReadState, writeState, type RunState } from './run-state.ts';
 import { isoNow } from '../iso-time.ts';
-import { TERMINAL } from '../run-json.ts';
+import { TERMINAL, runFailure } from '../run-json.ts';
 import { openEventLog } from './events-log.ts';
 import { isChildOf, isWorkerOf, signalGroup, terminateGroup, waitGroupGone } from './proc-group.ts';
 import { STOP_GRACE_MS } from './run-context.ts';
 
-export async function stopLocalRun(repo: string, run: string, graceMs = STOP_GRACE_MS): Promise<RunState | null> {
+/** `by` names who stopped it (`svc runs stop`, the Control Plane…): the stopped run's failure reason says so. */
+export async function stopLocalRun(
+  repo: string, run: string, graceMs = STOP_GRACE_MS, by = 'a stop request',
+): Promise<RunState | null> {
   const dir = runDir(repo, run);
   if (!existsSync(dir)) return null;
   let state = tryReadState(dir);
@@ -36,14 +39,19 @@ export async function stopLocalRun(repo: string, run: string, graceMs = STOP_GRA
   }
   state = tryReadState(dir) ?? state;
   if (state.child) await terminateGroup(state.child, graceMs, isChildOf(run));
+  const failure = runFailure('stopped', `stopped by ${by}`);
   if (!TERMINAL.has(state.status)) {
     const from = state.status;
     state = {
       ...state, status: 'stopped', ended_at: state.ended_at ?? isoNow(), updated_at: isoNow(),
-      question: null, child: null, pid: null,
+      question: null, child: null, pid: null, failure,
     };
     writeState(dir, state);
     openEventLog(dir).append('run.status', { from, to: 'stopped' });
+  } else if (state.status === 'stopped' && state.failure?.class === 'stopped') {
+    // The worker knew only the signal it got; this stopper knows who sent it.
+    state = { ...state, failure, updated_at: isoNow() };
+    writeState(dir, state);
   }
   return state;
 }

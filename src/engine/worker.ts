@@ -9,21 +9,28 @@ import { createWorktree } from './git.ts';
 import { identityOf, isChildOf, signalGroup } from './proc-group.ts';
 import { runProvider } from './provider-phase.ts';
 import { finish, reverify } from './finish-phase.ts';
-import { type WorkerMode } from './run-state.ts';
+import { failureOf, type WorkerMode } from './run-state.ts';
 import { isoNow } from '../iso-time.ts';
-import { TERMINAL } from '../run-json.ts';
+import { TERMINAL, runFailure } from '../run-json.ts';
 import { worktreeDir } from './paths.ts';
 import type { RunSandbox } from './sandbox.ts';
 import { prepareMemoryCgroup } from '../spawn/memory-cgroup.ts';
 import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
 import { openRunGate } from './egress.ts';
-import { errorMessage } from '../errors.ts';
+import { errorMessage, InfraError } from '../errors.ts';
+import { settingInt } from '../settings-registry.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 function prepareWorkdir(ctx: RunContext): void {
   const { state } = ctx;
   if (!state.worktree) return;
   const path = worktreeDir(state.repo_path, state.run);
-  if (!existsSync(path)) createWorktree(state.repo_path, path, state.branch!, state.base_sha ?? 'HEAD');
+  try {
+    if (!existsSync(path)) createWorktree(state.repo_path, path, state.branch!, state.base_sha ?? 'HEAD');
+  } catch (err) {
+    const message = `the run's checkout could not be made: ${errorMessage(err)}`;
+    throw new InfraError(message, { beforeAgent: true, cause: err });
+  }
   if (state.workdir !== path) ctx.update({ workdir: path });
 }
 
@@ -58,8 +65,37 @@ async function openSandbox(ctx: RunContext, plan: RunPlan): Promise<RunSandbox> 
   if (mode.kind === 'none') return { mode, gate: null, env: passed };
   // The first sandbox's memory cgroup is made while the gate and the worktree are prepared (memory-cgroup.ts).
   prepareMemoryCgroup(plan.policy.limits.memory_mb * 1024 * 1024);
-  const gate = await openRunGate(ctx, plan.policy);
+  const gate = await openRunGate(ctx, plan.policy).catch((err: unknown) => {
+    const message = `the run's egress gate did not start: ${errorMessage(err)}`;
+    throw new InfraError(message, { beforeAgent: true, cause: err });
+  });
   return { mode, gate, env: { ...passed, ...gate.env } };
+}
+
+const POLL_MS = 100;
+
+/**
+ * The one automatic retry (docs/engine.md "Why a run failed"): an infra failure before the agent ran (nothing written,
+ * nothing spent) starts the same run over once, after SVC_INFRA_RETRY_WAIT_S; anything else ends the run.
+ */
+async function workRetryingInfra(ctx: RunContext, plan: RunPlan, mode: WorkerMode): Promise<void> {
+  try {
+    return await work(ctx, plan, mode);
+  } catch (err) {
+    const retried = ctx.state.infra_retries ?? 0;
+    if (!(err instanceof InfraError) || !err.beforeAgent || mode === 'verify' || retried >= 1) throw err;
+    ctx.update({ infra_retries: retried + 1 });
+    ctx.note(`retried automatically after ${err.message}`, { retry: 'automatic', after: failureOf(err) });
+    const until = Date.now() + settingInt(ctx.env, 'SVC_INFRA_RETRY_WAIT_S') * 1000;
+    while (Date.now() < until && !ctx.stopRequested()) await sleep(Math.min(POLL_MS, until - Date.now()));
+    if (ctx.stopRequested()) return;
+    return await work(ctx, plan, mode);
+  }
+}
+
+/** A stopped run's failure: who asked for the stop. */
+function stopFailure(ctx: RunContext) {
+  return runFailure('stopped', `stopped by ${ctx.stoppedBy() || 'svc'}`);
 }
 
 /** Runs in the detached worker process; the exit code is 0 when the run succeeded. */
@@ -67,7 +103,8 @@ export async function executeRun(
   dir: string, env: NodeJS.ProcessEnv, mode: WorkerMode, say: (t: string) => void,
 ): Promise<number> {
   const ctx = openRunContext(dir, env, { ship: env.SVC_SHIP !== '0', say });
-  const onSignal = () => ctx.requestStop('signal');
+  // A stopper that knows who asked (svc runs stop, the Control Plane) names them in state.json once the worker is gone.
+  const onSignal = (signal: NodeJS.Signals) => ctx.requestStop(`a ${signal} to the run's worker`);
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
   process.on('SIGHUP', onSignal);
@@ -82,20 +119,23 @@ export async function executeRun(
     plan = readPlan(dir);
     if (mode !== 'verify') {
       if (ctx.state.status === 'stopping' || (mode === 'start' && ctx.state.status === 'stopped')) {
-        ctx.setStatus('stopped', { ended_at: ctx.state.ended_at ?? isoNow() });
+        const { failure: earlier } = ctx.state;
+        const failure = earlier?.class === 'stopped' ? earlier
+          : runFailure('stopped', 'stopped before its worker started');
+        ctx.setStatus('stopped', { ended_at: ctx.state.ended_at ?? isoNow(), failure });
         return 1;
       }
-      ctx.update({ ...identityOf(process.pid), ended_at: null, error: null });
+      ctx.update({ ...identityOf(process.pid), ended_at: null, error: null, failure: null });
       ctx.setStatus('running');
     }
-    await work(ctx, plan, mode);
+    await workRetryingInfra(ctx, plan, mode);
     if (ctx.stopRequested() && !TERMINAL.has(ctx.state.status)) {
-      ctx.setStatus('stopped', { ended_at: isoNow(), question: null, child: null });
+      ctx.setStatus('stopped', { ended_at: isoNow(), question: null, child: null, failure: stopFailure(ctx) });
     }
   } catch (err) {
     const message = errorMessage(err);
     if (mode === 'verify') ctx.event('error', { message });
-    else ctx.setStatus('failed', { error: message, ended_at: isoNow(), question: null });
+    else ctx.setStatus('failed', { error: message, failure: failureOf(err), ended_at: isoNow(), question: null });
   } finally {
     if (ctx.state.child) signalGroup(ctx.state.child, 'SIGKILL', childOwner);
     ctx.update({ child: null, pid: mode === 'verify' ? ctx.state.pid : null });

@@ -1,6 +1,7 @@
 // `svc pod sign`: the signer container of a Kubernetes job pod, the only one that mounts the runner's signing key
 // (docs/deploy.md "Receipts from pods"). It runs no code from the repository or the run, and takes from the run
 // container's files only what it labels "reported"; the rest (VERIFIED below) it establishes itself.
+import { runFailure } from '../run-json.ts';
 import { readFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
@@ -129,7 +130,7 @@ function recordPodEgress(ctx: RunContext, records: readonly EgressRecord[]): voi
 /** Ends the run without a receipt: the signer could not establish what it would sign. */
 function refuse(ctx: RunContext, message: string): void {
   ctx.event('receipt', { issued: false, reason: message });
-  ctx.setStatus('failed', { ...ended(ctx), error: `No receipt: ${message}` });
+  ctx.setStatus('failed', { ...ended(ctx), error: `No receipt: ${message}`, failure: runFailure('policy', message) });
 }
 
 function issue(ctx: RunContext, opts: SignOptions, body: ReceiptBody): Receipt {
@@ -154,7 +155,7 @@ function signUnverified(
   issue(ctx, opts, receiptBody(ctx, opts, seal, null, null, [], { verdict: 'not_verified', gaps },
     network?.network ?? null));
   if (opts.pr) ctx.event('pr', { opened: false, reason: `verdict not_verified: ${reason}` });
-  ctx.setStatus('failed', { ...ended(ctx), error: `Not verified: ${reason}` });
+  ctx.setStatus('failed', { ...ended(ctx), error: `Not verified: ${reason}`, failure: runFailure('policy', reason) });
 }
 
 /** Checks the commits, judges by the base policy and signs; returns the receipt and the checks it judged by. */
@@ -205,7 +206,7 @@ async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, evidence: R
   if (evidence.outcome === 'over_budget') {
     const reason = `verdict ${receipt.verdict}: ${evidence.error ?? 'over budget'}`;
     if (opts.pr) ctx.event('pr', { opened: false, reason });
-    ctx.setStatus('stopped', { ...end, error: evidence.error });
+    ctx.setStatus('stopped', { ...end, error: evidence.error, failure: runFailure('budget', reason) });
     return;
   }
   const failed = evidence.error === null ? failedRequiredCheck(checks) : null;
@@ -214,7 +215,10 @@ async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, evidence: R
   if (!error && noOrigin) error = `Pull request not opened: ${seal.origin_problem ?? 'no origin remote'}`;
   else if (!error) error = await maybeOpenPr(ctx, { policy, push_target: target }, receipt);
   else if (opts.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
-  ctx.setStatus(error ? 'failed' : 'succeeded', { ...end, error, failed_check: failed?.name ?? null });
+  // The run container reports only that its provider failed (not whether a limit ended it): class agent.
+  const cls = evidence.error !== null ? 'agent' : failed ? 'checks' : 'infra';
+  const failure = error ? runFailure(cls, error) : null;
+  ctx.setStatus(error ? 'failed' : 'succeeded', { ...end, error, failed_check: failed?.name ?? null, failure });
 }
 
 /** Signs (or refuses) the run the pod spec named and ships it; returns its final state. */

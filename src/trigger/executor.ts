@@ -16,6 +16,8 @@ export interface RunOutcome {
   started_at: string | null;
   ended_at: string | null;
   error: string | null;
+  /** Times the run's worker started it over by itself after an infra failure before its agent ran (state.json). */
+  infra_retries?: number;
 }
 
 export interface LaunchResult {
@@ -122,5 +124,7 @@ export function outcomeFromState(state: Record<string, unknown>): RunOutcome | n
     started_at: str(state.started_at),
     ended_at: str(state.ended_at),
     error: str(state.error),
+    infra_retries: Number.isSafeInteger(state.infra_retries) && (state.infra_retries as number) > 0
+      ? state.infra_retries as number : 0,
   };
 }

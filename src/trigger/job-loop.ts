@@ -112,6 +112,8 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
       const error = reattach ? 'run state not found after restart' : 'run state never appeared';
       return finishAndNotify(job, { status: reattach ? 'interrupted' : 'failed', run, error });
     }
+    // The worker's own automatic retries of the run (never the job's): counted on the job, shown in its JSON.
+    if (outcome.infra_retries) stores.jobs.setInfraRetries(job.id, outcome.infra_retries);
     // Only a succeeded run makes a succeeded job.
     const error = outcome.status === 'stopped' ? 'run stopped'
       : outcome.status === 'failed' ? (outcome.error ?? 'run failed')

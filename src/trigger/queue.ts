@@ -245,5 +245,6 @@ export function jobJson(job: JobRow): Record<string, unknown> {
     exit_code: job.exit_code,
     summary: job.summary,
     error: job.error,
+    infra_retries: job.infra_retries,
   };
 }

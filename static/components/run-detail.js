@@ -6,6 +6,7 @@ import { html, render } from '../lib/html.js';
 import { api, runPath } from '../lib/api.js';
 import { hashLink, runLink } from '../lib/route.js';
 import { statusBadge, verdictBadge, loading, failure } from '../lib/ui.js';
+import { failureText } from '../lib/run-status.js';
 import { money, count } from '../lib/format.js';
 import { timeTag, runDuration, isTicking } from '../lib/time.js';
 import { prLabel } from '../lib/run-row.js';
@@ -26,6 +27,18 @@ import { registerRunTimeline } from './run-timeline.js';
  *   pending_answer?: {answer: string, answered_at: string, via: string, delivered_at: string|null} | null,
  * }} RunDetail
  */
+
+/**
+ * Why the run did not succeed: its class (infra is the one worth retrying as it is) and the reason.
+ * @param {unknown} failure
+ */
+function failureLine(failure) {
+  const text = failureText(failure);
+  if (!text) return '';
+  const retryable = /** @type {{retryable?: unknown}} */ (failure).retryable === true;
+  return html`<p class="run-failure" data-role="failure"><strong>Failed for</strong> ${text}${retryable
+    ? html` <span class="muted">(svc's side: worth a retry)</span>` : ''}</p>`;
+}
 
 const PARTS = [
   'svc-answer-form', 'svc-run-actions', 'svc-run-timeline', 'svc-artifact-list', 'svc-risk-report', 'svc-receipt-view',
@@ -153,6 +166,7 @@ class RunDetailPage extends HTMLElement {
         ${run.exit_code != null ? html`<div><dt>Exit code</dt><dd>${run.exit_code}</dd></div>` : ''}
       </dl>
       ${run.error ? html`<p class="run-error" role="alert"><strong>Error:</strong> ${run.error}</p>` : ''}
+      ${failureLine(run.failure)}
     </header>`);
   }
 

@@ -111,7 +111,7 @@ class RunTimeline extends HTMLElement {
     <p class="timeline-legend muted">${key('key tl-queued', 'queued')}${key('key tl-provider', 'provider')}
       ${key('key tl-blocked', 'waiting for an answer')}${key('key tl-check pass', 'check passed')}
       ${key('key tl-check fail', 'check failed')}${key('key-mark tl-receipt', 'receipt')}
-      ${key('key-mark tl-pr', 'PR')}</p>`);
+      ${key('key-mark tl-pr', 'PR')}${key('key-mark tl-retry', 'automatic retry')}</p>`);
   }
 }
 

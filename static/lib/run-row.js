@@ -6,12 +6,14 @@ import { statusBadge, verdictBadge } from './ui.js';
 import { money } from './format.js';
 import { timeTag, runDuration, isTicking } from './time.js';
 import { runLink, hashLink } from './route.js';
+import { failureText } from './run-status.js';
 
 /**
  * @typedef {{
  *   source: string, run: string, repo?: string|null, group_id?: string|null, status: string, verdict?: string|null,
  *   brief?: string|null, origin?: string|null, provider?: string|null, branch?: string|null, pr_url?: string|null,
  *   started_at?: string|null, ended_at?: string|null, cost_usd?: number|null, question?: string|null,
+ *   failure?: {class: string, reason: string, retryable: boolean}|null,
  * }} Run
  */
 /**
@@ -55,6 +57,8 @@ export function runRow(run, flash = false, attempt = undefined) {
   const asks = run.status === 'blocked' && run.question
     ? html`<span class="question-hint">Asks: ${run.question}</span>`
     : '';
+  const failed = failureText(run.failure);
+  const why = failed ? html`<span class="failure-hint">Failed for ${failed}</span>` : '';
   const pr = run.pr_url
     ? html` <a class="pr-link" href="${run.pr_url}" rel="noopener noreferrer"
       target="_blank">${prLabel(run.pr_url)}</a>`
@@ -63,7 +67,7 @@ export function runRow(run, flash = false, attempt = undefined) {
     <td data-label="Status" class="c-status">${statusBadge(run.status)}</td>
     <td data-label="Verdict" class="c-verdict">${verdictBadge(run.verdict)}</td>
     <td data-label="Run" class="brief"><a href="${runLink(run)}">${run.brief || run.run}</a>
-      <span class="run-id mono">${run.run}</span>${attemptBadge(run, attempt)}${asks}</td>
+      <span class="run-id mono">${run.run}</span>${attemptBadge(run, attempt)}${asks}${why}</td>
     <td data-label="Source" class="mono c-source"><a href="${hashLink(['runs'], { source: run.source })}"
       title="Only runs sent by ${run.source}">${breakable(run.source)}</a></td>
     <td data-label="Repo" class="mono c-repo">${run.repo

@@ -8,3 +8,20 @@ export const RUN_STATUSES = /** @type {const} */ ([
 
 /** The statuses a run ends in. */
 export const TERMINAL = new Set(['succeeded', 'failed', 'stopped']);
+
+/** Why a run that did not succeed ended (the server's list is FAILURE_CLASSES in src/run-json.ts). */
+export const FAILURE_CLASSES = /** @type {const} */ ([
+  'infra', 'config', 'agent', 'checks', 'policy', 'budget', 'limit', 'stopped',
+]);
+
+/**
+ * A run's failure as "class: reason", or '' when it has none or it is not well-formed (the run came from a server:
+ * read by type alone).
+ * @param {unknown} failure
+ */
+export function failureText(failure) {
+  if (failure === null || typeof failure !== 'object') return '';
+  const { class: cls, reason } = /** @type {Record<string, unknown>} */ (failure);
+  if (!FAILURE_CLASSES.includes(/** @type {any} */ (cls))) return '';
+  return typeof reason === 'string' && reason ? `${cls}: ${reason}` : String(cls);
+}

@@ -2,10 +2,10 @@
 // The runs filter form: markup from the hash query, and the hash query from the form. Filters live in the URL
 // so a filtered view can be bookmarked and shared.
 import { html } from './html.js';
-import { RUN_STATUSES } from './run-status.js';
+import { FAILURE_CLASSES, RUN_STATUSES } from './run-status.js';
 
 export const FILTER_KEYS = /** @type {const} */ ([
-  'status', 'verdict', 'source', 'repo', 'since', 'until', 'group', 'latest',
+  'status', 'verdict', 'failure', 'source', 'repo', 'since', 'until', 'group', 'latest',
 ]);
 const VERDICTS = ['verified', 'verified_with_gaps', 'not_verified'];
 /** Under this width the filter form starts folded so the runs are on the first screen. */
@@ -33,6 +33,8 @@ export function filtersForm(query, repos, sources = [], open = true) {
   /** @type {Array<[string, string]>} */
   const verdicts = VERDICTS.map((v) => /** @type {[string, string]} */ ([v, v.replace(/_/g, ' ')]));
   verdicts.push(['none', 'no verdict']);
+  /** @type {Array<[string, string]>} */
+  const failures = FAILURE_CLASSES.map((c) => [c, c]);
   return html`<details class="filters-box" ${open ? html`open` : ''}>
     <summary>Filters${active ? html` <span class="badge count">${active} active</span>` : ''}</summary>
     <form class="filters" data-role="filters" aria-label="Filter runs">
@@ -43,6 +45,10 @@ export function filtersForm(query, repos, sources = [], open = true) {
     <div class="field">
       <label for="f-verdict">Verdict</label>
       ${select('f-verdict', 'verdict', query.get('verdict') ?? '', verdicts)}
+    </div>
+    <div class="field">
+      <label for="f-failure">Failed for</label>
+      ${select('f-failure', 'failure', query.get('failure') ?? '', failures)}
     </div>
     <div class="field">
       <label for="f-source">Source</label>
@@ -111,6 +117,7 @@ export function apiFilters(query) {
     status: query.get('status'),
     source: query.get('source'),
     verdict: query.get('verdict'),
+    failure: query.get('failure'),
     repo: query.get('repo'),
     since: query.get('since') ? dayToIso(query.get('since') ?? '', 'start') : null,
     until: query.get('until') ? dayToIso(query.get('until') ?? '', 'end') : null,

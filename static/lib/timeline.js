@@ -10,7 +10,7 @@ import { TERMINAL } from './run-status.js';
  * @typedef {{kind: 'queued' | 'provider' | 'blocked' | 'check', start: number, end: number, label: string,
  *   ok?: boolean, open?: boolean}} Span
  */
-/** @typedef {{kind: 'receipt' | 'pr' | 'error', at: number, label: string}} Mark */
+/** @typedef {{kind: 'receipt' | 'pr' | 'error' | 'retry', at: number, label: string}} Mark */
 /** @typedef {{start: number, end: number, live: boolean, spans: Span[], marks: Mark[]}} Timeline */
 
 // Runs recorded before the engine wrote `provider` and `attempt` as fields only have the line's text.
@@ -87,6 +87,10 @@ export function buildTimeline(run, events, now) {
         closeProvider(at);
         closeBlocked(at);
       }
+    } else if (e.kind === 'log' && d.stream === 'svc' && d.retry === 'automatic') {
+      // The worker started the run over after an infra failure before its agent ran ("retried automatically …").
+      closeProvider(at);
+      marks.push({ kind: 'retry', at, label: String(d.text ?? 'retried automatically') });
     } else if (e.kind === 'log' && providerStart(d)) {
       closeProvider(at);
       const started = /** @type {{name: string, attempt: number | null}} */ (providerStart(d));

@@ -125,8 +125,13 @@ describe('run detail page', { skip: skip ?? false }, () => {
     const now = Date.now();
     await ingest(control, { runs: [{ run: 'rprlater0001', status: 'failed', verdict: 'verified', repo: 'acme/billing',
       branch: 'svc/rprlater0001', brief: 'verified, PR not opened', started_at: iso(now - 60_000), ended_at: iso(now),
-      updated_at: iso(now), error: 'Pull request not opened: GitHub answered 401' }] });
+      updated_at: iso(now), error: 'Pull request not opened: GitHub answered 401',
+      failure: { class: 'infra', reason: 'Pull request not opened: GitHub answered 401', retryable: true } }] });
     await page.goto(`${control.url}/#/runs/local/rprlater0001`);
+    const why = page.locator('[data-role=failure]');
+    await why.waitFor();
+    assert.equal((await why.textContent())?.replace(/\s+/g, ' ').trim(),
+      'Failed for infra: Pull request not opened: GitHub answered 401 (svc\'s side: worth a retry)');
     const button = page.locator('button[data-run-action=pr]');
     await button.waitFor();
     // Shipped from an unregistered project: the server would refuse, and the page says why before a click.

@@ -68,6 +68,18 @@ describe('runs page', { skip: skip ?? false }, () => {
     assert.equal(await page.locator('table.runs tbody tr').count(), count);
   });
 
+  it('says why a run failed in its row, and filters by failure class', async () => {
+    await page.goto(`${control.url}/#/runs?failure=checks`);
+    await page.waitForFunction(() => {
+      const rows = [...(globalThis as any).document.querySelectorAll('table.runs tbody tr')];
+      return rows.length > 0 && rows.every((tr: any) => tr.textContent.includes('Failed for checks: Required check "unit" failed'));
+    });
+    assert.equal(await page.inputValue('#f-failure'), 'checks');
+    await page.goto(`${control.url}/#/runs?failure=infra`);
+    await page.locator('.state-empty').waitFor();
+    assert.match((await page.locator('.state-empty').textContent()) ?? '', /No runs match these filters/);
+  });
+
   it('filters by repo from the URL and says so when nothing matches', async () => {
     await page.goto(`${control.url}/#/runs?repo=acme%2Fnothing`);
     await page.locator('.state-empty').waitFor();

@@ -37,7 +37,12 @@ export function finishedRuns(n: number, now = Date.now()): Record<string, unknow
       cost_usd: i % 5 === 4 ? null : Math.round((0.2 + (i % 9) * 0.37) * 100) / 100,
       tokens_in: i % 5 === 4 ? null : 12_000 + i * 310,
       tokens_out: i % 5 === 4 ? null : 2_000 + i * 45,
-      ...(failed ? { error: 'Required check "unit" failed', exit_code: 1 } : { exit_code: 0 }),
+      ...(failed
+        ? {
+          error: 'Required check "unit" failed', exit_code: 1,
+          failure: { class: 'checks', reason: 'Required check "unit" failed', retryable: false },
+        }
+        : { exit_code: 0 }),
     });
   }
   return runs;

@@ -44,12 +44,12 @@ describe('run.sh requests', () => {
   it('lists runs with URL-encoded filters and prints the JSON page', async () => {
     api.seen.length = 0;
     api.answer = (_req, res) => sendJson(res, 200, { items: [], next_cursor: null });
-    const r = await runSh(['list', '--repo', 'acme/api x', '--verdict', 'verified', '--group', 'g1', '--limit', '5']);
+    const r = await runSh(['list', '--repo', 'acme/api x', '--verdict', 'verified', '--group', 'g1', '--limit', '5', '--failure', 'infra']);
     assert.equal(r.code, 0, r.stderr);
     assert.deepEqual(JSON.parse(r.stdout), { items: [], next_cursor: null });
     const u = new URL(api.seen[0]!.url, api.url);
     assert.equal(u.pathname, '/v1/runs');
-    assert.deepEqual(Object.fromEntries(u.searchParams), { repo: 'acme/api x', verdict: 'verified', group_id: 'g1', limit: '5' });
+    assert.deepEqual(Object.fromEntries(u.searchParams), { repo: 'acme/api x', verdict: 'verified', group_id: 'g1', limit: '5', failure: 'infra' });
     assert.equal(api.seen[0]!.headers.authorization, `Bearer ${TOKEN}`);
   });
 

@@ -71,3 +71,34 @@ describe('formatUsd', () => {
     for (const [usd, text] of cases) assert.equal(formatUsd(usd), text, String(usd));
   });
 });
+
+describe('a failed run in svc runs', () => {
+  it('shows its failure class and reason, lists it under --failure, and refuses an unknown class', async () => {
+    const [id] = seedRuns(control.deps, 1, {
+      run: 'rfailedcheck', status: 'failed', verdict: 'not_verified', brief: 'break the build',
+      failure_class: 'checks', failure_reason: 'Required check "unit" failed (exit 1)', failure_retryable: 0,
+    }, 'shown');
+    const show = await svc(['show', `shown/${id}`]);
+    assert.equal(show.code, 0, show.stderr);
+    assert.match(show.stdout, /^failure    checks: Required check "unit" failed \(exit 1\)$/m);
+    const list = await svc(['list', '--failure', 'checks']);
+    assert.equal(list.code, 0, list.stderr);
+    assert.match(list.stdout, /shown\/rfailedcheck +failed +not_verified +/);
+    assert.doesNotMatch(list.stdout, /succeeded/);
+    const none = await svc(['list', '--failure', 'infra', '--json']);
+    assert.deepEqual(JSON.parse(none.stdout).items, []);
+    // A reason from the server reaches the terminal as one safe line: no escape sequence, no second line.
+    seedRuns(control.deps, 1, {
+      run: 'rhostilereason', status: 'failed', failure_class: 'agent', failure_reason: 'gave up\u001b[2J\nroot# ',
+      failure_retryable: 0,
+    }, 'shown');
+    const hostile = await svc(['show', 'shown/rhostilereason']);
+    const line = hostile.stdout.split('\n').find((l) => l.startsWith('failure'))!;
+    assert.doesNotMatch(line, /\u001b/);
+    assert.match(line, /^failure    agent: gave up/);
+    assert.doesNotMatch(hostile.stdout, /^root# /m);
+    const bad = await svc(['list', '--failure', 'gremlins']);
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /Invalid --failure "gremlins" \(expected infra, config, agent, checks, policy, budget, limit, stopped\)/);
+  });
+});

@@ -130,6 +130,22 @@ describe('run actions on the Control Plane', () => {
     moves.slice(1).forEach((m, i) => assert.equal(m.from, moves[i]!.to, JSON.stringify(moves)));
     const again = await control.request('POST', `/v1/runs/${source}/${run}/stop`, { body: {} });
     assert.equal(again.status, 409);
+    // Stopped, and by whom: the worker shipped the signal it got; the Control Plane that sent it names itself.
+    await waitFor(async () => {
+      const { failure } = await runOf(source, run);
+      return failure?.reason === 'stopped by the Control Plane (a stop request)' && failure.class === 'stopped';
+    }, 'the stop to be named');
+  });
+
+  it('records the class of a launch that could not make its run: no such provider is config', async () => {
+    const res = await control.request('POST', '/v1/start', { body: { brief: 'nobody', repo: repo.repo, provider: 'nosuchcli' } });
+    assert.equal(res.status, 202, res.text);
+    const failed = await settled(res.json.source, res.json.run, 'failed');
+    assert.equal(failed.failure.class, 'config', JSON.stringify(failed));
+    assert.equal(failed.failure.retryable, false);
+    assert.match(failed.failure.reason, /nosuchcli/);
+    const listed = (await control.request('GET', '/v1/runs?failure=config')).json.items.map((r: { run: string }) => r.run);
+    assert.ok(listed.includes(res.json.run));
   });
 
   it('retries a run as a new run in the same group', async () => {
@@ -148,10 +164,12 @@ describe('run actions on the Control Plane', () => {
     const failed = await settled(first.source, first.run, 'failed');
     assert.match(failed.error, /exited with code 3/);
     assert.equal(failed.verdict, 'not_verified');
+    assert.deepEqual(failed.failure, { class: 'agent', reason: 'Provider flaky exited with code 3', retryable: false });
     const resumed = await control.request('POST', `/v1/runs/${first.source}/${first.run}/resume`, { body: {} });
     assert.equal(resumed.status, 202);
     const done = await settled(first.source, first.run, 'succeeded');
     assert.equal(done.verdict, 'verified');
+    assert.equal(done.failure, null, 'a resumed run that succeeds has no failure left');
     const receipts = async () => (await control.request('GET', `/v1/runs/${first.source}/${first.run}/events?limit=500`)).json.items.filter((e: { kind: string }) => e.kind === 'receipt').length;
     const before = await receipts();
     const verify = await control.request('POST', `/v1/runs/${first.source}/${first.run}/verify`, { body: {} });

@@ -4,7 +4,7 @@ import { startTestControl, seedRuns, makeRun, type TestControl } from '../helper
 
 const RUN_KEYS = [
   'source', 'run', 'repo', 'group_id', 'status', 'verdict', 'brief', 'origin', 'provider', 'branch', 'pr_url', 'question',
-  'started_at', 'ended_at', 'updated_at', 'cost_usd', 'tokens_in', 'tokens_out', 'exit_code', 'error',
+  'started_at', 'ended_at', 'updated_at', 'cost_usd', 'tokens_in', 'tokens_out', 'exit_code', 'error', 'failure',
 ].sort();
 
 describe('GET /v1/runs', () => {
@@ -89,6 +89,8 @@ describe('GET /v1/runs', () => {
     ['limit=abc', 'limit'],
     ['limit=1.5', 'limit'],
     ['verdict=great', 'verdict'],
+    ['failure=flaky', 'failure'],
+    ['failure=INFRA', 'failure'],
     ['since=yesterday', 'since'],
     ['until=2026-13-45T99:00:00Z', 'until'],
     ['group_id=..%2Fx', 'group_id'],
@@ -177,5 +179,78 @@ describe('security', () => {
     const res = await cp.request('DELETE', '/v1/runs/local/r000000', { headers: { origin: 'https://evil.example' } });
     assert.equal(res.status, 403);
     assert.ok(cp.deps.stores.runs.get('local', 'r000000'));
+  });
+});
+
+describe('a run\'s failure: ingest, the Run JSON and GET /v1/runs?failure=', () => {
+  let cp: TestControl;
+  const T0 = '2026-03-01T10:00:00.000Z';
+  before(async () => {
+    cp = await startTestControl();
+  });
+  after(() => cp.close());
+
+  const ended = (run: string, status: string, failure: unknown) =>
+    ({ run, status, started_at: T0, updated_at: T0, ended_at: T0, repo: 'acme/api', failure });
+  const ingest = (runs: unknown[]) => cp.request('POST', '/v1/ingest', { body: { source: 'box', runs } });
+
+  it('stores the failure a runner ships and serves it in the list, the detail and the filter', async () => {
+    const res = await ingest([
+      ended('rinfra', 'failed', { class: 'infra', reason: 'the agent sandbox did not start', retryable: true }),
+      ended('ragent', 'failed', { class: 'agent', reason: 'Provider fake exited with code 3', retryable: false }),
+      ended('rstop', 'stopped', { class: 'stopped', reason: 'stopped by svc runs stop', retryable: false }),
+      ended('rok', 'succeeded', null),
+      // A runner from before failure classes sends none: the run has none.
+      { run: 'rold', status: 'failed', started_at: T0, updated_at: T0, error: 'boom' },
+    ]);
+    assert.equal(res.status, 200, res.text);
+    const detail = await cp.request('GET', '/v1/runs/box/rinfra');
+    assert.deepEqual(detail.json.failure, { class: 'infra', reason: 'the agent sandbox did not start', retryable: true });
+    assert.equal((await cp.request('GET', '/v1/runs/box/rok')).json.failure, null);
+    assert.equal((await cp.request('GET', '/v1/runs/box/rold')).json.failure, null);
+    const runsOf = async (q: string): Promise<string[]> =>
+      (await cp.request('GET', `/v1/runs?source=box&${q}`)).json.items.map((r: { run: string }) => r.run);
+    assert.deepEqual(await runsOf('failure=infra'), ['rinfra']);
+    assert.deepEqual(await runsOf('failure=stopped&status=stopped'), ['rstop']);
+    assert.deepEqual(await runsOf('failure=checks'), []);
+    const listed = (await cp.request('GET', '/v1/runs?source=box&failure=agent')).json.items[0];
+    assert.deepEqual(listed.failure, { class: 'agent', reason: 'Provider fake exited with code 3', retryable: false });
+  });
+
+  it('answers an unknown class with 400 invalid_param in the house error shape', async () => {
+    const res = await cp.request('GET', '/v1/runs?failure=cosmic_rays');
+    assert.equal(res.status, 400);
+    assert.deepEqual(Object.keys(res.json), ['error']);
+    assert.equal(res.json.error.code, 'invalid_param');
+    assert.match(res.json.error.message, /"failure" must be one of infra, config, agent, checks, policy, budget, limit, stopped/);
+  });
+
+  const toStringer = { class: 'infra', reason: 'x', retryable: true, toString: () => 'infra' };
+  for (const [what, failure, field] of [
+    ['a class svc does not know', { class: 'gremlins', reason: 'x', retryable: false }, 'failure.class'],
+    ['a class that is not a string', { class: ['infra'], reason: 'x', retryable: true }, 'failure.class'],
+    ['an object with its own toString as the class', { class: { toString: 'infra' }, reason: 'x', retryable: true }, 'failure.class'],
+    ['a reason that is not a string', { class: 'agent', reason: { toString: null }, retryable: false }, 'failure.reason'],
+    ['a 100 kB reason', { class: 'agent', reason: 'x'.repeat(100_000), retryable: false }, 'failure.reason'],
+    ['retryable as a string', { class: 'infra', reason: 'x', retryable: 'true' }, 'failure.retryable'],
+    ['a field of its own', { ...toStringer, toString: 'infra' }, 'unknown field "toString"'],
+    ['a string instead of an object', 'infra', 'failure'],
+    ['an array', [{ class: 'infra', reason: 'x', retryable: true }], 'failure'],
+  ] as const) {
+    it(`refuses ${what} with 400 and writes nothing`, async () => {
+      const res = await ingest([ended('rhostile', 'failed', failure)]);
+      assert.equal(res.status, 400, res.text);
+      assert.equal(res.json.error.code, 'invalid_param');
+      assert.ok(res.json.error.message.includes(field), res.json.error.message);
+      assert.equal(cp.deps.stores.runs.get('box', 'rhostile'), undefined);
+    });
+  }
+
+  it('keeps no failure on a run that is running or succeeded, and does not refuse its batch for one left over', async () => {
+    for (const status of ['running', 'succeeded']) {
+      const res = await ingest([ended(`rnot${status}`, status, { class: 'agent', reason: 'x', retryable: false })]);
+      assert.equal(res.status, 200, res.text);
+      assert.equal((await cp.request('GET', `/v1/runs/box/rnot${status}`)).json.failure, null);
+    }
   });
 });

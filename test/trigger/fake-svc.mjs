@@ -65,6 +65,8 @@ if (args[0] === 'answer') {
     ended_at: running || asks ? null : now,
     error: hostile,
     ...(asks ? { question: 'Which database should the <!here> migration target: `prod` or [staging](https://evil.example)?' } : {}),
+    // A run its worker started over once after an infra failure (src/engine/worker.ts), as its state.json says.
+    ...(text.includes('infra-retried') ? { infra_retries: 1 } : {}),
   };
   writeFileSync(join(dir, 'state.json'), JSON.stringify(state));
   process.stdout.write(`${JSON.stringify({ source: state.source, run })}\n`);

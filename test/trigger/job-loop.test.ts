@@ -60,6 +60,26 @@ describe('the job loop', () => {
     }
   });
 
+  it('counts the automatic infra retries of a job\'s run on the job, apart from the job, and shows them in its JSON', async () => {
+    const t = await startTestTrigger();
+    try {
+      const retried = await post(`${t.url}/jobs`, JSON.stringify({ brief: 'infra-retried once' }), bearer);
+      const plain = await post(`${t.url}/jobs`, JSON.stringify({ brief: 'an ordinary job' }), bearer);
+      const done = (id: string) => waitFor(async () => {
+        const j = await job(t, id);
+        return j.status === 'succeeded' ? j : null;
+      }, 'the job');
+      const a = await done(retried.body.job_id as string);
+      const b = await done(plain.body.job_id as string);
+      assert.equal(a.infra_retries, 1);
+      assert.equal(b.infra_retries, 0);
+      // One launch per job: the retry was the run's own, never a second `svc start` by the trigger server.
+      assert.equal(t.calls().length, 2);
+    } finally {
+      await t.cleanup();
+    }
+  });
+
   it('leaves queued jobs queued on shutdown and re-attaches running jobs to their runs on restart', async () => {
     const repo = makeRepo();
     const home = tempDir('svc-home-');

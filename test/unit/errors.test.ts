@@ -96,3 +96,46 @@ describe('typed errors', () => {
     }
   });
 });
+
+describe('failure classes of typed errors (src/engine/run-state.ts failureOf, the one map)', async () => {
+  const { failureOf } = await import('../../src/engine/run-state.ts');
+  const { InfraError } = await import('../../src/errors.ts');
+  const { ProviderMissingError } = await import('../../src/engine/providers.ts');
+  const { PolicyError } = await import('../../src/engine/policy.ts');
+  const { TrustNeededError } = await import('../../src/engine/run-plan.ts');
+  const { SandboxUnavailableError } = await import('../../src/spawn/sandbox-mode.ts');
+  const { PushRefusedError } = await import('../../src/engine/git-push.ts');
+  const { FAILURE_CLASSES, runFailure } = await import('../../src/run-json.ts');
+  const { RUN_EXIT_STATUS } = await import('../../src/cli/exit-status.ts');
+
+  it('classes an error by its type, whatever its message says', () => {
+    const sameWords = 'the agent sandbox did not start';
+    const cases: Array<[unknown, string]> = [
+      [new InfraError(sameWords, { beforeAgent: true }), 'infra'],
+      [new FailedError(sameWords), 'infra'],
+      [new ProviderMissingError(sameWords), 'config'],
+      [new SandboxUnavailableError(sameWords), 'config'],
+      [new PolicyError(sameWords), 'config'],
+      [new TrustNeededError(sameWords), 'config'],
+      [new BadSettingError(sameWords), 'config'],
+      [new BadInputError(sameWords), 'config'],
+      [new RefusedError(sameWords), 'policy'],
+      [new PushRefusedError(sameWords), 'policy'],
+      [Object.assign(new Error('no space'), { code: 'ENOSPC' }), 'infra'],
+    ];
+    for (const [err, cls] of cases) {
+      const failure = failureOf(err);
+      assert.equal(failure.class, cls, (err as Error).constructor.name);
+      assert.equal(failure.reason, (err as Error).message);
+      assert.equal(failure.retryable, cls === 'infra');
+    }
+  });
+
+  it('keeps a reason to one line\'s worth, and gives every class an exit status of 1', () => {
+    const long = runFailure('infra', `git said: ${'x'.repeat(10_000)}`);
+    assert.equal(long.reason.length, 2000);
+    assert.ok(long.reason.endsWith('…'));
+    assert.deepEqual(Object.keys(RUN_EXIT_STATUS).sort(), [...FAILURE_CLASSES].sort());
+    assert.ok(Object.values(RUN_EXIT_STATUS).every((s) => s === 1));
+  });
+});

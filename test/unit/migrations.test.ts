@@ -7,6 +7,7 @@ import { DatabaseSync } from 'node:sqlite';
 import { openDatabase } from '../../src/db/open.ts';
 import { controlMigrations } from '../../src/db/control-migrations.ts';
 import { userVersion, DatabaseTooNewError } from '../../src/db/migrate.ts';
+import { buildListQuery, createRunsStore } from '../../src/db/runs-store.ts';
 
 describe('control migrations', () => {
   const dir = mkdtempSync(join(tmpdir(), 'svc-'));
@@ -36,6 +37,27 @@ describe('control migrations', () => {
     openDatabase(path, controlMigrations.slice(0, 1)).close();
     const db = openDatabase(path, controlMigrations);
     assert.equal(userVersion(db), controlMigrations.length);
+    db.close();
+  });
+
+  it('gives runs of a file from before failure classes a failure of null, filters on an index, keeps the text fresh', () => {
+    const path = join(dir, 'd.db');
+    const old = openDatabase(path, controlMigrations.slice(0, 6));
+    old.prepare(`INSERT INTO runs (source, run, group_id, status, started_at, updated_at, error, json)
+      VALUES ('s', 'r1', 'r1', 'failed', 1, 1, 'boom', '{"source":"s","run":"r1","status":"failed","error":"boom"}')`).run();
+    old.close();
+    const db = openDatabase(path, controlMigrations);
+    const runs = createRunsStore(db);
+    const [text] = runs.page({ limit: 5 }).items;
+    assert.deepEqual(JSON.parse(text!), { source: 's', run: 'r1', status: 'failed', error: 'boom', failure: null });
+    // A class set afterwards drops the stored text (the trigger knows the new columns), so the list never serves it stale.
+    db.prepare("UPDATE runs SET failure_class = 'infra', failure_reason = 'gate', failure_retryable = 1").run();
+    assert.deepEqual(JSON.parse(runs.page({ limit: 5 }).items[0]!).failure, { class: 'infra', reason: 'gate', retryable: true });
+    assert.deepEqual(runs.page({ limit: 5, failure_class: 'infra' }).items.length, 1);
+    const { sql, args } = buildListQuery({ limit: 5, failure_class: 'infra' });
+    const plan = db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...args).map((r) => (r as { detail: string }).detail).join('; ');
+    assert.match(plan, /USING INDEX runs_by_failure/);
+    assert.doesNotMatch(plan, /TEMP B-TREE/);
     db.close();
   });
 

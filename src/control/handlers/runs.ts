@@ -4,7 +4,8 @@ import type { Handler } from '../../http/pipeline.ts';
 import { json, JSON_TYPE } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
 import type { RunFilter } from '../../db/run-types.ts';
-import { VERDICTS, RUN_STATUSES, type Verdict, type RunStatus } from '../../run-json.ts';
+import { VERDICTS, RUN_STATUSES, FAILURE_CLASSES, type Verdict, type RunStatus, type FailureClass,
+} from '../../run-json.ts';
 import {
   checkQueryKeys, checkSegment, decodeRunCursor, encodeRunCursor, parseLimit, parseWindow, runParams,
 } from '../params.ts';
@@ -13,7 +14,9 @@ import { pendingAnswer, attempts } from '../run-detail.ts';
 import { actionRefusals } from '../action-rules.ts';
 import { isRegisteredProject } from '../projects.ts';
 
-const LIST_KEYS = ['verdict', 'repo', 'since', 'until', 'group_id', 'status', 'source', 'limit', 'cursor'] as const;
+const LIST_KEYS = [
+  'verdict', 'repo', 'since', 'until', 'group_id', 'status', 'source', 'limit', 'cursor', 'failure',
+] as const;
 
 function parseVerdict(value: string): Verdict | null {
   // `none` selects runs that have no receipt yet (verdict null).
@@ -27,6 +30,11 @@ function parseStatus(value: string): RunStatus {
   throw new HttpError('invalid_param', `Parameter "status" must be one of ${RUN_STATUSES.join(', ')}`);
 }
 
+function parseFailure(value: string): FailureClass {
+  if ((FAILURE_CLASSES as readonly string[]).includes(value)) return value as FailureClass;
+  throw new HttpError('invalid_param', `Parameter "failure" must be one of ${FAILURE_CLASSES.join(', ')}`);
+}
+
 function parseRunFilter(query: URLSearchParams): RunFilter {
   checkQueryKeys(query, LIST_KEYS);
   const filter: RunFilter = { limit: parseLimit(query.get('limit')), ...parseWindow(query) };
@@ -38,6 +46,8 @@ function parseRunFilter(query: URLSearchParams): RunFilter {
   if (source !== null) filter.source = checkSegment('source', source);
   const status = query.get('status');
   if (status !== null) filter.status = parseStatus(status);
+  const failure = query.get('failure');
+  if (failure !== null) filter.failure_class = parseFailure(failure);
   const cursor = query.get('cursor');
   if (cursor !== null) filter.after = decodeRunCursor(cursor);
   return filter;

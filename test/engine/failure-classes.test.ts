@@ -1,0 +1,167 @@
+// Why a run failed, decided where it failed (docs/engine.md "Why a run failed"), and the one automatic retry: real
+// `svc start` runs in a real repository, with a bwrap on PATH that fails to start a sandbox a given number of times
+// the way a host out of namespaces does, then hands over to the real one.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { makeRepo, readJson, CLI, EDIT_SCRIPT, SLEEP_SCRIPT, GIT_ENV, AGENT_STATE, type TestRepo } from './fixtures.ts';
+import { waitFor } from '../helpers/wait-for.ts';
+import { probeSandbox } from '../../src/spawn/probe.ts';
+import { which } from '../../src/spawn/which.ts';
+import { issueReceipt, verifyReceipt, type ReceiptBody } from '../../src/engine/receipt.ts';
+import { loadOrCreateSigningKey } from '../../src/keys.ts';
+
+const bwrapWorks = probeSandbox(process.env).ok;
+if (process.env.CI && !bwrapWorks) throw new Error('CI must run the sandbox tests: install the Debian package bubblewrap');
+
+describe('failure classes and the automatic infra retry', { skip: bwrapWorks ? false : 'bwrap cannot run here' }, () => {
+  let repo: TestRepo;
+  let env: NodeJS.ProcessEnv;
+  let failsLeft: string;
+
+  before(() => {
+    repo = makeRepo({
+      policy: { checks: [{ name: 'fixed', run: ['grep', '-q', 'fixed', 'a.txt'] }] },
+      providers: {
+        fake: EDIT_SCRIPT,
+        broken: '#!/bin/sh\ncat > /dev/null\necho "giving up" >&2\nexit 3\n',
+        idle: '#!/bin/sh\ncat > /dev/null\n',
+        sleeper: SLEEP_SCRIPT,
+      },
+    });
+    // Only an agent's sandbox carries --json-status-fd (svc's probe and its git sandboxes do not): while the counter
+    // file says so, that start fails before any namespace exists, as bwrap does on a host out of user namespaces.
+    failsLeft = join(repo.root, 'bwrap-fails-left');
+    const fake = join(repo.root, 'fake-bwrap');
+    mkdirSync(fake);
+    writeFileSync(join(fake, 'bwrap'), `#!/bin/sh
+case " $* " in *" --json-status-fd "*)
+  n=$(cat '${failsLeft}' 2>/dev/null || echo 0)
+  if [ "$n" -gt 0 ]; then
+    echo $((n - 1)) > '${failsLeft}'
+    echo "bwrap: Creating new namespace failed: No space left on device" >&2
+    exit 1
+  fi;;
+esac
+exec '${which('bwrap', process.env.PATH)}' "$@"
+`);
+    chmodSync(join(fake, 'bwrap'), 0o755);
+    env = {
+      ...process.env, ...GIT_ENV, HOME: repo.home, SVC_SHIP: '0', SVC_INFRA_RETRY_WAIT_S: '0',
+      PATH: `${fake}:${process.env.PATH}`,
+    };
+    delete env.SVC_SANDBOX;
+    delete env.SVC_ORIGIN;
+    delete env.SVC_CONTROL_URL;
+  });
+  after(() => repo.cleanup());
+
+  function svc(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+    const child = spawn(process.execPath, [CLI, ...args], { cwd: repo.repo, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    return new Promise((resolve) => child.on('close', (status) => resolve({ status, stdout, stderr })));
+  }
+
+  const runDir = (run: string) => join(repo.repo, '.svc', 'runs', run);
+  const state = (run: string) => readJson(join(runDir(run), 'state.json'));
+  const events = (run: string): Array<{ kind: string; data: Record<string, any> }> =>
+    readFileSync(join(runDir(run), 'events.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  const retries = (run: string) => events(run).filter((e) => e.data.retry === 'automatic');
+
+  /** A foreground `svc start`: its run id, its final state and its summary line. */
+  async function start(provider: string, brief = `task for ${provider}`) {
+    const res = await svc(['start', '--brief', brief, '--worktree', '--provider', provider]);
+    const lines = res.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const run = lines[0].run as string;
+    return { res, run, final: state(run), summary: lines[lines.length - 1] };
+  }
+
+  it('a sandbox that fails to start once: the same run starts over by itself and succeeds, and says so', async () => {
+    writeFileSync(failsLeft, '1');
+    const { res, run, final, summary } = await start('fake');
+    assert.equal(res.status, 0, res.stderr);
+    assert.equal(readFileSync(failsLeft, 'utf8').trim(), '0', 'the fake bwrap really failed once');
+    assert.equal(final.status, 'succeeded');
+    assert.equal(final.failure, null);
+    assert.equal(summary.failure, null);
+    assert.equal(final.infra_retries, 1);
+    const [retry, ...more] = retries(run);
+    assert.deepEqual(more, []);
+    assert.match(retry!.data.text, /^retried automatically after the agent sandbox did not start/);
+    assert.equal(retry!.data.after.class, 'infra');
+    // Nothing else of the run doubled: one run folder, and the provider's work is in it once.
+    assert.equal(readFileSync(join(final.workdir, 'a.txt'), 'utf8'), 'hello\nfixed\n');
+  });
+
+  it('a sandbox that fails twice: retried once only, then the run fails with class infra', async () => {
+    writeFileSync(failsLeft, '2');
+    const { res, run, final, summary } = await start('fake');
+    assert.equal(res.status, 1);
+    assert.equal(readFileSync(failsLeft, 'utf8').trim(), '0');
+    assert.equal(final.status, 'failed');
+    assert.equal(final.failure.class, 'infra');
+    assert.equal(final.failure.retryable, true);
+    assert.match(final.failure.reason, /agent sandbox did not start/);
+    assert.deepEqual(summary.failure, final.failure);
+    assert.equal(retries(run).length, 1);
+  });
+
+  it('an agent exiting non-zero is class agent and is not retried', async () => {
+    const { res, run, final } = await start('broken');
+    assert.equal(res.status, 1);
+    assert.deepEqual(final.failure, { class: 'agent', reason: 'Provider broken exited with code 3', retryable: false });
+    assert.deepEqual(retries(run), []);
+  });
+
+  it('a failing required check is class checks, and the signed receipt carries it and verifies', async () => {
+    const { run, final } = await start('idle');
+    assert.equal(final.status, 'failed');
+    assert.equal(final.failure.class, 'checks');
+    assert.equal(final.failure.retryable, false);
+    assert.match(final.failure.reason, /fixed/);
+    assert.deepEqual(retries(run), []);
+    const receipt = readJson(join(runDir(run), 'artifacts', 'receipt.json'));
+    assert.deepEqual(receipt.failure, final.failure);
+    const key = loadOrCreateSigningKey(join(repo.home, '.svc'));
+    const ring = new Map([[key.kid, key.publicKey]]);
+    assert.equal(verifyReceipt(receipt, ring).ok, true);
+    // The class is signed: changing it breaks the receipt.
+    assert.equal(verifyReceipt({ ...receipt, failure: { ...receipt.failure, class: 'infra' } }, ring).problem,
+      'integrity_mismatch');
+    // A receipt issued before failure classes (no such field) still verifies.
+    const { kid: _k, integrity: _i, signature: _s, failure: _f, ...body } = receipt;
+    assert.equal(verifyReceipt(issueReceipt(body as ReceiptBody, key), ring).ok, true);
+  });
+
+  it('a stop is class stopped and names who stopped it', async () => {
+    const res = await svc(['start', '--brief', 'sleep', '--worktree', '--provider', 'sleeper', '--detach']);
+    assert.equal(res.status, 0, res.stderr);
+    const { run } = JSON.parse(res.stdout.trim());
+    await waitFor(() => existsSync(join(repo.home, AGENT_STATE, `${run}.up`)), 'the agent to be up');
+    const stop = await svc(['start', '--stop', run]);
+    assert.equal(stop.status, 0, stop.stderr);
+    const final = state(run);
+    assert.equal(final.status, 'stopped');
+    assert.deepEqual(final.failure, { class: 'stopped', reason: 'stopped by svc start --stop', retryable: false });
+    assert.deepEqual(JSON.parse(stop.stdout.trim()).failure, final.failure);
+  });
+
+  it('a policy limit is class limit and names the limit', async () => {
+    const policy = join(repo.repo, '.svc', 'policy.json');
+    writeFileSync(policy, JSON.stringify({ checks: [], limits: { run_timeout_s: 1 } }));
+    try {
+      const { final, run } = await start('sleeper', 'sleep past the limit');
+      assert.equal(final.status, 'failed');
+      assert.equal(final.failure.class, 'limit');
+      assert.match(final.failure.reason, /run_timeout_s/);
+      assert.deepEqual(retries(run), []);
+    } finally {
+      writeFileSync(policy, JSON.stringify({ checks: [{ name: 'fixed', run: ['grep', '-q', 'fixed', 'a.txt'] }] }));
+    }
+  });
+});
