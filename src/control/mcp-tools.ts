@@ -9,7 +9,7 @@ import { TAKEN_OVER, type Reply } from '../http/respond.ts';
 import { jsonDepth, MAX_JSON_DEPTH } from '../http/body.ts';
 import { FailedError } from '../errors.ts';
 import { isJsonObject, describe as describeValue } from '../untrusted.ts';
-import { RUN_STATUSES, VERDICTS } from '../run-json.ts';
+import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS } from '../run-json.ts';
 import type { ControlDeps } from './deps.ts';
 import { noteAudit, recordRefusal } from './audited.ts';
 import { SEGMENT } from './params.ts';
@@ -69,6 +69,7 @@ const TOOLS: readonly ToolDef[] = [
       repo: { type: 'string', description: 'Repository name, e.g. acme/api' },
       source: { type: 'string', pattern: SEGMENT.source, description: 'The source that sent the runs' },
       group_id: { type: 'string', pattern: SEGMENT.source, description: 'A retry chain' },
+      failure: { type: 'string', enum: [...FAILURE_CLASSES], description: 'Why the run failed (its class)' },
       since: { type: 'string', description: 'Started at or after: ISO-8601 or unix ms' },
       until: { type: 'string', description: 'Started before: ISO-8601 or unix ms' },
       limit: LIMIT, cursor: CURSOR,
