@@ -172,4 +172,16 @@ export const controlMigrations: readonly Migration[] = [
   `
   DROP INDEX runs_json_missing;
   `,
+  // 7: a run's cost as its agent reported it and as the egress gate metered it (JSON texts, src/run-json.ts); the
+  // stale-text trigger of 3 now names them too.
+  `
+  ALTER TABLE runs ADD COLUMN reported TEXT;
+  ALTER TABLE runs ADD COLUMN metered TEXT;
+  DROP TRIGGER runs_json_stale;
+  CREATE TRIGGER runs_json_stale AFTER UPDATE OF
+    source, run, repo, group_id, status, verdict, brief, origin, provider, branch, pr_url, question,
+    started_at, ended_at, updated_at, cost_usd, tokens_in, tokens_out, exit_code, error, reported, metered ON runs
+  WHEN NEW.json IS NOT NULL AND NEW.json IS OLD.json
+  BEGIN UPDATE runs SET json = NULL WHERE rowid = NEW.rowid; END;
+  `,
 ];

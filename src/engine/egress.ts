@@ -11,7 +11,12 @@ import { MODEL_APIS, modelRoutesFromEnv, type ModelRoute } from '../gate/model-a
 import { summarizeEgress, type EgressRecord, type EgressSummary } from '../gate/evidence.ts';
 import { sandboxGate, MODEL_BASE, PROXY_URL } from '../spawn/sandbox-network.ts';
 import type { SandboxGate } from '../spawn/sandbox-network.ts';
-import { settingChoice } from '../settings-registry.ts';
+import { setting, settingChoice, settingUsd } from '../settings-registry.ts';
+import { loadPriceTable } from '../gate/prices.ts';
+import { DayLedger, reachedBudget, refusalText, type Reached } from '../gate/budgets.ts';
+import { svcHomeOf } from '../spawn/svc-paths.ts';
+import { withCost } from './run-state.ts';
+import type { MeteredCost } from '../run-json.ts';
 
 /** Connections kept for egress.jsonl and the receipt's hosts (~6 MB at most), and those also sent as run events. */
 const RECORDS_KEPT = 20_000;
@@ -24,7 +29,57 @@ export interface RunGate {
   env: Record<string, string>;
   policy: Policy['network'];
   summary(): EgressSummary;
+  /** The budget the run's metered spending has reached (the gate refuses model calls meanwhile), or null. */
+  budgetReached(): Reached | null;
   close(): Promise<void>;
+}
+
+/**
+ * Metering for a run's gate (docs/gate.md "Metered cost", "Budgets"): each priced call adds to the run's metered cost
+ * in state.json and to the machine's day ledger; the budget check reads the run's budget, its raised caps and the
+ * operator's daily caps as they stand at each model call.
+ */
+function runMeter(ctx: RunContext) {
+  const prices = loadPriceTable(setting(ctx.env, 'SVC_PRICES_FILE'));
+  const ledger = new DayLedger(join(svcHomeOf(ctx.env), 'metered'));
+  const caps = { repoDay: settingUsd(ctx.env, 'SVC_BUDGET_REPO_DAY_USD'),
+    serverDay: settingUsd(ctx.env, 'SVC_BUDGET_SERVER_DAY_USD') };
+  // A resumed run opens a new gate: its metered totals go on from what state.json has.
+  const totals: MeteredCost = ctx.state.metered ?? {
+    cost_usd: null, tokens_in: 0, tokens_out: 0, calls: 0, unpriced: 0, unknown: 0,
+  };
+  const raised = (cap: number | null, answer: number | undefined): number | null =>
+    cap === null ? null : Math.max(cap, answer ?? 0);
+  const reached = (): Reached | null => {
+    const up = ctx.state.budget_caps ?? {};
+    return reachedBudget({ run: ctx.state.cost_usd ?? 0, ...ledger.spent(ctx.state.repo) }, {
+      run: ctx.state.budget_usd, repoDay: raised(caps.repoDay, up.repo_day), serverDay: raised(caps.serverDay, up.server_day),
+    });
+  };
+  return {
+    reached,
+    gate: {
+      prices,
+      refusal: () => {
+        const r = reached();
+        return r && refusalText(r, ctx.state.repo);
+      },
+    },
+    count(record: EgressRecord): void {
+      const m = record.metered;
+      if (!m) return;
+      totals.calls += 1;
+      if (m.unknown !== null) totals.unknown += 1;
+      else if (m.usd === null) totals.unpriced += 1;
+      totals.tokens_in = (totals.tokens_in ?? 0) + m.tokens_in + m.cache_read + m.cache_write;
+      totals.tokens_out = (totals.tokens_out ?? 0) + m.tokens_out;
+      if (m.usd !== null) {
+        totals.cost_usd = (totals.cost_usd ?? 0) + m.usd;
+        ledger.add(ctx.state.repo, m.usd);
+      }
+      ctx.update(withCost(ctx.state, { metered: { ...totals } }));
+    },
+  };
 }
 
 /**
@@ -70,8 +125,10 @@ export async function openRunGate(ctx: RunContext, policy: Policy): Promise<RunG
   let total = 0;
   let denied = 0;
   let gate: Gate;
+  const meter = runMeter(ctx);
   try {
     gate = await startGate({
+      meter: meter.gate,
       policy: gatePolicy(policy.network, routes),
       socketPath: socket,
       models: routes,
@@ -80,6 +137,7 @@ export async function openRunGate(ctx: RunContext, policy: Policy): Promise<RunG
         // totals stay exact.
         total += 1;
         if (record.decision === 'denied') denied += 1;
+        meter.count(record);
         if (records.length < RECORDS_KEPT) records.push(record);
         if (total <= EVENTS_KEPT) ctx.event('egress', { ...record });
         if (total === EVENTS_KEPT + 1) {
@@ -98,6 +156,7 @@ export async function openRunGate(ctx: RunContext, policy: Policy): Promise<RunG
     env: agentEnv(routes, ctx.env),
     policy: policy.network,
     summary: () => ({ ...summarizeEgress(records), connections: total, denied }),
+    budgetReached: meter.reached,
     async close() {
       await gate.close();
       if (total > records.length) {

@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { statePath } from './paths.ts';
 import { assertPlainDir, writeJsonAtomic } from './safe-fs.ts';
-import { RUN_JSON_FIELDS, type RunJson } from '../run-json.ts';
+import { RUN_JSON_FIELDS, type CostFigures, type MeteredCost, type RunJson } from '../run-json.ts';
 
 /** What a run's worker process is asked to do with it (src/engine/worker.ts). */
 export type WorkerMode = 'start' | 'resume' | 'verify';
@@ -40,6 +40,26 @@ export interface RunState extends RunJson {
   base_branch: string | null;
   /** The required check whose failure failed the run: a re-verify tells it from a run whose provider failed. */
   failed_check?: string | null;
+  /** The operator's daily caps as answers raised them for this run (docs/gate.md "Budgets"). */
+  budget_caps?: { repo_day?: number; server_day?: number };
+}
+
+/**
+ * The cost fields after a change to either figure: the run's cost is what the gate metered once it priced a call, else
+ * what the agent reported (docs/gate.md "Metered cost"); both are kept. A state.json from before has neither object.
+ */
+export function withCost(
+  state: RunState, change: { reported?: CostFigures; metered?: MeteredCost },
+): Pick<RunState, 'reported' | 'metered' | 'cost_usd' | 'tokens_in' | 'tokens_out'> {
+  const given = change.reported;
+  const reported = given === undefined ? state.reported ?? null
+    : given.cost_usd === null && given.tokens_in === null && given.tokens_out === null ? null : given;
+  const metered = change.metered ?? state.metered ?? null;
+  const shown = metered !== null && metered.cost_usd !== null ? metered : reported ?? metered;
+  return {
+    reported, metered,
+    cost_usd: shown?.cost_usd ?? null, tokens_in: shown?.tokens_in ?? null, tokens_out: shown?.tokens_out ?? null,
+  };
 }
 
 /** The wire form (DESIGN §3): exactly the run JSON fields, nothing engine-internal. */
