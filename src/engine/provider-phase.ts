@@ -111,7 +111,8 @@ function answerBudget(ctx: RunContext, answer: string, maxUsd: number | null, r:
   const read = readBudgetAnswer(answer);
   if (read === 'stop') {
     ctx.setStatus('running', { question: null });
-    return `Stopped at ${budgetName(r, ctx.state.repo)}: spent $${r.spent.toFixed(2)} of $${r.limit.toFixed(2)}`;
+    const name = r.kind === 'run' ? 'the max_usd budget' : budgetName(r, ctx.state.repo);
+    return `Stopped at ${name}: spent $${r.spent.toFixed(2)} of $${r.limit.toFixed(2)}`;
   }
   const to = read === 'more' ? r.limit + (r.kind === 'run' ? maxUsd ?? r.limit : r.limit) : read.raiseTo;
   const caps = ctx.state.budget_caps ?? {};

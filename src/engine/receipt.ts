@@ -58,7 +58,8 @@ export interface ReceiptCost {
 }
 
 /** The receipt's cost section from a run's Run JSON fields. */
-export function receiptCost(run: Pick<RunJson, 'cost_usd' | 'tokens_in' | 'tokens_out' | 'reported' | 'metered'>,
+export function receiptCost(
+  run: Pick<RunJson, 'cost_usd' | 'tokens_in' | 'tokens_out'> & Partial<Pick<RunJson, 'reported' | 'metered'>>,
 ): ReceiptCost {
   const reported = run.reported ?? null;
   const metered = run.metered ?? null;

@@ -10,7 +10,10 @@ export type WorkerMode = 'start' | 'resume' | 'verify';
 export type InputKind = 'errtrack-file' | 'issue-url' | 'spec-file' | 'trackera' | 'brief';
 
 /** The engine always knows where a run came from and what it was asked: these Run JSON fields are never null here. */
-export interface RunState extends RunJson {
+export interface RunState extends Omit<RunJson, 'reported' | 'metered'> {
+  /** Run JSON's cost objects; a state.json written before metering has neither (toRunJson gives null). */
+  reported?: CostFigures | null;
+  metered?: MeteredCost | null;
   repo: string;
   brief: string;
   origin: string;
@@ -50,7 +53,7 @@ export interface RunState extends RunJson {
  */
 export function withCost(
   state: RunState, change: { reported?: CostFigures; metered?: MeteredCost },
-): Pick<RunState, 'reported' | 'metered' | 'cost_usd' | 'tokens_in' | 'tokens_out'> {
+): Pick<RunJson, 'reported' | 'metered' | 'cost_usd' | 'tokens_in' | 'tokens_out'> {
   const given = change.reported;
   const reported = given === undefined ? state.reported ?? null
     : given.cost_usd === null && given.tokens_in === null && given.tokens_out === null ? null : given;
@@ -65,7 +68,7 @@ export function withCost(
 /** The wire form (DESIGN §3): exactly the run JSON fields, nothing engine-internal. */
 export function toRunJson(state: RunState): RunJson {
   const out: Record<string, unknown> = {};
-  for (const key of RUN_JSON_FIELDS) out[key] = state[key];
+  for (const key of RUN_JSON_FIELDS) out[key] = state[key] ?? null;
   return out as unknown as RunJson;
 }
 
