@@ -84,11 +84,13 @@ describe('metered cost at the gate', () => {
   let next: Answer = { type: 'application/json', pieces: ['{}'] };
   const seenEncodings: Array<string | undefined> = [];
   let gate: Gate;
-  let refusal: string | null = null;
+  let refusal: () => string | null = () => null;
+  let upstreamCalls = 0;
 
   before(async () => {
     upstream = createServer((req, res: ServerResponse) => {
       seenEncodings.push(req.headers['accept-encoding']);
+      upstreamCalls += 1;
       req.resume();
       req.on('end', async () => {
         const headers: Record<string, string> = { 'content-type': next.type };
@@ -111,7 +113,7 @@ describe('metered cost at the gate', () => {
         modelRoute('gemini', base, 'x-goog-api-key', 'k'),
       ],
       connect: recordingConnect().connect, socketPath: `${tmp.path}/gate.sock`, onRecord: (r) => records.push(r),
-      meter: { prices: PRICES, refusal: () => refusal },
+      meter: { prices: PRICES, refusal: () => refusal() },
     });
   });
 
@@ -211,15 +213,33 @@ describe('metered cost at the gate', () => {
   });
 
   it('refuses a model call with a plain 429 while the meter says a budget is reached, and records the refusal', async () => {
-    refusal = 'the run\'s budget of $0.25 is reached (metered $0.40)';
+    refusal = () => 'the run\'s budget of $0.25 is reached (metered $0.40)';
     const reply = await gateRequest({ socketPath: gate.socketPath ?? '' }, '/_model/anthropic/v1/messages', {
       method: 'POST', body: '{}' });
-    refusal = null;
+    refusal = () => null;
     assert.equal(reply.status, 429);
     assert.match(reply.body, /^svc gate: the run's budget of \$0\.25 is reached/);
     assert.equal(records.at(-1)?.decision, 'denied');
     assert.equal(records.at(-1)?.status, 429);
   });
+
+  it('lets the call that crosses the budget mid-stream finish, and refuses the next before it reaches the API',
+    async () => {
+      const from = records.length;
+      const spent = (): number => records.slice(from).reduce((sum, r) => sum + (r.metered?.usd ?? 0), 0);
+      refusal = () => (spent() >= 0.02 ? 'the run\'s budget of $0.02 is reached' : null);
+      const crossing = await call('/_model/anthropic/v1/messages', {
+        type: 'text/event-stream', pieces: bytesOf(ANTHROPIC_SSE, 16) });
+      assert.equal(crossing.status, 200);
+      assert.equal(crossing.body, ANTHROPIC_SSE, 'the crossing call streams to its end');
+      close(spent(), ANTHROPIC_SSE_USD);
+      const calledBefore = upstreamCalls;
+      const next = await call('/_model/anthropic/v1/messages', { type: 'application/json', pieces: [ANTHROPIC_JSON] });
+      refusal = () => null;
+      assert.equal(next.status, 429);
+      assert.match(next.body, /budget of \$0\.02 is reached/);
+      assert.equal(upstreamCalls, calledBefore, 'the refused call never reached the model API');
+    });
 
   it('lays the operator\'s price file over the table, and refuses a bad one naming it', () => {
     const file = `${tmp.path}/prices.json`;
