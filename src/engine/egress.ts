@@ -53,7 +53,8 @@ function runMeter(ctx: RunContext) {
   const reached = (): Reached | null => {
     const up = ctx.state.budget_caps ?? {};
     return reachedBudget({ run: ctx.state.cost_usd ?? 0, ...ledger.spent(ctx.state.repo) }, {
-      run: ctx.state.budget_usd, repoDay: raised(caps.repoDay, up.repo_day), serverDay: raised(caps.serverDay, up.server_day),
+      run: ctx.state.budget_usd, repoDay: raised(caps.repoDay, up.repo_day),
+      serverDay: raised(caps.serverDay, up.server_day),
     });
   };
   return {

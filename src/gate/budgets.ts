@@ -101,7 +101,8 @@ export class DayLedger {
     }
     mkdirSync(this.folder, { recursive: true, mode: 0o700 });
     // One short line per write, appended: lines of concurrent gates never interleave.
-    appendFileSync(join(this.folder, `${this.day}.jsonl`), `${JSON.stringify({ repo, usd: amount })}\n`, { mode: 0o600 });
+    const line = `${JSON.stringify({ repo, usd: amount })}\n`;
+    appendFileSync(join(this.folder, `${this.day}.jsonl`), line, { mode: 0o600 });
   }
 
   /** Today's spending of `repo` and of all. */

@@ -1,7 +1,7 @@
 // The usage a model API reports for one call, read from the response bytes as they pass to the client (docs/gate.md
 // "Metered cost"): never buffered, memory bounded whatever the body's size. A JSON body and every SSE event's data are
 // walked a byte at a time by JsonPicker, which keeps only the values at a few key paths (`usage`, `message.usage`, …);
-// the rest streams through untouched. The model's text sits inside JSON strings, so nothing it writes can pose as a key.
+// the rest streams through untouched. The model's text sits inside JSON strings: nothing it writes can pose as a key.
 import { isJsonObject, obj, str } from '../untrusted.ts';
 
 /** Tokens of one call as the API counted them; `input` is the uncached input, priced apart from cache reads/writes. */
@@ -94,7 +94,8 @@ class JsonPicker {
     if (this.stack.length > DEPTH_MAX) return;
     if (this.captureDepth >= 0) {
       // Back in the frame that holds the value: a comma or that frame's close ends it.
-      const ends = !this.inString && this.stack.length === this.captureDepth && (b === 0x2c || b === 0x7d || b === 0x5d);
+      const closer = b === 0x2c || b === 0x7d || b === 0x5d;
+      const ends = !this.inString && this.stack.length === this.captureDepth && closer;
       if (ends) this.endCapture();
       else if (this.captured.length < PICK_MAX) this.captured.push(b);
       else this.overflow = true;
@@ -105,7 +106,8 @@ class JsonPicker {
       else if (b === 0x22) {
         this.inString = false;
         const top = this.stack.at(-1);
-        if (this.stringIsKey && top) top.key = this.key.length <= KEY_MAX ? Buffer.from(this.key).toString('utf8') : null;
+        const key = this.key.length <= KEY_MAX ? Buffer.from(this.key).toString('utf8') : null;
+        if (this.stringIsKey && top) top.key = key;
         return;
       }
       if (this.stringIsKey && this.key.length <= KEY_MAX) this.key.push(b);
@@ -151,7 +153,7 @@ class JsonPicker {
   }
 }
 
-/** A token count the response gave: absent is 0, anything but a whole number in range makes the call's usage unknown. */
+/** A token count the response gave: absent is 0; anything but a whole number in range makes the usage unknown. */
 function count(o: Record<string, unknown>, key: string, bad: string[]): number {
   const v = o[key];
   if (v === undefined || v === null) return 0;
