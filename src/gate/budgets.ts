@@ -45,10 +45,11 @@ export function budgetName(r: Reached, repo: string): string {
   return `this server's daily budget of ${usd(r.limit)}`;
 }
 
-/** The plain body of the gate's refusal: what a CLI shows its user. */
-export function refusalText(r: Reached, repo: string): string {
-  return `${budgetName(r, repo)} is reached (metered ${usd(r.spent)}): svc has paused the run and asked whether to ` +
-    'raise it; model calls resume once it is raised';
+/** The plain body of the gate's refusal: what a CLI shows its user (`asked`: the run's engine asks to raise it). */
+export function refusalText(r: Reached, repo: string, asked = true): string {
+  const reached = `${budgetName(r, repo)} is reached (metered ${usd(r.spent)})`;
+  return asked ? `${reached}: svc has paused the run and asked whether to raise it; model calls resume once it is raised`
+    : `${reached}: model calls are refused until the operator raises it`;
 }
 
 /** UTC day, as the ledger's file is named and stats group by. */
