@@ -48,7 +48,8 @@ export function budgetName(r: Reached, repo: string): string {
 /** The plain body of the gate's refusal: what a CLI shows its user (`asked`: the run's engine asks to raise it). */
 export function refusalText(r: Reached, repo: string, asked = true): string {
   const reached = `${budgetName(r, repo)} is reached (metered ${usd(r.spent)})`;
-  return asked ? `${reached}: svc has paused the run and asked whether to raise it; model calls resume once it is raised`
+  return asked
+    ? `${reached}: svc has paused the run and asked whether to raise it; model calls resume once it is raised`
     : `${reached}: model calls are refused until the operator raises it`;
 }
 
