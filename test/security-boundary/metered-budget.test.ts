@@ -133,4 +133,19 @@ describe('metered cost and budgets at the gate', { skip: !bwrapWorks && 'needs b
       near(done.metered.cost_usd, 0.4);
       assert.equal(calls - before, 4);
     });
+
+  it('ends the run over budget when the question is still unanswered at the end of the run\'s time', async () => {
+    writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ max_usd: 0.05, limits: { run_timeout_s: 8 } }));
+    const start = await svc(['start', '--brief', 'spend, nobody answers', '--worktree', '--detach', '--provider', 'liar']);
+    assert.equal(start.code, 0, start.stderr);
+    const { run } = JSON.parse(start.stdout);
+    const blocked = await waitFor(() => (state(run).status === 'blocked' ? state(run) : null), 'the budget question');
+    assert.match(blocked.question, /^Budget of \$0\.05 reached/);
+    const done = await waitFor(() => (['succeeded', 'failed', 'stopped'].includes(state(run).status) ? state(run) : null),
+      'the run\'s time to end');
+    assert.equal(done.status, 'stopped');
+    assert.match(done.error, /^the run's budget of \$0\.05 was reached and not raised within the run's time/);
+    assert.equal(done.question, null);
+    near(done.metered.cost_usd, 0.1);
+  });
 });
