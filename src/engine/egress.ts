@@ -14,6 +14,7 @@ import type { SandboxGate } from '../spawn/sandbox-network.ts';
 import { setting, settingChoice, settingUsd } from '../settings-registry.ts';
 import { loadPriceTable } from '../gate/prices.ts';
 import { DayLedger, reachedBudget, refusalText, type Reached } from '../gate/budgets.ts';
+import { addMetered } from '../gate/run-records.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { withCost } from './run-state.ts';
 import type { MeteredCost } from '../run-json.ts';
@@ -45,9 +46,7 @@ function runMeter(ctx: RunContext) {
   const caps = { repoDay: settingUsd(ctx.env, 'SVC_BUDGET_REPO_DAY_USD'),
     serverDay: settingUsd(ctx.env, 'SVC_BUDGET_SERVER_DAY_USD') };
   // A resumed run opens a new gate: its metered totals go on from what state.json has.
-  const totals: MeteredCost = ctx.state.metered ?? {
-    cost_usd: null, tokens_in: 0, tokens_out: 0, calls: 0, unpriced: 0, unknown: 0,
-  };
+  let totals: MeteredCost | null = ctx.state.metered ?? null;
   const raised = (cap: number | null, answer: number | undefined): number | null =>
     cap === null ? null : Math.max(cap, answer ?? 0);
   const reached = (): Reached | null => {
@@ -69,16 +68,9 @@ function runMeter(ctx: RunContext) {
     count(record: EgressRecord): void {
       const m = record.metered;
       if (!m) return;
-      totals.calls += 1;
-      if (m.unknown !== null) totals.unknown += 1;
-      else if (m.usd === null) totals.unpriced += 1;
-      totals.tokens_in = (totals.tokens_in ?? 0) + m.tokens_in + m.cache_read + m.cache_write;
-      totals.tokens_out = (totals.tokens_out ?? 0) + m.tokens_out;
-      if (m.usd !== null) {
-        totals.cost_usd = (totals.cost_usd ?? 0) + m.usd;
-        ledger.add(ctx.state.repo, m.usd);
-      }
-      ctx.update(withCost(ctx.state, { metered: { ...totals } }));
+      totals = addMetered(totals, m);
+      if (m.usd !== null) ledger.add(ctx.state.repo, m.usd);
+      ctx.update(withCost(ctx.state, { metered: totals }));
     },
   };
 }
