@@ -37,6 +37,11 @@ describe('run detail page', { skip: skip ?? false }, () => {
     await page.locator('.run-head h1').waitFor();
     const head = (await page.locator('.run-head').textContent()) ?? '';
     for (const text of ['succeeded', 'verified', '$1.37', '88,000', `svc/${RECEIPTED.run}`]) assert.ok(head.includes(text), `header lacks ${text}`);
+    // The gate's figure is the cost; the agent's differing one stands beside it.
+    assert.match(head, /Cost \(metered\)\s*\$1\.37/);
+    const reported = page.locator('.run-head [data-role="reported-cost"]');
+    assert.ok(await reported.isVisible());
+    assert.match((await reported.textContent()) ?? '', /Reported by the agent\s*\$0\.20/);
     assert.equal(await page.locator('.run-head a[href="https://github.example/acme/billing/pull/42"]').count(), 1);
   });
 
