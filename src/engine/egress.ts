@@ -112,13 +112,14 @@ function agentEnv(routes: ModelRoute[], env: NodeJS.ProcessEnv): Record<string, 
 /** Starts the run's gate; its socket lives in a short private folder (a Unix socket path has ~107 bytes). */
 export async function openRunGate(ctx: RunContext, policy: Policy): Promise<RunGate> {
   const routes = modelRoutesFromEnv(ctx.env);
+  // First: a bad price file fails the run before anything is made.
+  const meter = runMeter(ctx);
   const folder = mkdtempSync('/tmp/svc-gate-');
   const socket = join(folder, 'gate.sock');
   const records: EgressRecord[] = [];
   let total = 0;
   let denied = 0;
   let gate: Gate;
-  const meter = runMeter(ctx);
   try {
     gate = await startGate({
       meter: meter.gate,
