@@ -252,6 +252,17 @@ describe('metered cost at the gate', () => {
     assert.throws(() => loadPriceTable(file), /x\.input/);
   });
 
+  it('reads Gemini\'s streamed JSON array (streamGenerateContent without alt=sse): the last element\'s counts', () => {
+    const meter = usageMeter('gemini', '/v1beta/models/gemini-2.5-flash:streamGenerateContent', {
+      'content-type': 'application/json; charset=UTF-8' });
+    const text = `[${[1, 2, 3].map((n) => JSON.stringify({ candidates: [{ content: { parts: [{ text: '{"usageMetadata":1}' }] } }],
+      usageMetadata: { promptTokenCount: 1000, candidatesTokenCount: 10 * n } })).join(',\r\n')}]`;
+    for (const piece of bytesOf(text, 11)) meter.push(piece);
+    const read = meter.end();
+    assert.ok(read.known);
+    assert.deepEqual(read.tokens, { model: 'gemini-2.5-flash', input: 1000, output: 30, cacheRead: 0, cacheWrite: 0 });
+  });
+
   it('keeps at most a bounded slice of a body however large (the meter holds no body)', () => {
     const meter = usageMeter('anthropic', '/v1/messages', { 'content-type': 'application/json' });
     meter.push(Buffer.from('{"content":"'));
