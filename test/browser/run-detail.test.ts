@@ -51,6 +51,7 @@ describe('run detail page', { skip: skip ?? false }, () => {
     assert.match(receipt, /Signed by key\s*k-2026-01/);
     assert.match(receipt, /npm test/);
     assert.match(receipt, /3 files, \+48 −12/);
+    assert.match(receipt, /Cost \(metered\)\s*\$1\.37 \(the agent reported \$0\.20\)/);
     // The agent's network as the gate saw it: the host it reached, and the metadata address it was refused.
     assert.match(receipt, /Network \(through the egress gate: 14 connections, 1 denied\)/);
     assert.match(receipt, /api\.anthropic\.com:443\s*allowed/);
