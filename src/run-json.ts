@@ -35,13 +35,33 @@ export interface RunJson {
   error: string | null;
   /** Why a run that did not succeed ended (null while it runs and when it succeeded). */
   failure: RunFailure | null;
+  /** What the agent itself reported (svc.cost lines, its CLI's usage lines); null when it reported nothing. */
+  reported: CostFigures | null;
+  /**
+   * What the egress gate metered from the model APIs' own usage (docs/gate.md "Metered cost"); null when it metered
+   * no call. When set, cost_usd / tokens_in / tokens_out are these figures, else the reported ones.
+   */
+  metered: MeteredCost | null;
+}
+
+export interface CostFigures {
+  cost_usd: number | null;
+  tokens_in: number | null;
+  tokens_out: number | null;
+}
+
+export interface MeteredCost extends CostFigures {
+  /** Model calls metered; of them, those whose model has no price, and those whose usage could not be read. */
+  calls: number;
+  unpriced: number;
+  unknown: number;
 }
 
 /** Every Run JSON key, in the order DESIGN §3 lists them (and every serializer writes them). */
 export const RUN_JSON_FIELDS = [
   'source', 'run', 'repo', 'group_id', 'status', 'verdict', 'brief', 'origin', 'provider', 'branch', 'pr_url',
   'question', 'started_at', 'ended_at', 'updated_at', 'cost_usd', 'tokens_in', 'tokens_out', 'exit_code', 'error',
-  'failure',
+  'failure', 'reported', 'metered',
 ] as const satisfies ReadonlyArray<keyof RunJson>;
 
 // Where a person looks at a run: its page on the Control Plane as people reach it (SVC_PUBLIC_URL, vetted by whoever

@@ -28,6 +28,8 @@ export interface Setting {
 }
 
 const NONE = '—';
+/** An amount of US dollars. */
+const USD: readonly [RegExp, string] = [/^\d{1,9}(\.\d{1,6})?$/, 'an amount of US dollars, like `25` or `2.50`'];
 /** A run source, as run addresses `<source>/<run>` take it (src/engine/ids.ts). */
 const SOURCE: readonly [RegExp, string] = [/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, 'letters, digits, ".", "_" or "-"'];
 const text = (group: SettingGroup, dflt: string, meaning: string, flag?: string) =>
@@ -171,6 +173,12 @@ export const SETTINGS = {
   SVC_GATE_PORT: int('gate', 3128, [0, 65535], 'port', '--port'),
   SVC_GATE_POLICY_FILE: text('gate', 'the model APIs only', '`{"allow", "deny", "repos": {…}}`', '--policy'),
   SVC_GATE_MAX_PER_JOB: int('gate', 32, [1, 256], 'connections of one job at once', '--per-job'),
+  SVC_PRICES_FILE: text('gate', 'the table in src/gate/prices.ts', 'a JSON price table laid over svc\'s ' +
+    '(`{"date", "models": {"<model>": {"input", "output", "cache_read", "cache_write"}}}`, US$ per million tokens)'),
+  SVC_BUDGET_REPO_DAY_USD: { ...text('gate', 'no cap', 'metered US$ one repository\'s runs may spend per UTC day; ' +
+    'at the cap the gate refuses model calls and the run asks to raise it'), pattern: USD },
+  SVC_BUDGET_SERVER_DAY_USD: { ...text('gate', 'no cap', 'likewise, for all runs of this machine (or of one ' +
+    '`svc gate serve`)'), pattern: USD },
   ANTHROPIC_BASE_URL: text('gate', NONE, 'model API base the gate forwards to (the model keys, `ANTHROPIC_API_KEY`, ' +
     '`OPENAI_API_KEY`, `GEMINI_API_KEY`, …, are listed in src/gate/model-apis.ts)'),
   OPENAI_BASE_URL: text('gate', NONE, 'likewise'),
@@ -261,6 +269,14 @@ export function settingInt(
   if (bound.flag !== undefined) return intIn(bound.flag, s.flag ?? name, min, max);
   const text = setting(env, name);
   return text === undefined ? Math.min(bound.fallback ?? (s.default as number), max) : intIn(text, name, min, max);
+}
+
+/** A US-dollar variable (SVC_BUDGET_*) as a number, or null when unset. */
+export function settingUsd(
+  env: NodeJS.ProcessEnv, name: 'SVC_BUDGET_REPO_DAY_USD' | 'SVC_BUDGET_SERVER_DAY_USD',
+): number | null {
+  const text = setting(env, name);
+  return text === undefined ? null : Number(text);
 }
 
 /** One of a choice variable's values (its first when unset); anything else is a BadSettingError naming it. */

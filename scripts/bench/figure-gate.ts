@@ -89,7 +89,9 @@ export async function measureGate(ctx: BenchContext): Promise<Row[]> {
   const model = createHttpsServer({ key: readFileSync(join(root, 'key.pem')), cert }, (req, res) => {
     req.resume();
     res.writeHead(200, { 'content-type': 'text/event-stream' });
-    res.end('data: first\n\n');
+    // A Messages stream's first event, with the usage the gate meters (metering is on, as in every run's gate).
+    res.end('event: message_start\ndata: {"type":"message_start","message":{"model":"claude-sonnet-4-5",' +
+      '"usage":{"input_tokens":1000,"output_tokens":1}}}\n\n');
   });
   const bytes = (ctx.options.quick ? 128 : 512) * 1024 * 1024;
   const block = Buffer.alloc(256 * 1024, 120);

@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { startGate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
 import { modelRoute } from '../../src/gate/model-apis.ts';
+import { PRICES } from '../../src/gate/prices.ts';
 
 const [socketPath = '', modelPort = '', blasterPort = '', certPath = ''] = process.argv.slice(2);
 const gate = await startGate({
@@ -12,6 +13,8 @@ const gate = await startGate({
   policy: parseGatePolicy({ allow: [`127.0.0.1:${modelPort}`, `127.0.0.1:${blasterPort}`] }),
   models: [modelRoute('anthropic', `https://127.0.0.1:${modelPort}`, 'x-api-key', 'bench-key')],
   ca: readFileSync(certPath),
+  // Metering on, as a run's gate has it: the usage reader and the budget check on every model call.
+  meter: { prices: PRICES, refusal: () => null },
 });
 process.on('SIGTERM', () => void gate.close().then(() => process.exit(0)));
 process.stdout.write('gate ready http://unix\n');

@@ -111,6 +111,9 @@ export function validateRun(v: unknown, where: string, source: string, now: numb
   // Unknown cost stays null; a measured cost is a finite, non-negative number.
   input.cost_usd = orNull(`${where}.cost_usd`, v.cost_usd,
     (x) => typeof x === 'number' && Number.isFinite(x) && x >= 0, 'must be a non-negative number or null');
+  input.reported = costJson(`${where}.reported`, v.reported, ['cost_usd', 'tokens_in', 'tokens_out']);
+  input.metered = costJson(`${where}.metered`, v.metered,
+    ['cost_usd', 'tokens_in', 'tokens_out', 'calls', 'unpriced', 'unknown']);
   input.repo_path = orNull(`${where}.repo_path`, v.repo_path,
     (x) => typeof x === 'string' && x.startsWith('/') && !x.includes('\0'), 'must be an absolute path or null');
   Object.assign(input, failureColumns(validateFailure(`${where}.failure`, v.failure, input.status)));
@@ -137,6 +140,21 @@ function validateFailure(where: string, v: unknown, status: RunStatus): RunFailu
   if (typeof v.retryable !== 'boolean') bad(`${where}.retryable`, 'must be true or false');
   if (status !== 'failed' && status !== 'stopped') return null;
   return { class: v.class as RunFailure['class'], reason: v.reason as string, retryable: v.retryable as boolean };
+}
+
+/** A Run JSON cost object (reported, metered) as the JSON text the row keeps: exactly these keys, each a number ≥ 0. */
+function costJson(where: string, v: unknown, keys: readonly string[]): string | null {
+  if (v === undefined || v === null) return null;
+  if (!isJsonObject(v)) return bad(where, 'must be an object or null');
+  const out: Record<string, number | null> = {};
+  for (const k of keys) {
+    const x = v[k];
+    if (x !== null && x !== undefined && (typeof x !== 'number' || !Number.isFinite(x) || x < 0)) {
+      bad(`${where}.${k}`, 'must be a non-negative number or null');
+    }
+    out[k] = typeof x === 'number' ? x : null;
+  }
+  return JSON.stringify(out);
 }
 
 export function validateEvent(v: unknown, where: string, source: string, now: number): EventInput {

@@ -10,6 +10,8 @@ export const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 const obj = (required: string[], properties: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
   ({ type: 'object', ...(required.length ? { required } : {}), properties, ...extra });
 const array = (items: unknown, extra: Record<string, unknown> = {}) => ({ type: 'array', items, ...extra });
+/** A run's cost figures (Run `reported`, `metered`). */
+const COST = { cost_usd: nullable('number'), tokens_in: nullable('integer'), tokens_out: nullable('integer') };
 /** What ingest and import both count. */
 const COUNTS = { runs: int, events: int, duplicates: int, artifacts: int };
 const LIST = (item: unknown) => obj(['items'], { items: array(item) });
@@ -23,7 +25,8 @@ export const schemas = {
     status: { enum: [...RUN_STATUSES] }, verdict: { enum: [...VERDICTS, null] },
     brief: nullable('string'), origin: nullable('string'), provider: nullable('string'), branch: nullable('string'),
     pr_url: nullable('string'), question: nullable('string'), started_at: time, ended_at: time, updated_at: time,
-    cost_usd: { type: ['number', 'null'], description: 'null when cost was not measured, never 0' },
+    cost_usd: { type: ['number', 'null'], description: 'null when cost was not measured, never 0; the metered ' +
+      'figure when the gate metered the run, else the reported one' },
     tokens_in: nullable('integer'), tokens_out: nullable('integer'), exit_code: nullable('integer'),
     error: nullable('string'),
     failure: {
@@ -34,6 +37,11 @@ export const schemas = {
       description: 'why a run that did not succeed ended; null while it runs and when it succeeded (docs/engine.md ' +
         '"Why a run failed"); only infra is retryable',
     },
+    reported: { type: ['object', 'null'], description: 'what the agent reported (null: nothing)',
+      properties: COST },
+    metered: { type: ['object', 'null'], description: 'what the egress gate metered from the model APIs\' usage ' +
+      '(null: no call metered); unpriced: calls of a model without a price, unknown: calls whose usage was unreadable',
+      properties: { ...COST, calls: int, unpriced: int, unknown: int } },
   }),
   RunDetail: {
     allOf: [ref('Run')],

@@ -188,4 +188,19 @@ export const controlMigrations: readonly Migration[] = [
   WHEN NEW.json IS NOT NULL AND NEW.json IS OLD.json
   BEGIN UPDATE runs SET json = NULL WHERE rowid = NEW.rowid; END;
   `,
+  // 8: a run's cost as its agent reported it and as the egress gate metered it (JSON texts, src/run-json.ts); the
+  // stale-text trigger of 7 now names them too.
+  `
+  ALTER TABLE runs ADD COLUMN reported TEXT;
+  ALTER TABLE runs ADD COLUMN metered TEXT;
+  UPDATE runs SET json = json_insert(json, '$.reported', json('null'), '$.metered', json('null'))
+    WHERE json IS NOT NULL;
+  DROP TRIGGER runs_json_stale;
+  CREATE TRIGGER runs_json_stale AFTER UPDATE OF
+    source, run, repo, group_id, status, verdict, brief, origin, provider, branch, pr_url, question,
+    started_at, ended_at, updated_at, cost_usd, tokens_in, tokens_out, exit_code, error,
+    failure_class, failure_reason, failure_retryable, reported, metered ON runs
+  WHEN NEW.json IS NOT NULL AND NEW.json IS OLD.json
+  BEGIN UPDATE runs SET json = NULL WHERE rowid = NEW.rowid; END;
+  `,
 ];

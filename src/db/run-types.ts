@@ -2,7 +2,11 @@
 import type { FailureClass, RunJson, RunStatus, Verdict } from '../run-json.ts';
 
 /** A runs row: the Run JSON fields with times as unix ms, plus the internal columns that never leave the server. */
-export interface RunRow extends Omit<RunJson, 'started_at' | 'ended_at' | 'updated_at' | 'failure'> {
+export interface RunRow
+  extends Omit<RunJson, 'started_at' | 'ended_at' | 'updated_at' | 'failure' | 'reported' | 'metered'> {
+  /** The Run JSON's cost objects, as JSON texts. */
+  reported: string | null;
+  metered: string | null;
   started_at: number;
   ended_at: number | null;
   updated_at: number;

@@ -3,7 +3,7 @@
 import type { SQLInputValue, StatementSync } from 'node:sqlite';
 import { inTransaction, type Db } from './open.ts';
 import { ACTIVE_STATUSES, TERMINAL_STATUSES, type RunStatus } from '../run-json.ts';
-import type { RunFailure, RunJson } from '../run-json.ts';
+import type { CostFigures, MeteredCost, RunFailure, RunJson } from '../run-json.ts';
 import { iso } from '../iso-time.ts';
 import type { DeleteOutcome, RunFilter, RunInput, RunKey, RunPatch, RunRow } from './run-types.ts';
 import { LIMIT_PARAM } from './limit-param.ts';
@@ -18,7 +18,7 @@ const ACTIVE: ReadonlySet<string> = new Set(ACTIVE_STATUSES);
 const COLUMNS = [
   'repo', 'repo_path', 'group_id', 'status', 'verdict', 'brief', 'origin', 'provider', 'branch', 'pr_url', 'question',
   'started_at', 'ended_at', 'updated_at', 'cost_usd', 'tokens_in', 'tokens_out', 'exit_code', 'error', 'pid', 'extra',
-  'failure_class', 'failure_reason', 'failure_retryable',
+  'failure_class', 'failure_reason', 'failure_retryable', 'reported', 'metered',
 ] as const;
 type Column = (typeof COLUMNS)[number];
 const COLUMN_SET: ReadonlySet<string> = new Set(COLUMNS);
@@ -243,6 +243,8 @@ export function runToJson(row: RunRow): RunJson {
     exit_code: row.exit_code,
     error: row.error,
     failure: failureOfRow(row),
+    reported: costText<CostFigures>(row.reported),
+    metered: costText<MeteredCost>(row.metered),
   };
 }
 
@@ -261,4 +263,14 @@ export function failureColumns(
     failure_reason: failure?.reason ?? null,
     failure_retryable: failure ? Number(failure.retryable) : null,
   };
+}
+
+/** A cost column's JSON text (written by ingest after validation) as its object. */
+function costText<T>(text: string | null): T | null {
+  if (text === null) return null;
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    return null;
+  }
 }

@@ -11,7 +11,13 @@ import { MODEL_APIS, modelRoutesFromEnv, type ModelRoute } from '../gate/model-a
 import { summarizeEgress, type EgressRecord, type EgressSummary } from '../gate/evidence.ts';
 import { sandboxGate, MODEL_BASE, PROXY_URL } from '../spawn/sandbox-network.ts';
 import type { SandboxGate } from '../spawn/sandbox-network.ts';
-import { settingChoice } from '../settings-registry.ts';
+import { setting, settingChoice, settingUsd } from '../settings-registry.ts';
+import { loadPriceTable } from '../gate/prices.ts';
+import { DayLedger, reachedBudget, refusalText, type Reached } from '../gate/budgets.ts';
+import { addMetered } from '../gate/run-records.ts';
+import { svcHomeOf } from '../spawn/svc-paths.ts';
+import { withCost } from './run-state.ts';
+import type { MeteredCost } from '../run-json.ts';
 
 /** Connections kept for egress.jsonl and the receipt's hosts (~6 MB at most), and those also sent as run events. */
 const RECORDS_KEPT = 20_000;
@@ -24,7 +30,49 @@ export interface RunGate {
   env: Record<string, string>;
   policy: Policy['network'];
   summary(): EgressSummary;
+  /** The budget the run's metered spending has reached (the gate refuses model calls meanwhile), or null. */
+  budgetReached(): Reached | null;
   close(): Promise<void>;
+}
+
+/**
+ * Metering for a run's gate (docs/gate.md "Metered cost", "Budgets"): each priced call adds to the run's metered cost
+ * in state.json and to the machine's day ledger; the budget check reads the run's budget, its raised caps and the
+ * operator's daily caps as they stand at each model call.
+ */
+function runMeter(ctx: RunContext) {
+  const prices = loadPriceTable(setting(ctx.env, 'SVC_PRICES_FILE'));
+  const ledger = new DayLedger(join(svcHomeOf(ctx.env), 'metered'));
+  const caps = { repoDay: settingUsd(ctx.env, 'SVC_BUDGET_REPO_DAY_USD'),
+    serverDay: settingUsd(ctx.env, 'SVC_BUDGET_SERVER_DAY_USD') };
+  // A resumed run opens a new gate: its metered totals go on from what state.json has.
+  let totals: MeteredCost | null = ctx.state.metered ?? null;
+  const raised = (cap: number | null, answer: number | undefined): number | null =>
+    cap === null ? null : Math.max(cap, answer ?? 0);
+  const reached = (): Reached | null => {
+    const up = ctx.state.budget_caps ?? {};
+    return reachedBudget({ run: ctx.state.cost_usd ?? 0, ...ledger.spent(ctx.state.repo) }, {
+      run: ctx.state.budget_usd, repoDay: raised(caps.repoDay, up.repo_day),
+      serverDay: raised(caps.serverDay, up.server_day),
+    });
+  };
+  return {
+    reached,
+    gate: {
+      prices,
+      refusal: () => {
+        const r = reached();
+        return r && refusalText(r, ctx.state.repo);
+      },
+    },
+    count(record: EgressRecord): void {
+      const m = record.metered;
+      if (!m) return;
+      totals = addMetered(totals, m);
+      if (m.usd !== null) ledger.add(ctx.state.repo, m.usd);
+      ctx.update(withCost(ctx.state, { metered: totals }));
+    },
+  };
 }
 
 /**
@@ -64,6 +112,8 @@ function agentEnv(routes: ModelRoute[], env: NodeJS.ProcessEnv): Record<string, 
 /** Starts the run's gate; its socket lives in a short private folder (a Unix socket path has ~107 bytes). */
 export async function openRunGate(ctx: RunContext, policy: Policy): Promise<RunGate> {
   const routes = modelRoutesFromEnv(ctx.env);
+  // First: a bad price file fails the run before anything is made.
+  const meter = runMeter(ctx);
   const folder = mkdtempSync('/tmp/svc-gate-');
   const socket = join(folder, 'gate.sock');
   const records: EgressRecord[] = [];
@@ -72,6 +122,7 @@ export async function openRunGate(ctx: RunContext, policy: Policy): Promise<RunG
   let gate: Gate;
   try {
     gate = await startGate({
+      meter: meter.gate,
       policy: gatePolicy(policy.network, routes),
       socketPath: socket,
       models: routes,
@@ -80,6 +131,7 @@ export async function openRunGate(ctx: RunContext, policy: Policy): Promise<RunG
         // totals stay exact.
         total += 1;
         if (record.decision === 'denied') denied += 1;
+        meter.count(record);
         if (records.length < RECORDS_KEPT) records.push(record);
         if (total <= EVENTS_KEPT) ctx.event('egress', { ...record });
         if (total === EVENTS_KEPT + 1) {
@@ -98,6 +150,7 @@ export async function openRunGate(ctx: RunContext, policy: Policy): Promise<RunG
     env: agentEnv(routes, ctx.env),
     policy: policy.network,
     summary: () => ({ ...summarizeEgress(records), connections: total, denied }),
+    budgetReached: meter.reached,
     async close() {
       await gate.close();
       if (total > records.length) {

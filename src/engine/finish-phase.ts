@@ -11,7 +11,7 @@ import { commitAll, diffCommits, diffWorkingTree, headSha, type DiffResult } fro
 import { decideVerdict, failedRequiredCheck, requiredCheckError, runChecks, type CheckResult } from './checks.ts';
 import {
   issueReceipt, confinedNetwork, evidenceOf, signsLater, EVIDENCE_ARTIFACT, RECEIPT_TYPE, UNCONFINED, type Receipt,
-  type RunEvidence,
+  type RunEvidence, receiptCost,
 } from './receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
@@ -140,7 +140,7 @@ function writeReceipt(
       files: diff.files.length, insertions: diff.insertions, deletions: diff.deletions,
       patch_sha256: diff.patch_sha256, paths: diff.files.map((f) => f.path),
     },
-    cost: { usd: state.cost_usd, tokens_in: state.tokens_in, tokens_out: state.tokens_out },
+    cost: receiptCost(state),
     verdict, gaps, started_at, ended_at: state.ended_at ?? isoNow(), issued_at: isoNow(),
     network: sandbox.gate ? confinedNetwork(sandbox.gate.policy, sandbox.gate.summary()) : UNCONFINED,
     ...(state.provider_session?.resumed ? { resumed: state.provider_session.resumed } : {}),

@@ -117,7 +117,7 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
     worktree: isolated, pr: n.pr, base_sha: base, base_tree: start?.tree ?? null, head_sha: null,
     spec_sha256: createHash('sha256').update(n.spec).digest('hex'), pid: null, pgid: null, proc_start: null,
     budget_usd: null, child: null, answers: [], base_branch: currentBranch(n.repo),
-    failure: null,
+    failure: null, reported: null, metered: null,
   };
   writePlan(dir, plan);
   writeState(dir, state);

@@ -19,6 +19,10 @@ import {
   type Invocation, type Sightings,
 } from './provider-session.ts';
 import { InfraError } from '../errors.ts';
+import { withCost } from './run-state.ts';
+import { readBudgetAnswer } from './answers.ts';
+import { budgetName, type Reached } from '../gate/budgets.ts';
+import type { RunGate } from './egress.ts';
 
 const LOG_LINE_CAP = 4000;
 const LOG_EVENTS_CAP = 5000;
@@ -51,12 +55,16 @@ function readQuestion(path: string, running: boolean): string | null {
   return oneLine(text, 2000) || 'The provider asked for input without saying what';
 }
 
-/** Polls for the answer (or a stop); returns null when the run is being stopped. */
-async function waitForAnswer(ctx: RunContext): Promise<string | null> {
+/** What waitForAnswer returns when the deadline passed first. */
+const TIMED_OUT = Symbol('timed out');
+
+/** Polls for the answer (or a stop) until `deadline`; returns null when the run is being stopped. */
+async function waitForAnswer(ctx: RunContext, deadline = Infinity): Promise<string | null | typeof TIMED_OUT> {
   for (;;) {
     if (ctx.stopRequested()) return null;
     const answer = ctx.takeAnswer();
     if (answer !== null) return answer;
+    if (Date.now() >= deadline) return TIMED_OUT;
     await sleep(POLL_MS);
   }
 }
@@ -78,28 +86,57 @@ function unblock(ctx: RunContext, answer: string, answerFile: string): void {
   ctx.setStatus('running', { question: null, answers: [...ctx.state.answers, answer] });
 }
 
-function budgetReached(spent: number | null, budget: number | null): boolean {
-  return budget !== null && spent !== null && spent >= budget;
+/**
+ * The budget the run has reached, if any (docs/gate.md "Budgets"): where a gate meters the run, the gate's own check
+ * (metered cost, the daily caps); else max_usd against what the agent reports. The live reported figures are kept in
+ * state.json first, so the run's cost is current for both.
+ */
+function reachedBudget(ctx: RunContext, a: Attempt, gate: RunGate | null): Reached | null {
+  const reported = addUsage(a.before, a.usage);
+  const was = ctx.state.reported;
+  if (reported.cost_usd !== (was?.cost_usd ?? null) || reported.tokens_in !== (was?.tokens_in ?? null) ||
+    reported.tokens_out !== (was?.tokens_out ?? null)) {
+    ctx.update(withCost(ctx.state, { reported }));
+  }
+  if (gate) return gate.budgetReached();
+  const { cost_usd: spent, budget_usd: budget } = ctx.state;
+  return budget !== null && spent !== null && spent >= budget ? { kind: 'run', limit: budget, spent } : null;
 }
 
-function budgetQuestion(spent: number, budget: number, maxUsd: number | null): string {
-  return `The run has spent $${spent.toFixed(2)}, reaching its budget of $${budget.toFixed(2)} (max_usd). Continue? ` +
-    `Answer "yes" to allow another $${(maxUsd ?? budget).toFixed(2)}, anything else to stop.`;
+function budgetQuestion(ctx: RunContext, r: Reached, maxUsd: number | null): string {
+  const how = ctx.state.metered ? 'metered by the gate' : 'as the agent reported';
+  const step = r.kind === 'run' ? maxUsd ?? r.limit : r.limit;
+  return `Budget of $${r.limit.toFixed(2)} reached — raise it to? (${budgetName(r, ctx.state.repo)}; the run has ` +
+    `spent $${r.spent.toFixed(2)}, ${how}.) Answer "raise to $${(r.limit + step).toFixed(2)}" or any amount, "yes" ` +
+    `for another $${step.toFixed(2)}, anything else to stop.`;
 }
 
 /**
- * The one rule for an answer to the budget question, wherever the run waits for it (provider paused, or exited): "yes"
- * raises the budget by max_usd (else by the budget itself) and returns null; anything else returns the run's error.
+ * The one rule for an answer to the budget question, wherever the run waits for it (provider paused, or exited): an
+ * amount raises the budget reached to it, "yes" by another max_usd (else by the budget itself), and returns null;
+ * anything else returns the run's error.
  */
-function answerBudget(ctx: RunContext, answer: string, maxUsd: number | null): string | null {
+function answerBudget(ctx: RunContext, answer: string, maxUsd: number | null, r: Reached): string | null {
   ctx.event('answer', { answer });
-  const budget = ctx.state.budget_usd ?? 0;
-  if (/^\s*(y|yes|continue|ok)\b/i.test(answer)) {
-    ctx.setStatus('running', { question: null, budget_usd: budget + (maxUsd ?? budget) });
-    return null;
+  const read = readBudgetAnswer(answer);
+  if (read === 'stop') {
+    ctx.setStatus('running', { question: null });
+    const name = r.kind === 'run' ? 'the max_usd budget' : budgetName(r, ctx.state.repo);
+    return `Stopped at ${name}: spent $${r.spent.toFixed(2)} of $${r.limit.toFixed(2)}`;
   }
+  const to = read === 'more' ? r.limit + (r.kind === 'run' ? maxUsd ?? r.limit : r.limit) : read.raiseTo;
+  const caps = ctx.state.budget_caps ?? {};
+  const raised = r.kind === 'run' ? { budget_usd: to }
+    : { budget_caps: { ...caps, [r.kind === 'repository-day' ? 'repo_day' : 'server_day']: to } };
+  ctx.event('budget', { kind: r.kind, from: r.limit, to });
+  ctx.setStatus('running', { question: null, ...raised });
+  return null;
+}
+
+/** The run's error when the budget question went unanswered for the rest of the run's time. */
+function unanswered(ctx: RunContext, r: Reached): string {
   ctx.setStatus('running', { question: null });
-  return `Stopped at the max_usd budget: spent $${(ctx.state.cost_usd ?? 0).toFixed(2)} of $${budget.toFixed(2)}`;
+  return `${budgetName(r, ctx.state.repo)} was reached and not raised within the run's time (limits.run_timeout_s)`;
 }
 
 const LIMIT_KEYS = { time: 'provider_timeout_s or run_timeout_s', processes: 'processes', memory: 'memory_mb',
@@ -133,10 +170,10 @@ export async function runProvider(
       if (limited) return limited;
       const inv = nextInvocation(ctx, provider, spec, opts.notes, refused);
       const proc = startAttempt(ctx, plan, opts, files, inv, a, log);
-      const result = await watchAttempt(ctx, proc, a, files, maxUsd);
-      const total = recordAttempt(ctx, result, a, log);
+      const result = await watchAttempt(ctx, proc, a, files, maxUsd, opts.sandbox.gate);
+      recordAttempt(ctx, result, a, log);
       if (result.sandboxFailed) throw sandboxFailure(provider.name, a, result);
-      const next = await outcomeAfterExit(ctx, provider, maxUsd, files, a, result, total, inv);
+      const next = await outcomeAfterExit(ctx, provider, maxUsd, files, a, result, opts.sandbox.gate, inv);
       refused = next === 'refused' ? `${provider.name} could not resume its session (exit ${result.code})` : null;
       if (next !== 'again' && next !== 'refused') return next;
     }
@@ -181,6 +218,10 @@ interface Attempt {
   usage: Usage;
   /** Set while the provider is paused on the budget question. */
   budgetAsked: boolean;
+  /** The budget asked about. */
+  reached: Reached | null;
+  /** When the run's time ends (limits.run_timeout_s): an unanswered budget question ends the run then. */
+  deadline: number;
   /** The stop message once the budget answer was not "yes". */
   overBudget: string | null;
   /** An answer reached $SVC_ANSWER_FILE while the provider ran (see outcomeAfterExit). */
@@ -190,12 +231,17 @@ interface Attempt {
 }
 
 function newAttempt(ctx: RunContext, number: number, remainingMs: number): Attempt {
-  const { cost_usd, tokens_in, tokens_out } = ctx.state;
+  // What the agent reported so far (a state.json from before `reported` existed has it in the cost fields).
+  const none = { cost_usd: null, tokens_in: null, tokens_out: null };
+  const before = ctx.state.reported === undefined ? { ...none, ...pickCost(ctx.state) } : ctx.state.reported ?? none;
   return {
-    number, remainingMs, before: { cost_usd, tokens_in, tokens_out },
-    usage: { cost_usd: null, tokens_in: null, tokens_out: null },
-    budgetAsked: false, overBudget: null, answeredWhileRunning: false, sightings: createSightings(),
+    number, remainingMs, before, usage: none, budgetAsked: false, reached: null, deadline: Date.now() + remainingMs,
+    overBudget: null, answeredWhileRunning: false, sightings: createSightings(),
   };
+}
+
+function pickCost({ cost_usd, tokens_in, tokens_out }: Usage): Usage {
+  return { cost_usd, tokens_in, tokens_out };
 }
 
 /** The policy's invocation count and run time, checked before each invocation; null while both allow another. */
@@ -272,29 +318,36 @@ function startAttempt(
   return proc;
 }
 
-/** While paused on the budget question: a "yes" raises the budget and thaws the provider, anything else ends it. */
+/** While paused on the budget question: a raise thaws the provider, anything else (or the run's end) ends it. */
 function pollBudgetAnswer(ctx: RunContext, proc: GroupRun, a: Attempt, maxUsd: number | null): void {
   // A stop must reach a running process (a frozen one would sit out the SIGTERM grace period).
   if (ctx.stopRequested()) proc.resume();
   const answer = ctx.stopRequested() ? null : ctx.takeAnswer();
-  if (answer === null) return;
+  if (answer === null && Date.now() < a.deadline) return;
   a.budgetAsked = false;
-  a.overBudget = answerBudget(ctx, answer, maxUsd);
+  a.overBudget = answer === null ? unanswered(ctx, a.reached!) : answerBudget(ctx, answer, maxUsd, a.reached!);
   if (a.overBudget === null) proc.resume();
-  else proc.kill();
+  else {
+    proc.resume();
+    proc.kill();
+  }
 }
 
-/** Freezes the provider and asks whether to go on once its spending reaches the budget; true if it asked. */
-function askBudgetIfReached(ctx: RunContext, proc: GroupRun, a: Attempt, maxUsd: number | null): boolean {
-  const spent = addUsage(a.before, a.usage);
-  if (a.overBudget !== null || ctx.state.status === 'blocked' || !budgetReached(spent.cost_usd, ctx.state.budget_usd)) {
-    return false;
-  }
+/**
+ * Freezes the provider and asks whether to go on once the run reaches a budget; true if it asked. Where the gate
+ * meters, it already refuses the model calls: the freeze keeps the CLI from spending its retries meanwhile.
+ */
+function askBudgetIfReached(
+  ctx: RunContext, proc: GroupRun, a: Attempt, maxUsd: number | null, gate: RunGate | null,
+): boolean {
+  if (a.overBudget !== null || ctx.state.status === 'blocked') return false;
+  const reached = reachedBudget(ctx, a, gate);
+  if (!reached) return false;
   // Frozen first, then asked: the provider spends nothing more while the question waits.
   proc.pause();
   a.budgetAsked = true;
-  ctx.update(spent);
-  block(ctx, budgetQuestion(spent.cost_usd!, ctx.state.budget_usd!, maxUsd));
+  a.reached = reached;
+  block(ctx, budgetQuestion(ctx, reached, maxUsd));
   return true;
 }
 
@@ -311,7 +364,7 @@ function pollQuestion(ctx: RunContext, a: Attempt, files: ProtocolFiles): void {
 
 /** Watches the running provider for stops, its budget and its questions until it exits. */
 async function watchAttempt(
-  ctx: RunContext, proc: GroupRun, a: Attempt, files: ProtocolFiles, maxUsd: number | null,
+  ctx: RunContext, proc: GroupRun, a: Attempt, files: ProtocolFiles, maxUsd: number | null, gate: RunGate | null,
 ): Promise<GroupResult> {
   let exited = false;
   const done = proc.done.then((r) => {
@@ -320,27 +373,26 @@ async function watchAttempt(
   });
   while (!exited) {
     if (a.budgetAsked) pollBudgetAnswer(ctx, proc, a, maxUsd);
-    else if (askBudgetIfReached(ctx, proc, a, maxUsd)) continue;
+    else if (askBudgetIfReached(ctx, proc, a, maxUsd, gate)) continue;
     else pollQuestion(ctx, a, files);
     await Promise.race([done, sleep(POLL_MS)]);
   }
   return done;
 }
 
-/** Keeps provider.log and the run's totals after an invocation; returns the totals. */
-function recordAttempt(ctx: RunContext, result: GroupResult, a: Attempt, log: OutputLog): Usage {
+/** Keeps provider.log and the run's reported totals after an invocation. */
+function recordAttempt(ctx: RunContext, result: GroupResult, a: Attempt, log: OutputLog): void {
   ctx.setChild(null);
   ctx.saveArtifact('provider.log', log.bytes());
   recordSightings(ctx, a.sightings);
   const total = addUsage(a.before, a.usage);
-  ctx.update({ ...total, exit_code: result.code });
+  ctx.update({ ...withCost(ctx.state, { reported: total }), exit_code: result.code });
   const { usage } = a;
   if (usage.cost_usd !== null || usage.tokens_in !== null || usage.tokens_out !== null) {
     ctx.event('cost', {
       usd: usage.cost_usd, tokens_in: usage.tokens_in, tokens_out: usage.tokens_out, total_usd: total.cost_usd,
     });
   }
-  return total;
 }
 
 /** bwrap exited before running the provider: svc's infrastructure failed, not the agent (never ran in attempt 1). */
@@ -355,9 +407,11 @@ function sandboxFailure(name: string, a: Attempt, result: GroupResult): InfraErr
  */
 async function outcomeAfterExit(
   ctx: RunContext, provider: ResolvedProvider, maxUsd: number | null, files: ProtocolFiles, a: Attempt,
-  result: GroupResult, total: Usage, inv: Invocation,
+  result: GroupResult, gate: RunGate | null, inv: Invocation,
 ): Promise<ProviderOutcome | 'again' | 'refused'> {
   if (ctx.stopRequested()) return { kind: 'stopped' };
+  // Ended (by the run's time) while frozen on the budget question: the question went unanswered.
+  if (a.budgetAsked && a.overBudget === null) a.overBudget = unanswered(ctx, a.reached!);
   if (a.overBudget !== null) return { kind: 'over-budget', exitCode: result.code, error: a.overBudget };
   if (result.endedBy) {
     return { kind: 'limit', exitCode: result.code, error: limitMessage(provider.name, result.endedBy) };
@@ -369,7 +423,7 @@ async function outcomeAfterExit(
   if (late) askedBy(ctx, late);
   if (ctx.state.status === 'blocked' && !a.budgetAsked) {
     const answer = await waitForAnswer(ctx);
-    if (answer === null) return { kind: 'stopped' };
+    if (answer === null || answer === TIMED_OUT) return { kind: 'stopped' };
     unblock(ctx, answer, files.answerFile);
     return 'again';
   }
@@ -377,13 +431,16 @@ async function outcomeAfterExit(
   // after asking, as the prompt tells them) re-invokes it with the answer.
   if (a.answeredWhileRunning && existsSync(files.answerFile)) return 'again';
 
-  // Reached the budget by the time it exited: ask whether to go on.
-  if (budgetReached(total.cost_usd, ctx.state.budget_usd)) {
-    if (ctx.state.status !== 'blocked') block(ctx, budgetQuestion(total.cost_usd!, ctx.state.budget_usd!, maxUsd));
-    const answer = await waitForAnswer(ctx);
+  // Reached a budget by the time it exited: ask whether to go on. A CLI the gate refused may have given up: once the
+  // budget is raised it is invoked again (on the same session where its provider resumes one).
+  const reached = reachedBudget(ctx, a, gate);
+  if (reached) {
+    if (ctx.state.status !== 'blocked') block(ctx, budgetQuestion(ctx, reached, maxUsd));
+    const answer = await waitForAnswer(ctx, a.deadline);
     if (answer === null) return { kind: 'stopped' };
-    const stop = answerBudget(ctx, answer, maxUsd);
+    const stop = answer === TIMED_OUT ? unanswered(ctx, reached) : answerBudget(ctx, answer, maxUsd, reached);
     if (stop !== null) return { kind: 'over-budget', exitCode: result.code, error: stop };
+    if (result.code !== 0) return 'again';
   }
   if (resumeRefused(inv, result.code, a.usage)) {
     forgetSession(ctx);

@@ -3,7 +3,7 @@
 import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
 import { canonicalJson } from '../canonical-json.ts';
 import { signBytes, verifyBytes, keyIdOf, type SigningKey } from '../keys.ts';
-import type { RunFailure, Verdict } from '../run-json.ts';
+import type { CostFigures, MeteredCost, RunFailure, RunJson, Verdict } from '../run-json.ts';
 import type { CheckResult } from './checks.ts';
 import type { EgressDenial, EgressHost } from '../gate/evidence.ts';
 import { RefusedError } from '../errors.ts';
@@ -31,7 +31,7 @@ export interface ReceiptBody {
   /** A check as the receipt records it: its artifact's name is left out, its output's hash is in. */
   checks: Array<Omit<CheckResult, 'artifact'>>;
   diff: { files: number; insertions: number; deletions: number; patch_sha256: string; paths: string[] };
-  cost: { usd: number | null; tokens_in: number | null; tokens_out: number | null };
+  cost: ReceiptCost;
   verdict: Verdict;
   gaps: string[];
   started_at: string;
@@ -57,6 +57,29 @@ export interface ReceiptBody {
    * failure classes, which verify all the same.
    */
   failure?: RunFailure | null;
+}
+
+/**
+ * The run's cost. `usd` and the tokens are the gate's metered figures when it metered the run (`source: "metered"`),
+ * else what the agent reported; both are signed beside them. Receipts from before metering have only the first three.
+ */
+export interface ReceiptCost {
+  usd: number | null;
+  tokens_in: number | null;
+  tokens_out: number | null;
+  source?: 'metered' | 'reported' | null;
+  reported?: CostFigures | null;
+  metered?: MeteredCost | null;
+}
+
+/** The receipt's cost section from a run's Run JSON fields. */
+export function receiptCost(
+  run: Pick<RunJson, 'cost_usd' | 'tokens_in' | 'tokens_out'> & Partial<Pick<RunJson, 'reported' | 'metered'>>,
+): ReceiptCost {
+  const reported = run.reported ?? null;
+  const metered = run.metered ?? null;
+  const source = metered !== null && metered.cost_usd !== null ? 'metered' : reported !== null ? 'reported' : null;
+  return { usd: run.cost_usd, tokens_in: run.tokens_in, tokens_out: run.tokens_out, source, reported, metered };
 }
 
 export interface ReceiptNetwork {

@@ -2,7 +2,9 @@
 import { readFileSync } from 'node:fs';
 import { statePath } from './paths.ts';
 import { assertPlainDir, writeJsonAtomic } from './safe-fs.ts';
-import { RUN_JSON_FIELDS, runFailure, type FailureClass, type RunFailure, type RunJson } from '../run-json.ts';
+import {
+  RUN_JSON_FIELDS, runFailure, type CostFigures, type FailureClass, type MeteredCost, type RunFailure, type RunJson,
+} from '../run-json.ts';
 import { errorMessage, isSvcError, type SvcErrorCode } from '../errors.ts';
 import { ProviderMissingError } from './providers.ts';
 import { PolicyError } from './policy.ts';
@@ -15,7 +17,10 @@ export type WorkerMode = 'start' | 'resume' | 'verify';
 export type InputKind = 'errtrack-file' | 'issue-url' | 'spec-file' | 'trackera' | 'brief';
 
 /** The engine always knows where a run came from and what it was asked: these Run JSON fields are never null here. */
-export interface RunState extends RunJson {
+export interface RunState extends Omit<RunJson, 'reported' | 'metered'> {
+  /** Run JSON's cost objects; a state.json written before metering has neither (toRunJson gives null). */
+  reported?: CostFigures | null;
+  metered?: MeteredCost | null;
   repo: string;
   brief: string;
   origin: string;
@@ -54,6 +59,8 @@ export interface RunState extends RunJson {
   base_branch: string | null;
   /** The required check whose failure failed the run: a re-verify tells it from a run whose provider failed. */
   failed_check?: string | null;
+  /** The operator's daily caps as answers raised them for this run (docs/gate.md "Budgets"). */
+  budget_caps?: { repo_day?: number; server_day?: number };
   /** How many times the worker started the run over by itself after an infra failure before its agent ran (0 or 1). */
   infra_retries?: number;
   /** The provider CLI's own session, so that invoking it again continues it (provider-session.ts). */
@@ -76,12 +83,28 @@ export interface ProviderSession {
   resumed: 'session' | 'summary' | null;
 }
 
+/**
+ * The cost fields after a change to either figure: the run's cost is what the gate metered once it priced a call, else
+ * what the agent reported (docs/gate.md "Metered cost"); both are kept. A state.json from before has neither object.
+ */
+export function withCost(
+  state: RunState, change: { reported?: CostFigures; metered?: MeteredCost },
+): Pick<RunJson, 'reported' | 'metered' | 'cost_usd' | 'tokens_in' | 'tokens_out'> {
+  const given = change.reported;
+  const reported = given === undefined ? state.reported ?? null
+    : given.cost_usd === null && given.tokens_in === null && given.tokens_out === null ? null : given;
+  const metered = change.metered ?? state.metered ?? null;
+  const shown = metered !== null && metered.cost_usd !== null ? metered : reported ?? metered;
+  return {
+    reported, metered,
+    cost_usd: shown?.cost_usd ?? null, tokens_in: shown?.tokens_in ?? null, tokens_out: shown?.tokens_out ?? null,
+  };
+}
+
 /** The wire form (DESIGN §3): exactly the run JSON fields, nothing engine-internal. */
 export function toRunJson(state: RunState): RunJson {
   const out: Record<string, unknown> = {};
-  for (const key of RUN_JSON_FIELDS) out[key] = state[key];
-  // A state.json written before failure classes has none.
-  out.failure ??= null;
+  for (const key of RUN_JSON_FIELDS) out[key] = state[key] ?? null;
   return out as unknown as RunJson;
 }
 

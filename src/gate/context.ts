@@ -8,6 +8,7 @@ import type { GatePolicy, Resolver } from './policy.ts';
 import { credentialFromProxyAuthorization, verifyJobCredential, type JobIdentity } from './job-credential.ts';
 import type { ModelRoute } from './model-apis.ts';
 import type { EgressRecord } from './evidence.ts';
+import type { PriceTable } from './prices.ts';
 
 /** Opens a TCP connection to an address the gate has already checked (an IP literal, never a name). */
 export type ConnectFn = (address: string, port: number) => Socket;
@@ -42,6 +43,15 @@ export interface GateContext {
   ca: string | Buffer | Array<string | Buffer> | undefined;
   limits: GateLimits;
   record(record: EgressRecord): void;
+  /** Metering on: model responses' usage is read and priced, and budgets can refuse a model call. */
+  meter: GateMeter | null;
+}
+
+/** docs/gate.md "Metered cost" and "Budgets". */
+export interface GateMeter {
+  prices: PriceTable;
+  /** Why this asker may make no further model call now (a budget reached, said plainly), or null. */
+  refusal(asker: Asker): string | null;
 }
 
 /** A refusal as plain text; the connection closes after it. */

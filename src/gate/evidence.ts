@@ -28,6 +28,31 @@ export interface EgressRecord {
   job?: string;
   run?: string;
   repo?: string;
+  /** A model request the API answered 2xx, with metering on: its usage and price (docs/gate.md "Metered cost"). */
+  metered?: MeteredCall;
+}
+
+/** What one model call used, as the API's response said, and what that costs by the price table. */
+export interface MeteredCall {
+  model: string | null;
+  tokens_in: number;
+  tokens_out: number;
+  cache_read: number;
+  cache_write: number;
+  /** null: unpriced (no row for the model) or unknown usage. */
+  usd: number | null;
+  /** Why the usage could not be read (the response went to the client untouched); null when it was. */
+  unknown: string | null;
+}
+
+function readMetered(value: unknown): MeteredCall | undefined {
+  if (value === undefined) return undefined;
+  const o = obj(value);
+  return {
+    model: str(o.model), tokens_in: num(o.tokens_in), tokens_out: num(o.tokens_out), cache_read: num(o.cache_read),
+    cache_write: num(o.cache_write), usd: typeof o.usd === 'number' && Number.isFinite(o.usd) ? o.usd : null,
+    unknown: typeof o.unknown === 'string' ? o.unknown : null,
+  };
 }
 
 function num(value: unknown): number {
@@ -70,6 +95,7 @@ export function readEgressRecord(value: unknown): EgressRecord {
     reason: str(o.reason), address: str(o.address), status: typeof o.status === 'number' ? o.status : null,
     bytesUp: num(o.bytesUp), bytesDown: num(o.bytesDown), ms: num(o.ms), sni: str(o.sni),
     ...attribution(o),
+    ...(o.metered !== undefined ? { metered: readMetered(o.metered) } : {}),
   };
 }
 

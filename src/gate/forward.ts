@@ -8,8 +8,10 @@ import { BadHostError, parseAuthority, type Destination } from './address.ts';
 import { decide } from './policy.ts';
 import { refuse, type Asker, type GateContext } from './context.ts';
 import { CREDENTIAL_HEADERS } from './model-apis.ts';
-import { arrivingRecord, type EgressRecord } from './evidence.ts';
+import { arrivingRecord, type EgressRecord, type MeteredCall } from './evidence.ts';
 import { modelPath } from './model-path.ts';
+import { usageMeter, type UsageMeter } from './usage.ts';
+import { callCost } from './prices.ts';
 
 // RFC 9110 §7.6.1: connection-specific fields are not forwarded; proxy-* are for us; host is set from the target.
 const HOP_BY_HOP = new Set([
@@ -19,6 +21,8 @@ const HOP_BY_HOP = new Set([
 // A request's framing is the gate's own (requestFraming); the client's length never travels on.
 const REQUEST_DROP = new Set([...HOP_BY_HOP, 'content-length']);
 const MODEL_DROP = new Set([...REQUEST_DROP, ...CREDENTIAL_HEADERS]);
+// Metering reads the response's usage as it passes: the gate asks for it uncompressed.
+const METERED_DROP = new Set([...MODEL_DROP, 'accept-encoding']);
 
 /** rawHeaders without the dropped names and without any the Connection header lists. */
 function keepHeaders(raw: readonly string[], drop: ReadonlySet<string>): string[] {
@@ -87,6 +91,8 @@ interface Plan {
   headers: string[];
   /** Set for the model mode over https: the name the certificate must carry. */
   tls: { host: string } | null;
+  /** The model route's name, when its responses are metered. */
+  metered: string | null;
 }
 
 /** One request of an admitted client; `url` is the target without a `/_job/<credential>` prefix. */
@@ -109,6 +115,8 @@ export async function handleRequest(
     if ('refused' in planned) return deny(planned.status, planned.refused);
     plan = planned.plan;
     base.model = planned.model;
+    const over = plan.metered !== null ? ctx.meter?.refusal(asker) : null;
+    if (over) return deny(429, over);
   } catch (err) {
     if (err instanceof BadHostError) return deny(400, err.message);
     throw err;
@@ -146,7 +154,7 @@ function planPlain(url: string, raw: readonly string[]): Planned {
   if (target.username || target.password) return { refused: 'a URL with userinfo is refused', status: 400 };
   const dest = parseAuthority(target.host, 80);
   const headers = [...keepHeaders(raw, REQUEST_DROP), 'host', target.host];
-  return { plan: { dest, path: target.pathname + target.search, headers, tls: null }, model: null };
+  return { plan: { dest, path: target.pathname + target.search, headers, tls: null, metered: null }, model: null };
 }
 
 function planModel(ctx: GateContext, url: string, raw: readonly string[]): Planned {
@@ -159,8 +167,12 @@ function planModel(ctx: GateContext, url: string, raw: readonly string[]): Plann
   const dest = parseAuthority(route.base.host, https ? 443 : 80);
   const resolved = modelPath(route.base.pathname, match[2] ?? '');
   if ('refused' in resolved) return { refused: resolved.refused, status: 403 };
-  const headers = [...keepHeaders(raw, MODEL_DROP), 'host', route.base.host, route.header, route.value];
-  const plan = { dest, path: resolved.path, headers, tls: https ? { host: dest.host } : null };
+  const metered = ctx.meter !== null;
+  const headers = [...keepHeaders(raw, metered ? METERED_DROP : MODEL_DROP), 'host', route.base.host, route.header,
+    route.value, ...(metered ? ['accept-encoding', 'identity'] : [])];
+  const plan = {
+    dest, path: resolved.path, headers, tls: https ? { host: dest.host } : null, metered: metered ? route.name : null,
+  };
   return { plan, model: route.name };
 }
 
@@ -176,6 +188,7 @@ function send(
     : raw;
   let failure: string | null = null;
   let recorded = false;
+  let usage: UsageMeter | null = null;
   raw.setTimeout(ctx.limits.connectTimeoutMs);
   raw.once('connect', () => raw.setTimeout(ctx.limits.idleMs));
   const upstream = httpRequest({
@@ -199,6 +212,12 @@ function send(
     res.flushHeaders();
     answer.pipe(res);
     answer.on('error', () => res.destroy());
+    const status = answer.statusCode ?? 0;
+    if (plan.metered === null || status < 200 || status > 299) return;
+    // After pipe's listener: each chunk is on its way to the client before the meter reads it.
+    const meter = usageMeter(plan.metered, plan.path, answer.headers);
+    usage = meter;
+    answer.on('data', (chunk: Buffer) => meter.push(chunk));
   });
   if (framing.kind === 'none') {
     req.resume();
@@ -209,6 +228,22 @@ function send(
     recorded = true;
     upstream.destroy();
     raw.destroy();
-    record({ status: res.statusCode, reason: failure, bytesUp: raw.bytesWritten, bytesDown: raw.bytesRead });
+    record({
+      status: res.statusCode, reason: failure, bytesUp: raw.bytesWritten, bytesDown: raw.bytesRead,
+      ...(usage && ctx.meter ? { metered: meteredCall(ctx.meter.prices, usage) } : {}),
+    });
   });
+}
+
+/** The evidence of one metered call: its tokens and price, or why its usage is unknown. */
+function meteredCall(prices: NonNullable<GateContext['meter']>['prices'], meter: UsageMeter): MeteredCall {
+  const read = meter.end();
+  if (!read.known) {
+    return { model: null, tokens_in: 0, tokens_out: 0, cache_read: 0, cache_write: 0, usd: null, unknown: read.reason };
+  }
+  const t = read.tokens;
+  return {
+    model: t.model, tokens_in: t.input, tokens_out: t.output, cache_read: t.cacheRead, cache_write: t.cacheWrite,
+    usd: callCost(prices, t), unknown: null,
+  };
 }

@@ -11,7 +11,7 @@ import { handleRequest } from './forward.ts';
 import { RunRecords, boundedRecord } from './run-records.ts';
 import {
   ClientBook, CHALLENGE, countWhileOpen, DEFAULT_LIMITS, refuse, refuseRaw, tcpConnect, type Admission, type Asker,
-  type ConnectFn, type GateClients, type GateContext, type GateLimits,
+  type ConnectFn, type GateClients, type GateContext, type GateLimits, type GateMeter,
 } from './context.ts';
 import { systemResolver, type GatePolicy, type Resolver } from './policy.ts';
 import type { ModelRoute } from './model-apis.ts';
@@ -42,6 +42,8 @@ export interface GateOptions {
   log?: Logger;
   /** `svc gate serve` only: counts every record and answers GET /metrics (src/gate/metrics.ts). */
   metrics?: GateMetrics;
+  /** Read and price every model response's usage, and ask before each model call whether a budget refuses it. */
+  meter?: GateMeter;
 }
 
 export interface Gate {
@@ -168,6 +170,7 @@ export async function startGate(options: GateOptions): Promise<Gate> {
     models: new Map((options.models ?? []).map((m) => [m.name, m])),
     ca: options.ca,
     limits: { ...DEFAULT_LIMITS, ...options.limits },
+    meter: options.meter ?? null,
     record: (whole) => {
       try {
         const r = boundedRecord(whole);

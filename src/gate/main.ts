@@ -10,6 +10,11 @@ import { createLogger } from '../log.ts';
 import { isJsonObject } from '../untrusted.ts';
 import { exitCodeAfterSignal } from '../http/http-server.ts';
 import { createGateMetrics, readMetricsToken } from './metrics.ts';
+import { setting, settingUsd } from '../settings-registry.ts';
+import { loadPriceTable } from './prices.ts';
+import { DayLedger, reachedBudget, refusalText } from './budgets.ts';
+import type { GateMeter } from './context.ts';
+import type { EgressRecord } from './evidence.ts';
 
 export interface GateServeSettings {
   host: string;
@@ -77,6 +82,7 @@ export async function serveGateForever(
   const served: GatePolicies = {
     fallback, repos: new Map([...policies.repos].map(([name, p]) => [name, withModels(p)])),
   };
+  const { meter, count } = sharedMeter(env);
   // The gate cannot know which names the trigger serves: it says which it has, for the operator to compare.
   log.info('gate repository policies', { repos: [...served.repos.keys()] });
   const gate = await startGate({
@@ -87,7 +93,11 @@ export async function serveGateForever(
     clients: { secret, maxPerClient: settings.maxPerJob, policyFor: (who) => repoPolicy(served, who.repo) },
     // A pod has one address: what it holds, named or not yet named by a credential, is at most one job's share.
     limits: { maxConnectionsPerPeer: settings.maxPerJob },
-    onRecord: (record) => process.stdout.write(`${JSON.stringify({ egress: record })}\n`),
+    onRecord: (record) => {
+      count(record);
+      process.stdout.write(`${JSON.stringify({ egress: record })}\n`);
+    },
+    meter,
     log,
     metrics: createGateMetrics(metricsToken, settings.accessLog ? log : null),
   });
@@ -95,4 +105,29 @@ export async function serveGateForever(
   say(`svc gate listening on http://${host}:${gate.port}` +
     ` (model APIs: ${routes.map((r) => r.name).join(', ') || 'none'})\n`);
   return exitCodeAfterSignal(log, 'gate stopping', () => gate.close());
+}
+
+/**
+ * Metering for the shared gate (docs/gate.md "Budgets"): its jobs' priced calls count towards the operator's daily caps
+ * per repository and per server, kept in memory; it has no run's max_usd to enforce.
+ */
+function sharedMeter(env: NodeJS.ProcessEnv): { meter: GateMeter; count(record: EgressRecord): void } {
+  const ledger = new DayLedger(null);
+  const limits = {
+    run: null, repoDay: settingUsd(env, 'SVC_BUDGET_REPO_DAY_USD'),
+    serverDay: settingUsd(env, 'SVC_BUDGET_SERVER_DAY_USD'),
+  };
+  return {
+    meter: {
+      prices: loadPriceTable(setting(env, 'SVC_PRICES_FILE')),
+      refusal: (asker) => {
+        const repo = asker.who?.repo ?? '';
+        const reached = reachedBudget({ run: 0, ...ledger.spent(repo) }, limits);
+        return reached && refusalText(reached, repo, false);
+      },
+    },
+    count: (record) => {
+      if (record.metered?.usd) ledger.add(record.repo ?? '', record.metered.usd);
+    },
+  };
 }

@@ -8,7 +8,7 @@ import type { Logger } from '../log.ts';
 import { BadSettingError } from '../errors.ts';
 import { safeEqual } from '../http/guards.ts';
 import {
-  MetricsRegistry, METRICS_TYPE, createRequestMetrics, registerModelUsage, type RequestMetrics,
+  MetricsRegistry, METRICS_TYPE, countModelUsage, createRequestMetrics, registerModelUsage, type RequestMetrics,
 } from '../http/metrics.ts';
 
 export interface GateMetrics {
@@ -64,6 +64,11 @@ export function createGateMetrics(token: string | null, accessLog: Logger | null
       connections.inc([r.kind, r.decision]);
       bytes.inc(['up'], r.bytesUp);
       bytes.inc(['down'], r.bytesDown);
+      const m = r.metered;
+      // A metered call's tokens and price, by model API and model (an unreadable usage counts nothing).
+      if (m && m.unknown === null) {
+        countModelUsage(r.model ?? 'other', m.model ?? 'other', m.tokens_in + m.tokens_out, m.usd ?? 0);
+      }
       requests.observe(route, method, r.status ?? 0, r.ms / 1000);
       // A record names the job its client spoke for, not the client's address: `peer` is the job's id.
       log(method, route, r.status ?? 0, r.ms / 1000, r.bytesUp + r.bytesDown, r.job ? `job ${r.job}` : '');

@@ -3,6 +3,7 @@
 // distinct destinations and refusals (past that marked overflowed, never silently short), the first records, the
 // most recently active runs; a run let go is remembered as evicted, never answered for with a partial record set.
 import { sortedTally, tallyRecord, type EgressRecord, type EgressSummary, type EgressTally } from './evidence.ts';
+import type { MeteredCost } from '../run-json.ts';
 
 const RECORDS_PER_RUN = 250;
 /** Distinct (host, port) destinations, and distinct refusals, counted per run. */
@@ -20,9 +21,11 @@ export type RunEgress = Pick<EgressSummary, 'connections' | 'denied' | 'hosts' |
   overflow: boolean;
   /** The run's first records, as evidence; `connections` says how many there were in all. */
   records: EgressRecord[];
+  /** Every metered model call of the run added up (docs/gate.md "Metered cost"); null when none was metered. */
+  metered: MeteredCost | null;
 };
 
-type RunTally = EgressTally & Pick<RunEgress, 'connections' | 'denied' | 'overflow' | 'records'>;
+type RunTally = EgressTally & Pick<RunEgress, 'connections' | 'denied' | 'overflow' | 'records' | 'metered'>;
 
 export type RunAnswer = { known: true; egress: RunEgress } | { known: false; evicted: boolean };
 
@@ -59,13 +62,18 @@ export class RunRecords {
     if (!id || this.evicted.has(id)) return;
     let run = this.runs.get(id);
     if (run) this.runs.delete(id); // re-inserted below: the map's order is least recently active first
-    else run = { connections: 0, denied: 0, hosts: new Map(), denials: new Map(), overflow: false, records: [] };
+    else {
+      run = {
+        connections: 0, denied: 0, hosts: new Map(), denials: new Map(), overflow: false, records: [], metered: null,
+      };
+    }
     this.runs.set(id, run);
     if (this.runs.size > RUNS_KEPT) this.evict(this.runs.keys().next().value as string);
     run.connections += 1;
     if (record.decision === 'denied') run.denied += 1;
     if (run.records.length < RECORDS_PER_RUN) run.records.push(record);
     if (!tallyRecord(run, record, DESTINATIONS_PER_RUN)) run.overflow = true;
+    if (record.metered) run.metered = addMetered(run.metered, record.metered);
   }
 
   private evict(id: string): void {
@@ -78,7 +86,20 @@ export class RunRecords {
   of(id: string): RunAnswer {
     const run = this.runs.get(id);
     if (!run) return { known: false, evicted: this.evicted.has(id) };
-    const { connections, denied, overflow, records } = run;
-    return { known: true, egress: { connections, denied, overflow, records, ...sortedTally(run) } };
+    const { connections, denied, overflow, records, metered } = run;
+    return { known: true, egress: { connections, denied, overflow, records, metered, ...sortedTally(run) } };
   }
+}
+
+/** A run's metered totals with one more call: tokens in count cached input too; cost only of priced calls. */
+export function addMetered(total: MeteredCost | null, call: NonNullable<EgressRecord['metered']>): MeteredCost {
+  const t = total ?? { cost_usd: null, tokens_in: 0, tokens_out: 0, calls: 0, unpriced: 0, unknown: 0 };
+  return {
+    cost_usd: call.usd === null ? t.cost_usd : (t.cost_usd ?? 0) + call.usd,
+    tokens_in: (t.tokens_in ?? 0) + call.tokens_in + call.cache_read + call.cache_write,
+    tokens_out: (t.tokens_out ?? 0) + call.tokens_out,
+    calls: t.calls + 1,
+    unpriced: t.unpriced + (call.unknown === null && call.usd === null ? 1 : 0),
+    unknown: t.unknown + (call.unknown !== null ? 1 : 0),
+  };
 }

@@ -5,6 +5,7 @@ import { readEgressRecord, type EgressDenial, type EgressHost, type EgressRecord
 import { obj, str } from '../untrusted.ts';
 import { UnavailableError, errorMessage } from '../errors.ts';
 import { confinedNetwork, UNCONFINED, type ReceiptNetwork } from '../engine/receipt.ts';
+import type { MeteredCost } from '../run-json.ts';
 const TIMEOUT_MS = 10_000;
 const MAX_BYTES = 16 * 1024 * 1024;
 
@@ -67,6 +68,20 @@ export interface PodGateNetwork {
   problem: string | null;
   /** What the receipt must list as gaps: the gate could not account for the run's network in full. */
   gaps: string[];
+  /** The run's model calls as the gate metered them (docs/gate.md "Metered cost"); null when it metered none. */
+  metered: MeteredCost | null;
+}
+
+const usdOrNull = (value: unknown): number | null =>
+  typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : null;
+
+function readMetered(value: unknown): MeteredCost | null {
+  if (value === null || value === undefined) return null;
+  const o = obj(value);
+  return {
+    cost_usd: usdOrNull(o.cost_usd), tokens_in: count(o.tokens_in), tokens_out: count(o.tokens_out),
+    calls: count(o.calls), unpriced: count(o.unpriced), unknown: count(o.unknown),
+  };
 }
 
 /**
@@ -79,7 +94,9 @@ export async function podGateNetwork(
   const url = env.SVC_GATE_EVIDENCE_URL;
   if (!url) return null;
   const unconfined = (problem: string): PodGateNetwork =>
-    ({ network: UNCONFINED, records: [], problem, gaps: [`the network is not accounted for: ${problem}`] });
+    ({
+      network: UNCONFINED, records: [], problem, gaps: [`the network is not accounted for: ${problem}`], metered: null,
+    });
   let status: number;
   let answer: Record<string, unknown>;
   try {
@@ -112,5 +129,8 @@ export async function podGateNetwork(
     connections: count(answer.connections), denied: count(answer.denied),
     hosts: arr(answer.hosts).map(readHost), denials: arr(answer.denials).map(readDenial),
   });
-  return { network, records: arr(answer.records).map(readEgressRecord), problem: null, gaps };
+  return {
+    network, records: arr(answer.records).map(readEgressRecord), problem: null, gaps,
+    metered: readMetered(answer.metered),
+  };
 }

@@ -8,11 +8,12 @@ import { join } from 'node:path';
 import { openRunContext, type RunContext } from '../engine/run-context.ts';
 import { runDir } from '../engine/paths.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
-import { readState, type RunState } from '../engine/run-state.ts';
+import { readState, withCost, type RunState } from '../engine/run-state.ts';
+import { obj } from '../untrusted.ts';
 import { isoNow } from '../iso-time.ts';
 import {
-  issueReceipt, readEvidence, EVIDENCE_ARTIFACT, RECEIPT_TYPE, type Receipt, type ReceiptBody, type ReceiptNetwork,
-  type ReportedCheck, type RunEvidence,
+  issueReceipt, readEvidence, receiptCost, EVIDENCE_ARTIFACT, RECEIPT_TYPE, type Receipt, type ReceiptBody,
+  type ReceiptNetwork, type ReportedCheck, type RunEvidence,
 } from '../engine/receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { maybeOpenPr } from '../engine/finish-phase.ts';
@@ -103,13 +104,39 @@ function receiptBody(
       files: signed.files.length, insertions: signed.insertions, deletions: signed.deletions,
       patch_sha256: signed.patch_sha256, paths: signed.files.map((f) => f.path),
     },
-    cost: { usd: numOrNull(s.cost_usd), tokens_in: numOrNull(s.tokens_in), tokens_out: numOrNull(s.tokens_out) },
+    // With a gate: its metered figures (set by meteredCost), the run container's report beside them.
+    cost: network ? receiptCost(s)
+      : { usd: numOrNull(s.cost_usd), tokens_in: numOrNull(s.tokens_in), tokens_out: numOrNull(s.tokens_out) },
     verdict: verdict.verdict, gaps: verdict.gaps, started_at: strOr(s.started_at, issued),
     ended_at: typeof s.ended_at === 'string' ? s.ended_at : issued, issued_at: issued,
     // The network section comes from the gate (gate-network.ts), never from the run container's files.
-    attestation: { by: 'pod-signer', verified: network ? [...VERIFIED, 'network'] : VERIFIED, reported: REPORTED },
+    // Only with a gate is `metered` the gate's own (meteredCost); without, state.json's is the run container's word.
+    attestation: {
+      by: 'pod-signer', ...attested(network !== null, network !== null && typeof s.metered?.cost_usd === 'number'),
+    },
     ...(network ? { network } : {}),
   };
+}
+
+/** What the signer vouches for: the network with a gate, the cost when the gate metered and priced it. */
+function attested(gate: boolean, metered: boolean): { verified: string[]; reported: string[] } {
+  const verified = [...VERIFIED, ...(gate ? ['network'] : []), ...(metered ? ['cost'] : [])];
+  const reported = metered ? [...REPORTED.filter((f) => f !== 'cost'), 'cost.reported'] : REPORTED;
+  return { verified, reported };
+}
+
+/**
+ * The run's cost from the gate (docs/gate.md "Metered cost"): what the run container reported is kept as reported,
+ * and any `metered` its state.json claims is replaced by the gate's own count (none when the gate metered no call).
+ */
+function meteredCost(ctx: RunContext, gate: PodGateNetwork): void {
+  const s = ctx.state;
+  const said = s.reported === undefined ? s : obj(s.reported);
+  const reported = {
+    cost_usd: numOrNull(said.cost_usd), tokens_in: numOrNull(said.tokens_in), tokens_out: numOrNull(said.tokens_out),
+  };
+  const none = { ...s, reported: null, metered: null };
+  ctx.update(withCost(none, { reported, ...(gate.metered ? { metered: gate.metered } : {}) }));
 }
 
 /** The fields every end of the run sets; the copied ended_at is kept only when it is a time's text. */
@@ -193,6 +220,7 @@ async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, evidence: R
   const gate = await podGateNetwork(opts.env, opts.run, seal.sealed_at);
   if (gate?.problem) ctx.say(`${gate.problem}: network not confined`);
   if (gate) recordPodEgress(ctx, gate.records);
+  if (gate) meteredCost(ctx, gate);
   let signed: ReturnType<typeof signReceipt>;
   try {
     signed = signReceipt(ctx, opts, seal, evidence, gate);

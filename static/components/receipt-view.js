@@ -115,7 +115,10 @@ class ReceiptView extends HTMLElement {
         <div><dt>Diff</dt><dd>${count(diff.files ?? diff.files_changed)} files, +${count(
           diff.insertions ?? diff.additions)} −${count(diff.deletions)}</dd></div>
         <div><dt>Patch sha256</dt><dd class="mono">${short(diff.patch_sha256 ?? r?.patch_sha256)}</dd></div>
-        <div><dt>Cost</dt><dd>${money(r?.cost?.usd ?? r?.cost_usd ?? null)}</dd></div>
+        <div><dt>${r?.cost?.source === 'metered' ? 'Cost (metered)' : 'Cost'}</dt>
+          <dd>${money(r?.cost?.usd ?? r?.cost_usd ?? null)}${r?.cost?.source === 'metered'
+            ? html` <span class="muted">(the agent reported ${money(r?.cost?.reported?.cost_usd ?? null)})</span>`
+            : ''}</dd></div>
         <div><dt>Started / ended</dt><dd>${timeTag(r?.started_at ?? r?.times?.started_at, exact)} –
           ${timeTag(r?.ended_at ?? r?.times?.ended_at, exact)}</dd></div>
         <div><dt>Issued</dt><dd>${timeTag(r?.issued_at, exact)}</dd></div>

@@ -25,6 +25,7 @@ import { registerRunTimeline } from './run-timeline.js';
  *   tokens_in?: number|null, tokens_out?: number|null, exit_code?: number|null, error?: string|null,
  *   updated_at?: string|null, attempts?: Attempt[],
  *   pending_answer?: {answer: string, answered_at: string, via: string, delivered_at: string|null} | null,
+ *   reported?: {cost_usd: number|null} | null, metered?: {cost_usd: number|null} | null,
  * }} RunDetail
  */
 
@@ -161,7 +162,12 @@ class RunDetailPage extends HTMLElement {
         <div><dt>${run.status === 'queued' ? 'Queued' : 'Started'}</dt><dd>${timeTag(run.started_at, exact)}</dd></div>
         <div><dt>Ended</dt><dd>${run.ended_at ? timeTag(run.ended_at, exact) : '—'}</dd></div>
         <div><dt>Duration</dt><dd data-role="duration">${runDuration(run)}</dd></div>
-        <div><dt>Cost</dt><dd class="${run.cost_usd == null ? 'unknown' : ''}">${money(run.cost_usd)}</dd></div>
+        <div><dt>${run.metered?.cost_usd != null ? 'Cost (metered)' : 'Cost'}</dt>
+          <dd class="${run.cost_usd == null ? 'unknown' : ''}">${money(run.cost_usd)}</dd></div>
+        ${reportedDiffers(run)
+          ? html`<div data-role="reported-cost"><dt>Reported by the agent</dt>
+              <dd>${money(run.reported?.cost_usd ?? null)}</dd></div>`
+          : ''}
         <div><dt>Tokens in / out</dt><dd>${count(run.tokens_in)} / ${count(run.tokens_out)}</dd></div>
         ${run.exit_code != null ? html`<div><dt>Exit code</dt><dd>${run.exit_code}</dd></div>` : ''}
       </dl>
@@ -197,4 +203,15 @@ export function registerRunDetail() {
   registerDiffView();
   registerRunTimeline();
   if (!customElements.get('svc-run-detail')) customElements.define('svc-run-detail', RunDetailPage);
+}
+
+/**
+ * Whether the agent's own figure is worth showing beside the metered one: the gate metered the run and the agent
+ * reported another amount, or none at all (the gate's meter is what the run cost; a differing report is news).
+ * @param {RunDetail} run
+ */
+function reportedDiffers(run) {
+  if (run.metered?.cost_usd == null) return false;
+  const said = run.reported?.cost_usd ?? null;
+  return said === null || Math.abs(said - run.metered.cost_usd) >= 0.005;
 }

@@ -37,6 +37,11 @@ describe('run detail page', { skip: skip ?? false }, () => {
     await page.locator('.run-head h1').waitFor();
     const head = (await page.locator('.run-head').textContent()) ?? '';
     for (const text of ['succeeded', 'verified', '$1.37', '88,000', `svc/${RECEIPTED.run}`]) assert.ok(head.includes(text), `header lacks ${text}`);
+    // The gate's figure is the cost; the agent's differing one stands beside it.
+    assert.match(head, /Cost \(metered\)\s*\$1\.37/);
+    const reported = page.locator('.run-head [data-role="reported-cost"]');
+    assert.ok(await reported.isVisible());
+    assert.match((await reported.textContent()) ?? '', /Reported by the agent\s*\$0\.20/);
     assert.equal(await page.locator('.run-head a[href="https://github.example/acme/billing/pull/42"]').count(), 1);
   });
 
@@ -46,6 +51,7 @@ describe('run detail page', { skip: skip ?? false }, () => {
     assert.match(receipt, /Signed by key\s*k-2026-01/);
     assert.match(receipt, /npm test/);
     assert.match(receipt, /3 files, \+48 −12/);
+    assert.match(receipt, /Cost \(metered\)\s*\$1\.37 \(the agent reported \$0\.20\)/);
     // The agent's network as the gate saw it: the host it reached, and the metadata address it was refused.
     assert.match(receipt, /Network \(through the egress gate: 14 connections, 1 denied\)/);
     assert.match(receipt, /api\.anthropic\.com:443\s*allowed/);

@@ -66,6 +66,9 @@ export function liveRuns(now = Date.now()): Record<string, unknown>[] {
       brief: 'Round invoice totals half-even <b>not</b> half-up', origin: 'errtrack', provider: 'claude', branch: `svc/${RECEIPTED.run}`,
       pr_url: 'https://github.example/acme/billing/pull/42', started_at: iso(now - 2 * 3600_000), ended_at: iso(now - 2 * 3600_000 + 780_000),
       updated_at: iso(now - 2 * 3600_000 + 780_000), cost_usd: 1.37, tokens_in: 88_000, tokens_out: 9_400, exit_code: 0,
+      // The gate metered $1.37; the agent said $0.20.
+      metered: { cost_usd: 1.37, tokens_in: 88_000, tokens_out: 9_400, calls: 12, unpriced: 0, unknown: 0 },
+      reported: { cost_usd: 0.2, tokens_in: 80_000, tokens_out: 9_000 },
     },
   ];
 }
@@ -82,7 +85,9 @@ export function receipt(now = Date.now()): Record<string, unknown> {
       { name: 'lint', argv: ['npm', 'run', 'lint'], required: false, exit_code: 0, duration_ms: 6_000, output_sha256: 'cc'.repeat(32) },
     ],
     diff: { files: 3, insertions: 48, deletions: 12, patch_sha256: 'dd'.repeat(32), paths: DIFF.map((f) => f.path) },
-    cost: { usd: 1.37, tokens_in: 88_000, tokens_out: 9_400 },
+    cost: { usd: 1.37, tokens_in: 88_000, tokens_out: 9_400, source: 'metered',
+      reported: { cost_usd: 0.2, tokens_in: 80_000, tokens_out: 9_000 },
+      metered: { cost_usd: 1.37, tokens_in: 88_000, tokens_out: 9_400, calls: 12, unpriced: 0, unknown: 0 } },
     verdict: 'verified', gaps: [],
     started_at: iso(now - 2 * 3600_000), ended_at: iso(now - 2 * 3600_000 + 780_000), issued_at: iso(now - 2 * 3600_000 + 770_000),
     kid: 'k-2026-01', integrity: 'ee'.repeat(32), signature: 'c2lnbmF0dXJl',

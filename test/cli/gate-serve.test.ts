@@ -18,11 +18,13 @@ const CREDENTIAL = mintJobCredential(Buffer.from(SECRET), { job: 'j-serve', run:
   Date.now() + 3600_000);
 const AUTH = { 'proxy-authorization': `Basic ${Buffer.from(`svc:${CREDENTIAL}`).toString('base64')}` };
 
-function upstream(host: string, seen: IncomingHttpHeaders[]): Promise<Server> {
+/** A loopback server; `body` what it answers (a model API's answer carries usage the gate meters). */
+function upstream(host: string, seen: IncomingHttpHeaders[], body = 'upstream'): Promise<Server> {
   const server = createServer((req, res) => {
     seen.push(req.headers);
     req.resume();
-    res.end('upstream');
+    if (body !== 'upstream') res.setHeader('content-type', 'application/json');
+    res.end(body);
   });
   return new Promise((resolve) => server.listen(0, host, () => resolve(server)));
 }
@@ -57,13 +59,15 @@ describe('svc gate serve', () => {
     dir = mkdtempSync(join(tmpdir(), 'svc-gate-serve-'));
     allowed = await upstream('127.0.0.2', allowedSeen);
     loopback = await upstream('127.0.0.1', loopbackSeen);
-    model = await upstream('127.0.0.1', modelSeen);
+    // $0.15 a call by svc's price table.
+    model = await upstream('127.0.0.1', modelSeen,
+      JSON.stringify({ model: 'claude-sonnet-4-5', usage: { input_tokens: 0, output_tokens: 10_000 } }));
     writeFileSync(join(dir, 'policy.json'), JSON.stringify({ allow: [addr(allowed)] }));
     writeFileSync(join(dir, 'gate-secret'), `${SECRET}\n`, { mode: 0o600 });
     gate = spawn(process.execPath, [CLI, 'gate', 'serve', '--port', '0', '--policy', join(dir, 'policy.json')], {
       env: {
         PATH: process.env.PATH, HOME: dir, ANTHROPIC_API_KEY: REAL_KEY, ANTHROPIC_BASE_URL: `http://${addr(model)}`,
-        SVC_GATE_SECRET_FILE: join(dir, 'gate-secret'),
+        SVC_GATE_SECRET_FILE: join(dir, 'gate-secret'), SVC_BUDGET_REPO_DAY_USD: '0.4',
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -109,6 +113,24 @@ describe('svc gate serve', () => {
     assert.equal(status, 200);
     assert.equal(modelSeen.at(-1)?.['x-api-key'], REAL_KEY);
     assert.ok(allowedSeen.every((h) => h['x-api-key'] === undefined));
+  });
+
+  it('meters its jobs\' model calls and refuses a repository\'s past its daily cap, another repository\'s not', async () => {
+    const call = (credential: string) => viaGate(port, `/_job/${credential}/_model/anthropic/v1/messages`);
+    const statuses: number[] = [];
+    for (let i = 0; i < 5 && statuses.at(-1) !== 429; i++) statuses.push(await call(CREDENTIAL));
+    // The test before made one call of acme/web's ($0.15): two more bring it to $0.45, past $0.40; the next is refused.
+    assert.deepEqual(statuses, [200, 200, 429]);
+    const seen = modelSeen.length;
+    assert.equal(await call(CREDENTIAL), 429);
+    assert.equal(modelSeen.length, seen, 'a refused call never reaches the model API');
+    const other = mintJobCredential(Buffer.from(SECRET), { job: 'j-2', run: 'r-2', repo: 'acme/api' }, Date.now() + 3600_000);
+    assert.equal(await call(other), 200);
+    const refused = /"egress":\{[^\n]*"reason":"the daily budget of \$0\.40 for acme\/web is reached[^\n]*"status":429/;
+    const metered = /"egress":\{[^\n]*"metered":\{"model":"claude-sonnet-4-5","tokens_in":0,"tokens_out":10000,/;
+    for (let i = 0; i < 200 && !(refused.test(out) && metered.test(out)); i++) await new Promise((r) => setTimeout(r, 25));
+    assert.match(out, refused);
+    assert.match(out, metered);
   });
 
   it('refuses a malformed policy file with exit 2', async () => {

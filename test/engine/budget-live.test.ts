@@ -34,7 +34,7 @@ describe('the budget during an invocation', () => {
     const { run } = JSON.parse(start.stdout);
 
     const first = await waitFor(() => (state(run).status === 'blocked' ? state(run) : null), 'the budget question');
-    assert.match(first.question, /reaching its budget of \$1\.00 \(max_usd\)/);
+    assert.match(first.question, /^Budget of \$1\.00 reached — raise it to\? \(the run's budget of \$1\.00;/);
     assert.ok(first.cost_usd >= 1 && first.cost_usd < 2, `cost ${first.cost_usd}`);
     // Frozen before the question was asked: every process of the provider is stopped now ('D' is one caught inside a
     // fork, whose SIGSTOP takes effect as the fork returns).

@@ -16,6 +16,8 @@ import { mintJobCredential } from '../../src/gate/job-credential.ts';
 import { writeSeal } from '../../src/pod/seal.ts';
 import { signRun } from '../../src/pod/sign.ts';
 import { gateRequest, proxyAuth, recordingConnect, startUpstream, tableResolver, type Upstream } from './helpers.ts';
+import { modelRoute } from '../../src/gate/model-apis.ts';
+import { PRICES } from '../../src/gate/prices.ts';
 
 const GIT_ENV = { GIT_AUTHOR_NAME: 'T', GIT_AUTHOR_EMAIL: 't@x', GIT_COMMITTER_NAME: 'T', GIT_COMMITTER_EMAIL: 't@x' };
 const SECRET = Buffer.from('pod-signer-network-secret-0123456789abcdef');
@@ -26,7 +28,7 @@ function git(cwd: string, args: string[]): string {
 }
 
 /** The pod's workspace for `run` under `root/name`: sealed at its base, then the agent's commit and run folder. */
-function prepareWorkspace(root: string, name: string, run: string): string {
+function prepareWorkspace(root: string, name: string, run: string, claims: Record<string, unknown> = {}): string {
   const origin = join(root, `${name}-origin`);
   mkdirSync(join(origin, '.svc'), { recursive: true });
   git(origin, ['init', '-q', '-b', 'main']);
@@ -45,7 +47,7 @@ function prepareWorkspace(root: string, name: string, run: string): string {
   const runFolder = join(ws, '.svc', 'runs', run);
   mkdirSync(join(runFolder, 'artifacts'), { recursive: true });
   writeFileSync(join(runFolder, 'state.json'), JSON.stringify({
-    run, source: 'k8s', status: 'running', head_sha: git(ws, ['rev-parse', 'HEAD']),
+    run, source: 'k8s', status: 'running', head_sha: git(ws, ['rev-parse', 'HEAD']), ...claims,
   }));
   writeFileSync(join(runFolder, 'artifacts', 'evidence.json'), JSON.stringify({
     type: 'svc.run_evidence', version: 1, run, outcome: 'finished', error: null, exit_code: 0,
@@ -62,14 +64,25 @@ describe('pod signer network section', () => {
   let gate: Gate;
   let control: Server;
   let controlUrl = '';
+  let model: Server;
 
   before(async () => {
     upstream = await startUpstream('127.0.0.2');
-    const policy = parseGatePolicy({ allow: ['local.test', `127.0.0.2:${upstream.port}`] });
+    // A model API answering with usage: 100,000 output tokens of claude-sonnet-4-5 are $1.50 by svc's table.
+    model = createServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ model: 'claude-sonnet-4-5', usage: { input_tokens: 0, output_tokens: 100_000 } }));
+    });
+    await new Promise<void>((r) => model.listen(0, '127.0.0.1', r));
+    const modelPort = (model.address() as AddressInfo).port;
+    const policy = parseGatePolicy({ allow: ['local.test', `127.0.0.2:${upstream.port}`, `127.0.0.1:${modelPort}`] });
     gate = await startGate({
       policy, tcpPort: 0, connect: recordingConnect().connect,
       resolve: tableResolver({ 'local.test': ['127.0.0.2'] }).resolve,
       clients: { secret: SECRET, maxPerClient: 8, policyFor: () => policy },
+      models: [modelRoute('anthropic', `http://127.0.0.1:${modelPort}`, 'x-api-key', 'k')],
+      meter: { prices: PRICES, refusal: () => null },
     });
     // The Control Plane stand-in takes every batch the signer ships.
     control = createServer((req, res) => {
@@ -88,6 +101,8 @@ describe('pod signer network section', () => {
     await upstream.close();
     control.closeAllConnections();
     control.close();
+    model.closeAllConnections();
+    model.close();
     rmSync(root, { recursive: true, force: true });
   });
 
@@ -120,6 +135,38 @@ describe('pod signer network section', () => {
     assert.equal(log.trim().split('\n').length, 2);
     const events = readFileSync(join(dir, 'events.jsonl'), 'utf8').split('\n').filter((l) => l.includes('"egress"'));
     assert.equal(events.length, 2);
+  });
+
+  it('signs the cost the gate metered, the run container\'s report beside it, whatever its state.json claims', async () => {
+    const run = 'r-metered';
+    const credential = mintJobCredential(SECRET, { job: 'j-m', run, repo: 'acme/web' }, Date.now() + 3600_000);
+    const at = { port: gate.port ?? 0 };
+    assert.equal((await gateRequest(at, `/_job/${credential}/_model/anthropic/v1/messages`, { method: 'POST', body: '{}' }))
+      .status, 200);
+    // The agent's claims: nothing spent, and a "metered" figure of its own.
+    const forged = { cost_usd: 0, tokens_in: 0, tokens_out: 0, calls: 9, unpriced: 0, unknown: 0 };
+    const ws = prepareWorkspace(root, 'ws-m', run, { cost_usd: 0, reported: { cost_usd: 0, tokens_in: 5, tokens_out: 5 },
+      metered: forged });
+    const home = join(root, 'signer-home-m');
+    mkdirSync(home);
+    await signRun({
+      run, source: 'k8s', workspace: ws, sealedDir: join(root, 'ws-m-sealed'), pr: false, say: () => {},
+      env: {
+        PATH: process.env.PATH, HOME: home, SVC_CONTROL_URL: controlUrl,
+        SVC_GATE_EVIDENCE_URL: `http://127.0.0.1:${gate.port}/_job/${credential}/_egress`,
+      },
+    });
+    const dir = join(home, 'work', '.svc', 'runs', run);
+    const receipt = JSON.parse(readFileSync(join(dir, 'artifacts', 'receipt.json'), 'utf8'));
+    assert.equal(receipt.cost.source, 'metered');
+    assert.equal(receipt.cost.usd, 1.5);
+    assert.deepEqual(receipt.cost.metered, { cost_usd: 1.5, tokens_in: 0, tokens_out: 100_000, calls: 1, unpriced: 0,
+      unknown: 0 });
+    assert.deepEqual(receipt.cost.reported, { cost_usd: 0, tokens_in: 5, tokens_out: 5 });
+    assert.ok(receipt.attestation.verified.includes('cost'));
+    assert.ok(receipt.attestation.reported.includes('cost.reported'));
+    const state = JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8'));
+    assert.equal(state.cost_usd, 1.5);
   });
 
   it('signs not confined, with a gap, when the gate restarted during the run (saw only what came after)', async () => {

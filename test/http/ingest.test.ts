@@ -42,6 +42,20 @@ describe('POST /v1/ingest', () => {
     assert.equal(art.text, 'all good');
   });
 
+  it('keeps a run\'s metered and reported cost apart, with only their own keys', async () => {
+    const metered = { cost_usd: 0.4, tokens_in: 3000, tokens_out: 4000, calls: 4, unpriced: 0, unknown: 0, extra: 'x' };
+    const res = await cp.request('POST', '/v1/ingest', { body: batch({ events: [], artifacts: [], runs: [{
+      run: 'r-cost', status: 'succeeded', started_at: T0, cost_usd: 0.4, metered, reported: { cost_usd: 0 } }] }) });
+    assert.equal(res.status, 200, res.text);
+    const run = await cp.request('GET', '/v1/runs/laptop/r-cost');
+    assert.equal(run.json.cost_usd, 0.4);
+    assert.deepEqual(run.json.metered, { cost_usd: 0.4, tokens_in: 3000, tokens_out: 4000, calls: 4, unpriced: 0, unknown: 0 });
+    assert.deepEqual(run.json.reported, { cost_usd: 0, tokens_in: null, tokens_out: null });
+    const listed = await cp.request('GET', '/v1/runs?limit=200');
+    const item = listed.json.items.find((r: { run: string }) => r.run === 'r-cost');
+    assert.deepEqual(item.metered, run.json.metered);
+  });
+
   it('is idempotent on (source, run, seq): a resent batch only counts duplicates', async () => {
     const res = await cp.request('POST', '/v1/ingest', { body: batch() });
     assert.equal(res.json.events, 0);
@@ -84,6 +98,9 @@ describe('POST /v1/ingest', () => {
     ['a bad source', batch({ source: '../x' })],
     ['an unknown top-level field', batch({ extra: 1 })],
     ['a negative cost', batch({ runs: [{ run: 'r9', status: 'failed', started_at: T0, cost_usd: -1 }] })],
+    ['a metered cost that is text', batch({ runs: [{ run: 'r9', status: 'failed', started_at: T0,
+      metered: { cost_usd: '0.40', tokens_in: 1, tokens_out: 1, calls: 1, unpriced: 0, unknown: 0 } }] })],
+    ['a reported cost that is not an object', batch({ runs: [{ run: 'r9', status: 'failed', started_at: T0, reported: 1 }] })],
     ['a bad time', batch({ runs: [{ run: 'r9', status: 'failed', started_at: 'yesterday' }] })],
     ['a bad notification', batch({ notifications: [{ status: 'maybe' }] })],
   ];

@@ -5,6 +5,7 @@ import { startTestControl, seedRuns, makeRun, type TestControl } from '../helper
 const RUN_KEYS = [
   'source', 'run', 'repo', 'group_id', 'status', 'verdict', 'brief', 'origin', 'provider', 'branch', 'pr_url', 'question',
   'started_at', 'ended_at', 'updated_at', 'cost_usd', 'tokens_in', 'tokens_out', 'exit_code', 'error', 'failure',
+  'reported', 'metered',
 ].sort();
 
 describe('GET /v1/runs', () => {

@@ -52,6 +52,10 @@ describe('claude CLI end to end', { skip }, () => {
     assert.deepEqual(tokens, { in: server.usage.input, out: server.usage.output });
     const cost = (server.usage.input * PRICE.input + server.usage.output * PRICE.output) / 1e6;
     assert.ok(Math.abs(state.cost_usd - cost) < 1e-12, `${state.cost_usd} vs ${cost}`);
+    // The gate metered every call from the API's own streamed usage; claude's own figure is kept as reported.
+    assert.equal(state.metered?.calls, server.requests.length, JSON.stringify(state.metered));
+    assert.ok(Math.abs(state.metered.cost_usd - cost) < 1e-12, `${state.metered.cost_usd} vs ${cost}`);
+    assert.ok(Math.abs(state.reported.cost_usd - cost) < 1e-12, `${state.reported.cost_usd} vs ${cost}`);
     // The run's log shows the CLI's own stream: its tool calls as they happened, and the result with the summary.
     assert.ok(logs.some((t) => t.includes('"name":"Edit"')), logs.slice(0, 20).join('\n'));
     assert.ok(logs.some((t) => t.includes('"type":"result"') && t.includes(SUMMARY)));

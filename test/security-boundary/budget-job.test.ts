@@ -53,7 +53,7 @@ describe('the budget during an invocation of a /jobs job', () => {
 
     const asked = await waitFor(() => (existsSync(join(repo.repo, '.svc', 'runs', run, 'state.json')) &&
       state().status === 'blocked' ? state() : null), 'the budget question', 60_000);
-    assert.match(asked.question, /reaching its budget of \$1\.00 \(max_usd\)/);
+    assert.match(asked.question, /^Budget of \$1\.00 reached — raise it to\? \(the run's budget of \$1\.00;/);
     assert.equal(asked.origin, 'jobs');
     assert.ok(provider().length > 0);
     assert.deepEqual(provider().map(procState).filter((s) => s !== 'T' && s !== 'D'), [], 'frozen while it asks');

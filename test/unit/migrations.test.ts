@@ -40,7 +40,7 @@ describe('control migrations', () => {
     db.close();
   });
 
-  it('gives runs of a file from before failure classes a failure of null, filters on an index, keeps the text fresh', () => {
+  it('gives runs of a file from before failure classes and metering a failure and costs of null, filters on an index, keeps the text fresh', () => {
     const path = join(dir, 'd.db');
     const old = openDatabase(path, controlMigrations.slice(0, 6));
     old.prepare(`INSERT INTO runs (source, run, group_id, status, started_at, updated_at, error, json)
@@ -49,11 +49,16 @@ describe('control migrations', () => {
     const db = openDatabase(path, controlMigrations);
     const runs = createRunsStore(db);
     const [text] = runs.page({ limit: 5 }).items;
-    assert.deepEqual(JSON.parse(text!), { source: 's', run: 'r1', status: 'failed', error: 'boom', failure: null });
+    assert.deepEqual(JSON.parse(text!), {
+      source: 's', run: 'r1', status: 'failed', error: 'boom', failure: null, reported: null, metered: null,
+    });
     // A class set afterwards drops the stored text (the trigger knows the new columns), so the list never serves it stale.
     db.prepare("UPDATE runs SET failure_class = 'infra', failure_reason = 'gate', failure_retryable = 1").run();
     assert.deepEqual(JSON.parse(runs.page({ limit: 5 }).items[0]!).failure, { class: 'infra', reason: 'gate', retryable: true });
     assert.deepEqual(runs.page({ limit: 5, failure_class: 'infra' }).items.length, 1);
+    // So does a metered cost set afterwards.
+    db.prepare(`UPDATE runs SET metered = '{"cost_usd":0.4,"tokens_in":1,"tokens_out":2,"calls":1,"unpriced":0,"unknown":0}'`).run();
+    assert.equal(JSON.parse(runs.page({ limit: 5 }).items[0]!).metered.cost_usd, 0.4);
     const { sql, args } = buildListQuery({ limit: 5, failure_class: 'infra' });
     const plan = db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...args).map((r) => (r as { detail: string }).detail).join('; ');
     assert.match(plan, /USING INDEX runs_by_failure/);

@@ -64,7 +64,7 @@ describe('params', () => {
       source: 's', run: 'r', repo: null, repo_path: '/x', group_id: 'r', status: 'queued', verdict: null, brief: null, origin: null,
       provider: null, branch: null, pr_url: null, question: null, started_at: 0, ended_at: null, updated_at: 0, cost_usd: null,
       tokens_in: null, tokens_out: null, exit_code: null, error: null, pid: 1, extra: '{}',
-      failure_class: null, failure_reason: null, failure_retryable: null,
+      failure_class: null, failure_reason: null, failure_retryable: null, reported: null, metered: null,
     });
     assert.equal(json.started_at, '1970-01-01T00:00:00.000Z');
     assert.equal('repo_path' in json || 'pid' in json || 'extra' in json, false);

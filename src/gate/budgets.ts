@@ -1,0 +1,147 @@
+// Budgets on metered cost (docs/gate.md "Budgets"): a run's own (policy max_usd, raised by an answer) and the
+// operator's caps per repository per day and per server per day. The day's spending is a ledger every gate of this
+// machine appends its priced calls to (one JSON line each), so the runs' separate gates see each other's spending;
+// each reads only what was added since it last looked.
+import { appendFileSync, closeSync, fstatSync, mkdirSync, openSync, readSync } from 'node:fs';
+import { join } from 'node:path';
+import { obj, str } from '../untrusted.ts';
+
+export type BudgetKind = 'run' | 'repository-day' | 'server-day';
+
+export interface Reached {
+  kind: BudgetKind;
+  limit: number;
+  spent: number;
+}
+
+export interface Spent {
+  run: number;
+  repoDay: number;
+  serverDay: number;
+}
+
+export interface Limits {
+  run: number | null;
+  repoDay: number | null;
+  serverDay: number | null;
+}
+
+/** The first budget spending has reached (run, then repository, then server), or null. */
+export function reachedBudget(spent: Spent, limits: Limits): Reached | null {
+  const rows: Array<[BudgetKind, number, number | null]> = [
+    ['run', spent.run, limits.run], ['repository-day', spent.repoDay, limits.repoDay],
+    ['server-day', spent.serverDay, limits.serverDay],
+  ];
+  for (const [kind, value, limit] of rows) if (limit !== null && value >= limit) return { kind, limit, spent: value };
+  return null;
+}
+
+const usd = (n: number): string => `$${n.toFixed(2)}`;
+
+/** What it is called in a refusal and a question. */
+export function budgetName(r: Reached, repo: string): string {
+  if (r.kind === 'run') return `the run's budget of ${usd(r.limit)}`;
+  if (r.kind === 'repository-day') return `the daily budget of ${usd(r.limit)} for ${repo}`;
+  return `this server's daily budget of ${usd(r.limit)}`;
+}
+
+/** The plain body of the gate's refusal: what a CLI shows its user (`asked`: the run's engine asks to raise it). */
+export function refusalText(r: Reached, repo: string, asked = true): string {
+  const reached = `${budgetName(r, repo)} is reached (metered ${usd(r.spent)})`;
+  return asked
+    ? `${reached}: svc has paused the run and asked whether to raise it; model calls resume once it is raised`
+    : `${reached}: model calls are refused until the operator raises it`;
+}
+
+/** UTC day, as the ledger's file is named and stats group by. */
+export function dayOf(at: Date): string {
+  return at.toISOString().slice(0, 10);
+}
+
+/**
+ * Today's metered spending per repository and in all. With a folder, it is shared by every gate of the machine
+ * (`<folder>/<day>.jsonl`); without, it is this gate's own (`svc gate serve`, which sees all its jobs' calls).
+ */
+export class DayLedger {
+  private day = '';
+  private offset = 0;
+  private rest = '';
+  private readonly repos = new Map<string, number>();
+  private server = 0;
+  private readonly folder: string | null;
+  private readonly now: () => Date;
+
+  constructor(folder: string | null, now: () => Date = () => new Date()) {
+    this.folder = folder;
+    this.now = now;
+  }
+
+  private turn(): void {
+    const day = dayOf(this.now());
+    if (day === this.day) return;
+    this.day = day;
+    this.offset = 0;
+    this.rest = '';
+    this.repos.clear();
+    this.server = 0;
+  }
+
+  private count(repo: string, amount: number): void {
+    // Repository names are compared as GitHub compares them; the map holds one day's repositories.
+    const key = repo.toLowerCase();
+    this.repos.set(key, (this.repos.get(key) ?? 0) + amount);
+    this.server += amount;
+  }
+
+  /** A priced call of `repo`'s. */
+  add(repo: string, amount: number): void {
+    this.turn();
+    if (!(amount > 0)) return;
+    if (this.folder === null) {
+      this.count(repo, amount);
+      return;
+    }
+    mkdirSync(this.folder, { recursive: true, mode: 0o700 });
+    // One short line per write, appended: lines of concurrent gates never interleave.
+    const line = `${JSON.stringify({ repo, usd: amount })}\n`;
+    appendFileSync(join(this.folder, `${this.day}.jsonl`), line, { mode: 0o600 });
+  }
+
+  /** Today's spending of `repo` and of all. */
+  spent(repo: string): { repoDay: number; serverDay: number } {
+    this.turn();
+    if (this.folder !== null) this.readNew();
+    return { repoDay: this.repos.get(repo.toLowerCase()) ?? 0, serverDay: this.server };
+  }
+
+  private readNew(): void {
+    let fd: number;
+    try {
+      fd = openSync(join(this.folder!, `${this.day}.jsonl`), 'r');
+    } catch {
+      return;
+    }
+    try {
+      const size = fstatSync(fd).size;
+      if (size <= this.offset) return;
+      const buf = Buffer.alloc(Math.min(size - this.offset, 4 * 1024 * 1024));
+      const n = readSync(fd, buf, 0, buf.length, this.offset);
+      this.offset += n;
+      const lines = (this.rest + buf.subarray(0, n).toString('utf8')).split('\n');
+      this.rest = lines.pop() ?? '';
+      for (const line of lines) {
+        let value: unknown;
+        try {
+          value = JSON.parse(line);
+        } catch {
+          continue;
+        }
+        const o = obj(value);
+        const repo = str(o.repo);
+        if (repo !== null && typeof o.usd === 'number' && Number.isFinite(o.usd) && o.usd > 0) this.count(repo, o.usd);
+      }
+    } finally {
+      closeSync(fd);
+    }
+  }
+}

@@ -1,0 +1,109 @@
+// The price table svc meters model calls with (docs/gate.md "Metered cost"): US dollars per million tokens, by model,
+// as the vendors' price pages said on `date`. The operator's file (SVC_PRICES_FILE) adds models or replaces rows; a
+// model in neither is unpriced — recorded as such, never as $0.
+import { readFileSync } from 'node:fs';
+import { isJsonObject } from '../untrusted.ts';
+import { GatePolicyError } from './policy.ts';
+import type { CallTokens } from './usage.ts';
+
+export interface ModelPrice {
+  input: number;
+  output: number;
+  /** Reading input from the cache; writing it (Anthropic's cache creation). Absent: priced as input. */
+  cache_read?: number;
+  cache_write?: number;
+}
+
+export interface PriceTable {
+  date: string;
+  models: Readonly<Record<string, ModelPrice>>;
+}
+
+const p = (input: number, output: number, cacheRead?: number, cacheWrite?: number): ModelPrice => ({
+  input, output, ...(cacheRead !== undefined ? { cache_read: cacheRead } : {}),
+  ...(cacheWrite !== undefined ? { cache_write: cacheWrite } : {}),
+});
+
+/** Standard (not batch, not priority) prices; Gemini's are its ≤ 200k-token prompt tier. */
+export const PRICES: PriceTable = {
+  date: '2026-11-01',
+  models: {
+    'claude-opus-4-5': p(5, 25, 0.5, 6.25),
+    'claude-opus-4-1': p(15, 75, 1.5, 18.75),
+    'claude-opus-4': p(15, 75, 1.5, 18.75),
+    'claude-sonnet-4-5': p(3, 15, 0.3, 3.75),
+    'claude-sonnet-4': p(3, 15, 0.3, 3.75),
+    'claude-3-7-sonnet': p(3, 15, 0.3, 3.75),
+    'claude-haiku-4-5': p(1, 5, 0.1, 1.25),
+    'claude-3-5-haiku': p(0.8, 4, 0.08, 1),
+    'gpt-5.1': p(1.25, 10, 0.125),
+    'gpt-5': p(1.25, 10, 0.125),
+    'gpt-5-mini': p(0.25, 2, 0.025),
+    'gpt-5-nano': p(0.05, 0.4, 0.005),
+    'gpt-4.1': p(2, 8, 0.5),
+    'gpt-4.1-mini': p(0.4, 1.6, 0.1),
+    'gpt-4.1-nano': p(0.1, 0.4, 0.025),
+    'gpt-4o': p(2.5, 10, 1.25),
+    'gpt-4o-mini': p(0.15, 0.6, 0.075),
+    'o3': p(2, 8, 0.5),
+    'o4-mini': p(1.1, 4.4, 0.275),
+    'gemini-2.5-pro': p(1.25, 10, 0.125),
+    'gemini-2.5-flash': p(0.3, 2.5, 0.03),
+    'gemini-2.5-flash-lite': p(0.1, 0.4, 0.01),
+  },
+};
+
+/**
+ * The table's row for a model: its exact name, else the longest name it starts with followed by `-` (a dated
+ * snapshot, `claude-sonnet-4-5-20250929`, or a variant, `gpt-5-codex`); null when none.
+ */
+export function priceOf(table: PriceTable, model: string | null): ModelPrice | null {
+  if (model === null) return null;
+  const name = model.toLowerCase().replace(/^models\//, '');
+  let best: string | null = null;
+  for (const key of Object.keys(table.models)) {
+    const fits = name === key || name.startsWith(`${key}-`);
+    if (fits && (best === null || key.length > best.length)) best = key;
+  }
+  return best === null ? null : table.models[best] ?? null;
+}
+
+/** A call's cost in US dollars, or null when its model has no price (unpriced, never $0). */
+export function callCost(table: PriceTable, tokens: CallTokens): number | null {
+  const price = priceOf(table, tokens.model);
+  if (!price) return null;
+  const usd = tokens.input * price.input + tokens.output * price.output +
+    tokens.cacheRead * (price.cache_read ?? price.input) + tokens.cacheWrite * (price.cache_write ?? price.input);
+  return usd / 1_000_000;
+}
+
+const PRICE_KEYS = ['input', 'output', 'cache_read', 'cache_write'] as const;
+
+/** The built-in table with the operator's file laid over it (`{"date", "models": {name: {input, output, …}}}`). */
+export function loadPriceTable(file: string | undefined): PriceTable {
+  if (file === undefined) return PRICES;
+  let value: unknown;
+  try {
+    value = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new GatePolicyError(file, `cannot be read as JSON (${(err as Error).message.slice(0, 120)})`);
+  }
+  if (!isJsonObject(value) || !isJsonObject(value.models) || typeof value.date !== 'string') {
+    throw new GatePolicyError(file, 'must be {"date": "YYYY-MM-DD", "models": {"<model>": {"input", "output", …}}}');
+  }
+  const models: Record<string, ModelPrice> = { ...PRICES.models };
+  for (const [name, row] of Object.entries(value.models)) {
+    if (!isJsonObject(row)) throw new GatePolicyError(`${file}: ${name}`, 'must be {"input": …, "output": …}');
+    const price: Record<string, number> = {};
+    for (const key of PRICE_KEYS) {
+      const v = row[key];
+      if (v === undefined && (key === 'cache_read' || key === 'cache_write')) continue;
+      if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) {
+        throw new GatePolicyError(`${file}: ${name}.${key}`, 'must be a number of US dollars per million tokens');
+      }
+      price[key] = v;
+    }
+    models[name.toLowerCase()] = price as unknown as ModelPrice;
+  }
+  return { date: value.date.slice(0, 40), models };
+}

@@ -1,0 +1,308 @@
+// The usage a model API reports for one call, read from the response bytes as they pass to the client (docs/gate.md
+// "Metered cost"): never buffered, memory bounded whatever the body's size. A JSON body and every SSE event's data are
+// walked a byte at a time by JsonPicker, which keeps only the values at a few key paths (`usage`, `message.usage`, …);
+// the rest streams through untouched. The model's text sits inside JSON strings: nothing it writes can pose as a key.
+import { isJsonObject, obj, str } from '../untrusted.ts';
+
+/** Tokens of one call as the API counted them; `input` is the uncached input, priced apart from cache reads/writes. */
+export interface CallTokens {
+  model: string | null;
+  input: number;
+  output: number;
+  cacheRead: number;
+  cacheWrite: number;
+}
+
+export type UsageRead = { known: true; tokens: CallTokens } | { known: false; reason: string };
+
+/** The largest count believed for one call: beyond any context window; a bigger one is the response's error. */
+const MAX_TOKENS = 100_000_000;
+/** Bytes kept of one picked value (a usage object is a few hundred). */
+const PICK_MAX = 16 * 1024;
+const KEY_MAX = 64;
+/** Nesting followed; a deeper text is not a usage-bearing response, and the picker stops reading it. */
+const DEPTH_MAX = 64;
+
+type Family = 'anthropic' | 'openai' | 'gemini';
+
+/** Where each family puts usage and the model name, in a JSON body or an SSE event's data. */
+const PATHS: Record<Family, { usage: readonly string[]; model: readonly string[] }> = {
+  anthropic: { usage: ['usage', 'message.usage'], model: ['model', 'message.model'] },
+  openai: { usage: ['usage', 'response.usage'], model: ['model', 'response.model'] },
+  gemini: { usage: ['usageMetadata'], model: ['modelVersion'] },
+};
+
+/** The family of a model route by its name: the OpenAI-compatible APIs (openrouter, groq, …) read as openai. */
+export function familyOf(route: string): Family {
+  return route === 'anthropic' || route === 'gemini' ? route : 'openai';
+}
+
+/**
+ * The raw text of each value at the wanted key paths (object keys from the root joined by ".", arrays not counted),
+ * in the order they end. Reads bytes only; a malformed text just yields fewer values.
+ */
+class JsonPicker {
+  private readonly stack: Array<{ array: boolean; key: string | null }> = [];
+  private inString = false;
+  private escaped = false;
+  private stringIsKey = false;
+  private key: number[] = [];
+  private expectKey = false;
+  /** Capturing a value that started at this stack depth, and its bytes so far. */
+  private captureDepth = -1;
+  private capturePath = '';
+  private captured: number[] = [];
+  private overflow = false;
+  readonly picks: Array<{ path: string; text: string }> = [];
+
+  private readonly wanted: ReadonlySet<string>;
+
+  constructor(wanted: ReadonlySet<string>) {
+    this.wanted = wanted;
+  }
+
+  private path(): string {
+    let out = '';
+    for (const frame of this.stack) if (!frame.array) out += (out ? '.' : '') + (frame.key ?? '');
+    return out;
+  }
+
+  private endCapture(): void {
+    if (!this.overflow) this.picks.push({ path: this.capturePath, text: Buffer.from(this.captured).toString('utf8') });
+    this.captureDepth = -1;
+    this.captured = [];
+    this.overflow = false;
+  }
+
+  /** A value begins with byte `b`: capture it (from this byte) when its path is wanted. */
+  private valueStarts(b: number): void {
+    if (this.captureDepth >= 0) return;
+    const top = this.stack.at(-1);
+    if (!top || top.array) return;
+    const path = this.path();
+    if (!this.wanted.has(path)) return;
+    this.captureDepth = this.stack.length;
+    this.capturePath = path;
+    this.captured.push(b);
+  }
+
+  push(bytes: Uint8Array): void {
+    for (const b of bytes) this.byte(b);
+  }
+
+  byte(b: number): void {
+    if (this.stack.length > DEPTH_MAX) return;
+    if (this.captureDepth >= 0) {
+      // Back in the frame that holds the value: a comma or that frame's close ends it.
+      const closer = b === 0x2c || b === 0x7d || b === 0x5d;
+      const ends = !this.inString && this.stack.length === this.captureDepth && closer;
+      if (ends) this.endCapture();
+      else if (this.captured.length < PICK_MAX) this.captured.push(b);
+      else this.overflow = true;
+    }
+    if (this.inString) {
+      if (this.escaped) this.escaped = false;
+      else if (b === 0x5c) this.escaped = true;
+      else if (b === 0x22) {
+        this.inString = false;
+        const top = this.stack.at(-1);
+        const key = this.key.length <= KEY_MAX ? Buffer.from(this.key).toString('utf8') : null;
+        if (this.stringIsKey && top) top.key = key;
+        return;
+      }
+      if (this.stringIsKey && this.key.length <= KEY_MAX) this.key.push(b);
+      return;
+    }
+    switch (b) {
+      case 0x7b: // {
+      case 0x5b: // [
+        if (!this.expectKey) this.valueStarts(b);
+        this.stack.push({ array: b === 0x5b, key: null });
+        this.expectKey = b === 0x7b;
+        return;
+      case 0x7d: // }
+      case 0x5d: // ]
+        this.stack.pop();
+        this.expectKey = false;
+        return;
+      case 0x2c: // ,
+        this.expectKey = this.stack.at(-1)?.array === false;
+        return;
+      case 0x3a: // :
+        this.expectKey = false;
+        return;
+      case 0x22: // "
+        this.inString = true;
+        this.stringIsKey = this.expectKey;
+        this.key = [];
+        if (!this.stringIsKey) this.valueStarts(b);
+        return;
+      case 0x20: case 0x09: case 0x0a: case 0x0d:
+        return;
+      default:
+        // A number or literal: its first byte starts it, the rest are captured above.
+        if (!this.expectKey) this.valueStarts(b);
+    }
+  }
+
+  /** The end of the text: a value still open there was cut short, and is dropped. */
+  finish(): void {
+    this.captureDepth = -1;
+    this.captured = [];
+    this.overflow = false;
+  }
+}
+
+/** A token count the response gave: absent is 0; anything but a whole number in range makes the usage unknown. */
+function count(o: Record<string, unknown>, key: string, bad: string[]): number {
+  const v = o[key];
+  if (v === undefined || v === null) return 0;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > MAX_TOKENS) {
+    bad.push(key);
+    return 0;
+  }
+  return v;
+}
+
+/** One usage object in the family's own words → tokens (null fields unchanged); `bad` collects unreadable fields. */
+function readTokens(family: Family, u: Record<string, unknown>, bad: string[]): Partial<CallTokens> {
+  const has = (k: string): boolean => u[k] !== undefined && u[k] !== null;
+  const out: Partial<CallTokens> = {};
+  if (family === 'anthropic') {
+    // input_tokens excludes the cache's tokens; message_delta repeats the running output count.
+    if (has('input_tokens')) out.input = count(u, 'input_tokens', bad);
+    if (has('output_tokens')) out.output = count(u, 'output_tokens', bad);
+    if (has('cache_read_input_tokens')) out.cacheRead = count(u, 'cache_read_input_tokens', bad);
+    if (has('cache_creation_input_tokens')) out.cacheWrite = count(u, 'cache_creation_input_tokens', bad);
+  } else if (family === 'openai') {
+    // Chat completions say prompt/completion, responses say input/output; both count cached input inside the input.
+    const chat = has('prompt_tokens') || has('completion_tokens');
+    const details = obj(u[chat ? 'prompt_tokens_details' : 'input_tokens_details']);
+    const cached = count(details, 'cached_tokens', bad);
+    const input = count(u, chat ? 'prompt_tokens' : 'input_tokens', bad);
+    out.input = Math.max(0, input - cached);
+    out.cacheRead = Math.min(cached, input);
+    out.output = count(u, chat ? 'completion_tokens' : 'output_tokens', bad);
+  } else {
+    // Gemini counts cached input inside the prompt, and bills thinking as output.
+    const cached = count(u, 'cachedContentTokenCount', bad);
+    const prompt = count(u, 'promptTokenCount', bad);
+    out.input = Math.max(0, prompt - cached);
+    out.cacheRead = Math.min(cached, prompt);
+    out.output = count(u, 'candidatesTokenCount', bad) + count(u, 'thoughtsTokenCount', bad);
+  }
+  return out;
+}
+
+/** Gemini names the model in its path (`…/models/gemini-2.5-pro:generateContent`) when the body does not. */
+function modelFromPath(path: string): string | null {
+  return /\/models\/([A-Za-z0-9._-]{1,100}):/.exec(path)?.[1] ?? null;
+}
+
+export interface UsageMeter {
+  push(chunk: Uint8Array): void;
+  /** What the response said it used, once it has ended (or the client went away). */
+  end(): UsageRead;
+}
+
+/**
+ * A meter for one response of a model route: JSON or SSE by its content type; a compressed body, another type or no
+ * usage at all is `known: false` with the reason (the bytes still went to the client untouched).
+ */
+export function usageMeter(route: string, path: string, headers: Readonly<Record<string, unknown>>): UsageMeter {
+  const family = familyOf(route);
+  const wanted = new Set([...PATHS[family].usage, ...PATHS[family].model]);
+  const type = typeof headers['content-type'] === 'string' ? headers['content-type'].toLowerCase() : '';
+  const encoding = typeof headers['content-encoding'] === 'string' ? headers['content-encoding'].toLowerCase() : '';
+  const sse = type.startsWith('text/event-stream');
+  const json = type.startsWith('application/json');
+  const unreadable = encoding !== '' && encoding !== 'identity'
+    ? `the response is ${encoding.slice(0, 40)}-encoded`
+    : sse || json ? null : `the response is not JSON or an event stream (${type.slice(0, 60) || 'no type'})`;
+  const tokens: CallTokens = { model: modelFromPath(path), input: 0, output: 0, cacheRead: 0, cacheWrite: 0 };
+  const bad: string[] = [];
+  let usageSeen = false;
+  let picker = new JsonPicker(wanted);
+
+  const take = (p: JsonPicker): void => {
+    p.finish();
+    for (const { path: at, text } of p.picks) {
+      let value: unknown;
+      try {
+        value = JSON.parse(text);
+      } catch {
+        continue;
+      }
+      if (PATHS[family].model.includes(at)) tokens.model = str(value)?.slice(0, 200) ?? tokens.model;
+      else if (value === null) continue; // a streamed chunk before the one that carries the usage
+      else if (isJsonObject(value)) {
+        usageSeen = true;
+        Object.assign(tokens, readTokens(family, value, bad));
+      } else bad.push(at);
+    }
+  };
+
+  // SSE (WHATWG): a line is a field, `data:` lines' payloads (joined by newlines) make an event's data, and a blank
+  // line ends the event. Only the field name is kept; the data goes byte by byte into the event's picker.
+  let atLineStart = true;
+  let field: number[] = [];
+  let inField = false;
+  let inData = false;
+  let skipSpace = false;
+  let eventHasData = false;
+  let lastCr = false;
+  const sseByte = (b: number): void => {
+    if (b === 0x0a && lastCr) {
+      lastCr = false;
+      return;
+    }
+    lastCr = b === 0x0d;
+    if (b === 0x0a || b === 0x0d) {
+      if (atLineStart) {
+        if (eventHasData) take(picker);
+        picker = new JsonPicker(wanted);
+        eventHasData = false;
+      }
+      atLineStart = true;
+      inField = false;
+      inData = false;
+      return;
+    }
+    if (atLineStart) {
+      atLineStart = false;
+      inField = true;
+      field = [];
+    }
+    if (inField) {
+      if (b === 0x3a) {
+        inField = false;
+        inData = field.length === 4 && Buffer.from(field).toString('latin1') === 'data';
+        skipSpace = true;
+        if (inData && eventHasData) picker.byte(0x0a);
+        if (inData) eventHasData = true;
+      } else if (field.length <= 8) field.push(b);
+      return;
+    }
+    if (!inData) return;
+    if (skipSpace) {
+      skipSpace = false;
+      if (b === 0x20) return;
+    }
+    picker.byte(b);
+  };
+
+  return {
+    push(chunk) {
+      if (unreadable) return;
+      if (sse) for (const b of chunk) sseByte(b);
+      else picker.push(chunk);
+    },
+    end() {
+      if (unreadable) return { known: false, reason: unreadable };
+      if (!sse || eventHasData) take(picker);
+      if (bad.length > 0) return { known: false, reason: `unreadable usage field ${bad[0]!.slice(0, 60)}` };
+      if (!usageSeen) return { known: false, reason: 'the response carried no usage' };
+      return { known: true, tokens };
+    },
+  };
+}

@@ -1,0 +1,276 @@
+// Metered cost at the gate: the usage each model API family returns (JSON and streamed), read from the bytes as they
+// pass, priced by the table, recorded per call; a body the gate cannot read is forwarded untouched as "usage unknown";
+// a budget the meter says is reached refuses the next model call. The model APIs are loopback stand-ins.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { writeFileSync } from 'node:fs';
+import { startGate, type Gate } from '../../src/gate/gate.ts';
+import { parseGatePolicy } from '../../src/gate/policy.ts';
+import { modelRoute } from '../../src/gate/model-apis.ts';
+import { loadPriceTable, PRICES } from '../../src/gate/prices.ts';
+import { usageMeter } from '../../src/gate/usage.ts';
+import type { EgressRecord } from '../../src/gate/evidence.ts';
+import { gateRequest, recordingConnect, tempDir } from './helpers.ts';
+
+/** What the stand-in answers next: a content type and the body's pieces, each written as its own chunk. */
+interface Answer {
+  type: string;
+  pieces: Array<string | Buffer>;
+  encoding?: string;
+}
+
+const sse = (events: Array<[string, unknown]>): string =>
+  events.map(([event, data]) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`).join('');
+
+/** Splits text into pieces of `size` bytes: usage split across chunk boundaries at every offset. */
+const bytesOf = (text: string, size: number): Buffer[] => {
+  const b = Buffer.from(text);
+  const out: Buffer[] = [];
+  for (let i = 0; i < b.length; i += size) out.push(b.subarray(i, i + size));
+  return out;
+};
+
+const ANTHROPIC_JSON = JSON.stringify({
+  id: 'msg_1', type: 'message', model: 'claude-sonnet-4-5-20250929',
+  content: [{ type: 'text', text: 'the "usage": {"input_tokens": 999999} inside text is only text' },
+    { type: 'tool_use', name: 'x', input: { usage: { input_tokens: 5_000_000 } } }],
+  usage: { input_tokens: 1000, output_tokens: 2000, cache_creation_input_tokens: 100, cache_read_input_tokens: 4000 },
+});
+// 1000×3 + 2000×15 + 100×3.75 + 4000×0.3 per million
+const ANTHROPIC_USD = (1000 * 3 + 2000 * 15 + 100 * 3.75 + 4000 * 0.3) / 1e6;
+
+const ANTHROPIC_SSE = sse([
+  ['message_start', { type: 'message_start', message: { model: 'claude-haiku-4-5', usage: {
+    input_tokens: 10_000, output_tokens: 1, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 } } }],
+  ['content_block_delta', { type: 'content_block_delta', delta: { type: 'text_delta', text: 'usage' } }],
+  ['message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn' }, usage: { output_tokens: 3000 } }],
+  ['message_stop', { type: 'message_stop' }],
+]);
+const ANTHROPIC_SSE_USD = (10_000 * 1 + 3000 * 5) / 1e6;
+
+const CHAT_SSE = [
+  `data: ${JSON.stringify({ model: 'gpt-4.1-mini', choices: [{ delta: { content: 'hi' } }], usage: null })}\r\n\r\n`,
+  `data: ${JSON.stringify({ model: 'gpt-4.1-mini', choices: [], usage: { prompt_tokens: 5000, completion_tokens: 700,
+    prompt_tokens_details: { cached_tokens: 1000 } } })}\r\n\r\n`,
+  'data: [DONE]\r\n\r\n',
+].join('');
+const CHAT_USD = (4000 * 0.4 + 1000 * 0.1 + 700 * 1.6) / 1e6;
+
+const RESPONSES_SSE = sse([
+  ['response.created', { type: 'response.created', response: { model: 'gpt-5-codex', usage: null } }],
+  ['response.output_text.delta', { type: 'response.output_text.delta', delta: '{"usage":1}' }],
+  ['response.completed', { type: 'response.completed', response: { model: 'gpt-5-codex', output: [{ content: [
+    { text: 'x'.repeat(50_000) }] }], usage: { input_tokens: 20_000, output_tokens: 1000,
+    input_tokens_details: { cached_tokens: 16_000 }, output_tokens_details: { reasoning_tokens: 400 } } } }],
+]);
+const RESPONSES_USD = (4000 * 1.25 + 16_000 * 0.125 + 1000 * 10) / 1e6;
+
+const GEMINI_JSON = JSON.stringify({
+  candidates: [{ content: { parts: [{ text: 'ok' }] } }], modelVersion: 'gemini-2.5-flash',
+  usageMetadata: { promptTokenCount: 3000, candidatesTokenCount: 200, thoughtsTokenCount: 300,
+    cachedContentTokenCount: 1000 },
+});
+const GEMINI_USD = (2000 * 0.3 + 1000 * 0.03 + 500 * 2.5) / 1e6;
+const GEMINI_SSE = [1, 2].map((n) => `data: ${JSON.stringify({ candidates: [{ content: { parts: [{ text: `${n}` }] } }],
+  usageMetadata: { promptTokenCount: 3000, candidatesTokenCount: 100 * n } })}\r\n\r\n`).join('');
+
+describe('metered cost at the gate', () => {
+  const tmp = tempDir();
+  const records: EgressRecord[] = [];
+  let upstream: Server;
+  let port: number;
+  let next: Answer = { type: 'application/json', pieces: ['{}'] };
+  const seenEncodings: Array<string | undefined> = [];
+  let gate: Gate;
+  let refusal: () => string | null = () => null;
+  let upstreamCalls = 0;
+
+  before(async () => {
+    upstream = createServer((req, res: ServerResponse) => {
+      seenEncodings.push(req.headers['accept-encoding']);
+      upstreamCalls += 1;
+      req.resume();
+      req.on('end', async () => {
+        const headers: Record<string, string> = { 'content-type': next.type };
+        if (next.encoding) headers['content-encoding'] = next.encoding;
+        res.writeHead(200, headers);
+        for (const piece of next.pieces) {
+          res.write(piece);
+          await new Promise((r) => setImmediate(r));
+        }
+        res.end();
+      });
+    });
+    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+    port = (upstream.address() as AddressInfo).port;
+    const base = `http://127.0.0.1:${port}`;
+    gate = await startGate({
+      policy: parseGatePolicy({ allow: [`127.0.0.1:${port}`] }),
+      models: [
+        modelRoute('anthropic', base, 'x-api-key', 'k'), modelRoute('openai', `${base}/v1`, 'authorization', 'Bearer k'),
+        modelRoute('gemini', base, 'x-goog-api-key', 'k'),
+      ],
+      connect: recordingConnect().connect, socketPath: `${tmp.path}/gate.sock`, onRecord: (r) => records.push(r),
+      meter: { prices: PRICES, refusal: () => refusal() },
+    });
+  });
+
+  after(async () => {
+    await gate.close();
+    upstream.closeAllConnections();
+    await new Promise((r) => upstream.close(r));
+    tmp.remove();
+  });
+
+  /** One call through the gate answered with `answer`; the client's body and the call's metered record. */
+  async function call(path: string, answer: Answer): Promise<{ body: string; status: number; rec: EgressRecord }> {
+    next = answer;
+    const before = records.length;
+    const reply = await gateRequest({ socketPath: gate.socketPath ?? '' }, path, {
+      method: 'POST', body: '{"model":"claude-opus-4-1"}', headers: { 'accept-encoding': 'gzip, br' },
+    });
+    for (let i = 0; records.length === before && i < 1000; i++) await new Promise((r) => setImmediate(r));
+    return { body: reply.body, status: reply.status, rec: records.at(-1)! };
+  }
+
+  const close = (a: number | null | undefined, b: number): void => assert.ok(a !== null && a !== undefined &&
+    Math.abs(a - b) < 1e-12, `${a} ≈ ${b}`);
+
+  it('reads Anthropic usage, JSON and streamed, at every chunk boundary, and prices it by the model it names', async () => {
+    for (const size of [1, 7, 64, 100_000]) {
+      const json = await call('/_model/anthropic/v1/messages', { type: 'application/json', pieces: bytesOf(ANTHROPIC_JSON, size) });
+      assert.equal(json.body, ANTHROPIC_JSON, 'the body reaches the client byte for byte');
+      assert.deepEqual({ ...json.rec.metered, usd: null }, { model: 'claude-sonnet-4-5-20250929', tokens_in: 1000,
+        tokens_out: 2000, cache_read: 4000, cache_write: 100, usd: null, unknown: null });
+      close(json.rec.metered?.usd, ANTHROPIC_USD);
+      const stream = await call('/_model/anthropic/v1/messages', {
+        type: 'text/event-stream; charset=utf-8', pieces: bytesOf(ANTHROPIC_SSE, size) });
+      assert.equal(stream.body, ANTHROPIC_SSE);
+      assert.equal(stream.rec.metered?.tokens_out, 3000, 'message_delta carries the running output count');
+      close(stream.rec.metered?.usd, ANTHROPIC_SSE_USD);
+    }
+    assert.ok(seenEncodings.every((e) => e === 'identity'), 'the gate asks for what it can read');
+  });
+
+  it('reads OpenAI chat completions and responses usage from their final stream events', async () => {
+    for (const size of [3, 4096]) {
+      const chat = await call('/_model/openai/chat/completions', { type: 'text/event-stream', pieces: bytesOf(CHAT_SSE, size) });
+      assert.equal(chat.rec.metered?.tokens_in, 4000, 'cached input is priced apart');
+      assert.equal(chat.rec.metered?.cache_read, 1000);
+      close(chat.rec.metered?.usd, CHAT_USD);
+      const responses = await call('/_model/openai/responses', { type: 'text/event-stream', pieces: bytesOf(RESPONSES_SSE, size) });
+      assert.equal(responses.rec.metered?.model, 'gpt-5-codex');
+      close(responses.rec.metered?.usd, RESPONSES_USD);
+    }
+    const plain = await call('/_model/openai/chat/completions', { type: 'application/json', pieces: [JSON.stringify({
+      model: 'gpt-4.1-mini', usage: { prompt_tokens: 5000, completion_tokens: 700, prompt_tokens_details: { cached_tokens: 1000 } },
+    })] });
+    close(plain.rec.metered?.usd, CHAT_USD);
+  });
+
+  it('reads Gemini usageMetadata, JSON and streamed (the last chunk\'s counts), the model from the path', async () => {
+    const json = await call('/_model/gemini/v1beta/models/gemini-2.5-flash:generateContent', {
+      type: 'application/json', pieces: bytesOf(GEMINI_JSON, 5) });
+    close(json.rec.metered?.usd, GEMINI_USD);
+    const stream = await call('/_model/gemini/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse', {
+      type: 'text/event-stream', pieces: bytesOf(GEMINI_SSE, 9) });
+    assert.deepEqual([stream.rec.metered?.model, stream.rec.metered?.tokens_out], ['gemini-2.5-pro', 200]);
+    close(stream.rec.metered?.usd, (3000 * 1.25 + 200 * 10) / 1e6);
+  });
+
+  it('records an unknown model as unpriced, never as $0', async () => {
+    const r = await call('/_model/anthropic/v1/messages', { type: 'application/json', pieces: [JSON.stringify({
+      model: 'claude-next-9', usage: { input_tokens: 5, output_tokens: 5 } })] });
+    assert.equal(r.rec.metered?.usd, null);
+    assert.equal(r.rec.metered?.tokens_in, 5);
+    assert.equal(r.rec.metered?.unknown, null);
+  });
+
+  it('forwards a hostile or unreadable response untouched and records its usage as unknown', async () => {
+    const hostile: Array<[string, Answer]> = [
+      ['a string count', { type: 'application/json', pieces: ['{"model":"claude-haiku-4-5","usage":{"input_tokens":"9"}}'] }],
+      ['a huge count', { type: 'application/json', pieces: [`{"model":"claude-haiku-4-5","usage":{"output_tokens":${'9'.repeat(400)}}}`] }],
+      ['a negative count', { type: 'application/json', pieces: ['{"model":"claude-haiku-4-5","usage":{"output_tokens":-5}}'] }],
+      ['usage not an object', { type: 'application/json', pieces: ['{"model":"claude-haiku-4-5","usage":[1,2]}'] }],
+      ['no usage', { type: 'application/json', pieces: ['{"model":"claude-haiku-4-5"}'] }],
+      ['cut short', { type: 'application/json', pieces: ['{"model":"claude-haiku-4-5","usage":{"input_tokens":5'] }],
+      ['gzip', { type: 'application/json', encoding: 'gzip', pieces: [Buffer.from([0x1f, 0x8b, 8, 0, 0, 0])] }],
+      ['html', { type: 'text/html', pieces: ['<p>usage</p>'] }],
+      ['a usage object past the cap', { type: 'application/json', pieces: [
+        `{"model":"claude-haiku-4-5","usage":{"input_tokens":1,"pad":"${'x'.repeat(40_000)}"}}`] }],
+      ['nesting 100k deep', { type: 'application/json', pieces: ['{"usage":', '['.repeat(100_000), ']'.repeat(100_000), '}'] }],
+    ];
+    for (const [what, answer] of hostile) {
+      const r = await call('/_model/anthropic/v1/messages', answer);
+      assert.equal(r.status, 200, what);
+      const sent = Buffer.concat(answer.pieces.map((p) => Buffer.from(p)));
+      if (!answer.encoding) assert.equal(r.body, sent.toString('utf8'), `${what}: forwarded untouched`);
+      assert.equal(r.rec.metered?.usd, null, what);
+      assert.match(r.rec.metered?.unknown ?? '', /./, `${what}: usage unknown`);
+    }
+  });
+
+  it('refuses a model call with a plain 429 while the meter says a budget is reached, and records the refusal', async () => {
+    refusal = () => 'the run\'s budget of $0.25 is reached (metered $0.40)';
+    const reply = await gateRequest({ socketPath: gate.socketPath ?? '' }, '/_model/anthropic/v1/messages', {
+      method: 'POST', body: '{}' });
+    refusal = () => null;
+    assert.equal(reply.status, 429);
+    assert.match(reply.body, /^svc gate: the run's budget of \$0\.25 is reached/);
+    assert.equal(records.at(-1)?.decision, 'denied');
+    assert.equal(records.at(-1)?.status, 429);
+  });
+
+  it('lets the call that crosses the budget mid-stream finish, and refuses the next before it reaches the API',
+    async () => {
+      const from = records.length;
+      const spent = (): number => records.slice(from).reduce((sum, r) => sum + (r.metered?.usd ?? 0), 0);
+      refusal = () => (spent() >= 0.02 ? 'the run\'s budget of $0.02 is reached' : null);
+      const crossing = await call('/_model/anthropic/v1/messages', {
+        type: 'text/event-stream', pieces: bytesOf(ANTHROPIC_SSE, 16) });
+      assert.equal(crossing.status, 200);
+      assert.equal(crossing.body, ANTHROPIC_SSE, 'the crossing call streams to its end');
+      close(spent(), ANTHROPIC_SSE_USD);
+      const calledBefore = upstreamCalls;
+      const next = await call('/_model/anthropic/v1/messages', { type: 'application/json', pieces: [ANTHROPIC_JSON] });
+      refusal = () => null;
+      assert.equal(next.status, 429);
+      assert.match(next.body, /budget of \$0\.02 is reached/);
+      assert.equal(upstreamCalls, calledBefore, 'the refused call never reached the model API');
+    });
+
+  it('lays the operator\'s price file over the table, and refuses a bad one naming it', () => {
+    const file = `${tmp.path}/prices.json`;
+    writeFileSync(file, JSON.stringify({ date: '2026-12-01', models: { 'Scripted-Model': { input: 100, output: 200 } } }));
+    const table = loadPriceTable(file);
+    assert.equal(table.date, '2026-12-01');
+    assert.deepEqual(table.models['scripted-model'], { input: 100, output: 200 });
+    assert.ok(table.models['claude-sonnet-4-5'], 'the built-in rows stay');
+    writeFileSync(file, JSON.stringify({ date: '2026-12-01', models: { x: { input: '1', output: 2 } } }));
+    assert.throws(() => loadPriceTable(file), /x\.input/);
+  });
+
+  it('reads Gemini\'s streamed JSON array (streamGenerateContent without alt=sse): the last element\'s counts', () => {
+    const meter = usageMeter('gemini', '/v1beta/models/gemini-2.5-flash:streamGenerateContent', {
+      'content-type': 'application/json; charset=UTF-8' });
+    const text = `[${[1, 2, 3].map((n) => JSON.stringify({ candidates: [{ content: { parts: [{ text: '{"usageMetadata":1}' }] } }],
+      usageMetadata: { promptTokenCount: 1000, candidatesTokenCount: 10 * n } })).join(',\r\n')}]`;
+    for (const piece of bytesOf(text, 11)) meter.push(piece);
+    const read = meter.end();
+    assert.ok(read.known);
+    assert.deepEqual(read.tokens, { model: 'gemini-2.5-flash', input: 1000, output: 30, cacheRead: 0, cacheWrite: 0 });
+  });
+
+  it('keeps at most a bounded slice of a body however large (the meter holds no body)', () => {
+    const meter = usageMeter('anthropic', '/v1/messages', { 'content-type': 'application/json' });
+    meter.push(Buffer.from('{"content":"'));
+    const mb = Buffer.alloc(1024 * 1024, 0x61);
+    for (let i = 0; i < 64; i++) meter.push(mb);
+    meter.push(Buffer.from('","model":"claude-haiku-4-5","usage":{"input_tokens":1000000,"output_tokens":0}}'));
+    const read = meter.end();
+    assert.ok(read.known);
+    assert.equal(read.tokens.input, 1_000_000);
+  });
+});

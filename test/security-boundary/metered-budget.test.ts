@@ -1,0 +1,151 @@
+// Metered cost and budgets at the gate, black-box: real `svc start` runs whose `command` agent calls the model API
+// through the gate (each call $0.10 by the operator's price file) and reports a false cost of $0. The run is recorded
+// at what the gate metered, with the $0 kept as reported; a $0.25 max_usd pauses it with the budget question and an
+// answer "raise to $1" lets it finish; the next run of the same repository meets the per-repository daily cap at its
+// first model call. The model API is a loopback stand-in.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:http';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { AddressInfo } from 'node:net';
+import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
+import { runChild } from '../helpers/run-child.ts';
+import { waitFor } from '../helpers/wait-for.ts';
+import { probeSandbox } from '../../src/spawn/probe.ts';
+
+const bwrapWorks = probeSandbox(process.env).ok;
+
+/**
+ * Makes four model calls that succeed (retrying a refused one), writing each status to calls.txt, and reports $0.
+ * Its own report is the lie the gate's meter does not believe.
+ */
+const LIAR = `#!/bin/sh
+cat > /dev/null
+echo '{"type":"svc.cost","usd":0,"tokens_in":0,"tokens_out":0}'
+ok=0
+while [ $ok -lt 4 ]; do
+  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 20 "$ANTHROPIC_BASE_URL/v1/messages" \\
+    -H "x-api-key: $ANTHROPIC_API_KEY" -H 'content-type: application/json' -d '{"model":"scripted-model"}')
+  echo "$code" >> calls.txt
+  if [ "$code" = 200 ]; then ok=$((ok+1)); else sleep 0.2; fi
+done
+echo done >> a.txt
+exit 0
+`;
+
+describe('metered cost and budgets at the gate', { skip: !bwrapWorks && 'needs bubblewrap' }, () => {
+  let repo: TestRepo;
+  let model: Server;
+  let calls = 0;
+  let env: NodeJS.ProcessEnv;
+
+  before(async () => {
+    model = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        calls += 1;
+        // Streamed, the usage split over two events (message_start, message_delta), as the Messages API sends it.
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(`event: message_start\ndata: {"type":"message_start","message":{"model":"scripted-model",` +
+          '"usage":{"input_tokens":0,"output_tokens":1}}}\n\n');
+        res.end('event: message_delta\ndata: {"type":"message_delta","usage":{"output_tokens":1000}}\n\n');
+      });
+    });
+    await new Promise<void>((r) => model.listen(0, '127.0.0.1', r));
+    repo = makeRepo({ providers: { liar: LIAR }, policy: { max_usd: 0.25 } });
+    const prices = join(repo.root, 'prices.json');
+    // $100 per million output tokens: 1000 tokens are $0.10 a call.
+    writeFileSync(prices, JSON.stringify({ date: '2026-11-28', models: { 'scripted-model': { input: 0, output: 100 } } }));
+    env = {
+      ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
+      ANTHROPIC_API_KEY: 'sk-ant-real', ANTHROPIC_BASE_URL: `http://127.0.0.1:${(model.address() as AddressInfo).port}`,
+      SVC_PRICES_FILE: prices, SVC_SANDBOX_FORWARDER: 'node',
+    };
+    delete env.SVC_SANDBOX;
+  });
+  after(() => {
+    model.closeAllConnections();
+    model.close();
+    repo.cleanup();
+  });
+
+  const svc = (args: string[], extra: NodeJS.ProcessEnv = {}) =>
+    runChild(process.execPath, [CLI, ...args], { cwd: repo.repo, env: { ...env, ...extra } });
+  const state = (run: string) => readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
+  const near = (a: number, b: number) => assert.ok(Math.abs(a - b) < 1e-9, `${a} ≈ ${b}`);
+
+  it('records the metered $0.40 beside a reported $0, pauses at the $0.25 budget and goes on once raised to $1',
+    async () => {
+      const start = await svc(['start', '--brief', 'spend', '--worktree', '--detach', '--provider', 'liar']);
+      assert.equal(start.code, 0, start.stderr);
+      const { run } = JSON.parse(start.stdout);
+      const blocked = await waitFor(() => (state(run).status === 'blocked' ? state(run) : null), 'the budget question');
+      assert.match(blocked.question, /^Budget of \$0\.25 reached — raise it to\? \(the run's budget of \$0\.25;/);
+      assert.match(blocked.question, /metered by the gate/);
+      assert.ok(blocked.metered.cost_usd >= 0.25, `metered ${blocked.metered.cost_usd} at the question`);
+      assert.equal(blocked.cost_usd, blocked.metered.cost_usd, 'the run\'s cost is the metered one');
+
+      assert.equal((await svc(['answer', `local/${run}`, 'raise to $1'])).code, 0);
+      const done = await waitFor(() => (['succeeded', 'failed', 'stopped'].includes(state(run).status) ? state(run) : null),
+        'the run to finish');
+      assert.equal(done.status, 'succeeded', done.error);
+      assert.equal(done.budget_usd, 1);
+      near(done.cost_usd, 0.4);
+      assert.deepEqual({ ...done.metered, cost_usd: 0 },
+        { cost_usd: 0, tokens_in: 0, tokens_out: 4000, calls: 4, unpriced: 0, unknown: 0 });
+      assert.deepEqual(done.reported, { cost_usd: 0, tokens_in: 0, tokens_out: 0 });
+      const statuses = readFileSync(join(done.workdir, 'calls.txt'), 'utf8').trim().split('\n');
+      assert.equal(statuses.filter((s) => s === '200').length, 4);
+      assert.ok(statuses.every((s) => s === '200' || s === '429'), statuses.join(','));
+
+      const receipt = JSON.parse(readFileSync(join(repo.repo, '.svc', 'runs', run, 'artifacts', 'receipt.json'), 'utf8'));
+      assert.equal(receipt.cost.source, 'metered');
+      near(receipt.cost.usd, 0.4);
+      assert.deepEqual(receipt.cost.reported, { cost_usd: 0, tokens_in: 0, tokens_out: 0 });
+      const egress = readFileSync(join(repo.repo, '.svc', 'runs', run, 'artifacts', 'egress.jsonl'), 'utf8')
+        .trim().split('\n').map((l) => JSON.parse(l));
+      const priced = egress.filter((r) => r.metered?.usd !== undefined && r.metered.usd !== null);
+      assert.equal(priced.length, 4, 'each call is evidence with its tokens and price');
+      assert.equal(priced[0].metered.model, 'scripted-model');
+      for (const refused of egress.filter((r) => r.status === 429)) {
+        assert.match(refused.reason, /the run's budget of \$0\.25 is reached/);
+      }
+    });
+
+  it('refuses the next run of the repository at its daily cap, asks, and goes on once the cap is raised for it',
+    async () => {
+      const before = calls;
+      writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ max_usd: 5 }));
+      const start = await svc(['start', '--brief', 'spend again', '--worktree', '--detach', '--provider', 'liar'],
+        { SVC_BUDGET_REPO_DAY_USD: '0.5' });
+      assert.equal(start.code, 0, start.stderr);
+      const { run } = JSON.parse(start.stdout);
+      // The first run spent $0.40 today: this one's first call brings the repository to $0.50, its second is refused.
+      const blocked = await waitFor(() => (state(run).status === 'blocked' ? state(run) : null), 'the cap question');
+      assert.match(blocked.question, /^Budget of \$0\.50 reached — raise it to\? \(the daily budget of \$0\.50 for acme\/api;/);
+      assert.equal(calls - before, 1, 'one call reached the model API before the cap');
+      assert.equal((await svc(['answer', `local/${run}`, '$1'], { SVC_BUDGET_REPO_DAY_USD: '0.5' })).code, 0);
+      const done = await waitFor(() => (['succeeded', 'failed', 'stopped'].includes(state(run).status) ? state(run) : null),
+        'the run to finish');
+      assert.equal(done.status, 'succeeded', done.error);
+      assert.deepEqual(done.budget_caps, { repo_day: 1 });
+      near(done.metered.cost_usd, 0.4);
+      assert.equal(calls - before, 4);
+    });
+
+  it('ends the run over budget when the question is still unanswered at the end of the run\'s time', async () => {
+    writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ max_usd: 0.05, limits: { run_timeout_s: 8 } }));
+    const start = await svc(['start', '--brief', 'spend, nobody answers', '--worktree', '--detach', '--provider', 'liar']);
+    assert.equal(start.code, 0, start.stderr);
+    const { run } = JSON.parse(start.stdout);
+    const blocked = await waitFor(() => (state(run).status === 'blocked' ? state(run) : null), 'the budget question');
+    assert.match(blocked.question, /^Budget of \$0\.05 reached/);
+    const done = await waitFor(() => (['succeeded', 'failed', 'stopped'].includes(state(run).status) ? state(run) : null),
+      'the run\'s time to end');
+    assert.equal(done.status, 'stopped');
+    assert.match(done.error, /^the run's budget of \$0\.05 was reached and not raised within the run's time/);
+    assert.equal(done.question, null);
+    near(done.metered.cost_usd, 0.1);
+  });
+});
