@@ -3,7 +3,9 @@
 // and again by the checkpoint: about half the CPU of a webhook delivery (docs/bench.md). The table is append-only
 // (trigger migration 8) and a key is found through an in-memory index, a 32-bit hash of the key → the ids of the rows
 // with that hash. Every hit is confirmed by reading its row, so a collision, a deleted or a rolled-back row never
-// counts. The index catches up with the rows other connections committed (ids only grow: AUTOINCREMENT).
+// counts. The index catches up with the rows other connections committed (ids only grow: AUTOINCREMENT). Retention
+// drops the entries of the keys it deletes; those of a row deleted by a cascade (a delivery that failed, a finished
+// job whose keys outlived their sweep) stay until the next start, costing a read on a hash hit.
 import type { Db } from './open.ts';
 
 export interface TriggerDedupeStore {
