@@ -11,6 +11,7 @@ import { compareWithCeiling, compareWithFloor, comparisonRow, describe, loadJob 
 import { BENCH_ASSIGNEE, trackerbTemplate } from './trackerb-payload.ts';
 import { githubIssuesTemplate } from './github-payload.ts';
 import { meetsBar } from './stats.ts';
+import { runLoadInWorker } from './worker-client.ts';
 import type { BenchContext } from './context.ts';
 import type { Row } from './report.ts';
 import type { LoadJob } from './load.ts';
@@ -48,7 +49,7 @@ async function seedRunningJobs(url: string, token: string): Promise<void> {
  * svc against the peer a user would otherwise pick: the same GitHub deliveries to Loki Mode's trigger server (its
  * POST /webhook, X-Hub-Signature-256), alternating rounds. Its queue is lifted like svc's so both answer 202.
  */
-async function peerRow(ctx: BenchContext, svcJob: LoadJob, secret: string): Promise<Row> {
+async function peerRow(ctx: BenchContext, svcJob: LoadJob, secret: string, svcPid: number): Promise<Row> {
   const figure = 'signed webhook (POST /webhook, GitHub issues) accepted, vs the reference Python trigger server';
   const cwd = join(ctx.tmp, 'loki-peer');
   mkdirSync(cwd, { recursive: true });
@@ -60,7 +61,7 @@ async function peerRow(ctx: BenchContext, svcJob: LoadJob, secret: string): Prom
     return { figure, value: Number.NaN, unit: '', bar: PEER_BAR, pass: false, note: `not measured: ${String(err)}` };
   }
   try {
-    const c = await compareWithFloor(ctx, svcJob, peer.url);
+    const c = await compareWithFloor(ctx, svcJob, peer.url, { target: svcPid, floor: peer.pid });
     ctx.log(describe('POST /webhook vs the Loki Mode trigger server (stand-in)', c));
     return comparisonRow(figure, c, PEER_BAR, meetsBar(c.ratio, { kind: 'min', value: 10 }),
       `${CONNECTIONS} connections, the ~2.5 KB GitHub bodies of the floor row; the ceiling column is the peer's req/s `
@@ -71,7 +72,8 @@ async function peerRow(ctx: BenchContext, svcJob: LoadJob, secret: string): Prom
   }
 }
 
-export async function measureTrigger(ctx: BenchContext): Promise<Row[]> {
+/** The trigger server under test, serving acme/api, with RUNNING jobs seeded so every delivery stays queued. */
+export async function startBenchTrigger(ctx: BenchContext) {
   const repo = join(ctx.tmp, 'trigger-repo');
   mkdirSync(repo, { recursive: true });
   // The served repository the GitHub deliveries name (acme/api): with `--repo`, its origin says which one it is, and
@@ -92,16 +94,43 @@ export async function measureTrigger(ctx: BenchContext): Promise<Row[]> {
     // bench measures acceptance, not 429s.
     SVC_TRIGGER_QUEUE_MAX: '1000000',
   };
+  const server = await startTrigger(['--port', '0', '--repo', repo, '--db', join(ctx.tmp, 'trigger.db'), '--concurrency', String(RUNNING)], env);
+  try {
+    await seedRunningJobs(server.url, token);
+  } catch (err) {
+    await server.stop();
+    throw err;
+  }
+  const githubJob = { kind: 'github', secret: githubSecret, template: githubIssuesTemplate() } as const;
+  const trackerbJob = { kind: 'trackerb', secret, template: trackerbTemplate() } as const;
+  return { server, githubJob, trackerbJob, githubSecret, secret };
+}
+
+/**
+ * `--only=peer`: the peer row alone. The full run measures it after the floor rows, on a DB they filled with svc's
+ * deliveries for 2 × rounds × (warm-up + duration); the same load fills it first here, so the row sees the same DB.
+ */
+export async function measurePeer(ctx: BenchContext): Promise<Row[]> {
+  const { server, githubJob, githubSecret } = await startBenchTrigger(ctx);
+  try {
+    const job = loadJob(ctx, server.url, githubJob, CONNECTIONS, [202]);
+    const fillMs = 2 * ctx.rounds * (ctx.warmupMs + ctx.durationMs);
+    const filled = await runLoadInWorker({ ...job, warmupMs: 0, durationMs: fillMs });
+    ctx.log(`peer: ${filled.requests} deliveries queued first (${Math.round(filled.rps)} req/s)`);
+    return [await peerRow(ctx, job, githubSecret, server.pid)];
+  } finally {
+    await server.stop();
+  }
+}
+
+export async function measureTrigger(ctx: BenchContext): Promise<Row[]> {
   const bar = '≥ 0.30× ceiling, p99 < 25 ms, max < 100 ms';
   const floorPasses = (c: { ratio: number; p99Ms: number; maxMs: number }): boolean =>
     meetsBar(c.ratio, { kind: 'min', value: 0.8 }) && meetsBar(c.p99Ms, { kind: 'max', value: 25 })
     && meetsBar(c.maxMs, { kind: 'max', value: 100 });
-  const githubJob = { kind: 'github', secret: githubSecret, template: githubIssuesTemplate() } as const;
   const rows: Row[] = [];
-  const server = await startTrigger(['--port', '0', '--repo', repo, '--db', join(ctx.tmp, 'trigger.db'), '--concurrency', String(RUNNING)], env);
-  const trackerbJob = { kind: 'trackerb', secret, template: trackerbTemplate() } as const;
+  const { server, githubJob, trackerbJob, githubSecret, secret } = await startBenchTrigger(ctx);
   try {
-    await seedRunningJobs(server.url, token);
     // DESIGN §7: each against its floor, the plainest correct intake in a bare node:http server
     // (trigger-floor-server.ts: verify, parse, one transaction per delivery), fed the very same signed bodies.
     for (const [label, job, floorSecret, note] of [
@@ -120,7 +149,7 @@ export async function measureTrigger(ctx: BenchContext): Promise<Row[]> {
         await floor.stop();
       }
     }
-    rows.push(await peerRow(ctx, loadJob(ctx, server.url, githubJob, CONNECTIONS, [202]), githubSecret));
+    rows.push(await peerRow(ctx, loadJob(ctx, server.url, githubJob, CONNECTIONS, [202]), githubSecret, server.pid));
     // Against the plain node:http ceiling reading the same bodies: info rows since DESIGN §7 measures against the floor.
     const github = await compareWithCeiling(ctx, loadJob(ctx, server.url, githubJob, CONNECTIONS, [202]));
     ctx.log(describe('POST /webhook (signed GitHub issues, queued)', github));

@@ -10,7 +10,7 @@ import { measureRunsFigures } from './figure-runs.ts';
 import { measureIngest } from './figure-ingest.ts';
 import { measureSse } from './figure-sse.ts';
 import { measureStartup } from './figure-startup.ts';
-import { measureTrigger } from './figure-trigger.ts';
+import { measurePeer, measureTrigger } from './figure-trigger.ts';
 import { measureWorkedIn } from './figure-worked.ts';
 import { measureSandbox } from './figure-sandbox.ts';
 import { measureGate } from './figure-gate.ts';
@@ -18,12 +18,14 @@ import { measureDispatch } from './figure-dispatch.ts';
 
 const OUT_DIR = fileURLToPath(new URL('../../test-output/bench', import.meta.url));
 
-const FIGURES: Array<{ name: string; run: (ctx: BenchContext) => Promise<Row[]> }> = [
+// `alone`: run only when named in --only (the peer row is part of `trigger` in a full run).
+const FIGURES: Array<{ name: string; run: (ctx: BenchContext) => Promise<Row[]>; alone?: true }> = [
   { name: 'runs', run: measureRunsFigures },
   { name: 'ingest', run: measureIngest },
   { name: 'sse', run: measureSse },
   { name: 'startup', run: measureStartup },
   { name: 'trigger', run: measureTrigger },
+  { name: 'peer', run: measurePeer, alone: true },
   { name: 'worked', run: measureWorkedIn },
   { name: 'sandbox', run: measureSandbox },
   { name: 'gate', run: measureGate },
@@ -52,7 +54,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   let failures = 0;
   try {
     for (const figure of FIGURES) {
-      if (options.only.length && !options.only.includes(figure.name)) continue;
+      if (options.only.length ? !options.only.includes(figure.name) : figure.alone) continue;
       log(`— ${figure.name}`);
       try {
         rows.push(...(await figure.run(ctx)));

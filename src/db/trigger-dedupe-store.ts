@@ -1,32 +1,116 @@
 // Dedupe keys (body hashes and vendor delivery ids), claimed in the same transaction as the job they belong to.
-// The key is the table's primary key (trigger migration 7): a claim is one INSERT, and SQLite finds a repeat.
+// The keys are random, so a B-tree on them put every claim on its own leaf page, written to the WAL at each commit
+// and again by the checkpoint: about half the CPU of a webhook delivery (docs/bench.md). The table is append-only
+// (trigger migration 10) and a key is found through an in-memory index, a 32-bit hash of the key → the ids of the rows
+// with that hash. Every hit is confirmed by reading its row, so a collision, a deleted or a rolled-back row never
+// counts. The index catches up with the rows other connections committed (ids only grow: AUTOINCREMENT). Retention
+// drops the entries of the keys it deletes; those of a row deleted by a cascade (a delivery that failed, a finished
+// job whose keys outlived their sweep) stay until the next start, costing a read on a hash hit.
+import { LIMIT_PARAM } from './limit-param.ts';
 import type { Db } from './open.ts';
 
 export interface TriggerDedupeStore {
+  /** Call first in every write transaction that claims keys: reads the keys other connections committed. */
+  catchUp(): void;
   /** The job that holds any of these keys: committed, or claimed earlier in the open transaction. */
   holder(keys: readonly string[]): string | undefined;
   /** Claims the keys in the job's transaction, or returns another job that holds one (a repeated key counts once). */
   claim(keys: readonly string[], jobId: string, at: number): string | undefined;
+  /** Deletes up to `limit` keys claimed before `before` (retention), and their index entries; returns how many. */
+  prune(before: number, limit: number): number;
+}
+
+// A Map holds at most 2^24 entries in V8: 16 shards keep a server with tens of millions of live keys inside that.
+const SHARDS = 16;
+
+/** FNV-1a over the UTF-16 code units: the low 4 bits pick the shard, the rest is the key within it. */
+function hashOf(key: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 16777619);
+  return h >>> 0;
 }
 
 export function createTriggerDedupeStore(db: Db): TriggerDedupeStore {
-  const find = db.prepare('SELECT job_id FROM dedupe_keys WHERE key = ?');
-  const add = db.prepare('INSERT INTO dedupe_keys (key, job_id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING');
+  // In chunks through all(): iterate() cost ~3× as much per row when the index is built at start.
+  const since = db.prepare('SELECT id, key FROM dedupe_keys WHERE id > ? ORDER BY id LIMIT 4096');
+  since.setReturnArrays(true);
+  const byId = db.prepare('SELECT key, job_id FROM dedupe_keys WHERE id = ?');
+  const add = db.prepare('INSERT INTO dedupe_keys (key, job_id, created_at) VALUES (?, ?, ?)');
+  const expired = db.prepare(`DELETE FROM dedupe_keys WHERE id IN
+    (SELECT id FROM dedupe_keys WHERE created_at < ? ORDER BY created_at ${LIMIT_PARAM}) RETURNING id, key`);
+  expired.setReturnArrays(true);
+  const shards = Array.from({ length: SHARDS }, () => new Map<number, number | number[]>());
+  // Every committed row up to here is indexed; only ever set from committed rows, so a rolled-back id reused later
+  // is still read.
+  let seen = 0;
+
+  function index(id: number, key: string): void {
+    const h = hashOf(key);
+    const shard = shards[h & (SHARDS - 1)]!;
+    const ids = shard.get(h >>> 4);
+    if (ids === undefined) shard.set(h >>> 4, id);
+    else if (typeof ids === 'number') {
+      if (ids !== id) shard.set(h >>> 4, [ids, id]);
+    } else if (!ids.includes(id)) ids.push(id);
+  }
+
+  function unindex(id: number, key: string): void {
+    const h = hashOf(key);
+    const shard = shards[h & (SHARDS - 1)]!;
+    const ids = shard.get(h >>> 4);
+    if (ids === id) shard.delete(h >>> 4);
+    else if (Array.isArray(ids)) {
+      const rest = ids.filter((x) => x !== id);
+      shard.set(h >>> 4, rest.length === 1 ? rest[0]! : rest);
+    }
+  }
+
+  function catchUp(): void {
+    for (;;) {
+      const rows = since.all(seen) as unknown as [number, string][];
+      for (const [id, key] of rows) index(id, key);
+      if (rows.length > 0) seen = rows[rows.length - 1]![0];
+      if (rows.length < 4096) return;
+    }
+  }
+
+  /** The job whose row holds exactly this key, each hash hit confirmed by the row itself. */
+  function holderOf(key: string): string | undefined {
+    const h = hashOf(key);
+    const ids = shards[h & (SHARDS - 1)]!.get(h >>> 4);
+    if (ids === undefined) return undefined;
+    for (const id of typeof ids === 'number' ? [ids] : ids) {
+      const row = byId.get(id) as { key: string; job_id: string } | undefined;
+      if (row?.key === key) return row.job_id;
+    }
+    return undefined;
+  }
+
+  catchUp();
   return {
+    catchUp,
     holder(keys) {
+      // Inside a transaction the caller caught up first; reading here could index its own uncommitted rows.
+      if (!db.isTransaction) catchUp();
       for (const key of keys) {
-        const row = find.get(key) as { job_id: string } | undefined;
-        if (row) return row.job_id;
+        const holder = holderOf(key);
+        if (holder !== undefined) return holder;
       }
       return undefined;
     },
     claim(keys, jobId, at) {
       for (const key of keys) {
-        if (add.run(key, jobId, at).changes === 1) continue;
-        const holder = (find.get(key) as { job_id: string }).job_id;
-        if (holder !== jobId) return holder;
+        const holder = holderOf(key);
+        if (holder === jobId) continue;
+        if (holder !== undefined) return holder;
+        index(Number(add.run(key, jobId, at).lastInsertRowid), key);
       }
       return undefined;
+    },
+    prune(before, limit) {
+      const rows = expired.all(before, limit) as unknown as [number, string][];
+      for (const [id, key] of rows) unindex(id, key);
+      return rows.length;
     },
   };
 }

@@ -23,7 +23,7 @@ export interface JobRow {
   repo: string | null;
   /** Where its `svc start` ran (set just before launch); null until then. */
   workdir: string | null;
-  /** Automatic starts-over of its run after an infra failure (trigger migration 8); never the job's own retry. */
+  /** Automatic starts-over of its run after an infra failure (trigger migration 9); never the job's own retry. */
   infra_retries: number;
 }
 

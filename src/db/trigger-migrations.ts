@@ -157,4 +157,21 @@ export const triggerMigrations: readonly Migration[] = [
   `
   ALTER TABLE jobs ADD COLUMN infra_retries INTEGER NOT NULL DEFAULT 0;
   `,
+  // 10: dedupe keys are found through an in-memory index again (trigger-dedupe-store.ts): a B-tree on the random key
+  // put each claim on its own leaf page, about half the CPU of a webhook delivery (docs/bench.md). Append-only:
+  // AUTOINCREMENT ids never come back, which the index's catch-up with other connections (`id > last seen`) needs.
+  `
+  CREATE TABLE dedupe_keys_new (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL,
+    job_id TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    created_at INTEGER NOT NULL
+  ) STRICT;
+  INSERT INTO dedupe_keys_new (key, job_id, created_at)
+    SELECT key, job_id, created_at FROM dedupe_keys ORDER BY created_at;
+  DROP TABLE dedupe_keys;
+  ALTER TABLE dedupe_keys_new RENAME TO dedupe_keys;
+  CREATE INDEX dedupe_keys_by_job ON dedupe_keys (job_id);
+  CREATE INDEX dedupe_keys_by_created ON dedupe_keys (created_at);
+  `,
 ];

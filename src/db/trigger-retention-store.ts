@@ -2,6 +2,7 @@
 // finished jobs past their age (their dedupe keys and reply target go with them: ON DELETE CASCADE).
 // Queued and running jobs are never touched.
 import type { Db } from './open.ts';
+import type { TriggerDedupeStore } from './trigger-dedupe-store.ts';
 import { LIMIT_PARAM } from './limit-param.ts';
 
 export interface TriggerRetentionStore {
@@ -11,11 +12,8 @@ export interface TriggerRetentionStore {
   pruneFinishedJobs(before: number, limit: number): number;
 }
 
-export function createTriggerRetentionStore(db: Db): TriggerRetentionStore {
-  const dedupe = db.prepare(
-    `DELETE FROM dedupe_keys WHERE key IN
-     (SELECT key FROM dedupe_keys WHERE created_at < ? ORDER BY created_at ${LIMIT_PARAM})`,
-  );
+/** Expired dedupe keys go through the dedupe store, which drops them from its index too. */
+export function createTriggerRetentionStore(db: Db, dedupe: TriggerDedupeStore): TriggerRetentionStore {
   // finished_at is set only by finish(), i.e. for terminal jobs; the status test keeps that an invariant here too.
   const jobs = db.prepare(
     `DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs WHERE finished_at IS NOT NULL AND finished_at < ?
@@ -23,7 +21,7 @@ export function createTriggerRetentionStore(db: Db): TriggerRetentionStore {
   );
   return {
     pruneDedupeKeys(before, limit) {
-      return Number(dedupe.run(before, limit).changes);
+      return dedupe.prune(before, limit);
     },
     pruneFinishedJobs(before, limit) {
       // changes() counts the jobs only, not the rows the cascade removed with them.

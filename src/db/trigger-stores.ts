@@ -14,11 +14,12 @@ export interface TriggerStores {
 }
 
 export function createTriggerStores(db: Db): TriggerStores {
+  const dedupe = createTriggerDedupeStore(db);
   return {
     db,
     jobs: createTriggerJobsStore(db),
-    dedupe: createTriggerDedupeStore(db),
+    dedupe,
     replies: createTriggerRepliesStore(db),
-    retention: createTriggerRetentionStore(db),
+    retention: createTriggerRetentionStore(db, dedupe),
   };
 }

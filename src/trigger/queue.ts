@@ -178,6 +178,7 @@ export function createJobQueue(opts: JobQueueOptions): JobQueue {
     const outcomes: (EnqueueResult | Error)[] = [];
     try {
       transaction(stores.db, () => {
+        stores.dedupe.catchUp();
         const queued = stores.jobs.queuedByOrigin();
         for (const p of batch) {
           try {
