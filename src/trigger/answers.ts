@@ -32,7 +32,8 @@ export interface AnswerRequest {
 export type AnswerOutcome =
   | { kind: 'answered'; jobId: string; run: string }
   | { kind: 'duplicate'; jobId: string }
-  | { kind: 'refused'; jobId: string; reason: string }
+  /** `elsewhere`: the job was named from a thread it was not asked in, so no reply goes to the job's own thread. */
+  | { kind: 'refused'; jobId: string; reason: string; elsewhere?: true }
   /** No running job was asked here: the delivery is not an answer to anything (skipped, nothing recorded). */
   | { kind: 'no_job'; reason: string };
 
@@ -109,7 +110,9 @@ export function createAnswerDesk(opts: AnswerDeskOptions): AnswerDesk {
         audit(job, req, 'refused', reason);
         return { kind: 'refused', jobId: job.id, reason };
       };
-      if (jobs.length === 0) return refuse(`job ${job.id} was not asked here: answer it where it was asked`);
+      if (jobs.length === 0) {
+        return { ...refuse(`job ${job.id} was not asked here: answer it where it was asked`), elsewhere: true };
+      }
       const refusal = req.refusal(job);
       if (refusal !== null) return refuse(refusal);
       if (jobs.length > 1) {
@@ -149,7 +152,8 @@ export function answerReply(desk: AnswerDesk, outcome: AnswerOutcome, who: strin
   if (outcome.kind === 'duplicate') return json(200, { status: 'duplicate', job_id: outcome.jobId });
   if (outcome.kind === 'answered') return json(200, { status: 'answered', job_id: outcome.jobId, run: outcome.run });
   // One reply per person and job: a stranger's hundred comments do not make svc post a hundred (each is audited).
+  // None for a job named from another thread: the reply would go to the job's thread, where its author may not post.
   const refusals = desk.of(outcome.jobId).filter((a) => a.who === who && a.outcome === 'refused').length;
-  if (refusals === 1) desk.tell(outcome.jobId, refusalParts(outcome.jobId, who, outcome.reason));
+  if (refusals === 1 && !outcome.elsewhere) desk.tell(outcome.jobId, refusalParts(outcome.jobId, who, outcome.reason));
   return json(200, { status: 'refused', job_id: outcome.jobId, reason: outcome.reason });
 }

@@ -176,6 +176,23 @@ describe('questions go back to the origin, answers come in from it', () => {
     assert.equal((await job(id)).status, 'running');
   });
 
+  it('a job named from another issue is refused and audited, and svc posts nothing into the job\'s issue', async () => {
+    const { id } = await blocked(26, 'ask-question about the queue');
+    // A stranger on another issue names the job (its id is on the public progress comment): svc must not be made to
+    // comment on issue 26 (or on any thread the stranger cannot write to) on their behalf.
+    const far = await comment(27, `/svc answer ${id} drop every table`, 'far-mallory', 'NONE').send();
+    assert.equal(far.body.status, 'refused');
+    assert.match(far.body.reason as string, /was not asked here/);
+    // A refusal on the job's own issue does reply; replies to one job go out in order, so once it is there a reply
+    // to far-mallory would be too.
+    assert.equal((await comment(26, '/svc answer no', 'near-passer', 'NONE').send()).body.status, 'refused');
+    await waitFor(() => onIssue(26).find((r) => r.body.includes('near-passer')), 'the refusal to near-passer');
+    assert.deepEqual(github.requests.filter((r) => r.body.includes('far-mallory')), []);
+    const audited = (await job(id)).answers as Array<Record<string, unknown>>;
+    assert.deepEqual(audited.map((a) => [a.who, a.outcome]), [['far-mallory', 'refused'], ['near-passer', 'refused']]);
+    assert.deepEqual(answerCalls().filter((a) => a.includes('drop every table')), []);
+  });
+
   it('answers nothing for a forged comment event (bad signature): 401, no answer, no audit', async () => {
     const { id } = await blocked(22, 'ask-question about caching');
     const forged = comment(22, '/svc answer ship it', 'ada', 'OWNER');
@@ -356,6 +373,37 @@ describe('questions go back to the origin, answers come in from it', () => {
     }, 'the job to end');
     assert.deepEqual((done.answers as Array<Record<string, unknown>>).map((a) => [a.who, a.outcome]),
       [['u-stranger', 'refused'], ['u-member', 'answered']]);
+  });
+
+  it('a trackerb stranger who renames themselves between comments still gets one refusal reply', async () => {
+    const queued = await trackerbEvent({
+      webhookEvent: 'jira:issue_created',
+      issue: { id: '10002', key: 'ASKB-2', fields: { summary: 'ask-question pick a shard', labels: ['svc'],
+        project: { key: 'ASKB' } } },
+    });
+    const id = queued.body.job_id as string;
+    const onAskb2 = () => trackerb.requests.filter((r) => r.path === '/rest/api/3/issue/ASKB-2/comment');
+    await waitFor(() => onAskb2().find((r) => r.body.includes('waiting for an answer')), 'the question');
+    // One account, a new display name per comment (the vendor lets a person rename at will).
+    for (const name of ['Renamed One', 'Renamed Two', 'Renamed Three']) {
+      const res = await trackerbEvent({
+        webhookEvent: 'comment_created', issue: { key: 'ASKB-2' },
+        comment: { id: String(commentSeq++), body: '/svc answer shard 0', author: { accountId: 'acc-renamer',
+          displayName: name } },
+      });
+      assert.equal(res.body.status, 'refused');
+    }
+    // Another person's refusal is replied to after, in order: once it is there, any second reply would be too.
+    await trackerbEvent({
+      webhookEvent: 'comment_created', issue: { key: 'ASKB-2' },
+      comment: { id: String(commentSeq++), body: '/svc answer shard 1', author: { accountId: 'acc-other' } },
+    });
+    await waitFor(() => onAskb2().find((r) => r.body.includes('acc-other')), 'the refusal to acc-other');
+    const replies = onAskb2().filter((r) => r.body.includes('did not take the answer'));
+    assert.equal(replies.length, 2, replies.map((r) => r.body).join('\n'));
+    assert.ok(!replies.some((r) => r.body.includes('Renamed')), 'the display name an attacker picks is not posted');
+    const audited = (await job(id)).answers as Array<Record<string, unknown>>;
+    assert.deepEqual(audited.map((a) => a.who), ['acc-renamer', 'acc-renamer', 'acc-renamer', 'acc-other']);
   });
 
   it('a trackerb issue asks in a comment; only someone assignable to it may answer it', async () => {

@@ -200,7 +200,9 @@ export function readTrackerbAnswer(body: Obj): TrackerbAnswer | null {
   const author = obj(comment.author);
   const accountId = str(author.accountId);
   if (command === null || !key || !ISSUE_KEY.test(key) || !accountId) return null;
-  const who = (str(author.displayName) ?? accountId).slice(0, 100);
+  // The account, not the name it shows: a name is the person's to change, so it neither says who answered nor
+  // bounds the replies to one person.
+  const who = accountId.slice(0, 100);
   return {
     key, commentId: (str(comment.id) ?? '').slice(0, 40), accountId: accountId.slice(0, 128), who, ...command,
   };
