@@ -322,10 +322,10 @@ describe('questions go back to the origin, answers come in from it', () => {
     });
   }
 
-  function chatb(channel: string, text: string, from = 'Tim Jones') {
+  function chatb(channel: string, text: string, from = 'Tim Jones', fromId = '29:abc') {
     const raw = Buffer.from(JSON.stringify({
       type: 'message', id: randomUUID(), timestamp: new Date().toISOString(), text: `<at>svc</at> ${text}`,
-      from: { id: '29:abc', name: from }, conversation: { id: `${channel};messageid=1` },
+      from: { id: fromId, name: from }, conversation: { id: `${channel};messageid=1` },
       channelData: { teamsChannelId: channel },
     }));
     return post(`${t.url}/chatb`, raw, { authorization: sign.chatb(SECRETS.CHATB_SECURITY_TOKEN, raw) });
@@ -345,7 +345,22 @@ describe('questions go back to the origin, answers come in from it', () => {
       return j.status === 'succeeded' ? j : null;
     }, 'the job to end');
     assert.deepEqual((done.answers as Array<Record<string, unknown>>).map((a) => [a.who, a.place, a.outcome]),
-      [['Tim Jones', 'chatb channel 19:team@thread.tacv2', 'answered']]);
+      [['Tim Jones (29:abc)', 'chatb channel 19:team@thread.tacv2', 'answered']]);
+  });
+
+  it('chatb: someone who takes another\'s display name is still audited as themselves', async () => {
+    const queued = await chatb('19:team@thread.tacv2', 'ask-question pick a size');
+    const id = /(j\w{26})/.exec(queued.body.text as string)![1]!;
+    await waitFor(async () => (await job(id)).status === 'running' && (await job(id)).run, 'the run to start');
+    // Another member of the mapped channel, renamed to look like Tim Jones: the channel lets them answer, and the
+    // audit must say it was them.
+    const posed = await chatb('19:team@thread.tacv2', `answer ${id} large`, 'Tim Jones', '29:eve');
+    assert.equal(posed.body.status, 'answered');
+    const done = await waitFor(async () => {
+      const j = await job(id);
+      return j.status === 'succeeded' ? j : null;
+    }, 'the job to end');
+    assert.deepEqual((done.answers as Array<Record<string, unknown>>).map((a) => a.who), ['Tim Jones (29:eve)']);
   });
 
   it('a trackera issue asks in a comment; only a member of its team may answer it', async () => {
