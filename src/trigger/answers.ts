@@ -25,6 +25,11 @@ export interface AnswerRequest {
   place: string;
   /** Why this sender may not answer this job (their association, a channel no longer mapped to its repository). */
   refusal: (job: JobRow) => string | null;
+  /**
+   * When the vendor says the comment was written (ms; null: it did not say), for an origin whose signed deliveries
+   * carry no time of their own: a comment older than the job is not an answer to its question.
+   */
+  writtenAt?: number | null;
   /** The delivery's dedupe keys: a redelivered comment answers once. */
   keys: readonly string[];
 }
@@ -115,6 +120,10 @@ export function createAnswerDesk(opts: AnswerDeskOptions): AnswerDesk {
       }
       const refusal = req.refusal(job);
       if (refusal !== null) return refuse(refusal);
+      if (req.writtenAt !== undefined && !(req.writtenAt !== null && req.writtenAt >= wholeSeconds(job.created_at))) {
+        return refuse(`the comment was written before job ${job.id} was queued (or says not when): ` +
+          'a delivery sent again is never an answer to a newer question');
+      }
       if (jobs.length > 1) {
         return refuse(`${jobs.length} jobs run here (${jobs.map((j) => j.id).join(', ')}): ` +
           `name one, "${ANSWER_COMMAND} <job id> <your answer>"`);
@@ -133,6 +142,11 @@ export function createAnswerDesk(opts: AnswerDeskOptions): AnswerDesk {
       return { kind: 'answered', jobId: job.id, run: `${run.source}/${run.run}` };
     },
   };
+}
+
+/** A time in ms down to its second (a vendor's timestamp has no finer part). */
+function wholeSeconds(ms: number): number {
+  return Math.floor(ms / 1000) * 1000;
 }
 
 /** What the origin is told when an answer is refused: svc's words, the vendor-given name and reason as data. */

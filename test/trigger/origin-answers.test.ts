@@ -104,10 +104,15 @@ describe('questions go back to the origin, answers come in from it', () => {
     return res.body.job_id as string;
   }
 
-  function comment(number: number, text: string, login: string, association: string, id = commentSeq++) {
+  function comment(
+    number: number, text: string, login: string, association: string, id = commentSeq++, at = new Date(),
+  ) {
     return githubEvent('issue_comment', {
       action: 'created', repository: { full_name: 'acme/api' }, issue: { number, title: 'an issue' },
-      comment: { id, body: text, user: { login, type: 'User' }, author_association: association },
+      comment: {
+        id, body: text, user: { login, type: 'User' }, author_association: association,
+        created_at: at.toISOString().replace(/\.\d+Z$/, 'Z'),
+      },
     });
   }
 
@@ -203,6 +208,29 @@ describe('questions go back to the origin, answers come in from it', () => {
     assert.equal(res.status, 401);
     assert.deepEqual(answerCalls(), []);
     assert.deepEqual((await job(id)).answers, []);
+  });
+
+  it('an old signed comment delivered again never answers a newer job\'s question', async () => {
+    // An owner wrote "/svc answer yes" on the issue while nothing ran there (skipped, so nothing was claimed). GitHub
+    // deliveries carry no time: whoever holds that signed delivery can send it again once a job asks here.
+    const early = comment(28, '/svc answer yes, drop the old tables', 'ada', 'OWNER', commentSeq++,
+      new Date(Date.now() - 3_600_000));
+    assert.equal((await early.send()).body.status, 'skipped');
+    const { id } = await blocked(28, 'ask-question may I drop the old tables');
+    const replayed = await early.send();
+    assert.equal(replayed.body.status, 'refused');
+    assert.match(replayed.body.reason as string, /written before job/);
+    // A comment with no time GitHub gave it is not taken either.
+    const undated = githubEvent('issue_comment', {
+      action: 'created', repository: { full_name: 'acme/api' }, issue: { number: 28, title: 'an issue' },
+      comment: { id: commentSeq++, body: '/svc answer yes', user: { login: 'ada' }, author_association: 'OWNER' },
+    });
+    assert.equal((await undated.send()).body.status, 'refused');
+    assert.deepEqual(answerCalls().filter((a) => a.some((x) => x.startsWith('yes'))), []);
+    const answered = await comment(28, '/svc answer no, keep them', 'ada', 'OWNER').send();
+    assert.equal(answered.body.status, 'answered');
+    const audited = (await job(id)).answers as Array<Record<string, unknown>>;
+    assert.deepEqual(audited.map((a) => a.outcome), ['refused', 'refused', 'answered']);
   });
 
   it('refuses an answer to a run that is not blocked, with the reason, audited', async () => {
