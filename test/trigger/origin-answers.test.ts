@@ -350,6 +350,11 @@ describe('questions go back to the origin, answers come in from it', () => {
     });
   }
 
+  /** Jira's time format, `offset` ms from now, in a +0300 zone. */
+  function jiraNow(offset = 0): string {
+    return new Date(Date.now() + offset + 3 * 3_600_000).toISOString().replace('Z', '+0300');
+  }
+
   function chatb(channel: string, text: string, from = 'Tim Jones', fromId = '29:abc') {
     const raw = Buffer.from(JSON.stringify({
       type: 'message', id: randomUUID(), timestamp: new Date().toISOString(), text: `<at>svc</at> ${text}`,
@@ -418,6 +423,28 @@ describe('questions go back to the origin, answers come in from it', () => {
       [['u-stranger', 'refused'], ['u-member', 'answered']]);
   });
 
+  it('trackerb: an old comment delivered again never answers a newer job\'s question', async () => {
+    const queued = await trackerbEvent({
+      webhookEvent: 'jira:issue_created',
+      issue: { id: '10003', key: 'ASKB-3', fields: { summary: 'ask-question purge the cache', labels: ['svc'],
+        project: { key: 'ASKB' } } },
+    });
+    const id = queued.body.job_id as string;
+    await waitFor(() => trackerb.requests.find((r) => r.path === '/rest/api/3/issue/ASKB-3/comment'
+      && r.body.includes('waiting for an answer')), 'the question');
+    // A member's answer written an hour before this job existed (its delivery sent again now; Jira signs no time).
+    const old = await trackerbEvent({
+      webhookEvent: 'comment_created', issue: { key: 'ASKB-3' },
+      comment: { id: String(commentSeq++), body: '/svc answer yes, purge it', author: { accountId: 'acc-member' },
+        created: jiraNow(-3_600_000) },
+    });
+    assert.equal(old.body.status, 'refused');
+    assert.match(old.body.reason as string, /written before job/);
+    assert.deepEqual(answerCalls().filter((a) => a.includes('yes, purge it')), []);
+    const audited = (await job(id)).answers as Array<Record<string, unknown>>;
+    assert.deepEqual(audited.map((a) => [a.who, a.outcome]), [['acc-member', 'refused']]);
+  });
+
   it('a trackerb stranger who renames themselves between comments still gets one refusal reply', async () => {
     const queued = await trackerbEvent({
       webhookEvent: 'jira:issue_created',
@@ -432,14 +459,15 @@ describe('questions go back to the origin, answers come in from it', () => {
       const res = await trackerbEvent({
         webhookEvent: 'comment_created', issue: { key: 'ASKB-2' },
         comment: { id: String(commentSeq++), body: '/svc answer shard 0', author: { accountId: 'acc-renamer',
-          displayName: name } },
+          displayName: name }, created: jiraNow() },
       });
       assert.equal(res.body.status, 'refused');
     }
     // Another person's refusal is replied to after, in order: once it is there, any second reply would be too.
     await trackerbEvent({
       webhookEvent: 'comment_created', issue: { key: 'ASKB-2' },
-      comment: { id: String(commentSeq++), body: '/svc answer shard 1', author: { accountId: 'acc-other' } },
+      comment: { id: String(commentSeq++), body: '/svc answer shard 1', author: { accountId: 'acc-other' },
+        created: jiraNow() },
     });
     await waitFor(() => onAskb2().find((r) => r.body.includes('acc-other')), 'the refusal to acc-other');
     const replies = onAskb2().filter((r) => r.body.includes('did not take the answer'));
@@ -461,7 +489,7 @@ describe('questions go back to the origin, answers come in from it', () => {
       && r.body.includes('waiting for an answer')), 'the question as a comment');
     const say = (accountId: string, body: string) => trackerbEvent({
       webhookEvent: 'comment_created', issue: { key: 'ASKB-1' },
-      comment: { id: String(commentSeq++), body, author: { accountId, displayName: accountId } },
+      comment: { id: String(commentSeq++), body, author: { accountId, displayName: accountId }, created: jiraNow() },
     });
     const stranger = await say('acc-stranger', '/svc answer the fast queue');
     assert.equal(stranger.body.status, 'refused');
