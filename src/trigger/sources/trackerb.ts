@@ -211,10 +211,11 @@ export function readTrackerbAnswer(body: Obj): TrackerbAnswer | null {
   };
 }
 
+const JIRA_TIME = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,3})?)([+-]\d{2}):?(\d{2})$/;
+
 /** Jira's `2017-11-30T12:28:04.304+0300` in ms, else null. */
 function jiraTime(value: unknown): number | null {
-  const m = typeof value === 'string' ? /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,3})?)([+-]\d{2}):?(\d{2})$/.exec(value)
-    : null;
+  const m = typeof value === 'string' ? JIRA_TIME.exec(value) : null;
   const ms = m ? Date.parse(`${m[1]}${m[2]}:${m[3]}`) : Number.NaN;
   return Number.isFinite(ms) ? ms : null;
 }
