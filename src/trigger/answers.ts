@@ -25,6 +25,11 @@ export interface AnswerRequest {
   place: string;
   /** Why this sender may not answer this job (their association, a channel no longer mapped to its repository). */
   refusal: (job: JobRow) => string | null;
+  /**
+   * When the vendor says the comment was written (ms; null: it did not say), for an origin whose signed deliveries
+   * carry no time of their own: a comment older than the job is not an answer to its question.
+   */
+  writtenAt?: number | null;
   /** The delivery's dedupe keys: a redelivered comment answers once. */
   keys: readonly string[];
 }
@@ -32,7 +37,8 @@ export interface AnswerRequest {
 export type AnswerOutcome =
   | { kind: 'answered'; jobId: string; run: string }
   | { kind: 'duplicate'; jobId: string }
-  | { kind: 'refused'; jobId: string; reason: string }
+  /** `elsewhere`: the job was named from a thread it was not asked in, so no reply goes to the job's own thread. */
+  | { kind: 'refused'; jobId: string; reason: string; elsewhere?: true }
   /** No running job was asked here: the delivery is not an answer to anything (skipped, nothing recorded). */
   | { kind: 'no_job'; reason: string };
 
@@ -109,9 +115,15 @@ export function createAnswerDesk(opts: AnswerDeskOptions): AnswerDesk {
         audit(job, req, 'refused', reason);
         return { kind: 'refused', jobId: job.id, reason };
       };
-      if (jobs.length === 0) return refuse(`job ${job.id} was not asked here: answer it where it was asked`);
+      if (jobs.length === 0) {
+        return { ...refuse(`job ${job.id} was not asked here: answer it where it was asked`), elsewhere: true };
+      }
       const refusal = req.refusal(job);
       if (refusal !== null) return refuse(refusal);
+      if (req.writtenAt !== undefined && !(req.writtenAt !== null && req.writtenAt >= wholeSeconds(job.created_at))) {
+        return refuse(`the comment was written before job ${job.id} was queued (or says not when): ` +
+          'a delivery sent again is never an answer to a newer question');
+      }
       if (jobs.length > 1) {
         return refuse(`${jobs.length} jobs run here (${jobs.map((j) => j.id).join(', ')}): ` +
           `name one, "${ANSWER_COMMAND} <job id> <your answer>"`);
@@ -132,6 +144,11 @@ export function createAnswerDesk(opts: AnswerDeskOptions): AnswerDesk {
   };
 }
 
+/** A time in ms down to its second (a vendor's timestamp has no finer part). */
+function wholeSeconds(ms: number): number {
+  return Math.floor(ms / 1000) * 1000;
+}
+
 /** What the origin is told when an answer is refused: svc's words, the vendor-given name and reason as data. */
 export function refusalParts(jobId: string, who: string, reason: string): SummaryParts {
   return [
@@ -149,7 +166,8 @@ export function answerReply(desk: AnswerDesk, outcome: AnswerOutcome, who: strin
   if (outcome.kind === 'duplicate') return json(200, { status: 'duplicate', job_id: outcome.jobId });
   if (outcome.kind === 'answered') return json(200, { status: 'answered', job_id: outcome.jobId, run: outcome.run });
   // One reply per person and job: a stranger's hundred comments do not make svc post a hundred (each is audited).
+  // None for a job named from another thread: the reply would go to the job's thread, where its author may not post.
   const refusals = desk.of(outcome.jobId).filter((a) => a.who === who && a.outcome === 'refused').length;
-  if (refusals === 1) desk.tell(outcome.jobId, refusalParts(outcome.jobId, who, outcome.reason));
+  if (refusals === 1 && !outcome.elsewhere) desk.tell(outcome.jobId, refusalParts(outcome.jobId, who, outcome.reason));
   return json(200, { status: 'refused', job_id: outcome.jobId, reason: outcome.reason });
 }

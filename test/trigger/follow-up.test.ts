@@ -120,6 +120,22 @@ describe('/svc follow-ups on svc\'s pull requests', () => {
     assert.equal(jobCount(), 1);
   });
 
+  it('a stranger\'s many /svc comments on svc\'s PR get one refusal reply, each still audited', async () => {
+    const onPr = () => replies().filter((r) => r.path === '/repos/acme/api/issues/12/comments');
+    const before = onPr().length;
+    for (let i = 0; i < 3; i++) {
+      const res = await send(t, 'issue_comment', prComment(12, `/svc spam ${i}`, 'NONE', 'spammer'));
+      assert.equal(res.body.status, 'refused');
+    }
+    // Another person's refusal after: replies go out in the order they were decided, so once it is there a second
+    // reply to the spammer would be too.
+    await send(t, 'issue_comment', prComment(12, '/svc passing by', 'FIRST_TIMER', 'passer'));
+    await waitFor(() => onPr().find((r) => r.body.includes('FIRST_TIMER')), 'the refusal to passer');
+    assert.equal(onPr().length - before, 2, 'one reply to spammer, one to passer');
+    assert.equal(t.logs.filter((l) => l.msg === 'audit: follow-up refused' && l.actor === 'spammer').length, 3);
+    assert.equal(jobCount(), 1);
+  });
+
   it('a /svc comment on a PR that is not svc\'s starts nothing and posts nothing', async () => {
     const posted = replies().length;
     for (const number of [13, 14, 15]) {

@@ -104,10 +104,15 @@ describe('questions go back to the origin, answers come in from it', () => {
     return res.body.job_id as string;
   }
 
-  function comment(number: number, text: string, login: string, association: string, id = commentSeq++) {
+  function comment(
+    number: number, text: string, login: string, association: string, id = commentSeq++, at = new Date(),
+  ) {
     return githubEvent('issue_comment', {
       action: 'created', repository: { full_name: 'acme/api' }, issue: { number, title: 'an issue' },
-      comment: { id, body: text, user: { login, type: 'User' }, author_association: association },
+      comment: {
+        id, body: text, user: { login, type: 'User' }, author_association: association,
+        created_at: at.toISOString().replace(/\.\d+Z$/, 'Z'),
+      },
     });
   }
 
@@ -176,6 +181,23 @@ describe('questions go back to the origin, answers come in from it', () => {
     assert.equal((await job(id)).status, 'running');
   });
 
+  it('a job named from another issue is refused and audited, and svc posts nothing into the job\'s issue', async () => {
+    const { id } = await blocked(26, 'ask-question about the queue');
+    // A stranger on another issue names the job (its id is on the public progress comment): svc must not be made to
+    // comment on issue 26 (or on any thread the stranger cannot write to) on their behalf.
+    const far = await comment(27, `/svc answer ${id} drop every table`, 'far-mallory', 'NONE').send();
+    assert.equal(far.body.status, 'refused');
+    assert.match(far.body.reason as string, /was not asked here/);
+    // A refusal on the job's own issue does reply; replies to one job go out in order, so once it is there a reply
+    // to far-mallory would be too.
+    assert.equal((await comment(26, '/svc answer no', 'near-passer', 'NONE').send()).body.status, 'refused');
+    await waitFor(() => onIssue(26).find((r) => r.body.includes('near-passer')), 'the refusal to near-passer');
+    assert.deepEqual(github.requests.filter((r) => r.body.includes('far-mallory')), []);
+    const audited = (await job(id)).answers as Array<Record<string, unknown>>;
+    assert.deepEqual(audited.map((a) => [a.who, a.outcome]), [['far-mallory', 'refused'], ['near-passer', 'refused']]);
+    assert.deepEqual(answerCalls().filter((a) => a.includes('drop every table')), []);
+  });
+
   it('answers nothing for a forged comment event (bad signature): 401, no answer, no audit', async () => {
     const { id } = await blocked(22, 'ask-question about caching');
     const forged = comment(22, '/svc answer ship it', 'ada', 'OWNER');
@@ -186,6 +208,29 @@ describe('questions go back to the origin, answers come in from it', () => {
     assert.equal(res.status, 401);
     assert.deepEqual(answerCalls(), []);
     assert.deepEqual((await job(id)).answers, []);
+  });
+
+  it('an old signed comment delivered again never answers a newer job\'s question', async () => {
+    // An owner wrote "/svc answer yes" on the issue while nothing ran there (skipped, so nothing was claimed). GitHub
+    // deliveries carry no time: whoever holds that signed delivery can send it again once a job asks here.
+    const early = comment(28, '/svc answer yes, drop the old tables', 'ada', 'OWNER', commentSeq++,
+      new Date(Date.now() - 3_600_000));
+    assert.equal((await early.send()).body.status, 'skipped');
+    const { id } = await blocked(28, 'ask-question may I drop the old tables');
+    const replayed = await early.send();
+    assert.equal(replayed.body.status, 'refused');
+    assert.match(replayed.body.reason as string, /written before job/);
+    // A comment with no time GitHub gave it is not taken either.
+    const undated = githubEvent('issue_comment', {
+      action: 'created', repository: { full_name: 'acme/api' }, issue: { number: 28, title: 'an issue' },
+      comment: { id: commentSeq++, body: '/svc answer yes', user: { login: 'ada' }, author_association: 'OWNER' },
+    });
+    assert.equal((await undated.send()).body.status, 'refused');
+    assert.deepEqual(answerCalls().filter((a) => a.some((x) => x.startsWith('yes'))), []);
+    const answered = await comment(28, '/svc answer no, keep them', 'ada', 'OWNER').send();
+    assert.equal(answered.body.status, 'answered');
+    const audited = (await job(id)).answers as Array<Record<string, unknown>>;
+    assert.deepEqual(audited.map((a) => a.outcome), ['refused', 'refused', 'answered']);
   });
 
   it('refuses an answer to a run that is not blocked, with the reason, audited', async () => {
@@ -305,10 +350,15 @@ describe('questions go back to the origin, answers come in from it', () => {
     });
   }
 
-  function chatb(channel: string, text: string, from = 'Tim Jones') {
+  /** Jira's time format, `offset` ms from now, in a +0300 zone. */
+  function jiraNow(offset = 0): string {
+    return new Date(Date.now() + offset + 3 * 3_600_000).toISOString().replace('Z', '+0300');
+  }
+
+  function chatb(channel: string, text: string, from = 'Tim Jones', fromId = '29:abc') {
     const raw = Buffer.from(JSON.stringify({
       type: 'message', id: randomUUID(), timestamp: new Date().toISOString(), text: `<at>svc</at> ${text}`,
-      from: { id: '29:abc', name: from }, conversation: { id: `${channel};messageid=1` },
+      from: { id: fromId, name: from }, conversation: { id: `${channel};messageid=1` },
       channelData: { teamsChannelId: channel },
     }));
     return post(`${t.url}/chatb`, raw, { authorization: sign.chatb(SECRETS.CHATB_SECURITY_TOKEN, raw) });
@@ -328,7 +378,22 @@ describe('questions go back to the origin, answers come in from it', () => {
       return j.status === 'succeeded' ? j : null;
     }, 'the job to end');
     assert.deepEqual((done.answers as Array<Record<string, unknown>>).map((a) => [a.who, a.place, a.outcome]),
-      [['Tim Jones', 'chatb channel 19:team@thread.tacv2', 'answered']]);
+      [['Tim Jones (29:abc)', 'chatb channel 19:team@thread.tacv2', 'answered']]);
+  });
+
+  it('chatb: someone who takes another\'s display name is still audited as themselves', async () => {
+    const queued = await chatb('19:team@thread.tacv2', 'ask-question pick a size');
+    const id = /(j\w{26})/.exec(queued.body.text as string)![1]!;
+    await waitFor(async () => (await job(id)).status === 'running' && (await job(id)).run, 'the run to start');
+    // Another member of the mapped channel, renamed to look like Tim Jones: the channel lets them answer, and the
+    // audit must say it was them.
+    const posed = await chatb('19:team@thread.tacv2', `answer ${id} large`, 'Tim Jones', '29:eve');
+    assert.equal(posed.body.status, 'answered');
+    const done = await waitFor(async () => {
+      const j = await job(id);
+      return j.status === 'succeeded' ? j : null;
+    }, 'the job to end');
+    assert.deepEqual((done.answers as Array<Record<string, unknown>>).map((a) => a.who), ['Tim Jones (29:eve)']);
   });
 
   it('a trackera issue asks in a comment; only a member of its team may answer it', async () => {
@@ -358,6 +423,60 @@ describe('questions go back to the origin, answers come in from it', () => {
       [['u-stranger', 'refused'], ['u-member', 'answered']]);
   });
 
+  it('trackerb: an old comment delivered again never answers a newer job\'s question', async () => {
+    const queued = await trackerbEvent({
+      webhookEvent: 'jira:issue_created',
+      issue: { id: '10003', key: 'ASKB-3', fields: { summary: 'ask-question purge the cache', labels: ['svc'],
+        project: { key: 'ASKB' } } },
+    });
+    const id = queued.body.job_id as string;
+    await waitFor(() => trackerb.requests.find((r) => r.path === '/rest/api/3/issue/ASKB-3/comment'
+      && r.body.includes('waiting for an answer')), 'the question');
+    // A member's answer written an hour before this job existed (its delivery sent again now; Jira signs no time).
+    const old = await trackerbEvent({
+      webhookEvent: 'comment_created', issue: { key: 'ASKB-3' },
+      comment: { id: String(commentSeq++), body: '/svc answer yes, purge it', author: { accountId: 'acc-member' },
+        created: jiraNow(-3_600_000) },
+    });
+    assert.equal(old.body.status, 'refused');
+    assert.match(old.body.reason as string, /written before job/);
+    assert.deepEqual(answerCalls().filter((a) => a.includes('yes, purge it')), []);
+    const audited = (await job(id)).answers as Array<Record<string, unknown>>;
+    assert.deepEqual(audited.map((a) => [a.who, a.outcome]), [['acc-member', 'refused']]);
+  });
+
+  it('a trackerb stranger who renames themselves between comments still gets one refusal reply', async () => {
+    const queued = await trackerbEvent({
+      webhookEvent: 'jira:issue_created',
+      issue: { id: '10002', key: 'ASKB-2', fields: { summary: 'ask-question pick a shard', labels: ['svc'],
+        project: { key: 'ASKB' } } },
+    });
+    const id = queued.body.job_id as string;
+    const onAskb2 = () => trackerb.requests.filter((r) => r.path === '/rest/api/3/issue/ASKB-2/comment');
+    await waitFor(() => onAskb2().find((r) => r.body.includes('waiting for an answer')), 'the question');
+    // One account, a new display name per comment (the vendor lets a person rename at will).
+    for (const name of ['Renamed One', 'Renamed Two', 'Renamed Three']) {
+      const res = await trackerbEvent({
+        webhookEvent: 'comment_created', issue: { key: 'ASKB-2' },
+        comment: { id: String(commentSeq++), body: '/svc answer shard 0', author: { accountId: 'acc-renamer',
+          displayName: name }, created: jiraNow() },
+      });
+      assert.equal(res.body.status, 'refused');
+    }
+    // Another person's refusal is replied to after, in order: once it is there, any second reply would be too.
+    await trackerbEvent({
+      webhookEvent: 'comment_created', issue: { key: 'ASKB-2' },
+      comment: { id: String(commentSeq++), body: '/svc answer shard 1', author: { accountId: 'acc-other' },
+        created: jiraNow() },
+    });
+    await waitFor(() => onAskb2().find((r) => r.body.includes('acc-other')), 'the refusal to acc-other');
+    const replies = onAskb2().filter((r) => r.body.includes('did not take the answer'));
+    assert.equal(replies.length, 2, replies.map((r) => r.body).join('\n'));
+    assert.ok(!replies.some((r) => r.body.includes('Renamed')), 'the display name an attacker picks is not posted');
+    const audited = (await job(id)).answers as Array<Record<string, unknown>>;
+    assert.deepEqual(audited.map((a) => a.who), ['acc-renamer', 'acc-renamer', 'acc-renamer', 'acc-other']);
+  });
+
   it('a trackerb issue asks in a comment; only someone assignable to it may answer it', async () => {
     const queued = await trackerbEvent({
       webhookEvent: 'jira:issue_created',
@@ -370,7 +489,7 @@ describe('questions go back to the origin, answers come in from it', () => {
       && r.body.includes('waiting for an answer')), 'the question as a comment');
     const say = (accountId: string, body: string) => trackerbEvent({
       webhookEvent: 'comment_created', issue: { key: 'ASKB-1' },
-      comment: { id: String(commentSeq++), body, author: { accountId, displayName: accountId } },
+      comment: { id: String(commentSeq++), body, author: { accountId, displayName: accountId }, created: jiraNow() },
     });
     const stranger = await say('acc-stranger', '/svc answer the fast queue');
     assert.equal(stranger.body.status, 'refused');

@@ -29,14 +29,20 @@ function channelOf(body: Record<string, unknown>): string | null {
 }
 
 /** The activity's `channel` (where the message was posted) routes it: chatb=… in the repositories file. */
+function userOf(from: Record<string, unknown>): string {
+  const name = str(from.name)?.slice(0, 100);
+  const id = str(from.id)?.slice(0, 100);
+  return name && id ? `${name} (${id})` : id ?? name ?? 'unknown';
+}
+
 export function readChatb(body: Record<string, unknown>) {
   return {
     id: typeof body.id === 'string' && body.id.length <= 256 ? body.id : null,
     timestamp: body.timestamp,
     text: typeof body.text === 'string' ? chatbText(body.text) : '',
     channel: channelOf(body),
-    /** Who wrote it, as Teams names them (the audit of an answer). */
-    user: (str(obj(body.from).name) ?? str(obj(body.from).id) ?? 'unknown').slice(0, 100),
+    /** Who wrote it (the audit of an answer): the name they show, and the account id, which they cannot change. */
+    user: userOf(obj(body.from)),
   };
 }
 

@@ -249,6 +249,24 @@ function inLane<T>(key: string, work: () => Promise<T>): Promise<T> {
   return next;
 }
 
+/** Per server, who was already told on which PR that they may not ask (kept to the last TOLD_KEPT). */
+const told = new WeakMap<object, Set<string>>();
+const TOLD_KEPT = 10_000;
+
+/**
+ * Whether this refusal is the first to this person on this PR: a stranger's hundred comments do not make svc post a
+ * hundred replies (each is still in the audit log), as for answers (answers.ts).
+ */
+function firstTold(ctx: TCtx, repo: string, a: FollowUpAsk): boolean {
+  let seen = told.get(ctx.deps);
+  if (!seen) told.set(ctx.deps, (seen = new Set()));
+  const key = `${repo.toLowerCase()}#${a.number}:${a.actor.toLowerCase()}`;
+  if (seen.has(key)) return false;
+  if (seen.size >= TOLD_KEPT) seen.delete(seen.values().next().value!);
+  seen.add(key);
+  return true;
+}
+
 /** The refusal's reply on the PR, sent after the answer (best effort; logged when it fails). */
 function replyOnPr(ctx: TCtx, repo: string, a: FollowUpAsk, text: string): void {
   ctx.deps.github.comment(repo, a.number, text).catch((err: unknown) => {
@@ -300,7 +318,7 @@ export async function receivePullRequestEvent(ctx: TCtx, event: string, body: Ob
     } else {
       ctx.deps.log.info('follow-up not queued', fields);
     }
-    if (err.reply !== null) replyOnPr(ctx, repo, a, err.reply);
+    if (err.reply !== null && (!err.audit || firstTold(ctx, repo, a))) replyOnPr(ctx, repo, a, err.reply);
     return json(200, { status: err.reply === null ? 'skipped' : 'refused', reason: err.message });
   }
 }

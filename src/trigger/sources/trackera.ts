@@ -201,7 +201,9 @@ export function readTrackeraAnswer(body: Record<string, unknown>): TrackeraAnswe
   const issueId = str(data.issueId) ?? str(obj(data.issue).id);
   const userId = str(data.userId) ?? str(obj(data.user).id);
   if (command === null || !issueId || !userId) return null;
-  const who = (str(obj(data.user).name) ?? userId).slice(0, 100);
+  // The account, not the name it shows: a name is the person's to change, so it neither says who answered nor
+  // bounds the replies to one person.
+  const who = userId.slice(0, 100);
   return { issueId: issueId.slice(0, 100), commentId: (str(data.id) ?? '').slice(0, 100), userId, who, ...command };
 }
 

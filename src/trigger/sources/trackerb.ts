@@ -189,6 +189,8 @@ export interface TrackerbAnswer {
   who: string;
   jobId: string | undefined;
   text: string;
+  /** The comment's `created` (ms), null when it has none that reads as a time. */
+  writtenAt: number | null;
 }
 
 /** A `comment_created` event whose comment is `/svc answer <text>`, or null. */
@@ -200,10 +202,22 @@ export function readTrackerbAnswer(body: Obj): TrackerbAnswer | null {
   const author = obj(comment.author);
   const accountId = str(author.accountId);
   if (command === null || !key || !ISSUE_KEY.test(key) || !accountId) return null;
-  const who = (str(author.displayName) ?? accountId).slice(0, 100);
+  // The account, not the name it shows: a name is the person's to change, so it neither says who answered nor
+  // bounds the replies to one person.
+  const who = accountId.slice(0, 100);
   return {
     key, commentId: (str(comment.id) ?? '').slice(0, 40), accountId: accountId.slice(0, 128), who, ...command,
+    writtenAt: jiraTime(comment.created),
   };
+}
+
+const JIRA_TIME = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,3})?)([+-]\d{2}):?(\d{2})$/;
+
+/** Jira's `2017-11-30T12:28:04.304+0300` in ms, else null. */
+function jiraTime(value: unknown): number | null {
+  const m = typeof value === 'string' ? JIRA_TIME.exec(value) : null;
+  const ms = m ? Date.parse(`${m[1]}${m[2]}:${m[3]}`) : Number.NaN;
+  return Number.isFinite(ms) ? ms : null;
 }
 
 /** Whether the tracker lists the account among those assignable to the issue; or why that cannot be known. */
@@ -237,7 +251,7 @@ async function answerFromTrackerb(ctx: TCtx, answer: TrackerbAnswer): Promise<Re
   const delivery = firstHeader(ctx.req.headers, sourceOf('trackerb').delivery)?.trim();
   const outcome = await ctx.deps.answers.answer({
     origin: 'trackerb', thread: trackerbThread(answer.key), jobId: answer.jobId, text: answer.text,
-    who: answer.who, refusal,
+    who: answer.who, refusal, writtenAt: answer.writtenAt,
     place: `trackerb issue ${answer.key} comment ${answer.commentId}`,
     keys: [`trackerb:body:${createHash('sha256').update(ctx.raw ?? '').digest('hex')}`,
       ...(delivery ? [`trackerb:delivery:${delivery.slice(0, 200)}`] : []),

@@ -144,6 +144,8 @@ export interface GithubAnswer {
   login: string;
   association: string;
   commentId: string;
+  /** The comment's created_at (ms), null when it has none that reads as a time. */
+  writtenAt: number | null;
 }
 
 /** A created comment `/svc answer <text>` on an issue or pull request, or null when it is not one. */
@@ -160,7 +162,15 @@ export function readGithubAnswer(event: string, body: Obj): GithubAnswer | null 
     login: str(obj(comment.user).login).slice(0, 100) || 'unknown',
     association: str(comment.author_association).slice(0, 40) || 'NONE',
     commentId: typeof id === 'number' || typeof id === 'string' ? String(id).slice(0, 40) : '',
+    writtenAt: timeOf(comment.created_at),
   };
+}
+
+/** GitHub's ISO-8601 time in ms, else null. */
+function timeOf(value: unknown): number | null {
+  const ms = typeof value === 'string' && /^\d{4}-\d{2}-\d{2}T[\d:.]+(Z|[+-]\d{2}:\d{2})$/.test(value)
+    ? Date.parse(value) : Number.NaN;
+  return Number.isFinite(ms) ? ms : null;
 }
 
 async function answerFromGithub(ctx: TCtx, answer: GithubAnswer): Promise<Reply> {
@@ -173,6 +183,7 @@ async function answerFromGithub(ctx: TCtx, answer: GithubAnswer): Promise<Reply>
       + 'answer');
   const outcome = await ctx.deps.answers.answer({
     origin: 'webhook', thread: answer.thread, jobId: answer.jobId, text: answer.text, who: answer.login, refusal,
+    writtenAt: answer.writtenAt,
     place: `github ${answer.repository}#${answer.thread.split('#')[1]} comment ${answer.commentId}`,
     keys: [
       `webhook:body:${digest}`, ...(delivery ? [`webhook:delivery:${delivery.slice(0, 200)}`] : []),
