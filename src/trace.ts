@@ -224,7 +224,7 @@ export class OpenSpan {
     this.#tracer = tracer;
     this.context = { traceId: parent?.traceId ?? newTraceId(), spanId: o.spanId ?? newSpanId() };
     this.#record = {
-      ...this.context, parentSpanId: parent?.spanId ?? null, name, kind: o.kind ?? 'internal',
+      ...this.context, parentSpanId: parent?.spanId || null, name, kind: o.kind ?? 'internal',
       start: nanos(o.startMs ?? Date.now()), end: '', attributes: { ...o.attributes }, status: 'unset',
     };
   }

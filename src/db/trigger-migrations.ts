@@ -157,4 +157,10 @@ export const triggerMigrations: readonly Migration[] = [
   `
   ALTER TABLE jobs ADD COLUMN infra_retries INTEGER NOT NULL DEFAULT 0;
   `,
+  // 10: a job's trace (src/trigger/job-trace.ts): its own span as a W3C traceparent, which its run continues, and
+  // the span id of the delivery that queued it. Null for a job queued before.
+  `
+  ALTER TABLE jobs ADD COLUMN traceparent TEXT;
+  ALTER TABLE jobs ADD COLUMN trace_parent TEXT;
+  `,
 ];

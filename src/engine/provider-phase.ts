@@ -19,6 +19,7 @@ import {
   type Invocation, type Sightings,
 } from './provider-session.ts';
 import { InfraError } from '../errors.ts';
+import { inSpan } from '../trace.ts';
 
 const LOG_LINE_CAP = 4000;
 const LOG_EVENTS_CAP = 5000;
@@ -132,8 +133,8 @@ export async function runProvider(
       const limited = limitBeforeAttempt(provider.name, a, limits);
       if (limited) return limited;
       const inv = nextInvocation(ctx, provider, spec, opts.notes, refused);
-      const proc = startAttempt(ctx, plan, opts, files, inv, a, log);
-      const result = await watchAttempt(ctx, proc, a, files, maxUsd);
+      const result = await inSpan('svc.provider', { 'svc.provider': provider.name, 'svc.invocation': number },
+        () => watchAttempt(ctx, startAttempt(ctx, plan, opts, files, inv, a, log), a, files, maxUsd));
       const total = recordAttempt(ctx, result, a, log);
       if (result.sandboxFailed) throw sandboxFailure(provider.name, a, result);
       const next = await outcomeAfterExit(ctx, provider, maxUsd, files, a, result, total, inv);

@@ -58,6 +58,9 @@ export interface RunState extends RunJson {
   infra_retries?: number;
   /** The provider CLI's own session, so that invoking it again continues it (provider-session.ts). */
   provider_session?: ProviderSession | null;
+  /** The trace the run continues (SVC_TRACEPARENT at launch; src/trace.ts) or started, and its parent span's id. */
+  trace_id?: string | null;
+  trace_parent?: string | null;
 }
 
 /** What svc knows of the provider CLI's session (its words are the agent's: untrusted, fenced when quoted). */
