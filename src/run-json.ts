@@ -35,13 +35,15 @@ export interface RunJson {
   error: string | null;
   /** Why a run that did not succeed ended (null while it runs and when it succeeded). */
   failure: RunFailure | null;
+  /** The OpenTelemetry trace of the run (32 hex digits, src/trace.ts); null for a run from before traces. */
+  trace_id: string | null;
 }
 
 /** Every Run JSON key, in the order DESIGN §3 lists them (and every serializer writes them). */
 export const RUN_JSON_FIELDS = [
   'source', 'run', 'repo', 'group_id', 'status', 'verdict', 'brief', 'origin', 'provider', 'branch', 'pr_url',
   'question', 'started_at', 'ended_at', 'updated_at', 'cost_usd', 'tokens_in', 'tokens_out', 'exit_code', 'error',
-  'failure',
+  'failure', 'trace_id',
 ] as const satisfies ReadonlyArray<keyof RunJson>;
 
 // Where a person looks at a run: its page on the Control Plane as people reach it (SVC_PUBLIC_URL, vetted by whoever

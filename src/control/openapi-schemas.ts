@@ -34,6 +34,10 @@ export const schemas = {
       description: 'why a run that did not succeed ended; null while it runs and when it succeeded (docs/engine.md ' +
         '"Why a run failed"); only infra is retryable',
     },
+    trace_id: {
+      type: ['string', 'null'], pattern: '^[0-9a-f]{32}$',
+      description: 'the OpenTelemetry trace id of the run\'s spans (docs/deploy.md "Traces"); null before traces',
+    },
   }),
   RunDetail: {
     allOf: [ref('Run')],

@@ -18,7 +18,7 @@ const ACTIVE: ReadonlySet<string> = new Set(ACTIVE_STATUSES);
 const COLUMNS = [
   'repo', 'repo_path', 'group_id', 'status', 'verdict', 'brief', 'origin', 'provider', 'branch', 'pr_url', 'question',
   'started_at', 'ended_at', 'updated_at', 'cost_usd', 'tokens_in', 'tokens_out', 'exit_code', 'error', 'pid', 'extra',
-  'failure_class', 'failure_reason', 'failure_retryable',
+  'failure_class', 'failure_reason', 'failure_retryable', 'trace_id',
 ] as const;
 type Column = (typeof COLUMNS)[number];
 const COLUMN_SET: ReadonlySet<string> = new Set(COLUMNS);
@@ -243,6 +243,7 @@ export function runToJson(row: RunRow): RunJson {
     exit_code: row.exit_code,
     error: row.error,
     failure: failureOfRow(row),
+    trace_id: row.trace_id ?? null,
   };
 }
 

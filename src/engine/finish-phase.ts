@@ -148,6 +148,7 @@ function writeReceipt(
     network: sandbox.gate ? confinedNetwork(sandbox.gate.policy, sandbox.gate.summary()) : UNCONFINED,
     ...(state.provider_session?.resumed ? { resumed: state.provider_session.resumed } : {}),
     failure,
+    ...(state.trace_id ? { trace_id: state.trace_id } : {}),
   }, loadOrCreateSigningKey(svcHomeOf(ctx.env)));
   ctx.saveArtifact('receipt.json', JSON.stringify(receipt, null, 2) + '\n');
   ctx.event('receipt', { verdict, integrity: receipt.integrity, kid: receipt.kid, gaps });

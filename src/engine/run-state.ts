@@ -58,8 +58,7 @@ export interface RunState extends RunJson {
   infra_retries?: number;
   /** The provider CLI's own session, so that invoking it again continues it (provider-session.ts). */
   provider_session?: ProviderSession | null;
-  /** The trace the run continues (SVC_TRACEPARENT at launch; src/trace.ts) or started, and its parent span's id. */
-  trace_id?: string | null;
+  /** The span id of the span the run continues (SVC_TRACEPARENT at launch; src/trace.ts), null for a trace of its own. */
   trace_parent?: string | null;
 }
 
@@ -85,6 +84,7 @@ export function toRunJson(state: RunState): RunJson {
   for (const key of RUN_JSON_FIELDS) out[key] = state[key];
   // A state.json written before failure classes has none.
   out.failure ??= null;
+  out.trace_id ??= null;
   return out as unknown as RunJson;
 }
 
