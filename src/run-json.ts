@@ -35,8 +35,11 @@ export interface RunJson {
   error: string | null;
   /** Why a run that did not succeed ended (null while it runs and when it succeeded). */
   failure: RunFailure | null;
-  /** The OpenTelemetry trace of the run (32 hex digits, src/trace.ts); null for a run from before traces. */
-  trace_id: string | null;
+  /**
+   * The OpenTelemetry trace of the run (32 hex digits, src/trace.ts); null for a run from before traces. Every
+   * serializer writes it (null when absent); optional here so a state.json from before traces still types.
+   */
+  trace_id?: string | null;
 }
 
 /** Every Run JSON key, in the order DESIGN §3 lists them (and every serializer writes them). */

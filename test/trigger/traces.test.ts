@@ -218,6 +218,8 @@ describe('traces across the trigger server and a real run', () => {
       assert.ok(!JSON.stringify(collector.spans).includes('on save'));
       const state = JSON.parse(readFileSync(join(repo, '.svc', 'runs', run.run, 'state.json'), 'utf8')) as Record<string, unknown>;
       assert.equal(state.trace_id, traceId);
+      const receipt = JSON.parse(readFileSync(join(repo, '.svc', 'runs', run.run, 'artifacts', 'receipt.json'), 'utf8')) as Record<string, unknown>;
+      assert.equal(receipt.trace_id, traceId);
     } finally {
       await t.jobLoop.idle();
       await t.cleanup();
