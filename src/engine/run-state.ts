@@ -58,7 +58,7 @@ export interface RunState extends RunJson {
   infra_retries?: number;
   /** The provider CLI's own session, so that invoking it again continues it (provider-session.ts). */
   provider_session?: ProviderSession | null;
-  /** The span id of the span the run continues (SVC_TRACEPARENT at launch; src/trace.ts), null for a trace of its own. */
+  /** The id of the span the run continues (SVC_TRACEPARENT at launch; src/trace.ts); null: a trace of its own. */
   trace_parent?: string | null;
 }
 
