@@ -49,7 +49,8 @@ describe('control migrations', () => {
     const db = openDatabase(path, controlMigrations);
     const runs = createRunsStore(db);
     const [text] = runs.page({ limit: 5 }).items;
-    assert.deepEqual(JSON.parse(text!), { source: 's', run: 'r1', status: 'failed', error: 'boom', failure: null });
+    // Control migration 8 gives the same stored text a trace_id of null.
+    assert.deepEqual(JSON.parse(text!), { source: 's', run: 'r1', status: 'failed', error: 'boom', failure: null, trace_id: null });
     // A class set afterwards drops the stored text (the trigger knows the new columns), so the list never serves it stale.
     db.prepare("UPDATE runs SET failure_class = 'infra', failure_reason = 'gate', failure_retryable = 1").run();
     assert.deepEqual(JSON.parse(runs.page({ limit: 5 }).items[0]!).failure, { class: 'infra', reason: 'gate', retryable: true });
