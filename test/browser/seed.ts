@@ -66,6 +66,7 @@ export function liveRuns(now = Date.now()): Record<string, unknown>[] {
       brief: 'Round invoice totals half-even <b>not</b> half-up', origin: 'errtrack', provider: 'claude', branch: `svc/${RECEIPTED.run}`,
       pr_url: 'https://github.example/acme/billing/pull/42', started_at: iso(now - 2 * 3600_000), ended_at: iso(now - 2 * 3600_000 + 780_000),
       updated_at: iso(now - 2 * 3600_000 + 780_000), cost_usd: 1.37, tokens_in: 88_000, tokens_out: 9_400, exit_code: 0,
+      trace_id: '4bf92f3577b34da6a3ce929d0e0e4736',
     },
   ];
 }
