@@ -126,6 +126,7 @@ const MAX_QUEUED = 2048;
 const BATCH = 512;
 const DELAY_MS = 200;
 const POST_TIMEOUT_MS = 10_000;
+const FLUSH_MS = 5_000;
 
 /** One process's span sink: a bounded queue sent in batches, one POST at a time. */
 export class Tracer {
@@ -156,11 +157,20 @@ export class Tracer {
     this.#timer ??= setTimeout(() => void this.#send(), DELAY_MS).unref();
   }
 
-  /** Sends what is queued and waits for it (a process about to exit); never throws. */
-  async flush(): Promise<void> {
+  /**
+   * Sends what is queued and waits for it (a process about to exit), for at most `maxMs`: a collector that hangs
+   * holds up no shutdown longer than that (what is still queued then is dropped and counted). Never throws.
+   */
+  async flush(maxMs = FLUSH_MS): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), maxMs).unref()));
     while (this.#inFlight || this.#queue.length > 0) {
-      await (this.#inFlight ?? this.#send());
+      if (await Promise.race([this.#inFlight ?? this.#send(), late]) === 'late') {
+        this.dropped += this.#queue.splice(0).length;
+        break;
+      }
     }
+    clearTimeout(timer);
   }
 
   #send(): Promise<void> {
