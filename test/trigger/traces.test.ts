@@ -174,6 +174,21 @@ describe('traceparent', () => {
   });
 });
 
+describe('a tracer at shutdown', () => {
+  it('does not wait past its bound for a collector that holds the export open, and counts what it dropped', async () => {
+    const slow = await startCollector('hang');
+    const tracer = new Tracer(traceSettings({ OTEL_EXPORTER_OTLP_ENDPOINT: slow.url }, 'svc-test'));
+    new OpenSpan(tracer, 'held', null).end();
+    await tracer.flush(100);
+    await waitFor(() => slow.held.length === 1, 'the collector to hold the export');
+    new OpenSpan(tracer, 'queued behind it', null).end();
+    await tracer.flush(100);
+    assert.equal(tracer.sent, 0);
+    assert.equal(tracer.dropped, 1, 'the span queued behind the held export is dropped');
+    await slow.close();
+  });
+});
+
 describe('traces across the trigger server and a real run', () => {
   it('one GitHub webhook is one trace: delivery → job → run → sandbox, provider, checks, receipt, PR', async () => {
     const collector = await startCollector();
