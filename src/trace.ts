@@ -255,11 +255,22 @@ export interface SpanOptions {
   spanId?: string;
 }
 
-const current = new AsyncLocalStorage<{ tracer: Tracer; span: SpanContext }>();
+/** The span `inSpan` nests under, and the outermost one (a run's), which `rootSpanRecorder` records under. */
+const current = new AsyncLocalStorage<{ tracer: Tracer; span: SpanContext; root: SpanContext }>();
 
 /** Runs `fn` with `span` as the parent of every `inSpan` inside it. */
 export function withSpan<T>(tracer: Tracer, span: SpanContext, fn: () => T): T {
-  return current.run({ tracer, span }, fn);
+  return current.run({ tracer, span, root: current.getStore()?.root ?? span }, fn);
+}
+
+/**
+ * For spans timed elsewhere (a connection the run's egress gate recorded): records each, ended, as a child of the
+ * current trace's outermost span. Null outside any span.
+ */
+export function rootSpanRecorder(): ((name: string, o: SpanOptions & { endMs: number; ok: boolean }) => void) | null {
+  const store = current.getStore();
+  if (!store) return null;
+  return (name, o) => new OpenSpan(store.tracer, name, store.root, o).end(o.ok ? 'ok' : 'error', {}, o.endMs);
 }
 
 /**

@@ -194,8 +194,10 @@ describe('traces across the trigger server and a real run', () => {
     const collector = await startCollector();
     const repo = makeRepo();
     mkdirSync(join(repo, '.svc'), { recursive: true });
+    // The agent also asks its egress gate for a host no policy allows (.invalid never resolves): one denied connection.
+    const agent = 'echo fixed > fixed.txt; curl -s -m 20 -o /dev/null http://denied.invalid/; true';
     writeFileSync(join(repo, '.svc', 'config.json'), JSON.stringify({
-      provider: 'fake', providers: { fake: { command: ['sh', '-c', 'echo fixed > fixed.txt'] } },
+      provider: 'fake', providers: { fake: { command: ['sh', '-c', agent] } },
     }));
     // No pull request is opened (no forge is reached): the PR step still runs, and is a span.
     writeFileSync(join(repo, '.svc', 'policy.json'), JSON.stringify({ pr: { open: 'never' } }));
@@ -212,7 +214,7 @@ describe('traces across the trigger server and a real run', () => {
       const job = await ended(t, res.body.job_id as string);
       const run = job.run as { source: string; run: string };
       const want = ['svc.delivery', 'svc.job', 'svc.run', 'svc.sandbox', 'svc.provider', 'svc.checks', 'svc.receipt',
-        'svc.pr'];
+        'svc.pr', 'svc.gate.connection'];
       await waitFor(() => want.every((n) => named(collector, n).length > 0), `spans ${want.join(', ')}`);
       assert.deepEqual(collector.problems, []);
       // One trace: every span carries the caller's trace id.
@@ -229,6 +231,9 @@ describe('traces across the trigger server and a real run', () => {
       assert.deepEqual(attr(delivery!, 'svc.job_id'), { stringValue: job.id });
       assert.deepEqual(attr(runSpan!, 'svc.run'), { stringValue: run.run });
       assert.deepEqual(attr(named(collector, 'svc.provider')[0]!, 'svc.invocation'), { intValue: '1' });
+      const [connection] = named(collector, 'svc.gate.connection');
+      assert.deepEqual(attr(connection!, 'server.address'), { stringValue: 'denied.invalid' });
+      assert.deepEqual(attr(connection!, 'svc.gate.decision'), { stringValue: 'denied' });
       // No span carries the brief.
       assert.ok(!JSON.stringify(collector.spans).includes('on save'));
       const state = JSON.parse(readFileSync(join(repo, '.svc', 'runs', run.run, 'state.json'), 'utf8')) as Record<string, unknown>;
