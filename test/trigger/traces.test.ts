@@ -30,6 +30,9 @@ interface Collector {
   /** Every way a payload broke the OTLP JSON encoding (empty when all were well-formed). */
   problems: string[];
   requests: number;
+  /** The `x-otel-key` header of each request (OTEL_EXPORTER_OTLP_HEADERS), and each payload's service.name. */
+  keys: Array<string | undefined>;
+  services: Set<string>;
   /** Requests held open (a slow collector). */
   held: ServerResponse[];
   close(): Promise<void>;
@@ -76,16 +79,24 @@ function checkPayload(body: unknown, problems: string[]): Span[] {
 }
 
 async function startCollector(mode: 'answer' | 'hang' = 'answer'): Promise<Collector> {
-  const c: Omit<Collector, 'url' | 'close'> = { spans: [], problems: [], requests: 0, held: [] };
+  const c: Omit<Collector, 'url' | 'close'> = {
+    spans: [], problems: [], requests: 0, held: [], keys: [], services: new Set(),
+  };
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     req.on('data', (d: Buffer) => chunks.push(d));
     req.on('end', () => {
       c.requests++;
+      c.keys.push(req.headers['x-otel-key'] as string | undefined);
       if (req.method !== 'POST' || req.url !== '/v1/traces') c.problems.push(`${req.method} ${req.url}`);
       if (req.headers['content-type'] !== 'application/json') c.problems.push(`type ${req.headers['content-type']}`);
       try {
-        c.spans.push(...checkPayload(JSON.parse(Buffer.concat(chunks).toString('utf8')), c.problems));
+        const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+        c.spans.push(...checkPayload(body, c.problems));
+        for (const r of body.resourceSpans ?? []) {
+          const name = (r.resource?.attributes ?? []).find((a: any) => a.key === 'service.name')?.value?.stringValue;
+          if (typeof name === 'string') c.services.add(name);
+        }
       } catch (err) {
         c.problems.push(`not JSON: ${String(err)}`);
       }
@@ -204,7 +215,9 @@ describe('traces across the trigger server and a real run', () => {
     const git = (...a: string[]) => execFileSync('git', a, { cwd: repo, stdio: 'ignore', env: { ...process.env, HOME: repo } });
     git('add', '.svc');
     git('-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'svc settings');
-    const t = await startTestTrigger({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url }, { repo, cliPath: CLI });
+    // The export headers are a secret: they reach the run's worker through the secrets pipe, and every export has them.
+    const otel = { OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_EXPORTER_OTLP_HEADERS: 'x-otel-key=otel-k1' };
+    const t = await startTestTrigger(otel, { repo, cliPath: CLI });
     try {
       const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
       const caller = '00f067aa0ba902b7';
@@ -217,6 +230,8 @@ describe('traces across the trigger server and a real run', () => {
         'svc.pr', 'svc.gate.connection'];
       await waitFor(() => want.every((n) => named(collector, n).length > 0), `spans ${want.join(', ')}`);
       assert.deepEqual(collector.problems, []);
+      assert.deepEqual([...collector.services].sort(), ['svc-run', 'svc-trigger']);
+      assert.deepEqual([...new Set(collector.keys)], ['otel-k1']);
       // One trace: every span carries the caller's trace id.
       assert.deepEqual([...new Set(collector.spans.map((s) => s.traceId))], [traceId]);
       const [delivery] = named(collector, 'svc.delivery');
@@ -240,6 +255,10 @@ describe('traces across the trigger server and a real run', () => {
       assert.equal(state.trace_id, traceId);
       const receipt = JSON.parse(readFileSync(join(repo, '.svc', 'runs', run.run, 'artifacts', 'receipt.json'), 'utf8')) as Record<string, unknown>;
       assert.equal(receipt.trace_id, traceId);
+      // Never where an agent could read it: not in the run's state, events or logs.
+      const runDir = join(repo, '.svc', 'runs', run.run);
+      const runFiles = execFileSync('sh', ['-c', 'grep -rl otel-k1 "$1" || true', 'sh', runDir], { encoding: 'utf8' });
+      assert.equal(runFiles, '');
     } finally {
       await t.jobLoop.idle();
       await t.cleanup();
