@@ -97,7 +97,7 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
     const summary = plainSummary(parts);
     const summary_parts = JSON.stringify(parts);
     stores.jobs.finish(job.id, { status, finished_at: now, exit_code: exitCode, summary, summary_parts, error });
-    if (opts.tracer) endJobSpan(opts.tracer, job, status, Date.now(), run?.run ?? null);
+    if (opts.tracer) endJobSpan(opts.tracer, job, status, now, run?.run ?? null);
     log.info('job finished', { job_id: job.id, status, run: run ? `${run.source}/${run.run}` : null });
   }
 
