@@ -42,6 +42,11 @@ export interface RunJson {
    * no call. When set, cost_usd / tokens_in / tokens_out are these figures, else the reported ones.
    */
   metered: MeteredCost | null;
+  /**
+   * The OpenTelemetry trace of the run (32 hex digits, src/trace.ts); null for a run from before traces. Every
+   * serializer writes it (null when absent); optional here so a state.json from before traces still types.
+   */
+  trace_id?: string | null;
 }
 
 export interface CostFigures {
@@ -61,7 +66,7 @@ export interface MeteredCost extends CostFigures {
 export const RUN_JSON_FIELDS = [
   'source', 'run', 'repo', 'group_id', 'status', 'verdict', 'brief', 'origin', 'provider', 'branch', 'pr_url',
   'question', 'started_at', 'ended_at', 'updated_at', 'cost_usd', 'tokens_in', 'tokens_out', 'exit_code', 'error',
-  'failure', 'reported', 'metered',
+  'failure', 'reported', 'metered', 'trace_id',
 ] as const satisfies ReadonlyArray<keyof RunJson>;
 
 // Where a person looks at a run: its page on the Control Plane as people reach it (SVC_PUBLIC_URL, vetted by whoever

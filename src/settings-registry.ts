@@ -71,6 +71,14 @@ export const SETTINGS = {
   SVC_ACCESS_LOG: choice('control', ['0', '1'], '`1`: `svc control serve`, `svc trigger serve` and `svc gate serve` ' +
     'log one `request` line per request on stderr: method, route template, status, duration, bytes, request id, ' +
     'peer; never a path, query, header or body ([metrics](docs/deploy.md#metrics-and-the-access-log))'),
+  OTEL_EXPORTER_OTLP_ENDPOINT: text('control', NONE, 'set: the trigger server and the run workers export ' +
+    'OpenTelemetry traces to `<this>/v1/traces` (OTLP/HTTP JSON; [traces](docs/deploy.md#traces))'),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: text('control', NONE,
+    'the full traces URL, used as it is; wins over `OTEL_EXPORTER_OTLP_ENDPOINT`'),
+  OTEL_EXPORTER_OTLP_HEADERS: secret('control', NONE,
+    '`key=value,…` headers sent with every export (a collector\'s API key): read once, never logged'),
+  OTEL_SERVICE_NAME: text('control', '`svc-trigger` / `svc-run`', 'the `service.name` of exported spans'),
+  OTEL_TRACES_EXPORTER: text('control', '`otlp`', '`none`: export no traces even with an endpoint set'),
   SVC_CONTROL_URL: text('control', 'discovery', 'where clients, the shipper and the trigger server reach the ' +
     'Control Plane. Discovery: this, then `~/.svc/control/server.json` if its pid is alive, then `SVC_CONTROL_PORT`'),
   SVC_SOURCE: { ...text('control', '`local`', 'the name of this instance in run addresses `<source>/<run>`'),
@@ -187,6 +195,8 @@ export const SETTINGS = {
   SVC_ORIGIN: bySvc('the run\'s recorded origin: the trigger sets it per job, the Control Plane to `control`; a ' +
     'webhook origin confines `.md`/`.json` inputs to the repository and keeps the server\'s sandbox rule'),
   SVC_REPO_NAME: bySvc('the served repository a trigger job was routed to: the run\'s `repo`'),
+  SVC_TRACEPARENT: bySvc('the W3C `traceparent` a run continues: its job\'s span (trigger) or the one ' +
+    '`POST /v1/runs` was given (Control Plane); a malformed value starts a new trace'),
   SVC_JOB_ID: bySvc('the trigger job of a run: a `trackera:<id>` run reads that job\'s snapshot'),
   SVC_SIGN_LATER: bySvc('`1` in a Kubernetes pod\'s `run` container: evidence instead of a receipt'),
   SVC_GATE_EVIDENCE_URL: bySvc('a Kubernetes pod\'s gate address for the run\'s connections'),

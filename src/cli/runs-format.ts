@@ -34,6 +34,7 @@ export function formatRunTable(runs: Run[]): string {
 const DETAIL_FIELDS: Array<keyof Run & string> = [
   'status', 'verdict', 'repo', 'brief', 'question', 'origin', 'provider', 'branch', 'pr_url', 'group_id',
   'started_at', 'ended_at', 'updated_at', 'cost_usd', 'tokens_in', 'tokens_out', 'exit_code', 'error', 'failure',
+  'trace_id',
 ];
 
 /** The widest key ("started_at", "updated_at", "tokens_out") plus one space: every value starts in one column. */

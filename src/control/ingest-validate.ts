@@ -79,6 +79,8 @@ function optionalTime(where: string, v: unknown, now: number): number | null {
   return v === undefined || v === null ? null : ingestTime(where, v, now);
 }
 
+const TRACE_ID = /^[0-9a-f]{32}$/;
+
 export function validateRun(v: unknown, where: string, source: string, now: number): RunInput {
   if (!isJsonObject(v)) return bad(where, 'must be an object');
   const run = segment(`${where}.run`, v.run);
@@ -117,6 +119,8 @@ export function validateRun(v: unknown, where: string, source: string, now: numb
   input.repo_path = orNull(`${where}.repo_path`, v.repo_path,
     (x) => typeof x === 'string' && x.startsWith('/') && !x.includes('\0'), 'must be an absolute path or null');
   Object.assign(input, failureColumns(validateFailure(`${where}.failure`, v.failure, input.status)));
+  input.trace_id = orNull(`${where}.trace_id`, v.trace_id, (x) => typeof x === 'string' && TRACE_ID.test(x),
+    'must be 32 lowercase hex digits (an OpenTelemetry trace id) or null');
   return input;
 }
 

@@ -42,6 +42,10 @@ export const schemas = {
     metered: { type: ['object', 'null'], description: 'what the egress gate metered from the model APIs\' usage ' +
       '(null: no call metered); unpriced: calls of a model without a price, unknown: calls whose usage was unreadable',
       properties: { ...COST, calls: int, unpriced: int, unknown: int } },
+    trace_id: {
+      type: ['string', 'null'], pattern: '^[0-9a-f]{32}$',
+      description: 'the OpenTelemetry trace id of the run\'s spans (docs/deploy.md "Traces"); null before traces',
+    },
   }),
   RunDetail: {
     allOf: [ref('Run')],

@@ -106,7 +106,8 @@ const operations: readonly Op[] = [
   op('control', 'get', '/v1/openapi.json', 'getOpenapi', 'meta', 'This document', { ok: 'Open' }),
   op('control', 'get', '/v1/runs', 'listRuns', 'runs', 'List runs, newest first, keyset-paged',
     { query: RUN_FILTERS, ok: 'RunPage', errors: ['BadRequest'] }),
-  op('control', 'post', '/v1/runs', 'createRun', 'runs', 'Start a run (same as POST /v1/start)', {
+  op('control', 'post', '/v1/runs', 'createRun', 'runs', 'Start a run (same as POST /v1/start); a valid W3C ' +
+    '`traceparent` header is continued by the run\'s trace, anything else ignored', {
     loopbackOnly: true, body: 'StartRequest', ok: ACCEPTED_RUN, also: [REPLAYED_RUN], errors: START_ERRORS,
   }),
   op('control', 'post', '/v1/start', 'startRun', 'runs', 'Start a run in a registered project (POST /v1/import); ' +

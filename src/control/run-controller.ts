@@ -54,6 +54,7 @@ function runSecrets(deps: RunControllerDeps): Secrets {
   const out: Secrets = {};
   for (const name of RUN_SECRET_NAMES) if (deps.env[name]) out[name] = deps.env[name]!;
   if (deps.settings.token) out.SVC_CONTROL_TOKEN = deps.settings.token;
+  if (deps.env.OTEL_EXPORTER_OTLP_HEADERS) out.OTEL_EXPORTER_OTLP_HEADERS = deps.env.OTEL_EXPORTER_OTLP_HEADERS;
   return out;
 }
 
@@ -91,9 +92,13 @@ export function createRunController(deps: RunControllerDeps) {
   }
 
   return {
-    /** Runs `svc <args…>` (a start/resume/retry/verify launcher); if it fails, the run says why. */
-    launch(source: string, run: string, args: string[], onFailure: OnFailure): void {
+    /**
+     * Runs `svc <args…>` (a start/resume/retry/verify launcher); if it fails, the run says why. `traceparent`: a
+     * validated one the request carried, which the run continues (SVC_TRACEPARENT).
+     */
+    launch(source: string, run: string, args: string[], onFailure: OnFailure, traceparent?: string): void {
       const spec = childSpec(deps);
+      if (traceparent) spec.extra = { ...spec.extra, SVC_TRACEPARENT: traceparent };
       const child = startChild([process.execPath, CLI, ...args], {
         ...spec, stdio: ['ignore', 'pipe', 'pipe'], secrets: runSecrets(deps),
       });

@@ -203,4 +203,16 @@ export const controlMigrations: readonly Migration[] = [
   WHEN NEW.json IS NOT NULL AND NEW.json IS OLD.json
   BEGIN UPDATE runs SET json = NULL WHERE rowid = NEW.rowid; END;
   `,
+  // 9: the run's OpenTelemetry trace id (the Run JSON's `trace_id`, src/trace.ts); the stale-JSON trigger learns it.
+  `
+  ALTER TABLE runs ADD COLUMN trace_id TEXT;
+  UPDATE runs SET json = json_insert(json, '$.trace_id', json('null')) WHERE json IS NOT NULL;
+  DROP TRIGGER runs_json_stale;
+  CREATE TRIGGER runs_json_stale AFTER UPDATE OF
+    source, run, repo, group_id, status, verdict, brief, origin, provider, branch, pr_url, question,
+    started_at, ended_at, updated_at, cost_usd, tokens_in, tokens_out, exit_code, error,
+    failure_class, failure_reason, failure_retryable, reported, metered, trace_id ON runs
+  WHEN NEW.json IS NOT NULL AND NEW.json IS OLD.json
+  BEGIN UPDATE runs SET json = NULL WHERE rowid = NEW.rowid; END;
+  `,
 ];

@@ -18,7 +18,7 @@ const ACTIVE: ReadonlySet<string> = new Set(ACTIVE_STATUSES);
 const COLUMNS = [
   'repo', 'repo_path', 'group_id', 'status', 'verdict', 'brief', 'origin', 'provider', 'branch', 'pr_url', 'question',
   'started_at', 'ended_at', 'updated_at', 'cost_usd', 'tokens_in', 'tokens_out', 'exit_code', 'error', 'pid', 'extra',
-  'failure_class', 'failure_reason', 'failure_retryable', 'reported', 'metered',
+  'failure_class', 'failure_reason', 'failure_retryable', 'reported', 'metered', 'trace_id',
 ] as const;
 type Column = (typeof COLUMNS)[number];
 const COLUMN_SET: ReadonlySet<string> = new Set(COLUMNS);
@@ -245,6 +245,7 @@ export function runToJson(row: RunRow): RunJson {
     failure: failureOfRow(row),
     reported: costText<CostFigures>(row.reported),
     metered: costText<MeteredCost>(row.metered),
+    trace_id: row.trace_id ?? null,
   };
 }
 

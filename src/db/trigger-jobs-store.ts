@@ -25,6 +25,9 @@ export interface JobRow {
   workdir: string | null;
   /** Automatic starts-over of its run after an infra failure (trigger migration 9); never the job's own retry. */
   infra_retries: number;
+  /** Its span as a traceparent, and its parent span's id (trigger migration 11; job-trace.ts); null before. */
+  traceparent: string | null;
+  trace_parent: string | null;
 }
 
 export interface NewJob {
@@ -34,6 +37,7 @@ export interface NewJob {
   brief: string;
   args: string[];
   created_at: number;
+  trace?: { traceparent: string; parent: string } | undefined;
 }
 
 export interface JobEnd {
@@ -87,7 +91,8 @@ function toJob(row: Row | undefined): JobRow | undefined {
 
 export function createTriggerJobsStore(db: Db): TriggerJobsStore {
   const insert = db.prepare(
-    "INSERT INTO jobs (id, origin, status, brief, args, created_at, repo) VALUES (?, ?, 'queued', ?, ?, ?, ?)",
+    "INSERT INTO jobs (id, origin, status, brief, args, created_at, repo, traceparent, trace_parent) " +
+      "VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
   );
   const remove = db.prepare('DELETE FROM jobs WHERE id = ?');
   const get = db.prepare('SELECT * FROM jobs WHERE id = ?');
@@ -117,7 +122,8 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
   );
   return {
     insert(job) {
-      insert.run(job.id, job.origin, job.brief, JSON.stringify(job.args), job.created_at, job.repo);
+      insert.run(job.id, job.origin, job.brief, JSON.stringify(job.args), job.created_at, job.repo,
+        job.trace?.traceparent ?? null, job.trace?.parent ?? null);
     },
     remove(id) {
       remove.run(id);

@@ -174,4 +174,10 @@ export const triggerMigrations: readonly Migration[] = [
   CREATE INDEX dedupe_keys_by_job ON dedupe_keys (job_id);
   CREATE INDEX dedupe_keys_by_created ON dedupe_keys (created_at);
   `,
+  // 11: a job's trace (src/trigger/job-trace.ts): its own span as a W3C traceparent, which its run continues, and
+  // the span id of the delivery that queued it. Null for a job queued before.
+  `
+  ALTER TABLE jobs ADD COLUMN traceparent TEXT;
+  ALTER TABLE jobs ADD COLUMN trace_parent TEXT;
+  `,
 ];

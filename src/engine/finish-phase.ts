@@ -23,6 +23,7 @@ import { runFailure, type RunFailure } from '../run-json.ts';
 import { fence } from './text.ts';
 import { postAgentGit, type RunSandbox } from './sandbox.ts';
 import type { ProviderOutcome } from './provider-phase.ts';
+import { inSpan } from '../trace.ts';
 
 /**
  * The one finish sequence: diff, checks, the receipt (or the pod's evidence), the PR when allowed, the status. A run
@@ -35,7 +36,8 @@ export async function finish(
   const failure = end.kind === 'done' ? null : end.error;
   const exitCode = end.kind === 'done' ? 0 : end.exitCode;
   const diff = collectDiff(ctx, sandbox);
-  const checks = end.kind === 'failed' ? [] : await runChecks(ctx, plan.policy, sandbox);
+  const checks = end.kind === 'failed' ? []
+    : await inSpan('svc.checks', {}, () => runChecks(ctx, plan.policy, sandbox));
   if (ctx.stopRequested()) return;
   const ended = isoNow();
   ctx.update({ ended_at: ended });
@@ -46,10 +48,11 @@ export async function finish(
   const checkFailed = failure === null ? failedRequiredCheck(checks) : null;
   let error = failure ?? (checkFailed ? requiredCheckError(checkFailed) : null);
   const failed = endFailure(end, error);
-  const receipt = writeReceipt(ctx, checks, diff, failure !== null, sandbox, failed);
+  const receipt = await inSpan('svc.receipt', {},
+    () => writeReceipt(ctx, checks, diff, failure !== null, sandbox, failed));
   let prFailure: RunFailure | null = null;
   if (!error) {
-    error = await maybeOpenPr(ctx, plan, receipt);
+    error = await inSpan('svc.pr', { 'svc.pr.wanted': ctx.state.pr }, () => maybeOpenPr(ctx, plan, receipt));
     // The forge or the network said no after the agent's work was done and signed: svc's side (`svc runs pr` retries).
     if (error) prFailure = runFailure('infra', error);
   } else if (ctx.state.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
@@ -86,7 +89,7 @@ function leaveEvidence(
 export async function reverify(ctx: RunContext, plan: RunPlan, sandbox: RunSandbox): Promise<void> {
   ctx.event('log', { stream: 'svc', text: 'verify: re-running checks' });
   const diff = collectDiff(ctx, sandbox);
-  const checks = await runChecks(ctx, plan.policy, sandbox);
+  const checks = await inSpan('svc.checks', {}, () => runChecks(ctx, plan.policy, sandbox));
   if (ctx.stopRequested()) return;
   // A run its checks failed is judged again on these checks; one that failed before them stays failed.
   const failedBeforeChecks = ctx.state.status === 'failed' && ctx.state.error !== null && !ctx.state.failed_check;
@@ -145,6 +148,7 @@ function writeReceipt(
     network: sandbox.gate ? confinedNetwork(sandbox.gate.policy, sandbox.gate.summary()) : UNCONFINED,
     ...(state.provider_session?.resumed ? { resumed: state.provider_session.resumed } : {}),
     failure,
+    ...(state.trace_id ? { trace_id: state.trace_id } : {}),
   }, loadOrCreateSigningKey(svcHomeOf(ctx.env)));
   ctx.saveArtifact('receipt.json', JSON.stringify(receipt, null, 2) + '\n');
   ctx.event('receipt', { verdict, integrity: receipt.integrity, kid: receipt.kid, gaps });

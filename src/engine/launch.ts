@@ -28,6 +28,7 @@ import type { PushTarget } from './git-push.ts';
 import { checkPrPossible } from './pr.ts';
 import { signsLater } from './receipt.ts';
 import { followUpSession, followUpSpec, followUpStart, retriedFollowUp, type FollowUpRequest } from './follow-up.ts';
+import { newTraceId, parseTraceparent } from '../trace.ts';
 
 export interface StartOptions {
   input: string;
@@ -117,7 +118,7 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
     worktree: isolated, pr: n.pr, base_sha: base, base_tree: start?.tree ?? null, head_sha: null,
     spec_sha256: createHash('sha256').update(n.spec).digest('hex'), pid: null, pgid: null, proc_start: null,
     budget_usd: null, child: null, answers: [], base_branch: currentBranch(n.repo),
-    failure: null, reported: null, metered: null,
+    failure: null, reported: null, metered: null, ...runTrace(n.env),
   };
   writePlan(dir, plan);
   writeState(dir, state);
@@ -177,6 +178,12 @@ export async function prepareRetry(
     env: { ...env, SVC_SOURCE: old.source }, plan: planForRetry(oldDir), provider: old.provider || null,
     followUp: retriedFollowUp(old),
   });
+}
+
+/** The trace a run joins: its launcher's valid SVC_TRACEPARENT (the span it continues), else a new one. */
+function runTrace(env: NodeJS.ProcessEnv): { trace_id: string; trace_parent: string | null } {
+  const parent = parseTraceparent(env.SVC_TRACEPARENT);
+  return { trace_id: parent?.traceId ?? newTraceId(), trace_parent: parent?.spanId ?? null };
 }
 
 /** What the worker itself uses: the push token, the Control Plane token for ingest, the issue fetchers' keys. */

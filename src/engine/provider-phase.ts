@@ -23,6 +23,7 @@ import { withCost } from './run-state.ts';
 import { readBudgetAnswer } from './answers.ts';
 import { budgetName, type Reached } from '../gate/budgets.ts';
 import type { RunGate } from './egress.ts';
+import { inSpan } from '../trace.ts';
 
 const LOG_LINE_CAP = 4000;
 const LOG_EVENTS_CAP = 5000;
@@ -169,11 +170,12 @@ export async function runProvider(
       const limited = limitBeforeAttempt(provider.name, a, limits);
       if (limited) return limited;
       const inv = nextInvocation(ctx, provider, spec, opts.notes, refused);
-      const proc = startAttempt(ctx, plan, opts, files, inv, a, log);
-      const result = await watchAttempt(ctx, proc, a, files, maxUsd, opts.sandbox.gate);
+      const gate = opts.sandbox.gate;
+      const result = await inSpan('svc.provider', { 'svc.provider': provider.name, 'svc.invocation': number },
+        () => watchAttempt(ctx, startAttempt(ctx, plan, opts, files, inv, a, log), a, files, maxUsd, gate));
       recordAttempt(ctx, result, a, log);
       if (result.sandboxFailed) throw sandboxFailure(provider.name, a, result);
-      const next = await outcomeAfterExit(ctx, provider, maxUsd, files, a, result, opts.sandbox.gate, inv);
+      const next = await outcomeAfterExit(ctx, provider, maxUsd, files, a, result, gate, inv);
       refused = next === 'refused' ? `${provider.name} could not resume its session (exit ${result.code})` : null;
       if (next !== 'again' && next !== 'refused') return next;
     }

@@ -57,6 +57,8 @@ export interface ReceiptBody {
    * failure classes, which verify all the same.
    */
   failure?: RunFailure | null;
+  /** The OpenTelemetry trace the run's spans belong to (src/trace.ts); absent on receipts issued before traces. */
+  trace_id?: string;
 }
 
 /**

@@ -65,6 +65,8 @@ export interface RunState extends Omit<RunJson, 'reported' | 'metered'> {
   infra_retries?: number;
   /** The provider CLI's own session, so that invoking it again continues it (provider-session.ts). */
   provider_session?: ProviderSession | null;
+  /** The id of the span the run continues (SVC_TRACEPARENT at launch; src/trace.ts); null: a trace of its own. */
+  trace_parent?: string | null;
 }
 
 /** What svc knows of the provider CLI's session (its words are the agent's: untrusted, fenced when quoted). */

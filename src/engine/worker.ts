@@ -20,6 +20,7 @@ import { openRunGate } from './egress.ts';
 import { errorMessage, InfraError } from '../errors.ts';
 import { settingInt } from '../settings-registry.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { inSpan, OpenSpan, tracerOf, withSpan, type Tracer } from '../trace.ts';
 
 function prepareWorkdir(ctx: RunContext): void {
   const { state } = ctx;
@@ -39,7 +40,7 @@ const RESUMED_NOTE =
 
 /** The provider and the finish (start, resume), or the checks again (verify), in the plan's sandbox. */
 async function work(ctx: RunContext, plan: RunPlan, mode: WorkerMode): Promise<void> {
-  const sandbox = await openSandbox(ctx, plan);
+  const sandbox = await inSpan('svc.sandbox', { 'svc.sandbox': plan.sandbox.kind }, () => openSandbox(ctx, plan));
   try {
     if (mode === 'verify') return await reverify(ctx, plan, sandbox);
     prepareWorkdir(ctx);
@@ -98,6 +99,22 @@ function stopFailure(ctx: RunContext) {
   return runFailure('stopped', `stopped by ${ctx.stoppedBy() || 'svc'}`);
 }
 
+/**
+ * The run's span: a child of the span its launcher was given (SVC_TRACEPARENT, recorded at launch as the run's
+ * `trace_id` and `trace_parent`), else the root of the run's own trace. Each worker process (a start, a resume, a
+ * verify) is one span.
+ */
+function startRunSpan(tracer: Tracer, ctx: RunContext, mode: WorkerMode): OpenSpan {
+  const { trace_id, trace_parent, source, run, repo, provider, origin } = ctx.state;
+  const parent = trace_id ? { traceId: trace_id, spanId: trace_parent ?? '' } : null;
+  return new OpenSpan(tracer, 'svc.run', parent, {
+    attributes: {
+      'svc.source': source, 'svc.run': run, 'svc.repo': repo, 'svc.provider': provider, 'svc.origin': origin,
+      'svc.mode': mode,
+    },
+  });
+}
+
 /** Runs in the detached worker process; the exit code is 0 when the run succeeded. */
 export async function executeRun(
   dir: string, env: NodeJS.ProcessEnv, mode: WorkerMode, say: (t: string) => void,
@@ -115,6 +132,8 @@ export async function executeRun(
     if (ctx.state.child) signalGroup(ctx.state.child, 'SIGKILL', childOwner);
   });
   let plan: RunPlan | null = null;
+  const tracer = tracerOf(env, 'svc-run');
+  const runSpan = startRunSpan(tracer, ctx, mode);
   try {
     plan = readPlan(dir);
     if (mode !== 'verify') {
@@ -128,7 +147,7 @@ export async function executeRun(
       ctx.update({ ...identityOf(process.pid), ended_at: null, error: null, failure: null });
       ctx.setStatus('running');
     }
-    await workRetryingInfra(ctx, plan, mode);
+    await withSpan(tracer, runSpan.context, () => workRetryingInfra(ctx, plan!, mode));
     if (ctx.stopRequested() && !TERMINAL.has(ctx.state.status)) {
       ctx.setStatus('stopped', { ended_at: isoNow(), question: null, child: null, failure: stopFailure(ctx) });
     }
@@ -142,6 +161,9 @@ export async function executeRun(
     // An agent without a sandbox could have edited plan.json: the plan this worker read goes back, unchanged.
     if (plan) writePlan(dir, plan);
     await ctx.close();
+    const { status, verdict } = ctx.state;
+    runSpan.end(status === 'succeeded' ? 'ok' : 'error', { 'svc.status': status, 'svc.verdict': verdict });
+    await tracer.flush();
   }
   return ctx.state.status === 'succeeded' ? 0 : 1;
 }

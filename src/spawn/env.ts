@@ -7,7 +7,7 @@ import { SECRET_NAMES } from '../settings-registry.ts';
 export const RUN_SECRET_NAMES = ['GITHUB_TOKEN', 'GH_TOKEN', 'ERRTRACK_AUTH_TOKEN', 'TRACKERA_API_KEY'] as const;
 
 /** A run's worker also ships to the Control Plane with its token. */
-export const WORKER_SECRET_NAMES = [...RUN_SECRET_NAMES, 'SVC_CONTROL_TOKEN'] as const;
+export const WORKER_SECRET_NAMES = [...RUN_SECRET_NAMES, 'SVC_CONTROL_TOKEN', 'OTEL_EXPORTER_OTLP_HEADERS'] as const;
 
 /** SVC_* variables an untrusted child may still see (they carry no credential). */
 const SVC_NAMES_PASSED: ReadonlySet<string> = new Set(['SVC_SOURCE']);
@@ -54,9 +54,12 @@ export function isSecretName(name: string): boolean {
 // SVC_SERVER_SANDBOX is the server's own setting (DESIGN §7a): the only way a server-started run goes unsandboxed.
 // SVC_REPO_NAME is the served repository a job was routed to (the run's `repo`), set by the launcher per job.
 // SVC_PUBLIC_URL is the Control Plane's public address, the run page linked from its PR body.
+// The OpenTelemetry names (no credential: the headers go by the secrets pipe) let a run's worker export its spans.
+const OTEL_NAMES = ['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OTEL_SERVICE_NAME',
+  'OTEL_TRACES_EXPORTER'];
 const LAUNCHER_NAMES = new Set(['PATH', 'HOME', 'USER', 'LANG', 'TZ', 'TERM', 'TMPDIR', 'SVC_SOURCE', 'SVC_CONTROL_URL',
   'SVC_CONTROL_ANSWER_DIR', 'SVC_ORIGIN', 'SVC_JOB_ID', 'GITHUB_API_URL', 'SVC_SERVER_SANDBOX', 'SVC_REPO_NAME',
-  'SVC_PUBLIC_URL']);
+  'SVC_PUBLIC_URL', 'SVC_TRACEPARENT', ...OTEL_NAMES]);
 
 // What a run launched by the Control Plane may inherit: the credentials the engine itself uses are among them (it
 // strips them again before a provider runs). Webhook secrets and SVC_API_TOKEN are never passed.
@@ -66,7 +69,7 @@ const CONTROL_LAUNCHER_NAMES = new Set([
   'ANTHROPIC_BASE_URL', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'GEMINI_API_KEY', 'GOOGLE_API_KEY', 'OPENROUTER_API_KEY',
   'ERRTRACK_AUTH_TOKEN', 'ERRTRACK_URL', 'GITHUB_TOKEN', 'GH_TOKEN', 'GITHUB_API_URL', 'TRACKERA_API_KEY',
   'TRACKERA_API_URL', 'SVC_CONTROL_TOKEN_FILE', 'GIT_AUTHOR_NAME', 'GIT_AUTHOR_EMAIL', 'GIT_COMMITTER_NAME',
-  'GIT_COMMITTER_EMAIL', 'GIT_SSH_COMMAND', 'SVC_SERVER_SANDBOX', 'SVC_PUBLIC_URL',
+  'GIT_COMMITTER_EMAIL', 'GIT_SSH_COMMAND', 'SVC_SERVER_SANDBOX', 'SVC_PUBLIC_URL', ...OTEL_NAMES,
 ]);
 
 const FETCH_NAMES = new Set(['PATH', 'HOME', 'https_proxy', 'HTTPS_PROXY', 'http_proxy', 'HTTP_PROXY', 'no_proxy',

@@ -7,6 +7,7 @@ import type { Logger } from '../log.ts';
 import type { TriggerMetrics } from './metrics.ts';
 import type { AnswerDesk } from './answers.ts';
 import type { Poster } from './https-post.ts';
+import type { Tracer } from '../trace.ts';
 
 export interface TriggerDeps {
   settings: TriggerSettings;
@@ -27,6 +28,8 @@ export interface TriggerDeps {
   answers: AnswerDesk;
   /** Outbound HTTPS a handler asks a vendor with (who is on a tracker issue's team), as the notifier sends. */
   post: Poster;
+  /** The spans of deliveries and jobs (job-trace.ts); sends nothing without an OTLP endpoint. */
+  tracer: Tracer;
 }
 
 /** Deliveries refused because no served repository takes them, per route: this process's traffic, not the queue. */

@@ -42,6 +42,8 @@ export interface ExecJob {
    * clones its clone URL (kubernetes-pod.ts). Absent only for callers outside the job loop (tests).
    */
   repo?: { name: string; clone: string | null };
+  /** The job's span, which its run continues (passed as SVC_TRACEPARENT; not a secret). */
+  traceparent?: string | null;
 }
 
 export interface FollowOptions {

@@ -11,6 +11,7 @@ import {
 } from '../webhook-sources.ts';
 import type { EnqueueRequest, Origin, ReplyTarget } from './queue.ts';
 import { noteQueued } from './metrics.ts';
+import { startDelivery, type Delivery } from './job-trace.ts';
 
 export type TCtx = Ctx<TriggerDeps>;
 type Header = string | string[] | undefined;
@@ -176,13 +177,16 @@ export async function enqueue(ctx: TCtx, intake: Intake, replies: Replies = acce
   const id = firstHeader(ctx.req.headers, source.delivery)?.trim();
   const digest = createHash('sha256').update(ctx.raw ?? '').digest('hex');
   const dedupeKeys = [`${origin}:body:${digest}`, ...(id ? [`${origin}:delivery:${id.slice(0, 200)}`] : []), ...keys];
+  const delivery = startDelivery(ctx.deps.tracer, ctx.req, {
+    'http.route': `/${origin}`, 'svc.origin': origin, 'svc.repo': intake.repo,
+  });
   // A job that is ready costs nothing more before its transaction, which makes the same checks: no second look.
-  if ('brief' in intake) return commit(ctx, request(source, intake, intake.brief, dedupeKeys), replies);
+  if ('brief' in intake) return commit(ctx, request(source, intake, intake.brief, dedupeKeys), replies, delivery);
   const admission = await ctx.deps.queue.admit(origin, dedupeKeys);
   if (admission.kind === 'full') throw full(ctx, origin);
   if (admission.kind === 'duplicate') return duplicate(ctx, origin, admission.jobId, replies);
   try {
-    return await commit(ctx, request(source, intake, await intake.prepare(), dedupeKeys), replies);
+    return await commit(ctx, request(source, intake, await intake.prepare(), dedupeKeys), replies, delivery);
   } finally {
     admission.release();
   }
@@ -193,8 +197,9 @@ function request(source: WebhookSource, intake: Intake, brief: string, dedupeKey
   return { origin: intake.origin, repo: intake.repo, brief, args, dedupeKeys, reply: intake.reply };
 }
 
-async function commit(ctx: TCtx, request: EnqueueRequest, replies: Replies): Promise<Reply> {
-  const result = await ctx.deps.queue.enqueue(request);
+async function commit(ctx: TCtx, request: EnqueueRequest, replies: Replies, delivery: Delivery): Promise<Reply> {
+  const result = await ctx.deps.queue.enqueue({ ...request, trace: delivery.job });
+  delivery.span.end('unset', { 'svc.outcome': result.kind, 'svc.job_id': 'jobId' in result ? result.jobId : null });
   if (result.kind === 'full') throw full(ctx, request.origin);
   if (result.kind === 'duplicate') return duplicate(ctx, request.origin, result.jobId, replies);
   noteQueued(ctx);

@@ -9,6 +9,8 @@ import type { RepoRouter } from './served-repos.ts';
 import type { ServedRepo } from './served-repos-file.ts';
 import { ManagedGitError, type ManagedCheckouts } from './managed-checkout.ts';
 import { errorMessage } from '../errors.ts';
+import type { Tracer } from '../trace.ts';
+import { endJobSpan } from './job-trace.ts';
 
 export interface JobLoop {
   /** Start as many queued jobs as free slots allow. */
@@ -44,6 +46,8 @@ export interface JobLoopOptions {
   managed: ManagedCheckouts;
   clock: () => number;
   log: Logger;
+  /** Each job's span ends with it (job-trace.ts). */
+  tracer?: Tracer;
   /** SVC_PUBLIC_URL: the run link in summaries (none without it: never a loopback link). */
   publicUrl: string | undefined;
   /** Sends the completion summary; must never throw (notify.ts guarantees it). */
@@ -93,6 +97,7 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
     const summary = plainSummary(parts);
     const summary_parts = JSON.stringify(parts);
     stores.jobs.finish(job.id, { status, finished_at: now, exit_code: exitCode, summary, summary_parts, error });
+    if (opts.tracer) endJobSpan(opts.tracer, job, status, now, run?.run ?? null);
     log.info('job finished', { job_id: job.id, status, run: run ? `${run.source}/${run.run}` : null });
   }
 
@@ -158,6 +163,7 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
     const { workdir, repo } = routed;
     const launched = await executor.launch({
       id: job.id, args: job.args, origin: job.origin, workdir, repo: { name: repo.name, clone: repo.clone },
+      traceparent: job.traceparent,
     });
     if (!launched.run || launched.error) {
       const error = launched.error ?? 'launch failed';

@@ -142,6 +142,8 @@ function baseEnv(
   if (job.origin) env.push({ name: 'SVC_ORIGIN', value: job.origin });
   // The run's `repo` is the served entry the job was routed to, not what the clone's origin says.
   if (job.repo) env.push({ name: 'SVC_REPO_NAME', value: job.repo.name });
+  // The job's span, which the pod's run continues (its spans reach a collector only where the pod's egress allows).
+  if (job.traceparent) env.push({ name: 'SVC_TRACEPARENT', value: job.traceparent });
   if (s.controlTokenSecret) env.push({ name: 'SVC_CONTROL_TOKEN_FILE', value: `${TOKEN_DIR}/token` });
   // The pod is the agent's boundary (its own container, no service account token, and with a gate, a NetworkPolicy):
   // svc's bwrap sandbox would need user namespaces pods seldom have. The trigger server decides this, no repository.

@@ -31,7 +31,9 @@ const OUTPUT_CAP = 64 * 1024;
 const MISSING_GRACE_MS = 60_000;
 
 /** What a job's run uses itself: ingest to the Control Plane, the push, an error-tracker fetch; no webhook secret. */
-const LAUNCHER_SECRETS = ['SVC_CONTROL_TOKEN', 'GITHUB_TOKEN', 'GH_TOKEN', 'ERRTRACK_AUTH_TOKEN'];
+const LAUNCHER_SECRETS = [
+  'SVC_CONTROL_TOKEN', 'GITHUB_TOKEN', 'GH_TOKEN', 'ERRTRACK_AUTH_TOKEN', 'OTEL_EXPORTER_OTLP_HEADERS',
+];
 
 export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
   const pollMs = opts.pollMs ?? 1000;
@@ -57,6 +59,7 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
         extra: {
           ...operatorEnv, SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}),
           ...(job.repo ? { SVC_REPO_NAME: job.repo.name } : {}),
+          ...(job.traceparent ? { SVC_TRACEPARENT: job.traceparent } : {}),
         },
         // Own process group, so a timeout can signal the launcher and everything it started, and a
         // Ctrl-C on the server's terminal does not reach runs the launcher detached.

@@ -25,6 +25,7 @@ import { createWalCheckpointer } from '../db/wal-checkpointer.ts';
 import { BadSettingError } from '../errors.ts';
 import type { RepoRouter } from './served-repos.ts';
 import { githubApiFrom, type GithubApi } from './github-api.ts';
+import { Tracer, traceSettings } from '../trace.ts';
 import {
   closeGracefully, listen, createHttpServer, readConnectionLimits, type ConnectionCounts, exitCodeAfterSignal,
 } from '../http/http-server.ts';
@@ -130,8 +131,9 @@ export async function startTrigger(
   const managed = createManagedCheckouts({
     stateDir: settings.stateDir, checkoutsDir: settings.checkoutsDir, env, log,
   });
+  const tracer = new Tracer(traceSettings(env, 'svc-trigger'));
   jobLoop = createJobLoop({
-    stores, executor, concurrency: settings.concurrency, repoConcurrency: settings.repoConcurrency,
+    stores, tracer, executor, concurrency: settings.concurrency, repoConcurrency: settings.repoConcurrency,
     repos: settings.repos, managed,
     clock, log, publicUrl: settings.publicUrl, notify, progress: notify.progress,
   });
@@ -142,6 +144,7 @@ export async function startTrigger(
   const answers = createAnswerDesk({ stores, executor, clock, log, progress: notify.progress, note: notify.note });
   const deps = {
     settings, queue, clock, log, skips, accepting: () => accepting, github, pulls: stores.jobs, metrics, answers, post,
+    tracer,
   };
   const listener = createTriggerApp(deps, o.bodyTimeoutMs);
   // GET /v1/repos on the Control Plane lists what is served here, and its UI filter offers them; a
@@ -181,6 +184,7 @@ export async function startTrigger(
       });
       await checkpointer.close();
       db.close();
+      await tracer.flush();
     })();
     return closing;
   }

@@ -10,6 +10,7 @@ import type { SourceName } from '../webhook-sources.ts';
 import { iso } from '../iso-time.ts';
 import { encodeTime } from '../engine/ids.ts';
 import { randomUUID } from 'node:crypto';
+import type { JobTrace } from './job-trace.ts';
 
 /** A job's origin is its source's name (src/webhook-sources.ts), as the job database stores it. */
 export type Origin = SourceName;
@@ -28,6 +29,8 @@ export interface EnqueueRequest {
   args: string[];
   dedupeKeys: readonly string[];
   reply?: ReplyTarget | undefined;
+  /** The job's span and its delivery's (job-trace.ts). */
+  trace?: JobTrace | undefined;
 }
 
 export type EnqueueResult = { kind: 'queued'; jobId: string } | { kind: 'duplicate'; jobId: string } | { kind: 'full' };
@@ -147,11 +150,11 @@ export function createJobQueue(opts: JobQueueOptions): JobQueue {
 
   /** `queued`: each origin's queued jobs, counted up as this transaction queues more. */
   function place(request: EnqueueRequest, now: number, queued: Map<string, number>): EnqueueResult {
-    const { origin, brief, args, repo, dedupeKeys, reply } = request;
+    const { origin, brief, args, repo, dedupeKeys, reply, trace } = request;
     // Only a full share looks the keys up first, so that a repeat is still answered duplicate, not 429.
     if (!shareAdmits(shares, queued, origin)) return refusal(origin, dedupeKeys, queued) ?? { kind: 'full' };
     const jobId = newJobId(now);
-    stores.jobs.insert({ id: jobId, origin, brief, args, created_at: now, repo });
+    stores.jobs.insert({ id: jobId, origin, brief, args, created_at: now, repo, trace });
     try {
       const holder = stores.dedupe.claim(dedupeKeys, jobId, now);
       if (holder !== undefined) {

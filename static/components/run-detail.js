@@ -170,6 +170,8 @@ class RunDetailPage extends HTMLElement {
           : ''}
         <div><dt>Tokens in / out</dt><dd>${count(run.tokens_in)} / ${count(run.tokens_out)}</dd></div>
         ${run.exit_code != null ? html`<div><dt>Exit code</dt><dd>${run.exit_code}</dd></div>` : ''}
+        ${typeof run.trace_id === 'string' && /^[0-9a-f]{32}$/.test(run.trace_id)
+          ? html`<div><dt>Trace</dt><dd class="mono" data-role="trace-id">${run.trace_id}</dd></div>` : ''}
       </dl>
       ${run.error ? html`<p class="run-error" role="alert"><strong>Error:</strong> ${run.error}</p>` : ''}
       ${failureLine(run.failure)}

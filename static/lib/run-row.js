@@ -13,7 +13,7 @@ import { failureText } from './run-status.js';
  *   source: string, run: string, repo?: string|null, group_id?: string|null, status: string, verdict?: string|null,
  *   brief?: string|null, origin?: string|null, provider?: string|null, branch?: string|null, pr_url?: string|null,
  *   started_at?: string|null, ended_at?: string|null, cost_usd?: number|null, question?: string|null,
- *   failure?: {class: string, reason: string, retryable: boolean}|null,
+ *   failure?: {class: string, reason: string, retryable: boolean}|null, trace_id?: string|null,
  * }} Run
  */
 /**

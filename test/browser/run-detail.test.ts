@@ -43,6 +43,8 @@ describe('run detail page', { skip: skip ?? false }, () => {
     assert.ok(await reported.isVisible());
     assert.match((await reported.textContent()) ?? '', /Reported by the agent\s*\$0\.20/);
     assert.equal(await page.locator('.run-head a[href="https://github.example/acme/billing/pull/42"]').count(), 1);
+    // The run's OpenTelemetry trace id, to look the run up in the operator's tracing backend.
+    assert.equal(await page.locator('.run-head [data-role="trace-id"]').textContent(), '4bf92f3577b34da6a3ce929d0e0e4736');
   });
 
   it('renders the Evidence Receipt readably and lists the artifacts as links', async () => {

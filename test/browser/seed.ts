@@ -69,6 +69,7 @@ export function liveRuns(now = Date.now()): Record<string, unknown>[] {
       // The gate metered $1.37; the agent said $0.20.
       metered: { cost_usd: 1.37, tokens_in: 88_000, tokens_out: 9_400, calls: 12, unpriced: 0, unknown: 0 },
       reported: { cost_usd: 0.2, tokens_in: 80_000, tokens_out: 9_000 },
+      trace_id: '4bf92f3577b34da6a3ce929d0e0e4736',
     },
   ];
 }

@@ -91,6 +91,37 @@ describe('run actions on the Control Plane', () => {
     assert.match(branches, /^[0-9a-f]{40}/);
   });
 
+  it('continues a traceparent given to POST /v1/runs: the Run JSON and the signed receipt carry its trace id', async () => {
+    const traceId = '0af7651916cd43dd8448eb211c80319c';
+    const res = await control.request('POST', '/v1/runs', {
+      body: { brief: 'append fixed to a.txt', repo: repo.repo, provider: 'fake' },
+      headers: { traceparent: `00-${traceId}-b7ad6b7169203331-01` },
+    });
+    assert.equal(res.status, 202);
+    const final = await settled(res.json.source, res.json.run, 'succeeded');
+    assert.equal(final.trace_id, traceId);
+    const receipt = (await control.request('GET', `/v1/runs/${final.source}/${final.run}/artifact/receipt.json`)).json;
+    assert.equal(receipt.trace_id, traceId);
+    const keys = (await control.request('GET', '/v1/keys')).json.keys;
+    const ring = new Map(keys.map((k: { kid: string; pem: string }) => [k.kid, createPublicKey(k.pem)]));
+    assert.equal(verifyReceipt(receipt, ring as never).ok, true);
+    // The trace id is signed: changing it breaks the receipt.
+    const forged = verifyReceipt({ ...receipt, trace_id: 'f'.repeat(32) }, ring as never);
+    assert.equal(forged.problem, 'integrity_mismatch');
+    // A receipt from before traces (no trace_id) is a different receipt, not a broken one: removing it also breaks
+    // this one's integrity, which is what keeps it from being stripped unnoticed.
+    const { trace_id: _dropped, ...stripped } = receipt;
+    assert.equal(verifyReceipt(stripped, ring as never).problem, 'integrity_mismatch');
+    // A malformed one is not continued: the run gets a trace of its own.
+    const other = await control.request('POST', '/v1/runs', {
+      body: { brief: 'append fixed to a.txt', repo: repo.repo, provider: 'fake' },
+      headers: { traceparent: `00-${traceId}-b7ad6b7169203331` },
+    });
+    const second = await settled(other.json.source, other.json.run, 'succeeded');
+    assert.match(second.trace_id, /^[0-9a-f]{32}$/);
+    assert.notEqual(second.trace_id, traceId);
+  });
+
   it('blocks on a provider question and finishes after POST …/answer', async () => {
     const res = await control.request('POST', '/v1/runs', { body: { brief: 'migrate', repo: repo.repo, provider: 'ask' } });
     const { source, run } = res.json;

@@ -5,7 +5,7 @@ import { startTestControl, seedRuns, makeRun, type TestControl } from '../helper
 const RUN_KEYS = [
   'source', 'run', 'repo', 'group_id', 'status', 'verdict', 'brief', 'origin', 'provider', 'branch', 'pr_url', 'question',
   'started_at', 'ended_at', 'updated_at', 'cost_usd', 'tokens_in', 'tokens_out', 'exit_code', 'error', 'failure',
-  'reported', 'metered',
+  'reported', 'metered', 'trace_id',
 ].sort();
 
 describe('GET /v1/runs', () => {
@@ -246,6 +246,18 @@ describe('a run\'s failure: ingest, the Run JSON and GET /v1/runs?failure=', () 
       assert.equal(cp.deps.stores.runs.get('box', 'rhostile'), undefined);
     });
   }
+
+  it('stores a shipped trace_id of 32 hex digits and refuses anything else with 400, writing nothing', async () => {
+    const traced = { ...ended('rtraced', 'succeeded', null), trace_id: '4bf92f3577b34da6a3ce929d0e0e4736' };
+    assert.equal((await ingest([traced])).status, 200);
+    assert.equal((await cp.request('GET', '/v1/runs/box/rtraced')).json.trace_id, traced.trace_id);
+    for (const bad of ['4BF92F3577B34DA6A3CE929D0E0E4736', 'x'.repeat(32), '4bf92f35', 7, { toString: null }]) {
+      const res = await ingest([{ ...ended('rbadtrace', 'succeeded', null), trace_id: bad }]);
+      assert.equal(res.status, 400, res.text);
+      assert.ok(res.json.error.message.includes('trace_id'), res.json.error.message);
+      assert.equal(cp.deps.stores.runs.get('box', 'rbadtrace'), undefined);
+    }
+  });
 
   it('keeps no failure on a run that is running or succeeded, and does not refuse its batch for one left over', async () => {
     for (const status of ['running', 'succeeded']) {

@@ -91,6 +91,16 @@ describe('buildKubeJob', () => {
     assert.deepEqual(pod.containers[0].env.map((e: { name: string }) => e.name).sort(), ['HOME', 'SVC_CONTROL_TOKEN_FILE', 'SVC_CONTROL_URL', 'SVC_SERVER_SANDBOX', 'SVC_SOURCE', 'TMPDIR']);
   });
 
+  it('hands the pod the job\'s span and the trace export settings, never the export headers (a secret)', () => {
+    const serverEnv = { ...env, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_EXPORTER_OTLP_HEADERS: 'api-key=otel-secret-9' };
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const job = buildKubeJob({ id: 'j1', args: ['start', 'x'], traceparent }, settings(), 'build', serverEnv);
+    assert.ok(!JSON.stringify(job).includes('otel-secret-9'));
+    const vars = runContainer((job as any).spec.template.spec).env as Array<{ name: string; value: string }>;
+    assert.equal(vars.find((v) => v.name === 'SVC_TRACEPARENT')?.value, traceparent);
+    assert.equal(vars.find((v) => v.name === 'OTEL_EXPORTER_OTLP_ENDPOINT')?.value, 'http://collector:4318');
+  });
+
   it('gives pods their own run source, SVC_K8S_SOURCE or k8s, never the trigger host\'s', () => {
     const pod = (e: NodeJS.ProcessEnv) => (buildKubeJob({ id: 'j2', args: ['start', 'x'] }, kubernetesSettingsFromEnv(e), 'build', e) as any).spec.template.spec;
     const sourceOf = (e: NodeJS.ProcessEnv) => runContainer(pod(e)).env.filter((v: { name: string }) => v.name === 'SVC_SOURCE').map((v: { value: string }) => v.value);

@@ -49,8 +49,10 @@ describe('control migrations', () => {
     const db = openDatabase(path, controlMigrations);
     const runs = createRunsStore(db);
     const [text] = runs.page({ limit: 5 }).items;
+    // Control migrations 8 and 9 give the same stored text costs and a trace_id of null.
     assert.deepEqual(JSON.parse(text!), {
       source: 's', run: 'r1', status: 'failed', error: 'boom', failure: null, reported: null, metered: null,
+      trace_id: null,
     });
     // A class set afterwards drops the stored text (the trigger knows the new columns), so the list never serves it stale.
     db.prepare("UPDATE runs SET failure_class = 'infra', failure_reason = 'gate', failure_retryable = 1").run();

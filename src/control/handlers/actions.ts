@@ -21,6 +21,7 @@ import { readEffectiveConfig } from '../config-schema.ts';
 import { actionRefusal, type RunAction } from '../action-rules.ts';
 import { isRegisteredProject } from '../projects.ts';
 import { bad, parseStart } from '../start-request.ts';
+import { formatTraceparent, parseTraceparent } from '../../trace.ts';
 
 type C = Ctx<ControlDeps>;
 
@@ -79,7 +80,9 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
   const args = controlStartArgs({
     repo: s.repo, run, pr: s.pr, provider: s.provider, brief: s.input.kind === 'brief', input: s.input.value,
   });
-  deps.engine.launch(source, run, args, 'fail-run');
+  // An incoming W3C traceparent (untrusted) is continued by the run when valid; anything else is dropped here.
+  const parent = parseTraceparent(ctx.req.headers.traceparent);
+  deps.engine.launch(source, run, args, 'fail-run', parent ? formatTraceparent(parent) : undefined);
   return json(202, runToJson(deps.stores.runs.get(source, run)!));
 };
 

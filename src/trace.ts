@@ -1,0 +1,292 @@
+// OpenTelemetry traces with svc's own code: a W3C `traceparent` read (untrusted: anything malformed is ignored and a
+// new trace starts, never an error), spans, and an OTLP/HTTP JSON exporter that is on only when an endpoint is set.
+// Export is off the hot path: spans queue in memory and a timer sends them in batches; a collector that is down or
+// slow costs dropped spans (counted), never a delayed or failed request. Attributes are bounded by the callers:
+// names, ids, counts and outcomes, never a brief, prompt, token or body.
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { randomBytes } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+
+/** Where a span sits: its trace and its own id (the parent of the spans started inside it). */
+export interface SpanContext {
+  traceId: string;
+  spanId: string;
+}
+
+export type SpanKind = 'internal' | 'server' | 'client' | 'consumer';
+export type AttrValue = string | number | boolean;
+export type Attrs = Record<string, AttrValue | null | undefined>;
+
+export interface SpanRecord {
+  traceId: string;
+  spanId: string;
+  parentSpanId: string | null;
+  name: string;
+  kind: SpanKind;
+  /** Unix nanoseconds as decimal strings (OTLP JSON carries 64-bit integers as strings). */
+  start: string;
+  end: string;
+  attributes: Attrs;
+  status: 'ok' | 'error' | 'unset';
+}
+
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+
+/** The context a `traceparent` names (version 00, ids not all zero), or null for anything else. */
+export function parseTraceparent(value: unknown): SpanContext | null {
+  if (typeof value !== 'string' || value.length > 128) return null;
+  const m = TRACEPARENT.exec(value.trim());
+  if (!m || /^0+$/.test(m[1]!) || /^0+$/.test(m[2]!)) return null;
+  return { traceId: m[1]!, spanId: m[2]! };
+}
+
+export function formatTraceparent(ctx: SpanContext): string {
+  return `00-${ctx.traceId}-${ctx.spanId}-01`;
+}
+
+function nonZeroHex(bytes: number): string {
+  for (;;) {
+    const hex = randomBytes(bytes).toString('hex');
+    if (!/^0+$/.test(hex)) return hex;
+  }
+}
+
+export const newTraceId = (): string => nonZeroHex(16);
+export const newSpanId = (): string => nonZeroHex(8);
+
+/** Unix nanoseconds of a millisecond time, as a string. */
+export const nanos = (ms: number): string => (BigInt(Math.round(ms)) * 1_000_000n).toString();
+
+export interface TraceSettings {
+  /** The full traces URL, or null: nothing is exported. */
+  url: string | null;
+  service: string;
+  headers: Record<string, string>;
+}
+
+/** `k=v,k2=v2` (values percent-decoded, as the OpenTelemetry spec writes them); a malformed pair is skipped. */
+function parseHeaders(text: string | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const pair of (text ?? '').split(',')) {
+    const at = pair.indexOf('=');
+    const key = pair.slice(0, at).trim();
+    if (at <= 0 || !/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(key)) continue;
+    try {
+      out[key] = decodeURIComponent(pair.slice(at + 1).trim());
+    } catch {
+      continue;
+    }
+  }
+  return out;
+}
+
+/** The OpenTelemetry environment variables svc follows (settings-registry.ts documents each). */
+export function traceSettings(env: NodeJS.ProcessEnv, defaultService: string): TraceSettings {
+  const service = env.OTEL_SERVICE_NAME?.trim() || defaultService;
+  const headers = parseHeaders(env.OTEL_EXPORTER_OTLP_HEADERS);
+  const off = env.OTEL_TRACES_EXPORTER?.trim() === 'none';
+  const traces = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim();
+  const base = env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim();
+  const url = off ? null : traces || (base ? `${base.replace(/\/+$/, '')}/v1/traces` : null);
+  return { url: url && /^https?:\/\//.test(url) ? url : null, service, headers };
+}
+
+function attribute(key: string, value: AttrValue) {
+  if (typeof value === 'boolean') return { key, value: { boolValue: value } };
+  if (typeof value === 'number' && Number.isInteger(value)) return { key, value: { intValue: String(value) } };
+  if (typeof value === 'number') return { key, value: { doubleValue: value } };
+  return { key, value: { stringValue: value.slice(0, 256) } };
+}
+
+const attributes = (attrs: Attrs) =>
+  Object.entries(attrs).flatMap(([k, v]) => (v === null || v === undefined ? [] : [attribute(k, v)]));
+
+const KIND = { internal: 1, server: 2, client: 3, consumer: 5 } as const;
+const STATUS = { unset: 0, ok: 1, error: 2 } as const;
+
+/** The OTLP/HTTP JSON body of a batch of one service's spans. */
+export function otlpBody(service: string, spans: readonly SpanRecord[]): string {
+  return JSON.stringify({
+    resourceSpans: [{
+      resource: { attributes: attributes({ 'service.name': service }) },
+      scopeSpans: [{
+        scope: { name: 'svc' },
+        spans: spans.map((s) => ({
+          traceId: s.traceId, spanId: s.spanId, ...(s.parentSpanId ? { parentSpanId: s.parentSpanId } : {}),
+          name: s.name, kind: KIND[s.kind], startTimeUnixNano: s.start, endTimeUnixNano: s.end,
+          attributes: attributes(s.attributes), status: { code: STATUS[s.status] },
+        })),
+      }],
+    }],
+  });
+}
+
+const MAX_QUEUED = 2048;
+const BATCH = 512;
+const DELAY_MS = 200;
+const POST_TIMEOUT_MS = 10_000;
+const FLUSH_MS = 5_000;
+
+/** One process's span sink: a bounded queue sent in batches, one POST at a time. */
+export class Tracer {
+  /** Spans dropped: the queue was full, or their POST failed (a collector down, slow or refusing). */
+  dropped = 0;
+  sent = 0;
+  readonly #settings: TraceSettings;
+  #queue: SpanRecord[] = [];
+  #timer: NodeJS.Timeout | null = null;
+  #inFlight: Promise<void> | null = null;
+
+  constructor(settings: TraceSettings) {
+    this.#settings = settings;
+  }
+
+  get enabled(): boolean {
+    return this.#settings.url !== null;
+  }
+
+  /** Queues a finished span; returns at once. */
+  record(span: SpanRecord): void {
+    if (!this.enabled) return;
+    if (this.#queue.length >= MAX_QUEUED) {
+      this.dropped++;
+      return;
+    }
+    this.#queue.push(span);
+    this.#timer ??= setTimeout(() => void this.#send(), DELAY_MS).unref();
+  }
+
+  /**
+   * Sends what is queued and waits for it (a process about to exit), for at most `maxMs`: a collector that hangs
+   * holds up no shutdown longer than that (what is still queued then is dropped and counted). Never throws.
+   */
+  async flush(maxMs = FLUSH_MS): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), maxMs).unref()));
+    while (this.#inFlight || this.#queue.length > 0) {
+      if (await Promise.race([this.#inFlight ?? this.#send(), late]) === 'late') {
+        this.dropped += this.#queue.splice(0).length;
+        break;
+      }
+    }
+    clearTimeout(timer);
+  }
+
+  #send(): Promise<void> {
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = null;
+    if (this.#inFlight) return this.#inFlight;
+    const batch = this.#queue.splice(0, BATCH);
+    if (batch.length === 0) return Promise.resolve();
+    this.#inFlight = post(this.#settings, otlpBody(this.#settings.service, batch)).then((ok) => {
+      if (ok) this.sent += batch.length;
+      else this.dropped += batch.length;
+      this.#inFlight = null;
+      if (this.#queue.length > 0) this.#timer ??= setTimeout(() => void this.#send(), DELAY_MS).unref();
+    });
+    return this.#inFlight;
+  }
+}
+
+/** One POST; true on a 2xx. Never rejects. */
+function post(settings: TraceSettings, body: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    let url: URL;
+    try {
+      url = new URL(settings.url!);
+    } catch {
+      return resolve(false);
+    }
+    const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
+    const req = send(url, {
+      method: 'POST', timeout: POST_TIMEOUT_MS,
+      headers: { ...settings.headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+    }, (res) => {
+      res.resume();
+      res.on('end', () => resolve((res.statusCode ?? 0) >= 200 && (res.statusCode ?? 0) < 300));
+      res.on('error', () => resolve(false));
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(false));
+    // The socket must not keep a server or a worker alive: a flush waits on it explicitly.
+    req.on('socket', (s) => s.unref());
+    req.end(body);
+  });
+}
+
+let processTracer: Tracer | null = null;
+
+/** This process's tracer, made from its environment the first time (the headers, a secret, read once here). */
+export function tracerOf(env: NodeJS.ProcessEnv, defaultService = 'svc'): Tracer {
+  processTracer ??= new Tracer(traceSettings(env, defaultService));
+  return processTracer;
+}
+
+/** A span being timed: ended once, then queued on its tracer. */
+export class OpenSpan {
+  readonly context: SpanContext;
+  readonly #record: SpanRecord;
+  readonly #tracer: Tracer;
+  #ended = false;
+
+  constructor(tracer: Tracer, name: string, parent: SpanContext | null, o: SpanOptions = {}) {
+    this.#tracer = tracer;
+    this.context = { traceId: parent?.traceId ?? newTraceId(), spanId: o.spanId ?? newSpanId() };
+    this.#record = {
+      ...this.context, parentSpanId: parent?.spanId || null, name, kind: o.kind ?? 'internal',
+      start: nanos(o.startMs ?? Date.now()), end: '', attributes: { ...o.attributes }, status: 'unset',
+    };
+  }
+
+  end(status: 'ok' | 'error' | 'unset' = 'unset', attrs: Attrs = {}, endMs = Date.now()): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#tracer.record({ ...this.#record, attributes: { ...this.#record.attributes, ...attrs }, end: nanos(endMs),
+      status });
+  }
+}
+
+export interface SpanOptions {
+  kind?: SpanKind;
+  attributes?: Attrs;
+  startMs?: number;
+  /** An id given out before the span starts (a job's, stored with it). */
+  spanId?: string;
+}
+
+/** The span `inSpan` nests under, and the outermost one (a run's), which `rootSpanRecorder` records under. */
+const current = new AsyncLocalStorage<{ tracer: Tracer; span: SpanContext; root: SpanContext }>();
+
+/** Runs `fn` with `span` as the parent of every `inSpan` inside it. */
+export function withSpan<T>(tracer: Tracer, span: SpanContext, fn: () => T): T {
+  return current.run({ tracer, span, root: current.getStore()?.root ?? span }, fn);
+}
+
+/**
+ * For spans timed elsewhere (a connection the run's egress gate recorded): records each, ended, as a child of the
+ * current trace's outermost span. Null outside any span.
+ */
+export function rootSpanRecorder(): ((name: string, o: SpanOptions & { endMs: number; ok: boolean }) => void) | null {
+  const store = current.getStore();
+  if (!store) return null;
+  return (name, o) => new OpenSpan(store.tracer, name, store.root, o).end(o.ok ? 'ok' : 'error', {}, o.endMs);
+}
+
+/**
+ * `fn` inside a child span of the current one (a no-op wrapper outside any): the span ends when `fn` settles, with
+ * an error status when it throws.
+ */
+export async function inSpan<T>(name: string, attrs: Attrs, fn: () => Promise<T> | T): Promise<T> {
+  const parent = current.getStore();
+  if (!parent) return await fn();
+  const span = new OpenSpan(parent.tracer, name, parent.span, { attributes: attrs });
+  try {
+    const result = await withSpan(parent.tracer, span.context, fn);
+    span.end('ok');
+    return result;
+  } catch (err) {
+    span.end('error');
+    throw err;
+  }
+}
