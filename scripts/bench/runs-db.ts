@@ -11,6 +11,9 @@ import { runToJson } from '../../src/db/runs-store.ts';
 import type { RunRow } from '../../src/db/run-types.ts';
 
 const DAY = 86_400_000;
+/** The Run JSON fields kept in a column of their own name (the rest — failure, costs, trace — below). */
+const PLAIN = RUN_JSON_FIELDS.slice(0, RUN_JSON_FIELDS.indexOf('error') + 1);
+const FAILURE = ['failure_class', 'failure_reason', 'failure_retryable'] as const;
 const BASE32 = '0123456789abcdefghjkmnpqrstvwxyz';
 
 export const REPOS = [
@@ -82,8 +85,8 @@ function generate(path: string, rows: number, now: number): void {
     const indexes = db.prepare("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs' AND sql IS NOT NULL").all() as Array<{ name: string; sql: string }>;
     // Public columns in Run JSON order (the columns are named after the fields), repo_path, and the Run JSON text the
     // runs store writes with every row.
-    const insert = db.prepare(`INSERT INTO runs (${RUN_JSON_FIELDS.join(', ')}, repo_path, json)
-      VALUES (${RUN_JSON_FIELDS.map(() => '?').join(', ')}, ?, ?)`);
+    const insert = db.prepare(`INSERT INTO runs (${PLAIN.join(', ')}, ${FAILURE.join(', ')}, repo_path, json)
+      VALUES (${PLAIN.map(() => '?').join(', ')}, ?, ?, ?, ?, ?)`);
     const lastGroupByRepo = new Map<string, string>();
     const start = now - 90 * DAY;
     const step = (90 * DAY) / rows;
@@ -118,8 +121,14 @@ function generate(path: string, rows: number, now: number): void {
         tokensIn, tokensIn === null ? null : Math.floor(tokensIn / 8), terminal ? (status === 'succeeded' ? 0 : 1) : null,
         status === 'failed' ? 'check "test" failed (exit 1)' : null,
       ];
-      const row = Object.fromEntries(RUN_JSON_FIELDS.map((f, k) => [f, tuple[k]])) as unknown as RunRow;
-      insert.run(...tuple, `/srv/repos/${repo}`, JSON.stringify(runToJson(row)));
+      // A run that did not succeed says why, as the engine records it (docs/engine.md "Why a run failed").
+      const failure = status === 'failed' ? ['checks', 'check "test" failed (exit 1)', 0]
+        : status === 'stopped' ? ['stopped', 'stopped from the Control Plane', 0] : [null, null, null];
+      const row = {
+        ...Object.fromEntries(PLAIN.map((f, k) => [f, tuple[k]])),
+        ...Object.fromEntries(FAILURE.map((f, k) => [f, failure[k]])), reported: null, metered: null, trace_id: null,
+      } as unknown as RunRow;
+      insert.run(...tuple, ...failure, `/srv/repos/${repo}`, JSON.stringify(runToJson(row)));
     }
     for (const index of indexes) db.exec(index.sql);
     db.exec('COMMIT');
