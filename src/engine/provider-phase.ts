@@ -4,7 +4,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { existsSync, rmSync } from 'node:fs';
 import type { RunContext } from './run-context.ts';
 import { spawnGroup, type GroupResult, type GroupRun } from './spawn-group.ts';
-import { createSessionReader, createUsageParser, addUsage, type ResolvedProvider, type Usage } from './providers.ts';
+import {
+  createSessionReader, createUsageParser, addUsage, sessionIdLast, type ResolvedProvider, type Usage,
+} from './providers.ts';
 import { oneLine } from './text.ts';
 import { writeNoFollow } from './safe-fs.ts';
 import { readAgentFile } from './plain-tree.ts';
@@ -166,7 +168,7 @@ export async function runProvider(
     let refused: string | null = null;
     for (let number = 1; ; number++) {
       if (ctx.stopRequested()) return { kind: 'stopped' };
-      const a = newAttempt(ctx, number, runDeadline - Date.now());
+      const a = newAttempt(ctx, number, runDeadline - Date.now(), sessionIdLast(provider.kind));
       const limited = limitBeforeAttempt(provider.name, a, limits);
       if (limited) return limited;
       const inv = nextInvocation(ctx, provider, spec, opts.notes, refused);
@@ -232,13 +234,13 @@ interface Attempt {
   sightings: Sightings;
 }
 
-function newAttempt(ctx: RunContext, number: number, remainingMs: number): Attempt {
+function newAttempt(ctx: RunContext, number: number, remainingMs: number, idLast: boolean): Attempt {
   // What the agent reported so far (a state.json from before `reported` existed has it in the cost fields).
   const none = { cost_usd: null, tokens_in: null, tokens_out: null };
   const before = ctx.state.reported === undefined ? { ...none, ...pickCost(ctx.state) } : ctx.state.reported ?? none;
   return {
     number, remainingMs, before, usage: none, budgetAsked: false, reached: null, deadline: Date.now() + remainingMs,
-    overBudget: null, answeredWhileRunning: false, sightings: createSightings(),
+    overBudget: null, answeredWhileRunning: false, sightings: createSightings(idLast),
   };
 }
 

@@ -70,15 +70,18 @@ function change(ctx: RunContext, fields: Partial<ProviderSession>): void {
   if (session) ctx.update({ provider_session: { ...session, ...fields } });
 }
 
-/** What one invocation's output said of its session: the first id it reported, and its last words. */
-export function createSightings() {
+/**
+ * What one invocation's output said of its session: the id the CLI reported (the first, or the last for a CLI that
+ * names it only at the end), and its last words.
+ */
+export function createSightings(lastWins = false) {
   let id: string | null = null;
   let said: string | null = null;
   return {
     add(seen: SessionSighting | null): void {
       if (!seen) return;
-      // The CLI names its session before any model output: a later id is never taken over the first.
-      if (id === null && seen.id !== null) id = seen.id;
+      // Most CLIs name their session before any model output: a later id is never taken over the first.
+      if (seen.id !== null && (id === null || lastWins)) id = seen.id;
       if (seen.said !== null) said = seen.said;
     },
     get id() {

@@ -241,6 +241,11 @@ type Builtin = {
   session: () => SessionReader;
   /** The args that continue session `id` instead of starting one; absent: the CLI can't, and gets a summary. */
   resume?: (id: string) => string[];
+  /**
+   * The CLI names its session only in its last words (gemini's result): an id seen earlier was printed by something
+   * else (an agent's tool writing to the CLI's output) and the last one is taken instead of the first.
+   */
+  sessionIdLast?: true;
 };
 
 const CLAUDE_ARGS = ['-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'acceptEdits',
@@ -270,7 +275,7 @@ const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Builtin> = {
   // a session's uuid (its chats are kept per project under ~/.gemini/tmp).
   gemini: {
     args: GEMINI_ARGS, stdin: true, usage: () => wholeDocument(gemini), session: () => wholeDocument(geminiSession),
-    resume: (id) => [...GEMINI_ARGS, '--resume', id],
+    resume: (id) => [...GEMINI_ARGS, '--resume', id], sessionIdLast: true,
   },
   // aider takes the task from a file; svc commits, so aider's own auto-commits are off. It has no session to resume.
   aider: {
@@ -295,6 +300,11 @@ export function createUsageParser(kind: string): UsageParser {
 /** A fresh session reader for one invocation of a provider of this kind. */
 export function createSessionReader(kind: string): SessionReader {
   return isBuiltin(kind) ? BUILTINS[kind].session() : lastLine;
+}
+
+/** Whether this provider's CLI names its session last (so a later id replaces an earlier one). */
+export function sessionIdLast(kind: string): boolean {
+  return isBuiltin(kind) && BUILTINS[kind].sessionIdLast === true;
 }
 
 /** Whether this provider's CLI can continue a session of its own. */
