@@ -43,6 +43,8 @@ export function benchEnv(home: string): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('SVC_')) env[k] = v;
   env.HOME = home;
+  // --access-log: every svc server writes its access log line per request (SVC_ACCESS_LOG), to show its cost.
+  if (process.argv.includes('--access-log')) env.SVC_ACCESS_LOG = '1';
   return env;
 }
 
