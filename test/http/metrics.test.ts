@@ -5,7 +5,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { request as httpRequest, createServer, type Server } from 'node:http';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
@@ -18,6 +18,7 @@ import {
 import { mintJobCredential } from '../../src/gate/job-credential.ts';
 import { SECRETS, get, post, sign, startTestTrigger, type TestTrigger } from '../trigger/helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
+import { killGroup, pidIn } from '../helpers/pid-file.ts';
 
 const PROMTOOL = spawnSync('promtool', ['--version']).status === 0;
 if (process.env.CI && !PROMTOOL) {
@@ -276,11 +277,7 @@ describe('GET /metrics on the trigger server', () => {
   });
 
   after(async () => {
-    try {
-      if (hangPid) process.kill(-hangPid, 'SIGKILL');
-    } catch {
-      // already gone
-    }
+    if (hangPid) killGroup(hangPid);
     await t.cleanup();
   });
 
@@ -298,8 +295,7 @@ describe('GET /metrics on the trigger server', () => {
     const blocker = await post(`${t.url}/jobs`, JSON.stringify({ brief: 'hang-forever' }), bearer);
     assert.equal(blocker.status, 202);
     const pidFile = join(t.home, 'fake-svc', 'hang.pid');
-    await waitFor(() => existsSync(pidFile), 'the blocking launcher');
-    hangPid = Number(readFileSync(pidFile, 'utf8'));
+    hangPid = await waitFor(() => pidIn(pidFile), 'the blocking launcher');
     for (const brief of ['brief-alpha-7', 'brief-beta-7']) {
       assert.equal((await post(`${t.url}/jobs`, JSON.stringify({ brief }), bearer)).status, 202);
     }
@@ -311,7 +307,7 @@ describe('GET /metrics on the trigger server', () => {
     assert.equal(value(text, 'svc_trigger_deliveries_total', { origin: 'jobs', outcome: 'queued' }), 3);
     if (PROMTOOL) promtoolCheck(text);
     // The blocker ends: the waiting jobs run (the fake svc's runs end at once) and the queue drains.
-    process.kill(-hangPid, 'SIGKILL');
+    killGroup(hangPid);
     text = await waitFor(async () => {
       const s = await scrape();
       return value(s, 'svc_trigger_jobs', { state: 'succeeded' }) === 2 ? s : null;

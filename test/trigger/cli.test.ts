@@ -1,11 +1,12 @@
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { readFileSync, existsSync, rmSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SECRETS, FAKE_SVC, post, get, makeRepo, tempDir } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
+import { killGroup, pidIn } from '../helpers/pid-file.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
@@ -73,16 +74,9 @@ describe('svc trigger', () => {
     // Occupy the only slot with a launcher that never returns, so the next job is certainly still queued.
     const blocker = await post(`${first.url}/jobs`, JSON.stringify({ brief: 'hang-forever' }), bearer);
     const pidFile = join(home, 'fake-svc', 'hang.pid');
-    await waitFor(() => existsSync(pidFile), 'the blocking launcher');
     // Read the pid now: the cleanup that removes HOME runs before this one would.
-    const hangPid = Number(readFileSync(pidFile, 'utf8'));
-    cleanups.push(() => {
-      try {
-        process.kill(-hangPid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-    });
+    const hangPid = await waitFor(() => pidIn(pidFile), 'the blocking launcher');
+    cleanups.push(() => killGroup(hangPid));
     const accepted = await post(`${first.url}/jobs`, JSON.stringify({ brief: 'after the crash' }), bearer);
     assert.equal(accepted.status, 202);
     first.child.kill('SIGKILL');

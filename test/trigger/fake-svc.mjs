@@ -34,7 +34,9 @@ if (args[0] === 'answer') {
   writeFileSync(`${path}.tmp`, JSON.stringify(ended));
   renameSync(`${path}.tmp`, path);
 } else if (text.includes('hang-forever')) {
-  writeFileSync(join(out, 'hang.pid'), String(process.pid));
+  // Whole or not at all: a test reads the pid as soon as the file exists.
+  writeFileSync(join(out, 'hang.pid.tmp'), String(process.pid));
+  renameSync(join(out, 'hang.pid.tmp'), join(out, 'hang.pid'));
   setInterval(() => {}, 1 << 30);
 } else if (text.includes('launch-fail')) {
   process.stderr.write('provider not found\n');
