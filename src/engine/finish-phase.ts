@@ -11,11 +11,10 @@ import { commitAll, diffCommits, diffWorkingTree, headSha, type DiffResult } fro
 import { decideVerdict, failedRequiredCheck, requiredCheckError, runChecks, type CheckResult } from './checks.ts';
 import {
   issueReceipt, confinedNetwork, evidenceOf, signsLater, EVIDENCE_ARTIFACT, RECEIPT_TYPE, UNCONFINED, type Receipt,
-  type RunEvidence, receiptCost,
+  type RunEvidence, receiptBlock, receiptCost,
 } from './receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
-import { canonicalJson } from '../canonical-json.ts';
 import { openPullRequest, publicRunPage } from './pr.ts';
 import { isoNow } from '../iso-time.ts';
 import { errorMessage } from '../errors.ts';
@@ -175,13 +174,7 @@ function prBody(ctx: RunContext, receipt: Receipt): string {
     '',
     'svc never merges or deploys; review and merge through your usual process.',
     '',
-    '<details><summary>Evidence Receipt (verify with <code>svc receipt verify</code>)</summary>',
-    '',
-    '<!-- svc-receipt -->',
-    fence(canonicalJson(receipt), 'json'),
-    '',
-    '</details>',
-    '',
+    ...receiptBlock(receipt),
   ].join('\n');
 }
 

@@ -12,8 +12,7 @@ import { BranchMovedError, commentOnPullRequest, pullRequestHead, pushFollowUp }
 import type { PushTarget } from './git-push.ts';
 import { tryReadState, type ProviderSession, type RunState } from './run-state.ts';
 import { inheritSession } from './provider-session.ts';
-import { signsLater, type Receipt, type ReceiptBody } from './receipt.ts';
-import { canonicalJson } from '../canonical-json.ts';
+import { receiptBlock, signsLater, type Receipt, type ReceiptBody } from './receipt.ts';
 import { fence } from './text.ts';
 import type { RunContext } from './run-context.ts';
 import { TERMINAL } from '../run-json.ts';
@@ -177,13 +176,7 @@ export function receiptComment(state: RunState, receipt: Receipt): string {
     '',
     `Diff: ${receipt.diff.files} files, +${receipt.diff.insertions} -${receipt.diff.deletions}.`,
     '',
-    '<details><summary>Evidence Receipt (verify with <code>svc receipt verify</code>)</summary>',
-    '',
-    '<!-- svc-receipt -->',
-    fence(canonicalJson(receipt), 'json'),
-    '',
-    '</details>',
-    '',
+    ...receiptBlock(receipt),
   ].join('\n');
 }
 

@@ -8,6 +8,7 @@ import type { CheckResult } from './checks.ts';
 import type { EgressDenial, EgressHost } from '../gate/evidence.ts';
 import { RefusedError } from '../errors.ts';
 import { obj, str } from '../untrusted.ts';
+import { fence } from './text.ts';
 
 export const RECEIPT_TYPE = 'svc.evidence_receipt';
 
@@ -179,6 +180,19 @@ export function verifyReceipt(value: unknown, ring: KeyRing): ReceiptCheck {
   }
   const message = `Receipt OK: run ${r.source}/${r.run}, verdict ${r.verdict}, signed by ${r.kid}`;
   return { ok: true, problem: null, message, receipt: r as Receipt };
+}
+
+/** The receipt as a PR body or comment carries it: a folded block that receiptFromMarkdown reads back. */
+export function receiptBlock(receipt: Receipt): string[] {
+  return [
+    '<details><summary>Evidence Receipt (verify with <code>svc receipt verify</code>)</summary>',
+    '',
+    '<!-- svc-receipt -->',
+    fence(canonicalJson(receipt), 'json'),
+    '',
+    '</details>',
+    '',
+  ];
 }
 
 /** Pulls the receipt JSON out of a PR body (the fenced block after the "svc-receipt" marker). */

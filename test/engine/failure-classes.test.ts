@@ -51,10 +51,11 @@ exec '${which('bwrap', process.env.PATH)}' "$@"
     env = {
       ...process.env, ...GIT_ENV, HOME: repo.home, SVC_SHIP: '0', SVC_INFRA_RETRY_WAIT_S: '0',
       PATH: `${fake}:${process.env.PATH}`,
+      // A closed port: never the default Control Plane on 47821, which may be the user's own.
+      SVC_CONTROL_URL: 'http://127.0.0.1:9',
     };
     delete env.SVC_SANDBOX;
     delete env.SVC_ORIGIN;
-    delete env.SVC_CONTROL_URL;
   });
   after(() => repo.cleanup());
 
