@@ -4,6 +4,7 @@
 // A leaf: the trigger and the Control Plane are one floor and may not import each other, so what both read lives here.
 // Each route reads the spec's neutral header names and its vendor's own, with one secret and one check
 // (/work/shared/reference/vendor-webhooks.md): never a second way to verify, only where the values come from.
+import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 
 /** An outbound integration a source uses (the completion comment, an API it reads); for GET /v1/integrations. */
@@ -217,6 +218,18 @@ export function firstHeader(headers: IncomingHttpHeaders, names: readonly string
     if (value !== undefined) return Array.isArray(value) ? value[0] : value;
   }
   return undefined;
+}
+
+/**
+ * A delivery's dedupe keys: its body's hash, its vendor's delivery id where the route reads one (retries of one
+ * delivery carry both), then `more` (a comment's id); each prefixed with the route's name.
+ */
+export function deliveryKeys(
+  name: SourceName, headers: IncomingHttpHeaders, raw: Buffer | undefined, ...more: string[]
+): string[] {
+  const id = firstHeader(headers, sourceOf(name).delivery)?.trim();
+  const digest = createHash('sha256').update(raw ?? '').digest('hex');
+  return [`${name}:body:${digest}`, ...(id ? [`${name}:delivery:${id.slice(0, 200)}`] : []), ...more];
 }
 
 /** Every header name a route reads its signature from, as a vendor writes it (docs, Integrations page). */

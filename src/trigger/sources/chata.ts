@@ -1,16 +1,16 @@
 // POST /chata (Slack): a slash command (form body) becomes a job, url_verification is answered its challenge; the
-// summary goes back to the command's response_url in mrkdwn (docs/trigger.md "Completion summaries").
+// summary goes back to the command's response_url in mrkdwn (docs/trigger.md "Completion summaries"). Below, the
+// steps both chats take: a message's repository and its answers.
 import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { describe } from '../../untrusted.ts';
-import { sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
+import { deliveryKeys, sanitizeBrief, sourceOf, type ChatKind } from '../../webhook-sources.ts';
 import {
   ANSWER_COMMAND, PermanentError, renderSummary, type Delivery, type NotifyConfig, type Piece, type ReplyChannel,
 } from '../summary.ts';
 import { answerCommand } from '../answers.ts';
 import type { JobRow } from '../../db/trigger-jobs-store.ts';
-import { createHash } from 'node:crypto';
-import { takeRepoOption } from '../served-repos.ts';
+import { takeRepoOption, type Routed } from '../served-repos.ts';
 import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
 
 export type ChataInput =
@@ -66,25 +66,58 @@ function ephemeral(text: string, extra: Record<string, unknown> = {}): Reply {
   return json(200, { response_type: 'ephemeral', text, ...extra });
 }
 
-function notQueued(reason: string): Reply {
-  return ephemeral(`Not queued: ${reason}.`, { status: 'skipped', reason });
+/** A chat message as both chats read it; `keys` are its dedupe keys besides the delivery's own. */
+export interface ChatMessage {
+  text: string;
+  channel: string | null;
+  user: string;
+  keys: string[];
 }
+
+/** How a chat answers in the message's own reply: `noun` names a job ("job", "svc job"), `escape` the vendor's. */
+export interface ChatVoice {
+  say: (text: string, extra?: Record<string, unknown>) => Reply;
+  noun: string;
+  usage: string;
+  escape?: (text: string) => string;
+}
+
+/**
+ * Where a chat command goes: its answer (a reply), or its repository and brief. `repo=owner/name` picks among the
+ * repositories the channel may reach (served-repos.ts), and is taken out of the brief.
+ */
+export async function routeChat(
+  ctx: TCtx, kind: ChatKind, m: ChatMessage, voice: ChatVoice,
+): Promise<Reply | { routed: Extract<Routed, { kind: 'repo' }>; brief: string }> {
+  if (/^answer(\s|$)/i.test(m.text)) return answerFromChat(ctx, kind, m, voice);
+  const option = takeRepoOption(m.text);
+  if (option.kind === 'bad') return voice.say(`${option.reason}. Nothing was queued.`);
+  if (option.text === '') return voice.say(voice.usage);
+  const routed = ctx.deps.settings.repos.chat(kind, m.channel, option.repo);
+  if (routed.kind === 'repo') return { routed, brief: option.text };
+  const notQueued = (reason: string) => voice.say(`Not queued: ${reason}.`, { status: 'skipped', reason });
+  return unserved(ctx, kind, routed.reason, notQueued);
+}
+
+/** The conversation an answer in a chat channel finds its job by. */
+export function chatThread(kind: ChatKind, channel: string): string {
+  return `${kind}:${channel}`;
+}
+
+const SLACK: ChatVoice = { say: ephemeral, noun: 'job', usage: CHATA_USAGE, escape: slackEscape };
 
 export async function receiveChata(ctx: TCtx, raw: Buffer): Promise<Reply> {
   const input = readChata((ctx.req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase(), raw);
   if (input.kind === 'challenge') return json(200, { challenge: input.challenge });
   if (input.kind === 'skip') return skipped(input.reason);
-  if (/^answer(\s|$)/i.test(input.text)) return answerFromChata(ctx, input);
-  const option = takeRepoOption(input.text);
-  if (option.kind === 'bad') return ephemeral(`${option.reason}. Nothing was queued.`);
-  if (option.text === '') return ephemeral(CHATA_USAGE);
-  const routed = ctx.deps.settings.repos.chat('chata', input.channel, option.repo);
-  if (routed.kind === 'unserved') return unserved(ctx, 'chata', routed.reason, notQueued);
+  const chat = await routeChat(ctx, 'chata', { ...input, keys: [] }, SLACK);
+  if (!('routed' in chat)) return chat;
+  const { routed, brief } = chat;
   // Reply target captured only after verification, and only for an https URL under the hooks prefix (spec).
   const prefix = ctx.deps.settings.notify.chataHooksPrefix;
   // The channel and the response_url's lifetime let a later question reach the channel (chataReply) and an answer
   // there find its job (answerFromChata).
-  const thread = input.channel ? { channel_id: input.channel, thread: chataThread(input.channel) } : {};
+  const thread = input.channel ? { channel_id: input.channel, thread: chatThread('chata', input.channel) } : {};
   const until = ctx.deps.clock() + RESPONSE_URL_MS;
   const reply = isAllowedChataUrl(input.responseUrl, prefix)
     ? { channel: 'chata', target: { response_url: input.responseUrl, response_url_until: until, ...thread } }
@@ -95,7 +128,7 @@ export async function receiveChata(ctx: TCtx, raw: Buffer): Promise<Reply> {
   }
   return enqueue(
     ctx,
-    { origin: 'chata', repo: routed.repo.name, reply, brief: option.text },
+    { origin: 'chata', repo: routed.repo.name, reply, brief },
     {
       queued: (id) => ephemeral(`Queued job ${id}. You will get a summary here when its run ends.`),
       duplicate: (id) => ephemeral(`Already queued as job ${id}.`, { status: 'duplicate' }),
@@ -119,10 +152,6 @@ function slackPiece(piece: Piece): string {
 const RESPONSE_URL_MS = 30 * 60_000;
 const RESPONSE_URL_POSTS = 5;
 
-function chataThread(channel: string): string {
-  return `chata:${channel}`;
-}
-
 /** The channel's bot-token post (chat.postMessage), for a message after the response_url expired. */
 function botPost(target: Record<string, unknown>, text: string, config: NotifyConfig): Delivery | string {
   const bot = config.chataBot;
@@ -143,29 +172,29 @@ function botPost(target: Record<string, unknown>, text: string, config: NotifyCo
 }
 
 /**
- * `/svc answer [<job id>] <text>` in the channel a job was asked in: answers its run. Only a channel still mapped to
- * the job's repository may (the mapping is the permission, as for starting work); answered or refused, the person is
- * told at once, ephemerally.
+ * `answer [<job id>] <text>` (after `/svc`, or the mention) in the channel a job was asked in: answers its run. Only a
+ * channel still mapped to the job's repository may (the mapping is the permission, as for starting work); answered
+ * or refused, the person is told at once, in the only reply a chat message has.
  */
-async function answerFromChata(ctx: TCtx, input: Extract<ChataInput, { kind: 'command' }>): Promise<Reply> {
-  const words = input.text.replace(/^answer\s*/i, '');
+async function answerFromChat(ctx: TCtx, kind: ChatKind, m: ChatMessage, voice: ChatVoice): Promise<Reply> {
+  const words = m.text.replace(/^answer\s*/i, '');
   const { jobId, text } = answerCommand(`${ANSWER_COMMAND} ${words}`) ?? { jobId: undefined, text: '' };
-  const channel = input.channel ?? '';
+  const channel = m.channel ?? '';
   const refusal = (job: JobRow): string | null => {
-    const routed = ctx.deps.settings.repos.chat('chata', input.channel, job.repo);
+    const routed = ctx.deps.settings.repos.chat(kind, m.channel, job.repo);
     return routed.kind === 'unserved' ? routed.reason : null;
   };
-  const digest = createHash('sha256').update(ctx.raw ?? '').digest('hex');
   const outcome = await ctx.deps.answers.answer({
-    origin: 'chata', thread: chataThread(channel), jobId, text, who: input.user, refusal,
-    place: `chata channel ${channel}`, keys: [`chata:body:${digest}`],
+    origin: kind, thread: chatThread(kind, channel), jobId, text, who: m.user, refusal,
+    place: `${kind} channel ${channel}`, keys: deliveryKeys(kind, ctx.req.headers, ctx.raw, ...m.keys),
   });
-  if (outcome.kind === 'no_job') return ephemeral(`Not answered: ${outcome.reason}.`, { status: 'skipped' });
-  if (outcome.kind === 'duplicate') return ephemeral('Already answered.', { status: 'duplicate' });
+  const { say, noun, escape = (t: string) => t } = voice;
+  if (outcome.kind === 'no_job') return say(`Not answered: ${outcome.reason}.`, { status: 'skipped' });
+  if (outcome.kind === 'duplicate') return say('Already answered.', { status: 'duplicate' });
   if (outcome.kind === 'answered') {
-    return ephemeral(`Answered job ${outcome.jobId} (run ${outcome.run}); it continues.`, { status: 'answered' });
+    return say(`Answered ${noun} ${outcome.jobId} (run ${outcome.run}); it continues.`, { status: 'answered' });
   }
-  return ephemeral(`Not answered (job ${outcome.jobId}): ${slackEscape(outcome.reason)}.`, { status: 'refused' });
+  return say(`Not answered (${noun} ${outcome.jobId}): ${escape(outcome.reason)}.`, { status: 'refused' });
 }
 
 export const chataReply: ReplyChannel = {

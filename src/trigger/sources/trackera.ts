@@ -3,6 +3,7 @@
 import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { obj, str, describe } from '../../untrusted.ts';
+import { deliveryKeys } from '../../webhook-sources.ts';
 import { errorMessage } from '../../errors.ts';
 import { intakeDir, trackeraInbox, TRACKERA_IDENTIFIER as IDENTIFIER } from '../managed-checkout.ts';
 import { renameSync } from 'node:fs';
@@ -13,7 +14,6 @@ import { PermanentError, renderSummary, SEPARATOR, type Piece, type ReplyChannel
 import { checkBodyTime, enqueue, requireValid, skipped, unserved, type TCtx } from '../intake.ts';
 import { answerCommand, answerReply } from '../answers.ts';
 import type { JobRow } from '../../db/trigger-jobs-store.ts';
-import { createHash } from 'node:crypto';
 
 /** `teamKey` routes the issue to a served repository (trackera=… in the repositories file). */
 export type TrackeraInput =
@@ -237,8 +237,8 @@ async function answerFromTrackera(ctx: TCtx, answer: TrackeraAnswer): Promise<Re
     origin: 'trackera', thread: trackeraThread(answer.issueId), jobId: answer.jobId, text: answer.text,
     who: answer.who, refusal,
     place: `trackera issue ${answer.issueId} comment ${answer.commentId}`,
-    keys: [`trackera:body:${createHash('sha256').update(ctx.raw ?? '').digest('hex')}`,
-      ...(answer.commentId ? [`trackera:comment:${answer.commentId}`] : [])],
+    keys: deliveryKeys('trackera', ctx.req.headers, ctx.raw,
+      ...(answer.commentId ? [`trackera:comment:${answer.commentId}`] : [])),
   });
   return answerReply(ctx.deps.answers, outcome, answer.who);
 }

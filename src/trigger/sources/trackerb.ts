@@ -3,11 +3,10 @@
 // replay protection"). The summary goes back as an issue comment in ADF (docs/trigger.md "Completion summaries").
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
-import { firstHeader, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
+import { deliveryKeys, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import { answerCommand, answerReply } from '../answers.ts';
 import type { JobRow } from '../../db/trigger-jobs-store.ts';
 import { errorMessage } from '../../errors.ts';
-import { createHash } from 'node:crypto';
 import { SEPARATOR, type ReplyChannel, type SummaryParts } from '../summary.ts';
 import { isJsonObject, obj, str, type Obj } from '../../untrusted.ts';
 import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
@@ -248,14 +247,12 @@ async function answerFromTrackerb(ctx: TCtx, answer: TrackerbAnswer): Promise<Re
     if (job.repo !== null && !ctx.deps.settings.repos.byName(job.repo)) return `"${job.repo}" is no longer served`;
     return member === true ? null : member;
   };
-  const delivery = firstHeader(ctx.req.headers, sourceOf('trackerb').delivery)?.trim();
   const outcome = await ctx.deps.answers.answer({
     origin: 'trackerb', thread: trackerbThread(answer.key), jobId: answer.jobId, text: answer.text,
     who: answer.who, refusal, writtenAt: answer.writtenAt,
     place: `trackerb issue ${answer.key} comment ${answer.commentId}`,
-    keys: [`trackerb:body:${createHash('sha256').update(ctx.raw ?? '').digest('hex')}`,
-      ...(delivery ? [`trackerb:delivery:${delivery.slice(0, 200)}`] : []),
-      ...(answer.commentId ? [`trackerb:comment:${answer.commentId}`] : [])],
+    keys: deliveryKeys('trackerb', ctx.req.headers, ctx.raw,
+      ...(answer.commentId ? [`trackerb:comment:${answer.commentId}`] : [])),
   });
   return answerReply(ctx.deps.answers, outcome, answer.who);
 }

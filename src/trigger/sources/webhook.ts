@@ -4,12 +4,11 @@ import { parseJsonObject } from '../../http/body.ts';
 import { HttpError } from '../../http/http-error.ts';
 import type { Reply } from '../../http/respond.ts';
 import { isJsonObject, obj, type Obj } from '../../untrusted.ts';
-import { firstHeader, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
+import { deliveryKeys, firstHeader, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import {
   githubThread, githubThreadTarget, isPullRequestEvent, pullRequestEventMismatch, receivePullRequestEvent,
 } from './github-pr.ts';
 import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
-import { createHash } from 'node:crypto';
 import { githubHeaders } from '../github-api.ts';
 import { answerCommand, answerReply } from '../answers.ts';
 import { renderSummary, SEPARATOR, type ReplyChannel, type SummaryParts } from '../summary.ts';
@@ -176,8 +175,6 @@ function timeOf(value: unknown): number | null {
 async function answerFromGithub(ctx: TCtx, answer: GithubAnswer): Promise<Reply> {
   const routed = ctx.deps.settings.repos.webhook(answer.repository);
   if (routed.kind === 'unserved') return unserved(ctx, 'webhook', routed.reason);
-  const digest = createHash('sha256').update(ctx.raw ?? '').digest('hex');
-  const delivery = firstHeader(ctx.req.headers, sourceOf('webhook').delivery)?.trim();
   const refusal = (): string | null => (TRUSTED.has(answer.association) ? null
     : `the comment's author is ${answer.association} on this repository: only OWNER, MEMBER or COLLABORATOR may `
       + 'answer');
@@ -185,10 +182,8 @@ async function answerFromGithub(ctx: TCtx, answer: GithubAnswer): Promise<Reply>
     origin: 'webhook', thread: answer.thread, jobId: answer.jobId, text: answer.text, who: answer.login, refusal,
     writtenAt: answer.writtenAt,
     place: `github ${answer.repository}#${answer.thread.split('#')[1]} comment ${answer.commentId}`,
-    keys: [
-      `webhook:body:${digest}`, ...(delivery ? [`webhook:delivery:${delivery.slice(0, 200)}`] : []),
-      ...(answer.commentId ? [`webhook:comment:${answer.commentId}`] : []),
-    ],
+    keys: deliveryKeys('webhook', ctx.req.headers, ctx.raw,
+      ...(answer.commentId ? [`webhook:comment:${answer.commentId}`] : [])),
   });
   // Refused with a reply where it was written, not dropped.
   return answerReply(ctx.deps.answers, outcome, answer.login);
