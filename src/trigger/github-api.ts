@@ -1,6 +1,6 @@
 // The GitHub REST calls the trigger server makes itself: read a pull request and a review's comments, post a comment.
-// HTTPS only (https-post.ts), to GITHUB_API_URL (default https://api.github.com), with GITHUB_TOKEN (or GH_TOKEN)
-// read once at start; bounded in time and size. Must not: send the token anywhere but that API base.
+// HTTPS only (https-post.ts), to GITHUB_API_URL with GITHUB_TOKEN (or GH_TOKEN) as settings.ts read them for the
+// progress comments; bounded in time and size. Must not: send the token anywhere but that API base.
 import { FailedError, UnavailableError } from '../errors.ts';
 import { httpsRequest } from './https-post.ts';
 
@@ -60,9 +60,4 @@ export function createGithubApi(opts: GithubApiOptions): GithubApi {
       await send('POST', `/repos/${repo}/issues/${number}/comments`, JSON.stringify({ body }));
     },
   };
-}
-
-/** The server's client from its environment (read once, at start). */
-export function githubApiFrom(env: NodeJS.ProcessEnv): GithubApi {
-  return createGithubApi({ base: env.GITHUB_API_URL, token: env.GITHUB_TOKEN || env.GH_TOKEN || null });
 }

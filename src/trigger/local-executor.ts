@@ -7,6 +7,7 @@ import { watch, type FSWatcher } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { oneLine } from '../webhook-sources.ts';
+import { objOrNull } from '../untrusted.ts';
 import {
   outcomeFromState, parseLaunchOutput, questionOf, RUN_SEGMENT,
   type AnswerResult, type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome,
@@ -45,33 +46,36 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
   const secrets: Secrets = Object.fromEntries(LAUNCHER_SECRETS.filter((n) => all[n]).map((n) => [n, all[n]!]));
   const operatorEnv = operatorPassedEnv(opts.env);
 
+  /**
+   * `node <cli> <args>` in `cwd` (the routed repository's directory: its policy and config are the ones the run
+   * reads), with the run's secrets and the operator's names; its output kept up to OUTPUT_CAP.
+   */
+  function startSvc(args: readonly string[], cwd: string, extra: Record<string, string>, detached = false) {
+    const output = { stdout: '', stderr: '' };
+    const child = startChild([opts.execPath ?? process.execPath, opts.cliPath, ...args], {
+      cwd, kind: 'launcher', base: opts.env, extra: { ...operatorEnv, ...extra }, detached,
+      stdio: ['ignore', 'pipe', 'pipe'], secrets,
+    });
+    for (const name of ['stdout', 'stderr'] as const) {
+      child[name]?.setEncoding('utf8').on('data', (d: string) => {
+        if (output[name].length < OUTPUT_CAP) output[name] += d;
+      });
+    }
+    return { child, output };
+  }
+
   function launch(job: ExecJob): Promise<LaunchResult> {
     return new Promise((resolve) => {
-      const output = { stdout: '', stderr: '' };
       let timedOut = false;
-      const child = startChild([opts.execPath ?? process.execPath, opts.cliPath, ...job.args], {
-        // The routed repository's directory: its policy and config are the ones the run reads.
-        cwd: job.workdir,
-        kind: 'launcher',
-        base: opts.env,
-        // SVC_JOB_ID lets a trackera run find the payload of its own delivery (trackera-snapshot.ts); SVC_REPO_NAME
-        // names the run after the served entry, never after whatever the checkout's origin says (repo-name.ts).
-        extra: {
-          ...operatorEnv, SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}),
-          ...(job.repo ? { SVC_REPO_NAME: job.repo.name } : {}),
-          ...(job.traceparent ? { SVC_TRACEPARENT: job.traceparent } : {}),
-        },
-        // Own process group, so a timeout can signal the launcher and everything it started, and a
-        // Ctrl-C on the server's terminal does not reach runs the launcher detached.
-        detached: true,
-        stdio: ['ignore', 'pipe', 'pipe'],
-        secrets,
-      });
-      for (const name of ['stdout', 'stderr'] as const) {
-        child[name]?.setEncoding('utf8').on('data', (d: string) => {
-          if (output[name].length < OUTPUT_CAP) output[name] += d;
-        });
-      }
+      // SVC_JOB_ID lets a trackera run find the payload of its own delivery (trackera-snapshot.ts); SVC_REPO_NAME
+      // names the run after the served entry, never after whatever the checkout's origin says (repo-name.ts).
+      // Its own process group, so a timeout can signal the launcher and everything it started, and a Ctrl-C on the
+      // server's terminal does not reach runs the launcher detached.
+      const { child, output } = startSvc(job.args, job.workdir, {
+        SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}),
+        ...(job.repo ? { SVC_REPO_NAME: job.repo.name } : {}),
+        ...(job.traceparent ? { SVC_TRACEPARENT: job.traceparent } : {}),
+      }, true);
       // Recorded at spawn: the timeout signals this launcher's group only while it is still this launcher's.
       const launcher = child.pid === undefined ? null : identityOf(child.pid);
       const timer = setTimeout(() => {
@@ -142,19 +146,12 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
    */
   function answer(run: RunRef, text: string, workdir: string): Promise<AnswerResult> {
     return new Promise((resolve) => {
-      let stderr = '';
       // After `--`, the text is never read as an option (answers.ts also strips its leading hyphens).
-      const args = ['answer', '--repo', workdir, '--', `${run.source}/${run.run}`, text];
-      const child = startChild([opts.execPath ?? process.execPath, opts.cliPath, ...args], {
-        cwd: workdir, kind: 'launcher', base: opts.env, extra: operatorEnv, stdio: ['ignore', 'ignore', 'pipe'],
-        secrets,
-      });
-      child.stderr?.setEncoding('utf8').on('data', (d: string) => {
-        if (stderr.length < OUTPUT_CAP) stderr += d;
-      });
+      const { child, output } = startSvc(['answer', '--repo', workdir, '--', `${run.source}/${run.run}`, text], workdir,
+        {});
       child.on('error', (err) => resolve({ ok: false, reason: `could not start svc: ${err.message}` }));
       child.on('close', (code) => resolve(code === 0 ? { ok: true } : {
-        ok: false, reason: lastLine(stderr) || `svc answer exited with ${code ?? 'a signal'}`,
+        ok: false, reason: lastLine(output.stderr) || `svc answer exited with ${code ?? 'a signal'}`,
       }));
     });
   }
@@ -173,8 +170,7 @@ function watchQuietly(dir: string, changed: (name: string | null) => void): FSWa
 
 async function readState(path: string): Promise<Record<string, unknown> | 'missing' | null> {
   try {
-    const value = JSON.parse(await readFile(path, 'utf8')) as unknown;
-    return value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
+    return objOrNull(JSON.parse(await readFile(path, 'utf8')));
   } catch (err) {
     // A half-written file (the engine renames atomically, but be tolerant) reads as "not yet".
     return (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'missing' : null;

@@ -24,7 +24,7 @@ import { startTriggerRetention } from './retention.ts';
 import { createWalCheckpointer } from '../db/wal-checkpointer.ts';
 import { BadSettingError } from '../errors.ts';
 import type { RepoRouter } from './served-repos.ts';
-import { githubApiFrom, type GithubApi } from './github-api.ts';
+import { createGithubApi, type GithubApi } from './github-api.ts';
 import { Tracer, traceSettings } from '../trace.ts';
 import {
   closeGracefully, listen, createHttpServer, readConnectionLimits, type ConnectionCounts, exitCodeAfterSignal,
@@ -82,12 +82,6 @@ function kubernetesReposCheck(repos: RepoRouter): void {
     + `clone= URL for its pods to clone (${repos.source}: ${local.join(', ')} only have a checkout=)`);
 }
 
-/** Logged once the server listens: a start that fails shows its own error last, not under route warnings. */
-function logStartupProblems(settings: TriggerSettings, log: Logger): void {
-  for (const error of settings.problems.errors) log.error(error);
-  for (const warning of settings.problems.warnings) log.warn(warning);
-}
-
 export async function startTrigger(
   settings: TriggerSettings,
   env: NodeJS.ProcessEnv,
@@ -139,7 +133,8 @@ export async function startTrigger(
   });
   const skips = createSkipCounts();
   let accepting = false;
-  const github = o.github ?? githubApiFrom(env);
+  const gh = settings.notify.github;
+  const github = o.github ?? createGithubApi({ base: gh?.apiUrl, token: gh?.token ?? null });
   const metrics = createTriggerMetrics(stores, () => settings.repos, settings.dbPath, clock);
   const answers = createAnswerDesk({ stores, executor, clock, log, progress: notify.progress, note: notify.note });
   const deps = {
@@ -167,7 +162,9 @@ export async function startTrigger(
   const { server, connections } = createHttpServer(listener, connectionLimits);
   const { url } = await listen(server, settings.host, settings.port);
   accepting = true;
-  logStartupProblems(settings, log);
+  // Logged once the server listens: a start that fails shows its own error last, not under route warnings.
+  for (const error of settings.problems.errors) log.error(error);
+  for (const warning of settings.problems.warnings) log.warn(warning);
   jobLoop.recover();
   report(settings.repos.entries.map((e) => e.name));
   const stopRetention = startTriggerRetention({ stores, retention: settings.retention, clock, log });

@@ -4,6 +4,7 @@
 import { isJsonObject } from '../untrusted.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { TriggerStores } from '../db/trigger-stores.ts';
+import type { JobRow } from '../db/trigger-jobs-store.ts';
 import {
   buildProgressParts, PermanentError, plainSummary,
   type Delivery, type NotifyConfig, type Piece, type Progress, type ReplyChannel, type SummaryParts,
@@ -88,7 +89,8 @@ export function createNotifier(opts: NotifierOptions): Notifier {
   }
 
   /** Sends with the retries (`error` null when sent); keeps what the answer says to remember. */
-  async function send(jobId: string, channel: string, delivery: Delivery): Promise<Sent> {
+  async function send(job: JobRow, channel: string, delivery: Delivery): Promise<Sent> {
+    const jobId = job.id;
     let error: string | null = null;
     let tried = 0;
     for (; tried < attempts; ) {
@@ -115,6 +117,14 @@ export function createNotifier(opts: NotifierOptions): Notifier {
     return { error, tried };
   }
 
+  function report(job: JobRow, channel: string, delivery: Delivery, sent: Sent, message: string): Promise<void> {
+    return opts.report({
+      job_id: job.id, source: job.run_source, run: job.run_id, origin: job.origin, channel,
+      target: delivery.url.host, status: sent.error === null ? 'sent' : 'failed', attempts: sent.tried,
+      error: sent.error, message,
+    });
+  }
+
   async function deliver(jobId: string): Promise<void> {
     const job = opts.stores.jobs.get(jobId);
     const target = opts.stores.replies.get(jobId);
@@ -130,25 +140,13 @@ export function createNotifier(opts: NotifierOptions): Notifier {
       opts.stores.replies.markNotified(jobId, 'skipped', opts.clock());
       return;
     }
-    const { error, tried, aborted } = await send(jobId, channel, delivery);
-    if (aborted) return; // shutting down: left pending, sent on the next start
-    const status = error === null ? 'sent' : 'failed';
-    opts.stores.replies.markNotified(jobId, status, opts.clock());
-    if (status === 'failed') {
-      opts.log.error('completion summary gave up', { job_id: jobId, channel, attempts: tried, error });
+    const sent = await send(job, channel, delivery);
+    if (sent.aborted) return; // shutting down: left pending, sent on the next start
+    opts.stores.replies.markNotified(jobId, sent.error === null ? 'sent' : 'failed', opts.clock());
+    if (sent.error !== null) {
+      opts.log.error('completion summary gave up', { job_id: jobId, channel, attempts: sent.tried, error: sent.error });
     }
-    await opts.report({
-      job_id: jobId,
-      source: job.run_source,
-      run: job.run_id,
-      origin: job.origin,
-      channel,
-      target: delivery.url.host,
-      status,
-      attempts: tried,
-      error,
-      message: job.summary,
-    });
+    await report(job, channel, delivery, sent, job.summary);
   }
 
   /** A message while the job runs: only to a target whose summary has not gone yet. */
@@ -164,13 +162,9 @@ export function createNotifier(opts: NotifierOptions): Notifier {
       opts.log.info(`${kind} not sent`, { job_id: jobId, channel: target.channel, reason: delivery });
       return false;
     }
-    const { error, tried } = await send(jobId, target.channel, delivery);
-    await opts.report({
-      job_id: jobId, source: job.run_source, run: job.run_id, origin: job.origin, channel: target.channel,
-      target: delivery.url.host, status: error === null ? 'sent' : 'failed', attempts: tried, error,
-      message: plainSummary(parts),
-    });
-    return error === null;
+    const sent = await send(job, target.channel, delivery);
+    await report(job, target.channel, delivery, sent, plainSummary(parts));
+    return sent.error === null;
   }
 
   const notifyJob = (jobId: string): Promise<void> => inTurn(jobId, () => deliver(jobId), undefined);

@@ -104,7 +104,7 @@ function keyLeases(): (keys: readonly string[]) => Promise<() => void> {
 export type Admission = { kind: 'duplicate'; jobId: string } | { kind: 'full' } | { kind: 'open'; release: () => void };
 
 type Pending = { request: EnqueueRequest; resolve: (r: EnqueueResult) => void; reject: (e: unknown) => void };
-type Refusal = { kind: 'duplicate'; jobId: string } | { kind: 'full' };
+type Refusal = Exclude<Admission, { kind: 'open' }>;
 
 export interface JobQueue {
   /**

@@ -64,14 +64,9 @@ export function formatDuration(ms: number): string {
   return `${Math.floor(m / 60)}h ${m % 60}m`;
 }
 
-/** Where a person can look at the run (SVC_PUBLIC_URL's page of it); null when no public address is known. */
-export function runLink(publicUrl: string | undefined, run: RunRef): string | null {
-  return publicUrl ? runPageUrl(publicUrl, run.source, run.run) : null;
-}
-
-/** The run's link as a summary part, or (no public address) where to look it up instead: never a loopback link. */
+/** The run's page (SVC_PUBLIC_URL) as a summary part, or where to look it up instead: never a loopback link. */
 function runPart(publicUrl: string | undefined, run: RunRef): Piece[] {
-  const link = safeLink(runLink(publicUrl, run));
+  const link = safeLink(publicUrl ? runPageUrl(publicUrl, run.source, run.run) : null);
   return link ? [{ link }] : [{ own: `see run ${run.source}/${run.run} on the Control Plane` }];
 }
 

@@ -9,10 +9,6 @@ import { enqueue, requireBearer, secretFor, type TCtx } from '../intake.ts';
 
 const JOBS_FIELDS = new Set(['brief', 'pr', 'request_id', 'repo']);
 
-export function jobsArgs(brief: string, pr: boolean): string[] {
-  return ['start', '--brief', brief, ...(pr ? ['--pr'] : []), '--detach'];
-}
-
 /** Refuses instead of repairing: a caller with a token gets told exactly what is wrong with its brief. */
 export function validateJobsBrief(value: unknown): string {
   const refuse = (rule: string) => new HttpError('invalid_param', `"brief" must ${rule}`);
@@ -58,7 +54,8 @@ export async function createJob(ctx: TCtx, raw: Buffer): Promise<Reply> {
     throw new HttpError('invalid_param', '"request_id" must be a string of at most 200 characters');
   }
   const repo = jobsRepo(ctx, body.repo);
-  return enqueue(ctx, { origin: 'jobs', repo, brief, args: jobsArgs(brief, body.pr === true) });
+  const args = ['start', '--brief', brief, ...(body.pr === true ? ['--pr'] : []), '--detach'];
+  return enqueue(ctx, { origin: 'jobs', repo, brief, args });
 }
 
 /**

@@ -14,8 +14,8 @@ import type { JobRow } from '../../db/trigger-jobs-store.ts';
 import { enqueue, skipped, unserved, type Intake, type TCtx } from '../intake.ts';
 
 const COMMAND = /^\/svc(?:\s+|$)/;
-// Anyone can comment on a public repository's pull requests: only these associations may change svc's PR.
-const TRUSTED = new Set(['OWNER', 'MEMBER', 'COLLABORATOR']);
+// Anyone can open issues and comment on a public repository: only these associations may start or change work.
+export const TRUSTED = new Set(['OWNER', 'MEMBER', 'COLLABORATOR']);
 const ASSOCIATIONS = new Set([...TRUSTED, 'CONTRIBUTOR', 'FIRST_TIMER', 'FIRST_TIME_CONTRIBUTOR', 'MANNEQUIN', 'NONE']);
 /** The branch svc makes for a run (engine/launch.ts): svc/ + a run id. */
 const RUN_BRANCH = /^svc\/(r[0-9a-z]{26})$/;

@@ -227,12 +227,16 @@ async function onIssueTeam(ctx: TCtx, issueId: string, userId: string): Promise<
   }
 }
 
-async function answerFromTrackera(ctx: TCtx, answer: TrackeraAnswer): Promise<Reply> {
-  const member = await onIssueTeam(ctx, answer.issueId, answer.userId);
-  const refusal = (job: JobRow): string | null => {
+/** A tracker's answer is refused when its job's repository is no longer served, or for why `member` says. */
+export function teamRefusal(ctx: TCtx, member: true | string): (job: JobRow) => string | null {
+  return (job) => {
     if (job.repo !== null && !ctx.deps.settings.repos.byName(job.repo)) return `"${job.repo}" is no longer served`;
     return member === true ? null : member;
   };
+}
+
+async function answerFromTrackera(ctx: TCtx, answer: TrackeraAnswer): Promise<Reply> {
+  const refusal = teamRefusal(ctx, await onIssueTeam(ctx, answer.issueId, answer.userId));
   const outcome = await ctx.deps.answers.answer({
     origin: 'trackera', thread: trackeraThread(answer.issueId), jobId: answer.jobId, text: answer.text,
     who: answer.who, refusal,

@@ -5,7 +5,7 @@ import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { deliveryKeys, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import { answerCommand, answerReply } from '../answers.ts';
-import type { JobRow } from '../../db/trigger-jobs-store.ts';
+import { teamRefusal } from './trackera.ts';
 import { errorMessage } from '../../errors.ts';
 import { SEPARATOR, type ReplyChannel, type SummaryParts } from '../summary.ts';
 import { isJsonObject, obj, str, type Obj } from '../../untrusted.ts';
@@ -242,11 +242,7 @@ function basicAuth(tb: { email: string; token: string }): string {
 }
 
 async function answerFromTrackerb(ctx: TCtx, answer: TrackerbAnswer): Promise<Reply> {
-  const member = await onIssueTeam(ctx, answer.key, answer.accountId);
-  const refusal = (job: JobRow): string | null => {
-    if (job.repo !== null && !ctx.deps.settings.repos.byName(job.repo)) return `"${job.repo}" is no longer served`;
-    return member === true ? null : member;
-  };
+  const refusal = teamRefusal(ctx, await onIssueTeam(ctx, answer.key, answer.accountId));
   const outcome = await ctx.deps.answers.answer({
     origin: 'trackerb', thread: trackerbThread(answer.key), jobId: answer.jobId, text: answer.text,
     who: answer.who, refusal, writtenAt: answer.writtenAt,

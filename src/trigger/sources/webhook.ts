@@ -6,18 +6,18 @@ import type { Reply } from '../../http/respond.ts';
 import { isJsonObject, obj, type Obj } from '../../untrusted.ts';
 import { deliveryKeys, firstHeader, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import {
-  githubThread, githubThreadTarget, isPullRequestEvent, pullRequestEventMismatch, receivePullRequestEvent,
+  githubThread, githubThreadTarget, isPullRequestEvent, pullRequestEventMismatch, receivePullRequestEvent, TRUSTED,
 } from './github-pr.ts';
 import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
 import { githubHeaders } from '../github-api.ts';
 import { answerCommand, answerReply } from '../answers.ts';
-import { renderSummary, SEPARATOR, type ReplyChannel, type SummaryParts } from '../summary.ts';
+import {
+  renderSummary, SEPARATOR, type Delivery, type NotifyConfig, type ReplyChannel, type SummaryParts,
+} from '../summary.ts';
 import { markdownEscape, markdownPiece } from './trackera.ts';
 
 const TRIGGER_LABEL = 'svc';
 const COMMENT_PREFIX = '/svc';
-// Anyone can open issues and comment on a public repository: only these associations may start work.
-const TRUSTED = new Set(['OWNER', 'MEMBER', 'COLLABORATOR']);
 
 /** `repository` is the event's repository.full_name, which alone routes it (served-repos.ts); null when absent. */
 export type WebhookInput =
@@ -199,6 +199,22 @@ function commentId(answer: string): Record<string, unknown> | null {
   return typeof id === 'number' && Number.isSafeInteger(id) ? { comment_id: id } : null;
 }
 
+/** The progress comment: edited in place once its id is kept (`edit`), else a new one (a note is always new). */
+function githubComment(target: Obj, parts: SummaryParts, config: NotifyConfig, edit: boolean): Delivery | string {
+  const gh = config.github;
+  if (!gh) return 'GITHUB_TOKEN is not set';
+  if (typeof target.repo !== 'string' || typeof target.issue !== 'number') return 'no GitHub issue';
+  const base = `${gh.apiUrl}/repos/${target.repo}/issues`;
+  const headers = githubHeaders(gh.token);
+  const body = JSON.stringify({ body: githubBody(parts) });
+  const id = target.comment_id;
+  if (edit && typeof id === 'number') {
+    return { url: new URL(`${base}/comments/${id}`), method: 'PATCH', headers, body, what: 'GitHub API' };
+  }
+  return { url: new URL(`${base}/${target.issue}/comments`), headers, body, what: 'GitHub API',
+    ...(edit ? { remember: commentId } : {}) };
+}
+
 /**
  * One comment per job, created by its first message (the run started) and edited in place after (its question,
  * who answered, the end): the comment's id is kept with the job's reply target.
@@ -206,26 +222,6 @@ function commentId(answer: string): Record<string, unknown> | null {
 export const githubReply: ReplyChannel = {
   configured: (config) => config.github !== undefined,
   progress: true,
-  prepare(target, parts, config) {
-    const gh = config.github;
-    if (!gh) return 'GITHUB_TOKEN is not set';
-    if (typeof target.repo !== 'string' || typeof target.issue !== 'number') return 'no GitHub issue';
-    const base = `${gh.apiUrl}/repos/${target.repo}/issues`;
-    const body = JSON.stringify({ body: githubBody(parts) });
-    const id = target.comment_id;
-    if (typeof id === 'number') {
-      return { url: new URL(`${base}/comments/${id}`), method: 'PATCH', headers: githubHeaders(gh.token), body,
-        what: 'GitHub API' };
-    }
-    return { url: new URL(`${base}/${target.issue}/comments`), headers: githubHeaders(gh.token), body,
-      what: 'GitHub API', remember: commentId };
-  },
-  note(target, parts, config) {
-    const gh = config.github;
-    if (!gh) return 'GITHUB_TOKEN is not set';
-    if (typeof target.repo !== 'string' || typeof target.issue !== 'number') return 'no GitHub issue';
-    const url = new URL(`${gh.apiUrl}/repos/${target.repo}/issues/${target.issue}/comments`);
-    return { url, headers: githubHeaders(gh.token), body: JSON.stringify({ body: githubBody(parts) }),
-      what: 'GitHub API' };
-  },
+  prepare: (target, parts, config) => githubComment(target, parts, config, true),
+  note: (target, parts, config) => githubComment(target, parts, config, false),
 };
