@@ -7,7 +7,7 @@ import { SOURCE_NAMES } from '../../webhook-sources.ts';
 import type { TCtx } from '../intake.ts';
 import { errorMessage } from '../../errors.ts';
 import { metricsReply } from '../../http/metrics.ts';
-import { checkBearer, checkHost, isLoopbackAddress, isLoopbackHost } from '../../http/guards.ts';
+import { mayRead } from './jobs.ts';
 
 export function getHealth(): Reply {
   return json(200, { status: 'ok' });
@@ -46,21 +46,8 @@ export function getStatus(ctx: TCtx, replies: Readonly<Record<string, ReplyChann
   });
 }
 
-/**
- * GET /metrics, read as GET /jobs/<id> is (jobs.ts): with SVC_API_TOKEN set, its bearer; without it, only a
- * caller on this machine of a loopback-bound server, and then only under a loopback Host name, so a web page that
- * rebinds its own name to 127.0.0.1 cannot read it; else 503 naming the variable.
- */
+/** GET /metrics, read as GET /jobs/<id> is. */
 export function getMetrics(ctx: TCtx): Reply {
-  const { settings, metrics } = ctx.deps;
-  const secret = settings.secrets.jobs;
-  if (secret.value && !secret.unavailable) {
-    checkBearer(ctx.req, secret.value);
-  } else if (isLoopbackHost(settings.host) && isLoopbackAddress(ctx.req.socket.remoteAddress)) {
-    checkHost(ctx.req, true);
-  } else {
-    throw new HttpError('not_configured', secret.unavailable ?? `GET /metrics needs ${secret.variable} on a server ` +
-      'reachable from other machines');
-  }
-  return metricsReply(metrics.registry);
+  mayRead(ctx);
+  return metricsReply(ctx.deps.metrics.registry);
 }

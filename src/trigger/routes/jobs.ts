@@ -1,7 +1,7 @@
 // POST /jobs and GET /jobs/<id>: bearer SVC_API_TOKEN (constant time), validated briefs, the job JSON of DESIGN §5.
 import { HttpError } from '../../http/http-error.ts';
 import { checkBodyKeys, parseJsonObject } from '../../http/body.ts';
-import { checkJsonContentType, isLoopbackAddress, isLoopbackHost } from '../../http/guards.ts';
+import { checkHost, checkJsonContentType, isLoopbackAddress, isLoopbackHost } from '../../http/guards.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { hasControlChars, sourceOf } from '../../webhook-sources.ts';
 import { jobJson, JOB_ID } from '../queue.ts';
@@ -59,19 +59,21 @@ export async function createJob(ctx: TCtx, raw: Buffer): Promise<Reply> {
 }
 
 /**
- * Who may read a job: with SVC_API_TOKEN set, its bearer; without it, a caller on this machine of a trigger server
- * bound to loopback (the default), so a job a webhook started can be looked up where docs/trigger.md says to poll it,
- * while a server reachable from elsewhere still shows nobody a job without the token (503 names the variable).
+ * Who may read a job (and GET /metrics): with SVC_API_TOKEN set, its bearer; without it, a caller on this machine of
+ * a trigger server bound to loopback (the default), under a loopback Host name so a web page that rebinds its own name
+ * to 127.0.0.1 cannot read it; a server reachable from elsewhere shows nothing without the token (503 names it).
  */
-function mayReadJobs(ctx: TCtx): void {
+export function mayRead(ctx: TCtx): void {
   const secret = ctx.deps.settings.secrets.jobs;
   if (secret.value && !secret.unavailable) return requireBearer(ctx, secret.value);
-  if (isLoopbackHost(ctx.deps.settings.host) && isLoopbackAddress(ctx.req.socket.remoteAddress)) return;
+  if (isLoopbackHost(ctx.deps.settings.host) && isLoopbackAddress(ctx.req.socket.remoteAddress)) {
+    return checkHost(ctx.req, true);
+  }
   secretFor(ctx, 'jobs');
 }
 
 export function getJob(ctx: TCtx): Reply {
-  mayReadJobs(ctx);
+  mayRead(ctx);
   const id = ctx.params.id ?? '';
   if (!JOB_ID.test(id)) {
     throw new HttpError('invalid_param', 'Job id must look like "j" followed by 26 base32 characters');

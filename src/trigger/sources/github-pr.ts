@@ -1,7 +1,5 @@
 // POST /webhook (GitHub), pull request follow-ups (docs/trigger.md, "Follow-ups on svc's pull requests"): `/svc
-// <instruction>` in a comment on svc's PR, in a review comment, or a submitted review with comments, by an OWNER,
-// MEMBER or COLLABORATOR, queues a follow-up run on the PR's branch (`svc start --follow-up svc/<run>`), which pushes
-// new commits to the same PR and whose receipt names the run before it. Beside webhook.ts, which reads issue events.
+// <instruction>` on svc's PR queues `svc start --follow-up svc/<run>`. Beside webhook.ts, which reads issue events.
 // Must not: start a run on a PR svc did not open, for someone who may not write to the repository, or while another
 // run works on the same PR; put payload text in an API path or in a reply.
 import { readFileSync } from 'node:fs';
@@ -26,7 +24,6 @@ const COMMENT_BYTES = 300;
 
 export const PR_EVENTS = new Set(['pull_request_review', 'pull_request_review_comment']);
 
-/** A comment on the PR's code: where, and what it says (untrusted text). */
 export interface ReviewComment {
   path: string;
   line: number | null;
@@ -56,7 +53,6 @@ function int(value: unknown): number | null {
   return typeof value === 'number' && Number.isSafeInteger(value) && value > 0 ? value : null;
 }
 
-/** Whether the event is about a pull request: a comment on its conversation, a review, or a review comment. */
 export function isPullRequestEvent(event: string, body: Obj): boolean {
   return PR_EVENTS.has(event) || (event === 'issue_comment' && isJsonObject(obj(body.issue).pull_request));
 }
@@ -141,7 +137,7 @@ export class FollowUpNotQueued extends RefusedError {
 
 const REPLY_HEAD = 'svc did not start a follow-up run:';
 
-/** The last run on the PR and its receipt's integrity, read from the run folder its job recorded (null: unreadable). */
+/** The receipt's integrity of a job's run, from the run folder its job recorded (null: unreadable). */
 function receiptOf(job: JobRow): string | null {
   if (job.workdir === null || job.run_id === null) return null;
   try {
@@ -153,7 +149,6 @@ function receiptOf(job: JobRow): string | null {
   }
 }
 
-/** The PR's head and base, from the payload or (a conversation comment) from the API. */
 async function pullOf(ctx: TCtx, repo: string, a: FollowUpAsk): Promise<Obj> {
   if (a.pull) return a.pull;
   try {
@@ -177,7 +172,7 @@ async function reviewComments(ctx: TCtx, repo: string, a: FollowUpAsk): Promise<
     .flatMap((c) => (str(c.body) ? [commentOf(c, oneLine(str(c.body)!))] : []));
 }
 
-/** The follow-up's one-line brief: the PR, the instruction, then each review comment as `path:line: text`. */
+/** The PR, the instruction, then each review comment as `path:line: text`. */
 function followUpBrief(repo: string, a: FollowUpAsk, comments: ReviewComment[]): string {
   const shown = comments.slice(0, MAX_COMMENTS).map((c) =>
     `${capUtf8(c.path, 200) || '(the pull request)'}${c.line ? `:${c.line}` : ''}: ${capUtf8(c.text, COMMENT_BYTES)}`);
@@ -267,7 +262,7 @@ function firstTold(ctx: TCtx, repo: string, a: FollowUpAsk): boolean {
   return true;
 }
 
-/** The refusal's reply on the PR, sent after the answer (best effort; logged when it fails). */
+/** Best effort: logged when it fails. */
 function replyOnPr(ctx: TCtx, repo: string, a: FollowUpAsk, text: string): void {
   ctx.deps.github.comment(repo, a.number, text).catch((err: unknown) => {
     ctx.deps.log.warn('follow-up reply not posted', { route: 'webhook', repo, pr: a.number, error: errorMessage(err) });
