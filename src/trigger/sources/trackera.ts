@@ -2,7 +2,7 @@
 // summary goes back as an issue comment in CommonMark (docs/trigger.md "Completion summaries").
 import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
-import { obj, str, describe } from '../../untrusted.ts';
+import { obj, str, describe, type Obj } from '../../untrusted.ts';
 import { deliveryKeys } from '../../webhook-sources.ts';
 import { errorMessage } from '../../errors.ts';
 import { intakeDir, trackeraInbox, TRACKERA_IDENTIFIER as IDENTIFIER } from '../managed-checkout.ts';
@@ -47,8 +47,8 @@ export function readTrackera(body: Record<string, unknown>): TrackeraInput {
 export async function receiveTrackera(ctx: TCtx, raw: Buffer): Promise<Reply> {
   const body = parseJsonObject(raw);
   requireValid(ctx, 'trackera', checkBodyTime('ms', body.webhookTimestamp, ctx.deps.clock()));
-  const answer = readTrackeraAnswer(body);
-  if (answer !== null) return answerFromTrackera(ctx, answer);
+  const answered = await answerFromTrackera(ctx, body);
+  if (answered) return answered;
   const input = readTrackera(body);
   if (input.kind === 'skip') return skipped(input.reason);
   const routed = ctx.deps.settings.repos.route('trackera', input.teamKey);
@@ -184,29 +184,6 @@ function trackeraThread(issueId: string): string {
   return `trackera:${issueId}`;
 }
 
-export interface TrackeraAnswer {
-  issueId: string;
-  commentId: string;
-  userId: string;
-  who: string;
-  jobId: string | undefined;
-  text: string;
-}
-
-/** A created `/svc answer <text>` comment, or null when the event is not one. */
-export function readTrackeraAnswer(body: Record<string, unknown>): TrackeraAnswer | null {
-  if (body.type !== 'Comment' || body.action !== 'create') return null;
-  const data = obj(body.data);
-  const command = answerCommand(str(data.body) ?? '');
-  const issueId = str(data.issueId) ?? str(obj(data.issue).id);
-  const userId = str(data.userId) ?? str(obj(data.user).id);
-  if (command === null || !issueId || !userId) return null;
-  // The account, not the name it shows: a name is the person's to change, so it neither says who answered nor
-  // bounds the replies to one person.
-  const who = userId.slice(0, 100);
-  return { issueId: issueId.slice(0, 100), commentId: (str(data.id) ?? '').slice(0, 100), userId, who, ...command };
-}
-
 /** What the tracker answers to the team-membership question. */
 type TeamAnswer = { data?: { issue?: { team?: { members?: { nodes?: unknown } } } } };
 
@@ -235,14 +212,23 @@ export function teamRefusal(ctx: TCtx, member: true | string): (job: JobRow) => 
   };
 }
 
-async function answerFromTrackera(ctx: TCtx, answer: TrackeraAnswer): Promise<Reply> {
-  const refusal = teamRefusal(ctx, await onIssueTeam(ctx, answer.issueId, answer.userId));
+/** A created `/svc answer <text>` comment answers the run; null when the event is not one. */
+async function answerFromTrackera(ctx: TCtx, body: Obj): Promise<Reply | null> {
+  if (body.type !== 'Comment' || body.action !== 'create') return null;
+  const data = obj(body.data);
+  const command = answerCommand(str(data.body) ?? '');
+  const issueId = (str(data.issueId) ?? str(obj(data.issue).id))?.slice(0, 100);
+  const userId = str(data.userId) ?? str(obj(data.user).id);
+  if (command === null || !issueId || !userId) return null;
+  // The account, not the name it shows: a name is the person's to change, so it neither says who answered nor
+  // bounds the replies to one person.
+  const who = userId.slice(0, 100);
+  const commentId = (str(data.id) ?? '').slice(0, 100);
   const outcome = await ctx.deps.answers.answer({
-    origin: 'trackera', thread: trackeraThread(answer.issueId), jobId: answer.jobId, text: answer.text,
-    who: answer.who, refusal,
-    place: `trackera issue ${answer.issueId} comment ${answer.commentId}`,
-    keys: deliveryKeys('trackera', ctx.req.headers, ctx.raw,
-      ...(answer.commentId ? [`trackera:comment:${answer.commentId}`] : [])),
+    origin: 'trackera', thread: trackeraThread(issueId), ...command, who,
+    refusal: teamRefusal(ctx, await onIssueTeam(ctx, issueId, userId)),
+    place: `trackera issue ${issueId} comment ${commentId}`,
+    keys: deliveryKeys('trackera', ctx.req.headers, ctx.raw, ...(commentId ? [`trackera:comment:${commentId}`] : [])),
   });
-  return answerReply(ctx.deps.answers, outcome, answer.who);
+  return answerReply(ctx.deps.answers, outcome, who);
 }

@@ -124,8 +124,8 @@ export function readTrackerb(body: Obj, filter: TrackerbFilter): TrackerbInput {
 
 export async function receiveTrackerb(ctx: TCtx, raw: Buffer): Promise<Reply> {
   const body = parseJsonObject(raw);
-  const answer = readTrackerbAnswer(body);
-  if (answer !== null) return answerFromTrackerb(ctx, answer);
+  const answered = await answerFromTrackerb(ctx, body);
+  if (answered) return answered;
   const input = readTrackerb(body, ctx.deps.settings.trackerbFilter);
   if (input.kind === 'skip') return skipped(input.reason);
   const routed = ctx.deps.settings.repos.route('trackerb', input.project);
@@ -181,35 +181,6 @@ function trackerbThread(key: string): string {
   return `trackerb:${key.toUpperCase()}`;
 }
 
-export interface TrackerbAnswer {
-  key: string;
-  commentId: string;
-  accountId: string;
-  who: string;
-  jobId: string | undefined;
-  text: string;
-  /** The comment's `created` (ms), null when it has none that reads as a time. */
-  writtenAt: number | null;
-}
-
-/** A `comment_created` event whose comment is `/svc answer <text>`, or null. */
-export function readTrackerbAnswer(body: Obj): TrackerbAnswer | null {
-  if (eventName(body) !== 'comment_created') return null;
-  const comment = obj(body.comment);
-  const command = answerCommand(flattenAdf(comment.body));
-  const key = str(obj(body.issue).key);
-  const author = obj(comment.author);
-  const accountId = str(author.accountId);
-  if (command === null || !key || !ISSUE_KEY.test(key) || !accountId) return null;
-  // The account, not the name it shows: a name is the person's to change, so it neither says who answered nor
-  // bounds the replies to one person.
-  const who = accountId.slice(0, 100);
-  return {
-    key, commentId: (str(comment.id) ?? '').slice(0, 40), accountId: accountId.slice(0, 128), who, ...command,
-    writtenAt: jiraTime(comment.created),
-  };
-}
-
 const JIRA_TIME = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,3})?)([+-]\d{2}):?(\d{2})$/;
 
 /** Jira's `2017-11-30T12:28:04.304+0300` in ms, else null. */
@@ -241,14 +212,23 @@ function basicAuth(tb: { email: string; token: string }): string {
   return `Basic ${Buffer.from(`${tb.email}:${tb.token}`).toString('base64')}`;
 }
 
-async function answerFromTrackerb(ctx: TCtx, answer: TrackerbAnswer): Promise<Reply> {
-  const refusal = teamRefusal(ctx, await onIssueTeam(ctx, answer.key, answer.accountId));
+/** A `comment_created` event whose comment is `/svc answer <text>` answers the run; null when it is not one. */
+async function answerFromTrackerb(ctx: TCtx, body: Obj): Promise<Reply | null> {
+  if (eventName(body) !== 'comment_created') return null;
+  const comment = obj(body.comment);
+  const command = answerCommand(flattenAdf(comment.body));
+  const key = str(obj(body.issue).key);
+  const accountId = str(obj(comment.author).accountId)?.slice(0, 128);
+  if (command === null || !key || !ISSUE_KEY.test(key) || !accountId) return null;
+  // The account, not the name it shows: a name is the person's to change, so it neither says who answered nor
+  // bounds the replies to one person.
+  const who = accountId.slice(0, 100);
+  const commentId = (str(comment.id) ?? '').slice(0, 40);
   const outcome = await ctx.deps.answers.answer({
-    origin: 'trackerb', thread: trackerbThread(answer.key), jobId: answer.jobId, text: answer.text,
-    who: answer.who, refusal, writtenAt: answer.writtenAt,
-    place: `trackerb issue ${answer.key} comment ${answer.commentId}`,
-    keys: deliveryKeys('trackerb', ctx.req.headers, ctx.raw,
-      ...(answer.commentId ? [`trackerb:comment:${answer.commentId}`] : [])),
+    origin: 'trackerb', thread: trackerbThread(key), ...command, who, writtenAt: jiraTime(comment.created),
+    refusal: teamRefusal(ctx, await onIssueTeam(ctx, key, accountId)),
+    place: `trackerb issue ${key} comment ${commentId}`,
+    keys: deliveryKeys('trackerb', ctx.req.headers, ctx.raw, ...(commentId ? [`trackerb:comment:${commentId}`] : [])),
   });
-  return answerReply(ctx.deps.answers, outcome, answer.who);
+  return answerReply(ctx.deps.answers, outcome, who);
 }

@@ -106,8 +106,8 @@ export async function receiveWebhook(ctx: TCtx, raw: Buffer): Promise<Reply> {
     throw new HttpError('invalid_param', mismatch);
   }
   // `/svc answer <text>` on an issue answers the run its job asked there; it never starts a job.
-  const answer = readGithubAnswer(event, body);
-  if (answer !== null) return answerFromGithub(ctx, answer);
+  const answered = await answerFromGithub(ctx, event, body);
+  if (answered) return answered;
   const input = readWebhook(event, body);
   // Comments and reviews on a pull request ask for a follow-up on it (github-pr.ts).
   if (isPullRequestEvent(event, body)) return receivePullRequestEvent(ctx, event, body);
@@ -135,36 +135,6 @@ export function githubTarget(body: Obj): ReturnType<typeof githubThreadTarget> {
   return githubThreadTarget(str(obj(body.repository).full_name), issueNumber(body));
 }
 
-export interface GithubAnswer {
-  repository: string;
-  thread: string;
-  jobId: string | undefined;
-  text: string;
-  login: string;
-  association: string;
-  commentId: string;
-  /** The comment's created_at (ms), null when it has none that reads as a time. */
-  writtenAt: number | null;
-}
-
-/** A created comment `/svc answer <text>` on an issue or pull request, or null when it is not one. */
-export function readGithubAnswer(event: string, body: Obj): GithubAnswer | null {
-  if (event !== 'issue_comment' || body.action !== 'created') return null;
-  const comment = obj(body.comment);
-  const command = answerCommand(str(comment.body));
-  const repository = str(obj(body.repository).full_name);
-  const number = issueNumber(body);
-  if (command === null || repository === '' || number === null) return null;
-  const id = comment.id;
-  return {
-    repository, thread: githubThread(repository, number), ...command,
-    login: str(obj(comment.user).login).slice(0, 100) || 'unknown',
-    association: str(comment.author_association).slice(0, 40) || 'NONE',
-    commentId: typeof id === 'number' || typeof id === 'string' ? String(id).slice(0, 40) : '',
-    writtenAt: timeOf(comment.created_at),
-  };
-}
-
 /** GitHub's ISO-8601 time in ms, else null. */
 function timeOf(value: unknown): number | null {
   const ms = typeof value === 'string' && /^\d{4}-\d{2}-\d{2}T[\d:.]+(Z|[+-]\d{2}:\d{2})$/.test(value)
@@ -172,21 +142,29 @@ function timeOf(value: unknown): number | null {
   return Number.isFinite(ms) ? ms : null;
 }
 
-async function answerFromGithub(ctx: TCtx, answer: GithubAnswer): Promise<Reply> {
-  const routed = ctx.deps.settings.repos.webhook(answer.repository);
+/** A created comment `/svc answer <text>` on an issue or pull request answers the run; null when it is not one. */
+async function answerFromGithub(ctx: TCtx, event: string, body: Obj): Promise<Reply | null> {
+  if (event !== 'issue_comment' || body.action !== 'created') return null;
+  const comment = obj(body.comment);
+  const command = answerCommand(str(comment.body));
+  const repository = str(obj(body.repository).full_name);
+  const number = issueNumber(body);
+  if (command === null || repository === '' || number === null) return null;
+  const routed = ctx.deps.settings.repos.webhook(repository);
   if (routed.kind === 'unserved') return unserved(ctx, 'webhook', routed.reason);
-  const refusal = (): string | null => (TRUSTED.has(answer.association) ? null
-    : `the comment's author is ${answer.association} on this repository: only OWNER, MEMBER or COLLABORATOR may `
-      + 'answer');
+  const id = comment.id;
+  const commentId = typeof id === 'number' || typeof id === 'string' ? String(id).slice(0, 40) : '';
+  const login = str(obj(comment.user).login).slice(0, 100) || 'unknown';
+  const association = str(comment.author_association).slice(0, 40) || 'NONE';
+  const refusal = (): string | null => (TRUSTED.has(association) ? null
+    : `the comment's author is ${association} on this repository: only OWNER, MEMBER or COLLABORATOR may answer`);
   const outcome = await ctx.deps.answers.answer({
-    origin: 'webhook', thread: answer.thread, jobId: answer.jobId, text: answer.text, who: answer.login, refusal,
-    writtenAt: answer.writtenAt,
-    place: `github ${answer.repository}#${answer.thread.split('#')[1]} comment ${answer.commentId}`,
-    keys: deliveryKeys('webhook', ctx.req.headers, ctx.raw,
-      ...(answer.commentId ? [`webhook:comment:${answer.commentId}`] : [])),
+    origin: 'webhook', thread: githubThread(repository, number), ...command, who: login, refusal,
+    writtenAt: timeOf(comment.created_at), place: `github ${repository}#${number} comment ${commentId}`,
+    keys: deliveryKeys('webhook', ctx.req.headers, ctx.raw, ...(commentId ? [`webhook:comment:${commentId}`] : [])),
   });
   // Refused with a reply where it was written, not dropped.
-  return answerReply(ctx.deps.answers, outcome, answer.login);
+  return answerReply(ctx.deps.answers, outcome, login);
 }
 
 /** The comment's body: svc's marker, then the parts in GitHub's CommonMark (agent text in code spans). */
