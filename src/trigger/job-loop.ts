@@ -61,7 +61,6 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
   const abort = new AbortController();
   const tasks = new Set<Promise<void>>();
   let closed = false;
-  let idleWaiters: Array<() => void> = [];
 
   // Active jobs and last start per origin and per repository: whose turn it is (the rule at the file's end).
   const turns: Turns = { active: new Map(), served: new Map(), starts: 0 };
@@ -74,11 +73,6 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
       tasks.delete(task);
       countActive(turns, job, -1);
       if (!closed) kick();
-      if (tasks.size === 0) {
-        const waiters = idleWaiters;
-        idleWaiters = [];
-        for (const w of waiters) w();
-      }
     });
   }
 
@@ -221,8 +215,9 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
   return {
     kick,
     recover,
-    idle() {
-      return tasks.size === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve));
+    async idle() {
+      // A job that ends may start the next (track's kick): wait until none is left.
+      while (tasks.size > 0) await Promise.allSettled([...tasks]);
     },
     async close() {
       closed = true;

@@ -15,6 +15,7 @@ import { runCollect } from '../spawn/start.ts';
 import { errorMessage, FailedError } from '../errors.ts';
 import { gitArgv, gitBaseEnv, gitExtraEnv } from '../engine/git.ts';
 import { redirectedUrl, redirectRefusal, withGitToken } from '../engine/git-token.ts';
+import { inTurn } from './queue.ts';
 
 export interface ManagedCheckouts {
   /** Makes `jobId`'s own checkout of the origin's default branch as it is now; its path. */
@@ -118,17 +119,6 @@ export function createManagedCheckouts(opts: ManagedCheckoutOptions): ManagedChe
   /** Per repository, the origin's answer its spare checkout (`.next` beside its jobs' checkouts) was made for. */
   const spares = new Map<string, string>();
 
-  /** Runs `work` after every earlier one for the same repository has settled. */
-  function serialized<T>(key: string, work: () => Promise<T>): Promise<T> {
-    const next = (chains.get(key) ?? Promise.resolve()).then(work, work);
-    const settled = next.catch(() => undefined);
-    chains.set(key, settled);
-    void settled.then(() => {
-      if (chains.get(key) === settled) chains.delete(key);
-    });
-    return next;
-  }
-
   /** `git ls-remote --symref URL HEAD refs/heads/*`: the default branch, its commit and every branch's. */
   async function askOrigin(repo: ServedRepo, url: string): Promise<Asked> {
     const mirror = mirrorDir(opts.stateDir, repo);
@@ -212,10 +202,10 @@ export function createManagedCheckouts(opts: ManagedCheckoutOptions): ManagedChe
       const key = repo.name.toLowerCase();
       try {
         // The checkout is made inside the turn too: the mirror's branch is still the commit just fetched.
-        const { branch, sha } = await serialized(key, async () => {
+        const { branch, sha } = await inTurn(chains, key, async () => {
           const asked = await askOrigin(repo, url);
           const sha = await checkoutFor(repo, url, dir, spare, asked);
-          void serialized(key, () => makeSpare(repo, url, spare, asked));
+          void inTurn(chains, key, () => makeSpare(repo, url, spare, asked));
           return { branch: asked.branch, sha };
         });
         handOverIntake(repo, dir, job);

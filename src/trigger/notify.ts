@@ -13,6 +13,7 @@ import { errorMessage, FailedError } from '../errors.ts';
 import type { Poster } from './https-post.ts';
 import type { NotificationReport } from './control-report.ts';
 import type { Logger } from '../log.ts';
+import { inTurn } from './queue.ts';
 
 export interface NotifierOptions {
   stores: TriggerStores;
@@ -74,14 +75,11 @@ export function createNotifier(opts: NotifierOptions): Notifier {
   // One message of a job at a time, in order: the progress comment a later edit PATCHes must exist first.
   const queues = new Map<string, Promise<unknown>>();
 
-  function inTurn<T>(jobId: string, work: () => Promise<T>, fallback: T): Promise<T> {
-    const next = (queues.get(jobId) ?? Promise.resolve()).then(work).catch((err: unknown) => {
+  function jobTurn<T>(jobId: string, work: () => Promise<T>, fallback: T): Promise<T> {
+    return inTurn(queues, jobId, () => work().catch((err: unknown) => {
       opts.log.error('notifier error', { job_id: jobId, error: errorMessage(err) });
       return fallback;
-    });
-    queues.set(jobId, next);
-    void next.finally(() => queues.get(jobId) === next && queues.delete(jobId));
-    return next;
+    }));
   }
 
   function channelOf(name: string): ReplyChannel | undefined {
@@ -167,10 +165,10 @@ export function createNotifier(opts: NotifierOptions): Notifier {
     return sent.error === null;
   }
 
-  const notifyJob = (jobId: string): Promise<void> => inTurn(jobId, () => deliver(jobId), undefined);
+  const notifyJob = (jobId: string): Promise<void> => jobTurn(jobId, () => deliver(jobId), undefined);
   return Object.assign(notifyJob, {
     progress(jobId: string, progress: Progress): Promise<void> {
-      return inTurn(jobId, async () => {
+      return jobTurn(jobId, async () => {
         const job = opts.stores.jobs.get(jobId);
         const target = opts.stores.replies.get(jobId);
         if (!job?.run_source || !job.run_id || !target) return;
@@ -181,7 +179,7 @@ export function createNotifier(opts: NotifierOptions): Notifier {
       }, undefined);
     },
     note(jobId: string, parts: SummaryParts): Promise<boolean> {
-      return inTurn(jobId, () => tell(jobId, parts, 'note'), false);
+      return jobTurn(jobId, () => tell(jobId, parts, 'note'), false);
     },
   });
 }

@@ -100,6 +100,20 @@ function keyLeases(): (keys: readonly string[]) => Promise<() => void> {
   };
 }
 
+/**
+ * Runs `work` once every earlier work under the same key in `chains` has settled; the key's entry goes when its last
+ * work settles. One at a time per key: a repository's git, one PR's follow-up decision, one job's messages.
+ */
+export function inTurn<T>(chains: Map<string, Promise<unknown>>, key: string, work: () => Promise<T>): Promise<T> {
+  const next = (chains.get(key) ?? Promise.resolve()).then(work, work);
+  const settled = next.catch(() => undefined);
+  chains.set(key, settled);
+  void settled.then(() => {
+    if (chains.get(key) === settled) chains.delete(key);
+  });
+  return next;
+}
+
 /** What the cheap checks say before a delivery does any work; `open` holds its keys until `release()`. */
 export type Admission = { kind: 'duplicate'; jobId: string } | { kind: 'full' } | { kind: 'open'; release: () => void };
 

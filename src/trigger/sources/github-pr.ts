@@ -10,6 +10,7 @@ import { isJsonObject, obj, str, type Obj } from '../../untrusted.ts';
 import { oneLine, capUtf8, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import type { JobRow } from '../../db/trigger-jobs-store.ts';
 import { enqueue, skipped, unserved, type Intake, type TCtx } from '../intake.ts';
+import { inTurn } from '../queue.ts';
 
 const COMMAND = /^\/svc(?:\s+|$)/;
 // Anyone can open issues and comment on a public repository: only these associations may start or change work.
@@ -234,16 +235,6 @@ async function prepareFollowUp(ctx: TCtx, repo: string, a: FollowUpAsk): Promise
 /** Follow-ups of one PR are decided one at a time, so two at once cannot both find the PR idle. */
 const lanes = new Map<string, Promise<unknown>>();
 
-function inLane<T>(key: string, work: () => Promise<T>): Promise<T> {
-  const next = (lanes.get(key) ?? Promise.resolve()).then(work, work);
-  const tail = next.then(() => undefined, () => undefined);
-  lanes.set(key, tail);
-  void tail.then(() => {
-    if (lanes.get(key) === tail) lanes.delete(key);
-  });
-  return next;
-}
-
 /** Per server, who was already told on which PR that they may not ask (kept to the last TOLD_KEPT). */
 const told = new WeakMap<object, Set<string>>();
 const TOLD_KEPT = 10_000;
@@ -302,7 +293,7 @@ export async function receivePullRequestEvent(ctx: TCtx, event: string, body: Ob
     },
   };
   try {
-    return await inLane(`${repo.toLowerCase()}#${a.number}`, () => enqueue(ctx, intake));
+    return await inTurn(lanes, `${repo.toLowerCase()}#${a.number}`, () => enqueue(ctx, intake));
   } catch (err) {
     if (!(err instanceof FollowUpNotQueued)) throw err;
     const fields = { route: 'webhook', repo, pr: a.number, reason: err.message, request_id: ctx.requestId };
