@@ -267,15 +267,12 @@ export function oneLine(text: string): string {
 }
 
 const encoder = new TextEncoder();
-/** Scratch space for capUtf8, grown to the largest cap asked for; its bytes are never read. */
-let scratch = new Uint8Array(0);
 
 /** Cuts to at most maxBytes of UTF-8 without splitting a character (or a surrogate pair). */
 export function capUtf8(text: string, maxBytes: number): string {
   if (Buffer.byteLength(text, 'utf8') <= maxBytes) return text;
   // encodeInto stops before the first code point that would not fit and says how many UTF-16 units it took.
-  if (scratch.length < maxBytes) scratch = new Uint8Array(maxBytes);
-  const { read } = encoder.encodeInto(text, scratch.subarray(0, Math.max(0, maxBytes)));
+  const { read } = encoder.encodeInto(text, new Uint8Array(Math.max(0, maxBytes)));
   return text.slice(0, read).trimEnd();
 }
 

@@ -227,10 +227,7 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
   };
 }
 
-// Whose turn it is when a slot frees: among the queued (repository, origin) pairs whose repository
-// is below its own concurrency, the one whose repository has the fewest active jobs, then whose origin has, then
-// the repository and origin served longest ago, then the older head job. So 50 jobs queued for repository A delay
-// a job for B by at most the one slot that frees first, and a flood on one route does not starve another route.
+// Whose turn it is when a slot frees: docs/trigger.md "Dispatch order".
 
 /** The job loop's in-memory view of who is running: keys are `repo:<name>` and `origin:<name>`. */
 interface Turns {
@@ -240,7 +237,7 @@ interface Turns {
   starts: number;
 }
 
-/** Negative when `a` comes first, positive when `b` does, 0 on a tie. */
+/** Negative when `a` comes first. */
 function compare(a: readonly number[], b: readonly number[]): number {
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
   return 0;

@@ -1,9 +1,6 @@
-// Checkouts svc manages for a `clone=URL` repository (docs/trigger.md "Managed checkouts"): per repository a bare
-// mirror only svc writes, and per job its own clone of it at the commit the origin names now, or the spare made for
-// that very answer. Each repository's git work waits for its earlier work (one promise chain per repository).
-// git runs asynchronously (a fetch must not hold the server's event loop) with svc's host git (engine/git.ts);
-// the GitHub token goes only where the push would send it (engine/git-token.ts), through GIT_ASKPASS, and a
-// redirect fails the fetch naming both places.
+// Checkouts svc manages for a `clone=URL` repository: per repository a bare mirror only svc writes, per job its own
+// clone of it (docs/trigger.md "Managed checkouts": the steps, the spare, the token and redirect rules). git runs
+// asynchronously: a fetch must not hold the server's event loop.
 // Must not: touch another repository's folder, reuse a job's checkout for another job, or let the token out in argv,
 // a URL, a file or an error message.
 import { copyFileSync, existsSync, mkdirSync, renameSync } from 'node:fs';
@@ -26,10 +23,7 @@ export interface ManagedCheckouts {
 
 export interface ManagedCheckoutOptions {
   stateDir: string;
-  /**
-   * Where each job's checkout goes: outside svc's home (~/.svc), which no agent sandbox shows, so the agent can see
-   * its repository's git metadata. The mirror stays in the state folder, out of every agent's reach.
-   */
+  /** Outside ~/.svc, which no agent sandbox shows, so the agent can see its checkout's git metadata. */
   checkoutsDir: string;
   env: NodeJS.ProcessEnv;
   log: Logger;

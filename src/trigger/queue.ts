@@ -35,10 +35,8 @@ export interface EnqueueRequest {
 
 export type EnqueueResult = { kind: 'queued'; jobId: string } | { kind: 'duplicate'; jobId: string } | { kind: 'full' };
 
-// How the bounded queue is shared between routes, so a flood on one route can never 429 another.
-// Half of SVC_TRIGGER_QUEUE_MAX is reserved, split evenly between the routes that are configured; the other half
-// is a pool any route may borrow from, first come. A route is answered 429 only when its own reserve is used up
-// and the pool is full. Plain data.
+// How the bounded queue is shared between routes, so a flood on one route can never 429 another (docs/trigger.md
+// "Queue shares").
 export interface QueueShares {
   /** Queued jobs every configured route can always place, whatever the other routes did. */
   reserve: number;
@@ -46,10 +44,7 @@ export interface QueueShares {
   pool: number;
 }
 
-/**
- * Shares for `max` waiting jobs over `routes` configured routes. The reserve is at least one job, so with a tiny
- * queue (max < 2 × routes) the bound is `routes × 1` rather than `max`: fairness wins over the exact figure.
- */
+/** The reserve is at least one job: with a tiny queue fairness wins over the exact figure. */
 export function queueShares(max: number, routes: number): QueueShares {
   const n = Math.max(1, routes);
   const reserve = Math.max(1, Math.floor(max / (2 * n)));
@@ -138,7 +133,7 @@ export interface JobQueueOptions {
   clock: () => number;
   /** Most jobs allowed to wait; beyond it deliveries get 429 and no job id. */
   maxQueued: number;
-  /** Configured routes the queue is shared between (queue-shares.ts); default 1, i.e. one share of maxQueued. */
+  /** Configured routes the queue is shared between; default 1, i.e. one share of maxQueued. */
   routes?: number;
   /** Called after a commit so the dispatcher can pick the job up (never inside the transaction). */
   onEnqueued: () => void;

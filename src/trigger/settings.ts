@@ -85,20 +85,6 @@ function publicUrlOf(value: string | undefined, problems: SecretProblems): strin
   return undefined;
 }
 
-/** A question asked after a chata response_url expired goes by the bot token, when there is one. */
-function chataBot(env: NodeJS.ProcessEnv, problems: SecretProblems): NotifyConfig['chataBot'] {
-  const token = setting(env, 'CHATA_BOT_TOKEN');
-  const apiUrl = token ? httpsUrl(settingOr(env, 'CHATA_API_URL'), 'CHATA_API_URL', problems) : undefined;
-  return token && apiUrl ? { apiUrl: new URL(apiUrl).href, token } : undefined;
-}
-
-/** Progress comments on GitHub issues use the token the server already holds for clones and its runs' pushes. */
-function githubComments(env: NodeJS.ProcessEnv): NotifyConfig['github'] {
-  const token = setting(env, 'GITHUB_TOKEN') ?? setting(env, 'GH_TOKEN');
-  const apiUrl = (setting(env, 'GITHUB_API_URL') ?? 'https://api.github.com').replace(/\/+$/, '');
-  return token ? { apiUrl, token } : undefined;
-}
-
 /** The default repositories file: `~/.svc/trigger/repos.conf` (also what `svc repos` edits without --file). */
 export function defaultReposFile(env: NodeJS.ProcessEnv): string {
   return join(env.HOME || homedir(), '.svc', 'trigger', 'repos.conf');
@@ -153,6 +139,11 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
   const { secrets, problems } = resolveRouteSecrets(env);
   const chataPrefix = httpsUrl(settingOr(env, 'CHATA_HOOKS_PREFIX'), 'CHATA_HOOKS_PREFIX', problems);
   const trackeraUrl = httpsUrl(settingOr(env, 'TRACKERA_API_URL'), 'TRACKERA_API_URL', problems);
+  // A question asked after a chata response_url expired goes by the bot token, when there is one.
+  const botToken = setting(env, 'CHATA_BOT_TOKEN');
+  const botUrl = botToken ? httpsUrl(settingOr(env, 'CHATA_API_URL'), 'CHATA_API_URL', problems) : undefined;
+  // GitHub comments (progress, follow-up replies) use the token the server holds for clones and its runs' pushes.
+  const ghToken = setting(env, 'GITHUB_TOKEN') ?? setting(env, 'GH_TOKEN');
   const tb = env.TRACKERB_BASE_URL && env.TRACKERB_EMAIL && env.TRACKERB_API_TOKEN;
   const tbUrl = tb ? httpsUrl(env.TRACKERB_BASE_URL!, 'TRACKERB_BASE_URL', problems) : undefined;
   const filter = { assignees: list(setting(env, 'TRACKERB_ASSIGNEES')), labels: list(setting(env, 'TRACKERB_LABELS')) };
@@ -187,8 +178,10 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
       trackerb: tb && tbUrl
         ? { baseUrl: tbUrl, email: env.TRACKERB_EMAIL!, token: env.TRACKERB_API_TOKEN! }
         : undefined,
-      chataBot: chataBot(env, problems),
-      github: githubComments(env),
+      chataBot: botToken && botUrl ? { apiUrl: new URL(botUrl).href, token: botToken } : undefined,
+      github: ghToken
+        ? { apiUrl: (setting(env, 'GITHUB_API_URL') ?? 'https://api.github.com').replace(/\/+$/, ''), token: ghToken }
+        : undefined,
     },
     trackerbFilter: filter,
     cliPath: env.SVC_TRIGGER_CLI ? resolve(cwd, env.SVC_TRIGGER_CLI) : svcCliPath(),

@@ -82,9 +82,8 @@ export interface SummaryInput {
 }
 
 /**
- * One piece of a summary. `own`: svc's own words (ids it made or validated, closed-set values, numbers). `data`:
- * text that came out of the run (errors, an unknown verdict): agent-derived, so every vendor gets it fenced as
- * data, never as markup or a mention. `link`: a URL svc means to link (the PR, the Control Plane).
+ * `own`: svc's own words (ids it made or validated, closed-set values, numbers). `data`: agent-derived text, which
+ * every vendor gets fenced as data, never as markup or a mention. `link`: a URL svc means to link.
  */
 export type Piece = { own: string } | { data: string } | { link: string };
 /** The summary's parts, in order; each is shown as its pieces side by side, parts separated by " · ". */

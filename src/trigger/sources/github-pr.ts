@@ -50,7 +50,8 @@ export interface FollowUpAsk {
 
 export type PrInput = FollowUpAsk | { kind: 'skip'; reason: string };
 
-function int(value: unknown): number | null {
+/** A positive safe integer (an issue, PR, review or line number), else null. */
+export function int(value: unknown): number | null {
   return typeof value === 'number' && Number.isSafeInteger(value) && value > 0 ? value : null;
 }
 

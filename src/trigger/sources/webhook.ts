@@ -6,7 +6,7 @@ import type { Reply } from '../../http/respond.ts';
 import { isJsonObject, obj, type Obj } from '../../untrusted.ts';
 import { deliveryKeys, firstHeader, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import {
-  githubThread, githubThreadTarget, isPullRequestEvent, pullRequestEventMismatch, receivePullRequestEvent, TRUSTED,
+  githubThread, githubThreadTarget, int, isPullRequestEvent, pullRequestEventMismatch, receivePullRequestEvent, TRUSTED,
 } from './github-pr.ts';
 import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
 import { githubHeaders } from '../github-api.ts';
@@ -115,7 +115,9 @@ export async function receiveWebhook(ctx: TCtx, raw: Buffer): Promise<Reply> {
   // The event names its repository: only that one, if served, ever takes it.
   const routed = ctx.deps.settings.repos.webhook(input.repository);
   if (routed.kind === 'unserved') return unserved(ctx, 'webhook', routed.reason);
-  return enqueue(ctx, { origin: 'webhook', repo: routed.repo.name, brief: input.brief, reply: githubTarget(body) });
+  // Its progress goes to the issue it was asked in.
+  const reply = githubThreadTarget(str(obj(body.repository).full_name), int(obj(body.issue).number));
+  return enqueue(ctx, { origin: 'webhook', repo: routed.repo.name, brief: input.brief, reply });
 }
 
 // The job's conversation on GitHub: one progress comment kept up to date on the issue (or pull request) it was asked
@@ -123,17 +125,6 @@ export async function receiveWebhook(ctx: TCtx, raw: Buffer): Promise<Reply> {
 
 /** Marks svc's own progress comment (an HTML comment GitHub does not show). */
 const PROGRESS_MARK = '<!-- svc-progress -->';
-
-
-function issueNumber(body: Obj): number | null {
-  const n = obj(body.issue).number;
-  return typeof n === 'number' && Number.isSafeInteger(n) && n > 0 ? n : null;
-}
-
-/** Where a GitHub job's progress goes: the issue (or pull request) it was asked in. */
-export function githubTarget(body: Obj): ReturnType<typeof githubThreadTarget> {
-  return githubThreadTarget(str(obj(body.repository).full_name), issueNumber(body));
-}
 
 /** GitHub's ISO-8601 time in ms, else null. */
 function timeOf(value: unknown): number | null {
@@ -148,7 +139,7 @@ async function answerFromGithub(ctx: TCtx, event: string, body: Obj): Promise<Re
   const comment = obj(body.comment);
   const command = answerCommand(str(comment.body));
   const repository = str(obj(body.repository).full_name);
-  const number = issueNumber(body);
+  const number = int(obj(body.issue).number);
   if (command === null || repository === '' || number === null) return null;
   const routed = ctx.deps.settings.repos.webhook(repository);
   if (routed.kind === 'unserved') return unserved(ctx, 'webhook', routed.reason);
