@@ -2,7 +2,7 @@
 // HTTPS only (https-post.ts), to GITHUB_API_URL with GITHUB_TOKEN (or GH_TOKEN) as settings.ts read them for the
 // progress comments; bounded in time and size. Must not: send the token anywhere but that API base.
 import { FailedError, UnavailableError } from '../errors.ts';
-import { httpsRequest } from './https-post.ts';
+import { createHttpsPoster } from './https-post.ts';
 
 export interface GithubApi {
   /** The parsed JSON of a GET under the API base (`path` starts with `/`); a FailedError on any non-2xx answer. */
@@ -17,10 +17,7 @@ export interface GithubApiOptions {
   token: string | null;
   /** An extra CA to trust (tests' loopback stand-in). */
   ca?: string | Buffer;
-  timeoutMs?: number;
 }
-
-const ANSWER_CAP = 1024 * 1024;
 
 /** The headers of every GitHub REST call svc makes (these reads, and the notifier's progress comments). */
 export function githubHeaders(token: string): Record<string, string> {
@@ -32,19 +29,13 @@ export function githubHeaders(token: string): Record<string, string> {
 
 export function createGithubApi(opts: GithubApiOptions): GithubApi {
   const base = (opts.base || 'https://api.github.com').replace(/\/+$/, '');
-  const send = async (method: string, path: string, body?: string): Promise<unknown> => {
+  // A review's hundred comments can be more than a vendor's answer to a summary.
+  const post = createHttpsPoster({ ...(opts.ca ? { ca: opts.ca } : {}), cap: 1024 * 1024 });
+  const send = async (method: string, path: string, body = ''): Promise<unknown> => {
     if (!opts.token) {
       throw new UnavailableError('GITHUB_TOKEN (or GH_TOKEN) is not set: svc cannot call the GitHub API');
     }
-    const headers: Record<string, string> = {
-      ...githubHeaders(opts.token),
-      ...(body === undefined ? {} : {
-        'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)),
-      }),
-    };
-    const res = await httpsRequest(`${base}${path}`, {
-      method, headers, ca: opts.ca, timeoutMs: opts.timeoutMs ?? 10_000, cap: ANSWER_CAP,
-    }, body);
+    const res = await post(new URL(`${base}${path}`), githubHeaders(opts.token), body, method);
     if (res.status < 200 || res.status > 299) {
       throw new FailedError(`GitHub answered ${res.status} to ${method} ${path.slice(0, 200)}`);
     }

@@ -27,9 +27,10 @@ export interface ManagedCheckoutOptions {
   checkoutsDir: string;
   env: NodeJS.ProcessEnv;
   log: Logger;
-  /** Default 15 minutes: a first clone of a large repository takes a while. */
-  networkTimeoutMs?: number;
 }
+
+/** A git talking to the origin longer is killed: a first clone of a large repository takes a while. */
+const NETWORK_TIMEOUT_MS = 15 * 60_000;
 
 /** `<stateDir>/repos/<owner>/<name>`: a managed repository's mirror and intake files. */
 export function managedDir(stateDir: string, repo: ServedRepo): string {
@@ -79,11 +80,10 @@ export function shownUrl(url: string): string {
 
 /**
  * git for managed checkouts: `local` on svc's own mirror and checkouts (only their own config applies), `remote`
- * talking to `url` (ls-remote, fetch), with the token when `url` is on the token's host. Each returns stdout. A git
- * talking to the origin longer than `networkTimeoutMs` is killed (a hung server, a huge first clone).
+ * talking to `url` (ls-remote, fetch), with the token when `url` is on the token's host. Each returns stdout.
  */
-function createManagedGit(opts: { env: NodeJS.ProcessEnv; networkTimeoutMs: number }) {
-  const base = gitBaseEnv(opts.env);
+function createManagedGit(env: NodeJS.ProcessEnv) {
+  const base = gitBaseEnv(env);
   async function run(
     cwd: string, argv: string[], extra: Record<string, string>, what: string, timeout?: number, url?: string,
   ): Promise<string> {
@@ -92,23 +92,23 @@ function createManagedGit(opts: { env: NodeJS.ProcessEnv; networkTimeoutMs: numb
     });
     if (done.status === 0) return done.stdout;
     if (url !== undefined && redirectedUrl(done.stderr) !== null) {
-      throw new ManagedGitError(`${what}: ${(await redirectRefusal(url, 'git-upload-pack', opts.env)).message}`);
+      throw new ManagedGitError(`${what}: ${(await redirectRefusal(url, 'git-upload-pack', env)).message}`);
     }
     const reason = done.stderr.split('\n').map((l) => l.trim()).find(Boolean)
       ?? (done.status === null ? `no answer within ${Math.round((timeout ?? 0) / 1000)} s` : `exit ${done.status}`);
     throw new ManagedGitError(`${what}: ${reason.slice(0, 300)}`);
   }
 
-  const token = opts.env.GITHUB_TOKEN || opts.env.GH_TOKEN || null;
+  const token = env.GITHUB_TOKEN || env.GH_TOKEN || null;
   return {
     local: (cwd: string, args: string[], what: string) => run(cwd, args, {}, what),
-    remote: (cwd: string, url: string, args: string[], what: string) => withGitToken(url, token, opts.env,
-      (config, extra) => run(cwd, [...config, ...args], extra, what, opts.networkTimeoutMs, url)),
+    remote: (cwd: string, url: string, args: string[], what: string) => withGitToken(url, token, env,
+      (config, extra) => run(cwd, [...config, ...args], extra, what, NETWORK_TIMEOUT_MS, url)),
   };
 }
 
 export function createManagedCheckouts(opts: ManagedCheckoutOptions): ManagedCheckouts {
-  const git = createManagedGit({ env: opts.env, networkTimeoutMs: opts.networkTimeoutMs ?? 15 * 60_000 });
+  const git = createManagedGit(opts.env);
   const chains = new Map<string, Promise<unknown>>();
   /** Per repository, the origin's answer its spare checkout (`.next` beside its jobs' checkouts) was made for. */
   const spares = new Map<string, string>();

@@ -24,7 +24,6 @@ export interface NotifierOptions {
   report: (n: NotificationReport) => Promise<void>;
   log: Logger;
   clock: () => number;
-  attempts?: number;
   /** First retry delay; each next one is 4× longer. */
   backoffMs?: number;
   /** Aborted at shutdown: retries stop and the summary stays pending for the next start. */
@@ -70,7 +69,7 @@ function checkStatus(status: number, what: string): void {
 type Sent = { error: string | null; tried: number; aborted?: true };
 
 export function createNotifier(opts: NotifierOptions): Notifier {
-  const attempts = opts.attempts ?? 4;
+  const attempts = 4;
   const backoffMs = opts.backoffMs ?? 1000;
   // One message of a job at a time, in order: the progress comment a later edit PATCHes must exist first.
   const queues = new Map<string, Promise<unknown>>();

@@ -41,14 +41,7 @@ export interface TriggerSettings {
   accessLog: boolean;
 }
 
-export interface TriggerFlags {
-  host?: string | undefined;
-  port?: string | undefined;
-  repo?: string | undefined;
-  repos?: string | undefined;
-  concurrency?: string | undefined;
-  db?: string | undefined;
-}
+export type TriggerFlags = { [flag in 'host' | 'port' | 'repo' | 'repos' | 'concurrency' | 'db']?: string | undefined };
 
 function list(value: string | undefined): string[] {
   return (value ?? '').split(',').map((s) => s.trim()).filter(Boolean);
