@@ -116,7 +116,7 @@ export async function receiveChata(ctx: TCtx, raw: Buffer): Promise<Reply> {
   // Reply target captured only after verification, and only for an https URL under the hooks prefix (spec).
   const prefix = ctx.deps.settings.notify.chataHooksPrefix;
   // The channel and the response_url's lifetime let a later question reach the channel (chataReply) and an answer
-  // there find its job (answerFromChata).
+  // there find its job (answerFromChat).
   const thread = input.channel ? { channel_id: input.channel, thread: chatThread('chata', input.channel) } : {};
   const until = ctx.deps.clock() + RESPONSE_URL_MS;
   const reply = isAllowedChataUrl(input.responseUrl, prefix)

@@ -59,14 +59,6 @@ export function isPullRequestEvent(event: string, body: Obj): boolean {
   return PR_EVENTS.has(event) || (event === 'issue_comment' && isJsonObject(obj(body.issue).pull_request));
 }
 
-/** The unsigned event header against the signed body, for the review events: why they disagree, or null. */
-export function pullRequestEventMismatch(event: string, body: Obj): string | null {
-  if (!PR_EVENTS.has(event)) return null;
-  const part = event === 'pull_request_review' ? 'review' : 'comment';
-  if (isJsonObject(body.pull_request) && isJsonObject(body[part]) && !isJsonObject(body.issue)) return null;
-  return `X-GitHub-Event "${event}" does not match the signed body, which has no pull_request and ${part}`;
-}
-
 /** The text after `/svc`, or null when the text is not a `/svc` command. */
 function command(text: string): string | null {
   const t = text.trim();

@@ -6,7 +6,7 @@ import type { Reply } from '../../http/respond.ts';
 import { isJsonObject, obj, type Obj } from '../../untrusted.ts';
 import { deliveryKeys, firstHeader, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import {
-  githubThread, githubThreadTarget, int, isPullRequestEvent, pullRequestEventMismatch, receivePullRequestEvent, TRUSTED,
+  githubThread, githubThreadTarget, int, isPullRequestEvent, PR_EVENTS, receivePullRequestEvent, TRUSTED,
 } from './github-pr.ts';
 import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
 import { githubHeaders } from '../github-api.ts';
@@ -34,10 +34,16 @@ function hasLabel(issue: Obj): boolean {
 
 /**
  * The unsigned event header must agree with the signed body's shape for an event svc acts on (`issue_comment`
- * carries an issue and a comment, `issues` an issue alone, a `pull_request` body has no `issue`): why not, or null.
- * Other events are skipped whatever their body, so they are not checked (GitHub adds event types).
+ * carries an issue and a comment, `issues` an issue alone, a `pull_request` body has no `issue`, a review event a
+ * pull request and its review or comment): why not, or null. Other events are skipped whatever their body, so they
+ * are not checked (GitHub adds event types).
  */
-export function eventMismatch(event: string, body: Obj): string | null {
+function eventMismatch(event: string, body: Obj): string | null {
+  if (PR_EVENTS.has(event)) {
+    const part = event === 'pull_request_review' ? 'review' : 'comment';
+    if (isJsonObject(body.pull_request) && isJsonObject(body[part]) && !isJsonObject(body.issue)) return null;
+    return `X-GitHub-Event "${event}" does not match the signed body, which has no pull_request and ${part}`;
+  }
   if (event !== 'issues' && event !== 'issue_comment') return null;
   const shape = !isJsonObject(body.issue) || isJsonObject(body.pull_request) ? 'other'
     : isJsonObject(body.comment) ? 'issue_comment' : 'issues';
@@ -99,7 +105,7 @@ export function readWebhook(event: string, body: Obj): WebhookInput {
 export async function receiveWebhook(ctx: TCtx, raw: Buffer): Promise<Reply> {
   const event = firstHeader(ctx.req.headers, sourceOf('webhook').resource) ?? '';
   const body = parseJsonObject(raw);
-  const mismatch = eventMismatch(event, body) ?? pullRequestEventMismatch(event, body);
+  const mismatch = eventMismatch(event, body);
   if (mismatch !== null) {
     const reason = 'event header does not match the body';
     ctx.deps.log.warn('webhook refused', { route: 'webhook', reason, request_id: ctx.requestId });
