@@ -61,13 +61,11 @@ export function createKubeApi(opts: KubeApiOptions): KubeApi {
   }
 
   function parse(status: number, text: string): KubeResponse {
-    let body: unknown = null;
     try {
-      body = text ? JSON.parse(text) : null;
+      return { status, body: text ? JSON.parse(text) : null, text };
     } catch {
-      body = null;
+      return { status, body: null, text };
     }
-    return { status, body, text };
   }
 
   return {
