@@ -67,12 +67,7 @@ function ephemeral(text: string, extra: Record<string, unknown> = {}): Reply {
 }
 
 /** A chat message as both chats read it; `keys` are its dedupe keys besides the delivery's own. */
-export interface ChatMessage {
-  text: string;
-  channel: string | null;
-  user: string;
-  keys: string[];
-}
+type ChatMessage = Pick<Extract<ChataInput, { kind: 'command' }>, 'text' | 'channel' | 'user'> & { keys: string[] };
 
 /** How a chat answers in the message's own reply: `noun` names a job ("job", "svc job"), `escape` the vendor's. */
 export interface ChatVoice {
