@@ -1,7 +1,8 @@
 // Shared request-parameter parsing for Control Plane handlers: path segments, limit, times, strict query keys, cursors.
-// Every bad value is 400 invalid_param naming the parameter (DESIGN §3, §4); nothing here touches the DB.
+// Every bad value is 400 invalid_param naming the parameter (DESIGN §3, §4); a run named but not stored is 404.
 import { HttpError } from '../http/http-error.ts';
-import type { RunKey } from '../db/run-types.ts';
+import type { RunKey, RunRow } from '../db/run-types.ts';
+import type { RunsStore } from '../db/runs-store.ts';
 
 /** DESIGN §3: both `<source>` and `<run>` path segments. */
 export const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
@@ -17,6 +18,19 @@ export function checkSegment(name: string, value: unknown): string {
 
 export function runParams(ctx: { params: Record<string, string> }): { source: string; run: string } {
   return { source: checkSegment('source', ctx.params.source), run: checkSegment('run', ctx.params.run) };
+}
+
+/** `value` when it is one of `allowed`, else 400 naming `name` and the choices. */
+export function parseEnum<T extends string>(name: string, value: string, allowed: readonly T[]): T {
+  if ((allowed as readonly string[]).includes(value)) return value as T;
+  throw new HttpError('invalid_param', `Parameter "${name}" must be one of ${allowed.join(', ')}`);
+}
+
+/** The run a request names, else 404 not_found. */
+export function storedRun(runs: Pick<RunsStore, 'get'>, { source, run }: { source: string; run: string }): RunRow {
+  const row = runs.get(source, run);
+  if (!row) throw new HttpError('not_found', `Run ${source}/${run} not found`);
+  return row;
 }
 
 /** Strict query policy: an unknown parameter is a typo the caller wants to hear about, not a silent no-op. */

@@ -9,7 +9,7 @@ import { checkBodyKeys, requireJsonObject } from '../../http/body.ts';
 import type { Handler, Ctx } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
-import { runParams } from '../params.ts';
+import { runParams, storedRun } from '../params.ts';
 import { runToJson } from '../../db/runs-store.ts';
 import { transaction } from '../../db/open.ts';
 import type { RunRow } from '../../db/run-types.ts';
@@ -88,9 +88,7 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
 
 /** The run in the path, once ../action-rules.ts allows `action` on it (else its 409, which run detail lists too). */
 function allowedRun(ctx: C, action: RunAction): RunRow {
-  const { source, run } = runParams(ctx);
-  const row = ctx.deps.stores.runs.get(source, run);
-  if (!row) throw new HttpError('not_found', `No run ${source}/${run}`);
+  const row = storedRun(ctx.deps.stores.runs, runParams(ctx));
   const refusal = actionRefusal(row, ctx.deps.settings.source, action, (path) => isRegisteredProject(ctx.deps, path));
   if (refusal !== null) throw new HttpError('invalid_transition', refusal);
   return row;

@@ -6,12 +6,12 @@ import { TAKEN_OVER, JSON_TYPE, type HandlerResult } from '../../http/respond.ts
 import type { ControlDeps } from '../deps.ts';
 import { eventJson } from '../event-bus.ts';
 import { streamEvents } from '../event-stream.ts';
-import { checkQueryKeys, checkSegment, parseId, parseLimit, runParams } from '../params.ts';
+import { checkQueryKeys, checkSegment, parseId, parseLimit, runParams, storedRun } from '../params.ts';
 
 function requireRun(ctx: Ctx<ControlDeps>): { source: string; run: string } {
-  const { source, run } = runParams(ctx);
-  if (!ctx.deps.stores.runs.get(source, run)) throw new HttpError('not_found', `Run ${source}/${run} not found`);
-  return { source, run };
+  const key = runParams(ctx);
+  storedRun(ctx.deps.stores.runs, key);
+  return key;
 }
 
 /** Where a stream resumes: the Last-Event-ID header (set by EventSource on reconnect) wins over ?after=. */
