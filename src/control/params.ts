@@ -46,34 +46,38 @@ export function checkQueryKeys(query: URLSearchParams, allowed: readonly string[
 }
 
 /** `limit`: default 50, above 500 clamped to 500, anything but a positive integer → 400. */
-export function parseLimit(value: string | null | undefined, fallback = DEFAULT_LIMIT, max = MAX_LIMIT): number {
-  if (value === null || value === undefined) return fallback;
+export function parseLimit(value: string | null): number {
+  if (value === null) return DEFAULT_LIMIT;
   if (!/^[0-9]{1,15}$/.test(value) || Number(value) < 1) {
     throw new HttpError('invalid_param', 'Parameter "limit" must be a positive integer');
   }
-  return Math.min(Number(value), max);
+  return Math.min(Number(value), MAX_LIMIT);
 }
 
 const ISO = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?$/;
 
-/** ISO-8601 (date or date-time) or unix milliseconds → unix ms; anything else is 400 naming `name`. */
+/** Unix ms as a number, or ISO-8601 (date or date-time) or unix milliseconds as a string; else null. */
+export function timeMs(value: unknown): number | null {
+  let ms = value;
+  if (typeof value === 'string') {
+    if (/^-?[0-9]{1,16}$/.test(value)) ms = Number(value);
+    else ms = ISO.test(value) ? Date.parse(value) : Number.NaN;
+  }
+  // Inside the range a Date can represent, so toISOString never throws on the way out.
+  return Number.isSafeInteger(ms) && Math.abs(ms as number) <= 8.64e15 ? (ms as number) : null;
+}
+
+/** timeMs of a query parameter; anything else is 400 naming `name`. */
 export function parseTime(name: string, value: string): number {
-  let ms = Number.NaN;
-  if (/^-?[0-9]{1,16}$/.test(value)) ms = Number(value);
-  else if (ISO.test(value)) ms = Date.parse(value);
-  if (!isValidMs(ms)) {
+  const ms = timeMs(value);
+  if (ms === null) {
     throw new HttpError('invalid_param', `Parameter "${name}" must be an ISO-8601 time or unix milliseconds`);
   }
   return ms;
 }
 
-/** An integer ms inside the range a Date can represent (so toISOString never throws on the way out). */
-export function isValidMs(ms: unknown): ms is number {
-  return Number.isSafeInteger(ms) && Math.abs(ms as number) <= 8.64e15;
-}
-
 /** parseTime for an optional query parameter. */
-export function optionalTime(query: URLSearchParams, name: string): number | undefined {
+function optionalTime(query: URLSearchParams, name: string): number | undefined {
   const value = query.get(name);
   return value === null ? undefined : parseTime(name, value);
 }
