@@ -1,7 +1,7 @@
 // Run list (keyset paged, filtered), run detail and delete. Parsing lives in ../params.ts, SQL in src/db/runs-store.ts.
 import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
-import { json, JSON_TYPE } from '../../http/respond.ts';
+import { json, jsonPage } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
 import type { RunFilter, RunRow } from '../../db/run-types.ts';
 import { VERDICTS, RUN_STATUSES, FAILURE_CLASSES } from '../../run-json.ts';
@@ -40,13 +40,9 @@ function parseRunFilter(query: URLSearchParams): RunFilter {
   return filter;
 }
 
-const PAGE_HEADERS = { 'content-type': JSON_TYPE, 'cache-control': 'no-store' };
-
 export const listRuns: Handler<ControlDeps> = (ctx) => {
   const { items, next } = ctx.deps.stores.runs.page(parseRunFilter(ctx.query));
-  // JSON.stringify({ items, next_cursor }) byte for byte, with each run's stored text as it is.
-  const cursor = next ? JSON.stringify(encodeRunCursor(next)) : 'null';
-  return { status: 200, headers: PAGE_HEADERS, body: `{"items":[${items.join(',')}],"next_cursor":${cursor}}` };
+  return jsonPage(items, next ? encodeRunCursor(next) : null);
 };
 
 // What run detail adds to the Run JSON (docs/control-data.md): the answer waiting to reach a blocked run, and the
