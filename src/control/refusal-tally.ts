@@ -96,7 +96,6 @@ export function createRefusalTally(audit: AuditStore, clock: () => number, log: 
 
   return {
     record,
-    flush,
     /** Stops the timer and writes every open count. */
     close() {
       clearInterval(timer);

@@ -50,7 +50,7 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
   const bodyHash = createHash('sha256').update(canonicalJson(ctx.body)).digest('hex');
   const now = deps.clock();
   const run = newRunId(now);
-  const outcome = transaction(deps.db, () => {
+  const replayed = transaction(deps.db, (): RunRow | undefined => {
     if (s.requestId) {
       const seen = deps.stores.startRequests.get(s.requestId);
       // A seen id whose run was deleted since is a new request: the run it named no longer exists to answer with.
@@ -59,7 +59,7 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
         if (seen.body_sha256 !== bodyHash) {
           throw new HttpError('conflict', `request_id "${s.requestId}" was already used with a different body`);
         }
-        return { existing };
+        return existing;
       }
       if (seen) deps.stores.startRequests.remove(s.requestId);
     }
@@ -74,9 +74,9 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
       repo_path: s.repo,
       brief, origin: 'control', provider: s.provider, branch: s.pr ? `svc/${run}` : null,
     });
-    return { existing: undefined };
+    return undefined;
   });
-  if (outcome.existing) return json(200, runToJson(outcome.existing));
+  if (replayed) return json(200, runToJson(replayed));
   const args = controlStartArgs({
     repo: s.repo, run, pr: s.pr, provider: s.provider, brief: s.input.kind === 'brief', input: s.input.value,
   });
