@@ -96,6 +96,7 @@ export function createRefusalTally(audit: AuditStore, clock: () => number, log: 
 
   return {
     record,
+    flush,
     /** Stops the timer and writes every open count. */
     close() {
       clearInterval(timer);
