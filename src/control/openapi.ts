@@ -61,7 +61,9 @@ const SSE = {
 const ACCEPTED_RUN = { status: 202, schema: 'Run' };
 const START: Partial<Op> = {
   loopbackOnly: true, body: 'StartRequest', ok: ACCEPTED_RUN, errors: ['Conflict', 'TooMany'],
-  also: [{ status: 200, schema: 'Run', description: 'the run an earlier request with this request_id and body started' }],
+  also: [{
+    status: 200, schema: 'Run', description: 'the run an earlier request with this request_id and body started',
+  }],
 };
 const WEBHOOK_ERRORS: Err[] = ['Unauthorized', 'TooMany', 'Unavailable'];
 const ACTION_ERRORS: Err[] = ['NotFound', 'Conflict'];
