@@ -9,6 +9,7 @@ import { isHttpError } from '../http/http-error.ts';
 import { isLoopbackAddress, proxyHeaderOf } from '../http/guards.ts';
 import type { ControlDeps } from './deps.ts';
 import { errorMessage } from '../errors.ts';
+import { SEGMENT } from './params.ts';
 
 const notes = new WeakMap<object, Record<string, unknown>>();
 /** The audit action name of each handler made by audited(); a route whose handler has none is not audited. */
@@ -26,12 +27,10 @@ function actorOf(deps: ControlDeps, peer: string, req: IncomingMessage, runnerSo
   return isLoopbackAddress(peer) && proxyHeaderOf(req) === undefined ? 'local' : 'anonymous';
 }
 
-const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
-
 function field(value: unknown, key: string): string | undefined {
   if (value === null || typeof value !== 'object') return undefined;
   const v = (value as Record<string, unknown>)[key];
-  return typeof v === 'string' && NAME.test(v) ? v : undefined;
+  return typeof v === 'string' && SEGMENT.test(v) ? v : undefined;
 }
 
 function runOf(holder: unknown): string | null {

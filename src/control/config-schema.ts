@@ -4,7 +4,7 @@ import { isAbsolute } from 'node:path';
 import { invalidField } from '../http/http-error.ts';
 import type { ConfigStore } from '../db/config-store.ts';
 
-export type SettingType = 'string' | 'integer' | 'boolean' | 'path[]' | 'providers';
+export type SettingType = 'string' | 'integer' | 'path[]' | 'providers';
 
 export interface Setting {
   key: string;
@@ -105,8 +105,6 @@ function checkValue(setting: Setting, value: unknown): void {
     if (setting.min !== undefined && n < setting.min) {
       bad(`Setting "${key}" must be at least ${setting.min} (got ${n})`);
     }
-  } else if (type === 'boolean') {
-    if (typeof value !== 'boolean') bad(`Setting "${key}" must be a boolean (got ${kindOf(value)})`);
   } else if (type === 'path[]') {
     if (!Array.isArray(value)) bad(`Setting "${key}" must be an array of absolute paths (got ${kindOf(value)})`);
     for (const p of value as unknown[]) {

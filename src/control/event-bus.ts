@@ -5,16 +5,6 @@ import type { EventRow } from '../db/events-store.ts';
 import { iso } from '../iso-time.ts';
 import { SETTINGS } from '../settings-registry.ts';
 
-/** One event, encoded once: `json` is the DESIGN §3 event JSON, `frame` the complete SSE frame. */
-export interface EncodedEvent {
-  id: number;
-  source: string;
-  run: string;
-  kind: string;
-  json: string;
-  frame: string;
-}
-
 /** The events of one publish that a subscriber should see, ascending by id, with their frames joined once. */
 export interface EncodedBatch {
   events: EncodedEvent[];
@@ -50,6 +40,7 @@ const DEFAULT_LIMITS: SubscriberLimits = {
 };
 
 export type RunEventBus = ReturnType<typeof createRunEventBus>;
+export type EncodedEvent = ReturnType<typeof encodeEvent>;
 
 /** Event JSON built by concatenation: `data` is already JSON text, so it is embedded, never re-parsed. */
 export function eventJson(row: EventRow): string {
@@ -59,7 +50,8 @@ export function eventJson(row: EventRow): string {
   );
 }
 
-export function encodeEvent(row: EventRow): EncodedEvent {
+/** One event, encoded once: `json` is the DESIGN §3 event JSON, `frame` the complete SSE frame. */
+export function encodeEvent(row: EventRow) {
   const json = eventJson(row);
   // Kinds are validated on ingest; stripping CR/LF keeps a frame a frame even if one slipped through.
   const kind = row.kind.replace(/[\r\n]/g, '');
@@ -111,7 +103,7 @@ export function createRunEventBus(limits: SubscriberLimits = DEFAULT_LIMITS) {
         sub.end();
         return () => {};
       }
-      const scope = scopeOf(sub.source, sub.source === undefined ? undefined : sub.run);
+      const scope = scopeOf(sub.source, sub.run);
       if (count >= limits.total) {
         throw new SubscriberLimitError(`The server already serves ${limits.total} event streams`);
       }

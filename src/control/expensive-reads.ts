@@ -29,7 +29,6 @@ export interface ExpensiveReadsOptions {
   path: string;
   log: Logger;
   maxQueued?: number;
-  idleMs?: number;
 }
 
 export class ExpensiveReadsBusyError extends HttpError {
@@ -42,7 +41,6 @@ export class ExpensiveReadsBusyError extends HttpError {
 export function createExpensiveReads(opts: ExpensiveReadsOptions) {
   const { log } = opts;
   const maxQueued = opts.maxQueued ?? MAX_QUEUED;
-  const idleMs = opts.idleMs ?? IDLE_MS;
   let worker: Worker | undefined;
   let idleTimer: NodeJS.Timeout | undefined;
   let failed = opts.path === ':memory:';
@@ -90,7 +88,7 @@ export function createExpensiveReads(opts: ExpensiveReadsOptions) {
       else waiting.resolve(reply.value);
       if (pending.size === 0 && !closed) {
         if (idleTimer) clearTimeout(idleTimer);
-        idleTimer = setTimeout(retire, idleMs);
+        idleTimer = setTimeout(retire, IDLE_MS);
         idleTimer.unref();
       }
     });

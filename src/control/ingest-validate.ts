@@ -1,14 +1,13 @@
 // Turns an untrusted ingest body into typed rows, or throws 400 naming the first bad field; nothing is written here.
 import { HttpError } from '../http/http-error.ts';
-import { checkBodyKeys } from '../http/body.ts';
+import { checkBodyKeys, MAX_JSON_DEPTH } from '../http/body.ts';
 import { failureColumns, type RunInput } from '../db/runs-store.ts';
 import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS, type RunFailure, type RunStatus } from '../run-json.ts';
 import type { EventInput } from '../db/events-store.ts';
-import { SEGMENT, checkArtifactPath, isValidMs, parseTime } from './params.ts';
+import { SEGMENT, checkArtifactPath, timeMs } from './params.ts';
 import { safeContentType, OCTET_STREAM } from './content-type.ts';
-import { NOTIFICATION_STATUSES, type NotificationInput, type NotificationStatus } from '../db/notifications-store.ts';
-import { isJsonObject, nestsDeeperThan } from '../untrusted.ts';
-import { MAX_JSON_DEPTH } from '../http/body.ts';
+import { NOTIFICATION_STATUSES, type NotificationInput } from '../db/notifications-store.ts';
+import { isJsonObject, nestsDeeperThan, type Obj } from '../untrusted.ts';
 import { isRepoName } from '../engine/repo-name.ts';
 
 export interface ArtifactUpload {
@@ -29,7 +28,6 @@ export interface IngestBatch {
   served_repos: string[] | null;
 }
 
-type Obj = Record<string, unknown>;
 const BATCH_KEYS = new Set(['source', 'runs', 'events', 'artifacts', 'notifications', 'served_repos']);
 /** A served repositories file this long is a mistake, not an organisation. */
 const MAX_SERVED = 1000;
@@ -55,21 +53,18 @@ function orNull<T>(where: string, v: unknown, ok: (x: unknown) => boolean, what:
   return ok(v) ? (v as T) : bad(where, what);
 }
 
+/** `v` when it is one of `allowed`, else 400 naming them. */
+function member<T>(where: string, v: unknown, allowed: readonly T[]): T {
+  return (allowed as readonly unknown[]).includes(v) ? (v as T) : bad(where, `must be one of ${allowed.join(', ')}`);
+}
+
 function segment(where: string, v: unknown): string {
   return typeof v === 'string' && SEGMENT.test(v) ? v : bad(where, `must match ${SEGMENT.source}`);
 }
 
 /** Unix ms as a number, or an ISO-8601 / unix-ms string; 400 when unreadable or more than MAX_FUTURE_MS ahead. */
 function ingestTime(where: string, v: unknown, now: number): number {
-  let ms: number | null = isValidMs(v) ? v : null;
-  if (ms === null && typeof v === 'string') {
-    try {
-      ms = parseTime(where, v);
-    } catch {
-      // named below
-    }
-  }
-  if (ms === null) return bad(where, 'must be an ISO-8601 time or unix milliseconds');
+  const ms = timeMs(v) ?? bad(where, 'must be an ISO-8601 time or unix milliseconds');
   const minutes = MAX_FUTURE_MS / 60_000;
   if (ms > now + MAX_FUTURE_MS) bad(where, `is more than ${minutes} minutes ahead of the Control Plane's clock`);
   return ms;
@@ -85,13 +80,11 @@ export function validateRun(v: unknown, where: string, source: string, now: numb
   if (!isJsonObject(v)) return bad(where, 'must be an object');
   const run = segment(`${where}.run`, v.run);
   if (v.source !== undefined && v.source !== source) bad(`${where}.source`, 'must match the batch source');
-  if (!(RUN_STATUSES as readonly unknown[]).includes(v.status)) {
-    bad(`${where}.status`, `must be one of ${RUN_STATUSES.join(', ')}`);
-  }
+  const status = member(`${where}.status`, v.status, RUN_STATUSES);
   const updated = optionalTime(`${where}.updated_at`, v.updated_at, now) ?? now;
   const input: RunInput = {
     run,
-    status: v.status as RunStatus,
+    status,
     started_at: ingestTime(`${where}.started_at`, v.started_at, now),
     ended_at: optionalTime(`${where}.ended_at`, v.ended_at, now),
     // The row's ordering key (runs-store upsert: an older updated_at never overwrites a newer one) counts as no later
@@ -135,15 +128,13 @@ function validateFailure(where: string, v: unknown, status: RunStatus): RunFailu
   if (v === undefined || v === null) return null;
   if (!isJsonObject(v)) return bad(where, 'must be an object or null');
   for (const key of Object.keys(v)) if (!FAILURE_KEYS.has(key)) bad(`${where}: unknown field "${key}"`, 'in failure');
-  if (!(FAILURE_CLASSES as readonly unknown[]).includes(v.class)) {
-    bad(`${where}.class`, `must be one of ${FAILURE_CLASSES.join(', ')}`);
-  }
+  const cls = member(`${where}.class`, v.class, FAILURE_CLASSES);
   if (typeof v.reason !== 'string' || v.reason.length > MAX_REASON) {
     bad(`${where}.reason`, `must be a string of at most ${MAX_REASON} characters`);
   }
   if (typeof v.retryable !== 'boolean') bad(`${where}.retryable`, 'must be true or false');
   if (status !== 'failed' && status !== 'stopped') return null;
-  return { class: v.class as RunFailure['class'], reason: v.reason as string, retryable: v.retryable as boolean };
+  return { class: cls, reason: v.reason as string, retryable: v.retryable as boolean };
 }
 
 /** A Run JSON cost object (reported, metered) as the JSON text the row keeps: exactly these keys, each a number ≥ 0. */
@@ -207,9 +198,7 @@ function text(where: string, v: unknown, required: boolean, max = 4096): string 
  */
 function validateNotification(v: unknown, where: string, source: string, now: number): NotificationInput {
   if (!isJsonObject(v)) return bad(where, 'must be an object');
-  if (!(NOTIFICATION_STATUSES as readonly unknown[]).includes(v.status)) {
-    bad(`${where}.status`, `must be one of ${NOTIFICATION_STATUSES.join(', ')}`);
-  }
+  const status = member(`${where}.status`, v.status, NOTIFICATION_STATUSES);
   const run = orNull<string>(`${where}.run`, v.run, (x) => typeof x === 'string' && SEGMENT.test(x),
     `must match ${SEGMENT.source}`);
   const attempts = orNull<number>(`${where}.attempts`, v.attempts,
@@ -223,7 +212,7 @@ function validateNotification(v: unknown, where: string, source: string, now: nu
     origin: text(`${where}.origin`, v.origin, true, 64)!,
     channel: text(`${where}.channel`, v.channel, true, 64)!,
     target: text(`${where}.target`, v.target, false),
-    status: v.status as NotificationStatus,
+    status,
     attempts,
     error: text(`${where}.error`, v.error, false),
     created_at: created,

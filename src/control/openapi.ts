@@ -59,11 +59,13 @@ const SSE = {
     '`: ping` every 15 s; 429 past SVC_CONTROL_MAX_STREAMS or _PER_RUN',
 };
 const ACCEPTED_RUN = { status: 202, schema: 'Run' };
-const REPLAYED_RUN = {
-  status: 200, schema: 'Run', description: 'the run an earlier request with this request_id and body started',
+const START: Partial<Op> = {
+  loopbackOnly: true, body: 'StartRequest', ok: ACCEPTED_RUN, errors: ['Conflict', 'TooMany'],
+  also: [{
+    status: 200, schema: 'Run', description: 'the run an earlier request with this request_id and body started',
+  }],
 };
 const WEBHOOK_ERRORS: Err[] = ['Unauthorized', 'TooMany', 'Unavailable'];
-const START_ERRORS: Err[] = ['Conflict', 'TooMany'];
 const ACTION_ERRORS: Err[] = ['NotFound', 'Conflict'];
 
 function action(name: string, summary: string, extra: Partial<Op> = {}): Op {
@@ -107,13 +109,9 @@ const operations: readonly Op[] = [
   op('control', 'get', '/v1/runs', 'listRuns', 'runs', 'List runs, newest first, keyset-paged',
     { query: RUN_FILTERS, ok: 'RunPage', errors: ['BadRequest'] }),
   op('control', 'post', '/v1/runs', 'createRun', 'runs', 'Start a run (same as POST /v1/start); a valid W3C ' +
-    '`traceparent` header is continued by the run\'s trace, anything else ignored', {
-    loopbackOnly: true, body: 'StartRequest', ok: ACCEPTED_RUN, also: [REPLAYED_RUN], errors: START_ERRORS,
-  }),
+    '`traceparent` header is continued by the run\'s trace, anything else ignored', START),
   op('control', 'post', '/v1/start', 'startRun', 'runs', 'Start a run in a registered project (POST /v1/import); ' +
-    'the same request_id and body return the same run (200)', {
-    loopbackOnly: true, body: 'StartRequest', ok: ACCEPTED_RUN, also: [REPLAYED_RUN], errors: START_ERRORS,
-  }),
+    'the same request_id and body return the same run (200)', START),
   op('control', 'get', RUN, 'getRun', 'runs', 'One run, with its artifacts, pending answer and retry-group attempts',
     { ok: 'RunDetail', errors: ['NotFound'] }),
   op('control', 'delete', RUN, 'deleteRun', 'runs', 'Delete a finished run (409 while queued, running or blocked); ' +
@@ -229,15 +227,16 @@ export const CONTROL_SERVER = { url: 'http://127.0.0.1:47821', description: 'Con
 export const TRIGGER_SERVER = { url: 'http://127.0.0.1:7373', description: 'Trigger server (svc trigger serve)' };
 
 /** `{}` in the list makes a scheme optional: the Control Plane needs its token only when it was given one. */
-function security(op: Op): unknown[] {
-  if (op.auth === 'none' || op.auth === 'signature') return [];
-  if (op.auth === 'api-token') return [{ triggerApiToken: [] }];
+const SECURITY: Record<Auth | 'control-token', unknown[]> = {
+  none: [],
+  signature: [],
+  'api-token': [{ triggerApiToken: [] }],
   // Without SVC_API_TOKEN, a loopback-bound trigger server answers its own machine without one.
-  if (op.auth === 'api-token-or-loopback') return [{ triggerApiToken: [] }, {}];
+  'api-token-or-loopback': [{ triggerApiToken: [] }, {}],
   // GET /metrics: each server's own token rule (the operation's summary says which).
-  if (op.auth === 'server-token') return [{ controlToken: [] }, { triggerApiToken: [] }, {}];
-  return [{ controlToken: [] }, {}];
-}
+  'server-token': [{ controlToken: [] }, { triggerApiToken: [] }, {}],
+  'control-token': [{ controlToken: [] }, {}],
+};
 
 function okResponse(ok: Ok): Record<string, unknown> {
   if (ok.type === null) return { description: ok.description ?? 'OK' };
@@ -272,7 +271,7 @@ function operation(op: Op): Record<string, unknown> {
     operationId: op.id,
     summary: op.summary,
     tags: [op.tag],
-    security: security(op),
+    security: SECURITY[op.auth ?? 'control-token'],
     parameters: [...params, ...query],
     responses: {
       ...Object.fromEntries(oks.map((ok) => [String(ok.status), okResponse(ok)])),

@@ -1,7 +1,8 @@
 // Shared request-parameter parsing for Control Plane handlers: path segments, limit, times, strict query keys, cursors.
-// Every bad value is 400 invalid_param naming the parameter (DESIGN §3, §4); nothing here touches the DB.
+// Every bad value is 400 invalid_param naming the parameter (DESIGN §3, §4); a run named but not stored is 404.
 import { HttpError } from '../http/http-error.ts';
-import type { RunKey } from '../db/run-types.ts';
+import type { RunKey, RunRow } from '../db/run-types.ts';
+import type { RunsStore } from '../db/runs-store.ts';
 
 /** DESIGN §3: both `<source>` and `<run>` path segments. */
 export const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
@@ -19,6 +20,19 @@ export function runParams(ctx: { params: Record<string, string> }): { source: st
   return { source: checkSegment('source', ctx.params.source), run: checkSegment('run', ctx.params.run) };
 }
 
+/** `value` when it is one of `allowed`, else 400 naming `name` and the choices. */
+export function parseEnum<T extends string>(name: string, value: string, allowed: readonly T[]): T {
+  if ((allowed as readonly string[]).includes(value)) return value as T;
+  throw new HttpError('invalid_param', `Parameter "${name}" must be one of ${allowed.join(', ')}`);
+}
+
+/** The run a request names, else 404 not_found. */
+export function storedRun(runs: Pick<RunsStore, 'get'>, { source, run }: { source: string; run: string }): RunRow {
+  const row = runs.get(source, run);
+  if (!row) throw new HttpError('not_found', `Run ${source}/${run} not found`);
+  return row;
+}
+
 /** Strict query policy: an unknown parameter is a typo the caller wants to hear about, not a silent no-op. */
 export function checkQueryKeys(query: URLSearchParams, allowed: readonly string[]): void {
   for (const key of query.keys()) {
@@ -32,34 +46,38 @@ export function checkQueryKeys(query: URLSearchParams, allowed: readonly string[
 }
 
 /** `limit`: default 50, above 500 clamped to 500, anything but a positive integer → 400. */
-export function parseLimit(value: string | null | undefined, fallback = DEFAULT_LIMIT, max = MAX_LIMIT): number {
-  if (value === null || value === undefined) return fallback;
+export function parseLimit(value: string | null): number {
+  if (value === null) return DEFAULT_LIMIT;
   if (!/^[0-9]{1,15}$/.test(value) || Number(value) < 1) {
     throw new HttpError('invalid_param', 'Parameter "limit" must be a positive integer');
   }
-  return Math.min(Number(value), max);
+  return Math.min(Number(value), MAX_LIMIT);
 }
 
 const ISO = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?$/;
 
-/** ISO-8601 (date or date-time) or unix milliseconds → unix ms; anything else is 400 naming `name`. */
+/** Unix ms as a number, or ISO-8601 (date or date-time) or unix milliseconds as a string; else null. */
+export function timeMs(value: unknown): number | null {
+  let ms = value;
+  if (typeof value === 'string') {
+    if (/^-?[0-9]{1,16}$/.test(value)) ms = Number(value);
+    else ms = ISO.test(value) ? Date.parse(value) : Number.NaN;
+  }
+  // Inside the range a Date can represent, so toISOString never throws on the way out.
+  return Number.isSafeInteger(ms) && Math.abs(ms as number) <= 8.64e15 ? (ms as number) : null;
+}
+
+/** timeMs of a query parameter; anything else is 400 naming `name`. */
 export function parseTime(name: string, value: string): number {
-  let ms = Number.NaN;
-  if (/^-?[0-9]{1,16}$/.test(value)) ms = Number(value);
-  else if (ISO.test(value)) ms = Date.parse(value);
-  if (!isValidMs(ms)) {
+  const ms = timeMs(value);
+  if (ms === null) {
     throw new HttpError('invalid_param', `Parameter "${name}" must be an ISO-8601 time or unix milliseconds`);
   }
   return ms;
 }
 
-/** An integer ms inside the range a Date can represent (so toISOString never throws on the way out). */
-export function isValidMs(ms: unknown): ms is number {
-  return Number.isSafeInteger(ms) && Math.abs(ms as number) <= 8.64e15;
-}
-
 /** parseTime for an optional query parameter. */
-export function optionalTime(query: URLSearchParams, name: string): number | undefined {
+function optionalTime(query: URLSearchParams, name: string): number | undefined {
   const value = query.get(name);
   return value === null ? undefined : parseTime(name, value);
 }

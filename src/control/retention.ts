@@ -8,12 +8,12 @@ import { transaction } from '../db/open.ts';
 import { SETTINGS } from '../settings-registry.ts';
 import { errorMessage } from '../errors.ts';
 import { iso } from '../iso-time.ts';
+import { DAY_MS } from '../db/stats-store.ts';
 
-const DAY_MS = 24 * 60 * 60 * 1000;
 /** Rows per transaction: a sweep of a large backlog never holds the write lock for long. */
 const BATCH = 200;
 /** How often main.ts sweeps; the first sweep runs at startup. */
-export const RETENTION_SWEEP_MS = 60 * 60 * 1000;
+const RETENTION_SWEEP_MS = 60 * 60 * 1000;
 
 /** Deletes what the setting says is expired; returns how many runs went. */
 export function pruneExpiredRuns(deps: ControlDeps, now = deps.clock()): number {
@@ -56,7 +56,7 @@ export function pruneAuditLog(deps: ControlDeps, now = deps.clock()): number {
 }
 
 /** Sweeps now and then every RETENTION_SWEEP_MS; a failed sweep is logged and tried again next time. */
-export function startRetentionSweeps(deps: ControlDeps, everyMs = RETENTION_SWEEP_MS): () => void {
+export function startRetentionSweeps(deps: ControlDeps): () => void {
   function sweep(): void {
     try {
       pruneExpiredRuns(deps);
@@ -66,7 +66,7 @@ export function startRetentionSweeps(deps: ControlDeps, everyMs = RETENTION_SWEE
     }
   }
   sweep();
-  const timer = setInterval(sweep, everyMs);
+  const timer = setInterval(sweep, RETENTION_SWEEP_MS);
   timer.unref();
   return () => clearInterval(timer);
 }

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { readConnectionLimits, type ConnectionLimits } from '../http/http-server.ts';
+import type { RunnerCredential } from '../http/guards.ts';
 import type { SubscriberLimits } from './event-bus.ts';
 import { BadSettingError } from '../errors.ts';
 import { setting, settingChoice, settingInt, settingOr } from '../settings-registry.ts';
@@ -20,7 +21,7 @@ export interface ControlSettings {
   source: string;
   staticDir: string;
   /** SVC_CONTROL_RUNNER_TOKENS_FILE: tokens that may only POST /v1/ingest for their own source (below). */
-  runnerTokens: readonly RunnerToken[];
+  runnerTokens: readonly RunnerCredential[];
   /** SVC_CONTROL_MAX_CONNECTIONS(_PER_PEER); defaults when left out (src/http/http-server.ts). */
   connections?: ConnectionLimits;
   /** SVC_CONTROL_MAX_STREAMS(_PER_RUN); defaults when left out (src/control/event-bus.ts). */
@@ -44,6 +45,7 @@ export function resolveControlSettings(
   if (runnerTokens.some((r) => r.token === token)) {
     throw new RunnerTokensError('a runner token equals SVC_CONTROL_TOKEN');
   }
+  const streams = settingInt(env, 'SVC_CONTROL_MAX_STREAMS');
   return {
     host: flags.host ?? settingOr(env, 'SVC_CONTROL_HOST'),
     port: settingInt(env, 'SVC_CONTROL_PORT', { flag: flags.port }),
@@ -56,17 +58,12 @@ export function resolveControlSettings(
     staticDir,
     runnerTokens,
     connections: readConnectionLimits(env, 'control'),
-    streams: streamLimits(env),
+    streams: { total: streams, perRun: settingInt(env, 'SVC_CONTROL_MAX_STREAMS_PER_RUN', { max: streams }) },
     // An environment setting, not a PUT /v1/config one: whoever may change settings must not be able to shorten
     // the record of their own changes.
     auditRetentionDays: settingInt(env, 'SVC_CONTROL_AUDIT_RETENTION_DAYS'),
     accessLog: settingChoice(env, 'SVC_ACCESS_LOG') === '1',
   };
-}
-
-function streamLimits(env: NodeJS.ProcessEnv): SubscriberLimits {
-  const total = settingInt(env, 'SVC_CONTROL_MAX_STREAMS');
-  return { total, perRun: settingInt(env, 'SVC_CONTROL_MAX_STREAMS_PER_RUN', { max: total }) };
 }
 
 /**
@@ -94,11 +91,6 @@ function readSettingFile(name: string, file: string): string {
 // Runner tokens: a token per runner (a laptop, a CI job, a Kubernetes job pod) that opens only POST /v1/ingest, and
 // only for batches of its source; with the Control Plane's own token a runner could also change the config, delete or
 // stop any run and rewrite other runners' runs.
-export interface RunnerToken {
-  source: string;
-  token: string;
-}
-
 /** Long enough to be a real secret; `openssl rand -hex 32` gives 64. */
 const MIN_TOKEN_LENGTH = 24;
 
@@ -112,8 +104,8 @@ export class RunnerTokensError extends BadSettingError {
  * One `<source> <token>` per line; blank lines and `#` comments are skipped. Every problem names its line, never the
  * token. A source may have several tokens (rotation); a token may not appear twice.
  */
-export function parseRunnerTokens(text: string): RunnerToken[] {
-  const tokens: RunnerToken[] = [];
+export function parseRunnerTokens(text: string): RunnerCredential[] {
+  const tokens: RunnerCredential[] = [];
   const seen = new Set<string>();
   text.split('\n').forEach((raw, i) => {
     const line = raw.trim();
@@ -133,6 +125,6 @@ export function parseRunnerTokens(text: string): RunnerToken[] {
 }
 
 /** The file's tokens; unset: none. */
-export function readRunnerTokens(file: string | undefined): RunnerToken[] {
+export function readRunnerTokens(file: string | undefined): RunnerCredential[] {
   return file ? parseRunnerTokens(readSettingFile('SVC_CONTROL_RUNNER_TOKENS_FILE', file)) : [];
 }

@@ -13,9 +13,17 @@ export const TAKEN_OVER = Symbol('taken-over');
 export type HandlerResult = Reply | typeof TAKEN_OVER;
 
 export const JSON_TYPE = 'application/json; charset=utf-8';
+/** What sendReply adds to an object body, for JSON a handler sends as ready-made text. */
+export const JSON_HEADERS = { 'content-type': JSON_TYPE, 'cache-control': 'no-store' };
 
 export function json(status: number, body: unknown, headers: Record<string, string> = {}): Reply {
   return { status, body, headers };
+}
+
+/** `{items, next_cursor}` assembled from items that are JSON text already (stored runs, events): none is re-parsed. */
+export function jsonPage(items: readonly string[], nextCursor: string | null): Reply {
+  const next = nextCursor === null ? 'null' : JSON.stringify(nextCursor);
+  return { status: 200, headers: JSON_HEADERS, body: `{"items":[${items.join(',')}],"next_cursor":${next}}` };
 }
 
 const BASE_HEADERS: Record<string, string> = {

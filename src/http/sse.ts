@@ -2,24 +2,13 @@
 // per-subscriber bound: a reader too far behind, or one that accepts nothing for a whole heartbeat, is cut off.
 import type { ServerResponse } from 'node:http';
 
-export interface SseStream {
-  send(id: number | string, event: string, data: unknown): boolean;
-  /** Writes ready-made frames (a replay page, a shared publish buffer), counted against the lag bound. */
-  write(frames: string | Buffer): void;
-  close(): void;
-  readonly closed: boolean;
-  /** True once the stream was cut off for lagging (closed too). */
-  readonly dropped: boolean;
-  onClose(fn: () => void): void;
-}
-
 /** The lag bound: bytes written, not yet taken by the reader (docs/control-data.md, "Event JSON and streams"). */
 const MAX_PENDING_BYTES = 4 * 1024 * 1024;
 const HEARTBEAT_MS = 15_000;
 /** How long the browser waits before reconnecting. */
 const RETRY_MS = 2_000;
 
-export function openSse(res: ServerResponse): SseStream {
+export function openSse(res: ServerResponse) {
   res.writeHead(200, {
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-store',
@@ -32,7 +21,6 @@ export function openSse(res: ServerResponse): SseStream {
   if (head) res.end();
   else res.write(`retry: ${RETRY_MS}\n\n`);
   let closed = head;
-  let dropped = false;
   /** Bytes handed to the response so far; minus what is still pending, it is what the reader has taken. */
   let written = 0;
   let takenAtLastBeat = -1;
@@ -65,7 +53,6 @@ export function openSse(res: ServerResponse): SseStream {
    */
   function drop(): void {
     if (closed) return;
-    dropped = true;
     shutdown();
     res.destroy();
   }
@@ -78,15 +65,8 @@ export function openSse(res: ServerResponse): SseStream {
   }
   res.on('close', shutdown);
   return {
-    send(id, event, data) {
-      if (closed) return false;
-      const payload = typeof data === 'string' ? data : JSON.stringify(data);
-      // Data may not carry raw newlines; JSON never does, plain strings are split per the SSE grammar.
-      const lines = payload.split(/\r\n|\r|\n/).map((l) => `data: ${l}`).join('\n');
-      put(`id: ${id}\nevent: ${event.replace(/[\r\n]/g, '')}\n${lines}\n\n`);
-      return !closed && !res.writableNeedDrain;
-    },
-    write(frames) {
+    /** Writes ready-made frames (a replay page, a shared publish buffer), counted against the lag bound. */
+    write(frames: string | Buffer): void {
       if (!closed) put(frames);
     },
     close() {
@@ -97,10 +77,7 @@ export function openSse(res: ServerResponse): SseStream {
     get closed() {
       return closed;
     },
-    get dropped() {
-      return dropped;
-    },
-    onClose(fn) {
+    onClose(fn: () => void): void {
       if (closed) fn();
       else closers.push(fn);
     },

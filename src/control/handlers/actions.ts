@@ -9,7 +9,7 @@ import { checkBodyKeys, requireJsonObject } from '../../http/body.ts';
 import type { Handler, Ctx } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
-import { runParams } from '../params.ts';
+import { runParams, storedRun } from '../params.ts';
 import { runToJson } from '../../db/runs-store.ts';
 import { transaction } from '../../db/open.ts';
 import type { RunRow } from '../../db/run-types.ts';
@@ -50,7 +50,7 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
   const bodyHash = createHash('sha256').update(canonicalJson(ctx.body)).digest('hex');
   const now = deps.clock();
   const run = newRunId(now);
-  const outcome = transaction(deps.db, () => {
+  const replayed = transaction(deps.db, (): RunRow | undefined => {
     if (s.requestId) {
       const seen = deps.stores.startRequests.get(s.requestId);
       // A seen id whose run was deleted since is a new request: the run it named no longer exists to answer with.
@@ -59,7 +59,7 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
         if (seen.body_sha256 !== bodyHash) {
           throw new HttpError('conflict', `request_id "${s.requestId}" was already used with a different body`);
         }
-        return { existing };
+        return existing;
       }
       if (seen) deps.stores.startRequests.remove(s.requestId);
     }
@@ -74,9 +74,9 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
       repo_path: s.repo,
       brief, origin: 'control', provider: s.provider, branch: s.pr ? `svc/${run}` : null,
     });
-    return { existing: undefined };
+    return undefined;
   });
-  if (outcome.existing) return json(200, runToJson(outcome.existing));
+  if (replayed) return json(200, runToJson(replayed));
   const args = controlStartArgs({
     repo: s.repo, run, pr: s.pr, provider: s.provider, brief: s.input.kind === 'brief', input: s.input.value,
   });
@@ -88,9 +88,7 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
 
 /** The run in the path, once ../action-rules.ts allows `action` on it (else its 409, which run detail lists too). */
 function allowedRun(ctx: C, action: RunAction): RunRow {
-  const { source, run } = runParams(ctx);
-  const row = ctx.deps.stores.runs.get(source, run);
-  if (!row) throw new HttpError('not_found', `No run ${source}/${run}`);
+  const row = storedRun(ctx.deps.stores.runs, runParams(ctx));
   const refusal = actionRefusal(row, ctx.deps.settings.source, action, (path) => isRegisteredProject(ctx.deps, path));
   if (refusal !== null) throw new HttpError('invalid_transition', refusal);
   return row;

@@ -2,16 +2,16 @@
 // ../event-stream.ts.
 import { HttpError } from '../../http/http-error.ts';
 import type { Ctx, Handler } from '../../http/pipeline.ts';
-import { TAKEN_OVER, JSON_TYPE, type HandlerResult } from '../../http/respond.ts';
+import { TAKEN_OVER, jsonPage, type HandlerResult } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
 import { eventJson } from '../event-bus.ts';
 import { streamEvents } from '../event-stream.ts';
-import { checkQueryKeys, checkSegment, parseId, parseLimit, runParams } from '../params.ts';
+import { checkQueryKeys, checkSegment, parseId, parseLimit, runParams, storedRun } from '../params.ts';
 
 function requireRun(ctx: Ctx<ControlDeps>): { source: string; run: string } {
-  const { source, run } = runParams(ctx);
-  if (!ctx.deps.stores.runs.get(source, run)) throw new HttpError('not_found', `Run ${source}/${run} not found`);
-  return { source, run };
+  const key = runParams(ctx);
+  storedRun(ctx.deps.stores.runs, key);
+  return key;
 }
 
 /** Where a stream resumes: the Last-Event-ID header (set by EventSource on reconnect) wins over ?after=. */
@@ -31,11 +31,8 @@ export const listEvents: Handler<ControlDeps> = (ctx) => {
   const from = cursor !== null ? parseId('cursor', cursor) : after !== null ? parseId('after', after) : 0;
   const limit = parseLimit(ctx.query.get('limit'));
   const rows = ctx.deps.stores.events.list(source, run, { after: from, limit: limit + 1 });
-  const page = rows.length > limit ? rows.slice(0, limit) : rows;
-  const next = rows.length > limit ? JSON.stringify(String(page[page.length - 1]!.id)) : 'null';
-  // `data` is stored as JSON text: the body is assembled without parsing it back.
-  const body = `{"items":[${page.map(eventJson).join(',')}],"next_cursor":${next}}`;
-  return { status: 200, headers: { 'content-type': JSON_TYPE, 'cache-control': 'no-store' }, body };
+  const page = rows.slice(0, limit);
+  return jsonPage(page.map(eventJson), rows.length > limit ? String(page[page.length - 1]!.id) : null);
 };
 
 export const streamRun: Handler<ControlDeps> = async (ctx): Promise<HandlerResult> => {

@@ -1,7 +1,7 @@
 // Liveness and readiness: /health answers while the process runs; /ready also proves the DB answers a query.
 import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
-import type { Reply } from '../../http/respond.ts';
+import { JSON_HEADERS, type Reply } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
 import { errorMessage } from '../../errors.ts';
 import { metricsReply } from '../../http/metrics.ts';
@@ -9,7 +9,7 @@ import { metricsReply } from '../../http/metrics.ts';
 // Pre-encoded: /health is the hottest, cheapest route (DESIGN §7 bar: ≥ 0.85 × plain node:http).
 const OK: Reply = {
   status: 200,
-  headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' },
+  headers: JSON_HEADERS,
   body: '{"status":"ok"}',
 };
 

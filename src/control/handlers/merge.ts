@@ -7,7 +7,7 @@ import type { Handler } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
 import { iso } from '../../iso-time.ts';
 import type { ControlDeps } from '../deps.ts';
-import { checkSegment, checkQueryKeys } from '../params.ts';
+import { checkSegment, checkQueryKeys, storedRun } from '../params.ts';
 import { checkBodyKeys } from '../../http/body.ts';
 import { checkRunReceipt, type Signer } from '../run-receipt.ts';
 import { noteAudit } from '../audited.ts';
@@ -39,8 +39,7 @@ export const addToMergeQueue: Handler<ControlDeps> = (ctx) => {
   checkBodyKeys(body, ['source', 'run']);
   const source = checkSegment('source', body.source);
   const run = checkSegment('run', body.run);
-  const row = deps.stores.runs.get(source, run);
-  if (!row) throw new HttpError('not_found', `No run ${source}/${run}`);
+  const row = storedRun(deps.stores.runs, { source, run });
   const check = checkRunReceipt(deps, row);
   if (!check.ok) throw new HttpError('conflict', check.reason);
   noteAudit(ctx, { signed_by: check.signer.kid, key_name: check.signer.name });

@@ -4,7 +4,7 @@ import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
-import { checkQueryKeys, checkSegment } from '../params.ts';
+import { checkQueryKeys, checkSegment, storedRun } from '../params.ts';
 import { readRunFile } from '../run-receipt.ts';
 import { obj, str } from '../../untrusted.ts';
 
@@ -98,8 +98,7 @@ export const getReviewRisk: Handler<ControlDeps> = (ctx) => {
   checkQueryKeys(ctx.query, ['source', 'run']);
   const source = checkSegment('source', ctx.query.get('source') ?? '');
   const run = checkSegment('run', ctx.query.get('run') ?? '');
-  const row = ctx.deps.stores.runs.get(source, run);
-  if (!row) throw new HttpError('not_found', `No run ${source}/${run}`);
+  const row = storedRun(ctx.deps.stores.runs, { source, run });
   const files = parseFiles(readRunFile(ctx.deps, row, 'diffstat.json'));
   if (!files) throw new HttpError('not_found', `Run ${source}/${run} has no diff yet`);
   return json(200, { source, run, verdict: row.verdict, ...scoreRisk(files, row.verdict) });

@@ -1,16 +1,18 @@
 // Run list (keyset paged, filtered), run detail and delete. Parsing lives in ../params.ts, SQL in src/db/runs-store.ts.
 import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
-import { json, JSON_TYPE } from '../../http/respond.ts';
+import { json, jsonPage } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
-import type { RunFilter } from '../../db/run-types.ts';
-import { VERDICTS, RUN_STATUSES, FAILURE_CLASSES, type Verdict, type RunStatus, type FailureClass,
-} from '../../run-json.ts';
+import type { RunFilter, RunRow } from '../../db/run-types.ts';
+import { VERDICTS, RUN_STATUSES, FAILURE_CLASSES } from '../../run-json.ts';
 import {
-  checkQueryKeys, checkSegment, decodeRunCursor, encodeRunCursor, parseLimit, parseWindow, runParams,
+  checkQueryKeys, checkSegment, decodeRunCursor, encodeRunCursor, parseEnum, parseLimit, parseWindow, runParams,
+  storedRun,
 } from '../params.ts';
 import { runToJson } from '../../db/runs-store.ts';
-import { pendingAnswer, attempts } from '../run-detail.ts';
+import type { ControlStores } from '../../db/control-stores.ts';
+import { obj, str } from '../../untrusted.ts';
+import { iso } from '../../iso-time.ts';
 import { actionRefusals } from '../action-rules.ts';
 import { isRegisteredProject } from '../projects.ts';
 
@@ -18,55 +20,76 @@ const LIST_KEYS = [
   'verdict', 'repo', 'since', 'until', 'group_id', 'status', 'source', 'limit', 'cursor', 'failure',
 ] as const;
 
-function parseVerdict(value: string): Verdict | null {
-  // `none` selects runs that have no receipt yet (verdict null).
-  if (value === 'none') return null;
-  if ((VERDICTS as readonly string[]).includes(value)) return value as Verdict;
-  throw new HttpError('invalid_param', `Parameter "verdict" must be one of ${VERDICTS.join(', ')}, none`);
-}
-
-function parseStatus(value: string): RunStatus {
-  if ((RUN_STATUSES as readonly string[]).includes(value)) return value as RunStatus;
-  throw new HttpError('invalid_param', `Parameter "status" must be one of ${RUN_STATUSES.join(', ')}`);
-}
-
-function parseFailure(value: string): FailureClass {
-  if ((FAILURE_CLASSES as readonly string[]).includes(value)) return value as FailureClass;
-  throw new HttpError('invalid_param', `Parameter "failure" must be one of ${FAILURE_CLASSES.join(', ')}`);
-}
-
 function parseRunFilter(query: URLSearchParams): RunFilter {
   checkQueryKeys(query, LIST_KEYS);
   const filter: RunFilter = { limit: parseLimit(query.get('limit')), ...parseWindow(query) };
-  const verdict = query.get('verdict');
-  if (verdict !== null) filter.verdict = parseVerdict(verdict);
+  const given = query.get('verdict');
+  const verdict = given === null ? undefined : parseEnum('verdict', given, [...VERDICTS, 'none']);
+  // `none` selects runs that have no receipt yet (verdict null).
+  if (verdict !== undefined) filter.verdict = verdict === 'none' ? null : verdict;
   const group = query.get('group_id');
   if (group !== null) filter.group_id = checkSegment('group_id', group);
   const source = query.get('source');
   if (source !== null) filter.source = checkSegment('source', source);
   const status = query.get('status');
-  if (status !== null) filter.status = parseStatus(status);
+  if (status !== null) filter.status = parseEnum('status', status, RUN_STATUSES);
   const failure = query.get('failure');
-  if (failure !== null) filter.failure_class = parseFailure(failure);
+  if (failure !== null) filter.failure_class = parseEnum('failure', failure, FAILURE_CLASSES);
   const cursor = query.get('cursor');
   if (cursor !== null) filter.after = decodeRunCursor(cursor);
   return filter;
 }
 
-const PAGE_HEADERS = { 'content-type': JSON_TYPE, 'cache-control': 'no-store' };
-
 export const listRuns: Handler<ControlDeps> = (ctx) => {
   const { items, next } = ctx.deps.stores.runs.page(parseRunFilter(ctx.query));
-  // JSON.stringify({ items, next_cursor }) byte for byte, with each run's stored text as it is.
-  const cursor = next ? JSON.stringify(encodeRunCursor(next)) : 'null';
-  return { status: 200, headers: PAGE_HEADERS, body: `{"items":[${items.join(',')}],"next_cursor":${cursor}}` };
+  return jsonPage(items, next ? encodeRunCursor(next) : null);
 };
+
+// What run detail adds to the Run JSON (docs/control-data.md): the answer waiting to reach a blocked run, and the
+// attempts of its retry group. The list stays plain Run JSON.
+
+/** Attempts listed per group at most (a retry chain is short; this bounds a hostile one). */
+const MAX_ATTEMPTS = 100;
+
+/** An answer given while the run is still blocked, so it has not reached the run yet; else null. */
+function pendingAnswer(stores: ControlStores, row: RunRow) {
+  if (row.status !== 'blocked') return null;
+  const answer = stores.events.latest(row.source, row.run, 'answer');
+  if (!answer) return null;
+  // A question asked after the answer is a new one: the old answer is no longer waiting for it.
+  const question = stores.events.latest(row.source, row.run, 'question');
+  if (question && question.id > answer.id) return null;
+  let text = '';
+  try {
+    text = str(obj(JSON.parse(answer.data)).answer) ?? '';
+  } catch {
+    // Stored event data is JSON; an unreadable one still means an answer was given.
+  }
+  // Handed to the run's own runner in its next ingest response, or written where this machine's run reads it.
+  const request = stores.controlRequests.latest(row.source, row.run, 'answer');
+  const viaIngest = request !== undefined && request.created_at >= answer.ts;
+  return {
+    answer: text,
+    answered_at: iso(answer.ts)!,
+    via: viaIngest ? 'ingest' : 'answer_folder',
+    delivered_at: viaIngest ? iso(request.delivered_at) : iso(answer.ts),
+  };
+}
+
+/** Every run of the row's group, oldest first (attempt 1 first). */
+function attempts(stores: ControlStores, row: RunRow) {
+  return stores.runs
+    .list({ group_id: row.group_id, limit: MAX_ATTEMPTS })
+    .reverse()
+    .map((r) => ({
+      source: r.source, run: r.run, status: r.status, verdict: r.verdict, started_at: iso(r.started_at)!,
+    }));
+}
 
 export const getRun: Handler<ControlDeps> = (ctx) => {
   const { source, run } = runParams(ctx);
   checkQueryKeys(ctx.query, []);
-  const row = ctx.deps.stores.runs.get(source, run);
-  if (!row) throw new HttpError('not_found', `Run ${source}/${run} not found`);
+  const row = storedRun(ctx.deps.stores.runs, { source, run });
   // The artifact index (paths only) for `artifact/<path>` links, and why each action would be refused (the same
   // rules the action handlers apply).
   const { stores, settings } = ctx.deps;
