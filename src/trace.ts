@@ -255,7 +255,7 @@ export interface SpanOptions {
   spanId?: string;
 }
 
-/** The span `inSpan` nests under, and the outermost one (a run's), which `rootSpanRecorder` records under. */
+/** The span `inSpan` nests under, and the outermost one (a run's), which `traceRoot` gives out. */
 const current = new AsyncLocalStorage<{ tracer: Tracer; span: SpanContext; root: SpanContext }>();
 
 /** Runs `fn` with `span` as the parent of every `inSpan` inside it. */
@@ -263,14 +263,10 @@ export function withSpan<T>(tracer: Tracer, span: SpanContext, fn: () => T): T {
   return current.run({ tracer, span, root: current.getStore()?.root ?? span }, fn);
 }
 
-/**
- * For spans timed elsewhere (a connection the run's egress gate recorded): records each, ended, as a child of the
- * current trace's outermost span. Null outside any span.
- */
-export function rootSpanRecorder(): ((name: string, o: SpanOptions & { endMs: number; ok: boolean }) => void) | null {
+/** The current trace's tracer and outermost span (a run's): what a run's egress gate records its connections under. */
+export function traceRoot(): { tracer: Tracer; parent: SpanContext } | null {
   const store = current.getStore();
-  if (!store) return null;
-  return (name, o) => new OpenSpan(store.tracer, name, store.root, o).end(o.ok ? 'ok' : 'error', {}, o.endMs);
+  return store ? { tracer: store.tracer, parent: store.root } : null;
 }
 
 /**

@@ -12,14 +12,16 @@ import { arrivingRecord, type EgressRecord, type MeteredCall } from './evidence.
 import { modelPath } from './model-path.ts';
 import { usageMeter, type UsageMeter } from './usage.ts';
 import { callCost } from './prices.ts';
+import { formatTraceparent } from '../trace.ts';
 
 // RFC 9110 §7.6.1: connection-specific fields are not forwarded; proxy-* are for us; host is set from the target.
 const HOP_BY_HOP = new Set([
   'connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer',
   'transfer-encoding', 'upgrade', 'host',
 ]);
-// A request's framing is the gate's own (requestFraming); the client's length never travels on.
-const REQUEST_DROP = new Set([...HOP_BY_HOP, 'content-length']);
+// A request's framing is the gate's own (requestFraming); the client's length never travels on. The trace context is
+// the gate's too (context.ts GateTrace): a client's could name another run's trace.
+const REQUEST_DROP = new Set([...HOP_BY_HOP, 'content-length', 'traceparent', 'tracestate']);
 const MODEL_DROP = new Set([...REQUEST_DROP, ...CREDENTIAL_HEADERS]);
 // Metering reads the response's usage as it passes: the gate asks for it uncompressed.
 const METERED_DROP = new Set([...MODEL_DROP, 'accept-encoding']);
@@ -104,7 +106,7 @@ export async function handleRequest(
   const deny = (status: number, reason: string, extra: Partial<EgressRecord> = {}): void => {
     req.resume();
     refuse(res, status, reason);
-    ctx.record({ ...base, ...extra, reason, status, ms: Date.now() - started });
+    ctx.record({ ...base, ...extra, reason, status, ms: Date.now() - started }, asker);
   };
   const method = req.method ?? 'GET';
   const framing = requestFraming(method, req.rawHeaders);
@@ -127,13 +129,15 @@ export async function handleRequest(
   if (!decision.allowed) return deny(403, decision.reason, { rule: decision.rule, address: decision.address });
   if (req.socket.destroyed) {
     ctx.record({ ...base, decision: 'allowed', rule: decision.rule, address: decision.address,
-      reason: 'client went away before the connection opened', ms: Date.now() - started });
+      reason: 'client went away before the connection opened', ms: Date.now() - started }, asker);
     return;
   }
   plan.headers.push(...framingHeaders(framing, method));
+  // The run's trace goes on with the gate's span as the parent (a client's own traceparent was dropped).
+  if (asker.span) plan.headers.push('traceparent', formatTraceparent(asker.span.context));
   send(ctx, req, res, plan, framing, decision.address, (extra) =>
     ctx.record({ ...base, decision: 'allowed', rule: decision.rule, address: decision.address, ...extra,
-      ms: Date.now() - started }),
+      ms: Date.now() - started }, asker),
   );
 }
 

@@ -106,7 +106,10 @@ function gateEnv(
 ): EnvVar[] {
   if (!s.gateUrl || !s.gateSecret) return [];
   const expires = Date.now() + (s.activeDeadlineSeconds + 600) * 1000;
-  const credential = mintJobCredential(s.gateSecret, { job: job.id, run: runId, repo: job.repo?.name ?? '' }, expires);
+  // The job's span rides in the signed credential: the gate records the pod's connections in the job's trace.
+  const trace = job.traceparent ? { trace: job.traceparent } : {};
+  const who = { job: job.id, run: runId, repo: job.repo?.name ?? '', ...trace };
+  const credential = mintJobCredential(s.gateSecret, who, expires);
   const gate = s.gateUrl.replace(/\/+$/, '');
   let control = '';
   try {
