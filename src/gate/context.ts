@@ -48,6 +48,8 @@ export interface GateContext {
   record(record: EgressRecord, asker?: Asker): void;
   /** Metering on: model responses' usage is read and priced, and budgets can refuse a model call. */
   meter: GateMeter | null;
+  /** Connections are spans of their run's trace; a shared gate also relays its pods' span exports. */
+  trace: GateTrace | null;
 }
 
 /** docs/gate.md "Metered cost" and "Budgets". */
@@ -136,8 +138,9 @@ export type Admission =
 /** The `Proxy-Authenticate` challenge a 407 carries. */
 export const CHALLENGE = 'Basic realm="svc gate"';
 
-// `/_job/<credential>` before a model API path, or before `/_egress` (the run's own records, for its pod's signer).
-const JOB_PREFIX = /^\/_job\/([A-Za-z0-9._-]{1,2048})(\/_model\/.*|\/_egress)$/;
+// `/_job/<credential>` before a model API path, `/_egress` (the run's own records, for its pod's signer) or `/_traces`
+// (its run's span exports, relayed: forward.ts).
+const JOB_PREFIX = /^\/_job\/([A-Za-z0-9._-]{1,2048})(\/_model\/.*|\/_egress|\/_traces)$/;
 
 export class ClientBook {
   private readonly owner = new WeakMap<Socket, string>();

@@ -12,7 +12,10 @@ import { arrivingRecord, type EgressRecord, type MeteredCall } from './evidence.
 import { modelPath } from './model-path.ts';
 import { usageMeter, type UsageMeter } from './usage.ts';
 import { callCost } from './prices.ts';
-import { formatTraceparent } from '../trace.ts';
+import { formatTraceparent, otlpTraceIds, parseTraceparent } from '../trace.ts';
+import { MiB, parseJson, readBody } from '../http/body.ts';
+import { HttpError } from '../http/http-error.ts';
+import { errorMessage } from '../errors.ts';
 
 // RFC 9110 §7.6.1: connection-specific fields are not forwarded; proxy-* are for us; host is set from the target.
 const HOP_BY_HOP = new Set([
@@ -101,6 +104,7 @@ interface Plan {
 export async function handleRequest(
   ctx: GateContext, asker: Asker, url: string, req: IncomingMessage, res: ServerResponse,
 ): Promise<void> {
+  if (url === '/_traces') return relayTraces(ctx, asker, req, res);
   const started = Date.now();
   const base = arrivingRecord(url.startsWith('/_model/') ? 'model' : 'http', asker, { method: req.method ?? null });
   const deny = (status: number, reason: string, extra: Partial<EgressRecord> = {}): void => {
@@ -139,6 +143,32 @@ export async function handleRequest(
     ctx.record({ ...base, decision: 'allowed', rule: decision.rule, address: decision.address, ...extra,
       ms: Date.now() - started }, asker),
   );
+}
+
+/**
+ * `POST /_job/<credential>/_traces` (docs/deploy.md#traces): a pod's run exports its spans here, and the gate sends
+ * them on to its own collector with its own headers (a secret no pod holds), only when every span is in the trace the
+ * job's credential names: an agent in the pod cannot put spans into another run's trace.
+ */
+async function relayTraces(ctx: GateContext, asker: Asker, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const traceId = parseTraceparent(asker.who?.trace)?.traceId;
+  if (req.method !== 'POST' || !ctx.trace?.tracer.enabled || !traceId) {
+    req.resume();
+    const reason = req.method !== 'POST' ? 'spans are exported with POST' : 'this gate exports no traces for this job';
+    return refuse(res, req.method !== 'POST' ? 405 : 404, reason);
+  }
+  let body: unknown;
+  try {
+    body = parseJson(await readBody(req, { limit: MiB }));
+  } catch (err) {
+    return refuse(res, err instanceof HttpError ? err.status : 400, errorMessage(err));
+  }
+  const ids = otlpTraceIds(body);
+  if (ids.size === 0 || [...ids].some((id) => id !== traceId)) {
+    return refuse(res, 403, 'only spans of the job\'s own trace are exported');
+  }
+  if (!await ctx.trace.tracer.forward(JSON.stringify(body))) return refuse(res, 502, 'the collector did not take them');
+  res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
 }
 
 type Planned = { plan: Plan; model: string | null } | { refused: string; status: number };

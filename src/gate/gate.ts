@@ -174,6 +174,7 @@ export async function startGate(options: GateOptions): Promise<Gate> {
     ca: options.ca,
     limits: { ...DEFAULT_LIMITS, ...options.limits },
     meter: options.meter ?? null,
+    trace: options.trace ?? null,
     record: (whole, asker) => {
       try {
         const r = boundedRecord(whole);
@@ -187,7 +188,7 @@ export async function startGate(options: GateOptions): Promise<Gate> {
     },
   };
   const sockets = new Set<Socket>();
-  const book = new ClientBook(options.clients ?? null, ctx.policy, options.trace ?? null);
+  const book = new ClientBook(options.clients ?? null, ctx.policy, ctx.trace);
   const servers: Server[] = [];
   const gate: Gate = { socketPath: options.socketPath ?? null, port: null, close: async () => {} };
   /** A server of the gate's, resolved once it listens on a socket path or a TCP port. */

@@ -3,18 +3,19 @@
 // the receipt; an incoming traceparent is continued, a malformed one is not; no endpoint or `none` sends nothing; a
 // collector that hangs or is down delays no delivery. The egress gate (a run's own, and `svc gate serve` for pods)
 // records each connection in its run's trace and passes the model API a traceparent; an agent's own is dropped.
-import { describe, it } from 'node:test';
+import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
-import { once } from 'node:events';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SECRETS, get, makeRepo, post, sign, startTestTrigger, type TestTrigger } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-import { nanos, OpenSpan, parseTraceparent, Tracer, traceSettings } from '../../src/trace.ts';
+import { nanos, OpenSpan, otlpBody, parseTraceparent, Tracer, traceSettings } from '../../src/trace.ts';
+import { buildKubeJob } from '../../src/trigger/kubernetes-executor.ts';
+import { kubernetesSettingsFromEnv } from '../../src/trigger/kubernetes-pod.ts';
 import { makeRepo as makeEngineRepo, GIT_ENV } from '../engine/fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { probeSandbox } from '../../src/spawn/probe.ts';
@@ -403,63 +404,113 @@ describe('a run\'s model calls through its egress gate', { skip: !bwrap && 'need
 describe('svc gate serve (the pods\' gate) in a job\'s trace', () => {
   const SECRET = 'traces-gate-secret-0123456789abcdef';
   const mine = { traceId: '5b8efff798038103d269b633813fc60c', spanId: 'eee19b7ec3c1b174' };
+  const jobSpan = `00-${mine.traceId}-${mine.spanId}-01`;
   const credential = (trace?: string) => mintJobCredential(Buffer.from(SECRET),
     { job: 'job-a', run: 'run-a', repo: 'acme/web', ...(trace ? { trace } : {}) }, Date.now() + 3600_000);
-  /** A model call as a pod's agent makes it, with a traceparent naming another run's trace. */
-  const callModel = (port: number, cred: string) => new Promise<number>((resolve, reject) => {
-    const req = httpRequest({ host: '127.0.0.1', port, method: 'POST', path: `/_job/${cred}/_model/anthropic/v1/x`,
-      headers: { traceparent: FORGED, 'x-api-key': 'placeholder' } }, (res) => {
+  let collector: Collector;
+  let model: Awaited<ReturnType<typeof startModel>>;
+  let dir: string;
+  let gate: ChildProcess;
+  let port = 0;
+
+  /** A request to the gate as a pod makes it, with a traceparent naming another run's trace. */
+  const toGate = (path: string, body: string) => new Promise<number>((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port, method: 'POST', path,
+      headers: { traceparent: FORGED, 'x-api-key': 'placeholder', 'content-type': 'application/json' } }, (res) => {
       res.resume().on('end', () => resolve(res.statusCode ?? 0));
     });
     req.on('error', reject);
-    req.end('{}');
+    req.end(body);
+  });
+  const callModel = (cred: string) => toGate(`/_job/${cred}/_model/anthropic/v1/x`, '{}');
+  const spansOf = (trace: string) => collector.spans.filter((s) => s.traceId === trace);
+
+  before(async () => {
+    collector = await startCollector();
+    model = await startModel();
+    dir = mkdtempSync(join(tmpdir(), 'svc-trace-gate-'));
+    writeFileSync(join(dir, 'gate-secret'), SECRET, { mode: 0o600 });
+    // The collector's key is the gate's (a secret no pod holds).
+    gate = spawn(process.execPath, [CLI, 'gate', 'serve', '--port', '0'], {
+      env: {
+        PATH: process.env.PATH, HOME: dir, ANTHROPIC_API_KEY: 'sk-ant-real', ANTHROPIC_BASE_URL: model.url,
+        SVC_GATE_SECRET_FILE: join(dir, 'gate-secret'), OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
+        OTEL_EXPORTER_OTLP_HEADERS: 'x-otel-key=gate-key',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    gate.stdout!.setEncoding('utf8').on('data', (c: string) => (out += c));
+    port = Number(await waitFor(() => /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out)?.[1], 'the gate'));
+  });
+  after(async () => {
+    gate.kill('SIGKILL');
+    await collector.close();
+    model.close();
+    rmSync(dir, { recursive: true, force: true });
   });
 
-  it('records each job\'s model call under the span its credential names and passes it on; a forged one gets 407',
+  it('records a job\'s model call under the span its credential names and passes that on, never the agent\'s',
     async () => {
-      const collector = await startCollector();
-      const model = await startModel();
-      const dir = mkdtempSync(join(tmpdir(), 'svc-trace-gate-'));
-      writeFileSync(join(dir, 'gate-secret'), SECRET, { mode: 0o600 });
-      const gate = spawn(process.execPath, [CLI, 'gate', 'serve', '--port', '0'], {
-        env: {
-          PATH: process.env.PATH, HOME: dir, ANTHROPIC_API_KEY: 'sk-ant-real', ANTHROPIC_BASE_URL: model.url,
-          SVC_GATE_SECRET_FILE: join(dir, 'gate-secret'), OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let out = '';
-      gate.stdout!.setEncoding('utf8').on('data', (c: string) => (out += c));
-      try {
-        const port = Number(await waitFor(() => /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out)?.[1],
-          'the gate to listen'));
-        assert.equal(await callModel(port, credential(`00-${mine.traceId}-${mine.spanId}-01`)), 200);
-        await waitFor(() => named(collector, 'svc.gate.connection').length > 0, 'the gate span');
-        const [span] = named(collector, 'svc.gate.connection');
-        assert.equal(span!.traceId, mine.traceId);
-        assert.equal(span!.parentSpanId, mine.spanId);
-        assert.deepEqual(attr(span!, 'svc.job_id'), { stringValue: 'job-a' });
-        assert.deepEqual([...collector.services], ['svc-gate']);
-        assert.deepEqual(model.traceparents, [`00-${mine.traceId}-${span!.spanId}-01`]);
-        // A credential without a trace: the call goes through, untraced, and the agent's traceparent still stays here.
-        assert.equal(await callModel(port, credential()), 200);
-        assert.equal(model.traceparents.at(-1), undefined);
-        // The attack: the pod's agent rewrites its credential to name another run's trace. The MAC no longer holds.
-        const [prefix, payload, mac] = credential(`00-${mine.traceId}-${mine.spanId}-01`).split('.');
-        const claims = JSON.parse(Buffer.from(payload!, 'base64url').toString('utf8'));
-        const forged = Buffer.from(JSON.stringify({ ...claims, tp: FORGED })).toString('base64url');
-        assert.equal(await callModel(port, `${prefix}.${forged}.${mac}`), 407);
-        assert.equal(model.traceparents.length, 2);
-        gate.kill('SIGTERM');
-        await once(gate, 'exit');
-        assert.deepEqual(collector.problems, []);
-        assert.ok(!JSON.stringify(collector.spans).includes(OTHER_TRACE));
-        assert.deepEqual([...new Set(collector.spans.map((s) => s.traceId))], [mine.traceId]);
-      } finally {
-        if (gate.exitCode === null) gate.kill('SIGKILL');
-        await collector.close();
-        model.close();
-        rmSync(dir, { recursive: true, force: true });
-      }
+      assert.equal(await callModel(credential(jobSpan)), 200);
+      await waitFor(() => named(collector, 'svc.gate.connection').length > 0, 'the gate span');
+      const [span] = named(collector, 'svc.gate.connection');
+      assert.equal(span!.traceId, mine.traceId);
+      assert.equal(span!.parentSpanId, mine.spanId);
+      assert.deepEqual(attr(span!, 'svc.job_id'), { stringValue: 'job-a' });
+      assert.deepEqual([...collector.services], ['svc-gate']);
+      assert.deepEqual(model.traceparents, [`00-${mine.traceId}-${span!.spanId}-01`]);
+      // A credential without a trace: the call goes through untraced, and the agent's traceparent still stays here.
+      assert.equal(await callModel(credential()), 200);
+      assert.equal(model.traceparents.at(-1), undefined);
+      assert.deepEqual(collector.problems, []);
+      assert.deepEqual(spansOf(OTHER_TRACE), []);
     });
+
+  it('refuses a credential the agent rewrote to name another run\'s trace', async () => {
+    const [prefix, payload, mac] = credential(jobSpan).split('.');
+    const claims = JSON.parse(Buffer.from(payload!, 'base64url').toString('utf8'));
+    const forged = Buffer.from(JSON.stringify({ ...claims, tp: FORGED })).toString('base64url');
+    const calls = model.traceparents.length;
+    assert.equal(await callModel(`${prefix}.${forged}.${mac}`), 407);
+    assert.equal(model.traceparents.length, calls);
+    assert.deepEqual(spansOf(OTHER_TRACE), []);
+  });
+
+  it('carries a pod run\'s spans from the pod spec\'s settings into the job\'s trace, and no other trace\'s', async () => {
+    // The pod spec the trigger makes for a job, behind this gate, with export on.
+    const trigger = {
+      PATH: process.env.PATH, HOME: dir, SVC_K8S_IMAGE: 'registry.test/svc:1', SVC_K8S_GATE_URL: `http://127.0.0.1:${port}`,
+      SVC_GATE_SECRET_FILE: join(dir, 'gate-secret'), OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
+      OTEL_EXPORTER_OTLP_HEADERS: 'x-otel-key=trigger-key',
+    };
+    const job = buildKubeJob({ id: 'job-p', args: ['start', 'x'], traceparent: jobSpan },
+      kubernetesSettingsFromEnv(trigger), 'build', trigger) as any;
+    assert.ok(!JSON.stringify(job).includes('trigger-key'), 'the export headers reach no pod');
+    const run = job.spec.template.spec.initContainers.find((c: { name: string }) => c.name === 'run');
+    const podEnv = Object.fromEntries(run.env.map((v: { name: string; value: string }) => [v.name, v.value]));
+    assert.equal(run.env.length, Object.keys(podEnv).length, 'no variable twice');
+    assert.equal(podEnv.SVC_TRACEPARENT, jobSpan);
+    // The run's worker in the pod: its tracer, made from that environment as svc-run makes it, exports to the gate.
+    const tracer = new Tracer(traceSettings(podEnv, 'svc-run'));
+    new OpenSpan(tracer, 'svc.run', parseTraceparent(podEnv.SVC_TRACEPARENT)).end('ok');
+    await tracer.flush();
+    assert.equal(tracer.sent, 1);
+    await waitFor(() => named(collector, 'svc.run').length > 0, 'the pod run\'s span');
+    const [runSpan] = named(collector, 'svc.run');
+    assert.equal(runSpan!.traceId, mine.traceId);
+    assert.equal(runSpan!.parentSpanId, mine.spanId);
+    assert.ok(collector.services.has('svc-run'));
+    assert.deepEqual([...new Set(collector.keys)], ['gate-key']);
+    // The attack: the pod's agent posts, with its own credential, an export naming another run's trace.
+    const url = new URL(podEnv.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT!);
+    const other = { traceId: OTHER_TRACE, spanId: '1122334455667788', parentSpanId: null, name: 'svc.run',
+      kind: 'internal' as const, start: nanos(Date.now()), end: nanos(Date.now()), attributes: {}, status: 'ok' as const };
+    const requests = collector.requests;
+    assert.equal(await toGate(url.pathname, otlpBody('svc-run', [other])), 403);
+    assert.equal(await toGate(url.pathname, otlpBody('svc-run', [{ ...other, traceId: mine.traceId }, other])), 403);
+    assert.equal(collector.requests, requests);
+    assert.deepEqual(spansOf(OTHER_TRACE), []);
+    assert.deepEqual(collector.problems, []);
+  });
 });
