@@ -71,13 +71,14 @@ export const SETTINGS = {
   SVC_ACCESS_LOG: choice('control', ['0', '1'], '`1`: `svc control serve`, `svc trigger serve` and `svc gate serve` ' +
     'log one `request` line per request on stderr: method, route template, status, duration, bytes, request id, ' +
     'peer; never a path, query, header or body ([metrics](docs/deploy.md#metrics-and-the-access-log))'),
-  OTEL_EXPORTER_OTLP_ENDPOINT: text('control', NONE, 'set: the trigger server and the run workers export ' +
-    'OpenTelemetry traces to `<this>/v1/traces` (OTLP/HTTP JSON; [traces](docs/deploy.md#traces))'),
+  OTEL_EXPORTER_OTLP_ENDPOINT: text('control', NONE, 'set: the trigger server, the run workers and `svc gate serve` ' +
+    'export OpenTelemetry traces to `<this>/v1/traces` (OTLP/HTTP JSON; [traces](docs/deploy.md#traces))'),
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: text('control', NONE,
     'the full traces URL, used as it is; wins over `OTEL_EXPORTER_OTLP_ENDPOINT`'),
   OTEL_EXPORTER_OTLP_HEADERS: secret('control', NONE,
-    '`key=value,…` headers sent with every export (a collector\'s API key): read once, never logged'),
-  OTEL_SERVICE_NAME: text('control', '`svc-trigger` / `svc-run`', 'the `service.name` of exported spans'),
+    '`key=value,…` headers sent with every export (a collector\'s API key): read once, never logged, never put in ' +
+    'a job pod (the pods\' gate holds its own)'),
+  OTEL_SERVICE_NAME: text('control', '`svc-trigger` / `svc-run` / `svc-gate`', 'the `service.name` of exported spans'),
   OTEL_TRACES_EXPORTER: text('control', '`otlp`', '`none`: export no traces even with an endpoint set'),
   SVC_CONTROL_URL: text('control', 'discovery', 'where clients, the shipper and the trigger server reach the ' +
     'Control Plane. Discovery: this, then `~/.svc/control/server.json` if its pid is alive, then `SVC_CONTROL_PORT`'),

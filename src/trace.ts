@@ -7,6 +7,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
+import { obj, str } from './untrusted.ts';
 
 /** Where a span sits: its trace and its own id (the parent of the spans started inside it). */
 export interface SpanContext {
@@ -122,6 +123,18 @@ export function otlpBody(service: string, spans: readonly SpanRecord[]): string 
   });
 }
 
+/** The trace ids (lower case; '' for a span without one) of the spans in a parsed OTLP JSON export (untrusted). */
+export function otlpTraceIds(body: unknown): Set<string> {
+  const list = (value: unknown): unknown[] => (Array.isArray(value) ? value : []);
+  const ids = new Set<string>();
+  for (const resource of list(obj(body).resourceSpans)) {
+    for (const scope of list(obj(resource).scopeSpans)) {
+      for (const span of list(obj(scope).spans)) ids.add((str(obj(span).traceId) ?? '').toLowerCase());
+    }
+  }
+  return ids;
+}
+
 const MAX_QUEUED = 2048;
 const BATCH = 512;
 const DELAY_MS = 200;
@@ -144,6 +157,11 @@ export class Tracer {
 
   get enabled(): boolean {
     return this.#settings.url !== null;
+  }
+
+  /** Sends an export made elsewhere (a pod's, relayed by the gate) now, to this tracer's collector and headers. */
+  forward(body: string): Promise<boolean> {
+    return this.enabled ? post(this.#settings, body) : Promise.resolve(false);
   }
 
   /** Queues a finished span; returns at once. */
@@ -255,7 +273,7 @@ export interface SpanOptions {
   spanId?: string;
 }
 
-/** The span `inSpan` nests under, and the outermost one (a run's), which `rootSpanRecorder` records under. */
+/** The span `inSpan` nests under, and the outermost one (a run's), which `traceRoot` gives out. */
 const current = new AsyncLocalStorage<{ tracer: Tracer; span: SpanContext; root: SpanContext }>();
 
 /** Runs `fn` with `span` as the parent of every `inSpan` inside it. */
@@ -263,14 +281,10 @@ export function withSpan<T>(tracer: Tracer, span: SpanContext, fn: () => T): T {
   return current.run({ tracer, span, root: current.getStore()?.root ?? span }, fn);
 }
 
-/**
- * For spans timed elsewhere (a connection the run's egress gate recorded): records each, ended, as a child of the
- * current trace's outermost span. Null outside any span.
- */
-export function rootSpanRecorder(): ((name: string, o: SpanOptions & { endMs: number; ok: boolean }) => void) | null {
+/** The current trace's tracer and outermost span (a run's): what a run's egress gate records its connections under. */
+export function traceRoot(): { tracer: Tracer; parent: SpanContext } | null {
   const store = current.getStore();
-  if (!store) return null;
-  return (name, o) => new OpenSpan(store.tracer, name, store.root, o).end(o.ok ? 'ok' : 'error', {}, o.endMs);
+  return store ? { tracer: store.tracer, parent: store.root } : null;
 }
 
 /**

@@ -18,7 +18,7 @@ import { addMetered } from '../gate/run-records.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { withCost } from './run-state.ts';
 import type { MeteredCost } from '../run-json.ts';
-import { rootSpanRecorder } from '../trace.ts';
+import { traceRoot } from '../trace.ts';
 
 /** Connections kept for egress.jsonl and the receipt's hosts (~6 MB at most), and those also sent as run events. */
 const RECORDS_KEPT = 20_000;
@@ -111,19 +111,6 @@ function agentEnv(routes: ModelRoute[], env: NodeJS.ProcessEnv): Record<string, 
 }
 
 /** Starts the run's gate; its socket lives in a short private folder (a Unix socket path has ~107 bytes). */
-/** A connection the run's gate saw, as a span: where to and what was decided, never a path, header or body. */
-function gateSpan(r: EgressRecord) {
-  const startMs = Date.parse(r.time);
-  return {
-    kind: 'client' as const, startMs, endMs: startMs + r.ms, ok: r.decision === 'allowed',
-    attributes: {
-      'svc.gate.kind': r.kind, 'server.address': r.host.slice(0, 253), 'server.port': r.port,
-      'svc.gate.decision': r.decision, 'svc.gate.model_api': r.model, 'http.response.status_code': r.status,
-      'svc.gate.bytes_up': r.bytesUp, 'svc.gate.bytes_down': r.bytesDown,
-    },
-  };
-}
-
 export async function openRunGate(ctx: RunContext, policy: Policy): Promise<RunGate> {
   const routes = modelRoutesFromEnv(ctx.env);
   // First: a bad price file fails the run before anything is made.
@@ -134,10 +121,10 @@ export async function openRunGate(ctx: RunContext, policy: Policy): Promise<RunG
   let total = 0;
   let denied = 0;
   let gate: Gate;
-  const traced = rootSpanRecorder();
   try {
     gate = await startGate({
       meter: meter.gate,
+      trace: traceRoot() ?? undefined,
       policy: gatePolicy(policy.network, routes),
       socketPath: socket,
       models: routes,
@@ -149,7 +136,6 @@ export async function openRunGate(ctx: RunContext, policy: Policy): Promise<RunG
         meter.count(record);
         if (records.length < RECORDS_KEPT) records.push(record);
         if (total <= EVENTS_KEPT) ctx.event('egress', { ...record });
-        if (total <= EVENTS_KEPT) traced?.('svc.gate.connection', gateSpan(record));
         if (total === EVENTS_KEPT + 1) {
           const text = `more than ${EVENTS_KEPT} connections: further ones only in egress.jsonl`;
           ctx.event('log', { stream: 'svc', text });

@@ -1,6 +1,7 @@
 // What every egress gate handler gets passed in: the policy, the resolver and the connect function (both
 // injectable so tests prove the address rules without a packet leaving the machine), the model routes, the limits
-// and the evidence sink; who is asking (ClientBook); and the one place a refusal is rendered.
+// and the evidence sink; who is asking (ClientBook) and the span its connection is (under the run's trace); and the one
+// place a refusal is rendered.
 import { connect as netConnect, type Socket } from 'node:net';
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -9,6 +10,7 @@ import { credentialFromProxyAuthorization, verifyJobCredential, type JobIdentity
 import type { ModelRoute } from './model-apis.ts';
 import type { EgressRecord } from './evidence.ts';
 import type { PriceTable } from './prices.ts';
+import { OpenSpan, parseTraceparent, type SpanContext, type Tracer } from '../trace.ts';
 
 /** Opens a TCP connection to an address the gate has already checked (an IP literal, never a name). */
 export type ConnectFn = (address: string, port: number) => Socket;
@@ -42,9 +44,12 @@ export interface GateContext {
   /** Trust for TLS to model APIs: replaces the system roots (test upstreams only); undefined = system roots. */
   ca: string | Buffer | Array<string | Buffer> | undefined;
   limits: GateLimits;
-  record(record: EgressRecord): void;
+  /** The record of a connection `asker` made (its span ends with it); none for a client refused before admission. */
+  record(record: EgressRecord, asker?: Asker): void;
   /** Metering on: model responses' usage is read and priced, and budgets can refuse a model call. */
   meter: GateMeter | null;
+  /** Connections are spans of their run's trace; a shared gate also relays its pods' span exports. */
+  trace: GateTrace | null;
 }
 
 /** docs/gate.md "Metered cost" and "Budgets". */
@@ -96,6 +101,34 @@ export interface GateClients {
 export interface Asker {
   policy: GatePolicy;
   who: JobIdentity | null;
+  /** This connection's span (null: untraced); the `traceparent` the gate sends upstream names it as the parent. */
+  span: OpenSpan | null;
+}
+
+/**
+ * Traces (docs/deploy.md#traces): each connection is a span of its run's trace. The trace is the gate's to know, never
+ * the client's: a run's own gate is given its run's span; a shared gate reads the job's span from the job credential,
+ * which the trigger server signed. A `traceparent` the client sends is dropped.
+ */
+export interface GateTrace {
+  tracer: Tracer;
+  /** A run's own gate: the run's span. A shared gate: null (each credential names its job's). */
+  parent: SpanContext | null;
+}
+
+function connectionSpan(trace: GateTrace | null, parent: SpanContext | null, who: JobIdentity | null): OpenSpan | null {
+  if (!trace || !parent) return null;
+  const attributes = who ? { 'svc.job_id': who.job, 'svc.run': who.run } : {};
+  return new OpenSpan(trace.tracer, 'svc.gate.connection', parent, { kind: 'client', attributes });
+}
+
+/** Ends a connection's span with where it went and what was decided: never a path, header or body. */
+export function endConnectionSpan(asker: Asker | undefined, r: EgressRecord): void {
+  asker?.span?.end(r.decision === 'allowed' ? 'ok' : 'error', {
+    'svc.gate.kind': r.kind, 'server.address': r.host.slice(0, 253), 'server.port': r.port,
+    'svc.gate.decision': r.decision, 'svc.gate.model_api': r.model, 'http.response.status_code': r.status,
+    'svc.gate.bytes_up': r.bytesUp, 'svc.gate.bytes_down': r.bytesDown,
+  });
 }
 
 export type Admission =
@@ -105,23 +138,29 @@ export type Admission =
 /** The `Proxy-Authenticate` challenge a 407 carries. */
 export const CHALLENGE = 'Basic realm="svc gate"';
 
-// `/_job/<credential>` before a model API path, or before `/_egress` (the run's own records, for its pod's signer).
-const JOB_PREFIX = /^\/_job\/([A-Za-z0-9._-]{1,2048})(\/_model\/.*|\/_egress)$/;
+// `/_job/<credential>` before a model API path, `/_egress` (the run's own records, for its pod's signer) or `/_traces`
+// (its run's span exports, relayed: forward.ts).
+const JOB_PREFIX = /^\/_job\/([A-Za-z0-9._-]{1,2048})(\/_model\/.*|\/_egress|\/_traces)$/;
 
 export class ClientBook {
   private readonly owner = new WeakMap<Socket, string>();
   private readonly open = new Map<string, number>();
   private readonly clients: GateClients | null;
   private readonly policy: GatePolicy;
+  private readonly trace: GateTrace | null;
 
-  constructor(clients: GateClients | null, policy: GatePolicy) {
+  constructor(clients: GateClients | null, policy: GatePolicy, trace: GateTrace | null = null) {
     this.clients = clients;
     this.policy = policy;
+    this.trace = trace;
   }
 
   admit(req: IncomingMessage): Admission {
     const url = req.url ?? '';
-    if (!this.clients) return { admitted: true, asker: { policy: this.policy, who: null }, url };
+    if (!this.clients) {
+      const span = connectionSpan(this.trace, this.trace?.parent ?? null, null);
+      return { admitted: true, asker: { policy: this.policy, who: null, span }, url };
+    }
     const inPath = JOB_PREFIX.exec(url);
     const credential = inPath?.[1] ?? credentialFromProxyAuthorization(req.headers['proxy-authorization']);
     const target = inPath?.[2] ?? url;
@@ -145,7 +184,8 @@ export class ClientBook {
       this.owner.set(socket, key);
       countWhileOpen(this.open, key, socket);
     }
-    return { admitted: true, asker: { policy: this.clients.policyFor(who), who }, url: target };
+    const span = connectionSpan(this.trace, parseTraceparent(who.trace), who);
+    return { admitted: true, asker: { policy: this.clients.policyFor(who), who, span }, url: target };
   }
 }
 

@@ -12,14 +12,19 @@ import { arrivingRecord, type EgressRecord, type MeteredCall } from './evidence.
 import { modelPath } from './model-path.ts';
 import { usageMeter, type UsageMeter } from './usage.ts';
 import { callCost } from './prices.ts';
+import { formatTraceparent, otlpTraceIds, parseTraceparent } from '../trace.ts';
+import { MiB, parseJson, readBody } from '../http/body.ts';
+import { HttpError } from '../http/http-error.ts';
+import { errorMessage } from '../errors.ts';
 
 // RFC 9110 §7.6.1: connection-specific fields are not forwarded; proxy-* are for us; host is set from the target.
 const HOP_BY_HOP = new Set([
   'connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer',
   'transfer-encoding', 'upgrade', 'host',
 ]);
-// A request's framing is the gate's own (requestFraming); the client's length never travels on.
-const REQUEST_DROP = new Set([...HOP_BY_HOP, 'content-length']);
+// A request's framing is the gate's own (requestFraming); the client's length never travels on. The trace context is
+// the gate's too (context.ts GateTrace): a client's could name another run's trace.
+const REQUEST_DROP = new Set([...HOP_BY_HOP, 'content-length', 'traceparent', 'tracestate']);
 const MODEL_DROP = new Set([...REQUEST_DROP, ...CREDENTIAL_HEADERS]);
 // Metering reads the response's usage as it passes: the gate asks for it uncompressed.
 const METERED_DROP = new Set([...MODEL_DROP, 'accept-encoding']);
@@ -99,12 +104,13 @@ interface Plan {
 export async function handleRequest(
   ctx: GateContext, asker: Asker, url: string, req: IncomingMessage, res: ServerResponse,
 ): Promise<void> {
+  if (url === '/_traces') return relayTraces(ctx, asker, req, res);
   const started = Date.now();
   const base = arrivingRecord(url.startsWith('/_model/') ? 'model' : 'http', asker, { method: req.method ?? null });
   const deny = (status: number, reason: string, extra: Partial<EgressRecord> = {}): void => {
     req.resume();
     refuse(res, status, reason);
-    ctx.record({ ...base, ...extra, reason, status, ms: Date.now() - started });
+    ctx.record({ ...base, ...extra, reason, status, ms: Date.now() - started }, asker);
   };
   const method = req.method ?? 'GET';
   const framing = requestFraming(method, req.rawHeaders);
@@ -127,14 +133,42 @@ export async function handleRequest(
   if (!decision.allowed) return deny(403, decision.reason, { rule: decision.rule, address: decision.address });
   if (req.socket.destroyed) {
     ctx.record({ ...base, decision: 'allowed', rule: decision.rule, address: decision.address,
-      reason: 'client went away before the connection opened', ms: Date.now() - started });
+      reason: 'client went away before the connection opened', ms: Date.now() - started }, asker);
     return;
   }
   plan.headers.push(...framingHeaders(framing, method));
+  // The run's trace goes on with the gate's span as the parent (a client's own traceparent was dropped).
+  if (asker.span) plan.headers.push('traceparent', formatTraceparent(asker.span.context));
   send(ctx, req, res, plan, framing, decision.address, (extra) =>
     ctx.record({ ...base, decision: 'allowed', rule: decision.rule, address: decision.address, ...extra,
-      ms: Date.now() - started }),
+      ms: Date.now() - started }, asker),
   );
+}
+
+/**
+ * `POST /_job/<credential>/_traces` (docs/deploy.md#traces): a pod's run exports its spans here, and the gate sends
+ * them on to its own collector with its own headers (a secret no pod holds), only when every span is in the trace the
+ * job's credential names: an agent in the pod cannot put spans into another run's trace.
+ */
+async function relayTraces(ctx: GateContext, asker: Asker, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const traceId = parseTraceparent(asker.who?.trace)?.traceId;
+  if (req.method !== 'POST' || !ctx.trace?.tracer.enabled || !traceId) {
+    req.resume();
+    const reason = req.method !== 'POST' ? 'spans are exported with POST' : 'this gate exports no traces for this job';
+    return refuse(res, req.method !== 'POST' ? 405 : 404, reason);
+  }
+  let body: unknown;
+  try {
+    body = parseJson(await readBody(req, { limit: MiB }));
+  } catch (err) {
+    return refuse(res, err instanceof HttpError ? err.status : 400, errorMessage(err));
+  }
+  const ids = otlpTraceIds(body);
+  if (ids.size === 0 || [...ids].some((id) => id !== traceId)) {
+    return refuse(res, 403, 'only spans of the job\'s own trace are exported');
+  }
+  if (!await ctx.trace.tracer.forward(JSON.stringify(body))) return refuse(res, 502, 'the collector did not take them');
+  res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
 }
 
 type Planned = { plan: Plan; model: string | null } | { refused: string; status: number };

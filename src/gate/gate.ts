@@ -10,8 +10,9 @@ import { handleConnect } from './tunnel.ts';
 import { handleRequest } from './forward.ts';
 import { RunRecords, boundedRecord } from './run-records.ts';
 import {
-  ClientBook, CHALLENGE, countWhileOpen, DEFAULT_LIMITS, refuse, refuseRaw, tcpConnect, type Admission, type Asker,
-  type ConnectFn, type GateClients, type GateContext, type GateLimits, type GateMeter,
+  ClientBook, CHALLENGE, countWhileOpen, DEFAULT_LIMITS, endConnectionSpan, refuse, refuseRaw, tcpConnect,
+  type Admission, type Asker, type ConnectFn, type GateClients, type GateContext, type GateLimits, type GateMeter,
+  type GateTrace,
 } from './context.ts';
 import { systemResolver, type GatePolicy, type Resolver } from './policy.ts';
 import type { ModelRoute } from './model-apis.ts';
@@ -44,6 +45,8 @@ export interface GateOptions {
   metrics?: GateMetrics;
   /** Read and price every model response's usage, and ask before each model call whether a budget refuses it. */
   meter?: GateMeter;
+  /** Record each connection as a span of its run's trace, and pass the model API a `traceparent` (context.ts). */
+  trace?: GateTrace;
 }
 
 export interface Gate {
@@ -171,9 +174,11 @@ export async function startGate(options: GateOptions): Promise<Gate> {
     ca: options.ca,
     limits: { ...DEFAULT_LIMITS, ...options.limits },
     meter: options.meter ?? null,
-    record: (whole) => {
+    trace: options.trace ?? null,
+    record: (whole, asker) => {
       try {
         const r = boundedRecord(whole);
+        endConnectionSpan(asker, r);
         runs.add(r);
         records(r);
         options.metrics?.recorded(r);
@@ -183,7 +188,7 @@ export async function startGate(options: GateOptions): Promise<Gate> {
     },
   };
   const sockets = new Set<Socket>();
-  const book = new ClientBook(options.clients ?? null, ctx.policy);
+  const book = new ClientBook(options.clients ?? null, ctx.policy, ctx.trace);
   const servers: Server[] = [];
   const gate: Gate = { socketPath: options.socketPath ?? null, port: null, close: async () => {} };
   /** A server of the gate's, resolved once it listens on a socket path or a TCP port. */

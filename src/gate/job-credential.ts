@@ -11,6 +11,8 @@ export interface JobIdentity {
   run: string;
   /** The served repository entry's name the job was routed to ('' when none). */
   repo: string;
+  /** The job's span as a W3C traceparent, which the gate records the job's connections under (context.ts). */
+  trace?: string;
 }
 
 const PREFIX = 'g1';
@@ -39,8 +41,8 @@ function mac(secret: Buffer, payload: string): Buffer {
 
 /** `g1.<payload>.<mac>`, base64url parts: safe in a URL's userinfo and in a path segment. */
 export function mintJobCredential(secret: Buffer, who: JobIdentity, expiresAt: number): string {
-  const payload = Buffer.from(JSON.stringify({ job: who.job, run: who.run, repo: who.repo, exp: expiresAt }))
-    .toString('base64url');
+  const claims = { job: who.job, run: who.run, repo: who.repo, tp: who.trace, exp: expiresAt };
+  const payload = Buffer.from(JSON.stringify(claims)).toString('base64url');
   return `${PREFIX}.${payload}.${mac(secret, payload).toString('base64url')}`;
 }
 
@@ -66,7 +68,7 @@ export function verifyJobCredential(secret: Buffer, credential: string, now = Da
   const repo = typeof o.repo === 'string' ? o.repo : null;
   const exp = typeof o.exp === 'number' ? o.exp : NaN;
   if (!job || !run || repo === null || !(exp > now)) return null;
-  return { job, run, repo };
+  return { job, run, repo, ...(typeof o.tp === 'string' ? { trace: o.tp } : {}) };
 }
 
 /** The credential in a `Proxy-Authorization: Basic base64(user:credential)` value (any user name), or null. */

@@ -15,6 +15,7 @@ import { loadPriceTable } from './prices.ts';
 import { DayLedger, reachedBudget, refusalText } from './budgets.ts';
 import type { GateMeter } from './context.ts';
 import type { EgressRecord } from './evidence.ts';
+import { tracerOf } from '../trace.ts';
 
 export interface GateServeSettings {
   host: string;
@@ -83,6 +84,8 @@ export async function serveGateForever(
     fallback, repos: new Map([...policies.repos].map(([name, p]) => [name, withModels(p)])),
   };
   const { meter, count } = sharedMeter(env);
+  // Each job's connections are spans of its trace (the credential names it); exported when OTEL_* says where.
+  const tracer = tracerOf(env, 'svc-gate');
   // The gate cannot know which names the trigger serves: it says which it has, for the operator to compare.
   log.info('gate repository policies', { repos: [...served.repos.keys()] });
   const gate = await startGate({
@@ -98,13 +101,14 @@ export async function serveGateForever(
       process.stdout.write(`${JSON.stringify({ egress: record })}\n`);
     },
     meter,
+    trace: { tracer, parent: null },
     log,
     metrics: createGateMetrics(metricsToken, settings.accessLog ? log : null),
   });
   const host = settings.host.includes(':') ? `[${settings.host}]` : settings.host;
   say(`svc gate listening on http://${host}:${gate.port}` +
     ` (model APIs: ${routes.map((r) => r.name).join(', ') || 'none'})\n`);
-  return exitCodeAfterSignal(log, 'gate stopping', () => gate.close());
+  return exitCodeAfterSignal(log, 'gate stopping', () => gate.close().then(() => tracer.flush()));
 }
 
 /**

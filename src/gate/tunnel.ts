@@ -31,7 +31,7 @@ export async function handleConnect(
   client.on('error', () => client.destroy());
   const deny = (status: number, reason: string, extra: Partial<EgressRecord> = {}): void => {
     refuseRaw(client, status, reason);
-    ctx.record({ ...base, ...extra, reason, status, ms: Date.now() - started });
+    ctx.record({ ...base, ...extra, reason, status, ms: Date.now() - started }, asker);
   };
 
   let dest: Destination;
@@ -48,7 +48,7 @@ export async function handleConnect(
   const verdict: Partial<EgressRecord> = { decision: 'allowed', rule: decision.rule, address: decision.address };
   if (client.destroyed) {
     const reason = 'client went away before the connection opened';
-    ctx.record({ ...base, ...verdict, reason, ms: Date.now() - started });
+    ctx.record({ ...base, ...verdict, reason, ms: Date.now() - started }, asker);
     return;
   }
 
@@ -67,7 +67,7 @@ export async function handleConnect(
     ctx.record({
       ...base, ...verdict, reason, status, bytesUp: upstream.bytesWritten, bytesDown: upstream.bytesRead,
       ms: Date.now() - started,
-    });
+    }, asker);
   };
   // The hello decides the tunnel: refused, the client gets a TLS alert and the destination got no byte.
   const refuseHello = (reason: string, alert: boolean): void => {

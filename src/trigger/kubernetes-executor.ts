@@ -205,7 +205,11 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
     }
   }
 
-  async function controlOutcome(run: RunRef): Promise<RunOutcome | null> {
+  /**
+   * The run as the pod shipped it to the Control Plane, read by `read` (null: no run, no Control Plane, unreachable).
+   * Only a question is read there while the pod runs, never the outcome: that is agent text, sent as data.
+   */
+  async function fromControl<T>(run: RunRef, read: (state: Record<string, unknown>) => T | null): Promise<T | null> {
     if (!opts.controlUrl) return null;
     try {
       const base = opts.controlUrl.replace(/\/+$/, '');
@@ -215,7 +219,7 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
         headers: { accept: 'application/json', ...auth },
         signal: AbortSignal.timeout(10_000),
       });
-      return res.ok ? outcomeFromState((await res.json()) as Record<string, unknown>) : null;
+      return res.ok ? read((await res.json()) as Record<string, unknown>) : null;
     } catch {
       return null;
     }
@@ -228,23 +232,6 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
       verdict: null, pr_url: null, cost_usd: null, started_at: null, ended_at: null,
       error: complete ? null : `Kubernetes Job failed: ${state.reason ?? 'unknown reason'}`,
     };
-  }
-
-  /**
-   * The question a running pod's run asks, as it shipped it to the Control Plane (null: none, or no Control Plane).
-   * Only a question is read there while the pod runs, never the outcome (below): it is agent text, sent as data.
-   */
-  async function controlQuestion(run: RunRef): Promise<string | null> {
-    if (!opts.controlUrl) return null;
-    try {
-      const base = opts.controlUrl.replace(/\/+$/, '');
-      const url = `${base}/v1/runs/${encodeURIComponent(run.source)}/${encodeURIComponent(run.run)}`;
-      const auth = opts.controlToken ? { authorization: `Bearer ${opts.controlToken}` } : {};
-      const res = await (opts.fetch ?? fetch)(url, { headers: auth, signal: AbortSignal.timeout(10_000) });
-      return res.ok ? questionOf((await res.json()) as Record<string, unknown>) : null;
-    } catch {
-      return null;
-    }
   }
 
   async function follow(run: RunRef, signal: AbortSignal, f?: FollowOptions): Promise<RunOutcome | null | 'aborted'> {
@@ -260,8 +247,8 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
         if (!state || state.phase === 'missing') {
           // No Job to read (deleted after its TTL, or never labelled): only the Control Plane can still tell, and
           // what it holds is whatever the pod shipped last; give it the ship grace.
-          const fromControl = await controlOutcome(run);
-          if (fromControl) return fromControl;
+          const shipped = await fromControl(run, outcomeFromState);
+          if (shipped) return shipped;
           missingSince ??= Date.now();
           if (!opts.controlUrl || Date.now() - missingSince >= shipGraceMs) return null;
         } else if (state.phase !== 'running') {
@@ -269,7 +256,7 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
           // token) could ship any status there. Only the signer writes its own log, and its summary line comes last.
           return lastJsonLine(await podLog(name!, SIGNER_CONTAINER), outcomeFromState) ?? jobOutcome(state);
         } else if (f?.onQuestion) {
-          const question = await controlQuestion(run);
+          const question = await fromControl(run, questionOf);
           if (question !== asked) f.onQuestion(question);
           asked = question;
         }

@@ -7,6 +7,7 @@ import type { ExecJob } from './executor.ts';
 import { MODEL_APIS } from '../gate/model-apis.ts';
 import { BadSettingError } from '../errors.ts';
 import { setting, settingInt, settingOr, type SettingName } from '../settings-registry.ts';
+import { traceSettings } from '../trace.ts';
 
 export const RUN_CONTAINER = 'run';
 export const SIGNER_CONTAINER = 'signer';
@@ -99,14 +100,18 @@ export function signerArgs(args: readonly string[], runId: string): string[] {
 /**
  * The pod's routes out through the gate (docs/gate.md: a NetworkPolicy leaves it no other), each carrying this job's
  * gate credential, valid for the pod's whole deadline and ten minutes more, for this job, run and repository only:
- * the proxy variables, the model CLIs' base URLs with placeholder keys, and where the signer reads the evidence.
+ * the proxy variables, the model CLIs' base URLs with placeholder keys, where the signer reads the evidence, and where
+ * the run exports its spans.
  */
 function gateEnv(
   serverEnv: NodeJS.ProcessEnv, s: KubernetesSettings, job: PodJob, runId: string,
 ): EnvVar[] {
   if (!s.gateUrl || !s.gateSecret) return [];
   const expires = Date.now() + (s.activeDeadlineSeconds + 600) * 1000;
-  const credential = mintJobCredential(s.gateSecret, { job: job.id, run: runId, repo: job.repo?.name ?? '' }, expires);
+  // The job's span rides in the signed credential: the gate records the pod's connections in the job's trace.
+  const trace = job.traceparent ? { trace: job.traceparent } : {};
+  const who = { job: job.id, run: runId, repo: job.repo?.name ?? '', ...trace };
+  const credential = mintJobCredential(s.gateSecret, who, expires);
   const gate = s.gateUrl.replace(/\/+$/, '');
   let control = '';
   try {
@@ -124,25 +129,30 @@ function gateEnv(
     if (api.baseEnv) vars.push({ name: api.baseEnv, value: `${gate}/_job/${credential}/_model/${name}` });
   }
   vars.push({ name: 'SVC_GATE_EVIDENCE_URL', value: `${gate}/_job/${credential}/_egress` });
+  // The run's spans go through the gate too: it holds the collector's headers and passes on only this job's trace.
+  if (traceSettings(serverEnv, '').url) {
+    vars.push({ name: 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', value: `${gate}/_job/${credential}/_traces` });
+  }
   for (const api of Object.values(MODEL_APIS)) {
     for (const variable of api.env) vars.push({ name: variable, value: api.placeholder });
   }
   return vars;
 }
 
-/** The trigger's allowlisted, non-secret variables, minus what names a trigger-host path or source. */
+/** The trigger's allowlisted, non-secret variables, minus what names a trigger-host path or source, or gateEnv sets. */
 function baseEnv(
   serverEnv: NodeJS.ProcessEnv, s: KubernetesSettings, job: PodJob, home: string,
   gate: readonly EnvVar[],
 ): EnvVar[] {
   const env = Object.entries(childEnv('launcher', serverEnv))
     .filter(([k]) => !['PATH', 'HOME', 'TMPDIR', 'SVC_SOURCE', 'SVC_CONTROL_ANSWER_DIR', 'SVC_REPO_NAME'].includes(k))
+    .filter(([k]) => !gate.some((g) => g.name === k))
     .map(([k, v]) => ({ name: k, value: String(v) }));
   env.push({ name: 'HOME', value: home }, { name: 'TMPDIR', value: '/tmp' }, { name: 'SVC_SOURCE', value: s.source });
   if (job.origin) env.push({ name: 'SVC_ORIGIN', value: job.origin });
   // The run's `repo` is the served entry the job was routed to, not what the clone's origin says.
   if (job.repo) env.push({ name: 'SVC_REPO_NAME', value: job.repo.name });
-  // The job's span, which the pod's run continues (its spans reach a collector only where the pod's egress allows).
+  // The job's span, which the pod's run continues (its spans go through the gate when there is one: gateEnv).
   if (job.traceparent) env.push({ name: 'SVC_TRACEPARENT', value: job.traceparent });
   if (s.controlTokenSecret) env.push({ name: 'SVC_CONTROL_TOKEN_FILE', value: `${TOKEN_DIR}/token` });
   // The pod is the agent's boundary (its own container, no service account token, and with a gate, a NetworkPolicy):

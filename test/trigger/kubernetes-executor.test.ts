@@ -8,6 +8,7 @@ import {
 } from '../../src/trigger/kubernetes-executor.ts';
 import { kubernetesSettingsFromEnv, podArgs } from '../../src/trigger/kubernetes-pod.ts';
 import { silentLogger } from '../../src/log.ts';
+import { verifyJobCredential } from '../../src/gate/job-credential.ts';
 import { startKubeStandIn, podSecrets, type KubeStandIn } from './kube-stand-in.ts';
 import { startTestTrigger, tempDir, post, get, SECRETS, type TestTrigger } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -99,6 +100,23 @@ describe('buildKubeJob', () => {
     const vars = runContainer((job as any).spec.template.spec).env as Array<{ name: string; value: string }>;
     assert.equal(vars.find((v) => v.name === 'SVC_TRACEPARENT')?.value, traceparent);
     assert.equal(vars.find((v) => v.name === 'OTEL_EXPORTER_OTLP_ENDPOINT')?.value, 'http://collector:4318');
+  });
+
+  it('behind a gate, the pod exports its spans through it, and its gate credential names the job\'s span', () => {
+    const secret = join(dir, 'gate-secret');
+    writeFileSync(secret, 'kube-trace-gate-secret-0123456789abcdef');
+    const serverEnv = { ...env, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://collector:4318/t',
+      SVC_K8S_GATE_URL: 'http://svc-gate:3128', SVC_GATE_SECRET_FILE: secret };
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const job = buildKubeJob({ id: 'j1', args: ['start', 'x'], traceparent }, kubernetesSettingsFromEnv(serverEnv), 'build', serverEnv);
+    const vars = runContainer((job as any).spec.template.spec).env as Array<{ name: string; value: string }>;
+    const exports = vars.filter((v) => v.name === 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT');
+    assert.equal(exports.length, 1);
+    const credential = /^http:\/\/svc-gate:3128\/_job\/([^/]+)\/_traces$/.exec(exports[0]!.value)?.[1];
+    assert.ok(credential, exports[0]!.value);
+    const who = verifyJobCredential(Buffer.from('kube-trace-gate-secret-0123456789abcdef'), credential);
+    assert.equal(who?.trace, traceparent);
+    assert.equal(vars.find((v) => v.name === 'SVC_TRACEPARENT')?.value, traceparent);
   });
 
   it('gives pods their own run source, SVC_K8S_SOURCE or k8s, never the trigger host\'s', () => {

@@ -1,17 +1,25 @@
 // OpenTelemetry traces (src/trace.ts, src/trigger/job-trace.ts): a loopback collector stand-in receives OTLP/HTTP JSON
 // and checks every payload's shape; one GitHub webhook through a real `svc start` is one trace from the delivery to
 // the receipt; an incoming traceparent is continued, a malformed one is not; no endpoint or `none` sends nothing; a
-// collector that hangs or is down delays no delivery.
-import { describe, it } from 'node:test';
+// collector that hangs or is down delays no delivery. The egress gate (a run's own, and `svc gate serve` for pods)
+// records each connection in its run's trace and passes the model API a traceparent; an agent's own is dropped.
+import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { execFileSync } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
+import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SECRETS, get, makeRepo, post, sign, startTestTrigger, type TestTrigger } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-import { nanos, OpenSpan, parseTraceparent, Tracer, traceSettings } from '../../src/trace.ts';
+import { nanos, OpenSpan, otlpBody, parseTraceparent, Tracer, traceSettings } from '../../src/trace.ts';
+import { buildKubeJob } from '../../src/trigger/kubernetes-executor.ts';
+import { kubernetesSettingsFromEnv } from '../../src/trigger/kubernetes-pod.ts';
+import { makeRepo as makeEngineRepo, GIT_ENV } from '../engine/fixtures.ts';
+import { runChild } from '../helpers/run-child.ts';
+import { probeSandbox } from '../../src/spawn/probe.ts';
+import { mintJobCredential } from '../../src/gate/job-credential.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
@@ -327,5 +335,182 @@ describe('traces across the trigger server and a real run', () => {
       await collector.close();
       await t.cleanup();
     }
+  });
+});
+
+/** The agent's model call with a traceparent of its own choosing: another run's trace, which it must not reach. */
+const OTHER_TRACE = 'a1b2c3d4e5f60718293a4b5c6d7e8f90';
+const FORGED = `00-${OTHER_TRACE}-1122334455667788-01`;
+const MODEL_CALLER = `#!/bin/sh
+cat > /dev/null
+curl -s -o /dev/null --max-time 20 "$ANTHROPIC_BASE_URL/v1/messages" -H "x-api-key: $ANTHROPIC_API_KEY" \\
+  -H 'content-type: application/json' -H 'traceparent: ${FORGED}' -d '{"model":"m"}'
+echo called >> a.txt
+`;
+
+/** A model API stand-in on loopback that keeps each request's traceparent. */
+async function startModel(): Promise<{ url: string; traceparents: Array<string | undefined>; close(): void }> {
+  const traceparents: Array<string | undefined> = [];
+  const server = createServer((req, res) => {
+    traceparents.push(req.headers.traceparent as string | undefined);
+    req.resume().on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{}'));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  return { url, traceparents, close: () => { server.closeAllConnections(); server.close(); } };
+}
+
+const bwrap = probeSandbox(process.env).ok;
+
+describe('a run\'s model calls through its egress gate', { skip: !bwrap && 'needs bubblewrap' }, () => {
+  it('are spans of the run\'s trace, and the model API gets a traceparent naming that span, not the agent\'s',
+    async () => {
+      const collector = await startCollector();
+      const model = await startModel();
+      const repo = makeEngineRepo({ providers: { caller: MODEL_CALLER } });
+      const traceId = '0af7651916cd43dd8448eb211c80319c';
+      const env: NodeJS.ProcessEnv = {
+        ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
+        ANTHROPIC_API_KEY: 'sk-ant-real', ANTHROPIC_BASE_URL: model.url, SVC_SANDBOX_FORWARDER: 'node',
+        OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, SVC_TRACEPARENT: `00-${traceId}-b7ad6b7169203331-01`,
+      };
+      delete env.SVC_SANDBOX;
+      try {
+        const run = await runChild(process.execPath, [CLI, 'start', '--brief', 'call the model', '--worktree',
+          '--provider', 'caller'], { cwd: repo.repo, env });
+        assert.equal(run.code, 0, run.stderr);
+        await waitFor(() => named(collector, 'svc.run').length > 0, 'the run span');
+        assert.deepEqual(collector.problems, []);
+        const [runSpan] = named(collector, 'svc.run');
+        const calls = named(collector, 'svc.gate.connection')
+          .filter((s) => attr(s, 'svc.gate.kind')?.stringValue === 'model');
+        assert.equal(calls.length, 1);
+        const call = calls[0]!;
+        assert.equal(call.traceId, traceId);
+        assert.equal(call.parentSpanId, runSpan!.spanId);
+        assert.deepEqual(attr(call, 'svc.gate.model_api'), { stringValue: 'anthropic' });
+        // The model API continues the run's trace, under the gate's span; the agent's traceparent never reached it.
+        assert.deepEqual(model.traceparents, [`00-${traceId}-${call.spanId}-01`]);
+        assert.ok(collector.spans.every((s) => s.traceId === traceId));
+        assert.ok(!JSON.stringify(collector.spans).includes(OTHER_TRACE));
+      } finally {
+        await collector.close();
+        model.close();
+        repo.cleanup();
+      }
+    });
+});
+
+describe('svc gate serve (the pods\' gate) in a job\'s trace', () => {
+  const SECRET = 'traces-gate-secret-0123456789abcdef';
+  const mine = { traceId: '5b8efff798038103d269b633813fc60c', spanId: 'eee19b7ec3c1b174' };
+  const jobSpan = `00-${mine.traceId}-${mine.spanId}-01`;
+  const credential = (trace?: string) => mintJobCredential(Buffer.from(SECRET),
+    { job: 'job-a', run: 'run-a', repo: 'acme/web', ...(trace ? { trace } : {}) }, Date.now() + 3600_000);
+  let collector: Collector;
+  let model: Awaited<ReturnType<typeof startModel>>;
+  let dir: string;
+  let gate: ChildProcess;
+  let port = 0;
+
+  /** A request to the gate as a pod makes it, with a traceparent naming another run's trace. */
+  const toGate = (path: string, body: string) => new Promise<number>((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port, method: 'POST', path,
+      headers: { traceparent: FORGED, 'x-api-key': 'placeholder', 'content-type': 'application/json' } }, (res) => {
+      res.resume().on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+  const callModel = (cred: string) => toGate(`/_job/${cred}/_model/anthropic/v1/x`, '{}');
+  const spansOf = (trace: string) => collector.spans.filter((s) => s.traceId === trace);
+
+  before(async () => {
+    collector = await startCollector();
+    model = await startModel();
+    dir = mkdtempSync(join(tmpdir(), 'svc-trace-gate-'));
+    writeFileSync(join(dir, 'gate-secret'), SECRET, { mode: 0o600 });
+    // The collector's key is the gate's (a secret no pod holds).
+    gate = spawn(process.execPath, [CLI, 'gate', 'serve', '--port', '0'], {
+      env: {
+        PATH: process.env.PATH, HOME: dir, ANTHROPIC_API_KEY: 'sk-ant-real', ANTHROPIC_BASE_URL: model.url,
+        SVC_GATE_SECRET_FILE: join(dir, 'gate-secret'), OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
+        OTEL_EXPORTER_OTLP_HEADERS: 'x-otel-key=gate-key',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    gate.stdout!.setEncoding('utf8').on('data', (c: string) => (out += c));
+    port = Number(await waitFor(() => /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out)?.[1], 'the gate'));
+  });
+  after(async () => {
+    gate.kill('SIGKILL');
+    await collector.close();
+    model.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('records a job\'s model call under the span its credential names and passes that on, never the agent\'s',
+    async () => {
+      assert.equal(await callModel(credential(jobSpan)), 200);
+      await waitFor(() => named(collector, 'svc.gate.connection').length > 0, 'the gate span');
+      const [span] = named(collector, 'svc.gate.connection');
+      assert.equal(span!.traceId, mine.traceId);
+      assert.equal(span!.parentSpanId, mine.spanId);
+      assert.deepEqual(attr(span!, 'svc.job_id'), { stringValue: 'job-a' });
+      assert.deepEqual([...collector.services], ['svc-gate']);
+      assert.deepEqual(model.traceparents, [`00-${mine.traceId}-${span!.spanId}-01`]);
+      // A credential without a trace: the call goes through untraced, and the agent's traceparent still stays here.
+      assert.equal(await callModel(credential()), 200);
+      assert.equal(model.traceparents.at(-1), undefined);
+      assert.deepEqual(collector.problems, []);
+      assert.deepEqual(spansOf(OTHER_TRACE), []);
+    });
+
+  it('refuses a credential the agent rewrote to name another run\'s trace', async () => {
+    const [prefix, payload, mac] = credential(jobSpan).split('.');
+    const claims = JSON.parse(Buffer.from(payload!, 'base64url').toString('utf8'));
+    const forged = Buffer.from(JSON.stringify({ ...claims, tp: FORGED })).toString('base64url');
+    const calls = model.traceparents.length;
+    assert.equal(await callModel(`${prefix}.${forged}.${mac}`), 407);
+    assert.equal(model.traceparents.length, calls);
+    assert.deepEqual(spansOf(OTHER_TRACE), []);
+  });
+
+  it('carries a pod run\'s spans from the pod spec\'s settings into the job\'s trace, and no other trace\'s', async () => {
+    // The pod spec the trigger makes for a job, behind this gate, with export on.
+    const trigger = {
+      PATH: process.env.PATH, HOME: dir, SVC_K8S_IMAGE: 'registry.test/svc:1', SVC_K8S_GATE_URL: `http://127.0.0.1:${port}`,
+      SVC_GATE_SECRET_FILE: join(dir, 'gate-secret'), OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
+      OTEL_EXPORTER_OTLP_HEADERS: 'x-otel-key=trigger-key',
+    };
+    const job = buildKubeJob({ id: 'job-p', args: ['start', 'x'], traceparent: jobSpan },
+      kubernetesSettingsFromEnv(trigger), 'build', trigger) as any;
+    assert.ok(!JSON.stringify(job).includes('trigger-key'), 'the export headers reach no pod');
+    const run = job.spec.template.spec.initContainers.find((c: { name: string }) => c.name === 'run');
+    const podEnv = Object.fromEntries(run.env.map((v: { name: string; value: string }) => [v.name, v.value]));
+    assert.equal(run.env.length, Object.keys(podEnv).length, 'no variable twice');
+    assert.equal(podEnv.SVC_TRACEPARENT, jobSpan);
+    // The run's worker in the pod: its tracer, made from that environment as svc-run makes it, exports to the gate.
+    const tracer = new Tracer(traceSettings(podEnv, 'svc-run'));
+    new OpenSpan(tracer, 'svc.run', parseTraceparent(podEnv.SVC_TRACEPARENT)).end('ok');
+    await tracer.flush();
+    assert.equal(tracer.sent, 1);
+    await waitFor(() => named(collector, 'svc.run').length > 0, 'the pod run\'s span');
+    const [runSpan] = named(collector, 'svc.run');
+    assert.equal(runSpan!.traceId, mine.traceId);
+    assert.equal(runSpan!.parentSpanId, mine.spanId);
+    assert.ok(collector.services.has('svc-run'));
+    assert.deepEqual([...new Set(collector.keys)], ['gate-key']);
+    // The attack: the pod's agent posts, with its own credential, an export naming another run's trace.
+    const url = new URL(podEnv.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT!);
+    const other = { traceId: OTHER_TRACE, spanId: '1122334455667788', parentSpanId: null, name: 'svc.run',
+      kind: 'internal' as const, start: nanos(Date.now()), end: nanos(Date.now()), attributes: {}, status: 'ok' as const };
+    const requests = collector.requests;
+    assert.equal(await toGate(url.pathname, otlpBody('svc-run', [other])), 403);
+    assert.equal(await toGate(url.pathname, otlpBody('svc-run', [{ ...other, traceId: mine.traceId }, other])), 403);
+    assert.equal(collector.requests, requests);
+    assert.deepEqual(spansOf(OTHER_TRACE), []);
+    assert.deepEqual(collector.problems, []);
   });
 });
