@@ -110,7 +110,6 @@ function agentEnv(routes: ModelRoute[], env: NodeJS.ProcessEnv): Record<string, 
   return vars;
 }
 
-/** Starts the run's gate; its socket lives in a short private folder (a Unix socket path has ~107 bytes). */
 /** A connection the run's gate saw, as a span: where to and what was decided, never a path, header or body. */
 function gateSpan(r: EgressRecord) {
   const startMs = Date.parse(r.time);
@@ -124,6 +123,7 @@ function gateSpan(r: EgressRecord) {
   };
 }
 
+/** Starts the run's gate; its socket lives in a short private folder (a Unix socket path has ~107 bytes). */
 export async function openRunGate(ctx: RunContext, policy: Policy): Promise<RunGate> {
   const routes = modelRoutesFromEnv(ctx.env);
   // First: a bad price file fails the run before anything is made.

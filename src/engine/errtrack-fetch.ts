@@ -1,6 +1,6 @@
 // Fetches an error-tracker issue and its latest event with curl; the token travels only in a config on curl's stdin.
 import { startChild } from '../spawn/start.ts';
-import { isLoopbackAddress } from '../http/guards.ts';
+import { isLoopbackHost } from '../http/guards.ts';
 import { BadInputError, BadSettingError, FailedError } from '../errors.ts';
 import type { ErrtrackExport } from './errtrack-spec.ts';
 
@@ -30,8 +30,7 @@ export function issueApiUrls(pageUrl: string, env: NodeJS.ProcessEnv): IssueApi 
     base = `${override.protocol}//${override.host}${path === '' ? '/api/0' : path}`;
   }
   const api = new URL(base);
-  const local = isLoopbackAddress(api.hostname.replace(/^\[|\]$/g, ''));
-  if (api.protocol !== 'https:' && !(api.protocol === 'http:' && local)) {
+  if (api.protocol !== 'https:' && !(api.protocol === 'http:' && isLoopbackHost(api.hostname))) {
     throw new BadSettingError(`Refusing to send ERRTRACK_AUTH_TOKEN over ${api.protocol} to ${api.host}: use https`);
   }
   const issuePath = org ? `/organizations/${encodeURIComponent(org)}/issues/${id}/` : `/issues/${id}/`;

@@ -1,10 +1,8 @@
 // Error-tracker export → Markdown task spec (DESIGN §6): Error, Stack trace (in-app first), Breadcrumbs, Context,
 // Acceptance criteria.
-import { objOrNull as obj } from '../untrusted.ts';
+import { objOrNull as obj, type Obj } from '../untrusted.ts';
 import { oneLine, str } from './text.ts';
 import { BadInputError } from '../errors.ts';
-
-type Obj = Record<string, unknown>;
 
 export interface ErrtrackExport {
   issue: Obj | null;

@@ -145,10 +145,7 @@ export async function pushFollowUpRun(
   const { state } = ctx;
   const f = state.follow_up!;
   try {
-    await pushFollowUp({
-      workdir: state.workdir, repo: state.repo_path, branch: state.branch!, remote: f.branch,
-      base: state.base_sha!, target, env: ctx.env,
-    });
+    await pushFollowUp(state, target, ctx.env);
   } catch (err) {
     const reason = errorMessage(err);
     ctx.event('pr', { opened: false, follow_up: true, branch: f.branch, moved: err instanceof BranchMovedError,

@@ -3,11 +3,11 @@
 // objects, to the `remote.origin.url` svc read from the config file itself when the run was made (`push_target`).
 // Must not: let any program named by the repository's config run, or hand the token to a URL it did not check.
 import { RefusedError } from '../errors.ts';
-import { writeFileSync, mkdtempSync, rmSync, mkdirSync, existsSync, copyFileSync, readdirSync } from 'node:fs';
+import { writeFileSync, mkdirSync, existsSync, copyFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { tmpdir } from 'node:os';
 import { git, gitCommonDir, repoSlug, tryGit } from './git.ts';
 import { GitRedirectedError, redirectRefusal, withGitToken } from './git-token.ts';
+import { withScratch } from './safe-fs.ts';
 
 /** Thrown when the repository's config could redirect the push; nothing was pushed. */
 export class PushRefusedError extends RefusedError {}
@@ -104,15 +104,12 @@ function cleanPush(
   workdir: string, origin: Origin, branch: string, remote: string, config: string[], extra: Record<string, string>,
 ) {
   const sha = git(workdir, ['rev-parse', '--verify', `refs/heads/${branch}^{commit}`]).trim();
-  const dir = mkdtempSync(join(tmpdir(), 'svc-push-'));
-  try {
+  withScratch('push', (dir) => {
     const isolated = borrowingBare(dir, origin);
     git(dir, ['update-ref', `refs/heads/${branch}`, sha], isolated);
     const refspec = `refs/heads/${branch}:refs/heads/${remote}`;
     git(dir, [...config, 'push', '--quiet', origin.url, refspec], { ...isolated, ...extra });
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 }
 
 /**
@@ -139,8 +136,7 @@ export async function pushBranch(
  * repository's own objects, so a worktree can be made at that commit.
  */
 function cleanFetch(origin: Origin, branch: string, config: string[], extra: Record<string, string>): string {
-  const dir = mkdtempSync(join(tmpdir(), 'svc-fetch-'));
-  try {
+  return withScratch('fetch', (dir) => {
     const isolated = borrowingBare(dir, origin);
     // Always one pack (never loose objects), so what arrived is exactly the files of objects/pack.
     git(dir, [...config, '-c', 'fetch.unpackLimit=1', 'fetch', '--quiet', '--no-tags', '--no-write-fetch-head',
@@ -153,9 +149,7 @@ function cleanFetch(origin: Origin, branch: string, config: string[], extra: Rec
     const files = readdirSync(from).sort((a, b) => Number(a.endsWith('.idx')) - Number(b.endsWith('.idx')));
     for (const name of files) if (!existsSync(join(to, name))) copyFileSync(join(from, name), join(to, name));
     return sha;
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 }
 
 /** The commit `branch` names on the run's pinned target now, its objects fetched into the repository. */

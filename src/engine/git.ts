@@ -1,12 +1,12 @@
 // svc's git, the argv and environment of every git svc starts (docs/engine.md "svc's own git reads no global or system
 // config"); once the agent has worked in a tree, it runs in a sandbox of its own (a `GitRun` from sandbox.ts).
-import { readFileSync, appendFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { readFileSync, appendFileSync, existsSync, mkdirSync } from 'node:fs';
 import { join, basename, resolve } from 'node:path';
-import { tmpdir } from 'node:os';
 import { createHash } from 'node:crypto';
 import { runSync } from '../spawn/start.ts';
 import { FailedError } from '../errors.ts';
 import { GitRedirectedError, redirectedUrl } from './git-token.ts';
+import { withScratch } from './safe-fs.ts';
 
 // Held whatever any config says; the `-c` values reach every git this one starts, through GIT_CONFIG_PARAMETERS.
 const SAFE_GIT_CONFIG = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false',
@@ -194,16 +194,6 @@ export interface DiffResult {
 /** A patch larger than this is not kept whole: the receipt and the diff folder list the files and hash the patch. */
 const PATCH_CAP = 32 * 1024 * 1024;
 
-/** A throwaway folder for one diff's patch file (and index), removed afterwards. */
-function withScratch<T>(body: (tmp: string) => T): T {
-  const tmp = mkdtempSync(join(tmpdir(), 'svc-diff-'));
-  try {
-    return body(tmp);
-  } finally {
-    rmSync(tmp, { recursive: true, force: true });
-  }
-}
-
 /** One `git diff` of `revs`: its numstat, and its patch through a file in `tmp`, whole up to PATCH_CAP, else a note. */
 function runDiff(inTmp: GitIn, tmp: string, opts: string[], revs: string[]): DiffResult {
   // --no-ext-diff / --no-textconv: diff drivers are programs named by repository config, like hooks.
@@ -234,7 +224,7 @@ function runDiff(inTmp: GitIn, tmp: string, opts: string[], revs: string[]): Dif
  * ids, never a submodule's repository, and a pushed branch carries them.
  */
 export function diffCommits(dir: string, base: string, head: string, run: GitRun = hostGit): DiffResult {
-  return withScratch((tmp) => runDiff((args) => git(dir, args, {}, run, [tmp]), tmp,
+  return withScratch('diff', (tmp) => runDiff((args) => git(dir, args, {}, run, [tmp]), tmp,
     ['--ignore-submodules=none', '--submodule=short'], [base, head]));
 }
 
@@ -263,7 +253,7 @@ export function workingChanges(dir: string, run: GitRun = hostGit): { changed: s
 function withWorkingIndex<T>(
   dir: string, from: string, run: GitRun, embedded: string[] | null, body: (inTmp: GitIn, tmp: string) => T,
 ): T {
-  return withScratch((tmp) => {
+  return withScratch('diff', (tmp) => {
     const inTmp: GitIn = (args) => git(dir, args, { GIT_INDEX_FILE: join(tmp, 'index') }, run, [tmp]);
     inTmp(['read-tree', from]);
     addAll(inTmp, embedded ?? embeddedRepositories(inTmp));

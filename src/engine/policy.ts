@@ -102,7 +102,6 @@ export const DEFAULT_POLICY: Policy = {
   network: { allow: [], deny: [] }, fromFile: false,
 };
 
-
 function parseCheck(raw: unknown, i: number): CheckSpec {
   const where = `policy.json checks[${i}]`;
   if (!isJsonObject(raw)) throw new PolicyError(`${where} must be an object`);

@@ -1,6 +1,5 @@
-// Provider adapters: each built-in tool's documented non-interactive invocation and how its own output reports cost
-// and tokens (as increments; a provider that reports nothing leaves them null), plus `command` providers from
-// .svc/config.json.
+// Provider adapters: each built-in CLI's non-interactive invocation, and what its output says of cost, tokens (as
+// increments; unreported stays null) and its session; plus `command` providers from .svc/config.json.
 import { UnavailableError } from '../errors.ts';
 import { isJsonObject, obj } from '../untrusted.ts';
 import { which } from '../spawn/which.ts';
@@ -67,9 +66,7 @@ function codex(line: string): Usage | null {
   return { cost_usd: null, tokens_in: num(u.input_tokens), tokens_out: num(u.output_tokens) };
 }
 
-/**
- * `gemini --output-format json`: stats per model (tokens.prompt / tokens.candidates) or flat inputTokens/outputTokens.
- */
+/** `gemini --output-format json`: stats per model (tokens.prompt / tokens.candidates) or flat input/outputTokens. */
 function gemini(line: string): Usage | null {
   const o = json(line);
   if (!o || !o.stats) return null;
@@ -87,10 +84,7 @@ function gemini(line: string): Usage | null {
   return { cost_usd: null, tokens_in: tin, tokens_out: tout };
 }
 
-/**
- * `opencode run --format json`: each step_finish part carries cost and tokens (input excludes the cache figures, which
- * are added as claude's are).
- */
+/** `opencode run --format json`: each step_finish part carries cost and tokens (cache figures added as claude's). */
 function opencode(line: string): Usage | null {
   const o = json(line);
   if (!o) return null;
@@ -134,10 +128,7 @@ function createAider(): UsageParser {
   };
 }
 
-/**
- * `command` providers report with a JSON line {"type":"svc.cost","usd":…,"tokens_in":…,"tokens_out":…} (an
- * increment).
- */
+/** `command` providers report an increment as {"type":"svc.cost","usd":…,"tokens_in":…,"tokens_out":…}. */
 function command(line: string): Usage | null {
   const o = json(line);
   if (!o) return null;
@@ -226,10 +217,7 @@ function opencodeSession(line: string): SessionSighting | null {
   return sighting(shaped(o.sessionID, OPENCODE_SESSION), o.type === 'text' ? part.text : null);
 }
 
-/**
- * A CLI without a session of its own (aider, a command provider): its last line of output that is not a JSON report
- * (svc.cost) is what it said.
- */
+/** A CLI without a session (aider, a command provider): its last line that is not a JSON report is what it said. */
 function lastLine(line: string): SessionSighting | null {
   return json(line) ? null : sighting(null, line);
 }
@@ -297,17 +285,14 @@ export function createUsageParser(kind: string): UsageParser {
   return isBuiltin(kind) ? BUILTINS[kind].usage() : command;
 }
 
-/** A fresh session reader for one invocation of a provider of this kind. */
 export function createSessionReader(kind: string): SessionReader {
   return isBuiltin(kind) ? BUILTINS[kind].session() : lastLine;
 }
 
-/** Whether this provider's CLI names its session last (so a later id replaces an earlier one). */
 export function sessionIdLast(kind: string): boolean {
   return isBuiltin(kind) && BUILTINS[kind].sessionIdLast === true;
 }
 
-/** Whether this provider's CLI can continue a session of its own. */
 export function canResume(provider: { kind: string }): boolean {
   return isBuiltin(provider.kind) && BUILTINS[provider.kind].resume !== undefined;
 }

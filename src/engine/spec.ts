@@ -8,6 +8,7 @@ import type { InputKind } from './run-state.ts';
 import { normalizeExport, summarize, renderErrtrackSpec } from './errtrack-spec.ts';
 import { fetchIssueExport } from './errtrack-fetch.ts';
 import { fence, oneLine, str } from './text.ts';
+import { obj, objOrNull, type Obj } from '../untrusted.ts';
 
 export interface ClassifiedInput {
   kind: InputKind;
@@ -150,13 +151,12 @@ function fromSnapshot(repo: string, id: string, env: NodeJS.ProcessEnv): Tracker
   const own = jobId && FILE_NAME.test(jobId) ? join(inbox, 'jobs', `${jobId}.json`) : null;
   const path = own && existsSync(own) ? own : join(inbox, `${id}.json`);
   if (!existsSync(path)) return null;
-  const raw = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
+  const raw = obj(JSON.parse(readFileSync(path, 'utf8')));
   if (path === own) rmSync(own, { force: true });
-  const data = (typeof raw.data === 'object' && raw.data ? raw.data : raw) as Record<string, unknown>;
-  return issueOf(data, id);
+  return issueOf(objOrNull(raw.data) ?? raw, id);
 }
 
-function issueOf(data: Record<string, unknown>, id: string): TrackerIssue {
+function issueOf(data: Obj, id: string): TrackerIssue {
   return {
     identifier: str(data.identifier) ?? id,
     title: str(data.title),
@@ -178,10 +178,8 @@ async function fromApi(id: string, env: NodeJS.ProcessEnv): Promise<TrackerIssue
     signal: AbortSignal.timeout(30_000),
   });
   if (!res.ok) return null;
-  const body = (await res.json()) as { data?: { issue?: Record<string, unknown> } };
-  const issue = body.data?.issue;
-  if (!issue) return null;
-  return issueOf(issue, id);
+  const issue = objOrNull(obj(obj(await res.json()).data).issue);
+  return issue && issueOf(issue, id);
 }
 
 export async function trackeraSpec(

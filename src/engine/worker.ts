@@ -94,11 +94,6 @@ async function workRetryingInfra(ctx: RunContext, plan: RunPlan, mode: WorkerMod
   }
 }
 
-/** A stopped run's failure: who asked for the stop. */
-function stopFailure(ctx: RunContext) {
-  return runFailure('stopped', `stopped by ${ctx.stoppedBy() || 'svc'}`);
-}
-
 /**
  * The run's span: a child of the span its launcher was given (SVC_TRACEPARENT, recorded at launch as the run's
  * `trace_id` and `trace_parent`), else the root of the run's own trace. Each worker process (a start, a resume, a
@@ -149,7 +144,8 @@ export async function executeRun(
     }
     await withSpan(tracer, runSpan.context, () => workRetryingInfra(ctx, plan!, mode));
     if (ctx.stopRequested() && !TERMINAL.has(ctx.state.status)) {
-      ctx.setStatus('stopped', { ended_at: isoNow(), question: null, child: null, failure: stopFailure(ctx) });
+      const failure = runFailure('stopped', `stopped by ${ctx.stoppedBy() || 'svc'}`);
+      ctx.setStatus('stopped', { ended_at: isoNow(), question: null, child: null, failure });
     }
   } catch (err) {
     const message = errorMessage(err);
