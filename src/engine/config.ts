@@ -39,10 +39,7 @@ function isEnvName(value: unknown): value is string {
   return typeof value === 'string' && /^[A-Za-z_][A-Za-z0-9_]{0,127}$/.test(value);
 }
 
-/**
- * Reads `<repo>/.svc/config.json` once, with its path and the hash of the exact bytes parsed (for `svc trust`); null
- * when there is none.
- */
+/** `<repo>/.svc/config.json` read once, with its path and the sha256 of the bytes parsed (`svc trust`); or null. */
 export function readEngineConfigFile(repo: string): { config: EngineConfig; path: string; sha256: string } | null {
   const path = join(repo, '.svc', 'config.json');
   if (!existsSync(path)) return null;
@@ -58,10 +55,7 @@ export function loadEngineConfig(repo: string): EngineConfig {
   return readEngineConfigFile(repo)?.config ?? { provider: null, providers: {} };
 }
 
-/**
- * Parses a config file's bytes: `provider`, `providers` and `env` are read; `where` names the file in errors, `keys`
- * are the top-level keys it may hold (the others are the caller's to read).
- */
+/** Parses a config file's bytes; `where` names the file in errors, `keys` are the top-level keys it may hold. */
 export function parseEngineConfig(bytes: Buffer, where: string, keys: readonly string[]): EngineConfig {
   let raw: unknown;
   try {
@@ -140,10 +134,7 @@ export function passedValues(names: readonly string[], env: NodeJS.ProcessEnv): 
   return values;
 }
 
-/**
- * What a server's launcher adds to its run's allowlisted environment: the operator's names, so they reach the run's
- * agents as they do a CLI run's. An unreadable operator file passes nothing here; the run itself then fails on it.
- */
+/** The operator's passed names for a server's launcher; none when its file is unreadable (the run then fails). */
 export function operatorPassedEnv(env: NodeJS.ProcessEnv): Record<string, string> {
   try {
     return passedValues(loadOperatorConfig(env).env, env);

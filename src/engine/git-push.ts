@@ -96,10 +96,7 @@ function borrowingBare(dir: string, origin: Origin): Record<string, string> {
   return isolated;
 }
 
-/**
- * Pushes `branch` of `workdir` from a bare repository svc made to `origin.url` (with the token's config, if any), as
- * `remote` there. Never forced: git refuses a push that is not a fast forward of what the origin holds.
- */
+/** Pushes `branch` from a bare repository svc made, as `remote` on the origin; never forced (fast forwards only). */
 function cleanPush(
   workdir: string, origin: Origin, branch: string, remote: string, config: string[], extra: Record<string, string>,
 ) {
@@ -112,10 +109,7 @@ function cleanPush(
   });
 }
 
-/**
- * Pushes the branch to the run's pinned target (as `remote`, by default the same name), provided the config still
- * names it; the token only where it may go.
- */
+/** Pushes the branch to the run's pinned target (as `remote`), provided the config still names it. */
 export async function pushBranch(
   workdir: string, target: PushTarget, branch: string, token: string | null, env: NodeJS.ProcessEnv,
   remote: string = branch,
@@ -131,9 +125,8 @@ export async function pushBranch(
 }
 
 /**
- * Fetches `branch` from the pinned origin and returns its commit: from a bare repository svc made (so no program the
- * repository's config names runs), borrowing the repository's objects; the pack received is then added to the
- * repository's own objects, so a worktree can be made at that commit.
+ * Fetches `branch` from the origin into a bare repository svc made (no program the repository's config names runs),
+ * then adds the pack to the repository's own objects, so a worktree can be made at the commit returned.
  */
 function cleanFetch(origin: Origin, branch: string, config: string[], extra: Record<string, string>): string {
   return withScratch('fetch', (dir) => {

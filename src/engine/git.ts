@@ -147,10 +147,7 @@ export function createWorktree(repo: string, path: string, branch: string, base:
 /** One git in a worktree, already bound to where it runs and its environment. */
 type GitIn = (args: string[]) => string;
 
-/**
- * Repositories the agent made inside the worktree (git lists an untracked one as `path/`). svc never adds them: a
- * gitlink names a commit nobody can fetch, and git would have to look inside, where the agent wrote the config.
- */
+/** Repositories the agent made in the worktree (untracked `path/`): never added (docs/engine.md, the sandbox). */
 function embeddedRepositories(inDir: GitIn): string[] {
   const listed = inDir(['ls-files', '--others', '--exclude-standard', '-z']);
   return listed.split('\0').filter((p) => p.endsWith('/')).map((p) => p.slice(0, -1));
@@ -162,8 +159,8 @@ function addAll(inDir: GitIn, skip: string[]): void {
 }
 
 /**
- * Commits everything in a worktree but embedded repositories (returned), if anything changed. The committer comes from
- * the main checkout `repo`'s config, read on the host (the sandboxed `run` sees no ~/.gitconfig), else a neutral one.
+ * Commits everything but embedded repositories (returned), if anything changed; the committer from the main checkout's
+ * config, read on the host (the sandboxed `run` sees no ~/.gitconfig), else a neutral one.
  */
 export function commitAll(dir: string, message: string, repo: string, run: GitRun): string[] {
   const name = tryGit(repo, ['config', 'user.name']).trim() || 'svc';
@@ -219,10 +216,7 @@ function runDiff(inTmp: GitIn, tmp: string, opts: string[], revs: string[]): Dif
   };
 }
 
-/**
- * Lists gitlink (submodule) moves too, as `Subproject commit` lines: between two commits git reads only the gitlinks'
- * ids, never a submodule's repository, and a pushed branch carries them.
- */
+/** Between two commits, gitlink moves too (`Subproject commit` lines: ids only; a pushed branch carries them). */
 export function diffCommits(dir: string, base: string, head: string, run: GitRun = hostGit): DiffResult {
   return withScratch('diff', (tmp) => runDiff((args) => git(dir, args, {}, run, [tmp]), tmp,
     ['--ignore-submodules=none', '--submodule=short'], [base, head]));
@@ -246,10 +240,7 @@ export function workingChanges(dir: string, run: GitRun = hostGit): { changed: s
   return { changed, embedded };
 }
 
-/**
- * Runs `body` with a throwaway index read from `from` and then given everything in the working tree (ignored files
- * and the embedded repositories left out; by default those git finds then), so the user's index is untouched.
- */
+/** `body` with a throwaway index of `from` plus the working tree (ignored and `embedded` left out; null: found). */
 function withWorkingIndex<T>(
   dir: string, from: string, run: GitRun, embedded: string[] | null, body: (inTmp: GitIn, tmp: string) => T,
 ): T {

@@ -130,10 +130,7 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   return { state, plan, renamed };
 }
 
-/**
- * A --pr run is refused before anything is written when its pull request could not be opened: no GitHub credential,
- * or an origin that does not answer as configured (src/engine/pr.ts).
- */
+/** A --pr run whose pull request could not be opened (pr.ts checkPrPossible) is refused before anything is written. */
 async function prPreflight(target: PushTarget | null, env: NodeJS.ProcessEnv): Promise<void> {
   // A Kubernetes pod's run container holds no GitHub credential by design: its signer container opens the PR.
   if (signsLater(env) || target === null) return;
@@ -199,9 +196,7 @@ export function spawnWorker(
   const dir = runDir(state.repo_path, state.run);
   const log = inherit ? null : openAppendNoFollow(join(dir, 'worker.log'));
   const argv = workerArgv(cli, mode, state.run, state.repo_path);
-  // The worker is an ancestor of the agent: its environment holds no secret value; the credentials it uses itself
-  // (push, ingest) arrive in a pipe on its fd 3, which it reads to the end and closes before the provider starts
-  // (DESIGN §7a).
+  // An ancestor of the agent: no secret in its environment; its own credentials come on fd 3 (DESIGN §7a).
   const child = startChild(argv, {
     cwd: state.repo_path,
     kind: 'svc-worker',
@@ -229,10 +224,7 @@ function holdsCheckout(state: RunState, now: number): boolean {
   return workerAlive(state);
 }
 
-/**
- * Refuses a run without a worktree while another such run is working in the same checkout: two runs writing one tree
- * would each sign the other's work.
- */
+/** Refuses a second run without a worktree in one checkout: two runs writing one tree would sign each other's work. */
 function assertCheckoutFree(repo: string): void {
   const now = Date.now();
   const busy = localRuns(repo).find((found) => found.state.repo_path === repo && holdsCheckout(found.state, now));
@@ -242,9 +234,8 @@ function assertCheckoutFree(repo: string): void {
 }
 
 /**
- * The checkout's starting tree, so a run without a worktree diffs only its own changes (null when it is HEAD's: the run
- * then diffs against its base commit), and a note for the run log when it held changes not in HEAD (else null). A
- * clean checkout costs one `git status`.
+ * The checkout's starting tree, so a run without a worktree diffs only its own changes (null when it is HEAD's), and
+ * a note for the run log when it held changes not in HEAD (else null).
  */
 function startingTree(repo: string): { tree: string | null; dirty: string | null } {
   const { changed, embedded } = workingChanges(repo);

@@ -15,10 +15,7 @@ import { isLoopbackHost } from '../http/guards.ts';
 import { runPageUrl } from '../run-json.ts';
 import { withScratch } from './safe-fs.ts';
 
-/**
- * The run's page for its PR body, on SVC_PUBLIC_URL; null when that is unset, not http(s), or a loopback address
- * (a link in a PR must lead somewhere for whoever reads it).
- */
+/** The run's page on SVC_PUBLIC_URL for its PR body; null when unset, not http(s), or loopback (a dead link). */
 export function publicRunPage(env: NodeJS.ProcessEnv, source: string, run: string): string | null {
   const base = URL.parse(env.SVC_PUBLIC_URL ?? '');
   if (!base || !/^https?:$/.test(base.protocol) || base.username || isLoopbackHost(base.hostname)) return null;
@@ -173,9 +170,8 @@ export async function pullRequestHead(
 export class BranchMovedError extends RefusedError {}
 
 /**
- * Pushes the follow-up run's commits (its svc/<run> branch) to the PR's branch, never forced: refused
- * (BranchMovedError, nothing pushed) when that branch no longer names the commit the run started from, and git itself
- * refuses anything but a fast forward should a push land between that look and this push.
+ * Pushes a follow-up run's svc/<run> branch to the PR's branch: refused (BranchMovedError) when that branch moved
+ * since the run started from it; git itself refuses anything but a fast forward should a push land meanwhile.
  */
 export async function pushFollowUp(state: RunState, target: PushTarget, env: NodeJS.ProcessEnv): Promise<void> {
   const remote = state.follow_up!.branch;

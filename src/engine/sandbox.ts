@@ -26,10 +26,7 @@ import { startedByServer } from './setting-authority.ts';
 export interface RunSandbox {
   mode: SandboxMode;
   gate: RunGate | null;
-  /**
-   * What every provider and check adds to the spawn policy's allowlist: the names the plan passes, then (sandboxed) the
-   * gate's proxies, model base URLs and placeholder keys.
-   */
+  /** Added to every provider's and check's environment: the plan's passed names, then the gate's variables. */
   env: Record<string, string>;
 }
 
@@ -104,10 +101,7 @@ export function releaseProviderHome(
   }
 }
 
-/**
- * Where svc's git runs once an agent has worked in the worktree: in a sandbox of its own (no secrets, no network,
- * nothing of HOME), or on the host when the run has no sandbox (then only the hardened git config protects it).
- */
+/** svc's git once an agent has worked in the tree: in a sandbox of its own, or on the host for an unsandboxed run. */
 export function postAgentGit(ctx: RunContext, { mode }: RunSandbox): GitRun {
   if (mode.kind === 'none') return hostGit;
   const home = ctx.env.HOME || homedir();
