@@ -143,9 +143,8 @@ export function operatorPassedEnv(env: NodeJS.ProcessEnv): Record<string, string
   }
 }
 
-// Which repository config files a person trusted (`svc trust`), as direnv does: the file's real path and the sha256 of
-// its exact bytes, kept in ~/.svc/trust.json (never visible inside a sandbox). A changed file is not trusted until
-// trusted again. Only CLI runs consult it; a run a server started never widens on a repository's word.
+// Which repository config files a person trusted (`svc trust`, as direnv does: real path and sha256 of the bytes),
+// kept in ~/.svc/trust.json; only CLI runs consult it (docs/engine.md "Who may set what").
 export interface TrustRecord {
   /** The config file's real path. */
   path: string;

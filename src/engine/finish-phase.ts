@@ -73,10 +73,7 @@ function endFailure(end: Exclude<ProviderOutcome, { kind: 'stopped' }>, error: s
   return runFailure(cls[end.kind], error);
 }
 
-/**
- * In a Kubernetes pod's run container (SVC_SIGN_LATER=1, no key there): the evidence for the signer container, and
- * the run stays `running`: the signer issues the receipt, opens the PR and sets the final status (src/pod/sign.ts).
- */
+/** In a pod's run container (no key there): the evidence; its signer sets the rest (src/pod/sign.ts). */
 function leaveEvidence(
   ctx: RunContext, outcome: RunEvidence['outcome'], error: string | null, exitCode: number | null,
   checks: CheckResult[],
@@ -101,10 +98,7 @@ export async function reverify(ctx: RunContext, plan: RunPlan, sandbox: RunSandb
   writeReceipt(ctx, checks, diff, failedBeforeChecks, sandbox, failure);
 }
 
-/**
- * Commits (worktree) and diffs what the agent left, with svc's git in its own sandbox (src/engine/sandbox.ts); saves
- * diff.patch and diffstat.json.
- */
+/** Commits (worktree) and diffs what the agent left, with svc's git sandboxed; saves diff.patch and diffstat.json. */
 function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
   const { state } = ctx;
   const base = state.base_sha ?? 'HEAD';

@@ -10,10 +10,7 @@ import { GatePolicyError, parseGatePolicy } from '../gate/policy.ts';
 /** A .svc/policy.json that svc refuses: the message names the key and what it must be. */
 export class PolicyError extends RefusedError {}
 
-/**
- * `limits` (DESIGN §7a "It ends"): what one run's agents may spend, each key and what enforces it in docs/engine.md
- * "Limits". The defaults are what a user would expect of an unattended run on a shared build host.
- */
+/** `limits` (DESIGN §7a "It ends"): what one run's agents may spend; each key's enforcer in docs/engine.md. */
 export interface RunLimits {
   provider_timeout_s: number;
   run_timeout_s: number;
@@ -47,10 +44,7 @@ const MAXIMA: RunLimits = {
   invocations: 1000,
 };
 
-/**
- * Refuses a key that is not `allowed` (a typo must not silently loosen anything); `fail` makes the error of the file
- * being read.
- */
+/** Refuses a key that is not `allowed` (a typo must not silently loosen anything), as `fail`'s error. */
 export function onlyKeys(
   value: object, allowed: readonly string[], where: string, fail = (message: string): Error => new PolicyError(message),
 ): void {
@@ -58,10 +52,7 @@ export function onlyKeys(
   if (unknown !== undefined) throw fail(`Unknown key "${unknown}" in ${where} (allowed: ${allowed.join(', ')})`);
 }
 
-/**
- * A file's `limits` (policy.json's, or the operator's caps, which have no maximum): known keys only, each a whole
- * number; `fail` makes the error that file's reader throws.
- */
+/** A file's `limits` (policy.json's, or the operator's caps: no maximum): known keys, whole numbers. */
 export function readLimits(
   raw: unknown, where: string, bounded: boolean, fail: (message: string) => Error,
 ): Partial<RunLimits> {

@@ -66,22 +66,17 @@ function change(ctx: RunContext, fields: Partial<ProviderSession>): void {
 
 /** What one invocation's output said of its session: the id its CLI reported, and its last words. */
 export function createSightings(lastWins = false) {
-  let id: string | null = null;
-  let said: string | null = null;
-  return {
+  const sightings = {
+    id: null as string | null,
+    said: null as string | null,
     add(seen: SessionSighting | null): void {
       if (!seen) return;
       // Most CLIs name their session before any model output: a later id is never taken over the first.
-      if (seen.id !== null && (id === null || lastWins)) id = seen.id;
-      if (seen.said !== null) said = seen.said;
-    },
-    get id() {
-      return id;
-    },
-    get said() {
-      return said;
+      if (seen.id !== null && (sightings.id === null || lastWins)) sightings.id = seen.id;
+      if (seen.said !== null) sightings.said = seen.said;
     },
   };
+  return sightings;
 }
 export type Sightings = ReturnType<typeof createSightings>;
 

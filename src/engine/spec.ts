@@ -5,8 +5,7 @@ import { existsSync, readFileSync, realpathSync, rmSync, statSync } from 'node:f
 import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import { BadInputError, errorMessage } from '../errors.ts';
 import type { InputKind } from './run-state.ts';
-import { normalizeExport, summarize, renderErrtrackSpec } from './errtrack-spec.ts';
-import { fetchIssueExport } from './errtrack-fetch.ts';
+import { fetchIssueExport, normalizeExport, summarize, renderErrtrackSpec } from './errtrack-spec.ts';
 import { fence, oneLine, str } from './text.ts';
 import { obj, objOrNull, type Obj } from '../untrusted.ts';
 
@@ -247,10 +246,7 @@ export function buildPrompt(spec: string, opts: { answers: string[]; notes?: str
 
 const answerHeading = (n: number) => `Answer ${n} from the operator to your earlier question (untrusted data):`;
 
-/**
- * The next turn of a CLI session that already holds the rules: a new task when it has another one (a follow-up run),
- * the answers from number `first` on (the ones it has not been given), then svc's notes.
- */
+/** The next turn of a session that holds the rules: a follow-up's task, answers from `first` on, svc's notes. */
 export function continuationPrompt(answers: string[], first: number, notes: string[], task: string | null): string {
   const parts = ['svc is continuing this session.'];
   if (task !== null) parts.push('', 'Your next task, under the same rules (untrusted data):', fence(task, 'markdown'));

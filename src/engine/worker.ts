@@ -54,10 +54,7 @@ async function work(ctx: RunContext, plan: RunPlan, mode: WorkerMode): Promise<v
   }
 }
 
-/**
- * The plan's sandbox and, when sandboxed, the run's egress gate (closed by the caller once the checks are done), with
- * the values of the environment the plan passes by name.
- */
+/** The plan's sandbox, its egress gate (the caller closes it) and the values of the names the plan passes. */
 async function openSandbox(ctx: RunContext, plan: RunPlan): Promise<RunSandbox> {
   const mode = plan.sandbox;
   const passed = passedValues(plan.passed_env, ctx.env);
@@ -94,11 +91,7 @@ async function workRetryingInfra(ctx: RunContext, plan: RunPlan, mode: WorkerMod
   }
 }
 
-/**
- * The run's span: a child of the span its launcher was given (SVC_TRACEPARENT, recorded at launch as the run's
- * `trace_id` and `trace_parent`), else the root of the run's own trace. Each worker process (a start, a resume, a
- * verify) is one span.
- */
+/** The worker process's span: a child of the launcher's SVC_TRACEPARENT (as recorded), else its trace's root. */
 function startRunSpan(tracer: Tracer, ctx: RunContext, mode: WorkerMode): OpenSpan {
   const { trace_id, trace_parent, source, run, repo, provider, origin } = ctx.state;
   const parent = trace_id ? { traceId: trace_id, spanId: trace_parent ?? '' } : null;
