@@ -9,7 +9,7 @@ import { secretsIn, withoutSecrets, type Secrets } from '../spawn/secrets-handof
 import { createHash } from 'node:crypto';
 import { BadInputError, RefusedError, errorMessage } from '../errors.ts';
 import { TERMINAL } from '../run-json.ts';
-import { buildTask, classifyInput, isWebhookOrigin } from './spec.ts';
+import { buildTask, classifyInput, isWebhookOrigin, type Task } from './spec.ts';
 import { planForRetry, planRun, writePlan, type RunPlan } from './run-plan.ts';
 import { newRunId, isValidSegment } from './ids.ts';
 import { settingOr } from '../settings-registry.ts';
@@ -19,7 +19,7 @@ import {
 import { localRuns } from './local-runs.ts';
 import { runDir, artifactsDir, worktreeDir } from './paths.ts';
 import { adoptRepoName, isRoutedRepoName, runRepoName, workerAlive, type RepoRename } from './repo-name.ts';
-import { writeState, readState, type RunState, type InputKind, type WorkerMode } from './run-state.ts';
+import { writeState, readState, type RunState, type WorkerMode } from './run-state.ts';
 import { isoNow } from '../iso-time.ts';
 import { openEventLog } from './events-log.ts';
 import { identityOf } from './proc-group.ts';
@@ -51,23 +51,13 @@ export function resolveRepo(dir: string): string {
   }
 }
 
-interface NewRun {
-  repo: string;
+type NewRun = Pick<StartOptions, 'repo' | 'pr' | 'worktree' | 'provider' | 'env' | 'followUp'> & Task & {
   run: string;
   groupId: string | null;
-  spec: string;
-  brief: string;
-  origin: string;
-  pr: boolean;
-  worktree: boolean;
-  input: { kind: InputKind; value: string };
-  env: NodeJS.ProcessEnv;
-  /** Retry: the earlier run's plan, taken as it is; else the plan is resolved here. */
+  input: RunState['input'];
+  /** Retry: the earlier run's plan, taken as it is; else the plan is resolved here (with `provider`). */
   plan: RunPlan | null;
-  /** --provider, for a plan resolved here. */
-  provider: string | null;
-  followUp?: FollowUpRequest | null;
-}
+};
 
 /** A new run's state and plan, and the rename of the checkout's earlier runs its name caused (if any). */
 export interface PreparedRun {

@@ -131,12 +131,7 @@ export async function buildTask(input: ClassifiedInput, repo: string, env: NodeJ
 
 // `trackera:<id>`: the saved webhook snapshot under .svc/inbox/trackera/, else the tracker API with a key, else the
 // reference alone.
-interface TrackerIssue {
-  identifier: string;
-  title: string | null;
-  description: string | null;
-  url: string | null;
-}
+type TrackerIssue = ReturnType<typeof issueOf>;
 
 const FILE_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
@@ -155,7 +150,7 @@ function fromSnapshot(repo: string, id: string, env: NodeJS.ProcessEnv): Tracker
   return issueOf(objOrNull(raw.data) ?? raw, id);
 }
 
-function issueOf(data: Obj, id: string): TrackerIssue {
+function issueOf(data: Obj, id: string) {
   return {
     identifier: str(data.identifier) ?? id,
     title: str(data.title),
