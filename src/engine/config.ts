@@ -1,6 +1,6 @@
 // The engine's settings files: the repository's .svc/config.json, the operator's /etc/svc/operator.json then
 // ~/.svc/operator.json, and the config files a person trusted (docs/engine.md "Who may set what").
-import { isJsonObject } from '../untrusted.ts';
+import { isJsonObject, obj } from '../untrusted.ts';
 import { readFileSync, existsSync, realpathSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
@@ -84,9 +84,8 @@ export function parseEngineConfig(bytes: Buffer, where: string, keys: readonly s
 /** One entry of `providers`: `{ command, writable? }` under a simple lowercase name. */
 function readProvider(name: string, value: unknown, file: string): ProviderEntry {
   const where = `${file} providers.${name}`;
-  const command = (value as { command?: unknown } | null)?.command;
-  const writable = (value as { writable?: unknown } | null)?.writable;
-  if (typeof value === 'object' && value !== null) onlyKeys(value, ['command', 'writable'], where, badSetting);
+  const { command, writable } = obj(value);
+  if (isJsonObject(value)) onlyKeys(value, ['command', 'writable'], where, badSetting);
   if (!/^[a-z0-9][a-z0-9_-]{0,31}$/.test(name)) {
     throw new BadSettingError(`Provider name "${name}" in ${file} is not a simple lowercase name`);
   }

@@ -60,13 +60,8 @@ export function agentSandbox(
   const files = protocolFiles(ctx);
   const home = ctx.env.HOME || homedir();
   const plan = agentSandboxPlan({
-    workdir: ctx.state.workdir,
-    repo: ctx.state.repo_path,
-    ioDir: files.ioDir,
-    askDir: files.askDir,
-    answerDir: files.answerDir,
-    svcHome: svcHomeOf(ctx.env),
-    home,
+    workdir: ctx.state.workdir, repo: ctx.state.repo_path, ioDir: files.ioDir, askDir: files.askDir,
+    answerDir: files.answerDir, svcHome: svcHomeOf(ctx.env), home,
     // A check gets no provider's login folders.
     provider: provider?.kind ?? 'check',
     // A command provider's folders, as the settings rule allowed them (run-plan.ts).
@@ -76,9 +71,7 @@ export function agentSandbox(
       template: providerTemplate(ctx.env, home), repoHome: providerHomeDir(ctx.env, ctx.state.repo_path, provider),
       run: ctx.state.run,
     } : null,
-    program,
-    showProgramFolder: provider?.kind !== 'command' || provider.showFolder !== false,
-    env: ctx.env,
+    program, showProgramFolder: provider?.kind !== 'command' || provider.showFolder !== false, env: ctx.env,
     // The kernel's share of the policy limits (prlimit inside the sandbox).
     limits: {
       processes: limits.processes, memoryBytes: limits.memory_mb * MIB, fileBytes: limits.file_mb * MIB,
