@@ -145,7 +145,6 @@ export function operatorPassedEnv(env: NodeJS.ProcessEnv): Record<string, string
 // Which repository config files a person trusted (`svc trust`, as direnv does: real path and sha256 of the bytes),
 // kept in ~/.svc/trust.json; only CLI runs consult it (docs/engine.md "Who may set what").
 export interface TrustRecord {
-  /** The config file's real path. */
   path: string;
   sha256: string;
   trusted_at: string;
@@ -199,7 +198,6 @@ export function addTrust(env: NodeJS.ProcessEnv, path: string, sha256: string, n
   return record;
 }
 
-/** Removes the record for `path`; false when there was none. */
 export function revokeTrust(env: NodeJS.ProcessEnv, path: string): boolean {
   const key = trustKey(path);
   const files = readTrust(env);

@@ -181,7 +181,6 @@ function runPageLines(env: NodeJS.ProcessEnv, source: string, run: string): stri
   return page ? ['', `Run page: ${page}`] : [];
 }
 
-/** One row of the PR body's table of checks. */
 function checkRow(c: Receipt['checks'][number]): string {
   const result = c.exit_code === 0 ? 'passed' : `failed (${c.exit_code})`;
   return `| ${c.name} | ${c.required ? 'required' : 'optional'} | ${result} |`;

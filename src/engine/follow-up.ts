@@ -56,7 +56,6 @@ export function followUpRequest(values: {
   return { branch: values.branch, prUrl, previous, previousReceipt };
 }
 
-/** The integrity of a run's receipt in this checkout, or null when it has none. */
 function receiptIntegrity(repo: string, run: string): string | null {
   try {
     const integrity = str(obj(JSON.parse(readFileSync(join(artifactsDir(runDir(repo, run)), 'receipt.json'), 'utf8')))
@@ -118,7 +117,6 @@ export function followUpSpec(spec: string, req: FollowUpRequest): string {
   ].join('\n');
 }
 
-/** The receipt's `follows` (a follow-up run's), else nothing. */
 export function followsOf(state: RunState): Pick<ReceiptBody, 'follows'> {
   const f = state.follow_up;
   if (!f) return {};

@@ -117,7 +117,6 @@ export function repoSlug(url: string): string | null {
   return m ? `${m[1]}/${m[2]}` : null;
 }
 
-/** "owner/name" from the origin remote, else the folder name. */
 export function repoName(dir: string): string {
   return repoSlug(tryGit(dir, ['remote', 'get-url', 'origin']).trim()) ?? basename(dir);
 }
@@ -153,7 +152,6 @@ function embeddedRepositories(inDir: GitIn): string[] {
   return listed.split('\0').filter((p) => p.endsWith('/')).map((p) => p.slice(0, -1));
 }
 
-/** `git add -A` of everything but the embedded repositories. */
 function addAll(inDir: GitIn, skip: string[]): void {
   inDir(['add', '-A', ...skip.length ? ['--', '.', ...skip.map((p) => `:(exclude,literal)${p}`)] : []]);
 }

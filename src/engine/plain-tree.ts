@@ -61,7 +61,6 @@ function openPlainDir(path: string, shown = path): PlainDir | EntryKind {
   };
 }
 
-/** Opens the folder `name` inside `dir`, or says what stands there instead. */
 export function openPlainDirIn(dir: PlainDir, name: string): PlainDir | EntryKind {
   return openPlainDir(at(dir, name), join(dir.path, name));
 }
@@ -124,7 +123,6 @@ export function openPlainFileIn(dir: PlainDir, name: string): number | EntryKind
   return openPlainFile(at(dir, name));
 }
 
-/** Up to `length` bytes of `fd` from `position`. */
 export function readRange(fd: number, position: number, length: number): Buffer {
   const buf = Buffer.alloc(length);
   let size = 0;
