@@ -49,7 +49,9 @@ export async function finish(
   }
   const checkFailed = failure === null ? failedRequiredCheck(checks) : null;
   let error = failure ?? (checkFailed ? requiredCheckError(checkFailed) : null);
-  const failed = endFailure(end, error);
+  // What ended the provider phase, or the checks, is the failure's class.
+  const cls = { done: 'checks', failed: 'agent', 'over-budget': 'budget', limit: 'limit' } as const;
+  const failed = error === null ? null : runFailure(cls[end.kind], error);
   const receipt = await inSpan('svc.receipt', {},
     () => writeReceipt(ctx, checks, diff, failure !== null, sandbox, failed));
   let prFailure: RunFailure | null = null;
@@ -64,13 +66,6 @@ export async function finish(
     error, ...(failed_check === undefined ? {} : { failed_check }), ended_at: ended, exit_code: exitCode,
     question: null, failure: failed ?? prFailure,
   });
-}
-
-/** How the provider phase and the checks ended a run, as its failure (null when both went through). */
-function endFailure(end: Exclude<ProviderOutcome, { kind: 'stopped' }>, error: string | null): RunFailure | null {
-  if (error === null) return null;
-  const cls = { done: 'checks', failed: 'agent', 'over-budget': 'budget', limit: 'limit' } as const;
-  return runFailure(cls[end.kind], error);
 }
 
 /** In a pod's run container (no key there): the evidence; its signer sets the rest (src/pod/sign.ts). */
@@ -156,9 +151,10 @@ function writeReceipt(
 function prBody(ctx: RunContext, receipt: Receipt): string {
   const checks = receipt.checks.map(checkRow);
   const cost = receipt.cost.usd === null ? 'not reported' : `$${receipt.cost.usd.toFixed(4)}`;
+  const page = publicRunPage(ctx.env, receipt.source, receipt.run);
   return [
     `Run \`${receipt.source}/${receipt.run}\` by svc (${receipt.provider}). Verdict: **${receipt.verdict}**.`,
-    ...runPageLines(ctx.env, receipt.source, receipt.run),
+    ...(page ? ['', `Run page: ${page}`] : []),
     '',
     'Task (untrusted text from the run input):',
     fence(ctx.state.brief, 'text'),
@@ -173,12 +169,6 @@ function prBody(ctx: RunContext, receipt: Receipt): string {
     '',
     ...receiptBlock(receipt),
   ].join('\n');
-}
-
-/** The run's page where people reach the Control Plane (SVC_PUBLIC_URL), else nothing: never a loopback link. */
-function runPageLines(env: NodeJS.ProcessEnv, source: string, run: string): string[] {
-  const page = publicRunPage(env, source, run);
-  return page ? ['', `Run page: ${page}`] : [];
 }
 
 function checkRow(c: Receipt['checks'][number]): string {
