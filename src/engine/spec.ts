@@ -179,14 +179,7 @@ async function fromApi(id: string, env: NodeJS.ProcessEnv): Promise<TrackerIssue
 export async function trackeraSpec(
   repo: string, id: string, env: NodeJS.ProcessEnv,
 ): Promise<{ spec: string; brief: string }> {
-  let issue = fromSnapshot(repo, id, env);
-  if (!issue) {
-    try {
-      issue = await fromApi(id, env);
-    } catch {
-      issue = null;
-    }
-  }
+  const issue = fromSnapshot(repo, id, env) ?? await fromApi(id, env).catch(() => null);
   if (!issue || (!issue.title && !issue.description)) {
     return {
       brief: `trackera:${id}`,
@@ -198,18 +191,9 @@ export async function trackeraSpec(
   return {
     brief: oneLine(`trackera:${issue.identifier} ${title}`, 1500),
     spec: [
-      `# ${issue.identifier}: ${title}`,
-      '',
-      ...(issue.url ? [`Link: ${issue.url}`, ''] : []),
-      '## Description',
-      '',
-      fence(issue.description ?? '(none)', 'text'),
-      '',
-      '## Acceptance criteria',
-      '',
-      '- The issue is resolved as described.',
-      '- Existing tests pass.',
-      '',
+      `# ${issue.identifier}: ${title}`, '', ...(issue.url ? [`Link: ${issue.url}`, ''] : []),
+      '## Description', '', fence(issue.description ?? '(none)', 'text'), '',
+      '## Acceptance criteria', '', '- The issue is resolved as described.', '- Existing tests pass.', '',
     ].join('\n'),
   };
 }
