@@ -110,9 +110,7 @@ export async function executeRun(
   const ctx = openRunContext(dir, env, { ship: env.SVC_SHIP !== '0', say });
   // A stopper that knows who asked (svc runs stop, the Control Plane) names them in state.json once the worker is gone.
   const onSignal = (signal: NodeJS.Signals) => ctx.requestStop(`a ${signal} to the run's worker`);
-  process.on('SIGTERM', onSignal);
-  process.on('SIGINT', onSignal);
-  process.on('SIGHUP', onSignal);
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, onSignal);
   // Whatever happens to this process, the provider's group must not outlive it.
   // ctx.state.child may still be what state.json said at start, so it gets the same owner check as any stopper's.
   const childOwner = isChildOf(ctx.state.run);
