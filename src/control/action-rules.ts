@@ -13,7 +13,7 @@ const ALLOWED_FROM: Record<RunAction, ReadonlySet<string>> = {
   verify: TERMINAL,
   delete: TERMINAL,
   answer: new Set(['blocked']),
-  // A --pr run that did its work but could not open its PR ends failed; the engine checks the rest (pr-later.ts).
+  // A --pr run that did its work but could not open its PR ends failed; the engine checks the rest (finish-phase.ts).
   pr: new Set(['failed']),
 };
 // Actions that start a process in the run's repository: only a run this server recorded the folder of, in a project

@@ -21,10 +21,7 @@ export interface CheckResult {
 
 type CheckOutcome = Pick<CheckResult, 'name' | 'required' | 'exit_code'>;
 
-/**
- * The first required check that failed, or null. The run keeps its name (RunState.failed_check) as a typed field, so
- * nothing has to recognise a check failure from the error text below.
- */
+/** The first required check that failed, or null (its name is kept as RunState.failed_check, never parsed). */
 export function failedRequiredCheck<C extends CheckOutcome>(checks: readonly C[]): C | null {
   return checks.find((c) => c.required && c.exit_code !== 0) ?? null;
 }

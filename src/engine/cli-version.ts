@@ -126,11 +126,7 @@ export function createVersionProbe(env: NodeJS.ProcessEnv): VersionProbe {
   };
 }
 
-/**
- * Warns when a run's built-in provider CLI is a version outside the range the conformance suite tested: its flags or
- * output format may have changed, the first thing to suspect when such a run misbehaves. Null for a tested version,
- * an unknown one, a command provider and aider.
- */
+/** The run's warning when its built-in CLI's version is outside the tested range; null otherwise (or unknown). */
 export async function untestedProviderWarning(
   provider: ResolvedProvider, env: NodeJS.ProcessEnv,
 ): Promise<string | null> {

@@ -1,6 +1,6 @@
 // The engine's settings files: the repository's .svc/config.json, the operator's /etc/svc/operator.json then
 // ~/.svc/operator.json, and the config files a person trusted (docs/engine.md "Who may set what").
-import { isJsonObject } from '../untrusted.ts';
+import { isJsonObject, obj } from '../untrusted.ts';
 import { readFileSync, existsSync, realpathSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
@@ -39,10 +39,7 @@ function isEnvName(value: unknown): value is string {
   return typeof value === 'string' && /^[A-Za-z_][A-Za-z0-9_]{0,127}$/.test(value);
 }
 
-/**
- * Reads `<repo>/.svc/config.json` once, with its path and the hash of the exact bytes parsed (for `svc trust`); null
- * when there is none.
- */
+/** `<repo>/.svc/config.json` read once, with its path and the sha256 of the bytes parsed (`svc trust`); or null. */
 export function readEngineConfigFile(repo: string): { config: EngineConfig; path: string; sha256: string } | null {
   const path = join(repo, '.svc', 'config.json');
   if (!existsSync(path)) return null;
@@ -58,10 +55,7 @@ export function loadEngineConfig(repo: string): EngineConfig {
   return readEngineConfigFile(repo)?.config ?? { provider: null, providers: {} };
 }
 
-/**
- * Parses a config file's bytes: `provider`, `providers` and `env` are read; `where` names the file in errors, `keys`
- * are the top-level keys it may hold (the others are the caller's to read).
- */
+/** Parses a config file's bytes; `where` names the file in errors, `keys` are the top-level keys it may hold. */
 export function parseEngineConfig(bytes: Buffer, where: string, keys: readonly string[]): EngineConfig {
   let raw: unknown;
   try {
@@ -90,9 +84,8 @@ export function parseEngineConfig(bytes: Buffer, where: string, keys: readonly s
 /** One entry of `providers`: `{ command, writable? }` under a simple lowercase name. */
 function readProvider(name: string, value: unknown, file: string): ProviderEntry {
   const where = `${file} providers.${name}`;
-  const command = (value as { command?: unknown } | null)?.command;
-  const writable = (value as { writable?: unknown } | null)?.writable;
-  if (typeof value === 'object' && value !== null) onlyKeys(value, ['command', 'writable'], where, badSetting);
+  const { command, writable } = obj(value);
+  if (isJsonObject(value)) onlyKeys(value, ['command', 'writable'], where, badSetting);
   if (!/^[a-z0-9][a-z0-9_-]{0,31}$/.test(name)) {
     throw new BadSettingError(`Provider name "${name}" in ${file} is not a simple lowercase name`);
   }
@@ -140,10 +133,7 @@ export function passedValues(names: readonly string[], env: NodeJS.ProcessEnv): 
   return values;
 }
 
-/**
- * What a server's launcher adds to its run's allowlisted environment: the operator's names, so they reach the run's
- * agents as they do a CLI run's. An unreadable operator file passes nothing here; the run itself then fails on it.
- */
+/** The operator's passed names for a server's launcher; none when its file is unreadable (the run then fails). */
 export function operatorPassedEnv(env: NodeJS.ProcessEnv): Record<string, string> {
   try {
     return passedValues(loadOperatorConfig(env).env, env);
@@ -152,11 +142,9 @@ export function operatorPassedEnv(env: NodeJS.ProcessEnv): Record<string, string
   }
 }
 
-// Which repository config files a person trusted (`svc trust`), as direnv does: the file's real path and the sha256 of
-// its exact bytes, kept in ~/.svc/trust.json (never visible inside a sandbox). A changed file is not trusted until
-// trusted again. Only CLI runs consult it; a run a server started never widens on a repository's word.
+// Which repository config files a person trusted (`svc trust`, as direnv does: real path and sha256 of the bytes),
+// kept in ~/.svc/trust.json; only CLI runs consult it (docs/engine.md "Who may set what").
 export interface TrustRecord {
-  /** The config file's real path. */
   path: string;
   sha256: string;
   trusted_at: string;
@@ -210,7 +198,6 @@ export function addTrust(env: NodeJS.ProcessEnv, path: string, sha256: string, n
   return record;
 }
 
-/** Removes the record for `path`; false when there was none. */
 export function revokeTrust(env: NodeJS.ProcessEnv, path: string): boolean {
   const key = trustKey(path);
   const files = readTrust(env);

@@ -36,11 +36,7 @@ export interface RunGate {
   close(): Promise<void>;
 }
 
-/**
- * Metering for a run's gate (docs/gate.md "Metered cost", "Budgets"): each priced call adds to the run's metered cost
- * in state.json and to the machine's day ledger; the budget check reads the run's budget, its raised caps and the
- * operator's daily caps as they stand at each model call.
- */
+/** Metering for a run's gate (docs/gate.md "Metered cost", "Budgets"): the run's cost, the day ledger, the caps. */
 function runMeter(ctx: RunContext) {
   const prices = loadPriceTable(setting(ctx.env, 'SVC_PRICES_FILE'));
   const ledger = new DayLedger(join(svcHomeOf(ctx.env), 'metered'));
@@ -76,9 +72,7 @@ function runMeter(ctx: RunContext) {
   };
 }
 
-/**
- * The project's patterns plus each model API's own origin, exactly (an address only with its port, as the rules say).
- */
+/** The project's patterns plus each model API's own origin, exactly (an address only with its port). */
 function gatePolicy(network: Policy['network'], routes: ModelRoute[]): GatePolicy {
   const base = parseGatePolicy(network);
   const own = routes.map((r) => {

@@ -1,25 +1,28 @@
 // After the provider: commit (worktree) and diff, run the checks, decide the verdict, sign the receipt (or, in a
-// Kubernetes pod, leave the evidence), open the PR if allowed, set the status; and `svc start --verify`'s re-check.
+// Kubernetes pod, leave the evidence), open the PR if allowed, set the status; `svc start --verify`'s re-check; and
+// `svc start --open-pr`'s pull request of a verified run that could not open it then (docs/engine.md).
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
-import type { RunContext } from './run-context.ts';
+import { openRunContext, type RunContext } from './run-context.ts';
 import { verdictAccepted } from './policy.ts';
 import { followsOf, pushFollowUpRun } from './follow-up.ts';
-import type { RunPlan } from './run-plan.ts';
+import { readPlan, type RunPlan } from './run-plan.ts';
 import { commitAll, diffCommits, diffWorkingTree, headSha, type DiffResult } from './git.ts';
 import { decideVerdict, failedRequiredCheck, requiredCheckError, runChecks, type CheckResult } from './checks.ts';
 import {
   issueReceipt, confinedNetwork, evidenceOf, signsLater, EVIDENCE_ARTIFACT, RECEIPT_TYPE, UNCONFINED, type Receipt,
-  type RunEvidence, receiptBlock, receiptCost,
+  type RunEvidence, receiptBlock, receiptCost, verifyReceipt, keyRingOf,
 } from './receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
-import { openPullRequest, publicRunPage } from './pr.ts';
+import { checkPrPossible, openPullRequest, publicRunPage } from './pr.ts';
 import { isoNow } from '../iso-time.ts';
-import { errorMessage } from '../errors.ts';
+import { ConflictError, FailedError, errorMessage } from '../errors.ts';
 import { runFailure, type RunFailure } from '../run-json.ts';
 import { fence } from './text.ts';
+import { artifactsDir } from './paths.ts';
+import type { RunState } from './run-state.ts';
 import { postAgentGit, type RunSandbox } from './sandbox.ts';
 import type { ProviderOutcome } from './provider-phase.ts';
 import { inSpan } from '../trace.ts';
@@ -46,7 +49,9 @@ export async function finish(
   }
   const checkFailed = failure === null ? failedRequiredCheck(checks) : null;
   let error = failure ?? (checkFailed ? requiredCheckError(checkFailed) : null);
-  const failed = endFailure(end, error);
+  // What ended the provider phase, or the checks, is the failure's class.
+  const cls = { done: 'checks', failed: 'agent', 'over-budget': 'budget', limit: 'limit' } as const;
+  const failed = error === null ? null : runFailure(cls[end.kind], error);
   const receipt = await inSpan('svc.receipt', {},
     () => writeReceipt(ctx, checks, diff, failure !== null, sandbox, failed));
   let prFailure: RunFailure | null = null;
@@ -63,17 +68,7 @@ export async function finish(
   });
 }
 
-/** How the provider phase and the checks ended a run, as its failure (null when both went through). */
-function endFailure(end: Exclude<ProviderOutcome, { kind: 'stopped' }>, error: string | null): RunFailure | null {
-  if (error === null) return null;
-  const cls = { done: 'checks', failed: 'agent', 'over-budget': 'budget', limit: 'limit' } as const;
-  return runFailure(cls[end.kind], error);
-}
-
-/**
- * In a Kubernetes pod's run container (SVC_SIGN_LATER=1, no key there): the evidence for the signer container, and
- * the run stays `running`: the signer issues the receipt, opens the PR and sets the final status (src/pod/sign.ts).
- */
+/** In a pod's run container (no key there): the evidence; its signer sets the rest (src/pod/sign.ts). */
 function leaveEvidence(
   ctx: RunContext, outcome: RunEvidence['outcome'], error: string | null, exitCode: number | null,
   checks: CheckResult[],
@@ -98,10 +93,7 @@ export async function reverify(ctx: RunContext, plan: RunPlan, sandbox: RunSandb
   writeReceipt(ctx, checks, diff, failedBeforeChecks, sandbox, failure);
 }
 
-/**
- * Commits (worktree) and diffs what the agent left, with svc's git in its own sandbox (src/engine/sandbox.ts); saves
- * diff.patch and diffstat.json.
- */
+/** Commits (worktree) and diffs what the agent left, with svc's git sandboxed; saves diff.patch and diffstat.json. */
 function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
   const { state } = ctx;
   const base = state.base_sha ?? 'HEAD';
@@ -159,9 +151,10 @@ function writeReceipt(
 function prBody(ctx: RunContext, receipt: Receipt): string {
   const checks = receipt.checks.map(checkRow);
   const cost = receipt.cost.usd === null ? 'not reported' : `$${receipt.cost.usd.toFixed(4)}`;
+  const page = publicRunPage(ctx.env, receipt.source, receipt.run);
   return [
     `Run \`${receipt.source}/${receipt.run}\` by svc (${receipt.provider}). Verdict: **${receipt.verdict}**.`,
-    ...runPageLines(ctx.env, receipt.source, receipt.run),
+    ...(page ? ['', `Run page: ${page}`] : []),
     '',
     'Task (untrusted text from the run input):',
     fence(ctx.state.brief, 'text'),
@@ -178,13 +171,6 @@ function prBody(ctx: RunContext, receipt: Receipt): string {
   ].join('\n');
 }
 
-/** The run's page where people reach the Control Plane (SVC_PUBLIC_URL), else nothing: never a loopback link. */
-function runPageLines(env: NodeJS.ProcessEnv, source: string, run: string): string[] {
-  const page = publicRunPage(env, source, run);
-  return page ? ['', `Run page: ${page}`] : [];
-}
-
-/** One row of the PR body's table of checks. */
 function checkRow(c: Receipt['checks'][number]): string {
   const result = c.exit_code === 0 ? 'passed' : `failed (${c.exit_code})`;
   return `| ${c.name} | ${c.required ? 'required' : 'optional'} | ${result} |`;
@@ -193,7 +179,7 @@ function checkRow(c: Receipt['checks'][number]): string {
 type PrPlan = Pick<RunPlan, 'policy' | 'push_target'>;
 
 /** Why a --pr run with this receipt gets no pull request under its plan; null when it gets one. */
-export function prWithheld({ policy, push_target }: PrPlan, receipt: Receipt): string | null {
+function prWithheld({ policy, push_target }: PrPlan, receipt: Receipt): string | null {
   if (receipt.diff.files === 0) return 'the diff is empty';
   if (policy.pr.open === 'never') return 'the policy says pr.open = "never"';
   if (!verdictAccepted(policy, receipt.verdict)) {
@@ -235,5 +221,59 @@ export async function maybeOpenPr(ctx: RunContext, plan: PrPlan, receipt: Receip
     const message = errorMessage(err);
     ctx.event('pr', { opened: false, reason: message });
     return `Pull request not opened: ${message}`;
+  }
+}
+
+/** Why `state` cannot get its pull request now, or null when it can (the receipt and policy are checked after). */
+function prLaterRefusal(state: RunState): string | null {
+  const id = `${state.source}/${state.run}`;
+  if (!state.pr) return `Run ${id} was not started with --pr`;
+  if (state.pr_url) return `Run ${id} already has its pull request: ${state.pr_url}`;
+  if (state.status !== 'failed') return `Run ${id} is ${state.status}; only a failed run without its PR gets one`;
+  if (state.failed_check) return `Run ${id} failed its required check "${state.failed_check}"`;
+  return null;
+}
+
+/** The run's receipt, provided svc's own key signed it and it is about this run. */
+function ownReceipt(dir: string, state: RunState, env: NodeJS.ProcessEnv): Receipt {
+  let value: unknown;
+  try {
+    value = JSON.parse(readFileSync(join(artifactsDir(dir), 'receipt.json'), 'utf8'));
+  } catch {
+    throw new ConflictError(`Run ${state.source}/${state.run} has no receipt: verify it first`);
+  }
+  const key = loadOrCreateSigningKey(svcHomeOf(env));
+  const check = verifyReceipt(value, keyRingOf([key.publicKey.export({ type: 'spki', format: 'pem' }).toString()]));
+  if (!check.ok || !check.receipt) throw new ConflictError(`The run's receipt does not verify: ${check.message}`);
+  if (check.receipt.run !== state.run || check.receipt.source !== state.source) {
+    throw new ConflictError(`The receipt in run ${state.source}/${state.run} is about another run`);
+  }
+  return check.receipt;
+}
+
+/**
+ * `svc start --open-pr`: the PR under the run's plan, with its receipt as signed (nothing re-run); the final state,
+ * or a typed error. Never for a verdict the policy does not accept, a receipt svc did not sign, or twice.
+ */
+export async function openPrLater(dir: string, env: NodeJS.ProcessEnv, say: (t: string) => void): Promise<RunState> {
+  const ctx = openRunContext(dir, env, { ship: env.SVC_SHIP !== '0', say });
+  try {
+    const plan = readPlan(dir);
+    const refusal = prLaterRefusal(ctx.state);
+    if (refusal !== null) throw new ConflictError(refusal);
+    const receipt = ownReceipt(dir, ctx.state, env);
+    const withheld = prWithheld(plan, receipt);
+    if (withheld !== null) throw new ConflictError(`Run ${ctx.state.source}/${ctx.state.run}: ${withheld}`);
+    await checkPrPossible(plan.push_target!, env);
+    ctx.event('log', { stream: 'svc', text: 'opening the pull request the run could not open before' });
+    const error = await maybeOpenPr(ctx, plan, receipt);
+    if (error !== null) {
+      ctx.update({ error });
+      throw new FailedError(error);
+    }
+    ctx.setStatus('succeeded', { error: null, failure: null });
+    return ctx.state;
+  } finally {
+    await ctx.close();
   }
 }

@@ -56,7 +56,6 @@ export function followUpRequest(values: {
   return { branch: values.branch, prUrl, previous, previousReceipt };
 }
 
-/** The integrity of a run's receipt in this checkout, or null when it has none. */
 function receiptIntegrity(repo: string, run: string): string | null {
   try {
     const integrity = str(obj(JSON.parse(readFileSync(join(artifactsDir(runDir(repo, run)), 'receipt.json'), 'utf8')))
@@ -67,10 +66,7 @@ function receiptIntegrity(repo: string, run: string): string | null {
   }
 }
 
-/**
- * The newest ended run of this checkout on the PR's branch (the run that opened it, or an earlier follow-up), for a
- * follow-up started without --previous (at the CLI); null when this checkout holds none.
- */
+/** Without --previous: the newest ended run of this checkout on the PR's branch (that opened it, or followed). */
 function previousOnBranch(repo: string, branch: string): FollowUp['previous'] {
   const onBranch = localRuns(repo).filter(({ state }) => TERMINAL.has(state.status) &&
     (state.branch === branch && state.pr || state.follow_up?.branch === branch));
@@ -79,10 +75,7 @@ function previousOnBranch(repo: string, branch: string): FollowUp['previous'] {
   return last ? { source: last.state.source, run: last.run, receipt: receiptIntegrity(repo, last.run) } : null;
 }
 
-/**
- * Where a follow-up starts: the PR branch's head fetched from the pinned origin now, and what the run records. Refused
- * (nothing written) when it cannot push (no push target: the policy's pr.open is "never") or the branch is not there.
- */
+/** Where a follow-up starts (the PR branch's head on the origin now) and what it records; refused if it can't push. */
 export async function followUpStart(
   repo: string, target: PushTarget | null, req: FollowUpRequest, env: NodeJS.ProcessEnv,
 ): Promise<{ base: string; followUp: FollowUp }> {
@@ -98,10 +91,7 @@ export async function followUpStart(
   return { base, followUp: { branch: req.branch, pr_url: req.prUrl, previous } };
 }
 
-/**
- * The CLI session a follow-up continues: the previous run's, when that run lives in this checkout and used the same
- * provider (its task becomes the session's next turn); null starts a fresh session.
- */
+/** The previous run's CLI session, when it is in this checkout with the same provider; null: a fresh session. */
 export function followUpSession(repo: string, followUp: FollowUp, provider: string): ProviderSession | null {
   const previous = followUp.previous ? tryReadState(runDir(repo, followUp.previous.run)) : null;
   if (!previous || previous.source !== followUp.previous?.source || previous.provider !== provider) return null;
@@ -127,7 +117,6 @@ export function followUpSpec(spec: string, req: FollowUpRequest): string {
   ].join('\n');
 }
 
-/** The receipt's `follows` (a follow-up run's), else nothing. */
 export function followsOf(state: RunState): Pick<ReceiptBody, 'follows'> {
   const f = state.follow_up;
   if (!f) return {};
@@ -135,20 +124,14 @@ export function followsOf(state: RunState): Pick<ReceiptBody, 'follows'> {
     receipt: f.previous?.receipt ?? null } };
 }
 
-/**
- * The finish of a follow-up whose work may be pushed: its commits go to the PR's branch (a fast forward), and the run
- * takes the PR's address. Returns the run's error when the push did not happen, else null.
- */
+/** Pushes a follow-up's commits to the PR's branch and takes the PR's address; the run's error when it did not. */
 export async function pushFollowUpRun(
   ctx: RunContext, target: PushTarget, receipt: Receipt,
 ): Promise<string | null> {
   const { state } = ctx;
   const f = state.follow_up!;
   try {
-    await pushFollowUp({
-      workdir: state.workdir, repo: state.repo_path, branch: state.branch!, remote: f.branch,
-      base: state.base_sha!, target, env: ctx.env,
-    });
+    await pushFollowUp(state, target, ctx.env);
   } catch (err) {
     const reason = errorMessage(err);
     ctx.event('pr', { opened: false, follow_up: true, branch: f.branch, moved: err instanceof BranchMovedError,

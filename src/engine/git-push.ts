@@ -3,11 +3,11 @@
 // objects, to the `remote.origin.url` svc read from the config file itself when the run was made (`push_target`).
 // Must not: let any program named by the repository's config run, or hand the token to a URL it did not check.
 import { RefusedError } from '../errors.ts';
-import { writeFileSync, mkdtempSync, rmSync, mkdirSync, existsSync, copyFileSync, readdirSync } from 'node:fs';
+import { writeFileSync, mkdirSync, existsSync, copyFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { tmpdir } from 'node:os';
 import { git, gitCommonDir, repoSlug, tryGit } from './git.ts';
 import { GitRedirectedError, redirectRefusal, withGitToken } from './git-token.ts';
+import { withScratch } from './safe-fs.ts';
 
 /** Thrown when the repository's config could redirect the push; nothing was pushed. */
 export class PushRefusedError extends RefusedError {}
@@ -96,29 +96,20 @@ function borrowingBare(dir: string, origin: Origin): Record<string, string> {
   return isolated;
 }
 
-/**
- * Pushes `branch` of `workdir` from a bare repository svc made to `origin.url` (with the token's config, if any), as
- * `remote` there. Never forced: git refuses a push that is not a fast forward of what the origin holds.
- */
+/** Pushes `branch` from a bare repository svc made, as `remote` on the origin; never forced (fast forwards only). */
 function cleanPush(
   workdir: string, origin: Origin, branch: string, remote: string, config: string[], extra: Record<string, string>,
 ) {
   const sha = git(workdir, ['rev-parse', '--verify', `refs/heads/${branch}^{commit}`]).trim();
-  const dir = mkdtempSync(join(tmpdir(), 'svc-push-'));
-  try {
+  withScratch('push', (dir) => {
     const isolated = borrowingBare(dir, origin);
     git(dir, ['update-ref', `refs/heads/${branch}`, sha], isolated);
     const refspec = `refs/heads/${branch}:refs/heads/${remote}`;
     git(dir, [...config, 'push', '--quiet', origin.url, refspec], { ...isolated, ...extra });
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 }
 
-/**
- * Pushes the branch to the run's pinned target (as `remote`, by default the same name), provided the config still
- * names it; the token only where it may go.
- */
+/** Pushes the branch to the run's pinned target (as `remote`), provided the config still names it. */
 export async function pushBranch(
   workdir: string, target: PushTarget, branch: string, token: string | null, env: NodeJS.ProcessEnv,
   remote: string = branch,
@@ -134,13 +125,11 @@ export async function pushBranch(
 }
 
 /**
- * Fetches `branch` from the pinned origin and returns its commit: from a bare repository svc made (so no program the
- * repository's config names runs), borrowing the repository's objects; the pack received is then added to the
- * repository's own objects, so a worktree can be made at that commit.
+ * Fetches `branch` from the origin into a bare repository svc made (no program the repository's config names runs),
+ * then adds the pack to the repository's own objects, so a worktree can be made at the commit returned.
  */
 function cleanFetch(origin: Origin, branch: string, config: string[], extra: Record<string, string>): string {
-  const dir = mkdtempSync(join(tmpdir(), 'svc-fetch-'));
-  try {
+  return withScratch('fetch', (dir) => {
     const isolated = borrowingBare(dir, origin);
     // Always one pack (never loose objects), so what arrived is exactly the files of objects/pack.
     git(dir, [...config, '-c', 'fetch.unpackLimit=1', 'fetch', '--quiet', '--no-tags', '--no-write-fetch-head',
@@ -153,9 +142,7 @@ function cleanFetch(origin: Origin, branch: string, config: string[], extra: Rec
     const files = readdirSync(from).sort((a, b) => Number(a.endsWith('.idx')) - Number(b.endsWith('.idx')));
     for (const name of files) if (!existsSync(join(to, name))) copyFileSync(join(from, name), join(to, name));
     return sha;
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 }
 
 /** The commit `branch` names on the run's pinned target now, its objects fetched into the repository. */

@@ -2,12 +2,12 @@
 // https URL on the token's own host and port, only through an askpass that answers for that one URL, and never
 // after a redirect (git follows none; svc names where it pointed without sending a credential there).
 // Must not: write the token anywhere but the environment of the one git child that asks for it.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
-import { tmpdir } from 'node:os';
 import { FailedError, RefusedError } from '../errors.ts';
+import { withScratch } from './safe-fs.ts';
 
 // Quoted variables in a `case` pattern match literally.
 const ASKPASS = `#!/bin/sh
@@ -47,17 +47,14 @@ export async function withGitToken<T>(
   body: (config: string[], extra: Record<string, string>) => T | Promise<T>,
 ): Promise<T> {
   if (!token || !tokenGoesTo(url, env)) return body([], {});
-  const dir = mkdtempSync(join(tmpdir(), 'svc-askpass-'));
-  try {
+  return withScratch('askpass', async (dir) => {
     const askpass = join(dir, 'askpass');
     writeFileSync(askpass, ASKPASS, { mode: 0o700 });
     return await body(['-c', 'credential.useHttpPath=true'], {
       GIT_ASKPASS: askpass, SVC_GIT_PUSH_TOKEN: token, GIT_TERMINAL_PROMPT: '0',
       SVC_GIT_CREDENTIAL_URL: credentialUrl(url), SVC_GIT_CREDENTIAL_USER_URL: credentialUrl(url, 'x-access-token'),
     });
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 }
 
 const REDIRECT = /unable to access '([^']+)': The requested URL returned error: (30[123578])/;

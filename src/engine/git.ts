@@ -1,12 +1,12 @@
 // svc's git, the argv and environment of every git svc starts (docs/engine.md "svc's own git reads no global or system
 // config"); once the agent has worked in a tree, it runs in a sandbox of its own (a `GitRun` from sandbox.ts).
-import { readFileSync, appendFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { readFileSync, appendFileSync, existsSync, mkdirSync } from 'node:fs';
 import { join, basename, resolve } from 'node:path';
-import { tmpdir } from 'node:os';
 import { createHash } from 'node:crypto';
 import { runSync } from '../spawn/start.ts';
 import { FailedError } from '../errors.ts';
 import { GitRedirectedError, redirectedUrl } from './git-token.ts';
+import { withScratch } from './safe-fs.ts';
 
 // Held whatever any config says; the `-c` values reach every git this one starts, through GIT_CONFIG_PARAMETERS.
 const SAFE_GIT_CONFIG = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false',
@@ -117,7 +117,6 @@ export function repoSlug(url: string): string | null {
   return m ? `${m[1]}/${m[2]}` : null;
 }
 
-/** "owner/name" from the origin remote, else the folder name. */
 export function repoName(dir: string): string {
   return repoSlug(tryGit(dir, ['remote', 'get-url', 'origin']).trim()) ?? basename(dir);
 }
@@ -147,23 +146,19 @@ export function createWorktree(repo: string, path: string, branch: string, base:
 /** One git in a worktree, already bound to where it runs and its environment. */
 type GitIn = (args: string[]) => string;
 
-/**
- * Repositories the agent made inside the worktree (git lists an untracked one as `path/`). svc never adds them: a
- * gitlink names a commit nobody can fetch, and git would have to look inside, where the agent wrote the config.
- */
+/** Repositories the agent made in the worktree (untracked `path/`): never added (docs/engine.md, the sandbox). */
 function embeddedRepositories(inDir: GitIn): string[] {
   const listed = inDir(['ls-files', '--others', '--exclude-standard', '-z']);
   return listed.split('\0').filter((p) => p.endsWith('/')).map((p) => p.slice(0, -1));
 }
 
-/** `git add -A` of everything but the embedded repositories. */
 function addAll(inDir: GitIn, skip: string[]): void {
   inDir(['add', '-A', ...skip.length ? ['--', '.', ...skip.map((p) => `:(exclude,literal)${p}`)] : []]);
 }
 
 /**
- * Commits everything in a worktree but embedded repositories (returned), if anything changed. The committer comes from
- * the main checkout `repo`'s config, read on the host (the sandboxed `run` sees no ~/.gitconfig), else a neutral one.
+ * Commits everything but embedded repositories (returned), if anything changed; the committer from the main checkout's
+ * config, read on the host (the sandboxed `run` sees no ~/.gitconfig), else a neutral one.
  */
 export function commitAll(dir: string, message: string, repo: string, run: GitRun): string[] {
   const name = tryGit(repo, ['config', 'user.name']).trim() || 'svc';
@@ -194,16 +189,6 @@ export interface DiffResult {
 /** A patch larger than this is not kept whole: the receipt and the diff folder list the files and hash the patch. */
 const PATCH_CAP = 32 * 1024 * 1024;
 
-/** A throwaway folder for one diff's patch file (and index), removed afterwards. */
-function withScratch<T>(body: (tmp: string) => T): T {
-  const tmp = mkdtempSync(join(tmpdir(), 'svc-diff-'));
-  try {
-    return body(tmp);
-  } finally {
-    rmSync(tmp, { recursive: true, force: true });
-  }
-}
-
 /** One `git diff` of `revs`: its numstat, and its patch through a file in `tmp`, whole up to PATCH_CAP, else a note. */
 function runDiff(inTmp: GitIn, tmp: string, opts: string[], revs: string[]): DiffResult {
   // --no-ext-diff / --no-textconv: diff drivers are programs named by repository config, like hooks.
@@ -229,12 +214,9 @@ function runDiff(inTmp: GitIn, tmp: string, opts: string[], revs: string[]): Dif
   };
 }
 
-/**
- * Lists gitlink (submodule) moves too, as `Subproject commit` lines: between two commits git reads only the gitlinks'
- * ids, never a submodule's repository, and a pushed branch carries them.
- */
+/** Between two commits, gitlink moves too (`Subproject commit` lines: ids only; a pushed branch carries them). */
 export function diffCommits(dir: string, base: string, head: string, run: GitRun = hostGit): DiffResult {
-  return withScratch((tmp) => runDiff((args) => git(dir, args, {}, run, [tmp]), tmp,
+  return withScratch('diff', (tmp) => runDiff((args) => git(dir, args, {}, run, [tmp]), tmp,
     ['--ignore-submodules=none', '--submodule=short'], [base, head]));
 }
 
@@ -256,14 +238,11 @@ export function workingChanges(dir: string, run: GitRun = hostGit): { changed: s
   return { changed, embedded };
 }
 
-/**
- * Runs `body` with a throwaway index read from `from` and then given everything in the working tree (ignored files
- * and the embedded repositories left out; by default those git finds then), so the user's index is untouched.
- */
+/** `body` with a throwaway index of `from` plus the working tree (ignored and `embedded` left out; null: found). */
 function withWorkingIndex<T>(
   dir: string, from: string, run: GitRun, embedded: string[] | null, body: (inTmp: GitIn, tmp: string) => T,
 ): T {
-  return withScratch((tmp) => {
+  return withScratch('diff', (tmp) => {
     const inTmp: GitIn = (args) => git(dir, args, { GIT_INDEX_FILE: join(tmp, 'index') }, run, [tmp]);
     inTmp(['read-tree', from]);
     addAll(inTmp, embedded ?? embeddedRepositories(inTmp));

@@ -9,7 +9,7 @@ import { secretsIn, withoutSecrets, type Secrets } from '../spawn/secrets-handof
 import { createHash } from 'node:crypto';
 import { BadInputError, RefusedError, errorMessage } from '../errors.ts';
 import { TERMINAL } from '../run-json.ts';
-import { buildTask, classifyInput, isWebhookOrigin } from './spec.ts';
+import { buildTask, classifyInput, isWebhookOrigin, type Task } from './spec.ts';
 import { planForRetry, planRun, writePlan, type RunPlan } from './run-plan.ts';
 import { newRunId, isValidSegment } from './ids.ts';
 import { settingOr } from '../settings-registry.ts';
@@ -19,7 +19,7 @@ import {
 import { localRuns } from './local-runs.ts';
 import { runDir, artifactsDir, worktreeDir } from './paths.ts';
 import { adoptRepoName, isRoutedRepoName, runRepoName, workerAlive, type RepoRename } from './repo-name.ts';
-import { writeState, readState, type RunState, type InputKind, type WorkerMode } from './run-state.ts';
+import { writeState, readState, type RunState, type WorkerMode } from './run-state.ts';
 import { isoNow } from '../iso-time.ts';
 import { openEventLog } from './events-log.ts';
 import { identityOf } from './proc-group.ts';
@@ -51,23 +51,13 @@ export function resolveRepo(dir: string): string {
   }
 }
 
-interface NewRun {
-  repo: string;
+type NewRun = Pick<StartOptions, 'repo' | 'pr' | 'worktree' | 'provider' | 'env' | 'followUp'> & Task & {
   run: string;
   groupId: string | null;
-  spec: string;
-  brief: string;
-  origin: string;
-  pr: boolean;
-  worktree: boolean;
-  input: { kind: InputKind; value: string };
-  env: NodeJS.ProcessEnv;
-  /** Retry: the earlier run's plan, taken as it is; else the plan is resolved here. */
+  input: RunState['input'];
+  /** Retry: the earlier run's plan, taken as it is; else the plan is resolved here (with `provider`). */
   plan: RunPlan | null;
-  /** --provider, for a plan resolved here. */
-  provider: string | null;
-  followUp?: FollowUpRequest | null;
-}
+};
 
 /** A new run's state and plan, and the rename of the checkout's earlier runs its name caused (if any). */
 export interface PreparedRun {
@@ -130,10 +120,7 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   return { state, plan, renamed };
 }
 
-/**
- * A --pr run is refused before anything is written when its pull request could not be opened: no GitHub credential,
- * or an origin that does not answer as configured (src/engine/pr.ts).
- */
+/** A --pr run whose pull request could not be opened (pr.ts checkPrPossible) is refused before anything is written. */
 async function prPreflight(target: PushTarget | null, env: NodeJS.ProcessEnv): Promise<void> {
   // A Kubernetes pod's run container holds no GitHub credential by design: its signer container opens the PR.
   if (signsLater(env) || target === null) return;
@@ -199,9 +186,7 @@ export function spawnWorker(
   const dir = runDir(state.repo_path, state.run);
   const log = inherit ? null : openAppendNoFollow(join(dir, 'worker.log'));
   const argv = workerArgv(cli, mode, state.run, state.repo_path);
-  // The worker is an ancestor of the agent: its environment holds no secret value; the credentials it uses itself
-  // (push, ingest) arrive in a pipe on its fd 3, which it reads to the end and closes before the provider starts
-  // (DESIGN §7a).
+  // An ancestor of the agent: no secret in its environment; its own credentials come on fd 3 (DESIGN §7a).
   const child = startChild(argv, {
     cwd: state.repo_path,
     kind: 'svc-worker',
@@ -229,10 +214,7 @@ function holdsCheckout(state: RunState, now: number): boolean {
   return workerAlive(state);
 }
 
-/**
- * Refuses a run without a worktree while another such run is working in the same checkout: two runs writing one tree
- * would each sign the other's work.
- */
+/** Refuses a second run without a worktree in one checkout: two runs writing one tree would sign each other's work. */
 function assertCheckoutFree(repo: string): void {
   const now = Date.now();
   const busy = localRuns(repo).find((found) => found.state.repo_path === repo && holdsCheckout(found.state, now));
@@ -242,9 +224,8 @@ function assertCheckoutFree(repo: string): void {
 }
 
 /**
- * The checkout's starting tree, so a run without a worktree diffs only its own changes (null when it is HEAD's: the run
- * then diffs against its base commit), and a note for the run log when it held changes not in HEAD (else null). A
- * clean checkout costs one `git status`.
+ * The checkout's starting tree, so a run without a worktree diffs only its own changes (null when it is HEAD's), and
+ * a note for the run log when it held changes not in HEAD (else null).
  */
 function startingTree(repo: string): { tree: string | null; dirty: string | null } {
   const { changed, embedded } = workingChanges(repo);

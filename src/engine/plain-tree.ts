@@ -41,10 +41,7 @@ function kindOfError(err: unknown): EntryKind {
   return 'other';
 }
 
-/**
- * Opens `path` as a folder (`shown` in messages); its last component must not be a link (the ones before it are the
- * caller's, e.g. the project folder an operator named). Returns what stands there instead when it is not a folder.
- */
+/** Opens `path` as a folder (its last component not a link), or says what stands there instead. */
 function openPlainDir(path: string, shown = path): PlainDir | EntryKind {
   let fd: number;
   try {
@@ -64,15 +61,11 @@ function openPlainDir(path: string, shown = path): PlainDir | EntryKind {
   };
 }
 
-/** Opens the folder `name` inside `dir`, or says what stands there instead. */
 export function openPlainDirIn(dir: PlainDir, name: string): PlainDir | EntryKind {
   return openPlainDir(at(dir, name), join(dir.path, name));
 }
 
-/**
- * Opens root/parts[0]/parts[1]/… one folder at a time. On success the result holds the last folder open; otherwise it
- * names the first part that is not a plain folder (`failed` is the path up to it) and what stands there.
- */
+/** Opens root/parts[0]/… one folder at a time: the last one open, or the first part that is not a plain folder. */
 export function openPlainPath(root: string, parts: readonly string[]): PlainDir | { failed: string; kind: EntryKind } {
   const first = openPlainDir(root);
   if (typeof first === 'string') return { failed: root, kind: first };
@@ -130,7 +123,6 @@ export function openPlainFileIn(dir: PlainDir, name: string): number | EntryKind
   return openPlainFile(at(dir, name));
 }
 
-/** Up to `length` bytes of `fd` from `position`. */
 export function readRange(fd: number, position: number, length: number): Buffer {
   const buf = Buffer.alloc(length);
   let size = 0;
@@ -211,10 +203,7 @@ export function walkPlainTree(
   }
 }
 
-/**
- * A run folder (`<project>/.svc/runs/<run>`) opened from its project: `.svc`, `runs` and the run folder must each be
- * a plain folder. A folder not laid out that way is opened from its parent (its own name must not be a link).
- */
+/** A run folder opened from its project (`.svc`, `runs`, `<run>` each plain), else from its parent. */
 export function openRunFolder(dir: string): PlainDir | { failed: string; kind: EntryKind } {
   const runs = dirname(dir);
   if (basename(runs) === 'runs' && basename(dirname(runs)) === '.svc') {

@@ -10,10 +10,7 @@ import { GatePolicyError, parseGatePolicy } from '../gate/policy.ts';
 /** A .svc/policy.json that svc refuses: the message names the key and what it must be. */
 export class PolicyError extends RefusedError {}
 
-/**
- * `limits` (DESIGN §7a "It ends"): what one run's agents may spend, each key and what enforces it in docs/engine.md
- * "Limits". The defaults are what a user would expect of an unattended run on a shared build host.
- */
+/** `limits` (DESIGN §7a "It ends"): what one run's agents may spend; each key's enforcer in docs/engine.md. */
 export interface RunLimits {
   provider_timeout_s: number;
   run_timeout_s: number;
@@ -47,10 +44,7 @@ const MAXIMA: RunLimits = {
   invocations: 1000,
 };
 
-/**
- * Refuses a key that is not `allowed` (a typo must not silently loosen anything); `fail` makes the error of the file
- * being read.
- */
+/** Refuses a key that is not `allowed` (a typo must not silently loosen anything), as `fail`'s error. */
 export function onlyKeys(
   value: object, allowed: readonly string[], where: string, fail = (message: string): Error => new PolicyError(message),
 ): void {
@@ -58,10 +52,7 @@ export function onlyKeys(
   if (unknown !== undefined) throw fail(`Unknown key "${unknown}" in ${where} (allowed: ${allowed.join(', ')})`);
 }
 
-/**
- * A file's `limits` (policy.json's, or the operator's caps, which have no maximum): known keys only, each a whole
- * number; `fail` makes the error that file's reader throws.
- */
+/** A file's `limits` (policy.json's, or the operator's caps: no maximum): known keys, whole numbers. */
 export function readLimits(
   raw: unknown, where: string, bounded: boolean, fail: (message: string) => Error,
 ): Partial<RunLimits> {
@@ -102,7 +93,6 @@ export const DEFAULT_POLICY: Policy = {
   network: { allow: [], deny: [] }, fromFile: false,
 };
 
-
 function parseCheck(raw: unknown, i: number): CheckSpec {
   const where = `policy.json checks[${i}]`;
   if (!isJsonObject(raw)) throw new PolicyError(`${where} must be an object`);
@@ -133,6 +123,13 @@ function parseNetwork(raw: unknown): Policy['network'] {
   return { allow: (raw.allow ?? []) as string[], deny: (raw.deny ?? []) as string[] };
 }
 
+/** A key's value when `valid`, `fallback` when it is absent, else the PolicyError that it `must` be otherwise. */
+function optional<T>(value: unknown, fallback: T, valid: (value: unknown) => boolean, must: string): T {
+  if (value === undefined) return fallback;
+  if (!valid(value)) throw new PolicyError(`policy.json ${must}`);
+  return value as T;
+}
+
 export function parsePolicy(raw: unknown): Policy {
   if (!isJsonObject(raw)) throw new PolicyError('policy.json must hold a JSON object');
   onlyKeys(raw, ['checks', 'pr', 'max_usd', 'sandbox', 'limits', 'network'], 'policy.json');
@@ -148,37 +145,16 @@ export function parsePolicy(raw: unknown): Policy {
   if (raw.pr !== undefined) {
     if (!isJsonObject(raw.pr)) throw new PolicyError('policy.json pr must be an object');
     onlyKeys(raw.pr, ['open', 'draft', 'base'], 'policy.json pr');
-    if (raw.pr.open !== undefined) {
-      if (raw.pr.open !== 'verified' && raw.pr.open !== 'verified_with_gaps' && raw.pr.open !== 'never') {
-        throw new PolicyError('policy.json pr.open must be "verified", "verified_with_gaps" or "never"');
-      }
-      pr.open = raw.pr.open;
-    }
-    if (raw.pr.draft !== undefined) {
-      if (typeof raw.pr.draft !== 'boolean') throw new PolicyError('policy.json pr.draft must be true or false');
-      pr.draft = raw.pr.draft;
-    }
-    if (raw.pr.base !== undefined && raw.pr.base !== null) {
-      if (typeof raw.pr.base !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$/.test(raw.pr.base)) {
-        throw new PolicyError('policy.json pr.base must be a branch name');
-      }
-      pr.base = raw.pr.base;
-    }
+    pr.open = optional(raw.pr.open, pr.open, (v) => v === 'verified' || v === 'verified_with_gaps' || v === 'never',
+      'pr.open must be "verified", "verified_with_gaps" or "never"');
+    pr.draft = optional(raw.pr.draft, pr.draft, (v) => typeof v === 'boolean', 'pr.draft must be true or false');
+    pr.base = optional(raw.pr.base ?? undefined, pr.base,
+      (v) => typeof v === 'string' && /^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$/.test(v), 'pr.base must be a branch name');
   }
-  let maxUsd: number | null = null;
-  if (raw.max_usd !== undefined && raw.max_usd !== null) {
-    if (typeof raw.max_usd !== 'number' || !Number.isFinite(raw.max_usd) || raw.max_usd <= 0) {
-      throw new PolicyError('policy.json max_usd must be a positive number or null');
-    }
-    maxUsd = raw.max_usd;
-  }
-  let sandbox: Policy['sandbox'] = null;
-  if (raw.sandbox !== undefined && raw.sandbox !== null) {
-    if (raw.sandbox !== 'bwrap' && raw.sandbox !== 'none') {
-      throw new PolicyError('policy.json sandbox must be "bwrap" or "none"');
-    }
-    sandbox = raw.sandbox;
-  }
+  const maxUsd = optional<number | null>(raw.max_usd ?? undefined, null,
+    (v) => typeof v === 'number' && Number.isFinite(v) && v > 0, 'max_usd must be a positive number or null');
+  const sandbox = optional<Policy['sandbox']>(raw.sandbox ?? undefined, null, (v) => v === 'bwrap' || v === 'none',
+    'sandbox must be "bwrap" or "none"');
   const limits = raw.limits === undefined || raw.limits === null
     ? {} : readLimits(raw.limits, 'policy.json', true, (message) => new PolicyError(message));
   return {

@@ -2,23 +2,20 @@
 // (or gh), on that same repository. Never merges, never deploys. Before a --pr run starts, checkPrPossible refuses
 // one whose PR could not be opened afterwards (docs/engine.md, "A `--pr` run checks first").
 // Must not: send the token anywhere the push would not (git-token.ts), or change the repository.
-import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { tmpdir } from 'node:os';
 import { fetchBranchHead, pushBranch, shownUrl, type PushTarget } from './git-push.ts';
 import { redirectedUrl, redirectRefusal, withGitToken } from './git-token.ts';
 import { gitArgv, gitBaseEnv, gitExtraEnv } from './git.ts';
 import { which } from '../spawn/which.ts';
-import { errorMessage } from '../errors.ts';
 import { runCollect, runSync, type ChildSpec } from '../spawn/start.ts';
-import { FailedError, RefusedError } from '../errors.ts';
+import { FailedError, RefusedError, errorMessage } from '../errors.ts';
+import type { RunState } from './run-state.ts';
 import { isLoopbackHost } from '../http/guards.ts';
 import { runPageUrl } from '../run-json.ts';
+import { withScratch } from './safe-fs.ts';
 
-/**
- * The run's page for its PR body, on SVC_PUBLIC_URL; null when that is unset, not http(s), or a loopback address
- * (a link in a PR must lead somewhere for whoever reads it).
- */
+/** The run's page on SVC_PUBLIC_URL for its PR body; null when unset, not http(s), or loopback (a dead link). */
 export function publicRunPage(env: NodeJS.ProcessEnv, source: string, run: string): string | null {
   const base = URL.parse(env.SVC_PUBLIC_URL ?? '');
   if (!base || !/^https?:$/.test(base.protocol) || base.username || isLoopbackHost(base.hostname)) return null;
@@ -67,22 +64,26 @@ function githubCredential(env: NodeJS.ProcessEnv): { token: string | null; gh: s
   return token ? { token, gh: null } : { token: null, gh };
 }
 
-async function createViaRest(req: PrRequest, token: string): Promise<PrResult> {
-  const slug = req.target.repo;
-  if (!slug) throw new RefusedError('Cannot tell the GitHub owner/name of origin');
-  const base = (req.env.GITHUB_API_URL || 'https://api.github.com').replace(/\/+$/, '');
-  const res = await fetch(`${base}/repos/${slug}/pulls`, {
+/** A POST to the GitHub REST API of the pinned target's repository, on the API host the token belongs to. */
+async function githubPost(
+  target: PushTarget, path: string, body: unknown, token: string, env: NodeJS.ProcessEnv,
+): Promise<Response> {
+  if (!target.repo) throw new RefusedError('Cannot tell the GitHub owner/name of origin');
+  const base = (env.GITHUB_API_URL || 'https://api.github.com').replace(/\/+$/, '');
+  return fetch(`${base}/repos/${target.repo}/${path}`, {
     method: 'POST',
     headers: {
-      authorization: `Bearer ${token}`,
-      accept: 'application/vnd.github+json',
-      'x-github-api-version': '2022-11-28',
-      'content-type': 'application/json',
-      'user-agent': 'svc',
+      authorization: `Bearer ${token}`, accept: 'application/vnd.github+json', 'x-github-api-version': '2022-11-28',
+      'content-type': 'application/json', 'user-agent': 'svc',
     },
-    body: JSON.stringify({ title: req.title, head: req.branch, base: req.base, body: req.body, draft: req.draft }),
+    body: JSON.stringify(body),
     signal: AbortSignal.timeout(30_000),
   });
+}
+
+async function createViaRest(req: PrRequest, token: string): Promise<PrResult> {
+  const { title, branch: head, base, body, draft } = req;
+  const res = await githubPost(req.target, 'pulls', { title, head, base, body, draft }, token, req.env);
   const text = await res.text();
   if (!res.ok) {
     throw new FailedError(`GitHub answered ${res.status} when opening the pull request: ${text.slice(0, 300)}`);
@@ -102,8 +103,7 @@ function ghRepo(target: PushTarget): string {
 
 function createViaGh(req: PrRequest, gh: string): PrResult {
   const repo = ghRepo(req.target);
-  const dir = mkdtempSync(join(tmpdir(), 'svc-pr-'));
-  try {
+  return withScratch('pr', (dir) => {
     const bodyFile = join(dir, 'body.md');
     writeFileSync(bodyFile, req.body);
     const args = ['pr', 'create', '--repo', repo, '--head', req.branch, '--base', req.base, '--title', req.title,
@@ -112,9 +112,7 @@ function createViaGh(req: PrRequest, gh: string): PrResult {
     const url = out.trim().split('\n').pop() ?? '';
     const number = /\/pull\/(\d+)/.exec(url)?.[1];
     return { url, number: number ? Number(number) : null, via: 'gh' };
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 }
 
 export async function openPullRequest(req: PrRequest): Promise<PrResult> {
@@ -130,8 +128,7 @@ const LS_REMOTE_TIMEOUT_MS = 60_000;
 
 /** `git ls-remote URL HEAD` with the credential the push would use; git's first stderr line when it fails. */
 async function lsRemote(url: string, token: string | null, env: NodeJS.ProcessEnv): Promise<string | null> {
-  const cwd = mkdtempSync(join(tmpdir(), 'svc-ls-remote-'));
-  try {
+  return withScratch('ls-remote', async (cwd) => {
     const done = await withGitToken(url, token, env, (config, extra) => runCollect(
       gitArgv([...config, 'ls-remote', '--quiet', '--', url, 'HEAD']),
       { kind: 'tool', base: gitBaseEnv(env), extra: gitExtraEnv(extra), cwd, timeout: LS_REMOTE_TIMEOUT_MS },
@@ -140,9 +137,7 @@ async function lsRemote(url: string, token: string | null, env: NodeJS.ProcessEn
     if (redirectedUrl(done.stderr) !== null) throw await redirectRefusal(url, 'git-upload-pack', env);
     return done.stderr.split('\n').map((l) => l.trim()).find(Boolean)
       ?? (done.status === null ? `no answer within ${LS_REMOTE_TIMEOUT_MS / 1000} s` : `exit ${done.status}`);
-  } finally {
-    rmSync(cwd, { recursive: true, force: true });
-  }
+  });
 }
 
 /** Refuses (a RefusedError) unless a credential in `env` exists and the origin answers as the push would ask it. */
@@ -174,53 +169,29 @@ export async function pullRequestHead(
 /** The branch moved on the origin since the run fetched it (someone pushed): svc does not push over it. */
 export class BranchMovedError extends RefusedError {}
 
-export interface FollowUpPush {
-  workdir: string;
-  repo: string;
-  /** The run's own local branch (svc/<run>), pushed as `remote` on the origin. */
-  branch: string;
-  remote: string;
-  /** The commit the run started from: the head `remote` had when the run fetched it. */
-  base: string;
-  target: PushTarget;
-  env: NodeJS.ProcessEnv;
-}
-
 /**
- * Pushes the run's commits to the PR's branch, never forced: refused (BranchMovedError, nothing pushed) when the branch
- * no longer names the commit the run started from, and git itself refuses anything but a fast forward should a push
- * land between that look and this push.
+ * Pushes a follow-up run's svc/<run> branch to the PR's branch: refused (BranchMovedError) when that branch moved
+ * since the run started from it; git itself refuses anything but a fast forward should a push land meanwhile.
  */
-export async function pushFollowUp(req: FollowUpPush): Promise<void> {
-  const token = githubCredential(req.env)?.token ?? null;
-  const now = await fetchBranchHead(req.repo, req.target, req.remote, token, req.env);
-  if (now !== req.base) {
-    throw new BranchMovedError(`the branch "${req.remote}" moved on the origin since this run started from it ` +
-      `(${req.base.slice(0, 12)} then, ${now.slice(0, 12)} now: someone pushed to it); svc never pushes over ` +
+export async function pushFollowUp(state: RunState, target: PushTarget, env: NodeJS.ProcessEnv): Promise<void> {
+  const remote = state.follow_up!.branch;
+  const base = state.base_sha!;
+  const token = githubCredential(env)?.token ?? null;
+  const now = await fetchBranchHead(state.repo_path, target, remote, token, env);
+  if (now !== base) {
+    throw new BranchMovedError(`the branch "${remote}" moved on the origin since this run started from it ` +
+      `(${base.slice(0, 12)} then, ${now.slice(0, 12)} now: someone pushed to it); svc never pushes over ` +
       'commits it did not build on, so nothing was pushed: ask again (/svc …) for a follow-up on the new head');
   }
-  await pushBranch(req.workdir, req.target, req.branch, token, req.env, req.remote);
+  await pushBranch(state.workdir, target, state.branch!, token, env, remote);
 }
 
-/**
- * Posts `body` as a comment on pull request `number` of the pinned target's repository, with the token (REST), on the
- * API host the token belongs to. A RefusedError without a token (gh alone does not post it).
- */
+/** Posts `body` as a comment on pull request `number`; a RefusedError without a token (gh alone does not post it). */
 export async function commentOnPullRequest(
   target: PushTarget, number: number, body: string, env: NodeJS.ProcessEnv,
 ): Promise<void> {
   const token = githubCredential(env)?.token;
   if (!token) throw new RefusedError(`${NO_CREDENTIALS} (the comment needs a token)`);
-  if (!target.repo) throw new RefusedError('Cannot tell the GitHub owner/name of origin');
-  const base = (env.GITHUB_API_URL || 'https://api.github.com').replace(/\/+$/, '');
-  const res = await fetch(`${base}/repos/${target.repo}/issues/${number}/comments`, {
-    method: 'POST',
-    headers: {
-      authorization: `Bearer ${token}`, accept: 'application/vnd.github+json', 'x-github-api-version': '2022-11-28',
-      'content-type': 'application/json', 'user-agent': 'svc',
-    },
-    body: JSON.stringify({ body }),
-    signal: AbortSignal.timeout(30_000),
-  });
+  const res = await githubPost(target, `issues/${number}/comments`, { body }, token, env);
   if (!res.ok) throw new FailedError(`GitHub answered ${res.status} when commenting on the pull request`);
 }

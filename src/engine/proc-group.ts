@@ -86,10 +86,7 @@ function descendantGroups(id: ProcIdentity): ProcIdentity[] {
   return found;
 }
 
-/**
- * SIGTERM, then SIGKILL after the grace period (STYLE: Processes), to the group and to the groups its members started;
- * resolves once they are empty.
- */
+/** SIGTERM, then SIGKILL after the grace, to the group and the groups its members started; resolves once empty. */
 export async function terminateGroup(id: ProcIdentity, graceMs: number, owner?: OwnerCheck): Promise<void> {
   const groups = isPidAlive(id.pid) && (!owner || owner(id.pid)) ? [id, ...descendantGroups(id)] : [id];
   const signalled = groups.filter((g) => signalGroup(g, 'SIGTERM', g === id ? owner : undefined));

@@ -23,10 +23,7 @@ function sessionOf(ctx: RunContext, provider: ResolvedProvider): ProviderSession
   return { kind: provider.kind, id: null, answers_given: 0, questions: [], last_output: null, resumed: null };
 }
 
-/**
- * The argv and prompt of the next invocation. The provider was invoked before in this run (an answer, a resume after
- * a stop) when the run has a provider_session; `refused`: why the CLI just failed to resume it (not tried again).
- */
+/** The next invocation's argv and prompt; `refused`: why the CLI just failed to resume (not tried again). */
 export function nextInvocation(
   ctx: RunContext, provider: ResolvedProvider, spec: string, notes: string[], refused: string | null,
 ): Invocation {
@@ -56,10 +53,7 @@ export function recordInvocation(ctx: RunContext, provider: ResolvedProvider, in
   ctx.update({ provider_session: { ...session, ...given, resumed } });
 }
 
-/**
- * What a follow-up run of `previous` starts from so that its agent continues the same CLI session with its own task
- * (given as the session's next turn); null when there is none. Its own answers are all new to the session.
- */
+/** A follow-up's start in `previous`'s CLI session (its task the next turn, its answers all new); null: none. */
 export function inheritSession(previous: ProviderSession | null | undefined): ProviderSession | null {
   return previous ? { ...previous, answers_given: 0, resumed: null } : null;
 }
@@ -70,27 +64,19 @@ function change(ctx: RunContext, fields: Partial<ProviderSession>): void {
   if (session) ctx.update({ provider_session: { ...session, ...fields } });
 }
 
-/**
- * What one invocation's output said of its session: the id the CLI reported (the first, or the last for a CLI that
- * names it only at the end), and its last words.
- */
+/** What one invocation's output said of its session: the id its CLI reported, and its last words. */
 export function createSightings(lastWins = false) {
-  let id: string | null = null;
-  let said: string | null = null;
-  return {
+  const sightings = {
+    id: null as string | null,
+    said: null as string | null,
     add(seen: SessionSighting | null): void {
       if (!seen) return;
       // Most CLIs name their session before any model output: a later id is never taken over the first.
-      if (seen.id !== null && (id === null || lastWins)) id = seen.id;
-      if (seen.said !== null) said = seen.said;
-    },
-    get id() {
-      return id;
-    },
-    get said() {
-      return said;
+      if (seen.id !== null && (sightings.id === null || lastWins)) sightings.id = seen.id;
+      if (seen.said !== null) sightings.said = seen.said;
     },
   };
+  return sightings;
 }
 export type Sightings = ReturnType<typeof createSightings>;
 

@@ -1,6 +1,5 @@
-// Provider adapters: each built-in tool's documented non-interactive invocation and how its own output reports cost
-// and tokens (as increments; a provider that reports nothing leaves them null), plus `command` providers from
-// .svc/config.json.
+// Provider adapters: each built-in CLI's non-interactive invocation, and what its output says of cost, tokens (as
+// increments; unreported stays null) and its session; plus `command` providers from .svc/config.json.
 import { UnavailableError } from '../errors.ts';
 import { isJsonObject, obj } from '../untrusted.ts';
 import { which } from '../spawn/which.ts';
@@ -67,9 +66,7 @@ function codex(line: string): Usage | null {
   return { cost_usd: null, tokens_in: num(u.input_tokens), tokens_out: num(u.output_tokens) };
 }
 
-/**
- * `gemini --output-format json`: stats per model (tokens.prompt / tokens.candidates) or flat inputTokens/outputTokens.
- */
+/** `gemini --output-format json`: stats per model (tokens.prompt / tokens.candidates) or flat input/outputTokens. */
 function gemini(line: string): Usage | null {
   const o = json(line);
   if (!o || !o.stats) return null;
@@ -87,10 +84,7 @@ function gemini(line: string): Usage | null {
   return { cost_usd: null, tokens_in: tin, tokens_out: tout };
 }
 
-/**
- * `opencode run --format json`: each step_finish part carries cost and tokens (input excludes the cache figures, which
- * are added as claude's are).
- */
+/** `opencode run --format json`: each step_finish part carries cost and tokens (cache figures added as claude's). */
 function opencode(line: string): Usage | null {
   const o = json(line);
   if (!o) return null;
@@ -112,11 +106,8 @@ const AIDER_TOKENS = /^Tokens: ([\d.]+k?) sent, (?:[\d.]+k? cache (?:write|hit),
 const AIDER_COST = /^\s*Cost: \$([\d.]+) message, \$[\d.]+ session\.\s*$/;
 
 /**
- * aider's usage report per message (aider/coders/base_coder.py): "Tokens: 2.5k sent[, 1.9k cache write][, 1.9k cache
- * hit], 61 received. Cost: $0.0081 message, $0.0081 session." The cost goes on the next line when a message both hit
- * and wrote the prompt cache, and is absent for a model aider has no price for. Only a cost line right after a
- * report without one counts, so model text quoting an old report is not counted twice. The session total is never
- * read: the per-message figures are increments.
+ * aider's report per message (its forms: docs/engine.md). A cost line counts only right after a report without one,
+ * so model text quoting an old report is not counted twice; the session total is never read (increments only).
  */
 function createAider(): UsageParser {
   let costMayFollow = false;
@@ -134,10 +125,7 @@ function createAider(): UsageParser {
   };
 }
 
-/**
- * `command` providers report with a JSON line {"type":"svc.cost","usd":…,"tokens_in":…,"tokens_out":…} (an
- * increment).
- */
+/** `command` providers report an increment as {"type":"svc.cost","usd":…,"tokens_in":…,"tokens_out":…}. */
 function command(line: string): Usage | null {
   const o = json(line);
   if (!o) return null;
@@ -174,10 +162,7 @@ function wholeDocument<T>(parse: (line: string) => T | null): (line: string) => 
   };
 }
 
-/**
- * What one output line says about the CLI's own session: its id (shape-checked: it goes back into an argv) and the
- * text of the agent's last message (untrusted, for the summary a fresh session gets when the old one can't go on).
- */
+/** What one output line says of the CLI's session: its id (shape-checked: it goes into an argv), the agent's words. */
 export interface SessionSighting {
   id: string | null;
   said: string | null;
@@ -197,13 +182,12 @@ function sighting(id: string | null, said: unknown): SessionSighting | null {
   return id === null && text === null ? null : { id, said: text };
 }
 
-/** claude's stream-json: every event carries session_id (the init event first); the result event has the last text. */
+// Where each CLI names its session and what it said: docs/engine.md "Resuming the CLI's session".
 function claudeSession(line: string): SessionSighting | null {
   const o = json(line);
   return o ? sighting(shaped(o.session_id, UUID), o.type === 'result' ? o.result : null) : null;
 }
 
-/** codex's --json: thread.started names the thread (its session); an agent_message item is what the agent said. */
 function codexSession(line: string): SessionSighting | null {
   const o = json(line);
   if (!o) return null;
@@ -212,13 +196,11 @@ function codexSession(line: string): SessionSighting | null {
   return o.type === 'item.completed' && item.type === 'agent_message' ? sighting(null, item.text) : null;
 }
 
-/** gemini's JSON result names its session_id beside the response. */
 function geminiSession(line: string): SessionSighting | null {
   const o = json(line);
   return o ? sighting(shaped(o.session_id, UUID), o.response) : null;
 }
 
-/** opencode's JSON events each carry sessionID; a text part is what the agent said. */
 function opencodeSession(line: string): SessionSighting | null {
   const o = json(line);
   if (!o) return null;
@@ -226,10 +208,7 @@ function opencodeSession(line: string): SessionSighting | null {
   return sighting(shaped(o.sessionID, OPENCODE_SESSION), o.type === 'text' ? part.text : null);
 }
 
-/**
- * A CLI without a session of its own (aider, a command provider): its last line of output that is not a JSON report
- * (svc.cost) is what it said.
- */
+/** A CLI without a session (aider, a command provider): its last line that is not a JSON report is what it said. */
 function lastLine(line: string): SessionSighting | null {
   return json(line) ? null : sighting(null, line);
 }
@@ -241,10 +220,7 @@ type Builtin = {
   session: () => SessionReader;
   /** The args that continue session `id` instead of starting one; absent: the CLI can't, and gets a summary. */
   resume?: (id: string) => string[];
-  /**
-   * The CLI names its session only in its last words (gemini's result): an id seen earlier was printed by something
-   * else (an agent's tool writing to the CLI's output) and the last one is taken instead of the first.
-   */
+  /** The CLI names its session only in its result (gemini): an earlier id was printed by something else. */
   sessionIdLast?: true;
 };
 
@@ -254,38 +230,30 @@ const CODEX_ARGS = ['exec', '--json', '--sandbox', 'danger-full-access'];
 const GEMINI_ARGS = ['--output-format', 'json', '--yolo', '--skip-trust'];
 const OPENCODE_ARGS = ['--format', 'json', 'Do the task described in the attached file.', '--file', '{task_file}'];
 
+// Why each flag: docs/engine.md "What the real CLIs exposed"; how each resumes: "Resuming the CLI's session".
 const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Builtin> = {
-  // stream-json (which -p wants with --verbose) shows each message as it happens; its last line carries the cost.
-  // acceptEdits alone denies every headless Bash call (no tests, no question), so Bash is allowed too;
-  // bypassPermissions would do it, but claude refuses it as root. --resume continues a session kept under
-  // ~/.claude/projects (same id; the prompt on stdin is the next user turn).
   claude: {
     args: CLAUDE_ARGS, stdin: true, usage: () => wholeDocument(claude), session: () => claudeSession,
     resume: (id) => [...CLAUDE_ARGS, '--resume', id],
   },
-  // exec never asks for approval. Its own sandbox is off, as every other CLI's is: svc's is the boundary, and under
-  // workspace-write its nested bwrap fails ("execvp codex-linux-sandbox") and $SVC_QUESTION_FILE is out of its reach.
-  // `exec resume <id> -` continues the thread kept under ~/.codex/sessions; exec's own flags stay before it.
+  // exec never asks for approval; its own sandbox is off (svc's is the boundary); its flags go before `resume`.
   codex: {
     args: [...CODEX_ARGS, '-'], stdin: true, usage: () => codex, session: () => codexSession,
     resume: (id) => [...CODEX_ARGS, 'resume', id, '-'],
   },
-  // Headless when stdin is not a TTY. It refuses to run headless in a folder it does not trust (a fresh worktree):
-  // --skip-trust trusts it for this session only, writing nothing to the user's trustedFolders.json. --resume takes
-  // a session's uuid (its chats are kept per project under ~/.gemini/tmp).
+  // Headless when stdin is not a TTY; --skip-trust trusts the fresh worktree for this session only.
   gemini: {
     args: GEMINI_ARGS, stdin: true, usage: () => wholeDocument(gemini), session: () => wholeDocument(geminiSession),
     resume: (id) => [...GEMINI_ARGS, '--resume', id], sessionIdLast: true,
   },
-  // aider takes the task from a file; svc commits, so aider's own auto-commits are off. It has no session to resume.
+  // svc commits, so aider's own auto-commits are off. It has no session to resume.
   aider: {
     args: ['--yes-always', '--no-auto-commits', '--no-pretty', '--no-stream', '--message-file', '{task_file}'],
     stdin: false,
     usage: createAider,
     session: () => lastLine,
   },
-  // --file takes an array and would swallow a message after it, so the message comes first. --session continues a
-  // session kept in its data folder (~/.local/share/opencode).
+  // --file takes an array and would swallow a message after it, so the message comes first.
   opencode: {
     args: ['run', ...OPENCODE_ARGS], stdin: false, usage: () => opencode, session: () => opencodeSession,
     resume: (id) => ['run', '--session', id, ...OPENCODE_ARGS],
@@ -297,17 +265,14 @@ export function createUsageParser(kind: string): UsageParser {
   return isBuiltin(kind) ? BUILTINS[kind].usage() : command;
 }
 
-/** A fresh session reader for one invocation of a provider of this kind. */
 export function createSessionReader(kind: string): SessionReader {
   return isBuiltin(kind) ? BUILTINS[kind].session() : lastLine;
 }
 
-/** Whether this provider's CLI names its session last (so a later id replaces an earlier one). */
 export function sessionIdLast(kind: string): boolean {
   return isBuiltin(kind) && BUILTINS[kind].sessionIdLast === true;
 }
 
-/** Whether this provider's CLI can continue a session of its own. */
 export function canResume(provider: { kind: string }): boolean {
   return isBuiltin(provider.kind) && BUILTINS[provider.kind].resume !== undefined;
 }

@@ -20,10 +20,7 @@ export interface ReceiptBody {
   group_id: string;
   repo: string;
   branch: string | null;
-  /**
-   * Only on a follow-up run's receipt: the pull request branch it pushed to and the run before it there, with the
-   * integrity of that run's receipt (null when unknown), so a PR's receipts form a chain.
-   */
+  /** A follow-up's: the PR branch it pushed to, the run before it there and that receipt's integrity (a chain). */
   follows?: { branch: string; source: string | null; run: string | null; receipt: string | null };
   base_sha: string | null;
   head_sha: string | null;
@@ -38,34 +35,19 @@ export interface ReceiptBody {
   started_at: string;
   ended_at: string | null;
   issued_at: string;
-  /**
-   * Only on receipts a Kubernetes pod's signer issued (src/pod/sign.ts): the fields it established itself, and those it
-   * copied from the run container's report, which the agent could have changed (docs/deploy.md "Receipts from pods").
-   */
+  /** A pod signer's receipt: the fields it established, and those the run container reported (docs/deploy.md). */
   attestation?: { by: 'pod-signer'; verified: string[]; reported: string[] };
-  /**
-   * The agent's network: whether it was confined to the egress gate, the project's patterns, and what the
-   * gate saw (connections, per-host counts, denials). `confined: false` makes no claim about where it connected.
-   */
+  /** Whether the agent was confined to the egress gate, its patterns and what the gate saw (false: no claim). */
   network?: ReceiptNetwork;
-  /**
-   * Only when the agent was invoked again (an answer, a resume): "session" if each time its CLI continued its own
-   * session, "summary" once a fresh session had to get the earlier conversation summarised (docs/engine.md).
-   */
+  /** When the agent was invoked again: "session" if its CLI always continued, else "summary" (docs/engine.md). */
   resumed?: 'session' | 'summary';
-  /**
-   * Why the run failed, as known when the receipt was signed (null: it had not); absent on receipts issued before
-   * failure classes, which verify all the same.
-   */
+  /** Why the run failed, as known when signed (null: it had not); absent on receipts from before failure classes. */
   failure?: RunFailure | null;
   /** The OpenTelemetry trace the run's spans belong to (src/trace.ts); absent on receipts issued before traces. */
   trace_id?: string;
 }
 
-/**
- * The run's cost. `usd` and the tokens are the gate's metered figures when it metered the run (`source: "metered"`),
- * else what the agent reported; both are signed beside them. Receipts from before metering have only the first three.
- */
+/** The gate's metered figures when it metered the run, else the agent's; both signed beside them (docs/gate.md). */
 export interface ReceiptCost {
   usd: number | null;
   tokens_in: number | null;

@@ -19,12 +19,6 @@ import { isJsonObject } from '../untrusted.ts';
 /** A CLI run's repository file asks for operator-only settings and the person has not trusted this exact file. */
 export class TrustNeededError extends RefusedError {}
 
-/** A command provider's argv names a file its sandbox does not show. */
-export class OutsideViewError extends RefusedError {}
-
-/** A run folder without a readable plan.json (made by an older svc, or changed by hand): nothing is re-resolved. */
-export class PlanUnreadableError extends FailedError {}
-
 export interface RunPlan {
   /** The project's policy as it was when the run was made, its limits held within the operator's caps. */
   policy: Policy;
@@ -51,9 +45,8 @@ export interface PlanRequest {
 }
 
 /**
- * Resolves the plan, or refuses (a SvcError) a run that could not go as asked: a broken policy, a CLI run whose
- * provider needs settings of an untrusted file (a server-started run goes on without them, and `notes` say so), no
- * working sandbox, a command provider naming a file its sandbox would not show, a --pr run with no single origin.
+ * Resolves the plan, or refuses a run that could not go as asked: a broken policy, a CLI run needing an untrusted
+ * file's settings, no working sandbox, a command provider naming a file its sandbox hides, a --pr run with no origin.
  */
 export function planRun(req: PlanRequest): RunPlan {
   const { repo, env } = req;
@@ -119,7 +112,7 @@ export function readPlan(dir: string): RunPlan {
   }
   const keys = ['policy', 'provider', 'passed_env', 'sandbox', 'push_target', 'notes'];
   if (!isJsonObject(plan) || !keys.every((k) => k in plan)) {
-    throw new PlanUnreadableError(`The run has no readable plan (${planPath(dir)}, svc's own file): it was made ` +
+    throw new FailedError(`The run has no readable plan (${planPath(dir)}, svc's own file): it was made ` +
       'by an older svc or its folder was changed. Nothing is resolved again for a run made before: retry it ' +
       '(a new run, planned anew when the old one has no plan)');
   }
@@ -136,10 +129,7 @@ export function planForRetry(dir: string): RunPlan | null {
   return readPlan(dir);
 }
 
-/**
- * Refuses a command provider whose program or script arguments (absolute paths) are not there inside its sandbox,
- * before the run starts: inside it would only fail with "No such file". `workdir` is where the run will work.
- */
+/** Refuses a command provider whose absolute-path arguments its sandbox would not show (there: "No such file"). */
 function refuseOutsideView(provider: ResolvedProvider, repo: string, workdir: string, env: NodeJS.ProcessEnv): void {
   if (provider.kind !== 'command') return;
   // The protocol folders do not exist yet; the plan only needs their names.
@@ -151,7 +141,7 @@ function refuseOutsideView(provider: ResolvedProvider, repo: string, workdir: st
   });
   const missing = provider.argv.slice(1).find((arg) => isAbsolute(arg) && !shownBy(plan, arg));
   if (!missing) return;
-  throw new OutsideViewError(
+  throw new RefusedError(
     `Refusing to start: provider "${provider.name}" names ${missing}, which its sandbox does not show (it sees the ` +
       'working tree, the folders on PATH, the system folders and its own program\'s folder). Put the script in the ' +
       'repository and name it relative to it (e.g. ["sh", ".svc/agent.sh"]; a --worktree run sees what is ' +

@@ -26,10 +26,7 @@ import { startedByServer } from './setting-authority.ts';
 export interface RunSandbox {
   mode: SandboxMode;
   gate: RunGate | null;
-  /**
-   * What every provider and check adds to the spawn policy's allowlist: the names the plan passes, then (sandboxed) the
-   * gate's proxies, model base URLs and placeholder keys.
-   */
+  /** Added to every provider's and check's environment: the plan's passed names, then the gate's variables. */
   env: Record<string, string>;
 }
 
@@ -63,13 +60,8 @@ export function agentSandbox(
   const files = protocolFiles(ctx);
   const home = ctx.env.HOME || homedir();
   const plan = agentSandboxPlan({
-    workdir: ctx.state.workdir,
-    repo: ctx.state.repo_path,
-    ioDir: files.ioDir,
-    askDir: files.askDir,
-    answerDir: files.answerDir,
-    svcHome: svcHomeOf(ctx.env),
-    home,
+    workdir: ctx.state.workdir, repo: ctx.state.repo_path, ioDir: files.ioDir, askDir: files.askDir,
+    answerDir: files.answerDir, svcHome: svcHomeOf(ctx.env), home,
     // A check gets no provider's login folders.
     provider: provider?.kind ?? 'check',
     // A command provider's folders, as the settings rule allowed them (run-plan.ts).
@@ -79,9 +71,7 @@ export function agentSandbox(
       template: providerTemplate(ctx.env, home), repoHome: providerHomeDir(ctx.env, ctx.state.repo_path, provider),
       run: ctx.state.run,
     } : null,
-    program,
-    showProgramFolder: provider?.kind !== 'command' || provider.showFolder !== false,
-    env: ctx.env,
+    program, showProgramFolder: provider?.kind !== 'command' || provider.showFolder !== false, env: ctx.env,
     // The kernel's share of the policy limits (prlimit inside the sandbox).
     limits: {
       processes: limits.processes, memoryBytes: limits.memory_mb * MIB, fileBytes: limits.file_mb * MIB,
@@ -104,10 +94,7 @@ export function releaseProviderHome(
   }
 }
 
-/**
- * Where svc's git runs once an agent has worked in the worktree: in a sandbox of its own (no secrets, no network,
- * nothing of HOME), or on the host when the run has no sandbox (then only the hardened git config protects it).
- */
+/** svc's git once an agent has worked in the tree: in a sandbox of its own, or on the host for an unsandboxed run. */
 export function postAgentGit(ctx: RunContext, { mode }: RunSandbox): GitRun {
   if (mode.kind === 'none') return hostGit;
   const home = ctx.env.HOME || homedir();

@@ -83,10 +83,7 @@ export function pendingRuns(repo: string): string[] {
   return plainEntries(repo, ['.svc', 'ship-pending'], 'file').filter(isValidSegment);
 }
 
-/**
- * Sends `runs` of `repo` through their shippers while `budgetMs` lasts; one shipped whole loses its marker. Stops at
- * the first failure (the Control Plane may simply still be down): the caller says what is left.
- */
+/** Ships `runs` while `budgetMs` lasts, each whole one losing its marker; stops at the first failure. */
 export async function shipRuns(
   repo: string, runs: string[], env: NodeJS.ProcessEnv,
   opts: { budgetMs?: number; onSkip?: (run: string, entry: string, reason: string) => void } = {},

@@ -10,7 +10,7 @@ import { writeJsonAtomic } from './safe-fs.ts';
 import { errorMessage } from '../errors.ts';
 import { toRunJson, type RunState } from './run-state.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
-import { isLoopbackAddress } from '../http/guards.ts';
+import { isLoopbackHost } from '../http/guards.ts';
 import { isJsonObject } from '../untrusted.ts';
 import {
   openPlainDirIn, openPlainFileIn, openRunFolder, readPlainIn, readRange, skipReason, walkPlainTree,
@@ -124,14 +124,18 @@ export function contentTypeOf(path: string): string {
   return 'application/octet-stream';
 }
 
+/** Whether the Control Plane at `url` is this machine's: only it may learn a run's folder or get the home token. */
+function sameMachine(url: string): boolean {
+  return isLoopbackHost(URL.parse(url)?.hostname ?? '');
+}
+
 /**
- * The Control Plane token for `url`: SVC_CONTROL_TOKEN_FILE, then ~/.svc/control/token, then SVC_CONTROL_TOKEN. The
- * home file is the token of the Control Plane on this machine, so it goes only to a loopback address: a remote one
- * (SVC_CONTROL_URL, --url) gets the token the operator named for it, never this machine's own.
+ * The Control Plane token for `url`: SVC_CONTROL_TOKEN_FILE, then ~/.svc/control/token (this machine's own, so never
+ * for a remote `url`), then SVC_CONTROL_TOKEN.
  */
 export function readControlToken(env: NodeJS.ProcessEnv, url: string): string | undefined {
-  const own = isLoopbackAddress(URL.parse(url)?.hostname.replace(/^\[|\]$/g, ''));
-  for (const file of [env.SVC_CONTROL_TOKEN_FILE, own ? join(svcHomeOf(env), 'control', 'token') : undefined]) {
+  const home = sameMachine(url) ? join(svcHomeOf(env), 'control', 'token') : undefined;
+  for (const file of [env.SVC_CONTROL_TOKEN_FILE, home]) {
     try {
       const token = file ? readFileSync(file, 'utf8').trim() : '';
       if (token) return token;
@@ -179,8 +183,6 @@ export function createShipper(
   const { url } = discoverControlUrl(env);
   const token = readControlToken(env, url);
   const client: ControlClient = createControlClient({ url, ...(token ? { token } : {}), timeoutMs: 10_000 });
-  // A Control Plane on this machine may learn the run's folder; a remote one never does.
-  const sameMachine = isLoopbackAddress(URL.parse(url)?.hostname.replace(/^\[|\]$/g, ''));
   const reported = new Set<string>();
   const skip: SkipReport = (entry, reason) => {
     if (reported.has(entry)) return;
@@ -208,7 +210,7 @@ export function createShipper(
       source: state.source,
       // The run's folder goes only to a Control Plane on this machine, which keeps it only for a project its operator
       // registered, so Retry and Verify work there (src/control/handlers/ingest.ts).
-      runs: [sameMachine ? { ...run, repo_path: state.repo_path } : run],
+      runs: [sameMachine(url) ? { ...run, repo_path: state.repo_path } : run],
       // A line that is not JSON is skipped rather than blocking every later event.
       events: read.lines.flatMap((line) => {
         try {

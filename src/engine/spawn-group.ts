@@ -14,10 +14,7 @@ export interface GroupResult {
   truncated: boolean;
   /** Why svc ended the agent before it exited by itself: a limit it broke, or its wall-clock time. */
   endedBy: { limit: 'processes' | 'memory' | 'disk' | 'time'; message: string } | null;
-  /**
-   * bwrap exited by itself without ever reporting the agent's exit on its status descriptor: the sandbox could not be
-   * set up (namespaces, mounts, exec), so the agent never ran. Always false without a sandbox.
-   */
+  /** bwrap never reported the agent's exit on its status descriptor: the sandbox could not be set up, no agent ran. */
   sandboxFailed: boolean;
 }
 
@@ -75,10 +72,7 @@ function stopAll(members: () => number[]): void {
   }
 }
 
-/**
- * The group's output: the first `maxBytes` of stdout and stderr together, kept as it came, and (with `onLine`)
- * every line of each stream as it completes; a line longer than 64 KiB is passed on in pieces.
- */
+/** The first `maxBytes` of stdout and stderr together, and each line to `onLine` (past 64 KiB, in pieces). */
 function createOutputCapture(maxBytes: number, onLine: SpawnGroupOptions['onLine']) {
   const chunks: Buffer[] = [];
   let size = 0;

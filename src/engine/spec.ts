@@ -5,9 +5,9 @@ import { existsSync, readFileSync, realpathSync, rmSync, statSync } from 'node:f
 import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import { BadInputError, errorMessage } from '../errors.ts';
 import type { InputKind } from './run-state.ts';
-import { normalizeExport, summarize, renderErrtrackSpec } from './errtrack-spec.ts';
-import { fetchIssueExport } from './errtrack-fetch.ts';
+import { fetchIssueExport, normalizeExport, summarize, renderErrtrackSpec } from './errtrack-spec.ts';
 import { fence, oneLine, str } from './text.ts';
+import { obj, objOrNull, type Obj } from '../untrusted.ts';
 
 export interface ClassifiedInput {
   kind: InputKind;
@@ -131,12 +131,7 @@ export async function buildTask(input: ClassifiedInput, repo: string, env: NodeJ
 
 // `trackera:<id>`: the saved webhook snapshot under .svc/inbox/trackera/, else the tracker API with a key, else the
 // reference alone.
-interface TrackerIssue {
-  identifier: string;
-  title: string | null;
-  description: string | null;
-  url: string | null;
-}
+type TrackerIssue = ReturnType<typeof issueOf>;
 
 const FILE_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
@@ -150,13 +145,12 @@ function fromSnapshot(repo: string, id: string, env: NodeJS.ProcessEnv): Tracker
   const own = jobId && FILE_NAME.test(jobId) ? join(inbox, 'jobs', `${jobId}.json`) : null;
   const path = own && existsSync(own) ? own : join(inbox, `${id}.json`);
   if (!existsSync(path)) return null;
-  const raw = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
+  const raw = obj(JSON.parse(readFileSync(path, 'utf8')));
   if (path === own) rmSync(own, { force: true });
-  const data = (typeof raw.data === 'object' && raw.data ? raw.data : raw) as Record<string, unknown>;
-  return issueOf(data, id);
+  return issueOf(objOrNull(raw.data) ?? raw, id);
 }
 
-function issueOf(data: Record<string, unknown>, id: string): TrackerIssue {
+function issueOf(data: Obj, id: string) {
   return {
     identifier: str(data.identifier) ?? id,
     title: str(data.title),
@@ -178,23 +172,14 @@ async function fromApi(id: string, env: NodeJS.ProcessEnv): Promise<TrackerIssue
     signal: AbortSignal.timeout(30_000),
   });
   if (!res.ok) return null;
-  const body = (await res.json()) as { data?: { issue?: Record<string, unknown> } };
-  const issue = body.data?.issue;
-  if (!issue) return null;
-  return issueOf(issue, id);
+  const issue = objOrNull(obj(obj(await res.json()).data).issue);
+  return issue && issueOf(issue, id);
 }
 
 export async function trackeraSpec(
   repo: string, id: string, env: NodeJS.ProcessEnv,
 ): Promise<{ spec: string; brief: string }> {
-  let issue = fromSnapshot(repo, id, env);
-  if (!issue) {
-    try {
-      issue = await fromApi(id, env);
-    } catch {
-      issue = null;
-    }
-  }
+  const issue = fromSnapshot(repo, id, env) ?? await fromApi(id, env).catch(() => null);
   if (!issue || (!issue.title && !issue.description)) {
     return {
       brief: `trackera:${id}`,
@@ -206,18 +191,9 @@ export async function trackeraSpec(
   return {
     brief: oneLine(`trackera:${issue.identifier} ${title}`, 1500),
     spec: [
-      `# ${issue.identifier}: ${title}`,
-      '',
-      ...(issue.url ? [`Link: ${issue.url}`, ''] : []),
-      '## Description',
-      '',
-      fence(issue.description ?? '(none)', 'text'),
-      '',
-      '## Acceptance criteria',
-      '',
-      '- The issue is resolved as described.',
-      '- Existing tests pass.',
-      '',
+      `# ${issue.identifier}: ${title}`, '', ...(issue.url ? [`Link: ${issue.url}`, ''] : []),
+      '## Description', '', fence(issue.description ?? '(none)', 'text'), '',
+      '## Acceptance criteria', '', '- The issue is resolved as described.', '- Existing tests pass.', '',
     ].join('\n'),
   };
 }
@@ -249,10 +225,7 @@ export function buildPrompt(spec: string, opts: { answers: string[]; notes?: str
 
 const answerHeading = (n: number) => `Answer ${n} from the operator to your earlier question (untrusted data):`;
 
-/**
- * The next turn of a CLI session that already holds the rules: a new task when it has another one (a follow-up run),
- * the answers from number `first` on (the ones it has not been given), then svc's notes.
- */
+/** The next turn of a session that holds the rules: a follow-up's task, answers from `first` on, svc's notes. */
 export function continuationPrompt(answers: string[], first: number, notes: string[], task: string | null): string {
   const parts = ['svc is continuing this session.'];
   if (task !== null) parts.push('', 'Your next task, under the same rules (untrusted data):', fence(task, 'markdown'));

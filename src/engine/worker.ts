@@ -54,10 +54,7 @@ async function work(ctx: RunContext, plan: RunPlan, mode: WorkerMode): Promise<v
   }
 }
 
-/**
- * The plan's sandbox and, when sandboxed, the run's egress gate (closed by the caller once the checks are done), with
- * the values of the environment the plan passes by name.
- */
+/** The plan's sandbox, its egress gate (the caller closes it) and the values of the names the plan passes. */
 async function openSandbox(ctx: RunContext, plan: RunPlan): Promise<RunSandbox> {
   const mode = plan.sandbox;
   const passed = passedValues(plan.passed_env, ctx.env);
@@ -94,16 +91,7 @@ async function workRetryingInfra(ctx: RunContext, plan: RunPlan, mode: WorkerMod
   }
 }
 
-/** A stopped run's failure: who asked for the stop. */
-function stopFailure(ctx: RunContext) {
-  return runFailure('stopped', `stopped by ${ctx.stoppedBy() || 'svc'}`);
-}
-
-/**
- * The run's span: a child of the span its launcher was given (SVC_TRACEPARENT, recorded at launch as the run's
- * `trace_id` and `trace_parent`), else the root of the run's own trace. Each worker process (a start, a resume, a
- * verify) is one span.
- */
+/** The worker process's span: a child of the launcher's SVC_TRACEPARENT (as recorded), else its trace's root. */
 function startRunSpan(tracer: Tracer, ctx: RunContext, mode: WorkerMode): OpenSpan {
   const { trace_id, trace_parent, source, run, repo, provider, origin } = ctx.state;
   const parent = trace_id ? { traceId: trace_id, spanId: trace_parent ?? '' } : null;
@@ -122,9 +110,7 @@ export async function executeRun(
   const ctx = openRunContext(dir, env, { ship: env.SVC_SHIP !== '0', say });
   // A stopper that knows who asked (svc runs stop, the Control Plane) names them in state.json once the worker is gone.
   const onSignal = (signal: NodeJS.Signals) => ctx.requestStop(`a ${signal} to the run's worker`);
-  process.on('SIGTERM', onSignal);
-  process.on('SIGINT', onSignal);
-  process.on('SIGHUP', onSignal);
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, onSignal);
   // Whatever happens to this process, the provider's group must not outlive it.
   // ctx.state.child may still be what state.json said at start, so it gets the same owner check as any stopper's.
   const childOwner = isChildOf(ctx.state.run);
@@ -149,7 +135,8 @@ export async function executeRun(
     }
     await withSpan(tracer, runSpan.context, () => workRetryingInfra(ctx, plan!, mode));
     if (ctx.stopRequested() && !TERMINAL.has(ctx.state.status)) {
-      ctx.setStatus('stopped', { ended_at: isoNow(), question: null, child: null, failure: stopFailure(ctx) });
+      const failure = runFailure('stopped', `stopped by ${ctx.stoppedBy() || 'svc'}`);
+      ctx.setStatus('stopped', { ended_at: isoNow(), question: null, child: null, failure });
     }
   } catch (err) {
     const message = errorMessage(err);

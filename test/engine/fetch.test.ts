@@ -4,9 +4,10 @@ import { createServer, type Server } from 'node:http';
 import { readdirSync, readFileSync } from 'node:fs';
 import { spawnSync, spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { fetchIssueExport, issueApiUrls } from '../../src/engine/errtrack-fetch.ts';
 import { SvcError } from '../../src/errors.ts';
-import { normalizeExport, summarize, renderErrtrackSpec } from '../../src/engine/errtrack-spec.ts';
+import {
+  fetchIssueExport, issueApiUrls, normalizeExport, summarize, renderErrtrackSpec,
+} from '../../src/engine/errtrack-spec.ts';
 import { makeRepo, CLI, type TestRepo } from './fixtures.ts';
 
 const FIXTURES = new URL('./fixtures', import.meta.url).pathname;
