@@ -114,6 +114,7 @@ export async function openRunGate(ctx: RunContext, policy: Policy): Promise<RunG
   const records: EgressRecord[] = [];
   let total = 0;
   let denied = 0;
+  let closing: Promise<void> | undefined;
   let gate: Gate;
   try {
     gate = await startGate({
@@ -147,7 +148,8 @@ export async function openRunGate(ctx: RunContext, policy: Policy): Promise<RunG
     policy: policy.network,
     summary: () => ({ ...summarizeEgress(records), connections: total, denied }),
     budgetReached: meter.reached,
-    async close() {
+    // Closed once: by the finish, so egress.jsonl is on disk before the run's status is final, else by the worker.
+    close: () => closing ??= (async () => {
       await gate.close();
       if (total > records.length) {
         const text = `egress.jsonl keeps the first ${RECORDS_KEPT} of ${total} connections`;
@@ -155,6 +157,6 @@ export async function openRunGate(ctx: RunContext, policy: Policy): Promise<RunG
       }
       ctx.saveArtifact('egress.jsonl', records.map((r) => JSON.stringify(r)).join('\n') + (records.length ? '\n' : ''));
       rmSync(folder, { recursive: true, force: true });
-    },
+    })(),
   };
 }

@@ -54,6 +54,7 @@ export async function finish(
   const failed = error === null ? null : runFailure(cls[end.kind], error);
   const receipt = await inSpan('svc.receipt', {},
     () => writeReceipt(ctx, checks, diff, failure !== null, sandbox, failed));
+  await sandbox.gate?.close();
   let prFailure: RunFailure | null = null;
   if (!error) {
     error = await inSpan('svc.pr', { 'svc.pr.wanted': ctx.state.pr }, () => maybeOpenPr(ctx, plan, receipt));
