@@ -137,14 +137,15 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
   }
 
   /**
-   * `svc answer <source>/<run> <text> --repo <workdir>`, the same command a person types: it writes the run's answer
-   * file when the run is in that checkout, else answers through the Control Plane, and refuses a run not blocked.
+   * `svc answer <source>/<run> <text> --repo <workdir> --origin <who>`, the command a person types but marked as an
+   * origin's: it writes the run's answer file when the run is in that checkout, else answers through the Control
+   * Plane, and refuses a run not blocked.
    */
-  function answer(run: RunRef, text: string, workdir: string): Promise<AnswerResult> {
+  function answer(run: RunRef, text: string, workdir: string, origin: string): Promise<AnswerResult> {
     return new Promise((resolve) => {
       let stderr = '';
       // After `--`, the text is never read as an option (answers.ts also strips its leading hyphens).
-      const args = ['answer', '--repo', workdir, '--', `${run.source}/${run.run}`, text];
+      const args = ['answer', '--repo', workdir, `--origin=${origin}`, '--', `${run.source}/${run.run}`, text];
       const child = startChild([opts.execPath ?? process.execPath, opts.cliPath, ...args], {
         cwd: workdir, kind: 'launcher', base: opts.env, extra: operatorEnv, stdio: ['ignore', 'ignore', 'pipe'],
         secrets,
