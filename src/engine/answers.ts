@@ -18,9 +18,6 @@ export interface Answer {
   by: string;
 }
 
-/** Who an answer is recorded as when its record names no one: not an operator. */
-export const UNKNOWN_ANSWERER = 'unknown';
-
 export function isOperatorAnswer(by: string): boolean {
   return by === 'cli' || by.startsWith('control:');
 }
@@ -52,9 +49,9 @@ export function takeAnswer(env: NodeJS.ProcessEnv, source: string, run: string, 
   }
 }
 
-/** An answer as a record carries it (file or ingest item), capped; one naming no one is not an operator's. */
+/** An answer as a record carries it (file or ingest item), capped; one naming no one (`unknown`) is no operator's. */
 export function answerOf(text: string, by: unknown): Answer {
-  const who = typeof by === 'string' && by !== '' ? by.slice(0, 300) : UNKNOWN_ANSWERER;
+  const who = typeof by === 'string' && by !== '' ? by.slice(0, 300) : 'unknown';
   return { text: text.slice(0, MAX_ANSWER_BYTES), by: who };
 }
 

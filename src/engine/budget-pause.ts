@@ -48,10 +48,8 @@ export function block(ctx: RunContext, question: string): void {
 function reachedBudget(ctx: RunContext, a: BudgetWatch, gate: RunGate | null): Reached | null {
   const reported = addUsage(a.before, a.usage);
   const was = ctx.state.reported;
-  if (reported.cost_usd !== (was?.cost_usd ?? null) || reported.tokens_in !== (was?.tokens_in ?? null) ||
-    reported.tokens_out !== (was?.tokens_out ?? null)) {
-    ctx.update(withCost(ctx.state, { reported }));
-  }
+  const changed = (['cost_usd', 'tokens_in', 'tokens_out'] as const).some((k) => reported[k] !== (was?.[k] ?? null));
+  if (changed) ctx.update(withCost(ctx.state, { reported }));
   if (gate) return gate.budgetReached();
   const { cost_usd: spent, budget_usd: budget } = ctx.state;
   return budget !== null && spent !== null && spent >= budget ? { kind: 'run', limit: budget, spent } : null;

@@ -40,8 +40,7 @@ export type ProviderOutcome =
   | { kind: 'failed'; exitCode: number | null; error: string }
   // The budget was reached and not extended: the provider was ended, and the checks still run on what exists.
   | { kind: 'over-budget'; exitCode: number | null; error: string }
-  // A policy limit ended the provider (time, processes, memory, disk, invocations): checks still run, verdict
-  // not_verified.
+  // A policy limit ended the provider (time, processes, memory, disk, invocations): checks run, verdict not_verified.
   | { kind: 'limit'; exitCode: number | null; error: string };
 
 // The question file is in a folder the agent writes: it may be a symbolic link to a secret, a FIFO or huge.
@@ -87,9 +86,7 @@ export async function runProvider(
   ctx: RunContext, plan: RunPlan, spec: string, opts: { notes: string[]; sandbox: RunSandbox },
 ): Promise<ProviderOutcome> {
   const { provider, policy: { max_usd: maxUsd, limits } } = plan;
-  const versionCheck = untestedProviderWarning(provider, ctx.env).then((warning) => {
-    if (warning) ctx.note(warning);
-  }, () => undefined);
+  const versionCheck = untestedProviderWarning(provider, ctx.env).then((w) => w && ctx.note(w), () => undefined);
   try {
     const files = protocolFiles(ctx);
     const log = createOutputLog(ctx);
@@ -129,8 +126,7 @@ function createOutputLog(ctx: RunContext) {
         chunks.push(b);
         size += b.length;
       }
-      if (events >= LOG_EVENTS_CAP) return;
-      events++;
+      if (events++ >= LOG_EVENTS_CAP) return;
       ctx.event('log', { stream, text: line.length > LOG_LINE_CAP ? `${line.slice(0, LOG_LINE_CAP)}…` : line });
       if (events === LOG_EVENTS_CAP) {
         ctx.event('log', { stream: 'svc', text: 'further provider output is only in provider.log' });
