@@ -89,6 +89,11 @@ describe('svc answer', () => {
     assert.match(r.stdout, /Answered edge\/rremote through the Control Plane/);
     assert.deepEqual(control.deps.stores.controlRequests.pending('edge').map((p) => [p.run, p.payload?.answer, p.payload?.by]),
       [['rremote', 'postgres', 'control:local']]);
+    // Relayed from an origin (a pod's run, under the Kubernetes executor): the Control Plane records it as theirs.
+    const relayed = await svc(['--origin=webhook:ada', 'edge/rremote', 'mysql'], { SVC_CONTROL_URL: control.url });
+    assert.equal(relayed.code, 0, relayed.stderr);
+    assert.deepEqual(control.deps.stores.controlRequests.pending('edge').at(-1)?.payload,
+      { answer: 'mysql', by: 'origin:webhook:ada' });
     const ended = await svc(['edge/rended', 'x'], { SVC_CONTROL_URL: control.url });
     assert.equal(ended.code, 1);
     assert.match(ended.stderr, /Run edge\/rended is failed, not blocked/);
