@@ -86,6 +86,13 @@ describe('an answer from the origin cannot lift the operator\'s daily cap', { sk
     /** The answer as the trigger server hands over one from a GitHub comment by `login` (its real executor). */
     const fromOrigin = (run: string, text: string, login: string) => createLocalExecutor({ cliPath: CLI, env })
       .answer!({ source: 'local', run }, text, repo.repo, `webhook:${login}`);
+    /** The questions the trigger server's executor sees the run ask, each of which it posts to the job's origin. */
+    function followAsTrigger(run: string) {
+      const asked: Array<string | null> = [];
+      const outcome = createLocalExecutor({ cliPath: CLI, env }).follow({ source: 'local', run },
+        new AbortController().signal, { reattach: false, workdir: repo.repo, onQuestion: (q) => asked.push(q) });
+      return { asked, outcome };
+    }
     const blockedWith = (run: string, question: RegExp) => waitFor(() => {
       const s = state(run);
       return s.status === 'blocked' && question.test(s.question) ? s : null;
@@ -97,6 +104,7 @@ describe('an answer from the origin cannot lift the operator\'s daily cap', { sk
           [CLI, 'start', '--brief', 'spend', '--worktree', '--detach', '--provider', 'forger'], { cwd: repo.repo, env });
         assert.equal(start.code, 0, start.stderr);
         const { run } = JSON.parse(start.stdout);
+        const trigger = followAsTrigger(run);
 
         // The agent's forgery came before its first call: by the question, no answer of its waits on the host.
         const first = await blockedWith(run, /^Budget of \$0\.15 reached — raise it to\? \(the run's budget/);
@@ -117,6 +125,9 @@ describe('an answer from the origin cannot lift the operator\'s daily cap', { sk
         const answers = events(run).filter((e) => e.kind === 'answer').map((e) => [e.data.answer, e.data.by]);
         assert.deepEqual(answers, [['raise to $100', 'origin:webhook:ada'], ['raise to $100', 'origin:webhook:mallory']]);
         assert.equal(calls, 3, 'no call reached the model API past the cap');
+        // The origin hears why, as it hears any question: the trigger server's follow of the run sees it asked.
+        await waitFor(() => trigger.asked.some((q) => q?.includes('only the operator can raise')) || null,
+          'the trigger server to see the question the origin is told');
 
         // The operator, on the host: the cap is raised for this run, and it finishes.
         const operator = await runChild(process.execPath, [CLI, 'answer', `local/${run}`, 'raise to $1'], { cwd: repo.repo, env });
@@ -128,5 +139,6 @@ describe('an answer from the origin cannot lift the operator\'s daily cap', { sk
         assert.equal(calls, 4);
         const raises = events(run).filter((e) => e.kind === 'budget').map((e) => [e.data.kind, e.data.to, e.data.by]);
         assert.deepEqual(raises, [['run', 100, 'origin:webhook:ada'], ['repository-day', 1, 'cli']]);
+        assert.equal((await trigger.outcome as { status?: string }).status, 'succeeded');
       });
   });
