@@ -146,8 +146,8 @@ export function createAnswerDesk(opts: AnswerDeskOptions): AnswerDesk {
 }
 
 /** Who answered as the run records it (after `origin:`): the route and the vendor's name for them, one short line. */
-export function originOf(req: Pick<AnswerRequest, 'origin' | 'who'>): string {
-  return `${req.origin}:${req.who}`.replace(/\p{Cc}+/gu, ' ').slice(0, 200);
+function originOf(req: Pick<AnswerRequest, 'origin' | 'who'>): string {
+  return [...`${req.origin}:${req.who}`.replace(/\p{Cc}+/gu, ' ')].slice(0, 200).join('');
 }
 
 /** A time in ms down to its second (a vendor's timestamp has no finer part). */
