@@ -131,9 +131,12 @@ export function askBudgetIfReached(
   return true;
 }
 
-/** The stop message of an invocation that ended over budget (the run's time ended while frozen on the question). */
-export function overBudgetAtExit(ctx: RunContext, a: BudgetWatch): string | null {
-  if (a.budgetAsked && a.overBudget === null) a.overBudget = unanswered(ctx, a.reached!);
+/**
+ * The stop message of an invocation that ended over budget: answered so, or ended by svc (the run's time) while frozen
+ * on the question. One that exited by itself as the question was asked waits for the answer still (budgetAtExit).
+ */
+export function overBudgetAtExit(ctx: RunContext, a: BudgetWatch, endedBySvc: boolean): string | null {
+  if (a.budgetAsked && a.overBudget === null && endedBySvc) a.overBudget = unanswered(ctx, a.reached!);
   return a.overBudget;
 }
 
@@ -144,7 +147,8 @@ export function overBudgetAtExit(ctx: RunContext, a: BudgetWatch): string | null
 export async function budgetAtExit(
   ctx: RunContext, a: BudgetWatch, maxUsd: number | null, gate: RunGate | null, exitCode: number | null,
 ): Promise<{ kind: 'stopped' } | { kind: 'over-budget'; exitCode: number | null; error: string } | 'raised' | null> {
-  const reached = reachedBudget(ctx, a, gate);
+  // Asked already if the provider exited as the question was asked; else asked now, if a budget is reached.
+  const reached = a.budgetAsked ? a.reached! : reachedBudget(ctx, a, gate);
   if (!reached) return null;
   if (ctx.state.status !== 'blocked') block(ctx, budgetQuestion(ctx, reached, maxUsd));
   for (;;) {

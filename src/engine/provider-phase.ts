@@ -278,7 +278,7 @@ async function outcomeAfterExit(
   result: GroupResult, gate: RunGate | null, inv: Invocation,
 ): Promise<ProviderOutcome | 'again' | 'refused'> {
   if (ctx.stopRequested()) return { kind: 'stopped' };
-  const over = overBudgetAtExit(ctx, a);
+  const over = overBudgetAtExit(ctx, a, Boolean(result.endedBy));
   if (over !== null) return { kind: 'over-budget', exitCode: result.code, error: over };
   const limited = result.endedBy && limitMessage(provider.name, result.endedBy);
   if (limited) return { kind: 'limit', exitCode: result.code, error: limited };
