@@ -74,10 +74,6 @@ function unblock(ctx: RunContext, { text, by }: Answer, answerFile: string): voi
 const LIMIT_KEYS = { time: 'provider_timeout_s or run_timeout_s', processes: 'processes', memory: 'memory_mb',
   disk: 'disk_mb' } as const;
 
-function limitMessage(name: string, ended: NonNullable<GroupResult['endedBy']>): string {
-  return `Provider ${name} was ended by svc: ${ended.message} (policy limits.${LIMIT_KEYS[ended.limit]})`;
-}
-
 /**
  * Invokes the plan's provider until an invocation ends the run's provider phase (done, failed, stopped or limited);
  * meanwhile checks its version (without delaying its start) and logs a warning if untested.
@@ -280,8 +276,11 @@ async function outcomeAfterExit(
   if (ctx.stopRequested()) return { kind: 'stopped' };
   const over = overBudgetAtExit(ctx, a, Boolean(result.endedBy));
   if (over !== null) return { kind: 'over-budget', exitCode: result.code, error: over };
-  const limited = result.endedBy && limitMessage(provider.name, result.endedBy);
-  if (limited) return { kind: 'limit', exitCode: result.code, error: limited };
+  if (result.endedBy) {
+    const { message, limit } = result.endedBy;
+    const error = `Provider ${provider.name} was ended by svc: ${message} (policy limits.${LIMIT_KEYS[limit]})`;
+    return { kind: 'limit', exitCode: result.code, error };
+  }
 
   // A question written just before exit, or still unanswered when the provider exited: wait, then re-invoke. A budget
   // question still open when it exited is the budget's to answer (below), not a question to re-invoke it with.
