@@ -4,12 +4,12 @@ import { resolve } from 'node:path';
 import type { CliIo } from './io.ts';
 import { parseFlags, printsHelp } from './io.ts';
 import { UsageError, NotFoundError, ConflictError } from '../errors.ts';
-import { writeAnswer, MAX_ANSWER_BYTES } from '../engine/answers.ts';
+import { writeAnswer, isOriginName, MAX_ANSWER_BYTES } from '../engine/answers.ts';
 import { findLocalRun } from './run-logs.ts';
 import { ControlApiError } from '../client/client.ts';
 import { controlClientOf, controlFailure, parseRunRef } from './runs.ts';
 
-const HELP = `Usage: svc answer [<source>/]<run> <text> [--repo DIR]
+const HELP = `Usage: svc answer [<source>/]<run> <text> [--repo DIR] [--origin WHO]
 
 Answers a blocked run. The run is named as "svc runs" takes it: <source>/<run>, or <run>
 alone (in the project: its run of that id; on the Control Plane: $SVC_SOURCE/<run>, default
@@ -17,6 +17,11 @@ alone (in the project: its run of that id; on the Control Plane: $SVC_SOURCE/<ru
 project), writes $SVC_CONTROL_ANSWER_DIR/<source>/<run>.json (default
 ~/.svc/control/answers), which the run picks up and continues with. Otherwise the
 answer goes through the Control Plane (SVC_CONTROL_URL, SVC_CONTROL_TOKEN).
+
+--origin WHO  the answer was given where the job was asked (the trigger server relays
+              it so: WHO is e.g. webhook:octocat); it is recorded as origin:WHO and
+              cannot raise the operator's daily budget caps. Without it the answer is
+              the operator's ("cli", or through the Control Plane its token's).
 
 Exits 1 when the run is not blocked, or when neither the project nor the Control
 Plane knows it.
@@ -26,12 +31,14 @@ function notBlocked(source: string, run: string, status: string): ConflictError 
   return new ConflictError(`Run ${source}/${run} is ${status}, not blocked: nothing to answer`);
 }
 
-async function answerThroughControl(io: CliIo, source: string, run: string, text: string): Promise<number> {
+async function answerThroughControl(
+  io: CliIo, source: string, run: string, text: string, origin: string | undefined,
+): Promise<number> {
   const { url, client } = controlClientOf(io.env);
   try {
     const found = await client.getRun({ source, run });
     if (found.status !== 'blocked') throw notBlocked(source, run, found.status);
-    await client.answer({ source, run }, text);
+    await client.answer({ source, run }, text, origin);
   } catch (err) {
     if (err instanceof ControlApiError && err.code === 'not_found') {
       throw new NotFoundError(
@@ -52,7 +59,7 @@ async function answerThroughControl(io: CliIo, source: string, run: string, text
 
 export default async function answer(io: CliIo): Promise<number> {
   if (printsHelp(io, HELP)) return 0;
-  const { values, positionals } = parseFlags(io.argv, { repo: { type: 'string' } });
+  const { values, positionals } = parseFlags(io.argv, { repo: { type: 'string' }, origin: { type: 'string' } });
   const [given, ...words] = positionals;
   const { source, run } = parseRunRef(given, io.env);
   const bare = given !== undefined && !given.includes('/');
@@ -61,11 +68,15 @@ export default async function answer(io: CliIo): Promise<number> {
   if (Buffer.byteLength(text) > MAX_ANSWER_BYTES) {
     throw new UsageError(`The answer is longer than ${MAX_ANSWER_BYTES} bytes`);
   }
+  const origin = values.origin;
+  if (origin !== undefined && !isOriginName(origin)) {
+    throw new UsageError('--origin must be 1 to 200 characters without control characters');
+  }
   const dir = resolve(typeof values.repo === 'string' ? values.repo : process.cwd());
   const state = findLocalRun(dir, bare ? null : source, run)?.state;
-  if (!state) return answerThroughControl(io, source, run, text);
+  if (!state) return answerThroughControl(io, source, run, text, origin);
   if (state.status !== 'blocked') throw notBlocked(state.source, run, state.status);
-  const path = writeAnswer(io.env, state.source, run, text);
+  const path = writeAnswer(io.env, state.source, run, text, origin === undefined ? 'cli' : `origin:${origin}`);
   io.stdout(`Answer written to ${path}\n`);
   return 0;
 }

@@ -148,7 +148,9 @@ export function createControlClient(options: ControlClientOptions) {
     retry: action('retry'),
     verify: action('verify'),
     pr: action('pr'),
-    answer: (ref: RunRef, answer: string) => call<Run>(runPath(ref, '/answer'), { method: 'POST', body: { answer } }),
+    // `origin`: who the answer came from where the job was asked (the trigger server relays it); absent: the caller's.
+    answer: (ref: RunRef, answer: string, origin?: string) => call<Run>(runPath(ref, '/answer'),
+      { method: 'POST', body: origin === undefined ? { answer } : { answer, origin } }),
     events: (ref: RunRef, query: { after?: number; limit?: number } = {}) =>
       call<Page<RunEvent>>(runPath(ref, '/events'), { query }),
     async artifact(ref: RunRef, path: string): Promise<Artifact> {

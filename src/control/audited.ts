@@ -21,7 +21,7 @@ export function noteAudit(ctx: object, detail: Record<string, unknown>): void {
 }
 
 /** Who acted, never with what. A same-host reverse proxy connects from loopback too; its headers say so. */
-function actorOf(deps: ControlDeps, peer: string, req: IncomingMessage, runnerSource?: string): string {
+export function actorOf(deps: ControlDeps, peer: string, req: IncomingMessage, runnerSource?: string): string {
   if (runnerSource !== undefined) return `runner:${runnerSource}`;
   if (deps.settings.token) return 'token';
   return isLoopbackAddress(peer) && proxyHeaderOf(req) === undefined ? 'local' : 'anonymous';

@@ -94,7 +94,11 @@ export const schemas = {
     },
     provider: str, pr: { type: 'boolean' }, request_id: { type: 'string', description: 'idempotency key' },
   }),
-  Answer: obj(['answer'], { answer: str }),
+  Answer: obj(['answer'], {
+    answer: str,
+    origin: { type: 'string', description: 'who answered where the job was asked (the trigger server relays it, e.g. ' +
+      'webhook:octocat): recorded as origin:<origin>, which cannot raise the operator\'s daily caps' },
+  }),
   RunTarget: obj(['source', 'run'], { source: str, run: str }),
   Config: obj(['config', 'version'], { config: { type: 'object' }, version: int }),
   ConfigUpdate: {

@@ -8,14 +8,33 @@ import { answerFilePath } from './paths.ts';
 
 export const MAX_ANSWER_BYTES = 64 * 1024;
 
-export function writeAnswer(env: NodeJS.ProcessEnv, source: string, run: string, answer: string): string {
+/**
+ * An answer and who gave it (docs/engine.md "Who may answer what"): `cli` (`svc answer` on the run's machine),
+ * `control:<actor>` (the Control Plane, its audit's actor), `origin:<route>:<who>` (where the job was asked, relayed by
+ * the trigger server). Only an operator's answer (cli, control) may raise the operator's daily caps.
+ */
+export interface Answer {
+  text: string;
+  by: string;
+}
+
+export function isOperatorAnswer(by: string): boolean {
+  return by === 'cli' || by.startsWith('control:');
+}
+
+/** Who an origin's answer names (`webhook:octocat`, after `origin:`): one short line, never a control character. */
+export function isOriginName(value: string): boolean {
+  return /^[^\p{Cc}]{1,200}$/u.test(value);
+}
+
+export function writeAnswer(env: NodeJS.ProcessEnv, source: string, run: string, answer: string, by: string): string {
   const path = answerFilePath(env, source, run);
-  writeJsonAtomic(path, { answer, at: new Date().toISOString() }, 0o600);
+  writeJsonAtomic(path, { answer, by, at: new Date().toISOString() }, 0o600);
   return path;
 }
 
 /** Takes the answer if one is waiting: moves it into the run folder (`answers/`) so it is used exactly once. */
-export function takeAnswer(env: NodeJS.ProcessEnv, source: string, run: string, keepDir: string): string | null {
+export function takeAnswer(env: NodeJS.ProcessEnv, source: string, run: string, keepDir: string): Answer | null {
   const path = answerFilePath(env, source, run);
   if (!existsSync(path)) return null;
   // Unique per take: two answers within one millisecond must not overwrite each other's record.
@@ -23,11 +42,17 @@ export function takeAnswer(env: NodeJS.ProcessEnv, source: string, run: string, 
   try {
     mkdirSync(dirname(kept), { recursive: true });
     renameSync(path, kept);
-    const value = JSON.parse(readFileSync(kept, 'utf8')) as { answer?: unknown };
-    return typeof value.answer === 'string' ? value.answer.slice(0, MAX_ANSWER_BYTES) : null;
+    const value = JSON.parse(readFileSync(kept, 'utf8')) as { answer?: unknown; by?: unknown };
+    return typeof value.answer === 'string' ? answerOf(value.answer, value.by) : null;
   } catch {
     return null;
   }
+}
+
+/** An answer as a record carries it (file or ingest item), capped; one naming no one (`unknown`) is no operator's. */
+export function answerOf(text: string, by: unknown): Answer {
+  const who = typeof by === 'string' && by !== '' ? by.slice(0, 300) : 'unknown';
+  return { text: text.slice(0, MAX_ANSWER_BYTES), by: who };
 }
 
 /**

@@ -1,11 +1,11 @@
-// Runs the provider until it is done; its questions and the max_usd budget block the run until answered
-// (docs/engine.md "Blocked runs and the budget").
+// Runs the provider until it is done; its questions block the run until answered, and a budget pauses it
+// (budget-pause.ts; docs/engine.md "Blocked runs and the budget").
 import { setTimeout as sleep } from 'node:timers/promises';
 import { existsSync, rmSync } from 'node:fs';
 import type { RunContext } from './run-context.ts';
 import { spawnGroup, type GroupResult, type GroupRun } from './spawn-group.ts';
 import {
-  createSessionReader, createUsageParser, addUsage, sessionIdLast, type ResolvedProvider, type Usage,
+  createSessionReader, createUsageParser, addUsage, sessionIdLast, type ResolvedProvider,
 } from './providers.ts';
 import { oneLine } from './text.ts';
 import { writeNoFollow } from './safe-fs.ts';
@@ -22,15 +22,17 @@ import {
 } from './provider-session.ts';
 import { InfraError } from '../errors.ts';
 import { withCost } from './run-state.ts';
-import { readBudgetAnswer } from './answers.ts';
-import { budgetName, type Reached } from '../gate/budgets.ts';
+import type { Answer } from './answers.ts';
+import {
+  askBudgetIfReached, block, budgetAtExit, overBudgetAtExit, pollBudgetAnswer, waitForAnswer, POLL_MS, TIMED_OUT,
+  type BudgetWatch,
+} from './budget-pause.ts';
 import type { RunGate } from './egress.ts';
 import { inSpan } from '../trace.ts';
 
 const LOG_LINE_CAP = 4000;
 const LOG_EVENTS_CAP = 5000;
 const PROVIDER_LOG_CAP = 4 * 1024 * 1024;
-const POLL_MS = 150;
 
 export type ProviderOutcome =
   | { kind: 'done' }
@@ -38,8 +40,7 @@ export type ProviderOutcome =
   | { kind: 'failed'; exitCode: number | null; error: string }
   // The budget was reached and not extended: the provider was ended, and the checks still run on what exists.
   | { kind: 'over-budget'; exitCode: number | null; error: string }
-  // A policy limit ended the provider (time, processes, memory, disk, invocations): checks still run, verdict
-  // not_verified.
+  // A policy limit ended the provider (time, processes, memory, disk, invocations): checks run, verdict not_verified.
   | { kind: 'limit'; exitCode: number | null; error: string };
 
 // The question file is in a folder the agent writes: it may be a symbolic link to a secret, a FIFO or huge.
@@ -58,96 +59,20 @@ function readQuestion(path: string, running: boolean): string | null {
   return oneLine(text, 2000) || 'The provider asked for input without saying what';
 }
 
-/** What waitForAnswer returns when the deadline passed first. */
-const TIMED_OUT = Symbol('timed out');
-
-/** Polls for the answer (or a stop) until `deadline`; returns null when the run is being stopped. */
-async function waitForAnswer(ctx: RunContext, deadline = Infinity): Promise<string | null | typeof TIMED_OUT> {
-  for (;;) {
-    if (ctx.stopRequested()) return null;
-    const answer = ctx.takeAnswer();
-    if (answer !== null) return answer;
-    if (Date.now() >= deadline) return TIMED_OUT;
-    await sleep(POLL_MS);
-  }
-}
-
-function block(ctx: RunContext, question: string): void {
-  ctx.event('question', { question });
-  ctx.setStatus('blocked', { question });
-}
-
 /** The provider's own question (not the budget's): kept for a summary of the conversation, then asked. */
 function askedBy(ctx: RunContext, question: string): void {
   recordQuestion(ctx, question);
   block(ctx, question);
 }
 
-function unblock(ctx: RunContext, answer: string, answerFile: string): void {
-  writeNoFollow(answerFile, answer);
-  ctx.event('answer', { answer });
-  ctx.setStatus('running', { question: null, answers: [...ctx.state.answers, answer] });
-}
-
-/**
- * The budget the run has reached, if any (docs/gate.md "Budgets"): where a gate meters the run, the gate's own check
- * (metered cost, the daily caps); else max_usd against what the agent reports. The live reported figures are kept in
- * state.json first, so the run's cost is current for both.
- */
-function reachedBudget(ctx: RunContext, a: Attempt, gate: RunGate | null): Reached | null {
-  const reported = addUsage(a.before, a.usage);
-  const was = ctx.state.reported;
-  if (reported.cost_usd !== (was?.cost_usd ?? null) || reported.tokens_in !== (was?.tokens_in ?? null) ||
-    reported.tokens_out !== (was?.tokens_out ?? null)) {
-    ctx.update(withCost(ctx.state, { reported }));
-  }
-  if (gate) return gate.budgetReached();
-  const { cost_usd: spent, budget_usd: budget } = ctx.state;
-  return budget !== null && spent !== null && spent >= budget ? { kind: 'run', limit: budget, spent } : null;
-}
-
-function budgetQuestion(ctx: RunContext, r: Reached, maxUsd: number | null): string {
-  const how = ctx.state.metered ? 'metered by the gate' : 'as the agent reported';
-  const step = r.kind === 'run' ? maxUsd ?? r.limit : r.limit;
-  return `Budget of $${r.limit.toFixed(2)} reached — raise it to? (${budgetName(r, ctx.state.repo)}; the run has ` +
-    `spent $${r.spent.toFixed(2)}, ${how}.) Answer "raise to $${(r.limit + step).toFixed(2)}" or any amount, "yes" ` +
-    `for another $${step.toFixed(2)}, anything else to stop.`;
-}
-
-/**
- * The one rule for an answer to the budget question, wherever the run waits for it (provider paused, or exited): an
- * amount raises the budget reached to it, "yes" by another max_usd (else by the budget itself), and returns null;
- * anything else returns the run's error.
- */
-function answerBudget(ctx: RunContext, answer: string, maxUsd: number | null, r: Reached): string | null {
-  ctx.event('answer', { answer });
-  const read = readBudgetAnswer(answer);
-  if (read === 'stop') {
-    ctx.setStatus('running', { question: null });
-    const name = r.kind === 'run' ? 'the max_usd budget' : budgetName(r, ctx.state.repo);
-    return `Stopped at ${name}: spent $${r.spent.toFixed(2)} of $${r.limit.toFixed(2)}`;
-  }
-  const to = read === 'more' ? r.limit + (r.kind === 'run' ? maxUsd ?? r.limit : r.limit) : read.raiseTo;
-  const caps = ctx.state.budget_caps ?? {};
-  const raised = r.kind === 'run' ? { budget_usd: to }
-    : { budget_caps: { ...caps, [r.kind === 'repository-day' ? 'repo_day' : 'server_day']: to } };
-  ctx.event('budget', { kind: r.kind, from: r.limit, to });
-  ctx.setStatus('running', { question: null, ...raised });
-  return null;
-}
-
-/** The run's error when the budget question went unanswered for the rest of the run's time. */
-function unanswered(ctx: RunContext, r: Reached): string {
-  ctx.setStatus('running', { question: null });
-  return `${budgetName(r, ctx.state.repo)} was reached and not raised within the run's time (limits.run_timeout_s)`;
+function unblock(ctx: RunContext, { text, by }: Answer, answerFile: string): void {
+  writeNoFollow(answerFile, text);
+  ctx.event('answer', { answer: text, by });
+  ctx.setStatus('running', { question: null, answers: [...ctx.state.answers, text] });
 }
 
 const LIMIT_KEYS = { time: 'provider_timeout_s or run_timeout_s', processes: 'processes', memory: 'memory_mb',
   disk: 'disk_mb' } as const;
-
-function limitMessage(name: string, ended: NonNullable<GroupResult['endedBy']>): string {
-  return `Provider ${name} was ended by svc: ${ended.message} (policy limits.${LIMIT_KEYS[ended.limit]})`;
-}
 
 /**
  * Invokes the plan's provider until an invocation ends the run's provider phase (done, failed, stopped or limited);
@@ -157,9 +82,7 @@ export async function runProvider(
   ctx: RunContext, plan: RunPlan, spec: string, opts: { notes: string[]; sandbox: RunSandbox },
 ): Promise<ProviderOutcome> {
   const { provider, policy: { max_usd: maxUsd, limits } } = plan;
-  const versionCheck = untestedProviderWarning(provider, ctx.env).then((warning) => {
-    if (warning) ctx.note(warning);
-  }, () => undefined);
+  const versionCheck = untestedProviderWarning(provider, ctx.env).then((w) => w && ctx.note(w), () => undefined);
   try {
     const files = protocolFiles(ctx);
     const log = createOutputLog(ctx);
@@ -199,8 +122,7 @@ function createOutputLog(ctx: RunContext) {
         chunks.push(b);
         size += b.length;
       }
-      if (events >= LOG_EVENTS_CAP) return;
-      events++;
+      if (events++ >= LOG_EVENTS_CAP) return;
       ctx.event('log', { stream, text: line.length > LOG_LINE_CAP ? `${line.slice(0, LOG_LINE_CAP)}…` : line });
       if (events === LOG_EVENTS_CAP) {
         ctx.event('log', { stream: 'svc', text: 'further provider output is only in provider.log' });
@@ -211,23 +133,11 @@ function createOutputLog(ctx: RunContext) {
 }
 type OutputLog = ReturnType<typeof createOutputLog>;
 
-/** What one invocation of the provider accumulates while it runs. */
-interface Attempt {
-  /** 1 for the first invocation of the run. */
+/** What one invocation of the provider accumulates while it runs: `number` 1 is the run's first; `remainingMs`: what is
+ * left of the run's time (limits.run_timeout_s). */
+interface Attempt extends BudgetWatch {
   number: number;
-  /** What is left of the run's time (limits.run_timeout_s). */
   remainingMs: number;
-  /** The run's totals when this invocation started; `usage` is what it added since. */
-  before: Usage;
-  usage: Usage;
-  /** Set while the provider is paused on the budget question. */
-  budgetAsked: boolean;
-  /** The budget asked about. */
-  reached: Reached | null;
-  /** When the run's time ends (limits.run_timeout_s): an unanswered budget question ends the run then. */
-  deadline: number;
-  /** The stop message once the budget answer was not "yes". */
-  overBudget: string | null;
   /** An answer reached $SVC_ANSWER_FILE while the provider ran (see outcomeAfterExit). */
   answeredWhileRunning: boolean;
   /** What its output said of the CLI's session (provider-session.ts). */
@@ -237,15 +147,12 @@ interface Attempt {
 function newAttempt(ctx: RunContext, number: number, remainingMs: number, idLast: boolean): Attempt {
   // What the agent reported so far (a state.json from before `reported` existed has it in the cost fields).
   const none = { cost_usd: null, tokens_in: null, tokens_out: null };
-  const before = ctx.state.reported === undefined ? { ...none, ...pickCost(ctx.state) } : ctx.state.reported ?? none;
+  const { cost_usd, tokens_in, tokens_out } = ctx.state;
+  const before = ctx.state.reported === undefined ? { cost_usd, tokens_in, tokens_out } : ctx.state.reported ?? none;
   return {
     number, remainingMs, before, usage: none, budgetAsked: false, reached: null, deadline: Date.now() + remainingMs,
     overBudget: null, answeredWhileRunning: false, sightings: createSightings(idLast),
   };
-}
-
-function pickCost({ cost_usd, tokens_in, tokens_out }: Usage): Usage {
-  return { cost_usd, tokens_in, tokens_out };
 }
 
 /** The policy's invocation count and run time, checked before each invocation; null while both allow another. */
@@ -279,37 +186,27 @@ function startAttempt(
   files: ProtocolFiles, inv: Invocation, a: Attempt, log: OutputLog,
 ): GroupRun {
   const { taskFile, questionFile, answerFile } = files;
-  const { prompt } = inv;
-  writeNoFollow(taskFile, prompt);
+  writeNoFollow(taskFile, inv.prompt);
   rmSync(questionFile, { force: true });
   // Every invocation finds the latest answer at $SVC_ANSWER_FILE (the prompt, or the session it continues, has all of
   // them); none before the first.
   const latest = ctx.state.answers.at(-1);
   if (latest === undefined) rmSync(answerFile, { force: true });
   else writeNoFollow(answerFile, latest);
-  const extra = {
-    ...opts.sandbox.env,
-    // Some CLIs (opencode) take their project folder from $PWD, not the working directory: it must name the worktree.
-    PWD: ctx.state.workdir,
-    SVC_TASK_FILE: taskFile,
-    SVC_QUESTION_FILE: questionFile,
-    SVC_ANSWER_FILE: answerFile,
-    SVC_RUN_ID: ctx.state.run,
-    SVC_SOURCE: ctx.state.source,
-  };
+  // Some CLIs (opencode) take their project folder from $PWD, not the working directory: it must name the worktree.
+  const extra = { ...opts.sandbox.env, PWD: ctx.state.workdir, SVC_TASK_FILE: taskFile, SVC_QUESTION_FILE: questionFile,
+    SVC_ANSWER_FILE: answerFile, SVC_RUN_ID: ctx.state.run, SVC_SOURCE: ctx.state.source };
   const argv = inv.argv.map((arg) => (arg === '{task_file}' ? taskFile : arg));
   const parse = createUsageParser(provider.kind);
   const readSession = createSessionReader(provider.kind);
   noteInvocation(ctx, provider, inv, a.number);
   recordInvocation(ctx, provider, inv);
   const proc = spawnGroup(argv, {
-    cwd: ctx.state.workdir,
-    env: ctx.env,
-    extra,
+    cwd: ctx.state.workdir, env: ctx.env, extra,
     sandbox: agentSandbox(ctx, opts.sandbox, argv[0]!, provider, limits),
     watch: watchedLimits(limits, ctx.state.workdir),
     timeoutMs: Math.min(limits.provider_timeout_s * 1000, a.remainingMs),
-    ...(provider.stdinPrompt ? { stdin: prompt } : {}),
+    ...(provider.stdinPrompt ? { stdin: inv.prompt } : {}),
     maxBytes: 1,
     onLine(stream, line) {
       const inc = parse(line);
@@ -320,39 +217,6 @@ function startAttempt(
   });
   ctx.setChild(proc.identity);
   return proc;
-}
-
-/** While paused on the budget question: a raise thaws the provider, anything else (or the run's end) ends it. */
-function pollBudgetAnswer(ctx: RunContext, proc: GroupRun, a: Attempt, maxUsd: number | null): void {
-  // A stop must reach a running process (a frozen one would sit out the SIGTERM grace period).
-  if (ctx.stopRequested()) proc.resume();
-  const answer = ctx.stopRequested() ? null : ctx.takeAnswer();
-  if (answer === null && Date.now() < a.deadline) return;
-  a.budgetAsked = false;
-  a.overBudget = answer === null ? unanswered(ctx, a.reached!) : answerBudget(ctx, answer, maxUsd, a.reached!);
-  if (a.overBudget === null) proc.resume();
-  else {
-    proc.resume();
-    proc.kill();
-  }
-}
-
-/**
- * Freezes the provider and asks whether to go on once the run reaches a budget; true if it asked. Where the gate
- * meters, it already refuses the model calls: the freeze keeps the CLI from spending its retries meanwhile.
- */
-function askBudgetIfReached(
-  ctx: RunContext, proc: GroupRun, a: Attempt, maxUsd: number | null, gate: RunGate | null,
-): boolean {
-  if (a.overBudget !== null || ctx.state.status === 'blocked') return false;
-  const reached = reachedBudget(ctx, a, gate);
-  if (!reached) return false;
-  // Frozen first, then asked: the provider spends nothing more while the question waits.
-  proc.pause();
-  a.budgetAsked = true;
-  a.reached = reached;
-  block(ctx, budgetQuestion(ctx, reached, maxUsd));
-  return true;
 }
 
 /** A question the running provider wrote blocks the run; an answer that arrives is handed over while it runs. */
@@ -371,10 +235,7 @@ async function watchAttempt(
   ctx: RunContext, proc: GroupRun, a: Attempt, files: ProtocolFiles, maxUsd: number | null, gate: RunGate | null,
 ): Promise<GroupResult> {
   let exited = false;
-  const done = proc.done.then((r) => {
-    exited = true;
-    return r;
-  });
+  const done = proc.done.finally(() => (exited = true));
   while (!exited) {
     if (a.budgetAsked) pollBudgetAnswer(ctx, proc, a, maxUsd);
     else if (askBudgetIfReached(ctx, proc, a, maxUsd, gate)) continue;
@@ -393,9 +254,8 @@ function recordAttempt(ctx: RunContext, result: GroupResult, a: Attempt, log: Ou
   ctx.update({ ...withCost(ctx.state, { reported: total }), exit_code: result.code });
   const { usage } = a;
   if (usage.cost_usd !== null || usage.tokens_in !== null || usage.tokens_out !== null) {
-    ctx.event('cost', {
-      usd: usage.cost_usd, tokens_in: usage.tokens_in, tokens_out: usage.tokens_out, total_usd: total.cost_usd,
-    });
+    ctx.event('cost', { usd: usage.cost_usd, tokens_in: usage.tokens_in, tokens_out: usage.tokens_out,
+      total_usd: total.cost_usd });
   }
 }
 
@@ -414,11 +274,12 @@ async function outcomeAfterExit(
   result: GroupResult, gate: RunGate | null, inv: Invocation,
 ): Promise<ProviderOutcome | 'again' | 'refused'> {
   if (ctx.stopRequested()) return { kind: 'stopped' };
-  // Ended (by the run's time) while frozen on the budget question: the question went unanswered.
-  if (a.budgetAsked && a.overBudget === null) a.overBudget = unanswered(ctx, a.reached!);
-  if (a.overBudget !== null) return { kind: 'over-budget', exitCode: result.code, error: a.overBudget };
+  const over = overBudgetAtExit(ctx, a, Boolean(result.endedBy));
+  if (over !== null) return { kind: 'over-budget', exitCode: result.code, error: over };
   if (result.endedBy) {
-    return { kind: 'limit', exitCode: result.code, error: limitMessage(provider.name, result.endedBy) };
+    const { message, limit } = result.endedBy;
+    const error = `Provider ${provider.name} was ended by svc: ${message} (policy limits.${LIMIT_KEYS[limit]})`;
+    return { kind: 'limit', exitCode: result.code, error };
   }
 
   // A question written just before exit, or still unanswered when the provider exited: wait, then re-invoke. A budget
@@ -437,15 +298,9 @@ async function outcomeAfterExit(
 
   // Reached a budget by the time it exited: ask whether to go on. A CLI the gate refused may have given up: once the
   // budget is raised it is invoked again (on the same session where its provider resumes one).
-  const reached = reachedBudget(ctx, a, gate);
-  if (reached) {
-    if (ctx.state.status !== 'blocked') block(ctx, budgetQuestion(ctx, reached, maxUsd));
-    const answer = await waitForAnswer(ctx, a.deadline);
-    if (answer === null) return { kind: 'stopped' };
-    const stop = answer === TIMED_OUT ? unanswered(ctx, reached) : answerBudget(ctx, answer, maxUsd, reached);
-    if (stop !== null) return { kind: 'over-budget', exitCode: result.code, error: stop };
-    if (result.code !== 0) return 'again';
-  }
+  const budget = await budgetAtExit(ctx, a, maxUsd, gate, result.code);
+  if (budget === 'raised' && result.code !== 0) return 'again';
+  if (budget !== null && budget !== 'raised') return budget;
   if (resumeRefused(inv, result.code, a.usage)) {
     forgetSession(ctx);
     return 'refused';

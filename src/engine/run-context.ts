@@ -9,7 +9,7 @@ import { artifactsDir } from './paths.ts';
 import { terminateGroup, type ProcIdentity } from './proc-group.ts';
 import { createShipper, type ControlItem } from './shipper.ts';
 import { createShipLoop } from './ship-loop.ts';
-import { takeAnswer, MAX_ANSWER_BYTES as MAX_ANSWER } from './answers.ts';
+import { takeAnswer, answerOf, type Answer } from './answers.ts';
 import { plainSubdir, writeNoFollow } from './safe-fs.ts';
 
 export const STOP_GRACE_MS = 5_000;
@@ -26,11 +26,11 @@ export function openRunContext(
   let child: ProcIdentity | null = null;
 
   // Requests the Control Plane could not deliver on disk come in this run's own ingest responses.
-  const answers: string[] = [];
+  const answers: Answer[] = [];
   function onControl(item: ControlItem): void {
     if (item.run !== state.run) return;
     if (item.action === 'stop') ctx.requestStop('a stop request through the Control Plane');
-    if (item.action === 'answer' && typeof item.answer === 'string') answers.push(item.answer.slice(0, MAX_ANSWER));
+    if (item.action === 'answer' && typeof item.answer === 'string') answers.push(answerOf(item.answer, item.by));
   }
 
   // A linked file or folder the shipper left out is said once, in the run's log and to whoever watches the worker.
@@ -93,7 +93,7 @@ export function openRunContext(
     /** Who asked for the stop, as requestStop was told ('' before any). */
     stoppedBy: (): string => stoppedBy,
     /** The answer waiting for the blocked run, by whichever one channel it came (docs/architecture.md, "Channels"). */
-    takeAnswer: (): string | null => answers.shift() ?? takeAnswer(env, state.source, state.run, dir),
+    takeAnswer: (): Answer | null => answers.shift() ?? takeAnswer(env, state.source, state.run, dir),
     /** Progress lines for whoever watches the worker (terminal or worker.log). */
     say(text: string): void {
       opts.say?.(`[svc ${state.run}] ${text}\n`);

@@ -135,13 +135,19 @@ export function createAnswerDesk(opts: AnswerDeskOptions): AnswerDesk {
       if (!job.run_source || !job.run_id || !job.workdir) return refuse(`job ${job.id} has no run yet`);
       if (!opts.executor.answer) return refuse('this trigger server\'s executor cannot answer its runs');
       const run = { source: job.run_source, run: job.run_id };
-      const result = await opts.executor.answer(run, req.text, job.workdir);
+      // Marked as the origin's, so the run takes it as theirs: never a raise of the operator's daily caps.
+      const result = await opts.executor.answer(run, req.text, job.workdir, originOf(req));
       if (!result.ok) return refuse(result.reason);
       audit(job, req, 'answered', null);
       void opts.progress?.(job.id, { step: 'answered', by: req.who });
       return { kind: 'answered', jobId: job.id, run: `${run.source}/${run.run}` };
     },
   };
+}
+
+/** Who answered as the run records it (after `origin:`): the route and the vendor's name for them, one short line. */
+function originOf(req: Pick<AnswerRequest, 'origin' | 'who'>): string {
+  return [...`${req.origin}:${req.who}`.replace(/\p{Cc}+/gu, ' ')].slice(0, 200).join('');
 }
 
 /** A time in ms down to its second (a vendor's timestamp has no finer part). */

@@ -72,10 +72,10 @@ export interface JobExecutor {
   launch(job: ExecJob): Promise<LaunchResult>;
   follow(run: RunRef, signal: AbortSignal, opts: FollowOptions): Promise<RunOutcome | null | 'aborted'>;
   /**
-   * Answers a blocked run as `svc answer` does (its answer file where the run lives, else the Control Plane); absent
-   * where the executor cannot reach its runs' machine.
+   * Answers a blocked run as `svc answer --origin WHO` does (its answer file where the run lives, else the Control
+   * Plane): an origin's answer, which cannot raise the operator's daily caps. Absent where it cannot reach the runs.
    */
-  answer?(run: RunRef, text: string, workdir: string): Promise<AnswerResult>;
+  answer?(run: RunRef, text: string, workdir: string, origin: string): Promise<AnswerResult>;
 }
 
 /** The question a blocked run's state asks, or null while it is not blocked. */

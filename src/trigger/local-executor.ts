@@ -141,14 +141,15 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
   }
 
   /**
-   * `svc answer <source>/<run> <text> --repo <workdir>`, the same command a person types: it writes the run's answer
-   * file when the run is in that checkout, else answers through the Control Plane, and refuses a run not blocked.
+   * `svc answer <source>/<run> <text> --repo <workdir> --origin <who>`, the command a person types but marked as an
+   * origin's: it writes the run's answer file when the run is in that checkout, else answers through the Control
+   * Plane, and refuses a run not blocked.
    */
-  function answer(run: RunRef, text: string, workdir: string): Promise<AnswerResult> {
+  function answer(run: RunRef, text: string, workdir: string, origin: string): Promise<AnswerResult> {
     return new Promise((resolve) => {
       // After `--`, the text is never read as an option (answers.ts also strips its leading hyphens).
-      const { child, output } = startSvc(['answer', '--repo', workdir, '--', `${run.source}/${run.run}`, text], workdir,
-        {});
+      const args = ['answer', '--repo', workdir, `--origin=${origin}`, '--', `${run.source}/${run.run}`, text];
+      const { child, output } = startSvc(args, workdir, {});
       child.on('error', (err) => resolve({ ok: false, reason: `could not start svc: ${err.message}` }));
       child.on('close', (code) => resolve(code === 0 ? { ok: true } : {
         ok: false, reason: lastLine(output.stderr) || `svc answer exited with ${code ?? 'a signal'}`,

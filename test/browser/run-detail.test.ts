@@ -114,7 +114,7 @@ describe('run detail page', { skip: skip ?? false }, () => {
     // ingest, by that one channel, and the page says so; no answer file is written beside it.
     await page.locator('svc-answer-form [data-role=pending-answer]').waitFor();
     const pending = control.deps.stores.controlRequests.pending('local').filter((p) => p.run === BLOCKED.run);
-    assert.deepEqual(pending.map((p) => [p.action, p.payload]), [['answer', { answer: 'PostgreSQL 16, please' }]]);
+    assert.deepEqual(pending.map((p) => [p.action, p.payload]), [['answer', { answer: 'PostgreSQL 16, please', by: 'control:local' }]]);
     assert.equal(existsSync(join(control.dir, 'answers', 'local', `${BLOCKED.run}.json`)), false);
   });
 

@@ -52,10 +52,15 @@ describe('svc answer', () => {
     });
   }
 
-  it('writes the answer file for a blocked run in the project', async () => {
+  it('writes the answer file for a blocked run in the project, as the operator\'s or as an origin\'s', async () => {
     const r = await svc(['local/rblocked', 'use', 'postgres', '--repo', project]);
     assert.equal(r.code, 0, r.stderr);
-    assert.equal(JSON.parse(readFileSync(join(answers, 'local', 'rblocked.json'), 'utf8')).answer, 'use postgres');
+    const written = JSON.parse(readFileSync(join(answers, 'local', 'rblocked.json'), 'utf8'));
+    assert.deepEqual([written.answer, written.by], ['use postgres', 'cli']);
+    const relayed = await svc(['--origin', 'chata:U1', 'local/rblocked', 'use', 'sqlite', '--repo', project]);
+    assert.equal(relayed.code, 0, relayed.stderr);
+    assert.equal(JSON.parse(readFileSync(join(answers, 'local', 'rblocked.json'), 'utf8')).by, 'origin:chata:U1');
+    assert.equal((await svc(['--origin', 'a\nb', 'local/rblocked', 'x', '--repo', project])).code, 2);
   });
 
   it('exits 1 for a project run that is not blocked and writes nothing', async () => {
@@ -82,7 +87,13 @@ describe('svc answer', () => {
     const r = await svc(['edge/rremote', 'postgres'], { SVC_CONTROL_URL: control.url });
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /Answered edge\/rremote through the Control Plane/);
-    assert.deepEqual(control.deps.stores.controlRequests.pending('edge').map((p) => [p.run, p.payload?.answer]), [['rremote', 'postgres']]);
+    assert.deepEqual(control.deps.stores.controlRequests.pending('edge').map((p) => [p.run, p.payload?.answer, p.payload?.by]),
+      [['rremote', 'postgres', 'control:local']]);
+    // Relayed from an origin (a pod's run, under the Kubernetes executor): the Control Plane records it as theirs.
+    const relayed = await svc(['--origin=webhook:ada', 'edge/rremote', 'mysql'], { SVC_CONTROL_URL: control.url });
+    assert.equal(relayed.code, 0, relayed.stderr);
+    assert.deepEqual(control.deps.stores.controlRequests.pending('edge').at(-1)?.payload,
+      { answer: 'mysql', by: 'origin:webhook:ada' });
     const ended = await svc(['edge/rended', 'x'], { SVC_CONTROL_URL: control.url });
     assert.equal(ended.code, 1);
     assert.match(ended.stderr, /Run edge\/rended is failed, not blocked/);

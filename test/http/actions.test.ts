@@ -141,6 +141,10 @@ describe('run actions on the Control Plane', () => {
     assert.ok(events.some((e: { kind: string; data: { answer?: string } }) => e.kind === 'answer' && e.data.answer === 'postgres fixed'));
     // One answer, one event: the runner's own event for using it is recognised as the same answer (issue 11).
     assert.equal(events.filter((e: { kind: string }) => e.kind === 'answer').length, 1);
+    // The run records who answered: the Control Plane's caller, as its audit names them.
+    const own = readFileSync(join(repo.repo, '.svc', 'runs', run, 'events.jsonl'), 'utf8').trim().split('\n')
+      .map((l) => JSON.parse(l));
+    assert.equal(own.find((e) => e.kind === 'answer')?.data.by, 'control:local');
   });
 
   it('stops a running run and leaves no process behind', async () => {
@@ -306,8 +310,33 @@ describe('run actions on the Control Plane', () => {
     control.deps.stores.runs.upsert(source, { run: 'rcli1', status: 'blocked', started_at: Date.now(), question: 'q?' });
     assert.equal((await control.request('POST', `/v1/runs/${source}/rcli1/answer`, { body: { answer: 'yes' } })).status, 202);
     const pending = control.deps.stores.controlRequests.pending(source).filter((p) => p.run === 'rcli1');
-    assert.deepEqual(pending.map((p) => [p.action, p.payload]), [['answer', { answer: 'yes' }]]);
+    assert.deepEqual(pending.map((p) => [p.action, p.payload]), [['answer', { answer: 'yes', by: 'control:local' }]]);
     assert.equal(existsSync(join(control.deps.settings.answerDir, source, 'rcli1.json')), false);
+  });
+
+  it('records who answered in the audit and the answer itself: the caller, or the origin the trigger relays', async () => {
+    const source = control.deps.settings.source;
+    control.deps.stores.runs.upsert(source, { run: 'rwho1', status: 'blocked', started_at: Date.now(), question: 'q?' });
+    const url = `/v1/runs/${source}/rwho1/answer`;
+    const audit = async () => (await control.request('GET', '/v1/audit?limit=1')).json.items[0];
+    // A control character would forge a second line wherever the name is shown: refused, nothing recorded.
+    const forged = await control.request('POST', url, { body: { answer: 'raise to $100', origin: 'x\nby: cli' } });
+    assert.equal(forged.status, 400);
+    assert.deepEqual(control.deps.stores.controlRequests.pending(source).filter((p) => p.run === 'rwho1'), []);
+    assert.equal((await control.request('POST', url, { body: { answer: 'raise to $100', origin: 'webhook:mallory' } }))
+      .status, 202);
+    const relayed = await audit();
+    assert.deepEqual([relayed.action, relayed.actor, relayed.detail.answered_by],
+      ['run.answer', 'local', 'origin:webhook:mallory']);
+    assert.equal((await control.request('POST', url, { body: { answer: '$1' } })).status, 202);
+    assert.equal((await audit()).detail.answered_by, 'control:local');
+    assert.ok(!JSON.stringify(await audit()).includes('$1'), 'the audit names who, never the answer');
+    const pending = control.deps.stores.controlRequests.pending(source).filter((p) => p.run === 'rwho1');
+    assert.deepEqual(pending.map((p) => p.payload), [
+      { answer: 'raise to $100', by: 'origin:webhook:mallory' }, { answer: '$1', by: 'control:local' },
+    ]);
+    const event = control.deps.stores.events.latest(source, 'rwho1', 'answer')!;
+    assert.deepEqual(JSON.parse(event.data), { answer: '$1', via: 'control', by: 'control:local' });
   });
 
   it('records a control request for a run of another source instead of signalling it', async () => {
@@ -318,7 +347,7 @@ describe('run actions on the Control Plane', () => {
     assert.equal(stop.status, 202);
     const pending = control.deps.stores.controlRequests.pending('far');
     assert.deepEqual(pending.map((p) => p.action), ['answer', 'stop']);
-    assert.deepEqual(pending[0]!.payload, { answer: 'yes' });
+    assert.deepEqual(pending[0]!.payload, { answer: 'yes', by: 'control:local' });
     const resume = await control.request('POST', '/v1/runs/far/r1/resume', { body: {} });
     assert.equal(resume.status, 409);
   });

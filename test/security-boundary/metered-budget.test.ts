@@ -6,7 +6,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
@@ -103,7 +103,10 @@ describe('metered cost and budgets at the gate', { skip: !bwrapWorks && 'needs b
       assert.equal(receipt.cost.source, 'metered');
       near(receipt.cost.usd, 0.4);
       assert.deepEqual(receipt.cost.reported, { cost_usd: 0, tokens_in: 0, tokens_out: 0 });
-      const egress = readFileSync(join(repo.repo, '.svc', 'runs', run, 'artifacts', 'egress.jsonl'), 'utf8')
+      // The gate is closed, and egress.jsonl saved, once the run has ended (src/engine/worker.ts): wait for it.
+      const egressPath = join(repo.repo, '.svc', 'runs', run, 'artifacts', 'egress.jsonl');
+      await waitFor(() => existsSync(egressPath) || null, 'egress.jsonl');
+      const egress = readFileSync(egressPath, 'utf8')
         .trim().split('\n').map((l) => JSON.parse(l));
       const priced = egress.filter((r) => r.metered?.usd !== undefined && r.metered.usd !== null);
       assert.equal(priced.length, 4, 'each call is evidence with its tokens and price');

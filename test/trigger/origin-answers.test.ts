@@ -276,6 +276,8 @@ describe('questions go back to the origin, answers come in from it', () => {
     const answered = await chata('C1', 'answer use staging, not prod', 'U2');
     assert.equal(answered.body.status, 'answered');
     assert.deepEqual(answerCalls().slice(before).map((a) => a.slice(-1)), [['use staging, not prod']]);
+    // Handed over as the origin's answer, never the operator's (it cannot raise a daily budget cap).
+    assert.ok(answerCalls().slice(before)[0]!.includes('--origin=chata:U2'));
     const done = await waitFor(async () => {
       const j = await job(id);
       return j.status === 'succeeded' ? j : null;
@@ -333,6 +335,7 @@ describe('questions go back to the origin, answers come in from it', () => {
     assert.ok(edits.every((r) => r.method === 'PATCH' && !r.body.includes('127.0.0.1')));
     assert.equal(edits[0]!.headers.authorization, 'Bearer gh-token-11');
     assert.deepEqual(answerCalls().filter((a) => a.at(-1) === 'eu-west-1, please').length, 1);
+    assert.ok(answerCalls().find((a) => a.at(-1) === 'eu-west-1, please')!.includes('--origin=webhook:ada'));
     assert.deepEqual((done.answers as Array<Record<string, unknown>>).map((a) => [a.who, a.outcome]),
       [['ada', 'answered']]);
   });
@@ -601,7 +604,7 @@ describe('SVC_PUBLIC_URL: links people can follow, never a loopback address', ()
 });
 
 describe('the answer reaches the run as `svc answer` hands it over (the real CLI)', () => {
-  it('writes the blocked run\'s answer file, and refuses a run that is not blocked', async () => {
+  it('writes the blocked run\'s answer file as the origin\'s, and refuses a run that is not blocked', async () => {
     const home = tempDir('svc-answer-home-');
     const project = tempDir('svc-answer-project-');
     const answers = join(home, 'answers');
@@ -614,12 +617,14 @@ describe('the answer reaches the run as `svc answer` hands it over (the real CLI
         cliPath: join(import.meta.dirname, '../../dist/cli.js'),
         env: { PATH: process.env.PATH, HOME: home, SVC_CONTROL_ANSWER_DIR: answers, SVC_CONTROL_URL: 'http://127.0.0.1:9' },
       });
-      // Text that looks like an option still arrives as the answer: it goes after `--`.
-      const ok = await executor.answer!({ source: 'local', run: 'rblocked' }, 'use staging --force', project);
+      // Text that looks like an option still arrives as the answer: it goes after `--`; and it is the origin's.
+      const ok = await executor.answer!({ source: 'local', run: 'rblocked' }, 'use staging --force', project,
+        'webhook:--octocat');
       assert.deepEqual(ok, { ok: true });
-      const written = JSON.parse(readFileSync(join(answers, 'local', 'rblocked.json'), 'utf8')) as { answer: string };
+      const written = JSON.parse(readFileSync(join(answers, 'local', 'rblocked.json'), 'utf8'));
       assert.equal(written.answer, 'use staging --force');
-      const refused = await executor.answer!({ source: 'local', run: 'rrunning' }, 'use staging', project);
+      assert.equal(written.by, 'origin:webhook:--octocat');
+      const refused = await executor.answer!({ source: 'local', run: 'rrunning' }, 'use staging', project, 'webhook:x');
       assert.equal(refused.ok, false);
       assert.match((refused as { reason: string }).reason, /is running, not blocked/);
     } finally {

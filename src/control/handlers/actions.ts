@@ -15,13 +15,14 @@ import { transaction } from '../../db/open.ts';
 import type { RunRow } from '../../db/run-types.ts';
 import { canonicalJson } from '../../canonical-json.ts';
 import { newRunId } from '../../engine/ids.ts';
-import { writeAnswer, MAX_ANSWER_BYTES } from '../../engine/answers.ts';
+import { writeAnswer, isOriginName, MAX_ANSWER_BYTES } from '../../engine/answers.ts';
 import { oneLine } from '../../engine/text.ts';
 import { readEffectiveConfig } from '../config-schema.ts';
 import { actionRefusal, type RunAction } from '../action-rules.ts';
 import { isRegisteredProject } from '../projects.ts';
 import { bad, parseStart } from '../start-request.ts';
 import { formatTraceparent, parseTraceparent } from '../../trace.ts';
+import { actorOf, noteAudit } from '../audited.ts';
 
 type C = Ctx<ControlDeps>;
 
@@ -156,18 +157,25 @@ export const openRunPr = launchOnRun('pr', ['--open-pr']);
 export const answerRun: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
   const body = requireJsonObject(ctx.body);
-  checkBodyKeys(body, ['answer']);
-  const answer = body.answer;
+  checkBodyKeys(body, ['answer', 'origin']);
+  const { answer, origin } = body;
   if (typeof answer !== 'string' || answer.trim() === '' || Buffer.byteLength(answer) > MAX_ANSWER_BYTES) {
     bad(`"answer" must be a non-empty string of at most ${MAX_ANSWER_BYTES} bytes`);
   }
+  if (origin !== undefined && (typeof origin !== 'string' || !isOriginName(origin))) {
+    bad('"origin" must be 1 to 200 characters without control characters');
+  }
   const row = allowedRun(ctx, 'answer');
   const now = deps.clock();
+  // Who answered (docs/engine.md "Who may answer what"): an origin's answer the trigger server relays names them;
+  // any other is the caller's, as the audit names it. Only the caller's may raise the operator's daily caps.
+  const by = origin === undefined ? `control:${actorOf(deps, ctx.peer, ctx.req)}` : `origin:${origin}`;
+  noteAudit(ctx, { answered_by: by });
   // One channel, as for stop: the answer folder for a run whose folder this server knows, else its next ingest.
   const env = { SVC_CONTROL_ANSWER_DIR: deps.settings.answerDir };
-  if (reachable(ctx, row)) writeAnswer(env, row.source, row.run, answer);
-  else deps.stores.controlRequests.add(row.source, row.run, 'answer', { answer }, now);
-  const event = { kind: 'answer', data: { answer, via: 'control' }, ts: now };
+  if (reachable(ctx, row)) writeAnswer(env, row.source, row.run, answer, by);
+  else deps.stores.controlRequests.add(row.source, row.run, 'answer', { answer, by }, now);
+  const event = { kind: 'answer', data: { answer, via: 'control', by }, ts: now };
   deps.bus.publish([deps.stores.events.append(row.source, row.run, event)]);
   return json(202, runToJson(row));
 };

@@ -1,0 +1,161 @@
+// The budget pause (docs/engine.md "Blocked runs and the budget"): a run at a budget freezes its provider and asks
+// whether to go on; the answer raises that budget or ends the provider. The provider's own questions wait here too.
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { RunContext } from './run-context.ts';
+import type { GroupRun } from './spawn-group.ts';
+import { addUsage, type Usage } from './providers.ts';
+import { withCost } from './run-state.ts';
+import { isOperatorAnswer, readBudgetAnswer, type Answer } from './answers.ts';
+import { budgetName, type Reached } from '../gate/budgets.ts';
+import type { RunGate } from './egress.ts';
+
+/** How often the running provider, its question and its answer are looked at. */
+export const POLL_MS = 150;
+
+/**
+ * What one invocation keeps of its budget: what it spent (`usage`, since the run's totals `before` it started); while
+ * the provider is paused on the question, `budgetAsked` and the budget `reached`; the stop message once the answer was
+ * not a raise (`overBudget`); and when the run's time ends (limits.run_timeout_s), which ends an unanswered question.
+ */
+export interface BudgetWatch {
+  before: Usage; usage: Usage; budgetAsked: boolean; reached: Reached | null; overBudget: string | null;
+  deadline: number;
+}
+
+/** What waitForAnswer returns when the deadline passed first. */
+export const TIMED_OUT = Symbol('timed out');
+
+/** Polls for the answer (or a stop) until `deadline`; returns null when the run is being stopped. */
+export async function waitForAnswer(ctx: RunContext, deadline = Infinity): Promise<Answer | null | typeof TIMED_OUT> {
+  for (;;) {
+    if (ctx.stopRequested()) return null;
+    const answer = ctx.takeAnswer();
+    if (answer !== null) return answer;
+    if (Date.now() >= deadline) return TIMED_OUT;
+    await sleep(POLL_MS);
+  }
+}
+
+export function block(ctx: RunContext, question: string): void {
+  ctx.event('question', { question });
+  ctx.setStatus('blocked', { question });
+}
+
+/**
+ * The budget the run has reached, if any (docs/gate.md "Budgets"): the metering gate's own check (metered cost, daily
+ * caps), else max_usd against what the agent reports (kept in state.json first, so the run's cost is current).
+ */
+function reachedBudget(ctx: RunContext, a: BudgetWatch, gate: RunGate | null): Reached | null {
+  const reported = addUsage(a.before, a.usage);
+  const was = ctx.state.reported;
+  const changed = (['cost_usd', 'tokens_in', 'tokens_out'] as const).some((k) => reported[k] !== (was?.[k] ?? null));
+  if (changed) ctx.update(withCost(ctx.state, { reported }));
+  if (gate) return gate.budgetReached();
+  const { cost_usd: spent, budget_usd: budget } = ctx.state;
+  return budget !== null && spent !== null && spent >= budget ? { kind: 'run', limit: budget, spent } : null;
+}
+
+function budgetQuestion(ctx: RunContext, r: Reached, maxUsd: number | null): string {
+  const how = ctx.state.metered ? 'metered by the gate' : 'as the agent reported';
+  const step = r.kind === 'run' ? maxUsd ?? r.limit : r.limit;
+  return `Budget of $${r.limit.toFixed(2)} reached — raise it to? (${budgetName(r, ctx.state.repo)}; the run has ` +
+    `spent $${r.spent.toFixed(2)}, ${how}.) Answer "raise to $${(r.limit + step).toFixed(2)}" or any amount, "yes" ` +
+    `for another $${step.toFixed(2)}, anything else to stop.`;
+}
+
+/** answerBudget's result for a raise of a daily cap that was not the operator's: the run asked again. */
+const ASKED_AGAIN = Symbol('asked again');
+
+/**
+ * The one rule for an answer to the budget question, wherever the run waits (provider paused, or exited): an amount
+ * raises the budget reached to it, "yes" by another max_usd (else by the budget itself), and returns null — a daily
+ * cap only by an operator's answer, else the run asks again; anything else returns the run's error.
+ */
+function answerBudget(ctx: RunContext, answer: Answer, maxUsd: number | null, r: Reached): string | null | symbol {
+  ctx.event('answer', { answer: answer.text, by: answer.by });
+  const read = readBudgetAnswer(answer.text);
+  const name = budgetName(r, ctx.state.repo);
+  if (read === 'stop') {
+    ctx.setStatus('running', { question: null });
+    return `Stopped at ${r.kind === 'run' ? 'the max_usd budget' : name}: spent $${r.spent.toFixed(2)} of ` +
+      `$${r.limit.toFixed(2)}`;
+  }
+  if (r.kind !== 'run' && !isOperatorAnswer(answer.by)) {
+    block(ctx, `Budget of $${r.limit.toFixed(2)} reached — only the operator can raise ${name} (svc answer on the ` +
+      `run's machine, or the Control Plane); the answer from ${answer.by} did not. The run has spent ` +
+      `$${r.spent.toFixed(2)} and waits for the operator; answer "stop" to end it.`);
+    return ASKED_AGAIN;
+  }
+  const to = read === 'more' ? r.limit + (r.kind === 'run' ? maxUsd ?? r.limit : r.limit) : read.raiseTo;
+  const caps = ctx.state.budget_caps ?? {};
+  const raised = r.kind === 'run' ? { budget_usd: to }
+    : { budget_caps: { ...caps, [r.kind === 'repository-day' ? 'repo_day' : 'server_day']: to } };
+  ctx.event('budget', { kind: r.kind, from: r.limit, to, by: answer.by });
+  ctx.setStatus('running', { question: null, ...raised });
+  return null;
+}
+
+/** The run's error when the budget question went unanswered for the rest of the run's time. */
+function unanswered(ctx: RunContext, r: Reached): string {
+  ctx.setStatus('running', { question: null });
+  return `${budgetName(r, ctx.state.repo)} was reached and not raised within the run's time (limits.run_timeout_s)`;
+}
+
+/** While paused on the budget question: a raise thaws the provider, a stop (or the run's end) ends it. */
+export function pollBudgetAnswer(ctx: RunContext, proc: GroupRun, a: BudgetWatch, maxUsd: number | null): void {
+  // A stop must reach a running process (a frozen one would sit out the SIGTERM grace period).
+  if (ctx.stopRequested()) proc.resume();
+  const answer = ctx.stopRequested() ? null : ctx.takeAnswer();
+  if (answer === null && Date.now() < a.deadline) return;
+  const read = answer === null ? unanswered(ctx, a.reached!) : answerBudget(ctx, answer, maxUsd, a.reached!);
+  if (read === ASKED_AGAIN) return;
+  a.budgetAsked = false;
+  a.overBudget = read as string | null;
+  proc.resume();
+  if (a.overBudget !== null) proc.kill();
+}
+
+/** Freezes the provider and asks once the run reaches a budget (true if it asked): where a gate meters, it already
+ * refuses model calls, and the freeze keeps the CLI from spending its retries meanwhile. */
+export function askBudgetIfReached(
+  ctx: RunContext, proc: GroupRun, a: BudgetWatch, maxUsd: number | null, gate: RunGate | null,
+): boolean {
+  if (a.overBudget !== null || ctx.state.status === 'blocked') return false;
+  const reached = reachedBudget(ctx, a, gate);
+  if (!reached) return false;
+  // Frozen first, then asked: the provider spends nothing more while the question waits.
+  proc.pause();
+  a.budgetAsked = true;
+  a.reached = reached;
+  block(ctx, budgetQuestion(ctx, reached, maxUsd));
+  return true;
+}
+
+/**
+ * The stop message of an invocation that ended over budget: answered so, or ended by svc (the run's time) while frozen
+ * on the question. One that exited by itself as the question was asked waits for the answer still (budgetAtExit).
+ */
+export function overBudgetAtExit(ctx: RunContext, a: BudgetWatch, endedBySvc: boolean): string | null {
+  if (a.budgetAsked && a.overBudget === null && endedBySvc) a.overBudget = unanswered(ctx, a.reached!);
+  return a.overBudget;
+}
+
+/**
+ * A budget reached by the time the provider exited (`exitCode`): asks whether to go on and waits for the answer until
+ * the run's time ends; null when no budget is reached.
+ */
+export async function budgetAtExit(
+  ctx: RunContext, a: BudgetWatch, maxUsd: number | null, gate: RunGate | null, exitCode: number | null,
+): Promise<{ kind: 'stopped' } | { kind: 'over-budget'; exitCode: number | null; error: string } | 'raised' | null> {
+  // Asked already if the provider exited as the question was asked; else asked now, if a budget is reached.
+  const reached = a.budgetAsked ? a.reached! : reachedBudget(ctx, a, gate);
+  if (!reached) return null;
+  if (ctx.state.status !== 'blocked') block(ctx, budgetQuestion(ctx, reached, maxUsd));
+  for (;;) {
+    const answer = await waitForAnswer(ctx, a.deadline);
+    if (answer === null) return { kind: 'stopped' };
+    const read = answer === TIMED_OUT ? unanswered(ctx, reached) : answerBudget(ctx, answer, maxUsd, reached);
+    if (read === ASKED_AGAIN) continue;
+    return read === null ? 'raised' : { kind: 'over-budget', exitCode, error: read as string };
+  }
+}
