@@ -2,10 +2,10 @@
 // decision, status and bytes as it ends, and GET /metrics for whoever holds SVC_GATE_METRICS_TOKEN_FILE's token.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import type { EgressRecord } from './evidence.ts';
 import type { Logger } from '../log.ts';
 import { BadSettingError } from '../errors.ts';
+import { settingFile } from '../settings-registry.ts';
 import { safeEqual } from '../http/guards.ts';
 import {
   MetricsRegistry, METRICS_TYPE, countModelUsage, createRequestMetrics, registerModelUsage, type RequestMetrics,
@@ -21,12 +21,7 @@ export interface GateMetrics {
 /** The bearer token from its file (first line); refused when empty or equal to the gate's credential secret. */
 export function readMetricsToken(path: string, gateSecret: Buffer): string {
   const setting = 'SVC_GATE_METRICS_TOKEN_FILE';
-  let token: string;
-  try {
-    token = readFileSync(path, 'utf8').split(/\r?\n/, 1)[0]!.trim();
-  } catch (err) {
-    throw new BadSettingError(`${setting}: cannot read the file (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
-  }
+  const token = settingFile(setting, path).split(/\r?\n/, 1)[0]!.trim();
   if (token.length < 16) throw new BadSettingError(`${setting}: the token must be at least 16 characters`);
   if (safeEqual(token, gateSecret.toString('utf8'))) {
     throw new BadSettingError(`${setting}: the token must differ from SVC_GATE_SECRET_FILE's secret`);
