@@ -17,8 +17,6 @@ export interface AnswerAudit {
   at: number;
 }
 
-export type TriggerRepliesStore = ReturnType<typeof createTriggerRepliesStore>;
-
 export function createTriggerRepliesStore(db: Db) {
   const insert = db.prepare('INSERT INTO reply_targets (job_id, channel, target, created_at) VALUES (?, ?, ?, ?)');
   const get = db.prepare('SELECT job_id, channel, target, notify_status FROM reply_targets WHERE job_id = ?');

@@ -1,19 +1,13 @@
 // All trigger-server stores over one connection.
 import type { Db } from './open.ts';
-import { createTriggerJobsStore, type TriggerJobsStore } from './trigger-jobs-store.ts';
+import { createTriggerJobsStore } from './trigger-jobs-store.ts';
 import { createTriggerDedupeStore, type TriggerDedupeStore } from './trigger-dedupe-store.ts';
-import { createTriggerRepliesStore, type TriggerRepliesStore } from './trigger-replies-store.ts';
+import { createTriggerRepliesStore } from './trigger-replies-store.ts';
 import { LIMIT_PARAM } from './limit-param.ts';
 
-export interface TriggerStores {
-  db: Db;
-  jobs: TriggerJobsStore;
-  dedupe: TriggerDedupeStore;
-  replies: TriggerRepliesStore;
-  retention: ReturnType<typeof createTriggerRetentionStore>;
-}
+export type TriggerStores = ReturnType<typeof createTriggerStores>;
 
-export function createTriggerStores(db: Db): TriggerStores {
+export function createTriggerStores(db: Db) {
   const dedupe = createTriggerDedupeStore(db);
   return {
     db,
