@@ -241,7 +241,6 @@ export const ALL_SETTINGS: Readonly<Record<string, Setting>> = { ...SETTINGS, ..
 export const SECRET_NAMES: ReadonlySet<string> =
   new Set(Object.entries(ALL_SETTINGS).flatMap(([name, s]) => (s.secret ? [name] : [])));
 
-/** The variable's value; unset and empty are the same (undefined). One that misses its pattern is refused. */
 /** The text of a file a setting names, read once at start: unreadable is an error naming the setting. */
 export function settingFile(name: SettingName, path: string): string {
   try {
@@ -251,6 +250,7 @@ export function settingFile(name: SettingName, path: string): string {
   }
 }
 
+/** The variable's value; unset and empty are the same (undefined). One that misses its pattern is refused. */
 export function setting(env: NodeJS.ProcessEnv, name: SettingName): string | undefined {
   const value = env[name] || undefined;
   const rule = (SETTINGS[name] as Setting).pattern;
