@@ -25,7 +25,6 @@ export function createControlStores(db: Db) {
     projects: createProjectsStore(db),
     deletedRuns: createDeletedRunsStore(db),
     servedRepos: createServedReposStore(db),
-    close() {},
   };
 }
 
