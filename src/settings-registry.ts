@@ -1,6 +1,7 @@
 // The one table of the environment svc reads, and the typed readers that parse a variable (a bad value is a
 // BadSettingError naming it: exit 2). The README's tables are written from it (`npm run docs:settings`); its test
 // fails when they are stale or an entry is read nowhere. A leaf: every floor reads settings.
+import { readFileSync } from 'node:fs';
 import { BadSettingError } from './errors.ts';
 import { SOURCES } from './webhook-sources.ts';
 
@@ -240,6 +241,15 @@ export const ALL_SETTINGS: Readonly<Record<string, Setting>> = { ...SETTINGS, ..
 /** The credentials svc reads: no agent or tool ever receives them through its environment. */
 export const SECRET_NAMES: ReadonlySet<string> =
   new Set(Object.entries(ALL_SETTINGS).flatMap(([name, s]) => (s.secret ? [name] : [])));
+
+/** The text of a file a setting names, read once at start: unreadable is an error naming the setting. */
+export function settingFile(name: SettingName, path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new BadSettingError(`${name} could not be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+}
 
 /** The variable's value; unset and empty are the same (undefined). One that misses its pattern is refused. */
 export function setting(env: NodeJS.ProcessEnv, name: SettingName): string | undefined {

@@ -23,6 +23,11 @@ export function str(value: unknown): string | null {
   return typeof value === 'string' && value !== '' ? value : null;
 }
 
+/** The value when it is a finite number, else 0. */
+export function num(value: unknown): number {
+  return typeof value === 'number' && Number.isFinite(value) ? value : 0;
+}
+
 /** Text for a message: strings and finite numbers as themselves, every other value by its type only. */
 export function describe(value: unknown): string {
   if (typeof value === 'string') return value;

@@ -1,20 +1,19 @@
 // `svc dashboard`: finds a running Control Plane or starts one in the background, then opens the UI (never with the
 // token in the URL). `stop` stops only the one it started: dashboard.json holds its pid and /proc start time.
-import { mkdirSync, openSync, closeSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, openSync, closeSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { sendPendingRuns } from './pending-runs.ts';
 import type { CliIo } from './io.ts';
 import { parseFlags, printsHelp } from './io.ts';
 import { UsageError, UnavailableError, ConflictError, FailedError } from '../errors.ts';
-import { discoverControlUrl } from '../client/discover.ts';
 import { startChild } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets } from '../spawn/secrets-handoff.ts';
 import { SERVER_NODE_FLAGS } from './server-flags.ts';
 import { svcCliPath } from '../spawn/svc-paths.ts';
-import { serverRecordFile, readServerRecordFile, isPidAlive } from '../client/server-record.ts';
+import { discoverControlUrl, serverRecordFile, readServerRecordFile, isPidAlive } from '../client/server-record.ts';
 import { procStart } from '../engine/proc-group.ts';
-import { procList } from '../spawn/tree.ts';
+import { procList, readOrNull } from '../spawn/tree.ts';
 import { writeJsonAtomic } from '../engine/safe-fs.ts';
 const HELP = `Usage:
   svc dashboard [start|open] [--no-open]
@@ -135,11 +134,7 @@ async function startControlInBackground(env: NodeJS.ProcessEnv): Promise<{ url: 
 }
 
 function tail(path: string): string {
-  try {
-    return readFileSync(path, 'utf8').trimEnd().split('\n').slice(-8).join('\n');
-  } catch {
-    return '(no log)';
-  }
+  return readOrNull(path)?.trimEnd().split('\n').slice(-8).join('\n') ?? '(no log)';
 }
 
 /** The program that opens a URL: $BROWSER (its first colon-separated entry), else the platform opener. */

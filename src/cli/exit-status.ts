@@ -1,7 +1,6 @@
 // The one table from error codes (src/errors.ts) to exit statuses: 2 when the person must change what they typed or
 // set (the command line, its input, a setting; the spec's tokenless bind is one), 1 for everything else that failed.
 import { isSvcError, type SvcErrorCode } from '../errors.ts';
-import type { FailureClass } from '../run-json.ts';
 
 export const EXIT_STATUS: Readonly<Record<SvcErrorCode, 1 | 2>> = {
   usage: 2,
@@ -18,11 +17,3 @@ export const EXIT_STATUS: Readonly<Record<SvcErrorCode, 1 | 2>> = {
 export function exitStatusOf(err: unknown): 1 | 2 {
   return isSvcError(err) ? EXIT_STATUS[err.code] : 1;
 }
-
-/**
- * `svc start` in the foreground exits with its run: 0 when it succeeded, else by its failure class. Every class is 1
- * (README "Exit codes"): a script tells them apart by the summary's `failure.class`, not by the status.
- */
-export const RUN_EXIT_STATUS: Readonly<Record<FailureClass, 1>> = {
-  infra: 1, config: 1, agent: 1, checks: 1, policy: 1, budget: 1, limit: 1, stopped: 1,
-};

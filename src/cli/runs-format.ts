@@ -1,7 +1,7 @@
 // Renders runs for people: a fixed-column table for lists, key/value lines for one run. No I/O here.
 import type { Run } from '../client/types.ts';
 import { oneLine } from './terminal-text.ts';
-import { obj, str } from '../untrusted.ts';
+import { num, obj, str } from '../untrusted.ts';
 import { readFailure } from '../run-json.ts';
 
 const COLUMNS: Array<{ title: string; width: number; value: (r: Run) => string }> = [
@@ -87,18 +87,14 @@ export function formatRunDetails(run: Run): string {
 // forged one must not crash the CLI.
 const HOSTS_SHOWN = 4;
 
-function count(value: unknown): number {
-  return typeof value === 'number' && Number.isFinite(value) ? value : 0;
-}
-
 /** One line, or null when the receipt has no network section (an older receipt, or none yet). */
 export function networkLine(receipt: unknown): string | null {
   const network = obj(obj(receipt).network);
   if (typeof network.confined !== 'boolean') return null;
   if (!network.confined) return 'not confined (no sandbox): the agent could reach any host';
   const hosts = Array.isArray(network.hosts) ? network.hosts.map(obj) : [];
-  const names = hosts.slice(0, HOSTS_SHOWN).map((h) => `${str(h.host) ?? '?'}:${count(h.port)}`);
+  const names = hosts.slice(0, HOSTS_SHOWN).map((h) => `${str(h.host) ?? '?'}:${num(h.port)}`);
   const more = hosts.length > HOSTS_SHOWN ? ` and ${hosts.length - HOSTS_SHOWN} more` : '';
   const reached = hosts.length ? ` to ${names.join(', ')}${more}` : '';
-  return `through the gate: ${count(network.connections)} connections${reached}, ${count(network.denied)} denied`;
+  return `through the gate: ${num(network.connections)} connections${reached}, ${num(network.denied)} denied`;
 }

@@ -3,7 +3,7 @@ import type { CliIo } from './io.ts';
 import { parseFlags, printsHelp } from './io.ts';
 import { UsageError, FailedError, NotFoundError } from '../errors.ts';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
-import { discoverControlUrl } from '../client/discover.ts';
+import { discoverControlUrl } from '../client/server-record.ts';
 import { readControlToken } from '../engine/shipper.ts';
 import type { RunFilter, RunRef } from '../client/types.ts';
 import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS, type Verdict } from '../run-json.ts';
@@ -87,29 +87,26 @@ const PLAIN_FILTERS = [
 /** Flags that only `list` takes. */
 const LIST_FLAGS = ['verdict', 'status', 'failure', 'repo', 'group', 'since', 'until', 'limit', 'cursor'];
 
+/** The filter the flags give; a flag not given stays undefined, which the client leaves out of the query. */
 function listFilter(values: FlagValues): RunFilter {
-  const filter: RunFilter = {};
   const pick = (key: string) => (typeof values[key] === 'string' ? (values[key] as string) : undefined);
   const oneOf = <T extends string>(flag: string, allowed: readonly T[]): T | undefined => {
     const value = pick(flag);
     if (value === undefined || (allowed as readonly string[]).includes(value)) return value as T | undefined;
     throw new UsageError(`Invalid --${flag} "${value}" (expected ${allowed.join(', ')})`);
   };
-  const verdict = oneOf<Verdict | 'none'>('verdict', [...VERDICTS, 'none']);
-  if (verdict !== undefined) filter.verdict = verdict;
-  const status = oneOf('status', RUN_STATUSES);
-  if (status !== undefined) filter.status = status;
-  const failure = oneOf('failure', FAILURE_CLASSES);
-  if (failure !== undefined) filter.failure = failure;
-  const limit = pick('limit');
-  if (limit !== undefined) {
-    if (!/^[1-9]\d*$/.test(limit)) throw new UsageError(`Invalid --limit "${limit}" (expected a positive integer)`);
-    filter.limit = Number(limit);
-  }
-  for (const [flag, key] of PLAIN_FILTERS) {
-    const v = pick(flag);
-    if (v !== undefined) filter[key] = v;
-  }
+  const positive = (flag: string): number | undefined => {
+    const value = pick(flag);
+    if (value === undefined || /^[1-9]\d*$/.test(value)) return value === undefined ? undefined : Number(value);
+    throw new UsageError(`Invalid --${flag} "${value}" (expected a positive integer)`);
+  };
+  const filter: RunFilter = {
+    verdict: oneOf<Verdict | 'none'>('verdict', [...VERDICTS, 'none']),
+    status: oneOf('status', RUN_STATUSES),
+    failure: oneOf('failure', FAILURE_CLASSES),
+    limit: positive('limit'),
+  };
+  for (const [flag, key] of PLAIN_FILTERS) filter[key] = pick(flag);
   return filter;
 }
 

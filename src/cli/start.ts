@@ -19,7 +19,6 @@ import { terminalSafe } from './terminal-text.ts';
 import { printLocalLogs, createEventTail } from './run-logs.ts';
 import type { RepoRename } from '../engine/repo-name.ts';
 import { svcCliPath } from '../spawn/svc-paths.ts';
-import { RUN_EXIT_STATUS } from './exit-status.ts';
 
 const HELP = `Usage: svc start <input> [options]
 
@@ -96,8 +95,8 @@ async function follow(io: CliIo, state: RunState, mode: WorkerMode, showOutput: 
   io.stdout(summary(final));
   // A pod's run container is an init container: failing it would keep the signer, which judges the run, from starting.
   if (signsLater(io.env)) return 0;
-  if (final.status === 'succeeded' || (mode === 'verify' && final.verdict !== 'not_verified')) return 0;
-  return final.failure ? RUN_EXIT_STATUS[final.failure.class] : 1;
+  // Any other end is 1, whatever its failure class (README "Exit codes": scripts read the summary's failure.class).
+  return final.status === 'succeeded' || (mode === 'verify' && final.verdict !== 'not_verified') ? 0 : 1;
 }
 
 /** The checkout's name changed, so its earlier runs now carry the new one (engine/repo-name.ts). */

@@ -1,5 +1,5 @@
-// Reads the Control Plane's `~/.svc/control/server.json` ({url,pid}) without pulling in node:sqlite,
-// so clients can discover a running server; main.ts writes the same file.
+// Finds the Control Plane the way DESIGN §4 says: SVC_CONTROL_URL, then a live `~/.svc/control/server.json` ({url,pid},
+// which control/main.ts writes), then the default port; without pulling in node:sqlite.
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -39,4 +39,24 @@ export function isPidAlive(pid: number): boolean {
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
+}
+
+export const DEFAULT_CONTROL_PORT = 47821;
+
+export interface Discovered {
+  url: string;
+  /** How the URL was found, for `svc control status` and error messages. */
+  via: 'SVC_CONTROL_URL' | 'server.json' | 'default';
+}
+
+export function discoverControlUrl(env: NodeJS.ProcessEnv): Discovered {
+  const explicit = env.SVC_CONTROL_URL?.trim();
+  if (explicit) return { url: explicit.replace(/\/+$/, ''), via: 'SVC_CONTROL_URL' };
+  const record = readServerRecordFile(serverRecordFile(env));
+  // A stale file (server killed without cleanup) must not win over the default port.
+  if (record && isPidAlive(record.pid)) return { url: record.url.replace(/\/+$/, ''), via: 'server.json' };
+  const portText = env.SVC_CONTROL_PORT?.trim();
+  const valid = portText && /^\d+$/.test(portText) && Number(portText) > 0 && Number(portText) <= 65535;
+  const port = valid ? Number(portText) : DEFAULT_CONTROL_PORT;
+  return { url: `http://127.0.0.1:${port}`, via: 'default' };
 }

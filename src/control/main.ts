@@ -93,7 +93,6 @@ export async function startControl(
       deps.refusals.close();
       await deps.checkpoints.close();
       await reads.close();
-      stores.close();
       db.close();
     })();
     return closing;

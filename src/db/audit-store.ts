@@ -37,12 +37,6 @@ export interface AuditEntry extends HashedEntry {
   hash: string;
 }
 
-export interface AuditPage {
-  items: AuditEntry[];
-  /** Id to pass as `beforeId` for the next (older) page; null on the last page. */
-  nextBeforeId: number | null;
-}
-
 export type AuditStore = ReturnType<typeof createAuditStore>;
 
 /** The action of the row a prune appends; its detail anchors the chain's new start. */
@@ -104,7 +98,8 @@ export function createAuditStore(db: Db, clock: () => number = Date.now) {
     return first.prev_hash;
   }
 
-  function page(stmt: StatementSync, args: number[], limit: number): AuditPage {
+  /** `nextBeforeId`: the id to pass as `beforeId` for the next (older) page; null on the last page. */
+  function page(stmt: StatementSync, args: number[], limit: number) {
     const rows = stmt.all(...args, limit + 1) as unknown as Row[];
     const items = rows.slice(0, limit).map(toEntry);
     return { items, nextBeforeId: rows.length > limit ? items[items.length - 1]!.id : null };

@@ -1,7 +1,6 @@
 // Control Plane schema, append-only: add a new entry, never edit a shipped one. Times are unix ms.
-import type { Migration } from './migrate.ts';
 
-export const controlMigrations: readonly Migration[] = [
+export const controlMigrations: readonly string[] = [
   `
   CREATE TABLE runs (
     source TEXT NOT NULL,

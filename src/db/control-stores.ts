@@ -25,7 +25,6 @@ export function createControlStores(db: Db) {
     projects: createProjectsStore(db),
     deletedRuns: createDeletedRunsStore(db),
     servedRepos: createServedReposStore(db),
-    close() {},
   };
 }
 
@@ -190,25 +189,15 @@ function createControlRequestsStore(db: Db) {
   };
 }
 
-export interface ArtifactMeta {
+export interface ArtifactRow {
   source: string;
   run: string;
   path: string;
   content_type: string;
   sha256: string;
   size: number;
+  content: Uint8Array;
   created_at: number;
-}
-
-export interface ArtifactRow extends ArtifactMeta {
-  content: Uint8Array;
-}
-
-export interface ArtifactInput {
-  path: string;
-  content_type: string;
-  content: Uint8Array;
-  created_at?: number;
 }
 
 /**
@@ -232,18 +221,19 @@ function createArtifactsStore(db: Db) {
 
   return {
     /** Replaces a file at the same path. */
-    put(source: string, run: string, input: ArtifactInput): ArtifactMeta {
+    put(source: string, run: string, input: Pick<ArtifactRow, 'path' | 'content_type' | 'content'> & {
+      created_at?: number;
+    }): void {
       const { path, content_type, content, created_at = Date.now() } = input;
       const sha256 = createHash('sha256').update(content).digest('hex');
       putStmt.run(source, run, path, content_type, sha256, content.length, content, created_at);
-      return { source, run, path, content_type, sha256, size: content.length, created_at };
     },
     get(source: string, run: string, path: string) {
       return getStmt.get(source, run, path) as ArtifactRow | undefined;
     },
     /** Sorted by path, without content. */
     list(source: string, run: string) {
-      return listStmt.all(source, run) as unknown as ArtifactMeta[];
+      return listStmt.all(source, run) as unknown as Array<Omit<ArtifactRow, 'content'>>;
     },
   };
 }

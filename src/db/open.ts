@@ -1,10 +1,37 @@
-// Opens a SQLite file with the pragmas every connection needs (STYLE habit 5) and applies migrations.
+// Opens a SQLite file with the pragmas every connection needs (STYLE habit 5) and applies its append-only migrations,
+// keyed by PRAGMA user_version; a database newer than the code is refused.
 import { DatabaseSync } from 'node:sqlite';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { migrate, type Migration } from './migrate.ts';
+import { RefusedError } from '../errors.ts';
 
 export type Db = DatabaseSync;
+
+export class DatabaseTooNewError extends RefusedError {
+  constructor(found: number, known: number) {
+    super(`Database schema version ${found} is newer than this svc understands (${known}); upgrade svc`);
+  }
+}
+
+export function userVersion(db: Db): number {
+  const row = db.prepare('PRAGMA user_version').get() as { user_version: number };
+  return row.user_version;
+}
+
+export function migrate(db: Db, migrations: readonly string[]): void {
+  const current = userVersion(db);
+  if (current > migrations.length) throw new DatabaseTooNewError(current, migrations.length);
+  if (current === migrations.length) return;
+  transaction(db, () => {
+    // Read again inside the lock: another process may have migrated while we waited.
+    const locked = userVersion(db);
+    if (locked > migrations.length) throw new DatabaseTooNewError(locked, migrations.length);
+    for (let v = locked; v < migrations.length; v++) {
+      db.exec(migrations[v]!);
+      db.exec(`PRAGMA user_version = ${v + 1}`);
+    }
+  });
+}
 
 /** Without migrations: a second connection to a DB its owner already migrated (the WAL checkpoint thread). */
 export function openConnection(path: string): Db {
@@ -17,7 +44,7 @@ export function openConnection(path: string): Db {
   return db;
 }
 
-export function openDatabase(path: string, migrations: readonly Migration[]): Db {
+export function openDatabase(path: string, migrations: readonly string[]): Db {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   const db = openConnection(path);
   try {

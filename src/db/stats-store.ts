@@ -13,21 +13,6 @@ export interface StatsFilter {
 
 export const DAY_MS = 86_400_000;
 
-export interface RunCounts {
-  runs: number;
-  /** Every status of the closed set, zeros included. */
-  byStatus: Record<string, number>;
-  /** Every verdict plus `none` (no receipt yet). */
-  byVerdict: Record<string, number>;
-}
-
-export interface DayCount {
-  day: number;
-  runs: number;
-  succeeded: number;
-  failed: number;
-}
-
 export interface CostGroup {
   key: string | number | null;
   runs: number;
@@ -82,7 +67,8 @@ export function createStatsStore(db: Db) {
   }
 
   return {
-    counts(f: StatsFilter): RunCounts {
+    /** Runs by every status of the closed set and every verdict plus `none` (no receipt yet), zeros included. */
+    counts(f: StatsFilter) {
       const { stmt, args } = prepared('n', f, (w) => `SELECT ${COUNT_COLUMNS} FROM runs ${w}`);
       const row = stmt.get(...args) as Record<string, number | null>;
       const byStatus: Record<string, number> = {};
@@ -123,7 +109,7 @@ export function createStatsStore(db: Db) {
           "sum(status = 'succeeded') AS succeeded, sum(status = 'failed') AS failed " +
           `FROM runs ${w} GROUP BY day ORDER BY day`,
       );
-      return stmt.all(...args) as unknown as DayCount[];
+      return stmt.all(...args) as unknown as Array<{ day: number; runs: number; succeeded: number; failed: number }>;
     },
     costTotal(f: StatsFilter) {
       const { stmt, args } = prepared('ct', f, (w) => `SELECT NULL AS key, ${COST_COLUMNS} FROM runs ${w}`);

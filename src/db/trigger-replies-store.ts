@@ -4,13 +4,6 @@ import type { Db } from './open.ts';
 
 export type NotifyStatus = 'sent' | 'failed' | 'skipped';
 
-export interface ReplyTargetRow {
-  job_id: string;
-  channel: string;
-  target: Record<string, unknown>;
-  notify_status: NotifyStatus | null;
-}
-
 /** One answer that came in from a job's origin, taken or refused. */
 export interface AnswerAudit {
   job_id: string | null;
@@ -24,21 +17,7 @@ export interface AnswerAudit {
   at: number;
 }
 
-export interface TriggerRepliesStore {
-  /** Records an answer that came in (the audit row); never changes a job. */
-  audit(row: AnswerAudit): void;
-  /** The answers a job got, oldest first (GET /jobs/<id>). */
-  answersOf(jobId: string): AnswerAudit[];
-  insert(jobId: string, channel: string, target: Record<string, unknown>, at: number): void;
-  get(jobId: string): ReplyTargetRow | undefined;
-  markNotified(jobId: string, status: NotifyStatus, at: number): void;
-  /** Keeps what a reply learned with its target (the id of GitHub's progress comment, the question being asked). */
-  updateTarget(jobId: string, target: Record<string, unknown>): void;
-  /** Finished jobs whose summary never went out (the server stopped in between). */
-  listPending(): string[];
-}
-
-export function createTriggerRepliesStore(db: Db): TriggerRepliesStore {
+export function createTriggerRepliesStore(db: Db) {
   const insert = db.prepare('INSERT INTO reply_targets (job_id, channel, target, created_at) VALUES (?, ?, ?, ?)');
   const get = db.prepare('SELECT job_id, channel, target, notify_status FROM reply_targets WHERE job_id = ?');
   const audit = db.prepare(
@@ -54,28 +33,31 @@ export function createTriggerRepliesStore(db: Db): TriggerRepliesStore {
       "AND j.status IN ('succeeded', 'failed', 'interrupted') ORDER BY j.finished_at",
   );
   return {
-    audit(row) {
+    /** Records an answer that came in (the audit row); never changes a job. */
+    audit(row: AnswerAudit): void {
       audit.run(row.job_id, row.origin, row.place, row.who, row.outcome, row.reason, row.at);
     },
-    answersOf(jobId) {
+    /** The answers a job got, oldest first (GET /jobs/<id>). */
+    answersOf(jobId: string): AnswerAudit[] {
       return answersOf.all(jobId) as unknown as AnswerAudit[];
     },
-    insert(jobId, channel, target, at) {
+    insert(jobId: string, channel: string, target: Record<string, unknown>, at: number): void {
       insert.run(jobId, channel, JSON.stringify(target), at);
     },
-    get(jobId) {
-      const row = get.get(jobId) as
-        | { job_id: string; channel: string; target: string; notify_status: NotifyStatus | null }
-        | undefined;
+    get(jobId: string) {
+      type Row = { job_id: string; channel: string; target: string; notify_status: NotifyStatus | null };
+      const row = get.get(jobId) as Row | undefined;
       return row ? { ...row, target: JSON.parse(row.target) as Record<string, unknown> } : undefined;
     },
-    markNotified(jobId, status, at) {
+    markNotified(jobId: string, status: NotifyStatus, at: number): void {
       mark.run(status, at, jobId);
     },
-    updateTarget(jobId, target) {
+    /** Keeps what a reply learned with its target (the id of GitHub's progress comment, the question being asked). */
+    updateTarget(jobId: string, target: Record<string, unknown>): void {
       update.run(JSON.stringify(target), jobId);
     },
-    listPending() {
+    /** Finished jobs whose summary never went out (the server stopped in between). */
+    listPending(): string[] {
       return (pending.all() as { job_id: string }[]).map((r) => r.job_id);
     },
   };

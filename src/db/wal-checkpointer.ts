@@ -13,18 +13,12 @@ export const BACKSTOP_PAGES = 16_384;
 /** SQLite's default automatic checkpoint, restored if the worker cannot run. */
 const DEFAULT_AUTOCHECKPOINT = 1000;
 
-export interface WalCheckpointer {
-  /** Called after a commit: schedules a checkpoint soon, coalescing bursts. */
-  nudge(): void;
-  close(): Promise<void>;
-}
+export type WalCheckpointer = ReturnType<typeof createWalCheckpointer>;
 
-export function createWalCheckpointer(
-  opts: { db: Db; path: string; log: Logger; intervalMs?: number },
-): WalCheckpointer {
+export function createWalCheckpointer(opts: { db: Db; path: string; log: Logger; intervalMs?: number }) {
   const { db, log } = opts;
   const intervalMs = opts.intervalMs ?? 100;
-  if (opts.path === ':memory:') return { nudge() {}, async close() {} };
+  if (opts.path === ':memory:') return { nudge(): void {}, async close(): Promise<void> {} };
   db.exec(`PRAGMA wal_autocheckpoint = ${BACKSTOP_PAGES}`);
   // After a burst the WAL file would otherwise keep its high-water size on disk.
   db.exec(`PRAGMA journal_size_limit = ${BACKSTOP_PAGES * 4096}`);
@@ -80,11 +74,12 @@ export function createWalCheckpointer(
   }
 
   return {
-    nudge() {
+    /** Called after a commit: schedules a checkpoint soon, coalescing bursts. */
+    nudge(): void {
       dirty = true;
       schedule();
     },
-    async close() {
+    async close(): Promise<void> {
       closed = true;
       if (timer) clearTimeout(timer);
       timer = undefined;

@@ -5,7 +5,7 @@ import { basename, join, extname } from 'node:path';
 import { createHash } from 'node:crypto';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
 import type { IngestResult } from '../client/types.ts';
-import { discoverControlUrl } from '../client/discover.ts';
+import { discoverControlUrl } from '../client/server-record.ts';
 import { writeJsonAtomic } from './safe-fs.ts';
 import { errorMessage } from '../errors.ts';
 import { toRunJson, type RunState } from './run-state.ts';

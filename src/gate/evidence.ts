@@ -1,7 +1,7 @@
 // Every connection through the egress gate is evidence: one record per CONNECT tunnel, plain-HTTP request or model
 // API request, allowed or denied (docs/gate.md "The log"). This file owns the record's shape, its reader and the
 // summary a receipt carries. It never records paths, headers or bodies: hosts and counts only.
-import { obj, str } from '../untrusted.ts';
+import { num, obj, str } from '../untrusted.ts';
 
 /** One connection; docs/gate.md "The log" says what each field holds. */
 export interface EgressRecord {
@@ -53,10 +53,6 @@ function readMetered(value: unknown): MeteredCall | undefined {
     cache_write: num(o.cache_write), usd: typeof o.usd === 'number' && Number.isFinite(o.usd) ? o.usd : null,
     unknown: typeof o.unknown === 'string' ? o.unknown : null,
   };
-}
-
-function num(value: unknown): number {
-  return typeof value === 'number' && Number.isFinite(value) ? value : 0;
 }
 
 function oneOf<T extends string>(value: unknown, allowed: readonly T[], fallback: T): T {

@@ -2,8 +2,8 @@
 // server mints for a job pod, an HMAC-SHA256 over the job, run, repository and expiry under a secret the two share
 // (SVC_GATE_SECRET_FILE, read once at start), verified in constant time. No state: the gate needs only the secret.
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { BadSettingError } from '../errors.ts';
+import { settingFile } from '../settings-registry.ts';
 import { obj, str } from '../untrusted.ts';
 
 export interface JobIdentity {
@@ -20,17 +20,10 @@ const MIN_SECRET_BYTES = 32;
 
 /** The shared secret from its file (trailing newline trimmed); at least 32 bytes, or the setting is refused. */
 export function readGateSecret(path: string): Buffer {
-  const setting = 'SVC_GATE_SECRET_FILE';
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8').replace(/\r?\n$/, '');
-  } catch (err) {
-    throw new BadSettingError(`${setting}: cannot read the file (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
-  }
-  const secret = Buffer.from(text, 'utf8');
+  const secret = Buffer.from(settingFile('SVC_GATE_SECRET_FILE', path).replace(/\r?\n$/, ''), 'utf8');
   if (secret.length < MIN_SECRET_BYTES) {
     const hint = 'openssl rand -hex 32';
-    throw new BadSettingError(`${setting}: the secret must be at least ${MIN_SECRET_BYTES} bytes (${hint})`);
+    throw new BadSettingError(`SVC_GATE_SECRET_FILE: the secret must be at least ${MIN_SECRET_BYTES} bytes (${hint})`);
   }
   return secret;
 }

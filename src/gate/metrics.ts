@@ -2,31 +2,21 @@
 // decision, status and bytes as it ends, and GET /metrics for whoever holds SVC_GATE_METRICS_TOKEN_FILE's token.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import type { EgressRecord } from './evidence.ts';
 import type { Logger } from '../log.ts';
 import { BadSettingError } from '../errors.ts';
+import { settingFile } from '../settings-registry.ts';
 import { safeEqual } from '../http/guards.ts';
 import {
   MetricsRegistry, METRICS_TYPE, countModelUsage, createRequestMetrics, registerModelUsage, type RequestMetrics,
 } from '../http/metrics.ts';
 
-export interface GateMetrics {
-  /** Counts a connection's record (and writes its access log line). */
-  recorded(record: EgressRecord): void;
-  /** Answers `GET /metrics` when the request is one (true), else leaves it to the proxy (false). */
-  answer(req: IncomingMessage, res: ServerResponse): boolean;
-}
+export type GateMetrics = ReturnType<typeof createGateMetrics>;
 
 /** The bearer token from its file (first line); refused when empty or equal to the gate's credential secret. */
 export function readMetricsToken(path: string, gateSecret: Buffer): string {
   const setting = 'SVC_GATE_METRICS_TOKEN_FILE';
-  let token: string;
-  try {
-    token = readFileSync(path, 'utf8').split(/\r?\n/, 1)[0]!.trim();
-  } catch (err) {
-    throw new BadSettingError(`${setting}: cannot read the file (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
-  }
+  const token = settingFile(setting, path).split(/\r?\n/, 1)[0]!.trim();
   if (token.length < 16) throw new BadSettingError(`${setting}: the token must be at least 16 characters`);
   if (safeEqual(token, gateSecret.toString('utf8'))) {
     throw new BadSettingError(`${setting}: the token must differ from SVC_GATE_SECRET_FILE's secret`);
@@ -42,7 +32,7 @@ const METRICS_ROUTE = '/metrics';
  * `token`: the bearer `GET /metrics` needs; null serves no /metrics (the path is then an ordinary proxy request,
  * refused 407 without a job credential). `accessLog`: where one line per connection goes (SVC_ACCESS_LOG=1).
  */
-export function createGateMetrics(token: string | null, accessLog: Logger | null): GateMetrics {
+export function createGateMetrics(token: string | null, accessLog: Logger | null) {
   const registry = new MetricsRegistry();
   const requests: RequestMetrics = createRequestMetrics(registry);
   const connections = registry.counter('svc_gate_connections_total', 'Client requests and tunnels the gate decided ' +
@@ -58,7 +48,8 @@ export function createGateMetrics(token: string | null, accessLog: Logger | null
     });
   };
   return {
-    recorded(r) {
+    /** Counts a connection's record (and writes its access log line). */
+    recorded(r: EgressRecord): void {
       const route = ROUTE_OF[r.kind];
       const method = r.method ?? 'CONNECT';
       connections.inc([r.kind, r.decision]);
@@ -73,7 +64,8 @@ export function createGateMetrics(token: string | null, accessLog: Logger | null
       // A record names the job its client spoke for, not the client's address: `peer` is the job's id.
       log(method, route, r.status ?? 0, r.ms / 1000, r.bytesUp + r.bytesDown, r.job ? `job ${r.job}` : '');
     },
-    answer(req, res) {
+    /** Answers `GET /metrics` when the request is one (true), else leaves it to the proxy (false). */
+    answer(req: IncomingMessage, res: ServerResponse): boolean {
       if (token === null || req.url !== METRICS_ROUTE) return false;
       const started = performance.now();
       req.resume();

@@ -27,8 +27,6 @@ export type RunEgress = Pick<EgressSummary, 'connections' | 'denied' | 'hosts' |
 
 type RunTally = EgressTally & Pick<RunEgress, 'connections' | 'denied' | 'overflow' | 'records' | 'metered'>;
 
-export type RunAnswer = { known: true; egress: RunEgress } | { known: false; evicted: boolean };
-
 /**
  * At most `max` characters, in a string of its own: a slice of a longer string can keep all of it alive (V8 shares
  * the parent), so a record kept for a run's lifetime could hold a whole request head.
@@ -83,7 +81,7 @@ export class RunRecords {
   }
 
   /** The run's egress; unknown when this gate never saw it (since its start) or let it go. */
-  of(id: string): RunAnswer {
+  of(id: string): { known: true; egress: RunEgress } | { known: false; evicted: boolean } {
     const run = this.runs.get(id);
     if (!run) return { known: false, evicted: this.evicted.has(id) };
     const { connections, denied, overflow, records, metered } = run;

@@ -199,17 +199,13 @@ function modelFromPath(path: string): string | null {
   return /\/models\/([A-Za-z0-9._-]{1,100}):/.exec(path)?.[1] ?? null;
 }
 
-export interface UsageMeter {
-  push(chunk: Uint8Array): void;
-  /** What the response said it used, once it has ended (or the client went away). */
-  end(): UsageRead;
-}
+export type UsageMeter = ReturnType<typeof usageMeter>;
 
 /**
  * A meter for one response of a model route: JSON or SSE by its content type; a compressed body, another type or no
  * usage at all is `known: false` with the reason (the bytes still went to the client untouched).
  */
-export function usageMeter(route: string, path: string, headers: Readonly<Record<string, unknown>>): UsageMeter {
+export function usageMeter(route: string, path: string, headers: Readonly<Record<string, unknown>>) {
   const family = familyOf(route);
   const wanted = new Set([...PATHS[family].usage, ...PATHS[family].model]);
   const type = typeof headers['content-type'] === 'string' ? headers['content-type'].toLowerCase() : '';
@@ -292,12 +288,13 @@ export function usageMeter(route: string, path: string, headers: Readonly<Record
   };
 
   return {
-    push(chunk) {
+    push(chunk: Uint8Array): void {
       if (unreadable) return;
       if (sse) for (const b of chunk) sseByte(b);
       else picker.push(chunk);
     },
-    end() {
+    /** What the response said it used, once it has ended (or the client went away). */
+    end(): UsageRead {
       if (unreadable) return { known: false, reason: unreadable };
       if (!sse || eventHasData) take(picker);
       if (bad.length > 0) return { known: false, reason: `unreadable usage field ${bad[0]!.slice(0, 60)}` };

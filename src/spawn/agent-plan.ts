@@ -1,7 +1,7 @@
 // What an agent (a provider or a check) may see and write inside its sandbox (DESIGN §7a; docs/engine.md "The agent
 // sandbox" has the rule in words). Nothing is mounted but what the plan names, so svc's home and every credential are
 // simply absent; the masks in `hidden` only matter where a bound tree (a declared folder, a PATH folder) holds one.
-import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, type Dirent } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, realpathSync, type Dirent } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { isSecretName } from './env.ts';
 import { providerFolders } from './provider-layout.ts';
@@ -9,6 +9,7 @@ import { layProviderHome } from './provider-home.ts';
 import { within, type SandboxPlan } from './bwrap-argv.ts';
 import type { SandboxGate } from './sandbox-network.ts';
 import { isSystemPath } from './system-view.ts';
+import { readOrNull } from './tree.ts';
 import { HOME_CREDENTIALS } from './never-writable.ts';
 import { DEFAULT_LIMITS, type SandboxLimits } from './limits.ts';
 
@@ -53,15 +54,9 @@ function configuredSecretPaths(env: NodeJS.ProcessEnv): string[] {
 
 /** The repository's git directories as seen from `workdir`: `.git` itself, and where a worktree's `.git` points. */
 export function gitDirs(workdir: string, repo: string): string[] {
-  const dirs = [join(repo, '.git')];
-  try {
-    const pointer = readFileSync(join(workdir, '.git'), 'utf8');
-    const target = /^gitdir:\s*(.+)$/m.exec(pointer)?.[1]?.trim();
-    if (target) dirs.push(resolve(workdir, target));
-  } catch {
-    // a directory (or nothing): the repository's own .git covers it
-  }
-  return dirs;
+  // A `.git` folder (or nothing) reads as null: the repository's own .git covers it.
+  const target = /^gitdir:\s*(.+)$/m.exec(readOrNull(join(workdir, '.git')) ?? '')?.[1]?.trim();
+  return target ? [join(repo, '.git'), resolve(workdir, target)] : [join(repo, '.git')];
 }
 
 /** Folders named by absolute path are made on first use, so a CLI can keep what it writes there between runs. */

@@ -13,16 +13,7 @@ export type CgroupVersion = 'v1' | 'v2';
 /** Where this process can make memory cgroups, or why it cannot. */
 export type MemoryCgroupSupport = { version: CgroupVersion; parent: string } | { version: null; reason: string };
 
-export interface MemoryCgroup {
-  path: string;
-  version: CgroupVersion;
-  /** Processes the kernel killed in it for want of memory. */
-  oomKills(): number;
-  /** `argv` run so that its first process joins the cgroup before it execs. */
-  wrap(argv: string[]): string[];
-  /** Removes the cgroup once its processes are gone (retried while busy; a later sweep takes one left behind). */
-  remove(): void;
-}
+export type MemoryCgroup = NonNullable<ReturnType<typeof makeMemoryCgroup>>;
 
 const PREFIX = 'svc-';
 
@@ -175,7 +166,7 @@ export function openMemoryCgroup(bytes: number): MemoryCgroup | null {
   return makeMemoryCgroup(bytes);
 }
 
-function makeMemoryCgroup(bytes: number): MemoryCgroup | null {
+function makeMemoryCgroup(bytes: number) {
   const found = memoryCgroupSupport();
   if (found.version === null) return null;
   const { parent, version } = found;
@@ -186,7 +177,8 @@ function makeMemoryCgroup(bytes: number): MemoryCgroup | null {
   } catch {
     return null;
   }
-  const remove = () => removeSoon(path, REMOVE_TRIES);
+  /** Removes the cgroup once its processes are gone (retried while busy; a later sweep takes one left behind). */
+  const remove = (): void => removeSoon(path, REMOVE_TRIES);
   const files = CGROUP_FILES[version];
   try {
     writeFileSync(join(path, files.limit), String(bytes));
@@ -200,9 +192,11 @@ function makeMemoryCgroup(bytes: number): MemoryCgroup | null {
   return {
     path,
     version,
-    oomKills: () => Number(/^oom_kill (\d+)$/m.exec(readOrNull(join(path, files.events)) ?? '')?.[1] ?? 0),
-    wrap: (argv) => ['/bin/sh', '-c', 'echo $$ > "$1" && shift && exec "$@"', 'svc-cgroup', join(path, 'cgroup.procs'),
-      ...argv],
+    /** Processes the kernel killed in it for want of memory. */
+    oomKills: (): number => Number(/^oom_kill (\d+)$/m.exec(readOrNull(join(path, files.events)) ?? '')?.[1] ?? 0),
+    /** `argv` run so that its first process joins the cgroup before it execs. */
+    wrap: (argv: string[]): string[] => ['/bin/sh', '-c', 'echo $$ > "$1" && shift && exec "$@"', 'svc-cgroup',
+      join(path, 'cgroup.procs'), ...argv],
     remove,
   };
 }

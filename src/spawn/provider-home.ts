@@ -7,6 +7,7 @@ import { dirname, join } from 'node:path';
 import { providerLayout, type ProviderLayout } from './provider-layout.ts';
 import { within, type HomeMount } from './bwrap-argv.ts';
 import { pathKind } from './system-view.ts';
+import { isJsonObject } from '../untrusted.ts';
 
 export interface ProviderHomeInput {
   /** The built-in CLI (provider-layout.ts); any other name lays nothing. */
@@ -63,13 +64,12 @@ function removeBelow(base: string, rel: string): void {
   rmSync(join(dir, parts.at(-1)!), { force: true, recursive: true });
 }
 
-/** claude's ~/.claude.json: its per-project table names the user's other repositories and their MCP servers. */
-function laidText(rel: string, text: string): string | null {
-  if (rel !== '.claude.json') return text;
+/** claude's ~/.claude.json without its per-project table, which names the user's other repositories and MCP servers. */
+function withoutProjects(text: string): string | null {
   try {
-    const config = JSON.parse(text) as unknown;
-    if (typeof config !== 'object' || config === null || Array.isArray(config)) return null;
-    const { projects: _projects, ...rest } = config as Record<string, unknown>;
+    const config: unknown = JSON.parse(text);
+    if (!isJsonObject(config)) return null;
+    const { projects: _projects, ...rest } = config;
     return JSON.stringify(rest, null, 2);
   } catch {
     return null;
@@ -82,7 +82,7 @@ function copyInto(source: string, dest: string, rel: string): void {
     copyFileSync(source, dest);
     return;
   }
-  const text = laidText(rel, readFileSync(source, 'utf8'));
+  const text = withoutProjects(readFileSync(source, 'utf8'));
   if (text !== null) writeFileSync(dest, text, { mode: 0o600 });
 }
 

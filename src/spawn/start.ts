@@ -96,17 +96,10 @@ export function runSync(argv: readonly string[], opts: RunSyncOptions): string {
   });
 }
 
-export interface Finished {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-  error: Error | null;
-}
-
 /** Runs to completion without throwing, keeping at most `maxBuffer` of the output. */
 export function runCollect(
   argv: readonly string[], opts: ChildSpec & { timeout?: number; maxBuffer?: number },
-): Promise<Finished> {
+): Promise<{ status: number | null; stdout: string; stderr: string; error: Error | null }> {
   const { bin, args, options } = prepare(argv, opts);
   return new Promise((resolve) => {
     execFile(bin, args, { ...options, timeout: opts.timeout, maxBuffer: opts.maxBuffer ?? 64 * 1024 },

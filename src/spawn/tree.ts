@@ -88,20 +88,7 @@ function signal(proc: Proc, sig: NodeJS.Signals): void {
   }
 }
 
-export interface TreeGuard {
-  /** `NAME=value` to put in the agent's environment. */
-  readonly marker: string;
-  /** Starts watching `rootPid` (the agent's first process). */
-  watch(rootPid: number): void;
-  /** Records the descendants alive now; call often while the agent runs. */
-  sample(): void;
-  /** Every known or marked process, alive now (for a pause). */
-  members(): number[];
-  /** Kills everything the agent started, until a scan finds nothing left. */
-  killAll(): void;
-}
-
-export function createTreeGuard(): TreeGuard {
+export function createTreeGuard() {
   const marker = `${TREE_MARKER_NAME}=${randomBytes(12).toString('hex')}`;
   const known = new Map<number, Proc>();
   let root: Proc | null = null;
@@ -128,17 +115,22 @@ export function createTreeGuard(): TreeGuard {
   }
 
   return {
+    /** `NAME=value` to put in the agent's environment. */
     marker,
-    watch(rootPid) {
+    /** Starts watching `rootPid` (the agent's first process). */
+    watch(rootPid: number): void {
       root = readProc(rootPid);
     },
-    sample() {
+    /** Records the descendants alive now; call often while the agent runs. */
+    sample(): void {
       if (root) for (const [pid, p] of descendants(liveProcs())) known.set(pid, p);
     },
-    members() {
+    /** Every known or marked process, alive now (for a pause). */
+    members(): number[] {
       return scan().map((p) => p.pid);
     },
-    killAll() {
+    /** Kills everything the agent started, until a scan finds nothing left. */
+    killAll(): void {
       // Each round kills what it finds; a process forking during the round is found by the next one.
       for (let round = 0; round < 50; round++) {
         const left = scan();

@@ -9,8 +9,7 @@
 // trigger's queue decides whether the job still runs.
 import { existsSync, lstatSync, realpathSync, rmdirSync, rmSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
-import { openConnection } from '../db/open.ts';
-import { userVersion } from '../db/migrate.ts';
+import { openConnection, userVersion } from '../db/open.ts';
 import { RefusedError } from '../errors.ts';
 import { triggerMigrations } from '../db/trigger-migrations.ts';
 import { createTriggerJobsStore, type JobStatus } from '../db/trigger-jobs-store.ts';

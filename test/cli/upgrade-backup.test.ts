@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { openDatabase } from '../../src/db/open.ts';
 import { controlMigrations } from '../../src/db/control-migrations.ts';
-import { migrate, userVersion } from '../../src/db/migrate.ts';
+import { migrate, userVersion } from '../../src/db/open.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { serve, stop, type Served } from '../helpers/serve-cli.ts';
 

@@ -4,8 +4,7 @@ import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { discoverControlUrl } from '../../src/client/discover.ts';
-import { readServerRecordFile, serverRecordFile } from '../../src/client/server-record.ts';
+import { discoverControlUrl, readServerRecordFile, serverRecordFile } from '../../src/client/server-record.ts';
 
 const homes: string[] = [];
 function home(record?: unknown): string {

@@ -8,10 +8,11 @@ describe('artifacts store', () => {
 
   it('stores content with its sha256 and size and returns the bytes', () => {
     const content = Buffer.from('{"ok":true}');
-    const meta = stores.artifacts.put('s', 'r', { path: 'receipt.json', content_type: 'application/json', content, created_at: 5 });
-    assert.equal(meta.sha256, createHash('sha256').update(content).digest('hex'));
-    assert.equal(meta.size, content.length);
+    stores.artifacts.put('s', 'r', { path: 'receipt.json', content_type: 'application/json', content, created_at: 5 });
     const row = stores.artifacts.get('s', 'r', 'receipt.json');
+    assert.equal(row?.sha256, createHash('sha256').update(content).digest('hex'));
+    assert.equal(row?.size, content.length);
+    assert.equal(row?.created_at, 5);
     assert.deepEqual(Buffer.from(row!.content), content);
   });
 

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { openDatabase } from '../../src/db/open.ts';
 import { controlMigrations } from '../../src/db/control-migrations.ts';
-import { userVersion, DatabaseTooNewError } from '../../src/db/migrate.ts';
+import { userVersion, DatabaseTooNewError } from '../../src/db/open.ts';
 import { buildListQuery, createRunsStore } from '../../src/db/runs-store.ts';
 
 describe('control migrations', () => {

@@ -13,7 +13,7 @@ import { kubernetesSettingsFromEnv } from '../../src/trigger/kubernetes-pod.ts';
 import { readConnectionLimits } from '../../src/http/http-server.ts';
 import { resolveSandbox } from '../../src/spawn/sandbox-mode.ts';
 import { BadSettingError } from '../../src/errors.ts';
-import { DEFAULT_CONTROL_PORT } from '../../src/client/discover.ts';
+import { DEFAULT_CONTROL_PORT } from '../../src/client/server-record.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const REGISTRY = 'src/settings-registry.ts';
