@@ -37,7 +37,7 @@ export interface NewJob {
   brief: string;
   args: string[];
   created_at: number;
-  trace?: { traceparent: string; parent: string } | undefined;
+  trace?: { traceparent: string; parent: string | null } | undefined;
 }
 
 export interface JobEnd {

@@ -177,9 +177,7 @@ export async function enqueue(ctx: TCtx, intake: Intake, replies: Replies = acce
   const id = firstHeader(ctx.req.headers, source.delivery)?.trim();
   const digest = createHash('sha256').update(ctx.raw ?? '').digest('hex');
   const dedupeKeys = [`${origin}:body:${digest}`, ...(id ? [`${origin}:delivery:${id.slice(0, 200)}`] : []), ...keys];
-  const delivery = startDelivery(ctx.deps.tracer, ctx.req, {
-    'http.route': `/${origin}`, 'svc.origin': origin, 'svc.repo': intake.repo,
-  });
+  const delivery = startDelivery(ctx.deps.tracer, ctx.req, origin, intake.repo);
   // A job that is ready costs nothing more before its transaction, which makes the same checks: no second look.
   if ('brief' in intake) return commit(ctx, request(source, intake, intake.brief, dedupeKeys), replies, delivery);
   const admission = await ctx.deps.queue.admit(origin, dedupeKeys);
@@ -199,7 +197,7 @@ function request(source: WebhookSource, intake: Intake, brief: string, dedupeKey
 
 async function commit(ctx: TCtx, request: EnqueueRequest, replies: Replies, delivery: Delivery): Promise<Reply> {
   const result = await ctx.deps.queue.enqueue({ ...request, trace: delivery.job });
-  delivery.span.end('unset', { 'svc.outcome': result.kind, 'svc.job_id': 'jobId' in result ? result.jobId : null });
+  delivery.span?.end('unset', { 'svc.outcome': result.kind, 'svc.job_id': 'jobId' in result ? result.jobId : null });
   if (result.kind === 'full') throw full(ctx, request.origin);
   if (result.kind === 'duplicate') return duplicate(ctx, request.origin, result.jobId, replies);
   noteQueued(ctx);
