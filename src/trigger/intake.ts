@@ -10,7 +10,7 @@ import {
   BRIEF, decodeChatbKey, firstHeader, sourceOf, type Source, type SourceName, type WebhookSource,
 } from '../webhook-sources.ts';
 import type { EnqueueRequest, Origin, ReplyTarget } from './queue.ts';
-import { noteQueued } from './metrics.ts';
+import { queuedReply } from './metrics.ts';
 import { startDelivery, type Delivery } from './job-trace.ts';
 
 export type TCtx = Ctx<TriggerDeps>;
@@ -200,6 +200,5 @@ async function commit(ctx: TCtx, request: EnqueueRequest, replies: Replies, deli
   delivery.span?.end('unset', { 'svc.outcome': result.kind, 'svc.job_id': 'jobId' in result ? result.jobId : null });
   if (result.kind === 'full') throw full(ctx, request.origin);
   if (result.kind === 'duplicate') return duplicate(ctx, request.origin, result.jobId, replies);
-  noteQueued(ctx);
-  return replies.queued(result.jobId);
+  return queuedReply(replies.queued(result.jobId));
 }
