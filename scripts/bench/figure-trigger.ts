@@ -73,7 +73,7 @@ async function peerRow(ctx: BenchContext, svcJob: LoadJob, secret: string, svcPi
 }
 
 /** The trigger server under test, serving acme/api, with RUNNING jobs seeded so every delivery stays queued. */
-export async function startBenchTrigger(ctx: BenchContext) {
+export async function startBenchTrigger(ctx: BenchContext, cli?: string) {
   const repo = join(ctx.tmp, 'trigger-repo');
   mkdirSync(repo, { recursive: true });
   // The served repository the GitHub deliveries name (acme/api): with `--repo`, its origin says which one it is, and
@@ -94,7 +94,7 @@ export async function startBenchTrigger(ctx: BenchContext) {
     // bench measures acceptance, not 429s.
     SVC_TRIGGER_QUEUE_MAX: '1000000',
   };
-  const server = await startTrigger(['--port', '0', '--repo', repo, '--db', join(ctx.tmp, 'trigger.db'), '--concurrency', String(RUNNING)], env);
+  const server = await startTrigger(['--port', '0', '--repo', repo, '--db', join(ctx.tmp, 'trigger.db'), '--concurrency', String(RUNNING)], env, cli);
   try {
     await seedRunningJobs(server.url, token);
   } catch (err) {

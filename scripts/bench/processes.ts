@@ -82,8 +82,9 @@ export function startControl(dbPath: string, env: NodeJS.ProcessEnv): Promise<Se
   return startServer([...profileFlags(), CLI, 'control', 'serve', '--port', '0', '--db', dbPath], env);
 }
 
-export function startTrigger(args: string[], env: NodeJS.ProcessEnv): Promise<ServerProcess> {
-  return startServer([...profileFlags(), CLI, 'trigger', 'serve', ...args], env);
+/** `cli`: another build's dist/cli.js (peer-cpu.ts compares builds side by side). */
+export function startTrigger(args: string[], env: NodeJS.ProcessEnv, cli = CLI): Promise<ServerProcess> {
+  return startServer([...profileFlags(), cli, 'trigger', 'serve', ...args], env);
 }
 
 /** Resident set size in MB from /proc/<pid>/status (Linux); NaN elsewhere. */

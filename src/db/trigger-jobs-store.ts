@@ -37,7 +37,7 @@ export interface NewJob {
   brief: string;
   args: string[];
   created_at: number;
-  trace?: { traceparent: string; parent: string } | undefined;
+  trace?: { traceparent: string; parent: string | null } | undefined;
 }
 
 export interface JobEnd {
@@ -84,9 +84,20 @@ export interface TriggerJobsStore {
 
 type Row = Omit<JobRow, 'args'> & { args: string };
 
+/**
+ * The argv as stored: its first element that is the brief as `null` (no argv element is ever null), so a row does not
+ * carry its brief twice (~1 µs and up to 1.5 KB less per delivery, docs/bench.md). Rows written before keep it whole.
+ */
+function storedArgs(args: readonly string[], brief: string): string {
+  const stored: (string | null)[] = [...args];
+  const at = args.indexOf(brief);
+  if (at >= 0) stored[at] = null;
+  return JSON.stringify(stored);
+}
+
 function toJob(row: Row | undefined): JobRow | undefined {
   if (!row) return undefined;
-  return { ...row, args: JSON.parse(row.args) as string[] };
+  return { ...row, args: (JSON.parse(row.args) as (string | null)[]).map((a) => a ?? row.brief) };
 }
 
 export function createTriggerJobsStore(db: Db): TriggerJobsStore {
@@ -122,7 +133,7 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
   );
   return {
     insert(job) {
-      insert.run(job.id, job.origin, job.brief, JSON.stringify(job.args), job.created_at, job.repo,
+      insert.run(job.id, job.origin, job.brief, storedArgs(job.args, job.brief), job.created_at, job.repo,
         job.trace?.traceparent ?? null, job.trace?.parent ?? null);
     },
     remove(id) {

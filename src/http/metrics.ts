@@ -40,10 +40,14 @@ interface Family {
 /** A cumulative count; `inc` is one map look-up and one addition (the hot paths' only cost). */
 export interface Counter {
   inc(values?: readonly string[], by?: number): void;
+  /** One series, found once: its `inc` is an addition (no label key built per call). */
+  at(values: readonly string[]): { inc(by?: number): void };
 }
 
 export interface Histogram {
   observe(values: readonly string[], value: number): void;
+  /** One series, found once (as Counter.at). */
+  at(values: readonly string[]): { observe(value: number): void };
 }
 
 /** The series of a gauge, read when scraped: label values (in the declared order) and the value. */
@@ -73,12 +77,19 @@ export class MetricsRegistry {
     this.add({ name, render: (lines) => {
       for (const c of cells.values()) lines.push(`${name}${labelText(labels, c.values)} ${formatValue(c.n)}`);
     } }, help, 'counter', labels);
+    const cellOf = (values: readonly string[]) => {
+      const key = values.join(KEY_SEPARATOR);
+      let cell = cells.get(key);
+      if (!cell) cells.set(key, cell = { values: [...values], n: 0 });
+      return cell;
+    };
     return {
       inc(values = [], by = 1) {
-        const key = values.join(KEY_SEPARATOR);
-        const cell = cells.get(key);
-        if (cell) cell.n += by;
-        else cells.set(key, { values: [...values], n: by });
+        cellOf(values).n += by;
+      },
+      at(values) {
+        const cell = cellOf(values);
+        return { inc: (by = 1) => void (cell.n += by) };
       },
     };
   }
@@ -115,19 +126,29 @@ export class MetricsRegistry {
         lines.push(`${name}_count${labelText(labels, c.values)} ${c.count}`);
       }
     } }, help, 'histogram', labels);
+    const cellOf = (values: readonly string[]): Cell => {
+      const key = values.join(KEY_SEPARATOR);
+      let cell = cells.get(key);
+      if (!cell) {
+        cell = { values: [...values], counts: new Array<number>(buckets.length).fill(0), sum: 0, count: 0 };
+        cells.set(key, cell);
+      }
+      return cell;
+    };
+    const add = (cell: Cell, value: number): void => {
+      let i = 0;
+      while (i < buckets.length && value > buckets[i]!) i++;
+      if (i < buckets.length) cell.counts[i]!++;
+      cell.sum += value;
+      cell.count++;
+    };
     return {
       observe(values, value) {
-        const key = values.join(KEY_SEPARATOR);
-        let cell = cells.get(key);
-        if (!cell) {
-          cell = { values: [...values], counts: new Array<number>(buckets.length).fill(0), sum: 0, count: 0 };
-          cells.set(key, cell);
-        }
-        let i = 0;
-        while (i < buckets.length && value > buckets[i]!) i++;
-        if (i < buckets.length) cell.counts[i]!++;
-        cell.sum += value;
-        cell.count++;
+        add(cellOf(values), value);
+      },
+      at(values) {
+        const cell = cellOf(values);
+        return { observe: (value) => add(cell, value) };
       },
     };
   }
@@ -172,11 +193,21 @@ export function createRequestMetrics(registry: MetricsRegistry): RequestMetrics 
     'HTTP requests answered, by route template, method and status', ['route', 'method', 'status']);
   const latency = registry.histogram('svc_http_request_duration_seconds', 'Time from a request\'s arrival to the end ' +
     'of its answer, by route template and method', ['route', 'method'], LATENCY_BUCKETS);
+  // Each series found through maps of its own label values (route templates, methods and statuses are few): no label
+  // key is built per request.
+  type Series = { latency: { observe(v: number): void }; byStatus: Map<number, { inc(): void }> };
+  const byRoute = new Map<string, Map<string, Series>>();
   return {
     observe(route, method, status, seconds) {
       const m = methodLabel(method);
-      requests.inc([route, m, String(status)]);
-      latency.observe([route, m], seconds);
+      let byMethod = byRoute.get(route);
+      if (!byMethod) byRoute.set(route, byMethod = new Map());
+      let series = byMethod.get(m);
+      if (!series) byMethod.set(m, series = { latency: latency.at([route, m]), byStatus: new Map() });
+      let count = series.byStatus.get(status);
+      if (!count) series.byStatus.set(status, count = requests.at([route, m, String(status)]));
+      count.inc();
+      series.latency.observe(seconds);
     },
   };
 }

@@ -1,6 +1,6 @@
 // What every source does alike (its handler is trigger/sources/<name>.ts): the secret present, the bearer token or
 // the signature over the raw bytes (every scheme), the dedupe keys, the argv, the replies, the hand-off to the queue.
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, hash, timingSafeEqual } from 'node:crypto';
 import { HttpError } from '../http/http-error.ts';
 import { safeEqual } from '../http/guards.ts';
 import { json, type Reply } from '../http/respond.ts';
@@ -10,7 +10,7 @@ import {
   BRIEF, decodeChatbKey, firstHeader, sourceOf, type Source, type SourceName, type WebhookSource,
 } from '../webhook-sources.ts';
 import type { EnqueueRequest, Origin, ReplyTarget } from './queue.ts';
-import { noteQueued } from './metrics.ts';
+import { queuedReply } from './metrics.ts';
 import { startDelivery, type Delivery } from './job-trace.ts';
 
 export type TCtx = Ctx<TriggerDeps>;
@@ -175,11 +175,10 @@ export async function enqueue(ctx: TCtx, intake: Intake, replies: Replies = acce
   const source = sourceOf(origin);
   // Retries of one delivery carry the same bytes, and the vendor's delivery id where it sends one.
   const id = firstHeader(ctx.req.headers, source.delivery)?.trim();
-  const digest = createHash('sha256').update(ctx.raw ?? '').digest('hex');
+  // One-shot: no Hash object per delivery (~0.7 µs of ~3 for a 2.6 KB body).
+  const digest = hash('sha256', ctx.raw ?? '', 'hex');
   const dedupeKeys = [`${origin}:body:${digest}`, ...(id ? [`${origin}:delivery:${id.slice(0, 200)}`] : []), ...keys];
-  const delivery = startDelivery(ctx.deps.tracer, ctx.req, {
-    'http.route': `/${origin}`, 'svc.origin': origin, 'svc.repo': intake.repo,
-  });
+  const delivery = startDelivery(ctx.deps.tracer, ctx.req, origin, intake.repo);
   // A job that is ready costs nothing more before its transaction, which makes the same checks: no second look.
   if ('brief' in intake) return commit(ctx, request(source, intake, intake.brief, dedupeKeys), replies, delivery);
   const admission = await ctx.deps.queue.admit(origin, dedupeKeys);
@@ -199,9 +198,8 @@ function request(source: WebhookSource, intake: Intake, brief: string, dedupeKey
 
 async function commit(ctx: TCtx, request: EnqueueRequest, replies: Replies, delivery: Delivery): Promise<Reply> {
   const result = await ctx.deps.queue.enqueue({ ...request, trace: delivery.job });
-  delivery.span.end('unset', { 'svc.outcome': result.kind, 'svc.job_id': 'jobId' in result ? result.jobId : null });
+  delivery.span?.end('unset', { 'svc.outcome': result.kind, 'svc.job_id': 'jobId' in result ? result.jobId : null });
   if (result.kind === 'full') throw full(ctx, request.origin);
   if (result.kind === 'duplicate') return duplicate(ctx, request.origin, result.jobId, replies);
-  noteQueued(ctx);
-  return replies.queued(result.jobId);
+  return queuedReply(replies.queued(result.jobId));
 }

@@ -10,7 +10,7 @@ import type { ServedRepo } from './served-repos-file.ts';
 import { ManagedGitError, type ManagedCheckouts } from './managed-checkout.ts';
 import { errorMessage } from '../errors.ts';
 import type { Tracer } from '../trace.ts';
-import { endJobSpan } from './job-trace.ts';
+import { endJobSpan, launchTraceparent } from './job-trace.ts';
 
 export interface JobLoop {
   /** Start as many queued jobs as free slots allow. */
@@ -157,7 +157,7 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
     const { workdir, repo } = routed;
     const launched = await executor.launch({
       id: job.id, args: job.args, origin: job.origin, workdir, repo: { name: repo.name, clone: repo.clone },
-      traceparent: job.traceparent,
+      traceparent: launchTraceparent(job),
     });
     if (!launched.run || launched.error) {
       const error = launched.error ?? 'launch failed';

@@ -111,6 +111,24 @@ describe('job queue', () => {
   });
 });
 
+describe('a job row', () => {
+  it('stores its brief once and gives back the exact argv, a brief repeated later in it, and rows stored whole', () => {
+    const { db } = temp.open();
+    const stores = createTriggerStores(db);
+    const brief = 'svc/01ARUN';
+    const args = ['start', '--brief', brief, '--follow-up', brief, '--detach'];
+    stores.jobs.insert({ id: 'j1', origin: 'webhook', repo: 'acme/api', brief, args, created_at: 1 });
+    const stored = (db.prepare("SELECT args FROM jobs WHERE id = 'j1'").get() as { args: string }).args;
+    assert.equal(stored.split(brief).length - 1, 1, stored);
+    assert.deepEqual(stores.jobs.get('j1')?.args, args);
+    // A follow-up is still found by the branch its argv names.
+    assert.deepEqual(stores.jobs.onPullRequestBranch('acme/api', '01ARUN').map((j) => j.id), ['j1']);
+    db.prepare("INSERT INTO jobs (id, origin, status, brief, args, created_at) VALUES ('j0', 'jobs', 'queued', 'b', ?, 0)")
+      .run(JSON.stringify(['start', 'b']));
+    assert.deepEqual(stores.jobs.get('j0')?.args, ['start', 'b']);
+  });
+});
+
 describe('job ids', () => {
   it('stay well-formed and distinct when minted in the same millisecond', () => {
     const ids = new Set<string>();

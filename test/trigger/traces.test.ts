@@ -302,16 +302,23 @@ describe('traces across the trigger server and a real run', () => {
     }
   });
 
-  it('OTEL_TRACES_EXPORTER=none sends nothing (the run still gets a traceparent to carry)', async () => {
+  it('OTEL_TRACES_EXPORTER=none sends nothing; a run carries the caller\'s traceparent as it came, or a new one', async () => {
     const collector = await startCollector();
     const t = await startTestTrigger({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_TRACES_EXPORTER: 'none' });
     try {
       const res = await post(`${t.url}/jobs`, JSON.stringify({ brief: 'quiet' }), bearer);
       assert.equal(res.status, 202);
       await ended(t, res.body.job_id as string);
+      const caller = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+      const traced = await post(`${t.url}/jobs`, JSON.stringify({ brief: 'carried' }), { ...bearer, traceparent: caller });
+      assert.equal(traced.status, 202);
+      await ended(t, traced.body.job_id as string);
       await t.close();
       assert.equal(collector.requests, 0);
-      assert.ok(parseTraceparent(t.calls()[0]!.env.SVC_TRACEPARENT));
+      const [first, second] = t.calls();
+      assert.ok(parseTraceparent(first!.env.SVC_TRACEPARENT));
+      assert.notEqual(first!.env.SVC_TRACEPARENT, caller);
+      assert.equal(second!.env.SVC_TRACEPARENT, caller);
     } finally {
       await t.cleanup();
       await collector.close();

@@ -1,0 +1,76 @@
+// `node scripts/bench/peer-cpu.ts [ROUNDS] [DELIVERIES] [CLI…]`: server CPU per `/webhook` delivery in the peer row's
+// case, for one build or several side by side (each CLI a build's dist/cli.js; default this tree's). Each build gets
+// its own `svc trigger serve` as the peer row starts it, filled first with FILL (default 200,000) deliveries as the
+// full run's floor rows fill it; then ROUNDS rounds, the builds alternating (order flipped every round), each round
+// a fixed number of deliveries on the row's 16 connections. The figure is the server's utime + stime from /proc
+// around those deliveries ÷ their count (and the event-loop thread's alone): unlike req/s it hardly moves when
+// neighbours load the cores. PROFILE_DIR=… writes each server's V8 CPU profile there on exit.
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { benchEnv, makeTmp, type BenchContext } from './context.ts';
+import { CLI, setProfileDir, type ServerProcess } from './processes.ts';
+import { startBenchTrigger } from './figure-trigger.ts';
+import { loadJob } from './compare.ts';
+import { runLoadInWorker } from './worker-client.ts';
+import { median } from './stats.ts';
+
+const rounds = Number(process.argv[2] ?? 6);
+const deliveries = Number(process.argv[3] ?? 30_000);
+const clis = process.argv.slice(4).map((p) => resolve(p));
+if (clis.length === 0) clis.push(CLI);
+const fill = Number(process.env.FILL ?? 200_000);
+setProfileDir(process.env.PROFILE_DIR ? resolve(process.env.PROFILE_DIR) : undefined);
+
+/** utime + stime in µs (100 Hz ticks) of a process, or of one of its threads. */
+function cpuUs(path: string): number {
+  const fields = readFileSync(path, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10_000;
+}
+
+interface Build {
+  cli: string;
+  server: ServerProcess;
+  tmp: { remove(): void };
+  job: ReturnType<typeof loadJob>;
+  process: number[];
+  loop: number[];
+  rps: number[];
+}
+
+const log = (line: string): void => void process.stderr.write(`peer-cpu: ${line}\n`);
+const builds: Build[] = [];
+try {
+  for (const cli of clis) {
+    const tmp = makeTmp();
+    const ctx = { tmp: tmp.path, env: benchEnv(tmp.path), warmupMs: 0, durationMs: 600_000 } as BenchContext;
+    const { server, githubJob } = await startBenchTrigger(ctx, cli);
+    const job = loadJob(ctx, server.url, githubJob, 16, [202]);
+    builds.push({ cli, server, tmp, job, process: [], loop: [], rps: [] });
+    const filled = await runLoadInWorker({ ...job, maxRequests: fill });
+    log(`${cli}: ${filled.requests} deliveries queued first (${Math.round(filled.rps)} req/s)`);
+  }
+  for (let r = 0; r < rounds; r++) {
+    for (const b of r % 2 === 0 ? builds : [...builds].reverse()) {
+      const pid = b.server.pid;
+      const [p0, t0] = [cpuUs(`/proc/${pid}/stat`), cpuUs(`/proc/${pid}/task/${pid}/stat`)];
+      const result = await runLoadInWorker({ ...b.job, maxRequests: deliveries });
+      const [p1, t1] = [cpuUs(`/proc/${pid}/stat`), cpuUs(`/proc/${pid}/task/${pid}/stat`)];
+      if (result.unexpected) throw new Error(`${b.cli}: ${result.unexpected} unexpected answers: ${result.sample}`);
+      b.process.push((p1 - p0) / result.requests);
+      b.loop.push((t1 - t0) / result.requests);
+      b.rps.push(result.rps);
+    }
+  }
+  process.stdout.write('| build | CPU per delivery, process (median, min) | event loop (median, min) | req/s (median) |\n');
+  process.stdout.write('|---|---:|---:|---:|\n');
+  const f = (xs: number[]): string => `${median(xs).toFixed(1)}, ${Math.min(...xs).toFixed(1)} µs`;
+  for (const b of builds) {
+    process.stdout.write(`| ${b.cli} | ${f(b.process)} | ${f(b.loop)} | ${Math.round(median(b.rps))} |\n`);
+    log(`${b.cli}: process ${b.process.map((x) => x.toFixed(1)).join(' ')}`);
+  }
+} finally {
+  for (const b of builds) {
+    await b.server.stop();
+    b.tmp.remove();
+  }
+}
