@@ -129,7 +129,7 @@ const LS_REMOTE_TIMEOUT_MS = 60_000;
 /** `git ls-remote URL HEAD` with the credential the push would use; git's first stderr line when it fails. */
 async function lsRemote(url: string, token: string | null, env: NodeJS.ProcessEnv): Promise<string | null> {
   return withScratch('ls-remote', async (cwd) => {
-    const done = await withGitToken(url, token, env, (config, extra) => runCollect(
+    const done = await withGitToken(url, token, env, 'git-upload-pack', (config, extra) => runCollect(
       gitArgv([...config, 'ls-remote', '--quiet', '--', url, 'HEAD']),
       { kind: 'tool', base: gitBaseEnv(env), extra: gitExtraEnv(extra), cwd, timeout: LS_REMOTE_TIMEOUT_MS },
     ));
