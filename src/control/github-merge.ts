@@ -1,6 +1,7 @@
 // Merges the pull request a run's receipt covers, and no other: the PR named by the run's pr_url must be in the
 // receipt's repo on the receipt's branch, and GitHub is told the receipt's head commit so later pushes are refused.
 import type { Receipt } from '../engine/receipt.ts';
+import { githubHeaders } from '../engine/pr.ts';
 
 interface PullJson {
   state?: unknown;
@@ -15,15 +16,6 @@ function pullOf(prUrl: string): { owner: string; repo: string; number: string } 
   const m = /\/([^/]+)\/([^/]+)\/pull\/(\d+)\/?$/.exec(prUrl);
   if (!m || !NAME.test(m[1]!) || !NAME.test(m[2]!)) return null;
   return { owner: m[1]!, repo: m[2]!, number: m[3]! };
-}
-
-function headers(token: string): Record<string, string> {
-  return {
-    authorization: `Bearer ${token}`,
-    accept: 'application/vnd.github+json',
-    'x-github-api-version': '2022-11-28',
-    'user-agent': 'svc',
-  };
 }
 
 function same(a: unknown, b: string): boolean {
@@ -62,7 +54,7 @@ export async function mergeReceiptPull(
   const apiBase = (env.GITHUB_API_URL || 'https://api.github.com').replace(/\/+$/, '');
   const api = `${apiBase}/repos/${pull.owner}/${pull.repo}/pulls/${pull.number}`;
   try {
-    const got = await fetch(api, { headers: headers(token), signal: AbortSignal.timeout(30_000) });
+    const got = await fetch(api, { headers: githubHeaders(token), signal: AbortSignal.timeout(30_000) });
     if (!got.ok) {
       return `GitHub answered ${got.status} when reading the pull request: ${(await got.text()).slice(0, 200)}`;
     }
@@ -71,7 +63,7 @@ export async function mergeReceiptPull(
     // sha: GitHub refuses the merge (409) if the head moved after we looked (DESIGN §4: merge what the receipt covers).
     const res = await fetch(`${api}/merge`, {
       method: 'PUT',
-      headers: { ...headers(token), 'content-type': 'application/json' },
+      headers: { ...githubHeaders(token), 'content-type': 'application/json' },
       body: JSON.stringify({ sha: receipt.head_sha }),
       signal: AbortSignal.timeout(30_000),
     });

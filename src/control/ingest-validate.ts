@@ -1,7 +1,8 @@
 // Turns an untrusted ingest body into typed rows, or throws 400 naming the first bad field; nothing is written here.
 import { HttpError } from '../http/http-error.ts';
 import { checkBodyKeys, MAX_JSON_DEPTH } from '../http/body.ts';
-import { failureColumns, type RunInput } from '../db/runs-store.ts';
+import { failureColumns } from '../db/runs-store.ts';
+import type { RunInput } from '../db/run-types.ts';
 import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS, type RunFailure, type RunStatus } from '../run-json.ts';
 import type { EventInput } from '../db/events-store.ts';
 import { SEGMENT, checkArtifactPath, timeMs } from './params.ts';

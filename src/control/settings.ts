@@ -1,12 +1,11 @@
 // Control Plane settings resolved from flags and environment in one place; only main.ts and the CLI call this.
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { readConnectionLimits, type ConnectionLimits } from '../http/http-server.ts';
 import type { RunnerCredential } from '../http/guards.ts';
 import type { SubscriberLimits } from './event-bus.ts';
 import { BadSettingError } from '../errors.ts';
-import { setting, settingChoice, settingInt, settingOr } from '../settings-registry.ts';
+import { setting, settingChoice, settingFile, settingInt, settingOr } from '../settings-registry.ts';
 import { SEGMENT } from './params.ts';
 
 export interface ControlSettings {
@@ -74,18 +73,9 @@ function controlToken(env: NodeJS.ProcessEnv): string | undefined {
   if (env.SVC_CONTROL_TOKEN) return env.SVC_CONTROL_TOKEN;
   const file = setting(env, 'SVC_CONTROL_TOKEN_FILE');
   if (!file) return undefined;
-  const token = readSettingFile('SVC_CONTROL_TOKEN_FILE', file).split('\n', 1)[0]!.trim();
+  const token = settingFile('SVC_CONTROL_TOKEN_FILE', file).split('\n', 1)[0]!.trim();
   if (!token) throw new BadSettingError('SVC_CONTROL_TOKEN_FILE is empty');
   return token;
-}
-
-/** A file a setting names, read once at start: unreadable is an error naming the setting, never silently nothing. */
-function readSettingFile(name: string, file: string): string {
-  try {
-    return readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new BadSettingError(`${name} could not be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
-  }
 }
 
 // Runner tokens: a token per runner (a laptop, a CI job, a Kubernetes job pod) that opens only POST /v1/ingest, and
@@ -126,5 +116,5 @@ export function parseRunnerTokens(text: string): RunnerCredential[] {
 
 /** The file's tokens; unset: none. */
 export function readRunnerTokens(file: string | undefined): RunnerCredential[] {
-  return file ? parseRunnerTokens(readSettingFile('SVC_CONTROL_RUNNER_TOKENS_FILE', file)) : [];
+  return file ? parseRunnerTokens(settingFile('SVC_CONTROL_RUNNER_TOKENS_FILE', file)) : [];
 }

@@ -8,7 +8,6 @@ import { iso } from '../iso-time.ts';
 import type { DeleteOutcome, RunFilter, RunInput, RunKey, RunPatch, RunRow } from './run-types.ts';
 import { LIMIT_PARAM } from './limit-param.ts';
 
-export type { DeleteOutcome, RunFilter, RunInput, RunKey, RunPatch, RunRow } from './run-types.ts';
 export type RunsStore = ReturnType<typeof createRunsStore>;
 
 /** The status lists as SQL literals: constants of ours, never input. */

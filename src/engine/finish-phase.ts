@@ -17,7 +17,6 @@ import {
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { checkPrPossible, openPullRequest, publicRunPage } from './pr.ts';
-import { isoNow } from '../iso-time.ts';
 import { ConflictError, FailedError, errorMessage } from '../errors.ts';
 import { runFailure, type RunFailure } from '../run-json.ts';
 import { fence } from './text.ts';
@@ -41,7 +40,7 @@ export async function finish(
   const checks = end.kind === 'failed' ? []
     : await inSpan('svc.checks', {}, () => runChecks(ctx, plan.policy, sandbox));
   if (ctx.stopRequested()) return;
-  const ended = isoNow();
+  const ended = new Date().toISOString();
   ctx.update({ ended_at: ended });
   const overBudget = end.kind === 'over-budget';
   if (signsLater(ctx.env)) {
@@ -124,6 +123,7 @@ function writeReceipt(
   failure: RunFailure | null,
 ): Receipt {
   const { state } = ctx;
+  const now = new Date().toISOString();
   const { verdict, gaps } = decideVerdict({ checks, diffFiles: diff.files.length, runFailed });
   const { source, run, group_id, repo, branch, base_sha, head_sha, provider, started_at } = state;
   const receipt = issueReceipt({
@@ -136,7 +136,7 @@ function writeReceipt(
       patch_sha256: diff.patch_sha256, paths: diff.files.map((f) => f.path),
     },
     cost: receiptCost(state),
-    verdict, gaps, started_at, ended_at: state.ended_at ?? isoNow(), issued_at: isoNow(),
+    verdict, gaps, started_at, ended_at: state.ended_at ?? now, issued_at: now,
     network: sandbox.gate ? confinedNetwork(sandbox.gate.policy, sandbox.gate.summary()) : UNCONFINED,
     ...(state.provider_session?.resumed ? { resumed: state.provider_session.resumed } : {}),
     failure,

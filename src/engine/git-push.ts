@@ -6,7 +6,7 @@ import { RefusedError } from '../errors.ts';
 import { writeFileSync, mkdirSync, existsSync, copyFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { git, gitCommonDir, repoSlug, tryGit } from './git.ts';
-import { GitRedirectedError, redirectRefusal, withGitToken } from './git-token.ts';
+import { withGitToken } from './git-token.ts';
 import { withScratch } from './safe-fs.ts';
 
 /** Thrown when the repository's config could redirect the push; nothing was pushed. */
@@ -115,13 +115,8 @@ export async function pushBranch(
   remote: string = branch,
 ): Promise<void> {
   const origin = pinnedOrigin(workdir, target);
-  try {
-    await withGitToken(origin.url, token, env,
-      (config, extra) => cleanPush(workdir, origin, branch, remote, config, extra));
-  } catch (err) {
-    if (err instanceof GitRedirectedError) throw await redirectRefusal(origin.url, 'git-receive-pack', env);
-    throw err;
-  }
+  await withGitToken(origin.url, token, env, 'git-receive-pack',
+    (config, extra) => cleanPush(workdir, origin, branch, remote, config, extra));
 }
 
 /**
@@ -150,10 +145,6 @@ export async function fetchBranchHead(
   repo: string, target: PushTarget, branch: string, token: string | null, env: NodeJS.ProcessEnv,
 ): Promise<string> {
   const origin = pinnedOrigin(repo, target);
-  try {
-    return await withGitToken(origin.url, token, env, (config, extra) => cleanFetch(origin, branch, config, extra));
-  } catch (err) {
-    if (err instanceof GitRedirectedError) throw await redirectRefusal(origin.url, 'git-upload-pack', env);
-    throw err;
-  }
+  return withGitToken(origin.url, token, env, 'git-upload-pack',
+    (config, extra) => cleanFetch(origin, branch, config, extra));
 }

@@ -40,24 +40,32 @@ function credentialUrl(url: string, user: string | null = null): string {
 
 /**
  * Runs `body` with the git `-c` settings and environment that answer a credential prompt for `url` with `token` and
- * nothing else, or with none when the token may not go there (the user's own ssh setup then applies).
+ * nothing else, or with none when the token may not go there (the user's own ssh setup then applies). A
+ * GitRedirectedError from `body` becomes the refusal that names where the server pointed (`service`: what git asked).
  */
 export async function withGitToken<T>(
-  url: string, token: string | null, env: NodeJS.ProcessEnv,
+  url: string, token: string | null, env: NodeJS.ProcessEnv, service: GitService,
   body: (config: string[], extra: Record<string, string>) => T | Promise<T>,
 ): Promise<T> {
-  if (!token || !tokenGoesTo(url, env)) return body([], {});
-  return withScratch('askpass', async (dir) => {
-    const askpass = join(dir, 'askpass');
-    writeFileSync(askpass, ASKPASS, { mode: 0o700 });
-    return await body(['-c', 'credential.useHttpPath=true'], {
-      GIT_ASKPASS: askpass, SVC_GIT_PUSH_TOKEN: token, GIT_TERMINAL_PROMPT: '0',
-      SVC_GIT_CREDENTIAL_URL: credentialUrl(url), SVC_GIT_CREDENTIAL_USER_URL: credentialUrl(url, 'x-access-token'),
+  try {
+    if (!token || !tokenGoesTo(url, env)) return await body([], {});
+    return await withScratch('askpass', async (dir) => {
+      const askpass = join(dir, 'askpass');
+      writeFileSync(askpass, ASKPASS, { mode: 0o700 });
+      return await body(['-c', 'credential.useHttpPath=true'], {
+        GIT_ASKPASS: askpass, SVC_GIT_PUSH_TOKEN: token, GIT_TERMINAL_PROMPT: '0',
+        SVC_GIT_CREDENTIAL_URL: credentialUrl(url), SVC_GIT_CREDENTIAL_USER_URL: credentialUrl(url, 'x-access-token'),
+      });
     });
-  });
+  } catch (err) {
+    if (err instanceof GitRedirectedError) throw await redirectRefusal(url, service, env);
+    throw err;
+  }
 }
 
 const REDIRECT = /unable to access '([^']+)': The requested URL returned error: (30[123578])/;
+
+type GitService = 'git-upload-pack' | 'git-receive-pack';
 
 /** git's stderr named an HTTP redirect it did not follow. */
 export class GitRedirectedError extends FailedError {}
@@ -106,7 +114,7 @@ function redirectTarget(url: string, service: string, env: NodeJS.ProcessEnv): P
 
 /** The refusal for a git to `url` that met a redirect: it names both places when the server says where it points. */
 export async function redirectRefusal(
-  url: string, service: 'git-upload-pack' | 'git-receive-pack', env: NodeJS.ProcessEnv,
+  url: string, service: GitService, env: NodeJS.ProcessEnv,
 ): Promise<CredentialRedirectError> {
   const to = await redirectTarget(url, service, env);
   const parsed = URL.parse(url);

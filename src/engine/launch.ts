@@ -20,7 +20,6 @@ import { localRuns } from './local-runs.ts';
 import { runDir, artifactsDir, worktreeDir } from './paths.ts';
 import { adoptRepoName, isRoutedRepoName, runRepoName, workerAlive, type RepoRename } from './repo-name.ts';
 import { writeState, readState, type RunState, type WorkerMode } from './run-state.ts';
-import { isoNow } from '../iso-time.ts';
 import { openEventLog } from './events-log.ts';
 import { identityOf } from './proc-group.ts';
 import { assertPlainDir, openAppendNoFollow, writeNoFollow } from './safe-fs.ts';
@@ -91,7 +90,7 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   mkdirSync(artifactsDir(dir), { recursive: true });
   assertPlainDir(dir);
   writeNoFollow(join(dir, 'spec.md'), n.spec);
-  const now = isoNow();
+  const now = new Date().toISOString();
   const source = settingOr(n.env, 'SVC_SOURCE');
   const name = runRepoName(n.repo, n.env);
   // A name the trigger routed (SVC_REPO_NAME) is the served entry's, not the checkout's: it renames nothing.

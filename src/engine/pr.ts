@@ -65,6 +65,14 @@ function githubCredential(env: NodeJS.ProcessEnv): { token: string | null; gh: s
 }
 
 /** A POST to the GitHub REST API of the pinned target's repository, on the API host the token belongs to. */
+/** The headers of every GitHub REST call svc makes: this PR, the Control Plane's merge, the trigger's reads. */
+export function githubHeaders(token: string): Record<string, string> {
+  return {
+    authorization: `Bearer ${token}`, accept: 'application/vnd.github+json', 'x-github-api-version': '2022-11-28',
+    'user-agent': 'svc',
+  };
+}
+
 async function githubPost(
   target: PushTarget, path: string, body: unknown, token: string, env: NodeJS.ProcessEnv,
 ): Promise<Response> {
@@ -72,10 +80,7 @@ async function githubPost(
   const base = (env.GITHUB_API_URL || 'https://api.github.com').replace(/\/+$/, '');
   return fetch(`${base}/repos/${target.repo}/${path}`, {
     method: 'POST',
-    headers: {
-      authorization: `Bearer ${token}`, accept: 'application/vnd.github+json', 'x-github-api-version': '2022-11-28',
-      'content-type': 'application/json', 'user-agent': 'svc',
-    },
+    headers: { ...githubHeaders(token), 'content-type': 'application/json' },
     body: JSON.stringify(body),
     signal: AbortSignal.timeout(30_000),
   });
@@ -129,7 +134,7 @@ const LS_REMOTE_TIMEOUT_MS = 60_000;
 /** `git ls-remote URL HEAD` with the credential the push would use; git's first stderr line when it fails. */
 async function lsRemote(url: string, token: string | null, env: NodeJS.ProcessEnv): Promise<string | null> {
   return withScratch('ls-remote', async (cwd) => {
-    const done = await withGitToken(url, token, env, (config, extra) => runCollect(
+    const done = await withGitToken(url, token, env, 'git-upload-pack', (config, extra) => runCollect(
       gitArgv([...config, 'ls-remote', '--quiet', '--', url, 'HEAD']),
       { kind: 'tool', base: gitBaseEnv(env), extra: gitExtraEnv(extra), cwd, timeout: LS_REMOTE_TIMEOUT_MS },
     ));

@@ -3,7 +3,6 @@
 import { join } from 'node:path';
 import { repoName } from './git.ts';
 import { writeState, type RunState } from './run-state.ts';
-import { isoNow } from '../iso-time.ts';
 import { runDir } from './paths.ts';
 import { openEventLog } from './events-log.ts';
 import { markPending } from './ship-loop.ts';
@@ -92,7 +91,7 @@ export function adoptRepoName(repo: string, gitDir: string, name: string): RepoR
     const from = new Set<string>();
     let renamed = 0;
     let left = 0;
-    const now = isoNow();
+    const now = new Date().toISOString();
     for (const found of localRuns(repo)) {
       const { state } = found;
       if (!isRenamable(state) || state.repo === name || state.repo_path !== repo) continue;

@@ -3,7 +3,6 @@ import { join, dirname, basename } from 'node:path';
 import { createHash } from 'node:crypto';
 import { openEventLog } from './events-log.ts';
 import { readState, writeState, type RunState } from './run-state.ts';
-import { isoNow } from '../iso-time.ts';
 import type { RunStatus } from '../run-json.ts';
 import { artifactsDir } from './paths.ts';
 import { terminateGroup, type ProcIdentity } from './proc-group.ts';
@@ -55,7 +54,7 @@ export function openRunContext(
     state,
     env,
     update(fields: Partial<RunState>): void {
-      Object.assign(state, fields, { updated_at: isoNow() });
+      Object.assign(state, fields, { updated_at: new Date().toISOString() });
       writeState(dir, state);
       markDirty();
     },

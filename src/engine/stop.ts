@@ -4,7 +4,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { existsSync } from 'node:fs';
 import { runDir } from './paths.ts';
 import { tryReadState, writeState, type RunState } from './run-state.ts';
-import { isoNow } from '../iso-time.ts';
 import { TERMINAL, runFailure } from '../run-json.ts';
 import { openEventLog } from './events-log.ts';
 import { isChildOf, isWorkerOf, signalGroup, terminateGroup, waitGroupGone } from './proc-group.ts';
@@ -20,7 +19,7 @@ export async function stopLocalRun(
   if (!state || TERMINAL.has(state.status)) return state;
   // A worker that has not recorded itself yet sees "stopping" when it starts and stops at once.
   if (!state.pid) {
-    writeState(dir, { ...state, status: 'stopping', updated_at: isoNow() });
+    writeState(dir, { ...state, status: 'stopping', updated_at: new Date().toISOString() });
     for (let i = 0; i < 20 && !state?.pid && !TERMINAL.has(state?.status ?? 'queued'); i++) {
       await sleep(100);
       state = tryReadState(dir);
@@ -42,15 +41,16 @@ export async function stopLocalRun(
   const failure = runFailure('stopped', `stopped by ${by}`);
   if (!TERMINAL.has(state.status)) {
     const from = state.status;
+    const now = new Date().toISOString();
     state = {
-      ...state, status: 'stopped', ended_at: state.ended_at ?? isoNow(), updated_at: isoNow(),
+      ...state, status: 'stopped', ended_at: state.ended_at ?? now, updated_at: now,
       question: null, child: null, pid: null, failure,
     };
     writeState(dir, state);
     openEventLog(dir).append('run.status', { from, to: 'stopped' });
   } else if (state.status === 'stopped' && state.failure?.class === 'stopped') {
     // The worker knew only the signal it got; this stopper knows who sent it.
-    state = { ...state, failure, updated_at: isoNow() };
+    state = { ...state, failure, updated_at: new Date().toISOString() };
     writeState(dir, state);
   }
   return state;

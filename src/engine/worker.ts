@@ -10,7 +10,6 @@ import { identityOf, isChildOf, signalGroup } from './proc-group.ts';
 import { runProvider } from './provider-phase.ts';
 import { finish, reverify } from './finish-phase.ts';
 import { failureOf, type WorkerMode } from './run-state.ts';
-import { isoNow } from '../iso-time.ts';
 import { TERMINAL, runFailure } from '../run-json.ts';
 import { worktreeDir } from './paths.ts';
 import type { RunSandbox } from './sandbox.ts';
@@ -127,7 +126,7 @@ export async function executeRun(
         const { failure: earlier } = ctx.state;
         const failure = earlier?.class === 'stopped' ? earlier
           : runFailure('stopped', 'stopped before its worker started');
-        ctx.setStatus('stopped', { ended_at: ctx.state.ended_at ?? isoNow(), failure });
+        ctx.setStatus('stopped', { ended_at: ctx.state.ended_at ?? new Date().toISOString(), failure });
         return 1;
       }
       ctx.update({ ...identityOf(process.pid), ended_at: null, error: null, failure: null });
@@ -136,12 +135,15 @@ export async function executeRun(
     await withSpan(tracer, runSpan.context, () => workRetryingInfra(ctx, plan!, mode));
     if (ctx.stopRequested() && !TERMINAL.has(ctx.state.status)) {
       const failure = runFailure('stopped', `stopped by ${ctx.stoppedBy() || 'svc'}`);
-      ctx.setStatus('stopped', { ended_at: isoNow(), question: null, child: null, failure });
+      ctx.setStatus('stopped', { ended_at: new Date().toISOString(), question: null, child: null, failure });
     }
   } catch (err) {
     const message = errorMessage(err);
     if (mode === 'verify') ctx.event('error', { message });
-    else ctx.setStatus('failed', { error: message, failure: failureOf(err), ended_at: isoNow(), question: null });
+    else {
+      const ended_at = new Date().toISOString();
+      ctx.setStatus('failed', { error: message, failure: failureOf(err), ended_at, question: null });
+    }
   } finally {
     if (ctx.state.child) signalGroup(ctx.state.child, 'SIGKILL', childOwner);
     ctx.update({ child: null, pid: mode === 'verify' ? ctx.state.pid : null });

@@ -10,7 +10,6 @@ import { runDir } from '../engine/paths.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { readState, withCost, type RunState } from '../engine/run-state.ts';
 import { obj } from '../untrusted.ts';
-import { isoNow } from '../iso-time.ts';
 import {
   issueReceipt, readEvidence, receiptCost, EVIDENCE_ARTIFACT, RECEIPT_TYPE, type Receipt, type ReceiptBody,
   type ReceiptNetwork, type ReportedCheck, type RunEvidence,
@@ -93,7 +92,7 @@ function receiptBody(
   verdict: { verdict: Receipt['verdict']; gaps: string[] }, network: ReceiptNetwork | null,
 ): ReceiptBody {
   const s = ctx.state;
-  const issued = isoNow();
+  const issued = new Date().toISOString();
   const signed = diff ?? { files: [], insertions: 0, deletions: 0, patch_sha256: '' };
   return {
     type: RECEIPT_TYPE, version: 1, source: opts.source, run: opts.run, group_id: strOr(s.group_id, opts.run),
@@ -142,7 +141,7 @@ function meteredCost(ctx: RunContext, gate: PodGateNetwork): void {
 /** The fields every end of the run sets; the copied ended_at is kept only when it is a time's text. */
 function ended(ctx: RunContext) {
   const at = ctx.state.ended_at;
-  return { question: null, child: null, ended_at: typeof at === 'string' ? at : isoNow() };
+  return { question: null, child: null, ended_at: typeof at === 'string' ? at : new Date().toISOString() };
 }
 
 /** As many `egress` events as a local run sends at most; egress.jsonl keeps every record the gate gave. */

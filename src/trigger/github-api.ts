@@ -3,6 +3,7 @@
 // progress comments; bounded in time and size. Must not: send the token anywhere but that API base.
 import { FailedError, UnavailableError } from '../errors.ts';
 import { createHttpsPoster } from './https-post.ts';
+import { githubHeaders } from '../engine/pr.ts';
 
 export interface GithubApi {
   /** The parsed JSON of a GET under the API base (`path` starts with `/`); a FailedError on any non-2xx answer. */
@@ -17,14 +18,6 @@ export interface GithubApiOptions {
   token: string | null;
   /** An extra CA to trust (tests' loopback stand-in). */
   ca?: string | Buffer;
-}
-
-/** The headers of every GitHub REST call svc makes (these reads, and the notifier's progress comments). */
-export function githubHeaders(token: string): Record<string, string> {
-  return {
-    authorization: `Bearer ${token}`, accept: 'application/vnd.github+json', 'x-github-api-version': '2022-11-28',
-    'user-agent': 'svc-trigger',
-  };
 }
 
 export function createGithubApi(opts: GithubApiOptions): GithubApi {

@@ -102,7 +102,7 @@ function createManagedGit(env: NodeJS.ProcessEnv) {
   const token = env.GITHUB_TOKEN || env.GH_TOKEN || null;
   return {
     local: (cwd: string, args: string[], what: string) => run(cwd, args, {}, what),
-    remote: (cwd: string, url: string, args: string[], what: string) => withGitToken(url, token, env,
+    remote: (cwd: string, url: string, args: string[], what: string) => withGitToken(url, token, env, 'git-upload-pack',
       (config, extra) => run(cwd, [...config, ...args], extra, what, NETWORK_TIMEOUT_MS, url)),
   };
 }

@@ -133,7 +133,7 @@ describe('where the push token may go', () => {
   describe('the askpass', () => {
     // The askpass git would be given for `url` (the token's host is github.example:8443), asked `prompt`.
     const ask = (url: string, prompt: string) => withGitToken(url, TOKEN,
-      { GITHUB_API_URL: 'https://github.example:8443/api/v3' }, (config, extra) => {
+      { GITHUB_API_URL: 'https://github.example:8443/api/v3' }, 'git-upload-pack', (config, extra) => {
         assert.deepEqual(config, ['-c', 'credential.useHttpPath=true']);
         return spawnSync(extra.GIT_ASKPASS!, [prompt], { env: { PATH: '/usr/bin:/bin', ...extra }, encoding: 'utf8' });
       });

@@ -6,8 +6,7 @@ import assert from 'node:assert/strict';
 import { connect as netConnect } from 'node:net';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
-import { modelRoute } from '../../src/gate/model-apis.ts';
-import { modelPath } from '../../src/gate/model-path.ts';
+import { modelPath, modelRoute } from '../../src/gate/model-apis.ts';
 import { gateRequest, recordingConnect, startUpstream, type Upstream } from './helpers.ts';
 
 /** The status line the gate answers to a request target written byte for byte (no client library rewriting it). */

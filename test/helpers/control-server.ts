@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { startControl, STATIC_DIR, type RunningControl } from '../../src/control/main.ts';
 import type { ControlSettings } from '../../src/control/settings.ts';
 import type { ControlDeps } from '../../src/control/deps.ts';
-import type { RunInput } from '../../src/db/runs-store.ts';
+import type { RunInput } from '../../src/db/run-types.ts';
 import { silentLogger } from '../../src/log.ts';
 import { buildOpenapi } from '../../src/control/openapi.ts';
 import { checkResponse } from './openapi-check.ts';

@@ -1,7 +1,7 @@
 import { describe, it, before, after, beforeEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestControl, makeRun, type TestControl } from '../helpers/control-server.ts';
-import type { RunInput } from '../../src/db/runs-store.ts';
+import type { RunInput } from '../../src/db/run-types.ts';
 
 const DAY = 86_400_000;
 const T0 = Date.UTC(2026, 0, 1, 12);

@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openDatabase } from '../../src/db/open.ts';
 import { controlMigrations } from '../../src/db/control-migrations.ts';
-import { createRunsStore, type RunFilter, type RunKey, type RunsStore } from '../../src/db/runs-store.ts';
+import { createRunsStore, type RunsStore } from '../../src/db/runs-store.ts';
+import type { RunFilter, RunKey } from '../../src/db/run-types.ts';
 import { runToJson } from '../../src/db/runs-store.ts';
 import { RUN_STATUSES, VERDICTS } from '../../src/run-json.ts';
 

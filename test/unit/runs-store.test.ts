@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { openDatabase, type Db } from '../../src/db/open.ts';
 import { controlMigrations } from '../../src/db/control-migrations.ts';
 import { memoryControlStores } from '../helpers/memory-stores.ts';
-import { buildListQuery, type RunFilter, type RunInput } from '../../src/db/runs-store.ts';
+import { buildListQuery } from '../../src/db/runs-store.ts';
+import type { RunFilter, RunInput } from '../../src/db/run-types.ts';
 
 function run(i: number, fields: Partial<RunInput> = {}): RunInput {
   return { run: `r${i}`, status: 'succeeded', started_at: 1_000 + i, updated_at: 1_000 + i, repo: 'acme/api', verdict: 'verified', ...fields };

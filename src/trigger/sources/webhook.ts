@@ -9,7 +9,7 @@ import {
   githubThread, githubThreadTarget, int, isPullRequestEvent, PR_EVENTS, receivePullRequestEvent, TRUSTED,
 } from './github-pr.ts';
 import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
-import { githubHeaders } from '../github-api.ts';
+import { githubHeaders } from '../../engine/pr.ts';
 import { answerCommand, answerReply } from '../answers.ts';
 import {
   renderSummary, SEPARATOR, type Delivery, type NotifyConfig, type ReplyChannel, type SummaryParts,
