@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { openRunContext, type RunContext } from '../engine/run-context.ts';
 import { runDir } from '../engine/paths.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
+import { parseTraceparent } from '../trace.ts';
 import { readState, withCost, type RunState } from '../engine/run-state.ts';
 import { obj } from '../untrusted.ts';
 import {
@@ -114,6 +115,7 @@ function receiptBody(
       by: 'pod-signer', ...attested(network !== null, network !== null && typeof s.metered?.cost_usd === 'number'),
     },
     ...(network ? { network } : {}),
+    ...(s.trace_id ? { trace_id: s.trace_id } : {}),
   };
 }
 
@@ -263,6 +265,8 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
     // What only the signer may say about the run is cleared first: the copied state.json is the agent's to write.
     const stopped = ctx.state.status === 'stopped';
     ctx.update({ repo_path: work, pid: null, pgid: null, proc_start: null, child: null, verdict: null, pr_url: null });
+    // The trace is the job's, from the pod spec's SVC_TRACEPARENT: the copied state could name another run's.
+    ctx.update({ trace_id: parseTraceparent(opts.env.SVC_TRACEPARENT)?.traceId ?? null });
     let evidence: RunEvidence | null = null;
     try {
       evidence = readEvidence(readFileSync(join(dir, 'artifacts', EVIDENCE_ARTIFACT), 'utf8'), opts.run);

@@ -79,11 +79,15 @@ function submoduleWorkspace(name: string): { ws: string; base: string; head: str
 }
 
 /** What a pod leaves the signer: the run folder in the workspace (state and evidence) and the seal of the base. */
-async function signPod(name: string, w: { ws: string; base: string; head: string }): Promise<Receipt | null> {
+async function signPod(
+  name: string, w: { ws: string; base: string; head: string }, more: { state?: object; env?: object } = {},
+): Promise<Receipt | null> {
   const run = 'r1';
   const dir = join(w.ws, '.svc', 'runs', run);
   mkdirSync(join(dir, 'artifacts'), { recursive: true });
-  const state = { run, source: 'k8s', status: 'running', head_sha: w.head, provider: 'command', started_at: 'x' };
+  const state = {
+    run, source: 'k8s', status: 'running', head_sha: w.head, provider: 'command', started_at: 'x', ...more.state,
+  };
   writeFileSync(join(dir, 'state.json'), JSON.stringify(state));
   const check = { name: 'test', argv: ['true'], required: true, exit_code: 0, duration_ms: 1, output_sha256: '' };
   const evidence = { type: 'svc.run_evidence', version: 1, run, outcome: 'finished', error: null, exit_code: 0 };
@@ -94,7 +98,7 @@ async function signPod(name: string, w: { ws: string; base: string; head: string
   writeFileSync(join(sealedDir, 'seal.json'), JSON.stringify(seal));
   const home = join(root, `${name}-signer-home`);
   mkdirSync(home);
-  const env = { PATH: process.env.PATH, HOME: home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0' };
+  const env = { PATH: process.env.PATH, HOME: home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0', ...more.env };
   await signRun({ run, source: 'k8s', workspace: w.ws, sealedDir, pr: false, env, say: () => {} });
   const receipt = join(home, 'work', '.svc', 'runs', run, 'artifacts', 'receipt.json');
   return existsSync(receipt) ? JSON.parse(readFileSync(receipt, 'utf8')) as Receipt : null;
@@ -110,6 +114,15 @@ describe('the signer signs what is pushed', () => {
     const receipt = await signPod('submodule-sign', submoduleWorkspace('submodule-sign'));
     assert.deepEqual(receipt?.diff.paths, ['README.md', 'vendor/lib']);
     assert.equal(receipt?.diff.files, 2);
+  });
+
+  it("signs the job's trace id from the pod spec, never the one the run container's state names", async () => {
+    const job = 'a'.repeat(32);
+    const forged = { state: { trace_id: 'b'.repeat(32) } };
+    const env = { SVC_TRACEPARENT: `00-${job}-${'c'.repeat(16)}-01` };
+    const receipt = await signPod('trace', workspace('trace'), { ...forged, env });
+    assert.equal(receipt?.trace_id, job);
+    assert.equal((await signPod('no-trace', workspace('no-trace'), forged))?.trace_id, undefined);
   });
 });
 
