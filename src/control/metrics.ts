@@ -16,8 +16,11 @@ const AGENT_BUCKETS = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900];
 export interface ControlMetrics {
   registry: MetricsRegistry;
   requests: RequestMetrics;
-  /** Newly stored events (each stored once, so each is observed once): the runs' status changes among them. */
-  observeEvents(rows: readonly EventRow[]): void;
+  /**
+   * Newly stored events (each stored once, so each is observed once): the runs' status changes among them. `startedAt`
+   * is each named run's start as stored, which ingest has already read: no run is looked up again per event.
+   */
+  observeEvents(rows: readonly EventRow[], startedAt: ReadonlyMap<string, number>): void;
 }
 
 export function createControlMetrics(
@@ -41,7 +44,7 @@ export function createControlMetrics(
   return {
     registry,
     requests,
-    observeEvents(rows) {
+    observeEvents(rows, startedAt) {
       for (const row of rows) {
         if (row.kind !== 'run.status') continue;
         let data: Record<string, unknown>;
@@ -53,7 +56,7 @@ export function createControlMetrics(
         const to = str(data.to);
         const first = to === 'running' && str(data.from) === 'queued';
         if (!first && (to === null || !TERMINAL.has(to))) continue;
-        const started = runs.get(row.source, row.run)?.started_at;
+        const started = startedAt.get(row.run);
         if (started === undefined) continue;
         const seconds = Math.max(0, (row.ts - started) / 1000);
         if (first) toAgent.observe([], seconds);

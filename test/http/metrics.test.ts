@@ -217,6 +217,31 @@ describe('GET /metrics on the Control Plane', () => {
     assert.doesNotMatch(text, /rmetrics000001|secret brief text/);
   });
 
+  it('times a status change from the run\'s stored start: shipped without its run, or with a later start', async () => {
+    const t0 = Date.now() - 600_000;
+    await ingest('rmetrics000002', t0, [[1, t0, null, 'queued']]);
+    const before = await scrape();
+    // A batch of events alone: the run is the one stored.
+    const res = await fetch(`${running.url}/v1/ingest`, {
+      method: 'POST', headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ source: 'local', runs: [], artifacts: [], events: [{ run: 'rmetrics000002', seq: 2,
+        ts: new Date(t0 + 1_500).toISOString(), kind: 'run.status', data: { from: 'queued', to: 'running' } }] }),
+    });
+    assert.equal(res.status, 200, await res.text());
+    let text = await scrape();
+    assert.equal(value(text, 'svc_control_time_to_agent_seconds_bucket', { le: '2.5' }) -
+      value(before, 'svc_control_time_to_agent_seconds_bucket', { le: '2.5' }), 1);
+    assert.equal(value(text, 'svc_control_time_to_agent_seconds_bucket', { le: '1' }) -
+      value(before, 'svc_control_time_to_agent_seconds_bucket', { le: '1' }), 0);
+    // The runner stamps a later start of its own: the first one stored stays the run's start (90 s, not 30 s).
+    await ingest('rmetrics000002', t0 + 60_000, [[3, t0 + 90_000, 'running', 'failed']]);
+    text = await scrape();
+    assert.equal(value(text, 'svc_control_run_duration_seconds_bucket', { status: 'failed', le: '60' }) -
+      value(before, 'svc_control_run_duration_seconds_bucket', { status: 'failed', le: '60' }), 0);
+    assert.equal(value(text, 'svc_control_run_duration_seconds_bucket', { status: 'failed', le: '120' }) -
+      value(before, 'svc_control_run_duration_seconds_bucket', { status: 'failed', le: '120' }), 1);
+  });
+
   it('counts an open event stream while it is open', async () => {
     const stream = await fetch(`${running.url}/v1/stream`, { headers: auth });
     assert.equal(stream.status, 200);

@@ -13,10 +13,10 @@ import { isRegisteredProject } from '../projects.ts';
 
 /** One transaction (all or nothing), then the new events to live streams. */
 function applyBatch(deps: ControlDeps, batch: IngestBatch): IngestResult {
-  const { result, inserted } = transaction(deps.db, () => storeBatch(deps, batch));
+  const { result, inserted, started } = transaction(deps.db, () => storeBatch(deps, batch));
   deps.checkpoints.nudge();
   deps.bus.publish(inserted);
-  deps.metrics.observeEvents(inserted);
+  deps.metrics.observeEvents(inserted, started);
   return result;
 }
 
