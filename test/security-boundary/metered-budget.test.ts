@@ -3,9 +3,9 @@
 // at what the gate metered, with the $0 kept as reported; a $0.25 max_usd pauses it with the budget question and an
 // answer "raise to $1" lets it finish; the next run of the same repository meets the per-repository daily cap at its
 // first model call. The model API is a loopback stand-in.
+import { startMeteredModel, type MeteredModel } from '../helpers/metered-model.ts';
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, type Server } from 'node:http';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
@@ -36,37 +36,25 @@ exit 0
 
 describe('metered cost and budgets at the gate', { skip: !bwrapWorks && 'needs bubblewrap' }, () => {
   let repo: TestRepo;
-  let model: Server;
-  let calls = 0;
+  let model: MeteredModel;
   let env: NodeJS.ProcessEnv;
 
   before(async () => {
-    model = createServer((req, res) => {
-      req.resume();
-      req.on('end', () => {
-        calls += 1;
-        // Streamed, the usage split over two events (message_start, message_delta), as the Messages API sends it.
-        res.writeHead(200, { 'content-type': 'text/event-stream' });
-        res.write(`event: message_start\ndata: {"type":"message_start","message":{"model":"scripted-model",` +
-          '"usage":{"input_tokens":0,"output_tokens":1}}}\n\n');
-        res.end('event: message_delta\ndata: {"type":"message_delta","usage":{"output_tokens":1000}}\n\n');
-      });
-    });
-    await new Promise<void>((r) => model.listen(0, '127.0.0.1', r));
+    model = await startMeteredModel();
     repo = makeRepo({ providers: { liar: LIAR }, policy: { max_usd: 0.25 } });
     const prices = join(repo.root, 'prices.json');
     // $100 per million output tokens: 1000 tokens are $0.10 a call.
     writeFileSync(prices, JSON.stringify({ date: '2026-11-28', models: { 'scripted-model': { input: 0, output: 100 } } }));
     env = {
       ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
-      ANTHROPIC_API_KEY: 'sk-ant-real', ANTHROPIC_BASE_URL: `http://127.0.0.1:${(model.address() as AddressInfo).port}`,
+      ANTHROPIC_API_KEY: 'sk-ant-real', ANTHROPIC_BASE_URL: `http://127.0.0.1:${(model.server.address() as AddressInfo).port}`,
       SVC_PRICES_FILE: prices, SVC_SANDBOX_FORWARDER: 'node',
     };
     delete env.SVC_SANDBOX;
   });
   after(() => {
-    model.closeAllConnections();
-    model.close();
+    model.server.closeAllConnections();
+    model.server.close();
     repo.cleanup();
   });
 
@@ -118,7 +106,7 @@ describe('metered cost and budgets at the gate', { skip: !bwrapWorks && 'needs b
 
   it('refuses the next run of the repository at its daily cap, asks, and goes on once the cap is raised for it',
     async () => {
-      const before = calls;
+      const before = model.calls();
       writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ max_usd: 5 }));
       const start = await svc(['start', '--brief', 'spend again', '--worktree', '--detach', '--provider', 'liar'],
         { SVC_BUDGET_REPO_DAY_USD: '0.5' });
@@ -127,14 +115,14 @@ describe('metered cost and budgets at the gate', { skip: !bwrapWorks && 'needs b
       // The first run spent $0.40 today: this one's first call brings the repository to $0.50, its second is refused.
       const blocked = await waitFor(() => (state(run).status === 'blocked' ? state(run) : null), 'the cap question');
       assert.match(blocked.question, /^Budget of \$0\.50 reached — raise it to\? \(the daily budget of \$0\.50 for acme\/api;/);
-      assert.equal(calls - before, 1, 'one call reached the model API before the cap');
+      assert.equal(model.calls() - before, 1, 'one call reached the model API before the cap');
       assert.equal((await svc(['answer', `local/${run}`, '$1'], { SVC_BUDGET_REPO_DAY_USD: '0.5' })).code, 0);
       const done = await waitFor(() => (['succeeded', 'failed', 'stopped'].includes(state(run).status) ? state(run) : null),
         'the run to finish');
       assert.equal(done.status, 'succeeded', done.error);
       assert.deepEqual(done.budget_caps, { repo_day: 1 });
       near(done.metered.cost_usd, 0.4);
-      assert.equal(calls - before, 4);
+      assert.equal(model.calls() - before, 4);
     });
 
   it('ends the run over budget when the question is still unanswered at the end of the run\'s time', async () => {

@@ -4,9 +4,9 @@
 // `svc answer --origin …`): the origin may raise the run's own budget, but "raise to $100" at the daily cap does not
 // lift it — the run stays blocked and asks for the operator, whose own `svc answer` then does. The agent itself tries
 // first to forge an operator's answer file. The model API is a loopback stand-in.
+import { startMeteredModel, type MeteredModel } from '../helpers/metered-model.ts';
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, type Server } from 'node:http';
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
@@ -42,22 +42,11 @@ exit 0
 describe('an answer from the origin cannot lift the operator\'s daily cap', { skip: !bwrapWorks && 'needs bubblewrap' },
   () => {
     let repo: TestRepo;
-    let model: Server;
-    let calls = 0;
+    let model: MeteredModel;
     let env: NodeJS.ProcessEnv;
 
     before(async () => {
-      model = createServer((req, res) => {
-        req.resume();
-        req.on('end', () => {
-          calls += 1;
-          res.writeHead(200, { 'content-type': 'text/event-stream' });
-          res.write(`event: message_start\ndata: {"type":"message_start","message":{"model":"scripted-model",` +
-            '"usage":{"input_tokens":0,"output_tokens":1}}}\n\n');
-          res.end('event: message_delta\ndata: {"type":"message_delta","usage":{"output_tokens":1000}}\n\n');
-        });
-      });
-      await new Promise<void>((r) => model.listen(0, '127.0.0.1', r));
+      model = await startMeteredModel();
       repo = makeRepo({ providers: { forger: FORGER }, policy: { max_usd: 0.15 } });
       const script = join(repo.bin, 'forger.sh');
       writeFileSync(script, FORGER.replace('HOST_HOME', repo.home));
@@ -67,15 +56,15 @@ describe('an answer from the origin cannot lift the operator\'s daily cap', { sk
       writeFileSync(prices, JSON.stringify({ date: '2026-11-28', models: { 'scripted-model': { input: 0, output: 100 } } }));
       env = {
         ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
-        ANTHROPIC_API_KEY: 'sk-ant-real', ANTHROPIC_BASE_URL: `http://127.0.0.1:${(model.address() as AddressInfo).port}`,
+        ANTHROPIC_API_KEY: 'sk-ant-real', ANTHROPIC_BASE_URL: `http://127.0.0.1:${(model.server.address() as AddressInfo).port}`,
         SVC_PRICES_FILE: prices, SVC_SANDBOX_FORWARDER: 'node', SVC_BUDGET_REPO_DAY_USD: '0.25',
       };
       delete env.SVC_SANDBOX;
       delete env.SVC_CONTROL_ANSWER_DIR;
     });
     after(() => {
-      model.closeAllConnections();
-      model.close();
+      model.server.closeAllConnections();
+      model.server.close();
       repo.cleanup();
     });
 
@@ -124,7 +113,7 @@ describe('an answer from the origin cannot lift the operator\'s daily cap', { sk
         assert.equal(refused.budget_caps, undefined, 'the cap stands');
         const answers = events(run).filter((e) => e.kind === 'answer').map((e) => [e.data.answer, e.data.by]);
         assert.deepEqual(answers, [['raise to $100', 'origin:webhook:ada'], ['raise to $100', 'origin:webhook:mallory']]);
-        assert.equal(calls, 3, 'no call reached the model API past the cap');
+        assert.equal(model.calls(), 3, 'no call reached the model API past the cap');
         // The origin hears why, as it hears any question: the trigger server's follow of the run sees it asked.
         await waitFor(() => trigger.asked.some((q) => q?.includes('only the operator can raise')) || null,
           'the trigger server to see the question the origin is told');
@@ -136,7 +125,7 @@ describe('an answer from the origin cannot lift the operator\'s daily cap', { sk
           'the run to finish');
         assert.equal(done.status, 'succeeded', done.error);
         assert.deepEqual(done.budget_caps, { repo_day: 1 });
-        assert.equal(calls, 4);
+        assert.equal(model.calls(), 4);
         const raises = events(run).filter((e) => e.kind === 'budget').map((e) => [e.data.kind, e.data.to, e.data.by]);
         assert.deepEqual(raises, [['run', 100, 'origin:webhook:ada'], ['repository-day', 1, 'cli']]);
         assert.equal((await trigger.outcome as { status?: string }).status, 'succeeded');
