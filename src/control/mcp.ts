@@ -53,7 +53,7 @@ class JsonRpcError extends BadInputError {
   readonly rpcCode: number;
   /** The id of a malformed request, when it could be read. */
   readonly id: Id | undefined;
-  /** 200 for an answer to the request; 400 where revision 2026-07-28 refuses the HTTP request itself. */
+  /** 200 for an answer to the request; 400 or 404 where revision 2026-07-28 refuses the HTTP request itself. */
   readonly status: number;
   readonly data: unknown;
   constructor(rpcCode: number, message: string, id?: Id, status = 200, data?: unknown) {
@@ -296,12 +296,16 @@ async function answerStateless(ctx: C, tools: McpTools, id: Id, method: string, 
   let result: unknown;
   if (method === 'server/discover') {
     const supportedVersions = [...MCP_STATELESS_VERSIONS, ...MCP_PROTOCOL_VERSIONS];
-    result = { supportedVersions, capabilities: { tools: {}, resources: {} }, instructions: INSTRUCTIONS };
+    const capabilities = { tools: {}, resources: {} };
+    result = { supportedVersions, capabilities, serverInfo: serverInfo(version), instructions: INSTRUCTIONS };
   } else if (method === 'ping') {
-    throw new JsonRpcError(METHOD_NOT_FOUND, 'Method not found: ping (not part of revision 2026-07-28)');
+    throw new JsonRpcError(METHOD_NOT_FOUND, 'Method not found: ping (not part of revision 2026-07-28)', id, 404);
   } else {
-    // A missing resource is -32602 with its uri in this revision (server/resources, Error Handling).
+    // A method not served is HTTP 404 in this revision (transports); a missing resource is -32602 with its uri.
     result = await dispatch(ctx, tools, method, params).catch((err: unknown) => {
+      if (err instanceof JsonRpcError && err.rpcCode === METHOD_NOT_FOUND) {
+        throw new JsonRpcError(METHOD_NOT_FOUND, err.message, id, 404);
+      }
       if (err instanceof JsonRpcError && err.rpcCode === RESOURCE_NOT_FOUND) {
         throw new JsonRpcError(INVALID_PARAMS, err.message, id, 200, { uri: params.uri });
       }

@@ -190,17 +190,21 @@ describe('MCP revision 2026-07-28 at /mcp, through the official v2 client (state
       assert.equal(runsNow(), runs);
     });
 
-    it('refuses a request without its _meta envelope (-32602), and ping, which this revision dropped (-32601)', async () => {
+    it('refuses a request without its _meta envelope (-32602), and ping, which this revision dropped (404, -32601)', async () => {
       const bare = { jsonrpc: '2.0', id: 11, method: 'tools/list', params: {} };
       assertRpcRefusal(await post(control.url, bare, headersFor('tools/list')), -32602);
       const noCapabilities = request('tools/list');
       delete (noCapabilities.params._meta as Record<string, unknown>)['io.modelcontextprotocol/clientCapabilities'];
       assertRpcRefusal(await post(control.url, noCapabilities, headersFor('tools/list')), -32602);
+      // A method this revision does not serve is 404 with -32601; ping left the protocol with it.
       const ping = await post(control.url, request('ping'), headersFor('ping'));
-      assert.deepEqual([ping.status, ping.json.error.code], [200, -32601]);
+      assert.deepEqual([ping.status, ping.json.error.code], [404, -32601]);
+      const unknown = await post(control.url, request('sampling/createMessage'), headersFor('sampling/createMessage'));
+      assert.deepEqual([unknown.status, unknown.json.id, unknown.json.error.code], [404, 11, -32601]);
       // Without a session and with no session header, the old era would have said 400 "send initialize first".
       const discover = await post(control.url, request('server/discover'), headersFor('server/discover'));
       assert.equal(discover.json.result.resultType, 'complete');
+      assert.equal(discover.json.result.serverInfo.name, 'svc');
     });
 
     it('keeps the /v1 checks: no token is 401, a foreign Origin 403, a rebound Host 403, before anything runs', async () => {
