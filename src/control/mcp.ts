@@ -1,7 +1,9 @@
-// The Control Plane's MCP endpoint (docs/mcp.md): Streamable HTTP of MCP revision 2025-11-25 at /mcp. One JSON-RPC
-// message per POST, every request answered as application/json, a session from `initialize` (Mcp-Session-Id), DELETE
-// to end it; no server stream, so GET is the router's 405. The pipeline has already checked Host, token, Origin,
-// content type and size as for /v1; the tools are mcp-tools.ts. Sessions live in memory and hold no authority.
+// The Control Plane's MCP endpoint (docs/mcp.md): Streamable HTTP at /mcp, of two eras. Revision 2026-07-28 is
+// stateless: every request names its version and client in `_meta` and its method in headers, `server/discover`
+// describes the server. Revisions 2025-11-25 and 2025-06-18 open a session with `initialize` (Mcp-Session-Id), DELETE
+// ends it. Either way one JSON-RPC message per POST, every request answered as application/json; no server stream, so
+// GET is the router's 405. The pipeline has already checked Host, token, Origin, content type and size as for /v1;
+// the tools are mcp-tools.ts. Sessions live in memory and hold no authority.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Ctx, Handler, Route } from '../http/pipeline.ts';
@@ -17,6 +19,19 @@ type Id = string | number;
 
 /** What this server speaks, newest first; an `initialize` naming another version gets the newest (lifecycle §2). */
 export const MCP_PROTOCOL_VERSIONS: readonly string[] = ['2025-11-25', '2025-06-18'];
+/** The stateless revisions: a request is of this era when its `_meta` or version header names a version this new. */
+export const MCP_STATELESS_VERSIONS: readonly string[] = ['2026-07-28'];
+const FIRST_STATELESS_VERSION = '2026-07-28';
+const META_VERSION = 'io.modelcontextprotocol/protocolVersion';
+const META_CAPABILITIES = 'io.modelcontextprotocol/clientCapabilities';
+const META_SERVER_INFO = 'io.modelcontextprotocol/serverInfo';
+const METHOD_HEADER = 'mcp-method';
+const NAME_HEADER = 'mcp-name';
+/** The body field an Mcp-Name header mirrors, per method (transports 2026-07-28, "Standard Request Headers"). */
+const NAME_FIELD: Readonly<Record<string, string>> = { 'tools/call': 'name', 'resources/read': 'uri' };
+/** Results a 2026-07-28 client may cache carry ttlMs and cacheScope (0 and private: runs change, tokens differ). */
+const CACHEABLE = new Set(['server/discover', 'tools/list', 'resources/list', 'resources/templates/list',
+  'resources/read']);
 const SESSION_HEADER = 'mcp-session-id';
 const VERSION_HEADER = 'mcp-protocol-version';
 /** Sessions kept per server; past this the least recently used one ends (its client gets 404 and initializes). */
@@ -29,16 +44,24 @@ const METHOD_NOT_FOUND = -32601;
 const INVALID_PARAMS = -32602;
 const INTERNAL_ERROR = -32603;
 const RESOURCE_NOT_FOUND = -32002;
+// Revision 2026-07-28: a header that disagrees with the body, and a protocol version the server does not speak.
+const HEADER_MISMATCH = -32020;
+const UNSUPPORTED_VERSION = -32022;
 
 /** A JSON-RPC error answer to a request (HTTP 200): the request was read, and this is its answer. */
 class JsonRpcError extends BadInputError {
   readonly rpcCode: number;
   /** The id of a malformed request, when it could be read. */
   readonly id: Id | undefined;
-  constructor(rpcCode: number, message: string, id?: Id) {
+  /** 200 for an answer to the request; 400 or 404 where revision 2026-07-28 refuses the HTTP request itself. */
+  readonly status: number;
+  readonly data: unknown;
+  constructor(rpcCode: number, message: string, id?: Id, status = 200, data?: unknown) {
     super(message);
     this.rpcCode = rpcCode;
     this.id = id;
+    this.status = status;
+    this.data = data;
   }
 }
 
@@ -127,8 +150,12 @@ function rpcResult(id: Id, result: unknown, headers: Record<string, string> = {}
   return json(200, { jsonrpc: '2.0', id, result }, headers);
 }
 
-function rpcError(id: Id, code: number, message: string): Reply {
-  return json(200, { jsonrpc: '2.0', id, error: { code, message } });
+function rpcError(id: Id, code: number, message: string, status = 200, data?: unknown): Reply {
+  return json(status, { jsonrpc: '2.0', id, error: { code, message, ...(data === undefined ? {} : { data }) } });
+}
+
+function serverInfo(version: string) {
+  return { name: 'svc', title: 'svc Control Plane', version };
 }
 
 function initialize(ctx: C, id: Id, params: Obj, version: string): Reply {
@@ -142,7 +169,7 @@ function initialize(ctx: C, id: Id, params: Obj, version: string): Reply {
   const result = {
     protocolVersion: spoken,
     capabilities: { tools: { listChanged: false }, resources: { listChanged: false } },
-    serverInfo: { name: 'svc', title: 'svc Control Plane', version },
+    serverInfo: serverInfo(version),
     instructions: INSTRUCTIONS,
   };
   return rpcResult(id, result, { [SESSION_HEADER]: session });
@@ -213,6 +240,82 @@ async function dispatch(ctx: C, tools: McpTools, method: string, params: Obj): P
   }
 }
 
+/** The `_meta` a request's params carry, or none. */
+function metaOf(params: Obj): Obj {
+  return isJsonObject(params._meta) ? params._meta : {};
+}
+
+/** Revision 2026-07-28 or later: the body claims a version in `_meta`, or the version header names a stateless one. */
+function isStateless(req: IncomingMessage, message: Message): boolean {
+  if (message.kind === 'request' && typeof metaOf(message.params)[META_VERSION] === 'string') return true;
+  const version = header(req, VERSION_HEADER);
+  return version !== undefined && version >= FIRST_STATELESS_VERSION;
+}
+
+/** An Mcp-Name value as sent: plain, or `=?base64?…?=` for a value that is not a safe header value. */
+function decodeHeaderValue(value: string): string {
+  const match = /^=\?base64\?([A-Za-z0-9+/]*={0,2})\?=$/.exec(value);
+  return match ? Buffer.from(match[1]!, 'base64').toString('utf8') : value;
+}
+
+/**
+ * The checks revision 2026-07-28 makes before dispatch, each a 400 with a JSON-RPC error: the version in `_meta` and
+ * the header agree and are spoken here, the client states its capabilities, and Mcp-Method / Mcp-Name say what the
+ * body says (an intermediary routes on the headers, so they must not lie about the body).
+ */
+function checkStateless(req: IncomingMessage, id: Id, method: string, params: Obj): void {
+  const meta = metaOf(params);
+  const claimed = meta[META_VERSION];
+  const refuse = (code: number, why: string, data?: unknown): never => {
+    throw new JsonRpcError(code, why, id, 400, data);
+  };
+  if (typeof claimed !== 'string') refuse(INVALID_PARAMS, `params._meta must carry "${META_VERSION}"`);
+  const version = claimed as string;
+  if (header(req, VERSION_HEADER) !== version) {
+    refuse(HEADER_MISMATCH, `MCP-Protocol-Version header must equal _meta "${META_VERSION}"`);
+  }
+  if (!MCP_STATELESS_VERSIONS.includes(version)) {
+    const supported = [...MCP_STATELESS_VERSIONS, ...MCP_PROTOCOL_VERSIONS];
+    const data = { supported, requested: version };
+    refuse(UNSUPPORTED_VERSION, `Unsupported protocol version: ${version.slice(0, 64)}`, data);
+  }
+  if (!isJsonObject(meta[META_CAPABILITIES])) refuse(INVALID_PARAMS, `params._meta must carry "${META_CAPABILITIES}"`);
+  if (header(req, METHOD_HEADER) !== method) refuse(HEADER_MISMATCH, 'Mcp-Method header must equal the body\'s method');
+  const field = Object.hasOwn(NAME_FIELD, method) ? NAME_FIELD[method]! : undefined;
+  const named = field === undefined ? undefined : params[field];
+  if (typeof named !== 'string') return;
+  const sent = header(req, NAME_HEADER);
+  if (sent === undefined || decodeHeaderValue(sent) !== named) {
+    refuse(HEADER_MISMATCH, `Mcp-Name header must equal the body's params.${field}`);
+  }
+}
+
+/** One request of revision 2026-07-28: no session; `ping` is gone; results say `resultType` and name the server. */
+async function answerStateless(ctx: C, tools: McpTools, id: Id, method: string, params: Obj, version: string) {
+  checkStateless(ctx.req, id, method, params);
+  let result: unknown;
+  if (method === 'server/discover') {
+    const supportedVersions = [...MCP_STATELESS_VERSIONS, ...MCP_PROTOCOL_VERSIONS];
+    const capabilities = { tools: {}, resources: {} };
+    result = { supportedVersions, capabilities, serverInfo: serverInfo(version), instructions: INSTRUCTIONS };
+  } else if (method === 'ping') {
+    throw new JsonRpcError(METHOD_NOT_FOUND, 'Method not found: ping (not part of revision 2026-07-28)', id, 404);
+  } else {
+    // A method not served is HTTP 404 in this revision (transports); a missing resource is -32602 with its uri.
+    result = await dispatch(ctx, tools, method, params).catch((err: unknown) => {
+      if (err instanceof JsonRpcError && err.rpcCode === METHOD_NOT_FOUND) {
+        throw new JsonRpcError(METHOD_NOT_FOUND, err.message, id, 404);
+      }
+      if (err instanceof JsonRpcError && err.rpcCode === RESOURCE_NOT_FOUND) {
+        throw new JsonRpcError(INVALID_PARAMS, err.message, id, 200, { uri: params.uri });
+      }
+      throw err;
+    });
+  }
+  const cache = CACHEABLE.has(method) ? { ttlMs: 0, cacheScope: 'private' } : {};
+  return { ...(result as Obj), resultType: 'complete', ...cache, _meta: { [META_SERVER_INFO]: serverInfo(version) } };
+}
+
 function postMcp(tools: McpTools, version: string): Handler<ControlDeps> {
   return async (ctx) => {
     checkAccept(ctx.req);
@@ -220,6 +323,12 @@ function postMcp(tools: McpTools, version: string): Handler<ControlDeps> {
     try {
       const message = readMessage(ctx.body);
       if (message.kind === 'request') id = message.id;
+      if (isStateless(ctx.req, message)) {
+        // A notification needs no session in this era; a client's response has nothing to answer here.
+        if (message.kind !== 'request') return { status: 202 };
+        return rpcResult(message.id, await answerStateless(ctx, tools, message.id, message.method, message.params,
+          version));
+      }
       if (message.kind === 'request' && message.method === 'initialize') {
         return initialize(ctx, message.id, message.params, version);
       }
@@ -232,7 +341,7 @@ function postMcp(tools: McpTools, version: string): Handler<ControlDeps> {
       const answerTo = err instanceof JsonRpcError ? (err.id ?? id) : id;
       // Refusals of the HTTP request itself (no session, a malformed message without an id) keep the API's answer.
       if (answerTo === undefined || isHttpError(err)) throw err;
-      if (err instanceof JsonRpcError) return rpcError(answerTo, err.rpcCode, err.message);
+      if (err instanceof JsonRpcError) return rpcError(answerTo, err.rpcCode, err.message, err.status, err.data);
       ctx.deps.log.error('mcp request failed', { request_id: ctx.requestId, error: errorMessage(err) });
       return rpcError(answerTo, INTERNAL_ERROR, `Internal error (request ${ctx.requestId})`);
     }

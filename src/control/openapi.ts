@@ -190,8 +190,10 @@ const operations: readonly Op[] = [
     'Register a project (runs may then be started there) and read <path>/.svc/runs/* into the database',
     { loopbackOnly: true, body: 'ImportRequest', ok: 'ImportResult' }),
   // MCP (docs/mcp.md): JSON-RPC, so only the HTTP envelope is described here; tools/list describes the tools.
-  op('control', 'post', '/mcp', 'postMcp', 'mcp', 'MCP Streamable HTTP (revision 2025-11-25): one JSON-RPC message ' +
-    'per POST; initialize answers with an Mcp-Session-Id header that every later message carries', {
+  op('control', 'post', '/mcp', 'postMcp', 'mcp', 'MCP Streamable HTTP, one JSON-RPC message per POST. Revision ' +
+    '2026-07-28: stateless, each request names its version in _meta and MCP-Protocol-Version / Mcp-Method headers ' +
+    '(a mismatch is 400, an unserved method 404, with a JSON-RPC error); 2025-11-25: initialize answers with an ' +
+    'Mcp-Session-Id header that every later message carries', {
     body: 'Open',
     ok: { status: 200, schema: 'Open', description: 'the JSON-RPC response (application/json, never a stream)' },
     also: [{ status: 202, type: null, description: 'a notification or a response, accepted' }],

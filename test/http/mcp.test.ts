@@ -307,12 +307,17 @@ describe('MCP server at /mcp, through the official TypeScript SDK client', () =>
       assert.equal(get.headers.allow, 'POST, DELETE');
     });
 
-    it('answers a stateless 2026-07-28 request with a plain 400, so a dual-era client falls back to initialize', async () => {
+    it('serves a 2026-07-28 request without a session; its refusals are JSON-RPC errors (test/http/mcp-2026.test.ts)', async () => {
       const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientInfo': { name: 'c', version: '1' } };
       const modern = { jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: meta } };
-      const res = await post(control.url, modern, { ...BEARER, 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/list' });
-      // Not a JSON-RPC error (which would mark a modern server): the API's envelope, nothing served.
-      assertEnvelope(res, 400, 'bad_request');
+      const headers = { ...BEARER, 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/list' };
+      // Without the client's capabilities the envelope is incomplete: invalid params, not "send initialize first".
+      const res = await post(control.url, modern, headers);
+      assert.deepEqual([res.status, res.json.id, res.json.error.code], [400, 1, -32602], res.text);
+      const whole = { ...modern, params: { _meta: { ...meta, 'io.modelcontextprotocol/clientCapabilities': {} } } };
+      const served = await post(control.url, whole, headers);
+      assert.equal(served.status, 200, served.text);
+      assert.equal(served.json.result.resultType, 'complete');
     });
 
     it('ends a session for the SDK client with terminateSession', async () => {

@@ -120,6 +120,10 @@ function hubSigned(raw: string, event: string, delivery: string): Record<string,
 
 const LABELLED = JSON.stringify({ action: 'labeled', label: { name: 'svc' }, issue: { number: 3, title: 'Crash', body: 'on save' }, repository: { full_name: 'acme/api' } });
 const RUN_PATH = '/v1/runs/local/r000001';
+/** The `_meta` every MCP 2026-07-28 request carries (test/http/mcp-2026.test.ts covers that revision). */
+const MCP_2026_META = {
+  'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {},
+};
 
 function probes(repo: string): Probe[] {
   const c = (method: string, path: string, status: number, body?: unknown, headers: Record<string, string> = {}): Probe => ({
@@ -150,6 +154,8 @@ function probes(repo: string): Probe[] {
     c('POST', '/v1/merge/run', 200), c('GET', `/v1/review/risk?source=local&run=r000001`, 200),
     c('POST', '/mcp', 200, { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25' } }),
     c('POST', '/mcp', 404, { jsonrpc: '2.0', id: 2, method: 'ping' }, { 'mcp-session-id': 'ended' }),
+    c('POST', '/mcp', 200, { jsonrpc: '2.0', id: 3, method: 'server/discover', params: { _meta: MCP_2026_META } },
+      { 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'server/discover' }),
     c('DELETE', '/mcp', 400),
     c('GET', '/v1/keys', 200), c('GET', '/v1/repos', 200), c('GET', '/v1/projects', 200),
     c('POST', '/v1/ingest', 200, { source: 'far', runs: [{ run: 'rf1', status: 'running', started_at: '2026-01-01T00:00:00Z' }] }),

@@ -13,9 +13,10 @@ describe('package.json', () => {
 
   it('keeps devDependencies to the toolchain', () => {
     // kubernetes-models and yaml are test-only: the Kubernetes schema checks (test/unit/k8s-schemas.test.ts);
-    // @modelcontextprotocol/sdk too: the official MCP client test/http/mcp.test.ts connects with.
+    // @modelcontextprotocol/sdk and /client too: the official MCP clients test/http/mcp*.test.ts connect with (v1 for
+    // revision 2025-11-25, v2 for 2026-07-28).
     const allowed = new Set(['typescript', '@types/node', 'node', 'playwright-core', 'kubernetes-models', 'yaml',
-      '@modelcontextprotocol/sdk']);
+      '@modelcontextprotocol/sdk', '@modelcontextprotocol/client']);
     for (const name of Object.keys(pkg.devDependencies as object)) assert.ok(allowed.has(name), `unexpected devDependency ${name}`);
   });
 
