@@ -121,6 +121,15 @@ export async function startTestControl(opts: TestControlOptions = {}): Promise<T
 }
 
 /** A run as the stores take it; `i` spreads start times one second apart from a fixed epoch. */
+/** Stops, through the API, every run still active, so no worker outlives the test that started it. */
+export async function stopActiveRuns(control: TestControl): Promise<void> {
+  for (const r of control.deps.stores.runs.list({ limit: 100 })) {
+    if (['queued', 'running', 'blocked'].includes(r.status)) {
+      await control.request('POST', `/v1/runs/${r.source}/${r.run}/stop`, { body: {} }).catch(() => undefined);
+    }
+  }
+}
+
 export function makeRun(i: number, fields: Partial<RunInput> = {}): RunInput {
   const started = Date.UTC(2026, 0, 1) + i * 1000;
   return {

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client, ProtocolError, StreamableHTTPClientTransport, UnsupportedProtocolVersionError } from '@modelcontextprotocol/client';
-import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+import { startTestControl, stopActiveRuns, type TestControl } from '../helpers/control-server.ts';
 import { rawRequest, type RawResponse } from '../helpers/raw-http.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { makeRepo, grantAgentState, ASK_SCRIPT, EDIT_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
@@ -56,11 +56,7 @@ describe('MCP revision 2026-07-28 at /mcp, through the official v2 client (state
   });
   after(async () => {
     await client.close();
-    for (const r of control.deps.stores.runs.list({ limit: 100 })) {
-      if (['queued', 'running', 'blocked'].includes(r.status)) {
-        await control.request('POST', `/v1/runs/${r.source}/${r.run}/stop`, { body: {} }).catch(() => undefined);
-      }
-    }
+    await stopActiveRuns(control);
     await control.close();
     repo.cleanup();
   });

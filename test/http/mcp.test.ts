@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
-import { startTestControl, seedRuns, type TestControl } from '../helpers/control-server.ts';
+import { startTestControl, seedRuns, stopActiveRuns, type TestControl } from '../helpers/control-server.ts';
 import { rawRequest, type RawResponse } from '../helpers/raw-http.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { makeRepo, grantAgentState, ASK_SCRIPT, EDIT_SCRIPT, SLEEP_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
@@ -57,12 +57,7 @@ describe('MCP server at /mcp, through the official TypeScript SDK client', () =>
   });
   after(async () => {
     await client.close();
-    // No worker outlives the test: whatever is still active is stopped through the API.
-    for (const r of control.deps.stores.runs.list({ limit: 100 })) {
-      if (['queued', 'running', 'blocked'].includes(r.status)) {
-        await control.request('POST', `/v1/runs/${r.source}/${r.run}/stop`, { body: {} }).catch(() => undefined);
-      }
-    }
+    await stopActiveRuns(control);
     await control.close();
     repo.cleanup();
   });
