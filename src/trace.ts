@@ -123,16 +123,52 @@ export function otlpBody(service: string, spans: readonly SpanRecord[]): string 
   });
 }
 
-/** The trace ids (lower case; '' for a span without one) of the spans in a parsed OTLP JSON export (untrusted). */
-export function otlpTraceIds(body: unknown): Set<string> {
-  const list = (value: unknown): unknown[] => (Array.isArray(value) ? value : []);
-  const ids = new Set<string>();
-  for (const resource of list(obj(body).resourceSpans)) {
-    for (const scope of list(obj(resource).scopeSpans)) {
-      for (const span of list(obj(scope).spans)) ids.add((str(obj(span).traceId) ?? '').toLowerCase());
-    }
-  }
-  return ids;
+const list = (value: unknown): unknown[] => (Array.isArray(value) ? value : []);
+const VALUE_KINDS = ['stringValue', 'intValue', 'doubleValue', 'boolValue'] as const;
+const NANOS = /^\d{1,20}$/;
+
+/** Untrusted OTLP attributes rebuilt: a string key and one scalar value each; anything else is dropped. */
+function checkedAttributes(value: unknown, skip: ReadonlySet<string> = new Set()): unknown[] {
+  return list(value).flatMap((a) => {
+    const key = str(obj(a).key);
+    const v = obj(obj(a).value);
+    const kind = VALUE_KINDS.find((k) => ['string', 'number', 'boolean'].includes(typeof v[k]));
+    return key === null || skip.has(key) || kind === undefined ? [] : [{ key, value: { [kind]: v[kind] } }];
+  });
+}
+
+const int = (value: unknown): number => (Number.isInteger(value) ? (value as number) : 0);
+const nanosOf = (value: unknown): string => (typeof value === 'string' && NANOS.test(value) ? value : '0');
+
+/**
+ * A relayed OTLP JSON export (untrusted: a pod's), rebuilt from the fields svc's own exporter writes (otlpBody), so
+ * nothing a collector might also read (snake_case aliases such as `trace_id`, keys svc never checked) passes; `stamp`
+ * replaces those resource attributes (who relayed it). Null unless every span is in `traceId` and there is one.
+ */
+export function ownTraceExport(body: unknown, traceId: string, stamp: Attrs): string | null {
+  let spans = 0;
+  let foreign = false;
+  const stamped = attributes(stamp);
+  const own = new Set(Object.keys(stamp));
+  const resourceSpans = list(obj(body).resourceSpans).map((resource) => ({
+    resource: { attributes: [...checkedAttributes(obj(obj(resource).resource).attributes, own), ...stamped] },
+    scopeSpans: list(obj(resource).scopeSpans).map((scope) => ({
+      scope: { name: str(obj(obj(scope).scope).name) ?? '' },
+      spans: list(obj(scope).spans).map((span) => {
+        const s = obj(span);
+        spans += 1;
+        if ((str(s.traceId) ?? '').toLowerCase() !== traceId) foreign = true;
+        const parent = str(s.parentSpanId);
+        return {
+          traceId, spanId: str(s.spanId) ?? '', ...(parent ? { parentSpanId: parent } : {}), name: str(s.name) ?? '',
+          kind: int(s.kind), startTimeUnixNano: nanosOf(s.startTimeUnixNano),
+          endTimeUnixNano: nanosOf(s.endTimeUnixNano), attributes: checkedAttributes(s.attributes),
+          status: { code: int(obj(s.status).code) },
+        };
+      }),
+    })),
+  }));
+  return spans === 0 || foreign ? null : JSON.stringify({ resourceSpans });
 }
 
 const MAX_QUEUED = 2048;

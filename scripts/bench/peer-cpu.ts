@@ -5,7 +5,6 @@
 // a fixed number of deliveries on the row's 16 connections. The figure is the server's utime + stime from /proc
 // around those deliveries ÷ their count (and the event-loop thread's alone): unlike req/s it hardly moves when
 // neighbours load the cores. PROFILE_DIR=… writes each server's V8 CPU profile there on exit.
-import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { benchEnv, makeTmp, type BenchContext } from './context.ts';
 import { CLI, setProfileDir, type ServerProcess } from './processes.ts';
@@ -13,6 +12,7 @@ import { startBenchTrigger } from './figure-trigger.ts';
 import { loadJob } from './compare.ts';
 import { runLoadInWorker } from './worker-client.ts';
 import { median } from './stats.ts';
+import { cpuUs } from './cpu-per-request.ts';
 
 const rounds = Number(process.argv[2] ?? 6);
 const deliveries = Number(process.argv[3] ?? 30_000);
@@ -20,12 +20,6 @@ const clis = process.argv.slice(4).map((p) => resolve(p));
 if (clis.length === 0) clis.push(CLI);
 const fill = Number(process.env.FILL ?? 200_000);
 setProfileDir(process.env.PROFILE_DIR ? resolve(process.env.PROFILE_DIR) : undefined);
-
-/** utime + stime in µs (100 Hz ticks) of a process, or of one of its threads. */
-function cpuUs(path: string): number {
-  const fields = readFileSync(path, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10_000;
-}
 
 interface Build {
   cli: string;

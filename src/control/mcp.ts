@@ -20,8 +20,10 @@ type Id = string | number;
 /** What this server speaks, newest first; an `initialize` naming another version gets the newest (lifecycle §2). */
 export const MCP_PROTOCOL_VERSIONS: readonly string[] = ['2025-11-25', '2025-06-18'];
 /** The stateless revisions: a request is of this era when its `_meta` or version header names a version this new. */
-export const MCP_STATELESS_VERSIONS: readonly string[] = ['2026-07-28'];
-const FIRST_STATELESS_VERSION = '2026-07-28';
+const MCP_STATELESS_VERSIONS: readonly string[] = ['2026-07-28'];
+const FIRST_STATELESS_VERSION = MCP_STATELESS_VERSIONS.at(-1)!;
+/** What server/discover lists, and an unsupported-version error names. */
+const SUPPORTED_VERSIONS = [...MCP_STATELESS_VERSIONS, ...MCP_PROTOCOL_VERSIONS];
 const META_VERSION = 'io.modelcontextprotocol/protocolVersion';
 const META_CAPABILITIES = 'io.modelcontextprotocol/clientCapabilities';
 const META_SERVER_INFO = 'io.modelcontextprotocol/serverInfo';
@@ -275,8 +277,7 @@ function checkStateless(req: IncomingMessage, id: Id, method: string, params: Ob
     refuse(HEADER_MISMATCH, `MCP-Protocol-Version header must equal _meta "${META_VERSION}"`);
   }
   if (!MCP_STATELESS_VERSIONS.includes(version)) {
-    const supported = [...MCP_STATELESS_VERSIONS, ...MCP_PROTOCOL_VERSIONS];
-    const data = { supported, requested: version };
+    const data = { supported: SUPPORTED_VERSIONS, requested: version };
     refuse(UNSUPPORTED_VERSION, `Unsupported protocol version: ${version.slice(0, 64)}`, data);
   }
   if (!isJsonObject(meta[META_CAPABILITIES])) refuse(INVALID_PARAMS, `params._meta must carry "${META_CAPABILITIES}"`);
@@ -295,9 +296,10 @@ async function answerStateless(ctx: C, tools: McpTools, id: Id, method: string, 
   checkStateless(ctx.req, id, method, params);
   let result: unknown;
   if (method === 'server/discover') {
-    const supportedVersions = [...MCP_STATELESS_VERSIONS, ...MCP_PROTOCOL_VERSIONS];
     const capabilities = { tools: {}, resources: {} };
-    result = { supportedVersions, capabilities, serverInfo: serverInfo(version), instructions: INSTRUCTIONS };
+    result = {
+      supportedVersions: SUPPORTED_VERSIONS, capabilities, serverInfo: serverInfo(version), instructions: INSTRUCTIONS,
+    };
   } else if (method === 'ping') {
     throw new JsonRpcError(METHOD_NOT_FOUND, 'Method not found: ping (not part of revision 2026-07-28)', id, 404);
   } else {

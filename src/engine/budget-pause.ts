@@ -71,7 +71,9 @@ const ASKED_AGAIN = Symbol('asked again');
  * raises the budget reached to it, "yes" by another max_usd (else by the budget itself), and returns null — a daily
  * cap only by an operator's answer, else the run asks again; anything else returns the run's error.
  */
-function answerBudget(ctx: RunContext, answer: Answer, maxUsd: number | null, r: Reached): string | null | symbol {
+function answerBudget(
+  ctx: RunContext, answer: Answer, maxUsd: number | null, r: Reached,
+): string | null | typeof ASKED_AGAIN {
   ctx.event('answer', { answer: answer.text, by: answer.by });
   const read = readBudgetAnswer(answer.text);
   const name = budgetName(r, ctx.state.repo);
@@ -110,7 +112,7 @@ export function pollBudgetAnswer(ctx: RunContext, proc: GroupRun, a: BudgetWatch
   const read = answer === null ? unanswered(ctx, a.reached!) : answerBudget(ctx, answer, maxUsd, a.reached!);
   if (read === ASKED_AGAIN) return;
   a.budgetAsked = false;
-  a.overBudget = read as string | null;
+  a.overBudget = read;
   proc.resume();
   if (a.overBudget !== null) proc.kill();
 }
@@ -156,6 +158,6 @@ export async function budgetAtExit(
     if (answer === null) return { kind: 'stopped' };
     const read = answer === TIMED_OUT ? unanswered(ctx, reached) : answerBudget(ctx, answer, maxUsd, reached);
     if (read === ASKED_AGAIN) continue;
-    return read === null ? 'raised' : { kind: 'over-budget', exitCode, error: read as string };
+    return read === null ? 'raised' : { kind: 'over-budget', exitCode, error: read };
   }
 }

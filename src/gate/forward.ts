@@ -11,7 +11,7 @@ import { CREDENTIAL_HEADERS, modelPath } from './model-apis.ts';
 import { arrivingRecord, type EgressRecord, type MeteredCall } from './evidence.ts';
 import { usageMeter, type UsageMeter } from './usage.ts';
 import { callCost } from './prices.ts';
-import { formatTraceparent, otlpTraceIds, parseTraceparent } from '../trace.ts';
+import { formatTraceparent, ownTraceExport, parseTraceparent } from '../trace.ts';
 import { MiB, parseJson, readBody } from '../http/body.ts';
 import { HttpError } from '../http/http-error.ts';
 import { errorMessage } from '../errors.ts';
@@ -162,11 +162,12 @@ async function relayTraces(ctx: GateContext, asker: Asker, req: IncomingMessage,
   } catch (err) {
     return refuse(res, err instanceof HttpError ? err.status : 400, errorMessage(err));
   }
-  const ids = otlpTraceIds(body);
-  if (ids.size === 0 || [...ids].some((id) => id !== traceId)) {
-    return refuse(res, 403, 'only spans of the job\'s own trace are exported');
-  }
-  if (!await ctx.trace.tracer.forward(JSON.stringify(body))) return refuse(res, 502, 'the collector did not take them');
+  // Stamped with the job the credential names: spans a pod relays are told apart from the servers' own.
+  const who = asker.who!;
+  const stamp = { 'svc.relayed_by': 'svc-gate', 'svc.job_id': who.job, 'svc.run': who.run };
+  const rebuilt = ownTraceExport(body, traceId, stamp);
+  if (rebuilt === null) return refuse(res, 403, 'only spans of the job\'s own trace are exported');
+  if (!await ctx.trace.tracer.forward(rebuilt)) return refuse(res, 502, 'the collector did not take them');
   res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
 }
 

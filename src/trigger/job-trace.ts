@@ -39,7 +39,10 @@ export function startDelivery(tracer: Tracer, req: IncomingMessage, origin: stri
   return { span, job: { traceparent: job, parent: span.context.spanId } };
 }
 
-/** The `traceparent` a job's run continues: the job's own, or (a job queued with no trace) a new one. */
+/**
+ * The `traceparent` a job's run continues: the job's own, or (a job queued with no trace) a new one, made here rather
+ * than by the run because a pod's run container and its signer must name the same trace id (src/pod/sign.ts).
+ */
 export function launchTraceparent(job: JobRow): string {
   return job.traceparent ?? formatTraceparent({ traceId: newTraceId(), spanId: newSpanId() });
 }

@@ -38,6 +38,8 @@ interface Collector {
   /** Every way a payload broke the OTLP JSON encoding (empty when all were well-formed). */
   problems: string[];
   requests: number;
+  /** Each request's body as it came. */
+  bodies: string[];
   /** The `x-otel-key` header of each request (OTEL_EXPORTER_OTLP_HEADERS), and each payload's service.name. */
   keys: Array<string | undefined>;
   services: Set<string>;
@@ -88,7 +90,7 @@ function checkPayload(body: unknown, problems: string[]): Span[] {
 
 async function startCollector(mode: 'answer' | 'hang' = 'answer'): Promise<Collector> {
   const c: Omit<Collector, 'url' | 'close'> = {
-    spans: [], problems: [], requests: 0, held: [], keys: [], services: new Set(),
+    spans: [], problems: [], requests: 0, bodies: [], held: [], keys: [], services: new Set(),
   };
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
@@ -98,8 +100,9 @@ async function startCollector(mode: 'answer' | 'hang' = 'answer'): Promise<Colle
       c.keys.push(req.headers['x-otel-key'] as string | undefined);
       if (req.method !== 'POST' || req.url !== '/v1/traces') c.problems.push(`${req.method} ${req.url}`);
       if (req.headers['content-type'] !== 'application/json') c.problems.push(`type ${req.headers['content-type']}`);
+      c.bodies.push(Buffer.concat(chunks).toString('utf8'));
       try {
-        const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+        const body = JSON.parse(c.bodies.at(-1)!);
         c.spans.push(...checkPayload(body, c.problems));
         for (const r of body.resourceSpans ?? []) {
           const name = (r.resource?.attributes ?? []).find((a: any) => a.key === 'service.name')?.value?.stringValue;
@@ -517,6 +520,19 @@ describe('svc gate serve (the pods\' gate) in a job\'s trace', () => {
     assert.equal(await toGate(url.pathname, otlpBody('svc-run', [other])), 403);
     assert.equal(await toGate(url.pathname, otlpBody('svc-run', [{ ...other, traceId: mine.traceId }, other])), 403);
     assert.equal(collector.requests, requests);
+    // The attack a collector's looser reader allows: its own span checked, another trace beside it under the
+    // snake_case names (and as a second id on the span), which a collector reads too. Only what was checked goes on.
+    const own = JSON.parse(otlpBody('svc-run', [{ ...other, traceId: mine.traceId, name: 'svc.own' }]));
+    const span = own.resourceSpans[0].scopeSpans[0].spans[0];
+    span.trace_id = OTHER_TRACE;
+    own.resource_spans = [{ scope_spans: [{ spans: [{ ...span, name: 'svc.theirs', traceId: OTHER_TRACE }] }] }];
+    assert.equal(await toGate(url.pathname, JSON.stringify(own)), 200);
+    await waitFor(() => named(collector, 'svc.own').length > 0, 'the pod\'s own span');
+    assert.ok(collector.bodies.every((b) => !b.includes(OTHER_TRACE)), 'no other trace id reached the collector');
+    // Relayed spans say which job relayed them, whatever the pod wrote.
+    const relayed = collector.bodies.map((b) => JSON.parse(b)).find((b) => JSON.stringify(b).includes('svc.own'));
+    const stamp = relayed.resourceSpans[0].resource.attributes;
+    assert.equal(stamp.find((a: { key: string }) => a.key === 'svc.job_id')?.value.stringValue, 'job-p');
     assert.deepEqual(spansOf(OTHER_TRACE), []);
     assert.deepEqual(collector.problems, []);
   });
