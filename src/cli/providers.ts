@@ -2,10 +2,9 @@
 // the provider conformance suite tested (the same report as GET /v1/providers, for this PATH and project).
 import type { CliIo } from './io.ts';
 import { parseFlags, printsHelp } from './io.ts';
-import { BUILTIN_PROVIDERS } from '../engine/providers.ts';
 import { loadEngineConfig } from '../engine/config.ts';
-import { createVersionProbe, describeProviders } from '../control/provider-detect.ts';
-import type { ProviderEntry, ProviderReport } from '../control/provider-detect.ts';
+import { createVersionProbe } from '../engine/cli-version.ts';
+import { describeProviders, type ProviderReport } from '../control/provider-detect.ts';
 import { safeJson } from '../safe-json.ts';
 
 const HELP = `Usage: svc providers [--json] [--repo DIR]
@@ -37,11 +36,7 @@ export default async function providers(io: CliIo): Promise<number> {
   if (printsHelp(io, HELP)) return 0;
   const { values } = parseFlags(io.argv, { json: { type: 'boolean' }, repo: { type: 'string' } }, 0);
   const config = loadEngineConfig(values.repo ?? process.cwd());
-  const entries: ProviderEntry[] = [
-    ...BUILTIN_PROVIDERS.map((name) => ({ name, kind: 'builtin' as const, binary: name })),
-    ...Object.entries(config.providers).map(([name, p]) => ({ name, kind: 'command' as const, binary: p.command[0]! })),
-  ];
-  const rows = await describeProviders(entries, io.env.PATH, createVersionProbe(io.env));
+  const rows = await describeProviders(config.providers, io.env.PATH, createVersionProbe(io.env));
   io.stdout(values.json ? `${safeJson(rows)}\n` : `${table(rows)}\n`);
   return 0;
 }

@@ -3,7 +3,7 @@
 import { ACTIVE_STATUSES, TERMINAL } from '../run-json.ts';
 import type { RunRow } from '../db/run-types.ts';
 
-export const RUN_ACTIONS = ['stop', 'resume', 'retry', 'verify', 'delete', 'answer', 'pr'] as const;
+const RUN_ACTIONS = ['stop', 'resume', 'retry', 'verify', 'delete', 'answer', 'pr'] as const;
 export type RunAction = (typeof RUN_ACTIONS)[number];
 
 const ALLOWED_FROM: Record<RunAction, ReadonlySet<string>> = {
@@ -20,9 +20,6 @@ const ALLOWED_FROM: Record<RunAction, ReadonlySet<string>> = {
 // the operator registered (src/control/projects.ts).
 const NEEDS_LOCAL = new Set<RunAction>(['resume', 'retry', 'verify', 'pr']);
 
-/** Whether a folder is a registered project (projects.ts isRegisteredProject, bound to the server's deps). */
-export type IsRegistered = (path: string) => boolean;
-
 /** Why a run cannot get its pull request later, as far as its row tells (the engine checks the receipt and policy). */
 function prRefusal(row: RunRow, id: string): string | null {
   if (row.pr_url) return `Run ${id} already has its pull request: ${row.pr_url}`;
@@ -33,9 +30,12 @@ function prRefusal(row: RunRow, id: string): string | null {
   return null;
 }
 
-/** The message of the 409 invalid_transition the server answers `action` with, or null when it would accept it. */
+/**
+ * The message of the 409 invalid_transition the server answers `action` with, or null when it would accept it.
+ * `registered`: projects.ts isRegisteredProject, bound to the server's deps.
+ */
 export function actionRefusal(
-  row: RunRow, localSource: string, action: RunAction, registered: IsRegistered,
+  row: RunRow, localSource: string, action: RunAction, registered: (path: string) => boolean,
 ): string | null {
   const id = `${row.source}/${row.run}`;
   if (action === 'pr') {
@@ -60,7 +60,7 @@ export function actionRefusal(
 
 /** Every action's refusal for a run (null = the server would accept it, rate limits aside). */
 export function actionRefusals(
-  row: RunRow, localSource: string, registered: IsRegistered,
+  row: RunRow, localSource: string, registered: (path: string) => boolean,
 ): Record<RunAction, string | null> {
   const out = {} as Record<RunAction, string | null>;
   for (const action of RUN_ACTIONS) out[action] = actionRefusal(row, localSource, action, registered);

@@ -3,21 +3,17 @@ import { isJsonObject } from '../untrusted.ts';
 import { isAbsolute } from 'node:path';
 import { invalidField } from '../http/http-error.ts';
 import type { ConfigStore } from '../db/config-store.ts';
-
-export type SettingType = 'string' | 'integer' | 'path[]' | 'providers';
+import { BUILTIN_PROVIDERS, isBuiltin } from '../engine/providers.ts';
 
 export interface Setting {
   key: string;
-  type: SettingType;
+  type: 'string' | 'integer' | 'path[]' | 'providers';
   /** `null` means "unset"; every setting accepts null to go back to its default. */
   default: unknown;
   description: string;
   secret: boolean;
   min?: number;
 }
-
-/** The agent CLIs svc knows how to drive; a configured command provider may not reuse these names. */
-export const BUILTIN_PROVIDERS = ['claude', 'codex', 'gemini', 'aider', 'opencode'] as const;
 
 export const SETTINGS: readonly Setting[] = [
   {
@@ -61,7 +57,7 @@ function kindOf(value: unknown): string {
   return typeof value === 'number' ? 'integer' : typeof value;
 }
 
-/** Throws 400 invalid_param about the setting `key` (named in the envelope's `field` for the UI). */
+/** Throws 400 invalid_param about the setting `key` (named in the `Svc-Error-Field` header for the UI). */
 function invalid(key: string, message: string): never {
   throw invalidField(key, message);
 }
@@ -75,7 +71,7 @@ function checkProviders(value: unknown): void {
     if (!PROVIDER_NAME.test(name)) {
       bad(`Setting "providers" has a bad name "${name.slice(0, 64)}" (lowercase letters, digits, - and _)`);
     }
-    if ((BUILTIN_PROVIDERS as readonly string[]).includes(name)) {
+    if (isBuiltin(name)) {
       bad(`Setting "providers.${name}" would hide the built-in provider of that name`);
     }
     if (!isJsonObject(spec)) bad(`Setting "providers.${name}" must be an object {"command": [strings]}`);

@@ -134,13 +134,6 @@ const TOOLS: readonly ToolDef[] = [
   },
 ];
 
-/** A tool's answer as MCP's CallToolResult: the reply's JSON as text (and as structuredContent when an object). */
-export interface ToolResult {
-  content: Array<{ type: 'text'; text: string }>;
-  structuredContent?: Record<string, unknown>;
-  isError?: boolean;
-}
-
 const PATH_PARAM = /:(\w+)/g;
 
 function refuse(message: string): never {
@@ -197,7 +190,8 @@ function replyValue(reply: Reply): unknown {
   }
 }
 
-function result(value: unknown, isError: boolean): ToolResult {
+/** A tool's answer as MCP's CallToolResult: the reply's JSON as text (and as structuredContent when an object). */
+function result(value: unknown, isError: boolean) {
   const text = typeof value === 'string' ? value : JSON.stringify(value);
   return {
     content: [{ type: 'text', text }],
@@ -207,7 +201,7 @@ function result(value: unknown, isError: boolean): ToolResult {
 }
 
 /** A refusal as the API would send it, as a tool error; anything that is not a refusal is thrown on. */
-function refusal(err: unknown): ToolResult {
+function refusal(err: unknown) {
   const known = isHttpError(err) ? err : httpErrorOf(err);
   if (known) return result(errorBody(known.code, known.message), true);
   if (isDatabaseBusy(err)) {
@@ -264,7 +258,7 @@ export function createMcpTools(routes: () => readonly R[]) {
     return reply;
   }
 
-  async function call(ctx: C, tool: ToolDef, args: Record<string, unknown>): Promise<ToolResult> {
+  async function call(ctx: C, tool: ToolDef, args: Record<string, unknown>) {
     try {
       const reply = await callRoute(ctx, tool, args);
       return result(replyValue(reply), reply.status >= 400);

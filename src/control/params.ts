@@ -76,25 +76,19 @@ export function parseTime(name: string, value: string): number {
   return ms;
 }
 
-/** parseTime for an optional query parameter. */
-function optionalTime(query: URLSearchParams, name: string): number | undefined {
-  const value = query.get(name);
-  return value === null ? undefined : parseTime(name, value);
-}
-
 /** `since` (inclusive) and `until` (exclusive) start times and `repo`: the window of the runs list and the stats. */
 export function parseWindow(query: URLSearchParams): { since?: number; until?: number; repo?: string } {
-  const since = optionalTime(query, 'since');
-  const until = optionalTime(query, 'until');
+  const window: { since?: number; until?: number; repo?: string } = {};
+  for (const name of ['since', 'until'] as const) {
+    const value = query.get(name);
+    if (value !== null) window[name] = parseTime(name, value);
+  }
   const repo = query.get('repo');
   if (repo !== null && (repo.length === 0 || repo.length > 512)) {
     throw new HttpError('invalid_param', 'Parameter "repo" must be 1 to 512 characters');
   }
-  return {
-    ...(since !== undefined ? { since } : {}),
-    ...(until !== undefined ? { until } : {}),
-    ...(repo !== null ? { repo } : {}),
-  };
+  if (repo !== null) window.repo = repo;
+  return window;
 }
 
 /** A non-negative integer id (event cursors, Last-Event-ID). */
@@ -122,43 +116,38 @@ export function checkArtifactPath(path: string, name = 'Artifact path'): string 
   return path;
 }
 
-/** The runs list's opaque keyset cursor: base64url of JSON [started_at, source, run] of the last row sent. */
-export function encodeRunCursor(key: RunKey): string {
-  return Buffer.from(JSON.stringify([key.started_at, key.source, key.run])).toString('base64url');
+/** A list's opaque keyset cursor: base64url of the JSON array of the last row's key (docs/control-data.md). */
+export function encodeCursor(key: ReadonlyArray<number | string>): string {
+  return Buffer.from(JSON.stringify(key)).toString('base64url');
 }
 
-/** Anything but a cursor this server made is 400 invalid_param: a client must not guess its way into the index. */
-export function decodeRunCursor(text: string): RunKey {
+/**
+ * The key of a cursor this server issued, each part an integer or a path segment as `shape` says; anything else is
+ * 400 invalid_param: a client must not guess its way into the index.
+ */
+export function decodeCursor(text: string, shape: ReadonlyArray<'int' | 'segment'>): Array<number | string> {
   const bad = (): never => {
     throw new HttpError('invalid_param', 'Parameter "cursor" is not a cursor this server issued');
   };
   if (text.length > 400 || !/^[A-Za-z0-9_-]+$/.test(text)) return bad();
-  let value: unknown;
+  let key: unknown;
   try {
-    value = JSON.parse(Buffer.from(text, 'base64url').toString('utf8'));
+    key = JSON.parse(Buffer.from(text, 'base64url').toString('utf8'));
   } catch {
     return bad();
   }
-  if (!Array.isArray(value) || value.length !== 3) return bad();
-  const [startedAt, source, run] = value as unknown[];
-  if (!Number.isSafeInteger(startedAt) || typeof source !== 'string' || typeof run !== 'string') return bad();
-  if (!SEGMENT.test(source) || !SEGMENT.test(run)) return bad();
-  return { started_at: startedAt as number, source, run };
+  if (!Array.isArray(key) || key.length !== shape.length) return bad();
+  const fits = (part: unknown, i: number) =>
+    shape[i] === 'int' ? Number.isSafeInteger(part) : typeof part === 'string' && SEGMENT.test(part);
+  return key.every(fits) ? (key as Array<number | string>) : bad();
 }
 
-/** The audit and notification lists' cursors: base64url of a tagged integer tuple. */
-export function encodeCursor(tag: string, parts: readonly number[]): string {
-  return Buffer.from(`${tag}:${parts.join(':')}`, 'utf8').toString('base64url');
+/** The runs list's cursor: the key [started_at, source, run] of the last run sent. */
+export function encodeRunCursor(key: RunKey): string {
+  return encodeCursor([key.started_at, key.source, key.run]);
 }
 
-/** Decodes a cursor this server issued for `tag` with `count` integers; anything else is 400 invalid_param. */
-export function decodeCursor(tag: string, count: number, text: string | null): number[] | null {
-  if (text === null) return null;
-  const bad = new HttpError('invalid_param', 'Parameter "cursor" is not a cursor this list issued');
-  if (!/^[A-Za-z0-9_-]{1,200}$/.test(text)) throw bad;
-  const fields = Buffer.from(text, 'base64url').toString('utf8').split(':');
-  if (fields.length !== count + 1 || fields[0] !== tag) throw bad;
-  const parts = fields.slice(1).map((f) => (/^[0-9]{1,16}$/.test(f) ? Number(f) : Number.NaN));
-  if (!parts.every(Number.isSafeInteger)) throw bad;
-  return parts;
+export function decodeRunCursor(text: string): RunKey {
+  const [startedAt, source, run] = decodeCursor(text, ['int', 'segment', 'segment']);
+  return { started_at: startedAt as number, source: source as string, run: run as string };
 }

@@ -3,9 +3,8 @@
 // `svc providers`.
 import { isAbsolute } from 'node:path';
 import { which } from '../spawn/which.ts';
-import { versionStanding, type VersionProbe, type VersionStanding } from '../engine/cli-version.ts';
-
-export { createVersionProbe, type VersionProbe } from '../engine/cli-version.ts';
+import { BUILTIN_PROVIDERS } from '../engine/providers.ts';
+import { versionStanding, type VersionProbe } from '../engine/cli-version.ts';
 
 /**
  * The engine's PATH lookup, with one rule of the Control Plane's own: a name with a slash must be absolute, because
@@ -16,23 +15,15 @@ export function findOnPath(name: string, pathEnv: string | undefined): string | 
   return which(name, pathEnv);
 }
 
-export interface ProviderEntry {
-  name: string;
-  kind: 'builtin' | 'command';
-  /** What runs: the built-in's own name, or a command provider's argv[0]. */
-  binary: string;
-}
-
-export interface ProviderReport extends VersionStanding {
-  name: string;
-  kind: 'builtin' | 'command';
-  available: boolean;
-  path: string | null;
-  version: string | null;
-}
-
-export function describeProviders(entries: ProviderEntry[], pathEnv: string | undefined, probe: VersionProbe) {
-  return Promise.all(entries.map(async (e): Promise<ProviderReport> => {
+/** The built-ins, then the command providers (name → argv), each as found on PATH. */
+export function describeProviders(
+  commands: Record<string, { command: string[] }>, pathEnv: string | undefined, probe: VersionProbe,
+) {
+  const entries = [
+    ...BUILTIN_PROVIDERS.map((name) => ({ name, kind: 'builtin' as const, binary: name })),
+    ...Object.entries(commands).map(([name, p]) => ({ name, kind: 'command' as const, binary: p.command[0]! })),
+  ];
+  return Promise.all(entries.map(async (e) => {
     const path = findOnPath(e.binary, pathEnv);
     // Command providers are arbitrary programs: they may not know --version, so only built-ins are asked.
     const version = path && e.kind === 'builtin' ? await probe(path, e.name) : null;
@@ -40,3 +31,5 @@ export function describeProviders(entries: ProviderEntry[], pathEnv: string | un
     return { name: e.name, kind: e.kind, available: path !== null, path, version, ...standing };
   }));
 }
+
+export type ProviderReport = Awaited<ReturnType<typeof describeProviders>>[number];

@@ -15,13 +15,13 @@ function parseVerify(value: string | null): boolean {
 export const listAudit: Handler<ControlDeps> = (ctx) => {
   checkQueryKeys(ctx.query, ['limit', 'cursor', 'verify']);
   const limit = parseLimit(ctx.query.get('limit'));
-  const before = decodeCursor('a', 1, ctx.query.get('cursor'));
+  const cursor = ctx.query.get('cursor');
   const verify = parseVerify(ctx.query.get('verify'));
   const audit = ctx.deps.stores.audit;
-  const page = audit.list({ limit, beforeId: before ? before[0]! : null });
+  const page = audit.list({ limit, beforeId: cursor === null ? null : (decodeCursor(cursor, ['int'])[0] as number) });
   const body: Record<string, unknown> = {
     items: page.items.map((e) => ({ ...e, at: iso(e.at) })),
-    next_cursor: page.nextBeforeId === null ? null : encodeCursor('a', [page.nextBeforeId]),
+    next_cursor: page.nextBeforeId === null ? null : encodeCursor([page.nextBeforeId]),
   };
   if (verify) {
     const broken = audit.verifyChain();

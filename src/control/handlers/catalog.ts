@@ -5,8 +5,9 @@ import type { Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
 import { checkQueryKeys, decodeCursor, encodeCursor, parseLimit } from '../params.ts';
 import { iso } from '../../iso-time.ts';
-import { BUILTIN_PROVIDERS, readEffectiveConfig } from '../config-schema.ts';
-import { createVersionProbe, describeProviders, type VersionProbe } from '../provider-detect.ts';
+import { readEffectiveConfig } from '../config-schema.ts';
+import { describeProviders } from '../provider-detect.ts';
+import { createVersionProbe, type VersionProbe } from '../../engine/cli-version.ts';
 import { integrationStatus } from '../integrations.ts';
 import { knownKeys, publicKeyInfo } from '../../keys.ts';
 import { listProjects } from '../projects.ts';
@@ -22,12 +23,8 @@ function probeFor(deps: ControlDeps): VersionProbe {
 export const listProviders: Handler<ControlDeps> = async (ctx) => {
   checkQueryKeys(ctx.query, []);
   const { config } = readEffectiveConfig(ctx.deps.stores.config);
-  const commands = Object.entries((config.providers ?? {}) as Record<string, { command: string[] }>);
-  const entries = [
-    ...BUILTIN_PROVIDERS.map((name) => ({ name, kind: 'builtin' as const, binary: name })),
-    ...commands.map(([name, spec]) => ({ name, kind: 'command' as const, binary: spec.command[0]! })),
-  ];
-  const found = await describeProviders(entries, ctx.deps.env.PATH, probeFor(ctx.deps));
+  const commands = (config.providers ?? {}) as Record<string, { command: string[] }>;
+  const found = await describeProviders(commands, ctx.deps.env.PATH, probeFor(ctx.deps));
   const items = found.map((p) => ({ ...p, default: config.default_provider === p.name }));
   // DESIGN §4: a bare array, not a page (there are a handful of providers and no cursor).
   return json(200, items);
@@ -41,7 +38,8 @@ export const listIntegrations: Handler<ControlDeps> = (ctx) => {
 export const listNotifications: Handler<ControlDeps> = (ctx) => {
   checkQueryKeys(ctx.query, ['limit', 'cursor']);
   const limit = parseLimit(ctx.query.get('limit'));
-  const after = decodeCursor('n', 2, ctx.query.get('cursor'));
+  const cursor = ctx.query.get('cursor');
+  const after = cursor === null ? null : (decodeCursor(cursor, ['int', 'int']) as number[]);
   const rows = ctx.deps.stores.notifications.list({
     limit: limit + 1, after: after ? { created_at: after[0]!, id: after[1]! } : null,
   });
@@ -49,7 +47,7 @@ export const listNotifications: Handler<ControlDeps> = (ctx) => {
   const last = page[page.length - 1];
   return json(200, {
     items: page.map((n) => ({ ...n, created_at: iso(n.created_at), updated_at: iso(n.updated_at) })),
-    next_cursor: rows.length > limit && last ? encodeCursor('n', [last.created_at, last.id]) : null,
+    next_cursor: rows.length > limit && last ? encodeCursor([last.created_at, last.id]) : null,
   });
 };
 
