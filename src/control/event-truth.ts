@@ -9,7 +9,8 @@ const LIVE: ReadonlySet<string> = new Set(['queued', 'running', 'blocked']);
 
 type Exchange = { kind: string; data: Record<string, unknown> } | null;
 
-function dataOf(text: string): Record<string, unknown> {
+/** A stored event's data as an object ({} when it is not one). */
+export function eventData(text: string): Record<string, unknown> {
   try {
     return obj(JSON.parse(text));
   } catch {
@@ -25,7 +26,7 @@ export function createEventTruth(events: EventsStore): { insert(ev: EventInput):
   function lastStatus(ev: EventInput, key: string): string | null {
     if (!status.has(key)) {
       const row = events.latest(ev.source, ev.run, 'run.status');
-      status.set(key, row ? str(dataOf(row.data).to) : null);
+      status.set(key, row ? str(eventData(row.data).to) : null);
     }
     return status.get(key) ?? null;
   }
@@ -35,7 +36,7 @@ export function createEventTruth(events: EventsStore): { insert(ev: EventInput):
       const question = events.latest(ev.source, ev.run, 'question');
       const answer = events.latest(ev.source, ev.run, 'answer');
       const row = question && answer ? (question.id > answer.id ? question : answer) : (question ?? answer);
-      exchange.set(key, row ? { kind: row.kind, data: dataOf(row.data) } : null);
+      exchange.set(key, row ? { kind: row.kind, data: eventData(row.data) } : null);
     }
     return exchange.get(key) ?? null;
   }
@@ -43,7 +44,7 @@ export function createEventTruth(events: EventsStore): { insert(ev: EventInput):
   /** The event to store (maybe with a corrected `from`), or null when it repeats a recorded fact. */
   function corrected(ev: EventInput, key: string): EventInput | null {
     if (ev.kind === 'run.status') {
-      const data = dataOf(ev.data);
+      const data = eventData(ev.data);
       const to = str(data.to);
       const before = lastStatus(ev, key);
       if (to === null || before === null) return ev;
@@ -52,7 +53,7 @@ export function createEventTruth(events: EventsStore): { insert(ev: EventInput):
     }
     if (ev.kind === 'answer') {
       const last = lastExchange(ev, key);
-      const data = dataOf(ev.data);
+      const data = eventData(ev.data);
       const fromControl = last?.kind === 'answer' && last.data.via === 'control';
       if (fromControl && data.via === undefined && last.data.answer === data.answer) return null;
     }
@@ -78,8 +79,8 @@ export function createEventTruth(events: EventsStore): { insert(ev: EventInput):
         exchange.delete(key);
         return null;
       }
-      if (ev.kind === 'run.status') status.set(key, str(dataOf(ev.data).to));
-      else exchange.set(key, { kind: ev.kind, data: dataOf(ev.data) });
+      if (ev.kind === 'run.status') status.set(key, str(eventData(ev.data).to));
+      else exchange.set(key, { kind: ev.kind, data: eventData(ev.data) });
       return { id, ...ev };
     },
   };

@@ -6,8 +6,8 @@ import { isAbsolute, join } from 'node:path';
 import { HttpError } from '../http/http-error.ts';
 import type { ControlDeps } from './deps.ts';
 import { SEGMENT } from './params.ts';
-import { contentTypeFor } from './content-type.ts';
-import { validateEvent, validateRun, type IngestBatch } from './ingest-validate.ts';
+import { contentTypeOf } from '../http/static-files.ts';
+import { OCTET_STREAM, validateEvent, validateRun, type IngestBatch } from './ingest-validate.ts';
 import { storeBatch } from './ingest-apply.ts';
 import { transaction } from '../db/open.ts';
 import type { EventRow } from '../db/events-store.ts';
@@ -44,7 +44,8 @@ function importBatch(
     }
   });
   const artifacts = read.artifacts.flatMap(({ rel, content }) => {
-    if (!rel.includes('\\')) return [{ run: name, path: rel, content_type: contentTypeFor(rel), content }];
+    const type = contentTypeOf(rel) ?? OCTET_STREAM;
+    if (!rel.includes('\\')) return [{ run: name, path: rel, content_type: type, content }];
     skip(`${name}/artifacts/${rel}`, 'name contains a backslash');
     return [];
   });

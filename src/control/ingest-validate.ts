@@ -6,7 +6,6 @@ import type { RunInput } from '../db/run-types.ts';
 import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS, type RunFailure, type RunStatus } from '../run-json.ts';
 import type { EventInput } from '../db/events-store.ts';
 import { SEGMENT, checkArtifactPath, timeMs } from './params.ts';
-import { safeContentType, OCTET_STREAM } from './content-type.ts';
 import { NOTIFICATION_STATUSES, type NotificationInput } from '../db/notifications-store.ts';
 import { isJsonObject, nestsDeeperThan, type Obj } from '../untrusted.ts';
 import { isRepoName } from '../engine/repo-name.ts';
@@ -35,6 +34,11 @@ const MAX_SERVED = 1000;
 const KIND = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 const MAX_TEXT = 64 * 1024;
+// An artifact's content type is the sender's: a plain `type/subtype[; params]` is kept, anything else is octet-stream.
+const MIME_NAME = String.raw`[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}`;
+const MIME_PARAM = String.raw`\s*;\s*[A-Za-z0-9_-]+=("[^"\r\n]*"|[A-Za-z0-9_.+-]+)`;
+const MIME = new RegExp(String.raw`^${MIME_NAME}\/${MIME_NAME}(${MIME_PARAM})*$`);
+export const OCTET_STREAM = 'application/octet-stream';
 const TEXT_FIELDS = ['repo', 'brief', 'origin', 'provider', 'branch', 'pr_url', 'question', 'error'] as const;
 const INT_FIELDS = ['tokens_in', 'tokens_out', 'exit_code', 'pid'] as const;
 
@@ -174,6 +178,10 @@ export function validateEvent(v: unknown, where: string, source: string, now: nu
   };
 }
 
+export function safeContentType(value: unknown): string {
+  return typeof value === 'string' && value.length <= 200 && MIME.test(value) ? value : OCTET_STREAM;
+}
+
 function validateArtifact(v: unknown, where: string): ArtifactUpload {
   if (!isJsonObject(v)) return bad(where, 'must be an object');
   const run = segment(`${where}.run`, v.run);
@@ -182,9 +190,8 @@ function validateArtifact(v: unknown, where: string): ArtifactUpload {
   if (typeof v.content_base64 !== 'string' || !BASE64.test(v.content_base64)) {
     bad(`${where}.content_base64`, 'must be base64');
   }
-  const type = v.content_type === undefined ? OCTET_STREAM : safeContentType(v.content_type);
   const content = Buffer.from(v.content_base64 as string, 'base64');
-  return { run, path: v.path as string, content_type: type, content };
+  return { run, path: v.path as string, content_type: safeContentType(v.content_type), content };
 }
 
 function text(where: string, v: unknown, required: boolean, max = 4096): string | null {

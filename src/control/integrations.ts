@@ -4,7 +4,6 @@ import { safeEqual } from '../http/guards.ts';
 import { SOURCES, signatureHeaderNames, type Outbound, type WebhookSource } from '../webhook-sources.ts';
 import { findOnPath } from './provider-detect.ts';
 
-
 /** Pull requests are the engine's, not a source's: the one outbound integration the source table does not hold. */
 const GITHUB_PRS: Outbound = { name: 'github_prs', needs: [['GITHUB_TOKEN', 'GH_TOKEN']] };
 

@@ -1,9 +1,6 @@
-// The Control Plane's MCP endpoint (docs/mcp.md): Streamable HTTP at /mcp, of two eras. Revision 2026-07-28 is
-// stateless: every request names its version and client in `_meta` and its method in headers, `server/discover`
-// describes the server. Revisions 2025-11-25 and 2025-06-18 open a session with `initialize` (Mcp-Session-Id), DELETE
-// ends it. Either way one JSON-RPC message per POST, every request answered as application/json; no server stream, so
-// GET is the router's 405. The pipeline has already checked Host, token, Origin, content type and size as for /v1;
-// the tools are mcp-tools.ts. Sessions live in memory and hold no authority.
+// The Control Plane's MCP endpoint, Streamable HTTP at /mcp in both eras docs/mcp.md describes: stateless 2026-07-28
+// and the sessions of 2025-11-25 / 2025-06-18 (in memory, holding no authority). One JSON-RPC message per POST, every
+// answer application/json, so GET is the router's 405. The tools are mcp-tools.ts.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Ctx, Handler, Route } from '../http/pipeline.ts';
@@ -18,17 +15,13 @@ type C = Ctx<ControlDeps>;
 type Id = string | number;
 
 /** What this server speaks, newest first; an `initialize` naming another version gets the newest (lifecycle §2). */
-export const MCP_PROTOCOL_VERSIONS: readonly string[] = ['2025-11-25', '2025-06-18'];
+const MCP_PROTOCOL_VERSIONS: readonly string[] = ['2025-11-25', '2025-06-18'];
 /** The stateless revisions: a request is of this era when its `_meta` or version header names a version this new. */
 const MCP_STATELESS_VERSIONS: readonly string[] = ['2026-07-28'];
-const FIRST_STATELESS_VERSION = MCP_STATELESS_VERSIONS.at(-1)!;
 /** What server/discover lists, and an unsupported-version error names. */
 const SUPPORTED_VERSIONS = [...MCP_STATELESS_VERSIONS, ...MCP_PROTOCOL_VERSIONS];
 const META_VERSION = 'io.modelcontextprotocol/protocolVersion';
 const META_CAPABILITIES = 'io.modelcontextprotocol/clientCapabilities';
-const META_SERVER_INFO = 'io.modelcontextprotocol/serverInfo';
-const METHOD_HEADER = 'mcp-method';
-const NAME_HEADER = 'mcp-name';
 /** The body field an Mcp-Name header mirrors, per method (transports 2026-07-28, "Standard Request Headers"). */
 const NAME_FIELD: Readonly<Record<string, string>> = { 'tools/call': 'name', 'resources/read': 'uri' };
 /** Results a 2026-07-28 client may cache carry ttlMs and cacheScope (0 and private: runs change, tokens differ). */
@@ -177,13 +170,6 @@ function initialize(ctx: C, id: Id, params: Obj, version: string): Reply {
   return rpcResult(id, result, { [SESSION_HEADER]: session });
 }
 
-/** A run resource's source and run from its URI, else invalid params. */
-function runOfUri(uri: unknown): { source: string; run: string } {
-  const match = typeof uri === 'string' ? RUN_URI.exec(uri) : null;
-  if (!match) throw new JsonRpcError(INVALID_PARAMS, 'Resource URI must be svc://runs/<source>/<run>');
-  return { source: match[1]!, run: match[2]! };
-}
-
 /** A refused read (the API's HttpError) as the JSON-RPC error MCP gives resources. */
 function resourceError(err: unknown): never {
   const known = isHttpError(err) ? err : httpErrorOf(err);
@@ -205,8 +191,9 @@ async function listResources(ctx: C, tools: McpTools, params: Obj) {
 }
 
 async function readResource(ctx: C, tools: McpTools, params: Obj) {
-  const run = runOfUri(params.uri);
-  const detail = await tools.read(ctx, 'get_run', run).catch(resourceError);
+  const match = typeof params.uri === 'string' ? RUN_URI.exec(params.uri) : null;
+  if (!match) throw new JsonRpcError(INVALID_PARAMS, 'Resource URI must be svc://runs/<source>/<run>');
+  const detail = await tools.read(ctx, 'get_run', { source: match[1], run: match[2] }).catch(resourceError);
   return { contents: [{ uri: params.uri, mimeType: 'application/json', text: JSON.stringify(detail) }] };
 }
 
@@ -251,7 +238,7 @@ function metaOf(params: Obj): Obj {
 function isStateless(req: IncomingMessage, message: Message): boolean {
   if (message.kind === 'request' && typeof metaOf(message.params)[META_VERSION] === 'string') return true;
   const version = header(req, VERSION_HEADER);
-  return version !== undefined && version >= FIRST_STATELESS_VERSION;
+  return version !== undefined && version >= MCP_STATELESS_VERSIONS.at(-1)!;
 }
 
 /** An Mcp-Name value as sent: plain, or `=?base64?…?=` for a value that is not a safe header value. */
@@ -260,11 +247,7 @@ function decodeHeaderValue(value: string): string {
   return match ? Buffer.from(match[1]!, 'base64').toString('utf8') : value;
 }
 
-/**
- * The checks revision 2026-07-28 makes before dispatch, each a 400 with a JSON-RPC error: the version in `_meta` and
- * the header agree and are spoken here, the client states its capabilities, and Mcp-Method / Mcp-Name say what the
- * body says (an intermediary routes on the headers, so they must not lie about the body).
- */
+/** The checks revision 2026-07-28 makes before dispatch, each a 400 with a JSON-RPC error (docs/mcp.md). */
 function checkStateless(req: IncomingMessage, id: Id, method: string, params: Obj): void {
   const meta = metaOf(params);
   const claimed = meta[META_VERSION];
@@ -281,11 +264,11 @@ function checkStateless(req: IncomingMessage, id: Id, method: string, params: Ob
     refuse(UNSUPPORTED_VERSION, `Unsupported protocol version: ${version.slice(0, 64)}`, data);
   }
   if (!isJsonObject(meta[META_CAPABILITIES])) refuse(INVALID_PARAMS, `params._meta must carry "${META_CAPABILITIES}"`);
-  if (header(req, METHOD_HEADER) !== method) refuse(HEADER_MISMATCH, 'Mcp-Method header must equal the body\'s method');
+  if (header(req, 'mcp-method') !== method) refuse(HEADER_MISMATCH, 'Mcp-Method header must equal the body\'s method');
   const field = Object.hasOwn(NAME_FIELD, method) ? NAME_FIELD[method]! : undefined;
   const named = field === undefined ? undefined : params[field];
   if (typeof named !== 'string') return;
-  const sent = header(req, NAME_HEADER);
+  const sent = header(req, 'mcp-name');
   if (sent === undefined || decodeHeaderValue(sent) !== named) {
     refuse(HEADER_MISMATCH, `Mcp-Name header must equal the body's params.${field}`);
   }
@@ -315,7 +298,8 @@ async function answerStateless(ctx: C, tools: McpTools, id: Id, method: string, 
     });
   }
   const cache = CACHEABLE.has(method) ? { ttlMs: 0, cacheScope: 'private' } : {};
-  return { ...(result as Obj), resultType: 'complete', ...cache, _meta: { [META_SERVER_INFO]: serverInfo(version) } };
+  const _meta = { 'io.modelcontextprotocol/serverInfo': serverInfo(version) };
+  return { ...(result as Obj), resultType: 'complete', ...cache, _meta };
 }
 
 function postMcp(tools: McpTools, version: string): Handler<ControlDeps> {

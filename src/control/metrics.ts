@@ -3,7 +3,8 @@
 import type { EventRow } from '../db/events-store.ts';
 import type { RunsStore } from '../db/runs-store.ts';
 import { ACTIVE_STATUSES, TERMINAL } from '../run-json.ts';
-import { obj, str } from '../untrusted.ts';
+import { str } from '../untrusted.ts';
+import { eventData } from './event-truth.ts';
 import {
   MetricsRegistry, createRequestMetrics, registerDbSize, type Histogram, type RequestMetrics,
 } from '../http/metrics.ts';
@@ -47,12 +48,7 @@ export function createControlMetrics(
     observeEvents(rows, startedAt) {
       for (const row of rows) {
         if (row.kind !== 'run.status') continue;
-        let data: Record<string, unknown>;
-        try {
-          data = obj(JSON.parse(row.data));
-        } catch {
-          continue;
-        }
+        const data = eventData(row.data);
         const to = str(data.to);
         const first = to === 'running' && str(data.from) === 'queued';
         if (!first && (to === null || !TERMINAL.has(to))) continue;

@@ -248,10 +248,8 @@ function okResponse(ok: Ok): Record<string, unknown> {
   return { description: ok.description ?? 'OK', content };
 }
 
-// Every route of both servers can answer these from the shared pipeline (src/http/pipeline.ts): 400 for a malformed
-// path escape or a missing Host, 403 for a foreign Host (Control Plane) or Origin header or a
-// cross-site / no-cors browser request (Sec-Fetch-Site, Sec-Fetch-Mode); `default` covers the rest
-// the pipeline may give any route (405, 408, 414, 431, 500 and 503 while draining), always the error envelope.
+// What the shared pipeline may answer on any route (a malformed path or Host; a foreign Host, Origin or cross-site
+// request); `default` covers the rest (405, 408, 414, 431, 500, 503 while draining), always the error envelope.
 const ANY_ROUTE: Err[] = ['BadRequest', 'Forbidden'];
 
 function operation(op: Op): Record<string, unknown> {
@@ -316,8 +314,7 @@ export function buildOpenapi(version: string, ownUrl = ''): Record<string, unkno
   const paths: Record<string, Record<string, unknown>> = {};
   for (const op of operations) {
     const item = (paths[op.path] ??= {});
-    // Trigger-only paths name their server on the path item; the shared one (/health) on the operation.
-    // Every path item names its server(s): root servers list both, so a client knows the trigger server's URL too.
+    // Each path item names its server; the shared paths (/health) name both on the operation.
     if (op.server === 'trigger') item.servers = [TRIGGER_SERVER];
     if (op.server === 'control') item.servers = own([CONTROL_SERVER]);
     item[op.method] = operation(op);

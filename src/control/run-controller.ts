@@ -31,14 +31,15 @@ export type RunController = ReturnType<typeof createRunController>;
 type OnFailure = 'fail-run' | 'event-only';
 
 const CLI = fileURLToPath(new URL(`../cli${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
-const STDERR_CAP = 16 * 1024;
+/** How much of a launcher's stdout and stderr is kept, each, to say why it failed. */
+const OUTPUT_CAP = 16 * 1024;
 /** Who a run this server stops was stopped by, as its failure says. */
 const STOPPED_BY = 'the Control Plane (a stop request)';
 
 // What a launched run may inherit is the spawn policy's 'control-launcher' allowlist minus every secret value, plus
 // how to reach this server, and the names the operator passes to agents (~/.svc/operator.json "env"). The secrets it
 // needs go through a pipe on its fd 3 that it reads and closes at start (DESIGN §7a).
-export function childSpec(deps: RunControllerDeps): ChildSpec {
+function childSpec(deps: RunControllerDeps): ChildSpec {
   const extra: Record<string, string> = {
     ...operatorPassedEnv(deps.env),
     SVC_CONTROL_URL: deps.url(),
@@ -102,14 +103,12 @@ export function createRunController(deps: RunControllerDeps) {
       const child = startChild([process.execPath, CLI, ...args], {
         ...spec, stdio: ['ignore', 'pipe', 'pipe'], secrets: runSecrets(deps),
       });
-      let stderr = '';
-      let stdout = '';
-      child.stderr?.on('data', (c: Buffer) => {
-        if (stderr.length < STDERR_CAP) stderr += c.toString('utf8');
-      });
-      child.stdout?.on('data', (c: Buffer) => {
-        if (stdout.length < STDERR_CAP) stdout += c.toString('utf8');
-      });
+      const output = { stdout: '', stderr: '' };
+      for (const name of ['stdout', 'stderr'] as const) {
+        child[name]?.on('data', (c: Buffer) => {
+          if (output[name].length < OUTPUT_CAP) output[name] += c.toString('utf8');
+        });
+      }
       track(
         new Promise<void>((resolve) => {
           child.on('error', (err) => {
@@ -118,9 +117,9 @@ export function createRunController(deps: RunControllerDeps) {
           });
           child.on('close', (code) => {
             if (code !== 0) {
-              const line = stderr.trim().split('\n').pop() ?? '';
+              const line = output.stderr.trim().split('\n').pop() ?? '';
               const why = line.replace(/^svc start: /, '') || `svc start exited with code ${code}`;
-              recordFailure(source, run, why, onFailure, launcherFailure(stdout));
+              recordFailure(source, run, why, onFailure, launcherFailure(output.stdout));
             }
             resolve();
           });

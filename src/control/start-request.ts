@@ -8,17 +8,9 @@ import { isIssueUrl } from '../engine/spec.ts';
 import type { ControlDeps } from './deps.ts';
 import { isRegisteredProject, realOrNull, unregisteredMessage } from './projects.ts';
 
-const START_KEYS = new Set(['brief', 'spec_path', 'issue_url', 'repo', 'provider', 'pr', 'request_id']);
+const INPUTS = ['brief', 'spec_path', 'issue_url'] as const;
+const START_KEYS = new Set([...INPUTS, 'repo', 'provider', 'pr', 'request_id']);
 const MAX_INPUT_CHARS = 64 * 1024;
-
-export interface StartBody {
-  input: { kind: 'brief' | 'spec_path' | 'issue_url'; value: string };
-  /** The repository root (what git names), inside a registered project. */
-  repo: string;
-  provider: string | null;
-  pr: boolean;
-  requestId: string | null;
-}
 
 export function bad(message: string): never {
   throw new HttpError('invalid_param', message);
@@ -45,7 +37,7 @@ function registeredRoot(deps: ControlDeps, repo: unknown): string {
 }
 
 /** The input as the run gets it: a spec path resolved in the repository (it must exist), else the trimmed text. */
-function checkInput(kind: StartBody['input']['kind'], value: string, root: string): string {
+function checkInput(kind: (typeof INPUTS)[number], value: string, root: string): string {
   if (kind === 'spec_path') {
     const path = resolve(root, value);
     if (!/\.(md|json)$/i.test(path) || !existsSync(path) || !statSync(path).isFile()) {
@@ -59,10 +51,11 @@ function checkInput(kind: StartBody['input']['kind'], value: string, root: strin
   return value.trim();
 }
 
-export function parseStart(deps: ControlDeps, body: unknown): StartBody {
+/** The input, the repository root (what git names, inside a registered project) and the options. */
+export function parseStart(deps: ControlDeps, body: unknown) {
   const b = requireJsonObject(body);
   checkBodyKeys(b, START_KEYS);
-  const given = (['brief', 'spec_path', 'issue_url'] as const).filter((k) => b[k] !== undefined);
+  const given = INPUTS.filter((k) => b[k] !== undefined);
   if (given.length !== 1) bad('Give exactly one of "brief", "spec_path" or "issue_url"');
   const kind = given[0]!;
   const value = b[kind];

@@ -4,6 +4,7 @@ import { join, extname, relative, sep } from 'node:path';
 import { createHash } from 'node:crypto';
 import type { Reply } from './respond.ts';
 
+/** Content types by extension: of the UI's files, and of the run files an import reads from disk. */
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
   '.js': 'text/javascript; charset=utf-8',
@@ -11,11 +12,26 @@ const TYPES: Record<string, string> = {
   '.css': 'text/css; charset=utf-8',
   '.svg': 'image/svg+xml',
   '.png': 'image/png',
+  '.jpg': 'image/jpeg',
+  '.jpeg': 'image/jpeg',
+  '.gif': 'image/gif',
   '.ico': 'image/x-icon',
+  '.pdf': 'application/pdf',
   '.json': 'application/json; charset=utf-8',
+  '.jsonl': 'application/x-ndjson; charset=utf-8',
+  '.xml': 'application/xml',
   '.txt': 'text/plain; charset=utf-8',
+  '.log': 'text/plain; charset=utf-8',
+  '.md': 'text/markdown; charset=utf-8',
+  '.diff': 'text/x-diff; charset=utf-8',
+  '.patch': 'text/x-diff; charset=utf-8',
+  '.csv': 'text/csv; charset=utf-8',
   '.webmanifest': 'application/manifest+json',
 };
+
+export function contentTypeOf(name: string): string | undefined {
+  return TYPES[extname(name).toLowerCase()];
+}
 
 export const UI_CSP =
   "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
@@ -35,7 +51,7 @@ function walk(root: string, dir: string, out: Map<string, StaticFile>): void {
     const full = join(dir, entry.name);
     if (entry.isDirectory()) walk(root, full, out);
     else if (entry.isFile()) {
-      const type = TYPES[extname(entry.name).toLowerCase()];
+      const type = contentTypeOf(entry.name);
       if (!type) continue;
       const body = readFileSync(full);
       const urlPath = '/' + relative(root, full).split(sep).join('/');

@@ -4,7 +4,7 @@ import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
 import { checkArtifactPath, checkQueryKeys, runParams } from '../params.ts';
-import { safeContentType } from '../content-type.ts';
+import { safeContentType } from '../ingest-validate.ts';
 
 // `sandbox` without allow-scripts/allow-same-origin gives the document an opaque origin and no script at all.
 const ARTIFACT_CSP = "default-src 'none'; sandbox";

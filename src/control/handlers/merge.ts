@@ -2,13 +2,12 @@
 // re-checking every receipt first. Merges go through the GitHub REST merge endpoint (github-merge.ts); nothing here
 // deploys.
 import { HttpError } from '../../http/http-error.ts';
-import { requireJsonObject } from '../../http/body.ts';
+import { checkBodyKeys, requireJsonObject } from '../../http/body.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
 import { iso } from '../../iso-time.ts';
 import type { ControlDeps } from '../deps.ts';
 import { checkSegment, checkQueryKeys, storedRun } from '../params.ts';
-import { checkBodyKeys } from '../../http/body.ts';
 import { checkRunReceipt, type Signer } from '../run-receipt.ts';
 import { noteAudit } from '../audited.ts';
 import type { MergeEntry } from '../../db/control-stores.ts';

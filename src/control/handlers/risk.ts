@@ -67,7 +67,7 @@ function parseFiles(raw: Buffer | null): FileStat[] | null {
   return out;
 }
 
-export function scoreRisk(files: FileStat[], verdict: string | null) {
+function scoreRisk(files: FileStat[], verdict: string | null) {
   const reasons: string[] = [];
   let score = 0;
   const lines = files.reduce((n, f) => n + f.insertions + f.deletions, 0);

@@ -11,7 +11,8 @@ import {
 } from '../params.ts';
 import { runToJson } from '../../db/runs-store.ts';
 import type { ControlStores } from '../../db/control-stores.ts';
-import { obj, str } from '../../untrusted.ts';
+import { str } from '../../untrusted.ts';
+import { eventData } from '../event-truth.ts';
 import { iso } from '../../iso-time.ts';
 import { actionRefusals } from '../action-rules.ts';
 import { isRegisteredProject } from '../projects.ts';
@@ -59,17 +60,11 @@ function pendingAnswer(stores: ControlStores, row: RunRow) {
   // A question asked after the answer is a new one: the old answer is no longer waiting for it.
   const question = stores.events.latest(row.source, row.run, 'question');
   if (question && question.id > answer.id) return null;
-  let text = '';
-  try {
-    text = str(obj(JSON.parse(answer.data)).answer) ?? '';
-  } catch {
-    // Stored event data is JSON; an unreadable one still means an answer was given.
-  }
   // Handed to the run's own runner in its next ingest response, or written where this machine's run reads it.
   const request = stores.controlRequests.latest(row.source, row.run, 'answer');
   const viaIngest = request !== undefined && request.created_at >= answer.ts;
   return {
-    answer: text,
+    answer: str(eventData(answer.data).answer) ?? '',
     answered_at: iso(answer.ts)!,
     via: viaIngest ? 'ingest' : 'answer_folder',
     delivered_at: viaIngest ? iso(request.delivered_at) : iso(answer.ts),
