@@ -10,18 +10,11 @@ import { NOTIFICATION_STATUSES, type NotificationInput } from '../db/notificatio
 import { isJsonObject, nestsDeeperThan, type Obj } from '../untrusted.ts';
 import { isRepoName } from '../engine/repo-name.ts';
 
-export interface ArtifactUpload {
-  run: string;
-  path: string;
-  content_type: string;
-  content: Buffer;
-}
-
 export interface IngestBatch {
   source: string;
   runs: RunInput[];
   events: EventInput[];
-  artifacts: ArtifactUpload[];
+  artifacts: Array<{ run: string; path: string; content_type: string; content: Buffer }>;
   /** Delivery records of outbound messages, from the trigger server. */
   notifications: NotificationInput[];
   /** The repositories the batch's trigger server serves (owner/name), replacing its last list; null when absent. */
@@ -42,10 +35,7 @@ export const OCTET_STREAM = 'application/octet-stream';
 const TEXT_FIELDS = ['repo', 'brief', 'origin', 'provider', 'branch', 'pr_url', 'question', 'error'] as const;
 const INT_FIELDS = ['tokens_in', 'tokens_out', 'exit_code', 'pid'] as const;
 
-/**
- * How far a body time may run ahead of the Control Plane's clock: room for a runner's clock drifting ahead, far too
- * little to park a run in the future, where no real update could ever be newer than it (docs/control-data.md).
- */
+/** How far a body time may run ahead of the Control Plane's clock: a runner's drift, not a run parked in the future. */
 export const MAX_FUTURE_MS = 5 * 60 * 1000;
 
 function bad(where: string, what: string): never {
@@ -92,10 +82,8 @@ export function validateRun(v: unknown, where: string, source: string, now: numb
     status,
     started_at: ingestTime(`${where}.started_at`, v.started_at, now),
     ended_at: optionalTime(`${where}.ended_at`, v.ended_at, now),
-    // The row's ordering key (runs-store upsert: an older updated_at never overwrites a newer one) counts as no later
-    // than the moment the batch arrived. Nobody can tell a run's own shipper from another sender allowed to write its
-    // source, so a claim to be newer than that moment must buy nothing: the runner's next real update is later than
-    // this arrival and wins (docs/control-data.md, "Who wins an update").
+    // The upsert's ordering key is no later than the batch's arrival: a claim to be newer buys nothing
+    // (docs/control-data.md, "Who wins an update").
     updated_at: Math.min(updated, now),
     group_id: v.group_id === undefined || v.group_id === null ? run : segment(`${where}.group_id`, v.group_id),
   };
@@ -182,7 +170,7 @@ export function safeContentType(value: unknown): string {
   return typeof value === 'string' && value.length <= 200 && MIME.test(value) ? value : OCTET_STREAM;
 }
 
-function validateArtifact(v: unknown, where: string): ArtifactUpload {
+function validateArtifact(v: unknown, where: string): IngestBatch['artifacts'][number] {
   if (!isJsonObject(v)) return bad(where, 'must be an object');
   const run = segment(`${where}.run`, v.run);
   if (typeof v.path !== 'string') bad(`${where}.path`, 'must be a string');

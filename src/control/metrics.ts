@@ -5,28 +5,16 @@ import type { RunsStore } from '../db/runs-store.ts';
 import { ACTIVE_STATUSES, TERMINAL } from '../run-json.ts';
 import { str } from '../untrusted.ts';
 import { eventData } from './event-truth.ts';
-import {
-  MetricsRegistry, createRequestMetrics, registerDbSize, type Histogram, type RequestMetrics,
-} from '../http/metrics.ts';
+import { MetricsRegistry, createRequestMetrics, registerDbSize, type Histogram } from '../http/metrics.ts';
 
 /** Seconds: an agent's run lasts minutes to hours. */
 const RUN_BUCKETS = [10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 28800];
 /** Seconds: a run is running within a fraction of a second to a few minutes of being queued (DESIGN §7). */
 const AGENT_BUCKETS = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900];
 
-export interface ControlMetrics {
-  registry: MetricsRegistry;
-  requests: RequestMetrics;
-  /**
-   * Newly stored events (each stored once, so each is observed once): the runs' status changes among them. `startedAt`
-   * is each named run's start as stored, which ingest has already read: no run is looked up again per event.
-   */
-  observeEvents(rows: readonly EventRow[], startedAt: ReadonlyMap<string, number>): void;
-}
+export type ControlMetrics = ReturnType<typeof createControlMetrics>;
 
-export function createControlMetrics(
-  runs: RunsStore, subscribers: () => number, dbPath: string,
-): ControlMetrics {
+export function createControlMetrics(runs: RunsStore, subscribers: () => number, dbPath: string) {
   const registry = new MetricsRegistry();
   const requests = createRequestMetrics(registry);
   registry.gauge('svc_control_runs', 'Runs that are not over yet (queued, running, blocked, stopping), by status',
@@ -45,7 +33,11 @@ export function createControlMetrics(
   return {
     registry,
     requests,
-    observeEvents(rows, startedAt) {
+    /**
+     * Newly stored events (each stored once, so each is observed once): the runs' status changes among them.
+     * `startedAt` is each named run's start as stored, which ingest has already read: no run is looked up again.
+     */
+    observeEvents(rows: readonly EventRow[], startedAt: ReadonlyMap<string, number>): void {
       for (const row of rows) {
         if (row.kind !== 'run.status') continue;
         const data = eventData(row.data);

@@ -13,11 +13,7 @@ import { openPlainPath, readPlainIn, skipReason } from '../engine/plain-tree.ts'
 const MAX_RUN_FILE = 16 * 1024 * 1024;
 
 /** Which known key signed a receipt, as the API and the audit log name it. */
-export interface Signer {
-  kid: string;
-  name: string;
-  origin: KnownKey['origin'];
-}
+export type Signer = Pick<KnownKey, 'kid' | 'name' | 'origin'>;
 
 type ReceiptVerdict = { ok: true; receipt: Receipt; signer: Signer } | { ok: false; reason: string };
 

@@ -11,15 +11,9 @@ export function isLoopbackAddress(address: string | undefined): boolean {
   return isIP(a) === 4 && a.startsWith('127.');
 }
 
-/** Hostname part of a Host header value, lower-cased, brackets kept for IPv6. */
+/** Hostname part of a Host header value HOST_VALUE accepts, lower-cased, brackets kept for IPv6. */
 export function hostnameOf(hostHeader: string): string {
-  const h = hostHeader.trim().toLowerCase();
-  if (h.startsWith('[')) {
-    const end = h.indexOf(']');
-    return end === -1 ? h : h.slice(0, end + 1);
-  }
-  const colon = h.indexOf(':');
-  return colon === -1 ? h : h.slice(0, colon);
+  return hostHeader.toLowerCase().replace(/:[0-9]{1,5}$/, '');
 }
 
 /**
@@ -48,23 +42,13 @@ export function checkHost(req: IncomingMessage, boundToLoopback: boolean): void 
   if (host !== undefined && hostLines(req) > 1) {
     throw new HttpError('bad_request', 'Request carries more than one Host header');
   }
-  // Clients send the same few Host values over and over; an exact value once accepted needs no parsing again.
-  const accepted = boundToLoopback ? acceptedLoopbackHosts : acceptedHosts;
-  if (host !== undefined && accepted.has(host)) return;
   if (host !== undefined && host !== '' && !HOST_VALUE.test(host)) {
     throw new HttpError('bad_request', 'Host header is not a host name or address with an optional port');
   }
   if (boundToLoopback && (!host || !LOOPBACK_HOSTS.has(hostnameOf(host)))) {
     throw new HttpError('forbidden_host', 'Host header must name this machine (localhost, 127.0.0.1 or [::1])');
   }
-  if (host === undefined) return;
-  if (accepted.size >= 64) accepted.clear();
-  accepted.add(host);
 }
-
-/** Exact Host header values checkHost accepted, per kind of server (the answer depends on the string alone). */
-const acceptedHosts = new Set<string>();
-const acceptedLoopbackHosts = new Set<string>();
 
 /** Constant-time string compare; hashing first makes lengths equal so length leaks nothing either. */
 export function safeEqual(a: string, b: string): boolean {

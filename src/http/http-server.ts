@@ -51,18 +51,14 @@ export interface ConnectionCounts {
   total(): number;
 }
 
-/** `::ffff:127.0.0.1` and `127.0.0.1` are one peer. */
-function peerOf(socket: Socket): string {
-  const address = socket.remoteAddress ?? '';
-  return address.startsWith('::ffff:') ? address.slice(7) : address;
-}
-
 function guardConnections(server: Server, limits: ConnectionLimits): ConnectionCounts {
   const perPeer = new Map<string, number>();
   let total = 0;
   // First in line: a refused socket is answered and closed before the HTTP parser is told about it.
   server.prependListener('connection', (socket: Socket) => {
-    const peer = peerOf(socket);
+    // `::ffff:127.0.0.1` and `127.0.0.1` are one peer.
+    const address = socket.remoteAddress ?? '';
+    const peer = address.startsWith('::ffff:') ? address.slice(7) : address;
     const mine = perPeer.get(peer) ?? 0;
     if (total >= limits.total || mine >= limits.perPeer) {
       const which = total >= limits.total

@@ -13,11 +13,6 @@ export interface RouteDef<H> {
   handler: H;
 }
 
-export interface Match<H> {
-  handler: H;
-  params: Record<string, string>;
-}
-
 type Segment = { kind: 'literal'; value: string } | { kind: 'param'; name: string } | { kind: 'tail'; name: string };
 
 interface Compiled<H> {
@@ -61,6 +56,8 @@ function decodeSegment(raw: string): string {
     throw new HttpError('bad_request', `Malformed percent escape in path segment "${raw}"`);
   }
 }
+
+type Match<H> = { handler: H; params: Record<string, string> };
 
 export function createRouter<H>(defs: ReadonlyArray<RouteDef<H>>): { match(method: string, path: string): Match<H> } {
   const table: Compiled<H>[] = [];

@@ -37,13 +37,9 @@ export const UI_CSP =
   "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
   "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'";
 
-interface StaticFile {
-  body: Buffer;
-  type: string;
-  etag: string;
-}
-
 export type StaticFiles = ReturnType<typeof createStaticFiles>;
+
+type StaticFile = { body: Buffer; type: string; etag: string };
 
 function walk(root: string, dir: string, out: Map<string, StaticFile>): void {
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
