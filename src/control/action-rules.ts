@@ -2,6 +2,8 @@
 // run detail lists them so a client can disable a button with the reason the server would give.
 import { ACTIVE_STATUSES, TERMINAL } from '../run-json.ts';
 import type { RunRow } from '../db/run-types.ts';
+import type { ControlDeps } from './deps.ts';
+import { isRegisteredProject } from './projects.ts';
 
 const RUN_ACTIONS = ['stop', 'resume', 'retry', 'verify', 'delete', 'answer', 'pr'] as const;
 export type RunAction = (typeof RUN_ACTIONS)[number];
@@ -30,25 +32,22 @@ function prRefusal(row: RunRow, id: string): string | null {
   return null;
 }
 
-/**
- * The message of the 409 invalid_transition the server answers `action` with, or null when it would accept it.
- * `registered`: projects.ts isRegisteredProject, bound to the server's deps.
- */
-export function actionRefusal(
-  row: RunRow, localSource: string, action: RunAction, registered: (path: string) => boolean,
-): string | null {
+/** The message of the 409 invalid_transition the server answers `action` with, or null when it would accept it. */
+export function actionRefusal(deps: ControlDeps, row: RunRow, action: RunAction): string | null {
   const id = `${row.source}/${row.run}`;
   if (action === 'pr') {
     const problem = prRefusal(row, id);
     if (problem !== null) return problem;
   }
   if (NEEDS_LOCAL.has(action)) {
-    if (row.source !== localSource) return `Run ${id} belongs to another source; only stop and answer reach it`;
+    if (row.source !== deps.settings.source) {
+      return `Run ${id} belongs to another source; only stop and answer reach it`;
+    }
     if (!row.repo_path) {
       return `Run ${id} was shipped without a registered project, so its repository is unknown: ` +
         `import its project (POST /v1/import) to ${action} it`;
     }
-    if (!registered(row.repo_path)) {
+    if (!isRegisteredProject(deps, row.repo_path)) {
       return `Run ${id} is in a project that is no longer registered: ` +
         `import it again (POST /v1/import) to ${action} it`;
     }
@@ -59,10 +58,8 @@ export function actionRefusal(
 }
 
 /** Every action's refusal for a run (null = the server would accept it, rate limits aside). */
-export function actionRefusals(
-  row: RunRow, localSource: string, registered: (path: string) => boolean,
-): Record<RunAction, string | null> {
+export function actionRefusals(deps: ControlDeps, row: RunRow): Record<RunAction, string | null> {
   const out = {} as Record<RunAction, string | null>;
-  for (const action of RUN_ACTIONS) out[action] = actionRefusal(row, localSource, action, registered);
+  for (const action of RUN_ACTIONS) out[action] = actionRefusal(deps, row, action);
   return out;
 }

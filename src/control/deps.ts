@@ -22,7 +22,6 @@ export interface ControlDeps {
     /** "owner/name" from the repository's origin remote, else its folder name. */
     nameOf(root: string): string;
   };
-  /** Stats and filtered runs pages, off the event loop (expensive-reads.ts). */
   reads: ExpensiveReads;
   settings: ControlSettings;
   /** Snapshot of the environment for read-only detection (providers, integrations); never echoed. */
@@ -31,10 +30,7 @@ export interface ControlDeps {
   log: Logger;
   /** The URL the server listens on once bound (for links and the engine's SVC_CONTROL_URL). */
   url: () => string;
-  /** Counts refused requests into bounded audit rows. */
   refusals: RefusalTally;
-  /** Checkpoints the WAL off the event loop after ingest commits. */
   checkpoints: WalCheckpointer;
-  /** GET /metrics's series, and the request counts every route adds to. */
   metrics: ControlMetrics;
 }

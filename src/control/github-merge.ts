@@ -2,12 +2,8 @@
 // receipt's repo on the receipt's branch, and GitHub is told the receipt's head commit so later pushes are refused.
 import type { Receipt } from '../engine/receipt.ts';
 import { githubHeaders } from '../engine/pr.ts';
-
-interface PullJson {
-  state?: unknown;
-  base?: { repo?: { full_name?: unknown } | null };
-  head?: { ref?: unknown; sha?: unknown; repo?: { full_name?: unknown } | null };
-}
+import { obj, str } from '../untrusted.ts';
+import { errorMessage } from '../errors.ts';
 
 const NAME = /^(?!\.{1,2}$)[A-Za-z0-9._-]{1,100}$/;
 
@@ -18,22 +14,21 @@ function pullOf(prUrl: string): { owner: string; repo: string; number: string } 
   return { owner: m[1]!, repo: m[2]!, number: m[3]! };
 }
 
-function same(a: unknown, b: string): boolean {
-  return typeof a === 'string' && a.toLowerCase() === b.toLowerCase();
-}
-
-/** Why the PR is not the one the receipt covers, or null when it is. */
-function pullMismatch(pull: PullJson, receipt: Receipt): string | null {
-  if (!same(pull.base?.repo?.full_name, receipt.repo)) {
-    const base = String(pull.base?.repo?.full_name ?? 'an unknown repository');
-    return `The pull request is in ${base}, not ${receipt.repo} as the receipt says`;
+/** Why the PR (GitHub's answer, read as untrusted) is not the one the receipt covers, or null when it is. */
+function pullMismatch(pull: unknown, receipt: Receipt): string | null {
+  const base = str(obj(obj(obj(pull).base).repo).full_name);
+  const head = obj(obj(pull).head);
+  const headRepo = str(obj(head.repo).full_name);
+  const inRepo = (name: string | null) => name?.toLowerCase() === receipt.repo.toLowerCase();
+  if (!inRepo(base)) {
+    return `The pull request is in ${base ?? 'an unknown repository'}, not ${receipt.repo} as the receipt says`;
   }
-  if (pull.head?.ref !== receipt.branch || !same(pull.head?.repo?.full_name, receipt.repo)) {
-    const head = `${String(pull.head?.repo?.full_name ?? '?')}:${String(pull.head?.ref ?? '?')}`;
-    return `The pull request merges ${head}, not ${receipt.repo}:${receipt.branch} as the receipt says`;
+  if (head.ref !== receipt.branch || !inRepo(headRepo)) {
+    const merges = `${headRepo ?? '?'}:${str(head.ref) ?? '?'}`;
+    return `The pull request merges ${merges}, not ${receipt.repo}:${receipt.branch} as the receipt says`;
   }
-  if (typeof pull.head?.sha === 'string' && pull.head.sha !== receipt.head_sha) {
-    return `The pull request head is ${pull.head.sha.slice(0, 12)}, ` +
+  if (typeof head.sha === 'string' && head.sha !== receipt.head_sha) {
+    return `The pull request head is ${head.sha.slice(0, 12)}, ` +
       `not the receipt's ${receipt.head_sha!.slice(0, 12)}: it has commits the receipt does not cover`;
   }
   return null;
@@ -58,7 +53,7 @@ export async function mergeReceiptPull(
     if (!got.ok) {
       return `GitHub answered ${got.status} when reading the pull request: ${(await got.text()).slice(0, 200)}`;
     }
-    const mismatch = pullMismatch((await got.json()) as PullJson, receipt);
+    const mismatch = pullMismatch(await got.json(), receipt);
     if (mismatch) return mismatch;
     // sha: GitHub refuses the merge (409) if the head moved after we looked (DESIGN §4: merge what the receipt covers).
     const res = await fetch(`${api}/merge`, {
@@ -70,6 +65,6 @@ export async function mergeReceiptPull(
     if (res.ok) return null;
     return `GitHub answered ${res.status}: ${(await res.text()).slice(0, 200)}`;
   } catch (err) {
-    return `GitHub could not be reached: ${(err as Error).message}`;
+    return `GitHub could not be reached: ${errorMessage(err)}`;
   }
 }

@@ -1,6 +1,7 @@
 // Whether a run's Evidence Receipt is genuine (signed by a key the Control Plane knows: its own or a registered
 // runner's), about that run, and accepted by its repo's policy.
 import type { ControlDeps } from './deps.ts';
+import { errorMessage } from '../errors.ts';
 import type { RunRow } from '../db/run-types.ts';
 import { nestsDeeperThan } from '../untrusted.ts';
 import { MAX_JSON_DEPTH } from '../http/body.ts';
@@ -68,7 +69,7 @@ export function checkRunReceipt(deps: ControlDeps, row: RunRow): ReceiptVerdict 
   try {
     policy = row.repo_path ? loadPolicy(row.repo_path) : DEFAULT_POLICY;
   } catch (err) {
-    return { ok: false, reason: `Policy: ${(err as Error).message}` };
+    return { ok: false, reason: `Policy: ${errorMessage(err)}` };
   }
   if (!verdictAccepted(policy, check.receipt.verdict)) {
     const reason = `Verdict ${check.receipt.verdict} is not accepted by the policy (pr.open = "${policy.pr.open}")`;

@@ -78,9 +78,7 @@ function controlToken(env: NodeJS.ProcessEnv): string | undefined {
   return token;
 }
 
-// Runner tokens: a token per runner (a laptop, a CI job, a Kubernetes job pod) that opens only POST /v1/ingest, and
-// only for batches of its source; with the Control Plane's own token a runner could also change the config, delete or
-// stop any run and rewrite other runners' runs.
+// Runner tokens (README "Runner tokens"): each opens only POST /v1/ingest, for batches of its own source.
 /** Long enough to be a real secret; `openssl rand -hex 32` gives 64. */
 const MIN_TOKEN_LENGTH = 24;
 

@@ -19,7 +19,6 @@ import { writeAnswer, isOriginName, MAX_ANSWER_BYTES } from '../../engine/answer
 import { oneLine } from '../../engine/text.ts';
 import { readEffectiveConfig } from '../config-schema.ts';
 import { actionRefusal, type RunAction } from '../action-rules.ts';
-import { isRegisteredProject } from '../projects.ts';
 import { bad, parseStart } from '../start-request.ts';
 import { formatTraceparent, parseTraceparent } from '../../trace.ts';
 import { actorOf, noteAudit } from '../audited.ts';
@@ -90,7 +89,7 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
 /** The run in the path, once ../action-rules.ts allows `action` on it (else its 409, which run detail lists too). */
 function allowedRun(ctx: C, action: RunAction): RunRow {
   const row = storedRun(ctx.deps.stores.runs, runParams(ctx));
-  const refusal = actionRefusal(row, ctx.deps.settings.source, action, (path) => isRegisteredProject(ctx.deps, path));
+  const refusal = actionRefusal(ctx.deps, row, action);
   if (refusal !== null) throw new HttpError('invalid_transition', refusal);
   return row;
 }

@@ -15,7 +15,6 @@ import { str } from '../../untrusted.ts';
 import { eventData } from '../event-truth.ts';
 import { iso } from '../../iso-time.ts';
 import { actionRefusals } from '../action-rules.ts';
-import { isRegisteredProject } from '../projects.ts';
 
 const LIST_KEYS = [
   'verdict', 'repo', 'since', 'until', 'group_id', 'status', 'source', 'limit', 'cursor', 'failure',
@@ -87,17 +86,16 @@ export const getRun: Handler<ControlDeps> = (ctx) => {
   const row = storedRun(ctx.deps.stores.runs, { source, run });
   // The artifact index (paths only) for `artifact/<path>` links, and why each action would be refused (the same
   // rules the action handlers apply).
-  const { stores, settings } = ctx.deps;
+  const { stores } = ctx.deps;
   const artifacts = stores.artifacts
     .list(source, run)
     .map((a) => ({ path: a.path, content_type: a.content_type, size: a.size, sha256: a.sha256 }));
-  const registered = (path: string): boolean => isRegisteredProject(ctx.deps, path);
   return json(200, {
     ...runToJson(row),
     artifacts,
     pending_answer: pendingAnswer(stores, row),
     attempts: attempts(stores, row),
-    refusals: actionRefusals(row, settings.source, registered),
+    refusals: actionRefusals(ctx.deps, row),
   });
 };
 

@@ -1,6 +1,5 @@
-// GET /v1/stats and /v1/stats/cost: run counts, success rate, durations and cost over an optional window and repo.
-// Computed on the expensive-reads thread (src/control/expensive-reads.ts), so a client looping them over random
-// windows never holds up anyone else's requests; past its queue they are 503 unavailable with Retry-After.
+// GET /v1/stats and /v1/stats/cost: run counts, success rate, durations and cost over an optional window and repo,
+// computed on the expensive-reads thread (src/control/expensive-reads.ts) so they never hold up other requests.
 import { json } from '../../http/respond.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
