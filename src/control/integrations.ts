@@ -7,17 +7,8 @@ import { findOnPath } from './provider-detect.ts';
 /** Pull requests are the engine's, not a source's: the one outbound integration the source table does not hold. */
 const GITHUB_PRS: Outbound = { name: 'github_prs', needs: [['GITHUB_TOKEN', 'GH_TOKEN']] };
 
-/** What a route needs: its secret (or the file holding it), then whatever else it needs to take an event. */
-function routeNeeds(s: WebhookSource): (readonly string[])[] {
-  return [[...s.secret, ...(s.secretFile ? [s.secretFile] : [])], ...(s.needs ?? [])];
-}
-
-function present(env: NodeJS.ProcessEnv, name: string): boolean {
-  return typeof env[name] === 'string' && env[name]!.trim() !== '';
-}
-
 function firstSet(env: NodeJS.ProcessEnv, names: readonly string[]): string | undefined {
-  return names.find((n) => present(env, n));
+  return names.find((n) => typeof env[n] === 'string' && env[n].trim() !== '');
 }
 
 /**
@@ -40,7 +31,8 @@ export function integrationStatus(env: NodeJS.ProcessEnv) {
     }
   }
   const routes = SOURCES.map((s: WebhookSource) => {
-    const needs = routeNeeds(s);
+    // Its secret (or the file holding it), then whatever else it needs to take an event.
+    const needs = [[...s.secret, ...(s.secretFile ? [s.secretFile] : [])], ...(s.needs ?? [])];
     const configured = needs.every((anyOf) => firstSet(env, anyOf) !== undefined) && !clashing.has(s.name);
     const service = s.service ? { service: s.service, headers: signatureHeaderNames(s) } : {};
     const route = `/${s.name}`;

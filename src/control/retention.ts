@@ -23,8 +23,8 @@ export function pruneExpiredRuns(deps: ControlDeps, now = deps.clock()): number 
   let deleted = 0;
   for (;;) {
     const batch = deps.stores.runs.listEnded(before, BATCH);
-    const deleteBatch = () => batch.filter((r) => deps.stores.runs.delete(r.source, r.run) === 'deleted').length;
-    const progress = transaction(deps.db, deleteBatch);
+    const progress = transaction(deps.db, () =>
+      batch.filter((r) => deps.stores.runs.delete(r.source, r.run) === 'deleted').length);
     deleted += progress;
     if (batch.length < BATCH || progress === 0) break;
   }
