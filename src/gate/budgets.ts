@@ -53,11 +53,6 @@ export function refusalText(r: Reached, repo: string, asked = true): string {
     : `${reached}: model calls are refused until the operator raises it`;
 }
 
-/** UTC day, as the ledger's file is named and stats group by. */
-export function dayOf(at: Date): string {
-  return at.toISOString().slice(0, 10);
-}
-
 /**
  * Today's metered spending per repository and in all. With a folder, it is shared by every gate of the machine
  * (`<folder>/<day>.jsonl`); without, it is this gate's own (`svc gate serve`, which sees all its jobs' calls).
@@ -77,7 +72,7 @@ export class DayLedger {
   }
 
   private turn(): void {
-    const day = dayOf(this.now());
+    const day = this.now().toISOString().slice(0, 10); // the UTC day names the ledger's file
     if (day === this.day) return;
     this.day = day;
     this.offset = 0;

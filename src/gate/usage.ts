@@ -32,11 +32,6 @@ const PATHS: Record<Family, { usage: readonly string[]; model: readonly string[]
   gemini: { usage: ['usageMetadata'], model: ['modelVersion'] },
 };
 
-/** The family of a model route by its name: the OpenAI-compatible APIs (openrouter, groq, …) read as openai. */
-export function familyOf(route: string): Family {
-  return route === 'anthropic' || route === 'gemini' ? route : 'openai';
-}
-
 /**
  * The raw text of each value at the wanted key paths (object keys from the root joined by ".", arrays not counted),
  * in the order they end. Reads bytes only; a malformed text just yields fewer values.
@@ -194,11 +189,6 @@ function readTokens(family: Family, u: Record<string, unknown>, bad: string[]): 
   return out;
 }
 
-/** Gemini names the model in its path (`…/models/gemini-2.5-pro:generateContent`) when the body does not. */
-function modelFromPath(path: string): string | null {
-  return /\/models\/([A-Za-z0-9._-]{1,100}):/.exec(path)?.[1] ?? null;
-}
-
 export type UsageMeter = ReturnType<typeof usageMeter>;
 
 /**
@@ -206,7 +196,8 @@ export type UsageMeter = ReturnType<typeof usageMeter>;
  * usage at all is `known: false` with the reason (the bytes still went to the client untouched).
  */
 export function usageMeter(route: string, path: string, headers: Readonly<Record<string, unknown>>) {
-  const family = familyOf(route);
+  // The OpenAI-compatible APIs (openrouter, groq, …) read as openai.
+  const family: Family = route === 'anthropic' || route === 'gemini' ? route : 'openai';
   const wanted = new Set([...PATHS[family].usage, ...PATHS[family].model]);
   const type = typeof headers['content-type'] === 'string' ? headers['content-type'].toLowerCase() : '';
   const encoding = typeof headers['content-encoding'] === 'string' ? headers['content-encoding'].toLowerCase() : '';
@@ -215,7 +206,9 @@ export function usageMeter(route: string, path: string, headers: Readonly<Record
   const unreadable = encoding !== '' && encoding !== 'identity'
     ? `the response is ${encoding.slice(0, 40)}-encoded`
     : sse || json ? null : `the response is not JSON or an event stream (${type.slice(0, 60) || 'no type'})`;
-  const tokens: CallTokens = { model: modelFromPath(path), input: 0, output: 0, cacheRead: 0, cacheWrite: 0 };
+  // Gemini names the model in its path (`…/models/gemini-2.5-pro:generateContent`) when the body does not.
+  const model = /\/models\/([A-Za-z0-9._-]{1,100}):/.exec(path)?.[1] ?? null;
+  const tokens: CallTokens = { model, input: 0, output: 0, cacheRead: 0, cacheWrite: 0 };
   const bad: string[] = [];
   let usageSeen = false;
   let picker = new JsonPicker(wanted);
