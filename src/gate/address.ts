@@ -4,6 +4,7 @@
 // And which IP addresses are refused by default: everything that is not the public internet, in IPv4, IPv6 and every
 // IPv6 form that carries an IPv4 address inside (mapped, NAT64, 6to4). Pure functions; no I/O.
 import { isIP } from 'node:net';
+import { BadInputError } from '../errors.ts';
 
 interface Range {
   prefix: readonly number[];
@@ -135,12 +136,7 @@ export function canonicalAddress(address: string): string | null {
   return new URL(`http://[${address}]/`).hostname.slice(1, -1);
 }
 
-export class BadHostError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'BadHostError';
-  }
-}
+export class BadHostError extends BadInputError {}
 
 export interface Destination {
   /** Lower-case ASCII host name, or an IP literal in canonical form (IPv6 without brackets). */

@@ -20,11 +20,7 @@ export interface Spent {
   serverDay: number;
 }
 
-export interface Limits {
-  run: number | null;
-  repoDay: number | null;
-  serverDay: number | null;
-}
+export type Limits = { [K in keyof Spent]: number | null };
 
 /** The first budget spending has reached (run, then repository, then server), or null. */
 export function reachedBudget(spent: Spent, limits: Limits): Reached | null {

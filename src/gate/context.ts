@@ -169,7 +169,7 @@ export class ClientBook {
       const reason = credential === null ? 'a job credential is required' : 'the job credential is not valid';
       return { admitted: false, status: 407, reason, who: null, url: target };
     }
-    const key = keyOf(who);
+    const key = `${who.job}\u0000${who.run}`;
     const socket = req.socket;
     const bound = this.owner.get(socket);
     if (bound !== undefined && bound !== key) {
@@ -197,8 +197,4 @@ export function countWhileOpen(open: Map<string, number>, key: string, socket: S
     if (left <= 0) open.delete(key);
     else open.set(key, left);
   });
-}
-
-function keyOf(who: JobIdentity): string {
-  return `${who.job}\u0000${who.run}`;
 }

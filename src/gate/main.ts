@@ -32,17 +32,16 @@ export interface GateServeSettings {
   accessLog?: boolean;
 }
 
-/**
- * The operator's policies: the default, and one per served repository (by its name, as the trigger routes jobs),
- * keyed in lower case: owner/name is compared without regard to case, as GitHub compares it, so a job routed as
- * `Acme/Web` is never decided by the default lists when the file names `acme/web`.
- */
+/** The default policy, and one per served repository keyed by its name in lower case. */
 export interface GatePolicies {
   fallback: GatePolicy;
   repos: ReadonlyMap<string, GatePolicy>;
 }
 
-/** The policy a job for `repo` is decided by: its repository's entry (any case), else the default. */
+/**
+ * The policy a job for `repo` is decided by: its repository's entry, else the default. owner/name is compared as
+ * GitHub compares it, without regard to case: a job routed as `Acme/Web` is decided by the file's `acme/web`.
+ */
 export function repoPolicy(policies: GatePolicies, repo: string): GatePolicy {
   return policies.repos.get(repo.toLowerCase()) ?? policies.fallback;
 }
