@@ -60,15 +60,13 @@ export class DayLedger {
   private readonly repos = new Map<string, number>();
   private server = 0;
   private readonly folder: string | null;
-  private readonly now: () => Date;
 
-  constructor(folder: string | null, now: () => Date = () => new Date()) {
+  constructor(folder: string | null) {
     this.folder = folder;
-    this.now = now;
   }
 
   private turn(): void {
-    const day = this.now().toISOString().slice(0, 10); // the UTC day names the ledger's file
+    const day = new Date().toISOString().slice(0, 10); // the UTC day names the ledger's file
     if (day === this.day) return;
     this.day = day;
     this.offset = 0;

@@ -63,16 +63,12 @@ export interface ModelRoute {
 }
 
 /**
- * Routes for the given names (or every name of the table) whose key is in `env`; the upstream is the operator's
- * `baseEnv` if set, else the table's. Reads `env` once; the caller passes a snapshot.
+ * A route for each API of the table whose key is in `env`; the upstream is the operator's `baseEnv` if set, else the
+ * table's. Reads `env` once; the caller passes a snapshot.
  */
-export function modelRoutesFromEnv(
-  env: Readonly<Record<string, string | undefined>>, opts: { names?: readonly string[] } = {},
-): ModelRoute[] {
+export function modelRoutesFromEnv(env: Readonly<Record<string, string | undefined>>): ModelRoute[] {
   const routes: ModelRoute[] = [];
-  for (const name of opts.names ?? Object.keys(MODEL_APIS)) {
-    const api = MODEL_APIS[name];
-    if (!api) throw new GatePolicyError(name, 'is not a known model API');
+  for (const [name, api] of Object.entries(MODEL_APIS)) {
     const key = api.env.map((v) => env[v]).find((v) => v !== undefined && v !== '');
     if (key === undefined) continue;
     const base = (api.baseEnv && env[api.baseEnv]) || api.base;
