@@ -18,14 +18,6 @@ import type { GateMeter } from './context.ts';
 import type { EgressRecord } from './evidence.ts';
 import { tracerOf } from '../trace.ts';
 
-/** The flags of `svc gate serve`, each winning over its variable. */
-export interface GateFlags {
-  host?: string;
-  port?: string;
-  policy?: string;
-  'per-job'?: string;
-}
-
 /** The default policy, and one per served repository keyed by its name in lower case. */
 export interface GatePolicies {
   fallback: GatePolicy;
@@ -61,9 +53,13 @@ export function loadGatePolicy(path: string | null): GatePolicies {
   return { fallback: parseGatePolicy(value), repos };
 }
 
-/** Serves until SIGINT/SIGTERM; every connection is one JSON log line on stdout (the pod's log is the evidence). */
+/**
+ * Serves until SIGINT/SIGTERM; every connection is one JSON log line on stdout (the pod's log is the evidence).
+ * `flags` are `svc gate serve`'s, each winning over its variable.
+ */
 export async function serveGateForever(
-  flags: GateFlags, env: NodeJS.ProcessEnv, say: (text: string) => void,
+  flags: { host?: string; port?: string; policy?: string; 'per-job'?: string }, env: NodeJS.ProcessEnv,
+  say: (text: string) => void,
 ): Promise<number> {
   const secretFile = setting(env, 'SVC_GATE_SECRET_FILE');
   if (!secretFile) {

@@ -105,8 +105,6 @@ export function modelRoute(name: string, base: string, header: string, value: st
 // refused when they climb out of the base. Escapes that would let a server see a different path than the gate did
 // (an encoded slash, backslash, percent or control byte) are refused outright; model API paths never need them.
 
-export type ModelPath = { path: string } | { refused: string };
-
 const BAD_RAW = /[\\\x00-\x20\x7f#]/;
 // %2f / %5c (a slash the server may decode), %25 (a second round of decoding), %3b (`..%3b` is `..;`, a dot segment
 // to a servlet container once decoded), controls.
@@ -114,7 +112,7 @@ const BAD_ESCAPE = /%(2f|5c|25|3b|[01][0-9a-f]|7f)/i;
 const BROKEN_ESCAPE = /%(?![0-9a-f]{2})/i;
 
 /** `rest` is what follows `/_model/<api>`: empty, `/…` or `?…`. `basePath` is the route's base URL pathname. */
-export function modelPath(basePath: string, rest: string): ModelPath {
+export function modelPath(basePath: string, rest: string): { path: string } | { refused: string } {
   const mark = rest.indexOf('?');
   const rawPath = mark < 0 ? rest : rest.slice(0, mark);
   const query = mark < 0 ? '' : rest.slice(mark);

@@ -13,8 +13,6 @@ export interface CallTokens {
   cacheWrite: number;
 }
 
-export type UsageRead = { known: true; tokens: CallTokens } | { known: false; reason: string };
-
 /** The largest count believed for one call: beyond any context window; a bigger one is the response's error. */
 const MAX_TOKENS = 100_000_000;
 /** Bytes kept of one picked value (a usage object is a few hundred). */
@@ -287,7 +285,7 @@ export function usageMeter(route: string, path: string, headers: Readonly<Record
       else picker.push(chunk);
     },
     /** What the response said it used, once it has ended (or the client went away). */
-    end(): UsageRead {
+    end(): { known: true; tokens: CallTokens } | { known: false; reason: string } {
       if (unreadable) return { known: false, reason: unreadable };
       if (!sse || eventHasData) take(picker);
       if (bad.length > 0) return { known: false, reason: `unreadable usage field ${bad[0]!.slice(0, 60)}` };

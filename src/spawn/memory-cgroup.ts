@@ -8,10 +8,8 @@ import { startChild } from './start.ts';
 import { unescapeMount } from './shared-memory.ts';
 import { readOrNull } from './tree.ts';
 
-export type CgroupVersion = 'v1' | 'v2';
-
 /** Where this process can make memory cgroups, or why it cannot. */
-export type MemoryCgroupSupport = { version: CgroupVersion; parent: string } | { version: null; reason: string };
+export type MemoryCgroupSupport = { version: 'v1' | 'v2'; parent: string } | { version: null; reason: string };
 
 export type MemoryCgroup = NonNullable<ReturnType<typeof makeMemoryCgroup>>;
 
