@@ -56,7 +56,6 @@ function nonZeroHex(bytes: number): string {
 export const newTraceId = (): string => nonZeroHex(16);
 export const newSpanId = (): string => nonZeroHex(8);
 
-/** Unix nanoseconds of a millisecond time, as a string. */
 export const nanos = (ms: number): string => (BigInt(Math.round(ms)) * 1_000_000n).toString();
 
 export interface TraceSettings {
@@ -106,7 +105,6 @@ const attributes = (attrs: Attrs) =>
 const KIND = { internal: 1, server: 2, client: 3, consumer: 5 } as const;
 const STATUS = { unset: 0, ok: 1, error: 2 } as const;
 
-/** The OTLP/HTTP JSON body of a batch of one service's spans. */
 export function otlpBody(service: string, spans: readonly SpanRecord[]): string {
   return JSON.stringify({
     resourceSpans: [{
@@ -200,7 +198,6 @@ export class Tracer {
     return this.enabled ? post(this.#settings, body) : Promise.resolve(false);
   }
 
-  /** Queues a finished span; returns at once. */
   record(span: SpanRecord): void {
     if (!this.enabled) return;
     if (this.#queue.length >= MAX_QUEUED) {
