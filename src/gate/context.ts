@@ -83,12 +83,7 @@ export function refuseRaw(
   );
 }
 
-/**
- * A shared gate's clients (`svc gate serve`, docs/gate.md): every request and CONNECT must carry a valid job
- * credential, as Proxy-Authorization or a `/_job/<credential>` path prefix, or it is refused 407. A client connection
- * belongs to the first job that used it, and each job holds at most `maxPerClient` of them (over that: 429), so one
- * job cannot take the connection limit from the others. A run's own gate has none: its one client is its sandbox.
- */
+/** A shared gate's clients, each with its job's credential (docs/gate.md "Security: what each client may do"). */
 export interface GateClients {
   secret: Buffer;
   /** The policy a job's connections are decided by (its repository's). */
@@ -105,11 +100,7 @@ export interface Asker {
   span: OpenSpan | null;
 }
 
-/**
- * Traces (docs/deploy.md#traces): each connection is a span of its run's trace. The trace is the gate's to know, never
- * the client's: a run's own gate is given its run's span; a shared gate reads the job's span from the job credential,
- * which the trigger server signed. A `traceparent` the client sends is dropped.
- */
+/** Each connection is a span of its run's trace, which the gate knows and the client never names (deploy.md#traces). */
 export interface GateTrace {
   tracer: Tracer;
   /** A run's own gate: the run's span. A shared gate: null (each credential names its job's). */
