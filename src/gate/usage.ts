@@ -1,7 +1,5 @@
-// The usage a model API reports for one call, read from the response bytes as they pass to the client (docs/gate.md
-// "Metered cost"): never buffered, memory bounded whatever the body's size. A JSON body and every SSE event's data are
-// walked a byte at a time by JsonPicker, which keeps only the values at a few key paths (`usage`, `message.usage`, …);
-// the rest streams through untouched. The model's text sits inside JSON strings: nothing it writes can pose as a key.
+// The usage a model API reports for one call, read from the response bytes as they pass to the client, never buffered:
+// JsonPicker keeps only the values at a few key paths (docs/gate.md "Metered cost" says which, and why that is safe).
 import { isJsonObject, obj, str } from '../untrusted.ts';
 
 /** Tokens of one call as the API counted them; `input` is the uncached input, priced apart from cache reads/writes. */
