@@ -1,7 +1,5 @@
 // Budgets on metered cost (docs/gate.md "Budgets"): a run's own (policy max_usd, raised by an answer) and the
-// operator's caps per repository per day and per server per day. The day's spending is a ledger every gate of this
-// machine appends its priced calls to (one JSON line each), so the runs' separate gates see each other's spending;
-// each reads only what was added since it last looked.
+// operator's caps per repository and per server per day, counted in a ledger every gate of the machine shares.
 import { appendFileSync, closeSync, fstatSync, mkdirSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import { obj, str } from '../untrusted.ts';
