@@ -1,8 +1,6 @@
-// OpenTelemetry traces with svc's own code: a W3C `traceparent` read (untrusted: anything malformed is ignored and a
-// new trace starts, never an error), spans, and an OTLP/HTTP JSON exporter that is on only when an endpoint is set.
-// Export is off the hot path: spans queue in memory and a timer sends them in batches; a collector that is down or
-// slow costs dropped spans (counted), never a delayed or failed request. Attributes are bounded by the callers:
-// names, ids, counts and outcomes, never a brief, prompt, token or body.
+// OpenTelemetry traces with svc's own code: a W3C `traceparent` read (untrusted: anything malformed starts a new
+// trace), spans, and an OTLP/HTTP JSON exporter off every request's path (docs/deploy.md "Traces" says what it sends,
+// and that attributes are names, ids, counts and outcomes, never a brief, prompt, token or body).
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
