@@ -1,6 +1,6 @@
-// Destinations as text, for the egress gate (DESIGN §7a; docs/gate.md "Address rules"): one normal spelling of a host before
-// any policy sees it, every oddity refused, and the IP ranges refused by default (all but the public internet, in
-// every IPv6 form that carries an IPv4 address too). Names are never resolved here; pure functions, no I/O.
+// Destinations as text, for the egress gate (DESIGN §7a; docs/gate.md "Address rules"): one normal spelling of a
+// host before any policy sees it, every oddity refused, and the IP ranges refused by default (all but the public
+// internet, in every IPv6 form that carries an IPv4 address too). Names are never resolved here; no I/O.
 import { isIP } from 'node:net';
 import { BadInputError } from '../errors.ts';
 
