@@ -1,7 +1,5 @@
-// What every egress gate handler gets passed in: the policy, the resolver and the connect function (both
-// injectable so tests prove the address rules without a packet leaving the machine), the model routes, the limits
-// and the evidence sink; who is asking (ClientBook) and the span its connection is (under the run's trace); and the one
-// place a refusal is rendered.
+// What every egress gate handler gets (the resolver and connect function injectable, so tests prove the address rules
+// without a packet leaving the machine); who is asking (ClientBook); and the one place a refusal is rendered.
 import { connect as netConnect, type Socket } from 'node:net';
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';

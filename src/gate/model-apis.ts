@@ -1,7 +1,5 @@
-// The model APIs the gate can hold keys for: where each lives, which header carries its key, and
-// the environment variables svc reads the key from (once, at start — the agent never sees them). A CLI inside the
-// sandbox is pointed at `http://127.0.0.1:<port>/_model/<name>` with a placeholder key; the gate forwards to `base`
-// and puts the real key in `header`, for that host only.
+// The model APIs the gate can hold keys for (docs/gate.md "Modes"): where each lives, which header carries its key,
+// and the variables svc reads the key from, once at start; the agent's CLI gets a placeholder and the gate's address.
 import { isIP } from 'node:net';
 import { refusedRange } from './address.ts';
 import { GatePolicyError } from './policy.ts';
