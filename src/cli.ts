@@ -17,25 +17,18 @@ const here = (relative: string) => fileURLToPath(new URL(relative, import.meta.u
 // Only the one-folder bundle (scripts/bundle.js) has a bin/svc launcher next to dist/; a checkout has node_modules.
 const bundleRoot = existsSync(here('../bin/svc')) ? here('..').replace(/\/$/, '') : null;
 
-/** A Node this install carries: the checkout's pinned devDependency, or the bundle's node/bin/node (--with-node). */
-function pinnedNode(): string | null {
-  const path = bundleRoot ? here('../node/bin/node') : here('../node_modules/node/bin/node');
-  return existsSync(path) ? path : null;
-}
-
-/** What to do about an old Node, in the terms of how svc was installed. */
-function nodeAdvice(): string {
-  if (!bundleRoot) return 'run `npm ci` in the svc checkout to install the pinned one';
-  return `point SVC_NODE at a newer node, or put one at ${bundleRoot}/node/bin/node ` +
-    '(a bundle made with `npm run bundle -- --with-node` carries one there)';
-}
 const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
 if (major < MIN[0] || (major === MIN[0] && minor < MIN[1])) {
   // Started by an older Node (a global `svc` from `npm link`, a bundle's launcher finding an old node on PATH or in
-  // SVC_NODE): the Node this install carries runs it instead.
-  const pinned = pinnedNode();
-  if (!pinned) {
-    process.stderr.write(`svc needs Node.js >= ${MIN.join('.')} (found ${process.versions.node}); ${nodeAdvice()}\n`);
+  // SVC_NODE): the Node this install carries runs it instead, the checkout's pinned devDependency or the bundle's
+  // node/bin/node (--with-node).
+  const pinned = bundleRoot ? here('../node/bin/node') : here('../node_modules/node/bin/node');
+  if (!existsSync(pinned)) {
+    const advice = bundleRoot
+      ? `point SVC_NODE at a newer node, or put one at ${bundleRoot}/node/bin/node ` +
+        '(a bundle made with `npm run bundle -- --with-node` carries one there)'
+      : 'run `npm ci` in the svc checkout to install the pinned one';
+    process.stderr.write(`svc needs Node.js >= ${MIN.join('.')} (found ${process.versions.node}); ${advice}\n`);
     process.exit(1);
   }
   exitLike(await runLaunched([pinned, ...process.execArgv, process.argv[1]!, ...process.argv.slice(2)],
@@ -83,11 +76,6 @@ const commands: Record<string, [summary: string, load: Loader]> = {
 // Not in the help: the process `svc start` starts to do each run (src/cli/worker.ts).
 const worker: Loader = () => import('./cli/worker.ts');
 
-function version(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
-  return pkg.version;
-}
-
 function help(): string {
   const lines = Object.entries(commands).map(([name, [summary]]) => `  ${name.padEnd(10)} ${summary}`);
   return [
@@ -109,7 +97,8 @@ async function main(argv: string[]): Promise<number> {
   const rest = argv.filter((a) => a !== '--verbose');
   const [name, ...tail] = rest;
   if (name === '--version' || name === '-v' || name === 'version') {
-    printOut(`${version()}\n`);
+    const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+    printOut(`${pkg.version}\n`);
     return 0;
   }
   if (name === 'help' && tail[0]) return main([tail[0], '--help']);

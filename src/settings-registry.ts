@@ -29,7 +29,6 @@ export interface Setting {
 }
 
 const NONE = '—';
-/** An amount of US dollars. */
 const USD: readonly [RegExp, string] = [/^\d{1,9}(\.\d{1,6})?$/, 'an amount of US dollars, like `25` or `2.50`'];
 /** A run source, as run addresses `<source>/<run>` take it (src/engine/ids.ts). */
 const SOURCE: readonly [RegExp, string] = [/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, 'letters, digits, ".", "_" or "-"'];

@@ -1,8 +1,6 @@
-// OpenTelemetry traces with svc's own code: a W3C `traceparent` read (untrusted: anything malformed is ignored and a
-// new trace starts, never an error), spans, and an OTLP/HTTP JSON exporter that is on only when an endpoint is set.
-// Export is off the hot path: spans queue in memory and a timer sends them in batches; a collector that is down or
-// slow costs dropped spans (counted), never a delayed or failed request. Attributes are bounded by the callers:
-// names, ids, counts and outcomes, never a brief, prompt, token or body.
+// OpenTelemetry traces with svc's own code: a W3C `traceparent` read (untrusted: anything malformed starts a new
+// trace), spans, and an OTLP/HTTP JSON exporter off every request's path (docs/deploy.md "Traces" says what it sends,
+// and that attributes are names, ids, counts and outcomes, never a brief, prompt, token or body).
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
@@ -56,7 +54,6 @@ function nonZeroHex(bytes: number): string {
 export const newTraceId = (): string => nonZeroHex(16);
 export const newSpanId = (): string => nonZeroHex(8);
 
-/** Unix nanoseconds of a millisecond time, as a string. */
 export const nanos = (ms: number): string => (BigInt(Math.round(ms)) * 1_000_000n).toString();
 
 export interface TraceSettings {
@@ -106,7 +103,6 @@ const attributes = (attrs: Attrs) =>
 const KIND = { internal: 1, server: 2, client: 3, consumer: 5 } as const;
 const STATUS = { unset: 0, ok: 1, error: 2 } as const;
 
-/** The OTLP/HTTP JSON body of a batch of one service's spans. */
 export function otlpBody(service: string, spans: readonly SpanRecord[]): string {
   return JSON.stringify({
     resourceSpans: [{
@@ -200,7 +196,6 @@ export class Tracer {
     return this.enabled ? post(this.#settings, body) : Promise.resolve(false);
   }
 
-  /** Queues a finished span; returns at once. */
   record(span: SpanRecord): void {
     if (!this.enabled) return;
     if (this.#queue.length >= MAX_QUEUED) {

@@ -3,11 +3,10 @@
 import { resolve } from 'node:path';
 import type { CliIo } from './io.ts';
 import { parseFlags, printsHelp } from './io.ts';
-import { UsageError, NotFoundError, ConflictError } from '../errors.ts';
+import { UsageError, ConflictError } from '../errors.ts';
 import { writeAnswer, isOriginName, MAX_ANSWER_BYTES } from '../engine/answers.ts';
 import { findLocalRun } from './run-logs.ts';
-import { ControlApiError } from '../client/client.ts';
-import { controlClientOf, controlFailure, parseRunRef } from './runs.ts';
+import { controlClientOf, notFoundAnywhere, parseRunRef } from './runs.ts';
 
 const HELP = `Usage: svc answer [<source>/]<run> <text> [--repo DIR] [--origin WHO]
 
@@ -40,18 +39,7 @@ async function answerThroughControl(
     if (found.status !== 'blocked') throw notBlocked(source, run, found.status);
     await client.answer({ source, run }, text, origin);
   } catch (err) {
-    if (err instanceof ControlApiError && err.code === 'not_found') {
-      throw new NotFoundError(
-        `No run ${source}/${run}: it is not in this project's .svc/runs/ (use --repo DIR) ` +
-          `and the Control Plane at ${url} does not know it`,
-      );
-    }
-    if (err instanceof ControlApiError && err.code === 'unreachable') {
-      throw new NotFoundError(
-        `No run ${source}/${run} in this project's .svc/runs/ (use --repo DIR), and ${err.message}`,
-      );
-    }
-    throw controlFailure(err);
+    throw notFoundAnywhere(err, { source, run }, url, ' (use --repo DIR)');
   }
   io.stdout(`Answered ${source}/${run} through the Control Plane at ${url}\n`);
   return 0;

@@ -79,7 +79,6 @@ export default async function dashboard(io: CliIo): Promise<number> {
 
 const START_DEADLINE_MS = 20_000;
 
-/** True when GET <url>/health answers 2xx within the timeout. */
 export async function isHealthy(url: string, timeoutMs = 2_000): Promise<boolean> {
   try {
     const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(timeoutMs) });

@@ -37,7 +37,6 @@ export function fixFor(probe: SandboxProbe, path: string | undefined, offPath: s
   return BWRAP_HINT;
 }
 
-/** One line on the system-call filter. */
 export function filterLine(filter: SyscallFilter): string {
   if (filter.arch === null) return `none: ${filter.reason}`;
   const calls = filter.refused.join(', ');

@@ -2,8 +2,7 @@
 // run by themselves; this one is for Kubernetes job pods.
 import type { CliIo } from './io.ts';
 import { parseFlags, subcommand } from './io.ts';
-import { BadSettingError, UsageError } from '../errors.ts';
-import { setting, settingChoice, settingInt, settingOr } from '../settings-registry.ts';
+import { UsageError } from '../errors.ts';
 
 const HELP = `Usage: svc gate serve [options]
 
@@ -41,22 +40,10 @@ export default async function gate(io: CliIo): Promise<number> {
     policy: { type: 'string' },
     'per-job': { type: 'string' },
   }, 0);
-  const secretFile = setting(io.env, 'SVC_GATE_SECRET_FILE');
-  if (!secretFile) {
-    throw new BadSettingError('SVC_GATE_SECRET_FILE is required: the secret job credentials are checked with');
-  }
   const { serveGateForever } = await import('../gate/main.ts');
   const { GatePolicyError } = await import('../gate/policy.ts');
   try {
-    return await serveGateForever({
-      host: values.host ?? settingOr(io.env, 'SVC_GATE_HOST'),
-      port: settingInt(io.env, 'SVC_GATE_PORT', { flag: values.port }),
-      policyFile: values.policy ?? setting(io.env, 'SVC_GATE_POLICY_FILE') ?? null,
-      secretFile,
-      maxPerJob: settingInt(io.env, 'SVC_GATE_MAX_PER_JOB', { flag: values['per-job'] }),
-      metricsTokenFile: setting(io.env, 'SVC_GATE_METRICS_TOKEN_FILE') ?? null,
-      accessLog: settingChoice(io.env, 'SVC_ACCESS_LOG') === '1',
-    }, io.env, io.stdout);
+    return await serveGateForever(values, io.env, io.stdout);
   } catch (err) {
     if (err instanceof GatePolicyError || err instanceof SyntaxError) {
       throw new UsageError(`Gate policy: ${err.message}`);

@@ -1,6 +1,6 @@
 // What a command gets from the entry point: its argv tail, streams and environment, so tests can call it directly.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { UsageError } from '../errors.ts';
+import { UsageError, errorMessage } from '../errors.ts';
 
 export interface CliIo {
   argv: string[];
@@ -18,7 +18,7 @@ export function parseFlags<O extends Options>(argv: string[], options: O, maxPos
   try {
     parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
   } catch (err) {
-    throw new UsageError(err instanceof Error ? err.message.replace(/\. To specify.*$/s, '') : String(err));
+    throw new UsageError(errorMessage(err).replace(/\. To specify.*$/s, ''));
   }
   const extra = parsed.positionals[maxPositionals];
   if (extra !== undefined) throw new UsageError(`Unexpected argument "${extra}"`);

@@ -9,14 +9,9 @@ const COLUMNS: Array<{ title: string; width: number; value: (r: Run) => string }
   { title: 'STATUS', width: 9, value: (r) => r.status },
   { title: 'VERDICT', width: 18, value: (r) => r.verdict ?? '-' },
   { title: 'REPO', width: 20, value: (r) => r.repo ?? '-' },
-  { title: 'STARTED', width: 16, value: (r) => shortTime(r.started_at) },
+  { title: 'STARTED', width: 16, value: (r) => r.started_at?.replace('T', ' ').slice(0, 16) || '-' },
   { title: 'BRIEF', width: 0, value: (r) => oneLine(r.brief ?? '') },
 ];
-
-function shortTime(iso: string | null): string {
-  if (!iso) return '-';
-  return iso.replace('T', ' ').slice(0, 16);
-}
 
 function fit(text: string, width: number): string {
   if (width === 0) return text.length > 60 ? `${text.slice(0, 59)}…` : text;

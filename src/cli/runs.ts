@@ -67,6 +67,16 @@ export function controlFailure(err: unknown): unknown {
   return new FailedError(err.status === 0 ? err.message : `${err.message} (${err.status} ${err.code})`);
 }
 
+/** A run this project does not hold, asked of the Control Plane: not found when it does not know it either. */
+export function notFoundAnywhere(err: unknown, ref: RunRef, url: string, hint = ''): unknown {
+  if (!(err instanceof ControlApiError) || (err.code !== 'not_found' && err.code !== 'unreachable')) {
+    return controlFailure(err);
+  }
+  const there = err.code === 'not_found' ? `the Control Plane at ${url} does not know it` : err.message;
+  const run = `${ref.source}/${ref.run}`;
+  return new NotFoundError(`No run ${run}: it is not in this project's .svc/runs/${hint}, and ${there}`);
+}
+
 export function parseRunRef(text: string | undefined, env: NodeJS.ProcessEnv): RunRef {
   if (!text) throw new UsageError('Missing run: give <source>/<run>');
   const parts = text.split('/');
@@ -145,9 +155,7 @@ async function dispatch(
     try {
       await printControlLogs(client, ref, io.stdout, follow);
     } catch (err) {
-      if (!(err instanceof ControlApiError) || (err.code !== 'not_found' && err.code !== 'unreachable')) throw err;
-      const there = err.code === 'not_found' ? `the Control Plane at ${client.url} does not know it` : err.message;
-      throw new NotFoundError(`No run ${ref.source}/${ref.run}: it is not in this project's .svc/runs/, and ${there}`);
+      throw notFoundAnywhere(err, ref, client.url);
     }
     return 0;
   }

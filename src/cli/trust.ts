@@ -37,10 +37,6 @@ function configOf(repoDir: string) {
   return { repo, file };
 }
 
-function currentHash(path: string): string | null {
-  return existsSync(path) ? createHash('sha256').update(readFileSync(path)).digest('hex') : null;
-}
-
 export default async function trust(io: CliIo): Promise<number> {
   if (printsHelp(io, HELP)) return 0;
   const { values, positionals } = parseFlags(io.argv, {
@@ -50,7 +46,7 @@ export default async function trust(io: CliIo): Promise<number> {
     const records = readTrust(io.env);
     if (!records.length) io.stdout(`No trusted files (${trustFile(io.env)})\n`);
     for (const r of records) {
-      const now = currentHash(r.path);
+      const now = existsSync(r.path) ? createHash('sha256').update(readFileSync(r.path)).digest('hex') : null;
       const state = now === null ? 'missing' : now === r.sha256 ? 'trusted' : 'changed since trusted: not used';
       io.stdout(`${r.path}  ${r.sha256.slice(0, 12)}  ${r.trusted_at}  ${state}\n`);
     }

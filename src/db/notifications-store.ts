@@ -5,7 +5,6 @@ import { inTransaction, type Db } from './open.ts';
 import { LIMIT_PARAM } from './limit-param.ts';
 
 export const NOTIFICATION_STATUSES = ['pending', 'sent', 'failed'] as const;
-export type NotificationStatus = (typeof NOTIFICATION_STATUSES)[number];
 
 export interface NotificationInput {
   job_id: string | null;
@@ -14,14 +13,12 @@ export interface NotificationInput {
   origin: string;
   channel: string;
   target: string | null;
-  status: NotificationStatus;
+  status: (typeof NOTIFICATION_STATUSES)[number];
   attempts: number;
   error: string | null;
   created_at: number;
   updated_at: number;
 }
-
-type NotificationRow = NotificationInput & { id: number };
 
 const COLUMNS = 'id, job_id, source, run, origin, channel, target, status, attempts, error, created_at, updated_at';
 
@@ -65,7 +62,7 @@ export function createNotificationsStore(db: Db) {
     /** Newest first by (created_at, id), strictly after `after`. */
     list({ limit, after }: { limit: number; after?: { created_at: number; id: number } | null }) {
       const rows = after ? older.all(after.created_at, after.id, limit) : newest.all(limit);
-      return rows as unknown as NotificationRow[];
+      return rows as unknown as Array<NotificationInput & { id: number }>;
     },
   };
 }

@@ -1,9 +1,8 @@
-// Destinations as text, for the egress gate (DESIGN §7a). A CONNECT authority or a URL's host becomes one normal
-// spelling (lower case, IDNA punycode, no trailing dot, IPv4 in dotted quad) before any policy sees it, and every
-// oddity (userinfo, an empty host, a port out of range, a zone id, a wildcard) is refused; names are never resolved.
-// And which IP addresses are refused by default: everything that is not the public internet, in IPv4, IPv6 and every
-// IPv6 form that carries an IPv4 address inside (mapped, NAT64, 6to4). Pure functions; no I/O.
+// Destinations as text, for the egress gate (DESIGN §7a; docs/gate.md "Address rules"): one normal spelling of a
+// host before any policy sees it, every oddity refused, and the IP ranges refused by default (all but the public
+// internet, in every IPv6 form that carries an IPv4 address too). Names are never resolved here; no I/O.
 import { isIP } from 'node:net';
+import { BadInputError } from '../errors.ts';
 
 interface Range {
   prefix: readonly number[];
@@ -135,12 +134,7 @@ export function canonicalAddress(address: string): string | null {
   return new URL(`http://[${address}]/`).hostname.slice(1, -1);
 }
 
-export class BadHostError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'BadHostError';
-  }
-}
+export class BadHostError extends BadInputError {}
 
 export interface Destination {
   /** Lower-case ASCII host name, or an IP literal in canonical form (IPv6 without brackets). */

@@ -1,7 +1,5 @@
 // Budgets on metered cost (docs/gate.md "Budgets"): a run's own (policy max_usd, raised by an answer) and the
-// operator's caps per repository per day and per server per day. The day's spending is a ledger every gate of this
-// machine appends its priced calls to (one JSON line each), so the runs' separate gates see each other's spending;
-// each reads only what was added since it last looked.
+// operator's caps per repository and per server per day, counted in a ledger every gate of the machine shares.
 import { appendFileSync, closeSync, fstatSync, mkdirSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import { obj, str } from '../untrusted.ts';
@@ -20,11 +18,7 @@ export interface Spent {
   serverDay: number;
 }
 
-export interface Limits {
-  run: number | null;
-  repoDay: number | null;
-  serverDay: number | null;
-}
+export type Limits = { [K in keyof Spent]: number | null };
 
 /** The first budget spending has reached (run, then repository, then server), or null. */
 export function reachedBudget(spent: Spent, limits: Limits): Reached | null {
@@ -53,11 +47,6 @@ export function refusalText(r: Reached, repo: string, asked = true): string {
     : `${reached}: model calls are refused until the operator raises it`;
 }
 
-/** UTC day, as the ledger's file is named and stats group by. */
-export function dayOf(at: Date): string {
-  return at.toISOString().slice(0, 10);
-}
-
 /**
  * Today's metered spending per repository and in all. With a folder, it is shared by every gate of the machine
  * (`<folder>/<day>.jsonl`); without, it is this gate's own (`svc gate serve`, which sees all its jobs' calls).
@@ -69,15 +58,13 @@ export class DayLedger {
   private readonly repos = new Map<string, number>();
   private server = 0;
   private readonly folder: string | null;
-  private readonly now: () => Date;
 
-  constructor(folder: string | null, now: () => Date = () => new Date()) {
+  constructor(folder: string | null) {
     this.folder = folder;
-    this.now = now;
   }
 
   private turn(): void {
-    const day = dayOf(this.now());
+    const day = new Date().toISOString().slice(0, 10); // the UTC day names the ledger's file
     if (day === this.day) return;
     this.day = day;
     this.offset = 0;

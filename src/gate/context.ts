@@ -1,7 +1,5 @@
-// What every egress gate handler gets passed in: the policy, the resolver and the connect function (both
-// injectable so tests prove the address rules without a packet leaving the machine), the model routes, the limits
-// and the evidence sink; who is asking (ClientBook) and the span its connection is (under the run's trace); and the one
-// place a refusal is rendered.
+// What every egress gate handler gets (the resolver and connect function injectable, so tests prove the address rules
+// without a packet leaving the machine); who is asking (ClientBook); and the one place a refusal is rendered.
 import { connect as netConnect, type Socket } from 'node:net';
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -83,12 +81,7 @@ export function refuseRaw(
   );
 }
 
-/**
- * A shared gate's clients (`svc gate serve`, docs/gate.md): every request and CONNECT must carry a valid job
- * credential, as Proxy-Authorization or a `/_job/<credential>` path prefix, or it is refused 407. A client connection
- * belongs to the first job that used it, and each job holds at most `maxPerClient` of them (over that: 429), so one
- * job cannot take the connection limit from the others. A run's own gate has none: its one client is its sandbox.
- */
+/** A shared gate's clients, each with its job's credential (docs/gate.md "Security: what each client may do"). */
 export interface GateClients {
   secret: Buffer;
   /** The policy a job's connections are decided by (its repository's). */
@@ -105,11 +98,7 @@ export interface Asker {
   span: OpenSpan | null;
 }
 
-/**
- * Traces (docs/deploy.md#traces): each connection is a span of its run's trace. The trace is the gate's to know, never
- * the client's: a run's own gate is given its run's span; a shared gate reads the job's span from the job credential,
- * which the trigger server signed. A `traceparent` the client sends is dropped.
- */
+/** Each connection is a span of its run's trace, which the gate knows and the client never names (deploy.md#traces). */
 export interface GateTrace {
   tracer: Tracer;
   /** A run's own gate: the run's span. A shared gate: null (each credential names its job's). */
@@ -169,7 +158,7 @@ export class ClientBook {
       const reason = credential === null ? 'a job credential is required' : 'the job credential is not valid';
       return { admitted: false, status: 407, reason, who: null, url: target };
     }
-    const key = keyOf(who);
+    const key = `${who.job}\u0000${who.run}`;
     const socket = req.socket;
     const bound = this.owner.get(socket);
     if (bound !== undefined && bound !== key) {
@@ -197,8 +186,4 @@ export function countWhileOpen(open: Map<string, number>, key: string, socket: S
     if (left <= 0) open.delete(key);
     else open.set(key, left);
   });
-}
-
-function keyOf(who: JobIdentity): string {
-  return `${who.job}\u0000${who.run}`;
 }

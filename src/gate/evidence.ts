@@ -45,8 +45,7 @@ export interface MeteredCall {
   unknown: string | null;
 }
 
-function readMetered(value: unknown): MeteredCall | undefined {
-  if (value === undefined) return undefined;
+function readMetered(value: unknown): MeteredCall {
   const o = obj(value);
   return {
     model: str(o.model), tokens_in: num(o.tokens_in), tokens_out: num(o.tokens_out), cache_read: num(o.cache_read),

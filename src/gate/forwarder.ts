@@ -1,7 +1,6 @@
-// The sandbox's end of the bridge: listens on 127.0.0.1:<port> inside the sandbox's own network
-// namespace and pipes each connection, byte for byte, to the gate's Unix socket. It decides nothing — the gate
-// does. Runs before the agent as `node dist/gate/forwarder.js <socket> <port>`, prints the port it listens on,
-// and imports only node:net so it starts in a few milliseconds.
+// The sandbox's end of the bridge: listens on 127.0.0.1:<port> in the sandbox's network namespace and pipes each
+// connection, byte for byte, to the gate's Unix socket; it decides nothing. Prints its port once it listens, and
+// imports only node:net so it starts in a few milliseconds.
 import { createServer, connect } from 'node:net';
 
 const [socketPath, portText] = process.argv.slice(2);

@@ -191,7 +191,6 @@ export async function startGate(options: GateOptions): Promise<Gate> {
   const book = new ClientBook(options.clients ?? null, ctx.policy, ctx.trace);
   const servers: Server[] = [];
   const gate: Gate = { socketPath: options.socketPath ?? null, port: null, close: async () => {} };
-  /** A server of the gate's, resolved once it listens on a socket path or a TCP port. */
   const serve = async (where: string | number): Promise<Server> => {
     const server = createGateServer(ctx, book, runs, sockets, log, options.metrics);
     servers.push(server);

@@ -10,39 +10,24 @@ import { createLogger } from '../log.ts';
 import { isJsonObject } from '../untrusted.ts';
 import { exitCodeAfterSignal } from '../http/http-server.ts';
 import { createGateMetrics, readMetricsToken } from './metrics.ts';
-import { setting, settingUsd } from '../settings-registry.ts';
+import { setting, settingChoice, settingInt, settingOr, settingUsd } from '../settings-registry.ts';
+import { BadSettingError } from '../errors.ts';
 import { loadPriceTable } from './prices.ts';
 import { DayLedger, reachedBudget, refusalText } from './budgets.ts';
 import type { GateMeter } from './context.ts';
 import type { EgressRecord } from './evidence.ts';
 import { tracerOf } from '../trace.ts';
 
-export interface GateServeSettings {
-  host: string;
-  port: number;
-  /** A JSON file `{"allow": [...], "deny": [...], "repos": {...}}`; null: no network but the model APIs. */
-  policyFile: string | null;
-  /** SVC_GATE_SECRET_FILE: the secret the trigger server mints job credentials with. */
-  secretFile: string;
-  /** Client connections one job may hold at once (its share of the connection limit). */
-  maxPerJob: number;
-  /** SVC_GATE_METRICS_TOKEN_FILE: the bearer GET /metrics needs; null serves no /metrics. */
-  metricsTokenFile?: string | null;
-  /** SVC_ACCESS_LOG=1: one log line per connection on stderr. */
-  accessLog?: boolean;
-}
-
-/**
- * The operator's policies: the default, and one per served repository (by its name, as the trigger routes jobs),
- * keyed in lower case: owner/name is compared without regard to case, as GitHub compares it, so a job routed as
- * `Acme/Web` is never decided by the default lists when the file names `acme/web`.
- */
+/** The default policy, and one per served repository keyed by its name in lower case. */
 export interface GatePolicies {
   fallback: GatePolicy;
   repos: ReadonlyMap<string, GatePolicy>;
 }
 
-/** The policy a job for `repo` is decided by: its repository's entry (any case), else the default. */
+/**
+ * The policy a job for `repo` is decided by: its repository's entry, else the default. owner/name is compared as
+ * GitHub compares it, without regard to case: a job routed as `Acme/Web` is decided by the file's `acme/web`.
+ */
 export function repoPolicy(policies: GatePolicies, repo: string): GatePolicy {
   return policies.repos.get(repo.toLowerCase()) ?? policies.fallback;
 }
@@ -68,15 +53,30 @@ export function loadGatePolicy(path: string | null): GatePolicies {
   return { fallback: parseGatePolicy(value), repos };
 }
 
-/** Serves until SIGINT/SIGTERM; every connection is one JSON log line on stdout (the pod's log is the evidence). */
+/**
+ * Serves until SIGINT/SIGTERM; every connection is one JSON log line on stdout (the pod's log is the evidence).
+ * `flags` are `svc gate serve`'s, each winning over its variable.
+ */
 export async function serveGateForever(
-  settings: GateServeSettings, env: NodeJS.ProcessEnv, say: (text: string) => void,
+  flags: { host?: string; port?: string; policy?: string; 'per-job'?: string }, env: NodeJS.ProcessEnv,
+  say: (text: string) => void,
 ): Promise<number> {
+  const secretFile = setting(env, 'SVC_GATE_SECRET_FILE');
+  if (!secretFile) {
+    throw new BadSettingError('SVC_GATE_SECRET_FILE is required: the secret job credentials are checked with');
+  }
+  const host = flags.host ?? settingOr(env, 'SVC_GATE_HOST');
+  const port = settingInt(env, 'SVC_GATE_PORT', { flag: flags.port });
+  // Client connections one job may hold at once: its share of the connection limit.
+  const maxPerJob = settingInt(env, 'SVC_GATE_MAX_PER_JOB', { flag: flags['per-job'] });
+  const metricsFile = setting(env, 'SVC_GATE_METRICS_TOKEN_FILE');
+  const accessLog = settingChoice(env, 'SVC_ACCESS_LOG') === '1';
   const log = createLogger('gate');
   const routes = modelRoutesFromEnv(env);
-  const policies = loadGatePolicy(settings.policyFile);
-  const secret = readGateSecret(settings.secretFile);
-  const metricsToken = settings.metricsTokenFile ? readMetricsToken(settings.metricsTokenFile, secret) : null;
+  // No policy file: no network but the model APIs.
+  const policies = loadGatePolicy(flags.policy ?? setting(env, 'SVC_GATE_POLICY_FILE') ?? null);
+  const secret = readGateSecret(secretFile);
+  const metricsToken = metricsFile ? readMetricsToken(metricsFile, secret) : null;
   const own = parseGatePolicy({ allow: routes.map((r) => r.base.host) }).allow;
   const withModels = (p: GatePolicy): GatePolicy => ({ allow: [...p.allow, ...own], deny: p.deny });
   const fallback = withModels(policies.fallback);
@@ -90,12 +90,12 @@ export async function serveGateForever(
   log.info('gate repository policies', { repos: [...served.repos.keys()] });
   const gate = await startGate({
     policy: fallback,
-    tcpPort: settings.port,
-    tcpHost: settings.host,
+    tcpPort: port,
+    tcpHost: host,
     models: routes,
-    clients: { secret, maxPerClient: settings.maxPerJob, policyFor: (who) => repoPolicy(served, who.repo) },
+    clients: { secret, maxPerClient: maxPerJob, policyFor: (who) => repoPolicy(served, who.repo) },
     // A pod has one address: what it holds, named or not yet named by a credential, is at most one job's share.
-    limits: { maxConnectionsPerPeer: settings.maxPerJob },
+    limits: { maxConnectionsPerPeer: maxPerJob },
     onRecord: (record) => {
       count(record);
       process.stdout.write(`${JSON.stringify({ egress: record })}\n`);
@@ -103,10 +103,9 @@ export async function serveGateForever(
     meter,
     trace: { tracer, parent: null },
     log,
-    metrics: createGateMetrics(metricsToken, settings.accessLog ? log : null),
+    metrics: createGateMetrics(metricsToken, accessLog ? log : null),
   });
-  const host = settings.host.includes(':') ? `[${settings.host}]` : settings.host;
-  say(`svc gate listening on http://${host}:${gate.port}` +
+  say(`svc gate listening on http://${host.includes(':') ? `[${host}]` : host}:${gate.port}` +
     ` (model APIs: ${routes.map((r) => r.name).join(', ') || 'none'})\n`);
   return exitCodeAfterSignal(log, 'gate stopping', () => gate.close().then(() => tracer.flush()));
 }

@@ -1,7 +1,5 @@
-// The model APIs the gate can hold keys for: where each lives, which header carries its key, and
-// the environment variables svc reads the key from (once, at start — the agent never sees them). A CLI inside the
-// sandbox is pointed at `http://127.0.0.1:<port>/_model/<name>` with a placeholder key; the gate forwards to `base`
-// and puts the real key in `header`, for that host only.
+// The model APIs the gate can hold keys for (docs/gate.md "Modes"): where each lives, which header carries its key,
+// and the variables svc reads the key from, once at start; the agent's CLI gets a placeholder and the gate's address.
 import { isIP } from 'node:net';
 import { refusedRange } from './address.ts';
 import { GatePolicyError } from './policy.ts';
@@ -63,16 +61,12 @@ export interface ModelRoute {
 }
 
 /**
- * Routes for the given names (or every name of the table) whose key is in `env`; the upstream is the operator's
- * `baseEnv` if set, else the table's. Reads `env` once; the caller passes a snapshot.
+ * A route for each API of the table whose key is in `env`; the upstream is the operator's `baseEnv` if set, else the
+ * table's. Reads `env` once; the caller passes a snapshot.
  */
-export function modelRoutesFromEnv(
-  env: Readonly<Record<string, string | undefined>>, opts: { names?: readonly string[] } = {},
-): ModelRoute[] {
+export function modelRoutesFromEnv(env: Readonly<Record<string, string | undefined>>): ModelRoute[] {
   const routes: ModelRoute[] = [];
-  for (const name of opts.names ?? Object.keys(MODEL_APIS)) {
-    const api = MODEL_APIS[name];
-    if (!api) throw new GatePolicyError(name, 'is not a known model API');
+  for (const [name, api] of Object.entries(MODEL_APIS)) {
     const key = api.env.map((v) => env[v]).find((v) => v !== undefined && v !== '');
     if (key === undefined) continue;
     const base = (api.baseEnv && env[api.baseEnv]) || api.base;
@@ -109,8 +103,6 @@ export function modelRoute(name: string, base: string, header: string, value: st
 // refused when they climb out of the base. Escapes that would let a server see a different path than the gate did
 // (an encoded slash, backslash, percent or control byte) are refused outright; model API paths never need them.
 
-export type ModelPath = { path: string } | { refused: string };
-
 const BAD_RAW = /[\\\x00-\x20\x7f#]/;
 // %2f / %5c (a slash the server may decode), %25 (a second round of decoding), %3b (`..%3b` is `..;`, a dot segment
 // to a servlet container once decoded), controls.
@@ -118,7 +110,7 @@ const BAD_ESCAPE = /%(2f|5c|25|3b|[01][0-9a-f]|7f)/i;
 const BROKEN_ESCAPE = /%(?![0-9a-f]{2})/i;
 
 /** `rest` is what follows `/_model/<api>`: empty, `/…` or `?…`. `basePath` is the route's base URL pathname. */
-export function modelPath(basePath: string, rest: string): ModelPath {
+export function modelPath(basePath: string, rest: string): { path: string } | { refused: string } {
   const mark = rest.indexOf('?');
   const rawPath = mark < 0 ? rest : rest.slice(0, mark);
   const query = mark < 0 ? '' : rest.slice(mark);

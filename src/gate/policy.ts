@@ -1,8 +1,6 @@
-// The egress gate's policy and its one decision (DESIGN §7a, docs/gate.md): host patterns to allow and to deny, deny
-// winning, an empty allow list meaning no network. Patterns are parsed once, up front, and a bad one is refused by
-// name: a typo must not silently widen or narrow the gate. A name is checked, then resolved here (never by the
-// agent) and every address it resolves to is checked; the caller connects to the returned address, so there is no
-// window for a DNS rebinding.
+// The egress gate's policy and its one decision (DESIGN §7a, docs/gate.md "Widening it"). Patterns are parsed once
+// and a bad one is refused by name: a typo must not silently widen or narrow the gate. Names resolve here, never in
+// the agent, and the caller connects to the address checked: no window for a DNS rebinding.
 import { lookup } from 'node:dns/promises';
 import {
   BadHostError, canonicalAddress, formatDestination, normaliseHost, parsePort, refusedRange, splitHostPort,

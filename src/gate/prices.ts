@@ -3,6 +3,7 @@
 // model in neither is unpriced — recorded as such, never as $0.
 import { readFileSync } from 'node:fs';
 import { isJsonObject } from '../untrusted.ts';
+import { errorMessage } from '../errors.ts';
 import { GatePolicyError } from './policy.ts';
 import type { CallTokens } from './usage.ts';
 
@@ -86,7 +87,7 @@ export function loadPriceTable(file: string | undefined): PriceTable {
   try {
     value = JSON.parse(readFileSync(file, 'utf8'));
   } catch (err) {
-    throw new GatePolicyError(file, `cannot be read as JSON (${(err as Error).message.slice(0, 120)})`);
+    throw new GatePolicyError(file, `cannot be read as JSON (${errorMessage(err).slice(0, 120)})`);
   }
   if (!isJsonObject(value) || !isJsonObject(value.models) || typeof value.date !== 'string') {
     throw new GatePolicyError(file, 'must be {"date": "YYYY-MM-DD", "models": {"<model>": {"input", "output", …}}}');

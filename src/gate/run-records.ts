@@ -1,7 +1,5 @@
-// What a shared gate keeps of each run's connections, for the run's pod signer (docs/gate.md "svc gate serve").
-// Bounded, since a hostile agent can open connections without end: exact totals, exact counts up to a number of
-// distinct destinations and refusals (past that marked overflowed, never silently short), the first records, the
-// most recently active runs; a run let go is remembered as evicted, never answered for with a partial record set.
+// What a shared gate keeps of each run's connections, for the run's pod signer (docs/gate.md "svc gate serve"):
+// bounded, since a hostile agent can open connections without end, and never answering with a partial record set.
 import { sortedTally, tallyRecord, type EgressRecord, type EgressSummary, type EgressTally } from './evidence.ts';
 import type { MeteredCost } from '../run-json.ts';
 

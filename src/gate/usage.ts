@@ -1,7 +1,5 @@
-// The usage a model API reports for one call, read from the response bytes as they pass to the client (docs/gate.md
-// "Metered cost"): never buffered, memory bounded whatever the body's size. A JSON body and every SSE event's data are
-// walked a byte at a time by JsonPicker, which keeps only the values at a few key paths (`usage`, `message.usage`, …);
-// the rest streams through untouched. The model's text sits inside JSON strings: nothing it writes can pose as a key.
+// The usage a model API reports for one call, read from the response bytes as they pass to the client, never buffered:
+// JsonPicker keeps only the values at a few key paths (docs/gate.md "Metered cost" says which, and why that is safe).
 import { isJsonObject, obj, str } from '../untrusted.ts';
 
 /** Tokens of one call as the API counted them; `input` is the uncached input, priced apart from cache reads/writes. */
@@ -12,8 +10,6 @@ export interface CallTokens {
   cacheRead: number;
   cacheWrite: number;
 }
-
-export type UsageRead = { known: true; tokens: CallTokens } | { known: false; reason: string };
 
 /** The largest count believed for one call: beyond any context window; a bigger one is the response's error. */
 const MAX_TOKENS = 100_000_000;
@@ -31,11 +27,6 @@ const PATHS: Record<Family, { usage: readonly string[]; model: readonly string[]
   openai: { usage: ['usage', 'response.usage'], model: ['model', 'response.model'] },
   gemini: { usage: ['usageMetadata'], model: ['modelVersion'] },
 };
-
-/** The family of a model route by its name: the OpenAI-compatible APIs (openrouter, groq, …) read as openai. */
-export function familyOf(route: string): Family {
-  return route === 'anthropic' || route === 'gemini' ? route : 'openai';
-}
 
 /**
  * The raw text of each value at the wanted key paths (object keys from the root joined by ".", arrays not counted),
@@ -194,11 +185,6 @@ function readTokens(family: Family, u: Record<string, unknown>, bad: string[]): 
   return out;
 }
 
-/** Gemini names the model in its path (`…/models/gemini-2.5-pro:generateContent`) when the body does not. */
-function modelFromPath(path: string): string | null {
-  return /\/models\/([A-Za-z0-9._-]{1,100}):/.exec(path)?.[1] ?? null;
-}
-
 export type UsageMeter = ReturnType<typeof usageMeter>;
 
 /**
@@ -206,7 +192,8 @@ export type UsageMeter = ReturnType<typeof usageMeter>;
  * usage at all is `known: false` with the reason (the bytes still went to the client untouched).
  */
 export function usageMeter(route: string, path: string, headers: Readonly<Record<string, unknown>>) {
-  const family = familyOf(route);
+  // The OpenAI-compatible APIs (openrouter, groq, …) read as openai.
+  const family: Family = route === 'anthropic' || route === 'gemini' ? route : 'openai';
   const wanted = new Set([...PATHS[family].usage, ...PATHS[family].model]);
   const type = typeof headers['content-type'] === 'string' ? headers['content-type'].toLowerCase() : '';
   const encoding = typeof headers['content-encoding'] === 'string' ? headers['content-encoding'].toLowerCase() : '';
@@ -215,7 +202,9 @@ export function usageMeter(route: string, path: string, headers: Readonly<Record
   const unreadable = encoding !== '' && encoding !== 'identity'
     ? `the response is ${encoding.slice(0, 40)}-encoded`
     : sse || json ? null : `the response is not JSON or an event stream (${type.slice(0, 60) || 'no type'})`;
-  const tokens: CallTokens = { model: modelFromPath(path), input: 0, output: 0, cacheRead: 0, cacheWrite: 0 };
+  // Gemini names the model in its path (`…/models/gemini-2.5-pro:generateContent`) when the body does not.
+  const model = /\/models\/([A-Za-z0-9._-]{1,100}):/.exec(path)?.[1] ?? null;
+  const tokens: CallTokens = { model, input: 0, output: 0, cacheRead: 0, cacheWrite: 0 };
   const bad: string[] = [];
   let usageSeen = false;
   let picker = new JsonPicker(wanted);
@@ -294,7 +283,7 @@ export function usageMeter(route: string, path: string, headers: Readonly<Record
       else picker.push(chunk);
     },
     /** What the response said it used, once it has ended (or the client went away). */
-    end(): UsageRead {
+    end(): { known: true; tokens: CallTokens } | { known: false; reason: string } {
       if (unreadable) return { known: false, reason: unreadable };
       if (!sse || eventHasData) take(picker);
       if (bad.length > 0) return { known: false, reason: `unreadable usage field ${bad[0]!.slice(0, 60)}` };

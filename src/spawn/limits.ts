@@ -1,7 +1,5 @@
-// What an agent's sandbox may spend (DESIGN §7a "It ends"; docs/engine.md "Limits" and "Memory"): the kernel enforces
-// these inside the sandbox through prlimit, a memory cgroup bounds all its memory where the host allows one
-// (memory-cgroup.ts), and svc's watchdog (watchLimits) enforces the rest: the process count where the kernel does not
-// (RLIMIT_NPROC does not apply to root), the memory where there is no cgroup, and the worktree's growth on disk.
+// What an agent's sandbox may spend (DESIGN §7a "It ends"; docs/engine.md "Limits" and "Memory" say who enforces
+// each): prlimit's arguments, and svc's watchdog (watchLimits) for what the kernel or a memory cgroup does not bound.
 import { readFileSync } from 'node:fs';
 import { lstat, readdir } from 'node:fs/promises';
 import { join } from 'node:path';

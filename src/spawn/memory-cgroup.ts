@@ -8,10 +8,8 @@ import { startChild } from './start.ts';
 import { unescapeMount } from './shared-memory.ts';
 import { readOrNull } from './tree.ts';
 
-export type CgroupVersion = 'v1' | 'v2';
-
 /** Where this process can make memory cgroups, or why it cannot. */
-export type MemoryCgroupSupport = { version: CgroupVersion; parent: string } | { version: null; reason: string };
+export type MemoryCgroupSupport = { version: 'v1' | 'v2'; parent: string } | { version: null; reason: string };
 
 export type MemoryCgroup = NonNullable<ReturnType<typeof makeMemoryCgroup>>;
 
@@ -60,10 +58,7 @@ function canMakeChild(parent: string): string | null {
 
 let support: MemoryCgroupSupport | undefined;
 
-/**
- * Where cgroup v2 lets svc make memory-limited children: its own cgroup, or (since v2 allows processes only in leaves
- * of a delegated subtree, e.g. systemd's Delegate= with DelegateSubgroup=) the parent svc's leaf sits in.
- */
+/** Where cgroup v2 lets svc make memory-limited children: its own cgroup or its parent (docs/engine.md "Memory"). */
 export function delegatingV2(own: string): string | null {
   for (const dir of [own, dirname(own)]) {
     if (!existsSync(join(dir, 'cgroup.procs'))) continue;
@@ -134,10 +129,8 @@ function removeSoon(path: string, tries: number): void {
 let prepared: { bytes: number; cgroup: MemoryCgroup } | null = null;
 
 /**
- * Makes the next sandbox's cgroup now, and lets a throwaway process join it first: on cgroup v1 the first process to
- * enter a fresh memory cgroup waits ~10 ms in the kernel, later ones do not (measured here). Called when a run starts,
- * so that wait passes while the worker prepares the worktree and the gate instead of before the agent's first byte.
- * Nothing else changes: the sandbox still enters the cgroup before bwrap runs.
+ * Makes the next sandbox's cgroup now, and lets a throwaway process join it first: the first entry into a fresh v1
+ * group waits ~10 ms in the kernel (docs/engine.md), which then passes while the worker prepares the worktree and gate.
  */
 export function prepareMemoryCgroup(bytes: number): void {
   if (prepared) return;

@@ -1,8 +1,5 @@
-// Folders no sandbox ever gets writable, whoever asks (the operator included; DESIGN §7a): system folders, HOME itself,
-// and what a program outside the sandbox reads or runs: shell start-up files, git's and systemd's config, autostart
-// entries, folders on PATH, ~/.ssh, credentials, svc's home. A folder that holds one of them is refused too (binding
-// ~/.local would bind ~/.local/bin, ~/.config would bind ~/.config/git). Links are followed first: a declared folder
-// that is a link into one is refused.
+// Folders no sandbox ever gets writable, whoever asks (the operator included; DESIGN §7a), nor any folder holding one
+// or a link into one: what a program outside the sandbox reads or runs (docs/engine.md "Never-writable folders").
 import { existsSync, realpathSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join } from 'node:path';
 import { within } from './bwrap-argv.ts';

@@ -1,7 +1,5 @@
-// What each built-in provider CLI keeps in its HOME, sorted by who may change it (DESIGN §7a "Repositories don't
-// meet"; docs/engine.md "Provider homes"). Paths are relative to HOME. What the CLI obeys or executes comes from the
-// operator's template and never persists what an agent wrote; the user's login is read-only; only the CLI's session
-// state and transcripts are kept, and they belong to one repository.
+// What each built-in provider CLI keeps in its HOME (paths relative to it), sorted by who may change it (DESIGN §7a
+// "Repositories don't meet"; docs/engine.md "Provider homes" says what each kind gets).
 import { join } from 'node:path';
 import { neverWritable } from './never-writable.ts';
 

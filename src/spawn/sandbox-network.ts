@@ -1,7 +1,6 @@
-// The sandbox's only route out (DESIGN §7a, docs/gate.md): its network namespace holds only its own loopback, where a
-// forwarder passes each connection to the egress gate's Unix socket, bound in. The forwarder is systemd's socket
-// activator and proxy where the host has them (listening within a millisecond), else svc's own (src/gate/forwarder.ts,
-// ~30 ms); either way the command starts only once it listens.
+// The sandbox's only route out (DESIGN §7a, docs/gate.md "Interface"): a forwarder on its own loopback passes each
+// connection to the egress gate's Unix socket, bound in; systemd's activator where the host has it (listening within
+// a millisecond), else svc's own (src/gate/forwarder.ts, ~30 ms). The command starts only once it listens.
 import { existsSync, realpathSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';

@@ -4,7 +4,7 @@
 import { mkdtempSync, openSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { REFUSED_SYSCALLS, type SyscallRule } from './syscall-policy.ts';
+import { REFUSED_SYSCALLS } from './syscall-policy.ts';
 
 /** The descriptor a sandboxed child finds the program on: right after stdin, stdout and stderr. */
 export const SECCOMP_FD = 3;
@@ -63,10 +63,6 @@ function assemble(insns: Insn[]): Buffer {
   return out;
 }
 
-function ruleLabel(rule: SyscallRule, index: number): Label {
-  return typeof rule === 'string' ? rule : `namespaces-${index}`;
-}
-
 /** The filter for `arch` (Node's process.arch); null for an architecture whose syscall table svc does not know. */
 export function buildFilter(arch: string): Buffer | null {
   if (arch !== 'x64' && arch !== 'arm64') return null;
@@ -77,7 +73,8 @@ export function buildFilter(arch: string): Buffer | null {
     { code: LD_W_ABS, k: NR },
   ];
   if (arch === 'x64') code.push({ code: JGE_K, k: X32_SYSCALL_BIT, jt: 'enosys' });
-  REFUSED_SYSCALLS.forEach((call, i) => code.push({ code: JEQ_K, k: call[table], jt: ruleLabel(call.rule, i) }));
+  REFUSED_SYSCALLS.forEach(({ rule, [table]: nr }, i) =>
+    code.push({ code: JEQ_K, k: nr, jt: typeof rule === 'string' ? rule : `namespaces-${i}` }));
   code.push({ code: RET_K, k: RET_ALLOW });
   if (REFUSED_SYSCALLS.some((c) => c.rule === 'personality')) {
     code.push(

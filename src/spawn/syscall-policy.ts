@@ -2,10 +2,8 @@
 // the filter; docs/engine.md lists it). Numbers are per architecture: x86_64 and aarch64's generic table.
 
 /**
- * How a call is refused. 'eperm' always. 'enosys' always, as if the kernel had no such call: libc then falls back to
- * an older one, and where the kernel itself refuses a process without capabilities with EPERM, the filter's refusal
- * stays distinguishable. 'personality': unless it sets PER_LINUX or queries (0xffffffff). `namespaces`: EPERM when the
- * flags (first argument) hold one of these bits.
+ * How a call is refused: 'eperm' and 'enosys' always (docs/engine.md says why ENOSYS), 'personality' unless it sets
+ * PER_LINUX or queries (0xffffffff), `namespaces` with EPERM when the flags (first argument) hold one of these bits.
  */
 export type SyscallRule = 'eperm' | 'enosys' | 'personality' | { namespaces: number };
 

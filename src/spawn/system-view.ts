@@ -8,10 +8,8 @@ import { dirname, resolve } from 'node:path';
 export const SYSTEM_FOLDERS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
 
 /**
- * /etc entries a program may need: users and groups by name (no password hashes: those are in shadow, not here),
- * name resolution, certificates, the dynamic linker's cache, time zone, locale, terminal and MIME data, and the
- * system-wide git config. Not here: shadow, sudoers, ssh, ssl private keys of services, npmrc and pip.conf (they can
- * hold registry tokens), environment, and anything an operator put there for svc.
+ * /etc entries a program may need to run, resolve names and trust certificates (docs/engine.md "The agent sandbox"
+ * names what is left out: shadow, sudoers, ssh, npmrc and pip.conf, which can hold registry tokens, …).
  */
 const ETC_ENTRIES = [
   'passwd', 'group', 'hosts', 'hostname', 'host.conf', 'nsswitch.conf', 'resolv.conf', 'gai.conf', 'networks',
