@@ -12,19 +12,7 @@ import { errorMessage } from '../errors.ts';
 import type { Tracer } from '../trace.ts';
 import { endJobSpan, launchTraceparent } from './job-trace.ts';
 
-export interface JobLoop {
-  /** Start as many queued jobs as free slots allow. */
-  kick(): void;
-  /**
-   * After a restart: re-attach running jobs to their runs (or mark them interrupted), resend missed summaries, run the
-   * queue.
-   */
-  recover(): void;
-  /** Stop taking jobs, let in-flight launches record their run, stop following; resolves when idle. */
-  close(): Promise<void>;
-  /** Resolves once no job is active (tests and shutdown). */
-  idle(): Promise<void>;
-}
+export type JobLoop = ReturnType<typeof createJobLoop>;
 
 /** How a job ended, with what its summary says. */
 interface JobEnd {
@@ -56,7 +44,7 @@ export interface JobLoopOptions {
   progress?: (jobId: string, progress: Progress) => Promise<void>;
 }
 
-export function createJobLoop(opts: JobLoopOptions): JobLoop {
+export function createJobLoop(opts: JobLoopOptions) {
   const { stores, executor, log } = opts;
   const abort = new AbortController();
   const tasks = new Set<Promise<void>>();
@@ -179,6 +167,7 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
     });
   }
 
+  /** Starts as many queued jobs as free slots allow. */
   function kick(): void {
     if (closed) return;
     // A failed claim means another dispatcher took that job: bounded retries, then the next kick tries again.
@@ -192,6 +181,7 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
     }
   }
 
+  /** After a restart: re-attach running jobs to their runs (or mark them interrupted), resend missed summaries. */
   function recover(): void {
     for (const job of stores.jobs.listRunning()) {
       // Where its runs live: the recorded workdir, else its repository's checkout.
@@ -215,10 +205,11 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
   return {
     kick,
     recover,
+    /** Resolves once no job is active; a job that ends may start the next (track's kick). */
     async idle() {
-      // A job that ends may start the next (track's kick): wait until none is left.
       while (tasks.size > 0) await Promise.allSettled([...tasks]);
     },
+    /** Stop taking jobs, let in-flight launches record their run, stop following; resolves when idle. */
     async close() {
       closed = true;
       abort.abort();

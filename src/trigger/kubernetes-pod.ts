@@ -25,27 +25,9 @@ type EnvVar = { name: string; value: string };
 export type PodJob = Omit<ExecJob, 'workdir'>;
 
 /** The SVC_K8S_* settings, read once (docs/deploy.md); `gateSecret` is SVC_GATE_SECRET_FILE's secret. */
-export interface KubernetesSettings {
-  image: string;
-  namespace: string | undefined;
-  serviceAccount: string | undefined;
-  cpu: string | undefined;
-  memory: string | undefined;
-  repoUrl: string | undefined;
-  repoRef: string | undefined;
-  repoPvc: string | undefined;
-  envSecret: string | undefined;
-  controlTokenSecret: string | undefined;
-  ttlSeconds: number;
-  activeDeadlineSeconds: number;
-  source: string;
-  keysSecret: string | undefined;
-  signerEnvSecret: string | undefined;
-  gateUrl: string | undefined;
-  gateSecret: Buffer | undefined;
-}
+export type KubernetesSettings = ReturnType<typeof kubernetesSettingsFromEnv>;
 
-export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv): KubernetesSettings {
+export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv) {
   const image = setting(env, 'SVC_K8S_IMAGE');
   if (!image) {
     throw new BadSettingError('SVC_TRIGGER_EXECUTOR=kubernetes needs SVC_K8S_IMAGE (the svc container image)');

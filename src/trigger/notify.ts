@@ -32,15 +32,6 @@ export interface NotifierOptions {
   publicUrl?: string | undefined;
 }
 
-/** The completion summary's sender, with the two other messages a job's origin gets through the same channel. */
-export interface Notifier {
-  (jobId: string): Promise<void>;
-  /** The run started (only channels that keep a progress message) or asks a question: told to the job's origin. */
-  progress(jobId: string, progress: Progress): Promise<void>;
-  /** A message of its own to the job's origin (an answer refused there); true once it was sent. */
-  note(jobId: string, parts: SummaryParts): Promise<boolean>;
-}
-
 function isPiece(value: unknown): value is Piece {
   if (!isJsonObject(value)) return false;
   const keys = Object.keys(value);
@@ -68,7 +59,8 @@ function checkStatus(status: number, what: string): void {
 
 type Sent = { error: string | null; tried: number; aborted?: true };
 
-export function createNotifier(opts: NotifierOptions): Notifier {
+/** The completion summary's sender, with the two other messages a job's origin gets through the same channel. */
+export function createNotifier(opts: NotifierOptions) {
   const attempts = 4;
   const backoffMs = opts.backoffMs ?? 1000;
   // One message of a job at a time, in order: the progress comment a later edit PATCHes must exist first.
@@ -166,6 +158,7 @@ export function createNotifier(opts: NotifierOptions): Notifier {
 
   const notifyJob = (jobId: string): Promise<void> => jobTurn(jobId, () => deliver(jobId), undefined);
   return Object.assign(notifyJob, {
+    /** The run started (only channels that keep a progress message) or asks a question: told to the job's origin. */
     progress(jobId: string, progress: Progress): Promise<void> {
       return jobTurn(jobId, async () => {
         const job = opts.stores.jobs.get(jobId);
@@ -177,6 +170,7 @@ export function createNotifier(opts: NotifierOptions): Notifier {
         await tell(jobId, buildProgressParts(jobId, run, progress, opts.publicUrl), 'progress');
       }, undefined);
     },
+    /** A message of its own to the job's origin (an answer refused there); true once it was sent. */
     note(jobId: string, parts: SummaryParts): Promise<boolean> {
       return jobTurn(jobId, () => tell(jobId, parts, 'note'), false);
     },
