@@ -95,12 +95,8 @@ function gateEnv(
   const who = { job: job.id, run: runId, repo: job.repo?.name ?? '', ...trace };
   const credential = mintJobCredential(s.gateSecret, who, expires);
   const gate = s.gateUrl.replace(/\/+$/, '');
-  let control = '';
-  try {
-    control = serverEnv.SVC_CONTROL_URL ? new URL(serverEnv.SVC_CONTROL_URL).hostname : '';
-  } catch {
-    // not a URL: nothing to exempt
-  }
+  // Not a URL: nothing to exempt.
+  const control = URL.parse(serverEnv.SVC_CONTROL_URL ?? '')?.hostname ?? '';
   const direct = ['localhost', '127.0.0.1', new URL(gate).hostname, ...(control ? [control] : [])].join(',');
   const proxy = gate.replace(/^http:\/\//, `http://svc:${credential}@`);
   const vars: EnvVar[] = ['HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'http_proxy', 'https_proxy', 'all_proxy']

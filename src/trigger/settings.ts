@@ -21,11 +21,7 @@ function list(value: string | undefined): string[] {
 
 /** An https URL or undefined; `what` is logged (never the value, which may embed credentials). */
 function httpsUrl(value: string, what: string, problems: SecretProblems): string | undefined {
-  try {
-    if (new URL(value).protocol === 'https:') return value;
-  } catch {
-    // fall through
-  }
+  if (URL.parse(value)?.protocol === 'https:') return value;
   problems.errors.push(`${what} must be an https URL; its summaries are disabled`);
   return undefined;
 }
@@ -36,17 +32,13 @@ function httpsUrl(value: string, what: string, problems: SecretProblems): string
  */
 function publicUrlOf(value: string | undefined, problems: SecretProblems): string | undefined {
   if (!value) return undefined;
-  try {
-    const url = new URL(value);
-    if ((url.protocol === 'https:' || url.protocol === 'http:') && !url.username && !url.password) {
-      if (!isLoopbackHost(url.hostname)) return url.href.replace(/\/+$/, '');
-      problems.errors.push('SVC_PUBLIC_URL names a loopback address: messages say where to look instead of linking');
-      return undefined;
-    }
-  } catch {
-    // fall through
+  const url = URL.parse(value);
+  if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:') || url.username || url.password) {
+    problems.errors.push('SVC_PUBLIC_URL must be an http(s) URL without credentials; messages carry no run link');
+    return undefined;
   }
-  problems.errors.push('SVC_PUBLIC_URL must be an http(s) URL without credentials; messages carry no run link');
+  if (!isLoopbackHost(url.hostname)) return url.href.replace(/\/+$/, '');
+  problems.errors.push('SVC_PUBLIC_URL names a loopback address: messages say where to look instead of linking');
   return undefined;
 }
 
