@@ -130,9 +130,8 @@ export function createNotifier(opts: NotifierOptions) {
     if (kind === 'summary') {
       if (sent.aborted) return false; // shutting down: left pending, sent on the next start
       opts.stores.replies.markNotified(jobId, sent.error === null ? 'sent' : 'failed', opts.clock());
-      if (sent.error !== null) {
-        opts.log.error('completion summary gave up', { job_id: jobId, channel, attempts: sent.tried, error: sent.error });
-      }
+      const gaveUp = { job_id: jobId, channel, attempts: sent.tried, error: sent.error };
+      if (sent.error !== null) opts.log.error('completion summary gave up', gaveUp);
     }
     await opts.report({
       job_id: job.id, source: job.run_source, run: job.run_id, origin: job.origin, channel,
