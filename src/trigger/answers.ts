@@ -49,9 +49,9 @@ export interface AnswerDeskOptions {
   clock: () => number;
   log: Logger;
   /** Tells a progress-keeping origin (GitHub) who answered (notify.ts `progress`). */
-  progress?: (jobId: string, progress: Progress) => Promise<void>;
+  progress: (jobId: string, progress: Progress) => Promise<void>;
   /** A message of its own to a job's origin (notify.ts `note`). */
-  note?: (jobId: string, parts: SummaryParts) => Promise<boolean>;
+  note: (jobId: string, parts: SummaryParts) => Promise<boolean>;
 }
 
 /**
@@ -89,7 +89,7 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
     of: (jobId: string) => stores.replies.answersOf(jobId),
     /** Sends a message of its own to a job's origin (a refused answer's reply), in the background. */
     tell(jobId: string, parts: SummaryParts) {
-      void opts.note?.(jobId, parts);
+      void opts.note(jobId, parts);
     },
     async answer(req: AnswerRequest): Promise<AnswerOutcome> {
       // A redelivery is a duplicate even once the job it answered has ended.
@@ -134,7 +134,7 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
       const result = await opts.executor.answer(run, req.text, job.workdir, originOf(req));
       if (!result.ok) return refuse(result.reason);
       audit(job, req, 'answered', null);
-      void opts.progress?.(job.id, { step: 'answered', by: req.who });
+      void opts.progress(job.id, { step: 'answered', by: req.who });
       return { kind: 'answered', jobId: job.id, run: `${run.source}/${run.run}` };
     },
   };
