@@ -115,7 +115,9 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
       }
       const refusal = req.refusal(job);
       if (refusal !== null) return refuse(refusal);
-      if (req.writtenAt !== undefined && !(req.writtenAt !== null && req.writtenAt >= wholeSeconds(job.created_at))) {
+      // The job's time down to its second: a vendor's timestamp has no finer part.
+      const queuedAt = Math.floor(job.created_at / 1000) * 1000;
+      if (req.writtenAt !== undefined && !(req.writtenAt !== null && req.writtenAt >= queuedAt)) {
         return refuse(`the comment was written before job ${job.id} was queued (or says not when): ` +
           'a delivery sent again is never an answer to a newer question');
       }
@@ -143,11 +145,6 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
 /** Who answered as the run records it (after `origin:`): the route and the vendor's name for them, one short line. */
 function originOf(req: Pick<AnswerRequest, 'origin' | 'who'>): string {
   return [...`${req.origin}:${req.who}`.replace(/\p{Cc}+/gu, ' ')].slice(0, 200).join('');
-}
-
-/** A time in ms down to its second (a vendor's timestamp has no finer part). */
-function wholeSeconds(ms: number): number {
-  return Math.floor(ms / 1000) * 1000;
 }
 
 /** What the origin is told when an answer is refused: svc's words, the vendor-given name and reason as data. */

@@ -164,11 +164,6 @@ async function answerFromGithub(ctx: TCtx, event: string, body: Obj): Promise<Re
   return answerReply(ctx.deps.answers, outcome, login);
 }
 
-/** The comment's body: svc's marker, then the parts in GitHub's CommonMark (agent text in code spans). */
-function githubBody(parts: SummaryParts): string {
-  return `${PROGRESS_MARK}\n${renderSummary(parts, markdownPiece, markdownEscape(SEPARATOR))}`;
-}
-
 function commentId(answer: string): Record<string, unknown> | null {
   const id = (JSON.parse(answer || '{}') as { id?: unknown }).id;
   return typeof id === 'number' && Number.isSafeInteger(id) ? { comment_id: id } : null;
@@ -181,7 +176,9 @@ function githubComment(target: Obj, parts: SummaryParts, config: NotifyConfig, e
   if (typeof target.repo !== 'string' || typeof target.issue !== 'number') return 'no GitHub issue';
   const base = `${gh.apiUrl}/repos/${target.repo}/issues`;
   const headers = githubHeaders(gh.token);
-  const body = JSON.stringify({ body: githubBody(parts) });
+  // svc's marker, then the parts in GitHub's CommonMark (agent text in code spans).
+  const text = renderSummary(parts, markdownPiece, markdownEscape(SEPARATOR));
+  const body = JSON.stringify({ body: `${PROGRESS_MARK}\n${text}` });
   const id = target.comment_id;
   if (edit && typeof id === 'number') {
     return { url: new URL(`${base}/comments/${id}`), method: 'PATCH', headers, body, what: 'GitHub API' };
