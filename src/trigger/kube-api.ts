@@ -14,7 +14,6 @@ export interface KubeApiOptions {
   apiUrl: string;
   /** Holds `token`, `ca.crt`, `namespace` (SVC_K8S_SA_DIR overrides the mount path). */
   serviceAccountDir: string;
-  namespace?: string;
 }
 
 const TIMEOUT_MS = 30_000;
@@ -39,7 +38,7 @@ export function inClusterApiUrl(env: NodeJS.ProcessEnv): string | undefined {
 export function createKubeApi(opts: KubeApiOptions) {
   const base = opts.apiUrl.replace(/\/+$/, '');
   const ca = readOptional(join(opts.serviceAccountDir, 'ca.crt'));
-  const namespace = opts.namespace || readOptional(join(opts.serviceAccountDir, 'namespace')) || 'default';
+  const namespace = readOptional(join(opts.serviceAccountDir, 'namespace')) || 'default';
 
   function headers(contentType: string | undefined): Record<string, string> {
     // Bound service-account tokens rotate: the kubelet rewrites the file, so read it on every request.
@@ -59,6 +58,7 @@ export function createKubeApi(opts: KubeApiOptions) {
   }
 
   return {
+    /** The service account's namespace (SVC_K8S_NAMESPACE overrides it: kubernetes-executor.ts). */
     namespace,
     async request(method: string, path: string, body?: unknown, contentType?: string): Promise<KubeResponse> {
       const url = `${base}${path}`;

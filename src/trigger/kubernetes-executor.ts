@@ -89,11 +89,7 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
       'SVC_TRIGGER_EXECUTOR=kubernetes needs KUBERNETES_SERVICE_HOST (in a cluster) or SVC_K8S_API_URL',
     );
   }
-  const api = createKubeApi({
-    apiUrl,
-    serviceAccountDir: opts.env.SVC_K8S_SA_DIR || SERVICE_ACCOUNT_DIR,
-    ...(settings.namespace ? { namespace: settings.namespace } : {}),
-  });
+  const api = createKubeApi({ apiUrl, serviceAccountDir: opts.env.SVC_K8S_SA_DIR || SERVICE_ACCOUNT_DIR });
   const namespace = settings.namespace || api.namespace;
   const ns = encodeURIComponent(namespace);
   const jobsPath = `/apis/batch/v1/namespaces/${ns}/jobs`;
