@@ -141,8 +141,8 @@ function baseEnv(
 }
 
 /**
- * Where the workspace comes from: the routed repository's clone URL (its default branch) when its entry has one (issue
- * 22), else SVC_K8S_REPO_PVC, else SVC_K8S_REPO_URL at SVC_K8S_REPO_REF, else nothing (the image's own files).
+ * Where the workspace comes from: the routed repository's clone URL (its default branch) when its entry has one,
+ * else SVC_K8S_REPO_PVC, else SVC_K8S_REPO_URL at SVC_K8S_REPO_REF, else nothing (the image's own files).
  */
 type Workspace = { clone: string; ref: string | undefined } | { pvc: string } | null;
 

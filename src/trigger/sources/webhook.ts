@@ -114,9 +114,9 @@ export async function receiveWebhook(ctx: TCtx, raw: Buffer): Promise<Reply> {
   // `/svc answer <text>` on an issue answers the run its job asked there; it never starts a job.
   const answered = await answerFromGithub(ctx, event, body);
   if (answered) return answered;
-  const input = readWebhook(event, body);
   // Comments and reviews on a pull request ask for a follow-up on it (github-pr.ts).
   if (isPullRequestEvent(event, body)) return receivePullRequestEvent(ctx, event, body);
+  const input = readWebhook(event, body);
   if (input.kind === 'skip') return skipped(input.reason);
   // The event names its repository: only that one, if served, ever takes it.
   const routed = ctx.deps.settings.repos.webhook(input.repository);
