@@ -56,7 +56,7 @@ export function followUpRequest(values: {
   return { branch: values.branch, prUrl, previous, previousReceipt };
 }
 
-function receiptIntegrity(repo: string, run: string): string | null {
+export function receiptIntegrity(repo: string, run: string): string | null {
   try {
     const integrity = str(obj(JSON.parse(readFileSync(join(artifactsDir(runDir(repo, run)), 'receipt.json'), 'utf8')))
       .integrity);

@@ -4,7 +4,6 @@
 // `answer`), audits who answered from where, and says what to reply. Never an answer without a running job.
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow } from '../db/trigger-jobs-store.ts';
-import type { AnswerAudit } from '../db/trigger-replies-store.ts';
 import type { JobExecutor } from './executor.ts';
 import type { Logger } from '../log.ts';
 import { stripLeadingHyphens } from '../webhook-sources.ts';
@@ -42,13 +41,7 @@ export type AnswerOutcome =
   /** No running job was asked here: the delivery is not an answer to anything (skipped, nothing recorded). */
   | { kind: 'no_job'; reason: string };
 
-export interface AnswerDesk {
-  answer(request: AnswerRequest): Promise<AnswerOutcome>;
-  /** The audit of a job's answers, oldest first. */
-  of(jobId: string): AnswerAudit[];
-  /** Sends a message of its own to a job's origin (a refused answer's reply), in the background. */
-  tell(jobId: string, parts: SummaryParts): void;
-}
+export type AnswerDesk = ReturnType<typeof createAnswerDesk>;
 
 export interface AnswerDeskOptions {
   stores: TriggerStores;
@@ -56,9 +49,9 @@ export interface AnswerDeskOptions {
   clock: () => number;
   log: Logger;
   /** Tells a progress-keeping origin (GitHub) who answered (notify.ts `progress`). */
-  progress?: (jobId: string, progress: Progress) => Promise<void>;
+  progress: (jobId: string, progress: Progress) => Promise<void>;
   /** A message of its own to a job's origin (notify.ts `note`). */
-  note?: (jobId: string, parts: SummaryParts) => Promise<boolean>;
+  note: (jobId: string, parts: SummaryParts) => Promise<boolean>;
 }
 
 /**
@@ -74,7 +67,7 @@ export function answerCommand(text: string): { jobId: string | undefined; text: 
   return { jobId: named?.[1], text: stripLeadingHyphens(rest).trim() };
 }
 
-export function createAnswerDesk(opts: AnswerDeskOptions): AnswerDesk {
+export function createAnswerDesk(opts: AnswerDeskOptions) {
   const { stores, log } = opts;
 
   /** The running jobs asked in this thread (bounded by the server's concurrency). */
@@ -92,11 +85,13 @@ export function createAnswerDesk(opts: AnswerDeskOptions): AnswerDesk {
   }
 
   return {
-    of: (jobId) => stores.replies.answersOf(jobId),
-    tell(jobId, parts) {
-      void opts.note?.(jobId, parts);
+    /** The audit of a job's answers, oldest first. */
+    of: (jobId: string) => stores.replies.answersOf(jobId),
+    /** Sends a message of its own to a job's origin (a refused answer's reply), in the background. */
+    tell(jobId: string, parts: SummaryParts) {
+      void opts.note(jobId, parts);
     },
-    async answer(req) {
+    async answer(req: AnswerRequest): Promise<AnswerOutcome> {
       // A redelivery is a duplicate even once the job it answered has ended.
       const earlier = stores.dedupe.holder(req.keys);
       if (earlier !== undefined) return { kind: 'duplicate', jobId: earlier };
@@ -111,16 +106,18 @@ export function createAnswerDesk(opts: AnswerDeskOptions): AnswerDesk {
       const job = jobs[0] ?? elsewhere!;
       // Synchronous from the look-up to the claim: two copies of one delivery cannot both pass.
       stores.dedupe.claim(req.keys, job.id, opts.clock());
-      const refuse = (reason: string): AnswerOutcome => {
+      const refuse = (reason: string) => {
         audit(job, req, 'refused', reason);
-        return { kind: 'refused', jobId: job.id, reason };
+        return { kind: 'refused' as const, jobId: job.id, reason };
       };
       if (jobs.length === 0) {
         return { ...refuse(`job ${job.id} was not asked here: answer it where it was asked`), elsewhere: true };
       }
       const refusal = req.refusal(job);
       if (refusal !== null) return refuse(refusal);
-      if (req.writtenAt !== undefined && !(req.writtenAt !== null && req.writtenAt >= wholeSeconds(job.created_at))) {
+      // The job's time down to its second: a vendor's timestamp has no finer part.
+      const queuedAt = Math.floor(job.created_at / 1000) * 1000;
+      if (req.writtenAt !== undefined && !(req.writtenAt !== null && req.writtenAt >= queuedAt)) {
         return refuse(`the comment was written before job ${job.id} was queued (or says not when): ` +
           'a delivery sent again is never an answer to a newer question');
       }
@@ -139,7 +136,7 @@ export function createAnswerDesk(opts: AnswerDeskOptions): AnswerDesk {
       const result = await opts.executor.answer(run, req.text, job.workdir, originOf(req));
       if (!result.ok) return refuse(result.reason);
       audit(job, req, 'answered', null);
-      void opts.progress?.(job.id, { step: 'answered', by: req.who });
+      void opts.progress(job.id, { step: 'answered', by: req.who });
       return { kind: 'answered', jobId: job.id, run: `${run.source}/${run.run}` };
     },
   };
@@ -148,11 +145,6 @@ export function createAnswerDesk(opts: AnswerDeskOptions): AnswerDesk {
 /** Who answered as the run records it (after `origin:`): the route and the vendor's name for them, one short line. */
 function originOf(req: Pick<AnswerRequest, 'origin' | 'who'>): string {
   return [...`${req.origin}:${req.who}`.replace(/\p{Cc}+/gu, ' ')].slice(0, 200).join('');
-}
-
-/** A time in ms down to its second (a vendor's timestamp has no finer part). */
-function wholeSeconds(ms: number): number {
-  return Math.floor(ms / 1000) * 1000;
 }
 
 /** What the origin is told when an answer is refused: svc's words, the vendor-given name and reason as data. */

@@ -1,12 +1,6 @@
-// What `svc prune --checkouts` removes: the trigger's managed job checkouts (<checkouts>/<owner>/<name>/<job id>/,
-// managed-checkout.ts) of jobs that have ended, once older than a given age. Must not: remove the checkout of a job
-// the trigger's queue still has queued or running, one holding a run that has not ended, or one whose runs the Control
-// Plane has not heard the end of (.svc/ship-pending: the run folders there would be the only copy); never follows a
-// link; never touches the mirrors (~/.svc/trigger/repos/), which every later job fetches into.
-//
-// A checkout holds a repository's content, and a repository can commit a `running` state.json or a ship-pending
-// marker to keep its checkouts forever: what git tracks under .svc/runs and .svc/ship-pending is ignored, and the
-// trigger's queue decides whether the job still runs.
+// What `svc prune --checkouts` removes: the trigger's managed job checkouts of jobs that have ended, once older than a
+// given age (docs/deploy.md: what stays, and why what git tracks under .svc/ is ignored). Must not: remove one whose
+// job, run or shipping is not done; follow a link; touch the mirrors, which every later job fetches into.
 import { existsSync, lstatSync, realpathSync, rmdirSync, rmSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 import { openConnection, userVersion } from '../db/open.ts';
@@ -20,11 +14,7 @@ import { ago, assertOwnFolder, endedAt, type PrunePlan } from '../engine/prune.t
 import { plainEntries } from '../engine/plain-tree.ts';
 import { localRuns, trackedNames } from '../engine/local-runs.ts';
 
-/**
- * Job statuses by id from the trigger's database; an empty lookup when there is no database here. It is never
- * migrated from here (the trigger server that owns it does that at its start): one at another schema version than
- * this svc's is refused, changing nothing.
- */
+/** Job statuses by id; never migrated from here: a database at another schema version is refused. */
 function jobStatuses(dbPath: string): { get(id: string): { status: JobStatus; finished_at: number | null } | null;
   close(): void } {
   if (!existsSync(dbPath)) return { get: () => null, close: () => {} };

@@ -3,20 +3,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { errorMessage } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import type { NotificationInput } from '../db/notifications-store.ts';
 
-export interface NotificationReport {
-  job_id: string;
-  source: string | null;
-  run: string | null;
-  origin: string;
-  channel: string;
-  /** Host only: a response_url's path is a capability and never leaves this process. */
-  target: string;
-  status: 'sent' | 'failed';
-  attempts: number;
-  error: string | null;
-  message: string;
-}
+// A summary's delivery as the Control Plane stores it; `target` is a host only: a response_url's path is a
+// capability and never leaves this process.
+export type NotificationReport = Omit<NotificationInput, 'created_at' | 'updated_at'> & { message: string };
 
 /** Where and as whom both reports go. */
 export interface ControlReportOptions {

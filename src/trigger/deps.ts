@@ -32,16 +32,13 @@ export interface TriggerDeps {
   tracer: Tracer;
 }
 
-/** Deliveries refused because no served repository takes them, per route: this process's traffic, not the queue. */
-export interface SkipCounts {
-  count(route: string): void;
-  snapshot(): Record<string, number>;
-}
+export type SkipCounts = ReturnType<typeof createSkipCounts>;
 
-export function createSkipCounts(): SkipCounts {
+/** Deliveries refused because no served repository takes them, per route: this process's traffic, not the queue. */
+export function createSkipCounts() {
   const counts = new Map<string, number>();
   return {
-    count: (route) => counts.set(route, (counts.get(route) ?? 0) + 1),
+    count: (route: string) => void counts.set(route, (counts.get(route) ?? 0) + 1),
     snapshot: () => Object.fromEntries([...counts].sort(([a], [b]) => a.localeCompare(b))),
   };
 }

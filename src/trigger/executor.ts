@@ -1,5 +1,6 @@
 // How a job's `svc start` is launched and its run followed. The local child process is the default executor;
 // others (e.g. a Kubernetes one) implement the same two calls and are picked by SVC_TRIGGER_EXECUTOR.
+import { str } from '../untrusted.ts';
 
 /** Address of a run as `svc start --detach` prints it: one JSON line `{"source","run"}`. */
 export interface RunRef {
@@ -108,10 +109,6 @@ export function parseLaunchOutput(stdout: string): RunRef | null {
       ? { source, run }
       : null
   ));
-}
-
-function str(value: unknown): string | null {
-  return typeof value === 'string' ? value : null;
 }
 
 /** The summary fields of a run's state (its state.json, or the signer's last line), once its status is final. */

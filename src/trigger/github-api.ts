@@ -5,12 +5,7 @@ import { FailedError, UnavailableError } from '../errors.ts';
 import { createHttpsPoster } from './https-post.ts';
 import { githubHeaders } from '../engine/pr.ts';
 
-export interface GithubApi {
-  /** The parsed JSON of a GET under the API base (`path` starts with `/`); a FailedError on any non-2xx answer. */
-  get(path: string): Promise<unknown>;
-  /** Posts `body` (Markdown, svc's own words) as a comment on issue or pull request `number` of `repo`. */
-  comment(repo: string, number: number, body: string): Promise<void>;
-}
+export type GithubApi = ReturnType<typeof createGithubApi>;
 
 export interface GithubApiOptions {
   /** GITHUB_API_URL; default https://api.github.com. */
@@ -20,7 +15,7 @@ export interface GithubApiOptions {
   ca?: string | Buffer;
 }
 
-export function createGithubApi(opts: GithubApiOptions): GithubApi {
+export function createGithubApi(opts: GithubApiOptions) {
   const base = (opts.base || 'https://api.github.com').replace(/\/+$/, '');
   // A review's hundred comments can be more than a vendor's answer to a summary.
   const post = createHttpsPoster({ ...(opts.ca ? { ca: opts.ca } : {}), cap: 1024 * 1024 });
@@ -39,8 +34,10 @@ export function createGithubApi(opts: GithubApiOptions): GithubApi {
     }
   };
   return {
-    get: (path) => send('GET', path),
-    async comment(repo, number, body) {
+    /** The parsed JSON of a GET under the API base (`path` starts with `/`); a FailedError on any non-2xx answer. */
+    get: (path: string) => send('GET', path),
+    /** Posts `body` (Markdown, svc's own words) as a comment on issue or pull request `number` of `repo`. */
+    async comment(repo: string, number: number, body: string): Promise<void> {
       await send('POST', `/repos/${repo}/issues/${number}/comments`, JSON.stringify({ body }));
     },
   };

@@ -43,7 +43,7 @@ export function httpsRequest(url: URL | string, opts: HttpsOptions, body?: strin
   });
 }
 
-export function createHttpsPoster(opts: { ca?: string | Buffer; timeoutMs?: number; cap?: number } = {}): Poster {
+export function createHttpsPoster(opts: { ca?: string | Buffer; cap?: number } = {}): Poster {
   return (url, headers, body, method = 'POST') => httpsRequest(url, {
     method,
     headers: {
@@ -52,7 +52,7 @@ export function createHttpsPoster(opts: { ca?: string | Buffer; timeoutMs?: numb
       ...headers,
     },
     ca: opts.ca,
-    timeoutMs: opts.timeoutMs ?? 10_000,
+    timeoutMs: 10_000,
     cap: opts.cap ?? 256 * 1024,
   }, body);
 }

@@ -12,19 +12,7 @@ import { errorMessage } from '../errors.ts';
 import type { Tracer } from '../trace.ts';
 import { endJobSpan, launchTraceparent } from './job-trace.ts';
 
-export interface JobLoop {
-  /** Start as many queued jobs as free slots allow. */
-  kick(): void;
-  /**
-   * After a restart: re-attach running jobs to their runs (or mark them interrupted), resend missed summaries, run the
-   * queue.
-   */
-  recover(): void;
-  /** Stop taking jobs, let in-flight launches record their run, stop following; resolves when idle. */
-  close(): Promise<void>;
-  /** Resolves once no job is active (tests and shutdown). */
-  idle(): Promise<void>;
-}
+export type JobLoop = ReturnType<typeof createJobLoop>;
 
 /** How a job ended, with what its summary says. */
 interface JobEnd {
@@ -39,24 +27,24 @@ export interface JobLoopOptions {
   stores: TriggerStores;
   executor: JobExecutor;
   concurrency: number;
-  /** Jobs of one repository active at once; default `concurrency`. */
-  repoConcurrency?: number;
+  /** Jobs of one repository active at once. */
+  repoConcurrency: number;
   /** Where each job runs: its routed repository's checkout, or for a clone URL its own managed checkout. */
   repos: RepoRouter;
   managed: ManagedCheckouts;
   clock: () => number;
   log: Logger;
   /** Each job's span ends with it (job-trace.ts). */
-  tracer?: Tracer;
+  tracer: Tracer;
   /** SVC_PUBLIC_URL: the run link in summaries (none without it: never a loopback link). */
   publicUrl: string | undefined;
   /** Sends the completion summary; must never throw (notify.ts guarantees it). */
   notify: (jobId: string) => Promise<void>;
   /** Tells the job's origin its run started or asks a question (notify.ts `progress`); must never throw. */
-  progress?: (jobId: string, progress: Progress) => Promise<void>;
+  progress: (jobId: string, progress: Progress) => Promise<void>;
 }
 
-export function createJobLoop(opts: JobLoopOptions): JobLoop {
+export function createJobLoop(opts: JobLoopOptions) {
   const { stores, executor, log } = opts;
   const abort = new AbortController();
   const tasks = new Set<Promise<void>>();
@@ -64,7 +52,6 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
 
   // Active jobs and last start per origin and per repository: whose turn it is (the rule at the file's end).
   const turns: Turns = { active: new Map(), served: new Map(), starts: 0 };
-  const repoCap = opts.repoConcurrency ?? opts.concurrency;
 
   function track(job: JobRow, task: Promise<void>): void {
     tasks.add(task);
@@ -91,7 +78,7 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
     const summary = plainSummary(parts);
     const summary_parts = JSON.stringify(parts);
     stores.jobs.finish(job.id, { status, finished_at: now, exit_code: exitCode, summary, summary_parts, error });
-    if (opts.tracer) endJobSpan(opts.tracer, job, status, now, run?.run ?? null);
+    endJobSpan(opts.tracer, job, status, now, run?.run ?? null);
     log.info('job finished', { job_id: job.id, status, run: run ? `${run.source}/${run.run}` : null });
   }
 
@@ -103,7 +90,7 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
   async function followToEnd(job: JobRow, run: RunRef, reattach: boolean, workdir: string): Promise<void> {
     // The run's question goes to where the job came from; the answer comes back through the route (answers.ts).
     const onQuestion = (question: string | null): void => {
-      if (question !== null) void opts.progress?.(job.id, { step: 'waiting', question });
+      if (question !== null) void opts.progress(job.id, { step: 'waiting', question });
     };
     const outcome = await executor.follow(run, abort.signal, { reattach, workdir, onQuestion });
     if (outcome === 'aborted') return; // shutting down: stays running, re-attached on restart
@@ -164,7 +151,7 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
       return finishAndNotify(job, { status: 'failed', exitCode: launched.exitCode, error });
     }
     stores.jobs.setRun(job.id, launched.run.source, launched.run.run, launched.exitCode);
-    void opts.progress?.(job.id, { step: 'started' });
+    void opts.progress(job.id, { step: 'started' });
     await followToEnd(job, launched.run, false, workdir);
   }
 
@@ -179,11 +166,12 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
     });
   }
 
+  /** Starts as many queued jobs as free slots allow. */
   function kick(): void {
     if (closed) return;
     // A failed claim means another dispatcher took that job: bounded retries, then the next kick tries again.
     for (let tries = 0; tasks.size < opts.concurrency && tries < opts.concurrency * 2; tries++) {
-      const job = pickNext(stores.jobs, turns, repoCap);
+      const job = pickNext(stores.jobs, turns, opts.repoConcurrency);
       if (!job) return;
       if (!stores.jobs.claim(job.id, opts.clock())) continue;
       const claimed = { ...job, status: 'running' as const, started_at: opts.clock() };
@@ -192,6 +180,7 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
     }
   }
 
+  /** After a restart: re-attach running jobs to their runs (or mark them interrupted), resend missed summaries. */
   function recover(): void {
     for (const job of stores.jobs.listRunning()) {
       // Where its runs live: the recorded workdir, else its repository's checkout.
@@ -215,10 +204,11 @@ export function createJobLoop(opts: JobLoopOptions): JobLoop {
   return {
     kick,
     recover,
+    /** Resolves once no job is active; a job that ends may start the next (track's kick). */
     async idle() {
-      // A job that ends may start the next (track's kick): wait until none is left.
       while (tasks.size > 0) await Promise.allSettled([...tasks]);
     },
+    /** Stop taking jobs, let in-flight launches record their run, stop following; resolves when idle. */
     async close() {
       closed = true;
       abort.abort();

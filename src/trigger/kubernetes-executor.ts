@@ -4,7 +4,7 @@
 // the run and the Job for its end; the final summary line is read from the signer container only (the run
 // container's log is the agent's to write).
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createKubeApi, inClusterApiUrl, SERVICE_ACCOUNT_DIR, type KubeApi } from './kube-api.ts';
+import { createKubeApi, inClusterApiUrl, SERVICE_ACCOUNT_DIR } from './kube-api.ts';
 import {
   buildPodSpec, kubernetesSettingsFromEnv, RUN_CONTAINER, SIGNER_CONTAINER, type KubernetesSettings, type PodJob,
 } from './kubernetes-pod.ts';
@@ -72,11 +72,8 @@ function runIdOf(job: unknown): string | null {
 export interface KubernetesExecutorOptions {
   env: NodeJS.ProcessEnv;
   log: Logger;
-  api?: KubeApi;
-  settings?: KubernetesSettings;
   controlUrl?: string | undefined;
   controlToken?: string | undefined;
-  fetch?: typeof fetch;
   pollMs?: number;
   /** How long a pod may take (image pull, clone) to print its run line. */
   launchTimeoutMs?: number;
@@ -85,18 +82,14 @@ export interface KubernetesExecutorOptions {
 }
 
 export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobExecutor {
-  const settings = opts.settings ?? kubernetesSettingsFromEnv(opts.env);
+  const settings = kubernetesSettingsFromEnv(opts.env);
   const apiUrl = inClusterApiUrl(opts.env);
-  if (!opts.api && !apiUrl) {
+  if (!apiUrl) {
     throw new BadSettingError(
       'SVC_TRIGGER_EXECUTOR=kubernetes needs KUBERNETES_SERVICE_HOST (in a cluster) or SVC_K8S_API_URL',
     );
   }
-  const api = opts.api ?? createKubeApi({
-    apiUrl: apiUrl!,
-    serviceAccountDir: opts.env.SVC_K8S_SA_DIR || SERVICE_ACCOUNT_DIR,
-    ...(settings.namespace ? { namespace: settings.namespace } : {}),
-  });
+  const api = createKubeApi({ apiUrl, serviceAccountDir: opts.env.SVC_K8S_SA_DIR || SERVICE_ACCOUNT_DIR });
   const namespace = settings.namespace || api.namespace;
   const ns = encodeURIComponent(namespace);
   const jobsPath = `/apis/batch/v1/namespaces/${ns}/jobs`;
@@ -215,7 +208,7 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
       const base = opts.controlUrl.replace(/\/+$/, '');
       const url = `${base}/v1/runs/${encodeURIComponent(run.source)}/${encodeURIComponent(run.run)}`;
       const auth = opts.controlToken ? { authorization: `Bearer ${opts.controlToken}` } : {};
-      const res = await (opts.fetch ?? fetch)(url, {
+      const res = await fetch(url, {
         headers: { accept: 'application/json', ...auth },
         signal: AbortSignal.timeout(10_000),
       });

@@ -25,27 +25,9 @@ type EnvVar = { name: string; value: string };
 export type PodJob = Omit<ExecJob, 'workdir'>;
 
 /** The SVC_K8S_* settings, read once (docs/deploy.md); `gateSecret` is SVC_GATE_SECRET_FILE's secret. */
-export interface KubernetesSettings {
-  image: string;
-  namespace: string | undefined;
-  serviceAccount: string | undefined;
-  cpu: string | undefined;
-  memory: string | undefined;
-  repoUrl: string | undefined;
-  repoRef: string | undefined;
-  repoPvc: string | undefined;
-  envSecret: string | undefined;
-  controlTokenSecret: string | undefined;
-  ttlSeconds: number;
-  activeDeadlineSeconds: number;
-  source: string;
-  keysSecret: string | undefined;
-  signerEnvSecret: string | undefined;
-  gateUrl: string | undefined;
-  gateSecret: Buffer | undefined;
-}
+export type KubernetesSettings = ReturnType<typeof kubernetesSettingsFromEnv>;
 
-export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv): KubernetesSettings {
+export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv) {
   const image = setting(env, 'SVC_K8S_IMAGE');
   if (!image) {
     throw new BadSettingError('SVC_TRIGGER_EXECUTOR=kubernetes needs SVC_K8S_IMAGE (the svc container image)');
@@ -113,12 +95,8 @@ function gateEnv(
   const who = { job: job.id, run: runId, repo: job.repo?.name ?? '', ...trace };
   const credential = mintJobCredential(s.gateSecret, who, expires);
   const gate = s.gateUrl.replace(/\/+$/, '');
-  let control = '';
-  try {
-    control = serverEnv.SVC_CONTROL_URL ? new URL(serverEnv.SVC_CONTROL_URL).hostname : '';
-  } catch {
-    // not a URL: nothing to exempt
-  }
+  // Not a URL: nothing to exempt.
+  const control = URL.parse(serverEnv.SVC_CONTROL_URL ?? '')?.hostname ?? '';
   const direct = ['localhost', '127.0.0.1', new URL(gate).hostname, ...(control ? [control] : [])].join(',');
   const proxy = gate.replace(/^http:\/\//, `http://svc:${credential}@`);
   const vars: EnvVar[] = ['HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'http_proxy', 'https_proxy', 'all_proxy']
@@ -163,8 +141,8 @@ function baseEnv(
 }
 
 /**
- * Where the workspace comes from: the routed repository's clone URL (its default branch) when its entry has one (issue
- * 22), else SVC_K8S_REPO_PVC, else SVC_K8S_REPO_URL at SVC_K8S_REPO_REF, else nothing (the image's own files).
+ * Where the workspace comes from: the routed repository's clone URL (its default branch) when its entry has one,
+ * else SVC_K8S_REPO_PVC, else SVC_K8S_REPO_URL at SVC_K8S_REPO_REF, else nothing (the image's own files).
  */
 type Workspace = { clone: string; ref: string | undefined } | { pvc: string } | null;
 

@@ -48,7 +48,8 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
 
   /**
    * `node <cli> <args>` in `cwd` (the routed repository's directory: its policy and config are the ones the run
-   * reads), with the run's secrets and the operator's names; its output kept up to OUTPUT_CAP.
+   * reads), with the run's secrets and the operator's names; its output kept up to OUTPUT_CAP. `done` resolves with
+   * its exit code, or why it could not start.
    */
   function startSvc(args: readonly string[], cwd: string, extra: Record<string, string>, detached = false) {
     const output = { stdout: '', stderr: '' };
@@ -61,46 +62,44 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
         if (output[name].length < OUTPUT_CAP) output[name] += d;
       });
     }
-    return { child, output };
+    const done = new Promise<{ code: number | null; failed?: string }>((resolve) => {
+      child.on('error', (err) => resolve({ code: null, failed: `could not start svc: ${err.message}` }));
+      child.on('close', (code) => resolve({ code }));
+    });
+    return { child, output, done };
   }
 
-  function launch(job: ExecJob): Promise<LaunchResult> {
-    return new Promise((resolve) => {
-      let timedOut = false;
-      // SVC_JOB_ID lets a trackera run find the payload of its own delivery (trackera-snapshot.ts); SVC_REPO_NAME
-      // names the run after the served entry, never after whatever the checkout's origin says (repo-name.ts).
-      // Its own process group, so a timeout can signal the launcher and everything it started, and a Ctrl-C on the
-      // server's terminal does not reach runs the launcher detached.
-      const { child, output } = startSvc(job.args, job.workdir, {
-        SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}),
-        ...(job.repo ? { SVC_REPO_NAME: job.repo.name } : {}),
-        ...(job.traceparent ? { SVC_TRACEPARENT: job.traceparent } : {}),
-      }, true);
-      // Recorded at spawn: the timeout signals this launcher's group only while it is still this launcher's.
-      const launcher = child.pid === undefined ? null : identityOf(child.pid);
-      const timer = setTimeout(() => {
-        timedOut = true;
-        if (!launcher) return;
-        signalGroup(launcher, 'SIGTERM');
-        setTimeout(() => signalGroup(launcher, 'SIGKILL'), 5_000).unref();
-      }, launchTimeoutMs);
-      timer.unref();
-      child.on('error', (err) => {
-        clearTimeout(timer);
-        resolve({ exitCode: null, run: null, error: `could not start svc: ${err.message}` });
-      });
-      child.on('close', (code) => {
-        clearTimeout(timer);
-        const run = code === 0 ? parseLaunchOutput(output.stdout) : null;
-        let error: string | null = null;
-        if (timedOut) error = `svc start did not finish within ${launchTimeoutMs} ms`;
-        else if (code !== 0) {
-          error = `svc start exited with ${code ?? 'a signal'}: ${lastLine(output.stderr) || 'no output'}`;
-        }
-        else if (!run) error = 'svc start printed no {"source","run"} line';
-        resolve({ exitCode: code, run, error });
-      });
-    });
+  async function launch(job: ExecJob): Promise<LaunchResult> {
+    let timedOut = false;
+    // SVC_JOB_ID lets a trackera run find the payload of its own delivery (engine/spec.ts); SVC_REPO_NAME
+    // names the run after the served entry, never after whatever the checkout's origin says (repo-name.ts).
+    // Its own process group, so a timeout can signal the launcher and everything it started, and a Ctrl-C on the
+    // server's terminal does not reach runs the launcher detached.
+    const { child, output, done } = startSvc(job.args, job.workdir, {
+      SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}),
+      ...(job.repo ? { SVC_REPO_NAME: job.repo.name } : {}),
+      ...(job.traceparent ? { SVC_TRACEPARENT: job.traceparent } : {}),
+    }, true);
+    // Recorded at spawn: the timeout signals this launcher's group only while it is still this launcher's.
+    const launcher = child.pid === undefined ? null : identityOf(child.pid);
+    const timer = setTimeout(() => {
+      timedOut = true;
+      if (!launcher) return;
+      signalGroup(launcher, 'SIGTERM');
+      setTimeout(() => signalGroup(launcher, 'SIGKILL'), 5_000).unref();
+    }, launchTimeoutMs);
+    timer.unref();
+    const { code, failed } = await done;
+    clearTimeout(timer);
+    if (failed) return { exitCode: null, run: null, error: failed };
+    const run = code === 0 ? parseLaunchOutput(output.stdout) : null;
+    let error: string | null = null;
+    if (timedOut) error = `svc start did not finish within ${launchTimeoutMs} ms`;
+    else if (code !== 0) {
+      error = `svc start exited with ${code ?? 'a signal'}: ${lastLine(output.stderr) || 'no output'}`;
+    }
+    else if (!run) error = 'svc start printed no {"source","run"} line';
+    return { exitCode: code, run, error };
   }
 
   async function follow(run: RunRef, signal: AbortSignal, f: FollowOptions): Promise<RunOutcome | null | 'aborted'> {
@@ -145,16 +144,13 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
    * origin's: it writes the run's answer file when the run is in that checkout, else answers through the Control
    * Plane, and refuses a run not blocked.
    */
-  function answer(run: RunRef, text: string, workdir: string, origin: string): Promise<AnswerResult> {
-    return new Promise((resolve) => {
-      // After `--`, the text is never read as an option (answers.ts also strips its leading hyphens).
-      const args = ['answer', '--repo', workdir, `--origin=${origin}`, '--', `${run.source}/${run.run}`, text];
-      const { child, output } = startSvc(args, workdir, {});
-      child.on('error', (err) => resolve({ ok: false, reason: `could not start svc: ${err.message}` }));
-      child.on('close', (code) => resolve(code === 0 ? { ok: true } : {
-        ok: false, reason: lastLine(output.stderr) || `svc answer exited with ${code ?? 'a signal'}`,
-      }));
-    });
+  async function answer(run: RunRef, text: string, workdir: string, origin: string): Promise<AnswerResult> {
+    // After `--`, the text is never read as an option (answers.ts also strips its leading hyphens).
+    const args = ['answer', '--repo', workdir, `--origin=${origin}`, '--', `${run.source}/${run.run}`, text];
+    const { output, done } = startSvc(args, workdir, {});
+    const { code, failed } = await done;
+    if (code === 0) return { ok: true };
+    return { ok: false, reason: failed ?? (lastLine(output.stderr) || `svc answer exited with ${code ?? 'a signal'}`) };
   }
 
   return { launch, follow, answer };

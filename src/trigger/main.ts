@@ -1,10 +1,9 @@
 // Boots the trigger server: the only place that listens and installs signal handlers. Shutdown leaves queued
 // jobs queued and running jobs re-attachable; restart re-runs the queue (DESIGN §5).
-import type { Server } from 'node:http';
 import { openDatabase } from '../db/open.ts';
 import { triggerMigrations } from '../db/trigger-migrations.ts';
-import { createTriggerStores, type TriggerStores } from '../db/trigger-stores.ts';
-import { createJobQueue, type JobQueue } from './queue.ts';
+import { createTriggerStores } from '../db/trigger-stores.ts';
+import { createJobQueue } from './queue.ts';
 import { createJobLoop, type JobLoop } from './job-loop.ts';
 import { createLocalExecutor } from './local-executor.ts';
 import { createKubernetesExecutor } from './kubernetes-executor.ts';
@@ -27,19 +26,10 @@ import type { RepoRouter } from './served-repos.ts';
 import { createGithubApi, type GithubApi } from './github-api.ts';
 import { Tracer, traceSettings } from '../trace.ts';
 import {
-  closeGracefully, listen, createHttpServer, readConnectionLimits, type ConnectionCounts, exitCodeAfterSignal,
+  closeGracefully, listen, createHttpServer, readConnectionLimits, exitCodeAfterSignal,
 } from '../http/http-server.ts';
 
-export interface RunningTrigger {
-  url: string;
-  server: Server;
-  /** Open connections as the connection caps count them (src/http/http-server.ts). */
-  connections: ConnectionCounts;
-  stores: TriggerStores;
-  queue: JobQueue;
-  jobLoop: JobLoop;
-  close(): Promise<void>;
-}
+export type RunningTrigger = Awaited<ReturnType<typeof startTrigger>>;
 
 /** Seams for tests; production uses the defaults. */
 export interface TriggerOverrides {
@@ -86,7 +76,7 @@ export async function startTrigger(
   settings: TriggerSettings,
   env: NodeJS.ProcessEnv,
   o: TriggerOverrides = {},
-): Promise<RunningTrigger> {
+) {
   const log = o.log ?? createLogger('trigger');
   // Read before anything opens: a bad SVC_TRIGGER_MAX_CONNECTIONS* fails the start with nothing to undo.
   const connectionLimits = readConnectionLimits(env, 'trigger');
@@ -185,6 +175,7 @@ export async function startTrigger(
     })();
     return closing;
   }
+  // `connections`: open connections as the connection caps count them (src/http/http-server.ts).
   return { url, server, connections, stores, queue, jobLoop, close };
 }
 

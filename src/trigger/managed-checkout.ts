@@ -14,12 +14,7 @@ import { gitArgv, gitBaseEnv, gitExtraEnv } from '../engine/git.ts';
 import { redirectedUrl, redirectRefusal, withGitToken } from '../engine/git-token.ts';
 import { inTurn } from './queue.ts';
 
-export interface ManagedCheckouts {
-  /** Makes `jobId`'s own checkout of the origin's default branch as it is now; its path. */
-  prepare(repo: ServedRepo, job: { id: string; args: readonly string[] }): Promise<string>;
-  /** Resolves once no fetch or checkout is under way (shutdown: the spare checkouts are made in the background). */
-  idle(): Promise<void>;
-}
+export type ManagedCheckouts = ReturnType<typeof createManagedCheckouts>;
 
 export interface ManagedCheckoutOptions {
   stateDir: string;
@@ -107,7 +102,7 @@ function createManagedGit(env: NodeJS.ProcessEnv) {
   };
 }
 
-export function createManagedCheckouts(opts: ManagedCheckoutOptions): ManagedCheckouts {
+export function createManagedCheckouts(opts: ManagedCheckoutOptions) {
   const git = createManagedGit(opts.env);
   const chains = new Map<string, Promise<unknown>>();
   /** Per repository, the origin's answer its spare checkout (`.next` beside its jobs' checkouts) was made for. */
@@ -184,10 +179,12 @@ export function createManagedCheckouts(opts: ManagedCheckoutOptions): ManagedChe
   }
 
   return {
+    /** Resolves once no fetch or checkout is under way (shutdown: the spare checkouts are made in the background). */
     idle: async () => {
       while (chains.size > 0) await Promise.all(chains.values());
     },
-    async prepare(repo, job) {
+    /** Makes `jobId`'s own checkout of the origin's default branch as it is now; its path. */
+    async prepare(repo: ServedRepo, job: { id: string; args: readonly string[] }): Promise<string> {
       const url = repo.clone;
       if (url === null) throw new RangeError(`${repo.name} is not a managed repository`);
       const dir = jobCheckoutDir(opts.checkoutsDir, repo, job.id);

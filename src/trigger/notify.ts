@@ -32,15 +32,6 @@ export interface NotifierOptions {
   publicUrl?: string | undefined;
 }
 
-/** The completion summary's sender, with the two other messages a job's origin gets through the same channel. */
-export interface Notifier {
-  (jobId: string): Promise<void>;
-  /** The run started (only channels that keep a progress message) or asks a question: told to the job's origin. */
-  progress(jobId: string, progress: Progress): Promise<void>;
-  /** A message of its own to the job's origin (an answer refused there); true once it was sent. */
-  note(jobId: string, parts: SummaryParts): Promise<boolean>;
-}
-
 function isPiece(value: unknown): value is Piece {
   if (!isJsonObject(value)) return false;
   const keys = Object.keys(value);
@@ -68,7 +59,8 @@ function checkStatus(status: number, what: string): void {
 
 type Sent = { error: string | null; tried: number; aborted?: true };
 
-export function createNotifier(opts: NotifierOptions): Notifier {
+/** The completion summary's sender, with the two other messages a job's origin gets through the same channel. */
+export function createNotifier(opts: NotifierOptions) {
   const attempts = 4;
   const backoffMs = opts.backoffMs ?? 1000;
   // One message of a job at a time, in order: the progress comment a later edit PATCHes must exist first.
@@ -114,58 +106,46 @@ export function createNotifier(opts: NotifierOptions): Notifier {
     return { error, tried };
   }
 
-  function report(job: JobRow, channel: string, delivery: Delivery, sent: Sent, message: string): Promise<void> {
-    return opts.report({
-      job_id: job.id, source: job.run_source, run: job.run_id, origin: job.origin, channel,
-      target: delivery.url.host, status: sent.error === null ? 'sent' : 'failed', attempts: sent.tried,
-      error: sent.error, message,
-    });
-  }
-
-  async function deliver(jobId: string): Promise<void> {
+  /**
+   * One message to the job's origin while its summary has not gone: the summary itself (recorded sent, failed or
+   * skipped on its reply target), or while the job runs, a progress message or a note.
+   */
+  async function tell(jobId: string, kind: 'summary' | 'progress' | 'note', given?: SummaryParts): Promise<boolean> {
     const job = opts.stores.jobs.get(jobId);
     const target = opts.stores.replies.get(jobId);
-    if (!job || !target || target.notify_status !== null || !job.summary) return;
+    if (!job || !target || target.notify_status !== null || (kind === 'summary' && !job.summary)) return false;
     const { channel } = target;
-    const parts = summaryParts(job.summary_parts, job.summary);
+    const parts = given ?? summaryParts(job.summary_parts, job.summary!);
     const reply = channelOf(channel);
-    const delivery = reply
-      ? reply.prepare(target.target, parts, opts.config, opts.clock())
-      : `origin ${channel} takes no completion summary`;
-    if (typeof delivery === 'string') {
-      opts.log.info('completion summary not sent', { job_id: jobId, channel, reason: delivery });
-      opts.stores.replies.markNotified(jobId, 'skipped', opts.clock());
-      return;
-    }
-    const sent = await send(job, channel, delivery);
-    if (sent.aborted) return; // shutting down: left pending, sent on the next start
-    opts.stores.replies.markNotified(jobId, sent.error === null ? 'sent' : 'failed', opts.clock());
-    if (sent.error !== null) {
-      opts.log.error('completion summary gave up', { job_id: jobId, channel, attempts: sent.tried, error: sent.error });
-    }
-    await report(job, channel, delivery, sent, job.summary);
-  }
-
-  /** A message while the job runs: only to a target whose summary has not gone yet. */
-  async function tell(jobId: string, parts: SummaryParts, kind: 'progress' | 'note'): Promise<boolean> {
-    const job = opts.stores.jobs.get(jobId);
-    const target = opts.stores.replies.get(jobId);
-    const reply = target ? channelOf(target.channel) : undefined;
-    if (!job || !target || !reply || target.notify_status !== null) return false;
-    const delivery = kind === 'note' && reply.note
-      ? reply.note(target.target, parts, opts.config)
+    const delivery = !reply ? `origin ${channel} takes no messages`
+      : kind === 'note' && reply.note ? reply.note(target.target, parts, opts.config)
       : reply.prepare(target.target, parts, opts.config, opts.clock());
     if (typeof delivery === 'string') {
-      opts.log.info(`${kind} not sent`, { job_id: jobId, channel: target.channel, reason: delivery });
+      opts.log.info(`${kind === 'summary' ? 'completion summary' : kind} not sent`, { job_id: jobId, channel,
+        reason: delivery });
+      if (kind === 'summary') opts.stores.replies.markNotified(jobId, 'skipped', opts.clock());
       return false;
     }
-    const sent = await send(job, target.channel, delivery);
-    await report(job, target.channel, delivery, sent, plainSummary(parts));
+    const sent = await send(job, channel, delivery);
+    if (kind === 'summary') {
+      if (sent.aborted) return false; // shutting down: left pending, sent on the next start
+      opts.stores.replies.markNotified(jobId, sent.error === null ? 'sent' : 'failed', opts.clock());
+      const gaveUp = { job_id: jobId, channel, attempts: sent.tried, error: sent.error };
+      if (sent.error !== null) opts.log.error('completion summary gave up', gaveUp);
+    }
+    await opts.report({
+      job_id: job.id, source: job.run_source, run: job.run_id, origin: job.origin, channel,
+      target: delivery.url.host, status: sent.error === null ? 'sent' : 'failed', attempts: sent.tried,
+      error: sent.error, message: kind === 'summary' ? job.summary! : plainSummary(parts),
+    });
     return sent.error === null;
   }
 
-  const notifyJob = (jobId: string): Promise<void> => jobTurn(jobId, () => deliver(jobId), undefined);
+  const notifyJob = (jobId: string): Promise<void> => jobTurn(jobId, async () => {
+    await tell(jobId, 'summary');
+  }, undefined);
   return Object.assign(notifyJob, {
+    /** The run started (only channels that keep a progress message) or asks a question: told to the job's origin. */
     progress(jobId: string, progress: Progress): Promise<void> {
       return jobTurn(jobId, async () => {
         const job = opts.stores.jobs.get(jobId);
@@ -174,11 +154,12 @@ export function createNotifier(opts: NotifierOptions): Notifier {
         // Every origin hears a question; only one that keeps a progress message hears the rest.
         if (progress.step !== 'waiting' && !channelOf(target.channel)?.progress) return;
         const run = { source: job.run_source, run: job.run_id };
-        await tell(jobId, buildProgressParts(jobId, run, progress, opts.publicUrl), 'progress');
+        await tell(jobId, 'progress', buildProgressParts(jobId, run, progress, opts.publicUrl));
       }, undefined);
     },
+    /** A message of its own to the job's origin (an answer refused there); true once it was sent. */
     note(jobId: string, parts: SummaryParts): Promise<boolean> {
-      return jobTurn(jobId, () => tell(jobId, parts, 'note'), false);
+      return jobTurn(jobId, () => tell(jobId, 'note', parts), false);
     },
   });
 }

@@ -115,18 +115,7 @@ export type Admission = { kind: 'duplicate'; jobId: string } | { kind: 'full' } 
 type Pending = { request: EnqueueRequest; resolve: (r: EnqueueResult) => void; reject: (e: unknown) => void };
 type Refusal = Exclude<Admission, { kind: 'open' }>;
 
-export interface JobQueue {
-  /**
-   * Cheap checks first: waits while another delivery with any of these keys is in flight, then answers
-   * duplicate (a committed job holds a key) or full (the origin's share is used up) before any brief is built.
-   * On `open`, call release() once the delivery's enqueue settled (or it gave up).
-   */
-  admit(origin: Origin, keys: readonly string[]): Promise<Admission>;
-  /** The job (or the verdict duplicate/full), committed when this resolves. */
-  enqueue(request: EnqueueRequest): Promise<EnqueueResult>;
-  get(id: string): JobRow | undefined;
-  depth(): { queued: number; running: number };
-}
+export type JobQueue = ReturnType<typeof createJobQueue>;
 
 export interface JobQueueOptions {
   stores: TriggerStores;
@@ -146,7 +135,7 @@ export class DeliveryNotCommittedError extends FailedError {
   }
 }
 
-export function createJobQueue(opts: JobQueueOptions): JobQueue {
+export function createJobQueue(opts: JobQueueOptions) {
   const { stores } = opts;
   const shares = queueShares(opts.maxQueued, opts.routes ?? 1);
   const acquire = keyLeases();
@@ -214,7 +203,11 @@ export function createJobQueue(opts: JobQueueOptions): JobQueue {
   }
 
   return {
-    async admit(origin, keys) {
+    /**
+     * Cheap checks first: waits while another delivery with any of these keys is in flight, then answers duplicate
+     * or full before any brief is built. On `open`, call release() once the delivery's enqueue settled.
+     */
+    async admit(origin: Origin, keys: readonly string[]): Promise<Admission> {
       const release = await acquire(keys);
       try {
         const found = refusal(origin, keys, stores.jobs.queuedByOrigin());
@@ -227,13 +220,14 @@ export function createJobQueue(opts: JobQueueOptions): JobQueue {
       }
       return { kind: 'open', release };
     },
-    enqueue(request) {
+    /** The job (or the verdict duplicate/full), committed when this resolves. */
+    enqueue(request: EnqueueRequest): Promise<EnqueueResult> {
       return new Promise((resolve, reject) => {
         if (pending.length === 0) setImmediate(flush);
         pending.push({ request, resolve, reject });
       });
     },
-    get(id) {
+    get(id: string) {
       return stores.jobs.get(id);
     },
     depth() {

@@ -60,12 +60,8 @@ export function keyOf(kind: RoutingKind, value: string): string {
 export function cloneUrlProblem(url: string): string | null {
   if (/[\s\0]/.test(url)) return 'a clone URL has no spaces or control characters';
   if (/^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^/]/.test(url) && !url.includes('://')) return null; // git@host:owner/name.git
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    return 'clone= must be an https://, ssh://, file:// or git@host:owner/name URL';
-  }
+  const parsed = URL.parse(url);
+  if (!parsed) return 'clone= must be an https://, ssh://, file:// or git@host:owner/name URL';
   if (!['https:', 'ssh:', 'file:'].includes(parsed.protocol)) {
     return `clone URLs over ${parsed.protocol} are not allowed`;
   }

@@ -120,7 +120,7 @@ export function takeRepoOption(text: string): RepoOption {
  * checkout's own `remote.origin.url` (read from its config file, as the push reads it), so GitHub events of another
  * repository are still refused; without such an origin it is `local/<folder>` and takes no GitHub event.
  */
-export function shorthandRepos(dir: string, source = `--repo ${dir}`): RepoRouter {
+export function shorthandRepos(dir: string, source: string): RepoRouter {
   let name: string | null = null;
   try {
     name = pinPushTarget(dir).repo;

@@ -11,35 +11,7 @@ import { decodeChatbKey, SOURCE_NAMES, sourceOf, type SourceName } from '../webh
 import { BadSettingError } from '../errors.ts';
 import { setting, settingChoice, settingInt, settingOr } from '../settings-registry.ts';
 
-export interface TriggerSettings {
-  host: string;
-  port: number;
-  /** The served repositories: from the repositories file, or the one `--repo` checkout (served-repos.ts). */
-  repos: RepoRouter;
-  /** The trigger's own folder (~/.svc/trigger): the default repositories file and managed mirrors live here. */
-  stateDir: string;
-  /** Managed repositories' job checkouts (SVC_TRIGGER_CHECKOUTS): outside ~/.svc, so their agents see their git. */
-  checkoutsDir: string;
-  concurrency: number;
-  /** Jobs of one repository active at once, so a burst for one cannot take every slot (job-loop.ts). */
-  repoConcurrency: number;
-  dbPath: string;
-  queueMax: number;
-  source: string;
-  controlUrl: string | undefined;
-  controlToken: string | undefined;
-  /** SVC_PUBLIC_URL as people reach the Control Plane: the base of every run link svc sends out; never loopback. */
-  publicUrl: string | undefined;
-  secrets: RouteSecrets;
-  notify: NotifyConfig;
-  trackerbFilter: { assignees: string[]; labels: string[] };
-  cliPath: string;
-  executor: string;
-  problems: SecretProblems;
-  retention: TriggerRetention;
-  /** SVC_ACCESS_LOG=1: one log line per request (src/http/pipeline.ts). */
-  accessLog: boolean;
-}
+export type TriggerSettings = ReturnType<typeof resolveTriggerSettings>;
 
 export type TriggerFlags = { [flag in 'host' | 'port' | 'repo' | 'repos' | 'concurrency' | 'db']?: string | undefined };
 
@@ -49,11 +21,7 @@ function list(value: string | undefined): string[] {
 
 /** An https URL or undefined; `what` is logged (never the value, which may embed credentials). */
 function httpsUrl(value: string, what: string, problems: SecretProblems): string | undefined {
-  try {
-    if (new URL(value).protocol === 'https:') return value;
-  } catch {
-    // fall through
-  }
+  if (URL.parse(value)?.protocol === 'https:') return value;
   problems.errors.push(`${what} must be an https URL; its summaries are disabled`);
   return undefined;
 }
@@ -64,17 +32,13 @@ function httpsUrl(value: string, what: string, problems: SecretProblems): string
  */
 function publicUrlOf(value: string | undefined, problems: SecretProblems): string | undefined {
   if (!value) return undefined;
-  try {
-    const url = new URL(value);
-    if ((url.protocol === 'https:' || url.protocol === 'http:') && !url.username && !url.password) {
-      if (!isLoopbackHost(url.hostname)) return url.href.replace(/\/+$/, '');
-      problems.errors.push('SVC_PUBLIC_URL names a loopback address: messages say where to look instead of linking');
-      return undefined;
-    }
-  } catch {
-    // fall through
+  const url = URL.parse(value);
+  if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:') || url.username || url.password) {
+    problems.errors.push('SVC_PUBLIC_URL must be an http(s) URL without credentials; messages carry no run link');
+    return undefined;
   }
-  problems.errors.push('SVC_PUBLIC_URL must be an http(s) URL without credentials; messages carry no run link');
+  if (!isLoopbackHost(url.hostname)) return url.href.replace(/\/+$/, '');
+  problems.errors.push('SVC_PUBLIC_URL names a loopback address: messages say where to look instead of linking');
   return undefined;
 }
 
@@ -127,7 +91,7 @@ export function triggerDbOf(env: NodeJS.ProcessEnv, cwd: string, flag?: string):
   return resolve(cwd, flag ?? env.SVC_TRIGGER_DB ?? join(env.HOME || homedir(), '.svc', 'trigger', 'trigger.db'));
 }
 
-export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string): TriggerSettings {
+export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string) {
   const home = env.HOME || homedir();
   const { secrets, problems } = resolveRouteSecrets(env);
   const chataPrefix = httpsUrl(settingOr(env, 'CHATA_HOOKS_PREFIX'), 'CHATA_HOOKS_PREFIX', problems);
@@ -147,11 +111,25 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
   const concurrency = settingInt(env, 'SVC_TRIGGER_CONCURRENCY', { flag: flags.concurrency });
   // One repository may use every slot; with more, one slot is always left for the others.
   const perRepo = repos.entries.length === 1 ? concurrency : Math.max(1, concurrency - 1);
+  const notify: NotifyConfig = {
+    // As the URL parser writes it, since a response_url must read exactly that way too (sources/chata.ts); that
+    // also gives a bare origin its path's slash, so it cannot match "https://hooks.example.com.evil.net/".
+    chataHooksPrefix: chataPrefix ? new URL(chataPrefix).href : '',
+    trackeraApiUrl: trackeraUrl ?? '',
+    trackeraApiKey: trackeraUrl ? env.TRACKERA_API_KEY || undefined : undefined,
+    trackerb: tb && tbUrl ? { baseUrl: tbUrl, email: env.TRACKERB_EMAIL!, token: env.TRACKERB_API_TOKEN! } : undefined,
+    chataBot: botToken && botUrl ? { apiUrl: new URL(botUrl).href, token: botToken } : undefined,
+    github: ghToken
+      ? { apiUrl: (setting(env, 'GITHUB_API_URL') ?? 'https://api.github.com').replace(/\/+$/, ''), token: ghToken }
+      : undefined,
+  };
   return {
     host: flags.host ?? settingOr(env, 'SVC_TRIGGER_HOST'),
     port: settingInt(env, 'SVC_TRIGGER_PORT', { flag: flags.port }),
     repos,
+    /** The default repositories file and the managed mirrors live here. */
     stateDir: join(home, '.svc', 'trigger'),
+    /** Managed repositories' job checkouts: outside ~/.svc, so their agents see their git. */
     checkoutsDir: checkoutsDirOf(env, cwd),
     concurrency,
     repoConcurrency: settingInt(env, 'SVC_TRIGGER_REPO_CONCURRENCY', { max: concurrency, fallback: perRepo }),
@@ -160,22 +138,10 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     source: settingOr(env, 'SVC_SOURCE'),
     controlUrl: setting(env, 'SVC_CONTROL_URL'),
     controlToken: setting(env, 'SVC_CONTROL_TOKEN'),
+    /** The base of every run link svc sends out; never loopback. */
     publicUrl: publicUrlOf(setting(env, 'SVC_PUBLIC_URL'), problems),
     secrets,
-    notify: {
-      // As the URL parser writes it, since a response_url must read exactly that way too (sources/chata.ts); that
-      // also gives a bare origin its path's slash, so it cannot match "https://hooks.example.com.evil.net/".
-      chataHooksPrefix: chataPrefix ? new URL(chataPrefix).href : '',
-      trackeraApiUrl: trackeraUrl ?? '',
-      trackeraApiKey: trackeraUrl ? env.TRACKERA_API_KEY || undefined : undefined,
-      trackerb: tb && tbUrl
-        ? { baseUrl: tbUrl, email: env.TRACKERB_EMAIL!, token: env.TRACKERB_API_TOKEN! }
-        : undefined,
-      chataBot: botToken && botUrl ? { apiUrl: new URL(botUrl).href, token: botToken } : undefined,
-      github: ghToken
-        ? { apiUrl: (setting(env, 'GITHUB_API_URL') ?? 'https://api.github.com').replace(/\/+$/, ''), token: ghToken }
-        : undefined,
-    },
+    notify,
     trackerbFilter: filter,
     cliPath: env.SVC_TRIGGER_CLI ? resolve(cwd, env.SVC_TRIGGER_CLI) : svcCliPath(),
     executor: settingChoice(env, 'SVC_TRIGGER_EXECUTOR'),
@@ -183,7 +149,8 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     retention: {
       dedupeDays: settingInt(env, 'SVC_TRIGGER_DEDUPE_DAYS'),
       jobDays: settingInt(env, 'SVC_TRIGGER_JOB_DAYS'),
-    },
+    } satisfies TriggerRetention,
+    /** One log line per request (src/http/pipeline.ts). */
     accessLog: settingChoice(env, 'SVC_ACCESS_LOG') === '1',
   };
 }

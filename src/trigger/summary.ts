@@ -104,14 +104,9 @@ export function data(text: string): Piece {
  * markdown); else null, and the text is shown as data instead.
  */
 export function safeLink(value: string | null | undefined): string | null {
-  if (!value || value.length > 2048) return null;
-  try {
-    const url = new URL(value);
-    if (url.protocol !== 'https:' && url.protocol !== 'http:') return null;
-    return /[\s<>|()[\]'"*`\\]/.test(url.href) ? null : url.href;
-  } catch {
-    return null;
-  }
+  const url = value && value.length <= 2048 ? URL.parse(value) : null;
+  if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:')) return null;
+  return /[\s<>|()[\]'"*`\\]/.test(url.href) ? null : url.href;
 }
 
 export function buildSummaryParts(input: SummaryInput): SummaryParts {

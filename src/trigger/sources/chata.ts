@@ -51,13 +51,8 @@ const ENCODED_PATH_STEP = /%(2e|2f|5c)/i;
  */
 export function isAllowedChataUrl(value: unknown, prefix: string): value is string {
   if (typeof value !== 'string' || value.length > 2048 || !prefix.startsWith('https://')) return false;
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    return false;
-  }
-  if (url.href !== value || url.protocol !== 'https:' || url.username !== '' || url.password !== '') return false;
+  const url = URL.parse(value);
+  if (!url || url.href !== value || url.protocol !== 'https:' || url.username || url.password) return false;
   if (ENCODED_PATH_STEP.test(url.pathname) || !value.startsWith(prefix)) return false;
   return prefix.endsWith('/') || value.length === prefix.length || '/?#'.includes(value[prefix.length]!);
 }

@@ -17,14 +17,16 @@ export function chatbText(html: string): string {
   return sanitizeBrief(stripped, sourceOf('chatb').briefBytes);
 }
 
-/** `channelData.teamsChannelId`, else `channelData.channel.id`, else the conversation id without its `;messageid=`. */
+/**
+ * Where the message was posted, which routes it (chatb=… in the repositories file): `channelData.teamsChannelId`,
+ * else `channelData.channel.id`, else the conversation id without its `;messageid=`.
+ */
 function channelOf(body: Record<string, unknown>): string | null {
   const data = obj(body.channelData);
   const conversation = str(obj(body.conversation).id);
   return str(data.teamsChannelId) ?? str(obj(data.channel).id) ?? (conversation ? conversation.split(';')[0]! : null);
 }
 
-/** The activity's `channel` (where the message was posted) routes it: chatb=… in the repositories file. */
 function userOf(from: Record<string, unknown>): string {
   const name = str(from.name)?.slice(0, 100);
   const id = str(from.id)?.slice(0, 100);

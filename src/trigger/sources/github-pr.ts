@@ -2,13 +2,11 @@
 // <instruction>` on svc's PR queues `svc start --follow-up svc/<run>`. Beside webhook.ts, which reads issue events.
 // Must not: start a run on a PR svc did not open, for someone who may not write to the repository, or while another
 // run works on the same PR; put payload text in an API path or in a reply.
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { json, type Reply } from '../../http/respond.ts';
 import { errorMessage, RefusedError } from '../../errors.ts';
 import { isJsonObject, obj, str, type Obj } from '../../untrusted.ts';
 import { oneLine, capUtf8, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
-import type { JobRow } from '../../db/trigger-jobs-store.ts';
+import { receiptIntegrity } from '../../engine/follow-up.ts';
 import { enqueue, skipped, unserved, type Intake, type TCtx } from '../intake.ts';
 import { inTurn } from '../queue.ts';
 
@@ -18,7 +16,6 @@ export const TRUSTED = new Set(['OWNER', 'MEMBER', 'COLLABORATOR']);
 const ASSOCIATIONS = new Set([...TRUSTED, 'CONTRIBUTOR', 'FIRST_TIMER', 'FIRST_TIME_CONTRIBUTOR', 'MANNEQUIN', 'NONE']);
 /** The branch svc makes for a run (engine/launch.ts): svc/ + a run id. */
 const RUN_BRANCH = /^svc\/(r[0-9a-z]{26})$/;
-const DIGEST = /^[0-9a-f]{64}$/;
 /** Review comments a brief carries at most, and the bytes of each one's text. */
 const MAX_COMMENTS = 30;
 const COMMENT_BYTES = 300;
@@ -131,18 +128,6 @@ export class FollowUpNotQueued extends RefusedError {
 
 const REPLY_HEAD = 'svc did not start a follow-up run:';
 
-/** The receipt's integrity of a job's run, from the run folder its job recorded (null: unreadable). */
-function receiptOf(job: JobRow): string | null {
-  if (job.workdir === null || job.run_id === null) return null;
-  try {
-    const path = join(job.workdir, '.svc', 'runs', job.run_id, 'artifacts', 'receipt.json');
-    const integrity = str(obj(JSON.parse(readFileSync(path, 'utf8'))).integrity);
-    return integrity !== null && DIGEST.test(integrity) ? integrity : null;
-  } catch {
-    return null;
-  }
-}
-
 async function pullOf(ctx: TCtx, repo: string, a: FollowUpAsk): Promise<Obj> {
   if (a.pull) return a.pull;
   try {
@@ -213,7 +198,7 @@ async function prepareFollowUp(ctx: TCtx, repo: string, a: FollowUpAsk): Promise
     throw new FollowUpNotQueued('the review has no comments and its text is not a /svc command', null, false);
   }
   const previous = chain.find((j) => j.run_id !== null && j.run_source !== null)!;
-  const receipt = receiptOf(previous);
+  const receipt = previous.workdir === null ? null : receiptIntegrity(previous.workdir, previous.run_id!);
   const url = str(pull.html_url);
   const prUrl = url && URL.parse(url)?.href === url && /^https:\/\//.test(url) ? url : null;
   const brief = followUpBrief(repo, a, comments);

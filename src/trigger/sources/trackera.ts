@@ -52,7 +52,7 @@ export async function receiveTrackera(ctx: TCtx, raw: Buffer): Promise<Reply> {
   // Staged (a file write) only once the cheap checks passed, before the commit; put in place in the same turn the
   // job commits (before the job loop can launch it).
   const identifier = input.identifier;
-  let snapshot: StagedSnapshot | undefined;
+  let snapshot: Awaited<ReturnType<typeof stageTrackeraSnapshot>> | undefined;
   try {
     return await enqueue(
       ctx,
@@ -87,14 +87,7 @@ export async function receiveTrackera(ctx: TCtx, raw: Buffer): Promise<Reply> {
 // The verified payload a job's run reads instead of calling the tracker API (no key in the child; docs/trigger.md):
 // staged under unique names before the job is queued, put in place as `jobs/<job id>.json` and `<identifier>.json`
 // only once the job is committed; a refused or duplicate delivery leaves neither behind.
-export interface StagedSnapshot {
-  /** Puts the payload in place for this job (synchronous: done before the job loop can launch the job). */
-  keep(jobId: string): void;
-  /** Removes whatever keep() did not use; safe to call after keep(). */
-  discard(): Promise<void>;
-}
-
-export async function stageTrackeraSnapshot(repoDir: string, identifier: string, raw: Buffer): Promise<StagedSnapshot> {
+export async function stageTrackeraSnapshot(repoDir: string, identifier: string, raw: Buffer) {
   if (!IDENTIFIER.test(identifier)) throw new RangeError('bad trackera identifier');
   const dir = trackeraInbox(repoDir);
   await mkdir(join(dir, 'jobs'), { recursive: true, mode: 0o700 });
@@ -108,13 +101,15 @@ export async function stageTrackeraSnapshot(repoDir: string, identifier: string,
     throw err;
   }
   return {
-    keep(jobId) {
+    /** Puts the payload in place for this job (synchronous: done before the job loop can launch the job). */
+    keep(jobId: string) {
       if (!IDENTIFIER.test(jobId)) throw new RangeError('bad job id'); // a file name, as an identifier is
       renameSync(jobTmp, join(dir, 'jobs', `${jobId}.json`));
       staged.splice(staged.indexOf(jobTmp), 1);
       renameSync(latestTmp, join(dir, `${identifier}.json`));
       staged.splice(staged.indexOf(latestTmp), 1);
     },
+    /** Removes whatever keep() did not use; safe to call after keep(). */
     async discard() {
       await Promise.all(staged.splice(0).map((path) => rm(path, { force: true })));
     },

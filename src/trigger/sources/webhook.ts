@@ -114,9 +114,9 @@ export async function receiveWebhook(ctx: TCtx, raw: Buffer): Promise<Reply> {
   // `/svc answer <text>` on an issue answers the run its job asked there; it never starts a job.
   const answered = await answerFromGithub(ctx, event, body);
   if (answered) return answered;
-  const input = readWebhook(event, body);
   // Comments and reviews on a pull request ask for a follow-up on it (github-pr.ts).
   if (isPullRequestEvent(event, body)) return receivePullRequestEvent(ctx, event, body);
+  const input = readWebhook(event, body);
   if (input.kind === 'skip') return skipped(input.reason);
   // The event names its repository: only that one, if served, ever takes it.
   const routed = ctx.deps.settings.repos.webhook(input.repository);
@@ -164,11 +164,6 @@ async function answerFromGithub(ctx: TCtx, event: string, body: Obj): Promise<Re
   return answerReply(ctx.deps.answers, outcome, login);
 }
 
-/** The comment's body: svc's marker, then the parts in GitHub's CommonMark (agent text in code spans). */
-function githubBody(parts: SummaryParts): string {
-  return `${PROGRESS_MARK}\n${renderSummary(parts, markdownPiece, markdownEscape(SEPARATOR))}`;
-}
-
 function commentId(answer: string): Record<string, unknown> | null {
   const id = (JSON.parse(answer || '{}') as { id?: unknown }).id;
   return typeof id === 'number' && Number.isSafeInteger(id) ? { comment_id: id } : null;
@@ -181,7 +176,9 @@ function githubComment(target: Obj, parts: SummaryParts, config: NotifyConfig, e
   if (typeof target.repo !== 'string' || typeof target.issue !== 'number') return 'no GitHub issue';
   const base = `${gh.apiUrl}/repos/${target.repo}/issues`;
   const headers = githubHeaders(gh.token);
-  const body = JSON.stringify({ body: githubBody(parts) });
+  // svc's marker, then the parts in GitHub's CommonMark (agent text in code spans).
+  const text = renderSummary(parts, markdownPiece, markdownEscape(SEPARATOR));
+  const body = JSON.stringify({ body: `${PROGRESS_MARK}\n${text}` });
   const id = target.comment_id;
   if (edit && typeof id === 'number') {
     return { url: new URL(`${base}/comments/${id}`), method: 'PATCH', headers, body, what: 'GitHub API' };
