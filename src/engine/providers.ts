@@ -213,7 +213,8 @@ function lastLine(line: string): SessionSighting | null {
   return json(line) ? null : sighting(null, line);
 }
 
-type Builtin = {
+/** How svc drives one kind of provider CLI and reads its output. */
+export type Adapter = {
   args: string[];
   stdin: boolean;
   usage: () => UsageParser;
@@ -231,7 +232,7 @@ const GEMINI_ARGS = ['--output-format', 'json', '--yolo', '--skip-trust'];
 const OPENCODE_ARGS = ['--format', 'json', 'Do the task described in the attached file.', '--file', '{task_file}'];
 
 // Why each flag: docs/engine.md "What the real CLIs exposed"; how each resumes: "Resuming the CLI's session".
-const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Builtin> = {
+const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
   claude: {
     args: CLAUDE_ARGS, stdin: true, usage: () => wholeDocument(claude), session: () => claudeSession,
     resume: (id) => [...CLAUDE_ARGS, '--resume', id],
@@ -260,26 +261,16 @@ const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Builtin> = {
   },
 };
 
-/** A fresh parser for one invocation of a provider of this kind; a command provider's for any other. */
-export function createUsageParser(kind: string): UsageParser {
-  return isBuiltin(kind) ? BUILTINS[kind].usage() : command;
-}
+const COMMAND: Adapter = { args: [], stdin: true, usage: () => command, session: () => lastLine };
 
-export function createSessionReader(kind: string): SessionReader {
-  return isBuiltin(kind) ? BUILTINS[kind].session() : lastLine;
-}
-
-export function sessionIdLast(kind: string): boolean {
-  return isBuiltin(kind) && BUILTINS[kind].sessionIdLast === true;
-}
-
-export function canResume(provider: { kind: string }): boolean {
-  return isBuiltin(provider.kind) && BUILTINS[provider.kind].resume !== undefined;
+/** The adapter of a provider of this kind: a built-in's, else a command provider's. */
+export function adapterOf(kind: string): Adapter {
+  return isBuiltin(kind) ? BUILTINS[kind] : COMMAND;
 }
 
 /** The argv that continues session `id` of this provider, or null when its CLI has no way to (aider, a command). */
 export function resumeArgv(provider: ResolvedProvider, id: string): string[] | null {
-  const resume = isBuiltin(provider.kind) ? BUILTINS[provider.kind].resume : undefined;
+  const resume = adapterOf(provider.kind).resume;
   return resume ? [provider.argv[0]!, ...resume(id)] : null;
 }
 
