@@ -1,5 +1,4 @@
-// The answer file a blocked run waits for: $SVC_CONTROL_ANSWER_DIR/<source>/<run>.json, written on the run's own
-// machine by the Control Plane that launched it or by `svc answer` (docs/architecture.md, "Channels").
+// The answer file a blocked run waits for, and who may answer what (docs/architecture.md, "Channels").
 import { existsSync, readFileSync, renameSync, mkdirSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { randomBytes } from 'node:crypto';

@@ -1,5 +1,4 @@
-// The budget pause (docs/engine.md "Blocked runs and the budget"): a run at a budget freezes its provider and asks
-// whether to go on; the answer raises that budget or ends the provider. The provider's own questions wait here too.
+// The budget pause: a run at a budget freezes its provider and asks whether to go on (docs/engine.md).
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { RunContext } from './run-context.ts';
 import type { GroupRun } from './spawn-group.ts';

@@ -1,5 +1,4 @@
-// The engine's settings files: the repository's .svc/config.json, the operator's /etc/svc/operator.json then
-// ~/.svc/operator.json, and the config files a person trusted (docs/engine.md "Who may set what").
+// The engine's settings files: .svc/config.json, the operator's files, and what `svc trust` trusted.
 import { isJsonObject, obj } from '../untrusted.ts';
 import { readFileSync, existsSync, realpathSync } from 'node:fs';
 import { createHash } from 'node:crypto';

@@ -1,6 +1,4 @@
-// Error-tracker input (DESIGN §6): an export, or an issue and its latest event fetched with curl (the token travels
-// only in a config on curl's stdin), rendered as the Markdown task spec: Error, Stack trace (in-app first),
-// Breadcrumbs, Context, Acceptance criteria.
+// Error-tracker input (DESIGN §6): an export, or an issue fetched with curl, rendered as the task spec.
 import { objOrNull as obj, type Obj } from '../untrusted.ts';
 import { oneLine, str } from './text.ts';
 import { BadInputError, BadSettingError, FailedError } from '../errors.ts';

@@ -1,6 +1,4 @@
-// After the provider: commit (worktree) and diff, run the checks, decide the verdict, sign the receipt (or, in a
-// Kubernetes pod, leave the evidence), open the PR if allowed, set the status; `svc start --verify`'s re-check; and
-// `svc start --open-pr`'s pull request of a verified run that could not open it then (docs/engine.md).
+// After the provider: diff, checks, verdict, receipt, PR and status; also `--verify` and `--open-pr`.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';

@@ -1,7 +1,5 @@
-// Pushes a run's branch without trusting the repository's git config, which the agent could write (docs/engine.md,
-// "The push ignores the repository's git config"): from a throwaway bare repository svc creates, borrowing the run's
-// objects, to the `remote.origin.url` svc read from the config file itself when the run was made (`push_target`).
-// Must not: let any program named by the repository's config run, or hand the token to a URL it did not check.
+// Pushes and fetches a run's branch from a throwaway bare repository, ignoring the repository's git config
+// (docs/engine.md). Must not: run a program the repository's config names, or send the token unchecked.
 import { RefusedError } from '../errors.ts';
 import { writeFileSync, mkdirSync, existsSync, copyFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';

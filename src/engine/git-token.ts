@@ -1,6 +1,4 @@
-// Where svc's GitHub token may go over git (docs/engine.md, "A credential goes to exactly one origin"): only to an
-// https URL on the token's own host and port, only through an askpass that answers for that one URL, and never
-// after a redirect (git follows none; svc names where it pointed without sending a credential there).
+// Where svc's GitHub token may go over git (docs/engine.md, "A credential goes to exactly one origin").
 // Must not: write the token anywhere but the environment of the one git child that asks for it.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { request as httpRequest, type IncomingMessage } from 'node:http';

@@ -1,5 +1,4 @@
-// svc's git, the argv and environment of every git svc starts (docs/engine.md "svc's own git reads no global or system
-// config"); once the agent has worked in a tree, it runs in a sandbox of its own (a `GitRun` from sandbox.ts).
+// svc's git: the argv and environment of every git svc starts (docs/engine.md "svc's own git").
 import { readFileSync, appendFileSync, existsSync, mkdirSync } from 'node:fs';
 import { join, basename, resolve } from 'node:path';
 import { createHash } from 'node:crypto';

@@ -1,5 +1,4 @@
-// The launcher: makes a run (id, folder, spec, its plan, queued state) and starts its worker as a detached process
-// group of its own. The plan (run-plan.ts) is resolved here once; the worker only reads it.
+// The launcher: makes a run (id, folder, spec, plan, queued state) and starts its worker, detached.
 import { WORKER_SECRET_NAMES } from '../spawn/env.ts';
 import { workerArgv } from '../spawn/start-argv.ts';
 import { existsSync, mkdirSync, closeSync, readFileSync } from 'node:fs';

@@ -1,5 +1,4 @@
-// The runs this machine made in a checkout: read without following a link (plain-tree.ts), with a size cap, and
-// skipping run folders git tracks (a cloned repository's content, never a run of svc's here).
+// The runs svc made in a checkout, read without following a link, skipping run folders git tracks.
 import { tryGit } from './git.ts';
 import { isValidSegment } from './ids.ts';
 import { listPlain, openPlainDirIn, openPlainPath, readPlainIn } from './plain-tree.ts';

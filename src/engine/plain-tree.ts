@@ -1,5 +1,5 @@
-// Reads a tree a project or an agent could write without ever following a symbolic link: each name is looked up inside
-// the folder already open, through /proc/self/fd (docs/engine.md "Shipping to the Control Plane"). Writes: safe-fs.ts.
+// Reads a tree a project or an agent could write without ever following a symbolic link: each name is looked up
+// inside the folder already open, through /proc/self/fd (writes: safe-fs.ts).
 import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readdirSync, readSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 

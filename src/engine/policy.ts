@@ -1,5 +1,4 @@
-// The project policy file .svc/policy.json (DESIGN §6). Unknown keys are an error: a typo must not silently loosen the
-// gate.
+// .svc/policy.json (DESIGN §6); an unknown key is an error, as a typo must not silently loosen the gate.
 import { isJsonObject } from '../untrusted.ts';
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';

@@ -1,6 +1,4 @@
-// Opens the receipt-carrying pull request: push svc/<run> to the run's pinned target (git-push.ts), then GitHub REST
-// (or gh), on that same repository. Never merges, never deploys. Before a --pr run starts, checkPrPossible refuses
-// one whose PR could not be opened afterwards (docs/engine.md, "A `--pr` run checks first").
+// Opens the receipt-carrying pull request on the run's pinned target (docs/engine.md); never merges or deploys.
 // Must not: send the token anywhere the push would not (git-token.ts), or change the repository.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';

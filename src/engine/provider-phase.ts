@@ -1,5 +1,4 @@
-// Runs the provider until it is done; its questions block the run until answered, and a budget pauses it
-// (budget-pause.ts; docs/engine.md "Blocked runs and the budget").
+// Runs the provider until it is done; its questions block the run until answered (docs/engine.md).
 import { setTimeout as sleep } from 'node:timers/promises';
 import { existsSync, rmSync } from 'node:fs';
 import type { RunContext } from './run-context.ts';

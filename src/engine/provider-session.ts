@@ -1,5 +1,4 @@
-// How the provider is invoked each time in a run: fresh, its CLI's session continued, or a fresh session with the
-// earlier conversation summarised (docs/engine.md "Resuming the CLI's session").
+// How the provider is invoked again: its CLI's session continued, or summarised (docs/engine.md).
 import type { RunContext } from './run-context.ts';
 import type { ProviderSession } from './run-state.ts';
 import { buildPrompt, continuationPrompt, earlierConversation } from './spec.ts';

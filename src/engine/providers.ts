@@ -1,5 +1,4 @@
-// Provider adapters: each built-in CLI's non-interactive invocation, and what its output says of cost, tokens (as
-// increments; unreported stays null) and its session; plus `command` providers from .svc/config.json.
+// Provider adapters: each built-in CLI's invocation and what its output says of cost and session; command providers.
 import { UnavailableError } from '../errors.ts';
 import { isJsonObject, obj } from '../untrusted.ts';
 import { which } from '../spawn/which.ts';

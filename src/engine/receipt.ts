@@ -1,5 +1,4 @@
-// Evidence Receipt (DESIGN §6): canonical JSON, integrity = sha256 over it, Ed25519 signature over that digest; and the
-// evidence a Kubernetes pod's run container leaves for its signer to issue the receipt from.
+// The Evidence Receipt (DESIGN §6), and the evidence a Kubernetes pod's run container leaves for its signer.
 import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
 import { canonicalJson } from '../canonical-json.ts';
 import { signBytes, verifyBytes, keyIdOf, type SigningKey } from '../keys.ts';

@@ -1,5 +1,4 @@
-// A run's plan: everything the run may do, resolved once by its launcher and kept as plan.json; the worker, a resume,
-// a retry and a verify only read it (docs/architecture.md, path b).
+// A run's plan: everything the run may do, resolved once by its launcher and kept as plan.json.
 import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';

@@ -1,5 +1,4 @@
-// Who may set what (docs/engine.md "Who may set what"): the one place that classifies every setting of a repository's
-// .svc/ and the operator's files, and decides which of a repository's settings a run uses.
+// Who may set what (docs/engine.md): every setting of .svc/ and the operator's files, classified and decided.
 import { join } from 'node:path';
 import { within } from '../spawn/bwrap-argv.ts';
 import { neverWritable } from '../spawn/never-writable.ts';

@@ -1,5 +1,4 @@
-// Sends a run's state, events and artifacts to the Control Plane (POST /v1/ingest), resumable from ship.json; POST
-// /v1/import reads run folders through the same readRunBatch (docs/engine.md "Shipping to the Control Plane").
+// Sends a run folder to the Control Plane (POST /v1/ingest), resumable from ship.json; /v1/import reads it too.
 import { closeSync, fstatSync, readFileSync } from 'node:fs';
 import { basename, join, extname } from 'node:path';
 import { createHash } from 'node:crypto';

@@ -1,5 +1,4 @@
-// Runs an agent (a provider or a check) in its own process group, argv without a shell, its lines streamed and a capped
-// copy of its output kept: in bwrap and a memory cgroup, or unconfined under a tree guard (docs/engine.md "Limits").
+// Runs an agent (a provider or a check) in its own process group, confined, its output streamed and capped.
 import { startChild, type ChildProcess } from '../spawn/start.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { createTreeGuard, sandboxMembers, statFields } from '../spawn/tree.ts';

@@ -1,6 +1,4 @@
-// The run's input: what `svc start` was given (DESIGN §6: export file, issue URL, spec file, trackera reference, or
-// brief), the task spec (Markdown) and one-line brief it becomes (the launcher), and the prompt around the spec that a
-// provider gets (the worker).
+// The run's input (DESIGN §6), the task spec and brief it becomes, and the prompt around the spec.
 import { existsSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs';
 import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import { BadInputError, errorMessage } from '../errors.ts';

@@ -1,5 +1,4 @@
-// The worker: drives one run through provider → checks → receipt → PR (mode "start"/"resume"), or re-verifies it
-// ("verify"), by the plan its launcher wrote (run-plan.ts): it resolves no setting itself.
+// The worker: one run by the plan its launcher wrote (run-plan.ts), resolving no setting itself.
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { openRunContext, type RunContext } from './run-context.ts';
