@@ -97,17 +97,11 @@ function readProvider(name: string, value: unknown, file: string): ProviderEntry
   return writable === undefined ? { command: command as string[] } : { command: command as string[], writable };
 }
 
-export interface OperatorConfig {
-  env: string[];
-  providers: Record<string, ProviderEntry>;
-  limits: Partial<RunLimits>;
-  /** The files read, for messages. */
-  files: string[];
-}
+export type OperatorConfig = Required<Omit<EngineConfig, 'provider'>>;
 
 /** Both operator files merged; a broken one is an error naming it (fail closed, like the repository's config). */
 export function loadOperatorConfig(env: NodeJS.ProcessEnv): OperatorConfig {
-  const merged: OperatorConfig = { env: [], providers: {}, limits: {}, files: [] };
+  const merged: OperatorConfig = { env: [], providers: {}, limits: {} };
   for (const path of ['/etc/svc/operator.json', join(svcHomeOf(env), 'operator.json')]) {
     if (!existsSync(path)) continue;
     const config = parseEngineConfig(readFileSync(path), path, ['env', 'providers', 'limits']);
@@ -115,7 +109,7 @@ export function loadOperatorConfig(env: NodeJS.ProcessEnv): OperatorConfig {
     for (const [key, cap] of Object.entries(config.limits ?? {}) as [keyof RunLimits, number][]) {
       merged.limits[key] = Math.min(merged.limits[key] ?? cap, cap);
     }
-    merged.files.push(path);
+
     for (const name of config.env ?? []) if (!merged.env.includes(name)) merged.env.push(name);
     Object.assign(merged.providers, config.providers);
   }

@@ -134,9 +134,8 @@ export function renderErrtrackSpec(s: ErrtrackSummary): string {
 type IssueApi = { host: string; issueUrl: string; eventUrl: string };
 
 /**
- * Maps an issue page URL to its REST URLs; `ERRTRACK_URL` replaces the API base (`/api/0` added when it has no path).
- * The token goes to the API host only: the ERRTRACK_URL host, else the page's own, which must then be sentry.io or a
- * subdomain — an issue URL from a chat message or alert must not name the host that receives ERRTRACK_AUTH_TOKEN.
+ * An issue page's REST URLs, on ERRTRACK_URL's host when set, else on the page's own, which must then be sentry.io's:
+ * an issue URL from a chat message or alert must not name the host that receives ERRTRACK_AUTH_TOKEN.
  */
 export function issueApiUrls(pageUrl: string, env: NodeJS.ProcessEnv): IssueApi {
   const page = new URL(pageUrl);

@@ -52,12 +52,10 @@ export interface PushTarget {
   repo: string | null;
 }
 
-/** A URL fit for a message: any user name or password in it is dropped. */
 export function shownUrl(url: string): string {
   return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^@/]*@/i, '$1');
 }
 
-/** Reads the push target from the repository's config (refusing redirecting rules), for a run about to be made. */
 export function pinPushTarget(repo: string): PushTarget {
   const { url } = resolveOrigin(repo);
   return { url, repo: repoSlug(url) };
@@ -107,7 +105,6 @@ function cleanPush(
   });
 }
 
-/** Pushes the branch to the run's pinned target (as `remote`), provided the config still names it. */
 export async function pushBranch(
   workdir: string, target: PushTarget, branch: string, token: string | null, env: NodeJS.ProcessEnv,
   remote: string = branch,
@@ -117,10 +114,7 @@ export async function pushBranch(
     (config, extra) => cleanPush(workdir, origin, branch, remote, config, extra));
 }
 
-/**
- * Fetches `branch` from the origin into a bare repository svc made (no program the repository's config names runs),
- * then adds the pack to the repository's own objects, so a worktree can be made at the commit returned.
- */
+/** Fetches `branch` into a bare repository svc made, then adds the pack to the repository's own objects. */
 function cleanFetch(origin: Origin, branch: string, config: string[], extra: Record<string, string>): string {
   return withScratch('fetch', (dir) => {
     const isolated = borrowingBare(dir, origin);

@@ -118,7 +118,6 @@ function openPlainFile(path: string): number | EntryKind {
   return 'other';
 }
 
-/** An fd for reading the regular file `name` in `dir` (never through a link), or what stands there instead. */
 export function openPlainFileIn(dir: PlainDir, name: string): number | EntryKind {
   return openPlainFile(at(dir, name));
 }
@@ -170,10 +169,8 @@ export interface TreeFile {
   content: Buffer;
 }
 
-/**
- * Hands every regular file under `dir` (up to `maxDepth` folders down, sorted) to `visit` as it is read, so a caller
- * can stop (throw) at a total of its own; links, special files, files over `maxFile` and deeper folders go to `skip`.
- */
+/** Hands every regular file under `dir` to `visit` as it is read (a caller may throw at a total of its own); links,
+ * special files, files over `maxFile` and folders past `maxDepth` go to `skip`. */
 export function walkPlainTree(
   dir: PlainDir, opts: { maxFile: number; maxDepth: number; skip: (rel: string, reason: string) => void },
   visit: (file: TreeFile) => void, prefix = '',

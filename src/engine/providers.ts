@@ -3,6 +3,7 @@ import { UnavailableError } from '../errors.ts';
 import { isJsonObject, obj } from '../untrusted.ts';
 import { which } from '../spawn/which.ts';
 import type { EngineConfig } from './config.ts';
+import type { CostFigures } from '../run-json.ts';
 
 export const BUILTIN_PROVIDERS = ['claude', 'codex', 'gemini', 'aider', 'opencode'] as const;
 
@@ -20,11 +21,7 @@ export interface ResolvedProvider {
   showFolder?: boolean;
 }
 
-export interface Usage {
-  cost_usd: number | null;
-  tokens_in: number | null;
-  tokens_out: number | null;
-}
+export type Usage = CostFigures;
 
 export type UsageParser = (line: string) => Usage | null;
 

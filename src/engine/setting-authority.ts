@@ -6,12 +6,10 @@ import type { EngineConfig, OperatorConfig, ProviderEntry } from './config.ts';
 import type { RunLimits } from './policy.ts';
 import { isBuiltin } from './providers.ts';
 
-export type Authority = 'repository' | 'operator';
-
 export interface SettingRule {
   file: 'policy.json' | 'config.json' | 'operator.json';
   key: string;
-  authority: Authority;
+  authority: 'repository' | 'operator';
   why: string;
 }
 
