@@ -33,7 +33,6 @@ function isFolderName(value: unknown): value is string {
   return typeof value === 'string' && value !== '' && !value.includes('\0') && !value.split('/').includes('..');
 }
 
-/** An environment variable's name, as a shell would take it. */
 function isEnvName(value: unknown): value is string {
   return typeof value === 'string' && /^[A-Za-z_][A-Za-z0-9_]{0,127}$/.test(value);
 }
@@ -80,7 +79,6 @@ export function parseEngineConfig(bytes: Buffer, where: string, keys: readonly s
   return config;
 }
 
-/** One entry of `providers`: `{ command, writable? }` under a simple lowercase name. */
 function readProvider(name: string, value: unknown, file: string): ProviderEntry {
   const where = `${file} providers.${name}`;
   const { command, writable } = obj(value);

@@ -177,7 +177,6 @@ export function loadPolicy(repo: string): Policy {
 
 const RANK: Record<Verdict, number> = { verified: 2, verified_with_gaps: 1, not_verified: 0 };
 
-/** Whether a verdict clears the policy's PR bar. */
 export function verdictAccepted(policy: Policy, verdict: Verdict | null): boolean {
   if (verdict === null || policy.pr.open === 'never') return false;
   return RANK[verdict] >= RANK[policy.pr.open];

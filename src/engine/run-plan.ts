@@ -43,10 +43,8 @@ export interface PlanRequest {
   env: NodeJS.ProcessEnv;
 }
 
-/**
- * Resolves the plan, or refuses a run that could not go as asked: a broken policy, a CLI run needing an untrusted
- * file's settings, no working sandbox, a command provider naming a file its sandbox hides, a --pr run with no origin.
- */
+/** Resolves the plan, or refuses a run that could not go as asked (a broken policy, an untrusted file's settings, no
+ * working sandbox, a command provider naming a file its sandbox hides, a --pr run with no origin). */
 export function planRun(req: PlanRequest): RunPlan {
   const { repo, env } = req;
   try {

@@ -68,7 +68,6 @@ export function appendNoFollow(path: string, data: string | Buffer): void {
   writeWith(path, APPEND, data);
 }
 
-/** Replaces the file's content in place, refusing a symbolic link at `path`. */
 export function writeNoFollow(path: string, data: string | Buffer): void {
   writeWith(path, TRUNCATE, data);
 }

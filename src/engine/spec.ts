@@ -39,9 +39,8 @@ function fileInside(path: string, root: string): string | null {
 }
 
 /**
- * `confineTo`: for text that came from a webhook, a `.md`/`.json` name only becomes a file input when it resolves
- * inside that folder (the repo); anything else — outside, missing, a link out — is the brief it literally is, so a chat
- * message cannot point a run at ~/.ssh/config.json or another project's notes.
+ * `confineTo`: for webhook text, a `.md`/`.json` name is a file input only inside that folder (the repo), else the
+ * brief it literally is, so a chat message cannot point a run at ~/.ssh/config.json or another project's notes.
  */
 export function classifyInput(
   input: string,
@@ -127,8 +126,7 @@ export async function buildTask(input: ClassifiedInput, repo: string, env: NodeJ
   }
 }
 
-// `trackera:<id>`: the saved webhook snapshot under .svc/inbox/trackera/, else the tracker API with a key, else the
-// reference alone.
+// `trackera:<id>`: the webhook snapshot under .svc/inbox/trackera/, else the tracker API, else the reference alone.
 type TrackerIssue = ReturnType<typeof issueOf>;
 
 const FILE_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;

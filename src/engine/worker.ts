@@ -70,10 +70,8 @@ async function openSandbox(ctx: RunContext, plan: RunPlan): Promise<RunSandbox> 
 
 const POLL_MS = 100;
 
-/**
- * The one automatic retry (docs/engine.md "Why a run failed"): an infra failure before the agent ran (nothing written,
- * nothing spent) starts the same run over once, after SVC_INFRA_RETRY_WAIT_S; anything else ends the run.
- */
+/** The one automatic retry (docs/engine.md "Why a run failed"): an infra failure before the agent ran starts the run
+ * over once, after SVC_INFRA_RETRY_WAIT_S. */
 async function workRetryingInfra(ctx: RunContext, plan: RunPlan, mode: WorkerMode): Promise<void> {
   try {
     return await work(ctx, plan, mode);
