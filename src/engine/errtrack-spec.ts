@@ -17,10 +17,6 @@ function arr(value: unknown): unknown[] {
   return Array.isArray(value) ? value : [];
 }
 
-function looksLikeEvent(o: Obj): boolean {
-  return 'entries' in o || 'exception' in o || 'eventID' in o || 'event_id' in o;
-}
-
 /** Accepts an issue export, an event, `{issue, event}`, or an alert/issue webhook body holding either. */
 export function normalizeExport(input: unknown): ErrtrackExport {
   const o = obj(input);
@@ -28,7 +24,7 @@ export function normalizeExport(input: unknown): ErrtrackExport {
   if (obj(o.issue) || obj(o.event)) return { issue: obj(o.issue), event: obj(o.event) };
   const data = obj(o.data);
   if (data && (obj(data.event) || obj(data.issue))) return { issue: obj(data.issue), event: obj(data.event) };
-  if (looksLikeEvent(o)) return { issue: null, event: o };
+  if ('entries' in o || 'exception' in o || 'eventID' in o || 'event_id' in o) return { issue: null, event: o };
   if ('title' in o || 'shortId' in o || 'culprit' in o) return { issue: o, event: null };
   throw new BadInputError(
     'Not an error-tracker export: expected an issue, an event, or an object with "issue" and "event"',

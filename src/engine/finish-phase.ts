@@ -142,7 +142,8 @@ function writeReceipt(
 }
 
 function prBody(ctx: RunContext, receipt: Receipt): string {
-  const checks = receipt.checks.map(checkRow);
+  const checks = receipt.checks.map((c) => `| ${c.name} | ${c.required ? 'required' : 'optional'} | ` +
+    `${c.exit_code === 0 ? 'passed' : `failed (${c.exit_code})`} |`);
   const cost = receipt.cost.usd === null ? 'not reported' : `$${receipt.cost.usd.toFixed(4)}`;
   const page = publicRunPage(ctx.env, receipt.source, receipt.run);
   return [
@@ -162,11 +163,6 @@ function prBody(ctx: RunContext, receipt: Receipt): string {
     '',
     ...receiptBlock(receipt),
   ].join('\n');
-}
-
-function checkRow(c: Receipt['checks'][number]): string {
-  const result = c.exit_code === 0 ? 'passed' : `failed (${c.exit_code})`;
-  return `| ${c.name} | ${c.required ? 'required' : 'optional'} | ${result} |`;
 }
 
 type PrPlan = Pick<RunPlan, 'policy' | 'push_target'>;

@@ -92,7 +92,11 @@ export async function runProvider(
       const result = await inSpan('svc.provider', { 'svc.provider': provider.name, 'svc.invocation': number },
         () => watchAttempt(ctx, startAttempt(ctx, plan, opts, files, inv, a, log), a, files, maxUsd, gate));
       recordAttempt(ctx, result, a, log);
-      if (result.sandboxFailed) throw sandboxFailure(provider.name, a, result);
+      if (result.sandboxFailed) {
+        // bwrap exited before running the provider: svc's infrastructure failed, not the agent.
+        throw new InfraError(`the agent sandbox did not start: bwrap exited with code ${result.code} before running ` +
+          `provider ${provider.name} (its output is in provider.log)`, { beforeAgent: number === 1 });
+      }
       const next = await outcomeAfterExit(ctx, provider, maxUsd, files, a, result, gate, inv);
       refused = next === 'refused' ? `${provider.name} could not resume its session (exit ${result.code})` : null;
       if (next !== 'again' && next !== 'refused') return next;
@@ -243,12 +247,6 @@ function recordAttempt(ctx: RunContext, result: GroupResult, a: Attempt, log: Ou
     ctx.event('cost', { usd: usage.cost_usd, tokens_in: usage.tokens_in, tokens_out: usage.tokens_out,
       total_usd: total.cost_usd });
   }
-}
-
-/** bwrap exited before running the provider: svc's infrastructure failed, not the agent (never ran in attempt 1). */
-function sandboxFailure(name: string, a: Attempt, result: GroupResult): InfraError {
-  return new InfraError(`the agent sandbox did not start: bwrap exited with code ${result.code} before running ` +
-    `provider ${name} (its output is in provider.log)`, { beforeAgent: a.number === 1 });
 }
 
 /** An invocation's exit: an outcome, 'again' to invoke once more, 'refused' to do so in a fresh CLI session. */
