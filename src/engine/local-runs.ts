@@ -1,12 +1,8 @@
 // The runs svc made in a checkout, read without following a link, skipping run folders git tracks.
 import { tryGit } from './git.ts';
 import { isValidSegment } from './ids.ts';
-import { listPlain, openPlainDirIn, openPlainPath, readPlainIn } from './plain-tree.ts';
+import { listPlain, openPlainDirIn, openPlainPath, readObjectIn } from './plain-tree.ts';
 import type { RunState } from './run-state.ts';
-import { isJsonObject } from '../untrusted.ts';
-
-/** A state.json larger than this is not one svc wrote. */
-const MAX_STATE_BYTES = 1024 * 1024;
 
 export type Found = { run: string; state: RunState };
 
@@ -29,14 +25,11 @@ export function localRuns(repo: string): Found[] {
       const dir = openPlainDirIn(runs, entry.name);
       if (typeof dir === 'string') continue;
       try {
-        const bytes = readPlainIn(dir, 'state.json', MAX_STATE_BYTES);
-        if (!Buffer.isBuffer(bytes)) continue;
-        const state: unknown = JSON.parse(bytes.toString('utf8'));
-        if (isJsonObject(state) && state.run === entry.name && typeof state.status === 'string') {
+        // Not a JSON object, or one not naming its folder's run: not a run svc wrote.
+        const state = readObjectIn(dir, 'state.json', () => undefined);
+        if (state?.run === entry.name && typeof state.status === 'string') {
           found.push({ run: entry.name, state: state as unknown as RunState });
         }
-      } catch {
-        // not JSON: not a run svc wrote
       } finally {
         dir.close();
       }

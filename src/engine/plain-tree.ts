@@ -2,6 +2,7 @@
 // inside the folder already open, through /proc/self/fd (writes: safe-fs.ts).
 import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readdirSync, readSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import { isJsonObject } from '../untrusted.ts';
 
 const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 // O_NONBLOCK: a planted FIFO cannot block the open.
@@ -152,6 +153,28 @@ export function readPlainIn(dir: PlainDir, name: string, max: number): Buffer | 
   } finally {
     closeSync(fd);
   }
+}
+
+/** A state.json or ship.json larger than this is not one svc wrote. */
+const MAX_OBJECT = 1024 * 1024;
+
+/** A JSON object file in `dir`; null when missing or (then told to `skip`) not a plain file holding an object. */
+export function readObjectIn(
+  dir: PlainDir, name: string, skip: (entry: string, reason: string) => void,
+): Record<string, unknown> | null {
+  const raw = readPlainIn(dir, name, MAX_OBJECT);
+  if (typeof raw === 'string') {
+    if (raw !== 'missing') skip(name, skipReason(raw, MAX_OBJECT));
+    return null;
+  }
+  try {
+    const value: unknown = JSON.parse(raw.toString('utf8'));
+    if (isJsonObject(value)) return value;
+  } catch {
+    // said below
+  }
+  skip(name, 'is not a JSON object');
+  return null;
 }
 
 /** Why an entry that is not what was wanted is skipped, in words for a report. */

@@ -10,16 +10,14 @@ import { errorMessage } from '../errors.ts';
 import { toRunJson, type RunState } from './run-state.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { isLoopbackHost } from '../http/guards.ts';
-import { isJsonObject } from '../untrusted.ts';
 import {
-  openPlainDirIn, openPlainFileIn, openRunFolder, readPlainIn, readRange, skipReason, walkPlainTree,
+  openPlainDirIn, openPlainFileIn, openRunFolder, readObjectIn, readRange, skipReason, walkPlainTree,
   type PlainDir, type TreeFile,
 } from './plain-tree.ts';
 
 const EVENTS_PER_BATCH = 500;
 const ARTIFACT_BYTES_PER_BATCH = 8 * 1024 * 1024;
 const MAX_ARTIFACT = 8 * 1024 * 1024;
-const MAX_STATE = 1024 * 1024;
 const MAX_ARTIFACT_DEPTH = 16;
 
 export interface ShipOffsets {
@@ -55,23 +53,6 @@ export interface RunBatch {
 
 /** Told once per entry (a path under the run folder, or the folder itself) that it was left out, and why. */
 export type SkipReport = (entry: string, reason: string) => void;
-
-/** A JSON object file of the run folder; null when missing or (then reported) not a plain file holding an object. */
-function readObjectIn(folder: PlainDir, name: string, skip: SkipReport): Record<string, unknown> | null {
-  const raw = readPlainIn(folder, name, MAX_STATE);
-  if (typeof raw === 'string') {
-    if (raw !== 'missing') skip(name, skipReason(raw, MAX_STATE));
-    return null;
-  }
-  try {
-    const value: unknown = JSON.parse(raw.toString('utf8'));
-    if (isJsonObject(value)) return value;
-  } catch {
-    // said below
-  }
-  skip(name, 'is not a JSON object');
-  return null;
-}
 
 /** Complete lines from `offset`, and the byte offset after the last one taken. */
 function readEventLines(folder: PlainDir, offset: number, skip: SkipReport): { lines: string[]; next: number } {
