@@ -107,7 +107,6 @@ export function loadOperatorConfig(env: NodeJS.ProcessEnv): OperatorConfig {
     for (const [key, cap] of Object.entries(config.limits ?? {}) as [keyof RunLimits, number][]) {
       merged.limits[key] = Math.min(merged.limits[key] ?? cap, cap);
     }
-
     for (const name of config.env ?? []) if (!merged.env.includes(name)) merged.env.push(name);
     Object.assign(merged.providers, config.providers);
   }
