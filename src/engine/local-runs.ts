@@ -30,6 +30,8 @@ export function localRuns(repo: string): Found[] {
         if (state?.run === entry.name && typeof state.status === 'string') {
           found.push({ run: entry.name, state: state as unknown as RunState });
         }
+      } catch {
+        // unreadable: not a run svc wrote either
       } finally {
         dir.close();
       }
