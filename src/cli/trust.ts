@@ -59,7 +59,7 @@ export default async function trust(io: CliIo): Promise<number> {
     return 0;
   }
   const { repo, file } = configOf(values.repo ?? process.cwd());
-  const asks = decideSettings(file.config, { env: [], providers: {}, limits: {}, files: [] }, {
+  const asks = decideSettings(file.config, { env: [], providers: {}, limits: {} }, {
     server: false, trusted: false, home: io.env.HOME || homedir(), workdir: repo,
     pathDirs: (io.env.PATH ?? '').split(':').filter(isAbsolute),
   });

@@ -1,18 +1,13 @@
-// The answer file a blocked run waits for: $SVC_CONTROL_ANSWER_DIR/<source>/<run>.json, written on the run's own
-// machine by the Control Plane that launched it or by `svc answer` (docs/architecture.md, "Channels").
+// The answer file a blocked run waits for, and who may answer what (docs/architecture.md, "Channels").
 import { existsSync, readFileSync, renameSync, mkdirSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { writeJsonAtomic } from './safe-fs.ts';
-import { answerFilePath } from './paths.ts';
+import { svcHomeOf } from '../spawn/svc-paths.ts';
 
 export const MAX_ANSWER_BYTES = 64 * 1024;
 
-/**
- * An answer and who gave it (docs/engine.md "Who may answer what"): `cli` (`svc answer` on the run's machine),
- * `control:<actor>` (the Control Plane, its audit's actor), `origin:<route>:<who>` (where the job was asked, relayed by
- * the trigger server). Only an operator's answer (cli, control) may raise the operator's daily caps.
- */
+/** `by`: `cli`, `control:<actor>` or `origin:<route>:<who>` (docs/engine.md "Who may answer what"). */
 export interface Answer {
   text: string;
   by: string;
@@ -25,6 +20,12 @@ export function isOperatorAnswer(by: string): boolean {
 /** Who an origin's answer names (`webhook:octocat`, after `origin:`): one short line, never a control character. */
 export function isOriginName(value: string): boolean {
   return /^[^\p{Cc}]{1,200}$/u.test(value);
+}
+
+/** `$SVC_CONTROL_ANSWER_DIR/<source>/<run>.json`, default ~/.svc/control/answers (DESIGN §4). */
+function answerFilePath(env: NodeJS.ProcessEnv, source: string, run: string): string {
+  const base = env.SVC_CONTROL_ANSWER_DIR || join(svcHomeOf(env), 'control', 'answers');
+  return join(base, source, `${run}.json`);
 }
 
 export function writeAnswer(env: NodeJS.ProcessEnv, source: string, run: string, answer: string, by: string): string {

@@ -1,5 +1,4 @@
-// The budget pause (docs/engine.md "Blocked runs and the budget"): a run at a budget freezes its provider and asks
-// whether to go on; the answer raises that budget or ends the provider. The provider's own questions wait here too.
+// The budget pause: a run at a budget freezes its provider and asks whether to go on (docs/engine.md).
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { RunContext } from './run-context.ts';
 import type { GroupRun } from './spawn-group.ts';
@@ -13,16 +12,14 @@ import type { RunGate } from './egress.ts';
 export const POLL_MS = 150;
 
 /**
- * What one invocation keeps of its budget: what it spent (`usage`, since the run's totals `before` it started); while
- * the provider is paused on the question, `budgetAsked` and the budget `reached`; the stop message once the answer was
- * not a raise (`overBudget`); and when the run's time ends (limits.run_timeout_s), which ends an unanswered question.
+ * One invocation's budget: its `usage` since the run's totals `before`; the budget `reached` while asked; the stop
+ * message once the answer was no raise (`overBudget`); the run's `deadline`, which ends an unanswered question.
  */
 export interface BudgetWatch {
   before: Usage; usage: Usage; budgetAsked: boolean; reached: Reached | null; overBudget: string | null;
   deadline: number;
 }
 
-/** What waitForAnswer returns when the deadline passed first. */
 export const TIMED_OUT = Symbol('timed out');
 
 /** Polls for the answer (or a stop) until `deadline`; returns null when the run is being stopped. */
@@ -117,15 +114,14 @@ export function pollBudgetAnswer(ctx: RunContext, proc: GroupRun, a: BudgetWatch
   if (a.overBudget !== null) proc.kill();
 }
 
-/** Freezes the provider and asks once the run reaches a budget (true if it asked): where a gate meters, it already
- * refuses model calls, and the freeze keeps the CLI from spending its retries meanwhile. */
+/** Freezes the provider and asks once the run reaches a budget (true if it asked): a CLI the gate refuses would
+ * otherwise spend its retries meanwhile. */
 export function askBudgetIfReached(
   ctx: RunContext, proc: GroupRun, a: BudgetWatch, maxUsd: number | null, gate: RunGate | null,
 ): boolean {
   if (a.overBudget !== null || ctx.state.status === 'blocked') return false;
   const reached = reachedBudget(ctx, a, gate);
   if (!reached) return false;
-  // Frozen first, then asked: the provider spends nothing more while the question waits.
   proc.pause();
   a.budgetAsked = true;
   a.reached = reached;
@@ -133,19 +129,14 @@ export function askBudgetIfReached(
   return true;
 }
 
-/**
- * The stop message of an invocation that ended over budget: answered so, or ended by svc (the run's time) while frozen
- * on the question. One that exited by itself as the question was asked waits for the answer still (budgetAtExit).
- */
+/** The stop message of an invocation that ended over budget: answered so, or ended by svc while frozen on the question
+ * (one that exited by itself as the question was asked still waits for the answer: budgetAtExit). */
 export function overBudgetAtExit(ctx: RunContext, a: BudgetWatch, endedBySvc: boolean): string | null {
   if (a.budgetAsked && a.overBudget === null && endedBySvc) a.overBudget = unanswered(ctx, a.reached!);
   return a.overBudget;
 }
 
-/**
- * A budget reached by the time the provider exited (`exitCode`): asks whether to go on and waits for the answer until
- * the run's time ends; null when no budget is reached.
- */
+/** A budget reached by the time the provider exited: asks and waits for the answer until the run's time ends. */
 export async function budgetAtExit(
   ctx: RunContext, a: BudgetWatch, maxUsd: number | null, gate: RunGate | null, exitCode: number | null,
 ): Promise<{ kind: 'stopped' } | { kind: 'over-budget'; exitCode: number | null; error: string } | 'raised' | null> {

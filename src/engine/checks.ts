@@ -1,5 +1,4 @@
-// Runs the policy's checks (argv arrays, never a shell) in the agent's sandbox with capped output, one `check` event
-// and log artifact each; and the verdict of DESIGN §3 they give.
+// Runs the policy's checks (argv arrays, never a shell) in the agent's sandbox; the verdict they give (DESIGN §3).
 import { createHash } from 'node:crypto';
 import { spawnGroup } from './spawn-group.ts';
 import type { Policy } from './policy.ts';

@@ -1,14 +1,11 @@
-// Which version of an agent CLI is installed, and the range `npm run test:providers` proved for it (docs/engine.md
-// "Providers"; test/unit/tested-clis.test.ts holds the figures equal to test/providers/versions.json).
+// Which version of an agent CLI is installed, and the range `npm run test:providers` proved for it (docs/engine.md).
 import { readFileSync, realpathSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { runCollect } from '../spawn/start.ts';
 import type { ResolvedProvider } from './providers.ts';
 
-/**
- * The npm package the suite installs and the exact version it drove. aider is on PyPI only, out of these machines'
- * reach: no version of it was driven, so it has no entry.
- */
+/** The npm package the suite installs and the version it drove (equal to test/providers/versions.json); aider is on
+ * PyPI only, out of these machines' reach, so it has no entry. */
 export const TESTED_CLIS: Readonly<Record<string, { package: string; version: string }>> = {
   claude: { package: '@anthropic-ai/claude-code', version: '2.1.330' },
   codex: { package: '@openai/codex', version: '0.169.0' },
@@ -32,28 +29,16 @@ function ceiling(v: Triple): Triple {
   return v[0] > 0 ? [v[0] + 1, 0, 0] : [0, v[1] + 1, 0];
 }
 
-/** `>=2.1.330 <3.0.0` for a provider the suite drove; null for one it did not. */
-export function testedRange(provider: string): string | null {
-  const tested = TESTED_CLIS[provider];
-  const low = tested ? parse(tested.version) : null;
-  return low ? `>=${low.join('.')} <${ceiling(low).join('.')}` : null;
-}
-
-export interface VersionStanding {
-  /** The version the suite drove, or null when it drove none of this provider. */
-  tested_version: string | null;
-  tested_range: string | null;
-  /** Whether `version` lies in the tested range; null when either is unknown. */
-  within_tested_range: boolean | null;
-}
-
-export function versionStanding(provider: string, version: string | null): VersionStanding {
+/** The range the suite proved (`>=2.1.330 <3.0.0`) and whether `version` lies in it; null where either is unknown. */
+export function versionStanding(provider: string, version: string | null) {
   const tested = TESTED_CLIS[provider] ?? null;
   const low = tested ? parse(tested.version) : null;
   const found = version === null ? null : parse(version);
   const within = low && found ? compare(found, low) >= 0 && compare(found, ceiling(low)) < 0 : null;
-  return { tested_version: tested?.version ?? null, tested_range: testedRange(provider), within_tested_range: within };
+  const range = low ? `>=${low.join('.')} <${ceiling(low).join('.')}` : null;
+  return { tested_version: tested?.version ?? null, tested_range: range, within_tested_range: within };
 }
+export type VersionStanding = ReturnType<typeof versionStanding>;
 
 /** The warning a run logs when its provider's version lies outside the tested range; null when it does not. */
 export function untestedWarning(provider: string, version: string | null): string | null {

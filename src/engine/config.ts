@@ -1,5 +1,4 @@
-// The engine's settings files: the repository's .svc/config.json, the operator's /etc/svc/operator.json then
-// ~/.svc/operator.json, and the config files a person trusted (docs/engine.md "Who may set what").
+// The engine's settings files: .svc/config.json, the operator's files, and what `svc trust` trusted.
 import { isJsonObject, obj } from '../untrusted.ts';
 import { readFileSync, existsSync, realpathSync } from 'node:fs';
 import { createHash } from 'node:crypto';
@@ -34,7 +33,6 @@ function isFolderName(value: unknown): value is string {
   return typeof value === 'string' && value !== '' && !value.includes('\0') && !value.split('/').includes('..');
 }
 
-/** An environment variable's name, as a shell would take it. */
 function isEnvName(value: unknown): value is string {
   return typeof value === 'string' && /^[A-Za-z_][A-Za-z0-9_]{0,127}$/.test(value);
 }
@@ -81,7 +79,6 @@ export function parseEngineConfig(bytes: Buffer, where: string, keys: readonly s
   return config;
 }
 
-/** One entry of `providers`: `{ command, writable? }` under a simple lowercase name. */
 function readProvider(name: string, value: unknown, file: string): ProviderEntry {
   const where = `${file} providers.${name}`;
   const { command, writable } = obj(value);
@@ -98,17 +95,11 @@ function readProvider(name: string, value: unknown, file: string): ProviderEntry
   return writable === undefined ? { command: command as string[] } : { command: command as string[], writable };
 }
 
-export interface OperatorConfig {
-  env: string[];
-  providers: Record<string, ProviderEntry>;
-  limits: Partial<RunLimits>;
-  /** The files read, for messages. */
-  files: string[];
-}
+export type OperatorConfig = Required<Omit<EngineConfig, 'provider'>>;
 
 /** Both operator files merged; a broken one is an error naming it (fail closed, like the repository's config). */
 export function loadOperatorConfig(env: NodeJS.ProcessEnv): OperatorConfig {
-  const merged: OperatorConfig = { env: [], providers: {}, limits: {}, files: [] };
+  const merged: OperatorConfig = { env: [], providers: {}, limits: {} };
   for (const path of ['/etc/svc/operator.json', join(svcHomeOf(env), 'operator.json')]) {
     if (!existsSync(path)) continue;
     const config = parseEngineConfig(readFileSync(path), path, ['env', 'providers', 'limits']);
@@ -116,7 +107,6 @@ export function loadOperatorConfig(env: NodeJS.ProcessEnv): OperatorConfig {
     for (const [key, cap] of Object.entries(config.limits ?? {}) as [keyof RunLimits, number][]) {
       merged.limits[key] = Math.min(merged.limits[key] ?? cap, cap);
     }
-    merged.files.push(path);
     for (const name of config.env ?? []) if (!merged.env.includes(name)) merged.env.push(name);
     Object.assign(merged.providers, config.providers);
   }

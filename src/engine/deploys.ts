@@ -1,5 +1,4 @@
-// Deploy records under .svc/deploys/*.json ({sha, finished_at, health}); the engine reads and records them, never
-// deploys.
+// Deploy records under .svc/deploys/*.json: the engine reads and records them, never deploys.
 import { readdirSync, readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeJsonAtomic } from './safe-fs.ts';

@@ -1,5 +1,4 @@
-// A run's egress gate (DESIGN §7a, docs/gate.md): started by the worker before the provider, outside the sandbox,
-// closed after the checks; every connection becomes evidence (an `egress` event, `egress.jsonl`, the receipt).
+// A run's egress gate (DESIGN §7a, docs/gate.md): the agents' only route out, every connection kept as evidence.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { isIP } from 'node:net';

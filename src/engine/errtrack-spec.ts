@@ -1,6 +1,4 @@
-// Error-tracker input (DESIGN §6): an export, or an issue and its latest event fetched with curl (the token travels
-// only in a config on curl's stdin), rendered as the Markdown task spec: Error, Stack trace (in-app first),
-// Breadcrumbs, Context, Acceptance criteria.
+// Error-tracker input (DESIGN §6): an export, or an issue fetched with curl, rendered as the task spec.
 import { objOrNull as obj, type Obj } from '../untrusted.ts';
 import { oneLine, str } from './text.ts';
 import { BadInputError, BadSettingError, FailedError } from '../errors.ts';
@@ -19,10 +17,6 @@ function arr(value: unknown): unknown[] {
   return Array.isArray(value) ? value : [];
 }
 
-function looksLikeEvent(o: Obj): boolean {
-  return 'entries' in o || 'exception' in o || 'eventID' in o || 'event_id' in o;
-}
-
 /** Accepts an issue export, an event, `{issue, event}`, or an alert/issue webhook body holding either. */
 export function normalizeExport(input: unknown): ErrtrackExport {
   const o = obj(input);
@@ -30,7 +24,7 @@ export function normalizeExport(input: unknown): ErrtrackExport {
   if (obj(o.issue) || obj(o.event)) return { issue: obj(o.issue), event: obj(o.event) };
   const data = obj(o.data);
   if (data && (obj(data.event) || obj(data.issue))) return { issue: obj(data.issue), event: obj(data.event) };
-  if (looksLikeEvent(o)) return { issue: null, event: o };
+  if ('entries' in o || 'exception' in o || 'eventID' in o || 'event_id' in o) return { issue: null, event: o };
   if ('title' in o || 'shortId' in o || 'culprit' in o) return { issue: o, event: null };
   throw new BadInputError(
     'Not an error-tracker export: expected an issue, an event, or an object with "issue" and "event"',
@@ -136,9 +130,8 @@ export function renderErrtrackSpec(s: ErrtrackSummary): string {
 type IssueApi = { host: string; issueUrl: string; eventUrl: string };
 
 /**
- * Maps an issue page URL to its REST URLs; `ERRTRACK_URL` replaces the API base (`/api/0` added when it has no path).
- * The token goes to the API host only: the ERRTRACK_URL host, else the page's own, which must then be sentry.io or a
- * subdomain — an issue URL from a chat message or alert must not name the host that receives ERRTRACK_AUTH_TOKEN.
+ * An issue page's REST URLs, on ERRTRACK_URL's host when set, else on the page's own, which must then be sentry.io's:
+ * an issue URL from a chat message or alert must not name the host that receives ERRTRACK_AUTH_TOKEN.
  */
 export function issueApiUrls(pageUrl: string, env: NodeJS.ProcessEnv): IssueApi {
   const page = new URL(pageUrl);

@@ -1,6 +1,4 @@
-// After the provider: commit (worktree) and diff, run the checks, decide the verdict, sign the receipt (or, in a
-// Kubernetes pod, leave the evidence), open the PR if allowed, set the status; `svc start --verify`'s re-check; and
-// `svc start --open-pr`'s pull request of a verified run that could not open it then (docs/engine.md).
+// After the provider: diff, checks, verdict, receipt, PR and status; also `--verify` and `--open-pr`.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
@@ -26,11 +24,7 @@ import { postAgentGit, type RunSandbox } from './sandbox.ts';
 import type { ProviderOutcome } from './provider-phase.ts';
 import { inSpan } from '../trace.ts';
 
-/**
- * The one finish sequence: diff, checks, the receipt (or the pod's evidence), the PR when allowed, the status. A run
- * a limit or its budget ended still has its checks run on what exists; one past its budget opens no PR and is
- * `stopped`.
- */
+/** The one finish sequence; a run a limit or its budget ended still has its checks run on what exists. */
 export async function finish(
   ctx: RunContext, plan: RunPlan, sandbox: RunSandbox, end: Exclude<ProviderOutcome, { kind: 'stopped' }>,
 ): Promise<void> {
@@ -48,7 +42,6 @@ export async function finish(
   }
   const checkFailed = failure === null ? failedRequiredCheck(checks) : null;
   let error = failure ?? (checkFailed ? requiredCheckError(checkFailed) : null);
-  // What ended the provider phase, or the checks, is the failure's class.
   const cls = { done: 'checks', failed: 'agent', 'over-budget': 'budget', limit: 'limit' } as const;
   const failed = error === null ? null : runFailure(cls[end.kind], error);
   const receipt = await inSpan('svc.receipt', {},
@@ -79,7 +72,7 @@ function leaveEvidence(
   ctx.say('evidence written: the signer container issues the receipt');
 }
 
-/** `--verify`: the diff and the checks again, and a new receipt; the run's status stays. */
+/** `--verify`: the diff, the checks and a new receipt; the run's status stays. */
 export async function reverify(ctx: RunContext, plan: RunPlan, sandbox: RunSandbox): Promise<void> {
   ctx.event('log', { stream: 'svc', text: 'verify: re-running checks' });
   const diff = collectDiff(ctx, sandbox);
@@ -93,7 +86,7 @@ export async function reverify(ctx: RunContext, plan: RunPlan, sandbox: RunSandb
   writeReceipt(ctx, checks, diff, failedBeforeChecks, sandbox, failure);
 }
 
-/** Commits (worktree) and diffs what the agent left, with svc's git sandboxed; saves diff.patch and diffstat.json. */
+/** Commits (worktree) and diffs what the agent left, with svc's git sandboxed. */
 function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
   const { state } = ctx;
   const base = state.base_sha ?? 'HEAD';
@@ -107,7 +100,6 @@ function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
     }
     const head = headSha(state.workdir, run);
     ctx.update({ head_sha: head });
-    // Gitlink moves too: the branch pushed carries them, so the receipt lists them.
     diff = diffCommits(state.workdir, base, head, run);
   } else {
     diff = diffWorkingTree(state.workdir, state.base_tree ?? base, run);
@@ -150,7 +142,8 @@ function writeReceipt(
 }
 
 function prBody(ctx: RunContext, receipt: Receipt): string {
-  const checks = receipt.checks.map(checkRow);
+  const checks = receipt.checks.map((c) => `| ${c.name} | ${c.required ? 'required' : 'optional'} | ` +
+    `${c.exit_code === 0 ? 'passed' : `failed (${c.exit_code})`} |`);
   const cost = receipt.cost.usd === null ? 'not reported' : `$${receipt.cost.usd.toFixed(4)}`;
   const page = publicRunPage(ctx.env, receipt.source, receipt.run);
   return [
@@ -172,11 +165,6 @@ function prBody(ctx: RunContext, receipt: Receipt): string {
   ].join('\n');
 }
 
-function checkRow(c: Receipt['checks'][number]): string {
-  const result = c.exit_code === 0 ? 'passed' : `failed (${c.exit_code})`;
-  return `| ${c.name} | ${c.required ? 'required' : 'optional'} | ${result} |`;
-}
-
 type PrPlan = Pick<RunPlan, 'policy' | 'push_target'>;
 
 /** Why a --pr run with this receipt gets no pull request under its plan; null when it gets one. */
@@ -190,7 +178,7 @@ function prWithheld({ policy, push_target }: PrPlan, receipt: Receipt): string |
   return push_target ? null : 'no push target was pinned when the run was made (pr.open was "never" then)';
 }
 
-/** Opens the PR only when asked (--pr) and not withheld (prWithheld); otherwise records why not. */
+/** Opens the PR when asked (--pr) and not withheld; otherwise records why not. */
 export async function maybeOpenPr(ctx: RunContext, plan: PrPlan, receipt: Receipt): Promise<string | null> {
   const { state } = ctx;
   const { policy, push_target: target } = plan;
@@ -225,7 +213,7 @@ export async function maybeOpenPr(ctx: RunContext, plan: PrPlan, receipt: Receip
   }
 }
 
-/** Why `state` cannot get its pull request now, or null when it can (the receipt and policy are checked after). */
+/** Why `state` cannot get its pull request now (its receipt and policy are checked after), or null. */
 function prLaterRefusal(state: RunState): string | null {
   const id = `${state.source}/${state.run}`;
   if (!state.pr) return `Run ${id} was not started with --pr`;
@@ -252,10 +240,7 @@ function ownReceipt(dir: string, state: RunState, env: NodeJS.ProcessEnv): Recei
   return check.receipt;
 }
 
-/**
- * `svc start --open-pr`: the PR under the run's plan, with its receipt as signed (nothing re-run); the final state,
- * or a typed error. Never for a verdict the policy does not accept, a receipt svc did not sign, or twice.
- */
+/** `svc start --open-pr`: the PR under the run's plan with its receipt as signed (nothing re-run), or a typed error. */
 export async function openPrLater(dir: string, env: NodeJS.ProcessEnv, say: (t: string) => void): Promise<RunState> {
   const ctx = openRunContext(dir, env, { ship: env.SVC_SHIP !== '0', say });
   try {

@@ -1,6 +1,4 @@
-// Follow-up runs (docs/engine.md, "Follow-up runs"): a run that continues a pull request svc opened. It starts from the
-// head the PR's branch has on the origin now (never a stale local copy), works on its own svc/<run> branch, pushes
-// its commits to the PR's branch as a fast forward or not at all, and its receipt names the run before it.
+// Follow-up runs (docs/engine.md): a run that continues a pull request svc opened, from its branch's head now.
 // Must not: push over commits it did not build on (a person's), or open a second pull request.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -1,7 +1,5 @@
-// Pushes a run's branch without trusting the repository's git config, which the agent could write (docs/engine.md,
-// "The push ignores the repository's git config"): from a throwaway bare repository svc creates, borrowing the run's
-// objects, to the `remote.origin.url` svc read from the config file itself when the run was made (`push_target`).
-// Must not: let any program named by the repository's config run, or hand the token to a URL it did not check.
+// Pushes and fetches a run's branch from a throwaway bare repository, ignoring the repository's git config
+// (docs/engine.md). Must not: run a program the repository's config names, or send the token unchecked.
 import { RefusedError } from '../errors.ts';
 import { writeFileSync, mkdirSync, existsSync, copyFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -54,12 +52,10 @@ export interface PushTarget {
   repo: string | null;
 }
 
-/** A URL fit for a message: any user name or password in it is dropped. */
 export function shownUrl(url: string): string {
   return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^@/]*@/i, '$1');
 }
 
-/** Reads the push target from the repository's config (refusing redirecting rules), for a run about to be made. */
 export function pinPushTarget(repo: string): PushTarget {
   const { url } = resolveOrigin(repo);
   return { url, repo: repoSlug(url) };
@@ -109,7 +105,6 @@ function cleanPush(
   });
 }
 
-/** Pushes the branch to the run's pinned target (as `remote`), provided the config still names it. */
 export async function pushBranch(
   workdir: string, target: PushTarget, branch: string, token: string | null, env: NodeJS.ProcessEnv,
   remote: string = branch,
@@ -119,10 +114,7 @@ export async function pushBranch(
     (config, extra) => cleanPush(workdir, origin, branch, remote, config, extra));
 }
 
-/**
- * Fetches `branch` from the origin into a bare repository svc made (no program the repository's config names runs),
- * then adds the pack to the repository's own objects, so a worktree can be made at the commit returned.
- */
+/** Fetches `branch` into a bare repository svc made, then adds the pack to the repository's own objects. */
 function cleanFetch(origin: Origin, branch: string, config: string[], extra: Record<string, string>): string {
   return withScratch('fetch', (dir) => {
     const isolated = borrowingBare(dir, origin);

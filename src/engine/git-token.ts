@@ -1,6 +1,4 @@
-// Where svc's GitHub token may go over git (docs/engine.md, "A credential goes to exactly one origin"): only to an
-// https URL on the token's own host and port, only through an askpass that answers for that one URL, and never
-// after a redirect (git follows none; svc names where it pointed without sending a credential there).
+// Where svc's GitHub token may go over git (docs/engine.md, "A credential goes to exactly one origin").
 // Must not: write the token anywhere but the environment of the one git child that asks for it.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
@@ -39,9 +37,8 @@ function credentialUrl(url: string, user: string | null = null): string {
 }
 
 /**
- * Runs `body` with the git `-c` settings and environment that answer a credential prompt for `url` with `token` and
- * nothing else, or with none when the token may not go there (the user's own ssh setup then applies). A
- * GitRedirectedError from `body` becomes the refusal that names where the server pointed (`service`: what git asked).
+ * Runs `body` with the git settings that answer a credential prompt for `url` with `token` and nothing else (none
+ * when the token may not go there); a GitRedirectedError from `body` becomes the refusal naming where it pointed.
  */
 export async function withGitToken<T>(
   url: string, token: string | null, env: NodeJS.ProcessEnv, service: GitService,
@@ -67,13 +64,11 @@ const REDIRECT = /unable to access '([^']+)': The requested URL returned error: 
 
 type GitService = 'git-upload-pack' | 'git-receive-pack';
 
-/** git's stderr named an HTTP redirect it did not follow. */
 export class GitRedirectedError extends FailedError {}
 
 /** A git that could carry a credential was redirected; nothing was sent to the other host. */
 export class CredentialRedirectError extends RefusedError {}
 
-/** The URL git named when its stderr says the server answered a redirect, else null. */
 export function redirectedUrl(stderr: string): string | null {
   return REDIRECT.exec(stderr)?.[1] ?? null;
 }
@@ -83,10 +78,7 @@ function shown(url: URL): string {
   return `${url.protocol}//${url.host}${url.pathname.replace(/\/info\/refs$/, '')}`;
 }
 
-/**
- * Where `url`'s server sends git's first request (`info/refs?service=`), asked without a credential; null when it
- * does not redirect or cannot be asked. TLS trusts what git would: GIT_SSL_CAINFO when the operator set it.
- */
+/** Where `url`'s server redirects git's first request, asked without a credential (TLS trusting what git would). */
 function redirectTarget(url: string, service: string, env: NodeJS.ProcessEnv): Promise<string | null> {
   const target = URL.parse(`${url.replace(/\/+$/, '')}/info/refs?service=${service}`);
   const secure = target?.protocol === 'https:';

@@ -1,5 +1,4 @@
-// svc's git, the argv and environment of every git svc starts (docs/engine.md "svc's own git reads no global or system
-// config"); once the agent has worked in a tree, it runs in a sandbox of its own (a `GitRun` from sandbox.ts).
+// svc's git: the argv and environment of every git svc starts (docs/engine.md "svc's own git").
 import { readFileSync, appendFileSync, existsSync, mkdirSync } from 'node:fs';
 import { join, basename, resolve } from 'node:path';
 import { createHash } from 'node:crypto';
@@ -17,7 +16,6 @@ const SAFE_GIT_CONFIG = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor
   '-c', 'tag.gpgSign=false', '-c', 'log.showSignature=false', '-c', 'gc.auto=0', '-c', 'maintenance.auto=false',
 ] as const;
 
-/** No global or system config or attributes, and never a terminal prompt (svc runs unattended). */
 const GIT_ISOLATION_ENV: Readonly<Record<string, string>> = {
   GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1', GIT_ATTR_NOSYSTEM: '1', GIT_TERMINAL_PROMPT: '0',
 };
@@ -27,7 +25,6 @@ const GIT_NAMES_PASSED = new Set(['GIT_AUTHOR_NAME', 'GIT_AUTHOR_EMAIL', 'GIT_CO
   'GIT_SSH_COMMAND', 'GIT_SSH', 'GIT_SSL_CAINFO', 'GIT_SSL_CAPATH', 'GIT_HTTP_LOW_SPEED_LIMIT',
   'GIT_HTTP_LOW_SPEED_TIME']);
 
-/** `env` without the GIT_* names svc does not pass on (the base for every git child's environment). */
 export function gitBaseEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const out: NodeJS.ProcessEnv = {};
   for (const [name, value] of Object.entries(env)) {
@@ -40,7 +37,7 @@ export function gitArgv(args: readonly string[]): string[] {
   return ['git', ...SAFE_GIT_CONFIG, ...args];
 }
 
-/** The extra environment of one git: what the call site chose, then the isolation (`extra` cannot undo it). */
+/** What the call site chose, then the isolation, which `extra` cannot undo. */
 export function gitExtraEnv(extra: Record<string, string> = {}): Record<string, string> {
   return { ...extra, ...GIT_ISOLATION_ENV };
 }
@@ -71,11 +68,10 @@ export type GitRun = (
   cwd: string, argv: string[], opts: { extra: Record<string, string>; scratch: string[] },
 ) => string;
 
-/** git on the host, for svc's own work on trusted state (before the agent, or its pushes of what git committed). */
+/** git on the host, for svc's own work on trusted state (before the agent, or pushing what git committed). */
 export const hostGit: GitRun = (cwd, argv, { extra }) =>
   runSync(argv, { kind: 'tool', base: gitBaseEnv(process.env), extra, cwd, maxBuffer: 256 * 1024 * 1024 });
 
-/** `extra` is added to the stripped environment for this one call only (e.g. the push credential, an index file). */
 export function git(
   cwd: string, args: string[], extra: Record<string, string> = {}, run: GitRun = hostGit, scratch: string[] = [],
 ): string {
@@ -126,7 +122,7 @@ export function gitCommonDir(repo: string): string {
   return resolve(repo, git(repo, ['rev-parse', '--git-common-dir']).trim());
 }
 
-/** Keeps the engine's own folders out of `git status` and `git add -A` without touching tracked files. */
+/** Keeps the engine's own folders out of `git status` and `git add -A` (info/exclude, not .gitignore). */
 export function excludeEngineFolders(common: string): void {
   mkdirSync(join(common, 'info'), { recursive: true });
   const path = join(common, 'info', 'exclude');
@@ -143,7 +139,6 @@ export function createWorktree(repo: string, path: string, branch: string, base:
   git(repo, ['worktree', 'add', '-b', branch, path, base], noFilters);
 }
 
-/** One git in a worktree, already bound to where it runs and its environment. */
 type GitIn = (args: string[]) => string;
 
 /** Repositories the agent made in the worktree (untracked `path/`): never added (docs/engine.md, the sandbox). */
@@ -156,10 +151,7 @@ function addAll(inDir: GitIn, skip: string[]): void {
   inDir(['add', '-A', ...skip.length ? ['--', '.', ...skip.map((p) => `:(exclude,literal)${p}`)] : []]);
 }
 
-/**
- * Commits everything but embedded repositories (returned), if anything changed; the committer from the main checkout's
- * config, read on the host (the sandboxed `run` sees no ~/.gitconfig), else a neutral one.
- */
+/** Commits all but embedded repositories (returned); the committer is read on the host (`run` sees no ~/.gitconfig). */
 export function commitAll(dir: string, message: string, repo: string, run: GitRun): string[] {
   const name = tryGit(repo, ['config', 'user.name']).trim() || 'svc';
   const email = tryGit(repo, ['config', 'user.email']).trim() || 'svc@localhost';
@@ -186,10 +178,9 @@ export interface DiffResult {
   patch_sha256: string;
 }
 
-/** A patch larger than this is not kept whole: the receipt and the diff folder list the files and hash the patch. */
+/** A larger patch is not kept whole: the receipt and diffstat.json still list its files and hash it. */
 const PATCH_CAP = 32 * 1024 * 1024;
 
-/** One `git diff` of `revs`: its numstat, and its patch through a file in `tmp`, whole up to PATCH_CAP, else a note. */
 function runDiff(inTmp: GitIn, tmp: string, opts: string[], revs: string[]): DiffResult {
   // --no-ext-diff / --no-textconv: diff drivers are programs named by repository config, like hooks.
   const diff = ['diff', '--no-ext-diff', '--no-textconv', ...opts];

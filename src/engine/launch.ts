@@ -1,5 +1,4 @@
-// The launcher: makes a run (id, folder, spec, its plan, queued state) and starts its worker as a detached process
-// group of its own. The plan (run-plan.ts) is resolved here once; the worker only reads it.
+// The launcher: makes a run (id, folder, spec, plan, queued state) and starts its worker, detached.
 import { WORKER_SECRET_NAMES } from '../spawn/env.ts';
 import { workerArgv } from '../spawn/start-argv.ts';
 import { existsSync, mkdirSync, closeSync, readFileSync } from 'node:fs';
@@ -147,10 +146,7 @@ export async function prepareRun(opts: StartOptions): Promise<PreparedRun> {
   });
 }
 
-/**
- * A new run in the same group with the same spec, flags and plan (DESIGN §3: retry never changes the old run; the
- * plan is the old run's, so a setting the repository changed since does not reach the retry either).
- */
+/** A new run in the same group with the same spec, flags and plan (DESIGN §3: retry never changes the old run). */
 export async function prepareRetry(
   repoDir: string, oldRun: string, newRun: string | null, env: NodeJS.ProcessEnv,
 ): Promise<PreparedRun> {
@@ -222,10 +218,7 @@ function assertCheckoutFree(repo: string): void {
     `with --worktree (its own checkout), or wait for it to end (svc runs stop ${busy.run} ends it now)`);
 }
 
-/**
- * The checkout's starting tree, so a run without a worktree diffs only its own changes (null when it is HEAD's), and
- * a note for the run log when it held changes not in HEAD (else null).
- */
+/** The checkout's starting tree when it is not HEAD's (a run without a worktree diffs only its own changes). */
 function startingTree(repo: string): { tree: string | null; dirty: string | null } {
   const { changed, embedded } = workingChanges(repo);
   if (changed.length === 0) return { tree: null, dirty: null };

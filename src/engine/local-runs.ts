@@ -1,13 +1,8 @@
-// The runs this machine made in a checkout: read without following a link (plain-tree.ts), with a size cap, and
-// skipping run folders git tracks (a cloned repository's content, never a run of svc's here).
+// The runs svc made in a checkout, read without following a link, skipping run folders git tracks.
 import { tryGit } from './git.ts';
 import { isValidSegment } from './ids.ts';
-import { listPlain, openPlainDirIn, openPlainPath, readPlainIn } from './plain-tree.ts';
+import { listPlain, openPlainDirIn, openPlainPath, readObjectIn } from './plain-tree.ts';
 import type { RunState } from './run-state.ts';
-import { isJsonObject } from '../untrusted.ts';
-
-/** A state.json larger than this is not one svc wrote. */
-const MAX_STATE_BYTES = 1024 * 1024;
 
 export type Found = { run: string; state: RunState };
 
@@ -30,14 +25,13 @@ export function localRuns(repo: string): Found[] {
       const dir = openPlainDirIn(runs, entry.name);
       if (typeof dir === 'string') continue;
       try {
-        const bytes = readPlainIn(dir, 'state.json', MAX_STATE_BYTES);
-        if (!Buffer.isBuffer(bytes)) continue;
-        const state: unknown = JSON.parse(bytes.toString('utf8'));
-        if (isJsonObject(state) && state.run === entry.name && typeof state.status === 'string') {
+        // Not a JSON object, or one not naming its folder's run: not a run svc wrote.
+        const state = readObjectIn(dir, 'state.json', () => undefined);
+        if (state?.run === entry.name && typeof state.status === 'string') {
           found.push({ run: entry.name, state: state as unknown as RunState });
         }
       } catch {
-        // not JSON: not a run svc wrote
+        // unreadable: not a run svc wrote either
       } finally {
         dir.close();
       }

@@ -1,6 +1,5 @@
 // Where a run lives on disk (DESIGN §3 "On disk"): one function per path so no caller builds them by hand.
 import { join } from 'node:path';
-import { svcHomeOf } from '../spawn/svc-paths.ts';
 
 export function runsDir(repo: string): string {
   return join(repo, '.svc', 'runs');
@@ -19,9 +18,4 @@ export function eventsPath(dir: string): string {
 }
 export function artifactsDir(dir: string): string {
   return join(dir, 'artifacts');
-}
-/** `$SVC_CONTROL_ANSWER_DIR/<source>/<run>.json`, default ~/.svc/control/answers (DESIGN §4). */
-export function answerFilePath(env: NodeJS.ProcessEnv, source: string, run: string): string {
-  const base = env.SVC_CONTROL_ANSWER_DIR || join(svcHomeOf(env), 'control', 'answers');
-  return join(base, source, `${run}.json`);
 }

@@ -1,7 +1,8 @@
-// Reads a tree a project or an agent could write without ever following a symbolic link: each name is looked up inside
-// the folder already open, through /proc/self/fd (docs/engine.md "Shipping to the Control Plane"). Writes: safe-fs.ts.
+// Reads a tree a project or an agent could write without ever following a symbolic link: each name is looked up
+// inside the folder already open, through /proc/self/fd (writes: safe-fs.ts).
 import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readdirSync, readSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import { isJsonObject } from '../untrusted.ts';
 
 const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 // O_NONBLOCK: a planted FIFO cannot block the open.
@@ -118,7 +119,6 @@ function openPlainFile(path: string): number | EntryKind {
   return 'other';
 }
 
-/** An fd for reading the regular file `name` in `dir` (never through a link), or what stands there instead. */
 export function openPlainFileIn(dir: PlainDir, name: string): number | EntryKind {
   return openPlainFile(at(dir, name));
 }
@@ -155,6 +155,28 @@ export function readPlainIn(dir: PlainDir, name: string, max: number): Buffer | 
   }
 }
 
+/** A state.json or ship.json larger than this is not one svc wrote. */
+const MAX_OBJECT = 1024 * 1024;
+
+/** A JSON object file in `dir`; null when missing or (then told to `skip`) not a plain file holding an object. */
+export function readObjectIn(
+  dir: PlainDir, name: string, skip: (entry: string, reason: string) => void,
+): Record<string, unknown> | null {
+  const raw = readPlainIn(dir, name, MAX_OBJECT);
+  if (typeof raw === 'string') {
+    if (raw !== 'missing') skip(name, skipReason(raw, MAX_OBJECT));
+    return null;
+  }
+  try {
+    const value: unknown = JSON.parse(raw.toString('utf8'));
+    if (isJsonObject(value)) return value;
+  } catch {
+    // said below
+  }
+  skip(name, 'is not a JSON object');
+  return null;
+}
+
 /** Why an entry that is not what was wanted is skipped, in words for a report. */
 export function skipReason(kind: EntryKind | 'too_large', max?: number): string {
   if (kind === 'link') return 'is a symbolic link (never followed)';
@@ -170,10 +192,8 @@ export interface TreeFile {
   content: Buffer;
 }
 
-/**
- * Hands every regular file under `dir` (up to `maxDepth` folders down, sorted) to `visit` as it is read, so a caller
- * can stop (throw) at a total of its own; links, special files, files over `maxFile` and deeper folders go to `skip`.
- */
+/** Hands every regular file under `dir` to `visit` as it is read (a caller may throw at a total of its own); links,
+ * special files, files over `maxFile` and folders past `maxDepth` go to `skip`. */
 export function walkPlainTree(
   dir: PlainDir, opts: { maxFile: number; maxDepth: number; skip: (rel: string, reason: string) => void },
   visit: (file: TreeFile) => void, prefix = '',

@@ -1,5 +1,4 @@
-// The project policy file .svc/policy.json (DESIGN §6). Unknown keys are an error: a typo must not silently loosen the
-// gate.
+// .svc/policy.json (DESIGN §6); an unknown key is an error, as a typo must not silently loosen the gate.
 import { isJsonObject } from '../untrusted.ts';
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -178,7 +177,6 @@ export function loadPolicy(repo: string): Policy {
 
 const RANK: Record<Verdict, number> = { verified: 2, verified_with_gaps: 1, not_verified: 0 };
 
-/** Whether a verdict clears the policy's PR bar. */
 export function verdictAccepted(policy: Policy, verdict: Verdict | null): boolean {
   if (verdict === null || policy.pr.open === 'never') return false;
   return RANK[verdict] >= RANK[policy.pr.open];

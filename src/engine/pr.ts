@@ -1,6 +1,4 @@
-// Opens the receipt-carrying pull request: push svc/<run> to the run's pinned target (git-push.ts), then GitHub REST
-// (or gh), on that same repository. Never merges, never deploys. Before a --pr run starts, checkPrPossible refuses
-// one whose PR could not be opened afterwards (docs/engine.md, "A `--pr` run checks first").
+// Opens the receipt-carrying pull request on the run's pinned target (docs/engine.md); never merges or deploys.
 // Must not: send the token anywhere the push would not (git-token.ts), or change the repository.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -64,7 +62,6 @@ function githubCredential(env: NodeJS.ProcessEnv): { token: string | null; gh: s
   return token ? { token, gh: null } : { token: null, gh };
 }
 
-/** A POST to the GitHub REST API of the pinned target's repository, on the API host the token belongs to. */
 /** The headers of every GitHub REST call svc makes: this PR, the Control Plane's merge, the trigger's reads. */
 export function githubHeaders(token: string): Record<string, string> {
   return {
@@ -73,6 +70,7 @@ export function githubHeaders(token: string): Record<string, string> {
   };
 }
 
+/** A POST to the GitHub REST API of the pinned target's repository, on the API host the token belongs to. */
 async function githubPost(
   target: PushTarget, path: string, body: unknown, token: string, env: NodeJS.ProcessEnv,
 ): Promise<Response> {
@@ -156,10 +154,7 @@ export async function checkPrPossible(target: PushTarget, env: NodeJS.ProcessEnv
   }
 }
 
-// A follow-up run continues a pull request svc opened (docs/engine.md, "Follow-up runs"): it starts from the head the
-// PR's branch has on the origin now and pushes to that branch, a fast forward or nothing.
-
-/** The PR branch's head on the pinned origin, fetched with the credential the push would use. */
+/** A follow-up's start: the PR branch's head on the pinned origin, fetched with the push's credential. */
 export async function pullRequestHead(
   repo: string, target: PushTarget, branch: string, env: NodeJS.ProcessEnv,
 ): Promise<string> {
@@ -174,10 +169,8 @@ export async function pullRequestHead(
 /** The branch moved on the origin since the run fetched it (someone pushed): svc does not push over it. */
 export class BranchMovedError extends RefusedError {}
 
-/**
- * Pushes a follow-up run's svc/<run> branch to the PR's branch: refused (BranchMovedError) when that branch moved
- * since the run started from it; git itself refuses anything but a fast forward should a push land meanwhile.
- */
+/** Pushes a follow-up's svc/<run> branch to the PR's branch, unless it moved since the run started from it (git
+ * itself refuses anything but a fast forward should a push land meanwhile). */
 export async function pushFollowUp(state: RunState, target: PushTarget, env: NodeJS.ProcessEnv): Promise<void> {
   const remote = state.follow_up!.branch;
   const base = state.base_sha!;

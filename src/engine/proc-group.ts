@@ -1,6 +1,5 @@
-// Process groups we own: identity recorded at spawn (pid + /proc start time), checked before any signal.
-// An identity read back from a run folder is untrusted (anyone who can write the folder can edit state.json), so
-// callers that got it from disk pass an owner check (isWorkerOf, isChildOf) that the live process must also pass.
+// Process groups we own: identity recorded at spawn (pid + /proc start time), checked before any signal; one
+// read back from a run folder is untrusted, so such callers also pass an owner check (isWorkerOf, isChildOf).
 import { setTimeout as sleep } from 'node:timers/promises';
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';

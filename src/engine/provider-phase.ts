@@ -1,12 +1,9 @@
-// Runs the provider until it is done; its questions block the run until answered, and a budget pauses it
-// (budget-pause.ts; docs/engine.md "Blocked runs and the budget").
+// Runs the provider until it is done; its questions block the run until answered (docs/engine.md).
 import { setTimeout as sleep } from 'node:timers/promises';
 import { existsSync, rmSync } from 'node:fs';
 import type { RunContext } from './run-context.ts';
 import { spawnGroup, type GroupResult, type GroupRun } from './spawn-group.ts';
-import {
-  createSessionReader, createUsageParser, addUsage, sessionIdLast, type ResolvedProvider,
-} from './providers.ts';
+import { adapterOf, addUsage, type ResolvedProvider } from './providers.ts';
 import { oneLine } from './text.ts';
 import { writeNoFollow } from './safe-fs.ts';
 import { readAgentFile } from './plain-tree.ts';
@@ -17,7 +14,7 @@ import type { RunPlan } from './run-plan.ts';
 import type { RunLimits } from './policy.ts';
 import { untestedProviderWarning } from './cli-version.ts';
 import {
-  createSightings, forgetSession, nextInvocation, recordInvocation, recordQuestion, recordSightings, resumeRefused,
+  createSightings, nextInvocation, recordInvocation, recordQuestion, recordSightings, resumeRefused,
   type Invocation, type Sightings,
 } from './provider-session.ts';
 import { InfraError } from '../errors.ts';
@@ -47,9 +44,8 @@ export type ProviderOutcome =
 const QUESTION_CAP = 64 * 1024;
 
 /**
- * The question the provider wrote, taken (the file is removed), or null when there is none. While the provider runs,
- * an empty file is one it has opened and not yet written (a shell's `>` creates before it writes): left for the next
- * look; once it exited, an empty file is a question without words.
+ * The question the provider wrote, taken (the file is removed), or null. While it runs, an empty file is one a shell's
+ * `>` created and has not yet written: left for the next look; once it exited, a question without words.
  */
 function readQuestion(path: string, running: boolean): string | null {
   if (!existsSync(path)) return null;
@@ -74,10 +70,7 @@ function unblock(ctx: RunContext, { text, by }: Answer, answerFile: string): voi
 const LIMIT_KEYS = { time: 'provider_timeout_s or run_timeout_s', processes: 'processes', memory: 'memory_mb',
   disk: 'disk_mb' } as const;
 
-/**
- * Invokes the plan's provider until an invocation ends the run's provider phase (done, failed, stopped or limited);
- * meanwhile checks its version (without delaying its start) and logs a warning if untested.
- */
+/** Invokes the plan's provider until an invocation ends the provider phase; its version is checked meanwhile. */
 export async function runProvider(
   ctx: RunContext, plan: RunPlan, spec: string, opts: { notes: string[]; sandbox: RunSandbox },
 ): Promise<ProviderOutcome> {
@@ -91,7 +84,7 @@ export async function runProvider(
     let refused: string | null = null;
     for (let number = 1; ; number++) {
       if (ctx.stopRequested()) return { kind: 'stopped' };
-      const a = newAttempt(ctx, number, runDeadline - Date.now(), sessionIdLast(provider.kind));
+      const a = newAttempt(ctx, number, runDeadline - Date.now(), adapterOf(provider.kind).sessionIdLast === true);
       const limited = limitBeforeAttempt(provider.name, a, limits);
       if (limited) return limited;
       const inv = nextInvocation(ctx, provider, spec, opts.notes, refused);
@@ -99,7 +92,11 @@ export async function runProvider(
       const result = await inSpan('svc.provider', { 'svc.provider': provider.name, 'svc.invocation': number },
         () => watchAttempt(ctx, startAttempt(ctx, plan, opts, files, inv, a, log), a, files, maxUsd, gate));
       recordAttempt(ctx, result, a, log);
-      if (result.sandboxFailed) throw sandboxFailure(provider.name, a, result);
+      if (result.sandboxFailed) {
+        // bwrap exited before running the provider: svc's infrastructure failed, not the agent.
+        throw new InfraError(`the agent sandbox did not start: bwrap exited with code ${result.code} before running ` +
+          `provider ${provider.name} (its output is in provider.log)`, { beforeAgent: number === 1 });
+      }
       const next = await outcomeAfterExit(ctx, provider, maxUsd, files, a, result, gate, inv);
       refused = next === 'refused' ? `${provider.name} could not resume its session (exit ${result.code})` : null;
       if (next !== 'again' && next !== 'refused') return next;
@@ -133,14 +130,12 @@ function createOutputLog(ctx: RunContext) {
 }
 type OutputLog = ReturnType<typeof createOutputLog>;
 
-/** What one invocation of the provider accumulates while it runs: `number` 1 is the run's first; `remainingMs`: what is
- * left of the run's time (limits.run_timeout_s). */
+/** One invocation's account; `remainingMs` is what is left of limits.run_timeout_s. */
 interface Attempt extends BudgetWatch {
   number: number;
   remainingMs: number;
   /** An answer reached $SVC_ANSWER_FILE while the provider ran (see outcomeAfterExit). */
   answeredWhileRunning: boolean;
-  /** What its output said of the CLI's session (provider-session.ts). */
   sightings: Sightings;
 }
 
@@ -155,7 +150,7 @@ function newAttempt(ctx: RunContext, number: number, remainingMs: number, idLast
   };
 }
 
-/** The policy's invocation count and run time, checked before each invocation; null while both allow another. */
+/** limits.invocations and limits.run_timeout_s, checked before each invocation; null while both allow another. */
 function limitBeforeAttempt(name: string, a: Attempt, limits: RunLimits): ProviderOutcome | null {
   if (a.number > limits.invocations) {
     return { kind: 'limit', exitCode: null, error: `Provider ${name} was invoked ${limits.invocations} times ` +
@@ -167,7 +162,6 @@ function limitBeforeAttempt(name: string, a: Attempt, limits: RunLimits): Provid
   return null;
 }
 
-/** The run's log line for an invocation: which attempt, and whether it continues the CLI's session or summarises. */
 function noteInvocation(ctx: RunContext, provider: ResolvedProvider, inv: Invocation, number: number): void {
   const how = inv.way === 'session' ? `, resuming its session ${inv.id}`
     : inv.way === 'summary' ? `, a fresh session with the earlier conversation summarised: ${inv.why}` : '';
@@ -177,10 +171,7 @@ function noteInvocation(ctx: RunContext, provider: ResolvedProvider, inv: Invoca
     { provider: provider.name, attempt: number, ...resumed });
 }
 
-/**
- * Starts one invocation in the sandbox, the prompt written to $SVC_TASK_FILE and the question and answer files reset
- * first; its output lines feed the usage parser, the session reader and the output log.
- */
+/** Starts one invocation in the sandbox, the prompt in $SVC_TASK_FILE and the question and answer files reset first. */
 function startAttempt(
   ctx: RunContext, { provider, policy: { limits } }: RunPlan, opts: { notes: string[]; sandbox: RunSandbox },
   files: ProtocolFiles, inv: Invocation, a: Attempt, log: OutputLog,
@@ -197,8 +188,9 @@ function startAttempt(
   const extra = { ...opts.sandbox.env, PWD: ctx.state.workdir, SVC_TASK_FILE: taskFile, SVC_QUESTION_FILE: questionFile,
     SVC_ANSWER_FILE: answerFile, SVC_RUN_ID: ctx.state.run, SVC_SOURCE: ctx.state.source };
   const argv = inv.argv.map((arg) => (arg === '{task_file}' ? taskFile : arg));
-  const parse = createUsageParser(provider.kind);
-  const readSession = createSessionReader(provider.kind);
+  const adapter = adapterOf(provider.kind);
+  const parse = adapter.usage();
+  const readSession = adapter.session();
   noteInvocation(ctx, provider, inv, a.number);
   recordInvocation(ctx, provider, inv);
   const proc = spawnGroup(argv, {
@@ -230,7 +222,6 @@ function pollQuestion(ctx: RunContext, a: Attempt, files: ProtocolFiles): void {
   a.answeredWhileRunning = true;
 }
 
-/** Watches the running provider for stops, its budget and its questions until it exits. */
 async function watchAttempt(
   ctx: RunContext, proc: GroupRun, a: Attempt, files: ProtocolFiles, maxUsd: number | null, gate: RunGate | null,
 ): Promise<GroupResult> {
@@ -245,7 +236,6 @@ async function watchAttempt(
   return done;
 }
 
-/** Keeps provider.log and the run's reported totals after an invocation. */
 function recordAttempt(ctx: RunContext, result: GroupResult, a: Attempt, log: OutputLog): void {
   ctx.setChild(null);
   ctx.saveArtifact('provider.log', log.bytes());
@@ -259,16 +249,7 @@ function recordAttempt(ctx: RunContext, result: GroupResult, a: Attempt, log: Ou
   }
 }
 
-/** bwrap exited before running the provider: svc's infrastructure failed, not the agent (never ran in attempt 1). */
-function sandboxFailure(name: string, a: Attempt, result: GroupResult): InfraError {
-  return new InfraError(`the agent sandbox did not start: bwrap exited with code ${result.code} before running ` +
-    `provider ${name} (its output is in provider.log)`, { beforeAgent: a.number === 1 });
-}
-
-/**
- * What an invocation's exit means for the run: an outcome, or 'again' to invoke the provider once more ('refused': once
- * more, in a fresh session, as the CLI could not resume its own).
- */
+/** An invocation's exit: an outcome, 'again' to invoke once more, 'refused' to do so in a fresh CLI session. */
 async function outcomeAfterExit(
   ctx: RunContext, provider: ResolvedProvider, maxUsd: number | null, files: ProtocolFiles, a: Attempt,
   result: GroupResult, gate: RunGate | null, inv: Invocation,
@@ -301,10 +282,7 @@ async function outcomeAfterExit(
   const budget = await budgetAtExit(ctx, a, maxUsd, gate, result.code);
   if (budget === 'raised' && result.code !== 0) return 'again';
   if (budget !== null && budget !== 'raised') return budget;
-  if (resumeRefused(inv, result.code, a.usage)) {
-    forgetSession(ctx);
-    return 'refused';
-  }
+  if (resumeRefused(ctx, inv, result.code, a.usage)) return 'refused';
   if (result.code !== 0) {
     const how = result.signal ? `was killed by ${result.signal}` : `exited with code ${result.code}`;
     return { kind: 'failed', exitCode: result.code, error: `Provider ${provider.name} ${how}` };

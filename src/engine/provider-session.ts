@@ -1,11 +1,8 @@
-// How the provider is invoked each time in a run (docs/engine.md "Resuming the CLI's session"): the first time a
-// fresh session with the whole prompt; after that the CLI's own session continued with what is new (an answer, svc's
-// notes), or, where it can't be (no id captured, a CLI without sessions, a resume the CLI refused), a fresh session
-// with the earlier conversation summarised into the prompt. Which one happened goes to the log and the receipt.
+// How the provider is invoked again: its CLI's session continued, or summarised (docs/engine.md).
 import type { RunContext } from './run-context.ts';
 import type { ProviderSession } from './run-state.ts';
 import { buildPrompt, continuationPrompt, earlierConversation } from './spec.ts';
-import { canResume, resumeArgv, type ResolvedProvider, type SessionSighting, type Usage } from './providers.ts';
+import { adapterOf, resumeArgv, type ResolvedProvider, type SessionSighting, type Usage } from './providers.ts';
 import { oneLine } from './text.ts';
 
 export type Invocation =
@@ -37,14 +34,14 @@ export function nextInvocation(
     const prompt = continuationPrompt(answers, session.answers_given + 1, notes, task);
     return { way: 'session', argv: resumed, id: session.id, prompt };
   }
-  const why = refused ?? (canResume(provider)
+  const why = refused ?? (adapterOf(provider.kind).resume
     ? 'no session id was captured from its earlier invocation'
     : `${provider.name} has no session svc can resume`);
   const summary = earlierConversation(session.questions, session.last_output);
   return { way: 'summary', argv, why, prompt: buildPrompt(spec, { answers, notes: [summary, ...notes] }) };
 }
 
-/** Records that an invocation started the way it did: the answers it was given, and how the agent was invoked again. */
+/** Records how an invocation started: the answers it was given, and how the agent was invoked again. */
 export function recordInvocation(ctx: RunContext, provider: ResolvedProvider, inv: Invocation): void {
   const session = sessionOf(ctx, provider);
   const resumed = inv.way === 'fresh' ? session.resumed
@@ -58,7 +55,6 @@ export function inheritSession(previous: ProviderSession | null | undefined): Pr
   return previous ? { ...previous, answers_given: 0, resumed: null } : null;
 }
 
-/** Changes the run's session record (recordInvocation made it when the invocation started). */
 function change(ctx: RunContext, fields: Partial<ProviderSession>): void {
   const session = ctx.state.provider_session;
   if (session) ctx.update({ provider_session: { ...session, ...fields } });
@@ -80,7 +76,7 @@ export function createSightings(lastWins = false) {
 }
 export type Sightings = ReturnType<typeof createSightings>;
 
-/** Keeps what an invocation reported: a new id replaces the old one, and its last words are kept for a summary. */
+/** Keeps what an invocation reported: a new id replaces the old one; its last words are kept for a summary. */
 export function recordSightings(ctx: RunContext, seen: Sightings): void {
   const session = ctx.state.provider_session;
   if (!session) return;
@@ -95,13 +91,11 @@ export function recordQuestion(ctx: RunContext, question: string): void {
 }
 
 /**
- * Whether a resume was refused: the CLI failed before its model did anything (no tokens reported). A session id in its
- * output proves nothing: claude echoes the id it was asked for in the error it prints when no such session exists.
+ * Whether a resume was refused (its session id is then forgotten): the CLI failed before its model did anything. An
+ * id in its output proves nothing: claude echoes the id it was asked for in its error when no such session exists.
  */
-export function resumeRefused(inv: Invocation, code: number | null, usage: Usage): boolean {
-  return inv.way === 'session' && code !== 0 && !usage.tokens_in && !usage.tokens_out;
-}
-
-export function forgetSession(ctx: RunContext): void {
-  change(ctx, { id: null });
+export function resumeRefused(ctx: RunContext, inv: Invocation, code: number | null, usage: Usage): boolean {
+  const refused = inv.way === 'session' && code !== 0 && !usage.tokens_in && !usage.tokens_out;
+  if (refused) change(ctx, { id: null });
+  return refused;
 }

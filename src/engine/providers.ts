@@ -1,9 +1,9 @@
-// Provider adapters: each built-in CLI's non-interactive invocation, and what its output says of cost, tokens (as
-// increments; unreported stays null) and its session; plus `command` providers from .svc/config.json.
+// Provider adapters: each built-in CLI's invocation and what its output says of cost and session; command providers.
 import { UnavailableError } from '../errors.ts';
 import { isJsonObject, obj } from '../untrusted.ts';
 import { which } from '../spawn/which.ts';
 import type { EngineConfig } from './config.ts';
+import type { CostFigures } from '../run-json.ts';
 
 export const BUILTIN_PROVIDERS = ['claude', 'codex', 'gemini', 'aider', 'opencode'] as const;
 
@@ -21,11 +21,7 @@ export interface ResolvedProvider {
   showFolder?: boolean;
 }
 
-export interface Usage {
-  cost_usd: number | null;
-  tokens_in: number | null;
-  tokens_out: number | null;
-}
+export type Usage = CostFigures;
 
 export type UsageParser = (line: string) => Usage | null;
 
@@ -213,7 +209,8 @@ function lastLine(line: string): SessionSighting | null {
   return json(line) ? null : sighting(null, line);
 }
 
-type Builtin = {
+/** How svc drives one kind of provider CLI and reads its output. */
+export type Adapter = {
   args: string[];
   stdin: boolean;
   usage: () => UsageParser;
@@ -231,7 +228,7 @@ const GEMINI_ARGS = ['--output-format', 'json', '--yolo', '--skip-trust'];
 const OPENCODE_ARGS = ['--format', 'json', 'Do the task described in the attached file.', '--file', '{task_file}'];
 
 // Why each flag: docs/engine.md "What the real CLIs exposed"; how each resumes: "Resuming the CLI's session".
-const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Builtin> = {
+const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
   claude: {
     args: CLAUDE_ARGS, stdin: true, usage: () => wholeDocument(claude), session: () => claudeSession,
     resume: (id) => [...CLAUDE_ARGS, '--resume', id],
@@ -260,26 +257,16 @@ const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Builtin> = {
   },
 };
 
-/** A fresh parser for one invocation of a provider of this kind; a command provider's for any other. */
-export function createUsageParser(kind: string): UsageParser {
-  return isBuiltin(kind) ? BUILTINS[kind].usage() : command;
-}
+const COMMAND: Adapter = { args: [], stdin: true, usage: () => command, session: () => lastLine };
 
-export function createSessionReader(kind: string): SessionReader {
-  return isBuiltin(kind) ? BUILTINS[kind].session() : lastLine;
-}
-
-export function sessionIdLast(kind: string): boolean {
-  return isBuiltin(kind) && BUILTINS[kind].sessionIdLast === true;
-}
-
-export function canResume(provider: { kind: string }): boolean {
-  return isBuiltin(provider.kind) && BUILTINS[provider.kind].resume !== undefined;
+/** The adapter of a provider of this kind: a built-in's, else a command provider's. */
+export function adapterOf(kind: string): Adapter {
+  return isBuiltin(kind) ? BUILTINS[kind] : COMMAND;
 }
 
 /** The argv that continues session `id` of this provider, or null when its CLI has no way to (aider, a command). */
 export function resumeArgv(provider: ResolvedProvider, id: string): string[] | null {
-  const resume = isBuiltin(provider.kind) ? BUILTINS[provider.kind].resume : undefined;
+  const resume = adapterOf(provider.kind).resume;
   return resume ? [provider.argv[0]!, ...resume(id)] : null;
 }
 

@@ -1,5 +1,4 @@
-// What `svc prune` removes from a project: the worktrees and `svc/<run>` branches of runs that ended long enough ago
-// (docs/deploy.md, what it never touches). Must not: touch a run that has not ended or a branch svc did not make.
+// What `svc prune` removes (docs/deploy.md). Must not: touch a run that has not ended or a branch svc did not make.
 import { lstatSync, realpathSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { git, currentBranch } from './git.ts';

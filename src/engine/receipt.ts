@@ -1,5 +1,4 @@
-// Evidence Receipt (DESIGN §6): canonical JSON, integrity = sha256 over it, Ed25519 signature over that digest; and the
-// evidence a Kubernetes pod's run container leaves for its signer to issue the receipt from.
+// The Evidence Receipt (DESIGN §6), and the evidence a Kubernetes pod's run container leaves for its signer.
 import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
 import { canonicalJson } from '../canonical-json.ts';
 import { signBytes, verifyBytes, keyIdOf, type SigningKey } from '../keys.ts';
@@ -26,8 +25,7 @@ export interface ReceiptBody {
   head_sha: string | null;
   spec_sha256: string;
   provider: string;
-  /** A check as the receipt records it: its artifact's name is left out, its output's hash is in. */
-  checks: Array<Omit<CheckResult, 'artifact'>>;
+  checks: ReportedCheck[];
   diff: { files: number; insertions: number; deletions: number; patch_sha256: string; paths: string[] };
   cost: ReceiptCost;
   verdict: Verdict;
@@ -41,9 +39,9 @@ export interface ReceiptBody {
   network?: ReceiptNetwork;
   /** When the agent was invoked again: "session" if its CLI always continued, else "summary" (docs/engine.md). */
   resumed?: 'session' | 'summary';
-  /** Why the run failed, as known when signed (null: it had not); absent on receipts from before failure classes. */
+  /** Why the run failed, as known when signed (null: it had not). */
   failure?: RunFailure | null;
-  /** The OpenTelemetry trace the run's spans belong to (src/trace.ts); absent on receipts issued before traces. */
+  /** The OpenTelemetry trace the run's spans belong to (src/trace.ts). */
   trace_id?: string;
 }
 
@@ -57,7 +55,6 @@ export interface ReceiptCost {
   metered?: MeteredCost | null;
 }
 
-/** The receipt's cost section from a run's Run JSON fields. */
 export function receiptCost(
   run: Pick<RunJson, 'cost_usd' | 'tokens_in' | 'tokens_out'> & Partial<Pick<RunJson, 'reported' | 'metered'>>,
 ): ReceiptCost {
@@ -83,8 +80,6 @@ export const UNCONFINED: ReceiptNetwork = {
 
 /** At most this many hosts and denials are listed; egress.jsonl (or the gate's log) has every connection. */
 const NETWORK_ROWS = 50;
-
-/** The section of a run the gate confined: its patterns, the totals, and the busiest hosts and refusals. */
 export function confinedNetwork(
   policy: { allow: string[]; deny: string[] },
   seen: { connections: number; denied: number; hosts: EgressHost[]; denials: EgressDenial[] },
@@ -108,7 +103,7 @@ export interface Receipt extends ReceiptBody {
   signature: string;
 }
 
-/** sha256 hex over the canonical JSON of the receipt without `integrity` and `signature`. */
+/** sha256 over the canonical JSON of the receipt without `integrity` and `signature`. */
 function receiptDigest(receipt: Record<string, unknown>): Buffer {
   const { integrity: _i, signature: _s, ...rest } = receipt;
   return createHash('sha256').update(canonicalJson(rest)).digest();
@@ -127,7 +122,6 @@ export interface ReceiptCheck {
   receipt: Receipt | null;
 }
 
-/** Known public keys by kid (the local key, a --key file, or GET /v1/keys). */
 export type KeyRing = Map<string, KeyObject>;
 
 export function keyRingOf(pems: string[]): KeyRing {
@@ -199,7 +193,7 @@ export function signsLater(env: NodeJS.ProcessEnv): boolean {
   return env.SVC_SIGN_LATER === '1';
 }
 
-/** A check result as the run container reported it (its log artifact's name aside). */
+/** A check as a receipt or the evidence records it: its log artifact's name left out. */
 export type ReportedCheck = Omit<CheckResult, 'artifact'>;
 
 export interface RunEvidence {

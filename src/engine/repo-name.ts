@@ -1,5 +1,4 @@
-// The repository name a run records: the served entry a trigger server routed its job to (SVC_REPO_NAME), else the
-// checkout's origin; and the rename of the checkout's earlier runs (docs/engine.md "One repository, one name").
+// The repository name a run records, and the rename of the checkout's earlier runs (docs/engine.md).
 import { join } from 'node:path';
 import { repoName } from './git.ts';
 import { writeState, type RunState } from './run-state.ts';

@@ -1,5 +1,4 @@
-// A run's plan: everything the run may do, resolved once by its launcher and kept as plan.json; the worker, a resume,
-// a retry and a verify only read it (docs/architecture.md, path b).
+// A run's plan: everything the run may do, resolved once by its launcher and kept as plan.json.
 import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
@@ -44,10 +43,8 @@ export interface PlanRequest {
   env: NodeJS.ProcessEnv;
 }
 
-/**
- * Resolves the plan, or refuses a run that could not go as asked: a broken policy, a CLI run needing an untrusted
- * file's settings, no working sandbox, a command provider naming a file its sandbox hides, a --pr run with no origin.
- */
+/** Resolves the plan, or refuses a run that could not go as asked (a broken policy, an untrusted file's settings, no
+ * working sandbox, a command provider naming a file its sandbox hides, a --pr run with no origin). */
 export function planRun(req: PlanRequest): RunPlan {
   const { repo, env } = req;
   try {

@@ -31,10 +31,7 @@ export interface RunState extends Omit<RunJson, 'reported' | 'metered'> {
   workdir: string;
   worktree: boolean;
   pr: boolean;
-  /**
-   * A follow-up run (follow-up.ts): the PR's head `branch` on the origin it started from and pushes to, the PR's
-   * address (its `pr_url` once pushed), the run before it there and that run's receipt integrity. Absent otherwise.
-   */
+  /** A follow-up run's PR branch, the PR's address, and the run before it there with its receipt (follow-up.ts). */
   follow_up?: {
     branch: string;
     pr_url: string | null;
@@ -85,10 +82,8 @@ export interface ProviderSession {
   resumed: 'session' | 'summary' | null;
 }
 
-/**
- * The cost fields after a change to either figure: the run's cost is what the gate metered once it priced a call, else
- * what the agent reported (docs/gate.md "Metered cost"); both are kept. A state.json from before has neither object.
- */
+/** The cost fields after a change to either figure: the gate's metered cost once it priced a call, else the agent's
+ * report (docs/gate.md "Metered cost"); both are kept. */
 export function withCost(
   state: RunState, change: { reported?: CostFigures; metered?: MeteredCost },
 ): Pick<RunJson, 'reported' | 'metered' | 'cost_usd' | 'tokens_in' | 'tokens_out'> {
@@ -138,7 +133,6 @@ const CLASS_OF_CODE: Readonly<Record<SvcErrorCode, FailureClass>> = {
 /** The failure an error that ended a run means; an error that is not svc's own (an errno: disk, files) is infra. */
 export function failureOf(err: unknown): RunFailure {
   const reason = errorMessage(err);
-  // A CLI not installed, a host without bwrap, a bad policy or a config waiting for `svc trust`: the operator's to fix.
   const config = err instanceof ProviderMissingError || err instanceof SandboxUnavailableError ||
     err instanceof PolicyError || err instanceof TrustNeededError;
   return runFailure(config ? 'config' : isSvcError(err) ? CLASS_OF_CODE[err.code] : 'infra', reason);

@@ -1,6 +1,4 @@
-// Writes into a run folder that never follow a symbolic link: a provider works next to .svc/runs/<run>/ and a
-// crafted project can ship one, so events.jsonl, answer.txt or an artifact must not become a path to another file.
-// Also the private scratch folders svc's own git and gh work in.
+// Writes into a run folder that never follow a symbolic link a crafted project could plant; scratch folders.
 import {
   lstatSync, openSync, writeSync, closeSync, mkdirSync, mkdtempSync, constants, renameSync, rmSync, writeFileSync,
 } from 'node:fs';
@@ -70,7 +68,6 @@ export function appendNoFollow(path: string, data: string | Buffer): void {
   writeWith(path, APPEND, data);
 }
 
-/** Replaces the file's content in place, refusing a symbolic link at `path`. */
 export function writeNoFollow(path: string, data: string | Buffer): void {
   writeWith(path, TRUNCATE, data);
 }

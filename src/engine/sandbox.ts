@@ -1,6 +1,4 @@
-// The worker's side of the agent sandbox (DESIGN §7a): where its protocol files live, the bwrap plan for one provider
-// or check, and the sandbox svc's own git runs in once the agent has touched the worktree. Which mode a run uses is
-// in its plan (run-plan.ts); what the bwrap plans allow is decided in src/spawn/agent-plan.ts.
+// The worker's side of the agent sandbox (DESIGN §7a): protocol files, the bwrap plans, svc's git after the agent.
 import { createHash } from 'node:crypto';
 import { realpathSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';

@@ -1,5 +1,4 @@
-// Who may set what (docs/engine.md "Who may set what"): the one place that classifies every setting of a repository's
-// .svc/ and the operator's files, and decides which of a repository's settings a run uses.
+// Who may set what (docs/engine.md): every setting of .svc/ and the operator's files, classified and decided.
 import { join } from 'node:path';
 import { within } from '../spawn/bwrap-argv.ts';
 import { neverWritable } from '../spawn/never-writable.ts';
@@ -7,12 +6,10 @@ import type { EngineConfig, OperatorConfig, ProviderEntry } from './config.ts';
 import type { RunLimits } from './policy.ts';
 import { isBuiltin } from './providers.ts';
 
-export type Authority = 'repository' | 'operator';
-
 export interface SettingRule {
   file: 'policy.json' | 'config.json' | 'operator.json';
   key: string;
-  authority: Authority;
+  authority: 'repository' | 'operator';
   why: string;
 }
 

@@ -1,5 +1,4 @@
-// When a run goes through its shipper, and the one recovery (the `.svc/ship-pending/<run>` marker and shipRuns):
-// docs/engine.md "Shipping to the Control Plane".
+// When a run ships, and the one recovery (docs/engine.md "Shipping to the Control Plane").
 import { rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';

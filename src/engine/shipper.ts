@@ -1,5 +1,4 @@
-// Sends a run's state, events and artifacts to the Control Plane (POST /v1/ingest), resumable from ship.json; POST
-// /v1/import reads run folders through the same readRunBatch (docs/engine.md "Shipping to the Control Plane").
+// Sends a run folder to the Control Plane (POST /v1/ingest), resumable from ship.json; /v1/import reads it too.
 import { closeSync, fstatSync, readFileSync } from 'node:fs';
 import { basename, join, extname } from 'node:path';
 import { createHash } from 'node:crypto';
@@ -11,16 +10,14 @@ import { errorMessage } from '../errors.ts';
 import { toRunJson, type RunState } from './run-state.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { isLoopbackHost } from '../http/guards.ts';
-import { isJsonObject } from '../untrusted.ts';
 import {
-  openPlainDirIn, openPlainFileIn, openRunFolder, readPlainIn, readRange, skipReason, walkPlainTree,
+  openPlainDirIn, openPlainFileIn, openRunFolder, readObjectIn, readRange, skipReason, walkPlainTree,
   type PlainDir, type TreeFile,
 } from './plain-tree.ts';
 
 const EVENTS_PER_BATCH = 500;
 const ARTIFACT_BYTES_PER_BATCH = 8 * 1024 * 1024;
 const MAX_ARTIFACT = 8 * 1024 * 1024;
-const MAX_STATE = 1024 * 1024;
 const MAX_ARTIFACT_DEPTH = 16;
 
 export interface ShipOffsets {
@@ -28,7 +25,6 @@ export interface ShipOffsets {
   artifacts: Record<string, string>;
 }
 
-/** A stop or answer for this run, handed over in an ingest response. */
 export type ControlItem = IngestResult['control'][number];
 
 export type Shipper = ReturnType<typeof createShipper>;
@@ -48,9 +44,8 @@ function failureOf(err: unknown, url: string, hasToken: boolean): string {
 /** One batch of a run folder, read after `from`; `next` is where the following batch starts. */
 export interface RunBatch {
   state: Record<string, unknown>;
-  /** Complete lines of events.jsonl (blank ones included, so a caller can count them), at most EVENTS_PER_BATCH. */
+  /** Complete lines of events.jsonl (blank ones included, so a caller can count them). */
   lines: string[];
-  /** Artifacts changed since `from`, at most 8 MiB together. */
   artifacts: TreeFile[];
   next: ShipOffsets;
   more: boolean;
@@ -59,24 +54,7 @@ export interface RunBatch {
 /** Told once per entry (a path under the run folder, or the folder itself) that it was left out, and why. */
 export type SkipReport = (entry: string, reason: string) => void;
 
-/** A JSON object file of the run folder; null when missing, not an object, or not a plain file (then reported). */
-function readObjectIn(folder: PlainDir, name: string, skip: SkipReport): Record<string, unknown> | null {
-  const raw = readPlainIn(folder, name, MAX_STATE);
-  if (typeof raw === 'string') {
-    if (raw !== 'missing') skip(name, skipReason(raw, MAX_STATE));
-    return null;
-  }
-  try {
-    const value: unknown = JSON.parse(raw.toString('utf8'));
-    if (isJsonObject(value)) return value;
-  } catch {
-    // said below
-  }
-  skip(name, 'is not a JSON object');
-  return null;
-}
-
-/** Complete lines from `offset`, at most EVENTS_PER_BATCH; returns the byte offset after the last one taken. */
+/** Complete lines from `offset`, and the byte offset after the last one taken. */
 function readEventLines(folder: PlainDir, offset: number, skip: SkipReport): { lines: string[]; next: number } {
   const fd = openPlainFileIn(folder, 'events.jsonl');
   if (typeof fd === 'string') {
@@ -117,7 +95,7 @@ function readArtifacts(folder: PlainDir, skip: SkipReport): TreeFile[] {
   }
 }
 
-export function contentTypeOf(path: string): string {
+function contentTypeOf(path: string): string {
   const ext = extname(path).toLowerCase();
   if (ext === '.json') return 'application/json';
   if (['.log', '.txt', '.patch', '.diff', '.md'].includes(ext)) return 'text/plain; charset=utf-8';
@@ -129,10 +107,7 @@ function sameMachine(url: string): boolean {
   return isLoopbackHost(URL.parse(url)?.hostname ?? '');
 }
 
-/**
- * The Control Plane token for `url`: SVC_CONTROL_TOKEN_FILE, then ~/.svc/control/token (this machine's own, so never
- * for a remote `url`), then SVC_CONTROL_TOKEN.
- */
+/** SVC_CONTROL_TOKEN_FILE, then ~/.svc/control/token (this machine's, never for a remote `url`), SVC_CONTROL_TOKEN. */
 export function readControlToken(env: NodeJS.ProcessEnv, url: string): string | undefined {
   const home = sameMachine(url) ? join(svcHomeOf(env), 'control', 'token') : undefined;
   for (const file of [env.SVC_CONTROL_TOKEN_FILE, home]) {
@@ -190,7 +165,6 @@ export function createShipper(
     onSkip?.(entry, reason);
   };
 
-  /** Sends one batch; true when there is more to send. */
   async function flushOnce(): Promise<boolean> {
     const folder = openRunFolder(dir);
     if ('failed' in folder) {

@@ -1,5 +1,4 @@
-// Runs an agent (a provider or a check) in its own process group, argv without a shell, its lines streamed and a capped
-// copy of its output kept: in bwrap and a memory cgroup, or unconfined under a tree guard (docs/engine.md "Limits").
+// Runs an agent (a provider or a check) in its own process group, confined, its output streamed and capped.
 import { startChild, type ChildProcess } from '../spawn/start.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { createTreeGuard, sandboxMembers, statFields } from '../spawn/tree.ts';
@@ -46,7 +45,7 @@ interface SpawnGroupOptions {
 
 const SAMPLE_MS = 100;
 const PAUSE_ROUNDS = 200;
-/** Stopped, traced, in the kernel (stops on its way out), zombie or dead; '' = gone. */
+/** Stopped, traced, in the kernel (it stops on its way out), zombie, dead or gone. */
 const STOPPED_STATES: ReadonlySet<string> = new Set(['T', 't', 'D', 'Z', 'X', '']);
 
 function signalEach(pids: readonly number[], sig: NodeJS.Signals): void {
@@ -59,10 +58,7 @@ function signalEach(pids: readonly number[], sig: NodeJS.Signals): void {
   }
 }
 
-/**
- * Stops every member. One may fork between the scan and its SIGSTOP, and its child would run on: scan again until
- * every member is stopped ('D' stops as it leaves the kernel), a bounded number of times.
- */
+/** Stops every member; one may fork between the scan and its SIGSTOP, so scan again (bounded) until all are stopped. */
 function stopAll(members: () => number[]): void {
   signalEach(members(), 'SIGSTOP');
   for (let round = 0; round < PAUSE_ROUNDS; round++) {
@@ -117,7 +113,9 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
   const fds = sandbox ? openSandboxFds() : [];
   // After them, bwrap's status descriptor: it reports the agent's exit there only if the agent really ran.
   const statusFd = 3 + fds.length;
-  const confined = sandbox ? withStatusFd(bwrapArgv(sandbox.bwrap, sandbox.plan, argv), statusFd) : argv;
+  const bwrap = sandbox ? bwrapArgv(sandbox.bwrap, sandbox.plan, argv) : argv;
+  // bwrap's options go before the command's `--`.
+  const confined = sandbox ? [bwrap[0]!, '--json-status-fd', String(statusFd), ...bwrap.slice(1)] : argv;
   const stdio: Array<'ignore' | 'pipe' | number> = [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'];
   let child: ChildProcess;
   try {
@@ -200,11 +198,6 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
     });
   });
   return { identity, done, pause: () => stopAll(members), resume: () => signalAll('SIGCONT'), kill };
-}
-
-/** bwrap's argv with its JSON status going to descriptor `fd` (the options go before the command's `--`). */
-function withStatusFd(confined: string[], fd: number): string[] {
-  return [confined[0]!, '--json-status-fd', String(fd), ...confined.slice(1)];
 }
 
 const STATUS_CAP = 64 * 1024;

@@ -1,6 +1,4 @@
-// The run's input: what `svc start` was given (DESIGN §6: export file, issue URL, spec file, trackera reference, or
-// brief), the task spec (Markdown) and one-line brief it becomes (the launcher), and the prompt around the spec that a
-// provider gets (the worker).
+// The run's input (DESIGN §6), the task spec and brief it becomes, and the prompt around the spec.
 import { existsSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs';
 import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import { BadInputError, errorMessage } from '../errors.ts';
@@ -41,9 +39,8 @@ function fileInside(path: string, root: string): string | null {
 }
 
 /**
- * `confineTo`: for text that came from a webhook, a `.md`/`.json` name only becomes a file input when it resolves
- * inside that folder (the repo); anything else — outside, missing, a link out — is the brief it literally is, so a chat
- * message cannot point a run at ~/.ssh/config.json or another project's notes.
+ * `confineTo`: for webhook text, a `.md`/`.json` name is a file input only inside that folder (the repo), else the
+ * brief it literally is, so a chat message cannot point a run at ~/.ssh/config.json or another project's notes.
  */
 export function classifyInput(
   input: string,
@@ -129,8 +126,7 @@ export async function buildTask(input: ClassifiedInput, repo: string, env: NodeJ
   }
 }
 
-// `trackera:<id>`: the saved webhook snapshot under .svc/inbox/trackera/, else the tracker API with a key, else the
-// reference alone.
+// `trackera:<id>`: the webhook snapshot under .svc/inbox/trackera/, else the tracker API, else the reference alone.
 type TrackerIssue = ReturnType<typeof issueOf>;
 
 const FILE_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;

@@ -1,5 +1,4 @@
-// Stops a run from outside its worker (CLI, Control Plane): identity-checked SIGTERM to its group, SIGKILL after the
-// grace.
+// Stops a run from outside its worker: identity-checked SIGTERM to its group, SIGKILL after the grace.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { existsSync } from 'node:fs';
 import { runDir } from './paths.ts';

@@ -1,5 +1,4 @@
-// The worker: drives one run through provider → checks → receipt → PR (mode "start"/"resume"), or re-verifies it
-// ("verify"), by the plan its launcher wrote (run-plan.ts): it resolves no setting itself.
+// The worker: one run by the plan its launcher wrote (run-plan.ts), resolving no setting itself.
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { openRunContext, type RunContext } from './run-context.ts';
@@ -71,10 +70,8 @@ async function openSandbox(ctx: RunContext, plan: RunPlan): Promise<RunSandbox> 
 
 const POLL_MS = 100;
 
-/**
- * The one automatic retry (docs/engine.md "Why a run failed"): an infra failure before the agent ran (nothing written,
- * nothing spent) starts the same run over once, after SVC_INFRA_RETRY_WAIT_S; anything else ends the run.
- */
+/** The one automatic retry (docs/engine.md "Why a run failed"): an infra failure before the agent ran starts the run
+ * over once, after SVC_INFRA_RETRY_WAIT_S. */
 async function workRetryingInfra(ctx: RunContext, plan: RunPlan, mode: WorkerMode): Promise<void> {
   try {
     return await work(ctx, plan, mode);

@@ -12,7 +12,7 @@ import { parseEngineConfig, type EngineConfig } from '../../src/engine/config.ts
 import { DEFAULT_LIMITS, parsePolicy, PolicyError } from '../../src/engine/policy.ts';
 import { BadSettingError } from '../../src/errors.ts';
 
-const NO_OPERATOR = { env: [], providers: {}, limits: {}, files: [] };
+const NO_OPERATOR = { env: [], providers: {}, limits: {} };
 
 describe('never-writable host folders', () => {
   let root: string;
@@ -88,7 +88,7 @@ describe('decideSettings', () => {
   });
 
   it('the operator may grant folders and names, but never a never-writable folder', () => {
-    const operator = { env: ['GOPROXY'], files: [], limits: {}, providers: { x: { command: ['/bin/true'], writable: ['.tool', '.ssh'] } } };
+    const operator = { env: ['GOPROXY'], limits: {}, providers: { x: { command: ['/bin/true'], writable: ['.tool', '.ssh'] } } };
     const d = decideSettings(hostile, operator, use({}));
     assert.deepEqual(d.config.providers.x, { command: ['/bin/true'], writable: [`${home}/.tool`] });
     assert.deepEqual(d.env, ['GOPROXY']);

@@ -2,7 +2,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { TESTED_CLIS, testedRange, versionStanding, untestedWarning } from '../../src/engine/cli-version.ts';
+import { TESTED_CLIS, versionStanding, untestedWarning } from '../../src/engine/cli-version.ts';
 
 const PINS = new URL('../providers/versions.json', import.meta.url);
 
@@ -14,6 +14,7 @@ describe('tested provider CLI versions', () => {
   });
 
   it('name a caret range: the same major from the tested version up, the same minor for 0.x', () => {
+    const testedRange = (provider: string) => versionStanding(provider, null).tested_range;
     assert.equal(testedRange('claude'), '>=2.1.330 <3.0.0');
     assert.equal(testedRange('codex'), '>=0.169.0 <0.170.0');
     assert.equal(testedRange('gemini'), '>=0.61.0 <0.62.0');
