@@ -44,8 +44,7 @@ export function createTriggerDedupeStore(db: Db): TriggerDedupeStore {
   // is still read.
   let seen = 0;
 
-  function index(id: number, key: string): void {
-    const h = hashOf(key);
+  function index(id: number, key: string, h = hashOf(key)): void {
     const shard = shards[h & (SHARDS - 1)]!;
     const ids = shard.get(h >>> 4);
     if (ids === undefined) shard.set(h >>> 4, id);
@@ -65,7 +64,17 @@ export function createTriggerDedupeStore(db: Db): TriggerDedupeStore {
     }
   }
 
+  // The last key this connection claimed in a write transaction. If its row is there at the next catch-up, that
+  // transaction committed, and every row between the catch-up that began it and this one was its own, indexed as it
+  // was claimed (it held the write lock): the catch-up need not read them back.
+  let claimed: { id: number; key: string; jobId: string } | null = null;
+
   function catchUp(): void {
+    if (claimed !== null) {
+      const row = byId.get(claimed.id) as { key: string; job_id: string } | undefined;
+      if (row?.key === claimed.key && row.job_id === claimed.jobId) seen = Math.max(seen, claimed.id);
+      claimed = null;
+    }
     for (;;) {
       const rows = since.all(seen) as unknown as [number, string][];
       for (const [id, key] of rows) index(id, key);
@@ -75,8 +84,7 @@ export function createTriggerDedupeStore(db: Db): TriggerDedupeStore {
   }
 
   /** The job whose row holds exactly this key, each hash hit confirmed by the row itself. */
-  function holderOf(key: string): string | undefined {
-    const h = hashOf(key);
+  function holderOf(key: string, h = hashOf(key)): string | undefined {
     const ids = shards[h & (SHARDS - 1)]!.get(h >>> 4);
     if (ids === undefined) return undefined;
     for (const id of typeof ids === 'number' ? [ids] : ids) {
@@ -100,10 +108,13 @@ export function createTriggerDedupeStore(db: Db): TriggerDedupeStore {
     },
     claim(keys, jobId, at) {
       for (const key of keys) {
-        const holder = holderOf(key);
+        const h = hashOf(key);
+        const holder = holderOf(key, h);
         if (holder === jobId) continue;
         if (holder !== undefined) return holder;
-        index(Number(add.run(key, jobId, at).lastInsertRowid), key);
+        const id = Number(add.run(key, jobId, at).lastInsertRowid);
+        index(id, key, h);
+        if (db.isTransaction) claimed = { id, key, jobId };
       }
       return undefined;
     },

@@ -88,9 +88,27 @@ export function jsonDepth(bytes: Uint8Array): number {
   return deepest;
 }
 
+/**
+ * Whether the text nests deeper than MAX_JSON_DEPTH. It cannot with no more `[` and `{` bytes than that, which
+ * Buffer.indexOf (memchr) counts in a fraction of the byte scan's time: a 2.6 KB GitHub delivery has 11 (0.4 µs
+ * against 3 µs, docs/bench.md). Only a body with more is scanned.
+ */
+function nestsTooDeep(bytes: Buffer): boolean {
+  const objects = count(bytes, OPEN_OBJECT, MAX_JSON_DEPTH + 1);
+  if (objects + count(bytes, OPEN_ARRAY, MAX_JSON_DEPTH + 1 - objects) <= MAX_JSON_DEPTH) return false;
+  return jsonDepth(bytes) > MAX_JSON_DEPTH;
+}
+
+/** How many times `byte` occurs in the text, counted no further than `max`. */
+function count(bytes: Buffer, byte: number, max: number): number {
+  let n = 0;
+  for (let i = bytes.indexOf(byte); i !== -1 && n < max; i = bytes.indexOf(byte, i + 1)) n++;
+  return n;
+}
+
 export function parseJson(bytes: Buffer): unknown {
   if (bytes.length === 0) throw new HttpError('invalid_json', 'Request body is empty; expected JSON');
-  if (jsonDepth(bytes) > MAX_JSON_DEPTH) {
+  if (nestsTooDeep(bytes)) {
     throw new HttpError('invalid_json', `Request body nests deeper than ${MAX_JSON_DEPTH} arrays/objects`);
   }
   try {

@@ -219,7 +219,8 @@ function observeAnswer(
   return (req, res, requestId, seen) => {
     const started = performance.now();
     const socket = req.socket;
-    const before = socket.bytesWritten;
+    // Only the access log needs them: bytesWritten copies the socket's write buffer to count it.
+    const before = log ? socket.bytesWritten : 0;
     const peer = log ? socket.remoteAddress ?? '' : '';
     // `on`, not `once`: a response closes once, and once's wrapper was one more allocation per request.
     res.on('close', () => {

@@ -78,6 +78,25 @@ describe('dedupe keys', async () => {
     other.db.close();
   });
 
+  it('reads back the rows another connection wrote after a rolled-back claim, at its row id and before it', async () => {
+    // The catch-up skips a connection's own committed claims; a claim that rolled back is no such row, even once
+    // another connection's key took its id.
+    const { db, path } = temp.open();
+    const stores = createTriggerStores(db);
+    assert.deepEqual(await place(stores, 1, delivery('a')), ['queued']);
+    stores.db.exec('BEGIN IMMEDIATE');
+    stores.dedupe.catchUp();
+    stores.jobs.insert({ id: 'jgone', origin: 'jobs', repo: 'acme/api', brief: 'b', args: [], created_at: 2 });
+    assert.equal(stores.dedupe.claim(['r1', 'r2'], 'jgone', 2), undefined);
+    stores.db.exec('ROLLBACK');
+    const other = createTriggerStores(openDatabase(path, triggerMigrations));
+    assert.deepEqual(await place(other, 3, delivery('t1', 't2', 't3')), ['queued']);
+    const replayed = [delivery('t1'), delivery('t2'), delivery('t3'), delivery('r2')];
+    const holder = `dup:${jobOf(other, 't1')}`;
+    assert.deepEqual(await place(stores, 4, ...replayed), [holder, holder, holder, 'queued']);
+    other.db.close();
+  });
+
   it('forgets expired keys: they are no longer duplicates', async () => {
     const stores = createTriggerStores(temp.open().db);
     const day = 86_400_000;

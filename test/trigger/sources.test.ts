@@ -69,6 +69,17 @@ describe('sanitizeBrief', () => {
     assert.equal(sanitizeBrief(' '.repeat(5000) + 'tail', 100), 'tail');
     assert.equal(Buffer.byteLength(sanitizeBrief('x '.repeat(600_000))), 1499);
   });
+  it('folds every UTF-16 code unit as "each run of whitespace and control characters becomes one space" says', () => {
+    // oneLine leaves a lone plain space in place instead of replacing it: the result must be the same.
+    const folded = (text: string): string =>
+      text.replace(/[\s\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]+/g, ' ').trim();
+    for (let unit = 0; unit <= 0xffff; unit++) {
+      const ch = String.fromCharCode(unit);
+      for (const text of [`a${ch}b`, `a ${ch}b`, `a${ch} b`, `a${ch}${ch}b`, `a ${ch}`]) {
+        assert.equal(sanitizeBrief(text), folded(text), `U+${unit.toString(16)} in ${JSON.stringify(text)}`);
+      }
+    }
+  });
 });
 
 describe('flattenAdf', () => {

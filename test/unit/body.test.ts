@@ -117,6 +117,14 @@ describe('JSON nesting limit (issue 11 item 1)', () => {
     assert.ok(Array.isArray(parseJson(Buffer.from(ok))));
     assert.throws(() => parseJson(Buffer.from(`[${ok}]`)), HttpError);
   });
+  it('scans a body with more brackets than the limit, and passes one that has them only in strings', () => {
+    const inStrings = Buffer.from(JSON.stringify({ a: '[{'.repeat(MAX_JSON_DEPTH), b: [[{}]] }));
+    assert.deepEqual(parseJson(inStrings), { a: '[{'.repeat(MAX_JSON_DEPTH), b: [[{}]] });
+    const wide = Buffer.from(JSON.stringify(Array.from({ length: 200 }, () => ({ x: [1] }))));
+    assert.equal((parseJson(wide) as unknown[]).length, 200);
+    const deepObjects = `${'{"a":'.repeat(MAX_JSON_DEPTH)}[1]${'}'.repeat(MAX_JSON_DEPTH)}`;
+    assert.throws(() => parseJson(Buffer.from(deepObjects)), HttpError);
+  });
   it('counts like a byte-at-a-time string/escape state machine over fuzzed text', () => {
     // The reference: one state flag, a backslash in a string skips one byte, brackets count outside strings only.
     const reference = (bytes: Buffer): number => {
