@@ -26,7 +26,8 @@ describe('a question is posted once, and a reply in its chata thread answers it'
   let repo: string;
   let reposFile: string;
   let t: TestTrigger;
-  let posted = 0;
+  /** Each chat.postMessage the stand-in took, with the ts it answered (the message's id in its channel). */
+  const posts: Array<{ body: string; ts: string }> = [];
 
   function mapChannels(channels: string): void {
     writeFileSync(reposFile, `acme/api checkout=${repo} chata=${channels} trackera=ASKQ\n`);
@@ -49,7 +50,11 @@ describe('a question is posted once, and a reply in its chata thread answers it'
     cert = makeCert(dir);
     [api, hooks, trackera] = await Promise.all([startStandIn(cert), startStandIn(cert), startStandIn(cert)]);
     // chat.postMessage answers with the message's ts, its id in the channel: each post a new one.
-    api.respond = () => ({ status: 200, body: JSON.stringify({ ok: true, channel: 'C1', ts: `1700000000.${++posted}` }) });
+    api.respond = (req) => {
+      const ts = `1700000000.${posts.push({ body: req.body, ts: '' })}`;
+      posts.at(-1)!.ts = ts;
+      return { status: 200, body: JSON.stringify({ ok: true, channel: 'C1', ts }) };
+    };
     trackera.respond = () => ({ status: 200, body: '{"data":{"commentCreate":{"success":true}}}' });
     repo = makeRepo('acme/api');
     reposFile = join(dir, 'repos.conf');
@@ -79,12 +84,12 @@ describe('a question is posted once, and a reply in its chata thread answers it'
   function message(event: Record<string, unknown>, o: { secret?: string; at?: number } = {}) {
     const raw = Buffer.from(JSON.stringify({
       type: 'event_callback', team_id: 'T1', api_app_id: 'A1', event_id: `Ev${randomUUID().slice(0, 8)}`,
-      event_time: nowSeconds(), event: { type: 'message', channel: 'C1', user: 'U2', ts: `${nowSeconds()}.000300`, ...event },
+      event_time: nowSeconds(),
+      event: { type: 'message', channel: 'C1', user: 'U2', ts: `${nowSeconds()}.000300`, ...event },
     }));
     const ts = String(o.at ?? nowSeconds());
-    const headers = {
-      'x-slack-request-timestamp': ts, 'x-slack-signature': sign.chata(o.secret ?? SECRETS.CHATA_SIGNING_SECRET, raw, ts),
-    };
+    const signature = sign.chata(o.secret ?? SECRETS.CHATA_SIGNING_SECRET, raw, ts);
+    const headers = { 'x-slack-request-timestamp': ts, 'x-slack-signature': signature };
     return { raw, send: () => post(`${t.url}/chata`, raw, headers) };
   }
 
@@ -106,9 +111,7 @@ describe('a question is posted once, and a reply in its chata thread answers it'
     const queued = await command(`ask-question ${brief}`);
     const id = /(j\w{26})/.exec(queued.body.text as string)![1]!;
     await waitFor(() => questionsOf(id)[0], 'the question in the channel');
-    const index = api.requests.findIndex((r) => r.body.includes(id));
-    // The n-th post to the stand-in got ts 1700000000.n.
-    return { id, ts: `1700000000.${api.requests.slice(0, index + 1).filter((r) => r.path === '/api/chat.postMessage').length}` };
+    return { id, ts: posts.find((p) => p.body.includes(id))!.ts };
   }
 
   it('a reply in the question\'s thread answers it; nothing else in or around the thread does', async () => {
@@ -172,7 +175,8 @@ describe('a question is posted once, and a reply in its chata thread answers it'
       action: 'create', type: 'Issue', url: 'https://linear.example/x/issue/ASKQ-8', webhookTimestamp: Date.now(),
       data: { id: 'issue-askq-8', identifier: 'ASKQ-8', title: 'pick a region', team: { key: 'ASKQ' } },
     }));
-    const tracked = await post(`${t.url}/trackera`, raw, { 'linear-signature': sign.hex(SECRETS.TRACKERA_WEBHOOK_SECRET, raw) });
+    const signature = sign.hex(SECRETS.TRACKERA_WEBHOOK_SECRET, raw);
+    const tracked = await post(`${t.url}/trackera`, raw, { 'linear-signature': signature });
     assert.equal(tracked.status, 202);
     const issue = tracked.body.job_id as string;
     const onIssue = (text: string) => trackera.requests.filter((r) => r.body.includes(issue) && r.body.includes(text));
@@ -183,12 +187,13 @@ describe('a question is posted once, and a reply in its chata thread answers it'
     t = await start();
     // The restarted server re-attached to both waiting runs and read their questions again.
     for (const id of [chat.id, issue]) {
-      await waitFor(() => t.logs.find((l) => l.msg === 'question already posted' && l.job_id === id), `re-attach ${id}`);
+      const seen = () => t.logs.find((l) => l.msg === 'question already posted' && l.job_id === id);
+      await waitFor(seen, `the re-attached follow of ${id} to read its question`);
     }
     assert.equal(questionsOf(chat.id).length, 1);
     assert.equal(onIssue('waiting for an answer').length, 1);
 
-    // The run answered and asked something else: that question is posted.
+    // The run asks something else: that question is posted.
     const statePath = join(repo, '.svc', 'runs', run.run, 'state.json');
     const state = JSON.parse(readFileSync(statePath, 'utf8')) as Record<string, unknown>;
     writeFileSync(`${statePath}.tmp`, JSON.stringify({ ...state, question: 'And which region: eu or us?' }));

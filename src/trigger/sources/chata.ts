@@ -208,8 +208,8 @@ async function answerFromThread(ctx: TCtx, m: Extract<ChataInput, { kind: 'reply
     return routed.kind === 'unserved' ? routed.reason : null;
   };
   const outcome = await ctx.deps.answers.answer({
-    origin: 'chata', thread: chatThread('chata', m.channel), replyTo: m.thread, text: stripLeadingHyphens(m.text).trim(),
-    who: m.user, refusal, place: `chata channel ${m.channel} thread ${m.thread}`,
+    origin: 'chata', thread: chatThread('chata', m.channel), replyTo: m.thread, who: m.user,
+    text: stripLeadingHyphens(m.text).trim(), refusal, place: `chata channel ${m.channel} thread ${m.thread}`,
     keys: deliveryKeys('chata', ctx.req.headers, ctx.raw, ...(m.eventId ? [`chata:event:${m.eventId}`] : [])),
   });
   return answerReply(ctx.deps.answers, outcome, m.user);
