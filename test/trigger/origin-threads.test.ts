@@ -8,6 +8,8 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createHttpsPoster } from '../../src/trigger/https-post.ts';
+import { chataReply } from '../../src/trigger/sources/chata.ts';
+import type { Delivery, NotifyConfig } from '../../src/trigger/summary.ts';
 import {
   SECRETS, fixture, get, makeRepo, nowSeconds, post, sign, startTestTrigger, tempDir, type TestTrigger,
 } from './helpers.ts';
@@ -205,5 +207,32 @@ describe('a question is posted once, and a reply in its chata thread answers it'
     const answered = await message({ thread_ts: chat.ts, user: 'U4', text: 'postgres' }).send();
     assert.equal(answered.body.status, 'answered');
     assert.equal(questionsOf(chat.id).length, 1);
+  });
+});
+
+describe('chata asks a question', () => {
+  const config: NotifyConfig = {
+    chataHooksPrefix: 'https://hooks.example.test/', trackeraApiUrl: '', trackeraApiKey: undefined,
+    trackerb: undefined, chataBot: { apiUrl: 'https://chat.example.test/api/', token: 'xoxb-12' },
+  };
+  const target = { response_url: 'https://hooks.example.test/T1/x', response_url_until: 1_000, channel_id: 'C1' };
+  const parts = [[{ own: 'svc job j1 is waiting for an answer' }]];
+
+  it('by the bot, in a message whose ts it keeps; by the response_url without a bot or a channel', () => {
+    const asked = chataReply.ask!(target, parts, config, 0) as Delivery;
+    assert.equal(asked.url.href, 'https://chat.example.test/api/chat.postMessage');
+    assert.equal(JSON.parse(asked.body).channel, 'C1');
+    const ts = '1700000000.000200';
+    assert.deepEqual(asked.remember!(JSON.stringify({ ok: true, ts })), { question_message: ts });
+    // Whatever else the API says is no message id to map a thread by.
+    assert.equal(asked.remember!('{"ok":true,"ts":"C1/../x"}'), null);
+    assert.equal(asked.remember!('{"ok":true}'), null);
+    const noBot = { ...config, chataBot: undefined };
+    for (const [t, c] of [[target, noBot], [{ ...target, channel_id: undefined }, config]]) {
+      const early = chataReply.ask!(t as Record<string, unknown>, parts, c as NotifyConfig, 0) as Delivery;
+      assert.equal(early.url.href, target.response_url);
+      // Ephemeral: no message of the channel's, so no thread answers it.
+      assert.deepEqual(early.remember!(''), { response_url_posts: 1 });
+    }
   });
 });

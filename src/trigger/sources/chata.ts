@@ -245,7 +245,8 @@ export const chataReply: ReplyChannel = {
   configured: (config) => config.chataHooksPrefix !== '',
   ask(target, parts, config, now) {
     // Only the bot's message has a thread to reply in (a response_url's is ephemeral): without the token, as before.
-    if (!config.chataBot) return chataReply.prepare(target, parts, config, now);
+    const bot = config.chataBot && typeof target.channel_id === 'string';
+    if (!bot) return chataReply.prepare(target, parts, config, now);
     const thread: SummaryParts = [...parts, [{ own: 'or reply in this thread' }]];
     return botPost(target, renderSummary(thread, slackPiece), config, true);
   },
