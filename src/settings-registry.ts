@@ -145,8 +145,9 @@ export const SETTINGS = {
   SVC_PUBLIC_URL: text('trigger', NONE, 'the Control Plane\'s address as people reach it (https, or http on a ' +
     'non-loopback host): every link svc sends out (summaries, questions, comments, PR bodies); unset or loopback: ' +
     'the message names the run to look up on the Control Plane instead'),
-  CHATA_BOT_TOKEN: secret('trigger', NONE, 'a chata bot token (`chat:write`): a question asked after the command\'s ' +
-    '`response_url` expired (30 minutes) goes to the channel by `chat.postMessage`'),
+  CHATA_BOT_TOKEN: secret('trigger', NONE, 'a chata bot token (`chat:write`): a question goes to the channel by ' +
+    '`chat.postMessage` (a reply in its thread answers it), and a summary after the command\'s `response_url` ' +
+    'expired (30 minutes)'),
   CHATA_API_URL: text('trigger', '`https://slack.com/api/`', 'the chata Web API base the bot token posts to (https)'),
 
   SVC_K8S_IMAGE: text('kubernetes', 'required', 'image with svc'),

@@ -18,6 +18,8 @@ export interface AnswerRequest {
   thread: string;
   /** A job id the sender named (several jobs waiting in one chat channel), else any job of the thread. */
   jobId?: string | undefined;
+  /** The question message it replies in the thread of (chata): only the job whose question that message asked. */
+  replyTo?: string;
   text: string;
   /** Who wrote it and where, for the audit and the log. */
   who: string;
@@ -95,7 +97,8 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
       // A redelivery is a duplicate even once the job it answered has ended.
       const earlier = stores.dedupe.holder(req.keys);
       if (earlier !== undefined) return { kind: 'duplicate', jobId: earlier };
-      const all = jobsOn(req.thread);
+      const all = jobsOn(req.thread)
+        .filter((j) => req.replyTo === undefined || stores.replies.get(j.id)?.target.question_message === req.replyTo);
       const jobs = req.jobId ? all.filter((j) => j.id === req.jobId) : all;
       // A job named from elsewhere is refused (and audited) as that job's, not ignored.
       const elsewhere = req.jobId && jobs.length === 0 ? stores.jobs.get(req.jobId) : undefined;

@@ -90,7 +90,7 @@ export function createJobLoop(opts: JobLoopOptions) {
   async function followToEnd(job: JobRow, run: RunRef, reattach: boolean, workdir: string): Promise<void> {
     // The run's question goes to where the job came from; the answer comes back through the route (answers.ts).
     const onQuestion = (question: string | null): void => {
-      if (question !== null) void opts.progress(job.id, { step: 'waiting', question });
+      void opts.progress(job.id, question !== null ? { step: 'waiting', question } : { step: 'resumed' });
     };
     const outcome = await executor.follow(run, abort.signal, { reattach, workdir, onQuestion });
     if (outcome === 'aborted') return; // shutting down: stays running, re-attached on restart

@@ -231,7 +231,8 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
     if (!RUN_SEGMENT.test(run.source) || !RUN_SEGMENT.test(run.run)) return null;
     let name: string | null = known.get(`${run.source}/${run.run}`) ?? null;
     let missingSince: number | null = null;
-    let asked: string | null = null;
+    // As the local follow: undefined until the first read, which is told either way (local-executor.ts).
+    let asked: string | null | undefined;
     for (;;) {
       if (signal.aborted) return 'aborted';
       try {

@@ -110,8 +110,9 @@ export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
     // The engine renames each state.json into place, so a watch on the run's folder sees the run end at once and its
     // slot frees for the next job (a poll alone held it up to pollMs). The poll stays for a folder not there yet.
     let wake = new AbortController();
-    // The question last told (null: none): a re-attached follow tells a waiting run's question again.
-    let asked: string | null = null;
+    // The question last told (null: none; undefined: nothing read yet, so the first read is told either way): a
+    // re-attached follow tells a waiting run's question again, and the notifier posts only one it has not posted.
+    let asked: string | null | undefined;
     const watcher = watchQuietly(dirname(path), (name) => name === 'state.json' && wake.abort());
     try {
       for (;;) {

@@ -3,6 +3,7 @@
 // same way. Never throws and never changes the job's status (spec rule 5).
 import { isJsonObject } from '../untrusted.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { createHash } from 'node:crypto';
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow } from '../db/trigger-jobs-store.ts';
 import {
@@ -59,6 +60,11 @@ function checkStatus(status: number, what: string): void {
 
 type Sent = { error: string | null; tried: number; aborted?: true };
 
+/** A posted question as its reply target keeps it: a digest, so a long question is not stored twice. */
+function askedKey(question: string): string {
+  return createHash('sha256').update(question).digest('hex');
+}
+
 /** The completion summary's sender, with the two other messages a job's origin gets through the same channel. */
 export function createNotifier(opts: NotifierOptions) {
   const attempts = 4;
@@ -110,7 +116,9 @@ export function createNotifier(opts: NotifierOptions) {
    * One message to the job's origin while its summary has not gone: the summary itself (recorded sent, failed or
    * skipped on its reply target), or while the job runs, a progress message or a note.
    */
-  async function tell(jobId: string, kind: 'summary' | 'progress' | 'note', given?: SummaryParts): Promise<boolean> {
+  async function tell(
+    jobId: string, kind: 'summary' | 'progress' | 'question' | 'note', given?: SummaryParts,
+  ): Promise<boolean> {
     const job = opts.stores.jobs.get(jobId);
     const target = opts.stores.replies.get(jobId);
     if (!job || !target || target.notify_status !== null || (kind === 'summary' && !job.summary)) return false;
@@ -119,6 +127,7 @@ export function createNotifier(opts: NotifierOptions) {
     const reply = channelOf(channel);
     const delivery = !reply ? `origin ${channel} takes no messages`
       : kind === 'note' && reply.note ? reply.note(target.target, parts, opts.config)
+      : kind === 'question' && reply.ask ? reply.ask(target.target, parts, opts.config, opts.clock())
       : reply.prepare(target.target, parts, opts.config, opts.clock());
     if (typeof delivery === 'string') {
       opts.log.info(`${kind === 'summary' ? 'completion summary' : kind} not sent`, { job_id: jobId, channel,
@@ -151,10 +160,26 @@ export function createNotifier(opts: NotifierOptions) {
         const job = opts.stores.jobs.get(jobId);
         const target = opts.stores.replies.get(jobId);
         if (!job?.run_source || !job.run_id || !target) return;
+        // The question posted is kept with the reply target (the trigger DB): a restart's re-attached follow sees the
+        // same waiting question and must not post it again; once the run waits no more, its next one is new.
+        const asked = progress.step === 'waiting' ? askedKey(progress.question) : null;
+        if (asked !== null && asked === target.target.asked) {
+          opts.log.info('question already posted', { job_id: jobId });
+          return;
+        }
+        if (asked === null && target.target.asked !== undefined) {
+          // Its thread answers nothing more either: a "thanks" there is not refused as an answer to a running run.
+          opts.stores.replies.updateTarget(jobId, { ...target.target, asked: undefined, question_message: undefined });
+        }
+        if (progress.step === 'resumed') return;
         // Every origin hears a question; only one that keeps a progress message hears the rest.
-        if (progress.step !== 'waiting' && !channelOf(target.channel)?.progress) return;
+        if (asked === null && !channelOf(target.channel)?.progress) return;
         const run = { source: job.run_source, run: job.run_id };
-        await tell(jobId, 'progress', buildProgressParts(jobId, run, progress, opts.publicUrl));
+        const parts = buildProgressParts(jobId, run, progress, opts.publicUrl);
+        if (!await tell(jobId, asked === null ? 'progress' : 'question', parts) || asked === null) return;
+        // Read again: the post may have kept something with the target (the id of the message that asked).
+        const now = opts.stores.replies.get(jobId);
+        if (now) opts.stores.replies.updateTarget(jobId, { ...now.target, asked });
       }, undefined);
     },
     /** A message of its own to the job's origin (an answer refused there); true once it was sent. */

@@ -45,6 +45,11 @@ export interface ReplyChannel {
    * edits the one progress comment); absent: `prepare` serves.
    */
   note?(target: Record<string, unknown>, parts: SummaryParts, config: NotifyConfig): Delivery | string;
+  /**
+   * A waiting run's question where a reply in its thread answers it (chata's bot message, whose `ts` it remembers as
+   * `question_message`); absent: `prepare` serves.
+   */
+  ask?(target: Record<string, unknown>, parts: SummaryParts, config: NotifyConfig, now: number): Delivery | string;
   /** Sends progress (the run started) too, not only questions and the end: GitHub's one comment kept up to date. */
   progress?: boolean;
 }
@@ -131,7 +136,9 @@ export function buildSummaryParts(input: SummaryInput): SummaryParts {
 }
 
 /** How far a webhook-started run got, as its origin is told while it runs (notify.ts `progress`). */
-export type Progress = { step: 'started' } | { step: 'waiting'; question: string } | { step: 'answered'; by: string };
+export type Progress = { step: 'started' } | { step: 'waiting'; question: string } | { step: 'answered'; by: string }
+  /** The run waits no more (however it was answered): its next question is a new one, posted again. */
+  | { step: 'resumed' };
 
 /** A progress message: svc's words, the run's question fenced as data (an agent wrote it), the run's link. */
 export function buildProgressParts(
@@ -141,7 +148,7 @@ export function buildProgressParts(
   if (progress.step === 'started') parts.push([{ own: `svc job ${jobId} started` }]);
   else if (progress.step === 'answered') {
     parts.push([{ own: `svc job ${jobId} was answered by ` }, data(progress.by), { own: ' and continues' }]);
-  } else {
+  } else if (progress.step === 'waiting') {
     parts.push([{ own: `svc job ${jobId} is waiting for an answer` }]);
     parts.push([{ own: 'question: ' }, data(progress.question)]);
     parts.push([{ own: `answer with "${ANSWER_COMMAND} <your answer>"` }]);

@@ -3,12 +3,13 @@
 // steps both chats take: a message's repository and its answers.
 import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
-import { describe } from '../../untrusted.ts';
-import { deliveryKeys, sanitizeBrief, sourceOf, type ChatKind } from '../../webhook-sources.ts';
+import { describe, obj, str } from '../../untrusted.ts';
+import { deliveryKeys, sanitizeBrief, sourceOf, stripLeadingHyphens, type ChatKind } from '../../webhook-sources.ts';
 import {
   ANSWER_COMMAND, PermanentError, renderSummary, type Delivery, type NotifyConfig, type Piece, type ReplyChannel,
+  type SummaryParts,
 } from '../summary.ts';
-import { answerCommand } from '../answers.ts';
+import { answerCommand, answerReply } from '../answers.ts';
 import type { JobRow } from '../../db/trigger-jobs-store.ts';
 import { takeRepoOption, type Routed } from '../served-repos.ts';
 import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
@@ -16,6 +17,8 @@ import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
 export type ChataInput =
   | { kind: 'command'; text: string; responseUrl: string | null; channel: string | null; user: string }
   | { kind: 'challenge'; challenge: string }
+  /** A person's message in a thread (Events API `message`): an answer, if the thread is a waiting question's. */
+  | { kind: 'reply'; channel: string; thread: string; user: string; text: string; eventId: string | null }
   | { kind: 'skip'; reason: string };
 
 /** Slash-command text as an argv element: one line, leading hyphens stripped so it is never an option (spec rule 1). */
@@ -29,6 +32,7 @@ export function readChata(contentType: string, raw: Buffer): ChataInput {
     if (body.type === 'url_verification' && typeof body.challenge === 'string') {
       return { kind: 'challenge', challenge: body.challenge.slice(0, 512) };
     }
+    if (body.type === 'event_callback') return readThreadReply(body);
     return { kind: 'skip', reason: `event type "${describe(body.type)}" does not start a job` };
   }
   const form = new URLSearchParams(raw.toString('utf8'));
@@ -38,6 +42,27 @@ export function readChata(contentType: string, raw: Buffer): ChataInput {
   return {
     kind: 'command', text, responseUrl: form.get('response_url'), channel: form.get('channel_id') || null, user,
   };
+}
+
+/** Slack's message timestamp, which is also the message's id in its channel ("1503435956.000247"). */
+const MESSAGE_TS = /^\d{1,12}\.\d{1,9}$/;
+
+/**
+ * An Events API `message` in a thread, by a person: not the bot (its own question included), not an edit or any
+ * other subtype, not the thread's parent itself.
+ */
+function readThreadReply(body: Record<string, unknown>): ChataInput {
+  const event = obj(body.event);
+  const [channel, user, ts, thread] = [event.channel, event.user, event.ts, event.thread_ts].map(str);
+  const skip = (reason: string): ChataInput => ({ kind: 'skip', reason });
+  if (event.type !== 'message') return skip(`event "${describe(event.type)}" is not a message`);
+  if (event.bot_id !== undefined || event.subtype !== undefined) return skip('a bot\'s message or an edit');
+  if (!thread || !MESSAGE_TS.test(thread) || thread === ts) return skip('a message not in a thread');
+  if (!channel || !user || channel.length > 64 || user.length > 64) return skip('a message without channel or user');
+  // mrkdwn escapes these three in what people write; the answer is their words, as the run reads them.
+  const text = (str(event.text) ?? '').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
+  const id = str(body.event_id);
+  return { kind: 'reply', channel, thread, user, text, eventId: id && id.length <= 64 ? id : null };
 }
 
 const CHATA_USAGE = 'Usage: /svc <what to do>, e.g. /svc fix the flaky login test. Nothing was queued.';
@@ -100,6 +125,7 @@ export async function receiveChata(ctx: TCtx, raw: Buffer): Promise<Reply> {
   const input = readChata((ctx.req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase(), raw);
   if (input.kind === 'challenge') return json(200, { challenge: input.challenge });
   if (input.kind === 'skip') return skipped(input.reason);
+  if (input.kind === 'reply') return answerFromThread(ctx, input);
   const chat = await routeChat(ctx, 'chata', { ...input, keys: [] }, SLACK);
   if (!('routed' in chat)) return chat;
   const { routed, brief } = chat;
@@ -142,8 +168,13 @@ function slackPiece(piece: Piece): string {
 const RESPONSE_URL_MS = 30 * 60_000;
 const RESPONSE_URL_POSTS = 5;
 
-/** The channel's bot-token post (chat.postMessage), for a message after the response_url expired. */
-function botPost(target: Record<string, unknown>, text: string, config: NotifyConfig): Delivery | string {
+/**
+ * The channel's bot-token post (chat.postMessage): a message after the response_url expired, and a question, whose
+ * message `ts` is kept (`question_message`) so a reply in its thread answers it.
+ */
+function botPost(
+  target: Record<string, unknown>, text: string, config: NotifyConfig, asks = false,
+): Delivery | string {
   const bot = config.chataBot;
   if (!bot) return 'the response_url expired and CHATA_BOT_TOKEN is not set';
   if (typeof target.channel_id !== 'string') return 'the response_url expired and the job has no channel';
@@ -158,7 +189,30 @@ function botPost(target: Record<string, unknown>, text: string, config: NotifyCo
         throw new PermanentError('chata API refused the message');
       }
     },
+    ...(asks ? {
+      remember(answer: string) {
+        const ts = str(obj(JSON.parse(answer)).ts);
+        return ts && MESSAGE_TS.test(ts) ? { question_message: ts } : null;
+      },
+    } : {}),
   };
+}
+
+/**
+ * A person's reply in the thread of the question a job's bot message asked: that job's answer, by the rules of
+ * `answer` in the channel (the channel still mapped to the job's repository), deduped by the event's id and body.
+ */
+async function answerFromThread(ctx: TCtx, m: Extract<ChataInput, { kind: 'reply' }>): Promise<Reply> {
+  const refusal = (job: JobRow): string | null => {
+    const routed = ctx.deps.settings.repos.chat('chata', m.channel, job.repo);
+    return routed.kind === 'unserved' ? routed.reason : null;
+  };
+  const outcome = await ctx.deps.answers.answer({
+    origin: 'chata', thread: chatThread('chata', m.channel), replyTo: m.thread, who: m.user,
+    text: stripLeadingHyphens(m.text).trim(), refusal, place: `chata channel ${m.channel} thread ${m.thread}`,
+    keys: deliveryKeys('chata', ctx.req.headers, ctx.raw, ...(m.eventId ? [`chata:event:${m.eventId}`] : [])),
+  });
+  return answerReply(ctx.deps.answers, outcome, m.user);
 }
 
 /**
@@ -189,6 +243,13 @@ async function answerFromChat(ctx: TCtx, kind: ChatKind, m: ChatMessage, voice: 
 
 export const chataReply: ReplyChannel = {
   configured: (config) => config.chataHooksPrefix !== '',
+  ask(target, parts, config, now) {
+    // Only the bot's message has a thread to reply in (a response_url's is ephemeral): without the token, as before.
+    const bot = config.chataBot && typeof target.channel_id === 'string';
+    if (!bot) return chataReply.prepare(target, parts, config, now);
+    const thread: SummaryParts = [...parts, [{ own: 'or reply in this thread' }]];
+    return botPost(target, renderSummary(thread, slackPiece), config, true);
+  },
   prepare(target, parts, config, now) {
     // Past its 30 minutes or its 5 posts the response_url takes nothing: the bot token posts instead, if there is one.
     const until = target.response_url_until;
