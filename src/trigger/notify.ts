@@ -135,7 +135,13 @@ export function createNotifier(opts: NotifierOptions) {
       if (kind === 'summary') opts.stores.replies.markNotified(jobId, 'skipped', opts.clock());
       return false;
     }
-    const sent = await send(job, channel, delivery);
+    let sent = await send(job, channel, delivery);
+    if (kind === 'question' && sent.error !== null && !sent.aborted && reply?.ask) {
+      // The post that keeps a thread was refused (a bot not in a private channel): the question still goes out.
+      const plain = reply.prepare(opts.stores.replies.get(jobId)?.target ?? target.target, parts, opts.config,
+        opts.clock());
+      if (typeof plain !== 'string') sent = await send(job, channel, plain);
+    }
     if (kind === 'summary') {
       if (sent.aborted) return false; // shutting down: left pending, sent on the next start
       opts.stores.replies.markNotified(jobId, sent.error === null ? 'sent' : 'failed', opts.clock());
@@ -167,8 +173,9 @@ export function createNotifier(opts: NotifierOptions) {
           opts.log.info('question already posted', { job_id: jobId });
           return;
         }
-        if (asked === null && target.target.asked !== undefined) {
-          // Its thread answers nothing more either: a "thanks" there is not refused as an answer to a running run.
+        if (target.target.asked !== undefined) {
+          // The old question's thread answers nothing more: a late reply there must not answer the next question, and
+          // a "thanks" is not refused as an answer to a running run.
           opts.stores.replies.updateTarget(jobId, { ...target.target, asked: undefined, question_message: undefined });
         }
         if (progress.step === 'resumed') return;

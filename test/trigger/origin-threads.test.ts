@@ -8,6 +8,12 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createHttpsPoster } from '../../src/trigger/https-post.ts';
+import { openDatabase } from '../../src/db/open.ts';
+import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
+import { createTriggerStores } from '../../src/db/trigger-stores.ts';
+import { createNotifier } from '../../src/trigger/notify.ts';
+import { createAnswerDesk, type AnswerDeskOptions, type AnswerRequest } from '../../src/trigger/answers.ts';
+import type { Logger } from '../../src/log.ts';
 import { chataReply } from '../../src/trigger/sources/chata.ts';
 import type { Delivery, NotifyConfig } from '../../src/trigger/summary.ts';
 import {
@@ -234,5 +240,64 @@ describe('chata asks a question', () => {
       // Ephemeral: no message of the channel's, so no thread answers it.
       assert.deepEqual(early.remember!(''), { response_url_posts: 1 });
     }
+  });
+});
+
+describe('a new question of a run moves its chata thread', () => {
+  // The notifier and the answer desk over a real trigger DB, posting to loopback HTTPS stand-ins for the chata Web API
+  // and its hooks host: the bot's post of the second question is refused (a bot not in a private channel).
+  let dir: string;
+  let cert: Cert;
+  let api: StandIn;
+  let hooks: StandIn;
+  before(async () => {
+    dir = tempDir('svc-thread-move-');
+    cert = makeCert(dir);
+    [api, hooks] = await Promise.all([startStandIn(cert), startStandIn(cert)]);
+  });
+  after(async () => {
+    await Promise.all([api.close(), hooks.close()]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('a late reply in the old question\'s thread answers nothing; the refused question goes by the response_url', async () => {
+    const stores = createTriggerStores(openDatabase(join(dir, 'trigger.db'), triggerMigrations));
+    const now = Date.now();
+    stores.jobs.insert({ id: 'j1', origin: 'chata', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api' });
+    stores.jobs.claim('j1', now);
+    stores.jobs.setRun('j1', 'local', 'r1', null);
+    stores.replies.insert('j1', 'chata', {
+      response_url: `${hooks.url}/commands/T1/x`, response_url_until: now + 600_000, channel_id: 'C1', thread: 'chata:C1',
+    }, now);
+    const silent = { info() {}, warn() {}, error() {}, debug() {} } as unknown as Logger;
+    const notifier = createNotifier({
+      stores, log: silent, clock: Date.now, backoffMs: 1, post: createHttpsPoster({ ca: cert.cert }),
+      report: async () => {}, replies: { chata: chataReply },
+      config: {
+        chataHooksPrefix: `${hooks.url}/commands/`, trackeraApiUrl: '', trackeraApiKey: undefined, trackerb: undefined,
+        chataBot: { apiUrl: `${api.url}/api/`, token: 'xoxb-bot-22' },
+      },
+    });
+    api.respond = () => ({ status: 200, body: '{"ok":true,"channel":"C1","ts":"1700000000.000001"}' });
+    await notifier.progress('j1', { step: 'waiting', question: 'Q1: which database?' });
+    assert.equal(stores.replies.get('j1')!.target.question_message, '1700000000.000001');
+
+    // The run was answered elsewhere and asks again before the next look; the bot may not post any more.
+    api.respond = () => ({ status: 200, body: '{"ok":false,"error":"not_in_channel"}' });
+    await notifier.progress('j1', { step: 'waiting', question: 'Q2: drop the old table?' });
+    assert.equal(stores.replies.get('j1')!.target.question_message, undefined);
+    assert.ok(hooks.requests.some((r) => r.body.includes('Q2: drop the old table?')), 'Q2 by the response_url');
+
+    const answered: string[] = [];
+    const desk = createAnswerDesk({
+      stores, log: silent, clock: Date.now, progress: async () => {}, note: async () => true,
+      executor: { answer: async (_job, text) => { answered.push(text); return { ok: true }; } },
+    } as AnswerDeskOptions);
+    const late = await desk.answer({
+      origin: 'chata', thread: 'chata:C1', replyTo: '1700000000.000001', who: 'U2', text: 'yes',
+      refusal: () => null, place: 'chata channel C1', keys: ['late-reply'],
+    } as AnswerRequest);
+    assert.notEqual(late.kind, 'answered');
+    assert.deepEqual(answered, []);
   });
 });

@@ -27,6 +27,15 @@ function attachmentDisposition(path: string): string {
   return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(name)}`;
 }
 
+/**
+ * A type a page could load as script or style (`<script src>`, `<link rel=stylesheet>`) is served as plain text: a
+ * subresource ignores the disposition and the sandbox CSP, only its type (with nosniff) keeps it from running.
+ */
+function servedType(type: string): string {
+  const base = type.split(';')[0]!.trim().toLowerCase();
+  return base.includes('script') || base === 'text/css' ? 'text/plain; charset=utf-8' : type;
+}
+
 export const getArtifact: Handler<ControlDeps> = (ctx) => {
   const { source, run } = runParams(ctx);
   checkQueryKeys(ctx.query, []);
@@ -34,7 +43,7 @@ export const getArtifact: Handler<ControlDeps> = (ctx) => {
   const row = ctx.deps.stores.artifacts.get(source, run, path);
   if (!row) throw new HttpError('not_found', `Artifact "${path}" of run ${source}/${run} not found`);
   const etag = `"${row.sha256}"`;
-  const type = safeContentType(row.content_type);
+  const type = servedType(safeContentType(row.content_type));
   const headers: Record<string, string> = {
     etag,
     // Agent-made content with the run's access rules: no browser or proxy may keep a copy (not even to revalidate).
