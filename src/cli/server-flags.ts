@@ -1,14 +1,15 @@
 // Gives `svc control serve` its V8 flags on every launch path by re-executing this process once (same pid): V8 sizes
-// the young generation when the isolate is created (docs/bench.md "RSS"). Only the CLI runs this.
+// the young generation when the isolate is created, and memory saver mode keeps its old generation close to what is
+// live instead of growing it for throughput (docs/bench.md "RSS"). Only the CLI runs this.
 import { secretsIn, withoutSecrets, writeHandoff, dropHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
 
-export const SERVER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=8'];
+export const SERVER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=8', '--memory-saver-mode'];
 
 type Execve = (file: string, args: string[], env: NodeJS.ProcessEnv) => never;
 
-/** `--max_semi_space_size=8` and `--max-semi-space-size` name the same V8 flag. */
+/** `--max_semi_space_size=8` and `--max-semi-space-size` name the same V8 flag, as `--no-memory-saver-mode` does. */
 function flagName(arg: string): string {
-  return arg.split('=', 1)[0]!.replace(/_/g, '-');
+  return arg.split('=', 1)[0]!.replace(/_/g, '-').replace(/^--no-/, '--');
 }
 
 /** The flags not already given on the command line or in NODE_OPTIONS (an operator's own value wins). */

@@ -17,12 +17,16 @@ describe('server V8 flags', () => {
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
   });
 
-  it('asks for the semi-space flag unless the command line or NODE_OPTIONS already sets it', () => {
+  it('asks for each server flag unless the command line or NODE_OPTIONS already sets it', () => {
+    const saver = ['--memory-saver-mode'];
     assert.deepEqual(missingServerFlags([], undefined), [...SERVER_NODE_FLAGS]);
-    assert.deepEqual(missingServerFlags(['--max-semi-space-size=16'], undefined), []);
-    assert.deepEqual(missingServerFlags(['--max_semi_space_size=2'], undefined), []);
-    assert.deepEqual(missingServerFlags([], '--trace-warnings  --max-semi-space-size=4'), []);
+    assert.deepEqual(missingServerFlags(['--max-semi-space-size=16'], undefined), saver);
+    assert.deepEqual(missingServerFlags(['--max_semi_space_size=2'], undefined), saver);
+    assert.deepEqual(missingServerFlags([], '--trace-warnings  --max-semi-space-size=4'), saver);
     assert.deepEqual(missingServerFlags(['--cpu-prof'], '--trace-warnings'), [...SERVER_NODE_FLAGS]);
+    // An operator's "off" is a value too: the re-exec must not turn the mode back on after it.
+    assert.deepEqual(missingServerFlags(['--no-memory-saver-mode'], undefined), ['--max-semi-space-size=8']);
+    assert.deepEqual(missingServerFlags(['--no_memory_saver_mode', '--max-semi-space-size=4'], undefined), []);
   });
 
   /** Starts `svc control serve` and returns the argv of the process once it prints its URL (same pid throughout). */
@@ -50,14 +54,15 @@ describe('server V8 flags', () => {
     });
   }
 
-  it('serves with --max-semi-space-size=8 in its own process when started without it', { skip: process.platform !== 'linux' }, async () => {
+  it('serves with its V8 flags in its own process when started without them', { skip: process.platform !== 'linux' }, async () => {
     const { argv } = await serveArgv({});
-    assert.ok(argv.includes('--max-semi-space-size=8'), argv.join(' '));
+    assert.ok(argv.includes('--max-semi-space-size=8') && argv.includes('--memory-saver-mode'), argv.join(' '));
     assert.ok(argv.includes(CLI) && argv.slice(-6).join(' ').startsWith('control serve'), argv.join(' '));
   });
 
-  it('keeps an operator-chosen value from NODE_OPTIONS and does not re-exec', { skip: process.platform !== 'linux' }, async () => {
+  it('keeps an operator-chosen value from NODE_OPTIONS and adds only the missing flag', { skip: process.platform !== 'linux' }, async () => {
     const { argv } = await serveArgv({ NODE_OPTIONS: '--max-semi-space-size=16' });
     assert.ok(!argv.some((a) => a.startsWith('--max-semi-space-size')), argv.join(' '));
+    assert.ok(argv.includes('--memory-saver-mode'), argv.join(' '));
   });
 });
