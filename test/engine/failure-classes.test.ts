@@ -7,7 +7,8 @@ import { spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  makeRepo, readJson, startGithubStandIn, CLI, EDIT_SCRIPT, SLEEP_SCRIPT, GIT_ENV, AGENT_STATE, type StandIn, type TestRepo,
+  makeRepo, readJson, startGithubStandIn, CLI, EDIT_SCRIPT, SLEEP_SCRIPT, GIT_ENV, AGENT_STATE,
+  type StandIn, type TestRepo,
 } from './fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { probeSandbox } from '../../src/spawn/probe.ts';
@@ -56,7 +57,9 @@ exec '${which('bwrap', process.env.PATH)}' "$@"
     // Stand-ins for the built-in CLIs: each prints what the test put in <name>.out and exits with <name>.code.
     mkdirSync(clis);
     for (const name of ['claude', 'codex', 'gemini']) {
-      writeFileSync(join(clis, name), '#!/bin/sh\n[ "$1" = --version ] && exit 0\ncat > /dev/null\ncat "$0.out"\nexit "$(cat "$0.code")"\n');
+      const script = '#!/bin/sh\n[ "$1" = --version ] && exit 0\ncat > /dev/null\n' +
+        'cat "$0.out"\nexit "$(cat "$0.code")"\n';
+      writeFileSync(join(clis, name), script);
       chmodSync(join(clis, name), 0o755);
     }
     env = {
@@ -166,7 +169,7 @@ exec '${which('bwrap', process.env.PATH)}' "$@"
     assert.deepEqual(final.failure, { class: 'agent', reason: 'Provider claude exited with code 1', retryable: false });
   });
 
-  it('an agent that exits 0 having changed nothing fails, class agent, with a signed not_verified receipt', async () => {
+  it('an agent that exits 0 having changed nothing fails, class agent, its receipt signed not_verified', async () => {
     const { res, run, final, summary } = await start('idle');
     assert.equal(res.status, 1);
     assert.equal(final.status, 'failed');
@@ -256,8 +259,8 @@ describe('an agent that changed nothing, in a --pr run', { skip: bwrapWorks ? fa
   });
 
   async function startPr(provider: string) {
-    const child = spawn(process.execPath, [CLI, 'start', '--brief', `pr by ${provider}`, '--pr', '--provider', provider],
-      { cwd: repo.repo, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const args = ['start', '--brief', `pr by ${provider}`, '--pr', '--provider', provider];
+    const child = spawn(process.execPath, [CLI, ...args], { cwd: repo.repo, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
