@@ -1,12 +1,14 @@
 // The real claude and gemini CLIs with an empty HOME and no key: what they print ends the run as class config, saying
-// which CLI is not logged in and what to do. Neither asks anything of the network first; their base URLs name a
-// closed loopback port all the same, so nothing could leave the machine.
+// which CLI is not logged in and what to do. Neither asks anything of the network before it gives up (both were run
+// in a network namespace of their own to find out); claude's base URL names a closed loopback port all the same.
+// gemini gets none: with a base URL and no saved auth type it fails otherwise (docs/engine.md, "gemini").
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { skipUnlessInstalled, requireProviderCli, makeCliRepo, summaryOf, CLI_TEST, type CliRepo } from './cli-run.ts';
 
 const QUIET = { CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', DISABLE_AUTOUPDATER: '1', DISABLE_TELEMETRY: '1',
-  DISABLE_ERROR_REPORTING: '1', ANTHROPIC_BASE_URL: 'http://127.0.0.1:9', GOOGLE_GEMINI_BASE_URL: 'http://127.0.0.1:9' };
+  DISABLE_ERROR_REPORTING: '1',
+  ANTHROPIC_BASE_URL: 'http://127.0.0.1:9' };
 
 for (const [name, key] of [['claude', 'ANTHROPIC_API_KEY'], ['gemini', 'GEMINI_API_KEY']] as const) {
   describe(`${name} CLI not logged in`, { skip: skipUnlessInstalled(name) }, () => {
