@@ -72,6 +72,7 @@ export function decideVerdict(
   if (input.runFailed || requiredFailed.length > 0) {
     const gaps = requiredFailed.map((c) => `required check "${c.name}" failed`);
     if (input.runFailed) gaps.unshift('the run failed');
+    if (input.diffFiles === 0) gaps.push('the diff is empty');
     return { verdict: 'not_verified', gaps };
   }
   const gaps: string[] = [];

@@ -24,14 +24,18 @@ import { postAgentGit, type RunSandbox } from './sandbox.ts';
 import type { ProviderOutcome } from './provider-phase.ts';
 import { inSpan } from '../trace.ts';
 
+const NOTHING_CHANGED = 'The agent finished without changing any file';
+
 /** The one finish sequence; a run a limit or its budget ended still has its checks run on what exists. */
 export async function finish(
   ctx: RunContext, plan: RunPlan, sandbox: RunSandbox, end: Exclude<ProviderOutcome, { kind: 'stopped' }>,
 ): Promise<void> {
-  const failure = end.kind === 'done' ? null : end.error;
   const exitCode = end.kind === 'done' ? 0 : end.exitCode;
   const diff = collectDiff(ctx, sandbox);
-  const checks = end.kind === 'failed' ? []
+  // An agent that exits 0 having changed nothing did not do the task; a follow-up may find its work already done.
+  const idle = end.kind === 'done' && diff.files.length === 0 && !ctx.state.follow_up;
+  const failure = end.kind !== 'done' ? end.error : idle ? NOTHING_CHANGED : null;
+  const checks = end.kind === 'failed' || idle ? []
     : await inSpan('svc.checks', {}, () => runChecks(ctx, plan.policy, sandbox));
   if (ctx.stopRequested()) return;
   const ended = new Date().toISOString();
@@ -42,8 +46,9 @@ export async function finish(
   }
   const checkFailed = failure === null ? failedRequiredCheck(checks) : null;
   let error = failure ?? (checkFailed ? requiredCheckError(checkFailed) : null);
-  const cls = { done: 'checks', failed: 'agent', 'over-budget': 'budget', limit: 'limit' } as const;
-  const failed = error === null ? null : runFailure(cls[end.kind], error);
+  const cls = { done: idle ? 'agent' : 'checks', failed: 'agent', 'over-budget': 'budget', limit: 'limit' } as const;
+  const failed = error === null ? null
+    : runFailure(end.kind === 'failed' && end.config ? 'config' : cls[end.kind], error);
   const receipt = await inSpan('svc.receipt', {},
     () => writeReceipt(ctx, checks, diff, failure !== null, sandbox, failed));
   await sandbox.gate?.close();

@@ -30,11 +30,14 @@ import { inSpan } from '../trace.ts';
 const LOG_LINE_CAP = 4000;
 const LOG_EVENTS_CAP = 5000;
 const PROVIDER_LOG_CAP = 4 * 1024 * 1024;
+/** How much of an invocation's last output is read for what the CLI said as it exited (untrusted text). */
+const TAIL_CAP = 8 * 1024;
 
 export type ProviderOutcome =
   | { kind: 'done' }
   | { kind: 'stopped' }
-  | { kind: 'failed'; exitCode: number | null; error: string }
+  // config: the CLI said it has no credentials (its adapter's notLoggedIn marker), so running it again will not help.
+  | { kind: 'failed'; exitCode: number | null; error: string; config?: true }
   // The budget was reached and not extended: the provider was ended, and the checks still run on what exists.
   | { kind: 'over-budget'; exitCode: number | null; error: string }
   // A policy limit ended the provider (time, processes, memory, disk, invocations): checks run, verdict not_verified.
@@ -137,6 +140,8 @@ interface Attempt extends BudgetWatch {
   /** An answer reached $SVC_ANSWER_FILE while the provider ran (see outcomeAfterExit). */
   answeredWhileRunning: boolean;
   sightings: Sightings;
+  /** The invocation's last output (at most TAIL_CAP characters), stdout and stderr together. */
+  tail: string;
 }
 
 function newAttempt(ctx: RunContext, number: number, remainingMs: number, idLast: boolean): Attempt {
@@ -146,7 +151,7 @@ function newAttempt(ctx: RunContext, number: number, remainingMs: number, idLast
   const before = ctx.state.reported === undefined ? { cost_usd, tokens_in, tokens_out } : ctx.state.reported ?? none;
   return {
     number, remainingMs, before, usage: none, budgetAsked: false, reached: null, deadline: Date.now() + remainingMs,
-    overBudget: null, answeredWhileRunning: false, sightings: createSightings(idLast),
+    overBudget: null, answeredWhileRunning: false, sightings: createSightings(idLast), tail: '',
   };
 }
 
@@ -204,6 +209,7 @@ function startAttempt(
       const inc = parse(line);
       if (inc) a.usage = addUsage(a.usage, inc);
       if (stream === 'stdout') a.sightings.add(readSession(line));
+      a.tail = `${a.tail}${line}\n`.slice(-TAIL_CAP);
       log.add(stream, line);
     },
   });
@@ -284,6 +290,11 @@ async function outcomeAfterExit(
   if (budget !== null && budget !== 'raised') return budget;
   if (resumeRefused(ctx, inv, result.code, a.usage)) return 'refused';
   if (result.code !== 0) {
+    const login = adapterOf(provider.kind).notLoggedIn;
+    if (login && !result.signal && a.tail.includes(login.marker)) {
+      const error = `Provider ${provider.name} is not logged in: ${login.fix}`;
+      return { kind: 'failed', exitCode: result.code, error, config: true };
+    }
     const how = result.signal ? `was killed by ${result.signal}` : `exited with code ${result.code}`;
     return { kind: 'failed', exitCode: result.code, error: `Provider ${provider.name} ${how}` };
   }

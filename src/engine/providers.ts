@@ -219,6 +219,8 @@ export type Adapter = {
   resume?: (id: string) => string[];
   /** The CLI names its session only in its result (gemini): an earlier id was printed by something else. */
   sessionIdLast?: true;
+  /** What the CLI itself prints when it has no credentials, and what to do then (docs/engine.md "Why a run failed"). */
+  notLoggedIn?: { marker: string; fix: string };
 };
 
 const CLAUDE_ARGS = ['-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'acceptEdits',
@@ -232,16 +234,23 @@ const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
   claude: {
     args: CLAUDE_ARGS, stdin: true, usage: () => wholeDocument(claude), session: () => claudeSession,
     resume: (id) => [...CLAUDE_ARGS, '--resume', id],
+    notLoggedIn: { marker: 'Not logged in · Please run /login',
+      fix: 'run `claude` and /login as the user svc runs as, or set ANTHROPIC_API_KEY in svc\'s environment' },
   },
   // exec never asks for approval; its own sandbox is off (svc's is the boundary); its flags go before `resume`.
   codex: {
     args: [...CODEX_ARGS, '-'], stdin: true, usage: () => codex, session: () => codexSession,
     resume: (id) => [...CODEX_ARGS, 'resume', id, '-'],
+    // Without credentials codex asks anyway; the model API's refusal is what it prints.
+    notLoggedIn: { marker: 'unexpected status 401 Unauthorized',
+      fix: 'run `codex login` as the user svc runs as, or set OPENAI_API_KEY in svc\'s environment' },
   },
   // Headless when stdin is not a TTY; --skip-trust trusts the fresh worktree for this session only.
   gemini: {
     args: GEMINI_ARGS, stdin: true, usage: () => wholeDocument(gemini), session: () => wholeDocument(geminiSession),
     resume: (id) => [...GEMINI_ARGS, '--resume', id], sessionIdLast: true,
+    notLoggedIn: { marker: 'Please set an Auth method in your',
+      fix: 'run `gemini` and log in as the user svc runs as, or set GEMINI_API_KEY in svc\'s environment' },
   },
   // svc commits, so aider's own auto-commits are off. It has no session to resume.
   aider: {

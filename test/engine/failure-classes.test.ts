@@ -6,7 +6,10 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { makeRepo, readJson, CLI, EDIT_SCRIPT, SLEEP_SCRIPT, GIT_ENV, AGENT_STATE, type TestRepo } from './fixtures.ts';
+import {
+  makeRepo, readJson, startGithubStandIn, CLI, EDIT_SCRIPT, SLEEP_SCRIPT, GIT_ENV, AGENT_STATE,
+  type StandIn, type TestRepo,
+} from './fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { probeSandbox } from '../../src/spawn/probe.ts';
 import { which } from '../../src/spawn/which.ts';
@@ -20,6 +23,7 @@ describe('failure classes and the automatic infra retry', { skip: bwrapWorks ? f
   let repo: TestRepo;
   let env: NodeJS.ProcessEnv;
   let failsLeft: string;
+  let clis: string;
 
   before(() => {
     repo = makeRepo({
@@ -28,12 +32,14 @@ describe('failure classes and the automatic infra retry', { skip: bwrapWorks ? f
         fake: EDIT_SCRIPT,
         broken: '#!/bin/sh\ncat > /dev/null\necho "giving up" >&2\nexit 3\n',
         idle: '#!/bin/sh\ncat > /dev/null\n',
+        unfixed: '#!/bin/sh\ncat > /dev/null\necho "not it" >> a.txt\n',
         sleeper: SLEEP_SCRIPT,
       },
     });
     // Only an agent's sandbox carries --json-status-fd (svc's probe and its git sandboxes do not): while the counter
     // file says so, that start fails before any namespace exists, as bwrap does on a host out of user namespaces.
     failsLeft = join(repo.root, 'bwrap-fails-left');
+    clis = join(repo.root, 'clis');
     const fake = join(repo.root, 'fake-bwrap');
     mkdirSync(fake);
     writeFileSync(join(fake, 'bwrap'), `#!/bin/sh
@@ -48,9 +54,17 @@ esac
 exec '${which('bwrap', process.env.PATH)}' "$@"
 `);
     chmodSync(join(fake, 'bwrap'), 0o755);
+    // Stand-ins for the built-in CLIs: each prints what the test put in <name>.out and exits with <name>.code.
+    mkdirSync(clis);
+    for (const name of ['claude', 'codex', 'gemini']) {
+      const script = '#!/bin/sh\n[ "$1" = --version ] && exit 0\ncat > /dev/null\n' +
+        'cat "$0.out"\nexit "$(cat "$0.code")"\n';
+      writeFileSync(join(clis, name), script);
+      chmodSync(join(clis, name), 0o755);
+    }
     env = {
       ...process.env, ...GIT_ENV, HOME: repo.home, SVC_SHIP: '0', SVC_INFRA_RETRY_WAIT_S: '0',
-      PATH: `${fake}:${process.env.PATH}`,
+      PATH: `${fake}:${clis}:${process.env.PATH}`,
       // A closed port: never the default Control Plane on 47821, which may be the user's own.
       SVC_CONTROL_URL: 'http://127.0.0.1:9',
     };
@@ -119,8 +133,61 @@ exec '${which('bwrap', process.env.PATH)}' "$@"
     assert.deepEqual(retries(run), []);
   });
 
+  // What each real CLI printed, run with an empty HOME and no key (docs/engine.md "Why a run failed").
+  const NOT_LOGGED_IN = {
+    claude: { code: 1, out: '{"type":"result","subtype":"success","is_error":true,"api_error_status":null,' +
+      '"result":"Not logged in · Please run /login","total_cost_usd":0}\n', fix: /\/login.*ANTHROPIC_API_KEY/ },
+    codex: { code: 1, out: '{"type":"turn.failed","error":{"message":"unexpected status 401 Unauthorized: Missing ' +
+      'bearer or basic authentication in header, url: https://api.openai.com/v1/responses"}}\n',
+      fix: /codex login.*OPENAI_API_KEY/ },
+    gemini: { code: 41, out: 'YOLO mode is enabled. All tool calls will be automatically approved.\n{\n  "error": {\n' +
+      '    "type": "Error",\n    "message": "Please set an Auth method in your /home/u/.gemini/settings.json or ' +
+      'specify one of the following environment variables before running: GEMINI_API_KEY, GOOGLE_GENAI_USE_VERTEXAI, ' +
+      'GOOGLE_GENAI_USE_GCA",\n    "code": 41\n  }\n}\n', fix: /gemini.*GEMINI_API_KEY/ },
+  };
+  for (const [name, says] of Object.entries(NOT_LOGGED_IN)) {
+    it(`${name} printing what it prints when not logged in is class config, saying what to do`, async () => {
+      writeFileSync(join(clis, `${name}.out`), says.out);
+      writeFileSync(join(clis, `${name}.code`), String(says.code));
+      const { res, run, final, summary } = await start(name);
+      assert.equal(res.status, 1);
+      assert.equal(final.status, 'failed');
+      assert.equal(final.failure.class, 'config');
+      assert.equal(final.failure.retryable, false);
+      assert.match(final.failure.reason, new RegExp(`^Provider ${name} is not logged in: `));
+      assert.match(final.failure.reason, says.fix);
+      assert.equal(final.error, final.failure.reason);
+      assert.deepEqual(summary.failure, final.failure);
+      assert.deepEqual(retries(run), []);
+    });
+  }
+
+  it('a built-in CLI that fails saying something else stays class agent', async () => {
+    writeFileSync(join(clis, 'claude.out'), '{"type":"result","is_error":true,"result":"API Error: 529 Overloaded"}\n');
+    writeFileSync(join(clis, 'claude.code'), '1');
+    const { final } = await start('claude');
+    assert.deepEqual(final.failure, { class: 'agent', reason: 'Provider claude exited with code 1', retryable: false });
+  });
+
+  it('an agent that exits 0 having changed nothing fails, class agent, its receipt signed not_verified', async () => {
+    const { res, run, final, summary } = await start('idle');
+    assert.equal(res.status, 1);
+    assert.equal(final.status, 'failed');
+    const reason = 'The agent finished without changing any file';
+    assert.deepEqual(final.failure, { class: 'agent', reason, retryable: false });
+    assert.equal(final.error, reason);
+    assert.deepEqual(summary.failure, final.failure);
+    assert.equal(final.verdict, 'not_verified');
+    const receipt = readJson(join(runDir(run), 'artifacts', 'receipt.json'));
+    assert.deepEqual(receipt.gaps, ['the run failed', 'the diff is empty']);
+    assert.deepEqual(receipt.failure, final.failure);
+    const key = loadOrCreateSigningKey(join(repo.home, '.svc'));
+    assert.equal(verifyReceipt(receipt, new Map([[key.kid, key.publicKey]])).ok, true);
+    assert.deepEqual(retries(run), []);
+  });
+
   it('a failing required check is class checks, and the signed receipt carries it and verifies', async () => {
-    const { run, final } = await start('idle');
+    const { run, final } = await start('unfixed');
     assert.equal(final.status, 'failed');
     assert.equal(final.failure.class, 'checks');
     assert.equal(final.failure.retryable, false);
@@ -164,5 +231,65 @@ exec '${which('bwrap', process.env.PATH)}' "$@"
     } finally {
       writeFileSync(policy, JSON.stringify({ checks: [{ name: 'fixed', run: ['grep', '-q', 'fixed', 'a.txt'] }] }));
     }
+  });
+});
+
+// A --pr run under a policy that opens a PR for verified_with_gaps: an agent that changed nothing gets none.
+describe('an agent that changed nothing, in a --pr run', { skip: bwrapWorks ? false : 'bwrap cannot run here' }, () => {
+  let repo: TestRepo;
+  let github: StandIn;
+  let env: NodeJS.ProcessEnv;
+
+  before(async () => {
+    repo = makeRepo({
+      policy: { checks: [], pr: { open: 'verified_with_gaps', draft: true } },
+      providers: { fake: EDIT_SCRIPT, idle: '#!/bin/sh\ncat > /dev/null\n' },
+    });
+    github = await startGithubStandIn();
+    env = {
+      ...process.env, ...GIT_ENV, HOME: repo.home, SVC_SHIP: '0', SVC_CONTROL_URL: 'http://127.0.0.1:9',
+      GITHUB_TOKEN: 'ghp_standin', GITHUB_API_URL: github.url,
+    };
+    delete env.SVC_SANDBOX;
+    delete env.SVC_ORIGIN;
+  });
+  after(async () => {
+    await github.close();
+    repo.cleanup();
+  });
+
+  async function startPr(provider: string) {
+    const args = ['start', '--brief', `pr by ${provider}`, '--pr', '--provider', provider];
+    const child = spawn(process.execPath, [CLI, ...args], { cwd: repo.repo, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const status = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    const run = JSON.parse(stdout.trim().split('\n')[0]!).run as string;
+    return { status, stderr, run, final: readJson(join(repo.repo, '.svc', 'runs', run, 'state.json')) };
+  }
+  const pushed = (run: string) => existsSync(join(repo.origin, 'refs', 'heads', 'svc', run));
+
+  it('fails with class agent; nothing is pushed and no pull request is asked for', async () => {
+    const { status, run, final } = await startPr('idle');
+    assert.equal(status, 1);
+    assert.equal(final.status, 'failed');
+    assert.equal(final.failure.class, 'agent');
+    assert.equal(final.verdict, 'not_verified');
+    assert.equal(final.pr_url, null);
+    assert.equal(pushed(run), false);
+    assert.deepEqual(github.requests, []);
+  });
+
+  it('an agent that changed a file still gets its pull request', async () => {
+    const { status, stderr, run, final } = await startPr('fake');
+    assert.equal(status, 0, stderr);
+    assert.equal(final.status, 'succeeded');
+    assert.equal(final.failure, null);
+    assert.equal(final.verdict, 'verified_with_gaps');
+    assert.match(final.pr_url, /\/pull\/\d+$/);
+    assert.equal(pushed(run), true);
+    assert.equal(github.requests.filter((r) => r.method === 'POST').length, 1);
   });
 });

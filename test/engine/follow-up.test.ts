@@ -25,7 +25,7 @@ describe('svc start --follow-up', () => {
     github = await startGithubStandIn();
     repo = makeRepo({
       policy: { checks: [{ name: 'fixed', run: ['grep', '-q', 'fixed', 'a.txt'] }], max_usd: 5 },
-      providers: { fake: EDIT_SCRIPT, more: MORE_SCRIPT, ask: ASK_SCRIPT },
+      providers: { fake: EDIT_SCRIPT, more: MORE_SCRIPT, ask: ASK_SCRIPT, idle: '#!/bin/sh\ncat > /dev/null\n' },
     });
     env = { ...process.env, ...GIT_ENV, HOME: repo.home, GITHUB_API_URL: github.url, GITHUB_TOKEN: 'gh-test-token',
       SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0', SVC_CONTROL_ANSWER_DIR: join(repo.root, 'answers') };
@@ -145,5 +145,17 @@ describe('svc start --follow-up', () => {
     assert.equal(state(last.run).status, 'succeeded');
     assert.deepEqual(receipt(run).follows, { branch, source: 'local', run: last.run, receipt: receipt(last.run).integrity });
     assert.equal(originHead(branch), state(run).head_sha);
+  });
+
+  it('a follow-up whose agent changes nothing (the work was already done) succeeds and pushes nothing', async () => {
+    const before = originHead(branch);
+    const res = await svc(['start', '--brief', 'already done?', '--follow-up', branch, '--provider', 'idle']);
+    assert.equal(res.status, 0, res.stderr);
+    const run = firstLine(res.stdout).run;
+    assert.equal(state(run).status, 'succeeded', state(run).error);
+    assert.equal(state(run).failure, null);
+    assert.equal(state(run).verdict, 'verified_with_gaps');
+    assert.ok(receipt(run).gaps.includes('the diff is empty'));
+    assert.equal(originHead(branch), before);
   });
 });

