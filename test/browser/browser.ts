@@ -10,7 +10,10 @@ export const SCREENSHOTS = join(process.cwd(), 'test-output', 'screenshots');
 
 /** Why browser tests cannot run here, or null when they can. */
 export function browserSkipReason(): string | null {
-  return existsSync(CHROMIUM) ? null : `no Chromium at ${CHROMIUM} (apt-get install chromium; .ci/run installs it)`;
+  if (existsSync(CHROMIUM)) return null;
+  // Under CI a page test must never skip: .ci/run installs Chromium, so its absence is a failure there.
+  if (process.env.CI) throw new Error(`CI must run the browser tests: no Chromium at ${CHROMIUM}`);
+  return `no Chromium at ${CHROMIUM} (apt-get install chromium; .ci/run installs it)`;
 }
 
 export interface TestBrowser {

@@ -11,13 +11,11 @@ import {
   type StandIn, type TestRepo,
 } from './fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-import { probeSandbox } from '../../src/spawn/probe.ts';
+import { bwrapWorks } from '../helpers/sandbox.ts';
 import { which } from '../../src/spawn/which.ts';
 import { issueReceipt, verifyReceipt, type ReceiptBody } from '../../src/engine/receipt.ts';
 import { loadOrCreateSigningKey } from '../../src/keys.ts';
 
-const bwrapWorks = probeSandbox(process.env).ok;
-if (process.env.CI && !bwrapWorks) throw new Error('CI must run the sandbox tests: install the Debian package bubblewrap');
 
 describe('failure classes and the automatic infra retry', { skip: bwrapWorks ? false : 'bwrap cannot run here' }, () => {
   let repo: TestRepo;

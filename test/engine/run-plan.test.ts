@@ -9,9 +9,8 @@ import { chmodSync, chownSync, existsSync, readFileSync, rmSync, writeFileSync }
 import { join } from 'node:path';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
-import { probeSandbox } from '../../src/spawn/probe.ts';
+import { bwrapWorks } from '../helpers/sandbox.ts';
 
-const bwrapWorks = probeSandbox(process.env).ok;
 
 /** Fails its first invocation, leaving a mark in the working tree; finishes the task on the next. */
 const FAILS_ONCE = `#!/bin/sh

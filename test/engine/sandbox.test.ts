@@ -6,7 +6,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, writeFileS
 import { join } from 'node:path';
 import { makeRepo, readJson, processesMentioning, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
-import { probeSandbox } from '../../src/spawn/probe.ts';
+import { bwrapWorks } from '../helpers/sandbox.ts';
 import { parsePolicy, PolicyError } from '../../src/engine/policy.ts';
 
 const SECRETS = { GITHUB_TOKEN: 'gh-sekret-4711', SVC_API_TOKEN: 'api-sekret-4712', TRACKERA_API_KEY: 'tra-sekret-4713' };
@@ -45,8 +45,6 @@ setsid sh -c 'while :; do sleep 1; done' "svc-orphan-$SVC_RUN_ID" &
 exit 0
 `;
 
-const bwrapWorks = probeSandbox(process.env).ok;
-if (process.env.CI && !bwrapWorks) throw new Error('CI must run the sandbox tests: install the Debian package bubblewrap');
 
 describe('the agent sandbox', { skip: bwrapWorks ? false : 'bwrap cannot run on this host (svc doctor says why)' }, () => {
   let repo: TestRepo;

@@ -12,9 +12,8 @@ import type { AddressInfo } from 'node:net';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-import { probeSandbox } from '../../src/spawn/probe.ts';
+import { bwrapWorks } from '../helpers/sandbox.ts';
 
-const bwrapWorks = probeSandbox(process.env).ok;
 
 /**
  * Makes four model calls that succeed (retrying a refused one), writing each status to calls.txt, and reports $0.

@@ -13,10 +13,9 @@ import type { AddressInfo } from 'node:net';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-import { probeSandbox } from '../../src/spawn/probe.ts';
+import { bwrapWorks } from '../helpers/sandbox.ts';
 import { createLocalExecutor } from '../../src/trigger/local-executor.ts';
 
-const bwrapWorks = probeSandbox(process.env).ok;
 
 /**
  * First writes an operator's answer ("raise to $100", by "cli") where the run reads its answers, both where its own

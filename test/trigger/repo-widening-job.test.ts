@@ -9,11 +9,10 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SECRETS, post, get, startTestTrigger, makeRepo, tempDir } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-import { probeSandbox } from '../../src/spawn/probe.ts';
+import { bwrapWorks } from '../helpers/sandbox.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
-const bwrapWorks = probeSandbox(process.env).ok;
 
 const PLANTER = `#!/bin/sh
 cat > /dev/null

@@ -18,7 +18,7 @@ import { buildKubeJob } from '../../src/trigger/kubernetes-executor.ts';
 import { kubernetesSettingsFromEnv } from '../../src/trigger/kubernetes-pod.ts';
 import { makeRepo as makeEngineRepo, GIT_ENV } from '../engine/fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
-import { probeSandbox } from '../../src/spawn/probe.ts';
+import { bwrapWorks } from '../helpers/sandbox.ts';
 import { mintJobCredential } from '../../src/gate/job-credential.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
@@ -370,9 +370,9 @@ async function startModel(): Promise<{ url: string; traceparents: Array<string |
   return { url, traceparents, close: () => { server.closeAllConnections(); server.close(); } };
 }
 
-const bwrap = probeSandbox(process.env).ok;
 
-describe('a run\'s model calls through its egress gate', { skip: !bwrap && 'needs bubblewrap' }, () => {
+
+describe('a run\'s model calls through its egress gate', { skip: !bwrapWorks && 'needs bubblewrap' }, () => {
   it('are spans of the run\'s trace, and the model API gets a traceparent naming that span, not the agent\'s',
     async () => {
       const collector = await startCollector();
