@@ -3,13 +3,24 @@
 // live instead of growing it for throughput (docs/bench.md "RSS"). Only the CLI runs this.
 import { secretsIn, withoutSecrets, writeHandoff, dropHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
 
-export const SERVER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=8', '--memory-saver-mode'];
+/**
+ * Memory saver only where V8 is known to have it (Node 24, the pinned one): a V8 without the flag refuses to start
+ * ("bad option"), and after the re-exec nothing is left to fall back to. Older supported Nodes serve without it.
+ */
+export function serverNodeFlags(nodeMajor = Number(process.versions.node.split('.')[0])): readonly string[] {
+  return nodeMajor >= 24 ? ['--max-semi-space-size=8', '--memory-saver-mode'] : ['--max-semi-space-size=8'];
+}
+
+export const SERVER_NODE_FLAGS = serverNodeFlags();
 
 type Execve = (file: string, args: string[], env: NodeJS.ProcessEnv) => never;
 
-/** `--max_semi_space_size=8` and `--max-semi-space-size` name the same V8 flag, as `--no-memory-saver-mode` does. */
+/**
+ * `--max_semi_space_size=8` and `--max-semi-space-size` name the same V8 flag, as `--no-memory-saver-mode` and V8's
+ * `--nomemory-saver-mode` do.
+ */
 function flagName(arg: string): string {
-  return arg.split('=', 1)[0]!.replace(/_/g, '-').replace(/^--no-/, '--');
+  return arg.split('=', 1)[0]!.replace(/_/g, '-').replace(/^--no-?/, '--');
 }
 
 /** The flags not already given on the command line or in NODE_OPTIONS (an operator's own value wins). */

@@ -29,7 +29,8 @@ const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$
 const MAX_TEXT = 64 * 1024;
 // An artifact's content type is the sender's: a plain `type/subtype[; params]` is kept, anything else is octet-stream.
 const MIME_NAME = String.raw`[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}`;
-const MIME_PARAM = String.raw`\s*;\s*[A-Za-z0-9_-]+=("[^"\r\n]*"|[A-Za-z0-9_.+-]+)`;
+// Only what a header may carry (RFC 9110 OWS, quoted-string without obs-text): else serving it would throw, a 500.
+const MIME_PARAM = String.raw`[ \t]*;[ \t]*[A-Za-z0-9_-]+=("[\t\x20\x21\x23-\x7e]*"|[A-Za-z0-9_.+-]+)`;
 const MIME = new RegExp(String.raw`^${MIME_NAME}\/${MIME_NAME}(${MIME_PARAM})*$`);
 export const OCTET_STREAM = 'application/octet-stream';
 const TEXT_FIELDS = ['repo', 'brief', 'origin', 'provider', 'branch', 'pr_url', 'question', 'error'] as const;

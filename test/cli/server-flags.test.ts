@@ -1,11 +1,11 @@
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { missingServerFlags, SERVER_NODE_FLAGS } from '../../src/cli/server-flags.ts';
+import { missingServerFlags, SERVER_NODE_FLAGS, serverNodeFlags } from '../../src/cli/server-flags.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 
@@ -27,6 +27,15 @@ describe('server V8 flags', () => {
     // An operator's "off" is a value too: the re-exec must not turn the mode back on after it.
     assert.deepEqual(missingServerFlags(['--no-memory-saver-mode'], undefined), ['--max-semi-space-size=8']);
     assert.deepEqual(missingServerFlags(['--no_memory_saver_mode', '--max-semi-space-size=4'], undefined), []);
+    assert.deepEqual(missingServerFlags(['--nomemory-saver-mode'], undefined), ['--max-semi-space-size=8']);
+  });
+
+  it('asks only for flags the running node accepts, and no memory saver before Node 24', () => {
+    // A V8 without a flag refuses to start, and after the re-exec there is nothing left to fall back to.
+    const run = spawnSync(process.execPath, [...SERVER_NODE_FLAGS, '-e', '0'], { encoding: 'utf8' });
+    assert.equal(run.status, 0, run.stderr);
+    assert.deepEqual(serverNodeFlags(22), ['--max-semi-space-size=8']);
+    assert.deepEqual(serverNodeFlags(24), ['--max-semi-space-size=8', '--memory-saver-mode']);
   });
 
   /** Starts `svc control serve` and returns the argv of the process once it prints its URL (same pid throughout). */

@@ -91,6 +91,17 @@ describe('GET /v1/runs/:source/:run/artifact/*path', () => {
       }
     });
 
+    it('serves an artifact whose stored type a header cannot carry as octet-stream, never a 500', async () => {
+      const { artifacts } = cp.deps.stores;
+      const types = ['text/plain\n;a=b', 'text/plain;a="\u0000"', 'text/plain;a="\u20ac"', 'text/plain\u2028;a=b'];
+      for (const [i, type] of types.entries()) {
+        artifacts.put('local', 'r000001', { path: `odd${i}.txt`, content_type: type, content: Buffer.from('x') });
+        const res = await cp.request('GET', `${base}/odd${i}.txt`);
+        assert.equal(res.status, 200, JSON.stringify(type));
+        assert.equal(res.headers.get('content-type'), 'application/octet-stream');
+      }
+    });
+
     it('sends artifacts Cache-Control: no-store so no browser or proxy keeps a copy', async () => {
       const res = await cp.request('GET', `${base}/report.html`);
       assert.equal(res.headers.get('cache-control'), 'no-store');

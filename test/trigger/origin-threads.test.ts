@@ -140,6 +140,9 @@ describe('a question is posted once, and a reply in its chata thread answers it'
       { thread_ts: '1700000000.999', text: 'use prod' },
       { thread_ts: ts, channel: 'C9', text: 'use prod' },
       { ts, text: 'use prod' },
+      // A person of another workspace in a shared (Slack Connect) channel.
+      { thread_ts: ts, user: 'U8', user_team: 'T9', text: 'use prod' },
+      { thread_ts: ts, user: 'U8', team: 'T9', text: 'use prod' },
     ];
     for (const event of ignored) {
       const res = await message(event).send();

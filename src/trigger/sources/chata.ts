@@ -59,6 +59,11 @@ function readThreadReply(body: Record<string, unknown>): ChataInput {
   if (event.bot_id !== undefined || event.subtype !== undefined) return skip('a bot\'s message or an edit');
   if (!thread || !MESSAGE_TS.test(thread) || thread === ts) return skip('a message not in a thread');
   if (!channel || !user || channel.length > 64 || user.length > 64) return skip('a message without channel or user');
+  // A channel shared with another workspace (Slack Connect) carries its people's messages too; the slash command that
+  // asked was this workspace's, and so is the answer.
+  const home = str(body.team_id);
+  const team = str(event.user_team) ?? str(event.team);
+  if (!home || (team !== null && team !== home)) return skip('a message from another workspace');
   // mrkdwn escapes these three in what people write; the answer is their words, as the run reads them.
   const text = (str(event.text) ?? '').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
   const id = str(body.event_id);
