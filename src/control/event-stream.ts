@@ -28,7 +28,7 @@ function waitForDrain(res: ServerResponse): Promise<void> {
 }
 
 /** Subscribes (or refuses with 429 while the bus is full) before the stream's 200 goes out; see event-bus.ts. */
-function subscribeOrRefuse(deps: ControlDeps, sub: Subscriber): () => void {
+export function subscribeOrRefuse(deps: ControlDeps, sub: Subscriber): () => void {
   try {
     return deps.bus.subscribe(sub);
   } catch (err) {

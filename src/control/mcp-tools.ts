@@ -95,8 +95,14 @@ const TOOLS: readonly ToolDef[] = [
   {
     name: 'answer_run', title: 'Answer a blocked run', method: 'POST', pattern: `${RUN}/answer`, rest: 'body',
     description: "Answer the question a blocked run asked (see get_run's question); refused unless it is blocked",
-    properties: { ...ON_RUN, answer: { type: 'string', description: 'The answer, as the agent will read it' } },
-    required: ['run', 'answer'], hints: ACT,
+    properties: {
+      ...ON_RUN,
+      answer: {
+        type: 'string', description: 'The answer, as the agent will read it; left out, a client that can ask its ' +
+          'user (elicitation, revision 2026-07-28) is asked for it with the question',
+      },
+    },
+    required: ['run'], hints: ACT,
   },
   runAction('stop', 'Stop a run', 'Stop a queued, running or blocked run (it goes stopping, then stopped)', {
     destructiveHint: true, idempotentHint: true,

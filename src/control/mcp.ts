@@ -1,15 +1,17 @@
 // The Control Plane's MCP endpoint, Streamable HTTP at /mcp in both eras docs/mcp.md describes: stateless 2026-07-28
 // and the sessions of 2025-11-25 / 2025-06-18 (in memory, holding no authority). One JSON-RPC message per POST, every
-// answer application/json, so GET is the router's 405. The tools are mcp-tools.ts.
-import { randomUUID } from 'node:crypto';
+// answer application/json but subscriptions/listen's stream; GET is the router's 405. The tools are mcp-tools.ts.
+import { createHash, randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Ctx, Handler, Route } from '../http/pipeline.ts';
 import { HttpError, httpErrorOf, isHttpError } from '../http/http-error.ts';
-import { json, type Reply } from '../http/respond.ts';
+import { json, TAKEN_OVER, type Reply } from '../http/respond.ts';
+import { openSse } from '../http/sse.ts';
 import { BadInputError, errorMessage } from '../errors.ts';
 import { isJsonObject, type Obj } from '../untrusted.ts';
 import type { ControlDeps } from './deps.ts';
 import { createMcpTools, type McpTools } from './mcp-tools.ts';
+import { subscribeOrRefuse } from './event-stream.ts';
 
 type C = Ctx<ControlDeps>;
 type Id = string | number;
@@ -22,6 +24,11 @@ const MCP_STATELESS_VERSIONS: readonly string[] = ['2026-07-28'];
 const SUPPORTED_VERSIONS = [...MCP_STATELESS_VERSIONS, ...MCP_PROTOCOL_VERSIONS];
 const META_VERSION = 'io.modelcontextprotocol/protocolVersion';
 const META_CAPABILITIES = 'io.modelcontextprotocol/clientCapabilities';
+const META_SERVER = 'io.modelcontextprotocol/serverInfo';
+/** The listen request's id, on every message of the stream it opened (subscriptions, 2026-07-28). */
+const META_SUBSCRIPTION = 'io.modelcontextprotocol/subscriptionId';
+/** Run URIs one subscriptions/listen may name (each is a subscriber of the event bus, under its limits). */
+const MAX_LISTEN_URIS = 100;
 /** The body field an Mcp-Name header mirrors, per method (transports 2026-07-28, "Standard Request Headers"). */
 const NAME_FIELD: Readonly<Record<string, string>> = { 'tools/call': 'name', 'resources/read': 'uri' };
 /** Results a 2026-07-28 client may cache carry ttlMs and cacheScope (0 and private: runs change, tokens differ). */
@@ -96,19 +103,19 @@ function checkVersionHeader(req: IncomingMessage): void {
   }
 }
 
-/** Every answer here is JSON, so a client must accept that (its text/event-stream is never sent). */
-function checkAccept(req: IncomingMessage): void {
+/** The client must accept the answer's type: JSON, or the event stream of subscriptions/listen. */
+function checkAccept(req: IncomingMessage, type = 'application/json'): void {
   const accept = header(req, 'accept');
   if (accept === undefined) return;
   const types = accept.split(',').map((part) => part.split(';')[0]!.trim().toLowerCase());
-  if (!types.some((t) => t === 'application/json' || t === 'application/*' || t === '*/*')) {
-    throw new HttpError('bad_request', 'Accept must allow application/json (MCP answers every request as JSON)');
+  if (!types.some((t) => t === type || t === `${type.split('/')[0]}/*` || t === '*/*')) {
+    throw new HttpError('bad_request', `Accept must allow ${type} (the type of this answer)`);
   }
 }
 
 type Message =
   | { kind: 'request'; id: Id; method: string; params: Obj }
-  | { kind: 'notification' }
+  | { kind: 'notification'; method: string; params: Obj }
   | { kind: 'response' };
 
 function isId(value: unknown): value is Id {
@@ -136,17 +143,20 @@ function readMessage(body: unknown): Message {
   }
   if (typeof method !== 'string') invalid('"method" must be a string');
   if (params !== undefined && !isJsonObject(params)) invalid('"params" must be an object');
-  if (!hasId) return { kind: 'notification' };
+  const read = { method: method as string, params: (params as Obj | undefined) ?? {} };
+  if (!hasId) return { kind: 'notification', ...read };
   if (!answerable) invalid('"id" must be a string or an integer');
-  return { kind: 'request', id: id as Id, method: method as string, params: (params as Obj | undefined) ?? {} };
+  return { kind: 'request', id: id as Id, ...read };
 }
 
 function rpcResult(id: Id, result: unknown, headers: Record<string, string> = {}): Reply {
   return json(200, { jsonrpc: '2.0', id, result }, headers);
 }
 
-function rpcError(id: Id, code: number, message: string, status = 200, data?: unknown): Reply {
-  return json(status, { jsonrpc: '2.0', id, error: { code, message, ...(data === undefined ? {} : { data }) } });
+/** A JSON-RPC error; without an id when it refuses a message that has none (a notification, a response). */
+function rpcError(id: Id | undefined, code: number, message: string, status = 200, data?: unknown): Reply {
+  const error = { code, message, ...(data === undefined ? {} : { data }) };
+  return json(status, { jsonrpc: '2.0', ...(id === undefined ? {} : { id }), error });
 }
 
 function serverInfo(version: string) {
@@ -236,7 +246,7 @@ function metaOf(params: Obj): Obj {
 
 /** Revision 2026-07-28 or later: the body claims a version in `_meta`, or the version header names a stateless one. */
 function isStateless(req: IncomingMessage, message: Message): boolean {
-  if (message.kind === 'request' && typeof metaOf(message.params)[META_VERSION] === 'string') return true;
+  if (message.kind !== 'response' && typeof metaOf(message.params)[META_VERSION] === 'string') return true;
   const version = header(req, VERSION_HEADER);
   return version !== undefined && version >= MCP_STATELESS_VERSIONS.at(-1)!;
 }
@@ -247,8 +257,11 @@ function decodeHeaderValue(value: string): string {
   return match ? Buffer.from(match[1]!, 'base64').toString('utf8') : value;
 }
 
-/** The checks revision 2026-07-28 makes before dispatch, each a 400 with a JSON-RPC error (docs/mcp.md). */
-function checkStateless(req: IncomingMessage, id: Id, method: string, params: Obj): void {
+/**
+ * The checks revision 2026-07-28 makes before dispatch, each a 400 with a JSON-RPC error (docs/mcp.md). A notification
+ * (no id) passes the same ones, but may leave Mcp-Method out: the revision requires it of requests only.
+ */
+function checkStateless(req: IncomingMessage, id: Id | undefined, method: string, params: Obj): void {
   const meta = metaOf(params);
   const claimed = meta[META_VERSION];
   const refuse = (code: number, why: string, data?: unknown): never => {
@@ -264,7 +277,10 @@ function checkStateless(req: IncomingMessage, id: Id, method: string, params: Ob
     refuse(UNSUPPORTED_VERSION, `Unsupported protocol version: ${version.slice(0, 64)}`, data);
   }
   if (!isJsonObject(meta[META_CAPABILITIES])) refuse(INVALID_PARAMS, `params._meta must carry "${META_CAPABILITIES}"`);
-  if (header(req, 'mcp-method') !== method) refuse(HEADER_MISMATCH, 'Mcp-Method header must equal the body\'s method');
+  const sentMethod = header(req, 'mcp-method');
+  if (sentMethod !== method && (id !== undefined || sentMethod !== undefined)) {
+    refuse(HEADER_MISMATCH, 'Mcp-Method header must equal the body\'s method');
+  }
   const field = Object.hasOwn(NAME_FIELD, method) ? NAME_FIELD[method]! : undefined;
   const named = field === undefined ? undefined : params[field];
   if (typeof named !== 'string') return;
@@ -274,12 +290,43 @@ function checkStateless(req: IncomingMessage, id: Id, method: string, params: Ob
   }
 }
 
+/** The form that asks a blocked run's question (elicitation, form mode). */
+const ANSWER_FORM = {
+  type: 'object', required: ['answer'],
+  properties: { answer: { type: 'string', title: 'Answer', description: 'What the agent will read' } },
+};
+
+/**
+ * answer_run without an answer, from a client whose user can fill in a form: an input_required result asks the run's
+ * question (MRTR, 2026-07-28), and the retry's accepted form is the answer. requestState names the question asked,
+ * so a form filled in for one question never answers a later one. Undefined: the tool runs as called.
+ */
+async function elicitAnswer(ctx: C, tools: McpTools, params: Obj): Promise<Obj | undefined> {
+  const args = params.arguments;
+  const capabilities = metaOf(params)[META_CAPABILITIES];
+  const elicit = isJsonObject(capabilities) ? capabilities.elicitation : undefined;
+  if (params.name !== 'answer_run' || !isJsonObject(args) || args.answer !== undefined || !isJsonObject(elicit)) return;
+  if (Object.keys(elicit).length > 0 && !isJsonObject(elicit.form)) return;
+  // A run that is not waiting for an answer (or arguments the tool refuses): the tool's own refusal says why.
+  const run = await tools.read(ctx, 'get_run', args).catch(() => undefined);
+  if (!isJsonObject(run) || run.status !== 'blocked' || typeof run.question !== 'string') return;
+  const asked = createHash('sha256').update(run.question).digest('base64url');
+  const form = isJsonObject(params.inputResponses) ? params.inputResponses.answer : undefined;
+  if (params.requestState === asked && isJsonObject(form)) {
+    // Declined or cancelled: no answer, which the tool refuses as it would any call without one.
+    if (form.action === 'accept' && isJsonObject(form.content)) args.answer = form.content.answer;
+    return;
+  }
+  const message = `Run ${String(run.source)}/${String(run.run)} asks: ${run.question}`;
+  const ask = { method: 'elicitation/create', params: { mode: 'form', message, requestedSchema: ANSWER_FORM } };
+  return { resultType: 'input_required', inputRequests: { answer: ask }, requestState: asked };
+}
+
 /** One request of revision 2026-07-28: no session; `ping` is gone; results say `resultType` and name the server. */
 async function answerStateless(ctx: C, tools: McpTools, id: Id, method: string, params: Obj, version: string) {
-  checkStateless(ctx.req, id, method, params);
   let result: unknown;
   if (method === 'server/discover') {
-    const capabilities = { tools: {}, resources: {} };
+    const capabilities = { tools: {}, resources: { subscribe: true } };
     result = {
       supportedVersions: SUPPORTED_VERSIONS, capabilities, serverInfo: serverInfo(version), instructions: INSTRUCTIONS,
     };
@@ -287,19 +334,70 @@ async function answerStateless(ctx: C, tools: McpTools, id: Id, method: string, 
     throw new JsonRpcError(METHOD_NOT_FOUND, 'Method not found: ping (not part of revision 2026-07-28)', id, 404);
   } else {
     // A method not served is HTTP 404 in this revision (transports); a missing resource is -32602 with its uri.
-    result = await dispatch(ctx, tools, method, params).catch((err: unknown) => {
-      if (err instanceof JsonRpcError && err.rpcCode === METHOD_NOT_FOUND) {
-        throw new JsonRpcError(METHOD_NOT_FOUND, err.message, id, 404);
-      }
-      if (err instanceof JsonRpcError && err.rpcCode === RESOURCE_NOT_FOUND) {
-        throw new JsonRpcError(INVALID_PARAMS, err.message, id, 200, { uri: params.uri });
-      }
-      throw err;
-    });
+    result = (method === 'tools/call' ? await elicitAnswer(ctx, tools, params) : undefined) ??
+      await dispatch(ctx, tools, method, params).catch((err: unknown) => {
+        if (err instanceof JsonRpcError && err.rpcCode === METHOD_NOT_FOUND) {
+          throw new JsonRpcError(METHOD_NOT_FOUND, err.message, id, 404);
+        }
+        if (err instanceof JsonRpcError && err.rpcCode === RESOURCE_NOT_FOUND) {
+          throw new JsonRpcError(INVALID_PARAMS, err.message, id, 200, { uri: params.uri });
+        }
+        throw err;
+      });
   }
   const cache = CACHEABLE.has(method) ? { ttlMs: 0, cacheScope: 'private' } : {};
-  const _meta = { 'io.modelcontextprotocol/serverInfo': serverInfo(version) };
-  return { ...(result as Obj), resultType: 'complete', ...cache, _meta };
+  return { resultType: 'complete', ...(result as Obj), ...cache, _meta: { [META_SERVER]: serverInfo(version) } };
+}
+
+/**
+ * subscriptions/listen (2026-07-28): an SSE answer that acknowledges the run resources it watches, then sends
+ * notifications/resources/updated each time one of those runs gets events, until the client closes it; at shutdown
+ * the listen's result ends it. Each run is a subscriber of the bus /v1 streams use, under their limits (429 past
+ * them), and openSse drops a reader that falls behind, as for /v1.
+ */
+function listen(ctx: C, id: Id, params: Obj, version: string): typeof TAKEN_OVER {
+  checkAccept(ctx.req, 'text/event-stream');
+  const filter = params.notifications;
+  if (!isJsonObject(filter)) throw new JsonRpcError(INVALID_PARAMS, '"notifications" must be an object');
+  const uris = Array.isArray(filter.resourceSubscriptions) ? filter.resourceSubscriptions : [];
+  if (uris.length > MAX_LISTEN_URIS) {
+    throw new JsonRpcError(INVALID_PARAMS, `At most ${MAX_LISTEN_URIS} resourceSubscriptions per listen`);
+  }
+  // Honoured: the URIs of stored runs; anything else is left out of the acknowledgement (subscriptions §Ack).
+  const runs = new Map<string, { source: string; run: string }>();
+  for (const uri of uris) {
+    const [, source, run] = (typeof uri === 'string' && RUN_URI.exec(uri)) || [];
+    if (source && run && ctx.deps.stores.runs.get(source, run)) runs.set(uri as string, { source, run });
+  }
+  const tag = { [META_SUBSCRIPTION]: id };
+  const frame = (message: Obj): string => `data: ${JSON.stringify({ jsonrpc: '2.0', ...message })}\n\n`;
+  let stream: ReturnType<typeof openSse> | undefined;
+  let ended = false;
+  const end = (): void => {
+    ended = true;
+    if (!stream || stream.closed) return;
+    const _meta = { ...tag, [META_SERVER]: serverInfo(version) };
+    stream.write(frame({ id, result: { resultType: 'complete', _meta } }));
+    stream.close();
+  };
+  const unsubscribe: Array<() => void> = [];
+  const unsubscribeAll = (): void => unsubscribe.forEach((off) => off());
+  try {
+    for (const [uri, scope] of runs) {
+      const updated = frame({ method: 'notifications/resources/updated', params: { uri, _meta: tag } });
+      unsubscribe.push(subscribeOrRefuse(ctx.deps, { ...scope, deliver: () => stream?.write(updated), end }));
+    }
+  } catch (err) {
+    unsubscribeAll();
+    throw err;
+  }
+  stream = openSse(ctx.res);
+  stream.onClose(unsubscribeAll);
+  const notifications = runs.size > 0 ? { resourceSubscriptions: [...runs.keys()] } : {};
+  stream.write(frame({ method: 'notifications/subscriptions/acknowledged', params: { notifications, _meta: tag } }));
+  // Nothing to watch, or the server is shutting down: ended at once rather than holding a socket for nothing.
+  if (ended || runs.size === 0) end();
+  return TAKEN_OVER;
 }
 
 function postMcp(tools: McpTools, version: string): Handler<ControlDeps> {
@@ -310,8 +408,12 @@ function postMcp(tools: McpTools, version: string): Handler<ControlDeps> {
       const message = readMessage(ctx.body);
       if (message.kind === 'request') id = message.id;
       if (isStateless(ctx.req, message)) {
-        // A notification needs no session in this era; a client's response has nothing to answer here.
-        if (message.kind !== 'request') return { status: 202 };
+        // Clients of this revision send requests and notifications only (transports §Sending Messages 4).
+        if (message.kind === 'response') throw new JsonRpcError(INVALID_REQUEST, 'Clients send no responses', id, 400);
+        checkStateless(ctx.req, id, message.method, message.params);
+        // A notification needs no session in this era, and nothing is cancellable (a listen ends as its stream does).
+        if (message.kind === 'notification') return { status: 202 };
+        if (message.method === 'subscriptions/listen') return listen(ctx, message.id, message.params, version);
         return rpcResult(message.id, await answerStateless(ctx, tools, message.id, message.method, message.params,
           version));
       }
@@ -325,9 +427,9 @@ function postMcp(tools: McpTools, version: string): Handler<ControlDeps> {
       return rpcResult(message.id, await dispatch(ctx, tools, message.method, message.params));
     } catch (err) {
       const answerTo = err instanceof JsonRpcError ? (err.id ?? id) : id;
+      if (err instanceof JsonRpcError) return rpcError(answerTo, err.rpcCode, err.message, err.status, err.data);
       // Refusals of the HTTP request itself (no session, a malformed message without an id) keep the API's answer.
       if (answerTo === undefined || isHttpError(err)) throw err;
-      if (err instanceof JsonRpcError) return rpcError(answerTo, err.rpcCode, err.message, err.status, err.data);
       ctx.deps.log.error('mcp request failed', { request_id: ctx.requestId, error: errorMessage(err) });
       return rpcError(answerTo, INTERNAL_ERROR, `Internal error (request ${ctx.requestId})`);
     }

@@ -9,10 +9,11 @@ const HEARTBEAT_MS = 15_000;
 const RETRY_MS = 2_000;
 
 export function openSse(res: ServerResponse) {
+  // No Connection header of ours: Node's keeps a stream the server ends (MCP's listen) from holding a socket that its
+  // client asked to close.
   res.writeHead(200, {
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-store',
-    connection: 'keep-alive',
     'x-content-type-options': 'nosniff',
     'x-accel-buffering': 'no',
   });

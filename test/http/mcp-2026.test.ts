@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client, ProtocolError, StreamableHTTPClientTransport, UnsupportedProtocolVersionError } from '@modelcontextprotocol/client';
-import { startTestControl, stopActiveRuns, type TestControl } from '../helpers/control-server.ts';
+import { makeRun, startTestControl, stopActiveRuns, type TestControl } from '../helpers/control-server.ts';
 import { rawRequest, type RawResponse } from '../helpers/raw-http.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { makeRepo, grantAgentState, ASK_SCRIPT, EDIT_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
@@ -17,15 +17,19 @@ type ToolAnswer = { content: Array<{ type: string; text: string }>; structuredCo
 const JSON_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
 
 /** The `_meta` envelope every request of this revision carries. */
-function meta(version = REVISION) {
+function meta(version = REVISION, capabilities: Record<string, unknown> = {}) {
   return {
     'io.modelcontextprotocol/protocolVersion': version,
     'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '0' },
-    'io.modelcontextprotocol/clientCapabilities': {},
+    'io.modelcontextprotocol/clientCapabilities': capabilities,
   };
 }
 function request(method: string, params: Record<string, unknown> = {}, version = REVISION) {
   return { jsonrpc: '2.0', id: 11, method, params: { ...params, _meta: meta(version) } };
+}
+/** A notification of this revision: the same envelope, no id. */
+function notification(method: string, params: Record<string, unknown> = {}, version = REVISION) {
+  return { jsonrpc: '2.0', method, params: { ...params, _meta: meta(version) } };
 }
 function headersFor(method: string, version = REVISION, name?: string): Record<string, string> {
   return { ...BEARER, 'mcp-protocol-version': version, 'mcp-method': method, ...(name ? { 'mcp-name': name } : {}) };
@@ -34,12 +38,22 @@ function post(url: string, body: unknown, headers: Record<string, string>): Prom
   return rawRequest(url, '/mcp', { method: 'POST', body: JSON.stringify(body), headers: { ...JSON_HEADERS, ...headers } });
 }
 
-/** The official v2 client, pinned to revision 2026-07-28 (no fallback to initialize) unless `mode` says otherwise. */
-async function connect(url: string, mode: 'auto' | { pin: string } = { pin: REVISION }) {
+/**
+ * The official v2 client, pinned to revision 2026-07-28 (no fallback to initialize) unless `mode` says otherwise. It
+ * can show its user a form (elicitation): `answers` are what the user types, `asked` the messages the form showed.
+ */
+async function connect(url: string, mode: 'auto' | { pin: string } = { pin: REVISION }, answers: string[] = []) {
   const transport = new StreamableHTTPClientTransport(new URL('/mcp', url), { requestInit: { headers: BEARER } });
-  const client = new Client({ name: 'svc-test-2026', version: '2.0.0' }, { versionNegotiation: { mode } });
+  const capabilities = { elicitation: { form: {} } };
+  const client = new Client({ name: 'svc-test-2026', version: '2.0.0' }, { versionNegotiation: { mode }, capabilities });
+  const asked: string[] = [];
+  client.setRequestHandler('elicitation/create', (req) => {
+    asked.push(req.params.message);
+    const answer = answers.shift();
+    return answer === undefined ? { action: 'decline' } : { action: 'accept', content: { answer } };
+  });
   await client.connect(transport);
-  return { client, transport };
+  return { client, transport, asked };
 }
 
 describe('MCP revision 2026-07-28 at /mcp, through the official v2 client (stateless, beside 2025-11-25)', () => {
@@ -47,12 +61,14 @@ describe('MCP revision 2026-07-28 at /mcp, through the official v2 client (state
   let repo: TestRepo;
   let client: Client;
   let transport: StreamableHTTPClientTransport;
+  let asked: string[];
+  const answers: string[] = [];
 
   before(async () => {
     repo = makeRepo({ providers: { fake: EDIT_SCRIPT, ask: ASK_SCRIPT } });
     control = await startTestControl({ token: TOKEN, env: { ...GIT_ENV }, projects: [repo.repo] });
     grantAgentState(control.home, JSON.parse(readFileSync(join(repo.repo, '.svc', 'config.json'), 'utf8')).providers);
-    ({ client, transport } = await connect(control.url));
+    ({ client, transport, asked } = await connect(control.url, { pin: REVISION }, answers));
   });
   after(async () => {
     await client.close();
@@ -81,7 +97,8 @@ describe('MCP revision 2026-07-28 at /mcp, through the official v2 client (state
     assert.equal(client.getServerVersion()?.name, 'svc');
     const discovered = await client.discover();
     assert.deepEqual(discovered.supportedVersions, [REVISION, '2025-11-25', '2025-06-18']);
-    assert.ok(discovered.capabilities.tools && discovered.capabilities.resources);
+    assert.ok(discovered.capabilities.tools);
+    assert.deepEqual(discovered.capabilities.resources, { subscribe: true });
     assert.match(discovered.instructions ?? '', /start_run/);
   });
 
@@ -97,14 +114,28 @@ describe('MCP revision 2026-07-28 at /mcp, through the official v2 client (state
     const started = await value('start_run', { brief: 'migrate', repo: repo.repo, provider: 'ask' });
     assert.deepEqual([started.status, started.source], ['queued', 'local']);
     const blocked = await settled(started.run, 'blocked');
-    assert.equal(blocked.question, 'Which database should the migration target?');
-    assert.equal((await value('answer_run', { run: started.run, answer: 'postgres fixed' })).run, started.run);
+    const question = 'Which database should the migration target?';
+    assert.equal(blocked.question, question);
+    const uri = `svc://runs/local/${started.run}`;
+    // A listener of the run's resource: told when the run changes, and only what it asked for that exists.
+    const updates: string[] = [];
+    client.setNotificationHandler('notifications/resources/updated', (n) => void updates.push(n.params.uri));
+    const streams = control.deps.bus.size();
+    const listening = await client.listen({ resourceSubscriptions: [uri, 'svc://runs/local/r-none', 'file:///etc/x'] });
+    assert.deepEqual(listening.honoredFilter, { resourceSubscriptions: [uri] });
+    assert.equal(control.deps.bus.size(), streams + 1);
+
+    await answerByForm(started.run, question);
+    // Left out, the answer is asked of the client's user with the run's question, and their form answers the run.
+    answers.push('postgres fixed');
+    assert.equal((await value('answer_run', { run: started.run })).run, started.run);
+    assert.deepEqual(asked, [`Run local/${started.run} asks: ${question}`]);
+    await waitFor(() => updates.includes(uri), 'the listener to hear that the run changed');
     const done = await settled(started.run, 'succeeded', 'failed');
     assert.equal(done.status, 'succeeded', JSON.stringify(done));
     const diff = (await client.callTool({ name: 'get_run_diff', arguments: { run: started.run } })) as ToolAnswer;
     assert.match(diff.content[0]!.text, /^\+postgres fixed$/m);
 
-    const uri = `svc://runs/local/${started.run}`;
     const { resources } = await client.listResources();
     assert.ok(resources.some((r) => r.uri === uri), JSON.stringify(resources.map((r) => r.uri)));
     const read = await client.readResource({ uri });
@@ -116,7 +147,40 @@ describe('MCP revision 2026-07-28 at /mcp, through the official v2 client (state
     const audit = (await control.request('GET', '/v1/audit?limit=50')).json.items;
     const row = audit.find((e: { action: string; target: string }) => e.action === 'run.start' && e.target === `local/${started.run}`);
     assert.deepEqual([row?.outcome, row?.detail.via], ['ok', 'mcp']);
+    const answered = audit.find((e: { action: string; target: string }) => e.action === 'run.answer' && e.target === `local/${started.run}`);
+    assert.deepEqual([answered?.outcome, answered?.detail.via], ['ok', 'mcp']);
+    // Closing the subscription closes its stream, and the bus lets go of it.
+    await listening.close();
+    await waitFor(() => control.deps.bus.size() === streams, 'the listener to leave the bus');
   });
+
+  /** answer_run without an answer, sent raw: what a client gets that cannot ask its user, or answers the wrong form. */
+  async function answerByForm(run: string, question: string): Promise<void> {
+    const call = (capabilities: Record<string, unknown>, extra: Record<string, unknown> = {}) => post(control.url, {
+      jsonrpc: '2.0', id: 11, method: 'tools/call',
+      params: { name: 'answer_run', arguments: { run }, ...extra, _meta: meta(REVISION, capabilities) },
+    }, headersFor('tools/call', REVISION, 'answer_run'));
+    // No elicitation: the route's own refusal, as a tool error; nothing answered.
+    const plain = await call({});
+    assert.deepEqual([plain.json.result.resultType, plain.json.result.isError], ['complete', true], plain.text);
+    assert.match(plain.json.result.content[0].text, /answer/);
+    // A client that can ask gets the question back as input_required, the form naming what it wants.
+    const form = await call({ elicitation: {} });
+    const { resultType, inputRequests, requestState } = form.json.result;
+    assert.equal(resultType, 'input_required', form.text);
+    assert.equal(inputRequests.answer.method, 'elicitation/create');
+    assert.equal(inputRequests.answer.params.message, `Run local/${run} asks: ${question}`);
+    assert.deepEqual(inputRequests.answer.params.requestedSchema.required, ['answer']);
+    // A form filled in for another question (its requestState differs) answers nothing: the question is asked again.
+    const accepted = { answer: { action: 'accept', content: { answer: 'sqlite' } } };
+    const stale = await call({ elicitation: {} }, { inputResponses: accepted, requestState: 'another-question' });
+    assert.deepEqual([stale.json.result.resultType, stale.json.result.requestState], ['input_required', requestState]);
+    // A declined form is no answer: the route refuses the call as it would any call without one.
+    const declined = { answer: { action: 'decline' } };
+    const refused = await call({ elicitation: {} }, { inputResponses: declined, requestState });
+    assert.equal(refused.json.result.isError, true, refused.text);
+    assert.equal((await value('get_run', { run })).status, 'blocked');
+  }
 
   it("a client that negotiates ('auto') gets this revision; an old client still initializes", async () => {
     const auto = await connect(control.url, 'auto');
@@ -186,6 +250,61 @@ describe('MCP revision 2026-07-28 at /mcp, through the official v2 client (state
       assert.equal(runsNow(), runs);
     });
 
+    it('checks a notification\'s headers as a request\'s: one that disagrees with the body is 400 -32020, without an id', async () => {
+      const cancel = notification('notifications/cancelled', { requestId: 'listen:0' });
+      const { 'mcp-method': _m, ...versionOnly } = headersFor('notifications/cancelled');
+      // What the official client sends: the version header, no Mcp-Method (the revision asks that of requests).
+      assert.deepEqual([(await post(control.url, cancel, versionOnly)).status], [202]);
+      assert.equal((await post(control.url, cancel, headersFor('notifications/cancelled'))).status, 202);
+      const refusals: Array<[Record<string, string>, number]> = [
+        [headersFor('tools/call'), -32020],
+        [headersFor('notifications/cancelled', '2025-11-25'), -32020],
+        [{ ...BEARER, 'mcp-method': 'notifications/cancelled' }, -32020],
+      ];
+      for (const [headers, code] of refusals) {
+        const res = await post(control.url, cancel, headers);
+        assert.equal(res.status, 400, res.text);
+        assert.deepEqual(res.json, { jsonrpc: '2.0', error: { code, message: res.json.error.message } });
+      }
+      const future = notification('notifications/cancelled', { requestId: 1 }, '2099-01-01');
+      const unsupported = await post(control.url, future, headersFor('notifications/cancelled', '2099-01-01'));
+      assert.deepEqual([unsupported.status, unsupported.json.error.code], [400, -32022]);
+      const bare = { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1 } };
+      const noEnvelope = await post(control.url, bare, headersFor('notifications/cancelled'));
+      assert.deepEqual([noEnvelope.status, noEnvelope.json.error.code], [400, -32602]);
+    });
+
+    it('refuses a JSON-RPC response, which a client of this revision never sends (400, -32600)', async () => {
+      for (const response of [{ jsonrpc: '2.0', id: 3, result: {} }, { jsonrpc: '2.0', id: 3, error: { code: 1, message: 'x' } }]) {
+        const res = await post(control.url, response, { ...BEARER, 'mcp-protocol-version': REVISION });
+        assert.equal(res.status, 400, res.text);
+        assert.deepEqual([res.json.id, res.json.error.code], [undefined, -32600]);
+      }
+    });
+
+    it('keeps subscriptions/listen to the token, Origin and Accept rules; with nothing to watch it ends at once', async () => {
+      const listen = request('subscriptions/listen', { notifications: { resourceSubscriptions: ['svc://runs/local/r-none'], toolsListChanged: true } });
+      const headers = headersFor('subscriptions/listen');
+      const { authorization: _a, ...anonymous } = headers;
+      assert.equal((await post(control.url, listen, anonymous)).status, 401);
+      assert.equal((await post(control.url, listen, { ...headers, origin: 'https://evil.example' })).status, 403);
+      const jsonOnly = await post(control.url, listen, { ...headers, accept: 'application/json' });
+      assert.deepEqual([jsonOnly.status, jsonOnly.json.error.code], [400, 'bad_request']);
+      const badFilter = await post(control.url, request('subscriptions/listen', { notifications: [] }), headers);
+      assert.deepEqual([badFilter.status, badFilter.json.error.code], [200, -32602]);
+      const tooMany = Array.from({ length: 101 }, (_, i) => `svc://runs/local/r${i}`);
+      const flood = await post(control.url, request('subscriptions/listen', { notifications: { resourceSubscriptions: tooMany } }), headers);
+      assert.deepEqual([flood.status, flood.json.error.code], [200, -32602]);
+      // Nothing it can watch: the acknowledgement honours nothing, and the listen's result ends the stream.
+      const res = await post(control.url, listen, headers);
+      assert.equal(res.status, 200);
+      assert.match(String(res.headers['content-type']), /^text\/event-stream/);
+      const messages = res.text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
+      assert.deepEqual(messages.map((m) => [m.method, m.id]), [['notifications/subscriptions/acknowledged', undefined], [undefined, 11]]);
+      assert.deepEqual(messages[0].params, { notifications: {}, _meta: { 'io.modelcontextprotocol/subscriptionId': 11 } });
+      assert.equal(messages[1].result._meta['io.modelcontextprotocol/subscriptionId'], 11);
+    });
+
     it('refuses a request without its _meta envelope (-32602), and ping, which this revision dropped (404, -32601)', async () => {
       const bare = { jsonrpc: '2.0', id: 11, method: 'tools/list', params: {} };
       assertRpcRefusal(await post(control.url, bare, headersFor('tools/list')), -32602);
@@ -222,5 +341,48 @@ describe('MCP revision 2026-07-28 at /mcp, through the official v2 client (state
       await assert.rejects(new Client({ name: 'anon', version: '0' }, { versionNegotiation: { mode: { pin: REVISION } } })
         .connect(new StreamableHTTPClientTransport(new URL('/mcp', control.url))));
     });
+  });
+});
+
+describe('MCP subscriptions/listen (2026-07-28) under the /v1 event-stream limits, through the official v2 client', () => {
+  let cp: TestControl;
+  const uri = 'svc://runs/local/r000000';
+  before(async () => {
+    cp = await startTestControl({ token: TOKEN, settings: { streams: { total: 3, perRun: 1 } } });
+    for (const i of [0, 1]) cp.deps.stores.runs.upsert('local', makeRun(i, { status: 'running' }));
+  });
+  let closed = false;
+  after(async () => {
+    if (!closed) await cp.close();
+  });
+
+  /** An event of the run, stored and published as the Control Plane does when it appends one. */
+  function eventOf(run: string): void {
+    cp.deps.bus.publish([cp.deps.stores.events.append('local', run, { kind: 'log', data: { text: 'x' }, ts: Date.now() })]);
+  }
+
+  it("tells a listener when its run changes, bounds listeners like /v1 streams, ends with the listen's result at shutdown", async () => {
+    const { client } = await connect(cp.url);
+    const updates: string[] = [];
+    client.setNotificationHandler('notifications/resources/updated', (n) => void updates.push(n.params.uri));
+    const first = await client.listen({ resourceSubscriptions: [uri] });
+    assert.equal(cp.deps.bus.size(), 1);
+    // The run's own bound (1 here) holds for listeners and /v1 streams together: refused before any stream opens.
+    await assert.rejects(client.listen({ resourceSubscriptions: [uri] }), /too_many_requests/);
+    const api = await cp.request('GET', '/v1/runs/local/r000000/stream');
+    assert.deepEqual([api.status, api.headers.get('retry-after')], [429, '30']);
+
+    eventOf('r000001');
+    eventOf('r000000');
+    await waitFor(() => updates.length > 0, 'an update');
+    assert.deepEqual(updates, [uri], 'only the watched run, once for its one event');
+
+    await first.close();
+    await waitFor(() => cp.deps.bus.size() === 0, 'the closed listener to leave the bus');
+    const second = await client.listen({ resourceSubscriptions: [uri] });
+    closed = true;
+    await cp.close();
+    assert.equal(await second.closed, 'graceful');
+    await client.close();
   });
 });
