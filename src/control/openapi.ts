@@ -191,13 +191,16 @@ const operations: readonly Op[] = [
     { loopbackOnly: true, body: 'ImportRequest', ok: 'ImportResult' }),
   // MCP (docs/mcp.md): JSON-RPC, so only the HTTP envelope is described here; tools/list describes the tools.
   op('control', 'post', '/mcp', 'postMcp', 'mcp', 'MCP Streamable HTTP, one JSON-RPC message per POST. Revision ' +
-    '2026-07-28: stateless, each request names its version in _meta and MCP-Protocol-Version / Mcp-Method headers ' +
-    '(a mismatch is 400, an unserved method 404, with a JSON-RPC error); 2025-11-25: initialize answers with an ' +
-    'Mcp-Session-Id header that every later message carries', {
+    '2026-07-28: stateless, each request or notification names its version in _meta and MCP-Protocol-Version / ' +
+    'Mcp-Method headers (a mismatch is 400, an unserved method 404, a posted response 400, with a JSON-RPC error); ' +
+    '2025-11-25: initialize answers with an Mcp-Session-Id header that every later message carries', {
     body: 'Open',
-    ok: { status: 200, schema: 'Open', description: 'the JSON-RPC response (application/json, never a stream)' },
-    also: [{ status: 202, type: null, description: 'a notification or a response, accepted' }],
-    errors: ['NotFound'],
+    ok: {
+      status: 200, schema: 'Open', description: 'the JSON-RPC response (application/json); for subscriptions/listen ' +
+        'a text/event-stream of notifications (429 past SVC_CONTROL_MAX_STREAMS or _PER_RUN)',
+    },
+    also: [{ status: 202, type: null, description: 'a notification (or, 2025-11-25, a response), accepted' }],
+    errors: ['NotFound', 'TooMany'],
   }),
   op('control', 'delete', '/mcp', 'deleteMcp', 'mcp', 'End the MCP session named by Mcp-Session-Id', {
     ok: { status: 204, type: null, description: 'the session ended' }, errors: ['NotFound'],
