@@ -62,7 +62,7 @@ export const SETTINGS = {
   SVC_CONTROL_MAX_CONNECTIONS_PER_PEER: int('control', 1024, [1, 1_000_000],
     'open connections from one peer address (at most `SVC_CONTROL_MAX_CONNECTIONS`)'),
   SVC_CONTROL_MAX_STREAMS: int('control', 2000, [1, 1_000_000],
-    'event streams (`/v1/stream`, run streams) open at once; one more is answered 429'),
+    'event streams (`/v1/stream`, run streams, each run an MCP listen watches) open at once; one more is answered 429'),
   SVC_CONTROL_MAX_STREAMS_PER_RUN: int('control', 100, [1, 1_000_000],
     'event streams of one run open at once (at most `SVC_CONTROL_MAX_STREAMS`)'),
   SVC_CONTROL_AUDIT_RETENTION_DAYS: int('control', 365, [0, 36_500], 'audit rows older than this are pruned hourly, ' +
