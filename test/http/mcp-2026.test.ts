@@ -149,9 +149,13 @@ describe('MCP revision 2026-07-28 at /mcp, through the official v2 client (state
     assert.deepEqual([row?.outcome, row?.detail.via], ['ok', 'mcp']);
     const answered = audit.find((e: { action: string; target: string }) => e.action === 'run.answer' && e.target === `local/${started.run}`);
     assert.deepEqual([answered?.outcome, answered?.detail.via], ['ok', 'mcp']);
-    // Closing the subscription closes its stream, and the bus lets go of it.
+    // Closing the subscription closes its stream, and the bus lets go of it; the client's notifications/cancelled
+    // (version header, no Mcp-Method) passes the notification checks.
+    const errors: unknown[] = [];
+    client.onerror = (err) => void errors.push(err);
     await listening.close();
     await waitFor(() => control.deps.bus.size() === streams, 'the listener to leave the bus');
+    assert.deepEqual(errors, []);
   });
 
   /** answer_run without an answer, sent raw: what a client gets that cannot ask its user, or answers the wrong form. */
