@@ -123,8 +123,7 @@ const list = (value: unknown): unknown[] => (Array.isArray(value) ? value : []);
 const VALUE_KINDS = ['stringValue', 'intValue', 'doubleValue', 'boolValue'] as const;
 const NANOS = /^\d{1,20}$/;
 
-/** Untrusted OTLP attributes rebuilt: a string key and one scalar value each; anything else, or a key `drop` matches, is
- * dropped. */
+/** Untrusted OTLP attributes rebuilt: a string key and one scalar value each; anything else, or a `drop` key, goes. */
 function checkedAttributes(value: unknown, drop: RegExp): unknown[] {
   return list(value).flatMap((a) => {
     const key = str(obj(a).key);
@@ -165,7 +164,7 @@ export function ownTraceExport(
         const id = (str(s.spanId) ?? '').toLowerCase();
         const parent = str(s.parentSpanId)?.toLowerCase() || null;
         const name = str(s.name) ?? '';
-        if ((str(s.traceId) ?? '').toLowerCase() !== traceId) refused ??= 'only spans of the job\'s own trace are relayed';
+        if ((str(s.traceId) ?? '').toLowerCase() !== traceId) refused ??= 'only the job\'s own trace is relayed';
         else if (!SPAN_ID.test(id) || (parent && !SPAN_ID.test(parent))) refused ??= 'a span id is not 16 hex digits';
         else if (svcs(id)) refused ??= `span id ${id} is svc's own (the job's span or the gate's)`;
         else if (SERVER_SPANS.test(name)) refused ??= `a span named ${name.slice(0, 60)} is svc's trigger's or gate's`;

@@ -48,7 +48,7 @@ export interface GateContext {
   record(record: EgressRecord, asker?: Asker): void;
   /** Metering on: model responses' usage is read and priced, and budgets can refuse a model call. */
   meter: GateMeter | null;
-  /** Connections are spans of their run's trace; a shared gate also relays its pods' span exports. Null: no trace work. */
+  /** Connections are spans of their run's trace; a shared gate also relays its pods' exports. Null: tracing off. */
   trace: GateTrace | null;
   /** What a run's pod has relayed of its spans (forward.ts bounds it); null for a run the gate let go. */
   relayShare(run: string): RelayShare | null;

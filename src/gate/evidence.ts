@@ -1,6 +1,6 @@
 // Every connection through the egress gate is evidence: one record per CONNECT tunnel, plain-HTTP request, model API
-// request or relayed span export, allowed or denied (docs/gate.md "The log"). This file owns the record's shape, its reader and the
-// summary a receipt carries. It never records paths, headers or bodies: hosts and counts only.
+// request or relayed span export, allowed or denied (docs/gate.md "The log"). This file owns the record's shape, its
+// reader and the summary a receipt carries. It never records paths, headers or bodies: hosts and counts only.
 import { num, obj, str } from '../untrusted.ts';
 
 /** One connection; docs/gate.md "The log" says what each field holds. */
