@@ -158,9 +158,7 @@ const RELAY_SPENT = `this job has sent the ${RELAY.bytes / MiB} MiB or ${RELAY.s
 async function relayTraces(ctx: GateContext, asker: Asker, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const started = Date.now();
   const tracer = ctx.trace?.tracer;
-  const collector = URL.parse(tracer?.url ?? '');
-  const port = Number(collector?.port) || (collector ? (collector.protocol === 'https:' ? 443 : 80) : 0);
-  const base = arrivingRecord('traces', asker, { method: req.method ?? null, host: collector?.hostname ?? '', port });
+  const base = arrivingRecord('traces', asker, { method: req.method ?? null });
   const done = (status: number, reason: string | null, extra: Partial<EgressRecord> = {}): void =>
     ctx.record({ ...base, ...extra, status, reason, ms: Date.now() - started }, asker);
   const deny = (status: number, reason: string, headers: Record<string, string> = {}): void => {
@@ -172,6 +170,10 @@ async function relayTraces(ctx: GateContext, asker: Asker, req: IncomingMessage,
   const own = parseTraceparent(who?.trace);
   if (req.method !== 'POST') return deny(405, 'spans are exported with POST', { allow: 'POST' });
   if (!tracer || !who || !own) return deny(404, 'this gate exports no traces for this job');
+  // From here the destination is known: the gate's collector.
+  const collector = URL.parse(tracer.url ?? '');
+  base.host = collector?.hostname ?? '';
+  base.port = Number(collector?.port) || (collector?.protocol === 'https:' ? 443 : 80);
   const share = ctx.relayShare(who.run);
   if (!share) return deny(413, 'this gate let the run go: it relays none of its spans');
   if (share.inFlight >= RELAY.inFlight) {
