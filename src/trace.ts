@@ -137,9 +137,9 @@ const int = (value: unknown): number => (Number.isInteger(value) ? (value as num
 const nanosOf = (value: unknown): string => (typeof value === 'string' && NANOS.test(value) ? value : '0');
 const SPAN_ID = /^(?!0{16})[0-9a-f]{16}$/;
 /** The names of spans svc's servers write (the trigger's, the gate's): a relayed export may not carry one. */
-const SERVER_SPANS = /^svc\.(delivery|job|gate\..*)$/;
+const SERVER_SPANS = /^svc\.(delivery|job|gate\..*)$/i;
 /** Span attributes that say who a span is of, or are the gate's: the gate's stamp says it, a pod's are dropped. */
-const STAMPED = /^svc\.(relayed_by|job_id|run|repo|gate\..*)$/;
+const STAMPED = /^svc\.(relayed_by|job_id|run|repo|gate\..*)$/i;
 
 export type RelayedExport = { body: string; spans: number } | { refused: string };
 

@@ -118,8 +118,11 @@ export function gateSpanId(traceId: string, head = randomBytes(4).toString('hex'
   return head + createHmac('sha256', SPAN_KEY).update(traceId + head).digest('hex').slice(0, 8);
 }
 
-function connectionSpan(trace: GateTrace | null, parent: SpanContext | null, who: JobIdentity | null): OpenSpan | null {
-  if (!trace || !parent) return null;
+function connectionSpan(
+  trace: GateTrace | null, parent: SpanContext | null, who: JobIdentity | null, target: string,
+): OpenSpan | null {
+  // Reading the run's own records back (`/_egress`) is no connection out: no span.
+  if (!trace || !parent || target === '/_egress') return null;
   const attributes = who ? { 'svc.job_id': who.job, 'svc.run': who.run } : {};
   const spanId = gateSpanId(parent.traceId);
   return new OpenSpan(trace.tracer, 'svc.gate.connection', parent, { kind: 'client', attributes, spanId });
@@ -161,7 +164,7 @@ export class ClientBook {
   admit(req: IncomingMessage): Admission {
     const url = req.url ?? '';
     if (!this.clients) {
-      const span = connectionSpan(this.trace, this.trace?.parent ?? null, null);
+      const span = connectionSpan(this.trace, this.trace?.parent ?? null, null, url);
       return { admitted: true, asker: { policy: this.policy, who: null, span }, url };
     }
     const inPath = JOB_PREFIX.exec(url);
@@ -187,8 +190,7 @@ export class ClientBook {
       this.owner.set(socket, key);
       countWhileOpen(this.open, key, socket);
     }
-    // Reading the run's own records back is no connection out: no span.
-    const span = target === '/_egress' ? null : connectionSpan(this.trace, parseTraceparent(who.trace), who);
+    const span = connectionSpan(this.trace, parseTraceparent(who.trace), who, target);
     return { admitted: true, asker: { policy: this.clients.policyFor(who), who, span }, url: target };
   }
 }

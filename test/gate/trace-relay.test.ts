@@ -109,7 +109,7 @@ describe('the shared gate relaying a pod\'s spans', () => {
   it('refuses spans named as svc\'s servers\' or reusing the job\'s span id, and sends the collector none', async () => {
     const before = collector.bodies.length;
     const attacks = [
-      [span({ name: 'svc.job' })], [span({ name: 'svc.gate.connection' })], [span({ name: 'svc.delivery' })],
+      [span({ name: 'svc.job' })], [span({ name: 'svc.gate.connection' })], [span({ name: 'svc.delivery' })], [span({ name: 'SVC.Job' })],
       [span(), span({ spanId: JOB_SPAN, name: 'svc.own' })],
       [span({ spanId: JOB_SPAN.toUpperCase() })],
       [span({ spanId: 'not-an-id' })], [span({ parentSpanId: 'xyz' })],
@@ -123,7 +123,7 @@ describe('the shared gate relaying a pod\'s spans', () => {
     const refused = relaysOf('b');
     assert.equal(refused.length, attacks.length);
     assert.ok(refused.every((r) => r.decision === 'denied' && r.status === 403 && r.bytesUp === 0));
-    assert.match(refused[3]!.reason!, /svc's own/);
+    assert.match(refused[4]!.reason!, /svc's own/);
   });
 
   it('refuses a span reusing the id of the gate\'s own connection span, learnt from a traceparent', async () => {
