@@ -123,48 +123,61 @@ const list = (value: unknown): unknown[] => (Array.isArray(value) ? value : []);
 const VALUE_KINDS = ['stringValue', 'intValue', 'doubleValue', 'boolValue'] as const;
 const NANOS = /^\d{1,20}$/;
 
-/** Untrusted OTLP attributes rebuilt: a string key and one scalar value each; anything else is dropped. */
-function checkedAttributes(value: unknown, skip: ReadonlySet<string> = new Set()): unknown[] {
+/** Untrusted OTLP attributes rebuilt: a string key and one scalar value each; anything else, or a `drop` key, goes. */
+function checkedAttributes(value: unknown, drop: RegExp): unknown[] {
   return list(value).flatMap((a) => {
     const key = str(obj(a).key);
     const v = obj(obj(a).value);
     const kind = VALUE_KINDS.find((k) => ['string', 'number', 'boolean'].includes(typeof v[k]));
-    return key === null || skip.has(key) || kind === undefined ? [] : [{ key, value: { [kind]: v[kind] } }];
+    return key === null || drop.test(key) || kind === undefined ? [] : [{ key, value: { [kind]: v[kind] } }];
   });
 }
 
 const int = (value: unknown): number => (Number.isInteger(value) ? (value as number) : 0);
 const nanosOf = (value: unknown): string => (typeof value === 'string' && NANOS.test(value) ? value : '0');
+const SPAN_ID = /^(?!0{16})[0-9a-f]{16}$/;
+/** The names of spans svc's servers write (the trigger's, the gate's): a relayed export may not carry one. */
+const SERVER_SPANS = /^svc\.(delivery|job|gate\..*)$/i;
+/** Span attributes that say who a span is of, or are the gate's: the gate's stamp says it, a pod's are dropped. */
+const STAMPED = /^svc\.(relayed_by|job_id|run|repo|gate\..*)$/i;
+
+export type RelayedExport = { body: string; spans: number } | { refused: string };
 
 /**
  * A relayed OTLP JSON export (untrusted: a pod's), rebuilt from the fields svc's own exporter writes (otlpBody), so
- * nothing a collector might also read (snake_case aliases such as `trace_id`, keys svc never checked) passes; `stamp`
- * replaces those resource attributes (who relayed it). Null unless every span is in `traceId` and there is one.
+ * nothing a collector might also read (snake_case aliases such as `trace_id`, keys svc never checked) passes. Each
+ * resource says only `resource` (the pod's resource attributes are dropped). Refused unless it has a span and every
+ * span is in `traceId`, has a well-formed id that `svcs` does not claim, and is not named as a server's span.
  */
-export function ownTraceExport(body: unknown, traceId: string, stamp: Attrs): string | null {
+export function ownTraceExport(
+  body: unknown, traceId: string, svcs: (spanId: string) => boolean, resource: Attrs,
+): RelayedExport {
   let spans = 0;
-  let foreign = false;
-  const stamped = attributes(stamp);
-  const own = new Set(Object.keys(stamp));
-  const resourceSpans = list(obj(body).resourceSpans).map((resource) => ({
-    resource: { attributes: [...checkedAttributes(obj(obj(resource).resource).attributes, own), ...stamped] },
-    scopeSpans: list(obj(resource).scopeSpans).map((scope) => ({
+  let refused: string | null = null;
+  const resourceSpans = list(obj(body).resourceSpans).map((r) => ({
+    resource: { attributes: attributes(resource) },
+    scopeSpans: list(obj(r).scopeSpans).map((scope) => ({
       scope: { name: str(obj(obj(scope).scope).name) ?? '' },
       spans: list(obj(scope).spans).map((span) => {
         const s = obj(span);
         spans += 1;
-        if ((str(s.traceId) ?? '').toLowerCase() !== traceId) foreign = true;
-        const parent = str(s.parentSpanId);
+        const id = (str(s.spanId) ?? '').toLowerCase();
+        const parent = str(s.parentSpanId)?.toLowerCase() || null;
+        const name = str(s.name) ?? '';
+        if ((str(s.traceId) ?? '').toLowerCase() !== traceId) refused ??= 'only the job\'s own trace is relayed';
+        else if (!SPAN_ID.test(id) || (parent && !SPAN_ID.test(parent))) refused ??= 'a span id is not 16 hex digits';
+        else if (svcs(id)) refused ??= `span id ${id} is svc's own (the job's span or the gate's)`;
+        else if (SERVER_SPANS.test(name)) refused ??= `a span named ${name.slice(0, 60)} is svc's trigger's or gate's`;
         return {
-          traceId, spanId: str(s.spanId) ?? '', ...(parent ? { parentSpanId: parent } : {}), name: str(s.name) ?? '',
-          kind: int(s.kind), startTimeUnixNano: nanosOf(s.startTimeUnixNano),
-          endTimeUnixNano: nanosOf(s.endTimeUnixNano), attributes: checkedAttributes(s.attributes),
-          status: { code: int(obj(s.status).code) },
+          traceId, spanId: id, ...(parent ? { parentSpanId: parent } : {}), name, kind: int(s.kind),
+          startTimeUnixNano: nanosOf(s.startTimeUnixNano), endTimeUnixNano: nanosOf(s.endTimeUnixNano),
+          attributes: checkedAttributes(s.attributes, STAMPED), status: { code: int(obj(s.status).code) },
         };
       }),
     })),
   }));
-  return spans === 0 || foreign ? null : JSON.stringify({ resourceSpans });
+  if (spans === 0) return { refused: 'the export has no span' };
+  return refused !== null ? { refused } : { body: JSON.stringify({ resourceSpans }), spans };
 }
 
 const MAX_QUEUED = 2048;
@@ -187,8 +200,13 @@ export class Tracer {
     this.#settings = settings;
   }
 
+  /** Where spans go; null: nowhere (tracing is off, and svc does no trace work). */
+  get url(): string | null {
+    return this.#settings.url;
+  }
+
   get enabled(): boolean {
-    return this.#settings.url !== null;
+    return this.url !== null;
   }
 
   /** Sends an export made elsewhere (a pod's, relayed by the gate) now, to this tracer's collector and headers. */

@@ -49,9 +49,10 @@ export async function finish(
   const cls = { done: idle ? 'agent' : 'checks', failed: 'agent', 'over-budget': 'budget', limit: 'limit' } as const;
   const failed = error === null ? null
     : runFailure(end.kind === 'failed' && end.config ? 'config' : cls[end.kind], error);
+  // Closed first: a connection the close ends is recorded then, and the receipt's network section must count it.
+  await sandbox.gate?.close();
   const receipt = await inSpan('svc.receipt', {},
     () => writeReceipt(ctx, checks, diff, failure !== null, sandbox, failed));
-  await sandbox.gate?.close();
   let prFailure: RunFailure | null = null;
   if (!error) {
     error = await inSpan('svc.pr', { 'svc.pr.wanted': ctx.state.pr }, () => maybeOpenPr(ctx, plan, receipt));

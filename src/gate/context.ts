@@ -1,6 +1,7 @@
 // What every egress gate handler gets (the resolver and connect function injectable, so tests prove the address rules
 // without a packet leaving the machine); who is asking (ClientBook); and the one place a refusal is rendered.
 import { connect as netConnect, type Socket } from 'node:net';
+import { createHmac, randomBytes } from 'node:crypto';
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { GatePolicy, Resolver } from './policy.ts';
@@ -8,6 +9,7 @@ import { credentialFromProxyAuthorization, verifyJobCredential, type JobIdentity
 import type { ModelRoute } from './model-apis.ts';
 import type { EgressRecord } from './evidence.ts';
 import type { PriceTable } from './prices.ts';
+import type { RelayShare } from './run-records.ts';
 import { OpenSpan, parseTraceparent, type SpanContext, type Tracer } from '../trace.ts';
 
 /** Opens a TCP connection to an address the gate has already checked (an IP literal, never a name). */
@@ -46,8 +48,10 @@ export interface GateContext {
   record(record: EgressRecord, asker?: Asker): void;
   /** Metering on: model responses' usage is read and priced, and budgets can refuse a model call. */
   meter: GateMeter | null;
-  /** Connections are spans of their run's trace; a shared gate also relays its pods' span exports. */
+  /** Connections are spans of their run's trace; a shared gate also relays its pods' exports. Null: tracing off. */
   trace: GateTrace | null;
+  /** What a run's pod has relayed of its spans (forward.ts bounds it); null for a run the gate let go. */
+  relayShare(run: string): RelayShare | null;
 }
 
 /** docs/gate.md "Metered cost" and "Budgets". */
@@ -105,10 +109,23 @@ export interface GateTrace {
   parent: SpanContext | null;
 }
 
-function connectionSpan(trace: GateTrace | null, parent: SpanContext | null, who: JobIdentity | null): OpenSpan | null {
-  if (!trace || !parent) return null;
+// The gate's span ids carry a tag only this process can make (half the id: an HMAC of the other half and the trace),
+// so a pod's relayed span that reuses one (learnt from a traceparent an allowed destination saw) is told apart without
+// remembering every id the gate gave out.
+const SPAN_KEY = randomBytes(32);
+
+export function gateSpanId(traceId: string, head = randomBytes(4).toString('hex')): string {
+  return head + createHmac('sha256', SPAN_KEY).update(traceId + head).digest('hex').slice(0, 8);
+}
+
+function connectionSpan(
+  trace: GateTrace | null, parent: SpanContext | null, who: JobIdentity | null, target: string,
+): OpenSpan | null {
+  // Reading the run's own records back (`/_egress`) is no connection out: no span.
+  if (!trace || !parent || target === '/_egress') return null;
   const attributes = who ? { 'svc.job_id': who.job, 'svc.run': who.run } : {};
-  return new OpenSpan(trace.tracer, 'svc.gate.connection', parent, { kind: 'client', attributes });
+  const spanId = gateSpanId(parent.traceId);
+  return new OpenSpan(trace.tracer, 'svc.gate.connection', parent, { kind: 'client', attributes, spanId });
 }
 
 /** Ends a connection's span with where it went and what was decided: never a path, header or body. */
@@ -147,7 +164,7 @@ export class ClientBook {
   admit(req: IncomingMessage): Admission {
     const url = req.url ?? '';
     if (!this.clients) {
-      const span = connectionSpan(this.trace, this.trace?.parent ?? null, null);
+      const span = connectionSpan(this.trace, this.trace?.parent ?? null, null, url);
       return { admitted: true, asker: { policy: this.policy, who: null, span }, url };
     }
     const inPath = JOB_PREFIX.exec(url);
@@ -173,7 +190,7 @@ export class ClientBook {
       this.owner.set(socket, key);
       countWhileOpen(this.open, key, socket);
     }
-    const span = connectionSpan(this.trace, parseTraceparent(who.trace), who);
+    const span = connectionSpan(this.trace, parseTraceparent(who.trace), who, target);
     return { admitted: true, asker: { policy: this.clients.policyFor(who), who, span }, url: target };
   }
 }

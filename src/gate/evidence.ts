@@ -1,13 +1,14 @@
-// Every connection through the egress gate is evidence: one record per CONNECT tunnel, plain-HTTP request or model
-// API request, allowed or denied (docs/gate.md "The log"). This file owns the record's shape, its reader and the
-// summary a receipt carries. It never records paths, headers or bodies: hosts and counts only.
+// Every connection through the egress gate is evidence: one record per CONNECT tunnel, plain-HTTP request, model API
+// request or relayed span export, allowed or denied (docs/gate.md "The log"). This file owns the record's shape, its
+// reader and the summary a receipt carries. It never records paths, headers or bodies: hosts and counts only.
 import { num, obj, str } from '../untrusted.ts';
 
 /** One connection; docs/gate.md "The log" says what each field holds. */
 export interface EgressRecord {
   /** ISO time the request reached the gate. */
   time: string;
-  kind: 'connect' | 'http' | 'model';
+  /** `traces`: a pod's span export the gate relayed to its collector (`host`, `port`), or refused. */
+  kind: 'connect' | 'http' | 'model' | 'traces';
   host: string;
   port: number;
   method: string | null;
@@ -84,7 +85,7 @@ function attribution(o: Record<string, unknown>): Pick<EgressRecord, 'job' | 'ru
 export function readEgressRecord(value: unknown): EgressRecord {
   const o = obj(value);
   return {
-    time: str(o.time) ?? '', kind: oneOf(o.kind, ['connect', 'http', 'model'] as const, 'connect'),
+    time: str(o.time) ?? '', kind: oneOf(o.kind, ['connect', 'http', 'model', 'traces'] as const, 'connect'),
     host: str(o.host) ?? '', port: num(o.port), method: str(o.method), model: str(o.model),
     decision: oneOf(o.decision, ['allowed', 'denied'] as const, 'denied'), rule: str(o.rule),
     reason: str(o.reason), address: str(o.address), status: typeof o.status === 'number' ? o.status : null,

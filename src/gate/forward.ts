@@ -6,7 +6,7 @@ import { connect as tlsConnect } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import { BadHostError, parseAuthority, type Destination } from './address.ts';
 import { decide } from './policy.ts';
-import { refuse, type Asker, type GateContext } from './context.ts';
+import { gateSpanId, refuse, type Asker, type GateContext } from './context.ts';
 import { CREDENTIAL_HEADERS, modelPath } from './model-apis.ts';
 import { arrivingRecord, type EgressRecord, type MeteredCall } from './evidence.ts';
 import { usageMeter, type UsageMeter } from './usage.ts';
@@ -144,31 +144,74 @@ export async function handleRequest(
   );
 }
 
+// What one job's pod may send to `/_traces` over its life (docs/gate.md "Traces"): a pod's run exports a few dozen
+// spans; these bound one that would flood the operator's collector and the gate. Fixed: no run comes near them.
+const RELAY = { bytes: 16 * MiB, spans: 10_000, inFlight: 2 };
+const RELAY_SPENT = `this job has sent the ${RELAY.bytes / MiB} MiB or ${RELAY.spans} spans the gate relays for a job`;
+
 /**
  * `POST /_job/<credential>/_traces` (docs/deploy.md#traces): a pod's run exports its spans here, and the gate sends
- * them on to its own collector with its own headers (a secret no pod holds), only when every span is in the trace the
- * job's credential names: an agent in the pod cannot put spans into another run's trace.
+ * them on to its own collector with its own headers (a secret no pod holds), only when every span is the job's own
+ * (ownTraceExport): an agent in the pod cannot put spans into another run's trace, nor pass for svc's servers. Each
+ * export is recorded like a connection (kind `traces`) and counted against the job's share (RELAY).
  */
 async function relayTraces(ctx: GateContext, asker: Asker, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const traceId = parseTraceparent(asker.who?.trace)?.traceId;
-  if (req.method !== 'POST' || !ctx.trace?.tracer.enabled || !traceId) {
+  const started = Date.now();
+  const tracer = ctx.trace?.tracer;
+  const base = arrivingRecord('traces', asker, { method: req.method ?? null });
+  const done = (status: number, reason: string | null, extra: Partial<EgressRecord> = {}): void =>
+    ctx.record({ ...base, ...extra, status, reason, ms: Date.now() - started }, asker);
+  const deny = (status: number, reason: string, headers: Record<string, string> = {}): void => {
     req.resume();
-    const reason = req.method !== 'POST' ? 'spans are exported with POST' : 'this gate exports no traces for this job';
-    return refuse(res, req.method !== 'POST' ? 405 : 404, reason);
+    refuse(res, status, reason, headers);
+    done(status, reason);
+  };
+  const { who } = asker;
+  const own = parseTraceparent(who?.trace);
+  if (req.method !== 'POST') return deny(405, 'spans are exported with POST', { allow: 'POST' });
+  if (!tracer || !who || !own) return deny(404, 'this gate exports no traces for this job');
+  // From here the destination is known: the gate's collector.
+  const collector = URL.parse(tracer.url ?? '');
+  base.host = collector?.hostname ?? '';
+  base.port = Number(collector?.port) || (collector?.protocol === 'https:' ? 443 : 80);
+  const share = ctx.relayShare(who.run);
+  if (!share) return deny(413, 'this gate let the run go: it relays none of its spans');
+  if (share.inFlight >= RELAY.inFlight) {
+    return deny(429, `this job has ${share.inFlight} span exports under way already`, { 'retry-after': '1' });
   }
+  if (share.bytes >= RELAY.bytes || share.spans >= RELAY.spans) return deny(413, RELAY_SPENT);
+  share.inFlight += 1;
+  res.once('close', () => (share.inFlight -= 1));
+  // Counted before they are read, so two exports at once cannot pass the bound together.
+  const limit = Math.min(MiB, RELAY.bytes - share.bytes);
+  share.bytes += limit;
   let body: unknown;
   try {
-    body = parseJson(await readBody(req, { limit: MiB }));
+    const bytes = await readBody(req, { limit });
+    share.bytes -= limit - bytes.length;
+    body = parseJson(bytes);
   } catch (err) {
-    return refuse(res, err instanceof HttpError ? err.status : 400, errorMessage(err));
+    const status = err instanceof HttpError ? err.status : 400;
+    refuse(res, status, errorMessage(err));
+    return done(status, errorMessage(err));
   }
-  // Stamped with the job the credential names: spans a pod relays are told apart from the servers' own.
-  const who = asker.who!;
-  const stamp = { 'svc.relayed_by': 'svc-gate', 'svc.job_id': who.job, 'svc.run': who.run };
-  const rebuilt = ownTraceExport(body, traceId, stamp);
-  if (rebuilt === null) return refuse(res, 403, 'only spans of the job\'s own trace are exported');
-  if (!await ctx.trace.tracer.forward(rebuilt)) return refuse(res, 502, 'the collector did not take them');
+  // The job's own span and the gate's are svc's: a relayed span reusing one would take their place in the trace.
+  const svcs = (id: string): boolean => id === own.spanId || id === gateSpanId(own.traceId, id.slice(0, 8));
+  const stamp = {
+    'service.name': 'svc-run', 'svc.relayed_by': 'svc-gate', 'svc.job_id': who.job, 'svc.run': who.run,
+    'svc.repo': who.repo || null,
+  };
+  const relayed = ownTraceExport(body, own.traceId, svcs, stamp);
+  if ('refused' in relayed) return deny(403, relayed.refused);
+  if (share.spans + relayed.spans > RELAY.spans) return deny(413, RELAY_SPENT);
+  share.spans += relayed.spans;
+  const sent = { decision: 'allowed' as const, bytesUp: Buffer.byteLength(relayed.body) };
+  if (!await tracer.forward(relayed.body)) {
+    refuse(res, 502, 'the collector did not take them');
+    return done(502, 'the collector did not take them', sent);
+  }
   res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+  done(200, null, sent);
 }
 
 type Planned = { plan: Plan; model: string | null } | { refused: string; status: number };

@@ -45,7 +45,10 @@ export interface GateOptions {
   metrics?: GateMetrics;
   /** Read and price every model response's usage, and ask before each model call whether a budget refuses it. */
   meter?: GateMeter;
-  /** Record each connection as a span of its run's trace, and pass the model API a `traceparent` (context.ts). */
+  /**
+   * Record each connection as a span of its run's trace, and pass the model API a `traceparent` (context.ts); only
+   * when the tracer exports.
+   */
   trace?: GateTrace;
 }
 
@@ -114,8 +117,9 @@ function createGateServer(
     socket.on('close', () => sockets.delete(socket));
     if (peer !== undefined) countWhileOpen(perPeer, peer, socket);
   });
-  const onError = (err: unknown, where: () => void): void => {
+  const onError = (err: unknown, asker: Asker, where: () => void): void => {
     log.error('gate internal error', { error: errorMessage(err) });
+    asker.span?.end('error');
     where();
   };
   const challenge = (status: number): Record<string, string> =>
@@ -131,7 +135,7 @@ function createGateServer(
     }
     if (admission.url === '/_egress') return answerEgress(admission.asker, runs, req, res);
     handleRequest(ctx, admission.asker, admission.url, req, res)
-      .catch((err) => onError(err, () => refuse(res, 502, 'internal error')));
+      .catch((err) => onError(err, admission.asker, () => refuse(res, 502, 'internal error')));
   });
   // Once a socket leaves the HTTP parser (CONNECT, Upgrade) node no longer listens for its errors: a peer's reset
   // while the gate writes its refusal would be an unhandled 'error' and end the process. Listen before anything else.
@@ -147,7 +151,7 @@ function createGateServer(
       return;
     }
     handleConnect(ctx, admission.asker, req, socket, head)
-      .catch((err) => onError(err, () => refuseRaw(socket, 502, 'internal error')));
+      .catch((err) => onError(err, admission.asker, () => refuseRaw(socket, 502, 'internal error')));
   });
   server.on('upgrade', (_req, socket) => {
     quietly(socket);
@@ -174,7 +178,9 @@ export async function startGate(options: GateOptions): Promise<Gate> {
     ca: options.ca,
     limits: { ...DEFAULT_LIMITS, ...options.limits },
     meter: options.meter ?? null,
-    trace: options.trace ?? null,
+    // Tracing off (no endpoint): no spans are made and no traceparent is sent (docs/deploy.md#traces).
+    trace: options.trace?.tracer.enabled ? options.trace : null,
+    relayShare: (run) => runs.relayShare(run),
     record: (whole, asker) => {
       try {
         const r = boundedRecord(whole);

@@ -35,7 +35,7 @@ export function createGateMetrics(token: string | null, accessLog: Logger | null
   const registry = new MetricsRegistry();
   const requests: RequestMetrics = createRequestMetrics(registry);
   const connections = registry.counter('svc_gate_connections_total', 'Client requests and tunnels the gate decided ' +
-    'or refused, by kind (connect, http, model) and decision (allowed, denied)', ['kind', 'decision']);
+    'or refused, by kind (connect, http, model, traces) and decision (allowed, denied)', ['kind', 'decision']);
   const bytes = registry.counter('svc_gate_bytes_total', 'Bytes the gate carried to (up) and from (down) ' +
     'destinations', ['direction']);
   bytes.inc(['up'], 0);

@@ -23,7 +23,16 @@ export type RunEgress = Pick<EgressSummary, 'connections' | 'denied' | 'hosts' |
   metered: MeteredCost | null;
 };
 
-type RunTally = EgressTally & Pick<RunEgress, 'connections' | 'denied' | 'overflow' | 'records' | 'metered'>;
+/** What a run's pod has sent to `/_traces` (bytes read, spans relayed) and how many of its relays are under way. */
+export interface RelayShare {
+  bytes: number;
+  spans: number;
+  inFlight: number;
+}
+
+type RunTally = EgressTally & Pick<RunEgress, 'connections' | 'denied' | 'overflow' | 'records' | 'metered'> & {
+  relay: RelayShare;
+};
 
 /**
  * At most `max` characters, in a string of its own: a slice of a longer string can keep all of it alive (V8 shares
@@ -52,24 +61,36 @@ export class RunRecords {
   private readonly runs = new Map<string, RunTally>();
   private readonly evicted = new Set<string>();
 
-  /** Counts a record the gate has already bounded (boundedRecord). */
-  add(record: EgressRecord): void {
-    const id = record.run;
-    if (!id || this.evicted.has(id)) return;
+  /** The run's tally, now its most recently active (made if new); null for a run let go. */
+  private tally(id: string): RunTally | null {
+    if (this.evicted.has(id)) return null;
     let run = this.runs.get(id);
     if (run) this.runs.delete(id); // re-inserted below: the map's order is least recently active first
     else {
       run = {
         connections: 0, denied: 0, hosts: new Map(), denials: new Map(), overflow: false, records: [], metered: null,
+        relay: { bytes: 0, spans: 0, inFlight: 0 },
       };
     }
     this.runs.set(id, run);
     if (this.runs.size > RUNS_KEPT) this.evict(this.runs.keys().next().value as string);
+    return run;
+  }
+
+  /** Counts a record the gate has already bounded (boundedRecord). */
+  add(record: EgressRecord): void {
+    const run = record.run ? this.tally(record.run) : null;
+    if (!run) return;
     run.connections += 1;
     if (record.decision === 'denied') run.denied += 1;
     if (run.records.length < RECORDS_PER_RUN) run.records.push(record);
     if (!tallyRecord(run, record, DESTINATIONS_PER_RUN)) run.overflow = true;
     if (record.metered) run.metered = addMetered(run.metered, record.metered);
+  }
+
+  /** What the run's pod has relayed of its spans; null for a run let go (the gate relays nothing more for it). */
+  relayShare(id: string): RelayShare | null {
+    return this.tally(id)?.relay ?? null;
   }
 
   private evict(id: string): void {
