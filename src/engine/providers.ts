@@ -204,6 +204,27 @@ function opencodeSession(line: string): SessionSighting | null {
   return sighting(shaped(o.sessionID, OPENCODE_SESSION), o.type === 'text' ? part.text : null);
 }
 
+/**
+ * What one stdout line says of the CLI's credentials, read only from a record of the CLI's own (a top-level field
+ * of its event, never text a model message or tool result could quote): true, it has none; false, a record of its
+ * own that ends otherwise; null, neither. The last such record of an invocation decides.
+ */
+export type LoginReader = (line: string) => boolean | null;
+
+/** claude marks the assistant message it makes up for an API error with the error's kind (an enum of its own). */
+function claudeLoggedOut(line: string): boolean | null {
+  const o = json(line);
+  return o?.type === 'assistant' ? o.error === 'authentication_failed' : null;
+}
+
+/** codex's turn.failed event: its message leads with the model API's status, 401 when it took no credentials. */
+function codexLoggedOut(line: string): boolean | null {
+  const o = json(line);
+  if (o?.type === 'turn.completed') return false;
+  const message = obj(o?.error).message;
+  return o?.type === 'turn.failed' ? typeof message === 'string' && message.startsWith('unexpected status 401 ') : null;
+}
+
 /** A CLI without a session (aider, a command provider): its last line that is not a JSON report is what it said. */
 function lastLine(line: string): SessionSighting | null {
   return json(line) ? null : sighting(null, line);
@@ -219,8 +240,11 @@ export type Adapter = {
   resume?: (id: string) => string[];
   /** The CLI names its session only in its result (gemini): an earlier id was printed by something else. */
   sessionIdLast?: true;
-  /** What the CLI itself prints when it has no credentials, and what to do then (docs/engine.md "Why a run failed"). */
-  notLoggedIn?: { marker: string; fix: string };
+  /**
+   * How the CLI itself says it has no credentials, and what to do then (docs/engine.md "Why a run failed"): its own
+   * record (`said`), or its exit status where that is reserved for it (gemini's 41).
+   */
+  notLoggedIn?: { said?: LoginReader; exitCode?: number; fix: string };
 };
 
 const CLAUDE_ARGS = ['-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'acceptEdits',
@@ -234,22 +258,23 @@ const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
   claude: {
     args: CLAUDE_ARGS, stdin: true, usage: () => wholeDocument(claude), session: () => claudeSession,
     resume: (id) => [...CLAUDE_ARGS, '--resume', id],
-    notLoggedIn: { marker: 'Not logged in · Please run /login',
+    notLoggedIn: { said: claudeLoggedOut,
       fix: 'run `claude` and /login as the user svc runs as, or set ANTHROPIC_API_KEY in svc\'s environment' },
   },
   // exec never asks for approval; its own sandbox is off (svc's is the boundary); its flags go before `resume`.
   codex: {
     args: [...CODEX_ARGS, '-'], stdin: true, usage: () => codex, session: () => codexSession,
     resume: (id) => [...CODEX_ARGS, 'resume', id, '-'],
-    // Without credentials codex asks anyway; the model API's refusal is what it prints.
-    notLoggedIn: { marker: 'unexpected status 401 Unauthorized',
+    // Without credentials codex asks anyway; the model API's refusal is what it reports.
+    notLoggedIn: { said: codexLoggedOut,
       fix: 'run `codex login` as the user svc runs as, or set OPENAI_API_KEY in svc\'s environment' },
   },
   // Headless when stdin is not a TTY; --skip-trust trusts the fresh worktree for this session only.
   gemini: {
     args: GEMINI_ARGS, stdin: true, usage: () => wholeDocument(gemini), session: () => wholeDocument(geminiSession),
     resume: (id) => [...GEMINI_ARGS, '--resume', id], sessionIdLast: true,
-    notLoggedIn: { marker: 'Please set an Auth method in your',
+    // 41 is the exit code of its FatalAuthenticationError alone; nothing an agent prints sets it.
+    notLoggedIn: { exitCode: 41,
       fix: 'run `gemini` and log in as the user svc runs as, or set GEMINI_API_KEY in svc\'s environment' },
   },
   // svc commits, so aider's own auto-commits are off. It has no session to resume.
@@ -287,6 +312,11 @@ export function addUsage(total: Usage, inc: Usage): Usage {
     tokens_in: add(total.tokens_in, inc.tokens_in),
     tokens_out: add(total.tokens_out, inc.tokens_out),
   };
+}
+
+/** Whether an invocation's CLI counted no tokens: its model did nothing (it never started, or was never reached). */
+export function modelSilent(usage: Usage): boolean {
+  return !usage.tokens_in && !usage.tokens_out;
 }
 
 export class ProviderMissingError extends UnavailableError {}
