@@ -1,7 +1,7 @@
 // `svc pod sign`: the signer container of a Kubernetes job pod, the only one that mounts the runner's signing key
 // (docs/deploy.md "Receipts from pods"). It runs no code from the repository or the run, and takes from the run
 // container's files only what it labels "reported"; the rest (VERIFIED below) it establishes itself.
-import { runFailure } from '../run-json.ts';
+import { runFailure, type FailureClass } from '../run-json.ts';
 import { readFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
@@ -16,6 +16,7 @@ import {
   type ReceiptNetwork, type ReportedCheck, type RunEvidence,
 } from '../engine/receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
+import { modelSilent } from '../engine/providers.ts';
 import { maybeOpenPr } from '../engine/finish-phase.ts';
 import type { PushTarget } from '../engine/git-push.ts';
 import { decideVerdict, failedRequiredCheck, requiredCheckError, type CheckResult } from '../engine/checks.ts';
@@ -44,7 +45,7 @@ export interface SignOptions {
 const VERIFIED = ['source', 'run', 'repo', 'branch', 'base_sha', 'head_sha', 'diff', 'checks[].name', 'checks[].argv',
   'checks[].required', 'verdict', 'gaps', 'issued_at'];
 const REPORTED = ['checks[].exit_code', 'checks[].duration_ms', 'checks[].output_sha256', 'spec_sha256', 'provider',
-  'group_id', 'cost', 'started_at', 'ended_at', 'whether the run itself failed'];
+  'group_id', 'cost', 'started_at', 'ended_at', 'whether the run itself failed, and its class'];
 
 /** The base policy's checks with the results the run container reported for them; anything else is a gap. */
 export function reconcileChecks(policy: Policy, reported: ReportedCheck[]): { checks: CheckResult[]; gaps: string[] } {
@@ -244,10 +245,19 @@ async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, evidence: R
   if (!error && noOrigin) error = `Pull request not opened: ${seal.origin_problem ?? 'no origin remote'}`;
   else if (!error) error = await maybeOpenPr(ctx, { policy, push_target: target }, receipt);
   else if (opts.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
-  // The run container reports only that its provider failed (not whether a limit ended it): class agent.
-  const cls = evidence.error !== null ? 'agent' : failed ? 'checks' : 'infra';
+  const cls = evidence.error !== null ? reportedClass(evidence, gate) : failed ? 'checks' : 'infra';
   const failure = error ? runFailure(cls, error) : null;
   ctx.setStatus(error ? 'failed' : 'succeeded', { ...end, error, failed_check: failed?.name ?? null, failure });
+}
+
+/**
+ * The class of the run's own failure as the run container decided it (agent, config, limit), as local runs are
+ * classed. It is reported, not established: the agent could write it. With a gate, a CLI said to be not logged in
+ * whose model the gate saw answer was logged in: class agent.
+ */
+function reportedClass(evidence: RunEvidence, gate: PodGateNetwork | null): FailureClass {
+  const cls = evidence.failure_class ?? 'agent';
+  return cls === 'config' && gate?.metered && !modelSilent(gate.metered) ? 'agent' : cls;
 }
 
 /** Signs (or refuses) the run the pod spec named and ships it; returns its final state. */
