@@ -204,12 +204,8 @@ function opencodeSession(line: string): SessionSighting | null {
   return sighting(shaped(o.sessionID, OPENCODE_SESSION), o.type === 'text' ? part.text : null);
 }
 
-/**
- * What one stdout line says of the CLI's credentials, read only from a record of the CLI's own (a top-level field
- * of its event, never text a model message or tool result could quote): true, it has none; false, a record of its
- * own that ends otherwise; null, neither. The last such record of an invocation decides.
- */
-export type LoginReader = (line: string) => boolean | null;
+// Whether a stdout line is the CLI's own record that it has no credentials (true), one that it has (false), or
+// neither (null): read from a top-level field of its event, never from text a message or tool result could quote.
 
 /** claude marks the assistant message it makes up for an API error with the error's kind (an enum of its own). */
 function claudeLoggedOut(line: string): boolean | null {
@@ -240,11 +236,8 @@ export type Adapter = {
   resume?: (id: string) => string[];
   /** The CLI names its session only in its result (gemini): an earlier id was printed by something else. */
   sessionIdLast?: true;
-  /**
-   * How the CLI itself says it has no credentials, and what to do then (docs/engine.md "Why a run failed"): its own
-   * record (`said`), or its exit status where that is reserved for it (gemini's 41).
-   */
-  notLoggedIn?: { said?: LoginReader; exitCode?: number; fix: string };
+  /** How the CLI itself says it has no credentials (its last record `said`, or its exit code) and what to do then. */
+  notLoggedIn?: { said?: (line: string) => boolean | null; exitCode?: number; fix: string };
 };
 
 const CLAUDE_ARGS = ['-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'acceptEdits',
@@ -315,9 +308,7 @@ export function addUsage(total: Usage, inc: Usage): Usage {
 }
 
 /** Whether an invocation's CLI counted no tokens: its model did nothing (it never started, or was never reached). */
-export function modelSilent(usage: Usage): boolean {
-  return !usage.tokens_in && !usage.tokens_out;
-}
+export const modelSilent = (usage: Usage): boolean => !usage.tokens_in && !usage.tokens_out;
 
 export class ProviderMissingError extends UnavailableError {}
 

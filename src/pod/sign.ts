@@ -1,7 +1,7 @@
 // `svc pod sign`: the signer container of a Kubernetes job pod, the only one that mounts the runner's signing key
 // (docs/deploy.md "Receipts from pods"). It runs no code from the repository or the run, and takes from the run
 // container's files only what it labels "reported"; the rest (VERIFIED below) it establishes itself.
-import { runFailure, type FailureClass } from '../run-json.ts';
+import { runFailure } from '../run-json.ts';
 import { readFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
@@ -245,19 +245,13 @@ async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, evidence: R
   if (!error && noOrigin) error = `Pull request not opened: ${seal.origin_problem ?? 'no origin remote'}`;
   else if (!error) error = await maybeOpenPr(ctx, { policy, push_target: target }, receipt);
   else if (opts.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
-  const cls = evidence.error !== null ? reportedClass(evidence, gate) : failed ? 'checks' : 'infra';
+  // The run's own failure is classed as the run container decided, as a local run is. That is reported (the agent
+  // could write it): a CLI said not to be logged in whose model the gate saw answer was logged in.
+  const answered = gate?.metered && !modelSilent(gate.metered);
+  const reported = evidence.failure_class === 'config' && answered ? 'agent' : evidence.failure_class ?? 'agent';
+  const cls = evidence.error !== null ? reported : failed ? 'checks' : 'infra';
   const failure = error ? runFailure(cls, error) : null;
   ctx.setStatus(error ? 'failed' : 'succeeded', { ...end, error, failed_check: failed?.name ?? null, failure });
-}
-
-/**
- * The class of the run's own failure as the run container decided it (agent, config, limit), as local runs are
- * classed. It is reported, not established: the agent could write it. With a gate, a CLI said to be not logged in
- * whose model the gate saw answer was logged in: class agent.
- */
-function reportedClass(evidence: RunEvidence, gate: PodGateNetwork | null): FailureClass {
-  const cls = evidence.failure_class ?? 'agent';
-  return cls === 'config' && gate?.metered && !modelSilent(gate.metered) ? 'agent' : cls;
 }
 
 /** Signs (or refuses) the run the pod spec named and ships it; returns its final state. */
