@@ -1,9 +1,14 @@
-// The real claude and gemini CLIs with an empty HOME and no key: what they print ends the run as class config, saying
-// which CLI is not logged in and what to do. Neither asks anything of the network before it gives up (both were run
-// in a network namespace of their own to find out); claude's base URL names a closed loopback port all the same.
-// gemini gets none: with a base URL and no saved auth type it fails otherwise (docs/engine.md, "gemini").
+// The real claude and gemini CLIs with an empty HOME and no key: what they report ends the run as class config,
+// saying which CLI is not logged in and what to do. Neither asks anything of the network before it gives up (both were
+// run in a network namespace of their own to find out); claude's base URL names a closed loopback port all the same.
+// gemini gets none: with a base URL and no saved auth type it fails otherwise (docs/engine.md, "gemini"). codex asks
+// its model API without credentials: here a loopback stand-in that refuses it as the OpenAI API does.
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
 import { skipUnlessInstalled, requireProviderCli, makeCliRepo, summaryOf, CLI_TEST, type CliRepo } from './cli-run.ts';
 
 const QUIET = { CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', DISABLE_AUTOUPDATER: '1', DISABLE_TELEMETRY: '1',
@@ -32,3 +37,35 @@ for (const [name, key] of [['claude', 'ANTHROPIC_API_KEY'], ['gemini', 'GEMINI_A
     });
   });
 }
+
+describe('codex CLI not logged in', { skip: skipUnlessInstalled('codex') }, () => {
+  let repo: CliRepo | undefined;
+  const refusing = createServer((req, res) => {
+    req.resume();
+    res.writeHead(401, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ error: { message: 'Missing bearer or basic authentication in header',
+      type: 'invalid_request_error', param: null, code: null } }));
+  });
+  after(async () => {
+    await repo?.close();
+    refusing.closeAllConnections();
+    await new Promise((resolve) => refusing.close(resolve));
+  });
+
+  it('fails the run with class config, naming the CLI and the fix', CLI_TEST, async () => {
+    await new Promise<void>((resolve) => refusing.listen(0, '127.0.0.1', resolve));
+    const host = `127.0.0.1:${(refusing.address() as AddressInfo).port}`;
+    const unset = Object.fromEntries(['OPENAI_API_KEY', 'CODEX_API_KEY'].map((k) => [k, undefined]));
+    repo = await makeCliRepo(requireProviderCli('codex'), unset, [host]);
+    // codex's own OpenAI provider, its API on the stand-in: it sends what it holds of a login, which is nothing.
+    const config = ['model_provider = "openai-standin"', '[model_providers.openai-standin]', 'name = "OpenAI"',
+      `base_url = "http://${host}/v1"`, 'wire_api = "responses"', 'requires_openai_auth = true', ''].join('\n');
+    mkdirSync(join(repo.home, '.codex'), { recursive: true });
+    writeFileSync(join(repo.home, '.codex', 'config.toml'), config);
+    const res = await repo.svc(['start', '--brief', 'fix a.txt', '--worktree', '--provider', 'codex']);
+    assert.equal(res.code, 1, res.stderr);
+    const state = repo.state(summaryOf(res).run);
+    assert.equal(state.failure.class, 'config', JSON.stringify(state.failure));
+    assert.match(state.failure.reason, /^Provider codex is not logged in: .*OPENAI_API_KEY/);
+  });
+});
