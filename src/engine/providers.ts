@@ -25,7 +25,8 @@ export type Usage = CostFigures;
 
 export type UsageParser = (line: string) => Usage | null;
 
-function num(value: unknown): number | null {
+/** A cost or token figure from untrusted output: a finite number, not negative; else null (unknown). */
+export function figure(value: unknown): number | null {
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : null;
 }
 
@@ -45,12 +46,12 @@ function claude(line: string): Usage | null {
   const o = json(line);
   if (!o || o.type !== 'result') return null;
   const u = obj(o.usage);
-  const cacheIn = (num(u.cache_creation_input_tokens) ?? 0) + (num(u.cache_read_input_tokens) ?? 0);
-  const input = num(u.input_tokens);
+  const cacheIn = (figure(u.cache_creation_input_tokens) ?? 0) + (figure(u.cache_read_input_tokens) ?? 0);
+  const input = figure(u.input_tokens);
   return {
-    cost_usd: num(o.total_cost_usd) ?? num(o.cost_usd),
+    cost_usd: figure(o.total_cost_usd) ?? figure(o.cost_usd),
     tokens_in: input === null ? null : input + cacheIn,
-    tokens_out: num(u.output_tokens),
+    tokens_out: figure(u.output_tokens),
   };
 }
 
@@ -59,7 +60,7 @@ function codex(line: string): Usage | null {
   const o = json(line);
   if (!o || o.type !== 'turn.completed') return null;
   const u = obj(o.usage);
-  return { cost_usd: null, tokens_in: num(u.input_tokens), tokens_out: num(u.output_tokens) };
+  return { cost_usd: null, tokens_in: figure(u.input_tokens), tokens_out: figure(u.output_tokens) };
 }
 
 /** `gemini --output-format json`: stats per model (tokens.prompt / tokens.candidates) or flat input/outputTokens. */
@@ -67,13 +68,13 @@ function gemini(line: string): Usage | null {
   const o = json(line);
   if (!o || !o.stats) return null;
   const stats = obj(o.stats);
-  let tin = num(stats.inputTokens);
-  let tout = num(stats.outputTokens);
+  let tin = figure(stats.inputTokens);
+  let tout = figure(stats.outputTokens);
   for (const model of Object.values(obj(stats.models))) {
     const t = obj(obj(model).tokens);
     // A model entry without token counts reports nothing: the figure stays null rather than 0.
-    const prompt = num(t.prompt);
-    const candidates = num(t.candidates);
+    const prompt = figure(t.prompt);
+    const candidates = figure(t.candidates);
     if (prompt !== null) tin = (tin ?? 0) + prompt;
     if (candidates !== null) tout = (tout ?? 0) + candidates;
   }
@@ -85,13 +86,13 @@ function opencode(line: string): Usage | null {
   const o = json(line);
   if (!o) return null;
   const part = obj(o.part);
-  const cost = num(part.cost) ?? num(o.cost);
+  const cost = figure(part.cost) ?? figure(o.cost);
   const tokens = obj(part.tokens ?? o.tokens);
   if (cost === null && tokens.input === undefined) return null;
-  const input = num(tokens.input);
+  const input = figure(tokens.input);
   const cache = obj(tokens.cache);
-  const cacheIn = (num(cache.read) ?? 0) + (num(cache.write) ?? 0);
-  return { cost_usd: cost, tokens_in: input === null ? null : input + cacheIn, tokens_out: num(tokens.output) };
+  const cacheIn = (figure(cache.read) ?? 0) + (figure(cache.write) ?? 0);
+  return { cost_usd: cost, tokens_in: input === null ? null : input + cacheIn, tokens_out: figure(tokens.output) };
 }
 
 function kilo(text: string): number {
@@ -126,7 +127,7 @@ function command(line: string): Usage | null {
   const o = json(line);
   if (!o) return null;
   if (o.type === 'svc.cost') {
-    return { cost_usd: num(o.usd), tokens_in: num(o.tokens_in), tokens_out: num(o.tokens_out) };
+    return { cost_usd: figure(o.usd), tokens_in: figure(o.tokens_in), tokens_out: figure(o.tokens_out) };
   }
   return claude(line);
 }

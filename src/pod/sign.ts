@@ -16,7 +16,7 @@ import {
   type ReceiptNetwork, type ReportedCheck, type RunEvidence,
 } from '../engine/receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
-import { modelSilent } from '../engine/providers.ts';
+import { figure, modelSilent } from '../engine/providers.ts';
 import { maybeOpenPr } from '../engine/finish-phase.ts';
 import type { PushTarget } from '../engine/git-push.ts';
 import { decideVerdict, failedRequiredCheck, requiredCheckError, type CheckResult } from '../engine/checks.ts';
@@ -67,10 +67,6 @@ export function reconcileChecks(policy: Policy, reported: ReportedCheck[]): { ch
   return { checks, gaps };
 }
 
-function numOrNull(value: unknown): number | null {
-  return typeof value === 'number' && Number.isFinite(value) ? value : null;
-}
-
 function strOr(value: unknown, fallback: string): string {
   return typeof value === 'string' && value ? value.slice(0, 500) : fallback;
 }
@@ -107,7 +103,7 @@ function receiptBody(
     },
     // With a gate: its metered figures (set by meteredCost), the run container's report beside them.
     cost: network ? receiptCost(s)
-      : { usd: numOrNull(s.cost_usd), tokens_in: numOrNull(s.tokens_in), tokens_out: numOrNull(s.tokens_out) },
+      : { usd: figure(s.cost_usd), tokens_in: figure(s.tokens_in), tokens_out: figure(s.tokens_out) },
     verdict: verdict.verdict, gaps: verdict.gaps, started_at: strOr(s.started_at, issued),
     ended_at: typeof s.ended_at === 'string' ? s.ended_at : issued, issued_at: issued,
     // The network section comes from the gate (gate-network.ts), never from the run container's files.
@@ -135,7 +131,7 @@ function meteredCost(ctx: RunContext, gate: PodGateNetwork): void {
   const s = ctx.state;
   const said = s.reported === undefined ? s : obj(s.reported);
   const reported = {
-    cost_usd: numOrNull(said.cost_usd), tokens_in: numOrNull(said.tokens_in), tokens_out: numOrNull(said.tokens_out),
+    cost_usd: figure(said.cost_usd), tokens_in: figure(said.tokens_in), tokens_out: figure(said.tokens_out),
   };
   const none = { ...s, reported: null, metered: null };
   ctx.update(withCost(none, { reported, ...(gate.metered ? { metered: gate.metered } : {}) }));
