@@ -45,7 +45,7 @@ export interface SignOptions {
 const VERIFIED = ['source', 'run', 'repo', 'branch', 'base_sha', 'head_sha', 'diff', 'checks[].name', 'checks[].argv',
   'checks[].required', 'verdict', 'gaps', 'issued_at'];
 const REPORTED = ['checks[].exit_code', 'checks[].duration_ms', 'checks[].output_sha256', 'spec_sha256', 'provider',
-  'group_id', 'cost', 'started_at', 'ended_at', 'whether the run itself failed, and its class'];
+  'group_id', 'cost', 'started_at', 'ended_at', 'whether the run itself failed'];
 
 /** The base policy's checks with the results the run container reported for them; anything else is a gap. */
 export function reconcileChecks(policy: Policy, reported: ReportedCheck[]): { checks: CheckResult[]; gaps: string[] } {
