@@ -10,7 +10,7 @@ import { commitAll, diffCommits, diffWorkingTree, headSha, type DiffResult } fro
 import { decideVerdict, failedRequiredCheck, requiredCheckError, runChecks, type CheckResult } from './checks.ts';
 import {
   issueReceipt, confinedNetwork, evidenceOf, signsLater, EVIDENCE_ARTIFACT, RECEIPT_TYPE, UNCONFINED, type Receipt,
-  type RunEvidence, receiptBlock, receiptCost, verifyReceipt, keyRingOf,
+  type EvidenceClass, type RunEvidence, receiptBlock, receiptCost, verifyReceipt, keyRingOf,
 } from './receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
@@ -41,14 +41,15 @@ export async function finish(
   const ended = new Date().toISOString();
   ctx.update({ ended_at: ended });
   const overBudget = end.kind === 'over-budget';
+  const config = end.kind === 'failed' && end.config;
   if (signsLater(ctx.env)) {
-    return leaveEvidence(ctx, overBudget ? 'over_budget' : 'finished', failure, exitCode, checks);
+    const cls = failure === null ? null : config ? 'config' : end.kind === 'limit' ? 'limit' : 'agent';
+    return leaveEvidence(ctx, overBudget ? 'over_budget' : 'finished', failure, exitCode, checks, cls);
   }
   const checkFailed = failure === null ? failedRequiredCheck(checks) : null;
   let error = failure ?? (checkFailed ? requiredCheckError(checkFailed) : null);
   const cls = { done: idle ? 'agent' : 'checks', failed: 'agent', 'over-budget': 'budget', limit: 'limit' } as const;
-  const failed = error === null ? null
-    : runFailure(end.kind === 'failed' && end.config ? 'config' : cls[end.kind], error);
+  const failed = error === null ? null : runFailure(config ? 'config' : cls[end.kind], error);
   // Closed first: a connection the close ends is recorded then, and the receipt's network section must count it.
   await sandbox.gate?.close();
   const receipt = await inSpan('svc.receipt', {},
@@ -70,9 +71,9 @@ export async function finish(
 /** In a pod's run container (no key there): the evidence; its signer sets the rest (src/pod/sign.ts). */
 function leaveEvidence(
   ctx: RunContext, outcome: RunEvidence['outcome'], error: string | null, exitCode: number | null,
-  checks: CheckResult[],
+  checks: CheckResult[], failureClass: EvidenceClass | null,
 ): void {
-  const evidence = evidenceOf(ctx.state.run, outcome, error, exitCode, checks);
+  const evidence = evidenceOf(ctx.state.run, outcome, error, exitCode, checks, failureClass);
   ctx.saveArtifact(EVIDENCE_ARTIFACT, JSON.stringify(evidence, null, 2) + '\n');
   ctx.event('evidence', { outcome, checks: checks.length });
   ctx.say('evidence written: the signer container issues the receipt');

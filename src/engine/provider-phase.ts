@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { existsSync, rmSync } from 'node:fs';
 import type { RunContext } from './run-context.ts';
 import { spawnGroup, type GroupResult, type GroupRun } from './spawn-group.ts';
-import { adapterOf, addUsage, type ResolvedProvider } from './providers.ts';
+import { adapterOf, addUsage, modelSilent, type ResolvedProvider } from './providers.ts';
 import { oneLine } from './text.ts';
 import { writeNoFollow } from './safe-fs.ts';
 import { readAgentFile } from './plain-tree.ts';
@@ -30,13 +30,11 @@ import { inSpan } from '../trace.ts';
 const LOG_LINE_CAP = 4000;
 const LOG_EVENTS_CAP = 5000;
 const PROVIDER_LOG_CAP = 4 * 1024 * 1024;
-/** How much of an invocation's last output is read for what the CLI said as it exited (untrusted text). */
-const TAIL_CAP = 8 * 1024;
 
 export type ProviderOutcome =
   | { kind: 'done' }
   | { kind: 'stopped' }
-  // config: the CLI said it has no credentials (its adapter's notLoggedIn marker), so running it again will not help.
+  // config: the CLI itself said it has no credentials (its adapter's notLoggedIn): running it again will not help.
   | { kind: 'failed'; exitCode: number | null; error: string; config?: true }
   // The budget was reached and not extended: the provider was ended, and the checks still run on what exists.
   | { kind: 'over-budget'; exitCode: number | null; error: string }
@@ -140,8 +138,8 @@ interface Attempt extends BudgetWatch {
   /** An answer reached $SVC_ANSWER_FILE while the provider ran (see outcomeAfterExit). */
   answeredWhileRunning: boolean;
   sightings: Sightings;
-  /** The invocation's last output (at most TAIL_CAP characters), stdout and stderr together. */
-  tail: string;
+  /** The CLI's last record of its own on its credentials said it has none (its adapter's notLoggedIn.said). */
+  loggedOut: boolean;
 }
 
 function newAttempt(ctx: RunContext, number: number, remainingMs: number, idLast: boolean): Attempt {
@@ -151,7 +149,7 @@ function newAttempt(ctx: RunContext, number: number, remainingMs: number, idLast
   const before = ctx.state.reported === undefined ? { cost_usd, tokens_in, tokens_out } : ctx.state.reported ?? none;
   return {
     number, remainingMs, before, usage: none, budgetAsked: false, reached: null, deadline: Date.now() + remainingMs,
-    overBudget: null, answeredWhileRunning: false, sightings: createSightings(idLast), tail: '',
+    overBudget: null, answeredWhileRunning: false, sightings: createSightings(idLast), loggedOut: false,
   };
 }
 
@@ -196,6 +194,7 @@ function startAttempt(
   const adapter = adapterOf(provider.kind);
   const parse = adapter.usage();
   const readSession = adapter.session();
+  const readLogin = adapter.notLoggedIn?.said;
   noteInvocation(ctx, provider, inv, a.number);
   recordInvocation(ctx, provider, inv);
   const proc = spawnGroup(argv, {
@@ -209,7 +208,8 @@ function startAttempt(
       const inc = parse(line);
       if (inc) a.usage = addUsage(a.usage, inc);
       if (stream === 'stdout') a.sightings.add(readSession(line));
-      a.tail = `${a.tail}${line}\n`.slice(-TAIL_CAP);
+      const login = stream === 'stdout' && readLogin ? readLogin(line) : null;
+      if (login !== null) a.loggedOut = login;
       log.add(stream, line);
     },
   });
@@ -290,8 +290,10 @@ async function outcomeAfterExit(
   if (budget !== null && budget !== 'raised') return budget;
   if (resumeRefused(ctx, inv, result.code, a.usage)) return 'refused';
   if (result.code !== 0) {
+    // Only what the CLI itself reported, and only when its model did nothing: an agent's words decide nothing here.
     const login = adapterOf(provider.kind).notLoggedIn;
-    if (login && !result.signal && a.tail.includes(login.marker)) {
+    const said = login && (login.said ? a.loggedOut : login.exitCode === result.code);
+    if (login && said && !result.signal && modelSilent(a.usage)) {
       const error = `Provider ${provider.name} is not logged in: ${login.fix}`;
       return { kind: 'failed', exitCode: result.code, error, config: true };
     }

@@ -2,7 +2,9 @@
 import type { RunContext } from './run-context.ts';
 import type { ProviderSession } from './run-state.ts';
 import { buildPrompt, continuationPrompt, earlierConversation } from './spec.ts';
-import { adapterOf, resumeArgv, type ResolvedProvider, type SessionSighting, type Usage } from './providers.ts';
+import {
+  adapterOf, modelSilent, resumeArgv, type ResolvedProvider, type SessionSighting, type Usage,
+} from './providers.ts';
 import { oneLine } from './text.ts';
 
 export type Invocation =
@@ -95,7 +97,7 @@ export function recordQuestion(ctx: RunContext, question: string): void {
  * id in its output proves nothing: claude echoes the id it was asked for in its error when no such session exists.
  */
 export function resumeRefused(ctx: RunContext, inv: Invocation, code: number | null, usage: Usage): boolean {
-  const refused = inv.way === 'session' && code !== 0 && !usage.tokens_in && !usage.tokens_out;
+  const refused = inv.way === 'session' && code !== 0 && modelSilent(usage);
   if (refused) change(ctx, { id: null });
   return refused;
 }

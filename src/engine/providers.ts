@@ -25,7 +25,8 @@ export type Usage = CostFigures;
 
 export type UsageParser = (line: string) => Usage | null;
 
-function num(value: unknown): number | null {
+/** A cost or token figure from untrusted output: a finite number, not negative; else null (unknown). */
+export function figure(value: unknown): number | null {
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : null;
 }
 
@@ -45,12 +46,12 @@ function claude(line: string): Usage | null {
   const o = json(line);
   if (!o || o.type !== 'result') return null;
   const u = obj(o.usage);
-  const cacheIn = (num(u.cache_creation_input_tokens) ?? 0) + (num(u.cache_read_input_tokens) ?? 0);
-  const input = num(u.input_tokens);
+  const cacheIn = (figure(u.cache_creation_input_tokens) ?? 0) + (figure(u.cache_read_input_tokens) ?? 0);
+  const input = figure(u.input_tokens);
   return {
-    cost_usd: num(o.total_cost_usd) ?? num(o.cost_usd),
+    cost_usd: figure(o.total_cost_usd) ?? figure(o.cost_usd),
     tokens_in: input === null ? null : input + cacheIn,
-    tokens_out: num(u.output_tokens),
+    tokens_out: figure(u.output_tokens),
   };
 }
 
@@ -59,7 +60,7 @@ function codex(line: string): Usage | null {
   const o = json(line);
   if (!o || o.type !== 'turn.completed') return null;
   const u = obj(o.usage);
-  return { cost_usd: null, tokens_in: num(u.input_tokens), tokens_out: num(u.output_tokens) };
+  return { cost_usd: null, tokens_in: figure(u.input_tokens), tokens_out: figure(u.output_tokens) };
 }
 
 /** `gemini --output-format json`: stats per model (tokens.prompt / tokens.candidates) or flat input/outputTokens. */
@@ -67,13 +68,13 @@ function gemini(line: string): Usage | null {
   const o = json(line);
   if (!o || !o.stats) return null;
   const stats = obj(o.stats);
-  let tin = num(stats.inputTokens);
-  let tout = num(stats.outputTokens);
+  let tin = figure(stats.inputTokens);
+  let tout = figure(stats.outputTokens);
   for (const model of Object.values(obj(stats.models))) {
     const t = obj(obj(model).tokens);
     // A model entry without token counts reports nothing: the figure stays null rather than 0.
-    const prompt = num(t.prompt);
-    const candidates = num(t.candidates);
+    const prompt = figure(t.prompt);
+    const candidates = figure(t.candidates);
     if (prompt !== null) tin = (tin ?? 0) + prompt;
     if (candidates !== null) tout = (tout ?? 0) + candidates;
   }
@@ -85,13 +86,13 @@ function opencode(line: string): Usage | null {
   const o = json(line);
   if (!o) return null;
   const part = obj(o.part);
-  const cost = num(part.cost) ?? num(o.cost);
+  const cost = figure(part.cost) ?? figure(o.cost);
   const tokens = obj(part.tokens ?? o.tokens);
   if (cost === null && tokens.input === undefined) return null;
-  const input = num(tokens.input);
+  const input = figure(tokens.input);
   const cache = obj(tokens.cache);
-  const cacheIn = (num(cache.read) ?? 0) + (num(cache.write) ?? 0);
-  return { cost_usd: cost, tokens_in: input === null ? null : input + cacheIn, tokens_out: num(tokens.output) };
+  const cacheIn = (figure(cache.read) ?? 0) + (figure(cache.write) ?? 0);
+  return { cost_usd: cost, tokens_in: input === null ? null : input + cacheIn, tokens_out: figure(tokens.output) };
 }
 
 function kilo(text: string): number {
@@ -126,7 +127,7 @@ function command(line: string): Usage | null {
   const o = json(line);
   if (!o) return null;
   if (o.type === 'svc.cost') {
-    return { cost_usd: num(o.usd), tokens_in: num(o.tokens_in), tokens_out: num(o.tokens_out) };
+    return { cost_usd: figure(o.usd), tokens_in: figure(o.tokens_in), tokens_out: figure(o.tokens_out) };
   }
   return claude(line);
 }
@@ -204,6 +205,23 @@ function opencodeSession(line: string): SessionSighting | null {
   return sighting(shaped(o.sessionID, OPENCODE_SESSION), o.type === 'text' ? part.text : null);
 }
 
+// Whether a stdout line is the CLI's own record that it has no credentials (true), one that it has (false), or
+// neither (null): read from a top-level field of its event, never from text a message or tool result could quote.
+
+/** claude marks the assistant message it makes up for an API error with the error's kind (an enum of its own). */
+function claudeLoggedOut(line: string): boolean | null {
+  const o = json(line);
+  return o?.type === 'assistant' ? o.error === 'authentication_failed' : null;
+}
+
+/** codex's turn.failed event: its message leads with the model API's status, 401 when it took no credentials. */
+function codexLoggedOut(line: string): boolean | null {
+  const o = json(line);
+  if (o?.type === 'turn.completed') return false;
+  const message = obj(o?.error).message;
+  return o?.type === 'turn.failed' ? typeof message === 'string' && message.startsWith('unexpected status 401 ') : null;
+}
+
 /** A CLI without a session (aider, a command provider): its last line that is not a JSON report is what it said. */
 function lastLine(line: string): SessionSighting | null {
   return json(line) ? null : sighting(null, line);
@@ -219,8 +237,8 @@ export type Adapter = {
   resume?: (id: string) => string[];
   /** The CLI names its session only in its result (gemini): an earlier id was printed by something else. */
   sessionIdLast?: true;
-  /** What the CLI itself prints when it has no credentials, and what to do then (docs/engine.md "Why a run failed"). */
-  notLoggedIn?: { marker: string; fix: string };
+  /** How the CLI itself says it has no credentials (its last record `said`, or its exit code) and what to do then. */
+  notLoggedIn?: { said?: (line: string) => boolean | null; exitCode?: number; fix: string };
 };
 
 const CLAUDE_ARGS = ['-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'acceptEdits',
@@ -234,22 +252,23 @@ const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
   claude: {
     args: CLAUDE_ARGS, stdin: true, usage: () => wholeDocument(claude), session: () => claudeSession,
     resume: (id) => [...CLAUDE_ARGS, '--resume', id],
-    notLoggedIn: { marker: 'Not logged in · Please run /login',
+    notLoggedIn: { said: claudeLoggedOut,
       fix: 'run `claude` and /login as the user svc runs as, or set ANTHROPIC_API_KEY in svc\'s environment' },
   },
   // exec never asks for approval; its own sandbox is off (svc's is the boundary); its flags go before `resume`.
   codex: {
     args: [...CODEX_ARGS, '-'], stdin: true, usage: () => codex, session: () => codexSession,
     resume: (id) => [...CODEX_ARGS, 'resume', id, '-'],
-    // Without credentials codex asks anyway; the model API's refusal is what it prints.
-    notLoggedIn: { marker: 'unexpected status 401 Unauthorized',
+    // Without credentials codex asks anyway; the model API's refusal is what it reports.
+    notLoggedIn: { said: codexLoggedOut,
       fix: 'run `codex login` as the user svc runs as, or set OPENAI_API_KEY in svc\'s environment' },
   },
   // Headless when stdin is not a TTY; --skip-trust trusts the fresh worktree for this session only.
   gemini: {
     args: GEMINI_ARGS, stdin: true, usage: () => wholeDocument(gemini), session: () => wholeDocument(geminiSession),
     resume: (id) => [...GEMINI_ARGS, '--resume', id], sessionIdLast: true,
-    notLoggedIn: { marker: 'Please set an Auth method in your',
+    // 41 is the exit code of its FatalAuthenticationError alone; nothing an agent prints sets it.
+    notLoggedIn: { exitCode: 41,
       fix: 'run `gemini` and log in as the user svc runs as, or set GEMINI_API_KEY in svc\'s environment' },
   },
   // svc commits, so aider's own auto-commits are off. It has no session to resume.
@@ -288,6 +307,9 @@ export function addUsage(total: Usage, inc: Usage): Usage {
     tokens_out: add(total.tokens_out, inc.tokens_out),
   };
 }
+
+/** Whether an invocation's CLI counted no tokens: its model did nothing (it never started, or was never reached). */
+export const modelSilent = (usage: Usage): boolean => !usage.tokens_in && !usage.tokens_out;
 
 export class ProviderMissingError extends UnavailableError {}
 

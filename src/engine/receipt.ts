@@ -204,15 +204,22 @@ export interface RunEvidence {
   outcome: 'finished' | 'over_budget';
   /** The run's own failure (provider failed, budget), not a failed check. */
   error: string | null;
+  /** Its class as the run container's provider phase decided it (config: its CLI said it is not logged in). */
+  failure_class: EvidenceClass | null;
   exit_code: number | null;
   checks: ReportedCheck[];
 }
 
+/** The failure classes a run container decides (the signer establishes the rest itself). */
+const EVIDENCE_CLASSES = ['agent', 'config', 'limit'] as const;
+export type EvidenceClass = (typeof EVIDENCE_CLASSES)[number];
+
 export function evidenceOf(
   run: string, outcome: RunEvidence['outcome'], error: string | null, exitCode: number | null, checks: CheckResult[],
+  failureClass: EvidenceClass | null,
 ): RunEvidence {
   return {
-    type: EVIDENCE_TYPE, version: 1, run, outcome, error, exit_code: exitCode,
+    type: EVIDENCE_TYPE, version: 1, run, outcome, error, failure_class: failureClass, exit_code: exitCode,
     checks: checks.map(({ artifact: _artifact, ...reported }) => reported),
   };
 }
@@ -261,6 +268,7 @@ export function readEvidence(text: string, run: string): RunEvidence {
   if (checks.some((c) => c === null)) throw new EvidenceError('evidence.json holds a malformed check');
   return {
     type: EVIDENCE_TYPE, version: 1, run, outcome: e.outcome, error: str(e.error)?.slice(0, 2000) ?? null,
+    failure_class: EVIDENCE_CLASSES.find((c) => c === e.failure_class) ?? null,
     exit_code: intOrNull(e.exit_code), checks: checks as ReportedCheck[],
   };
 }

@@ -6,6 +6,7 @@ import { obj, str } from '../untrusted.ts';
 import { UnavailableError, errorMessage } from '../errors.ts';
 import { confinedNetwork, UNCONFINED, type ReceiptNetwork } from '../engine/receipt.ts';
 import type { MeteredCost } from '../run-json.ts';
+import { figure } from '../engine/providers.ts';
 const TIMEOUT_MS = 10_000;
 const MAX_BYTES = 16 * 1024 * 1024;
 
@@ -72,14 +73,11 @@ export interface PodGateNetwork {
   metered: MeteredCost | null;
 }
 
-const usdOrNull = (value: unknown): number | null =>
-  typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : null;
-
 function readMetered(value: unknown): MeteredCost | null {
   if (value === null || value === undefined) return null;
   const o = obj(value);
   return {
-    cost_usd: usdOrNull(o.cost_usd), tokens_in: count(o.tokens_in), tokens_out: count(o.tokens_out),
+    cost_usd: figure(o.cost_usd), tokens_in: count(o.tokens_in), tokens_out: count(o.tokens_out),
     calls: count(o.calls), unpriced: count(o.unpriced), unknown: count(o.unknown),
   };
 }

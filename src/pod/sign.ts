@@ -16,6 +16,7 @@ import {
   type ReceiptNetwork, type ReportedCheck, type RunEvidence,
 } from '../engine/receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
+import { figure, modelSilent } from '../engine/providers.ts';
 import { maybeOpenPr } from '../engine/finish-phase.ts';
 import type { PushTarget } from '../engine/git-push.ts';
 import { decideVerdict, failedRequiredCheck, requiredCheckError, type CheckResult } from '../engine/checks.ts';
@@ -66,10 +67,6 @@ export function reconcileChecks(policy: Policy, reported: ReportedCheck[]): { ch
   return { checks, gaps };
 }
 
-function numOrNull(value: unknown): number | null {
-  return typeof value === 'number' && Number.isFinite(value) ? value : null;
-}
-
 function strOr(value: unknown, fallback: string): string {
   return typeof value === 'string' && value ? value.slice(0, 500) : fallback;
 }
@@ -106,7 +103,7 @@ function receiptBody(
     },
     // With a gate: its metered figures (set by meteredCost), the run container's report beside them.
     cost: network ? receiptCost(s)
-      : { usd: numOrNull(s.cost_usd), tokens_in: numOrNull(s.tokens_in), tokens_out: numOrNull(s.tokens_out) },
+      : { usd: figure(s.cost_usd), tokens_in: figure(s.tokens_in), tokens_out: figure(s.tokens_out) },
     verdict: verdict.verdict, gaps: verdict.gaps, started_at: strOr(s.started_at, issued),
     ended_at: typeof s.ended_at === 'string' ? s.ended_at : issued, issued_at: issued,
     // The network section comes from the gate (gate-network.ts), never from the run container's files.
@@ -134,7 +131,7 @@ function meteredCost(ctx: RunContext, gate: PodGateNetwork): void {
   const s = ctx.state;
   const said = s.reported === undefined ? s : obj(s.reported);
   const reported = {
-    cost_usd: numOrNull(said.cost_usd), tokens_in: numOrNull(said.tokens_in), tokens_out: numOrNull(said.tokens_out),
+    cost_usd: figure(said.cost_usd), tokens_in: figure(said.tokens_in), tokens_out: figure(said.tokens_out),
   };
   const none = { ...s, reported: null, metered: null };
   ctx.update(withCost(none, { reported, ...(gate.metered ? { metered: gate.metered } : {}) }));
@@ -244,8 +241,11 @@ async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, evidence: R
   if (!error && noOrigin) error = `Pull request not opened: ${seal.origin_problem ?? 'no origin remote'}`;
   else if (!error) error = await maybeOpenPr(ctx, { policy, push_target: target }, receipt);
   else if (opts.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
-  // The run container reports only that its provider failed (not whether a limit ended it): class agent.
-  const cls = evidence.error !== null ? 'agent' : failed ? 'checks' : 'infra';
+  // The run's own failure is classed as the run container decided, as a local run is. That is reported (the agent
+  // could write it): a CLI said not to be logged in whose model the gate saw answer was logged in.
+  const answered = gate?.metered && !modelSilent(gate.metered);
+  const reported = evidence.failure_class === 'config' && answered ? 'agent' : evidence.failure_class ?? 'agent';
+  const cls = evidence.error !== null ? reported : failed ? 'checks' : 'infra';
   const failure = error ? runFailure(cls, error) : null;
   ctx.setStatus(error ? 'failed' : 'succeeded', { ...end, error, failed_check: failed?.name ?? null, failure });
 }

@@ -15,6 +15,7 @@ import {
 import type { Logger } from '../log.ts';
 import { BadSettingError, errorMessage, FailedError } from '../errors.ts';
 import { newRunId } from '../engine/ids.ts';
+import { createControlClient } from '../client/client.ts';
 
 const LABEL_MANAGED = 'app.kubernetes.io/managed-by';
 const LABEL_JOB = 'svc.dev/job-id';
@@ -202,20 +203,10 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
    * The run as the pod shipped it to the Control Plane, read by `read` (null: no run, no Control Plane, unreachable).
    * Only a question is read there while the pod runs, never the outcome: that is agent text, sent as data.
    */
+  const control = opts.controlUrl
+    ? createControlClient({ url: opts.controlUrl, token: opts.controlToken, timeoutMs: 10_000 }) : null;
   async function fromControl<T>(run: RunRef, read: (state: Record<string, unknown>) => T | null): Promise<T | null> {
-    if (!opts.controlUrl) return null;
-    try {
-      const base = opts.controlUrl.replace(/\/+$/, '');
-      const url = `${base}/v1/runs/${encodeURIComponent(run.source)}/${encodeURIComponent(run.run)}`;
-      const auth = opts.controlToken ? { authorization: `Bearer ${opts.controlToken}` } : {};
-      const res = await fetch(url, {
-        headers: { accept: 'application/json', ...auth },
-        signal: AbortSignal.timeout(10_000),
-      });
-      return res.ok ? read((await res.json()) as Record<string, unknown>) : null;
-    } catch {
-      return null;
-    }
+    return control ? control.getRun(run).then((state) => read({ ...state })).catch(() => null) : null;
   }
 
   function jobOutcome(state: JobState): RunOutcome {

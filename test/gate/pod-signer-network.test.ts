@@ -28,7 +28,9 @@ function git(cwd: string, args: string[]): string {
 }
 
 /** The pod's workspace for `run` under `root/name`: sealed at its base, then the agent's commit and run folder. */
-function prepareWorkspace(root: string, name: string, run: string, claims: Record<string, unknown> = {}): string {
+function prepareWorkspace(
+  root: string, name: string, run: string, claims: Record<string, unknown> = {}, reported: Record<string, unknown> = {},
+): string {
   const origin = join(root, `${name}-origin`);
   mkdirSync(join(origin, '.svc'), { recursive: true });
   git(origin, ['init', '-q', '-b', 'main']);
@@ -52,6 +54,7 @@ function prepareWorkspace(root: string, name: string, run: string, claims: Recor
   writeFileSync(join(runFolder, 'artifacts', 'evidence.json'), JSON.stringify({
     type: 'svc.run_evidence', version: 1, run, outcome: 'finished', error: null, exit_code: 0,
     checks: [{ name: 'test', argv: ['true'], required: true, exit_code: 0, duration_ms: 1, output_sha256: '' }],
+    ...reported,
   }));
   // What the agent might plant: a log claiming a connection the gate never saw.
   writeFileSync(join(runFolder, 'artifacts', 'egress.jsonl'), '{"host":"planted.example","decision":"allowed"}\n');
@@ -210,5 +213,33 @@ describe('pod signer network section', () => {
     } finally {
       await restarted.close();
     }
+  });
+
+  // In a pod the run container's class is the agent's to write: a CLI said not to be logged in, whose model the gate
+  // saw answer, was logged in after all.
+  it("takes the run container's class config only while the gate saw no model answer for the run", async () => {
+    const error = 'Provider claude is not logged in: run `claude` and /login as the user svc runs as';
+    const classOf = async (run: string, modelCall: boolean) => {
+      const credential = mintJobCredential(SECRET, { job: `j-${run}`, run, repo: 'acme/web' }, Date.now() + 3600_000);
+      const at = { port: gate.port ?? 0 };
+      const res = modelCall
+        ? await gateRequest(at, `/_job/${credential}/_model/anthropic/v1/messages`, { method: 'POST', body: '{}' })
+        : await gateRequest(at, `http://local.test:${upstream.port}/x`, { headers: proxyAuth(credential) });
+      assert.equal(res.status, 200);
+      const ws = prepareWorkspace(root, `ws-${run}`, run, {}, { error, failure_class: 'config', exit_code: 1 });
+      const home = join(root, `signer-home-${run}`);
+      mkdirSync(home);
+      const state = await signRun({
+        run, source: 'k8s', workspace: ws, sealedDir: join(root, `ws-${run}-sealed`), pr: false, say: () => {},
+        env: {
+          PATH: process.env.PATH, HOME: home, SVC_CONTROL_URL: controlUrl,
+          SVC_GATE_EVIDENCE_URL: `http://127.0.0.1:${gate.port}/_job/${credential}/_egress`,
+        },
+      });
+      assert.equal(state.status, 'failed');
+      return state.failure;
+    };
+    assert.deepEqual(await classOf('r-no-model', false), { class: 'config', reason: error, retryable: false });
+    assert.deepEqual(await classOf('r-model-answered', true), { class: 'agent', reason: error, retryable: false });
   });
 });

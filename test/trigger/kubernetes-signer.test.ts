@@ -89,7 +89,7 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
 
   async function runJob(
     brief: string, beforeSigner?: (workspace: string, run: string) => void | Promise<void>,
-    whileRunning?: (run: string) => Promise<void>,
+    whileRunning?: (run: string) => Promise<void>, more: { args?: string[]; envSecret?: string } = {},
   ): Promise<{ outcome: RunOutcome; run: string; job: string }> {
     seq += 1;
     const id = `j0000000000sign${String(seq).padStart(11, '0')}`;
@@ -99,6 +99,7 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
       SVC_K8S_REPO_URL: `file://${repo.origin}`, SVC_K8S_KEYS_SECRET: 'runner-key',
       SVC_K8S_CONTROL_TOKEN_SECRET: 'svc-control-signer',
       SVC_K8S_SIGNER_ENV_SECRET: 'signer-github', SVC_K8S_NAMESPACE: 'build',
+      ...(more.envSecret ? { SVC_K8S_ENV_SECRET: more.envSecret } : {}),
     };
     kube.beforeContainer = async (name, container) => {
       if (container !== 'signer' || !beforeSigner) return;
@@ -109,7 +110,8 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
       env, log: silentLogger, pollMs: 50, launchTimeoutMs: 120_000, shipGraceMs: 10_000,
       controlUrl: cp.url, controlToken: CP_TOKEN,
     });
-    const launched = await ex.launch({ workdir: '/', id, args: ['start', '--brief', brief, '--pr', '--detach'] });
+    const args = ['start', '--brief', brief, ...(more.args ?? []), '--pr', '--detach'];
+    const launched = await ex.launch({ workdir: '/', id, args });
     const job = kube.jobs.get(kubeJobName(id));
     assert.equal(launched.error, null, job?.stderr);
     const acting = whileRunning?.(launched.run!.run);
@@ -222,5 +224,32 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     assert.equal(verifyReceipt(receipt, keyRingOf([runnerPublic])).ok, true);
     assert.ok(receipt.gaps.includes('the run failed'), receipt.gaps.join('; '));
     assert.deepEqual(receipt.diff.paths, ['a.txt']);
+  });
+
+  // The same classes as a local run: the run container's provider phase decides config (docs/engine.md "Why a run
+  // failed"), and the signer takes it from the evidence rather than calling every failure of the provider the agent's.
+  it('a run whose CLI is not logged in fails with class config, as it would locally', async () => {
+    const clis = join(repo.root, 'clis');
+    mkdirSync(clis, { recursive: true });
+    // What claude 2.1.330 prints with no login and no key (test/engine/failure-classes.test.ts has it in full).
+    const records = [
+      { type: 'assistant', error: 'authentication_failed', is_api_error_message: true,
+        message: { model: '<synthetic>', content: [{ type: 'text', text: 'Not logged in · Please run /login' }] } },
+      { type: 'result', subtype: 'success', is_error: true, result: 'Not logged in · Please run /login',
+        usage: { input_tokens: 0, output_tokens: 0 } },
+    ].map((r) => JSON.stringify(r)).join('\n');
+    writeFileSync(join(clis, 'claude'), `#!/bin/sh\n[ "$1" = --version ] && exit 0\ncat > /dev/null\n` +
+      `cat <<'EOF'\n${records}\nEOF\nexit 1\n`, { mode: 0o755 });
+    podEnvSecrets.set('cli-path', { PATH: `${clis}:${process.env.PATH}` });
+    try {
+      const { outcome, run } = await runJob('fix the greeting', undefined, undefined,
+        { args: ['--provider', 'claude'], envSecret: 'cli-path' });
+      assert.equal(outcome.status, 'failed');
+      assert.match(outcome.error ?? '', /^Provider claude is not logged in: /);
+      const shown = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
+      assert.deepEqual(shown.failure, { class: 'config', reason: outcome.error, retryable: false });
+    } finally {
+      podEnvSecrets.delete('cli-path');
+    }
   });
 });
