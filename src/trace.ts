@@ -136,48 +136,47 @@ function checkedAttributes(value: unknown, drop: RegExp): unknown[] {
 const int = (value: unknown): number => (Number.isInteger(value) ? (value as number) : 0);
 const nanosOf = (value: unknown): string => (typeof value === 'string' && NANOS.test(value) ? value : '0');
 const SPAN_ID = /^(?!0{16})[0-9a-f]{16}$/;
-/** The names of spans svc's servers write (the trigger's, the gate's): a relayed export may not carry one. */
-const SERVER_SPANS = /^svc\.(delivery|job|gate\..*)$/i;
-/** Span attributes that say who a span is of, or are the gate's: the gate's stamp says it, a pod's are dropped. */
-const STAMPED = /^svc\.(relayed_by|job_id|run|repo|gate\..*)$/i;
+/**
+ * Span attributes that say who a span is of (the gate's stamp says it; `service.*` too, which some backends merge with
+ * the resource's): a pod's are dropped. The pod's own run gate's `svc.gate.*` spans pass, under `service.name=svc-run`.
+ */
+const STAMPED = /^(svc\.(relayed_by|job_id|run|repo)|service\..*)$/i;
 
 export type RelayedExport = { body: string; spans: number } | { refused: string };
 
 /**
  * A relayed OTLP JSON export (untrusted: a pod's), rebuilt from the fields svc's own exporter writes (otlpBody), so
- * nothing a collector might also read (snake_case aliases such as `trace_id`, keys svc never checked) passes. Each
- * resource says only `resource` (the pod's resource attributes are dropped). Refused unless it has a span and every
- * span is in `traceId`, has a well-formed id that `svcs` does not claim, and is not named as a server's span.
+ * nothing a collector might also read (snake_case aliases such as `trace_id`, keys svc never checked) passes. Its
+ * spans go under one resource that says only `resource` (the pod's resource attributes are dropped), in the scopes
+ * that hold one, so the rebuilt body stays about the size of the spans it carries. Refused unless it has a span and
+ * every span is in `traceId` and has a well-formed id that `svcs` does not claim.
  */
 export function ownTraceExport(
   body: unknown, traceId: string, svcs: (spanId: string) => boolean, resource: Attrs,
 ): RelayedExport {
   let spans = 0;
   let refused: string | null = null;
-  const resourceSpans = list(obj(body).resourceSpans).map((r) => ({
-    resource: { attributes: attributes(resource) },
-    scopeSpans: list(obj(r).scopeSpans).map((scope) => ({
-      scope: { name: str(obj(obj(scope).scope).name) ?? '' },
-      spans: list(obj(scope).spans).map((span) => {
-        const s = obj(span);
-        spans += 1;
-        const id = (str(s.spanId) ?? '').toLowerCase();
-        const parent = str(s.parentSpanId)?.toLowerCase() || null;
-        const name = str(s.name) ?? '';
-        if ((str(s.traceId) ?? '').toLowerCase() !== traceId) refused ??= 'only the job\'s own trace is relayed';
-        else if (!SPAN_ID.test(id) || (parent && !SPAN_ID.test(parent))) refused ??= 'a span id is not 16 hex digits';
-        else if (svcs(id)) refused ??= `span id ${id} is svc's own (the job's span or the gate's)`;
-        else if (SERVER_SPANS.test(name)) refused ??= `a span named ${name.slice(0, 60)} is svc's trigger's or gate's`;
-        return {
-          traceId, spanId: id, ...(parent ? { parentSpanId: parent } : {}), name, kind: int(s.kind),
-          startTimeUnixNano: nanosOf(s.startTimeUnixNano), endTimeUnixNano: nanosOf(s.endTimeUnixNano),
-          attributes: checkedAttributes(s.attributes, STAMPED), status: { code: int(obj(s.status).code) },
-        };
-      }),
-    })),
+  const scopeSpans = list(obj(body).resourceSpans).flatMap((r) => list(obj(r).scopeSpans).flatMap((scope) => {
+    const kept = list(obj(scope).spans).map((span) => {
+      const s = obj(span);
+      spans += 1;
+      const id = (str(s.spanId) ?? '').toLowerCase();
+      const parent = str(s.parentSpanId)?.toLowerCase() || null;
+      if ((str(s.traceId) ?? '').toLowerCase() !== traceId) refused ??= 'only the job\'s own trace is relayed';
+      else if (!SPAN_ID.test(id) || (parent && !SPAN_ID.test(parent))) refused ??= 'a span id is not 16 hex digits';
+      else if (svcs(id)) refused ??= `span id ${id} is svc's own (the job's span or the gate's)`;
+      return {
+        traceId, spanId: id, ...(parent ? { parentSpanId: parent } : {}), name: str(s.name) ?? '', kind: int(s.kind),
+        startTimeUnixNano: nanosOf(s.startTimeUnixNano), endTimeUnixNano: nanosOf(s.endTimeUnixNano),
+        attributes: checkedAttributes(s.attributes, STAMPED), status: { code: int(obj(s.status).code) },
+      };
+    });
+    return kept.length === 0 ? [] : [{ scope: { name: str(obj(obj(scope).scope).name) ?? '' }, spans: kept }];
   }));
   if (spans === 0) return { refused: 'the export has no span' };
-  return refused !== null ? { refused } : { body: JSON.stringify({ resourceSpans }), spans };
+  if (refused !== null) return { refused };
+  const resourceSpans = [{ resource: { attributes: attributes(resource) }, scopeSpans }];
+  return { body: JSON.stringify({ resourceSpans }), spans };
 }
 
 const MAX_QUEUED = 2048;

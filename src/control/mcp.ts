@@ -310,14 +310,18 @@ async function elicitAnswer(ctx: C, tools: McpTools, params: Obj): Promise<Obj |
   // A run that is not waiting for an answer (or arguments the tool refuses): the tool's own refusal says why.
   const run = await tools.read(ctx, 'get_run', args).catch(() => undefined);
   if (!isJsonObject(run) || run.status !== 'blocked' || typeof run.question !== 'string') return;
-  const asked = createHash('sha256').update(run.question).digest('base64url');
+  // The question event itself, not only its text: a run asking "Proceed?" again is asked a new question.
+  const { source, run: name } = run as { source: string; run: string };
+  const question = ctx.deps.stores.events.latest(source, name, 'question');
+  const asked = createHash('sha256').update(JSON.stringify([source, name, question?.id ?? null, run.question]))
+    .digest('base64url');
   const form = isJsonObject(params.inputResponses) ? params.inputResponses.answer : undefined;
   if (params.requestState === asked && isJsonObject(form)) {
     // Declined or cancelled: no answer, which the tool refuses as it would any call without one.
     if (form.action === 'accept' && isJsonObject(form.content)) args.answer = form.content.answer;
     return;
   }
-  const message = `Run ${String(run.source)}/${String(run.run)} asks: ${run.question}`;
+  const message = `Run ${source}/${name} asks: ${run.question}`;
   const ask = { method: 'elicitation/create', params: { mode: 'form', message, requestedSchema: ANSWER_FORM } };
   return { resultType: 'input_required', inputRequests: { answer: ask }, requestState: asked };
 }

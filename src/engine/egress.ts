@@ -9,6 +9,7 @@ import { parseGatePolicy, parseHostPattern, type GatePolicy } from '../gate/poli
 import { MODEL_APIS, modelRoutesFromEnv, type ModelRoute } from '../gate/model-apis.ts';
 import { summarizeEgress, type EgressRecord, type EgressSummary } from '../gate/evidence.ts';
 import { sandboxGate, MODEL_BASE, PROXY_URL } from '../spawn/sandbox-network.ts';
+import { errorMessage } from '../errors.ts';
 import type { SandboxGate } from '../spawn/sandbox-network.ts';
 import { setting, settingChoice, settingUsd } from '../settings-registry.ts';
 import { loadPriceTable } from '../gate/prices.ts';
@@ -155,7 +156,12 @@ export async function openRunGate(ctx: RunContext, policy: Policy): Promise<RunG
         ctx.event('log', { stream: 'svc', text });
       }
       ctx.saveArtifact('egress.jsonl', records.map((r) => JSON.stringify(r)).join('\n') + (records.length ? '\n' : ''));
-      rmSync(folder, { recursive: true, force: true });
+      // Its socket's folder: a leftover costs nothing, so it never stops the receipt written after the close.
+      try {
+        rmSync(folder, { recursive: true, force: true });
+      } catch (err) {
+        ctx.event('log', { stream: 'svc', text: `the gate's folder ${folder} stays: ${errorMessage(err)}` });
+      }
     })(),
   };
 }

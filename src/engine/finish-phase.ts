@@ -90,6 +90,7 @@ export async function reverify(ctx: RunContext, plan: RunPlan, sandbox: RunSandb
   const checkFailed = failedRequiredCheck(checks);
   const failure = failedBeforeChecks ? ctx.state.failure ?? null
     : checkFailed ? runFailure('checks', requiredCheckError(checkFailed)) : null;
+  await sandbox.gate?.close();
   writeReceipt(ctx, checks, diff, failedBeforeChecks, sandbox, failure);
 }
 

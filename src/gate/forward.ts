@@ -186,12 +186,16 @@ async function relayTraces(ctx: GateContext, asker: Asker, req: IncomingMessage,
   const limit = Math.min(MiB, RELAY.bytes - share.bytes);
   share.bytes += limit;
   let body: unknown;
+  let bytes: Buffer | null = null;
   try {
-    const bytes = await readBody(req, { limit });
+    bytes = await readBody(req, { limit });
     share.bytes -= limit - bytes.length;
     body = parseJson(bytes);
   } catch (err) {
     const status = err instanceof HttpError ? err.status : 400;
+    // A body read whole (not JSON) is charged what it was; one cut short (an abort, a timeout) is charged nothing,
+    // and one over the bound all it was allowed.
+    if (bytes === null && status !== 413) share.bytes -= limit;
     refuse(res, status, errorMessage(err));
     return done(status, errorMessage(err));
   }

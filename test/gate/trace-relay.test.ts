@@ -1,6 +1,6 @@
 // The shared gate's span relay (`POST /_job/<credential>/_traces`), attacked by the pod whose credential it is: spans
-// dressed as svc's servers (service.name, span names, identity attributes), span ids that are svc's own (the job's
-// span, the gate's connection spans), and exports without end. The collector is a loopback stand-in. Each relay is
+// dressed as svc's servers (service.name, identity attributes), span ids that are svc's own (the job's span, the
+// gate's connection spans), exports that the rebuild would inflate, and exports without end. The collector is a loopback stand-in. Each relay is
 // egress evidence like any request, and its connection span ends. With tracing off the gate does no trace work.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -92,7 +92,7 @@ describe('the shared gate relaying a pod\'s spans', () => {
   it('passes a pod\'s spans on as its own run\'s, whatever service and identity the pod wrote', async () => {
     const export_ = JSON.parse(otlpBody('svc-trigger', [span({
       attributes: { 'svc.run': 'someone-else', 'svc.job_id': 'job-z', 'svc.gate.decision': 'allowed',
-        'svc.relayed_by': 'svc-trigger', 'svc.provider': 'claude' },
+        'svc.relayed_by': 'svc-trigger', 'service.name': 'svc-trigger', 'svc.provider': 'claude' },
     })]));
     export_.resourceSpans[0].resource.attributes.push({ key: 'svc.run', value: { stringValue: 'someone-else' } });
     const before = collector.bodies.length;
@@ -102,14 +102,36 @@ describe('the shared gate relaying a pod\'s spans', () => {
       'service.name': 'svc-run', 'svc.relayed_by': 'svc-gate', 'svc.job_id': 'job-a', 'svc.run': 'run-a',
       'svc.repo': 'acme/web',
     });
-    // The pod's own attributes stay; those saying whose the span is, or the gate's, are the gate's to write.
-    assert.deepEqual(attrs(sent.resourceSpans[0].scopeSpans[0].spans[0].attributes), { 'svc.provider': 'claude' });
+    // The pod's own attributes stay (its own run gate's svc.gate.* too); those saying whose the span is are the gate's.
+    assert.deepEqual(attrs(sent.resourceSpans[0].scopeSpans[0].spans[0].attributes),
+      { 'svc.gate.decision': 'allowed', 'svc.provider': 'claude' });
   });
 
-  it('refuses spans named as svc\'s servers\' or reusing the job\'s span id, and sends the collector none', async () => {
+  it('relays the spans of a pod\'s own run gate (svc.gate.* names) under the run\'s service', async () => {
+    const before = collector.bodies.length;
+    const body = otlpBody('svc-run', [span({ name: 'svc.gate.connection', spanId: '99887766554433aa' })]);
+    assert.equal((await relay('a', body)).status, 200);
+    const sent = collector.bodies[before];
+    assert.equal(sent.resourceSpans[0].scopeSpans[0].spans[0].name, 'svc.gate.connection');
+    assert.equal(attrs(sent.resourceSpans[0].resource.attributes)['service.name'], 'svc-run');
+  });
+
+  it('sends on an export about the size it came: empty resources and scopes do not pass', async () => {
+    const export_ = JSON.parse(otlpBody('svc-run', [span({ spanId: '1234123412341234' })]));
+    const empties = Array.from({ length: 20_000 }, () => ({}));
+    export_.resourceSpans.push(...empties, { scopeSpans: empties });
+    const body = JSON.stringify(export_);
+    const before = collector.bodies.length;
+    assert.equal((await relay('a', body)).status, 200);
+    const sent = JSON.stringify(collector.bodies[before]);
+    assert.ok(sent.length < 2_000, `${sent.length} bytes sent for ${body.length} received`);
+    assert.equal(collector.bodies[before].resourceSpans.length, 1);
+    assert.equal(collector.bodies[before].resourceSpans[0].scopeSpans.length, 1);
+  });
+
+  it('refuses spans reusing the job\'s span id or malformed, and sends the collector none', async () => {
     const before = collector.bodies.length;
     const attacks = [
-      [span({ name: 'svc.job' })], [span({ name: 'svc.gate.connection' })], [span({ name: 'svc.delivery' })], [span({ name: 'SVC.Job' })],
       [span(), span({ spanId: JOB_SPAN, name: 'svc.own' })],
       [span({ spanId: JOB_SPAN.toUpperCase() })],
       [span({ spanId: 'not-an-id' })], [span({ parentSpanId: 'xyz' })],
@@ -123,7 +145,7 @@ describe('the shared gate relaying a pod\'s spans', () => {
     const refused = relaysOf('b');
     assert.equal(refused.length, attacks.length);
     assert.ok(refused.every((r) => r.decision === 'denied' && r.status === 403 && r.bytesUp === 0));
-    assert.match(refused[4]!.reason!, /svc's own/);
+    assert.match(refused[0]!.reason!, /svc's own/);
   });
 
   it('refuses a span reusing the id of the gate\'s own connection span, learnt from a traceparent', async () => {
