@@ -67,6 +67,7 @@ call('bpf', 321, 9999, None, 0)
 call('ptrace', 101, 0, 0, 0, 0)
 call('process_vm_readv', 310, os.getpid(), None, 0, None, 0, 0)
 call('process_vm_writev', 311, os.getpid(), None, 0, None, 0, 0)
+call('pidfd_getfd', 438, -1, 1, 0)
 call('kexec_load', 246, 0, 0, None, 0)
 call('kexec_file_load', 320, -1, -1, 0, None, 0)
 call('init_module', 175, None, 0, b'')
@@ -105,7 +106,8 @@ const EXPECTED: Record<string, string> = {
   'keyctl': 'EPERM', 'add_key': 'EPERM', 'request_key': 'EPERM', 'io_uring_setup': 'EPERM',
   'io_uring_enter': 'EPERM', 'io_uring_register': 'EPERM', 'perf_event_open': 'EPERM', 'userfaultfd': 'EPERM',
   'bpf': 'EPERM', 'ptrace': 'EPERM', 'process_vm_readv': 'EPERM', 'process_vm_writev': 'EPERM',
-  'kexec_load': 'ENOSYS', 'kexec_file_load': 'ENOSYS', 'init_module': 'ENOSYS', 'finit_module': 'ENOSYS',
+  'pidfd_getfd': 'EPERM', 'kexec_load': 'ENOSYS', 'kexec_file_load': 'ENOSYS', 'init_module': 'ENOSYS',
+  'finit_module': 'ENOSYS',
   'delete_module': 'ENOSYS', 'personality-unsafe': 'EPERM', 'unshare-user': 'EPERM', 'unshare-net': 'EPERM',
   'setns': 'EPERM', 'clone-newuser': 'EPERM', 'clone3': 'ENOSYS', 'x32-getpid': 'ENOSYS',
   'personality-query': 'ok', 'unshare-files': 'ok',
