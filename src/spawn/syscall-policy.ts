@@ -42,7 +42,8 @@ export const REFUSED_SYSCALLS: readonly RefusedSyscall[] = [
   { name: 'process_vm_writev', x86_64: 311, aarch64: 271, rule: 'eperm',
     reason: 'writes another process\'s memory (see ptrace)' },
   { name: 'pidfd_getfd', x86_64: 438, aarch64: 438, rule: 'eperm',
-    reason: 'copies another process\'s descriptors, such as the CLI\'s own output, where ptrace_scope is 0 (see ptrace)' },
+    reason: 'copies another process\'s descriptors, such as the CLI\'s own output, wherever ptrace_scope is 0 ' +
+      '(see ptrace)' },
   { name: 'kexec_load', x86_64: 246, aarch64: 104, rule: 'enosys', reason: 'replaces the running kernel' },
   { name: 'kexec_file_load', x86_64: 320, aarch64: 294, rule: 'enosys', reason: 'replaces the running kernel' },
   { name: 'init_module', x86_64: 175, aarch64: 105, rule: 'enosys', reason: 'loads code into the kernel' },
