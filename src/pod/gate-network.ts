@@ -71,6 +71,8 @@ export interface PodGateNetwork {
   gaps: string[];
   /** The run's model calls as the gate metered them (docs/gate.md "Metered cost"); null when it metered none. */
   metered: MeteredCost | null;
+  /** The run's max_usd the gate held it to (its credential's); null when none. */
+  maxUsd: number | null;
 }
 
 function readMetered(value: unknown): MeteredCost | null {
@@ -94,6 +96,7 @@ export async function podGateNetwork(
   const unconfined = (problem: string): PodGateNetwork =>
     ({
       network: UNCONFINED, records: [], problem, gaps: [`the network is not accounted for: ${problem}`], metered: null,
+      maxUsd: null,
     });
   let status: number;
   let answer: Record<string, unknown>;
@@ -129,6 +132,6 @@ export async function podGateNetwork(
   });
   return {
     network, records: arr(answer.records).map(readEgressRecord), problem: null, gaps,
-    metered: readMetered(answer.metered),
+    metered: readMetered(answer.metered), maxUsd: figure(answer.max_usd),
   };
 }
