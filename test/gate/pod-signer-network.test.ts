@@ -1,7 +1,8 @@
 // End to end in one process: a job's connections go through a shared gate under its credential, the run container
 // leaves its evidence (and a network claim of its own in the run folder, which the agent could write), and the pod
 // signer signs a receipt whose network section is what the gate saw — confined, with the run's hosts and denials —
-// and leaves the gate's records as egress events and egress.jsonl. The Control Plane is a loopback stand-in.
+// and leaves the gate's records as egress events and egress.jsonl; a run the gate metered past the max_usd its
+// credential names ends stopped at its budget, whatever it reported. The Control Plane is a loopback stand-in.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -297,7 +298,8 @@ describe('pod signer network section', () => {
   it('a pod cannot raise its budget: a credential with its budget changed or taken out is refused, nothing spent',
     async () => {
       const run = 'r-raise';
-      const credential = mintJobCredential(SECRET, { job: 'j-r', run, repo: 'acme/web', maxUsd: 1 }, Date.now() + 3600_000);
+      const who = { job: 'j-r', run, repo: 'acme/web', maxUsd: 1 };
+      const credential = mintJobCredential(SECRET, who, Date.now() + 3600_000);
       const [prefix, payload, mac] = credential.split('.');
       const claims = JSON.parse(Buffer.from(payload!, 'base64url').toString('utf8'));
       assert.equal(claims.usd, 1, 'the budget is in the signed claims');
@@ -306,7 +308,8 @@ describe('pod signer network section', () => {
       const spent = egressLog.filter((r) => r.metered).length;
       for (const forged of [{ ...claims, usd: 1000 }, without]) {
         const tampered = `${prefix}.${Buffer.from(JSON.stringify(forged)).toString('base64url')}.${mac}`;
-        const res = await gateRequest(at, `/_job/${tampered}/_model/anthropic/v1/messages`, { method: 'POST', body: '{}' });
+        const res = await gateRequest(at, `/_job/${tampered}/_model/anthropic/v1/messages`,
+          { method: 'POST', body: '{}' });
         assert.equal(res.status, 407);
       }
       assert.equal(egressLog.filter((r) => r.metered).length, spent, 'no refused call reached the model API');
