@@ -93,11 +93,10 @@ export async function podGateNetwork(
 ): Promise<PodGateNetwork | null> {
   const url = env.SVC_GATE_EVIDENCE_URL;
   if (!url) return null;
-  const unconfined = (problem: string): PodGateNetwork =>
-    ({
-      network: UNCONFINED, records: [], problem, gaps: [`the network is not accounted for: ${problem}`], metered: null,
-      maxUsd: null,
-    });
+  const unconfined = (problem: string): PodGateNetwork => ({
+    network: UNCONFINED, records: [], problem, gaps: [`the network is not accounted for: ${problem}`], metered: null,
+    maxUsd: null,
+  });
   let status: number;
   let answer: Record<string, unknown>;
   try {

@@ -21,10 +21,7 @@ const SIGNER_KEYS_DIR = `${SIGNER_HOME}/.svc/keys`;
 
 type Mount = { name: string; mountPath: string; readOnly?: boolean };
 type EnvVar = { name: string; value: string };
-/**
- * The pod clones its own checkout (deploy.md): the server's workdir means nothing there, but for the run's max_usd,
- * read from its policy by the server (the gate holds the pod to it: gateEnv).
- */
+/** The pod clones its own checkout (deploy.md); of the server's, only its policy's max_usd goes in (createJob). */
 export type PodJob = Omit<ExecJob, 'workdir'> & { maxUsd?: number | null };
 
 /** The SVC_K8S_* settings, read once (docs/deploy.md); `gateSecret` is SVC_GATE_SECRET_FILE's secret. */
