@@ -320,4 +320,21 @@ describe('pod signer network section', () => {
         { method: 'POST', body: '{"max_usd":1000}', headers: { 'x-svc-budget': '1000' } });
       assert.equal(again.status, 429);
     });
+  // The gate keeps the 500 most recently active runs; one it let go has no count left to hold to its budget.
+  it('refuses every model call of a budgeted run the gate let go, since it can no longer tell what it spent', async () => {
+    const at = { port: gate.port ?? 0 };
+    const mint = (job: string, maxUsd?: number) =>
+      mintJobCredential(SECRET, { job, run: `r-${job}`, repo: 'acme/web', ...(maxUsd ? { maxUsd } : {}) },
+        Date.now() + 3600_000);
+    const budgeted = mint('let-go', 100);
+    const call = () => gateRequest(at, `/_job/${budgeted}/_model/anthropic/v1/messages`, { method: 'POST', body: '{}' });
+    assert.equal((await call()).status, 200);
+    for (let i = 0; i < 500; i++) {
+      const other = { headers: proxyAuth(mint(`busy-${i}`)) };
+      assert.equal((await gateRequest(at, 'http://elsewhere.test/', other)).status, 403);
+    }
+    const refused = await call();
+    assert.equal(refused.status, 429);
+    assert.equal(refused.body, 'svc gate: the gate let the run\'s records go: its budget cannot be kept\n');
+  });
 });
