@@ -59,10 +59,8 @@ export interface GateContext {
 /** docs/gate.md "Metered cost" and "Budgets". */
 export interface GateMeter {
   prices: PriceTable;
-  /**
-   * Why this asker may make no further model call now (a budget reached, said plainly), or null; `runCost` is what
-   * the gate metered of a shared gate's job's run (a run's own gate counts its run itself).
-   */
+  /** Why this asker may make no further model call now (a budget reached, said plainly), or null; `runCost`: its
+   * run's metered cost on a shared gate (RunRecords.cost; a run's own gate counts its run itself). */
   refusal(asker: Asker, runCost: number | null): string | null;
 }
 
