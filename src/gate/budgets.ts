@@ -39,11 +39,16 @@ export function budgetName(r: Reached, repo: string): string {
   return `this server's daily budget of ${usd(r.limit)}`;
 }
 
-/** The plain body of the gate's refusal: what a CLI shows its user (`asked`: the run's engine asks to raise it). */
+/**
+ * The plain body of the gate's refusal: what a CLI shows its user (`asked`: the run's engine asks to raise it; not
+ * asked, on `svc gate serve`: a pod's run ends at its own budget, a daily cap waits for the operator).
+ */
 export function refusalText(r: Reached, repo: string, asked = true): string {
   const reached = `${budgetName(r, repo)} is reached (metered ${usd(r.spent)})`;
-  return asked
-    ? `${reached}: svc has paused the run and asked whether to raise it; model calls resume once it is raised`
+  if (asked) {
+    return `${reached}: svc has paused the run and asked whether to raise it; model calls resume once it is raised`;
+  }
+  return r.kind === 'run' ? `${reached}: the run stops here (a pod's budget is not raised)`
     : `${reached}: model calls are refused until the operator raises it`;
 }
 

@@ -120,7 +120,7 @@ export async function handleRequest(
     if ('refused' in planned) return deny(planned.status, planned.refused);
     plan = planned.plan;
     base.model = planned.model;
-    const over = plan.metered !== null ? ctx.meter?.refusal(asker) : null;
+    const over = plan.metered !== null ? ctx.meter?.refusal(asker, asker.who ? ctx.runCost(asker.who.run) : 0) : null;
     if (over) return deny(429, over);
   } catch (err) {
     if (err instanceof BadHostError) return deny(400, err.message);

@@ -92,7 +92,8 @@ function answerEgress(asker: Asker, runs: RunRecords, req: IncomingMessage, res:
     return;
   }
   res.writeHead(200, headers);
-  res.end(JSON.stringify({ ...answer.egress, run, since: runs.since, known: true, policy }));
+  const budget = { max_usd: asker.who.maxUsd ?? null };
+  res.end(JSON.stringify({ ...answer.egress, run, since: runs.since, known: true, policy, ...budget }));
 }
 
 function destroyOnError(this: Duplex): void {
@@ -181,6 +182,7 @@ export async function startGate(options: GateOptions): Promise<Gate> {
     // Tracing off (no endpoint): no spans are made and no traceparent is sent (docs/deploy.md#traces).
     trace: options.trace?.tracer.enabled ? options.trace : null,
     relayShare: (run) => runs.relayShare(run),
+    runCost: (run) => runs.cost(run),
     record: (whole, asker) => {
       try {
         const r = boundedRecord(whole);

@@ -1,6 +1,6 @@
 // Who is asking the shared gate (`svc gate serve`; docs/gate.md "Job credentials"): a per-job credential the trigger
-// server mints for a job pod, an HMAC-SHA256 over the job, run, repository and expiry under a secret the two share
-// (SVC_GATE_SECRET_FILE, read once at start), verified in constant time. No state: the gate needs only the secret.
+// server mints for a job pod, an HMAC-SHA256 over the job, run, repository, budget and expiry under a secret the two
+// share (SVC_GATE_SECRET_FILE, read once at start), verified in constant time. The gate needs only the secret.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { BadSettingError } from '../errors.ts';
 import { settingFile } from '../settings-registry.ts';
@@ -13,6 +13,8 @@ export interface JobIdentity {
   repo: string;
   /** The job's span as a W3C traceparent, which the gate records the job's connections under (context.ts). */
   trace?: string;
+  /** The run's max_usd, which the gate holds its metered cost to (docs/gate.md "Budgets"); absent: none. */
+  maxUsd?: number;
 }
 
 const PREFIX = 'g1';
@@ -34,7 +36,7 @@ function mac(secret: Buffer, payload: string): Buffer {
 
 /** `g1.<payload>.<mac>`, base64url parts: safe in a URL's userinfo and in a path segment. */
 export function mintJobCredential(secret: Buffer, who: JobIdentity, expiresAt: number): string {
-  const claims = { job: who.job, run: who.run, repo: who.repo, tp: who.trace, exp: expiresAt };
+  const claims = { job: who.job, run: who.run, repo: who.repo, tp: who.trace, usd: who.maxUsd, exp: expiresAt };
   const payload = Buffer.from(JSON.stringify(claims)).toString('base64url');
   return `${PREFIX}.${payload}.${mac(secret, payload).toString('base64url')}`;
 }
@@ -61,7 +63,8 @@ export function verifyJobCredential(secret: Buffer, credential: string, now = Da
   const repo = typeof o.repo === 'string' ? o.repo : null;
   const exp = typeof o.exp === 'number' ? o.exp : NaN;
   if (!job || !run || repo === null || !(exp > now)) return null;
-  return { job, run, repo, ...(typeof o.tp === 'string' ? { trace: o.tp } : {}) };
+  const usd = typeof o.usd === 'number' && Number.isFinite(o.usd) && o.usd > 0 ? { maxUsd: o.usd } : {};
+  return { job, run, repo, ...(typeof o.tp === 'string' ? { trace: o.tp } : {}), ...usd };
 }
 
 /** The credential in a `Proxy-Authorization: Basic base64(user:credential)` value (any user name), or null. */

@@ -112,20 +112,22 @@ export async function serveGateForever(
 
 /**
  * Metering for the shared gate (docs/gate.md "Budgets"): its jobs' priced calls count towards the operator's daily caps
- * per repository and per server, kept in memory; it has no run's max_usd to enforce.
+ * per repository and per server, kept in memory, and each run's towards the max_usd its credential names.
  */
-function sharedMeter(env: NodeJS.ProcessEnv): { meter: GateMeter; count(record: EgressRecord): void } {
+export function sharedMeter(env: NodeJS.ProcessEnv): { meter: GateMeter; count(record: EgressRecord): void } {
   const ledger = new DayLedger(null);
-  const limits = {
-    run: null, repoDay: settingUsd(env, 'SVC_BUDGET_REPO_DAY_USD'),
-    serverDay: settingUsd(env, 'SVC_BUDGET_SERVER_DAY_USD'),
+  const caps = {
+    repoDay: settingUsd(env, 'SVC_BUDGET_REPO_DAY_USD'), serverDay: settingUsd(env, 'SVC_BUDGET_SERVER_DAY_USD'),
   };
   return {
     meter: {
       prices: loadPriceTable(setting(env, 'SVC_PRICES_FILE')),
-      refusal: (asker) => {
+      refusal: (asker, runCost) => {
         const repo = asker.who?.repo ?? '';
-        const reached = reachedBudget({ run: 0, ...ledger.spent(repo) }, limits);
+        const budget = asker.who?.maxUsd ?? null;
+        // A run the gate let go is no longer counted: nothing says it is still under its budget.
+        if (budget !== null && runCost === null) return 'the gate let the run\'s records go: its budget cannot be kept';
+        const reached = reachedBudget({ run: runCost ?? 0, ...ledger.spent(repo) }, { ...caps, run: budget });
         return reached && refusalText(reached, repo, false);
       },
     },

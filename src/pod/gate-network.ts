@@ -71,6 +71,8 @@ export interface PodGateNetwork {
   gaps: string[];
   /** The run's model calls as the gate metered them (docs/gate.md "Metered cost"); null when it metered none. */
   metered: MeteredCost | null;
+  /** The run's max_usd the gate held it to (its credential's); null when none. */
+  maxUsd: number | null;
 }
 
 function readMetered(value: unknown): MeteredCost | null {
@@ -91,10 +93,10 @@ export async function podGateNetwork(
 ): Promise<PodGateNetwork | null> {
   const url = env.SVC_GATE_EVIDENCE_URL;
   if (!url) return null;
-  const unconfined = (problem: string): PodGateNetwork =>
-    ({
-      network: UNCONFINED, records: [], problem, gaps: [`the network is not accounted for: ${problem}`], metered: null,
-    });
+  const unconfined = (problem: string): PodGateNetwork => ({
+    network: UNCONFINED, records: [], problem, gaps: [`the network is not accounted for: ${problem}`], metered: null,
+    maxUsd: null,
+  });
   let status: number;
   let answer: Record<string, unknown>;
   try {
@@ -129,6 +131,6 @@ export async function podGateNetwork(
   });
   return {
     network, records: arr(answer.records).map(readEgressRecord), problem: null, gaps,
-    metered: readMetered(answer.metered),
+    metered: readMetered(answer.metered), maxUsd: figure(answer.max_usd),
   };
 }

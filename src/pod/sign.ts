@@ -137,6 +137,16 @@ function meteredCost(ctx: RunContext, gate: PodGateNetwork): void {
   ctx.update(withCost(none, { reported, ...(gate.metered ? { metered: gate.metered } : {}) }));
 }
 
+/**
+ * The run's stop when the gate metered it to the max_usd it held the pod to (docs/gate.md "Budgets"): a pod's budget
+ * is not raised, so the run ends as a local run whose budget question was answered "no", whatever the agent reported.
+ */
+function gateBudgetStop(gate: PodGateNetwork): string | null {
+  const spent = gate.metered?.cost_usd ?? null;
+  if (gate.maxUsd === null || spent === null || spent < gate.maxUsd) return null;
+  return `Stopped at the max_usd budget: spent $${spent.toFixed(2)} of $${gate.maxUsd.toFixed(2)}, metered by the gate`;
+}
+
 /** The fields every end of the run sets; the copied ended_at is kept only when it is a time's text. */
 function ended(ctx: RunContext) {
   const at = ctx.state.ended_at;
@@ -214,11 +224,13 @@ function signReceipt(
 }
 
 /** The run's final status, and its pull request when asked for and allowed, as `svc start` would end it. */
-async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, evidence: RunEvidence): Promise<void> {
+async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, said: RunEvidence): Promise<void> {
   const gate = await podGateNetwork(opts.env, opts.run, seal.sealed_at);
   if (gate?.problem) ctx.say(`${gate.problem}: network not confined`);
   if (gate) recordPodEgress(ctx, gate.records);
   if (gate) meteredCost(ctx, gate);
+  const stop = gate && said.outcome !== 'over_budget' ? gateBudgetStop(gate) : null;
+  const evidence: RunEvidence = stop ? { ...said, outcome: 'over_budget', error: stop } : said;
   let signed: ReturnType<typeof signReceipt>;
   try {
     signed = signReceipt(ctx, opts, seal, evidence, gate);

@@ -16,6 +16,7 @@ import type { Logger } from '../log.ts';
 import { BadSettingError, errorMessage, FailedError } from '../errors.ts';
 import { newRunId } from '../engine/ids.ts';
 import { createControlClient } from '../client/client.ts';
+import { loadPolicy, PolicyError } from '../engine/policy.ts';
 
 const LABEL_MANAGED = 'app.kubernetes.io/managed-by';
 const LABEL_JOB = 'svc.dev/job-id';
@@ -130,7 +131,16 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
   /** The run id the Job's pod spec fixed: ours when we created it, else the existing Job's (a restart mid-launch). */
   async function createJob(job: ExecJob, name: string): Promise<{ runId: string } | { refused: string }> {
     const runId = newRunId();
-    const res = await api.request('POST', jobsPath, buildKubeJob(job, settings, namespace, opts.env, runId));
+    // The run's budget the gate holds the pod to: the repository's, read from the server's checkout, not the pod's.
+    let maxUsd: number | null;
+    try {
+      maxUsd = settings.gateUrl ? loadPolicy(job.workdir).max_usd : null;
+    } catch (err) {
+      if (!(err instanceof PolicyError)) throw err;
+      return { refused: `${job.workdir}/.svc/${err.message}` };
+    }
+    const spec = buildKubeJob({ ...job, maxUsd }, settings, namespace, opts.env, runId);
+    const res = await api.request('POST', jobsPath, spec);
     if (res.status === 201 || res.status === 200 || res.status === 202) return { runId };
     if (res.status === 409) {
       const found = runIdOf((await api.request('GET', `${jobsPath}/${encodeURIComponent(name)}`)).body);

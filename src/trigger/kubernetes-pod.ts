@@ -21,8 +21,8 @@ const SIGNER_KEYS_DIR = `${SIGNER_HOME}/.svc/keys`;
 
 type Mount = { name: string; mountPath: string; readOnly?: boolean };
 type EnvVar = { name: string; value: string };
-/** The pod clones its own checkout (deploy.md): the server's workdir means nothing there. */
-export type PodJob = Omit<ExecJob, 'workdir'>;
+/** The pod clones its own checkout (deploy.md); of the server's, only its policy's max_usd goes in (createJob). */
+export type PodJob = Omit<ExecJob, 'workdir'> & { maxUsd?: number | null };
 
 /** The SVC_K8S_* settings, read once (docs/deploy.md); `gateSecret` is SVC_GATE_SECRET_FILE's secret. */
 export type KubernetesSettings = ReturnType<typeof kubernetesSettingsFromEnv>;
@@ -81,7 +81,7 @@ export function signerArgs(args: readonly string[], runId: string): string[] {
 
 /**
  * The pod's routes out through the gate (docs/gate.md: a NetworkPolicy leaves it no other), each carrying this job's
- * gate credential, valid for the pod's whole deadline and ten minutes more, for this job, run and repository only:
+ * gate credential, valid for the pod's whole deadline and ten minutes more, for this job, run, repository and budget:
  * the proxy variables, the model CLIs' base URLs with placeholder keys, where the signer reads the evidence, and where
  * the run exports its spans.
  */
@@ -92,7 +92,8 @@ function gateEnv(
   const expires = Date.now() + (s.activeDeadlineSeconds + 600) * 1000;
   // The job's span rides in the signed credential: the gate records the pod's connections in the job's trace.
   const trace = job.traceparent ? { trace: job.traceparent } : {};
-  const who = { job: job.id, run: runId, repo: job.repo?.name ?? '', ...trace };
+  const budget = job.maxUsd ? { maxUsd: job.maxUsd } : {};
+  const who = { job: job.id, run: runId, repo: job.repo?.name ?? '', ...trace, ...budget };
   const credential = mintJobCredential(s.gateSecret, who, expires);
   const gate = s.gateUrl.replace(/\/+$/, '');
   // Not a URL: nothing to exempt.

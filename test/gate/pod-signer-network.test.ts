@@ -1,7 +1,8 @@
 // End to end in one process: a job's connections go through a shared gate under its credential, the run container
 // leaves its evidence (and a network claim of its own in the run folder, which the agent could write), and the pod
 // signer signs a receipt whose network section is what the gate saw — confined, with the run's hosts and denials —
-// and leaves the gate's records as egress events and egress.jsonl. The Control Plane is a loopback stand-in.
+// and leaves the gate's records as egress events and egress.jsonl; a run the gate metered past the max_usd its
+// credential names ends stopped at its budget, whatever it reported. The Control Plane is a loopback stand-in.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -13,11 +14,12 @@ import { join } from 'node:path';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
 import { mintJobCredential } from '../../src/gate/job-credential.ts';
+import type { EgressRecord } from '../../src/gate/evidence.ts';
 import { writeSeal } from '../../src/pod/seal.ts';
 import { signRun } from '../../src/pod/sign.ts';
 import { gateRequest, proxyAuth, recordingConnect, startUpstream, tableResolver, type Upstream } from './helpers.ts';
 import { modelRoute } from '../../src/gate/model-apis.ts';
-import { PRICES } from '../../src/gate/prices.ts';
+import { sharedMeter } from '../../src/gate/main.ts';
 
 const GIT_ENV = { GIT_AUTHOR_NAME: 'T', GIT_AUTHOR_EMAIL: 't@x', GIT_COMMITTER_NAME: 'T', GIT_COMMITTER_EMAIL: 't@x' };
 const SECRET = Buffer.from('pod-signer-network-secret-0123456789abcdef');
@@ -68,6 +70,7 @@ describe('pod signer network section', () => {
   let control: Server;
   let controlUrl = '';
   let model: Server;
+  const egressLog: EgressRecord[] = [];
 
   before(async () => {
     upstream = await startUpstream('127.0.0.2');
@@ -80,12 +83,17 @@ describe('pod signer network section', () => {
     await new Promise<void>((r) => model.listen(0, '127.0.0.1', r));
     const modelPort = (model.address() as AddressInfo).port;
     const policy = parseGatePolicy({ allow: ['local.test', `127.0.0.2:${upstream.port}`, `127.0.0.1:${modelPort}`] });
+    // The shared gate's own meter (`svc gate serve`'s), with no daily caps.
+    const { meter, count } = sharedMeter({});
     gate = await startGate({
       policy, tcpPort: 0, connect: recordingConnect().connect,
       resolve: tableResolver({ 'local.test': ['127.0.0.2'] }).resolve,
       clients: { secret: SECRET, maxPerClient: 8, policyFor: () => policy },
       models: [modelRoute('anthropic', `http://127.0.0.1:${modelPort}`, 'x-api-key', 'k')],
-      meter: { prices: PRICES, refusal: () => null },
+      meter, onRecord: (record) => {
+        count(record);
+        egressLog.push(record);
+      },
     });
     // The Control Plane stand-in takes every batch the signer ships.
     control = createServer((req, res) => {
@@ -241,5 +249,92 @@ describe('pod signer network section', () => {
     };
     assert.deepEqual(await classOf('r-no-model', false), { class: 'config', reason: error, retryable: false });
     assert.deepEqual(await classOf('r-model-answered', true), { class: 'agent', reason: error, retryable: false });
+  });
+  // The attack: the agent reports a few cents while its calls through the gate cost dollars. The gate holds the run to
+  // the max_usd its credential names, on what it metered, and the signer ends the run over budget.
+  it('refuses a pod\'s next model call past the max_usd its credential names, and the signer stops the run', async () => {
+    const run = 'r-over-budget';
+    const credential = mintJobCredential(SECRET, { job: 'j-b', run, repo: 'acme/web', maxUsd: 2 }, Date.now() + 3600_000);
+    const call = () => gateRequest({ port: gate.port ?? 0 }, `/_job/${credential}/_model/anthropic/v1/messages`,
+      { method: 'POST', body: '{}' });
+    const first = await call();
+    assert.equal(first.status, 200);
+    assert.equal((await call()).status, 200, 'a call under the budget goes through; it ends past it ($3.00)');
+    const refused = await call();
+    assert.equal(refused.status, 429);
+    assert.equal(refused.body, 'svc gate: the run\'s budget of $2.00 is reached (metered $3.00): the run stops here ' +
+      '(a pod\'s budget is not raised)\n');
+    const denial = egressLog.find((r) => r.run === run && r.decision === 'denied');
+    assert.equal(denial?.kind, 'model');
+    assert.equal(denial?.status, 429);
+    assert.match(denial?.reason ?? '', /^the run's budget of \$2\.00 is reached/);
+    // Another run of the same repository is not held to this run's budget.
+    const other = mintJobCredential(SECRET, { job: 'j-c', run: 'r-other', repo: 'acme/web', maxUsd: 2 },
+      Date.now() + 3600_000);
+    assert.equal((await gateRequest({ port: gate.port ?? 0 }, `/_job/${other}/_model/anthropic/v1/messages`,
+      { method: 'POST', body: '{}' })).status, 200);
+    // The run container's word: finished, a cent spent.
+    const ws = prepareWorkspace(root, 'ws-b', run, { cost_usd: 0.01, reported: { cost_usd: 0.01 } });
+    const home = join(root, 'signer-home-b');
+    mkdirSync(home);
+    const state = await signRun({
+      run, source: 'k8s', workspace: ws, sealedDir: join(root, 'ws-b-sealed'), pr: false, say: () => {},
+      env: {
+        PATH: process.env.PATH, HOME: home, SVC_CONTROL_URL: controlUrl,
+        SVC_GATE_EVIDENCE_URL: `http://127.0.0.1:${gate.port}/_job/${credential}/_egress`,
+      },
+    });
+    assert.equal(state.status, 'stopped');
+    assert.equal(state.error, 'Stopped at the max_usd budget: spent $3.00 of $2.00, metered by the gate');
+    assert.equal(state.failure?.class, 'budget');
+    assert.equal(state.cost_usd, 3);
+    const dir = join(home, 'work', '.svc', 'runs', run);
+    const receipt = JSON.parse(readFileSync(join(dir, 'artifacts', 'receipt.json'), 'utf8'));
+    assert.equal(receipt.cost.usd, 3);
+    assert.ok(receipt.gaps.includes('the run failed'), receipt.gaps.join('; '));
+    assert.match(readFileSync(join(dir, 'artifacts', 'egress.jsonl'), 'utf8'), /"status":429/);
+  });
+
+  it('a pod cannot raise its budget: a credential with its budget changed or taken out is refused, nothing spent',
+    async () => {
+      const run = 'r-raise';
+      const who = { job: 'j-r', run, repo: 'acme/web', maxUsd: 1 };
+      const credential = mintJobCredential(SECRET, who, Date.now() + 3600_000);
+      const [prefix, payload, mac] = credential.split('.');
+      const claims = JSON.parse(Buffer.from(payload!, 'base64url').toString('utf8'));
+      assert.equal(claims.usd, 1, 'the budget is in the signed claims');
+      const { usd: _usd, ...without } = claims;
+      const at = { port: gate.port ?? 0 };
+      const spent = egressLog.filter((r) => r.metered).length;
+      for (const forged of [{ ...claims, usd: 1000 }, without]) {
+        const tampered = `${prefix}.${Buffer.from(JSON.stringify(forged)).toString('base64url')}.${mac}`;
+        const res = await gateRequest(at, `/_job/${tampered}/_model/anthropic/v1/messages`,
+          { method: 'POST', body: '{}' });
+        assert.equal(res.status, 407);
+      }
+      assert.equal(egressLog.filter((r) => r.metered).length, spent, 'no refused call reached the model API');
+      // Its own credential: one call ($1.50) and the budget of $1 is spent; the next is refused however it is sent.
+      assert.equal((await gateRequest(at, `/_job/${credential}/_model/anthropic/v1/messages`,
+        { method: 'POST', body: '{}' })).status, 200);
+      const again = await gateRequest(at, `/_job/${credential}/_model/anthropic/v1/messages`,
+        { method: 'POST', body: '{"max_usd":1000}', headers: { 'x-svc-budget': '1000' } });
+      assert.equal(again.status, 429);
+    });
+  // The gate keeps the 500 most recently active runs; one it let go has no count left to hold to its budget.
+  it('refuses every model call of a budgeted run the gate let go, since it can no longer tell what it spent', async () => {
+    const at = { port: gate.port ?? 0 };
+    const mint = (job: string, maxUsd?: number) =>
+      mintJobCredential(SECRET, { job, run: `r-${job}`, repo: 'acme/web', ...(maxUsd ? { maxUsd } : {}) },
+        Date.now() + 3600_000);
+    const budgeted = mint('let-go', 100);
+    const call = () => gateRequest(at, `/_job/${budgeted}/_model/anthropic/v1/messages`, { method: 'POST', body: '{}' });
+    assert.equal((await call()).status, 200);
+    for (let i = 0; i < 500; i++) {
+      const other = { headers: proxyAuth(mint(`busy-${i}`)) };
+      assert.equal((await gateRequest(at, 'http://elsewhere.test/', other)).status, 403);
+    }
+    const refused = await call();
+    assert.equal(refused.status, 429);
+    assert.equal(refused.body, 'svc gate: the gate let the run\'s records go: its budget cannot be kept\n');
   });
 });

@@ -212,6 +212,29 @@ describe('kubernetes executor', () => {
     }
   });
 
+  it('behind a gate, names the run\'s max_usd from the server\'s checkout in the credential; a broken policy launches nothing', async () => {
+    const secret = join(dir, 'budget-gate-secret');
+    writeFileSync(secret, 'kube-budget-gate-secret-0123456789abcdef');
+    const checkout = join(dir, 'budget-checkout');
+    mkdirSync(join(checkout, '.svc'), { recursive: true });
+    writeFileSync(join(checkout, '.svc', 'policy.json'), JSON.stringify({ max_usd: 0.5 }));
+    const gated = { ...env, SVC_K8S_GATE_URL: 'http://svc-gate:3128', SVC_GATE_SECRET_FILE: secret };
+    const ex = createKubernetesExecutor({ env: gated, log: silentLogger, pollMs: 10, launchTimeoutMs: 10_000, shipGraceMs: 0 });
+    const id = jobId();
+    const launched = await ex.launch({ workdir: checkout, id, args: ['start', 'x', '--detach'] });
+    assert.equal(launched.error, null);
+    const pod = kube.jobs.get(kubeJobName(id))!.manifest.spec.template.spec;
+    const base = runContainer(pod).env.find((v: { name: string }) => v.name === 'ANTHROPIC_BASE_URL').value as string;
+    const credential = /^http:\/\/svc-gate:3128\/_job\/([^/]+)\/_model\/anthropic$/.exec(base)?.[1] ?? '';
+    assert.equal(verifyJobCredential(Buffer.from('kube-budget-gate-secret-0123456789abcdef'), credential)?.maxUsd, 0.5);
+    writeFileSync(join(checkout, '.svc', 'policy.json'), '{"max_usd": "lots"}');
+    const broken = jobId();
+    const refused = await ex.launch({ workdir: checkout, id: broken, args: ['start', 'x', '--detach'] });
+    assert.equal(refused.run, null);
+    assert.match(refused.error ?? '', /policy\.json max_usd must be a positive number/);
+    assert.equal(kube.jobs.has(kubeJobName(broken)), false);
+  });
+
   it('follows the existing Job\'s run when the Job already exists (a restart mid-launch)', async () => {
     const id = jobId();
     const first = await executor().launch({ workdir: '/', id, args: ['start', 'announce', '--detach'] });
