@@ -242,10 +242,7 @@ export type Adapter = {
   resume?: (id: string) => string[];
   /** The CLI names its session only in its result (gemini): an earlier id was printed by something else. */
   sessionIdLast?: true;
-  /**
-   * How the CLI itself says it has no credentials, and what to do then: the exit code it keeps for that, with its last
-   * such record (`said`); a CLI without records says it by the exit code alone (gemini).
-   */
+  /** How the CLI says it has no credentials (its exit code for it, with its last `said` record if any) and the fix. */
   notLoggedIn?: { exitCode: number; said?: (line: string) => LoginRecord; fix: string };
 };
 
