@@ -98,6 +98,7 @@ export async function runProvider(
         throw new InfraError(`the agent sandbox did not start: bwrap exited with code ${result.code} before running ` +
           `provider ${provider.name} (its output is in provider.log)`, { beforeAgent: number === 1 });
       }
+      if (ctx.state.model_answered === undefined) ctx.update({ model_answered: false });
       const next = await outcomeAfterExit(ctx, provider, maxUsd, files, a, result, gate, inv);
       refused = next === 'refused' ? `${provider.name} could not resume its session (exit ${result.code})` : null;
       if (next !== 'again' && next !== 'refused') return next;
@@ -140,6 +141,8 @@ interface Attempt extends BudgetWatch {
   sightings: Sightings;
   /** The CLI's last record of its own on its credentials said it has none (its adapter's notLoggedIn.said). */
   loggedOut: boolean;
+  /** No invocation of the run's provider ran before this one (state.json's model_answered is unset). */
+  first: boolean;
 }
 
 function newAttempt(ctx: RunContext, number: number, remainingMs: number, idLast: boolean): Attempt {
@@ -150,6 +153,7 @@ function newAttempt(ctx: RunContext, number: number, remainingMs: number, idLast
   return {
     number, remainingMs, before, usage: none, budgetAsked: false, reached: null, deadline: Date.now() + remainingMs,
     overBudget: null, answeredWhileRunning: false, sightings: createSightings(idLast), loggedOut: false,
+    first: ctx.state.model_answered === undefined,
   };
 }
 
@@ -208,8 +212,11 @@ function startAttempt(
       const inc = parse(line);
       if (inc) a.usage = addUsage(a.usage, inc);
       if (stream === 'stdout') a.sightings.add(readSession(line));
-      const login = stream === 'stdout' && readLogin ? readLogin(line) : null;
-      if (login !== null) a.loggedOut = login;
+      const record = stream === 'stdout' && readLogin ? readLogin(line) : null;
+      // Kept in state.json at once: a later invocation, a resume or an infra retry of the run sees it.
+      if (record === 'answered' || (inc && !modelSilent(inc))) {
+        if (ctx.state.model_answered !== true) ctx.update({ model_answered: true });
+      } else if (record !== null) a.loggedOut = record === 'logged-out';
       log.add(stream, line);
     },
   });
@@ -290,10 +297,12 @@ async function outcomeAfterExit(
   if (budget !== null && budget !== 'raised') return budget;
   if (resumeRefused(ctx, inv, result.code, a.usage)) return 'refused';
   if (result.code !== 0) {
-    // Only what the CLI itself reported, and only when its model did nothing: an agent's words decide nothing here.
+    // The CLI's own record with its own exit code (never a killed one's), while the run's model never answered
+    // (a gate's metered call is a 2xx answer): docs/engine.md "Why a run failed".
     const login = adapterOf(provider.kind).notLoggedIn;
-    const said = login && (login.said ? a.loggedOut : login.exitCode === result.code);
-    if (login && said && !result.signal && modelSilent(a.usage)) {
+    const answered = ctx.state.model_answered === true || (ctx.state.metered?.calls ?? 0) > 0;
+    const said = login?.exitCode === result.code && (login.said ? a.loggedOut : a.first);
+    if (login && said && !result.signal && !answered) {
       const error = `Provider ${provider.name} is not logged in: ${login.fix}`;
       return { kind: 'failed', exitCode: result.code, error, config: true };
     }

@@ -205,21 +205,26 @@ function opencodeSession(line: string): SessionSighting | null {
   return sighting(shaped(o.sessionID, OPENCODE_SESSION), o.type === 'text' ? part.text : null);
 }
 
-// Whether a stdout line is the CLI's own record that it has no credentials (true), one that it has (false), or
-// neither (null): read from a top-level field of its event, never from text a message or tool result could quote.
+// What a stdout line is of the CLI's own records, read from a top-level field of its event (never from text a message
+// or tool result could quote): its model's output, its report that it has no credentials, another error of its own
+// (which clears that report), or none of these (null). See docs/engine.md "Why a run failed".
+export type LoginRecord = 'answered' | 'logged-out' | 'other' | null;
 
 /** claude marks the assistant message it makes up for an API error with the error's kind (an enum of its own). */
-function claudeLoggedOut(line: string): boolean | null {
+function claudeRecord(line: string): LoginRecord {
   const o = json(line);
-  return o?.type === 'assistant' ? o.error === 'authentication_failed' : null;
+  if (o?.type !== 'assistant') return null;
+  return o.error === undefined ? 'answered' : o.error === 'authentication_failed' ? 'logged-out' : 'other';
 }
 
-/** codex's turn.failed event: its message leads with the model API's status, 401 when it took no credentials. */
-function codexLoggedOut(line: string): boolean | null {
+/** codex: item events are the model's doing (an error item is codex's own); turn.failed leads with the API's status. */
+function codexRecord(line: string): LoginRecord {
   const o = json(line);
-  if (o?.type === 'turn.completed') return false;
+  const type = typeof o?.type === 'string' ? o.type : '';
+  if (type === 'turn.completed' || (type.startsWith('item.') && obj(o?.item).type !== 'error')) return 'answered';
+  if (type !== 'turn.failed') return null;
   const message = obj(o?.error).message;
-  return o?.type === 'turn.failed' ? typeof message === 'string' && message.startsWith('unexpected status 401 ') : null;
+  return typeof message === 'string' && message.startsWith('unexpected status 401 ') ? 'logged-out' : 'other';
 }
 
 /** A CLI without a session (aider, a command provider): its last line that is not a JSON report is what it said. */
@@ -237,8 +242,8 @@ export type Adapter = {
   resume?: (id: string) => string[];
   /** The CLI names its session only in its result (gemini): an earlier id was printed by something else. */
   sessionIdLast?: true;
-  /** How the CLI itself says it has no credentials (its last record `said`, or its exit code) and what to do then. */
-  notLoggedIn?: { said?: (line: string) => boolean | null; exitCode?: number; fix: string };
+  /** How the CLI says it has no credentials (its exit code for it, with its last `said` record if any) and the fix. */
+  notLoggedIn?: { exitCode: number; said?: (line: string) => LoginRecord; fix: string };
 };
 
 const CLAUDE_ARGS = ['-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'acceptEdits',
@@ -252,7 +257,7 @@ const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
   claude: {
     args: CLAUDE_ARGS, stdin: true, usage: () => wholeDocument(claude), session: () => claudeSession,
     resume: (id) => [...CLAUDE_ARGS, '--resume', id],
-    notLoggedIn: { said: claudeLoggedOut,
+    notLoggedIn: { exitCode: 1, said: claudeRecord,
       fix: 'run `claude` and /login as the user svc runs as, or set ANTHROPIC_API_KEY in svc\'s environment' },
   },
   // exec never asks for approval; its own sandbox is off (svc's is the boundary); its flags go before `resume`.
@@ -260,14 +265,14 @@ const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
     args: [...CODEX_ARGS, '-'], stdin: true, usage: () => codex, session: () => codexSession,
     resume: (id) => [...CODEX_ARGS, 'resume', id, '-'],
     // Without credentials codex asks anyway; the model API's refusal is what it reports.
-    notLoggedIn: { said: codexLoggedOut,
+    notLoggedIn: { exitCode: 1, said: codexRecord,
       fix: 'run `codex login` as the user svc runs as, or set OPENAI_API_KEY in svc\'s environment' },
   },
   // Headless when stdin is not a TTY; --skip-trust trusts the fresh worktree for this session only.
   gemini: {
     args: GEMINI_ARGS, stdin: true, usage: () => wholeDocument(gemini), session: () => wholeDocument(geminiSession),
     resume: (id) => [...GEMINI_ARGS, '--resume', id], sessionIdLast: true,
-    // 41 is the exit code of its FatalAuthenticationError alone; nothing an agent prints sets it.
+    // 41 is the exit code of its FatalAuthenticationError; it prints nothing until it exits.
     notLoggedIn: { exitCode: 41,
       fix: 'run `gemini` and log in as the user svc runs as, or set GEMINI_API_KEY in svc\'s environment' },
   },

@@ -60,6 +60,8 @@ export interface RunState extends Omit<RunJson, 'reported' | 'metered'> {
   budget_caps?: { repo_day?: number; server_day?: number };
   /** How many times the worker started the run over by itself after an infra failure before its agent ran (0 or 1). */
   infra_retries?: number;
+  /** Unset until the run's provider first ran; then whether its model answered (docs/engine.md "Why a run failed"). */
+  model_answered?: boolean;
   /** The provider CLI's own session, so that invoking it again continues it (provider-session.ts). */
   provider_session?: ProviderSession | null;
   /** The id of the span the run continues (SVC_TRACEPARENT at launch; src/trace.ts); null: a trace of its own. */

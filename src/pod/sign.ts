@@ -16,7 +16,7 @@ import {
   type ReceiptNetwork, type ReportedCheck, type RunEvidence,
 } from '../engine/receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
-import { figure, modelSilent } from '../engine/providers.ts';
+import { figure } from '../engine/providers.ts';
 import { maybeOpenPr } from '../engine/finish-phase.ts';
 import type { PushTarget } from '../engine/git-push.ts';
 import { decideVerdict, failedRequiredCheck, requiredCheckError, type CheckResult } from '../engine/checks.ts';
@@ -254,9 +254,9 @@ async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, said: RunEv
   else if (!error) error = await maybeOpenPr(ctx, { policy, push_target: target }, receipt);
   else if (opts.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
   // The run's own failure is classed as the run container decided, as a local run is. That is reported (the agent
-  // could write it): a CLI said not to be logged in whose model the gate saw answer was logged in.
-  const answered = gate?.metered && !modelSilent(gate.metered);
-  const reported = evidence.failure_class === 'config' && answered ? 'agent' : evidence.failure_class ?? 'agent';
+  // could write it): with a gate, config stands only where the gate answered in full and metered no model call.
+  const noModelCall = !gate || (!gate.problem && (gate.metered?.calls ?? 0) === 0);
+  const reported = evidence.failure_class === 'config' && !noModelCall ? 'agent' : evidence.failure_class ?? 'agent';
   const cls = evidence.error !== null ? reported : failed ? 'checks' : 'infra';
   const failure = error ? runFailure(cls, error) : null;
   ctx.setStatus(error ? 'failed' : 'succeeded', { ...end, error, failed_check: failed?.name ?? null, failure });

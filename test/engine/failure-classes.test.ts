@@ -4,7 +4,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   makeRepo, readJson, startGithubStandIn, CLI, EDIT_SCRIPT, SLEEP_SCRIPT, GIT_ENV, AGENT_STATE,
@@ -53,11 +53,14 @@ exec '${which('bwrap', process.env.PATH)}' "$@"
 `);
     chmodSync(join(fake, 'bwrap'), 0o755);
     // Stand-ins for the built-in CLIs: each prints what the test put in <name>.out (stdout) and <name>.err (stderr)
-    // and exits with <name>.code.
+    // and exits with <name>.code, or is killed when that says KILL. With <name>.ask, its first invocation prints that
+    // and asks a question instead (no answer is at $SVC_ANSWER_FILE before the first).
     mkdirSync(clis);
     for (const name of ['claude', 'codex', 'gemini']) {
       const script = '#!/bin/sh\n[ "$1" = --version ] && exit 0\ncat > /dev/null\n' +
-        'cat "$0.out"\ncat "$0.err" >&2\nexit "$(cat "$0.code")"\n';
+        'if [ -e "$0.ask" ] && [ ! -e "$SVC_ANSWER_FILE" ]; then\n' +
+        '  cat "$0.ask"; echo "Which one?" > "$SVC_QUESTION_FILE"; exit 0\nfi\n' +
+        'cat "$0.out"\ncat "$0.err" >&2\ncode=$(cat "$0.code")\n[ "$code" = KILL ] && kill -KILL $$\nexit "$code"\n';
       writeFileSync(join(clis, name), script);
       chmodSync(join(clis, name), 0o755);
     }
@@ -132,11 +135,15 @@ exec '${which('bwrap', process.env.PATH)}' "$@"
     assert.deepEqual(retries(run), []);
   });
 
-  /** The stand-in `name` prints `out` on stdout and `err` on stderr, then exits with `code`. */
-  function standIn(name: string, { out, err = '', code }: { out: string; err?: string; code: number }): void {
+  /** The stand-in `name` prints `out` on stdout and `err` on stderr, then exits with `code` (first asks, with ask). */
+  function standIn(
+    name: string, { out, err = '', code, ask }: { out: string; err?: string; code: number | 'KILL'; ask?: string },
+  ): void {
     writeFileSync(join(clis, `${name}.out`), out);
     writeFileSync(join(clis, `${name}.err`), err);
     writeFileSync(join(clis, `${name}.code`), String(code));
+    if (ask === undefined) rmSync(join(clis, `${name}.ask`), { force: true });
+    else writeFileSync(join(clis, `${name}.ask`), ask);
   }
   const lines = (...records: object[]) => records.map((r) => `${JSON.stringify(r)}\n`).join('');
   const SESSION = '713895a4-3b9d-479d-8494-aef1aaa321ea';
@@ -226,6 +233,68 @@ exec '${which('bwrap', process.env.PATH)}' "$@"
     const { final } = await start('claude');
     assert.deepEqual(final.failure, { class: 'agent', reason: 'Provider claude exited with code 1', retryable: false });
   });
+
+  // The agent reaches the CLI's stdout (a process of its own writing to the pipe), prints the CLI's exact record and
+  // kills the CLI before its final record: the usage stays unknown, but the CLI did not exit with its own code.
+  const FORGED = {
+    claude: lines({ type: 'system', subtype: 'init', session_id: SESSION },
+      claudeApiError('authentication_failed', CLAUDE_MARKER)),
+    codex: lines({ type: 'thread.started', thread_id: '01a22427-738e-7e62-9348-4563b329cefe' },
+      { type: 'turn.failed', error: { message: CODEX_401 } }),
+  };
+  for (const [name, out] of Object.entries(FORGED)) {
+    it(`${name} killed after a not-logged-in record was forged onto its output stays class agent`, async () => {
+      standIn(name, { out, code: 'KILL' });
+      const { final } = await start(name);
+      assert.equal(final.exit_code, 137);
+      assert.equal(final.failure.class, 'agent');
+      assert.equal(final.model_answered, false, 'no model output was printed: only the exit code decided');
+    });
+  }
+
+  // The same record forged after the CLI printed its model's output, the CLI then failing with its own exit code.
+  const AFTER_ANSWER = {
+    claude: lines({ type: 'system', subtype: 'init', session_id: SESSION },
+      { type: 'assistant', session_id: SESSION, message: { role: 'assistant',
+        content: [{ type: 'tool_use', id: 'toolu_1', name: 'Bash', input: { command: 'sh forge.sh' } }] } },
+      claudeApiError('authentication_failed', CLAUDE_MARKER), claudeResult(CLAUDE_MARKER, 0)),
+    codex: lines({ type: 'thread.started', thread_id: '01a22427-738e-7e62-9348-4563b329cefe' },
+      { type: 'turn.started' }, { type: 'item.started',
+        item: { id: 'item_0', type: 'command_execution', command: 'sh forge.sh', status: 'in_progress' } },
+      { type: 'turn.failed', error: { message: CODEX_401 } }),
+  };
+  for (const [name, out] of Object.entries(AFTER_ANSWER)) {
+    it(`${name}: a not-logged-in record forged after its model answered stays class agent`, async () => {
+      standIn(name, { out, code: 1 });
+      const { final } = await start(name);
+      const reason = `Provider ${name} exited with code 1`;
+      assert.deepEqual(final.failure, { class: 'agent', reason, retryable: false });
+      assert.equal(final.model_answered, true);
+    });
+  }
+
+  // gemini says it only by exit code 41, which an agent can make it exit with (its node inspector, a settings file
+  // the next invocation reads): it counts on the run's first invocation alone. Its first invocation here asks a
+  // question, its model answering or not as far as svc can tell; the second, with the answer, exits 41.
+  const answeredDoc = `${JSON.stringify({ session_id: SESSION, response: 'Which one?',
+    stats: { models: { 'gemini-2.5-pro': { tokens: { prompt: 900, candidates: 40 } } } } }, null, 2)}\n`;
+  for (const [first, ask, answered] of [['answered', answeredDoc, true], ['printed nothing', '', false]] as const) {
+    it(`gemini exiting 41 on its second invocation, its first having ${first}, stays class agent`, async () => {
+      standIn('gemini', { ...NOT_LOGGED_IN.gemini, ask });
+      const res = await svc(['start', '--brief', 'ask first', '--worktree', '--provider', 'gemini', '--detach']);
+      assert.equal(res.status, 0, res.stderr);
+      const { run } = JSON.parse(res.stdout.trim());
+      await waitFor(() => state(run).status === 'blocked', 'the run to block on its question');
+      const answer = await svc(['answer', `local/${run}`, 'the first']);
+      assert.equal(answer.status, 0, answer.stderr);
+      const final = await waitFor(() => (state(run).status === 'failed' ? state(run) : null), 'the run to fail');
+      const reason = 'Provider gemini exited with code 41';
+      assert.deepEqual(final.failure, { class: 'agent', reason, retryable: false });
+      assert.equal(final.model_answered, answered);
+      // Then once more in a fresh session where its session could not be resumed: also not the first invocation.
+      assert.ok(events(run).filter((e) => e.data.attempt !== undefined).length >= 2, 'invoked again');
+    });
+  }
 
   it('a built-in CLI that fails with another error of its own stays class agent', async () => {
     standIn('claude', { code: 1, out: lines(claudeApiError('overloaded', 'API Error: 529 Overloaded'),

@@ -224,10 +224,10 @@ describe('pod signer network section', () => {
   });
 
   // In a pod the run container's class is the agent's to write: a CLI said not to be logged in, whose model the gate
-  // saw answer, was logged in after all.
-  it("takes the run container's class config only while the gate saw no model answer for the run", async () => {
+  // saw answer, was logged in after all; and a gate that could not account for the run vouches for nothing.
+  it("takes the run container's class config only while the gate saw no model call for the run", async () => {
     const error = 'Provider claude is not logged in: run `claude` and /login as the user svc runs as';
-    const classOf = async (run: string, modelCall: boolean) => {
+    const classOf = async (run: string, modelCall: boolean, evidenceUrl?: string) => {
       const credential = mintJobCredential(SECRET, { job: `j-${run}`, run, repo: 'acme/web' }, Date.now() + 3600_000);
       const at = { port: gate.port ?? 0 };
       const res = modelCall
@@ -241,7 +241,7 @@ describe('pod signer network section', () => {
         run, source: 'k8s', workspace: ws, sealedDir: join(root, `ws-${run}-sealed`), pr: false, say: () => {},
         env: {
           PATH: process.env.PATH, HOME: home, SVC_CONTROL_URL: controlUrl,
-          SVC_GATE_EVIDENCE_URL: `http://127.0.0.1:${gate.port}/_job/${credential}/_egress`,
+          SVC_GATE_EVIDENCE_URL: evidenceUrl ?? `http://127.0.0.1:${gate.port}/_job/${credential}/_egress`,
         },
       });
       assert.equal(state.status, 'failed');
@@ -249,6 +249,9 @@ describe('pod signer network section', () => {
     };
     assert.deepEqual(await classOf('r-no-model', false), { class: 'config', reason: error, retryable: false });
     assert.deepEqual(await classOf('r-model-answered', true), { class: 'agent', reason: error, retryable: false });
+    // The gate's records could not be read (a closed port): whether the model answered is unknown.
+    assert.deepEqual(await classOf('r-gate-unread', false, 'http://127.0.0.1:9/_egress'),
+      { class: 'agent', reason: error, retryable: false });
   });
   // The attack: the agent reports a few cents while its calls through the gate cost dollars. The gate holds the run to
   // the max_usd its credential names, on what it metered, and the signer ends the run over budget.

@@ -33,6 +33,8 @@ for (const [name, key] of [['claude', 'ANTHROPIC_API_KEY'], ['gemini', 'GEMINI_A
       const state = repo.state(summary.run);
       assert.equal(state.status, 'failed');
       assert.equal(state.failure.class, 'config', JSON.stringify(state.failure));
+      // The exit code each CLI keeps for it (svc takes its record only with this code).
+      assert.equal(state.exit_code, name === 'claude' ? 1 : 41);
       assert.equal(state.failure.retryable, false);
       assert.match(state.failure.reason, new RegExp(`^Provider ${name} is not logged in: .*${key}`));
       assert.equal(state.error, state.failure.reason);
@@ -68,6 +70,7 @@ describe('codex CLI not logged in', { skip: skipUnlessInstalled('codex') }, () =
     assert.equal(res.code, 1, res.stderr);
     const state = repo.state(summaryOf(res).run);
     assert.equal(state.failure.class, 'config', JSON.stringify(state.failure));
+    assert.equal(state.exit_code, 1);
     assert.match(state.failure.reason, /^Provider codex is not logged in: .*OPENAI_API_KEY/);
   });
 });
