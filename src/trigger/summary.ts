@@ -169,3 +169,28 @@ export function renderSummary(parts: SummaryParts, piece: (p: Piece) => string, 
 export function plainSummary(parts: SummaryParts): string {
   return renderSummary(parts, (p) => ('own' in p ? p.own : 'data' in p ? p.data : p.link));
 }
+
+/** CommonMark lets any ASCII punctuation be backslash-escaped; svc's own words never need markup. */
+function markdownEscape(text: string): string {
+  return text.replace(/[!-/:-@[-`{-~]/g, (c) => `\\${c}`);
+}
+
+/** A CommonMark code span holding `text` literally: fence longer than its longest backtick run, padded if needed. */
+function codeSpan(text: string): string {
+  if (text === '') return '';
+  const longest = Math.max(0, ...(text.match(/`+/g) ?? []).map((run) => run.length));
+  const fence = '`'.repeat(longest + 1);
+  const pad = text.startsWith('`') || text.endsWith('`') || (text.startsWith(' ') && text.endsWith(' ')) ? ' ' : '';
+  return `${fence}${pad}${text}${pad}${fence}`;
+}
+
+function markdownPiece(piece: Piece): string {
+  if ('own' in piece) return markdownEscape(piece.own);
+  if ('link' in piece) return `<${piece.link}>`;
+  return codeSpan(piece.data);
+}
+
+/** The parts in CommonMark: trackera's comments and GitHub's read it the same way. */
+export function markdownSummary(parts: SummaryParts): string {
+  return renderSummary(parts, markdownPiece, markdownEscape(SEPARATOR));
+}

@@ -5,7 +5,7 @@ import { json, type Reply } from '../../http/respond.ts';
 import { sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import { obj, str } from '../../untrusted.ts';
 import { checkBodyTime, enqueue, requireValid, type TCtx } from '../intake.ts';
-import { chatThread, routeChat, type ChatVoice } from './chata.ts';
+import { chatThread, routeChat, type ChatVoice } from './chat.ts';
 
 const ENTITIES: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'", nbsp: ' ', '#39': "'" };
 

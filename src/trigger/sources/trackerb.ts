@@ -4,8 +4,7 @@
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { deliveryKeys, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
-import { answerCommand, answerReply } from '../answers.ts';
-import { teamRefusal } from './trackera.ts';
+import { answerCommand, answerReply, teamRefusal } from '../answers.ts';
 import { errorMessage } from '../../errors.ts';
 import { SEPARATOR, type ReplyChannel, type SummaryParts } from '../summary.ts';
 import { isJsonObject, obj, str, type Obj } from '../../untrusted.ts';
@@ -226,7 +225,7 @@ async function answerFromTrackerb(ctx: TCtx, body: Obj): Promise<Reply | null> {
   const commentId = (str(comment.id) ?? '').slice(0, 40);
   const outcome = await ctx.deps.answers.answer({
     origin: 'trackerb', thread: trackerbThread(key), ...command, who, writtenAt: jiraTime(comment.created),
-    refusal: teamRefusal(ctx, await onIssueTeam(ctx, key, accountId)),
+    refusal: teamRefusal(ctx.deps.settings.repos, await onIssueTeam(ctx, key, accountId)),
     place: `trackerb issue ${key} comment ${commentId}`,
     keys: deliveryKeys('trackerb', ctx.req.headers, ctx.raw, ...(commentId ? [`trackerb:comment:${commentId}`] : [])),
   });
