@@ -23,6 +23,11 @@ export function str(value: unknown): string | null {
   return typeof value === 'string' && value !== '' ? value : null;
 }
 
+/** The value when it is one of `allowed` (a closed set: statuses, classes, kinds), else null. */
+export function oneOf<T>(value: unknown, allowed: readonly T[]): T | null {
+  return (allowed as readonly unknown[]).includes(value) ? (value as T) : null;
+}
+
 /** The value when it is a finite number, else 0. */
 export function num(value: unknown): number {
   return typeof value === 'number' && Number.isFinite(value) ? value : 0;

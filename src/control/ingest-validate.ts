@@ -7,7 +7,7 @@ import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS, type RunFailure, type RunStatu
 import type { EventInput } from '../db/events-store.ts';
 import { SEGMENT, checkArtifactPath, timeMs } from './params.ts';
 import { NOTIFICATION_STATUSES, type NotificationInput } from '../db/notifications-store.ts';
-import { isJsonObject, nestsDeeperThan, type Obj } from '../untrusted.ts';
+import { isJsonObject, nestsDeeperThan, oneOf, type Obj } from '../untrusted.ts';
 import { isRepoName } from '../engine/repo-name.ts';
 
 export interface IngestBatch {
@@ -51,7 +51,7 @@ function orNull<T>(where: string, v: unknown, ok: (x: unknown) => boolean, what:
 
 /** `v` when it is one of `allowed`, else 400 naming them. */
 function member<T>(where: string, v: unknown, allowed: readonly T[]): T {
-  return (allowed as readonly unknown[]).includes(v) ? (v as T) : bad(where, `must be one of ${allowed.join(', ')}`);
+  return oneOf(v, allowed) ?? bad(where, `must be one of ${allowed.join(', ')}`);
 }
 
 function segment(where: string, v: unknown): string {
@@ -88,7 +88,7 @@ export function validateRun(v: unknown, where: string, source: string, now: numb
     updated_at: Math.min(updated, now),
     group_id: v.group_id === undefined || v.group_id === null ? run : segment(`${where}.group_id`, v.group_id),
   };
-  input.verdict = orNull(`${where}.verdict`, v.verdict, (x) => (VERDICTS as readonly unknown[]).includes(x),
+  input.verdict = orNull(`${where}.verdict`, v.verdict, (x) => oneOf(x, VERDICTS) !== null,
     `must be one of ${VERDICTS.join(', ')} or null`);
   for (const f of TEXT_FIELDS) {
     input[f] = orNull(`${where}.${f}`, v[f], (x) => typeof x === 'string' && x.length <= MAX_TEXT,

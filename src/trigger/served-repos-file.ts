@@ -8,6 +8,7 @@
 import { BadSettingError } from '../errors.ts';
 import { isRepoName } from '../engine/repo-name.ts';
 import { CHAT_KINDS, ROUTING_KINDS, type ChatKind, type RoutingKind } from '../webhook-sources.ts';
+import { oneOf } from '../untrusted.ts';
 
 // Sources whose events name no repository (routing 'key' or 'channel' in src/webhook-sources.ts): the operator maps
 // their keys to one (GitHub routes by full_name). Chat sources: a channel's mapping is a permission, not only a
@@ -16,7 +17,7 @@ import { CHAT_KINDS, ROUTING_KINDS, type ChatKind, type RoutingKind } from '../w
 export const EVERY_CHANNEL = '*';
 
 export function isChatKind(kind: RoutingKind): kind is ChatKind {
-  return (CHAT_KINDS as readonly string[]).includes(kind);
+  return oneOf(kind, CHAT_KINDS) !== null;
 }
 
 export interface ServedRepo {
@@ -111,7 +112,7 @@ function parseLine(text: string, line: number): ServedRepo | string | null {
       }
       continue;
     }
-    if (!(ROUTING_KINDS as readonly string[]).includes(key)) {
+    if (oneOf(key, ROUTING_KINDS) === null) {
       return `unknown "${key}" (known: checkout=, clone=, ${ROUTING_KINDS.map((k) => `${k}=`).join(', ')}, default)`;
     }
     const values = value.split(',');
