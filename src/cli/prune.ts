@@ -55,20 +55,14 @@ export default async function prune(io: CliIo): Promise<number> {
   const olderThan = parseAge(values['older-than'] ?? '7d');
   const dryRun = values['dry-run'] === true;
   const repos = (values.repo ?? []).map((dir) => {
-    try {
-      return repoRoot(resolve(dir));
-    } catch {
-      throw new UsageError(`--repo ${dir} is not a git repository`);
-    }
+    const root = repoRoot(resolve(dir));
+    if (root === null) throw new UsageError(`--repo ${dir} is not a git repository`);
+    return root;
   });
-  if (repos.length === 0) {
-    try {
-      repos.push(repoRoot(process.cwd()));
-    } catch {
-      if (!values.checkouts) {
-        throw new UsageError('Nothing to prune here: run it in a project, or give --repo DIR or --checkouts');
-      }
-    }
+  const here = repos.length === 0 ? repoRoot(process.cwd()) : null;
+  if (here !== null) repos.push(here);
+  else if (repos.length === 0 && !values.checkouts) {
+    throw new UsageError('Nothing to prune here: run it in a project, or give --repo DIR or --checkouts');
   }
   // Every plan is made before anything is removed: a bad --repo changes nothing.
   const plans: Array<{ plan: PrunePlan; remove: (t: PruneTarget) => void }> = repos.map((repo) => ({

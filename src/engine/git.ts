@@ -94,8 +94,9 @@ export function tryGit(dir: string, args: string[]): string {
   }
 }
 
-export function repoRoot(dir: string): string {
-  return git(dir, ['rev-parse', '--show-toplevel']).trim();
+/** The root of the git repository holding `dir`, or null when it is in none (or git cannot read it). */
+export function repoRoot(dir: string): string | null {
+  return tryGit(dir, ['rev-parse', '--show-toplevel']).trim() || null;
 }
 
 export function headSha(dir: string, run: GitRun = hostGit): string {
