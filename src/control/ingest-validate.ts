@@ -1,6 +1,7 @@
 // Turns an untrusted ingest body into typed rows, or throws 400 naming the first bad field; nothing is written here.
 import { HttpError } from '../http/http-error.ts';
 import { checkBodyKeys, MAX_JSON_DEPTH } from '../http/body.ts';
+import { OCTET_STREAM } from '../http/static-files.ts';
 import { failureColumns } from '../db/runs-store.ts';
 import type { RunInput } from '../db/run-types.ts';
 import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS, type RunFailure, type RunStatus } from '../run-json.ts';
@@ -32,7 +33,6 @@ const MIME_NAME = String.raw`[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}`;
 // Only what a header may carry (RFC 9110 OWS, quoted-string without obs-text): else serving it would throw, a 500.
 const MIME_PARAM = String.raw`[ \t]*;[ \t]*[A-Za-z0-9_-]+=("[\t\x20\x21\x23-\x7e]*"|[A-Za-z0-9_.+-]+)`;
 const MIME = new RegExp(String.raw`^${MIME_NAME}\/${MIME_NAME}(${MIME_PARAM})*$`);
-export const OCTET_STREAM = 'application/octet-stream';
 const TEXT_FIELDS = ['repo', 'brief', 'origin', 'provider', 'branch', 'pr_url', 'question', 'error'] as const;
 const INT_FIELDS = ['tokens_in', 'tokens_out', 'exit_code', 'pid'] as const;
 

@@ -1,6 +1,6 @@
 // Sends a run folder to the Control Plane (POST /v1/ingest), resumable from ship.json; /v1/import reads it too.
 import { closeSync, fstatSync, readFileSync } from 'node:fs';
-import { basename, join, extname } from 'node:path';
+import { basename, join } from 'node:path';
 import { createHash } from 'node:crypto';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
 import type { IngestResult } from '../client/types.ts';
@@ -10,6 +10,7 @@ import { errorMessage } from '../errors.ts';
 import { toRunJson, type RunState } from './run-state.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { isLoopbackHost } from '../http/guards.ts';
+import { contentTypeOf, OCTET_STREAM } from '../http/static-files.ts';
 import {
   openPlainDirIn, openPlainFileIn, openRunFolder, readObjectIn, readRange, skipReason, walkPlainTree,
   type PlainDir, type TreeFile,
@@ -93,13 +94,6 @@ function readArtifacts(folder: PlainDir, skip: SkipReport): TreeFile[] {
   } finally {
     dir.close();
   }
-}
-
-function contentTypeOf(path: string): string {
-  const ext = extname(path).toLowerCase();
-  if (ext === '.json') return 'application/json';
-  if (['.log', '.txt', '.patch', '.diff', '.md'].includes(ext)) return 'text/plain; charset=utf-8';
-  return 'application/octet-stream';
 }
 
 /** Whether the Control Plane at `url` is this machine's: only it may learn a run's folder or get the home token. */
@@ -194,7 +188,8 @@ export function createShipper(
         }
       }) as never,
       artifacts: read.artifacts.map(({ rel, content }) => ({
-        run: state.run, path: rel, content_type: contentTypeOf(rel), content_base64: content.toString('base64'),
+        run: state.run, path: rel, content_type: contentTypeOf(rel) ?? OCTET_STREAM,
+        content_base64: content.toString('base64'),
       })),
     });
     writeJsonAtomic(join(dir, 'ship.json'), read.next);
