@@ -5,7 +5,7 @@ import { writeFileSync, mkdirSync, existsSync, copyFileSync, readdirSync } from 
 import { join } from 'node:path';
 import { git, gitCommonDir, repoSlug, tryGit } from './git.ts';
 import { withGitToken } from './git-token.ts';
-import { withScratch } from './safe-fs.ts';
+import { withScratch } from '../spawn/svc-paths.ts';
 
 /** Thrown when the repository's config could redirect the push; nothing was pushed. */
 export class PushRefusedError extends RefusedError {}

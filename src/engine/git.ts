@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import { runSync } from '../spawn/start.ts';
 import { FailedError } from '../errors.ts';
 import { GitRedirectedError, redirectedUrl } from './git-token.ts';
-import { withScratch } from './safe-fs.ts';
+import { withScratch } from '../spawn/svc-paths.ts';
 
 // Held whatever any config says; the `-c` values reach every git this one starts, through GIT_CONFIG_PARAMETERS.
 const SAFE_GIT_CONFIG = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false',

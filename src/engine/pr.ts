@@ -11,7 +11,7 @@ import { FailedError, RefusedError, errorMessage } from '../errors.ts';
 import type { RunState } from './run-state.ts';
 import { isLoopbackHost } from '../http/guards.ts';
 import { runPageUrl } from '../run-json.ts';
-import { withScratch } from './safe-fs.ts';
+import { withScratch } from '../spawn/svc-paths.ts';
 
 /** The run's page on SVC_PUBLIC_URL for its PR body; null when unset, not http(s), or loopback (a dead link). */
 export function publicRunPage(env: NodeJS.ProcessEnv, source: string, run: string): string | null {
