@@ -1,12 +1,13 @@
 // The engine's settings files: .svc/config.json, the operator's files, and what `svc trust` trusted.
 import { isJsonObject, obj } from '../untrusted.ts';
-import { readFileSync, existsSync, realpathSync } from 'node:fs';
+import { readFileSync, existsSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
 import { BadSettingError } from '../errors.ts';
 import { onlyKeys, readLimits, type RunLimits } from './policy.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { isSecretName } from '../spawn/env.ts';
+import { realOrNull } from '../spawn/tree.ts';
 import { writeJsonAtomic } from './safe-fs.ts';
 
 export interface ProviderEntry {
@@ -146,14 +147,9 @@ export function trustFile(env: NodeJS.ProcessEnv): string {
 
 /** The real path a record is keyed by: links resolved, so two names of one file share one record. */
 function trustKey(path: string): string {
-  for (const real of [() => realpathSync(path), () => join(realpathSync(dirname(path)), basename(path))]) {
-    try {
-      return real();
-    } catch {
-      // gone: a record of a removed file is still found by the path it was trusted under
-    }
-  }
-  return path;
+  const folder = realOrNull(dirname(path));
+  // Gone: a record of a removed file is still found by the path it was trusted under.
+  return realOrNull(path) ?? (folder === null ? path : join(folder, basename(path)));
 }
 
 export function readTrust(env: NodeJS.ProcessEnv): TrustRecord[] {

@@ -1,7 +1,7 @@
 // What an agent (a provider or a check) may see and write inside its sandbox (DESIGN §7a; docs/engine.md "The agent
 // sandbox" has the rule in words). Nothing is mounted but what the plan names, so svc's home and every credential are
 // simply absent; the masks in `hidden` only matter where a bound tree (a declared folder, a PATH folder) holds one.
-import { existsSync, mkdirSync, readdirSync, realpathSync, type Dirent } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, type Dirent } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { isSecretName } from './env.ts';
 import { providerFolders } from './provider-layout.ts';
@@ -9,7 +9,7 @@ import { layProviderHome } from './provider-home.ts';
 import { within, type SandboxPlan } from './bwrap-argv.ts';
 import type { SandboxGate } from './sandbox-network.ts';
 import { isSystemPath } from './system-view.ts';
-import { readOrNull } from './tree.ts';
+import { readOrNull, realOrNull } from './tree.ts';
 import { HOME_CREDENTIALS } from './never-writable.ts';
 import { DEFAULT_LIMITS, type SandboxLimits } from './limits.ts';
 
@@ -75,14 +75,6 @@ function ensureFolders(paths: string[]): void {
 function installOf(path: string): string {
   const modules = path.lastIndexOf('/node_modules/');
   return modules > 0 ? path.slice(0, modules + '/node_modules'.length) : dirname(path);
-}
-
-function realOrNull(path: string): string | null {
-  try {
-    return realpathSync(path);
-  } catch {
-    return null;
-  }
 }
 
 /**
