@@ -8,6 +8,15 @@ export function isJsonObject(value: unknown): value is Obj {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
+/** What JSON text holds, or undefined when it is not JSON (a torn line, an upload, a file another process wrote). */
+export function tryParseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
 /** The value when it is a plain JSON object, else null. */
 export function objOrNull(value: unknown): Obj | null {
   return isJsonObject(value) ? value : null;

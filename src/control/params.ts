@@ -1,7 +1,7 @@
 // Shared request-parameter parsing for Control Plane handlers: path segments, limit, times, strict query keys, cursors.
 // Every bad value is 400 invalid_param naming the parameter (DESIGN §3, §4); a run named but not stored is 404.
 import { HttpError } from '../http/http-error.ts';
-import { oneOf } from '../untrusted.ts';
+import { oneOf, tryParseJson } from '../untrusted.ts';
 import type { RunKey, RunRow } from '../db/run-types.ts';
 import type { RunsStore } from '../db/runs-store.ts';
 
@@ -132,12 +132,7 @@ export function decodeCursor(text: string, shape: ReadonlyArray<'int' | 'segment
     throw new HttpError('invalid_param', 'Parameter "cursor" is not a cursor this server issued');
   };
   if (text.length > 400 || !/^[A-Za-z0-9_-]+$/.test(text)) return bad();
-  let key: unknown;
-  try {
-    key = JSON.parse(Buffer.from(text, 'base64url').toString('utf8'));
-  } catch {
-    return bad();
-  }
+  const key = tryParseJson(Buffer.from(text, 'base64url').toString('utf8'));
   if (!Array.isArray(key) || key.length !== shape.length) return bad();
   const fits = (part: unknown, i: number) =>
     shape[i] === 'int' ? Number.isSafeInteger(part) : typeof part === 'string' && SEGMENT.test(part);

@@ -1,9 +1,9 @@
 // A minimal Kubernetes API client for the in-cluster service account: JSON requests with the mounted token. Global
 // fetch cannot pin a per-request CA (that needs undici's Agent, a dependency), so an https API server with a CA file
 // goes through node:https; plain http (kubectl proxy, tests) uses fetch.
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { httpsRequest } from './https-post.ts';
+import { readOrNull } from '../spawn/tree.ts';
 
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 
@@ -19,11 +19,7 @@ export interface KubeApiOptions {
 const TIMEOUT_MS = 30_000;
 
 function readOptional(path: string): string | undefined {
-  try {
-    return readFileSync(path, 'utf8').trim() || undefined;
-  } catch {
-    return undefined;
-  }
+  return readOrNull(path)?.trim() || undefined;
 }
 
 /** The API URL from the in-cluster environment, or undefined outside a cluster. */

@@ -6,7 +6,7 @@ import { json } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
 import { checkQueryKeys, checkSegment, storedRun } from '../params.ts';
 import { readRunFile } from '../run-receipt.ts';
-import { obj, str } from '../../untrusted.ts';
+import { obj, str, tryParseJson } from '../../untrusted.ts';
 
 interface FileStat {
   path: string;
@@ -50,13 +50,7 @@ function count(value: unknown): number {
 /** diffstat.json is an artifact any ingest client can upload: untrusted JSON; entries without a path are dropped. */
 function parseFiles(raw: Buffer | null): FileStat[] | null {
   if (!raw) return null;
-  let value: unknown;
-  try {
-    value = JSON.parse(raw.toString('utf8'));
-  } catch {
-    return null;
-  }
-  const files = obj(value).files;
+  const files = obj(tryParseJson(raw.toString('utf8'))).files;
   if (!Array.isArray(files)) return null;
   const out: FileStat[] = [];
   for (const entry of files) {
