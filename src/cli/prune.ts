@@ -31,7 +31,7 @@ Ignored: run folders and pending markers git tracks (a repository's content, not
 
 const UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
 
-export function parseAge(text: string): number {
+function parseAge(text: string): number {
   const m = /^(\d{1,6})([smhdw])?$/.exec(text);
   if (!m || (m[2] === undefined && m[1] !== '0')) {
     throw new UsageError(`Invalid --older-than "${text}" (expected 0 or a number with s, m, h, d or w, e.g. 7d)`);

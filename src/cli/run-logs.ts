@@ -17,7 +17,7 @@ const POLL_MS = 200;
  * The line an event shows as, or null for events that are not output (checks, artifacts, costs…). `agentOnly` keeps
  * the agent's lines and its question, for a watcher that already prints svc's own notes (the foreground worker).
  */
-export function logLine(kind: string, data: unknown, agentOnly = false): string | null {
+function logLine(kind: string, data: unknown, agentOnly = false): string | null {
   const d = objOrNull(data);
   if (!d) return null;
   if (kind === 'log') {

@@ -63,7 +63,7 @@ export function controlClientOf(env: NodeJS.ProcessEnv, url?: string) {
 }
 
 /** A Control Plane error answer as the failure a command exits 1 with; any other error as it is. */
-export function controlFailure(err: unknown): unknown {
+function controlFailure(err: unknown): unknown {
   if (!(err instanceof ControlApiError)) return err;
   return new FailedError(err.status === 0 ? err.message : `${err.message} (${err.status} ${err.code})`);
 }

@@ -46,7 +46,7 @@ async function errorFromResponse(res: Response): Promise<ControlApiError> {
   return new ControlApiError(res.status, 'http_error', `HTTP ${res.status} ${res.statusText}`.trim(), field);
 }
 
-export interface ControlClientOptions {
+interface ControlClientOptions {
   /** Base URL, e.g. http://127.0.0.1:47821 (no /v1). */
   url: string;
   /** Sent as `Authorization: Bearer <token>`; never put in URLs or errors. */

@@ -22,7 +22,7 @@ type Reply = { id: number; value: unknown } | { id: number; error: string };
 
 export type ExpensiveReads = ReturnType<typeof createExpensiveReads>;
 
-export interface ExpensiveReadsOptions {
+interface ExpensiveReadsOptions {
   /** The main connection's stats store, for reads that stay on the main thread. */
   stats: StatsStore;
   /** The DB file; ':memory:' keeps every read on the main thread. */

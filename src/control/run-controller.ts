@@ -16,7 +16,7 @@ import type { RunEventBus } from './event-bus.ts';
 import type { ControlSettings } from './settings.ts';
 
 /** Just what the controller uses (not all of ControlDeps, which holds the controller: no circle between the two). */
-export interface RunControllerDeps {
+interface RunControllerDeps {
   stores: Pick<ControlStores, 'runs' | 'events'>;
   bus: Pick<RunEventBus, 'publish'>;
   settings: Pick<ControlSettings, 'source' | 'answerDir' | 'token'>;

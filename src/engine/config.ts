@@ -135,7 +135,7 @@ export function operatorPassedEnv(env: NodeJS.ProcessEnv): Record<string, string
 
 // Which repository config files a person trusted (`svc trust`, as direnv does: real path and sha256 of the bytes),
 // kept in ~/.svc/trust.json; only CLI runs consult it (docs/engine.md "Who may set what").
-export interface TrustRecord {
+interface TrustRecord {
   path: string;
   sha256: string;
   trusted_at: string;

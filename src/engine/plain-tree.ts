@@ -10,7 +10,7 @@ const FILE_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBL
 const PROC_FD = existsSync('/proc/self/fd');
 
 /** What stands at a name: only `dir` and `file` are ever opened. */
-export type EntryKind = 'dir' | 'file' | 'link' | 'other' | 'missing';
+type EntryKind = 'dir' | 'file' | 'link' | 'other' | 'missing';
 
 /** A folder held open; names are looked up inside it, not through `path` (the lexical path, for messages only). */
 export interface PlainDir {

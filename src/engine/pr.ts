@@ -22,7 +22,7 @@ export function publicRunPage(env: NodeJS.ProcessEnv, source: string, run: strin
 
 const NO_CREDENTIALS = 'No GitHub credentials: set GITHUB_TOKEN or GH_TOKEN, or log in with gh';
 
-export interface PrRequest {
+interface PrRequest {
   workdir: string;
   branch: string;
   base: string;
@@ -34,7 +34,7 @@ export interface PrRequest {
   env: NodeJS.ProcessEnv;
 }
 
-export interface PrResult {
+interface PrResult {
   url: string;
   number: number | null;
   via: 'rest' | 'gh';

@@ -13,7 +13,7 @@ export interface ProcIdentity {
 }
 
 /** Whether the live process `pid` is the one the caller means (e.g. our worker for a given run). */
-export type OwnerCheck = (pid: number) => boolean;
+type OwnerCheck = (pid: number) => boolean;
 
 export function procStart(pid: number): string | null {
   return statFields(pid)?.[19] ?? null;

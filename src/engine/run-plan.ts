@@ -33,7 +33,7 @@ export interface RunPlan {
   notes: string[];
 }
 
-export interface PlanRequest {
+interface PlanRequest {
   repo: string;
   /** Where the run will work: a folder inside it is the run's own. */
   workdir: string;

@@ -53,7 +53,7 @@ export interface RunBatch {
 }
 
 /** Told once per entry (a path under the run folder, or the folder itself) that it was left out, and why. */
-export type SkipReport = (entry: string, reason: string) => void;
+type SkipReport = (entry: string, reason: string) => void;
 
 /** Complete lines from `offset`, and the byte offset after the last one taken. */
 function readEventLines(folder: PlainDir, offset: number, skip: SkipReport): { lines: string[]; next: number } {

@@ -4,7 +4,7 @@ import { appendFileSync, closeSync, fstatSync, mkdirSync, openSync, readSync } f
 import { join } from 'node:path';
 import { obj, str } from '../untrusted.ts';
 
-export type BudgetKind = 'run' | 'repository-day' | 'server-day';
+type BudgetKind = 'run' | 'repository-day' | 'server-day';
 
 export interface Reached {
   kind: BudgetKind;
@@ -12,7 +12,7 @@ export interface Reached {
   spent: number;
 }
 
-export interface Spent {
+interface Spent {
   run: number;
   repoDay: number;
   serverDay: number;

@@ -13,7 +13,7 @@ import { readOrNull, realOrNull } from './tree.ts';
 import { HOME_CREDENTIALS } from './never-writable.ts';
 import { DEFAULT_LIMITS, type SandboxLimits } from './limits.ts';
 
-export interface AgentPlanInput {
+interface AgentPlanInput {
   /** The run's working directory: its worktree, or the repository itself for a run without one. */
   workdir: string;
   repo: string;
@@ -53,7 +53,7 @@ function configuredSecretPaths(env: NodeJS.ProcessEnv): string[] {
 }
 
 /** The repository's git directories as seen from `workdir`: `.git` itself, and where a worktree's `.git` points. */
-export function gitDirs(workdir: string, repo: string): string[] {
+function gitDirs(workdir: string, repo: string): string[] {
   // A `.git` folder (or nothing) reads as null: the repository's own .git covers it.
   const target = /^gitdir:\s*(.+)$/m.exec(readOrNull(join(workdir, '.git')) ?? '')?.[1]?.trim();
   return target ? [join(repo, '.git'), resolve(workdir, target)] : [join(repo, '.git')];
@@ -164,7 +164,7 @@ export function agentSandboxPlan(input: AgentPlanInput): SandboxPlan {
   };
 }
 
-export interface GitPlanInput {
+interface GitPlanInput {
   workdir: string;
   repo: string;
   /** Folders svc's git writes besides the worktree and the git directory (a throwaway index). */

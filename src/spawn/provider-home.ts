@@ -9,7 +9,7 @@ import { within, type HomeMount } from './bwrap-argv.ts';
 import { pathKind } from './system-view.ts';
 import { isJsonObject } from '../untrusted.ts';
 
-export interface ProviderHomeInput {
+interface ProviderHomeInput {
   /** The built-in CLI (provider-layout.ts); any other name lays nothing. */
   provider: string;
   /** The HOME the sandbox shows (the user's HOME path); targets are under it. */

@@ -8,7 +8,7 @@ import { REFUSED_SYSCALLS } from './syscall-policy.ts';
 import { withScratch } from './svc-paths.ts';
 
 /** The descriptor a sandboxed child finds the program on: right after stdin, stdout and stderr. */
-export const SECCOMP_FD = 3;
+const SECCOMP_FD = 3;
 
 const AUDIT_ARCH = { x64: 0xc000003e, arm64: 0xc00000b7 } as const;
 const ARCH_NAME = { x64: 'x86_64', arm64: 'aarch64' } as const;

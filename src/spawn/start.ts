@@ -78,7 +78,7 @@ export function secretsIn(from: Readonly<Record<string, unknown>>): Record<strin
   return out;
 }
 
-export interface RunSyncOptions extends ChildSpec {
+interface RunSyncOptions extends ChildSpec {
   maxBuffer?: number;
   timeout?: number;
   /** stderr: 'pipe' keeps it for the thrown error (`err.stderr`), 'ignore' drops it. */

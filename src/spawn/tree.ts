@@ -4,7 +4,7 @@
 import { readFileSync, readdirSync, readlinkSync, realpathSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 
-export const TREE_MARKER_NAME = 'SVC_PROCESS_TREE';
+const TREE_MARKER_NAME = 'SVC_PROCESS_TREE';
 
 interface Proc {
   pid: number;

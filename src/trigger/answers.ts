@@ -36,7 +36,7 @@ export interface AnswerRequest {
   keys: readonly string[];
 }
 
-export type AnswerOutcome =
+type AnswerOutcome =
   | { kind: 'answered'; jobId: string; run: string }
   | { kind: 'duplicate'; jobId: string }
   /** `elsewhere`: the job was named from a thread it was not asked in, so no reply goes to the job's own thread. */
@@ -152,7 +152,7 @@ function originOf(req: Pick<AnswerRequest, 'origin' | 'who'>): string {
 }
 
 /** What the origin is told when an answer is refused: svc's words, the vendor-given name and reason as data. */
-export function refusalParts(jobId: string, who: string, reason: string): SummaryParts {
+function refusalParts(jobId: string, who: string, reason: string): SummaryParts {
   return [
     [{ own: `svc job ${jobId} did not take the answer from ` }, data(who)],
     [{ own: 'why: ' }, data(reason)],

@@ -10,7 +10,7 @@ import type { NotificationInput } from '../db/notifications-store.ts';
 export type NotificationReport = Omit<NotificationInput, 'created_at' | 'updated_at'> & { message: string };
 
 /** Where and as whom both reports go. */
-export interface ControlReportOptions {
+interface ControlReportOptions {
   controlUrl: string | undefined;
   controlToken: string | undefined;
   source: string;
@@ -53,7 +53,7 @@ export function createControlReporter(opts: ControlReportOptions): (n: Notificat
   };
 }
 
-export interface ServedReposReportOptions extends ControlReportOptions {
+interface ServedReposReportOptions extends ControlReportOptions {
   /** Server shutdown: stops the retries and any request in flight. */
   signal: AbortSignal;
   /** Waits between attempts; the last one repeats. */

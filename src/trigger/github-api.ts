@@ -7,7 +7,7 @@ import { githubHeaders } from '../engine/pr.ts';
 
 export type GithubApi = ReturnType<typeof createGithubApi>;
 
-export interface GithubApiOptions {
+interface GithubApiOptions {
   /** GITHUB_API_URL; default https://api.github.com. */
   base?: string | undefined;
   token: string | null;

@@ -9,7 +9,7 @@ export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccoun
 
 type KubeResponse = { status: number; body: unknown; text: string };
 
-export interface KubeApiOptions {
+interface KubeApiOptions {
   /** https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT unless overridden (SVC_K8S_API_URL). */
   apiUrl: string;
   /** Holds `token`, `ca.crt`, `namespace` (SVC_K8S_SA_DIR overrides the mount path). */

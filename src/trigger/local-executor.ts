@@ -16,7 +16,7 @@ import {
 import { identityOf, signalGroup } from '../engine/proc-group.ts';
 import { operatorPassedEnv } from '../engine/config.ts';
 
-export interface LocalExecutorOptions {
+interface LocalExecutorOptions {
   /** Path of the svc CLI script (dist/cli.js); run with `execPath`. */
   cliPath: string;
   execPath?: string;

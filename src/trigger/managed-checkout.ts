@@ -16,7 +16,7 @@ import { inTurn } from './queue.ts';
 
 export type ManagedCheckouts = ReturnType<typeof createManagedCheckouts>;
 
-export interface ManagedCheckoutOptions {
+interface ManagedCheckoutOptions {
   stateDir: string;
   /** Outside ~/.svc, which no agent sandbox shows, so the agent can see its checkout's git metadata. */
   checkoutsDir: string;
@@ -55,7 +55,7 @@ function mirrorDir(stateDir: string, repo: ServedRepo): string {
   return join(managedDir(stateDir, repo), 'mirror.git');
 }
 
-export function jobCheckoutDir(checkoutsDir: string, repo: ServedRepo, jobId: string): string {
+function jobCheckoutDir(checkoutsDir: string, repo: ServedRepo, jobId: string): string {
   if (!JOB_SEGMENT.test(jobId)) throw new RangeError('bad job id');
   return join(checkoutsDir, ...repo.name.toLowerCase().split('/'), jobId);
 }

@@ -16,7 +16,7 @@ import type { NotificationReport } from './control-report.ts';
 import type { Logger } from '../log.ts';
 import { inTurn } from './queue.ts';
 
-export interface NotifierOptions {
+interface NotifierOptions {
   stores: TriggerStores;
   config: NotifyConfig;
   /** Each reply channel's sender, by name (app.ts `REPLIES`). */
@@ -40,7 +40,7 @@ function isPiece(value: unknown): value is Piece {
 }
 
 /** The stored parts; a job finished before they were stored (or unreadable ones) sends its whole summary as data. */
-export function summaryParts(stored: string | null, plain: string): SummaryParts {
+function summaryParts(stored: string | null, plain: string): SummaryParts {
   try {
     const parts: unknown = stored === null ? null : JSON.parse(stored);
     if (Array.isArray(parts) && parts.every((p) => Array.isArray(p) && p.every(isPiece))) return parts as SummaryParts;

@@ -58,7 +58,7 @@ export function keyOf(kind: RoutingKind, value: string): string {
 }
 
 /** Why a clone URL is refused, or null: https, ssh, scp-like or file URLs, never a password in the file. */
-export function cloneUrlProblem(url: string): string | null {
+function cloneUrlProblem(url: string): string | null {
   if (/[\s\0]/.test(url)) return 'a clone URL has no spaces or control characters';
   if (/^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^/]/.test(url) && !url.includes('://')) return null; // git@host:owner/name.git
   const parsed = URL.parse(url);

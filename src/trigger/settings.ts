@@ -13,7 +13,7 @@ import { setting, settingChoice, settingInt, settingOr } from '../settings-regis
 
 export type TriggerSettings = ReturnType<typeof resolveTriggerSettings>;
 
-export type TriggerFlags = { [flag in 'host' | 'port' | 'repo' | 'repos' | 'concurrency' | 'db']?: string | undefined };
+type TriggerFlags = { [flag in 'host' | 'port' | 'repo' | 'repos' | 'concurrency' | 'db']?: string | undefined };
 
 function list(value: string | undefined): string[] {
   return (value ?? '').split(',').map((s) => s.trim()).filter(Boolean);
@@ -157,7 +157,7 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
 
 // Route secrets: missing → the route answers 503 naming the variable; any two equal → both routes are disabled
 // (spec "Authentication": a secret equal to another disables its route).
-export interface RouteSecret {
+interface RouteSecret {
   /** The variable an operator sets (named in 503 replies and logs; its value never is). */
   variable: string;
   value: string | undefined;
@@ -165,9 +165,9 @@ export interface RouteSecret {
   unavailable: string | null;
 }
 
-export type RouteSecrets = Record<SourceName, RouteSecret>;
+type RouteSecrets = Record<SourceName, RouteSecret>;
 
-export interface SecretProblems {
+interface SecretProblems {
   warnings: string[];
   errors: string[];
 }

@@ -60,7 +60,7 @@ export class PermanentError extends FailedError {}
 /** Between a summary's parts, in every vendor's rendering. */
 export const SEPARATOR = ' · ';
 
-export function formatDuration(ms: number): string {
+function formatDuration(ms: number): string {
   if (!Number.isFinite(ms) || ms < 0) return 'unknown';
   const s = Math.round(ms / 1000);
   if (s < 60) return `${s}s`;
@@ -75,7 +75,7 @@ function runPart(publicUrl: string | undefined, run: RunRef): Piece[] {
   return link ? [{ link }] : [{ own: `see run ${run.source}/${run.run} on the Control Plane` }];
 }
 
-export interface SummaryInput {
+interface SummaryInput {
   jobId: string;
   status: string;
   run: RunRef | null;
@@ -95,7 +95,7 @@ export type Piece = { own: string } | { data: string } | { link: string };
 export type SummaryParts = Piece[][];
 
 /** Agent-derived text is cut to this many characters: a summary is one line, not a log. */
-export const DATA_CHARS = 500;
+const DATA_CHARS = 500;
 
 /** Agent- or vendor-given text as a `data` piece: one line, cut to DATA_CHARS. */
 export function data(text: string): Piece {
@@ -108,7 +108,7 @@ export function data(text: string): Piece {
  * as markup around it (`<>|` close Slack links; brackets, parentheses, quotes, `*`, backticks and spaces make
  * markdown); else null, and the text is shown as data instead.
  */
-export function safeLink(value: string | null | undefined): string | null {
+function safeLink(value: string | null | undefined): string | null {
   const url = value && value.length <= 2048 ? URL.parse(value) : null;
   if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:')) return null;
   return /[\s<>|()[\]'"*`\\]/.test(url.href) ? null : url.href;

@@ -8,7 +8,7 @@ import { takeRepoOption, type Routed } from '../served-repos.ts';
 import { unserved, type TCtx } from '../intake.ts';
 
 /** A chat message as both chats read it; `keys` are its dedupe keys besides the delivery's own. */
-export interface ChatMessage {
+interface ChatMessage {
   text: string;
   channel: string | null;
   user: string;

@@ -11,7 +11,7 @@ import { answerReply } from '../answers.ts';
 import { enqueue, skipped, type TCtx } from '../intake.ts';
 import { chatRefusal, chatThread, routeChat, type ChatVoice } from './chat.ts';
 
-export type ChataInput =
+type ChataInput =
   | { kind: 'command'; text: string; responseUrl: string | null; channel: string | null; user: string }
   | { kind: 'challenge'; challenge: string }
   /** A person's message in a thread (Events API `message`): an answer, if the thread is a waiting question's. */
@@ -23,7 +23,7 @@ export function chataText(raw: string): string {
   return sanitizeBrief(raw, sourceOf('chata').briefBytes);
 }
 
-export function readChata(contentType: string, raw: Buffer): ChataInput {
+function readChata(contentType: string, raw: Buffer): ChataInput {
   if (contentType === 'application/json') {
     const body = parseJsonObject(raw);
     if (body.type === 'url_verification' && typeof body.challenge === 'string') {

@@ -33,7 +33,7 @@ function userOf(from: Record<string, unknown>): string {
   return name && id ? `${name} (${id})` : id ?? name ?? 'unknown';
 }
 
-export function readChatb(body: Record<string, unknown>) {
+function readChatb(body: Record<string, unknown>) {
   return {
     id: typeof body.id === 'string' && body.id.length <= 256 ? body.id : null,
     timestamp: body.timestamp,

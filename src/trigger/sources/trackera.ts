@@ -15,7 +15,7 @@ import { checkBodyTime, enqueue, requireValid, skipped, unserved, type TCtx } fr
 import { answerCommand, answerReply, teamRefusal } from '../answers.ts';
 
 /** `teamKey` routes the issue to a served repository (trackera=… in the repositories file). */
-export type TrackeraInput =
+type TrackeraInput =
   | { kind: 'issue'; identifier: string; issueId: string; teamKey: string | null }
   | { kind: 'skip'; reason: string };
 

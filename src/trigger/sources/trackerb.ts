@@ -44,13 +44,13 @@ export function flattenAdf(value: unknown): string {
   return out.join('').replace(/[ \t]+\n/g, '\n').replace(/\n{3,}/g, '\n\n').trim();
 }
 
-export interface TrackerbFilter {
+interface TrackerbFilter {
   assignees: readonly string[];
   labels: readonly string[];
 }
 
 /** `project` routes the issue to a served repository (trackerb=… in the repositories file). */
-export type TrackerbInput =
+type TrackerbInput =
   | { kind: 'job'; key: string; brief: string; project: string | null }
   | { kind: 'skip'; reason: string };
 

@@ -17,7 +17,7 @@ const TRIGGER_LABEL = 'svc';
 const COMMENT_PREFIX = '/svc';
 
 /** `repository` is the event's repository.full_name, which alone routes it (served-repos.ts); null when absent. */
-export type WebhookInput =
+type WebhookInput =
   | { kind: 'job'; brief: string; repository: string | null }
   | { kind: 'skip'; reason: string };
 
