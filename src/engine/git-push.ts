@@ -52,6 +52,7 @@ export interface PushTarget {
   repo: string | null;
 }
 
+/** Drops a user name or password from a URL, for messages. */
 export function shownUrl(url: string): string {
   return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^@/]*@/i, '$1');
 }

@@ -12,6 +12,7 @@ import { runCollect } from '../spawn/start.ts';
 import { errorMessage, FailedError } from '../errors.ts';
 import { gitArgv, gitBaseEnv, gitExtraEnv } from '../engine/git.ts';
 import { redirectedUrl, redirectRefusal, withGitToken } from '../engine/git-token.ts';
+import { shownUrl } from '../engine/git-push.ts';
 import { inTurn } from './queue.ts';
 
 export type ManagedCheckouts = ReturnType<typeof createManagedCheckouts>;
@@ -67,11 +68,6 @@ type Asked = { listing: string; branch: string };
 export class ManagedGitError extends FailedError {}
 
 const OUTPUT_CAP = 4 * 1024 * 1024;
-
-/** Drops a user name or password from a URL, for messages. */
-export function shownUrl(url: string): string {
-  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^@/]*@/i, '$1');
-}
 
 /**
  * git for managed checkouts: `local` on svc's own mirror and checkouts (only their own config applies), `remote`
