@@ -164,7 +164,11 @@ export function agentSandboxPlan(input: AgentPlanInput): SandboxPlan {
   };
 }
 
-interface GitPlanInput {
+/**
+ * The view svc's own git gets when it reads the worktree after the agent (docs/engine.md "Nothing the agent wrote runs
+ * outside a sandbox"): whatever the agent planted that git might run runs here, with nothing to read or send.
+ */
+export function gitSandboxPlan(input: {
   workdir: string;
   repo: string;
   /** Folders svc's git writes besides the worktree and the git directory (a throwaway index). */
@@ -173,13 +177,7 @@ interface GitPlanInput {
   svcHome: string;
   /** svc's environment: PATH, for the programs the user's own git config names (git-lfs). */
   env: NodeJS.ProcessEnv;
-}
-
-/**
- * The view svc's own git gets when it reads the worktree after the agent (docs/engine.md "Nothing the agent wrote runs
- * outside a sandbox"): whatever the agent planted that git might run runs here, with nothing to read or send.
- */
-export function gitSandboxPlan(input: GitPlanInput): SandboxPlan {
+}): SandboxPlan {
   const git = gitDirs(input.workdir, input.repo);
   const common = git[0]!;
   const paths = pathFolders(input.env, input.home, input.svcHome);

@@ -7,15 +7,13 @@ import { githubHeaders } from '../engine/pr.ts';
 
 export type GithubApi = ReturnType<typeof createGithubApi>;
 
-interface GithubApiOptions {
+export function createGithubApi(opts: {
   /** GITHUB_API_URL; default https://api.github.com. */
   base?: string | undefined;
   token: string | null;
   /** An extra CA to trust (tests' loopback stand-in). */
   ca?: string | Buffer;
-}
-
-export function createGithubApi(opts: GithubApiOptions) {
+}) {
   const base = (opts.base || 'https://api.github.com').replace(/\/+$/, '');
   // A review's hundred comments can be more than a vendor's answer to a summary.
   const post = createHttpsPoster({ ...(opts.ca ? { ca: opts.ca } : {}), cap: 1024 * 1024 });

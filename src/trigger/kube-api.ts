@@ -9,13 +9,6 @@ export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccoun
 
 type KubeResponse = { status: number; body: unknown; text: string };
 
-interface KubeApiOptions {
-  /** https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT unless overridden (SVC_K8S_API_URL). */
-  apiUrl: string;
-  /** Holds `token`, `ca.crt`, `namespace` (SVC_K8S_SA_DIR overrides the mount path). */
-  serviceAccountDir: string;
-}
-
 const TIMEOUT_MS = 30_000;
 
 function readOptional(path: string): string | undefined {
@@ -31,7 +24,12 @@ export function inClusterApiUrl(env: NodeJS.ProcessEnv): string | undefined {
   return `https://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
 
-export function createKubeApi(opts: KubeApiOptions) {
+export function createKubeApi(opts: {
+  /** https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT unless overridden (SVC_K8S_API_URL). */
+  apiUrl: string;
+  /** Holds `token`, `ca.crt`, `namespace` (SVC_K8S_SA_DIR overrides the mount path). */
+  serviceAccountDir: string;
+}) {
   const base = opts.apiUrl.replace(/\/+$/, '');
   const ca = readOptional(join(opts.serviceAccountDir, 'ca.crt'));
   const namespace = readOptional(join(opts.serviceAccountDir, 'namespace')) || 'default';

@@ -17,14 +17,6 @@ import { inTurn } from './queue.ts';
 
 export type ManagedCheckouts = ReturnType<typeof createManagedCheckouts>;
 
-interface ManagedCheckoutOptions {
-  stateDir: string;
-  /** Outside ~/.svc, which no agent sandbox shows, so the agent can see its checkout's git metadata. */
-  checkoutsDir: string;
-  env: NodeJS.ProcessEnv;
-  log: Logger;
-}
-
 /** A git talking to the origin longer is killed: a first clone of a large repository takes a while. */
 const NETWORK_TIMEOUT_MS = 15 * 60_000;
 
@@ -98,7 +90,13 @@ function createManagedGit(env: NodeJS.ProcessEnv) {
   };
 }
 
-export function createManagedCheckouts(opts: ManagedCheckoutOptions) {
+export function createManagedCheckouts(opts: {
+  stateDir: string;
+  /** Outside ~/.svc, which no agent sandbox shows, so the agent can see its checkout's git metadata. */
+  checkoutsDir: string;
+  env: NodeJS.ProcessEnv;
+  log: Logger;
+}) {
   const git = createManagedGit(opts.env);
   const chains = new Map<string, Promise<unknown>>();
   /** Per repository, the origin's answer its spare checkout (`.next` beside its jobs' checkouts) was made for. */

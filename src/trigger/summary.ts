@@ -75,17 +75,6 @@ function runPart(publicUrl: string | undefined, run: RunRef): Piece[] {
   return link ? [{ link }] : [{ own: `see run ${run.source}/${run.run} on the Control Plane` }];
 }
 
-interface SummaryInput {
-  jobId: string;
-  status: string;
-  run: RunRef | null;
-  outcome: RunOutcome | null;
-  durationMs: number;
-  error: string | null;
-  /** SVC_PUBLIC_URL: the Control Plane as people reach it (never a loopback address; settings.ts drops one). */
-  publicUrl: string | undefined;
-}
-
 /**
  * `own`: svc's own words (ids it made or validated, closed-set values, numbers). `data`: agent-derived text, which
  * every vendor gets fenced as data, never as markup or a mention. `link`: a URL svc means to link.
@@ -114,7 +103,16 @@ function safeLink(value: string | null | undefined): string | null {
   return /[\s<>|()[\]'"*`\\]/.test(url.href) ? null : url.href;
 }
 
-export function buildSummaryParts(input: SummaryInput): SummaryParts {
+export function buildSummaryParts(input: {
+  jobId: string;
+  status: string;
+  run: RunRef | null;
+  outcome: RunOutcome | null;
+  durationMs: number;
+  error: string | null;
+  /** SVC_PUBLIC_URL: the Control Plane as people reach it (never a loopback address; settings.ts drops one). */
+  publicUrl: string | undefined;
+}): SummaryParts {
   const parts: SummaryParts = [[{ own: `svc job ${input.jobId} ${input.status}` }]];
   if (input.run) parts.push([{ own: `run ${input.run.source}/${input.run.run}` }]);
   const o = input.outcome;

@@ -44,11 +44,6 @@ export function flattenAdf(value: unknown): string {
   return out.join('').replace(/[ \t]+\n/g, '\n').replace(/\n{3,}/g, '\n\n').trim();
 }
 
-interface TrackerbFilter {
-  assignees: readonly string[];
-  labels: readonly string[];
-}
-
 /** `project` routes the issue to a served repository (trackerb=… in the repositories file). */
 type TrackerbInput =
   | { kind: 'job'; key: string; brief: string; project: string | null }
@@ -92,7 +87,9 @@ function assigneeMatches(fields: Obj, wanted: readonly string[]): boolean {
   return wanted.some((w) => ids.includes(w) || ids.includes(w.toLowerCase()));
 }
 
-export function readTrackerb(body: Obj, filter: TrackerbFilter): TrackerbInput {
+export function readTrackerb(
+  body: Obj, filter: { assignees: readonly string[]; labels: readonly string[] },
+): TrackerbInput {
   const event = eventName(body);
   const items = changelogItems(body);
   if (event !== 'issue_created' && event !== 'issue_updated') {
