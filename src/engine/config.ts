@@ -1,5 +1,5 @@
 // The engine's settings files: .svc/config.json, the operator's files, and what `svc trust` trusted.
-import { isJsonObject, obj } from '../untrusted.ts';
+import { isJsonObject, obj, tryParseJson } from '../untrusted.ts';
 import { readFileSync, existsSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
@@ -56,12 +56,8 @@ export function loadEngineConfig(repo: string): EngineConfig {
 
 /** Parses a config file's bytes; `where` names the file in errors, `keys` are the top-level keys it may hold. */
 export function parseEngineConfig(bytes: Buffer, where: string, keys: readonly string[]): EngineConfig {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(bytes.toString('utf8'));
-  } catch {
-    throw new BadSettingError(`${where} is not valid JSON`);
-  }
+  const raw = tryParseJson(bytes.toString('utf8'));
+  if (raw === undefined) throw new BadSettingError(`${where} is not valid JSON`);
   if (!isJsonObject(raw)) throw new BadSettingError(`${where} must hold a JSON object`);
   onlyKeys(raw, keys, where, badSetting);
   const providers: EngineConfig['providers'] = {};

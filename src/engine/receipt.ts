@@ -235,12 +235,8 @@ function readCheck(value: unknown): ReportedCheck | null {
 
 /** Parses evidence.json of run `run`; throws EvidenceError for anything that is not well-formed evidence of it. */
 export function readEvidence(text: string, run: string): RunEvidence {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch {
-    throw new EvidenceError('evidence.json is not JSON');
-  }
+  const raw = tryParseJson(text);
+  if (raw === undefined) throw new EvidenceError('evidence.json is not JSON');
   const e = obj(raw);
   if (e.type !== EVIDENCE_TYPE || e.version !== 1) {
     throw new EvidenceError('evidence.json is not run evidence (type, version)');

@@ -15,6 +15,7 @@ import {
   openPlainDirIn, openPlainFileIn, openRunFolder, readObjectIn, readRange, skipReason, walkPlainTree,
   type PlainDir, type TreeFile,
 } from './plain-tree.ts';
+import { tryParseJson } from '../untrusted.ts';
 
 const EVENTS_PER_BATCH = 500;
 const ARTIFACT_BYTES_PER_BATCH = 8 * 1024 * 1024;
@@ -181,11 +182,8 @@ export function createShipper(
       runs: [sameMachine(url) ? { ...run, repo_path: state.repo_path } : run],
       // A line that is not JSON is skipped rather than blocking every later event.
       events: read.lines.flatMap((line) => {
-        try {
-          return line.trim() ? [{ ...(JSON.parse(line) as object), run: state.run }] : [];
-        } catch {
-          return [];
-        }
+        const event = tryParseJson(line);
+        return event === undefined ? [] : [{ ...(event as object), run: state.run }];
       }) as never,
       artifacts: read.artifacts.map(({ rel, content }) => ({
         run: state.run, path: rel, content_type: contentTypeOf(rel) ?? OCTET_STREAM,
