@@ -46,7 +46,7 @@ export interface ReceiptBody {
 }
 
 /** The gate's metered figures when it metered the run, else the agent's; both signed beside them (docs/gate.md). */
-interface ReceiptCost {
+export interface ReceiptCost {
   usd: number | null;
   tokens_in: number | null;
   tokens_out: number | null;
@@ -115,14 +115,14 @@ export function issueReceipt(body: ReceiptBody, key: SigningKey): Receipt {
   return { ...withKid, integrity: digest.toString('hex'), signature: signBytes(key, digest) };
 }
 
-interface ReceiptCheck {
+export interface ReceiptCheck {
   ok: boolean;
   problem: 'malformed' | 'integrity_mismatch' | 'unknown_key' | 'bad_signature' | null;
   message: string;
   receipt: Receipt | null;
 }
 
-type KeyRing = Map<string, KeyObject>;
+export type KeyRing = Map<string, KeyObject>;
 
 export function keyRingOf(pems: string[]): KeyRing {
   const ring: KeyRing = new Map();
@@ -181,7 +181,7 @@ export function receiptFromMarkdown(text: string): unknown {
 // ended, as artifacts/evidence.json. The run container is where the agent ran, so the signer reads this file as
 // untrusted input (typed readers only) and treats every value in it as "reported", never as verified.
 export const EVIDENCE_ARTIFACT = 'evidence.json';
-const EVIDENCE_TYPE = 'svc.run_evidence';
+export const EVIDENCE_TYPE = 'svc.run_evidence';
 
 /** Whether this run leaves the receipt to a signer container (set only by the pod spec). */
 export function signsLater(env: NodeJS.ProcessEnv): boolean {

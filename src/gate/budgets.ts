@@ -4,7 +4,7 @@ import { appendFileSync, closeSync, fstatSync, mkdirSync, openSync, readSync } f
 import { join } from 'node:path';
 import { obj, str, tryParseJson } from '../untrusted.ts';
 
-type BudgetKind = 'run' | 'repository-day' | 'server-day';
+export type BudgetKind = 'run' | 'repository-day' | 'server-day';
 
 export interface Reached {
   kind: BudgetKind;
@@ -12,7 +12,7 @@ export interface Reached {
   spent: number;
 }
 
-interface Spent {
+export interface Spent {
   run: number;
   repoDay: number;
   serverDay: number;

@@ -3,7 +3,7 @@
 // the site on a shared address, so the two must agree. Pure functions on bytes; no I/O.
 
 /** The most ClientHello bytes the gate waits for (a post-quantum key share makes one ~2 KB; 2^14 is a record). */
-const MAX_HELLO_BYTES = 64 * 1024;
+export const MAX_HELLO_BYTES = 64 * 1024;
 
 export type HelloReading =
   | { kind: 'more' }

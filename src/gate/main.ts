@@ -19,7 +19,7 @@ import type { EgressRecord } from './evidence.ts';
 import { tracerOf } from '../trace.ts';
 
 /** The default policy, and one per served repository keyed by its name in lower case. */
-interface GatePolicies {
+export interface GatePolicies {
   fallback: GatePolicy;
   repos: ReadonlyMap<string, GatePolicy>;
 }

@@ -4,7 +4,7 @@ import { isIP } from 'node:net';
 import { refusedRange } from './address.ts';
 import { GatePolicyError } from './policy.ts';
 
-interface ModelApi {
+export interface ModelApi {
   /** Upstream origin (and optional path prefix), https: unless a loopback test server. */
   base: string;
   /** Header that carries the key; its value is `prefix + key`. */

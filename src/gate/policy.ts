@@ -16,7 +16,7 @@ export class GatePolicyError extends Error {
   }
 }
 
-interface HostPattern {
+export interface HostPattern {
   /** The pattern as written, for records and messages. */
   text: string;
   /** any: `*`; exact: a name; subdomains: `*.name` (not the name itself); address: an IP literal. */

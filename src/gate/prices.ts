@@ -7,7 +7,7 @@ import { errorMessage } from '../errors.ts';
 import { GatePolicyError } from './policy.ts';
 import type { CallTokens } from './usage.ts';
 
-interface ModelPrice {
+export interface ModelPrice {
   input: number;
   output: number;
   /** Reading input from the cache; writing it (Anthropic's cache creation). Absent: priced as input. */
@@ -58,7 +58,7 @@ export const PRICES: PriceTable = {
  * The table's row for a model: its exact name, else the longest name it starts with followed by `-` (a dated
  * snapshot, `claude-sonnet-4-5-20250929`, or a variant, `gpt-5-codex`); null when none.
  */
-function priceOf(table: PriceTable, model: string | null): ModelPrice | null {
+export function priceOf(table: PriceTable, model: string | null): ModelPrice | null {
   if (model === null) return null;
   const name = model.toLowerCase().replace(/^models\//, '');
   let best: string | null = null;

@@ -9,7 +9,7 @@ import { HelloAssembler, UNRECOGNIZED_NAME_ALERT, type HelloReading } from './cl
 import { arrivingRecord, type EgressRecord } from './evidence.ts';
 
 /** Why a hello's server name does not admit the tunnel to `dest`, or null when it does. */
-function serverNameMismatch(dest: Destination, serverName: string | null): string | null {
+export function serverNameMismatch(dest: Destination, serverName: string | null): string | null {
   // RFC 6066 puts no IP literal in server_name: a tunnel to a literal carries none. A tunnel to a name must carry
   // it, or the server answers with its default site, which may be any name on that address.
   if (serverName === null) return dest.literal ? null : `the TLS ClientHello names no server (CONNECT ${dest.host})`;

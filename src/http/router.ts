@@ -3,11 +3,11 @@ import { HttpError } from './http-error.ts';
 import { FailedError } from '../errors.ts';
 
 /** A route table the router cannot serve (a malformed, ambiguous or repeated pattern): a bug in svc, found at start. */
-class RouteTableError extends FailedError {}
+export class RouteTableError extends FailedError {}
 
 export type Method = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
-interface RouteDef<H> {
+export interface RouteDef<H> {
   method: Method;
   pattern: string;
   handler: H;

@@ -13,7 +13,7 @@ import { setting, settingChoice, settingInt, settingOr } from '../settings-regis
 
 export type TriggerSettings = ReturnType<typeof resolveTriggerSettings>;
 
-type TriggerFlags = { [flag in 'host' | 'port' | 'repo' | 'repos' | 'concurrency' | 'db']?: string | undefined };
+export type TriggerFlags = { [flag in 'host' | 'port' | 'repo' | 'repos' | 'concurrency' | 'db']?: string | undefined };
 
 function list(value: string | undefined): string[] {
   return (value ?? '').split(',').map((s) => s.trim()).filter(Boolean);
@@ -157,7 +157,7 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
 
 // Route secrets: missing → the route answers 503 naming the variable; any two equal → both routes are disabled
 // (spec "Authentication": a secret equal to another disables its route).
-interface RouteSecret {
+export interface RouteSecret {
   /** The variable an operator sets (named in 503 replies and logs; its value never is). */
   variable: string;
   value: string | undefined;
@@ -165,9 +165,9 @@ interface RouteSecret {
   unavailable: string | null;
 }
 
-type RouteSecrets = Record<SourceName, RouteSecret>;
+export type RouteSecrets = Record<SourceName, RouteSecret>;
 
-interface SecretProblems {
+export interface SecretProblems {
   warnings: string[];
   errors: string[];
 }
