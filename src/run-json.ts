@@ -1,5 +1,7 @@
 // The Run JSON of DESIGN §3 — the one shape a run has on the wire — with its status and verdict vocabularies.
-// Imports nothing, so the engine, the Control Plane and the client (which must stay free of node:sqlite) all share it.
+// Imports only the typed readers (which import nothing), so the engine, the Control Plane and the client (which must
+// stay free of node:sqlite) all share it.
+import { obj, oneOf } from './untrusted.ts';
 
 export const RUN_STATUSES = ['queued', 'running', 'blocked', 'stopping', 'succeeded', 'failed', 'stopped'] as const;
 export type RunStatus = (typeof RUN_STATUSES)[number];
@@ -98,8 +100,7 @@ export function runFailure(cls: FailureClass, reason: string): RunFailure {
 
 /** A failure from another process's output (typed checks only, never a method call); null unless well-formed. */
 export function readFailure(value: unknown): RunFailure | null {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return null;
-  const v = value as Record<string, unknown>;
-  if (!(FAILURE_CLASSES as readonly unknown[]).includes(v.class) || typeof v.reason !== 'string') return null;
-  return runFailure(v.class as FailureClass, v.reason);
+  const v = obj(value);
+  const cls = oneOf(v.class, FAILURE_CLASSES);
+  return cls === null || typeof v.reason !== 'string' ? null : runFailure(cls, v.reason);
 }

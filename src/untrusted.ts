@@ -8,6 +8,15 @@ export function isJsonObject(value: unknown): value is Obj {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
+/** What JSON text holds, or undefined when it is not JSON (a torn line, an upload, a file another process wrote). */
+export function tryParseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
 /** The value when it is a plain JSON object, else null. */
 export function objOrNull(value: unknown): Obj | null {
   return isJsonObject(value) ? value : null;
@@ -21,6 +30,11 @@ export function obj(value: unknown): Obj {
 /** The value when it is a non-empty string, else null. */
 export function str(value: unknown): string | null {
   return typeof value === 'string' && value !== '' ? value : null;
+}
+
+/** The value when it is one of `allowed` (a closed set: statuses, classes, kinds), else null. */
+export function oneOf<T>(value: unknown, allowed: readonly T[]): T | null {
+  return (allowed as readonly unknown[]).includes(value) ? (value as T) : null;
 }
 
 /** The value when it is a finite number, else 0. */

@@ -19,7 +19,7 @@ as root and what that means. Exits 0 when sandboxing works, 1 when it does not.
 `;
 
 /** What running as root changes for an agent (the sandbox holds either way; docs/engine.md "The agent sandbox"). */
-export const ROOT_NOTE = 'svc runs as root: the agent still gets no capability (own user namespace, all dropped, no ' +
+const ROOT_NOTE = 'svc runs as root: the agent still gets no capability (own user namespace, all dropped, no ' +
   'new privileges), but the kernel does not apply the process limit (RLIMIT_NPROC) to root, so svc\'s watchdog ' +
   'ends a sandbox past limits.processes within about 250 ms; running svc as an ordinary user lets the kernel ' +
   'refuse the forks instead';
@@ -37,7 +37,7 @@ export function fixFor(probe: SandboxProbe, path: string | undefined, offPath: s
   return BWRAP_HINT;
 }
 
-export function filterLine(filter: SyscallFilter): string {
+function filterLine(filter: SyscallFilter): string {
   if (filter.arch === null) return `none: ${filter.reason}`;
   const calls = filter.refused.join(', ');
   return `${filter.refused.length} calls refused (${filter.arch}; every other ABI refused): ${calls}`;

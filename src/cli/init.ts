@@ -20,14 +20,14 @@ Options:
 `;
 
 /** The stand-in agent; the same text is in README.md and docs/engine.md. */
-export const STAND_IN_AGENT = `#!/bin/sh
+const STAND_IN_AGENT = `#!/bin/sh
 # A stand-in agent: no model, no API key. svc runs it in the sandbox, in the run's working tree, with the task on
 # stdin (and in $SVC_TASK_FILE); what it changes there becomes the run's diff. A JSON line on stdout reports cost.
 cat > svc-hello.md
 echo '{"type":"svc.cost","usd":0,"tokens_in":0,"tokens_out":0}'
 `;
 
-export const STAND_IN_CONFIG = { provider: 'hello', providers: { hello: { command: ['sh', '.svc/agent.sh'] } } };
+const STAND_IN_CONFIG = { provider: 'hello', providers: { hello: { command: ['sh', '.svc/agent.sh'] } } };
 
 export default async function init(io: CliIo): Promise<number> {
   if (printsHelp(io, HELP)) return 0;

@@ -31,7 +31,7 @@ Ignored: run folders and pending markers git tracks (a repository's content, not
 
 const UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
 
-export function parseAge(text: string): number {
+function parseAge(text: string): number {
   const m = /^(\d{1,6})([smhdw])?$/.exec(text);
   if (!m || (m[2] === undefined && m[1] !== '0')) {
     throw new UsageError(`Invalid --older-than "${text}" (expected 0 or a number with s, m, h, d or w, e.g. 7d)`);
@@ -55,20 +55,14 @@ export default async function prune(io: CliIo): Promise<number> {
   const olderThan = parseAge(values['older-than'] ?? '7d');
   const dryRun = values['dry-run'] === true;
   const repos = (values.repo ?? []).map((dir) => {
-    try {
-      return repoRoot(resolve(dir));
-    } catch {
-      throw new UsageError(`--repo ${dir} is not a git repository`);
-    }
+    const root = repoRoot(resolve(dir));
+    if (root === null) throw new UsageError(`--repo ${dir} is not a git repository`);
+    return root;
   });
-  if (repos.length === 0) {
-    try {
-      repos.push(repoRoot(process.cwd()));
-    } catch {
-      if (!values.checkouts) {
-        throw new UsageError('Nothing to prune here: run it in a project, or give --repo DIR or --checkouts');
-      }
-    }
+  const here = repos.length === 0 ? repoRoot(process.cwd()) : null;
+  if (here !== null) repos.push(here);
+  else if (repos.length === 0 && !values.checkouts) {
+    throw new UsageError('Nothing to prune here: run it in a project, or give --repo DIR or --checkouts');
   }
   // Every plan is made before anything is removed: a bad --repo changes nothing.
   const plans: Array<{ plan: PrunePlan; remove: (t: PruneTarget) => void }> = repos.map((repo) => ({

@@ -6,6 +6,7 @@ import { UsageError, NotFoundError, FailedError } from '../errors.ts';
 import { verifyReceipt, keyRingOf, receiptFromMarkdown } from '../engine/receipt.ts';
 import { knownKeys } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
+import { tryParseJson } from '../untrusted.ts';
 
 const HELP = `Usage: svc receipt verify <file> [--key PUBLIC_KEY.pem]...
 
@@ -27,13 +28,8 @@ export default async function receipt(io: CliIo): Promise<number> {
   } catch {
     throw new NotFoundError(`Cannot read "${file}"`);
   }
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    value = receiptFromMarkdown(text);
-    if (value === null) throw new FailedError(`"${file}" is neither receipt JSON nor a PR body with a receipt`);
-  }
+  const value = tryParseJson(text) ?? receiptFromMarkdown(text);
+  if (value === null) throw new FailedError(`"${file}" is neither receipt JSON nor a PR body with a receipt`);
   const ring = keyRingOf((values.key ?? []).map((keyFile) => readFileSync(keyFile, 'utf8')));
   // This machine's key (never made here), its keys from before a rotation, then the registered runner keys.
   for (const known of knownKeys(svcHomeOf(io.env), false)) ring.set(known.kid, known.publicKey);

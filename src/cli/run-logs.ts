@@ -17,7 +17,7 @@ const POLL_MS = 200;
  * The line an event shows as, or null for events that are not output (checks, artifacts, costs…). `agentOnly` keeps
  * the agent's lines and its question, for a watcher that already prints svc's own notes (the foreground worker).
  */
-export function logLine(kind: string, data: unknown, agentOnly = false): string | null {
+function logLine(kind: string, data: unknown, agentOnly = false): string | null {
   const d = objOrNull(data);
   if (!d) return null;
   if (kind === 'log') {
@@ -164,12 +164,9 @@ export async function printControlLogs(
  * null (a bare run id) takes the project's run of that id: a run folder's name is its id, so there is only one.
  */
 export function findLocalRun(dir: string, source: string | null, run: string): { dir: string; state: RunState } | null {
-  const roots = [dir];
-  try {
-    roots.unshift(repoRoot(dir));
-  } catch {
-    // Not inside a git repository: DIR itself is the only place to look.
-  }
+  // Outside a git repository DIR itself is the only place to look.
+  const root = repoRoot(dir);
+  const roots = root === null ? [dir] : [root, dir];
   for (const root of roots) {
     const folder = runDir(root, run);
     const state = tryReadState(folder);

@@ -10,6 +10,7 @@ import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS, type Verdict } from '../run-js
 import { formatRunDetails, formatRunTable, KEY_WIDTH, networkLine } from './runs-format.ts';
 import { sendPendingRuns } from './pending-runs.ts';
 import { safeJson } from '../safe-json.ts';
+import { oneOf } from '../untrusted.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { findLocalRun, printLocalLogs, printControlLogs } from './run-logs.ts';
 
@@ -62,7 +63,7 @@ export function controlClientOf(env: NodeJS.ProcessEnv, url?: string) {
 }
 
 /** A Control Plane error answer as the failure a command exits 1 with; any other error as it is. */
-export function controlFailure(err: unknown): unknown {
+function controlFailure(err: unknown): unknown {
   if (!(err instanceof ControlApiError)) return err;
   return new FailedError(err.status === 0 ? err.message : `${err.message} (${err.status} ${err.code})`);
 }
@@ -100,9 +101,9 @@ const LIST_FLAGS = ['verdict', 'status', 'failure', 'repo', 'group', 'since', 'u
 /** The filter the flags give; a flag not given stays undefined, which the client leaves out of the query. */
 function listFilter(values: FlagValues): RunFilter {
   const pick = (key: string) => (typeof values[key] === 'string' ? (values[key] as string) : undefined);
-  const oneOf = <T extends string>(flag: string, allowed: readonly T[]): T | undefined => {
+  const choice = <T extends string>(flag: string, allowed: readonly T[]): T | undefined => {
     const value = pick(flag);
-    if (value === undefined || (allowed as readonly string[]).includes(value)) return value as T | undefined;
+    if (value === undefined || oneOf(value, allowed) !== null) return value as T | undefined;
     throw new UsageError(`Invalid --${flag} "${value}" (expected ${allowed.join(', ')})`);
   };
   const positive = (flag: string): number | undefined => {
@@ -111,9 +112,9 @@ function listFilter(values: FlagValues): RunFilter {
     throw new UsageError(`Invalid --${flag} "${value}" (expected a positive integer)`);
   };
   const filter: RunFilter = {
-    verdict: oneOf<Verdict | 'none'>('verdict', [...VERDICTS, 'none']),
-    status: oneOf('status', RUN_STATUSES),
-    failure: oneOf('failure', FAILURE_CLASSES),
+    verdict: choice<Verdict | 'none'>('verdict', [...VERDICTS, 'none']),
+    status: choice('status', RUN_STATUSES),
+    failure: choice('failure', FAILURE_CLASSES),
     limit: positive('limit'),
   };
   for (const [flag, key] of PLAIN_FILTERS) filter[key] = pick(flag);
@@ -173,8 +174,9 @@ async function dispatch(
     else io.stdout(`Answered ${ref.source}/${ref.run}\n`);
     return 0;
   }
-  if ((ACTIONS as readonly string[]).includes(sub)) {
-    const run = await client[sub as (typeof ACTIONS)[number]](ref);
+  const action = oneOf(sub, ACTIONS);
+  if (action !== null) {
+    const run = await client[action](ref);
     if (json) print(run);
     else if (sub === 'retry' && run?.run) io.stdout(`Retrying ${ref.source}/${ref.run} as ${run.source}/${run.run}\n`);
     else if (sub === 'pr') io.stdout(`Pull request requested for ${ref.source}/${ref.run}\n`);

@@ -46,16 +46,6 @@ async function errorFromResponse(res: Response): Promise<ControlApiError> {
   return new ControlApiError(res.status, 'http_error', `HTTP ${res.status} ${res.statusText}`.trim(), field);
 }
 
-export interface ControlClientOptions {
-  /** Base URL, e.g. http://127.0.0.1:47821 (no /v1). */
-  url: string;
-  /** Sent as `Authorization: Bearer <token>`; never put in URLs or errors. */
-  token?: string | undefined;
-  fetch?: typeof fetch;
-  /** Per-request timeout for non-streaming calls (default 30 s). */
-  timeoutMs?: number;
-}
-
 export interface StreamOptions {
   /** Resume after this event id (sent as Last-Event-ID and ?after=). */
   after?: number | string;
@@ -70,7 +60,15 @@ interface Call {
   headers?: Record<string, string>;
 }
 
-export function createControlClient(options: ControlClientOptions) {
+export function createControlClient(options: {
+  /** Base URL, e.g. http://127.0.0.1:47821 (no /v1). */
+  url: string;
+  /** Sent as `Authorization: Bearer <token>`; never put in URLs or errors. */
+  token?: string | undefined;
+  fetch?: typeof fetch;
+  /** Per-request timeout for non-streaming calls (default 30 s). */
+  timeoutMs?: number;
+}) {
   const base = options.url.replace(/\/+$/, '');
   const doFetch = options.fetch ?? globalThis.fetch;
   const timeoutMs = options.timeoutMs ?? 30_000;

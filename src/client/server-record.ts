@@ -43,7 +43,7 @@ export function isPidAlive(pid: number): boolean {
 
 export const DEFAULT_CONTROL_PORT = 47821;
 
-export interface Discovered {
+interface Discovered {
   url: string;
   /** How the URL was found, for `svc control status` and error messages. */
   via: 'SVC_CONTROL_URL' | 'server.json' | 'default';

@@ -3,7 +3,7 @@
 // late while the run is `stopping` is not stored, nor is the runner's own copy of an answer the Control Plane took.
 // Runs inside the ingest transaction; reads the run's newest events through the store.
 import type { EventsStore, EventInput, EventRow } from '../db/events-store.ts';
-import { obj, str } from '../untrusted.ts';
+import { obj, str, tryParseJson } from '../untrusted.ts';
 
 const LIVE: ReadonlySet<string> = new Set(['queued', 'running', 'blocked']);
 
@@ -11,11 +11,7 @@ type Exchange = { kind: string; data: Record<string, unknown> } | null;
 
 /** A stored event's data as an object ({} when it is not one). */
 export function eventData(text: string): Record<string, unknown> {
-  try {
-    return obj(JSON.parse(text));
-  } catch {
-    return {};
-  }
+  return obj(tryParseJson(text));
 }
 
 export function createEventTruth(events: EventsStore): { insert(ev: EventInput): EventRow | null } {

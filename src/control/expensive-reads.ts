@@ -22,15 +22,6 @@ type Reply = { id: number; value: unknown } | { id: number; error: string };
 
 export type ExpensiveReads = ReturnType<typeof createExpensiveReads>;
 
-export interface ExpensiveReadsOptions {
-  /** The main connection's stats store, for reads that stay on the main thread. */
-  stats: StatsStore;
-  /** The DB file; ':memory:' keeps every read on the main thread. */
-  path: string;
-  log: Logger;
-  maxQueued?: number;
-}
-
 export class ExpensiveReadsBusyError extends HttpError {
   constructor() {
     const message = 'Too many expensive reads (stats) under way; try again';
@@ -38,7 +29,14 @@ export class ExpensiveReadsBusyError extends HttpError {
   }
 }
 
-export function createExpensiveReads(opts: ExpensiveReadsOptions) {
+export function createExpensiveReads(opts: {
+  /** The main connection's stats store, for reads that stay on the main thread. */
+  stats: StatsStore;
+  /** The DB file; ':memory:' keeps every read on the main thread. */
+  path: string;
+  log: Logger;
+  maxQueued?: number;
+}) {
   const { log } = opts;
   const maxQueued = opts.maxQueued ?? MAX_QUEUED;
   let worker: Worker | undefined;

@@ -1,13 +1,14 @@
 // Turns an untrusted ingest body into typed rows, or throws 400 naming the first bad field; nothing is written here.
 import { HttpError } from '../http/http-error.ts';
 import { checkBodyKeys, MAX_JSON_DEPTH } from '../http/body.ts';
+import { OCTET_STREAM } from '../http/static-files.ts';
 import { failureColumns } from '../db/runs-store.ts';
 import type { RunInput } from '../db/run-types.ts';
 import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS, type RunFailure, type RunStatus } from '../run-json.ts';
 import type { EventInput } from '../db/events-store.ts';
 import { SEGMENT, checkArtifactPath, timeMs } from './params.ts';
 import { NOTIFICATION_STATUSES, type NotificationInput } from '../db/notifications-store.ts';
-import { isJsonObject, nestsDeeperThan, type Obj } from '../untrusted.ts';
+import { isJsonObject, nestsDeeperThan, oneOf, type Obj } from '../untrusted.ts';
 import { isRepoName } from '../engine/repo-name.ts';
 
 export interface IngestBatch {
@@ -32,7 +33,6 @@ const MIME_NAME = String.raw`[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}`;
 // Only what a header may carry (RFC 9110 OWS, quoted-string without obs-text): else serving it would throw, a 500.
 const MIME_PARAM = String.raw`[ \t]*;[ \t]*[A-Za-z0-9_-]+=("[\t\x20\x21\x23-\x7e]*"|[A-Za-z0-9_.+-]+)`;
 const MIME = new RegExp(String.raw`^${MIME_NAME}\/${MIME_NAME}(${MIME_PARAM})*$`);
-export const OCTET_STREAM = 'application/octet-stream';
 const TEXT_FIELDS = ['repo', 'brief', 'origin', 'provider', 'branch', 'pr_url', 'question', 'error'] as const;
 const INT_FIELDS = ['tokens_in', 'tokens_out', 'exit_code', 'pid'] as const;
 
@@ -51,7 +51,7 @@ function orNull<T>(where: string, v: unknown, ok: (x: unknown) => boolean, what:
 
 /** `v` when it is one of `allowed`, else 400 naming them. */
 function member<T>(where: string, v: unknown, allowed: readonly T[]): T {
-  return (allowed as readonly unknown[]).includes(v) ? (v as T) : bad(where, `must be one of ${allowed.join(', ')}`);
+  return oneOf(v, allowed) ?? bad(where, `must be one of ${allowed.join(', ')}`);
 }
 
 function segment(where: string, v: unknown): string {
@@ -88,7 +88,7 @@ export function validateRun(v: unknown, where: string, source: string, now: numb
     updated_at: Math.min(updated, now),
     group_id: v.group_id === undefined || v.group_id === null ? run : segment(`${where}.group_id`, v.group_id),
   };
-  input.verdict = orNull(`${where}.verdict`, v.verdict, (x) => (VERDICTS as readonly unknown[]).includes(x),
+  input.verdict = orNull(`${where}.verdict`, v.verdict, (x) => oneOf(x, VERDICTS) !== null,
     `must be one of ${VERDICTS.join(', ')} or null`);
   for (const f of TEXT_FIELDS) {
     input[f] = orNull(`${where}.${f}`, v[f], (x) => typeof x === 'string' && x.length <= MAX_TEXT,

@@ -10,7 +10,7 @@ import { controlMigrations } from '../db/control-migrations.ts';
 import { createControlStores } from '../db/control-stores.ts';
 import { createRunEventBus } from './event-bus.ts';
 import { createRunController } from './run-controller.ts';
-import { tryGit, repoName } from '../engine/git.ts';
+import { repoName, repoRoot } from '../engine/git.ts';
 import { createControlApp } from './app.ts';
 import { startRetentionSweeps } from './retention.ts';
 import { createRefusalTally } from './refusal-tally.ts';
@@ -60,11 +60,7 @@ export async function startControl(
   const stores = createControlStores(db);
   const bus = createRunEventBus(settings.streams);
   const engine = createRunController({ stores, bus, settings, env, clock: Date.now, log, url: () => url });
-  // A folder git cannot read counts as in no repository.
-  const repos: ControlDeps['repos'] = {
-    rootOf: (dir) => tryGit(dir, ['rev-parse', '--show-toplevel']).trim() || null,
-    nameOf: repoName,
-  };
+  const repos: ControlDeps['repos'] = { rootOf: repoRoot, nameOf: repoName };
   const reads = createExpensiveReads({ stats: stores.stats, path: settings.dbPath, log });
   const deps: ControlDeps = {
     db, stores, bus, engine, repos, reads, settings, env, clock: Date.now, log, url: () => url,

@@ -1,6 +1,7 @@
 // Shared request-parameter parsing for Control Plane handlers: path segments, limit, times, strict query keys, cursors.
 // Every bad value is 400 invalid_param naming the parameter (DESIGN §3, §4); a run named but not stored is 404.
 import { HttpError } from '../http/http-error.ts';
+import { oneOf, tryParseJson } from '../untrusted.ts';
 import type { RunKey, RunRow } from '../db/run-types.ts';
 import type { RunsStore } from '../db/runs-store.ts';
 
@@ -22,8 +23,9 @@ export function runParams(ctx: { params: Record<string, string> }): { source: st
 
 /** `value` when it is one of `allowed`, else 400 naming `name` and the choices. */
 export function parseEnum<T extends string>(name: string, value: string, allowed: readonly T[]): T {
-  if ((allowed as readonly string[]).includes(value)) return value as T;
-  throw new HttpError('invalid_param', `Parameter "${name}" must be one of ${allowed.join(', ')}`);
+  const known = oneOf(value, allowed);
+  if (known === null) throw new HttpError('invalid_param', `Parameter "${name}" must be one of ${allowed.join(', ')}`);
+  return known;
 }
 
 /** The run a request names, else 404 not_found. */
@@ -130,12 +132,7 @@ export function decodeCursor(text: string, shape: ReadonlyArray<'int' | 'segment
     throw new HttpError('invalid_param', 'Parameter "cursor" is not a cursor this server issued');
   };
   if (text.length > 400 || !/^[A-Za-z0-9_-]+$/.test(text)) return bad();
-  let key: unknown;
-  try {
-    key = JSON.parse(Buffer.from(text, 'base64url').toString('utf8'));
-  } catch {
-    return bad();
-  }
+  const key = tryParseJson(Buffer.from(text, 'base64url').toString('utf8'));
   if (!Array.isArray(key) || key.length !== shape.length) return bad();
   const fits = (part: unknown, i: number) =>
     shape[i] === 'int' ? Number.isSafeInteger(part) : typeof part === 'string' && SEGMENT.test(part);

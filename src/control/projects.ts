@@ -1,18 +1,10 @@
 // Which projects the Control Plane may start a process in: those the operator registered with
 // POST /v1/import (the projects table) and those the `repos` setting names. Never a path only a caller named: a
 // planted folder must not get a run through the API. Paths are compared by real path (symlinks resolved).
-import { realpathSync } from 'node:fs';
+import { realOrNull } from '../spawn/tree.ts';
 import type { ControlDeps } from './deps.ts';
 import { readEffectiveConfig } from './config-schema.ts';
 import { iso } from '../iso-time.ts';
-
-export function realOrNull(path: string): string | null {
-  try {
-    return realpathSync(path);
-  } catch {
-    return null;
-  }
-}
 
 /** Whether `path` (a repository root) is a registered project: imported, or named by the `repos` setting. */
 export function isRegisteredProject(deps: ControlDeps, path: string): boolean {

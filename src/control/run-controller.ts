@@ -11,12 +11,12 @@ import { stopLocalRun } from '../engine/stop.ts';
 import { operatorPassedEnv } from '../engine/config.ts';
 import { TERMINAL, readFailure, runFailure, type RunFailure } from '../run-json.ts';
 import { failureColumns } from '../db/runs-store.ts';
-import { obj } from '../untrusted.ts';
+import { obj, tryParseJson } from '../untrusted.ts';
 import type { RunEventBus } from './event-bus.ts';
 import type { ControlSettings } from './settings.ts';
 
 /** Just what the controller uses (not all of ControlDeps, which holds the controller: no circle between the two). */
-export interface RunControllerDeps {
+interface RunControllerDeps {
   stores: Pick<ControlStores, 'runs' | 'events'>;
   bus: Pick<RunEventBus, 'publish'>;
   settings: Pick<ControlSettings, 'source' | 'answerDir' | 'token'>;
@@ -62,11 +62,7 @@ function runSecrets(deps: RunControllerDeps): Secrets {
 /** The `{"failure":…}` line a launcher that could not make its run printed last, read as untrusted; else null. */
 function launcherFailure(stdout: string): RunFailure | null {
   const last = stdout.trim().split('\n').pop() ?? '';
-  try {
-    return readFailure(obj(JSON.parse(last)).failure);
-  } catch {
-    return null;
-  }
+  return readFailure(obj(tryParseJson(last)).failure);
 }
 
 export function createRunController(deps: RunControllerDeps) {

@@ -3,7 +3,7 @@
 import type { ControlDeps } from './deps.ts';
 import { errorMessage } from '../errors.ts';
 import type { RunRow } from '../db/run-types.ts';
-import { nestsDeeperThan } from '../untrusted.ts';
+import { nestsDeeperThan, tryParseJson } from '../untrusted.ts';
 import { MAX_JSON_DEPTH } from '../http/body.ts';
 import { knownKeys, type KnownKey } from '../keys.ts';
 import { verifyReceipt, type Receipt } from '../engine/receipt.ts';
@@ -47,12 +47,8 @@ export function checkRunReceipt(deps: ControlDeps, row: RunRow): ReceiptVerdict 
   if (!row.pr_url) return { ok: false, reason: `Run ${row.source}/${row.run} has no pull request` };
   const raw = readRunFile(deps, row, 'receipt.json');
   if (!raw) return { ok: false, reason: `Run ${row.source}/${row.run} has no Evidence Receipt` };
-  let value: unknown;
-  try {
-    value = JSON.parse(raw.toString('utf8'));
-  } catch {
-    return { ok: false, reason: 'The receipt is not valid JSON' };
-  }
+  const value = tryParseJson(raw.toString('utf8'));
+  if (value === undefined) return { ok: false, reason: 'The receipt is not valid JSON' };
   // An uploaded artifact saw no body depth limit, and checking a receipt serialises it recursively (canonical JSON).
   if (nestsDeeperThan(value, MAX_JSON_DEPTH)) {
     return { ok: false, reason: `The receipt nests deeper than ${MAX_JSON_DEPTH} arrays/objects` };

@@ -6,7 +6,8 @@ import { HttpError } from '../http/http-error.ts';
 import { checkBodyKeys, requireJsonObject } from '../http/body.ts';
 import { isIssueUrl } from '../engine/spec.ts';
 import type { ControlDeps } from './deps.ts';
-import { isRegisteredProject, realOrNull, unregisteredMessage } from './projects.ts';
+import { isRegisteredProject, unregisteredMessage } from './projects.ts';
+import { realOrNull } from '../spawn/tree.ts';
 
 const INPUTS = ['brief', 'spec_path', 'issue_url'] as const;
 const START_KEYS = new Set([...INPUTS, 'repo', 'provider', 'pr', 'request_id']);

@@ -20,7 +20,7 @@ export class ConfigVersionConflict extends ConflictError {
 
 export type ConfigStore = ReturnType<typeof createConfigStore>;
 
-export function createConfigStore(db: Db) {
+export function createConfigStore(db: Db, clock: () => number = Date.now) {
   const select = db.prepare('SELECT version, body, updated_at FROM config WHERE id = 1');
   const upsert = db.prepare(
     'INSERT INTO config (id, version, body, updated_at) VALUES (1, ?, ?, ?) ' +
@@ -48,7 +48,7 @@ export function createConfigStore(db: Db) {
           throw new ConfigVersionConflict(current.version);
         }
         const values = fn(current.values);
-        const next = { values, version: current.version + 1, updated_at: Date.now() };
+        const next = { values, version: current.version + 1, updated_at: clock() };
         upsert.run(next.version, JSON.stringify(values), next.updated_at);
         return next;
       });

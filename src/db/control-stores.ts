@@ -128,7 +128,7 @@ function createServedReposStore(db: Db) {
   };
 }
 
-export interface ControlRequest {
+interface ControlRequest {
   id: number;
   source: string;
   run: string;
@@ -189,7 +189,7 @@ function createControlRequestsStore(db: Db) {
   };
 }
 
-export interface ArtifactRow {
+interface ArtifactRow {
   source: string;
   run: string;
   path: string;
@@ -238,7 +238,7 @@ function createArtifactsStore(db: Db) {
   };
 }
 
-export type MergeStatus = 'queued' | 'merged' | 'failed';
+type MergeStatus = 'queued' | 'merged' | 'failed';
 
 export interface MergeEntry {
   id: number;

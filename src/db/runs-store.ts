@@ -5,6 +5,7 @@ import { inTransaction, type Db } from './open.ts';
 import { ACTIVE_STATUSES, TERMINAL_STATUSES, type RunStatus } from '../run-json.ts';
 import type { CostFigures, MeteredCost, RunFailure, RunJson } from '../run-json.ts';
 import { iso } from '../iso-time.ts';
+import { tryParseJson } from '../untrusted.ts';
 import type { DeleteOutcome, RunFilter, RunInput, RunKey, RunPatch, RunRow } from './run-types.ts';
 import { LIMIT_PARAM } from './limit-param.ts';
 
@@ -267,10 +268,5 @@ export function failureColumns(
 
 /** A cost column's JSON text (written by ingest after validation) as its object. */
 function costText<T>(text: string | null): T | null {
-  if (text === null) return null;
-  try {
-    return JSON.parse(text) as T;
-  } catch {
-    return null;
-  }
+  return text === null ? null : ((tryParseJson(text) ?? null) as T | null);
 }

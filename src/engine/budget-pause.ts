@@ -5,7 +5,7 @@ import type { GroupRun } from './spawn-group.ts';
 import { addUsage, type Usage } from './providers.ts';
 import { withCost } from './run-state.ts';
 import { isOperatorAnswer, readBudgetAnswer, type Answer } from './answers.ts';
-import { budgetName, type Reached } from '../gate/budgets.ts';
+import { budgetName, reachedBudget, type Reached } from '../gate/budgets.ts';
 import type { RunGate } from './egress.ts';
 
 /** How often the running provider, its question and its answer are looked at. */
@@ -42,14 +42,14 @@ export function block(ctx: RunContext, question: string): void {
  * The budget the run has reached, if any (docs/gate.md "Budgets"): the metering gate's own check (metered cost, daily
  * caps), else max_usd against what the agent reports (kept in state.json first, so the run's cost is current).
  */
-function reachedBudget(ctx: RunContext, a: BudgetWatch, gate: RunGate | null): Reached | null {
+function budgetNow(ctx: RunContext, a: BudgetWatch, gate: RunGate | null): Reached | null {
   const reported = addUsage(a.before, a.usage);
   const was = ctx.state.reported;
   const changed = (['cost_usd', 'tokens_in', 'tokens_out'] as const).some((k) => reported[k] !== (was?.[k] ?? null));
   if (changed) ctx.update(withCost(ctx.state, { reported }));
   if (gate) return gate.budgetReached();
-  const { cost_usd: spent, budget_usd: budget } = ctx.state;
-  return budget !== null && spent !== null && spent >= budget ? { kind: 'run', limit: budget, spent } : null;
+  const limits = { run: ctx.state.budget_usd, repoDay: null, serverDay: null };
+  return reachedBudget({ run: ctx.state.cost_usd ?? 0, repoDay: 0, serverDay: 0 }, limits);
 }
 
 function budgetQuestion(ctx: RunContext, r: Reached, maxUsd: number | null): string {
@@ -120,7 +120,7 @@ export function askBudgetIfReached(
   ctx: RunContext, proc: GroupRun, a: BudgetWatch, maxUsd: number | null, gate: RunGate | null,
 ): boolean {
   if (a.overBudget !== null || ctx.state.status === 'blocked') return false;
-  const reached = reachedBudget(ctx, a, gate);
+  const reached = budgetNow(ctx, a, gate);
   if (!reached) return false;
   proc.pause();
   a.budgetAsked = true;
@@ -141,7 +141,7 @@ export async function budgetAtExit(
   ctx: RunContext, a: BudgetWatch, maxUsd: number | null, gate: RunGate | null, exitCode: number | null,
 ): Promise<{ kind: 'stopped' } | { kind: 'over-budget'; exitCode: number | null; error: string } | 'raised' | null> {
   // Asked already if the provider exited as the question was asked; else asked now, if a budget is reached.
-  const reached = a.budgetAsked ? a.reached! : reachedBudget(ctx, a, gate);
+  const reached = a.budgetAsked ? a.reached! : budgetNow(ctx, a, gate);
   if (!reached) return null;
   if (ctx.state.status !== 'blocked') block(ctx, budgetQuestion(ctx, reached, maxUsd));
   for (;;) {

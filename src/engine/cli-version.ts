@@ -1,7 +1,8 @@
 // Which version of an agent CLI is installed, and the range `npm run test:providers` proved for it (docs/engine.md).
-import { readFileSync, realpathSync, statSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { runCollect } from '../spawn/start.ts';
+import { realOrNull } from '../spawn/tree.ts';
 import type { ResolvedProvider } from './providers.ts';
 
 /** The npm package the suite installs and the version it drove (equal to test/providers/versions.json); aider is on
@@ -38,7 +39,6 @@ export function versionStanding(provider: string, version: string | null) {
   const range = low ? `>=${low.join('.')} <${ceiling(low).join('.')}` : null;
   return { tested_version: tested?.version ?? null, tested_range: range, within_tested_range: within };
 }
-export type VersionStanding = ReturnType<typeof versionStanding>;
 
 /** The warning a run logs when its provider's version lies outside the tested range; null when it does not. */
 export function untestedWarning(provider: string, version: string | null): string | null {
@@ -58,12 +58,9 @@ function versionFrom(output: string): string | null {
 
 /** The version in the package.json of the npm package `pkg` that holds the real file behind `path`, if any. */
 export function packageVersion(path: string, pkg: string): string | null {
-  let dir: string;
-  try {
-    dir = dirname(realpathSync(path));
-  } catch {
-    return null;
-  }
+  const real = realOrNull(path);
+  if (real === null) return null;
+  let dir = dirname(real);
   for (let i = 0; i < 6; i++) {
     try {
       const meta = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name?: unknown; version?: unknown };

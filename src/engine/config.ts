@@ -1,12 +1,13 @@
 // The engine's settings files: .svc/config.json, the operator's files, and what `svc trust` trusted.
-import { isJsonObject, obj } from '../untrusted.ts';
-import { readFileSync, existsSync, realpathSync } from 'node:fs';
+import { isJsonObject, obj, tryParseJson } from '../untrusted.ts';
+import { readFileSync, existsSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
 import { BadSettingError } from '../errors.ts';
 import { onlyKeys, readLimits, type RunLimits } from './policy.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { isSecretName } from '../spawn/env.ts';
+import { realOrNull } from '../spawn/tree.ts';
 import { writeJsonAtomic } from './safe-fs.ts';
 
 export interface ProviderEntry {
@@ -55,12 +56,8 @@ export function loadEngineConfig(repo: string): EngineConfig {
 
 /** Parses a config file's bytes; `where` names the file in errors, `keys` are the top-level keys it may hold. */
 export function parseEngineConfig(bytes: Buffer, where: string, keys: readonly string[]): EngineConfig {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(bytes.toString('utf8'));
-  } catch {
-    throw new BadSettingError(`${where} is not valid JSON`);
-  }
+  const raw = tryParseJson(bytes.toString('utf8'));
+  if (raw === undefined) throw new BadSettingError(`${where} is not valid JSON`);
   if (!isJsonObject(raw)) throw new BadSettingError(`${where} must hold a JSON object`);
   onlyKeys(raw, keys, where, badSetting);
   const providers: EngineConfig['providers'] = {};
@@ -134,7 +131,7 @@ export function operatorPassedEnv(env: NodeJS.ProcessEnv): Record<string, string
 
 // Which repository config files a person trusted (`svc trust`, as direnv does: real path and sha256 of the bytes),
 // kept in ~/.svc/trust.json; only CLI runs consult it (docs/engine.md "Who may set what").
-export interface TrustRecord {
+interface TrustRecord {
   path: string;
   sha256: string;
   trusted_at: string;
@@ -146,14 +143,9 @@ export function trustFile(env: NodeJS.ProcessEnv): string {
 
 /** The real path a record is keyed by: links resolved, so two names of one file share one record. */
 function trustKey(path: string): string {
-  for (const real of [() => realpathSync(path), () => join(realpathSync(dirname(path)), basename(path))]) {
-    try {
-      return real();
-    } catch {
-      // gone: a record of a removed file is still found by the path it was trusted under
-    }
-  }
-  return path;
+  const folder = realOrNull(dirname(path));
+  // Gone: a record of a removed file is still found by the path it was trusted under.
+  return realOrNull(path) ?? (folder === null ? path : join(folder, basename(path)));
 }
 
 export function readTrust(env: NodeJS.ProcessEnv): TrustRecord[] {

@@ -5,7 +5,7 @@ import { writeJsonAtomic } from './safe-fs.ts';
 import { oneLine } from './text.ts';
 import { BadInputError } from '../errors.ts';
 
-export interface DeployRecord {
+interface DeployRecord {
   sha: string;
   finished_at: string;
   health: string;

@@ -5,13 +5,13 @@ import { BadInputError, BadSettingError, FailedError } from '../errors.ts';
 import { startChild } from '../spawn/start.ts';
 import { isLoopbackHost } from '../http/guards.ts';
 
-export interface ErrtrackExport {
+interface ErrtrackExport {
   issue: Obj | null;
   event: Obj | null;
 }
 
 type Frame = ReturnType<typeof toFrame>;
-export type ErrtrackSummary = ReturnType<typeof summarize>;
+type ErrtrackSummary = ReturnType<typeof summarize>;
 
 function arr(value: unknown): unknown[] {
   return Array.isArray(value) ? value : [];

@@ -17,7 +17,7 @@ import { TERMINAL } from '../run-json.ts';
 import { obj, str } from '../untrusted.ts';
 
 /** What a follow-up run records (state.json `follow_up`). */
-export type FollowUp = NonNullable<RunState['follow_up']>;
+type FollowUp = NonNullable<RunState['follow_up']>;
 
 /** What `svc start --follow-up BRANCH [--pr-url URL] [--previous SOURCE/RUN --previous-receipt HEX]` asks. */
 export interface FollowUpRequest {
@@ -145,7 +145,7 @@ export async function pushFollowUpRun(
 }
 
 /** The follow-up's comment on its PR: what it pushed, the run before it, and its receipt (`svc receipt verify`). */
-export function receiptComment(state: RunState, receipt: Receipt): string {
+function receiptComment(state: RunState, receipt: Receipt): string {
   const before = receipt.follows?.run ? `\`${receipt.follows.source}/${receipt.follows.run}\`` : 'an earlier run';
   const link = receipt.follows?.receipt ? ` (its receipt's integrity \`${receipt.follows.receipt}\`)` : '';
   return [

@@ -5,7 +5,7 @@ import { writeFileSync, mkdirSync, existsSync, copyFileSync, readdirSync } from 
 import { join } from 'node:path';
 import { git, gitCommonDir, repoSlug, tryGit } from './git.ts';
 import { withGitToken } from './git-token.ts';
-import { withScratch } from './safe-fs.ts';
+import { withScratch } from '../spawn/svc-paths.ts';
 
 /** Thrown when the repository's config could redirect the push; nothing was pushed. */
 export class PushRefusedError extends RefusedError {}
@@ -52,6 +52,7 @@ export interface PushTarget {
   repo: string | null;
 }
 
+/** Drops a user name or password from a URL, for messages. */
 export function shownUrl(url: string): string {
   return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^@/]*@/i, '$1');
 }

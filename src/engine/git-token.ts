@@ -5,7 +5,7 @@ import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
 import { FailedError, RefusedError } from '../errors.ts';
-import { withScratch } from './safe-fs.ts';
+import { withScratch } from '../spawn/svc-paths.ts';
 
 // Quoted variables in a `case` pattern match literally.
 const ASKPASS = `#!/bin/sh

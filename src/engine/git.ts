@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import { runSync } from '../spawn/start.ts';
 import { FailedError } from '../errors.ts';
 import { GitRedirectedError, redirectedUrl } from './git-token.ts';
-import { withScratch } from './safe-fs.ts';
+import { withScratch } from '../spawn/svc-paths.ts';
 
 // Held whatever any config says; the `-c` values reach every git this one starts, through GIT_CONFIG_PARAMETERS.
 const SAFE_GIT_CONFIG = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false',
@@ -94,8 +94,9 @@ export function tryGit(dir: string, args: string[]): string {
   }
 }
 
-export function repoRoot(dir: string): string {
-  return git(dir, ['rev-parse', '--show-toplevel']).trim();
+/** The root of the git repository holding `dir`, or null when it is in none (or git cannot read it). */
+export function repoRoot(dir: string): string | null {
+  return tryGit(dir, ['rev-parse', '--show-toplevel']).trim() || null;
 }
 
 export function headSha(dir: string, run: GitRun = hostGit): string {

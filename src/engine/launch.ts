@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { startChild } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets, type Secrets } from '../spawn/secrets-handoff.ts';
 import { createHash } from 'node:crypto';
-import { BadInputError, RefusedError, errorMessage } from '../errors.ts';
+import { BadInputError, RefusedError } from '../errors.ts';
 import { TERMINAL } from '../run-json.ts';
 import { buildTask, classifyInput, isWebhookOrigin, type Task } from './spec.ts';
 import { planForRetry, planRun, writePlan, type RunPlan } from './run-plan.ts';
@@ -42,11 +42,9 @@ export interface StartOptions {
 }
 
 export function resolveRepo(dir: string): string {
-  try {
-    return repoRoot(dir);
-  } catch (err) {
-    throw new BadInputError(`Not a git repository: "${dir}" (${errorMessage(err)})`);
-  }
+  const root = repoRoot(dir);
+  if (root === null) throw new BadInputError(`Not a git repository: "${dir}"`);
+  return root;
 }
 
 type NewRun = Pick<StartOptions, 'repo' | 'pr' | 'worktree' | 'provider' | 'env' | 'followUp'> & Task & {

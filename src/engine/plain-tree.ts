@@ -2,7 +2,7 @@
 // inside the folder already open, through /proc/self/fd (writes: safe-fs.ts).
 import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readdirSync, readSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { isJsonObject } from '../untrusted.ts';
+import { isJsonObject, tryParseJson } from '../untrusted.ts';
 
 const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 // O_NONBLOCK: a planted FIFO cannot block the open.
@@ -10,7 +10,7 @@ const FILE_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBL
 const PROC_FD = existsSync('/proc/self/fd');
 
 /** What stands at a name: only `dir` and `file` are ever opened. */
-export type EntryKind = 'dir' | 'file' | 'link' | 'other' | 'missing';
+type EntryKind = 'dir' | 'file' | 'link' | 'other' | 'missing';
 
 /** A folder held open; names are looked up inside it, not through `path` (the lexical path, for messages only). */
 export interface PlainDir {
@@ -167,12 +167,8 @@ export function readObjectIn(
     if (raw !== 'missing') skip(name, skipReason(raw, MAX_OBJECT));
     return null;
   }
-  try {
-    const value: unknown = JSON.parse(raw.toString('utf8'));
-    if (isJsonObject(value)) return value;
-  } catch {
-    // said below
-  }
+  const value = tryParseJson(raw.toString('utf8'));
+  if (isJsonObject(value)) return value;
   skip(name, 'is not a JSON object');
   return null;
 }

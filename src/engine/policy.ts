@@ -68,7 +68,7 @@ export function readLimits(
   return limits;
 }
 
-export interface CheckSpec {
+interface CheckSpec {
   name: string;
   run: string[];
   required: boolean;

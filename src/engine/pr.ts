@@ -11,7 +11,7 @@ import { FailedError, RefusedError, errorMessage } from '../errors.ts';
 import type { RunState } from './run-state.ts';
 import { isLoopbackHost } from '../http/guards.ts';
 import { runPageUrl } from '../run-json.ts';
-import { withScratch } from './safe-fs.ts';
+import { withScratch } from '../spawn/svc-paths.ts';
 
 /** The run's page on SVC_PUBLIC_URL for its PR body; null when unset, not http(s), or loopback (a dead link). */
 export function publicRunPage(env: NodeJS.ProcessEnv, source: string, run: string): string | null {
@@ -22,7 +22,7 @@ export function publicRunPage(env: NodeJS.ProcessEnv, source: string, run: strin
 
 const NO_CREDENTIALS = 'No GitHub credentials: set GITHUB_TOKEN or GH_TOKEN, or log in with gh';
 
-export interface PrRequest {
+interface PrRequest {
   workdir: string;
   branch: string;
   base: string;
@@ -34,7 +34,7 @@ export interface PrRequest {
   env: NodeJS.ProcessEnv;
 }
 
-export interface PrResult {
+interface PrResult {
   url: string;
   number: number | null;
   via: 'rest' | 'gh';

@@ -1,10 +1,9 @@
 // Process groups we own: identity recorded at spawn (pid + /proc start time), checked before any signal; one
 // read back from a run folder is untrusted, so such callers also pass an owner check (isWorkerOf, isChildOf).
 import { setTimeout as sleep } from 'node:timers/promises';
-import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { isPidAlive } from '../client/server-record.ts';
-import { allPids, procList, statFields } from '../spawn/tree.ts';
+import { allPids, procList, realOrNull, statFields } from '../spawn/tree.ts';
 
 export interface ProcIdentity {
   pid: number;
@@ -14,7 +13,7 @@ export interface ProcIdentity {
 }
 
 /** Whether the live process `pid` is the one the caller means (e.g. our worker for a given run). */
-export type OwnerCheck = (pid: number) => boolean;
+type OwnerCheck = (pid: number) => boolean;
 
 export function procStart(pid: number): string | null {
   return statFields(pid)?.[19] ?? null;
@@ -100,18 +99,10 @@ export async function terminateGroup(id: ProcIdentity, graceMs: number, owner?: 
   await left(5_000);
 }
 
-function real(path: string): string {
-  try {
-    return realpathSync(path);
-  } catch {
-    return path;
-  }
-}
-
 // The CLI of this install, whether it runs from the sources (src/cli.ts) or the build (dist/cli.js).
 const CLI_PATHS = new Set(
   ['../cli.ts', '../cli.js', '../../src/cli.ts', '../../dist/cli.js']
-    .map((rel) => real(fileURLToPath(new URL(rel, import.meta.url)))),
+    .map((rel) => fileURLToPath(new URL(rel, import.meta.url))).map((path) => realOrNull(path) ?? path),
 );
 
 /** The worker argv is `node <cli> worker <mode> --run-id <run> --repo <repo>` (engine/launch.ts spawnWorker). */
@@ -119,7 +110,7 @@ export function isWorkerOf(run: string): OwnerCheck {
   return (pid) => {
     const argv = procList(pid, 'cmdline');
     if (!argv) return false;
-    const cli = argv.findIndex((a) => /cli\.[jt]s$/.test(a) && CLI_PATHS.has(real(a)));
+    const cli = argv.findIndex((a) => /cli\.[jt]s$/.test(a) && CLI_PATHS.has(realOrNull(a) ?? a));
     const at = argv.indexOf('--run-id');
     return cli !== -1 && argv[cli + 1] === 'worker' && at !== -1 && argv[at + 1] === run;
   };

@@ -1,5 +1,6 @@
 // What `svc prune` removes (docs/deploy.md). Must not: touch a run that has not ended or a branch svc did not make.
 import { lstatSync, realpathSync, rmSync } from 'node:fs';
+import { realOrNull } from '../spawn/tree.ts';
 import { join } from 'node:path';
 import { git, currentBranch } from './git.ts';
 import { worktreeDir } from './paths.ts';
@@ -56,12 +57,8 @@ export function assertOwnFolder(root: string, parts: readonly string[], path: st
     throw new UnsafePathError(`Refusing to remove ${path}: ${opened.failed} ${skipReason(opened.kind)}`);
   }
   opened.close();
-  let resolved: string;
-  try {
-    resolved = realpathSync(path);
-  } catch {
-    throw new UnsafePathError(`Refusing to remove ${path}: it is gone`);
-  }
+  const resolved = realOrNull(path);
+  if (resolved === null) throw new UnsafePathError(`Refusing to remove ${path}: it is gone`);
   if (resolved !== join(real, ...parts)) {
     throw new UnsafePathError(`Refusing to remove ${path}: it leads to ${resolved}, not into ${root}`);
   }

@@ -6,7 +6,7 @@ import type { CostFigures, MeteredCost, RunFailure, RunJson, Verdict } from '../
 import type { CheckResult } from './checks.ts';
 import type { EgressDenial, EgressHost } from '../gate/evidence.ts';
 import { RefusedError } from '../errors.ts';
-import { obj, str } from '../untrusted.ts';
+import { obj, str, tryParseJson } from '../untrusted.ts';
 import { fence } from './text.ts';
 
 export const RECEIPT_TYPE = 'svc.evidence_receipt';
@@ -174,12 +174,7 @@ export function receiptBlock(receipt: Receipt): string[] {
 /** Pulls the receipt JSON out of a PR body (the fenced block after the "svc-receipt" marker). */
 export function receiptFromMarkdown(text: string): unknown {
   const m = /<!-- svc-receipt -->\s*```+json\n([\s\S]*?)\n```+/.exec(text);
-  if (!m) return null;
-  try {
-    return JSON.parse(m[1]!);
-  } catch {
-    return null;
-  }
+  return m ? tryParseJson(m[1]!) ?? null : null;
 }
 
 // What a Kubernetes pod's run container leaves for the signer (SVC_SIGN_LATER=1): the check results and how the run
@@ -247,12 +242,8 @@ function readCheck(value: unknown): ReportedCheck | null {
 
 /** Parses evidence.json of run `run`; throws EvidenceError for anything that is not well-formed evidence of it. */
 export function readEvidence(text: string, run: string): RunEvidence {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch {
-    throw new EvidenceError('evidence.json is not JSON');
-  }
+  const raw = tryParseJson(text);
+  if (raw === undefined) throw new EvidenceError('evidence.json is not JSON');
   const e = obj(raw);
   if (e.type !== EVIDENCE_TYPE || e.version !== 1) {
     throw new EvidenceError('evidence.json is not run evidence (type, version)');

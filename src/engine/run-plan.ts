@@ -33,7 +33,9 @@ export interface RunPlan {
   notes: string[];
 }
 
-export interface PlanRequest {
+/** Resolves the plan, or refuses a run that could not go as asked (a broken policy, an untrusted file's settings, no
+ * working sandbox, a command provider naming a file its sandbox hides, a --pr run with no origin). */
+export function planRun(req: {
   repo: string;
   /** Where the run will work: a folder inside it is the run's own. */
   workdir: string;
@@ -41,11 +43,7 @@ export interface PlanRequest {
   provider: string | null;
   pr: boolean;
   env: NodeJS.ProcessEnv;
-}
-
-/** Resolves the plan, or refuses a run that could not go as asked (a broken policy, an untrusted file's settings, no
- * working sandbox, a command provider naming a file its sandbox hides, a --pr run with no origin). */
-export function planRun(req: PlanRequest): RunPlan {
+}): RunPlan {
   const { repo, env } = req;
   try {
     const policy = loadPolicy(repo);

@@ -1,8 +1,7 @@
-// Writes into a run folder that never follow a symbolic link a crafted project could plant; scratch folders.
+// Writes into a run folder that never follow a symbolic link a crafted project could plant.
 import {
-  lstatSync, openSync, writeSync, closeSync, mkdirSync, mkdtempSync, constants, renameSync, rmSync, writeFileSync,
+  lstatSync, openSync, writeSync, closeSync, mkdirSync, constants, renameSync, writeFileSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { dirname, join, relative, sep, isAbsolute } from 'node:path';
 import { randomBytes } from 'node:crypto';
 
@@ -84,20 +83,4 @@ export function writeJsonAtomic(path: string, value: unknown, mode = 0o644): voi
   // 'wx' (O_EXCL) refuses an existing name, symbolic links included, so the temp file is always our own new file.
   writeFileSync(tmp, JSON.stringify(value, null, 2) + '\n', { mode, flag: 'wx' });
   renameSync(tmp, path);
-}
-
-/** Runs `body` with a fresh private folder `svc-<prefix>-…` that is removed afterwards (once a promise settles). */
-export function withScratch<T>(prefix: string, body: (dir: string) => T): T {
-  const dir = mkdtempSync(join(tmpdir(), `svc-${prefix}-`));
-  const remove = () => rmSync(dir, { recursive: true, force: true });
-  let out: T;
-  try {
-    out = body(dir);
-  } catch (err) {
-    remove();
-    throw err;
-  }
-  if (out instanceof Promise) return out.finally(remove) as T;
-  remove();
-  return out;
 }

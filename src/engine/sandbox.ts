@@ -1,6 +1,6 @@
 // The worker's side of the agent sandbox (DESIGN §7a): protocol files, the bwrap plans, svc's git after the agent.
 import { createHash } from 'node:crypto';
-import { realpathSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { homedir } from 'node:os';
 import type { RunContext } from './run-context.ts';
@@ -11,6 +11,7 @@ import { gitBaseEnv, hostGit, type GitRun } from './git.ts';
 import { agentSandboxPlan, gitSandboxPlan } from '../spawn/agent-plan.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { runSync } from '../spawn/start.ts';
+import { realOrNull } from '../spawn/tree.ts';
 import type { WatchedLimits } from '../spawn/limits.ts';
 import type { SandboxMode } from '../spawn/sandbox-mode.ts';
 import type { RunGate } from './egress.ts';
@@ -123,12 +124,8 @@ export function providerHomeKey(repoPath: string, env: NodeJS.ProcessEnv): strin
   const scope = !startedByServer(env) ? setting(env, 'SVC_PROVIDER_HOME_SCOPE') : undefined;
   if (scope) return `scope-${scope}`;
   if (isRoutedRepoName(env)) return keyOf(env.SVC_REPO_NAME!.replace('/', '-'), `served:${env.SVC_REPO_NAME}`);
-  let real = repoPath;
-  try {
-    real = realpathSync(repoPath);
-  } catch {
-    // a checkout that is gone by now: its path as recorded is still its identity
-  }
+  // A checkout that is gone by now: its path as recorded is still its identity.
+  const real = realOrNull(repoPath) ?? repoPath;
   return keyOf(basename(real), `path:${real}`);
 }
 

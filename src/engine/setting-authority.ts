@@ -6,7 +6,7 @@ import type { EngineConfig, OperatorConfig, ProviderEntry } from './config.ts';
 import type { RunLimits } from './policy.ts';
 import { isBuiltin } from './providers.ts';
 
-export interface SettingRule {
+interface SettingRule {
   file: 'policy.json' | 'config.json' | 'operator.json';
   key: string;
   authority: 'repository' | 'operator';
@@ -64,7 +64,7 @@ export interface Widening {
   what: string;
 }
 
-export interface DecidedSettings {
+interface DecidedSettings {
   /** What the run uses: the operator's providers, then the repository's as allowed; `writable` made absolute. */
   config: EngineConfig;
   /** Names of svc's environment the agent and the checks receive. */

@@ -1,6 +1,6 @@
 // Sends a run folder to the Control Plane (POST /v1/ingest), resumable from ship.json; /v1/import reads it too.
 import { closeSync, fstatSync, readFileSync } from 'node:fs';
-import { basename, join, extname } from 'node:path';
+import { basename, join } from 'node:path';
 import { createHash } from 'node:crypto';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
 import type { IngestResult } from '../client/types.ts';
@@ -10,10 +10,12 @@ import { errorMessage } from '../errors.ts';
 import { toRunJson, type RunState } from './run-state.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { isLoopbackHost } from '../http/guards.ts';
+import { contentTypeOf, OCTET_STREAM } from '../http/static-files.ts';
 import {
   openPlainDirIn, openPlainFileIn, openRunFolder, readObjectIn, readRange, skipReason, walkPlainTree,
   type PlainDir, type TreeFile,
 } from './plain-tree.ts';
+import { tryParseJson } from '../untrusted.ts';
 
 const EVENTS_PER_BATCH = 500;
 const ARTIFACT_BYTES_PER_BATCH = 8 * 1024 * 1024;
@@ -52,7 +54,7 @@ export interface RunBatch {
 }
 
 /** Told once per entry (a path under the run folder, or the folder itself) that it was left out, and why. */
-export type SkipReport = (entry: string, reason: string) => void;
+type SkipReport = (entry: string, reason: string) => void;
 
 /** Complete lines from `offset`, and the byte offset after the last one taken. */
 function readEventLines(folder: PlainDir, offset: number, skip: SkipReport): { lines: string[]; next: number } {
@@ -93,13 +95,6 @@ function readArtifacts(folder: PlainDir, skip: SkipReport): TreeFile[] {
   } finally {
     dir.close();
   }
-}
-
-function contentTypeOf(path: string): string {
-  const ext = extname(path).toLowerCase();
-  if (ext === '.json') return 'application/json';
-  if (['.log', '.txt', '.patch', '.diff', '.md'].includes(ext)) return 'text/plain; charset=utf-8';
-  return 'application/octet-stream';
 }
 
 /** Whether the Control Plane at `url` is this machine's: only it may learn a run's folder or get the home token. */
@@ -187,14 +182,12 @@ export function createShipper(
       runs: [sameMachine(url) ? { ...run, repo_path: state.repo_path } : run],
       // A line that is not JSON is skipped rather than blocking every later event.
       events: read.lines.flatMap((line) => {
-        try {
-          return line.trim() ? [{ ...(JSON.parse(line) as object), run: state.run }] : [];
-        } catch {
-          return [];
-        }
+        const event = tryParseJson(line);
+        return event === undefined ? [] : [{ ...(event as object), run: state.run }];
       }) as never,
       artifacts: read.artifacts.map(({ rel, content }) => ({
-        run: state.run, path: rel, content_type: contentTypeOf(rel), content_base64: content.toString('base64'),
+        run: state.run, path: rel, content_type: contentTypeOf(rel) ?? OCTET_STREAM,
+        content_base64: content.toString('base64'),
       })),
     });
     writeJsonAtomic(join(dir, 'ship.json'), read.next);

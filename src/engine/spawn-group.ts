@@ -5,6 +5,7 @@ import { createTreeGuard, sandboxMembers, statFields } from '../spawn/tree.ts';
 import { identityOf, signalGroup, type ProcIdentity } from './proc-group.ts';
 import { memoryBreach, watchLimits, type WatchedLimits } from '../spawn/limits.ts';
 import { openMemoryCgroup } from '../spawn/memory-cgroup.ts';
+import { obj, tryParseJson } from '../untrusted.ts';
 
 export interface GroupResult {
   code: number | null;
@@ -213,12 +214,6 @@ function readStatus(child: ChildProcess, fd: number): { agentExited(): boolean }
     if (text.length < STATUS_CAP) text += chunk.toString('utf8');
   });
   return {
-    agentExited: () => text.split('\n').some((line) => {
-      try {
-        return typeof (JSON.parse(line) as Record<string, unknown>)['exit-code'] === 'number';
-      } catch {
-        return false;
-      }
-    }),
+    agentExited: () => text.split('\n').some((line) => typeof obj(tryParseJson(line))['exit-code'] === 'number'),
   };
 }

@@ -7,7 +7,7 @@ import { fetchIssueExport, normalizeExport, summarize, renderErrtrackSpec } from
 import { fence, oneLine, str } from './text.ts';
 import { obj, objOrNull, type Obj } from '../untrusted.ts';
 
-export interface ClassifiedInput {
+interface ClassifiedInput {
   kind: InputKind;
   /** Absolute path for files, the URL, the tracker id, or the brief text. */
   value: string;

@@ -2,7 +2,7 @@
 // operator's caps per repository and per server per day, counted in a ledger every gate of the machine shares.
 import { appendFileSync, closeSync, fstatSync, mkdirSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';
-import { obj, str } from '../untrusted.ts';
+import { obj, str, tryParseJson } from '../untrusted.ts';
 
 export type BudgetKind = 'run' | 'repository-day' | 'server-day';
 
@@ -122,13 +122,7 @@ export class DayLedger {
       const lines = (this.rest + buf.subarray(0, n).toString('utf8')).split('\n');
       this.rest = lines.pop() ?? '';
       for (const line of lines) {
-        let value: unknown;
-        try {
-          value = JSON.parse(line);
-        } catch {
-          continue;
-        }
-        const o = obj(value);
+        const o = obj(tryParseJson(line));
         const repo = str(o.repo);
         if (repo !== null && typeof o.usd === 'number' && Number.isFinite(o.usd) && o.usd > 0) this.count(repo, o.usd);
       }

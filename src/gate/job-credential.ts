@@ -4,7 +4,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { BadSettingError } from '../errors.ts';
 import { settingFile } from '../settings-registry.ts';
-import { obj, str } from '../untrusted.ts';
+import { obj, str, tryParseJson } from '../untrusted.ts';
 
 export interface JobIdentity {
   job: string;
@@ -51,13 +51,7 @@ export function verifyJobCredential(secret: Buffer, credential: string, now = Da
   const expected = mac(secret, payload);
   const actual = Buffer.from(given, 'base64url');
   if (actual.length !== expected.length || !timingSafeEqual(actual, expected)) return null;
-  let value: unknown;
-  try {
-    value = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'));
-  } catch {
-    return null;
-  }
-  const o = obj(value);
+  const o = obj(tryParseJson(Buffer.from(payload, 'base64url').toString('utf8')));
   const job = str(o.job);
   const run = str(o.run);
   const repo = typeof o.repo === 'string' ? o.repo : null;

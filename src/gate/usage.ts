@@ -1,6 +1,6 @@
 // The usage a model API reports for one call, read from the response bytes as they pass to the client, never buffered:
 // JsonPicker keeps only the values at a few key paths (docs/gate.md "Metered cost" says which, and why that is safe).
-import { isJsonObject, obj, str } from '../untrusted.ts';
+import { isJsonObject, obj, str, tryParseJson } from '../untrusted.ts';
 
 /** Tokens of one call as the API counted them; `input` is the uncached input, priced apart from cache reads/writes. */
 export interface CallTokens {
@@ -212,12 +212,8 @@ export function usageMeter(route: string, path: string, headers: Readonly<Record
   const take = (p: JsonPicker): void => {
     p.finish();
     for (const { path: at, text } of p.picks) {
-      let value: unknown;
-      try {
-        value = JSON.parse(text);
-      } catch {
-        continue;
-      }
+      const value = tryParseJson(text);
+      if (value === undefined) continue;
       if (PATHS[family].model.includes(at)) tokens.model = str(value)?.slice(0, 200) ?? tokens.model;
       else if (value === null) continue; // a streamed chunk before the one that carries the usage
       else if (isJsonObject(value)) {

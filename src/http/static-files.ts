@@ -4,7 +4,7 @@ import { join, extname, relative, sep } from 'node:path';
 import { createHash } from 'node:crypto';
 import type { Reply } from './respond.ts';
 
-/** Content types by extension: of the UI's files, and of the run files an import reads from disk. */
+/** Content types by extension: of the UI's files, and of the run files an import or a runner ships. */
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
   '.js': 'text/javascript; charset=utf-8',
@@ -28,6 +28,9 @@ const TYPES: Record<string, string> = {
   '.csv': 'text/csv; charset=utf-8',
   '.webmanifest': 'application/manifest+json',
 };
+
+/** What a file of no known type is stored and served as (an import or a runner's artifact). */
+export const OCTET_STREAM = 'application/octet-stream';
 
 export function contentTypeOf(name: string): string | undefined {
   return TYPES[extname(name).toLowerCase()];

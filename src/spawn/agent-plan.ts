@@ -1,7 +1,7 @@
 // What an agent (a provider or a check) may see and write inside its sandbox (DESIGN §7a; docs/engine.md "The agent
 // sandbox" has the rule in words). Nothing is mounted but what the plan names, so svc's home and every credential are
 // simply absent; the masks in `hidden` only matter where a bound tree (a declared folder, a PATH folder) holds one.
-import { existsSync, mkdirSync, readdirSync, realpathSync, type Dirent } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, type Dirent } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { isSecretName } from './env.ts';
 import { providerFolders } from './provider-layout.ts';
@@ -9,11 +9,11 @@ import { layProviderHome } from './provider-home.ts';
 import { within, type SandboxPlan } from './bwrap-argv.ts';
 import type { SandboxGate } from './sandbox-network.ts';
 import { isSystemPath } from './system-view.ts';
-import { readOrNull } from './tree.ts';
+import { readOrNull, realOrNull } from './tree.ts';
 import { HOME_CREDENTIALS } from './never-writable.ts';
 import { DEFAULT_LIMITS, type SandboxLimits } from './limits.ts';
 
-export interface AgentPlanInput {
+interface AgentPlanInput {
   /** The run's working directory: its worktree, or the repository itself for a run without one. */
   workdir: string;
   repo: string;
@@ -53,7 +53,7 @@ function configuredSecretPaths(env: NodeJS.ProcessEnv): string[] {
 }
 
 /** The repository's git directories as seen from `workdir`: `.git` itself, and where a worktree's `.git` points. */
-export function gitDirs(workdir: string, repo: string): string[] {
+function gitDirs(workdir: string, repo: string): string[] {
   // A `.git` folder (or nothing) reads as null: the repository's own .git covers it.
   const target = /^gitdir:\s*(.+)$/m.exec(readOrNull(join(workdir, '.git')) ?? '')?.[1]?.trim();
   return target ? [join(repo, '.git'), resolve(workdir, target)] : [join(repo, '.git')];
@@ -75,14 +75,6 @@ function ensureFolders(paths: string[]): void {
 function installOf(path: string): string {
   const modules = path.lastIndexOf('/node_modules/');
   return modules > 0 ? path.slice(0, modules + '/node_modules'.length) : dirname(path);
-}
-
-function realOrNull(path: string): string | null {
-  try {
-    return realpathSync(path);
-  } catch {
-    return null;
-  }
 }
 
 /**
@@ -172,7 +164,11 @@ export function agentSandboxPlan(input: AgentPlanInput): SandboxPlan {
   };
 }
 
-export interface GitPlanInput {
+/**
+ * The view svc's own git gets when it reads the worktree after the agent (docs/engine.md "Nothing the agent wrote runs
+ * outside a sandbox"): whatever the agent planted that git might run runs here, with nothing to read or send.
+ */
+export function gitSandboxPlan(input: {
   workdir: string;
   repo: string;
   /** Folders svc's git writes besides the worktree and the git directory (a throwaway index). */
@@ -181,13 +177,7 @@ export interface GitPlanInput {
   svcHome: string;
   /** svc's environment: PATH, for the programs the user's own git config names (git-lfs). */
   env: NodeJS.ProcessEnv;
-}
-
-/**
- * The view svc's own git gets when it reads the worktree after the agent (docs/engine.md "Nothing the agent wrote runs
- * outside a sandbox"): whatever the agent planted that git might run runs here, with nothing to read or send.
- */
-export function gitSandboxPlan(input: GitPlanInput): SandboxPlan {
+}): SandboxPlan {
   const git = gitDirs(input.workdir, input.repo);
   const common = git[0]!;
   const paths = pathFolders(input.env, input.home, input.svcHome);

@@ -27,7 +27,7 @@ const AGENT_NAMES: ReadonlySet<string> = new Set([
 const AGENT_PREFIXES = ['LC_', 'CLAUDE_CODE_', 'CODEX_', 'GEMINI_', 'AIDER_', 'OPENCODE_'];
 
 /** Whether an agent (a provider or a check) inherits `name` from svc's environment. */
-export function isAgentName(name: string): boolean {
+function isAgentName(name: string): boolean {
   if (isSecretName(name)) return false;
   if (name.startsWith('SVC_')) return SVC_NAMES_PASSED.has(name);
   return AGENT_NAMES.has(name) || AGENT_PREFIXES.some((p) => name.startsWith(p));

@@ -23,7 +23,7 @@ export interface SandboxLimits {
  * Open files per process (RLIMIT_NOFILE, soft and hard). Generous for any build or test runner; it bounds how many
  * memfds a process can hold or keep in flight in a socket, and what svc's shared-memory count reads each round.
  */
-export const OPEN_FILES = 8192;
+const OPEN_FILES = 8192;
 
 const MIB = 1024 * 1024;
 
@@ -63,7 +63,7 @@ export interface WatchedLimits {
   diskBytes: number;
 }
 
-export type LimitBreach = { limit: 'processes' | 'memory' | 'disk'; message: string };
+type LimitBreach = { limit: 'processes' | 'memory' | 'disk'; message: string };
 
 const SAMPLE_MS = 250;
 const DISK_SAMPLE_MS = 5_000;
@@ -74,7 +74,7 @@ function residentBytes(pid: number): number {
 }
 
 /** Bytes under `dir` (files as their size, skipping `.git`), counted without following links; stops past `cap`. */
-export async function treeBytes(dir: string, cap: number): Promise<number> {
+async function treeBytes(dir: string, cap: number): Promise<number> {
   let total = 0;
   const pending = [dir];
   while (pending.length && total <= cap) {

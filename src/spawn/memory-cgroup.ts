@@ -9,7 +9,7 @@ import { unescapeMount } from './shared-memory.ts';
 import { readOrNull } from './tree.ts';
 
 /** Where this process can make memory cgroups, or why it cannot. */
-export type MemoryCgroupSupport = { version: 'v1' | 'v2'; parent: string } | { version: null; reason: string };
+type MemoryCgroupSupport = { version: 'v1' | 'v2'; parent: string } | { version: null; reason: string };
 
 export type MemoryCgroup = NonNullable<ReturnType<typeof makeMemoryCgroup>>;
 

@@ -7,9 +7,9 @@ import { dirname, join } from 'node:path';
 import { providerLayout, type ProviderLayout } from './provider-layout.ts';
 import { within, type HomeMount } from './bwrap-argv.ts';
 import { pathKind } from './system-view.ts';
-import { isJsonObject } from '../untrusted.ts';
+import { isJsonObject, tryParseJson } from '../untrusted.ts';
 
-export interface ProviderHomeInput {
+interface ProviderHomeInput {
   /** The built-in CLI (provider-layout.ts); any other name lays nothing. */
   provider: string;
   /** The HOME the sandbox shows (the user's HOME path); targets are under it. */
@@ -66,14 +66,10 @@ function removeBelow(base: string, rel: string): void {
 
 /** claude's ~/.claude.json without its per-project table, which names the user's other repositories and MCP servers. */
 function withoutProjects(text: string): string | null {
-  try {
-    const config: unknown = JSON.parse(text);
-    if (!isJsonObject(config)) return null;
-    const { projects: _projects, ...rest } = config;
-    return JSON.stringify(rest, null, 2);
-  } catch {
-    return null;
-  }
+  const config = tryParseJson(text);
+  if (!isJsonObject(config)) return null;
+  const { projects: _projects, ...rest } = config;
+  return JSON.stringify(rest, null, 2);
 }
 
 function copyInto(source: string, dest: string, rel: string): void {

@@ -5,15 +5,15 @@ import { UnavailableError } from '../errors.ts';
 import { settingChoice } from '../settings-registry.ts';
 import { probeSandboxCached } from './probe.ts';
 
-export type SandboxSetting = 'bwrap' | 'none';
+type SandboxSetting = 'bwrap' | 'none';
 
 export type SandboxMode = { kind: 'bwrap'; bwrap: string } | { kind: 'none'; why: string };
 
 /** The sandbox was asked for and cannot run; the message names the package and the opt-out that applies. */
 export class SandboxUnavailableError extends UnavailableError {}
 
-export const OPT_OUT_CLI = 'SVC_SANDBOX=none or "sandbox": "none" in the project\'s .svc/policy.json';
-export const OPT_OUT_SERVER =
+const OPT_OUT_CLI = 'SVC_SANDBOX=none or "sandbox": "none" in the project\'s .svc/policy.json';
+const OPT_OUT_SERVER =
   'SVC_SERVER_SANDBOX=none in the environment of the server itself (the Control Plane or the trigger server)';
 
 /**

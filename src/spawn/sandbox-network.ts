@@ -11,9 +11,9 @@ export interface SandboxGate {
   bridge: { kind: 'systemd'; activate: string; proxyd: string } | { kind: 'node'; node: string; forwarder: string };
 }
 
-export const GATE_SOCKET_INSIDE = '/run/svc/gate.sock';
+const GATE_SOCKET_INSIDE = '/run/svc/gate.sock';
 /** The forwarder's port on the sandbox's own loopback (nothing else listens there). */
-export const FORWARDER_PORT = 3128;
+const FORWARDER_PORT = 3128;
 export const PROXY_URL = `http://127.0.0.1:${FORWARDER_PORT}`;
 /** Model APIs are reached by name, so NO_PROXY can exempt them without exempting the host's loopback addresses. */
 export const MODEL_BASE = `http://localhost:${FORWARDER_PORT}/_model`;

@@ -1,13 +1,14 @@
 // The agent sandbox's system-call filter (DESIGN §7a; docs/engine.md): a classic-BPF program built from the list in
 // syscall-policy.ts. Only the host's own ABI passes (a call through another table could dodge the list: ENOSYS); each
 // listed number goes to its rule, everything else is allowed. bwrap reads it from an anonymous file, never a path.
-import { mkdtempSync, openSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
+import { openSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { REFUSED_SYSCALLS } from './syscall-policy.ts';
+import { withScratch } from './svc-paths.ts';
 
 /** The descriptor a sandboxed child finds the program on: right after stdin, stdout and stderr. */
-export const SECCOMP_FD = 3;
+const SECCOMP_FD = 3;
 
 const AUDIT_ARCH = { x64: 0xc000003e, arm64: 0xc00000b7 } as const;
 const ARCH_NAME = { x64: 'x86_64', arm64: 'aarch64' } as const;
@@ -148,11 +149,7 @@ function anonymousFile(bytes: Buffer): number {
   if (fd === null) {
     // Named for a moment, in a fresh 0700 folder no sandbox sees: only a process of svc's own user outside any
     // sandbox could race for it, and such a process could already trace svc itself.
-    const dir = mkdtempSync(join(tmpdir(), 'svc-seccomp-'));
-    const path = join(dir, 'filter.bpf');
-    fd = openSync(path, 'wx+', 0o600);
-    unlinkSync(path);
-    rmdirSync(dir);
+    fd = withScratch('seccomp', (dir) => openSync(join(dir, 'filter.bpf'), 'wx+', 0o600));
   }
   writeSync(fd, bytes, 0, bytes.length, 0);
   return fd;

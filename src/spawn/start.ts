@@ -78,17 +78,15 @@ export function secretsIn(from: Readonly<Record<string, unknown>>): Record<strin
   return out;
 }
 
-export interface RunSyncOptions extends ChildSpec {
+/** Runs to completion and returns stdout; throws like execFileSync (the error carries `status` and `stderr`). */
+export function runSync(argv: readonly string[], opts: ChildSpec & {
   maxBuffer?: number;
   timeout?: number;
   /** stderr: 'pipe' keeps it for the thrown error (`err.stderr`), 'ignore' drops it. */
   stderr?: 'pipe' | 'ignore';
   /** Descriptors of this process the child gets from its fd 3 on (a sandbox's, bwrap-argv.ts openSandboxFds). */
   fds?: Array<number | 'ignore'>;
-}
-
-/** Runs to completion and returns stdout; throws like execFileSync (the error carries `status` and `stderr`). */
-export function runSync(argv: readonly string[], opts: RunSyncOptions): string {
+}): string {
   const { bin, args, options } = prepare(argv, opts);
   return execFileSync(bin, args, {
     ...options, encoding: 'utf8', maxBuffer: opts.maxBuffer ?? 1024 * 1024, timeout: opts.timeout,

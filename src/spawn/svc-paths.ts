@@ -1,6 +1,7 @@
-// Where svc keeps its own things and where its CLI is: one home for both, so every process svc
-// starts, and every sandbox that must not show them, agrees on the paths.
-import { homedir } from 'node:os';
+// Where svc keeps its own things (its home, a scratch folder for one call) and where its CLI is: one home for these,
+// so every process svc starts, and every sandbox that must not show them, agrees on the paths.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -12,4 +13,20 @@ export function svcHomeOf(env: NodeJS.ProcessEnv): string {
 /** The CLI of this install: dist/cli.js when built, src/cli.ts when run from the sources. */
 export function svcCliPath(): string {
   return fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? '../cli.ts' : '../cli.js', import.meta.url));
+}
+
+/** Runs `body` with a fresh private folder `svc-<prefix>-…` that is removed afterwards (once a promise settles). */
+export function withScratch<T>(prefix: string, body: (dir: string) => T): T {
+  const dir = mkdtempSync(join(tmpdir(), `svc-${prefix}-`));
+  const remove = () => rmSync(dir, { recursive: true, force: true });
+  let out: T;
+  try {
+    out = body(dir);
+  } catch (err) {
+    remove();
+    throw err;
+  }
+  if (out instanceof Promise) return out.finally(remove) as T;
+  remove();
+  return out;
 }

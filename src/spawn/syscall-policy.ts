@@ -5,14 +5,14 @@
  * How a call is refused: 'eperm' and 'enosys' always (docs/engine.md says why ENOSYS), 'personality' unless it sets
  * PER_LINUX or queries (0xffffffff), `namespaces` with EPERM when the flags (first argument) hold one of these bits.
  */
-export type SyscallRule = 'eperm' | 'enosys' | 'personality' | { namespaces: number };
+type SyscallRule = 'eperm' | 'enosys' | 'personality' | { namespaces: number };
 
 /** The namespace flags of clone and unshare (CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET). */
-export const CLONE_NEW_FLAGS = 0x7e020000;
+const CLONE_NEW_FLAGS = 0x7e020000;
 /** CLONE_NEWTIME: unshare only (in clone's first argument those bits hold the exit signal). */
 export const CLONE_NEWTIME = 0x00000080;
 
-export interface RefusedSyscall {
+interface RefusedSyscall {
   name: string;
   x86_64: number;
   aarch64: number;

@@ -1,10 +1,10 @@
 // The processes an agent started, found without cgroups or prctl (neither is reachable from Node; a process group is
 // not enough, since `setsid` or a double fork leaves it): inside a sandbox, its PID namespace; without one, repeated
 // PPid walks plus the environment marker SVC_PROCESS_TREE=<nonce> (docs/engine.md "Without the sandbox": its limit).
-import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
+import { readFileSync, readdirSync, readlinkSync, realpathSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 
-export const TREE_MARKER_NAME = 'SVC_PROCESS_TREE';
+const TREE_MARKER_NAME = 'SVC_PROCESS_TREE';
 
 interface Proc {
   pid: number;
@@ -24,6 +24,15 @@ export function readOrNull(path: string): string | null {
 export function readlinkOrNull(path: string): string | null {
   try {
     return readlinkSync(path);
+  } catch {
+    return null;
+  }
+}
+
+/** The path with every link resolved, or null when it (or a folder on its way) is gone. */
+export function realOrNull(path: string): string | null {
+  try {
+    return realpathSync(path);
   } catch {
     return null;
   }

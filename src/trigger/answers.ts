@@ -6,6 +6,7 @@ import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow } from '../db/trigger-jobs-store.ts';
 import type { JobExecutor } from './executor.ts';
 import type { Logger } from '../log.ts';
+import type { RepoRouter } from './served-repos.ts';
 import { stripLeadingHyphens } from '../webhook-sources.ts';
 import { MAX_ANSWER_BYTES } from '../engine/answers.ts';
 import { json, type Reply } from '../http/respond.ts';
@@ -35,7 +36,7 @@ export interface AnswerRequest {
   keys: readonly string[];
 }
 
-export type AnswerOutcome =
+type AnswerOutcome =
   | { kind: 'answered'; jobId: string; run: string }
   | { kind: 'duplicate'; jobId: string }
   /** `elsewhere`: the job was named from a thread it was not asked in, so no reply goes to the job's own thread. */
@@ -151,11 +152,19 @@ function originOf(req: Pick<AnswerRequest, 'origin' | 'who'>): string {
 }
 
 /** What the origin is told when an answer is refused: svc's words, the vendor-given name and reason as data. */
-export function refusalParts(jobId: string, who: string, reason: string): SummaryParts {
+function refusalParts(jobId: string, who: string, reason: string): SummaryParts {
   return [
     [{ own: `svc job ${jobId} did not take the answer from ` }, data(who)],
     [{ own: 'why: ' }, data(reason)],
   ];
+}
+
+/** A tracker's answer is refused when its job's repository is no longer served, or for why `member` says. */
+export function teamRefusal(repos: Pick<RepoRouter, 'byName'>, member: true | string): (job: JobRow) => string | null {
+  return (job) => {
+    if (job.repo !== null && !repos.byName(job.repo)) return `"${job.repo}" is no longer served`;
+    return member === true ? null : member;
+  };
 }
 
 /**

@@ -10,7 +10,7 @@ import type { NotificationInput } from '../db/notifications-store.ts';
 export type NotificationReport = Omit<NotificationInput, 'created_at' | 'updated_at'> & { message: string };
 
 /** Where and as whom both reports go. */
-export interface ControlReportOptions {
+interface ControlReportOptions {
   controlUrl: string | undefined;
   controlToken: string | undefined;
   source: string;
@@ -53,13 +53,6 @@ export function createControlReporter(opts: ControlReportOptions): (n: Notificat
   };
 }
 
-export interface ServedReposReportOptions extends ControlReportOptions {
-  /** Server shutdown: stops the retries and any request in flight. */
-  signal: AbortSignal;
-  /** Waits between attempts; the last one repeats. */
-  retryMs?: readonly number[];
-}
-
 const SERVED_RETRY_MS = [1_000, 5_000, 30_000, 60_000, 300_000];
 
 /**
@@ -67,7 +60,12 @@ const SERVED_RETRY_MS = [1_000, 5_000, 30_000, 60_000, 300_000];
  * file is read only then. The Control Plane keeps the list, so one accepted report is enough; until one is, it is
  * retried (a Control Plane started after the trigger server still learns them). Resolves when accepted or shut down.
  */
-export async function reportServedRepos(names: readonly string[], opts: ServedReposReportOptions): Promise<void> {
+export async function reportServedRepos(names: readonly string[], opts: ControlReportOptions & {
+  /** Server shutdown: stops the retries and any request in flight. */
+  signal: AbortSignal;
+  /** Waits between attempts; the last one repeats. */
+  retryMs?: readonly number[];
+}): Promise<void> {
   if (!opts.controlUrl) return;
   const body = JSON.stringify({ source: opts.source, served_repos: names.map((name) => ({ name })) });
   const waits = opts.retryMs ?? SERVED_RETRY_MS;

@@ -32,7 +32,7 @@ export interface TriggerDeps {
   tracer: Tracer;
 }
 
-export type SkipCounts = ReturnType<typeof createSkipCounts>;
+type SkipCounts = ReturnType<typeof createSkipCounts>;
 
 /** Deliveries refused because no served repository takes them, per route: this process's traffic, not the queue. */
 export function createSkipCounts() {

@@ -4,18 +4,17 @@
 import { FailedError, UnavailableError } from '../errors.ts';
 import { createHttpsPoster } from './https-post.ts';
 import { githubHeaders } from '../engine/pr.ts';
+import { tryParseJson } from '../untrusted.ts';
 
 export type GithubApi = ReturnType<typeof createGithubApi>;
 
-export interface GithubApiOptions {
+export function createGithubApi(opts: {
   /** GITHUB_API_URL; default https://api.github.com. */
   base?: string | undefined;
   token: string | null;
   /** An extra CA to trust (tests' loopback stand-in). */
   ca?: string | Buffer;
-}
-
-export function createGithubApi(opts: GithubApiOptions) {
+}) {
   const base = (opts.base || 'https://api.github.com').replace(/\/+$/, '');
   // A review's hundred comments can be more than a vendor's answer to a summary.
   const post = createHttpsPoster({ ...(opts.ca ? { ca: opts.ca } : {}), cap: 1024 * 1024 });
@@ -27,11 +26,9 @@ export function createGithubApi(opts: GithubApiOptions) {
     if (res.status < 200 || res.status > 299) {
       throw new FailedError(`GitHub answered ${res.status} to ${method} ${path.slice(0, 200)}`);
     }
-    try {
-      return res.text === '' ? null : JSON.parse(res.text);
-    } catch {
-      throw new FailedError(`GitHub's answer to ${method} ${path.slice(0, 200)} is not JSON`);
-    }
+    const value = res.text === '' ? null : tryParseJson(res.text);
+    if (value === undefined) throw new FailedError(`GitHub's answer to ${method} ${path.slice(0, 200)} is not JSON`);
+    return value;
   };
   return {
     /** The parsed JSON of a GET under the API base (`path` starts with `/`); a FailedError on any non-2xx answer. */

@@ -2,7 +2,7 @@
 // Kubernetes API when its CA is pinned (kube-api.ts).
 import { request } from 'node:https';
 
-export interface PostResult {
+interface PostResult {
   status: number;
   text: string;
 }
@@ -10,7 +10,7 @@ export interface PostResult {
 /** Sends a JSON body (POST unless `method` says PATCH); rejects on network errors, resolves with any HTTP status. */
 export type Poster = (url: URL, headers: Record<string, string>, body: string, method?: string) => Promise<PostResult>;
 
-export interface HttpsOptions {
+interface HttpsOptions {
   method: string;
   headers: Record<string, string>;
   ca?: string | Buffer | undefined;

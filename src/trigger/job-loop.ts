@@ -23,7 +23,7 @@ interface JobEnd {
   error: string | null;
 }
 
-export interface JobLoopOptions {
+interface JobLoopOptions {
   stores: TriggerStores;
   executor: JobExecutor;
   concurrency: number;

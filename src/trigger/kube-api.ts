@@ -1,29 +1,18 @@
 // A minimal Kubernetes API client for the in-cluster service account: JSON requests with the mounted token. Global
 // fetch cannot pin a per-request CA (that needs undici's Agent, a dependency), so an https API server with a CA file
 // goes through node:https; plain http (kubectl proxy, tests) uses fetch.
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { httpsRequest } from './https-post.ts';
+import { readOrNull } from '../spawn/tree.ts';
 
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 
 type KubeResponse = { status: number; body: unknown; text: string };
 
-export interface KubeApiOptions {
-  /** https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT unless overridden (SVC_K8S_API_URL). */
-  apiUrl: string;
-  /** Holds `token`, `ca.crt`, `namespace` (SVC_K8S_SA_DIR overrides the mount path). */
-  serviceAccountDir: string;
-}
-
 const TIMEOUT_MS = 30_000;
 
 function readOptional(path: string): string | undefined {
-  try {
-    return readFileSync(path, 'utf8').trim() || undefined;
-  } catch {
-    return undefined;
-  }
+  return readOrNull(path)?.trim() || undefined;
 }
 
 /** The API URL from the in-cluster environment, or undefined outside a cluster. */
@@ -35,7 +24,12 @@ export function inClusterApiUrl(env: NodeJS.ProcessEnv): string | undefined {
   return `https://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
 
-export function createKubeApi(opts: KubeApiOptions) {
+export function createKubeApi(opts: {
+  /** https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT unless overridden (SVC_K8S_API_URL). */
+  apiUrl: string;
+  /** Holds `token`, `ca.crt`, `namespace` (SVC_K8S_SA_DIR overrides the mount path). */
+  serviceAccountDir: string;
+}) {
   const base = opts.apiUrl.replace(/\/+$/, '');
   const ca = readOptional(join(opts.serviceAccountDir, 'ca.crt'));
   const namespace = readOptional(join(opts.serviceAccountDir, 'namespace')) || 'default';

@@ -16,17 +16,6 @@ import {
 import { identityOf, signalGroup } from '../engine/proc-group.ts';
 import { operatorPassedEnv } from '../engine/config.ts';
 
-export interface LocalExecutorOptions {
-  /** Path of the svc CLI script (dist/cli.js); run with `execPath`. */
-  cliPath: string;
-  execPath?: string;
-  /** The server's environment: only allowlisted names are passed on, and the secrets below through a pipe. */
-  env: NodeJS.ProcessEnv;
-  pollMs?: number;
-  /** A launcher still running after this long is killed (SIGTERM, then SIGKILL). */
-  launchTimeoutMs?: number;
-}
-
 const OUTPUT_CAP = 64 * 1024;
 /** How long a freshly launched run may take to write its first state.json. */
 const MISSING_GRACE_MS = 60_000;
@@ -36,7 +25,16 @@ const LAUNCHER_SECRETS = [
   'SVC_CONTROL_TOKEN', 'GITHUB_TOKEN', 'GH_TOKEN', 'ERRTRACK_AUTH_TOKEN', 'OTEL_EXPORTER_OTLP_HEADERS',
 ];
 
-export function createLocalExecutor(opts: LocalExecutorOptions): JobExecutor {
+export function createLocalExecutor(opts: {
+  /** Path of the svc CLI script (dist/cli.js); run with `execPath`. */
+  cliPath: string;
+  execPath?: string;
+  /** The server's environment: only allowlisted names are passed on, and the secrets below through a pipe. */
+  env: NodeJS.ProcessEnv;
+  pollMs?: number;
+  /** A launcher still running after this long is killed (SIGTERM, then SIGKILL). */
+  launchTimeoutMs?: number;
+}): JobExecutor {
   const pollMs = opts.pollMs ?? 1000;
   const launchTimeoutMs = opts.launchTimeoutMs ?? 120_000;
   // What every launch hands on is the server's, read once here: the run's own secrets (sent down a pipe on the

@@ -12,17 +12,10 @@ import { runCollect } from '../spawn/start.ts';
 import { errorMessage, FailedError } from '../errors.ts';
 import { gitArgv, gitBaseEnv, gitExtraEnv } from '../engine/git.ts';
 import { redirectedUrl, redirectRefusal, withGitToken } from '../engine/git-token.ts';
+import { shownUrl } from '../engine/git-push.ts';
 import { inTurn } from './queue.ts';
 
 export type ManagedCheckouts = ReturnType<typeof createManagedCheckouts>;
-
-export interface ManagedCheckoutOptions {
-  stateDir: string;
-  /** Outside ~/.svc, which no agent sandbox shows, so the agent can see its checkout's git metadata. */
-  checkoutsDir: string;
-  env: NodeJS.ProcessEnv;
-  log: Logger;
-}
 
 /** A git talking to the origin longer is killed: a first clone of a large repository takes a while. */
 const NETWORK_TIMEOUT_MS = 15 * 60_000;
@@ -55,7 +48,7 @@ function mirrorDir(stateDir: string, repo: ServedRepo): string {
   return join(managedDir(stateDir, repo), 'mirror.git');
 }
 
-export function jobCheckoutDir(checkoutsDir: string, repo: ServedRepo, jobId: string): string {
+function jobCheckoutDir(checkoutsDir: string, repo: ServedRepo, jobId: string): string {
   if (!JOB_SEGMENT.test(jobId)) throw new RangeError('bad job id');
   return join(checkoutsDir, ...repo.name.toLowerCase().split('/'), jobId);
 }
@@ -67,11 +60,6 @@ type Asked = { listing: string; branch: string };
 export class ManagedGitError extends FailedError {}
 
 const OUTPUT_CAP = 4 * 1024 * 1024;
-
-/** Drops a user name or password from a URL, for messages. */
-export function shownUrl(url: string): string {
-  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^@/]*@/i, '$1');
-}
 
 /**
  * git for managed checkouts: `local` on svc's own mirror and checkouts (only their own config applies), `remote`
@@ -102,7 +90,13 @@ function createManagedGit(env: NodeJS.ProcessEnv) {
   };
 }
 
-export function createManagedCheckouts(opts: ManagedCheckoutOptions) {
+export function createManagedCheckouts(opts: {
+  stateDir: string;
+  /** Outside ~/.svc, which no agent sandbox shows, so the agent can see its checkout's git metadata. */
+  checkoutsDir: string;
+  env: NodeJS.ProcessEnv;
+  log: Logger;
+}) {
   const git = createManagedGit(opts.env);
   const chains = new Map<string, Promise<unknown>>();
   /** Per repository, the origin's answer its spare checkout (`.next` beside its jobs' checkouts) was made for. */

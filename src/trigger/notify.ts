@@ -1,7 +1,7 @@
 // Sends a finished job's completion summary to its origin with retries, records the outcome, reports it to the
 // Control Plane; and while the job runs, its progress (a question its run asks; on GitHub also that it started) the
 // same way. Never throws and never changes the job's status (spec rule 5).
-import { isJsonObject } from '../untrusted.ts';
+import { isJsonObject, tryParseJson } from '../untrusted.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createHash } from 'node:crypto';
 import type { TriggerStores } from '../db/trigger-stores.ts';
@@ -16,7 +16,7 @@ import type { NotificationReport } from './control-report.ts';
 import type { Logger } from '../log.ts';
 import { inTurn } from './queue.ts';
 
-export interface NotifierOptions {
+interface NotifierOptions {
   stores: TriggerStores;
   config: NotifyConfig;
   /** Each reply channel's sender, by name (app.ts `REPLIES`). */
@@ -40,13 +40,9 @@ function isPiece(value: unknown): value is Piece {
 }
 
 /** The stored parts; a job finished before they were stored (or unreadable ones) sends its whole summary as data. */
-export function summaryParts(stored: string | null, plain: string): SummaryParts {
-  try {
-    const parts: unknown = stored === null ? null : JSON.parse(stored);
-    if (Array.isArray(parts) && parts.every((p) => Array.isArray(p) && p.every(isPiece))) return parts as SummaryParts;
-  } catch {
-    // fall through
-  }
+function summaryParts(stored: string | null, plain: string): SummaryParts {
+  const parts = stored === null ? null : tryParseJson(stored);
+  if (Array.isArray(parts) && parts.every((p) => Array.isArray(p) && p.every(isPiece))) return parts as SummaryParts;
   return [[{ data: plain }]];
 }
 

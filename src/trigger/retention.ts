@@ -8,7 +8,7 @@ import { errorMessage } from '../errors.ts';
 
 export const DAY_MS = 86_400_000;
 /** How often the server sweeps; the first sweep starts right after boot. */
-export const SWEEP_MS = 10 * 60_000;
+const SWEEP_MS = 10 * 60_000;
 /** Rows per transaction: a few ms of work at most. */
 export const BATCH = 500;
 

@@ -8,6 +8,7 @@
 import { BadSettingError } from '../errors.ts';
 import { isRepoName } from '../engine/repo-name.ts';
 import { CHAT_KINDS, ROUTING_KINDS, type ChatKind, type RoutingKind } from '../webhook-sources.ts';
+import { oneOf } from '../untrusted.ts';
 
 // Sources whose events name no repository (routing 'key' or 'channel' in src/webhook-sources.ts): the operator maps
 // their keys to one (GitHub routes by full_name). Chat sources: a channel's mapping is a permission, not only a
@@ -16,7 +17,7 @@ import { CHAT_KINDS, ROUTING_KINDS, type ChatKind, type RoutingKind } from '../w
 export const EVERY_CHANNEL = '*';
 
 export function isChatKind(kind: RoutingKind): kind is ChatKind {
-  return (CHAT_KINDS as readonly string[]).includes(kind);
+  return oneOf(kind, CHAT_KINDS) !== null;
 }
 
 export interface ServedRepo {
@@ -57,7 +58,7 @@ export function keyOf(kind: RoutingKind, value: string): string {
 }
 
 /** Why a clone URL is refused, or null: https, ssh, scp-like or file URLs, never a password in the file. */
-export function cloneUrlProblem(url: string): string | null {
+function cloneUrlProblem(url: string): string | null {
   if (/[\s\0]/.test(url)) return 'a clone URL has no spaces or control characters';
   if (/^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^/]/.test(url) && !url.includes('://')) return null; // git@host:owner/name.git
   const parsed = URL.parse(url);
@@ -111,7 +112,7 @@ function parseLine(text: string, line: number): ServedRepo | string | null {
       }
       continue;
     }
-    if (!(ROUTING_KINDS as readonly string[]).includes(key)) {
+    if (oneOf(key, ROUTING_KINDS) === null) {
       return `unknown "${key}" (known: checkout=, clone=, ${ROUTING_KINDS.map((k) => `${k}=`).join(', ')}, default)`;
     }
     const values = value.split(',');

@@ -40,7 +40,7 @@ function shown(value: string): string {
   return value.replace(/[^\x20-\x7e]/g, '?').slice(0, 120);
 }
 
-export function createRepoRouter(entries: readonly ServedRepo[], source: string): RepoRouter {
+function createRepoRouter(entries: readonly ServedRepo[], source: string): RepoRouter {
   const byName = new Map(entries.map((e) => [e.name.toLowerCase(), e]));
   const byKey = new Map<string, ServedRepo>();
   for (const entry of entries) {
@@ -96,7 +96,7 @@ export function createRepoRouter(entries: readonly ServedRepo[], source: string)
   };
 }
 
-export type RepoOption = { kind: 'option'; repo: string | null; text: string } | { kind: 'bad'; reason: string };
+type RepoOption = { kind: 'option'; repo: string | null; text: string } | { kind: 'bad'; reason: string };
 
 const REPO_TOKEN = /(^|\s)repo=(\S*)/gi;
 
@@ -188,7 +188,7 @@ export function loadServedRepos(file: string): RepoRouter {
 // The file as the running server sees it: read again when one stat() at each use shows it changed (docs/trigger.md
 // "Changes need no restart"); a file that became invalid, unreadable or missing keeps the table in use.
 // Must not: serve a table the parser or the checkout check refused.
-export interface LiveHooks {
+interface LiveHooks {
   log: Logger;
   /** Extra start-up rules a new table must also pass (the Kubernetes executor's); throws to refuse it. */
   check?: (router: RepoRouter) => void;

@@ -60,7 +60,7 @@ export class PermanentError extends FailedError {}
 /** Between a summary's parts, in every vendor's rendering. */
 export const SEPARATOR = ' · ';
 
-export function formatDuration(ms: number): string {
+function formatDuration(ms: number): string {
   if (!Number.isFinite(ms) || ms < 0) return 'unknown';
   const s = Math.round(ms / 1000);
   if (s < 60) return `${s}s`;
@@ -75,17 +75,6 @@ function runPart(publicUrl: string | undefined, run: RunRef): Piece[] {
   return link ? [{ link }] : [{ own: `see run ${run.source}/${run.run} on the Control Plane` }];
 }
 
-export interface SummaryInput {
-  jobId: string;
-  status: string;
-  run: RunRef | null;
-  outcome: RunOutcome | null;
-  durationMs: number;
-  error: string | null;
-  /** SVC_PUBLIC_URL: the Control Plane as people reach it (never a loopback address; settings.ts drops one). */
-  publicUrl: string | undefined;
-}
-
 /**
  * `own`: svc's own words (ids it made or validated, closed-set values, numbers). `data`: agent-derived text, which
  * every vendor gets fenced as data, never as markup or a mention. `link`: a URL svc means to link.
@@ -95,7 +84,7 @@ export type Piece = { own: string } | { data: string } | { link: string };
 export type SummaryParts = Piece[][];
 
 /** Agent-derived text is cut to this many characters: a summary is one line, not a log. */
-export const DATA_CHARS = 500;
+const DATA_CHARS = 500;
 
 /** Agent- or vendor-given text as a `data` piece: one line, cut to DATA_CHARS. */
 export function data(text: string): Piece {
@@ -108,13 +97,22 @@ export function data(text: string): Piece {
  * as markup around it (`<>|` close Slack links; brackets, parentheses, quotes, `*`, backticks and spaces make
  * markdown); else null, and the text is shown as data instead.
  */
-export function safeLink(value: string | null | undefined): string | null {
+function safeLink(value: string | null | undefined): string | null {
   const url = value && value.length <= 2048 ? URL.parse(value) : null;
   if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:')) return null;
   return /[\s<>|()[\]'"*`\\]/.test(url.href) ? null : url.href;
 }
 
-export function buildSummaryParts(input: SummaryInput): SummaryParts {
+export function buildSummaryParts(input: {
+  jobId: string;
+  status: string;
+  run: RunRef | null;
+  outcome: RunOutcome | null;
+  durationMs: number;
+  error: string | null;
+  /** SVC_PUBLIC_URL: the Control Plane as people reach it (never a loopback address; settings.ts drops one). */
+  publicUrl: string | undefined;
+}): SummaryParts {
   const parts: SummaryParts = [[{ own: `svc job ${input.jobId} ${input.status}` }]];
   if (input.run) parts.push([{ own: `run ${input.run.source}/${input.run.run}` }]);
   const o = input.outcome;
@@ -168,4 +166,29 @@ export function renderSummary(parts: SummaryParts, piece: (p: Piece) => string, 
 /** The plain one-line summary (GET /jobs, logs, the Control Plane report): no vendor reads it as markup. */
 export function plainSummary(parts: SummaryParts): string {
   return renderSummary(parts, (p) => ('own' in p ? p.own : 'data' in p ? p.data : p.link));
+}
+
+/** CommonMark lets any ASCII punctuation be backslash-escaped; svc's own words never need markup. */
+function markdownEscape(text: string): string {
+  return text.replace(/[!-/:-@[-`{-~]/g, (c) => `\\${c}`);
+}
+
+/** A CommonMark code span holding `text` literally: fence longer than its longest backtick run, padded if needed. */
+function codeSpan(text: string): string {
+  if (text === '') return '';
+  const longest = Math.max(0, ...(text.match(/`+/g) ?? []).map((run) => run.length));
+  const fence = '`'.repeat(longest + 1);
+  const pad = text.startsWith('`') || text.endsWith('`') || (text.startsWith(' ') && text.endsWith(' ')) ? ' ' : '';
+  return `${fence}${pad}${text}${pad}${fence}`;
+}
+
+function markdownPiece(piece: Piece): string {
+  if ('own' in piece) return markdownEscape(piece.own);
+  if ('link' in piece) return `<${piece.link}>`;
+  return codeSpan(piece.data);
+}
+
+/** The parts in CommonMark: trackera's comments and GitHub's read it the same way. */
+export function markdownSummary(parts: SummaryParts): string {
+  return renderSummary(parts, markdownPiece, markdownEscape(SEPARATOR));
 }

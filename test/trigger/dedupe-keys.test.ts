@@ -9,10 +9,9 @@ import { openDatabase } from '../../src/db/open.ts';
 import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
 import { createTriggerStores, type TriggerStores } from '../../src/db/trigger-stores.ts';
 import { createJobQueue } from '../../src/trigger/queue.ts';
-import { pruneAll } from './helpers.ts';
 import type { EnqueueRequest } from '../../src/trigger/queue.ts';
 import { tempTriggerDbs } from './temp-dbs.ts';
-import { tempDir } from './helpers.ts';
+import { pruneAll, rowCount, tempDir } from './helpers.ts';
 
 const temp = tempTriggerDbs('svc-dedupe-keys-');
 
@@ -31,8 +30,13 @@ function jobOf(stores: TriggerStores, key: string): string {
   return (stores.db.prepare('SELECT job_id FROM dedupe_keys WHERE key = ?').get(key) as { job_id: string }).job_id;
 }
 
-function keyCount(stores: TriggerStores): number {
-  return (stores.db.prepare('SELECT count(*) AS n FROM dedupe_keys').get() as { n: number }).n;
+/** One committed delivery ('a'), then `keys` claimed for job jgone in a transaction still open (to roll back). */
+async function claimInTransaction(stores: TriggerStores, ...keys: string[]): Promise<void> {
+  assert.deepEqual(await place(stores, 1, delivery('a')), ['queued']);
+  stores.db.exec('BEGIN IMMEDIATE');
+  stores.dedupe.catchUp();
+  stores.jobs.insert({ id: 'jgone', origin: 'jobs', repo: 'acme/api', brief: 'b', args: [], created_at: 2 });
+  assert.equal(stores.dedupe.claim(keys, 'jgone', 2), undefined);
 }
 
 describe('dedupe keys', async () => {
@@ -52,17 +56,13 @@ describe('dedupe keys', async () => {
     const stores = createTriggerStores(temp.open().db);
     const out = await place(stores, 1, delivery('p', 'p'), delivery('q', 'p'));
     assert.deepEqual(out, ['queued', `dup:${jobOf(stores, 'p')}`]);
-    assert.equal(keyCount(stores), 1);
+    assert.equal(rowCount(stores.db, 'dedupe_keys'), 1);
   });
 
   it('never counts a rolled-back claim, even once a later key took its row id', async () => {
     const { db, path } = temp.open();
     const stores = createTriggerStores(db);
-    assert.deepEqual(await place(stores, 1, delivery('a')), ['queued']);
-    stores.db.exec('BEGIN IMMEDIATE');
-    stores.dedupe.catchUp();
-    stores.jobs.insert({ id: 'jgone', origin: 'jobs', repo: 'acme/api', brief: 'b', args: [], created_at: 2 });
-    assert.equal(stores.dedupe.claim(['r'], 'jgone', 2), undefined);
+    await claimInTransaction(stores, 'r');
     assert.equal(stores.dedupe.holder(['r']), 'jgone');
     const idOf = (key: string) => (db.prepare('SELECT id FROM dedupe_keys WHERE key = ?').get(key) as { id: number }).id;
     const rolledBack = idOf('r');
@@ -83,11 +83,7 @@ describe('dedupe keys', async () => {
     // another connection's key took its id.
     const { db, path } = temp.open();
     const stores = createTriggerStores(db);
-    assert.deepEqual(await place(stores, 1, delivery('a')), ['queued']);
-    stores.db.exec('BEGIN IMMEDIATE');
-    stores.dedupe.catchUp();
-    stores.jobs.insert({ id: 'jgone', origin: 'jobs', repo: 'acme/api', brief: 'b', args: [], created_at: 2 });
-    assert.equal(stores.dedupe.claim(['r1', 'r2'], 'jgone', 2), undefined);
+    await claimInTransaction(stores, 'r1', 'r2');
     stores.db.exec('ROLLBACK');
     const other = createTriggerStores(openDatabase(path, triggerMigrations));
     assert.deepEqual(await place(other, 3, delivery('t1', 't2', 't3')), ['queued']);
@@ -103,7 +99,7 @@ describe('dedupe keys', async () => {
     await place(stores, 0, delivery('old-1', 'old-2'));
     await place(stores, 5 * day, delivery('new'));
     assert.deepEqual(pruneAll(stores, { dedupeDays: 1, jobDays: 30 }, 5 * day), { dedupeKeys: 2, jobs: 0 });
-    assert.equal(keyCount(stores), 1);
+    assert.equal(rowCount(stores.db, 'dedupe_keys'), 1);
     assert.deepEqual(await place(stores, 5 * day, delivery('old-1'), delivery('new')), ['queued', `dup:${jobOf(stores, 'new')}`]);
   });
 
@@ -142,7 +138,7 @@ describe('dedupe keys', async () => {
     const db = openDatabase(path, triggerMigrations);
     temp.dbs.push(db);
     const stores = createTriggerStores(db);
-    assert.equal(keyCount(stores), 1);
+    assert.equal(rowCount(stores.db, 'dedupe_keys'), 1);
     assert.deepEqual(await place(stores, 3, delivery('k')), ['dup:j1']);
   });
 });

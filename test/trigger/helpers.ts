@@ -28,6 +28,11 @@ export const SECRETS = {
   SVC_API_TOKEN: 'api-token-7',
 } as const;
 
+/** The rows of a table (jobs, dedupe_keys, reply_targets) as the database holds them. */
+export function rowCount(db: Pick<TriggerStores['db'], 'prepare'>, table: string): number {
+  return (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
+}
+
 export function tempDir(prefix = 'svc-'): string {
   return mkdtempSync(join(tmpdir(), prefix));
 }

@@ -6,6 +6,7 @@ import { createTriggerStores } from '../../src/db/trigger-stores.ts';
 import { createJobQueue, DeliveryNotCommittedError, newJobId, JOB_ID, type JobQueue } from '../../src/trigger/queue.ts';
 import { type EnqueueRequest } from '../../src/trigger/queue.ts';
 import { tempTriggerDbs } from './temp-dbs.ts';
+import { rowCount as count } from './helpers.ts';
 
 const temp = tempTriggerDbs('svc-queue-');
 
@@ -21,10 +22,6 @@ function setup(maxQueued = 1000, routes = 1): { queue: JobQueue; db: Db; kicks: 
 
 function delivery(n: number, target: Record<string, unknown> = { issue_key: `K-${n}` }): EnqueueRequest {
   return { origin: 'trackerb', repo: 'acme/api', brief: `K-${n}: fix it`, args: ['start', '--brief', `K-${n}: fix it`, '--detach'], dedupeKeys: [`trackerb:body:${n}`, `trackerb:delivery:${n}`], reply: { channel: 'trackerb', target } };
-}
-
-function count(db: Db, table: string): number {
-  return (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
 }
 
 describe('job queue', () => {

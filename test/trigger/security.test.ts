@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { sign } from './helpers.ts';
 import type { JobExecutor } from '../../src/trigger/executor.ts';
-import { SECRETS, fixture, withJson, post, nowSeconds, startTestTrigger, type TestTrigger, type Res } from './helpers.ts';
+import { SECRETS, fixture, rowCount, withJson, post, nowSeconds, startTestTrigger, type TestTrigger, type Res } from './helpers.ts';
 
 const stubExecutor: JobExecutor = { launch: async () => ({ exitCode: 1, run: null, error: 'stub' }), follow: async () => null };
 
@@ -152,10 +152,6 @@ const cases: RouteCase[] = [
   },
 ];
 
-function jobCount(t: TestTrigger): number {
-  return (t.stores.db.prepare('SELECT count(*) AS n FROM jobs').get() as { n: number }).n;
-}
-
 function assertRefused(res: Res, status: number, code: string): void {
   assert.equal(res.status, status);
   assert.deepEqual(Object.keys(res.body), ['error']);
@@ -187,71 +183,71 @@ describe('security', () => {
   for (const c of cases) {
     describe(c.name ?? `/${c.route}`, () => {
       it('refuses a missing signature with 401 invalid_signature and queues nothing', async () => {
-        const before = jobCount(t);
+        const before = rowCount(t.stores.db, 'jobs');
         const raw = c.fresh(++n);
         const headers = c.signed(raw);
         for (const name of ['errtrack-hook-signature', 'x-chata-signature', 'trackera-signature', 'x-hub-signature', 'authorization', 'x-hub-signature-256', 'sentry-hook-signature', 'x-slack-signature', 'linear-signature']) delete headers[name];
         assertRefused(await post(`${t.url}/${c.route}`, raw, headers), 401, 'invalid_signature');
-        assert.equal(jobCount(t), before);
+        assert.equal(rowCount(t.stores.db, 'jobs'), before);
       });
       it('refuses a malformed signature and one made with the wrong secret', async () => {
-        const before = jobCount(t);
+        const before = rowCount(t.stores.db, 'jobs');
         const raw = c.fresh(++n);
         const good = c.signed(raw);
         const garbage = Object.fromEntries(Object.entries(good).map(([k, v]) => [k, /signature|authorization/.test(k) ? `${v.slice(0, -4)}zzzz` : v]));
         assertRefused(await post(`${t.url}/${c.route}`, raw, garbage), 401, 'invalid_signature');
         const wrong = c.route === 'chatb' ? Buffer.from('some-other-key').toString('base64') : 'not-the-secret';
         assertRefused(await post(`${t.url}/${c.route}`, raw, c.signed(raw, wrong)), 401, 'invalid_signature');
-        assert.equal(jobCount(t), before);
+        assert.equal(rowCount(t.stores.db, 'jobs'), before);
       });
       it('refuses a tampered body', async () => {
-        const before = jobCount(t);
+        const before = rowCount(t.stores.db, 'jobs');
         const raw = c.fresh(++n);
         const headers = c.signed(raw);
         const tampered = Buffer.from(raw.toString().replace(/x|fix|s\d+|t\d+|Hello|heck/, (m) => `${m}!`));
         assert.notDeepEqual(tampered, raw);
         assertRefused(await post(`${t.url}/${c.route}`, tampered, headers), 401, 'invalid_signature');
-        assert.equal(jobCount(t), before);
+        assert.equal(rowCount(t.stores.db, 'jobs'), before);
       });
       if (c.stale) {
         it('refuses a validly signed but stale delivery', async () => {
-          const before = jobCount(t);
+          const before = rowCount(t.stores.db, 'jobs');
           const { raw, headers } = c.stale!(++n);
           assertRefused(await post(`${t.url}/${c.route}`, raw, headers), 401, 'invalid_signature');
-          assert.equal(jobCount(t), before);
+          assert.equal(rowCount(t.stores.db, 'jobs'), before);
         });
       }
       it('answers a repeated delivery with duplicate and queues one job', async () => {
-        const before = jobCount(t);
+        const before = rowCount(t.stores.db, 'jobs');
         const raw = c.fresh(++n);
         const headers = c.signed(raw);
         assert.equal((await post(`${t.url}/${c.route}`, raw, headers)).status, c.okStatus);
         const again = await post(`${t.url}/${c.route}`, raw, headers);
         assert.equal(again.status, 200);
         assert.equal(again.body.status, 'duplicate');
-        assert.equal(jobCount(t), before + 1);
+        assert.equal(rowCount(t.stores.db, 'jobs'), before + 1);
       });
       it('answers the same content under a new delivery id with duplicate', async () => {
-        const before = jobCount(t);
+        const before = rowCount(t.stores.db, 'jobs');
         const raw = c.fresh(++n);
         const headers = c.signed(raw);
         assert.equal((await post(`${t.url}/${c.route}`, raw, headers)).status, c.okStatus);
         const next = c.redeliver(raw, headers);
         const again = await post(`${t.url}/${c.route}`, next.raw, next.headers);
         assert.equal(again.body.status, 'duplicate');
-        assert.equal(jobCount(t), before + 1);
+        assert.equal(rowCount(t.stores.db, 'jobs'), before + 1);
       });
       it('refuses a body over 1 MiB with 413 payload_too_large', async () => {
-        const before = jobCount(t);
+        const before = rowCount(t.stores.db, 'jobs');
         const raw = Buffer.alloc(1024 * 1024 + 1, 0x20);
         assertRefused(await post(`${t.url}/${c.route}`, raw, c.signed(raw)), 413, 'payload_too_large');
-        assert.equal(jobCount(t), before);
+        assert.equal(rowCount(t.stores.db, 'jobs'), before);
       });
       it('gives up on a body that trickles in, and queues nothing', async () => {
-        const before = jobCount(t);
+        const before = rowCount(t.stores.db, 'jobs');
         const raw = c.fresh(++n);
         assert.equal(await trickle(t.url, `/${c.route}`, raw, c.signed(raw)), 400);
-        assert.equal(jobCount(t), before);
+        assert.equal(rowCount(t.stores.db, 'jobs'), before);
       });
     });
   }
@@ -259,7 +255,7 @@ describe('security', () => {
   describe('/jobs', () => {
     const body = (b: string): string => JSON.stringify({ brief: b });
     it('refuses a missing or wrong bearer token with 401 and WWW-Authenticate', async () => {
-      const before = jobCount(t);
+      const before = rowCount(t.stores.db, 'jobs');
       const none = await post(`${t.url}/jobs`, body('a'));
       assertRefused(none, 401, 'unauthorized');
       assert.equal(none.headers.get('www-authenticate'), 'Bearer');
@@ -267,22 +263,22 @@ describe('security', () => {
       assertRefused(await post(`${t.url}/jobs`, body('a'), { authorization: `Bearer ${SECRETS.CHATA_SIGNING_SECRET}` }), 401, 'unauthorized');
       const getNone = await fetch(`${t.url}/jobs/j${'0'.repeat(26)}`);
       assert.equal(getNone.status, 401);
-      assert.equal(jobCount(t), before);
+      assert.equal(rowCount(t.stores.db, 'jobs'), before);
     });
     it('answers a repeated body with duplicate; a new request_id makes a new job', async () => {
-      const before = jobCount(t);
+      const before = rowCount(t.stores.db, 'jobs');
       const auth = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
       assert.equal((await post(`${t.url}/jobs`, body('same'), auth)).status, 202);
       assert.equal((await post(`${t.url}/jobs`, body('same'), auth)).body.status, 'duplicate');
       assert.equal((await post(`${t.url}/jobs`, JSON.stringify({ brief: 'same', request_id: '2' }), auth)).status, 202);
-      assert.equal(jobCount(t), before + 2);
+      assert.equal(rowCount(t.stores.db, 'jobs'), before + 2);
     });
     it('refuses an oversized body and a trickling body', async () => {
-      const before = jobCount(t);
+      const before = rowCount(t.stores.db, 'jobs');
       const auth = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
       assertRefused(await post(`${t.url}/jobs`, Buffer.alloc(1024 * 1024 + 1, 0x20), auth), 413, 'payload_too_large');
       assert.equal(await trickle(t.url, '/jobs', Buffer.from(body('slow')), auth), 400);
-      assert.equal(jobCount(t), before);
+      assert.equal(rowCount(t.stores.db, 'jobs'), before);
     });
   });
 
@@ -290,7 +286,7 @@ describe('security', () => {
     // A page in the operator's browser posting a form or a no-cors fetch at the trigger server on this machine.
     const crossSite = { 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'no-cors', 'sec-fetch-dest': 'empty' };
     it('refuses a cross-site request before reading it, even a validly signed delivery or a good token', async () => {
-      const before = jobCount(t);
+      const before = rowCount(t.stores.db, 'jobs');
       const errtrack = cases.find((c) => c.route === 'errtrack')!;
       const raw = errtrack.fresh(987_654);
       assertRefused(await post(`${t.url}/errtrack`, raw, { ...errtrack.signed(raw), ...crossSite }), 403, 'forbidden_origin');
@@ -298,7 +294,7 @@ describe('security', () => {
       const jobs = await post(`${t.url}/jobs`, JSON.stringify({ brief: 'from a web page' }), { ...auth, ...crossSite, 'sec-fetch-site': 'same-site' });
       assertRefused(jobs, 403, 'forbidden_origin');
       assert.equal((await fetch(`${t.url}/health`, { headers: crossSite })).status, 403);
-      assert.equal(jobCount(t), before);
+      assert.equal(rowCount(t.stores.db, 'jobs'), before);
       assert.equal((await post(`${t.url}/errtrack`, raw, errtrack.signed(raw))).status, errtrack.okStatus);
     });
   });

@@ -5,7 +5,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
-import { fixture, post, startTestTrigger, type TestTrigger, type Res } from './helpers.ts';
+import { fixture, post, rowCount, startTestTrigger, type TestTrigger, type Res } from './helpers.ts';
 
 // The vendors' own test secrets (vendor-webhooks.md §1): Slack's docs, Linear's SDK test, Microsoft's docs sample
 // key, and the Sentry client secret the reference computed its vector with.
@@ -25,10 +25,6 @@ const FORM = { 'content-type': 'application/x-www-form-urlencoded' };
 
 function errorCode(res: Res): string | undefined {
   return (res.body.error as { code?: string } | undefined)?.code;
-}
-
-function jobCount(t: TestTrigger): number {
-  return (t.stores.db.prepare('SELECT count(*) AS n FROM jobs').get() as { n: number }).n;
 }
 
 describe('real vendors, signed their own way', () => {
@@ -75,15 +71,15 @@ describe('real vendors, signed their own way', () => {
     const raw = Buffer.from(JSON.stringify(JSON.parse(fixture('sentry-issue-created.json').toString('utf8'))));
     it('queues the issue.created Sentry signs under Sentry-Hook-Signature and Sentry-Hook-Resource', async () => {
       now = Date.now();
-      const before = jobCount(t);
+      const before = rowCount(t.stores.db, 'jobs');
       const res = await post(`${t.url}/errtrack`, raw, {
         'content-type': 'application/json', 'sentry-hook-resource': 'issue', 'sentry-hook-signature': SENTRY_SIGNATURE,
       });
       assert.equal(res.status, 202, JSON.stringify(res.body));
-      assert.equal(jobCount(t), before + 1);
+      assert.equal(rowCount(t.stores.db, 'jobs'), before + 1);
     });
     it('refuses a Sentry-Hook-Signature made with another secret, and a tampered body', async () => {
-      const before = jobCount(t);
+      const before = rowCount(t.stores.db, 'jobs');
       const other = createHmac('sha256', 'not-the-secret').update(raw).digest('hex');
       const wrong = await post(`${t.url}/errtrack`, raw, { 'sentry-hook-resource': 'issue', 'sentry-hook-signature': other });
       assert.equal(wrong.status, 401);
@@ -92,7 +88,7 @@ describe('real vendors, signed their own way', () => {
         'sentry-hook-resource': 'issue', 'sentry-hook-signature': SENTRY_SIGNATURE,
       });
       assert.equal(res.status, 401);
-      assert.equal(jobCount(t), before);
+      assert.equal(rowCount(t.stores.db, 'jobs'), before);
     });
   });
 
@@ -122,11 +118,11 @@ describe('real vendors, signed their own way', () => {
     const raw = fixture('teams-outgoing-webhook-message-mention.json');
     it('queues the documented message signed with the docs\' sample key (Authorization: HMAC)', async () => {
       now = TEAMS_TS + 1_000;
-      const before = jobCount(t);
+      const before = rowCount(t.stores.db, 'jobs');
       const res = await post(`${t.url}/chatb`, raw, { 'content-type': 'application/json', authorization: TEAMS_SIGNATURE });
       assert.equal(res.status, 200);
       assert.match(res.body.text as string, /^Queued svc job j\w{26}$/);
-      assert.equal(jobCount(t), before + 1);
+      assert.equal(rowCount(t.stores.db, 'jobs'), before + 1);
     });
     it('refuses it replayed ten minutes later', async () => {
       now = TEAMS_TS + 600_000;
@@ -138,7 +134,7 @@ describe('real vendors, signed their own way', () => {
   describe('Jira → /trackerb', () => {
     it('dedupes on X-Atlassian-Webhook-Identifier, which Jira keeps across retries', async () => {
       now = Date.now();
-      const before = jobCount(t);
+      const before = rowCount(t.stores.db, 'jobs');
       const first = fixture('jira-issue-created.json');
       const retry = Buffer.from(JSON.stringify(JSON.parse(first.toString('utf8'))));
       assert.notDeepEqual(first, retry);
@@ -149,7 +145,7 @@ describe('real vendors, signed their own way', () => {
       assert.equal((await post(`${t.url}/trackerb`, first, headers(first))).status, 202);
       const again = await post(`${t.url}/trackerb`, retry, headers(retry));
       assert.equal(again.body.status, 'duplicate');
-      assert.equal(jobCount(t), before + 1);
+      assert.equal(rowCount(t.stores.db, 'jobs'), before + 1);
     });
   });
 });

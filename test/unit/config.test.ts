@@ -99,7 +99,8 @@ describe('config store', () => {
   beforeEach(() => {
     dir = mkdtempSync(join(tmpdir(), 'svc-'));
     db = openDatabase(join(dir, 'control.db'), controlMigrations);
-    store = createConfigStore(db);
+    let now = 1_000;
+    store = createConfigStore(db, () => now++);
   });
   afterEach(() => {
     db.close();
@@ -113,7 +114,7 @@ describe('config store', () => {
   it('raises the version by one on every write', () => {
     assert.equal(store.update(() => ({ a: 1 })).version, 1);
     assert.equal(store.update((cur) => ({ ...cur, b: 2 })).version, 2);
-    assert.deepEqual(store.read().values, { a: 1, b: 2 });
+    assert.deepEqual(store.read(), { values: { a: 1, b: 2 }, version: 2, updated_at: 1_001 });
   });
 
   it('refuses a write whose expected version is stale and leaves the row alone', () => {

@@ -9,11 +9,6 @@ import { safeContentType } from '../ingest-validate.ts';
 // `sandbox` without allow-scripts/allow-same-origin gives the document an opaque origin and no script at all.
 const ARTIFACT_CSP = "default-src 'none'; sandbox";
 
-function isInline(type: string): boolean {
-  const base = type.split(';')[0]!.trim().toLowerCase();
-  return base.startsWith('text/') || base === 'application/json' || base.endsWith('+json');
-}
-
 /** RFC 9110 §13.1.2: a list of entity tags or `*`; weak tags compare weakly (same opaque value). */
 function matchesEtag(header: string | undefined, etag: string): boolean {
   if (!header) return false;
@@ -28,12 +23,14 @@ function attachmentDisposition(path: string): string {
 }
 
 /**
- * A type a page could load as script or style (`<script src>`, `<link rel=stylesheet>`) is served as plain text: a
- * subresource ignores the disposition and the sandbox CSP, only its type (with nosniff) keeps it from running.
+ * The stored type as served, and whether the browser shows it: a type a page could load as script or style (`<script
+ * src>`, `<link rel=stylesheet>`) is plain text, since a subresource ignores the disposition and the sandbox CSP and
+ * only its type (with nosniff) keeps it from running; text and JSON show inline, anything else downloads.
  */
-function servedType(type: string): string {
-  const base = type.split(';')[0]!.trim().toLowerCase();
-  return base.includes('script') || base === 'text/css' ? 'text/plain; charset=utf-8' : type;
+function served(stored: string): { type: string; inline: boolean } {
+  const base = stored.split(';')[0]!.trim().toLowerCase();
+  if (base.includes('script') || base === 'text/css') return { type: 'text/plain; charset=utf-8', inline: true };
+  return { type: stored, inline: base.startsWith('text/') || base === 'application/json' || base.endsWith('+json') };
 }
 
 export const getArtifact: Handler<ControlDeps> = (ctx) => {
@@ -43,7 +40,7 @@ export const getArtifact: Handler<ControlDeps> = (ctx) => {
   const row = ctx.deps.stores.artifacts.get(source, run, path);
   if (!row) throw new HttpError('not_found', `Artifact "${path}" of run ${source}/${run} not found`);
   const etag = `"${row.sha256}"`;
-  const type = servedType(safeContentType(row.content_type));
+  const { type, inline } = served(safeContentType(row.content_type));
   const headers: Record<string, string> = {
     etag,
     // Agent-made content with the run's access rules: no browser or proxy may keep a copy (not even to revalidate).
@@ -51,7 +48,7 @@ export const getArtifact: Handler<ControlDeps> = (ctx) => {
     'content-security-policy': ARTIFACT_CSP,
     'x-content-type-options': 'nosniff',
     'content-type': type,
-    'content-disposition': isInline(type) ? 'inline' : attachmentDisposition(path),
+    'content-disposition': inline ? 'inline' : attachmentDisposition(path),
   };
   if (matchesEtag(ctx.req.headers['if-none-match'], etag)) return { status: 304, headers };
   const body = Buffer.from(row.content.buffer, row.content.byteOffset, row.content.byteLength);

@@ -6,13 +6,8 @@ import { json } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
 import { checkQueryKeys, checkSegment, storedRun } from '../params.ts';
 import { readRunFile } from '../run-receipt.ts';
-import { obj, str } from '../../untrusted.ts';
-
-interface FileStat {
-  path: string;
-  insertions: number;
-  deletions: number;
-}
+import { obj, str, tryParseJson } from '../../untrusted.ts';
+import type { DiffFile } from '../../engine/git.ts';
 
 const LOCKFILES = [
   'package-lock.json', 'npm-shrinkwrap.json', 'yarn.lock', 'pnpm-lock.yaml', 'Cargo.lock', 'go.sum', 'poetry.lock',
@@ -48,17 +43,11 @@ function count(value: unknown): number {
 }
 
 /** diffstat.json is an artifact any ingest client can upload: untrusted JSON; entries without a path are dropped. */
-function parseFiles(raw: Buffer | null): FileStat[] | null {
+function parseFiles(raw: Buffer | null): DiffFile[] | null {
   if (!raw) return null;
-  let value: unknown;
-  try {
-    value = JSON.parse(raw.toString('utf8'));
-  } catch {
-    return null;
-  }
-  const files = obj(value).files;
+  const files = obj(tryParseJson(raw.toString('utf8'))).files;
   if (!Array.isArray(files)) return null;
-  const out: FileStat[] = [];
+  const out: DiffFile[] = [];
   for (const entry of files) {
     const f = obj(entry);
     const path = str(f.path);
@@ -67,7 +56,7 @@ function parseFiles(raw: Buffer | null): FileStat[] | null {
   return out;
 }
 
-function scoreRisk(files: FileStat[], verdict: string | null) {
+function scoreRisk(files: DiffFile[], verdict: string | null) {
   const reasons: string[] = [];
   let score = 0;
   const lines = files.reduce((n, f) => n + f.insertions + f.deletions, 0);

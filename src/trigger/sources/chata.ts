@@ -1,20 +1,17 @@
 // POST /chata (Slack): a slash command (form body) becomes a job, url_verification is answered its challenge; the
-// summary goes back to the command's response_url in mrkdwn (docs/trigger.md "Completion summaries"). Below, the
-// steps both chats take: a message's repository and its answers.
+// summary goes back to the command's response_url in mrkdwn (docs/trigger.md "Completion summaries").
 import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { describe, obj, str } from '../../untrusted.ts';
-import { deliveryKeys, sanitizeBrief, sourceOf, stripLeadingHyphens, type ChatKind } from '../../webhook-sources.ts';
+import { deliveryKeys, sanitizeBrief, sourceOf, stripLeadingHyphens } from '../../webhook-sources.ts';
 import {
-  ANSWER_COMMAND, PermanentError, renderSummary, type Delivery, type NotifyConfig, type Piece, type ReplyChannel,
-  type SummaryParts,
+  PermanentError, renderSummary, type Delivery, type NotifyConfig, type Piece, type ReplyChannel, type SummaryParts,
 } from '../summary.ts';
-import { answerCommand, answerReply } from '../answers.ts';
-import type { JobRow } from '../../db/trigger-jobs-store.ts';
-import { takeRepoOption, type Routed } from '../served-repos.ts';
-import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
+import { answerReply } from '../answers.ts';
+import { enqueue, skipped, type TCtx } from '../intake.ts';
+import { chatRefusal, chatThread, routeChat, type ChatVoice } from './chat.ts';
 
-export type ChataInput =
+type ChataInput =
   | { kind: 'command'; text: string; responseUrl: string | null; channel: string | null; user: string }
   | { kind: 'challenge'; challenge: string }
   /** A person's message in a thread (Events API `message`): an answer, if the thread is a waiting question's. */
@@ -26,7 +23,7 @@ export function chataText(raw: string): string {
   return sanitizeBrief(raw, sourceOf('chata').briefBytes);
 }
 
-export function readChata(contentType: string, raw: Buffer): ChataInput {
+function readChata(contentType: string, raw: Buffer): ChataInput {
   if (contentType === 'application/json') {
     const body = parseJsonObject(raw);
     if (body.type === 'url_verification' && typeof body.challenge === 'string') {
@@ -89,39 +86,6 @@ export function isAllowedChataUrl(value: unknown, prefix: string): value is stri
 
 function ephemeral(text: string, extra: Record<string, unknown> = {}): Reply {
   return json(200, { response_type: 'ephemeral', text, ...extra });
-}
-
-/** A chat message as both chats read it; `keys` are its dedupe keys besides the delivery's own. */
-type ChatMessage = Pick<Extract<ChataInput, { kind: 'command' }>, 'text' | 'channel' | 'user'> & { keys: string[] };
-
-/** How a chat answers in the message's own reply: `noun` names a job ("job", "svc job"), `escape` the vendor's. */
-export interface ChatVoice {
-  say: (text: string, extra?: Record<string, unknown>) => Reply;
-  noun: string;
-  usage: string;
-  escape?: (text: string) => string;
-}
-
-/**
- * Where a chat command goes: its answer (a reply), or its repository and brief. `repo=owner/name` picks among the
- * repositories the channel may reach (served-repos.ts), and is taken out of the brief.
- */
-export async function routeChat(
-  ctx: TCtx, kind: ChatKind, m: ChatMessage, voice: ChatVoice,
-): Promise<Reply | { routed: Extract<Routed, { kind: 'repo' }>; brief: string }> {
-  if (/^answer(\s|$)/i.test(m.text)) return answerFromChat(ctx, kind, m, voice);
-  const option = takeRepoOption(m.text);
-  if (option.kind === 'bad') return voice.say(`${option.reason}. Nothing was queued.`);
-  if (option.text === '') return voice.say(voice.usage);
-  const routed = ctx.deps.settings.repos.chat(kind, m.channel, option.repo);
-  if (routed.kind === 'repo') return { routed, brief: option.text };
-  const notQueued = (reason: string) => voice.say(`Not queued: ${reason}.`, { status: 'skipped', reason });
-  return unserved(ctx, kind, routed.reason, notQueued);
-}
-
-/** The conversation an answer in a chat channel finds its job by. */
-export function chatThread(kind: ChatKind, channel: string): string {
-  return `${kind}:${channel}`;
 }
 
 const SLACK: ChatVoice = { say: ephemeral, noun: 'job', usage: CHATA_USAGE, escape: slackEscape };
@@ -208,42 +172,13 @@ function botPost(
  * `answer` in the channel (the channel still mapped to the job's repository), deduped by the event's id and body.
  */
 async function answerFromThread(ctx: TCtx, m: Extract<ChataInput, { kind: 'reply' }>): Promise<Reply> {
-  const refusal = (job: JobRow): string | null => {
-    const routed = ctx.deps.settings.repos.chat('chata', m.channel, job.repo);
-    return routed.kind === 'unserved' ? routed.reason : null;
-  };
   const outcome = await ctx.deps.answers.answer({
     origin: 'chata', thread: chatThread('chata', m.channel), replyTo: m.thread, who: m.user,
-    text: stripLeadingHyphens(m.text).trim(), refusal, place: `chata channel ${m.channel} thread ${m.thread}`,
+    text: stripLeadingHyphens(m.text).trim(), refusal: chatRefusal(ctx, 'chata', m.channel),
+    place: `chata channel ${m.channel} thread ${m.thread}`,
     keys: deliveryKeys('chata', ctx.req.headers, ctx.raw, ...(m.eventId ? [`chata:event:${m.eventId}`] : [])),
   });
   return answerReply(ctx.deps.answers, outcome, m.user);
-}
-
-/**
- * `answer [<job id>] <text>` (after `/svc`, or the mention) in the channel a job was asked in: answers its run. Only a
- * channel still mapped to the job's repository may (the mapping is the permission, as for starting work); answered
- * or refused, the person is told at once, in the only reply a chat message has.
- */
-async function answerFromChat(ctx: TCtx, kind: ChatKind, m: ChatMessage, voice: ChatVoice): Promise<Reply> {
-  const words = m.text.replace(/^answer\s*/i, '');
-  const { jobId, text } = answerCommand(`${ANSWER_COMMAND} ${words}`) ?? { jobId: undefined, text: '' };
-  const channel = m.channel ?? '';
-  const refusal = (job: JobRow): string | null => {
-    const routed = ctx.deps.settings.repos.chat(kind, m.channel, job.repo);
-    return routed.kind === 'unserved' ? routed.reason : null;
-  };
-  const outcome = await ctx.deps.answers.answer({
-    origin: kind, thread: chatThread(kind, channel), jobId, text, who: m.user, refusal,
-    place: `${kind} channel ${channel}`, keys: deliveryKeys(kind, ctx.req.headers, ctx.raw, ...m.keys),
-  });
-  const { say, noun, escape = (t: string) => t } = voice;
-  if (outcome.kind === 'no_job') return say(`Not answered: ${outcome.reason}.`, { status: 'skipped' });
-  if (outcome.kind === 'duplicate') return say('Already answered.', { status: 'duplicate' });
-  if (outcome.kind === 'answered') {
-    return say(`Answered ${noun} ${outcome.jobId} (run ${outcome.run}); it continues.`, { status: 'answered' });
-  }
-  return say(`Not answered (${noun} ${outcome.jobId}): ${escape(outcome.reason)}.`, { status: 'refused' });
 }
 
 export const chataReply: ReplyChannel = {

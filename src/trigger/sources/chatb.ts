@@ -5,7 +5,7 @@ import { json, type Reply } from '../../http/respond.ts';
 import { sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import { obj, str } from '../../untrusted.ts';
 import { checkBodyTime, enqueue, requireValid, type TCtx } from '../intake.ts';
-import { chatThread, routeChat, type ChatVoice } from './chata.ts';
+import { chatThread, routeChat, type ChatVoice } from './chat.ts';
 
 const ENTITIES: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'", nbsp: ' ', '#39': "'" };
 
@@ -33,7 +33,7 @@ function userOf(from: Record<string, unknown>): string {
   return name && id ? `${name} (${id})` : id ?? name ?? 'unknown';
 }
 
-export function readChatb(body: Record<string, unknown>) {
+function readChatb(body: Record<string, unknown>) {
   return {
     id: typeof body.id === 'string' && body.id.length <= 256 ? body.id : null,
     timestamp: body.timestamp,

@@ -11,7 +11,7 @@ import { realpath, stat } from 'node:fs/promises';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
 import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
 
-export interface ErrtrackAlert {
+interface ErrtrackAlert {
   /** Vendor identity of the alert, stable across the vendor's retries (which change Request-ID). */
   identityKey: string;
   label: string;
@@ -126,7 +126,7 @@ export async function resolveInsideRepo(repoDir: string, candidate: string): Pro
 }
 
 /** The first candidate that resolves inside the repo, with its last commit's author (`git log`, no shell, 3 s). */
-export async function culpritAuthor(
+async function culpritAuthor(
   repoDir: string, candidates: readonly string[],
 ): Promise<{ file: string; author: string } | null> {
   for (const candidate of candidates.slice(0, 20)) {

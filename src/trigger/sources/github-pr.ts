@@ -22,14 +22,14 @@ const COMMENT_BYTES = 300;
 
 export const PR_EVENTS = new Set(['pull_request_review', 'pull_request_review_comment']);
 
-export interface ReviewComment {
+interface ReviewComment {
   path: string;
   line: number | null;
   text: string;
 }
 
 /** A delivery that asks for a follow-up, as its payload says: checked against the server's records before queueing. */
-export interface FollowUpAsk {
+interface FollowUpAsk {
   kind: 'follow-up';
   repository: string | null;
   number: number;
@@ -45,7 +45,7 @@ export interface FollowUpAsk {
   reviewId: number | null;
 }
 
-export type PrInput = FollowUpAsk | { kind: 'skip'; reason: string };
+type PrInput = FollowUpAsk | { kind: 'skip'; reason: string };
 
 /** A positive safe integer (an issue, PR, review or line number), else null. */
 export function int(value: unknown): number | null {
@@ -76,7 +76,7 @@ function ask(body: Obj, who: Obj, instruction: string, rest: Pick<FollowUpAsk, '
 }
 
 /** What a pull request event asks, from its payload alone (no record or API is read here). */
-export function readPullRequestEvent(event: string, body: Obj): PrInput {
+function readPullRequestEvent(event: string, body: Obj): PrInput {
   const action = str(body.action) ?? '';
   if (event === 'issue_comment') {
     if (action !== 'created') return { kind: 'skip', reason: `issue_comment.${action.slice(0, 64)} on a pull request` };
@@ -116,7 +116,7 @@ export function readPullRequestEvent(event: string, body: Obj): PrInput {
 }
 
 /** A delivery that asked for a follow-up but gets none: why, and the reply posted on the PR (null: none). */
-export class FollowUpNotQueued extends RefusedError {
+class FollowUpNotQueued extends RefusedError {
   readonly reply: string | null;
   readonly audit: boolean;
   constructor(message: string, reply: string | null, audit: boolean) {

@@ -10,13 +10,12 @@ import { renameSync } from 'node:fs';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { PermanentError, renderSummary, SEPARATOR, type Piece, type ReplyChannel } from '../summary.ts';
+import { markdownSummary, PermanentError, type ReplyChannel } from '../summary.ts';
 import { checkBodyTime, enqueue, requireValid, skipped, unserved, type TCtx } from '../intake.ts';
-import { answerCommand, answerReply } from '../answers.ts';
-import type { JobRow } from '../../db/trigger-jobs-store.ts';
+import { answerCommand, answerReply, teamRefusal } from '../answers.ts';
 
 /** `teamKey` routes the issue to a served repository (trackera=… in the repositories file). */
-export type TrackeraInput =
+type TrackeraInput =
   | { kind: 'issue'; identifier: string; issueId: string; teamKey: string | null }
   | { kind: 'skip'; reason: string };
 
@@ -116,27 +115,6 @@ export async function stageTrackeraSnapshot(repoDir: string, identifier: string,
   };
 }
 
-/** CommonMark lets any ASCII punctuation be backslash-escaped; svc's own words never need markup. */
-export function markdownEscape(text: string): string {
-  return text.replace(/[!-/:-@[-`{-~]/g, (c) => `\\${c}`);
-}
-
-/** A CommonMark code span holding `text` literally: fence longer than its longest backtick run, padded if needed. */
-function codeSpan(text: string): string {
-  if (text === '') return '';
-  const longest = Math.max(0, ...(text.match(/`+/g) ?? []).map((run) => run.length));
-  const fence = '`'.repeat(longest + 1);
-  const pad = text.startsWith('`') || text.endsWith('`') || (text.startsWith(' ') && text.endsWith(' ')) ? ' ' : '';
-  return `${fence}${pad}${text}${pad}${fence}`;
-}
-
-/** One piece in CommonMark (GitHub's comments read it the same way: sources/webhook.ts). */
-export function markdownPiece(piece: Piece): string {
-  if ('own' in piece) return markdownEscape(piece.own);
-  if ('link' in piece) return `<${piece.link}>`;
-  return codeSpan(piece.data);
-}
-
 /** What trackera's GraphQL API answers to commentCreate. */
 type TrackeraCommentAnswer = { errors?: unknown; data?: { commentCreate?: { success?: unknown } } };
 
@@ -145,7 +123,7 @@ export const trackeraReply: ReplyChannel = {
   prepare(target, parts, config) {
     if (!config.trackeraApiKey) return 'TRACKERA_API_KEY is not set';
     if (typeof target.issue_id !== 'string') return 'no trackera issue id';
-    const text = renderSummary(parts, markdownPiece, markdownEscape(SEPARATOR));
+    const text = markdownSummary(parts);
     const body = JSON.stringify({
       query: 'mutation CommentCreate($input: CommentCreateInput!) { commentCreate(input: $input) { success } }',
       variables: { input: { issueId: target.issue_id, body: text } },
@@ -194,14 +172,6 @@ async function onIssueTeam(ctx: TCtx, issueId: string, userId: string): Promise<
   }
 }
 
-/** A tracker's answer is refused when its job's repository is no longer served, or for why `member` says. */
-export function teamRefusal(ctx: TCtx, member: true | string): (job: JobRow) => string | null {
-  return (job) => {
-    if (job.repo !== null && !ctx.deps.settings.repos.byName(job.repo)) return `"${job.repo}" is no longer served`;
-    return member === true ? null : member;
-  };
-}
-
 /** A created `/svc answer <text>` comment answers the run; null when the event is not one. */
 async function answerFromTrackera(ctx: TCtx, body: Obj): Promise<Reply | null> {
   if (body.type !== 'Comment' || body.action !== 'create') return null;
@@ -216,7 +186,7 @@ async function answerFromTrackera(ctx: TCtx, body: Obj): Promise<Reply | null> {
   const commentId = (str(data.id) ?? '').slice(0, 100);
   const outcome = await ctx.deps.answers.answer({
     origin: 'trackera', thread: trackeraThread(issueId), ...command, who,
-    refusal: teamRefusal(ctx, await onIssueTeam(ctx, issueId, userId)),
+    refusal: teamRefusal(ctx.deps.settings.repos, await onIssueTeam(ctx, issueId, userId)),
     place: `trackera issue ${issueId} comment ${commentId}`,
     keys: deliveryKeys('trackera', ctx.req.headers, ctx.raw, ...(commentId ? [`trackera:comment:${commentId}`] : [])),
   });

@@ -4,8 +4,7 @@
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { deliveryKeys, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
-import { answerCommand, answerReply } from '../answers.ts';
-import { teamRefusal } from './trackera.ts';
+import { answerCommand, answerReply, teamRefusal } from '../answers.ts';
 import { errorMessage } from '../../errors.ts';
 import { SEPARATOR, type ReplyChannel, type SummaryParts } from '../summary.ts';
 import { isJsonObject, obj, str, type Obj } from '../../untrusted.ts';
@@ -45,13 +44,8 @@ export function flattenAdf(value: unknown): string {
   return out.join('').replace(/[ \t]+\n/g, '\n').replace(/\n{3,}/g, '\n\n').trim();
 }
 
-export interface TrackerbFilter {
-  assignees: readonly string[];
-  labels: readonly string[];
-}
-
 /** `project` routes the issue to a served repository (trackerb=… in the repositories file). */
-export type TrackerbInput =
+type TrackerbInput =
   | { kind: 'job'; key: string; brief: string; project: string | null }
   | { kind: 'skip'; reason: string };
 
@@ -93,7 +87,9 @@ function assigneeMatches(fields: Obj, wanted: readonly string[]): boolean {
   return wanted.some((w) => ids.includes(w) || ids.includes(w.toLowerCase()));
 }
 
-export function readTrackerb(body: Obj, filter: TrackerbFilter): TrackerbInput {
+export function readTrackerb(
+  body: Obj, filter: { assignees: readonly string[]; labels: readonly string[] },
+): TrackerbInput {
   const event = eventName(body);
   const items = changelogItems(body);
   if (event !== 'issue_created' && event !== 'issue_updated') {
@@ -226,7 +222,7 @@ async function answerFromTrackerb(ctx: TCtx, body: Obj): Promise<Reply | null> {
   const commentId = (str(comment.id) ?? '').slice(0, 40);
   const outcome = await ctx.deps.answers.answer({
     origin: 'trackerb', thread: trackerbThread(key), ...command, who, writtenAt: jiraTime(comment.created),
-    refusal: teamRefusal(ctx, await onIssueTeam(ctx, key, accountId)),
+    refusal: teamRefusal(ctx.deps.settings.repos, await onIssueTeam(ctx, key, accountId)),
     place: `trackerb issue ${key} comment ${commentId}`,
     keys: deliveryKeys('trackerb', ctx.req.headers, ctx.raw, ...(commentId ? [`trackerb:comment:${commentId}`] : [])),
   });

@@ -11,16 +11,13 @@ import {
 import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
 import { githubHeaders } from '../../engine/pr.ts';
 import { answerCommand, answerReply } from '../answers.ts';
-import {
-  renderSummary, SEPARATOR, type Delivery, type NotifyConfig, type ReplyChannel, type SummaryParts,
-} from '../summary.ts';
-import { markdownEscape, markdownPiece } from './trackera.ts';
+import { markdownSummary, type Delivery, type NotifyConfig, type ReplyChannel, type SummaryParts } from '../summary.ts';
 
 const TRIGGER_LABEL = 'svc';
 const COMMENT_PREFIX = '/svc';
 
 /** `repository` is the event's repository.full_name, which alone routes it (served-repos.ts); null when absent. */
-export type WebhookInput =
+type WebhookInput =
   | { kind: 'job'; brief: string; repository: string | null }
   | { kind: 'skip'; reason: string };
 
@@ -177,7 +174,7 @@ function githubComment(target: Obj, parts: SummaryParts, config: NotifyConfig, e
   const base = `${gh.apiUrl}/repos/${target.repo}/issues`;
   const headers = githubHeaders(gh.token);
   // svc's marker, then the parts in GitHub's CommonMark (agent text in code spans).
-  const text = renderSummary(parts, markdownPiece, markdownEscape(SEPARATOR));
+  const text = markdownSummary(parts);
   const body = JSON.stringify({ body: `${PROGRESS_MARK}\n${text}` });
   const id = target.comment_id;
   if (edit && typeof id === 'number') {

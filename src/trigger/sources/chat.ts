@@ -1,0 +1,76 @@
+// What both chats (chata, chatb) do alike: a message's repository, and `answer` in a channel a job was asked in.
+import type { Reply } from '../../http/respond.ts';
+import { deliveryKeys, type ChatKind } from '../../webhook-sources.ts';
+import { ANSWER_COMMAND } from '../summary.ts';
+import { answerCommand } from '../answers.ts';
+import type { JobRow } from '../../db/trigger-jobs-store.ts';
+import { takeRepoOption, type Routed } from '../served-repos.ts';
+import { unserved, type TCtx } from '../intake.ts';
+
+/** A chat message as both chats read it; `keys` are its dedupe keys besides the delivery's own. */
+interface ChatMessage {
+  text: string;
+  channel: string | null;
+  user: string;
+  keys: string[];
+}
+
+/** How a chat answers in the message's own reply: `noun` names a job ("job", "svc job"), `escape` the vendor's. */
+export interface ChatVoice {
+  say: (text: string, extra?: Record<string, unknown>) => Reply;
+  noun: string;
+  usage: string;
+  escape?: (text: string) => string;
+}
+
+/**
+ * Where a chat command goes: its answer (a reply), or its repository and brief. `repo=owner/name` picks among the
+ * repositories the channel may reach (served-repos.ts), and is taken out of the brief.
+ */
+export async function routeChat(
+  ctx: TCtx, kind: ChatKind, m: ChatMessage, voice: ChatVoice,
+): Promise<Reply | { routed: Extract<Routed, { kind: 'repo' }>; brief: string }> {
+  if (/^answer(\s|$)/i.test(m.text)) return answerFromChat(ctx, kind, m, voice);
+  const option = takeRepoOption(m.text);
+  if (option.kind === 'bad') return voice.say(`${option.reason}. Nothing was queued.`);
+  if (option.text === '') return voice.say(voice.usage);
+  const routed = ctx.deps.settings.repos.chat(kind, m.channel, option.repo);
+  if (routed.kind === 'repo') return { routed, brief: option.text };
+  const notQueued = (reason: string) => voice.say(`Not queued: ${reason}.`, { status: 'skipped', reason });
+  return unserved(ctx, kind, routed.reason, notQueued);
+}
+
+/** The conversation an answer in a chat channel finds its job by. */
+export function chatThread(kind: ChatKind, channel: string): string {
+  return `${kind}:${channel}`;
+}
+
+/** A chat's answer is refused unless its channel is still mapped to the job's repository (the permission to answer). */
+export function chatRefusal(ctx: TCtx, kind: ChatKind, channel: string | null): (job: JobRow) => string | null {
+  return (job) => {
+    const routed = ctx.deps.settings.repos.chat(kind, channel, job.repo);
+    return routed.kind === 'unserved' ? routed.reason : null;
+  };
+}
+
+/**
+ * `answer [<job id>] <text>` (after `/svc`, or the mention) in the channel a job was asked in: answers its run.
+ * Answered or refused, the person is told at once, in the only reply a chat message has.
+ */
+async function answerFromChat(ctx: TCtx, kind: ChatKind, m: ChatMessage, voice: ChatVoice): Promise<Reply> {
+  const words = m.text.replace(/^answer\s*/i, '');
+  const { jobId, text } = answerCommand(`${ANSWER_COMMAND} ${words}`) ?? { jobId: undefined, text: '' };
+  const channel = m.channel ?? '';
+  const outcome = await ctx.deps.answers.answer({
+    origin: kind, thread: chatThread(kind, channel), jobId, text, who: m.user,
+    refusal: chatRefusal(ctx, kind, m.channel), place: `${kind} channel ${channel}`,
+    keys: deliveryKeys(kind, ctx.req.headers, ctx.raw, ...m.keys),
+  });
+  const { say, noun, escape = (t: string) => t } = voice;
+  if (outcome.kind === 'no_job') return say(`Not answered: ${outcome.reason}.`, { status: 'skipped' });
+  if (outcome.kind === 'duplicate') return say('Already answered.', { status: 'duplicate' });
+  if (outcome.kind === 'answered') {
+    return say(`Answered ${noun} ${outcome.jobId} (run ${outcome.run}); it continues.`, { status: 'answered' });
+  }
+  return say(`Not answered (${noun} ${outcome.jobId}): ${escape(outcome.reason)}.`, { status: 'refused' });
+}
