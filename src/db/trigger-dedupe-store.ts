@@ -4,9 +4,9 @@
 // (trigger migration 10), one row per claim holding its keys as a JSON array (migration 12: one INSERT per delivery,
 // not one per key), and a key is found through an in-memory index, a 32-bit hash of the key → the ids of the rows
 // with a key of that hash. Every hit is confirmed by reading its row, so a collision, a deleted or a rolled-back row
-// never counts. The index catches up with the rows other connections committed (ids only grow: AUTOINCREMENT). Retention
-// drops the entries of the keys it deletes; those of a row deleted by a cascade (a delivery that failed, a finished
-// job whose keys outlived their sweep) stay until the next start, costing a read on a hash hit.
+// never counts. The index catches up with the rows other connections committed (ids only grow: AUTOINCREMENT).
+// Retention drops the entries of the keys it deletes; those of a row deleted by a cascade (a delivery that failed, a
+// finished job whose keys outlived their sweep) stay until the next start, costing a read on a hash hit.
 import { LIMIT_PARAM } from './limit-param.ts';
 import type { Db } from './open.ts';
 
