@@ -181,8 +181,12 @@ export const triggerMigrations: readonly string[] = [
   `,
   // 12: one row per claim, its keys together as a JSON array (a delivery's body hash and delivery id): one INSERT,
   // one entry in each index and one AUTOINCREMENT update per delivery instead of one per key (docs/bench.md). Each key
-  // of before keeps its own row, in id order, with its time.
+  // of before keeps its own row, in id order, with its time. A queued job is counted by the jobs store, not by an
+  // insert trigger, so the queue's group commit counts its deliveries once per COMMIT (trigger-jobs-store.ts); the
+  // triggers of status changes and deletes stay.
   `
+  DROP TRIGGER jobs_count_insert;
+  DROP TRIGGER jobs_queued_insert;
   CREATE TABLE dedupe_keys_new (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     keys TEXT NOT NULL CHECK (json_valid(keys)),
