@@ -4,7 +4,7 @@
 // A leaf: the trigger and the Control Plane are one floor and may not import each other, so what both read lives here.
 // Each route reads the spec's neutral header names and its vendor's own, with one secret and one check
 // (/work/shared/reference/vendor-webhooks.md): never a second way to verify, only where the values come from.
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 
 /** An outbound integration a source uses (the completion comment, an API it reads); for GET /v1/integrations. */
@@ -228,8 +228,11 @@ export function deliveryKeys(
   name: SourceName, headers: IncomingHttpHeaders, raw: Buffer | undefined, ...more: string[]
 ): string[] {
   const id = firstHeader(headers, sourceOf(name).delivery)?.trim();
-  const digest = createHash('sha256').update(raw ?? '').digest('hex');
-  return [`${name}:body:${digest}`, ...(id ? [`${name}:delivery:${id.slice(0, 200)}`] : []), ...more];
+  // One-shot: no Hash object per delivery (~0.7 µs of ~3 for a 2.6 KB body).
+  const keys = [`${name}:body:${hash('sha256', raw ?? '', 'hex')}`];
+  if (id) keys.push(`${name}:delivery:${id.slice(0, 200)}`);
+  for (const key of more) keys.push(key);
+  return keys;
 }
 
 /** Every header name a route reads its signature from, as a vendor writes it (docs, Integrations page). */

@@ -1,10 +1,10 @@
-// `node scripts/bench/peer-cpu.ts [ROUNDS] [DELIVERIES] [CLI…]`: server CPU per `/webhook` delivery in the peer row's
-// case, for one build or several side by side (each CLI a build's dist/cli.js; default this tree's). Each build gets
-// its own `svc trigger serve` as the peer row starts it, filled first with FILL (default 200,000) deliveries as the
-// full run's floor rows fill it; then ROUNDS rounds, the builds alternating (order flipped every round), each round
-// a fixed number of deliveries on the row's 16 connections. The figure is the server's utime + stime from /proc
-// around those deliveries ÷ their count (and the event-loop thread's alone): unlike req/s it hardly moves when
-// neighbours load the cores. PROFILE_DIR=… writes each server's V8 CPU profile there on exit.
+// `node scripts/bench/peer-cpu.ts [ROUNDS] [DELIVERIES] [CLI…] [--access-log]`: server CPU per `/webhook` delivery in
+// the peer row's case, for one build or several side by side (each CLI a build's dist/cli.js; default this tree's).
+// Each build gets its own `svc trigger serve` as the peer row starts it, filled first with FILL (default 200,000)
+// deliveries as the full run's floor rows fill it; then ROUNDS rounds, the builds alternating (order flipped every
+// round), each round a fixed number of deliveries on the row's 16 connections. The figure is the server's utime +
+// stime from /proc around those deliveries ÷ their count (and the event-loop thread's alone): unlike req/s it hardly
+// moves when neighbours load the cores. PROFILE_DIR=… writes each server's V8 CPU profile there on exit.
 import { resolve } from 'node:path';
 import { benchEnv, makeTmp, type BenchContext } from './context.ts';
 import { CLI, setProfileDir, type ServerProcess } from './processes.ts';
@@ -14,9 +14,11 @@ import { runLoadInWorker } from './worker-client.ts';
 import { median } from './stats.ts';
 import { cpuUs } from './cpu-per-request.ts';
 
-const rounds = Number(process.argv[2] ?? 6);
-const deliveries = Number(process.argv[3] ?? 30_000);
-const clis = process.argv.slice(4).map((p) => resolve(p));
+// Flags (`--access-log`: every server logs its request lines, as `npm run bench -- --access-log`) are read by benchEnv.
+const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+const rounds = Number(args[0] ?? 6);
+const deliveries = Number(args[1] ?? 30_000);
+const clis = args.slice(2).map((p) => resolve(p));
 if (clis.length === 0) clis.push(CLI);
 const fill = Number(process.env.FILL ?? 200_000);
 setProfileDir(process.env.PROFILE_DIR ? resolve(process.env.PROFILE_DIR) : undefined);

@@ -1,11 +1,12 @@
 // Dedupe keys (body hashes and vendor delivery ids), claimed in the same transaction as the job they belong to.
 // The keys are random, so a B-tree on them put every claim on its own leaf page, written to the WAL at each commit
 // and again by the checkpoint: about half the CPU of a webhook delivery (docs/bench.md). The table is append-only
-// (trigger migration 10) and a key is found through an in-memory index, a 32-bit hash of the key → the ids of the rows
-// with that hash. Every hit is confirmed by reading its row, so a collision, a deleted or a rolled-back row never
-// counts. The index catches up with the rows other connections committed (ids only grow: AUTOINCREMENT). Retention
-// drops the entries of the keys it deletes; those of a row deleted by a cascade (a delivery that failed, a finished
-// job whose keys outlived their sweep) stay until the next start, costing a read on a hash hit.
+// (trigger migration 10), one row per claim holding its keys as a JSON array (migration 12: one INSERT per delivery,
+// not one per key), and a key is found through an in-memory index, a 32-bit hash of the key → the ids of the rows
+// with a key of that hash. Every hit is confirmed by reading its row, so a collision, a deleted or a rolled-back row
+// never counts. The index catches up with the rows other connections committed (ids only grow: AUTOINCREMENT).
+// Retention drops the entries of the keys it deletes; those of a row deleted by a cascade (a delivery that failed, a
+// finished job whose keys outlived their sweep) stay until the next start, costing a read on a hash hit.
 import { LIMIT_PARAM } from './limit-param.ts';
 import type { Db } from './open.ts';
 
@@ -14,9 +15,12 @@ export interface TriggerDedupeStore {
   catchUp(): void;
   /** The job that holds any of these keys: committed, or claimed earlier in the open transaction. */
   holder(keys: readonly string[]): string | undefined;
-  /** Claims the keys in the job's transaction, or returns another job that holds one (a repeated key counts once). */
+  /**
+   * Claims the keys in the job's transaction, or returns another job that holds one and claims none (a repeated key
+   * counts once; one the job holds already is not claimed again).
+   */
   claim(keys: readonly string[], jobId: string, at: number): string | undefined;
-  /** Deletes up to `limit` keys claimed before `before` (retention), and their index entries; returns how many. */
+  /** Deletes up to `limit` claims made before `before` (retention), and their keys' index entries; returns the keys. */
   prune(before: number, limit: number): number;
 }
 
@@ -30,14 +34,21 @@ function hashOf(key: string): number {
   return h >>> 0;
 }
 
+type Row = { keys: string; job_id: string };
+
+/** A row's keys (a JSON array of strings, written only by `claim` and migration 12). */
+function keysOf(text: string): string[] {
+  return JSON.parse(text) as string[];
+}
+
 export function createTriggerDedupeStore(db: Db): TriggerDedupeStore {
   // In chunks through all(): iterate() cost ~3× as much per row when the index is built at start.
-  const since = db.prepare('SELECT id, key FROM dedupe_keys WHERE id > ? ORDER BY id LIMIT 4096');
+  const since = db.prepare('SELECT id, keys FROM dedupe_keys WHERE id > ? ORDER BY id LIMIT 4096');
   since.setReturnArrays(true);
-  const byId = db.prepare('SELECT key, job_id FROM dedupe_keys WHERE id = ?');
-  const add = db.prepare('INSERT INTO dedupe_keys (key, job_id, created_at) VALUES (?, ?, ?)');
+  const byId = db.prepare('SELECT keys, job_id FROM dedupe_keys WHERE id = ?');
+  const add = db.prepare('INSERT INTO dedupe_keys (keys, job_id, created_at) VALUES (?, ?, ?)');
   const expired = db.prepare(`DELETE FROM dedupe_keys WHERE id IN
-    (SELECT id FROM dedupe_keys WHERE created_at < ? ORDER BY created_at ${LIMIT_PARAM}) RETURNING id, key`);
+    (SELECT id FROM dedupe_keys WHERE created_at < ? ORDER BY created_at ${LIMIT_PARAM}) RETURNING id, keys`);
   expired.setReturnArrays(true);
   const shards = Array.from({ length: SHARDS }, () => new Map<number, number | number[]>());
   // Every committed row up to here is indexed; only ever set from committed rows, so a rolled-back id reused later
@@ -64,20 +75,20 @@ export function createTriggerDedupeStore(db: Db): TriggerDedupeStore {
     }
   }
 
-  // The last key this connection claimed in a write transaction. If its row is there at the next catch-up, that
+  // The last claim this connection made in a write transaction. If its row is there at the next catch-up, that
   // transaction committed, and every row between the catch-up that began it and this one was its own, indexed as it
   // was claimed (it held the write lock): the catch-up need not read them back.
-  let claimed: { id: number; key: string; jobId: string } | null = null;
+  let claimed: { id: number; keys: string; jobId: string } | null = null;
 
   function catchUp(): void {
     if (claimed !== null) {
-      const row = byId.get(claimed.id) as { key: string; job_id: string } | undefined;
-      if (row?.key === claimed.key && row.job_id === claimed.jobId) seen = Math.max(seen, claimed.id);
+      const row = byId.get(claimed.id) as Row | undefined;
+      if (row?.keys === claimed.keys && row.job_id === claimed.jobId) seen = Math.max(seen, claimed.id);
       claimed = null;
     }
     for (;;) {
       const rows = since.all(seen) as unknown as [number, string][];
-      for (const [id, key] of rows) index(id, key);
+      for (const [id, keys] of rows) for (const key of keysOf(keys)) index(id, key);
       if (rows.length > 0) seen = rows[rows.length - 1]![0];
       if (rows.length < 4096) return;
     }
@@ -88,8 +99,8 @@ export function createTriggerDedupeStore(db: Db): TriggerDedupeStore {
     const ids = shards[h & (SHARDS - 1)]!.get(h >>> 4);
     if (ids === undefined) return undefined;
     for (const id of typeof ids === 'number' ? [ids] : ids) {
-      const row = byId.get(id) as { key: string; job_id: string } | undefined;
-      if (row?.key === key) return row.job_id;
+      const row = byId.get(id) as Row | undefined;
+      if (row !== undefined && keysOf(row.keys).includes(key)) return row.job_id;
     }
     return undefined;
   }
@@ -107,21 +118,33 @@ export function createTriggerDedupeStore(db: Db): TriggerDedupeStore {
       return undefined;
     },
     claim(keys, jobId, at) {
+      const fresh: string[] = [];
+      const hashes: number[] = [];
       for (const key of keys) {
+        if (fresh.includes(key)) continue;
         const h = hashOf(key);
         const holder = holderOf(key, h);
         if (holder === jobId) continue;
         if (holder !== undefined) return holder;
-        const id = Number(add.run(key, jobId, at).lastInsertRowid);
-        index(id, key, h);
-        if (db.isTransaction) claimed = { id, key, jobId };
+        fresh.push(key);
+        hashes.push(h);
       }
+      if (fresh.length === 0) return undefined;
+      const text = JSON.stringify(fresh);
+      const id = Number(add.run(text, jobId, at).lastInsertRowid);
+      for (let i = 0; i < fresh.length; i++) index(id, fresh[i]!, hashes[i]);
+      if (db.isTransaction) claimed = { id, keys: text, jobId };
       return undefined;
     },
     prune(before, limit) {
       const rows = expired.all(before, limit) as unknown as [number, string][];
-      for (const [id, key] of rows) unindex(id, key);
-      return rows.length;
+      let keys = 0;
+      for (const [id, text] of rows) {
+        const claimedKeys = keysOf(text);
+        for (const key of claimedKeys) unindex(id, key);
+        keys += claimedKeys.length;
+      }
+      return keys;
     },
   };
 }

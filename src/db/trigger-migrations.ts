@@ -179,4 +179,25 @@ export const triggerMigrations: readonly string[] = [
   ALTER TABLE jobs ADD COLUMN traceparent TEXT;
   ALTER TABLE jobs ADD COLUMN trace_parent TEXT;
   `,
+  // 12: one row per claim, its keys together as a JSON array (a delivery's body hash and delivery id): one INSERT,
+  // one entry in each index and one AUTOINCREMENT update per delivery instead of one per key (docs/bench.md). Each key
+  // of before keeps its own row, in id order, with its time. A queued job is counted by the jobs store, not by an
+  // insert trigger, so the queue's group commit counts its deliveries once per COMMIT (trigger-jobs-store.ts); the
+  // triggers of status changes and deletes stay.
+  `
+  DROP TRIGGER jobs_count_insert;
+  DROP TRIGGER jobs_queued_insert;
+  CREATE TABLE dedupe_keys_new (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    keys TEXT NOT NULL CHECK (json_valid(keys)),
+    job_id TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    created_at INTEGER NOT NULL
+  ) STRICT;
+  INSERT INTO dedupe_keys_new (keys, job_id, created_at)
+    SELECT json_array(key), job_id, created_at FROM dedupe_keys ORDER BY id;
+  DROP TABLE dedupe_keys;
+  ALTER TABLE dedupe_keys_new RENAME TO dedupe_keys;
+  CREATE INDEX dedupe_keys_by_job ON dedupe_keys (job_id);
+  CREATE INDEX dedupe_keys_by_created ON dedupe_keys (created_at);
+  `,
 ];

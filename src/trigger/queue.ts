@@ -146,13 +146,19 @@ export function createJobQueue(opts: JobQueueOptions) {
     return shareAdmits(shares, queued, origin) ? undefined : { kind: 'full' };
   }
 
-  /** `queued`: each origin's queued jobs, counted up as this transaction queues more. */
-  function place(request: EnqueueRequest, now: number, queued: Map<string, number>): EnqueueResult {
+  /**
+   * `queued`: each origin's queued jobs, counted up as this transaction queues more. `inserted`: the job rows it
+   * inserted, by origin, counted in the DB once before its COMMIT (one it deletes again is uncounted as it goes).
+   */
+  function place(
+    request: EnqueueRequest, now: number, queued: Map<string, number>, inserted: Map<string, number>,
+  ): EnqueueResult {
     const { origin, brief, args, repo, dedupeKeys, reply, trace } = request;
     // Only a full share looks the keys up first, so that a repeat is still answered duplicate, not 429.
     if (!shareAdmits(shares, queued, origin)) return refusal(origin, dedupeKeys, queued) ?? { kind: 'full' };
     const jobId = newJobId(now);
-    stores.jobs.insert({ id: jobId, origin, brief, args, created_at: now, repo, trace });
+    stores.jobs.insertUncounted({ id: jobId, origin, brief, args, created_at: now, repo, trace });
+    inserted.set(origin, (inserted.get(origin) ?? 0) + 1);
     try {
       const holder = stores.dedupe.claim(dedupeKeys, jobId, now);
       if (holder !== undefined) {
@@ -181,14 +187,16 @@ export function createJobQueue(opts: JobQueueOptions) {
       transaction(stores.db, () => {
         stores.dedupe.catchUp();
         const queued = stores.jobs.queuedByOrigin();
+        const inserted = new Map<string, number>();
         for (const p of batch) {
           try {
-            outcomes.push(place(p.request, now, queued));
+            outcomes.push(place(p.request, now, queued, inserted));
           } catch (err) {
             if (!stores.db.isTransaction) throw err;
             outcomes.push(new DeliveryNotCommittedError(errorMessage(err)));
           }
         }
+        stores.jobs.count(inserted);
       });
     } catch (err) {
       for (const p of batch) p.reject(new DeliveryNotCommittedError(errorMessage(err)));

@@ -1,6 +1,6 @@
-// Dedupe keys (trigger-dedupe-store.ts, an in-memory index over an append-only table): a delivery is a duplicate exactly
-// when a committed row (from any connection) holds one of its keys; expired keys, a rolled-back delivery and DBs from
-// before migrations 4, 7 and 8 never change that.
+// Dedupe keys (trigger-dedupe-store.ts, an in-memory index over an append-only table of claims): a delivery is a
+// duplicate exactly when a committed row (from any connection) holds one of its keys; expired keys, a rolled-back
+// delivery and DBs from before migrations 4, 7, 10 and 12 never change that.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -26,8 +26,11 @@ async function place(stores: TriggerStores, now: number, ...deliveries: EnqueueR
     .map((o) => (o.kind === 'queued' ? 'queued' : o.kind === 'duplicate' ? `dup:${o.jobId}` : o.kind));
 }
 
+/** The claims' keys, one row each (a claim holds its keys as a JSON array). */
+const KEYS = 'SELECT d.id, j.value AS key, d.job_id FROM dedupe_keys d, json_each(d.keys) j';
+
 function jobOf(stores: TriggerStores, key: string): string {
-  return (stores.db.prepare('SELECT job_id FROM dedupe_keys WHERE key = ?').get(key) as { job_id: string }).job_id;
+  return (stores.db.prepare(`${KEYS} WHERE j.value = ?`).get(key) as { job_id: string }).job_id;
 }
 
 /** One committed delivery ('a'), then `keys` claimed for job jgone in a transaction still open (to roll back). */
@@ -37,6 +40,10 @@ async function claimInTransaction(stores: TriggerStores, ...keys: string[]): Pro
   stores.dedupe.catchUp();
   stores.jobs.insert({ id: 'jgone', origin: 'jobs', repo: 'acme/api', brief: 'b', args: [], created_at: 2 });
   assert.equal(stores.dedupe.claim(keys, 'jgone', 2), undefined);
+}
+
+function keyCount(stores: TriggerStores): number {
+  return (stores.db.prepare(`SELECT count(*) AS n FROM (${KEYS})`).get() as { n: number }).n;
 }
 
 describe('dedupe keys', async () => {
@@ -64,7 +71,7 @@ describe('dedupe keys', async () => {
     const stores = createTriggerStores(db);
     await claimInTransaction(stores, 'r');
     assert.equal(stores.dedupe.holder(['r']), 'jgone');
-    const idOf = (key: string) => (db.prepare('SELECT id FROM dedupe_keys WHERE key = ?').get(key) as { id: number }).id;
+    const idOf = (key: string) => (db.prepare(`${KEYS} WHERE j.value = ?`).get(key) as { id: number }).id;
     const rolledBack = idOf('r');
     stores.db.exec('ROLLBACK');
     assert.equal(stores.dedupe.holder(['r']), undefined);
@@ -140,5 +147,26 @@ describe('dedupe keys', async () => {
     const stores = createTriggerStores(db);
     assert.equal(rowCount(stores.db, 'dedupe_keys'), 1);
     assert.deepEqual(await place(stores, 3, delivery('k')), ['dup:j1']);
+  });
+
+  it('migrates the per-key rows of a DB from before migration 12 to claims, each key still a duplicate', async () => {
+    const dir = tempDir('svc-dedupe-v11-');
+    temp.dirs.push(dir);
+    const path = join(dir, 'trigger.db');
+    const v11 = openDatabase(path, triggerMigrations.slice(0, 11));
+    v11.exec(`INSERT INTO jobs (id, origin, status, brief, args, created_at)
+      VALUES ('j1', 'jobs', 'queued', 'b', '[]', 1), ('j2', 'jobs', 'queued', 'b', '[]', 2)`);
+    v11.exec(`INSERT INTO dedupe_keys (key, job_id, created_at)
+      VALUES ('k1', 'j1', 1), ('k2', 'j1', 1), ('k3', 'j2', 2)`);
+    v11.close();
+    const db = openDatabase(path, triggerMigrations);
+    temp.dbs.push(db);
+    const stores = createTriggerStores(db);
+    assert.equal(keyCount(stores), 3);
+    assert.deepEqual(await place(stores, 3, delivery('k2'), delivery('new', 'k3'), delivery('k1')),
+      ['dup:j1', 'dup:j2', 'dup:j1']);
+    // Retention still counts keys, and a pruned key is no longer a duplicate.
+    assert.deepEqual(pruneAll(stores, { dedupeDays: 1, jobDays: 30 }, 86_400_000 + 3), { dedupeKeys: 3, jobs: 0 });
+    assert.deepEqual(await place(stores, 86_400_000 + 3, delivery('k1')), ['queued']);
   });
 });

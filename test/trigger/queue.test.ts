@@ -24,6 +24,17 @@ function delivery(n: number, target: Record<string, unknown> = { issue_key: `K-$
   return { origin: 'trackerb', repo: 'acme/api', brief: `K-${n}: fix it`, args: ['start', '--brief', `K-${n}: fix it`, '--detach'], dedupeKeys: [`trackerb:body:${n}`, `trackerb:delivery:${n}`], reply: { channel: 'trackerb', target } };
 }
 
+/** Dedupe keys claimed: a claim's row holds its keys as a JSON array. */
+const KEYS = 'dedupe_keys, json_each(dedupe_keys.keys)';
+
+/** The kept queued counts (job_counts, queued_by_origin) against the rows themselves. */
+function assertCounts(db: Db, queued: number): void {
+  assert.equal(count(db, "jobs WHERE status = 'queued'"), queued);
+  assert.equal((db.prepare("SELECT n FROM job_counts WHERE status = 'queued'").get() as { n: number }).n, queued);
+  assert.equal((db.prepare("SELECT n FROM queued_by_origin WHERE origin = 'trackerb'").get() as { n: number }).n,
+    queued);
+}
+
 describe('job queue', () => {
   it('commits the deliveries of one event-loop turn together, each with its own job, and wakes the dispatcher', async () => {
     const { queue, db, kicks } = setup(1000);
@@ -34,6 +45,7 @@ describe('job queue', () => {
     for (const id of ids) assert.equal(queue.get(id)?.status, 'queued');
     assert.equal(kicks(), 1);
     assert.equal(count(db, 'jobs'), 3);
+    assertCounts(db, 3);
   });
 
   it('answers a retry of a delivery in the same turn as a duplicate of the first', async () => {
@@ -53,7 +65,9 @@ describe('job queue', () => {
     assert.ok(results[1]?.status === 'rejected' && results[1].reason instanceof DeliveryNotCommittedError);
     assert.equal(count(db, 'jobs'), 2);
     assert.equal(count(db, 'reply_targets'), 2);
-    assert.equal(count(db, 'dedupe_keys'), 4);
+    assert.equal(count(db, KEYS), 4);
+    // Counted once per COMMIT: the failed delivery's row, inserted and deleted again, is not among them.
+    assertCounts(db, 2);
     // Nothing of the failed delivery survived: the vendor's retry is queued, not answered as a duplicate.
     assert.equal((await queue.enqueue(delivery(2))).kind, 'queued');
   });
@@ -67,8 +81,9 @@ describe('job queue', () => {
     const holder = first.kind === 'queued' ? first.jobId : '';
     assert.deepEqual(await queue.enqueue(reused), { kind: 'duplicate', jobId: holder });
     assert.equal(count(db, 'jobs'), 1);
-    assert.equal(count(db, 'dedupe_keys'), 2);
+    assert.equal(count(db, KEYS), 2);
     assert.equal(count(db, 'reply_targets'), 1);
+    assertCounts(db, 1);
     // That body, delivered under its own id, is a new job, not a duplicate of one that never was.
     assert.equal((await queue.enqueue(delivery(2))).kind, 'queued');
   });
