@@ -170,13 +170,12 @@ const MAX_POLICY = 64 * 1024;
  * /dev/zero or a host file); missing gives the defaults, anything else broken throws (fail closed).
  */
 export function loadPolicy(repo: string): Policy {
-  let root: string;
+  let dir: ReturnType<typeof openPlainPath>;
   try {
-    root = realpathSync(repo); // the checkout's own path is the operator's or user's, and may be a link
+    dir = openPlainPath(realpathSync(repo), ['.svc']); // the checkout's own path is the operator's, and may be a link
   } catch {
     return DEFAULT_POLICY;
   }
-  const dir = openPlainPath(root, ['.svc']);
   if ('failed' in dir) {
     if (dir.kind === 'missing') return DEFAULT_POLICY;
     throw new PolicyError(`policy.json not read: ${dir.failed} ${skipReason(dir.kind)}`);

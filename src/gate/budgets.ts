@@ -169,10 +169,6 @@ export class RunSpend {
     return entry;
   }
 
-  get size(): number {
-    return this.runs.size;
-  }
-
   /** A call's record: its cost, or why it could not be priced (a run without a budget has no entry). */
   add(record: EgressRecord): void {
     const entry = record.run === undefined ? undefined : this.runs.get(record.run);

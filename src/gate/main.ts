@@ -144,11 +144,7 @@ export function sharedMeter(env: NodeJS.ProcessEnv): { meter: GateMeter; count(r
           return `this run has ${run.inFlight} model calls under way (its budget's bound)`;
         }
         run.inFlight += 1;
-        let held = true;
-        return () => {
-          if (held) run.inFlight -= 1;
-          held = false;
-        };
+        return () => void (run.inFlight -= 1); // forward.ts releases each admitted call once, as it is recorded
       },
     },
     count: (record) => {

@@ -405,11 +405,10 @@ describe('pod signer network section', () => {
 
   it('drops a run\'s spending once its credential has expired, when the next run arrives', () => {
     const spend = new RunSpend();
-    spend.of('r-old', 1_000, 0);
-    spend.of('r-live', 5_000, 0);
-    assert.equal(spend.size, 2);
+    spend.of('r-old', 1_000, 0).usd = 1;
+    spend.of('r-live', 5_000, 0).usd = 2;
     spend.of('r-new', 9_000, 2_000);
-    assert.equal(spend.size, 2, 'r-old went, r-live and r-new stay');
-    assert.equal(spend.of('r-live', 0, 2_000).expires, 5_000);
+    assert.equal(spend.of('r-live', 0, 2_000).usd, 2, 'kept while its credential lasts');
+    assert.equal(spend.of('r-old', 0, 2_000).usd, 0, 'dropped: a new entry');
   });
 });
