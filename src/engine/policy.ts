@@ -1,7 +1,7 @@
 // .svc/policy.json (DESIGN §6); an unknown key is an error, as a typo must not silently loosen the gate.
 import { isJsonObject } from '../untrusted.ts';
-import { readFileSync, existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { realpathSync } from 'node:fs';
+import { openPlainPath, readPlainIn, skipReason } from './plain-tree.ts';
 import type { Verdict } from '../run-json.ts';
 import { RefusedError } from '../errors.ts';
 import { GatePolicyError, parseGatePolicy } from '../gate/policy.ts';
@@ -162,13 +162,35 @@ export function parsePolicy(raw: unknown): Policy {
   };
 }
 
-/** Reads `<repo>/.svc/policy.json`; a missing file gives the defaults, a broken one throws (fail closed). */
+/** The largest policy.json read: a repository's file is read by the servers too, so it is never read unbounded. */
+const MAX_POLICY = 64 * 1024;
+
+/**
+ * Reads `<repo>/.svc/policy.json` without following a symbolic link (plain-tree.ts: a repository could point it at
+ * /dev/zero or a host file); missing gives the defaults, anything else broken throws (fail closed).
+ */
 export function loadPolicy(repo: string): Policy {
-  const path = join(repo, '.svc', 'policy.json');
-  if (!existsSync(path)) return DEFAULT_POLICY;
+  let dir: ReturnType<typeof openPlainPath>;
+  try {
+    dir = openPlainPath(realpathSync(repo), ['.svc']); // the checkout's own path is the operator's, and may be a link
+  } catch {
+    return DEFAULT_POLICY;
+  }
+  if ('failed' in dir) {
+    if (dir.kind === 'missing') return DEFAULT_POLICY;
+    throw new PolicyError(`policy.json not read: ${dir.failed} ${skipReason(dir.kind)}`);
+  }
+  let bytes: ReturnType<typeof readPlainIn>;
+  try {
+    bytes = readPlainIn(dir, 'policy.json', MAX_POLICY);
+  } finally {
+    dir.close();
+  }
+  if (bytes === 'missing') return DEFAULT_POLICY;
+  if (typeof bytes === 'string') throw new PolicyError(`policy.json ${skipReason(bytes, MAX_POLICY)}`);
   let raw: unknown;
   try {
-    raw = JSON.parse(readFileSync(path, 'utf8'));
+    raw = JSON.parse(bytes.toString('utf8'));
   } catch {
     throw new PolicyError('policy.json is not valid JSON');
   }

@@ -3,6 +3,7 @@
 import { appendFileSync, closeSync, fstatSync, mkdirSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import { obj, str, tryParseJson } from '../untrusted.ts';
+import type { EgressRecord } from './evidence.ts';
 
 export type BudgetKind = 'run' | 'repository-day' | 'server-day';
 
@@ -129,5 +130,46 @@ export class DayLedger {
     } finally {
       closeSync(fd);
     }
+  }
+}
+
+/** Model calls a run with a budget may have under way at `svc gate serve`: a call's cost is known only at its end, so
+ * what a run can spend past its budget is what these calls cost. */
+export const CALLS_IN_FLIGHT = 2;
+
+interface RunSpent {
+  usd: number;
+  /** Why the gate could not count one of the run's calls (the first such), or null. */
+  uncounted: string | null;
+  inFlight: number;
+  expires: number;
+}
+
+/**
+ * What `svc gate serve` holds each run with a budget to (docs/gate.md "Budgets"): its metered cost, a call it could
+ * not price, its model calls under way. A few numbers per run, kept apart from the run's records (which the gate may
+ * let go), and dropped once the run's credential has expired, when no call of the run can come any more.
+ */
+export class RunSpend {
+  private readonly runs = new Map<string, RunSpent>();
+
+  /** The run's entry, made when new (and then the entries of expired credentials go). */
+  of(run: string, expires: number, now = Date.now()): RunSpent {
+    let entry = this.runs.get(run);
+    if (entry) return entry;
+    for (const [id, r] of this.runs) if (r.expires <= now && r.inFlight === 0) this.runs.delete(id);
+    entry = { usd: 0, uncounted: null, inFlight: 0, expires };
+    this.runs.set(run, entry);
+    return entry;
+  }
+
+  /** A call's record: its cost, or why it could not be priced (a run without a budget has no entry). */
+  add(record: EgressRecord): void {
+    const entry = record.run === undefined ? undefined : this.runs.get(record.run);
+    const m = record.metered;
+    if (!entry || !m) return;
+    if (m.usd !== null) entry.usd += m.usd;
+    else entry.uncounted ??= m.unknown !== null ? `a model call's usage was unknown (${m.unknown})`
+      : `model ${JSON.stringify(m.model ?? 'unnamed')} has no price`;
   }
 }

@@ -52,16 +52,16 @@ export interface GateContext {
   trace: GateTrace | null;
   /** What a run's pod has relayed of its spans (forward.ts bounds it); null for a run the gate let go. */
   relayShare(run: string): RelayShare | null;
-  /** A run's metered cost so far (RunRecords.cost). */
-  runCost(run: string): number | null;
 }
 
 /** docs/gate.md "Metered cost" and "Budgets". */
 export interface GateMeter {
   prices: PriceTable;
-  /** Why this asker may make no further model call now (a budget reached, said plainly), or null; `runCost`: its
-   * run's metered cost on a shared gate (RunRecords.cost; a run's own gate counts its run itself). */
-  refusal(asker: Asker, runCost: number | null): string | null;
+  /** Why this asker may make no further model call now (a budget reached, said plainly), or null. */
+  refusal(asker: Asker): string | null;
+  /** A shared gate's bound on a run's model calls under way: the admitted call's release (called once it is
+   * recorded), or why it must wait (a 429 with Retry-After). Absent: no bound. */
+  hold?(asker: Asker): (() => void) | string;
 }
 
 /** A refusal as plain text; the connection closes after it. */

@@ -106,10 +106,16 @@ export async function handleRequest(
   if (url === '/_traces') return relayTraces(ctx, asker, req, res);
   const started = Date.now();
   const base = arrivingRecord(url.startsWith('/_model/') ? 'model' : 'http', asker, { method: req.method ?? null });
-  const deny = (status: number, reason: string, extra: Partial<EgressRecord> = {}): void => {
+  // A model call the meter holds (a budgeted run's calls under way) is released once its record is counted.
+  let release = (): void => {};
+  const settle = (record: EgressRecord): void => {
+    ctx.record(record, asker);
+    release();
+  };
+  const deny = (status: number, reason: string, extra: Partial<EgressRecord> = {}, headers = {}): void => {
     req.resume();
-    refuse(res, status, reason);
-    ctx.record({ ...base, ...extra, reason, status, ms: Date.now() - started }, asker);
+    refuse(res, status, reason, headers);
+    settle({ ...base, ...extra, reason, status, ms: Date.now() - started });
   };
   const method = req.method ?? 'GET';
   const framing = requestFraming(method, req.rawHeaders);
@@ -120,8 +126,11 @@ export async function handleRequest(
     if ('refused' in planned) return deny(planned.status, planned.refused);
     plan = planned.plan;
     base.model = planned.model;
-    const over = plan.metered !== null ? ctx.meter?.refusal(asker, asker.who ? ctx.runCost(asker.who.run) : 0) : null;
+    const over = plan.metered !== null ? ctx.meter?.refusal(asker) : null;
     if (over) return deny(429, over);
+    const held = plan.metered !== null ? ctx.meter?.hold?.(asker) : undefined;
+    if (typeof held === 'string') return deny(429, held, {}, { 'retry-after': '1' });
+    if (held) release = held;
   } catch (err) {
     if (err instanceof BadHostError) return deny(400, err.message);
     throw err;
@@ -131,16 +140,16 @@ export async function handleRequest(
   const decision = await decide(plan.dest, asker.policy, ctx.resolve);
   if (!decision.allowed) return deny(403, decision.reason, { rule: decision.rule, address: decision.address });
   if (req.socket.destroyed) {
-    ctx.record({ ...base, decision: 'allowed', rule: decision.rule, address: decision.address,
-      reason: 'client went away before the connection opened', ms: Date.now() - started }, asker);
+    settle({ ...base, decision: 'allowed', rule: decision.rule, address: decision.address,
+      reason: 'client went away before the connection opened', ms: Date.now() - started });
     return;
   }
   plan.headers.push(...framingHeaders(framing, method));
   // The run's trace goes on with the gate's span as the parent (a client's own traceparent was dropped).
   if (asker.span) plan.headers.push('traceparent', formatTraceparent(asker.span.context));
   send(ctx, req, res, plan, framing, decision.address, (extra) =>
-    ctx.record({ ...base, decision: 'allowed', rule: decision.rule, address: decision.address, ...extra,
-      ms: Date.now() - started }, asker),
+    settle({ ...base, decision: 'allowed', rule: decision.rule, address: decision.address, ...extra,
+      ms: Date.now() - started }),
   );
 }
 

@@ -182,7 +182,6 @@ export async function startGate(options: GateOptions): Promise<Gate> {
     // Tracing off (no endpoint): no spans are made and no traceparent is sent (docs/deploy.md#traces).
     trace: options.trace?.tracer.enabled ? options.trace : null,
     relayShare: (run) => runs.relayShare(run),
-    runCost: (run) => runs.cost(run),
     record: (whole, asker) => {
       try {
         const r = boundedRecord(whole);

@@ -15,6 +15,8 @@ export interface JobIdentity {
   trace?: string;
   /** The run's max_usd, which the gate holds its metered cost to (docs/gate.md "Budgets"); absent: none. */
   maxUsd?: number;
+  /** When the credential expires (ms since the epoch; set by verifyJobCredential): no call of the job comes after. */
+  expiresAt?: number;
 }
 
 const PREFIX = 'g1';
@@ -57,8 +59,11 @@ export function verifyJobCredential(secret: Buffer, credential: string, now = Da
   const repo = typeof o.repo === 'string' ? o.repo : null;
   const exp = typeof o.exp === 'number' ? o.exp : NaN;
   if (!job || !run || repo === null || !(exp > now)) return null;
-  const usd = typeof o.usd === 'number' && Number.isFinite(o.usd) && o.usd > 0 ? { maxUsd: o.usd } : {};
-  return { job, run, repo, ...(typeof o.tp === 'string' ? { trace: o.tp } : {}), ...usd };
+  // A budget claim the gate cannot hold the run to is no credential (never read as "no budget").
+  const usd = o.usd === undefined ? {} : typeof o.usd === 'number' && Number.isFinite(o.usd) && o.usd > 0
+    ? { maxUsd: o.usd } : null;
+  if (usd === null) return null;
+  return { job, run, repo, ...(typeof o.tp === 'string' ? { trace: o.tp } : {}), ...usd, expiresAt: exp };
 }
 
 /** The credential in a `Proxy-Authorization: Basic base64(user:credential)` value (any user name), or null. */

@@ -13,8 +13,8 @@ import { createGateMetrics, readMetricsToken } from './metrics.ts';
 import { setting, settingChoice, settingInt, settingOr, settingUsd } from '../settings-registry.ts';
 import { BadSettingError } from '../errors.ts';
 import { loadPriceTable } from './prices.ts';
-import { DayLedger, reachedBudget, refusalText } from './budgets.ts';
-import type { GateMeter } from './context.ts';
+import { budgetName, CALLS_IN_FLIGHT, DayLedger, reachedBudget, refusalText, RunSpend } from './budgets.ts';
+import type { Asker, GateMeter } from './context.ts';
 import type { EgressRecord } from './evidence.ts';
 import { tracerOf } from '../trace.ts';
 
@@ -112,26 +112,43 @@ export async function serveGateForever(
 
 /**
  * Metering for the shared gate (docs/gate.md "Budgets"): its jobs' priced calls count towards the operator's daily caps
- * per repository and per server, kept in memory, and each run's towards the max_usd its credential names.
+ * per repository and per server, kept in memory, and each run's towards the max_usd its credential names; a run with
+ * a budget has a call the gate could not price refused its next (fail closed), and at most CALLS_IN_FLIGHT under way.
  */
 export function sharedMeter(env: NodeJS.ProcessEnv): { meter: GateMeter; count(record: EgressRecord): void } {
   const ledger = new DayLedger(null);
+  const spend = new RunSpend();
   const caps = {
     repoDay: settingUsd(env, 'SVC_BUDGET_REPO_DAY_USD'), serverDay: settingUsd(env, 'SVC_BUDGET_SERVER_DAY_USD'),
   };
+  const budgeted = (who: Asker['who']) => (who?.maxUsd !== undefined ? spend.of(who.run, who.expiresAt ?? 0) : null);
   return {
     meter: {
       prices: loadPriceTable(setting(env, 'SVC_PRICES_FILE')),
-      refusal: (asker, runCost) => {
+      refusal: (asker) => {
         const repo = asker.who?.repo ?? '';
         const budget = asker.who?.maxUsd ?? null;
-        // A run the gate let go is no longer counted: nothing says it is still under its budget.
-        if (budget !== null && runCost === null) return 'the gate let the run\'s records go: its budget cannot be kept';
-        const reached = reachedBudget({ run: runCost ?? 0, ...ledger.spent(repo) }, { ...caps, run: budget });
+        const run = budgeted(asker.who);
+        if (budget !== null && run?.uncounted) {
+          const name = budgetName({ kind: 'run', limit: budget, spent: run.usd }, repo);
+          return `${name} cannot be kept: ${run.uncounted}, so the gate cannot count what the run spent; ` +
+            'the run stops here';
+        }
+        const reached = reachedBudget({ run: run?.usd ?? 0, ...ledger.spent(repo) }, { ...caps, run: budget });
         return reached && refusalText(reached, repo, false);
+      },
+      hold: (asker) => {
+        const run = budgeted(asker.who);
+        if (!run) return () => {};
+        if (run.inFlight >= CALLS_IN_FLIGHT) {
+          return `this run has ${run.inFlight} model calls under way (its budget's bound)`;
+        }
+        run.inFlight += 1;
+        return () => void (run.inFlight -= 1); // forward.ts releases each admitted call once, as it is recorded
       },
     },
     count: (record) => {
+      spend.add(record);
       if (record.metered?.usd) ledger.add(record.repo ?? '', record.metered.usd);
     },
   };

@@ -39,6 +39,9 @@ export const PRICES: PriceTable = {
     'claude-3-5-haiku': p(0.8, 4, 0.08, 1),
     'gpt-5.1': p(1.25, 10, 0.125),
     'gpt-5': p(1.25, 10, 0.125),
+    'gpt-5-codex': p(1.25, 10, 0.125),
+    'gpt-5.1-codex': p(1.25, 10, 0.125),
+    'gpt-5.1-codex-mini': p(0.25, 2, 0.025),
     'gpt-5-mini': p(0.25, 2, 0.025),
     'gpt-5-nano': p(0.05, 0.4, 0.005),
     'gpt-4.1': p(2, 8, 0.5),
@@ -55,18 +58,16 @@ export const PRICES: PriceTable = {
 };
 
 /**
- * The table's row for a model: its exact name, else the longest name it starts with followed by `-` (a dated
- * snapshot, `claude-sonnet-4-5-20250929`, or a variant, `gpt-5-codex`); null when none.
+ * The table's row for a model: its exact name, else its name less a snapshot's date (`claude-sonnet-4-5-20250929`,
+ * `gpt-4o-2024-08-06`); null when none. A variant (`gpt-5-pro`, `o3-pro`) is priced apart, so it needs its own row.
  */
 export function priceOf(table: PriceTable, model: string | null): ModelPrice | null {
   if (model === null) return null;
   const name = model.toLowerCase().replace(/^models\//, '');
-  let best: string | null = null;
-  for (const key of Object.keys(table.models)) {
-    const fits = name === key || name.startsWith(`${key}-`);
-    if (fits && (best === null || key.length > best.length)) best = key;
-  }
-  return best === null ? null : table.models[best] ?? null;
+  const undated = name.replace(/-(\d{8}|\d{4}-\d{2}-\d{2})$/, '');
+  // Own rows only: a model named `constructor` is not priced by Object's prototype.
+  const key = [name, undated].find((k) => Object.hasOwn(table.models, k));
+  return key === undefined ? null : table.models[key] ?? null;
 }
 
 /** A call's cost in US dollars, or null when its model has no price (unpriced, never $0). */

@@ -93,11 +93,6 @@ export class RunRecords {
     return this.tally(id)?.relay ?? null;
   }
 
-  /** The run's metered cost so far; null for a run let go, whose spending the gate no longer counts. */
-  cost(id: string): number | null {
-    return this.evicted.has(id) ? null : this.runs.get(id)?.metered?.cost_usd ?? 0;
-  }
-
   private evict(id: string): void {
     this.runs.delete(id);
     this.evicted.add(id);

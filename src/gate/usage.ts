@@ -217,7 +217,9 @@ export function usageMeter(route: string, path: string, headers: Readonly<Record
       if (PATHS[family].model.includes(at)) tokens.model = str(value)?.slice(0, 200) ?? tokens.model;
       else if (value === null) continue; // a streamed chunk before the one that carries the usage
       else if (isJsonObject(value)) {
-        usageSeen = true;
+        // Anthropic's message_start (`message.usage`) counts the input only: the call's usage is known once the
+        // final count (`usage`: a body's, or a message_delta's) arrives; a stream closed before it is unknown.
+        if (family !== 'anthropic' || at === 'usage') usageSeen = true;
         Object.assign(tokens, readTokens(family, value, bad));
       } else bad.push(at);
     }

@@ -142,9 +142,16 @@ function meteredCost(ctx: RunContext, gate: PodGateNetwork): void {
  * is not raised, so the run ends as a local run whose budget question was answered "no", whatever the agent reported.
  */
 function gateBudgetStop(gate: PodGateNetwork): string | null {
-  const spent = gate.metered?.cost_usd ?? null;
-  if (gate.maxUsd === null || spent === null || spent < gate.maxUsd) return null;
-  return `Stopped at the max_usd budget: spent $${spent.toFixed(2)} of $${gate.maxUsd.toFixed(2)}, metered by the gate`;
+  const m = gate.metered;
+  if (gate.maxUsd === null || m === null) return null;
+  const budget = `$${gate.maxUsd.toFixed(2)}`;
+  // A call the gate could not price leaves the run's cost unknown: the gate refused the run from there, and so do we.
+  const uncounted = m.unpriced + m.unknown;
+  if (uncounted > 0) {
+    return `Stopped at the max_usd budget of ${budget}: the gate could not price ${uncounted} model call(s)`;
+  }
+  if (m.cost_usd === null || m.cost_usd < gate.maxUsd) return null;
+  return `Stopped at the max_usd budget: spent $${m.cost_usd.toFixed(2)} of ${budget}, metered by the gate`;
 }
 
 /** The fields every end of the run sets; the copied ended_at is kept only when it is a time's text. */

@@ -74,7 +74,7 @@ describe('shared gate clients', () => {
     assert.equal(records.at(-1)?.decision, 'denied');
   });
 
-  it('refuses a forged, re-signed, expired or tampered credential', async () => {
+  it('refuses a forged, re-signed, expired or tampered credential, or one with an invalid budget', async () => {
     const good = cred(JOB_A);
     const [prefix, payload, mac] = good.split('.');
     const otherPayload = Buffer.from(JSON.stringify({ ...JOB_B, repo: 'acme/a', exp: Date.now() + HOUR }))
@@ -85,6 +85,8 @@ describe('shared gate clients', () => {
       `${prefix}.${otherPayload}.${mac}`,
       `${prefix}.${payload}.${mac?.slice(0, -2)}AA`,
       'svc-gate-placeholder',
+      // Signed with a budget claim the gate could not hold a run to: refused, never read as "no budget".
+      ...[0, -1, Number.NaN, 'lots', null].map((usd) => cred({ ...JOB_A, maxUsd: usd as number })),
     ];
     for (const credential of bad) {
       const reply = await gateRequest(at, `http://local.test:${upstream.port}/x`, { headers: proxyAuth(credential) });

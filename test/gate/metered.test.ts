@@ -9,7 +9,7 @@ import { writeFileSync } from 'node:fs';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
 import { modelRoute } from '../../src/gate/model-apis.ts';
-import { loadPriceTable, PRICES } from '../../src/gate/prices.ts';
+import { loadPriceTable, priceOf, PRICES } from '../../src/gate/prices.ts';
 import { usageMeter } from '../../src/gate/usage.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
 import { gateRequest, recordingConnect, tempDir } from './helpers.ts';
@@ -250,6 +250,22 @@ describe('metered cost at the gate', () => {
     assert.ok(table.models['claude-sonnet-4-5'], 'the built-in rows stay');
     writeFileSync(file, JSON.stringify({ date: '2026-12-01', models: { x: { input: '1', output: 2 } } }));
     assert.throws(() => loadPriceTable(file), /x\.input/);
+  });
+
+  it('reads an Anthropic stream closed before its message_delta as usage unknown, not as the input alone', () => {
+    const cut = ANTHROPIC_SSE.slice(0, ANTHROPIC_SSE.indexOf('event: message_delta'));
+    const meter = usageMeter('anthropic', '/v1/messages', { 'content-type': 'text/event-stream' });
+    meter.push(Buffer.from(cut));
+    assert.deepEqual(meter.end(), { known: false, reason: 'the response carried no usage' });
+  });
+
+  it('prices a dated snapshot by its model\'s row, never a variant (priced apart) by its base model\'s', () => {
+    assert.equal(priceOf(PRICES, 'claude-sonnet-4-5-20250929'), PRICES.models['claude-sonnet-4-5']);
+    assert.equal(priceOf(PRICES, 'models/gpt-4o-2024-08-06'), PRICES.models['gpt-4o']);
+    assert.equal(priceOf(PRICES, 'gpt-5-codex'), PRICES.models['gpt-5-codex'], 'a variant with its own row');
+    for (const variant of ['gpt-5-pro', 'o3-pro', 'gpt-4o-mini-realtime', 'claude-opus-4-1-fast', 'constructor']) {
+      assert.equal(priceOf(PRICES, variant), null, variant);
+    }
   });
 
   it('reads Gemini\'s streamed JSON array (streamGenerateContent without alt=sse): the last element\'s counts', () => {

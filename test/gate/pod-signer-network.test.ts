@@ -20,6 +20,8 @@ import { signRun } from '../../src/pod/sign.ts';
 import { gateRequest, proxyAuth, recordingConnect, startUpstream, tableResolver, type Upstream } from './helpers.ts';
 import { modelRoute } from '../../src/gate/model-apis.ts';
 import { sharedMeter } from '../../src/gate/main.ts';
+import { RunSpend } from '../../src/gate/budgets.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 const GIT_ENV = { GIT_AUTHOR_NAME: 'T', GIT_AUTHOR_EMAIL: 't@x', GIT_COMMITTER_NAME: 'T', GIT_COMMITTER_EMAIL: 't@x' };
 const SECRET = Buffer.from('pod-signer-network-secret-0123456789abcdef');
@@ -71,14 +73,22 @@ describe('pod signer network section', () => {
   let controlUrl = '';
   let model: Server;
   const egressLog: EgressRecord[] = [];
+  /** Answers of `/v1/held` calls, which the model stand-in keeps under way until the test sends them. */
+  const held: Array<() => void> = [];
 
   before(async () => {
     upstream = await startUpstream('127.0.0.2');
-    // A model API answering with usage: 100,000 output tokens of claude-sonnet-4-5 are $1.50 by svc's table.
+    // A model API answering with usage: 100,000 output tokens of claude-sonnet-4-5 are $1.50 by svc's table; on
+    // `/v1/unpriced` the model is one svc has no price for; `/v1/held` answers when the test lets it (`held`).
     model = createServer((req, res) => {
       req.resume();
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ model: 'claude-sonnet-4-5', usage: { input_tokens: 0, output_tokens: 100_000 } }));
+      const answer = (): void => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        const name = req.url === '/v1/unpriced' ? 'claude-sonnet-4-5-pro' : 'claude-sonnet-4-5';
+        res.end(JSON.stringify({ model: name, usage: { input_tokens: 0, output_tokens: 100_000 } }));
+      };
+      if (req.url === '/v1/held') held.push(answer);
+      else answer();
     });
     await new Promise<void>((r) => model.listen(0, '127.0.0.1', r));
     const modelPort = (model.address() as AddressInfo).port;
@@ -323,21 +333,85 @@ describe('pod signer network section', () => {
         { method: 'POST', body: '{"max_usd":1000}', headers: { 'x-svc-budget': '1000' } });
       assert.equal(again.status, 429);
     });
-  // The gate keeps the 500 most recently active runs; one it let go has no count left to hold to its budget.
-  it('refuses every model call of a budgeted run the gate let go, since it can no longer tell what it spent', async () => {
-    const at = { port: gate.port ?? 0 };
-    const mint = (job: string, maxUsd?: number) =>
-      mintJobCredential(SECRET, { job, run: `r-${job}`, repo: 'acme/web', ...(maxUsd ? { maxUsd } : {}) },
-        Date.now() + 3600_000);
-    const budgeted = mint('let-go', 100);
-    const call = () => gateRequest(at, `/_job/${budgeted}/_model/anthropic/v1/messages`, { method: 'POST', body: '{}' });
-    assert.equal((await call()).status, 200);
+  const at = () => ({ port: gate.port ?? 0 });
+  const mint = (job: string, maxUsd?: number) =>
+    mintJobCredential(SECRET, { job, run: `r-${job}`, repo: 'acme/web', ...(maxUsd ? { maxUsd } : {}) },
+      Date.now() + 3600_000);
+  const modelCall = (credential: string, path = 'messages') =>
+    gateRequest(at(), `/_job/${credential}/_model/anthropic/v1/${path}`, { method: 'POST', body: '{}' });
+  /** Until the gate has recorded `n` metered calls of the run (a record is made as the response closes). */
+  const metered = (job: string, n: number) =>
+    waitFor(() => egressLog.filter((r) => r.run === `r-${job}` && r.metered).length >= n, `${n} metered calls`);
+
+  // The gate keeps the 500 most recently active runs' records; a run's spending is kept apart, so letting the
+  // records go neither forgets what the run spent nor refuses it while it is under its budget.
+  it('holds a budgeted run to its budget after the gate let its records go to make room', async () => {
+    const budgeted = mint('let-go', 2);
+    assert.equal((await modelCall(budgeted)).status, 200);
     for (let i = 0; i < 500; i++) {
       const other = { headers: proxyAuth(mint(`busy-${i}`)) };
-      assert.equal((await gateRequest(at, 'http://elsewhere.test/', other)).status, 403);
+      assert.equal((await gateRequest(at(), 'http://elsewhere.test/', other)).status, 403);
     }
-    const refused = await call();
+    const egress = await gateRequest(at(), `/_job/${budgeted}/_egress`);
+    assert.equal(JSON.parse(egress.body).evicted, true, 'the records were let go');
+    assert.equal((await modelCall(budgeted)).status, 200, 'under its budget ($1.50 of $2.00): the call goes through');
+    await metered('let-go', 2);
+    const refused = await modelCall(budgeted);
     assert.equal(refused.status, 429);
-    assert.equal(refused.body, 'svc gate: the gate let the run\'s records go: its budget cannot be kept\n');
+    assert.match(refused.body, /^svc gate: the run's budget of \$2\.00 is reached \(metered \$3\.00\)/);
+  });
+
+  // The attack: the agent calls a model the gate has no price for (or whose usage it cannot read), so that what it
+  // spends never counts towards its budget.
+  it('refuses a budgeted run\'s next model call once one could not be priced, and the signer stops the run', async () => {
+    const credential = mint('unpriced', 100);
+    assert.equal((await modelCall(credential, 'unpriced')).status, 200, 'the gate knows only at its end');
+    await metered('unpriced', 1);
+    const refused = await modelCall(credential);
+    assert.equal(refused.status, 429);
+    assert.equal(refused.body, 'svc gate: the run\'s budget of $100.00 cannot be kept: model "claude-sonnet-4-5-pro" ' +
+      'has no price, so the gate cannot count what the run spent; the run stops here\n');
+    const free = mint('unpriced-free');
+    assert.equal((await modelCall(free, 'unpriced')).status, 200);
+    assert.equal((await modelCall(free)).status, 200, 'a run without a budget has its unpriced calls recorded only');
+    const ws = prepareWorkspace(root, 'ws-u', 'r-unpriced');
+    const home = join(root, 'signer-home-u');
+    mkdirSync(home);
+    const state = await signRun({
+      run: 'r-unpriced', source: 'k8s', workspace: ws, sealedDir: join(root, 'ws-u-sealed'), pr: false, say: () => {},
+      env: {
+        PATH: process.env.PATH, HOME: home, SVC_CONTROL_URL: controlUrl,
+        SVC_GATE_EVIDENCE_URL: `http://127.0.0.1:${gate.port}/_job/${credential}/_egress`,
+      },
+    });
+    assert.equal(state.status, 'stopped');
+    assert.equal(state.error, 'Stopped at the max_usd budget of $100.00: the gate could not price 1 model call(s)');
+    assert.equal(state.failure?.class, 'budget');
+  });
+
+  // The attack: many calls started at once, each passing the budget check before any has ended and been priced.
+  it('lets a budgeted run have two model calls under way; a third is refused 429 with Retry-After', async () => {
+    const credential = mint('in-flight', 100);
+    const first = modelCall(credential, 'held');
+    const second = modelCall(credential, 'held');
+    await waitFor(() => held.length === 2, 'two calls under way');
+    const third = await modelCall(credential);
+    assert.equal(third.status, 429);
+    assert.equal(third.headers['retry-after'], '1');
+    assert.equal(third.body, 'svc gate: this run has 2 model calls under way (its budget\'s bound)\n');
+    assert.equal((await modelCall(mint('in-flight-other', 100))).status, 200, 'another run is not held by these');
+    for (const answer of held.splice(0)) answer();
+    assert.deepEqual([(await first).status, (await second).status], [200, 200]);
+    await metered('in-flight', 2);
+    assert.equal((await modelCall(credential)).status, 200, 'once they ended, the next goes through');
+  });
+
+  it('drops a run\'s spending once its credential has expired, when the next run arrives', () => {
+    const spend = new RunSpend();
+    spend.of('r-old', 1_000, 0).usd = 1;
+    spend.of('r-live', 5_000, 0).usd = 2;
+    spend.of('r-new', 9_000, 2_000);
+    assert.equal(spend.of('r-live', 0, 2_000).usd, 2, 'kept while its credential lasts');
+    assert.equal(spend.of('r-old', 0, 2_000).usd, 0, 'dropped: a new entry');
   });
 });

@@ -1,7 +1,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { writeFileSync, mkdirSync } from 'node:fs';
+import { writeFileSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
 import { generateKeyPairSync } from 'node:crypto';
 import { issueReceipt, type Receipt } from '../../src/engine/receipt.ts';
 import { keyIdOf, trustedKeysDir, rotateSigningKey } from '../../src/keys.ts';
@@ -16,6 +16,7 @@ describe('merge queue and review risk', () => {
 
   const POLICY = { checks: [{ name: 'fixed', run: ['grep', '-q', 'fixed', 'a.txt'] }], pr: { open: 'verified_with_gaps', draft: true } };
   function writePolicy(policy: unknown): void {
+    rmSync(join(repo.repo, '.svc', 'policy.json'), { force: true });
     writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify(policy));
   }
 
@@ -141,6 +142,24 @@ describe('merge queue and review risk', () => {
     } finally {
       writePolicy(POLICY);
     }
+  });
+
+  it('refuses to queue while policy.json is a link to /dev/zero or a host file, and serves on', async () => {
+    const run = await finished('fake');
+    const host = join(repo.root, 'host-secret.json');
+    writeFileSync(host, '{"host_secret_key": 1}');
+    try {
+      for (const target of ['/dev/zero', host]) {
+        rmSync(join(repo.repo, '.svc', 'policy.json'));
+        symlinkSync(target, join(repo.repo, '.svc', 'policy.json'));
+        const refused = await control.request('POST', '/v1/merge/queue', { body: { source: run.source, run: run.run } });
+        assert.equal(refused.status, 409);
+        assert.equal(refused.json.error.message, 'Policy: policy.json is a symbolic link (never followed)');
+      }
+    } finally {
+      writePolicy(POLICY);
+    }
+    assert.equal((await control.request('GET', '/v1/merge/queue')).status, 200);
   });
 
   it('fails a queued entry at merge time when its receipt was tampered with', async () => {

@@ -1,6 +1,6 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, writeFileSync, rmSync } from 'node:fs';
+import { mkdirSync, writeFileSync, rmSync, symlinkSync, unlinkSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import {
@@ -233,6 +233,28 @@ describe('kubernetes executor', () => {
     assert.equal(refused.run, null);
     assert.match(refused.error ?? '', /policy\.json max_usd must be a positive number/);
     assert.equal(kube.jobs.has(kubeJobName(broken)), false);
+    // The attack: the default branch points policy.json (or .svc) at /dev/zero or a host file the server can read.
+    const hostFile = join(dir, 'host-secret.json');
+    writeFileSync(hostFile, '{"host_secret_key": 1}');
+    const outside = join(dir, 'outside-svc');
+    mkdirSync(outside, { recursive: true });
+    symlinkSync('/dev/zero', join(outside, 'policy.json'));
+    for (const [at, target] of [['policy.json', '/dev/zero'], ['policy.json', hostFile], ['.svc', outside]] as const) {
+      const path = at === '.svc' ? join(checkout, '.svc') : join(checkout, '.svc', 'policy.json');
+      rmSync(path, { recursive: true, force: true });
+      symlinkSync(target, path);
+      const linked = jobId();
+      const out = await ex.launch({ workdir: checkout, id: linked, args: ['start', 'x', '--detach'] });
+      assert.equal(out.run, null);
+      assert.match(out.error ?? '', /is a symbolic link \(never followed\)/);
+      assert.doesNotMatch(out.error ?? '', /host_secret_key/);
+      assert.equal(kube.jobs.has(kubeJobName(linked)), false);
+      unlinkSync(path);
+      mkdirSync(join(checkout, '.svc'), { recursive: true });
+    }
+    // The server lives on, and a plain policy launches again.
+    writeFileSync(join(checkout, '.svc', 'policy.json'), JSON.stringify({ max_usd: 0.5 }));
+    assert.equal((await ex.launch({ workdir: checkout, id: jobId(), args: ['start', 'x', '--detach'] })).error, null);
   });
 
   it('follows the existing Job\'s run when the Job already exists (a restart mid-launch)', async () => {
