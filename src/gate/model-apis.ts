@@ -137,5 +137,24 @@ export function modelPath(basePath: string, rest: string): { path: string } | { 
     }
     stack.push(segment);
   }
+  // Checked as the API will read it (`%62atches` is `batches` there); an escape that is no UTF-8 is refused too.
+  const unmetered = stack.find((segment) => {
+    try {
+      return UNMETERED.test(decodeURIComponent(segment));
+    } catch {
+      return true;
+    }
+  });
+  if (unmetered !== undefined) {
+    return { refused: `the model API endpoint "${unmetered.slice(0, 60)}" is not one the gate can meter` };
+  }
   return { path: `/${stack.join('/')}${query}` };
 }
+
+/**
+ * Endpoints whose cost is not in their answer (work queued and billed later: batches, fine-tunes, long-running jobs;
+ * uploads and stores that bill by the day; media): the gate could not meter them, so with the operator's key an agent
+ * could spend past every budget in one call. Coding CLIs call none of them.
+ */
+const UNMETERED = new RegExp('^(batches|fine_tuning|fine-tunes|files|uploads|vector_stores|realtime|images|audio|' +
+  'videos|cachedContents|tunedModels)$|:(batchGenerateContent|asyncBatchEmbedContent|predictLongRunning)$', 'i');

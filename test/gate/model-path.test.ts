@@ -79,4 +79,25 @@ describe('egress gate model API paths', () => {
     });
     assert.ok('refused' in modelPath('/', '/..'));
   });
+
+  it('refuses the endpoints whose cost is not in their answer (batches, fine-tunes, uploads), in any spelling', () => {
+    const refused = [
+      ['/', '/v1/messages/batches'], ['/v1', '/batches'], ['/v1', '/fine_tuning/jobs'], ['/v1', '/files'],
+      ['/', '/v1beta/models/gemini-2.5-pro:batchGenerateContent'], ['/', '/v1beta/batches/x'],
+      ['/v1', '/Batches'], ['/v1', '/x/../batches'], ['/', '/v1/messages/%62atches'], ['/', '/v1/%ff'],
+      ['/', '/v1beta/cachedContents'], ['/v1', '/images/generations'],
+    ];
+    for (const [base, rest] of refused) assert.ok('refused' in modelPath(base!, rest!), `${base} ${rest}`);
+    for (const rest of ['/v1/messages', '/v1/messages/count_tokens', '/v1beta/models/g:streamGenerateContent']) {
+      assert.ok('path' in modelPath('/', rest), rest);
+    }
+  });
+
+  it('refuses a batch before connecting, with the key unsent', async () => {
+    const calls = recorder.calls.length;
+    const reply = await gateRequest({ port: gate.port ?? 0 }, '/_model/anthropic/messages/batches',
+      { method: 'POST', body: '{}', headers: { 'content-type': 'application/json' } });
+    assert.equal(reply.status, 403);
+    assert.equal(recorder.calls.length, calls);
+  });
 });
