@@ -7,6 +7,7 @@ import { withCost } from './run-state.ts';
 import { isOperatorAnswer, readBudgetAnswer, type Answer } from './answers.ts';
 import { budgetName, reachedBudget, type Reached } from '../gate/budgets.ts';
 import type { RunGate } from './egress.ts';
+import { signsLater } from './receipt.ts';
 
 /** How often the running provider, its question and its answer are looked at. */
 export const POLL_MS = 150;
@@ -48,6 +49,9 @@ function budgetNow(ctx: RunContext, a: BudgetWatch, gate: RunGate | null): Reach
   const changed = (['cost_usd', 'tokens_in', 'tokens_out'] as const).some((k) => reported[k] !== (was?.[k] ?? null));
   if (changed) ctx.update(withCost(ctx.state, { reported }));
   if (gate) return gate.budgetReached();
+  // A pod behind the shared gate: the gate holds max_usd on what it meters and refuses past it, and a raise answered
+  // here could not reach it, so the run container never asks (docs/gate.md "A pod's max_usd").
+  if (signsLater(ctx.env) && ctx.env.SVC_GATE_EVIDENCE_URL) return null;
   const limits = { run: ctx.state.budget_usd, repoDay: null, serverDay: null };
   return reachedBudget({ run: ctx.state.cost_usd ?? 0, repoDay: 0, serverDay: 0 }, limits);
 }

@@ -118,4 +118,36 @@ describe('a Kubernetes pod held to its max_usd by svc gate serve', () => {
       '\\$0\\.25 is reached \\(metered \\$0\\.30\\): the run stops here[^\\n]*"status":429');
     await waitFor(() => refusal.test(gateOut), 'the refusal in the gate\'s log');
   });
+
+  it('never asks a pod\'s run to raise a budget its agent reports spent: the gate\'s metered cost decides', async () => {
+    // One call ($0.15, under the budget) while the CLI reports a dollar: no question, the run goes on to succeed.
+    writeFileSync(join(repo.bin, 'honest.sh'), AGENT.replace('1 2 3', '1').replace('"usd":0.01', '"usd":1.00'),
+      { mode: 0o755 });
+    const config = { provider: 'honest', providers: { honest: { command: [join(repo.bin, 'honest.sh')] } } };
+    writeFileSync(join(repo.repo, '.svc', 'config.json'), JSON.stringify(config));
+    git(repo.repo, ['commit', '-qam', 'the honest agent']);
+    git(repo.repo, ['push', '-q', 'origin', 'main']);
+    const before = modelCalls;
+    const env: NodeJS.ProcessEnv = {
+      PATH: process.env.PATH, HOME: repo.home, LANG: 'C', SVC_CONTROL_URL: cp.url,
+      SVC_K8S_CONTROL_TOKEN_SECRET: 'svc-control-budget', SVC_K8S_API_URL: kube.url,
+      SVC_K8S_SA_DIR: join(repo.root, 'no-sa'), SVC_K8S_IMAGE: 'registry.test/svc:1',
+      SVC_K8S_REPO_URL: `file://${repo.origin}`, SVC_K8S_NAMESPACE: 'build',
+      SVC_K8S_GATE_URL: `http://127.0.0.1:${gatePort}`, SVC_GATE_SECRET_FILE: join(repo.root, 'gate-secret'),
+    };
+    const ex = createKubernetesExecutor({
+      env, log: silentLogger, pollMs: 50, launchTimeoutMs: 120_000, shipGraceMs: 10_000, controlUrl: cp.url,
+      controlToken: CP_TOKEN,
+    });
+    const id = 'j0000000000budget0000000002';
+    const launched = await ex.launch({ workdir: repo.repo, id, args: ['start', '--brief', 'fix the greeting'] });
+    const job = kube.jobs.get(kubeJobName(id));
+    assert.equal(launched.error, null, job?.stderr);
+    const outcome = await ex.follow(launched.run!, new AbortController().signal, { reattach: false, workdir: '/' });
+    assert.ok(outcome && outcome !== 'aborted', job?.stderr);
+    assert.equal(outcome.status, 'succeeded', `${outcome.error}\n${job?.stderr}`);
+    assert.equal(modelCalls, before + 1);
+    const events = (await cp.request('GET', `/v1/runs/k8s/${launched.run!.run}/events?limit=500`)).json;
+    assert.ok(!JSON.stringify(events).includes('"question"'), 'the run asked nothing');
+  });
 });
