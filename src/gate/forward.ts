@@ -7,7 +7,7 @@ import type { Duplex } from 'node:stream';
 import { BadHostError, parseAuthority, type Destination } from './address.ts';
 import { decide } from './policy.ts';
 import { gateSpanId, refuse, type Asker, type GateContext } from './context.ts';
-import { CREDENTIAL_HEADERS, modelPath } from './model-apis.ts';
+import { CREDENTIAL_HEADERS, freeEndpoint, modelPath } from './model-apis.ts';
 import { arrivingRecord, type EgressRecord, type MeteredCall } from './evidence.ts';
 import { usageMeter, type UsageMeter } from './usage.ts';
 import { callCost } from './prices.ts';
@@ -109,8 +109,11 @@ export async function handleRequest(
   // A model call the meter holds (a budgeted run's calls under way) is released once its record is counted.
   let release = (): void => {};
   const settle = (record: EgressRecord): void => {
-    ctx.record(record, asker);
-    release();
+    try {
+      ctx.record(record, asker);
+    } finally {
+      release();
+    }
   };
   const deny = (status: number, reason: string, extra: Partial<EgressRecord> = {}, headers = {}): void => {
     req.resume();
@@ -122,7 +125,8 @@ export async function handleRequest(
   if (framing.kind === 'refused') return deny(400, framing.reason);
   let plan: Plan;
   try {
-    const planned = base.kind === 'model' ? planModel(ctx, url, req.rawHeaders) : planPlain(url, req.rawHeaders);
+    const { rawHeaders } = req;
+    const planned = base.kind === 'model' ? planModel(ctx, method, url, rawHeaders) : planPlain(url, rawHeaders);
     if ('refused' in planned) return deny(planned.status, planned.refused);
     plan = planned.plan;
     base.model = planned.model;
@@ -130,7 +134,15 @@ export async function handleRequest(
     if (over) return deny(429, over);
     const held = plan.metered !== null ? ctx.meter?.hold?.(asker) : undefined;
     if (typeof held === 'string') return deny(429, held, {}, { 'retry-after': '1' });
-    if (held) release = held;
+    if (held) {
+      // Once: a throw below (a socket that would not open) frees it as the record would.
+      let free = true;
+      release = () => {
+        if (!free) return;
+        free = false;
+        held();
+      };
+    }
   } catch (err) {
     if (err instanceof BadHostError) return deny(400, err.message);
     throw err;
@@ -147,10 +159,15 @@ export async function handleRequest(
   plan.headers.push(...framingHeaders(framing, method));
   // The run's trace goes on with the gate's span as the parent (a client's own traceparent was dropped).
   if (asker.span) plan.headers.push('traceparent', formatTraceparent(asker.span.context));
-  send(ctx, req, res, plan, framing, decision.address, (extra) =>
-    settle({ ...base, decision: 'allowed', rule: decision.rule, address: decision.address, ...extra,
-      ms: Date.now() - started }),
-  );
+  try {
+    send(ctx, req, res, plan, framing, decision.address, (extra) =>
+      settle({ ...base, decision: 'allowed', rule: decision.rule, address: decision.address, ...extra,
+        ms: Date.now() - started }),
+    );
+  } catch (err) {
+    release();
+    throw err;
+  }
 }
 
 // What one job's pod may send to `/_traces` over its life (docs/gate.md "Traces"): a pod's run exports a few dozen
@@ -247,7 +264,7 @@ function planPlain(url: string, raw: readonly string[]): Planned {
   return { plan: { dest, path: target.pathname + target.search, headers, tls: null, metered: null }, model: null };
 }
 
-function planModel(ctx: GateContext, url: string, raw: readonly string[]): Planned {
+function planModel(ctx: GateContext, method: string, url: string, raw: readonly string[]): Planned {
   const match = /^\/_model\/([a-z0-9-]+)(\/.*|\?.*)?$/.exec(url);
   const route = match ? ctx.models.get(match[1] ?? '') : undefined;
   if (!match || !route) {
@@ -257,7 +274,9 @@ function planModel(ctx: GateContext, url: string, raw: readonly string[]): Plann
   const dest = parseAuthority(route.base.host, https ? 443 : 80);
   const resolved = modelPath(route.base.pathname, match[2] ?? '');
   if ('refused' in resolved) return { refused: resolved.refused, status: 403 };
-  const metered = ctx.meter !== null;
+  // A free call (counting tokens, listing models) carries no usage: metered, it would read as one the gate could not
+  // price, and a budgeted run would stop on it.
+  const metered = ctx.meter !== null && !freeEndpoint(method, resolved.path);
   const headers = [...keepHeaders(raw, metered ? METERED_DROP : MODEL_DROP), 'host', route.base.host, route.header,
     route.value, ...(metered ? ['accept-encoding', 'identity'] : [])];
   const plan = {

@@ -138,9 +138,9 @@ export function modelPath(basePath: string, rest: string): { path: string } | { 
     stack.push(segment);
   }
   // Checked as the API will read it (`%62atches` is `batches` there); an escape that is no UTF-8 is refused too.
-  const unmetered = stack.find((segment) => {
+  const unmetered = stack.slice(base.length).find((segment) => {
     try {
-      return UNMETERED.test(decodeURIComponent(segment));
+      return UNMETERED.test(decodeURIComponent(segment).replace(/;.*$/s, '').replace(/[.\s]+$/, ''));
     } catch {
       return true;
     }
@@ -156,5 +156,12 @@ export function modelPath(basePath: string, rest: string): { path: string } | { 
  * uploads and stores that bill by the day; media): the gate could not meter them, so with the operator's key an agent
  * could spend past every budget in one call. Coding CLIs call none of them.
  */
-const UNMETERED = new RegExp('^(batches|fine_tuning|fine-tunes|files|uploads|vector_stores|realtime|images|audio|' +
-  'videos|cachedContents|tunedModels)$|:(batchGenerateContent|asyncBatchEmbedContent|predictLongRunning)$', 'i');
+const UNMETERED = new RegExp('^(batch|batches|fine_tuning|fine-tunes|files|uploads|vector_stores|realtime|images|' +
+  'audio|videos|threads|evals|containers|cachedContents|tunedModels|fileSearchStores)$|' +
+  ':(batchGenerateContent|asyncBatchEmbedContent|predict|predictLongRunning)$', 'i');
+
+/** Calls that cost nothing and answer no usage: reading (models, a stored answer) and counting tokens. */
+export function freeEndpoint(method: string, path: string): boolean {
+  const bare = path.split('?')[0]!;
+  return method === 'GET' || method === 'HEAD' || /(\/count_tokens|:countTokens)$/.test(bare);
+}

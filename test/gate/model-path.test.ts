@@ -85,12 +85,16 @@ describe('egress gate model API paths', () => {
       ['/', '/v1/messages/batches'], ['/v1', '/batches'], ['/v1', '/fine_tuning/jobs'], ['/v1', '/files'],
       ['/', '/v1beta/models/gemini-2.5-pro:batchGenerateContent'], ['/', '/v1beta/batches/x'],
       ['/v1', '/Batches'], ['/v1', '/x/../batches'], ['/', '/v1/messages/%62atches'], ['/', '/v1/%ff'],
-      ['/', '/v1beta/cachedContents'], ['/v1', '/images/generations'],
+      ['/', '/v1beta/cachedContents'], ['/v1', '/images/generations'], ['/v1', '/threads/t1/runs'],
+      ['/v1', '/batch/jobs'], ['/v1', '/batches;x=1'], ['/v1', '/batches.'], ['/v1', '/batches%20'],
+      ['/', '/v1beta/models/imagen:predict'],
     ];
     for (const [base, rest] of refused) assert.ok('refused' in modelPath(base!, rest!), `${base} ${rest}`);
     for (const rest of ['/v1/messages', '/v1/messages/count_tokens', '/v1beta/models/g:streamGenerateContent']) {
       assert.ok('path' in modelPath('/', rest), rest);
     }
+    // Only what follows the API's base is read: an operator's base may hold any name.
+    assert.deepEqual(modelPath('/audio/v1', '/chat/completions'), { path: '/audio/v1/chat/completions' });
   });
 
   it('refuses a batch before connecting, with the key unsent', async () => {

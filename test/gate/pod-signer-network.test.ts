@@ -88,6 +88,7 @@ describe('pod signer network section', () => {
         res.end(JSON.stringify({ model: name, usage: { input_tokens: 0, output_tokens: 100_000 } }));
       };
       if (req.url === '/v1/held') held.push(answer);
+      else if (req.url === '/v1/messages/count_tokens') res.writeHead(200).end('{"input_tokens":12}');
       else answer();
     });
     await new Promise<void>((r) => model.listen(0, '127.0.0.1', r));
@@ -387,6 +388,20 @@ describe('pod signer network section', () => {
     assert.equal(state.status, 'stopped');
     assert.equal(state.error, 'Stopped at the max_usd budget of $100.00: the gate could not price 1 model call(s)');
     assert.equal(state.failure?.class, 'budget');
+  });
+
+  // What CLIs do in ordinary work: count tokens and list models. Those answers carry no usage and cost nothing; metered,
+  // they would read as calls the gate could not price and stop every budgeted run.
+  it('lets a budgeted run count tokens and list models without stopping it', async () => {
+    const credential = mint('free-calls', 100);
+    assert.equal((await modelCall(credential, 'messages/count_tokens')).status, 200);
+    const listed = await gateRequest(at(), `/_job/${credential}/_model/anthropic/v1/models`, { method: 'GET' });
+    assert.equal(listed.status, 200);
+    assert.equal((await modelCall(credential)).status, 200, 'the next model call is not refused');
+    await metered('free-calls', 1);
+    const records = egressLog.filter((r) => r.run === 'r-free-calls');
+    assert.equal(records.length, 3);
+    assert.deepEqual(records.filter((r) => r.metered).map((r) => r.metered?.unknown), [null]);
   });
 
   // The attack: many calls started at once, each passing the budget check before any has ended and been priced.
