@@ -186,6 +186,27 @@ describe('MCP revision 2026-07-28 at /mcp, through the official v2 client (state
     assert.equal((await value('get_run', { run })).status, 'blocked');
   }
 
+  it('a form filled in for one run never answers another run asking the same question', async () => {
+    const call = (run: string, extra: Record<string, unknown> = {}) => post(control.url, {
+      jsonrpc: '2.0', id: 12, method: 'tools/call',
+      params: { name: 'answer_run', arguments: { run }, ...extra, _meta: meta(REVISION, { elicitation: {} }) },
+    }, headersFor('tools/call', REVISION, 'answer_run'));
+    // One run at a time (a repository runs one): the first asks, its form is shown, then it is stopped.
+    const one = await value('start_run', { brief: 'migrate', repo: repo.repo, provider: 'ask' });
+    await settled(one.run, 'blocked');
+    const stateOfOne = (await call(one.run)).json.result.requestState;
+    await value('stop_run', { run: one.run });
+    await settled(one.run, 'stopped');
+    const two = await value('start_run', { brief: 'migrate', repo: repo.repo, provider: 'ask' });
+    await settled(two.run, 'blocked');
+    const accepted = { answer: { action: 'accept', content: { answer: 'sqlite' } } };
+    const crossed = await call(two.run, { inputResponses: accepted, requestState: stateOfOne });
+    assert.equal(crossed.json.result.resultType, 'input_required', crossed.text);
+    assert.notEqual(crossed.json.result.requestState, stateOfOne);
+    assert.equal((await value('get_run', { run: two.run })).status, 'blocked');
+    await value('stop_run', { run: two.run });
+  });
+
   it("a client that negotiates ('auto') gets this revision; an old client still initializes", async () => {
     const auto = await connect(control.url, 'auto');
     assert.equal(auto.client.getNegotiatedProtocolVersion(), REVISION);
