@@ -160,8 +160,9 @@ const UNMETERED = new RegExp('^(batch|batches|fine_tuning|fine-tunes|files|uploa
   'audio|videos|threads|evals|containers|cachedContents|tunedModels|fileSearchStores)$|' +
   ':(batchGenerateContent|asyncBatchEmbedContent|predict|predictLongRunning)$', 'i');
 
-/** Calls that cost nothing and answer no usage: reading (models, a stored answer) and counting tokens. */
+/** Calls that cost nothing and answer no usage: listing or reading models, and counting tokens. */
 export function freeEndpoint(method: string, path: string): boolean {
   const bare = path.split('?')[0]!;
-  return method === 'GET' || method === 'HEAD' || /(\/count_tokens|:countTokens)$/.test(bare);
+  if (/(\/count_tokens|:countTokens)$/.test(bare)) return true;
+  return (method === 'GET' || method === 'HEAD') && /\/models(\/[^/:]+)?\/?$/.test(bare);
 }
