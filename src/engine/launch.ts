@@ -6,14 +6,14 @@ import { join } from 'node:path';
 import { startChild } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets, type Secrets } from '../spawn/secrets-handoff.ts';
 import { createHash } from 'node:crypto';
-import { BadInputError, RefusedError } from '../errors.ts';
+import { BadInputError, RefusedError, errorMessage } from '../errors.ts';
 import { TERMINAL } from '../run-json.ts';
 import { buildTask, classifyInput, isWebhookOrigin, type Task } from './spec.ts';
 import { planForRetry, planRun, writePlan, type RunPlan } from './run-plan.ts';
 import { newRunId, isValidSegment } from './ids.ts';
 import { settingOr } from '../settings-registry.ts';
 import {
-  repoRoot, headSha, currentBranch, excludeEngineFolders, gitCommonDir, snapshotTree, workingChanges,
+  git, headSha, currentBranch, excludeEngineFolders, gitCommonDir, snapshotTree, workingChanges,
 } from './git.ts';
 import { localRuns } from './local-runs.ts';
 import { runDir, artifactsDir, worktreeDir } from './paths.ts';
@@ -41,10 +41,13 @@ export interface StartOptions {
   followUp?: FollowUpRequest | null;
 }
 
+/** The repository's root; git's own reason (no repository, "dubious ownership", …) in the error when there is none. */
 export function resolveRepo(dir: string): string {
-  const root = repoRoot(dir);
-  if (root === null) throw new BadInputError(`Not a git repository: "${dir}"`);
-  return root;
+  try {
+    return git(dir, ['rev-parse', '--show-toplevel']).trim();
+  } catch (err) {
+    throw new BadInputError(`Not a git repository: "${dir}" (${errorMessage(err)})`);
+  }
 }
 
 type NewRun = Pick<StartOptions, 'repo' | 'pr' | 'worktree' | 'provider' | 'env' | 'followUp'> & Task & {

@@ -58,7 +58,8 @@ describe('typed errors', () => {
     assert.throws(() => classifyInput('', { forceBrief: false, cwd: tmpdir() }), { code: 'bad_input' });
     const dir = mkdtempSync(join(tmpdir(), 'svc-errors-'));
     try {
-      assert.throws(() => resolveRepo(dir), { code: 'bad_input' });
+      // git's own reason goes with it: "not a git repository" here, "dubious ownership" where that is why.
+      assert.throws(() => resolveRepo(dir), { code: 'bad_input', message: /^Not a git repository: ".*" \(.*not a git/ });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
