@@ -87,7 +87,8 @@ describe('a Kubernetes pod held to its max_usd by svc gate serve', () => {
     rmSync(repo.root, { recursive: true, force: true });
   });
 
-  it('refuses the call past the budget the gate metered, whatever the CLI reports; the run ends stopped', async () => {
+  /** One job through the Kubernetes executor, its pod behind the gate; the run's outcome once its pod ended. */
+  async function runJob(id: string) {
     const env: NodeJS.ProcessEnv = {
       PATH: process.env.PATH, HOME: repo.home, LANG: 'C', SVC_CONTROL_URL: cp.url,
       SVC_K8S_CONTROL_TOKEN_SECRET: 'svc-control-budget', SVC_K8S_API_URL: kube.url,
@@ -99,13 +100,17 @@ describe('a Kubernetes pod held to its max_usd by svc gate serve', () => {
       env, log: silentLogger, pollMs: 50, launchTimeoutMs: 120_000, shipGraceMs: 10_000, controlUrl: cp.url,
       controlToken: CP_TOKEN,
     });
-    const id = 'j0000000000budget0000000001';
-    // The server's checkout of the repository, whose policy names the budget.
     const launched = await ex.launch({ workdir: repo.repo, id, args: ['start', '--brief', 'fix the greeting'] });
     const job = kube.jobs.get(kubeJobName(id));
     assert.equal(launched.error, null, job?.stderr);
     const outcome = await ex.follow(launched.run!, new AbortController().signal, { reattach: false, workdir: '/' });
     assert.ok(outcome && outcome !== 'aborted', job?.stderr);
+    return { launched, outcome, job };
+  }
+
+  it('refuses the call past the budget the gate metered, whatever the CLI reports; the run ends stopped', async () => {
+    // The server's checkout of the repository, whose policy names the budget.
+    const { launched, outcome, job } = await runJob('j0000000000budget0000000001');
     assert.equal(outcome.status, 'stopped', `${outcome.error}\n${job?.stderr}`);
     assert.equal(outcome.error, 'Stopped at the max_usd budget: spent $0.30 of $0.25, metered by the gate');
     assert.equal(outcome.pr_url, null);
@@ -128,23 +133,7 @@ describe('a Kubernetes pod held to its max_usd by svc gate serve', () => {
     git(repo.repo, ['commit', '-qam', 'the honest agent']);
     git(repo.repo, ['push', '-q', 'origin', 'main']);
     const before = modelCalls;
-    const env: NodeJS.ProcessEnv = {
-      PATH: process.env.PATH, HOME: repo.home, LANG: 'C', SVC_CONTROL_URL: cp.url,
-      SVC_K8S_CONTROL_TOKEN_SECRET: 'svc-control-budget', SVC_K8S_API_URL: kube.url,
-      SVC_K8S_SA_DIR: join(repo.root, 'no-sa'), SVC_K8S_IMAGE: 'registry.test/svc:1',
-      SVC_K8S_REPO_URL: `file://${repo.origin}`, SVC_K8S_NAMESPACE: 'build',
-      SVC_K8S_GATE_URL: `http://127.0.0.1:${gatePort}`, SVC_GATE_SECRET_FILE: join(repo.root, 'gate-secret'),
-    };
-    const ex = createKubernetesExecutor({
-      env, log: silentLogger, pollMs: 50, launchTimeoutMs: 120_000, shipGraceMs: 10_000, controlUrl: cp.url,
-      controlToken: CP_TOKEN,
-    });
-    const id = 'j0000000000budget0000000002';
-    const launched = await ex.launch({ workdir: repo.repo, id, args: ['start', '--brief', 'fix the greeting'] });
-    const job = kube.jobs.get(kubeJobName(id));
-    assert.equal(launched.error, null, job?.stderr);
-    const outcome = await ex.follow(launched.run!, new AbortController().signal, { reattach: false, workdir: '/' });
-    assert.ok(outcome && outcome !== 'aborted', job?.stderr);
+    const { launched, outcome, job } = await runJob('j0000000000budget0000000002');
     assert.equal(outcome.status, 'succeeded', `${outcome.error}\n${job?.stderr}`);
     assert.equal(modelCalls, before + 1);
     const events = (await cp.request('GET', `/v1/runs/k8s/${launched.run!.run}/events?limit=500`)).json;
