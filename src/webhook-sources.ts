@@ -1,9 +1,6 @@
-// The one table of the trigger server's sources: one record per route that can start a job, which the trigger's
-// routes, secrets and routing keys, GET /status, the Control Plane's integrations and the OpenAPI document iterate
-// (docs/architecture.md "A webhook source"); and beside it the brief sanitizer every source's text goes through.
-// A leaf: the trigger and the Control Plane are one floor and may not import each other, so what both read lives here.
-// Each route reads the spec's neutral header names and its vendor's own, with one secret and one check
-// (/work/shared/reference/vendor-webhooks.md): never a second way to verify, only where the values come from.
+// The one table of the trigger server's sources, which the trigger's routes, secrets and routing, GET /status, the
+// Control Plane's integrations and the OpenAPI document iterate (docs/architecture.md "A webhook source"), and the
+// brief sanitizer every source's text goes through. A leaf: the trigger and the Control Plane both read it.
 import { hash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 
@@ -17,48 +14,34 @@ export interface Outbound {
 }
 
 export interface WebhookSource {
-  /** The route's one name: its path, its `origin` in the job database, its dedupe-key prefix and its log field. */
+  /** Its route path, its `origin` in the job database, its dedupe-key prefix and its log field. */
   name: string;
-  /** The service this route fits, as the docs and the Integrations page name it. */
   service?: string;
   /** The variables holding its secret, the first set wins (named in 503 replies and logs; never their values). */
   secret: readonly string[];
   /** A variable naming a file that holds the secret, read when none of `secret` is set. */
   secretFile?: string;
-  /** The secret is a base64 key (decoded before use): not valid base64 disables the route. */
+  /** The secret is a base64 key: not valid base64 disables the route. */
   secretForm?: 'base64';
   /** Other variables the route needs to take any event (each inner list "any one of"). */
   needs?: readonly (readonly string[])[];
-  /**
-   * Headers that travel together, a signature and, where the scheme signs one, its timestamp: neutral (spec) names
-   * first, then the vendor's. Lower case, as Node gives request headers.
-   */
+  /** A signature header and, where the scheme signs one, its timestamp's: the spec's names first, lower case. */
   families?: readonly { signature: string; timestamp?: string }[];
   /**
-   * How the signature reads (trigger/intake.ts checks it before anything parses the body; without one, the secret is
-   * a bearer token): HMAC-SHA256 keyed by the secret over the raw body, or over `v0:<ts>:<body>` where the family
-   * has a timestamp (unix seconds, ±300 s); written as `mac` after `prefix`, which a header must start with.
+   * HMAC-SHA256 by the secret over the raw body, or over `v0:<ts>:<body>` where the family has a timestamp (unix
+   * seconds, ±300 s), written as `mac` after `prefix` (trigger/intake.ts). Without one the secret is a bearer token.
    */
   scheme?: { mac: 'hex' | 'base64'; prefix?: RegExp };
   /** Other headers read from the delivery (the event resource, the delivery id), neutral name first. */
   resource?: readonly string[];
   delivery?: readonly string[];
-  /**
-   * How an event finds its served repository (served-repos.ts): a key the operator maps (`kind=KEY` in the
-   * repositories file), a chat channel (a permission as well as a route), its repository's full name, or the request.
-   */
+  /** How an event finds its served repository (served-repos.ts): an operator-mapped key, a chat channel, its name. */
   routing: 'key' | 'channel' | 'full-name' | 'named';
   /** What a `key` or `channel` source's routing key is, as `svc repos` help names it (`trackera=TEAM`). */
   keyName?: string;
-  /**
-   * The most UTF-8 bytes of a job's brief: longer text is cut on a character boundary; a longer `jobs` brief (svc's
-   * own API) is refused instead (spec "Per-route behaviour").
-   */
+  /** The most UTF-8 bytes of a brief: longer text is cut, a longer `jobs` brief refused (spec). */
   briefBytes: number;
-  /**
-   * The job's `svc` argv, BRIEF standing for the brief (its own element, never an option); none where the request
-   * says whether to open a PR (`jobs`).
-   */
+  /** The job's `svc` argv, BRIEF standing for the brief; none where the request decides (`jobs`). */
   argv?: readonly string[];
   /** The channel its completion summary goes back to (its sender: trigger/sources/<name>.ts), if any. */
   reply?: string;
@@ -220,15 +203,11 @@ export function firstHeader(headers: IncomingHttpHeaders, names: readonly string
   return undefined;
 }
 
-/**
- * A delivery's dedupe keys: its body's hash, its vendor's delivery id where the route reads one (retries of one
- * delivery carry both), then `more` (a comment's id); each prefixed with the route's name.
- */
+/** A delivery's dedupe keys: its body's hash, its vendor's delivery id if any, then `more`; prefixed by route. */
 export function deliveryKeys(
   name: SourceName, headers: IncomingHttpHeaders, raw: Buffer | undefined, ...more: string[]
 ): string[] {
   const id = firstHeader(headers, sourceOf(name).delivery)?.trim();
-  // One-shot: no Hash object per delivery (~0.7 µs of ~3 for a 2.6 KB body).
   const keys = [`${name}:body:${hash('sha256', raw ?? '', 'hex')}`];
   if (id) keys.push(`${name}:delivery:${id.slice(0, 200)}`);
   for (const key of more) keys.push(key);
@@ -248,9 +227,7 @@ export function decodeChatbKey(token: string): Buffer | null {
   return key.length > 0 ? key : null;
 }
 
-// Briefs: untrusted text made into one line for `svc start`.
-
-/** Default cap; each source's own is its record's `briefBytes`. */
+/** The brief's cap where no source's `briefBytes` applies. */
 export const DEFAULT_BRIEF_BYTES = 1500;
 
 // C0, DEL, C1, and the Unicode line/paragraph separators and bidi controls that can disguise text in a terminal.
@@ -261,9 +238,7 @@ export function hasControlChars(text: string): boolean {
   return CONTROL.test(text);
 }
 
-// A run of whitespace and CONTROL characters that is not one plain space: two or more of them, or one other than a
-// space. Each becomes one space in one pass; a lone space (most of a brief's runs) is left as it is, not replaced,
-// which made the pass 2-3x faster on a GitHub brief (docs/bench.md).
+// Runs of whitespace or CONTROL other than one plain space, which is left alone (2-3x faster, docs/bench.md).
 const CONTROL_CHARS = CONTROL.source.slice(1, -1);
 const CHANGED_RUN = new RegExp(`[\\s${CONTROL_CHARS}]{2,}|[^\\S ]|[${CONTROL_CHARS}]`, 'g');
 
@@ -277,7 +252,6 @@ const encoder = new TextEncoder();
 /** Cuts to at most maxBytes of UTF-8 without splitting a character (or a surrogate pair). */
 export function capUtf8(text: string, maxBytes: number): string {
   if (Buffer.byteLength(text, 'utf8') <= maxBytes) return text;
-  // encodeInto stops before the first code point that would not fit and says how many UTF-16 units it took.
   const { read } = encoder.encodeInto(text, new Uint8Array(Math.max(0, maxBytes)));
   return text.slice(0, read).trimEnd();
 }
@@ -289,8 +263,7 @@ export function stripLeadingHyphens(text: string): string {
 
 /** The one sanitizer every origin goes through: one line, no leading hyphen, capped. */
 export function sanitizeBrief(text: string, maxBytes = DEFAULT_BRIEF_BYTES): string {
-  // Cleaning a prefix gives a prefix of the cleaned whole, so once the cleaned head alone is well past the cap,
-  // cutting it gives the very same brief: a 1 MiB body costs what a 3 KB one does. Else the whole text is cleaned.
+  // A cleaned prefix is a prefix of the cleaned whole: a head well past the cap gives the same brief, cheaper.
   const head = maxBytes * 2 + 64;
   if (text.length > head) {
     const cleaned = stripLeadingHyphens(oneLine(text.slice(0, head)));

@@ -1,28 +1,10 @@
-// Dedupe keys (body hashes and vendor delivery ids), claimed in the same transaction as the job they belong to.
-// The keys are random, so a B-tree on them put every claim on its own leaf page, written to the WAL at each commit
-// and again by the checkpoint: about half the CPU of a webhook delivery (docs/bench.md). The table is append-only
-// (trigger migration 10), one row per claim holding its keys as a JSON array (migration 12: one INSERT per delivery,
-// not one per key), and a key is found through an in-memory index, a 32-bit hash of the key → the ids of the rows
-// with a key of that hash. Every hit is confirmed by reading its row, so a collision, a deleted or a rolled-back row
-// never counts. The index catches up with the rows other connections committed (ids only grow: AUTOINCREMENT).
-// Retention drops the entries of the keys it deletes; those of a row deleted by a cascade (a delivery that failed, a
-// finished job whose keys outlived their sweep) stay until the next start, costing a read on a hash hit.
+// Dedupe keys, claimed in the same transaction as their job: an append-only table (one row per claim, its keys as a
+// JSON array) found through an in-memory index of key hashes → row ids, each hit confirmed by its row; the index
+// catches up with rows other connections committed (docs/trigger.md "How keys are looked up"; docs/bench.md).
 import { LIMIT_PARAM } from './limit-param.ts';
 import type { Db } from './open.ts';
 
-export interface TriggerDedupeStore {
-  /** Call first in every write transaction that claims keys: reads the keys other connections committed. */
-  catchUp(): void;
-  /** The job that holds any of these keys: committed, or claimed earlier in the open transaction. */
-  holder(keys: readonly string[]): string | undefined;
-  /**
-   * Claims the keys in the job's transaction, or returns another job that holds one and claims none (a repeated key
-   * counts once; one the job holds already is not claimed again).
-   */
-  claim(keys: readonly string[], jobId: string, at: number): string | undefined;
-  /** Deletes up to `limit` claims made before `before` (retention), and their keys' index entries; returns the keys. */
-  prune(before: number, limit: number): number;
-}
+export type TriggerDedupeStore = ReturnType<typeof createTriggerDedupeStore>;
 
 // A Map holds at most 2^24 entries in V8: 16 shards keep a server with tens of millions of live keys inside that.
 const SHARDS = 16;
@@ -36,12 +18,12 @@ function hashOf(key: string): number {
 
 type Row = { keys: string; job_id: string };
 
-/** A row's keys (a JSON array of strings, written only by `claim` and migration 12). */
+/** A row's keys: a JSON array of strings, written only by `claim` and migration 12. */
 function keysOf(text: string): string[] {
   return JSON.parse(text) as string[];
 }
 
-export function createTriggerDedupeStore(db: Db): TriggerDedupeStore {
+export function createTriggerDedupeStore(db: Db) {
   // In chunks through all(): iterate() cost ~3× as much per row when the index is built at start.
   const since = db.prepare('SELECT id, keys FROM dedupe_keys WHERE id > ? ORDER BY id LIMIT 4096');
   since.setReturnArrays(true);
@@ -51,8 +33,7 @@ export function createTriggerDedupeStore(db: Db): TriggerDedupeStore {
     (SELECT id FROM dedupe_keys WHERE created_at < ? ORDER BY created_at ${LIMIT_PARAM}) RETURNING id, keys`);
   expired.setReturnArrays(true);
   const shards = Array.from({ length: SHARDS }, () => new Map<number, number | number[]>());
-  // Every committed row up to here is indexed; only ever set from committed rows, so a rolled-back id reused later
-  // is still read.
+  // Every committed row up to here is indexed (set from committed rows only: a rolled-back id is read again).
   let seen = 0;
 
   function index(id: number, key: string, h = hashOf(key)): void {
@@ -75,9 +56,8 @@ export function createTriggerDedupeStore(db: Db): TriggerDedupeStore {
     }
   }
 
-  // The last claim this connection made in a write transaction. If its row is there at the next catch-up, that
-  // transaction committed, and every row between the catch-up that began it and this one was its own, indexed as it
-  // was claimed (it held the write lock): the catch-up need not read them back.
+  // This connection's last claim in a write transaction: its row there at the next catch-up means it committed, and
+  // the rows before it since that transaction's catch-up were its own, indexed already (it held the write lock).
   let claimed: { id: number; keys: string; jobId: string } | null = null;
 
   function catchUp(): void {
@@ -107,8 +87,10 @@ export function createTriggerDedupeStore(db: Db): TriggerDedupeStore {
 
   catchUp();
   return {
+    /** Call first in every write transaction that claims keys: reads the keys other connections committed. */
     catchUp,
-    holder(keys) {
+    /** The job that holds any of these keys: committed, or claimed earlier in the open transaction. */
+    holder(keys: readonly string[]): string | undefined {
       // Inside a transaction the caller caught up first; reading here could index its own uncommitted rows.
       if (!db.isTransaction) catchUp();
       for (const key of keys) {
@@ -117,7 +99,8 @@ export function createTriggerDedupeStore(db: Db): TriggerDedupeStore {
       }
       return undefined;
     },
-    claim(keys, jobId, at) {
+    /** Claims the keys for the job, or returns another job holding one and claims none. */
+    claim(keys: readonly string[], jobId: string, at: number): string | undefined {
       const fresh: string[] = [];
       const hashes: number[] = [];
       for (const key of keys) {
@@ -136,7 +119,8 @@ export function createTriggerDedupeStore(db: Db): TriggerDedupeStore {
       if (db.isTransaction) claimed = { id, keys: text, jobId };
       return undefined;
     },
-    prune(before, limit) {
+    /** Deletes up to `limit` claims made before `before` and their index entries; returns how many keys. */
+    prune(before: number, limit: number): number {
       const rows = expired.all(before, limit) as unknown as [number, string][];
       let keys = 0;
       for (const [id, text] of rows) {

@@ -1,5 +1,6 @@
 // The trigger server's jobs table: typed rows in, typed rows out; statements prepared once.
 import { inTransaction, type Db } from './open.ts';
+import { LIMIT_PARAM } from './limit-param.ts';
 
 export type JobStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'interrupted';
 
@@ -16,16 +17,16 @@ export interface JobRow {
   run_id: string | null;
   exit_code: number | null;
   summary: string | null;
-  /** The summary's parts as JSON (summary.ts), rendered per vendor when it is sent; null before migration 5. */
+  /** The summary's parts as JSON (summary.ts), rendered per vendor when sent; null before migration 5. */
   summary_parts: string | null;
   error: string | null;
-  /** The served repository (owner/name) it was routed to; null for a job accepted before migration 6. */
+  /** The served repository (owner/name) it was routed to; null before migration 6. */
   repo: string | null;
   /** Where its `svc start` ran (set just before launch); null until then. */
   workdir: string | null;
-  /** Automatic starts-over of its run after an infra failure (trigger migration 9); never the job's own retry. */
+  /** Automatic starts-over of its run after an infra failure; never the job's own retry. */
   infra_retries: number;
-  /** Its span as a traceparent, and its parent span's id (trigger migration 11; job-trace.ts); null before. */
+  /** Its span as a traceparent, and its parent span's id (job-trace.ts). */
   traceparent: string | null;
   trace_parent: string | null;
 }
@@ -40,63 +41,16 @@ export interface NewJob {
   trace?: { traceparent: string; parent: string | null } | undefined;
 }
 
-export interface JobEnd {
+export type JobEnd = Pick<JobRow, 'exit_code' | 'summary' | 'summary_parts' | 'error'> & {
   status: 'succeeded' | 'failed' | 'interrupted';
   finished_at: number;
-  exit_code: number | null;
-  summary: string | null;
-  summary_parts: string | null;
-  error: string | null;
-}
+};
 
-export interface TriggerJobsStore {
-  /** Inserts a queued job and counts it (job_counts, queued_by_origin). */
-  insert(job: NewJob): void;
-  /**
-   * Inserts a queued job that the caller counts with `count` in the same transaction, once for every job it
-   * inserted: the queue's group commit makes two count updates per COMMIT instead of two per delivery (a trigger per
-   * row was ~3 µs of a delivery, docs/bench.md). Deleting it (`remove`) uncounts it, as for any queued job.
-   */
-  insertUncounted(job: NewJob): void;
-  /** Adds jobs inserted by `insertUncounted` to the queued counts: how many, by origin. */
-  count(inserted: ReadonlyMap<string, number>): void;
-  /** Deletes a job with its dedupe keys and reply target (ON DELETE CASCADE): one its transaction did not keep. */
-  remove(id: string): void;
-  get(id: string): JobRow | undefined;
-  /**
-   * The jobs of a pull request svc opened, newest first: the job whose run `run` made its branch svc/<run>, and the
-   * follow-up jobs sent to that branch (their argv holds `--follow-up svc/<run>`). `run` is a run id (base32, no
-   * LIKE wildcard). A scan of the repository's jobs, made only for a follow-up delivery that passed its dedupe.
-   */
-  onPullRequestBranch(repo: string, run: string): JobRow[];
-  countByStatus(status: JobStatus): number;
-  /** Queued jobs per origin (only origins with some), from the trigger-kept queued_by_origin table: O(origins). */
-  queuedByOrigin(): Map<string, number>;
-  /**
-   * Gives each origin a queued_by_origin row (counting its queued jobs) unless it has one: a source added to
-   * src/webhook-sources.ts needs no migration of its own. The server calls it once at start.
-   */
-  countOrigins(origins: readonly string[]): void;
-  /** Queued jobs per (repo, origin) pair: one pass over the queued jobs (bounded by the queue's size). */
-  queuedGroups(): Array<{ repo: string | null; origin: string; n: number }>;
-  /** The oldest queued job of one repository and origin. */
-  oldestQueuedIn(repo: string | null, origin: string): JobRow | undefined;
-  setWorkdir(id: string, workdir: string): void;
-  listRunning(): JobRow[];
-  /** queued → running; false when another dispatcher got there first. */
-  claim(id: string, startedAt: number): boolean;
-  setRun(id: string, source: string, run: string, exitCode: number | null): void;
-  finish(id: string, end: JobEnd): boolean;
-  /** Records the infra retries its run reported (a count, not an increment: re-reading a run changes nothing). */
-  setInfraRetries(id: string, n: number): void;
-}
+export type TriggerJobsStore = ReturnType<typeof createTriggerJobsStore>;
 
 type Row = Omit<JobRow, 'args'> & { args: string };
 
-/**
- * The argv as stored: its first element that is the brief as `null` (no argv element is ever null), so a row does not
- * carry its brief twice (~1 µs and up to 1.5 KB less per delivery, docs/bench.md). Rows written before keep it whole.
- */
+/** The argv as stored: its element that is the brief as `null`, so a row does not carry it twice (docs/bench.md). */
 function storedArgs(args: readonly string[], brief: string): string {
   const stored: (string | null)[] = [...args];
   const at = args.indexOf(brief);
@@ -109,7 +63,7 @@ function toJob(row: Row | undefined): JobRow | undefined {
   return { ...row, args: (JSON.parse(row.args) as (string | null)[]).map((a) => a ?? row.brief) };
 }
 
-export function createTriggerJobsStore(db: Db): TriggerJobsStore {
+export function createTriggerJobsStore(db: Db) {
   const insert = db.prepare(
     "INSERT INTO jobs (id, origin, status, brief, args, created_at, repo, traceparent, trace_parent) " +
       "VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
@@ -131,6 +85,10 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
   );
   const oldestIn = db.prepare(
     "SELECT * FROM jobs WHERE status = 'queued' AND repo IS ? AND origin = ? ORDER BY created_at, id LIMIT 1",
+  );
+  const pruneFinished = db.prepare(
+    `DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs WHERE finished_at IS NOT NULL AND finished_at < ?
+     AND status IN ('succeeded', 'failed', 'interrupted') ORDER BY finished_at ${LIMIT_PARAM})`,
   );
   const setWorkdir = db.prepare('UPDATE jobs SET workdir = ? WHERE id = ?');
   const running = db.prepare("SELECT * FROM jobs WHERE status = 'running' ORDER BY created_at, id");
@@ -155,57 +113,79 @@ export function createTriggerJobsStore(db: Db): TriggerJobsStore {
     if (all > 0) countQueued.run(all);
   }
   return {
-    insert(job) {
+    /** Inserts a queued job and counts it. */
+    insert(job: NewJob): void {
       inTransaction(db, () => {
         insertUncounted(job);
         countInserted(new Map([[job.origin, 1]]));
       });
     },
+    /**
+     * Inserts a queued job the caller counts with `count` once per transaction: the queue's group commit then makes
+     * two count updates per COMMIT, not two per delivery (docs/bench.md). `remove` uncounts it like any queued job.
+     */
     insertUncounted,
     count: countInserted,
-    remove(id) {
+    /** Deletes a job with its dedupe keys and reply target (cascade): one its transaction did not keep. */
+    remove(id: string): void {
       remove.run(id);
     },
-    get(id) {
+    get(id: string): JobRow | undefined {
       return toJob(get.get(id) as Row | undefined);
     },
-    onPullRequestBranch(repo, run) {
+    /**
+     * The jobs of svc's pull request, newest first: the one whose run `run` made branch svc/<run>, and the follow-ups
+     * sent to it. `run` is a run id (base32: no LIKE wildcard).
+     */
+    onPullRequestBranch(repo: string, run: string): JobRow[] {
       const followUps = `%${JSON.stringify(['--follow-up', `svc/${run}`]).slice(1, -1)}%`;
       return (onBranch.all(repo, run, followUps) as Row[]).map((r) => toJob(r)!);
     },
-    countByStatus(status) {
+    countByStatus(status: JobStatus): number {
       return (count.get(status) as { n: number } | undefined)?.n ?? 0;
     },
-    countOrigins(origins) {
+    /** Gives each origin a queued_by_origin row unless it has one: a new source needs no migration. */
+    countOrigins(origins: readonly string[]): void {
       for (const origin of origins) if (!hasOrigin.get(origin)) addOrigin.run(origin, origin);
     },
-    queuedByOrigin() {
+    /** Queued jobs per origin (only origins with some). */
+    queuedByOrigin(): Map<string, number> {
       const counts = new Map<string, number>();
       for (const row of byOrigin.all() as { origin: string; n: number }[]) counts.set(row.origin, row.n);
       return counts;
     },
+    /** Queued jobs per (repo, origin) pair. */
     queuedGroups() {
       return groups.all() as Array<{ repo: string | null; origin: string; n: number }>;
     },
-    oldestQueuedIn(repo, origin) {
+    oldestQueuedIn(repo: string | null, origin: string): JobRow | undefined {
       return toJob(oldestIn.get(repo, origin) as Row | undefined);
     },
-    setWorkdir(id, workdir) {
+    setWorkdir(id: string, workdir: string): void {
       setWorkdir.run(workdir, id);
     },
-    listRunning() {
+    listRunning(): JobRow[] {
       return (running.all() as Row[]).map((r) => toJob(r)!);
     },
-    claim(id, startedAt) {
+    /** queued → running; false when another dispatcher got there first. */
+    claim(id: string, startedAt: number): boolean {
       return claim.run(startedAt, id).changes === 1;
     },
-    setRun(id, source, run, exitCode) {
+    setRun(id: string, source: string, run: string, exitCode: number | null): void {
       setRun.run(source, run, exitCode, id);
     },
-    setInfraRetries(id, n) {
+    /** A count, not an increment: re-reading a run changes nothing. */
+    setInfraRetries(id: string, n: number): void {
       setInfraRetries.run(n, id);
     },
-    finish(id, end) {
+    /**
+     * Deletes up to `limit` finished jobs that ended before `before`, with their dedupe keys and reply target
+     * (cascade); returns how many jobs. Queued and running jobs are never touched.
+     */
+    pruneFinished(before: number, limit: number): number {
+      return Number(pruneFinished.run(before, limit).changes);
+    },
+    finish(id: string, end: JobEnd): boolean {
       const { status, finished_at, exit_code, summary, summary_parts, error } = end;
       return finish.run(status, finished_at, exit_code, summary, summary_parts, error, id).changes === 1;
     },

@@ -1,19 +1,13 @@
-// The durable job queue: per delivery its route's share is checked, then the job row, its dedupe keys (a key another
-// job holds makes it a duplicate) and its reply target written, and committed before any 2xx (DESIGN §5). Deliveries
-// of one event-loop turn share the COMMIT: kept because the peer bar needs it (docs/bench.md: about twice the
-// deliveries per second of a commit each); one that cannot be written still fails alone.
+// The durable job queue: per delivery its route's share checked, then its job row, dedupe keys (a key another job
+// holds makes it a duplicate) and reply target written and committed before any 2xx (DESIGN §5). The deliveries of
+// one event-loop turn share the COMMIT, which the peer bar needs (docs/bench.md); one that fails still fails alone.
 import { errorMessage, FailedError } from '../errors.ts';
 import { transaction } from '../db/open.ts';
 import type { TriggerStores } from '../db/trigger-stores.ts';
-import type { JobRow } from '../db/trigger-jobs-store.ts';
 import type { SourceName } from '../webhook-sources.ts';
-import { iso } from '../iso-time.ts';
 import { encodeTime } from '../engine/ids.ts';
 import { randomUUID } from 'node:crypto';
 import type { JobTrace } from './job-trace.ts';
-
-/** A job's origin is its source's name (src/webhook-sources.ts), as the job database stores it. */
-export type Origin = SourceName;
 
 export interface ReplyTarget {
   channel: string;
@@ -21,47 +15,39 @@ export interface ReplyTarget {
 }
 
 export interface EnqueueRequest {
-  origin: Origin;
-  /** The served repository (owner/name) the delivery was routed to (served-repos.ts). */
+  origin: SourceName;
+  /** The served repository (owner/name) the delivery was routed to. */
   repo: string;
   brief: string;
-  /** The exact argv after `svc`. */
+  /** The argv after `svc`. */
   args: string[];
   dedupeKeys: readonly string[];
   reply?: ReplyTarget | undefined;
-  /** The job's span and its delivery's (job-trace.ts). */
   trace?: JobTrace | undefined;
 }
 
-export type EnqueueResult = { kind: 'queued'; jobId: string } | { kind: 'duplicate'; jobId: string } | { kind: 'full' };
+type EnqueueResult = { kind: 'queued'; jobId: string } | { kind: 'duplicate'; jobId: string } | { kind: 'full' };
 
-// How the bounded queue is shared between routes, so a flood on one route can never 429 another (docs/trigger.md
-// "Queue shares").
-export interface QueueShares {
-  /** Queued jobs every configured route can always place, whatever the other routes did. */
-  reserve: number;
-  /** Queued jobs beyond their reserve that all routes together may hold. */
-  pool: number;
-}
-
-/** The reserve is at least one job: with a tiny queue fairness wins over the exact figure. */
-export function queueShares(max: number, routes: number): QueueShares {
+/**
+ * How the bounded queue is shared, so a flood on one route never 429s another (docs/trigger.md "Queue shares"): each
+ * route's `reserve` (at least one job), and a `pool` beyond the reserves that all routes together may hold.
+ */
+export function queueShares(max: number, routes: number): { reserve: number; pool: number } {
   const n = Math.max(1, routes);
   const reserve = Math.max(1, Math.floor(max / (2 * n)));
   return { reserve, pool: Math.max(0, max - n * reserve) };
 }
 
 /** Whether one more job of `origin` fits its share, given each origin's queued count. */
-export function shareAdmits(shares: QueueShares, queued: ReadonlyMap<string, number>, origin: string): boolean {
+function shareAdmits(
+  shares: ReturnType<typeof queueShares>, queued: ReadonlyMap<string, number>, origin: string,
+): boolean {
   let borrowed = 0;
   for (const n of queued.values()) borrowed += Math.max(0, n - shares.reserve);
   return (queued.get(origin) ?? 0) < shares.reserve || borrowed < shares.pool;
 }
 
-/**
- * Job ids: `j`, a run id's time (engine/ids.ts) so the jobs table's key grows at its end, then 64 random bits of a
- * UUID, which Node draws from a buffer (a randomBytes call per id was ~3 % of the intake's CPU).
- */
+/** `j`, a run id's time (engine/ids.ts: the key grows at its end), 64 random bits of a (buffered) UUID. */
 export function newJobId(now: number = Date.now()): string {
   const uuid = randomUUID();
   return `j${encodeTime(now)}${uuid.slice(0, 8)}${uuid.slice(28)}`;
@@ -69,10 +55,9 @@ export function newJobId(now: number = Date.now()): string {
 
 export const JOB_ID = /^j[0-9a-z]{26}$/;
 
-// Deliveries that share a dedupe key take turns: while one is between its cheap checks and its commit, a copy of
-// it waits, then finds the committed job and answers "duplicate" without building a brief (51 copies of
-// one errtrack delivery ran `git log` 51 times). Memory: one entry per key in flight, removed on release.
-// `acquire` resolves once no other holder has any of these keys; the function it returns releases them (idempotent).
+// Deliveries sharing a dedupe key take turns between their cheap checks and commit, so a copy finds the committed job
+// and answers "duplicate" without building a brief. `acquire` resolves once no holder has any of the keys; the
+// function it returns releases them (idempotent).
 function keyLeases(): (keys: readonly string[]) => Promise<() => void> {
   const holders = new Map<string, Promise<void>>();
   return async (keys) => {
@@ -95,10 +80,7 @@ function keyLeases(): (keys: readonly string[]) => Promise<() => void> {
   };
 }
 
-/**
- * Runs `work` once every earlier work under the same key in `chains` has settled; the key's entry goes when its last
- * work settles. One at a time per key: a repository's git, one PR's follow-up decision, one job's messages.
- */
+/** Runs `work` after every earlier work under `key` in `chains` settled (one at a time per key). */
 export function inTurn<T>(chains: Map<string, Promise<unknown>>, key: string, work: () => Promise<T>): Promise<T> {
   const next = (chains.get(key) ?? Promise.resolve()).then(work, work);
   const settled = next.catch(() => undefined);
@@ -117,14 +99,14 @@ type Refusal = Exclude<Admission, { kind: 'open' }>;
 
 export type JobQueue = ReturnType<typeof createJobQueue>;
 
-export interface JobQueueOptions {
+interface JobQueueOptions {
   stores: TriggerStores;
   clock: () => number;
   /** Most jobs allowed to wait; beyond it deliveries get 429 and no job id. */
   maxQueued: number;
-  /** Configured routes the queue is shared between; default 1, i.e. one share of maxQueued. */
+  /** Configured routes the queue is shared between (default 1). */
   routes?: number;
-  /** Called after a commit so the dispatcher can pick the job up (never inside the transaction). */
+  /** Called after a commit (never inside the transaction), so the dispatcher picks the job up. */
   onEnqueued: () => void;
 }
 
@@ -146,10 +128,7 @@ export function createJobQueue(opts: JobQueueOptions) {
     return shareAdmits(shares, queued, origin) ? undefined : { kind: 'full' };
   }
 
-  /**
-   * `queued`: each origin's queued jobs, counted up as this transaction queues more. `inserted`: the job rows it
-   * inserted, by origin, counted in the DB once before its COMMIT (one it deletes again is uncounted as it goes).
-   */
+  /** `queued` counts up as this transaction queues; `inserted` is counted in the DB once, before its COMMIT. */
   function place(
     request: EnqueueRequest, now: number, queued: Map<string, number>, inserted: Map<string, number>,
   ): EnqueueResult {
@@ -167,7 +146,7 @@ export function createJobQueue(opts: JobQueueOptions) {
       }
       if (reply) stores.replies.insert(jobId, reply.channel, reply.target, now);
     } catch (err) {
-      // Nothing of it stays: its job row goes, and its keys with it (cascade), unless SQLite ended the transaction.
+      // Nothing of it stays (its keys go by cascade), unless SQLite ended the transaction.
       if (stores.db.isTransaction) stores.jobs.remove(jobId);
       throw err;
     }
@@ -175,8 +154,7 @@ export function createJobQueue(opts: JobQueueOptions) {
     return { kind: 'queued', jobId };
   }
 
-  // The deliveries verified in one turn of the event loop (a busy server reads many requests per turn) commit in one
-  // transaction and every reply waits for that COMMIT; nothing waits on a timer when the server is idle.
+  // The deliveries of one event-loop turn commit in one transaction; no timer, so an idle server waits for nothing.
   let pending: Pending[] = [];
   function flush(): void {
     const batch = pending;
@@ -211,11 +189,8 @@ export function createJobQueue(opts: JobQueueOptions) {
   }
 
   return {
-    /**
-     * Cheap checks first: waits while another delivery with any of these keys is in flight, then answers duplicate
-     * or full before any brief is built. On `open`, call release() once the delivery's enqueue settled.
-     */
-    async admit(origin: Origin, keys: readonly string[]): Promise<Admission> {
+    /** Waits out other deliveries with these keys, then duplicate or full; on `open`, release() once enqueued. */
+    async admit(origin: SourceName, keys: readonly string[]): Promise<Admission> {
       const release = await acquire(keys);
       try {
         const found = refusal(origin, keys, stores.jobs.queuedByOrigin());
@@ -224,7 +199,7 @@ export function createJobQueue(opts: JobQueueOptions) {
           return found;
         }
       } catch {
-        // The checks are only a hint (a busy DB, say): the transaction decides.
+        // Only a hint (a busy DB, say): the transaction decides.
       }
       return { kind: 'open', release };
     },
@@ -241,25 +216,5 @@ export function createJobQueue(opts: JobQueueOptions) {
     depth() {
       return { queued: stores.jobs.countByStatus('queued'), running: stores.jobs.countByStatus('running') };
     },
-  };
-}
-
-/** The job JSON of DESIGN §5. */
-export function jobJson(job: JobRow): Record<string, unknown> {
-  return {
-    id: job.id,
-    origin: job.origin,
-    repo: job.repo,
-    status: job.status,
-    brief: job.brief,
-    args: job.args,
-    created_at: iso(job.created_at),
-    started_at: iso(job.started_at),
-    finished_at: iso(job.finished_at),
-    run: job.run_source !== null && job.run_id !== null ? { source: job.run_source, run: job.run_id } : null,
-    exit_code: job.exit_code,
-    summary: job.summary,
-    error: job.error,
-    infra_retries: job.infra_retries,
   };
 }

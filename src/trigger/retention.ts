@@ -26,9 +26,9 @@ interface PruneCounts {
 export function pruneBatch(
   stores: TriggerStores, retention: TriggerRetention, now: number, limit = BATCH,
 ): PruneCounts & { done: boolean } {
-  const dedupeKeys = stores.retention.pruneDedupeKeys(now - retention.dedupeDays * DAY_MS, limit);
+  const dedupeKeys = stores.dedupe.prune(now - retention.dedupeDays * DAY_MS, limit);
   const jobsBefore = now - Math.max(retention.jobDays, retention.dedupeDays) * DAY_MS;
-  const jobs = stores.retention.pruneFinishedJobs(jobsBefore, limit);
+  const jobs = stores.jobs.pruneFinished(jobsBefore, limit);
   return { dedupeKeys, jobs, done: dedupeKeys < limit && jobs < limit };
 }
 

@@ -4,7 +4,9 @@ import { checkBodyKeys, parseJsonObject } from '../../http/body.ts';
 import { checkHost, checkJsonContentType, isLoopbackAddress, isLoopbackHost } from '../../http/guards.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { hasControlChars, sourceOf } from '../../webhook-sources.ts';
-import { jobJson, JOB_ID } from '../queue.ts';
+import { JOB_ID } from '../queue.ts';
+import type { JobRow } from '../../db/trigger-jobs-store.ts';
+import { iso } from '../../iso-time.ts';
 import { enqueue, requireBearer, secretFor, type TCtx } from '../intake.ts';
 
 const JOBS_FIELDS = new Set(['brief', 'pr', 'request_id', 'repo']);
@@ -72,6 +74,26 @@ export function mayRead(ctx: TCtx): void {
   secretFor(ctx, 'jobs');
 }
 
+/** The job JSON of DESIGN §5. */
+function jobJson(job: JobRow): Record<string, unknown> {
+  return {
+    id: job.id,
+    origin: job.origin,
+    repo: job.repo,
+    status: job.status,
+    brief: job.brief,
+    args: job.args,
+    created_at: iso(job.created_at),
+    started_at: iso(job.started_at),
+    finished_at: iso(job.finished_at),
+    run: job.run_source !== null && job.run_id !== null ? { source: job.run_source, run: job.run_id } : null,
+    exit_code: job.exit_code,
+    summary: job.summary,
+    error: job.error,
+    infra_retries: job.infra_retries,
+  };
+}
+
 export function getJob(ctx: TCtx): Reply {
   mayRead(ctx);
   const id = ctx.params.id ?? '';
@@ -81,6 +103,6 @@ export function getJob(ctx: TCtx): Reply {
   const job = ctx.deps.queue.get(id);
   if (!job) throw new HttpError('not_found', `No job "${id}"`);
   // Who answered its run from where the job was asked, and what was refused (answers.ts).
-  const answers = ctx.deps.answers.of(id).map((a) => ({ ...a, at: new Date(a.at).toISOString() }));
+  const answers = ctx.deps.answers.of(id).map((a) => ({ ...a, at: iso(a.at) }));
   return json(200, { ...jobJson(job), answers });
 }
