@@ -63,9 +63,7 @@ export const triggerMigrations: readonly string[] = [
   CREATE INDEX dedupe_keys_by_created ON dedupe_keys (created_at);
   CREATE INDEX jobs_by_finished ON jobs (finished_at) WHERE finished_at IS NOT NULL;
   `,
-  // 4: dedupe keys are looked up through an in-memory index (trigger-dedupe-store.ts): the table keeps no index on
-  // the random key, so claiming one appends instead of dirtying a random leaf page. AUTOINCREMENT: ids only grow,
-  // never reused after deletes, which is what the index's catch-up (`id > last seen`) relies on.
+  // 4: dedupe keys found through an in-memory index: no B-tree on the random key; AUTOINCREMENT ids only grow.
   `
   CREATE TABLE dedupe_keys_v4 (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -80,12 +78,8 @@ export const triggerMigrations: readonly string[] = [
   CREATE INDEX dedupe_keys_by_job ON dedupe_keys (job_id);
   CREATE INDEX dedupe_keys_by_created ON dedupe_keys (created_at);
   `,
-  // 5: queue shares (src/trigger/queue.ts) need each origin's queued count in O(1), kept exact by triggers
-  // like job_counts. One row per origin, seeded here with the origins of its day; the server adds the row of any
-  // newer origin at start (trigger-jobs-store.ts countOrigins). No index by origin: it cost ~2 µs per delivery on the
-  // commit, and the runner's walk of the queue in age order to find an origin's oldest job is bounded by
-  // SVC_TRIGGER_QUEUE_MAX.
-  // summary_parts: the completion summary as structured parts, so each vendor gets agent text fenced as data.
+  // 5: each origin's queued count in O(1) for the queue shares (a newer origin gets its row at start); no index by
+  // origin, which cost every commit. summary_parts: the summary as parts, so each vendor fences agent text.
   `
   CREATE TABLE queued_by_origin (
     origin TEXT PRIMARY KEY,
@@ -111,17 +105,13 @@ export const triggerMigrations: readonly string[] = [
   END;
   ALTER TABLE jobs ADD COLUMN summary_parts TEXT;
   `,
-  // 6: one server, many repositories. `repo` is the served owner/name a job was routed to (NULL for jobs
-  // accepted before: they run in the default repository); `workdir` the directory its `svc start` ran in, recorded
-  // before launch so a restart re-attaches to the right run folder. No index: the runner groups the queued jobs
-  // (bounded by SVC_TRIGGER_QUEUE_MAX) by repository, and an index would cost every delivery's commit.
+  // 6: one server, many repositories: the repository a job was routed to, and where its `svc start` ran (a restart
+  // re-attaches there).
   `
   ALTER TABLE jobs ADD COLUMN repo TEXT;
   ALTER TABLE jobs ADD COLUMN workdir TEXT;
   `,
-  // 7: dedupe keys are found by their key, the plain way: the key is the table's primary key (one B-tree, no
-  // AUTOINCREMENT), and the in-memory index migration 4 made room for is gone. A key held twice (never written so)
-  // keeps its first claim.
+  // 7: dedupe keys found by their primary key (a key held twice keeps its first claim).
   `
   CREATE TABLE dedupe_keys_v7 (
     key TEXT PRIMARY KEY,
@@ -135,9 +125,7 @@ export const triggerMigrations: readonly string[] = [
   CREATE INDEX dedupe_keys_by_job ON dedupe_keys (job_id);
   CREATE INDEX dedupe_keys_by_created ON dedupe_keys (created_at);
   `,
-  // 8: every answer to a blocked run that came in from where the job was asked (a chat command, an issue comment):
-  // who, from where, and whether it answered the run or was refused and why (src/trigger/answers.ts). Kept as long
-  // as its job (cascade); one with no job to answer names none.
+  // 8: the audit of answers that came in from where a job was asked (src/trigger/answers.ts).
   `
   CREATE TABLE answers (
     id INTEGER PRIMARY KEY,
@@ -151,14 +139,11 @@ export const triggerMigrations: readonly string[] = [
   ) STRICT;
   CREATE INDEX answers_by_job ON answers (job_id);
   `,
-  // 9: how many times a job's run was started over automatically after an infra failure (src/engine/worker.ts),
-  // counted apart from the job itself, which the trigger server never retries.
+  // 9: how many times a job's run was started over after an infra failure (the job itself is never retried).
   `
   ALTER TABLE jobs ADD COLUMN infra_retries INTEGER NOT NULL DEFAULT 0;
   `,
-  // 10: dedupe keys are found through an in-memory index again (trigger-dedupe-store.ts): a B-tree on the random key
-  // put each claim on its own leaf page, about half the CPU of a webhook delivery (docs/bench.md). Append-only:
-  // AUTOINCREMENT ids never come back, which the index's catch-up with other connections (`id > last seen`) needs.
+  // 10: dedupe keys found through the in-memory index again, as in 4 (docs/bench.md).
   `
   CREATE TABLE dedupe_keys_new (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -173,17 +158,13 @@ export const triggerMigrations: readonly string[] = [
   CREATE INDEX dedupe_keys_by_job ON dedupe_keys (job_id);
   CREATE INDEX dedupe_keys_by_created ON dedupe_keys (created_at);
   `,
-  // 11: a job's trace (src/trigger/job-trace.ts): its own span as a W3C traceparent, which its run continues, and
-  // the span id of the delivery that queued it. Null for a job queued before.
+  // 11: a job's span as a W3C traceparent, which its run continues, and its delivery's span id (job-trace.ts).
   `
   ALTER TABLE jobs ADD COLUMN traceparent TEXT;
   ALTER TABLE jobs ADD COLUMN trace_parent TEXT;
   `,
-  // 12: one row per claim, its keys together as a JSON array (a delivery's body hash and delivery id): one INSERT,
-  // one entry in each index and one AUTOINCREMENT update per delivery instead of one per key (docs/bench.md). Each key
-  // of before keeps its own row, in id order, with its time. A queued job is counted by the jobs store, not by an
-  // insert trigger, so the queue's group commit counts its deliveries once per COMMIT (trigger-jobs-store.ts); the
-  // triggers of status changes and deletes stay.
+  // 12: one dedupe row per claim, its keys as a JSON array; a queued job counted by the jobs store once per COMMIT,
+  // not by an insert trigger (docs/bench.md).
   `
   DROP TRIGGER jobs_count_insert;
   DROP TRIGGER jobs_queued_insert;

@@ -1,7 +1,5 @@
-// Answers to a blocked run that come in from where its job was asked (a chat command, an issue comment): the route
-// verified the delivery and says who wrote it and whether they may answer; this finds the job on that thread,
-// dedupes the delivery, hands the text to the run through the one answer channel (`svc answer`, the executor's
-// `answer`), audits who answered from where, and says what to reply. Never an answer without a running job.
+// Answers to a blocked run from where its job was asked (a chat command, an issue comment), as the route read them:
+// find the job on that thread, dedupe, hand the text to the run (the executor's `answer`), audit, say what to reply.
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow } from '../db/trigger-jobs-store.ts';
 import type { JobExecutor } from './executor.ts';
@@ -12,36 +10,29 @@ import { MAX_ANSWER_BYTES } from '../engine/answers.ts';
 import { json, type Reply } from '../http/respond.ts';
 import { ANSWER_COMMAND, data, type Progress, type SummaryParts } from './summary.ts';
 
-/** An answer as the route read it from a verified delivery. */
 export interface AnswerRequest {
   origin: string;
   /** The conversation the job was asked in, as its reply target's `thread` names it (`github:acme/api#12`). */
   thread: string;
-  /** A job id the sender named (several jobs waiting in one chat channel), else any job of the thread. */
+  /** A job id the sender named, else any job of the thread. */
   jobId?: string | undefined;
-  /** The question message it replies in the thread of (chata): only the job whose question that message asked. */
+  /** The question message it replies in the thread of (chata). */
   replyTo?: string;
   text: string;
-  /** Who wrote it and where, for the audit and the log. */
   who: string;
   place: string;
-  /** Why this sender may not answer this job (their association, a channel no longer mapped to its repository). */
+  /** Why this sender may not answer this job, or null. */
   refusal: (job: JobRow) => string | null;
-  /**
-   * When the vendor says the comment was written (ms; null: it did not say), for an origin whose signed deliveries
-   * carry no time of their own: a comment older than the job is not an answer to its question.
-   */
+  /** When the vendor says it was written (ms; null: unsaid), where signed deliveries carry no time of their own. */
   writtenAt?: number | null;
-  /** The delivery's dedupe keys: a redelivered comment answers once. */
   keys: readonly string[];
 }
 
 type AnswerOutcome =
   | { kind: 'answered'; jobId: string; run: string }
   | { kind: 'duplicate'; jobId: string }
-  /** `elsewhere`: the job was named from a thread it was not asked in, so no reply goes to the job's own thread. */
+  /** `elsewhere`: named from a thread it was not asked in, so no reply goes to the job's own thread. */
   | { kind: 'refused'; jobId: string; reason: string; elsewhere?: true }
-  /** No running job was asked here: the delivery is not an answer to anything (skipped, nothing recorded). */
   | { kind: 'no_job'; reason: string };
 
 export type AnswerDesk = ReturnType<typeof createAnswerDesk>;
@@ -51,22 +42,18 @@ export interface AnswerDeskOptions {
   executor: Pick<JobExecutor, 'answer'>;
   clock: () => number;
   log: Logger;
-  /** Tells a progress-keeping origin (GitHub) who answered (notify.ts `progress`). */
+  /** notify.ts `progress` and `note`. */
   progress: (jobId: string, progress: Progress) => Promise<void>;
-  /** A message of its own to a job's origin (notify.ts `note`). */
   note: (jobId: string, parts: SummaryParts) => Promise<boolean>;
 }
 
-/**
- * A `/svc answer [<job id>] <text>` command or comment: the job it names (when several wait in one place) and the
- * answer text; null when it is not one.
- */
+/** A `/svc answer [<job id>] <text>` command or comment, or null. */
 export function answerCommand(text: string): { jobId: string | undefined; text: string } | null {
   const match = /^\/svc[ \t]+answer(?:[ \t\r\n]+([\s\S]*))?$/i.exec(text.trim());
   if (!match) return null;
   const named = /^(j[0-9a-z]{26})(?:\s+|$)/.exec(match[1] ?? '');
   const rest = named ? match[1]!.slice(named[0].length) : match[1] ?? '';
-  // The text reaches `svc answer` after `--`; no leading hyphen makes it read like an option anywhere else either.
+  // No leading hyphen makes it read like an option anywhere.
   return { jobId: named?.[1], text: stripLeadingHyphens(rest).trim() };
 }
 
@@ -90,7 +77,7 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
   return {
     /** The audit of a job's answers, oldest first. */
     of: (jobId: string) => stores.replies.answersOf(jobId),
-    /** Sends a message of its own to a job's origin (a refused answer's reply), in the background. */
+    /** A message of its own to a job's origin (a refused answer's reply), in the background. */
     tell(jobId: string, parts: SummaryParts) {
       void opts.note(jobId, parts);
     },
@@ -136,7 +123,7 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
       if (!job.run_source || !job.run_id || !job.workdir) return refuse(`job ${job.id} has no run yet`);
       if (!opts.executor.answer) return refuse('this trigger server\'s executor cannot answer its runs');
       const run = { source: job.run_source, run: job.run_id };
-      // Marked as the origin's, so the run takes it as theirs: never a raise of the operator's daily caps.
+      // Marked as the origin's: never a raise of the operator's daily caps.
       const result = await opts.executor.answer(run, req.text, job.workdir, originOf(req));
       if (!result.ok) return refuse(result.reason);
       audit(job, req, 'answered', null);
@@ -146,12 +133,12 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
   };
 }
 
-/** Who answered as the run records it (after `origin:`): the route and the vendor's name for them, one short line. */
+/** Who answered as the run records it: the route and the vendor's name for them, one short line. */
 function originOf(req: Pick<AnswerRequest, 'origin' | 'who'>): string {
   return [...`${req.origin}:${req.who}`.replace(/\p{Cc}+/gu, ' ')].slice(0, 200).join('');
 }
 
-/** What the origin is told when an answer is refused: svc's words, the vendor-given name and reason as data. */
+/** What the origin is told when an answer is refused. */
 function refusalParts(jobId: string, who: string, reason: string): SummaryParts {
   return [
     [{ own: `svc job ${jobId} did not take the answer from ` }, data(who)],
@@ -167,16 +154,12 @@ export function teamRefusal(repos: Pick<RepoRouter, 'byName'>, member: true | st
   };
 }
 
-/**
- * The route's answer to an answer delivery (a 2xx the vendor does not retry: the audit is on disk), and for a refusal
- * the reply where it was written, sent after. A chat, which answers in the response itself, words its own.
- */
+/** The route's 2xx to an answer delivery, and for a refusal the reply where it was written (a chat words its own). */
 export function answerReply(desk: AnswerDesk, outcome: AnswerOutcome, who: string): Reply {
   if (outcome.kind === 'no_job') return json(200, { status: 'skipped', reason: outcome.reason });
   if (outcome.kind === 'duplicate') return json(200, { status: 'duplicate', job_id: outcome.jobId });
   if (outcome.kind === 'answered') return json(200, { status: 'answered', job_id: outcome.jobId, run: outcome.run });
-  // One reply per person and job: a stranger's hundred comments do not make svc post a hundred (each is audited).
-  // None for a job named from another thread: the reply would go to the job's thread, where its author may not post.
+  // One reply per person and job (a stranger's hundred comments make one), none for a job named from elsewhere.
   const refusals = desk.of(outcome.jobId).filter((a) => a.who === who && a.outcome === 'refused').length;
   if (refusals === 1 && !outcome.elsewhere) desk.tell(outcome.jobId, refusalParts(outcome.jobId, who, outcome.reason));
   return json(200, { status: 'refused', job_id: outcome.jobId, reason: outcome.reason });

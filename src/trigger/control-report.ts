@@ -1,15 +1,13 @@
-// Tells the Control Plane about each completion summary (POST /v1/ingest `notifications`), best effort only, and
-// which repositories this server serves (`served_repos`), at start until accepted.
+// Tells the Control Plane (POST /v1/ingest) about each completion summary, best effort, and which repositories this
+// server serves, until accepted.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { errorMessage } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { NotificationInput } from '../db/notifications-store.ts';
 
-// A summary's delivery as the Control Plane stores it; `target` is a host only: a response_url's path is a
-// capability and never leaves this process.
+// `target` is a host only: a response_url's path is a capability and never leaves this process.
 export type NotificationReport = Omit<NotificationInput, 'created_at' | 'updated_at'> & { message: string };
 
-/** Where and as whom both reports go. */
 interface ControlReportOptions {
   controlUrl: string | undefined;
   controlToken: string | undefined;
@@ -55,13 +53,8 @@ export function createControlReporter(opts: ControlReportOptions): (n: Notificat
 
 const SERVED_RETRY_MS = [1_000, 5_000, 30_000, 60_000, 300_000];
 
-/**
- * Tells the Control Plane which repositories this server serves (ingest `served_repos`), once at start: the
- * file is read only then. The Control Plane keeps the list, so one accepted report is enough; until one is, it is
- * retried (a Control Plane started after the trigger server still learns them). Resolves when accepted or shut down.
- */
+/** The served repositories, retried until one report is accepted (the Control Plane keeps them) or `signal` aborts. */
 export async function reportServedRepos(names: readonly string[], opts: ControlReportOptions & {
-  /** Server shutdown: stops the retries and any request in flight. */
   signal: AbortSignal;
   /** Waits between attempts; the last one repeats. */
   retryMs?: readonly number[];

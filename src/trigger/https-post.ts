@@ -1,5 +1,4 @@
-// Outbound HTTPS with a bounded time and response size and an optional extra CA: completion summaries, and the
-// Kubernetes API when its CA is pinned (kube-api.ts).
+// Outbound HTTPS with a bounded time and response size and an optional extra CA.
 import { request } from 'node:https';
 
 interface PostResult {
@@ -7,7 +6,7 @@ interface PostResult {
   text: string;
 }
 
-/** Sends a JSON body (POST unless `method` says PATCH); rejects on network errors, resolves with any HTTP status. */
+/** Sends a JSON body; rejects on network errors, resolves with any HTTP status. */
 export type Poster = (url: URL, headers: Record<string, string>, body: string, method?: string) => Promise<PostResult>;
 
 interface HttpsOptions {

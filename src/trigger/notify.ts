@@ -1,11 +1,9 @@
-// Sends a finished job's completion summary to its origin with retries, records the outcome, reports it to the
-// Control Plane; and while the job runs, its progress (a question its run asks; on GitHub also that it started) the
-// same way. Never throws and never changes the job's status (spec rule 5).
+// Sends a finished job's completion summary to its origin with retries, records the outcome and reports it to the
+// Control Plane; while the job runs, its progress the same way. Never throws, never changes the job (spec rule 5).
 import { isJsonObject, tryParseJson } from '../untrusted.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { TriggerStores } from '../db/trigger-stores.ts';
-import type { JobRow } from '../db/trigger-jobs-store.ts';
 import {
   buildProgressParts, PermanentError, plainSummary,
   type Delivery, type NotifyConfig, type Piece, type Progress, type ReplyChannel, type SummaryParts,
@@ -19,7 +17,7 @@ import { inTurn } from './queue.ts';
 interface NotifierOptions {
   stores: TriggerStores;
   config: NotifyConfig;
-  /** Each reply channel's sender, by name (app.ts `REPLIES`). */
+  /** Each reply channel's sender, by name. */
   replies: Readonly<Record<string, ReplyChannel>>;
   post: Poster;
   report: (n: NotificationReport) => Promise<void>;
@@ -27,9 +25,8 @@ interface NotifierOptions {
   clock: () => number;
   /** First retry delay; each next one is 4× longer. */
   backoffMs?: number;
-  /** Aborted at shutdown: retries stop and the summary stays pending for the next start. */
+  /** Aborted at shutdown: retries stop, the summary stays pending for the next start. */
   signal?: AbortSignal;
-  /** SVC_PUBLIC_URL: the run link in progress messages. */
   publicUrl?: string | undefined;
 }
 
@@ -39,7 +36,7 @@ function isPiece(value: unknown): value is Piece {
   return keys.length === 1 && ['own', 'data', 'link'].includes(keys[0]!) && typeof Object.values(value)[0] === 'string';
 }
 
-/** The stored parts; a job finished before they were stored (or unreadable ones) sends its whole summary as data. */
+/** The stored parts; without readable ones, the whole summary as data. */
 function summaryParts(stored: string | null, plain: string): SummaryParts {
   const parts = stored === null ? null : tryParseJson(stored);
   if (Array.isArray(parts) && parts.every((p) => Array.isArray(p) && p.every(isPiece))) return parts as SummaryParts;
@@ -54,16 +51,11 @@ function checkStatus(status: number, what: string): void {
   throw new FailedError(message);
 }
 
+const ATTEMPTS = 4;
+
 type Sent = { error: string | null; tried: number; aborted?: true };
 
-/** A posted question as its reply target keeps it: a digest, so a long question is not stored twice. */
-function askedKey(question: string): string {
-  return createHash('sha256').update(question).digest('hex');
-}
-
-/** The completion summary's sender, with the two other messages a job's origin gets through the same channel. */
 export function createNotifier(opts: NotifierOptions) {
-  const attempts = 4;
   const backoffMs = opts.backoffMs ?? 1000;
   // One message of a job at a time, in order: the progress comment a later edit PATCHes must exist first.
   const queues = new Map<string, Promise<unknown>>();
@@ -80,12 +72,8 @@ export function createNotifier(opts: NotifierOptions) {
   }
 
   /** Sends with the retries (`error` null when sent); keeps what the answer says to remember. */
-  async function send(job: JobRow, channel: string, delivery: Delivery): Promise<Sent> {
-    const jobId = job.id;
-    let error: string | null = null;
-    let tried = 0;
-    for (; tried < attempts; ) {
-      tried++;
+  async function send(jobId: string, channel: string, delivery: Delivery): Promise<Sent> {
+    for (let tried = 1; ; tried++) {
       try {
         const answer = await opts.post(delivery.url, delivery.headers, delivery.body, delivery.method);
         checkStatus(answer.status, delivery.what);
@@ -95,9 +83,9 @@ export function createNotifier(opts: NotifierOptions) {
         if (keep && target) opts.stores.replies.updateTarget(jobId, { ...target.target, ...keep });
         return { error: null, tried };
       } catch (err) {
-        error = errorMessage(err);
+        const error = errorMessage(err);
         opts.log.warn('reply failed', { job_id: jobId, channel, host: delivery.url.host, attempt: tried, error });
-        if (err instanceof PermanentError || tried >= attempts) break;
+        if (err instanceof PermanentError || tried >= ATTEMPTS) return { error, tried };
         try {
           await sleep(backoffMs * 4 ** (tried - 1), undefined, opts.signal ? { signal: opts.signal } : {});
         } catch {
@@ -105,13 +93,9 @@ export function createNotifier(opts: NotifierOptions) {
         }
       }
     }
-    return { error, tried };
   }
 
-  /**
-   * One message to the job's origin while its summary has not gone: the summary itself (recorded sent, failed or
-   * skipped on its reply target), or while the job runs, a progress message or a note.
-   */
+  /** One message to the job's origin while its summary has not gone (the summary's outcome recorded). */
   async function tell(
     jobId: string, kind: 'summary' | 'progress' | 'question' | 'note', given?: SummaryParts,
   ): Promise<boolean> {
@@ -131,12 +115,12 @@ export function createNotifier(opts: NotifierOptions) {
       if (kind === 'summary') opts.stores.replies.markNotified(jobId, 'skipped', opts.clock());
       return false;
     }
-    let sent = await send(job, channel, delivery);
+    let sent = await send(jobId, channel, delivery);
     if (kind === 'question' && sent.error !== null && !sent.aborted && reply?.ask) {
       // The post that keeps a thread was refused (a bot not in a private channel): the question still goes out.
       const plain = reply.prepare(opts.stores.replies.get(jobId)?.target ?? target.target, parts, opts.config,
         opts.clock());
-      if (typeof plain !== 'string') sent = await send(job, channel, plain);
+      if (typeof plain !== 'string') sent = await send(jobId, channel, plain);
     }
     if (kind === 'summary') {
       if (sent.aborted) return false; // shutting down: left pending, sent on the next start
@@ -156,22 +140,20 @@ export function createNotifier(opts: NotifierOptions) {
     await tell(jobId, 'summary');
   }, undefined);
   return Object.assign(notifyJob, {
-    /** The run started (only channels that keep a progress message) or asks a question: told to the job's origin. */
+    /** The run started (only channels that keep a progress message), asks a question, or was answered. */
     progress(jobId: string, progress: Progress): Promise<void> {
       return jobTurn(jobId, async () => {
         const job = opts.stores.jobs.get(jobId);
         const target = opts.stores.replies.get(jobId);
         if (!job?.run_source || !job.run_id || !target) return;
-        // The question posted is kept with the reply target (the trigger DB): a restart's re-attached follow sees the
-        // same waiting question and must not post it again; once the run waits no more, its next one is new.
-        const asked = progress.step === 'waiting' ? askedKey(progress.question) : null;
+        // The question posted is kept (as a digest) with the reply target, so a restart does not post it again.
+        const asked = progress.step === 'waiting' ? hash('sha256', progress.question, 'hex') : null;
         if (asked !== null && asked === target.target.asked) {
           opts.log.info('question already posted', { job_id: jobId });
           return;
         }
         if (target.target.asked !== undefined) {
-          // The old question's thread answers nothing more: a late reply there must not answer the next question, and
-          // a "thanks" is not refused as an answer to a running run.
+          // The old question's thread answers nothing more (a late reply there must not answer the next question).
           opts.stores.replies.updateTarget(jobId, { ...target.target, asked: undefined, question_message: undefined });
         }
         if (progress.step === 'resumed') return;

@@ -1,5 +1,5 @@
-// The one-line completion summary every origin receives: status, verdict, PR URL, cost, duration, Control Plane link;
-// and what a source's reply channel is (its sender and renderer are beside its handler, trigger/sources/<name>.ts).
+// The one-line completion summary every origin receives (status, verdict, PR, cost, duration, run link), and what a
+// source's reply channel is (its sender and renderer are beside its handler, trigger/sources/<name>.ts).
 import { FailedError } from '../errors.ts';
 import { runPageUrl, VERDICTS } from '../run-json.ts';
 import type { RunOutcome, RunRef } from './executor.ts';
@@ -10,13 +10,13 @@ export interface NotifyConfig {
   trackeraApiUrl: string;
   trackeraApiKey: string | undefined;
   trackerb: { baseUrl: string; email: string; token: string } | undefined;
-  /** A chata bot token: a question goes to the channel by chat.postMessage once the response_url expired. */
+  /** A chata bot token: chat.postMessage once the response_url expired, and a question's thread. */
   chataBot?: { apiUrl: string; token: string } | undefined;
-  /** GitHub's REST base and token: the progress comment on a GitHub issue (sources/webhook.ts). */
+  /** GitHub's REST base and token: the progress comment on a GitHub issue. */
   github?: { apiUrl: string; token: string } | undefined;
 }
 
-/** A summary ready to send once: where (only its host is ever reported), with what, and who answers. */
+/** A message ready to send: only the URL's host is ever reported. */
 export interface Delivery {
   url: URL;
   headers: Record<string, string>;
@@ -25,36 +25,26 @@ export interface Delivery {
   what: string;
   /** Throws PermanentError when a 2xx answer still says no (trackera's GraphQL errors). */
   check?: (answer: string) => void;
-  /** PATCH edits what an earlier delivery made (GitHub's progress comment); POST when absent. */
   method?: 'POST' | 'PATCH';
   /** What to keep with the job's reply target from a 2xx answer (the id of the comment it made), if anything. */
   remember?: (answer: string) => Record<string, unknown> | null;
 }
 
-/** A source's way back (its record's `reply`, src/webhook-sources.ts); notify.ts picks it by channel name. */
+/** A source's way back (its record's `reply`); notify.ts picks it by channel name. */
 export interface ReplyChannel {
-  /** Whether it could send a summary now (GET /status): its settings are there, never their values. */
+  /** Whether its settings are there (GET /status). */
   configured(config: NotifyConfig): boolean;
-  /**
-   * The summary (or a progress message: the run started, its question) rendered in the vendor's format, ready to
-   * send; or why nothing is sent. `now` decides whether a reply address that expires still holds.
-   */
+  /** A message in the vendor's format, or why nothing is sent; `now` decides whether an expiring address holds. */
   prepare(target: Record<string, unknown>, parts: SummaryParts, config: NotifyConfig, now: number): Delivery | string;
-  /**
-   * A message of its own beside what `prepare` keeps up to date (a refused answer's reply on GitHub, where `prepare`
-   * edits the one progress comment); absent: `prepare` serves.
-   */
+  /** A message of its own beside the one `prepare` keeps up to date (GitHub); absent: `prepare` serves. */
   note?(target: Record<string, unknown>, parts: SummaryParts, config: NotifyConfig): Delivery | string;
-  /**
-   * A waiting run's question where a reply in its thread answers it (chata's bot message, whose `ts` it remembers as
-   * `question_message`); absent: `prepare` serves.
-   */
+  /** A question where a reply in its thread answers it (chata's bot message); absent: `prepare` serves. */
   ask?(target: Record<string, unknown>, parts: SummaryParts, config: NotifyConfig, now: number): Delivery | string;
-  /** Sends progress (the run started) too, not only questions and the end: GitHub's one comment kept up to date. */
+  /** Told that the run started too (GitHub's one progress comment). */
   progress?: boolean;
 }
 
-/** Thrown for an answer that will not get better by retrying; the notifier retries anything else. */
+/** An answer that will not get better by retrying; the notifier retries anything else. */
 export class PermanentError extends FailedError {}
 
 /** Between a summary's parts, in every vendor's rendering. */
@@ -75,15 +65,11 @@ function runPart(publicUrl: string | undefined, run: RunRef): Piece[] {
   return link ? [{ link }] : [{ own: `see run ${run.source}/${run.run} on the Control Plane` }];
 }
 
-/**
- * `own`: svc's own words (ids it made or validated, closed-set values, numbers). `data`: agent-derived text, which
- * every vendor gets fenced as data, never as markup or a mention. `link`: a URL svc means to link.
- */
+/** `own`: svc's own words; `data`: agent-derived text, fenced as data for every vendor; `link`: a URL svc links. */
 export type Piece = { own: string } | { data: string } | { link: string };
-/** The summary's parts, in order; each is shown as its pieces side by side, parts separated by " · ". */
+/** The parts, each shown as its pieces side by side, parts separated by SEPARATOR. */
 export type SummaryParts = Piece[][];
 
-/** Agent-derived text is cut to this many characters: a summary is one line, not a log. */
 const DATA_CHARS = 500;
 
 /** Agent- or vendor-given text as a `data` piece: one line, cut to DATA_CHARS. */
@@ -92,11 +78,7 @@ export function data(text: string): Piece {
   return { data: line.length > DATA_CHARS ? `${line.slice(0, DATA_CHARS)}…` : line };
 }
 
-/**
- * A URL svc means to link, as the WHATWG parser writes it, when it is http(s) and holds nothing a vendor could take
- * as markup around it (`<>|` close Slack links; brackets, parentheses, quotes, `*`, backticks and spaces make
- * markdown); else null, and the text is shown as data instead.
- */
+/** An http(s) URL as the WHATWG parser writes it, holding nothing a vendor's markup could take (else null). */
 function safeLink(value: string | null | undefined): string | null {
   const url = value && value.length <= 2048 ? URL.parse(value) : null;
   if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:')) return null;
@@ -110,7 +92,7 @@ export function buildSummaryParts(input: {
   outcome: RunOutcome | null;
   durationMs: number;
   error: string | null;
-  /** SVC_PUBLIC_URL: the Control Plane as people reach it (never a loopback address; settings.ts drops one). */
+  /** SVC_PUBLIC_URL (never a loopback address). */
   publicUrl: string | undefined;
 }): SummaryParts {
   const parts: SummaryParts = [[{ own: `svc job ${input.jobId} ${input.status}` }]];
@@ -133,12 +115,11 @@ export function buildSummaryParts(input: {
   return parts;
 }
 
-/** How far a webhook-started run got, as its origin is told while it runs (notify.ts `progress`). */
+/** How far a webhook-started run got, as its origin is told while it runs. */
 export type Progress = { step: 'started' } | { step: 'waiting'; question: string } | { step: 'answered'; by: string }
-  /** The run waits no more (however it was answered): its next question is a new one, posted again. */
   | { step: 'resumed' };
 
-/** A progress message: svc's words, the run's question fenced as data (an agent wrote it), the run's link. */
+/** A progress message: svc's words, the run's question as data, the run's link. */
 export function buildProgressParts(
   jobId: string, run: RunRef, progress: Progress, publicUrl: string | undefined,
 ): SummaryParts {
@@ -158,12 +139,12 @@ export function buildProgressParts(
 /** What a person writes at the origin (a chat command, an issue comment) to answer a waiting run. */
 export const ANSWER_COMMAND = '/svc answer';
 
-/** The parts in one vendor's markup: each piece by `piece`, the parts joined by `separator`. */
+/** The parts in one vendor's markup. */
 export function renderSummary(parts: SummaryParts, piece: (p: Piece) => string, separator = SEPARATOR): string {
   return parts.map((part) => part.map(piece).join('')).join(separator);
 }
 
-/** The plain one-line summary (GET /jobs, logs, the Control Plane report): no vendor reads it as markup. */
+/** The plain one-line summary (GET /jobs, logs, the Control Plane report). */
 export function plainSummary(parts: SummaryParts): string {
   return renderSummary(parts, (p) => ('own' in p ? p.own : 'data' in p ? p.data : p.link));
 }
@@ -173,7 +154,7 @@ function markdownEscape(text: string): string {
   return text.replace(/[!-/:-@[-`{-~]/g, (c) => `\\${c}`);
 }
 
-/** A CommonMark code span holding `text` literally: fence longer than its longest backtick run, padded if needed. */
+/** A CommonMark code span holding `text` literally. */
 function codeSpan(text: string): string {
   if (text === '') return '';
   const longest = Math.max(0, ...(text.match(/`+/g) ?? []).map((run) => run.length));
