@@ -1,5 +1,5 @@
-// POST /chata (Slack): a slash command (form body) becomes a job, url_verification is answered its challenge; the
-// summary goes back to the command's response_url in mrkdwn (docs/trigger.md "Completion summaries").
+// POST /chata (Slack): a slash command (form body) becomes a job, url_verification is answered its challenge, a reply
+// in a question's thread answers it; the summary goes back to the command's response_url in mrkdwn.
 import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { describe, obj, str } from '../../untrusted.ts';
@@ -14,11 +14,10 @@ import { chatRefusal, chatThread, routeChat, type ChatVoice } from './chat.ts';
 type ChataInput =
   | { kind: 'command'; text: string; responseUrl: string | null; channel: string | null; user: string }
   | { kind: 'challenge'; challenge: string }
-  /** A person's message in a thread (Events API `message`): an answer, if the thread is a waiting question's. */
   | { kind: 'reply'; channel: string; thread: string; user: string; text: string; eventId: string | null }
   | { kind: 'skip'; reason: string };
 
-/** Slash-command text as an argv element: one line, leading hyphens stripped so it is never an option (spec rule 1). */
+/** Slash-command text as an argv element (spec rule 1). */
 export function chataText(raw: string): string {
   return sanitizeBrief(raw, sourceOf('chata').briefBytes);
 }
@@ -41,13 +40,10 @@ function readChata(contentType: string, raw: Buffer): ChataInput {
   };
 }
 
-/** Slack's message timestamp, which is also the message's id in its channel ("1503435956.000247"). */
+/** Slack's message timestamp, also the message's id in its channel ("1503435956.000247"). */
 const MESSAGE_TS = /^\d{1,12}\.\d{1,9}$/;
 
-/**
- * An Events API `message` in a thread, by a person: not the bot (its own question included), not an edit or any
- * other subtype, not the thread's parent itself.
- */
+/** An Events API `message` in a thread, by a person: not a bot's, not an edit, not the thread's parent. */
 function readThreadReply(body: Record<string, unknown>): ChataInput {
   const event = obj(body.event);
   const [channel, user, ts, thread] = [event.channel, event.user, event.ts, event.thread_ts].map(str);
@@ -56,12 +52,11 @@ function readThreadReply(body: Record<string, unknown>): ChataInput {
   if (event.bot_id !== undefined || event.subtype !== undefined) return skip('a bot\'s message or an edit');
   if (!thread || !MESSAGE_TS.test(thread) || thread === ts) return skip('a message not in a thread');
   if (!channel || !user || channel.length > 64 || user.length > 64) return skip('a message without channel or user');
-  // A channel shared with another workspace (Slack Connect) carries its people's messages too; the slash command that
-  // asked was this workspace's, and so is the answer.
+  // A channel shared with another workspace (Slack Connect) carries its people's messages too: not answers.
   const home = str(body.team_id);
   const team = str(event.user_team) ?? str(event.team);
   if (!home || (team !== null && team !== home)) return skip('a message from another workspace');
-  // mrkdwn escapes these three in what people write; the answer is their words, as the run reads them.
+  // mrkdwn escapes these three in what people write; the run reads their words.
   const text = (str(event.text) ?? '').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
   const id = str(body.event_id);
   return { kind: 'reply', channel, thread, user, text, eventId: id && id.length <= 64 ? id : null };
@@ -72,10 +67,7 @@ const CHATA_USAGE = 'Usage: /svc <what to do>, e.g. /svc fix the flaky login tes
 // A percent-encoded dot, slash or backslash: the receiving server may decode it into a path step our parser kept.
 const ENCODED_PATH_STEP = /%(2e|2f|5c)/i;
 
-/**
- * True only for an https URL under the hooks prefix at a path boundary, as the WHATWG parser writes it back, without
- * encoded path steps: anything parsing would change is refused, not repaired (docs/trigger.md "Reply URLs").
- */
+/** An https URL under the hooks prefix at a path boundary, unchanged by parsing (docs/trigger.md "Reply URLs"). */
 export function isAllowedChataUrl(value: unknown, prefix: string): value is string {
   if (typeof value !== 'string' || value.length > 2048 || !prefix.startsWith('https://')) return false;
   const url = URL.parse(value);
@@ -98,17 +90,15 @@ export async function receiveChata(ctx: TCtx, raw: Buffer): Promise<Reply> {
   const chat = await routeChat(ctx, 'chata', { ...input, keys: [] }, SLACK);
   if (!('routed' in chat)) return chat;
   const { routed, brief } = chat;
-  // Reply target captured only after verification, and only for an https URL under the hooks prefix (spec).
   const prefix = ctx.deps.settings.notify.chataHooksPrefix;
-  // The channel and the response_url's lifetime let a later question reach the channel (chataReply) and an answer
-  // there find its job (answerFromChat).
+  // The channel lets a later question reach it once the response_url expired, and an answer there find its job.
   const thread = input.channel ? { channel_id: input.channel, thread: chatThread('chata', input.channel) } : {};
   const until = ctx.deps.clock() + RESPONSE_URL_MS;
   const reply = isAllowedChataUrl(input.responseUrl, prefix)
     ? { channel: 'chata', target: { response_url: input.responseUrl, response_url_until: until, ...thread } }
     : undefined;
   if (!reply && input.responseUrl) {
-    // Not under the prefix, or not as it reads once normalised (above): the job runs, no summary goes.
+    // The job runs; no summary goes.
     ctx.deps.log.warn('chata response_url ignored: not under CHATA_HOOKS_PREFIX', { request_id: ctx.requestId });
   }
   return enqueue(
@@ -129,7 +119,7 @@ function slackPiece(piece: Piece): string {
   if ('own' in piece) return slackEscape(piece.own);
   if ('link' in piece) return `<${slackEscape(piece.link)}>`;
   if (piece.data === '') return '';
-  // mrkdwn has no escape for a backtick inside code: a look-alike keeps the span closed where we close it.
+  // mrkdwn has no escape for a backtick inside code: a look-alike keeps the span closed.
   return `\`${slackEscape(piece.data.replace(/`/g, 'ˋ'))}\``;
 }
 
@@ -137,10 +127,7 @@ function slackPiece(piece: Piece): string {
 const RESPONSE_URL_MS = 30 * 60_000;
 const RESPONSE_URL_POSTS = 5;
 
-/**
- * The channel's bot-token post (chat.postMessage): a message after the response_url expired, and a question, whose
- * message `ts` is kept (`question_message`) so a reply in its thread answers it.
- */
+/** A bot-token post (chat.postMessage); a question's `ts` is kept, so a reply in its thread answers it. */
 function botPost(
   target: Record<string, unknown>, text: string, config: NotifyConfig, asks = false,
 ): Delivery | string {
@@ -167,10 +154,7 @@ function botPost(
   };
 }
 
-/**
- * A person's reply in the thread of the question a job's bot message asked: that job's answer, by the rules of
- * `answer` in the channel (the channel still mapped to the job's repository), deduped by the event's id and body.
- */
+/** A reply in the thread of a job's question: its answer, by the rules of `answer` in the channel. */
 async function answerFromThread(ctx: TCtx, m: Extract<ChataInput, { kind: 'reply' }>): Promise<Reply> {
   const outcome = await ctx.deps.answers.answer({
     origin: 'chata', thread: chatThread('chata', m.channel), replyTo: m.thread, who: m.user,
@@ -184,14 +168,13 @@ async function answerFromThread(ctx: TCtx, m: Extract<ChataInput, { kind: 'reply
 export const chataReply: ReplyChannel = {
   configured: (config) => config.chataHooksPrefix !== '',
   ask(target, parts, config, now) {
-    // Only the bot's message has a thread to reply in (a response_url's is ephemeral): without the token, as before.
+    // Only the bot's message has a thread to reply in (a response_url's is ephemeral).
     const bot = config.chataBot && typeof target.channel_id === 'string';
     if (!bot) return chataReply.prepare(target, parts, config, now);
     const thread: SummaryParts = [...parts, [{ own: 'or reply in this thread' }]];
     return botPost(target, renderSummary(thread, slackPiece), config, true);
   },
   prepare(target, parts, config, now) {
-    // Past its 30 minutes or its 5 posts the response_url takes nothing: the bot token posts instead, if there is one.
     const until = target.response_url_until;
     const posts = typeof target.response_url_posts === 'number' ? target.response_url_posts : 0;
     if ((typeof until === 'number' && now > until) || posts >= RESPONSE_URL_POSTS) {

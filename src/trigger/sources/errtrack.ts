@@ -1,8 +1,9 @@
 // POST /errtrack (Sentry): an alert's brief is its text plus release, environment, newest deploy record and the
-// culprit file's last author (docs/trigger.md "Briefs"); all of it untrusted text, sanitized and capped.
+// culprit file's last author (docs/trigger.md "Briefs").
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { objOrNull as obj, type Obj } from '../../untrusted.ts';
+import { str as text } from '../../engine/text.ts';
 import { firstHeader, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import { latestDeployLine } from '../../engine/deploys.ts';
 import { runCollect } from '../../spawn/start.ts';
@@ -11,26 +12,11 @@ import { realpath, stat } from 'node:fs/promises';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
 import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
 
-interface ErrtrackAlert {
-  /** Vendor identity of the alert, stable across the vendor's retries (which change Request-ID). */
-  identityKey: string;
-  label: string;
-  title: string;
-  culprit: string | null;
-  release: string | null;
-  environment: string | null;
-  fileCandidates: string[];
-  /** The project's slug, which routes the alert to a served repository (errtrack=… in the repositories file). */
-  projectSlug: string | null;
-}
+type ErrtrackAlert = Exclude<ReturnType<typeof readErrtrackAlert>, { skip: string }>;
 
 /** An event carries its project only as a number; its API `url` names the slug: `/projects/<org>/<slug>/events/`. */
 function slugFromUrl(url: string | null): string | null {
   return url ? (/\/projects\/[^/]+\/([^/?#]+)\/events\//.exec(url)?.[1] ?? null) : null;
-}
-
-function text(value: unknown): string | null {
-  return typeof value === 'string' && value.trim() !== '' ? value : typeof value === 'number' ? String(value) : null;
 }
 
 function tag(event: Obj, name: string): string | null {
@@ -55,8 +41,11 @@ function frameFiles(event: Obj): string[] {
   return [...inApp, ...other];
 }
 
-/** Reads an alert the route knows how to turn into a job, or says why it is skipped. */
-export function readErrtrackAlert(resource: string | undefined, payload: Obj): ErrtrackAlert | { skip: string } {
+/**
+ * An alert the route turns into a job, or why it is skipped. `identityKey` is stable across the vendor's retries;
+ * `projectSlug` routes it (errtrack=… in the repositories file).
+ */
+export function readErrtrackAlert(resource: string | undefined, payload: Obj) {
   const action = text(payload.action);
   const data = obj(payload.data) ?? {};
   const event = obj(data.event);
@@ -77,7 +66,7 @@ export function readErrtrackAlert(resource: string | undefined, payload: Obj): E
     };
   }
   if (issue && (resource === undefined || resource === 'issue')) {
-    if (action !== 'created') return { skip: `issue action "${action ?? ''}" does not start a job` };
+    if (action !== 'created') return { skip: `issue action "${action ?? ''}" does not start a job` } as const;
     const metadata = obj(issue.metadata) ?? {};
     return {
       identityKey: `errtrack:issue:${text(issue.id) ?? 'none'}:created`,
@@ -90,13 +79,10 @@ export function readErrtrackAlert(resource: string | undefined, payload: Obj): E
       projectSlug: text(obj(issue.project)?.slug),
     };
   }
-  return { skip: `resource "${resource ?? 'unknown'}" does not start a job` };
+  return { skip: `resource "${resource ?? 'unknown'}" does not start a job` } as const;
 }
 
-/**
- * The culprit file: a stack-frame filename as a file inside repoDir, or null; symlinks are resolved before the
- * containment check (no path escape).
- */
+/** A stack-frame filename as a file inside repoDir (links resolved before the containment check), or null. */
 export async function resolveInsideRepo(repoDir: string, candidate: string): Promise<string | null> {
   if (
     !candidate || candidate.length > 1024 || candidate.includes('\0') ||
@@ -119,7 +105,7 @@ export async function resolveInsideRepo(repoDir: string, candidate: string): Pro
       if (rel.split(sep)[0] === '.git' || !(await stat(real)).isFile()) continue;
       return rel;
     } catch {
-      // not there: try the next reading
+      // not there: the next reading
     }
   }
   return null;
@@ -158,12 +144,11 @@ export async function buildErrtrackBrief(alert: ErrtrackAlert, repoDir: string |
 export async function receiveErrtrack(ctx: TCtx, raw: Buffer): Promise<Reply> {
   const resource = firstHeader(ctx.req.headers, sourceOf('errtrack').resource);
   const alert = readErrtrackAlert(resource, parseJsonObject(raw));
-  if ('skip' in alert) return skipped(alert.skip);
+  if (alert.skip !== undefined) return skipped(alert.skip);
   const routed = ctx.deps.settings.repos.route('errtrack', alert.projectSlug);
   if (routed.kind === 'unserved') return unserved(ctx, 'errtrack', routed.reason);
   const { name, checkout } = routed.repo;
-  // The brief reads the routed checkout's deploy records and runs `git log` there: only after the cheap checks
-  // (dedupe, queue share) passed.
+  // Reads the checkout's deploy records and runs `git log`: only once the cheap checks passed.
   const prepare = () => buildErrtrackBrief(alert, checkout);
   return enqueue(ctx, { origin: 'errtrack', repo: name, keys: [alert.identityKey], prepare });
 }

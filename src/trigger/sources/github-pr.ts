@@ -1,7 +1,6 @@
-// POST /webhook (GitHub), pull request follow-ups (docs/trigger.md, "Follow-ups on svc's pull requests"): `/svc
-// <instruction>` on svc's PR queues `svc start --follow-up svc/<run>`. Beside webhook.ts, which reads issue events.
-// Must not: start a run on a PR svc did not open, for someone who may not write to the repository, or while another
-// run works on the same PR; put payload text in an API path or in a reply.
+// POST /webhook (GitHub), pull request follow-ups (docs/trigger.md "Follow-ups on svc's pull requests"): `/svc
+// <instruction>` on svc's PR queues `svc start --follow-up svc/<run>`; never on a PR svc did not open, for someone
+// who may not write to the repository, or while another run works on the PR; no payload text in an API path or reply.
 import { json, type Reply } from '../../http/respond.ts';
 import { errorMessage, RefusedError } from '../../errors.ts';
 import { isJsonObject, obj, str, type Obj } from '../../untrusted.ts';
@@ -14,9 +13,7 @@ const COMMAND = /^\/svc(?:\s+|$)/;
 // Anyone can open issues and comment on a public repository: only these associations may start or change work.
 export const TRUSTED = new Set(['OWNER', 'MEMBER', 'COLLABORATOR']);
 const ASSOCIATIONS = new Set([...TRUSTED, 'CONTRIBUTOR', 'FIRST_TIMER', 'FIRST_TIME_CONTRIBUTOR', 'MANNEQUIN', 'NONE']);
-/** The branch svc makes for a run (engine/launch.ts): svc/ + a run id. */
 const RUN_BRANCH = /^svc\/(r[0-9a-z]{26})$/;
-/** Review comments a brief carries at most, and the bytes of each one's text. */
 const MAX_COMMENTS = 30;
 const COMMENT_BYTES = 300;
 
@@ -28,7 +25,7 @@ interface ReviewComment {
   text: string;
 }
 
-/** A delivery that asks for a follow-up, as its payload says: checked against the server's records before queueing. */
+/** A follow-up as the payload asks it, checked against the server's records before queueing. */
 interface FollowUpAsk {
   kind: 'follow-up';
   repository: string | null;
@@ -36,12 +33,12 @@ interface FollowUpAsk {
   instruction: string;
   actor: string;
   association: string;
-  /** The PR's head and base as the payload carries them; null for a comment on the PR's conversation (fetched). */
+  /** The PR as the payload carries it; null for a comment on its conversation (then fetched). */
   pull: Obj | null;
   comments: ReviewComment[];
-  /** A submitted review: its comments are fetched; `needsComments` when only they would make it a request. */
+  /** A submitted review, whose comments are fetched; `needsComments` when only they make it a request. */
   review: { id: number; needsComments: boolean } | null;
-  /** The review a review comment belongs to (its review's event is then a duplicate of this one). */
+  /** The review it belongs to: its other events are duplicates of this one. */
   reviewId: number | null;
 }
 
@@ -75,7 +72,7 @@ function ask(body: Obj, who: Obj, instruction: string, rest: Pick<FollowUpAsk, '
   };
 }
 
-/** What a pull request event asks, from its payload alone (no record or API is read here). */
+/** What a pull request event asks, from its payload alone. */
 function readPullRequestEvent(event: string, body: Obj): PrInput {
   const action = str(body.action) ?? '';
   if (event === 'issue_comment') {
@@ -107,7 +104,7 @@ function readPullRequestEvent(event: string, body: Obj): PrInput {
   }
   const id = int(review.id);
   if (id === null) return { kind: 'skip', reason: 'the review has no id' };
-  // A review body that is a /svc command is a request by itself; any other review is one when it has comments.
+  // A review body that is a /svc command is a request by itself; any other is one when it has comments.
   const own = command(str(review.body) ?? '');
   const instruction = own ?? oneLine(str(review.body) ?? '');
   return ask(body, review, instruction, {
@@ -115,7 +112,7 @@ function readPullRequestEvent(event: string, body: Obj): PrInput {
   });
 }
 
-/** A delivery that asked for a follow-up but gets none: why, and the reply posted on the PR (null: none). */
+/** A follow-up not queued: why, and the reply posted on the PR (null: none). */
 class FollowUpNotQueued extends RefusedError {
   readonly reply: string | null;
   readonly audit: boolean;
@@ -163,9 +160,8 @@ function followUpBrief(repo: string, a: FollowUpAsk, comments: ReviewComment[]):
 }
 
 /**
- * Everything that decides whether the follow-up is queued, once its dedupe keys are known to be new: svc's PR (its
- * branch svc/<run>, not a fork's, and a job of this server ran <run>), who asks, nothing else working on the PR; then
- * the run before it and the brief. Throws FollowUpNotQueued when it is not.
+ * Whether the follow-up is queued, once its keys are new: svc's PR (branch svc/<run>, not a fork's, <run> a job of
+ * this server's), who asks, nothing else working on it; then the run before it and the brief. Else FollowUpNotQueued.
  */
 async function prepareFollowUp(ctx: TCtx, repo: string, a: FollowUpAsk): Promise<{ brief: string; args: string[] }> {
   const pull = await pullOf(ctx, repo, a);
@@ -210,17 +206,14 @@ async function prepareFollowUp(ctx: TCtx, repo: string, a: FollowUpAsk): Promise
   };
 }
 
-/** Follow-ups of one PR are decided one at a time, so two at once cannot both find the PR idle. */
+/** Follow-ups of one PR are decided one at a time, so two cannot both find it idle. */
 const lanes = new Map<string, Promise<unknown>>();
 
-/** Per server, who was already told on which PR that they may not ask (kept to the last TOLD_KEPT). */
+/** Per server, who was already told on which PR that they may not ask (the last TOLD_KEPT). */
 const told = new WeakMap<object, Set<string>>();
 const TOLD_KEPT = 10_000;
 
-/**
- * Whether this refusal is the first to this person on this PR: a stranger's hundred comments do not make svc post a
- * hundred replies (each is still in the audit log), as for answers (answers.ts).
- */
+/** Whether this refusal is the first to this person on this PR: a hundred comments make one reply, as for answers. */
 function firstTold(ctx: TCtx, repo: string, a: FollowUpAsk): boolean {
   let seen = told.get(ctx.deps);
   if (!seen) told.set(ctx.deps, (seen = new Set()));
@@ -231,14 +224,13 @@ function firstTold(ctx: TCtx, repo: string, a: FollowUpAsk): boolean {
   return true;
 }
 
-/** Best effort: logged when it fails. */
 function replyOnPr(ctx: TCtx, repo: string, a: FollowUpAsk, text: string): void {
   ctx.deps.github.comment(repo, a.number, text).catch((err: unknown) => {
     ctx.deps.log.warn('follow-up reply not posted', { route: 'webhook', repo, pr: a.number, error: errorMessage(err) });
   });
 }
 
-/** `github:<owner/name>#<number>`: the thread an answer on the same issue or PR finds its job by. */
+/** The thread an answer on the same issue or PR finds its job by. */
 export function githubThread(repository: string, number: number): string {
   return `github:${repository.toLowerCase()}#${number}`;
 }
@@ -247,7 +239,7 @@ export function githubThread(repository: string, number: number): string {
 export function githubThreadTarget(
   repo: string, number: number | null,
 ): { channel: 'webhook'; target: Record<string, unknown> } | undefined {
-  // A path segment of the API address: never `.` or `..`, which a URL would resolve into another path.
+  // Never `.` or `..`, which a URL would resolve into another path.
   const segment = /^[A-Za-z0-9-]{1,39}\/[A-Za-z0-9._-]{1,100}$/.test(repo) && !/\/\.\.?$/.test(repo);
   if (!segment || number === null) return undefined;
   return { channel: 'webhook', target: { repo, issue: number, thread: githubThread(repo, number) } };
@@ -259,11 +251,11 @@ export async function receivePullRequestEvent(ctx: TCtx, event: string, body: Ob
   const routed = ctx.deps.settings.repos.webhook(a.repository);
   if (routed.kind === 'unserved') return unserved(ctx, 'webhook', routed.reason);
   const repo = routed.repo.name;
-  // A review and its comments arrive as separate events: whichever comes first is the request, the rest duplicates.
+  // A review and its comments arrive as separate events: the first is the request, the rest duplicates.
   const keys = a.reviewId === null ? [] : [`webhook:review:${repo.toLowerCase()}:${a.reviewId}`];
   const intake: Intake = {
     origin: 'webhook', repo, keys, reply: githubThreadTarget(a.repository ?? '', a.number),
-    // The argv is known only once the records are read: set here, read by enqueue after prepare resolves.
+    // The argv is known only once the records are read: enqueue reads it after prepare resolves.
     prepare: async () => {
       const made = await prepareFollowUp(ctx, repo, a);
       intake.args = made.args;

@@ -1,5 +1,5 @@
 // POST /trackera (Linear): an issue event starts `trackera:<identifier>`, its verified payload kept for the run; the
-// summary goes back as an issue comment in CommonMark (docs/trigger.md "Completion summaries").
+// summary goes back as an issue comment in CommonMark, and a `/svc answer` comment answers the run.
 import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { obj, str, describe, type Obj } from '../../untrusted.ts';
@@ -14,7 +14,6 @@ import { markdownSummary, PermanentError, type ReplyChannel } from '../summary.t
 import { checkBodyTime, enqueue, requireValid, skipped, unserved, type TCtx } from '../intake.ts';
 import { answerCommand, answerReply, teamRefusal } from '../answers.ts';
 
-/** `teamKey` routes the issue to a served repository (trackera=… in the repositories file). */
 type TrackeraInput =
   | { kind: 'issue'; identifier: string; issueId: string; teamKey: string | null }
   | { kind: 'skip'; reason: string };
@@ -26,14 +25,13 @@ export function readTrackera(body: Record<string, unknown>): TrackeraInput {
   }
   const data = obj(body.data);
   const team = str(obj(data.team).key);
-  // `data.identifier`, else team key + number, else the `/issue/<ID>/` segment of the URL.
   const fromUrl = /\/issue\/([A-Za-z0-9_-]+)(?:[/#?]|$)/.exec(str(body.url) ?? '')?.[1] ?? null;
   const fromTeam = team && typeof data.number === 'number' ? `${team}-${data.number}` : null;
   const candidate = str(data.identifier) ?? fromTeam ?? fromUrl;
   const identifier = candidate && IDENTIFIER.test(candidate) ? candidate : null;
   const issueId = str(data.id);
   if (!identifier || !issueId) return { kind: 'skip', reason: 'issue event without an identifier' };
-  // The team's key, else the identifier's prefix (ENG-123 is team ENG's issue 123).
+  // The team's key routes it (trackera=…), else the identifier's prefix (ENG-123 is team ENG's issue 123).
   const teamKey = team ?? /^([A-Za-z0-9_]+)-\d+$/.exec(identifier)?.[1] ?? null;
   return { kind: 'issue', identifier, issueId, teamKey };
 }
@@ -48,8 +46,7 @@ export async function receiveTrackera(ctx: TCtx, raw: Buffer): Promise<Reply> {
   const routed = ctx.deps.settings.repos.route('trackera', input.teamKey);
   if (routed.kind === 'unserved') return unserved(ctx, 'trackera', routed.reason);
   const inbox = intakeDir(ctx.deps.settings.stateDir, routed.repo);
-  // Staged (a file write) only once the cheap checks passed, before the commit; put in place in the same turn the
-  // job commits (before the job loop can launch it).
+  // Staged once the cheap checks passed; put in place in the turn the job commits, before the job loop can launch it.
   const identifier = input.identifier;
   let snapshot: Awaited<ReturnType<typeof stageTrackeraSnapshot>> | undefined;
   try {
@@ -83,9 +80,8 @@ export async function receiveTrackera(ctx: TCtx, raw: Buffer): Promise<Reply> {
   }
 }
 
-// The verified payload a job's run reads instead of calling the tracker API (no key in the child; docs/trigger.md):
-// staged under unique names before the job is queued, put in place as `jobs/<job id>.json` and `<identifier>.json`
-// only once the job is committed; a refused or duplicate delivery leaves neither behind.
+// The verified payload a job's run reads instead of the tracker API (no key in the child; docs/trigger.md): staged,
+// put in place as `jobs/<job id>.json` and `<identifier>.json` once the job committed; else nothing is left behind.
 export async function stageTrackeraSnapshot(repoDir: string, identifier: string, raw: Buffer) {
   if (!IDENTIFIER.test(identifier)) throw new RangeError('bad trackera identifier');
   const dir = trackeraInbox(repoDir);
@@ -100,7 +96,7 @@ export async function stageTrackeraSnapshot(repoDir: string, identifier: string,
     throw err;
   }
   return {
-    /** Puts the payload in place for this job (synchronous: done before the job loop can launch the job). */
+    /** Synchronous: done before the job loop can launch the job. */
     keep(jobId: string) {
       if (!IDENTIFIER.test(jobId)) throw new RangeError('bad job id'); // a file name, as an identifier is
       renameSync(jobTmp, join(dir, 'jobs', `${jobId}.json`));
@@ -115,7 +111,6 @@ export async function stageTrackeraSnapshot(repoDir: string, identifier: string,
   };
 }
 
-/** What trackera's GraphQL API answers to commentCreate. */
 type TrackeraCommentAnswer = { errors?: unknown; data?: { commentCreate?: { success?: unknown } } };
 
 export const trackeraReply: ReplyChannel = {
@@ -144,18 +139,16 @@ export const trackeraReply: ReplyChannel = {
   },
 };
 
-// Answers to a run a trackera issue's job asked: a `/svc answer <text>` comment on that issue, by a member of the
-// issue's team (asked of the tracker's API with TRACKERA_API_KEY; without it no answer can be checked, so none is
-// taken).
+// An answer is a `/svc answer <text>` comment on the issue by a member of its team (asked of the tracker's API: without
+// TRACKERA_API_KEY none is taken).
 
 function trackeraThread(issueId: string): string {
   return `trackera:${issueId}`;
 }
 
-/** What the tracker answers to the team-membership question. */
 type TeamAnswer = { data?: { issue?: { team?: { members?: { nodes?: unknown } } } } };
 
-/** Whether the user is a member of the issue's team, as the tracker's API says; or why that cannot be known. */
+/** Whether the user is a member of the issue's team, or why that cannot be known. */
 async function onIssueTeam(ctx: TCtx, issueId: string, userId: string): Promise<true | string> {
   const { trackeraApiKey, trackeraApiUrl } = ctx.deps.settings.notify;
   if (!trackeraApiKey) return 'TRACKERA_API_KEY is not set, so the issue\'s team cannot be checked';
@@ -172,7 +165,7 @@ async function onIssueTeam(ctx: TCtx, issueId: string, userId: string): Promise<
   }
 }
 
-/** A created `/svc answer <text>` comment answers the run; null when the event is not one. */
+/** A created `/svc answer <text>` comment's reply; null when the event is not one. */
 async function answerFromTrackera(ctx: TCtx, body: Obj): Promise<Reply | null> {
   if (body.type !== 'Comment' || body.action !== 'create') return null;
   const data = obj(body.data);
@@ -180,8 +173,7 @@ async function answerFromTrackera(ctx: TCtx, body: Obj): Promise<Reply | null> {
   const issueId = (str(data.issueId) ?? str(obj(data.issue).id))?.slice(0, 100);
   const userId = str(data.userId) ?? str(obj(data.user).id);
   if (command === null || !issueId || !userId) return null;
-  // The account, not the name it shows: a name is the person's to change, so it neither says who answered nor
-  // bounds the replies to one person.
+  // The account, not the name it shows, which the person can change.
   const who = userId.slice(0, 100);
   const commentId = (str(data.id) ?? '').slice(0, 100);
   const outcome = await ctx.deps.answers.answer({

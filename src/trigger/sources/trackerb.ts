@@ -1,6 +1,6 @@
 // POST /trackerb (Jira Cloud): a created issue, or an update touching assignee or labels, for the configured
-// assignees or labels; no signed timestamp, so its delivery id and body hash are the replay defence (spec "trackerb
-// replay protection"). The summary goes back as an issue comment in ADF (docs/trigger.md "Completion summaries").
+// assignees or labels (no signed time: the delivery id and body hash are the replay defence); the summary goes back
+// as an issue comment in ADF, and a `/svc answer` comment answers the run.
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { deliveryKeys, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
@@ -44,14 +44,11 @@ export function flattenAdf(value: unknown): string {
   return out.join('').replace(/[ \t]+\n/g, '\n').replace(/\n{3,}/g, '\n\n').trim();
 }
 
-/** `project` routes the issue to a served repository (trackerb=… in the repositories file). */
 type TrackerbInput =
   | { kind: 'job'; key: string; brief: string; project: string | null }
   | { kind: 'skip'; reason: string };
 
-/**
- * `trackerb:issue_created` in the spec; the real service says `jira:issue_created`: the part after the colon decides.
- */
+/** `trackerb:issue_created` in the spec, `jira:issue_created` in the real service: the part after the colon. */
 function eventName(body: Obj): string | null {
   const name = str(body.webhookEvent);
   return name ? (name.split(':').pop() ?? null) : null;
@@ -113,7 +110,7 @@ export function readTrackerb(
   const description = flattenAdf(fields.description);
   const text = `${key}: ${summary}${description ? ` — ${description}` : ''}`;
   const brief = sanitizeBrief(text, sourceOf('trackerb').briefBytes);
-  // The project's key, else the issue key's prefix (KAN-22 is project KAN's issue 22).
+  // The project's key routes it (trackerb=…), else the issue key's prefix (KAN-22 is project KAN's issue 22).
   const project = str(obj(fields.project).key) ?? key.slice(0, key.lastIndexOf('-'));
   return { kind: 'job', key, brief, project };
 }
@@ -170,8 +167,8 @@ export const trackerbReply: ReplyChannel = {
   },
 };
 
-// Answers to a run a trackerb issue's job asked: a `/svc answer <text>` comment on that issue by someone the tracker
-// says could be assigned the issue (its team), asked with the comment account (TRACKERB_*); without it none is taken.
+// An answer is a `/svc answer <text>` comment on the issue by someone the tracker says could be assigned it (asked
+// with the comment account, TRACKERB_*: without it none is taken).
 
 function trackerbThread(key: string): string {
   return `trackerb:${key.toUpperCase()}`;
@@ -186,7 +183,7 @@ function jiraTime(value: unknown): number | null {
   return Number.isFinite(ms) ? ms : null;
 }
 
-/** Whether the tracker lists the account among those assignable to the issue; or why that cannot be known. */
+/** Whether the account is assignable to the issue, or why that cannot be known. */
 async function onIssueTeam(ctx: TCtx, key: string, accountId: string): Promise<true | string> {
   const tb = ctx.deps.settings.notify.trackerb;
   if (!tb) return 'TRACKERB_BASE_URL, TRACKERB_EMAIL and TRACKERB_API_TOKEN are not all set, so the issue\'s team ' +
@@ -208,7 +205,7 @@ function basicAuth(tb: { email: string; token: string }): string {
   return `Basic ${Buffer.from(`${tb.email}:${tb.token}`).toString('base64')}`;
 }
 
-/** A `comment_created` event whose comment is `/svc answer <text>` answers the run; null when it is not one. */
+/** A created `/svc answer <text>` comment's reply; null when the event is not one. */
 async function answerFromTrackerb(ctx: TCtx, body: Obj): Promise<Reply | null> {
   if (eventName(body) !== 'comment_created') return null;
   const comment = obj(body.comment);
@@ -216,8 +213,7 @@ async function answerFromTrackerb(ctx: TCtx, body: Obj): Promise<Reply | null> {
   const key = str(obj(body.issue).key);
   const accountId = str(obj(comment.author).accountId)?.slice(0, 128);
   if (command === null || !key || !ISSUE_KEY.test(key) || !accountId) return null;
-  // The account, not the name it shows: a name is the person's to change, so it neither says who answered nor
-  // bounds the replies to one person.
+  // The account, not the name it shows, which the person can change.
   const who = accountId.slice(0, 100);
   const commentId = (str(comment.id) ?? '').slice(0, 40);
   const outcome = await ctx.deps.answers.answer({

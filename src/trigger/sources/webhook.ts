@@ -16,7 +16,7 @@ import { markdownSummary, type Delivery, type NotifyConfig, type ReplyChannel, t
 const TRIGGER_LABEL = 'svc';
 const COMMENT_PREFIX = '/svc';
 
-/** `repository` is the event's repository.full_name, which alone routes it (served-repos.ts); null when absent. */
+/** `repository` is the event's repository.full_name, which alone routes it. */
 type WebhookInput =
   | { kind: 'job'; brief: string; repository: string | null }
   | { kind: 'skip'; reason: string };
@@ -30,10 +30,8 @@ function hasLabel(issue: Obj): boolean {
 }
 
 /**
- * The unsigned event header must agree with the signed body's shape for an event svc acts on (`issue_comment`
- * carries an issue and a comment, `issues` an issue alone, a `pull_request` body has no `issue`, a review event a
- * pull request and its review or comment): why not, or null. Other events are skipped whatever their body, so they
- * are not checked (GitHub adds event types).
+ * Why the unsigned event header disagrees with the signed body's shape for an event svc acts on, or null. Other
+ * events are skipped whatever their body, so they are not checked (GitHub adds event types).
  */
 function eventMismatch(event: string, body: Obj): string | null {
   if (PR_EVENTS.has(event)) {
@@ -49,10 +47,7 @@ function eventMismatch(event: string, body: Obj): string | null {
   return `X-GitHub-Event "${event.slice(0, 64)}" does not match the signed body, which is ${is}`;
 }
 
-/**
- * Why an `issues` event starts nothing, true to the event: only `opened` can lack the label; a `labeled` event
- * added another label; any other action (closed, edited, …) never starts a job, labelled or not.
- */
+/** Why an `issues` event starts nothing, true to the event. */
 function issuesSkipReason(action: string, body: Obj, issue: Obj): string {
   const label = `"${TRIGGER_LABEL}" label`;
   if (action === 'opened') return `issues.opened without the ${label}`;
@@ -108,25 +103,20 @@ export async function receiveWebhook(ctx: TCtx, raw: Buffer): Promise<Reply> {
     ctx.deps.log.warn('webhook refused', { route: 'webhook', reason, request_id: ctx.requestId });
     throw new HttpError('invalid_param', mismatch);
   }
-  // `/svc answer <text>` on an issue answers the run its job asked there; it never starts a job.
   const answered = await answerFromGithub(ctx, event, body);
   if (answered) return answered;
-  // Comments and reviews on a pull request ask for a follow-up on it (github-pr.ts).
   if (isPullRequestEvent(event, body)) return receivePullRequestEvent(ctx, event, body);
   const input = readWebhook(event, body);
   if (input.kind === 'skip') return skipped(input.reason);
-  // The event names its repository: only that one, if served, ever takes it.
   const routed = ctx.deps.settings.repos.webhook(input.repository);
   if (routed.kind === 'unserved') return unserved(ctx, 'webhook', routed.reason);
-  // Its progress goes to the issue it was asked in.
   const reply = githubThreadTarget(str(obj(body.repository).full_name), int(obj(body.issue).number));
   return enqueue(ctx, { origin: 'webhook', repo: routed.repo.name, brief: input.brief, reply });
 }
 
-// The job's conversation on GitHub: one progress comment kept up to date on the issue (or pull request) it was asked
-// in, and the answers that come back there (docs/trigger.md "What each origin gets").
+// The job's conversation on GitHub: one progress comment kept up to date where it was asked, and the answers there.
 
-/** Marks svc's own progress comment (an HTML comment GitHub does not show). */
+/** Marks svc's progress comment (GitHub does not show it). */
 const PROGRESS_MARK = '<!-- svc-progress -->';
 
 /** GitHub's ISO-8601 time in ms, else null. */
@@ -136,7 +126,7 @@ function timeOf(value: unknown): number | null {
   return Number.isFinite(ms) ? ms : null;
 }
 
-/** A created comment `/svc answer <text>` on an issue or pull request answers the run; null when it is not one. */
+/** A created `/svc answer <text>` comment's reply; null when the event is not one. */
 async function answerFromGithub(ctx: TCtx, event: string, body: Obj): Promise<Reply | null> {
   if (event !== 'issue_comment' || body.action !== 'created') return null;
   const comment = obj(body.comment);
@@ -157,7 +147,6 @@ async function answerFromGithub(ctx: TCtx, event: string, body: Obj): Promise<Re
     writtenAt: timeOf(comment.created_at), place: `github ${repository}#${number} comment ${commentId}`,
     keys: deliveryKeys('webhook', ctx.req.headers, ctx.raw, ...(commentId ? [`webhook:comment:${commentId}`] : [])),
   });
-  // Refused with a reply where it was written, not dropped.
   return answerReply(ctx.deps.answers, outcome, login);
 }
 
@@ -173,7 +162,6 @@ function githubComment(target: Obj, parts: SummaryParts, config: NotifyConfig, e
   if (typeof target.repo !== 'string' || typeof target.issue !== 'number') return 'no GitHub issue';
   const base = `${gh.apiUrl}/repos/${target.repo}/issues`;
   const headers = githubHeaders(gh.token);
-  // svc's marker, then the parts in GitHub's CommonMark (agent text in code spans).
   const text = markdownSummary(parts);
   const body = JSON.stringify({ body: `${PROGRESS_MARK}\n${text}` });
   const id = target.comment_id;
@@ -184,10 +172,7 @@ function githubComment(target: Obj, parts: SummaryParts, config: NotifyConfig, e
     ...(edit ? { remember: commentId } : {}) };
 }
 
-/**
- * One comment per job, created by its first message (the run started) and edited in place after (its question,
- * who answered, the end): the comment's id is kept with the job's reply target.
- */
+/** One comment per job, made by its first message and edited in place after (its id kept with the reply target). */
 export const githubReply: ReplyChannel = {
   configured: (config) => config.github !== undefined,
   progress: true,
