@@ -74,61 +74,75 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
     else log.warn('answer refused', { ...fields, reason });
   }
 
+  async function answer(req: AnswerRequest): Promise<AnswerOutcome> {
+    // A redelivery is a duplicate even once the job it answered has ended.
+    const earlier = stores.dedupe.holder(req.keys);
+    if (earlier !== undefined) return { kind: 'duplicate', jobId: earlier };
+    const all = jobsOn(req.thread)
+      .filter((j) => req.replyTo === undefined || stores.replies.get(j.id)?.target.question_message === req.replyTo);
+    const jobs = req.jobId ? all.filter((j) => j.id === req.jobId) : all;
+    // A job named from elsewhere is refused (and audited) as that job's, not ignored.
+    const elsewhere = req.jobId && jobs.length === 0 ? stores.jobs.get(req.jobId) : undefined;
+    if (jobs.length === 0 && elsewhere?.status !== 'running') {
+      const named = req.jobId ? ` as job ${req.jobId}` : '';
+      return { kind: 'no_job', reason: `no running svc job was asked here${named}` };
+    }
+    const job = jobs[0] ?? elsewhere!;
+    // Synchronous from the look-up to the claim: two copies of one delivery cannot both pass.
+    stores.dedupe.claim(req.keys, job.id, opts.clock());
+    const refuse = (reason: string) => {
+      audit(job, req, 'refused', reason);
+      return { kind: 'refused' as const, jobId: job.id, reason };
+    };
+    if (jobs.length === 0) {
+      return { ...refuse(`job ${job.id} was not asked here: answer it where it was asked`), elsewhere: true };
+    }
+    const refusal = req.refusal(job);
+    if (refusal !== null) return refuse(refusal);
+    // The job's time down to its second: a vendor's timestamp has no finer part.
+    const queuedAt = Math.floor(job.created_at / 1000) * 1000;
+    if (req.writtenAt !== undefined && !(req.writtenAt !== null && req.writtenAt >= queuedAt)) {
+      return refuse(`the comment was written before job ${job.id} was queued (or says not when): ` +
+        'a delivery sent again is never an answer to a newer question');
+    }
+    if (jobs.length > 1) {
+      return refuse(`${jobs.length} jobs run here (${jobs.map((j) => j.id).join(', ')}): ` +
+        `name one, "${ANSWER_COMMAND} <job id> <your answer>"`);
+    }
+    if (req.text === '') return refuse(`the answer is empty: write "${ANSWER_COMMAND} <your answer>"`);
+    if (Buffer.byteLength(req.text) > MAX_ANSWER_BYTES) {
+      return refuse(`the answer is longer than ${MAX_ANSWER_BYTES} bytes, the most a run takes`);
+    }
+    if (!job.run_source || !job.run_id || !job.workdir) return refuse(`job ${job.id} has no run yet`);
+    if (!opts.executor.answer) return refuse('this trigger server\'s executor cannot answer its runs');
+    const run = { source: job.run_source, run: job.run_id };
+    // Marked as the origin's: never a raise of the operator's daily caps.
+    const result = await opts.executor.answer(run, req.text, job.workdir, originOf(req));
+    if (!result.ok) return refuse(result.reason);
+    audit(job, req, 'answered', null);
+    void opts.progress(job.id, { step: 'answered', by: req.who });
+    return { kind: 'answered', jobId: job.id, run: `${run.source}/${run.run}` };
+  }
+
   return {
     /** The audit of a job's answers, oldest first. */
     of: (jobId: string) => stores.replies.answersOf(jobId),
-    /** A message of its own to a job's origin (a refused answer's reply), in the background. */
-    tell(jobId: string, parts: SummaryParts) {
-      void opts.note(jobId, parts);
-    },
-    async answer(req: AnswerRequest): Promise<AnswerOutcome> {
-      // A redelivery is a duplicate even once the job it answered has ended.
-      const earlier = stores.dedupe.holder(req.keys);
-      if (earlier !== undefined) return { kind: 'duplicate', jobId: earlier };
-      const all = jobsOn(req.thread)
-        .filter((j) => req.replyTo === undefined || stores.replies.get(j.id)?.target.question_message === req.replyTo);
-      const jobs = req.jobId ? all.filter((j) => j.id === req.jobId) : all;
-      // A job named from elsewhere is refused (and audited) as that job's, not ignored.
-      const elsewhere = req.jobId && jobs.length === 0 ? stores.jobs.get(req.jobId) : undefined;
-      if (jobs.length === 0 && elsewhere?.status !== 'running') {
-        const named = req.jobId ? ` as job ${req.jobId}` : '';
-        return { kind: 'no_job', reason: `no running svc job was asked here${named}` };
+    answer,
+    /**
+     * `answer` as the route's 2xx, and for a refusal the reply where it was written: one per person and job (a
+     * stranger's hundred comments make one), none for a job named from elsewhere. A chat words its own.
+     */
+    async reply(req: AnswerRequest): Promise<Reply> {
+      const outcome = await answer(req);
+      if (outcome.kind === 'no_job') return json(200, { status: 'skipped', reason: outcome.reason });
+      if (outcome.kind === 'duplicate') return json(200, { status: 'duplicate', job_id: outcome.jobId });
+      const { jobId } = outcome;
+      if (outcome.kind === 'answered') return json(200, { status: 'answered', job_id: jobId, run: outcome.run });
+      const refusals = stores.replies.answersOf(jobId).filter((a) => a.who === req.who && a.outcome === 'refused');
+      if (refusals.length === 1 && !outcome.elsewhere) {
+        void opts.note(jobId, refusalParts(jobId, req.who, outcome.reason));
       }
-      const job = jobs[0] ?? elsewhere!;
-      // Synchronous from the look-up to the claim: two copies of one delivery cannot both pass.
-      stores.dedupe.claim(req.keys, job.id, opts.clock());
-      const refuse = (reason: string) => {
-        audit(job, req, 'refused', reason);
-        return { kind: 'refused' as const, jobId: job.id, reason };
-      };
-      if (jobs.length === 0) {
-        return { ...refuse(`job ${job.id} was not asked here: answer it where it was asked`), elsewhere: true };
-      }
-      const refusal = req.refusal(job);
-      if (refusal !== null) return refuse(refusal);
-      // The job's time down to its second: a vendor's timestamp has no finer part.
-      const queuedAt = Math.floor(job.created_at / 1000) * 1000;
-      if (req.writtenAt !== undefined && !(req.writtenAt !== null && req.writtenAt >= queuedAt)) {
-        return refuse(`the comment was written before job ${job.id} was queued (or says not when): ` +
-          'a delivery sent again is never an answer to a newer question');
-      }
-      if (jobs.length > 1) {
-        return refuse(`${jobs.length} jobs run here (${jobs.map((j) => j.id).join(', ')}): ` +
-          `name one, "${ANSWER_COMMAND} <job id> <your answer>"`);
-      }
-      if (req.text === '') return refuse(`the answer is empty: write "${ANSWER_COMMAND} <your answer>"`);
-      if (Buffer.byteLength(req.text) > MAX_ANSWER_BYTES) {
-        return refuse(`the answer is longer than ${MAX_ANSWER_BYTES} bytes, the most a run takes`);
-      }
-      if (!job.run_source || !job.run_id || !job.workdir) return refuse(`job ${job.id} has no run yet`);
-      if (!opts.executor.answer) return refuse('this trigger server\'s executor cannot answer its runs');
-      const run = { source: job.run_source, run: job.run_id };
-      // Marked as the origin's: never a raise of the operator's daily caps.
-      const result = await opts.executor.answer(run, req.text, job.workdir, originOf(req));
-      if (!result.ok) return refuse(result.reason);
-      audit(job, req, 'answered', null);
-      void opts.progress(job.id, { step: 'answered', by: req.who });
-      return { kind: 'answered', jobId: job.id, run: `${run.source}/${run.run}` };
+      return json(200, { status: 'refused', job_id: jobId, reason: outcome.reason });
     },
   };
 }
@@ -152,15 +166,4 @@ export function teamRefusal(repos: Pick<RepoRouter, 'byName'>, member: true | st
     if (job.repo !== null && !repos.byName(job.repo)) return `"${job.repo}" is no longer served`;
     return member === true ? null : member;
   };
-}
-
-/** The route's 2xx to an answer delivery, and for a refusal the reply where it was written (a chat words its own). */
-export function answerReply(desk: AnswerDesk, outcome: AnswerOutcome, who: string): Reply {
-  if (outcome.kind === 'no_job') return json(200, { status: 'skipped', reason: outcome.reason });
-  if (outcome.kind === 'duplicate') return json(200, { status: 'duplicate', job_id: outcome.jobId });
-  if (outcome.kind === 'answered') return json(200, { status: 'answered', job_id: outcome.jobId, run: outcome.run });
-  // One reply per person and job (a stranger's hundred comments make one), none for a job named from elsewhere.
-  const refusals = desk.of(outcome.jobId).filter((a) => a.who === who && a.outcome === 'refused').length;
-  if (refusals === 1 && !outcome.elsewhere) desk.tell(outcome.jobId, refusalParts(outcome.jobId, who, outcome.reason));
-  return json(200, { status: 'refused', job_id: outcome.jobId, reason: outcome.reason });
 }

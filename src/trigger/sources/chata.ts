@@ -7,7 +7,6 @@ import { deliveryKeys, sanitizeBrief, sourceOf, stripLeadingHyphens } from '../.
 import {
   PermanentError, renderSummary, type Delivery, type NotifyConfig, type Piece, type ReplyChannel, type SummaryParts,
 } from '../summary.ts';
-import { answerReply } from '../answers.ts';
 import { enqueue, skipped, type TCtx } from '../intake.ts';
 import { chatRefusal, chatThread, routeChat, type ChatVoice } from './chat.ts';
 
@@ -156,13 +155,12 @@ function botPost(
 
 /** A reply in the thread of a job's question: its answer, by the rules of `answer` in the channel. */
 async function answerFromThread(ctx: TCtx, m: Extract<ChataInput, { kind: 'reply' }>): Promise<Reply> {
-  const outcome = await ctx.deps.answers.answer({
+  return ctx.deps.answers.reply({
     origin: 'chata', thread: chatThread('chata', m.channel), replyTo: m.thread, who: m.user,
     text: stripLeadingHyphens(m.text).trim(), refusal: chatRefusal(ctx, 'chata', m.channel),
     place: `chata channel ${m.channel} thread ${m.thread}`,
     keys: deliveryKeys('chata', ctx.req.headers, ctx.raw, ...(m.eventId ? [`chata:event:${m.eventId}`] : [])),
   });
-  return answerReply(ctx.deps.answers, outcome, m.user);
 }
 
 export const chataReply: ReplyChannel = {

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { markdownSummary, PermanentError, type ReplyChannel } from '../summary.ts';
 import { checkBodyTime, enqueue, requireValid, skipped, unserved, type TCtx } from '../intake.ts';
-import { answerCommand, answerReply, teamRefusal } from '../answers.ts';
+import { answerCommand, teamRefusal } from '../answers.ts';
 
 type TrackeraInput =
   | { kind: 'issue'; identifier: string; issueId: string; teamKey: string | null }
@@ -176,11 +176,10 @@ async function answerFromTrackera(ctx: TCtx, body: Obj): Promise<Reply | null> {
   // The account, not the name it shows, which the person can change.
   const who = userId.slice(0, 100);
   const commentId = (str(data.id) ?? '').slice(0, 100);
-  const outcome = await ctx.deps.answers.answer({
+  return ctx.deps.answers.reply({
     origin: 'trackera', thread: trackeraThread(issueId), ...command, who,
     refusal: teamRefusal(ctx.deps.settings.repos, await onIssueTeam(ctx, issueId, userId)),
     place: `trackera issue ${issueId} comment ${commentId}`,
     keys: deliveryKeys('trackera', ctx.req.headers, ctx.raw, ...(commentId ? [`trackera:comment:${commentId}`] : [])),
   });
-  return answerReply(ctx.deps.answers, outcome, who);
 }

@@ -4,7 +4,7 @@
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { deliveryKeys, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
-import { answerCommand, answerReply, teamRefusal } from '../answers.ts';
+import { answerCommand, teamRefusal } from '../answers.ts';
 import { errorMessage } from '../../errors.ts';
 import { SEPARATOR, type ReplyChannel, type SummaryParts } from '../summary.ts';
 import { isJsonObject, obj, str, type Obj } from '../../untrusted.ts';
@@ -216,11 +216,10 @@ async function answerFromTrackerb(ctx: TCtx, body: Obj): Promise<Reply | null> {
   // The account, not the name it shows, which the person can change.
   const who = accountId.slice(0, 100);
   const commentId = (str(comment.id) ?? '').slice(0, 40);
-  const outcome = await ctx.deps.answers.answer({
+  return ctx.deps.answers.reply({
     origin: 'trackerb', thread: trackerbThread(key), ...command, who, writtenAt: jiraTime(comment.created),
     refusal: teamRefusal(ctx.deps.settings.repos, await onIssueTeam(ctx, key, accountId)),
     place: `trackerb issue ${key} comment ${commentId}`,
     keys: deliveryKeys('trackerb', ctx.req.headers, ctx.raw, ...(commentId ? [`trackerb:comment:${commentId}`] : [])),
   });
-  return answerReply(ctx.deps.answers, outcome, who);
 }

@@ -10,7 +10,7 @@ import {
 } from './github-pr.ts';
 import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
 import { githubHeaders } from '../../engine/pr.ts';
-import { answerCommand, answerReply } from '../answers.ts';
+import { answerCommand } from '../answers.ts';
 import { markdownSummary, type Delivery, type NotifyConfig, type ReplyChannel, type SummaryParts } from '../summary.ts';
 
 const TRIGGER_LABEL = 'svc';
@@ -142,12 +142,11 @@ async function answerFromGithub(ctx: TCtx, event: string, body: Obj): Promise<Re
   const association = str(comment.author_association).slice(0, 40) || 'NONE';
   const refusal = (): string | null => (TRUSTED.has(association) ? null
     : `the comment's author is ${association} on this repository: only OWNER, MEMBER or COLLABORATOR may answer`);
-  const outcome = await ctx.deps.answers.answer({
+  return ctx.deps.answers.reply({
     origin: 'webhook', thread: githubThread(repository, number), ...command, who: login, refusal,
     writtenAt: timeOf(comment.created_at), place: `github ${repository}#${number} comment ${commentId}`,
     keys: deliveryKeys('webhook', ctx.req.headers, ctx.raw, ...(commentId ? [`webhook:comment:${commentId}`] : [])),
   });
-  return answerReply(ctx.deps.answers, outcome, login);
 }
 
 function commentId(answer: string): Record<string, unknown> | null {
