@@ -100,14 +100,10 @@ export async function receiveChata(ctx: TCtx, raw: Buffer): Promise<Reply> {
     // The job runs; no summary goes.
     ctx.deps.log.warn('chata response_url ignored: not under CHATA_HOOKS_PREFIX', { request_id: ctx.requestId });
   }
-  return enqueue(
-    ctx,
-    { origin: 'chata', repo: routed.repo.name, reply, brief },
-    {
-      queued: (id) => ephemeral(`Queued job ${id}. You will get a summary here when its run ends.`),
-      duplicate: (id) => ephemeral(`Already queued as job ${id}.`, { status: 'duplicate' }),
-    },
-  );
+  return enqueue(ctx, { origin: 'chata', repo: routed.repo.name, reply, brief }, {
+    queued: (id) => ephemeral(`Queued job ${id}. You will get a summary here when its run ends.`),
+    duplicate: (id) => ephemeral(`Already queued as job ${id}.`, { status: 'duplicate' }),
+  });
 }
 
 function slackEscape(text: string): string {

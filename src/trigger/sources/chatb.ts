@@ -62,12 +62,8 @@ export async function receiveChatb(ctx: TCtx, raw: Buffer): Promise<Reply> {
   // No reply channel (chatb cannot be posted to later): the target only names the thread an answer finds its job by.
   const reply = activity.channel ? { channel: 'chatb', target: { thread: chatThread('chatb', activity.channel) } }
     : undefined;
-  return enqueue(
-    ctx,
-    { origin: 'chatb', repo: chat.routed.repo.name, keys, brief: chat.brief, reply },
-    {
-      queued: (id) => message(`Queued svc job ${id}`),
-      duplicate: (id) => message(`Already queued as svc job ${id}`, { status: 'duplicate' }),
-    },
-  );
+  return enqueue(ctx, { origin: 'chatb', repo: chat.routed.repo.name, keys, brief: chat.brief, reply }, {
+    queued: (id) => message(`Queued svc job ${id}`),
+    duplicate: (id) => message(`Already queued as svc job ${id}`, { status: 'duplicate' }),
+  });
 }

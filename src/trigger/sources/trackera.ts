@@ -47,34 +47,25 @@ export async function receiveTrackera(ctx: TCtx, raw: Buffer): Promise<Reply> {
   if (routed.kind === 'unserved') return unserved(ctx, 'trackera', routed.reason);
   const inbox = intakeDir(ctx.deps.settings.stateDir, routed.repo);
   // Staged once the cheap checks passed; put in place in the turn the job commits, before the job loop can launch it.
-  const identifier = input.identifier;
+  const { identifier } = input;
   let snapshot: Awaited<ReturnType<typeof stageTrackeraSnapshot>> | undefined;
+  const target = { issue_id: input.issueId, identifier, thread: trackeraThread(input.issueId) };
+  const reply = { channel: 'trackera', target };
+  const prepare = async (): Promise<string> => {
+    snapshot = await stageTrackeraSnapshot(inbox, identifier, raw);
+    return `trackera:${identifier}`;
+  };
+  const queued = (jobId: string): Reply => {
+    try {
+      snapshot?.keep(jobId);
+    } catch (err) {
+      // The job is committed: its run falls back to the newest snapshot or the tracker API (docs/trigger.md).
+      ctx.deps.log.warn('trackera snapshot not kept', { job_id: jobId, error: errorMessage(err) });
+    }
+    return json(202, { job_id: jobId, status: 'queued' });
+  };
   try {
-    return await enqueue(
-      ctx,
-      {
-        origin: 'trackera',
-        repo: routed.repo.name,
-        reply: {
-          channel: 'trackera', target: { issue_id: input.issueId, identifier, thread: trackeraThread(input.issueId) },
-        },
-        prepare: async () => {
-          snapshot = await stageTrackeraSnapshot(inbox, identifier, raw);
-          return `trackera:${identifier}`;
-        },
-      },
-      {
-        queued: (jobId) => {
-          try {
-            snapshot?.keep(jobId);
-          } catch (err) {
-            // The job is committed: its run falls back to the newest snapshot or the tracker API (docs/trigger.md).
-            ctx.deps.log.warn('trackera snapshot not kept', { job_id: jobId, error: errorMessage(err) });
-          }
-          return json(202, { job_id: jobId, status: 'queued' });
-        },
-      },
-    );
+    return await enqueue(ctx, { origin: 'trackera', repo: routed.repo.name, reply, prepare }, { queued });
   } finally {
     await snapshot?.discard();
   }
