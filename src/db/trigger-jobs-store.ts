@@ -1,5 +1,5 @@
 // The trigger server's jobs table: typed rows in, typed rows out; statements prepared once.
-import { inTransaction, type Db } from './open.ts';
+import type { Db } from './open.ts';
 import { LIMIT_PARAM } from './limit-param.ts';
 
 export type JobStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'interrupted';
@@ -31,15 +31,10 @@ export interface JobRow {
   trace_parent: string | null;
 }
 
-export interface NewJob {
-  id: string;
-  origin: string;
+type NewJob = Pick<JobRow, 'id' | 'origin' | 'brief' | 'args' | 'created_at'> & {
   repo: string;
-  brief: string;
-  args: string[];
-  created_at: number;
   trace?: { traceparent: string; parent: string | null } | undefined;
-}
+};
 
 export type JobEnd = Pick<JobRow, 'exit_code' | 'summary' | 'summary_parts' | 'error'> & {
   status: 'succeeded' | 'failed' | 'interrupted';
@@ -113,13 +108,6 @@ export function createTriggerJobsStore(db: Db) {
     if (all > 0) countQueued.run(all);
   }
   return {
-    /** Inserts a queued job and counts it. */
-    insert(job: NewJob): void {
-      inTransaction(db, () => {
-        insertUncounted(job);
-        countInserted(new Map([[job.origin, 1]]));
-      });
-    },
     /**
      * Inserts a queued job the caller counts with `count` once per transaction: the queue's group commit then makes
      * two count updates per COMMIT, not two per delivery (docs/bench.md). `remove` uncounts it like any queued job.

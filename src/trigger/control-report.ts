@@ -34,19 +34,13 @@ async function postIngest(opts: ControlReportOptions, body: string, signal: Abor
 export function createControlReporter(opts: ControlReportOptions): (n: NotificationReport) => Promise<void> {
   return async (notification) => {
     if (!opts.controlUrl) return;
+    const fields = { job_id: notification.job_id };
     try {
       const body = { source: opts.source, runs: [], events: [], artifacts: [], notifications: [notification] };
       const res = await postIngest(opts, JSON.stringify(body), AbortSignal.timeout(5_000));
-      if (!res.ok) {
-        opts.log.warn('Control Plane refused the notification report', {
-          job_id: notification.job_id, status: res.status,
-        });
-      }
+      if (!res.ok) opts.log.warn('Control Plane refused the notification report', { ...fields, status: res.status });
     } catch (err) {
-      opts.log.warn('Control Plane unreachable for the notification report', {
-        job_id: notification.job_id,
-        error: errorMessage(err),
-      });
+      opts.log.warn('Control Plane unreachable for the notification report', { ...fields, error: errorMessage(err) });
     }
   };
 }

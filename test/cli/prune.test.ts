@@ -174,7 +174,7 @@ describe('svc prune', () => {
     writeFileSync(join(job('jpending'), '.svc', 'ship-pending', 'r3'), '');
     const trigger = openDatabase(db, triggerMigrations);
     const jobs = createTriggerJobsStore(trigger);
-    jobs.insert({ id: 'jqueued', origin: 'jobs', repo: 'acme/api', brief: 'x', args: [], created_at: Date.now() - 20 * DAY });
+    jobs.insertUncounted({ id: 'jqueued', origin: 'jobs', repo: 'acme/api', brief: 'x', args: [], created_at: Date.now() - 20 * DAY });
     trigger.close();
     const extra = { SVC_TRIGGER_CHECKOUTS: checkouts, SVC_TRIGGER_DB: db };
 

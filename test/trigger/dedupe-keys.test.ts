@@ -11,7 +11,7 @@ import { createTriggerStores, type TriggerStores } from '../../src/db/trigger-st
 import { createJobQueue } from '../../src/trigger/queue.ts';
 import type { EnqueueRequest } from '../../src/trigger/queue.ts';
 import { tempTriggerDbs } from './temp-dbs.ts';
-import { pruneAll, rowCount, tempDir } from './helpers.ts';
+import { insertJob, pruneAll, rowCount, tempDir } from './helpers.ts';
 
 const temp = tempTriggerDbs('svc-dedupe-keys-');
 
@@ -38,7 +38,7 @@ async function claimInTransaction(stores: TriggerStores, ...keys: string[]): Pro
   assert.deepEqual(await place(stores, 1, delivery('a')), ['queued']);
   stores.db.exec('BEGIN IMMEDIATE');
   stores.dedupe.catchUp();
-  stores.jobs.insert({ id: 'jgone', origin: 'jobs', repo: 'acme/api', brief: 'b', args: [], created_at: 2 });
+  insertJob(stores, { id: 'jgone', origin: 'jobs', repo: 'acme/api', brief: 'b', args: [], created_at: 2 });
   assert.equal(stores.dedupe.claim(keys, 'jgone', 2), undefined);
 }
 

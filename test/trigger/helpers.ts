@@ -190,3 +190,9 @@ export function pruneAll(stores: TriggerStores, retention: TriggerRetention, now
     if (step.done) return total;
   }
 }
+
+/** A queued job written as the queue writes one: inserted, then counted. */
+export function insertJob(stores: TriggerStores, job: Parameters<TriggerStores['jobs']['insertUncounted']>[0]): void {
+  stores.jobs.insertUncounted(job);
+  stores.jobs.count(new Map([[job.origin, 1]]));
+}

@@ -6,7 +6,7 @@ import { openDatabase } from '../../src/db/open.ts';
 import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
 import { createTriggerStores } from '../../src/db/trigger-stores.ts';
 import { isLauncherName } from '../../src/spawn/env.ts';
-import { SECRETS, post, get, startTestTrigger, makeRepo, tempDir, type TestTrigger } from './helpers.ts';
+import { SECRETS, post, get, startTestTrigger, makeRepo, tempDir, insertJob, type TestTrigger } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
 const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
@@ -115,7 +115,7 @@ describe('the job loop', () => {
     const stores = createTriggerStores(db);
     const now = Date.now();
     for (const [id, run] of [['j0000000000aaaaaaaaaaaaaaaa', null], ['j0000000000bbbbbbbbbbbbbbbb', 'rgone']] as const) {
-      stores.jobs.insert({ id, origin: 'jobs', repo: 'acme/api', brief: 'x', args: ['start', '--brief', 'x', '--detach'], created_at: now });
+      insertJob(stores, { id, origin: 'jobs', repo: 'acme/api', brief: 'x', args: ['start', '--brief', 'x', '--detach'], created_at: now });
       stores.jobs.claim(id, now);
       if (run) stores.jobs.setRun(id, 'local', run, 0);
     }

@@ -8,7 +8,7 @@ import { openDatabase } from '../../src/db/open.ts';
 import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
 import { createTriggerStores } from '../../src/db/trigger-stores.ts';
 import { SOURCE_NAMES } from '../../src/webhook-sources.ts';
-import { tempDir } from './helpers.ts';
+import { insertJob, tempDir } from './helpers.ts';
 
 function job(id: string, origin: string) {
   return { id, origin, repo: 'acme/api', brief: 'b', args: ['start'], created_at: 1 };
@@ -20,11 +20,11 @@ describe('queued counts per origin', () => {
     const db = openDatabase(join(dir, 'trigger.db'), triggerMigrations);
     try {
       const stores = createTriggerStores(db);
-      stores.jobs.insert(job('j1', 'newsource'));
+      insertJob(stores, job('j1', 'newsource'));
       assert.equal(stores.jobs.queuedByOrigin().get('newsource'), undefined, 'no row: the migration never knew it');
       stores.jobs.countOrigins(['newsource']);
       assert.equal(stores.jobs.queuedByOrigin().get('newsource'), 1, 'the row counts the job already queued');
-      stores.jobs.insert(job('j2', 'newsource'));
+      insertJob(stores, job('j2', 'newsource'));
       stores.jobs.countOrigins(['newsource']);
       assert.equal(stores.jobs.queuedByOrigin().get('newsource'), 2, 'kept by the triggers, not counted twice');
     } finally {
@@ -38,7 +38,7 @@ describe('queued counts per origin', () => {
     const db = openDatabase(join(dir, 'trigger.db'), triggerMigrations);
     try {
       const stores = createTriggerStores(db);
-      stores.jobs.insert(job('j1', 'trackerb'));
+      insertJob(stores, job('j1', 'trackerb'));
       stores.jobs.countOrigins(SOURCE_NAMES);
       assert.deepEqual([...stores.jobs.queuedByOrigin()], [['trackerb', 1]]);
     } finally {

@@ -17,7 +17,7 @@ import type { Logger } from '../../src/log.ts';
 import { chataReply } from '../../src/trigger/sources/chata.ts';
 import type { Delivery, NotifyConfig } from '../../src/trigger/summary.ts';
 import {
-  SECRETS, fixture, get, makeRepo, nowSeconds, post, sign, startTestTrigger, tempDir, type TestTrigger,
+  SECRETS, fixture, get, insertJob, makeRepo, nowSeconds, post, sign, startTestTrigger, tempDir, type TestTrigger,
 } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { makeCert, startStandIn, type Cert, type StandIn } from './standins.ts';
@@ -266,7 +266,7 @@ describe('a new question of a run moves its chata thread', () => {
   it('a late reply in the old question\'s thread answers nothing; the refused question goes by the response_url', async () => {
     const stores = createTriggerStores(openDatabase(join(dir, 'trigger.db'), triggerMigrations));
     const now = Date.now();
-    stores.jobs.insert({ id: 'j1', origin: 'chata', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api' });
+    insertJob(stores, { id: 'j1', origin: 'chata', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api' });
     stores.jobs.claim('j1', now);
     stores.jobs.setRun('j1', 'local', 'r1', null);
     stores.replies.insert('j1', 'chata', {

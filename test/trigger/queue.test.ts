@@ -6,7 +6,7 @@ import { createTriggerStores } from '../../src/db/trigger-stores.ts';
 import { createJobQueue, DeliveryNotCommittedError, newJobId, JOB_ID, type JobQueue } from '../../src/trigger/queue.ts';
 import { type EnqueueRequest } from '../../src/trigger/queue.ts';
 import { tempTriggerDbs } from './temp-dbs.ts';
-import { rowCount as count } from './helpers.ts';
+import { insertJob, rowCount as count } from './helpers.ts';
 
 const temp = tempTriggerDbs('svc-queue-');
 
@@ -129,7 +129,7 @@ describe('a job row', () => {
     const stores = createTriggerStores(db);
     const brief = 'svc/01ARUN';
     const args = ['start', '--brief', brief, '--follow-up', brief, '--detach'];
-    stores.jobs.insert({ id: 'j1', origin: 'webhook', repo: 'acme/api', brief, args, created_at: 1 });
+    insertJob(stores, { id: 'j1', origin: 'webhook', repo: 'acme/api', brief, args, created_at: 1 });
     const stored = (db.prepare("SELECT args FROM jobs WHERE id = 'j1'").get() as { args: string }).args;
     assert.equal(stored.split(brief).length - 1, 1, stored);
     assert.deepEqual(stores.jobs.get('j1')?.args, args);
