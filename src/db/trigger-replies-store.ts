@@ -2,7 +2,7 @@
 // the answers that came back through them (trigger migration 8).
 import type { Db } from './open.ts';
 
-export type NotifyStatus = 'sent' | 'failed' | 'skipped';
+type NotifyStatus = 'sent' | 'failed' | 'skipped';
 
 /** One answer that came in from a job's origin, taken or refused. */
 export interface AnswerAudit {

@@ -92,7 +92,7 @@ export function inTurn<T>(chains: Map<string, Promise<unknown>>, key: string, wo
 }
 
 /** What the cheap checks say before a delivery does any work; `open` holds its keys until `release()`. */
-export type Admission = { kind: 'duplicate'; jobId: string } | { kind: 'full' } | { kind: 'open'; release: () => void };
+type Admission = { kind: 'duplicate'; jobId: string } | { kind: 'full' } | { kind: 'open'; release: () => void };
 
 type Pending = { request: EnqueueRequest; resolve: (r: EnqueueResult) => void; reject: (e: unknown) => void };
 type Refusal = Exclude<Admission, { kind: 'open' }>;

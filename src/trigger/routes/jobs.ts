@@ -12,7 +12,7 @@ import { enqueue, requireBearer, secretFor, type TCtx } from '../intake.ts';
 const JOBS_FIELDS = new Set(['brief', 'pr', 'request_id', 'repo']);
 
 /** Refuses instead of repairing: a caller with a token gets told exactly what is wrong with its brief. */
-export function validateJobsBrief(value: unknown): string {
+function validateJobsBrief(value: unknown): string {
   const refuse = (rule: string) => new HttpError('invalid_param', `"brief" must ${rule}`);
   if (typeof value !== 'string' || value.trim() === '') throw refuse('be a non-empty string');
   const max = sourceOf('jobs').briefBytes;
