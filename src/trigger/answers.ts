@@ -57,6 +57,15 @@ export function answerCommand(text: string): { jobId: string | undefined; text: 
   return { jobId: named?.[1], text: stripLeadingHyphens(rest).trim() };
 }
 
+const ISO_TIME = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,3})?)(?:Z|([+-]\d{2}):?(\d{2}))$/;
+
+/** A vendor's ISO-8601 comment time in ms (Jira writes `+0300`, GitHub `Z`), else null. */
+export function commentTime(value: unknown): number | null {
+  const m = typeof value === 'string' ? ISO_TIME.exec(value) : null;
+  const ms = m ? Date.parse(`${m[1]}${m[2] ? `${m[2]}:${m[3]}` : 'Z'}`) : Number.NaN;
+  return Number.isFinite(ms) ? ms : null;
+}
+
 export function createAnswerDesk(opts: AnswerDeskOptions) {
   const { stores, log } = opts;
 

@@ -4,7 +4,7 @@
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { deliveryKeys, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
-import { answerCommand, teamRefusal } from '../answers.ts';
+import { answerCommand, commentTime, teamRefusal } from '../answers.ts';
 import { errorMessage } from '../../errors.ts';
 import { SEPARATOR, type ReplyChannel, type SummaryParts } from '../summary.ts';
 import { isJsonObject, obj, str, type Obj } from '../../untrusted.ts';
@@ -174,15 +174,6 @@ function trackerbThread(key: string): string {
   return `trackerb:${key.toUpperCase()}`;
 }
 
-const JIRA_TIME = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,3})?)([+-]\d{2}):?(\d{2})$/;
-
-/** Jira's `2017-11-30T12:28:04.304+0300` in ms, else null. */
-function jiraTime(value: unknown): number | null {
-  const m = typeof value === 'string' ? JIRA_TIME.exec(value) : null;
-  const ms = m ? Date.parse(`${m[1]}${m[2]}:${m[3]}`) : Number.NaN;
-  return Number.isFinite(ms) ? ms : null;
-}
-
 /** Whether the account is assignable to the issue, or why that cannot be known. */
 async function onIssueTeam(ctx: TCtx, key: string, accountId: string): Promise<true | string> {
   const tb = ctx.deps.settings.notify.trackerb;
@@ -217,7 +208,7 @@ async function answerFromTrackerb(ctx: TCtx, body: Obj): Promise<Reply | null> {
   const who = accountId.slice(0, 100);
   const commentId = (str(comment.id) ?? '').slice(0, 40);
   return ctx.deps.answers.reply({
-    origin: 'trackerb', thread: trackerbThread(key), ...command, who, writtenAt: jiraTime(comment.created),
+    origin: 'trackerb', thread: trackerbThread(key), ...command, who, writtenAt: commentTime(comment.created),
     refusal: teamRefusal(ctx.deps.settings.repos, await onIssueTeam(ctx, key, accountId)),
     place: `trackerb issue ${key} comment ${commentId}`,
     keys: deliveryKeys('trackerb', ctx.req.headers, ctx.raw, ...(commentId ? [`trackerb:comment:${commentId}`] : [])),

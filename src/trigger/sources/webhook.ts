@@ -10,7 +10,7 @@ import {
 } from './github-pr.ts';
 import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
 import { githubHeaders } from '../../engine/pr.ts';
-import { answerCommand } from '../answers.ts';
+import { answerCommand, commentTime } from '../answers.ts';
 import { markdownSummary, type Delivery, type NotifyConfig, type ReplyChannel, type SummaryParts } from '../summary.ts';
 
 const TRIGGER_LABEL = 'svc';
@@ -119,13 +119,6 @@ export async function receiveWebhook(ctx: TCtx, raw: Buffer): Promise<Reply> {
 /** Marks svc's progress comment (GitHub does not show it). */
 const PROGRESS_MARK = '<!-- svc-progress -->';
 
-/** GitHub's ISO-8601 time in ms, else null. */
-function timeOf(value: unknown): number | null {
-  const ms = typeof value === 'string' && /^\d{4}-\d{2}-\d{2}T[\d:.]+(Z|[+-]\d{2}:\d{2})$/.test(value)
-    ? Date.parse(value) : Number.NaN;
-  return Number.isFinite(ms) ? ms : null;
-}
-
 /** A created `/svc answer <text>` comment's reply; null when the event is not one. */
 async function answerFromGithub(ctx: TCtx, event: string, body: Obj): Promise<Reply | null> {
   if (event !== 'issue_comment' || body.action !== 'created') return null;
@@ -144,7 +137,7 @@ async function answerFromGithub(ctx: TCtx, event: string, body: Obj): Promise<Re
     : `the comment's author is ${association} on this repository: only OWNER, MEMBER or COLLABORATOR may answer`);
   return ctx.deps.answers.reply({
     origin: 'webhook', thread: githubThread(repository, number), ...command, who: login, refusal,
-    writtenAt: timeOf(comment.created_at), place: `github ${repository}#${number} comment ${commentId}`,
+    writtenAt: commentTime(comment.created_at), place: `github ${repository}#${number} comment ${commentId}`,
     keys: deliveryKeys('webhook', ctx.req.headers, ctx.raw, ...(commentId ? [`webhook:comment:${commentId}`] : [])),
   });
 }
