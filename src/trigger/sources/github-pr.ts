@@ -224,12 +224,6 @@ function firstTold(ctx: TCtx, repo: string, a: FollowUpAsk): boolean {
   return true;
 }
 
-function replyOnPr(ctx: TCtx, repo: string, a: FollowUpAsk, text: string): void {
-  ctx.deps.github.comment(repo, a.number, text).catch((err: unknown) => {
-    ctx.deps.log.warn('follow-up reply not posted', { route: 'webhook', repo, pr: a.number, error: errorMessage(err) });
-  });
-}
-
 /** The thread an answer on the same issue or PR finds its job by. */
 export function githubThread(repository: string, number: number): string {
   return `github:${repository.toLowerCase()}#${number}`;
@@ -274,7 +268,11 @@ export async function receivePullRequestEvent(ctx: TCtx, event: string, body: Ob
     } else {
       ctx.deps.log.info('follow-up not queued', fields);
     }
-    if (err.reply !== null && (!err.audit || firstTold(ctx, repo, a))) replyOnPr(ctx, repo, a, err.reply);
+    if (err.reply !== null && (!err.audit || firstTold(ctx, repo, a))) {
+      ctx.deps.github.comment(repo, a.number, err.reply).catch((e: unknown) => {
+        ctx.deps.log.warn('follow-up reply not posted', { ...fields, error: errorMessage(e) });
+      });
+    }
     return json(200, { status: err.reply === null ? 'skipped' : 'refused', reason: err.message });
   }
 }

@@ -77,13 +77,15 @@ export async function stageTrackeraSnapshot(repoDir: string, identifier: string,
   if (!IDENTIFIER.test(identifier)) throw new RangeError('bad trackera identifier');
   const dir = trackeraInbox(repoDir);
   await mkdir(join(dir, 'jobs'), { recursive: true, mode: 0o700 });
-  const latestTmp = join(dir, `.${randomUUID()}.tmp`);
-  const jobTmp = join(dir, 'jobs', `.${randomUUID()}.tmp`);
-  const staged = [latestTmp, jobTmp];
+  const [latestTmp, jobTmp] = [join(dir, `.${randomUUID()}.tmp`), join(dir, 'jobs', `.${randomUUID()}.tmp`)];
+  /** Removes whatever keep() did not put in place. */
+  const discard = async (): Promise<void> => {
+    await Promise.all([latestTmp, jobTmp].map((path) => rm(path, { force: true })));
+  };
   try {
-    await Promise.all(staged.map((path) => writeFile(path, raw, { mode: 0o600 })));
+    await Promise.all([latestTmp, jobTmp].map((path) => writeFile(path, raw, { mode: 0o600 })));
   } catch (err) {
-    await Promise.all(staged.map((path) => rm(path, { force: true })));
+    await discard();
     throw err;
   }
   return {
@@ -91,14 +93,9 @@ export async function stageTrackeraSnapshot(repoDir: string, identifier: string,
     keep(jobId: string) {
       if (!IDENTIFIER.test(jobId)) throw new RangeError('bad job id'); // a file name, as an identifier is
       renameSync(jobTmp, join(dir, 'jobs', `${jobId}.json`));
-      staged.splice(staged.indexOf(jobTmp), 1);
       renameSync(latestTmp, join(dir, `${identifier}.json`));
-      staged.splice(staged.indexOf(latestTmp), 1);
     },
-    /** Removes whatever keep() did not use; safe to call after keep(). */
-    async discard() {
-      await Promise.all(staged.splice(0).map((path) => rm(path, { force: true })));
-    },
+    discard,
   };
 }
 
