@@ -3,7 +3,7 @@ import { HttpError } from '../../http/http-error.ts';
 import { checkBodyKeys, parseJsonObject } from '../../http/body.ts';
 import { checkHost, checkJsonContentType, isLoopbackAddress, isLoopbackHost } from '../../http/guards.ts';
 import { json, type Reply } from '../../http/respond.ts';
-import { hasControlChars, sourceOf } from '../../webhook-sources.ts';
+import { hasControlChars, sourceOf, stripLeadingHyphens } from '../../webhook-sources.ts';
 import { JOB_ID } from '../queue.ts';
 import type { JobRow } from '../../db/trigger-jobs-store.ts';
 import { iso } from '../../iso-time.ts';
@@ -19,7 +19,7 @@ function validateJobsBrief(value: unknown): string {
   if (Buffer.byteLength(value, 'utf8') > max) throw refuse(`be at most ${max} bytes`);
   if (hasControlChars(value)) throw refuse('be one line without control characters');
   const brief = value.trim();
-  if (/^[-\u2010-\u2015\u2212]/u.test(brief)) throw refuse('not start with "-"');
+  if (stripLeadingHyphens(brief) !== brief) throw refuse('not start with "-"');
   return brief;
 }
 
