@@ -1,6 +1,7 @@
 // The one-line completion summary every origin receives (status, verdict, PR, cost, duration, run link), and what a
 // source's reply channel is (its sender and renderer are beside its handler, trigger/sources/<name>.ts).
 import { FailedError } from '../errors.ts';
+import { oneLine } from '../webhook-sources.ts';
 import { runPageUrl, VERDICTS } from '../run-json.ts';
 import type { RunOutcome, RunRef } from './executor.ts';
 
@@ -74,7 +75,7 @@ const DATA_CHARS = 500;
 
 /** Agent- or vendor-given text as a `data` piece: one line, cut to DATA_CHARS. */
 export function data(text: string): Piece {
-  const line = text.replace(/[\s\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g, ' ').trim();
+  const line = oneLine(text);
   return { data: line.length > DATA_CHARS ? `${line.slice(0, DATA_CHARS)}…` : line };
 }
 
@@ -104,10 +105,8 @@ export function buildSummaryParts(input: {
     const pr = safeLink(o.pr_url);
     if (pr) parts.push([{ own: 'PR ' }, { link: pr }]);
     else parts.push(o.pr_url ? [{ own: 'PR ' }, data(o.pr_url)] : [{ own: 'no PR' }]);
-    const cost = o.cost_usd === null || !Number.isFinite(o.cost_usd)
-      ? 'cost unknown'
-      : `cost $${o.cost_usd.toFixed(2)}`;
-    parts.push([{ own: cost }]);
+    const known = o.cost_usd !== null && Number.isFinite(o.cost_usd);
+    parts.push([{ own: known ? `cost $${o.cost_usd!.toFixed(2)}` : 'cost unknown' }]);
   }
   parts.push([{ own: `took ${formatDuration(input.durationMs)}` }]);
   if (input.error) parts.push([{ own: 'error: ' }, data(input.error)]);
