@@ -108,10 +108,7 @@ export function createTriggerJobsStore(db: Db) {
     if (all > 0) countQueued.run(all);
   }
   return {
-    /**
-     * Inserts a queued job the caller counts with `count` once per transaction: the queue's group commit then makes
-     * two count updates per COMMIT, not two per delivery (docs/bench.md). `remove` uncounts it like any queued job.
-     */
+    /** A queued job, counted by `count` once per transaction (group commit: once per COMMIT, docs/bench.md). */
     insertUncounted,
     count: countInserted,
     /** Deletes a job with its dedupe keys and reply target (cascade): one its transaction did not keep. */
@@ -121,10 +118,7 @@ export function createTriggerJobsStore(db: Db) {
     get(id: string): JobRow | undefined {
       return toJob(get.get(id) as Row | undefined);
     },
-    /**
-     * The jobs of svc's pull request, newest first: the one whose run `run` made branch svc/<run>, and the follow-ups
-     * sent to it. `run` is a run id (base32: no LIKE wildcard).
-     */
+    /** The jobs of svc's PR, newest first: the one whose run made svc/<run>, and its follow-ups (`run`: base32). */
     onPullRequestBranch(repo: string, run: string): JobRow[] {
       const followUps = `%${JSON.stringify(['--follow-up', `svc/${run}`]).slice(1, -1)}%`;
       return (onBranch.all(repo, run, followUps) as Row[]).map((r) => toJob(r)!);
@@ -166,10 +160,7 @@ export function createTriggerJobsStore(db: Db) {
     setInfraRetries(id: string, n: number): void {
       setInfraRetries.run(n, id);
     },
-    /**
-     * Deletes up to `limit` finished jobs that ended before `before`, with their dedupe keys and reply target
-     * (cascade); returns how many jobs. Queued and running jobs are never touched.
-     */
+    /** Deletes up to `limit` finished jobs ended before `before` (keys and reply target by cascade); how many. */
     pruneFinished(before: number, limit: number): number {
       return Number(pruneFinished.run(before, limit).changes);
     },

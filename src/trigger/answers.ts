@@ -137,10 +137,7 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
     /** The audit of a job's answers, oldest first. */
     of: (jobId: string) => stores.replies.answersOf(jobId),
     answer,
-    /**
-     * `answer` as the route's 2xx, and for a refusal the reply where it was written: one per person and job (a
-     * stranger's hundred comments make one), none for a job named from elsewhere. A chat words its own.
-     */
+    /** `answer` as the route's 2xx, and a refusal's reply where it was written: one per person and job. */
     async reply(req: AnswerRequest): Promise<Reply> {
       const outcome = await answer(req);
       if (outcome.kind === 'no_job') return json(200, { status: 'skipped', reason: outcome.reason });

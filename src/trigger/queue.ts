@@ -56,8 +56,7 @@ export function newJobId(now: number = Date.now()): string {
 export const JOB_ID = /^j[0-9a-z]{26}$/;
 
 // Deliveries sharing a dedupe key take turns between their cheap checks and commit, so a copy finds the committed job
-// and answers "duplicate" without building a brief. `acquire` resolves once no holder has any of the keys; the
-// function it returns releases them (idempotent).
+// without building a brief. `acquire` resolves once no one holds the keys and returns their (idempotent) release.
 function keyLeases(): (keys: readonly string[]) => Promise<() => void> {
   const holders = new Map<string, Promise<void>>();
   return async (keys) => {

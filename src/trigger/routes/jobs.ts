@@ -23,10 +23,7 @@ function validateJobsBrief(value: unknown): string {
   return brief;
 }
 
-/**
- * The served repository a `/jobs` body names, else the default one. A caller with the token is told exactly what is
- * wrong (400), never routed somewhere it did not name.
- */
+/** The served repository a `/jobs` body names, else the default one; never one it did not name (400). */
 function jobsRepo(ctx: TCtx, value: unknown): string {
   const router = ctx.deps.settings.repos;
   if (value === undefined) {
@@ -61,9 +58,8 @@ export async function createJob(ctx: TCtx, raw: Buffer): Promise<Reply> {
 }
 
 /**
- * Who may read a job (and GET /metrics): with SVC_API_TOKEN set, its bearer; without it, a caller on this machine of
- * a trigger server bound to loopback (the default), under a loopback Host name so a web page that rebinds its own name
- * to 127.0.0.1 cannot read it; a server reachable from elsewhere shows nothing without the token (503 names it).
+ * Who may read a job (and GET /metrics): SVC_API_TOKEN's bearer; without one, a local caller of a loopback-bound server
+ * under a loopback Host name (no DNS rebinding); a server reachable from elsewhere shows nothing (503 names the token).
  */
 export function mayRead(ctx: TCtx): void {
   const secret = ctx.deps.settings.secrets.jobs;

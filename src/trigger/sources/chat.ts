@@ -23,10 +23,7 @@ export interface ChatVoice {
   escape?: (text: string) => string;
 }
 
-/**
- * Where a chat command goes: its answer (a reply), or its repository and brief. `repo=owner/name` picks among the
- * repositories the channel may reach (served-repos.ts), and is taken out of the brief.
- */
+/** A chat command's reply, or its repository (`repo=owner/name` picks among the channel's) and brief. */
 export async function routeChat(
   ctx: TCtx, kind: ChatKind, m: ChatMessage, voice: ChatVoice,
 ): Promise<Reply | { routed: Extract<Routed, { kind: 'repo' }>; brief: string }> {
@@ -53,10 +50,7 @@ export function chatRefusal(ctx: TCtx, kind: ChatKind, channel: string | null): 
   };
 }
 
-/**
- * `answer [<job id>] <text>` (after `/svc`, or the mention) in the channel a job was asked in: answers its run.
- * Answered or refused, the person is told at once, in the only reply a chat message has.
- */
+/** `answer [<job id>] <text>` in the channel a job was asked in; told at once, in the chat message's one reply. */
 async function answerFromChat(ctx: TCtx, kind: ChatKind, m: ChatMessage, voice: ChatVoice): Promise<Reply> {
   const words = m.text.replace(/^answer\s*/i, '');
   const { jobId, text } = answerCommand(`${ANSWER_COMMAND} ${words}`) ?? { jobId: undefined, text: '' };

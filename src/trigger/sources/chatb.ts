@@ -17,10 +17,7 @@ export function chatbText(html: string): string {
   return sanitizeBrief(stripped, sourceOf('chatb').briefBytes);
 }
 
-/**
- * Where the message was posted, which routes it (chatb=… in the repositories file): `channelData.teamsChannelId`,
- * else `channelData.channel.id`, else the conversation id without its `;messageid=`.
- */
+/** Where the message was posted, which routes it (chatb=…): the Teams channel, else the conversation's id. */
 function channelOf(body: Record<string, unknown>): string | null {
   const data = obj(body.channelData);
   const conversation = str(obj(body.conversation).id);

@@ -41,10 +41,7 @@ function frameFiles(event: Obj): string[] {
   return [...inApp, ...other];
 }
 
-/**
- * An alert the route turns into a job, or why it is skipped. `identityKey` is stable across the vendor's retries;
- * `projectSlug` routes it (errtrack=… in the repositories file).
- */
+/** An alert, or why it is skipped; `identityKey` is stable across retries, `projectSlug` routes it (errtrack=…). */
 export function readErrtrackAlert(resource: string | undefined, payload: Obj) {
   const action = text(payload.action);
   const data = obj(payload.data) ?? {};

@@ -29,10 +29,7 @@ function hasLabel(issue: Obj): boolean {
   return Array.isArray(issue.labels) && issue.labels.some((l) => obj(l).name === TRIGGER_LABEL);
 }
 
-/**
- * Why the unsigned event header disagrees with the signed body's shape for an event svc acts on, or null. Other
- * events are skipped whatever their body, so they are not checked (GitHub adds event types).
- */
+/** Why the unsigned event header disagrees with the signed body's shape for an event svc acts on, or null. */
 function eventMismatch(event: string, body: Obj): string | null {
   if (PR_EVENTS.has(event)) {
     const part = event === 'pull_request_review' ? 'review' : 'comment';
