@@ -7,8 +7,7 @@ import { exitLike, runLaunched, watchLifeline } from './spawn/start.ts';
 import { reexecClean } from './cli/server-flags.ts';
 import { secretsIn, takeHandoff, type Secrets } from './spawn/secrets-handoff.ts';
 import { terminalSafe } from './cli/terminal-text.ts';
-import { exitStatusOf } from './cli/exit-status.ts';
-import { errorMessage } from './errors.ts';
+import { errorMessage, exitStatusOf } from './errors.ts';
 import { wantsHelp } from './cli/io.ts';
 
 const MIN = [22, 13] as const;
@@ -19,9 +18,7 @@ const bundleRoot = existsSync(here('../bin/svc')) ? here('..').replace(/\/$/, ''
 
 const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
 if (major < MIN[0] || (major === MIN[0] && minor < MIN[1])) {
-  // Started by an older Node (a global `svc` from `npm link`, a bundle's launcher finding an old node on PATH or in
-  // SVC_NODE): the Node this install carries runs it instead, the checkout's pinned devDependency or the bundle's
-  // node/bin/node (--with-node).
+  // Started by an older Node (an `npm link`ed `svc`, a bundle's launcher): the Node this install carries runs it.
   const pinned = bundleRoot ? here('../node/bin/node') : here('../node_modules/node/bin/node');
   if (!existsSync(pinned)) {
     const advice = bundleRoot
@@ -73,9 +70,6 @@ const commands: Record<string, [summary: string, load: Loader]> = {
   providers: ['List agent CLIs, their versions and whether svc tested them', () => import('./cli/providers.ts')],
 };
 
-// Not in the help: the process `svc start` starts to do each run (src/cli/worker.ts).
-const worker: Loader = () => import('./cli/worker.ts');
-
 function help(): string {
   const lines = Object.entries(commands).map(([name, [summary]]) => `  ${name.padEnd(10)} ${summary}`);
   return [
@@ -106,7 +100,8 @@ async function main(argv: string[]): Promise<number> {
     printOut(help());
     return name === undefined ? 2 : 0;
   }
-  const load = name === 'worker' ? worker : commands[name]?.[1];
+  // `worker`, not in the help, is the process `svc start` starts to do each run.
+  const load: Loader | undefined = name === 'worker' ? () => import('./cli/worker.ts') : commands[name]?.[1];
   if (!load) {
     printErr(`svc: unknown command "${name}"\n\n${help()}`);
     return 2;

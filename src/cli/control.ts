@@ -28,12 +28,7 @@ export default async function control(io: CliIo): Promise<number> {
     const { values } = parseFlags(rest, flags, 0);
     const { resolveControlSettings } = await import('../control/settings.ts');
     const { serveControlForever, STATIC_DIR } = await import('../control/main.ts');
-    let settings;
-    try {
-      settings = resolveControlSettings(io.env, values, STATIC_DIR);
-    } catch (err) {
-      throw new UsageError(errorMessage(err));
-    }
+    const settings = resolveControlSettings(io.env, values, STATIC_DIR);
     const { serveOnFreePort } = await import('./busy-port.ts');
     return serveOnFreePort('control', settings, io.env, () => serveControlForever(settings, io.env, io.stdout));
   }

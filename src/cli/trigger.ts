@@ -1,7 +1,7 @@
 // `svc trigger serve`: the webhook trigger server (DESIGN §5). Flags win over SVC_TRIGGER_* variables.
 import type { CliIo } from './io.ts';
 import { parseFlags, subcommand } from './io.ts';
-import { UsageError, errorMessage } from '../errors.ts';
+import { UsageError } from '../errors.ts';
 import { SOURCES, type WebhookSource } from '../webhook-sources.ts';
 
 const SIGNED = SOURCES.filter((s: WebhookSource) => s.families).map((s) => `/${s.name}`).join(', ');
@@ -34,12 +34,7 @@ export default async function trigger(io: CliIo): Promise<number> {
     concurrency: { type: 'string' }, db: { type: 'string' },
   }, 0);
   const { resolveTriggerSettings } = await import('../trigger/settings.ts');
-  let settings;
-  try {
-    settings = resolveTriggerSettings(io.env, values, process.cwd());
-  } catch (err) {
-    throw new UsageError(errorMessage(err));
-  }
+  const settings = resolveTriggerSettings(io.env, values, process.cwd());
   const { serveTriggerForever } = await import('../trigger/main.ts');
   const { serveOnFreePort } = await import('./busy-port.ts');
   return serveOnFreePort('trigger', settings, io.env, () => serveTriggerForever(settings, io.env, io.stdout));
