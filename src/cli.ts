@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { exitLike, runLaunched, watchLifeline } from './spawn/start.ts';
 import { reexecClean } from './cli/server-flags.ts';
 import { secretsIn, takeHandoff, type Secrets } from './spawn/secrets-handoff.ts';
-import { terminalSafe } from './cli/terminal-text.ts';
+import { terminalSafe } from './safe-json.ts';
 import { errorMessage, exitStatusOf } from './errors.ts';
 import { wantsHelp } from './cli/io.ts';
 

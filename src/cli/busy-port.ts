@@ -3,7 +3,7 @@ import { serverRecordFile, readServerRecordFile, isPidAlive } from '../client/se
 import { isHealthy } from './dashboard.ts';
 import { UnavailableError } from '../errors.ts';
 
-/** Runs `serve`; a taken port (EADDRINUSE) names its holder: the Control Plane server.json names, a server, a program. */
+/** Runs `serve`; a taken port (EADDRINUSE) names its holder: the recorded Control Plane, a server or a program. */
 export async function serveOnFreePort(
   server: 'control' | 'trigger', { host, port }: { host: string; port: number }, env: NodeJS.ProcessEnv,
   serve: () => Promise<number>,

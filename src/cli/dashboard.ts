@@ -46,7 +46,6 @@ export default async function dashboard(io: CliIo): Promise<number> {
   if (await isHealthy(url)) {
     io.stderr(`Using the Control Plane at ${url} (found via ${found.via})\n`);
   } else if (found.via === 'SVC_CONTROL_URL') {
-    // The person pointed at a specific server: starting a different, local one would be a surprise.
     throw new UnavailableError(
       `Nothing answers at SVC_CONTROL_URL (${url}); start that server or unset SVC_CONTROL_URL to run one here`,
     );
@@ -57,15 +56,13 @@ export default async function dashboard(io: CliIo): Promise<number> {
     io.stderr(`Started the Control Plane at ${url} (pid ${started.pid}, log ${started.log})\n`);
   }
   if (io.env.SVC_CONTROL_TOKEN) io.stderr('This Control Plane has a token: the UI asks for it once per browser tab.\n');
-  // Runs of this project made while no Control Plane ran appear in the UI it opens.
   await sendPendingRuns({ ...io, env: { ...io.env, SVC_CONTROL_URL: url } }, process.cwd());
 
   if (values['no-open']) {
     io.stdout(`${url}\n`);
     return 0;
   }
-  // Exit 0 either way: the server runs. stdout stays empty when a browser has the page, and holds the URL when the
-  // person (or a script) must open it: that is the one thing to act on.
+  // Exit 0 either way: the server runs. stdout holds the URL only when the person (or a script) must open it.
   const cmd = browserOf(io.env);
   const failure = await openBrowser(cmd, `${url}/`, io.env);
   if (failure === null) {
@@ -96,8 +93,7 @@ async function startControlInBackground(env: NodeJS.ProcessEnv): Promise<{ url: 
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const log = join(dir, 'server.log');
   const fd = openSync(log, 'a', 0o600);
-  // Its secrets (the control token, what runs use) travel in a pipe on its fd 3, never in its environment; with the
-  // server's V8 flags already given it has no reason to re-execute itself, which would need a handoff file.
+  // Its secrets travel in a pipe on its fd 3, never in its environment; given the V8 flags, it need not re-execute.
   const child = startChild([process.execPath, ...SERVER_NODE_FLAGS, svcCliPath(), 'control', 'serve'], {
     kind: 'svc-worker', base: withoutSecrets(env), detached: true, stdio: ['ignore', fd, fd], secrets: secretsIn(env),
   });
@@ -142,10 +138,7 @@ function browserOf(env: NodeJS.ProcessEnv): string {
   return env.BROWSER?.split(':').map((s) => s.trim()).find(Boolean) ?? openers[process.platform] ?? 'xdg-open';
 }
 
-/**
- * xdg-open fails within milliseconds when it finds no browser (exit 3) or the browser refuses (exit 4), but some
- * browsers stay in the foreground until closed: an opener still running after this has opened the page.
- */
+/** xdg-open fails within milliseconds (exit 3 or 4); an opener still running after this has opened the page. */
 const OPENER_GRACE_MS = 3_000;
 
 /** Runs `cmd URL` (no shell); resolves null when it opened the page, else why not. */

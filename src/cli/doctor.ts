@@ -24,7 +24,7 @@ const ROOT_NOTE = 'svc runs as root: the agent still gets no capability (own use
   'ends a sandbox past limits.processes within about 250 ms; running svc as an ordinary user lets the kernel ' +
   'refuse the forks instead';
 
-/** Where a package manager puts bwrap: looked at only to tell "not installed" from "installed, but not on PATH". */
+/** Looked at only to tell "bwrap not installed" from "installed, but not on PATH". */
 const SYSTEM_BIN_DIRS = ['/usr/bin', '/bin', '/usr/local/bin', '/usr/sbin', '/sbin'];
 
 /** The next step: a PATH without the system folders hides an installed bwrap, so say where it is, not "install". */

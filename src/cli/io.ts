@@ -36,10 +36,7 @@ export function printsHelp(io: CliIo, help: string): boolean {
   return asked;
 }
 
-/**
- * A command with subcommands (`svc control serve`): the subcommand and its arguments, or the exit status when help
- * was printed instead (2 when no subcommand was given at all, 0 when help was asked for).
- */
+/** The subcommand and its arguments, or the exit status after printing help (2 when no subcommand was given). */
 export function subcommand(io: CliIo, help: string): { sub: string; rest: string[] } | number {
   const [sub, ...rest] = io.argv;
   if (sub === undefined || sub === '--help' || sub === '-h' || sub === 'help' || wantsHelp(rest)) {

@@ -1,6 +1,5 @@
 // `svc pod seal|sign`: the two steps of a Kubernetes job pod around the run container (src/trigger/kubernetes-pod.ts).
-// Both take every path and the run id from their argv, which the pod spec fixed; neither reads a file the agent
-// wrote as anything but untrusted input.
+// Both take every path and the run id from the argv the pod spec fixed, never from a file the agent wrote.
 import type { CliIo } from './io.ts';
 import { parseFlags, subcommand } from './io.ts';
 import { UsageError } from '../errors.ts';

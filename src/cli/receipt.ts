@@ -31,7 +31,6 @@ export default async function receipt(io: CliIo): Promise<number> {
   const value = tryParseJson(text) ?? receiptFromMarkdown(text);
   if (value === null) throw new FailedError(`"${file}" is neither receipt JSON nor a PR body with a receipt`);
   const ring = keyRingOf((values.key ?? []).map((keyFile) => readFileSync(keyFile, 'utf8')));
-  // This machine's key (never made here), its keys from before a rotation, then the registered runner keys.
   for (const known of knownKeys(svcHomeOf(io.env), false)) ring.set(known.kid, known.publicKey);
   const result = verifyReceipt(value, ring);
   if (!result.ok) {

@@ -52,7 +52,7 @@ function ownerFor(file: string): { uid: number; gid: number } | null {
       const st = statSync(path);
       return { uid: st.uid, gid: st.gid };
     } catch {
-      // not there yet: try the folder
+      // not there yet
     }
   }
   return null;

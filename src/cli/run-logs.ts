@@ -13,10 +13,7 @@ import type { RunRef } from '../client/types.ts';
 
 const POLL_MS = 200;
 
-/**
- * The line an event shows as, or null for events that are not output (checks, artifacts, costs…). `agentOnly` keeps
- * the agent's lines and its question, for a watcher that already prints svc's own notes (the foreground worker).
- */
+/** The line an event shows as, or null when it is not output; `agentOnly` drops svc's own notes (`svc start -f`). */
 function logLine(kind: string, data: unknown, agentOnly = false): string | null {
   const d = objOrNull(data);
   if (!d) return null;
@@ -42,7 +39,6 @@ export function createEventTail(runDir: string) {
   let offset = 0;
   let rest = '';
   return {
-    /** The events appended since the last call. */
     read(): Array<{ kind: string; data: unknown }> {
       let fd: number;
       try {
@@ -68,7 +64,7 @@ export function createEventTail(runDir: string) {
           const kind = event ? str(event.kind) : null;
           if (event && kind !== null) events.push({ kind, data: event.data });
         } catch {
-          // A line that is not JSON is not an event: skipped, as readEvents does.
+          // not an event: skipped, as readEvents does
         }
       }
       return events;
@@ -85,10 +81,7 @@ function finished(state: RunState | null): boolean {
 
 const sleep = (ms: number, signal?: AbortSignal) => delay(ms, undefined, signal ? { signal } : {});
 
-/**
- * Prints the run's output lines from its folder; with `follow`, until the run has ended or `until` says so (the
- * foreground `svc start`). `tail` starts where the caller's own tail stopped.
- */
+/** Prints the run's output lines from its folder; with `follow`, until the run has ended or `until` says so. */
 export async function printLocalLogs(
   runDir: string, print: (line: string) => void,
   opts: { follow: boolean; until?: () => boolean; agentOnly?: boolean; tail?: ReturnType<typeof createEventTail> },
@@ -159,12 +152,8 @@ export async function printControlLogs(
   await catchUp();
 }
 
-/**
- * A run this project holds in `.svc/runs/`, found from a folder inside it (or the folder itself outside git). `source`
- * null (a bare run id) takes the project's run of that id: a run folder's name is its id, so there is only one.
- */
+/** A run this project holds in `.svc/runs/`, found from a folder inside it; `source` null takes any (a bare id). */
 export function findLocalRun(dir: string, source: string | null, run: string): { dir: string; state: RunState } | null {
-  // Outside a git repository DIR itself is the only place to look.
   const root = repoRoot(dir);
   const roots = root === null ? [dir] : [root, dir];
   for (const root of roots) {

@@ -194,7 +194,6 @@ export default async function runs(io: CliIo): Promise<number> {
   const sub = first === undefined || first === 'list' ? 'list' : first;
   const args = first === undefined ? [] : rest;
   const { client } = controlClientOf(io.env, values.url);
-  // Runs of this project the Control Plane never heard the end of reach it first (the shipper finds it as above).
   if (values.url === undefined) await sendPendingRuns(io, process.cwd());
   try {
     return await dispatch(io, client, sub, args, values);

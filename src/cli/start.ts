@@ -15,9 +15,7 @@ import { TERMINAL } from '../run-json.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { signsLater } from '../engine/receipt.ts';
 import { safeJson } from '../safe-json.ts';
-import { terminalSafe } from './terminal-text.ts';
 import { printLocalLogs, createEventTail } from './run-logs.ts';
-import type { RepoRename } from '../engine/repo-name.ts';
 import { svcCliPath } from '../spawn/svc-paths.ts';
 
 const HELP = `Usage: svc start <input> [options]
@@ -70,11 +68,11 @@ function runArg(value: string | undefined, flag: string): string {
 /** Foreground: the worker still gets its own process group; Ctrl-C here becomes a clean stop. */
 async function follow(io: CliIo, state: RunState, mode: WorkerMode, showOutput: boolean): Promise<number> {
   const dir = runDir(state.repo_path, state.run);
-  // Past what the run folder already holds (a resumed run's earlier output) before the worker writes anything.
+  // Past a resumed run's earlier output, before the worker writes anything.
   const tail = showOutput ? createEventTail(dir) : null;
   tail?.read();
   const child = spawnWorker(svcCliPath(), state, mode, io.env, true);
-  // The run's address first, as --detach prints it, so a caller (e.g. a Kubernetes pod log) knows it at once.
+  // The run's address first, as --detach prints it, so a caller (a Kubernetes pod log) knows it at once.
   io.stdout(safeJson({ source: state.source, run: state.run }) + '\n');
   const onSignal = () => void stopLocalRun(state.repo_path, state.run, undefined, 'an interrupt of svc start');
   process.on('SIGINT', onSignal);
@@ -99,19 +97,15 @@ async function follow(io: CliIo, state: RunState, mode: WorkerMode, showOutput: 
   return final.status === 'succeeded' || (mode === 'verify' && final.verdict !== 'not_verified') ? 0 : 1;
 }
 
-/** The checkout's name changed, so its earlier runs now carry the new one (engine/repo-name.ts). */
-function sayRenamed(io: CliIo, renamed: RepoRename | null): void {
-  if (!renamed) return;
-  const runs = `${renamed.runs} earlier run${renamed.runs === 1 ? '' : 's'}`;
-  io.stderr(`svc start: this repository is now named ${terminalSafe(renamed.to)}; ${runs} renamed from ` +
-    `${renamed.from.map(terminalSafe).join(', ')} (their receipts keep the name they were signed with)\n`);
-}
-
-/** A new run (or a retry) gets its worker: what its plan left out is said first (it is in the run's log too). */
-function launchNew(io: CliIo, prepared: PreparedRun, detach: boolean, showOutput: boolean): Promise<number> {
-  sayRenamed(io, prepared.renamed);
-  for (const note of prepared.plan.notes) io.stderr(`svc start: ${note}\n`);
-  return launch(io, prepared.state, prepared.plan, 'start', detach, showOutput);
+/** A new run (or a retry) gets its worker: a renamed checkout and what its plan left out are said first. */
+function launchNew(io: CliIo, { state, plan, renamed }: PreparedRun, detach: boolean, showOutput: boolean) {
+  if (renamed) {
+    const runs = `${renamed.runs} earlier run${renamed.runs === 1 ? '' : 's'}`;
+    io.stderr(`svc start: this repository is now named ${renamed.to}; ${runs} renamed from ` +
+      `${renamed.from.join(', ')} (their receipts keep the name they were signed with)\n`);
+  }
+  for (const note of plan.notes) io.stderr(`svc start: ${note}\n`);
+  return launch(io, state, plan, 'start', detach, showOutput);
 }
 
 async function launch(
@@ -210,10 +204,7 @@ export default async function start(io: CliIo): Promise<number> {
   return launchNew(io, prepared, detach, showOutput);
 }
 
-/**
- * A run that could not be made prints why as `{"failure":{class,reason,retryable}}` on stdout before the error: the
- * Control Plane that launched it records that class on the run it had already listed.
- */
+/** A run that could not be made prints `{"failure":…}` before the error, for the Control Plane that launched it. */
 async function saysFailure(io: CliIo, making: Promise<PreparedRun>): Promise<PreparedRun> {
   try {
     return await making;

@@ -13,7 +13,6 @@ export default async function worker(io: CliIo): Promise<number> {
   const mode = positionals[0] as WorkerMode;
   if (!['start', 'resume', 'verify'].includes(mode)) throw new UsageError(`Unknown worker mode "${mode}"`);
   const run = values['run-id'];
-  // The launcher passes the repository's root as it resolved it.
   if (!isValidSegment(run) || !values.repo) throw new UsageError('svc worker needs --run-id RUN and --repo DIR');
   return executeRun(runDir(values.repo, run), io.env, mode, io.stderr);
 }
