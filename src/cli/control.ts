@@ -2,7 +2,7 @@
 // (exit 0 when it answers, 1 when not, or when the token is missing or wrong).
 import type { CliIo } from './io.ts';
 import { parseFlags, subcommand } from './io.ts';
-import { UsageError, UnavailableError, errorMessage } from '../errors.ts';
+import { UnavailableError, errorMessage } from '../errors.ts';
 import { ControlApiError } from '../client/client.ts';
 import { controlClientOf } from './runs.ts';
 import { safeJson } from '../safe-json.ts';
@@ -20,7 +20,7 @@ SVC_CONTROL_ALLOW_INSECURE_BIND, SVC_CONTROL_ANSWER_DIR, SVC_CONTROL_URL (status
 `;
 
 export default async function control(io: CliIo): Promise<number> {
-  const parsed = subcommand(io, HELP);
+  const parsed = subcommand(io, HELP, 'control', ['serve', 'status']);
   if (typeof parsed === 'number') return parsed;
   const { sub, rest } = parsed;
   if (sub === 'serve') {
@@ -32,10 +32,7 @@ export default async function control(io: CliIo): Promise<number> {
     const { serveOnFreePort } = await import('./busy-port.ts');
     return serveOnFreePort('control', settings, io.env, () => serveControlForever(settings, io.env, io.stdout));
   }
-  if (sub === 'status') {
-    return controlStatus(io, Boolean(parseFlags(rest, { json: { type: 'boolean' } }, 0).values.json));
-  }
-  throw new UsageError(`Unknown subcommand "control ${sub}" (expected serve or status)`);
+  return controlStatus(io, Boolean(parseFlags(rest, { json: { type: 'boolean' } }, 0).values.json));
 }
 
 /** The next step when nothing answers, by how the address was found. */

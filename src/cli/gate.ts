@@ -30,10 +30,9 @@ ANTHROPIC_BASE_URL, OPENAI_BASE_URL, GOOGLE_GEMINI_BASE_URL. See docs/gate.md.
 `;
 
 export default async function gate(io: CliIo): Promise<number> {
-  const parsed = subcommand(io, HELP);
+  const parsed = subcommand(io, HELP, 'gate', ['serve']);
   if (typeof parsed === 'number') return parsed;
-  const { sub, rest } = parsed;
-  if (sub !== 'serve') throw new UsageError(`Unknown subcommand "${sub}" (expected "serve")`);
+  const { rest } = parsed;
   const { values } = parseFlags(rest, {
     host: { type: 'string' },
     port: { type: 'string' },

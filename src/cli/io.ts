@@ -1,6 +1,7 @@
 // What a command gets from the entry point: its argv tail, streams and environment, so tests can call it directly.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { UsageError, errorMessage } from '../errors.ts';
+import { oneOf } from '../untrusted.ts';
 
 export interface CliIo {
   argv: string[];
@@ -36,12 +37,16 @@ export function printsHelp(io: CliIo, help: string): boolean {
   return asked;
 }
 
-/** The subcommand and its arguments, or the exit status after printing help (2 when no subcommand was given). */
-export function subcommand(io: CliIo, help: string): { sub: string; rest: string[] } | number {
+/** The subcommand (one of `subs`) and its arguments, or the exit status after printing help (2 when none given). */
+export function subcommand<S extends string>(
+  io: CliIo, help: string, command: string, subs: readonly S[],
+): { sub: S; rest: string[] } | number {
   const [sub, ...rest] = io.argv;
   if (sub === undefined || sub === '--help' || sub === '-h' || sub === 'help' || wantsHelp(rest)) {
     io.stdout(help);
     return sub === undefined ? 2 : 0;
   }
-  return { sub, rest };
+  const known = oneOf(sub, subs);
+  if (known === null) throw new UsageError(`Unknown subcommand "${command} ${sub}" (expected ${subs.join(', ')})`);
+  return { sub: known, rest };
 }

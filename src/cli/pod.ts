@@ -18,7 +18,7 @@ Steps of a Kubernetes job pod (the trigger server's Kubernetes executor writes t
 `;
 
 export default async function pod(io: CliIo): Promise<number> {
-  const picked = subcommand(io, HELP);
+  const picked = subcommand(io, HELP, 'pod', ['seal', 'sign']);
   if (typeof picked === 'number') return picked;
   const { sub: step, rest } = picked;
   const { values } = parseFlags(rest, {
@@ -30,7 +30,6 @@ export default async function pod(io: CliIo): Promise<number> {
     io.stdout(`${safeJson({ sealed: seal.base_sha, origin: seal.origin_url !== null })}\n`);
     return 0;
   }
-  if (step !== 'sign') throw new UsageError(`Unknown step "${step}" (seal or sign)`);
   const run = values['run-id'];
   if (!isValidSegment(run)) throw new UsageError('svc pod sign needs --run-id');
   const source = io.env.SVC_SOURCE;

@@ -125,7 +125,7 @@ function remove(io: CliIo, file: string, name: string | undefined): number {
 }
 
 export default async function repos(io: CliIo): Promise<number> {
-  const picked = subcommand(io, HELP);
+  const picked = subcommand(io, HELP, 'repos', ['list', 'add', 'remove']);
   if (typeof picked === 'number') return picked;
   const { values, positionals: rest } = parseFlags(picked.rest, { file: { type: 'string' } });
   const { sub } = picked;

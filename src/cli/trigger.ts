@@ -1,7 +1,6 @@
 // `svc trigger serve`: the webhook trigger server (DESIGN §5). Flags win over SVC_TRIGGER_* variables.
 import type { CliIo } from './io.ts';
 import { parseFlags, subcommand } from './io.ts';
-import { UsageError } from '../errors.ts';
 import { SOURCES, type WebhookSource } from '../webhook-sources.ts';
 
 const SIGNED = SOURCES.filter((s: WebhookSource) => s.families).map((s) => `/${s.name}`).join(', ');
@@ -25,10 +24,9 @@ Secrets come from the environment only; see docs/trigger.md for every route and 
 `;
 
 export default async function trigger(io: CliIo): Promise<number> {
-  const parsed = subcommand(io, HELP);
+  const parsed = subcommand(io, HELP, 'trigger', ['serve']);
   if (typeof parsed === 'number') return parsed;
-  const { sub, rest } = parsed;
-  if (sub !== 'serve') throw new UsageError(`Unknown subcommand "${sub}" (expected "serve")`);
+  const { rest } = parsed;
   const { values } = parseFlags(rest, {
     host: { type: 'string' }, port: { type: 'string' }, repo: { type: 'string' }, repos: { type: 'string' },
     concurrency: { type: 'string' }, db: { type: 'string' },
