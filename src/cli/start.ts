@@ -70,7 +70,7 @@ async function follow(io: CliIo, state: RunState, mode: WorkerMode, showOutput: 
   const dir = runDir(state.repo_path, state.run);
   // Past a resumed run's earlier output, before the worker writes anything.
   const tail = showOutput ? createEventTail(dir) : null;
-  tail?.read();
+  tail?.();
   const child = spawnWorker(svcCliPath(), state, mode, io.env, true);
   // The run's address first, as --detach prints it, so a caller (a Kubernetes pod log) knows it at once.
   io.stdout(safeJson({ source: state.source, run: state.run }) + '\n');
