@@ -8,7 +8,6 @@ import { reexecClean } from './cli/server-flags.ts';
 import { secretsIn, takeHandoff, type Secrets } from './spawn/secrets-handoff.ts';
 import { terminalSafe } from './safe-json.ts';
 import { errorMessage, exitStatusOf } from './errors.ts';
-import { wantsHelp } from './cli/io.ts';
 
 const MIN = [22, 13] as const;
 
@@ -44,7 +43,7 @@ function inMemoryEnv(handed: Secrets): NodeJS.ProcessEnv {
 const printOut = (text: string) => process.stdout.write(terminalSafe(text));
 const printErr = (text: string) => process.stderr.write(terminalSafe(text));
 
-type Loader = () => Promise<{ default: (io: import('./cli/io.ts').CliIo) => Promise<number> }>;
+type Loader = () => Promise<{ default: (io: import('./cli/io.ts').CliIo) => Promise<number>; HELP?: string }>;
 
 // Lazy imports keep `svc --version` fast and keep node:sqlite out of commands that don't need it.
 const commands: Record<string, [summary: string, load: Loader]> = {
@@ -109,7 +108,7 @@ async function main(argv: string[]): Promise<number> {
   // The servers and a run's launcher re-execute once without secrets in their environment (server-flags.ts); a
   // parent's pipe does not survive that, so what it handed over is taken first.
   const handed = takeHandoff(process.env);
-  const helpAsked = wantsHelp(tail);
+  const helpAsked = tail.includes('--help') || tail.includes('-h');
   const serve = (name === 'control' || name === 'trigger') && tail[0] === 'serve';
   if (!helpAsked && (serve || name === 'start')) {
     reexecClean({ serverFlags: name === 'control', handed });
@@ -117,6 +116,10 @@ async function main(argv: string[]): Promise<number> {
   const env = inMemoryEnv(handed);
   try {
     const mod = await load();
+    if (helpAsked && mod.HELP !== undefined) {
+      printOut(mod.HELP);
+      return 0;
+    }
     return await mod.default({ argv: tail, env, stdout: printOut, stderr: printErr, verbose });
   } catch (err) {
     printErr(`svc ${name}: ${errorMessage(err)}\n`);

@@ -7,7 +7,7 @@ import { ControlApiError } from '../client/client.ts';
 import { controlClientOf } from './runs.ts';
 import { safeJson } from '../safe-json.ts';
 
-const HELP = `Usage:
+export const HELP = `Usage:
   svc control serve [--host HOST] [--port PORT] [--db PATH]
   svc control status [--json]
 

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { sendPendingRuns } from './pending-runs.ts';
 import type { CliIo } from './io.ts';
-import { parseFlags, printsHelp } from './io.ts';
+import { parseFlags } from './io.ts';
 import { UsageError, UnavailableError, ConflictError, FailedError } from '../errors.ts';
 import { startChild } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets } from '../spawn/secrets-handoff.ts';
@@ -15,7 +15,7 @@ import { discoverControlUrl, serverRecordFile, readServerRecordFile, isPidAlive 
 import { procStart } from '../engine/proc-group.ts';
 import { procList, readOrNull } from '../spawn/tree.ts';
 import { writeJsonAtomic } from '../engine/safe-fs.ts';
-const HELP = `Usage:
+export const HELP = `Usage:
   svc dashboard [start|open] [--no-open]
   svc dashboard stop
 
@@ -33,7 +33,6 @@ The browser is $BROWSER when set (run with the URL as its only argument), else x
 `;
 
 export default async function dashboard(io: CliIo): Promise<number> {
-  if (printsHelp(io, HELP)) return 0;
   const { values, positionals } = parseFlags(io.argv, { 'no-open': { type: 'boolean' } }, 1);
   const sub = positionals[0];
   if (sub !== undefined && sub !== 'start' && sub !== 'open' && sub !== 'stop') {

@@ -4,7 +4,7 @@ import type { CliIo } from './io.ts';
 import { parseFlags, subcommand } from './io.ts';
 import { UsageError } from '../errors.ts';
 
-const HELP = `Usage: svc gate serve [options]
+export const HELP = `Usage: svc gate serve [options]
 
 Runs the egress gate as an HTTP proxy (CONNECT, absolute-form HTTP, and
 /_model/<api>/… with the real key added): what Kubernetes job pods reach out

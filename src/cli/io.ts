@@ -26,23 +26,15 @@ export function parseFlags<O extends Options>(argv: string[], options: O, maxPos
   return parsed;
 }
 
-export function wantsHelp(argv: string[]): boolean {
-  return argv.includes('--help') || argv.includes('-h');
-}
-
-/** Prints `help` when the command line asks for it: the command then exits 0. */
-export function printsHelp(io: CliIo, help: string): boolean {
-  const asked = wantsHelp(io.argv);
-  if (asked) io.stdout(help);
-  return asked;
-}
-
-/** The subcommand (one of `subs`) and its arguments, or the exit status after printing help (2 when none given). */
+/**
+ * The subcommand (one of `subs`) and its arguments, or the exit status after printing help for none (2) or `help`
+ * (0); src/cli.ts has printed a command's HELP for --help already.
+ */
 export function subcommand<S extends string>(
   io: CliIo, help: string, command: string, subs: readonly S[],
 ): { sub: S; rest: string[] } | number {
   const [sub, ...rest] = io.argv;
-  if (sub === undefined || sub === '--help' || sub === '-h' || sub === 'help' || wantsHelp(rest)) {
+  if (sub === undefined || sub === 'help') {
     io.stdout(help);
     return sub === undefined ? 2 : 0;
   }

@@ -5,7 +5,7 @@ import { knownKeys, rotateSigningKey, keysDir, hasSigningKey } from '../keys.ts'
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { safeJson } from '../safe-json.ts';
 
-const HELP = `Usage:
+export const HELP = `Usage:
   svc keys list [--json]
   svc keys rotate [--revoke] [--json]
 

@@ -8,7 +8,7 @@ import { writeSeal } from '../pod/seal.ts';
 import { signRun } from '../pod/sign.ts';
 import { safeJson } from '../safe-json.ts';
 
-const HELP = `Usage: svc pod seal --repo DIR --sealed DIR
+export const HELP = `Usage: svc pod seal --repo DIR --sealed DIR
        svc pod sign --run-id RUN --repo DIR --sealed DIR [--pr]
 
 Steps of a Kubernetes job pod (the trigger server's Kubernetes executor writes them into the pod spec):

@@ -2,7 +2,7 @@
 // managed job checkouts (src/trigger/checkout-prune.ts).
 import { resolve } from 'node:path';
 import type { CliIo } from './io.ts';
-import { parseFlags, printsHelp } from './io.ts';
+import { parseFlags } from './io.ts';
 import { UsageError, FailedError, errorMessage } from '../errors.ts';
 import { repoRoot } from '../engine/git.ts';
 import { planProjectPrune, removeProjectTarget, type PrunePlan, type PruneTarget } from '../engine/prune.ts';
@@ -10,7 +10,7 @@ import { planCheckoutPrune, removeCheckout } from '../trigger/checkout-prune.ts'
 import { checkoutsDirOf, triggerDbOf } from '../trigger/settings.ts';
 import { safeJson } from '../safe-json.ts';
 
-const HELP = `Usage: svc prune [--repo DIR]... [--checkouts] [--older-than AGE] [--dry-run] [--json]
+export const HELP = `Usage: svc prune [--repo DIR]... [--checkouts] [--older-than AGE] [--dry-run] [--json]
 
 Removes what runs that have ended leave behind, once they ended longer ago than AGE:
   - in the project (the git repository around the current folder, or each --repo DIR):
@@ -44,7 +44,6 @@ function line(verb: string, t: PruneTarget): string {
 }
 
 export default async function prune(io: CliIo): Promise<number> {
-  if (printsHelp(io, HELP)) return 0;
   const { values } = parseFlags(io.argv, {
     repo: { type: 'string', multiple: true },
     checkouts: { type: 'boolean' },

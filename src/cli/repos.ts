@@ -24,7 +24,7 @@ function addUsage(): string {
   return lines.join('\n');
 }
 
-const HELP = `Usage: svc repos list [--file FILE]
+export const HELP = `Usage: svc repos list [--file FILE]
 ${addUsage()}
        svc repos remove OWNER/NAME [--file FILE]
 

@@ -1,6 +1,6 @@
 // `svc runs`: lists and steers runs through the typed client; `logs` reads a run of this project from its folder.
 import type { CliIo } from './io.ts';
-import { parseFlags, printsHelp } from './io.ts';
+import { parseFlags } from './io.ts';
 import { UsageError, FailedError, NotFoundError } from '../errors.ts';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
 import { discoverControlUrl } from '../client/server-record.ts';
@@ -14,7 +14,7 @@ import { oneOf } from '../untrusted.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { findLocalRun, printLocalLogs, printControlLogs } from './run-logs.ts';
 
-const HELP = `Usage:
+export const HELP = `Usage:
   svc runs [list] [--verdict V] [--status S] [--failure F] [--repo R] [--group ID] [--since T]
                   [--until T] [--limit N] [--cursor C] [--json]
   svc runs show <source>/<run> [--json]
@@ -188,7 +188,6 @@ async function dispatch(
 }
 
 export default async function runs(io: CliIo): Promise<number> {
-  if (printsHelp(io, HELP)) return 0;
   const { values, positionals } = parseFlags(io.argv, FLAGS);
   const [first, ...rest] = positionals;
   const sub = first === undefined || first === 'list' ? 'list' : first;

@@ -1,7 +1,7 @@
 // `svc start`: make a run from a brief, spec, issue export, issue URL or tracker reference, and run it (DESIGN §6).
 import { sendPendingRuns } from './pending-runs.ts';
 import type { CliIo } from './io.ts';
-import { parseFlags, printsHelp } from './io.ts';
+import { parseFlags } from './io.ts';
 import { UsageError, NotFoundError, ConflictError } from '../errors.ts';
 import { prepareRun, prepareRetry, spawnWorker, resolveRepo, type PreparedRun } from '../engine/launch.ts';
 import { readPlan, type RunPlan } from '../engine/run-plan.ts';
@@ -18,7 +18,7 @@ import { safeJson } from '../safe-json.ts';
 import { printLocalLogs, createEventTail } from './run-logs.ts';
 import { svcCliPath } from '../spawn/svc-paths.ts';
 
-const HELP = `Usage: svc start <input> [options]
+export const HELP = `Usage: svc start <input> [options]
 
 Turns the input into a task spec and runs a coding-agent provider on it.
 <input> is one of:
@@ -127,7 +127,6 @@ async function launch(
 }
 
 export default async function start(io: CliIo): Promise<number> {
-  if (printsHelp(io, HELP)) return 0;
   const { values, positionals } = parseFlags(io.argv, {
     brief: { type: 'boolean' },
     pr: { type: 'boolean' },

@@ -5,7 +5,7 @@ import { SOURCES, type WebhookSource } from '../webhook-sources.ts';
 
 const SIGNED = SOURCES.filter((s: WebhookSource) => s.families).map((s) => `/${s.name}`).join(', ');
 
-const HELP = `Usage: svc trigger serve [options]
+export const HELP = `Usage: svc trigger serve [options]
 
 Accepts signed webhooks (${SIGNED}) and POST /jobs,
 queues them durably and runs each as \`svc start … --detach\` in the project, then reports back.
