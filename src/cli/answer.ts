@@ -1,8 +1,7 @@
 // `svc answer`: a run of this project gets the answer file it waits for, any other one goes through the Control Plane;
 // a run neither knows is an error (exit 1), never a stray file that nothing will read.
 import { resolve } from 'node:path';
-import type { CliIo } from './io.ts';
-import { parseFlags } from './io.ts';
+import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, ConflictError } from '../errors.ts';
 import { writeAnswer, isOriginName, MAX_ANSWER_BYTES } from '../engine/answers.ts';
 import { findLocalRun } from './run-logs.ts';

@@ -1,7 +1,6 @@
 // `svc control serve|status`: run the Control Plane, or ask a running one whether it is up and how many runs it holds
 // (exit 0 when it answers, 1 when not, or when the token is missing or wrong).
-import type { CliIo } from './io.ts';
-import { parseFlags, subcommand } from './io.ts';
+import { parseFlags, subcommand, type CliIo } from './io.ts';
 import { UnavailableError, errorMessage } from '../errors.ts';
 import { ControlApiError } from '../client/client.ts';
 import { controlClientOf } from './runs.ts';
@@ -29,7 +28,7 @@ export default async function control(io: CliIo): Promise<number> {
     const { resolveControlSettings } = await import('../control/settings.ts');
     const { serveControlForever, STATIC_DIR } = await import('../control/main.ts');
     const settings = resolveControlSettings(io.env, values, STATIC_DIR);
-    const { serveOnFreePort } = await import('./busy-port.ts');
+    const { serveOnFreePort } = await import('./dashboard.ts');
     return serveOnFreePort('control', settings, io.env, () => serveControlForever(settings, io.env, io.stdout));
   }
   return controlStatus(io, Boolean(parseFlags(rest, { json: { type: 'boolean' } }, 0).values.json));

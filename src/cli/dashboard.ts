@@ -1,11 +1,11 @@
 // `svc dashboard`: finds a running Control Plane or starts one in the background, then opens the UI (never with the
-// token in the URL). `stop` stops only the one it started: dashboard.json holds its pid and /proc start time.
+// token in the URL). `stop` stops only the one it started: dashboard.json holds its pid and /proc start time. Also
+// what the servers say when their port is taken.
 import { mkdirSync, openSync, closeSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { sendPendingRuns } from './pending-runs.ts';
-import type { CliIo } from './io.ts';
-import { parseFlags } from './io.ts';
+import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, UnavailableError, ConflictError, FailedError } from '../errors.ts';
 import { startChild } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets } from '../spawn/secrets-handoff.ts';
@@ -73,9 +73,38 @@ export default async function dashboard(io: CliIo): Promise<number> {
   return 0;
 }
 
+/**
+ * Runs `svc control serve` or `svc trigger serve`; a taken port (EADDRINUSE) fails naming its holder (the recorded
+ * Control Plane, a server or a program) and what to do next.
+ */
+export async function serveOnFreePort(
+  server: 'control' | 'trigger', { host, port }: { host: string; port: number }, env: NodeJS.ProcessEnv,
+  serve: () => Promise<number>,
+): Promise<number> {
+  try {
+    return await serve();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException | null)?.code !== 'EADDRINUSE') throw err;
+  }
+  const url = `http://${host.includes(':') && !host.startsWith('[') ? `[${host}]` : host}:${port}`;
+  const taken = `Port ${port} on ${host} is already in use`;
+  const wayOut = `or run this one on a free port: svc ${server} serve --port 0`;
+  const record = server === 'control' ? readServerRecordFile(serverRecordFile(env)) : null;
+  const recorded = record && isPidAlive(record.pid) ? URL.parse(record.url) : null;
+  if (record && recorded && Number(recorded.port || (recorded.protocol === 'https:' ? 443 : 80)) === port) {
+    throw new UnavailableError(`${taken}: a Control Plane already runs there (pid ${record.pid}, ${record.url}). ` +
+      `Use it (svc control status, svc dashboard), stop it (kill ${record.pid}), ${wayOut}`);
+  }
+  if (await isHealthy(url, 1_000)) {
+    throw new UnavailableError(`${taken}: a server answers ${url}/health (another svc ${server} serve?). ` +
+      `Use it, stop it, ${wayOut}`);
+  }
+  throw new UnavailableError(`${taken} by another program. Stop it, ${wayOut}`);
+}
+
 const START_DEADLINE_MS = 20_000;
 
-export async function isHealthy(url: string, timeoutMs = 2_000): Promise<boolean> {
+async function isHealthy(url: string, timeoutMs = 2_000): Promise<boolean> {
   try {
     const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(timeoutMs) });
     await res.body?.cancel();

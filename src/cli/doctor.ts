@@ -1,7 +1,6 @@
 // `svc doctor`: says whether agent runs can be sandboxed on this host, and why not. Exit 0 when they can.
 import { dirname } from 'node:path';
-import type { CliIo } from './io.ts';
-import { parseFlags } from './io.ts';
+import { parseFlags, type CliIo } from './io.ts';
 import { probeSandbox, BWRAP_HINT, type SandboxProbe } from '../spawn/probe.ts';
 import { which } from '../spawn/which.ts';
 import { describeFilter, type SyscallFilter } from '../spawn/seccomp.ts';

@@ -1,7 +1,6 @@
 // `svc gate serve`: the egress gate as its own server (docs/gate.md "svc gate serve"). svc's own runs start a gate per
 // run by themselves; this one is for Kubernetes job pods.
-import type { CliIo } from './io.ts';
-import { parseFlags, subcommand } from './io.ts';
+import { parseFlags, subcommand, type CliIo } from './io.ts';
 import { UsageError } from '../errors.ts';
 
 export const HELP = `Usage: svc gate serve [options]

@@ -1,8 +1,7 @@
 // `svc init`: a first run with no API key, by a stand-in `command` provider in the repository's .svc/.
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { CliIo } from './io.ts';
-import { parseFlags } from './io.ts';
+import { parseFlags, type CliIo } from './io.ts';
 import { ConflictError } from '../errors.ts';
 import { resolveRepo } from '../engine/launch.ts';
 

@@ -1,6 +1,5 @@
 // `svc keys list|rotate`: the receipt signing keys of this machine's ~/.svc (src/keys.ts).
-import type { CliIo } from './io.ts';
-import { parseFlags, subcommand } from './io.ts';
+import { parseFlags, subcommand, type CliIo } from './io.ts';
 import { knownKeys, rotateSigningKey, keysDir, hasSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { safeJson } from '../safe-json.ts';

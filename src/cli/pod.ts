@@ -1,7 +1,6 @@
 // `svc pod seal|sign`: the two steps of a Kubernetes job pod around the run container (src/trigger/kubernetes-pod.ts).
 // Both take every path and the run id from the argv the pod spec fixed, never from a file the agent wrote.
-import type { CliIo } from './io.ts';
-import { parseFlags, subcommand } from './io.ts';
+import { parseFlags, subcommand, type CliIo } from './io.ts';
 import { UsageError } from '../errors.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { writeSeal } from '../pod/seal.ts';

@@ -1,7 +1,6 @@
 // `svc providers`: which agent CLIs this host can run, their versions, and whether each version lies in the range
 // the provider conformance suite tested (the same report as GET /v1/providers, for this PATH and project).
-import type { CliIo } from './io.ts';
-import { parseFlags } from './io.ts';
+import { parseFlags, type CliIo } from './io.ts';
 import { loadEngineConfig } from '../engine/config.ts';
 import { createVersionProbe } from '../engine/cli-version.ts';
 import { describeProviders, type ProviderReport } from '../control/provider-detect.ts';

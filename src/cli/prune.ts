@@ -1,8 +1,7 @@
 // `svc prune`: what ended runs leave behind in a project (src/engine/prune.ts) and, with --checkouts, the trigger's
 // managed job checkouts (src/trigger/checkout-prune.ts).
 import { resolve } from 'node:path';
-import type { CliIo } from './io.ts';
-import { parseFlags } from './io.ts';
+import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, FailedError, errorMessage } from '../errors.ts';
 import { repoRoot } from '../engine/git.ts';
 import { planProjectPrune, removeProjectTarget, type PrunePlan, type PruneTarget } from '../engine/prune.ts';

@@ -1,7 +1,6 @@
 // `svc receipt verify <file>`: checks an Evidence Receipt's integrity and signature and says exactly what is wrong.
 import { readFileSync } from 'node:fs';
-import type { CliIo } from './io.ts';
-import { parseFlags } from './io.ts';
+import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, NotFoundError, FailedError } from '../errors.ts';
 import { verifyReceipt, keyRingOf, receiptFromMarkdown } from '../engine/receipt.ts';
 import { knownKeys } from '../keys.ts';

@@ -2,8 +2,7 @@
 // is checked as the server would check the whole file, and written atomically; nothing invalid is ever written.
 import { chownSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import type { CliIo } from './io.ts';
-import { parseFlags, subcommand } from './io.ts';
+import { parseFlags, subcommand, type CliIo } from './io.ts';
 import { UsageError, NotFoundError, FailedError, errorMessage } from '../errors.ts';
 import { defaultReposFile } from '../trigger/settings.ts';
 import {

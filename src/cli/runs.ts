@@ -1,6 +1,5 @@
 // `svc runs`: lists and steers runs through the typed client; `logs` reads a run of this project from its folder.
-import type { CliIo } from './io.ts';
-import { parseFlags } from './io.ts';
+import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, FailedError, NotFoundError } from '../errors.ts';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
 import { discoverControlUrl } from '../client/server-record.ts';

@@ -1,8 +1,7 @@
 // `svc ship`: sends the project's runs to the Control Plane now, by the path every finished run takes (ship-loop.ts).
 import { readdirSync, lstatSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import type { CliIo } from './io.ts';
-import { parseFlags } from './io.ts';
+import { parseFlags, type CliIo } from './io.ts';
 import { FailedError } from '../errors.ts';
 import { resolveRepo } from '../engine/launch.ts';
 import { runsDir, runDir } from '../engine/paths.ts';

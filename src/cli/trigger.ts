@@ -1,6 +1,5 @@
 // `svc trigger serve`: the webhook trigger server (DESIGN §5). Flags win over SVC_TRIGGER_* variables.
-import type { CliIo } from './io.ts';
-import { parseFlags, subcommand } from './io.ts';
+import { parseFlags, subcommand, type CliIo } from './io.ts';
 import { SOURCES, type WebhookSource } from '../webhook-sources.ts';
 
 const SIGNED = SOURCES.filter((s: WebhookSource) => s.families).map((s) => `/${s.name}`).join(', ');
@@ -34,6 +33,6 @@ export default async function trigger(io: CliIo): Promise<number> {
   const { resolveTriggerSettings } = await import('../trigger/settings.ts');
   const settings = resolveTriggerSettings(io.env, values, process.cwd());
   const { serveTriggerForever } = await import('../trigger/main.ts');
-  const { serveOnFreePort } = await import('./busy-port.ts');
+  const { serveOnFreePort } = await import('./dashboard.ts');
   return serveOnFreePort('trigger', settings, io.env, () => serveTriggerForever(settings, io.env, io.stdout));
 }

@@ -4,8 +4,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { isAbsolute } from 'node:path';
-import type { CliIo } from './io.ts';
-import { parseFlags } from './io.ts';
+import { parseFlags, type CliIo } from './io.ts';
 import { NotFoundError } from '../errors.ts';
 import { resolveRepo } from '../engine/launch.ts';
 import { addTrust, readEngineConfigFile, readTrust, revokeTrust, trustFile } from '../engine/config.ts';

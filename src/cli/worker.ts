@@ -1,7 +1,6 @@
 // `svc worker MODE --run-id RUN --repo REPO`, not listed in the help: the process a run's launcher (`svc start`) starts
 // detached, in a process group of its own, to do the run by the plan the launcher wrote (src/engine/worker.ts).
-import type { CliIo } from './io.ts';
-import { parseFlags } from './io.ts';
+import { parseFlags, type CliIo } from './io.ts';
 import { UsageError } from '../errors.ts';
 import { executeRun } from '../engine/worker.ts';
 import { runDir } from '../engine/paths.ts';
