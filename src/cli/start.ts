@@ -88,7 +88,7 @@ async function follow(io: CliIo, state: RunState, mode: WorkerMode, showOutput: 
   await output;
   process.off('SIGINT', onSignal);
   process.off('SIGTERM', onSignal);
-  const final = readState(runDir(state.repo_path, state.run));
+  const final = readState(dir);
   io.stdout(summary(final));
   // A pod's run container is an init container: failing it would keep the signer, which judges the run, from starting.
   if (signsLater(io.env)) return 0;
