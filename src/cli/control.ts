@@ -1,5 +1,4 @@
-// `svc control serve|status`: run the Control Plane, or ask a running one whether it is up and how many runs it holds
-// (exit 0 when it answers, 1 when not, or when the token is missing or wrong).
+// `svc control serve|status`: run the Control Plane, or ask a running one whether it is up and how many runs it holds.
 import { parseFlags, subcommand, type CliIo } from './io.ts';
 import { UnavailableError, errorMessage } from '../errors.ts';
 import { ControlApiError } from '../client/client.ts';

@@ -1,5 +1,4 @@
-// `svc providers`: which agent CLIs this host can run, their versions, and whether each version lies in the range
-// the provider conformance suite tested (the same report as GET /v1/providers, for this PATH and project).
+// `svc providers`: the report of GET /v1/providers (agent CLIs, versions, tested ranges) for this PATH and project.
 import { parseFlags, type CliIo } from './io.ts';
 import { loadEngineConfig } from '../engine/config.ts';
 import { createVersionProbe } from '../engine/cli-version.ts';

@@ -1,6 +1,5 @@
 // Gives `svc control serve` its V8 flags on every launch path by re-executing this process once (same pid): V8 sizes
-// the young generation when the isolate is created, and memory saver mode keeps its old generation close to what is
-// live instead of growing it for throughput (docs/bench.md "RSS"). Only the CLI runs this.
+// its heap when the isolate is created (docs/bench.md "RSS"). Only the CLI runs this.
 import { secretsIn, withoutSecrets, writeHandoff, dropHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
 
 /** Memory saver only from Node 24: an older V8 refuses the flag, and after the re-exec there is no fallback. */

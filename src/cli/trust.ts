@@ -1,6 +1,5 @@
-// `svc trust`: allow a repository's .svc/config.json to widen the sandbox of runs you start at the CLI (host folders
-// writable, environment passed in, a built-in provider replaced), for exactly the bytes you read. A changed file needs
-// trusting again. Runs a server starts never take these settings from a repository (src/engine/setting-authority.ts).
+// `svc trust`: allow the exact bytes of a repository's .svc/config.json to widen the sandbox of runs you start at the
+// CLI; runs a server starts never take these settings from a repository (src/engine/setting-authority.ts).
 import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { isAbsolute } from 'node:path';
