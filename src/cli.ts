@@ -120,7 +120,7 @@ async function main(argv: string[]): Promise<number> {
       printOut(mod.HELP);
       return 0;
     }
-    return await mod.default({ argv: tail, env, stdout: printOut, stderr: printErr, verbose });
+    return await mod.default({ argv: tail, env, stdout: printOut, stderr: printErr });
   } catch (err) {
     printErr(`svc ${name}: ${errorMessage(err)}\n`);
     if (verbose && err instanceof Error && err.stack) printErr(`${err.stack}\n`);

@@ -1,4 +1,4 @@
-// What a command gets from the entry point: its argv tail, streams and environment, so tests can call it directly.
+// What a command gets from the entry point (its argv tail, streams and environment), and its argument parsing.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { UsageError, errorMessage } from '../errors.ts';
 import { oneOf } from '../untrusted.ts';
@@ -8,7 +8,6 @@ export interface CliIo {
   env: NodeJS.ProcessEnv;
   stdout: (text: string) => void;
   stderr: (text: string) => void;
-  verbose: boolean;
 }
 
 type Options = NonNullable<ParseArgsConfig['options']>;
