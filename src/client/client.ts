@@ -84,7 +84,8 @@ export function createControlClient(options: {
   async function send(path: string, call: Call, signal?: AbortSignal): Promise<Response> {
     const headers: Record<string, string> = { accept: 'application/json', ...call.headers };
     if (options.token) headers.authorization = `Bearer ${options.token}`;
-    const init: RequestInit = { method: call.method ?? 'GET', headers, signal: signal ?? AbortSignal.timeout(timeoutMs) };
+    const init: RequestInit = { method: call.method ?? 'GET', headers };
+    init.signal = signal ?? AbortSignal.timeout(timeoutMs);
     if (call.body !== undefined) {
       init.body = JSON.stringify(call.body);
       headers['content-type'] = 'application/json';
