@@ -121,11 +121,7 @@ function listFilter(values: FlagValues): RunFilter {
 }
 
 async function dispatch(
-  io: CliIo,
-  client: ControlClient,
-  sub: string,
-  positionals: string[],
-  values: FlagValues,
+  io: CliIo, client: ControlClient, sub: string, positionals: string[], values: FlagValues,
 ): Promise<number> {
   const json = values.json === true;
   const print = (value: unknown) => io.stdout(`${safeJson(value, 2)}\n`);
