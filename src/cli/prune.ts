@@ -77,12 +77,8 @@ export default async function prune(io: CliIo): Promise<number> {
   for (const { plan, remove } of plans) {
     kept.push(...plan.keep);
     for (const target of plan.remove) {
-      if (dryRun) {
-        removed.push(target);
-        continue;
-      }
       try {
-        remove(target);
+        if (!dryRun) remove(target);
         removed.push(target);
       } catch (err) {
         failed++;

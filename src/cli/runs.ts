@@ -124,15 +124,12 @@ async function dispatch(
   io: CliIo, client: ControlClient, sub: string, positionals: string[], values: FlagValues,
 ): Promise<number> {
   const json = values.json === true;
-  const print = (value: unknown) => io.stdout(`${safeJson(value, 2)}\n`);
+  const print = (value: unknown, text = '') => io.stdout(json ? `${safeJson(value, 2)}\n` : text);
   if (sub === 'list') {
     if (positionals.length) throw new UsageError(`Unexpected argument "${positionals[0]}"`);
     const page = await client.listRuns(listFilter(values));
-    if (json) print(page);
-    else {
-      io.stdout(formatRunTable(page.items));
-      if (page.next_cursor) io.stderr(`More runs: svc runs list --cursor ${page.next_cursor}\n`);
-    }
+    print(page, formatRunTable(page.items));
+    if (!json && page.next_cursor) io.stderr(`More runs: svc runs list --cursor ${page.next_cursor}\n`);
     return 0;
   }
   const listOnly = LIST_FLAGS.find((k) => values[k] !== undefined);
@@ -164,9 +161,7 @@ async function dispatch(
   if (sub === 'answer') {
     const text = positionals.slice(1).join(' ').trim();
     if (!text) throw new UsageError('Missing answer text: svc runs answer <source>/<run> <answer text…>');
-    const run = await client.answer(ref, text);
-    if (json) print(run);
-    else io.stdout(`Answered ${ref.source}/${ref.run}\n`);
+    print(await client.answer(ref, text), `Answered ${ref.source}/${ref.run}\n`);
     return 0;
   }
   const action = oneOf(sub, ACTIONS);
