@@ -31,8 +31,7 @@ ANTHROPIC_BASE_URL, OPENAI_BASE_URL, GOOGLE_GEMINI_BASE_URL. See docs/gate.md.
 export default async function gate(io: CliIo): Promise<number> {
   const parsed = subcommand(io, HELP, 'gate', ['serve']);
   if (typeof parsed === 'number') return parsed;
-  const { rest } = parsed;
-  const { values } = parseFlags(rest, {
+  const { values } = parseFlags(parsed.rest, {
     host: { type: 'string' },
     port: { type: 'string' },
     policy: { type: 'string' },

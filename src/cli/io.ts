@@ -25,10 +25,7 @@ export function parseFlags<O extends Options>(argv: string[], options: O, maxPos
   return parsed;
 }
 
-/**
- * The subcommand (one of `subs`) and its arguments, or the exit status after printing help for none (2) or `help`
- * (0); src/cli.ts has printed a command's HELP for --help already.
- */
+/** The subcommand (one of `subs`) and its arguments, or the exit status after help (`svc X`: 2, `svc X help`: 0). */
 export function subcommand<S extends string>(
   io: CliIo, help: string, command: string, subs: readonly S[],
 ): { sub: S; rest: string[] } | number {

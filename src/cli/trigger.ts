@@ -25,8 +25,7 @@ Secrets come from the environment only; see docs/trigger.md for every route and 
 export default async function trigger(io: CliIo): Promise<number> {
   const parsed = subcommand(io, HELP, 'trigger', ['serve']);
   if (typeof parsed === 'number') return parsed;
-  const { rest } = parsed;
-  const { values } = parseFlags(rest, {
+  const { values } = parseFlags(parsed.rest, {
     host: { type: 'string' }, port: { type: 'string' }, repo: { type: 'string' }, repos: { type: 'string' },
     concurrency: { type: 'string' }, db: { type: 'string' },
   }, 0);
