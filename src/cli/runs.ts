@@ -87,7 +87,7 @@ export function parseRunRef(text: string | undefined, env: NodeJS.ProcessEnv): R
   return { source, run };
 }
 
-type FlagValues = Record<string, string | boolean | undefined>;
+type FlagValues = ReturnType<typeof parseFlags<typeof FLAGS>>['values'];
 
 /** The `list` flags passed to the server as they are, each with its query key. */
 const PLAIN_FILTERS = [
@@ -95,28 +95,26 @@ const PLAIN_FILTERS = [
 ] as const;
 
 /** Flags that only `list` takes. */
-const LIST_FLAGS = ['verdict', 'status', 'failure', 'repo', 'group', 'since', 'until', 'limit', 'cursor'];
+const LIST_FLAGS = ['verdict', 'status', 'failure', 'repo', 'group', 'since', 'until', 'limit', 'cursor'] as const;
 
 /** The filter the flags give; a flag not given stays undefined, which the client leaves out of the query. */
 function listFilter(values: FlagValues): RunFilter {
-  const pick = (key: string) => (typeof values[key] === 'string' ? (values[key] as string) : undefined);
-  const choice = <T extends string>(flag: string, allowed: readonly T[]): T | undefined => {
-    const value = pick(flag);
+  const choice = <T extends string>(flag: 'verdict' | 'status' | 'failure', allowed: readonly T[]): T | undefined => {
+    const value = values[flag];
     if (value === undefined || oneOf(value, allowed) !== null) return value as T | undefined;
     throw new UsageError(`Invalid --${flag} "${value}" (expected ${allowed.join(', ')})`);
   };
-  const positive = (flag: string): number | undefined => {
-    const value = pick(flag);
-    if (value === undefined || /^[1-9]\d*$/.test(value)) return value === undefined ? undefined : Number(value);
-    throw new UsageError(`Invalid --${flag} "${value}" (expected a positive integer)`);
-  };
+  const { limit } = values;
+  if (limit !== undefined && !/^[1-9]\d*$/.test(limit)) {
+    throw new UsageError(`Invalid --limit "${limit}" (expected a positive integer)`);
+  }
   const filter: RunFilter = {
     verdict: choice<Verdict | 'none'>('verdict', [...VERDICTS, 'none']),
     status: choice('status', RUN_STATUSES),
     failure: choice('failure', FAILURE_CLASSES),
-    limit: positive('limit'),
+    limit: limit === undefined ? undefined : Number(limit),
   };
-  for (const [flag, key] of PLAIN_FILTERS) filter[key] = pick(flag);
+  for (const [flag, key] of PLAIN_FILTERS) filter[key] = values[flag];
   return filter;
 }
 
