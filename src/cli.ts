@@ -6,10 +6,8 @@ import { fileURLToPath } from 'node:url';
 import { exitLike, runLaunched, watchLifeline } from './spawn/start.ts';
 import { reexecClean } from './cli/server-flags.ts';
 import { secretsIn, takeHandoff, type Secrets } from './spawn/secrets-handoff.ts';
-import { terminalSafe } from './cli/terminal-text.ts';
-import { exitStatusOf } from './cli/exit-status.ts';
-import { errorMessage } from './errors.ts';
-import { wantsHelp } from './cli/io.ts';
+import { terminalSafe } from './safe-json.ts';
+import { errorMessage, exitStatusOf } from './errors.ts';
 
 const MIN = [22, 13] as const;
 
@@ -19,9 +17,7 @@ const bundleRoot = existsSync(here('../bin/svc')) ? here('..').replace(/\/$/, ''
 
 const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
 if (major < MIN[0] || (major === MIN[0] && minor < MIN[1])) {
-  // Started by an older Node (a global `svc` from `npm link`, a bundle's launcher finding an old node on PATH or in
-  // SVC_NODE): the Node this install carries runs it instead, the checkout's pinned devDependency or the bundle's
-  // node/bin/node (--with-node).
+  // Started by an older Node (an `npm link`ed `svc`, a bundle's launcher): the Node this install carries runs it.
   const pinned = bundleRoot ? here('../node/bin/node') : here('../node_modules/node/bin/node');
   if (!existsSync(pinned)) {
     const advice = bundleRoot
@@ -47,7 +43,7 @@ function inMemoryEnv(handed: Secrets): NodeJS.ProcessEnv {
 const printOut = (text: string) => process.stdout.write(terminalSafe(text));
 const printErr = (text: string) => process.stderr.write(terminalSafe(text));
 
-type Loader = () => Promise<{ default: (io: import('./cli/io.ts').CliIo) => Promise<number> }>;
+type Loader = () => Promise<{ default: (io: import('./cli/io.ts').CliIo) => Promise<number>; HELP?: string }>;
 
 // Lazy imports keep `svc --version` fast and keep node:sqlite out of commands that don't need it.
 const commands: Record<string, [summary: string, load: Loader]> = {
@@ -72,9 +68,6 @@ const commands: Record<string, [summary: string, load: Loader]> = {
   pod: ['Steps of a Kubernetes job pod around its run (seal, sign)', () => import('./cli/pod.ts')],
   providers: ['List agent CLIs, their versions and whether svc tested them', () => import('./cli/providers.ts')],
 };
-
-// Not in the help: the process `svc start` starts to do each run (src/cli/worker.ts).
-const worker: Loader = () => import('./cli/worker.ts');
 
 function help(): string {
   const lines = Object.entries(commands).map(([name, [summary]]) => `  ${name.padEnd(10)} ${summary}`);
@@ -106,7 +99,8 @@ async function main(argv: string[]): Promise<number> {
     printOut(help());
     return name === undefined ? 2 : 0;
   }
-  const load = name === 'worker' ? worker : commands[name]?.[1];
+  // `worker`, not in the help, is the process `svc start` starts to do each run.
+  const load: Loader | undefined = name === 'worker' ? () => import('./cli/worker.ts') : commands[name]?.[1];
   if (!load) {
     printErr(`svc: unknown command "${name}"\n\n${help()}`);
     return 2;
@@ -114,7 +108,7 @@ async function main(argv: string[]): Promise<number> {
   // The servers and a run's launcher re-execute once without secrets in their environment (server-flags.ts); a
   // parent's pipe does not survive that, so what it handed over is taken first.
   const handed = takeHandoff(process.env);
-  const helpAsked = wantsHelp(tail);
+  const helpAsked = tail.includes('--help') || tail.includes('-h');
   const serve = (name === 'control' || name === 'trigger') && tail[0] === 'serve';
   if (!helpAsked && (serve || name === 'start')) {
     reexecClean({ serverFlags: name === 'control', handed });
@@ -122,7 +116,11 @@ async function main(argv: string[]): Promise<number> {
   const env = inMemoryEnv(handed);
   try {
     const mod = await load();
-    return await mod.default({ argv: tail, env, stdout: printOut, stderr: printErr, verbose });
+    if (helpAsked && mod.HELP !== undefined) {
+      printOut(mod.HELP);
+      return 0;
+    }
+    return await mod.default({ argv: tail, env, stdout: printOut, stderr: printErr });
   } catch (err) {
     printErr(`svc ${name}: ${errorMessage(err)}\n`);
     if (verbose && err instanceof Error && err.stack) printErr(`${err.stack}\n`);

@@ -1,6 +1,6 @@
-// Typed errors shared by every layer (DESIGN §8). Each carries a code; only src/cli/exit-status.ts turns a code into an
-// exit status and only src/http/http-error.ts into an HTTP status, so no layer below chooses either, and nothing
-// matches an error by its message text. Must not import anything: every floor imports this leaf.
+// Typed errors shared by every layer (DESIGN §8). Each carries a code, which only EXIT_STATUS below and
+// src/http/http-error.ts turn into an exit or HTTP status; nothing matches an error by its message text.
+// Must not import anything: every floor imports this leaf.
 
 /** The codes of errors that may reach a command's exit: what went wrong, not how to answer it (one class each). */
 export const ERROR_CODES = [
@@ -9,10 +9,19 @@ export const ERROR_CODES = [
 
 export type SvcErrorCode = (typeof ERROR_CODES)[number];
 
-/**
- * The base of every typed error in svc; `code` is what callers and tests look at, never `message`. The wire's errors
- * (HttpError, ControlApiError) keep their own codes; the CLI turns a ControlApiError into one of these.
- */
+/** 2 when the person must change what they typed or set (the spec's tokenless bind is one), 1 for the rest. */
+export const EXIT_STATUS: Readonly<Record<SvcErrorCode, 1 | 2>> = {
+  usage: 2,
+  bad_input: 2,
+  bad_setting: 2,
+  not_found: 1,
+  conflict: 1,
+  refused: 1,
+  unavailable: 1,
+  failed: 1,
+};
+
+/** The base of every typed error; the wire's errors (HttpError, ControlApiError) keep their own codes. */
 export class SvcError<C extends SvcErrorCode = SvcErrorCode> extends Error {
   readonly code: C;
   constructor(code: C, message: string, options?: ErrorOptions) {
@@ -26,7 +35,11 @@ export function isSvcError(value: unknown): value is SvcError {
   return value instanceof SvcError;
 }
 
-/** The error class of one code: `new UsageError(message)` carries the code `usage`. */
+/** The exit status for an error that ended a command: from its code when it is one of ours, else 1. */
+export function exitStatusOf(err: unknown): 1 | 2 {
+  return isSvcError(err) ? EXIT_STATUS[err.code] : 1;
+}
+
 function withCode<C extends SvcErrorCode>(code: C) {
   return class extends SvcError<C> {
     constructor(message: string, options?: ErrorOptions) {
@@ -35,7 +48,7 @@ function withCode<C extends SvcErrorCode>(code: C) {
   };
 }
 
-/** The command line itself is wrong (unknown flag, missing argument); the CLI prints the message. */
+/** The command line itself is wrong (unknown flag, missing argument). */
 export class UsageError extends withCode('usage') {}
 /** Something the command was given (a brief, file, issue URL, repository, run id) cannot be used. */
 export class BadInputError extends withCode('bad_input') {}
@@ -52,9 +65,8 @@ export class UnavailableError extends withCode('unavailable') {}
 /** Something svc relied on failed while doing the work: a child process, the network, a remote answer. */
 export class FailedError extends withCode('failed') {}
 /**
- * svc could not set a run up around its agent: the sandbox did not start, the gate died, the checkout could not be
- * made. `beforeAgent`: the agent never ran in this attempt, so nothing was written and nothing spent (the one case a
- * worker retries by itself, src/engine/worker.ts).
+ * svc could not set a run up around its agent (sandbox, gate, checkout). `beforeAgent`: the agent never ran in this
+ * attempt, so nothing was written or spent (the one case a worker retries by itself, src/engine/worker.ts).
  */
 export class InfraError extends FailedError {
   readonly beforeAgent: boolean;
@@ -64,7 +76,7 @@ export class InfraError extends FailedError {
   }
 }
 
-/** What a caught value says, for a log line or a message: an Error's message, else its string form. */
+/** What a caught value says: an Error's message, else its string form. */
 export function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }

@@ -3,11 +3,7 @@ import { safeJson } from './safe-json.ts';
 
 type Write = (msg: string, fields?: Record<string, unknown>) => void;
 
-export interface Logger {
-  info: Write;
-  warn: Write;
-  error: Write;
-}
+export type Logger = Record<'info' | 'warn' | 'error', Write>;
 
 export function createLogger(name: string, write: (line: string) => void = (l) => process.stderr.write(l)): Logger {
   const at = (level: string): Write => (msg, fields = {}) =>

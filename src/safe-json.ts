@@ -1,19 +1,27 @@
-// JSON text that is safe to print on a terminal or in a log: JSON.stringify, with the characters it leaves raw escaped.
-// Must not change what the text parses to: every escape is a valid JSON \uXXXX for the same character.
+// Text from outside made safe for a terminal or a log: no cursor moves, recolouring, retitled windows or reordered
+// text (bidi overrides, "Trojan Source", CVE-2021-42574). src/cli.ts passes every print through terminalSafe.
 
 /**
- * JSON.stringify escapes C0 controls but leaves DEL and the C1 controls (U+0080–U+009F: U+009B is a one-byte CSI a
- * terminal obeys) raw, as well as U+2028/U+2029 (line breaks to JavaScript) and the bidirectional overrides and
- * isolates (they reorder what a reader sees, "Trojan Source", CVE-2021-42574). Outside string literals
- * JSON.stringify's output is plain ASCII, so each of these can only sit inside a string, where \uXXXX means the same.
+ * JSON.stringify escapes C0 controls but leaves DEL, the C1 controls (U+009B is a one-byte CSI), U+2028/U+2029 and
+ * the bidi overrides and isolates raw. Outside string literals its output is plain ASCII, so each can only sit inside
+ * a string, where the \uXXXX escape parses to the same character.
  */
 const LEFT_RAW = /[\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
 
-function escapeChar(c: string): string {
-  return `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
-}
-
 /** JSON.stringify(value, null, indent) with every control, line-separator and bidi-override character escaped. */
 export function safeJson(value: unknown, indent?: number): string {
-  return JSON.stringify(value, null, indent).replace(LEFT_RAW, escapeChar);
+  const escape = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
+  return JSON.stringify(value, null, indent).replace(LEFT_RAW, escape);
+}
+
+/** C0 controls but the newline, DEL, C1 and bidi controls: a tab becomes a space, the rest U+FFFD ("�[31m"). */
+const UNSAFE = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+
+export function terminalSafe(text: string): string {
+  return text.replace(UNSAFE, (c) => (c === '\t' ? ' ' : '\ufffd'));
+}
+
+/** One line of text from outside inside a table or a key/value line: every control (newlines too) becomes a space. */
+export function oneLine(text: string): string {
+  return text.replace(/[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]+/g, ' ').trim();
 }

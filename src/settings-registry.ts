@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { BadSettingError } from './errors.ts';
 import { SOURCES } from './webhook-sources.ts';
 
-/** The README's sections (scripts/docs-settings.ts names them and the commands that read each). */
+/** The README's sections (scripts/docs-settings.ts titles them). */
 export type SettingGroup = 'control' | 'engine' | 'trigger' | 'kubernetes' | 'gate' | 'svc' | 'packaging';
 
 export interface Setting {
@@ -15,10 +15,9 @@ export interface Setting {
   meaning: string;
   /** `svc`: set by svc for a process it starts; else the operator, in svc's environment. */
   by: 'operator' | 'svc';
-  /** An integer's range; a choice's values (the first is the default). */
+  /** An integer's range; a choice's values (the first is the default); the command-line flag that wins. */
   range?: readonly [number, number];
   choices?: readonly string[];
-  /** The command-line flag that wins over the variable. */
   flag?: string;
   /** What a text value must match, and how the error says it. */
   pattern?: readonly [RegExp, string];
@@ -279,10 +278,7 @@ function intIn(text: string, what: string, min: number, max: number): number {
   return n;
 }
 
-/**
- * An integer variable in its range, else its default; `bound` narrows both where another setting bounds it (the
- * connections of one peer are at most the server's). The flag, when given, wins and is checked the same way.
- */
+/** An integer variable in its range, else its default; `bound` narrows both; the flag, when given, wins. */
 export function settingInt(
   env: NodeJS.ProcessEnv, name: IntSettingName, bound: { max?: number; fallback?: number; flag?: string } = {},
 ): number {

@@ -51,9 +51,8 @@ export function describe(value: unknown): string {
 }
 
 /**
- * Whether a parsed value nests arrays/objects deeper than `max` (a scalar is depth 0, `[]` is 1). Walks with its own
- * stack, so even a value parsed from a file with no depth check (import) cannot overflow ours; request bodies are
- * already capped by src/http/body.ts before they parse.
+ * Whether a parsed value nests arrays/objects deeper than `max` (a scalar is depth 0, `[]` is 1). Its own stack: even
+ * a value parsed with no depth check (import) cannot overflow ours.
  */
 export function nestsDeeperThan(value: unknown, max: number): boolean {
   const stack: Array<{ value: unknown; depth: number }> = [{ value, depth: 0 }];

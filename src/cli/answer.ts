@@ -1,14 +1,13 @@
 // `svc answer`: a run of this project gets the answer file it waits for, any other one goes through the Control Plane;
 // a run neither knows is an error (exit 1), never a stray file that nothing will read.
 import { resolve } from 'node:path';
-import type { CliIo } from './io.ts';
-import { parseFlags, printsHelp } from './io.ts';
+import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, ConflictError } from '../errors.ts';
 import { writeAnswer, isOriginName, MAX_ANSWER_BYTES } from '../engine/answers.ts';
 import { findLocalRun } from './run-logs.ts';
 import { controlClientOf, notFoundAnywhere, parseRunRef } from './runs.ts';
 
-const HELP = `Usage: svc answer [<source>/]<run> <text> [--repo DIR] [--origin WHO]
+export const HELP = `Usage: svc answer [<source>/]<run> <text> [--repo DIR] [--origin WHO]
 
 Answers a blocked run. The run is named as "svc runs" takes it: <source>/<run>, or <run>
 alone (in the project: its run of that id; on the Control Plane: $SVC_SOURCE/<run>, default
@@ -46,7 +45,6 @@ async function answerThroughControl(
 }
 
 export default async function answer(io: CliIo): Promise<number> {
-  if (printsHelp(io, HELP)) return 0;
   const { values, positionals } = parseFlags(io.argv, { repo: { type: 'string' }, origin: { type: 'string' } });
   const [given, ...words] = positionals;
   const { source, run } = parseRunRef(given, io.env);

@@ -1,13 +1,11 @@
-// `svc control serve|status`: run the Control Plane, or ask a running one whether it is up and how many runs it holds
-// (exit 0 when it answers, 1 when not, or when the token is missing or wrong).
-import type { CliIo } from './io.ts';
-import { parseFlags, subcommand } from './io.ts';
-import { UsageError, UnavailableError, errorMessage } from '../errors.ts';
+// `svc control serve|status`: run the Control Plane, or ask a running one whether it is up and how many runs it holds.
+import { parseFlags, subcommand, type CliIo } from './io.ts';
+import { UnavailableError, errorMessage } from '../errors.ts';
 import { ControlApiError } from '../client/client.ts';
 import { controlClientOf } from './runs.ts';
 import { safeJson } from '../safe-json.ts';
 
-const HELP = `Usage:
+export const HELP = `Usage:
   svc control serve [--host HOST] [--port PORT] [--db PATH]
   svc control status [--json]
 
@@ -20,7 +18,7 @@ SVC_CONTROL_ALLOW_INSECURE_BIND, SVC_CONTROL_ANSWER_DIR, SVC_CONTROL_URL (status
 `;
 
 export default async function control(io: CliIo): Promise<number> {
-  const parsed = subcommand(io, HELP);
+  const parsed = subcommand(io, HELP, 'control', ['serve', 'status']);
   if (typeof parsed === 'number') return parsed;
   const { sub, rest } = parsed;
   if (sub === 'serve') {
@@ -28,19 +26,11 @@ export default async function control(io: CliIo): Promise<number> {
     const { values } = parseFlags(rest, flags, 0);
     const { resolveControlSettings } = await import('../control/settings.ts');
     const { serveControlForever, STATIC_DIR } = await import('../control/main.ts');
-    let settings;
-    try {
-      settings = resolveControlSettings(io.env, values, STATIC_DIR);
-    } catch (err) {
-      throw new UsageError(errorMessage(err));
-    }
-    const { serveOnFreePort } = await import('./busy-port.ts');
+    const settings = resolveControlSettings(io.env, values, STATIC_DIR);
+    const { serveOnFreePort } = await import('./dashboard.ts');
     return serveOnFreePort('control', settings, io.env, () => serveControlForever(settings, io.env, io.stdout));
   }
-  if (sub === 'status') {
-    return controlStatus(io, Boolean(parseFlags(rest, { json: { type: 'boolean' } }, 0).values.json));
-  }
-  throw new UsageError(`Unknown subcommand "control ${sub}" (expected serve or status)`);
+  return controlStatus(io, Boolean(parseFlags(rest, { json: { type: 'boolean' } }, 0).values.json));
 }
 
 /** The next step when nothing answers, by how the address was found. */

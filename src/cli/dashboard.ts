@@ -1,11 +1,11 @@
 // `svc dashboard`: finds a running Control Plane or starts one in the background, then opens the UI (never with the
-// token in the URL). `stop` stops only the one it started: dashboard.json holds its pid and /proc start time.
+// token in the URL). `stop` stops only the one it started: dashboard.json holds its pid and /proc start time. Also
+// what the servers say when their port is taken.
 import { mkdirSync, openSync, closeSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { sendPendingRuns } from './pending-runs.ts';
-import type { CliIo } from './io.ts';
-import { parseFlags, printsHelp } from './io.ts';
+import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, UnavailableError, ConflictError, FailedError } from '../errors.ts';
 import { startChild } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets } from '../spawn/secrets-handoff.ts';
@@ -15,7 +15,7 @@ import { discoverControlUrl, serverRecordFile, readServerRecordFile, isPidAlive 
 import { procStart } from '../engine/proc-group.ts';
 import { procList, readOrNull } from '../spawn/tree.ts';
 import { writeJsonAtomic } from '../engine/safe-fs.ts';
-const HELP = `Usage:
+export const HELP = `Usage:
   svc dashboard [start|open] [--no-open]
   svc dashboard stop
 
@@ -33,7 +33,6 @@ The browser is $BROWSER when set (run with the URL as its only argument), else x
 `;
 
 export default async function dashboard(io: CliIo): Promise<number> {
-  if (printsHelp(io, HELP)) return 0;
   const { values, positionals } = parseFlags(io.argv, { 'no-open': { type: 'boolean' } }, 1);
   const sub = positionals[0];
   if (sub !== undefined && sub !== 'start' && sub !== 'open' && sub !== 'stop') {
@@ -46,7 +45,6 @@ export default async function dashboard(io: CliIo): Promise<number> {
   if (await isHealthy(url)) {
     io.stderr(`Using the Control Plane at ${url} (found via ${found.via})\n`);
   } else if (found.via === 'SVC_CONTROL_URL') {
-    // The person pointed at a specific server: starting a different, local one would be a surprise.
     throw new UnavailableError(
       `Nothing answers at SVC_CONTROL_URL (${url}); start that server or unset SVC_CONTROL_URL to run one here`,
     );
@@ -57,15 +55,13 @@ export default async function dashboard(io: CliIo): Promise<number> {
     io.stderr(`Started the Control Plane at ${url} (pid ${started.pid}, log ${started.log})\n`);
   }
   if (io.env.SVC_CONTROL_TOKEN) io.stderr('This Control Plane has a token: the UI asks for it once per browser tab.\n');
-  // Runs of this project made while no Control Plane ran appear in the UI it opens.
   await sendPendingRuns({ ...io, env: { ...io.env, SVC_CONTROL_URL: url } }, process.cwd());
 
   if (values['no-open']) {
     io.stdout(`${url}\n`);
     return 0;
   }
-  // Exit 0 either way: the server runs. stdout stays empty when a browser has the page, and holds the URL when the
-  // person (or a script) must open it: that is the one thing to act on.
+  // Exit 0 either way: the server runs. stdout holds the URL only when the person (or a script) must open it.
   const cmd = browserOf(io.env);
   const failure = await openBrowser(cmd, `${url}/`, io.env);
   if (failure === null) {
@@ -77,9 +73,38 @@ export default async function dashboard(io: CliIo): Promise<number> {
   return 0;
 }
 
+/**
+ * Runs `svc control serve` or `svc trigger serve`; a taken port (EADDRINUSE) fails naming its holder (the recorded
+ * Control Plane, a server or a program) and what to do next.
+ */
+export async function serveOnFreePort(
+  server: 'control' | 'trigger', { host, port }: { host: string; port: number }, env: NodeJS.ProcessEnv,
+  serve: () => Promise<number>,
+): Promise<number> {
+  try {
+    return await serve();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException | null)?.code !== 'EADDRINUSE') throw err;
+  }
+  const url = `http://${host.includes(':') && !host.startsWith('[') ? `[${host}]` : host}:${port}`;
+  const taken = `Port ${port} on ${host} is already in use`;
+  const wayOut = `or run this one on a free port: svc ${server} serve --port 0`;
+  const record = server === 'control' ? readServerRecordFile(serverRecordFile(env)) : null;
+  const recorded = record && isPidAlive(record.pid) ? URL.parse(record.url) : null;
+  if (record && recorded && Number(recorded.port || (recorded.protocol === 'https:' ? 443 : 80)) === port) {
+    throw new UnavailableError(`${taken}: a Control Plane already runs there (pid ${record.pid}, ${record.url}). ` +
+      `Use it (svc control status, svc dashboard), stop it (kill ${record.pid}), ${wayOut}`);
+  }
+  if (await isHealthy(url, 1_000)) {
+    throw new UnavailableError(`${taken}: a server answers ${url}/health (another svc ${server} serve?). ` +
+      `Use it, stop it, ${wayOut}`);
+  }
+  throw new UnavailableError(`${taken} by another program. Stop it, ${wayOut}`);
+}
+
 const START_DEADLINE_MS = 20_000;
 
-export async function isHealthy(url: string, timeoutMs = 2_000): Promise<boolean> {
+async function isHealthy(url: string, timeoutMs = 2_000): Promise<boolean> {
   try {
     const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(timeoutMs) });
     await res.body?.cancel();
@@ -96,8 +121,7 @@ async function startControlInBackground(env: NodeJS.ProcessEnv): Promise<{ url: 
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const log = join(dir, 'server.log');
   const fd = openSync(log, 'a', 0o600);
-  // Its secrets (the control token, what runs use) travel in a pipe on its fd 3, never in its environment; with the
-  // server's V8 flags already given it has no reason to re-execute itself, which would need a handoff file.
+  // Its secrets travel in a pipe on its fd 3, never in its environment; given the V8 flags, it need not re-execute.
   const child = startChild([process.execPath, ...SERVER_NODE_FLAGS, svcCliPath(), 'control', 'serve'], {
     kind: 'svc-worker', base: withoutSecrets(env), detached: true, stdio: ['ignore', fd, fd], secrets: secretsIn(env),
   });
@@ -142,10 +166,7 @@ function browserOf(env: NodeJS.ProcessEnv): string {
   return env.BROWSER?.split(':').map((s) => s.trim()).find(Boolean) ?? openers[process.platform] ?? 'xdg-open';
 }
 
-/**
- * xdg-open fails within milliseconds when it finds no browser (exit 3) or the browser refuses (exit 4), but some
- * browsers stay in the foreground until closed: an opener still running after this has opened the page.
- */
+/** xdg-open fails within milliseconds (exit 3 or 4); an opener still running after this has opened the page. */
 const OPENER_GRACE_MS = 3_000;
 
 /** Runs `cmd URL` (no shell); resolves null when it opened the page, else why not. */

@@ -1,11 +1,10 @@
 // `svc deploy record|last`: deploy records under .svc/deploys/, read into error-tracker briefs; svc never deploys.
-import type { CliIo } from './io.ts';
-import { parseFlags, printsHelp } from './io.ts';
+import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, NotFoundError, FailedError, errorMessage } from '../errors.ts';
 import { recordDeploy, latestDeployLine } from '../engine/deploys.ts';
 import { resolveRepo } from '../engine/launch.ts';
 
-const HELP = `Usage: svc deploy record --sha SHA --health STATUS [--finished-at ISO] [--repo DIR]
+export const HELP = `Usage: svc deploy record --sha SHA --health STATUS [--finished-at ISO] [--repo DIR]
        svc deploy last [--repo DIR]
 
 record  writes .svc/deploys/<time>-<sha>.json with {sha, finished_at, health}
@@ -22,7 +21,6 @@ function repoOrExit1(dir: string): string {
 }
 
 export default async function deploy(io: CliIo): Promise<number> {
-  if (printsHelp(io, HELP)) return 0;
   const { values, positionals } = parseFlags(io.argv, {
     sha: { type: 'string' },
     health: { type: 'string' },

@@ -1,14 +1,13 @@
 // `svc doctor`: says whether agent runs can be sandboxed on this host, and why not. Exit 0 when they can.
 import { dirname } from 'node:path';
-import type { CliIo } from './io.ts';
-import { parseFlags, printsHelp } from './io.ts';
+import { parseFlags, type CliIo } from './io.ts';
 import { probeSandbox, BWRAP_HINT, type SandboxProbe } from '../spawn/probe.ts';
 import { which } from '../spawn/which.ts';
 import { describeFilter, type SyscallFilter } from '../spawn/seccomp.ts';
 import { memoryBound } from '../spawn/memory-cgroup.ts';
 import { safeJson } from '../safe-json.ts';
 
-const HELP = `Usage: svc doctor [--json]
+export const HELP = `Usage: svc doctor [--json]
 
 Checks that agent runs can be sandboxed here: bwrap (Debian package bubblewrap)
 on PATH, user namespaces, and a trial sandbox shaped like an agent's (own user,
@@ -24,7 +23,7 @@ const ROOT_NOTE = 'svc runs as root: the agent still gets no capability (own use
   'ends a sandbox past limits.processes within about 250 ms; running svc as an ordinary user lets the kernel ' +
   'refuse the forks instead';
 
-/** Where a package manager puts bwrap: looked at only to tell "not installed" from "installed, but not on PATH". */
+/** Looked at only to tell "bwrap not installed" from "installed, but not on PATH". */
 const SYSTEM_BIN_DIRS = ['/usr/bin', '/bin', '/usr/local/bin', '/usr/sbin', '/sbin'];
 
 /** The next step: a PATH without the system folders hides an installed bwrap, so say where it is, not "install". */
@@ -44,7 +43,6 @@ function filterLine(filter: SyscallFilter): string {
 }
 
 export default async function doctor(io: CliIo): Promise<number> {
-  if (printsHelp(io, HELP)) return 0;
   const { values } = parseFlags(io.argv, { json: { type: 'boolean' } }, 0);
   const probe = probeSandbox(io.env);
   const offPath = probe.bwrap === null ? which('bwrap', SYSTEM_BIN_DIRS.join(':')) : null;

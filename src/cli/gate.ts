@@ -1,10 +1,9 @@
 // `svc gate serve`: the egress gate as its own server (docs/gate.md "svc gate serve"). svc's own runs start a gate per
 // run by themselves; this one is for Kubernetes job pods.
-import type { CliIo } from './io.ts';
-import { parseFlags, subcommand } from './io.ts';
+import { parseFlags, subcommand, type CliIo } from './io.ts';
 import { UsageError } from '../errors.ts';
 
-const HELP = `Usage: svc gate serve [options]
+export const HELP = `Usage: svc gate serve [options]
 
 Runs the egress gate as an HTTP proxy (CONNECT, absolute-form HTTP, and
 /_model/<api>/… with the real key added): what Kubernetes job pods reach out
@@ -30,11 +29,9 @@ ANTHROPIC_BASE_URL, OPENAI_BASE_URL, GOOGLE_GEMINI_BASE_URL. See docs/gate.md.
 `;
 
 export default async function gate(io: CliIo): Promise<number> {
-  const parsed = subcommand(io, HELP);
+  const parsed = subcommand(io, HELP, 'gate', ['serve']);
   if (typeof parsed === 'number') return parsed;
-  const { sub, rest } = parsed;
-  if (sub !== 'serve') throw new UsageError(`Unknown subcommand "${sub}" (expected "serve")`);
-  const { values } = parseFlags(rest, {
+  const { values } = parseFlags(parsed.rest, {
     host: { type: 'string' },
     port: { type: 'string' },
     policy: { type: 'string' },

@@ -1,12 +1,11 @@
 // `svc init`: a first run with no API key, by a stand-in `command` provider in the repository's .svc/.
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { CliIo } from './io.ts';
-import { parseFlags, printsHelp } from './io.ts';
+import { parseFlags, type CliIo } from './io.ts';
 import { ConflictError } from '../errors.ts';
 import { resolveRepo } from '../engine/launch.ts';
 
-const HELP = `Usage: svc init [--repo DIR] [--force]
+export const HELP = `Usage: svc init [--repo DIR] [--force]
 
 Writes a stand-in agent that needs no API key into the repository's .svc/:
   .svc/agent.sh      writes the task it was given (stdin) to svc-hello.md
@@ -30,7 +29,6 @@ echo '{"type":"svc.cost","usd":0,"tokens_in":0,"tokens_out":0}'
 const STAND_IN_CONFIG = { provider: 'hello', providers: { hello: { command: ['sh', '.svc/agent.sh'] } } };
 
 export default async function init(io: CliIo): Promise<number> {
-  if (printsHelp(io, HELP)) return 0;
   const { values } = parseFlags(io.argv, { repo: { type: 'string' }, force: { type: 'boolean' } }, 0);
   const repo = resolveRepo(values.repo ?? process.cwd());
   const dir = join(repo, '.svc');

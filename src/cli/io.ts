@@ -1,13 +1,13 @@
-// What a command gets from the entry point: its argv tail, streams and environment, so tests can call it directly.
+// What a command gets from the entry point (its argv tail, streams and environment), and its argument parsing.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { UsageError, errorMessage } from '../errors.ts';
+import { oneOf } from '../untrusted.ts';
 
 export interface CliIo {
   argv: string[];
   env: NodeJS.ProcessEnv;
   stdout: (text: string) => void;
   stderr: (text: string) => void;
-  verbose: boolean;
 }
 
 type Options = NonNullable<ParseArgsConfig['options']>;
@@ -25,26 +25,16 @@ export function parseFlags<O extends Options>(argv: string[], options: O, maxPos
   return parsed;
 }
 
-export function wantsHelp(argv: string[]): boolean {
-  return argv.includes('--help') || argv.includes('-h');
-}
-
-/** Prints `help` when the command line asks for it: the command then exits 0. */
-export function printsHelp(io: CliIo, help: string): boolean {
-  const asked = wantsHelp(io.argv);
-  if (asked) io.stdout(help);
-  return asked;
-}
-
-/**
- * A command with subcommands (`svc control serve`): the subcommand and its arguments, or the exit status when help
- * was printed instead (2 when no subcommand was given at all, 0 when help was asked for).
- */
-export function subcommand(io: CliIo, help: string): { sub: string; rest: string[] } | number {
+/** The subcommand (one of `subs`) and its arguments, or the exit status after help (`svc X`: 2, `svc X help`: 0). */
+export function subcommand<S extends string>(
+  io: CliIo, help: string, command: string, subs: readonly S[],
+): { sub: S; rest: string[] } | number {
   const [sub, ...rest] = io.argv;
-  if (sub === undefined || sub === '--help' || sub === '-h' || sub === 'help' || wantsHelp(rest)) {
+  if (sub === undefined || sub === 'help') {
     io.stdout(help);
     return sub === undefined ? 2 : 0;
   }
-  return { sub, rest };
+  const known = oneOf(sub, subs);
+  if (known === null) throw new UsageError(`Unknown subcommand "${command} ${sub}" (expected ${subs.join(', ')})`);
+  return { sub: known, rest };
 }

@@ -1,12 +1,10 @@
 // `svc keys list|rotate`: the receipt signing keys of this machine's ~/.svc (src/keys.ts).
-import type { CliIo } from './io.ts';
-import { parseFlags, subcommand } from './io.ts';
-import { UsageError } from '../errors.ts';
+import { parseFlags, subcommand, type CliIo } from './io.ts';
 import { knownKeys, rotateSigningKey, keysDir, hasSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { safeJson } from '../safe-json.ts';
 
-const HELP = `Usage:
+export const HELP = `Usage:
   svc keys list [--json]
   svc keys rotate [--revoke] [--json]
 
@@ -56,9 +54,7 @@ function rotate(io: CliIo, argv: string[]): number {
 }
 
 export default async function keys(io: CliIo): Promise<number> {
-  const picked = subcommand(io, HELP);
+  const picked = subcommand(io, HELP, 'keys', ['list', 'rotate']);
   if (typeof picked === 'number') return picked;
-  if (picked.sub === 'list') return list(io, picked.rest);
-  if (picked.sub === 'rotate') return rotate(io, picked.rest);
-  throw new UsageError(`Unknown subcommand "keys ${picked.sub}" (expected list or rotate)`);
+  return picked.sub === 'list' ? list(io, picked.rest) : rotate(io, picked.rest);
 }

@@ -1,15 +1,13 @@
 // `svc pod seal|sign`: the two steps of a Kubernetes job pod around the run container (src/trigger/kubernetes-pod.ts).
-// Both take every path and the run id from their argv, which the pod spec fixed; neither reads a file the agent
-// wrote as anything but untrusted input.
-import type { CliIo } from './io.ts';
-import { parseFlags, subcommand } from './io.ts';
+// Both take every path and the run id from the argv the pod spec fixed, never from a file the agent wrote.
+import { parseFlags, subcommand, type CliIo } from './io.ts';
 import { UsageError } from '../errors.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { writeSeal } from '../pod/seal.ts';
 import { signRun } from '../pod/sign.ts';
 import { safeJson } from '../safe-json.ts';
 
-const HELP = `Usage: svc pod seal --repo DIR --sealed DIR
+export const HELP = `Usage: svc pod seal --repo DIR --sealed DIR
        svc pod sign --run-id RUN --repo DIR --sealed DIR [--pr]
 
 Steps of a Kubernetes job pod (the trigger server's Kubernetes executor writes them into the pod spec):
@@ -19,7 +17,7 @@ Steps of a Kubernetes job pod (the trigger server's Kubernetes executor writes t
 `;
 
 export default async function pod(io: CliIo): Promise<number> {
-  const picked = subcommand(io, HELP);
+  const picked = subcommand(io, HELP, 'pod', ['seal', 'sign']);
   if (typeof picked === 'number') return picked;
   const { sub: step, rest } = picked;
   const { values } = parseFlags(rest, {
@@ -31,7 +29,6 @@ export default async function pod(io: CliIo): Promise<number> {
     io.stdout(`${safeJson({ sealed: seal.base_sha, origin: seal.origin_url !== null })}\n`);
     return 0;
   }
-  if (step !== 'sign') throw new UsageError(`Unknown step "${step}" (seal or sign)`);
   const run = values['run-id'];
   if (!isValidSegment(run)) throw new UsageError('svc pod sign needs --run-id');
   const source = io.env.SVC_SOURCE;

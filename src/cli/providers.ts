@@ -1,13 +1,11 @@
-// `svc providers`: which agent CLIs this host can run, their versions, and whether each version lies in the range
-// the provider conformance suite tested (the same report as GET /v1/providers, for this PATH and project).
-import type { CliIo } from './io.ts';
-import { parseFlags, printsHelp } from './io.ts';
+// `svc providers`: the report of GET /v1/providers (agent CLIs, versions, tested ranges) for this PATH and project.
+import { parseFlags, type CliIo } from './io.ts';
 import { loadEngineConfig } from '../engine/config.ts';
 import { createVersionProbe } from '../engine/cli-version.ts';
 import { describeProviders, type ProviderReport } from '../control/provider-detect.ts';
 import { safeJson } from '../safe-json.ts';
 
-const HELP = `Usage: svc providers [--json] [--repo DIR]
+export const HELP = `Usage: svc providers [--json] [--repo DIR]
 
 Lists the built-in agent CLIs (claude, codex, gemini, aider, opencode) and the
 command providers in DIR/.svc/config.json (default: the current directory):
@@ -33,7 +31,6 @@ function table(rows: ProviderReport[]): string {
 }
 
 export default async function providers(io: CliIo): Promise<number> {
-  if (printsHelp(io, HELP)) return 0;
   const { values } = parseFlags(io.argv, { json: { type: 'boolean' }, repo: { type: 'string' } }, 0);
   const config = loadEngineConfig(values.repo ?? process.cwd());
   const rows = await describeProviders(config.providers, io.env.PATH, createVersionProbe(io.env));

@@ -1,8 +1,7 @@
 // `svc prune`: what ended runs leave behind in a project (src/engine/prune.ts) and, with --checkouts, the trigger's
 // managed job checkouts (src/trigger/checkout-prune.ts).
 import { resolve } from 'node:path';
-import type { CliIo } from './io.ts';
-import { parseFlags, printsHelp } from './io.ts';
+import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, FailedError, errorMessage } from '../errors.ts';
 import { repoRoot } from '../engine/git.ts';
 import { planProjectPrune, removeProjectTarget, type PrunePlan, type PruneTarget } from '../engine/prune.ts';
@@ -10,7 +9,7 @@ import { planCheckoutPrune, removeCheckout } from '../trigger/checkout-prune.ts'
 import { checkoutsDirOf, triggerDbOf } from '../trigger/settings.ts';
 import { safeJson } from '../safe-json.ts';
 
-const HELP = `Usage: svc prune [--repo DIR]... [--checkouts] [--older-than AGE] [--dry-run] [--json]
+export const HELP = `Usage: svc prune [--repo DIR]... [--checkouts] [--older-than AGE] [--dry-run] [--json]
 
 Removes what runs that have ended leave behind, once they ended longer ago than AGE:
   - in the project (the git repository around the current folder, or each --repo DIR):
@@ -44,7 +43,6 @@ function line(verb: string, t: PruneTarget): string {
 }
 
 export default async function prune(io: CliIo): Promise<number> {
-  if (printsHelp(io, HELP)) return 0;
   const { values } = parseFlags(io.argv, {
     repo: { type: 'string', multiple: true },
     checkouts: { type: 'boolean' },
@@ -79,12 +77,8 @@ export default async function prune(io: CliIo): Promise<number> {
   for (const { plan, remove } of plans) {
     kept.push(...plan.keep);
     for (const target of plan.remove) {
-      if (dryRun) {
-        removed.push(target);
-        continue;
-      }
       try {
-        remove(target);
+        if (!dryRun) remove(target);
         removed.push(target);
       } catch (err) {
         failed++;

@@ -1,14 +1,13 @@
 // `svc receipt verify <file>`: checks an Evidence Receipt's integrity and signature and says exactly what is wrong.
 import { readFileSync } from 'node:fs';
-import type { CliIo } from './io.ts';
-import { parseFlags, printsHelp } from './io.ts';
+import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, NotFoundError, FailedError } from '../errors.ts';
 import { verifyReceipt, keyRingOf, receiptFromMarkdown } from '../engine/receipt.ts';
 import { knownKeys } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { tryParseJson } from '../untrusted.ts';
 
-const HELP = `Usage: svc receipt verify <file> [--key PUBLIC_KEY.pem]...
+export const HELP = `Usage: svc receipt verify <file> [--key PUBLIC_KEY.pem]...
 
 Checks an Evidence Receipt (receipt.json, or a PR body holding one): the integrity digest over its
 canonical JSON, then the Ed25519 signature by the key its "kid" names. Known keys: this machine's
@@ -18,7 +17,6 @@ Exit 0 when valid; 1 naming the problem: integrity mismatch, unknown key, bad si
 `;
 
 export default async function receipt(io: CliIo): Promise<number> {
-  if (printsHelp(io, HELP)) return 0;
   const { values, positionals } = parseFlags(io.argv, { key: { type: 'string', multiple: true } });
   const [sub, file, ...rest] = positionals;
   if (sub !== 'verify' || !file || rest.length) throw new UsageError('Usage: svc receipt verify <file>');
@@ -31,7 +29,6 @@ export default async function receipt(io: CliIo): Promise<number> {
   const value = tryParseJson(text) ?? receiptFromMarkdown(text);
   if (value === null) throw new FailedError(`"${file}" is neither receipt JSON nor a PR body with a receipt`);
   const ring = keyRingOf((values.key ?? []).map((keyFile) => readFileSync(keyFile, 'utf8')));
-  // This machine's key (never made here), its keys from before a rotation, then the registered runner keys.
   for (const known of knownKeys(svcHomeOf(io.env), false)) ring.set(known.kid, known.publicKey);
   const result = verifyReceipt(value, ring);
   if (!result.ok) {

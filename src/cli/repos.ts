@@ -2,8 +2,7 @@
 // is checked as the server would check the whole file, and written atomically; nothing invalid is ever written.
 import { chownSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import type { CliIo } from './io.ts';
-import { parseFlags, subcommand } from './io.ts';
+import { parseFlags, subcommand, type CliIo } from './io.ts';
 import { UsageError, NotFoundError, FailedError, errorMessage } from '../errors.ts';
 import { defaultReposFile } from '../trigger/settings.ts';
 import {
@@ -24,7 +23,7 @@ function addUsage(): string {
   return lines.join('\n');
 }
 
-const HELP = `Usage: svc repos list [--file FILE]
+export const HELP = `Usage: svc repos list [--file FILE]
 ${addUsage()}
        svc repos remove OWNER/NAME [--file FILE]
 
@@ -52,7 +51,7 @@ function ownerFor(file: string): { uid: number; gid: number } | null {
       const st = statSync(path);
       return { uid: st.uid, gid: st.gid };
     } catch {
-      // not there yet: try the folder
+      // not there yet
     }
   }
   return null;
@@ -125,7 +124,7 @@ function remove(io: CliIo, file: string, name: string | undefined): number {
 }
 
 export default async function repos(io: CliIo): Promise<number> {
-  const picked = subcommand(io, HELP);
+  const picked = subcommand(io, HELP, 'repos', ['list', 'add', 'remove']);
   if (typeof picked === 'number') return picked;
   const { values, positionals: rest } = parseFlags(picked.rest, { file: { type: 'string' } });
   const { sub } = picked;

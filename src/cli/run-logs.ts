@@ -7,16 +7,13 @@ import { repoRoot } from '../engine/git.ts';
 import { tryReadState, type RunState } from '../engine/run-state.ts';
 import { procStart } from '../engine/proc-group.ts';
 import { TERMINAL } from '../run-json.ts';
-import { objOrNull, str } from '../untrusted.ts';
+import { objOrNull, str, tryParseJson } from '../untrusted.ts';
 import type { ControlClient } from '../client/client.ts';
 import type { RunRef } from '../client/types.ts';
 
 const POLL_MS = 200;
 
-/**
- * The line an event shows as, or null for events that are not output (checks, artifacts, costs…). `agentOnly` keeps
- * the agent's lines and its question, for a watcher that already prints svc's own notes (the foreground worker).
- */
+/** The line an event shows as, or null when it is not output; `agentOnly` drops svc's own notes (`svc start -f`). */
 function logLine(kind: string, data: unknown, agentOnly = false): string | null {
   const d = objOrNull(data);
   if (!d) return null;
@@ -38,41 +35,35 @@ function logLine(kind: string, data: unknown, agentOnly = false): string | null 
 }
 
 /** Reads events.jsonl from where it left off; only whole lines (a line being appended waits for its newline). */
-export function createEventTail(runDir: string) {
+export function createEventTail(runDir: string): () => Array<{ kind: string; data: unknown }> {
   let offset = 0;
   let rest = '';
-  return {
-    /** The events appended since the last call. */
-    read(): Array<{ kind: string; data: unknown }> {
-      let fd: number;
-      try {
-        fd = openSync(eventsPath(runDir), 'r');
-      } catch {
-        return [];
-      }
-      let text = rest;
-      try {
-        const added = Buffer.alloc(Math.max(0, fstatSync(fd).size - offset));
-        const n = readSync(fd, added, 0, added.length, offset);
-        offset += n;
-        text += added.toString('utf8', 0, n);
-      } finally {
-        closeSync(fd);
-      }
-      const lines = text.split('\n');
-      rest = lines.pop() ?? '';
-      const events: Array<{ kind: string; data: unknown }> = [];
-      for (const line of lines) {
-        try {
-          const event = objOrNull(JSON.parse(line));
-          const kind = event ? str(event.kind) : null;
-          if (event && kind !== null) events.push({ kind, data: event.data });
-        } catch {
-          // A line that is not JSON is not an event: skipped, as readEvents does.
-        }
-      }
-      return events;
-    },
+  return () => {
+    let fd: number;
+    try {
+      fd = openSync(eventsPath(runDir), 'r');
+    } catch {
+      return [];
+    }
+    let text = rest;
+    try {
+      const added = Buffer.alloc(Math.max(0, fstatSync(fd).size - offset));
+      const n = readSync(fd, added, 0, added.length, offset);
+      offset += n;
+      text += added.toString('utf8', 0, n);
+    } finally {
+      closeSync(fd);
+    }
+    const lines = text.split('\n');
+    rest = lines.pop() ?? '';
+    const events: Array<{ kind: string; data: unknown }> = [];
+    for (const line of lines) {
+      // A line that is not JSON is not an event: skipped, as readEvents does.
+      const event = objOrNull(tryParseJson(line));
+      const kind = event ? str(event.kind) : null;
+      if (event && kind !== null) events.push({ kind, data: event.data });
+    }
+    return events;
   };
 }
 
@@ -83,19 +74,14 @@ function finished(state: RunState | null): boolean {
   return procStart(state.pid) !== state.proc_start;
 }
 
-const sleep = (ms: number, signal?: AbortSignal) => delay(ms, undefined, signal ? { signal } : {});
-
-/**
- * Prints the run's output lines from its folder; with `follow`, until the run has ended or `until` says so (the
- * foreground `svc start`). `tail` starts where the caller's own tail stopped.
- */
+/** Prints the run's output lines from its folder; with `follow`, until the run has ended or `until` says so. */
 export async function printLocalLogs(
   runDir: string, print: (line: string) => void,
   opts: { follow: boolean; until?: () => boolean; agentOnly?: boolean; tail?: ReturnType<typeof createEventTail> },
 ): Promise<void> {
   const tail = opts.tail ?? createEventTail(runDir);
   const flush = () => {
-    for (const e of tail.read()) {
+    for (const e of tail()) {
       const line = logLine(e.kind, e.data, opts.agentOnly);
       if (line !== null) print(`${line}\n`);
     }
@@ -105,7 +91,7 @@ export async function printLocalLogs(
   const done = opts.until ?? (() => finished(tryReadState(runDir)));
   // The state is read before the last flush: whatever the run wrote before it ended is printed.
   while (!done()) {
-    await sleep(POLL_MS);
+    await delay(POLL_MS);
     flush();
   }
   flush();
@@ -138,7 +124,7 @@ export async function printControlLogs(
   // The stream says nothing when a run ends without a status event (a runner's ingest of its final state): ask.
   const watcher = (async () => {
     while (!abort.signal.aborted) {
-      await sleep(2_000, abort.signal);
+      await delay(2_000, undefined, { signal: abort.signal });
       if (TERMINAL.has((await client.getRun(ref)).status)) abort.abort();
     }
   })().catch(() => abort.abort());
@@ -159,12 +145,8 @@ export async function printControlLogs(
   await catchUp();
 }
 
-/**
- * A run this project holds in `.svc/runs/`, found from a folder inside it (or the folder itself outside git). `source`
- * null (a bare run id) takes the project's run of that id: a run folder's name is its id, so there is only one.
- */
+/** A run this project holds in `.svc/runs/`, found from a folder inside it; `source` null takes any (a bare id). */
 export function findLocalRun(dir: string, source: string | null, run: string): { dir: string; state: RunState } | null {
-  // Outside a git repository DIR itself is the only place to look.
   const root = repoRoot(dir);
   const roots = root === null ? [dir] : [root, dir];
   for (const root of roots) {

@@ -1,6 +1,6 @@
 // Renders runs for people: a fixed-column table for lists, key/value lines for one run. No I/O here.
 import type { Run } from '../client/types.ts';
-import { oneLine } from './terminal-text.ts';
+import { oneLine } from '../safe-json.ts';
 import { num, obj, str } from '../untrusted.ts';
 import { readFailure } from '../run-json.ts';
 
@@ -35,10 +35,7 @@ const DETAIL_FIELDS: Array<keyof Run & string> = [
 /** The widest key ("started_at", "updated_at", "tokens_out") plus one space: every value starts in one column. */
 export const KEY_WIDTH = Math.max(...DETAIL_FIELDS.map((k) => k.length)) + 1;
 
-/**
- * Dollars as a person reads them: cents for a dollar or more, and below that enough decimals to keep two
- * significant digits, so a run that cost $0.0123 does not show as $0.01 (nor $0.004 as $0.00).
- */
+/** Dollars with cents, and below a dollar two significant digits ($0.0123 is not $0.01, nor $0.004 $0.00). */
 export function formatUsd(usd: number): string {
   if (!Number.isFinite(usd)) return String(usd);
   const abs = Math.abs(usd);
@@ -53,10 +50,7 @@ function detailValue(key: keyof Run, value: Run[keyof Run]): string {
   return oneLine(String(value));
 }
 
-/**
- * A run's failure as one line, `class: reason (retryable)`; read by type alone, since the server's answer is
- * untrusted.
- */
+/** A run's failure as one line, `class: reason (retryable)`, read by type alone: the server's answer is untrusted. */
 export function failureText(value: unknown): string {
   const failure = readFailure(value);
   if (!failure) return '-';
@@ -78,11 +72,9 @@ export function formatRunDetails(run: Run): string {
   return `${lines.join('\n')}\n`;
 }
 
-// The `network` line of `svc runs show` reads the run's receipt through typed readers: it came from a server, and a
-// forged one must not crash the CLI.
 const HOSTS_SHOWN = 4;
 
-/** One line, or null when the receipt has no network section (an older receipt, or none yet). */
+/** `svc runs show`'s network line from a receipt read by type alone, or null when it has no network section. */
 export function networkLine(receipt: unknown): string | null {
   const network = obj(obj(receipt).network);
   if (typeof network.confined !== 'boolean') return null;

@@ -1,6 +1,5 @@
 // `svc runs`: lists and steers runs through the typed client; `logs` reads a run of this project from its folder.
-import type { CliIo } from './io.ts';
-import { parseFlags, printsHelp } from './io.ts';
+import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, FailedError, NotFoundError } from '../errors.ts';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
 import { discoverControlUrl } from '../client/server-record.ts';
@@ -14,7 +13,7 @@ import { oneOf } from '../untrusted.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { findLocalRun, printLocalLogs, printControlLogs } from './run-logs.ts';
 
-const HELP = `Usage:
+export const HELP = `Usage:
   svc runs [list] [--verdict V] [--status S] [--failure F] [--repo R] [--group ID] [--since T]
                   [--until T] [--limit N] [--cursor C] [--json]
   svc runs show <source>/<run> [--json]
@@ -88,7 +87,7 @@ export function parseRunRef(text: string | undefined, env: NodeJS.ProcessEnv): R
   return { source, run };
 }
 
-type FlagValues = Record<string, string | boolean | undefined>;
+type FlagValues = ReturnType<typeof parseFlags<typeof FLAGS>>['values'];
 
 /** The `list` flags passed to the server as they are, each with its query key. */
 const PLAIN_FILTERS = [
@@ -96,48 +95,39 @@ const PLAIN_FILTERS = [
 ] as const;
 
 /** Flags that only `list` takes. */
-const LIST_FLAGS = ['verdict', 'status', 'failure', 'repo', 'group', 'since', 'until', 'limit', 'cursor'];
+const LIST_FLAGS = ['verdict', 'status', 'failure', 'repo', 'group', 'since', 'until', 'limit', 'cursor'] as const;
 
 /** The filter the flags give; a flag not given stays undefined, which the client leaves out of the query. */
 function listFilter(values: FlagValues): RunFilter {
-  const pick = (key: string) => (typeof values[key] === 'string' ? (values[key] as string) : undefined);
-  const choice = <T extends string>(flag: string, allowed: readonly T[]): T | undefined => {
-    const value = pick(flag);
+  const choice = <T extends string>(flag: 'verdict' | 'status' | 'failure', allowed: readonly T[]): T | undefined => {
+    const value = values[flag];
     if (value === undefined || oneOf(value, allowed) !== null) return value as T | undefined;
     throw new UsageError(`Invalid --${flag} "${value}" (expected ${allowed.join(', ')})`);
   };
-  const positive = (flag: string): number | undefined => {
-    const value = pick(flag);
-    if (value === undefined || /^[1-9]\d*$/.test(value)) return value === undefined ? undefined : Number(value);
-    throw new UsageError(`Invalid --${flag} "${value}" (expected a positive integer)`);
-  };
+  const { limit } = values;
+  if (limit !== undefined && !/^[1-9]\d*$/.test(limit)) {
+    throw new UsageError(`Invalid --limit "${limit}" (expected a positive integer)`);
+  }
   const filter: RunFilter = {
     verdict: choice<Verdict | 'none'>('verdict', [...VERDICTS, 'none']),
     status: choice('status', RUN_STATUSES),
     failure: choice('failure', FAILURE_CLASSES),
-    limit: positive('limit'),
+    limit: limit === undefined ? undefined : Number(limit),
   };
-  for (const [flag, key] of PLAIN_FILTERS) filter[key] = pick(flag);
+  for (const [flag, key] of PLAIN_FILTERS) filter[key] = values[flag];
   return filter;
 }
 
 async function dispatch(
-  io: CliIo,
-  client: ControlClient,
-  sub: string,
-  positionals: string[],
-  values: FlagValues,
+  io: CliIo, client: ControlClient, sub: string, positionals: string[], values: FlagValues,
 ): Promise<number> {
   const json = values.json === true;
-  const print = (value: unknown) => io.stdout(`${safeJson(value, 2)}\n`);
+  const print = (value: unknown, text = '') => io.stdout(json ? `${safeJson(value, 2)}\n` : text);
   if (sub === 'list') {
     if (positionals.length) throw new UsageError(`Unexpected argument "${positionals[0]}"`);
     const page = await client.listRuns(listFilter(values));
-    if (json) print(page);
-    else {
-      io.stdout(formatRunTable(page.items));
-      if (page.next_cursor) io.stderr(`More runs: svc runs list --cursor ${page.next_cursor}\n`);
-    }
+    print(page, formatRunTable(page.items));
+    if (!json && page.next_cursor) io.stderr(`More runs: svc runs list --cursor ${page.next_cursor}\n`);
     return 0;
   }
   const listOnly = LIST_FLAGS.find((k) => values[k] !== undefined);
@@ -169,9 +159,7 @@ async function dispatch(
   if (sub === 'answer') {
     const text = positionals.slice(1).join(' ').trim();
     if (!text) throw new UsageError('Missing answer text: svc runs answer <source>/<run> <answer text…>');
-    const run = await client.answer(ref, text);
-    if (json) print(run);
-    else io.stdout(`Answered ${ref.source}/${ref.run}\n`);
+    print(await client.answer(ref, text), `Answered ${ref.source}/${ref.run}\n`);
     return 0;
   }
   const action = oneOf(sub, ACTIONS);
@@ -188,13 +176,11 @@ async function dispatch(
 }
 
 export default async function runs(io: CliIo): Promise<number> {
-  if (printsHelp(io, HELP)) return 0;
   const { values, positionals } = parseFlags(io.argv, FLAGS);
   const [first, ...rest] = positionals;
   const sub = first === undefined || first === 'list' ? 'list' : first;
   const args = first === undefined ? [] : rest;
   const { client } = controlClientOf(io.env, values.url);
-  // Runs of this project the Control Plane never heard the end of reach it first (the shipper finds it as above).
   if (values.url === undefined) await sendPendingRuns(io, process.cwd());
   try {
     return await dispatch(io, client, sub, args, values);

@@ -1,12 +1,8 @@
 // Gives `svc control serve` its V8 flags on every launch path by re-executing this process once (same pid): V8 sizes
-// the young generation when the isolate is created, and memory saver mode keeps its old generation close to what is
-// live instead of growing it for throughput (docs/bench.md "RSS"). Only the CLI runs this.
+// its heap when the isolate is created (docs/bench.md "RSS"). Only the CLI runs this.
 import { secretsIn, withoutSecrets, writeHandoff, dropHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
 
-/**
- * Memory saver only where V8 is known to have it (Node 24, the pinned one): a V8 without the flag refuses to start
- * ("bad option"), and after the re-exec nothing is left to fall back to. Older supported Nodes serve without it.
- */
+/** Memory saver only from Node 24: an older V8 refuses the flag, and after the re-exec there is no fallback. */
 export function serverNodeFlags(nodeMajor = Number(process.versions.node.split('.')[0])): readonly string[] {
   return nodeMajor >= 24 ? ['--max-semi-space-size=8', '--memory-saver-mode'] : ['--max-semi-space-size=8'];
 }
@@ -15,10 +11,7 @@ export const SERVER_NODE_FLAGS = serverNodeFlags();
 
 type Execve = (file: string, args: string[], env: NodeJS.ProcessEnv) => never;
 
-/**
- * `--max_semi_space_size=8` and `--max-semi-space-size` name the same V8 flag, as `--no-memory-saver-mode` and V8's
- * `--nomemory-saver-mode` do.
- */
+/** `--max_semi_space_size=8` and `--max-semi-space-size`, `--no-memory-saver-mode` and `--nomemory-saver-mode`. */
 function flagName(arg: string): string {
   return arg.split('=', 1)[0]!.replace(/_/g, '-').replace(/^--no-?/, '--');
 }

@@ -1,15 +1,14 @@
 // `svc ship`: sends the project's runs to the Control Plane now, by the path every finished run takes (ship-loop.ts).
 import { readdirSync, lstatSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import type { CliIo } from './io.ts';
-import { parseFlags, printsHelp } from './io.ts';
+import { parseFlags, type CliIo } from './io.ts';
 import { FailedError } from '../errors.ts';
 import { resolveRepo } from '../engine/launch.ts';
 import { runsDir, runDir } from '../engine/paths.ts';
 import { shipRuns } from '../engine/ship-loop.ts';
 import { isValidSegment } from '../engine/ids.ts';
 
-const HELP = `Usage: svc ship [--repo DIR] [--all]
+export const HELP = `Usage: svc ship [--repo DIR] [--all]
 
 Sends the runs under <repo>/.svc/runs to the Control Plane (SVC_CONTROL_URL, else server.json, else
 127.0.0.1:$SVC_CONTROL_PORT). Each run resumes from its ship.json offset; --all re-sends everything.
@@ -17,7 +16,6 @@ Token: SVC_CONTROL_TOKEN_FILE, ~/.svc/control/token (a loopback address only), o
 `;
 
 export default async function ship(io: CliIo): Promise<number> {
-  if (printsHelp(io, HELP)) return 0;
   const { values } = parseFlags(io.argv, { repo: { type: 'string' }, all: { type: 'boolean' } }, 0);
   const repo = resolveRepo(values.repo ?? process.cwd());
   const dir = runsDir(repo);

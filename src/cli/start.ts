@@ -1,7 +1,6 @@
 // `svc start`: make a run from a brief, spec, issue export, issue URL or tracker reference, and run it (DESIGN §6).
 import { sendPendingRuns } from './pending-runs.ts';
-import type { CliIo } from './io.ts';
-import { parseFlags, printsHelp } from './io.ts';
+import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, NotFoundError, ConflictError } from '../errors.ts';
 import { prepareRun, prepareRetry, spawnWorker, resolveRepo, type PreparedRun } from '../engine/launch.ts';
 import { readPlan, type RunPlan } from '../engine/run-plan.ts';
@@ -15,12 +14,10 @@ import { TERMINAL } from '../run-json.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { signsLater } from '../engine/receipt.ts';
 import { safeJson } from '../safe-json.ts';
-import { terminalSafe } from './terminal-text.ts';
 import { printLocalLogs, createEventTail } from './run-logs.ts';
-import type { RepoRename } from '../engine/repo-name.ts';
 import { svcCliPath } from '../spawn/svc-paths.ts';
 
-const HELP = `Usage: svc start <input> [options]
+export const HELP = `Usage: svc start <input> [options]
 
 Turns the input into a task spec and runs a coding-agent provider on it.
 <input> is one of:
@@ -70,11 +67,11 @@ function runArg(value: string | undefined, flag: string): string {
 /** Foreground: the worker still gets its own process group; Ctrl-C here becomes a clean stop. */
 async function follow(io: CliIo, state: RunState, mode: WorkerMode, showOutput: boolean): Promise<number> {
   const dir = runDir(state.repo_path, state.run);
-  // Past what the run folder already holds (a resumed run's earlier output) before the worker writes anything.
+  // Past a resumed run's earlier output, before the worker writes anything.
   const tail = showOutput ? createEventTail(dir) : null;
-  tail?.read();
+  tail?.();
   const child = spawnWorker(svcCliPath(), state, mode, io.env, true);
-  // The run's address first, as --detach prints it, so a caller (e.g. a Kubernetes pod log) knows it at once.
+  // The run's address first, as --detach prints it, so a caller (a Kubernetes pod log) knows it at once.
   io.stdout(safeJson({ source: state.source, run: state.run }) + '\n');
   const onSignal = () => void stopLocalRun(state.repo_path, state.run, undefined, 'an interrupt of svc start');
   process.on('SIGINT', onSignal);
@@ -91,7 +88,7 @@ async function follow(io: CliIo, state: RunState, mode: WorkerMode, showOutput: 
   await output;
   process.off('SIGINT', onSignal);
   process.off('SIGTERM', onSignal);
-  const final = readState(runDir(state.repo_path, state.run));
+  const final = readState(dir);
   io.stdout(summary(final));
   // A pod's run container is an init container: failing it would keep the signer, which judges the run, from starting.
   if (signsLater(io.env)) return 0;
@@ -99,19 +96,15 @@ async function follow(io: CliIo, state: RunState, mode: WorkerMode, showOutput: 
   return final.status === 'succeeded' || (mode === 'verify' && final.verdict !== 'not_verified') ? 0 : 1;
 }
 
-/** The checkout's name changed, so its earlier runs now carry the new one (engine/repo-name.ts). */
-function sayRenamed(io: CliIo, renamed: RepoRename | null): void {
-  if (!renamed) return;
-  const runs = `${renamed.runs} earlier run${renamed.runs === 1 ? '' : 's'}`;
-  io.stderr(`svc start: this repository is now named ${terminalSafe(renamed.to)}; ${runs} renamed from ` +
-    `${renamed.from.map(terminalSafe).join(', ')} (their receipts keep the name they were signed with)\n`);
-}
-
-/** A new run (or a retry) gets its worker: what its plan left out is said first (it is in the run's log too). */
-function launchNew(io: CliIo, prepared: PreparedRun, detach: boolean, showOutput: boolean): Promise<number> {
-  sayRenamed(io, prepared.renamed);
-  for (const note of prepared.plan.notes) io.stderr(`svc start: ${note}\n`);
-  return launch(io, prepared.state, prepared.plan, 'start', detach, showOutput);
+/** A new run (or a retry) gets its worker: a renamed checkout and what its plan left out are said first. */
+function launchNew(io: CliIo, { state, plan, renamed }: PreparedRun, detach: boolean, showOutput: boolean) {
+  if (renamed) {
+    const runs = `${renamed.runs} earlier run${renamed.runs === 1 ? '' : 's'}`;
+    io.stderr(`svc start: this repository is now named ${renamed.to}; ${runs} renamed from ` +
+      `${renamed.from.join(', ')} (their receipts keep the name they were signed with)\n`);
+  }
+  for (const note of plan.notes) io.stderr(`svc start: ${note}\n`);
+  return launch(io, state, plan, 'start', detach, showOutput);
 }
 
 async function launch(
@@ -133,7 +126,6 @@ async function launch(
 }
 
 export default async function start(io: CliIo): Promise<number> {
-  if (printsHelp(io, HELP)) return 0;
   const { values, positionals } = parseFlags(io.argv, {
     brief: { type: 'boolean' },
     pr: { type: 'boolean' },
@@ -210,10 +202,7 @@ export default async function start(io: CliIo): Promise<number> {
   return launchNew(io, prepared, detach, showOutput);
 }
 
-/**
- * A run that could not be made prints why as `{"failure":{class,reason,retryable}}` on stdout before the error: the
- * Control Plane that launched it records that class on the run it had already listed.
- */
+/** A run that could not be made prints `{"failure":…}` before the error, for the Control Plane that launched it. */
 async function saysFailure(io: CliIo, making: Promise<PreparedRun>): Promise<PreparedRun> {
   try {
     return await making;

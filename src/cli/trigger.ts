@@ -1,12 +1,10 @@
 // `svc trigger serve`: the webhook trigger server (DESIGN §5). Flags win over SVC_TRIGGER_* variables.
-import type { CliIo } from './io.ts';
-import { parseFlags, subcommand } from './io.ts';
-import { UsageError, errorMessage } from '../errors.ts';
+import { parseFlags, subcommand, type CliIo } from './io.ts';
 import { SOURCES, type WebhookSource } from '../webhook-sources.ts';
 
 const SIGNED = SOURCES.filter((s: WebhookSource) => s.families).map((s) => `/${s.name}`).join(', ');
 
-const HELP = `Usage: svc trigger serve [options]
+export const HELP = `Usage: svc trigger serve [options]
 
 Accepts signed webhooks (${SIGNED}) and POST /jobs,
 queues them durably and runs each as \`svc start … --detach\` in the project, then reports back.
@@ -25,22 +23,15 @@ Secrets come from the environment only; see docs/trigger.md for every route and 
 `;
 
 export default async function trigger(io: CliIo): Promise<number> {
-  const parsed = subcommand(io, HELP);
+  const parsed = subcommand(io, HELP, 'trigger', ['serve']);
   if (typeof parsed === 'number') return parsed;
-  const { sub, rest } = parsed;
-  if (sub !== 'serve') throw new UsageError(`Unknown subcommand "${sub}" (expected "serve")`);
-  const { values } = parseFlags(rest, {
+  const { values } = parseFlags(parsed.rest, {
     host: { type: 'string' }, port: { type: 'string' }, repo: { type: 'string' }, repos: { type: 'string' },
     concurrency: { type: 'string' }, db: { type: 'string' },
   }, 0);
   const { resolveTriggerSettings } = await import('../trigger/settings.ts');
-  let settings;
-  try {
-    settings = resolveTriggerSettings(io.env, values, process.cwd());
-  } catch (err) {
-    throw new UsageError(errorMessage(err));
-  }
+  const settings = resolveTriggerSettings(io.env, values, process.cwd());
   const { serveTriggerForever } = await import('../trigger/main.ts');
-  const { serveOnFreePort } = await import('./busy-port.ts');
+  const { serveOnFreePort } = await import('./dashboard.ts');
   return serveOnFreePort('trigger', settings, io.env, () => serveTriggerForever(settings, io.env, io.stdout));
 }

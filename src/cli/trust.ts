@@ -1,18 +1,16 @@
-// `svc trust`: allow a repository's .svc/config.json to widen the sandbox of runs you start at the CLI (host folders
-// writable, environment passed in, a built-in provider replaced), for exactly the bytes you read. A changed file needs
-// trusting again. Runs a server starts never take these settings from a repository (src/engine/setting-authority.ts).
+// `svc trust`: allow the exact bytes of a repository's .svc/config.json to widen the sandbox of runs you start at the
+// CLI; runs a server starts never take these settings from a repository (src/engine/setting-authority.ts).
 import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { isAbsolute } from 'node:path';
-import type { CliIo } from './io.ts';
-import { parseFlags, printsHelp } from './io.ts';
+import { parseFlags, type CliIo } from './io.ts';
 import { NotFoundError } from '../errors.ts';
 import { resolveRepo } from '../engine/launch.ts';
 import { addTrust, readEngineConfigFile, readTrust, revokeTrust, trustFile } from '../engine/config.ts';
 import { decideSettings } from '../engine/setting-authority.ts';
 import { createHash } from 'node:crypto';
 
-const HELP = `Usage: svc trust [--repo DIR]
+export const HELP = `Usage: svc trust [--repo DIR]
        svc trust --list
        svc trust --revoke [--repo DIR | PATH]
 
@@ -38,7 +36,6 @@ function configOf(repoDir: string) {
 }
 
 export default async function trust(io: CliIo): Promise<number> {
-  if (printsHelp(io, HELP)) return 0;
   const { values, positionals } = parseFlags(io.argv, {
     repo: { type: 'string' }, list: { type: 'boolean' }, revoke: { type: 'boolean' },
   });

@@ -1,7 +1,6 @@
 // `svc worker MODE --run-id RUN --repo REPO`, not listed in the help: the process a run's launcher (`svc start`) starts
 // detached, in a process group of its own, to do the run by the plan the launcher wrote (src/engine/worker.ts).
-import type { CliIo } from './io.ts';
-import { parseFlags } from './io.ts';
+import { parseFlags, type CliIo } from './io.ts';
 import { UsageError } from '../errors.ts';
 import { executeRun } from '../engine/worker.ts';
 import { runDir } from '../engine/paths.ts';
@@ -13,7 +12,6 @@ export default async function worker(io: CliIo): Promise<number> {
   const mode = positionals[0] as WorkerMode;
   if (!['start', 'resume', 'verify'].includes(mode)) throw new UsageError(`Unknown worker mode "${mode}"`);
   const run = values['run-id'];
-  // The launcher passes the repository's root as it resolved it.
   if (!isValidSegment(run) || !values.repo) throw new UsageError('svc worker needs --run-id RUN and --repo DIR');
   return executeRun(runDir(values.repo, run), io.env, mode, io.stderr);
 }

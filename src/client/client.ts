@@ -1,6 +1,5 @@
 // Typed client for the Control Plane /v1 API (DESIGN §4) over global fetch; published as `svc/client`.
 // Must not import node:sqlite or anything server-side: Node programs use it with no other part of svc.
-import { readSse } from './sse-reader.ts';
 import type {
   Artifact, ConfigDocument, IngestBatch, IngestResult, JsonObject, Page, PageQuery, Provider, ReviewRisk,
   Run, RunEvent, RunFilter, RunRef, StartRequest, StatsFilter, StreamMessage,
@@ -8,13 +7,10 @@ import type {
 
 export type * from './types.ts';
 
-/** src/http/http-error.ts ERROR_FIELD_HEADER, written out because src/client imports nothing server-side. */
+/** src/http/http-error.ts ERROR_FIELD_HEADER (src/client imports nothing server-side). */
 const ERROR_FIELD_HEADER = 'svc-error-field';
 
-/**
- * The one error a client call throws: status and code from the server's {"error":{"code","message"}} envelope, and
- * the request field it is about (from ERROR_FIELD_HEADER), so a caller never parses the message.
- */
+/** The one error a client call throws, from the server's {"error":{"code","message"}} envelope. */
 export class ControlApiError extends Error {
   readonly status: number;
   readonly code: string;
@@ -31,17 +27,22 @@ export class ControlApiError extends Error {
   }
 }
 
-/** Builds the error from a non-2xx response, tolerating proxies that answer with HTML or nothing. */
+/** JSON text parsed, else the text itself (an SSE data field, a proxy's HTML error page). */
+function parsedOr(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+/** The error of a non-2xx response, also from proxies that answer with HTML or nothing. */
 async function errorFromResponse(res: Response): Promise<ControlApiError> {
   const field = res.headers.get(ERROR_FIELD_HEADER);
-  const text = await res.text().catch(() => '');
-  try {
-    const { error } = JSON.parse(text) as { error?: { code?: unknown; message?: unknown } };
-    if (typeof error?.code === 'string' && typeof error.message === 'string') {
-      return new ControlApiError(res.status, error.code, error.message, field);
-    }
-  } catch {
-    // not the envelope: a generic error below
+  const body = parsedOr(await res.text().catch(() => '')) as { error?: { code?: unknown; message?: unknown } } | null;
+  const error = body?.error;
+  if (typeof error?.code === 'string' && typeof error.message === 'string') {
+    return new ControlApiError(res.status, error.code, error.message, field);
   }
   return new ControlApiError(res.status, 'http_error', `HTTP ${res.status} ${res.statusText}`.trim(), field);
 }
@@ -189,3 +190,43 @@ export function createControlClient(options: {
 }
 
 export type ControlClient = ReturnType<typeof createControlClient>;
+
+/**
+ * Server-Sent Events (WHATWG HTML §9.2.6): one message per blank-line-terminated block that carried data. Twin of
+ * static/lib/sse-parse.js (the browser's copy): keep the field rules in step.
+ */
+async function* readSse(body: AsyncIterable<Uint8Array>): AsyncGenerator<StreamMessage> {
+  // A TextDecoder drops the stream's leading BOM itself, as the spec's decoding step says.
+  const decoder = new TextDecoder();
+  let buffer = '';
+  let id: string | null = null;
+  let event = '';
+  let data: string[] = [];
+  for await (const chunk of body) {
+    buffer += decoder.decode(chunk, { stream: true });
+    // A trailing lone \r may be the first half of \r\n: keep it for the next chunk.
+    let match: RegExpExecArray | null;
+    const lineEnd = /\r\n|\r(?!$)|\n/g;
+    let consumed = 0;
+    while ((match = lineEnd.exec(buffer)) !== null) {
+      const line = buffer.slice(consumed, match.index);
+      consumed = match.index + match[0].length;
+      if (line === '') {
+        if (data.length > 0) yield { id, event: event || 'message', data: parsedOr(data.join('\n')) };
+        data = [];
+        event = '';
+        continue;
+      }
+      if (line.startsWith(':')) continue;
+      const colon = line.indexOf(':');
+      const field = colon === -1 ? line : line.slice(0, colon);
+      let value = colon === -1 ? '' : line.slice(colon + 1);
+      if (value.startsWith(' ')) value = value.slice(1);
+      if (field === 'data') data.push(value);
+      else if (field === 'event') event = value;
+      else if (field === 'id' && !value.includes('\0')) id = value;
+    }
+    buffer = buffer.slice(consumed);
+  }
+}
+

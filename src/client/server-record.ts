@@ -1,5 +1,5 @@
-// Finds the Control Plane the way DESIGN §4 says: SVC_CONTROL_URL, then a live `~/.svc/control/server.json` ({url,pid},
-// which control/main.ts writes), then the default port; without pulling in node:sqlite.
+// Finds the Control Plane as DESIGN §4 says: SVC_CONTROL_URL, then a live `~/.svc/control/server.json` ({url,pid},
+// which control/main.ts writes), then the default port.
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -9,17 +9,13 @@ export interface ServerRecord {
   pid: number;
 }
 
-/** `<HOME>/.svc/control/server.json`; HOME from the given environment so tests can point it at a temp dir. */
 export function serverRecordFile(env: NodeJS.ProcessEnv): string {
-  // The client is published on its own (package.json "exports"), so it imports nothing of svc: this is the one copy of
-  // ~/.svc outside src/spawn/svc-paths.ts, kept in step by test/client/discover.test.ts.
+  // The published client imports nothing of svc: the one copy of ~/.svc outside src/spawn/svc-paths.ts (a test
+  // keeps them in step).
   return join(env.HOME || homedir(), '.svc', 'control', 'server.json');
 }
 
-/**
- * The record, or null when the file is missing, unreadable or not `{url: string, pid: number}`; any other field
- * (dashboard.json's proc_start) comes along unchecked.
- */
+/** The record, or null when it is not `{url: string, pid: number}`; other fields (proc_start) come unchecked. */
 export function readServerRecordFile(path: string): (ServerRecord & Record<string, unknown>) | null {
   try {
     const value = JSON.parse(readFileSync(path, 'utf8')) as Partial<ServerRecord> | null;
@@ -43,13 +39,11 @@ export function isPidAlive(pid: number): boolean {
 
 export const DEFAULT_CONTROL_PORT = 47821;
 
-interface Discovered {
+/** The URL, and `via`: how it was found, for `svc control status` and error messages. */
+export function discoverControlUrl(env: NodeJS.ProcessEnv): {
   url: string;
-  /** How the URL was found, for `svc control status` and error messages. */
   via: 'SVC_CONTROL_URL' | 'server.json' | 'default';
-}
-
-export function discoverControlUrl(env: NodeJS.ProcessEnv): Discovered {
+} {
   const explicit = env.SVC_CONTROL_URL?.trim();
   if (explicit) return { url: explicit.replace(/\/+$/, ''), via: 'SVC_CONTROL_URL' };
   const record = readServerRecordFile(serverRecordFile(env));

@@ -1,8 +1,7 @@
 // Wire types of the Control Plane /v1 API (DESIGN §3–4), shared by the client and its callers.
 import type { FailureClass, RunJson, RunStatus, Verdict } from '../run-json.ts';
 
-// Re-exported because `svc/client` publishes every type of this file (client.ts: export type *).
-export type { RunJson, RunStatus, Verdict };
+export type { RunJson, RunStatus, Verdict }; // published with svc/client (client.ts: export type *)
 
 export interface RunRef {
   source: string;
@@ -36,7 +35,6 @@ export interface RunFilter extends PageQuery {
   /** `none` asks for runs that have no verdict yet (no receipt). */
   verdict?: Verdict | 'none';
   status?: RunStatus;
-  /** Runs that did not succeed for this class of reason. */
   failure?: FailureClass;
   repo?: string;
   group_id?: string;
@@ -100,9 +98,8 @@ export interface IngestResult {
   duplicates: number;
   artifacts: number;
   control: Array<{ run: string; action: string; [extra: string]: unknown }>;
-  /** Present when the batch carried notifications. */
   notifications?: number;
-  /** Present when the batch carried served_repos: how many the source now serves. */
+  /** How many repositories the source now serves, when the batch carried served_repos. */
   served_repos?: number;
 }
 
@@ -113,9 +110,8 @@ export interface Artifact {
 }
 
 export interface StreamMessage {
-  /** The SSE `id:` (the Control Plane event id), or null when the server sent none. */
+  /** The SSE `id:` (the Control Plane event id) and `event:` (the event kind, default "message"). */
   id: string | null;
-  /** The SSE `event:` (the event kind), default "message". */
   event: string;
   /** `data:` parsed as JSON when it is JSON, else the raw text. */
   data: unknown;

@@ -1,8 +1,8 @@
 // @ts-check
 // Incremental Server-Sent Events parser (WHATWG HTML §9.2.6): feed it text chunks, get whole events back.
 // Pure so it runs in Node tests; it does not reconnect or dedupe (sse.js does).
-// Twin of src/client/sse-reader.ts (the Node client's copy; this no-build file cannot import it): keep the field rules
-// in step.
+// Twin of readSse in src/client/client.ts (the Node client's copy; this no-build file cannot import it): keep the
+// field rules in step.
 
 /** @typedef {{ id: string, event: string, data: string }} SseMessage */
 

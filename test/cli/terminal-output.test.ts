@@ -5,8 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, seedRuns, type TestControl } from '../helpers/control-server.ts';
-import { safeJson } from '../../src/safe-json.ts';
-import { terminalSafe } from '../../src/cli/terminal-text.ts';
+import { safeJson, terminalSafe } from '../../src/safe-json.ts';
 
 const CLI = join(import.meta.dirname, '../../dist/cli.js');
 // ESC-based CSI (recolour), the one-byte C1 CSI U+009B (clear screen), BEL, an OSC title change ended by ST, CR, DEL.

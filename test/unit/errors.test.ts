@@ -7,9 +7,9 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
-  ERROR_CODES, SvcError, UsageError, BadInputError, BadSettingError, NotFoundError, RefusedError, FailedError,
+  ERROR_CODES, EXIT_STATUS, SvcError, UsageError, BadInputError, BadSettingError, NotFoundError, RefusedError,
+  FailedError, exitStatusOf,
 } from '../../src/errors.ts';
-import { EXIT_STATUS, exitStatusOf } from '../../src/cli/exit-status.ts';
 import { HttpError } from '../../src/http/http-error.ts';
 import { ControlApiError } from '../../src/client/client.ts';
 import { classifyInput } from '../../src/engine/spec.ts';
