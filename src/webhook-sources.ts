@@ -1,6 +1,8 @@
 // The one table of the trigger server's sources, which the trigger's routes, secrets and routing, GET /status, the
 // Control Plane's integrations and the OpenAPI document iterate (docs/architecture.md "A webhook source"), and the
-// brief sanitizer every source's text goes through. A leaf: the trigger and the Control Plane both read it.
+// brief sanitizer every source's text goes through. A leaf, since the trigger and the Control Plane may not import
+// each other. Each route reads the neutral and the vendor's header names with one secret and one check: never a
+// second way to verify, only where the values come from.
 import { hash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 
@@ -41,7 +43,7 @@ export interface WebhookSource {
   keyName?: string;
   /** The most UTF-8 bytes of a brief: longer text is cut, a longer `jobs` brief refused (spec). */
   briefBytes: number;
-  /** The job's `svc` argv, BRIEF standing for the brief; none where the request decides (`jobs`). */
+  /** The job's `svc` argv, BRIEF standing for the brief (its own element, never an option); none for `jobs`. */
   argv?: readonly string[];
   /** The channel its completion summary goes back to (its sender: trigger/sources/<name>.ts), if any. */
   reply?: string;

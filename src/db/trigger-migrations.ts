@@ -106,7 +106,7 @@ export const triggerMigrations: readonly string[] = [
   ALTER TABLE jobs ADD COLUMN summary_parts TEXT;
   `,
   // 6: one server, many repositories: the repository a job was routed to, and where its `svc start` ran (a restart
-  // re-attaches there).
+  // re-attaches there). No index on repo: it would cost every delivery's commit.
   `
   ALTER TABLE jobs ADD COLUMN repo TEXT;
   ALTER TABLE jobs ADD COLUMN workdir TEXT;

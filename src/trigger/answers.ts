@@ -57,7 +57,8 @@ export function answerCommand(text: string): { jobId: string | undefined; text: 
   return { jobId: named?.[1], text: stripLeadingHyphens(rest).trim() };
 }
 
-const ISO_TIME = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,3})?)(?:Z|([+-]\d{2}):?(\d{2}))$/;
+// Minutes, seconds or any fraction, then Z or an offset with or without its colon (Jira writes `+0300`).
+const ISO_TIME = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)(?:Z|([+-]\d{2}):?(\d{2}))$/;
 
 /** A vendor's ISO-8601 comment time in ms (Jira writes `+0300`, GitHub `Z`), else null. */
 export function commentTime(value: unknown): number | null {

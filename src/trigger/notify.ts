@@ -5,8 +5,9 @@ import { hash } from 'node:crypto';
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import {
   buildProgressParts, PermanentError, plainSummary,
-  type Delivery, type NotifyConfig, type Progress, type ReplyChannel, type SummaryParts,
+  type Delivery, type NotifyConfig, type Piece, type Progress, type ReplyChannel, type SummaryParts,
 } from './summary.ts';
+import { isJsonObject, tryParseJson } from '../untrusted.ts';
 import { errorMessage, FailedError } from '../errors.ts';
 import type { Poster } from './https-post.ts';
 import type { NotificationReport } from './control-report.ts';
@@ -27,6 +28,19 @@ interface NotifierOptions {
   /** Aborted at shutdown: retries stop, the summary stays pending for the next start. */
   signal?: AbortSignal;
   publicUrl?: string | undefined;
+}
+
+function isPiece(value: unknown): value is Piece {
+  if (!isJsonObject(value)) return false;
+  const keys = Object.keys(value);
+  return keys.length === 1 && ['own', 'data', 'link'].includes(keys[0]!) && typeof Object.values(value)[0] === 'string';
+}
+
+/** The stored parts; a job finished before they were stored (or unreadable ones) sends its whole summary as data. */
+function storedParts(stored: string | null, plain: string): SummaryParts {
+  const parts = stored === null ? null : tryParseJson(stored);
+  if (Array.isArray(parts) && parts.every((p) => Array.isArray(p) && p.every(isPiece))) return parts as SummaryParts;
+  return [[{ data: plain }]];
 }
 
 /** A 2xx passes; a 4xx other than 408/429 will not get better by retrying; anything else may. */
@@ -89,9 +103,7 @@ export function createNotifier(opts: NotifierOptions) {
     const target = opts.stores.replies.get(jobId);
     if (!job || !target || target.notify_status !== null || (kind === 'summary' && !job.summary)) return false;
     const { channel } = target;
-    // Parts are stored since trigger migration 5; an older job's summary goes as data.
-    const stored = job.summary_parts;
-    const parts = given ?? (stored ? JSON.parse(stored) as SummaryParts : [[{ data: job.summary! }]]);
+    const parts = given ?? storedParts(job.summary_parts, job.summary ?? '');
     const reply = channelOf(channel);
     const delivery = !reply ? `origin ${channel} takes no messages`
       : kind === 'note' && reply.note ? reply.note(target.target, parts, opts.config)

@@ -175,6 +175,7 @@ describe('svc prune', () => {
     const trigger = openDatabase(db, triggerMigrations);
     const jobs = createTriggerJobsStore(trigger);
     jobs.insertUncounted({ id: 'jqueued', origin: 'jobs', repo: 'acme/api', brief: 'x', args: [], created_at: Date.now() - 20 * DAY });
+    jobs.count(new Map([['jobs', 1]]));
     trigger.close();
     const extra = { SVC_TRIGGER_CHECKOUTS: checkouts, SVC_TRIGGER_DB: db };
 

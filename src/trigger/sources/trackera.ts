@@ -78,12 +78,13 @@ export async function stageTrackeraSnapshot(repoDir: string, identifier: string,
   const dir = trackeraInbox(repoDir);
   await mkdir(join(dir, 'jobs'), { recursive: true, mode: 0o700 });
   const [latestTmp, jobTmp] = [join(dir, `.${randomUUID()}.tmp`), join(dir, 'jobs', `.${randomUUID()}.tmp`)];
-  /** Removes whatever keep() did not put in place. */
+  const staged = [latestTmp, jobTmp];
+  /** Removes whatever keep() did not put in place: nothing after a keep, so a queued delivery waits on no rm. */
   const discard = async (): Promise<void> => {
-    await Promise.all([latestTmp, jobTmp].map((path) => rm(path, { force: true })));
+    await Promise.all(staged.splice(0).map((path) => rm(path, { force: true })));
   };
   try {
-    await Promise.all([latestTmp, jobTmp].map((path) => writeFile(path, raw, { mode: 0o600 })));
+    await Promise.all(staged.map((path) => writeFile(path, raw, { mode: 0o600 })));
   } catch (err) {
     await discard();
     throw err;
@@ -93,7 +94,9 @@ export async function stageTrackeraSnapshot(repoDir: string, identifier: string,
     keep(jobId: string) {
       if (!IDENTIFIER.test(jobId)) throw new RangeError('bad job id'); // a file name, as an identifier is
       renameSync(jobTmp, join(dir, 'jobs', `${jobId}.json`));
+      staged.splice(staged.indexOf(jobTmp), 1);
       renameSync(latestTmp, join(dir, `${identifier}.json`));
+      staged.splice(staged.indexOf(latestTmp), 1);
     },
     discard,
   };
