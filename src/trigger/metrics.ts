@@ -1,5 +1,5 @@
-// The trigger server's own series (docs/deploy.md "Metrics"): deliveries by origin and outcome, counted once per
-// delivery as its route answers; the queue per served repository and the jobs by state, read from the DB when scraped.
+// The trigger server's own series (docs/deploy.md "Metrics"): deliveries counted as their route answers; the queue
+// and the jobs read from the DB when scraped.
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobStatus } from '../db/trigger-jobs-store.ts';
 import type { RepoRouter } from './served-repos.ts';
@@ -11,7 +11,7 @@ import {
 import { SOURCE_NAMES } from '../webhook-sources.ts';
 
 const JOB_STATES: readonly JobStatus[] = ['queued', 'running', 'succeeded', 'failed', 'interrupted'];
-/** A queued job whose repository is no longer served (the table was reloaded) is counted here. */
+/** A queued job whose repository is no longer served is counted here. */
 const UNSERVED = 'unserved';
 
 export interface TriggerMetrics {
@@ -71,9 +71,8 @@ export function queuedReply(reply: Reply): Reply {
 }
 
 /**
- * A route's answer, counted under its outcome: an error is `refused`; a job committed is `queued`; a reply saying
- * the delivery was already queued is `duplicate` (every source's duplicate reply carries `status: "duplicate"`);
- * anything else answered (an event that starts no job, a usage reply, a challenge) is `skipped`.
+ * A route's answer, counted under its outcome: an error is `refused`, a committed job `queued`, a reply with
+ * `status: "duplicate"` `duplicate`, anything else (an event that starts no job, a usage reply) `skipped`.
  */
 export function countDelivery<C extends Ctx<unknown>>(
   deliveries: Counter, origin: string, ctx: C, answer: (ctx: C) => Reply | Promise<Reply>,
