@@ -3,8 +3,7 @@
 import { createHash } from 'node:crypto';
 import type { StatementSync } from 'node:sqlite';
 import { canonicalJson } from '../canonical-json.ts';
-import { inTransaction, transaction, type Db } from './open.ts';
-import { LIMIT_PARAM } from './limit-param.ts';
+import { inTransaction, LIMIT_PARAM, transaction, type Db } from './open.ts';
 import { iso } from '../iso-time.ts';
 
 /** 64 zeros: the prev_hash of the first entry, so the genesis row is hashed like every other. */

@@ -1,7 +1,6 @@
 // Events table: idempotent insert on (source, run, seq), ascending reads by id. `data` is stored as JSON text, never
 // re-parsed here.
-import type { Db } from './open.ts';
-import { LIMIT_PARAM } from './limit-param.ts';
+import { LIMIT_PARAM, type Db } from './open.ts';
 import { ConflictError } from '../errors.ts';
 
 export interface EventRow {

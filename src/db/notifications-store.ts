@@ -1,8 +1,7 @@
 // Outbound messages about runs (completion summaries to chat and trackers) and how their delivery went, as the
 // trigger server reports them through POST /v1/ingest. Chat reply URLs carry capability tokens in their path, so
 // whoever the caller is, a target is stored as a host and URLs in error text lose their path.
-import { inTransaction, type Db } from './open.ts';
-import { LIMIT_PARAM } from './limit-param.ts';
+import { inTransaction, LIMIT_PARAM, type Db } from './open.ts';
 
 export const NOTIFICATION_STATUSES = ['pending', 'sent', 'failed'] as const;
 

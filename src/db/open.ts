@@ -56,6 +56,10 @@ export function openDatabase(path: string, migrations: readonly string[]): Db {
   return db;
 }
 
+// SQLite re-plans a bare `LIMIT ?` each time node:sqlite binds it; a CAST hides the value from the planner
+// (docs/bench.md; test/unit/limit-param.test.ts).
+export const LIMIT_PARAM = 'LIMIT CAST(? AS INTEGER)';
+
 /** Runs fn inside BEGIN IMMEDIATE … COMMIT; fn must be synchronous (no await inside a transaction). */
 export function transaction<T>(db: Db, fn: () => T): T {
   db.exec('BEGIN IMMEDIATE');

@@ -7,7 +7,7 @@
 // never counts. The index catches up with the rows other connections committed (ids only grow: AUTOINCREMENT).
 // Retention drops the entries of the keys it deletes; those of a row deleted by a cascade (a delivery that failed, a
 // finished job whose keys outlived their sweep) stay until the next start, costing a read on a hash hit.
-import { LIMIT_PARAM } from './limit-param.ts';
+import { LIMIT_PARAM } from './open.ts';
 import type { Db } from './open.ts';
 
 export interface TriggerDedupeStore {

@@ -3,7 +3,7 @@ import type { Db } from './open.ts';
 import { createTriggerJobsStore } from './trigger-jobs-store.ts';
 import { createTriggerDedupeStore, type TriggerDedupeStore } from './trigger-dedupe-store.ts';
 import { createTriggerRepliesStore } from './trigger-replies-store.ts';
-import { LIMIT_PARAM } from './limit-param.ts';
+import { LIMIT_PARAM } from './open.ts';
 
 export type TriggerStores = ReturnType<typeof createTriggerStores>;
 

@@ -1,6 +1,6 @@
-// Moves WAL checkpoints (a copy and two fsyncs: 10–30 ms stalls) off both servers' event loop: a worker thread with
-// its own connection checkpoints PASSIVE at most every `intervalMs` after commits, and the main connection keeps a
-// large automatic checkpoint as a backstop that bounds the WAL under a sustained burst. Kept for speed (docs/bench.md).
+// Moves WAL checkpoints (10–30 ms stalls) off both servers' event loop: a worker thread with its own connection
+// checkpoints PASSIVE at most every `intervalMs` after commits; the main connection's large automatic checkpoint is a
+// backstop under a sustained burst. Kept for speed (docs/bench.md).
 import { Worker } from 'node:worker_threads';
 import type { Db } from './open.ts';
 import type { Logger } from '../log.ts';
@@ -10,7 +10,7 @@ const WORKER = new URL(`./wal-checkpoint-worker${import.meta.url.endsWith('.ts')
 
 /** Pages (4 KiB) the WAL may reach before the main thread checkpoints itself (~64 MB). */
 export const BACKSTOP_PAGES = 16_384;
-/** SQLite's default automatic checkpoint, restored if the worker cannot run. */
+/** SQLite's default, restored if the worker cannot run. */
 const DEFAULT_AUTOCHECKPOINT = 1000;
 
 export type WalCheckpointer = ReturnType<typeof createWalCheckpointer>;
@@ -74,7 +74,7 @@ export function createWalCheckpointer(opts: { db: Db; path: string; log: Logger;
   }
 
   return {
-    /** Called after a commit: schedules a checkpoint soon, coalescing bursts. */
+    /** After a commit: a checkpoint soon, coalescing bursts. */
     nudge(): void {
       dirty = true;
       schedule();
