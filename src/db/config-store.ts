@@ -37,10 +37,7 @@ export function createConfigStore(db: Db, clock: () => number = Date.now) {
 
   return {
     read,
-    /**
-     * Computes the new body from the current one and writes it in one transaction, so two writers cannot both win.
-     * Throws ConfigVersionConflict when `expectedVersion` is given and is not the stored version.
-     */
+    /** One transaction, so two writers cannot both win; ConfigVersionConflict when `expectedVersion` is not it. */
     update(fn: (current: Record<string, unknown>) => Record<string, unknown>, expectedVersion?: number): StoredConfig {
       return transaction(db, () => {
         const current = read();

@@ -39,10 +39,7 @@ export function createNotificationsStore(db: Db) {
   );
 
   return {
-    /**
-     * Upserts by (job_id, channel), so a re-sent notification updates its row; an older `updated_at` never overwrites
-     * a newer one, and rows without a job id are always inserted. How many rows changed.
-     */
+    /** Upserts by (job_id, channel), never over a newer `updated_at`; rows without a job id are inserted. */
     ingest(list: readonly NotificationInput[]): number {
       return inTransaction(db, () => {
         let changed = 0;

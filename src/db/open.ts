@@ -23,7 +23,7 @@ export function migrate(db: Db, migrations: readonly string[]): void {
   if (current > migrations.length) throw new DatabaseTooNewError(current, migrations.length);
   if (current === migrations.length) return;
   transaction(db, () => {
-    // Read again inside the lock: another process may have migrated while we waited.
+    // Again inside the lock: another process may have migrated meanwhile.
     const locked = userVersion(db);
     if (locked > migrations.length) throw new DatabaseTooNewError(locked, migrations.length);
     for (let v = locked; v < migrations.length; v++) {

@@ -4,6 +4,7 @@
 import { join } from 'node:path';
 import { httpsRequest } from './https-post.ts';
 import { readOrNull } from '../spawn/tree.ts';
+import { tryParseJson } from '../untrusted.ts';
 
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 
@@ -40,11 +41,7 @@ export function createKubeApi(opts: { apiUrl: string; serviceAccountDir: string 
   }
 
   function parse(status: number, text: string): KubeResponse {
-    try {
-      return { status, body: text ? JSON.parse(text) : null, text };
-    } catch {
-      return { status, body: null, text };
-    }
+    return { status, body: text ? tryParseJson(text) ?? null : null, text };
   }
 
   return {
