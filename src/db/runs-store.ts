@@ -1,7 +1,7 @@
 // Runs table: upsert, patch, keyset-paged list, counts and the cascading delete. Times are unix ms. Every write stores
 // the run's Run JSON text with its row, so a list page reads one cell per run (docs/bench.md: the list's p99 bar).
 import type { SQLInputValue, StatementSync } from 'node:sqlite';
-import { inTransaction, LIMIT_PARAM, type Db } from './open.ts';
+import { inTransaction, LIMIT_PARAM, statementCache, type Db } from './open.ts';
 import { ACTIVE_STATUSES, TERMINAL_STATUSES, type RunStatus } from '../run-json.ts';
 import type { CostFigures, MeteredCost, RunFailure, RunJson } from '../run-json.ts';
 import { iso } from '../iso-time.ts';
@@ -57,22 +57,12 @@ export function createRunsStore(db: Db) {
      AND coalesce(ended_at, updated_at) < ? ORDER BY started_at ${LIMIT_PARAM}`,
   );
   const pingStmt = db.prepare('SELECT 1 FROM runs LIMIT 1');
-  const patchCache = new Map<string, StatementSync>();
-  const listCache = new Map<string, StatementSync>();
+  const statement = statementCache(db);
+  const pageStatement = statementCache(db, true);
   const statusStmt = db.prepare('SELECT status FROM runs WHERE source = ? AND run = ?');
   // A start request_id whose run is gone may start a new run, so its start request goes with it.
   const cascade = ['events', 'artifacts', 'control_requests', 'start_requests', 'runs'].map((table) =>
     db.prepare(`DELETE FROM ${table} WHERE source = ? AND run = ?`));
-
-  function listStatement(sql: string, arrays = false): StatementSync {
-    let stmt = listCache.get(sql);
-    if (!stmt) {
-      stmt = db.prepare(sql);
-      stmt.setReturnArrays(arrays);
-      listCache.set(sql, stmt);
-    }
-    return stmt;
-  }
 
   /** One write that returns the row (none when it changed none), and that row's Run JSON text stored. */
   function write(stmt: StatementSync, args: SQLInputValue[]): boolean {
@@ -87,13 +77,7 @@ export function createRunsStore(db: Db) {
     const given = fields as Record<string, unknown>;
     const keys = Object.keys(fields).filter((k) => COLUMN_SET.has(k) && given[k] !== undefined).sort();
     if (keys.length === 0) return getStmt.get(source, run) !== undefined;
-    const sig = keys.join(',');
-    let stmt = patchCache.get(sig);
-    if (!stmt) {
-      const sets = keys.map((k) => `${k} = ?`).join(', ');
-      stmt = db.prepare(`UPDATE runs SET ${sets}${PATCH_TAIL}`);
-      patchCache.set(sig, stmt);
-    }
+    const stmt = statement(`UPDATE runs SET ${keys.map((k) => `${k} = ?`).join(', ')}${PATCH_TAIL}`);
     return write(stmt, [...keys.map((k) => (fields as Record<string, SQLInputValue>)[k]!), source, run]);
   }
 
@@ -117,12 +101,12 @@ export function createRunsStore(db: Db) {
     /** Newest first by (started_at, source, run), keyset after `filter.after`, at most `filter.limit` rows. */
     list(filter: RunFilter) {
       const { sql, args } = buildListQuery(filter, ROW_COLUMNS);
-      return listStatement(sql).all(...args) as unknown as RunRow[];
+      return statement(sql).all(...args) as unknown as RunRow[];
     },
     /** The same runs as Run JSON texts, and the last one's key when another page follows (one row past the page). */
     page(filter: RunFilter): { items: string[]; next: RunKey | null } {
       const { sql, args } = buildListQuery({ ...filter, limit: filter.limit + 1 }, 'json, started_at, source, run');
-      const rows = listStatement(sql, true).all(...args) as unknown as Array<[string | null, number, string, string]>;
+      const rows = pageStatement(sql).all(...args) as unknown as Array<[string | null, number, string, string]>;
       const page = rows.slice(0, filter.limit);
       // A run changed by plain SQL has no text (control migration 3's trigger drops it).
       const text = (source: string, run: string): string =>

@@ -104,31 +104,23 @@ export function createJobLoop(opts: JobLoopOptions) {
     return job.repo === null ? opts.repos.entries.find((e) => e.isDefault) : opts.repos.byName(job.repo);
   }
 
-  /** The job's repository and directory, recorded before launch; null (the job failed) when there is none. */
-  async function workdirOf(job: JobRow): Promise<{ workdir: string; repo: ServedRepo } | null> {
-    const repo = repoOf(job);
-    let error = job.repo === null
-      ? 'The job has no repository to run in: it was queued before routing and no repository is the default'
-      : `The job has no repository to run in: "${job.repo}" is no longer served`;
-    if (repo) {
-      try {
-        const workdir = repo.checkout ?? await opts.managed.prepare(repo, job);
-        stores.jobs.setWorkdir(job.id, workdir);
-        return { workdir, repo };
-      } catch (err) {
-        if (!(err instanceof ManagedGitError)) throw err;
-        error = err.message;
-      }
-    }
-    await finishAndNotify(job, { status: 'failed', error });
-    return null;
-  }
-
   async function runJob(job: JobRow): Promise<void> {
     log.info('job started', { job_id: job.id, origin: job.origin, repo: job.repo });
-    const routed = await workdirOf(job);
-    if (routed === null) return;
-    const { workdir, repo } = routed;
+    const repo = repoOf(job);
+    if (!repo) {
+      const error = job.repo === null
+        ? 'The job has no repository to run in: it was queued before routing and no repository is the default'
+        : `The job has no repository to run in: "${job.repo}" is no longer served`;
+      return finishAndNotify(job, { status: 'failed', error });
+    }
+    let workdir: string;
+    try {
+      workdir = repo.checkout ?? await opts.managed.prepare(repo, job);
+    } catch (err) {
+      if (!(err instanceof ManagedGitError)) throw err;
+      return finishAndNotify(job, { status: 'failed', error: err.message });
+    }
+    stores.jobs.setWorkdir(job.id, workdir);
     const launched = await executor.launch({
       id: job.id, args: job.args, origin: job.origin, workdir, repo: { name: repo.name, clone: repo.clone },
       traceparent: launchTraceparent(job),
