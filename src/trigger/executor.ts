@@ -1,6 +1,7 @@
 // How a job's `svc start` is launched and its run followed. The local child process is the default executor;
 // others (e.g. a Kubernetes one) implement the same two calls and are picked by SVC_TRIGGER_EXECUTOR.
 import { str } from '../untrusted.ts';
+import { isValidSegment } from '../engine/ids.ts';
 
 /** Address of a run as `svc start --detach` prints it: one JSON line `{"source","run"}`. */
 export interface RunRef {
@@ -72,9 +73,6 @@ export function questionOf(state: Record<string, unknown>): string | null {
   return typeof state.question === 'string' && state.question.trim() !== '' ? state.question : 'the run is blocked';
 }
 
-/** Run and source ids are path segments under .svc/runs: anything else is refused (DESIGN §3). */
-export const RUN_SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
-
 /** The last line of `text` that is a JSON object `pick` accepts (a launcher's run line, a signer's summary). */
 export function lastJsonLine<T>(text: string, pick: (value: Record<string, unknown>) => T | null): T | null {
   const lines = text.split('\n').map((l) => l.trim()).filter((l) => l.startsWith('{'));
@@ -92,9 +90,7 @@ export function lastJsonLine<T>(text: string, pick: (value: Record<string, unkno
 /** The last valid `{"source","run"}` line in launcher output. */
 export function parseLaunchOutput(stdout: string): RunRef | null {
   return lastJsonLine(stdout, ({ source, run }) => (
-    typeof source === 'string' && typeof run === 'string' && RUN_SEGMENT.test(source) && RUN_SEGMENT.test(run)
-      ? { source, run }
-      : null
+    isValidSegment(source) && isValidSegment(run) ? { source, run } : null
   ));
 }
 

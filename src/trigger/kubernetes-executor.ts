@@ -7,12 +7,12 @@ import {
   buildPodSpec, kubernetesSettingsFromEnv, RUN_CONTAINER, SIGNER_CONTAINER, type KubernetesSettings, type PodJob,
 } from './kubernetes-pod.ts';
 import {
-  lastJsonLine, outcomeFromState, parseLaunchOutput, questionOf, RUN_SEGMENT,
+  lastJsonLine, outcomeFromState, parseLaunchOutput, questionOf,
   type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef,
 } from './executor.ts';
 import type { Logger } from '../log.ts';
 import { BadSettingError, errorMessage, FailedError } from '../errors.ts';
-import { newRunId } from '../engine/ids.ts';
+import { isValidSegment, newRunId } from '../engine/ids.ts';
 import { createControlClient } from '../client/client.ts';
 import { loadPolicy, PolicyError } from '../engine/policy.ts';
 
@@ -64,7 +64,7 @@ function runIdOf(job: unknown): string | null {
   const args = Array.isArray(containers) ? containers.find((c) => c?.name === SIGNER_CONTAINER)?.args : undefined;
   if (!Array.isArray(args)) return null;
   const value: unknown = args[args.indexOf('--run-id') + 1];
-  return typeof value === 'string' && RUN_SEGMENT.test(value) && args.includes('--run-id') ? value : null;
+  return isValidSegment(value) && args.includes('--run-id') ? value : null;
 }
 
 export function createKubernetesExecutor(opts: {
@@ -219,7 +219,7 @@ export function createKubernetesExecutor(opts: {
   }
 
   async function follow(run: RunRef, signal: AbortSignal, f?: FollowOptions): Promise<RunOutcome | null | 'aborted'> {
-    if (!RUN_SEGMENT.test(run.source) || !RUN_SEGMENT.test(run.run)) return null;
+    if (!isValidSegment(run.source) || !isValidSegment(run.run)) return null;
     let name: string | null = known.get(`${run.source}/${run.run}`) ?? null;
     let missingSince: number | null = null;
     let asked: string | null | undefined;

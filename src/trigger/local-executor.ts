@@ -9,12 +9,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { oneLine } from '../webhook-sources.ts';
 import { objOrNull } from '../untrusted.ts';
 import {
-  outcomeFromState, parseLaunchOutput, questionOf, RUN_SEGMENT,
+  outcomeFromState, parseLaunchOutput, questionOf,
   type AnswerResult, type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome,
   type RunRef,
 } from './executor.ts';
 import { identityOf, signalGroup } from '../engine/proc-group.ts';
 import { operatorPassedEnv } from '../engine/config.ts';
+import { isValidSegment } from '../engine/ids.ts';
 
 const OUTPUT_CAP = 64 * 1024;
 /** How long a freshly launched run may take to write its first state.json. */
@@ -93,7 +94,7 @@ export function createLocalExecutor(opts: {
 
   async function follow(run: RunRef, signal: AbortSignal, f: FollowOptions): Promise<RunOutcome | null | 'aborted'> {
     const { reattach } = f;
-    if (!RUN_SEGMENT.test(run.run)) return null;
+    if (!isValidSegment(run.run)) return null;
     const path = join(f.workdir, '.svc', 'runs', run.run, 'state.json');
     const started = Date.now();
     // A watch on the run's folder sees each state.json renamed into place at once; the poll covers a missing folder.
