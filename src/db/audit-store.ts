@@ -85,7 +85,8 @@ export function createAuditStore(db: Db, clock: () => number = Date.now) {
   function chainStart(first: { id: number; prev_hash: string }): string | undefined {
     if (first.id === 1) return GENESIS_HASH;
     const row = lastPrune.get() as { detail: string | null } | undefined;
-    const a = (row?.detail ? tryParseJson(row.detail) : undefined) as { pruned_through_id?: unknown; pruned_through_hash?: unknown } | undefined;
+    type Anchor = { pruned_through_id?: unknown; pruned_through_hash?: unknown } | undefined;
+    const a = (row?.detail ? tryParseJson(row.detail) : undefined) as Anchor;
     if (a?.pruned_through_id !== first.id - 1 || a.pruned_through_hash !== first.prev_hash) return undefined;
     return first.prev_hash;
   }

@@ -43,7 +43,7 @@ export function createLocalExecutor(opts: {
   const secrets: Secrets = Object.fromEntries(LAUNCHER_SECRETS.filter((n) => all[n]).map((n) => [n, all[n]!]));
   const operatorEnv = operatorPassedEnv(opts.env);
 
-  /** `node <cli> <args>` in the routed repository's `cwd`; `done` resolves with its exit code or why it did not start. */
+  /** `node <cli> <args>` in the routed repository's `cwd`; `done`: its exit code, or why it did not start. */
   function startSvc(args: readonly string[], cwd: string, extra: Record<string, string>, detached = false) {
     const output = { stdout: '', stderr: '' };
     const child = startChild([opts.execPath ?? process.execPath, opts.cliPath, ...args], {

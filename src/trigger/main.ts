@@ -57,10 +57,9 @@ function pickExecutor(settings: TriggerSettings, env: NodeJS.ProcessEnv, log: Lo
 
 /** An entry with only a host checkout runs in whatever SVC_K8S_REPO_URL/PVC holds: right only when it is alone. */
 function kubernetesReposCheck(repos: RepoRouter): void {
-  const entries = repos.entries;
-  if (entries.length < 2) return;
+  const { entries } = repos;
   const local = entries.filter((e) => e.clone === null).map((e) => e.name);
-  if (local.length === 0) return;
+  if (entries.length < 2 || local.length === 0) return;
   throw new BadSettingError(`SVC_TRIGGER_EXECUTOR=kubernetes serves ${entries.length} repositories, so each needs a `
     + `clone= URL for its pods to clone (${repos.source}: ${local.join(', ')} only have a checkout=)`);
 }

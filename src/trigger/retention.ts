@@ -5,15 +5,13 @@ import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { Logger } from '../log.ts';
 import { errorMessage } from '../errors.ts';
 import { DAY_MS } from '../db/stats-store.ts';
+import type { TriggerSettings } from './settings.ts';
 
 const SWEEP_MS = 10 * 60_000;
 /** Rows per transaction: a few ms of work at most. */
 const BATCH = 500;
 
-export interface TriggerRetention {
-  dedupeDays: number;
-  jobDays: number;
-}
+export type TriggerRetention = TriggerSettings['retention'];
 
 interface PruneCounts {
   dedupeKeys: number;

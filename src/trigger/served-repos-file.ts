@@ -1,9 +1,5 @@
-// The served repositories file: one line per repository, refused whole when any line is wrong, so the server never
-// starts with a routing table it half understood. Pure text in, entries out (file checks: served-repos.ts).
-//
-//   # owner/name   where                      routing keys …
-//   acme/api       checkout=/srv/acme/api     errtrack=api-backend trackera=API chata=C0123 default
-//   acme/web       clone=https://github.com/acme/web.git  trackerb=WEB chatb=19:abc@thread.tacv2
+// The served repositories file (docs/trigger.md "Served repositories"): one line per repository, refused whole when
+// any line is wrong, so the server never starts with a routing table it half understood. Pure text in, entries out.
 import { BadSettingError } from '../errors.ts';
 import { isRepoName } from '../engine/repo-name.ts';
 import { CHAT_KINDS, ROUTING_KINDS, type ChatKind, type RoutingKind } from '../webhook-sources.ts';

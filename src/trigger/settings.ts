@@ -4,7 +4,6 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { NotifyConfig } from './summary.ts';
 import { isLoopbackHost } from '../http/guards.ts';
-import type { TriggerRetention } from './retention.ts';
 import { liveServedRepos, shorthandRepos, type RepoRouter } from './served-repos.ts';
 import { existsSync, readFileSync } from 'node:fs';
 import { decodeChatbKey, SOURCE_NAMES, sourceOf, type SourceName } from '../webhook-sources.ts';
@@ -138,9 +137,8 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     executor: settingChoice(env, 'SVC_TRIGGER_EXECUTOR'),
     problems,
     retention: {
-      dedupeDays: settingInt(env, 'SVC_TRIGGER_DEDUPE_DAYS'),
-      jobDays: settingInt(env, 'SVC_TRIGGER_JOB_DAYS'),
-    } satisfies TriggerRetention,
+      dedupeDays: settingInt(env, 'SVC_TRIGGER_DEDUPE_DAYS'), jobDays: settingInt(env, 'SVC_TRIGGER_JOB_DAYS'),
+    },
     accessLog: settingChoice(env, 'SVC_ACCESS_LOG') === '1',
   };
 }
