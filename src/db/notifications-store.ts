@@ -66,12 +66,8 @@ export function createNotificationsStore(db: Db) {
 /** A URL becomes its host (no user info, path or query); a bare host name stays; anything else becomes null. */
 function hostOnly(target: string | null): string | null {
   if (target === null || target.length === 0) return null;
-  try {
-    const url = new URL(target);
-    if (url.hostname) return url.host.slice(0, 255);
-  } catch {
-    // not a URL: judged below
-  }
+  const url = URL.parse(target);
+  if (url?.hostname) return url.host.slice(0, 255);
   return /^[A-Za-z0-9.-]{1,253}(:\d{1,5})?$/.test(target) ? target : null;
 }
 
@@ -79,12 +75,8 @@ function hostOnly(target: string | null): string | null {
 function scrubError(error: string | null): string | null {
   if (error === null || error.length === 0) return null;
   const scrubbed = error.replace(/\b[a-z][a-z0-9+.-]*:\/\/[^\s"'<>]+/gi, (match) => {
-    try {
-      const url = new URL(match);
-      return `${url.protocol}//${url.host}/…`;
-    } catch {
-      return '[url]';
-    }
+    const url = URL.parse(match);
+    return url ? `${url.protocol}//${url.host}/…` : '[url]';
   });
   return scrubbed.slice(0, 500);
 }

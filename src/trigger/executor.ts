@@ -54,12 +54,9 @@ export interface FollowOptions {
 export type AnswerResult = { ok: true } | { ok: false; reason: string };
 
 /**
- * The contract every executor keeps:
- * - `launch` runs `svc <args>` to completion of the *launcher* (with `--detach` that is quick) and never throws
- *   for a failed launch; it reports it in the result. It must not pass any secret to the launched process.
- * - `follow` resolves with the run's final state once its status is terminal (succeeded, failed, stopped);
- *   with null when the run cannot be found (the job is then failed, or `interrupted` on re-attach);
- *   with 'aborted' when `signal` fires (server shutdown: the job stays `running` and is re-attached later).
+ * `launch` runs the launcher to its end (quick with `--detach`), reports a failed launch rather than throwing, and
+ * puts no secret in its argv or environment. `follow` resolves with the run's final state; null when the run cannot
+ * be found; 'aborted' when `signal` fires (shutdown: the job stays `running` and is re-attached later).
  */
 export interface JobExecutor {
   launch(job: ExecJob): Promise<LaunchResult>;

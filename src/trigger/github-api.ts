@@ -7,16 +7,13 @@ import { tryParseJson } from '../untrusted.ts';
 
 export type GithubApi = ReturnType<typeof createGithubApi>;
 
-/** `ca`: an extra CA to trust (tests' loopback stand-in). */
-export function createGithubApi(opts: { base?: string | undefined; token: string | null; ca?: string | Buffer }) {
-  const base = (opts.base || 'https://api.github.com').replace(/\/+$/, '');
+/** `gh`: the settings' API base and token; `ca`: an extra CA to trust (tests' loopback stand-in). */
+export function createGithubApi(gh: { apiUrl: string; token: string } | undefined, ca?: string | Buffer) {
   // A review's hundred comments can be more than a vendor's answer to a summary.
-  const post = createHttpsPoster({ ...(opts.ca ? { ca: opts.ca } : {}), cap: 1024 * 1024 });
+  const post = createHttpsPoster({ ...(ca ? { ca } : {}), cap: 1024 * 1024 });
   const send = async (method: string, path: string, body = ''): Promise<unknown> => {
-    if (!opts.token) {
-      throw new UnavailableError('GITHUB_TOKEN (or GH_TOKEN) is not set: svc cannot call the GitHub API');
-    }
-    const res = await post(new URL(`${base}${path}`), githubHeaders(opts.token), body, method);
+    if (!gh) throw new UnavailableError('GITHUB_TOKEN (or GH_TOKEN) is not set: svc cannot call the GitHub API');
+    const res = await post(new URL(`${gh.apiUrl}${path}`), githubHeaders(gh.token), body, method);
     if (res.status < 200 || res.status > 299) {
       throw new FailedError(`GitHub answered ${res.status} to ${method} ${path.slice(0, 200)}`);
     }

@@ -233,11 +233,7 @@ function keysOf(job: Pick<JobRow, 'origin' | 'repo'>): [string, string] {
 }
 
 function countActive(turns: Turns, job: Pick<JobRow, 'origin' | 'repo'>, by: 1 | -1): void {
-  for (const key of keysOf(job)) {
-    const n = (turns.active.get(key) ?? 0) + by;
-    if (n > 0) turns.active.set(key, n);
-    else turns.active.delete(key);
-  }
+  for (const key of keysOf(job)) turns.active.set(key, (turns.active.get(key) ?? 0) + by);
 }
 
 function markServed(turns: Turns, job: Pick<JobRow, 'origin' | 'repo'>): void {

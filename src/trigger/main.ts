@@ -115,8 +115,7 @@ export async function startTrigger(
   });
   const skips = createSkipCounts();
   let accepting = false;
-  const gh = settings.notify.github;
-  const github = o.github ?? createGithubApi({ base: gh?.apiUrl, token: gh?.token ?? null });
+  const github = o.github ?? createGithubApi(settings.notify.github);
   const metrics = createTriggerMetrics(stores, () => settings.repos, settings.dbPath, clock);
   const answers = createAnswerDesk({ stores, executor, clock, log, progress: notify.progress, note: notify.note });
   const deps = {

@@ -15,27 +15,16 @@ import { isRepoName } from '../engine/repo-name.ts';
 
 export type Routed = { kind: 'repo'; repo: ServedRepo } | { kind: 'unserved'; reason: string };
 
-export interface RepoRouter {
-  readonly entries: readonly ServedRepo[];
-  /** The file's path, or what named the one-repository shorthand (`--repo DIR`, …). */
-  readonly source: string;
-  byName(name: string): ServedRepo | undefined;
-  /** A GitHub event: its repository.full_name must be served; `default` never applies. */
-  webhook(fullName: string | null): Routed;
-  /** Another source's key, then the default entry. */
-  route(kind: RoutingKind, key: string | null): Routed;
-  /** Only an entry the channel may reach; `option` (repo=owner/name) picks among those. */
-  chat(kind: ChatKind, channel: string | null, option: string | null): Routed;
-  /** A table read from a file: logging and reload rules, once the server has them (settings come first). */
-  attach?(hooks: LiveHooks): void;
-}
+/** `attach`: a table read from a file gets its logging and reload rules once the server has them. */
+export type RepoRouter = ReturnType<typeof createRepoRouter> & { attach?(hooks: LiveHooks): void };
 
 /** Text from a payload, fit for a skip reason and a log line. */
 function shown(value: string): string {
   return value.replace(/[^\x20-\x7e]/g, '?').slice(0, 120);
 }
 
-function createRepoRouter(entries: readonly ServedRepo[], source: string): RepoRouter {
+/** `source`: the file's path, or what named the one-repository shorthand (`--repo DIR`, …). */
+function createRepoRouter(entries: readonly ServedRepo[], source: string) {
   const byName = new Map(entries.map((e) => [e.name.toLowerCase(), e]));
   const byKey = new Map<string, ServedRepo>();
   for (const entry of entries) {
@@ -51,14 +40,16 @@ function createRepoRouter(entries: readonly ServedRepo[], source: string): RepoR
   return {
     entries,
     source,
-    byName: (name) => byName.get(name.toLowerCase()),
-    webhook(fullName) {
+    byName: (name: string): ServedRepo | undefined => byName.get(name.toLowerCase()),
+    /** A GitHub event: its repository.full_name must be served; `default` never applies. */
+    webhook(fullName: string | null): Routed {
       if (!fullName) return { kind: 'unserved', reason: 'the event names no repository' };
       const repo = byName.get(fullName.toLowerCase());
       if (repo) return { kind: 'repo', repo };
       return { kind: 'unserved', reason: `repository "${shown(fullName)}" is not served` };
     },
-    route(kind, key) {
+    /** Another source's key, then the default entry. */
+    route(kind: RoutingKind, key: string | null): Routed {
       const repo = key === null ? undefined : byKey.get(`${kind}:${keyOf(kind, key)}`);
       if (repo) return { kind: 'repo', repo };
       if (fallback) return { kind: 'repo', repo: fallback };
@@ -67,7 +58,8 @@ function createRepoRouter(entries: readonly ServedRepo[], source: string): RepoR
         : `${kind} key "${shown(key)}" is not served`;
       return { kind: 'unserved', reason: `${what} and no repository is the default` };
     },
-    chat(kind, channel, option) {
+    /** Only an entry the channel may reach; `option` (repo=owner/name) picks among those. */
+    chat(kind: ChatKind, channel: string | null, option: string | null): Routed {
       const named = naming(kind, channel);
       const reach = [...named, ...open(kind).filter((e) => !named.includes(e))];
       const where = channel === null ? `a ${kind} message with no channel` : `${kind} channel "${shown(channel)}"`;
