@@ -44,11 +44,6 @@ function mirrorDir(stateDir: string, repo: ServedRepo): string {
   return join(managedDir(stateDir, repo), 'mirror.git');
 }
 
-function jobCheckoutDir(checkoutsDir: string, repo: ServedRepo, jobId: string): string {
-  if (!JOB_SEGMENT.test(jobId)) throw new RangeError('bad job id');
-  return join(checkoutsDir, ...repo.name.toLowerCase().split('/'), jobId);
-}
-
 /** The origin's `git ls-remote --symref URL HEAD refs/heads/*`, and its default branch. */
 type Asked = { listing: string; branch: string };
 
@@ -169,7 +164,8 @@ export function createManagedCheckouts(opts: {
     async prepare(repo: ServedRepo, job: { id: string; args: readonly string[] }): Promise<string> {
       const url = repo.clone;
       if (url === null) throw new RangeError(`${repo.name} is not a managed repository`);
-      const dir = jobCheckoutDir(opts.checkoutsDir, repo, job.id);
+      if (!JOB_SEGMENT.test(job.id)) throw new RangeError('bad job id');
+      const dir = join(opts.checkoutsDir, ...repo.name.toLowerCase().split('/'), job.id);
       const spare = join(dir, '..', '.next'); // no job id starts with a dot
       const started = Date.now();
       const key = repo.name.toLowerCase();
