@@ -106,8 +106,7 @@ function gateEnv(
 
 /** The trigger's allowlisted, non-secret variables, minus what names a trigger-host path or source, or gateEnv sets. */
 function baseEnv(
-  serverEnv: NodeJS.ProcessEnv, s: KubernetesSettings, job: PodJob, home: string,
-  gate: readonly EnvVar[],
+  serverEnv: NodeJS.ProcessEnv, s: KubernetesSettings, job: PodJob, home: string, gate: readonly EnvVar[],
 ): EnvVar[] {
   const env = Object.entries(childEnv('launcher', serverEnv))
     .filter(([k]) => !['PATH', 'HOME', 'TMPDIR', 'SVC_SOURCE', 'SVC_CONTROL_ANSWER_DIR', 'SVC_REPO_NAME'].includes(k))
@@ -139,11 +138,7 @@ function volumesOf(s: KubernetesSettings, from: Workspace): Array<Record<string,
     from && 'pvc' in from
       ? { name: 'workspace', persistentVolumeClaim: { claimName: from.pvc } }
       : { name: 'workspace', emptyDir: {} },
-    { name: 'home', emptyDir: {} },
-    { name: 'tmp', emptyDir: {} },
-    { name: 'sealed', emptyDir: {} },
-    { name: 'signer-home', emptyDir: {} },
-    { name: 'signer-tmp', emptyDir: {} },
+    ...['home', 'tmp', 'sealed', 'signer-home', 'signer-tmp'].map((name) => ({ name, emptyDir: {} })),
   ];
   if (s.controlTokenSecret) {
     volumes.push({ name: 'control-token', secret: { secretName: s.controlTokenSecret, defaultMode: 0o400 } });

@@ -116,7 +116,7 @@ export async function startTrigger(
   const skips = createSkipCounts();
   let accepting = false;
   const github = o.github ?? createGithubApi(settings.notify.github);
-  const metrics = createTriggerMetrics(stores, () => settings.repos, settings.dbPath, clock);
+  const metrics = createTriggerMetrics(stores, settings.repos, settings.dbPath, clock);
   const answers = createAnswerDesk({ stores, executor, clock, log, progress: notify.progress, note: notify.note });
   const deps = {
     settings, queue, clock, log, skips, accepting: () => accepting, github, pulls: stores.jobs, metrics, answers, post,

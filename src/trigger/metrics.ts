@@ -21,7 +21,7 @@ export interface TriggerMetrics {
 }
 
 export function createTriggerMetrics(
-  stores: TriggerStores, repos: () => RepoRouter, dbPath: string, clock: () => number,
+  stores: TriggerStores, repos: RepoRouter, dbPath: string, clock: () => number,
 ): TriggerMetrics {
   const registry = new MetricsRegistry();
   const requests = createRequestMetrics(registry);
@@ -32,11 +32,10 @@ export function createTriggerMetrics(
   registry.gauge('svc_trigger_jobs', 'Jobs in the database by state', ['state'],
     () => JOB_STATES.map((s) => [[s], stores.jobs.countByStatus(s)] as const));
   const queue = (): Map<string, { n: number; oldest: number }> => {
-    const router = repos();
-    const byRepo = new Map(router.entries.map((e) => [e.name, { n: 0, oldest: 0 }]));
+    const byRepo = new Map(repos.entries.map((e) => [e.name, { n: 0, oldest: 0 }]));
     const now = clock();
     for (const group of stores.jobs.queuedGroups()) {
-      const name = group.repo === null ? UNSERVED : router.byName(group.repo)?.name ?? UNSERVED;
+      const name = group.repo === null ? UNSERVED : repos.byName(group.repo)?.name ?? UNSERVED;
       const entry = byRepo.get(name) ?? { n: 0, oldest: 0 };
       byRepo.set(name, entry);
       entry.n += group.n;

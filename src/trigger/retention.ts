@@ -13,19 +13,12 @@ const BATCH = 500;
 
 export type TriggerRetention = TriggerSettings['retention'];
 
-interface PruneCounts {
-  dedupeKeys: number;
-  jobs: number;
-}
-
 /** One batch of work; `done` once nothing expired is left. */
-export function pruneBatch(
-  stores: TriggerStores, retention: TriggerRetention, now: number, limit = BATCH,
-): PruneCounts & { done: boolean } {
-  const dedupeKeys = stores.retention.pruneDedupeKeys(now - retention.dedupeDays * DAY_MS, limit);
+export function pruneBatch(stores: TriggerStores, retention: TriggerRetention, now: number) {
+  const dedupeKeys = stores.retention.pruneDedupeKeys(now - retention.dedupeDays * DAY_MS, BATCH);
   const jobsBefore = now - Math.max(retention.jobDays, retention.dedupeDays) * DAY_MS;
-  const jobs = stores.retention.pruneFinishedJobs(jobsBefore, limit);
-  return { dedupeKeys, jobs, done: dedupeKeys < limit && jobs < limit };
+  const jobs = stores.retention.pruneFinishedJobs(jobsBefore, BATCH);
+  return { dedupeKeys, jobs, done: dedupeKeys < BATCH && jobs < BATCH };
 }
 
 /** Sweeps now and every SWEEP_MS; returns stop(). A failed batch is logged and retried at the next sweep. */
@@ -35,7 +28,7 @@ export function startTriggerRetention(
   // Set while a sweep is under way, so a timer tick starts no second one.
   let immediate: NodeJS.Immediate | undefined;
 
-  function step(now: number, total: PruneCounts): void {
+  function step(now: number, total: { dedupeKeys: number; jobs: number }): void {
     immediate = undefined;
     try {
       const batch = pruneBatch(opts.stores, opts.retention, now);
