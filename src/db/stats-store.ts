@@ -39,10 +39,8 @@ const COST_COLUMNS =
 function whereOf(f: StatsFilter, extra: string[] = []): { clause: string; args: SQLInputValue[] } {
   const given = ([['repo = ?', f.repo], ['started_at >= ?', f.since], ['started_at < ?', f.until]] as const)
     .filter(([, value]) => value !== undefined);
-  const where: string[] = given.map(([sql]) => sql);
-  const args = given.map(([, value]) => value as SQLInputValue);
-  where.push(...extra);
-  return { clause: where.length ? `WHERE ${where.join(' AND ')}` : '', args };
+  const where = [...given.map(([sql]) => sql), ...extra];
+  return { clause: where.length ? `WHERE ${where.join(' AND ')}` : '', args: given.map(([, v]) => v as SQLInputValue) };
 }
 
 export function createStatsStore(db: Db) {

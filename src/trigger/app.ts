@@ -45,10 +45,9 @@ export const triggerRoutes: readonly R[] = [
   { method: 'GET', pattern: '/status', handler: (ctx) => getStatus(ctx, REPLIES), auth: false },
   ...SOURCES.map((s): R => {
     const receive = RECEIVERS[s.name];
-    const handle = (ctx: TCtx): Reply | Promise<Reply> => receive(ctx, admit(ctx, s));
     return {
       method: 'POST', pattern: `/${s.name}`, ...raw,
-      handler: (ctx) => countDelivery(ctx.deps.metrics.deliveries, s.name, ctx, handle),
+      handler: (ctx) => countDelivery(ctx.deps.metrics.deliveries, s.name, () => receive(ctx, admit(ctx, s))),
     };
   }),
   { method: 'GET', pattern: '/jobs/:id', handler: getJob, auth: false },

@@ -4,7 +4,6 @@ import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobStatus } from '../db/trigger-jobs-store.ts';
 import type { RepoRouter } from './served-repos.ts';
 import type { Reply } from '../http/respond.ts';
-import type { Ctx } from '../http/pipeline.ts';
 import {
   MetricsRegistry, registerDbSize, createRequestMetrics, type Counter, type RequestMetrics,
 } from '../http/metrics.ts';
@@ -73,8 +72,8 @@ export function queuedReply(reply: Reply): Reply {
  * A route's answer, counted under its outcome: an error is `refused`, a committed job `queued`, a reply with
  * `status: "duplicate"` `duplicate`, anything else (an event that starts no job, a usage reply) `skipped`.
  */
-export function countDelivery<C extends Ctx<unknown>>(
-  deliveries: Counter, origin: string, ctx: C, answer: (ctx: C) => Reply | Promise<Reply>,
+export function countDelivery(
+  deliveries: Counter, origin: string, answer: () => Reply | Promise<Reply>,
 ): Reply | Promise<Reply> {
   const outcome = (reply: Reply): Reply => {
     const said = (reply.body as { status?: unknown } | undefined)?.status;
@@ -88,7 +87,7 @@ export function countDelivery<C extends Ctx<unknown>>(
   };
   let reply: Reply | Promise<Reply>;
   try {
-    reply = answer(ctx);
+    reply = answer();
   } catch (err) {
     return refused(err);
   }
