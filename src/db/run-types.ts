@@ -25,11 +25,7 @@ export type RunInput = Partial<Omit<RunRow, 'source' | 'run' | 'status' | 'start
   Pick<RunRow, 'run' | 'status' | 'started_at'>;
 export type RunPatch = Partial<Omit<RunRow, 'source' | 'run'>>;
 
-export interface RunKey {
-  started_at: number;
-  source: string;
-  run: string;
-}
+export type RunKey = Pick<RunRow, 'started_at' | 'source' | 'run'>;
 
 export interface RunFilter {
   /** null: runs that have none yet. */
