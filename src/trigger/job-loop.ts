@@ -117,6 +117,7 @@ export function createJobLoop(opts: JobLoopOptions) {
     try {
       workdir = repo.checkout ?? await opts.managed.prepare(repo, job);
     } catch (err) {
+      // git's reason is the job's error; the repository's next job fetches again.
       if (!(err instanceof ManagedGitError)) throw err;
       return finishAndNotify(job, { status: 'failed', error: err.message });
     }
