@@ -2,7 +2,7 @@
 import { isJsonObject } from '../untrusted.ts';
 import { isAbsolute } from 'node:path';
 import { invalidField } from '../http/http-error.ts';
-import type { ConfigStore } from '../db/config-store.ts';
+import type { ConfigStore } from '../db/control-stores.ts';
 import { BUILTIN_PROVIDERS, isBuiltin } from '../engine/providers.ts';
 
 export interface Setting {

@@ -3,14 +3,14 @@
 import { createHash } from 'node:crypto';
 import type { StatementSync } from 'node:sqlite';
 import { canonicalJson } from '../canonical-json.ts';
-import { inTransaction, transaction, type Db } from './open.ts';
-import { LIMIT_PARAM } from './limit-param.ts';
+import { inTransaction, LIMIT_PARAM, transaction, type Db } from './open.ts';
 import { iso } from '../iso-time.ts';
+import { tryParseJson } from '../untrusted.ts';
 
-/** 64 zeros: the prev_hash of the first entry, so the genesis row is hashed like every other. */
+/** The prev_hash of the first entry, so the genesis row is hashed like every other. */
 export const GENESIS_HASH = '0'.repeat(64);
 
-/** The fields an entry's hash covers; `at` is unix ms (the wire's ISO string parses back to the same number). */
+/** The fields an entry's hash covers; `at` is unix ms (the wire's ISO string parses back to it). */
 export interface HashedEntry {
   id: number;
   at: number;
@@ -23,7 +23,7 @@ export interface HashedEntry {
 }
 
 export function entryHash(prevHash: string, entry: HashedEntry): string {
-  // Only the hashed fields: a stored row passed here also carries its chain links.
+  // Only the hashed fields: a stored row also carries its chain links.
   const { id, at, actor, peer, action, target, outcome, detail } = entry;
   const body = canonicalJson({ id, at, actor, peer, action, target, outcome, detail });
   return createHash('sha256').update(prevHash).update(body).digest('hex');
@@ -31,7 +31,6 @@ export function entryHash(prevHash: string, entry: HashedEntry): string {
 
 export type AuditInput = Omit<HashedEntry, 'id' | 'at' | 'detail'> & { detail?: Record<string, unknown> | null };
 
-/** A stored entry: the hashed fields plus the chain links. */
 export interface AuditEntry extends HashedEntry {
   prev_hash: string;
   hash: string;
@@ -42,7 +41,6 @@ export type AuditStore = ReturnType<typeof createAuditStore>;
 /** The action of the row a prune appends; its detail anchors the chain's new start. */
 export const PRUNE_ACTION = 'audit.prune';
 
-/** As SQLite returns it: detail still JSON text. */
 interface Row extends Omit<AuditEntry, 'detail'> {
   detail: string | null;
 }
@@ -87,18 +85,13 @@ export function createAuditStore(db: Db, clock: () => number = Date.now) {
   function chainStart(first: { id: number; prev_hash: string }): string | undefined {
     if (first.id === 1) return GENESIS_HASH;
     const row = lastPrune.get() as { detail: string | null } | undefined;
-    let anchor: unknown;
-    try {
-      anchor = row?.detail ? JSON.parse(row.detail) : undefined;
-    } catch {
-      return undefined;
-    }
-    const a = anchor as { pruned_through_id?: unknown; pruned_through_hash?: unknown } | undefined;
+    type Anchor = { pruned_through_id?: unknown; pruned_through_hash?: unknown } | undefined;
+    const a = (row?.detail ? tryParseJson(row.detail) : undefined) as Anchor;
     if (a?.pruned_through_id !== first.id - 1 || a.pruned_through_hash !== first.prev_hash) return undefined;
     return first.prev_hash;
   }
 
-  /** `nextBeforeId`: the id to pass as `beforeId` for the next (older) page; null on the last page. */
+  /** `nextBeforeId`: the `beforeId` of the next (older) page; null on the last. */
   function page(stmt: StatementSync, args: number[], limit: number) {
     const rows = stmt.all(...args, limit + 1) as unknown as Row[];
     const items = rows.slice(0, limit).map(toEntry);
@@ -114,10 +107,7 @@ export function createAuditStore(db: Db, clock: () => number = Date.now) {
     list({ limit, beforeId }: { limit: number; beforeId?: number | null }) {
       return beforeId === undefined || beforeId === null ? page(newest, [], limit) : page(older, [beforeId], limit);
     },
-    /**
-     * Deletes the oldest rows written before `before` (unix ms), at most `maxRows`, in one transaction with the
-     * `audit.prune` row that anchors what stays (see verifyChain); answers how many went.
-     */
+    /** Deletes up to `maxRows` of the oldest rows before `before`, with the `audit.prune` row that anchors the rest. */
     pruneBefore(before: number, maxRows: number): number {
       return transaction(db, () => {
         // Ids grow with time, so "the oldest rows before the cutoff" is a prefix of the chain: id <= through.
@@ -133,9 +123,8 @@ export function createAuditStore(db: Db, clock: () => number = Date.now) {
       });
     },
     /**
-     * Recomputes the chain oldest first; returns the id of the first row that does not match, or null. After a prune
-     * the oldest row kept must sit right after the newest `audit.prune` row's `pruned_through_id` and link to its
-     * `pruned_through_hash`, so cutting rows off the old end outside a prune still shows.
+     * The id of the first row that does not match, or null. After a prune the oldest row kept must follow and link to
+     * the newest `audit.prune` row's anchor, so cutting rows off the old end outside a prune still shows.
      */
     verifyChain(): number | null {
       const first = oldest.get() as { id: number; prev_hash: string } | undefined;

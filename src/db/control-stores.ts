@@ -1,10 +1,10 @@
 // All Control Plane stores over one connection; each prepares its statements once. The small tables' stores are here.
 import { createHash } from 'node:crypto';
-import type { Db } from './open.ts';
+import { transaction, type Db } from './open.ts';
+import { ConflictError } from '../errors.ts';
 import { createRunsStore } from './runs-store.ts';
 import { createEventsStore } from './events-store.ts';
 import { createAuditStore } from './audit-store.ts';
-import { createConfigStore } from './config-store.ts';
 import { createNotificationsStore } from './notifications-store.ts';
 import { createStatsStore } from './stats-store.ts';
 
@@ -28,7 +28,7 @@ export function createControlStores(db: Db) {
   };
 }
 
-export interface StartRequest {
+interface StartRequest {
   request_id: string;
   body_sha256: string;
   source: string;
@@ -50,11 +50,11 @@ function createStartRequestsStore(db: Db) {
     get(requestId: string) {
       return getStmt.get(requestId) as StartRequest | undefined;
     },
-    /** False when the id was already taken. */
+    /** False when the id was taken. */
     add(row: StartRequest): boolean {
       return Number(addStmt.run(row.request_id, row.body_sha256, row.source, row.run, row.created_at).changes) > 0;
     },
-    /** Forgets an id (its run is gone, so the id may start a new run). */
+    /** Its run is gone, so the id may start a new run. */
     remove(requestId: string): boolean {
       return Number(removeStmt.run(requestId).changes) > 0;
     },
@@ -62,8 +62,8 @@ function createStartRequestsStore(db: Db) {
 }
 
 /**
- * projects: the repositories the operator registered (POST /v1/import), stored as real paths. With the `repos`
- * setting they are the only places the Control Plane starts a process in.
+ * projects: the repositories the operator registered (POST /v1/import), as real paths: with the `repos` setting the
+ * only places the Control Plane starts a process in.
  */
 function createProjectsStore(db: Db) {
   const addStmt = db.prepare('INSERT INTO projects (path, registered_at) VALUES (?, ?) ON CONFLICT (path) DO NOTHING');
@@ -84,10 +84,7 @@ function createProjectsStore(db: Db) {
   };
 }
 
-/**
- * deleted_runs: runs an operator deleted, so a runner that ships one again (`svc ship`, a late flush) does not bring
- * it back. An explicit POST /v1/import of its project does, and forgets it.
- */
+/** deleted_runs: a run shipped again (`svc ship`, a late flush) stays deleted; a POST /v1/import forgets it. */
 function createDeletedRunsStore(db: Db) {
   const addStmt = db.prepare(
     `INSERT INTO deleted_runs (source, run, deleted_at) VALUES (?, ?, ?)
@@ -116,12 +113,11 @@ function createServedReposStore(db: Db) {
   );
   const listStmt = db.prepare('SELECT source, name, reported_at FROM served_repos ORDER BY name, source');
   return {
-    // Called inside the ingest batch's transaction (ingest-apply.ts): all or nothing with the rest of the batch.
+    // Inside the ingest batch's transaction: all or nothing with the rest of the batch.
     replace(source: string, names: readonly string[], now: number): void {
       clearStmt.run(source);
       for (const name of names) addStmt.run(source, name, now);
     },
-    /** Every (source, name), by name then source. */
     list() {
       return listStmt.all() as unknown as Array<{ source: string; name: string; reported_at: number }>;
     },
@@ -133,7 +129,6 @@ interface ControlRequest {
   source: string;
   run: string;
   action: string;
-  /** Parsed payload object, or null. */
   payload: Record<string, unknown> | null;
   created_at: number;
 }
@@ -144,10 +139,7 @@ function toRequest(row: Row): ControlRequest {
   return { ...row, payload: row.payload === null ? null : (JSON.parse(row.payload) as Record<string, unknown>) };
 }
 
-/**
- * control_requests: stop and answer requests for runs this Control Plane cannot reach on disk, handed to the run's
- * own worker in the response to its next ingest batch that carries the run.
- */
+/** control_requests: stops and answers for runs not on this disk, handed to the run's worker in an ingest reply. */
 function createControlRequestsStore(db: Db) {
   const addStmt = db.prepare(
     'INSERT INTO control_requests (source, run, action, payload, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id',
@@ -177,11 +169,10 @@ function createControlRequestsStore(db: Db) {
       const rows = runs.flatMap((run) => markStmt.all(at, source, run) as unknown as Row[]);
       return rows.sort((a, b) => a.id - b.id).map(toRequest);
     },
-    /** The undelivered requests, without marking them. */
+    /** Without marking them. */
     pending(source: string) {
       return (pendingStmt.all(source) as unknown as Row[]).map(toRequest);
     },
-    /** The run's newest request of that action. */
     latest(source: string, run: string, action: string) {
       const row = latestStmt.get(source, run, action) as (Row & { delivered_at: number | null }) | undefined;
       return row ? { ...toRequest(row), delivered_at: row.delivered_at } : undefined;
@@ -200,13 +191,9 @@ interface ArtifactRow {
   created_at: number;
 }
 
-/**
- * artifacts: files recorded for a run, content kept in the DB with its sha256 so reads need no filesystem path. Paths
- * are validated by the caller (src/control/params.ts checkArtifactPath) before they reach this store.
- */
+/** artifacts: a run's files with their sha256, in the DB; paths are checked by the caller (params.ts). */
 function createArtifactsStore(db: Db) {
-  // node:sqlite binds a zero-length view of a zero-length ArrayBuffer (an empty file read into Buffer.alloc(0), an
-  // empty subarray) as NULL, not as an empty blob; coalesce makes every empty file an empty blob.
+  // node:sqlite binds a zero-length view of a zero-length ArrayBuffer as NULL: coalesce makes it an empty blob.
   const putStmt = db.prepare(
     `INSERT INTO artifacts (source, run, path, content_type, sha256, size, content, created_at)
      VALUES (?, ?, ?, ?, ?, ?, coalesce(?, X''), ?)
@@ -272,7 +259,7 @@ function createMergeQueueStore(db: Db) {
     get(source: string, run: string) {
       return getStmt.get(source, run) as MergeEntry | undefined;
     },
-    /** Oldest first, as queued() for the entries still waiting. */
+    /** Oldest first, as queued(). */
     list() {
       return listStmt.all() as unknown as MergeEntry[];
     },
@@ -281,6 +268,58 @@ function createMergeQueueStore(db: Db) {
     },
     setStatus(id: number, status: MergeStatus, detail: string | null, at: number): void {
       setStmt.run(status, detail, at, id);
+    },
+  };
+}
+
+// config: one row, a JSON body and a version that rises by one on every write (for If-Match).
+export interface StoredConfig {
+  /** Stored values only; merge with the schema's defaults before use. */
+  values: Record<string, unknown>;
+  /** 0 until the first write. */
+  version: number;
+  updated_at: number | null;
+}
+
+export class ConfigVersionConflict extends ConflictError {
+  readonly current: number;
+  constructor(current: number) {
+    super(`Config is at version ${current}`);
+    this.current = current;
+  }
+}
+
+export type ConfigStore = ReturnType<typeof createConfigStore>;
+
+export function createConfigStore(db: Db, clock: () => number = Date.now) {
+  const select = db.prepare('SELECT version, body, updated_at FROM config WHERE id = 1');
+  const upsert = db.prepare(
+    'INSERT INTO config (id, version, body, updated_at) VALUES (1, ?, ?, ?) ' +
+      'ON CONFLICT (id) DO UPDATE SET version = excluded.version, body = excluded.body, ' +
+      'updated_at = excluded.updated_at',
+  );
+
+  function read(): StoredConfig {
+    const row = select.get() as { version: number; body: string; updated_at: number } | undefined;
+    if (!row) return { values: {}, version: 0, updated_at: null };
+    const values = JSON.parse(row.body) as Record<string, unknown>;
+    return { values, version: row.version, updated_at: row.updated_at };
+  }
+
+  return {
+    read,
+    /** One transaction, so two writers cannot both win; ConfigVersionConflict when `expectedVersion` is not it. */
+    update(fn: (current: Record<string, unknown>) => Record<string, unknown>, expectedVersion?: number): StoredConfig {
+      return transaction(db, () => {
+        const current = read();
+        if (expectedVersion !== undefined && expectedVersion !== current.version) {
+          throw new ConfigVersionConflict(current.version);
+        }
+        const values = fn(current.values);
+        const next = { values, version: current.version + 1, updated_at: clock() };
+        upsert.run(next.version, JSON.stringify(values), next.updated_at);
+        return next;
+      });
     },
   };
 }

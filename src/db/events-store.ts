@@ -1,7 +1,6 @@
 // Events table: idempotent insert on (source, run, seq), ascending reads by id. `data` is stored as JSON text, never
 // re-parsed here.
-import type { Db } from './open.ts';
-import { LIMIT_PARAM } from './limit-param.ts';
+import { LIMIT_PARAM, type Db } from './open.ts';
 import { ConflictError } from '../errors.ts';
 
 export interface EventRow {
@@ -47,10 +46,7 @@ export function createEventsStore(db: Db) {
 
   return {
     insert,
-    /**
-     * An event the Control Plane itself originates (e.g. `answer`): its seq is negative (-1, -2, …), so it never
-     * collides with the runner's own 0, 1, 2, …
-     */
+    /** An event the Control Plane originates (e.g. `answer`): seq -1, -2, …, never a runner's 0, 1, 2, … */
     append(source: string, run: string, ev: { kind: string; data?: unknown; ts?: number }): EventRow {
       const { kind, data = {}, ts = Date.now() } = ev;
       const m = (minSeq.get(source, run) as { m: number | null }).m;
@@ -63,7 +59,7 @@ export function createEventsStore(db: Db) {
     list(source: string, run: string, { after, limit }: EventPage) {
       return listRun.all(source, run, after, limit) as unknown as EventRow[];
     },
-    /** Events across runs with id > after, ascending (stream replay). */
+    /** Stream replay: events with id > after, ascending. */
     listAll({ after, limit, source, run }: EventPage & { source?: string; run?: string }) {
       if (source !== undefined && run !== undefined) {
         return listRun.all(source, run, after, limit) as unknown as EventRow[];
@@ -74,7 +70,6 @@ export function createEventsStore(db: Db) {
     maxId() {
       return Number((maxStmt.get() as { m: number }).m);
     },
-    /** The run's newest event of that kind. */
     latest(source: string, run: string, kind: string) {
       return latestStmt.get(source, run, kind) as EventRow | undefined;
     },

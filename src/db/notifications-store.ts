@@ -1,8 +1,7 @@
 // Outbound messages about runs (completion summaries to chat and trackers) and how their delivery went, as the
 // trigger server reports them through POST /v1/ingest. Chat reply URLs carry capability tokens in their path, so
 // whoever the caller is, a target is stored as a host and URLs in error text lose their path.
-import { inTransaction, type Db } from './open.ts';
-import { LIMIT_PARAM } from './limit-param.ts';
+import { inTransaction, LIMIT_PARAM, type Db } from './open.ts';
 
 export const NOTIFICATION_STATUSES = ['pending', 'sent', 'failed'] as const;
 
@@ -40,10 +39,7 @@ export function createNotificationsStore(db: Db) {
   );
 
   return {
-    /**
-     * Upserts by (job_id, channel), so a re-sent notification updates its row; an older `updated_at` never overwrites
-     * a newer one, and rows without a job id are always inserted. How many rows changed.
-     */
+    /** Upserts by (job_id, channel), never over a newer `updated_at`; rows without a job id are inserted. */
     ingest(list: readonly NotificationInput[]): number {
       return inTransaction(db, () => {
         let changed = 0;
@@ -70,12 +66,8 @@ export function createNotificationsStore(db: Db) {
 /** A URL becomes its host (no user info, path or query); a bare host name stays; anything else becomes null. */
 function hostOnly(target: string | null): string | null {
   if (target === null || target.length === 0) return null;
-  try {
-    const url = new URL(target);
-    if (url.hostname) return url.host.slice(0, 255);
-  } catch {
-    // not a URL: judged below
-  }
+  const url = URL.parse(target);
+  if (url?.hostname) return url.host.slice(0, 255);
   return /^[A-Za-z0-9.-]{1,253}(:\d{1,5})?$/.test(target) ? target : null;
 }
 
@@ -83,12 +75,8 @@ function hostOnly(target: string | null): string | null {
 function scrubError(error: string | null): string | null {
   if (error === null || error.length === 0) return null;
   const scrubbed = error.replace(/\b[a-z][a-z0-9+.-]*:\/\/[^\s"'<>]+/gi, (match) => {
-    try {
-      const url = new URL(match);
-      return `${url.protocol}//${url.host}/…`;
-    } catch {
-      return '[url]';
-    }
+    const url = URL.parse(match);
+    return url ? `${url.protocol}//${url.host}/…` : '[url]';
   });
   return scrubbed.slice(0, 500);
 }

@@ -1,6 +1,6 @@
 // Opens a SQLite file with the pragmas every connection needs (STYLE habit 5) and applies its append-only migrations,
 // keyed by PRAGMA user_version; a database newer than the code is refused.
-import { DatabaseSync } from 'node:sqlite';
+import { DatabaseSync, type StatementSync } from 'node:sqlite';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { RefusedError } from '../errors.ts';
@@ -23,7 +23,7 @@ export function migrate(db: Db, migrations: readonly string[]): void {
   if (current > migrations.length) throw new DatabaseTooNewError(current, migrations.length);
   if (current === migrations.length) return;
   transaction(db, () => {
-    // Read again inside the lock: another process may have migrated while we waited.
+    // Again inside the lock: another process may have migrated meanwhile.
     const locked = userVersion(db);
     if (locked > migrations.length) throw new DatabaseTooNewError(locked, migrations.length);
     for (let v = locked; v < migrations.length; v++) {
@@ -54,6 +54,24 @@ export function openDatabase(path: string, migrations: readonly string[]): Db {
     throw err;
   }
   return db;
+}
+
+// SQLite re-plans a bare `LIMIT ?` each time node:sqlite binds it; a CAST hides the value from the planner
+// (docs/bench.md; test/unit/limit-param.test.ts).
+export const LIMIT_PARAM = 'LIMIT CAST(? AS INTEGER)';
+
+/** One prepared statement per SQL text, for queries built per filter shape; `arrays`: rows as arrays. */
+export function statementCache(db: Db, arrays = false): (sql: string) => StatementSync {
+  const cache = new Map<string, StatementSync>();
+  return (sql) => {
+    let stmt = cache.get(sql);
+    if (!stmt) {
+      stmt = db.prepare(sql);
+      stmt.setReturnArrays(arrays);
+      cache.set(sql, stmt);
+    }
+    return stmt;
+  };
 }
 
 /** Runs fn inside BEGIN IMMEDIATE … COMMIT; fn must be synchronous (no await inside a transaction). */

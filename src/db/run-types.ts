@@ -4,7 +4,7 @@ import type { FailureClass, RunJson, RunStatus, Verdict } from '../run-json.ts';
 /** A runs row: the Run JSON fields with times as unix ms, plus the internal columns that never leave the server. */
 export interface RunRow
   extends Omit<RunJson, 'started_at' | 'ended_at' | 'updated_at' | 'failure' | 'reported' | 'metered'> {
-  /** The Run JSON's cost objects, as JSON texts. */
+  /** JSON texts. */
   reported: string | null;
   metered: string | null;
   started_at: number;
@@ -13,7 +13,7 @@ export interface RunRow
   repo_path: string | null;
   pid: number | null;
   extra: string | null;
-  /** The Run JSON's `failure`, one column each (control migration 7), so the list can filter on the class. */
+  /** The Run JSON's `failure`, one column each, so the list can filter on the class. */
   failure_class: FailureClass | null;
   failure_reason: string | null;
   /** 1 or 0 (SQLite has no boolean); null with no failure. */
@@ -25,25 +25,20 @@ export type RunInput = Partial<Omit<RunRow, 'source' | 'run' | 'status' | 'start
   Pick<RunRow, 'run' | 'status' | 'started_at'>;
 export type RunPatch = Partial<Omit<RunRow, 'source' | 'run'>>;
 
-export interface RunKey {
-  started_at: number;
-  source: string;
-  run: string;
-}
+export type RunKey = Pick<RunRow, 'started_at' | 'source' | 'run'>;
 
 export interface RunFilter {
-  /** A verdict, or null for runs that have none yet. */
+  /** null: runs that have none yet. */
   verdict?: Verdict | null;
   repo?: string;
   group_id?: string;
   status?: RunStatus;
   source?: string;
   failure_class?: FailureClass;
-  /** started_at >= since (inclusive). */
+  /** since <= started_at < until, so adjacent windows never count a run twice. */
   since?: number;
-  /** started_at < until (exclusive), so adjacent windows never count a run twice. */
   until?: number;
-  /** Keyset cursor: rows strictly after this key in newest-first order. */
+  /** Keyset cursor: rows strictly after this key, newest first. */
   after?: RunKey;
   limit: number;
 }

@@ -1,13 +1,12 @@
 // Runs table: upsert, patch, keyset-paged list, counts and the cascading delete. Times are unix ms. Every write stores
 // the run's Run JSON text with its row, so a list page reads one cell per run (docs/bench.md: the list's p99 bar).
 import type { SQLInputValue, StatementSync } from 'node:sqlite';
-import { inTransaction, type Db } from './open.ts';
-import { ACTIVE_STATUSES, TERMINAL_STATUSES, type RunStatus } from '../run-json.ts';
+import { inTransaction, LIMIT_PARAM, statementCache, type Db } from './open.ts';
+import { ACTIVE_STATUSES, RUN_JSON_FIELDS, TERMINAL_STATUSES, type RunStatus } from '../run-json.ts';
 import type { CostFigures, MeteredCost, RunFailure, RunJson } from '../run-json.ts';
 import { iso } from '../iso-time.ts';
 import { tryParseJson } from '../untrusted.ts';
 import type { DeleteOutcome, RunFilter, RunInput, RunKey, RunPatch, RunRow } from './run-types.ts';
-import { LIMIT_PARAM } from './limit-param.ts';
 
 export type RunsStore = ReturnType<typeof createRunsStore>;
 
@@ -22,22 +21,18 @@ const COLUMNS = [
 ] as const;
 type Column = (typeof COLUMNS)[number];
 const COLUMN_SET: ReadonlySet<string> = new Set(COLUMNS);
-// Internal fields a runner may omit on a later upsert without erasing what we already know.
+// Internal fields a later upsert may omit without erasing what is known.
 const STICKY: ReadonlySet<Column> = new Set(['repo_path', 'pid', 'extra']);
 
-/**
- * started_at is the list's sort key: the first-seen value wins, so a runner stamping its own start time on a later
- * ingest never moves a row under an open keyset cursor (the Control Plane inserts a run it launches before the engine
- * writes its first state).
- */
+/** started_at is the list's sort key: the first-seen value wins, so no later ingest moves a row under a cursor. */
 function updateClause(c: Column): string {
   if (c === 'started_at') return 'started_at = runs.started_at';
   return STICKY.has(c) ? `${c} = coalesce(excluded.${c}, runs.${c})` : `${c} = excluded.${c}`;
 }
 
-/** Every column of a RunRow: the stored JSON text (control migration 3) is the page's business only. */
+/** Every column of a RunRow; the stored JSON text is the page's business only. */
 const ROW_COLUMNS = ['source', 'run', ...COLUMNS].join(', ');
-/** A patch returns the row as it now stands, and json = NULL until its text is stored (a crash leaves no stale one). */
+/** A write returns the row as it now stands; json = NULL until its text is stored, so a crash leaves no stale one. */
 const PATCH_TAIL = `, json = NULL WHERE source = ? AND run = ? RETURNING rowid AS rowid_, ${ROW_COLUMNS}`;
 type Written = RunRow & { rowid_: number };
 
@@ -50,37 +45,26 @@ export function createRunsStore(db: Db) {
   );
   const setJsonStmt = db.prepare('UPDATE runs SET json = ? WHERE rowid = ?');
   const countStmt = db.prepare('SELECT count(*) AS n FROM runs');
-  // runs_by_status narrows to the (few) active rows before the source check.
   const countActiveStmt = db.prepare(
     `SELECT count(*) AS n FROM runs WHERE status IN (${sqlList(ACTIVE_STATUSES)}) AND source = ?`,
   );
   const activeByStatusStmt = db.prepare(
     `SELECT status, count(*) AS n FROM runs WHERE status IN (${sqlList(ACTIVE_STATUSES)}) GROUP BY status`,
   );
-  // A run that ended before `before` started before it too: the started_at bound keeps the walk on runs_by_start.
+  // The started_at bound (implied by the other) keeps the walk on runs_by_start.
   const listEndedStmt = db.prepare(
     `SELECT source, run FROM runs WHERE started_at < ? AND status IN (${sqlList(TERMINAL_STATUSES)})
      AND coalesce(ended_at, updated_at) < ? ORDER BY started_at ${LIMIT_PARAM}`,
   );
   const pingStmt = db.prepare('SELECT 1 FROM runs LIMIT 1');
-  const patchCache = new Map<string, StatementSync>();
-  const listCache = new Map<string, StatementSync>();
+  const statement = statementCache(db);
+  const pageStatement = statementCache(db, true);
   const statusStmt = db.prepare('SELECT status FROM runs WHERE source = ? AND run = ?');
   // A start request_id whose run is gone may start a new run, so its start request goes with it.
   const cascade = ['events', 'artifacts', 'control_requests', 'start_requests', 'runs'].map((table) =>
     db.prepare(`DELETE FROM ${table} WHERE source = ? AND run = ?`));
 
-  function listStatement(sql: string, arrays = false): StatementSync {
-    let stmt = listCache.get(sql);
-    if (!stmt) {
-      stmt = db.prepare(sql);
-      stmt.setReturnArrays(arrays);
-      listCache.set(sql, stmt);
-    }
-    return stmt;
-  }
-
-  /** Runs one write that returns the row (or nothing when it changed none) and stores that row's Run JSON text. */
+  /** One write that returns the row (none when it changed none), and that row's Run JSON text stored. */
   function write(stmt: StatementSync, args: SQLInputValue[]): boolean {
     return inTransaction(db, () => {
       const row = stmt.get(...args) as Written | undefined;
@@ -93,13 +77,7 @@ export function createRunsStore(db: Db) {
     const given = fields as Record<string, unknown>;
     const keys = Object.keys(fields).filter((k) => COLUMN_SET.has(k) && given[k] !== undefined).sort();
     if (keys.length === 0) return getStmt.get(source, run) !== undefined;
-    const sig = keys.join(',');
-    let stmt = patchCache.get(sig);
-    if (!stmt) {
-      const sets = keys.map((k) => `${k} = ?`).join(', ');
-      stmt = db.prepare(`UPDATE runs SET ${sets}${PATCH_TAIL}`);
-      patchCache.set(sig, stmt);
-    }
+    const stmt = statement(`UPDATE runs SET ${keys.map((k) => `${k} = ?`).join(', ')}${PATCH_TAIL}`);
     return write(stmt, [...keys.map((k) => (fields as Record<string, SQLInputValue>)[k]!), source, run]);
   }
 
@@ -123,14 +101,14 @@ export function createRunsStore(db: Db) {
     /** Newest first by (started_at, source, run), keyset after `filter.after`, at most `filter.limit` rows. */
     list(filter: RunFilter) {
       const { sql, args } = buildListQuery(filter, ROW_COLUMNS);
-      return listStatement(sql).all(...args) as unknown as RunRow[];
+      return statement(sql).all(...args) as unknown as RunRow[];
     },
     /** The same runs as Run JSON texts, and the last one's key when another page follows (one row past the page). */
     page(filter: RunFilter): { items: string[]; next: RunKey | null } {
       const { sql, args } = buildListQuery({ ...filter, limit: filter.limit + 1 }, 'json, started_at, source, run');
-      const rows = listStatement(sql, true).all(...args) as unknown as Array<[string | null, number, string, string]>;
+      const rows = pageStatement(sql).all(...args) as unknown as Array<[string | null, number, string, string]>;
       const page = rows.slice(0, filter.limit);
-      // A run changed by plain SQL has no text (control migration 3's trigger drops it): made from its columns.
+      // A run changed by plain SQL has no text (control migration 3's trigger drops it).
       const text = (source: string, run: string): string =>
         JSON.stringify(runToJson(getStmt.get(source, run) as unknown as RunRow));
       const items = page.map(([json, , source, run]) => json ?? text(source, run));
@@ -141,15 +119,14 @@ export function createRunsStore(db: Db) {
     count() {
       return Number((countStmt.get() as { n: number }).n);
     },
-    /** Runs of that source that are queued, running, blocked or stopping. */
     countActive(source: string) {
       return Number((countActiveStmt.get(source) as { n: number }).n);
     },
-    /** Runs of every source that are queued, running, blocked or stopping, by status (only those with some). */
+    /** Only the active statuses that have runs. */
     countActiveByStatus() {
       return activeByStatusStmt.all() as unknown as Array<{ status: string; n: number }>;
     },
-    /** Oldest terminal runs that ended before `before` (retention). */
+    /** Oldest terminal runs that ended before `before`. */
     listEnded(before: number, limit: number) {
       return listEndedStmt.all(before, before, limit) as unknown as Array<{ source: string; run: string }>;
     },
@@ -173,7 +150,7 @@ export function createRunsStore(db: Db) {
 /** Newest first; the (started_at, source, run) key is unique, so a keyset cursor never skips or repeats a run. */
 const ORDER = 'ORDER BY started_at DESC, source DESC, run DESC';
 
-/** The list's WHERE clause (with a trailing space, or empty) and its arguments, for the list and page queries. */
+/** The WHERE clause (with a trailing space, or empty) and its arguments. */
 function buildWhere(filter: RunFilter): { clause: string; args: SQLInputValue[] } {
   const where: string[] = [];
   const args: SQLInputValue[] = [];
@@ -191,10 +168,8 @@ function buildWhere(filter: RunFilter): { clause: string; args: SQLInputValue[] 
     where.push('started_at >= ?');
     args.push(filter.since);
   }
-  // A cursor and an `until` bound the same index column from above, and SQLite ranges the index on one of them and
-  // merely filters by the other: a cursor 50,000 runs down under `until` walked 50,000 index entries per page. One
-  // always implies the other, so only the tighter one goes into the query: with s < until ≤ cursor.started_at the
-  // cursor holds for every row, and with cursor.started_at < until the cursor (s ≤ cursor.started_at) implies until.
+  // A cursor and an `until` both bound started_at from above and SQLite ranges the index on only one (a deep cursor
+  // under `until` walked 50,000 entries per page); one always implies the other, so only the tighter one is given.
   const cursorIsTighter =
     filter.after !== undefined && filter.until !== undefined && filter.after.started_at < filter.until;
   if (filter.until !== undefined && !cursorIsTighter) {
@@ -216,43 +191,22 @@ export function buildListQuery(filter: RunFilter, columns = ROW_COLUMNS): { sql:
   return { sql: `SELECT ${columns} FROM runs ${clause}${ORDER} ${LIMIT_PARAM}`, args };
 }
 
-/**
- * A runs row as DESIGN §3 Run JSON, times as ISO strings: the one place a stored row becomes the wire's object.
- * `repo_path`, `pid` and `extra` are internal and never leave the server.
- */
+/** The one place a stored row becomes DESIGN §3 Run JSON; `repo_path`, `pid` and `extra` never leave the server. */
 export function runToJson(row: RunRow): RunJson {
+  const plain = row as unknown as Record<string, unknown>;
+  // Every key first, in DESIGN §3's order (the spread below keeps it).
+  const json = Object.fromEntries(RUN_JSON_FIELDS.map((key) => [key, plain[key] ?? null]));
   return {
-    source: row.source,
-    run: row.run,
-    repo: row.repo,
-    group_id: row.group_id,
-    status: row.status,
-    verdict: row.verdict,
-    brief: row.brief,
-    origin: row.origin,
-    provider: row.provider,
-    branch: row.branch,
-    pr_url: row.pr_url,
-    question: row.question,
+    ...json,
     started_at: iso(row.started_at),
     ended_at: iso(row.ended_at),
     updated_at: iso(row.updated_at),
-    cost_usd: row.cost_usd,
-    tokens_in: row.tokens_in,
-    tokens_out: row.tokens_out,
-    exit_code: row.exit_code,
-    error: row.error,
-    failure: failureOfRow(row),
+    failure: row.failure_class === null
+      ? null
+      : { class: row.failure_class, reason: row.failure_reason ?? '', retryable: row.failure_retryable === 1 },
     reported: costText<CostFigures>(row.reported),
     metered: costText<MeteredCost>(row.metered),
-    trace_id: row.trace_id ?? null,
-  };
-}
-
-/** The row's failure columns as the Run JSON's object; null when the run has none. */
-function failureOfRow(row: RunRow): RunFailure | null {
-  if (row.failure_class === null) return null;
-  return { class: row.failure_class, reason: row.failure_reason ?? '', retryable: row.failure_retryable === 1 };
+  } as RunJson;
 }
 
 /** The columns of a Run JSON `failure` (all null for none), for an upsert or a patch. */
@@ -266,7 +220,7 @@ export function failureColumns(
   };
 }
 
-/** A cost column's JSON text (written by ingest after validation) as its object. */
+/** A cost column's JSON text, written by ingest after validation. */
 function costText<T>(text: string | null): T | null {
   return text === null ? null : ((tryParseJson(text) ?? null) as T | null);
 }

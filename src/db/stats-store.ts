@@ -1,7 +1,7 @@
 // Aggregates over runs for /v1/stats and /v1/stats/cost: grouping and percentiles happen in SQL, one scan per figure.
 // Unknown cost stays NULL: SQL's SUM of only NULLs is NULL, which is exactly "not measured", never 0.
-import type { SQLInputValue, StatementSync } from 'node:sqlite';
-import type { Db } from './open.ts';
+import type { SQLInputValue } from 'node:sqlite';
+import { statementCache, type Db } from './open.ts';
 import { RUN_STATUSES, VERDICTS } from '../run-json.ts';
 
 /** Runs of `repo` with since <= started_at < until. */
@@ -36,17 +36,15 @@ const COST_COLUMNS =
   'count(*) AS runs, count(cost_usd) AS runs_with_cost, sum(cost_usd) AS cost_usd, ' +
   'sum(tokens_in) AS tokens_in, sum(tokens_out) AS tokens_out';
 
-function whereOf(f: StatsFilter, extra: string[] = []): { clause: string; args: SQLInputValue[]; sig: string } {
+function whereOf(f: StatsFilter, extra: string[] = []): { clause: string; args: SQLInputValue[] } {
   const given = ([['repo = ?', f.repo], ['started_at >= ?', f.since], ['started_at < ?', f.until]] as const)
     .filter(([, value]) => value !== undefined);
-  const where: string[] = given.map(([sql]) => sql);
-  const args = given.map(([, value]) => value as SQLInputValue);
-  where.push(...extra);
-  return { clause: where.length ? `WHERE ${where.join(' AND ')}` : '', args, sig: where.join('&') };
+  const where = [...given.map(([sql]) => sql), ...extra];
+  return { clause: where.length ? `WHERE ${where.join(' AND ')}` : '', args: given.map(([, v]) => v as SQLInputValue) };
 }
 
 export function createStatsStore(db: Db) {
-  const cache = new Map<string, StatementSync>();
+  const statement = statementCache(db);
   // A loose index scan: one index seek per distinct repo instead of reading all 1,000,000 index entries.
   const repos = db.prepare(
     'WITH RECURSIVE r(repo) AS (SELECT min(repo) FROM runs UNION ALL ' +
@@ -55,21 +53,15 @@ export function createStatsStore(db: Db) {
   );
 
   // One prepared statement per (query, filter shape): at most 8 shapes each, prepared on first use.
-  function prepared(name: string, f: StatsFilter, build: (clause: string) => string, extra: string[] = []) {
-    const { clause, args, sig } = whereOf(f, extra);
-    const key = `${name}|${sig}`;
-    let stmt = cache.get(key);
-    if (!stmt) {
-      stmt = db.prepare(build(clause));
-      cache.set(key, stmt);
-    }
-    return { stmt, args };
+  function prepared(f: StatsFilter, build: (clause: string) => string, extra: string[] = []) {
+    const { clause, args } = whereOf(f, extra);
+    return { stmt: statement(build(clause)), args };
   }
 
   return {
     /** Runs by every status of the closed set and every verdict plus `none` (no receipt yet), zeros included. */
     counts(f: StatsFilter) {
-      const { stmt, args } = prepared('n', f, (w) => `SELECT ${COUNT_COLUMNS} FROM runs ${w}`);
+      const { stmt, args } = prepared(f, (w) => `SELECT ${COUNT_COLUMNS} FROM runs ${w}`);
       const row = stmt.get(...args) as Record<string, number | null>;
       const byStatus: Record<string, number> = {};
       const byVerdict: Record<string, number> = {};
@@ -82,15 +74,13 @@ export function createStatsStore(db: Db) {
     /** Nearest-rank percentiles of ended_at - started_at over ended runs, in ms; null when no run has ended. */
     durationPercentiles(f: StatsFilter, ps: readonly number[]): { ended: number; values: (number | null)[] } {
       const ended = ['ended_at IS NOT NULL'];
-      const count = prepared('dn', f, (w) => `SELECT count(*) AS n FROM runs ${w}`, ended);
+      const count = prepared(f, (w) => `SELECT count(*) AS n FROM runs ${w}`, ended);
       const n = Number((count.stmt.get(...count.args) as { n: number }).n);
       if (n === 0) return { ended: 0, values: ps.map(() => null) };
-      // One sort serves every percentile: the durations are sorted once into a materialized table and each wanted
-      // rank is read at its offset (the planner sees the table is already in order and sorts nothing again). About
-      // 2.5× cheaper than numbering every row with row_number() over the same sort.
+      // One sort into a materialized table serves every percentile, each read at its offset (~2.5× cheaper than
+      // row_number() over the same sort).
       const ranks = ps.map((p) => Math.min(n, Math.max(1, Math.ceil(p * n))));
       const pick = prepared(
-        `dp${ps.length}`,
         f,
         (w) =>
           `WITH s AS MATERIALIZED (SELECT ended_at - started_at AS d FROM runs ${w} ORDER BY d) SELECT ` +
@@ -102,7 +92,6 @@ export function createStatsStore(db: Db) {
     },
     runsPerDay(f: StatsFilter) {
       const { stmt, args } = prepared(
-        'day',
         f,
         (w) =>
           `SELECT started_at / ${DAY_MS} AS day, count(*) AS runs, ` +
@@ -112,7 +101,7 @@ export function createStatsStore(db: Db) {
       return stmt.all(...args) as unknown as Array<{ day: number; runs: number; succeeded: number; failed: number }>;
     },
     costTotal(f: StatsFilter) {
-      const { stmt, args } = prepared('ct', f, (w) => `SELECT NULL AS key, ${COST_COLUMNS} FROM runs ${w}`);
+      const { stmt, args } = prepared(f, (w) => `SELECT NULL AS key, ${COST_COLUMNS} FROM runs ${w}`);
       return stmt.get(...args) as unknown as CostGroup;
     },
     costBy(f: StatsFilter, by: 'provider' | 'repo' | 'day') {
@@ -120,7 +109,6 @@ export function createStatsStore(db: Db) {
       const expr = by === 'day' ? `started_at / ${DAY_MS}` : `+${by}`;
       const order = by === 'day' ? 'key' : 'runs DESC, key';
       const { stmt, args } = prepared(
-        `c-${by}`,
         f,
         (w) => `SELECT ${expr} AS key, ${COST_COLUMNS} FROM runs ${w} GROUP BY key ORDER BY ${order}`,
       );

@@ -1,6 +1,5 @@
 // The trigger server's jobs table: typed rows in, typed rows out; statements prepared once.
-import type { Db } from './open.ts';
-import { LIMIT_PARAM } from './limit-param.ts';
+import { LIMIT_PARAM, type Db } from './open.ts';
 
 export type JobStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'interrupted';
 

@@ -1,17 +1,16 @@
-// Worker-thread side of the WAL checkpointer: its own connection, one PASSIVE checkpoint (it never takes the writer
-// lock) per request from the main thread.
+// Worker-thread side of the WAL checkpointer: its own connection, one PASSIVE checkpoint (never the writer lock) per
+// request; a busy or failed one is simply tried again on the next.
 import '../quiet-sqlite-warning.ts';
 import { parentPort, workerData } from 'node:worker_threads';
 import { errorMessage } from '../errors.ts';
 
-// Loaded after quiet-sqlite-warning.ts has filtered node:sqlite's ExperimentalWarning (hence the dynamic import).
+// Dynamic: loaded after quiet-sqlite-warning.ts has filtered node:sqlite's ExperimentalWarning.
 const { openConnection } = await import('./open.ts');
 
 const port = parentPort;
 if (!port) throw new TypeError('wal-checkpoint-worker must run as a worker thread');
 
 const db = openConnection((workerData as { path: string }).path);
-// Never waits: a busy checkpoint is simply tried again on the next request.
 db.exec('PRAGMA busy_timeout = 0');
 const checkpoint = db.prepare('PRAGMA wal_checkpoint(PASSIVE)');
 
@@ -21,7 +20,6 @@ port.on('message', (message: unknown) => {
   try {
     checkpoint.get();
   } catch (err) {
-    // SQLITE_BUSY (another checkpointer) or a transient I/O error: the next request tries again.
     error = errorMessage(err);
   }
   port.postMessage({ done: true, error });

@@ -1,6 +1,6 @@
-// Moves WAL checkpoints (a copy and two fsyncs: 10–30 ms stalls) off both servers' event loop: a worker thread with
-// its own connection checkpoints PASSIVE at most every `intervalMs` after commits, and the main connection keeps a
-// large automatic checkpoint as a backstop that bounds the WAL under a sustained burst. Kept for speed (docs/bench.md).
+// Moves WAL checkpoints (10–30 ms stalls) off both servers' event loop: a worker thread with its own connection
+// checkpoints PASSIVE at most every `intervalMs` after commits; the main connection's large automatic checkpoint is a
+// backstop under a sustained burst. Kept for speed (docs/bench.md).
 import { Worker } from 'node:worker_threads';
 import type { Db } from './open.ts';
 import type { Logger } from '../log.ts';
@@ -10,52 +10,48 @@ const WORKER = new URL(`./wal-checkpoint-worker${import.meta.url.endsWith('.ts')
 
 /** Pages (4 KiB) the WAL may reach before the main thread checkpoints itself (~64 MB). */
 export const BACKSTOP_PAGES = 16_384;
-/** SQLite's default automatic checkpoint, restored if the worker cannot run. */
+/** SQLite's default, restored if the worker cannot run. */
 const DEFAULT_AUTOCHECKPOINT = 1000;
 
 export type WalCheckpointer = ReturnType<typeof createWalCheckpointer>;
 
 export function createWalCheckpointer(opts: { db: Db; path: string; log: Logger; intervalMs?: number }) {
   const { db, log } = opts;
-  const intervalMs = opts.intervalMs ?? 100;
   if (opts.path === ':memory:') return { nudge(): void {}, async close(): Promise<void> {} };
   db.exec(`PRAGMA wal_autocheckpoint = ${BACKSTOP_PAGES}`);
   // After a burst the WAL file would otherwise keep its high-water size on disk.
   db.exec(`PRAGMA journal_size_limit = ${BACKSTOP_PAGES * 4096}`);
   let worker: Worker | undefined;
-  let failed = false;
-  let closed = false;
-  let inFlight = false;
-  let dirty = false;
   let timer: NodeJS.Timeout | undefined;
+  /** Closed, or fallen back to the main connection. */
+  let stopped = false;
+  /** A checkpoint is scheduled or under way. */
+  let busy = false;
+  let dirty = false;
 
   function fallBack(reason: string): void {
-    if (failed) return;
-    failed = true;
+    if (stopped) return;
+    stopped = true;
     log.warn('WAL checkpoints back on the main thread', { reason });
-    if (!closed) db.exec(`PRAGMA wal_autocheckpoint = ${DEFAULT_AUTOCHECKPOINT}`);
+    db.exec(`PRAGMA wal_autocheckpoint = ${DEFAULT_AUTOCHECKPOINT}`);
     void worker?.terminate();
-    worker = undefined;
   }
 
   function start(): Worker {
     const w = new Worker(WORKER, { workerData: { path: opts.path } });
     w.unref();
     w.on('message', (m: { error: string | null }) => {
-      inFlight = false;
+      busy = false;
       if (m.error) log.warn('WAL checkpoint failed; retrying on the next commit', { error: m.error });
       if (dirty) schedule();
     });
     w.on('error', (err) => fallBack(err.message));
-    w.on('exit', (code) => {
-      if (!closed) fallBack(`checkpoint worker exited (${code})`);
-    });
+    w.on('exit', (code) => fallBack(`checkpoint worker exited (${code})`));
     return w;
   }
 
   function run(): void {
-    timer = undefined;
-    if (closed || failed) return;
+    if (stopped) return;
     try {
       worker ??= start();
     } catch (err) {
@@ -63,29 +59,25 @@ export function createWalCheckpointer(opts: { db: Db; path: string; log: Logger;
       return;
     }
     dirty = false;
-    inFlight = true;
     worker.postMessage('checkpoint');
   }
 
   function schedule(): void {
-    if (timer || inFlight || closed || failed) return;
-    timer = setTimeout(run, intervalMs);
-    timer.unref();
+    if (busy || stopped) return;
+    busy = true;
+    timer = setTimeout(run, opts.intervalMs ?? 100).unref();
   }
 
   return {
-    /** Called after a commit: schedules a checkpoint soon, coalescing bursts. */
+    /** After a commit: a checkpoint soon, coalescing bursts. */
     nudge(): void {
       dirty = true;
       schedule();
     },
     async close(): Promise<void> {
-      closed = true;
-      if (timer) clearTimeout(timer);
-      timer = undefined;
-      const w = worker;
-      worker = undefined;
-      await w?.terminate();
+      stopped = true;
+      clearTimeout(timer);
+      await worker?.terminate();
     },
   };
 }

@@ -20,10 +20,7 @@ import type { Reply } from '../http/respond.ts';
 type R = Route<TriggerDeps>;
 const raw = { body: 'raw', limit: MiB, auth: false } as const;
 
-/**
- * Each source's handler, given the bytes its route's check passed (its record is in src/webhook-sources.ts); a
- * source without one does not compile.
- */
+/** Each source's handler, given the bytes its route's check passed (records: src/webhook-sources.ts). */
 const RECEIVERS: Record<SourceName, (ctx: TCtx, raw: Buffer) => Reply | Promise<Reply>> = {
   errtrack: receiveErrtrack,
   chata: receiveChata,
@@ -34,7 +31,7 @@ const RECEIVERS: Record<SourceName, (ctx: TCtx, raw: Buffer) => Reply | Promise<
   jobs: createJob,
 };
 
-/** Each source's way back, by its record's `reply`: the notifier's senders and GET /status's `notifiers`. */
+/** Each source's way back, by its record's `reply`. */
 export const REPLIES: Record<ReplyName, ReplyChannel> = {
   chata: chataReply,
   trackera: trackeraReply,
@@ -48,10 +45,9 @@ export const triggerRoutes: readonly R[] = [
   { method: 'GET', pattern: '/status', handler: (ctx) => getStatus(ctx, REPLIES), auth: false },
   ...SOURCES.map((s): R => {
     const receive = RECEIVERS[s.name];
-    const handle = (ctx: TCtx): Reply | Promise<Reply> => receive(ctx, admit(ctx, s));
     return {
       method: 'POST', pattern: `/${s.name}`, ...raw,
-      handler: (ctx) => countDelivery(ctx.deps.metrics.deliveries, s.name, ctx, handle),
+      handler: (ctx) => countDelivery(ctx.deps.metrics.deliveries, s.name, () => receive(ctx, admit(ctx, s))),
     };
   }),
   { method: 'GET', pattern: '/jobs/:id', handler: getJob, auth: false },
@@ -64,8 +60,7 @@ export function createTriggerApp(deps: TriggerDeps, bodyTimeoutMs = 10_000): Req
   return createPipeline<TriggerDeps>({
     routes: triggerRoutes,
     deps,
-    // Every route is signed or bearer-protected, so the DNS-rebinding Host guard buys nothing here and would
-    // refuse deliveries a reverse proxy forwards with the public Host name.
+    // Every route is signed or bearer-protected: a Host guard would only refuse what a reverse proxy forwards.
     boundToLoopback: () => false,
     token: undefined,
     log: deps.log,

@@ -6,7 +6,7 @@ import { join, relative, sep } from 'node:path';
 import { openConnection, userVersion } from '../db/open.ts';
 import { RefusedError } from '../errors.ts';
 import { triggerMigrations } from '../db/trigger-migrations.ts';
-import { createTriggerJobsStore, type JobStatus } from '../db/trigger-jobs-store.ts';
+import { createTriggerJobsStore, type TriggerJobsStore } from '../db/trigger-jobs-store.ts';
 import { TERMINAL } from '../run-json.ts';
 import { UnsafePathError } from '../engine/safe-fs.ts';
 import { isValidSegment } from '../engine/ids.ts';
@@ -14,10 +14,9 @@ import { ago, assertOwnFolder, endedAt, type PrunePlan } from '../engine/prune.t
 import { plainEntries } from '../engine/plain-tree.ts';
 import { localRuns, trackedNames } from '../engine/local-runs.ts';
 
-/** Job statuses by id; never migrated from here: a database at another schema version is refused. */
-function jobStatuses(dbPath: string): { get(id: string): { status: JobStatus; finished_at: number | null } | null;
-  close(): void } {
-  if (!existsSync(dbPath)) return { get: () => null, close: () => {} };
+/** The job queue, never migrated from here: a database at another schema version is refused. */
+function openJobs(dbPath: string): Pick<TriggerJobsStore, 'get'> & { close(): void } {
+  if (!existsSync(dbPath)) return { get: () => undefined, close: () => {} };
   const db = openConnection(dbPath);
   const version = userVersion(db);
   if (version !== triggerMigrations.length) {
@@ -25,8 +24,7 @@ function jobStatuses(dbPath: string): { get(id: string): { status: JobStatus; fi
     throw new RefusedError(`The trigger's job queue ${dbPath} is at schema version ${version}, this svc knows ` +
       `${triggerMigrations.length}: prune with the svc version of the trigger server that uses it`);
   }
-  const jobs = createTriggerJobsStore(db);
-  return { get: (id) => jobs.get(id) ?? null, close: () => db.close() };
+  return { get: createTriggerJobsStore(db).get, close: () => db.close() };
 }
 
 /** Why the checkout must stay whatever its age, or null; and the newest time anything in it ended. */
@@ -47,7 +45,7 @@ function inUse(dir: string): { why: string | null; last: number | null } {
 
 export function planCheckoutPrune(checkouts: string, dbPath: string, olderThanMs: number, now = Date.now()): PrunePlan {
   const plan: PrunePlan = { remove: [], keep: [] };
-  const jobs = jobStatuses(dbPath);
+  const jobs = openJobs(dbPath);
   // The folder the operator named may itself be a link; below it, every level must be a plain folder.
   const root = existsSync(checkouts) ? realpathSync(checkouts) : checkouts;
   try {

@@ -14,27 +14,23 @@ export interface TriggerDeps {
   queue: JobQueue;
   clock: () => number;
   log: Logger;
-  /** GitHub's REST API (pull request follow-ups: read the PR and its review, reply). */
+  /** Pull request follow-ups: read the PR and its review, reply. */
   github: GithubApi;
   /** The jobs of a pull request svc opened (sources/github-pr.ts). */
   pulls: Pick<TriggerJobsStore, 'onPullRequestBranch'>;
-  /** Deliveries refused because no served repository takes them (GET /status). */
   skips: SkipCounts;
   /** The server listens and has not begun to shut down (GET /ready). */
   accepting: () => boolean;
-  /** GET /metrics's series, and the counts every route adds to. */
   metrics: TriggerMetrics;
-  /** Answers to blocked runs that come in from where their jobs were asked (answers.ts). */
   answers: AnswerDesk;
-  /** Outbound HTTPS a handler asks a vendor with (who is on a tracker issue's team), as the notifier sends. */
+  /** A handler's own vendor calls (who is on a tracker issue's team), as the notifier sends. */
   post: Poster;
-  /** The spans of deliveries and jobs (job-trace.ts); sends nothing without an OTLP endpoint. */
   tracer: Tracer;
 }
 
 type SkipCounts = ReturnType<typeof createSkipCounts>;
 
-/** Deliveries refused because no served repository takes them, per route: this process's traffic, not the queue. */
+/** Deliveries refused because no served repository takes them, per route, since this process started (GET /status). */
 export function createSkipCounts() {
   const counts = new Map<string, number>();
   return {

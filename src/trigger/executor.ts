@@ -1,6 +1,7 @@
 // How a job's `svc start` is launched and its run followed. The local child process is the default executor;
 // others (e.g. a Kubernetes one) implement the same two calls and are picked by SVC_TRIGGER_EXECUTOR.
 import { str } from '../untrusted.ts';
+import { isValidSegment } from '../engine/ids.ts';
 
 /** Address of a run as `svc start --detach` prints it: one JSON line `{"source","run"}`. */
 export interface RunRef {
@@ -17,14 +18,12 @@ export interface RunOutcome {
   started_at: string | null;
   ended_at: string | null;
   error: string | null;
-  /** Times the run's worker started it over by itself after an infra failure before its agent ran (state.json). */
+  /** Times the run's worker started it over after an infra failure before its agent ran. */
   infra_retries?: number;
 }
 
 export interface LaunchResult {
-  /** Launcher exit code (null when killed by a signal). */
   exitCode: number | null;
-  /** The run the launcher reported, or null when it printed none. */
   run: RunRef | null;
   /** Why the launch failed, one line, never containing secrets (the child has none). */
   error: string | null;
@@ -34,59 +33,42 @@ export interface ExecJob {
   id: string;
   /** The exact argv after `svc`, e.g. ['start', '--brief', '…', '--pr', '--detach']. */
   args: readonly string[];
-  /** Where the job came from (errtrack, chata, …); passed to the run as SVC_ORIGIN so the run records it. */
+  /** Passed to the run as SVC_ORIGIN. */
   origin?: string;
-  /** The routed repository's directory the job runs in (its checkout, or a managed worktree). */
+  /** The routed repository's checkout, or a managed one. */
   workdir: string;
-  /**
-   * The served entry the job was routed to: its owner/name becomes the run's `repo` (SVC_REPO_NAME), and a pod
-   * clones its clone URL (kubernetes-pod.ts). Absent only for callers outside the job loop (tests).
-   */
+  /** The served entry: its name becomes the run's `repo` (SVC_REPO_NAME); a pod clones its URL. */
   repo?: { name: string; clone: string | null };
-  /** The job's span, which its run continues (passed as SVC_TRACEPARENT; not a secret). */
+  /** The job's span, which its run continues (SVC_TRACEPARENT). */
   traceparent?: string | null;
 }
 
 export interface FollowOptions {
   reattach: boolean;
-  /** The directory the job's launcher ran in: its runs live under `<workdir>/.svc/runs/`. */
+  /** Where the job's launcher ran: its runs live under `<workdir>/.svc/runs/`. */
   workdir: string;
-  /**
-   * Told each time the run's state changes between waiting for an answer (`question`) and not (null): the same read
-   * of the run's state that sees it end, so a question reaches the job's origin without another watch.
-   */
+  /** Told each time the run starts or stops waiting for an answer (null), from the same read that sees it end. */
   onQuestion?: (question: string | null) => void;
 }
 
-/** An answer handed to a run by the one answer channel for where the run lives (`svc answer`): done, or why not. */
 export type AnswerResult = { ok: true } | { ok: false; reason: string };
 
 /**
- * The contract every executor keeps:
- * - `launch` runs `svc <args>` to completion of the *launcher* (with `--detach` that is quick) and never throws
- *   for a failed launch; it reports it in the result. It must not pass any secret to the launched process.
- * - `follow` resolves with the run's final state once its status is terminal (succeeded, failed, stopped);
- *   with null when the run cannot be found (the job is then failed, or `interrupted` on re-attach);
- *   with 'aborted' when `signal` fires (server shutdown: the job stays `running` and is re-attached later).
+ * `launch` runs the launcher to its end (quick with `--detach`), reports a failed launch rather than throwing, and
+ * puts no secret in its argv or environment. `follow` resolves with the run's final state; null when the run cannot
+ * be found; 'aborted' when `signal` fires (shutdown: the job stays `running` and is re-attached later).
  */
 export interface JobExecutor {
   launch(job: ExecJob): Promise<LaunchResult>;
   follow(run: RunRef, signal: AbortSignal, opts: FollowOptions): Promise<RunOutcome | null | 'aborted'>;
-  /**
-   * Answers a blocked run as `svc answer --origin WHO` does (its answer file where the run lives, else the Control
-   * Plane): an origin's answer, which cannot raise the operator's daily caps. Absent where it cannot reach the runs.
-   */
+  /** Answers a blocked run as `svc answer --origin WHO` does; absent where it cannot reach the runs. */
   answer?(run: RunRef, text: string, workdir: string, origin: string): Promise<AnswerResult>;
 }
 
-/** The question a blocked run's state asks, or null while it is not blocked. */
 export function questionOf(state: Record<string, unknown>): string | null {
   if (state.status !== 'blocked') return null;
   return typeof state.question === 'string' && state.question.trim() !== '' ? state.question : 'the run is blocked';
 }
-
-/** Run and source ids are path segments under .svc/runs: anything else is refused (DESIGN §3). */
-export const RUN_SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
 /** The last line of `text` that is a JSON object `pick` accepts (a launcher's run line, a signer's summary). */
 export function lastJsonLine<T>(text: string, pick: (value: Record<string, unknown>) => T | null): T | null {
@@ -96,22 +78,20 @@ export function lastJsonLine<T>(text: string, pick: (value: Record<string, unkno
       const found = pick(JSON.parse(lines[i]!) as Record<string, unknown>);
       if (found) return found;
     } catch {
-      // not such a line
+      // not JSON
     }
   }
   return null;
 }
 
-/** The `{"source","run"}` line in launcher output (the last valid one wins). */
+/** The last valid `{"source","run"}` line in launcher output. */
 export function parseLaunchOutput(stdout: string): RunRef | null {
   return lastJsonLine(stdout, ({ source, run }) => (
-    typeof source === 'string' && typeof run === 'string' && RUN_SEGMENT.test(source) && RUN_SEGMENT.test(run)
-      ? { source, run }
-      : null
+    isValidSegment(source) && isValidSegment(run) ? { source, run } : null
   ));
 }
 
-/** The summary fields of a run's state (its state.json, or the signer's last line), once its status is final. */
+/** The summary fields of a final run state (its state.json, or the signer's last line). */
 export function outcomeFromState(state: Record<string, unknown>): RunOutcome | null {
   const status = state.status;
   if (status !== 'succeeded' && status !== 'failed' && status !== 'stopped') return null;

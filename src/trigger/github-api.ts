@@ -1,6 +1,5 @@
-// The GitHub REST calls the trigger server makes itself: read a pull request and a review's comments, post a comment.
-// HTTPS only (https-post.ts), to GITHUB_API_URL with GITHUB_TOKEN (or GH_TOKEN) as settings.ts read them for the
-// progress comments; bounded in time and size. Must not: send the token anywhere but that API base.
+// The GitHub REST calls the trigger server makes itself, HTTPS only, bounded in time and size. Must not: send the
+// token anywhere but the API base.
 import { FailedError, UnavailableError } from '../errors.ts';
 import { createHttpsPoster } from './https-post.ts';
 import { githubHeaders } from '../engine/pr.ts';
@@ -8,21 +7,13 @@ import { tryParseJson } from '../untrusted.ts';
 
 export type GithubApi = ReturnType<typeof createGithubApi>;
 
-export function createGithubApi(opts: {
-  /** GITHUB_API_URL; default https://api.github.com. */
-  base?: string | undefined;
-  token: string | null;
-  /** An extra CA to trust (tests' loopback stand-in). */
-  ca?: string | Buffer;
-}) {
-  const base = (opts.base || 'https://api.github.com').replace(/\/+$/, '');
+/** `gh`: the settings' API base and token; `ca`: an extra CA to trust (tests' loopback stand-in). */
+export function createGithubApi(gh: { apiUrl: string; token: string } | undefined, ca?: string | Buffer) {
   // A review's hundred comments can be more than a vendor's answer to a summary.
-  const post = createHttpsPoster({ ...(opts.ca ? { ca: opts.ca } : {}), cap: 1024 * 1024 });
+  const post = createHttpsPoster({ ...(ca ? { ca } : {}), cap: 1024 * 1024 });
   const send = async (method: string, path: string, body = ''): Promise<unknown> => {
-    if (!opts.token) {
-      throw new UnavailableError('GITHUB_TOKEN (or GH_TOKEN) is not set: svc cannot call the GitHub API');
-    }
-    const res = await post(new URL(`${base}${path}`), githubHeaders(opts.token), body, method);
+    if (!gh) throw new UnavailableError('GITHUB_TOKEN (or GH_TOKEN) is not set: svc cannot call the GitHub API');
+    const res = await post(new URL(`${gh.apiUrl}${path}`), githubHeaders(gh.token), body, method);
     if (res.status < 200 || res.status > 299) {
       throw new FailedError(`GitHub answered ${res.status} to ${method} ${path.slice(0, 200)}`);
     }
@@ -31,9 +22,9 @@ export function createGithubApi(opts: {
     return value;
   };
   return {
-    /** The parsed JSON of a GET under the API base (`path` starts with `/`); a FailedError on any non-2xx answer. */
+    /** `path` starts with `/`; a FailedError on any non-2xx answer. */
     get: (path: string) => send('GET', path),
-    /** Posts `body` (Markdown, svc's own words) as a comment on issue or pull request `number` of `repo`. */
+    /** `body` is Markdown in svc's own words. */
     async comment(repo: string, number: number, body: string): Promise<void> {
       await send('POST', `/repos/${repo}/issues/${number}/comments`, JSON.stringify({ body }));
     },

@@ -14,7 +14,6 @@ import { endJobSpan, launchTraceparent } from './job-trace.ts';
 
 export type JobLoop = ReturnType<typeof createJobLoop>;
 
-/** How a job ended, with what its summary says. */
 interface JobEnd {
   status: 'succeeded' | 'failed' | 'interrupted';
   run?: RunRef | null;
@@ -27,20 +26,16 @@ interface JobLoopOptions {
   stores: TriggerStores;
   executor: JobExecutor;
   concurrency: number;
-  /** Jobs of one repository active at once. */
   repoConcurrency: number;
-  /** Where each job runs: its routed repository's checkout, or for a clone URL its own managed checkout. */
   repos: RepoRouter;
   managed: ManagedCheckouts;
   clock: () => number;
   log: Logger;
-  /** Each job's span ends with it (job-trace.ts). */
   tracer: Tracer;
   /** SVC_PUBLIC_URL: the run link in summaries (none without it: never a loopback link). */
   publicUrl: string | undefined;
-  /** Sends the completion summary; must never throw (notify.ts guarantees it). */
+  /** notify.ts's senders; neither ever throws. */
   notify: (jobId: string) => Promise<void>;
-  /** Tells the job's origin its run started or asks a question (notify.ts `progress`); must never throw. */
   progress: (jobId: string, progress: Progress) => Promise<void>;
 }
 
@@ -50,7 +45,6 @@ export function createJobLoop(opts: JobLoopOptions) {
   const tasks = new Set<Promise<void>>();
   let closed = false;
 
-  // Active jobs and last start per origin and per repository: whose turn it is (the rule at the file's end).
   const turns: Turns = { active: new Map(), served: new Map(), starts: 0 };
 
   function track(job: JobRow, task: Promise<void>): void {
@@ -63,10 +57,7 @@ export function createJobLoop(opts: JobLoopOptions) {
     });
   }
 
-  /**
-   * Records how the job ended and the summary its reply will carry (plain text and the parts each channel renders),
-   * for every way a job can end: its run's outcome, a failed launch, a restart that lost it, a crash of this loop.
-   */
+  /** Records how the job ended and the summary its reply will carry (plain text and the parts each channel renders). */
   function finish(job: JobRow, end: JobEnd): void {
     const { status, run = null, outcome = null, exitCode = null, error } = end;
     const now = opts.clock();
@@ -76,8 +67,9 @@ export function createJobLoop(opts: JobLoopOptions) {
       jobId: job.id, status, run, outcome, durationMs: endedMs - startedMs, error, publicUrl: opts.publicUrl,
     });
     const summary = plainSummary(parts);
-    const summary_parts = JSON.stringify(parts);
-    stores.jobs.finish(job.id, { status, finished_at: now, exit_code: exitCode, summary, summary_parts, error });
+    stores.jobs.finish(job.id, {
+      status, finished_at: now, exit_code: exitCode, summary, summary_parts: JSON.stringify(parts), error,
+    });
     endJobSpan(opts.tracer, job, status, now, run?.run ?? null);
     log.info('job finished', { job_id: job.id, status, run: run ? `${run.source}/${run.run}` : null });
   }
@@ -98,9 +90,8 @@ export function createJobLoop(opts: JobLoopOptions) {
       const error = reattach ? 'run state not found after restart' : 'run state never appeared';
       return finishAndNotify(job, { status: reattach ? 'interrupted' : 'failed', run, error });
     }
-    // The worker's own automatic retries of the run (never the job's): counted on the job, shown in its JSON.
+    // The worker's own retries of the run (never the job's), shown in the job's JSON.
     if (outcome.infra_retries) stores.jobs.setInfraRetries(job.id, outcome.infra_retries);
-    // Only a succeeded run makes a succeeded job.
     const error = outcome.status === 'stopped' ? 'run stopped'
       : outcome.status === 'failed' ? (outcome.error ?? 'run failed')
       : null;
@@ -108,40 +99,29 @@ export function createJobLoop(opts: JobLoopOptions) {
     await finishAndNotify(job, { status, run, outcome, error });
   }
 
-  /** The served entry of a job: its recorded repository, or the default for a job accepted before migration 6. */
+  /** The job's served entry (a job queued before routing, migration 6, takes the default). */
   function repoOf(job: JobRow): ServedRepo | undefined {
     return job.repo === null ? opts.repos.entries.find((e) => e.isDefault) : opts.repos.byName(job.repo);
   }
 
-  /**
-   * The routed repository and its directory (never another repository's, never the server's cwd), recorded before
-   * launch; null, and the job failed, when its repository is no longer served or its checkout could not be made.
-   */
-  async function workdirOf(job: JobRow): Promise<{ workdir: string; repo: ServedRepo } | null> {
-    const repo = repoOf(job);
-    let error = job.repo === null
-      ? 'The job has no repository to run in: it was queued before routing and no repository is the default'
-      : `The job has no repository to run in: "${job.repo}" is no longer served`;
-    if (repo) {
-      try {
-        const workdir = repo.checkout ?? await opts.managed.prepare(repo, job);
-        stores.jobs.setWorkdir(job.id, workdir);
-        return { workdir, repo };
-      } catch (err) {
-        // git's reason, as the job's error and in its summary; the next job of the repository fetches again.
-        if (!(err instanceof ManagedGitError)) throw err;
-        error = err.message;
-      }
-    }
-    await finishAndNotify(job, { status: 'failed', error });
-    return null;
-  }
-
   async function runJob(job: JobRow): Promise<void> {
     log.info('job started', { job_id: job.id, origin: job.origin, repo: job.repo });
-    const routed = await workdirOf(job);
-    if (routed === null) return;
-    const { workdir, repo } = routed;
+    const repo = repoOf(job);
+    if (!repo) {
+      const error = job.repo === null
+        ? 'The job has no repository to run in: it was queued before routing and no repository is the default'
+        : `The job has no repository to run in: "${job.repo}" is no longer served`;
+      return finishAndNotify(job, { status: 'failed', error });
+    }
+    let workdir: string;
+    try {
+      workdir = repo.checkout ?? await opts.managed.prepare(repo, job);
+    } catch (err) {
+      // git's reason is the job's error; the repository's next job fetches again.
+      if (!(err instanceof ManagedGitError)) throw err;
+      return finishAndNotify(job, { status: 'failed', error: err.message });
+    }
+    stores.jobs.setWorkdir(job.id, workdir);
     const launched = await executor.launch({
       id: job.id, args: job.args, origin: job.origin, workdir, repo: { name: repo.name, clone: repo.clone },
       traceparent: launchTraceparent(job),
@@ -166,10 +146,9 @@ export function createJobLoop(opts: JobLoopOptions) {
     });
   }
 
-  /** Starts as many queued jobs as free slots allow. */
   function kick(): void {
     if (closed) return;
-    // A failed claim means another dispatcher took that job: bounded retries, then the next kick tries again.
+    // A failed claim: another dispatcher took that job.
     for (let tries = 0; tasks.size < opts.concurrency && tries < opts.concurrency * 2; tries++) {
       const job = pickNext(stores.jobs, turns, opts.repoConcurrency);
       if (!job) return;
@@ -183,16 +162,13 @@ export function createJobLoop(opts: JobLoopOptions) {
   /** After a restart: re-attach running jobs to their runs (or mark them interrupted), resend missed summaries. */
   function recover(): void {
     for (const job of stores.jobs.listRunning()) {
-      // Where its runs live: the recorded workdir, else its repository's checkout.
       const workdir = job.workdir ?? repoOf(job)?.checkout ?? null;
       if (job.run_source && job.run_id && workdir !== null) {
         log.info('re-attaching job to its run', { job_id: job.id, run: `${job.run_source}/${job.run_id}` });
         const run = { source: job.run_source, run: job.run_id };
-        // A job still running from before the restart had its turn: the queue's order after it survives the restart.
         markServed(turns, job);
         track(job, guarded(job, followToEnd(job, run, true, workdir)));
       } else {
-        // It was launching when the server stopped: which run it started (if any) is unknown.
         finish(job, { status: 'interrupted', error: 'the server stopped before the run was recorded' });
         void opts.notify(job.id);
       }
@@ -217,12 +193,10 @@ export function createJobLoop(opts: JobLoopOptions) {
   };
 }
 
-// Whose turn it is when a slot frees: docs/trigger.md "Dispatch order".
-
-/** The job loop's in-memory view of who is running: keys are `repo:<name>` and `origin:<name>`. */
+// Whose turn it is when a slot frees: docs/trigger.md "Dispatch order". Keys are `repo:<name>` and `origin:<name>`;
+// `served` holds the start counter's value when a key last had a job started.
 interface Turns {
   active: Map<string, number>;
-  /** The start counter's value when each key last had a job started (never: absent, i.e. first in line). */
   served: Map<string, number>;
   starts: number;
 }
@@ -237,7 +211,6 @@ function older(a: JobRow, b: JobRow): boolean {
   return a.created_at < b.created_at || (a.created_at === b.created_at && a.id < b.id);
 }
 
-/** The next job to start, or undefined when nothing queued may start now. */
 function pickNext(jobs: TriggerJobsStore, turns: Turns, repoCap: number): JobRow | undefined {
   let best: { order: number[]; head: JobRow } | undefined;
   for (const group of jobs.queuedGroups()) {
@@ -256,21 +229,14 @@ function pickNext(jobs: TriggerJobsStore, turns: Turns, repoCap: number): JobRow
   return best?.head;
 }
 
-/** The keys a job counts under: its origin and its repository. */
 function keysOf(job: Pick<JobRow, 'origin' | 'repo'>): [string, string] {
   return [`origin:${job.origin}`, `repo:${job.repo ?? ''}`];
 }
 
-/** A job of `job`'s origin and repository started (+1) or ended (-1). */
 function countActive(turns: Turns, job: Pick<JobRow, 'origin' | 'repo'>, by: 1 | -1): void {
-  for (const key of keysOf(job)) {
-    const n = (turns.active.get(key) ?? 0) + by;
-    if (n > 0) turns.active.set(key, n);
-    else turns.active.delete(key);
-  }
+  for (const key of keysOf(job)) turns.active.set(key, (turns.active.get(key) ?? 0) + by);
 }
 
-/** Records that `job`'s origin and repository just had their turn. */
 function markServed(turns: Turns, job: Pick<JobRow, 'origin' | 'repo'>): void {
   const [origin, repo] = keysOf(job);
   turns.served.set(origin, turns.starts);

@@ -1,31 +1,23 @@
-// A delivery's and its job's spans (src/trace.ts): the delivery's span is the request that queued the job, continuing
-// a valid `traceparent` header (untrusted: anything else starts a new trace and is kept nowhere); the job's span runs
-// from its queueing to its end and is the parent its run continues (SVC_TRACEPARENT). Its ids are stored with the job
-// (trigger migration 11), so a job a restart re-attached still ends its span.
+// A delivery's span continues a valid `traceparent` header (anything else starts a new trace); the job's span runs
+// from its queueing to its end and is the parent its run continues. Its ids are stored with the job, so a job a
+// restart re-attached still ends its span.
 import { formatTraceparent, newSpanId, newTraceId, OpenSpan, parseTraceparent, type Tracer } from '../trace.ts';
 import type { IncomingMessage } from 'node:http';
 import type { JobRow } from '../db/trigger-jobs-store.ts';
 
-/**
- * What a job keeps of its trace: its own span as a `traceparent`, and its parent's (the delivery's) span id, null when
- * the traceparent is the caller's own, passed on by a server that records no spans.
- */
+/** The job's own span as a `traceparent`, and the delivery's span id (null when this server records no spans). */
 export interface JobTrace {
   traceparent: string;
   parent: string | null;
 }
 
-export interface Delivery {
-  span: OpenSpan | null;
-  job: JobTrace | undefined;
-}
+export type Delivery = ReturnType<typeof startDelivery>;
 
 /**
- * With no exporter nothing is timed and no id is made (three random ids were ~8 % of a webhook delivery's CPU): a
- * valid incoming `traceparent` is handed on to the job's run as it came, else the job has none and its run gets one
- * at launch (`launchTraceparent`).
+ * With no exporter nothing is timed and no id is made (three random ids were ~8 % of a delivery's CPU): a valid
+ * incoming `traceparent` is handed on as it came.
  */
-export function startDelivery(tracer: Tracer, req: IncomingMessage, origin: string, repo: string): Delivery {
+export function startDelivery(tracer: Tracer, req: IncomingMessage, origin: string, repo: string) {
   const parent = req.headers.traceparent === undefined ? null : parseTraceparent(req.headers.traceparent);
   if (!tracer.enabled) {
     return { span: null, job: parent ? { traceparent: formatTraceparent(parent), parent: null } : undefined };
@@ -39,15 +31,12 @@ export function startDelivery(tracer: Tracer, req: IncomingMessage, origin: stri
   return { span, job: { traceparent: job, parent: span.context.spanId } };
 }
 
-/**
- * The `traceparent` a job's run continues: the job's own, or (a job queued with no trace) a new one, made here rather
- * than by the run because a pod's run container and its signer must name the same trace id (src/pod/sign.ts).
- */
+/** The job's own, or a new one made here: a pod's run container and its signer must name the same trace id. */
 export function launchTraceparent(job: JobRow): string {
   return job.traceparent ?? formatTraceparent({ traceId: newTraceId(), spanId: newSpanId() });
 }
 
-/** Records the job's span once the job has ended (a job queued before migration 11 has none). */
+/** A job queued before trigger migration 11 has no span. */
 export function endJobSpan(tracer: Tracer, job: JobRow, status: string, endMs: number, run: string | null): void {
   const own = parseTraceparent(job.traceparent);
   if (!own || !job.trace_parent) return;

@@ -4,6 +4,7 @@
 import { join } from 'node:path';
 import { httpsRequest } from './https-post.ts';
 import { readOrNull } from '../spawn/tree.ts';
+import { tryParseJson } from '../untrusted.ts';
 
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 
@@ -24,12 +25,8 @@ export function inClusterApiUrl(env: NodeJS.ProcessEnv): string | undefined {
   return `https://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
 
-export function createKubeApi(opts: {
-  /** https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT unless overridden (SVC_K8S_API_URL). */
-  apiUrl: string;
-  /** Holds `token`, `ca.crt`, `namespace` (SVC_K8S_SA_DIR overrides the mount path). */
-  serviceAccountDir: string;
-}) {
+/** `serviceAccountDir` holds `token`, `ca.crt` and `namespace`. */
+export function createKubeApi(opts: { apiUrl: string; serviceAccountDir: string }) {
   const base = opts.apiUrl.replace(/\/+$/, '');
   const ca = readOptional(join(opts.serviceAccountDir, 'ca.crt'));
   const namespace = readOptional(join(opts.serviceAccountDir, 'namespace')) || 'default';
@@ -44,15 +41,10 @@ export function createKubeApi(opts: {
   }
 
   function parse(status: number, text: string): KubeResponse {
-    try {
-      return { status, body: text ? JSON.parse(text) : null, text };
-    } catch {
-      return { status, body: null, text };
-    }
+    return { status, body: text ? tryParseJson(text) ?? null : null, text };
   }
 
   return {
-    /** The service account's namespace (SVC_K8S_NAMESPACE overrides it: kubernetes-executor.ts). */
     namespace,
     async request(method: string, path: string, body?: unknown, contentType?: string): Promise<KubeResponse> {
       const url = `${base}${path}`;

@@ -1,20 +1,18 @@
 // SVC_TRIGGER_EXECUTOR=kubernetes: each job becomes a batch/v1 Job running `svc start …` in its own pod
-// (kubernetes-pod.ts). launch: create the Job (idempotent on its name) under a run id the pod spec fixes, wait for the
-// run container's `{"source","run"}` line naming that run, label the Job with it. follow: poll the Control Plane for
-// the run and the Job for its end; the final summary line is read from the signer container only (the run
-// container's log is the agent's to write).
+// (kubernetes-pod.ts; docs/deploy.md). The final summary line is read from the signer container only: the run
+// container's log is the agent's to write.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createKubeApi, inClusterApiUrl, SERVICE_ACCOUNT_DIR } from './kube-api.ts';
 import {
   buildPodSpec, kubernetesSettingsFromEnv, RUN_CONTAINER, SIGNER_CONTAINER, type KubernetesSettings, type PodJob,
 } from './kubernetes-pod.ts';
 import {
-  lastJsonLine, outcomeFromState, parseLaunchOutput, questionOf, RUN_SEGMENT,
+  lastJsonLine, outcomeFromState, parseLaunchOutput, questionOf,
   type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef,
 } from './executor.ts';
 import type { Logger } from '../log.ts';
 import { BadSettingError, errorMessage, FailedError } from '../errors.ts';
-import { newRunId } from '../engine/ids.ts';
+import { isValidSegment, newRunId } from '../engine/ids.ts';
 import { createControlClient } from '../client/client.ts';
 import { loadPolicy, PolicyError } from '../engine/policy.ts';
 
@@ -22,7 +20,7 @@ const LABEL_MANAGED = 'app.kubernetes.io/managed-by';
 const LABEL_JOB = 'svc.dev/job-id';
 export const LABEL_RUN = 'svc.dev/run';
 
-/** DNS-1123 label: lowercase alphanumerics and '-', at most 63 characters. */
+/** A DNS-1123 label. */
 export function kubeJobName(jobId: string): string {
   return `svc-${jobId.toLowerCase().replace(/[^a-z0-9-]+/g, '-')}`.slice(0, 63).replace(/-+$/, '');
 }
@@ -48,14 +46,12 @@ export function buildKubeJob(
 
 type JobState = { phase: 'running' | 'complete' | 'failed' | 'missing'; reason: string | null };
 
-/** The part of a Job's `status` read here. */
 type JobStatus = {
   succeeded?: number;
   failed?: number;
   conditions?: Array<{ type: string; status: string; reason?: string; message?: string }>;
 };
 
-/** The names of the items of a Kubernetes list answer. */
 function itemNames(body: unknown): string[] {
   const items = (body as { items?: Array<{ metadata?: { name?: string } }> } | null)?.items ?? [];
   return items.flatMap((item) => (item.metadata?.name ? [item.metadata.name] : []));
@@ -68,10 +64,10 @@ function runIdOf(job: unknown): string | null {
   const args = Array.isArray(containers) ? containers.find((c) => c?.name === SIGNER_CONTAINER)?.args : undefined;
   if (!Array.isArray(args)) return null;
   const value: unknown = args[args.indexOf('--run-id') + 1];
-  return typeof value === 'string' && RUN_SEGMENT.test(value) && args.includes('--run-id') ? value : null;
+  return isValidSegment(value) && args.includes('--run-id') ? value : null;
 }
 
-export interface KubernetesExecutorOptions {
+export function createKubernetesExecutor(opts: {
   env: NodeJS.ProcessEnv;
   log: Logger;
   controlUrl?: string | undefined;
@@ -79,11 +75,9 @@ export interface KubernetesExecutorOptions {
   pollMs?: number;
   /** How long a pod may take (image pull, clone) to print its run line. */
   launchTimeoutMs?: number;
-  /** After the Job ends, how long to wait for the shipped run to show a final status on the Control Plane. */
+  /** With the Job gone, how long the Control Plane may take to show the shipped run's final status. */
   shipGraceMs?: number;
-}
-
-export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobExecutor {
+}): JobExecutor {
   const settings = kubernetesSettingsFromEnv(opts.env);
   const apiUrl = inClusterApiUrl(opts.env);
   if (!apiUrl) {
@@ -99,7 +93,7 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
   const launchTimeoutMs = opts.launchTimeoutMs ?? 15 * 60_000;
   const shipGraceMs = opts.shipGraceMs ?? 60_000;
   const log = opts.log;
-  /** Run → Kubernetes Job name for runs launched by this process (the label covers restarts). */
+  /** Run → Job name for runs launched by this process (the run label covers restarts). */
   const known = new Map<string, string>();
 
   async function jobState(name: string): Promise<JobState> {
@@ -152,7 +146,6 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
     return { refused: `Kubernetes API refused Job ${name} (${res.status}${detail})` };
   }
 
-  /** A label lets a restarted server find the Job of a run it re-attaches to. */
   async function labelRun(name: string, run: RunRef): Promise<void> {
     const patch = { metadata: { labels: { [LABEL_RUN]: run.run }, annotations: { 'svc.dev/source': run.source } } };
     const path = `${jobsPath}/${encodeURIComponent(name)}`;
@@ -182,20 +175,19 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
       log.info('kubernetes job created', { job: job.id, kube_job: name });
       const deadline = Date.now() + launchTimeoutMs;
       for (;;) {
-        let run = await announced(name, created.runId);
-        const state = run ? null : await jobState(name);
-        // The pod may print its line and end between the two reads: look at the log once more before giving up.
-        if (!run && state!.phase !== 'running') run = await announced(name, created.runId);
+        // The state first: a pod that prints its line and ends between the two reads is seen by the second.
+        const state = await jobState(name);
+        const run = await announced(name, created.runId);
         if (run) {
           known.set(`${run.source}/${run.run}`, name);
           await labelRun(name, run);
           return { exitCode: 0, run, error: null };
         }
-        if (state!.phase !== 'running') {
+        if (state.phase !== 'running') {
           return {
-            exitCode: state!.phase === 'complete' ? 0 : 1,
+            exitCode: state.phase === 'complete' ? 0 : 1,
             run: null,
-            error: `Kubernetes Job ${name} ended without a {"source","run"} line (${state!.reason ?? state!.phase})`,
+            error: `Kubernetes Job ${name} ended without a {"source","run"} line (${state.reason ?? state.phase})`,
           };
         }
         if (Date.now() > deadline) {
@@ -209,10 +201,7 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
     }
   }
 
-  /**
-   * The run as the pod shipped it to the Control Plane, read by `read` (null: no run, no Control Plane, unreachable).
-   * Only a question is read there while the pod runs, never the outcome: that is agent text, sent as data.
-   */
+  // While the pod runs only its question is read from the Control Plane, never its outcome (agent-written data).
   const control = opts.controlUrl
     ? createControlClient({ url: opts.controlUrl, token: opts.controlToken, timeoutMs: 10_000 }) : null;
   async function fromControl<T>(run: RunRef, read: (state: Record<string, unknown>) => T | null): Promise<T | null> {
@@ -229,10 +218,9 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
   }
 
   async function follow(run: RunRef, signal: AbortSignal, f?: FollowOptions): Promise<RunOutcome | null | 'aborted'> {
-    if (!RUN_SEGMENT.test(run.source) || !RUN_SEGMENT.test(run.run)) return null;
+    if (!isValidSegment(run.source) || !isValidSegment(run.run)) return null;
     let name: string | null = known.get(`${run.source}/${run.run}`) ?? null;
     let missingSince: number | null = null;
-    // As the local follow: undefined until the first read, which is told either way (local-executor.ts).
     let asked: string | null | undefined;
     for (;;) {
       if (signal.aborted) return 'aborted';
@@ -240,15 +228,13 @@ export function createKubernetesExecutor(opts: KubernetesExecutorOptions): JobEx
         name ??= await findJob(run);
         const state = name ? await jobState(name) : null;
         if (!state || state.phase === 'missing') {
-          // No Job to read (deleted after its TTL, or never labelled): only the Control Plane can still tell, and
-          // what it holds is whatever the pod shipped last; give it the ship grace.
+          // No Job (past its TTL, or never labelled): only what the pod shipped last can tell.
           const shipped = await fromControl(run, outcomeFromState);
           if (shipped) return shipped;
           missingSince ??= Date.now();
           if (!opts.controlUrl || Date.now() - missingSince >= shipGraceMs) return null;
         } else if (state.phase !== 'running') {
-          // Not the Control Plane's copy while the pod ran: the run container (the agent, with the Control Plane
-          // token) could ship any status there. Only the signer writes its own log, and its summary line comes last.
+          // Not the Control Plane's copy: the run container holds its token and could ship any status there.
           return lastJsonLine(await podLog(name!, SIGNER_CONTAINER), outcomeFromState) ?? jobOutcome(state);
         } else if (f?.onQuestion) {
           const question = await fromControl(run, questionOf);

@@ -21,10 +21,9 @@ const SIGNER_KEYS_DIR = `${SIGNER_HOME}/.svc/keys`;
 
 type Mount = { name: string; mountPath: string; readOnly?: boolean };
 type EnvVar = { name: string; value: string };
-/** The pod clones its own checkout (deploy.md); of the server's, only its policy's max_usd goes in (createJob). */
+/** Of the server's checkout only its policy's max_usd goes in: the pod clones its own (deploy.md). */
 export type PodJob = Omit<ExecJob, 'workdir'> & { maxUsd?: number | null };
 
-/** The SVC_K8S_* settings, read once (docs/deploy.md); `gateSecret` is SVC_GATE_SECRET_FILE's secret. */
 export type KubernetesSettings = ReturnType<typeof kubernetesSettingsFromEnv>;
 
 export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv) {
@@ -54,7 +53,7 @@ export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv) {
   };
 }
 
-/** The gate refuses pods without a credential: a gate URL without the secret to mint one is a setting error. */
+/** The gate refuses pods without a credential, so a gate URL needs the secret to mint one. */
 function gateSecretOf(gateUrl: string | undefined, file: string | undefined): Buffer | undefined {
   if (gateUrl === undefined) return undefined;
   if (file === undefined) {
@@ -63,40 +62,27 @@ function gateSecretOf(gateUrl: string | undefined, file: string | undefined): Bu
   return readGateSecret(file);
 }
 
-/**
- * The run container's `svc start` argv: in the foreground (the launcher's trailing --detach goes), always in a
- * worktree (the signer diffs commits, never a working tree), under the run id the pod spec fixed for both containers.
- */
+/** In the foreground, always in a worktree (the signer diffs commits), under the run id the pod spec fixed. */
 export function podArgs(args: readonly string[], runId: string): string[] {
   const out = args.at(-1) === '--detach' ? args.slice(0, -1) : [...args];
   if (!out.includes('--pr') && !out.includes('--worktree')) out.push('--worktree');
   return [...out, '--run-id', runId];
 }
 
-/** The signer's argv: everything it trusts comes from here (run id, PR wish), not from files the run wrote. */
-export function signerArgs(args: readonly string[], runId: string): string[] {
-  const pr = args.includes('--pr') ? ['--pr'] : [];
-  return ['pod', 'sign', '--run-id', runId, '--repo', WORKSPACE, '--sealed', SEALED_DIR, ...pr];
-}
-
 /**
- * The pod's routes out through the gate (docs/gate.md: a NetworkPolicy leaves it no other), each carrying this job's
- * gate credential, valid for the pod's whole deadline and ten minutes more, for this job, run, repository and budget:
- * the proxy variables, the model CLIs' base URLs with placeholder keys, where the signer reads the evidence, and where
- * the run exports its spans.
+ * The pod's routes out through the gate (docs/gate.md), each carrying this job's credential for its job, run,
+ * repository, budget and trace, valid for the pod's deadline and ten minutes more.
  */
 function gateEnv(
   serverEnv: NodeJS.ProcessEnv, s: KubernetesSettings, job: PodJob, runId: string,
 ): EnvVar[] {
   if (!s.gateUrl || !s.gateSecret) return [];
   const expires = Date.now() + (s.activeDeadlineSeconds + 600) * 1000;
-  // The job's span rides in the signed credential: the gate records the pod's connections in the job's trace.
   const trace = job.traceparent ? { trace: job.traceparent } : {};
   const budget = job.maxUsd ? { maxUsd: job.maxUsd } : {};
   const who = { job: job.id, run: runId, repo: job.repo?.name ?? '', ...trace, ...budget };
   const credential = mintJobCredential(s.gateSecret, who, expires);
   const gate = s.gateUrl.replace(/\/+$/, '');
-  // Not a URL: nothing to exempt.
   const control = URL.parse(serverEnv.SVC_CONTROL_URL ?? '')?.hostname ?? '';
   const direct = ['localhost', '127.0.0.1', new URL(gate).hostname, ...(control ? [control] : [])].join(',');
   const proxy = gate.replace(/^http:\/\//, `http://svc:${credential}@`);
@@ -108,7 +94,7 @@ function gateEnv(
     if (api.baseEnv) vars.push({ name: api.baseEnv, value: `${gate}/_job/${credential}/_model/${name}` });
   }
   vars.push({ name: 'SVC_GATE_EVIDENCE_URL', value: `${gate}/_job/${credential}/_egress` });
-  // The run's spans go through the gate too: it holds the collector's headers and passes on only this job's trace.
+  // The gate holds the collector's headers and passes on only this job's trace.
   if (traceSettings(serverEnv, '').url) {
     vars.push({ name: 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', value: `${gate}/_job/${credential}/_traces` });
   }
@@ -120,8 +106,7 @@ function gateEnv(
 
 /** The trigger's allowlisted, non-secret variables, minus what names a trigger-host path or source, or gateEnv sets. */
 function baseEnv(
-  serverEnv: NodeJS.ProcessEnv, s: KubernetesSettings, job: PodJob, home: string,
-  gate: readonly EnvVar[],
+  serverEnv: NodeJS.ProcessEnv, s: KubernetesSettings, job: PodJob, home: string, gate: readonly EnvVar[],
 ): EnvVar[] {
   const env = Object.entries(childEnv('launcher', serverEnv))
     .filter(([k]) => !['PATH', 'HOME', 'TMPDIR', 'SVC_SOURCE', 'SVC_CONTROL_ANSWER_DIR', 'SVC_REPO_NAME'].includes(k))
@@ -129,22 +114,16 @@ function baseEnv(
     .map(([k, v]) => ({ name: k, value: String(v) }));
   env.push({ name: 'HOME', value: home }, { name: 'TMPDIR', value: '/tmp' }, { name: 'SVC_SOURCE', value: s.source });
   if (job.origin) env.push({ name: 'SVC_ORIGIN', value: job.origin });
-  // The run's `repo` is the served entry the job was routed to, not what the clone's origin says.
   if (job.repo) env.push({ name: 'SVC_REPO_NAME', value: job.repo.name });
-  // The job's span, which the pod's run continues (its spans go through the gate when there is one: gateEnv).
   if (job.traceparent) env.push({ name: 'SVC_TRACEPARENT', value: job.traceparent });
   if (s.controlTokenSecret) env.push({ name: 'SVC_CONTROL_TOKEN_FILE', value: `${TOKEN_DIR}/token` });
-  // The pod is the agent's boundary (its own container, no service account token, and with a gate, a NetworkPolicy):
-  // svc's bwrap sandbox would need user namespaces pods seldom have. The trigger server decides this, no repository.
+  // The pod is the agent's boundary; bwrap would need user namespaces pods seldom have. Never a repository's choice.
   if (!env.some((e) => e.name === 'SVC_SERVER_SANDBOX')) env.push({ name: 'SVC_SERVER_SANDBOX', value: 'none' });
   env.push(...gate);
   return env;
 }
 
-/**
- * Where the workspace comes from: the routed repository's clone URL (its default branch) when its entry has one,
- * else SVC_K8S_REPO_PVC, else SVC_K8S_REPO_URL at SVC_K8S_REPO_REF, else nothing (the image's own files).
- */
+/** The entry's clone URL, else SVC_K8S_REPO_PVC, else SVC_K8S_REPO_URL at its ref, else the image's own files. */
 type Workspace = { clone: string; ref: string | undefined } | { pvc: string } | null;
 
 function workspaceOf(job: PodJob, s: KubernetesSettings): Workspace {
@@ -159,16 +138,12 @@ function volumesOf(s: KubernetesSettings, from: Workspace): Array<Record<string,
     from && 'pvc' in from
       ? { name: 'workspace', persistentVolumeClaim: { claimName: from.pvc } }
       : { name: 'workspace', emptyDir: {} },
-    { name: 'home', emptyDir: {} },
-    { name: 'tmp', emptyDir: {} },
-    { name: 'sealed', emptyDir: {} },
-    { name: 'signer-home', emptyDir: {} },
-    { name: 'signer-tmp', emptyDir: {} },
+    ...['home', 'tmp', 'sealed', 'signer-home', 'signer-tmp'].map((name) => ({ name, emptyDir: {} })),
   ];
   if (s.controlTokenSecret) {
     volumes.push({ name: 'control-token', secret: { secretName: s.controlTokenSecret, defaultMode: 0o400 } });
   }
-  // This runner's own key, whose public half the Control Plane has registered (keys/trusted/): never its own key.
+  // This runner's key, whose public half the Control Plane has registered (keys/trusted/).
   if (s.keysSecret) volumes.push({ name: 'signing-key', secret: { secretName: s.keysSecret, defaultMode: 0o400 } });
   return volumes;
 }
@@ -217,7 +192,9 @@ export function buildPodSpec(
     .filter((n): n is string => !!n)
     .map((name) => ({ secretRef: { name } }));
   const signer = container(SIGNER_CONTAINER, {
-    args: signerArgs(job.args, runId),
+    // Everything the signer trusts comes from here (run id, PR wish), not from files the run wrote.
+    args: ['pod', 'sign', '--run-id', runId, '--repo', WORKSPACE, '--sealed', SEALED_DIR,
+      ...(job.args.includes('--pr') ? ['--pr'] : [])],
     workingDir: SIGNER_HOME,
     env: baseEnv(serverEnv, s, job, SIGNER_HOME, gate),
     ...(signerEnvFrom.length ? { envFrom: signerEnvFrom } : {}),

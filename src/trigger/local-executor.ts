@@ -1,4 +1,4 @@
-// Default executor: `node <cli> start …` as a child process with an allowlisted env, then polls
+// Default executor: `node <cli> start …` as a child process with an allowlisted env, then watches
 // <repo>/.svc/runs/<run>/state.json.
 import { startChild } from '../spawn/start.ts';
 import { secretsIn, type Secrets } from '../spawn/secrets-handoff.ts';
@@ -9,12 +9,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { oneLine } from '../webhook-sources.ts';
 import { objOrNull } from '../untrusted.ts';
 import {
-  outcomeFromState, parseLaunchOutput, questionOf, RUN_SEGMENT,
+  outcomeFromState, parseLaunchOutput, questionOf,
   type AnswerResult, type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome,
   type RunRef,
 } from './executor.ts';
 import { identityOf, signalGroup } from '../engine/proc-group.ts';
 import { operatorPassedEnv } from '../engine/config.ts';
+import { isValidSegment } from '../engine/ids.ts';
 
 const OUTPUT_CAP = 64 * 1024;
 /** How long a freshly launched run may take to write its first state.json. */
@@ -29,7 +30,6 @@ export function createLocalExecutor(opts: {
   /** Path of the svc CLI script (dist/cli.js); run with `execPath`. */
   cliPath: string;
   execPath?: string;
-  /** The server's environment: only allowlisted names are passed on, and the secrets below through a pipe. */
   env: NodeJS.ProcessEnv;
   pollMs?: number;
   /** A launcher still running after this long is killed (SIGTERM, then SIGKILL). */
@@ -37,18 +37,13 @@ export function createLocalExecutor(opts: {
 }): JobExecutor {
   const pollMs = opts.pollMs ?? 1000;
   const launchTimeoutMs = opts.launchTimeoutMs ?? 120_000;
-  // What every launch hands on is the server's, read once here: the run's own secrets (sent down a pipe on the
-  // launcher's fd 3, never its environment) and the values of the names the operator passes to agents
-  // (operator.json "env"), which cross the launcher's allowlist.
+  // Read once: the run's secrets (sent down a pipe on the launcher's fd 3, never its environment) and the
+  // operator's names passed to agents (operator.json "env"), which cross the launcher's allowlist.
   const all = secretsIn(opts.env);
   const secrets: Secrets = Object.fromEntries(LAUNCHER_SECRETS.filter((n) => all[n]).map((n) => [n, all[n]!]));
   const operatorEnv = operatorPassedEnv(opts.env);
 
-  /**
-   * `node <cli> <args>` in `cwd` (the routed repository's directory: its policy and config are the ones the run
-   * reads), with the run's secrets and the operator's names; its output kept up to OUTPUT_CAP. `done` resolves with
-   * its exit code, or why it could not start.
-   */
+  /** `node <cli> <args>` in the routed repository's `cwd`; `done`: its exit code, or why it did not start. */
   function startSvc(args: readonly string[], cwd: string, extra: Record<string, string>, detached = false) {
     const output = { stdout: '', stderr: '' };
     const child = startChild([opts.execPath ?? process.execPath, opts.cliPath, ...args], {
@@ -69,16 +64,13 @@ export function createLocalExecutor(opts: {
 
   async function launch(job: ExecJob): Promise<LaunchResult> {
     let timedOut = false;
-    // SVC_JOB_ID lets a trackera run find the payload of its own delivery (engine/spec.ts); SVC_REPO_NAME
-    // names the run after the served entry, never after whatever the checkout's origin says (repo-name.ts).
-    // Its own process group, so a timeout can signal the launcher and everything it started, and a Ctrl-C on the
-    // server's terminal does not reach runs the launcher detached.
+    // SVC_JOB_ID lets a trackera run find its delivery's payload (engine/spec.ts). Its own process group: a timeout
+    // signals the launcher and what it started, and a Ctrl-C on the server's terminal misses the detached runs.
     const { child, output, done } = startSvc(job.args, job.workdir, {
       SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}),
       ...(job.repo ? { SVC_REPO_NAME: job.repo.name } : {}),
       ...(job.traceparent ? { SVC_TRACEPARENT: job.traceparent } : {}),
     }, true);
-    // Recorded at spawn: the timeout signals this launcher's group only while it is still this launcher's.
     const launcher = child.pid === undefined ? null : identityOf(child.pid);
     const timer = setTimeout(() => {
       timedOut = true;
@@ -102,14 +94,12 @@ export function createLocalExecutor(opts: {
 
   async function follow(run: RunRef, signal: AbortSignal, f: FollowOptions): Promise<RunOutcome | null | 'aborted'> {
     const { reattach } = f;
-    if (!RUN_SEGMENT.test(run.run)) return null;
+    if (!isValidSegment(run.run)) return null;
     const path = join(f.workdir, '.svc', 'runs', run.run, 'state.json');
     const started = Date.now();
-    // The engine renames each state.json into place, so a watch on the run's folder sees the run end at once and its
-    // slot frees for the next job (a poll alone held it up to pollMs). The poll stays for a folder not there yet.
+    // A watch on the run's folder sees each state.json renamed into place at once; the poll covers a missing folder.
     let wake = new AbortController();
-    // The question last told (null: none; undefined: nothing read yet, so the first read is told either way): a
-    // re-attached follow tells a waiting run's question again, and the notifier posts only one it has not posted.
+    // undefined until the first read, which is told either way (the notifier drops a question it already posted).
     let asked: string | null | undefined;
     const watcher = watchQuietly(dirname(path), (name) => name === 'state.json' && wake.abort());
     try {
@@ -117,7 +107,6 @@ export function createLocalExecutor(opts: {
         if (signal.aborted) return 'aborted';
         const state = await readState(path);
         if (state === 'missing') {
-          // On re-attach there is no launch in flight: a missing state means the run is gone.
           if (reattach || Date.now() - started > MISSING_GRACE_MS) return null;
         } else if (state) {
           const outcome = outcomeFromState(state);
@@ -138,13 +127,8 @@ export function createLocalExecutor(opts: {
     }
   }
 
-  /**
-   * `svc answer <source>/<run> <text> --repo <workdir> --origin <who>`, the command a person types but marked as an
-   * origin's: it writes the run's answer file when the run is in that checkout, else answers through the Control
-   * Plane, and refuses a run not blocked.
-   */
+  /** The command a person types, marked as an origin's; after `--` the text is never read as an option. */
   async function answer(run: RunRef, text: string, workdir: string, origin: string): Promise<AnswerResult> {
-    // After `--`, the text is never read as an option (answers.ts also strips its leading hyphens).
     const args = ['answer', '--repo', workdir, `--origin=${origin}`, '--', `${run.source}/${run.run}`, text];
     const { output, done } = startSvc(args, workdir, {});
     const { code, failed } = await done;
@@ -155,7 +139,7 @@ export function createLocalExecutor(opts: {
   return { launch, follow, answer };
 }
 
-/** A watch on `dir` calling `changed` with each changed entry's name; null where there is no such folder. */
+/** null where there is no such folder. */
 function watchQuietly(dir: string, changed: (name: string | null) => void): FSWatcher | null {
   try {
     return watch(dir, (_event, name) => changed(name)).on('error', () => {});
@@ -168,7 +152,6 @@ async function readState(path: string): Promise<Record<string, unknown> | 'missi
   try {
     return objOrNull(JSON.parse(await readFile(path, 'utf8')));
   } catch (err) {
-    // A half-written file (the engine renames atomically, but be tolerant) reads as "not yet".
     return (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'missing' : null;
   }
 }

@@ -41,33 +41,25 @@ export interface TriggerOverrides {
   pollMs?: number;
   bodyTimeoutMs?: number;
   notifyBackoffMs?: number;
-  /** Waits between reports of the served repositories to the Control Plane (control-report.ts). */
   servedRetryMs?: readonly number[];
-  /** GitHub's REST API; default from GITHUB_API_URL and GITHUB_TOKEN (github-api.ts). */
   github?: GithubApi;
 }
 
-/** The executor SVC_TRIGGER_EXECUTOR names (the settings registry allows only these two). */
 function pickExecutor(settings: TriggerSettings, env: NodeJS.ProcessEnv, log: Logger, pollMs?: number): JobExecutor {
   const poll = pollMs ? { pollMs } : {};
   if (settings.executor === 'local') return createLocalExecutor({ cliPath: settings.cliPath, env, ...poll });
   kubernetesReposCheck(settings.repos);
   const { controlUrl, controlToken } = settings;
-  // An answer to a pod's run goes as a person's would: `svc answer`, which finds no such run in the server's checkout
-  // and hands it to the Control Plane, whose ingest answer reaches the pod.
+  // A pod's run is answered as a person would: `svc answer` finds no such run here and goes through the Control Plane.
   const { answer } = createLocalExecutor({ cliPath: settings.cliPath, env });
   return { ...createKubernetesExecutor({ env, log, controlUrl, controlToken, ...poll }), answer };
 }
 
-/**
- * A pod clones its job's repository from the entry's clone URL; an entry with only a host checkout would run in
- * whatever SVC_K8S_REPO_URL or SVC_K8S_REPO_PVC holds. That is its repository only when it is the one served.
- */
+/** An entry with only a host checkout runs in whatever SVC_K8S_REPO_URL/PVC holds: right only when it is alone. */
 function kubernetesReposCheck(repos: RepoRouter): void {
-  const entries = repos.entries;
-  if (entries.length < 2) return;
+  const { entries } = repos;
   const local = entries.filter((e) => e.clone === null).map((e) => e.name);
-  if (local.length === 0) return;
+  if (entries.length < 2 || local.length === 0) return;
   throw new BadSettingError(`SVC_TRIGGER_EXECUTOR=kubernetes serves ${entries.length} repositories, so each needs a `
     + `clone= URL for its pods to clone (${repos.source}: ${local.join(', ')} only have a checkout=)`);
 }
@@ -105,7 +97,7 @@ export async function startTrigger(
   let jobLoop: JobLoop | undefined;
   const queue = createJobQueue({
     stores, clock, maxQueued: settings.queueMax,
-    // The routes that can queue work: the queue's shares are split between them.
+    // The queue's shares are split between the routes that can queue work.
     routes: SOURCE_NAMES.filter((r) => settings.secrets[r].value && settings.secrets[r].unavailable === null).length,
     onEnqueued: () => {
       checkpointer.nudge();
@@ -123,17 +115,15 @@ export async function startTrigger(
   });
   const skips = createSkipCounts();
   let accepting = false;
-  const gh = settings.notify.github;
-  const github = o.github ?? createGithubApi({ base: gh?.apiUrl, token: gh?.token ?? null });
-  const metrics = createTriggerMetrics(stores, () => settings.repos, settings.dbPath, clock);
+  const github = o.github ?? createGithubApi(settings.notify.github);
+  const metrics = createTriggerMetrics(stores, settings.repos, settings.dbPath, clock);
   const answers = createAnswerDesk({ stores, executor, clock, log, progress: notify.progress, note: notify.note });
   const deps = {
     settings, queue, clock, log, skips, accepting: () => accepting, github, pulls: stores.jobs, metrics, answers, post,
     tracer,
   };
   const listener = createTriggerApp(deps, o.bodyTimeoutMs);
-  // GET /v1/repos on the Control Plane lists what is served here, and its UI filter offers them; a
-  // reloaded file is reported again, and the report of the table it replaced stops retrying.
+  // The Control Plane's GET /v1/repos lists what is served here; a reloaded table's report stops the old one's retries.
   const reports: Array<Promise<void>> = [];
   let lastReport: AbortController | undefined;
   const report = (names: string[]): void => {
@@ -152,7 +142,7 @@ export async function startTrigger(
   const { server, connections } = createHttpServer(listener, connectionLimits);
   const { url } = await listen(server, settings.host, settings.port);
   accepting = true;
-  // Logged once the server listens: a start that fails shows its own error last, not under route warnings.
+  // Logged once listening: a start that fails shows its own error last.
   for (const error of settings.problems.errors) log.error(error);
   for (const warning of settings.problems.warnings) log.warn(warning);
   jobLoop.recover();
@@ -175,7 +165,6 @@ export async function startTrigger(
     })();
     return closing;
   }
-  // `connections`: open connections as the connection caps count them (src/http/http-server.ts).
   return { url, server, connections, stores, queue, jobLoop, close };
 }
 
@@ -187,7 +176,7 @@ export async function serveTriggerForever(
 ): Promise<number> {
   const log = createLogger('trigger');
   const running = await startTrigger(settings, env, { log });
-  // Handlers first: whoever sees the URL may signal at once, and must get a clean shutdown.
+  // Handlers before the URL is printed: whoever sees it may signal at once.
   const exited = exitCodeAfterSignal(log, 'shutting down; queued jobs stay queued', () => running.close());
   print(`${running.url}\n`);
   const repos = settings.repos.entries.map((e) => e.name);

@@ -17,7 +17,7 @@ import { inTurn } from './queue.ts';
 
 export type ManagedCheckouts = ReturnType<typeof createManagedCheckouts>;
 
-/** A git talking to the origin longer is killed: a first clone of a large repository takes a while. */
+/** A first clone of a large repository takes a while. */
 const NETWORK_TIMEOUT_MS = 15 * 60_000;
 
 /** `<stateDir>/repos/<owner>/<name>`: a managed repository's mirror and intake files. */
@@ -26,18 +26,14 @@ export function managedDir(stateDir: string, repo: ServedRepo): string {
   return join(stateDir, 'repos', owner, name);
 }
 
-/**
- * The folder whose `.svc/inbox` receives a delivery's files before its job runs (a trackera snapshot): the checkout,
- * or the managed folder, from which each job's checkout gets them at launch.
- */
+/** Whose `.svc/inbox` receives a delivery's files (a trackera snapshot) before its job's checkout exists. */
 export function intakeDir(stateDir: string, repo: ServedRepo): string {
   return repo.checkout ?? managedDir(stateDir, repo);
 }
 
-/** A trackera issue identifier (ENG-123): a file name in the inbox. */
+/** A trackera issue identifier (ENG-123), a file name in the inbox. */
 export const TRACKERA_IDENTIFIER = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
-/** Where a repository's trackera deliveries wait for their runs (sources/trackera.ts stages them). */
 export function trackeraInbox(repoDir: string): string {
   return join(repoDir, '.svc', 'inbox', 'trackera');
 }
@@ -48,12 +44,7 @@ function mirrorDir(stateDir: string, repo: ServedRepo): string {
   return join(managedDir(stateDir, repo), 'mirror.git');
 }
 
-function jobCheckoutDir(checkoutsDir: string, repo: ServedRepo, jobId: string): string {
-  if (!JOB_SEGMENT.test(jobId)) throw new RangeError('bad job id');
-  return join(checkoutsDir, ...repo.name.toLowerCase().split('/'), jobId);
-}
-
-/** The origin's answer to `git ls-remote --symref URL HEAD refs/heads/*`, and its default branch. */
+/** The origin's `git ls-remote --symref URL HEAD refs/heads/*`, and its default branch. */
 type Asked = { listing: string; branch: string };
 
 /** git's own reason a managed-checkout step failed (its first stderr line); never holds the token. */
@@ -61,10 +52,7 @@ export class ManagedGitError extends FailedError {}
 
 const OUTPUT_CAP = 4 * 1024 * 1024;
 
-/**
- * git for managed checkouts: `local` on svc's own mirror and checkouts (only their own config applies), `remote`
- * talking to `url` (ls-remote, fetch), with the token when `url` is on the token's host. Each returns stdout.
- */
+/** `local` git on svc's own mirror and checkouts; `remote` to `url`, with the token only on its host. Both: stdout. */
 function createManagedGit(env: NodeJS.ProcessEnv) {
   const base = gitBaseEnv(env);
   async function run(
@@ -92,17 +80,16 @@ function createManagedGit(env: NodeJS.ProcessEnv) {
 
 export function createManagedCheckouts(opts: {
   stateDir: string;
-  /** Outside ~/.svc, which no agent sandbox shows, so the agent can see its checkout's git metadata. */
+  /** Outside ~/.svc, which no agent sandbox shows. */
   checkoutsDir: string;
   env: NodeJS.ProcessEnv;
   log: Logger;
 }) {
   const git = createManagedGit(opts.env);
   const chains = new Map<string, Promise<unknown>>();
-  /** Per repository, the origin's answer its spare checkout (`.next` beside its jobs' checkouts) was made for. */
+  /** Per repository, the origin's answer its spare checkout (`.next`) was made for. */
   const spares = new Map<string, string>();
 
-  /** `git ls-remote --symref URL HEAD refs/heads/*`: the default branch, its commit and every branch's. */
   async function askOrigin(repo: ServedRepo, url: string): Promise<Asked> {
     const mirror = mirrorDir(opts.stateDir, repo);
     if (!existsSync(join(mirror, 'HEAD'))) {
@@ -121,18 +108,14 @@ export function createManagedCheckouts(opts: {
   async function makeCheckout(repo: ServedRepo, url: string, dir: string, branch: string): Promise<string> {
     await rm(dir, { recursive: true, force: true }); // a spare that never finished left it
     mkdirSync(join(dir, '..'), { recursive: true, mode: 0o700 });
-    // --local hardlinks the objects (no copy, no network); only svc's git ever writes a mirror object (they are
-    // never rewritten in place), and an agent sees the checkout's git folder read-only.
+    // --local hardlinks the objects: only svc's git writes a mirror, and an agent sees the git folder read-only.
     await git.local(join(dir, '..'), ['clone', '--quiet', '--local', '--branch', branch, '--',
       mirrorDir(opts.stateDir, repo), dir], 'Could not make the job checkout');
     await git.local(dir, ['config', 'remote.origin.url', url], 'Could not make the job checkout');
     return (await git.local(dir, ['rev-parse', 'HEAD'], 'Could not make the job checkout')).trim();
   }
 
-  /**
-   * The job's checkout of what the origin answers now: the spare when it was made for that very answer (the mirror
-   * holds it then, and nothing is fetched), else a fetch into the mirror and a clone of it. Its commit.
-   */
+  /** The spare when it was made for this very answer (nothing to fetch), else fetch and clone; its commit. */
   async function checkoutFor(repo: ServedRepo, url: string, dir: string, spare: string, asked: Asked) {
     const ready = spares.get(repo.name.toLowerCase()) === asked.listing && existsSync(spare);
     spares.delete(repo.name.toLowerCase());
@@ -147,7 +130,7 @@ export function createManagedCheckouts(opts: {
     return makeCheckout(repo, url, dir, asked.branch);
   }
 
-  /** The next job's checkout, made once this one's is ready; kept only when it is the commit the origin named. */
+  /** The next job's checkout, kept only when it is the commit the origin named. */
   async function makeSpare(repo: ServedRepo, url: string, spare: string, asked: Asked): Promise<void> {
     if (spares.has(repo.name.toLowerCase())) return;
     try {
@@ -159,7 +142,7 @@ export function createManagedCheckouts(opts: {
     }
   }
 
-  /** A trackera delivery's snapshot was staged in the repository's intake folder: the job's run reads it here. */
+  /** Moves a staged trackera snapshot from the intake folder into the job's checkout. */
   function handOverIntake(repo: ServedRepo, dir: string, job: { id: string; args: readonly string[] }): void {
     const from = trackeraInbox(managedDir(opts.stateDir, repo));
     const to = trackeraInbox(dir);
@@ -173,15 +156,16 @@ export function createManagedCheckouts(opts: {
   }
 
   return {
-    /** Resolves once no fetch or checkout is under way (shutdown: the spare checkouts are made in the background). */
+    /** Resolves once no fetch or checkout (spares included) is under way. */
     idle: async () => {
       while (chains.size > 0) await Promise.all(chains.values());
     },
-    /** Makes `jobId`'s own checkout of the origin's default branch as it is now; its path. */
+    /** The job's own checkout of the origin's default branch as it is now. */
     async prepare(repo: ServedRepo, job: { id: string; args: readonly string[] }): Promise<string> {
       const url = repo.clone;
       if (url === null) throw new RangeError(`${repo.name} is not a managed repository`);
-      const dir = jobCheckoutDir(opts.checkoutsDir, repo, job.id);
+      if (!JOB_SEGMENT.test(job.id)) throw new RangeError('bad job id');
+      const dir = join(opts.checkoutsDir, ...repo.name.toLowerCase().split('/'), job.id);
       const spare = join(dir, '..', '.next'); // no job id starts with a dot
       const started = Date.now();
       const key = repo.name.toLowerCase();

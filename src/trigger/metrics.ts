@@ -1,17 +1,16 @@
-// The trigger server's own series (docs/deploy.md "Metrics"): deliveries by origin and outcome, counted once per
-// delivery as its route answers; the queue per served repository and the jobs by state, read from the DB when scraped.
+// The trigger server's own series (docs/deploy.md "Metrics"): deliveries counted as their route answers; the queue
+// and the jobs read from the DB when scraped.
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobStatus } from '../db/trigger-jobs-store.ts';
 import type { RepoRouter } from './served-repos.ts';
 import type { Reply } from '../http/respond.ts';
-import type { Ctx } from '../http/pipeline.ts';
 import {
   MetricsRegistry, registerDbSize, createRequestMetrics, type Counter, type RequestMetrics,
 } from '../http/metrics.ts';
 import { SOURCE_NAMES } from '../webhook-sources.ts';
 
 const JOB_STATES: readonly JobStatus[] = ['queued', 'running', 'succeeded', 'failed', 'interrupted'];
-/** A queued job whose repository is no longer served (the table was reloaded) is counted here. */
+/** A queued job whose repository is no longer served is counted here. */
 const UNSERVED = 'unserved';
 
 export interface TriggerMetrics {
@@ -21,7 +20,7 @@ export interface TriggerMetrics {
 }
 
 export function createTriggerMetrics(
-  stores: TriggerStores, repos: () => RepoRouter, dbPath: string, clock: () => number,
+  stores: TriggerStores, repos: RepoRouter, dbPath: string, clock: () => number,
 ): TriggerMetrics {
   const registry = new MetricsRegistry();
   const requests = createRequestMetrics(registry);
@@ -32,11 +31,10 @@ export function createTriggerMetrics(
   registry.gauge('svc_trigger_jobs', 'Jobs in the database by state', ['state'],
     () => JOB_STATES.map((s) => [[s], stores.jobs.countByStatus(s)] as const));
   const queue = (): Map<string, { n: number; oldest: number }> => {
-    const router = repos();
-    const byRepo = new Map(router.entries.map((e) => [e.name, { n: 0, oldest: 0 }]));
+    const byRepo = new Map(repos.entries.map((e) => [e.name, { n: 0, oldest: 0 }]));
     const now = clock();
     for (const group of stores.jobs.queuedGroups()) {
-      const name = group.repo === null ? UNSERVED : router.byName(group.repo)?.name ?? UNSERVED;
+      const name = group.repo === null ? UNSERVED : repos.byName(group.repo)?.name ?? UNSERVED;
       const entry = byRepo.get(name) ?? { n: 0, oldest: 0 };
       byRepo.set(name, entry);
       entry.n += group.n;
@@ -71,12 +69,11 @@ export function queuedReply(reply: Reply): Reply {
 }
 
 /**
- * A route's answer, counted under its outcome: an error is `refused`; a job committed is `queued`; a reply saying
- * the delivery was already queued is `duplicate` (every source's duplicate reply carries `status: "duplicate"`);
- * anything else answered (an event that starts no job, a usage reply, a challenge) is `skipped`.
+ * A route's answer, counted under its outcome: an error is `refused`, a committed job `queued`, a reply with
+ * `status: "duplicate"` `duplicate`, anything else (an event that starts no job, a usage reply) `skipped`.
  */
-export function countDelivery<C extends Ctx<unknown>>(
-  deliveries: Counter, origin: string, ctx: C, answer: (ctx: C) => Reply | Promise<Reply>,
+export function countDelivery(
+  deliveries: Counter, origin: string, answer: () => Reply | Promise<Reply>,
 ): Reply | Promise<Reply> {
   const outcome = (reply: Reply): Reply => {
     const said = (reply.body as { status?: unknown } | undefined)?.status;
@@ -90,7 +87,7 @@ export function countDelivery<C extends Ctx<unknown>>(
   };
   let reply: Reply | Promise<Reply>;
   try {
-    reply = answer(ctx);
+    reply = answer();
   } catch (err) {
     return refused(err);
   }

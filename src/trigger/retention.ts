@@ -1,45 +1,34 @@
-// Trigger DB retention (DESIGN §5): dedupe keys live SVC_TRIGGER_DEDUPE_DAYS (default 30), finished jobs
-// SVC_TRIGGER_JOB_DAYS (default 30) but never less than the dedupe window (a job's keys are deleted with it).
-// Sweeps run from a timer, one bounded batch per event-loop turn, never inside a request. Queued and running jobs
-// are never pruned.
+// Trigger DB retention (DESIGN §5): dedupe keys expire after SVC_TRIGGER_DEDUPE_DAYS, finished jobs after
+// SVC_TRIGGER_JOB_DAYS but never before their keys; queued and running jobs never. Swept from a timer, one bounded
+// batch per event-loop turn, never inside a request.
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { Logger } from '../log.ts';
 import { errorMessage } from '../errors.ts';
+import { DAY_MS } from '../db/stats-store.ts';
+import type { TriggerSettings } from './settings.ts';
 
-export const DAY_MS = 86_400_000;
-/** How often the server sweeps; the first sweep starts right after boot. */
 const SWEEP_MS = 10 * 60_000;
 /** Rows per transaction: a few ms of work at most. */
-export const BATCH = 500;
+const BATCH = 500;
 
-export interface TriggerRetention {
-  dedupeDays: number;
-  jobDays: number;
-}
-
-interface PruneCounts {
-  dedupeKeys: number;
-  jobs: number;
-}
+export type TriggerRetention = TriggerSettings['retention'];
 
 /** One batch of work; `done` once nothing expired is left. Jobs stay at least as long as their dedupe keys. */
-export function pruneBatch(
-  stores: TriggerStores, retention: TriggerRetention, now: number, limit = BATCH,
-): PruneCounts & { done: boolean } {
-  const dedupeKeys = stores.dedupe.prune(now - retention.dedupeDays * DAY_MS, limit);
+export function pruneBatch(stores: TriggerStores, retention: TriggerRetention, now: number) {
+  const dedupeKeys = stores.dedupe.prune(now - retention.dedupeDays * DAY_MS, BATCH);
   const jobsBefore = now - Math.max(retention.jobDays, retention.dedupeDays) * DAY_MS;
-  const jobs = stores.jobs.pruneFinished(jobsBefore, limit);
-  return { dedupeKeys, jobs, done: dedupeKeys < limit && jobs < limit };
+  const jobs = stores.jobs.pruneFinished(jobsBefore, BATCH);
+  return { dedupeKeys, jobs, done: dedupeKeys < BATCH && jobs < BATCH };
 }
 
 /** Sweeps now and every SWEEP_MS; returns stop(). A failed batch is logged and retried at the next sweep. */
 export function startTriggerRetention(
   opts: { stores: TriggerStores; retention: TriggerRetention; clock: () => number; log: Logger },
 ): () => void {
-  // Set while a sweep is under way: a timer tick then starts no second one.
+  // Set while a sweep is under way, so a timer tick starts no second one.
   let immediate: NodeJS.Immediate | undefined;
 
-  function step(now: number, total: PruneCounts): void {
+  function step(now: number, total: { dedupeKeys: number; jobs: number }): void {
     immediate = undefined;
     try {
       const batch = pruneBatch(opts.stores, opts.retention, now);

@@ -1,19 +1,12 @@
-// The served repositories file: one line per repository, read whole and refused whole when any line is
-// wrong, so the trigger server never starts with a routing table it half understood. Pure text in, entries out;
-// the file system checks (does the checkout exist) live in served-repos.ts.
-//
-//   # owner/name   where                      routing keys …
-//   acme/api       checkout=/srv/acme/api     errtrack=api-backend trackera=API chata=C0123 default
-//   acme/web       clone=https://github.com/acme/web.git  trackerb=WEB chatb=19:abc@thread.tacv2
+// The served repositories file (docs/trigger.md "Served repositories"): one line per repository, refused whole when
+// any line is wrong, so the server never starts with a routing table it half understood. Pure text in, entries out.
 import { BadSettingError } from '../errors.ts';
 import { isRepoName } from '../engine/repo-name.ts';
 import { CHAT_KINDS, ROUTING_KINDS, type ChatKind, type RoutingKind } from '../webhook-sources.ts';
 import { oneOf } from '../untrusted.ts';
 
-// Sources whose events name no repository (routing 'key' or 'channel' in src/webhook-sources.ts): the operator maps
-// their keys to one (GitHub routes by full_name). Chat sources: a channel's mapping is a permission, not only a
-// route. A message may start work only in an entry that names its channel, or in one that opted in to every channel
-// with `<chat>=*`.
+// A chat channel's mapping is a permission, not only a route: a message may start work only in an entry that names
+// its channel, or in one that opted in to every channel with `<chat>=*`.
 export const EVERY_CHANNEL = '*';
 
 export function isChatKind(kind: RoutingKind): kind is ChatKind {
@@ -23,9 +16,8 @@ export function isChatKind(kind: RoutingKind): kind is ChatKind {
 export interface ServedRepo {
   /** `owner/name` as the file spells it. */
   name: string;
-  /** An existing checkout the jobs run in, absolute; or null for a clone URL svc manages. */
+  /** Exactly one of an absolute checkout the jobs run in and a clone URL svc manages. */
   checkout: string | null;
-  /** The clone URL of a managed checkout, or null. */
   clone: string | null;
   keys: Record<RoutingKind, string[]>;
   /** Takes the events of non-GitHub sources whose key no entry names. */
@@ -40,7 +32,7 @@ export interface ReposProblem {
   reason: string;
 }
 
-/** The file (or a line given to `svc repos add`) is refused; every problem names its line and why. */
+/** Every problem names its line and why. */
 export class ReposFileError extends BadSettingError {
   readonly problems: readonly ReposProblem[];
   constructor(file: string, problems: readonly ReposProblem[]) {
@@ -57,7 +49,7 @@ export function keyOf(kind: RoutingKind, value: string): string {
   return isChatKind(kind) ? value : value.toLowerCase();
 }
 
-/** Why a clone URL is refused, or null: https, ssh, scp-like or file URLs, never a password in the file. */
+/** Why a clone URL is refused, or null. */
 function cloneUrlProblem(url: string): string | null {
   if (/[\s\0]/.test(url)) return 'a clone URL has no spaces or control characters';
   if (/^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^/]/.test(url) && !url.includes('://')) return null; // git@host:owner/name.git
@@ -77,7 +69,7 @@ function emptyKeys(): Record<RoutingKind, string[]> {
   return Object.fromEntries(ROUTING_KINDS.map((kind) => [kind, []])) as unknown as Record<RoutingKind, string[]>;
 }
 
-/** Strips a `#` comment: one at the line's start or after whitespace (a `#` inside a token stays). */
+/** Strips a `#` comment at the line's start or after whitespace (a `#` inside a token stays). */
 function withoutComment(line: string): string {
   const at = line.search(/(^|\s)#/);
   return at < 0 ? line : line.slice(0, at);
@@ -172,7 +164,7 @@ export function parseServedRepos(text: string, file: string): ServedRepo[] {
   return entries;
 }
 
-/** One entry as a file line (what `svc repos add` appends). */
+/** What `svc repos add` appends. */
 export function formatServedRepo(entry: ServedRepo): string {
   const parts = [entry.name, entry.checkout !== null ? `checkout=${entry.checkout}` : `clone=${entry.clone ?? ''}`];
   for (const kind of ROUTING_KINDS) if (entry.keys[kind].length) parts.push(`${kind}=${entry.keys[kind].join(',')}`);
@@ -180,7 +172,7 @@ export function formatServedRepo(entry: ServedRepo): string {
   return parts.join(' ');
 }
 
-/** The file's text without the line(s) of `name` (comments and other lines kept as written). */
+/** The text without the line(s) of `name`, the rest kept as written. */
 export function removeServedRepo(text: string, name: string, file: string): { text: string; removed: boolean } {
   const entries = parseServedRepos(text, file);
   const gone = new Set(entries.filter((e) => e.name.toLowerCase() === name.toLowerCase()).map((e) => e.line));

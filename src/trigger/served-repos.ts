@@ -1,7 +1,5 @@
-// Which served repository an event belongs to: exactly one, or a reason it is refused. Never a guess: a
-// GitHub event goes only to the entry named by its repository.full_name; other sources by the keys the operator
-// mapped, then the entry marked `default`, else nothing. Below: the table as the running server sees it (reread when
-// its file changes).
+// Which served repository an event belongs to: exactly one, or a reason it is refused, never a guess
+// (docs/trigger.md "Served repositories"); and the table as the running server sees it.
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { pinPushTarget } from '../engine/git-push.ts';
@@ -17,30 +15,16 @@ import { isRepoName } from '../engine/repo-name.ts';
 
 export type Routed = { kind: 'repo'; repo: ServedRepo } | { kind: 'unserved'; reason: string };
 
-export interface RepoRouter {
-  readonly entries: readonly ServedRepo[];
-  /** Where the table came from: the file's path, or what named the one-repository shorthand (`--repo DIR`, …). */
-  readonly source: string;
-  byName(name: string): ServedRepo | undefined;
-  /** A GitHub event: its repository.full_name must be served; `default` never applies. */
-  webhook(fullName: string | null): Routed;
-  /** Another source's key (a project slug, team key), then the default entry. Chat goes through `chat`. */
-  route(kind: RoutingKind, key: string | null): Routed;
-  /**
-   * A chat message: only an entry its channel may reach (it names the channel, or is open to every channel with
-   * `chata=*`); `option` (repo=owner/name, lower case) picks among those. A refusal names only reachable entries.
-   */
-  chat(kind: ChatKind, channel: string | null, option: string | null): Routed;
-  /** A table read from a file: wires logging and the rules below once the server has them (settings come first). */
-  attach?(hooks: LiveHooks): void;
-}
+/** `attach`: a table read from a file gets its logging and reload rules once the server has them. */
+export type RepoRouter = ReturnType<typeof createRepoRouter> & { attach?(hooks: LiveHooks): void };
 
 /** Text from a payload, fit for a skip reason and a log line. */
 function shown(value: string): string {
   return value.replace(/[^\x20-\x7e]/g, '?').slice(0, 120);
 }
 
-function createRepoRouter(entries: readonly ServedRepo[], source: string): RepoRouter {
+/** `source`: the file's path, or what named the one-repository shorthand (`--repo DIR`, …). */
+function createRepoRouter(entries: readonly ServedRepo[], source: string) {
   const byName = new Map(entries.map((e) => [e.name.toLowerCase(), e]));
   const byKey = new Map<string, ServedRepo>();
   for (const entry of entries) {
@@ -56,14 +40,16 @@ function createRepoRouter(entries: readonly ServedRepo[], source: string): RepoR
   return {
     entries,
     source,
-    byName: (name) => byName.get(name.toLowerCase()),
-    webhook(fullName) {
+    byName: (name: string): ServedRepo | undefined => byName.get(name.toLowerCase()),
+    /** A GitHub event: its repository.full_name must be served; `default` never applies. */
+    webhook(fullName: string | null): Routed {
       if (!fullName) return { kind: 'unserved', reason: 'the event names no repository' };
       const repo = byName.get(fullName.toLowerCase());
       if (repo) return { kind: 'repo', repo };
       return { kind: 'unserved', reason: `repository "${shown(fullName)}" is not served` };
     },
-    route(kind, key) {
+    /** Another source's key, then the default entry. */
+    route(kind: RoutingKind, key: string | null): Routed {
       const repo = key === null ? undefined : byKey.get(`${kind}:${keyOf(kind, key)}`);
       if (repo) return { kind: 'repo', repo };
       if (fallback) return { kind: 'repo', repo: fallback };
@@ -72,7 +58,8 @@ function createRepoRouter(entries: readonly ServedRepo[], source: string): RepoR
         : `${kind} key "${shown(key)}" is not served`;
       return { kind: 'unserved', reason: `${what} and no repository is the default` };
     },
-    chat(kind, channel, option) {
+    /** Only an entry the channel may reach; `option` (repo=owner/name) picks among those. */
+    chat(kind: ChatKind, channel: string | null, option: string | null): Routed {
       const named = naming(kind, channel);
       const reach = [...named, ...open(kind).filter((e) => !named.includes(e))];
       const where = channel === null ? `a ${kind} message with no channel` : `${kind} channel "${shown(channel)}"`;
@@ -101,8 +88,7 @@ type RepoOption = { kind: 'option'; repo: string | null; text: string } | { kind
 const REPO_TOKEN = /(^|\s)repo=(\S*)/gi;
 
 /**
- * `repo=owner/name` in a chat command: the one way a chat message picks a repository, and only among the ones its
- * channel may reach (`chat` above). Taken out of the text before it becomes a brief; the rest is sanitized again,
+ * `repo=owner/name` in a chat command, taken out of the text before it becomes a brief; the rest is sanitized again,
  * since removing the token can leave a leading hyphen.
  */
 export function takeRepoOption(text: string): RepoOption {
@@ -116,23 +102,21 @@ export function takeRepoOption(text: string): RepoOption {
 }
 
 /**
- * The `--repo DIR` shorthand: one checkout, the default for every source. Its name is the owner/name of the
- * checkout's own `remote.origin.url` (read from its config file, as the push reads it), so GitHub events of another
- * repository are still refused; without such an origin it is `local/<folder>` and takes no GitHub event.
+ * The `--repo DIR` shorthand: one checkout, the default for every source, named after its `remote.origin.url` as
+ * the push reads it; without such an origin it is `local/<folder>` and takes no GitHub event.
  */
 export function shorthandRepos(dir: string, source: string): RepoRouter {
   let name: string | null = null;
   try {
     name = pinPushTarget(dir).repo;
   } catch {
-    // no origin, or a config svc would not push to: the checkout has no GitHub name
+    // no origin svc would push to: no GitHub name
   }
   const folder = basename(dir).replace(/[^A-Za-z0-9._-]/g, '-').replace(/^[.-]+/, '') || 'repo';
   const entry: ServedRepo = {
     name: name ?? `local/${folder}`,
     checkout: dir,
     clone: null,
-    // One checkout serves everything the server's secrets let in: every channel of both chats may reach it.
     keys: Object.fromEntries(ROUTING_KINDS.map((k) => [k, isChatKind(k) ? [EVERY_CHANNEL] : []])) as ServedRepo['keys'],
     isDefault: true,
     line: 0,
@@ -147,10 +131,7 @@ export function shorthandRepos(dir: string, source: string): RepoRouter {
   };
 }
 
-/**
- * What this host cannot serve, which the parser cannot see: a checkout that is missing or not a git work tree. A clone
- * URL needs nothing here: its mirror is made and fetched before its first job (managed-checkout.ts).
- */
+/** What the parser cannot see: a checkout that is missing or not a git work tree. */
 export function checkoutProblems(entries: readonly ServedRepo[], lines: readonly string[]): ReposProblem[] {
   const problems: ReposProblem[] = [];
   for (const entry of entries) {
@@ -160,7 +141,7 @@ export function checkoutProblems(entries: readonly ServedRepo[], lines: readonly
     try {
       dir = statSync(entry.checkout).isDirectory();
     } catch {
-      // missing: reported below
+      // missing
     }
     if (!dir) problems.push({ line: entry.line, text, reason: `checkout ${entry.checkout} is not a directory` });
     else if (!existsSync(join(entry.checkout, '.git'))) {
@@ -185,14 +166,12 @@ export function loadServedRepos(file: string): RepoRouter {
   return createRepoRouter(entries, file);
 }
 
-// The file as the running server sees it: read again when one stat() at each use shows it changed (docs/trigger.md
-// "Changes need no restart"); a file that became invalid, unreadable or missing keeps the table in use.
-// Must not: serve a table the parser or the checkout check refused.
+// Read again when one stat() at each use shows the file changed (docs/trigger.md "Changes need no restart"); a file
+// that became invalid, unreadable or missing keeps the table in use.
 interface LiveHooks {
   log: Logger;
-  /** Extra start-up rules a new table must also pass (the Kubernetes executor's); throws to refuse it. */
+  /** Extra rules a new table must pass (the Kubernetes executor's); throws to refuse it. */
   check?: (router: RepoRouter) => void;
-  /** A new table is in use (the Control Plane is told the new names). */
   onChange?: (router: RepoRouter) => void;
 }
 

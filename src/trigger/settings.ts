@@ -4,7 +4,6 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { NotifyConfig } from './summary.ts';
 import { isLoopbackHost } from '../http/guards.ts';
-import type { TriggerRetention } from './retention.ts';
 import { liveServedRepos, shorthandRepos, type RepoRouter } from './served-repos.ts';
 import { existsSync, readFileSync } from 'node:fs';
 import { decodeChatbKey, SOURCE_NAMES, sourceOf, type SourceName } from '../webhook-sources.ts';
@@ -13,7 +12,7 @@ import { setting, settingChoice, settingInt, settingOr } from '../settings-regis
 
 export type TriggerSettings = ReturnType<typeof resolveTriggerSettings>;
 
-export type TriggerFlags = { [flag in 'host' | 'port' | 'repo' | 'repos' | 'concurrency' | 'db']?: string | undefined };
+type TriggerFlags = { [flag in 'host' | 'port' | 'repo' | 'repos' | 'concurrency' | 'db']?: string | undefined };
 
 function list(value: string | undefined): string[] {
   return (value ?? '').split(',').map((s) => s.trim()).filter(Boolean);
@@ -26,10 +25,7 @@ function httpsUrl(value: string, what: string, problems: SecretProblems): string
   return undefined;
 }
 
-/**
- * SVC_PUBLIC_URL when it is an http(s) URL people can reach: a loopback host (or a bad URL) is refused with an
- * error log and no link is sent rather than one that leads nowhere.
- */
+/** SVC_PUBLIC_URL when it is an http(s) URL people can reach: no link is better than one that leads nowhere. */
 function publicUrlOf(value: string | undefined, problems: SecretProblems): string | undefined {
   if (!value) return undefined;
   const url = URL.parse(value);
@@ -42,17 +38,14 @@ function publicUrlOf(value: string | undefined, problems: SecretProblems): strin
   return undefined;
 }
 
-/** The default repositories file: `~/.svc/trigger/repos.conf` (also what `svc repos` edits without --file). */
+/** Also what `svc repos` edits without --file. */
 export function defaultReposFile(env: NodeJS.ProcessEnv): string {
   return join(env.HOME || homedir(), '.svc', 'trigger', 'repos.conf');
 }
 
 /**
- * Which repositories the server serves. A flag beats a variable; `--repos FILE` and `--repo DIR` (or the two
- * variables) together are refused rather than one silently winning. With neither, the default file when it exists,
- * else the current directory as the one-repository shorthand. A repositories
- * file that exists but loses to another source is named in a warning with what overrides it, and the router's
- * `source` names the real source (flag, variable, default file or cwd) for the start-up log.
+ * Which repositories the server serves (docs/trigger.md "Served repositories"): a flag beats a variable, a file and a
+ * directory together are refused, and a repositories file that exists but loses is named in a warning.
  */
 function resolveRepos(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string, warnings: string[]): RepoRouter {
   if (flags.repos !== undefined && flags.repo !== undefined) {
@@ -81,12 +74,12 @@ function resolveRepos(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string, 
   return chosen.router;
 }
 
-/** Where managed job checkouts go (SVC_TRIGGER_CHECKOUTS); `svc prune --checkouts` reads the same. */
+/** Managed job checkouts (SVC_TRIGGER_CHECKOUTS), outside ~/.svc so their agents see their git. */
 export function checkoutsDirOf(env: NodeJS.ProcessEnv, cwd: string): string {
   return resolve(cwd, env.SVC_TRIGGER_CHECKOUTS ?? join(env.HOME || homedir(), '.local', 'share', 'svc', 'checkouts'));
 }
 
-/** The trigger's job queue (--db, SVC_TRIGGER_DB); `svc prune --checkouts` reads the same. */
+/** The trigger's job queue (--db, SVC_TRIGGER_DB). */
 export function triggerDbOf(env: NodeJS.ProcessEnv, cwd: string, flag?: string): string {
   return resolve(cwd, flag ?? env.SVC_TRIGGER_DB ?? join(env.HOME || homedir(), '.svc', 'trigger', 'trigger.db'));
 }
@@ -96,10 +89,9 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
   const { secrets, problems } = resolveRouteSecrets(env);
   const chataPrefix = httpsUrl(settingOr(env, 'CHATA_HOOKS_PREFIX'), 'CHATA_HOOKS_PREFIX', problems);
   const trackeraUrl = httpsUrl(settingOr(env, 'TRACKERA_API_URL'), 'TRACKERA_API_URL', problems);
-  // A question asked after a chata response_url expired goes by the bot token, when there is one.
+  // A question asked after a chata response_url expired goes by the bot token.
   const botToken = setting(env, 'CHATA_BOT_TOKEN');
   const botUrl = botToken ? httpsUrl(settingOr(env, 'CHATA_API_URL'), 'CHATA_API_URL', problems) : undefined;
-  // GitHub comments (progress, follow-up replies) use the token the server holds for clones and its runs' pushes.
   const ghToken = setting(env, 'GITHUB_TOKEN') ?? setting(env, 'GH_TOKEN');
   const tb = env.TRACKERB_BASE_URL && env.TRACKERB_EMAIL && env.TRACKERB_API_TOKEN;
   const tbUrl = tb ? httpsUrl(env.TRACKERB_BASE_URL!, 'TRACKERB_BASE_URL', problems) : undefined;
@@ -127,9 +119,8 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     host: flags.host ?? settingOr(env, 'SVC_TRIGGER_HOST'),
     port: settingInt(env, 'SVC_TRIGGER_PORT', { flag: flags.port }),
     repos,
-    /** The default repositories file and the managed mirrors live here. */
+    /** The default repositories file and the managed mirrors. */
     stateDir: join(home, '.svc', 'trigger'),
-    /** Managed repositories' job checkouts: outside ~/.svc, so their agents see their git. */
     checkoutsDir: checkoutsDirOf(env, cwd),
     concurrency,
     repoConcurrency: settingInt(env, 'SVC_TRIGGER_REPO_CONCURRENCY', { max: concurrency, fallback: perRepo }),
@@ -138,7 +129,6 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     source: settingOr(env, 'SVC_SOURCE'),
     controlUrl: setting(env, 'SVC_CONTROL_URL'),
     controlToken: setting(env, 'SVC_CONTROL_TOKEN'),
-    /** The base of every run link svc sends out; never loopback. */
     publicUrl: publicUrlOf(setting(env, 'SVC_PUBLIC_URL'), problems),
     secrets,
     notify,
@@ -147,27 +137,22 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     executor: settingChoice(env, 'SVC_TRIGGER_EXECUTOR'),
     problems,
     retention: {
-      dedupeDays: settingInt(env, 'SVC_TRIGGER_DEDUPE_DAYS'),
-      jobDays: settingInt(env, 'SVC_TRIGGER_JOB_DAYS'),
-    } satisfies TriggerRetention,
-    /** One log line per request (src/http/pipeline.ts). */
+      dedupeDays: settingInt(env, 'SVC_TRIGGER_DEDUPE_DAYS'), jobDays: settingInt(env, 'SVC_TRIGGER_JOB_DAYS'),
+    },
     accessLog: settingChoice(env, 'SVC_ACCESS_LOG') === '1',
   };
 }
 
-// Route secrets: missing → the route answers 503 naming the variable; any two equal → both routes are disabled
-// (spec "Authentication": a secret equal to another disables its route).
-export interface RouteSecret {
-  /** The variable an operator sets (named in 503 replies and logs; its value never is). */
+// Route secrets: missing → the route answers 503 naming the variable (never its value); any two equal → both routes
+// are disabled (spec "Authentication").
+interface RouteSecret {
   variable: string;
   value: string | undefined;
   /** Why the route cannot serve, or null when it can. */
   unavailable: string | null;
 }
 
-export type RouteSecrets = Record<SourceName, RouteSecret>;
-
-export interface SecretProblems {
+interface SecretProblems {
   warnings: string[];
   errors: string[];
 }
@@ -188,9 +173,9 @@ function pick(
   }
 }
 
-export function resolveRouteSecrets(env: NodeJS.ProcessEnv): { secrets: RouteSecrets; problems: SecretProblems } {
+export function resolveRouteSecrets(env: NodeJS.ProcessEnv) {
   const problems: SecretProblems = { warnings: [], errors: [] };
-  const secrets = {} as RouteSecrets;
+  const secrets = {} as Record<SourceName, RouteSecret>;
   for (const route of SOURCE_NAMES) {
     const { variable, value } = pick(env, route, problems);
     let unavailable: string | null = null;

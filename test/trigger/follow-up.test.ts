@@ -69,7 +69,7 @@ describe('/svc follow-ups on svc\'s pull requests', () => {
       const found = pulls.get(req.path) ?? reviewComments.get(req.path);
       return found === undefined ? { status: 404, body: '{"message":"Not Found"}' } : { status: 200, body: JSON.stringify(found) };
     };
-    t = await startTestTrigger({}, { github: createGithubApi({ base: github.url, token: 'gh-token', ca: cert.cert }) });
+    t = await startTestTrigger({}, { github: createGithubApi({ apiUrl: github.url, token: 'gh-token' }, cert.cert) });
     // The run that opened the PR: a job of this server, started by a labelled issue.
     const opened = await send(t, 'issues', { action: 'labeled', label: { name: 'svc' }, repository: REPO,
       issue: { number: 5, title: 'append fixed', labels: [{ name: 'svc' }] } });
@@ -230,7 +230,7 @@ describe('a /svc follow-up through dist/cli.js start: new commits on the same pu
     const cert = makeCert(tempDir('svc-cert-'));
     const api = await startStandIn(cert);
     const t = await startTestTrigger({ GITHUB_TOKEN: 'gh-token', GITHUB_API_URL: engineGithub.url },
-      { repo: repo.repo, home: repo.home, cliPath: CLI, github: createGithubApi({ base: api.url, token: 'gh-token', ca: cert.cert }) });
+      { repo: repo.repo, home: repo.home, cliPath: CLI, github: createGithubApi({ apiUrl: api.url, token: 'gh-token' }, cert.cert) });
     const git = (...args: string[]) => execFileSync('git', args, { cwd: repo.origin, encoding: 'utf8' }).trim();
     const runFile = (run: string, ...path: string[]) => JSON.parse(readFileSync(join(repo.repo, '.svc', 'runs', run, ...path), 'utf8'));
     try {

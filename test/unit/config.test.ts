@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openDatabase, type Db } from '../../src/db/open.ts';
 import { controlMigrations } from '../../src/db/control-migrations.ts';
-import { createConfigStore, ConfigVersionConflict, type ConfigStore } from '../../src/db/config-store.ts';
+import { createConfigStore, ConfigVersionConflict, type ConfigStore } from '../../src/db/control-stores.ts';
 import { SETTINGS, REDACTED, defaultConfig, mergeConfig, redactConfig, withDefaults, type Setting } from '../../src/control/config-schema.ts';
 import { HttpError } from '../../src/http/http-error.ts';
 

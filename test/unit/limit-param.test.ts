@@ -1,10 +1,10 @@
-// A bare `LIMIT ?` makes SQLite recompile its statement on every call from node:sqlite (src/db/limit-param.ts).
+// A bare `LIMIT ?` makes SQLite recompile its statement on every call from node:sqlite (src/db/open.ts LIMIT_PARAM).
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import { LIMIT_PARAM } from '../../src/db/limit-param.ts';
+import { LIMIT_PARAM } from '../../src/db/open.ts';
 
 const SRC = join(import.meta.dirname, '..', '..', 'src');
 

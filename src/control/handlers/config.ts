@@ -5,7 +5,7 @@ import { checkBodyKeys, requireJsonObject } from '../../http/body.ts';
 import { json } from '../../http/respond.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
-import { ConfigVersionConflict } from '../../db/config-store.ts';
+import { ConfigVersionConflict } from '../../db/control-stores.ts';
 import {
   SETTINGS, mergeConfig, readEffectiveConfig, redactConfig, withDefaults, type ConfigValues,
 } from '../config-schema.ts';
