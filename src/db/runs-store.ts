@@ -2,7 +2,7 @@
 // the run's Run JSON text with its row, so a list page reads one cell per run (docs/bench.md: the list's p99 bar).
 import type { SQLInputValue, StatementSync } from 'node:sqlite';
 import { inTransaction, LIMIT_PARAM, statementCache, type Db } from './open.ts';
-import { ACTIVE_STATUSES, RUN_JSON_FIELDS, TERMINAL_STATUSES, type RunStatus } from '../run-json.ts';
+import { ACTIVE_STATUSES, TERMINAL_STATUSES, type RunStatus } from '../run-json.ts';
 import type { CostFigures, MeteredCost, RunFailure, RunJson } from '../run-json.ts';
 import { iso } from '../iso-time.ts';
 import { tryParseJson } from '../untrusted.ts';
@@ -193,20 +193,35 @@ export function buildListQuery(filter: RunFilter, columns = ROW_COLUMNS): { sql:
 
 /** The one place a stored row becomes DESIGN §3 Run JSON; `repo_path`, `pid` and `extra` never leave the server. */
 export function runToJson(row: RunRow): RunJson {
-  const plain = row as unknown as Record<string, unknown>;
-  // Every key first, in DESIGN §3's order (the spread below keeps it).
-  const json = Object.fromEntries(RUN_JSON_FIELDS.map((key) => [key, plain[key] ?? null]));
+  // Written out in DESIGN §3's order: the ingest path makes one per run it writes, so no per-key arrays or copies.
   return {
-    ...json,
+    source: row.source,
+    run: row.run,
+    repo: row.repo,
+    group_id: row.group_id,
+    status: row.status,
+    verdict: row.verdict,
+    brief: row.brief,
+    origin: row.origin,
+    provider: row.provider,
+    branch: row.branch,
+    pr_url: row.pr_url,
+    question: row.question,
     started_at: iso(row.started_at),
     ended_at: iso(row.ended_at),
     updated_at: iso(row.updated_at),
+    cost_usd: row.cost_usd,
+    tokens_in: row.tokens_in,
+    tokens_out: row.tokens_out,
+    exit_code: row.exit_code,
+    error: row.error,
     failure: row.failure_class === null
       ? null
       : { class: row.failure_class, reason: row.failure_reason ?? '', retryable: row.failure_retryable === 1 },
     reported: costText<CostFigures>(row.reported),
     metered: costText<MeteredCost>(row.metered),
-  } as RunJson;
+    trace_id: row.trace_id ?? null,
+  };
 }
 
 /** The columns of a Run JSON `failure` (all null for none), for an upsert or a patch. */

@@ -175,19 +175,20 @@ export function createKubernetesExecutor(opts: {
       log.info('kubernetes job created', { job: job.id, kube_job: name });
       const deadline = Date.now() + launchTimeoutMs;
       for (;;) {
-        // The state first: a pod that prints its line and ends between the two reads is seen by the second.
-        const state = await jobState(name);
-        const run = await announced(name, created.runId);
+        let run = await announced(name, created.runId);
+        const state = run ? null : await jobState(name);
+        // The pod may print its line and end between the two reads: look at the log once more before giving up.
+        if (state && state.phase !== 'running') run = await announced(name, created.runId);
         if (run) {
           known.set(`${run.source}/${run.run}`, name);
           await labelRun(name, run);
           return { exitCode: 0, run, error: null };
         }
-        if (state.phase !== 'running') {
+        if (state!.phase !== 'running') {
           return {
-            exitCode: state.phase === 'complete' ? 0 : 1,
+            exitCode: state!.phase === 'complete' ? 0 : 1,
             run: null,
-            error: `Kubernetes Job ${name} ended without a {"source","run"} line (${state.reason ?? state.phase})`,
+            error: `Kubernetes Job ${name} ended without a {"source","run"} line (${state!.reason ?? state!.phase})`,
           };
         }
         if (Date.now() > deadline) {

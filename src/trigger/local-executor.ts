@@ -68,9 +68,11 @@ export function createLocalExecutor(opts: {
     // signals the launcher and what it started, and a Ctrl-C on the server's terminal misses the detached runs.
     const { child, output, done } = startSvc(job.args, job.workdir, {
       SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}),
+      // The run is named after the served entry, never after what the checkout's origin says.
       ...(job.repo ? { SVC_REPO_NAME: job.repo.name } : {}),
       ...(job.traceparent ? { SVC_TRACEPARENT: job.traceparent } : {}),
     }, true);
+    // Taken at spawn: the timeout signals this group only while it is still this launcher's (pids are reused).
     const launcher = child.pid === undefined ? null : identityOf(child.pid);
     const timer = setTimeout(() => {
       timedOut = true;
@@ -107,6 +109,7 @@ export function createLocalExecutor(opts: {
         if (signal.aborted) return 'aborted';
         const state = await readState(path);
         if (state === 'missing') {
+          // On re-attach no launch is in flight: a missing state means the run is gone.
           if (reattach || Date.now() - started > MISSING_GRACE_MS) return null;
         } else if (state) {
           const outcome = outcomeFromState(state);
@@ -148,6 +151,7 @@ function watchQuietly(dir: string, changed: (name: string | null) => void): FSWa
   }
 }
 
+/** The run's state.json; a half-written or unreadable one reads as null, "not yet". */
 async function readState(path: string): Promise<Record<string, unknown> | 'missing' | null> {
   try {
     return objOrNull(JSON.parse(await readFile(path, 'utf8')));
