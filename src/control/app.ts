@@ -17,7 +17,7 @@ import { ingestRuns, importRuns } from './handlers/ingest.ts';
 import { startRun, stopRun, resumeRun, retryRun, verifyRun, answerRun, openRunPr } from './handlers/actions.ts';
 import { listMergeQueue, addToMergeQueue, runMergeQueue } from './handlers/merge.ts';
 import { getReviewRisk } from './handlers/risk.ts';
-import { getOpenapi, VERSION } from './handlers/openapi.ts';
+import { getOpenapi, VERSION } from './openapi.ts';
 import { mcpRoutes } from './mcp.ts';
 import { audited, recordRefusal } from './audited.ts';
 

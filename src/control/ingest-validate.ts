@@ -16,9 +16,8 @@ export interface IngestBatch {
   runs: RunInput[];
   events: EventInput[];
   artifacts: Array<{ run: string; path: string; content_type: string; content: Buffer }>;
-  /** Delivery records of outbound messages, from the trigger server. */
   notifications: NotificationInput[];
-  /** The repositories the batch's trigger server serves (owner/name), replacing its last list; null when absent. */
+  /** Replaces the list of repositories the batch's trigger server serves; null when absent. */
   served_repos: string[] | null;
 }
 
@@ -28,9 +27,8 @@ const MAX_SERVED = 1000;
 const KIND = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 const MAX_TEXT = 64 * 1024;
-// An artifact's content type is the sender's: a plain `type/subtype[; params]` is kept, anything else is octet-stream.
 const MIME_NAME = String.raw`[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}`;
-// Only what a header may carry (RFC 9110 OWS, quoted-string without obs-text): else serving it would throw, a 500.
+// Only what a header may carry (RFC 9110): else serving the artifact would throw, a 500.
 const MIME_PARAM = String.raw`[ \t]*;[ \t]*[A-Za-z0-9_-]+=("[\t\x20\x21\x23-\x7e]*"|[A-Za-z0-9_.+-]+)`;
 const MIME = new RegExp(String.raw`^${MIME_NAME}\/${MIME_NAME}(${MIME_PARAM})*$`);
 const TEXT_FIELDS = ['repo', 'brief', 'origin', 'provider', 'branch', 'pr_url', 'question', 'error'] as const;
@@ -43,13 +41,11 @@ function bad(where: string, what: string): never {
   throw new HttpError('invalid_param', `${where} ${what}`);
 }
 
-/** Null when `v` is absent or null, else `v` when `ok` says so, else 400 naming `where`. */
 function orNull<T>(where: string, v: unknown, ok: (x: unknown) => boolean, what: string): T | null {
   if (v === undefined || v === null) return null;
   return ok(v) ? (v as T) : bad(where, what);
 }
 
-/** `v` when it is one of `allowed`, else 400 naming them. */
 function member<T>(where: string, v: unknown, allowed: readonly T[]): T {
   return oneOf(v, allowed) ?? bad(where, `must be one of ${allowed.join(', ')}`);
 }
@@ -58,7 +54,6 @@ function segment(where: string, v: unknown): string {
   return typeof v === 'string' && SEGMENT.test(v) ? v : bad(where, `must match ${SEGMENT.source}`);
 }
 
-/** Unix ms as a number, or an ISO-8601 / unix-ms string; 400 when unreadable or more than MAX_FUTURE_MS ahead. */
 function ingestTime(where: string, v: unknown, now: number): number {
   const ms = timeMs(v) ?? bad(where, 'must be an ISO-8601 time or unix milliseconds');
   const minutes = MAX_FUTURE_MS / 60_000;
@@ -83,8 +78,7 @@ export function validateRun(v: unknown, where: string, source: string, now: numb
     status,
     started_at: ingestTime(`${where}.started_at`, v.started_at, now),
     ended_at: optionalTime(`${where}.ended_at`, v.ended_at, now),
-    // The upsert's ordering key is no later than the batch's arrival: a claim to be newer buys nothing
-    // (docs/control-data.md, "Who wins an update").
+    // A claim to be newer than the batch's arrival buys nothing (docs/control-data.md, "Who wins an update").
     updated_at: Math.min(updated, now),
     group_id: v.group_id === undefined || v.group_id === null ? run : segment(`${where}.group_id`, v.group_id),
   };
@@ -97,7 +91,6 @@ export function validateRun(v: unknown, where: string, source: string, now: numb
   for (const f of INT_FIELDS) {
     input[f] = orNull(`${where}.${f}`, v[f], Number.isSafeInteger, 'must be an integer or null');
   }
-  // Unknown cost stays null; a measured cost is a finite, non-negative number.
   input.cost_usd = orNull(`${where}.cost_usd`, v.cost_usd,
     (x) => typeof x === 'number' && Number.isFinite(x) && x >= 0, 'must be a non-negative number or null');
   input.reported = costJson(`${where}.reported`, v.reported, ['cost_usd', 'tokens_in', 'tokens_out']);
@@ -114,10 +107,7 @@ export function validateRun(v: unknown, where: string, source: string, now: numb
 const FAILURE_KEYS = new Set(['class', 'reason', 'retryable']);
 const MAX_REASON = 4096;
 
-/**
- * A run's `failure`: null, or exactly {class, reason, retryable}. Kept only on a run that ended failed or stopped: a
- * state.json that kept an earlier one while the run went on is not worth refusing its batch for.
- */
+/** Kept only on a run that ended failed or stopped: a stale one in a state.json is not worth refusing its batch for. */
 function validateFailure(where: string, v: unknown, status: RunStatus): RunFailure | null {
   if (v === undefined || v === null) return null;
   if (!isJsonObject(v)) return bad(where, 'must be an object or null');
@@ -131,7 +121,7 @@ function validateFailure(where: string, v: unknown, status: RunStatus): RunFailu
   return { class: cls, reason: v.reason as string, retryable: v.retryable as boolean };
 }
 
-/** A Run JSON cost object (reported, metered) as the JSON text the row keeps: exactly these keys, each a number ≥ 0. */
+/** A Run JSON cost object (reported, metered) as the JSON text the row keeps. */
 function costJson(where: string, v: unknown, keys: readonly string[]): string | null {
   if (v === undefined || v === null) return null;
   if (!isJsonObject(v)) return bad(where, 'must be an object or null');
@@ -189,10 +179,7 @@ function text(where: string, v: unknown, required: boolean, max = 4096): string 
     `must be a string of 1 to ${max} characters`);
 }
 
-/**
- * A delivery record from the trigger server, checked for shape and types only: the store cuts targets to a host and
- * scrubs URLs from errors.
- */
+/** Shape and types only: the store cuts targets to a host and scrubs URLs from errors. */
 function validateNotification(v: unknown, where: string, source: string, now: number): NotificationInput {
   if (!isJsonObject(v)) return bad(where, 'must be an object');
   const status = member(`${where}.status`, v.status, NOTIFICATION_STATUSES);
@@ -223,7 +210,6 @@ function list(body: Obj, key: string): unknown[] {
   return Array.isArray(v) ? v : bad(`"${key}"`, 'must be an array');
 }
 
-/** `served_repos`: `[{"name":"owner/name"}]`, each name once (without regard to case), at most MAX_SERVED. */
 function servedRepos(body: Obj): string[] | null {
   if (body.served_repos === undefined) return null;
   const items = list(body, 'served_repos');

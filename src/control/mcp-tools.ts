@@ -1,6 +1,5 @@
-// The Control Plane's MCP tools and run resources (docs/mcp.md). Each tool is one route of the API's route table,
-// called through that route's own handler with the tool's arguments as its path parameters, query or body: the
-// validation, the audit row, the loopback-only authority and the answer are the API's. Decides nothing itself.
+// The Control Plane's MCP tools (docs/mcp.md): each is one route of the API, called through that route's own handler,
+// so the validation, the audit row, the loopback-only authority and the answer are the API's.
 import type { Ctx, Route } from '../http/pipeline.ts';
 import { isDatabaseBusy } from '../http/pipeline.ts';
 import { checkLoopbackOnly, isLoopbackHost } from '../http/guards.ts';
@@ -24,13 +23,12 @@ interface ToolDef {
   description: string;
   method: 'GET' | 'POST';
   pattern: string;
-  /** Where the arguments that are not path parameters go: the query string, the JSON body, or nowhere. */
+  /** Where the arguments that are not path parameters go. */
   rest: 'query' | 'body' | 'none';
   properties: Record<string, Schema>;
   required?: string[];
   /** The artifact a file-reading tool serves (the route's `*path`). */
   artifact?: string;
-  /** MCP tool annotations (2025-06-18): what an editor may tell its user before calling. */
   hints: { readOnlyHint: boolean; destructiveHint?: boolean; idempotentHint?: boolean; openWorldHint?: boolean };
 }
 
@@ -146,7 +144,6 @@ function refuse(message: string): never {
   throw new HttpError('invalid_param', message);
 }
 
-/** The route's path parameters, query and body from a tool's arguments; a value of the wrong type is refused. */
 function requestFor(tool: ToolDef, args: Record<string, unknown>, ownSource: string) {
   const params: Record<string, string> = {};
   const query = new URLSearchParams();
@@ -169,7 +166,6 @@ function requestFor(tool: ToolDef, args: Record<string, unknown>, ownSource: str
   return { params, query, body };
 }
 
-/** A query argument as the API's query string has it: a string as given, an integer in decimal. */
 function queryValue(key: string, schema: Schema, value: unknown): string {
   if (schema.type === 'integer' && Number.isSafeInteger(value)) return String(value);
   if (schema.type === 'string' && typeof value === 'string') return value;
@@ -177,10 +173,7 @@ function queryValue(key: string, schema: Schema, value: unknown): string {
     `not ${describeValue(value)}`);
 }
 
-/**
- * The reply's body as a value: objects as they are, JSON text parsed, anything else as UTF-8 text. An artifact is a
- * runner's file (untrusted): one that does not parse, or nests deeper than a request body may, stays text.
- */
+/** The reply's body as a value; an artifact (untrusted) that does not parse, or nests too deep, stays text. */
 function replyValue(reply: Reply): unknown {
   const body = reply.body;
   if (body === undefined || body === null) return {};
@@ -196,7 +189,6 @@ function replyValue(reply: Reply): unknown {
   }
 }
 
-/** A tool's answer as MCP's CallToolResult: the reply's JSON as text (and as structuredContent when an object). */
 function result(value: unknown, isError: boolean) {
   const text = typeof value === 'string' ? value : JSON.stringify(value);
   return {
@@ -206,7 +198,6 @@ function result(value: unknown, isError: boolean) {
   };
 }
 
-/** A refusal as the API would send it, as a tool error; anything that is not a refusal is thrown on. */
 function refusal(err: unknown) {
   const known = isHttpError(err) ? err : httpErrorOf(err);
   if (known) return result(errorBody(known.code, known.message), true);
@@ -219,11 +210,10 @@ function refusal(err: unknown) {
 
 export type McpTools = ReturnType<typeof createMcpTools>;
 
-/** The tools over the route table `routes()` (read when first needed: app.ts passes its own table). */
 export function createMcpTools(routes: () => readonly R[]) {
   let resolved: Map<string, R> | undefined;
 
-  /** Each tool's route, found once; a tool naming no route is a bug in svc (a FailedError: a 500 or -32603). */
+  /** A tool naming no route is a bug in svc (a FailedError: a 500 or -32603). */
   function routeOf(tool: ToolDef): R {
     resolved ??= new Map(TOOLS.map((t) => {
       const route = routes().find((r) => r.method === t.method && r.pattern === t.pattern);
@@ -233,7 +223,6 @@ export function createMcpTools(routes: () => readonly R[]) {
     return resolved.get(tool.name)!;
   }
 
-  /** Runs the tool's route handler for the MCP request `ctx`; refusals come back as the API's error replies. */
   async function callRoute(ctx: C, tool: ToolDef, args: Record<string, unknown>): Promise<Reply> {
     const route = routeOf(tool);
     let params: Record<string, string> = {};
@@ -274,9 +263,8 @@ export function createMcpTools(routes: () => readonly R[]) {
   }
 
   return {
-    /** tools/list: name, title, description, input schema (JSON Schema 2020-12) and annotations of each tool. */
     list() {
-      // Every tool's route is found before any is offered: a tool naming no route fails tools/list, loudly.
+      // A tool naming no route fails tools/list, loudly.
       for (const t of TOOLS) routeOf(t);
       return TOOLS.map((t) => ({
         name: t.name, title: t.title, description: t.description,
@@ -291,7 +279,7 @@ export function createMcpTools(routes: () => readonly R[]) {
       return TOOLS.find((t) => t.name === name);
     },
     call,
-    /** A read tool's reply as a value, or the API's refusal (an HttpError) thrown: for resources/list and read. */
+    /** A read tool's reply as a value, or the API's refusal thrown: for resources/list and read. */
     async read(ctx: C, name: 'list_runs' | 'get_run', args: Record<string, unknown>): Promise<unknown> {
       const reply = await callRoute(ctx, TOOLS.find((t) => t.name === name)!, args);
       return replyValue(reply);
